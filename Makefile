@@ -1,0 +1,143 @@
+# shardfeed — build, test and tooling. `make help` lists the targets.
+#
+# Every tool comes from `make tools` (hack/tools.sh) into the git-ignored bin/,
+# linked to a per-user cache (~/.cache/shardfeed), so nothing is installed by
+# hand and a second clone on the same machine reuses the cache.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+BIN := $(ROOT)/bin
+VENV := $(BIN)/venv
+PYTHON := $(VENV)/bin/python
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -s -w -X github.com/shardfeed/shardfeed/internal/version.version=$(VERSION) \
+	-X github.com/shardfeed/shardfeed/internal/version.commit=$(COMMIT)
+GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
+
+# The Go tests find etcd, kube-apiserver, kubectl and minio in bin/.
+export KUBEBUILDER_ASSETS := $(BIN)
+export SHARDFEED_BIN := $(BIN)
+export PATH := $(BIN):$(PATH)
+# Helm keeps its cache and settings in the clone, not in the home directory.
+export HELM_CACHE_HOME := $(ROOT)/.cache/helm
+export HELM_CONFIG_HOME := $(ROOT)/.cache/helm/config
+export HELM_DATA_HOME := $(ROOT)/.cache/helm/data
+
+# Go test flags; e.g. `make test-go GOTEST_FLAGS='-run TestX -v'`.
+GOTEST_FLAGS ?=
+GO_TEST_TIMEOUT ?= 20m
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} \
+		/^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } \
+		/^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: tools-go ## Generate the CRDs (config/crd, charts/shardfeed/crds) and RBAC from the markers.
+	$(BIN)/controller-gen rbac:roleName=shardfeed-manager crd paths=./... \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	rm -f charts/shardfeed/crds/*.yaml && cp config/crd/bases/*.yaml charts/shardfeed/crds/
+
+.PHONY: generate
+generate: tools-go ## Generate the DeepCopy methods of the API types.
+	$(BIN)/controller-gen object paths=./api/...
+
+.PHONY: fmt
+fmt: ## Format the Go code.
+	gofmt -w -s $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet, with the integration tests.
+	go vet -tags integration ./...
+
+.PHONY: lint
+lint: tools-go ## Run golangci-lint (see .golangci.yml) and check gofmt.
+	@out=$$(gofmt -l -s $$(git ls-files '*.go')); if [ -n "$$out" ]; then \
+		echo "gofmt: these files need formatting (run make fmt):"; echo "$$out"; exit 1; fi
+	$(BIN)/golangci-lint run ./...
+	$(BIN)/helm lint --strict charts/shardfeed
+
+.PHONY: verify-generated
+verify-generated: manifests generate ## Fail when generated files differ from the committed ones.
+	@git diff --exit-code -- config api charts || { echo "generated files are stale: run make manifests generate and commit"; exit 1; }
+
+##@ Build
+
+.PHONY: build
+build: ## Build the shardfeed CLI and the manager into bin/.
+	$(GO_BUILD) -o $(BIN)/shardfeed ./cmd/shardfeed
+	$(GO_BUILD) -o $(BIN)/manager ./cmd/manager
+
+##@ Test
+
+.PHONY: test
+test: ## Run every test (the CI entry point): tools, lint, generated files, Go and Python tests.
+	@hack/check-clean.sh snapshot
+	$(MAKE) --no-print-directory tools lint vet verify-generated test-go test-python
+	@hack/check-clean.sh verify
+
+.PHONY: test-unit
+test-unit: ## Run the Go unit tests (no servers).
+	go test -count=1 -timeout $(GO_TEST_TIMEOUT) $(GOTEST_FLAGS) ./...
+
+.PHONY: test-integration
+test-integration: tools-go tools-kube tools-minio tools-debian ## Run the Go integration tests (real kube-apiserver, etcd, MinIO).
+	go test -count=1 -tags integration -timeout $(GO_TEST_TIMEOUT) -run Integration $(GOTEST_FLAGS) ./...
+
+# test-go runs the unit and the integration tests in one pass.
+.PHONY: test-go
+test-go: tools-go tools-kube tools-minio tools-debian
+	go test -count=1 -tags integration -timeout $(GO_TEST_TIMEOUT) $(GOTEST_FLAGS) ./...
+
+.PHONY: test-python
+test-python: tools ## Run the Python tests with pytest (real MinIO, kube-apiserver, pyarrow, torch).
+	$(PYTHON) -m pytest -q test/python
+
+.PHONY: test-e2e
+test-e2e: ## End-to-end tests on a real local cluster (comes with the end-to-end issue).
+	@echo "test-e2e: the end-to-end suite (local cluster, Helm chart, training pods) comes with issue 8; nothing runs yet." >&2; exit 2
+
+.PHONY: bench
+bench: ## Benchmarks side by side with the reference systems (comes with the benchmark issue).
+	@echo "bench: the side-by-side benchmarks come with issue 9; 'go test -bench . ./...' runs the Go benchmarks there are." >&2; exit 2
+
+.PHONY: demo
+demo: ## The whole story on one machine (comes with the end-to-end issue).
+	@echo "demo: the end-to-end demo (cluster, operator, training pods, kill and rescale) comes with issue 8." >&2; exit 2
+
+##@ Environments
+
+.PHONY: control-plane
+control-plane: tools-kube tools-debian ## Run etcd + kube-apiserver on loopback until Ctrl-C.
+	hack/control-plane.sh
+
+.PHONY: minio
+minio: tools-minio ## Run a MinIO server with a bucket on loopback until Ctrl-C.
+	hack/minio.sh
+
+##@ Tools
+
+.PHONY: tools
+tools: ## Install every pinned tool into bin/ (cached in ~/.cache/shardfeed).
+	hack/tools.sh all
+
+.PHONY: tools-go tools-kube tools-minio tools-debian tools-python
+tools-go: ; @hack/tools.sh go
+tools-kube: ; @hack/tools.sh kube
+tools-minio: ; @hack/tools.sh minio
+tools-debian: ; @hack/tools.sh debian
+tools-python: ; @hack/tools.sh python
+
+.PHONY: clean
+clean: ## Remove build outputs and the links in bin/ (the tool cache stays).
+	rm -rf $(BIN) .cache

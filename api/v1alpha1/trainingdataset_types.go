@@ -1,0 +1,302 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ShardFormat names how the shards of a stream are encoded.
+// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow
+type ShardFormat string
+
+// The shard formats the sidecar reads (design §2).
+const (
+	FormatMDS     ShardFormat = "mds"
+	FormatParquet ShardFormat = "parquet"
+	FormatJSONL   ShardFormat = "jsonl"
+	FormatCSV     ShardFormat = "csv"
+	FormatTSV     ShardFormat = "tsv"
+	FormatArrow   ShardFormat = "arrow"
+)
+
+// CorruptShardPolicy says what the sidecar does with a shard that stays
+// corrupt after its retries.
+// +kubebuilder:validation:Enum=fail;skip
+type CorruptShardPolicy string
+
+// The corrupt-shard policies.
+const (
+	// CorruptShardFail stops the feed with an error naming the shard.
+	CorruptShardFail CorruptShardPolicy = "fail"
+	// CorruptShardSkip delivers the shard's samples as marked pad rows in
+	// their planned places, so the plan stays the same for every rank.
+	CorruptShardSkip CorruptShardPolicy = "skip"
+)
+
+// SecretReference names a Secret in the namespace of the TrainingDataset.
+type SecretReference struct {
+	// Name of the Secret. It holds the keys AWS_ACCESS_KEY_ID and
+	// AWS_SECRET_ACCESS_KEY (and optionally AWS_SESSION_TOKEN).
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// Source says where the shards and the index of a stream live.
+type Source struct {
+	// URI of the stream's prefix: s3://bucket/prefix/ for any S3-compatible
+	// store, or file:///path/ for local use and tests.
+	// +kubebuilder:validation:MinLength=1
+	URI string `json:"uri"`
+
+	// Endpoint of an S3-compatible store other than AWS, e.g.
+	// http://minio.storage:9000. Empty means AWS S3.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// Region of the bucket. Empty means the store's default.
+	// +optional
+	Region string `json:"region,omitempty"`
+
+	// Insecure allows plain HTTP to the endpoint.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+
+	// CredentialsSecretRef names the Secret with the store's credentials.
+	// Without it the default credential chain is used (environment, web
+	// identity / IRSA, instance metadata).
+	// +optional
+	CredentialsSecretRef *SecretReference `json:"credentialsSecretRef,omitempty"`
+}
+
+// Stream is one object-store prefix holding shards and their index, with its
+// weight in the mix.
+type Stream struct {
+	// Name of the stream, unique in the dataset. Batches carry the stream's
+	// position in spec.streams in the _shardfeed_stream column.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Source of the stream's shards and index.
+	Source Source `json:"source"`
+
+	// Format of the shards.
+	// +kubebuilder:default=mds
+	// +optional
+	Format ShardFormat `json:"format,omitempty"`
+
+	// Proportion is a relative weight, as an exact decimal string ("0.25",
+	// "3"): the stream gets proportion/sum(proportions) of the epoch.
+	// Excludes repeat and choose on every stream.
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +optional
+	Proportion string `json:"proportion,omitempty"`
+
+	// Repeat multiplies the stream's size per epoch, as an exact decimal
+	// string ("2", "0.5"); the count is rounded down.
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +optional
+	Repeat string `json:"repeat,omitempty"`
+
+	// Choose fixes the number of samples the stream gives per epoch.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Choose *int64 `json:"choose,omitempty"`
+
+	// Columns to deliver. Empty means every column of the stream.
+	// +listType=set
+	// +optional
+	Columns []string `json:"columns,omitempty"`
+}
+
+// Shuffle configures how samples are shuffled.
+type Shuffle struct {
+	// Enabled turns shuffling on.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Seed of every random choice of the plan.
+	// +kubebuilder:default=0
+	// +optional
+	Seed *int64 `json:"seed,omitempty"`
+
+	// BlockSize is the number of consecutive samples of a split that are
+	// shuffled together. Larger blocks mix more and need more cache.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=262144
+	// +optional
+	BlockSize *int64 `json:"blockSize,omitempty"`
+}
+
+// SidecarSpec configures the data-loading sidecar injected into pods.
+type SidecarSpec struct {
+	// Image of the sidecar. Empty means the operator's default.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Resources of the sidecar container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// CacheLimit bounds the disk the shard cache uses in a pod.
+	// +optional
+	CacheLimit *resource.Quantity `json:"cacheLimit,omitempty"`
+
+	// Prefetch is the number of shards fetched ahead of the one being read.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Prefetch *int32 `json:"prefetch,omitempty"`
+
+	// MetricsPort is the TCP port of the sidecar's Prometheus metrics.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	MetricsPort *int32 `json:"metricsPort,omitempty"`
+}
+
+// TrainingDatasetSpec declares the data of a training job: its streams, how
+// they are mixed, shuffled and split.
+type TrainingDatasetSpec struct {
+	// Streams of the dataset, mixed by their weights.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=map
+	// +listMapKey=name
+	Streams []Stream `json:"streams"`
+
+	// EpochSize is the number of samples per epoch. Empty means the sum of
+	// the streams' sizes. Only with relative weights (proportion) or none.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	EpochSize *int64 `json:"epochSize,omitempty"`
+
+	// Shuffle settings.
+	// +optional
+	Shuffle Shuffle `json:"shuffle,omitempty"`
+
+	// NumSplits is the number of splits the epoch is cut into; every world
+	// size the job runs at must divide it.
+	// +kubebuilder:validation:Minimum=1
+	NumSplits int32 `json:"numSplits"`
+
+	// GlobalBatchSize is the number of samples per step over all ranks; a
+	// multiple of numSplits.
+	// +kubebuilder:validation:Minimum=1
+	GlobalBatchSize int64 `json:"globalBatchSize"`
+
+	// DropLast drops the tail of each split that does not fill a batch;
+	// false pads it with marked rows (_shardfeed_pad = true).
+	// +kubebuilder:default=true
+	// +optional
+	DropLast *bool `json:"dropLast,omitempty"`
+
+	// OnCorruptShard says what happens to a shard that stays corrupt after
+	// its retries.
+	// +kubebuilder:default=fail
+	// +optional
+	OnCorruptShard CorruptShardPolicy `json:"onCorruptShard,omitempty"`
+
+	// Sidecar configures the injected data-loading sidecar.
+	// +optional
+	Sidecar SidecarSpec `json:"sidecar,omitempty"`
+}
+
+// StreamTotals are the sizes of one stream, read from its index.
+type StreamTotals struct {
+	// Name of the stream.
+	Name string `json:"name"`
+	// Samples in the stream.
+	Samples int64 `json:"samples"`
+	// Bytes of the stream's shards.
+	Bytes int64 `json:"bytes"`
+	// Shards in the stream.
+	Shards int64 `json:"shards"`
+}
+
+// JobProgress is the committed progress of one training job.
+type JobProgress struct {
+	// Job identity.
+	Job string `json:"job"`
+	// Pods of the job.
+	// +optional
+	Pods int32 `json:"pods,omitempty"`
+	// WorldSize is the number of ranks of the job.
+	// +optional
+	WorldSize int32 `json:"worldSize,omitempty"`
+	// Epoch of the last commit.
+	Epoch int64 `json:"epoch"`
+	// Step of the last commit: every rank finished the steps before it.
+	Step int64 `json:"step"`
+	// LastCommitTime is when the job last committed.
+	// +optional
+	LastCommitTime *metav1.Time `json:"lastCommitTime,omitempty"`
+}
+
+// TrainingDatasetStatus is what the operator observed of a TrainingDataset.
+type TrainingDatasetStatus struct {
+	// Conditions: IndexResolved, Ready, Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Samples per epoch over all streams.
+	// +optional
+	Samples int64 `json:"samples,omitempty"`
+
+	// Streams holds the totals of every stream.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Streams []StreamTotals `json:"streams,omitempty"`
+
+	// PlanFingerprint identifies the plan; a resume under another
+	// fingerprint is refused.
+	// +optional
+	PlanFingerprint string `json:"planFingerprint,omitempty"`
+
+	// PlanConfigMap is the name of the ConfigMap holding the plan.
+	// +optional
+	PlanConfigMap string `json:"planConfigMap,omitempty"`
+
+	// Jobs is the committed progress of every job reading this dataset.
+	// +listType=map
+	// +listMapKey=job
+	// +optional
+	Jobs []JobProgress `json:"jobs,omitempty"`
+}
+
+// TrainingDataset declares where the training data of a job lives and how it
+// is mixed, shuffled and split. Pods labelled shardfeed.io/dataset=<name> get
+// a sidecar that serves them their batches.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tds,categories=shardfeed
+// +kubebuilder:printcolumn:name="Streams",type=string,JSONPath=`.spec.streams[*].name`
+// +kubebuilder:printcolumn:name="Samples",type=integer,JSONPath=`.status.samples`
+// +kubebuilder:printcolumn:name="Splits",type=integer,JSONPath=`.spec.numSplits`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type TrainingDataset struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   TrainingDatasetSpec   `json:"spec,omitempty"`
+	Status TrainingDatasetStatus `json:"status,omitempty"`
+}
+
+// TrainingDatasetList is a list of TrainingDatasets.
+//
+// +kubebuilder:object:root=true
+type TrainingDatasetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TrainingDataset `json:"items"`
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/version"
+)
+
+func TestVersionCommand(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		check   func(t *testing.T, out string)
+		wantErr string
+	}{
+		{
+			name: "text",
+			args: []string{"version"},
+			check: func(t *testing.T, out string) {
+				if !strings.HasPrefix(out, "shardfeed ") {
+					t.Errorf("output %q does not start with %q", out, "shardfeed ")
+				}
+			},
+		},
+		{
+			name: "json",
+			args: []string{"version", "-o", "json"},
+			check: func(t *testing.T, out string) {
+				var info version.Info
+				if err := json.Unmarshal([]byte(out), &info); err != nil {
+					t.Fatalf("output is not JSON: %v\n%s", err, out)
+				}
+				if info.PlanVersion != version.PlanVersion || info.GoVersion == "" {
+					t.Errorf("info = %+v, want plan version %d and a Go version", info, version.PlanVersion)
+				}
+			},
+		},
+		{name: "unknown format", args: []string{"version", "-o", "yaml"}, wantErr: "use text or json"},
+		{name: "extra argument", args: []string{"version", "now"}, wantErr: "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			cmd := newRootCommand()
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(tt.args)
+			err := cmd.Execute()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, out.String())
+		})
+	}
+}

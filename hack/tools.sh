@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# tools.sh installs every tool the build and the tests need, pinned.
+#
+# Tools built from Go modules live outside the clone, in a per-user cache keyed
+# by tool and version ($SHARDFEED_CACHE, default ~/.cache/shardfeed), and are
+# linked into the git-ignored bin/ of this clone, so a second clone on the same
+# machine reuses them. Debian packages are installed with apt-get when missing.
+# The Python virtual environment is cached the same way, keyed by the hash of
+# hack/requirements.txt, and linked as bin/venv.
+#
+# Usage: hack/tools.sh [all|go|kube|minio|debian|python]...
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/versions.sh
+source "$ROOT/hack/versions.sh"
+
+CACHE=${SHARDFEED_CACHE:-$HOME/.cache/shardfeed}
+BIN=$ROOT/bin
+mkdir -p "$CACHE/tools" "$BIN"
+# One run at a time per cache: a second clone's `make tools` waits for the
+# first instead of building the same tool into the same directory.
+exec 9>"$CACHE/.lock"
+flock 9
+
+log() { printf '\033[1m[tools]\033[0m %s\n' "$*" >&2; }
+die() { printf '[tools] error: %s\n' "$*" >&2; exit 1; }
+
+# link NAME TARGET points bin/NAME at TARGET (idempotent).
+link() { ln -sfn "$2" "$BIN/$1"; }
+
+# cached DIR: true when a previous run finished installing into DIR.
+cached() { [[ -f "$1/.complete" ]]; }
+
+# go_tool NAME PACKAGE VERSION [BINARY]: go install PACKAGE@VERSION into the
+# cache and link its binary.
+go_tool() {
+	local name=$1 pkg=$2 version=$3 binary=${4:-$1}
+	local dir=$CACHE/tools/$name-$version
+	if ! cached "$dir"; then
+		log "building $name $version (go install $pkg@$version)"
+		local start=$SECONDS
+		rm -rf "$dir" && mkdir -p "$dir/bin"
+		GOBIN=$dir/bin CGO_ENABLED=0 GOFLAGS=-buildvcs=false go install "$pkg@$version"
+		touch "$dir/.complete"
+		log "built $name in $((SECONDS - start)) s"
+	fi
+	link "$binary" "$dir/bin/$binary"
+}
+
+install_go_tools() {
+	go_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION"
+	go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
+	go_tool golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "$GOLANGCI_LINT_VERSION"
+}
+
+install_minio() {
+	# MinIO tags releases as RELEASE.<date>, not semver, so it is pinned by
+	# pseudo-version.
+	go_tool minio github.com/minio/minio "$MINIO_VERSION"
+}
+
+# The Kubernetes commands are built in one go build from the k8s.io/kubernetes
+# module through the throwaway module in hack/kube, with version stamping so
+# that /version and `kubectl version` report the real version.
+install_kube() {
+	local dir=$CACHE/tools/kube-$KUBE_VERSION
+	local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+	if ! cached "$dir"; then
+		log "building Kubernetes $KUBE_VERSION: ${cmds[*]} (about 8 minutes cold on 2 cores)"
+		local start=$SECONDS minor=${KUBE_VERSION#v1.}
+		minor=${minor%%.*}
+		local ld="-s -w" p
+		for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+			ld+=" -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+			ld+=" -X $p.gitTreeState=clean -X $p.buildDate=2026-01-01T00:00:00Z"
+		done
+		rm -rf "$dir" && mkdir -p "$dir/bin"
+		local pkgs=()
+		for p in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$p"); done
+		(cd "$ROOT/hack/kube" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
+			go build -trimpath -ldflags "$ld" -o "$dir/bin/" "${pkgs[@]}")
+		touch "$dir/.complete"
+		log "built Kubernetes in $((SECONDS - start)) s"
+	fi
+	for p in "${cmds[@]}"; do link "$p" "$dir/bin/$p"; done
+}
+
+# Debian packages: etcd for the control plane; containerd, runc and the CNI
+# plugins for the end-to-end cluster.
+install_debian() {
+	local pkgs=(etcd-server etcd-client containerd runc containernetworking-plugins iptables iproute2 openssl curl)
+	local missing=() p
+	for p in "${pkgs[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	if ((${#missing[@]})); then
+		[[ $(id -u) == 0 ]] || die "Debian packages missing: ${missing[*]}; run as root or install them with apt-get"
+		log "installing Debian packages: ${missing[*]}"
+		# A policy-rc.d that refuses keeps apt from starting etcd and containerd
+		# as system daemons; the project starts its own on free ports.
+		local policy=/usr/sbin/policy-rc.d had_policy=0
+		[[ -e $policy ]] && had_policy=1
+		((had_policy)) || { printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy"; }
+		local ok=1
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
+			{ apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; } || ok=0
+		((had_policy)) || rm -f "$policy"
+		((ok)) || die "apt-get install ${missing[*]} failed"
+	fi
+	link etcd /usr/bin/etcd
+	link etcdctl /usr/bin/etcdctl
+}
+
+install_python() {
+	local req=$ROOT/hack/requirements.txt
+	local hash
+	hash=$(cat "$req" "$ROOT/hack/versions.sh" | sha256sum | cut -c1-16)
+	local dir=$CACHE/venv-$hash
+	if ! cached "$dir"; then
+		log "creating the Python venv $dir from hack/requirements.txt (torch pulls several GB of GPU libraries: about 5-10 minutes cold)"
+		local start=$SECONDS
+		rm -rf "$dir"
+		"$PYTHON" -m venv "$dir"
+		"$dir/bin/pip" install -q --disable-pip-version-check --progress-bar off -r "$req" >&2
+		touch "$dir/.complete"
+		log "venv ready in $((SECONDS - start)) s"
+	fi
+	link venv "$dir"
+}
+
+main() {
+	local what=("$@")
+	((${#what[@]})) || what=(all)
+	local w
+	for w in "${what[@]}"; do
+		case $w in
+		all)
+			# The venv is mostly downloads and the Go tools mostly CPU, so
+			# they are made side by side.
+			install_debian
+			install_python &
+			local python_pid=$!
+			install_go_tools
+			install_kube
+			install_minio
+			wait "$python_pid" || die "the Python venv could not be made (see above)"
+			;;
+		go) install_go_tools ;;
+		kube) install_kube ;;
+		minio) install_minio ;;
+		debian) install_debian ;;
+		python) install_python ;;
+		*) die "unknown tool set '$w' (want all, go, kube, minio, debian or python)" ;;
+		esac
+	done
+	[[ ${what[*]} != all ]] || log "tools ready in $BIN (cache: $CACHE)"
+}
+
+main "$@"

@@ -1,0 +1,9 @@
+# Pinned versions of every tool hack/tools.sh installs. Changing one here
+# rebuilds that tool into a new cache entry on the next `make tools`.
+# shellcheck disable=SC2034
+KUBE_VERSION=v1.36.3                   # kube-apiserver, kubectl, kubelet, ... (hack/kube pins the same)
+CONTROLLER_TOOLS_VERSION=v0.21.0        # controller-gen; built against k8s.io v0.36
+HELM_VERSION=v3.22.0
+GOLANGCI_LINT_VERSION=v2.15.0
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+PYTHON=${PYTHON:-python3}

@@ -1,0 +1,93 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+)
+
+// APIServer is a real etcd and kube-apiserver with the shardfeed CRDs
+// installed, and a client for them.
+type APIServer struct {
+	// Config reaches the API server with admin rights.
+	Config *rest.Config
+	// Client is a direct (uncached) client with the core and shardfeed types.
+	Client client.Client
+	// Scheme holds the core and shardfeed types.
+	Scheme *runtime.Scheme
+
+	env *envtest.Environment
+}
+
+// StartAPIServer starts etcd and kube-apiserver from bin/ and installs the
+// CRDs of config/crd/bases.
+func StartAPIServer() (*APIServer, error) {
+	dir, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"etcd", "kube-apiserver", "kubectl"} {
+		if _, err := binary(name); err != nil {
+			return nil, err
+		}
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := datav1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: dir,
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", dir, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("creating a client for the test API server: %w", err)
+	}
+	return &APIServer{Config: cfg, Client: c, Scheme: scheme, env: env}, nil
+}
+
+// Stop stops the API server and etcd and removes their data.
+func (a *APIServer) Stop() error {
+	return a.env.Stop()
+}
+
+// Namespace creates a namespace for one test and deletes it when the test
+// ends.
+func (a *APIServer) Namespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
+	if err := a.Client.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating a test namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		// envtest runs no namespace controller, so the namespace only
+		// reaches Terminating; that is enough to keep tests apart.
+		_ = a.Client.Delete(context.Background(), ns)
+	})
+	return ns.Name
+}

@@ -1,0 +1,218 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// MinIO is a real MinIO server on 127.0.0.1 with its own credentials and data
+// directory.
+type MinIO struct {
+	// Endpoint is host:port of the S3 API (plain HTTP).
+	Endpoint string
+	// AccessKey and SecretKey are the root credentials.
+	AccessKey, SecretKey string
+	// Region is the region buckets are made in.
+	Region string
+	// Client is a client with the root credentials.
+	Client *minio.Client
+
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	dir     string
+	buckets atomic.Int64
+}
+
+const minioStartTimeout = 60 * time.Second
+
+// StartMinIO starts bin/minio on a free port with a fresh data directory and
+// waits until it serves requests.
+func StartMinIO(ctx context.Context) (*MinIO, error) {
+	bin, err := binary("minio")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "shardfeed-minio-")
+	if err != nil {
+		return nil, err
+	}
+	m := &MinIO{
+		AccessKey: "shardfeed-" + randomHex(4),
+		SecretKey: randomHex(20),
+		Region:    "us-east-1",
+		dir:       dir,
+		exited:    make(chan struct{}),
+	}
+	if err := m.start(ctx, bin); err != nil {
+		_ = m.Stop()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *MinIO) start(ctx context.Context, bin string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	consolePort, err := freePort()
+	if err != nil {
+		return err
+	}
+	m.Endpoint = fmt.Sprintf("127.0.0.1:%d", port)
+	logFile, err := os.Create(filepath.Join(m.dir, "minio.log"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logFile.Close() }()
+
+	m.cmd = exec.Command(bin, "server", "--quiet",
+		"--address", m.Endpoint, "--console-address", fmt.Sprintf("127.0.0.1:%d", consolePort),
+		filepath.Join(m.dir, "data"))
+	m.cmd.Env = append(os.Environ(),
+		"MINIO_ROOT_USER="+m.AccessKey, "MINIO_ROOT_PASSWORD="+m.SecretKey,
+		"MINIO_BROWSER=off", "MINIO_UPDATE=off")
+	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
+	// The server dies with the test binary even when it is killed (go test
+	// -timeout), so no MinIO outlives the tests.
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := m.cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", bin, err)
+	}
+	go func() { _ = m.cmd.Wait(); close(m.exited) }()
+
+	m.Client, err = minio.New(m.Endpoint, &minio.Options{
+		Creds:  credentials.NewStaticV4(m.AccessKey, m.SecretKey, ""),
+		Region: m.Region,
+	})
+	if err != nil {
+		return err
+	}
+	return m.waitReady(ctx)
+}
+
+func (m *MinIO) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, minioStartTimeout)
+	defer cancel()
+	url := "http://" + m.Endpoint + "/minio/health/ready"
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-m.exited:
+			return fmt.Errorf("MinIO exited during start-up; its log:\n%s", m.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("MinIO not ready at %s after %s; its log:\n%s", url, minioStartTimeout, m.logTail())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (m *MinIO) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(m.dir, "minio.log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Stop stops the server and removes its data.
+func (m *MinIO) Stop() error {
+	if m.cmd != nil && m.cmd.Process != nil {
+		_ = m.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-m.exited:
+		case <-time.After(10 * time.Second):
+			_ = m.cmd.Process.Kill()
+			<-m.exited
+		}
+	}
+	return os.RemoveAll(m.dir)
+}
+
+// Bucket creates a bucket for one test and removes it, with everything in it,
+// when the test ends.
+func (m *MinIO) Bucket(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	name := bucketName(t.Name(), m.buckets.Add(1))
+	if err := m.Client.MakeBucket(ctx, name, minio.MakeBucketOptions{Region: m.Region}); err != nil {
+		t.Fatalf("creating bucket %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := m.removeBucket(ctx, name); err != nil {
+			t.Errorf("removing bucket %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func (m *MinIO) removeBucket(ctx context.Context, name string) error {
+	objects := m.Client.ListObjects(ctx, name, minio.ListObjectsOptions{Recursive: true})
+	for res := range m.Client.RemoveObjects(ctx, name, objects, minio.RemoveObjectsOptions{}) {
+		if res.Err != nil {
+			return res.Err
+		}
+	}
+	return m.Client.RemoveBucket(ctx, name)
+}
+
+var notBucketChars = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// bucketName derives a valid, unique S3 bucket name from a test name.
+func bucketName(testName string, n int64) string {
+	base := strings.Trim(notBucketChars.ReplaceAllString(strings.ToLower(testName), "-"), "-")
+	suffix := fmt.Sprintf("-%d", n)
+	if max := 63 - len(suffix); len(base) > max {
+		base = strings.TrimRight(base[:max], "-")
+	}
+	if len(base) < 3 {
+		base = "test" + base
+	}
+	return base + suffix
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, errors.New("listener has no TCP address")
+	}
+	return addr.Port, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

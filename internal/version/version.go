@@ -1,0 +1,59 @@
+// Package version reports the build's version, stamped by the linker
+// (see the Makefile's LDFLAGS).
+package version
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
+
+// Set with -ldflags "-X github.com/shardfeed/shardfeed/internal/version.version=...".
+var (
+	version = "dev"
+	commit  = ""
+)
+
+// PlanVersion is the version of the plan algorithm (design §3). A change to
+// any plan bumps it, and it is part of every plan fingerprint.
+const PlanVersion = 1
+
+// Info describes a build.
+type Info struct {
+	Version     string `json:"version"`
+	Commit      string `json:"commit,omitempty"`
+	GoVersion   string `json:"goVersion"`
+	Platform    string `json:"platform"`
+	PlanVersion int    `json:"planVersion"`
+}
+
+// Get returns the build's version information. Without linker stamping the
+// commit comes from the VCS information Go records, when there is one.
+func Get() Info {
+	info := Info{
+		Version:     version,
+		Commit:      commit,
+		GoVersion:   runtime.Version(),
+		Platform:    runtime.GOOS + "/" + runtime.GOARCH,
+		PlanVersion: PlanVersion,
+	}
+	if info.Commit == "" {
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" {
+					info.Commit = s.Value
+				}
+			}
+		}
+	}
+	return info
+}
+
+// String renders the information on one line.
+func (i Info) String() string {
+	s := fmt.Sprintf("shardfeed %s (plan v%d, %s, %s)", i.Version, i.PlanVersion, i.GoVersion, i.Platform)
+	if i.Commit != "" {
+		s += " commit " + i.Commit
+	}
+	return s
+}

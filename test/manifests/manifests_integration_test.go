@@ -1,0 +1,111 @@
+//go:build integration
+
+package manifests
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shardfeed/shardfeed/internal/testenv"
+)
+
+var apiServer *testenv.APIServer
+
+func TestMain(m *testing.M) {
+	var err error
+	if apiServer, err = testenv.StartAPIServer(); err != nil {
+		log.Fatal(err)
+	}
+	code := m.Run()
+	if err := apiServer.Stop(); err != nil {
+		log.Print(err)
+	}
+	os.Exit(code)
+}
+
+func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		cmd   []string
+		kinds []string // kinds that must be among the rendered objects
+	}{
+		{
+			name:  "kustomize config/default",
+			cmd:   []string{filepath.Join(bin, "kubectl"), "kustomize", filepath.Join(root, "config", "default")},
+			kinds: []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "Deployment"},
+		},
+		{
+			name: "helm chart",
+			cmd: []string{filepath.Join(bin, "helm"), "template", "shardfeed", filepath.Join(root, "charts", "shardfeed"),
+				"--namespace", "default", "--include-crds"},
+			kinds: []string{"CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "Deployment"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := render(t, tt.cmd)
+			seen := map[string]bool{}
+			for _, obj := range objs {
+				seen[obj.GetKind()] = true
+				// Server-side apply, as a user's kubectl apply --server-side
+				// would; forced because envtest installed the CRD already.
+				err := apiServer.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(obj),
+					client.FieldOwner("shardfeed-manifests-test"), client.ForceOwnership)
+				if err != nil {
+					t.Errorf("%s %s/%s was rejected: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+				}
+			}
+			for _, k := range tt.kinds {
+				if !seen[k] {
+					t.Errorf("no %s among the %d rendered objects", k, len(objs))
+				}
+			}
+		})
+	}
+}
+
+// render runs a command that prints YAML documents and decodes them.
+func render(t *testing.T, cmd []string) []*unstructured.Unstructured {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	c := exec.Command(cmd[0], cmd[1:]...)
+	c.Stdout, c.Stderr = &stdout, &stderr
+	c.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	if err := c.Run(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd, err, stderr.String())
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(&stdout, 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("decoding the output of %v: %v", cmd, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+	return objs
+}

@@ -1,0 +1,150 @@
+"""pytest fixtures with the real servers shardfeed runs against.
+
+`minio` (per session) runs hack/minio.sh and `bucket` gives each test a fresh
+bucket in it; `apiserver` (per session) runs hack/control-plane.sh: etcd and
+kube-apiserver. The scripts clean up every process and temporary directory
+when the session ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pyarrow import fs
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 120
+
+
+class _Server:
+    """A hack/ script running in its own session until stop()."""
+
+    def __init__(self, script: str, *args: str):
+        self._dir = tempfile.TemporaryDirectory(prefix="shardfeed-pytest-")
+        self.env_file = Path(self._dir.name) / "env"
+        self._log = open(Path(self._dir.name) / "log", "w+b")
+        self._proc = subprocess.Popen(
+            [str(ROOT / "hack" / script), "--env-file", str(self.env_file), *args],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.env = self._wait_for_env(script)
+
+    def _wait_for_env(self, script: str) -> dict[str, str]:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.env_file.exists():
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"hack/{script} did not start:\n{self._output()}")
+            time.sleep(0.1)
+        pairs = (line.split("=", 1) for line in self.env_file.read_text().splitlines() if "=" in line)
+        return {k: v for k, v in pairs}
+
+    def _output(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+                self._proc.wait()
+        self._log.close()
+        self._dir.cleanup()
+
+
+@dataclass
+class MinIO:
+    endpoint: str  # http://127.0.0.1:port
+    access_key: str
+    secret_key: str
+    region: str
+
+    def filesystem(self, **kwargs) -> fs.S3FileSystem:
+        """A pyarrow S3 filesystem on this server."""
+        scheme, host = self.endpoint.split("://", 1)
+        return fs.S3FileSystem(
+            access_key=self.access_key,
+            secret_key=self.secret_key,
+            region=self.region,
+            endpoint_override=host,
+            scheme=scheme,
+            **kwargs,
+        )
+
+
+@pytest.fixture(scope="session")
+def minio():
+    server = _Server("minio.sh")
+    env = server.env
+    try:
+        yield MinIO(
+            endpoint=env["SHARDFEED_S3_ENDPOINT"],
+            access_key=env["AWS_ACCESS_KEY_ID"],
+            secret_key=env["AWS_SECRET_ACCESS_KEY"],
+            region=env["AWS_REGION"],
+        )
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def bucket(minio: MinIO):
+    """A fresh, empty bucket for one test, deleted with its objects after it."""
+    name = f"test-{uuid.uuid4().hex[:16]}"
+    s3 = minio.filesystem(allow_bucket_creation=True, allow_bucket_deletion=True)
+    s3.create_dir(name)
+    yield name
+    s3.delete_dir(name)
+
+
+@dataclass
+class APIServer:
+    url: str
+    token: str
+    ca_file: str
+    kubeconfig: str
+
+    def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        """One REST call with admin rights; returns (HTTP status, JSON body)."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        req.add_header("Content-Type", "application/json")
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
+                return resp.status, json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read() or b"{}")
+
+
+@pytest.fixture(scope="session")
+def apiserver():
+    server = _Server("control-plane.sh")
+    env = server.env
+    try:
+        yield APIServer(
+            url=env["SHARDFEED_APISERVER"],
+            token=env["SHARDFEED_APISERVER_TOKEN"],
+            ca_file=env["SHARDFEED_APISERVER_CA"],
+            kubeconfig=env["KUBECONFIG"],
+        )
+    finally:
+        server.stop()

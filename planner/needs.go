@@ -1,0 +1,232 @@
+package planner
+
+import (
+	"cmp"
+	"slices"
+)
+
+// ShardNeed is one shard a rank or pod needs in an epoch, with the steps
+// between which it must be in the cache.
+type ShardNeed struct {
+	Stream int   `json:"stream"`
+	Shard  int   `json:"shard"`
+	Bytes  int64 `json:"bytes"`
+	// FirstStep is the first step that may read the shard, LastStep the
+	// last one. With shuffle, a step may read any sample of the blocks its
+	// positions fall in, so the range covers whole blocks.
+	FirstStep int64 `json:"firstStep"`
+	LastStep  int64 `json:"lastStep"`
+}
+
+// grain is the unit of the position → sample mapping inside a split: a
+// block with shuffle, one position without.
+func (pl *Plan) grain() int64 {
+	if pl.params.Shuffle {
+		return pl.params.BlockSize
+	}
+	return 1
+}
+
+// padRows returns the pad rows at the end of every split.
+func (pl *Plan) padRows() int64 {
+	if pl.params.DropLast {
+		return 0
+	}
+	return pl.steps*pl.perSplit - pl.splitLen
+}
+
+// stepsReading returns the steps that may read the inner positions [lo, hi)
+// of split j, clamped to the epoch; ok is false when no delivered position
+// does. Pad rows reread the split's first positions in the last step.
+func (ep *EpochPlan) stepsReading(j int, lo, hi int64) (first, last int64, ok bool) {
+	pl := ep.plan
+	g := pl.grain()
+	lo = lo / g * g
+	hi = min(ceilDiv(hi, g)*g, ep.orderedLen(j))
+	hi = min(hi, pl.splitLen) // position L of a longer split is dropped
+	if lo >= hi {
+		return 0, 0, false
+	}
+	first = lo / pl.perSplit
+	if first >= pl.steps {
+		return 0, 0, false
+	}
+	last = min((hi-1)/pl.perSplit, pl.steps-1)
+	if pad := pl.padRows(); pad > 0 && lo < pad {
+		last = pl.steps - 1
+	}
+	return first, last, true
+}
+
+func (pl *Plan) shardBytes(stream int, shard int64) int64 {
+	return pl.params.Streams[stream].Index.Shards[shard].Bytes
+}
+
+// ShardsNeeded lists the shards that splits [first, first+n) read in the
+// epoch, each once, in the order they are first needed: what a rank (or a
+// pod, with PodSplits) prefetches.
+func (ep *EpochPlan) ShardsNeeded(first, n int) []ShardNeed {
+	type need struct {
+		ShardNeed
+		split int
+		order int64
+		g     int32
+	}
+	var all []need
+	for j := first; j < first+n; j++ {
+		lo, hi := ep.pieceOff[j], ep.pieceOff[j+1]
+		start := int64(0)
+		for i := lo; i < hi; i++ {
+			pc := ep.pieces[i]
+			end := ep.pieceEnd[i]
+			f, l, ok := ep.stepsReading(j, start, end)
+			start = end
+			if !ok {
+				continue
+			}
+			h := int64(pc.shard) - ep.plan.shardBase[pc.stream]
+			all = append(all, need{
+				ShardNeed: ShardNeed{Stream: int(pc.stream), Shard: int(h), Bytes: ep.plan.shardBytes(int(pc.stream), h), FirstStep: f, LastStep: l},
+				split:     j, order: i, g: pc.shard,
+			})
+		}
+	}
+	slices.SortFunc(all, func(a, b need) int {
+		return cmp.Or(cmp.Compare(a.FirstStep, b.FirstStep), cmp.Compare(a.split, b.split), cmp.Compare(a.order, b.order))
+	})
+	out := make([]ShardNeed, 0, len(all))
+	at := make(map[int32]int, len(all))
+	for _, nd := range all {
+		if i, dup := at[nd.g]; dup {
+			out[i].LastStep = max(out[i].LastStep, nd.LastStep)
+			continue
+		}
+		at[nd.g] = len(out)
+		out = append(out, nd.ShardNeed)
+	}
+	return out
+}
+
+// splitPeakBytes bounds the bytes of the distinct shards split j reads in any
+// one step. A step reads the pieces its positions' blocks overlap; a window
+// that overlaps two pieces holds a piece boundary x, and of the steps whose
+// window touches x's block the first and the last read a superset of what
+// the others read, so evaluating those two per boundary finds the maximum.
+func (ep *EpochPlan) splitPeakBytes(j int) int64 {
+	pl := ep.plan
+	lo, hi := ep.pieceOff[j], ep.pieceOff[j+1]
+	if lo == hi {
+		return 0
+	}
+	ends := ep.pieceEnd[lo:hi]
+	prefix := make([]int64, len(ends)+1) // bytes of pieces [0, i)
+	var peak int64
+	for i := range ends {
+		pc := ep.pieces[lo+int64(i)]
+		b := pl.shardBytes(int(pc.stream), int64(pc.shard)-pl.shardBase[pc.stream])
+		prefix[i+1] = prefix[i] + b
+		peak = max(peak, b)
+	}
+	// bytesOf sums the pieces overlapping inner positions [a, c).
+	bytesOf := func(a, c int64) int64 {
+		if a >= c {
+			return 0
+		}
+		i1, _ := slices.BinarySearch(ends, a+1) // first piece with end > a
+		i2, _ := slices.BinarySearch(ends, c)   // first piece with end >= c
+		i2 = min(i2, len(ends)-1)
+		return prefix[i2+1] - prefix[i1]
+	}
+	g := pl.grain()
+	length := min(ep.orderedLen(j), pl.splitLen)
+	window := func(k int64) int64 {
+		a := k * pl.perSplit / g * g
+		c := min(ceilDiv(min((k+1)*pl.perSplit, length), g)*g, length)
+		w := bytesOf(a, c)
+		if pad := pl.padRows(); pad > 0 && k == pl.steps-1 {
+			w += bytesOf(0, min(ceilDiv(pad, g)*g, length))
+		}
+		return w
+	}
+	for _, x := range ends[:len(ends)-1] { // x: where the next piece starts
+		blockLo := x / g * g
+		blockHi := min(blockLo+g, length)
+		if blockLo >= length {
+			break
+		}
+		for _, k := range [2]int64{blockLo / pl.perSplit, (blockHi - 1) / pl.perSplit} {
+			if k < pl.steps {
+				peak = max(peak, window(k))
+			}
+		}
+	}
+	if pl.padRows() > 0 {
+		peak = max(peak, window(pl.steps-1))
+	}
+	return peak
+}
+
+// MinCacheBytes returns the cache a pod of a job of pods pods needs so that
+// it never waits for a shard it already fetched to be fetched again (design
+// §3 step 11): for the pod that needs most, the sum over its splits of the
+// bytes one step reads, plus prefetchShards of the largest shard. It is an
+// upper bound: the splits' peaks are added as if they fell on one step.
+func (ep *EpochPlan) MinCacheBytes(pods, prefetchShards int) (int64, error) {
+	if err := ep.plan.CheckWorld(pods); err != nil {
+		return 0, err
+	}
+	per := ep.plan.params.NumSplits / pods
+	var most int64
+	for pod := range pods {
+		var need int64
+		for j := pod * per; j < (pod+1)*per; j++ {
+			need += ep.splitPeakBytes(j)
+		}
+		most = max(most, need)
+	}
+	return most + int64(prefetchShards)*ep.plan.maxShardBytes, nil
+}
+
+// Egress is what the pods of a job fetch in one epoch.
+type Egress struct {
+	// PodBytes is the bytes of the distinct shards each pod reads.
+	PodBytes []int64 `json:"podBytes"`
+	// PodShards is the number of distinct shards each pod reads.
+	PodShards []int `json:"podShards"`
+	// FetchedBytes is the sum of PodBytes.
+	FetchedBytes int64 `json:"fetchedBytes"`
+	// DistinctBytes is the bytes of the distinct shards the epoch reads.
+	DistinctBytes int64 `json:"distinctBytes"`
+}
+
+// Ratio is FetchedBytes / DistinctBytes: 1 when every shard is fetched by
+// one pod only.
+func (e Egress) Ratio() float64 {
+	if e.DistinctBytes == 0 {
+		return 0
+	}
+	return float64(e.FetchedBytes) / float64(e.DistinctBytes)
+}
+
+// Egress returns the bytes each of pods pods fetches in the epoch, each
+// shard once per pod.
+func (ep *EpochPlan) Egress(pods int) (Egress, error) {
+	if err := ep.plan.CheckWorld(pods); err != nil {
+		return Egress{}, err
+	}
+	e := Egress{PodBytes: make([]int64, pods), PodShards: make([]int, pods)}
+	seen := map[[2]int]bool{}
+	for pod := range pods {
+		first, n, _ := ep.plan.PodSplits(pod, pods)
+		for _, nd := range ep.ShardsNeeded(first, n) {
+			e.PodBytes[pod] += nd.Bytes
+			e.PodShards[pod]++
+			if key := [2]int{nd.Stream, nd.Shard}; !seen[key] {
+				seen[key] = true
+				e.DistinctBytes += nd.Bytes
+			}
+		}
+		e.FetchedBytes += e.PodBytes[pod]
+	}
+	return e, nil
+}

@@ -1,0 +1,466 @@
+package planner
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math/big"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Shard is one entry of a stream index.
+type Shard struct {
+	// Name identifies the shard in its stream (the object's base name).
+	Name string `json:"name"`
+	// Samples in the shard.
+	Samples int64 `json:"samples"`
+	// Bytes to fetch for the shard (its size in object storage).
+	Bytes int64 `json:"bytes"`
+	// Hash of the shard's content, as the index records it ("xxh64:…").
+	Hash string `json:"hash,omitempty"`
+}
+
+// StreamIndex lists the shards of one stream, in index order.
+type StreamIndex struct {
+	Shards []Shard `json:"shards"`
+}
+
+// Samples returns the number of samples in the stream.
+func (x StreamIndex) Samples() int64 {
+	var n int64
+	for _, s := range x.Shards {
+		n += s.Samples
+	}
+	return n
+}
+
+// Bytes returns the number of bytes of the stream's shards.
+func (x StreamIndex) Bytes() int64 {
+	var n int64
+	for _, s := range x.Shards {
+		n += s.Bytes
+	}
+	return n
+}
+
+// ContentHash identifies the index: two indexes with the same shards (names,
+// sample counts, sizes and hashes, in order) have the same content hash.
+func (x StreamIndex) ContentHash() string {
+	h := sha256.New()
+	var buf [8]byte
+	put := func(v int64) {
+		binary.LittleEndian.PutUint64(buf[:], uint64(v))
+		h.Write(buf[:])
+	}
+	put(int64(len(x.Shards)))
+	for _, s := range x.Shards {
+		put(int64(len(s.Name)))
+		h.Write([]byte(s.Name))
+		put(s.Samples)
+		put(s.Bytes)
+		put(int64(len(s.Hash)))
+		h.Write([]byte(s.Hash))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Stream is one stream of a plan: its index and its weight. At most one of
+// Proportion, Repeat and Choose is set.
+type Stream struct {
+	Name  string
+	Index StreamIndex
+	// Proportion is a relative weight as an exact decimal string.
+	Proportion string
+	// Repeat multiplies the stream's size, as an exact decimal string.
+	Repeat string
+	// Choose fixes the stream's samples per epoch (0: not set).
+	Choose int64
+}
+
+// Params are every input of a plan but the epoch and the ranks.
+type Params struct {
+	Streams []Stream
+	// EpochSize is the number of samples per epoch; 0 means the default
+	// (the sum of the stream sizes).
+	EpochSize int64
+	Seed      uint64
+	// NumSplits is S: the epoch is cut into S equal splits.
+	NumSplits int
+	Shuffle   bool
+	// BlockSize is the number of consecutive samples of a split shuffled
+	// together (when Shuffle is on).
+	BlockSize int64
+	// GlobalBatchSize is G, a multiple of NumSplits.
+	GlobalBatchSize int64
+	// DropLast drops the tail of each split that does not fill a batch;
+	// false pads it with marked rows.
+	DropLast bool
+}
+
+// FieldError is a rejected input: the field, named as in a TrainingDataset
+// spec, and the rule it breaks, said so that the fix is clear.
+type FieldError struct {
+	Field string
+	Rule  string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Rule }
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Rule: fmt.Sprintf(format, args...)}
+}
+
+// maxSamples bounds every count so that positions and ids fit int64 with
+// room for the arithmetic on them.
+const maxSamples = int64(1) << 60
+
+var decimalPattern = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+
+// parseDecimal parses an exact, non-negative decimal string.
+func parseDecimal(field, s string) (*big.Rat, error) {
+	if !decimalPattern.MatchString(s) {
+		return nil, fieldErr(field, "%q is not a decimal number: write digits with an optional fraction, e.g. \"0.25\" or \"3\"", s)
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return nil, fieldErr(field, "%q is not a decimal number", s)
+	}
+	if r.Sign() <= 0 {
+		return nil, fieldErr(field, "must be greater than 0, got %q", s)
+	}
+	return r, nil
+}
+
+// weightKind says how a stream's samples per epoch are given.
+type weightKind int
+
+const (
+	weightNone weightKind = iota
+	weightProportion
+	weightRepeat
+	weightChoose
+)
+
+func (s Stream) kind() weightKind {
+	switch {
+	case s.Proportion != "":
+		return weightProportion
+	case s.Repeat != "":
+		return weightRepeat
+	case s.Choose != 0:
+		return weightChoose
+	}
+	return weightNone
+}
+
+// Validate checks the parameters without building a plan. Its errors are
+// *FieldError.
+func (p *Params) Validate() error {
+	_, err := p.samplesPerStream()
+	return err
+}
+
+// samplesPerStream validates the parameters and applies design §3 step 1:
+// weights to samples per stream per epoch.
+func (p *Params) samplesPerStream() ([]int64, error) {
+	if len(p.Streams) == 0 {
+		return nil, fieldErr("spec.streams", "at least one stream is required")
+	}
+	if p.NumSplits < 1 {
+		return nil, fieldErr("spec.numSplits", "must be at least 1, got %d", p.NumSplits)
+	}
+	if p.GlobalBatchSize < 1 {
+		return nil, fieldErr("spec.globalBatchSize", "must be at least 1, got %d", p.GlobalBatchSize)
+	}
+	if p.GlobalBatchSize%int64(p.NumSplits) != 0 {
+		return nil, fieldErr("spec.globalBatchSize", "must be a multiple of spec.numSplits (%d), got %d: every split gives the same number of samples to each batch",
+			p.NumSplits, p.GlobalBatchSize)
+	}
+	if p.Shuffle && p.BlockSize < 1 {
+		return nil, fieldErr("spec.shuffle.blockSize", "must be at least 1, got %d", p.BlockSize)
+	}
+	if p.EpochSize < 0 {
+		return nil, fieldErr("spec.epochSize", "must be at least 1, got %d", p.EpochSize)
+	}
+	names := map[string]int{}
+	sizes := make([]int64, len(p.Streams))
+	var total int64
+	for i, s := range p.Streams {
+		field := fmt.Sprintf("spec.streams[%d]", i)
+		if s.Name == "" {
+			return nil, fieldErr(field+".name", "is required")
+		}
+		if j, dup := names[s.Name]; dup {
+			return nil, fieldErr(field+".name", "%q is also the name of spec.streams[%d]: stream names must be unique", s.Name, j)
+		}
+		names[s.Name] = i
+		for h, sh := range s.Index.Shards {
+			if sh.Samples < 0 || sh.Bytes < 0 {
+				return nil, fieldErr(field, "stream %q: shard %d (%s) has a negative sample count or size in its index: rebuild the index", s.Name, h, sh.Name)
+			}
+			if sizes[i] += sh.Samples; sizes[i] > maxSamples {
+				return nil, fieldErr(field, "stream %q has more than 2^60 samples", s.Name)
+			}
+		}
+		if sizes[i] == 0 {
+			return nil, fieldErr(field, "stream %q has no samples: its index lists %d shards and none has a sample; check the source URI", s.Name, len(s.Index.Shards))
+		}
+		if total += sizes[i]; total > maxSamples {
+			return nil, fieldErr("spec.streams", "the streams hold more than 2^60 samples together")
+		}
+	}
+
+	counts, err := p.weighCounts(sizes)
+	if err != nil {
+		return nil, err
+	}
+	var t int64
+	for i, c := range counts {
+		if c > maxSamples || t+c > maxSamples {
+			return nil, fieldErr(fmt.Sprintf("spec.streams[%d]", i), "the epoch would have more than 2^60 samples")
+		}
+		t += c
+	}
+	perSplit := p.GlobalBatchSize / int64(p.NumSplits)
+	if l := t / int64(p.NumSplits); l < perSplit {
+		return nil, fieldErr("spec.globalBatchSize", "the epoch has %d samples, %d per split, fewer than the %d each split gives to one batch (globalBatchSize/numSplits): lower globalBatchSize or numSplits, or add data",
+			t, l, perSplit)
+	}
+	return counts, nil
+}
+
+// weighCounts turns weights into samples per stream (design §3 step 1).
+func (p *Params) weighCounts(sizes []int64) ([]int64, error) {
+	kinds := make([]weightKind, len(p.Streams))
+	relative, absolute := -1, -1
+	for i, s := range p.Streams {
+		set := 0
+		for _, v := range []bool{s.Proportion != "", s.Repeat != "", s.Choose != 0} {
+			if v {
+				set++
+			}
+		}
+		if set > 1 {
+			return nil, fieldErr(fmt.Sprintf("spec.streams[%d]", i), "stream %q sets more than one of proportion, repeat and choose: pick one", s.Name)
+		}
+		kinds[i] = s.kind()
+		switch kinds[i] {
+		case weightProportion:
+			relative = i
+		case weightRepeat, weightChoose:
+			absolute = i
+		}
+	}
+	if relative >= 0 {
+		for i, k := range kinds {
+			if k != weightProportion {
+				return nil, fieldErr(fmt.Sprintf("spec.streams[%d]", i),
+					"stream %q has no proportion but stream %q has one: either every stream has a proportion (relative weights) or none (repeat, choose or nothing)",
+					p.Streams[i].Name, p.Streams[relative].Name)
+			}
+		}
+		weights := make([]*big.Rat, len(p.Streams))
+		for i, s := range p.Streams {
+			w, err := parseDecimal(fmt.Sprintf("spec.streams[%d].proportion", i), s.Proportion)
+			if err != nil {
+				return nil, err
+			}
+			weights[i] = w
+		}
+		epoch := p.EpochSize
+		if epoch == 0 {
+			for _, n := range sizes {
+				epoch += n
+			}
+		}
+		return largestRemainder(epoch, weights), nil
+	}
+
+	if absolute >= 0 && p.EpochSize != 0 {
+		return nil, fieldErr("spec.epochSize", "cannot be set with absolute weights (stream %q sets repeat or choose): remove epochSize, or use proportion on every stream", p.Streams[absolute].Name)
+	}
+	if absolute < 0 && p.EpochSize != 0 {
+		// epochSize without weights: proportional to the stream sizes.
+		weights := make([]*big.Rat, len(sizes))
+		for i, n := range sizes {
+			weights[i] = new(big.Rat).SetInt64(n)
+		}
+		return largestRemainder(p.EpochSize, weights), nil
+	}
+
+	counts := make([]int64, len(p.Streams))
+	for i, s := range p.Streams {
+		field := fmt.Sprintf("spec.streams[%d]", i)
+		switch kinds[i] {
+		case weightNone:
+			counts[i] = sizes[i]
+		case weightChoose:
+			if s.Choose < 0 {
+				return nil, fieldErr(field+".choose", "must be greater than 0, got %d", s.Choose)
+			}
+			counts[i] = s.Choose
+		case weightRepeat:
+			r, err := parseDecimal(field+".repeat", s.Repeat)
+			if err != nil {
+				return nil, err
+			}
+			c := new(big.Rat).Mul(r, new(big.Rat).SetInt64(sizes[i]))
+			q := new(big.Int).Quo(c.Num(), c.Denom())
+			if !q.IsInt64() || q.Int64() > maxSamples {
+				return nil, fieldErr(field+".repeat", "stream %q repeated %s times has more than 2^60 samples", s.Name, s.Repeat)
+			}
+			counts[i] = q.Int64()
+		}
+		if counts[i] == 0 {
+			return nil, fieldErr(field, "stream %q gives no sample per epoch with these weights: raise its repeat or choose", s.Name)
+		}
+	}
+	return counts, nil
+}
+
+// largestRemainder splits total in proportion to weights: floor(total·w/Σw)
+// each, and the samples left over one each to the largest fractional
+// remainders, ties to the earlier stream.
+func largestRemainder(total int64, weights []*big.Rat) []int64 {
+	sum := new(big.Rat)
+	for _, w := range weights {
+		sum.Add(sum, w)
+	}
+	counts := make([]int64, len(weights))
+	fracs := make([]*big.Rat, len(weights))
+	given := int64(0)
+	for i, w := range weights {
+		share := new(big.Rat).Mul(new(big.Rat).SetInt64(total), w)
+		share.Quo(share, sum)
+		q := new(big.Int).Quo(share.Num(), share.Denom())
+		counts[i] = q.Int64() // <= total, so it fits
+		fracs[i] = share.Sub(share, new(big.Rat).SetInt(q))
+		given += counts[i]
+	}
+	for left := total - given; left > 0; left-- {
+		best := -1
+		for i, f := range fracs {
+			if f != nil && (best < 0 || f.Cmp(fracs[best]) > 0) {
+				best = i
+			}
+		}
+		counts[best]++
+		fracs[best] = nil
+	}
+	return counts
+}
+
+// fingerprintInputs lists, in a fixed order, every input that shapes the
+// plan's sequence (design §3 step 10), each as a printable value.
+func (p *Params) fingerprintInputs() []fingerprintInput {
+	in := []fingerprintInput{{"planVersion", fmt.Sprint(PlanVersion)}}
+	for i, s := range p.Streams {
+		f := fmt.Sprintf("spec.streams[%d]", i)
+		in = append(in,
+			fingerprintInput{f + ".name", s.Name},
+			fingerprintInput{f + ".index", s.Index.ContentHash()},
+			fingerprintInput{f + ".weight", s.weightString()},
+		)
+	}
+	blockSize := "-"
+	if p.Shuffle {
+		blockSize = fmt.Sprint(p.BlockSize)
+	}
+	return append(in,
+		fingerprintInput{"spec.epochSize", fmt.Sprint(p.EpochSize)},
+		fingerprintInput{"spec.shuffle.seed", fmt.Sprint(p.Seed)},
+		fingerprintInput{"spec.shuffle.enabled", fmt.Sprint(p.Shuffle)},
+		fingerprintInput{"spec.shuffle.blockSize", blockSize},
+		fingerprintInput{"spec.numSplits", fmt.Sprint(p.NumSplits)},
+		fingerprintInput{"spec.globalBatchSize", fmt.Sprint(p.GlobalBatchSize)},
+		fingerprintInput{"spec.dropLast", fmt.Sprint(p.DropLast)},
+	)
+}
+
+func (s Stream) weightString() string {
+	switch s.kind() {
+	case weightProportion:
+		return "proportion=" + canonicalDecimal(s.Proportion)
+	case weightRepeat:
+		return "repeat=" + canonicalDecimal(s.Repeat)
+	case weightChoose:
+		return fmt.Sprint("choose=", s.Choose)
+	}
+	return "none"
+}
+
+// canonicalDecimal writes "0.50" and "0.5" the same way, so that an
+// equivalent weight does not change the fingerprint.
+func canonicalDecimal(s string) string {
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return s
+	}
+	return r.RatString()
+}
+
+type fingerprintInput struct{ name, value string }
+
+// Fingerprint identifies a plan: equal fingerprints give equal sequences for
+// every epoch, world size, worker count and procs per pod.
+type Fingerprint struct {
+	// Sum is "v<plan version>-<sha256 of the inputs>".
+	Sum string `json:"sum"`
+	// Inputs maps every input that shapes the plan to its value (index
+	// contents by their hash), to tell which one changed.
+	Inputs map[string]string `json:"inputs"`
+}
+
+func newFingerprint(in []fingerprintInput) Fingerprint {
+	h := sha256.New()
+	inputs := make(map[string]string, len(in))
+	for _, i := range in {
+		_, _ = fmt.Fprintf(h, "%s=%s\n", i.name, i.value)
+		inputs[i.name] = i.value
+	}
+	return Fingerprint{
+		Sum:    fmt.Sprintf("v%d-%s", PlanVersion, hex.EncodeToString(h.Sum(nil))[:32]),
+		Inputs: inputs,
+	}
+}
+
+// Diff says which inputs differ between two fingerprints, one line each,
+// sorted; nil when they are equal.
+func (f Fingerprint) Diff(other Fingerprint) []string {
+	if f.Sum == other.Sum {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for k, v := range f.Inputs {
+		seen[k] = true
+		if w, ok := other.Inputs[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: %s, now absent", k, short(v)))
+		} else if v != w {
+			out = append(out, fmt.Sprintf("%s: %s, now %s", k, short(v), short(w)))
+		}
+	}
+	for k, w := range other.Inputs {
+		if !seen[k] {
+			out = append(out, fmt.Sprintf("%s: absent, now %s", k, short(w)))
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, fmt.Sprintf("plan: %s, now %s", f.Sum, other.Sum))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func short(v string) string {
+	if len(v) == 64 && strings.Trim(v, "0123456789abcdef") == "" {
+		return v[:12] + "…" // an index hash
+	}
+	return v
+}
+
+// ceilDiv returns ceil(a/b) for a >= 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -1,0 +1,531 @@
+package planner
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"iter"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// randomParams draws a valid plan configuration: 1–3 streams of 1–6 shards,
+// random weights of one kind, S, G, block size, shuffle and dropLast.
+func randomParams(r *rand.Rand) Params {
+	for {
+		p := Params{
+			Seed:      r.Uint64(),
+			NumSplits: []int{1, 2, 3, 4, 6, 8, 12}[r.IntN(7)],
+			Shuffle:   r.IntN(4) != 0,
+			BlockSize: int64(1 + r.IntN(20)),
+			DropLast:  r.IntN(2) == 0,
+		}
+		p.GlobalBatchSize = int64(p.NumSplits * (1 + r.IntN(4)))
+		kind := r.IntN(4) // none, proportion, repeat/choose, epochSize only
+		for s := range 1 + r.IntN(3) {
+			var sizes []int64
+			for range 1 + r.IntN(6) {
+				sizes = append(sizes, int64(1+r.IntN(40)))
+			}
+			st := Stream{Name: fmt.Sprint("s", s), Index: index(sizes...)}
+			switch kind {
+			case 1:
+				st.Proportion = fmt.Sprintf("%d.%d", r.IntN(3), 1+r.IntN(9))
+			case 2:
+				switch r.IntN(3) {
+				case 0:
+					st.Repeat = fmt.Sprintf("%d.%d", r.IntN(3), r.IntN(10))
+				case 1:
+					st.Choose = int64(1 + r.IntN(200))
+				}
+			}
+			p.Streams = append(p.Streams, st)
+		}
+		if kind == 1 || kind == 3 {
+			p.EpochSize = int64(r.IntN(300)) // 0: the default
+		}
+		if p.Validate() == nil {
+			return p
+		}
+	}
+}
+
+// forRandomPlans runs check on n random plans and epochs.
+func forRandomPlans(t *testing.T, n int, check func(t *testing.T, ep *EpochPlan)) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range n {
+		p := randomParams(r)
+		epoch := int64(r.IntN(3))
+		t.Run(fmt.Sprint("case", i), func(t *testing.T) {
+			pl, err := New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep, err := pl.Epoch(epoch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, ep)
+			if t.Failed() {
+				t.Logf("params: %+v epoch %d", p, epoch)
+			}
+		})
+	}
+}
+
+// innerSamples returns every sample of the epoch's spans, before any drop.
+func innerSamples(ep *EpochPlan) []Sample {
+	var out []Sample
+	for j := range ep.plan.NumSplits() {
+		for x := range ep.orderedLen(j) {
+			out = append(out, ep.sampleAtInner(j, x))
+		}
+	}
+	return out
+}
+
+func TestEpochSpansGiveEachStreamItsCountWithWholeShardRepeats(t *testing.T) {
+	forRandomPlans(t, 300, func(t *testing.T, ep *EpochPlan) {
+		pl := ep.plan
+		perStream := make([]int64, len(pl.params.Streams))
+		mult := map[int64]int64{}
+		for _, s := range innerSamples(ep) {
+			perStream[s.Stream]++
+			mult[s.ID]++
+		}
+		if !slices.Equal(perStream, pl.counts) {
+			t.Fatalf("samples per stream = %v, want %v", perStream, pl.counts)
+		}
+		for s, st := range pl.params.Streams {
+			size := st.Index.Samples()
+			full := pl.counts[s] / size
+			cut := 0 // shards whose extra copy is partial
+			for h, sh := range st.Index.Shards {
+				first := pl.streamOffset[s] + pl.shardFirst[s][h]
+				extra := int64(0)
+				for x := range sh.Samples {
+					m := mult[first+x] - full
+					if m < 0 || m > 1 {
+						t.Fatalf("stream %d shard %d sample %d appears %d times, want %d or %d", s, h, x, mult[first+x], full, full+1)
+					}
+					if m == 1 && extra != x {
+						t.Fatalf("stream %d shard %d: the extra copy is not a prefix of the shard", s, h)
+					}
+					extra += m
+				}
+				if extra > 0 && extra < sh.Samples {
+					cut++
+				}
+			}
+			if cut > 1 {
+				t.Fatalf("stream %d: %d shards cut, want at most 1", s, cut)
+			}
+		}
+	})
+}
+
+func TestBlockShuffleIsAPermutationOfEachSplit(t *testing.T) {
+	forRandomPlans(t, 200, func(t *testing.T, ep *EpochPlan) {
+		for j := range ep.plan.NumSplits() {
+			n := ep.orderedLen(j)
+			seen := make([]bool, n)
+			for x := range n {
+				in := ep.inner(j, x)
+				if in < 0 || in >= n || seen[in] {
+					t.Fatalf("split %d: position %d maps to %d, outside or taken", j, x, in)
+				}
+				seen[in] = true
+			}
+		}
+	})
+}
+
+func TestDropsAndPadsAreCountedAndPadsMarked(t *testing.T) {
+	forRandomPlans(t, 300, func(t *testing.T, ep *EpochPlan) {
+		pl := ep.plan
+		var real, pads int64
+		for k := range pl.Steps() {
+			batch, err := ep.GlobalBatch(nil, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range batch {
+				if s.Pad {
+					pads++
+				} else {
+					real++
+				}
+			}
+		}
+		if real != pl.Total()-pl.DroppedPerEpoch() || pads != pl.PaddedPerEpoch() {
+			t.Fatalf("delivered %d real and %d pad rows, want %d (T %d - dropped %d) and %d",
+				real, pads, pl.Total()-pl.DroppedPerEpoch(), pl.Total(), pl.DroppedPerEpoch(), pl.PaddedPerEpoch())
+		}
+		for j := range pl.NumSplits() {
+			for t2 := pl.SplitLen(); t2 < pl.Steps()*pl.perSplit; t2++ {
+				pad, orig := ep.At(j, t2), ep.At(j, t2-pl.SplitLen())
+				if !pad.Pad || orig.Pad || pad.ID != orig.ID {
+					t.Fatalf("split %d position %d = %+v, want the pad copy of position %d = %+v", j, t2, pad, t2-pl.SplitLen(), orig)
+				}
+			}
+		}
+	})
+}
+
+func sortedIDs(ss []Sample) []int64 {
+	ids := make([]int64, len(ss))
+	for i, s := range ss {
+		ids[i] = s.ID
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func TestEveryWorldSizeGetsTheSameGlobalBatches(t *testing.T) {
+	forRandomPlans(t, 200, func(t *testing.T, ep *EpochPlan) {
+		pl := ep.plan
+		S := pl.NumSplits()
+		for k := range pl.Steps() {
+			global, _ := ep.GlobalBatch(nil, k)
+			if int64(len(global)) != pl.GlobalBatchSize() {
+				t.Fatalf("global batch %d has %d samples, want %d", k, len(global), pl.GlobalBatchSize())
+			}
+			want := sortedIDs(global)
+			for W := 1; W <= S; W++ {
+				if S%W != 0 {
+					continue
+				}
+				var union []Sample
+				for r := range W {
+					local, err := ep.LocalBatch(nil, k, r, W)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if int64(len(local)) != pl.GlobalBatchSize()/int64(W) {
+						t.Fatalf("W=%d rank %d batch %d has %d samples, want G/W = %d", W, r, k, len(local), pl.GlobalBatchSize()/int64(W))
+					}
+					union = append(union, local...)
+				}
+				if got := sortedIDs(union); !slices.Equal(got, want) {
+					t.Fatalf("W=%d: batch %d = %v, want %v", W, k, got, want)
+				}
+			}
+		}
+		// Every rank has exactly K batches.
+		if _, err := ep.LocalBatch(nil, pl.Steps(), 0, 1); err == nil {
+			t.Fatalf("batch K = %d exists", pl.Steps())
+		}
+	})
+}
+
+func TestRanksReadOnlyTheirOwnSplits(t *testing.T) {
+	forRandomPlans(t, 200, func(t *testing.T, ep *EpochPlan) {
+		pl := ep.plan
+		S := pl.NumSplits()
+		// Map every id to the splits that hold it (ids repeat only with
+		// repeats, and then may sit in two splits).
+		home := map[int64]map[int]bool{}
+		for j := range S {
+			for x := range ep.orderedLen(j) {
+				id := ep.sampleAtInner(j, x).ID
+				if home[id] == nil {
+					home[id] = map[int]bool{}
+				}
+				home[id][j] = true
+			}
+		}
+		for _, W := range []int{1, S} {
+			for r := range W {
+				first, n, _ := pl.RankSplits(r, W)
+				for k := range pl.Steps() {
+					local, _ := ep.LocalBatch(nil, k, r, W)
+					for _, s := range local {
+						ok := false
+						for j := first; j < first+n; j++ {
+							ok = ok || home[s.ID][j]
+						}
+						if !ok {
+							t.Fatalf("W=%d rank %d step %d got id %d from splits %v, outside its splits [%d, %d)", W, r, k, s.ID, home[s.ID], first, first+n)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestResumeWithAnotherWorldSizeYieldsTheUninterruptedBatches(t *testing.T) {
+	forRandomPlans(t, 100, func(t *testing.T, ep *EpochPlan) {
+		pl := ep.plan
+		S := pl.NumSplits()
+		var worlds []int
+		for W := 1; W <= S; W++ {
+			if S%W == 0 {
+				worlds = append(worlds, W)
+			}
+		}
+		r := rand.New(rand.NewPCG(uint64(S), uint64(pl.Steps())))
+		W1, W2 := worlds[r.IntN(len(worlds))], worlds[r.IntN(len(worlds))]
+		checkpoint := r.Int64N(pl.Steps() + 1)
+		workers := 1 + r.IntN(3)
+		// Before the checkpoint W1 ranks with one worker; after it W2 ranks
+		// with several DataLoader workers, restarted at the checkpoint.
+		got := make([][]int64, pl.Steps())
+		collect := func(k int64, W int) {
+			var all []Sample
+			for rank := range W {
+				local, err := ep.LocalBatch(nil, k, rank, W)
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, local...)
+			}
+			if got[k] != nil {
+				t.Fatalf("step %d delivered twice", k)
+			}
+			got[k] = sortedIDs(all)
+		}
+		for k := range checkpoint {
+			collect(k, W1)
+		}
+		// The DataLoader round-robins over its workers from worker 0.
+		var order []int64
+		seqs := make([]func() (int64, bool), workers)
+		for w := range workers {
+			next, stop := iter.Pull(WorkerSteps(checkpoint, w, workers, pl.Steps()))
+			defer stop()
+			seqs[w] = next
+		}
+		for w := 0; ; w = (w + 1) % workers {
+			k, ok := seqs[w]()
+			if !ok {
+				break
+			}
+			order = append(order, k)
+			collect(k, W2)
+		}
+		for i, k := range order {
+			if k != checkpoint+int64(i) {
+				t.Fatalf("workers yielded steps %v, want %d, %d, ... in order", order, checkpoint, checkpoint+1)
+			}
+		}
+		for k := range pl.Steps() {
+			want, _ := ep.GlobalBatch(nil, k)
+			if !slices.Equal(got[k], sortedIDs(want)) {
+				t.Fatalf("W %d -> %d at step %d: batch %d = %v, want %v", W1, W2, checkpoint, k, got[k], sortedIDs(want))
+			}
+		}
+	})
+}
+
+func TestEgressIsAtMostDistinctBytesPlusOneShardPerPodBoundary(t *testing.T) {
+	forRandomPlans(t, 300, func(t *testing.T, ep *EpochPlan) {
+		pl := ep.plan
+		for P := 1; P <= pl.NumSplits(); P++ {
+			if pl.NumSplits()%P != 0 {
+				continue
+			}
+			e, err := ep.Egress(P)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bound := e.DistinctBytes + int64(P-1)*pl.MaxShardBytes(); e.FetchedBytes > bound {
+				t.Fatalf("P=%d pods fetch %d bytes, more than distinct %d + (P-1) x largest shard %d", P, e.FetchedBytes, e.DistinctBytes, pl.MaxShardBytes())
+			}
+		}
+	})
+}
+
+func TestShardsNeededAndMinCacheCoverEveryStep(t *testing.T) {
+	forRandomPlans(t, 200, func(t *testing.T, ep *EpochPlan) {
+		pl := ep.plan
+		for _, P := range []int{1, pl.NumSplits()} {
+			limit, err := ep.MinCacheBytes(P, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for pod := range P {
+				first, n, _ := pl.PodSplits(pod, P)
+				needs := ep.ShardsNeeded(first, n)
+				window := map[[2]int]ShardNeed{}
+				for i, nd := range needs {
+					if i > 0 && nd.FirstStep < needs[i-1].FirstStep {
+						t.Fatalf("needs not in order of first step: %+v before %+v", needs[i-1], nd)
+					}
+					window[[2]int{nd.Stream, nd.Shard}] = nd
+				}
+				for k := range pl.Steps() {
+					read := map[[2]int]int64{}
+					for j := first; j < first+n; j++ {
+						for t2 := k * pl.perSplit; t2 < (k+1)*pl.perSplit; t2++ {
+							s := ep.At(j, t2)
+							read[[2]int{s.Stream, s.Shard}] = pl.shardBytes(s.Stream, int64(s.Shard))
+						}
+					}
+					var bytes int64
+					for key, b := range read {
+						bytes += b
+						nd, ok := window[key]
+						if !ok || k < nd.FirstStep || k > nd.LastStep {
+							t.Fatalf("pod %d/%d reads shard %v at step %d, but ShardsNeeded says %+v (listed: %v)", pod, P, key, k, nd, ok)
+						}
+					}
+					if bytes > limit {
+						t.Fatalf("pod %d/%d reads %d bytes of shards at step %d, more than MinCacheBytes %d", pod, P, bytes, k, limit)
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestShuffleChangesOrderAndDropsPerEpochAndIsReproducible(t *testing.T) {
+	p := Params{
+		Streams:   []Stream{{Name: "a", Index: index(40, 40, 40, 40, 40)}, {Name: "b", Index: index(33, 33, 33)}},
+		Seed:      7,
+		NumSplits: 8, Shuffle: true, BlockSize: 16, GlobalBatchSize: 16, DropLast: true,
+	}
+	pl, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(e int64) []int64 {
+		ep, err := pl.Epoch(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for k := range pl.Steps() {
+			b, _ := ep.GlobalBatch(nil, k)
+			for _, s := range b {
+				out = append(out, s.ID)
+			}
+		}
+		return out
+	}
+	e0, e1, again := ids(0), ids(1), ids(0)
+	if !slices.Equal(e0, again) {
+		t.Fatal("the same seed and epoch gave two orders")
+	}
+	if slices.Equal(e0, e1) {
+		t.Fatal("epochs 0 and 1 have the same order")
+	}
+	// T = 299, S = 8: 3 samples dropped per epoch (and dropLast tails);
+	// which ones changes with the epoch.
+	dropped := func(order []int64) []int64 {
+		seen := map[int64]bool{}
+		for _, id := range order {
+			seen[id] = true
+		}
+		var d []int64
+		for id := range int64(299) {
+			if !seen[id] {
+				d = append(d, id)
+			}
+		}
+		return d
+	}
+	if d0, d1 := dropped(e0), dropped(e1); slices.Equal(d0, d1) || int64(len(d0)) != pl.DroppedPerEpoch() {
+		t.Fatalf("dropped samples %v (epoch 0) and %v (epoch 1), want %d each, different", d0, d1, pl.DroppedPerEpoch())
+	}
+	// A different seed gives a different order.
+	p.Seed = 8
+	other, _ := New(p)
+	ep, _ := other.Epoch(0)
+	b, _ := ep.GlobalBatch(nil, 0)
+	if first, _ := pl.Epoch(0); slices.Equal(sortedIDs(b), sortedIDs(must(first.GlobalBatch(nil, 0)))) {
+		t.Fatal("seeds 7 and 8 give the same first batch")
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func TestWithoutShuffleEachSplitIsInIndexOrder(t *testing.T) {
+	p := Params{
+		Streams:   []Stream{{Name: "a", Index: index(10, 20, 5)}, {Name: "b", Index: index(7, 9)}},
+		NumSplits: 4, GlobalBatchSize: 4, DropLast: true,
+	}
+	pl, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, _ := pl.Epoch(3)
+	for j := range pl.NumSplits() {
+		for t2 := int64(1); t2 < pl.SplitLen(); t2++ {
+			if prev, id := ep.At(j, t2-1).ID, ep.At(j, t2).ID; id != prev+1 {
+				t.Fatalf("split %d position %d has id %d after %d: not index order", j, t2, id, prev)
+			}
+		}
+	}
+	// Splits are contiguous in index order: split 0 starts at id 0.
+	if id := ep.At(0, 0).ID; id != 0 {
+		t.Fatalf("split 0 starts at id %d, want 0", id)
+	}
+}
+
+// TestPlanGoldenVectors pins whole plans: if any id of these epochs changes,
+// the plan changed, and PlanVersion must be bumped with new vectors.
+func TestPlanGoldenVectors(t *testing.T) {
+	golden := map[int]map[string]string{
+		1: {
+			"shuffle-proportions": "b14df106bae4230317e74880",
+			"shuffle-repeat":      "8323dd051999bb638a9e58f1",
+			"ordered":             "c1ac76e1191366b2883895b5",
+		},
+	}
+	cases := map[string]Params{
+		"shuffle-proportions": {
+			Streams: []Stream{
+				{Name: "a", Index: index(100, 37, 250, 3), Proportion: "0.7"},
+				{Name: "b", Index: index(64, 64), Proportion: "0.3"},
+			},
+			EpochSize: 1000, Seed: 2026, NumSplits: 6, Shuffle: true, BlockSize: 50, GlobalBatchSize: 24, DropLast: false,
+		},
+		"shuffle-repeat": {
+			Streams: []Stream{
+				{Name: "a", Index: index(10, 20, 30), Repeat: "2.5"},
+				{Name: "b", Index: index(5, 5, 5, 5), Choose: 33},
+			},
+			Seed: 1, NumSplits: 4, Shuffle: true, BlockSize: 7, GlobalBatchSize: 8, DropLast: true,
+		},
+		"ordered": {
+			Streams:   []Stream{{Name: "a", Index: index(9, 9, 9)}},
+			NumSplits: 2, GlobalBatchSize: 2, DropLast: true,
+		},
+	}
+	want := golden[PlanVersion]
+	if want == nil {
+		t.Fatalf("no golden vectors for PlanVersion %d", PlanVersion)
+	}
+	for name, p := range cases {
+		t.Run(name, func(t *testing.T) {
+			pl, err := New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := sha256.New()
+			for e := range int64(3) {
+				ep, _ := pl.Epoch(e)
+				for k := range pl.Steps() {
+					b, _ := ep.GlobalBatch(nil, k)
+					for _, s := range b {
+						_ = binary.Write(h, binary.LittleEndian, s.ID)
+						_ = binary.Write(h, binary.LittleEndian, s.Pad)
+					}
+				}
+			}
+			got := hex.EncodeToString(h.Sum(nil))[:24]
+			if got != want[name] {
+				t.Errorf("plan %s hashes to %s, want %s: the plan changed; bump PlanVersion", name, got, want[name])
+			}
+		})
+	}
+}

@@ -107,9 +107,13 @@ test-python: tools ## Run the Python tests with pytest (real MinIO, kube-apiserv
 test-e2e: ## End-to-end tests on a real local cluster (comes with the end-to-end issue).
 	@echo "test-e2e: the end-to-end suite (local cluster, Helm chart, training pods) comes with issue 8; nothing runs yet." >&2; exit 2
 
+# Runs of each benchmark; docs/benchmarks.md reports their median.
+BENCH_RUNS ?= 3
+
 .PHONY: bench
-bench: ## Benchmarks side by side with the reference systems (comes with the benchmark issue).
-	@echo "bench: the side-by-side benchmarks come with issue 9; 'go test -bench . ./...' runs the Go benchmarks there are." >&2; exit 2
+bench: ## Run the Go benchmarks (planner vs a materialised permutation); output in bin/bench-go.txt.
+	go test -run '^$$' -bench . -benchmem -count $(BENCH_RUNS) -timeout 30m ./... | tee $(BIN)/bench-go.txt
+	@echo "bench: results in $(BIN)/bench-go.txt; the side-by-side runs with the Python peers come with issue 9"
 
 .PHONY: demo
 demo: ## The whole story on one machine (comes with the end-to-end issue).

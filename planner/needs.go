@@ -138,13 +138,15 @@ func (ep *EpochPlan) splitPeakBytes(j int) int64 {
 		return prefix[i2+1] - prefix[i1]
 	}
 	g := pl.grain()
-	length := min(ep.orderedLen(j), pl.splitLen)
+	// Positions past L are never delivered, but a delivered position maps
+	// anywhere in its block, up to the split's full length.
+	length, innerLen := min(ep.orderedLen(j), pl.splitLen), ep.orderedLen(j)
 	window := func(k int64) int64 {
 		a := k * pl.perSplit / g * g
-		c := min(ceilDiv(min((k+1)*pl.perSplit, length), g)*g, length)
+		c := min(ceilDiv(min((k+1)*pl.perSplit, length), g)*g, innerLen)
 		w := bytesOf(a, c)
 		if pad := pl.padRows(); pad > 0 && k == pl.steps-1 {
-			w += bytesOf(0, min(ceilDiv(pad, g)*g, length))
+			w += bytesOf(0, min(ceilDiv(pad, g)*g, innerLen))
 		}
 		return w
 	}
@@ -169,8 +171,9 @@ func (ep *EpochPlan) splitPeakBytes(j int) int64 {
 // MinCacheBytes returns the cache a pod of a job of pods pods needs so that
 // it never waits for a shard it already fetched to be fetched again (design
 // §3 step 11): for the pod that needs most, the sum over its splits of the
-// bytes one step reads, plus prefetchShards of the largest shard. It is an
-// upper bound: the splits' peaks are added as if they fell on one step.
+// bytes one step reads (at most all the shards it reads), plus
+// prefetchShards of the largest shard. It is an upper bound: the splits'
+// peaks are added as if they fell on one step.
 func (ep *EpochPlan) MinCacheBytes(pods, prefetchShards int) (int64, error) {
 	if err := ep.plan.CheckWorld(pods); err != nil {
 		return 0, err
@@ -178,11 +181,15 @@ func (ep *EpochPlan) MinCacheBytes(pods, prefetchShards int) (int64, error) {
 	per := ep.plan.params.NumSplits / pods
 	var most int64
 	for pod := range pods {
-		var need int64
+		var need, all int64
 		for j := pod * per; j < (pod+1)*per; j++ {
 			need += ep.splitPeakBytes(j)
 		}
-		most = max(most, need)
+		// Never more than every shard the pod reads.
+		for _, nd := range ep.ShardsNeeded(pod*per, per) {
+			all += nd.Bytes
+		}
+		most = max(most, min(need, all))
 	}
 	return most + int64(prefetchShards)*ep.plan.maxShardBytes, nil
 }

@@ -350,7 +350,10 @@ func (ep *EpochPlan) inner(j int, t int64) int64 {
 	}
 	b := ep.plan.params.BlockSize
 	base := t / b * b
-	n := min(b, ep.orderedLen(j)-base)
+	n := b
+	if base+b > ep.plan.splitLen { // the last block: its length depends on the split
+		n = min(b, ep.orderedLen(j)-base)
+	}
 	perm := newPermutation(uint64(n), derive(derive(ep.blockKey, uint64(j)), uint64(base/b)))
 	return base + int64(perm.Apply(uint64(t-base)))
 }

@@ -77,9 +77,9 @@ func (p permutation) decrypt(x uint64) uint64 {
 	return l<<p.half | r
 }
 
-// Apply returns the position x moves to. x must be in [0, n).
+// Apply returns the position x moves to; x outside [0, n) is returned as is.
 func (p permutation) Apply(x uint64) uint64 {
-	if p.n <= 1 {
+	if x >= p.n { // outside the domain the cycle walk might not end
 		return x
 	}
 	// Cycle walking: the Feistel network permutes [0, 4^half); following the
@@ -93,9 +93,9 @@ func (p permutation) Apply(x uint64) uint64 {
 	}
 }
 
-// Invert returns the x with Apply(x) == y. y must be in [0, n).
+// Invert returns the x with Apply(x) == y, for y in [0, n).
 func (p permutation) Invert(y uint64) uint64 {
-	if p.n <= 1 {
+	if y >= p.n {
 		return y
 	}
 	for {

@@ -6,6 +6,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Defaults of the spec, as the CRD schema applies them (keep the
+// +kubebuilder:default markers below in step; a test checks the CRD).
+const (
+	DefaultShuffleEnabled = true
+	DefaultShuffleSeed    = int64(0)
+	DefaultBlockSize      = int64(262144)
+	DefaultDropLast       = true
+	DefaultFormat         = FormatMDS
+)
+
 // ShardFormat names how the shards of a stream are encoded.
 // +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow
 type ShardFormat string

@@ -28,6 +28,6 @@ Documentation: docs/ in https://github.com/shardfeed/shardfeed`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand())
+	root.AddCommand(newPlanCommand(), newVersionCommand())
 	return root
 }

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/index"
+)
+
+var documentSeparator = regexp.MustCompile(`(?m)^---\s*$`)
+
+// readDataset reads the one TrainingDataset of a manifest file ("-" for
+// stdin), strictly: a misspelt field is an error, not a silent default.
+func readDataset(path string, stdin io.Reader) (*datav1alpha1.TrainingDataset, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var found []*datav1alpha1.TrainingDataset
+	for i, doc := range documentSeparator.Split(string(data), -1) {
+		if len(bytes.TrimSpace([]byte(doc))) == 0 {
+			continue
+		}
+		var meta struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			return nil, fmt.Errorf("%s: document %d is not YAML: %w", path, i+1, err)
+		}
+		if meta.Kind != "TrainingDataset" {
+			continue
+		}
+		if meta.APIVersion != datav1alpha1.GroupVersion.String() {
+			return nil, fmt.Errorf("%s: document %d has apiVersion %q: shardfeed reads %s", path, i+1, meta.APIVersion, datav1alpha1.GroupVersion)
+		}
+		js, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", path, i+1, err)
+		}
+		// Case-sensitive and strict, as the API server decodes: a misspelt
+		// field is an error, not a silently defaulted one.
+		var ds datav1alpha1.TrainingDataset
+		strict, err := kjson.UnmarshalStrict(js, &ds)
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", path, i+1, err)
+		}
+		if len(strict) > 0 {
+			return nil, fmt.Errorf("%s: document %d: %w", path, i+1, errors.Join(strict...))
+		}
+		found = append(found, &ds)
+	}
+	switch len(found) {
+	case 0:
+		return nil, fmt.Errorf("%s holds no TrainingDataset (kind: TrainingDataset, apiVersion: %s)", path, datav1alpha1.GroupVersion)
+	case 1:
+		return found[0], nil
+	}
+	return nil, fmt.Errorf("%s holds %d TrainingDatasets: give a file with one", path, len(found))
+}
+
+// readIndexes finds the index of every stream: in an --index-dir (as
+// <dir>/<stream>/index.json or <dir>/<stream>.json), else in the stream's
+// own directory when its source is file://.
+func readIndexes(ds *datav1alpha1.TrainingDataset, indexDirs []string) ([]planner.StreamIndex, error) {
+	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
+	for i, s := range ds.Spec.Streams {
+		x, err := readStreamIndex(s, indexDirs)
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+		out[i] = x
+	}
+	return out, nil
+}
+
+func readStreamIndex(s datav1alpha1.Stream, indexDirs []string) (planner.StreamIndex, error) {
+	for _, dir := range indexDirs {
+		for _, p := range []string{filepath.Join(dir, s.Name, index.FileName), filepath.Join(dir, s.Name+".json")} {
+			if _, err := os.Stat(p); err == nil {
+				return index.ReadFile(p)
+			}
+		}
+	}
+	dir, err := index.LocalDir(s.Source.URI)
+	if errors.Is(err, index.ErrNotLocal) {
+		return planner.StreamIndex{}, fmt.Errorf("source %s is not a local directory: give its index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)",
+			s.Source.URI, s.Name, s.Name)
+	}
+	if err != nil {
+		return planner.StreamIndex{}, err
+	}
+	return index.ReadDir(dir)
+}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/utils/ptr"
+
+	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+type planOptions struct {
+	file        string
+	indexDirs   []string
+	summary     bool
+	ids         bool
+	output      string
+	epoch       int64
+	steps       string
+	worldSize   int
+	procsPerPod int
+	workers     int
+	pods        []int
+	prefetch    int
+}
+
+func newPlanCommand() *cobra.Command {
+	o := &planOptions{}
+	cmd := &cobra.Command{
+		Use:   "plan -f DATASET.yaml [--summary | --ids --world-size W ...]",
+		Short: "Show the plan of a TrainingDataset: its sizes and costs, or the sample ids of every batch",
+		Long: `plan computes the plan of the TrainingDataset in a manifest, exactly as the
+operator and the sidecars do, from the streams' indexes: file:// sources are
+read in place; others need --index-dir.
+
+--summary (the default) prints the samples per stream, what is dropped or
+padded, the steps per epoch, and for each pod count the shards and bytes a pod
+fetches, the egress ratio and the minimum cache per pod.
+
+--ids prints one JSON line per (step, rank) with the global sample ids of that
+rank's batch, in delivery order, and the positions of pad rows; worker is the
+DataLoader worker that receives the step when the stream starts at the first
+step of --steps.`,
+		Example: `  shardfeed plan -f dataset.yaml
+  shardfeed plan -f dataset.yaml --ids --world-size 8 --workers 2 --epoch 1 --steps 0:10`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.Flags().Changed("pods"))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.file, "filename", "f", "", "TrainingDataset manifest (- for stdin)")
+	f.StringArrayVar(&o.indexDirs, "index-dir", nil, "directory with stream indexes as <stream>/index.json or <stream>.json (repeatable)")
+	f.BoolVar(&o.summary, "summary", false, "print sizes, drops, steps, egress and cache per pod count (the default)")
+	f.BoolVar(&o.ids, "ids", false, "print the sample ids of every batch as JSON lines")
+	f.StringVarP(&o.output, "output", "o", "text", "summary format: text or json")
+	f.Int64Var(&o.epoch, "epoch", 0, "epoch")
+	f.StringVar(&o.steps, "steps", "", "steps A:B (B excluded; either may be omitted); default: the whole epoch")
+	f.IntVar(&o.worldSize, "world-size", 0, "ranks of the job (must divide numSplits); needed by --ids")
+	f.IntVar(&o.procsPerPod, "procs-per-pod", 1, "ranks per pod")
+	f.IntVar(&o.workers, "workers", 1, "DataLoader workers per rank")
+	f.IntSliceVar(&o.pods, "pods", nil, "pod counts for the summary (default: 1 and the powers of two up to 16 that divide numSplits)")
+	f.IntVar(&o.prefetch, "prefetch", -1, "shards each pod prefetches, for the minimum cache (default: spec.sidecar.prefetch, else 0)")
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+func (o *planOptions) run(stdin io.Reader, stdout io.Writer, podsGiven bool) error {
+	if o.summary && o.ids {
+		return fmt.Errorf("--summary and --ids exclude each other: pick one")
+	}
+	ds, err := readDataset(o.file, stdin)
+	if err != nil {
+		return err
+	}
+	indexes, err := readIndexes(ds, o.indexDirs)
+	if err != nil {
+		return err
+	}
+	params, err := planspec.Params(&ds.Spec, indexes)
+	if err != nil {
+		return fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
+	}
+
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	pl, err := planner.New(params)
+	if err != nil {
+		return fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
+	}
+	ep, err := pl.Epoch(o.epoch)
+	if err != nil {
+		return err
+	}
+	build := time.Since(start)
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+
+	if o.ids {
+		return o.printIDs(stdout, ep)
+	}
+	if o.prefetch < 0 {
+		o.prefetch = int(ptr.Deref(ds.Spec.Sidecar.Prefetch, 0))
+	}
+	if !podsGiven {
+		o.pods = nil
+		for p := 1; p <= 16; p *= 2 {
+			if pl.NumSplits()%p == 0 {
+				o.pods = append(o.pods, p)
+			}
+		}
+	}
+	s, err := summarize(ds.Name, ep, o.pods, o.prefetch)
+	if err != nil {
+		return err
+	}
+	s.BuildSeconds = build.Seconds()
+	s.BuildAllocBytes = after.TotalAlloc - before.TotalAlloc
+	switch o.output {
+	case "json":
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	case "text":
+		return s.write(stdout)
+	}
+	return fmt.Errorf("--output %q is not supported: use text or json", o.output)
+}
+
+// parseSteps parses "A:B" into [a, b) within [0, steps).
+func parseSteps(s string, steps int64) (a, b int64, err error) {
+	a, b = 0, steps
+	if s == "" {
+		return a, b, nil
+	}
+	lo, hi, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("--steps %q: write A:B, e.g. 0:10", s)
+	}
+	if lo != "" {
+		if a, err = strconv.ParseInt(lo, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("--steps %q: %q is not a step number", s, lo)
+		}
+	}
+	if hi != "" {
+		if b, err = strconv.ParseInt(hi, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("--steps %q: %q is not a step number", s, hi)
+		}
+	}
+	if a < 0 || a > b || b > steps {
+		return 0, 0, fmt.Errorf("--steps %q is outside the epoch's steps 0:%d", s, steps)
+	}
+	return a, b, nil
+}
+
+func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan) error {
+	pl := ep.Plan()
+	if o.worldSize == 0 {
+		return fmt.Errorf("--ids needs --world-size: the number of ranks of the job")
+	}
+	if err := pl.CheckWorld(o.worldSize); err != nil {
+		return err
+	}
+	if o.procsPerPod < 1 || o.worldSize%o.procsPerPod != 0 {
+		return fmt.Errorf("--procs-per-pod %d does not divide --world-size %d", o.procsPerPod, o.worldSize)
+	}
+	if o.workers < 1 {
+		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
+	}
+	a, b, err := parseSteps(o.steps, pl.Steps())
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(stdout, 1<<16)
+	var batch []planner.Sample
+	var line []byte
+	for k := a; k < b; k++ {
+		worker := (k - a) % int64(o.workers)
+		for r := range o.worldSize {
+			if batch, err = ep.LocalBatch(batch[:0], k, r, o.worldSize); err != nil {
+				return err
+			}
+			line = appendIDsLine(line[:0], ep.Epoch(), k, r, o.procsPerPod, worker, batch)
+			if _, err := w.Write(line); err != nil {
+				return err
+			}
+		}
+	}
+	return w.Flush()
+}
+
+// appendIDsLine writes {"epoch":E,"step":k,"rank":r,"worker":w,"ids":[…],"pad":[…]}
+// (with "pod" and "local" when pods run several ranks) without reflection:
+// a plan can have billions of ids.
+func appendIDsLine(b []byte, epoch, step int64, rank, procsPerPod int, worker int64, batch []planner.Sample) []byte {
+	b = append(b, `{"epoch":`...)
+	b = strconv.AppendInt(b, epoch, 10)
+	b = append(b, `,"step":`...)
+	b = strconv.AppendInt(b, step, 10)
+	b = append(b, `,"rank":`...)
+	b = strconv.AppendInt(b, int64(rank), 10)
+	if procsPerPod > 1 {
+		b = append(b, `,"pod":`...)
+		b = strconv.AppendInt(b, int64(rank/procsPerPod), 10)
+		b = append(b, `,"local":`...)
+		b = strconv.AppendInt(b, int64(rank%procsPerPod), 10)
+	}
+	b = append(b, `,"worker":`...)
+	b = strconv.AppendInt(b, worker, 10)
+	b = append(b, `,"ids":[`...)
+	for i, s := range batch {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, s.ID, 10)
+	}
+	b = append(b, `],"pad":[`...)
+	first := true
+	for i, s := range batch {
+		if s.Pad {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = strconv.AppendInt(b, int64(i), 10)
+		}
+	}
+	return append(b, "]}\n"...)
+}
+
+// summary is what `plan --summary` reports.
+type summary struct {
+	Dataset         string          `json:"dataset"`
+	Fingerprint     string          `json:"fingerprint"`
+	PlanVersion     int             `json:"planVersion"`
+	Epoch           int64           `json:"epoch"`
+	Samples         int64           `json:"samples"`
+	NumSplits       int             `json:"numSplits"`
+	SplitLen        int64           `json:"splitLength"`
+	GlobalBatchSize int64           `json:"globalBatchSize"`
+	Steps           int64           `json:"steps"`
+	Dropped         int64           `json:"dropped"`
+	Padded          int64           `json:"padded"`
+	Streams         []streamSummary `json:"streams"`
+	Pods            []podSummary    `json:"pods"`
+	Prefetch        int             `json:"prefetchShards"`
+	BuildSeconds    float64         `json:"buildSeconds"`
+	BuildAllocBytes uint64          `json:"buildAllocBytes"`
+}
+
+type streamSummary struct {
+	Name     string `json:"name"`
+	Shards   int    `json:"shards"`
+	Samples  int64  `json:"samples"`
+	Bytes    int64  `json:"bytes"`
+	Weight   string `json:"weight"`
+	PerEpoch int64  `json:"perEpoch"`
+}
+
+type podSummary struct {
+	Pods             int     `json:"pods"`
+	MaxShardsPerPod  int     `json:"maxShardsPerPod"`
+	MaxBytesPerPod   int64   `json:"maxBytesPerPod"`
+	FetchedBytes     int64   `json:"fetchedBytes"`
+	DistinctBytes    int64   `json:"distinctBytes"`
+	EgressRatio      float64 `json:"egressRatio"`
+	MinCacheBytesPod int64   `json:"minCacheBytesPerPod"`
+}
+
+func summarize(name string, ep *planner.EpochPlan, pods []int, prefetch int) (*summary, error) {
+	pl := ep.Plan()
+	p := pl.Params()
+	s := &summary{
+		Dataset: name, Fingerprint: pl.Fingerprint().Sum, PlanVersion: planner.PlanVersion, Epoch: ep.Epoch(),
+		Samples: pl.Total(), NumSplits: pl.NumSplits(), SplitLen: pl.SplitLen(), GlobalBatchSize: pl.GlobalBatchSize(),
+		Steps: pl.Steps(), Dropped: pl.DroppedPerEpoch(), Padded: pl.PaddedPerEpoch(), Prefetch: prefetch,
+	}
+	counts := pl.SamplesPerStream()
+	for i, st := range p.Streams {
+		weight := "-"
+		switch {
+		case st.Proportion != "":
+			weight = "proportion " + st.Proportion
+		case st.Repeat != "":
+			weight = "repeat " + st.Repeat
+		case st.Choose != 0:
+			weight = fmt.Sprint("choose ", st.Choose)
+		}
+		s.Streams = append(s.Streams, streamSummary{
+			Name: st.Name, Shards: len(st.Index.Shards), Samples: st.Index.Samples(), Bytes: st.Index.Bytes(),
+			Weight: weight, PerEpoch: counts[i],
+		})
+	}
+	for _, n := range pods {
+		e, err := ep.Egress(n)
+		if err != nil {
+			return nil, fmt.Errorf("--pods %d: %w", n, err)
+		}
+		cache, err := ep.MinCacheBytes(n, prefetch)
+		if err != nil {
+			return nil, err
+		}
+		ps := podSummary{Pods: n, FetchedBytes: e.FetchedBytes, DistinctBytes: e.DistinctBytes, EgressRatio: e.Ratio(), MinCacheBytesPod: cache}
+		for i := range n {
+			ps.MaxShardsPerPod = max(ps.MaxShardsPerPod, e.PodShards[i])
+			ps.MaxBytesPerPod = max(ps.MaxBytesPerPod, e.PodBytes[i])
+		}
+		s.Pods = append(s.Pods, ps)
+	}
+	return s, nil
+}
+
+func (s *summary) write(out io.Writer) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
+	p("dataset %s, epoch %d, plan %s\n\n", s.Dataset, s.Epoch, s.Fingerprint)
+	p("STREAM\tSHARDS\tSAMPLES\tBYTES\tWEIGHT\tPER EPOCH\n")
+	for _, st := range s.Streams {
+		p("%s\t%d\t%d\t%s\t%s\t%d\n", st.Name, st.Shards, st.Samples, humanBytes(st.Bytes), st.Weight, st.PerEpoch)
+	}
+	p("\nepoch\t%d samples in %d splits of %d; %d steps of %d samples (%d per split)\n",
+		s.Samples, s.NumSplits, s.SplitLen, s.Steps, s.GlobalBatchSize, s.GlobalBatchSize/int64(s.NumSplits))
+	p("dropped\t%d samples per epoch (%.2f%%)\n", s.Dropped, 100*float64(s.Dropped)/float64(s.Samples))
+	p("padded\t%d rows per epoch\n\n", s.Padded)
+	p("PODS\tSHARDS/POD\tBYTES/POD\tFETCHED\tDISTINCT\tEGRESS\tMIN CACHE/POD\n")
+	for _, ps := range s.Pods {
+		p("%d\t%d\t%s\t%s\t%s\t%.3f\t%s\n", ps.Pods, ps.MaxShardsPerPod, humanBytes(ps.MaxBytesPerPod),
+			humanBytes(ps.FetchedBytes), humanBytes(ps.DistinctBytes), ps.EgressRatio, humanBytes(ps.MinCacheBytesPod))
+	}
+	p("\n(per pod: the largest over pods; min cache includes %d prefetched shards)\n", s.Prefetch)
+	p("plan built in %s, %s allocated\n", time.Duration(s.BuildSeconds*float64(time.Second)).Round(time.Microsecond), humanBytes(int64(s.BuildAllocBytes)))
+	return w.Flush()
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

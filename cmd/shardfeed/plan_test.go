@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// writeMDSIndex writes an MDS index.json (format version 2, as
+// mosaicml-streaming's MDSWriter writes it) with shards of the given sample
+// counts into dir.
+func writeMDSIndex(t *testing.T, dir string, samples ...int) {
+	t.Helper()
+	type file struct {
+		Basename string            `json:"basename"`
+		Bytes    int               `json:"bytes"`
+		Hashes   map[string]string `json:"hashes"`
+	}
+	type shard struct {
+		ColumnEncodings []string `json:"column_encodings"`
+		ColumnNames     []string `json:"column_names"`
+		ColumnSizes     []*int   `json:"column_sizes"`
+		Compression     *string  `json:"compression"`
+		Format          string   `json:"format"`
+		Hashes          []string `json:"hashes"`
+		RawData         file     `json:"raw_data"`
+		Samples         int      `json:"samples"`
+		SizeLimit       int      `json:"size_limit"`
+		Version         int      `json:"version"`
+		ZipData         *file    `json:"zip_data"`
+	}
+	var shards []shard
+	eight := 8
+	for i, n := range samples {
+		shards = append(shards, shard{
+			ColumnEncodings: []string{"int", "str"}, ColumnNames: []string{"id", "text"}, ColumnSizes: []*int{&eight, nil},
+			Format: "mds", Hashes: []string{"sha1"}, Samples: n, SizeLimit: 1 << 26, Version: 2,
+			RawData: file{Basename: fmt.Sprintf("shard.%05d.mds", i), Bytes: 1000 * n, Hashes: map[string]string{"sha1": fmt.Sprintf("%040d", i)}},
+		})
+	}
+	data, err := json.Marshal(map[string]any{"version": 2, "shards": shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "index.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fixture writes two file:// MDS streams and a manifest that mixes them.
+func fixture(t *testing.T, specTail string) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeMDSIndex(t, filepath.Join(dir, "web"), 100, 80, 120, 50)
+	writeMDSIndex(t, filepath.Join(dir, "code"), 60, 60, 60)
+	manifest := fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata:
+  name: demo
+spec:
+  streams:
+    - name: web
+      source: {uri: "file://%s/web/"}
+      proportion: "0.7"
+    - name: code
+      source: {uri: "file://%s/code/"}
+      proportion: "0.3"
+%s`, dir, dir, specTail)
+	path := filepath.Join(dir, "dataset.yaml")
+	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+const defaultTail = `  numSplits: 8
+  globalBatchSize: 16
+  shuffle: {seed: 3, blockSize: 64}
+`
+
+func TestPlanSummaryOnFileMDSStreams(t *testing.T) {
+	path := fixture(t, defaultTail)
+	out, err := runCLI(t, "plan", "-f", path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"dataset demo, epoch 0, plan v1-",
+		"web     4       350",
+		"code    3       180",
+		"530 samples in 8 splits of 66; 33 steps of 16 samples",
+		"dropped  2 samples per epoch",
+		"PODS", "EGRESS", "MIN CACHE/POD",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, err = runCLI(t, "plan", "-f", path, "-o", "json", "--pods", "1,4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s summary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("summary is not JSON: %v\n%s", err, out)
+	}
+	if s.Samples != 530 || s.Steps != 33 || len(s.Streams) != 2 || s.Streams[0].PerEpoch+s.Streams[1].PerEpoch != 530 {
+		t.Errorf("summary = %+v", s)
+	}
+	if len(s.Pods) != 2 || s.Pods[0].EgressRatio != 1 || s.Pods[1].Pods != 4 || s.Pods[1].FetchedBytes < s.Pods[1].DistinctBytes {
+		t.Errorf("pods = %+v", s.Pods)
+	}
+}
+
+type idsLine struct {
+	Epoch  int64   `json:"epoch"`
+	Step   int64   `json:"step"`
+	Rank   int     `json:"rank"`
+	Pod    *int    `json:"pod"`
+	Local  *int    `json:"local"`
+	Worker int     `json:"worker"`
+	IDs    []int64 `json:"ids"`
+	Pad    []int   `json:"pad"`
+}
+
+func readIDs(t *testing.T, out string) []idsLine {
+	t.Helper()
+	var lines []idsLine
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var l idsLine
+		dec := json.NewDecoder(strings.NewReader(sc.Text()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&l); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+func TestPlanIDsAreTheSameGlobalBatchesForEveryWorldSize(t *testing.T) {
+	path := fixture(t, defaultTail)
+	global := func(world int) map[int64][]int64 {
+		out, err := runCLI(t, "plan", "-f", path, "--ids", "--world-size", fmt.Sprint(world), "--epoch", "2")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		batches := map[int64][]int64{}
+		for _, l := range readIDs(t, out) {
+			if l.Epoch != 2 || len(l.IDs) != 16/world || len(l.Pad) != 0 {
+				t.Fatalf("W=%d line %+v: want epoch 2, %d ids, no pad", world, l, 16/world)
+			}
+			batches[l.Step] = append(batches[l.Step], l.IDs...)
+		}
+		for k := range batches {
+			slices.Sort(batches[k])
+		}
+		return batches
+	}
+	w1 := global(1)
+	if len(w1) != 33 {
+		t.Fatalf("%d steps, want 33", len(w1))
+	}
+	for _, w := range []int{2, 4, 8} {
+		if got := global(w); !mapsEqual(got, w1) {
+			t.Errorf("world size %d gives other global batches than world size 1", w)
+		}
+	}
+}
+
+func mapsEqual(a, b map[int64][]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestPlanIDsNameWorkersAndPods(t *testing.T) {
+	path := fixture(t, `  numSplits: 4
+  globalBatchSize: 12
+`)
+	// 530 samples: 4 splits of 132, 3 per split per step: 44 steps.
+	out, err := runCLI(t, "plan", "-f", path, "--ids", "--world-size", "4", "--procs-per-pod", "2", "--workers", "3", "--steps", "40:")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := readIDs(t, out)
+	if len(lines) != 4*4 {
+		t.Fatalf("%d lines, want 4 steps x 4 ranks", len(lines))
+	}
+	for i, l := range lines {
+		if l.Step != 40+int64(i/4) || l.Rank != i%4 {
+			t.Fatalf("line %d is step %d rank %d, want step %d rank %d", i, l.Step, l.Rank, 40+i/4, i%4)
+		}
+		// The stream starts at step 40: worker w gets 40+w, 43+w, ...
+		if l.Worker != int(l.Step-40)%3 || l.Pod == nil || *l.Pod != l.Rank/2 || len(l.IDs) != 3 {
+			t.Fatalf("line %+v: want worker (step-40) mod 3, pod rank/2 and 3 ids", l)
+		}
+	}
+}
+
+func TestPlanIDsPadTheLastBatch(t *testing.T) {
+	path := fixture(t, `  numSplits: 4
+  globalBatchSize: 20
+  dropLast: false
+  shuffle: {enabled: false}
+`)
+	out, err := runCLI(t, "plan", "-f", path, "--ids", "--world-size", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// 530 samples: splits of 132 (2 dropped), 5 per split per step: 27
+	// steps, the last with 3 pad rows per split, repeating its start.
+	lines := readIDs(t, out)
+	if len(lines) != 27*2 {
+		t.Fatalf("%d lines, want %d", len(lines), 27*2)
+	}
+	for _, l := range lines {
+		wantPad := 0
+		if l.Step == 26 {
+			wantPad = 6 // 3 pad rows of each of the rank's 2 splits
+		}
+		if len(l.Pad) != wantPad || len(l.IDs) != 10 {
+			t.Fatalf("step %d rank %d: %d ids, pad %v; want 10 ids, %d pad", l.Step, l.Rank, len(l.IDs), l.Pad, wantPad)
+		}
+	}
+}
+
+func TestPlanRejectsBadInputClearly(t *testing.T) {
+	good := fixture(t, defaultTail)
+	dir := filepath.Dir(good)
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	data, _ := os.ReadFile(good)
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"no file", []string{"plan"}, `required flag(s) "filename"`},
+		{"missing file", []string{"plan", "-f", filepath.Join(dir, "nope.yaml")}, "no such file"},
+		{"not a dataset", []string{"plan", "-f", write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\n")}, "holds no TrainingDataset"},
+		{"wrong version", []string{"plan", "-f", write("v2.yaml", strings.Replace(string(data), "v1alpha1", "v9", 1))}, `apiVersion "data.shardfeed.io/v9"`},
+		{"misspelt field", []string{"plan", "-f", write("typo.yaml", strings.Replace(string(data), "globalBatchSize", "globalBatchsize", 1))}, `unknown field "spec.globalBatchsize"`},
+		{"s3 stream without index", []string{"plan", "-f", write("s3.yaml", strings.Replace(string(data), "file://"+dir+"/code/", "s3://bucket/code/", 1))}, "give its index with --index-dir"},
+		{"batch not multiple", []string{"plan", "-f", write("g.yaml", strings.Replace(string(data), "globalBatchSize: 16", "globalBatchSize: 12", 1))}, "spec.globalBatchSize: must be a multiple of spec.numSplits (8)"},
+		{"ids without world", []string{"plan", "-f", good, "--ids"}, "--ids needs --world-size"},
+		{"world not dividing", []string{"plan", "-f", good, "--ids", "--world-size", "3"}, "3 ranks do not divide spec.numSplits (8)"},
+		{"procs not dividing", []string{"plan", "-f", good, "--ids", "--world-size", "4", "--procs-per-pod", "3"}, "--procs-per-pod 3 does not divide"},
+		{"bad steps", []string{"plan", "-f", good, "--ids", "--world-size", "1", "--steps", "5"}, "write A:B"},
+		{"steps outside", []string{"plan", "-f", good, "--ids", "--world-size", "1", "--steps", "0:99"}, "outside the epoch's steps 0:33"},
+		{"both modes", []string{"plan", "-f", good, "--ids", "--summary"}, "exclude each other"},
+		{"pods not dividing", []string{"plan", "-f", good, "--pods", "3"}, "--pods 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := runCLI(t, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error = %v, want one with %q\n%s", err, tt.wantErr, out)
+			}
+		})
+	}
+}
+
+func TestPlanReadsIndexDirAndPlainIndexes(t *testing.T) {
+	good := fixture(t, defaultTail)
+	dir := filepath.Dir(good)
+	data, _ := os.ReadFile(good)
+	s3 := filepath.Join(dir, "s3.yaml")
+	if err := os.WriteFile(s3, []byte(strings.Replace(string(data), "file://"+dir+"/code/", "s3://bucket/code/", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(dir, "indexes")
+	if err := os.MkdirAll(idx, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plain := `{"shards": [{"name": "a.jsonl", "samples": 60, "bytes": 6000}, {"name": "b.jsonl", "samples": 60, "bytes": 6000}, {"name": "c.jsonl", "samples": 60, "bytes": 6000}]}`
+	if err := os.WriteFile(filepath.Join(idx, "code.json"), []byte(plain), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "plan", "-f", s3, "--index-dir", idx)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "code    3       180") {
+		t.Errorf("summary does not use the plain index:\n%s", out)
+	}
+}

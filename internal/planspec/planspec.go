@@ -1,0 +1,53 @@
+// Package planspec turns a TrainingDataset spec and its streams' indexes
+// into planner parameters: the one conversion the CLI, the reconciler and
+// the sidecar share, so that they all compute the same plan.
+package planspec
+
+import (
+	"fmt"
+
+	"k8s.io/utils/ptr"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+// Params returns the planner parameters of spec, with indexes[i] the index
+// of spec.Streams[i]. Fields the API server would default are defaulted the
+// same way, so a manifest read from a file plans like the applied object.
+func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamIndex) (planner.Params, error) {
+	if len(indexes) != len(spec.Streams) {
+		return planner.Params{}, fmt.Errorf("planspec: %d indexes for %d streams", len(indexes), len(spec.Streams))
+	}
+	p := planner.Params{
+		EpochSize:       ptr.Deref(spec.EpochSize, 0),
+		Seed:            uint64(ptr.Deref(spec.Shuffle.Seed, datav1alpha1.DefaultShuffleSeed)), //nolint:gosec // a negative seed is as good as its bits
+		NumSplits:       int(spec.NumSplits),
+		Shuffle:         ptr.Deref(spec.Shuffle.Enabled, datav1alpha1.DefaultShuffleEnabled),
+		BlockSize:       ptr.Deref(spec.Shuffle.BlockSize, datav1alpha1.DefaultBlockSize),
+		GlobalBatchSize: spec.GlobalBatchSize,
+		DropLast:        ptr.Deref(spec.DropLast, datav1alpha1.DefaultDropLast),
+	}
+	if spec.EpochSize != nil && *spec.EpochSize < 1 {
+		return planner.Params{}, &planner.FieldError{Field: "spec.epochSize", Rule: fmt.Sprintf("must be at least 1, got %d", *spec.EpochSize)}
+	}
+	for i, s := range spec.Streams {
+		st := planner.Stream{
+			Name:       s.Name,
+			Index:      indexes[i],
+			Proportion: s.Proportion,
+			Repeat:     s.Repeat,
+		}
+		if s.Choose != nil {
+			if *s.Choose < 1 {
+				return planner.Params{}, &planner.FieldError{Field: fmt.Sprintf("spec.streams[%d].choose", i), Rule: fmt.Sprintf("must be at least 1, got %d", *s.Choose)}
+			}
+			st.Choose = *s.Choose
+		}
+		p.Streams = append(p.Streams, st)
+	}
+	if err := p.Validate(); err != nil {
+		return planner.Params{}, err
+	}
+	return p, nil
+}

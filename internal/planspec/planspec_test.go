@@ -1,0 +1,127 @@
+package planspec
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+func idx(samples ...int64) planner.StreamIndex {
+	var x planner.StreamIndex
+	for _, n := range samples {
+		x.Shards = append(x.Shards, planner.Shard{Name: "s", Samples: n, Bytes: n})
+	}
+	return x
+}
+
+func TestParamsDefaultsLikeTheAPIServer(t *testing.T) {
+	spec := &datav1alpha1.TrainingDatasetSpec{
+		Streams:         []datav1alpha1.Stream{{Name: "a", Proportion: "2"}, {Name: "b", Proportion: "1"}},
+		NumSplits:       4,
+		GlobalBatchSize: 8,
+	}
+	p, err := Params(spec, []planner.StreamIndex{idx(100), idx(50)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Shuffle || p.Seed != 0 || p.BlockSize != 262144 || !p.DropLast || p.EpochSize != 0 {
+		t.Errorf("defaults = shuffle %v seed %d block %d dropLast %v epochSize %d", p.Shuffle, p.Seed, p.BlockSize, p.DropLast, p.EpochSize)
+	}
+	if p.Streams[0].Proportion != "2" || p.Streams[1].Index.Samples() != 50 {
+		t.Errorf("streams = %+v", p.Streams)
+	}
+}
+
+func TestParamsCarriesEverySetField(t *testing.T) {
+	spec := &datav1alpha1.TrainingDatasetSpec{
+		Streams: []datav1alpha1.Stream{
+			{Name: "a", Repeat: "1.5"},
+			{Name: "b", Choose: ptr.To[int64](7)},
+		},
+		Shuffle:         datav1alpha1.Shuffle{Enabled: ptr.To(false), Seed: ptr.To[int64](-1), BlockSize: ptr.To[int64](8)},
+		NumSplits:       2,
+		GlobalBatchSize: 2,
+		DropLast:        ptr.To(false),
+	}
+	p, err := Params(spec, []planner.StreamIndex{idx(10), idx(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Shuffle || p.Seed != ^uint64(0) || p.BlockSize != 8 || p.DropLast || p.NumSplits != 2 || p.GlobalBatchSize != 2 {
+		t.Errorf("params = %+v", p)
+	}
+	if p.Streams[0].Repeat != "1.5" || p.Streams[1].Choose != 7 {
+		t.Errorf("weights = %+v", p.Streams)
+	}
+}
+
+func TestParamsRejectsWithTheSpecField(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*datav1alpha1.TrainingDatasetSpec)
+		field  string
+	}{
+		{"choose zero", func(s *datav1alpha1.TrainingDatasetSpec) { s.Streams[0].Choose = ptr.To[int64](0) }, "spec.streams[0].choose"},
+		{"epoch size zero", func(s *datav1alpha1.TrainingDatasetSpec) { s.EpochSize = ptr.To[int64](0) }, "spec.epochSize"},
+		{"batch not multiple", func(s *datav1alpha1.TrainingDatasetSpec) { s.GlobalBatchSize = 3 }, "spec.globalBatchSize"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := &datav1alpha1.TrainingDatasetSpec{Streams: []datav1alpha1.Stream{{Name: "a"}}, NumSplits: 2, GlobalBatchSize: 2}
+			tt.mutate(spec)
+			_, err := Params(spec, []planner.StreamIndex{idx(10)})
+			var fe *planner.FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field {
+				t.Fatalf("Params = %v, want an error on %s", err, tt.field)
+			}
+		})
+	}
+	if _, err := Params(&datav1alpha1.TrainingDatasetSpec{Streams: []datav1alpha1.Stream{{Name: "a"}}}, nil); err == nil || !strings.Contains(err.Error(), "0 indexes for 1 streams") {
+		t.Errorf("missing index: %v", err)
+	}
+}
+
+// The Go defaults must be the CRD's, or a manifest planned from a file and
+// the same manifest applied to a cluster would get different plans.
+func TestDefaultsMatchTheCRDSchema(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	crdPath := filepath.Join(filepath.Dir(file), "..", "..", "config", "crd", "bases", "data.shardfeed.io_trainingdatasets.yaml")
+	data, err := os.ReadFile(crdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	shuffle := spec.Properties["shuffle"]
+	tests := []struct {
+		name   string
+		schema apiextensionsv1.JSONSchemaProps
+		goVal  any
+	}{
+		{"shuffle.enabled", shuffle.Properties["enabled"], datav1alpha1.DefaultShuffleEnabled},
+		{"shuffle.seed", shuffle.Properties["seed"], datav1alpha1.DefaultShuffleSeed},
+		{"shuffle.blockSize", shuffle.Properties["blockSize"], datav1alpha1.DefaultBlockSize},
+		{"dropLast", spec.Properties["dropLast"], datav1alpha1.DefaultDropLast},
+		{"streams[].format", spec.Properties["streams"].Items.Schema.Properties["format"], datav1alpha1.DefaultFormat},
+	}
+	for _, tt := range tests {
+		want, _ := json.Marshal(tt.goVal)
+		if tt.schema.Default == nil || string(tt.schema.Default.Raw) != string(want) {
+			t.Errorf("%s: CRD default %v, Go default %s", tt.name, tt.schema.Default, want)
+		}
+	}
+}

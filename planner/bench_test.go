@@ -1,0 +1,129 @@
+package planner
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// bigParams is the plan of the benchmarks: samples in shards of equal size
+// over two streams, 4096 splits, shuffled in blocks of 256Ki samples.
+func bigParams(samples, shards int64) Params {
+	per := samples / shards
+	mk := func(n int64) StreamIndex {
+		x := StreamIndex{Shards: make([]Shard, n)}
+		for i := range x.Shards {
+			x.Shards[i] = Shard{Name: fmt.Sprintf("shard.%07d.mds", i), Samples: per, Bytes: per * 2048, Hash: "xxh64:0"}
+		}
+		return x
+	}
+	return Params{
+		Streams: []Stream{
+			{Name: "web", Index: mk(shards * 3 / 4), Proportion: "0.7"},
+			{Name: "code", Index: mk(shards / 4), Proportion: "0.3"},
+		},
+		Seed: 17, NumSplits: 4096, Shuffle: true, BlockSize: 1 << 18, GlobalBatchSize: 4096 * 4, DropLast: true,
+	}
+}
+
+// BenchmarkPlanBuild builds the epoch plan of 1e10 samples in 1e6 shards.
+func BenchmarkPlanBuild(b *testing.B) {
+	for _, size := range []struct{ samples, shards int64 }{{1e8, 1e4}, {1e10, 1e6}} {
+		b.Run(fmt.Sprintf("samples=%.0e/shards=%.0e", float64(size.samples), float64(size.shards)), func(b *testing.B) {
+			p := bigParams(size.samples, size.shards)
+			// B/op is the plan's memory: everything it allocates, it keeps.
+			b.ReportAllocs()
+			var ep *EpochPlan
+			for i := 0; b.Loop(); i++ {
+				pl, err := New(p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if ep, err = pl.Epoch(int64(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.KeepAlive(ep)
+		})
+	}
+}
+
+// BenchmarkPlanSeek maps random positions of random splits to samples.
+func BenchmarkPlanSeek(b *testing.B) {
+	pl, err := New(bigParams(1e10, 1e6))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ep, err := pl.Epoch(3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	pos := make([]int64, 1<<16)
+	split := make([]int, len(pos))
+	for i := range pos {
+		pos[i], split[i] = r.Int64N(pl.SplitLen()), r.IntN(pl.NumSplits())
+	}
+	b.ReportAllocs()
+	var sink int64
+	for i := 0; b.Loop(); i++ {
+		sink += ep.At(split[i&(len(pos)-1)], pos[i&(len(pos)-1)]).ID
+	}
+	runtime.KeepAlive(sink)
+}
+
+// BenchmarkPlanSequential reads one split in order, as a sidecar does.
+func BenchmarkPlanSequential(b *testing.B) {
+	pl, err := New(bigParams(1e10, 1e6))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ep, err := pl.Epoch(3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var sink int64
+	for i := int64(0); b.Loop(); i++ {
+		sink += ep.At(17, i%pl.SplitLen()).ID
+	}
+	runtime.KeepAlive(sink)
+}
+
+// BenchmarkMaterializedPermutation is the baseline: a shuffled array of every
+// sample index, what loaders that materialise their epoch order hold
+// (MosaicML Streaming keeps per-sample arrays of this kind), at a size this
+// machine holds.
+func BenchmarkMaterializedPermutation(b *testing.B) {
+	const n = 1e8
+	build := func() []int64 {
+		r := rand.New(rand.NewPCG(1, 2))
+		perm := make([]int64, n)
+		for i := range perm {
+			perm[i] = int64(i)
+		}
+		r.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+		return perm
+	}
+	b.Run("build/samples=1e8", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			runtime.KeepAlive(build())
+		}
+	})
+	b.Run("seek/samples=1e8", func(b *testing.B) {
+		perm := build()
+		r := rand.New(rand.NewPCG(1, 1))
+		pos := make([]int64, 1<<16)
+		for i := range pos {
+			pos[i] = r.Int64N(n)
+		}
+		b.ResetTimer()
+		var sink int64
+		for i := 0; b.Loop(); i++ {
+			sink += perm[pos[i&(len(pos)-1)]]
+		}
+		runtime.KeepAlive(sink)
+	})
+}

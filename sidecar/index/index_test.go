@@ -1,0 +1,91 @@
+package index
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLocalDir(t *testing.T) {
+	tests := []struct {
+		uri, want, wantErr string
+	}{
+		{uri: "file:///data/web/", want: "/data/web"},
+		{uri: "file://localhost/data/web", want: "/data/web"},
+		{uri: "s3://bucket/web/", wantErr: "not a file:// URI"},
+		{uri: "file://host/data", wantErr: "names host"},
+		{uri: "file://", wantErr: "no path"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.uri, func(t *testing.T) {
+			got, err := LocalDir(tt.uri)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("LocalDir = %q, %v; want error with %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || filepath.Clean(got) != tt.want {
+				t.Fatalf("LocalDir = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+	if _, err := LocalDir("s3://b/p"); !errors.Is(err, ErrNotLocal) {
+		t.Errorf("error for s3:// is not ErrNotLocal: %v", err)
+	}
+}
+
+func TestReadBothForms(t *testing.T) {
+	tests := []struct {
+		name, data   string
+		wantSamples  int64
+		wantFirstKey string
+		wantErr      string
+	}{
+		{
+			name:        "list of shards",
+			data:        `{"shards": [{"name": "a.parquet", "samples": 5, "bytes": 50, "hash": "sha256:00"}, {"name": "b.parquet", "samples": 3, "bytes": 30}]}`,
+			wantSamples: 8, wantFirstKey: "a.parquet",
+		},
+		{
+			name: "mds",
+			data: `{"version": 2, "shards": [{"column_encodings": ["int"], "column_names": ["x"], "column_sizes": [8], "compression": null, "format": "mds",
+				"hashes": [], "raw_data": {"basename": "shard.00000.mds", "bytes": 100, "hashes": {}}, "samples": 4, "size_limit": 1, "version": 2, "zip_data": null}]}`,
+			wantSamples: 4, wantFirstKey: "shard.00000.mds",
+		},
+		{name: "unknown field", data: `{"shards": [{"name": "a", "samples": 1, "bytes": 1, "rows": 2}]}`, wantErr: "unknown field"},
+		{name: "empty", data: `{"shards": []}`, wantErr: "no shards"},
+		{name: "nameless shard", data: `{"shards": [{"samples": 1, "bytes": 1}]}`, wantErr: "needs a name"},
+		{name: "garbage", data: `shards`, wantErr: "not valid JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x, err := Read(strings.NewReader(tt.data))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Read = %v, want error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.Samples() != tt.wantSamples || x.Shards[0].Name != tt.wantFirstKey {
+				t.Fatalf("Read = %+v", x)
+			}
+		})
+	}
+}
+
+func TestReadDirNamesTheFileOnError(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, FileName), []byte(`{"version": 3, "shards": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadDir(dir)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, FileName)) || !strings.Contains(err.Error(), "version 3") {
+		t.Fatalf("ReadDir = %v, want an error naming the file and the version", err)
+	}
+}

@@ -34,6 +34,8 @@ type MinIO struct {
 	// Client is a client with the root credentials.
 	Client *minio.Client
 
+	bin     string
+	console string // host:port of the console, which MinIO insists on
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	dir     string
@@ -57,34 +59,44 @@ func StartMinIO(ctx context.Context) (*MinIO, error) {
 		AccessKey: "shardfeed-" + randomHex(4),
 		SecretKey: randomHex(20),
 		Region:    "us-east-1",
+		bin:       bin,
 		dir:       dir,
-		exited:    make(chan struct{}),
 	}
-	if err := m.start(ctx, bin); err != nil {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	consolePort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	m.Endpoint = fmt.Sprintf("127.0.0.1:%d", port)
+	m.console = fmt.Sprintf("127.0.0.1:%d", consolePort)
+	m.Client, err = minio.New(m.Endpoint, &minio.Options{
+		Creds:  credentials.NewStaticV4(m.AccessKey, m.SecretKey, ""),
+		Region: m.Region,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := m.start(ctx); err != nil {
 		_ = m.Stop()
 		return nil, err
 	}
 	return m, nil
 }
 
-func (m *MinIO) start(ctx context.Context, bin string) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	consolePort, err := freePort()
-	if err != nil {
-		return err
-	}
-	m.Endpoint = fmt.Sprintf("127.0.0.1:%d", port)
-	logFile, err := os.Create(filepath.Join(m.dir, "minio.log"))
+// start runs the server on m's address and data directory.
+func (m *MinIO) start(ctx context.Context) error {
+	logFile, err := os.OpenFile(filepath.Join(m.dir, "minio.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = logFile.Close() }()
 
-	m.cmd = exec.Command(bin, "server", "--quiet",
-		"--address", m.Endpoint, "--console-address", fmt.Sprintf("127.0.0.1:%d", consolePort),
+	m.exited = make(chan struct{})
+	m.cmd = exec.Command(m.bin, "server", "--quiet",
+		"--address", m.Endpoint, "--console-address", m.console,
 		filepath.Join(m.dir, "data"))
 	m.cmd.Env = append(os.Environ(),
 		"MINIO_ROOT_USER="+m.AccessKey, "MINIO_ROOT_PASSWORD="+m.SecretKey,
@@ -94,18 +106,30 @@ func (m *MinIO) start(ctx context.Context, bin string) error {
 	// -timeout), so no MinIO outlives the tests.
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := m.cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", bin, err)
+		return fmt.Errorf("starting %s: %w", m.bin, err)
 	}
-	go func() { _ = m.cmd.Wait(); close(m.exited) }()
-
-	m.Client, err = minio.New(m.Endpoint, &minio.Options{
-		Creds:  credentials.NewStaticV4(m.AccessKey, m.SecretKey, ""),
-		Region: m.Region,
-	})
-	if err != nil {
-		return err
-	}
+	exited := m.exited
+	go func() { _ = m.cmd.Wait(); close(exited) }()
 	return m.waitReady(ctx)
+}
+
+// Kill stops the server at once (SIGKILL), keeping its data, as a crash
+// or a network cut would; Restart brings it back.
+func (m *MinIO) Kill() {
+	if m.cmd != nil && m.cmd.Process != nil {
+		_ = m.cmd.Process.Kill()
+		<-m.exited
+	}
+}
+
+// Restart starts a killed server again on the same address and data.
+func (m *MinIO) Restart(ctx context.Context) error {
+	select {
+	case <-m.exited:
+	default:
+		return fmt.Errorf("MinIO at %s is still running: Kill it first", m.Endpoint)
+	}
+	return m.start(ctx)
 }
 
 func (m *MinIO) waitReady(ctx context.Context) error {
@@ -145,12 +169,16 @@ func (m *MinIO) logTail() string {
 // Stop stops the server and removes its data.
 func (m *MinIO) Stop() error {
 	if m.cmd != nil && m.cmd.Process != nil {
-		_ = m.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-m.exited:
-		case <-time.After(10 * time.Second):
-			_ = m.cmd.Process.Kill()
-			<-m.exited
+		default:
+			_ = m.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-m.exited:
+			case <-time.After(10 * time.Second):
+				_ = m.cmd.Process.Kill()
+				<-m.exited
+			}
 		}
 	}
 	return os.RemoveAll(m.dir)

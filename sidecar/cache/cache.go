@@ -1,0 +1,519 @@
+// Package cache keeps shards on local disk (the pod's emptyDir): each is
+// downloaded once to a temporary name, checked against its size and hash,
+// and renamed into place; a byte budget evicts shards no reader holds any
+// more, never one still held; a restarted process reuses what it verified.
+package cache
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shardfeed/shardfeed/sidecar/checksum"
+	"github.com/shardfeed/shardfeed/sidecar/store"
+)
+
+// Shard names one object to cache and what it must be.
+type Shard struct {
+	// Stream names the store the shard is in (and its cache directory).
+	Stream string
+	// Key is the object's key under the stream's prefix.
+	Key string
+	// Size is the expected size in bytes; negative: not checked.
+	Size int64
+	// Hash is the expected "algo:hex" digest; empty: not checked.
+	Hash string
+}
+
+func (s Shard) id() string { return s.Stream + "/" + s.Key }
+
+// Options configure a Cache.
+type Options struct {
+	// Dir is the cache directory.
+	Dir string
+	// LimitBytes bounds the bytes of the shards on disk, downloads in
+	// flight included; 0: no limit.
+	LimitBytes int64
+	// Parallel bounds concurrent downloads (default 4).
+	Parallel int
+	// CorruptAttempts is how many downloads of a shard that does not match
+	// its hash or size are made before it is declared corrupt (default 3).
+	CorruptAttempts int
+	// FullTimeout is how long a download waits for held shards to be
+	// released when the cache is full, before failing (default 1 minute).
+	FullTimeout time.Duration
+	// Retry is the backoff between downloads of a corrupt copy.
+	Retry store.Retry
+}
+
+// Stats are the cache's counters.
+type Stats struct {
+	// FetchedBytes counts every byte downloaded, retries included.
+	FetchedBytes int64
+	Downloads    int64
+	Hits         int64
+	Evictions    int64
+	// Reused counts shards found verified on disk at start.
+	Reused     int64
+	UsedBytes  int64
+	HeldBytes  int64
+	LimitBytes int64
+}
+
+type state int
+
+const (
+	downloading state = iota
+	present
+	unverified // on disk from an earlier run, not yet checked
+)
+
+type entry struct {
+	shard    Shard
+	state    state
+	size     int64 // bytes on disk or reserved
+	holds    int
+	lastUse  time.Time
+	done     chan struct{} // closed when a download ends
+	err      error
+	reserved bool
+}
+
+// Cache is a directory of verified shards.
+type Cache struct {
+	opts   Options
+	stores map[string]store.Store
+	sem    chan struct{}
+
+	mu      sync.Mutex
+	changed *sync.Cond // holds released, entries evicted, downloads ended
+	entries map[string]*entry
+	used    int64 // bytes on disk + reserved
+	stats   Stats
+}
+
+// New opens the cache in opts.Dir, with the store of every stream. Files of
+// an earlier run are kept and checked when first asked for; unfinished
+// downloads are removed.
+func New(opts Options, stores map[string]store.Store) (*Cache, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("cache: a directory is required")
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 4
+	}
+	if opts.CorruptAttempts <= 0 {
+		opts.CorruptAttempts = 3
+	}
+	if opts.FullTimeout <= 0 {
+		opts.FullTimeout = time.Minute
+	}
+	if opts.LimitBytes < 0 {
+		return nil, fmt.Errorf("cache: limit %d bytes is negative", opts.LimitBytes)
+	}
+	c := &Cache{
+		opts:    opts,
+		stores:  stores,
+		sem:     make(chan struct{}, opts.Parallel),
+		entries: map[string]*entry{},
+	}
+	c.changed = sync.NewCond(&c.mu)
+	c.stats.LimitBytes = opts.LimitBytes
+	if err := os.RemoveAll(c.tmpDir()); err != nil {
+		return nil, fmt.Errorf("cache: removing unfinished downloads: %w", err)
+	}
+	if err := os.MkdirAll(c.tmpDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	if err := c.scan(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cache) tmpDir() string { return filepath.Join(c.opts.Dir, ".tmp") }
+
+func (c *Cache) path(s Shard) string {
+	return filepath.Join(c.opts.Dir, s.Stream, filepath.FromSlash(s.Key))
+}
+
+// scan records the files an earlier run left, to check on first use.
+func (c *Cache) scan() error {
+	return filepath.WalkDir(c.opts.Dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p == c.tmpDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(c.opts.Dir, p)
+		if err != nil {
+			return err
+		}
+		stream, key, ok := strings.Cut(filepath.ToSlash(rel), "/")
+		if !ok {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		s := Shard{Stream: stream, Key: key}
+		c.entries[s.id()] = &entry{shard: s, state: unverified, size: info.Size(), lastUse: info.ModTime()}
+		c.used += info.Size()
+		return nil
+	})
+}
+
+func (c *Cache) check(s Shard) error {
+	if s.Stream == "" || strings.ContainsAny(s.Stream, `/\`) || s.Stream == "." || s.Stream == ".." || strings.HasPrefix(s.Stream, ".") {
+		return fmt.Errorf("cache: stream name %q cannot name a directory", s.Stream)
+	}
+	if s.Key == "" || strings.HasPrefix(s.Key, "/") || filepath.ToSlash(filepath.Clean(s.Key)) != s.Key || strings.HasPrefix(s.Key, "../") {
+		return fmt.Errorf("cache: stream %q: shard key %q is not a plain relative path", s.Stream, s.Key)
+	}
+	if _, ok := c.stores[s.Stream]; !ok {
+		return fmt.Errorf("cache: no store for stream %q", s.Stream)
+	}
+	return nil
+}
+
+// Acquire returns the path of the verified shard on disk, downloading it if
+// needed, and holds it: it is not evicted until Release. Concurrent calls
+// for one shard share one download.
+func (c *Cache) Acquire(ctx context.Context, s Shard) (string, error) {
+	if err := c.check(s); err != nil {
+		return "", err
+	}
+	want, err := checksum.Parse(s.Hash)
+	if err != nil {
+		return "", fmt.Errorf("stream %q: %s: %w", s.Stream, s.Key, err)
+	}
+	c.mu.Lock()
+	for {
+		e, ok := c.entries[s.id()]
+		if !ok {
+			e = &entry{shard: s, state: downloading, holds: 1, done: make(chan struct{})}
+			c.entries[s.id()] = e
+			c.mu.Unlock()
+			if err := c.download(ctx, e, want); err != nil {
+				return "", err
+			}
+			return c.path(s), nil
+		}
+		switch e.state {
+		case present:
+			e.holds++
+			e.lastUse = time.Now()
+			c.stats.Hits++
+			c.mu.Unlock()
+			return c.path(s), nil
+		case unverified:
+			// Check the earlier run's file as if it were a download.
+			e.state, e.holds, e.done, e.shard = downloading, 1, make(chan struct{}), s
+			c.mu.Unlock()
+			if c.reuse(e, want) {
+				return c.path(s), nil
+			}
+			if err := c.download(ctx, e, want); err != nil {
+				return "", err
+			}
+			return c.path(s), nil
+		case downloading:
+			e.holds++
+			done := e.done
+			c.mu.Unlock()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				c.Release(s)
+				return "", context.Cause(ctx)
+			}
+			c.mu.Lock()
+			if e.err != nil {
+				err := e.err
+				c.mu.Unlock()
+				return "", err
+			}
+			c.stats.Hits++
+			c.mu.Unlock()
+			return c.path(s), nil
+		}
+	}
+}
+
+// Release ends one hold of a shard; without holds it may be evicted.
+func (c *Cache) Release(s Shard) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[s.id()]; ok && e.holds > 0 {
+		e.holds--
+		e.lastUse = time.Now()
+		if e.holds == 0 {
+			c.changed.Broadcast()
+		}
+	}
+}
+
+// Stats returns the counters.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.stats
+	st.UsedBytes = c.used
+	for _, e := range c.entries {
+		if e.holds > 0 {
+			st.HeldBytes += e.size
+		}
+	}
+	return st
+}
+
+// reuse checks a file an earlier run left; true when it is the shard.
+func (c *Cache) reuse(e *entry, want checksum.Sum) bool {
+	ok := e.shard.Size < 0 || e.size == e.shard.Size
+	if ok && !want.IsZero() {
+		f, err := os.Open(c.path(e.shard))
+		if err == nil {
+			h := want.New()
+			_, err = io.Copy(h, f)
+			_ = f.Close()
+			ok = err == nil && hex.EncodeToString(h.Sum(nil)) == want.Hex
+		} else {
+			ok = false
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !ok {
+		// Not the shard: drop the file; download() will account for it anew.
+		_ = os.Remove(c.path(e.shard))
+		c.used -= e.size
+		e.size = 0
+		return false
+	}
+	e.state = present
+	e.lastUse = time.Now()
+	e.reserved = false
+	c.stats.Reused++
+	close(e.done)
+	c.changed.Broadcast()
+	return true
+}
+
+// finish ends a download: present on success, removed on failure.
+func (c *Cache) finish(e *entry, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		e.err = err
+		e.holds = 0
+		if e.reserved {
+			c.used -= e.size
+		}
+		delete(c.entries, e.shard.id())
+	} else {
+		e.state = present
+		e.lastUse = time.Now()
+	}
+	close(e.done)
+	c.changed.Broadcast()
+}
+
+// download fetches, checks and installs the shard of e.
+func (c *Cache) download(ctx context.Context, e *entry, want checksum.Sum) (err error) {
+	defer func() { c.finish(e, err) }()
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	defer func() { <-c.sem }()
+
+	st := c.stores[e.shard.Stream]
+	size := e.shard.Size
+	if size < 0 {
+		obj, err := st.Stat(ctx, e.shard.Key)
+		if err != nil {
+			return fmt.Errorf("stream %q: %w", e.shard.Stream, err)
+		}
+		size = obj.Size
+	}
+	if err := c.reserve(ctx, e, size); err != nil {
+		return err
+	}
+	dst := c.path(e.shard)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	var last *CorruptError
+	for attempt := 1; attempt <= c.opts.CorruptAttempts; attempt++ {
+		err := c.opts.Retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+			defer cancel()
+			return c.fetchOnce(ctx, st, e.shard, size, want, dst)
+		})
+		var ce *CorruptError
+		if !errors.As(err, &ce) {
+			if err != nil {
+				return fmt.Errorf("stream %q: %w", e.shard.Stream, err)
+			}
+			return nil
+		}
+		last = ce
+	}
+	last.Attempts = c.opts.CorruptAttempts
+	return last
+}
+
+// reserve makes room for size bytes, evicting shards no one holds, least
+// recently used first; it waits for releases up to FullTimeout.
+func (c *Cache) reserve(ctx context.Context, e *entry, size int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	limit := c.opts.LimitBytes
+	if limit > 0 && size > limit {
+		return &FullError{Shard: e.shard, Need: size, Limit: limit, Held: 0}
+	}
+	deadline := time.Now().Add(c.opts.FullTimeout)
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.changed.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
+	timer := time.AfterFunc(c.opts.FullTimeout, func() {
+		c.mu.Lock()
+		c.changed.Broadcast()
+		c.mu.Unlock()
+	})
+	defer timer.Stop()
+	for limit > 0 && c.used+size > limit {
+		if c.evictOne() {
+			continue
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if !time.Now().Before(deadline) {
+			held := int64(0)
+			for _, o := range c.entries {
+				if o.holds > 0 && o != e {
+					held += o.size
+				}
+			}
+			return &FullError{Shard: e.shard, Need: size, Limit: limit, Held: held}
+		}
+		c.changed.Wait()
+	}
+	c.used += size
+	e.size = size
+	e.reserved = true
+	return nil
+}
+
+// evictOne removes the least recently used shard no one holds.
+func (c *Cache) evictOne() bool {
+	var victim *entry
+	for _, e := range c.entries {
+		if e.holds == 0 && (e.state == present || e.state == unverified) && (victim == nil || e.lastUse.Before(victim.lastUse)) {
+			victim = e
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	_ = os.Remove(c.path(victim.shard))
+	c.used -= victim.size
+	delete(c.entries, victim.shard.id())
+	c.stats.Evictions++
+	return true
+}
+
+// fetchOnce downloads the object to a temporary file, checks it and renames
+// it into place.
+func (c *Cache) fetchOnce(ctx context.Context, st store.Store, s Shard, size int64, want checksum.Sum, dst string) error {
+	body, err := st.Get(ctx, s.Key, 0, -1)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = body.Close() }()
+	tmp, err := os.CreateTemp(c.tmpDir(), "shard-*")
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	var h hash.Hash
+	w := io.Writer(tmp)
+	if !want.IsZero() {
+		h = want.New()
+		w = io.MultiWriter(tmp, h)
+	}
+	// One byte more than expected shows an object that grew.
+	n, err := io.Copy(w, io.LimitReader(body, size+1))
+	c.mu.Lock()
+	c.stats.FetchedBytes += n
+	c.mu.Unlock()
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if n != size {
+		return &CorruptError{Shard: s, Reason: fmt.Sprintf("size %d bytes, want %d", n, size)}
+	}
+	if h != nil {
+		if got := hex.EncodeToString(h.Sum(nil)); got != want.Hex {
+			return &CorruptError{Shard: s, Reason: fmt.Sprintf("%s mismatch (index %s, got %s)", want.Algo, short(want.Hex), short(got))}
+		}
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	c.mu.Lock()
+	c.stats.Downloads++
+	c.mu.Unlock()
+	return nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12] + "…"
+	}
+	return h
+}
+
+// CorruptError is a shard whose every download differed from its index.
+type CorruptError struct {
+	Shard    Shard
+	Reason   string
+	Attempts int
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("stream %q: %s: %s in %d downloads: the object changed after the index was written or is corrupt at the source; re-run shardfeed index or restore the object",
+		e.Shard.Stream, e.Shard.Key, e.Reason, e.Attempts)
+}
+
+// FullError is a download that does not fit the cache limit.
+type FullError struct {
+	Shard       Shard
+	Need, Limit int64
+	Held        int64
+}
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("cache: stream %q: %s needs %d bytes, but the cache limit is %d bytes and %d are held by shards still needed: raise cacheLimit to at least %d (shardfeed plan --summary prints the minimum per pod)",
+		e.Shard.Stream, e.Shard.Key, e.Need, e.Limit, e.Held, e.Held+e.Need)
+}

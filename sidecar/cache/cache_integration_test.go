@@ -1,0 +1,185 @@
+//go:build integration
+
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/checksum"
+	"github.com/shardfeed/shardfeed/sidecar/store"
+)
+
+var minioServer *testenv.MinIO
+
+func TestMain(m *testing.M) {
+	var err error
+	if minioServer, err = testenv.StartMinIO(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	code := m.Run()
+	_ = minioServer.Stop()
+	os.Exit(code)
+}
+
+// upload puts random shards into a fresh bucket and returns the stream's
+// store and shards.
+func upload(t *testing.T, sizes ...int) (store.Store, []Shard, [][]byte) {
+	t.Helper()
+	ctx := context.Background()
+	bucket := minioServer.Bucket(t)
+	r := rand.New(rand.NewPCG(uint64(len(sizes)), 7))
+	var shards []Shard
+	var data [][]byte
+	for i, n := range sizes {
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		key := fmt.Sprintf("web/shard.%05d.mds", i)
+		if _, err := minioServer.Client.PutObject(ctx, bucket, key, bytes.NewReader(b), int64(n), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sum, _ := checksum.Of("xxh3_64", b)
+		shards = append(shards, Shard{Stream: "web", Key: fmt.Sprintf("shard.%05d.mds", i), Size: int64(n), Hash: sum.String()})
+		data = append(data, b)
+	}
+	credDir := t.TempDir()
+	for name, v := range map[string]string{store.AccessKeyFile: minioServer.AccessKey, store.SecretKeyFile: minioServer.SecretKey} {
+		if err := os.WriteFile(filepath.Join(credDir, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := store.Open(ctx, store.Source{
+		URI: "s3://" + bucket + "/web/", Endpoint: "http://" + minioServer.Endpoint, Insecure: true,
+		CredentialsDir: credDir, Retry: store.Retry{MaxElapsed: 30 * time.Second, RequestTimeout: 20 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, shards, data
+}
+
+func TestIntegrationCacheFetchesEachShardOnceFromMinIO(t *testing.T) {
+	st, shards, data := upload(t, 3<<20, 1<<20, 5<<20, 100, 2<<20)
+	c, err := New(Options{Dir: t.TempDir(), Parallel: 2}, map[string]store.Store{"web": st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for reader := range 4 { // four local ranks reading every shard
+		wg.Go(func() {
+			for i := range shards {
+				s := shards[(i+reader)%len(shards)]
+				p, err := c.Acquire(ctx, s)
+				if err == nil {
+					var got []byte
+					if got, err = os.ReadFile(p); err == nil && !bytes.Equal(got, data[(i+reader)%len(shards)]) {
+						err = fmt.Errorf("%s: wrong bytes", s.Key)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatal(errors.Join(errs...))
+	}
+	var total int64
+	for _, d := range data {
+		total += int64(len(d))
+	}
+	if s := c.Stats(); s.Downloads != int64(len(shards)) || s.FetchedBytes != total {
+		t.Errorf("stats = %+v, want %d downloads of %d bytes in all", s, len(shards), total)
+	}
+}
+
+// slowStore delays every read, so that a download is still running when
+// the test stops MinIO under it.
+type slowStore struct{ store.Store }
+
+func (s slowStore) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	r, err := s.Store.Get(ctx, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	return slowReader{r}, nil
+}
+
+type slowReader struct{ io.ReadCloser }
+
+func (r slowReader) Read(p []byte) (int, error) {
+	time.Sleep(5 * time.Millisecond)
+	return r.ReadCloser.Read(p[:min(len(p), 32<<10)])
+}
+
+func TestIntegrationDownloadSurvivesMinIOStoppingMidway(t *testing.T) {
+	st, shards, data := upload(t, 16<<20)
+	c, err := New(Options{Dir: t.TempDir()}, map[string]store.Store{"web": slowStore{st}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	go func() {
+		time.Sleep(500 * time.Millisecond) // about 3 MB into the 16 MB shard
+		minioServer.Kill()
+		time.Sleep(2 * time.Second)
+		if err := minioServer.Restart(ctx); err != nil {
+			t.Errorf("restarting MinIO: %v", err)
+		}
+	}()
+	p, err := c.Acquire(ctx, shards[0])
+	if err != nil {
+		t.Fatalf("Acquire across a MinIO restart: %v", err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil || !bytes.Equal(got, data[0]) {
+		t.Fatalf("read %d bytes back (%v), want the %d bytes uploaded", len(got), err, len(data[0]))
+	}
+	if s := c.Stats(); s.FetchedBytes <= int64(len(data[0])) || s.Downloads != 1 {
+		t.Errorf("stats = %+v: want one completed download after a cut-short one", s)
+	}
+}
+
+func TestIntegrationShardCorruptAtTheSourceIsNeverServed(t *testing.T) {
+	st, shards, data := upload(t, 1<<20)
+	ctx := context.Background()
+	bad := bytes.Clone(data[0])
+	bad[12345] ^= 0x40
+	if err := st.Put(ctx, shards[0].Key, bytes.NewReader(bad), int64(len(bad))); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Options{Dir: t.TempDir()}, map[string]store.Store{"web": st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Acquire(ctx, shards[0])
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Attempts != 3 {
+		t.Fatalf("Acquire of a corrupt shard = %v, want a CorruptError after 3 downloads", err)
+	}
+	if s := c.Stats(); s.FetchedBytes != 3<<20 || s.UsedBytes != 0 {
+		t.Errorf("stats = %+v, want 3 full downloads and nothing kept", s)
+	}
+}

@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// fileStore is a local directory.
+type fileStore struct{ dir string }
+
+func newFileStore(dir string) *fileStore {
+	return &fileStore{dir: filepath.Clean(dir)}
+}
+
+func (s *fileStore) URI() string { return "file://" + filepath.ToSlash(s.dir) + "/" }
+
+func (s *fileStore) path(key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	return filepath.Join(s.dir, filepath.FromSlash(key)), nil
+}
+
+func (s *fileStore) wrap(key string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s%s: %w", s.URI(), key, ErrNotFound)
+	}
+	return fmt.Errorf("%s%s: %w", s.URI(), key, err)
+}
+
+func (s *fileStore) Get(_ context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, s.wrap(key, err)
+	}
+	if off > 0 {
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			_ = f.Close()
+			return nil, s.wrap(key, err)
+		}
+	}
+	if n < 0 {
+		return f, nil
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(f, n), f}, nil
+}
+
+func (s *fileStore) Stat(_ context.Context, key string) (Object, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return Object{}, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return Object{}, s.wrap(key, err)
+	}
+	if fi.IsDir() {
+		return Object{}, s.wrap(key, fmt.Errorf("is a directory: %w", ErrNotFound))
+	}
+	return Object{Key: key, Size: fi.Size()}, nil
+}
+
+func (s *fileStore) List(_ context.Context) ([]Object, error) {
+	var out []Object
+	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || strings.HasPrefix(d.Name(), ".shardfeed-tmp-") {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(s.dir, p)
+		if err != nil {
+			return err
+		}
+		out = append(out, Object{Key: filepath.ToSlash(rel), Size: info.Size()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", s.URI(), err)
+	}
+	slices.SortFunc(out, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+func (s *fileStore) Put(_ context.Context, key string, r io.Reader, size int64) error {
+	p, err := s.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return s.wrap(key, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".shardfeed-tmp-*")
+	if err != nil {
+		return s.wrap(key, err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	n, err := io.Copy(tmp, r)
+	if err == nil && size >= 0 && n != size {
+		err = fmt.Errorf("wrote %d bytes, want %d", n, size)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		return s.wrap(key, err)
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+)
+
+// Do runs fn until it succeeds, fails for good, or MaxElapsed passes,
+// sleeping with exponential backoff and full jitter between attempts. Each
+// attempt gets a context bounded by RequestTimeout; fn must call cancel
+// when it no longer needs that context (it may hand it on, e.g. to a body
+// that is read later).
+func (r Retry) Do(ctx context.Context, fn func(ctx context.Context, cancel context.CancelFunc) error) error {
+	r = r.withDefaults()
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, r.RequestTimeout)
+		err := fn(actx, cancel)
+		if err == nil {
+			return nil
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (%w)", err, context.Cause(ctx))
+		}
+		if !Retryable(err) {
+			return err
+		}
+		if time.Since(start) >= r.MaxElapsed {
+			return fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt+1, time.Since(start).Round(time.Millisecond))
+		}
+		backoff := min(r.MaxDelay, r.BaseDelay<<min(attempt, 30))
+		sleep := time.Duration(rand.Int64N(int64(backoff) + 1)) // full jitter
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%w)", err, context.Cause(ctx))
+		case <-time.After(sleep):
+		}
+	}
+}
+
+// Retryable says whether an error is worth another attempt: a 5xx or 429
+// response, a timeout, a refused or reset connection, a body cut short.
+func Retryable(err error) bool {
+	if err == nil || errors.Is(err, ErrNotFound) {
+		return false
+	}
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.status >= 500 || se.status == http.StatusTooManyRequests || se.code == "SlowDown" || se.code == "RequestTimeout"
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe)
+}

@@ -1,0 +1,259 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// s3Store is a bucket prefix of an S3-compatible store.
+type s3Store struct {
+	client *minio.Client
+	bucket string
+	prefix string // "" or "a/b/"
+	retry  Retry
+}
+
+func newS3Store(_ context.Context, src Source, bucket, prefix string) (*s3Store, error) {
+	creds, err := credentialsFor(src.CredentialsDir)
+	if err != nil {
+		return nil, err
+	}
+	endpoint, secure, lookup := "s3.amazonaws.com", true, minio.BucketLookupAuto
+	if src.Endpoint != "" {
+		endpoint, secure, err = parseEndpoint(src.Endpoint)
+		if err != nil {
+			return nil, err
+		}
+		// Other stores are reached path-style: MinIO and most others do
+		// not have a DNS name per bucket.
+		lookup = minio.BucketLookupPath
+	}
+	if src.Insecure {
+		secure = false
+	} else if !secure {
+		return nil, fmt.Errorf("endpoint %q is plain HTTP: set insecure: true on the stream's source to allow it", src.Endpoint)
+	}
+	client, err := minio.New(endpoint, &minio.Options{
+		Creds:        creds,
+		Secure:       secure,
+		Region:       src.Region,
+		BucketLookup: lookup,
+		// Retries are ours (Retry): one attempt per request here.
+		MaxRetries: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", src.Endpoint, err)
+	}
+	return &s3Store{client: client, bucket: bucket, prefix: prefix, retry: src.Retry.withDefaults()}, nil
+}
+
+// parseEndpoint accepts "host:port" or "http(s)://host:port".
+func parseEndpoint(e string) (host string, secure bool, err error) {
+	if !strings.Contains(e, "://") {
+		return e, true, nil
+	}
+	u, err := url.Parse(e)
+	if err != nil {
+		return "", false, fmt.Errorf("endpoint %q: %w", e, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return "", false, fmt.Errorf("endpoint %q: write host:port or http(s)://host:port", e)
+	}
+	return u.Host, u.Scheme == "https", nil
+}
+
+// Credential files of a mounted Secret.
+const (
+	AccessKeyFile    = "AWS_ACCESS_KEY_ID"
+	SecretKeyFile    = "AWS_SECRET_ACCESS_KEY"
+	SessionTokenFile = "AWS_SESSION_TOKEN"
+)
+
+// credentialsFor returns static credentials from the files of dir, or the
+// default chain: environment, ~/.aws/credentials, then IAM (web identity /
+// IRSA token file, ECS, EC2 instance metadata).
+func credentialsFor(dir string) (*credentials.Credentials, error) {
+	if dir == "" {
+		return credentials.NewChainCredentials([]credentials.Provider{
+			&credentials.EnvAWS{},
+			&credentials.EnvMinio{},
+			&credentials.FileAWSCredentials{},
+			&credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}},
+		}), nil
+	}
+	read := func(name string, required bool) (string, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) && !required {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("credentials: %w (the Secret needs the keys %s and %s)", err, AccessKeyFile, SecretKeyFile)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	key, err := read(AccessKeyFile, true)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := read(SecretKeyFile, true)
+	if err != nil {
+		return nil, err
+	}
+	token, err := read(SessionTokenFile, false)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewStaticV4(key, secret, token), nil
+}
+
+func (s *s3Store) URI() string { return "s3://" + s.bucket + "/" + s.prefix }
+
+// describe turns a minio-go error into one that names the bucket, the key
+// and the HTTP status.
+func (s *s3Store) describe(key string, err error) error {
+	var resp minio.ErrorResponse
+	if !errors.As(err, &resp) || resp.StatusCode == 0 {
+		return fmt.Errorf("s3://%s/%s%s: %w", s.bucket, s.prefix, key, err)
+	}
+	e := fmt.Errorf("s3://%s/%s%s: HTTP %d %s: %s", s.bucket, s.prefix, key, resp.StatusCode, resp.Code, resp.Message)
+	switch {
+	case resp.Code == "NoSuchKey" || resp.StatusCode == http.StatusNotFound && resp.Code != "NoSuchBucket":
+		return fmt.Errorf("%w: %w", e, ErrNotFound)
+	case resp.StatusCode == http.StatusForbidden || resp.Code == "AccessDenied" || resp.Code == "InvalidAccessKeyId" || resp.Code == "SignatureDoesNotMatch":
+		return fmt.Errorf("%w (check the stream's credentials and the bucket policy)", e)
+	}
+	return &statusError{err: e, status: resp.StatusCode, code: resp.Code}
+}
+
+// statusError keeps the HTTP status for Retryable.
+type statusError struct {
+	err    error
+	status int
+	code   string
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+func (s *s3Store) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	var body io.ReadCloser
+	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+		opts := minio.GetObjectOptions{}
+		if off > 0 || n >= 0 {
+			end := int64(0)
+			if n >= 0 {
+				if n == 0 {
+					body = io.NopCloser(strings.NewReader(""))
+					cancel()
+					return nil
+				}
+				end = off + n - 1
+			}
+			if err := opts.SetRange(off, end); err != nil {
+				cancel()
+				return err
+			}
+		}
+		obj, err := s.client.GetObject(ctx, s.bucket, s.prefix+key, opts)
+		if err == nil {
+			_, err = obj.Stat() // sends the request: errors show here, not on first read
+		}
+		if err != nil {
+			cancel()
+			if obj != nil {
+				_ = obj.Close()
+			}
+			return s.describe(key, err)
+		}
+		// The attempt's timeout covers reading the body; closing ends it.
+		body = &cancelOnClose{ReadCloser: obj, cancel: cancel, store: s, key: key}
+		return nil
+	})
+	return body, err
+}
+
+// cancelOnClose releases the attempt's context when the body is closed and
+// names the object in read errors.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+	store  *s3Store
+	key    string
+}
+
+func (c *cancelOnClose) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = c.store.describe(c.key, err)
+	}
+	return n, err
+}
+
+func (c *cancelOnClose) Close() error {
+	defer c.cancel()
+	return c.ReadCloser.Close()
+}
+
+func (s *s3Store) Stat(ctx context.Context, key string) (Object, error) {
+	if err := checkKey(key); err != nil {
+		return Object{}, err
+	}
+	var out Object
+	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+		defer cancel()
+		info, err := s.client.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{})
+		if err != nil {
+			return s.describe(key, err)
+		}
+		out = Object{Key: key, Size: info.Size, ETag: info.ETag}
+		return nil
+	})
+	return out, err
+}
+
+func (s *s3Store) List(ctx context.Context) ([]Object, error) {
+	var out []Object
+	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+		defer cancel()
+		out = out[:0]
+		for info := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix, Recursive: true}) {
+			if info.Err != nil {
+				return s.describe("", info.Err)
+			}
+			out = append(out, Object{Key: strings.TrimPrefix(info.Key, s.prefix), Size: info.Size, ETag: info.ETag})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+func (s *s3Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	// A reader cannot be replayed, so Put is one attempt; S3 PUTs are
+	// atomic, so a failed one leaves the old object.
+	_, err := s.client.PutObject(ctx, s.bucket, s.prefix+key, r, size, minio.PutObjectOptions{})
+	if err != nil {
+		return s.describe(key, err)
+	}
+	return nil
+}

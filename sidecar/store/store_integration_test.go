@@ -1,0 +1,142 @@
+//go:build integration
+
+package store
+
+import (
+	"context"
+	"errors"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardfeed/shardfeed/internal/testenv"
+)
+
+var minioServer *testenv.MinIO
+
+func TestMain(m *testing.M) {
+	var err error
+	if minioServer, err = testenv.StartMinIO(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	code := m.Run()
+	_ = minioServer.Stop()
+	os.Exit(code)
+}
+
+// credentialsDir writes a Secret's files, as the webhook mounts them.
+func credentialsDir(t *testing.T, key, secret string) string {
+	dir := t.TempDir()
+	for name, v := range map[string]string{AccessKeyFile: key, SecretKeyFile: secret + "\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func s3Source(t *testing.T, bucket, prefix string) Source {
+	return Source{
+		URI:            "s3://" + bucket + "/" + prefix,
+		Endpoint:       "http://" + minioServer.Endpoint,
+		Insecure:       true,
+		CredentialsDir: credentialsDir(t, minioServer.AccessKey, minioServer.SecretKey),
+		Retry:          Retry{MaxElapsed: 20 * time.Second},
+	}
+}
+
+func TestIntegrationS3Store(t *testing.T) {
+	bucket := minioServer.Bucket(t)
+	st, err := Open(context.Background(), s3Source(t, bucket, "datasets/web/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.URI() != "s3://"+bucket+"/datasets/web/" {
+		t.Errorf("URI = %s", st.URI())
+	}
+	checkStore(t, st)
+}
+
+func TestIntegrationS3StoreDefaultChainFromEnvironment(t *testing.T) {
+	bucket := minioServer.Bucket(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", minioServer.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", minioServer.SecretKey)
+	src := s3Source(t, bucket, "")
+	src.CredentialsDir = ""
+	st, err := Open(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(context.Background(), "a", strings.NewReader("x"), 1); err != nil {
+		t.Fatalf("Put with environment credentials: %v", err)
+	}
+}
+
+func TestIntegrationS3ErrorsNameBucketKeyAndStatus(t *testing.T) {
+	bucket := minioServer.Bucket(t)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		src  Source
+		want []string
+	}{
+		{"wrong credentials", func() Source {
+			s := s3Source(t, bucket, "p/")
+			s.CredentialsDir = credentialsDir(t, minioServer.AccessKey, "wrong-secret")
+			return s
+		}(), []string{"s3://" + bucket + "/p/shard.mds", "HTTP 403", "check the stream's credentials"}},
+		{"missing bucket", s3Source(t, "no-such-bucket-here", "p/"), []string{"s3://no-such-bucket-here/p/shard.mds", "HTTP 404 NoSuchBucket"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, err := Open(ctx, tt.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = st.Stat(ctx, "shard.mds")
+			if err == nil {
+				t.Fatal("Stat succeeded")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if errors.Is(err, ErrNotFound) {
+				t.Errorf("error %q is ErrNotFound: a missing bucket or bad credentials are not a missing object", err)
+			}
+		})
+	}
+}
+
+func TestIntegrationS3RetriesWhileTheStoreIsDown(t *testing.T) {
+	bucket := minioServer.Bucket(t)
+	ctx := context.Background()
+	st, err := Open(ctx, s3Source(t, bucket, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, "k", strings.NewReader("value"), 5); err != nil {
+		t.Fatal(err)
+	}
+	minioServer.Kill()
+	restarted := make(chan error, 1)
+	go func() {
+		time.Sleep(2 * time.Second)
+		restarted <- minioServer.Restart(ctx)
+	}()
+	start := time.Now()
+	o, err := st.Stat(ctx, "k")
+	if rerr := <-restarted; rerr != nil {
+		t.Fatalf("restarting MinIO: %v", rerr)
+	}
+	if err != nil || o.Size != 5 {
+		t.Fatalf("Stat across a restart = %+v, %v; want the object", o, err)
+	}
+	if time.Since(start) < 2*time.Second {
+		t.Errorf("Stat returned after %s, before MinIO was back", time.Since(start))
+	}
+}

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+// checkStore runs the behaviour every Store must have against st, an empty
+// prefix.
+func checkStore(t *testing.T, st Store) {
+	t.Helper()
+	ctx := context.Background()
+	payload := bytes.Repeat([]byte("0123456789"), 50_000) // 500 kB
+	for _, key := range []string{"index.json", "shards/shard.00000.mds", "shards/shard.00001.mds"} {
+		if err := st.Put(ctx, key, bytes.NewReader(payload), int64(len(payload))); err != nil {
+			t.Fatalf("Put %s: %v", key, err)
+		}
+	}
+	t.Run("list", func(t *testing.T) {
+		objs, err := st.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, o := range objs {
+			keys = append(keys, o.Key)
+			if o.Size != int64(len(payload)) {
+				t.Errorf("%s: size %d, want %d", o.Key, o.Size, len(payload))
+			}
+		}
+		if got := strings.Join(keys, ","); got != "index.json,shards/shard.00000.mds,shards/shard.00001.mds" {
+			t.Errorf("List keys = %s", got)
+		}
+	})
+	t.Run("stat", func(t *testing.T) {
+		o, err := st.Stat(ctx, "shards/shard.00001.mds")
+		if err != nil || o.Size != int64(len(payload)) {
+			t.Fatalf("Stat = %+v, %v", o, err)
+		}
+		_, err = st.Stat(ctx, "shards/missing.mds")
+		if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "shards/missing.mds") {
+			t.Errorf("Stat of a missing object = %v, want ErrNotFound naming the key", err)
+		}
+	})
+	tests := []struct {
+		name   string
+		off, n int64
+		want   []byte
+	}{
+		{"whole", 0, -1, payload},
+		{"range", 12, 7, payload[12:19]},
+		{"tail", int64(len(payload)) - 3, -1, payload[len(payload)-3:]},
+		{"empty range", 5, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run("get "+tt.name, func(t *testing.T) {
+			r, err := st.Get(ctx, "shards/shard.00000.mds", tt.off, tt.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(r)
+			_ = r.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, tt.want) {
+				t.Errorf("Get(%d, %d) = %d bytes, want %d", tt.off, tt.n, len(got), len(tt.want))
+			}
+		})
+	}
+	t.Run("get missing", func(t *testing.T) {
+		_, err := st.Get(ctx, "nope", 0, -1)
+		if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "nope") {
+			t.Errorf("Get of a missing object = %v, want ErrNotFound naming the key", err)
+		}
+	})
+	t.Run("keys that leave the prefix", func(t *testing.T) {
+		for _, key := range []string{"../x", "/etc/passwd", "a/../../b", ""} {
+			if _, err := st.Get(ctx, key, 0, -1); err == nil || !strings.Contains(err.Error(), "not a plain relative path") {
+				t.Errorf("Get(%q) = %v, want a refusal", key, err)
+			}
+		}
+	})
+	t.Run("put replaces", func(t *testing.T) {
+		if err := st.Put(ctx, "index.json", strings.NewReader("v2"), 2); err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.Get(ctx, "index.json", 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = r.Close() }()
+		if b, _ := io.ReadAll(r); string(b) != "v2" {
+			t.Errorf("after Put, Get = %q", b)
+		}
+	})
+}
+
+func TestFileStore(t *testing.T) {
+	st, err := Open(context.Background(), Source{URI: "file://" + t.TempDir() + "/data/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStore(t, st)
+}
+
+func TestOpenRejectsBadSources(t *testing.T) {
+	tests := []struct {
+		src  Source
+		want string
+	}{
+		{Source{URI: "gs://bucket/x"}, `scheme "gs" is not supported`},
+		{Source{URI: "s3:///x"}, "has no bucket"},
+		{Source{URI: "file://host/x"}, "names host"},
+		{Source{URI: "s3://b/p", Endpoint: "http://minio:9000"}, "set insecure: true"},
+		{Source{URI: "s3://b/p", Endpoint: "ftp://minio"}, "write host:port"},
+		{Source{URI: "s3://b/p", Endpoint: "minio:9000", CredentialsDir: "/nonexistent"}, "the Secret needs the keys AWS_ACCESS_KEY_ID"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.src.URI+tt.src.Endpoint, func(t *testing.T) {
+			_, err := Open(context.Background(), tt.src)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Open = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCleanPrefix(t *testing.T) {
+	for in, want := range map[string]string{"": "", "/": "", "/a": "a/", "/a/b/": "a/b/", "//a//b": "a/b/"} {
+		if got := cleanPrefix(in); got != want {
+			t.Errorf("cleanPrefix(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

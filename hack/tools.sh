@@ -112,21 +112,32 @@ install_debian() {
 	link etcdctl /usr/bin/etcdctl
 }
 
-install_python() {
-	local req=$ROOT/hack/requirements.txt
+# python_venv NAME REQUIREMENTS: a venv cached by the hash of its
+# requirements, linked as bin/NAME.
+python_venv() {
+	local name=$1 req=$2
 	local hash
 	hash=$(cat "$req" "$ROOT/hack/versions.sh" | sha256sum | cut -c1-16)
-	local dir=$CACHE/venv-$hash
+	local dir=$CACHE/$name-$hash
 	if ! cached "$dir"; then
-		log "creating the Python venv $dir from hack/requirements.txt (torch pulls several GB of GPU libraries: about 5-10 minutes cold)"
+		log "creating the Python venv $dir from ${req#"$ROOT"/} (torch pulls several GB of GPU libraries: a few minutes cold)"
 		local start=$SECONDS
 		rm -rf "$dir"
 		"$PYTHON" -m venv "$dir"
 		"$dir/bin/pip" install -q --disable-pip-version-check --progress-bar off -r "$req" >&2
 		touch "$dir/.complete"
-		log "venv ready in $((SECONDS - start)) s"
+		log "venv $name ready in $((SECONDS - start)) s"
 	fi
-	link venv "$dir"
+	link "$name" "$dir"
+}
+
+# install_python makes the tests' venv and the reference implementations'
+# venv side by side (both are mostly downloads).
+install_python() {
+	python_venv venv "$ROOT/hack/requirements.txt" &
+	local main=$!
+	python_venv venv-oracle "$ROOT/hack/requirements-oracle.txt" || { wait "$main"; return 1; }
+	wait "$main"
 }
 
 main() {

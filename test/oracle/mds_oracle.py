@@ -1,0 +1,169 @@
+"""The MosaicML Streaming side of shardfeed's MDS compatibility tests.
+
+Runs in bin/venv-oracle (hack/requirements-oracle.txt), which has the real
+mosaicml-streaming package from PyPI.
+
+  mds_oracle.py write OUT --columns "name=enc;..." --samples N [--compression zstd:7]
+                [--hashes sha1,xxh64] [--size-limit BYTES] [--seed S]
+      writes a dataset with streaming.MDSWriter and prints every sample, as
+      MDS stores it, one JSON object per line (see canonical()).
+  mds_oracle.py read DIR
+      reads a dataset with streaming.StreamingDataset and prints its samples
+      the same way.
+
+Canonical values: integers and strings as JSON; floats as JSON numbers
+(float16 and float32 widened exactly); str_decimal as its text; json as the
+parsed value; bytes as {"b64": ...}; an image as {"b64": the bytes MDS stores
+for it} when writing, {"mode", "size", "b64": raw pixels} when reading; an
+ndarray as {"dtype", "shape", "b64": little-endian values}; lists as lists.
+"""
+
+import argparse
+import base64
+import io
+import json
+import random
+import sys
+from decimal import Decimal
+
+import numpy as np
+from PIL import Image
+from streaming import MDSWriter, StreamingDataset
+from streaming.base.format.mds.encodings import mds_encode
+
+IMAGE_ENCODINGS = {"pil", "jpeg", "png"}
+LIST_IMAGE_ENCODINGS = {"list[pil]": "pil", "list[jpeg]": "jpeg", "list[png]": "png"}
+SCALARS = {
+    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+    "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+    "float16": np.float16, "float32": np.float32, "float64": np.float64,
+}
+
+
+def b64(data: bytes) -> dict:
+    return {"b64": base64.b64encode(data).decode()}
+
+
+def image(rng: random.Random) -> Image.Image:
+    w, h = rng.randint(1, 9), rng.randint(1, 9)
+    pixels = bytes(rng.randrange(256) for _ in range(w * h * 3))
+    return Image.frombytes("RGB", (w, h), pixels)
+
+
+def make_value(enc: str, rng: random.Random):
+    base = enc.split(":")[0]
+    if base == "bytes":
+        return bytes(rng.randrange(256) for _ in range(rng.randint(0, 40)))
+    if base == "str":
+        return "".join(rng.choice("abc xyzé漢\n") for _ in range(rng.randint(0, 20)))
+    if base == "int":
+        return rng.randint(-(2**63), 2**63 - 1)
+    if base in SCALARS:
+        t = SCALARS[base]
+        if base.startswith("float"):
+            return t(rng.uniform(-1000, 1000))
+        info = np.iinfo(t)
+        return t(rng.randint(int(info.min), int(info.max)))
+    if base == "str_int":
+        return rng.randint(-(2**62), 2**62)
+    if base == "str_float":
+        return rng.choice([rng.uniform(-1e6, 1e6), 1e300, -0.0, 5e-324])
+    if base == "str_decimal":
+        return Decimal(f"{rng.randint(-10**9, 10**9)}.{rng.randint(0, 10**6):06d}")
+    if base == "json":
+        return {"k": rng.randint(0, 100), "l": [rng.random(), None, "s"], "nested": {"t": True}}
+    if base in IMAGE_ENCODINGS:
+        return image(rng)
+    if base in LIST_IMAGE_ENCODINGS:
+        return [image(rng) for _ in range(rng.randint(1, 3))]
+    if base in ("jpeg_array", "jpegarray"):
+        return [mds_encode("jpeg", image(rng)) for _ in range(rng.randint(1, 3))]
+    if base == "ndarray":
+        parts = enc.split(":")
+        dtype = parts[1] if len(parts) > 1 else rng.choice(["uint8", "int16", "float32", "int64", "float16"])
+        if len(parts) > 2:
+            shape = tuple(int(d) for d in parts[2].split(","))
+        else:
+            shape = tuple(rng.randint(1, 5) for _ in range(rng.randint(1, 3)))
+        values = np.array([rng.uniform(0, 100) for _ in range(int(np.prod(shape)))]).astype(dtype)
+        return values.reshape(shape)
+    raise SystemExit(f"unknown encoding {enc}")
+
+
+def canonical(enc: str, value, written: bool):
+    base = enc.split(":")[0]
+    if base == "bytes":
+        return b64(value)
+    if base in ("str", "str_int"):
+        return value
+    if base == "int":
+        return int(value)
+    if base in SCALARS:
+        return value.item()
+    if base == "str_float":
+        return float(value)
+    if base == "str_decimal":
+        return str(value)
+    if base == "json":
+        return value
+    if base in IMAGE_ENCODINGS:
+        return b64(mds_encode(base, value)) if written else pixels(value)
+    if base in LIST_IMAGE_ENCODINGS:
+        inner = LIST_IMAGE_ENCODINGS[base]
+        return [b64(mds_encode(inner, v)) if written else pixels(v) for v in value]
+    if base in ("jpeg_array", "jpegarray"):
+        return [b64(v) for v in value] if written else [pixels(v) for v in value]
+    if base == "ndarray":
+        return {"dtype": value.dtype.name, "shape": list(value.shape), **b64(value.astype(value.dtype.newbyteorder("<")).tobytes())}
+    raise SystemExit(f"unknown encoding {enc}")
+
+
+def pixels(img: Image.Image) -> dict:
+    return {"mode": img.mode, "size": list(img.size), **b64(img.tobytes())}
+
+
+def write(args) -> None:
+    columns = dict(c.split("=", 1) for c in args.columns.split(";"))
+    rng = random.Random(args.seed)
+    kwargs = {"out": args.out, "columns": columns, "size_limit": args.size_limit}
+    if args.compression:
+        kwargs["compression"] = args.compression
+    if args.hashes:
+        kwargs["hashes"] = args.hashes.split(",")
+    with MDSWriter(**kwargs) as w:
+        for _ in range(args.samples):
+            sample = {name: make_value(enc, rng) for name, enc in columns.items()}
+            w.write(sample)
+            print(json.dumps({name: canonical(enc, sample[name], True) for name, enc in columns.items()}))
+
+
+def read(args) -> None:
+    with open(f"{args.dir}/index.json") as f:
+        shard = json.load(f)["shards"][0]
+    columns = dict(zip(shard["column_names"], shard["column_encodings"]))
+    ds = StreamingDataset(local=args.dir, shuffle=False, batch_size=1)
+    for i in range(len(ds)):
+        sample = ds[i]
+        print(json.dumps({name: canonical(enc, sample[name], False) for name, enc in columns.items()}))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("write")
+    w.add_argument("out")
+    w.add_argument("--columns", required=True)
+    w.add_argument("--samples", type=int, default=50)
+    w.add_argument("--compression")
+    w.add_argument("--hashes")
+    w.add_argument("--size-limit", type=int, default=1 << 26)
+    w.add_argument("--seed", type=int, default=0)
+    r = sub.add_parser("read")
+    r.add_argument("dir")
+    args = p.parse_args()
+    {"write": write, "read": read}[args.cmd](args)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

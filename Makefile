@@ -100,7 +100,7 @@ test-go: tools-go tools-kube tools-minio tools-debian
 	go test -count=1 -tags integration -timeout $(GO_TEST_TIMEOUT) $(GOTEST_FLAGS) ./...
 
 .PHONY: test-python
-test-python: tools ## Run the Python tests with pytest (real MinIO, kube-apiserver, pyarrow, torch).
+test-python: tools build ## Run the Python tests with pytest (real MinIO, kube-apiserver, pyarrow, torch).
 	$(PYTHON) -m pytest -q test/python
 
 .PHONY: test-e2e

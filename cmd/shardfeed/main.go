@@ -28,6 +28,6 @@ Documentation: docs/ in https://github.com/shardfeed/shardfeed`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPlanCommand(), newVersionCommand())
+	root.AddCommand(newIndexCommand(), newPlanCommand(), newVersionCommand())
 	return root
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/index"
+	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 var documentSeparator = regexp.MustCompile(`(?m)^---\s*$`)
@@ -77,11 +79,12 @@ func readDataset(path string, stdin io.Reader) (*datav1alpha1.TrainingDataset, e
 
 // readIndexes finds the index of every stream: in an --index-dir (as
 // <dir>/<stream>/index.json or <dir>/<stream>.json), else in the stream's
-// own directory when its source is file://.
-func readIndexes(ds *datav1alpha1.TrainingDataset, indexDirs []string) ([]planner.StreamIndex, error) {
+// own directory (file://) or prefix (s3://, with the manifest's endpoint and
+// the credentials of credentialsDir or the default chain).
+func readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset, indexDirs []string, credentialsDir string) ([]planner.StreamIndex, error) {
 	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
 	for i, s := range ds.Spec.Streams {
-		x, err := readStreamIndex(s, indexDirs)
+		x, err := readStreamIndex(ctx, s, indexDirs, credentialsDir)
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}
@@ -90,7 +93,7 @@ func readIndexes(ds *datav1alpha1.TrainingDataset, indexDirs []string) ([]planne
 	return out, nil
 }
 
-func readStreamIndex(s datav1alpha1.Stream, indexDirs []string) (planner.StreamIndex, error) {
+func readStreamIndex(ctx context.Context, s datav1alpha1.Stream, indexDirs []string, credentialsDir string) (planner.StreamIndex, error) {
 	for _, dir := range indexDirs {
 		for _, p := range []string{filepath.Join(dir, s.Name, index.FileName), filepath.Join(dir, s.Name+".json")} {
 			if _, err := os.Stat(p); err == nil {
@@ -99,12 +102,22 @@ func readStreamIndex(s datav1alpha1.Stream, indexDirs []string) (planner.StreamI
 		}
 	}
 	dir, err := index.LocalDir(s.Source.URI)
-	if errors.Is(err, index.ErrNotLocal) {
-		return planner.StreamIndex{}, fmt.Errorf("source %s is not a local directory: give its index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)",
-			s.Source.URI, s.Name, s.Name)
+	if err == nil {
+		return index.ReadDir(dir)
 	}
+	if !errors.Is(err, index.ErrNotLocal) {
+		return planner.StreamIndex{}, err
+	}
+	st, err := store.Open(ctx, store.Source{
+		URI: s.Source.URI, Endpoint: s.Source.Endpoint, Region: s.Source.Region,
+		Insecure: s.Source.Insecure, CredentialsDir: credentialsDir,
+	})
 	if err != nil {
 		return planner.StreamIndex{}, err
 	}
-	return index.ReadDir(dir)
+	x, err := index.ReadStore(ctx, st)
+	if err != nil {
+		return planner.StreamIndex{}, fmt.Errorf("%w; or give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
+	}
+	return x, nil
 }

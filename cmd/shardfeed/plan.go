@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,6 +32,7 @@ type planOptions struct {
 	workers     int
 	pods        []int
 	prefetch    int
+	credentials string
 }
 
 func newPlanCommand() *cobra.Command {
@@ -40,7 +42,8 @@ func newPlanCommand() *cobra.Command {
 		Short: "Show the plan of a TrainingDataset: its sizes and costs, or the sample ids of every batch",
 		Long: `plan computes the plan of the TrainingDataset in a manifest, exactly as the
 operator and the sidecars do, from the streams' indexes: file:// sources are
-read in place; others need --index-dir.
+read in place, s3:// ones from their prefix (index.json, written by
+shardfeed index for Parquet streams); --index-dir gives indexes from files.
 
 --summary (the default) prints the samples per stream, what is dropped or
 padded, the steps per epoch, and for each pod count the shards and bytes a pod
@@ -54,7 +57,11 @@ step of --steps.`,
   shardfeed plan -f dataset.yaml --ids --world-size 8 --workers 2 --epoch 1 --steps 0:10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.Flags().Changed("pods"))
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			return o.run(ctx, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.Flags().Changed("pods"))
 		},
 	}
 	f := cmd.Flags()
@@ -69,12 +76,13 @@ step of --steps.`,
 	f.IntVar(&o.procsPerPod, "procs-per-pod", 1, "ranks per pod")
 	f.IntVar(&o.workers, "workers", 1, "DataLoader workers per rank")
 	f.IntSliceVar(&o.pods, "pods", nil, "pod counts for the summary (default: 1 and the powers of two up to 16 that divide numSplits)")
+	f.StringVar(&o.credentials, "credentials-dir", "", "for s3:// streams: directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; empty: the default chain")
 	f.IntVar(&o.prefetch, "prefetch", -1, "shards each pod prefetches, for the minimum cache (default: spec.sidecar.prefetch, else 0)")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
 
-func (o *planOptions) run(stdin io.Reader, stdout io.Writer, podsGiven bool) error {
+func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer, podsGiven bool) error {
 	if o.summary && o.ids {
 		return fmt.Errorf("--summary and --ids exclude each other: pick one")
 	}
@@ -82,7 +90,7 @@ func (o *planOptions) run(stdin io.Reader, stdout io.Writer, podsGiven bool) err
 	if err != nil {
 		return err
 	}
-	indexes, err := readIndexes(ds, o.indexDirs)
+	indexes, err := readIndexes(ctx, ds, o.indexDirs, o.credentials)
 	if err != nil {
 		return err
 	}

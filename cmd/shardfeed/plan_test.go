@@ -275,7 +275,7 @@ func TestPlanRejectsBadInputClearly(t *testing.T) {
 		{"not a dataset", []string{"plan", "-f", write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\n")}, "holds no TrainingDataset"},
 		{"wrong version", []string{"plan", "-f", write("v2.yaml", strings.Replace(string(data), "v1alpha1", "v9", 1))}, `apiVersion "data.shardfeed.io/v9"`},
 		{"misspelt field", []string{"plan", "-f", write("typo.yaml", strings.Replace(string(data), "globalBatchSize", "globalBatchsize", 1))}, `unknown field "spec.globalBatchsize"`},
-		{"s3 stream without index", []string{"plan", "-f", write("s3.yaml", strings.Replace(string(data), "file://"+dir+"/code/", "s3://bucket/code/", 1))}, "give its index with --index-dir"},
+		{"s3 stream without index", []string{"plan", "-f", write("s3.yaml", strings.Replace(string(data), "file://"+dir+"/code/", "s3://bucket/code/", 1))}, "give the index with --index-dir"},
 		{"batch not multiple", []string{"plan", "-f", write("g.yaml", strings.Replace(string(data), "globalBatchSize: 16", "globalBatchSize: 12", 1))}, "spec.globalBatchSize: must be a multiple of spec.numSplits (8)"},
 		{"ids without world", []string{"plan", "-f", good, "--ids"}, "--ids needs --world-size"},
 		{"world not dividing", []string{"plan", "-f", good, "--ids", "--world-size", "3"}, "3 ranks do not divide spec.numSplits (8)"},

@@ -1,9 +1,10 @@
 // Package index finds and reads the index of a stream: the list of its
 // shards with their sample counts, sizes and hashes that the planner needs.
 //
-// Two forms are read: MDS's index.json (version 2), and a plain JSON list of
-// shards, {"shards": [{"name": …, "samples": …, "bytes": …, "hash": …}]},
-// for indexes written by hand or by tools.
+// Three forms are read: MDS's index.json (version 2); shardfeed's own index
+// (written by `shardfeed index`, see File); and a plain JSON list of shards,
+// {"shards": [{"name": …, "samples": …, "bytes": …, "hash": …}]}, for
+// indexes written by hand or by tools.
 package index
 
 import (
@@ -71,10 +72,23 @@ func Read(r io.Reader) (planner.StreamIndex, error) {
 		return planner.StreamIndex{}, err
 	}
 	var probe struct {
-		Version *int `json:"version"`
+		Version   *int `json:"version"`
+		Shardfeed *int `json:"shardfeed"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return planner.StreamIndex{}, fmt.Errorf("index is not valid JSON: %w", err)
+	}
+	if probe.Shardfeed != nil {
+		var f File
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil {
+			return planner.StreamIndex{}, fmt.Errorf("shardfeed index: %w", err)
+		}
+		if err := f.check(); err != nil {
+			return planner.StreamIndex{}, err
+		}
+		return f.StreamIndex(), nil
 	}
 	if probe.Version != nil {
 		x, err := mds.ReadIndex(bytes.NewReader(data))

@@ -52,6 +52,11 @@ func Retryable(err error) bool {
 	if err == nil || errors.Is(err, ErrNotFound) {
 		return false
 	}
+	// A name that does not resolve will not resolve on the next attempt.
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return false
+	}
 	var se *statusError
 	if errors.As(err, &se) {
 		return se.status >= 500 || se.status == http.StatusTooManyRequests || se.code == "SlowDown" || se.code == "RequestTimeout"

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/shardfeed/shardfeed/sidecar/index"
+	"github.com/shardfeed/shardfeed/sidecar/store"
+)
+
+// sourceFlags are how the CLI reaches a stream outside a manifest.
+type sourceFlags struct {
+	endpoint, region, credentialsDir string
+	insecure                         bool
+}
+
+func (s *sourceFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&s.endpoint, "endpoint", "", "S3-compatible endpoint (host:port or http(s)://host:port); empty: AWS S3")
+	f.StringVar(&s.region, "region", "", "bucket region")
+	f.BoolVar(&s.insecure, "insecure", false, "allow plain HTTP to the endpoint")
+	f.StringVar(&s.credentialsDir, "credentials-dir", "", "directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (a mounted Secret); empty: the default chain (env, ~/.aws, IRSA, instance metadata)")
+}
+
+func newIndexCommand() *cobra.Command {
+	var (
+		src    sourceFlags
+		format string
+		algo   string
+		dryRun bool
+	)
+	cmd := &cobra.Command{
+		Use:   "index URI --format parquet",
+		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/index.json",
+		Long: `index reads a stream's objects under URI (s3://bucket/prefix/ or file:///path/)
+and writes index.json next to them: one shard per Parquet row group, from the
+file footers, with the byte range and a content hash of each. The sidecar and
+shardfeed plan read it. MDS streams need no index of ours: MDS has its own.`,
+		Example: `  shardfeed index s3://datasets/web/ --format parquet --endpoint http://minio:9000 --insecure
+  shardfeed index file:///data/web/ --format parquet --hash sha256`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			st, err := store.Open(ctx, store.Source{URI: args[0], Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir})
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			f, err := index.Build(ctx, st, format, algo, progressPrinter(cmd.ErrOrStderr()))
+			if err != nil {
+				return err
+			}
+			var samples int64
+			for _, e := range f.Shards {
+				samples += e.Samples
+			}
+			if !dryRun {
+				if err := index.Write(ctx, st, f); err != nil {
+					return err
+				}
+			}
+			verb := "wrote"
+			if dryRun {
+				verb = "would write"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %s%s: %d shards, %d samples (%s)\n", verb, st.URI(), index.FileName, len(f.Shards), samples, time.Since(start).Round(time.Millisecond))
+			return err
+		},
+	}
+	src.add(cmd)
+	cmd.Flags().StringVar(&format, "format", "parquet", "format of the stream's objects: parquet")
+	cmd.Flags().StringVar(&algo, "hash", "xxh64", "hash algorithm of the shards' content")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "index, but do not write index.json")
+	return cmd
+}
+
+// progressPrinter prints one updating line on a terminal, a line per tenth
+// of the objects otherwise.
+func progressPrinter(w io.Writer) index.Progress {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	return func(done, total int, object string) {
+		switch {
+		case tty:
+			_, _ = fmt.Fprintf(w, "\r\033[Kindexed %d/%d objects (%s)", done, total, object)
+			if done == total {
+				_, _ = fmt.Fprintln(w)
+			}
+		case done == total || done%max(1, total/10) == 0:
+			_, _ = fmt.Fprintf(w, "indexed %d/%d objects\n", done, total)
+		}
+	}
+}

@@ -1,0 +1,119 @@
+//go:build integration
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	pq "github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/minio/minio-go/v7"
+
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/store"
+)
+
+var minioServer *testenv.MinIO
+
+func TestMain(m *testing.M) {
+	var err error
+	if minioServer, err = testenv.StartMinIO(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	code := m.Run()
+	_ = minioServer.Stop()
+	os.Exit(code)
+}
+
+func parquetFile(t *testing.T, first, rows, rowGroup int) []byte {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for i := range rows {
+		b.Field(0).(*array.Int64Builder).Append(int64(first + i))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(schema, &buf, pq.NewWriterProperties(pq.WithMaxRowGroupLength(int64(rowGroup))), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestIntegrationIndexAndPlanAParquetStreamInMinIO(t *testing.T) {
+	ctx := context.Background()
+	bucket := minioServer.Bucket(t)
+	for i, rows := range []int{250, 100, 400} {
+		data := parquetFile(t, i*1000, rows, 100)
+		if _, err := minioServer.Client.PutObject(ctx, bucket, fmt.Sprintf("web/part-%d.parquet", i), bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	creds := t.TempDir()
+	for name, v := range map[string]string{store.AccessKeyFile: minioServer.AccessKey, store.SecretKeyFile: minioServer.SecretKey} {
+		if err := os.WriteFile(filepath.Join(creds, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	endpoint := "http://" + minioServer.Endpoint
+	uri := "s3://" + bucket + "/web/"
+	out, err := runCLI(t, "index", uri, "--endpoint", endpoint, "--insecure", "--credentials-dir", creds)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// 3 + 1 + 4 row groups of at most 100 rows.
+	if !strings.Contains(out, "wrote "+uri+"index.json: 8 shards, 750 samples") {
+		t.Fatalf("index output:\n%s", out)
+	}
+
+	manifest := filepath.Join(t.TempDir(), "ds.yaml")
+	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: web}
+spec:
+  streams:
+    - name: web
+      format: parquet
+      source: {uri: %q, endpoint: %q, insecure: true}
+  numSplits: 5
+  globalBatchSize: 10
+`, uri, endpoint)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCLI(t, "plan", "-f", manifest, "--credentials-dir", creds, "-o", "json", "--pods", "1,5")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var s summary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if s.Samples != 750 || s.Steps != 75 || s.Streams[0].Shards != 8 || s.Pods[1].Pods != 5 {
+		t.Fatalf("summary = %+v", s)
+	}
+	// Without credentials the error names the object and the status.
+	_, err = runCLI(t, "plan", "-f", manifest, "--credentials-dir", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
+		t.Fatalf("plan without credentials: %v", err)
+	}
+}

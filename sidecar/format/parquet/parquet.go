@@ -1,0 +1,215 @@
+// Package parquet reads Parquet files shard by shard: a shard is one row
+// group. The index is built from the file footers alone; a row group is
+// decoded to Arrow with only the projected columns.
+package parquet
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/shardfeed/shardfeed/sidecar/store"
+)
+
+// magic ends (and starts) every Parquet file.
+const magic = "PAR1"
+
+// MaxFooterBytes bounds the footer shardfeed reads: a larger one is refused.
+const MaxFooterBytes = 64 << 20
+
+// RowGroup is one row group of a file: its rows and the byte range of its
+// column chunks.
+type RowGroup struct {
+	Rows   int64
+	Offset int64
+	Length int64
+}
+
+// ReadFooter fetches the footer of the Parquet object at key, of size bytes,
+// with two ranged reads, and returns its metadata.
+func ReadFooter(ctx context.Context, st store.Store, key string, size int64) (*metadata.FileMetaData, error) {
+	if size < 12 {
+		return nil, fmt.Errorf("%s: %d bytes is too short for Parquet", key, size)
+	}
+	tail, err := readRange(ctx, st, key, size-8, 8)
+	if err != nil {
+		return nil, err
+	}
+	if string(tail[4:]) != magic {
+		return nil, fmt.Errorf("%s: not a Parquet file (no PAR1 at the end)", key)
+	}
+	n := int64(binary.LittleEndian.Uint32(tail))
+	if n <= 0 || n > MaxFooterBytes || n > size-12 {
+		return nil, fmt.Errorf("%s: footer length %d does not fit the %d-byte file", key, n, size)
+	}
+	footer, err := readRange(ctx, st, key, size-8-n, n)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFooter(key, footer, size)
+}
+
+// ParseFooter parses footer metadata and checks the row groups' ranges
+// against the file size.
+func ParseFooter(key string, footer []byte, size int64) (md *metadata.FileMetaData, err error) {
+	defer func() {
+		// The thrift decoder can panic on hostile input; an index must not.
+		if r := recover(); r != nil {
+			md, err = nil, fmt.Errorf("%s: corrupt Parquet footer: %v", key, r)
+		}
+	}()
+	md, err = metadata.NewFileMetaData(footer, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: corrupt Parquet footer: %w", key, err)
+	}
+	if _, err := RowGroups(key, md, size); err != nil {
+		return nil, err
+	}
+	return md, nil
+}
+
+// RowGroups returns the row groups of a file with their byte ranges.
+func RowGroups(key string, md *metadata.FileMetaData, size int64) ([]RowGroup, error) {
+	var out []RowGroup
+	for i := range md.NumRowGroups() {
+		rg := md.RowGroup(i)
+		lo, hi := int64(-1), int64(0)
+		for c := range rg.NumColumns() {
+			cc, err := rg.ColumnChunk(c)
+			if err != nil {
+				return nil, fmt.Errorf("%s: row group %d column %d: %w", key, i, c, err)
+			}
+			start := cc.DataPageOffset()
+			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < start {
+				start = cc.DictionaryPageOffset()
+			}
+			end := start + cc.TotalCompressedSize()
+			if start < 4 || end > size || end < start {
+				return nil, fmt.Errorf("%s: row group %d column %d spans [%d, %d), outside the %d-byte file", key, i, c, start, end, size)
+			}
+			if lo < 0 || start < lo {
+				lo = start
+			}
+			hi = max(hi, end)
+		}
+		if rg.NumRows() < 0 {
+			return nil, fmt.Errorf("%s: row group %d has %d rows", key, i, rg.NumRows())
+		}
+		out = append(out, RowGroup{Rows: rg.NumRows(), Offset: max(lo, 0), Length: max(hi-lo, 0)})
+	}
+	return out, nil
+}
+
+func readRange(ctx context.Context, st store.Store, key string, off, n int64) ([]byte, error) {
+	r, err := st.Get(ctx, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = r.Close() }()
+	b, err := io.ReadAll(io.LimitReader(r, n))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != n {
+		return nil, fmt.Errorf("%s: read %d bytes at %d, want %d", key, len(b), off, n)
+	}
+	return b, nil
+}
+
+// ReadRowGroup decodes row group rg of a whole Parquet file in memory to
+// Arrow, with only the named columns (nil: all), as record batches.
+func ReadRowGroup(ctx context.Context, data []byte, rg int, columns []string) (recs []arrow.RecordBatch, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("corrupt Parquet data: %v", r)
+		}
+	}()
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("opening Parquet: %w", err)
+	}
+	defer func() { _ = pf.Close() }()
+	if rg < 0 || rg >= pf.NumRowGroups() {
+		return nil, fmt.Errorf("row group %d is outside the file's %d", rg, pf.NumRowGroups())
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 16}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	var cols []int
+	if columns != nil {
+		schema, err := fr.Schema()
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range columns {
+			idx := schema.FieldIndices(name)
+			if len(idx) == 0 {
+				var names []string
+				for _, f := range schema.Fields() {
+					names = append(names, f.Name)
+				}
+				return nil, fmt.Errorf("no column %q: the file's columns are %s", name, strings.Join(names, ", "))
+			}
+			// pqarrow selects leaf columns: a nested field has several.
+			leaves, err := leafIndices(pf, name)
+			if err != nil {
+				return nil, err
+			}
+			cols = append(cols, leaves...)
+		}
+	}
+	rr, err := fr.GetRecordReader(ctx, cols, []int{rg})
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Release()
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		rec.Retain()
+		recs = append(recs, rec)
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		for _, r := range recs {
+			r.Release()
+		}
+		return nil, err
+	}
+	return recs, nil
+}
+
+// leafIndices returns the leaf column indices under a top-level field.
+func leafIndices(pf *file.Reader, name string) ([]int, error) {
+	sc := pf.MetaData().Schema
+	var out []int
+	for i := range sc.NumColumns() {
+		path := sc.Column(i).ColumnPath()
+		if len(path) > 0 && path[0] == name {
+			out = append(out, i)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no column %q", name)
+	}
+	return slices.Clip(out), nil
+}
+
+// Rows counts the rows of records.
+func Rows(recs []arrow.RecordBatch) int64 {
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	return n
+}

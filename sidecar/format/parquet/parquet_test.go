@@ -1,0 +1,154 @@
+package parquet
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	pq "github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/shardfeed/shardfeed/sidecar/store"
+)
+
+// writeParquet returns a Parquet file of rows rows (id int64, text string,
+// tokens list<int32>) in row groups of rowGroup rows.
+func writeParquet(t testing.TB, rows, rowGroup int) []byte {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "text", Type: arrow.BinaryTypes.String},
+		{Name: "tokens", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32)},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for i := range rows {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("row %d %s", i, strings.Repeat("x", i%7)))
+		lb := b.Field(2).(*array.ListBuilder)
+		lb.Append(true)
+		lb.ValueBuilder().(*array.Int32Builder).AppendValues([]int32{int32(i), int32(i * 2)}, nil)
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	var buf bytes.Buffer
+	props := pq.NewWriterProperties(pq.WithMaxRowGroupLength(int64(rowGroup)), pq.WithCompression(compress.Codecs.Zstd), pq.WithDictionaryDefault(true))
+	w, err := pqarrow.NewFileWriter(schema, &buf, props, pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestFooterGivesRowGroupsAndTheirRanges(t *testing.T) {
+	data := writeParquet(t, 1000, 300)
+	st, err := store.Open(context.Background(), store.Source{URI: "file://" + t.TempDir() + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(context.Background(), "part-0.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	md, err := ReadFooter(context.Background(), st, "part-0.parquet", int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rgs, err := RowGroups("part-0.parquet", md, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []int64
+	prevEnd := int64(4)
+	for _, rg := range rgs {
+		rows = append(rows, rg.Rows)
+		if rg.Offset < prevEnd || rg.Length <= 0 {
+			t.Errorf("row group range [%d, %d) overlaps the previous one or is empty", rg.Offset, rg.Offset+rg.Length)
+		}
+		prevEnd = rg.Offset + rg.Length
+	}
+	if fmt.Sprint(rows) != "[300 300 300 100]" {
+		t.Fatalf("row groups have %v rows, want [300 300 300 100]", rows)
+	}
+	// Every row group decodes alone, with projection.
+	for i, rg := range rgs {
+		recs, err := ReadRowGroup(context.Background(), data, i, []string{"tokens", "id"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if Rows(recs) != rg.Rows {
+			t.Fatalf("row group %d decoded %d rows, footer says %d", i, Rows(recs), rg.Rows)
+		}
+		s := recs[0].Schema()
+		if s.NumFields() != 2 || s.Field(0).Name != "id" && s.Field(0).Name != "tokens" {
+			t.Fatalf("projected schema = %v", s)
+		}
+		ids := recs[0].Column(s.FieldIndices("id")[0]).(*array.Int64)
+		if ids.Value(0) != int64(i*300) {
+			t.Fatalf("row group %d starts at id %d", i, ids.Value(0))
+		}
+		for _, r := range recs {
+			r.Release()
+		}
+	}
+	if _, err := ReadRowGroup(context.Background(), data, 0, []string{"nope"}); err == nil || !strings.Contains(err.Error(), `no column "nope": the file's columns are id, text, tokens`) {
+		t.Fatalf("unknown column: %v", err)
+	}
+	if _, err := ReadRowGroup(context.Background(), data, 9, nil); err == nil {
+		t.Fatal("row group 9 of 4 read")
+	}
+}
+
+func TestBrokenFilesAreRefused(t *testing.T) {
+	data := writeParquet(t, 50, 20)
+	tests := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"too short", []byte("PAR1"), "too short"},
+		{"no magic", append(bytes.Clone(data[:len(data)-4]), 'X', 'X', 'X', 'X'), "not a Parquet file"},
+		{"huge footer", append(bytes.Clone(data[:len(data)-8]), 0xff, 0xff, 0xff, 0x7f, 'P', 'A', 'R', '1'), "does not fit"},
+		{"garbled footer", func() []byte {
+			b := bytes.Clone(data)
+			for i := len(b) - 60; i < len(b)-8; i++ {
+				b[i] ^= 0x5a
+			}
+			return b
+		}(), "corrupt Parquet footer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, _ := store.Open(context.Background(), store.Source{URI: "file://" + t.TempDir() + "/"})
+			_ = st.Put(context.Background(), "f.parquet", bytes.NewReader(tt.data), int64(len(tt.data)))
+			_, err := ReadFooter(context.Background(), st, "f.parquet", int64(len(tt.data)))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ReadFooter = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzParseFooter: a malformed footer gives an error, never a panic.
+func FuzzParseFooter(f *testing.F) {
+	data := writeParquet(f, 30, 10)
+	n := int(data[len(data)-8]) | int(data[len(data)-7])<<8
+	f.Add(data[len(data)-8-n:len(data)-8], int64(len(data)))
+	f.Add([]byte{0x15, 0x00}, int64(100))
+	f.Fuzz(func(t *testing.T, footer []byte, size int64) {
+		if md, err := ParseFooter("f", footer, size); err == nil {
+			_, _ = RowGroups("f", md, size)
+		}
+	})
+}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,18 +33,21 @@ func (s *sourceFlags) add(cmd *cobra.Command) {
 
 func newIndexCommand() *cobra.Command {
 	var (
-		src    sourceFlags
-		format string
-		algo   string
-		dryRun bool
+		src       sourceFlags
+		format    string
+		algo      string
+		shardSize string
+		dryRun    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "index URI --format parquet",
+		Use:   "index URI --format parquet|jsonl|csv|tsv",
 		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/index.json",
 		Long: `index reads a stream's objects under URI (s3://bucket/prefix/ or file:///path/)
-and writes index.json next to them: one shard per Parquet row group, from the
-file footers, with the byte range and a content hash of each. The sidecar and
-shardfeed plan read it. MDS streams need no index of ours: MDS has its own.`,
+and writes index.json next to them: one shard per Parquet row group (from the
+file footers), or per run of whole JSON Lines / CSV / TSV records of about
+--shard-size, with the schema inferred from the first records; each shard
+with its byte range and a content hash. The sidecar and shardfeed plan read
+it. MDS streams need no index of ours: MDS has its own.`,
 		Example: `  shardfeed index s3://datasets/web/ --format parquet --endpoint http://minio:9000 --insecure
   shardfeed index file:///data/web/ --format parquet --hash sha256`,
 		Args: cobra.ExactArgs(1),
@@ -54,8 +60,12 @@ shardfeed plan read it. MDS streams need no index of ours: MDS has its own.`,
 			if err != nil {
 				return err
 			}
+			shardBytes, err := parseBytes(shardSize)
+			if err != nil {
+				return fmt.Errorf("--shard-size: %w", err)
+			}
 			start := time.Now()
-			f, err := index.Build(ctx, st, format, algo, progressPrinter(cmd.ErrOrStderr()))
+			f, err := index.Build(ctx, st, format, index.BuildOptions{Hash: algo, ShardBytes: shardBytes, Progress: progressPrinter(cmd.ErrOrStderr())})
 			if err != nil {
 				return err
 			}
@@ -77,7 +87,8 @@ shardfeed plan read it. MDS streams need no index of ours: MDS has its own.`,
 		},
 	}
 	src.add(cmd)
-	cmd.Flags().StringVar(&format, "format", "parquet", "format of the stream's objects: parquet")
+	cmd.Flags().StringVar(&format, "format", "parquet", "format of the stream's objects: parquet, jsonl, csv or tsv")
+	cmd.Flags().StringVar(&shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "index, but do not write index.json")
 	return cmd
@@ -101,4 +112,29 @@ func progressPrinter(w io.Writer) index.Progress {
 			_, _ = fmt.Fprintf(w, "indexed %d/%d objects\n", done, total)
 		}
 	}
+}
+
+// parseBytes reads sizes like 64MiB, 64Mi, 1GB, 512k or 1048576.
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}, {"B", 1},
+	}
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is not a size: write e.g. 64MiB, 512KiB or 1000000", s)
+	}
+	return n * mult, nil
 }

@@ -319,3 +319,63 @@ func TestPlanReadsIndexDirAndPlainIndexes(t *testing.T) {
 		t.Errorf("summary does not use the plain index:\n%s", out)
 	}
 }
+
+func TestParseBytes(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		err  bool
+	}{
+		{"64MiB", 64 << 20, false}, {"64Mi", 64 << 20, false}, {"1GB", 1e9, false}, {"512k", 512e3, false},
+		{"1048576", 1 << 20, false}, {"0", 0, true}, {"-1MiB", 0, true}, {"ten", 0, true}, {"9999999TiB", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := parseBytes(tt.in)
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d (error %v)", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestIndexThenPlanAJSONLStream(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&b, "{\"text\": \"sample %d\", \"label\": %d}\n", i, i%5)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "part-0.jsonl"), []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "index", "file://"+dir+"/", "--format", "jsonl", "--shard-size", "4KiB")
+	if err != nil || !strings.Contains(out, "1000 samples") {
+		t.Fatalf("index: %v\n%s", err, out)
+	}
+	manifest := filepath.Join(dir, "ds.yaml")
+	_ = os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: chat}
+spec:
+  streams:
+    - name: chat
+      format: jsonl
+      source: {uri: "file://%s/"}
+  numSplits: 4
+  globalBatchSize: 8
+`, dir)), 0o600)
+	out, err = runCLI(t, "plan", "-f", manifest, "--ids", "--world-size", "4")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	seen := map[int64]bool{}
+	for _, l := range readIDs(t, out) {
+		for _, id := range l.IDs {
+			if seen[id] {
+				t.Fatalf("id %d twice", id)
+			}
+			seen[id] = true
+		}
+	}
+	if len(seen) != 1000 {
+		t.Fatalf("plan delivers %d of 1000 records", len(seen))
+	}
+}

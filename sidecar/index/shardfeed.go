@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"strings"
 
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/checksum"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
+	"github.com/shardfeed/shardfeed/sidecar/format/text"
 	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
@@ -24,14 +26,15 @@ const Version = 1
 type File struct {
 	// Shardfeed is the index format version.
 	Shardfeed int `json:"shardfeed"`
-	// Format of the stream's objects: parquet (jsonl, csv, tsv and arrow
-	// come with their readers).
-	Format string  `json:"format"`
-	Shards []Entry `json:"shards"`
+	// Format of the stream's objects: parquet, jsonl, csv or tsv.
+	Format string `json:"format"`
+	// Schema of a jsonl, csv or tsv stream, inferred by shardfeed index.
+	Schema []text.Field `json:"schema,omitempty"`
+	Shards []Entry      `json:"shards"`
 }
 
-// Entry is one shard: part Part (a Parquet row group) of Object, stored in
-// bytes [Offset, Offset+Length).
+// Entry is one shard: part Part (a Parquet row group, or a run of text
+// records) of Object, stored in bytes [Offset, Offset+Length).
 type Entry struct {
 	Name    string `json:"name"`
 	Object  string `json:"object"`
@@ -56,8 +59,17 @@ func (f *File) check() error {
 	if f.Shardfeed != Version {
 		return fmt.Errorf("shardfeed index version %d is not supported: this shardfeed reads version %d; re-run shardfeed index", f.Shardfeed, Version)
 	}
-	if f.Format != "parquet" {
-		return fmt.Errorf("shardfeed index format %q is not supported: use parquet", f.Format)
+	switch f.Format {
+	case "parquet":
+	case text.JSONL, text.CSV, text.TSV:
+		if len(f.Schema) == 0 {
+			return fmt.Errorf("shardfeed index of a %s stream needs its schema: re-run shardfeed index", f.Format)
+		}
+		if _, err := text.Schema(f.Schema); err != nil {
+			return fmt.Errorf("shardfeed index schema: %w", err)
+		}
+	default:
+		return fmt.Errorf("shardfeed index format %q is not supported: use parquet, jsonl, csv or tsv", f.Format)
 	}
 	if len(f.Shards) == 0 {
 		return errors.New(`shardfeed index lists no shards ("shards" is empty)`)
@@ -81,12 +93,41 @@ func (f *File) check() error {
 // Progress reports how many of the objects are indexed.
 type Progress func(done, total int, object string)
 
+// suffixes are the object names each format indexes.
+var suffixes = map[string][]string{
+	"parquet":  {".parquet"},
+	text.JSONL: {".jsonl", ".json", ".ndjson"},
+	text.CSV:   {".csv"},
+	text.TSV:   {".tsv", ".tab"},
+}
+
+// BuildOptions tune Build.
+type BuildOptions struct {
+	// Hash is the algorithm of the shards' content hashes (default xxh64).
+	Hash string
+	// ShardBytes is the size of a text shard (default 64 MiB).
+	ShardBytes int64
+	// TempDir holds text objects while they are scanned (default: os.TempDir).
+	TempDir  string
+	Progress Progress
+}
+
 // Build indexes the objects of a stream in format: for Parquet, every
-// *.parquet object's row groups from its footer, each hashed with algo.
-func Build(ctx context.Context, st store.Store, format, algo string, progress Progress) (*File, error) {
-	if format != "parquet" {
-		return nil, fmt.Errorf("shardfeed index: format %q is not supported yet: use parquet (MDS streams have their own index.json)", format)
+// object's row groups from its footer; for JSONL, CSV and TSV, runs of whole
+// records of about ShardBytes, with the schema inferred from the first
+// records. Every shard's bytes are hashed.
+func Build(ctx context.Context, st store.Store, format string, opts BuildOptions) (*File, error) {
+	exts, ok := suffixes[format]
+	if !ok {
+		return nil, fmt.Errorf("shardfeed index: format %q is not supported: use parquet, jsonl, csv or tsv (MDS streams have their own index.json)", format)
 	}
+	if opts.Hash == "" {
+		opts.Hash = "xxh64"
+	}
+	if opts.ShardBytes <= 0 {
+		opts.ShardBytes = 64 << 20
+	}
+	algo := opts.Hash
 	if _, err := checksum.Of(algo, nil); err != nil {
 		return nil, err
 	}
@@ -96,14 +137,21 @@ func Build(ctx context.Context, st store.Store, format, algo string, progress Pr
 	}
 	var parts []store.Object
 	for _, o := range objs {
-		if strings.HasSuffix(o.Key, ".parquet") {
-			parts = append(parts, o)
+		for _, ext := range exts {
+			if strings.HasSuffix(o.Key, ext) {
+				parts = append(parts, o)
+				break
+			}
 		}
 	}
 	if len(parts) == 0 {
-		return nil, fmt.Errorf("%s holds no *.parquet objects", st.URI())
+		return nil, fmt.Errorf("%s holds no %s objects (%s)", st.URI(), format, strings.Join(exts, ", "))
 	}
 	f := &File{Shardfeed: Version, Format: format}
+	progress := opts.Progress
+	if format != "parquet" {
+		return f, buildText(ctx, st, f, parts, opts)
+	}
 	for i, o := range parts {
 		md, err := parquet.ReadFooter(ctx, st, o.Key, o.Size)
 		if err != nil {
@@ -168,4 +216,91 @@ func ReadStore(ctx context.Context, st store.Store) (planner.StreamIndex, error)
 		return planner.StreamIndex{}, fmt.Errorf("%s: %w", path.Join(st.URI(), FileName), err)
 	}
 	return x, nil
+}
+
+// buildText scans every text object (downloaded to a temporary file once),
+// cuts it into shards and merges the objects' inferred schemas.
+func buildText(ctx context.Context, st store.Store, f *File, parts []store.Object, opts BuildOptions) error {
+	for i, o := range parts {
+		if err := indexTextObject(ctx, st, f, o, opts); err != nil {
+			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
+		}
+		if opts.Progress != nil {
+			opts.Progress(i+1, len(parts), o.Key)
+		}
+	}
+	return nil
+}
+
+func indexTextObject(ctx context.Context, st store.Store, f *File, o store.Object, opts BuildOptions) error {
+	body, err := st.Get(ctx, o.Key, 0, -1)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(opts.TempDir, "shardfeed-index-*")
+	if err != nil {
+		_ = body.Close()
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()); _ = tmp.Close() }()
+	_, err = io.Copy(tmp, body)
+	_ = body.Close()
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	fields, chunks, err := text.Scan(tmp, f.Format, opts.ShardBytes)
+	if err != nil {
+		return err
+	}
+	if err := mergeSchema(f, fields); err != nil {
+		return err
+	}
+	for p, c := range chunks {
+		h := checksum.Sum{Algo: opts.Hash}.New()
+		if _, err := io.Copy(h, io.NewSectionReader(tmp, c.Offset, c.Length)); err != nil {
+			return err
+		}
+		f.Shards = append(f.Shards, Entry{
+			Name: fmt.Sprintf("%s#%d", o.Key, p), Object: o.Key, Part: p,
+			Offset: c.Offset, Length: c.Length, Samples: c.Records,
+			Hash: opts.Hash + ":" + hex.EncodeToString(h.Sum(nil)),
+		})
+	}
+	return nil
+}
+
+// mergeSchema widens the stream's schema with one object's; CSV objects
+// must have the same columns.
+func mergeSchema(f *File, fields []text.Field) error {
+	if f.Schema == nil {
+		f.Schema = fields
+		return nil
+	}
+	at := map[string]int{}
+	for i, fl := range f.Schema {
+		at[fl.Name] = i
+	}
+	if f.Format != text.JSONL {
+		var a, b []string
+		for _, fl := range f.Schema {
+			a = append(a, fl.Name)
+		}
+		for _, fl := range fields {
+			b = append(b, fl.Name)
+		}
+		if strings.Join(a, "\x00") != strings.Join(b, "\x00") {
+			return fmt.Errorf("columns %q differ from the stream's first object's %q", b, a)
+		}
+	}
+	for _, fl := range fields {
+		if i, ok := at[fl.Name]; ok {
+			f.Schema[i].Type = text.Widen(f.Schema[i].Type, fl.Type)
+		} else {
+			f.Schema = append(f.Schema, fl)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,436 @@
+// Package text reads line-oriented shards: JSON Lines, CSV and TSV. A shard
+// is a run of whole records (lines, or CSV records, which may span lines)
+// found by Scan; its schema is inferred once per stream and kept in the
+// stream's index, so that every shard decodes to the same Arrow types.
+package text
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	arrowcsv "github.com/apache/arrow-go/v18/arrow/csv"
+)
+
+// Kinds of text streams.
+const (
+	JSONL = "jsonl"
+	CSV   = "csv"
+	TSV   = "tsv"
+)
+
+// Field is a column of an inferred schema: a name and one of the type names
+// bool, int64, float64, utf8, list<int64>, list<float64>, list<utf8>.
+type Field struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// InferRows is how many records schema inference reads.
+const InferRows = 1000
+
+// MaxRecordBytes bounds one record (a JSON line or a CSV record).
+const MaxRecordBytes = 64 << 20
+
+// Chunk is a run of whole records: bytes [Offset, Offset+Length) of the
+// object, holding Records records.
+type Chunk struct {
+	Offset, Length, Records int64
+}
+
+func comma(kind string) rune {
+	if kind == TSV {
+		return '\t'
+	}
+	return ','
+}
+
+// Scan reads a whole object and cuts it into chunks of about target bytes
+// at record boundaries, inferring the schema from the first InferRows
+// records. A CSV/TSV header row is not part of any chunk.
+func Scan(r io.Reader, kind string, target int64) ([]Field, []Chunk, error) {
+	switch kind {
+	case JSONL:
+		return scanJSONL(r, target)
+	case CSV, TSV:
+		return scanCSV(r, kind, target)
+	}
+	return nil, nil, fmt.Errorf("text format %q is not supported: use jsonl, csv or tsv", kind)
+}
+
+func scanJSONL(r io.Reader, target int64) ([]Field, []Chunk, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	inf := newInference()
+	var chunks []Chunk
+	var cur Chunk
+	var pos int64
+	for line := int64(1); ; line++ {
+		b, err := readLine(br)
+		if errors.Is(err, io.EOF) && len(b) == 0 {
+			break
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		n := int64(len(b))
+		trimmed := bytes.TrimSpace(b)
+		if len(trimmed) > 0 {
+			if inf.rows < InferRows {
+				var obj map[string]any
+				dec := json.NewDecoder(bytes.NewReader(trimmed))
+				dec.UseNumber()
+				if err := dec.Decode(&obj); err != nil {
+					return nil, nil, fmt.Errorf("line %d is not a JSON object: %w", line, err)
+				}
+				inf.addObject(obj)
+			}
+			cur.Records++
+		}
+		cur.Length += n
+		pos += n
+		if cur.Length >= target && cur.Records > 0 {
+			chunks = append(chunks, cur)
+			cur = Chunk{Offset: pos}
+		}
+	}
+	if cur.Records > 0 {
+		chunks = append(chunks, cur)
+	}
+	if len(chunks) == 0 {
+		return nil, nil, errors.New("no JSON records")
+	}
+	return inf.fields(), chunks, nil
+}
+
+// readLine returns one line with its newline, bounded by MaxRecordBytes.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var out []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		out = append(out, frag...)
+		if len(out) > MaxRecordBytes {
+			return nil, fmt.Errorf("longer than %d bytes", MaxRecordBytes)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return out, err
+		}
+	}
+}
+
+func scanCSV(r io.Reader, kind string, target int64) ([]Field, []Chunk, error) {
+	cr := csv.NewReader(bufio.NewReaderSize(r, 1<<20))
+	cr.Comma = comma(kind)
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the header row: %w", err)
+	}
+	names := append([]string(nil), header...)
+	seen := map[string]bool{}
+	for _, n := range names {
+		if n == "" || seen[n] {
+			return nil, nil, fmt.Errorf("header row: column names must be unique and non-empty, got %q", names)
+		}
+		seen[n] = true
+	}
+	inf := newInference()
+	start := cr.InputOffset()
+	cur := Chunk{Offset: start}
+	var chunks []Chunk
+	for {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if inf.rows < InferRows {
+			for i, v := range rec {
+				inf.addCSV(names[i], v)
+			}
+			inf.rows++
+		}
+		cur.Records++
+		end := cr.InputOffset()
+		cur.Length = end - cur.Offset
+		if cur.Length >= target {
+			chunks = append(chunks, cur)
+			cur = Chunk{Offset: end}
+		}
+	}
+	if cur.Records > 0 {
+		chunks = append(chunks, cur)
+	}
+	if len(chunks) == 0 {
+		return nil, nil, errors.New("no records after the header row")
+	}
+	fields := make([]Field, len(names))
+	for i, n := range names {
+		fields[i] = Field{Name: n, Type: inf.typeOf(n)}
+	}
+	return fields, chunks, nil
+}
+
+// inference widens each column's type as values are seen.
+type inference struct {
+	order []string
+	types map[string]string
+	rows  int
+}
+
+func newInference() *inference { return &inference{types: map[string]string{}} }
+
+func (in *inference) note(name, typ string) {
+	old, ok := in.types[name]
+	if !ok {
+		in.order = append(in.order, name)
+		in.types[name] = typ
+		return
+	}
+	in.types[name] = widen(old, typ)
+}
+
+// Widen returns the narrowest type holding both: int64 < float64, anything
+// else mixed becomes utf8; "null" (only nulls seen) gives way to any.
+func Widen(a, b string) string { return widen(a, b) }
+
+func widen(a, b string) string {
+	switch {
+	case a == b:
+		return a
+	case a == "null":
+		return b
+	case b == "null":
+		return a
+	case a == "int64" && b == "float64" || a == "float64" && b == "int64":
+		return "float64"
+	case a == "list<int64>" && b == "list<float64>" || a == "list<float64>" && b == "list<int64>":
+		return "list<float64>"
+	}
+	return "utf8"
+}
+
+func (in *inference) addObject(obj map[string]any) {
+	for k, v := range obj {
+		in.note(k, jsonType(v))
+	}
+	in.rows++
+}
+
+func jsonType(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "bool"
+	case json.Number:
+		if _, err := x.Int64(); err == nil {
+			return "int64"
+		}
+		return "float64"
+	case string:
+		return "utf8"
+	case []any:
+		elem := "null"
+		for _, e := range x {
+			elem = widen(elem, jsonType(e))
+		}
+		switch elem {
+		case "int64", "float64", "utf8":
+			return "list<" + elem + ">"
+		case "null":
+			return "list<int64>"
+		}
+	}
+	return "utf8" // objects, nested lists: their JSON text
+}
+
+func (in *inference) addCSV(name, v string) {
+	in.order = appendOnce(in.order, name)
+	t := "utf8"
+	switch v {
+	case "":
+		t = "null"
+	case "true", "false":
+		t = "bool"
+	default:
+		if _, err := strconv.ParseInt(v, 10, 64); err == nil {
+			t = "int64"
+		} else if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsInf(f, 0) {
+			t = "float64"
+		}
+	}
+	if old, ok := in.types[name]; ok {
+		in.types[name] = widen(old, t)
+	} else {
+		in.types[name] = t
+	}
+}
+
+func appendOnce(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+func (in *inference) typeOf(name string) string {
+	t := in.types[name]
+	if t == "null" || t == "" {
+		return "utf8"
+	}
+	return t
+}
+
+func (in *inference) fields() []Field {
+	out := make([]Field, len(in.order))
+	for i, n := range in.order {
+		out[i] = Field{Name: n, Type: in.typeOf(n)}
+	}
+	return out
+}
+
+// Schema returns the Arrow schema of fields; every column is nullable.
+func Schema(fields []Field) (*arrow.Schema, error) {
+	out := make([]arrow.Field, len(fields))
+	for i, f := range fields {
+		t, err := arrowType(f.Type)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", f.Name, err)
+		}
+		out[i] = arrow.Field{Name: f.Name, Type: t, Nullable: true}
+	}
+	return arrow.NewSchema(out, nil), nil
+}
+
+func arrowType(name string) (arrow.DataType, error) {
+	switch name {
+	case "bool":
+		return arrow.FixedWidthTypes.Boolean, nil
+	case "int64":
+		return arrow.PrimitiveTypes.Int64, nil
+	case "float64":
+		return arrow.PrimitiveTypes.Float64, nil
+	case "utf8":
+		return arrow.BinaryTypes.String, nil
+	case "list<int64>":
+		return arrow.ListOf(arrow.PrimitiveTypes.Int64), nil
+	case "list<float64>":
+		return arrow.ListOf(arrow.PrimitiveTypes.Float64), nil
+	case "list<utf8>":
+		return arrow.ListOf(arrow.BinaryTypes.String), nil
+	}
+	return nil, fmt.Errorf("type %q is not one of bool, int64, float64, utf8, list<int64>, list<float64>, list<utf8>", name)
+}
+
+// Decode reads the records of one chunk into Arrow with the stream's
+// schema, keeping only columns (nil: all).
+func Decode(data []byte, kind string, fields []Field, columns []string) (recs []arrow.RecordBatch, err error) {
+	schema, err := Schema(fields)
+	if err != nil {
+		return nil, err
+	}
+	var rr array.RecordReader
+	switch kind {
+	case JSONL:
+		if err := normalizeJSONL(data, fields); err != nil {
+			return nil, err
+		}
+		rr = array.NewJSONReader(bytes.NewReader(data), schema, array.WithChunk(1<<14))
+	case CSV, TSV:
+		rr = arrowcsv.NewReader(bytes.NewReader(data), schema, arrowcsv.WithComma(comma(kind)),
+			arrowcsv.WithHeader(false), arrowcsv.WithChunk(1<<14), arrowcsv.WithNullReader(true, ""))
+	default:
+		return nil, fmt.Errorf("text format %q is not supported: use jsonl, csv or tsv", kind)
+	}
+	defer rr.Release()
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		p, err := project(rec, columns)
+		if err != nil {
+			release(recs)
+			return nil, err
+		}
+		recs = append(recs, p)
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		release(recs)
+		return nil, err
+	}
+	return recs, nil
+}
+
+// normalizeJSONL checks that every line's values fit the schema, so that a
+// shard that disagrees with the inferred types fails with the line and the
+// column, not deep in the Arrow reader.
+func normalizeJSONL(data []byte, fields []Field) error {
+	types := map[string]string{}
+	for _, f := range fields {
+		types[f.Name] = f.Type
+	}
+	for i, line := range bytes.Split(data, []byte{'\n'}) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var obj map[string]any
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.UseNumber()
+		if err := dec.Decode(&obj); err != nil {
+			return fmt.Errorf("record %d of the shard is not a JSON object: %w", i+1, err)
+		}
+		for k, v := range obj {
+			want, ok := types[k]
+			if !ok {
+				continue // not in the schema: ignored
+			}
+			if got := jsonType(v); got != "null" && widen(want, got) != want {
+				return fmt.Errorf("record %d: column %q holds a %s, the stream's schema says %s: re-run shardfeed index (it infers from the first %d records)", i+1, k, got, want, InferRows)
+			}
+		}
+	}
+	return nil
+}
+
+func project(rec arrow.RecordBatch, columns []string) (arrow.RecordBatch, error) {
+	if columns == nil {
+		rec.Retain()
+		return rec, nil
+	}
+	var idx []int
+	var fields []arrow.Field
+	for _, c := range columns {
+		ix := rec.Schema().FieldIndices(c)
+		if len(ix) == 0 {
+			var names []string
+			for _, f := range rec.Schema().Fields() {
+				names = append(names, f.Name)
+			}
+			return nil, fmt.Errorf("no column %q: the stream's columns are %s", c, strings.Join(names, ", "))
+		}
+		idx = append(idx, ix[0])
+		fields = append(fields, rec.Schema().Field(ix[0]))
+	}
+	cols := make([]arrow.Array, len(idx))
+	for i, j := range idx {
+		cols[i] = rec.Column(j)
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows()), nil
+}
+
+func release(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
+}

@@ -28,6 +28,6 @@ Documentation: docs/ in https://github.com/shardfeed/shardfeed`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newIndexCommand(), newPlanCommand(), newVersionCommand())
+	root.AddCommand(newConvertCommand(), newIndexCommand(), newPlanCommand(), newVersionCommand())
 	return root
 }

@@ -85,13 +85,9 @@ func scanJSONL(r io.Reader, target int64) ([]Field, []Chunk, error) {
 		trimmed := bytes.TrimSpace(b)
 		if len(trimmed) > 0 {
 			if inf.rows < InferRows {
-				var obj map[string]any
-				dec := json.NewDecoder(bytes.NewReader(trimmed))
-				dec.UseNumber()
-				if err := dec.Decode(&obj); err != nil {
+				if err := inf.addObject(trimmed); err != nil {
 					return nil, nil, fmt.Errorf("line %d is not a JSON object: %w", line, err)
 				}
-				inf.addObject(obj)
 			}
 			cur.Records++
 		}
@@ -220,11 +216,34 @@ func widen(a, b string) string {
 	return "utf8"
 }
 
-func (in *inference) addObject(obj map[string]any) {
-	for k, v := range obj {
-		in.note(k, jsonType(v))
+// addObject notes the keys of one JSON object in the order they appear, so
+// that the inferred schema (and the index) is the same on every run.
+func (in *inference) addObject(line []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return errors.New("want an object")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		in.note(key, jsonType(v))
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return errors.New("unterminated object")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("data after the object")
 	}
 	in.rows++
+	return nil
 }
 
 func jsonType(v any) string {
@@ -345,10 +364,11 @@ func Decode(data []byte, kind string, fields []Field, columns []string) (recs []
 	var rr array.RecordReader
 	switch kind {
 	case JSONL:
-		if err := normalizeJSONL(data, fields); err != nil {
+		norm, err := normalizeJSONL(data, fields)
+		if err != nil {
 			return nil, err
 		}
-		rr = array.NewJSONReader(bytes.NewReader(data), schema, array.WithChunk(1<<14))
+		rr = array.NewJSONReader(bytes.NewReader(norm), schema, array.WithChunk(1<<14))
 	case CSV, TSV:
 		rr = arrowcsv.NewReader(bytes.NewReader(data), schema, arrowcsv.WithComma(comma(kind)),
 			arrowcsv.WithHeader(false), arrowcsv.WithChunk(1<<14), arrowcsv.WithNullReader(true, ""))
@@ -374,33 +394,61 @@ func Decode(data []byte, kind string, fields []Field, columns []string) (recs []
 
 // normalizeJSONL checks that every line's values fit the schema, so that a
 // shard that disagrees with the inferred types fails with the line and the
-// column, not deep in the Arrow reader.
-func normalizeJSONL(data []byte, fields []Field) error {
+// column, not deep in the Arrow reader; and it turns the objects, arrays and
+// mixed values of utf8 columns into their JSON text, as the schema says.
+func normalizeJSONL(data []byte, fields []Field) ([]byte, error) {
 	types := map[string]string{}
 	for _, f := range fields {
 		types[f.Name] = f.Type
 	}
+	var out []byte
 	for i, line := range bytes.Split(data, []byte{'\n'}) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var obj map[string]any
-		dec := json.NewDecoder(bytes.NewReader(line))
-		dec.UseNumber()
-		if err := dec.Decode(&obj); err != nil {
-			return fmt.Errorf("record %d of the shard is not a JSON object: %w", i+1, err)
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(line, &raw); err != nil {
+			return nil, fmt.Errorf("record %d of the shard is not a JSON object: %w", i+1, err)
 		}
-		for k, v := range obj {
+		rewrite := false
+		for k, v := range raw {
 			want, ok := types[k]
 			if !ok {
 				continue // not in the schema: ignored
 			}
-			if got := jsonType(v); got != "null" && widen(want, got) != want {
-				return fmt.Errorf("record %d: column %q holds a %s, the stream's schema says %s: re-run shardfeed index (it infers from the first %d records)", i+1, k, got, want, InferRows)
+			var val any
+			dec := json.NewDecoder(bytes.NewReader(v))
+			dec.UseNumber()
+			_ = dec.Decode(&val)
+			got := jsonType(val)
+			if got == "null" {
+				continue
+			}
+			if want == "utf8" {
+				if _, isString := val.(string); !isString {
+					var compact bytes.Buffer
+					_ = json.Compact(&compact, v)
+					q, _ := json.Marshal(compact.String())
+					raw[k] = q
+					rewrite = true
+				}
+				continue
+			}
+			if widen(want, got) != want {
+				return nil, fmt.Errorf("record %d: column %q holds a %s, the stream's schema says %s: re-run shardfeed index (it infers from the first %d records)", i+1, k, got, want, InferRows)
 			}
 		}
+		if rewrite {
+			b, err := json.Marshal(raw)
+			if err != nil {
+				return nil, err
+			}
+			line = b
+		}
+		out = append(out, line...)
+		out = append(out, '\n')
 	}
-	return nil
+	return out, nil
 }
 
 func project(rec arrow.RecordBatch, columns []string) (arrow.RecordBatch, error) {

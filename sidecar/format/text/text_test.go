@@ -173,3 +173,19 @@ func FuzzScan(f *testing.F) {
 		}
 	})
 }
+
+func TestJSONLObjectsAndMixedValuesBecomeJSONText(t *testing.T) {
+	data := []byte("{\"m\": {\"a\": [1, 2]}, \"x\": 1}\n{\"m\": \"plain\", \"x\": \"one\"}\n")
+	fields, chunks, err := Scan(bytes.NewReader(data), JSONL, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(fields) != "[{m utf8} {x utf8}]" {
+		t.Fatalf("fields = %v", fields)
+	}
+	recs := decodeAll(t, data, JSONL, fields, chunks, nil)
+	m, x := recs[0].Column(0).(*array.String), recs[0].Column(1).(*array.String)
+	if m.Value(0) != `{"a":[1,2]}` || m.Value(1) != "plain" || x.Value(0) != "1" || x.Value(1) != "one" {
+		t.Fatalf("values = %q %q %q %q", m.Value(0), m.Value(1), x.Value(0), x.Value(1))
+	}
+}

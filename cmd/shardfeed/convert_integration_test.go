@@ -1,0 +1,58 @@
+//go:build integration
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/testenv"
+)
+
+// The MDS that convert writes is read by the real mosaicml-streaming.
+func TestIntegrationConvertJSONLToMDSReadByMosaicMLStreaming(t *testing.T) {
+	src, out := t.TempDir(), t.TempDir()
+	var b strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&b, "{\"id\": %d, \"text\": \"sample %d\", \"tokens\": [%d, 7, 8], \"score\": %d.5, \"meta\": {\"k\": %d}}\n", i, i, i, i, i%3)
+	}
+	if err := os.WriteFile(filepath.Join(src, "part-0.jsonl"), []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := runCLI(t, "convert", "file://"+src+"/", "--from", "jsonl", "--to", "mds", "--out", "file://"+out+"/",
+		"--shard-size", "4KiB", "--compression", "zstd:3", "--hashes", "sha1,xxh64")
+	if err != nil || !strings.Contains(res, "400 samples in") {
+		t.Fatalf("convert: %v\n%s", err, res)
+	}
+	root, _ := testenv.RepoRoot()
+	bin, _ := testenv.BinDir()
+	cmd := exec.Command(filepath.Join(bin, "venv-oracle", "bin", "python"), filepath.Join(root, "test", "oracle", "mds_oracle.py"), "read", out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("mosaicml-streaming could not read the converted dataset: %v\n%s", err, stderr.String())
+	}
+	sc := bufio.NewScanner(&stdout)
+	i := 0
+	for ; sc.Scan(); i++ {
+		var s map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			t.Fatal(err)
+		}
+		tokens := s["tokens"].(map[string]any)
+		if s["id"] != float64(i) || s["text"] != fmt.Sprintf("sample %d", i) || s["score"] != float64(i)+0.5 ||
+			tokens["dtype"] != "int64" || fmt.Sprint(tokens["shape"]) != "[3]" || s["meta"] != fmt.Sprintf(`{"k":%d}`, i%3) {
+			t.Fatalf("sample %d read by mosaicml-streaming = %v", i, s)
+		}
+	}
+	if i != 400 {
+		t.Fatalf("mosaicml-streaming read %d samples, want 400", i)
+	}
+}

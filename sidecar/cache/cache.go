@@ -13,6 +13,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,9 +33,36 @@ type Shard struct {
 	Size int64
 	// Hash is the expected "algo:hex" digest; empty: not checked.
 	Hash string
+	// Range makes the shard bytes [Offset, Offset+Size) of the object (a
+	// Parquet row group, a run of text records) rather than all of it.
+	Range  bool
+	Offset int64
 }
 
-func (s Shard) id() string { return s.Stream + "/" + s.Key }
+// file is the shard's file name under its stream's directory: the key, and
+// for a range "@offset+size", so ranges of one object do not collide.
+func (s Shard) file() string {
+	if s.Range {
+		return fmt.Sprintf("%s@%d+%d", s.Key, s.Offset, s.Size)
+	}
+	return s.Key
+}
+
+func (s Shard) id() string { return s.Stream + "/" + s.file() }
+
+var rangeSuffix = regexp.MustCompile(`^(.+)@(\d+)\+(\d+)$`)
+
+// shardOfFile inverts file for the files an earlier run left.
+func shardOfFile(stream, name string) Shard {
+	if m := rangeSuffix.FindStringSubmatch(name); m != nil {
+		off, err1 := strconv.ParseInt(m[2], 10, 64)
+		n, err2 := strconv.ParseInt(m[3], 10, 64)
+		if err1 == nil && err2 == nil {
+			return Shard{Stream: stream, Key: m[1], Range: true, Offset: off, Size: n}
+		}
+	}
+	return Shard{Stream: stream, Key: name}
+}
 
 // Options configure a Cache.
 type Options struct {
@@ -142,7 +171,7 @@ func New(opts Options, stores map[string]store.Store) (*Cache, error) {
 func (c *Cache) tmpDir() string { return filepath.Join(c.opts.Dir, ".tmp") }
 
 func (c *Cache) path(s Shard) string {
-	return filepath.Join(c.opts.Dir, s.Stream, filepath.FromSlash(s.Key))
+	return filepath.Join(c.opts.Dir, s.Stream, filepath.FromSlash(s.file()))
 }
 
 // scan records the files an earlier run left, to check on first use.
@@ -169,7 +198,7 @@ func (c *Cache) scan() error {
 		if err != nil {
 			return err
 		}
-		s := Shard{Stream: stream, Key: key}
+		s := shardOfFile(stream, key)
 		c.entries[s.id()] = &entry{shard: s, state: unverified, size: info.Size(), lastUse: info.ModTime()}
 		c.used += info.Size()
 		return nil
@@ -185,6 +214,9 @@ func (c *Cache) check(s Shard) error {
 	}
 	if _, ok := c.stores[s.Stream]; !ok {
 		return fmt.Errorf("cache: no store for stream %q", s.Stream)
+	}
+	if s.Range && (s.Offset < 0 || s.Size < 0) {
+		return fmt.Errorf("cache: stream %q: %s: a range needs a non-negative offset and size, got %d+%d", s.Stream, s.Key, s.Offset, s.Size)
 	}
 	return nil
 }
@@ -443,7 +475,11 @@ func (c *Cache) evictOne() bool {
 // fetchOnce downloads the object to a temporary file, checks it and renames
 // it into place.
 func (c *Cache) fetchOnce(ctx context.Context, st store.Store, s Shard, size int64, want checksum.Sum, dst string) error {
-	body, err := st.Get(ctx, s.Key, 0, -1)
+	off, length := int64(0), int64(-1)
+	if s.Range {
+		off, length = s.Offset, s.Size
+	}
+	body, err := st.Get(ctx, s.Key, off, length)
 	if err != nil {
 		return err
 	}
@@ -503,7 +539,7 @@ type CorruptError struct {
 
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("stream %q: %s: %s in %d downloads: the object changed after the index was written or is corrupt at the source; re-run shardfeed index or restore the object",
-		e.Shard.Stream, e.Shard.Key, e.Reason, e.Attempts)
+		e.Shard.Stream, e.Shard.file(), e.Reason, e.Attempts)
 }
 
 // FullError is a download that does not fit the cache limit.

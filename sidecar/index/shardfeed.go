@@ -44,6 +44,13 @@ type Entry struct {
 	Samples int64  `json:"samples"`
 	// Hash is the "algo:hex" digest of the shard's bytes.
 	Hash string `json:"hash"`
+	// ObjectSize is the size of the whole object.
+	ObjectSize int64 `json:"objectSize,omitempty"`
+	// FooterOffset and FooterLength give a Parquet object's footer range
+	// (the footer, its length and PAR1): with the shard's own range, all a
+	// reader fetches to decode the row group.
+	FooterOffset int64 `json:"footerOffset,omitempty"`
+	FooterLength int64 `json:"footerLength,omitempty"`
 }
 
 // StreamIndex returns the planner's view of the index.
@@ -169,6 +176,7 @@ func Build(ctx context.Context, st store.Store, format string, opts BuildOptions
 			f.Shards = append(f.Shards, Entry{
 				Name: fmt.Sprintf("%s#%d", o.Key, p), Object: o.Key, Part: p,
 				Offset: rg.Offset, Length: rg.Length, Samples: rg.Rows, Hash: sum,
+				ObjectSize: o.Size, FooterOffset: o.Size - 8 - int64(md.Size()), FooterLength: 8 + int64(md.Size()),
 			})
 		}
 		if progress != nil {
@@ -266,7 +274,7 @@ func indexTextObject(ctx context.Context, st store.Store, f *File, o store.Objec
 		f.Shards = append(f.Shards, Entry{
 			Name: fmt.Sprintf("%s#%d", o.Key, p), Object: o.Key, Part: p,
 			Offset: c.Offset, Length: c.Length, Samples: c.Records,
-			Hash: opts.Hash + ":" + hex.EncodeToString(h.Sum(nil)),
+			Hash: opts.Hash + ":" + hex.EncodeToString(h.Sum(nil)), ObjectSize: o.Size,
 		})
 	}
 	return nil

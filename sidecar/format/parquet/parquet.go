@@ -15,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -135,7 +136,11 @@ func ReadRowGroup(ctx context.Context, data []byte, rg int, columns []string) (r
 			err = fmt.Errorf("corrupt Parquet data: %v", r)
 		}
 	}()
-	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	return readRowGroup(ctx, bytes.NewReader(data), rg, columns)
+}
+
+func readRowGroup(ctx context.Context, r pq.ReaderAtSeeker, rg int, columns []string) (recs []arrow.RecordBatch, err error) {
+	pf, err := file.NewParquetReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("opening Parquet: %w", err)
 	}
@@ -212,4 +217,60 @@ func Rows(recs []arrow.RecordBatch) int64 {
 		n += r.NumRows()
 	}
 	return n
+}
+
+// sparseFile serves the byte ranges of a file that were fetched (a row
+// group and the footer) and refuses any other read.
+type sparseFile struct {
+	size   int64
+	pos    int64
+	chunks []chunk
+}
+
+type chunk struct {
+	off  int64
+	data []byte
+}
+
+func (f *sparseFile) ReadAt(p []byte, off int64) (int, error) {
+	for _, c := range f.chunks {
+		if off >= c.off && off+int64(len(p)) <= c.off+int64(len(c.data)) {
+			return copy(p, c.data[off-c.off:]), nil
+		}
+	}
+	return 0, fmt.Errorf("bytes [%d, %d) of the file were not fetched", off, off+int64(len(p)))
+}
+
+func (f *sparseFile) Read(p []byte) (int, error) {
+	n, err := f.ReadAt(p, f.pos)
+	f.pos += int64(n)
+	return n, err
+}
+
+func (f *sparseFile) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+		f.pos = off
+	case io.SeekCurrent:
+		f.pos += off
+	case io.SeekEnd:
+		f.pos = f.size + off
+	}
+	return f.pos, nil
+}
+
+// ReadRowGroupRange decodes row group rg from the bytes of its range alone
+// (rgData at rgOffset) and the file's footer (the last footerLen+8 bytes of
+// a file of size bytes): what a pod fetches instead of the whole file.
+func ReadRowGroupRange(ctx context.Context, size int64, tail []byte, rgOffset int64, rgData []byte, rg int, columns []string) (recs []arrow.RecordBatch, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("corrupt Parquet data: %v", r)
+		}
+	}()
+	if int64(len(tail)) < 12 || int64(len(tail)) > size || string(tail[len(tail)-4:]) != magic {
+		return nil, fmt.Errorf("the footer range of %d bytes does not end the file with PAR1", len(tail))
+	}
+	f := &sparseFile{size: size, chunks: []chunk{{off: size - int64(len(tail)), data: tail}, {off: rgOffset, data: rgData}}}
+	return readRowGroup(ctx, f, rg, columns)
 }

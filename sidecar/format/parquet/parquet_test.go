@@ -152,3 +152,31 @@ func FuzzParseFooter(f *testing.F) {
 		}
 	})
 }
+
+func TestRowGroupDecodesFromItsRangeAndTheFooterAlone(t *testing.T) {
+	data := writeParquet(t, 1000, 300)
+	size := int64(len(data))
+	n := int64(data[size-8]) | int64(data[size-7])<<8 | int64(data[size-6])<<16
+	tail := data[size-8-n:]
+	md, err := ParseFooter("f", tail[:n], size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rgs, _ := RowGroups("f", md, size)
+	for i, rg := range rgs {
+		// Everything outside the row group and the footer is garbage.
+		sparse := bytes.Repeat([]byte{0xee}, len(data))
+		copy(sparse[rg.Offset:], data[rg.Offset:rg.Offset+rg.Length])
+		got, err := ReadRowGroupRange(context.Background(), size, tail, rg.Offset, sparse[rg.Offset:rg.Offset+rg.Length], i, []string{"id", "text"})
+		if err != nil {
+			t.Fatalf("row group %d: %v", i, err)
+		}
+		want, _ := ReadRowGroup(context.Background(), data, i, []string{"id", "text"})
+		if Rows(got) != rg.Rows || !array.RecordEqual(got[0], want[0]) {
+			t.Fatalf("row group %d from its range differs from the whole file's", i)
+		}
+	}
+	if _, err := ReadRowGroupRange(context.Background(), size, tail, rgs[0].Offset, data[rgs[0].Offset:rgs[0].Offset+rgs[0].Length], 1, nil); err == nil || !strings.Contains(err.Error(), "were not fetched") {
+		t.Fatalf("reading row group 1 with row group 0's bytes: %v", err)
+	}
+}

@@ -5,10 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	pq "github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/spf13/cobra"
 
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
@@ -25,12 +29,13 @@ func newConvertCommand() *cobra.Command {
 		compression, hashes, outDir string
 	)
 	cmd := &cobra.Command{
-		Use:   "convert SOURCE_URI --from jsonl|csv|tsv|parquet --to mds --out OUT_URI",
-		Short: "Convert a stream's JSON Lines, CSV, TSV or Parquet objects to MDS shards",
+		Use:   "convert SOURCE_URI --from jsonl|csv|tsv|parquet --to mds|parquet --out OUT_URI",
+		Short: "Convert a stream's JSON Lines, CSV, TSV or Parquet objects to MDS or Parquet shards",
 		Long: `convert reads every object of the source stream (s3:// or file://) in order
-and writes MDS shards (readable by mosaicml-streaming and by shardfeed) to
-OUT_URI, with index.json written last: an interrupted conversion leaves no
-index that names missing shards. Arrow types map to MDS encodings as
+and writes MDS shards (readable by mosaicml-streaming and by shardfeed), or
+Parquet objects of row groups of about --shard-size with their shardfeed
+index, to OUT_URI; index.json is written last, so an interrupted conversion
+leaves no index that names missing shards. Arrow types map to MDS encodings as
 docs/formats.md says; MDS has no nulls, so a null value stops the
 conversion with the column and row.`,
 		Example: `  shardfeed convert file:///data/chat/ --from jsonl --to mds --out s3://datasets/chat-mds/ --compression zstd:3 --hashes xxh64`,
@@ -40,8 +45,8 @@ conversion with the column and row.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			if to != "mds" {
-				return fmt.Errorf("--to %q is not supported: use mds", to)
+			if to != "mds" && to != "parquet" {
+				return fmt.Errorf("--to %q is not supported: use mds or parquet", to)
 			}
 			limit, err := parseBytes(shardSize)
 			if err != nil {
@@ -66,22 +71,32 @@ conversion with the column and row.`,
 				hashList = strings.Split(hashes, ",")
 			}
 			start := time.Now()
-			samples, shards, err := c.run(mds.WriterOptions{Compression: compression, Hashes: hashList, SizeLimit: limit})
+			var samples int64
+			var shards int
+			if to == "mds" {
+				samples, shards, err = c.toMDS(mds.WriterOptions{Compression: compression, Hashes: hashList, SizeLimit: limit})
+			} else {
+				algo := "xxh64"
+				if len(hashList) > 0 {
+					algo = hashList[0]
+				}
+				samples, shards, err = c.toParquet(limit, compression, algo)
+			}
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d samples in %d MDS shards (%s)\n", outStore.URI(), samples, shards, time.Since(start).Round(time.Millisecond))
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d samples in %d %s shards (%s)\n", outStore.URI(), samples, shards, to, time.Since(start).Round(time.Millisecond))
 			return err
 		},
 	}
 	src.add(cmd)
 	f := cmd.Flags()
 	f.StringVar(&from, "from", "", "format of the source objects: jsonl, csv, tsv or parquet")
-	f.StringVar(&to, "to", "mds", "output format: mds")
+	f.StringVar(&to, "to", "mds", "output format: mds or parquet")
 	f.StringVar(&out, "out", "", "output stream URI (s3:// or file://), reached with the same endpoint and credentials")
-	f.StringVar(&shardSize, "shard-size", "64MiB", "raw size at which an MDS shard is closed")
+	f.StringVar(&shardSize, "shard-size", "64MiB", "raw size of an MDS shard, or of a Parquet row group")
 	f.StringVar(&compression, "compression", "", "shard compression: zstd, gz, br or snappy, with an optional :level (zstd:3)")
-	f.StringVar(&hashes, "hashes", "xxh64", "comma-separated hash algorithms recorded per shard")
+	f.StringVar(&hashes, "hashes", "xxh64", "comma-separated hash algorithms recorded per shard (Parquet: the first)")
 	f.StringVar(&outDir, "temp-dir", "", "directory for source objects while they are scanned")
 	_ = cmd.MarkFlagRequired("from")
 	_ = cmd.MarkFlagRequired("out")
@@ -100,45 +115,63 @@ type converter struct {
 	lastData []byte
 }
 
-func (c *converter) run(opts mds.WriterOptions) (samples int64, shards int, err error) {
+// each calls fn with every record batch of the source, in order.
+func (c *converter) each(fn func(rec arrow.RecordBatch, shard string) error) error {
 	f, err := index.Build(c.ctx, c.in, c.format, index.BuildOptions{TempDir: c.tmp, Progress: func(done, total int, _ string) {
 		if done == total {
 			_, _ = fmt.Fprintf(c.stderr, "scanned %d objects\n", total)
 		}
 	}})
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	progress := progressPrinter(c.stderr)
-	var w *mds.Writer
-	opts.Put = func(name string, data []byte) error {
-		return c.out.Put(c.ctx, name, bytes.NewReader(data), int64(len(data)))
-	}
 	for i, e := range f.Shards {
 		recs, err := c.decode(f, e)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", e.Name, err)
+			return fmt.Errorf("%s: %w", e.Name, err)
 		}
 		for _, rec := range recs {
-			if w == nil {
-				opts.Columns = mds.ColumnsFor(rec.Schema())
-				if w, err = mds.NewWriter(opts); err != nil {
-					return 0, 0, err
-				}
-			}
-			for row := range int(rec.NumRows()) {
-				vals, err := mds.RowValues(rec, row)
-				if err == nil {
-					err = w.Write(vals)
-				}
-				if err != nil {
-					return 0, 0, fmt.Errorf("%s: %w", e.Name, err)
-				}
-				samples++
-			}
+			err := fn(rec, e.Name)
 			rec.Release()
+			if err != nil {
+				return err
+			}
 		}
 		progress(i+1, len(f.Shards), e.Name)
+	}
+	return nil
+}
+
+func (c *converter) put(name string, data []byte) error {
+	return c.out.Put(c.ctx, name, bytes.NewReader(data), int64(len(data)))
+}
+
+// toMDS writes the source as MDS shards, index.json last.
+func (c *converter) toMDS(opts mds.WriterOptions) (samples int64, shards int, err error) {
+	var w *mds.Writer
+	opts.Put = c.put
+	err = c.each(func(rec arrow.RecordBatch, shard string) error {
+		if w == nil {
+			opts.Columns = mds.ColumnsFor(rec.Schema())
+			if w, err = mds.NewWriter(opts); err != nil {
+				return err
+			}
+		}
+		for row := range int(rec.NumRows()) {
+			vals, err := mds.RowValues(rec, row)
+			if err == nil {
+				err = w.Write(vals)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", shard, err)
+			}
+			samples++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
 	}
 	if w == nil {
 		return 0, 0, fmt.Errorf("%s has no records", c.in.URI())
@@ -147,6 +180,112 @@ func (c *converter) run(opts mds.WriterOptions) (samples int64, shards int, err 
 		return 0, 0, err
 	}
 	return samples, len(w.Index().Shards), nil
+}
+
+// rowGroupsPerFile is how many row groups a converted Parquet object holds.
+const rowGroupsPerFile = 16
+
+// toParquet writes the source as Parquet objects of row groups of about
+// shardBytes, then their shardfeed index (index.json last).
+func (c *converter) toParquet(shardBytes int64, compression, hashAlgo string) (samples int64, shards int, err error) {
+	props, err := parquetProps(compression)
+	if err != nil {
+		return 0, 0, err
+	}
+	var (
+		buf          bytes.Buffer
+		w            *pqarrow.FileWriter
+		rowsPerGroup int64
+		inFile       int64
+		files        int
+	)
+	flush := func() error {
+		if w == nil {
+			return nil
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		w = nil
+		name := fmt.Sprintf("part-%05d.parquet", files)
+		files++
+		return c.put(name, buf.Bytes())
+	}
+	err = c.each(func(rec arrow.RecordBatch, _ string) error {
+		if rowsPerGroup == 0 {
+			var size int64
+			for _, col := range rec.Columns() {
+				size += dataBytes(col.Data())
+			}
+			perRow := max(1, size/max(1, rec.NumRows()))
+			rowsPerGroup = max(1, shardBytes/perRow)
+		}
+		for off := int64(0); off < rec.NumRows(); {
+			if w == nil {
+				buf.Reset()
+				var err error
+				if w, err = pqarrow.NewFileWriter(rec.Schema(), &buf, pq.NewWriterProperties(append(props, pq.WithMaxRowGroupLength(rowsPerGroup))...), pqarrow.DefaultWriterProps()); err != nil {
+					return err
+				}
+				inFile = 0
+			}
+			n := min(rec.NumRows()-off, rowsPerGroup*rowGroupsPerFile-inFile)
+			part := rec.NewSlice(off, off+n)
+			err := w.WriteBuffered(part)
+			part.Release()
+			if err != nil {
+				return err
+			}
+			off += n
+			inFile += n
+			samples += n
+			if inFile == rowsPerGroup*rowGroupsPerFile {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if files == 0 {
+		return 0, 0, fmt.Errorf("%s has no records", c.in.URI())
+	}
+	f, err := index.Build(c.ctx, c.out, "parquet", index.BuildOptions{Hash: hashAlgo})
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := index.Write(c.ctx, c.out, f); err != nil {
+		return 0, 0, err
+	}
+	return samples, len(f.Shards), nil
+}
+
+// parquetProps maps MDS-style compression names to Parquet codecs.
+func parquetProps(compression string) ([]pq.WriterProperty, error) {
+	algo, levelText, hasLevel := strings.Cut(compression, ":")
+	codecs := map[string]compress.Compression{
+		"": compress.Codecs.Uncompressed, "zstd": compress.Codecs.Zstd, "gz": compress.Codecs.Gzip,
+		"snappy": compress.Codecs.Snappy, "br": compress.Codecs.Brotli,
+	}
+	codec, ok := codecs[algo]
+	if !ok {
+		return nil, fmt.Errorf("--compression %q is not supported for Parquet: use zstd, gz, snappy or br", compression)
+	}
+	props := []pq.WriterProperty{pq.WithCompression(codec)}
+	if hasLevel {
+		level, err := strconv.Atoi(levelText)
+		if err != nil {
+			return nil, fmt.Errorf("--compression %q: level %q is not a number", compression, levelText)
+		}
+		props = append(props, pq.WithCompressionLevel(level))
+	}
+	return props, nil
 }
 
 func (c *converter) decode(f *index.File, e index.Entry) ([]arrow.RecordBatch, error) {
@@ -174,4 +313,18 @@ func readAll(ctx context.Context, st store.Store, key string, off, n int64) ([]b
 	}
 	defer func() { _ = r.Close() }()
 	return io.ReadAll(r)
+}
+
+// dataBytes is the size of an array's buffers, its children's included.
+func dataBytes(d arrow.ArrayData) int64 {
+	var n int64
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += int64(b.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		n += dataBytes(c)
+	}
+	return n
 }

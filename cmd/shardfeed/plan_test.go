@@ -379,3 +379,53 @@ spec:
 		t.Fatalf("plan delivers %d of 1000 records", len(seen))
 	}
 }
+
+func TestConvertCSVToParquetThenPlanIt(t *testing.T) {
+	src, out := t.TempDir(), t.TempDir()
+	var b strings.Builder
+	b.WriteString("id,label,text\n")
+	for i := range 5000 {
+		fmt.Fprintf(&b, "%d,%d,\"row %d\"\n", i, i%7, i)
+	}
+	if err := os.WriteFile(filepath.Join(src, "data.csv"), []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := runCLI(t, "convert", "file://"+src+"/", "--from", "csv", "--to", "parquet", "--out", "file://"+out+"/", "--shard-size", "8KiB", "--compression", "zstd:3")
+	if err != nil || !strings.Contains(res, "5000 samples in") {
+		t.Fatalf("convert: %v\n%s", err, res)
+	}
+	entries, _ := os.ReadDir(out)
+	var parts int
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".parquet") {
+			parts++
+		}
+	}
+	if parts < 2 {
+		t.Fatalf("%d Parquet objects, want several of %d row groups", parts, rowGroupsPerFile)
+	}
+	manifest := filepath.Join(out, "ds.yaml")
+	_ = os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: tab}
+spec:
+  streams:
+    - {name: tab, format: parquet, source: {uri: "file://%s/"}}
+  numSplits: 5
+  globalBatchSize: 10
+`, out)), 0o600)
+	res, err = runCLI(t, "plan", "-f", manifest, "--ids", "--world-size", "1")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, res)
+	}
+	n := 0
+	for _, l := range readIDs(t, res) {
+		n += len(l.IDs)
+	}
+	if n != 5000 {
+		t.Fatalf("plan delivers %d of 5000 rows", n)
+	}
+	if _, err := runCLI(t, "convert", "file://"+src+"/", "--from", "csv", "--to", "orc", "--out", "file://"+out+"/"); err == nil || !strings.Contains(err.Error(), "use mds or parquet") {
+		t.Fatalf("--to orc: %v", err)
+	}
+}

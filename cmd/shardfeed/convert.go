@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/spf13/cobra"
 
+	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
@@ -29,8 +30,8 @@ func newConvertCommand() *cobra.Command {
 		compression, hashes, outDir string
 	)
 	cmd := &cobra.Command{
-		Use:   "convert SOURCE_URI --from jsonl|csv|tsv|parquet --to mds|parquet --out OUT_URI",
-		Short: "Convert a stream's JSON Lines, CSV, TSV or Parquet objects to MDS or Parquet shards",
+		Use:   "convert SOURCE_URI --from jsonl|csv|tsv|parquet|arrow --to mds|parquet --out OUT_URI",
+		Short: "Convert a stream's JSON Lines, CSV, TSV, Parquet or Arrow IPC objects to MDS or Parquet shards",
 		Long: `convert reads every object of the source stream (s3:// or file://) in order
 and writes MDS shards (readable by mosaicml-streaming and by shardfeed), or
 Parquet objects of row groups of about --shard-size with their shardfeed
@@ -91,7 +92,7 @@ conversion with the column and row.`,
 	}
 	src.add(cmd)
 	f := cmd.Flags()
-	f.StringVar(&from, "from", "", "format of the source objects: jsonl, csv, tsv or parquet")
+	f.StringVar(&from, "from", "", "format of the source objects: jsonl, csv, tsv, parquet or arrow")
 	f.StringVar(&to, "to", "mds", "output format: mds or parquet")
 	f.StringVar(&out, "out", "", "output stream URI (s3:// or file://), reached with the same endpoint and credentials")
 	f.StringVar(&shardSize, "shard-size", "64MiB", "raw size of an MDS shard, or of a Parquet row group")
@@ -289,13 +290,20 @@ func parquetProps(compression string) ([]pq.WriterProperty, error) {
 }
 
 func (c *converter) decode(f *index.File, e index.Entry) ([]arrow.RecordBatch, error) {
-	if f.Format == "parquet" {
+	if f.Format == "parquet" || f.Format == "arrow" {
 		if c.lastKey != e.Object {
 			data, err := readAll(c.ctx, c.in, e.Object, 0, -1)
 			if err != nil {
 				return nil, err
 			}
 			c.lastKey, c.lastData = e.Object, data
+		}
+		if f.Format == "arrow" {
+			rec, err := arrowipc.ReadBatch(c.lastData, e.Part, nil)
+			if err != nil {
+				return nil, err
+			}
+			return []arrow.RecordBatch{rec}, nil
 		}
 		return parquet.ReadRowGroup(c.ctx, c.lastData, e.Part, nil)
 	}

@@ -40,11 +40,12 @@ func newIndexCommand() *cobra.Command {
 		dryRun    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "index URI --format parquet|jsonl|csv|tsv",
+		Use:   "index URI --format parquet|arrow|jsonl|csv|tsv",
 		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/index.json",
 		Long: `index reads a stream's objects under URI (s3://bucket/prefix/ or file:///path/)
 and writes index.json next to them: one shard per Parquet row group (from the
-file footers), or per run of whole JSON Lines / CSV / TSV records of about
+file footers), per Arrow IPC record batch, or per run of whole JSON Lines /
+CSV / TSV records of about
 --shard-size, with the schema inferred from the first records; each shard
 with its byte range and a content hash. The sidecar and shardfeed plan read
 it. MDS streams need no index of ours: MDS has its own.`,
@@ -87,7 +88,7 @@ it. MDS streams need no index of ours: MDS has its own.`,
 		},
 	}
 	src.add(cmd)
-	cmd.Flags().StringVar(&format, "format", "parquet", "format of the stream's objects: parquet, jsonl, csv or tsv")
+	cmd.Flags().StringVar(&format, "format", "parquet", "format of the stream's objects: parquet, arrow, jsonl, csv or tsv")
 	cmd.Flags().StringVar(&shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "index, but do not write index.json")

@@ -10,6 +10,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // writeMDSIndex writes an MDS index.json (format version 2, as
@@ -427,5 +432,38 @@ spec:
 	}
 	if _, err := runCLI(t, "convert", "file://"+src+"/", "--from", "csv", "--to", "orc", "--out", "file://"+out+"/"); err == nil || !strings.Contains(err.Error(), "use mds or parquet") {
 		t.Fatalf("--to orc: %v", err)
+	}
+}
+
+func TestIndexPlanAndConvertAnArrowStream(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	var buf bytes.Buffer
+	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := 0; start < 600; start += 200 {
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		for i := start; i < start+200; i++ {
+			rb.Field(0).(*array.Int64Builder).Append(int64(i))
+		}
+		if err := w.Write(rb.NewRecordBatch()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = w.Close()
+	_ = os.WriteFile(filepath.Join(dir, "a.arrow"), buf.Bytes(), 0o600)
+	if res, err := runCLI(t, "index", "file://"+dir+"/", "--format", "arrow"); err != nil || !strings.Contains(res, "3 shards, 600 samples") {
+		t.Fatalf("index: %v\n%s", err, res)
+	}
+	manifest := filepath.Join(out, "ds.yaml")
+	_ = os.WriteFile(manifest, []byte(fmt.Sprintf("apiVersion: data.shardfeed.io/v1alpha1\nkind: TrainingDataset\nmetadata: {name: a}\nspec:\n  streams: [{name: a, format: arrow, source: {uri: \"file://%s/\"}}]\n  numSplits: 3\n  globalBatchSize: 3\n", dir)), 0o600)
+	res, err := runCLI(t, "plan", "-f", manifest, "-o", "json")
+	if err != nil || !strings.Contains(res, `"samples": 600`) {
+		t.Fatalf("plan: %v\n%s", err, res)
+	}
+	if res, err := runCLI(t, "convert", "file://"+dir+"/", "--from", "arrow", "--to", "mds", "--out", "file://"+out+"/mds/"); err != nil || !strings.Contains(res, "600 samples") {
+		t.Fatalf("convert: %v\n%s", err, res)
 	}
 }

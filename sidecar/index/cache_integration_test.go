@@ -17,6 +17,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
+	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
@@ -79,6 +81,25 @@ func objects(t *testing.T, format string) map[string][]byte {
 			_ = w.Close()
 			out[fmt.Sprintf("part-%d.parquet", part)] = buf.Bytes()
 		}
+	case "arrow":
+		schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "text", Type: arrow.BinaryTypes.String}}, nil)
+		var buf bytes.Buffer
+		w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for start := 0; start < rows; start += 150 {
+			rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+			for i := start; i < start+150; i++ {
+				rb.Field(0).(*array.Int64Builder).Append(int64(i))
+				rb.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("row %d", i))
+			}
+			if err := w.Write(rb.NewRecordBatch()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = w.Close()
+		out["a.arrow"] = buf.Bytes()
 	case "mds":
 		w, _ := mds.NewWriter(mds.WriterOptions{
 			Columns: []mds.Column{{Name: "id", Encoding: "int"}, {Name: "text", Encoding: "str"}}, Compression: "zstd", Hashes: []string{"xxh64"}, SizeLimit: 4096,
@@ -95,7 +116,7 @@ func objects(t *testing.T, format string) map[string][]byte {
 }
 
 func TestIntegrationEveryFormatReadsBackThroughTheCacheByRange(t *testing.T) {
-	for _, format := range []string{"parquet", "jsonl", "csv", "mds"} {
+	for _, format := range []string{"parquet", "arrow", "jsonl", "csv", "mds"} {
 		t.Run(format, func(t *testing.T) {
 			ctx := context.Background()
 			bucket := minioServer.Bucket(t)
@@ -171,10 +192,16 @@ func TestIntegrationEveryFormatReadsBackThroughTheCacheByRange(t *testing.T) {
 				for _, e := range f.Shards {
 					data := read(cache.Shard{Stream: "s", Key: e.Object, Range: true, Offset: e.Offset, Size: e.Length, Hash: e.Hash})
 					var recs []arrow.RecordBatch
-					if format == "parquet" {
+					switch format {
+					case "parquet":
 						tail := read(cache.Shard{Stream: "s", Key: e.Object, Range: true, Offset: e.FooterOffset, Size: e.FooterLength})
 						recs, err = parquet.ReadRowGroupRange(ctx, e.ObjectSize, tail, e.Offset, data, e.Part, nil)
-					} else {
+					case "arrow":
+						tail := read(cache.Shard{Stream: "s", Key: e.Object, Range: true, Offset: e.FooterOffset, Size: e.FooterLength})
+						var rec arrow.RecordBatch
+						rec, err = arrowipc.ReadBatchRange(e.ObjectSize, tail, e.Offset, data, e.Part, nil)
+						recs = []arrow.RecordBatch{rec}
+					default:
 						recs, err = text.Decode(data, format, f.Schema, nil)
 					}
 					if err != nil {

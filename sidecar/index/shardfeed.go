@@ -13,6 +13,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/checksum"
+	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
 	"github.com/shardfeed/shardfeed/sidecar/store"
@@ -67,7 +68,7 @@ func (f *File) check() error {
 		return fmt.Errorf("shardfeed index version %d is not supported: this shardfeed reads version %d; re-run shardfeed index", f.Shardfeed, Version)
 	}
 	switch f.Format {
-	case "parquet":
+	case "parquet", "arrow":
 	case text.JSONL, text.CSV, text.TSV:
 		if len(f.Schema) == 0 {
 			return fmt.Errorf("shardfeed index of a %s stream needs its schema: re-run shardfeed index", f.Format)
@@ -76,7 +77,7 @@ func (f *File) check() error {
 			return fmt.Errorf("shardfeed index schema: %w", err)
 		}
 	default:
-		return fmt.Errorf("shardfeed index format %q is not supported: use parquet, jsonl, csv or tsv", f.Format)
+		return fmt.Errorf("shardfeed index format %q is not supported: use parquet, arrow, jsonl, csv or tsv", f.Format)
 	}
 	if len(f.Shards) == 0 {
 		return errors.New(`shardfeed index lists no shards ("shards" is empty)`)
@@ -106,6 +107,7 @@ var suffixes = map[string][]string{
 	text.JSONL: {".jsonl", ".json", ".ndjson"},
 	text.CSV:   {".csv"},
 	text.TSV:   {".tsv", ".tab"},
+	"arrow":    {".arrow", ".feather", ".ipc"},
 }
 
 // BuildOptions tune Build.
@@ -126,7 +128,7 @@ type BuildOptions struct {
 func Build(ctx context.Context, st store.Store, format string, opts BuildOptions) (*File, error) {
 	exts, ok := suffixes[format]
 	if !ok {
-		return nil, fmt.Errorf("shardfeed index: format %q is not supported: use parquet, jsonl, csv or tsv (MDS streams have their own index.json)", format)
+		return nil, fmt.Errorf("shardfeed index: format %q is not supported: use parquet, arrow, jsonl, csv or tsv (MDS streams have their own index.json)", format)
 	}
 	if opts.Hash == "" {
 		opts.Hash = "xxh64"
@@ -156,7 +158,10 @@ func Build(ctx context.Context, st store.Store, format string, opts BuildOptions
 	}
 	f := &File{Shardfeed: Version, Format: format}
 	progress := opts.Progress
-	if format != "parquet" {
+	switch format {
+	case "arrow":
+		return f, buildArrow(ctx, st, f, parts, opts)
+	case text.JSONL, text.CSV, text.TSV:
 		return f, buildText(ctx, st, f, parts, opts)
 	}
 	for i, o := range parts {
@@ -308,6 +313,43 @@ func mergeSchema(f *File, fields []text.Field) error {
 			f.Schema[i].Type = text.Widen(f.Schema[i].Type, fl.Type)
 		} else {
 			f.Schema = append(f.Schema, fl)
+		}
+	}
+	return nil
+}
+
+// buildArrow reads every Arrow IPC object once: its record batches, their
+// ranges and hashes, and its tail (footer) range.
+func buildArrow(ctx context.Context, st store.Store, f *File, parts []store.Object, opts BuildOptions) error {
+	for i, o := range parts {
+		body, err := st.Get(ctx, o.Key, 0, -1)
+		if err != nil {
+			return err
+		}
+		data, err := io.ReadAll(body)
+		_ = body.Close()
+		if err != nil {
+			return err
+		}
+		batches, err := arrowipc.Batches(data)
+		if err != nil {
+			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
+		}
+		size := int64(len(data))
+		tail, err := arrowipc.FooterLength(data[size-10:], size)
+		if err != nil {
+			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
+		}
+		for p, b := range batches {
+			sum, _ := checksum.Of(opts.Hash, data[b.Offset:b.Offset+b.Length])
+			f.Shards = append(f.Shards, Entry{
+				Name: fmt.Sprintf("%s#%d", o.Key, p), Object: o.Key, Part: p,
+				Offset: b.Offset, Length: b.Length, Samples: b.Rows, Hash: sum.String(),
+				ObjectSize: size, FooterOffset: size - tail, FooterLength: tail,
+			})
+		}
+		if opts.Progress != nil {
+			opts.Progress(i+1, len(parts), o.Key)
 		}
 	}
 	return nil

@@ -1,0 +1,132 @@
+package arrowipc
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+func writeIPC(t testing.TB, batches ...int) []byte {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "s", Type: arrow.BinaryTypes.String}}, nil)
+	var buf bytes.Buffer
+	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := int64(0)
+	for _, n := range batches {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		for range n {
+			b.Field(0).(*array.Int64Builder).Append(id)
+			b.Field(1).(*array.StringBuilder).Append(strings.Repeat("s", int(id%5)))
+			id++
+		}
+		rec := b.NewRecordBatch()
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		b.Release()
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestBatchesGiveRowsAndDisjointRanges(t *testing.T) {
+	data := writeIPC(t, 100, 7, 300)
+	bs, err := Batches(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) != 3 || bs[0].Rows != 100 || bs[1].Rows != 7 || bs[2].Rows != 300 {
+		t.Fatalf("batches = %+v", bs)
+	}
+	for i, b := range bs {
+		if b.Offset < 8 || b.Length <= 0 || b.Offset+b.Length > int64(len(data)) || i > 0 && b.Offset < bs[i-1].Offset+bs[i-1].Length {
+			t.Fatalf("batch %d range [%d, %d) is not inside the file after the previous one", i, b.Offset, b.Offset+b.Length)
+		}
+	}
+	rec, err := ReadBatch(data, 2, []string{"id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	if rec.NumCols() != 1 || rec.Column(0).(*array.Int64).Value(0) != 107 {
+		t.Fatalf("batch 2 = %v", rec)
+	}
+	// A flipped byte in batch 1's range leaves batch 0 as it was.
+	bad := bytes.Clone(data)
+	bad[bs[1].Offset+bs[1].Length-1] ^= 0xff
+	if r0, err := ReadBatch(bad, 0, nil); err != nil || r0.Column(0).(*array.Int64).Value(99) != 99 {
+		t.Fatalf("batch 0 after damage to batch 1: %v", err)
+	}
+}
+
+func TestBrokenFilesAreRefused(t *testing.T) {
+	data := writeIPC(t, 10)
+	for name, d := range map[string][]byte{"empty": nil, "garbage": []byte("ARROW1 not really"), "truncated": data[:len(data)/2]} {
+		if _, err := Batches(d); err == nil {
+			t.Errorf("%s: Batches accepted it", name)
+		}
+	}
+	if _, err := ReadBatch(data, 5, nil); err == nil || !strings.Contains(err.Error(), "outside") {
+		t.Errorf("batch 5 of 1: %v", err)
+	}
+	if _, err := ReadBatch(data, 0, []string{"x"}); err == nil || !strings.Contains(err.Error(), `no column "x": the file's columns are id, s`) {
+		t.Errorf("unknown column: %v", err)
+	}
+}
+
+// FuzzBatches: malformed files give errors, never panics.
+func FuzzBatches(f *testing.F) {
+	f.Add(writeIPC(f, 3, 2))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<20 {
+			return
+		}
+		if bs, err := Batches(data); err == nil {
+			for i := range bs {
+				if r, err := ReadBatch(data, i, nil); err == nil {
+					r.Release()
+				}
+			}
+		}
+	})
+}
+
+func TestBatchDecodesFromItsRangeAndTheTailAlone(t *testing.T) {
+	data := writeIPC(t, 50, 60, 70)
+	bs, err := Batches(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(len(data))
+	n, err := FooterLength(data[size-10:], size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := data[size-n:]
+	for i, b := range bs {
+		sparse := bytes.Repeat([]byte{0xee}, len(data))
+		copy(sparse[b.Offset:], data[b.Offset:b.Offset+b.Length])
+		got, err := ReadBatchRange(size, tail, b.Offset, sparse[b.Offset:b.Offset+b.Length], i, nil)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		want, _ := ReadBatch(data, i, nil)
+		if !array.RecordEqual(got, want) {
+			t.Fatalf("batch %d from its range differs", i)
+		}
+	}
+	if _, err := ReadBatchRange(size, tail, bs[0].Offset, data[bs[0].Offset:bs[0].Offset+bs[0].Length], 2, nil); err == nil {
+		t.Fatal("batch 2 decoded from batch 0's bytes")
+	}
+}

@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/spf13/cobra"
 
+	"github.com/shardfeed/shardfeed/sidecar/checksum"
 	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
@@ -30,7 +33,7 @@ func newConvertCommand() *cobra.Command {
 		compression, hashes, outDir string
 	)
 	cmd := &cobra.Command{
-		Use:   "convert SOURCE_URI --from jsonl|csv|tsv|parquet|arrow --to mds|parquet --out OUT_URI",
+		Use:   "convert SOURCE_URI --from mds|jsonl|csv|tsv|parquet|arrow --to mds|parquet --out OUT_URI",
 		Short: "Convert a stream's JSON Lines, CSV, TSV, Parquet or Arrow IPC objects to MDS or Parquet shards",
 		Long: `convert reads every object of the source stream (s3:// or file://) in order
 and writes MDS shards (readable by mosaicml-streaming and by shardfeed), or
@@ -92,7 +95,7 @@ conversion with the column and row.`,
 	}
 	src.add(cmd)
 	f := cmd.Flags()
-	f.StringVar(&from, "from", "", "format of the source objects: jsonl, csv, tsv, parquet or arrow")
+	f.StringVar(&from, "from", "", "format of the source objects: mds, jsonl, csv, tsv, parquet or arrow")
 	f.StringVar(&to, "to", "mds", "output format: mds or parquet")
 	f.StringVar(&out, "out", "", "output stream URI (s3:// or file://), reached with the same endpoint and credentials")
 	f.StringVar(&shardSize, "shard-size", "64MiB", "raw size of an MDS shard, or of a Parquet row group")
@@ -118,6 +121,9 @@ type converter struct {
 
 // each calls fn with every record batch of the source, in order.
 func (c *converter) each(fn func(rec arrow.RecordBatch, shard string) error) error {
+	if c.format == "mds" {
+		return c.eachMDS(fn)
+	}
 	f, err := index.Build(c.ctx, c.in, c.format, index.BuildOptions{TempDir: c.tmp, Progress: func(done, total int, _ string) {
 		if done == total {
 			_, _ = fmt.Fprintf(c.stderr, "scanned %d objects\n", total)
@@ -335,4 +341,55 @@ func dataBytes(d arrow.ArrayData) int64 {
 		n += dataBytes(c)
 	}
 	return n
+}
+
+// eachMDS reads an MDS stream: its index.json, then every shard, checked
+// against the strongest hash the index records.
+func (c *converter) eachMDS(fn func(rec arrow.RecordBatch, shard string) error) error {
+	data, err := readAll(c.ctx, c.in, index.FileName, 0, -1)
+	if err != nil {
+		return err
+	}
+	x, err := mds.ReadIndex(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("%s%s: %w", c.in.URI(), index.FileName, err)
+	}
+	want := x.StreamIndex()
+	progress := progressPrinter(c.stderr)
+	for i, e := range x.Shards {
+		name := e.Stored().Basename
+		stored, err := readAll(c.ctx, c.in, name, 0, -1)
+		if err != nil {
+			return err
+		}
+		if h := want.Shards[i].Hash; h != "" {
+			sum, err := checksum.Parse(h)
+			if err != nil {
+				return err
+			}
+			if got, _ := checksum.Of(sum.Algo, stored); got != sum {
+				return fmt.Errorf("%s: %s is %s, the index says %s: the shard is corrupt or changed", name, sum.Algo, got.Hex, sum.Hex)
+			}
+		}
+		sh, err := mds.ReadShard(stored, &e, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, sh.Schema())
+		for j := range sh.Len() {
+			if err := sh.Append(rb, j); err != nil {
+				rb.Release()
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		rec := rb.NewRecordBatch()
+		rb.Release()
+		err = fn(rec, name)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+		progress(i+1, len(x.Shards), name)
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -115,5 +116,62 @@ spec:
 	_, err = runCLI(t, "plan", "-f", manifest, "--credentials-dir", t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
 		t.Fatalf("plan without credentials: %v", err)
+	}
+}
+
+func TestIntegrationIndexAndPlanTextAndArrowStreamsInMinIO(t *testing.T) {
+	ctx := context.Background()
+	creds := t.TempDir()
+	for name, v := range map[string]string{store.AccessKeyFile: minioServer.AccessKey, store.SecretKeyFile: minioServer.SecretKey} {
+		if err := os.WriteFile(filepath.Join(creds, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var jsonl, csv strings.Builder
+	csv.WriteString("id,name\n")
+	for i := range 300 {
+		fmt.Fprintf(&jsonl, "{\"id\": %d}\n", i)
+		fmt.Fprintf(&csv, "%d,n%d\n", i, i)
+	}
+	var arrowFile bytes.Buffer
+	{
+		schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+		w, _ := ipc.NewFileWriter(&arrowFile, ipc.WithSchema(schema))
+		for start := 0; start < 300; start += 100 {
+			rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+			for i := start; i < start+100; i++ {
+				rb.Field(0).(*array.Int64Builder).Append(int64(i))
+			}
+			_ = w.Write(rb.NewRecordBatch())
+		}
+		_ = w.Close()
+	}
+	for format, obj := range map[string]struct {
+		name string
+		data []byte
+	}{"jsonl": {"a.jsonl", []byte(jsonl.String())}, "csv": {"a.csv", []byte(csv.String())}, "arrow": {"a.arrow", arrowFile.Bytes()}} {
+		t.Run(format, func(t *testing.T) {
+			bucket := minioServer.Bucket(t)
+			if _, err := minioServer.Client.PutObject(ctx, bucket, "s/"+obj.name, bytes.NewReader(obj.data), int64(len(obj.data)), minio.PutObjectOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			uri, endpoint := "s3://"+bucket+"/s/", "http://"+minioServer.Endpoint
+			if out, err := runCLI(t, "index", uri, "--format", format, "--shard-size", "1KiB", "--endpoint", endpoint, "--insecure", "--credentials-dir", creds); err != nil || !strings.Contains(out, "300 samples") {
+				t.Fatalf("index: %v\n%s", err, out)
+			}
+			manifest := filepath.Join(t.TempDir(), "ds.yaml")
+			_ = os.WriteFile(manifest, []byte(fmt.Sprintf("apiVersion: data.shardfeed.io/v1alpha1\nkind: TrainingDataset\nmetadata: {name: s}\nspec:\n  streams: [{name: s, format: %s, source: {uri: %q, endpoint: %q, insecure: true}}]\n  numSplits: 3\n  globalBatchSize: 3\n", format, uri, endpoint)), 0o600)
+			out, err := runCLI(t, "plan", "-f", manifest, "--credentials-dir", creds, "--ids", "--world-size", "3")
+			if err != nil {
+				t.Fatalf("plan: %v\n%s", err, out)
+			}
+			n := 0
+			for _, l := range readIDs(t, out) {
+				n += len(l.IDs)
+			}
+			if n != 300 {
+				t.Fatalf("plan delivers %d of 300 samples", n)
+			}
+		})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,20 +21,11 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/shardfeed/shardfeed/internal/testenv"
-	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 var minioServer *testenv.MinIO
 
-func TestMain(m *testing.M) {
-	var err error
-	if minioServer, err = testenv.StartMinIO(context.Background()); err != nil {
-		log.Fatal(err)
-	}
-	code := m.Run()
-	_ = minioServer.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithMinIO(m, &minioServer)) }
 
 func parquetFile(t *testing.T, first, rows, rowGroup int) []byte {
 	t.Helper()
@@ -70,12 +60,7 @@ func TestIntegrationIndexAndPlanAParquetStreamInMinIO(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	creds := t.TempDir()
-	for name, v := range map[string]string{store.AccessKeyFile: minioServer.AccessKey, store.SecretKeyFile: minioServer.SecretKey} {
-		if err := os.WriteFile(filepath.Join(creds, name), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	creds := minioServer.CredentialsDir(t)
 	endpoint := "http://" + minioServer.Endpoint
 	uri := "s3://" + bucket + "/web/"
 	out, err := runCLI(t, "index", uri, "--endpoint", endpoint, "--insecure", "--credentials-dir", creds)
@@ -121,12 +106,7 @@ spec:
 
 func TestIntegrationIndexAndPlanTextAndArrowStreamsInMinIO(t *testing.T) {
 	ctx := context.Background()
-	creds := t.TempDir()
-	for name, v := range map[string]string{store.AccessKeyFile: minioServer.AccessKey, store.SecretKeyFile: minioServer.SecretKey} {
-		if err := os.WriteFile(filepath.Join(creds, name), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	creds := minioServer.CredentialsDir(t)
 	var jsonl, csv strings.Builder
 	csv.WriteString("id,name\n")
 	for i := range 300 {

@@ -244,3 +244,36 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// CredentialsDir writes the server's root credentials as a mounted Secret
+// holds them (files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) into a
+// directory removed after the test.
+func (m *MinIO) CredentialsDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, v := range map[string]string{"AWS_ACCESS_KEY_ID": m.AccessKey, "AWS_SECRET_ACCESS_KEY": m.SecretKey} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// URL is the server's endpoint as a source's endpoint field takes it.
+func (m *MinIO) URL() string { return "http://" + m.Endpoint }
+
+// RunWithMinIO is a TestMain body: it starts a MinIO into *server, runs the
+// package's tests and benchmarks, and stops the server.
+func RunWithMinIO(m *testing.M, server **MinIO) int {
+	s, err := StartMinIO(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*server = s
+	code := m.Run()
+	if err := s.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return code
+}

@@ -8,10 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -25,15 +23,7 @@ import (
 
 var minioServer *testenv.MinIO
 
-func TestMain(m *testing.M) {
-	var err error
-	if minioServer, err = testenv.StartMinIO(context.Background()); err != nil {
-		log.Fatal(err)
-	}
-	code := m.Run()
-	_ = minioServer.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithMinIO(m, &minioServer)) }
 
 // upload puts random shards into a fresh bucket and returns the stream's
 // store and shards.
@@ -57,12 +47,7 @@ func upload(t testing.TB, sizes ...int) (store.Store, []Shard, [][]byte) {
 		shards = append(shards, Shard{Stream: "web", Key: fmt.Sprintf("shard.%05d.mds", i), Size: int64(n), Hash: sum.String()})
 		data = append(data, b)
 	}
-	credDir := t.TempDir()
-	for name, v := range map[string]string{store.AccessKeyFile: minioServer.AccessKey, store.SecretKeyFile: minioServer.SecretKey} {
-		if err := os.WriteFile(filepath.Join(credDir, name), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	credDir := minioServer.CredentialsDir(t)
 	st, err := store.Open(ctx, store.Source{
 		URI: "s3://" + bucket + "/web/", Endpoint: "http://" + minioServer.Endpoint, Insecure: true,
 		CredentialsDir: credDir, Retry: store.Retry{MaxElapsed: 30 * time.Second, RequestTimeout: 20 * time.Second},

@@ -9,9 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,15 +33,7 @@ import (
 
 var minioServer *testenv.MinIO
 
-func TestMain(m *testing.M) {
-	var err error
-	if minioServer, err = testenv.StartMinIO(context.Background()); err != nil {
-		log.Fatal(err)
-	}
-	code := m.Run()
-	_ = minioServer.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithMinIO(m, &minioServer)) }
 
 const rows = 900
 
@@ -125,9 +115,7 @@ func TestIntegrationEveryFormatReadsBackThroughTheCacheByRange(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			creds := t.TempDir()
-			_ = os.WriteFile(filepath.Join(creds, store.AccessKeyFile), []byte(minioServer.AccessKey), 0o600)
-			_ = os.WriteFile(filepath.Join(creds, store.SecretKeyFile), []byte(minioServer.SecretKey), 0o600)
+			creds := minioServer.CredentialsDir(t)
 			st, err := store.Open(ctx, store.Source{URI: "s3://" + bucket + "/s/", Endpoint: "http://" + minioServer.Endpoint, Insecure: true, CredentialsDir: creds})
 			if err != nil {
 				t.Fatal(err)

@@ -5,7 +5,6 @@ package store
 import (
 	"context"
 	"errors"
-	"log"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,15 +16,7 @@ import (
 
 var minioServer *testenv.MinIO
 
-func TestMain(m *testing.M) {
-	var err error
-	if minioServer, err = testenv.StartMinIO(context.Background()); err != nil {
-		log.Fatal(err)
-	}
-	code := m.Run()
-	_ = minioServer.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithMinIO(m, &minioServer)) }
 
 // credentialsDir writes a Secret's files, as the webhook mounts them.
 func credentialsDir(t *testing.T, key, secret string) string {

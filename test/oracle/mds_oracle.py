@@ -20,11 +20,13 @@ ndarray as {"dtype", "shape", "b64": little-endian values}; lists as lists.
 
 import argparse
 import base64
+import fcntl
 import io
 import json
 import random
 import sys
 from decimal import Decimal
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
@@ -141,10 +143,17 @@ def read(args) -> None:
     with open(f"{args.dir}/index.json") as f:
         shard = json.load(f)["shards"][0]
     columns = dict(zip(shard["column_names"], shard["column_encodings"]))
-    ds = StreamingDataset(local=args.dir, shuffle=False, batch_size=1)
-    for i in range(len(ds)):
-        sample = ds[i]
-        print(json.dumps({name: canonical(enc, sample[name], False) for name, enc in columns.items()}))
+    # StreamingDataset names its shared memory after the first free prefix
+    # it finds in /dev/shm; two processes starting at once can pick the same
+    # one (FileExistsError). The tests run oracles side by side, so readers
+    # take turns, machine-wide.
+    with open(Path(__file__).resolve().parents[2] / "bin" / ".mds-oracle-read.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ds = StreamingDataset(local=args.dir, shuffle=False, batch_size=1)
+        for i in range(len(ds)):
+            sample = ds[i]
+            print(json.dumps({name: canonical(enc, sample[name], False) for name, enc in columns.items()}))
+        del ds
 
 
 def main() -> None:

@@ -14,6 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shardfeed/shardfeed/sidecar/format/sparse"
 )
 
 // Batch is one record batch of a file: its rows and byte range.
@@ -137,45 +139,6 @@ func batchOf(f *ipc.FileReader, i int, columns []string) (arrow.RecordBatch, err
 
 var _ io.ReaderAt = (*recorder)(nil)
 
-// sparse serves the byte ranges of a file that were fetched and refuses
-// any other read.
-type sparse struct {
-	size, pos int64
-	chunks    []chunk
-}
-
-type chunk struct {
-	off  int64
-	data []byte
-}
-
-func (f *sparse) ReadAt(p []byte, off int64) (int, error) {
-	for _, c := range f.chunks {
-		if off >= c.off && off+int64(len(p)) <= c.off+int64(len(c.data)) {
-			return copy(p, c.data[off-c.off:]), nil
-		}
-	}
-	return 0, fmt.Errorf("bytes [%d, %d) of the file were not fetched", off, off+int64(len(p)))
-}
-
-func (f *sparse) Read(p []byte) (int, error) {
-	n, err := f.ReadAt(p, f.pos)
-	f.pos += int64(n)
-	return n, err
-}
-
-func (f *sparse) Seek(off int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekStart:
-		f.pos = off
-	case io.SeekCurrent:
-		f.pos += off
-	case io.SeekEnd:
-		f.pos = f.size + off
-	}
-	return f.pos, nil
-}
-
 // FooterLength returns the length of a file's tail — footer, its length and
 // ARROW1 — from the file's last 10 bytes.
 func FooterLength(last10 []byte, size int64) (int64, error) {
@@ -211,11 +174,10 @@ func ReadBatchRange(size int64, tail []byte, offset int64, data []byte, i int, c
 	if err != nil {
 		return nil, err
 	}
-	f := &sparse{size: size, chunks: []chunk{
-		{off: 0, data: []byte(magic + "\x00\x00")},
-		{off: size - int64(len(tail)), data: tail},
-		{off: offset, data: data},
-	}}
+	f := sparse.New(size,
+		sparse.Range{Offset: 0, Data: []byte(magic + "\x00\x00")},
+		sparse.Range{Offset: size - int64(len(tail)), Data: tail},
+		sparse.Range{Offset: offset, Data: data})
 	r, err := ipc.NewFileReader(f, ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
 		return nil, fmt.Errorf("not an Arrow IPC file: %w", err)

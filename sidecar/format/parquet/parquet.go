@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/shardfeed/shardfeed/sidecar/format/sparse"
 	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
@@ -219,46 +220,6 @@ func Rows(recs []arrow.RecordBatch) int64 {
 	return n
 }
 
-// sparseFile serves the byte ranges of a file that were fetched (a row
-// group and the footer) and refuses any other read.
-type sparseFile struct {
-	size   int64
-	pos    int64
-	chunks []chunk
-}
-
-type chunk struct {
-	off  int64
-	data []byte
-}
-
-func (f *sparseFile) ReadAt(p []byte, off int64) (int, error) {
-	for _, c := range f.chunks {
-		if off >= c.off && off+int64(len(p)) <= c.off+int64(len(c.data)) {
-			return copy(p, c.data[off-c.off:]), nil
-		}
-	}
-	return 0, fmt.Errorf("bytes [%d, %d) of the file were not fetched", off, off+int64(len(p)))
-}
-
-func (f *sparseFile) Read(p []byte) (int, error) {
-	n, err := f.ReadAt(p, f.pos)
-	f.pos += int64(n)
-	return n, err
-}
-
-func (f *sparseFile) Seek(off int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekStart:
-		f.pos = off
-	case io.SeekCurrent:
-		f.pos += off
-	case io.SeekEnd:
-		f.pos = f.size + off
-	}
-	return f.pos, nil
-}
-
 // ReadRowGroupRange decodes row group rg from the bytes of its range alone
 // (rgData at rgOffset) and the file's footer (the last footerLen+8 bytes of
 // a file of size bytes): what a pod fetches instead of the whole file.
@@ -271,6 +232,6 @@ func ReadRowGroupRange(ctx context.Context, size int64, tail []byte, rgOffset in
 	if int64(len(tail)) < 12 || int64(len(tail)) > size || string(tail[len(tail)-4:]) != magic {
 		return nil, fmt.Errorf("the footer range of %d bytes does not end the file with PAR1", len(tail))
 	}
-	f := &sparseFile{size: size, chunks: []chunk{{off: size - int64(len(tail)), data: tail}, {off: rgOffset, data: rgData}}}
+	f := sparse.New(size, sparse.Range{Offset: size - int64(len(tail)), Data: tail}, sparse.Range{Offset: rgOffset, Data: rgData})
 	return readRowGroup(ctx, f, rg, columns)
 }

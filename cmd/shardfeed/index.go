@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/shardfeed/shardfeed/sidecar/format/text"
 	"github.com/shardfeed/shardfeed/sidecar/index"
 	"github.com/shardfeed/shardfeed/sidecar/store"
 )
@@ -37,6 +40,7 @@ func newIndexCommand() *cobra.Command {
 		format    string
 		algo      string
 		shardSize string
+		schema    string
 		dryRun    bool
 	)
 	cmd := &cobra.Command{
@@ -65,8 +69,14 @@ it. MDS streams need no index of ours: MDS has its own.`,
 			if err != nil {
 				return fmt.Errorf("--shard-size: %w", err)
 			}
+			opts := index.BuildOptions{Hash: algo, ShardBytes: shardBytes, Progress: progressPrinter(cmd.ErrOrStderr())}
+			if schema != "" {
+				if opts.Schema, err = readSchema(schema); err != nil {
+					return err
+				}
+			}
 			start := time.Now()
-			f, err := index.Build(ctx, st, format, index.BuildOptions{Hash: algo, ShardBytes: shardBytes, Progress: progressPrinter(cmd.ErrOrStderr())})
+			f, err := index.Build(ctx, st, format, opts)
 			if err != nil {
 				return err
 			}
@@ -91,6 +101,7 @@ it. MDS streams need no index of ours: MDS has its own.`,
 	cmd.Flags().StringVar(&format, "format", "parquet", "format of the stream's objects: parquet, arrow, jsonl, csv or tsv")
 	cmd.Flags().StringVar(&shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&algo, "hash", "xxh64", "hash algorithm of the shards' content")
+	cmd.Flags().StringVar(&schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "index, but do not write index.json")
 	return cmd
 }
@@ -105,7 +116,10 @@ func progressPrinter(w io.Writer) index.Progress {
 	return func(done, total int, object string) {
 		switch {
 		case tty:
-			_, _ = fmt.Fprintf(w, "\r\033[Kindexed %d/%d objects (%s)", done, total, object)
+			const width = 30
+			filled := width * done / max(total, 1)
+			bar := strings.Repeat("=", filled) + strings.Repeat(" ", width-filled)
+			_, _ = fmt.Fprintf(w, "\r\033[K[%s] %d/%d %s", bar, done, total, object)
 			if done == total {
 				_, _ = fmt.Fprintln(w)
 			}
@@ -138,4 +152,25 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size: write e.g. 64MiB, 512KiB or 1000000", s)
 	}
 	return n * mult, nil
+}
+
+// readSchema reads a schema file: [{"name": …, "type": …}, …].
+func readSchema(path string) ([]text.Field, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var fields []text.Field
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fields); err != nil {
+		return nil, fmt.Errorf("--schema %s: %w (want [{\"name\": \"id\", \"type\": \"int64\"}, ...])", path, err)
+	}
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("--schema %s lists no columns", path)
+	}
+	if _, err := text.Schema(fields); err != nil {
+		return nil, fmt.Errorf("--schema %s: %w", path, err)
+	}
+	return fields, nil
 }

@@ -467,3 +467,34 @@ func TestIndexPlanAndConvertAnArrowStream(t *testing.T) {
 		t.Fatalf("convert: %v\n%s", err, res)
 	}
 }
+
+func TestIndexWithAGivenSchema(t *testing.T) {
+	dir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(dir, "a.csv"), []byte("id,score\n1,2\n3,4\n"), 0o600)
+	write := func(name, content string) string {
+		p := filepath.Join(t.TempDir(), name)
+		_ = os.WriteFile(p, []byte(content), 0o600)
+		return p
+	}
+	tests := []struct {
+		name, schema, want string
+	}{
+		{"widens ints to floats", `[{"name": "id", "type": "int64"}, {"name": "score", "type": "float64"}]`, "2 samples"},
+		{"type too narrow", `[{"name": "id", "type": "bool"}, {"name": "score", "type": "int64"}]`, `column "id" holds int64 values, the given schema says bool`},
+		{"other header", `[{"name": "id", "type": "int64"}, {"name": "points", "type": "int64"}]`, `header column 2 is "score", the given schema says "points"`},
+		{"unknown type", `[{"name": "id", "type": "int128"}]`, "int128"},
+		{"not a list", `{"id": "int64"}`, "want [{"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := runCLI(t, "index", "file://"+dir+"/", "--format", "csv", "--dry-run", "--schema", write("s.json", tt.schema))
+			got := out
+			if err != nil {
+				got = err.Error()
+			}
+			if !strings.Contains(got, tt.want) {
+				t.Fatalf("index --schema = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -117,7 +117,10 @@ type BuildOptions struct {
 	// ShardBytes is the size of a text shard (default 64 MiB).
 	ShardBytes int64
 	// TempDir holds text objects while they are scanned (default: os.TempDir).
-	TempDir  string
+	TempDir string
+	// Schema, for text formats, is used instead of the inferred one; the
+	// records must fit it.
+	Schema   []text.Field
 	Progress Progress
 }
 
@@ -268,7 +271,12 @@ func indexTextObject(ctx context.Context, st store.Store, f *File, o store.Objec
 	if err != nil {
 		return err
 	}
-	if err := mergeSchema(f, fields); err != nil {
+	if opts.Schema != nil {
+		if err := fitsSchema(f.Format, fields, opts.Schema); err != nil {
+			return err
+		}
+		f.Schema = opts.Schema
+	} else if err := mergeSchema(f, fields); err != nil {
 		return err
 	}
 	for p, c := range chunks {
@@ -350,6 +358,34 @@ func buildArrow(ctx context.Context, st store.Store, f *File, parts []store.Obje
 		}
 		if opts.Progress != nil {
 			opts.Progress(i+1, len(parts), o.Key)
+		}
+	}
+	return nil
+}
+
+// fitsSchema checks an object's inferred fields against a given schema: the
+// same CSV header, and values the given types hold.
+func fitsSchema(format string, inferred, given []text.Field) error {
+	if _, err := text.Schema(given); err != nil {
+		return fmt.Errorf("the given schema: %w", err)
+	}
+	types := map[string]string{}
+	for _, g := range given {
+		types[g.Name] = g.Type
+	}
+	if format != text.JSONL {
+		if len(inferred) != len(given) {
+			return fmt.Errorf("the header has %d columns, the given schema %d", len(inferred), len(given))
+		}
+		for i := range inferred {
+			if inferred[i].Name != given[i].Name {
+				return fmt.Errorf("header column %d is %q, the given schema says %q", i+1, inferred[i].Name, given[i].Name)
+			}
+		}
+	}
+	for _, fl := range inferred {
+		if want, ok := types[fl.Name]; ok && text.Widen(want, fl.Type) != want {
+			return fmt.Errorf("column %q holds %s values, the given schema says %s", fl.Name, fl.Type, want)
 		}
 	}
 	return nil

@@ -49,8 +49,9 @@ func BenchmarkPlanBuild(b *testing.B) {
 	}
 }
 
-// BenchmarkPlanSeek maps random positions of random splits to samples.
-func BenchmarkPlanSeek(b *testing.B) {
+// bigEpoch is epoch 3 of the plan of 1e10 samples in 1e6 shards.
+func bigEpoch(b *testing.B) (*Plan, *EpochPlan) {
+	b.Helper()
 	pl, err := New(bigParams(1e10, 1e6))
 	if err != nil {
 		b.Fatal(err)
@@ -59,6 +60,12 @@ func BenchmarkPlanSeek(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return pl, ep
+}
+
+// BenchmarkPlanSeek maps random positions of random splits to samples.
+func BenchmarkPlanSeek(b *testing.B) {
+	pl, ep := bigEpoch(b)
 	r := rand.New(rand.NewPCG(1, 1))
 	pos := make([]int64, 1<<16)
 	split := make([]int, len(pos))
@@ -75,14 +82,7 @@ func BenchmarkPlanSeek(b *testing.B) {
 
 // BenchmarkPlanSequential reads one split in order, as a sidecar does.
 func BenchmarkPlanSequential(b *testing.B) {
-	pl, err := New(bigParams(1e10, 1e6))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ep, err := pl.Epoch(3)
-	if err != nil {
-		b.Fatal(err)
-	}
+	pl, ep := bigEpoch(b)
 	b.ReportAllocs()
 	var sink int64
 	for i := int64(0); b.Loop(); i++ {

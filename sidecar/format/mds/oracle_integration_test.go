@@ -26,10 +26,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shardfeed/shardfeed/internal/testenv"
-	"github.com/shardfeed/shardfeed/sidecar/checksum"
 )
 
 func oracle(t *testing.T, args ...string) []map[string]any {
@@ -85,22 +83,7 @@ func readDir(t *testing.T, dir string) []map[string]any {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for algo, want := range e.Stored().Hashes {
-			if sum, _ := checksum.Of(algo, stored); sum.Hex != want {
-				t.Fatalf("%s: %s is %s, index says %s", e.Stored().Basename, algo, sum.Hex, want)
-			}
-		}
-		sh, err := ReadShard(stored, &e, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rb := array.NewRecordBuilder(memory.DefaultAllocator, sh.Schema())
-		for i := range sh.Len() {
-			if err := sh.Append(rb, i); err != nil {
-				t.Fatal(err)
-			}
-		}
-		rec := rb.NewRecordBatch()
+		rec := decodeStored(t, stored, &e)
 		for row := range int(rec.NumRows()) {
 			m := map[string]any{}
 			for f, field := range rec.Schema().Fields() {
@@ -109,7 +92,6 @@ func readDir(t *testing.T, dir string) []map[string]any {
 			out = append(out, m)
 		}
 		rec.Release()
-		rb.Release()
 	}
 	return out
 }

@@ -80,35 +80,41 @@ func TestWriteThenReadEveryEncodingAndCompression(t *testing.T) {
 			}
 			got := 0
 			for _, e := range x.Shards {
-				stored := files[e.Stored().Basename]
-				for algo, want := range e.Stored().Hashes {
-					if sum, _ := checksum.Of(algo, stored); sum.Hex != want {
-						t.Fatalf("%s: %s %s, index says %s", e.Stored().Basename, algo, sum.Hex, want)
-					}
-				}
-				sh, err := ReadShard(stored, &e, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rb := array.NewRecordBuilder(memory.DefaultAllocator, sh.Schema())
-				for i := range sh.Len() {
-					if err := sh.Append(rb, i); err != nil {
-						t.Fatal(err)
-					}
-				}
-				rec := rb.NewRecordBatch()
+				rec := decodeStored(t, files[e.Stored().Basename], &e)
 				for i := range int(rec.NumRows()) {
 					checkRow(t, rec, i, got+i)
 				}
 				got += int(rec.NumRows())
 				rec.Release()
-				rb.Release()
 			}
 			if got != n {
 				t.Fatalf("read %d samples, wrote %d", got, n)
 			}
 		})
 	}
+}
+
+// decodeStored checks a stored shard against every hash its index entry
+// records and decodes all of it into one record batch.
+func decodeStored(t *testing.T, stored []byte, e *ShardEntry) arrow.RecordBatch {
+	t.Helper()
+	for algo, want := range e.Stored().Hashes {
+		if sum, _ := checksum.Of(algo, stored); sum.Hex != want {
+			t.Fatalf("%s: %s is %s, index says %s", e.Stored().Basename, algo, sum.Hex, want)
+		}
+	}
+	sh, err := ReadShard(stored, e, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, sh.Schema())
+	defer rb.Release()
+	for i := range sh.Len() {
+		if err := sh.Append(rb, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rb.NewRecordBatch()
 }
 
 func col(rec arrow.RecordBatch, name string) arrow.Array {

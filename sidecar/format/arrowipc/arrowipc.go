@@ -185,3 +185,35 @@ func ReadBatchRange(size int64, tail []byte, offset int64, data []byte, i int, c
 	defer func() { _ = r.Close() }()
 	return batchOf(r, i, columns)
 }
+
+// Schema returns the schema of a file from its tail alone (the footer, its
+// length and ARROW1: the last bytes of a file of size bytes).
+func Schema(size int64, tail []byte) (schema *arrow.Schema, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			schema, err = nil, fmt.Errorf("corrupt Arrow IPC file: %v", r)
+		}
+	}()
+	if len(tail) < 10 || int64(len(tail)) > size {
+		return nil, fmt.Errorf("%w: tail of %d bytes", errCorrupt, len(tail))
+	}
+	n, err := footerLen(tail[len(tail)-10:], size)
+	if err != nil {
+		return nil, err
+	}
+	if n+10 != len(tail) {
+		return nil, fmt.Errorf("%w: the tail holds %d bytes, the footer needs %d", errCorrupt, len(tail), n+10)
+	}
+	if err := verifyFooter(tail[:n], size, func(int64, int64) ([]byte, bool) { return nil, false }); err != nil {
+		return nil, err
+	}
+	f := sparse.New(size,
+		sparse.Range{Offset: 0, Data: []byte(magic + "\x00\x00")},
+		sparse.Range{Offset: size - int64(len(tail)), Data: tail})
+	r, err := ipc.NewFileReader(f, ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		return nil, fmt.Errorf("not an Arrow IPC file: %w", err)
+	}
+	defer func() { _ = r.Close() }()
+	return r.Schema(), nil
+}

@@ -235,3 +235,26 @@ func ReadRowGroupRange(ctx context.Context, size int64, tail []byte, rgOffset in
 	f := sparse.New(size, sparse.Range{Offset: size - int64(len(tail)), Data: tail}, sparse.Range{Offset: rgOffset, Data: rgData})
 	return readRowGroup(ctx, f, rg, columns)
 }
+
+// Schema returns the Arrow schema of a file from its footer range (the last
+// bytes of a file of size bytes, ending in PAR1): what every row group
+// decodes to.
+func Schema(key string, tail []byte, size int64) (schema *arrow.Schema, err error) {
+	if len(tail) < 12 || string(tail[len(tail)-4:]) != magic {
+		return nil, fmt.Errorf("%s: the footer range of %d bytes does not end with PAR1", key, len(tail))
+	}
+	md, err := ParseFooter(key, tail[:len(tail)-8], size)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			schema, err = nil, fmt.Errorf("%s: corrupt Parquet schema: %v", key, r)
+		}
+	}()
+	schema, err = pqarrow.FromParquet(md.Schema, nil, md.KeyValueMetadata())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return schema, nil
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/sidecar/daemon"
+	"github.com/shardfeed/shardfeed/sidecar/progress"
+	"github.com/shardfeed/shardfeed/sidecar/server"
+)
+
+// feedOptions are the flags `serve` and `sidecar` share.
+type feedOptions struct {
+	file, planDir        string
+	socket, metricsAddr  string
+	cacheDir, cacheLimit string
+	decodedLimit         string
+	prefetch             int
+	credentials          string
+	state                string
+	rankMode             string
+	pod, pods, procs     int
+	job, attempt         string
+	namespace, image     string
+	logFormat            string
+}
+
+// DefaultSocket is the socket inside a pod (design §1).
+const DefaultSocket = "/var/run/shardfeed/feed.sock"
+
+func (o *feedOptions) addFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.socket, "socket", o.socket, "Unix socket to serve on")
+	f.StringVar(&o.metricsAddr, "metrics-addr", ":9464", `TCP address of the Prometheus metrics ("" for none)`)
+	f.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "directory of the shard cache")
+	f.StringVar(&o.cacheLimit, "cache-limit", "", "bytes of the shard cache, e.g. 20Gi (default: spec.sidecar.cacheLimit, else unbounded)")
+	f.StringVar(&o.decodedLimit, "memory-limit", "1Gi", "memory for decoded shards not in use")
+	f.IntVar(&o.prefetch, "prefetch", -1, "shards fetched ahead (default: spec.sidecar.prefetch, else 2)")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+}
+
+func newServeCommand() *cobra.Command {
+	o := &feedOptions{rankMode: server.RankModeClient, job: "local"}
+	cmd := &cobra.Command{
+		Use:   "serve -f DATASET.yaml [--socket PATH] [--cache-dir DIR] [--state FILE]",
+		Short: "Serve a TrainingDataset's batches on a Unix socket on this machine, without Kubernetes",
+		Long: `serve runs the sidecar's server on one machine: it reads the TrainingDataset
+manifest and its streams' indexes (file:// or s3://), computes the plan, and
+serves any rank of any valid world size on the socket. Commits go to a local
+state file, so a restarted serve resumes the job where it was committed.
+
+Point the training processes at the socket with SHARDFEED_SOCKET.`,
+		Example: `  shardfeed serve -f dataset.yaml --socket /tmp/feed.sock
+  SHARDFEED_SOCKET=/tmp/feed.sock torchrun --nproc-per-node 2 train.py`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd, false)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.file, "filename", "f", "", "TrainingDataset manifest")
+	f.StringVar(&o.state, "state", "", "state file of the job's commits (default .shardfeed/<dataset>/state.json)")
+	f.StringVar(&o.credentials, "credentials-dir", "", "for s3:// streams: directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; empty: the default chain")
+	f.StringVar(&o.job, "job", o.job, "job name recorded with the commits")
+	o.addFlags(f)
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+func newSidecarCommand() *cobra.Command {
+	o := &feedOptions{}
+	env := func(name, def string) string {
+		if v, ok := os.LookupEnv(name); ok {
+			return v
+		}
+		return def
+	}
+	envInt := func(name string, def int) int {
+		if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+			return v
+		}
+		return def
+	}
+	cmd := &cobra.Command{
+		Use:   "sidecar",
+		Short: "Run as the data-loading sidecar of a training pod (configured by the webhook)",
+		Long: `sidecar is what the operator's webhook injects into a training pod. Its
+configuration comes from flags or the environment the webhook sets:
+
+  SHARDFEED_DATASET, SHARDFEED_PLAN_DIR (the mounted <dataset>-plan ConfigMap)
+  SHARDFEED_RANK_MODE (pod or client), SHARDFEED_POD_RANK, SHARDFEED_PODS,
+  SHARDFEED_PROCS_PER_POD, SHARDFEED_JOB, SHARDFEED_ATTEMPT, POD_NAMESPACE,
+  SHARDFEED_SOCKET, SHARDFEED_CACHE_DIR, SHARDFEED_CREDENTIALS_DIR (one
+  directory per credentials Secret), SHARDFEED_IMAGE.
+
+Commits go to the job's <dataset>-<job>-state ConfigMap (in-cluster
+credentials), or to --state FILE where no cluster is reachable.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd, true)
+		},
+	}
+	o.socket = env("SHARDFEED_SOCKET", DefaultSocket)
+	o.cacheDir = env("SHARDFEED_CACHE_DIR", "/var/cache/shardfeed")
+	f := cmd.Flags()
+	f.StringVarP(&o.file, "filename", "f", "", "TrainingDataset manifest (instead of --plan-dir)")
+	f.StringVar(&o.planDir, "plan-dir", env("SHARDFEED_PLAN_DIR", ""), "the mounted <dataset>-plan ConfigMap")
+	f.StringVar(&o.rankMode, "rank-mode", env("SHARDFEED_RANK_MODE", server.RankModePod), "pod: serve this pod's ranks; client: any rank a client names")
+	f.IntVar(&o.pod, "pod-rank", envInt("SHARDFEED_POD_RANK", 0), "the pod's index in the job")
+	f.IntVar(&o.pods, "pods", envInt("SHARDFEED_PODS", 1), "pods of the job")
+	f.IntVar(&o.procs, "procs-per-pod", envInt("SHARDFEED_PROCS_PER_POD", 1), "training processes (ranks) per pod")
+	f.StringVar(&o.job, "job", env("SHARDFEED_JOB", ""), "job identity")
+	f.StringVar(&o.attempt, "attempt", env("SHARDFEED_ATTEMPT", ""), "attempt id shared by the pods of one job attempt")
+	f.StringVar(&o.namespace, "namespace", env("POD_NAMESPACE", ""), "namespace of the state ConfigMap")
+	f.StringVar(&o.image, "image", env("SHARDFEED_IMAGE", ""), "the sidecar image, pinned in the job's state")
+	f.StringVar(&o.credentials, "credentials-dir", env("SHARDFEED_CREDENTIALS_DIR", "/var/run/shardfeed/credentials"), "directory with one sub-directory per credentials Secret")
+	f.StringVar(&o.state, "state", "", "state file instead of the state ConfigMap (no cluster)")
+	o.addFlags(f)
+	f.Lookup("socket").DefValue = DefaultSocket
+	return cmd
+}
+
+func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
+	var handler slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+	switch o.logFormat {
+	case "json":
+		handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+	case "text":
+	default:
+		return fmt.Errorf("--log-format %q: use text or json", o.logFormat)
+	}
+	cfg := daemon.Config{
+		Socket: o.socket, MetricsAddr: o.metricsAddr, CacheDir: o.cacheDir, Prefetch: o.prefetch,
+		RankMode: o.rankMode, Pod: o.pod, Pods: o.pods, ProcsPerPod: o.procs, Job: o.job, Attempt: o.attempt,
+		SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: slog.New(handler),
+	}
+	for _, q := range []struct {
+		flag, value string
+		into        *int64
+	}{{"--cache-limit", o.cacheLimit, &cfg.CacheLimitBytes}, {"--memory-limit", o.decodedLimit, &cfg.DecodedLimitBytes}} {
+		if q.value == "" {
+			continue
+		}
+		v, err := resource.ParseQuantity(q.value)
+		if err != nil {
+			return fmt.Errorf("%s %q: write bytes like 512Mi or 20Gi", q.flag, q.value)
+		}
+		*q.into = v.Value()
+	}
+	switch {
+	case o.file != "" && o.planDir != "":
+		return fmt.Errorf("-f and --plan-dir exclude each other: give one")
+	case o.file != "":
+		ds, err := readDataset(o.file, cmd.InOrStdin())
+		if err != nil {
+			return err
+		}
+		cfg.Dataset, cfg.Spec = ds.Name, ds.Spec
+	case o.planDir != "":
+		p, err := configmaps.PlanFromDir(o.planDir)
+		if err != nil {
+			return err
+		}
+		cfg.Dataset, cfg.Spec, cfg.PlannedFingerprint = os.Getenv("SHARDFEED_DATASET"), p.Spec, &p.Fingerprint
+		if cfg.Dataset == "" {
+			return fmt.Errorf("SHARDFEED_DATASET is not set: the sidecar needs its TrainingDataset's name")
+		}
+	default:
+		return fmt.Errorf("give the dataset with -f DATASET.yaml or --plan-dir DIR (the mounted <dataset>-plan ConfigMap)")
+	}
+	if !inPod {
+		if o.socket == "" {
+			o.socket = filepath.Join(".shardfeed", cfg.Dataset, "feed.sock")
+			cfg.Socket = o.socket
+		}
+		if o.cacheDir == "" {
+			cfg.CacheDir = filepath.Join(".shardfeed", cfg.Dataset, "cache")
+		}
+		if o.state == "" {
+			o.state = filepath.Join(".shardfeed", cfg.Dataset, "state.json")
+		}
+	}
+	if cfg.Attempt == "" {
+		cfg.Attempt = daemon.NewAttempt()
+	}
+	if cfg.Job == "" {
+		return fmt.Errorf("the job identity is not set: set SHARDFEED_JOB or --job")
+	}
+	if o.state != "" {
+		st, err := progress.NewFileStore(o.state)
+		if err != nil {
+			return err
+		}
+		cfg.Progress = st
+	} else {
+		rc, err := rest.InClusterConfig()
+		if err != nil {
+			return fmt.Errorf("the state ConfigMap needs the cluster: %w (outside a cluster, use --state FILE)", err)
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
+		if o.namespace == "" {
+			return fmt.Errorf("POD_NAMESPACE is not set: the sidecar needs the namespace of its job's state ConfigMap")
+		}
+		cfg.Progress = progress.NewConfigMapStore(cs.CoreV1(), o.namespace, cfg.Dataset, cfg.Job)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return daemon.Run(ctx, cfg)
+}

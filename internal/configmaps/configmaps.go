@@ -1,0 +1,268 @@
+// Package configmaps defines the versioned layout of the two ConfigMaps the
+// operator and the sidecars share (design §1, §4): <dataset>-plan, which the
+// reconciler writes and every sidecar reads, and <dataset>-<job>-state,
+// which holds a job's committed progress. docs/configmaps.md documents both.
+package configmaps
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+// LayoutVersion is the version of the layout of both ConfigMaps. A reader
+// refuses a ConfigMap of another version instead of guessing.
+const LayoutVersion = 1
+
+// Keys of the plan ConfigMap.
+const (
+	KeyLayout      = "layout"
+	KeyFingerprint = "fingerprint"
+	KeyPlanVersion = "planVersion"
+	KeySpec        = "spec.json"
+	KeyInputs      = "fingerprint.json"
+	KeyStreams     = "streams.json"
+	KeyMinCache    = "minCache.json"
+	// KeyState is the one key of a state ConfigMap.
+	KeyState = "state.json"
+)
+
+// Labels put on both ConfigMaps.
+const (
+	LabelDataset   = "shardfeed.io/dataset"
+	LabelJob       = "shardfeed.io/job"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "shardfeed"
+)
+
+// PlanName is the name of a dataset's plan ConfigMap.
+func PlanName(dataset string) string { return dataset + "-plan" }
+
+// StateName is the name of a job's state ConfigMap.
+func StateName(dataset, job string) string { return dataset + "-" + job + "-state" }
+
+// StreamDigest is what the plan ConfigMap says of one stream's index: enough
+// for a sidecar to check that the index it reads is the one planned.
+type StreamDigest struct {
+	Name        string `json:"name"`
+	ContentHash string `json:"contentHash"`
+	Shards      int    `json:"shards"`
+	Samples     int64  `json:"samples"`
+	Bytes       int64  `json:"bytes"`
+}
+
+// Plan is the content of a <dataset>-plan ConfigMap.
+type Plan struct {
+	Spec        datav1alpha1.TrainingDatasetSpec
+	Fingerprint planner.Fingerprint
+	Streams     []StreamDigest
+	// MinCacheBytes maps a pod count to the smallest cache a pod needs.
+	MinCacheBytes map[int]int64
+}
+
+// Data returns the ConfigMap data of the plan.
+func (p *Plan) Data() (map[string]string, error) {
+	spec, err := json.Marshal(p.Spec)
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := json.Marshal(p.Fingerprint.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	streams, err := json.Marshal(p.Streams)
+	if err != nil {
+		return nil, err
+	}
+	minCache := map[string]int64{}
+	for pods, n := range p.MinCacheBytes {
+		minCache[strconv.Itoa(pods)] = n
+	}
+	mc, err := json.Marshal(minCache)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{
+		KeyLayout:      strconv.Itoa(LayoutVersion),
+		KeyFingerprint: p.Fingerprint.Sum,
+		KeyPlanVersion: strconv.Itoa(planner.PlanVersion),
+		KeySpec:        string(spec),
+		KeyInputs:      string(inputs),
+		KeyStreams:     string(streams),
+		KeyMinCache:    string(mc),
+	}, nil
+}
+
+// PlanFromData reads a plan ConfigMap's data.
+func PlanFromData(data map[string]string) (*Plan, error) {
+	if err := checkLayout(data[KeyLayout], "plan"); err != nil {
+		return nil, err
+	}
+	if v := data[KeyPlanVersion]; v != strconv.Itoa(planner.PlanVersion) {
+		return nil, fmt.Errorf("plan ConfigMap has plan version %q, this sidecar computes plan version %d: pin the sidecar image the job started with", v, planner.PlanVersion)
+	}
+	p := &Plan{Fingerprint: planner.Fingerprint{Sum: data[KeyFingerprint]}}
+	for _, f := range []struct {
+		key      string
+		into     any
+		required bool
+	}{
+		{KeySpec, &p.Spec, true},
+		{KeyInputs, &p.Fingerprint.Inputs, true},
+		{KeyStreams, &p.Streams, true},
+		{KeyMinCache, new(map[string]int64), false},
+	} {
+		v, ok := data[f.key]
+		if !ok {
+			if f.required {
+				return nil, fmt.Errorf("plan ConfigMap has no key %q: it was not written by the shardfeed operator", f.key)
+			}
+			continue
+		}
+		if err := json.Unmarshal([]byte(v), f.into); err != nil {
+			return nil, fmt.Errorf("plan ConfigMap key %q: %w", f.key, err)
+		}
+		if f.key == KeyMinCache {
+			p.MinCacheBytes = map[int]int64{}
+			for k, n := range *(f.into.(*map[string]int64)) {
+				pods, err := strconv.Atoi(k)
+				if err != nil {
+					return nil, fmt.Errorf("plan ConfigMap key %q: pod count %q is not a number", f.key, k)
+				}
+				p.MinCacheBytes[pods] = n
+			}
+		}
+	}
+	if p.Fingerprint.Sum == "" {
+		return nil, fmt.Errorf("plan ConfigMap has no key %q", KeyFingerprint)
+	}
+	return p, nil
+}
+
+// PlanFromDir reads a plan ConfigMap mounted as a volume: one file per key.
+func PlanFromDir(dir string) (*Plan, error) {
+	data := map[string]string{}
+	for _, k := range []string{KeyLayout, KeyFingerprint, KeyPlanVersion, KeySpec, KeyInputs, KeyStreams, KeyMinCache} {
+		b, err := os.ReadFile(filepath.Join(dir, k))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		data[k] = string(b)
+	}
+	p, err := PlanFromData(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return p, nil
+}
+
+func checkLayout(v, what string) error {
+	if v == "" {
+		return fmt.Errorf("%s ConfigMap has no %q key: it was not written by shardfeed", what, KeyLayout)
+	}
+	if v != strconv.Itoa(LayoutVersion) {
+		return fmt.Errorf("%s ConfigMap has layout %q, this shardfeed reads layout %d: run matching operator and sidecar versions", what, v, LayoutVersion)
+	}
+	return nil
+}
+
+// Commit is one recorded commit of a job's lineage.
+type Commit struct {
+	Epoch   int64     `json:"epoch"`
+	Step    int64     `json:"step"`
+	Attempt string    `json:"attempt"`
+	Resumed bool      `json:"resumed,omitempty"`
+	Time    time.Time `json:"time"`
+}
+
+// Attempt is a registered attempt of a job: every pod of one attempt shares
+// its id (design §4).
+type Attempt struct {
+	ID         string    `json:"id"`
+	Registered time.Time `json:"registered"`
+}
+
+// MaxAttempts and MaxHistory bound a state's lists so that the ConfigMap
+// stays small whatever the job's length.
+const (
+	MaxAttempts = 16
+	MaxHistory  = 256
+)
+
+// State is a job's committed progress: the content of <dataset>-<job>-state
+// and of `shardfeed serve`'s state file.
+type State struct {
+	Layout  int    `json:"layout"`
+	Dataset string `json:"dataset"`
+	Job     string `json:"job"`
+	// Fingerprint of the plan the job trains on; a sidecar with another
+	// plan refuses the job, with the diff of the inputs.
+	Fingerprint planner.Fingerprint `json:"fingerprint"`
+	// Epoch and Step: every rank has finished the steps of Epoch before
+	// Step, and the checkpoint for Step is saved. Step may equal the
+	// epoch's step count: the epoch is done.
+	Epoch     int64      `json:"epoch"`
+	Step      int64      `json:"step"`
+	Committed *time.Time `json:"committed,omitempty"`
+	// Attempt that made the last commit.
+	Attempt string `json:"attempt,omitempty"`
+	// Attempts in registration order, newest last: only the newest commits.
+	Attempts []Attempt `json:"attempts,omitempty"`
+	// History is the job's last commits, oldest first: its lineage.
+	History []Commit `json:"history,omitempty"`
+	// SidecarImage and PlanVersion pin what the job started with.
+	SidecarImage string `json:"sidecarImage,omitempty"`
+	PlanVersion  int    `json:"planVersion,omitempty"`
+}
+
+// Newest returns the newest registered attempt's id, or "".
+func (s *State) Newest() string {
+	if len(s.Attempts) == 0 {
+		return ""
+	}
+	return s.Attempts[len(s.Attempts)-1].ID
+}
+
+// StateData returns the ConfigMap data of a state.
+func StateData(s *State) (map[string]string, error) {
+	s.Layout = LayoutVersion
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{KeyState: string(b)}, nil
+}
+
+// StateFromData reads a state ConfigMap's data; an empty ConfigMap (as the
+// operator pre-creates it) is the zero state.
+func StateFromData(data map[string]string) (*State, error) {
+	v, ok := data[KeyState]
+	if !ok || v == "" {
+		return &State{Layout: LayoutVersion}, nil
+	}
+	return ParseState([]byte(v))
+}
+
+// ParseState decodes a state document and checks its layout.
+func ParseState(b []byte) (*State, error) {
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("state is not valid JSON: %w", err)
+	}
+	if err := checkLayout(strconv.Itoa(s.Layout), "state"); err != nil {
+		return nil, err
+	}
+	if s.Epoch < 0 || s.Step < 0 {
+		return nil, fmt.Errorf("state has a negative epoch or step (%d, %d)", s.Epoch, s.Step)
+	}
+	return &s, nil
+}

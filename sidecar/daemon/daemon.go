@@ -1,0 +1,259 @@
+// Package daemon wires the sidecar's stages together: it reads the
+// dataset's streams and indexes, computes the plan, opens the cache, the
+// pipeline and the progress store, and serves the socket and the metrics
+// until its context ends. `shardfeed serve` and `shardfeed sidecar` both
+// run it, with different sources of configuration.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/utils/ptr"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/cache"
+	"github.com/shardfeed/shardfeed/sidecar/index"
+	"github.com/shardfeed/shardfeed/sidecar/pipeline"
+	"github.com/shardfeed/shardfeed/sidecar/progress"
+	"github.com/shardfeed/shardfeed/sidecar/server"
+	"github.com/shardfeed/shardfeed/sidecar/source"
+	"github.com/shardfeed/shardfeed/sidecar/store"
+)
+
+// Config is everything the sidecar needs.
+type Config struct {
+	Dataset string
+	Spec    datav1alpha1.TrainingDatasetSpec
+	// PlannedFingerprint, when set (from the plan ConfigMap), must equal
+	// the fingerprint computed here from the indexes.
+	PlannedFingerprint *planner.Fingerprint
+	// CredentialsDir holds the store credentials: directly (serve) or, with
+	// CredentialsPerSecret, one directory per Secret name (the pod).
+	CredentialsDir       string
+	CredentialsPerSecret bool
+
+	Socket      string
+	MetricsAddr string
+	CacheDir    string
+	// CacheLimitBytes overrides spec.sidecar.cacheLimit when > 0.
+	CacheLimitBytes   int64
+	DecodedLimitBytes int64
+	// Prefetch overrides spec.sidecar.prefetch when >= 0.
+	Prefetch int
+
+	RankMode               string
+	Pod, Pods, ProcsPerPod int
+	Job, Attempt           string
+	SidecarImage           string
+	// Progress persists commits; NewProgress builds it once the job is known.
+	Progress progress.Store
+
+	Log *slog.Logger
+	// Started, if set, receives the server once it listens (tests).
+	Started func(*server.Server)
+}
+
+// NewAttempt returns a fresh attempt id, for a process that is its own
+// attempt (`shardfeed serve`).
+func NewAttempt() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("local-%d-%s", time.Now().Unix(), hex.EncodeToString(b[:]))
+}
+
+// Feed is the data plane of a sidecar, ready to serve.
+type Feed struct {
+	Plan     *planner.Plan
+	Cache    *cache.Cache
+	Pipeline *pipeline.Pipeline
+	Prefetch int
+}
+
+// Open reads the streams' indexes, computes the plan and opens the cache
+// and the pipeline.
+func Open(ctx context.Context, cfg Config) (*Feed, error) {
+	spec := &cfg.Spec
+
+	stores := map[string]store.Store{}
+	layouts := make([]*index.Layout, len(spec.Streams))
+	indexes := make([]planner.StreamIndex, len(spec.Streams))
+	for i, s := range spec.Streams {
+		credentials := cfg.CredentialsDir
+		if cfg.CredentialsPerSecret {
+			credentials = ""
+			if s.Source.CredentialsSecretRef != nil {
+				credentials = filepath.Join(cfg.CredentialsDir, s.Source.CredentialsSecretRef.Name)
+			}
+		}
+		st, err := store.Open(ctx, store.Source{URI: s.Source.URI, Endpoint: s.Source.Endpoint, Region: s.Source.Region, Insecure: s.Source.Insecure, CredentialsDir: credentials})
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+		stores[s.Name] = st
+		l, err := index.ReadStoreLayout(ctx, st)
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+		if want := string(s.Format); want != "" && want != l.Format {
+			return nil, fmt.Errorf("stream %q: spec.streams[%d].format is %s, its index is %s: fix the format or the source", s.Name, i, want, l.Format)
+		}
+		layouts[i], indexes[i] = l, l.Index
+	}
+	params, err := planspec.Params(spec, indexes)
+	if err != nil {
+		return nil, fmt.Errorf("TrainingDataset %q: %w", cfg.Dataset, err)
+	}
+	pl, err := planner.New(params)
+	if err != nil {
+		return nil, fmt.Errorf("TrainingDataset %q: %w", cfg.Dataset, err)
+	}
+	if f := cfg.PlannedFingerprint; f != nil && f.Sum != pl.Fingerprint().Sum {
+		return nil, fmt.Errorf("the indexes changed since the operator planned TrainingDataset %q (%s, now %s): %v; a changed dataset is a new TrainingDataset",
+			cfg.Dataset, f.Sum, pl.Fingerprint().Sum, f.Diff(pl.Fingerprint()))
+	}
+
+	prefetch := int(ptr.Deref(spec.Sidecar.Prefetch, 2))
+	if cfg.Prefetch >= 0 {
+		prefetch = cfg.Prefetch
+	}
+	limit := cfg.CacheLimitBytes
+	if limit <= 0 && spec.Sidecar.CacheLimit != nil {
+		limit = spec.Sidecar.CacheLimit.Value()
+	}
+	pods := max(cfg.Pods, 1)
+	if limit > 0 {
+		ep, err := pl.Epoch(0)
+		if err != nil {
+			return nil, err
+		}
+		need, err := ep.MinCacheBytes(pods, prefetch)
+		if err != nil {
+			return nil, err
+		}
+		if need > limit {
+			return nil, fmt.Errorf("the cache limit of %d bytes is below the %d bytes a pod of %d needs to never stall (with %d shards prefetched): raise spec.sidecar.cacheLimit, or lower the prefetch or blockSize", limit, need, pods, prefetch)
+		}
+	}
+	c, err := cache.New(cache.Options{Dir: cfg.CacheDir, LimitBytes: limit}, stores)
+	if err != nil {
+		return nil, err
+	}
+	read := func(ctx context.Context, part cache.Shard) ([]byte, error) {
+		path, err := c.Acquire(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Release(part)
+		return os.ReadFile(path)
+	}
+	sources := make([]*source.Stream, len(spec.Streams))
+	for i, s := range spec.Streams {
+		if sources[i], err = source.Open(ctx, s.Name, layouts[i], s.Columns, read); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := source.Unify(sources); err != nil {
+		return nil, err
+	}
+	pipe, err := pipeline.New(pipeline.Options{Plan: pl, Streams: sources, Cache: c, PrefetchShards: prefetch, DecodedLimitBytes: cfg.DecodedLimitBytes})
+	if err != nil {
+		return nil, err
+	}
+	return &Feed{Plan: pl, Cache: c, Pipeline: pipe, Prefetch: prefetch}, nil
+}
+
+// Run starts the sidecar and serves until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	start := time.Now()
+	feed, err := Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	pl, pipe := feed.Plan, feed.Pipeline
+	defer pipe.Close()
+
+	job := progress.Job{Dataset: cfg.Dataset, Job: cfg.Job, Attempt: cfg.Attempt, Fingerprint: pl.Fingerprint(), Steps: pl.Steps(), SidecarImage: cfg.SidecarImage}
+	state, err := progress.Register(ctx, cfg.Progress, job)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := server.New(server.Config{Pipeline: pipe, Progress: cfg.Progress, Job: job, RankMode: cfg.RankMode,
+		Pod: cfg.Pod, Pods: cfg.Pods, ProcsPerPod: cfg.ProcsPerPod, Log: log, Registry: reg})
+	if err != nil {
+		return err
+	}
+	l, err := server.Listen(cfg.Socket)
+	if err != nil {
+		return err
+	}
+	var metricsSrv *http.Server
+	if cfg.MetricsAddr != "" {
+		ml, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			_ = l.Close()
+			return fmt.Errorf("metrics address %s: %w (choose another with --metrics-addr, or \"\" for none)", cfg.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = metricsSrv.Serve(ml) }()
+		defer func() { _ = metricsSrv.Close() }()
+	}
+	log.Info("Serving", "dataset", cfg.Dataset, "socket", cfg.Socket, "metrics", cfg.MetricsAddr, "plan", pl.Fingerprint().Sum,
+		"samples", pl.Total(), "steps", pl.Steps(), "numSplits", pl.NumSplits(), "globalBatchSize", pl.GlobalBatchSize(),
+		"rankMode", cfg.RankMode, "job", cfg.Job, "attempt", cfg.Attempt, "committedEpoch", state.Epoch, "committedStep", state.Step,
+		"startup", time.Since(start).Round(time.Millisecond))
+
+	if cfg.RankMode == server.RankModePod {
+		first, n, err := pl.PodSplits(cfg.Pod, cfg.Pods)
+		if err != nil {
+			return err
+		}
+		if err := pipe.Prefetch(state.Epoch, first, n, state.Step); err != nil {
+			return err
+		}
+		go func() {
+			for !pipe.Ready(state.Epoch, first, n, state.Step) {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			srv.SetReady()
+			log.Info("Ready", "epoch", state.Epoch, "step", state.Step, "after", time.Since(start).Round(time.Millisecond))
+		}()
+	} else {
+		srv.SetReady()
+	}
+	if cfg.Started != nil {
+		cfg.Started(srv)
+	}
+	err = srv.Serve(ctx, l)
+	log.Info("Stopped", "err", err)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

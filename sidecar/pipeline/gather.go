@@ -1,0 +1,221 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// rowRef is one row of a batch: row Row of source array Src.
+type rowRef struct {
+	Src int
+	Row int
+}
+
+// gather builds the array of rows picked from srcs, all of type dt. Types
+// of fixed width (and fixed-size lists of them) and binary/string columns
+// are copied row by row into fresh buffers; any other type is cut into runs
+// of consecutive rows and concatenated.
+func gather(dt arrow.DataType, srcs []arrow.Array, rows []rowRef) (arrow.Array, error) {
+	if w, ok := byteWidth(dt); ok {
+		return gatherFixed(dt, w, srcs, rows), nil
+	}
+	switch dt.ID() {
+	case arrow.BINARY, arrow.STRING:
+		return gatherBinary(dt, srcs, rows)
+	}
+	return gatherRuns(srcs, rows)
+}
+
+// byteWidth returns the bytes per row of a type stored as one flat buffer
+// of values (a primitive, or a fixed-size list of primitives without
+// nulls inside).
+func byteWidth(dt arrow.DataType) (int, bool) {
+	switch t := dt.(type) {
+	case arrow.FixedWidthDataType:
+		if t.ID() == arrow.BOOL || t.BitWidth()%8 != 0 || t.ID() == arrow.DICTIONARY {
+			return 0, false
+		}
+		switch t.ID() {
+		case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
+			arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64, arrow.DATE32, arrow.DATE64, arrow.TIMESTAMP,
+			arrow.TIME32, arrow.TIME64, arrow.DURATION, arrow.FIXED_SIZE_BINARY, arrow.DECIMAL128, arrow.DECIMAL256:
+			return t.BitWidth() / 8, true
+		}
+	case *arrow.FixedSizeListType:
+		if w, ok := byteWidth(t.Elem()); ok {
+			return w * int(t.Len()), true
+		}
+	}
+	return 0, false
+}
+
+// flatValues returns the value bytes of a flat array (from byteWidth's
+// types) from its first row, and false when values inside a fixed-size
+// list have nulls (the flat copy would lose them).
+func flatValues(a arrow.Array, w int) ([]byte, bool) {
+	d := a.Data()
+	if l, ok := a.(*array.FixedSizeList); ok {
+		child := l.ListValues()
+		if child.NullN() > 0 {
+			return nil, false
+		}
+		inner, ok := flatValues(child, w/int(l.DataType().(*arrow.FixedSizeListType).Len()))
+		if !ok {
+			return nil, false
+		}
+		return inner[d.Offset()*w:], true
+	}
+	buf := d.Buffers()[1]
+	if buf == nil {
+		return nil, true
+	}
+	return buf.Bytes()[d.Offset()*w:], true
+}
+
+func gatherFixed(dt arrow.DataType, w int, srcs []arrow.Array, rows []rowRef) arrow.Array {
+	vals := make([][]byte, len(srcs))
+	for i, s := range srcs {
+		v, ok := flatValues(s, w)
+		if !ok {
+			out, _ := gatherRuns(srcs, rows)
+			return out
+		}
+		vals[i] = v
+	}
+	out := memory.NewResizableBuffer(memory.DefaultAllocator)
+	out.Resize(len(rows) * w)
+	dst := out.Bytes()
+	for i, r := range rows {
+		copy(dst[i*w:(i+1)*w], vals[r.Src][r.Row*w:(r.Row+1)*w])
+	}
+	valid, nulls := gatherValidity(srcs, rows)
+	var data arrow.ArrayData
+	if l, ok := dt.(*arrow.FixedSizeListType); ok {
+		child := flatChild(l, out, len(rows))
+		data = array.NewData(dt, len(rows), []*memory.Buffer{valid}, []arrow.ArrayData{child}, nulls, 0)
+		child.Release()
+	} else {
+		data = array.NewData(dt, len(rows), []*memory.Buffer{valid, out}, nil, nulls, 0)
+	}
+	out.Release()
+	if valid != nil {
+		valid.Release()
+	}
+	defer data.Release()
+	return array.MakeFromData(data)
+}
+
+// flatChild wraps values as the (nested) child of a fixed-size list.
+func flatChild(l *arrow.FixedSizeListType, values *memory.Buffer, rows int) arrow.ArrayData {
+	n := rows * int(l.Len())
+	if inner, ok := l.Elem().(*arrow.FixedSizeListType); ok {
+		c := flatChild(inner, values, n)
+		defer c.Release()
+		return array.NewData(l.Elem(), n, []*memory.Buffer{nil}, []arrow.ArrayData{c}, 0, 0)
+	}
+	return array.NewData(l.Elem(), n, []*memory.Buffer{nil, values}, nil, 0, 0)
+}
+
+// gatherValidity returns the validity bitmap of the picked rows, or nil
+// when none is null.
+func gatherValidity(srcs []arrow.Array, rows []rowRef) (*memory.Buffer, int) {
+	any := false
+	for _, s := range srcs {
+		if s.NullN() > 0 {
+			any = true
+			break
+		}
+	}
+	if !any {
+		return nil, 0
+	}
+	buf := memory.NewResizableBuffer(memory.DefaultAllocator)
+	buf.Resize(int(bitutil.BytesForBits(int64(len(rows)))))
+	bits := buf.Bytes()
+	clear(bits)
+	nulls := 0
+	for i, r := range rows {
+		if srcs[r.Src].IsValid(r.Row) {
+			bitutil.SetBit(bits, i)
+		} else {
+			nulls++
+		}
+	}
+	return buf, nulls
+}
+
+func gatherBinary(dt arrow.DataType, srcs []arrow.Array, rows []rowRef) (arrow.Array, error) {
+	type binaryLike interface {
+		ValueBytes() []byte
+		ValueOffsets() []int32
+	}
+	offs := make([][]int32, len(srcs))
+	bytes := make([][]byte, len(srcs))
+	total := 0
+	for i, s := range srcs {
+		b, ok := s.(binaryLike)
+		if !ok {
+			return nil, fmt.Errorf("column of type %s holds a %T", dt, s)
+		}
+		offs[i], bytes[i] = b.ValueOffsets(), b.ValueBytes()
+	}
+	for _, r := range rows {
+		o := offs[r.Src]
+		total += int(o[r.Row+1] - o[r.Row])
+	}
+	if total > 1<<31-1 {
+		return nil, fmt.Errorf("a batch's %s column holds %d bytes, more than Arrow's 2 GiB per array: use a smaller globalBatchSize or more ranks", dt, total)
+	}
+	offBuf := memory.NewResizableBuffer(memory.DefaultAllocator)
+	offBuf.Resize((len(rows) + 1) * 4)
+	dstOff := arrow.Int32Traits.CastFromBytes(offBuf.Bytes())
+	valBuf := memory.NewResizableBuffer(memory.DefaultAllocator)
+	valBuf.Resize(total)
+	dst := valBuf.Bytes()
+	// ValueBytes starts at the array's first value offset.
+	pos := int32(0)
+	for i, r := range rows {
+		o := offs[r.Src]
+		base := o[0]
+		lo, hi := o[r.Row]-base, o[r.Row+1]-base
+		dstOff[i] = pos
+		pos += int32(copy(dst[pos:], bytes[r.Src][lo:hi])) //nolint:gosec // total checked above
+	}
+	dstOff[len(rows)] = pos
+	valid, nulls := gatherValidity(srcs, rows)
+	data := array.NewData(dt, len(rows), []*memory.Buffer{valid, offBuf, valBuf}, nil, nulls, 0)
+	offBuf.Release()
+	valBuf.Release()
+	if valid != nil {
+		valid.Release()
+	}
+	defer data.Release()
+	return array.MakeFromData(data), nil
+}
+
+// gatherRuns handles every other type: runs of consecutive rows of one
+// source become slices, concatenated once.
+func gatherRuns(srcs []arrow.Array, rows []rowRef) (arrow.Array, error) {
+	var parts []arrow.Array
+	defer func() {
+		for _, p := range parts {
+			p.Release()
+		}
+	}()
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j].Src == rows[i].Src && rows[j].Row == rows[j-1].Row+1 {
+			j++
+		}
+		parts = append(parts, array.NewSlice(srcs[rows[i].Src], int64(rows[i].Row), int64(rows[j-1].Row+1)))
+		i = j
+	}
+	if len(parts) == 0 {
+		return array.MakeArrayOfNull(memory.DefaultAllocator, srcs[0].DataType(), 0), nil
+	}
+	return array.Concatenate(parts, memory.DefaultAllocator)
+}

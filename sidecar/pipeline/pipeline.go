@@ -1,0 +1,380 @@
+// Package pipeline turns the plan into ready batches: fetch (shards in the
+// order the plan needs them, ahead of the readers, through the shard cache)
+// → decode (a shard to one Arrow record, shared by every reader) → assemble
+// (a rank's local batch with the projected columns and the four
+// _shardfeed_ columns of design §1) → a bounded queue per reader.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/cache"
+	"github.com/shardfeed/shardfeed/sidecar/source"
+)
+
+// The columns added to every batch (design §1).
+const (
+	ColumnIndex  = "_shardfeed_index"
+	ColumnStream = "_shardfeed_stream"
+	ColumnStep   = "_shardfeed_step"
+	ColumnPad    = "_shardfeed_pad"
+)
+
+// Options configure a Pipeline.
+type Options struct {
+	Plan *planner.Plan
+	// Streams in the plan's stream order, unified (source.Unify).
+	Streams []*source.Stream
+	Cache   *cache.Cache
+	// PrefetchShards is how many shards are fetched and decoded ahead of
+	// the ones the readers need now.
+	PrefetchShards int
+	// DecodedLimitBytes bounds the memory of decoded shards not in use
+	// (default 1 GiB); shards in use are kept whatever it says.
+	DecodedLimitBytes int64
+	// QueueBatches is the number of batches assembled ahead per reader
+	// (default 2).
+	QueueBatches int
+	// Decoders bounds concurrent shard decodes (default GOMAXPROCS).
+	Decoders int
+	// Fetchers bounds the shards a prefetcher fetches at once (default 4).
+	Fetchers int
+}
+
+// Pipeline serves the batches of one plan.
+type Pipeline struct {
+	opts    Options
+	plan    *planner.Plan
+	schema  *arrow.Schema
+	decoded *decodedTable
+	stats   counters
+	// shardStart[s][i] is the first row of shard i in stream s.
+	shardStart [][]int64
+
+	mu     sync.Mutex
+	epochs map[int64]*planner.EpochPlan
+	scopes map[scopeKey]*scope
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// New returns a pipeline; it starts nothing until asked for batches or to
+// prefetch.
+func New(opts Options) (*Pipeline, error) {
+	if opts.Plan == nil || len(opts.Streams) != len(opts.Plan.Params().Streams) {
+		return nil, errors.New("pipeline: a plan and one source per stream are needed")
+	}
+	if opts.DecodedLimitBytes <= 0 {
+		opts.DecodedLimitBytes = 1 << 30
+	}
+	if opts.QueueBatches <= 0 {
+		opts.QueueBatches = 2
+	}
+	if opts.Decoders <= 0 {
+		opts.Decoders = runtime.GOMAXPROCS(0)
+	}
+	if opts.Fetchers <= 0 {
+		opts.Fetchers = 4
+	}
+	p := &Pipeline{opts: opts, plan: opts.Plan, epochs: map[int64]*planner.EpochPlan{}, scopes: map[scopeKey]*scope{}}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	fields := append([]arrow.Field(nil), opts.Streams[0].Schema().Fields()...)
+	fields = append(fields,
+		arrow.Field{Name: ColumnIndex, Type: arrow.PrimitiveTypes.Int64},
+		arrow.Field{Name: ColumnStream, Type: arrow.PrimitiveTypes.Int16},
+		arrow.Field{Name: ColumnStep, Type: arrow.PrimitiveTypes.Int64},
+		arrow.Field{Name: ColumnPad, Type: arrow.FixedWidthTypes.Boolean},
+	)
+	p.schema = arrow.NewSchema(fields, nil)
+	for i, st := range opts.Plan.Params().Streams {
+		starts := make([]int64, len(st.Index.Shards)+1)
+		for j, sh := range st.Index.Shards {
+			starts[j+1] = starts[j] + sh.Samples
+		}
+		p.shardStart = append(p.shardStart, starts)
+		if opts.Streams[i].Shards() != len(st.Index.Shards) {
+			return nil, fmt.Errorf("pipeline: stream %q has %d shards in its source and %d in the plan", st.Name, opts.Streams[i].Shards(), len(st.Index.Shards))
+		}
+	}
+	p.decoded = newDecodedTable(opts.Streams, opts.Cache, opts.DecodedLimitBytes, opts.Decoders, &p.stats)
+	return p, nil
+}
+
+// Schema returns the schema of every batch.
+func (p *Pipeline) Schema() *arrow.Schema { return p.schema }
+
+// Plan returns the plan.
+func (p *Pipeline) Plan() *planner.Plan { return p.plan }
+
+// Close stops the prefetchers and frees decoded shards.
+func (p *Pipeline) Close() {
+	p.cancel()
+	p.mu.Lock()
+	scopes := p.scopes
+	p.scopes = map[scopeKey]*scope{}
+	p.mu.Unlock()
+	for _, s := range scopes {
+		s.stop()
+	}
+	p.decoded.close()
+}
+
+// Epoch returns the order of epoch e, computed once and kept for the two
+// newest epochs asked for.
+func (p *Pipeline) Epoch(e int64) (*planner.EpochPlan, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ep, ok := p.epochs[e]; ok {
+		return ep, nil
+	}
+	ep, err := p.plan.Epoch(e)
+	if err != nil {
+		return nil, err
+	}
+	p.epochs[e] = ep
+	for old := range p.epochs {
+		if old < e-1 {
+			delete(p.epochs, old)
+		}
+	}
+	return ep, nil
+}
+
+// Request asks for the batches of one DataLoader worker of one rank.
+type Request struct {
+	Epoch       int64
+	Rank, World int
+	// Worker w of Workers receives steps Start, Start+Workers, …
+	Worker, Workers int
+	Start           int64
+	// Scope is the splits the sidecar prefetches for this request: the
+	// pod's in rank mode pod, the rank's otherwise (zero: the rank's).
+	ScopeFirst, ScopeSplits int
+}
+
+// Batch is one assembled local batch.
+type Batch struct {
+	Step   int64
+	Record arrow.RecordBatch
+}
+
+// Batches is one reader's stream of batches, assembled ahead into a
+// bounded queue.
+type Batches struct {
+	ch     chan batchOrErr
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type batchOrErr struct {
+	b   Batch
+	err error
+}
+
+// Batches starts assembling the batches of req.
+func (p *Pipeline) Batches(ctx context.Context, req Request) (*Batches, error) {
+	first, n, err := p.plan.RankSplits(req.Rank, req.World)
+	if err != nil {
+		return nil, err
+	}
+	if req.Workers < 1 || req.Worker < 0 || req.Worker >= req.Workers {
+		return nil, fmt.Errorf("worker %d is outside %d workers", req.Worker, req.Workers)
+	}
+	if req.Start < 0 {
+		return nil, fmt.Errorf("step %d is negative", req.Start)
+	}
+	ep, err := p.Epoch(req.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	if req.ScopeSplits == 0 {
+		req.ScopeFirst, req.ScopeSplits = first, n
+	}
+	sc := p.scope(ep, req.ScopeFirst, req.ScopeSplits, req.Start)
+	ctx, cancel := context.WithCancel(ctx)
+	b := &Batches{ch: make(chan batchOrErr, p.opts.QueueBatches), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		defer close(b.ch)
+		id := sc.register(req.Start)
+		defer sc.unregister(id)
+		for k := req.Start; k < p.plan.Steps(); k += int64(req.Workers) {
+			sc.advance(id, k)
+			rec, err := p.assemble(ctx, ep, k, req.Rank, req.World)
+			if err == nil {
+				p.stats.readyRows.Add(rec.NumRows())
+			}
+			select {
+			case b.ch <- batchOrErr{Batch{Step: k, Record: rec}, err}:
+			case <-ctx.Done():
+				if rec != nil {
+					rec.Release()
+				}
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return b, nil
+}
+
+// Next returns the next batch, io.EOF after the last one. The caller
+// releases the record.
+func (b *Batches) Next(ctx context.Context) (Batch, error) {
+	select {
+	case r, ok := <-b.ch:
+		if !ok {
+			return Batch{}, io.EOF
+		}
+		return r.b, r.err
+	case <-ctx.Done():
+		return Batch{}, context.Cause(ctx)
+	}
+}
+
+// Close stops the stream and frees its queued batches.
+func (b *Batches) Close() {
+	b.cancel()
+	for r := range b.ch {
+		if r.b.Record != nil {
+			r.b.Record.Release()
+		}
+	}
+	<-b.done
+}
+
+// assemble builds rank's local batch k.
+func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64, rank, world int) (arrow.RecordBatch, error) {
+	samples, err := ep.LocalBatch(nil, k, rank, world)
+	if err != nil {
+		return nil, err
+	}
+	slot := map[shardKey]int{}
+	var keys []shardKey
+	for _, s := range samples {
+		key := shardKey{s.Stream, s.Shard}
+		if _, ok := slot[key]; !ok {
+			slot[key] = len(keys)
+			keys = append(keys, key)
+		}
+	}
+	shards := make([]*decodedShard, len(keys))
+	defer func() {
+		for _, d := range shards {
+			if d != nil {
+				p.decoded.release(d)
+			}
+		}
+	}()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(p.opts.Fetchers)
+	for i, key := range keys {
+		g.Go(func() error {
+			d, err := p.decoded.acquire(gctx, key)
+			shards[i] = d
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("step %d: %w", k, err)
+	}
+	start := time.Now()
+	defer func() { p.stats.assembleNanos.Add(int64(time.Since(start))) }()
+	return p.build(shards, slot, samples, k)
+}
+
+// build gathers the batch's rows from the decoded shards and adds the
+// _shardfeed_ columns.
+func (p *Pipeline) build(shards []*decodedShard, slot map[shardKey]int, samples []planner.Sample, step int64) (arrow.RecordBatch, error) {
+	rows := make([]rowRef, len(samples))
+	for i, s := range samples {
+		key := shardKey{s.Stream, s.Shard}
+		row := s.ID - p.plan.StreamOffset(s.Stream) - p.shardStart[s.Stream][s.Shard]
+		rows[i] = rowRef{Src: slot[key], Row: int(row)}
+	}
+	nData := p.schema.NumFields() - 4
+	cols := make([]arrow.Array, 0, p.schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	srcs := make([]arrow.Array, len(shards))
+	for c := range nData {
+		for i, d := range shards {
+			srcs[i] = d.rec.Column(c)
+		}
+		col, err := gather(p.schema.Field(c).Type, srcs, rows)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", p.schema.Field(c).Name, err)
+		}
+		cols = append(cols, col)
+	}
+	mem := memory.DefaultAllocator
+	ib := array.NewInt64Builder(mem)
+	sb := array.NewInt16Builder(mem)
+	kb := array.NewInt64Builder(mem)
+	pb := array.NewBooleanBuilder(mem)
+	ib.Reserve(len(samples))
+	sb.Reserve(len(samples))
+	kb.Reserve(len(samples))
+	pb.Reserve(len(samples))
+	for _, s := range samples {
+		ib.UnsafeAppend(s.ID)
+		sb.UnsafeAppend(int16(s.Stream)) //nolint:gosec // streams are few
+		kb.UnsafeAppend(step)
+		pb.UnsafeAppend(s.Pad)
+	}
+	for _, b := range []array.Builder{ib, sb, kb, pb} {
+		cols = append(cols, b.NewArray())
+		b.Release()
+	}
+	p.stats.batches.Add(1)
+	p.stats.batchRows.Add(int64(len(samples)))
+	return array.NewRecordBatch(p.schema, cols, int64(len(samples))), nil
+}
+
+// Sample returns the one-row batch of global sample id g (step -1).
+func (p *Pipeline) Sample(ctx context.Context, g int64) (arrow.RecordBatch, error) {
+	params := p.plan.Params()
+	for s := range params.Streams {
+		off := p.plan.StreamOffset(s)
+		starts := p.shardStart[s]
+		if g < off || g >= off+starts[len(starts)-1] {
+			continue
+		}
+		row := g - off
+		shard := 0
+		for shard+1 < len(starts) && starts[shard+1] <= row {
+			shard++
+		}
+		key := shardKey{s, shard}
+		d, err := p.decoded.acquire(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		defer p.decoded.release(d)
+		return p.build([]*decodedShard{d}, map[shardKey]int{key: 0}, []planner.Sample{{ID: g, Stream: s, Shard: shard}}, -1)
+	}
+	return nil, fmt.Errorf("sample %d is not in the dataset, whose ids are 0 to %d", g, p.lastID())
+}
+
+func (p *Pipeline) lastID() int64 {
+	s := len(p.shardStart) - 1
+	starts := p.shardStart[s]
+	return p.plan.StreamOffset(s) + starts[len(starts)-1] - 1
+}

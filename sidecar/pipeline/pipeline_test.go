@@ -1,0 +1,212 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"sigs.k8s.io/yaml"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/testdata"
+	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/daemon"
+	"github.com/shardfeed/shardfeed/sidecar/pipeline"
+)
+
+func openFeed(t *testing.T, manifest string, cacheLimit int64) *daemon.Feed {
+	t.Helper()
+	var ds datav1alpha1.TrainingDataset
+	if err := yaml.UnmarshalStrict([]byte(manifest), &ds); err != nil {
+		t.Fatal(err)
+	}
+	feed, err := daemon.Open(context.Background(), daemon.Config{Dataset: ds.Name, Spec: ds.Spec, CacheDir: t.TempDir(), CacheLimitBytes: cacheLimit, Prefetch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(feed.Pipeline.Close)
+	return feed
+}
+
+// checkRows checks that every data column of rec says which sample the
+// row is (testdata's values) and returns the row ids and pad flags.
+func checkRows(t *testing.T, pl *planner.Plan, rec arrow.RecordBatch, step int64) ([]int64, []bool) {
+	t.Helper()
+	col := func(name string) arrow.Array {
+		idx := rec.Schema().FieldIndices(name)
+		if len(idx) == 0 {
+			t.Fatalf("batch has no column %q: %s", name, rec.Schema())
+		}
+		return rec.Column(idx[0])
+	}
+	ids := col(pipeline.ColumnIndex).(*array.Int64).Int64Values()
+	streams := col(pipeline.ColumnStream).(*array.Int16).Int16Values()
+	steps := col(pipeline.ColumnStep).(*array.Int64).Int64Values()
+	pads := col(pipeline.ColumnPad).(*array.Boolean)
+	own := col("id").(*array.Int64).Int64Values()
+	text := col("text").(*array.String)
+	var tokens arrow.Array
+	if len(rec.Schema().FieldIndices("tokens")) > 0 {
+		tokens = col("tokens")
+	}
+	names := pl.Params().Streams
+	out, padOut := append([]int64(nil), ids...), make([]bool, len(ids))
+	for i := range ids {
+		s := int(streams[i])
+		if own[i]+pl.StreamOffset(s) != ids[i] {
+			t.Fatalf("row %d: id column %d in stream %d is not sample %d", i, own[i], s, ids[i])
+		}
+		if got, want := text.Value(i), testdata.Text(names[s].Name, own[i]); got != want {
+			t.Fatalf("row %d: text %q, want %q", i, got, want)
+		}
+		if steps[i] != step {
+			t.Fatalf("row %d: step %d, want %d", i, steps[i], step)
+		}
+		if tokens != nil {
+			var vals []int32
+			switch a := tokens.(type) {
+			case *array.List:
+				lo, hi := a.ValueOffsets(i)
+				vals = a.ListValues().(*array.Int32).Int32Values()[lo:hi]
+			case *array.FixedSizeList:
+				vals = a.ListValues().(*array.Int32).Int32Values()[(a.Offset()+i)*4 : (a.Offset()+i+1)*4]
+			default:
+				t.Fatalf("tokens column is %s", tokens.DataType())
+			}
+			for j, v := range vals {
+				if v != testdata.Token(own[i], j) {
+					t.Fatalf("row %d: tokens %v, want sample %d's", i, vals, own[i])
+				}
+			}
+		}
+		padOut[i] = pads.Value(i)
+	}
+	return out, padOut
+}
+
+func TestBatchesMatchThePlanForEveryFormatWorldAndWorkers(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := testdata.MDS(filepath.Join(dir, "m"), "m", 700, 900, "zstd"); err != nil {
+		t.Fatal(err)
+	}
+	if err := testdata.Parquet(ctx, filepath.Join(dir, "p"), "p", 500, 200, 64); err != nil {
+		t.Fatal(err)
+	}
+	if err := testdata.JSONL(ctx, filepath.Join(dir, "j"), "j", 300, 1500); err != nil {
+		t.Fatal(err)
+	}
+	stream := func(name, format, extra string) testdata.Stream {
+		return testdata.Stream{Name: name, Format: format, URI: "file://" + filepath.Join(dir, name) + "/", Extra: extra}
+	}
+	tests := []struct {
+		name    string
+		streams []testdata.Stream
+		spec    string
+	}{
+		{"mds shuffled", []testdata.Stream{stream("m", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, seed: 7}\n"},
+		{"parquet in order with pad", []testdata.Stream{stream("p", "parquet", "")}, "  numSplits: 4\n  globalBatchSize: 16\n  shuffle: {enabled: false}\n  dropLast: false\n"},
+		{"mds and parquet mixed, tokens promoted", []testdata.Stream{stream("m", "mds", `proportion: "2"`), stream("p", "parquet", `proportion: "1"`)},
+			"  numSplits: 6\n  globalBatchSize: 36\n  epochSize: 900\n"},
+		{"three formats, common columns", []testdata.Stream{
+			stream("m", "mds", "columns: [id, text]"), stream("p", "parquet", "columns: [text, id]"), stream("j", "jsonl", "columns: [id, text]")},
+			"  numSplits: 6\n  globalBatchSize: 12\n  shuffle: {blockSize: 64}\n  dropLast: false\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			feed := openFeed(t, testdata.Manifest("ds", tt.streams, tt.spec), 0)
+			pl := feed.Plan
+			for _, epoch := range []int64{0, 1} {
+				ep, err := pl.Epoch(epoch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range []struct{ world, workers int }{{1, 1}, {2, 3}, {pl.NumSplits(), 2}} {
+					seen := map[int64]int{}
+					for rank := range w.world {
+						for worker := range w.workers {
+							b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Epoch: epoch, Rank: rank, World: w.world, Worker: worker, Workers: w.workers, Start: int64(worker)})
+							if err != nil {
+								t.Fatal(err)
+							}
+							want := int64(worker)
+							for {
+								batch, err := b.Next(ctx)
+								if errors.Is(err, io.EOF) {
+									break
+								}
+								if err != nil {
+									t.Fatal(err)
+								}
+								if batch.Step != want {
+									t.Fatalf("rank %d worker %d: step %d, want %d", rank, worker, batch.Step, want)
+								}
+								ids, pads := checkRows(t, pl, batch.Record, batch.Step)
+								plan, _ := ep.LocalBatch(nil, batch.Step, rank, w.world)
+								if len(plan) != len(ids) {
+									t.Fatalf("step %d rank %d: %d rows, plan has %d", batch.Step, rank, len(ids), len(plan))
+								}
+								for i, s := range plan {
+									if s.ID != ids[i] || s.Pad != pads[i] {
+										t.Fatalf("step %d rank %d row %d: got (%d, pad %v), plan (%d, pad %v)", batch.Step, rank, i, ids[i], pads[i], s.ID, s.Pad)
+									}
+									if !s.Pad {
+										seen[s.ID]++
+									}
+								}
+								batch.Record.Release()
+								want += int64(w.workers)
+							}
+							b.Close()
+							if want < pl.Steps() {
+								t.Fatalf("rank %d worker %d ended at step %d of %d", rank, worker, want, pl.Steps())
+							}
+						}
+					}
+					delivered := pl.Total() - pl.DroppedPerEpoch()
+					if int64(len(seen)) != delivered {
+						t.Fatalf("epoch %d world %d: %d distinct ids, want %d", epoch, w.world, len(seen), delivered)
+					}
+					for id, n := range seen {
+						if n != 1 {
+							t.Fatalf("epoch %d world %d: id %d delivered %d times", epoch, w.world, id, n)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestStreamsWithDifferentColumnsFailAtStartListingTheDifferences(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := testdata.MDS(filepath.Join(dir, "m"), "m", 50, 900, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := testdata.JSONL(ctx, filepath.Join(dir, "j"), "j", 50, 1500); err != nil {
+		t.Fatal(err)
+	}
+	manifest := testdata.Manifest("ds", []testdata.Stream{
+		{Name: "m", Format: "mds", URI: "file://" + filepath.Join(dir, "m") + "/"},
+		{Name: "j", Format: "jsonl", URI: "file://" + filepath.Join(dir, "j") + "/"},
+	}, "  numSplits: 2\n  globalBatchSize: 4\n")
+	var ds datav1alpha1.TrainingDataset
+	if err := yaml.UnmarshalStrict([]byte(manifest), &ds); err != nil {
+		t.Fatal(err)
+	}
+	_, err := daemon.Open(ctx, daemon.Config{Dataset: ds.Name, Spec: ds.Spec, CacheDir: t.TempDir(), Prefetch: -1})
+	if err == nil {
+		t.Fatal("streams with different columns were accepted")
+	}
+	for _, want := range []string{`stream "j" has columns [id, text], stream "m" has [id, text, tokens]`, "spec.streams[].columns"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}

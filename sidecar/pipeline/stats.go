@@ -1,0 +1,45 @@
+package pipeline
+
+import (
+	"time"
+
+	"github.com/shardfeed/shardfeed/sidecar/cache"
+)
+
+// Stats are the pipeline's counters and gauges.
+type Stats struct {
+	Cache cache.Stats `json:"cache"`
+	// DecodedBytes, DecodedShards and DecodedRows are in memory now.
+	DecodedBytes  int64 `json:"decodedBytes"`
+	DecodedShards int   `json:"decodedShards"`
+	DecodedRows   int64 `json:"decodedRows"`
+	// ShardsDecoded counts every decode since start; DecodeHits the reads
+	// served by a shard already decoded.
+	ShardsDecoded    int64   `json:"shardsDecoded"`
+	RowsDecoded      int64   `json:"rowsDecoded"`
+	DecodeHits       int64   `json:"decodeHits"`
+	DecodedEvictions int64   `json:"decodedEvictions"`
+	Prefetched       int64   `json:"prefetched"`
+	PrefetchErrors   int64   `json:"prefetchErrors"`
+	Batches          int64   `json:"batches"`
+	BatchRows        int64   `json:"batchRows"`
+	FetchSeconds     float64 `json:"fetchSeconds"`
+	DecodeSeconds    float64 `json:"decodeSeconds"`
+	AssembleSeconds  float64 `json:"assembleSeconds"`
+}
+
+// Stats returns the counters.
+func (p *Pipeline) Stats() Stats {
+	b, n, rows := p.decoded.usage()
+	s := &p.stats
+	return Stats{
+		Cache:        p.opts.Cache.Stats(),
+		DecodedBytes: b, DecodedShards: n, DecodedRows: rows,
+		ShardsDecoded: s.decodedShards.Load(), RowsDecoded: s.decodedRows.Load(), DecodeHits: s.decodedHits.Load(),
+		DecodedEvictions: s.decodedEvictions.Load(), Prefetched: s.prefetched.Load(), PrefetchErrors: s.prefetchErrors.Load(),
+		Batches: s.batches.Load(), BatchRows: s.batchRows.Load(),
+		FetchSeconds:    time.Duration(s.fetchNanos.Load()).Seconds(),
+		DecodeSeconds:   time.Duration(s.decodeNanos.Load()).Seconds(),
+		AssembleSeconds: time.Duration(s.assembleNanos.Load()).Seconds(),
+	}
+}

@@ -1,0 +1,99 @@
+package progress
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+)
+
+// ConfigMapStore keeps the state in the job's <dataset>-<job>-state
+// ConfigMap, updated with optimistic concurrency on its resourceVersion.
+// The operator pre-creates it; where RBAC allows, a missing one is created.
+type ConfigMapStore struct {
+	client    corev1client.ConfigMapsGetter
+	namespace string
+	name      string
+	labels    map[string]string
+}
+
+// maxConflicts bounds the retries of an update that lost a race.
+const maxConflicts = 10
+
+// NewConfigMapStore returns the store of job's state for dataset.
+func NewConfigMapStore(client corev1client.ConfigMapsGetter, namespace, dataset, job string) *ConfigMapStore {
+	return &ConfigMapStore{
+		client: client, namespace: namespace, name: configmaps.StateName(dataset, job),
+		labels: map[string]string{configmaps.LabelDataset: dataset, configmaps.LabelJob: job, configmaps.LabelManagedBy: configmaps.ManagedBy},
+	}
+}
+
+func (c *ConfigMapStore) where() string { return fmt.Sprintf("ConfigMap %s/%s", c.namespace, c.name) }
+
+// Load implements Store.
+func (c *ConfigMapStore) Load(ctx context.Context) (*configmaps.State, error) {
+	cm, err := c.client.ConfigMaps(c.namespace).Get(ctx, c.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return &configmaps.State{Layout: configmaps.LayoutVersion}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(), err)
+	}
+	s, err := configmaps.StateFromData(cm.Data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(), err)
+	}
+	return s, nil
+}
+
+// Update implements Store.
+func (c *ConfigMapStore) Update(ctx context.Context, fn func(*configmaps.State) error) (*configmaps.State, error) {
+	api := c.client.ConfigMaps(c.namespace)
+	for range maxConflicts {
+		cm, err := api.Get(ctx, c.name, metav1.GetOptions{})
+		create := apierrors.IsNotFound(err)
+		if create {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace, Labels: c.labels}}
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.where(), err)
+		}
+		s, err := configmaps.StateFromData(cm.Data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.where(), err)
+		}
+		if err := fn(s); err != nil {
+			return nil, err
+		}
+		data, err := configmaps.StateData(s)
+		if err != nil {
+			return nil, err
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		for k, v := range data {
+			cm.Data[k] = v
+		}
+		if create {
+			_, err = api.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
+		} else {
+			_, err = api.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
+		}
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			continue // another pod wrote first: apply fn to its state
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.where(), err)
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("%s: %d conflicting updates in a row; try again", c.where(), maxConflicts)
+}
+
+// FieldManager is the field owner of the sidecar's writes.
+const FieldManager = "shardfeed-sidecar"

@@ -1,0 +1,115 @@
+// Package progress records what a job has trained (design §4): a commit of
+// (epoch, step) from the job's newest attempt, persisted by a Store — a
+// local state file for `shardfeed serve`, the job's state ConfigMap in a
+// cluster. The rules live here once; the stores only persist.
+package progress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+// Store persists a job's state.
+type Store interface {
+	// Load returns the stored state (the zero state when none is stored).
+	Load(ctx context.Context) (*configmaps.State, error)
+	// Update applies fn to the stored state and persists the result
+	// atomically: fn may run more than once (optimistic concurrency).
+	Update(ctx context.Context, fn func(*configmaps.State) error) (*configmaps.State, error)
+}
+
+// ErrRefused marks a commit or registration the rules refuse (a backwards
+// commit, a fenced attempt, another plan): the caller's mistake, not the
+// store's.
+var ErrRefused = errors.New("refused")
+
+// Job identifies what a sidecar commits for.
+type Job struct {
+	Dataset     string
+	Job         string
+	Attempt     string
+	Fingerprint planner.Fingerprint
+	// Steps is the number of steps per epoch.
+	Steps        int64
+	SidecarImage string
+}
+
+// Register records the attempt as the job's newest (if it is not already
+// registered) and checks that the stored state was committed under the same
+// plan; it returns the state.
+func Register(ctx context.Context, st Store, j Job) (*configmaps.State, error) {
+	return st.Update(ctx, func(s *configmaps.State) error {
+		if err := checkPlan(s, j); err != nil {
+			return err
+		}
+		s.Dataset, s.Job = j.Dataset, j.Job
+		s.Fingerprint = j.Fingerprint
+		s.PlanVersion = planner.PlanVersion
+		if s.SidecarImage == "" {
+			s.SidecarImage = j.SidecarImage
+		}
+		if !slices.ContainsFunc(s.Attempts, func(a configmaps.Attempt) bool { return a.ID == j.Attempt }) {
+			s.Attempts = append(s.Attempts, configmaps.Attempt{ID: j.Attempt, Registered: time.Now().UTC()})
+			if n := len(s.Attempts); n > configmaps.MaxAttempts {
+				s.Attempts = s.Attempts[n-configmaps.MaxAttempts:]
+			}
+		}
+		return nil
+	})
+}
+
+func checkPlan(s *configmaps.State, j Job) error {
+	if s.Fingerprint.Sum == "" || s.Fingerprint.Sum == j.Fingerprint.Sum {
+		return nil
+	}
+	return fmt.Errorf("%w: job %q committed progress under plan %s, this sidecar has plan %s; what changed: %v; a different plan is a new TrainingDataset (or a new job)",
+		ErrRefused, j.Job, s.Fingerprint.Sum, j.Fingerprint.Sum, s.Fingerprint.Diff(j.Fingerprint))
+}
+
+// Commit is a commit request: every rank has finished the steps of Epoch
+// before Step and the checkpoint is saved.
+type Commit struct {
+	Epoch int64 `json:"epoch"`
+	Step  int64 `json:"step"`
+	// Resumed says the client resumed from its own older checkpoint: its
+	// commit may go below the stored one.
+	Resumed bool `json:"resumed,omitempty"`
+}
+
+// Apply records c for attempt j.Attempt.
+func Apply(ctx context.Context, st Store, j Job, c Commit) (*configmaps.State, error) {
+	if c.Epoch < 0 || c.Step < 0 || c.Step > j.Steps {
+		return nil, fmt.Errorf("%w: commit (epoch %d, step %d): the epoch must be at least 0 and the step between 0 and %d (the epoch's steps; %d means the epoch is done)",
+			ErrRefused, c.Epoch, c.Step, j.Steps, j.Steps)
+	}
+	return st.Update(ctx, func(s *configmaps.State) error {
+		if err := checkPlan(s, j); err != nil {
+			return err
+		}
+		if newest := s.Newest(); newest != j.Attempt {
+			return fmt.Errorf("%w: attempt %q is fenced: attempt %q of job %q registered after it, so only its pods commit (a pod of a replaced attempt is terminating)",
+				ErrRefused, j.Attempt, newest, j.Job)
+		}
+		if before(c, s) && !c.Resumed {
+			return fmt.Errorf("%w: commit (epoch %d, step %d) is behind the stored (epoch %d, step %d): only a client that resumed from its own older checkpoint goes back, and it says so with \"resumed\": true",
+				ErrRefused, c.Epoch, c.Step, s.Epoch, s.Step)
+		}
+		now := time.Now().UTC()
+		s.Epoch, s.Step, s.Attempt, s.Committed = c.Epoch, c.Step, j.Attempt, &now
+		s.History = append(s.History, configmaps.Commit{Epoch: c.Epoch, Step: c.Step, Attempt: j.Attempt, Resumed: c.Resumed, Time: now})
+		if n := len(s.History); n > configmaps.MaxHistory {
+			s.History = s.History[n-configmaps.MaxHistory:]
+		}
+		return nil
+	})
+}
+
+func before(c Commit, s *configmaps.State) bool {
+	return c.Epoch < s.Epoch || (c.Epoch == s.Epoch && c.Step < s.Step)
+}

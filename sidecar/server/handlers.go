@@ -1,0 +1,297 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/shardfeed/shardfeed/sidecar/pipeline"
+	"github.com/shardfeed/shardfeed/sidecar/progress"
+)
+
+// ArrowStream is the media type of a batch stream.
+const ArrowStream = "application/vnd.apache.arrow.stream"
+
+// Response headers of GET /v1/batches.
+const (
+	HeaderEpoch       = "Shardfeed-Epoch"
+	HeaderStartStep   = "Shardfeed-Start-Step"
+	HeaderSteps       = "Shardfeed-Steps"
+	HeaderFingerprint = "Shardfeed-Fingerprint"
+)
+
+// batchRequest is a parsed GET /v1/batches.
+type batchRequest struct {
+	rank, world, worker, workers int
+	epoch, step                  int64
+	epochGiven, stepGiven        bool
+}
+
+// intParam parses an integer query parameter; def is used when absent
+// (a negative def makes it required).
+func intParam(q url.Values, name string, def int64) (int64, bool, error) {
+	v := q.Get(name)
+	if v == "" {
+		if def < 0 {
+			return 0, false, fmt.Errorf("%s is required", name)
+		}
+		return def, false, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false, fmt.Errorf("%s=%q is not a non-negative integer", name, v)
+	}
+	return n, true, nil
+}
+
+var batchParams = map[string]bool{"rank": true, "world": true, "worker": true, "workers": true, "epoch": true, "step": true, "fingerprint": true}
+
+// parseBatchRequest checks a request against the plan and the rank mode.
+func (s *Server) parseBatchRequest(q url.Values) (batchRequest, string, error) {
+	for k := range q {
+		if !batchParams[k] {
+			return batchRequest{}, k, fmt.Errorf("unknown parameter %q: use rank, world, worker, workers, epoch, step (and fingerprint)", k)
+		}
+	}
+	var r batchRequest
+	ints := []struct {
+		name  string
+		def   int64
+		into  *int64
+		given *bool
+	}{
+		{"rank", -1, new(int64), nil}, {"world", -1, new(int64), nil},
+		{"worker", 0, new(int64), nil}, {"workers", 1, new(int64), nil},
+		{"epoch", 0, &r.epoch, &r.epochGiven}, {"step", 0, &r.step, &r.stepGiven},
+	}
+	for _, p := range ints {
+		v, given, err := intParam(q, p.name, p.def)
+		if err != nil {
+			return r, p.name, err
+		}
+		if v > 1<<40 {
+			return r, p.name, fmt.Errorf("%s=%d is out of range", p.name, v)
+		}
+		*p.into = v
+		if p.given != nil {
+			*p.given = given
+		}
+	}
+	r.rank, r.world, r.worker, r.workers = int(*ints[0].into), int(*ints[1].into), int(*ints[2].into), int(*ints[3].into)
+	pl := s.cfg.Pipeline.Plan()
+	if err := pl.CheckWorld(r.world); err != nil {
+		return r, "world", err
+	}
+	if r.rank >= r.world {
+		return r, "rank", fmt.Errorf("rank %d is outside a world of %d ranks (0 to %d)", r.rank, r.world, r.world-1)
+	}
+	if r.workers < 1 {
+		return r, "workers", errors.New("workers must be at least 1 (the DataLoader's num_workers, or 1 without workers)")
+	}
+	if r.worker >= r.workers {
+		return r, "worker", fmt.Errorf("worker %d is outside %d workers (0 to %d)", r.worker, r.workers, r.workers-1)
+	}
+	if s.cfg.RankMode == RankModePod {
+		world := s.cfg.Pods * s.cfg.ProcsPerPod
+		if r.world != world {
+			return r, "world", fmt.Errorf("world=%d, but this job has %d pods × %d procs per pod = %d ranks", r.world, s.cfg.Pods, s.cfg.ProcsPerPod, world)
+		}
+		if r.rank/s.cfg.ProcsPerPod != s.cfg.Pod {
+			return r, "rank", fmt.Errorf("rank %d belongs to pod %d, this is pod %d (ranks %d to %d): a process asks its own pod's sidecar",
+				r.rank, r.rank/s.cfg.ProcsPerPod, s.cfg.Pod, s.cfg.Pod*s.cfg.ProcsPerPod, (s.cfg.Pod+1)*s.cfg.ProcsPerPod-1)
+		}
+	}
+	if fp := q.Get("fingerprint"); fp != "" && fp != pl.Fingerprint().Sum {
+		return r, "fingerprint", fmt.Errorf("the checkpoint was taken under plan %s, this sidecar serves plan %s: a different plan is a new TrainingDataset", fp, pl.Fingerprint().Sum)
+	}
+	if max := pl.Steps() + int64(r.workers); r.stepGiven && r.step > max {
+		return r, "step", fmt.Errorf("step %d is past the epoch's %d steps", r.step, pl.Steps())
+	}
+	return r, "", nil
+}
+
+func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
+	r, field, err := s.parseBatchRequest(req.URL.Query())
+	if err != nil {
+		s.metrics.badRequests.Inc()
+		badRequest(w, field, "%v", err)
+		return
+	}
+	st, err := s.cfg.Progress.Load(req.Context())
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "reading the committed state: " + err.Error()})
+		return
+	}
+	if !r.epochGiven {
+		r.epoch = st.Epoch
+	}
+	if r.epoch < st.Epoch {
+		s.metrics.badRequests.Inc()
+		badRequest(w, "epoch", "epoch %d is before the committed epoch %d (step %d): the job has moved past it", r.epoch, st.Epoch, st.Step)
+		return
+	}
+	// Design §4: a step from the client wins; else the committed step of
+	// this epoch; else 0. Worker w then starts at k0 + w.
+	start := r.step
+	if !r.stepGiven {
+		k0 := int64(0)
+		if st.Epoch == r.epoch {
+			k0 = st.Step
+		}
+		start = k0 + int64(r.worker)
+	}
+	pr := pipeline.Request{Epoch: r.epoch, Rank: r.rank, World: r.world, Worker: r.worker, Workers: r.workers, Start: start}
+	if s.cfg.RankMode == RankModePod {
+		pr.ScopeFirst, pr.ScopeSplits, _ = s.cfg.Pipeline.Plan().PodSplits(s.cfg.Pod, s.cfg.Pods)
+	}
+	b, err := s.cfg.Pipeline.Batches(req.Context(), pr)
+	if err != nil {
+		badRequest(w, "", "%v", err)
+		return
+	}
+	defer b.Close()
+	key := fmt.Sprintf("epoch %d rank %d/%d worker %d/%d", r.epoch, r.rank, r.world, r.worker, r.workers)
+	ss := s.openStream(key, r, start)
+	defer s.closeStream(ss)
+
+	pl := s.cfg.Pipeline.Plan()
+	h := w.Header()
+	h.Set("Content-Type", ArrowStream)
+	h.Set(HeaderEpoch, strconv.FormatInt(r.epoch, 10))
+	h.Set(HeaderStartStep, strconv.FormatInt(start, 10))
+	h.Set(HeaderSteps, strconv.FormatInt(pl.Steps(), 10))
+	h.Set(HeaderFingerprint, pl.Fingerprint().Sum)
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	iw := ipc.NewWriter(w, ipc.WithSchema(s.cfg.Pipeline.Schema()))
+	for {
+		select {
+		case <-s.draining:
+			s.failStream(ss, errors.New("the sidecar is shutting down"))
+			panic(http.ErrAbortHandler) // no end-of-stream marker: the client knows it was cut
+		default:
+		}
+		waitStart := time.Now()
+		batch, err := b.Next(req.Context())
+		s.metrics.batchWait.Observe(time.Since(waitStart).Seconds())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if req.Context().Err() != nil {
+				return // the client went away: nothing to report
+			}
+			s.failStream(ss, err)
+			panic(http.ErrAbortHandler)
+		}
+		err = iw.Write(batch.Record)
+		rows := batch.Record.NumRows()
+		s.countStreams(batch.Record)
+		batch.Record.Release()
+		if err != nil {
+			return // the client went away
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		s.sent(ss, batch.Step, rows)
+	}
+	if err := iw.Close(); err != nil {
+		return
+	}
+	s.finishStream(ss)
+}
+
+// countStreams adds a batch's rows per stream to the metrics.
+func (s *Server) countStreams(rec arrow.RecordBatch) {
+	col, ok := rec.Column(rec.Schema().FieldIndices(pipeline.ColumnStream)[0]).(*array.Int16)
+	if !ok {
+		return
+	}
+	counts := map[int16]int64{}
+	for _, v := range col.Int16Values() {
+		counts[v]++
+	}
+	names := s.cfg.Pipeline.Plan().Params().Streams
+	for v, n := range counts {
+		if int(v) < len(names) {
+			s.metrics.rowsServed.WithLabelValues(names[v].Name).Add(float64(n))
+		}
+	}
+}
+
+func (s *Server) commit(w http.ResponseWriter, req *http.Request) {
+	var c progress.Commit
+	dec := json.NewDecoder(io.LimitReader(req.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		badRequest(w, "", `the body must be JSON {"epoch": E, "step": K[, "resumed": true]}: %v`, err)
+		return
+	}
+	if dec.More() {
+		badRequest(w, "", "the body holds more than one JSON object")
+		return
+	}
+	st, err := progress.Apply(req.Context(), s.cfg.Progress, s.cfg.Job, c)
+	if errors.Is(err, progress.ErrRefused) {
+		s.metrics.commitsRefused.Inc()
+		writeJSON(w, http.StatusConflict, apiError{Error: err.Error()})
+		return
+	}
+	if err != nil {
+		s.cfg.Log.Error("Commit failed", "epoch", c.Epoch, "step", c.Step, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "persisting the commit: " + err.Error()})
+		return
+	}
+	s.metrics.commits.Inc()
+	s.cfg.Log.Info("Committed", "epoch", c.Epoch, "step", c.Step, "resumed", c.Resumed, "attempt", s.cfg.Job.Attempt)
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) state(w http.ResponseWriter, req *http.Request) {
+	st, err := s.cfg.Progress.Load(req.Context())
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) sample(w http.ResponseWriter, req *http.Request) {
+	g, _, err := intParam(req.URL.Query(), "index", -1)
+	if err != nil {
+		badRequest(w, "index", "%v (the global sample id, _shardfeed_index)", err)
+		return
+	}
+	rec, err := s.cfg.Pipeline.Sample(req.Context(), g)
+	if err != nil {
+		badRequest(w, "index", "%v", err)
+		return
+	}
+	defer rec.Release()
+	w.Header().Set("Content-Type", ArrowStream)
+	iw := ipc.NewWriter(w, ipc.WithSchema(rec.Schema()))
+	if err := iw.Write(rec); err == nil {
+		_ = iw.Close()
+	}
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	ready := s.ready
+	s.mu.Unlock()
+	if !ready {
+		http.Error(w, "not ready: preparing the first batches", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}

@@ -1,0 +1,179 @@
+// Package server serves a pipeline's batches over HTTP/1.1 on a Unix socket
+// (design §5): GET /v1/batches streams a DataLoader worker's batches as
+// Arrow IPC, POST /v1/commit records progress, and /v1/state, /v1/status,
+// /v1/sample, /healthz and /readyz tell what the sidecar is doing.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shardfeed/shardfeed/sidecar/pipeline"
+	"github.com/shardfeed/shardfeed/sidecar/progress"
+)
+
+// Rank modes (design §5).
+const (
+	// RankModePod serves only the ranks of this pod.
+	RankModePod = "pod"
+	// RankModeClient serves any rank a client names (ranks assigned at
+	// rendezvous, and `shardfeed serve`).
+	RankModeClient = "client"
+)
+
+// Config configures a Server.
+type Config struct {
+	Pipeline *pipeline.Pipeline
+	Progress progress.Store
+	Job      progress.Job
+	RankMode string
+	// Pod, Pods and ProcsPerPod place this pod in the job (rank mode pod).
+	Pod, Pods, ProcsPerPod int
+	Log                    *slog.Logger
+	// Registry receives the metrics; nil: none.
+	Registry prometheus.Registerer
+}
+
+// Server is the sidecar's HTTP API.
+type Server struct {
+	cfg     Config
+	metrics *metrics
+	started time.Time
+
+	mu       sync.Mutex
+	streams  map[string]*streamStatus
+	errs     []errorRecord
+	draining chan struct{}
+	drain    sync.Once
+	ready    bool
+}
+
+// New returns a server for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.ProcsPerPod < 1 {
+		cfg.ProcsPerPod = 1
+	}
+	switch cfg.RankMode {
+	case RankModeClient:
+	case RankModePod:
+		if cfg.Pods < 1 || cfg.Pod < 0 || cfg.Pod >= cfg.Pods {
+			return nil, fmt.Errorf("rank mode pod needs the pod's rank in [0, pods): got pod %d of %d (set shardfeed.io/rank and shardfeed.io/pods)", cfg.Pod, cfg.Pods)
+		}
+		if err := cfg.Pipeline.Plan().CheckWorld(cfg.Pods * cfg.ProcsPerPod); err != nil {
+			return nil, fmt.Errorf("%d pods × %d procs per pod: %w", cfg.Pods, cfg.ProcsPerPod, err)
+		}
+	default:
+		return nil, fmt.Errorf("rank mode %q is not supported: use pod or client", cfg.RankMode)
+	}
+	s := &Server{cfg: cfg, streams: map[string]*streamStatus{}, draining: make(chan struct{}), started: time.Now()}
+	s.metrics = newMetrics(s, cfg.Registry)
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/batches", s.batches)
+	mux.HandleFunc("POST /v1/commit", s.commit)
+	mux.HandleFunc("GET /v1/state", s.state)
+	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/sample", s.sample)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	return mux
+}
+
+// SetReady marks the sidecar ready (its first batches are prepared).
+func (s *Server) SetReady() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ready = true
+}
+
+// Drain makes every stream end after the batch it is writing.
+func (s *Server) Drain() { s.drain.Do(func() { close(s.draining) }) }
+
+// Listen opens the Unix socket at path: its directory is created, a stale
+// socket left by a killed process is removed, a live one is an error, and
+// the socket is made mode 0666 so any user of the pod's containers connects.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("socket directory: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket: remove it or choose another --socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("%s is served by another process: stop it or choose another --socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("removing the stale socket %s: %w", path, err)
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o666); err != nil { //nolint:gosec // any container user of the pod connects (design §5)
+		_ = l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Serve serves the API on l until ctx ends, then shuts down gracefully:
+// it stops accepting, lets every stream finish the batch in flight, and
+// closes the listener (which removes the socket).
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.Drain()
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdown)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = srv.Close()
+	}
+	return err
+}
+
+// apiError is the body of every error response.
+type apiError struct {
+	Error string `json:"error"`
+	// Field names the request parameter to fix, if one.
+	Field string `json:"field,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func badRequest(w http.ResponseWriter, field, format string, args ...any) {
+	writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf(format, args...), Field: field})
+}

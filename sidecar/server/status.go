@@ -1,0 +1,128 @@
+package server
+
+import (
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/shardfeed/shardfeed/sidecar/pipeline"
+)
+
+// streamStatus is what /v1/status says of one reader (rank and worker).
+type streamStatus struct {
+	Key       string    `json:"key"`
+	Epoch     int64     `json:"epoch"`
+	Rank      int       `json:"rank"`
+	World     int       `json:"world"`
+	Worker    int       `json:"worker"`
+	Workers   int       `json:"workers"`
+	StartStep int64     `json:"startStep"`
+	NextStep  int64     `json:"nextStep"`
+	Batches   int64     `json:"batches"`
+	Rows      int64     `json:"rows"`
+	Active    bool      `json:"active"`
+	Finished  bool      `json:"finished"`
+	Error     string    `json:"error,omitempty"`
+	Updated   time.Time `json:"updated"`
+}
+
+type errorRecord struct {
+	Time  time.Time `json:"time"`
+	Key   string    `json:"key"`
+	Error string    `json:"error"`
+}
+
+// maxErrors bounds the last errors /v1/status keeps.
+const maxErrors = 20
+
+func (s *Server) openStream(key string, r batchRequest, start int64) *streamStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := &streamStatus{Key: key, Epoch: r.epoch, Rank: r.rank, World: r.world, Worker: r.worker, Workers: r.workers,
+		StartStep: start, NextStep: start, Active: true, Updated: time.Now()}
+	s.streams[key] = ss
+	s.metrics.activeStreams.Inc()
+	return ss
+}
+
+func (s *Server) sent(ss *streamStatus, step, rows int64) {
+	s.mu.Lock()
+	ss.NextStep = step + int64(ss.Workers)
+	ss.Batches++
+	ss.Rows += rows
+	ss.Updated = time.Now()
+	s.mu.Unlock()
+	s.metrics.batchesServed.Inc()
+	s.metrics.consumedRows.Add(float64(rows))
+}
+
+func (s *Server) failStream(ss *streamStatus, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss.Error = err.Error()
+	ss.Updated = time.Now()
+	s.errs = append(s.errs, errorRecord{Time: ss.Updated, Key: ss.Key, Error: ss.Error})
+	if len(s.errs) > maxErrors {
+		s.errs = s.errs[len(s.errs)-maxErrors:]
+	}
+	s.metrics.streamErrors.Inc()
+	s.cfg.Log.Error("Stream failed", "stream", ss.Key, "nextStep", ss.NextStep, "err", err)
+}
+
+func (s *Server) finishStream(ss *streamStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss.Finished = true
+}
+
+func (s *Server) closeStream(ss *streamStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss.Active = false
+	ss.Updated = time.Now()
+	s.metrics.activeStreams.Dec()
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Ready       bool           `json:"ready"`
+	RankMode    string         `json:"rankMode"`
+	Pod         int            `json:"pod"`
+	Pods        int            `json:"pods"`
+	ProcsPerPod int            `json:"procsPerPod"`
+	Dataset     string         `json:"dataset"`
+	Job         string         `json:"job"`
+	Attempt     string         `json:"attempt"`
+	Fingerprint string         `json:"fingerprint"`
+	Steps       int64          `json:"steps"`
+	Uptime      float64        `json:"uptimeSeconds"`
+	Pipeline    pipeline.Stats `json:"pipeline"`
+	// Rows by stage: decoded and held in memory, assembled and waiting in
+	// a queue, sent to the clients.
+	DecodedRows  int64           `json:"decodedRows"`
+	ReadyRows    int64           `json:"readyRows"`
+	ConsumedRows int64           `json:"consumedRows"`
+	Streams      []*streamStatus `json:"streams"`
+	LastErrors   []errorRecord   `json:"lastErrors"`
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+	p := s.cfg.Pipeline
+	ps := p.Stats()
+	s.mu.Lock()
+	st := Status{
+		Ready: s.ready, RankMode: s.cfg.RankMode, Pod: s.cfg.Pod, Pods: s.cfg.Pods, ProcsPerPod: s.cfg.ProcsPerPod,
+		Dataset: s.cfg.Job.Dataset, Job: s.cfg.Job.Job, Attempt: s.cfg.Job.Attempt,
+		Fingerprint: p.Plan().Fingerprint().Sum, Steps: p.Plan().Steps(), Uptime: time.Since(s.started).Seconds(),
+		Pipeline: ps, DecodedRows: ps.DecodedRows, LastErrors: append([]errorRecord{}, s.errs...),
+	}
+	for _, ss := range s.streams {
+		c := *ss
+		st.Streams = append(st.Streams, &c)
+		st.ConsumedRows += ss.Rows
+	}
+	s.mu.Unlock()
+	st.ReadyRows = max(ps.BatchRows-st.ConsumedRows, 0)
+	sort.Slice(st.Streams, func(i, j int) bool { return st.Streams[i].Key < st.Streams[j].Key })
+	writeJSON(w, http.StatusOK, st)
+}

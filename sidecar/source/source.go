@@ -1,0 +1,293 @@
+// Package source turns a stream's layout into what the pipeline fetches
+// and decodes: for each shard, the byte ranges the cache holds (the shard,
+// and for Parquet and Arrow the object's footer) and the decoding of those
+// bytes into one Arrow record with the stream's served schema.
+package source
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shardfeed/shardfeed/sidecar/cache"
+	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
+	"github.com/shardfeed/shardfeed/sidecar/format/mds"
+	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
+	"github.com/shardfeed/shardfeed/sidecar/format/promote"
+	"github.com/shardfeed/shardfeed/sidecar/format/text"
+	"github.com/shardfeed/shardfeed/sidecar/index"
+)
+
+// ReadFunc returns the bytes of a cached object range.
+type ReadFunc func(ctx context.Context, part cache.Shard) ([]byte, error)
+
+// Stream reads the shards of one stream.
+type Stream struct {
+	// Name is the stream's name, also its cache directory.
+	Name   string
+	Layout *index.Layout
+	// columns projected, in order; nil: all.
+	columns []string
+	// native is the projected schema the shards decode to; served the one
+	// every stream is cast to (after Unify).
+	native *arrow.Schema
+	served *arrow.Schema
+}
+
+// Open reads the stream's schema: from the MDS index, the shardfeed index's
+// text schema, or the footer of the first Parquet or Arrow object.
+func Open(ctx context.Context, name string, layout *index.Layout, columns []string, read ReadFunc) (*Stream, error) {
+	s := &Stream{Name: name, Layout: layout, columns: columns}
+	full, err := s.fullSchema(ctx, read)
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: %w", name, err)
+	}
+	for _, f := range full.Fields() {
+		if strings.HasPrefix(f.Name, ReservedPrefix) {
+			return nil, fmt.Errorf("stream %q: column %q uses the prefix %s, which shardfeed reserves for the columns it adds: rename it", name, f.Name, ReservedPrefix)
+		}
+	}
+	if columns == nil {
+		s.native = full
+	} else {
+		fields := make([]arrow.Field, 0, len(columns))
+		for _, c := range columns {
+			i := full.FieldIndices(c)
+			if len(i) == 0 {
+				return nil, fmt.Errorf("stream %q has no column %q (spec.streams[].columns): its columns are %s", name, c, names(full))
+			}
+			fields = append(fields, full.Field(i[0]))
+		}
+		s.native = arrow.NewSchema(fields, nil)
+	}
+	s.served = s.native
+	return s, nil
+}
+
+// ReservedPrefix starts the names of the columns shardfeed adds to batches.
+const ReservedPrefix = "_shardfeed_"
+
+func names(s *arrow.Schema) string {
+	var out []string
+	for _, f := range s.Fields() {
+		out = append(out, f.Name)
+	}
+	return strings.Join(out, ", ")
+}
+
+func sortedNames(s *arrow.Schema) string {
+	var out []string
+	for _, f := range s.Fields() {
+		out = append(out, f.Name)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
+func (s *Stream) fullSchema(ctx context.Context, read ReadFunc) (*arrow.Schema, error) {
+	l := s.Layout
+	switch {
+	case l.MDS != nil:
+		first := &l.MDS.Shards[0]
+		fields, err := first.Columns()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", first.Stored().Basename, err)
+		}
+		for i := range l.MDS.Shards[1:] {
+			e := &l.MDS.Shards[i+1]
+			if !slices.Equal(e.ColumnNames, first.ColumnNames) || !slices.Equal(e.ColumnEncodings, first.ColumnEncodings) {
+				return nil, fmt.Errorf("%s has columns %v %v, %s has %v %v: every shard of a stream needs the same columns",
+					e.Stored().Basename, e.ColumnNames, e.ColumnEncodings, first.Stored().Basename, first.ColumnNames, first.ColumnEncodings)
+			}
+		}
+		return arrow.NewSchema(fields, nil), nil
+	case l.File == nil:
+		return nil, index.ErrNoLayout
+	}
+	switch l.Format {
+	case text.JSONL, text.CSV, text.TSV:
+		return text.Schema(l.File.Schema)
+	}
+	e := l.File.Shards[0]
+	parts := s.Parts(0)
+	tail, err := read(ctx, parts[len(parts)-1])
+	if err != nil {
+		return nil, err
+	}
+	if l.Format == "parquet" {
+		return parquet.Schema(e.Object, tail, e.ObjectSize)
+	}
+	sc, err := arrowipc.Schema(e.ObjectSize, tail)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e.Object, err)
+	}
+	return sc, nil
+}
+
+// Schema returns the schema the stream's batches are served with.
+func (s *Stream) Schema() *arrow.Schema { return s.served }
+
+// Shards returns the number of shards.
+func (s *Stream) Shards() int { return len(s.Layout.Index.Shards) }
+
+// Parts returns the object ranges shard i needs in the cache: the shard,
+// and for Parquet and Arrow the object's footer, without which its bytes
+// do not decode.
+func (s *Stream) Parts(i int) []cache.Shard {
+	l := s.Layout
+	if l.MDS != nil {
+		x := l.Index.Shards[i]
+		return []cache.Shard{{Stream: s.Name, Key: x.Name, Size: x.Bytes, Hash: x.Hash}}
+	}
+	e := l.File.Shards[i]
+	parts := []cache.Shard{{Stream: s.Name, Key: e.Object, Size: e.Length, Hash: e.Hash, Range: true, Offset: e.Offset}}
+	if l.Format == "parquet" || l.Format == "arrow" {
+		parts = append(parts, cache.Shard{Stream: s.Name, Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset})
+	}
+	return parts
+}
+
+// Decode decodes shard i from the bytes of its parts (as Parts lists them)
+// into one record with the served schema.
+func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.RecordBatch, error) {
+	recs, err := s.decode(ctx, i, parts)
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: shard %s: %w", s.Name, s.Layout.Index.Shards[i].Name, err)
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	want := s.Layout.Index.Shards[i].Samples
+	rec, err := s.conform(ctx, recs)
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: shard %s: %w", s.Name, s.Layout.Index.Shards[i].Name, err)
+	}
+	if rec.NumRows() != want {
+		rec.Release()
+		return nil, fmt.Errorf("stream %q: shard %s decoded to %d rows, the index says %d: re-run shardfeed index", s.Name, s.Layout.Index.Shards[i].Name, rec.NumRows(), want)
+	}
+	return rec, nil
+}
+
+func (s *Stream) decode(ctx context.Context, i int, parts [][]byte) ([]arrow.RecordBatch, error) {
+	l := s.Layout
+	cols := s.columns
+	if l.MDS != nil {
+		e := &l.MDS.Shards[i]
+		sh, err := mds.ReadShard(parts[0], e, cols)
+		if err != nil {
+			return nil, err
+		}
+		b := array.NewRecordBuilder(memory.DefaultAllocator, sh.Schema())
+		defer b.Release()
+		b.Reserve(sh.Len())
+		for j := range sh.Len() {
+			if err := sh.Append(b, j); err != nil {
+				return nil, err
+			}
+		}
+		return []arrow.RecordBatch{b.NewRecordBatch()}, nil
+	}
+	e := l.File.Shards[i]
+	switch l.Format {
+	case "parquet":
+		return parquet.ReadRowGroupRange(ctx, e.ObjectSize, parts[1], e.Offset, parts[0], e.Part, cols)
+	case "arrow":
+		rec, err := arrowipc.ReadBatchRange(e.ObjectSize, parts[1], e.Offset, parts[0], e.Part, cols)
+		if err != nil {
+			return nil, err
+		}
+		return []arrow.RecordBatch{rec}, nil
+	}
+	return text.Decode(parts[0], l.Format, l.File.Schema, cols)
+}
+
+// conform joins recs into one record whose columns are the served schema's,
+// by name, in order, cast where a promotion applies.
+func (s *Stream) conform(ctx context.Context, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	var rows int64
+	for _, r := range recs {
+		rows += r.NumRows()
+	}
+	cols := make([]arrow.Array, 0, s.served.NumFields())
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	for _, f := range s.served.Fields() {
+		chunks := make([]arrow.Array, 0, len(recs))
+		for _, r := range recs {
+			idx := r.Schema().FieldIndices(f.Name)
+			if len(idx) == 0 {
+				return nil, fmt.Errorf("decoded data has no column %q", f.Name)
+			}
+			chunks = append(chunks, r.Column(idx[0]))
+		}
+		var col arrow.Array
+		switch len(chunks) {
+		case 0:
+			col = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, 0)
+		case 1:
+			col = chunks[0]
+			col.Retain()
+		default:
+			var err error
+			if col, err = array.Concatenate(chunks, memory.DefaultAllocator); err != nil {
+				return nil, fmt.Errorf("column %q: %w", f.Name, err)
+			}
+		}
+		cast, err := promote.Cast(ctx, col, f.Type)
+		col.Release()
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", f.Name, err)
+		}
+		cols = append(cols, cast)
+	}
+	return array.NewRecordBatch(s.served, cols, rows), nil
+}
+
+// Unify sets every stream's served schema to the one they share: the same
+// columns, each of one type after the documented promotions. It fails with
+// every difference listed.
+func Unify(streams []*Stream) (*arrow.Schema, error) {
+	base := streams[0].native
+	fields := slices.Clone(base.Fields())
+	var diffs []string
+	for _, s := range streams[1:] {
+		if got, want := sortedNames(s.native), sortedNames(base); got != want {
+			diffs = append(diffs, fmt.Sprintf("stream %q has columns [%s], stream %q has [%s]", s.Name, got, streams[0].Name, want))
+			continue
+		}
+		for i := range fields {
+			f := s.native.Field(s.native.FieldIndices(fields[i].Name)[0])
+			t, ok := promote.Types(fields[i].Type, f.Type)
+			if !ok {
+				diffs = append(diffs, fmt.Sprintf("column %q is %s in stream %q and %s in stream %q", f.Name, fields[i].Type, streams[0].Name, f.Type, s.Name))
+				continue
+			}
+			fields[i].Type = t
+			fields[i].Nullable = fields[i].Nullable || f.Nullable
+			fields[i].Metadata = arrow.Metadata{}
+		}
+	}
+	if len(diffs) > 0 {
+		return nil, fmt.Errorf("the streams cannot be served as one schema (docs/formats.md, promotions):\n  %s\npick a common set with spec.streams[].columns, or rewrite a stream with shardfeed convert",
+			strings.Join(diffs, "\n  "))
+	}
+	served := arrow.NewSchema(fields, nil)
+	if len(streams) == 1 {
+		served = base
+	}
+	for _, s := range streams {
+		s.served = served
+	}
+	return served, nil
+}

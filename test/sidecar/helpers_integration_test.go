@@ -1,0 +1,294 @@
+//go:build integration
+
+// Package sidecar_test runs `shardfeed serve` as a real process on datasets
+// in a real MinIO and reads its socket through the Go client.
+package sidecar_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/minio/minio-go/v7"
+
+	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
+	"github.com/shardfeed/shardfeed/internal/testdata"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/pipeline"
+)
+
+var (
+	minioServer *testenv.MinIO
+	binary      string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "shardfeed-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "shardfeed")
+	root, err := testenv.RepoRoot()
+	if err == nil {
+		cmd := exec.Command("go", "build", "-o", binary, "./cmd/shardfeed")
+		cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+		err = cmd.Run()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building shardfeed:", err)
+		os.Exit(1)
+	}
+	code := testenv.RunWithMinIO(m, &minioServer)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// dataset is a dataset uploaded to a fresh bucket.
+type dataset struct {
+	bucket, manifest, credentials string
+}
+
+// upload writes every file under dir to bucket/prefix/.
+func upload(t *testing.T, bucket, prefix, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		_, err = minioServer.Client.FPutObject(ctx, bucket, prefix+"/"+filepath.ToSlash(rel), path, minio.PutObjectOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newDataset writes an MDS stream "m" (samples mdsN) and a Parquet stream
+// "p" (samples parquetN, 0 for none) to MinIO and returns a manifest.
+func newDataset(t *testing.T, mdsN, parquetN int, spec string) dataset {
+	t.Helper()
+	ctx := context.Background()
+	bucket := minioServer.Bucket(t)
+	dir := t.TempDir()
+	if err := testdata.MDS(filepath.Join(dir, "m"), "m", mdsN, 2000, "zstd"); err != nil {
+		t.Fatal(err)
+	}
+	upload(t, bucket, "m", filepath.Join(dir, "m"))
+	streams := []testdata.Stream{{Name: "m", Format: "mds", URI: "s3://" + bucket + "/m/", Endpoint: minioServer.URL()}}
+	if parquetN > 0 {
+		if err := testdata.Parquet(ctx, filepath.Join(dir, "p"), "p", parquetN, 300, 50); err != nil {
+			t.Fatal(err)
+		}
+		upload(t, bucket, "p", filepath.Join(dir, "p"))
+		streams = append(streams, testdata.Stream{Name: "p", Format: "parquet", URI: "s3://" + bucket + "/p/", Endpoint: minioServer.URL()})
+	}
+	manifest := filepath.Join(dir, "dataset.yaml")
+	if err := os.WriteFile(manifest, []byte(testdata.Manifest("feed", streams, spec)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(t)}
+}
+
+// server is a running `shardfeed serve`.
+type server struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	socket string
+	client *shardfeed.Client
+	mu     sync.Mutex
+	log    bytes.Buffer
+	exited chan struct{}
+	err    error
+}
+
+func (s *server) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.Write(p)
+}
+
+func (s *server) logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+// serve starts `shardfeed serve` on ds with its state and cache in dir,
+// and waits until it is ready.
+func serve(t *testing.T, ds dataset, dir string, extra ...string) *server {
+	t.Helper()
+	socket := filepath.Join(dir, "run", "feed.sock")
+	args := append([]string{"serve", "-f", ds.manifest, "--socket", socket, "--cache-dir", filepath.Join(dir, "cache"),
+		"--state", filepath.Join(dir, "state.json"), "--credentials-dir", ds.credentials, "--metrics-addr", "127.0.0.1:0"}, extra...)
+	s := &server{t: t, socket: socket, client: shardfeed.New(socket), exited: make(chan struct{})}
+	s.cmd = exec.Command(binary, args...)
+	s.cmd.Stdout, s.cmd.Stderr = s, s
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.err = s.cmd.Wait(); close(s.exited) }()
+	t.Cleanup(func() { s.kill() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ready := make(chan error, 1)
+	go func() { ready <- s.client.WaitReady(ctx) }()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatalf("serve is not ready: %v\n%s", err, s.logs())
+		}
+	case <-s.exited:
+		t.Fatalf("serve exited: %v\n%s", s.err, s.logs())
+	}
+	return s
+}
+
+// kill sends SIGKILL and waits for the process to end.
+func (s *server) kill() {
+	if s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-s.exited
+}
+
+// batch is one received batch: its step, ids and pad flags.
+type batch struct {
+	step int64
+	ids  []int64
+	pads []bool
+}
+
+// readAll reads a worker's stream to its end (or its first error), calling
+// each for every batch; it returns the batches and the stream's error.
+func readAll(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, each func(batch) bool) ([]batch, error) {
+	st, err := c.Batches(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = st.Close() }()
+	var out []batch
+	for {
+		rec, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		col := func(name string) any { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+		b := batch{
+			step: col(pipeline.ColumnStep).(*array.Int64).Value(0),
+			ids:  append([]int64(nil), col(pipeline.ColumnIndex).(*array.Int64).Int64Values()...),
+		}
+		pads := col(pipeline.ColumnPad).(*array.Boolean)
+		for i := range b.ids {
+			b.pads = append(b.pads, pads.Value(i))
+		}
+		out = append(out, b)
+		if each != nil && !each(b) {
+			return out, nil
+		}
+	}
+}
+
+// planLine is one line of `shardfeed plan --ids`.
+type planLine struct {
+	Epoch  int64   `json:"epoch"`
+	Step   int64   `json:"step"`
+	Rank   int     `json:"rank"`
+	Worker int64   `json:"worker"`
+	IDs    []int64 `json:"ids"`
+	Pad    []int   `json:"pad"`
+}
+
+// planIDs runs `shardfeed plan --ids` and maps (step, rank) to its line.
+func planIDs(t *testing.T, ds dataset, epoch int64, world, workers int) map[[2]int64]planLine {
+	t.Helper()
+	out, err := exec.Command(binary, "plan", "-f", ds.manifest, "--credentials-dir", ds.credentials, "--ids",
+		"--world-size", fmt.Sprint(world), "--workers", fmt.Sprint(workers), "--epoch", fmt.Sprint(epoch)).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("plan --ids: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	lines := map[[2]int64]planLine{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var l planLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		lines[[2]int64{l.Step, int64(l.Rank)}] = l
+	}
+	return lines
+}
+
+// sameBatch reports how a received batch differs from the plan's line.
+func sameBatch(b batch, l planLine) error {
+	if len(b.ids) != len(l.IDs) {
+		return fmt.Errorf("step %d: %d ids, the plan has %d", b.step, len(b.ids), len(l.IDs))
+	}
+	pad := map[int]bool{}
+	for _, p := range l.Pad {
+		pad[p] = true
+	}
+	for i := range b.ids {
+		if b.ids[i] != l.IDs[i] || b.pads[i] != pad[i] {
+			return fmt.Errorf("step %d row %d: (%d, pad %v), the plan has (%d, pad %v)", b.step, i, b.ids[i], b.pads[i], l.IDs[i], pad[i])
+		}
+	}
+	return nil
+}
+
+// post sends body to path on the socket and returns the status and the
+// body (its "error" when it has one).
+func post(t *testing.T, socket, path, body string) (int, string) {
+	t.Helper()
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}}}
+	resp, err := c.Post("http://shardfeed"+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(resp.Body)
+	var e struct{ Error string }
+	if json.Unmarshal(data, &e) == nil && e.Error != "" {
+		return resp.StatusCode, e.Error
+	}
+	return resp.StatusCode, string(data)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func mustContain(t *testing.T, s string, subs ...string) {
+	t.Helper()
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			t.Errorf("%q does not say %q", s, sub)
+		}
+	}
+}

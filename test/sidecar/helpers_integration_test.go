@@ -135,12 +135,25 @@ func (s *server) logs() string {
 // and waits until it is ready.
 func serve(t *testing.T, ds dataset, dir string, extra ...string) *server {
 	t.Helper()
+	return start(t, dir, append([]string{"serve", "-f", ds.manifest, "--socket", filepath.Join(dir, "run", "feed.sock"), "--cache-dir", filepath.Join(dir, "cache"),
+		"--state", filepath.Join(dir, "state.json"), "--credentials-dir", ds.credentials, "--metrics-addr", "127.0.0.1:0"}, extra...)...)
+}
+
+// start runs shardfeed with args (which serve on dir/run/feed.sock) and
+// waits until it is ready.
+func start(t *testing.T, dir string, args ...string) *server {
+	t.Helper()
+	return startEnv(t, dir, nil, args...)
+}
+
+// startEnv is start with variables added to the environment.
+func startEnv(t *testing.T, dir string, env []string, args ...string) *server {
+	t.Helper()
 	socket := filepath.Join(dir, "run", "feed.sock")
-	args := append([]string{"serve", "-f", ds.manifest, "--socket", socket, "--cache-dir", filepath.Join(dir, "cache"),
-		"--state", filepath.Join(dir, "state.json"), "--credentials-dir", ds.credentials, "--metrics-addr", "127.0.0.1:0"}, extra...)
 	s := &server{t: t, socket: socket, client: shardfeed.New(socket), exited: make(chan struct{})}
 	s.cmd = exec.Command(binary, args...)
 	s.cmd.Stdout, s.cmd.Stderr = s, s
+	s.cmd.Env = append(os.Environ(), env...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -280,6 +293,53 @@ func post(t *testing.T, socket, path, body string) (int, string) {
 		return resp.StatusCode, e.Error
 	}
 	return resp.StatusCode, string(data)
+}
+
+// credentialsEnv returns ds's credentials as the AWS variables of the
+// default chain.
+func credentialsEnv(t *testing.T, ds dataset) []string {
+	t.Helper()
+	var env []string
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
+		v, err := os.ReadFile(filepath.Join(ds.credentials, k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, k+"="+strings.TrimSpace(string(v)))
+	}
+	return env
+}
+
+// runShardfeed runs the CLI to its end and returns its output.
+func runShardfeed(args ...string) (string, error) {
+	out, err := exec.Command(binary, args...).CombinedOutput()
+	return string(out), err
+}
+
+// podSummary is what `plan --summary` says of a pod count.
+type podSummary struct {
+	shards int
+	bytes  int64
+}
+
+// planSummary returns the shards and bytes one pod of pods fetches.
+func planSummary(t *testing.T, ds dataset, pods int) podSummary {
+	t.Helper()
+	out, err := exec.Command(binary, "plan", "-f", ds.manifest, "--credentials-dir", ds.credentials, "-o", "json", "--pods", fmt.Sprint(pods)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Pods []struct {
+			Pods            int   `json:"pods"`
+			MaxShardsPerPod int   `json:"maxShardsPerPod"`
+			PodBytes        int64 `json:"maxBytesPerPod"`
+		} `json:"pods"`
+	}
+	if err := json.Unmarshal(out, &s); err != nil {
+		t.Fatal(err)
+	}
+	return podSummary{shards: s.Pods[0].MaxShardsPerPod, bytes: s.Pods[0].PodBytes}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -119,7 +119,7 @@ func (c *Client) WaitReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("sidecar at %s is not ready: %w (last: %v)", c.socket, context.Cause(ctx), err)
+			return fmt.Errorf("sidecar at %s is not ready: %w (last: %w)", c.socket, context.Cause(ctx), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

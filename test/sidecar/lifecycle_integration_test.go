@@ -1,0 +1,196 @@
+//go:build integration
+
+package sidecar_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+func TestIntegrationReconnectingAtStepKContinuesAtStepK(t *testing.T) {
+	ds := newDataset(t, 900, 0, "  numSplits: 3\n  globalBatchSize: 9\n  shuffle: {blockSize: 50}\n")
+	srv := serve(t, ds, t.TempDir())
+	plan := planIDs(t, ds, 0, 3, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := readAll(ctx, srv.client, shardfeed.Request{Rank: 1, World: 3}, func(b batch) bool { return b.step < 4 })
+	if err != nil || len(got) != 5 {
+		t.Fatalf("first connection: %d batches, %v", len(got), err)
+	}
+	// The client went away after step 4; it comes back for step 5.
+	rest, err := readAll(ctx, srv.client, shardfeed.Request{Rank: 1, World: 3, Step: ptr(int64(5))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rest) == 0 || rest[0].step != 5 {
+		t.Fatalf("reconnecting at step 5 gave %d batches from step %v", len(rest), rest)
+	}
+	for _, b := range append(got, rest...) {
+		if err := sameBatch(b, plan[[2]int64{b.step, 1}]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := int64(len(got) + len(rest)); n != int64(len(plan)/3)+0 && n != int64(len(plan)/3) {
+		t.Fatalf("%d batches", n)
+	}
+	var status struct {
+		LastErrors []any `json:"lastErrors"`
+		Streams    []struct {
+			Active   bool   `json:"active"`
+			Finished bool   `json:"finished"`
+			Error    string `json:"error"`
+		} `json:"streams"`
+	}
+	if err := srv.client.Status(ctx, &status); err != nil {
+		t.Fatal(err)
+	}
+	if len(status.LastErrors) != 0 {
+		t.Fatalf("a client going away was reported as an error: %v", status.LastErrors)
+	}
+}
+
+func TestIntegrationSIGTERMEndsStreamsAfterTheBatchInFlightAndRemovesTheSocket(t *testing.T) {
+	ds := newDataset(t, 900, 0, "  numSplits: 3\n  globalBatchSize: 9\n")
+	dir := t.TempDir()
+	srv := serve(t, ds, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := srv.client.Commit(ctx, 0, 2, false); err != nil {
+		t.Fatal(err)
+	}
+	st, err := srv.client.Batches(ctx, shardfeed.Request{Rank: 0, World: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	if _, err := st.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-srv.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not stop within 30 s of SIGTERM\n%s", srv.logs())
+	}
+	if srv.err != nil {
+		t.Fatalf("serve exited with %v after SIGTERM\n%s", srv.err, srv.logs())
+	}
+	for {
+		if _, err = st.Next(); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, shardfeed.ErrCut) {
+		t.Fatalf("the open stream ended with %v, want it cut (no end-of-stream marker)", err)
+	}
+	if _, err := os.Stat(srv.socket); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the socket is still there after SIGTERM: %v", err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := configmaps.ParseState(data)
+	if err != nil || s.Step != 2 {
+		t.Fatalf("state after SIGTERM: %+v, %v", s, err)
+	}
+}
+
+func TestIntegrationSidecarInPodModeServesOnlyItsPodAndFetchesEachShardOnce(t *testing.T) {
+	ds := newDataset(t, 1000, 0, "  numSplits: 8\n  globalBatchSize: 16\n  shuffle: {blockSize: 64}\n")
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := l.Addr().String()
+	_ = l.Close()
+	// Pod 1 of 2 with two local ranks: ranks 2 and 3 of 4.
+	// In a pod, a stream without credentialsSecretRef uses the default
+	// chain: here, the environment.
+	srv := startEnv(t, dir, credentialsEnv(t, ds), "sidecar", "-f", ds.manifest, "--socket", filepath.Join(dir, "run", "feed.sock"),
+		"--cache-dir", filepath.Join(dir, "cache"), "--state", filepath.Join(dir, "state.json"), "--metrics-addr", metricsAddr,
+		"--rank-mode", "pod", "--pods", "2", "--pod-rank", "1", "--procs-per-pod", "2", "--job", "train-1", "--attempt", "a1")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = srv.client.Batches(ctx, shardfeed.Request{Rank: 1, World: 4})
+	var apiErr *shardfeed.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != 400 {
+		t.Fatalf("rank 1 of pod 0 at pod 1's sidecar: %v", err)
+	}
+	mustContain(t, apiErr.Message, "rank 1 belongs to pod 0, this is pod 1 (ranks 2 to 3)")
+	_, err = srv.client.Batches(ctx, shardfeed.Request{Rank: 2, World: 8})
+	if !errors.As(err, &apiErr) || apiErr.Field != "world" {
+		t.Fatalf("world 8 for a job of 4 ranks: %v", err)
+	}
+	plan := planIDs(t, ds, 0, 4, 1)
+	for _, rank := range []int{2, 3} {
+		got, err := readAll(ctx, srv.client, shardfeed.Request{Rank: rank, World: 4}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range got {
+			if err := sameBatch(b, plan[[2]int64{b.step, int64(rank)}]); err != nil {
+				t.Fatalf("rank %d: %v", rank, err)
+			}
+		}
+	}
+	var status struct {
+		Pipeline struct {
+			Cache struct{ Downloads, FetchedBytes int64 } `json:"cache"`
+		} `json:"pipeline"`
+	}
+	if err := srv.client.Status(ctx, &status); err != nil {
+		t.Fatal(err)
+	}
+	summary := planSummary(t, ds, 2)
+	if status.Pipeline.Cache.Downloads != int64(summary.shards) || status.Pipeline.Cache.FetchedBytes != summary.bytes {
+		t.Fatalf("the pod downloaded %d shards (%d bytes), its splits need %d distinct shards (%d bytes)",
+			status.Pipeline.Cache.Downloads, status.Pipeline.Cache.FetchedBytes, summary.shards, summary.bytes)
+	}
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	for _, m := range []string{"shardfeed_sidecar_batches_served_total", "shardfeed_sidecar_batch_wait_seconds_bucket",
+		"shardfeed_sidecar_fetched_bytes_total " + fmt.Sprint(summary.bytes), `shardfeed_sidecar_stream_rows_served_total{stream="m"}`} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("/metrics has no %q", m)
+		}
+	}
+}
+
+func TestIntegrationSidecarRefusesAJobCommittedUnderAnotherPlan(t *testing.T) {
+	ds := newDataset(t, 300, 0, "  numSplits: 2\n  globalBatchSize: 4\n")
+	dir := t.TempDir()
+	state := &configmaps.State{Layout: configmaps.LayoutVersion, Job: "local", Epoch: 0, Step: 3,
+		Fingerprint: planner.Fingerprint{Sum: "v1-other", Inputs: map[string]string{"spec.numSplits": "4", "spec.globalBatchSize": "4"}}}
+	data, _ := configmaps.StateData(state)
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(data[configmaps.KeyState]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runShardfeed("serve", "-f", ds.manifest, "--socket", filepath.Join(dir, "feed.sock"), "--cache-dir", filepath.Join(dir, "cache"),
+		"--state", filepath.Join(dir, "state.json"), "--credentials-dir", ds.credentials, "--metrics-addr", "")
+	if err == nil {
+		t.Fatalf("serve accepted a state of another plan:\n%s", out)
+	}
+	mustContain(t, out, "committed progress under plan v1-other", "spec.numSplits: 4, now 2", "new TrainingDataset")
+}

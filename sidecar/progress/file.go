@@ -7,13 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 )
 
 // FileStore keeps the state in a local file, replaced atomically (write a
 // temporary file, fsync, rename, fsync the directory): a crash at any point
-// leaves the old state or the new one.
+// leaves the old state or the new one. Updates hold an flock on a lock file
+// beside it, so that processes sharing the file do not lose each other's
+// commits.
 type FileStore struct {
 	path string
 	mu   sync.Mutex
@@ -53,6 +56,11 @@ func (f *FileStore) load() (*configmaps.State, error) {
 func (f *FileStore) Update(_ context.Context, fn func(*configmaps.State) error) (*configmaps.State, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	unlock, err := lockFile(f.path + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("state file %s: %w", f.path, err)
+	}
+	defer unlock()
 	s, err := f.load()
 	if err != nil {
 		return nil, err
@@ -68,6 +76,19 @@ func (f *FileStore) Update(_ context.Context, fn func(*configmaps.State) error) 
 		return nil, fmt.Errorf("state file %s: %w", f.path, err)
 	}
 	return s, nil
+}
+
+// lockFile takes an exclusive flock on path, created if missing.
+func lockFile(path string) (func(), error) {
+	l, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(l.Fd()), syscall.LOCK_EX); err != nil { //nolint:gosec // a file descriptor fits int
+		_ = l.Close()
+		return nil, err
+	}
+	return func() { _ = l.Close() }, nil // closing releases the lock
 }
 
 func writeAtomic(path string, data []byte) error {

@@ -1,0 +1,203 @@
+//go:build integration
+
+package progress_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/progress"
+)
+
+var apiServer *testenv.APIServer
+
+func TestMain(m *testing.M) {
+	var err error
+	if apiServer, err = testenv.StartAPIServer(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = apiServer.Stop()
+	os.Exit(code)
+}
+
+// stores returns one store of each kind for a fresh job.
+func stores(t *testing.T) map[string]func() progress.Store {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(apiServer.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := apiServer.Namespace(t)
+	path := filepath.Join(t.TempDir(), "state.json")
+	return map[string]func() progress.Store{
+		"file": func() progress.Store {
+			s, err := progress.NewFileStore(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		"configmap": func() progress.Store { return progress.NewConfigMapStore(cs.CoreV1(), ns, "web", "train-1") },
+	}
+}
+
+var fp = planner.Fingerprint{Sum: "v1-abc", Inputs: map[string]string{"spec.numSplits": "8"}}
+
+func job(attempt string) progress.Job {
+	return progress.Job{Dataset: "web", Job: "train-1", Attempt: attempt, Fingerprint: fp, Steps: 100}
+}
+
+func TestIntegrationCommitRulesHoldInEveryStore(t *testing.T) {
+	for kind, open := range stores(t) {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			st := open()
+			if _, err := progress.Register(ctx, st, job("a1")); err != nil {
+				t.Fatal(err)
+			}
+			steps := []struct {
+				name    string
+				attempt string
+				commit  progress.Commit
+				refused string // "" : accepted
+			}{
+				{"first commit", "a1", progress.Commit{Epoch: 0, Step: 10}, ""},
+				{"forward", "a1", progress.Commit{Epoch: 0, Step: 20}, ""},
+				{"backwards", "a1", progress.Commit{Epoch: 0, Step: 5}, "behind the stored (epoch 0, step 20)"},
+				{"backwards from a resumed client", "a1", progress.Commit{Epoch: 0, Step: 15, Resumed: true}, ""},
+				{"past the epoch", "a1", progress.Commit{Epoch: 0, Step: 101}, "between 0 and 100"},
+				{"next epoch", "a1", progress.Commit{Epoch: 1, Step: 0}, ""},
+				{"an attempt never registered", "zz", progress.Commit{Epoch: 1, Step: 3}, `attempt "zz" is fenced`},
+			}
+			for _, s := range steps {
+				got, err := progress.Apply(ctx, st, job(s.attempt), s.commit)
+				if s.refused == "" {
+					if err != nil {
+						t.Fatalf("%s: %v", s.name, err)
+					}
+					if got.Epoch != s.commit.Epoch || got.Step != s.commit.Step || got.Attempt != s.attempt {
+						t.Fatalf("%s: stored %+v", s.name, got)
+					}
+					continue
+				}
+				if !errors.Is(err, progress.ErrRefused) || !strings.Contains(err.Error(), s.refused) {
+					t.Fatalf("%s: got %v, want a refusal saying %q", s.name, err, s.refused)
+				}
+			}
+			// A new attempt registers: the old one is fenced.
+			if _, err := progress.Register(ctx, st, job("a2")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := progress.Apply(ctx, st, job("a1"), progress.Commit{Epoch: 1, Step: 9}); err == nil || !strings.Contains(err.Error(), `attempt "a2" of job "train-1" registered after it`) {
+				t.Fatalf("a fenced attempt committed: %v", err)
+			}
+			// A second pod of attempt a2 registering does not fence the first.
+			if _, err := progress.Register(ctx, open(), job("a2")); err != nil {
+				t.Fatal(err)
+			}
+			got, err := progress.Apply(ctx, open(), job("a2"), progress.Commit{Epoch: 1, Step: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(got.History); n != 5 || got.History[n-1].Step != 4 || got.History[n-1].Attempt != "a2" {
+				t.Fatalf("lineage %+v", got.History)
+			}
+			// Another plan is refused, with what changed.
+			other := job("a3")
+			other.Fingerprint = planner.Fingerprint{Sum: "v1-def", Inputs: map[string]string{"spec.numSplits": "16"}}
+			if _, err := progress.Register(ctx, st, other); err == nil || !strings.Contains(err.Error(), "spec.numSplits: 8, now 16") {
+				t.Fatalf("another plan registered: %v", err)
+			}
+			// A restarted process reads what was committed.
+			loaded, err := open().Load(ctx)
+			if err != nil || loaded.Epoch != 1 || loaded.Step != 4 || loaded.Newest() != "a2" {
+				t.Fatalf("reloaded %+v, %v", loaded, err)
+			}
+		})
+	}
+}
+
+func TestIntegrationConcurrentCommitsNeverLoseTheNewest(t *testing.T) {
+	for kind, open := range stores(t) {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			if _, err := progress.Register(ctx, open(), job("a1")); err != nil {
+				t.Fatal(err)
+			}
+			// Eight sidecars of one attempt commit steps 1..40 at once;
+			// whatever the interleaving, the stored step is 40 and every
+			// accepted commit is in order in the history.
+			var wg sync.WaitGroup
+			for w := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					st := open()
+					for k := int64(w + 1); k <= 40; k += 8 {
+						_, err := progress.Apply(ctx, st, job("a1"), progress.Commit{Epoch: 0, Step: k})
+						if err != nil && !errors.Is(err, progress.ErrRefused) {
+							t.Error(err)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			got, err := open().Load(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Step != 40 {
+				t.Fatalf("stored step %d after commits up to 40", got.Step)
+			}
+			for i := 1; i < len(got.History); i++ {
+				if got.History[i].Step < got.History[i-1].Step {
+					t.Fatalf("history goes back: %+v", got.History)
+				}
+			}
+		})
+	}
+}
+
+func TestIntegrationStateConfigMapHasTheDocumentedLayout(t *testing.T) {
+	cs, err := kubernetes.NewForConfig(apiServer.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	st := progress.NewConfigMapStore(cs.CoreV1(), ns, "web", "train-1")
+	if _, err := progress.Register(ctx, st, job("a1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := progress.Apply(ctx, st, job("a1"), progress.Commit{Epoch: 2, Step: 7}); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "web-train-1-state", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Labels[configmaps.LabelDataset] != "web" || cm.Labels[configmaps.LabelJob] != "train-1" {
+		t.Fatalf("labels %v", cm.Labels)
+	}
+	s, err := configmaps.StateFromData(cm.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Layout != configmaps.LayoutVersion || s.Epoch != 2 || s.Step != 7 || s.Fingerprint.Sum != fp.Sum || s.PlanVersion != planner.PlanVersion {
+		t.Fatalf("state %+v", s)
+	}
+}

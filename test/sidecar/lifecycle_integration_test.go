@@ -4,18 +4,23 @@ package sidecar_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/planner"
@@ -193,4 +198,60 @@ func TestIntegrationSidecarRefusesAJobCommittedUnderAnotherPlan(t *testing.T) {
 		t.Fatalf("serve accepted a state of another plan:\n%s", out)
 	}
 	mustContain(t, out, "committed progress under plan v1-other", "spec.numSplits: 4, now 2", "new TrainingDataset")
+}
+
+func TestIntegrationSidecarReadsTheMountedPlanConfigMap(t *testing.T) {
+	ds := newDataset(t, 400, 0, "  numSplits: 2\n  globalBatchSize: 4\n")
+	manifest, err := os.ReadFile(ds.manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj datav1alpha1.TrainingDataset
+	if err := yaml.UnmarshalStrict(manifest, &obj); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runShardfeed("plan", "-f", ds.manifest, "--credentials-dir", ds.credentials, "-o", "json", "--pods", "1")
+	if err != nil {
+		t.Fatal(err, out)
+	}
+	var summary struct{ Fingerprint string }
+	if err := json.Unmarshal([]byte(out), &summary); err != nil {
+		t.Fatal(err)
+	}
+	writePlan := func(dir, sum string) {
+		data, err := (&configmaps.Plan{Spec: obj.Spec, Fingerprint: planner.Fingerprint{Sum: sum}}).Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range data {
+			if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	dir := t.TempDir()
+	writePlan(filepath.Join(dir, "plan"), summary.Fingerprint)
+	env := append(credentialsEnv(t, ds), "SHARDFEED_DATASET=feed", "SHARDFEED_PLAN_DIR="+filepath.Join(dir, "plan"), "SHARDFEED_JOB=j",
+		"SHARDFEED_RANK_MODE=client", "SHARDFEED_SOCKET="+filepath.Join(dir, "run", "feed.sock"), "SHARDFEED_CACHE_DIR="+filepath.Join(dir, "cache"))
+	srv := startEnv(t, dir, env, "sidecar", "--state", filepath.Join(dir, "state.json"), "--metrics-addr", "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := readAll(ctx, srv.client, shardfeed.Request{Rank: 0, World: 2}, nil)
+	if err != nil || len(got) != 100 {
+		t.Fatalf("%d batches, %v", len(got), err)
+	}
+	srv.kill()
+
+	// The operator planned other indexes: the sidecar refuses to serve.
+	writePlan(filepath.Join(dir, "plan"), "v1-stale")
+	cmd := exec.Command(binary, "sidecar", "--state", filepath.Join(dir, "state.json"), "--metrics-addr", "")
+	cmd.Env = append(os.Environ(), env...)
+	b, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the sidecar served a plan whose indexes changed:\n%s", b)
+	}
+	mustContain(t, string(b), "the indexes changed since the operator planned", "v1-stale")
 }

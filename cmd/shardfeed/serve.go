@@ -36,6 +36,7 @@ type feedOptions struct {
 	job, attempt         string
 	namespace, image     string
 	logFormat            string
+	pprof                bool
 }
 
 // DefaultSocket is the socket inside a pod (design §1).
@@ -49,6 +50,7 @@ func (o *feedOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.decodedLimit, "memory-limit", "1Gi", "memory for decoded shards not in use")
 	f.IntVar(&o.prefetch, "prefetch", -1, "shards fetched ahead (default: spec.sidecar.prefetch, else 2)")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	f.BoolVar(&o.pprof, "pprof", false, "serve Go's /debug/pprof/ on the metrics address")
 }
 
 func newServeCommand() *cobra.Command {
@@ -142,7 +144,7 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		return fmt.Errorf("--log-format %q: use text or json", o.logFormat)
 	}
 	cfg := daemon.Config{
-		Socket: o.socket, MetricsAddr: o.metricsAddr, CacheDir: o.cacheDir, Prefetch: o.prefetch,
+		Socket: o.socket, MetricsAddr: o.metricsAddr, Pprof: o.pprof, CacheDir: o.cacheDir, Prefetch: o.prefetch,
 		RankMode: o.rankMode, Pod: o.pod, Pods: o.pods, ProcsPerPod: o.procs, Job: o.job, Attempt: o.attempt,
 		SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: slog.New(handler),
 	}

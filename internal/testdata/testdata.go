@@ -158,3 +158,46 @@ func Manifest(name string, streams []Stream, spec string) string {
 	b.WriteString(spec)
 	return b.String()
 }
+
+// Tokens writes n samples of width int32 tokens (as ndarray:int32:width)
+// and an id as raw MDS shards of about shardBytes into dir.
+func Tokens(dir string, n, width int, shardBytes int64) error {
+	return writeMDS(dir, shardBytes, []mds.Column{{Name: "id", Encoding: "int64"}, {Name: "tokens", Encoding: fmt.Sprintf("ndarray:int32:%d", width)}},
+		n, func(i int64) map[string]any {
+			tok := make([]byte, 4*width)
+			for j := range width {
+				binary.LittleEndian.PutUint32(tok[4*j:], uint32(i)+uint32(j)) //nolint:gosec // bit pattern
+			}
+			return map[string]any{"id": i, "tokens": mds.NDArray{DType: "int32", Shape: []int64{int64(width)}, Data: tok}}
+		})
+}
+
+// Blobs writes n samples of a size-byte blob (as MDS bytes) and an id as
+// raw MDS shards of about shardBytes into dir.
+func Blobs(dir string, n, size int, shardBytes int64) error {
+	return writeMDS(dir, shardBytes, []mds.Column{{Name: "id", Encoding: "int64"}, {Name: "blob", Encoding: "bytes"}},
+		n, func(i int64) map[string]any {
+			blob := make([]byte, size)
+			for j := range blob {
+				blob[j] = byte(i) ^ byte(j)
+			}
+			return map[string]any{"id": i, "blob": blob}
+		})
+}
+
+func writeMDS(dir string, shardBytes int64, cols []mds.Column, n int, sample func(int64) map[string]any) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	w, err := mds.NewWriter(mds.WriterOptions{Columns: cols, Hashes: []string{"xxh3_64"}, SizeLimit: shardBytes,
+		Put: func(name string, data []byte) error { return os.WriteFile(filepath.Join(dir, name), data, 0o644) }})
+	if err != nil {
+		return err
+	}
+	for i := range int64(n) {
+		if err := w.Write(sample(i)); err != nil {
+			return err
+		}
+	}
+	return w.Close()
+}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"time"
@@ -49,7 +50,9 @@ type Config struct {
 
 	Socket      string
 	MetricsAddr string
-	CacheDir    string
+	// Pprof adds /debug/pprof/ to the metrics server.
+	Pprof    bool
+	CacheDir string
 	// CacheLimitBytes overrides spec.sidecar.cacheLimit when > 0.
 	CacheLimitBytes   int64
 	DecodedLimitBytes int64
@@ -216,6 +219,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if cfg.Pprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		}
 		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = metricsSrv.Serve(ml) }()
 		defer func() { _ = metricsSrv.Close() }()

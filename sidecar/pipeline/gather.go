@@ -7,6 +7,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shardfeed/shardfeed/internal/bufpool"
 )
 
 // rowRef is one row of a batch: row Row of source array Src.
@@ -19,13 +21,16 @@ type rowRef struct {
 // of fixed width (and fixed-size lists of them) and binary/string columns
 // are copied row by row into fresh buffers; any other type is cut into runs
 // of consecutive rows and concatenated.
-func gather(dt arrow.DataType, srcs []arrow.Array, rows []rowRef) (arrow.Array, error) {
+//
+// With z, the values of fixed-width and binary columns are not copied: the
+// array gets a placeholder buffer (see zerocopy.go).
+func gather(dt arrow.DataType, srcs []arrow.Array, rows []rowRef, z *zeroCopy) (arrow.Array, error) {
 	if w, ok := byteWidth(dt); ok {
-		return gatherFixed(dt, w, srcs, rows), nil
+		return gatherFixed(dt, w, srcs, rows, z), nil
 	}
 	switch dt.ID() {
 	case arrow.BINARY, arrow.STRING:
-		return gatherBinary(dt, srcs, rows)
+		return gatherBinary(dt, srcs, rows, z)
 	}
 	return gatherRuns(srcs, rows)
 }
@@ -76,7 +81,7 @@ func flatValues(a arrow.Array, w int) ([]byte, bool) {
 	return buf.Bytes()[d.Offset()*w:], true
 }
 
-func gatherFixed(dt arrow.DataType, w int, srcs []arrow.Array, rows []rowRef) arrow.Array {
+func gatherFixed(dt arrow.DataType, w int, srcs []arrow.Array, rows []rowRef, z *zeroCopy) arrow.Array {
 	vals := make([][]byte, len(srcs))
 	for i, s := range srcs {
 		v, ok := flatValues(s, w)
@@ -86,11 +91,21 @@ func gatherFixed(dt arrow.DataType, w int, srcs []arrow.Array, rows []rowRef) ar
 		}
 		vals[i] = v
 	}
-	out := memory.NewResizableBuffer(memory.DefaultAllocator)
-	out.Resize(len(rows) * w)
-	dst := out.Bytes()
-	for i, r := range rows {
-		copy(dst[i*w:(i+1)*w], vals[r.Src][r.Row*w:(r.Row+1)*w])
+	var out *memory.Buffer
+	if z != nil {
+		segs := make([][]byte, 0, len(rows))
+		for _, r := range rows {
+			segs = appendSegment(segs, vals[r.Src][r.Row*w:(r.Row+1)*w])
+		}
+		out = z.placeholder(len(rows)*w, segs)
+	}
+	if out == nil {
+		out = memory.NewResizableBuffer(bufpool.Shared)
+		out.Resize(len(rows) * w)
+		dst := out.Bytes()
+		for i, r := range rows {
+			copy(dst[i*w:(i+1)*w], vals[r.Src][r.Row*w:(r.Row+1)*w])
+		}
 	}
 	valid, nulls := gatherValidity(srcs, rows)
 	var data arrow.ArrayData
@@ -148,7 +163,7 @@ func gatherValidity(srcs []arrow.Array, rows []rowRef) (*memory.Buffer, int) {
 	return buf, nulls
 }
 
-func gatherBinary(dt arrow.DataType, srcs []arrow.Array, rows []rowRef) (arrow.Array, error) {
+func gatherBinary(dt arrow.DataType, srcs []arrow.Array, rows []rowRef, z *zeroCopy) (arrow.Array, error) {
 	type binaryLike interface {
 		ValueBytes() []byte
 		ValueOffsets() []int32
@@ -173,19 +188,37 @@ func gatherBinary(dt arrow.DataType, srcs []arrow.Array, rows []rowRef) (arrow.A
 	offBuf := memory.NewResizableBuffer(memory.DefaultAllocator)
 	offBuf.Resize((len(rows) + 1) * 4)
 	dstOff := arrow.Int32Traits.CastFromBytes(offBuf.Bytes())
-	valBuf := memory.NewResizableBuffer(memory.DefaultAllocator)
-	valBuf.Resize(total)
-	dst := valBuf.Bytes()
 	// ValueBytes starts at the array's first value offset.
-	pos := int32(0)
-	for i, r := range rows {
+	value := func(r rowRef) []byte {
 		o := offs[r.Src]
-		base := o[0]
-		lo, hi := o[r.Row]-base, o[r.Row+1]-base
-		dstOff[i] = pos
-		pos += int32(copy(dst[pos:], bytes[r.Src][lo:hi])) //nolint:gosec // total checked above
+		return bytes[r.Src][o[r.Row]-o[0] : o[r.Row+1]-o[0]]
 	}
-	dstOff[len(rows)] = pos
+	var valBuf *memory.Buffer
+	if z != nil {
+		segs := make([][]byte, 0, len(rows))
+		pos := int32(0)
+		for i, r := range rows {
+			v := value(r)
+			dstOff[i] = pos
+			pos += int32(len(v)) //nolint:gosec // total checked above
+			if len(v) > 0 {
+				segs = appendSegment(segs, v)
+			}
+		}
+		dstOff[len(rows)] = pos
+		valBuf = z.placeholder(total, segs)
+	}
+	if valBuf == nil {
+		valBuf = memory.NewResizableBuffer(bufpool.Shared)
+		valBuf.Resize(total)
+		dst := valBuf.Bytes()
+		pos := int32(0)
+		for i, r := range rows {
+			dstOff[i] = pos
+			pos += int32(copy(dst[pos:], value(r))) //nolint:gosec // total checked above
+		}
+		dstOff[len(rows)] = pos
+	}
 	valid, nulls := gatherValidity(srcs, rows)
 	data := array.NewData(dt, len(rows), []*memory.Buffer{valid, offBuf, valBuf}, nil, nulls, 0)
 	offBuf.Release()

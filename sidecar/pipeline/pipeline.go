@@ -162,12 +162,32 @@ type Request struct {
 	// Scope is the splits the sidecar prefetches for this request: the
 	// pod's in rank mode pod, the rank's otherwise (zero: the rank's).
 	ScopeFirst, ScopeSplits int
+	// ZeroCopy makes batches for a writer that sends placeholder buffers'
+	// segments (Batch.Segments) instead of their bytes.
+	ZeroCopy bool
 }
 
-// Batch is one assembled local batch.
+// Batch is one assembled local batch. Release it when done.
 type Batch struct {
-	Step   int64
+	Step int64
+	// Record is the batch; with zero copy, its large value buffers are
+	// placeholders whose bytes Segments gives.
 	Record arrow.RecordBatch
+	zc     *zeroCopy
+	holds  []*decodedShard
+	p      *Pipeline
+}
+
+// Release frees the record and the decoded shards it points into.
+func (b *Batch) Release() {
+	if b.Record != nil {
+		b.Record.Release()
+		b.Record = nil
+	}
+	for _, d := range b.holds {
+		b.p.decoded.release(d)
+	}
+	b.holds = nil
 }
 
 // Batches is one reader's stream of batches, assembled ahead into a
@@ -212,16 +232,11 @@ func (p *Pipeline) Batches(ctx context.Context, req Request) (*Batches, error) {
 		defer sc.unregister(id)
 		for k := req.Start; k < p.plan.Steps(); k += int64(req.Workers) {
 			sc.advance(id, k)
-			rec, err := p.assemble(ctx, ep, k, req.Rank, req.World)
-			if err == nil {
-				p.stats.readyRows.Add(rec.NumRows())
-			}
+			batch, err := p.assemble(ctx, ep, k, req.Rank, req.World, req.ZeroCopy)
 			select {
-			case b.ch <- batchOrErr{Batch{Step: k, Record: rec}, err}:
+			case b.ch <- batchOrErr{batch, err}:
 			case <-ctx.Done():
-				if rec != nil {
-					rec.Release()
-				}
+				batch.Release()
 				return
 			}
 			if err != nil {
@@ -233,7 +248,7 @@ func (p *Pipeline) Batches(ctx context.Context, req Request) (*Batches, error) {
 }
 
 // Next returns the next batch, io.EOF after the last one. The caller
-// releases the record.
+// releases the batch.
 func (b *Batches) Next(ctx context.Context) (Batch, error) {
 	select {
 	case r, ok := <-b.ch:
@@ -250,18 +265,17 @@ func (b *Batches) Next(ctx context.Context) (Batch, error) {
 func (b *Batches) Close() {
 	b.cancel()
 	for r := range b.ch {
-		if r.b.Record != nil {
-			r.b.Record.Release()
-		}
+		r.b.Release()
 	}
 	<-b.done
 }
 
 // assemble builds rank's local batch k.
-func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64, rank, world int) (arrow.RecordBatch, error) {
+func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64, rank, world int, zc bool) (Batch, error) {
+	batch := Batch{Step: k, p: p}
 	samples, err := ep.LocalBatch(nil, k, rank, world)
 	if err != nil {
-		return nil, err
+		return batch, err
 	}
 	slot := map[shardKey]int{}
 	var keys []shardKey
@@ -273,13 +287,6 @@ func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64,
 		}
 	}
 	shards := make([]*decodedShard, len(keys))
-	defer func() {
-		for _, d := range shards {
-			if d != nil {
-				p.decoded.release(d)
-			}
-		}
-	}()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.opts.Fetchers)
 	for i, key := range keys {
@@ -289,17 +296,39 @@ func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64,
 			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, fmt.Errorf("step %d: %w", k, err)
+	err = g.Wait()
+	for _, d := range shards {
+		if d != nil {
+			batch.holds = append(batch.holds, d)
+		}
+	}
+	if err != nil {
+		batch.Release()
+		return Batch{Step: k, p: p}, fmt.Errorf("step %d: %w", k, err)
 	}
 	start := time.Now()
 	defer func() { p.stats.assembleNanos.Add(int64(time.Since(start))) }()
-	return p.build(shards, slot, samples, k)
+	if zc {
+		batch.zc = &zeroCopy{}
+	}
+	batch.Record, err = p.build(shards, slot, samples, k, batch.zc)
+	if err != nil || !zc {
+		// A copied batch no longer needs the shards.
+		for _, d := range batch.holds {
+			p.decoded.release(d)
+		}
+		batch.holds = nil
+	}
+	if err != nil {
+		return Batch{Step: k, p: p}, err
+	}
+	p.stats.readyRows.Add(batch.Record.NumRows())
+	return batch, nil
 }
 
 // build gathers the batch's rows from the decoded shards and adds the
 // _shardfeed_ columns.
-func (p *Pipeline) build(shards []*decodedShard, slot map[shardKey]int, samples []planner.Sample, step int64) (arrow.RecordBatch, error) {
+func (p *Pipeline) build(shards []*decodedShard, slot map[shardKey]int, samples []planner.Sample, step int64, z *zeroCopy) (arrow.RecordBatch, error) {
 	rows := make([]rowRef, len(samples))
 	for i, s := range samples {
 		key := shardKey{s.Stream, s.Shard}
@@ -318,7 +347,7 @@ func (p *Pipeline) build(shards []*decodedShard, slot map[shardKey]int, samples 
 		for i, d := range shards {
 			srcs[i] = d.rec.Column(c)
 		}
-		col, err := gather(p.schema.Field(c).Type, srcs, rows)
+		col, err := gather(p.schema.Field(c).Type, srcs, rows, z)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", p.schema.Field(c).Name, err)
 		}
@@ -368,7 +397,7 @@ func (p *Pipeline) Sample(ctx context.Context, g int64) (arrow.RecordBatch, erro
 			return nil, err
 		}
 		defer p.decoded.release(d)
-		return p.build([]*decodedShard{d}, map[shardKey]int{key: 0}, []planner.Sample{{ID: g, Stream: s, Shard: shard}}, -1)
+		return p.build([]*decodedShard{d}, map[shardKey]int{key: 0}, []planner.Sample{{ID: g, Stream: s, Shard: shard}}, -1, nil)
 	}
 	return nil, fmt.Errorf("sample %d is not in the dataset, whose ids are 0 to %d", g, p.lastID())
 }

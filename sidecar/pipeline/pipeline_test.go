@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -89,6 +91,37 @@ func checkRows(t *testing.T, pl *planner.Plan, rec arrow.RecordBatch, step int64
 	return out, padOut
 }
 
+// sent returns the record a client reads when the batch is written as the
+// socket writer writes it: its IPC messages collected by a MessageWriter,
+// zero-copy placeholders replaced by their rows.
+func sent(t *testing.T, batch *pipeline.Batch) arrow.RecordBatch {
+	t.Helper()
+	mw := &pipeline.MessageWriter{Batch: batch}
+	w := ipc.NewWriter(mw, ipc.WithSchema(batch.Record.Schema()))
+	if err := w.Write(batch.Record); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	bufs := mw.Take(nil)
+	if _, err := bufs.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ipc.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	if !r.Next() {
+		t.Fatalf("no record: %v", r.Err())
+	}
+	rec := r.RecordBatch()
+	rec.Retain()
+	return rec
+}
+
 func TestBatchesMatchThePlanForEveryFormatWorldAndWorkers(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -130,7 +163,10 @@ func TestBatchesMatchThePlanForEveryFormatWorldAndWorkers(t *testing.T) {
 					seen := map[int64]int{}
 					for rank := range w.world {
 						for worker := range w.workers {
-							b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Epoch: epoch, Rank: rank, World: w.world, Worker: worker, Workers: w.workers, Start: int64(worker)})
+							// Every other stream is zero-copy, read back as the
+							// socket writer sends it.
+							zeroCopy := (rank+worker)%2 == 0
+							b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Epoch: epoch, Rank: rank, World: w.world, Worker: worker, Workers: w.workers, Start: int64(worker), ZeroCopy: zeroCopy})
 							if err != nil {
 								t.Fatal(err)
 							}
@@ -146,7 +182,11 @@ func TestBatchesMatchThePlanForEveryFormatWorldAndWorkers(t *testing.T) {
 								if batch.Step != want {
 									t.Fatalf("rank %d worker %d: step %d, want %d", rank, worker, batch.Step, want)
 								}
-								ids, pads := checkRows(t, pl, batch.Record, batch.Step)
+								rec := batch.Record
+								if zeroCopy {
+									rec = sent(t, &batch)
+								}
+								ids, pads := checkRows(t, pl, rec, batch.Step)
 								plan, _ := ep.LocalBatch(nil, batch.Step, rank, w.world)
 								if len(plan) != len(ids) {
 									t.Fatalf("step %d rank %d: %d rows, plan has %d", batch.Step, rank, len(ids), len(plan))
@@ -159,7 +199,10 @@ func TestBatchesMatchThePlanForEveryFormatWorldAndWorkers(t *testing.T) {
 										seen[s.ID]++
 									}
 								}
-								batch.Record.Release()
+								if zeroCopy {
+									rec.Release()
+								}
+								batch.Release()
 								want += int64(w.workers)
 							}
 							b.Close()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -153,7 +154,14 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 	if s.cfg.RankMode == RankModePod {
 		pr.ScopeFirst, pr.ScopeSplits, _ = s.cfg.Pipeline.Plan().PodSplits(s.cfg.Pod, s.cfg.Pods)
 	}
-	b, err := s.cfg.Pipeline.Batches(req.Context(), pr)
+	pr.ZeroCopy = true
+	// The stream outlives nothing but this handler; a client that goes
+	// away shows as a failed write.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
+	defer cancel()
+	s.active.Add(1)
+	defer s.active.Done()
+	b, err := s.cfg.Pipeline.Batches(ctx, pr)
 	if err != nil {
 		badRequest(w, "", "%v", err)
 		return
@@ -164,48 +172,56 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 	defer s.closeStream(ss)
 
 	pl := s.cfg.Pipeline.Plan()
-	h := w.Header()
+	h := http.Header{}
 	h.Set("Content-Type", ArrowStream)
 	h.Set(HeaderEpoch, strconv.FormatInt(r.epoch, 10))
 	h.Set(HeaderStartStep, strconv.FormatInt(start, 10))
 	h.Set(HeaderSteps, strconv.FormatInt(pl.Steps(), 10))
 	h.Set(HeaderFingerprint, pl.Fingerprint().Sum)
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	iw := ipc.NewWriter(w, ipc.WithSchema(s.cfg.Pipeline.Schema()))
+	sc, err := hijackStream(w, h)
+	if err != nil {
+		s.failStream(ss, fmt.Errorf("taking the connection: %w", err))
+		return
+	}
+	// Closing without the terminal chunk, as every early return does, tells
+	// the client the stream was cut.
+	defer func() { _ = sc.conn.Close() }()
+	iw := ipc.NewWriter(sc, ipc.WithSchema(s.cfg.Pipeline.Schema()))
 	for {
 		select {
 		case <-s.draining:
 			s.failStream(ss, errors.New("the sidecar is shutting down"))
-			panic(http.ErrAbortHandler) // no end-of-stream marker: the client knows it was cut
+			return
 		default:
 		}
 		waitStart := time.Now()
-		batch, err := b.Next(req.Context())
+		batch, err := b.Next(ctx)
 		s.metrics.batchWait.Observe(time.Since(waitStart).Seconds())
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			if req.Context().Err() != nil {
-				return // the client went away: nothing to report
-			}
 			s.failStream(ss, err)
-			panic(http.ErrAbortHandler)
+			return
 		}
+		sc.Batch = &batch
 		err = iw.Write(batch.Record)
+		if err == nil {
+			err = sc.flush()
+		}
+		sc.Batch = nil
 		rows := batch.Record.NumRows()
 		s.countStreams(batch.Record)
-		batch.Record.Release()
+		batch.Release()
 		if err != nil {
-			return // the client went away
-		}
-		if flusher != nil {
-			flusher.Flush()
+			return // the client went away: reconnecting at the next step continues there
 		}
 		s.sent(ss, batch.Step, rows)
 	}
 	if err := iw.Close(); err != nil {
+		return
+	}
+	if err := sc.end(); err != nil {
 		return
 	}
 	s.finishStream(ss)

@@ -56,7 +56,10 @@ type Server struct {
 	errs     []errorRecord
 	draining chan struct{}
 	drain    sync.Once
-	ready    bool
+	// active counts the batch streams being written: their connections
+	// are hijacked, so http.Server.Shutdown does not wait for them.
+	active sync.WaitGroup
+	ready  bool
 }
 
 // New returns a server for cfg.
@@ -134,7 +137,22 @@ func Listen(path string) (net.Listener, error) {
 		_ = l.Close()
 		return nil, err
 	}
-	return l, nil
+	return bufferedListener{l}, nil
+}
+
+// socketBuffer is the send buffer asked for each connection: a batch of a
+// few MiB then crosses in a few wake-ups instead of dozens (the kernel caps
+// it at net.core.wmem_max).
+const socketBuffer = 4 << 20
+
+type bufferedListener struct{ net.Listener }
+
+func (l bufferedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if uc, ok := c.(*net.UnixConn); ok {
+		_ = uc.SetWriteBuffer(socketBuffer)
+	}
+	return c, err
 }
 
 // Serve serves the API on l until ctx ends, then shuts down gracefully:
@@ -155,6 +173,12 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	err := srv.Shutdown(shutdown)
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = srv.Close()
+	}
+	done := make(chan struct{})
+	go func() { s.active.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-shutdown.Done():
 	}
 	return err
 }

@@ -38,6 +38,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(rawWriterEnv); spec != "" {
+		if err := rawWriter(spec); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "shardfeed-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -65,7 +72,7 @@ type dataset struct {
 }
 
 // upload writes every file under dir to bucket/prefix/.
-func upload(t *testing.T, bucket, prefix, dir string) {
+func upload(t testing.TB, bucket, prefix, dir string) {
 	t.Helper()
 	ctx := context.Background()
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
@@ -83,7 +90,7 @@ func upload(t *testing.T, bucket, prefix, dir string) {
 
 // newDataset writes an MDS stream "m" (samples mdsN) and a Parquet stream
 // "p" (samples parquetN, 0 for none) to MinIO and returns a manifest.
-func newDataset(t *testing.T, mdsN, parquetN int, spec string) dataset {
+func newDataset(t testing.TB, mdsN, parquetN int, spec string) dataset {
 	t.Helper()
 	ctx := context.Background()
 	bucket := minioServer.Bucket(t)
@@ -109,7 +116,7 @@ func newDataset(t *testing.T, mdsN, parquetN int, spec string) dataset {
 
 // server is a running `shardfeed serve`.
 type server struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	socket string
 	client *shardfeed.Client
@@ -133,7 +140,7 @@ func (s *server) logs() string {
 
 // serve starts `shardfeed serve` on ds with its state and cache in dir,
 // and waits until it is ready.
-func serve(t *testing.T, ds dataset, dir string, extra ...string) *server {
+func serve(t testing.TB, ds dataset, dir string, extra ...string) *server {
 	t.Helper()
 	return start(t, dir, append([]string{"serve", "-f", ds.manifest, "--socket", filepath.Join(dir, "run", "feed.sock"), "--cache-dir", filepath.Join(dir, "cache"),
 		"--state", filepath.Join(dir, "state.json"), "--credentials-dir", ds.credentials, "--metrics-addr", "127.0.0.1:0"}, extra...)...)
@@ -141,13 +148,13 @@ func serve(t *testing.T, ds dataset, dir string, extra ...string) *server {
 
 // start runs shardfeed with args (which serve on dir/run/feed.sock) and
 // waits until it is ready.
-func start(t *testing.T, dir string, args ...string) *server {
+func start(t testing.TB, dir string, args ...string) *server {
 	t.Helper()
 	return startEnv(t, dir, nil, args...)
 }
 
 // startEnv is start with variables added to the environment.
-func startEnv(t *testing.T, dir string, env []string, args ...string) *server {
+func startEnv(t testing.TB, dir string, env []string, args ...string) *server {
 	t.Helper()
 	socket := filepath.Join(dir, "run", "feed.sock")
 	s := &server{t: t, socket: socket, client: shardfeed.New(socket), exited: make(chan struct{})}
@@ -233,7 +240,7 @@ type planLine struct {
 }
 
 // planIDs runs `shardfeed plan --ids` and maps (step, rank) to its line.
-func planIDs(t *testing.T, ds dataset, epoch int64, world, workers int) map[[2]int64]planLine {
+func planIDs(t testing.TB, ds dataset, epoch int64, world, workers int) map[[2]int64]planLine {
 	t.Helper()
 	out, err := exec.Command(binary, "plan", "-f", ds.manifest, "--credentials-dir", ds.credentials, "--ids",
 		"--world-size", fmt.Sprint(world), "--workers", fmt.Sprint(workers), "--epoch", fmt.Sprint(epoch)).Output()
@@ -276,7 +283,7 @@ func sameBatch(b batch, l planLine) error {
 
 // post sends body to path on the socket and returns the status and the
 // body (its "error" when it has one).
-func post(t *testing.T, socket, path, body string) (int, string) {
+func post(t testing.TB, socket, path, body string) (int, string) {
 	t.Helper()
 	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
@@ -297,7 +304,7 @@ func post(t *testing.T, socket, path, body string) (int, string) {
 
 // credentialsEnv returns ds's credentials as the AWS variables of the
 // default chain.
-func credentialsEnv(t *testing.T, ds dataset) []string {
+func credentialsEnv(t testing.TB, ds dataset) []string {
 	t.Helper()
 	var env []string
 	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
@@ -323,7 +330,7 @@ type podSummary struct {
 }
 
 // planSummary returns the shards and bytes one pod of pods fetches.
-func planSummary(t *testing.T, ds dataset, pods int) podSummary {
+func planSummary(t testing.TB, ds dataset, pods int) podSummary {
 	t.Helper()
 	out, err := exec.Command(binary, "plan", "-f", ds.manifest, "--credentials-dir", ds.credentials, "-o", "json", "--pods", fmt.Sprint(pods)).Output()
 	if err != nil {
@@ -344,7 +351,7 @@ func planSummary(t *testing.T, ds dataset, pods int) podSummary {
 
 func ptr[T any](v T) *T { return &v }
 
-func mustContain(t *testing.T, s string, subs ...string) {
+func mustContain(t testing.TB, s string, subs ...string) {
 	t.Helper()
 	for _, sub := range subs {
 		if !strings.Contains(s, sub) {

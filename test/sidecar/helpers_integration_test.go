@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/minio/minio-go/v7"
 
@@ -108,6 +109,24 @@ func newDataset(t testing.TB, mdsN, parquetN int, spec string) dataset {
 		streams = append(streams, testdata.Stream{Name: "p", Format: "parquet", URI: "s3://" + bucket + "/p/", Endpoint: minioServer.URL()})
 	}
 	manifest := filepath.Join(dir, "dataset.yaml")
+	if err := os.WriteFile(manifest, []byte(testdata.Manifest("feed", streams, spec)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(t)}
+}
+
+// newTokenDataset writes an MDS stream "t" of n samples of 2048 int32
+// tokens (8 KiB each) to MinIO: an epoch larger than the socket buffers.
+func newTokenDataset(t testing.TB, n int, spec string) dataset {
+	t.Helper()
+	bucket := minioServer.Bucket(t)
+	dir := t.TempDir()
+	if err := testdata.Tokens(filepath.Join(dir, "t"), n, 2048, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	upload(t, bucket, "t", filepath.Join(dir, "t"))
+	manifest := filepath.Join(dir, "dataset.yaml")
+	streams := []testdata.Stream{{Name: "t", Format: "mds", URI: "s3://" + bucket + "/t/", Endpoint: minioServer.URL()}}
 	if err := os.WriteFile(manifest, []byte(testdata.Manifest("feed", streams, spec)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -222,11 +241,66 @@ func readAll(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, ea
 		for i := range b.ids {
 			b.pads = append(b.pads, pads.Value(i))
 		}
+		if err := checkValues(rec); err != nil {
+			return out, fmt.Errorf("step %d: %w", b.step, err)
+		}
 		out = append(out, b)
 		if each != nil && !each(b) {
 			return out, nil
 		}
 	}
+}
+
+// streamNames are the streams of the test datasets, in manifest order.
+var streamNames = []string{"m", "p"}
+
+// checkValues checks that every row's values are those testdata wrote for
+// the sample the row's id column names.
+func checkValues(rec arrow.RecordBatch) error {
+	col := func(name string) arrow.Array {
+		if idx := rec.Schema().FieldIndices(name); len(idx) > 0 {
+			return rec.Column(idx[0])
+		}
+		return nil
+	}
+	ids, _ := col("id").(*array.Int64)
+	if ids == nil {
+		return fmt.Errorf("no id column")
+	}
+	streams := col(pipeline.ColumnStream).(*array.Int16)
+	text, _ := col("text").(*array.String)
+	tokens := col("tokens")
+	for i := range ids.Len() {
+		id := ids.Value(i)
+		if text != nil {
+			if want := testdata.Text(streamNames[streams.Value(i)], id); text.Value(i) != want {
+				return fmt.Errorf("row %d: text %q, want %q", i, text.Value(i), want)
+			}
+		}
+		var vals []int32
+		switch a := tokens.(type) {
+		case nil:
+			continue
+		case *array.FixedSizeList:
+			n := int(a.DataType().(*arrow.FixedSizeListType).Len())
+			vals = a.ListValues().(*array.Int32).Int32Values()[(a.Offset()+i)*n : (a.Offset()+i+1)*n]
+		case *array.List:
+			lo, hi := a.ValueOffsets(i)
+			vals = a.ListValues().(*array.Int32).Int32Values()[lo:hi]
+		default:
+			return fmt.Errorf("tokens column is %s", tokens.DataType())
+		}
+		for j, v := range vals {
+			want := testdata.Token(id, j) // testdata.MDS and Parquet
+			if len(vals) > 4 {
+				want = int32(uint32(id) + uint32(j)) //nolint:gosec // testdata.Tokens' bit pattern
+			}
+			if v != want {
+				return fmt.Errorf("row %d (sample %d): token %d is %d, want %d", i, id, j, v, want)
+			}
+		}
+	}
+	return nil
 }
 
 // planLine is one line of `shardfeed plan --ids`.

@@ -69,7 +69,9 @@ func TestIntegrationReconnectingAtStepKContinuesAtStepK(t *testing.T) {
 }
 
 func TestIntegrationSIGTERMEndsStreamsAfterTheBatchInFlightAndRemovesTheSocket(t *testing.T) {
-	ds := newDataset(t, 900, 0, "  numSplits: 3\n  globalBatchSize: 9\n")
+	// 24 MiB per epoch: more than the socket buffers hold, so the stream
+	// is still being written when SIGTERM comes.
+	ds := newTokenDataset(t, 3000, "  numSplits: 3\n  globalBatchSize: 30\n")
 	dir := t.TempDir()
 	srv := serve(t, ds, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

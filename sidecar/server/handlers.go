@@ -238,9 +238,12 @@ func (s *Server) countStreams(rec arrow.RecordBatch) {
 		counts[v]++
 	}
 	names := s.cfg.Pipeline.Plan().Params().Streams
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for v, n := range counts {
 		if int(v) < len(names) {
 			s.metrics.rowsServed.WithLabelValues(names[v].Name).Add(float64(n))
+			s.streamRows[names[v].Name] += n
 		}
 	}
 }

@@ -51,11 +51,13 @@ type Server struct {
 	metrics *metrics
 	started time.Time
 
-	mu       sync.Mutex
-	streams  map[string]*streamStatus
-	errs     []errorRecord
-	draining chan struct{}
-	drain    sync.Once
+	mu      sync.Mutex
+	streams map[string]*streamStatus
+	// streamRows counts the rows served per dataset stream.
+	streamRows map[string]int64
+	errs       []errorRecord
+	draining   chan struct{}
+	drain      sync.Once
 	// active counts the batch streams being written: their connections
 	// are hijacked, so http.Server.Shutdown does not wait for them.
 	active sync.WaitGroup
@@ -82,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 	default:
 		return nil, fmt.Errorf("rank mode %q is not supported: use pod or client", cfg.RankMode)
 	}
-	s := &Server{cfg: cfg, streams: map[string]*streamStatus{}, draining: make(chan struct{}), started: time.Now()}
+	s := &Server{cfg: cfg, streams: map[string]*streamStatus{}, streamRows: map[string]int64{}, draining: make(chan struct{}), started: time.Now()}
 	s.metrics = newMetrics(s, cfg.Registry)
 	return s, nil
 }

@@ -97,13 +97,17 @@ type Status struct {
 	Steps       int64          `json:"steps"`
 	Uptime      float64        `json:"uptimeSeconds"`
 	Pipeline    pipeline.Stats `json:"pipeline"`
-	// Rows by stage: decoded and held in memory, assembled and waiting in
-	// a queue, sent to the clients.
-	DecodedRows  int64           `json:"decodedRows"`
-	ReadyRows    int64           `json:"readyRows"`
-	ConsumedRows int64           `json:"consumedRows"`
-	Streams      []*streamStatus `json:"streams"`
-	LastErrors   []errorRecord   `json:"lastErrors"`
+	// Rows by stage: still to assemble for the open streams, decoded and
+	// held in memory, assembled and waiting in a queue, sent to the clients
+	// (in all and per dataset stream). Bytes fetched and the cache's size
+	// are in pipeline.cache.
+	RemainingRows int64            `json:"remainingRows"`
+	DecodedRows   int64            `json:"decodedRows"`
+	ReadyRows     int64            `json:"readyRows"`
+	ConsumedRows  int64            `json:"consumedRows"`
+	StreamRows    map[string]int64 `json:"streamRows"`
+	Streams       []*streamStatus  `json:"streams"`
+	LastErrors    []errorRecord    `json:"lastErrors"`
 }
 
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
@@ -116,10 +120,19 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		Fingerprint: p.Plan().Fingerprint().Sum, Steps: p.Plan().Steps(), Uptime: time.Since(s.started).Seconds(),
 		Pipeline: ps, DecodedRows: ps.DecodedRows, LastErrors: append([]errorRecord{}, s.errs...),
 	}
+	st.StreamRows = map[string]int64{}
+	for k, v := range s.streamRows {
+		st.StreamRows[k] = v
+	}
+	steps := p.Plan().Steps()
 	for _, ss := range s.streams {
 		c := *ss
 		st.Streams = append(st.Streams, &c)
 		st.ConsumedRows += ss.Rows
+		if ss.Active && ss.NextStep < steps {
+			batches := (steps - ss.NextStep + int64(ss.Workers) - 1) / int64(ss.Workers)
+			st.RemainingRows += batches * p.Plan().GlobalBatchSize() / int64(ss.World)
+		}
 	}
 	s.mu.Unlock()
 	st.ReadyRows = max(ps.BatchRows-st.ConsumedRows, 0)

@@ -66,6 +66,19 @@ func TestIntegrationReconnectingAtStepKContinuesAtStepK(t *testing.T) {
 	if len(status.LastErrors) != 0 {
 		t.Fatalf("a client going away was reported as an error: %v", status.LastErrors)
 	}
+
+	// The socket: any user of the pod connects; a second server on it is
+	// refused while the first one lives.
+	fi, err := os.Stat(srv.socket)
+	if err != nil || fi.Mode().Perm() != 0o666 || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("socket %s: %v, %v", srv.socket, fi.Mode(), err)
+	}
+	out, err := runShardfeed("serve", "-f", ds.manifest, "--socket", srv.socket, "--cache-dir", t.TempDir(), "--state", filepath.Join(t.TempDir(), "s.json"),
+		"--credentials-dir", ds.credentials, "--metrics-addr", "")
+	if err == nil {
+		t.Fatal("a second serve took a live socket")
+	}
+	mustContain(t, out, "is served by another process")
 }
 
 func TestIntegrationSIGTERMEndsStreamsAfterTheBatchInFlightAndRemovesTheSocket(t *testing.T) {
@@ -162,9 +175,14 @@ func TestIntegrationSidecarInPodModeServesOnlyItsPodAndFetchesEachShardOnce(t *t
 		Pipeline struct {
 			Cache struct{ Downloads, FetchedBytes int64 } `json:"cache"`
 		} `json:"pipeline"`
+		ConsumedRows int64            `json:"consumedRows"`
+		StreamRows   map[string]int64 `json:"streamRows"`
 	}
 	if err := srv.client.Status(ctx, &status); err != nil {
 		t.Fatal(err)
+	}
+	if want := int64(len(plan) / 2 * 4); status.ConsumedRows != want || status.StreamRows["m"] != want {
+		t.Fatalf("status counts %d rows (%v per stream), the pod's ranks read %d", status.ConsumedRows, status.StreamRows, want)
 	}
 	summary := planSummary(t, ds, 2)
 	if status.Pipeline.Cache.Downloads != int64(summary.shards) || status.Pipeline.Cache.FetchedBytes != summary.bytes {

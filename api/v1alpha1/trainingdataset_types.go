@@ -14,6 +14,7 @@ const (
 	DefaultBlockSize      = int64(262144)
 	DefaultDropLast       = true
 	DefaultFormat         = FormatMDS
+	DefaultPrefetch       = int32(2)
 )
 
 // ShardFormat names how the shards of a stream are encoded.
@@ -155,8 +156,10 @@ type SidecarSpec struct {
 	// +optional
 	CacheLimit *resource.Quantity `json:"cacheLimit,omitempty"`
 
-	// Prefetch is the number of shards fetched ahead of the one being read.
+	// Prefetch is the number of shards fetched and decoded ahead of the
+	// ones the readers need now.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:default=2
 	// +optional
 	Prefetch *int32 `json:"prefetch,omitempty"`
 

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/utils/ptr"
 
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/planner"
 )
@@ -77,7 +78,7 @@ step of --steps.`,
 	f.IntVar(&o.workers, "workers", 1, "DataLoader workers per rank")
 	f.IntSliceVar(&o.pods, "pods", nil, "pod counts for the summary (default: 1 and the powers of two up to 16 that divide numSplits)")
 	f.StringVar(&o.credentials, "credentials-dir", "", "for s3:// streams: directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; empty: the default chain")
-	f.IntVar(&o.prefetch, "prefetch", -1, "shards each pod prefetches, for the minimum cache (default: spec.sidecar.prefetch, else 0)")
+	f.IntVar(&o.prefetch, "prefetch", -1, "shards each pod prefetches, for the minimum cache (default: spec.sidecar.prefetch, else 2)")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -118,7 +119,7 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 		return o.printIDs(stdout, ep)
 	}
 	if o.prefetch < 0 {
-		o.prefetch = int(ptr.Deref(ds.Spec.Sidecar.Prefetch, 0))
+		o.prefetch = int(ptr.Deref(ds.Spec.Sidecar.Prefetch, datav1alpha1.DefaultPrefetch))
 	}
 	if !podsGiven {
 		o.pods = nil

@@ -117,6 +117,7 @@ func TestDefaultsMatchTheCRDSchema(t *testing.T) {
 		{"shuffle.blockSize", shuffle.Properties["blockSize"], datav1alpha1.DefaultBlockSize},
 		{"dropLast", spec.Properties["dropLast"], datav1alpha1.DefaultDropLast},
 		{"streams[].format", spec.Properties["streams"].Items.Schema.Properties["format"], datav1alpha1.DefaultFormat},
+		{"sidecar.prefetch", spec.Properties["sidecar"].Properties["prefetch"], datav1alpha1.DefaultPrefetch},
 	}
 	for _, tt := range tests {
 		want, _ := json.Marshal(tt.goVal)

@@ -130,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 			cfg.Dataset, f.Sum, pl.Fingerprint().Sum, f.Diff(pl.Fingerprint()))
 	}
 
-	prefetch := int(ptr.Deref(spec.Sidecar.Prefetch, 2))
+	prefetch := int(ptr.Deref(spec.Sidecar.Prefetch, datav1alpha1.DefaultPrefetch))
 	if cfg.Prefetch >= 0 {
 		prefetch = cfg.Prefetch
 	}

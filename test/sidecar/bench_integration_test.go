@@ -37,6 +37,11 @@ var benchSets = []benchData{
 
 func benchDataset(b *testing.B, set benchData) dataset {
 	b.Helper()
+	return benchDatasetSpec(b, set, fmt.Sprintf("  numSplits: 1\n  globalBatchSize: %d\n  shuffle: {blockSize: 4096}\n", set.batch))
+}
+
+func benchDatasetSpec(b *testing.B, set benchData, spec string) dataset {
+	b.Helper()
 	bucket := minioServer.Bucket(b)
 	dir := b.TempDir()
 	if err := set.write(filepath.Join(dir, set.name)); err != nil {
@@ -45,7 +50,6 @@ func benchDataset(b *testing.B, set benchData) dataset {
 	upload(b, bucket, set.name, filepath.Join(dir, set.name))
 	manifest := filepath.Join(dir, "dataset.yaml")
 	streams := []testdata.Stream{{Name: set.name, Format: "mds", URI: "s3://" + bucket + "/" + set.name + "/", Endpoint: minioServer.URL()}}
-	spec := fmt.Sprintf("  numSplits: 1\n  globalBatchSize: %d\n  shuffle: {blockSize: 4096}\n", set.batch)
 	if err := os.WriteFile(manifest, []byte(testdata.Manifest("bench", streams, spec)), 0o644); err != nil {
 		b.Fatal(err)
 	}
@@ -131,7 +135,7 @@ func BenchmarkServeSocket(b *testing.B) {
 		})
 		b.Run(set.name+"/raw-socket", func(b *testing.B) {
 			b.SetBytes(bytes)
-			rawCopy(b, bytes/int64(batches), batches*b.N)
+			rawCopy(b, bytes/int64(batches), batches, batches*b.N)
 			b.ReportMetric(float64(batches*b.N)/b.Elapsed().Seconds(), "batches/s")
 		})
 		srv.kill()
@@ -140,8 +144,11 @@ func BenchmarkServeSocket(b *testing.B) {
 
 // rawCopy has a child process write n chunks of size bytes over a Unix
 // socket to this one, which reads them fully: the ceiling of any protocol
-// between two processes on this machine.
-func rawCopy(b *testing.B, size int64, n int) {
+// between two processes on this machine. The chunks are taken in turn from
+// a buffer of epoch chunks, the size of the epoch's data, as the sidecar
+// takes its batches from the decoded epoch (a single chunk written again
+// and again would stay in the CPU's cache, which no real epoch does).
+func rawCopy(b *testing.B, size int64, epoch, n int) {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "raw.sock")
 	l, err := net.Listen("unix", path)
@@ -150,7 +157,7 @@ func rawCopy(b *testing.B, size int64, n int) {
 	}
 	defer func() { _ = l.Close() }()
 	writer := exec.Command(os.Args[0], "-test.run", "^$")
-	writer.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d", rawWriterEnv, path, size, n))
+	writer.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%d", rawWriterEnv, path, size, epoch, n))
 	writer.Stderr = os.Stderr
 	if err := writer.Start(); err != nil {
 		b.Fatal(err)
@@ -177,19 +184,25 @@ const rawWriterEnv = "SHARDFEED_BENCH_RAW_WRITER"
 // rawWriter is the child of rawCopy: it connects to the socket and
 // writes the chunks.
 func rawWriter(spec string) error {
-	var path string
 	var size int64
-	var n int
+	var epoch, n int
 	parts := strings.Split(spec, ",")
-	if len(parts) != 3 {
+	if len(parts) != 4 {
 		return fmt.Errorf("bad %s %q", rawWriterEnv, spec)
 	}
-	path = parts[0]
+	path := parts[0]
 	if _, err := fmt.Sscan(parts[1], &size); err != nil {
 		return err
 	}
-	if _, err := fmt.Sscan(parts[2], &n); err != nil {
+	if _, err := fmt.Sscan(parts[2], &epoch); err != nil {
 		return err
+	}
+	if _, err := fmt.Sscan(parts[3], &n); err != nil {
+		return err
+	}
+	data := make([]byte, size*int64(epoch)) // filled before connecting: the reader's clock starts at the connection
+	for i := range data {
+		data[i] = byte(i)
 	}
 	c, err := net.Dial("unix", path)
 	if err != nil {
@@ -197,12 +210,9 @@ func rawWriter(spec string) error {
 	}
 	defer func() { _ = c.Close() }()
 	_ = c.(*net.UnixConn).SetWriteBuffer(4 << 20) // as the sidecar does
-	chunk := make([]byte, size)
-	for i := range chunk {
-		chunk[i] = byte(i)
-	}
-	for range n {
-		if _, err := c.Write(chunk); err != nil {
+	for i := range n {
+		j := int64(i % epoch)
+		if _, err := c.Write(data[j*size : (j+1)*size]); err != nil {
 			return err
 		}
 	}
@@ -210,36 +220,67 @@ func rawWriter(spec string) error {
 }
 
 // BenchmarkServeFirstBatch measures the time from starting `shardfeed
-// serve` (empty cache, MinIO on loopback) to the first batch in the client.
+// serve` (empty cache, MinIO on loopback) to the first batch in the client,
+// and the bytes fetched by then. The first batch needs, for every split,
+// the shards of its first shuffle block (min(blockSize, split length)
+// samples): 128 MiB of tokens in 8 MiB shards, cut into 1 or 8 splits.
 func BenchmarkServeFirstBatch(b *testing.B) {
-	ds := benchDataset(b, benchSets[0])
-	var total time.Duration
-	for range b.N {
-		dir := b.TempDir()
-		socket := filepath.Join(dir, "run", "feed.sock")
-		begin := time.Now()
-		cmd := exec.Command(binary, "serve", "-f", ds.manifest, "--socket", socket, "--cache-dir", filepath.Join(dir, "cache"),
-			"--state", filepath.Join(dir, "state.json"), "--credentials-dir", ds.credentials, "--metrics-addr", "")
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		c := shardfeed.New(socket)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := c.WaitReady(ctx); err != nil {
-			b.Fatal(err)
-		}
-		st, err := c.Batches(ctx, shardfeed.Request{Rank: 0, World: 1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := st.Next(); err != nil {
-			b.Fatal(err)
-		}
-		total += time.Since(begin)
-		_ = st.Close()
-		cancel()
+	for _, c := range []struct {
+		splits, block int
+	}{{1, 4096}, {8, 256}, {8, 4096}} {
+		b.Run(fmt.Sprintf("splits=%d/block=%d", c.splits, c.block), func(b *testing.B) {
+			ds := benchDatasetSpec(b, benchSets[0], fmt.Sprintf("  numSplits: %d\n  globalBatchSize: 512\n  shuffle: {blockSize: %d}\n", c.splits, c.block))
+			b.ResetTimer()
+			var total time.Duration
+			var fetched int64
+			for range b.N {
+				d, n := firstBatch(b, ds)
+				total += d
+				fetched += n
+			}
+			b.ReportMetric(total.Seconds()*1000/float64(b.N), "ms/first-batch")
+			b.ReportMetric(float64(fetched)/float64(b.N)/(1<<20), "MiB-fetched")
+		})
+	}
+}
+
+// firstBatch starts serve on ds with an empty cache and returns the time to
+// its first batch and the bytes it had fetched then.
+func firstBatch(b *testing.B, ds dataset) (time.Duration, int64) {
+	dir := b.TempDir()
+	socket := filepath.Join(dir, "run", "feed.sock")
+	begin := time.Now()
+	cmd := exec.Command(binary, "serve", "-f", ds.manifest, "--socket", socket, "--cache-dir", filepath.Join(dir, "cache"),
+		"--state", filepath.Join(dir, "state.json"), "--credentials-dir", ds.credentials, "--metrics-addr", "", "--prefetch", "0")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+	}()
+	c := shardfeed.New(socket)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(total.Seconds()*1000/float64(b.N), "ms/first-batch")
+	st, err := c.Batches(ctx, shardfeed.Request{Rank: 0, World: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	if _, err := st.Next(); err != nil {
+		b.Fatal(err)
+	}
+	took := time.Since(begin)
+	var status struct {
+		Pipeline struct {
+			Cache struct{ FetchedBytes int64 } `json:"cache"`
+		} `json:"pipeline"`
+	}
+	if err := c.Status(ctx, &status); err != nil {
+		b.Fatal(err)
+	}
+	return took, status.Pipeline.Cache.FetchedBytes
 }

@@ -237,11 +237,17 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		if err := pipe.Prefetch(state.Epoch, first, n, state.Step); err != nil {
+		// The trainer resumes at the committed step, or at the next epoch's
+		// start when the committed one is done.
+		epoch, step := state.Epoch, state.Step
+		if step >= pl.Steps() {
+			epoch, step = epoch+1, 0
+		}
+		if err := pipe.Prefetch(epoch, first, n, step); err != nil {
 			return err
 		}
 		go func() {
-			for !pipe.Ready(state.Epoch, first, n, state.Step) {
+			for !pipe.Ready(epoch, first, n, step) {
 				select {
 				case <-ctx.Done():
 					return
@@ -249,7 +255,7 @@ func Run(ctx context.Context, cfg Config) error {
 				}
 			}
 			srv.SetReady()
-			log.Info("Ready", "epoch", state.Epoch, "step", state.Step, "after", time.Since(start).Round(time.Millisecond))
+			log.Info("Ready", "epoch", epoch, "step", step, "after", time.Since(start).Round(time.Millisecond))
 		}()
 	} else {
 		srv.SetReady()

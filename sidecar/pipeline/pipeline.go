@@ -322,7 +322,6 @@ func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64,
 	if err != nil {
 		return Batch{Step: k, p: p}, err
 	}
-	p.stats.readyRows.Add(batch.Record.NumRows())
 	return batch, nil
 }
 

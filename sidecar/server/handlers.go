@@ -30,6 +30,9 @@ const (
 	HeaderFingerprint = "Shardfeed-Fingerprint"
 )
 
+// errShuttingDown ends the streams open when the sidecar stops.
+var errShuttingDown = errors.New("the sidecar is shutting down: reconnect at the next step once it is back")
+
 // batchRequest is a parsed GET /v1/batches.
 type batchRequest struct {
 	rank, world, worker, workers int
@@ -157,8 +160,15 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 	pr.ZeroCopy = true
 	// The stream outlives nothing but this handler; a client that goes
 	// away shows as a failed write.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(req.Context()))
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-s.draining: // a stream waiting for a slow shard ends now too
+			cancel(errShuttingDown)
+		case <-ctx.Done():
+		}
+	}()
 	s.active.Add(1)
 	defer s.active.Done()
 	b, err := s.cfg.Pipeline.Batches(ctx, pr)
@@ -190,7 +200,7 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 	for {
 		select {
 		case <-s.draining:
-			s.failStream(ss, errors.New("the sidecar is shutting down"))
+			s.failStream(ss, errShuttingDown)
 			return
 		default:
 		}
@@ -201,6 +211,9 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 			break
 		}
 		if err != nil {
+			if c := context.Cause(ctx); c != nil {
+				err = c
+			}
 			s.failStream(ss, err)
 			return
 		}

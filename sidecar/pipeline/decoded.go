@@ -225,5 +225,5 @@ type counters struct {
 	fetchNanos, decodeNanos, assembleNanos  atomic.Int64
 	decodedShards, decodedRows, decodedHits atomic.Int64
 	decodedEvictions, batches, batchRows    atomic.Int64
-	prefetched, prefetchErrors, readyRows   atomic.Int64
+	prefetched, prefetchErrors              atomic.Int64
 }

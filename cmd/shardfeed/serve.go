@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
@@ -37,6 +38,7 @@ type feedOptions struct {
 	namespace, image     string
 	logFormat            string
 	pprof                bool
+	kubeconfig           string
 }
 
 // DefaultSocket is the socket inside a pod (design §1).
@@ -129,6 +131,7 @@ credentials), or to --state FILE where no cluster is reachable.`,
 	f.StringVar(&o.image, "image", env("SHARDFEED_IMAGE", ""), "the sidecar image, pinned in the job's state")
 	f.StringVar(&o.credentials, "credentials-dir", env("SHARDFEED_CREDENTIALS_DIR", "/var/run/shardfeed/credentials"), "directory with one sub-directory per credentials Secret")
 	f.StringVar(&o.state, "state", "", "state file instead of the state ConfigMap (no cluster)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for the state ConfigMap (default: the in-cluster credentials)")
 	o.addFlags(f)
 	f.Lookup("socket").DefValue = DefaultSocket
 	return cmd
@@ -207,10 +210,17 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		}
 		cfg.Progress = st
 	} else {
-		rc, err := rest.InClusterConfig()
-		if err != nil {
-			return fmt.Errorf("the state ConfigMap needs the cluster: %w (outside a cluster, use --state FILE)", err)
+		var rc *rest.Config
+		var err error
+		if o.kubeconfig != "" {
+			rc, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		} else {
+			rc, err = rest.InClusterConfig()
 		}
+		if err != nil {
+			return fmt.Errorf("the state ConfigMap needs the cluster: %w (outside a cluster, use --state FILE or --kubeconfig)", err)
+		}
+		rc.UserAgent = "shardfeed-sidecar"
 		cs, err := kubernetes.NewForConfig(rc)
 		if err != nil {
 			return err

@@ -298,6 +298,14 @@ func (c *Cache) Release(s Shard) {
 	}
 }
 
+// Present reports whether the shard is on disk and verified.
+func (c *Cache) Present(s Shard) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[s.id()]
+	return ok && e.state == present
+}
+
 // Stats returns the counters.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()

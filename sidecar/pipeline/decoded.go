@@ -175,6 +175,13 @@ func (t *decodedTable) room() (bool, <-chan struct{}) {
 	return t.used < t.limit, t.changed
 }
 
+func (t *decodedTable) has(k shardKey) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d, ok := t.shards[k]
+	return ok && d.rec != nil
+}
+
 func (t *decodedTable) usage() (bytes int64, shards int, rows int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

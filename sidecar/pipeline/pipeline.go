@@ -243,6 +243,9 @@ func (p *Pipeline) Batches(ctx context.Context, req Request) (*Batches, error) {
 				return
 			}
 		}
+		// This reader is done with the epoch: the prefetcher may let go of
+		// what only it needed.
+		sc.advance(id, p.plan.Steps())
 	}()
 	return b, nil
 }

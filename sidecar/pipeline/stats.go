@@ -43,3 +43,25 @@ func (p *Pipeline) Stats() Stats {
 		AssembleSeconds: time.Duration(s.assembleNanos.Load()).Seconds(),
 	}
 }
+
+// FetchedRows returns the rows of the shards in the cache that are not
+// decoded now. It looks at every shard of the plan: for /v1/status, not
+// for every metrics scrape.
+func (p *Pipeline) FetchedRows() int64 {
+	var fetched int64
+	for i, st := range p.opts.Streams {
+		for j, sh := range p.plan.Params().Streams[i].Index.Shards {
+			if p.decoded.has(shardKey{i, j}) {
+				continue
+			}
+			on := true
+			for _, part := range st.Parts(j) {
+				on = on && p.opts.Cache.Present(part)
+			}
+			if on {
+				fetched += sh.Samples
+			}
+		}
+	}
+	return fetched
+}

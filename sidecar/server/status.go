@@ -97,11 +97,13 @@ type Status struct {
 	Steps       int64          `json:"steps"`
 	Uptime      float64        `json:"uptimeSeconds"`
 	Pipeline    pipeline.Stats `json:"pipeline"`
-	// Rows by stage: still to assemble for the open streams, decoded and
+	// Rows by stage: still to assemble for the open streams, fetched into
+	// the cache and not decoded, decoded and
 	// held in memory, assembled and waiting in a queue, sent to the clients
 	// (in all and per dataset stream). Bytes fetched and the cache's size
 	// are in pipeline.cache.
 	RemainingRows int64            `json:"remainingRows"`
+	FetchedRows   int64            `json:"fetchedRows"`
 	DecodedRows   int64            `json:"decodedRows"`
 	ReadyRows     int64            `json:"readyRows"`
 	ConsumedRows  int64            `json:"consumedRows"`
@@ -118,7 +120,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		Ready: s.ready, RankMode: s.cfg.RankMode, Pod: s.cfg.Pod, Pods: s.cfg.Pods, ProcsPerPod: s.cfg.ProcsPerPod,
 		Dataset: s.cfg.Job.Dataset, Job: s.cfg.Job.Job, Attempt: s.cfg.Job.Attempt,
 		Fingerprint: p.Plan().Fingerprint().Sum, Steps: p.Plan().Steps(), Uptime: time.Since(s.started).Seconds(),
-		Pipeline: ps, DecodedRows: ps.DecodedRows, LastErrors: append([]errorRecord{}, s.errs...),
+		Pipeline: ps, DecodedRows: ps.DecodedRows, FetchedRows: p.FetchedRows(), LastErrors: append([]errorRecord{}, s.errs...),
 	}
 	st.StreamRows = map[string]int64{}
 	for k, v := range s.streamRows {

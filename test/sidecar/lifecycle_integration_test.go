@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -28,7 +30,9 @@ import (
 
 func TestIntegrationReconnectingAtStepKContinuesAtStepK(t *testing.T) {
 	ds := newDataset(t, 900, 0, "  numSplits: 3\n  globalBatchSize: 9\n  shuffle: {blockSize: 50}\n")
-	srv := serve(t, ds, t.TempDir())
+	// A memory limit of one byte: decoded shards are dropped as soon as no
+	// batch holds them, and decoded again from the cache when needed.
+	srv := serve(t, ds, t.TempDir(), "--memory-limit", "1")
 	plan := planIDs(t, ds, 0, 3, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -53,7 +57,9 @@ func TestIntegrationReconnectingAtStepKContinuesAtStepK(t *testing.T) {
 		t.Fatalf("%d batches", n)
 	}
 	var status struct {
-		LastErrors []any `json:"lastErrors"`
+		FetchedRows int64 `json:"fetchedRows"`
+		DecodedRows int64 `json:"decodedRows"`
+		LastErrors  []any `json:"lastErrors"`
 		Streams    []struct {
 			Active   bool   `json:"active"`
 			Finished bool   `json:"finished"`
@@ -65,6 +71,9 @@ func TestIntegrationReconnectingAtStepKContinuesAtStepK(t *testing.T) {
 	}
 	if len(status.LastErrors) != 0 {
 		t.Fatalf("a client going away was reported as an error: %v", status.LastErrors)
+	}
+	if status.DecodedRows != 0 || status.FetchedRows == 0 {
+		t.Fatalf("with a 1-byte memory limit: %d rows decoded, %d fetched and not decoded", status.DecodedRows, status.FetchedRows)
 	}
 
 	// The socket: any user of the pod connects; a second server on it is
@@ -274,4 +283,50 @@ func TestIntegrationSidecarReadsTheMountedPlanConfigMap(t *testing.T) {
 		t.Fatalf("the sidecar served a plan whose indexes changed:\n%s", b)
 	}
 	mustContain(t, string(b), "the indexes changed since the operator planned", "v1-stale")
+}
+
+func TestIntegrationSidecarsOfAJobShareTheStateConfigMapAndFenceOldAttempts(t *testing.T) {
+	api := startAPIServer(t)
+	ns := api.Namespace(t)
+	kubeconfig := api.Kubeconfig(t)
+	ds := newDataset(t, 400, 0, "  numSplits: 4\n  globalBatchSize: 8\n")
+	pod := func(rank int, attempt string) *server {
+		dir := t.TempDir()
+		env := append(credentialsEnv(t, ds), "POD_NAMESPACE="+ns, "SHARDFEED_JOB=train-1", "SHARDFEED_ATTEMPT="+attempt,
+			"SHARDFEED_PODS=2", fmt.Sprintf("SHARDFEED_POD_RANK=%d", rank))
+		return startEnv(t, dir, env, "sidecar", "-f", ds.manifest, "--kubeconfig", kubeconfig, "--socket", filepath.Join(dir, "run", "feed.sock"),
+			"--cache-dir", filepath.Join(dir, "cache"), "--metrics-addr", "")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pod0, pod1 := pod(0, "a1"), pod(1, "a1")
+	if _, err := pod0.client.Commit(ctx, 0, 3, false); err != nil {
+		t.Fatal(err)
+	}
+	st, err := pod1.client.State(ctx)
+	if err != nil || st.Step != 3 || st.Attempt != "a1" {
+		t.Fatalf("pod 1 sees %+v, %v; pod 0 committed step 3", st, err)
+	}
+	// A resumed client of pod 1 starts at the committed step.
+	got, err := readAll(ctx, pod1.client, shardfeed.Request{Rank: 1, World: 2}, nil)
+	if err != nil || len(got) == 0 || got[0].step != 3 {
+		t.Fatalf("pod 1's stream after the commit: %v, %v", got, err)
+	}
+	// The job is replaced: a pod of attempt a2 registers, and the old
+	// attempt's sidecar can no longer move progress.
+	pod(0, "a2")
+	_, err = pod0.client.Commit(ctx, 0, 5, false)
+	var apiErr *shardfeed.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != 409 {
+		t.Fatalf("a commit of the replaced attempt: %v", err)
+	}
+	mustContain(t, apiErr.Message, `attempt "a1" is fenced`, `attempt "a2"`)
+	var cm corev1.ConfigMap
+	if err := api.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "feed-train-1-state"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	s, err := configmaps.StateFromData(cm.Data)
+	if err != nil || s.Step != 3 || s.Newest() != "a2" || len(s.History) != 1 {
+		t.Fatalf("state ConfigMap %+v, %v", s, err)
+	}
 }

@@ -60,7 +60,7 @@ func TestIntegrationReconnectingAtStepKContinuesAtStepK(t *testing.T) {
 		FetchedRows int64 `json:"fetchedRows"`
 		DecodedRows int64 `json:"decodedRows"`
 		LastErrors  []any `json:"lastErrors"`
-		Streams    []struct {
+		Streams     []struct {
 			Active   bool   `json:"active"`
 			Finished bool   `json:"finished"`
 			Error    string `json:"error"`

@@ -116,7 +116,7 @@ func BenchmarkServeSocket(b *testing.B) {
 		})
 		b.Run(set.name+"/pyarrow", func(b *testing.B) {
 			if _, err := os.Stat(python); err != nil {
-				b.Skipf("no Python venv at %s: run make tools", python)
+				b.Fatalf("no Python venv at %s: run make tools-python (make bench does)", python)
 			}
 			b.SetBytes(bytes)
 			out, err := exec.Command(python, filepath.Join(root, "hack", "bench", "socket_reader.py"), srv.socket, fmt.Sprint(b.N)).Output()

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
@@ -85,18 +86,22 @@ func (s *Server) closeStream(ss *streamStatus) {
 
 // Status is the body of GET /v1/status.
 type Status struct {
-	Ready       bool           `json:"ready"`
-	RankMode    string         `json:"rankMode"`
-	Pod         int            `json:"pod"`
-	Pods        int            `json:"pods"`
-	ProcsPerPod int            `json:"procsPerPod"`
-	Dataset     string         `json:"dataset"`
-	Job         string         `json:"job"`
-	Attempt     string         `json:"attempt"`
-	Fingerprint string         `json:"fingerprint"`
-	Steps       int64          `json:"steps"`
-	Uptime      float64        `json:"uptimeSeconds"`
-	Pipeline    pipeline.Stats `json:"pipeline"`
+	Ready       bool   `json:"ready"`
+	RankMode    string `json:"rankMode"`
+	Pod         int    `json:"pod"`
+	Pods        int    `json:"pods"`
+	ProcsPerPod int    `json:"procsPerPod"`
+	Dataset     string `json:"dataset"`
+	Job         string `json:"job"`
+	Attempt     string `json:"attempt"`
+	Fingerprint string `json:"fingerprint"`
+	PlanVersion int    `json:"planVersion"`
+	NumSplits   int    `json:"numSplits"`
+	// GlobalBatchSize is G; Steps the steps per epoch.
+	GlobalBatchSize int64          `json:"globalBatchSize"`
+	Steps           int64          `json:"steps"`
+	Uptime          float64        `json:"uptimeSeconds"`
+	Pipeline        pipeline.Stats `json:"pipeline"`
 	// Rows by stage: still to assemble for the open streams, fetched into
 	// the cache and not decoded, decoded and
 	// held in memory, assembled and waiting in a queue, sent to the clients
@@ -119,7 +124,8 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 	st := Status{
 		Ready: s.ready, RankMode: s.cfg.RankMode, Pod: s.cfg.Pod, Pods: s.cfg.Pods, ProcsPerPod: s.cfg.ProcsPerPod,
 		Dataset: s.cfg.Job.Dataset, Job: s.cfg.Job.Job, Attempt: s.cfg.Job.Attempt,
-		Fingerprint: p.Plan().Fingerprint().Sum, Steps: p.Plan().Steps(), Uptime: time.Since(s.started).Seconds(),
+		Fingerprint: p.Plan().Fingerprint().Sum, PlanVersion: planner.PlanVersion, NumSplits: p.Plan().NumSplits(),
+		GlobalBatchSize: p.Plan().GlobalBatchSize(), Steps: p.Plan().Steps(), Uptime: time.Since(s.started).Seconds(),
 		Pipeline: ps, DecodedRows: ps.DecodedRows, FetchedRows: p.FetchedRows(), LastErrors: append([]errorRecord{}, s.errs...),
 	}
 	st.StreamRows = map[string]int64{}

@@ -148,3 +148,103 @@ def apiserver():
         )
     finally:
         server.stop()
+
+
+# The Python client under test: the working tree's, not an installed copy.
+import sys  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
+
+SHARDFEED_BIN = ROOT / "bin" / "shardfeed"
+
+
+def run_shardfeed(minio: MinIO, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=minio.access_key, AWS_SECRET_ACCESS_KEY=minio.secret_key)
+    return subprocess.run([str(SHARDFEED_BIN), *args], env=env, capture_output=True, text=True, check=check, timeout=300)
+
+
+class Feed:
+    """A dataset in MinIO and a `shardfeed serve` on it, restartable."""
+
+    def __init__(self, minio: MinIO, bucket: str, workdir: Path, manifest: Path):
+        self.minio, self.bucket, self.dir, self.manifest = minio, bucket, workdir, manifest
+        self.socket = str(workdir / "run" / "feed.sock")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, *extra: str) -> "Feed":
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=self.minio.access_key, AWS_SECRET_ACCESS_KEY=self.minio.secret_key)
+        self._log = open(self.dir / "serve.log", "ab")
+        self.proc = subprocess.Popen(
+            [str(SHARDFEED_BIN), "serve", "-f", str(self.manifest), "--socket", self.socket, "--cache-dir", str(self.dir / "cache"),
+             "--state", str(self.dir / "state.json"), "--metrics-addr", "", *extra],
+            env=env, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+        import shardfeed
+
+        try:
+            shardfeed.Client(self.socket).wait_ready(60)
+        except shardfeed.SidecarNotReady:
+            self.kill()
+            raise RuntimeError(f"shardfeed serve did not start:\n{(self.dir / 'serve.log').read_text()}")
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: nothing is flushed, nothing is cleaned up."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._close()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        self._close()
+
+    def _close(self) -> None:
+        self.proc = None
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+            self._log = None
+
+    def plan_ids(self, world: int, workers: int = 1, epoch: int = 0) -> dict[tuple[int, int], list[int]]:
+        """`shardfeed plan --ids`: (step, rank) -> the ids of that batch."""
+        out = run_shardfeed(self.minio, "plan", "-f", str(self.manifest), "--ids", "--world-size", str(world),
+                            "--workers", str(workers), "--epoch", str(epoch)).stdout
+        lines = (json.loads(line) for line in out.splitlines())
+        return {(d["step"], d["rank"]): d["ids"] for d in lines}
+
+
+@pytest.fixture
+def feed_factory(minio, bucket, tmp_path):
+    """Make a Feed from a pyarrow table written as Parquet to MinIO."""
+    feeds: list[Feed] = []
+
+    def make(table, spec: str, *, row_group_size: int = 100, name: str = "web", start: bool = True, serve_args=()) -> Feed:
+        import pyarrow.parquet as pq
+
+        s3 = minio.filesystem()
+        pq.write_table(table, f"{bucket}/{name}/part-0.parquet", filesystem=s3, row_group_size=row_group_size)
+        uri = f"s3://{bucket}/{name}/"
+        run_shardfeed(minio, "index", uri, "--endpoint", minio.endpoint, "--insecure")
+        workdir = tmp_path / f"feed-{len(feeds)}"
+        workdir.mkdir()
+        manifest = workdir / "dataset.yaml"
+        manifest.write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {{name: {name}}}
+spec:
+  streams:
+  - name: {name}
+    format: parquet
+    source: {{uri: "{uri}", endpoint: "{minio.endpoint}", insecure: true}}
+{spec}""")
+        feed = Feed(minio, bucket, workdir, manifest)
+        feeds.append(feed)
+        if start:
+            feed.start(*serve_args)
+        return feed
+
+    yield make
+    for f in feeds:
+        f.stop()

@@ -1,0 +1,16 @@
+"""shardfeed: read a shardfeed sidecar's ready batches in PyTorch.
+
+    dataset = shardfeed.FeedDataset()          # $SHARDFEED_SOCKET, rank and world from torch.distributed or torchrun
+    loader = shardfeed.FeedLoader(dataset, num_workers=2)
+    for batch in loader: ...
+    loader.state_dict(); loader.load_state_dict(d); loader.commit()
+"""
+
+from ._client import SOCKET_ENV, BatchStream, Client
+from .dataset import FeedDataset
+from .errors import ShardfeedError, SidecarError, SidecarNotReady, StreamCut
+from .loader import FeedLoader
+
+__all__ = ["SOCKET_ENV", "BatchStream", "Client", "FeedDataset", "FeedLoader", "ShardfeedError", "SidecarError",
+           "SidecarNotReady", "StreamCut"]
+__version__ = "0.1.0"

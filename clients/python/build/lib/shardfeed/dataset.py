@@ -1,0 +1,152 @@
+"""FeedDataset: a PyTorch IterableDataset of the sidecar's ready batches."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+from . import _convert
+from ._client import DEFAULT_WAIT_S, Client
+from .errors import StreamCut
+
+try:  # torch is optional: without it the dataset is a plain iterable
+    import torch
+    import torch.utils.data as _tud
+
+    _Base = _tud.IterableDataset
+except ImportError:  # pragma: no cover - exercised where torch is absent
+    torch = None
+    _Base = object
+
+STEP_COLUMN = "_shardfeed_step"
+OUTPUTS = ("torch", "numpy", "arrow")
+
+
+def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """Explicit values, else torch.distributed, else torchrun's RANK and
+    WORLD_SIZE, else a single process."""
+    if rank is not None and world_size is not None:
+        return rank, world_size
+    if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
+        r, w = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        r, w = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    else:
+        r, w = 0, 1
+    return (rank if rank is not None else r), (world_size if world_size is not None else w)
+
+
+def batch_step(batch: Any) -> int:
+    """The step of a batch in any output form."""
+    col = batch.column(STEP_COLUMN) if hasattr(batch, "column") else batch[STEP_COLUMN]
+    first = col[0]
+    return int(first.as_py() if hasattr(first, "as_py") else first)
+
+
+class FeedDataset(_Base):
+    """The batches of this rank, ready: iterate it, or give it to a DataLoader
+    with batch_size=None (a FeedLoader does that and counts progress).
+
+    In a DataLoader with num_workers=n, worker w reads steps s, s+n, … so the
+    DataLoader yields the steps in order (design §3 step 7). Every batch is a
+    dict of the projected columns and _shardfeed_index, _shardfeed_stream,
+    _shardfeed_step and _shardfeed_pad (a pyarrow.RecordBatch with
+    output="arrow").
+    """
+
+    def __init__(self, socket: str | None = None, *, rank: int | None = None, world_size: int | None = None,
+                 columns: list[str] | None = None, output: str | None = None, epoch: int | None = None,
+                 wait: float = DEFAULT_WAIT_S):
+        if output is None:
+            output = "torch" if torch is not None else "numpy"
+        if output not in OUTPUTS:
+            raise ValueError(f"output={output!r}: use one of {', '.join(OUTPUTS)}")
+        if output == "torch" and torch is None:
+            raise ValueError('output="torch" needs torch installed; use output="numpy" or "arrow"')
+        self.socket = socket
+        self.columns = list(columns) if columns is not None else None
+        self.output = output
+        self.wait = wait
+        self._rank, self._world = rank, world_size
+        self._epoch = epoch
+        # Where the next stream starts: k0 for every worker (worker w at
+        # k0 + w, a plain DataLoader restarted at k0), or this worker's own
+        # next step (StatefulDataLoader restores each worker's).
+        self._start: int | None = None
+        self._next: int | None = None
+        self._fingerprint: str | None = None
+
+    @property
+    def rank(self) -> int:
+        return _rank_and_world(self._rank, self._world)[0]
+
+    @property
+    def world_size(self) -> int:
+        return _rank_and_world(self._rank, self._world)[1]
+
+    def client(self) -> Client:
+        return Client(self.socket)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read epoch next, from its first step."""
+        self._epoch = int(epoch)
+        self._start, self._next = None, None
+
+    def resume(self, epoch: int, step: int, fingerprint: str | None = None) -> None:
+        """Start the next iteration at (epoch, step): worker w at step + w."""
+        self._epoch, self._start, self._next = int(epoch), int(step), None
+        self._fingerprint = fingerprint
+
+    def resolve_epoch(self, client: Client) -> int:
+        """The epoch to read: the one set, else the committed one (the next
+        one when the committed epoch is complete)."""
+        if self._epoch is not None:
+            return self._epoch
+        state = client.state()
+        epoch, step = int(state.get("epoch", 0)), int(state.get("step", 0))
+        steps = int(client.status().get("steps", 0))
+        return epoch + 1 if steps and step >= steps else epoch
+
+    # The Stateful protocol of torchdata's StatefulDataLoader: a worker's
+    # state is the next step it will produce.
+    def state_dict(self) -> dict:
+        return {"epoch": self._epoch, "next_step": self._next, "start": self._start, "fingerprint": self._fingerprint}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._epoch = state.get("epoch")
+        self._next = state.get("next_step")
+        self._start = state.get("start")
+        self._fingerprint = state.get("fingerprint")
+
+    def __iter__(self) -> Iterator[Any]:
+        worker, workers = 0, 1
+        if torch is not None:
+            info = _tud.get_worker_info()
+            if info is not None:
+                worker, workers = info.id, info.num_workers
+        rank, world = _rank_and_world(self._rank, self._world)
+        client = self.client()
+        client.wait_ready(self.wait)
+        self._epoch = self.resolve_epoch(client)
+        step = self._next if self._next is not None else (self._start + worker if self._start is not None else None)
+        cut: StreamCut | None = None
+        while True:
+            stream = client.batches(rank=rank, world=world, worker=worker, workers=workers,
+                                    epoch=self._epoch, step=step, fingerprint=self._fingerprint)
+            expected = stream.start_step
+            self._fingerprint = stream.fingerprint
+            try:
+                for batch in stream:
+                    k = batch_step(batch)
+                    expected = k + workers
+                    self._next = expected  # before yielding: the state a snapshot sees
+                    cut = None
+                    yield _convert.convert(batch, self.output, self.columns)
+                self._next = max(expected, stream.steps)
+                return
+            except StreamCut as err:
+                if cut is not None:
+                    raise StreamCut(f"rank {rank} worker {worker}: the stream of epoch {self._epoch} was cut twice at step "
+                                    f"{expected}: {err}; the sidecar's /v1/status on {client.socket} says why") from err
+                cut = err
+                step = expected  # reconnect once, exactly where the stream stopped

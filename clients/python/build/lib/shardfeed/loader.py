@@ -1,0 +1,148 @@
+"""FeedLoader: the DataLoader of a FeedDataset, counting progress in the
+training loop's own process (design §4)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from .dataset import STEP_COLUMN, FeedDataset, batch_step, torch
+from .errors import ShardfeedError
+
+MICRO = "_shardfeed_micro"
+MICROS = "_shardfeed_micros"
+
+
+def _rows(batch: Any) -> int:
+    if hasattr(batch, "num_rows"):
+        return batch.num_rows
+    return len(batch[STEP_COLUMN])
+
+
+def _split(batch: Any, m: int) -> list[Any]:
+    """Cut a local batch into micro-batches of m rows."""
+    n = _rows(batch)
+    if n % m:
+        raise ValueError(f"micro_batch_size={m} does not divide the local batch of {n} rows "
+                         f"(globalBatchSize / world size): choose a divisor of {n}")
+    count = n // m
+    if hasattr(batch, "slice"):  # pyarrow.RecordBatch
+        return [batch.slice(i * m, m) for i in range(count)]
+    out = []
+    for i in range(count):
+        part = {k: v[i * m:(i + 1) * m] for k, v in batch.items()}
+        part[MICRO], part[MICROS] = i, count
+        out.append(part)
+    return out
+
+
+class FeedLoader:
+    """Iterates a FeedDataset through a torch DataLoader (batch_size=None,
+    num_workers workers) and records what the loop received: state_dict()
+    is the step after the last batch the loop got, whatever the workers
+    prefetched. With micro_batch_size=m, each local batch is cut into
+    micro-batches of m rows in the main process, so gradient accumulation
+    sees a step's micro-batches together; a step counts once its last
+    micro-batch is out.
+    """
+
+    def __init__(self, dataset: FeedDataset, *, num_workers: int = 0, micro_batch_size: int | None = None,
+                 **dataloader_kwargs: Any):
+        if micro_batch_size is not None and micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be at least 1, got {micro_batch_size}")
+        if num_workers and torch is None:
+            raise ValueError("DataLoader workers need torch; install it or use num_workers=0")
+        self.dataset = dataset
+        self.num_workers = num_workers
+        self.micro_batch_size = micro_batch_size
+        self.dataloader_kwargs = dataloader_kwargs
+        self._epoch: int | None = None
+        self._step: int | None = None
+        self._resumed = False
+        self._plan: dict | None = None
+
+    def _loader(self) -> Any:
+        if torch is None:
+            return iter(self.dataset)
+        kwargs = dict(self.dataloader_kwargs)
+        if self.num_workers:
+            kwargs.setdefault("persistent_workers", False)
+        return torch.utils.data.DataLoader(self.dataset, batch_size=None, num_workers=self.num_workers, **kwargs)
+
+    def __iter__(self) -> Iterator[Any]:
+        client = self.dataset.client()
+        client.wait_ready(self.dataset.wait)
+        if self._epoch is None:
+            # Where the job is: the committed step (the next epoch's start
+            # when the committed epoch is done).
+            state = client.state()
+            epoch, step = int(state.get("epoch", 0)), int(state.get("step", 0))
+            if step >= self.plan()["steps"]:
+                epoch, step = epoch + 1, 0
+            self._epoch, self._step = epoch, step
+        # Every worker starts from here: worker w at step + w.
+        self.dataset.resume(self._epoch, self._step or 0, self.dataset._fingerprint)
+        for batch in self._loader():
+            k = batch_step(batch)
+            # A batch counts as received once handed to the loop (the loop
+            # may stop right after it); a step, once its last micro-batch is.
+            if self.micro_batch_size:
+                parts = _split(batch, self.micro_batch_size)
+                for i, part in enumerate(parts):
+                    if i == len(parts) - 1:
+                        self._step = k + 1
+                    yield part
+            else:
+                self._step = k + 1
+                yield batch
+        # The epoch is read: the next iteration reads the next one.
+        self.set_epoch(self._epoch + 1)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read epoch next, from its first step."""
+        self.dataset.set_epoch(epoch)
+        self._epoch, self._step = int(epoch), 0
+
+    def plan(self) -> dict:
+        """The sidecar's plan: fingerprint, numSplits, globalBatchSize, steps."""
+        if self._plan is None:
+            st = self.dataset.client().status()
+            self._plan = {k: st[k] for k in ("fingerprint", "planVersion", "numSplits", "globalBatchSize", "steps")}
+        return self._plan
+
+    def state_dict(self) -> dict:
+        """Where the loop is: the epoch and the step after the last batch it
+        received, with the plan's identity."""
+        plan = self.plan()
+        if self._epoch is None:
+            state = self.dataset.client().state()
+            epoch, step = int(state.get("epoch", 0)), int(state.get("step", 0))
+        else:
+            epoch, step = self._epoch, self._step or 0
+        return {"epoch": epoch, "step": step, "fingerprint": plan["fingerprint"],
+                "planVersion": plan["planVersion"], "numSplits": plan["numSplits"], "globalBatchSize": plan["globalBatchSize"]}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume at state's step (with any number of workers and any world
+        size that divides numSplits: the global batches are the same)."""
+        plan = self.plan()
+        for key in ("fingerprint", "numSplits", "globalBatchSize"):
+            if key in state and state[key] != plan[key]:
+                raise ShardfeedError(f"the checkpoint was taken with {key}={state[key]!r}, the sidecar serves {plan[key]!r}: "
+                                     f"a different plan is a new TrainingDataset; resume with the dataset the checkpoint used")
+        epoch, step = int(state["epoch"]), int(state["step"])
+        self.dataset.resume(epoch, step, state.get("fingerprint"))
+        self._epoch, self._step = epoch, step
+        committed = self.dataset.client().state()
+        self._resumed = (epoch, step) < (int(committed.get("epoch", 0)), int(committed.get("step", 0)))
+
+    def commit(self, step: int | None = None, epoch: int | None = None) -> dict:
+        """Record that every rank finished the steps before step (default:
+        the step after the last batch received) and that the checkpoint is
+        saved. Call it on rank 0, after saving, behind a barrier."""
+        if epoch is None:
+            epoch = self._epoch if self._epoch is not None else 0
+        if step is None:
+            step = self._step or 0
+        state = self.dataset.client().commit(epoch, step, resumed=self._resumed)
+        self._resumed = False
+        return state

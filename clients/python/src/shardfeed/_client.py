@@ -1,0 +1,167 @@
+"""HTTP/1.1 over the sidecar's Unix socket: batches as Arrow streams, commits, state."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import time
+import urllib.parse
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from .errors import SidecarError, SidecarNotReady, StreamCut
+
+SOCKET_ENV = "SHARDFEED_SOCKET"
+DEFAULT_SOCKET = "/var/run/shardfeed/feed.sock"
+DEFAULT_WAIT_S = 300.0
+# Batches are MiBs: a large receive buffer means fewer wake-ups per batch.
+_RCVBUF = 4 << 20
+
+# What a cut stream looks like from here: the missing terminal chunk
+# (IncompleteRead), a dropped connection, or an Arrow message cut short.
+CUT_ERRORS = (http.client.IncompleteRead, http.client.HTTPException, ConnectionError, pa.ArrowInvalid, OSError)
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float | None):
+        super().__init__("shardfeed", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RCVBUF)
+            if self.timeout is not None:
+                sock.settimeout(self.timeout)
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def socket_path(socket_arg: str | None = None) -> str:
+    """The socket to use: the argument, else $SHARDFEED_SOCKET, else the pod's default."""
+    return socket_arg or os.environ.get(SOCKET_ENV) or DEFAULT_SOCKET
+
+
+class Client:
+    """A client of one sidecar."""
+
+    def __init__(self, socket: str | None = None, *, timeout: float | None = 600.0):
+        self.socket = socket_path(socket)
+        self.timeout = timeout
+
+    def _request(self, method: str, path: str, query: dict | None = None, body: Any = None):
+        if query:
+            path += "?" + urllib.parse.urlencode(query)
+        conn = _UnixConnection(self.socket, self.timeout)
+        try:
+            data = None
+            headers = {}
+            if body is not None:
+                data = json.dumps(body).encode()
+                headers["Content-Type"] = "application/json"
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+        except (FileNotFoundError, ConnectionRefusedError) as err:
+            conn.close()
+            raise SidecarNotReady(self._not_there(err)) from err
+        except OSError:
+            conn.close()
+            raise
+        if resp.status >= 300:
+            raw = resp.read()
+            conn.close()
+            try:
+                doc = json.loads(raw)
+                raise SidecarError(resp.status, doc.get("error", ""), doc.get("field", ""))
+            except ValueError:
+                raise SidecarError(resp.status, raw.decode(errors="replace").strip()) from None
+        return conn, resp
+
+    def _not_there(self, err: Exception) -> str:
+        return (f"no shardfeed sidecar answers on {self.socket} ({err}). In a pod, label it "
+                f"'shardfeed.io/dataset: <TrainingDataset name>' so the operator injects the sidecar; "
+                f"outside one, run 'shardfeed serve -f dataset.yaml --socket {self.socket}' "
+                f"or set {SOCKET_ENV}")
+
+    def _json(self, method: str, path: str, body: Any = None) -> dict:
+        conn, resp = self._request(method, path, body=body)
+        try:
+            return json.loads(resp.read())
+        finally:
+            conn.close()
+
+    def wait_ready(self, timeout: float = DEFAULT_WAIT_S) -> None:
+        """Wait until the sidecar's /readyz answers 200, at most timeout seconds."""
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while True:
+            try:
+                conn, resp = self._request("GET", "/readyz")
+                conn.close()
+                return
+            except (SidecarNotReady, SidecarError, OSError) as err:
+                last = err
+            if time.monotonic() >= deadline:
+                if isinstance(last, SidecarNotReady):
+                    raise SidecarNotReady(f"{last} (waited {timeout:.0f} s)") from None
+                raise SidecarNotReady(f"the sidecar on {self.socket} is not ready after {timeout:.0f} s: {last}") from None
+            time.sleep(0.05)
+
+    def state(self) -> dict:
+        """The job's committed state (epoch, step, attempt, …)."""
+        return self._json("GET", "/v1/state")
+
+    def status(self) -> dict:
+        """The sidecar's status: the plan, readiness, counters, streams, last errors."""
+        return self._json("GET", "/v1/status")
+
+    def commit(self, epoch: int, step: int, resumed: bool = False) -> dict:
+        """Record that every rank finished the steps of epoch before step."""
+        body = {"epoch": int(epoch), "step": int(step)}
+        if resumed:
+            body["resumed"] = True
+        return self._json("POST", "/v1/commit", body)
+
+    def batches(self, *, rank: int, world: int, worker: int = 0, workers: int = 1,
+                epoch: int | None = None, step: int | None = None, fingerprint: str | None = None) -> "BatchStream":
+        """Open the stream of one DataLoader worker's batches."""
+        query = {"rank": rank, "world": world, "worker": worker, "workers": workers}
+        if epoch is not None:
+            query["epoch"] = epoch
+        if step is not None:
+            query["step"] = step
+        if fingerprint:
+            query["fingerprint"] = fingerprint
+        conn, resp = self._request("GET", "/v1/batches", query)
+        return BatchStream(conn, resp)
+
+
+class BatchStream:
+    """The record batches of one response, in order; raises StreamCut if cut."""
+
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse):
+        self._conn = conn
+        self._resp = resp
+        self.epoch = int(resp.getheader("Shardfeed-Epoch", "0"))
+        self.start_step = int(resp.getheader("Shardfeed-Start-Step", "0"))
+        self.steps = int(resp.getheader("Shardfeed-Steps", "0"))
+        self.fingerprint = resp.getheader("Shardfeed-Fingerprint", "")
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        try:
+            reader = pa.ipc.open_stream(self._resp)
+            for batch in reader:
+                yield batch
+        except CUT_ERRORS as err:
+            raise StreamCut(f"the batch stream was cut: {err!r}") from err
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._conn.close()

@@ -1,0 +1,111 @@
+"""Arrow record batches to dicts of numpy arrays or torch tensors.
+
+Fixed-width columns become arrays without a loop per sample, viewing the
+Arrow buffers where the layout allows (no nulls, byte-sized values): ints,
+floats, float16, and fixed-size lists of them (tokens, tensors), reshaped to
+(rows, *shape) with the shape an MDS ndarray column records. Booleans are
+unpacked from bits. Strings and binaries become lists of str and bytes;
+variable-length lists become lists of arrays; anything else (structs, maps)
+becomes Python values.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+SHAPE_KEY = b"shardfeed.shape"
+
+
+def _shape(field: pa.Field) -> tuple[int, ...] | None:
+    meta = field.metadata or {}
+    raw = meta.get(SHAPE_KEY)
+    if not raw:
+        return None
+    try:
+        return tuple(int(d) for d in raw.decode().split(","))
+    except ValueError:
+        return None
+
+
+def _flat_fixed(col: pa.Array) -> tuple[np.ndarray, list[int]] | None:
+    """The values of a (nested) fixed-size list of primitives as one flat
+    array, and the list sizes from the outside in; None if not that shape."""
+    dims = []
+    values = col
+    while pa.types.is_fixed_size_list(values.type):
+        if values.null_count:
+            return None
+        dims.append(values.type.list_size)
+        values = values.flatten()  # honours the slice offset
+    if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)) or values.null_count:
+        return None
+    return values.to_numpy(zero_copy_only=True), dims
+
+
+def column_to_numpy(field: pa.Field, col: pa.Array) -> Any:
+    """One column as numpy (or a list where values vary in size)."""
+    t = col.type
+    if pa.types.is_fixed_size_list(t):
+        flat = _flat_fixed(col)
+        if flat is not None:
+            values, dims = flat
+            shape = _shape(field)
+            if shape is None or int(np.prod(shape)) != dims[0] or len(dims) > 1:
+                shape = tuple(dims)
+            return values.reshape((len(col), *shape))
+    if (pa.types.is_integer(t) or pa.types.is_floating(t)) and not col.null_count:
+        return col.to_numpy(zero_copy_only=True)
+    if pa.types.is_boolean(t) and not col.null_count:
+        return col.to_numpy(zero_copy_only=False)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        inner = t.value_type
+        if (pa.types.is_integer(inner) or pa.types.is_floating(inner)) and not col.null_count:
+            values = col.flatten().to_numpy(zero_copy_only=False)
+            offsets = col.offsets.to_numpy()
+            offsets = offsets - offsets[0]
+            return [values[offsets[i]:offsets[i + 1]] for i in range(len(col))]
+    return col.to_pylist()
+
+
+def to_numpy(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[str, Any]:
+    out = {}
+    for i, field in enumerate(batch.schema):
+        if columns is not None and field.name not in columns and not field.name.startswith("_shardfeed_"):
+            continue
+        out[field.name] = column_to_numpy(field, batch.column(i))
+    return out
+
+
+def to_torch(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[str, Any]:
+    import torch
+
+    out = {}
+    for name, value in to_numpy(batch, columns).items():
+        if isinstance(value, np.ndarray):
+            with warnings.catch_warnings():
+                # The Arrow buffers are read-only views of this batch alone;
+                # torch warns that it cannot mark the tensor read-only.
+                warnings.simplefilter("ignore", UserWarning)
+                out[name] = torch.from_numpy(value)
+        elif isinstance(value, list) and value and isinstance(value[0], np.ndarray):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                out[name] = [torch.from_numpy(v) for v in value]
+        else:
+            out[name] = value
+    return out
+
+
+def convert(batch: pa.RecordBatch, output: str, columns: list[str] | None) -> Any:
+    if output == "arrow":
+        if columns is None:
+            return batch
+        keep = [n for n in batch.schema.names if n in columns or n.startswith("_shardfeed_")]
+        return batch.select(keep)
+    if output == "numpy":
+        return to_numpy(batch, columns)
+    return to_torch(batch, columns)

@@ -1,0 +1,247 @@
+"""The Python client (clients/python) against a real `shardfeed serve` on a
+real MinIO, read the way training loops read: torch DataLoaders with 0-3
+workers, torchdata's StatefulDataLoader, checkpoints, kills and restarts."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+import shardfeed
+from conftest import ROOT
+
+N = 2400
+SPEC = """  numSplits: 6
+  globalBatchSize: 24
+  shuffle: {seed: 5, blockSize: 300}
+"""
+STEPS = N // 24  # 100
+
+
+def tokens_table(n=N):
+    return pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "tokens": pa.FixedSizeListArray.from_arrays(pa.array((np.arange(n * 8) % 50000).astype(np.int32)), 8),
+    })
+
+
+def read_epoch(loader):
+    """Every batch the loop receives: (step, ids)."""
+    got = []
+    for batch in loader:
+        got.append((int(batch["_shardfeed_step"][0]), batch["_shardfeed_index"].tolist()))
+    return got
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2, 3])
+def test_every_rank_and_worker_count_reads_the_plan_exactly_once(feed_factory, workers):
+    feed = feed_factory(tokens_table(), SPEC)
+    world = 2
+    plan = feed.plan_ids(world)
+    seen = []
+    for rank in range(world):
+        ds = shardfeed.FeedDataset(feed.socket, rank=rank, world_size=world)
+        got = read_epoch(shardfeed.FeedLoader(ds, num_workers=workers))
+        # The DataLoader yields the steps in order, whatever the workers.
+        assert [k for k, _ in got] == list(range(STEPS))
+        for k, ids in got:
+            assert ids == plan[(k, rank)]
+            seen.extend(ids)
+    assert sorted(seen) == list(range(N))
+
+
+def test_tensors_are_the_samples_values(feed_factory):
+    feed = feed_factory(tokens_table(), SPEC)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)
+    batch = next(iter(ds))
+    assert batch["tokens"].dtype == torch.int32 and batch["tokens"].shape == (24, 8)
+    ids = batch["id"]
+    assert torch.equal(batch["_shardfeed_index"], ids)
+    want = (ids[:, None] * 8 + torch.arange(8)) % 50000
+    assert torch.equal(batch["tokens"].long(), want)
+
+
+@pytest.mark.parametrize("stop_at", [4, 5])  # a multiple of the 2 workers, and not
+def test_resume_after_killing_the_trainer_and_the_server(feed_factory, stop_at):
+    feed = feed_factory(tokens_table(), SPEC)
+    world = 3
+    plan = feed.plan_ids(world)
+    # Rank 1 trains to step stop_at with 2 workers, checkpoints, and the
+    # job commits; then the trainer and the sidecar die (SIGKILL).
+    ds = shardfeed.FeedDataset(feed.socket, rank=1, world_size=world)
+    loader = shardfeed.FeedLoader(ds, num_workers=2)
+    got = []
+    for batch in loader:
+        got.append(int(batch["_shardfeed_step"][0]))
+        if got[-1] + 1 == stop_at:
+            break
+    checkpoint = loader.state_dict()
+    assert checkpoint["step"] == stop_at and checkpoint["epoch"] == 0
+    assert checkpoint["numSplits"] == 6 and checkpoint["globalBatchSize"] == 24 and checkpoint["fingerprint"].startswith("v1-")
+    loader.commit()
+    del loader
+    feed.kill()
+    feed.start()
+
+    # From the checkpoint, with 3 workers now: the steps go on from stop_at.
+    ds = shardfeed.FeedDataset(feed.socket, rank=1, world_size=world)
+    loader = shardfeed.FeedLoader(ds, num_workers=3)
+    loader.load_state_dict(checkpoint)
+    rest = read_epoch(loader)
+    assert [k for k, _ in rest] == list(range(stop_at, STEPS))
+    for k, ids in rest:
+        assert ids == plan[(k, 1)]
+
+    # Without a checkpoint of its own, a fresh trainer starts at the commit.
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=world)
+    first = next(iter(shardfeed.FeedLoader(ds, num_workers=2)))
+    assert int(first["_shardfeed_step"][0]) == stop_at
+
+
+def test_state_dict_round_trip_and_a_resumed_commit(feed_factory):
+    feed = feed_factory(tokens_table(), SPEC)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)
+    loader = shardfeed.FeedLoader(ds)
+    it = iter(loader)
+    for _ in range(10):
+        next(it)
+    early = loader.state_dict()
+    for _ in range(10):
+        next(it)
+    assert loader.commit()["step"] == 20
+    # Roll back to the older checkpoint: the commit that follows says
+    # "resumed", so the sidecar takes it although it goes back.
+    loader2 = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1))
+    loader2.load_state_dict(early)
+    assert loader2.state_dict() == early
+    assert int(next(iter(loader2))["_shardfeed_step"][0]) == 10
+    assert loader2.commit()["step"] == 11
+    # An ordinary backwards commit is refused with the reason.
+    with pytest.raises(shardfeed.SidecarError, match="behind the stored"):
+        loader2.commit(step=3)
+    # A checkpoint of another plan is refused before anything is read.
+    with pytest.raises(shardfeed.ShardfeedError, match="different plan"):
+        loader2.load_state_dict(dict(early, fingerprint="v1-0123"))
+
+
+def test_stateful_dataloader_restores_every_worker_exactly(feed_factory):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    feed = feed_factory(tokens_table(), SPEC)
+    plan = feed.plan_ids(1)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0)
+    dl = StatefulDataLoader(ds, batch_size=None, num_workers=2)
+    got = []
+    for batch in dl:
+        got.append(int(batch["_shardfeed_step"][0]))
+        if len(got) == 7:
+            break
+    state = dl.state_dict()
+    del dl
+    ds2 = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0)
+    dl2 = StatefulDataLoader(ds2, batch_size=None, num_workers=2)
+    dl2.load_state_dict(state)
+    for batch in dl2:
+        k = int(batch["_shardfeed_step"][0])
+        assert batch["_shardfeed_index"].tolist() == plan[(k, 0)]
+        got.append(k)
+    assert got == list(range(STEPS))
+
+
+def test_micro_batches_split_a_step_and_count_it_once(feed_factory):
+    feed = feed_factory(tokens_table(), SPEC)
+    plan = feed.plan_ids(2)
+    ds = shardfeed.FeedDataset(feed.socket, rank=1, world_size=2)
+    loader = shardfeed.FeedLoader(ds, num_workers=2, micro_batch_size=4)
+    parts = []
+    for micro in loader:
+        parts.append(micro)
+        if len(parts) == 3 * 3:  # 12 rows per rank and step: 3 micro-batches
+            break
+    for k in range(3):
+        step = parts[3 * k:3 * k + 3]
+        assert [int(m["_shardfeed_micro"]) for m in step] == [0, 1, 2] and all(m["_shardfeed_micros"] == 3 for m in step)
+        assert all(int(m["_shardfeed_step"][0]) == k and m["tokens"].shape == (4, 8) for m in step)
+        assert torch.cat([m["_shardfeed_index"] for m in step]).tolist() == plan[(k, 1)]
+    assert loader.state_dict()["step"] == 3  # global steps, not micro-batches
+    with pytest.raises(ValueError, match="does not divide the local batch of 12"):
+        next(iter(shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=1, world_size=2), micro_batch_size=5)))
+
+
+def test_every_column_kind_keeps_its_dtype_and_shape(feed_factory):
+    n = 240
+    ids = np.arange(n, dtype=np.int64)
+    table = pa.table({
+        "id": ids,
+        "i8": pa.array((ids % 100).astype(np.int8)), "i16": pa.array((ids * 3).astype(np.int16)),
+        "u8": pa.array((ids % 200).astype(np.uint8)), "u16": pa.array(ids.astype(np.uint16)),
+        "u32": pa.array(ids.astype(np.uint32)), "u64": pa.array(ids.astype(np.uint64) << np.uint64(40)),
+        "f16": pa.array((ids / 4).astype(np.float16)), "f32": pa.array((ids / 3).astype(np.float32)), "f64": ids / 7,
+        "flag": pa.array(ids % 3 == 0),
+        "text": pa.array([f"sample {i}" for i in ids]), "blob": pa.array([bytes([i % 256]) * (i % 5) for i in ids]),
+        "vec": pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, 4).astype(np.float32)), 4),
+        "mat": pa.FixedSizeListArray.from_arrays(pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, 6).astype(np.int16)), 2), 3),
+        "ragged": pa.array([list(range(i % 4)) for i in ids], type=pa.list_(pa.int64())),
+        "meta": pa.array([{"k": int(i)} for i in ids]),
+    })
+    feed = feed_factory(table, "  numSplits: 2\n  globalBatchSize: 8\n", row_group_size=60)
+    kinds = {
+        "i8": (torch.int8, (8,)), "i16": (torch.int16, (8,)), "u8": (torch.uint8, (8,)), "u16": (torch.uint16, (8,)),
+        "u32": (torch.uint32, (8,)), "u64": (torch.uint64, (8,)), "f16": (torch.float16, (8,)), "f32": (torch.float32, (8,)),
+        "f64": (torch.float64, (8,)), "flag": (torch.bool, (8,)), "vec": (torch.float32, (8, 4)), "mat": (torch.int16, (8, 3, 2)),
+        "_shardfeed_index": (torch.int64, (8,)), "_shardfeed_stream": (torch.int16, (8,)), "_shardfeed_pad": (torch.bool, (8,)),
+    }
+    for output in ("torch", "numpy"):
+        batch = next(iter(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, output=output)))
+        rows = batch["id"].tolist()
+        src = table.take(rows).to_pydict()
+        for name, (dtype, shape) in kinds.items():
+            value = batch[name]
+            if output == "torch":
+                assert isinstance(value, torch.Tensor) and value.dtype == dtype, (name, value)
+                value = value.numpy() if dtype not in (torch.uint16, torch.uint32, torch.uint64) else np.array(value.tolist())
+            assert value.shape == shape, (name, value.shape)
+            if not name.startswith("_"):
+                assert np.array_equal(value, np.array(src[name], dtype=value.dtype)), name
+        assert batch["text"] == src["text"] and batch["blob"] == src["blob"] and batch["meta"] == src["meta"]
+        assert [list(map(int, r)) for r in batch["ragged"]] == src["ragged"]
+    arrow = next(iter(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, output="arrow", columns=["id"])))
+    assert isinstance(arrow, pa.RecordBatch)
+    assert arrow.schema.names == ["id", "_shardfeed_index", "_shardfeed_stream", "_shardfeed_step", "_shardfeed_pad"]
+
+
+def test_errors_say_what_to_do(feed_factory, tmp_path):
+    missing = str(tmp_path / "nowhere.sock")
+    with pytest.raises(shardfeed.SidecarNotReady) as err:
+        next(iter(shardfeed.FeedDataset(missing, rank=0, world_size=1, wait=0.3)))
+    assert missing in str(err.value) and "shardfeed.io/dataset" in str(err.value)
+
+    feed = feed_factory(tokens_table(), SPEC)
+    with pytest.raises(shardfeed.SidecarError, match="4 ranks do not divide spec.numSplits") as err:
+        next(iter(shardfeed.FeedDataset(feed.socket, rank=0, world_size=4)))
+    assert err.value.status == 400 and err.value.field == "world"
+
+    # The data goes bad in storage mid-run: the stream is cut, the client
+    # reconnects once at the step it expected, is cut again, and raises.
+    s3 = feed.minio.filesystem()
+    path = f"{feed.bucket}/web/part-0.parquet"
+    with s3.open_input_stream(path) as f:
+        data = f.read()
+    with s3.open_output_stream(path) as f:
+        f.write(data[: len(data) // 4])
+    with pytest.raises(shardfeed.StreamCut, match="cut twice at step"):
+        for _ in shardfeed.FeedDataset(feed.socket, rank=0, world_size=1):
+            pass
+
+
+def test_the_package_installs_with_pip(tmp_path):
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target),
+                    str(ROOT / "clients" / "python")], check=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", "import shardfeed, sys; print(shardfeed.__file__)"], check=True,
+                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(target)), cwd=tmp_path).stdout
+    assert out.startswith(str(target))

@@ -111,9 +111,10 @@ test-e2e: ## End-to-end tests on a real local cluster (comes with the end-to-end
 BENCH_RUNS ?= 3
 
 .PHONY: bench
-bench: tools-go tools-kube tools-minio tools-debian tools-python ## Run the Go benchmarks (planner, formats, MinIO downloads); output in bin/bench-go.txt.
+bench: tools-go tools-kube tools-minio tools-debian tools-python build ## Run the benchmarks: Go (planner, formats, MinIO, sidecar socket) and the loaders side by side with their peers.
 	go test -tags integration -run '^$$' -bench . -benchmem -count $(BENCH_RUNS) -timeout 30m ./... | tee $(BIN)/bench-go.txt
-	@echo "bench: results in $(BIN)/bench-go.txt; the side-by-side runs with the Python peers come with issue 9"
+	BENCH_RUNS=$(BENCH_RUNS) $(PYTHON) hack/bench/loaders.py
+	@echo "bench: Go results in $(BIN)/bench-go.txt; the loader table is in docs/benchmarks.md"
 
 .PHONY: demo
 demo: ## The whole story on one machine (comes with the end-to-end issue).

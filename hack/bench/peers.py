@@ -1,0 +1,102 @@
+"""The peers' side of the loader benchmark; runs in bin/venv-oracle, which
+has mosaicml-streaming and lancedb from PyPI (hack/requirements-oracle.txt).
+
+  peers.py write-mds   PARQUET OUT        the tokens as MDS, with streaming.MDSWriter
+  peers.py write-lance PARQUET OUT        the tokens as a Lance table, with lancedb
+  peers.py read-mosaic DIR  WORKERS BATCH EPOCH   one epoch of StreamingDataset in a DataLoader
+  peers.py read-lance  DIR  WORKERS BATCH EPOCH   one epoch of lancedb's StreamingDataset in a DataLoader
+
+A read prints {"seconds", "samples", "checksum"}: the time from building the
+loader to the last batch of a training loop that sums every tensor.
+"""
+
+import fcntl
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+
+WIDTH = 2048
+
+
+def write_mds(parquet, out):
+    from streaming import MDSWriter
+
+    table = pq.read_table(parquet)
+    tokens = table.column("tokens").combine_chunks().flatten().to_numpy().reshape(-1, WIDTH)
+    ids = table.column("id").to_numpy()
+    with MDSWriter(out=out, columns={"id": "int64", "tokens": f"ndarray:int32:{WIDTH}"}, size_limit=8 << 20) as w:
+        for i in range(len(ids)):
+            w.write({"id": int(ids[i]), "tokens": tokens[i]})
+
+
+def write_lance(parquet, out):
+    import lancedb
+
+    db = lancedb.connect(out)
+    db.create_table("tokens", pq.read_table(parquet), mode="overwrite")
+
+
+def loop(loader):
+    start = time.perf_counter()
+    samples = 0
+    checksum = 0
+    for batch in loader:
+        tokens = batch["tokens"] if isinstance(batch, dict) else batch
+        checksum += int(tokens.sum())  # touch every value
+        samples += len(tokens)
+    return time.perf_counter() - start, samples, checksum
+
+
+def read_mosaic(path, workers, batch, epoch):
+    from streaming import StreamingDataset
+    from streaming.base.util import clean_stale_shared_memory
+
+    # mosaicml-streaming names its shared memory per process tree: one
+    # reader at a time on this machine (the compatibility tests take it too).
+    lock = open(Path(__file__).resolve().parents[2] / "bin" / ".mds-oracle-read.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    clean_stale_shared_memory()
+    start = time.perf_counter()
+    ds = StreamingDataset(local=path, batch_size=batch, shuffle=True, shuffle_seed=epoch + 1)
+    loader = torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
+    _, samples, checksum = loop(loader)
+    return time.perf_counter() - start, samples, checksum
+
+
+def read_lance(path, workers, batch, epoch):
+    import lancedb
+    from lancedb.streaming import StreamingDataset
+
+    def rows(b):  # one tensor per row, built from the batch without a loop per value
+        return list(torch.from_numpy(b.column("tokens").flatten().to_numpy().reshape(-1, WIDTH)))
+
+    start = time.perf_counter()
+    table = lancedb.connect(path).open_table("tokens")
+    ds = StreamingDataset(table, num_splits=max(1, workers), shuffle=True, shuffle_seed=1, epoch=epoch, columns=["tokens"],
+                          read_batch_size=batch, transform=rows)
+    loader = torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
+    _, samples, checksum = loop(loader)
+    return time.perf_counter() - start, samples, checksum
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "write-mds":
+        write_mds(sys.argv[2], sys.argv[3])
+    elif cmd == "write-lance":
+        write_lance(sys.argv[2], sys.argv[3])
+    elif cmd in ("read-mosaic", "read-lance"):
+        fn = read_mosaic if cmd == "read-mosaic" else read_lance
+        seconds, samples, checksum = fn(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        print(json.dumps({"seconds": seconds, "samples": samples, "checksum": checksum}))
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main()

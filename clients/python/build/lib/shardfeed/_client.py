@@ -143,7 +143,14 @@ class Client:
 
 
 class BatchStream:
-    """The record batches of one response, in order; raises StreamCut if cut."""
+    """The record batches of one response, in order; raises StreamCut if cut.
+
+    The sidecar sends one IPC message (a batch) per HTTP chunk, so each
+    chunk is read whole into a fresh Arrow buffer with one readinto and the
+    batch is decoded from it without another copy. A stream that ends
+    without the Arrow end-of-stream marker, or without HTTP's terminal
+    chunk, was cut.
+    """
 
     def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse):
         self._conn = conn
@@ -152,16 +159,66 @@ class BatchStream:
         self.start_step = int(resp.getheader("Shardfeed-Start-Step", "0"))
         self.steps = int(resp.getheader("Shardfeed-Steps", "0"))
         self.fingerprint = resp.getheader("Shardfeed-Fingerprint", "")
+        self.schema: pa.Schema | None = None
+
+    def _chunks(self) -> Iterator[pa.Buffer]:
+        if (self._resp.getheader("Transfer-Encoding") or "").lower() != "chunked":
+            yield pa.py_buffer(self._resp.read())  # not the sidecar's framing: read it whole
+            return
+        fp = self._resp.fp
+        while True:
+            line = fp.readline(1024)
+            if not line:
+                raise StreamCut("the connection closed before the end of the stream")
+            size = int(line.split(b";", 1)[0].strip() or b"x", 16)
+            if size == 0:
+                return
+            buf = pa.allocate_buffer(size)
+            view = memoryview(buf).cast("B")
+            got = 0
+            while got < size:
+                n = fp.readinto(view[got:])
+                if not n:
+                    raise StreamCut(f"the connection closed {size - got} bytes into a batch")
+                got += n
+            if fp.read(2) != b"\r\n":
+                raise StreamCut("a chunk of the stream is malformed")
+            yield buf
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         try:
-            reader = pa.ipc.open_stream(self._resp)
-            for batch in reader:
-                yield batch
+            ended = False
+            for chunk in self._chunks():
+                reader = pa.ipc.MessageReader.open_stream(pa.BufferReader(chunk))
+                while True:
+                    try:
+                        msg = reader.read_next_message()
+                    except StopIteration:
+                        break
+                    if msg is None:
+                        break
+                    if msg.type == "schema":
+                        self.schema = pa.ipc.read_schema(msg)
+                    elif msg.type == "record batch":
+                        if self.schema is None:
+                            raise StreamCut("a batch came before the stream's schema")
+                        yield pa.ipc.read_record_batch(msg, self.schema)
+                if _ends_with_eos(chunk):
+                    ended = True
+            if not ended:
+                raise StreamCut("the stream ended without the Arrow end-of-stream marker")
         except CUT_ERRORS as err:
             raise StreamCut(f"the batch stream was cut: {err!r}") from err
         finally:
             self.close()
 
     def close(self) -> None:
+        self._resp.close()
         self._conn.close()
+
+
+_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+def _ends_with_eos(buf: pa.Buffer) -> bool:
+    return buf.size >= 8 and buf[buf.size - 8:].to_pybytes() == _EOS

@@ -124,6 +124,19 @@ class FeedDataset(_Base):
             info = _tud.get_worker_info()
             if info is not None:
                 worker, workers = info.id, info.num_workers
+        batches = self._batches(worker, workers)
+        try:
+            for k, batch in batches:
+                # The state is what this worker handed out: set before
+                # yielding, so a snapshot taken after the item sees it.
+                self._next = k + workers
+                yield batch
+        finally:
+            batches.close()
+
+    def _batches(self, worker: int, workers: int) -> Iterator[tuple[int, Any]]:
+        """(step, batch) of this worker's stream, reconnecting once at the
+        step it expected when the stream is cut."""
         rank, world = _rank_and_world(self._rank, self._world)
         client = self.client()
         client.wait_ready(self.wait)
@@ -139,10 +152,8 @@ class FeedDataset(_Base):
                 for batch in stream:
                     k = batch_step(batch)
                     expected = k + workers
-                    self._next = expected  # before yielding: the state a snapshot sees
                     cut = None
-                    yield _convert.convert(batch, self.output, self.columns)
-                self._next = max(expected, stream.steps)
+                    yield k, _convert.convert(batch, self.output, self.columns)
                 return
             except StreamCut as err:
                 if cut is not None:

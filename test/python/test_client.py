@@ -22,10 +22,10 @@ SPEC = """  numSplits: 6
 STEPS = N // 24  # 100
 
 
-def tokens_table(n=N):
+def tokens_table(n=N, width=8):
     return pa.table({
         "id": pa.array(np.arange(n, dtype=np.int64)),
-        "tokens": pa.FixedSizeListArray.from_arrays(pa.array((np.arange(n * 8) % 50000).astype(np.int32)), 8),
+        "tokens": pa.FixedSizeListArray.from_arrays(pa.array((np.arange(n * width) % 50000).astype(np.int32)), width),
     })
 
 
@@ -245,3 +245,28 @@ def test_the_package_installs_with_pip(tmp_path):
     out = subprocess.run([sys.executable, "-c", "import shardfeed, sys; print(shardfeed.__file__)"], check=True,
                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(target)), cwd=tmp_path).stdout
     assert out.startswith(str(target))
+
+
+def test_a_sidecar_restart_mid_epoch_is_ridden_out_at_the_right_step(feed_factory):
+    import threading
+
+    # 8 KiB samples: an epoch (19 MiB) is far more than the socket buffers
+    # hold, so the kill does cut the stream.
+    feed = feed_factory(tokens_table(width=2048), SPEC)
+    plan = feed.plan_ids(1)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0)
+    got = []
+    restarted = threading.Event()
+    for batch in ds:
+        k = int(batch["_shardfeed_step"][0])
+        assert batch["_shardfeed_index"].tolist() == plan[(k, 0)]
+        got.append(k)
+        if len(got) == 5:
+            # The sidecar dies (SIGKILL) and comes back half a second later.
+            feed.kill()
+            threading.Timer(0.5, lambda: (feed.start(), restarted.set())).start()
+    assert restarted.wait(30)
+    assert got == list(range(STEPS))
+    # The new sidecar served the rest: it counted what it sent.
+    sent = shardfeed.Client(feed.socket).status()["consumedRows"]
+    assert 0 < sent < N, sent

@@ -144,6 +144,10 @@ class FeedDataset(_Base):
         step = self._next if self._next is not None else (self._start + worker if self._start is not None else None)
         cut: StreamCut | None = None
         while True:
+            if cut is not None:
+                # A restarted sidecar (a pod's sidecar container restarts by
+                # itself) takes a moment to come back.
+                client.wait_ready(self.wait)
             stream = client.batches(rank=rank, world=world, worker=worker, workers=workers,
                                     epoch=self._epoch, step=step, fingerprint=self._fingerprint)
             expected = stream.start_step

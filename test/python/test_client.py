@@ -239,9 +239,14 @@ def test_errors_say_what_to_do(feed_factory, tmp_path):
 
 
 def test_the_package_installs_with_pip(tmp_path):
+    import shutil
+
+    # From a copy: setuptools writes build/ and *.egg-info next to the sources.
+    source = tmp_path / "python"
+    shutil.copytree(ROOT / "clients" / "python", source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target),
-                    str(ROOT / "clients" / "python")], check=True, timeout=300)
+                    str(source)], check=True, timeout=300)
     out = subprocess.run([sys.executable, "-c", "import shardfeed, sys; print(shardfeed.__file__)"], check=True,
                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(target)), cwd=tmp_path).stdout
     assert out.startswith(str(target))

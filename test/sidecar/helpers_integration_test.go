@@ -54,7 +54,11 @@ func TestMain(m *testing.M) {
 	binary = filepath.Join(dir, "shardfeed")
 	root, err := testenv.RepoRoot()
 	if err == nil {
-		cmd := exec.Command("go", "build", "-o", binary, "./cmd/shardfeed")
+		args := []string{"build", "-o", binary}
+		if os.Getenv("SHARDFEED_TEST_RACE") != "" {
+			args = append(args, "-race") // the processes under test run with the race detector
+		}
+		cmd := exec.Command("go", append(args, "./cmd/shardfeed")...)
 		cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
 		err = cmd.Run()
 	}

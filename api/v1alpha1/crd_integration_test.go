@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,6 +89,10 @@ func TestIntegrationTrainingDatasetRoundTripsWithDefaults(t *testing.T) {
 }
 
 func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
+	second := func(d *datav1alpha1.TrainingDataset) *datav1alpha1.Stream {
+		d.Spec.Streams = append(d.Spec.Streams, datav1alpha1.Stream{Name: "code", Source: datav1alpha1.Source{URI: "s3://data/code/"}, Proportion: "0.25"})
+		return &d.Spec.Streams[1]
+	}
 	tests := []struct {
 		name    string
 		mutate  func(*datav1alpha1.TrainingDataset)
@@ -96,10 +101,48 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"no streams", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams = nil }, "spec.streams"},
 		{"zero splits", func(d *datav1alpha1.TrainingDataset) { d.Spec.NumSplits = 0 }, "spec.numSplits"},
 		{"zero batch", func(d *datav1alpha1.TrainingDataset) { d.Spec.GlobalBatchSize = 0 }, "spec.globalBatchSize"},
+		{"batch not a multiple of the splits", func(d *datav1alpha1.TrainingDataset) { d.Spec.GlobalBatchSize = 60 }, "globalBatchSize must be a multiple of numSplits"},
 		{"unknown format", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Format = "tfrecord" }, "spec.streams[0].format"},
 		{"float proportion", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Proportion = "1e-3" }, "spec.streams[0].proportion"},
+		{"zero proportion", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Proportion = "0.000" }, "proportion must be above 0"},
+		{"negative repeat", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Proportion, d.Spec.Streams[0].Repeat = "", "-1"
+		}, "spec.streams[0].repeat"},
+		{"zero repeat", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Proportion, d.Spec.Streams[0].Repeat = "", "0" }, "repeat must be above 0"},
+		{"zero choose", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Proportion, d.Spec.Streams[0].Choose = "", ptr.To(int64(0)) }, "spec.streams[0].choose"},
+		{"two weights on a stream", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Repeat = "2" }, "at most one weight: proportion, repeat or choose"},
+		{"relative and absolute weights mixed", func(d *datav1alpha1.TrainingDataset) {
+			s := second(d)
+			s.Proportion, s.Choose = "", ptr.To(int64(100))
+		}, "the two kinds do not mix"},
+		{"epochSize with repeat", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Proportion, d.Spec.Streams[0].Repeat = "", "2"
+			d.Spec.EpochSize = ptr.To(int64(1000))
+		}, "epochSize goes with proportions"},
+		{"zero epochSize", func(d *datav1alpha1.TrainingDataset) { d.Spec.EpochSize = ptr.To(int64(0)) }, "spec.epochSize"},
+		{"duplicate stream names", func(d *datav1alpha1.TrainingDataset) { second(d).Name = "web" }, "spec.streams[1]"},
 		{"bad stream name", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Name = "Web_1" }, "spec.streams[0].name"},
+		{"empty URI", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "" }, "spec.streams[0].source.uri"},
+		{"http URI", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "https://data.example.com/web/" }, "source.uri must be s3://"},
+		{"gs URI", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "gs://data/web/" }, "source.uri must be s3://"},
+		{"s3 URI without a bucket", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "s3:///web/" }, "a valid bucket name"},
+		{"relative file URI", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "file://data/web" }, "file:///<absolute path>/"},
+		{"endpoint with a path", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.Endpoint = "http://minio:9000/bucket" }, "source.endpoint is host[:port]"},
+		{"insecure without an endpoint", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.Insecure = true }, "insecure (plain HTTP) applies to an endpoint"},
+		{"bad secret name", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: "My Secret"}
+		}, "credentialsSecretRef.name"},
+		{"reserved column name", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Columns = []string{"tokens", "_shardfeed_step"} }, "are the ones shardfeed adds"},
+		{"duplicate columns", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Columns = []string{"tokens", "tokens"} }, "spec.streams[0].columns"},
+		{"zero block size", func(d *datav1alpha1.TrainingDataset) { d.Spec.Shuffle.BlockSize = ptr.To(int64(0)) }, "spec.shuffle.blockSize"},
 		{"unknown policy", func(d *datav1alpha1.TrainingDataset) { d.Spec.OnCorruptShard = "ignore" }, "spec.onCorruptShard"},
+		{"negative prefetch", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Prefetch = ptr.To(int32(-1)) }, "spec.sidecar.prefetch"},
+		{"metrics port out of range", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.MetricsPort = ptr.To(int32(70000)) }, "spec.sidecar.metricsPort"},
+		{"zero cache limit", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.CacheLimit = ptr.To(resource.MustParse("0")) }, "sidecar.cacheLimit must be above 0"},
+		{"image with a space", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Image = "shardfeed latest" }, "sidecar.image is an image reference"},
+	}
+	if len(tests) < 25 {
+		t.Fatalf("the table has %d invalid manifests, the issue asks for at least 25", len(tests))
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,7 +153,44 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 				t.Fatalf("the API server accepted an invalid TrainingDataset")
 			}
 			if !strings.Contains(err.Error(), tt.wantMsg) {
-				t.Errorf("error = %v, want it to name %s", err, tt.wantMsg)
+				t.Errorf("error = %v, want it to say %q", err, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestIntegrationFieldsThatShapeThePlanAreImmutable(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*datav1alpha1.TrainingDataset)
+		wantMsg string // "" : the update is allowed
+	}{
+		{"numSplits", func(d *datav1alpha1.TrainingDataset) { d.Spec.NumSplits, d.Spec.GlobalBatchSize = 4, 64 }, "spec.numSplits is immutable"},
+		{"globalBatchSize", func(d *datav1alpha1.TrainingDataset) { d.Spec.GlobalBatchSize = 128 }, "spec.globalBatchSize is immutable"},
+		{"a stream's weight", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Proportion = "0.5" }, "spec.streams is immutable"},
+		{"a stream's source", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "s3://data/web2/" }, "spec.streams is immutable"},
+		{"shuffle seed", func(d *datav1alpha1.TrainingDataset) { d.Spec.Shuffle.Seed = ptr.To(int64(9)) }, "spec.shuffle is immutable"},
+		{"epochSize set later", func(d *datav1alpha1.TrainingDataset) { d.Spec.EpochSize = ptr.To(int64(100)) }, "spec.epochSize is immutable"},
+		{"dropLast", func(d *datav1alpha1.TrainingDataset) { d.Spec.DropLast = ptr.To(false) }, "spec.dropLast is immutable"},
+		{"the sidecar's prefetch (does not shape the plan)", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Prefetch = ptr.To(int32(8)) }, ""},
+		{"the corrupt-shard policy (does not shape the plan)", func(d *datav1alpha1.TrainingDataset) { d.Spec.OnCorruptShard = datav1alpha1.CorruptShardSkip }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			d := validDataset(apiServer.Namespace(t))
+			if err := apiServer.Client.Create(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			tt.mutate(d)
+			err := apiServer.Client.Update(ctx, d)
+			switch {
+			case tt.wantMsg == "" && err != nil:
+				t.Fatalf("the update was refused: %v", err)
+			case tt.wantMsg != "" && err == nil:
+				t.Fatalf("the API server took a change of a field that shapes the plan")
+			case tt.wantMsg != "" && !strings.Contains(err.Error(), tt.wantMsg):
+				t.Errorf("error = %v, want it to say %q", err, tt.wantMsg)
 			}
 		})
 	}

@@ -50,22 +50,30 @@ type SecretReference struct {
 	// Name of the Secret. It holds the keys AWS_ACCESS_KEY_ID and
 	// AWS_SECRET_ACCESS_KEY (and optionally AWS_SESSION_TOKEN).
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	Name string `json:"name"`
 }
 
 // Source says where the shards and the index of a stream live.
+// +kubebuilder:validation:XValidation:rule="!has(self.insecure) || !self.insecure || has(self.endpoint)",message="insecure (plain HTTP) applies to an endpoint: set source.endpoint (e.g. http://minio.storage:9000) or drop insecure"
 type Source struct {
 	// URI of the stream's prefix: s3://bucket/prefix/ for any S3-compatible
 	// store, or file:///path/ for local use and tests.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$') || self.matches('^file:///.+')",message="source.uri must be s3://<bucket>/<prefix>/ (a valid bucket name) or file:///<absolute path>/"
 	URI string `json:"uri"`
 
 	// Endpoint of an S3-compatible store other than AWS, e.g.
 	// http://minio.storage:9000. Empty means AWS S3.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?://)?[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$')",message="source.endpoint is host[:port], optionally with http:// or https:// (e.g. http://minio.storage:9000), with no path"
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 
 	// Region of the bucket. Empty means the store's default.
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Region string `json:"region,omitempty"`
 
@@ -82,6 +90,7 @@ type Source struct {
 
 // Stream is one object-store prefix holding shards and their index, with its
 // weight in the mix.
+// +kubebuilder:validation:XValidation:rule="[has(self.proportion), has(self.repeat), has(self.choose)].filter(x, x).size() <= 1",message="a stream has at most one weight: proportion, repeat or choose"
 type Stream struct {
 	// Name of the stream, unique in the dataset. Batches carry the stream's
 	// position in spec.streams in the _shardfeed_stream column.
@@ -102,12 +111,16 @@ type Stream struct {
 	// "3"): the stream gets proportion/sum(proportions) of the epoch.
 	// Excludes repeat and choose on every stream.
 	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('[1-9]')",message="proportion must be above 0: leave the stream out instead"
 	// +optional
 	Proportion string `json:"proportion,omitempty"`
 
 	// Repeat multiplies the stream's size per epoch, as an exact decimal
 	// string ("2", "0.5"); the count is rounded down.
 	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('[1-9]')",message="repeat must be above 0: leave the stream out instead"
 	// +optional
 	Repeat string `json:"repeat,omitempty"`
 
@@ -118,6 +131,10 @@ type Stream struct {
 
 	// Columns to deliver. Empty means every column of the stream.
 	// +listType=set
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:XValidation:rule="!self.startsWith('_shardfeed_')",message="column names starting with _shardfeed_ are the ones shardfeed adds to every batch: rename the column"
 	// +optional
 	Columns []string `json:"columns,omitempty"`
 }
@@ -146,6 +163,8 @@ type Shuffle struct {
 type SidecarSpec struct {
 	// Image of the sidecar. Empty means the operator's default.
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.contains(' ')",message="sidecar.image is an image reference, e.g. ghcr.io/shardfeed/shardfeed:v0.1.0, with no spaces"
 	Image string `json:"image,omitempty"`
 
 	// Resources of the sidecar container.
@@ -153,6 +172,7 @@ type SidecarSpec struct {
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// CacheLimit bounds the disk the shard cache uses in a pod.
+	// +kubebuilder:validation:XValidation:rule="quantity(self).isGreaterThan(quantity('0'))",message="sidecar.cacheLimit must be above 0, e.g. 20Gi; leave it out for no limit"
 	// +optional
 	CacheLimit *resource.Quantity `json:"cacheLimit,omitempty"`
 
@@ -172,9 +192,19 @@ type SidecarSpec struct {
 
 // TrainingDatasetSpec declares the data of a training job: its streams, how
 // they are mixed, shuffled and split.
+// +kubebuilder:validation:XValidation:rule="self.globalBatchSize % self.numSplits == 0",message="globalBatchSize must be a multiple of numSplits: each step takes globalBatchSize/numSplits samples from every split"
+// +kubebuilder:validation:XValidation:rule="self.streams.all(s, has(s.proportion)) || self.streams.all(s, !has(s.proportion))",message="give every stream a proportion (relative weights) or none of them (repeat, choose or nothing): the two kinds do not mix"
+// +kubebuilder:validation:XValidation:rule="!has(self.epochSize) || self.streams.all(s, !has(s.repeat) && !has(s.choose))",message="epochSize goes with proportions or no weights: with repeat or choose the epoch size follows from them"
+// +kubebuilder:validation:XValidation:rule="self.streams == oldSelf.streams",message="spec.streams is immutable: it shapes the plan; a different plan is a new TrainingDataset"
+// +kubebuilder:validation:XValidation:rule="self.numSplits == oldSelf.numSplits",message="spec.numSplits is immutable: it shapes the plan; a different plan is a new TrainingDataset"
+// +kubebuilder:validation:XValidation:rule="self.globalBatchSize == oldSelf.globalBatchSize",message="spec.globalBatchSize is immutable: it shapes the plan; a different plan is a new TrainingDataset"
+// +kubebuilder:validation:XValidation:rule="has(self.epochSize) == has(oldSelf.epochSize) && (!has(self.epochSize) || self.epochSize == oldSelf.epochSize)",message="spec.epochSize is immutable: it shapes the plan; a different plan is a new TrainingDataset"
+// +kubebuilder:validation:XValidation:rule="self.shuffle == oldSelf.shuffle",message="spec.shuffle is immutable: it shapes the plan; a different plan is a new TrainingDataset"
+// +kubebuilder:validation:XValidation:rule="has(self.dropLast) == has(oldSelf.dropLast) && (!has(self.dropLast) || self.dropLast == oldSelf.dropLast)",message="spec.dropLast is immutable: it shapes the plan; a different plan is a new TrainingDataset"
 type TrainingDatasetSpec struct {
 	// Streams of the dataset, mixed by their weights.
 	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
 	// +listType=map
 	// +listMapKey=name
 	Streams []Stream `json:"streams"`

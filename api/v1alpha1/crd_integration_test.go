@@ -108,8 +108,12 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"negative repeat", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Proportion, d.Spec.Streams[0].Repeat = "", "-1"
 		}, "spec.streams[0].repeat"},
-		{"zero repeat", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Proportion, d.Spec.Streams[0].Repeat = "", "0" }, "repeat must be above 0"},
-		{"zero choose", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Proportion, d.Spec.Streams[0].Choose = "", ptr.To(int64(0)) }, "spec.streams[0].choose"},
+		{"zero repeat", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Proportion, d.Spec.Streams[0].Repeat = "", "0"
+		}, "repeat must be above 0"},
+		{"zero choose", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Proportion, d.Spec.Streams[0].Choose = "", ptr.To(int64(0))
+		}, "spec.streams[0].choose"},
 		{"two weights on a stream", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Repeat = "2" }, "at most one weight: proportion, repeat or choose"},
 		{"relative and absolute weights mixed", func(d *datav1alpha1.TrainingDataset) {
 			s := second(d)
@@ -132,7 +136,9 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"bad secret name", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: "My Secret"}
 		}, "credentialsSecretRef.name"},
-		{"reserved column name", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Columns = []string{"tokens", "_shardfeed_step"} }, "are the ones shardfeed adds"},
+		{"reserved column name", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Columns = []string{"tokens", "_shardfeed_step"}
+		}, "are the ones shardfeed adds"},
 		{"duplicate columns", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Columns = []string{"tokens", "tokens"} }, "spec.streams[0].columns"},
 		{"zero block size", func(d *datav1alpha1.TrainingDataset) { d.Spec.Shuffle.BlockSize = ptr.To(int64(0)) }, "spec.shuffle.blockSize"},
 		{"unknown policy", func(d *datav1alpha1.TrainingDataset) { d.Spec.OnCorruptShard = "ignore" }, "spec.onCorruptShard"},

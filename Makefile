@@ -44,7 +44,7 @@ help: ## Show this help.
 
 .PHONY: manifests
 manifests: tools-go ## Generate the CRDs (config/crd, charts/shardfeed/crds) and RBAC from the markers.
-	$(BIN)/controller-gen rbac:roleName=shardfeed-manager crd paths=./... \
+	$(BIN)/controller-gen rbac:roleName=manager crd paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	rm -f charts/shardfeed/crds/*.yaml && cp config/crd/bases/*.yaml charts/shardfeed/crds/
 

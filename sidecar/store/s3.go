@@ -25,7 +25,7 @@ type s3Store struct {
 }
 
 func newS3Store(_ context.Context, src Source, bucket, prefix string) (*s3Store, error) {
-	creds, err := credentialsFor(src.CredentialsDir)
+	creds, err := credentialsFor(src)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,15 @@ const (
 // credentialsFor returns static credentials from the files of dir, or the
 // default chain: environment, ~/.aws/credentials, then IAM (web identity /
 // IRSA token file, ECS, EC2 instance metadata).
-func credentialsFor(dir string) (*credentials.Credentials, error) {
+func credentialsFor(src Source) (*credentials.Credentials, error) {
+	dir := src.CredentialsDir
+	if src.Credentials != nil {
+		key, secret := strings.TrimSpace(string(src.Credentials[AccessKeyFile])), strings.TrimSpace(string(src.Credentials[SecretKeyFile]))
+		if key == "" || secret == "" {
+			return nil, fmt.Errorf("credentials: the Secret needs the keys %s and %s", AccessKeyFile, SecretKeyFile)
+		}
+		return credentials.NewStaticV4(key, secret, strings.TrimSpace(string(src.Credentials[SessionTokenFile]))), nil
+	}
 	if dir == "" {
 		return credentials.NewChainCredentials([]credentials.Provider{
 			&credentials.EnvAWS{},

@@ -57,6 +57,9 @@ type Source struct {
 	// AWS_SECRET_ACCESS_KEY (and optionally AWS_SESSION_TOKEN), as a
 	// mounted Kubernetes Secret does. Empty: the default credential chain.
 	CredentialsDir string
+	// Credentials, when not nil, are those keys' values (a Secret's data
+	// read through the API) and take the place of CredentialsDir.
+	Credentials map[string][]byte
 	// Retry is the retry policy of every request; zero: DefaultRetry.
 	Retry Retry
 }

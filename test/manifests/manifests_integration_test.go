@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,21 +52,30 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		{
 			name:  "kustomize config/default",
 			cmd:   []string{filepath.Join(bin, "kubectl"), "kustomize", filepath.Join(root, "config", "default")},
-			kinds: []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "Deployment"},
+			kinds: []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Deployment"},
 		},
 		{
 			name: "helm chart",
 			cmd: []string{filepath.Join(bin, "helm"), "template", "shardfeed", filepath.Join(root, "charts", "shardfeed"),
 				"--namespace", "default", "--include-crds"},
-			kinds: []string{"CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "Deployment"},
+			kinds: []string{"CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Deployment"},
 		},
 	}
+	// The manager's rules as controller-gen generates them from the markers.
+	generated := render(t, []string{"cat", filepath.Join(root, "config", "rbac", "role.yaml")})
+	if len(generated) != 1 {
+		t.Fatalf("config/rbac/role.yaml holds %d objects, want the one ClusterRole", len(generated))
+	}
+	wantRules := generated[0].Object["rules"]
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			objs := render(t, tt.cmd)
 			seen := map[string]bool{}
 			for _, obj := range objs {
 				seen[obj.GetKind()] = true
+				if obj.GetKind() == "ClusterRole" && !reflect.DeepEqual(obj.Object["rules"], wantRules) {
+					t.Errorf("ClusterRole %s has rules %v, the markers generate %v: update it (make manifests; the chart by hand)", obj.GetName(), obj.Object["rules"], wantRules)
+				}
 				// Server-side apply, as a user's kubectl apply --server-side
 				// would; forced because envtest installed the CRD already.
 				err := apiServer.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(obj),

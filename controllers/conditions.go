@@ -1,0 +1,24 @@
+package controllers
+
+// Condition types of a TrainingDataset.
+const (
+	// ConditionIndexResolved is True when every stream's index was read.
+	ConditionIndexResolved = "IndexResolved"
+	// ConditionReady is True when the plan ConfigMap holds the current plan.
+	ConditionReady = "Ready"
+	// ConditionDegraded is True when something needs a person: the spec
+	// cannot be planned, or the plan cannot be written.
+	ConditionDegraded = "Degraded"
+)
+
+// Reasons of the conditions, CamelCase as metav1.Condition wants.
+const (
+	ReasonIndexRead        = "IndexRead"
+	ReasonIndexUnreachable = "IndexUnreachable"
+	ReasonCredentials      = "CredentialsMissing"
+	ReasonPlanned          = "Planned"
+	ReasonInvalidPlan      = "InvalidPlan"
+	ReasonApplyFailed      = "PlanConfigMapFailed"
+	ReasonWaitingForIndex  = "WaitingForIndex"
+	ReasonHealthy          = "Healthy"
+)

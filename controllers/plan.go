@@ -1,0 +1,154 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/index"
+	"github.com/shardfeed/shardfeed/sidecar/store"
+)
+
+// credentialsError is a Secret that is missing or lacks its keys.
+type credentialsError struct{ err error }
+
+func (e *credentialsError) Error() string { return e.err.Error() }
+func (e *credentialsError) Unwrap() error { return e.err }
+
+// readIndexes reads every stream's index from object storage, with the
+// credentials of its Secret (read through the API, never cached or logged)
+// or the manager's default chain.
+func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset) ([]planner.StreamIndex, error) {
+	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
+	for i, s := range ds.Spec.Streams {
+		src := store.Source{URI: s.Source.URI, Endpoint: s.Source.Endpoint, Region: s.Source.Region, Insecure: s.Source.Insecure,
+			Retry: store.Retry{MaxElapsed: 10 * time.Second}} // a reconcile does not wait minutes for a store: it comes back
+		if ref := s.Source.CredentialsSecretRef; ref != nil {
+			var secret corev1.Secret
+			if err := r.APIReader.Get(ctx, ctrl.ObjectKey{Namespace: ds.Namespace, Name: ref.Name}, &secret); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil, &credentialsError{fmt.Errorf("stream %q: Secret %s/%s (credentialsSecretRef) does not exist: create it with the keys %s and %s",
+						s.Name, ds.Namespace, ref.Name, store.AccessKeyFile, store.SecretKeyFile)}
+				}
+				return nil, fmt.Errorf("stream %q: reading Secret %s: %w", s.Name, ref.Name, err)
+			}
+			src.Credentials = secret.Data
+			if len(secret.Data[store.AccessKeyFile]) == 0 || len(secret.Data[store.SecretKeyFile]) == 0 {
+				return nil, &credentialsError{fmt.Errorf("stream %q: Secret %s/%s needs the keys %s and %s", s.Name, ds.Namespace, ref.Name,
+					store.AccessKeyFile, store.SecretKeyFile)}
+			}
+		}
+		st, err := store.Open(ctx, src)
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+		x, err := index.ReadStore(ctx, st)
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+		out[i] = x
+	}
+	return out, nil
+}
+
+func (r *TrainingDatasetReconciler) setTotals(ds *datav1alpha1.TrainingDataset, indexes []planner.StreamIndex) {
+	ds.Status.Streams = ds.Status.Streams[:0]
+	for i, x := range indexes {
+		ds.Status.Streams = append(ds.Status.Streams, datav1alpha1.StreamTotals{
+			Name: ds.Spec.Streams[i].Name, Samples: x.Samples(), Bytes: x.Bytes(), Shards: int64(len(x.Shards)),
+		})
+	}
+}
+
+// minCachePods are the pod counts whose minimum cache the plan ConfigMap
+// records: every divisor of numSplits up to this bound.
+const minCachePods = 256
+
+// applyPlan server-side-applies <name>-plan, owned by the dataset: the
+// parameters, the fingerprint and per-stream digests (never the indexes:
+// sidecars read those themselves), and the minimum cache per pod count.
+func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alpha1.TrainingDataset, pl *planner.Plan, indexes []planner.StreamIndex) error {
+	p := &configmaps.Plan{Spec: ds.Spec, Fingerprint: pl.Fingerprint(), MinCacheBytes: map[int]int64{}}
+	for i, x := range indexes {
+		p.Streams = append(p.Streams, configmaps.StreamDigest{Name: ds.Spec.Streams[i].Name, ContentHash: x.ContentHash(),
+			Shards: len(x.Shards), Samples: x.Samples(), Bytes: x.Bytes()})
+	}
+	ep, err := pl.Epoch(0)
+	if err != nil {
+		return err
+	}
+	prefetch := int(datav1alpha1.DefaultPrefetch)
+	if ds.Spec.Sidecar.Prefetch != nil {
+		prefetch = int(*ds.Spec.Sidecar.Prefetch)
+	}
+	for pods := 1; pods <= min(pl.NumSplits(), minCachePods); pods++ {
+		if pl.NumSplits()%pods != 0 {
+			continue
+		}
+		if p.MinCacheBytes[pods], err = ep.MinCacheBytes(pods, prefetch); err != nil {
+			return err
+		}
+	}
+	data, err := p.Data()
+	if err != nil {
+		return err
+	}
+	cm := corev1ac.ConfigMap(configmaps.PlanName(ds.Name), ds.Namespace).
+		WithLabels(map[string]string{configmaps.LabelDataset: ds.Name, configmaps.LabelManagedBy: configmaps.ManagedBy}).
+		WithOwnerReferences(metav1ac.OwnerReference().
+			WithAPIVersion(datav1alpha1.GroupVersion.String()).WithKind("TrainingDataset").
+			WithName(ds.Name).WithUID(ds.UID).WithController(true).WithBlockOwnerDeletion(true)).
+		WithData(data)
+	if err := r.Apply(ctx, cm, ctrl.FieldOwner(FieldOwner), ctrl.ForceOwnership); err != nil {
+		return fmt.Errorf("applying ConfigMap %s: %w", configmaps.PlanName(ds.Name), err)
+	}
+	return nil
+}
+
+// aggregateJobs reads the jobs' state ConfigMaps into status.jobs.
+func (r *TrainingDatasetReconciler) aggregateJobs(ctx context.Context, ds *datav1alpha1.TrainingDataset) error {
+	var list corev1.ConfigMapList
+	if err := r.List(ctx, &list, ctrl.InNamespace(ds.Namespace), ctrl.MatchingLabels{configmaps.LabelDataset: ds.Name}); err != nil {
+		return err
+	}
+	var jobs []datav1alpha1.JobProgress
+	for i := range list.Items {
+		cm := &list.Items[i]
+		job := cm.Labels[configmaps.LabelJob]
+		if job == "" || cm.Name != configmaps.StateName(ds.Name, job) {
+			continue
+		}
+		st, err := configmaps.StateFromData(cm.Data)
+		if err != nil {
+			continue // a state this operator cannot read is the sidecar's to refuse
+		}
+		jp := datav1alpha1.JobProgress{Job: job, Epoch: st.Epoch, Step: st.Step}
+		if st.Committed != nil {
+			t := metav1.NewTime(*st.Committed)
+			jp.LastCommitTime = &t
+		}
+		jobs = append(jobs, jp)
+	}
+	slices.SortFunc(jobs, func(a, b datav1alpha1.JobProgress) int {
+		switch {
+		case a.Job < b.Job:
+			return -1
+		case a.Job > b.Job:
+			return 1
+		}
+		return 0
+	})
+	ds.Status.Jobs = jobs
+	return nil
+}

@@ -1,0 +1,162 @@
+// Package controllers holds the operator's reconcilers.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	controllerruntime "sigs.k8s.io/controller-runtime"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+// FieldOwner is the field manager of everything the operator applies.
+const FieldOwner = "shardfeed-operator"
+
+// TrainingDatasetReconciler reads a TrainingDataset's indexes, writes its
+// plan ConfigMap and reports totals, conditions and jobs' progress.
+type TrainingDatasetReconciler struct {
+	ctrl.Client
+	// APIReader reads Secrets directly: they are never cached.
+	APIReader ctrl.Reader
+	Recorder  events.EventRecorder
+	// UnreachableRetry is the first wait before reading an unreachable
+	// index again (the work queue backs off from there); default 5 s.
+	UnreachableRetry time.Duration
+}
+
+// +kubebuilder:rbac:groups=data.shardfeed.io,resources=trainingdatasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=data.shardfeed.io,resources=trainingdatasets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile is level-based: it computes everything from what exists and
+// writes the status once.
+func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	logger := log.FromContext(ctx)
+	var ds datav1alpha1.TrainingDataset
+	if err := r.Get(ctx, req.NamespacedName, &ds); err != nil {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	before := ds.Status.DeepCopy()
+	defer func() {
+		ds.Status.ObservedGeneration = ds.Generation
+		if equality.Semantic.DeepEqual(before, &ds.Status) {
+			return
+		}
+		if uerr := r.Status().Update(ctx, &ds); uerr != nil && !apierrors.IsConflict(uerr) {
+			err = errors.Join(err, uerr)
+		} else if apierrors.IsConflict(uerr) {
+			res = reconcile.Result{RequeueAfter: time.Millisecond} // a newer object: compute again
+		}
+	}()
+
+	indexes, err := r.readIndexes(ctx, &ds)
+	if err != nil {
+		reason := ReasonIndexUnreachable
+		var ce *credentialsError
+		if errors.As(err, &ce) {
+			reason = ReasonCredentials
+		}
+		r.setCondition(&ds, ConditionIndexResolved, metav1.ConditionFalse, reason, err.Error())
+		r.setCondition(&ds, ConditionReady, metav1.ConditionFalse, ReasonWaitingForIndex, "the plan needs every stream's index")
+		r.setCondition(&ds, ConditionDegraded, metav1.ConditionTrue, reason, err.Error())
+		logger.Info("Index unreachable, retrying", "err", err.Error())
+		return reconcile.Result{RequeueAfter: r.retry()}, nil
+	}
+	r.setCondition(&ds, ConditionIndexResolved, metav1.ConditionTrue, ReasonIndexRead, fmt.Sprintf("read the index of %d stream(s)", len(indexes)))
+	r.setTotals(&ds, indexes)
+
+	params, err := planspec.Params(&ds.Spec, indexes)
+	var pl *planner.Plan
+	if err == nil {
+		pl, err = planner.New(params)
+	}
+	if err != nil {
+		msg := "the spec cannot be planned with these indexes: " + err.Error()
+		r.setCondition(&ds, ConditionReady, metav1.ConditionFalse, ReasonInvalidPlan, msg)
+		r.setCondition(&ds, ConditionDegraded, metav1.ConditionTrue, ReasonInvalidPlan, msg)
+		return reconcile.Result{}, nil // a spec or index change triggers the next try
+	}
+	ds.Status.Samples = pl.Total()
+	ds.Status.PlanFingerprint = pl.Fingerprint().Sum
+	if err := r.applyPlan(ctx, &ds, pl, indexes); err != nil {
+		r.setCondition(&ds, ConditionReady, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
+		r.setCondition(&ds, ConditionDegraded, metav1.ConditionTrue, ReasonApplyFailed, err.Error())
+		return reconcile.Result{}, err
+	}
+	ds.Status.PlanConfigMap = configmaps.PlanName(ds.Name)
+	if err := r.aggregateJobs(ctx, &ds); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.setCondition(&ds, ConditionReady, metav1.ConditionTrue, ReasonPlanned,
+		fmt.Sprintf("plan %s: %d samples in %d splits, %d steps of %d per epoch", pl.Fingerprint().Sum, pl.Total(), pl.NumSplits(), pl.Steps(), pl.GlobalBatchSize()))
+	r.setCondition(&ds, ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, "")
+	return reconcile.Result{}, nil
+}
+
+func (r *TrainingDatasetReconciler) retry() time.Duration {
+	if r.UnreachableRetry > 0 {
+		return r.UnreachableRetry
+	}
+	return 5 * time.Second
+}
+
+// setCondition sets a condition with the object's generation and records
+// an event when its status changes.
+func (r *TrainingDatasetReconciler) setCondition(ds *datav1alpha1.TrainingDataset, typ string, status metav1.ConditionStatus, reason, msg string) {
+	old := meta.FindStatusCondition(ds.Status.Conditions, typ)
+	changed := old == nil || old.Status != status || old.Reason != reason
+	meta.SetStatusCondition(&ds.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: ds.Generation,
+	})
+	if !changed || r.Recorder == nil {
+		return
+	}
+	kind := corev1.EventTypeNormal
+	if (typ == ConditionDegraded) == (status == metav1.ConditionTrue) {
+		kind = corev1.EventTypeWarning
+	}
+	if msg == "" {
+		msg = reason
+	}
+	r.Recorder.Eventf(ds, nil, kind, reason, "Reconcile", "%s=%s: %s", typ, status, msg)
+}
+
+// SetupWithManager watches TrainingDatasets and the ConfigMaps shardfeed
+// writes (the plan, and the jobs' state), mapped to their dataset by label.
+func (r *TrainingDatasetReconciler) SetupWithManager(mgr controllerruntime.Manager) error {
+	toDataset := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o ctrl.Object) []reconcile.Request {
+		name := o.GetLabels()[configmaps.LabelDataset]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	return controllerruntime.NewControllerManagedBy(mgr).
+		For(&datav1alpha1.TrainingDataset{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.ConfigMap{}, toDataset, builder.WithPredicates(predicate.NewPredicateFuncs(func(o ctrl.Object) bool {
+			return o.GetLabels()[configmaps.LabelManagedBy] == configmaps.ManagedBy
+		}))).
+		Complete(r)
+}

@@ -1,0 +1,292 @@
+//go:build integration
+
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/controllers"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/testdata"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/index"
+)
+
+var (
+	apiServer   *testenv.APIServer
+	minioServer *testenv.MinIO
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if apiServer, err = testenv.StartAPIServer(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := testenv.RunWithMinIO(m, &minioServer)
+	_ = apiServer.Stop()
+	os.Exit(code)
+}
+
+// startManager runs the operator's controllers in the test process until
+// the test ends.
+func startManager(t *testing.T) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(apiServer.Config, ctrl.Options{
+		Scheme:  apiServer.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// Each test runs its own manager in this one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{configmaps.LabelManagedBy: configmaps.ManagedBy})},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &controllers.TrainingDatasetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("shardfeed-operator"), UnreachableRetry: 200 * time.Millisecond}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+// mdsStream writes n samples as MDS to a fresh bucket and returns its URI.
+func mdsStream(t *testing.T, n int) (uri string, idx planner.StreamIndex) {
+	t.Helper()
+	bucket := minioServer.Bucket(t)
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := testdata.MDS(dir, "m", n, 2000, ""); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if _, err := minioServer.Client.FPutObject(context.Background(), bucket, "m/"+e.Name(), filepath.Join(dir, e.Name()), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x, err := index.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "s3://" + bucket + "/m/", x
+}
+
+func credentialsSecret(t *testing.T, ns, name, key, secret string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte(key), "AWS_SECRET_ACCESS_KEY": []byte(secret)}}
+	if err := apiServer.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func dataset(ns, uri, secret string, numSplits int32, batch int64) *datav1alpha1.TrainingDataset {
+	src := datav1alpha1.Source{URI: uri, Endpoint: minioServer.URL(), Insecure: true}
+	if secret != "" {
+		src.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: secret}
+	}
+	return &datav1alpha1.TrainingDataset{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: datav1alpha1.TrainingDatasetSpec{
+			Streams:   []datav1alpha1.Stream{{Name: "m", Source: src}},
+			NumSplits: numSplits, GlobalBatchSize: batch,
+		},
+	}
+}
+
+// waitFor polls the dataset until cond holds, and fails with its status.
+func waitFor(t *testing.T, key client.ObjectKey, what string, cond func(*datav1alpha1.TrainingDataset) bool) *datav1alpha1.TrainingDataset {
+	t.Helper()
+	var ds datav1alpha1.TrainingDataset
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := apiServer.Client.Get(context.Background(), key, &ds); err == nil && cond(&ds) {
+			return &ds
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: status %+v", what, ds.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func condition(ds *datav1alpha1.TrainingDataset, typ string) *metav1.Condition {
+	return meta.FindStatusCondition(ds.Status.Conditions, typ)
+}
+
+func TestIntegrationDatasetConvergesToReadyWithItsPlanConfigMap(t *testing.T) {
+	startManager(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	uri, idx := mdsStream(t, 900)
+	credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
+	ds := dataset(ns, uri, "minio", 6, 12)
+	if err := apiServer.Client.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	got := waitFor(t, client.ObjectKeyFromObject(ds), "Ready", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, controllers.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue && d.Status.ObservedGeneration == d.Generation
+	})
+	// What the operator computed is what `shardfeed plan` and the sidecars compute.
+	params, err := planspec.Params(&got.Spec, []planner.StreamIndex{idx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := planner.New(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.PlanFingerprint != pl.Fingerprint().Sum || got.Status.Samples != 900 {
+		t.Fatalf("status %+v, want plan %s and 900 samples", got.Status, pl.Fingerprint().Sum)
+	}
+	if len(got.Status.Streams) != 1 || got.Status.Streams[0].Shards != int64(len(idx.Shards)) || got.Status.Streams[0].Bytes != idx.Bytes() {
+		t.Fatalf("stream totals %+v", got.Status.Streams)
+	}
+	for _, typ := range []string{controllers.ConditionIndexResolved, controllers.ConditionReady} {
+		if c := condition(got, typ); c == nil || c.ObservedGeneration != got.Generation {
+			t.Fatalf("condition %s: %+v", typ, c)
+		}
+	}
+	var cm corev1.ConfigMap
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-plan"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.PlanConfigMap != "web-plan" || len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != got.UID {
+		t.Fatalf("plan ConfigMap %s owned by %+v", got.Status.PlanConfigMap, cm.OwnerReferences)
+	}
+	plan, err := configmaps.PlanFromData(cm.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Fingerprint.Sum != pl.Fingerprint().Sum || plan.Streams[0].ContentHash != idx.ContentHash() || plan.Spec.NumSplits != 6 {
+		t.Fatalf("plan ConfigMap %+v", plan)
+	}
+	ep, _ := pl.Epoch(0)
+	for _, pods := range []int{1, 2, 3, 6} {
+		want, _ := ep.MinCacheBytes(pods, int(datav1alpha1.DefaultPrefetch))
+		if plan.MinCacheBytes[pods] != want {
+			t.Fatalf("min cache for %d pods: %d, want %d", pods, plan.MinCacheBytes[pods], want)
+		}
+	}
+	if strings.Contains(cm.Data[configmaps.KeySpec], minioServer.SecretKey) {
+		t.Fatal("the plan ConfigMap holds the secret key")
+	}
+
+	// A job commits: its state ConfigMap shows in status.jobs.
+	now := time.Now().UTC().Truncate(time.Second)
+	data, _ := configmaps.StateData(&configmaps.State{Dataset: "web", Job: "train-1", Epoch: 2, Step: 17, Committed: &now})
+	state := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.StateName("web", "train-1"), Namespace: ns,
+		Labels: map[string]string{configmaps.LabelDataset: "web", configmaps.LabelJob: "train-1", configmaps.LabelManagedBy: configmaps.ManagedBy}}, Data: data}
+	if err := apiServer.Client.Create(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	got = waitFor(t, client.ObjectKeyFromObject(ds), "the job's progress", func(d *datav1alpha1.TrainingDataset) bool {
+		return len(d.Status.Jobs) == 1 && d.Status.Jobs[0].Step == 17
+	})
+	if j := got.Status.Jobs[0]; j.Job != "train-1" || j.Epoch != 2 || j.LastCommitTime == nil || !j.LastCommitTime.Time.Equal(now) {
+		t.Fatalf("job %+v", j)
+	}
+}
+
+func TestIntegrationDatasetReportsUnreachableIndexesAndRecovers(t *testing.T) {
+	startManager(t)
+	ctx := context.Background()
+	uri, _ := mdsStream(t, 300)
+	tests := []struct {
+		name   string
+		setup  func(ns string) *datav1alpha1.TrainingDataset
+		reason string
+		says   []string
+	}{
+		{"missing Secret", func(ns string) *datav1alpha1.TrainingDataset { return dataset(ns, uri, "nope", 2, 4) },
+			controllers.ReasonCredentials, []string{"Secret", "/nope", "does not exist", "AWS_ACCESS_KEY_ID"}},
+		{"wrong credentials", func(ns string) *datav1alpha1.TrainingDataset {
+			credentialsSecret(t, ns, "bad", "someone", "wrong-secret-key")
+			return dataset(ns, uri, "bad", 2, 4)
+		}, controllers.ReasonIndexUnreachable, []string{"403", "index.json"}},
+		{"missing bucket", func(ns string) *datav1alpha1.TrainingDataset {
+			credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
+			return dataset(ns, "s3://no-such-bucket-here/m/", "minio", 2, 4)
+		}, controllers.ReasonIndexUnreachable, []string{"no-such-bucket-here"}},
+		{"a plan with no batch", func(ns string) *datav1alpha1.TrainingDataset {
+			credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
+			return dataset(ns, uri, "minio", 300, 600)
+		}, controllers.ReasonInvalidPlan, []string{"cannot be planned"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := apiServer.Namespace(t)
+			ds := tt.setup(ns)
+			if err := apiServer.Client.Create(ctx, ds); err != nil {
+				t.Fatal(err)
+			}
+			got := waitFor(t, client.ObjectKeyFromObject(ds), tt.reason, func(d *datav1alpha1.TrainingDataset) bool {
+				c := condition(d, controllers.ConditionDegraded)
+				return c != nil && c.Reason == tt.reason
+			})
+			c := condition(got, controllers.ConditionDegraded)
+			if c.Status != metav1.ConditionTrue {
+				t.Fatalf("Degraded %+v", c)
+			}
+			for _, s := range tt.says {
+				if !strings.Contains(c.Message, s) {
+					t.Errorf("message %q does not say %q", c.Message, s)
+				}
+			}
+			if r := condition(got, controllers.ConditionReady); r == nil || r.Status != metav1.ConditionFalse {
+				t.Fatalf("Ready %+v", r)
+			}
+			if strings.Contains(c.Message, "wrong-secret-key") {
+				t.Fatal("a condition shows the secret key")
+			}
+		})
+	}
+
+	// Level-based: the credentials arrive later, and the dataset converges.
+	ns := apiServer.Namespace(t)
+	ds := dataset(ns, uri, "late", 2, 4)
+	if err := apiServer.Client.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, client.ObjectKeyFromObject(ds), "CredentialsMissing", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, controllers.ConditionIndexResolved)
+		return c != nil && c.Reason == controllers.ReasonCredentials
+	})
+	credentialsSecret(t, ns, "late", minioServer.AccessKey, minioServer.SecretKey)
+	waitFor(t, client.ObjectKeyFromObject(ds), "Ready after the Secret came", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, controllers.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+}

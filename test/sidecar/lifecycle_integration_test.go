@@ -88,6 +88,14 @@ func TestIntegrationReconnectingAtStepKContinuesAtStepK(t *testing.T) {
 		t.Fatal("a second serve took a live socket")
 	}
 	mustContain(t, out, "is served by another process")
+
+	// The injected sidecar's startup probe.
+	if out, err := runShardfeed("probe", "--socket", srv.socket); err != nil || !strings.Contains(out, "ready") {
+		t.Fatalf("probe on a ready sidecar: %v\n%s", err, out)
+	}
+	if out, err := runShardfeed("probe", "--socket", filepath.Join(t.TempDir(), "none.sock"), "--timeout", "200ms"); err == nil || !strings.Contains(out, "not ready") {
+		t.Fatalf("probe on no sidecar: %v\n%s", err, out)
+	}
 }
 
 func TestIntegrationSIGTERMEndsStreamsAfterTheBatchInFlightAndRemovesTheSocket(t *testing.T) {

@@ -1,0 +1,309 @@
+// Package inject computes what the operator's pod webhook adds to a
+// training pod (design §7): the sidecar as a native sidecar, its volumes,
+// the socket in every app container, and the rank wiring. It is a pure
+// function of the pod, its dataset and what the webhook looked up, so that
+// every rule is table-tested; the webhook only gathers the inputs.
+package inject
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+)
+
+// Labels and annotations a training pod may carry (design §1).
+const (
+	LabelDataset          = "shardfeed.io/dataset"
+	AnnotationRank        = "shardfeed.io/rank"
+	AnnotationPods        = "shardfeed.io/pods"
+	AnnotationProcsPerPod = "shardfeed.io/procs-per-pod"
+	AnnotationJob         = "shardfeed.io/job"
+	// AnnotationRankMode picks client for jobs whose ranks are assigned at
+	// rendezvous (torchrun elastic).
+	AnnotationRankMode = "shardfeed.io/rank-mode"
+	// AnnotationInjected marks an injected pod (and makes injection
+	// idempotent).
+	AnnotationInjected = "shardfeed.io/injected"
+
+	// The Kubernetes index labels/annotations the rank comes from.
+	JobCompletionIndex = "batch.kubernetes.io/job-completion-index"
+	PodIndexLabel      = "apps.kubernetes.io/pod-index"
+)
+
+// Names of what is injected.
+const (
+	SidecarName      = "shardfeed-sidecar"
+	SocketVolume     = "shardfeed-socket"
+	CacheVolume      = "shardfeed-cache"
+	PlanVolume       = "shardfeed-plan"
+	SocketDir        = "/var/run/shardfeed"
+	SocketPath       = SocketDir + "/feed.sock"
+	CacheDir         = "/var/cache/shardfeed"
+	PlanDir          = "/etc/shardfeed/plan"
+	CredentialsDir   = "/var/run/shardfeed-credentials"
+	SidecarUID       = int64(65532)
+	downloadsInCache = 4 // parallel downloads the cache's sizeLimit leaves room for
+)
+
+// Owner is what the webhook found out about the pod's controller.
+type Owner struct {
+	// Kind is Job, StatefulSet, or "" for a bare pod.
+	Kind string
+	Name string
+	UID  string
+	// Replicas is the Job's completions or the StatefulSet's replicas.
+	Replicas int
+}
+
+// Input is everything Inject needs.
+type Input struct {
+	Pod     *corev1.Pod
+	Dataset *datav1alpha1.TrainingDataset
+	Owner   Owner
+	// DefaultImage is the operator's sidecar image; PinnedImage, if set,
+	// is the one the job started with (its state ConfigMap).
+	DefaultImage, PinnedImage string
+	// MinCacheBytes per pod count, from the plan ConfigMap (may be nil).
+	MinCacheBytes map[int]int64
+	// MaxShardBytes is the largest shard of the dataset (0: unknown).
+	MaxShardBytes int64
+}
+
+// Denied is a pod the webhook refuses, with the reason.
+type Denied struct{ Reason string }
+
+func (d *Denied) Error() string { return d.Reason }
+
+func deny(format string, args ...any) error { return &Denied{Reason: fmt.Sprintf(format, args...)} }
+
+// Injected reports whether the pod already has the sidecar.
+func Injected(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == SidecarName {
+			return true
+		}
+	}
+	return false
+}
+
+// Inject returns the pod with the sidecar, or a *Denied error. A pod that
+// already has it is returned unchanged.
+func Inject(in Input) (*corev1.Pod, error) {
+	pod := in.Pod.DeepCopy()
+	if Injected(pod) {
+		return pod, nil
+	}
+	ds := in.Dataset
+	w, err := wiring(pod, in.Owner)
+	if err != nil {
+		return nil, err
+	}
+	if w.mode == "pod" {
+		world := w.pods * w.procs
+		if int(ds.Spec.NumSplits)%world != 0 {
+			return nil, deny("TrainingDataset %q has numSplits %d, which the job's %d pods × %d processes = %d ranks do not divide: run a world size that divides %d",
+				ds.Name, ds.Spec.NumSplits, w.pods, w.procs, world, ds.Spec.NumSplits)
+		}
+		if limit := ds.Spec.Sidecar.CacheLimit; limit != nil && in.MinCacheBytes != nil {
+			if need, ok := in.MinCacheBytes[w.pods]; ok && limit.Value() < need {
+				return nil, deny("TrainingDataset %q: spec.sidecar.cacheLimit %s is below the %s a pod of a %d-pod job needs to never stall: raise it (shardfeed plan prints the minimum per pod count)",
+					ds.Name, limit.String(), resource.NewQuantity(need, resource.BinarySI).String(), w.pods)
+			}
+		}
+	}
+	image := in.DefaultImage
+	if ds.Spec.Sidecar.Image != "" {
+		image = ds.Spec.Sidecar.Image
+	}
+	if in.PinnedImage != "" {
+		image = in.PinnedImage // the job keeps the sidecar it started with
+	}
+	if image == "" {
+		return nil, deny("no sidecar image: set spec.sidecar.image on TrainingDataset %q or the operator's default image", ds.Name)
+	}
+	pod.Spec.Volumes = append(pod.Spec.Volumes,
+		corev1.Volume{Name: SocketVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		corev1.Volume{Name: CacheVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: cacheSizeLimit(ds, in.MaxShardBytes)}}},
+		corev1.Volume{Name: PlanVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: configmaps.PlanName(ds.Name)}}}},
+	)
+	mounts := []corev1.VolumeMount{
+		{Name: SocketVolume, MountPath: SocketDir},
+		{Name: CacheVolume, MountPath: CacheDir},
+		{Name: PlanVolume, MountPath: PlanDir, ReadOnly: true},
+	}
+	seen := map[string]bool{}
+	for _, s := range ds.Spec.Streams {
+		ref := s.Source.CredentialsSecretRef
+		if ref == nil || seen[ref.Name] {
+			continue
+		}
+		seen[ref.Name] = true
+		vol := "shardfeed-cred-" + strconv.Itoa(len(seen))
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: ref.Name, DefaultMode: ptr.To(int32(0o440))}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: CredentialsDir + "/" + ref.Name, ReadOnly: true})
+	}
+	env := []corev1.EnvVar{
+		{Name: "SHARDFEED_DATASET", Value: ds.Name},
+		{Name: "SHARDFEED_PLAN_DIR", Value: PlanDir},
+		{Name: "SHARDFEED_SOCKET", Value: SocketPath},
+		{Name: "SHARDFEED_CACHE_DIR", Value: CacheDir},
+		{Name: "SHARDFEED_CREDENTIALS_DIR", Value: CredentialsDir},
+		{Name: "SHARDFEED_RANK_MODE", Value: w.mode},
+		{Name: "SHARDFEED_PROCS_PER_POD", Value: strconv.Itoa(w.procs)},
+		{Name: "SHARDFEED_JOB", Value: jobName(pod, in.Owner)},
+		{Name: "SHARDFEED_ATTEMPT", Value: attempt(pod, in.Owner)},
+		{Name: "SHARDFEED_IMAGE", Value: image},
+		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+	}
+	if w.mode == "pod" {
+		env = append(env, w.rankEnv, corev1.EnvVar{Name: "SHARDFEED_PODS", Value: strconv.Itoa(w.pods)})
+	}
+	port := int32(9464)
+	if ds.Spec.Sidecar.MetricsPort != nil {
+		port = *ds.Spec.Sidecar.MetricsPort
+	}
+	sidecar := corev1.Container{
+		Name:          SidecarName,
+		Image:         image,
+		Command:       []string{"/shardfeed"},
+		Args:          []string{"sidecar", "--metrics-addr", fmt.Sprintf(":%d", port), "--log-format", "json"},
+		Env:           env,
+		VolumeMounts:  mounts,
+		Resources:     ds.Spec.Sidecar.Resources,
+		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		Ports:         []corev1.ContainerPort{{Name: "shardfeed-metrics", ContainerPort: port}},
+		StartupProbe: &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/shardfeed", "probe", "--socket", SocketPath}}},
+			PeriodSeconds:    1,
+			FailureThreshold: 600,
+		},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			RunAsUser:                ptr.To(SidecarUID),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+	// Native sidecar: first among the init containers, so the socket is up
+	// before any other init container or app container starts.
+	pod.Spec.InitContainers = append([]corev1.Container{sidecar}, pod.Spec.InitContainers...)
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "SHARDFEED_SOCKET", Value: SocketPath})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: SocketVolume, MountPath: SocketDir})
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[AnnotationInjected] = image
+	return pod, nil
+}
+
+// cacheSizeLimit leaves room above cacheLimit for the downloads in flight,
+// so that they never get the pod evicted.
+func cacheSizeLimit(ds *datav1alpha1.TrainingDataset, maxShard int64) *resource.Quantity {
+	if ds.Spec.Sidecar.CacheLimit == nil {
+		return nil
+	}
+	q := resource.NewQuantity(ds.Spec.Sidecar.CacheLimit.Value()+downloadsInCache*maxShard, resource.BinarySI)
+	return q
+}
+
+type rankWiring struct {
+	mode        string // pod or client
+	pods, procs int
+	rankEnv     corev1.EnvVar
+}
+
+// wiring finds the pod's rank and the job's pod count (design §7): the
+// shardfeed annotations override; else an Indexed Job's completion index
+// and completions; else a StatefulSet's pod index and replicas; else the
+// ranks come from the clients (rank mode client).
+func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
+	w := rankWiring{mode: "client", procs: 1}
+	a, l := pod.Annotations, pod.Labels
+	if v, ok := a[AnnotationProcsPerPod]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return w, deny("annotation %s=%q must be a positive integer (the training processes per pod)", AnnotationProcsPerPod, v)
+		}
+		w.procs = n
+	}
+	if a[AnnotationRankMode] == "client" {
+		return w, nil
+	}
+	if v, ok := a[AnnotationPods]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return w, deny("annotation %s=%q must be a positive integer (the job's pod count)", AnnotationPods, v)
+		}
+		w.pods = n
+	}
+	fieldEnv := func(path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: "SHARDFEED_POD_RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	switch {
+	case a[AnnotationRank] != "":
+		r, err := strconv.Atoi(a[AnnotationRank])
+		if err != nil || r < 0 {
+			return w, deny("annotation %s=%q must be a non-negative integer (the pod's rank)", AnnotationRank, a[AnnotationRank])
+		}
+		w.rankEnv = corev1.EnvVar{Name: "SHARDFEED_POD_RANK", Value: strconv.Itoa(r)}
+		if w.pods == 0 {
+			return w, deny("annotation %s needs %s (the job's pod count) beside it", AnnotationRank, AnnotationPods)
+		}
+		if r >= w.pods {
+			return w, deny("annotation %s=%d is outside the job's %d pods", AnnotationRank, r, w.pods)
+		}
+	case a[JobCompletionIndex] != "" || l[JobCompletionIndex] != "":
+		w.rankEnv = fieldEnv("metadata.annotations['" + JobCompletionIndex + "']")
+		if w.pods == 0 && owner.Kind == "Job" {
+			w.pods = owner.Replicas
+		}
+	case l[PodIndexLabel] != "":
+		w.rankEnv = fieldEnv("metadata.labels['" + PodIndexLabel + "']")
+		if w.pods == 0 && owner.Kind == "StatefulSet" {
+			w.pods = owner.Replicas
+		}
+	default:
+		return w, nil // no index: ranks come at rendezvous
+	}
+	if w.pods < 1 {
+		return w, deny("cannot tell how many pods the job has: set the annotation %s", AnnotationPods)
+	}
+	w.mode = "pod"
+	return w, nil
+}
+
+// jobName is the job's identity: the annotation, else the owner's name,
+// else the pod's.
+func jobName(pod *corev1.Pod, owner Owner) string {
+	if v := pod.Annotations[AnnotationJob]; v != "" {
+		return v
+	}
+	if owner.Name != "" {
+		return owner.Name
+	}
+	if pod.Name != "" {
+		return pod.Name
+	}
+	return pod.GenerateName + "job"
+}
+
+// attempt is shared by the pods of one job attempt: the owner's UID.
+func attempt(pod *corev1.Pod, owner Owner) string {
+	if owner.UID != "" {
+		return owner.UID
+	}
+	return "pod-" + jobName(pod, owner)
+}

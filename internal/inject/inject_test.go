@@ -1,0 +1,201 @@
+package inject
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+)
+
+func dataset() *datav1alpha1.TrainingDataset {
+	return &datav1alpha1.TrainingDataset{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ml"},
+		Spec: datav1alpha1.TrainingDatasetSpec{
+			Streams: []datav1alpha1.Stream{
+				{Name: "a", Source: datav1alpha1.Source{URI: "s3://b/a/", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "s3"}}},
+				{Name: "b", Source: datav1alpha1.Source{URI: "s3://b/b/", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "s3"}}},
+			},
+			NumSplits: 8, GlobalBatchSize: 64,
+			Sidecar: datav1alpha1.SidecarSpec{CacheLimit: ptr.To(resource.MustParse("10Gi"))},
+		},
+	}
+}
+
+func pod(labels, annotations map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "train-0", Namespace: "ml", Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "setup", Image: "busybox"}},
+			Containers:     []corev1.Container{{Name: "trainer", Image: "pytorch"}, {Name: "logger", Image: "fluent"}},
+		},
+	}
+}
+
+func env(c corev1.Container, name string) *corev1.EnvVar {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			return &c.Env[i]
+		}
+	}
+	return nil
+}
+
+func TestInjectWiresTheRankOfEveryKindOfOwner(t *testing.T) {
+	indexed := map[string]string{JobCompletionIndex: "3"}
+	tests := []struct {
+		name        string
+		pod         *corev1.Pod
+		owner       Owner
+		mode        string
+		rank        string // a value, or the downward-API field path
+		pods, job   string
+		attempt     string
+		procsPerPod string
+	}{
+		{"Indexed Job", pod(map[string]string{LabelDataset: "web"}, indexed), Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 4},
+			"pod", "metadata.annotations['batch.kubernetes.io/job-completion-index']", "4", "train", "u1", "1"},
+		{"StatefulSet", pod(map[string]string{LabelDataset: "web", PodIndexLabel: "1"}, nil), Owner{Kind: "StatefulSet", Name: "trainers", UID: "u2", Replicas: 2},
+			"pod", "metadata.labels['apps.kubernetes.io/pod-index']", "2", "trainers", "u2", "1"},
+		{"annotations override the Job's", pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "3", AnnotationRank: "1", AnnotationPods: "2", AnnotationProcsPerPod: "4", AnnotationJob: "llm"}),
+			Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 4}, "pod", "1", "2", "llm", "u1", "4"},
+		{"torchrun elastic", pod(map[string]string{LabelDataset: "web"}, map[string]string{AnnotationRankMode: "client"}), Owner{Kind: "Job", Name: "elastic", UID: "u3", Replicas: 3},
+			"client", "", "", "elastic", "u3", "1"},
+		{"bare pod", pod(map[string]string{LabelDataset: "web"}, nil), Owner{}, "client", "", "", "train-0", "pod-train-0", "1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Inject(Input{Pod: tt.pod, Dataset: dataset(), Owner: tt.owner, DefaultImage: "shardfeed:v1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := got.Spec.InitContainers[0]
+			if sc.Name != SidecarName || got.Spec.InitContainers[1].Name != "setup" {
+				t.Fatalf("init containers %v: the sidecar must come first", got.Spec.InitContainers)
+			}
+			check := func(name, want string) {
+				t.Helper()
+				e := env(sc, name)
+				switch {
+				case want == "" && e != nil:
+					t.Errorf("%s = %+v, want it unset", name, e)
+				case want != "" && e == nil:
+					t.Errorf("%s unset, want %q", name, want)
+				case want != "" && e.Value != want && (e.ValueFrom == nil || e.ValueFrom.FieldRef.FieldPath != want):
+					t.Errorf("%s = %+v, want %q", name, e, want)
+				}
+			}
+			check("SHARDFEED_RANK_MODE", tt.mode)
+			check("SHARDFEED_POD_RANK", tt.rank)
+			check("SHARDFEED_PODS", tt.pods)
+			check("SHARDFEED_JOB", tt.job)
+			check("SHARDFEED_ATTEMPT", tt.attempt)
+			check("SHARDFEED_PROCS_PER_POD", tt.procsPerPod)
+			check("SHARDFEED_DATASET", "web")
+			check("POD_NAMESPACE", "metadata.namespace")
+		})
+	}
+}
+
+func TestInjectAddsASafeNativeSidecarAndTheSocketToEveryAppContainer(t *testing.T) {
+	in := Input{Pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"}), Dataset: dataset(),
+		Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2}, DefaultImage: "shardfeed:v1", MaxShardBytes: 1 << 30}
+	got, err := Inject(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := got.Spec.InitContainers[0]
+	if sc.RestartPolicy == nil || *sc.RestartPolicy != corev1.ContainerRestartPolicyAlways || sc.StartupProbe == nil || sc.StartupProbe.Exec == nil {
+		t.Fatalf("not a native sidecar with a startup probe: %+v", sc)
+	}
+	if !reflect.DeepEqual(sc.Command, []string{"/shardfeed"}) || sc.Args[0] != "sidecar" || sc.Image != "shardfeed:v1" {
+		t.Fatalf("command %v %v image %s", sc.Command, sc.Args, sc.Image)
+	}
+	sec := sc.SecurityContext
+	if !*sec.RunAsNonRoot || !*sec.ReadOnlyRootFilesystem || *sec.AllowPrivilegeEscalation || sec.Capabilities.Drop[0] != "ALL" ||
+		sec.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Fatalf("security context %+v", sec)
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range got.Spec.Volumes {
+		vols[v.Name] = v
+	}
+	// 10 GiB of cache plus 4 downloads of the largest shard in flight.
+	if v := vols[CacheVolume]; v.EmptyDir == nil || v.EmptyDir.SizeLimit.Value() != 14<<30 {
+		t.Fatalf("cache volume %+v", v)
+	}
+	if v := vols[PlanVolume]; v.ConfigMap == nil || v.ConfigMap.Name != "web-plan" {
+		t.Fatalf("plan volume %+v", v)
+	}
+	secrets := 0
+	for _, v := range got.Spec.Volumes {
+		if v.Secret != nil {
+			secrets++
+			if v.Secret.SecretName != "s3" {
+				t.Fatalf("secret volume %+v", v)
+			}
+		}
+	}
+	if secrets != 1 {
+		t.Fatalf("%d Secret volumes for one Secret used by two streams", secrets)
+	}
+	for _, c := range got.Spec.Containers {
+		if e := env(c, "SHARDFEED_SOCKET"); e == nil || e.Value != SocketPath {
+			t.Errorf("container %s has no SHARDFEED_SOCKET", c.Name)
+		}
+		found := false
+		for _, m := range c.VolumeMounts {
+			found = found || (m.Name == SocketVolume && m.MountPath == SocketDir)
+		}
+		if !found {
+			t.Errorf("container %s does not mount the socket", c.Name)
+		}
+	}
+	// Injecting twice changes nothing.
+	again, err := Inject(Input{Pod: got, Dataset: dataset(), Owner: in.Owner, DefaultImage: "shardfeed:v2"})
+	if err != nil || !reflect.DeepEqual(again, got) {
+		t.Fatalf("a second injection changed the pod (%v)", err)
+	}
+	// A job that started with another image keeps it.
+	pinned, err := Inject(Input{Pod: in.Pod, Dataset: dataset(), Owner: in.Owner, DefaultImage: "shardfeed:v2", PinnedImage: "shardfeed:v1"})
+	if err != nil || pinned.Spec.InitContainers[0].Image != "shardfeed:v1" {
+		t.Fatalf("pinned image: %v", err)
+	}
+}
+
+func TestInjectDeniesPodsThatCannotBeServed(t *testing.T) {
+	ds := dataset()
+	tests := []struct {
+		name  string
+		pod   *corev1.Pod
+		owner Owner
+		min   map[int]int64
+		want  string
+	}{
+		{"world does not divide numSplits", pod(nil, map[string]string{JobCompletionIndex: "0"}), Owner{Kind: "Job", Name: "j", Replicas: 3}, nil,
+			"3 pods × 1 processes = 3 ranks do not divide"},
+		{"procs per pod make the world wrong", pod(nil, map[string]string{JobCompletionIndex: "0", AnnotationProcsPerPod: "3"}), Owner{Kind: "Job", Name: "j", Replicas: 2}, nil,
+			"2 pods × 3 processes = 6 ranks"},
+		{"cache below the minimum", pod(nil, map[string]string{JobCompletionIndex: "0"}), Owner{Kind: "Job", Name: "j", Replicas: 2}, map[int]int64{2: 20 << 30},
+			"cacheLimit 10Gi is below the 20Gi"},
+		{"rank without pods", pod(nil, map[string]string{AnnotationRank: "1"}), Owner{}, nil, "needs shardfeed.io/pods"},
+		{"rank outside the pods", pod(nil, map[string]string{AnnotationRank: "5", AnnotationPods: "4"}), Owner{}, nil, "outside the job's 4 pods"},
+		{"bad procs per pod", pod(nil, map[string]string{AnnotationProcsPerPod: "two"}), Owner{}, nil, "must be a positive integer"},
+		{"indexed pod of unknown size", pod(nil, map[string]string{JobCompletionIndex: "0"}), Owner{}, nil, "set the annotation shardfeed.io/pods"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Inject(Input{Pod: tt.pod, Dataset: ds, Owner: tt.owner, DefaultImage: "shardfeed:v1", MinCacheBytes: tt.min})
+			var d *Denied
+			if !errors.As(err, &d) || !strings.Contains(d.Reason, tt.want) {
+				t.Fatalf("got %v, want a denial saying %q", err, tt.want)
+			}
+		})
+	}
+}

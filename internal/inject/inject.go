@@ -179,7 +179,7 @@ func Inject(in Input) (*corev1.Pod, error) {
 		VolumeMounts:  mounts,
 		Resources:     ds.Spec.Sidecar.Resources,
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
-		Ports:         []corev1.ContainerPort{{Name: "shardfeed-metrics", ContainerPort: port}},
+		Ports:         []corev1.ContainerPort{{Name: "sf-metrics", ContainerPort: port}},
 		StartupProbe: &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/shardfeed", "probe", "--socket", SocketPath}}},
 			PeriodSeconds:    1,
@@ -285,8 +285,10 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 	return w, nil
 }
 
-// jobName is the job's identity: the annotation, else the owner's name,
+// JobName is the job's identity: the annotation, else the owner's name,
 // else the pod's.
+func JobName(pod *corev1.Pod, owner Owner) string { return jobName(pod, owner) }
+
 func jobName(pod *corev1.Pod, owner Owner) string {
 	if v := pod.Annotations[AnnotationJob]; v != "" {
 		return v

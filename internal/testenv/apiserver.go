@@ -35,6 +35,20 @@ type APIServer struct {
 // StartAPIServer starts etcd and kube-apiserver from bin/ and installs the
 // CRDs of config/crd/bases.
 func StartAPIServer() (*APIServer, error) {
+	return StartAPIServerWithWebhooks(envtest.WebhookInstallOptions{})
+}
+
+// Webhooks returns where the test process must serve the webhooks
+// installed with StartAPIServerWithWebhooks: host, port and the directory
+// of the serving certificate envtest made.
+func (a *APIServer) Webhooks() (host string, port int, certDir string) {
+	o := a.env.WebhookInstallOptions
+	return o.LocalServingHost, o.LocalServingPort, o.LocalServingCertDir
+}
+
+// StartAPIServerWithWebhooks is StartAPIServer with webhook configurations
+// that point at the test process (envtest rewrites their client configs).
+func StartAPIServerWithWebhooks(webhooks envtest.WebhookInstallOptions) (*APIServer, error) {
 	dir, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -60,6 +74,7 @@ func StartAPIServer() (*APIServer, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
+		WebhookInstallOptions: webhooks,
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -1,0 +1,118 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/inject"
+)
+
+// PodWebhookPath is where the pod-injection webhook is served.
+const PodWebhookPath = "/mutate-v1-pod"
+
+// PodInjector is the mutating webhook that adds the sidecar to the pods
+// labelled shardfeed.io/dataset (the rules are internal/inject's).
+type PodInjector struct {
+	// Reader reads datasets, their ConfigMaps and the pods' owners.
+	Reader       ctrl.Reader
+	Decoder      admission.Decoder
+	DefaultImage string
+}
+
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get
+
+// Handle injects the sidecar, or denies a pod that cannot be served.
+func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admission.Response {
+	var pod corev1.Pod
+	if err := p.Decoder.Decode(req, &pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	name := pod.Labels[inject.LabelDataset]
+	if name == "" {
+		return admission.Allowed("no shardfeed.io/dataset label")
+	}
+	if inject.Injected(&pod) {
+		return admission.Allowed("already injected")
+	}
+	ns := req.Namespace
+	var ds datav1alpha1.TrainingDataset
+	if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: name}, &ds); err != nil {
+		if apierrors.IsNotFound(err) {
+			return admission.Denied(fmt.Sprintf("the pod's label shardfeed.io/dataset names TrainingDataset %q, which does not exist in namespace %q: create it, or fix the label", name, ns))
+		}
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	owner, err := p.owner(ctx, ns, &pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	in := inject.Input{Pod: &pod, Dataset: &ds, Owner: owner, DefaultImage: p.DefaultImage}
+	var plan corev1.ConfigMap
+	if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: configmaps.PlanName(name)}, &plan); err == nil {
+		if pl, err := configmaps.PlanFromData(plan.Data); err == nil {
+			in.MinCacheBytes = pl.MinCacheBytes
+		}
+	}
+	var state corev1.ConfigMap
+	if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: configmaps.StateName(name, inject.JobName(&pod, owner))}, &state); err == nil {
+		if st, err := configmaps.StateFromData(state.Data); err == nil {
+			in.PinnedImage = st.SidecarImage
+		}
+	}
+	mutated, err := inject.Inject(in)
+	var denied *inject.Denied
+	if errors.As(err, &denied) {
+		return admission.Denied(denied.Reason)
+	}
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	raw, err := json.Marshal(mutated)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	log.FromContext(ctx).Info("Injected the sidecar", "pod", pod.Name+pod.GenerateName, "dataset", name, "job", inject.JobName(&pod, owner))
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+// owner finds the pod's controlling Job or StatefulSet and its size.
+func (p *PodInjector) owner(ctx context.Context, ns string, pod *corev1.Pod) (inject.Owner, error) {
+	for _, ref := range pod.OwnerReferences {
+		if ref.Controller == nil || !*ref.Controller {
+			continue
+		}
+		o := inject.Owner{Kind: ref.Kind, Name: ref.Name, UID: string(ref.UID)}
+		switch ref.Kind {
+		case "Job":
+			var job batchv1.Job
+			if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: ref.Name}, &job); err != nil && !apierrors.IsNotFound(err) {
+				return o, err
+			} else if err == nil && job.Spec.Completions != nil {
+				o.Replicas = int(*job.Spec.Completions)
+			}
+		case "StatefulSet":
+			var sts appsv1.StatefulSet
+			if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: ref.Name}, &sts); err != nil && !apierrors.IsNotFound(err) {
+				return o, err
+			} else if err == nil && sts.Spec.Replicas != nil {
+				o.Replicas = int(*sts.Spec.Replicas)
+			}
+		}
+		return o, nil
+	}
+	return inject.Owner{}, nil
+}

@@ -1,0 +1,173 @@
+//go:build integration
+
+package controllers_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/controllers"
+	"github.com/shardfeed/shardfeed/internal/inject"
+)
+
+// podWebhookConfiguration is the pod webhook as the chart installs it:
+// labelled pods only, failing closed, reinvoked if another webhook changed
+// the pod.
+func podWebhookConfiguration() *admissionregistrationv1.MutatingWebhookConfiguration {
+	path := controllers.PodWebhookPath
+	return &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "shardfeed-pod-injection"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "pods.shardfeed.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Name: "x", Namespace: "x", Path: &path}},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
+			ObjectSelector:          &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: inject.LabelDataset, Operator: metav1.LabelSelectorOpExists}}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
+		}},
+	}
+}
+
+// serveWebhook serves the pod webhook from the test process until the test ends.
+func serveWebhook(t *testing.T) {
+	t.Helper()
+	host, port, certDir := apiServer.Webhooks()
+	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir})
+	srv.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
+		Reader: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme), DefaultImage: "ghcr.io/shardfeed/shardfeed:test",
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("webhook server: %v", err)
+		}
+	})
+	addr := net.JoinHostPort(host, fmt.Sprint(port))
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only: is it up
+		if err == nil {
+			_ = c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the webhook server did not start: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// indexedJobPod is a pod as the Job controller creates it for index i.
+func indexedJobPod(ns string, job *batchv1.Job, i int, dataset string) *corev1.Pod {
+	idx := fmt.Sprint(i)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("%s-%d", job.Name, i), Namespace: ns,
+			Labels:          map[string]string{inject.LabelDataset: dataset, inject.JobCompletionIndex: idx, "job-name": job.Name},
+			Annotations:     map[string]string{inject.JobCompletionIndex: idx},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}, RestartPolicy: corev1.RestartPolicyNever},
+	}
+}
+
+func createJob(t *testing.T, ns, name string, completions int32) *batchv1.Job {
+	t.Helper()
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: batchv1.JobSpec{Completions: ptr.To(completions), Parallelism: ptr.To(completions), CompletionMode: ptr.To(batchv1.IndexedCompletion),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}, RestartPolicy: corev1.RestartPolicyNever}}},
+	}
+	if err := apiServer.Client.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+func TestIntegrationPodWebhookInjectsIndexedJobPodsAndDeniesWhatCannotBeServed(t *testing.T) {
+	serveWebhook(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
+		Streams:   []datav1alpha1.Stream{{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "s3"}}}},
+		NumSplits: 8, GlobalBatchSize: 64,
+	}}
+	if err := apiServer.Client.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	job := createJob(t, ns, "train", 4)
+	pod := indexedJobPod(ns, job, 2, "web")
+	if err := apiServer.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	var got corev1.Pod
+	if err := apiServer.Client.Get(ctx, client.ObjectKeyFromObject(pod), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Spec.InitContainers) != 1 || got.Spec.InitContainers[0].Name != inject.SidecarName {
+		t.Fatalf("the stored pod has no sidecar: %+v", got.Spec.InitContainers)
+	}
+	sc := got.Spec.InitContainers[0]
+	want := map[string]string{"SHARDFEED_DATASET": "web", "SHARDFEED_PODS": "4", "SHARDFEED_JOB": "train", "SHARDFEED_ATTEMPT": string(job.UID),
+		"SHARDFEED_RANK_MODE": "pod", "SHARDFEED_IMAGE": "ghcr.io/shardfeed/shardfeed:test"}
+	for _, e := range sc.Env {
+		if v, ok := want[e.Name]; ok && v != e.Value {
+			t.Errorf("%s = %q, want %q", e.Name, e.Value, v)
+		}
+		delete(want, e.Name)
+	}
+	if len(want) > 0 {
+		t.Errorf("the sidecar lacks %v", want)
+	}
+	if sc.RestartPolicy == nil || *sc.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Error("the sidecar is not a native sidecar (restartPolicy Always)")
+	}
+	if got.Annotations[inject.AnnotationInjected] == "" {
+		t.Error("no injected annotation")
+	}
+
+	tests := []struct {
+		name string
+		pod  func() *corev1.Pod
+		says string
+	}{
+		{"a dataset that does not exist", func() *corev1.Pod { return indexedJobPod(ns, job, 0, "nope") }, `TrainingDataset "nope", which does not exist`},
+		{"a world that does not divide numSplits", func() *corev1.Pod { return indexedJobPod(ns, createJob(t, ns, "odd", 3), 0, "web") }, "3 ranks do not divide"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := apiServer.Client.Create(ctx, tt.pod())
+			if err == nil || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("got %v, want a denial saying %q", err, tt.says)
+			}
+		})
+	}
+
+	// A pod without the label is not the webhook's business.
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: ns}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	if err := apiServer.Client.Create(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	if len(plain.Spec.InitContainers) != 0 {
+		t.Fatal("an unlabelled pod was changed")
+	}
+}

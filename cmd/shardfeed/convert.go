@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/spf13/cobra"
 
+	"github.com/shardfeed/shardfeed/internal/arrowsize"
 	"github.com/shardfeed/shardfeed/sidecar/checksum"
 	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
@@ -222,7 +223,7 @@ func (c *converter) toParquet(shardBytes int64, compression, hashAlgo string) (s
 		if rowsPerGroup == 0 {
 			var size int64
 			for _, col := range rec.Columns() {
-				size += dataBytes(col.Data())
+				size += arrowsize.Data(col.Data())
 			}
 			perRow := max(1, size/max(1, rec.NumRows()))
 			rowsPerGroup = max(1, shardBytes/perRow)
@@ -327,20 +328,6 @@ func readAll(ctx context.Context, st store.Store, key string, off, n int64) ([]b
 	}
 	defer func() { _ = r.Close() }()
 	return io.ReadAll(r)
-}
-
-// dataBytes is the size of an array's buffers, its children's included.
-func dataBytes(d arrow.ArrayData) int64 {
-	var n int64
-	for _, b := range d.Buffers() {
-		if b != nil {
-			n += int64(b.Len())
-		}
-	}
-	for _, c := range d.Children() {
-		n += dataBytes(c)
-	}
-	return n
 }
 
 // eachMDS reads an MDS stream: its index.json, then every shard, checked

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/shardfeed/shardfeed/internal/arrowsize"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/source"
 )
@@ -84,7 +85,7 @@ func (t *decodedTable) acquire(ctx context.Context, k shardKey) (*decodedShard, 
 	if d.err != nil {
 		delete(t.shards, k) // the next reader tries again
 	} else {
-		d.bytes = recordBytes(d.rec)
+		d.bytes = arrowsize.Record(d.rec)
 		t.used += d.bytes
 		t.tick++
 		d.lastUse = t.tick
@@ -203,28 +204,6 @@ func (t *decodedTable) close() {
 			delete(t.shards, k)
 		}
 	}
-}
-
-// recordBytes is the memory of a record's buffers.
-func recordBytes(rec arrow.RecordBatch) int64 {
-	var n int64
-	for _, c := range rec.Columns() {
-		n += dataBytes(c.Data())
-	}
-	return n
-}
-
-func dataBytes(d arrow.ArrayData) int64 {
-	var n int64
-	for _, b := range d.Buffers() {
-		if b != nil {
-			n += int64(b.Len())
-		}
-	}
-	for _, c := range d.Children() {
-		n += dataBytes(c)
-	}
-	return n
 }
 
 // counters are the pipeline's statistics, updated without locks.

@@ -146,6 +146,22 @@ func FooterLength(last10 []byte, size int64) (int64, error) {
 	return int64(n) + 10, err
 }
 
+// tailFooter checks a file's tail (footer, its length, ARROW1) and returns
+// the footer's length.
+func tailFooter(size int64, tail []byte) (int, error) {
+	if len(tail) < 10 || int64(len(tail)) > size {
+		return 0, fmt.Errorf("%w: tail of %d bytes", errCorrupt, len(tail))
+	}
+	n, err := footerLen(tail[len(tail)-10:], size)
+	if err != nil {
+		return 0, err
+	}
+	if n+10 != len(tail) {
+		return 0, fmt.Errorf("%w: the tail holds %d bytes, the footer needs %d", errCorrupt, len(tail), n+10)
+	}
+	return n, nil
+}
+
 // ReadBatchRange decodes record batch i from the bytes of its range alone
 // (data at offset) and the file's tail (the footer, its length and ARROW1:
 // the last footerLength+10 bytes of a file of size bytes).
@@ -155,15 +171,9 @@ func ReadBatchRange(size int64, tail []byte, offset int64, data []byte, i int, c
 			out, err = nil, fmt.Errorf("corrupt Arrow IPC file: %v", r)
 		}
 	}()
-	if len(tail) < 10 || int64(len(tail)) > size {
-		return nil, fmt.Errorf("%w: tail of %d bytes", errCorrupt, len(tail))
-	}
-	n, err := footerLen(tail[len(tail)-10:], size)
+	n, err := tailFooter(size, tail)
 	if err != nil {
 		return nil, err
-	}
-	if n+10 != len(tail) {
-		return nil, fmt.Errorf("%w: the tail holds %d bytes, the footer needs %d", errCorrupt, len(tail), n+10)
 	}
 	err = verifyFooter(tail[:n], size, func(off, metaLen int64) ([]byte, bool) {
 		if off >= offset && off+metaLen <= offset+int64(len(data)) {
@@ -194,15 +204,9 @@ func Schema(size int64, tail []byte) (schema *arrow.Schema, err error) {
 			schema, err = nil, fmt.Errorf("corrupt Arrow IPC file: %v", r)
 		}
 	}()
-	if len(tail) < 10 || int64(len(tail)) > size {
-		return nil, fmt.Errorf("%w: tail of %d bytes", errCorrupt, len(tail))
-	}
-	n, err := footerLen(tail[len(tail)-10:], size)
+	n, err := tailFooter(size, tail)
 	if err != nil {
 		return nil, err
-	}
-	if n+10 != len(tail) {
-		return nil, fmt.Errorf("%w: the tail holds %d bytes, the footer needs %d", errCorrupt, len(tail), n+10)
 	}
 	if err := verifyFooter(tail[:n], size, func(int64, int64) ([]byte, bool) { return nil, false }); err != nil {
 		return nil, err

@@ -195,11 +195,14 @@ class Feed:
             self.proc.wait()
         self._close()
 
-    def stop(self) -> None:
+    def stop(self) -> int | None:
+        """SIGTERM, and the exit code (None if it was not running)."""
+        code = None
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=30)
+            code = self.proc.wait(timeout=30)
         self._close()
+        return code
 
     def _close(self) -> None:
         self.proc = None

@@ -1,21 +1,16 @@
 """shardfeed index and plan on Parquet written by real pyarrow, in real MinIO."""
 
 import json
-import os
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARDFEED = ROOT / "bin" / "shardfeed"
+from conftest import run_shardfeed
 
 
 def shardfeed(*args, minio, check=True):
-    env = dict(os.environ, AWS_ACCESS_KEY_ID=minio.access_key, AWS_SECRET_ACCESS_KEY=minio.secret_key)
-    return subprocess.run([str(SHARDFEED), *args], env=env, capture_output=True, text=True, check=check, timeout=120)
+    return run_shardfeed(minio, *args, check=check)
 
 
 def test_index_matches_pyarrow_footers_and_plan_covers_every_row(minio, bucket, tmp_path):

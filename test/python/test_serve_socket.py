@@ -7,18 +7,13 @@ with `shardfeed index`; the server is the real binary.
 
 import http.client
 import json
-import os
-import signal
 import socket
-import subprocess
-import time
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from test_parquet_index import SHARDFEED, shardfeed
+from conftest import run_shardfeed
 
 
 class UnixConnection(http.client.HTTPConnection):
@@ -43,65 +38,26 @@ def get(sock_path, path):
 
 
 @pytest.fixture
-def served(minio, bucket, tmp_path):
+def served(feed_factory):
     """A Parquet stream of 3000 rows in MinIO and `shardfeed serve` on it."""
-    s3 = minio.filesystem()
     n = 3000
     table = pa.table({
         "id": pa.array(np.arange(n, dtype=np.int64)),
         "tokens": pa.array([np.arange(16, dtype=np.int32) + j for j in range(n)], type=pa.list_(pa.int32())),
         "text": [f"sample {j}" for j in range(n)],
     })
-    pq.write_table(table, f"{bucket}/web/part-0.parquet", filesystem=s3, row_group_size=250)
-    uri = f"s3://{bucket}/web/"
-    shardfeed("index", uri, "--endpoint", minio.endpoint, "--insecure", minio=minio)
-    manifest = tmp_path / "dataset.yaml"
-    manifest.write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
-kind: TrainingDataset
-metadata: {{name: web}}
-spec:
-  streams:
-  - name: web
-    format: parquet
-    source: {{uri: "{uri}", endpoint: "{minio.endpoint}", insecure: true}}
-  numSplits: 6
-  globalBatchSize: 60
-  shuffle: {{seed: 9, blockSize: 500}}
-""")
-    sock = tmp_path / "run" / "feed.sock"
-    env = dict(os.environ, AWS_ACCESS_KEY_ID=minio.access_key, AWS_SECRET_ACCESS_KEY=minio.secret_key)
-    proc = subprocess.Popen(
-        [str(SHARDFEED), "serve", "-f", str(manifest), "--socket", str(sock), "--cache-dir", str(tmp_path / "cache"),
-         "--state", str(tmp_path / "state.json"), "--metrics-addr", "", "--prefetch", "0"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        conn = UnixConnection(str(sock))
-        try:
-            conn.request("GET", "/readyz")
-            if conn.getresponse().status == 200:
-                break
-        except OSError:
-            pass
-        finally:
-            conn.close()
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            output = proc.communicate()[0].decode()
-            pytest.fail(f"shardfeed serve did not start:\n{output}")
-        time.sleep(0.05)
-    yield {"socket": str(sock), "manifest": manifest, "minio": minio, "bucket": bucket}
-    proc.send_signal(signal.SIGTERM)
-    output = proc.communicate(timeout=30)[0].decode()
-    assert proc.returncode == 0, output
+    feed = feed_factory(table, "  numSplits: 6\n  globalBatchSize: 60\n  shuffle: {seed: 9, blockSize: 500}\n",
+                        row_group_size=250, serve_args=("--prefetch", "0"))
+    yield {"socket": feed.socket, "manifest": feed.manifest, "minio": feed.minio, "bucket": feed.bucket}
+    code = feed.stop()
+    assert code == 0, (feed.dir / "serve.log").read_text()
 
 
 def test_pyarrow_reads_every_batch_of_the_plan_exactly_once(served):
     world, workers = 3, 2
     plan = {}
-    out = shardfeed("plan", "-f", str(served["manifest"]), "--ids", "--world-size", str(world), "--workers", str(workers),
-                    minio=served["minio"]).stdout
+    out = run_shardfeed(served["minio"], "plan", "-f", str(served["manifest"]), "--ids",
+                        "--world-size", str(world), "--workers", str(workers)).stdout
     for line in out.splitlines():
         rec = json.loads(line)
         plan[(rec["step"], rec["rank"])] = rec["ids"]

@@ -327,6 +327,31 @@ func checkValues(rec arrow.RecordBatch) error {
 	return nil
 }
 
+// openAfterFirst opens rank 0's stream of a world of 1 and reads its first
+// batch, so that the sidecar is mid-stream when the caller breaks something.
+func openAfterFirst(ctx context.Context, t *testing.T, c *shardfeed.Client) *shardfeed.Stream {
+	t.Helper()
+	st, err := c.Batches(ctx, shardfeed.Request{Rank: 0, World: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if _, err := st.Next(); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// endOf reads a stream to its end and returns how it ended (io.EOF for a
+// whole epoch).
+func endOf(st *shardfeed.Stream) error {
+	for {
+		if _, err := st.Next(); err != nil {
+			return err
+		}
+	}
+}
+
 // planLine is one line of `shardfeed plan --ids`.
 type planLine struct {
 	Epoch  int64   `json:"epoch"`

@@ -109,14 +109,7 @@ func TestIntegrationSIGTERMEndsStreamsAfterTheBatchInFlightAndRemovesTheSocket(t
 	if _, err := srv.client.Commit(ctx, 0, 2, false); err != nil {
 		t.Fatal(err)
 	}
-	st, err := srv.client.Batches(ctx, shardfeed.Request{Rank: 0, World: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
-	if _, err := st.Next(); err != nil {
-		t.Fatal(err)
-	}
+	st := openAfterFirst(ctx, t, srv.client)
 	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -128,12 +121,7 @@ func TestIntegrationSIGTERMEndsStreamsAfterTheBatchInFlightAndRemovesTheSocket(t
 	if srv.err != nil {
 		t.Fatalf("serve exited with %v after SIGTERM\n%s", srv.err, srv.logs())
 	}
-	for {
-		if _, err = st.Next(); err != nil {
-			break
-		}
-	}
-	if !errors.Is(err, shardfeed.ErrCut) {
+	if err := endOf(st); !errors.Is(err, shardfeed.ErrCut) {
 		t.Fatalf("the open stream ended with %v, want it cut (no end-of-stream marker)", err)
 	}
 	if _, err := os.Stat(srv.socket); !errors.Is(err, os.ErrNotExist) {

@@ -227,21 +227,8 @@ func TestIntegrationServeEndsTheStreamWithAnErrorWhenAShardIsDeleted(t *testing.
 			t.Fatal(err)
 		}
 	}
-	st, err := srv.client.Batches(ctx, shardfeed.Request{Rank: 0, World: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
-	if _, err := st.Next(); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		_, err = st.Next()
-		if err != nil {
-			break
-		}
-	}
-	if !errors.Is(err, shardfeed.ErrCut) {
+	st := openAfterFirst(ctx, t, srv.client)
+	if err := endOf(st); !errors.Is(err, shardfeed.ErrCut) {
 		t.Fatalf("the stream ended with %v, want it cut", err)
 	}
 	var status struct {

@@ -6,19 +6,20 @@ has mosaicml-streaming and lancedb from PyPI (hack/requirements-oracle.txt).
   peers.py read-mosaic DIR  WORKERS BATCH EPOCH   one epoch of StreamingDataset in a DataLoader
   peers.py read-lance  DIR  WORKERS BATCH EPOCH   one epoch of lancedb's StreamingDataset in a DataLoader
 
-A read prints {"seconds", "samples", "checksum"}: the time from building the
-loader to the last batch of a training loop that sums every tensor.
+A read prints touch.touch_loop's timing as JSON: the time from building the
+loader to its first batch, and the rate after it, of a training loop that
+reads every tensor.
 """
 
 import fcntl
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import torch
+from touch import touch_loop
 
 WIDTH = 2048
 
@@ -41,17 +42,6 @@ def write_lance(parquet, out):
     db.create_table("tokens", pq.read_table(parquet), mode="overwrite")
 
 
-def loop(loader):
-    start = time.perf_counter()
-    samples = 0
-    checksum = 0
-    for batch in loader:
-        tokens = batch["tokens"] if isinstance(batch, dict) else batch
-        checksum += int(tokens.max())  # read every value
-        samples += len(tokens)
-    return time.perf_counter() - start, samples, checksum
-
-
 def read_mosaic(path, workers, batch, epoch):
     from streaming import StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
@@ -61,11 +51,12 @@ def read_mosaic(path, workers, batch, epoch):
     lock = open(Path(__file__).resolve().parents[2] / "bin" / ".mds-oracle-read.lock", "w")
     fcntl.flock(lock, fcntl.LOCK_EX)
     clean_stale_shared_memory()
-    start = time.perf_counter()
-    ds = StreamingDataset(local=path, batch_size=batch, shuffle=True, shuffle_seed=epoch + 1)
-    loader = torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
-    _, samples, checksum = loop(loader)
-    return time.perf_counter() - start, samples, checksum
+
+    def make():
+        ds = StreamingDataset(local=path, batch_size=batch, shuffle=True, shuffle_seed=epoch + 1)
+        return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
+
+    return touch_loop(make)
 
 
 def lance_rows(b):
@@ -77,16 +68,16 @@ def read_lance(path, workers, batch, epoch):
     import lancedb
     from lancedb.streaming import StreamingDataset
 
-    start = time.perf_counter()
-    table = lancedb.connect(path).open_table("tokens")
-    ds = StreamingDataset(table, num_splits=max(1, workers), shuffle=True, shuffle_seed=1, epoch=epoch, columns=["tokens"],
-                          read_batch_size=batch, transform=lance_rows)
-    # lancedb's runtime does not survive fork (it warns, and its workers
-    # die here): spawn them, as it recommends.
-    context = "spawn" if workers else None
-    loader = torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers, multiprocessing_context=context)
-    _, samples, checksum = loop(loader)
-    return time.perf_counter() - start, samples, checksum
+    def make():
+        table = lancedb.connect(path).open_table("tokens")
+        ds = StreamingDataset(table, num_splits=max(1, workers), shuffle=True, shuffle_seed=1, epoch=epoch, columns=["tokens"],
+                              read_batch_size=batch, transform=lance_rows)
+        # lancedb's runtime does not survive fork (it warns, and its workers
+        # die here): spawn them, as it recommends.
+        context = "spawn" if workers else None
+        return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers, multiprocessing_context=context)
+
+    return touch_loop(make)
 
 
 def main():
@@ -97,8 +88,7 @@ def main():
         write_lance(sys.argv[2], sys.argv[3])
     elif cmd in ("read-mosaic", "read-lance"):
         fn = read_mosaic if cmd == "read-mosaic" else read_lance
-        seconds, samples, checksum = fn(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
-        print(json.dumps({"seconds": seconds, "samples": samples, "checksum": checksum}))
+        print(json.dumps(fn(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))))
     else:
         raise SystemExit(__doc__)
 

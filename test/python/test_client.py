@@ -102,6 +102,40 @@ def test_resume_after_killing_the_trainer_and_the_server(feed_factory, stop_at):
     assert int(first["_shardfeed_step"][0]) == stop_at
 
 
+WIDE = 2048  # 8 KiB samples: a local batch is well above the size that travels in shared memory
+
+
+def expected_tokens(ids, width):
+    return (ids[:, None] * width + torch.arange(width)) % 50000
+
+
+def test_worker_batches_travel_in_one_reused_shared_segment(feed_factory):
+    feed = feed_factory(tokens_table(960, WIDE), SPEC, row_group_size=40)
+    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1), num_workers=2)
+    steps = 0
+    for batch in loader:
+        assert "_shardfeed_slot" not in batch
+        storages = {v.untyped_storage().data_ptr() for v in batch.values() if isinstance(v, torch.Tensor)}
+        assert len(storages) == 1 and batch["tokens"].is_shared(), "a batch's tensors share one segment"
+        assert torch.equal(batch["tokens"].long(), expected_tokens(batch["id"], WIDE))
+        steps += 1
+    assert steps == 40
+    # The loop dropped every batch: the workers reused their slots.
+    assert int(loader.dataset._released.max()) > 1
+
+
+def test_batches_the_loop_keeps_are_never_overwritten(feed_factory):
+    feed = feed_factory(tokens_table(960, WIDE), SPEC, row_group_size=40)
+    plan = feed.plan_ids(1)
+    for make in (lambda ds: shardfeed.FeedLoader(ds, num_workers=2),
+                 lambda ds: torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)):
+        kept = list(make(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0)))
+        assert len(kept) == 40
+        for k, batch in enumerate(kept):
+            assert int(batch["_shardfeed_step"][0]) == k and batch["_shardfeed_index"].tolist() == plan[(k, 0)]
+            assert torch.equal(batch["tokens"].long(), expected_tokens(batch["id"], WIDE))
+
+
 def test_state_dict_round_trip_and_a_resumed_commit(feed_factory):
     feed = feed_factory(tokens_table(), SPEC)
     ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)
@@ -187,6 +221,7 @@ def test_every_column_kind_keeps_its_dtype_and_shape(feed_factory):
         "mat": pa.FixedSizeListArray.from_arrays(pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, 6).astype(np.int16)), 2), 3),
         "ragged": pa.array([list(range(i % 4)) for i in ids], type=pa.list_(pa.int64())),
         "meta": pa.array([{"k": int(i)} for i in ids]),
+        "wide": pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, WIDE).astype(np.int32)), WIDE),
     })
     feed = feed_factory(table, "  numSplits: 2\n  globalBatchSize: 8\n", row_group_size=60)
     kinds = {
@@ -195,8 +230,16 @@ def test_every_column_kind_keeps_its_dtype_and_shape(feed_factory):
         "f64": (torch.float64, (8,)), "flag": (torch.bool, (8,)), "vec": (torch.float32, (8, 4)), "mat": (torch.int16, (8, 3, 2)),
         "_shardfeed_index": (torch.int64, (8,)), "_shardfeed_stream": (torch.int16, (8,)), "_shardfeed_pad": (torch.bool, (8,)),
     }
-    for output in ("torch", "numpy"):
-        batch = next(iter(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, output=output)))
+    kinds["wide"] = (torch.int32, (8, WIDE))
+    readers = {  # in the process, and through a DataLoader worker (shared memory)
+        "torch": lambda: iter(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, output="torch")),
+        "numpy": lambda: iter(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, output="numpy")),
+        "torch, a worker": lambda: iter(shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1),
+                                                             num_workers=1)),
+    }
+    for how, read in readers.items():
+        output = how.split(",")[0]
+        batch = next(read())
         rows = batch["id"].tolist()
         src = table.take(rows).to_pydict()
         for name, (dtype, shape) in kinds.items():

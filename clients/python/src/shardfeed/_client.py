@@ -8,7 +8,7 @@ import os
 import socket
 import time
 import urllib.parse
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
@@ -129,8 +129,10 @@ class Client:
         return self._json("POST", "/v1/commit", body)
 
     def batches(self, *, rank: int, world: int, worker: int = 0, workers: int = 1,
-                epoch: int | None = None, step: int | None = None, fingerprint: str | None = None) -> "BatchStream":
-        """Open the stream of one DataLoader worker's batches."""
+                epoch: int | None = None, step: int | None = None, fingerprint: str | None = None,
+                alloc: Callable[[int], memoryview | None] | None = None) -> "BatchStream":
+        """Open the stream of one DataLoader worker's batches. alloc(n), if
+        given, says where to read each message of n bytes (None: the heap)."""
         query = {"rank": rank, "world": world, "worker": worker, "workers": workers}
         if epoch is not None:
             query["epoch"] = epoch
@@ -139,7 +141,7 @@ class Client:
         if fingerprint:
             query["fingerprint"] = fingerprint
         conn, resp = self._request("GET", "/v1/batches", query)
-        return BatchStream(conn, resp)
+        return BatchStream(conn, resp, alloc)
 
 
 class BatchStream:
@@ -152,9 +154,11 @@ class BatchStream:
     chunk, was cut.
     """
 
-    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse):
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse,
+                 alloc: Callable[[int], memoryview | None] | None = None):
         self._conn = conn
         self._resp = resp
+        self._alloc = alloc  # where to read a message of n bytes (None: a fresh Arrow buffer)
         self.epoch = int(resp.getheader("Shardfeed-Epoch", "0"))
         self.start_step = int(resp.getheader("Shardfeed-Start-Step", "0"))
         self.steps = int(resp.getheader("Shardfeed-Steps", "0"))
@@ -173,8 +177,12 @@ class BatchStream:
             size = int(line.split(b";", 1)[0].strip() or b"x", 16)
             if size == 0:
                 return
-            buf = pa.allocate_buffer(size)
-            view = memoryview(buf).cast("B")
+            view = self._alloc(size) if self._alloc is not None else None
+            if view is None:
+                buf = pa.allocate_buffer(size)
+                view = memoryview(buf).cast("B")
+            else:
+                buf = pa.py_buffer(view)
             got = 0
             while got < size:
                 n = fp.readinto(view[got:])

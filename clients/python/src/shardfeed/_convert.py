@@ -20,6 +20,7 @@ import pyarrow as pa
 SHAPE_KEY = b"shardfeed.shape"
 
 
+
 def _shape(field: pa.Field) -> tuple[int, ...] | None:
     meta = field.metadata or {}
     raw = meta.get(SHAPE_KEY)
@@ -80,12 +81,18 @@ def to_numpy(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[st
     return out
 
 
-def to_torch(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[str, Any]:
+def to_torch(batch: pa.RecordBatch, columns: list[str] | None = None, space: Any = None) -> dict[str, Any]:
+    """The batch as tensors; with space (the _shm.Space of a shared segment
+    holding the batch's message), arrays are tensors in that segment, so a
+    DataLoader worker sends them to the training process without a copy."""
     import torch
 
     out = {}
     for name, value in to_numpy(batch, columns).items():
-        if isinstance(value, np.ndarray):
+        shared = space.tensor(value) if space is not None and isinstance(value, np.ndarray) else None
+        if shared is not None:
+            out[name] = shared
+        elif isinstance(value, np.ndarray):
             with warnings.catch_warnings():
                 # The Arrow buffers are read-only views of this batch alone;
                 # torch warns that it cannot mark the tensor read-only.
@@ -100,7 +107,7 @@ def to_torch(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[st
     return out
 
 
-def convert(batch: pa.RecordBatch, output: str, columns: list[str] | None) -> Any:
+def convert(batch: pa.RecordBatch, output: str, columns: list[str] | None, space: Any = None) -> Any:
     if output == "arrow":
         if columns is None:
             return batch
@@ -108,4 +115,4 @@ def convert(batch: pa.RecordBatch, output: str, columns: list[str] | None) -> An
         return batch.select(keep)
     if output == "numpy":
         return to_numpy(batch, columns)
-    return to_torch(batch, columns)
+    return to_torch(batch, columns, space)

@@ -9,6 +9,8 @@ from . import _convert
 from ._client import DEFAULT_WAIT_S, Client
 from .errors import StreamCut
 
+SLOT_KEY = "_shardfeed_slot"  # a worker's shared-memory slot, which a FeedLoader releases
+
 try:  # torch is optional: without it the dataset is a plain iterable
     import torch
     import torch.utils.data as _tud
@@ -75,6 +77,9 @@ class FeedDataset(_Base):
         self._start: int | None = None
         self._next: int | None = None
         self._fingerprint: str | None = None
+        # A FeedLoader's table of released shared-memory slots (_shm): with
+        # it, DataLoader workers reuse their segments.
+        self._released: Any = None
 
     @property
     def rank(self) -> int:
@@ -141,6 +146,11 @@ class FeedDataset(_Base):
         client = self.client()
         client.wait_ready(self.wait)
         self._epoch = self.resolve_epoch(client)
+        segments = None
+        if self.output == "torch" and _tud.get_worker_info() is not None:
+            from ._shm import Segments
+
+            segments = Segments(self._released, worker)
         step = self._next if self._next is not None else (self._start + worker if self._start is not None else None)
         cut: StreamCut | None = None
         while True:
@@ -149,7 +159,8 @@ class FeedDataset(_Base):
                 # itself) takes a moment to come back.
                 client.wait_ready(self.wait)
             stream = client.batches(rank=rank, world=world, worker=worker, workers=workers,
-                                    epoch=self._epoch, step=step, fingerprint=self._fingerprint)
+                                    epoch=self._epoch, step=step, fingerprint=self._fingerprint,
+                                    alloc=segments.take if segments is not None else None)
             expected = stream.start_step
             self._fingerprint = stream.fingerprint
             try:
@@ -157,7 +168,14 @@ class FeedDataset(_Base):
                     k = batch_step(batch)
                     expected = k + workers
                     cut = None
-                    yield k, _convert.convert(batch, self.output, self.columns)
+                    if segments is None:
+                        yield k, _convert.convert(batch, self.output, self.columns)
+                        continue
+                    out = _convert.convert(batch, self.output, self.columns, segments.current)
+                    tag = segments.tag()
+                    if tag is not None:
+                        out[SLOT_KEY] = tag
+                    yield k, out
                 return
             except StreamCut as err:
                 if cut is not None:

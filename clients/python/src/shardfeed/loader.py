@@ -68,6 +68,19 @@ class FeedLoader:
             kwargs.setdefault("persistent_workers", False)
         return torch.utils.data.DataLoader(self.dataset, batch_size=None, num_workers=self.num_workers, **kwargs)
 
+    def _releaser(self) -> Any:
+        """With workers, a fresh table of released shared-memory slots for
+        this iteration's workers (persistent workers keep segments unshared:
+        their table would outlive the iteration)."""
+        self.dataset._released = None
+        if not self.num_workers or self.dataset.output != "torch" or self.dataloader_kwargs.get("persistent_workers"):
+            return None
+        from ._shm import Releaser, release_table
+
+        table = release_table(self.num_workers)
+        self.dataset._released = table
+        return Releaser(table)
+
     def __iter__(self) -> Iterator[Any]:
         client = self.dataset.client()
         client.wait_ready(self.dataset.wait)
@@ -81,7 +94,11 @@ class FeedLoader:
             self._epoch, self._step = epoch, step
         # Every worker starts from here: worker w at step + w.
         self.dataset.resume(self._epoch, self._step or 0, self.dataset._fingerprint)
+        releaser = self._releaser()
         for batch in self._loader():
+            if releaser is not None:
+                releaser.sweep()
+                releaser.track(batch)
             k = batch_step(batch)
             # A batch counts as received once handed to the loop (the loop
             # may stop right after it); a step, once its last micro-batch is.

@@ -26,8 +26,12 @@ const PodWebhookPath = "/mutate-v1-pod"
 // PodInjector is the mutating webhook that adds the sidecar to the pods
 // labelled shardfeed.io/dataset (the rules are internal/inject's).
 type PodInjector struct {
-	// Reader reads datasets, their ConfigMaps and the pods' owners.
-	Reader       ctrl.Reader
+	// Reader reads datasets, their ConfigMaps and the pods' owners (the
+	// manager's API reader: a state ConfigMap created for the job's
+	// previous pod must be seen at once).
+	Reader ctrl.Reader
+	// Writer creates each job's state ConfigMap, Role and RoleBinding.
+	Writer       ctrl.Client
 	Decoder      admission.Decoder
 	DefaultImage string
 }
@@ -67,11 +71,13 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 			in.MinCacheBytes = pl.MinCacheBytes
 		}
 	}
-	var state corev1.ConfigMap
-	if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: configmaps.StateName(name, inject.JobName(&pod, owner))}, &state); err == nil {
-		if st, err := configmaps.StateFromData(state.Data); err == nil {
-			in.PinnedImage = st.SidecarImage
-		}
+	job := inject.JobName(&pod, owner)
+	state, hasState, err := p.pinnedState(ctx, ns, name, job)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if state != nil {
+		in.PinnedImage = state.SidecarImage
 	}
 	mutated, err := inject.Inject(in)
 	var denied *inject.Denied
@@ -81,12 +87,48 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	// Side effects only for a real creation (the webhook is
+	// sideEffects: NoneOnDryRun).
+	if req.DryRun == nil || !*req.DryRun {
+		if !hasState {
+			image := sidecarImage(mutated)
+			pinned, err := p.createState(ctx, &ds, job, image)
+			if err != nil {
+				return admission.Errored(http.StatusInternalServerError, err)
+			}
+			if pinned != image { // another pod of the job pinned first
+				in.PinnedImage = pinned
+				if mutated, err = inject.Inject(in); err != nil {
+					return admission.Errored(http.StatusInternalServerError, err)
+				}
+			}
+		}
+		if err := p.grantAccess(ctx, &ds, job, serviceAccount(&pod)); err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+	}
 	raw, err := json.Marshal(mutated)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	log.FromContext(ctx).Info("Injected the sidecar", "pod", pod.Name+pod.GenerateName, "dataset", name, "job", inject.JobName(&pod, owner))
+	log.FromContext(ctx).Info("Injected the sidecar", "pod", pod.Name+pod.GenerateName, "dataset", name, "job", job)
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+func sidecarImage(pod *corev1.Pod) string {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == inject.SidecarName {
+			return c.Image
+		}
+	}
+	return ""
+}
+
+func serviceAccount(pod *corev1.Pod) string {
+	if pod.Spec.ServiceAccountName != "" {
+		return pod.Spec.ServiceAccountName
+	}
+	return "default"
 }
 
 // owner finds the pod's controlling Job or StatefulSet and its size.

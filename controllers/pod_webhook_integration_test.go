@@ -14,7 +14,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -22,7 +25,9 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/controllers"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/planner"
 )
 
 // podWebhookConfiguration is the pod webhook as the chart installs it:
@@ -38,7 +43,7 @@ func podWebhookConfiguration() *admissionregistrationv1.MutatingWebhookConfigura
 			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
 			ObjectSelector:          &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: inject.LabelDataset, Operator: metav1.LabelSelectorOpExists}}},
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
 			AdmissionReviewVersions: []string{"v1"},
 			ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
 		}},
@@ -51,7 +56,7 @@ func serveWebhook(t *testing.T) {
 	host, port, certDir := apiServer.Webhooks()
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir})
 	srv.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
-		Reader: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme), DefaultImage: "ghcr.io/shardfeed/shardfeed:test",
+		Reader: apiServer.Client, Writer: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme), DefaultImage: "ghcr.io/shardfeed/shardfeed:test",
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -169,5 +174,117 @@ func TestIntegrationPodWebhookInjectsIndexedJobPodsAndDeniesWhatCannotBeServed(t
 	}
 	if len(plain.Spec.InitContainers) != 0 {
 		t.Fatal("an unlabelled pod was changed")
+	}
+}
+
+// asServiceAccount is a client that acts as a ServiceAccount of ns, as the
+// sidecar does in its pod.
+func asServiceAccount(t *testing.T, ns, name string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(apiServer.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	c, err := client.New(cfg, client.Options{Scheme: apiServer.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestIntegrationPodWebhookPreparesEachJobsStateAndAccess(t *testing.T) {
+	serveWebhook(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
+		Streams: []datav1alpha1.Stream{{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/"}}}, NumSplits: 4, GlobalBatchSize: 16,
+	}}
+	if err := apiServer.Client.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"web-plan", "other"} {
+		if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A dry run changes nothing (the webhook is sideEffects: NoneOnDryRun).
+	job := createJob(t, ns, "train", 2)
+	if err := apiServer.Client.Create(ctx, indexedJobPod(ns, job, 0, "web"), client.DryRunAll); err != nil {
+		t.Fatal(err)
+	}
+	var state corev1.ConfigMap
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-train-state"}, &state); !apierrors.IsNotFound(err) {
+		t.Fatalf("a dry run created the state ConfigMap: %v", err)
+	}
+
+	// The job's first pod: its state pins the image, its ServiceAccount
+	// may read the plan and update its state, and nothing else.
+	if err := apiServer.Client.Create(ctx, indexedJobPod(ns, job, 0, "web")); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-train-state"}, &state); err != nil {
+		t.Fatal(err)
+	}
+	st, err := configmaps.StateFromData(state.Data)
+	if err != nil || st.SidecarImage != "ghcr.io/shardfeed/shardfeed:test" || st.PlanVersion != planner.PlanVersion || st.Job != "train" {
+		t.Fatalf("state %+v (%v): want the image and plan version pinned", st, err)
+	}
+	if len(state.OwnerReferences) != 1 || state.OwnerReferences[0].UID != ds.UID {
+		t.Errorf("the state ConfigMap is owned by %+v, want the dataset", state.OwnerReferences)
+	}
+	sa := asServiceAccount(t, ns, "default")
+	var cm corev1.ConfigMap
+	for _, tc := range []struct {
+		what  string
+		err   error
+		allow bool
+	}{
+		{"get the plan", sa.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-plan"}, &cm), true},
+		{"get the state", sa.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-train-state"}, &cm), true},
+		{"update the state", sa.Update(ctx, &cm), true},
+		{"get another ConfigMap", sa.Get(ctx, client.ObjectKey{Namespace: ns, Name: "other"}, &corev1.ConfigMap{}), false},
+		{"list ConfigMaps", sa.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns)), false},
+		{"create a ConfigMap", sa.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: ns}}), false},
+		{"read Secrets", sa.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)), false},
+	} {
+		if tc.allow && tc.err != nil {
+			t.Errorf("the pod's ServiceAccount cannot %s: %v", tc.what, tc.err)
+		}
+		if !tc.allow && !apierrors.IsForbidden(tc.err) {
+			t.Errorf("the pod's ServiceAccount may %s (err %v)", tc.what, tc.err)
+		}
+	}
+
+	// A second pod with its own ServiceAccount is bound too, the first stays.
+	second := indexedJobPod(ns, job, 1, "web")
+	second.Spec.ServiceAccountName = "trainer"
+	if err := apiServer.Client.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	var rb rbacv1.RoleBinding
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.JobAccessName("web", "train")}, &rb); err != nil {
+		t.Fatal(err)
+	}
+	var subjects []string
+	for _, s := range rb.Subjects {
+		subjects = append(subjects, s.Name)
+	}
+	if strings.Join(subjects, ",") != "default,trainer" {
+		t.Errorf("RoleBinding subjects %v, want default and trainer", subjects)
+	}
+
+	// A job whose state pins another image gets that image, whatever the
+	// operator's default now is.
+	pinned, _ := configmaps.StateData(&configmaps.State{Dataset: "web", Job: "old", SidecarImage: "registry.local/shardfeed:0.1"})
+	if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-old-state", Namespace: ns}, Data: pinned}); err != nil {
+		t.Fatal(err)
+	}
+	old := createJob(t, ns, "old", 2)
+	pod := indexedJobPod(ns, old, 0, "web")
+	if err := apiServer.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if got := pod.Spec.InitContainers[0].Image; got != "registry.local/shardfeed:0.1" {
+		t.Errorf("the sidecar image is %q, want the job's pinned one", got)
 	}
 }

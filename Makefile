@@ -43,9 +43,10 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: tools-go ## Generate the CRDs (config/crd, charts/shardfeed/crds) and RBAC from the markers.
-	$(BIN)/controller-gen rbac:roleName=manager crd paths=./... \
-		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+manifests: tools-go ## Generate the CRDs (config/crd, charts/shardfeed/crds), RBAC and webhook configurations from the markers.
+	$(BIN)/controller-gen rbac:roleName=manager crd webhook paths=./... \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
+		output:webhook:artifacts:config=config/webhook
 	rm -f charts/shardfeed/crds/*.yaml && cp config/crd/bases/*.yaml charts/shardfeed/crds/
 
 .PHONY: generate

@@ -34,7 +34,15 @@ type PodInjector struct {
 	Writer       ctrl.Client
 	Decoder      admission.Decoder
 	DefaultImage string
+	// OperatorNamespace is never injected (the webhook configuration
+	// excludes it too): the operator must start whatever the webhook does.
+	OperatorNamespace string
 }
+
+// The configuration's objectSelector (the dataset label) and
+// namespaceSelector (not the operator's namespace) are set in
+// config/webhook and the Helm chart: markers cannot say them.
+// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create,versions=v1,name=pods.shardfeed.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=10
 
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get
@@ -51,6 +59,9 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	}
 	if inject.Injected(&pod) {
 		return admission.Allowed("already injected")
+	}
+	if p.OperatorNamespace != "" && req.Namespace == p.OperatorNamespace {
+		return admission.Allowed("the operator's namespace is never injected")
 	}
 	ns := req.Namespace
 	var ds datav1alpha1.TrainingDataset

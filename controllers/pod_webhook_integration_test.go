@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -50,13 +52,41 @@ func podWebhookConfiguration() *admissionregistrationv1.MutatingWebhookConfigura
 	}
 }
 
-// serveWebhook serves the pod webhook from the test process until the test ends.
+// validatedNamespace labels the namespaces whose TrainingDatasets go
+// through the validating webhook here: the other tests create datasets
+// while no webhook is served.
+const validatedNamespace = "shardfeed.io/test-validation"
+
+// datasetWebhookConfiguration is the TrainingDataset validating webhook as
+// the chart installs it (there for every namespace).
+func datasetWebhookConfiguration() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	path := controllers.DatasetWebhookPath
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "shardfeed-validation"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:         "trainingdatasets.shardfeed.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Name: "x", Namespace: "x", Path: &path}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{datav1alpha1.GroupVersion.Group}, APIVersions: []string{"v1alpha1"}, Resources: []string{"trainingdatasets"}}}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{validatedNamespace: "true"}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+}
+
+// serveWebhook serves the webhooks from the test process until the test ends.
 func serveWebhook(t *testing.T) {
 	t.Helper()
 	host, port, certDir := apiServer.Webhooks()
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir})
 	srv.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
 		Reader: apiServer.Client, Writer: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme), DefaultImage: "ghcr.io/shardfeed/shardfeed:test",
+	}})
+	srv.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
+		Reader: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme),
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -286,5 +316,83 @@ func TestIntegrationPodWebhookPreparesEachJobsStateAndAccess(t *testing.T) {
 	}
 	if got := pod.Spec.InitContainers[0].Image; got != "registry.local/shardfeed:0.1" {
 		t.Errorf("the sidecar image is %q, want the job's pinned one", got)
+	}
+}
+
+// warningsCollector keeps the API server's warnings.
+type warningsCollector struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warningsCollector) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+func TestIntegrationDatasetWebhookRejectsWhatCELCannotCheck(t *testing.T) {
+	serveWebhook(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	var nsObj corev1.Namespace
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Name: ns}, &nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels[validatedNamespace] = "true"
+	if err := apiServer.Client.Update(ctx, &nsObj); err != nil {
+		t.Fatal(err)
+	}
+	warnings := &warningsCollector{}
+	cfg := rest.CopyConfig(apiServer.Config)
+	cfg.WarningHandler = warnings
+	c, err := client.New(cfg, client.Options{Scheme: apiServer.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataset := func(name string, sidecar datav1alpha1.SidecarSpec, streams ...datav1alpha1.Stream) *datav1alpha1.TrainingDataset {
+		if len(streams) == 0 {
+			streams = []datav1alpha1.Stream{{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/"}}}
+		}
+		return &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: datav1alpha1.TrainingDatasetSpec{Streams: streams, NumSplits: 2, GlobalBatchSize: 8, Sidecar: sidecar}}
+	}
+	q := resource.MustParse
+	tests := []struct {
+		name string
+		ds   *datav1alpha1.TrainingDataset
+		says string
+	}{
+		{"an image that is not a reference", dataset("img", datav1alpha1.SidecarSpec{Image: "Registry/Shardfeed:latest"}), "spec.sidecar.image"},
+		{"a request above its limit", dataset("res", datav1alpha1.SidecarSpec{Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{"memory": q("4Gi")}, Limits: corev1.ResourceList{"memory": q("1Gi")}}}), "raise the limit or lower the request"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := c.Create(ctx, tt.ds)
+			if err == nil || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("got %v, want a rejection saying %q", err, tt.says)
+			}
+		})
+	}
+
+	// Valid, with warnings: a Secret that does not exist yet, the same
+	// source twice.
+	ok := dataset("ok", datav1alpha1.SidecarSpec{Image: "ghcr.io/shardfeed/shardfeed:v0.1.0"},
+		datav1alpha1.Stream{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "later"}}},
+		datav1alpha1.Stream{Name: "b", Source: datav1alpha1.Source{URI: "s3://data/a/"}})
+	if err := c.Create(ctx, ok); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(warnings.seen, "\n")
+	for _, want := range []string{"Secret " + ns + "/later does not exist yet", `streams "a" and "b" read the same source`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("warnings %q lack %q", all, want)
+		}
+	}
+	// Updates are checked too.
+	ok.Spec.Sidecar.Image = "not a reference"
+	if err := c.Update(ctx, ok); err == nil {
+		t.Error("an update to an invalid image was accepted")
 	}
 }

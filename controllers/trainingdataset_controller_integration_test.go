@@ -43,7 +43,8 @@ var (
 func TestMain(m *testing.M) {
 	var err error
 	if apiServer, err = testenv.StartAPIServerWithWebhooks(envtest.WebhookInstallOptions{
-		MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{podWebhookConfiguration()},
+		MutatingWebhooks:   []*admissionregistrationv1.MutatingWebhookConfiguration{podWebhookConfiguration()},
+		ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{datasetWebhookConfiguration()},
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

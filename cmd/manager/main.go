@@ -1,11 +1,17 @@
 // Command manager runs the shardfeed operator: the TrainingDataset
-// controllers and webhooks, with health probes, metrics and leader election.
+// controller and the webhooks, with health probes, metrics, leader
+// election and its own webhook certificate.
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,74 +24,178 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/controllers"
+	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/version"
 )
 
+// Certificate modes.
+const (
+	certModeSelf     = "self"     // the manager makes and rotates its certificate
+	certModeExternal = "external" // cert-manager (or anything else) fills --cert-dir
+)
+
+type options struct {
+	metricsAddr, probeAddr string
+	leaderElect            bool
+	webhookPort            int
+	certDir, certMode      string
+	namespace              string
+	webhookService         string
+	webhookSecret          string
+	webhookHosts           string
+	mutatingConfig         string
+	validatingConfig       string
+	sidecarImage           string
+	showVersion            bool
+}
+
 func main() {
-	var (
-		metricsAddr, probeAddr string
-		leaderElect            bool
-		showVersion            bool
-	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to; 0 disables it")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the health probes bind to")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one replica of the manager is active")
-	flag.BoolVar(&showVersion, "version", false, "print the version and exit")
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
+	var o options
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to; 0 disables it")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health probes bind to")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica runs the controller (every replica serves the webhooks)")
+	flag.IntVar(&o.webhookPort, "webhook-port", 9443, "port the webhooks are served on (TLS)")
+	flag.StringVar(&o.certDir, "cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"), "directory of the webhook's tls.crt and tls.key")
+	flag.StringVar(&o.certMode, "cert-mode", certModeSelf, "who provides the webhook certificate: self (the manager makes, stores, publishes and rotates it) or external (cert-manager or a mounted Secret fills --cert-dir)")
+	flag.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the operator's namespace (default $POD_NAMESPACE): where the certificate Secret lives and where pods are never injected")
+	flag.StringVar(&o.webhookService, "webhook-service", "shardfeed-webhook", "the webhook Service's name: the certificate covers <service>.<namespace>.svc")
+	flag.StringVar(&o.webhookSecret, "webhook-secret", "shardfeed-webhook-cert", "the Secret that holds the webhook CA and certificate (with --cert-mode=self)")
+	flag.StringVar(&o.webhookHosts, "webhook-hosts", "", "more names or IPs for the certificate, comma-separated (e.g. 127.0.0.1 for a webhook reached by URL)")
+	flag.StringVar(&o.mutatingConfig, "mutating-webhook-configuration", "shardfeed-pod-injection", "the MutatingWebhookConfiguration whose caBundle the manager keeps (with --cert-mode=self)")
+	flag.StringVar(&o.validatingConfig, "validating-webhook-configuration", "shardfeed-validation", "the ValidatingWebhookConfiguration whose caBundle the manager keeps (with --cert-mode=self)")
+	flag.StringVar(&o.sidecarImage, "sidecar-image", envOr("SHARDFEED_SIDECAR_IMAGE", "ghcr.io/shardfeed/shardfeed:"+version.Get().Version), "the sidecar image for datasets that do not name one (jobs keep the image they started with)")
+	flag.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine) // --zap-log-level=debug|info|error, --zap-devel, …
 	flag.Parse()
 
-	if showVersion {
+	if o.showVersion {
 		fmt.Println(version.Get())
 		return
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	log := ctrl.Log.WithName("setup")
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "The manager stopped")
+		os.Exit(1)
+	}
+}
 
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(ctx context.Context, o options) error {
+	log := ctrl.Log.WithName("setup")
+	if o.certMode != certModeSelf && o.certMode != certModeExternal {
+		return fmt.Errorf("--cert-mode=%q: use %s or %s", o.certMode, certModeSelf, certModeExternal)
+	}
+	if o.namespace == "" {
+		return errors.New("--namespace (or $POD_NAMESPACE) is required: the certificate Secret lives there and its pods are never injected; the chart sets it from the downward API")
+	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(datav1alpha1.AddToScheme(scheme))
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("finding the cluster (in-cluster config or $KUBECONFIG): %w", err)
+	}
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	var keeper *certs.Keeper
+	if o.certMode == certModeSelf {
+		// The webhook server reads its certificate when it starts: make
+		// it first, with a direct client (no cache runs yet).
+		direct, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return err
+		}
+		keeper = &certs.Keeper{Client: direct, Options: certOptions(o)}
+		if err := keeper.Ensure(ctx); err != nil {
+			return fmt.Errorf("webhook certificate: %w", err)
+		}
+	}
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		// Only the ConfigMaps shardfeed writes are cached, not the
 		// cluster's; Secrets are read directly, never cached.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{configmaps.LabelManagedBy: configmaps.ManagedBy})},
 		}},
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         leaderElect,
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.probeAddr,
+		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "shardfeed-manager.shardfeed.io",
+		WebhookServer:          webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.certDir}),
 	})
 	if err != nil {
-		log.Error(err, "Could not create the manager")
-		os.Exit(1)
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if keeper != nil {
+		if err := mgr.Add(keeper); err != nil {
+			return err
+		}
 	}
 	if err := (&controllers.TrainingDatasetReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("shardfeed-operator"),
 	}).SetupWithManager(mgr); err != nil {
-		log.Error(err, "Could not set up the TrainingDataset controller")
-		os.Exit(1)
+		return fmt.Errorf("setting up the TrainingDataset controller: %w", err)
 	}
+	decoder := admission.NewDecoder(scheme)
+	hooks := mgr.GetWebhookServer()
+	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
+		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Decoder: decoder, DefaultImage: o.sidecarImage,
+		OperatorNamespace: o.namespace,
+	}})
+	hooks.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
+		Reader: mgr.GetAPIReader(), Decoder: decoder,
+	}})
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		log.Error(err, "Could not add the health check")
-		os.Exit(1)
+		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		log.Error(err, "Could not add the readiness check")
-		os.Exit(1)
+	// Ready once the webhook server answers: pods are not admitted before.
+	if err := mgr.AddReadyzCheck("webhooks", hooks.StartedChecker()); err != nil {
+		return err
 	}
+	log.Info("Starting the manager", "version", version.Get().Version, "certMode", o.certMode, "webhookPort", o.webhookPort,
+		"sidecarImage", o.sidecarImage)
+	return mgr.Start(ctx)
+}
 
-	log.Info("Starting the manager", "version", version.Get().Version)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		log.Error(err, "The manager stopped with an error")
-		os.Exit(1)
+// The certificate's Secret, in the operator's namespace only (the
+// Helm chart and kustomize set the namespace), and the caBundle of the
+// operator's two webhook configurations, by name.
+// +kubebuilder:rbac:groups="",namespace=shardfeed-system,resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",namespace=shardfeed-system,resources=secrets,resourceNames=shardfeed-webhook-cert,verbs=get;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,resourceNames=shardfeed-pod-injection;shardfeed-validation,verbs=get;update
+
+// certOptions: what the self-made certificate covers and where it goes.
+func certOptions(o options) certs.Options {
+	svc := o.webhookService + "." + o.namespace + ".svc"
+	c := certs.Options{
+		Namespace: o.namespace, SecretName: o.webhookSecret, CertDir: o.certDir,
+		DNSNames:         []string{svc, svc + ".cluster.local"},
+		MutatingWebhooks: []string{o.mutatingConfig}, ValidatingWebhooks: []string{o.validatingConfig},
 	}
+	for _, h := range strings.Split(o.webhookHosts, ",") {
+		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		if ip := net.ParseIP(h); ip != nil {
+			c.IPs = append(c.IPs, ip)
+		} else {
+			c.DNSNames = append(c.DNSNames, h)
+		}
+	}
+	return c
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,37 +45,54 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	webhooks := []string{"Service", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+	helm := []string{filepath.Join(bin, "helm"), "template", "shardfeed", filepath.Join(root, "charts", "shardfeed"),
+		"--namespace", "default", "--include-crds"}
 	tests := []struct {
 		name  string
 		cmd   []string
 		kinds []string // kinds that must be among the rendered objects
 	}{
 		{
-			name:  "kustomize config/default",
-			cmd:   []string{filepath.Join(bin, "kubectl"), "kustomize", filepath.Join(root, "config", "default")},
-			kinds: []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Deployment"},
+			name: "kustomize config/default",
+			cmd:  []string{filepath.Join(bin, "kubectl"), "kustomize", filepath.Join(root, "config", "default")},
+			kinds: append([]string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
+				"Deployment"}, webhooks...),
 		},
 		{
-			name: "helm chart",
-			cmd: []string{filepath.Join(bin, "helm"), "template", "shardfeed", filepath.Join(root, "charts", "shardfeed"),
-				"--namespace", "default", "--include-crds"},
-			kinds: []string{"CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Deployment"},
+			name:  "helm chart",
+			cmd:   helm,
+			kinds: append([]string{"CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Deployment"}, webhooks...),
+		},
+		{
+			// cert-manager's own kinds are only rendered: this API server
+			// has no cert-manager.
+			name:  "helm chart with cert-manager",
+			cmd:   append(append([]string{}, helm...), "--set", "webhook.certManager.enabled=true"),
+			kinds: append([]string{"Certificate", "Issuer", "Deployment"}, webhooks...),
 		},
 	}
-	// The manager's rules as controller-gen generates them from the markers.
-	generated := render(t, []string{"cat", filepath.Join(root, "config", "rbac", "role.yaml")})
-	if len(generated) != 1 {
-		t.Fatalf("config/rbac/role.yaml holds %d objects, want the one ClusterRole", len(generated))
+	// The manager's rules as controller-gen generates them from the
+	// markers: one ClusterRole, and one Role in the operator's namespace.
+	wantRules := map[string]any{}
+	for _, obj := range render(t, []string{"cat", filepath.Join(root, "config", "rbac", "role.yaml")}) {
+		wantRules[obj.GetKind()] = obj.Object["rules"]
 	}
-	wantRules := generated[0].Object["rules"]
+	if len(wantRules) != 2 || wantRules["ClusterRole"] == nil || wantRules["Role"] == nil {
+		t.Fatalf("config/rbac/role.yaml holds %v, want a ClusterRole and a Role", wantRules)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			objs := render(t, tt.cmd)
 			seen := map[string]bool{}
 			for _, obj := range objs {
 				seen[obj.GetKind()] = true
-				if obj.GetKind() == "ClusterRole" && !reflect.DeepEqual(obj.Object["rules"], wantRules) {
-					t.Errorf("ClusterRole %s has rules %v, the markers generate %v: update it (make manifests; the chart by hand)", obj.GetName(), obj.Object["rules"], wantRules)
+				manager := strings.HasSuffix(obj.GetName(), "-manager")
+				if want, ok := wantRules[obj.GetKind()]; ok && manager && !reflect.DeepEqual(obj.Object["rules"], want) {
+					t.Errorf("%s %s has rules %v, the markers generate %v: update it (make manifests; the chart by hand)", obj.GetKind(), obj.GetName(), obj.Object["rules"], want)
+				}
+				if strings.HasSuffix(obj.GetAPIVersion(), "cert-manager.io/v1") || obj.GetAPIVersion() == "cert-manager.io/v1" {
+					continue
 				}
 				// Server-side apply, as a user's kubectl apply --server-side
 				// would; forced because envtest installed the CRD already.

@@ -1,0 +1,223 @@
+//go:build integration
+
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+)
+
+var (
+	apiServer *testenv.APIServer
+	binary    string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "shardfeed-manager-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	binary = filepath.Join(dir, "manager")
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		log.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", binary, "./cmd/manager")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		log.Fatalf("building the manager: %v", err)
+	}
+	if apiServer, err = testenv.StartAPIServer(); err != nil {
+		log.Fatal(err)
+	}
+	code := m.Run()
+	_ = apiServer.Stop()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// webhookConfigurations are the chart's two configurations, reaching the
+// manager by URL (this API server has no Service network) and without a
+// caBundle: the manager fills it in.
+func webhookConfigurations(port int, operatorNS string) []client.Object {
+	url := func(path string) *string { s := fmt.Sprintf("https://127.0.0.1:%d%s", port, path); return &s }
+	notOperator := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{operatorNS}}}}
+	return []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: "shardfeed-pod-injection"},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{{
+				Name: "pods.shardfeed.io", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: url("/mutate-v1-pod")},
+				Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
+				ObjectSelector:    &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: inject.LabelDataset, Operator: metav1.LabelSelectorOpExists}}},
+				NamespaceSelector: notOperator, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), AdmissionReviewVersions: []string{"v1"},
+				ReinvocationPolicy: ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
+			}},
+		},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: "shardfeed-validation"},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+				Name: "trainingdatasets.shardfeed.io", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: url("/validate-data-shardfeed-io-v1alpha1-trainingdataset")},
+				Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{"data.shardfeed.io"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"trainingdatasets"}}}},
+				FailurePolicy: ptr.To(admissionregistrationv1.Fail), SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone),
+				AdmissionReviewVersions: []string{"v1"},
+			}},
+		},
+	}
+}
+
+// The manager binary, on a real API server: it makes its certificate,
+// publishes the CA in both webhook configurations, and the API server then
+// calls its webhooks over TLS.
+func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) {
+	ctx := context.Background()
+	c := apiServer.Client
+	operatorNS := "shardfeed-system"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNS}}); err != nil {
+		t.Fatal(err)
+	}
+	port, probes := freePort(t), freePort(t)
+	for _, obj := range webhookConfigurations(port, operatorNS) {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
+	}
+
+	cmd := exec.Command(binary, "--namespace="+operatorNS, "--cert-mode=self", "--webhook-hosts=127.0.0.1",
+		fmt.Sprintf("--webhook-port=%d", port), "--cert-dir="+t.TempDir(), "--metrics-bind-address=0",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), "--sidecar-image=registry.local/shardfeed:e2e")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+apiServer.Kubeconfig(t))
+	logs, err := os.Create(filepath.Join(t.TempDir(), "manager.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		if t.Failed() {
+			out, _ := os.ReadFile(logs.Name())
+			t.Logf("manager log:\n%s", out)
+		}
+	})
+	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probes)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		resp, err := http.Get(ready) //nolint:gosec,noctx // a local probe
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the manager is not ready after 60 s: %v", err)
+		}
+	}
+
+	// The CA is published and the certificate stored.
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := c.Get(ctx, client.ObjectKey{Name: "shardfeed-pod-injection"}, &mwc); err != nil || len(mwc.Webhooks[0].ClientConfig.CABundle) == 0 {
+		t.Fatalf("the pod webhook has no caBundle (%v)", err)
+	}
+	var secret corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: "shardfeed-webhook-cert"}, &secret); err != nil || len(secret.Data["tls.crt"]) == 0 {
+		t.Fatalf("no certificate Secret (%v)", err)
+	}
+
+	// The API server calls the validating webhook over TLS.
+	ns := apiServer.Namespace(t)
+	bad := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
+		Streams: []datav1alpha1.Stream{{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/"}}}, NumSplits: 2, GlobalBatchSize: 8,
+		Sidecar: datav1alpha1.SidecarSpec{Image: "Not/A/Reference"}}}
+	if err := c.Create(ctx, bad); err == nil || !strings.Contains(err.Error(), "spec.sidecar.image") {
+		t.Fatalf("got %v, want the validating webhook's rejection", err)
+	}
+	ds := bad.DeepCopy()
+	ds.Name, ds.Spec.Sidecar.Image = "web", ""
+	if err := c.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+
+	// ... and the pod webhook: an Indexed Job's pod gets the sidecar.
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: ns}, Spec: batchv1.JobSpec{
+		Completions: ptr.To[int32](2), Parallelism: ptr.To[int32](2), CompletionMode: ptr.To(batchv1.IndexedCompletion),
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}, RestartPolicy: corev1.RestartPolicyNever}}}}
+	if err := c.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(ns string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "train-0-", Namespace: ns,
+				Labels:          map[string]string{inject.LabelDataset: "web"},
+				Annotations:     map[string]string{inject.JobCompletionIndex: "0"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}, RestartPolicy: corev1.RestartPolicyNever},
+		}
+	}
+	p := pod(ns)
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if !inject.Injected(p) || p.Spec.InitContainers[0].Image != "registry.local/shardfeed:e2e" {
+		t.Fatalf("the pod was not injected with the manager's sidecar image: %+v", p.Spec.InitContainers)
+	}
+	// Never in the operator's namespace.
+	own := pod(operatorNS)
+	own.OwnerReferences = nil
+	if err := c.Create(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	if inject.Injected(own) {
+		t.Fatal("a pod in the operator's namespace was injected")
+	}
+
+	// SIGTERM stops it cleanly.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the manager exited with %v after SIGTERM", err)
+	}
+}

@@ -1,0 +1,118 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/distribution/reference"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/sidecar/store"
+)
+
+// DatasetWebhookPath is where the TrainingDataset validating webhook is
+// served.
+const DatasetWebhookPath = "/validate-data-shardfeed-io-v1alpha1-trainingdataset"
+
+// DatasetValidator checks what the CRD schema and its CEL rules cannot: an
+// image reference's grammar, the sidecar's resources (requests within
+// limits, known resource names: otherwise every pod of the job would be
+// rejected later with a less clear message), and, as warnings, Secrets
+// that do not exist yet and streams that read the same data twice.
+type DatasetValidator struct {
+	// Reader reads the referenced Secrets (directly: they are not cached).
+	Reader  ctrl.Reader
+	Decoder admission.Decoder
+}
+
+// +kubebuilder:webhook:path=/validate-data-shardfeed-io-v1alpha1-trainingdataset,mutating=false,failurePolicy=fail,sideEffects=None,groups=data.shardfeed.io,resources=trainingdatasets,verbs=create;update,versions=v1alpha1,name=trainingdatasets.shardfeed.io,admissionReviewVersions=v1,timeoutSeconds=10
+
+// Handle validates a TrainingDataset on create and update.
+func (v *DatasetValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	var ds datav1alpha1.TrainingDataset
+	if err := v.Decoder.Decode(req, &ds); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if problems := Validate(&ds.Spec); len(problems) > 0 {
+		return admission.Denied(fmt.Sprintf("TrainingDataset %s: %s", ds.Name, strings.Join(problems, "; ")))
+	}
+	warnings, err := v.warnings(ctx, req.Namespace, &ds)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// Validate returns what is wrong with spec beyond its schema, each with
+// the fix.
+func Validate(spec *datav1alpha1.TrainingDatasetSpec) []string {
+	var problems []string
+	if img := spec.Sidecar.Image; img != "" {
+		if _, err := reference.ParseNormalizedNamed(img); err != nil {
+			problems = append(problems, fmt.Sprintf("spec.sidecar.image %q is not an image reference (%v): write registry/repository:tag or @sha256:digest, e.g. ghcr.io/shardfeed/shardfeed:v0.1.0", img, err))
+		}
+	}
+	res := spec.Sidecar.Resources
+	for _, list := range []struct {
+		field string
+		list  corev1.ResourceList
+	}{{"requests", res.Requests}, {"limits", res.Limits}} {
+		for name := range list.list {
+			if !containerResource(name) {
+				problems = append(problems, fmt.Sprintf("spec.sidecar.resources.%s.%s is not a container resource: use cpu, memory, ephemeral-storage or hugepages-<size>", list.field, name))
+			}
+		}
+	}
+	for name, req := range res.Requests {
+		if limit, ok := res.Limits[name]; ok && req.Cmp(limit) > 0 {
+			problems = append(problems, fmt.Sprintf("spec.sidecar.resources.requests.%s (%s) is above its limit (%s): every pod would be rejected; raise the limit or lower the request",
+				name, req.String(), limit.String()))
+		}
+	}
+	if len(res.Claims) > 0 {
+		problems = append(problems, "spec.sidecar.resources.claims is not supported: the sidecar needs no dynamic resources; remove it")
+	}
+	return problems
+}
+
+func containerResource(name corev1.ResourceName) bool {
+	switch name {
+	case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
+		return true
+	}
+	return strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
+}
+
+// warnings are what kubectl shows without refusing: a Secret may be
+// created after the dataset (the reconciler then waits for it).
+func (v *DatasetValidator) warnings(ctx context.Context, ns string, ds *datav1alpha1.TrainingDataset) ([]string, error) {
+	var out []string
+	seen := map[string]string{}
+	for _, s := range ds.Spec.Streams {
+		if other, dup := seen[s.Source.URI]; dup {
+			out = append(out, fmt.Sprintf("streams %q and %q read the same source %s: their samples count twice", other, s.Name, s.Source.URI))
+		}
+		seen[s.Source.URI] = s.Name
+		ref := s.Source.CredentialsSecretRef
+		if ref == nil {
+			continue
+		}
+		var secret corev1.Secret
+		err := v.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: ref.Name}, &secret)
+		switch {
+		case apierrors.IsNotFound(err):
+			out = append(out, fmt.Sprintf("stream %q: Secret %s/%s does not exist yet: create it with the keys %s and %s", s.Name, ns, ref.Name, store.AccessKeyFile, store.SecretKeyFile))
+		case err != nil:
+			return nil, fmt.Errorf("reading Secret %s/%s: %w", ns, ref.Name, err)
+		case len(secret.Data[store.AccessKeyFile]) == 0 || len(secret.Data[store.SecretKeyFile]) == 0:
+			out = append(out, fmt.Sprintf("stream %q: Secret %s/%s lacks the keys %s and %s", s.Name, ns, ref.Name, store.AccessKeyFile, store.SecretKeyFile))
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,51 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+)
+
+func TestValidateSpec(t *testing.T) {
+	q := resource.MustParse
+	tests := []struct {
+		name    string
+		sidecar datav1alpha1.SidecarSpec
+		says    []string // empty: valid
+	}{
+		{name: "defaults"},
+		{name: "a tagged image", sidecar: datav1alpha1.SidecarSpec{Image: "ghcr.io/shardfeed/shardfeed:v0.1.0"}},
+		{name: "a digest", sidecar: datav1alpha1.SidecarSpec{Image: "registry.local:5000/shardfeed@sha256:" + strings.Repeat("a", 64)}},
+		{name: "upper case", sidecar: datav1alpha1.SidecarSpec{Image: "GHCR.io/Shardfeed"}, says: []string{"spec.sidecar.image", "not an image reference"}},
+		{name: "a bad digest", sidecar: datav1alpha1.SidecarSpec{Image: "shardfeed@sha256:abc"}, says: []string{"spec.sidecar.image"}},
+		{name: "two tags", sidecar: datav1alpha1.SidecarSpec{Image: "shardfeed:a:b"}, says: []string{"spec.sidecar.image"}},
+		{name: "requests within limits", sidecar: datav1alpha1.SidecarSpec{Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{"cpu": q("500m"), "memory": q("1Gi")}, Limits: corev1.ResourceList{"memory": q("1Gi")}}}},
+		{name: "a request above its limit", sidecar: datav1alpha1.SidecarSpec{Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{"memory": q("2Gi")}, Limits: corev1.ResourceList{"memory": q("1Gi")}}},
+			says: []string{"requests.memory (2Gi) is above its limit (1Gi)"}},
+		{name: "an unknown resource", sidecar: datav1alpha1.SidecarSpec{Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{"gpu": q("1")}}}, says: []string{"limits.gpu is not a container resource"}},
+		{name: "hugepages", sidecar: datav1alpha1.SidecarSpec{Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{"hugepages-2Mi": q("1Gi")}}}},
+		{name: "claims", sidecar: datav1alpha1.SidecarSpec{Resources: corev1.ResourceRequirements{
+			Claims: []corev1.ResourceClaim{{Name: "x"}}}}, says: []string{"claims is not supported"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := strings.Join(Validate(&datav1alpha1.TrainingDatasetSpec{Sidecar: tt.sidecar}), "; ")
+			if len(tt.says) == 0 && got != "" {
+				t.Fatalf("rejected: %s", got)
+			}
+			for _, s := range tt.says {
+				if !strings.Contains(got, s) {
+					t.Errorf("got %q, want it to say %q", got, s)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,416 @@
+// Package certs keeps the webhook's serving certificate without manual
+// steps: a CA and a serving certificate in a Secret of the operator's
+// namespace, the files the webhook server reads, and the CA in the
+// caBundle of the operator's webhook configurations. Every replica runs
+// it; writes carry the Secret's resourceVersion, so two replicas rotating
+// at once agree on one certificate.
+package certs
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Keys of the Secret.
+const (
+	KeyCACert = "ca.crt"
+	KeyCAKey  = "ca.key"
+	KeyCert   = corev1.TLSCertKey       // tls.crt
+	KeyKey    = corev1.TLSPrivateKeyKey // tls.key
+)
+
+// Options say what to certify and where to put it.
+type Options struct {
+	// Namespace and SecretName: where the CA and the certificate live.
+	Namespace, SecretName string
+	// DNSNames and IPs the serving certificate covers (the webhook
+	// Service's names: <service>.<namespace>.svc and .svc.cluster.local).
+	DNSNames []string
+	IPs      []net.IP
+	// CertDir receives tls.crt and tls.key for the webhook server.
+	CertDir string
+	// MutatingWebhooks and ValidatingWebhooks are the configurations whose
+	// caBundle is kept equal to the CA (missing ones are skipped: the
+	// chart may not install all of them).
+	MutatingWebhooks, ValidatingWebhooks []string
+	// CAValidity and CertValidity; a certificate is renewed when a third
+	// of its validity is left. Defaults: 10 years and 1 year.
+	CAValidity, CertValidity time.Duration
+	// Interval between checks when running as a manager Runnable (1 h).
+	Interval time.Duration
+	// Now is the clock (tests move it).
+	Now func() time.Time
+}
+
+// Keeper keeps the certificate. Ensure once before the webhook server
+// starts (it needs the files), then Start keeps it fresh.
+type Keeper struct {
+	// Client reads and writes the Secret and the webhook configurations
+	// directly (not from a cache: the first Ensure runs before one).
+	Client client.Client
+	Options
+}
+
+func (k *Keeper) defaults() {
+	if k.CAValidity == 0 {
+		k.CAValidity = 10 * 365 * 24 * time.Hour
+	}
+	if k.CertValidity == 0 {
+		k.CertValidity = 365 * 24 * time.Hour
+	}
+	if k.Interval == 0 {
+		k.Interval = time.Hour
+	}
+	if k.Now == nil {
+		k.Now = time.Now
+	}
+}
+
+// NeedLeaderElection is false: every replica serves the webhook.
+func (k *Keeper) NeedLeaderElection() bool { return false }
+
+// Start implements manager.Runnable: Ensure every Interval until ctx ends.
+func (k *Keeper) Start(ctx context.Context) error {
+	k.defaults()
+	t := time.NewTicker(k.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := k.Ensure(ctx); err != nil {
+				// The current certificate is still valid for a third of
+				// its life: log and try again at the next tick.
+				log.FromContext(ctx).Error(err, "Could not renew the webhook certificate; retrying", "secret", k.Namespace+"/"+k.SecretName)
+			}
+		}
+	}
+}
+
+// Ensure makes the Secret hold a valid CA and serving certificate, writes
+// the certificate to CertDir and the CA to the webhook configurations.
+func (k *Keeper) Ensure(ctx context.Context) error {
+	k.defaults()
+	var bundle *bundle
+	for range 5 {
+		b, err := k.ensureSecret(ctx)
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			continue // another replica wrote first: use its certificate
+		}
+		if err != nil {
+			return err
+		}
+		bundle = b
+		break
+	}
+	if bundle == nil {
+		return fmt.Errorf("secret %s/%s: too many conflicting writes", k.Namespace, k.SecretName)
+	}
+	if err := writeFiles(k.CertDir, bundle.certPEM, bundle.keyPEM); err != nil {
+		return err
+	}
+	return k.injectCABundle(ctx, bundle.caBundle)
+}
+
+type bundle struct {
+	certPEM, keyPEM, caBundle []byte
+}
+
+// ensureSecret reads the Secret and renews what is missing or ageing.
+func (k *Keeper) ensureSecret(ctx context.Context) (*bundle, error) {
+	var secret corev1.Secret
+	err := k.Client.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: k.SecretName}, &secret)
+	create := apierrors.IsNotFound(err)
+	if err != nil && !create {
+		return nil, fmt.Errorf("reading Secret %s/%s: %w", k.Namespace, k.SecretName, err)
+	}
+	now := k.Now()
+	data := secret.Data
+	ca, caKey, caErr := parsePair(data[KeyCACert], data[KeyCAKey])
+	var why string
+	switch {
+	case caErr != nil:
+		why = "no valid CA: " + caErr.Error()
+	case k.ageing(ca, now):
+		why = fmt.Sprintf("the CA expires on %s", ca.NotAfter.Format(time.RFC3339))
+	}
+	changed := false
+	oldCA := data[KeyCACert]
+	if why != "" {
+		if ca, caKey, err = k.newCA(now); err != nil {
+			return nil, err
+		}
+		keyPEM, err := encodeKey(caKey)
+		if err != nil {
+			return nil, err
+		}
+		data = map[string][]byte{KeyCACert: encodeCert(ca), KeyCAKey: keyPEM}
+		changed = true
+		log.FromContext(ctx).Info("Made a new webhook CA", "secret", k.Namespace+"/"+k.SecretName, "why", why)
+	}
+	cert, _, certErr := parsePair(data[KeyCert], data[KeyKey])
+	why = ""
+	switch {
+	case certErr != nil:
+		why = "no valid certificate: " + certErr.Error()
+	case cert.CheckSignatureFrom(ca) != nil:
+		why = "the certificate is not signed by the CA"
+	case k.ageing(cert, now):
+		why = fmt.Sprintf("the certificate expires on %s", cert.NotAfter.Format(time.RFC3339))
+	case !k.covers(cert):
+		why = fmt.Sprintf("the certificate covers %v %v, not %v %v", cert.DNSNames, cert.IPAddresses, k.DNSNames, k.IPs)
+	}
+	if why != "" {
+		certPEM, keyPEM, err := k.newCert(ca, caKey, now)
+		if err != nil {
+			return nil, err
+		}
+		data[KeyCert], data[KeyKey] = certPEM, keyPEM
+		changed = true
+		log.FromContext(ctx).Info("Made a new webhook serving certificate", "secret", k.Namespace+"/"+k.SecretName, "why", why)
+	}
+	// While clients may still hold the old CA, trust both.
+	caBundle := data[KeyCACert]
+	if old, err := parseCert(oldCA); err == nil && !bytes.Equal(oldCA, data[KeyCACert]) && now.Before(old.NotAfter) {
+		caBundle = append(append([]byte{}, caBundle...), oldCA...)
+	}
+	if changed {
+		secret.Data = data
+		secret.Type = corev1.SecretTypeOpaque
+		if create {
+			secret.ObjectMeta = metav1.ObjectMeta{Name: k.SecretName, Namespace: k.Namespace,
+				Labels: map[string]string{"app.kubernetes.io/managed-by": "shardfeed", "app.kubernetes.io/component": "webhook-certificate"}}
+			err = k.Client.Create(ctx, &secret)
+		} else {
+			err = k.Client.Update(ctx, &secret) // carries the resourceVersion read
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &bundle{certPEM: data[KeyCert], keyPEM: data[KeyKey], caBundle: caBundle}, nil
+}
+
+func (k *Keeper) ageing(c *x509.Certificate, now time.Time) bool {
+	life := c.NotAfter.Sub(c.NotBefore)
+	return c.NotAfter.Sub(now) < life/3
+}
+
+func (k *Keeper) covers(c *x509.Certificate) bool {
+	for _, name := range k.DNSNames {
+		if !slices.Contains(c.DNSNames, name) {
+			return false
+		}
+	}
+	for _, ip := range k.IPs {
+		if !slices.ContainsFunc(c.IPAddresses, ip.Equal) {
+			return false
+		}
+	}
+	return true
+}
+
+func (k *Keeper) newCA(now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	sn, err := serial()
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          sn,
+		Subject:               pkix.Name{CommonName: "shardfeed-webhook-ca", Organization: []string{"shardfeed"}},
+		NotBefore:             now.Add(-time.Hour), // clock skew between nodes
+		NotAfter:              now.Add(k.CAValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("making the webhook CA: %w", err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	return ca, key, err
+}
+
+func (k *Keeper) newCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time.Time) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	sn, err := serial()
+	if err != nil {
+		return nil, nil, err
+	}
+	cn := "shardfeed-webhook"
+	if len(k.DNSNames) > 0 {
+		cn = k.DNSNames[0]
+	}
+	notAfter := now.Add(k.CertValidity)
+	if notAfter.After(ca.NotAfter) {
+		notAfter = ca.NotAfter
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: sn,
+		Subject:      pkix.Name{CommonName: cn, Organization: []string{"shardfeed"}},
+		DNSNames:     k.DNSNames,
+		IPAddresses:  k.IPs,
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("making the webhook serving certificate: %w", err)
+	}
+	if keyPEM, err = encodeKey(key); err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+}
+
+// injectCABundle sets caBundle on every webhook of the configurations.
+func (k *Keeper) injectCABundle(ctx context.Context, caBundle []byte) error {
+	type target struct {
+		kind    string
+		obj     client.Object
+		configs func() []*admissionregistrationv1.WebhookClientConfig
+	}
+	var targets []target
+	for _, name := range k.MutatingWebhooks {
+		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		targets = append(targets, target{"MutatingWebhookConfiguration", cfg, func() (out []*admissionregistrationv1.WebhookClientConfig) {
+			for i := range cfg.Webhooks {
+				out = append(out, &cfg.Webhooks[i].ClientConfig)
+			}
+			return out
+		}})
+	}
+	for _, name := range k.ValidatingWebhooks {
+		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		targets = append(targets, target{"ValidatingWebhookConfiguration", cfg, func() (out []*admissionregistrationv1.WebhookClientConfig) {
+			for i := range cfg.Webhooks {
+				out = append(out, &cfg.Webhooks[i].ClientConfig)
+			}
+			return out
+		}})
+	}
+	for _, t := range targets {
+		kind := t.kind
+		if err := k.Client.Get(ctx, client.ObjectKeyFromObject(t.obj), t.obj); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("reading %s %s: %w", kind, t.obj.GetName(), err)
+		}
+		changed := false
+		for _, c := range t.configs() {
+			if !bytes.Equal(c.CABundle, caBundle) {
+				c.CABundle, changed = caBundle, true
+			}
+		}
+		if !changed {
+			continue
+		}
+		if err := k.Client.Update(ctx, t.obj); err != nil {
+			return fmt.Errorf("setting the caBundle of %s %s: %w", kind, t.obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// writeFiles replaces tls.crt and tls.key in dir when they differ; the
+// webhook server's certificate watcher reloads them.
+func writeFiles(dir string, certPEM, keyPEM []byte) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("webhook certificate directory: %w", err)
+	}
+	// The key first: a watcher that sees a new certificate must find its key.
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{KeyKey, keyPEM}, {KeyCert, certPEM}} {
+		path := filepath.Join(dir, f.name)
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, f.data) {
+			continue
+		}
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, f.data, 0o600); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+func parseCert(certPEM []byte) (*x509.Certificate, error) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, errors.New("no PEM certificate")
+	}
+	return x509.ParseCertificate(block.Bytes)
+}
+
+// parsePair reads a certificate and its key, and checks that they match.
+func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	cert, err := parseCert(certPEM)
+	if err != nil {
+		return nil, nil, err
+	}
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil {
+		return nil, nil, errors.New("no PEM key")
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	pub, ok := cert.PublicKey.(*ecdsa.PublicKey)
+	if !ok || !pub.Equal(key.Public()) {
+		return nil, nil, errors.New("the key does not match the certificate")
+	}
+	return cert, key, nil
+}
+
+func encodeCert(c *x509.Certificate) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+}
+
+func encodeKey(k *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+func serial() (*big.Int, error) {
+	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+}

@@ -11,6 +11,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -46,6 +48,7 @@ type PodInjector struct {
 
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get
+// +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs,verbs=get
 
 // Handle injects the sidecar, or denies a pod that cannot be served.
 func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -142,8 +145,44 @@ func serviceAccount(pod *corev1.Pod) string {
 	return "default"
 }
 
-// owner finds the pod's controlling Job or StatefulSet and its size.
+// pyTorchJobSize reads a Kubeflow PyTorchJob's Master and Worker replicas
+// (unstructured: the Kubeflow API need not be installed, nor its Go module
+// linked). Where it cannot be read, the masters default to Kubeflow's one
+// and the size stays unknown (the pod then needs shardfeed.io/pods).
+func (p *PodInjector) pyTorchJobSize(ctx context.Context, ns, name, apiVersion string) (replicas, masters int, err error) {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind("PyTorchJob")
+	if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return 0, 1, nil
+		}
+		return 0, 0, err
+	}
+	for _, typ := range []string{"Master", "Worker"} {
+		path := []string{"spec", "pytorchReplicaSpecs", typ}
+		if _, has, _ := unstructured.NestedMap(u.Object, path...); !has {
+			continue
+		}
+		n, found, err := unstructured.NestedInt64(u.Object, append(path, "replicas")...)
+		if err != nil {
+			return 0, 0, fmt.Errorf("PyTorchJob %s/%s: spec.pytorchReplicaSpecs.%s.replicas: %w", ns, name, typ, err)
+		}
+		if !found {
+			n = 1 // Kubeflow's default
+		}
+		replicas += int(n)
+		if typ == "Master" {
+			masters = int(n)
+		}
+	}
+	return replicas, masters, nil
+}
+
+// owner finds the pod's controlling Job, StatefulSet or PyTorchJob and its
+// size.
 func (p *PodInjector) owner(ctx context.Context, ns string, pod *corev1.Pod) (inject.Owner, error) {
+	var err error
 	for _, ref := range pod.OwnerReferences {
 		if ref.Controller == nil || !*ref.Controller {
 			continue
@@ -156,6 +195,11 @@ func (p *PodInjector) owner(ctx context.Context, ns string, pod *corev1.Pod) (in
 				return o, err
 			} else if err == nil && job.Spec.Completions != nil {
 				o.Replicas = int(*job.Spec.Completions)
+			}
+		case "PyTorchJob":
+			o.Replicas, o.Masters, err = p.pyTorchJobSize(ctx, ns, ref.Name, ref.APIVersion)
+			if err != nil {
+				return o, err
 			}
 		case "StatefulSet":
 			var sts appsv1.StatefulSet

@@ -16,12 +16,15 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -394,5 +397,84 @@ func TestIntegrationDatasetWebhookRejectsWhatCELCannotCheck(t *testing.T) {
 	ok.Spec.Sidecar.Image = "not a reference"
 	if err := c.Update(ctx, ok); err == nil {
 		t.Error("an update to an invalid image was accepted")
+	}
+}
+
+// pyTorchJobCRD is enough of Kubeflow's PyTorchJob CRD for the webhook to
+// read a job's replicas from the API server.
+func pyTorchJobCRD(t *testing.T) {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "pytorchjobs.kubeflow.org"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "kubeflow.org", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "pytorchjobs", Singular: "pytorchjob", Kind: "PyTorchJob", ListKind: "PyTorchJobList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
+		},
+	}
+	if err := envtest.CreateCRDs(apiServer.Config, []*apiextensionsv1.CustomResourceDefinition{crd}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := envtest.WaitForCRDs(apiServer.Config, []*apiextensionsv1.CustomResourceDefinition{crd}, envtest.CRDInstallOptions{MaxTime: 30 * time.Second, PollInterval: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIntegrationPodWebhookWiresJobSetAndPyTorchJobPods(t *testing.T) {
+	serveWebhook(t)
+	pyTorchJobCRD(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
+		Streams: []datav1alpha1.Stream{{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/"}}}, NumSplits: 8, GlobalBatchSize: 64,
+	}}
+	if err := apiServer.Client.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	sidecarEnv := func(p *corev1.Pod) map[string]string {
+		out := map[string]string{}
+		for _, e := range p.Spec.InitContainers[0].Env {
+			out[e.Name] = e.Value
+		}
+		return out
+	}
+
+	// A JobSet's second Job (of 2), 4 pods each: its pod 3 is rank 7 of 8.
+	job := createJob(t, ns, "llm-workers-1", 4)
+	p := indexedJobPod(ns, job, 3, "web")
+	p.Labels[inject.JobSetName], p.Labels[inject.JobSetUID] = "llm", "js-uid"
+	p.Labels[inject.JobSetJobIndex], p.Labels[inject.JobSetReplicas] = "1", "2"
+	if err := apiServer.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	env := sidecarEnv(p)
+	if env["SHARDFEED_POD_RANK"] != "7" || env["SHARDFEED_PODS"] != "8" || env["SHARDFEED_JOB"] != "llm" || env["SHARDFEED_ATTEMPT"] != "js-uid-0" {
+		t.Errorf("JobSet pod wired as %v", env)
+	}
+
+	// A PyTorchJob with 1 master and 3 workers: worker 1 is rank 2 of 4.
+	ptj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+		"metadata": map[string]any{"name": "pt", "namespace": ns},
+		"spec": map[string]any{"pytorchReplicaSpecs": map[string]any{
+			"Master": map[string]any{"replicas": int64(1)}, "Worker": map[string]any{"replicas": int64(3)}}},
+	}}
+	if err := apiServer.Client.Create(ctx, ptj); err != nil {
+		t.Fatal(err)
+	}
+	worker := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pt-worker-1", Namespace: ns,
+			Labels:          map[string]string{inject.LabelDataset: "web", inject.KubeflowReplicaType: "worker", inject.KubeflowReplicaIndex: "1"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "pt", UID: ptj.GetUID(), Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}},
+	}
+	if err := apiServer.Client.Create(ctx, worker); err != nil {
+		t.Fatal(err)
+	}
+	env = sidecarEnv(worker)
+	if env["SHARDFEED_POD_RANK"] != "2" || env["SHARDFEED_PODS"] != "4" || env["SHARDFEED_JOB"] != "pt" || env["SHARDFEED_ATTEMPT"] != string(ptj.GetUID()) {
+		t.Errorf("PyTorchJob worker wired as %v", env)
 	}
 }

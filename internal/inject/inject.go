@@ -6,8 +6,10 @@
 package inject
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -34,6 +36,19 @@ const (
 	// The Kubernetes index labels/annotations the rank comes from.
 	JobCompletionIndex = "batch.kubernetes.io/job-completion-index"
 	PodIndexLabel      = "apps.kubernetes.io/pod-index"
+
+	// JobSet's labels on its pods (jobset.x-k8s.io/v1alpha2).
+	JobSetName           = "jobset.sigs.k8s.io/jobset-name"
+	JobSetUID            = "jobset.sigs.k8s.io/jobset-uid"
+	JobSetJobIndex       = "jobset.sigs.k8s.io/job-index"
+	JobSetJobGlobalIndex = "jobset.sigs.k8s.io/job-global-index"
+	JobSetReplicas       = "jobset.sigs.k8s.io/replicatedjob-replicas"
+	JobSetGlobalReplicas = "jobset.sigs.k8s.io/global-replicas"
+	JobSetRestartAttempt = "jobset.sigs.k8s.io/restart-attempt"
+
+	// Kubeflow's labels on a PyTorchJob's pods (kubeflow.org/v1).
+	KubeflowReplicaType  = "training.kubeflow.org/replica-type"
+	KubeflowReplicaIndex = "training.kubeflow.org/replica-index"
 )
 
 // Names of what is injected.
@@ -53,12 +68,15 @@ const (
 
 // Owner is what the webhook found out about the pod's controller.
 type Owner struct {
-	// Kind is Job, StatefulSet, or "" for a bare pod.
+	// Kind is Job, StatefulSet, PyTorchJob, or "" for a bare pod.
 	Kind string
 	Name string
 	UID  string
-	// Replicas is the Job's completions or the StatefulSet's replicas.
+	// Replicas is the Job's completions, the StatefulSet's replicas, or a
+	// PyTorchJob's pods (masters and workers).
 	Replicas int
+	// Masters is a PyTorchJob's master replicas (ranks before the workers).
+	Masters int
 }
 
 // Input is everything Inject needs.
@@ -265,6 +283,26 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 		if r >= w.pods {
 			return w, deny("annotation %s=%d is outside the job's %d pods", AnnotationRank, r, w.pods)
 		}
+	case l[JobSetName] != "":
+		// A JobSet's pod: job index × pods per Job + completion index,
+		// computed here (the downward API cannot multiply).
+		r, pods, err := jobSetRank(pod, owner)
+		if err != nil {
+			return w, err
+		}
+		w.rankEnv = corev1.EnvVar{Name: "SHARDFEED_POD_RANK", Value: strconv.Itoa(r)}
+		if w.pods == 0 {
+			w.pods = pods
+		}
+	case l[KubeflowReplicaType] != "":
+		r, err := pyTorchJobRank(pod, owner)
+		if err != nil {
+			return w, err
+		}
+		w.rankEnv = corev1.EnvVar{Name: "SHARDFEED_POD_RANK", Value: strconv.Itoa(r)}
+		if w.pods == 0 && owner.Kind == "PyTorchJob" {
+			w.pods = owner.Replicas
+		}
 	case a[JobCompletionIndex] != "" || l[JobCompletionIndex] != "":
 		w.rankEnv = fieldEnv("metadata.annotations['" + JobCompletionIndex + "']")
 		if w.pods == 0 && owner.Kind == "Job" {
@@ -285,6 +323,66 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 	return w, nil
 }
 
+// jobSetRank is a JobSet pod's rank and the JobSet's pod count: Jobs are
+// numbered across the JobSet (job-global-index; job-index with one
+// replicated Job) and each has the owning Job's completions pods. Replicated
+// Jobs of different sizes need the shardfeed.io annotations.
+func jobSetRank(pod *corev1.Pod, owner Owner) (rank, pods int, err error) {
+	a, l := pod.Annotations, pod.Labels
+	index := func(keys ...string) (int, string, bool) {
+		for _, k := range keys {
+			for _, m := range []map[string]string{l, a} {
+				if v, ok := m[k]; ok {
+					n, err := strconv.Atoi(v)
+					return n, k + "=" + v, err == nil && n >= 0
+				}
+			}
+		}
+		return 0, "", false
+	}
+	job, jobKey, ok := index(JobSetJobGlobalIndex, JobSetJobIndex)
+	if !ok {
+		return 0, 0, deny("JobSet pod without a valid %s or %s label (%s): set the annotations %s and %s", JobSetJobGlobalIndex, JobSetJobIndex, jobKey, AnnotationRank, AnnotationPods)
+	}
+	jobs, jobsKey, ok := index(JobSetGlobalReplicas, JobSetReplicas)
+	if !ok || jobs < 1 {
+		return 0, 0, deny("JobSet pod without a valid %s or %s label (%s): set the annotations %s and %s", JobSetGlobalReplicas, JobSetReplicas, jobsKey, AnnotationRank, AnnotationPods)
+	}
+	completion, key, ok := index(JobCompletionIndex)
+	if !ok {
+		return 0, 0, deny("JobSet pod without a valid %s (%s): use completionMode Indexed in the replicated Job, or set the annotations %s and %s", JobCompletionIndex, key, AnnotationRank, AnnotationPods)
+	}
+	if owner.Kind != "Job" || owner.Replicas < 1 {
+		return 0, 0, deny("cannot tell how many pods each Job of the JobSet has (the pod's Job has no completions): set the annotations %s and %s", AnnotationRank, AnnotationPods)
+	}
+	per := owner.Replicas
+	if job >= jobs || completion >= per {
+		return 0, 0, deny("JobSet pod with %s and %s=%d outside %d Jobs of %d pods", jobKey, JobCompletionIndex, completion, jobs, per)
+	}
+	return job*per + completion, jobs * per, nil
+}
+
+// pyTorchJobRank: the masters first (rank = master index), then the workers
+// (rank = masters + worker index), as torch.distributed numbers them.
+func pyTorchJobRank(pod *corev1.Pod, owner Owner) (int, error) {
+	typ, v := strings.ToLower(pod.Labels[KubeflowReplicaType]), pod.Labels[KubeflowReplicaIndex]
+	i, err := strconv.Atoi(v)
+	if err != nil || i < 0 {
+		return 0, deny("PyTorchJob pod with %s=%q: expected a non-negative index; or set the annotations %s and %s", KubeflowReplicaIndex, v, AnnotationRank, AnnotationPods)
+	}
+	switch typ {
+	case "master":
+		return i, nil
+	case "worker":
+		masters := owner.Masters
+		if owner.Kind != "PyTorchJob" {
+			masters = 1 // the PyTorchJob was not found: Kubeflow's usual single master
+		}
+		return masters + i, nil
+	}
+	return 0, deny("PyTorchJob pod of replica type %q: shardfeed ranks Master and Worker replicas; set the annotations %s and %s for others", typ, AnnotationRank, AnnotationPods)
+}
+
 // JobName is the job's identity: the annotation, else the owner's name,
 // else the pod's.
 func JobName(pod *corev1.Pod, owner Owner) string { return jobName(pod, owner) }
@@ -292,6 +390,9 @@ func JobName(pod *corev1.Pod, owner Owner) string { return jobName(pod, owner) }
 func jobName(pod *corev1.Pod, owner Owner) string {
 	if v := pod.Annotations[AnnotationJob]; v != "" {
 		return v
+	}
+	if v := pod.Labels[JobSetName]; v != "" {
+		return v // not the child Job: the JobSet is the training job
 	}
 	if owner.Name != "" {
 		return owner.Name
@@ -302,8 +403,16 @@ func jobName(pod *corev1.Pod, owner Owner) string {
 	return pod.GenerateName + "job"
 }
 
-// attempt is shared by the pods of one job attempt: the owner's UID.
+// attempt is shared by the pods of one job attempt: the owner's UID (for a
+// JobSet, its UID and restart count: a restart recreates every child Job).
 func attempt(pod *corev1.Pod, owner Owner) string {
+	if l := pod.Labels; l[JobSetName] != "" {
+		id := l[JobSetUID]
+		if id == "" {
+			id = "jobset-" + l[JobSetName]
+		}
+		return id + "-" + cmp.Or(l[JobSetRestartAttempt], "0")
+	}
 	if owner.UID != "" {
 		return owner.UID
 	}

@@ -68,6 +68,18 @@ func TestInjectWiresTheRankOfEveryKindOfOwner(t *testing.T) {
 		{"torchrun elastic", pod(map[string]string{LabelDataset: "web"}, map[string]string{AnnotationRankMode: "client"}), Owner{Kind: "Job", Name: "elastic", UID: "u3", Replicas: 3},
 			"client", "", "", "elastic", "u3", "1"},
 		{"bare pod", pod(map[string]string{LabelDataset: "web"}, nil), Owner{}, "client", "", "", "train-0", "pod-train-0", "1"},
+		// JobSet (also what Kubeflow Trainer v2 runs): Job 1 of 2, 4 pods
+		// each, completion index 3 → rank 7 of 8.
+		{"JobSet", pod(map[string]string{LabelDataset: "web", JobSetName: "llm", JobSetUID: "js1", JobSetJobIndex: "1", JobSetReplicas: "2",
+			JobSetRestartAttempt: "2"}, indexed), Owner{Kind: "Job", Name: "llm-workers-1", UID: "u4", Replicas: 4},
+			"pod", "7", "8", "llm", "js1-2", "1"},
+		{"JobSet with global indexes", pod(map[string]string{LabelDataset: "web", JobSetName: "llm", JobSetJobIndex: "0", JobSetReplicas: "1",
+			JobSetJobGlobalIndex: "1", JobSetGlobalReplicas: "2"}, map[string]string{JobCompletionIndex: "0"}), Owner{Kind: "Job", Name: "llm-b-0", UID: "u5", Replicas: 4},
+			"pod", "4", "8", "llm", "jobset-llm-0", "1"},
+		{"PyTorchJob master", pod(map[string]string{LabelDataset: "web", KubeflowReplicaType: "master", KubeflowReplicaIndex: "0"}, nil),
+			Owner{Kind: "PyTorchJob", Name: "pt", UID: "u6", Replicas: 4, Masters: 1}, "pod", "0", "4", "pt", "u6", "1"},
+		{"PyTorchJob worker", pod(map[string]string{LabelDataset: "web", KubeflowReplicaType: "Worker", KubeflowReplicaIndex: "2"}, nil),
+			Owner{Kind: "PyTorchJob", Name: "pt", UID: "u6", Replicas: 4, Masters: 1}, "pod", "3", "4", "pt", "u6", "1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,6 +200,16 @@ func TestInjectDeniesPodsThatCannotBeServed(t *testing.T) {
 		{"rank outside the pods", pod(nil, map[string]string{AnnotationRank: "5", AnnotationPods: "4"}), Owner{}, nil, "outside the job's 4 pods"},
 		{"bad procs per pod", pod(nil, map[string]string{AnnotationProcsPerPod: "two"}), Owner{}, nil, "must be a positive integer"},
 		{"indexed pod of unknown size", pod(nil, map[string]string{JobCompletionIndex: "0"}), Owner{}, nil, "set the annotation shardfeed.io/pods"},
+		{"JobSet pod with no job index", pod(map[string]string{JobSetName: "llm", JobSetReplicas: "2"}, map[string]string{JobCompletionIndex: "0"}),
+			Owner{Kind: "Job", Replicas: 4}, nil, "without a valid jobset.sigs.k8s.io/job-global-index"},
+		{"JobSet pod not Indexed", pod(map[string]string{JobSetName: "llm", JobSetJobIndex: "0", JobSetReplicas: "2"}, nil),
+			Owner{Kind: "Job", Replicas: 4}, nil, "use completionMode Indexed"},
+		{"JobSet index outside", pod(map[string]string{JobSetName: "llm", JobSetJobIndex: "2", JobSetReplicas: "2"}, map[string]string{JobCompletionIndex: "0"}),
+			Owner{Kind: "Job", Replicas: 4}, nil, "outside 2 Jobs of 4 pods"},
+		{"PyTorchJob replica type unknown", pod(map[string]string{KubeflowReplicaType: "ps", KubeflowReplicaIndex: "0"}, nil),
+			Owner{Kind: "PyTorchJob", Replicas: 4, Masters: 1}, nil, `replica type "ps"`},
+		{"PyTorchJob bad index", pod(map[string]string{KubeflowReplicaType: "worker", KubeflowReplicaIndex: "x"}, nil),
+			Owner{Kind: "PyTorchJob", Replicas: 4, Masters: 1}, nil, "expected a non-negative index"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -39,7 +41,14 @@ type PodInjector struct {
 	// OperatorNamespace is never injected (the webhook configuration
 	// excludes it too): the operator must start whatever the webhook does.
 	OperatorNamespace string
+
+	// granted remembers, for a minute, the (namespace, dataset, job,
+	// ServiceAccount) whose Role and binding were just applied: a job's
+	// pods arrive in a burst and need them once.
+	granted sync.Map
 }
+
+const grantedFor = time.Minute
 
 // The configuration's objectSelector (the dataset label) and
 // namespaceSelector (not the operator's namespace) are set in
@@ -117,8 +126,12 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 				}
 			}
 		}
-		if err := p.grantAccess(ctx, &ds, job, serviceAccount(&pod)); err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
+		key := ns + "/" + name + "/" + job + "/" + serviceAccount(&pod)
+		if at, ok := p.granted.Load(key); !ok || time.Since(at.(time.Time)) > grantedFor {
+			if err := p.grantAccess(ctx, &ds, job, serviceAccount(&pod)); err != nil {
+				return admission.Errored(http.StatusInternalServerError, err)
+			}
+			p.granted.Store(key, time.Now())
 		}
 	}
 	raw, err := json.Marshal(mutated)

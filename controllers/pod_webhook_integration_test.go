@@ -81,7 +81,7 @@ func datasetWebhookConfiguration() *admissionregistrationv1.ValidatingWebhookCon
 }
 
 // serveWebhook serves the webhooks from the test process until the test ends.
-func serveWebhook(t *testing.T) {
+func serveWebhook(t testing.TB) {
 	t.Helper()
 	host, port, certDir := apiServer.Webhooks()
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir})
@@ -128,7 +128,7 @@ func indexedJobPod(ns string, job *batchv1.Job, i int, dataset string) *corev1.P
 	}
 }
 
-func createJob(t *testing.T, ns, name string, completions int32) *batchv1.Job {
+func createJob(t testing.TB, ns, name string, completions int32) *batchv1.Job {
 	t.Helper()
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},

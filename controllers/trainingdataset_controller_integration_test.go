@@ -107,7 +107,7 @@ func mdsStream(t *testing.T, n int) (uri string, idx planner.StreamIndex) {
 	return "s3://" + bucket + "/m/", x
 }
 
-func credentialsSecret(t *testing.T, ns, name, key, secret string) {
+func credentialsSecret(t testing.TB, ns, name, key, secret string) {
 	t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte(key), "AWS_SECRET_ACCESS_KEY": []byte(secret)}}

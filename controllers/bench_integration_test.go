@@ -1,0 +1,158 @@
+//go:build integration
+
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/controllers"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/sidecar/index"
+	"github.com/shardfeed/shardfeed/sidecar/store"
+)
+
+// percentile of sorted durations, in milliseconds.
+func percentile(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p * float64(len(sorted)-1))
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+// BenchmarkPodAdmission creates 1000 labelled pods of an Indexed Job in a
+// burst (16 at a time) through the real API server, which calls the pod
+// webhook served by this process: latency of a pod's creation as the
+// client sees it, p50 and p99.
+func BenchmarkPodAdmission(b *testing.B) {
+	const pods, parallel = 1000, 16
+	serveWebhook(b)
+	ctx := context.Background()
+	for n := range b.N {
+		b.StopTimer()
+		ns := apiServer.Namespace(b)
+		ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
+			Streams:   []datav1alpha1.Stream{{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/"}}},
+			NumSplits: pods, GlobalBatchSize: pods,
+		}}
+		if err := apiServer.Client.Create(ctx, ds); err != nil {
+			b.Fatal(err)
+		}
+		job := createJob(b, ns, fmt.Sprintf("train-%d", n), pods)
+		latencies := make([]time.Duration, pods)
+		work := make(chan int)
+		var wg sync.WaitGroup
+		var failed error
+		var mu sync.Mutex
+		b.StartTimer()
+		start := time.Now()
+		for range parallel {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range work {
+					p := indexedJobPod(ns, job, i, "web")
+					t0 := time.Now()
+					err := apiServer.Client.Create(ctx, p)
+					latencies[i] = time.Since(t0)
+					if err == nil && !inject.Injected(p) {
+						err = fmt.Errorf("pod %d was not injected", i)
+					}
+					if err != nil {
+						mu.Lock()
+						failed = err
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		for i := range pods {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+		elapsed := time.Since(start)
+		b.StopTimer()
+		if failed != nil {
+			b.Fatal(failed)
+		}
+		slices.Sort(latencies)
+		b.ReportMetric(percentile(latencies, 0.5), "p50-ms")
+		b.ReportMetric(percentile(latencies, 0.99), "p99-ms")
+		b.ReportMetric(float64(pods)/elapsed.Seconds(), "pods/s")
+	}
+}
+
+// BenchmarkReconcile100kShards times one reconcile of a dataset whose
+// index lists 100 000 shards in MinIO: read the index, plan, apply the
+// plan ConfigMap, write the status.
+func BenchmarkReconcile100kShards(b *testing.B) {
+	const shards = 100_000
+	ctx := context.Background()
+	bucket := minioServer.Bucket(b)
+	st, err := store.Open(ctx, store.Source{URI: "s3://" + bucket + "/big/", Endpoint: minioServer.URL(), Insecure: true,
+		CredentialsDir: minioServer.CredentialsDir(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := &index.File{Shardfeed: index.Version, Format: "parquet", Shards: make([]index.Entry, shards)}
+	for i := range f.Shards {
+		f.Shards[i] = index.Entry{Name: fmt.Sprintf("part-%06d.parquet#0", i), Object: fmt.Sprintf("part-%06d.parquet", i),
+			Offset: 4, Length: 64 << 20, Samples: 10_000, Hash: fmt.Sprintf("xxh64:%016x", i), ObjectSize: 64<<20 + 1024}
+	}
+	if err := index.Write(ctx, st, f); err != nil {
+		b.Fatal(err)
+	}
+	ns := apiServer.Namespace(b)
+	ds := dataset(ns, "s3://"+bucket+"/big/", "", 64, 4096)
+	ds.Spec.Streams[0].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: "s3"}
+	credentialsSecret(b, ns, "s3", minioServer.AccessKey, minioServer.SecretKey)
+	if err := apiServer.Client.Create(ctx, ds); err != nil {
+		b.Fatal(err)
+	}
+	clientset, err := kubernetes.NewForConfig(apiServer.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clientset.EventsV1()})
+	stop := make(chan struct{})
+	broadcaster.StartRecordingToSink(stop)
+	defer close(stop)
+	r := &controllers.TrainingDatasetReconciler{Client: apiServer.Client, APIReader: apiServer.Client,
+		Recorder: broadcaster.NewRecorder(apiServer.Scheme, "shardfeed-bench")}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: ds.Name}}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	var got datav1alpha1.TrainingDataset
+	if err := apiServer.Client.Get(ctx, client.ObjectKeyFromObject(ds), &got); err != nil {
+		b.Fatal(err)
+	}
+	if got.Status.Samples != shards*10_000 || got.Status.Streams[0].Shards != shards {
+		b.Fatalf("status after reconcile: %d samples, %+v", got.Status.Samples, got.Status.Streams)
+	}
+	var cm corev1.ConfigMap
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.PlanName(ds.Name)}, &cm); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(cm.Size()), "plan-configmap-bytes")
+}

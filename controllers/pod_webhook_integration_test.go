@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,6 +182,20 @@ func TestIntegrationPodWebhookInjectsIndexedJobPodsAndDeniesWhatCannotBeServed(t
 	}
 	if got.Annotations[inject.AnnotationInjected] == "" {
 		t.Error("no injected annotation")
+	}
+
+	// Injecting twice changes nothing: an injected pod goes through the
+	// webhook again (as on reinvocation) and comes out the same.
+	again := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "again", Namespace: ns, Labels: got.Labels, Annotations: got.Annotations,
+		OwnerReferences: got.OwnerReferences}, Spec: *got.Spec.DeepCopy()}
+	again.Spec.NodeName = ""
+	if err := apiServer.Client.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(again.Spec.InitContainers, got.Spec.InitContainers) ||
+		!equality.Semantic.DeepEqual(again.Spec.Volumes, got.Spec.Volumes) ||
+		!equality.Semantic.DeepEqual(again.Spec.Containers, got.Spec.Containers) {
+		t.Errorf("a second injection changed the pod:\n%+v\nwant\n%+v", again.Spec, got.Spec)
 	}
 
 	tests := []struct {

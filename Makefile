@@ -144,6 +144,16 @@ tools-minio: ; @hack/tools.sh minio
 tools-debian: ; @hack/tools.sh debian
 tools-python: ; @hack/tools.sh python
 
+##@ Local cluster
+
+.PHONY: cluster-up cluster-down images
+cluster-up: tools ## Start a real single-node Kubernetes in .cache/cluster (root; see hack/cluster-up.sh).
+	hack/cluster-up.sh
+cluster-down: ## Stop the local cluster and remove everything it made.
+	hack/cluster-down.sh
+images: ## Build the OCI image archives (manager+sidecar, e2e trainer, pause) and import them into the cluster if up.
+	hack/images.sh
+
 .PHONY: clean
 clean: ## Remove build outputs and the links in bin/ (the tool cache stays).
 	rm -rf $(BIN) .cache

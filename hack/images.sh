@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# images.sh builds the images the local cluster runs, as OCI image archives
+# in .cache/images, without a container engine or a registry, and imports
+# them into the cluster's containerd when it is up:
+#   registry.local/shardfeed:e2e          /manager and /shardfeed (the operator and the sidecar)
+#   registry.local/shardfeed-trainer:e2e  /trainer (test/e2e/trainer: the end-to-end trainer)
+#   registry.local/pause:e2e              /pause (the pod sandbox)
+# The Dockerfile stays the way to build images for a real registry.
+#
+# Usage: hack/images.sh [pause|shardfeed|trainer]...   (default: all)
+#        hack/images.sh --import-only                  (import the archives there are)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${SHARDFEED_BIN:-$ROOT/bin}
+LOG_PREFIX=images
+# shellcheck source=hack/lib.sh
+source "$ROOT/hack/lib.sh"
+# shellcheck source=hack/cluster/config.sh
+source "$ROOT/hack/cluster/config.sh"
+export PATH=$PATH:/usr/sbin
+
+TAG=e2e
+VERSION=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo dev)
+COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo "")
+LDFLAGS="-s -w -X github.com/shardfeed/shardfeed/internal/version.version=$VERSION -X github.com/shardfeed/shardfeed/internal/version.commit=$COMMIT"
+out=$IMAGES/bin
+mkdir -p "$out"
+
+gobuild() { # OUT PACKAGE
+	(cd "$ROOT" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "$LDFLAGS" -o "$1" "$2")
+}
+archive() { # NAME ENTRYPOINT USER FILES...
+	local name=$1 entry=$2 user=$3
+	shift 3
+	"$out/ociarchive" -ref "registry.local/$name:$TAG" -out "$IMAGES/$name.tar" -entrypoint "$entry" -user "$user" "$@"
+	log "registry.local/$name:$TAG -> ${IMAGES#"$ROOT"/}/$name.tar ($(du -h "$IMAGES/$name.tar" | cut -f1))"
+}
+
+build() {
+	case $1 in
+	pause)
+		gobuild "$out/pause" ./hack/images/pause
+		archive pause /pause 65535:65535 "$out/pause:/pause"
+		;;
+	shardfeed)
+		gobuild "$out/manager" ./cmd/manager
+		gobuild "$out/shardfeed" ./cmd/shardfeed
+		archive shardfeed /manager 65532:65532 "$out/manager:/manager" "$out/shardfeed:/shardfeed"
+		;;
+	trainer)
+		gobuild "$out/trainer" ./test/e2e/trainer
+		archive shardfeed-trainer /trainer 65532:65532 "$out/trainer:/trainer"
+		;;
+	*) die "unknown image '$1': pause, shardfeed or trainer" ;;
+	esac
+}
+
+import() {
+	[[ -S $SOCKET ]] || return 0
+	local a
+	for a in "$IMAGES"/*.tar; do
+		[[ -f $a ]] || continue
+		ctr -a "$SOCKET" -n k8s.io images import --no-unpack=false "$a" >/dev/null ||
+			die "importing $a into the cluster's containerd failed"
+	done
+	log "imported $(find "$IMAGES" -maxdepth 1 -name '*.tar' | wc -l) images into the cluster"
+}
+
+if [[ ${1:-} == --import-only ]]; then
+	import
+	exit 0
+fi
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+(cd "$ROOT" && CGO_ENABLED=0 go build -o "$out/ociarchive" ./hack/images/ociarchive)
+what=("$@")
+((${#what[@]})) || what=(pause shardfeed trainer)
+for w in "${what[@]}"; do build "$w"; done
+import

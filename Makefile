@@ -31,6 +31,8 @@ export HELM_DATA_HOME := $(ROOT)/.cache/helm/data
 # Go test flags; e.g. `make test-go GOTEST_FLAGS='-run TestX -v'`.
 GOTEST_FLAGS ?=
 GO_TEST_TIMEOUT ?= 20m
+# KEEP=1 leaves the demo's cluster running.
+KEEP ?= 0
 
 ##@ General
 
@@ -59,7 +61,7 @@ fmt: ## Format the Go code.
 
 .PHONY: vet
 vet: ## Run go vet, with the integration tests.
-	go vet -tags integration ./...
+	go vet -tags integration,e2e ./...
 
 .PHONY: lint
 lint: tools-go ## Run golangci-lint (see .golangci.yml) and check gofmt.
@@ -84,7 +86,7 @@ build: ## Build the shardfeed CLI and the manager into bin/.
 .PHONY: test
 test: ## Run every test (the CI entry point): tools, lint, generated files, Go and Python tests.
 	@hack/check-clean.sh snapshot
-	$(MAKE) --no-print-directory tools lint vet verify-generated test-go test-python
+	$(MAKE) --no-print-directory tools lint vet verify-generated test-go test-python test-e2e
 	@hack/check-clean.sh verify
 
 .PHONY: test-unit
@@ -153,6 +155,12 @@ cluster-down: ## Stop the local cluster and remove everything it made.
 	hack/cluster-down.sh
 images: ## Build the OCI image archives (manager+sidecar, e2e trainer, pause) and import them into the cluster if up.
 	hack/images.sh
+
+.PHONY: test-e2e demo
+test-e2e: tools build ## Run the end-to-end test on the local cluster (brings it up and down; root).
+	hack/e2e.sh
+demo: tools build ## The whole story on a local cluster, narrated: Helm, a dataset, a Job, a kill, a rescale, the exactly-once verdict (KEEP=1 keeps the cluster).
+	DEMO=1 KEEP_CLUSTER=$(KEEP) LOG_PREFIX=demo hack/e2e.sh
 
 .PHONY: clean
 clean: ## Remove build outputs and the links in bin/ (the tool cache stays).

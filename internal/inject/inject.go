@@ -164,8 +164,11 @@ func Inject(in Input) (*corev1.Pod, error) {
 		}
 		seen[ref.Name] = true
 		vol := "shardfeed-cred-" + strconv.Itoa(len(seen))
+		// World-readable inside the sidecar, the only container that
+		// mounts it: the sidecar runs as 65532 and the pod's fsGroup is the
+		// user's, so group-readable files (0440, root's) are not its to read.
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: ref.Name, DefaultMode: ptr.To(int32(0o440))}}})
+			Secret: &corev1.SecretVolumeSource{SecretName: ref.Name, DefaultMode: ptr.To(int32(0o444))}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: CredentialsDir + "/" + ref.Name, ReadOnly: true})
 	}
 	env := []corev1.EnvVar{

@@ -149,7 +149,8 @@ func TestInjectAddsASafeNativeSidecarAndTheSocketToEveryAppContainer(t *testing.
 	for _, v := range got.Spec.Volumes {
 		if v.Secret != nil {
 			secrets++
-			if v.Secret.SecretName != "s3" {
+			// Readable by the sidecar's non-root user (found on a real node).
+			if v.Secret.SecretName != "s3" || v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o004 == 0 {
 				t.Fatalf("secret volume %+v", v)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -44,9 +45,15 @@ type MinIO struct {
 
 const minioStartTimeout = 60 * time.Second
 
-// StartMinIO starts bin/minio on a free port with a fresh data directory and
-// waits until it serves requests.
+// StartMinIO starts bin/minio on a free port of 127.0.0.1 with a fresh data
+// directory and waits until it serves requests.
 func StartMinIO(ctx context.Context) (*MinIO, error) {
+	return StartMinIOAt(ctx, "127.0.0.1")
+}
+
+// StartMinIOAt is StartMinIO on another local address (the local cluster's
+// node address, which its pods reach).
+func StartMinIOAt(ctx context.Context, host string) (*MinIO, error) {
 	bin, err := binary("minio")
 	if err != nil {
 		return nil, err
@@ -70,7 +77,7 @@ func StartMinIO(ctx context.Context) (*MinIO, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.Endpoint = fmt.Sprintf("127.0.0.1:%d", port)
+	m.Endpoint = net.JoinHostPort(host, strconv.Itoa(port))
 	m.console = fmt.Sprintf("127.0.0.1:%d", consolePort)
 	m.Client, err = minio.New(m.Endpoint, &minio.Options{
 		Creds:  credentials.NewStaticV4(m.AccessKey, m.SecretKey, ""),

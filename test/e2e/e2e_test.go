@@ -1,0 +1,71 @@
+//go:build e2e
+
+// The end-to-end test: the scenario of test/e2e/scenario on the local
+// cluster (hack/e2e.sh brings it up, imports the images and runs this).
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/test/e2e/scenario"
+)
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func TestEndToEndTrainingThroughAKillAndARescaleIsExactlyOnce(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, nodeIP := os.Getenv("KUBECONFIG"), os.Getenv("SHARDFEED_CLUSTER_NODE_IP")
+	if kubeconfig == "" || nodeIP == "" {
+		t.Fatal("no cluster: run this through hack/e2e.sh (make test-e2e), which brings the local cluster up")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	const samples = 1200
+	rep, err := scenario.Run(ctx, scenario.Options{Root: root, Bin: filepath.Join(root, "bin"), Kubeconfig: kubeconfig, NodeIP: nodeIP,
+		Out: logWriter{t}, Samples: samples})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep.Summary())
+	for _, p := range rep.Problems {
+		t.Error(p)
+	}
+	if !rep.OK() {
+		t.Errorf("the committed lineage is not exactly the plan: %s", rep.Summary())
+	}
+	if rep.Totals != 2*samples {
+		t.Errorf("the dataset reports %d samples, want %d", rep.Totals, 2*samples)
+	}
+	for _, p := range rep.InjectedSpecProblems {
+		t.Error(p)
+	}
+	if !rep.SidecarFirst {
+		t.Error("on some pod the trainer started before the sidecar")
+	}
+	if rep.SidecarRestarts < 1 {
+		t.Error("the killed sidecar was not restarted")
+	}
+	if !strings.Contains(rep.RejectedMissingDataset, `TrainingDataset "missing", which does not exist`) {
+		t.Errorf("a pod for a missing dataset was refused with %q", rep.RejectedMissingDataset)
+	}
+	if rep.Retrained == 0 {
+		t.Error("no step was retrained after the pod was deleted: the kill did not happen mid-epoch")
+	}
+	if !rep.CleanedUp {
+		t.Error("deleting the dataset left its objects behind")
+	}
+}

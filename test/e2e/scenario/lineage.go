@@ -1,0 +1,239 @@
+package scenario
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+)
+
+// Lineage is the check of design §4: for each step, the batches of the
+// attempt that trained it last before the first commit past it are the
+// plan's, and together the steps hold every sample exactly once.
+type Lineage struct {
+	Steps   int64
+	Samples int
+	// Lost and Duplicated samples; Mismatched steps (a rank's batch is not
+	// the plan's, or a rank is missing).
+	Lost, Duplicated, Mismatched int
+	// Retrained steps: trained by more than one attempt or generation
+	// (those after the last commit before a kill or a rescale).
+	Retrained int
+	// SameGlobalBatches: the plan's global batches are the same for every
+	// world size the job ran with.
+	SameGlobalBatches bool
+	Worlds            []int
+	Problems          []string
+}
+
+// OK is the exactly-once verdict.
+func (l Lineage) OK() bool {
+	return l.Steps > 0 && l.Lost == 0 && l.Duplicated == 0 && l.Mismatched == 0 && l.SameGlobalBatches
+}
+
+// Summary is the verdict in a line.
+func (l Lineage) Summary() string {
+	verdict := "EXACTLY ONCE"
+	if !l.OK() {
+		verdict = "FAILED"
+	}
+	return fmt.Sprintf("%s: %d steps, %d samples checked, %d lost, %d duplicated, %d steps unlike the plan, %d steps retrained after a failure; same global batches for worlds %v: %v",
+		verdict, l.Steps, l.Samples, l.Lost, l.Duplicated, l.Mismatched, l.Retrained, l.Worlds, l.SameGlobalBatches)
+}
+
+type record struct {
+	Attempt string    `json:"attempt"`
+	Gen     int       `json:"gen"`
+	Rank    int       `json:"rank"`
+	World   int       `json:"world"`
+	Epoch   int64     `json:"epoch"`
+	Step    int64     `json:"step"`
+	IDs     []int64   `json:"ids"`
+	Time    time.Time `json:"time"`
+}
+
+func (r *run) checkLineage(ctx context.Context, manifest string, st *configmaps.State) (Lineage, error) {
+	var l Lineage
+	recs, err := readRecords(filepath.Join(r.work, "records"))
+	if err != nil {
+		return l, err
+	}
+	worlds := map[int]bool{}
+	for _, rec := range recs {
+		worlds[rec.World] = true
+	}
+	plans := map[int]map[[2]int64][]int64{}
+	for w := range worlds {
+		l.Worlds = append(l.Worlds, w)
+		if plans[w], err = r.planIDs(ctx, manifest, w); err != nil {
+			return l, err
+		}
+	}
+	slices.Sort(l.Worlds)
+	if len(l.Worlds) == 0 {
+		return l, fmt.Errorf("no trainer recorded a step in %s", filepath.Join(r.work, "records"))
+	}
+	// The global batch of step s for world w.
+	global := func(w int, s int64) []int64 {
+		var ids []int64
+		for rank := range w {
+			ids = append(ids, plans[w][[2]int64{s, int64(rank)}]...)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	ref := plans[l.Worlds[0]]
+	for k := range ref {
+		l.Steps = max(l.Steps, k[0]+1)
+	}
+	l.SameGlobalBatches = true
+	for s := range l.Steps {
+		for _, w := range l.Worlds[1:] {
+			if !slices.Equal(global(w, s), global(l.Worlds[0], s)) {
+				l.SameGlobalBatches = false
+			}
+		}
+	}
+
+	type group struct {
+		attempt string
+		gen     int
+	}
+	seen := map[int64]int{}
+	for s := range l.Steps {
+		// The first commit past s, and the trainings of s before it.
+		var limit time.Time
+		for _, c := range st.History {
+			if c.Epoch == 0 && c.Step > s {
+				limit = c.Time
+				break
+			}
+		}
+		byGroup := map[group][]record{}
+		var last group
+		var lastAt time.Time
+		for _, rec := range recs {
+			if rec.Epoch != 0 || rec.Step != s || (!limit.IsZero() && !rec.Time.Before(limit)) {
+				continue
+			}
+			g := group{rec.Attempt, rec.Gen}
+			byGroup[g] = append(byGroup[g], rec)
+			if rec.Time.After(lastAt) {
+				last, lastAt = g, rec.Time
+			}
+		}
+		if len(byGroup) > 1 {
+			l.Retrained++
+		}
+		chosen := byGroup[last]
+		if len(chosen) == 0 {
+			l.Mismatched++
+			l.Problems = append(l.Problems, fmt.Sprintf("step %d: no training before the commit past it", s))
+			continue
+		}
+		w := chosen[0].World
+		ranks := map[int]bool{}
+		for _, rec := range chosen {
+			want := plans[w][[2]int64{s, int64(rec.Rank)}]
+			if !slices.Equal(rec.IDs, want) {
+				l.Mismatched++
+				l.Problems = append(l.Problems, fmt.Sprintf("step %d rank %d/%d trained %v, the plan says %v", s, rec.Rank, w, rec.IDs, want))
+			}
+			ranks[rec.Rank] = true
+			for _, id := range rec.IDs {
+				seen[id]++
+			}
+		}
+		if len(ranks) != w {
+			l.Mismatched++
+			l.Problems = append(l.Problems, fmt.Sprintf("step %d: %d of %d ranks trained it", s, len(ranks), w))
+		}
+	}
+	for s := range l.Steps {
+		for _, id := range global(l.Worlds[0], s) {
+			l.Samples++
+			switch n := seen[id]; {
+			case n == 0:
+				l.Lost++
+			case n > 1:
+				l.Duplicated += n - 1
+			}
+			seen[id] = -1 // counted
+		}
+	}
+	for id, n := range seen {
+		if n > 0 {
+			l.Problems = append(l.Problems, fmt.Sprintf("id %d trained but not in the plan", id))
+			l.Duplicated++
+		}
+	}
+	return l, nil
+}
+
+func readRecords(dir string) ([]record, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	var out []record
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() {
+			var rec record
+			if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+				// A trainer killed mid-write leaves a torn last line.
+				continue
+			}
+			out = append(out, rec)
+		}
+		_ = fh.Close()
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// planIDs runs `shardfeed plan --ids` for world w: (step, rank) → ids.
+func (r *run) planIDs(ctx context.Context, manifest string, w int) (map[[2]int64][]int64, error) {
+	out, err := r.cmd(ctx, "shardfeed", "plan", "-f", manifest, "--ids", "--world-size", strconv.Itoa(w), "--epoch", "0")
+	if err != nil {
+		return nil, err
+	}
+	ids := map[[2]int64][]int64{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		var line struct {
+			Step, Rank int64
+			IDs        []int64 `json:"ids"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			continue // progress or log lines
+		}
+		ids[[2]int64{line.Step, line.Rank}] = line.IDs
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("shardfeed plan --ids printed no batch:\n%s", out)
+	}
+	return ids, sc.Err()
+}
+
+func execCommand(ctx context.Context, name string, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	return string(out), err
+}

@@ -45,11 +45,12 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: tools-go ## Generate the CRDs (config/crd, charts/shardfeed/crds), RBAC and webhook configurations from the markers.
+manifests: tools-go ## Generate the CRDs (config/crd, charts/shardfeed/templates/crds), RBAC and webhook configurations from the markers.
 	$(BIN)/controller-gen rbac:roleName=manager crd webhook paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
-	rm -f charts/shardfeed/crds/*.yaml && cp config/crd/bases/*.yaml charts/shardfeed/crds/
+	hack/chart-crds.sh
+	go run ./hack/crdref config/crd/bases/data.shardfeed.io_trainingdatasets.yaml > docs/reference/trainingdataset.md
 
 .PHONY: generate
 generate: tools-go ## Generate the DeepCopy methods of the API types.
@@ -72,7 +73,7 @@ lint: tools-go ## Run golangci-lint (see .golangci.yml) and check gofmt.
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated files differ from the committed ones.
-	@git diff --exit-code -- config api charts || { echo "generated files are stale: run make manifests generate and commit"; exit 1; }
+	@git diff --exit-code -- config api charts docs/reference || { echo "generated files are stale: run make manifests generate and commit"; exit 1; }
 
 ##@ Build
 

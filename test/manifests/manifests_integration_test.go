@@ -47,7 +47,7 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	}
 	webhooks := []string{"Service", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
 	helm := []string{filepath.Join(bin, "helm"), "template", "shardfeed", filepath.Join(root, "charts", "shardfeed"),
-		"--namespace", "default", "--include-crds"}
+		"--namespace", "default"}
 	tests := []struct {
 		name  string
 		cmd   []string
@@ -67,9 +67,10 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		{
 			// cert-manager's own kinds are only rendered: this API server
 			// has no cert-manager.
-			name:  "helm chart with cert-manager",
-			cmd:   append(append([]string{}, helm...), "--set", "webhook.certManager.enabled=true"),
-			kinds: append([]string{"Certificate", "Issuer", "Deployment"}, webhooks...),
+			name: "helm chart with cert-manager and a ServiceMonitor",
+			cmd: append(append([]string{}, helm...), "--set", "webhook.certManager.enabled=true",
+				"--set", "metrics.serviceMonitor.enabled=true"),
+			kinds: append([]string{"Certificate", "Issuer", "Deployment", "ServiceMonitor"}, webhooks...),
 		},
 	}
 	// The manager's rules as controller-gen generates them from the
@@ -81,6 +82,15 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	if len(wantRules) != 2 || wantRules["ClusterRole"] == nil || wantRules["Role"] == nil {
 		t.Fatalf("config/rbac/role.yaml holds %v, want a ClusterRole and a Role", wantRules)
 	}
+	// The CRDs as controller-gen generates them: the chart's must be the
+	// same but for the keep policy.
+	wantCRDs := map[string]*unstructured.Unstructured{}
+	crdFiles, _ := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	for _, f := range crdFiles {
+		for _, obj := range render(t, []string{"cat", f}) {
+			wantCRDs[obj.GetName()] = obj
+		}
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			objs := render(t, tt.cmd)
@@ -91,7 +101,19 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 				if want, ok := wantRules[obj.GetKind()]; ok && manager && !reflect.DeepEqual(obj.Object["rules"], want) {
 					t.Errorf("%s %s has rules %v, the markers generate %v: update it (make manifests; the chart by hand)", obj.GetKind(), obj.GetName(), obj.Object["rules"], want)
 				}
-				if strings.HasSuffix(obj.GetAPIVersion(), "cert-manager.io/v1") || obj.GetAPIVersion() == "cert-manager.io/v1" {
+				if obj.GetKind() == "CustomResourceDefinition" && strings.HasPrefix(tt.name, "helm") {
+					annotations := obj.GetAnnotations()
+					if annotations["helm.sh/resource-policy"] != "keep" {
+						t.Errorf("the chart's CRD %s lacks helm.sh/resource-policy: keep (an uninstall would delete every dataset)", obj.GetName())
+					}
+					bare := obj.DeepCopy()
+					delete(annotations, "helm.sh/resource-policy")
+					bare.SetAnnotations(annotations)
+					if want := wantCRDs[obj.GetName()]; want == nil || !reflect.DeepEqual(bare.Object, want.Object) {
+						t.Errorf("the chart's CRD %s differs from config/crd/bases: run make manifests", obj.GetName())
+					}
+				}
+				if obj.GetAPIVersion() == "cert-manager.io/v1" || obj.GetAPIVersion() == "monitoring.coreos.com/v1" {
 					continue
 				}
 				// Server-side apply, as a user's kubectl apply --server-side

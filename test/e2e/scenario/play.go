@@ -37,10 +37,18 @@ func (r *run) play(ctx context.Context, rep *Report) error {
 		return err
 	}
 	r.detail("the manager is ready; it made its own webhook certificate")
+	out, err := r.cmd(ctx, "helm", "test", "shardfeed", "--namespace", operatorNS, "--logs", "--timeout", "120s")
+	if err != nil {
+		return fmt.Errorf("helm test: %w", err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "ok ") || strings.HasPrefix(line, "FAIL ") {
+			r.detail("helm test: %s", line)
+		}
+	}
 
 	// 2. The data.
 	r.step("Starting MinIO on the node address and writing a dataset of two streams (MDS and Parquet), %d samples each", r.o.Samples)
-	var err error
 	if r.minio, err = testenv.StartMinIOAt(ctx, r.o.NodeIP); err != nil {
 		return err
 	}

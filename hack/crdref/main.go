@@ -46,7 +46,7 @@ func main() {
 			fmt.Fprintln(&b, "| field | type | default | description |")
 			fmt.Fprintln(&b, "| --- | --- | --- | --- |")
 			var rules []string
-			walk(&b, &rules, "."+top, s, map[string]bool{})
+			walk(&b, &rules, "."+top, s)
 			if len(rules) > 0 {
 				fmt.Fprintf(&b, "\nRules the API server enforces (CEL):\n\n")
 				for _, r := range rules {
@@ -59,7 +59,7 @@ func main() {
 	fmt.Print(b.String())
 }
 
-func walk(b *strings.Builder, rules *[]string, path string, s apiextensionsv1.JSONSchemaProps, required map[string]bool) {
+func walk(b *strings.Builder, rules *[]string, path string, s apiextensionsv1.JSONSchemaProps) {
 	for _, r := range s.XValidations {
 		*rules = append(*rules, fmt.Sprintf("`%s`: %s", path, oneLine(r.Message)))
 	}
@@ -92,7 +92,7 @@ func walk(b *strings.Builder, rules *[]string, path string, s apiextensionsv1.JS
 		fmt.Fprintf(b, "| `%s` | %s | %s | %s |\n", field, typ, def, oneLine(p.Description)+constraints(p))
 		switch {
 		case p.Type == "object" && len(p.Properties) > 0:
-			walk(b, rules, field, p, nil)
+			walk(b, rules, field, p)
 		case p.Type == "array" && p.Items != nil && p.Items.Schema != nil:
 			it := *p.Items.Schema
 			for _, r := range it.XValidations {
@@ -100,7 +100,7 @@ func walk(b *strings.Builder, rules *[]string, path string, s apiextensionsv1.JS
 			}
 			it.XValidations = nil
 			if it.Type == "object" {
-				walk(b, rules, field+"[]", it, nil)
+				walk(b, rules, field+"[]", it)
 			}
 		default:
 			for _, r := range p.XValidations {

@@ -34,7 +34,7 @@ func TestEndToEndTrainingThroughAKillAndARescaleIsExactlyOnce(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	const samples = 1200
+	const samples = 1600
 	rep, err := scenario.Run(ctx, scenario.Options{Root: root, Bin: filepath.Join(root, "bin"), Kubeconfig: kubeconfig, NodeIP: nodeIP,
 		Out: logWriter{t}, Samples: samples})
 	if err != nil {

@@ -27,7 +27,7 @@ func run() int {
 	flags.StringVar(&o.Root, "root", root, "the repository")
 	flags.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster's kubeconfig")
 	flags.StringVar(&o.NodeIP, "node-ip", os.Getenv("SHARDFEED_CLUSTER_NODE_IP"), "the node's address, where pods reach MinIO")
-	flags.IntVar(&o.Samples, "samples", 1200, "samples per stream")
+	flags.IntVar(&o.Samples, "samples", 1600, "samples per stream")
 	flags.DurationVar(&o.StepTime, "step-time", 40*time.Millisecond, "the trainers' time per step")
 	_ = flags.Parse(os.Args[1:])
 	o.Bin = filepath.Join(o.Root, "bin")

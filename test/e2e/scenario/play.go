@@ -41,8 +41,10 @@ func (r *run) play(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return fmt.Errorf("helm test: %w", err)
 	}
+	seen := map[string]bool{}
 	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "ok ") || strings.HasPrefix(line, "FAIL ") {
+		if (strings.HasPrefix(line, "ok ") || strings.HasPrefix(line, "FAIL ")) && !seen[line] {
+			seen[line] = true
 			r.detail("helm test: %s", line)
 		}
 	}

@@ -10,6 +10,8 @@ With a FeedLoader, segments are reused: the loader watches the batches it
 handed out and, once the training loop holds no tensor of one, marks the
 worker's slot free in a small shared table; the worker writes into a slot only when it is free. A batch
 the loop keeps is never overwritten: the worker takes a fresh segment.
+A reused segment the loader already maps is handed over as offsets alone
+(a SlotBatch), so the DataLoader passes no descriptor for it either.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Segments:
         self._worker = worker
         self._slots: list[torch.Tensor | None] = [None] * SLOTS
         self._used = [0] * SLOTS  # generation handed out per slot
+        self._sent: list[torch.Tensor | None] = [None] * SLOTS  # the segment the loader holds per slot
         self.current: Space | None = None
 
     def take(self, size: int) -> memoryview | None:
@@ -103,6 +106,41 @@ class Segments:
             return None
         return self._worker, self.current.slot, self.current.gen
 
+    def pack(self, batch: dict) -> Any:
+        """The batch to hand to the DataLoader: for a reused slot the loader
+        already maps, only where each tensor is in it (no descriptor to
+        pass); the segment itself the first time."""
+        sp = self.current
+        if sp is None or sp.slot < 0 or not isinstance(batch, dict):
+            return batch
+        # In the batch's order: (name, (offset, bytes, dtype, shape), None)
+        # for a tensor in the segment, (name, None, value) for the rest.
+        entries = []
+        ptr, end = sp.seg.data_ptr(), sp.seg.data_ptr() + sp.seg.numel()
+        for name, v in batch.items():
+            if isinstance(v, torch.Tensor) and v.is_contiguous() and ptr <= v.data_ptr() and v.data_ptr() + v.nbytes <= end:
+                entries.append((name, (v.data_ptr() - ptr, v.nbytes, v.dtype, tuple(v.shape)), None))
+            else:
+                entries.append((name, None, v))
+        seg = None
+        if self._sent[sp.slot] is not sp.seg:
+            seg = sp.seg
+            self._sent[sp.slot] = sp.seg
+        return SlotBatch((self._worker, sp.slot, sp.gen), seg, entries)
+
+
+class SlotBatch:
+    """A batch in a reused slot, as a worker hands it over: the slot, its
+    segment (the first time only), and the batch's entries."""
+
+    __slots__ = ("tag", "seg", "entries")
+
+    def __init__(self, tag: tuple[int, int, int], seg: torch.Tensor | None, entries: list):
+        self.tag, self.seg, self.entries = tag, seg, entries
+
+    def __reduce__(self):
+        return (SlotBatch, (self.tag, self.seg, self.entries))
+
 
 class Releaser:
     """The loader's side: remembers the slot of every batch handed out and
@@ -117,6 +155,26 @@ class Releaser:
         self.table = table
         self._out: list[tuple[int, int, int, list[Any]]] = []
         self._kept: dict[tuple[int, int], Any] = {}
+
+    def unpack(self, item: Any) -> Any:
+        """A worker's SlotBatch as the batch dict, its tensors views of the
+        slot's segment this process maps; anything else as it is."""
+        if not isinstance(item, SlotBatch):
+            return item
+        worker, slot, _ = item.tag
+        if item.seg is not None:
+            self._kept[(worker, slot)] = item.seg.untyped_storage()
+        storage = self._kept[(worker, slot)]
+        base = torch.empty(0, dtype=torch.uint8).set_(storage)
+        batch = {}
+        for name, where, value in item.entries:
+            if where is None:
+                batch[name] = value
+            else:
+                start, nbytes, dtype, shape = where
+                batch[name] = base[start:start + nbytes].view(dtype).view(shape)
+        batch[SLOT_KEY] = item.tag
+        return batch
 
     def track(self, batch: Any) -> None:
         tag = batch.pop(SLOT_KEY, None) if isinstance(batch, dict) else None

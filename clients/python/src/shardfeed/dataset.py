@@ -172,10 +172,7 @@ class FeedDataset(_Base):
                         yield k, _convert.convert(batch, self.output, self.columns)
                         continue
                     out = _convert.convert(batch, self.output, self.columns, segments.current)
-                    tag = segments.tag()
-                    if tag is not None:
-                        out[SLOT_KEY] = tag
-                    yield k, out
+                    yield k, segments.pack(out)
                 return
             except StreamCut as err:
                 if cut is not None:

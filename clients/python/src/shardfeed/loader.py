@@ -73,7 +73,8 @@ class FeedLoader:
         this iteration's workers (persistent workers keep segments unshared:
         their table would outlive the iteration)."""
         self.dataset._released = None
-        if not self.num_workers or self.dataset.output != "torch" or self.dataloader_kwargs.get("persistent_workers"):
+        if (not self.num_workers or self.dataset.output != "torch" or self.dataloader_kwargs.get("persistent_workers")
+                or self.dataloader_kwargs.get("pin_memory")):
             return None
         from ._shm import Releaser, release_table
 
@@ -98,6 +99,7 @@ class FeedLoader:
         for batch in self._loader():
             if releaser is not None:
                 releaser.sweep()
+                batch = releaser.unpack(batch)
                 releaser.track(batch)
             k = batch_step(batch)
             # A batch counts as received once handed to the loop (the loop

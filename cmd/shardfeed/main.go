@@ -28,6 +28,6 @@ Documentation: docs/ in https://github.com/shardfeed/shardfeed`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newCheckInstallCommand(), newConvertCommand(), newIndexCommand(), newPlanCommand(), newProbeCommand(), newServeCommand(), newSidecarCommand(), newVersionCommand())
+	root.AddCommand(newCheckInstallCommand(), newConvertCommand(), newIndexCommand(), newPlanCommand(), newProbeCommand(), newServeCommand(), newSidecarCommand(), newSimulateCommand(), newVersionCommand())
 	return root
 }

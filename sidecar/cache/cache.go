@@ -95,6 +95,8 @@ type Stats struct {
 	UsedBytes  int64
 	HeldBytes  int64
 	LimitBytes int64
+	// PeakBytes is the most the cache held (on disk and reserved) at once.
+	PeakBytes int64
 }
 
 type state int
@@ -201,6 +203,7 @@ func (c *Cache) scan() error {
 		s := shardOfFile(stream, key)
 		c.entries[s.id()] = &entry{shard: s, state: unverified, size: info.Size(), lastUse: info.ModTime()}
 		c.used += info.Size()
+		c.stats.PeakBytes = max(c.stats.PeakBytes, c.used)
 		return nil
 	})
 }
@@ -457,6 +460,7 @@ func (c *Cache) reserve(ctx context.Context, e *entry, size int64) error {
 		c.changed.Wait()
 	}
 	c.used += size
+	c.stats.PeakBytes = max(c.stats.PeakBytes, c.used)
 	e.size = size
 	e.reserved = true
 	return nil

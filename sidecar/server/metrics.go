@@ -47,6 +47,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 		counter("shards_decoded_total", "Shards decoded.", func() float64 { return float64(p.Stats().ShardsDecoded) }),
 		gauge("cache_bytes", "Bytes of the shard cache on disk.", func() float64 { return float64(p.Stats().Cache.UsedBytes) }),
 		gauge("cache_limit_bytes", "The shard cache's budget.", func() float64 { return float64(p.Stats().Cache.LimitBytes) }),
+		gauge("cache_peak_bytes", "The most the shard cache held at once.", func() float64 { return float64(p.Stats().Cache.PeakBytes) }),
 		gauge("decoded_bytes", "Memory of decoded shards.", func() float64 { return float64(p.Stats().DecodedBytes) }),
 	)
 	return m

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+type simulateOptions struct {
+	file, credentials string
+	indexDirs         []string
+	pods, procsPerPod int
+	bandwidth         string
+	stepTime          time.Duration
+	prefetch          int
+	epoch             int64
+	output            string
+}
+
+func newSimulateCommand() *cobra.Command {
+	o := &simulateOptions{}
+	cmd := &cobra.Command{
+		Use:   "simulate -f DATASET.yaml --pods P [--procs-per-pod L] [--bandwidth 1GB/s] [--step-time 200ms]",
+		Short: "Size a job before launching it: bytes, cache, first batch and stalls per pod, and the shuffle's quality",
+		Long: `simulate plans the TrainingDataset as the operator will and predicts, for
+each pod of a job of --pods pods:
+
+  bytes to fetch per epoch   each shard its splits read, once (from the indexes: exact)
+  minimum cache              the cache that never evicts a shard still needed (exact bound,
+                             the one the webhook enforces on spec.sidecar.cacheLimit)
+  first batch                step 0's shards downloaded at --bandwidth
+  stall                      time the ranks wait for data over the epoch: shards are fetched
+                             back to back in the order they are needed, a step waits for
+                             its shards; 0 means the store keeps up with --step-time
+
+and the plan's shuffle quality: the mean distance, in the streams' original
+order, between consecutive samples a split gives (a uniform shuffle of the
+epoch gives about samples/3), and the fraction of a global batch's samples
+from distinct shards (1: no two from one shard). Use it to choose
+shuffle.blockSize (quality vs. cache), numSplits and cacheLimit.`,
+		Example: `  shardfeed simulate -f dataset.yaml --pods 8 --procs-per-pod 4 --bandwidth 1GB/s --step-time 200ms`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			return o.run(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.file, "filename", "f", "", "TrainingDataset manifest (- for stdin)")
+	f.StringArrayVar(&o.indexDirs, "index-dir", nil, "directory with stream indexes as <stream>/index.json or <stream>.json (repeatable)")
+	f.StringVar(&o.credentials, "credentials-dir", "", "for s3:// streams: directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; empty: the default chain")
+	f.IntVar(&o.pods, "pods", 1, "pods of the job")
+	f.IntVar(&o.procsPerPod, "procs-per-pod", 1, "training processes (ranks) per pod")
+	f.StringVar(&o.bandwidth, "bandwidth", "1GB/s", "download rate of one pod from the store, e.g. 500MB/s, 10Gbit/s, 1GiB/s")
+	f.DurationVar(&o.stepTime, "step-time", 200*time.Millisecond, "training time of one step")
+	f.IntVar(&o.prefetch, "prefetch", -1, "shards each pod prefetches (default: spec.sidecar.prefetch, else 2)")
+	f.Int64Var(&o.epoch, "epoch", 0, "epoch")
+	f.StringVarP(&o.output, "output", "o", "text", "text or json")
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+// parseBandwidth reads "1GB/s", "500MB/s", "10Gbit/s", "1GiB/s" or a plain
+// number of bytes per second.
+func parseBandwidth(s string) (float64, error) {
+	v := strings.TrimSuffix(strings.TrimSpace(s), "/s")
+	bits := false
+	switch {
+	case strings.HasSuffix(v, "bit"):
+		v, bits = strings.TrimSuffix(v, "bit"), true
+	case strings.HasSuffix(v, "bps"):
+		v, bits = strings.TrimSuffix(v, "bps"), true
+	case strings.HasSuffix(v, "B"):
+		v = strings.TrimSuffix(v, "B")
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() <= 0 {
+		return 0, fmt.Errorf("--bandwidth %q: write a rate above 0 such as 1GB/s, 500MB/s, 10Gbit/s or 1GiB/s", s)
+	}
+	b := q.AsApproximateFloat64()
+	if bits {
+		b /= 8
+	}
+	return b, nil
+}
+
+func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	bw, err := parseBandwidth(o.bandwidth)
+	if err != nil {
+		return err
+	}
+	if o.output != "text" && o.output != "json" {
+		return fmt.Errorf("--output %q is not supported: use text or json", o.output)
+	}
+	ds, err := readDataset(o.file, stdin)
+	if err != nil {
+		return err
+	}
+	indexes, err := readIndexes(ctx, ds, o.indexDirs, o.credentials)
+	if err != nil {
+		return err
+	}
+	params, err := planspec.Params(&ds.Spec, indexes)
+	if err != nil {
+		return fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
+	}
+	pl, err := planner.New(params)
+	if err != nil {
+		return fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
+	}
+	ep, err := pl.Epoch(o.epoch)
+	if err != nil {
+		return err
+	}
+	if o.prefetch < 0 {
+		o.prefetch = int(ptr.Deref(ds.Spec.Sidecar.Prefetch, datav1alpha1.DefaultPrefetch))
+	}
+	sim, err := ep.Simulate(planner.SimOptions{Pods: o.pods, ProcsPerPod: o.procsPerPod, Bandwidth: bw, StepTime: o.stepTime, Prefetch: o.prefetch})
+	if err != nil {
+		return fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sim)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
+	p("dataset %s, epoch %d: %d steps of %d samples; %d pods × %d ranks; %s/s per pod; %s per step\n\n",
+		ds.Name, o.epoch, sim.Steps, pl.GlobalBatchSize(), o.pods, o.procsPerPod, humanBytes(int64(bw)), o.stepTime)
+	p("POD\tSHARDS\tBYTES/EPOCH\tMIN CACHE\tFIRST BATCH\tSTALL\tEPOCH\n")
+	for _, ps := range sim.Pods {
+		p("%d\t%d\t%s\t%s\t%s\t%s\t%s\n", ps.Pod, ps.Shards, humanBytes(ps.Bytes), humanBytes(ps.MinCacheBytes),
+			ps.FirstBatch.Round(time.Millisecond), ps.Stall.Round(time.Millisecond), ps.Epoch.Round(time.Millisecond))
+	}
+	q := sim.Quality
+	p("\nshuffle\tmean gap between consecutive samples of a split: %.0f (a uniform shuffle: %.0f, %.0f%%)\n",
+		q.MeanGap, q.MeanGapIdeal, 100*q.MeanGap/max(q.MeanGapIdeal, 1))
+	p("\tdistinct shards per global batch: %.0f%% of its samples (over %d steps)\n", 100*q.DistinctShardsPerBatch, q.StepsMeasured)
+	p("\n(min cache includes %d prefetched shards; stall counts the first batch)\n", o.prefetch)
+	return w.Flush()
+}

@@ -1,0 +1,183 @@
+package planner
+
+import (
+	"fmt"
+	"time"
+)
+
+// SimOptions describe a job for Simulate.
+type SimOptions struct {
+	Pods, ProcsPerPod int
+	// Bandwidth is each pod's download rate from the store, bytes/s.
+	Bandwidth float64
+	// StepTime is the training time of one step.
+	StepTime time.Duration
+	// Prefetch is the shards a pod fetches ahead (the minimum cache counts
+	// them).
+	Prefetch int
+	// QualitySteps bounds the steps the shuffle quality is measured on
+	// (evenly spread over the epoch; 0: 200).
+	QualitySteps int
+}
+
+// PodSim is what one pod of the job fetches and waits for in an epoch.
+type PodSim struct {
+	Pod int `json:"pod"`
+	// Bytes and Shards the pod fetches in the epoch (each shard once).
+	Bytes  int64 `json:"bytes"`
+	Shards int   `json:"shards"`
+	// MinCacheBytes is the cache that never evicts a shard still needed
+	// (the same bound `shardfeed plan` and the webhook use).
+	MinCacheBytes int64 `json:"minCacheBytes"`
+	// FirstBatch is the time to the pod's first batch: the shards step 0
+	// needs, downloaded at Bandwidth.
+	FirstBatch time.Duration `json:"firstBatchNanos"`
+	// Stall is the time the pod's ranks wait for data over the epoch,
+	// first batch included: shards are downloaded back to back in the
+	// order they are needed, and step k waits for the shards it reads.
+	Stall time.Duration `json:"stallNanos"`
+	// Epoch is the epoch's duration for this pod: steps × StepTime + Stall.
+	Epoch time.Duration `json:"epochNanos"`
+}
+
+// Quality says how well the plan mixes samples.
+type Quality struct {
+	// MeanGap is the mean distance, in the streams' original order,
+	// between consecutive samples of a rank's batches; MeanGapIdeal is
+	// that of a uniform shuffle of the epoch (about samples / 3).
+	MeanGap      float64 `json:"meanGap"`
+	MeanGapIdeal float64 `json:"meanGapIdeal"`
+	// DistinctShardsPerBatch is the mean fraction of a global batch's
+	// samples that come from distinct shards (1: no two from one shard).
+	DistinctShardsPerBatch float64 `json:"distinctShardsPerBatch"`
+	// StepsMeasured is how many steps the two figures come from.
+	StepsMeasured int `json:"stepsMeasured"`
+}
+
+// Simulation is the outcome of Simulate.
+type Simulation struct {
+	Steps   int64    `json:"steps"`
+	Pods    []PodSim `json:"pods"`
+	Quality Quality  `json:"quality"`
+}
+
+// Simulate predicts, for each pod of a job of o.Pods pods, what it fetches
+// and waits for in this epoch, and measures the plan's shuffle quality. It
+// needs no store: bytes come from the indexes, times from o.Bandwidth and
+// o.StepTime.
+func (ep *EpochPlan) Simulate(o SimOptions) (*Simulation, error) {
+	if o.ProcsPerPod < 1 {
+		o.ProcsPerPod = 1
+	}
+	if o.Pods < 1 {
+		return nil, fmt.Errorf("pods must be at least 1, got %d", o.Pods)
+	}
+	if o.Bandwidth <= 0 {
+		return nil, fmt.Errorf("bandwidth must be above 0, got %g bytes/s", o.Bandwidth)
+	}
+	if o.StepTime < 0 {
+		return nil, fmt.Errorf("step time must not be negative, got %s", o.StepTime)
+	}
+	if err := ep.plan.CheckWorld(o.Pods * o.ProcsPerPod); err != nil {
+		return nil, err
+	}
+	cache, err := ep.MinCacheBytes(o.Pods, o.Prefetch)
+	if err != nil {
+		return nil, err
+	}
+	steps := ep.plan.Steps()
+	sim := &Simulation{Steps: steps}
+	for pod := range o.Pods {
+		first, n, err := ep.plan.PodSplits(pod, o.Pods)
+		if err != nil {
+			return nil, err
+		}
+		needs := ep.ShardsNeeded(first, n)
+		ps := PodSim{Pod: pod, Shards: len(needs), MinCacheBytes: cache}
+		// Downloads back to back in need order; ready[k] is when the last
+		// shard step k reads is in the cache.
+		var fetched int64
+		readyAt := make(map[int64]time.Duration, len(needs))
+		for _, nd := range needs {
+			fetched += nd.Bytes
+			at := time.Duration(float64(fetched) / o.Bandwidth * float64(time.Second))
+			if at > readyAt[nd.FirstStep] {
+				readyAt[nd.FirstStep] = at
+			}
+		}
+		ps.Bytes = fetched
+		ps.FirstBatch = readyAt[0]
+		var now, latest time.Duration
+		for k := range steps {
+			if r, ok := readyAt[k]; ok && r > latest {
+				latest = r
+			}
+			if latest > now {
+				ps.Stall += latest - now
+				now = latest
+			}
+			now += o.StepTime
+		}
+		ps.Epoch = now
+		sim.Pods = append(sim.Pods, ps)
+	}
+	sim.Quality, err = ep.quality(o.QualitySteps)
+	return sim, err
+}
+
+// quality measures, on up to n steps spread over the epoch,
+// DistinctShardsPerBatch over global batches and MeanGap over the samples a
+// split gives in a row (what one reader trains on in sequence).
+func (ep *EpochPlan) quality(n int) (Quality, error) {
+	if n <= 0 {
+		n = 200
+	}
+	pl := ep.plan
+	steps := pl.Steps()
+	q := Quality{MeanGapIdeal: float64(pl.Total()) / 3}
+	if steps == 0 {
+		return q, nil
+	}
+	stride := max(steps/int64(n), 1)
+	per := pl.GlobalBatchSize() / int64(pl.NumSplits())
+	var gaps, pairs, distinct float64
+	var batch []Sample
+	var err error
+	for k := int64(0); k < steps; k += stride {
+		if batch, err = ep.GlobalBatch(batch[:0], k); err != nil {
+			return q, err
+		}
+		shards := map[[2]int]bool{}
+		rows := 0
+		for _, s := range batch {
+			if !s.Pad {
+				rows++
+				shards[[2]int{s.Stream, s.Shard}] = true
+			}
+		}
+		if rows > 0 {
+			distinct += float64(len(shards)) / float64(rows)
+		}
+		for j := range pl.NumSplits() {
+			prev := ep.At(j, k*per)
+			for t := k*per + 1; t < (k+1)*per; t++ {
+				cur := ep.At(j, t)
+				if !prev.Pad && !cur.Pad {
+					d := cur.ID - prev.ID
+					if d < 0 {
+						d = -d
+					}
+					gaps += float64(d)
+					pairs++
+				}
+				prev = cur
+			}
+		}
+		q.StepsMeasured++
+	}
+	if pairs > 0 {
+		q.MeanGap = gaps / pairs
+	}
+	q.DistinctShardsPerBatch = distinct / float64(q.StepsMeasured)
+	return q, nil
+}

@@ -1,0 +1,96 @@
+//go:build integration
+
+package sidecar_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
+	"github.com/shardfeed/shardfeed/sidecar/index"
+	"github.com/shardfeed/shardfeed/sidecar/store"
+)
+
+// BenchmarkEgress measures what a job's pods fetch from MinIO in one epoch
+// of 64 MiB (64 MDS shards of 1 MiB), for world sizes 1 to 16 (one rank per
+// pod): real sidecars in pod mode, their downloaded bytes summed, over the
+// dataset's bytes. Beside it, the same ratio for the naive baseline, torch's
+// DistributedSampler (shuffled) over a map-style dataset whose loader
+// fetches the shards of the samples its rank gets: computed from the
+// sampler's index sets, each shard counted once per rank.
+func BenchmarkEgress(b *testing.B) {
+	const n = 8192 // 8 KiB samples
+	ds := newTokenDataset(b, n, "  numSplits: 16\n  globalBatchSize: 64\n  shuffle: {seed: 1, blockSize: 1024}\n")
+	dir := b.TempDir()
+	st, err := store.Open(context.Background(), store.Source{URI: "s3://" + ds.bucket + "/t/", Endpoint: minioServer.URL(), Insecure: true,
+		CredentialsDir: ds.credentials})
+	if err != nil {
+		b.Fatal(err)
+	}
+	x, err := index.ReadStore(context.Background(), st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	shardOf := make([]int, 0, n)
+	for i, s := range x.Shards {
+		total += s.Bytes
+		for range s.Samples {
+			shardOf = append(shardOf, i)
+		}
+	}
+	for _, world := range []int{1, 2, 4, 8, 16} {
+		b.Run(fmt.Sprintf("world=%d", world), func(b *testing.B) {
+			for range b.N {
+				var fetched int64
+				for pod := range world {
+					fetched += podFetches(b, ds, filepath.Join(dir, fmt.Sprintf("w%d-p%d", world, pod)), world, pod)
+				}
+				b.ReportMetric(float64(fetched)/float64(total), "shardfeed-egress-x")
+			}
+			// DistributedSampler(shuffle=True, drop_last=False): one
+			// permutation, rank r takes positions r, r+W, …
+			perm := rand.New(rand.NewPCG(1, 2)).Perm(n)
+			var naive int64
+			for r := range world {
+				seen := map[int]bool{}
+				for i := r; i < n; i += world {
+					s := shardOf[perm[i]]
+					if !seen[s] {
+						seen[s] = true
+						naive += x.Shards[s].Bytes
+					}
+				}
+			}
+			b.ReportMetric(float64(naive)/float64(total), "distributedsampler-egress-x")
+		})
+	}
+}
+
+// podFetches runs pod `pod` of a job of `pods` one-rank pods, reads its
+// rank's epoch, and returns the bytes its sidecar downloaded.
+func podFetches(b *testing.B, ds dataset, dir string, pods, pod int) int64 {
+	b.Helper()
+	srv := startEnv(b, dir, credentialsEnv(b, ds), "sidecar", "-f", ds.manifest, "--socket", filepath.Join(dir, "run", "feed.sock"),
+		"--cache-dir", filepath.Join(dir, "cache"), "--state", filepath.Join(dir, "state.json"), "--metrics-addr", "",
+		"--rank-mode", "pod", "--pods", fmt.Sprint(pods), "--pod-rank", fmt.Sprint(pod), "--procs-per-pod", "1", "--job", "egress", "--attempt", "a1")
+	defer srv.kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := readAll(ctx, srv.client, shardfeed.Request{Rank: pod, World: pods}, nil); err != nil {
+		b.Fatal(err)
+	}
+	var status struct {
+		Pipeline struct {
+			Cache struct{ FetchedBytes int64 } `json:"cache"`
+		} `json:"pipeline"`
+	}
+	if err := srv.client.Status(ctx, &status); err != nil {
+		b.Fatal(err)
+	}
+	return status.Pipeline.Cache.FetchedBytes
+}

@@ -111,6 +111,21 @@ class _InMemory(torch.utils.data.IterableDataset):
             yield {"tokens": base.clone()}
 
 
+def resume_shardfeed(serve: Serve, workers: int, epoch: int) -> dict:
+    """The rest of an epoch, restored at 90 % from a checkpoint's state."""
+    probe = shardfeed.FeedLoader(shardfeed.FeedDataset(serve.socket, rank=0, world_size=1, columns=["tokens"]))
+    probe.set_epoch(epoch)
+    state = probe.state_dict()
+    state["step"] = int(0.9 * probe.plan()["steps"])
+
+    def make():
+        loader = shardfeed.FeedLoader(shardfeed.FeedDataset(serve.socket, rank=0, world_size=1, columns=["tokens"]), num_workers=workers)
+        loader.load_state_dict(state)
+        return loader
+
+    return touch_loop(make)
+
+
 def run_ceiling(n: int, workers: int) -> dict:
     return touch_loop(lambda: torch.utils.data.DataLoader(_InMemory(n), batch_size=None, num_workers=workers))
 
@@ -149,14 +164,17 @@ def main() -> None:
             cases = [("shardfeed", w, lambda w, e: run_shardfeed(serve, w, e)) for w in (0, 1, 2)]
             cases += [("mosaicml-streaming", w, lambda w, e: run_peer("read-mosaic", paths["mds"], w, e)) for w in (0, 1, 2)]
             cases += [("lancedb", w, lambda w, e: run_peer("read-lance", paths["lance"], w, e)) for w in (0, 1, 2)]
+            cases += [("shardfeed, resumed at 90 %", w, lambda w, e: resume_shardfeed(serve, w, e)) for w in (0, 2)]
+            cases += [("mosaicml-streaming, resumed at 90 %", w, lambda w, e: run_peer("resume-mosaic", paths["mds"], w, e)) for w in (0, 2)]
             cases += [("pyarrow (Parquet, in order)", 0, lambda w, e: run_pyarrow(paths["parquet"]))]
             cases += [("torch DataLoader alone (tensors in memory)", w, lambda w, e: run_ceiling(args.samples, w)) for w in (0, 1, 2)]
             for name, workers, fn in cases:
                 rates, firsts, epochs = [], [], []
                 for run in range(args.runs):
                     t = fn(workers, run + 1)
-                    if t["samples"] != args.samples:
-                        log(f"{name} workers={workers}: read {t['samples']} samples of {args.samples}")
+                    want = args.samples - int(0.9 * args.samples) // BATCH * BATCH if "resumed" in name else args.samples
+                    if abs(t["samples"] - want) > BATCH:
+                        log(f"{name} workers={workers}: read {t['samples']} samples of {want}")
                     rates.append(t["rest_samples"] / t["rest"] if t["rest"] else 0.0)
                     firsts.append(t["first"])
                     epochs.append(t["samples"] / (t["first"] + t["rest"]))
@@ -170,6 +188,9 @@ def main() -> None:
     def ref(name, workers):
         return next((r[2] for r in rows if r[0] == name and r[1] == workers), None)
 
+    def ref_first(name, workers):
+        return next((r[5] for r in rows if r[0] == name and r[1] == workers), None)
+
     lines = [BEGIN, "",
              f"Command: `bin/venv/bin/python hack/bench/loaders.py --samples {args.samples} --runs {args.runs}` "
              f"(part of `make bench`). {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -182,7 +203,9 @@ def main() -> None:
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, workers, med, lo, hi, first, epoch_rate in rows:
         m, l = ref("mosaicml-streaming", workers), ref("lancedb", workers)
-        xm = f"{med / m:.1f}" if m and name != "mosaicml-streaming" else "–"
+        if "resumed" in name:
+            m, l = ref("mosaicml-streaming, resumed at 90 %", workers), None
+        xm = f"{med / m:.1f}" if m and not name.startswith("mosaicml-streaming") else "–"
         xl = f"{med / l:.1f}" if l and name != "lancedb" else "–"
         lines.append(f"| {name} | {workers} | {med:,.0f} [{lo:,.0f}–{hi:,.0f}] | {med * WIDTH * 4 / 1e9:.2f} | {xm} | {xl} "
                      f"| {first:.2f} | {epoch_rate:,.0f} |")

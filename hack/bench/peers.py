@@ -5,6 +5,7 @@ has mosaicml-streaming and lancedb from PyPI (hack/requirements-oracle.txt).
   peers.py write-lance PARQUET OUT        the tokens as a Lance table, with lancedb
   peers.py read-mosaic DIR  WORKERS BATCH EPOCH   one epoch of StreamingDataset in a DataLoader
   peers.py read-lance  DIR  WORKERS BATCH EPOCH   one epoch of lancedb's StreamingDataset in a DataLoader
+  peers.py resume-mosaic DIR WORKERS BATCH EPOCH  the rest of an epoch, restored at 90 % (state_dict/load_state_dict)
 
 A read prints touch.touch_loop's timing as JSON: the time from building the
 loader to its first batch, and the rate after it, of a training loop that
@@ -59,6 +60,30 @@ def read_mosaic(path, workers, batch, epoch):
     return touch_loop(make)
 
 
+def resume_mosaic(path, workers, batch, epoch):
+    """Time from building a StreamingDataset restored at 90 % of an epoch to
+    its first batch."""
+    from streaming import StreamingDataset
+    from streaming.base.util import clean_stale_shared_memory
+
+    lock = open(Path(__file__).resolve().parents[2] / "bin" / ".mds-oracle-read.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    clean_stale_shared_memory()
+    probe = StreamingDataset(local=path, batch_size=batch, shuffle=True, shuffle_seed=epoch + 1)
+    n = probe.num_samples
+    state = probe.state_dict(int(0.9 * n) // batch * batch, True)
+    state["epoch"] = 0  # a fresh dataset's state names epoch -1; the restored one iterates epoch 0
+    del probe
+    clean_stale_shared_memory()
+
+    def make():
+        ds = StreamingDataset(local=path, batch_size=batch, shuffle=True, shuffle_seed=epoch + 1)
+        ds.load_state_dict(state)
+        return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
+
+    return touch_loop(make)
+
+
 def lance_rows(b):
     """One tensor per row, cut from the batch without a loop per value."""
     return list(torch.from_numpy(b.column("tokens").flatten().to_numpy().reshape(-1, WIDTH)))
@@ -86,8 +111,8 @@ def main():
         write_mds(sys.argv[2], sys.argv[3])
     elif cmd == "write-lance":
         write_lance(sys.argv[2], sys.argv[3])
-    elif cmd in ("read-mosaic", "read-lance"):
-        fn = read_mosaic if cmd == "read-mosaic" else read_lance
+    elif cmd in ("read-mosaic", "read-lance", "resume-mosaic"):
+        fn = {"read-mosaic": read_mosaic, "read-lance": read_lance, "resume-mosaic": resume_mosaic}[cmd]
         print(json.dumps(fn(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))))
     else:
         raise SystemExit(__doc__)

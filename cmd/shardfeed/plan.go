@@ -87,17 +87,9 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	if o.summary && o.ids {
 		return fmt.Errorf("--summary and --ids exclude each other: pick one")
 	}
-	ds, err := readDataset(o.file, stdin)
+	ds, params, err := datasetParams(ctx, o.file, stdin, o.indexDirs, o.credentials)
 	if err != nil {
 		return err
-	}
-	indexes, err := readIndexes(ctx, ds, o.indexDirs, o.credentials)
-	if err != nil {
-		return err
-	}
-	params, err := planspec.Params(&ds.Spec, indexes)
-	if err != nil {
-		return fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
 	}
 
 	var before runtime.MemStats
@@ -144,6 +136,24 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 		return s.write(stdout)
 	}
 	return fmt.Errorf("--output %q is not supported: use text or json", o.output)
+}
+
+// datasetParams reads a manifest and its streams' indexes into planner
+// parameters, as the operator and the sidecars compute them.
+func datasetParams(ctx context.Context, file string, stdin io.Reader, indexDirs []string, credentials string) (*datav1alpha1.TrainingDataset, planner.Params, error) {
+	ds, err := readDataset(file, stdin)
+	if err != nil {
+		return nil, planner.Params{}, err
+	}
+	indexes, err := readIndexes(ctx, ds, indexDirs, credentials)
+	if err != nil {
+		return nil, planner.Params{}, err
+	}
+	params, err := planspec.Params(&ds.Spec, indexes)
+	if err != nil {
+		return nil, planner.Params{}, fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
+	}
+	return ds, params, nil
 }
 
 // parseSteps parses "A:B" into [a, b) within [0, steps).

@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -107,17 +106,9 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	if o.output != "text" && o.output != "json" {
 		return fmt.Errorf("--output %q is not supported: use text or json", o.output)
 	}
-	ds, err := readDataset(o.file, stdin)
+	ds, params, err := datasetParams(ctx, o.file, stdin, o.indexDirs, o.credentials)
 	if err != nil {
 		return err
-	}
-	indexes, err := readIndexes(ctx, ds, o.indexDirs, o.credentials)
-	if err != nil {
-		return err
-	}
-	params, err := planspec.Params(&ds.Spec, indexes)
-	if err != nil {
-		return fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
 	}
 	pl, err := planner.New(params)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	e2erecord "github.com/shardfeed/shardfeed/test/e2e/record"
 )
 
 // Lineage is the check of design §4: for each step, the batches of the
@@ -50,16 +51,7 @@ func (l Lineage) Summary() string {
 		verdict, l.Steps, l.Samples, l.Lost, l.Duplicated, l.Mismatched, l.Retrained, l.Worlds, l.SameGlobalBatches)
 }
 
-type record struct {
-	Attempt string    `json:"attempt"`
-	Gen     int       `json:"gen"`
-	Rank    int       `json:"rank"`
-	World   int       `json:"world"`
-	Epoch   int64     `json:"epoch"`
-	Step    int64     `json:"step"`
-	IDs     []int64   `json:"ids"`
-	Time    time.Time `json:"time"`
-}
+type record = e2erecord.Record
 
 func (r *run) checkLineage(ctx context.Context, manifest string, st *configmaps.State) (Lineage, error) {
 	var l Lineage

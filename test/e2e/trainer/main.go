@@ -39,6 +39,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
+	"github.com/shardfeed/shardfeed/test/e2e/record"
 )
 
 type config struct {
@@ -106,18 +107,6 @@ func load() (config, error) {
 		return c, errors.New("E2E_COMMIT_EVERY must be at least 1")
 	}
 	return c, nil
-}
-
-// record is one step a rank trained.
-type record struct {
-	Attempt string    `json:"attempt"`
-	Gen     int       `json:"gen"`
-	Rank    int       `json:"rank"`
-	World   int       `json:"world"`
-	Epoch   int64     `json:"epoch"`
-	Step    int64     `json:"step"`
-	IDs     []int64   `json:"ids"`
-	Time    time.Time `json:"time"`
 }
 
 // errRestart: the barrier's generation moved, every rank starts again from
@@ -245,7 +234,7 @@ func readStream(ctx context.Context, cfg config, client *shardfeed.Client, b *ba
 			return fmt.Errorf("got step %d, expected %d", k, *step)
 		}
 		time.Sleep(cfg.stepTime) // the "training"
-		line, err := json.Marshal(record{Attempt: cfg.attempt, Gen: gen, Rank: cfg.rank, World: cfg.world, Epoch: epoch, Step: k, IDs: ids, Time: time.Now()})
+		line, err := json.Marshal(record.Record{Attempt: cfg.attempt, Gen: gen, Rank: cfg.rank, World: cfg.world, Epoch: epoch, Step: k, IDs: ids, Time: time.Now()})
 		if err != nil {
 			return err
 		}

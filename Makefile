@@ -164,5 +164,6 @@ demo: tools build ## The whole story on a local cluster, narrated: Helm, a datas
 	DEMO=1 KEEP_CLUSTER=$(KEEP) LOG_PREFIX=demo hack/e2e.sh
 
 .PHONY: clean
-clean: ## Remove build outputs and the links in bin/ (the tool cache stays).
+clean: ## Remove build outputs and the links in bin/ (the tool cache stays); stops the local cluster first.
+	@[ ! -d .cache/cluster ] || hack/cluster-down.sh
 	rm -rf $(BIN) .cache

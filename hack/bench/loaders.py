@@ -85,9 +85,9 @@ spec:
         self.log.close()
 
 
-def run_shardfeed(serve: Serve, workers: int, epoch: int) -> dict:
+def run_shardfeed(socket: str, workers: int, epoch: int) -> dict:
     def make():
-        ds = shardfeed.FeedDataset(serve.socket, rank=0, world_size=1, columns=["tokens"])
+        ds = shardfeed.FeedDataset(socket, rank=0, world_size=1, columns=["tokens"])
         loader = shardfeed.FeedLoader(ds, num_workers=workers)
         loader.set_epoch(epoch)
         return loader
@@ -111,19 +111,27 @@ class _InMemory(torch.utils.data.IterableDataset):
             yield {"tokens": base.clone()}
 
 
-def resume_shardfeed(serve: Serve, workers: int, epoch: int) -> dict:
+def resume_shardfeed(socket: str, workers: int, epoch: int) -> dict:
     """The rest of an epoch, restored at 90 % from a checkpoint's state."""
-    probe = shardfeed.FeedLoader(shardfeed.FeedDataset(serve.socket, rank=0, world_size=1, columns=["tokens"]))
+    probe = shardfeed.FeedLoader(shardfeed.FeedDataset(socket, rank=0, world_size=1, columns=["tokens"]))
     probe.set_epoch(epoch)
     state = probe.state_dict()
     state["step"] = int(0.9 * probe.plan()["steps"])
 
     def make():
-        loader = shardfeed.FeedLoader(shardfeed.FeedDataset(serve.socket, rank=0, world_size=1, columns=["tokens"]), num_workers=workers)
+        loader = shardfeed.FeedLoader(shardfeed.FeedDataset(socket, rank=0, world_size=1, columns=["tokens"]), num_workers=workers)
         loader.load_state_dict(state)
         return loader
 
     return touch_loop(make)
+
+
+def sidecar_hwm(serve: Serve) -> float:
+    """The sidecar process's peak resident memory so far, MiB."""
+    for line in Path(f"/proc/{serve.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def run_ceiling(n: int, workers: int) -> dict:
@@ -138,6 +146,29 @@ def run_pyarrow(path: Path) -> dict:
     return touch_loop(make)
 
 
+def run_child(*args: str) -> dict:
+    """A measurement of this script in its own process, so that its peak
+    memory is the loader's alone."""
+    out = subprocess.run([sys.executable, __file__, "--child", *map(str, args)],
+                         check=True, capture_output=True, text=True, timeout=900).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def child(argv: list[str]) -> None:
+    """--child read-shardfeed|resume-shardfeed SOCKET WORKERS EPOCH | pyarrow PATH | ceiling N WORKERS"""
+    cmd = argv[0]
+    if cmd in ("read-shardfeed", "resume-shardfeed"):
+        fn = run_shardfeed if cmd == "read-shardfeed" else resume_shardfeed
+        t = fn(argv[1], int(argv[2]), int(argv[3]))
+    elif cmd == "pyarrow":
+        t = run_pyarrow(Path(argv[1]))
+    elif cmd == "ceiling":
+        t = run_ceiling(int(argv[1]), int(argv[2]))
+    else:
+        raise SystemExit(f"unknown --child {cmd}")
+    print(json.dumps(t))
+
+
 def run_peer(cmd: str, path: Path, workers: int, epoch: int) -> dict:
     out = subprocess.run([str(ORACLE), str(PEERS), cmd, str(path), str(workers), str(BATCH), str(epoch)],
                          check=True, capture_output=True, text=True, timeout=900).stdout
@@ -145,6 +176,9 @@ def run_peer(cmd: str, path: Path, workers: int, epoch: int) -> dict:
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=32768)
     parser.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", "3")))
@@ -160,16 +194,16 @@ def main() -> None:
         paths = make_data(work, args.samples)
         serve = Serve(work, paths["mds"], args.samples)
         try:
-            run_shardfeed(serve, 0, 0)  # warm the cache: every other loader reads local files too
-            cases = [("shardfeed", w, lambda w, e: run_shardfeed(serve, w, e)) for w in (0, 1, 2)]
+            run_shardfeed(serve.socket, 0, 0)  # warm the cache: every other loader reads local files too
+            cases = [("shardfeed", w, lambda w, e: run_child("read-shardfeed", serve.socket, w, e)) for w in (0, 1, 2)]
             cases += [("mosaicml-streaming", w, lambda w, e: run_peer("read-mosaic", paths["mds"], w, e)) for w in (0, 1, 2)]
             cases += [("lancedb", w, lambda w, e: run_peer("read-lance", paths["lance"], w, e)) for w in (0, 1, 2)]
-            cases += [("shardfeed, resumed at 90 %", w, lambda w, e: resume_shardfeed(serve, w, e)) for w in (0, 2)]
+            cases += [("shardfeed, resumed at 90 %", w, lambda w, e: run_child("resume-shardfeed", serve.socket, w, e)) for w in (0, 2)]
             cases += [("mosaicml-streaming, resumed at 90 %", w, lambda w, e: run_peer("resume-mosaic", paths["mds"], w, e)) for w in (0, 2)]
-            cases += [("pyarrow (Parquet, in order)", 0, lambda w, e: run_pyarrow(paths["parquet"]))]
-            cases += [("torch DataLoader alone (tensors in memory)", w, lambda w, e: run_ceiling(args.samples, w)) for w in (0, 1, 2)]
+            cases += [("pyarrow (Parquet, in order)", 0, lambda w, e: run_child("pyarrow", paths["parquet"]))]
+            cases += [("torch DataLoader alone (tensors in memory)", w, lambda w, e: run_child("ceiling", args.samples, w)) for w in (0, 1, 2)]
             for name, workers, fn in cases:
-                rates, firsts, epochs = [], [], []
+                rates, firsts, epochs, rss = [], [], [], []
                 for run in range(args.runs):
                     t = fn(workers, run + 1)
                     want = args.samples - int(0.9 * args.samples) // BATCH * BATCH if "resumed" in name else args.samples
@@ -178,18 +212,18 @@ def main() -> None:
                     rates.append(t["rest_samples"] / t["rest"] if t["rest"] else 0.0)
                     firsts.append(t["first"])
                     epochs.append(t["samples"] / (t["first"] + t["rest"]))
+                    rss.append(t.get("rss_mib", 0))
                     log(f"{name} workers={workers} run {run + 1}: {rates[-1]:,.0f} samples/s after a first batch "
                         f"in {t['first']:.3f} s")
                 rows.append((name, workers, statistics.median(rates), min(rates), max(rates),
-                             statistics.median(firsts), statistics.median(epochs)))
+                             statistics.median(firsts), statistics.median(epochs), max(rss)))
+            sidecar_peak = sidecar_hwm(serve)
         finally:
             serve.stop()
 
     def ref(name, workers):
         return next((r[2] for r in rows if r[0] == name and r[1] == workers), None)
 
-    def ref_first(name, workers):
-        return next((r[5] for r in rows if r[0] == name and r[1] == workers), None)
 
     lines = [BEGIN, "",
              f"Command: `bin/venv/bin/python hack/bench/loaders.py --samples {args.samples} --runs {args.runs}` "
@@ -197,18 +231,22 @@ def main() -> None:
              f"torch {torch.__version__}, pyarrow {pa.__version__}. {args.samples} samples of {WIDTH} int32 tokens "
              f"({args.samples * WIDTH * 4 >> 20} MiB), batches of {BATCH}, one epoch per run, median of {args.runs} [min–max]. "
              "The rate is the steady one, after the first batch; the time to the first batch (building the "
-             "loader, starting its workers) and the rate over the whole epoch are in their own columns.",
+             "loader, starting its workers) and the rate over the whole epoch are in their own columns. Peak "
+             "memory is the training process's (VmHWM; DataLoader workers not included), each run in its own process; "
+             f"the shardfeed sidecar (`shardfeed serve`, which served every shardfeed row) peaked at {sidecar_peak:.0f} MiB.",
              "",
-             "| loader | DataLoader workers | samples/s | GB/s | × mosaicml-streaming | × lancedb | first batch (s) | samples/s over the epoch |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for name, workers, med, lo, hi, first, epoch_rate in rows:
+             "| loader | DataLoader workers | samples/s | GB/s | × mosaicml-streaming | × lancedb | first batch (s) "
+             "| samples/s over the epoch | trainer peak RSS (MiB) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, workers, med, lo, hi, first, epoch_rate, rss in rows:
         m, l = ref("mosaicml-streaming", workers), ref("lancedb", workers)
         if "resumed" in name:
             m, l = ref("mosaicml-streaming, resumed at 90 %", workers), None
         xm = f"{med / m:.1f}" if m and not name.startswith("mosaicml-streaming") else "–"
         xl = f"{med / l:.1f}" if l and name != "lancedb" else "–"
+        mem = f"{rss:,.0f}"
         lines.append(f"| {name} | {workers} | {med:,.0f} [{lo:,.0f}–{hi:,.0f}] | {med * WIDTH * 4 / 1e9:.2f} | {xm} | {xl} "
-                     f"| {first:.2f} | {epoch_rate:,.0f} |")
+                     f"| {first:.2f} | {epoch_rate:,.0f} | {mem} |")
     lines += ["", END]
     table = "\n".join(lines)
     print(table)

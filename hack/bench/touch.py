@@ -30,4 +30,14 @@ def touch_loop(make):
     end = time.perf_counter()
     first_at = first_at or end
     return {"first": first_at - start, "rest": end - first_at, "samples": samples,
-            "rest_samples": samples - first_samples, "checksum": checksum}
+            "rest_samples": samples - first_samples, "checksum": checksum, "rss_mib": peak_rss_mib()}
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM: unlike getrusage's
+    ru_maxrss, it does not carry over the parent's across fork and exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0

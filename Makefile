@@ -107,10 +107,6 @@ test-go: tools-go tools-kube tools-minio tools-debian
 test-python: tools build ## Run the Python tests with pytest (real MinIO, kube-apiserver, pyarrow, torch).
 	$(PYTHON) -m pytest -q test/python
 
-.PHONY: test-e2e
-test-e2e: ## End-to-end tests on a real local cluster (comes with the end-to-end issue).
-	@echo "test-e2e: the end-to-end suite (local cluster, Helm chart, training pods) comes with issue 8; nothing runs yet." >&2; exit 2
-
 # Runs of each benchmark; docs/benchmarks.md reports their median.
 BENCH_RUNS ?= 3
 
@@ -119,10 +115,6 @@ bench: tools-go tools-kube tools-minio tools-debian tools-python build ## Run th
 	go test -tags integration -run '^$$' -bench . -benchmem -count $(BENCH_RUNS) -timeout 30m ./... | tee $(BIN)/bench-go.txt
 	BENCH_RUNS=$(BENCH_RUNS) $(PYTHON) hack/bench/loaders.py
 	@echo "bench: Go results in $(BIN)/bench-go.txt; the loader table is in docs/benchmarks.md"
-
-.PHONY: demo
-demo: ## The whole story on one machine (comes with the end-to-end issue).
-	@echo "demo: the end-to-end demo (cluster, operator, training pods, kill and rescale) comes with issue 8." >&2; exit 2
 
 ##@ Environments
 

@@ -107,14 +107,26 @@ test-go: tools-go tools-kube tools-minio tools-debian
 test-python: tools build ## Run the Python tests with pytest (real MinIO, kube-apiserver, pyarrow, torch).
 	$(PYTHON) -m pytest -q test/python
 
-# Runs of each benchmark; docs/benchmarks.md reports their median.
+# Runs of each benchmark (docs/benchmarks.md reports their median and
+# min–max), the size of the loaders' data sets (1: about 1 GB each; full: 4)
+# and the seconds a loader measurement reads after its first batch, at most.
 BENCH_RUNS ?= 3
+BENCH_SCALE ?= 1
+BENCH_TIME_BOX ?= 3
+BENCH_OUT := $(BIN)/bench
 
 .PHONY: bench
-bench: tools-go tools-kube tools-minio tools-debian tools-python build ## Run the benchmarks: Go (planner, formats, MinIO, sidecar socket) and the loaders side by side with their peers.
-	go test -tags integration -run '^$$' -bench . -benchmem -count $(BENCH_RUNS) -timeout 30m ./... | tee $(BIN)/bench-go.txt
-	BENCH_RUNS=$(BENCH_RUNS) $(PYTHON) hack/bench/loaders.py
-	@echo "bench: Go results in $(BIN)/bench-go.txt; the loader table is in docs/benchmarks.md"
+bench: tools-go tools-kube tools-minio tools-debian tools-python build ## Run every benchmark and the peers side by side; rewrite docs/benchmarks.md, its plots and the README's figures (about 25 min).
+	@mkdir -p $(BENCH_OUT)
+	@echo "bench: Go benchmarks ($(BENCH_RUNS) runs each) → $(BENCH_OUT)/go.txt"
+	go test -tags integration -run '^$$' -bench . -benchmem -count $(BENCH_RUNS) -timeout 30m ./... | tee $(BENCH_OUT)/go.txt
+	@echo "bench: loaders into PyTorch, shardfeed and its peers → $(BENCH_OUT)/loaders.json"
+	BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) $(PYTHON) hack/bench/loaders.py --out $(BENCH_OUT)/loaders.json
+	@echo "bench: egress of the peers over MinIO → $(BENCH_OUT)/egress.json"
+	hack/minio.sh --bucket bench -- $(BIN)/venv-oracle/bin/python hack/bench/egress.py --out $(BENCH_OUT)/egress.json
+	$(BIN)/venv-oracle/bin/python hack/bench/report.py --go $(BENCH_OUT)/go.txt --loaders $(BENCH_OUT)/loaders.json \
+		--egress $(BENCH_OUT)/egress.json --command "make bench BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX)"
+	@echo "bench: docs/benchmarks.md, docs/img/*.png and the README's figures rewritten"
 
 ##@ Environments
 

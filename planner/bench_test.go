@@ -27,9 +27,10 @@ func bigParams(samples, shards int64) Params {
 	}
 }
 
-// BenchmarkPlanBuild builds the epoch plan of 1e10 samples in 1e6 shards.
+// BenchmarkPlanBuild builds the epoch plan of 1e6 to 1e10 samples (in shards
+// of 1e4 samples): time and memory against the number of samples.
 func BenchmarkPlanBuild(b *testing.B) {
-	for _, size := range []struct{ samples, shards int64 }{{1e8, 1e4}, {1e10, 1e6}} {
+	for _, size := range []struct{ samples, shards int64 }{{1e6, 1e2}, {1e7, 1e3}, {1e8, 1e4}, {1e9, 1e5}, {1e10, 1e6}} {
 		b.Run(fmt.Sprintf("samples=%.0e/shards=%.0e", float64(size.samples), float64(size.shards)), func(b *testing.B) {
 			p := bigParams(size.samples, size.shards)
 			// B/op is the plan's memory: everything it allocates, it keeps.
@@ -97,23 +98,25 @@ func BenchmarkPlanSequential(b *testing.B) {
 // machine holds.
 func BenchmarkMaterializedPermutation(b *testing.B) {
 	const n = 1e8
-	build := func() []int64 {
+	build := func(size int) []int64 {
 		r := rand.New(rand.NewPCG(1, 2))
-		perm := make([]int64, n)
+		perm := make([]int64, size)
 		for i := range perm {
 			perm[i] = int64(i)
 		}
 		r.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
 		return perm
 	}
-	b.Run("build/samples=1e8", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			runtime.KeepAlive(build())
-		}
-	})
-	b.Run("seek/samples=1e8", func(b *testing.B) {
-		perm := build()
+	for _, size := range []int{1e6, 1e7, 1e8} {
+		b.Run(fmt.Sprintf("build/samples=%.0e", float64(size)), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				runtime.KeepAlive(build(size))
+			}
+		})
+	}
+	b.Run("seek/samples=1e+08", func(b *testing.B) {
+		perm := build(n)
 		r := rand.New(rand.NewPCG(1, 1))
 		pos := make([]int64, 1<<16)
 		for i := range pos {

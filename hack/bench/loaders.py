@@ -1,15 +1,16 @@
-"""The loader benchmark: tokens into a PyTorch training loop, shardfeed side
-by side with mosaicml-streaming, lancedb and pyarrow, on the same data.
+"""The loader benchmark: data into a PyTorch training loop, shardfeed side by
+side with mosaicml-streaming, lancedb and pyarrow, on the same data.
 
-  bin/venv/bin/python hack/bench/loaders.py [--samples N] [--runs R] [--docs docs/benchmarks.md]
+  bin/venv/bin/python hack/bench/loaders.py [--kinds tokens,images,tabular] [--scale S]
+      [--runs R] [--time-box SECONDS] [--only REGEX] [--out bin/bench/loaders.json]
 
-Data: N samples (default 32768, 256 MiB) of 2048 int32 tokens (8 KiB), made
-here with numpy and written in each tool's own format: Parquet (pyarrow),
-MDS (mosaicml-streaming's MDSWriter, which shardfeed serves as it is), a
-Lance table (lancedb). Each loop reads one epoch in batches of 512, shuffled,
-and reads every value it gets (touch.py). Every measurement is run R times (default 3,
-BENCH_RUNS): the table gives the median and the min–max, and replaces the
-section between the loaders markers of --docs.
+Data: datasets.py's data sets (about 1 GB each at scale 1; BENCH_SCALE),
+each in every tool's own format. Every loop reads a shuffled epoch (pyarrow:
+the Parquet file in order) and reads every value it gets (touch.py), for at
+most --time-box seconds after its first batch (BENCH_TIME_BOX). Every
+measurement runs R times (BENCH_RUNS, default 3), each in its own process;
+the results (median, min, max of each) go to --out as JSON, from which
+report.py writes the tables and plots of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -33,51 +35,63 @@ sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
 
 import shardfeed  # noqa: E402
 import torch  # noqa: E402
-from touch import touch_loop  # noqa: E402
+from shardfeed._convert import to_torch  # noqa: E402
+from touch import peak_rss_mib, touch_loop  # noqa: E402
 
 ORACLE = ROOT / "bin" / "venv-oracle" / "bin" / "python"
-PEERS = ROOT / "hack" / "bench" / "peers.py"
-WIDTH = 2048
-BATCH = 512
-BEGIN, END = "<!-- loaders:begin -->", "<!-- loaders:end -->"
+HERE = ROOT / "hack" / "bench"
+DATA = ROOT / ".cache" / "bench-data"
+# Batch sizes: 4 MiB of tokens, 6 MB of images, 8192 rows of tabular data.
+BATCH = {"tokens": 512, "images": 64, "tabular": 8192}
+# Batch sizes of the throughput-vs-batch-size sweep (tokens, no workers),
+# besides BATCH["tokens"].
+SWEEP = (64, 2048)
 
 
 def log(msg: str) -> None:
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
-def make_data(work: Path, n: int) -> dict[str, Path]:
-    paths = {"parquet": work / "tokens.parquet", "mds": work / "mds", "lance": work / "lance"}
-    tokens = (np.arange(n * WIDTH, dtype=np.int64) % 50000).astype(np.int32)
-    table = pa.table({"id": np.arange(n, dtype=np.int64), "tokens": pa.FixedSizeListArray.from_arrays(pa.array(tokens), WIDTH)})
-    pq.write_table(table, paths["parquet"], row_group_size=1024, compression="none")
-    for cmd, out in (("write-mds", paths["mds"]), ("write-lance", paths["lance"])):
-        log(f"{cmd} {out}")
-        subprocess.run([str(ORACLE), str(PEERS), cmd, str(paths["parquet"]), str(out)], check=True)
-    return paths
+def scale_of(text: str) -> float:
+    return 4.0 if text == "full" else float(text)
+
+
+def dataset(kind: str, scale: float) -> tuple[Path, dict]:
+    """The data set's directory (written by datasets.py if missing) and its meta.json."""
+    out = subprocess.run([str(ORACLE), str(HERE / "datasets.py"), str(DATA), kind, f"{scale:g}"],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    path = Path(out.strip().splitlines()[-1])
+    return path, json.loads((path / "meta.json").read_text())
 
 
 class Serve:
-    def __init__(self, work: Path, mds: Path, n: int):
+    """A `shardfeed serve` of a data set's MDS, its cache warmed by one epoch."""
+
+    def __init__(self, work: Path, data: Path, batch: int):
+        work.mkdir(parents=True, exist_ok=True)
         manifest = work / "dataset.yaml"
         manifest.write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
 kind: TrainingDataset
 metadata: {{name: bench}}
 spec:
   streams:
-  - name: tokens
+  - name: data
     format: mds
-    source: {{uri: "file://{mds}/"}}
+    source: {{uri: "file://{data}/mds/"}}
   numSplits: 2
-  globalBatchSize: {BATCH}
-  shuffle: {{seed: 1, blockSize: 4096}}
+  globalBatchSize: {batch}
+  shuffle: {{seed: 1, blockSize: {max(4096, 8 * batch)}}}
 """)
         self.socket = str(work / "feed.sock")
         self.log = open(work / "serve.log", "wb")
         self.proc = subprocess.Popen([str(ROOT / "bin" / "shardfeed"), "serve", "-f", str(manifest), "--socket", self.socket,
                                       "--cache-dir", str(work / "cache"), "--state", str(work / "state.json"),
-                                      "--metrics-addr", "", "--memory-limit", "2Gi"], stdout=self.log, stderr=subprocess.STDOUT)
-        shardfeed.Client(self.socket).wait_ready(60)
+                                      "--metrics-addr", "", "--memory-limit", "3Gi"], stdout=self.log, stderr=subprocess.STDOUT)
+        shardfeed.Client(self.socket).wait_ready(120)
+        run_shardfeed(self.socket, 0, 0, None)  # every other loader reads local files: so does this one
+
+    def peak_rss_mib(self) -> float:
+        return peak_rss_mib(self.proc.pid)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -85,14 +99,28 @@ spec:
         self.log.close()
 
 
-def run_shardfeed(socket: str, workers: int, epoch: int) -> dict:
+def run_shardfeed(socket: str, workers: int, epoch: int, time_box: float | None) -> dict:
     def make():
-        ds = shardfeed.FeedDataset(socket, rank=0, world_size=1, columns=["tokens"])
-        loader = shardfeed.FeedLoader(ds, num_workers=workers)
+        loader = shardfeed.FeedLoader(shardfeed.FeedDataset(socket, rank=0, world_size=1), num_workers=workers)
         loader.set_epoch(epoch)
         return loader
 
-    return touch_loop(make)
+    return touch_loop(make, time_box)
+
+
+def resume_shardfeed(socket: str, workers: int, epoch: int, time_box: float | None) -> dict:
+    """The rest of an epoch, restored at 90 % from a checkpoint's state."""
+    probe = shardfeed.FeedLoader(shardfeed.FeedDataset(socket, rank=0, world_size=1))
+    probe.set_epoch(epoch)
+    state = probe.state_dict()
+    state["step"] = int(0.9 * probe.plan()["steps"])
+
+    def make():
+        loader = shardfeed.FeedLoader(shardfeed.FeedDataset(socket, rank=0, world_size=1), num_workers=workers)
+        loader.load_state_dict(state)
+        return loader
+
+    return touch_loop(make, time_box)
 
 
 class _InMemory(torch.utils.data.IterableDataset):
@@ -100,79 +128,101 @@ class _InMemory(torch.utils.data.IterableDataset):
     costs for the same batches (worker processes send each through shared
     memory)."""
 
-    def __init__(self, n: int):
-        self.n = n
+    def __init__(self, n: int, width: int):
+        self.n, self.width = n, width
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         share = info.num_workers if info else 1
-        base = torch.zeros(BATCH, WIDTH, dtype=torch.int32)
-        for _ in range(self.n // BATCH // share):
+        base = torch.zeros(BATCH["tokens"], self.width, dtype=torch.int32)
+        for _ in range(self.n // BATCH["tokens"] // share):
             yield {"tokens": base.clone()}
 
 
-def resume_shardfeed(socket: str, workers: int, epoch: int) -> dict:
-    """The rest of an epoch, restored at 90 % from a checkpoint's state."""
-    probe = shardfeed.FeedLoader(shardfeed.FeedDataset(socket, rank=0, world_size=1, columns=["tokens"]))
-    probe.set_epoch(epoch)
-    state = probe.state_dict()
-    state["step"] = int(0.9 * probe.plan()["steps"])
+def run_ceiling(n: int, workers: int, time_box: float | None) -> dict:
+    return touch_loop(lambda: torch.utils.data.DataLoader(_InMemory(n, 2048), batch_size=None, num_workers=workers), time_box)
 
+
+def run_pyarrow(data: Path, batch: int, time_box: float | None) -> dict:
     def make():
-        loader = shardfeed.FeedLoader(shardfeed.FeedDataset(socket, rank=0, world_size=1, columns=["tokens"]), num_workers=workers)
-        loader.load_state_dict(state)
-        return loader
+        for part in sorted((data / "parquet").glob("*.parquet")):
+            for rb in pq.ParquetFile(part).iter_batches(batch_size=batch):
+                yield to_torch(rb)
 
-    return touch_loop(make)
-
-
-def sidecar_hwm(serve: Serve) -> float:
-    """The sidecar process's peak resident memory so far, MiB."""
-    for line in Path(f"/proc/{serve.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def run_ceiling(n: int, workers: int) -> dict:
-    return touch_loop(lambda: torch.utils.data.DataLoader(_InMemory(n), batch_size=None, num_workers=workers))
-
-
-def run_pyarrow(path: Path) -> dict:
-    def make():
-        for rb in pq.ParquetFile(path).iter_batches(batch_size=BATCH, columns=["tokens"]):
-            yield torch.from_numpy(rb.column(0).flatten().to_numpy().reshape(-1, WIDTH))
-
-    return touch_loop(make)
-
-
-def run_child(*args: str) -> dict:
-    """A measurement of this script in its own process, so that its peak
-    memory is the loader's alone."""
-    out = subprocess.run([sys.executable, __file__, "--child", *map(str, args)],
-                         check=True, capture_output=True, text=True, timeout=900).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return touch_loop(make, time_box)
 
 
 def child(argv: list[str]) -> None:
-    """--child read-shardfeed|resume-shardfeed SOCKET WORKERS EPOCH | pyarrow PATH | ceiling N WORKERS"""
-    cmd = argv[0]
-    if cmd in ("read-shardfeed", "resume-shardfeed"):
-        fn = run_shardfeed if cmd == "read-shardfeed" else resume_shardfeed
-        t = fn(argv[1], int(argv[2]), int(argv[3]))
+    """--child NAME ARGS…: one measurement, its result as JSON on stdout."""
+    cmd, args = argv[0], argv[1:]
+    box = float(args[-1]) or None
+    if cmd == "read-shardfeed":
+        t = run_shardfeed(args[0], int(args[1]), int(args[2]), box)
+    elif cmd == "resume-shardfeed":
+        t = resume_shardfeed(args[0], int(args[1]), int(args[2]), box)
     elif cmd == "pyarrow":
-        t = run_pyarrow(Path(argv[1]))
+        t = run_pyarrow(Path(args[0]), int(args[1]), box)
     elif cmd == "ceiling":
-        t = run_ceiling(int(argv[1]), int(argv[2]))
+        t = run_ceiling(int(args[0]), int(args[1]), box)
     else:
         raise SystemExit(f"unknown --child {cmd}")
     print(json.dumps(t))
 
 
-def run_peer(cmd: str, path: Path, workers: int, epoch: int) -> dict:
-    out = subprocess.run([str(ORACLE), str(PEERS), cmd, str(path), str(workers), str(BATCH), str(epoch)],
+def run_child(*args) -> dict:
+    """A measurement in its own process, so that its peak memory is its own
+    (and a fresh allocator, as a training job starts with)."""
+    out = subprocess.run([sys.executable, __file__, "--child", *map(str, args)],
                          check=True, capture_output=True, text=True, timeout=900).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def run_peer(cmd: str, data: Path, workers: int, batch: int, epoch: int, box: float) -> dict:
+    out = subprocess.run([str(ORACLE), str(HERE / "peers.py"), cmd, str(data), str(workers), str(batch), str(epoch), str(box)],
+                         check=True, capture_output=True, text=True, timeout=900).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool):
+    """(loader, workers, measure(epoch, time_box)) of one data set; sweep:
+    only the loaders at 0 workers, for the batch-size sweep."""
+    read = lambda w: lambda e, b: run_child("read-shardfeed", serve.socket, w, e, b)  # noqa: E731
+    mosaic = lambda w: lambda e, b: run_peer("read-mosaic", data, w, batch, e, b)  # noqa: E731
+    lance = lambda w: lambda e, b: run_peer("read-lance", data, w, batch, e, b)  # noqa: E731
+    pyarrow = lambda e, b: run_child("pyarrow", data, batch, b)  # noqa: E731
+    if sweep:
+        return [("shardfeed", 0, read(0)), ("mosaicml-streaming", 0, mosaic(0)), ("lancedb", 0, lance(0)),
+                ("pyarrow (Parquet, in order)", 0, pyarrow)]
+    workers = (0, 1, 2) if kind == "tokens" else (0, 2)
+    out = [("shardfeed", w, read(w)) for w in workers]
+    out += [("mosaicml-streaming", w, mosaic(w)) for w in workers]
+    out += [("lancedb", w, lance(w)) for w in workers]
+    out += [("pyarrow (Parquet, in order)", 0, pyarrow)]
+    if kind == "tokens":
+        out += [("shardfeed, resumed at 90 %", 0, lambda e, b: run_child("resume-shardfeed", serve.socket, 0, e, b)),
+                ("mosaicml-streaming, resumed at 90 %", 0, lambda e, b: run_peer("resume-mosaic", data, 0, batch, e, b))]
+        out += [("torch DataLoader alone (tensors in memory)", w, lambda e, b, w=w: run_child("ceiling", n, w, b)) for w in (0, 2)]
+    return out
+
+
+def summary(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def measure(name: str, workers: int, fn, runs: int, box: float) -> dict:
+    rates, firsts, epochs, rss, wrss, complete = [], [], [], [], [], True
+    for run in range(runs):
+        t = fn(run + 1, box)
+        rates.append(t["rest_samples"] / t["rest"] if t["rest"] else 0.0)
+        firsts.append(t["first"])
+        epochs.append(t["samples"] / (t["first"] + t["rest"]))
+        rss.append(t.get("rss_mib", 0.0))
+        wrss.append(t.get("worker_rss_mib", 0.0))
+        complete = complete and t.get("complete", True)
+        boxed = "" if t.get("complete", True) else f" (time box: {t['samples']:,} samples read)"
+        log(f"{name} workers={workers} run {run + 1}: {rates[-1]:,.0f} samples/s after a first batch in {t['first']:.2f} s{boxed}")
+    return {"loader": name, "workers": workers, "rate": summary(rates), "first": summary(firsts), "epoch_rate": summary(epochs),
+            "rss_mib": max(rss), "worker_rss_mib": max(wrss), "complete": complete}
 
 
 def main() -> None:
@@ -180,84 +230,60 @@ def main() -> None:
         child(sys.argv[2:])
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--samples", type=int, default=32768)
+    parser.add_argument("--kinds", default="tokens,images,tabular")
+    parser.add_argument("--scale", default=os.environ.get("BENCH_SCALE", "1"), help="data set size: 1 (about 1 GB each) or full (4)")
     parser.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", "3")))
-    parser.add_argument("--docs", default=str(ROOT / "docs" / "benchmarks.md"))
+    parser.add_argument("--time-box", type=float, default=float(os.environ.get("BENCH_TIME_BOX", "3")),
+                        help="seconds a measurement reads after its first batch, at most")
+    parser.add_argument("--only", default="", help="run only the measurements whose 'KIND/LOADER/WORKERS' matches this regular expression")
+    parser.add_argument("--out", default=str(ROOT / "bin" / "bench" / "loaders.json"))
     args = parser.parse_args()
     if not ORACLE.exists():
         raise SystemExit(f"{ORACLE} is missing: run make tools-python")
-
-    rows = []
+    scale = scale_of(args.scale)
+    started = time.monotonic()
+    result = {"command": " ".join(["bin/venv/bin/python", "hack/bench/loaders.py", *sys.argv[1:]]) or "",
+              "scale": scale, "runs": args.runs, "time_box": args.time_box,
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+              "versions": {"python": platform.python_version(), "torch": torch.__version__, "pyarrow": pa.__version__,
+                           **peer_versions()},
+              "datasets": {}, "rows": [], "sweep": []}
     with tempfile.TemporaryDirectory(prefix="shardfeed-bench-", dir=ROOT / "bin") as tmp:
-        work = Path(tmp)
-        log(f"writing {args.samples} samples of {WIDTH} int32 tokens in every format")
-        paths = make_data(work, args.samples)
-        serve = Serve(work, paths["mds"], args.samples)
-        try:
-            run_shardfeed(serve.socket, 0, 0)  # warm the cache: every other loader reads local files too
-            cases = [("shardfeed", w, lambda w, e: run_child("read-shardfeed", serve.socket, w, e)) for w in (0, 1, 2)]
-            cases += [("mosaicml-streaming", w, lambda w, e: run_peer("read-mosaic", paths["mds"], w, e)) for w in (0, 1, 2)]
-            cases += [("lancedb", w, lambda w, e: run_peer("read-lance", paths["lance"], w, e)) for w in (0, 1, 2)]
-            cases += [("shardfeed, resumed at 90 %", w, lambda w, e: run_child("resume-shardfeed", serve.socket, w, e)) for w in (0, 2)]
-            cases += [("mosaicml-streaming, resumed at 90 %", w, lambda w, e: run_peer("resume-mosaic", paths["mds"], w, e)) for w in (0, 2)]
-            cases += [("pyarrow (Parquet, in order)", 0, lambda w, e: run_child("pyarrow", paths["parquet"]))]
-            cases += [("torch DataLoader alone (tensors in memory)", w, lambda w, e: run_child("ceiling", args.samples, w)) for w in (0, 1, 2)]
-            for name, workers, fn in cases:
-                rates, firsts, epochs, rss = [], [], [], []
-                for run in range(args.runs):
-                    t = fn(workers, run + 1)
-                    want = args.samples - int(0.9 * args.samples) // BATCH * BATCH if "resumed" in name else args.samples
-                    if abs(t["samples"] - want) > BATCH:
-                        log(f"{name} workers={workers}: read {t['samples']} samples of {want}")
-                    rates.append(t["rest_samples"] / t["rest"] if t["rest"] else 0.0)
-                    firsts.append(t["first"])
-                    epochs.append(t["samples"] / (t["first"] + t["rest"]))
-                    rss.append(t.get("rss_mib", 0))
-                    log(f"{name} workers={workers} run {run + 1}: {rates[-1]:,.0f} samples/s after a first batch "
-                        f"in {t['first']:.3f} s")
-                rows.append((name, workers, statistics.median(rates), min(rates), max(rates),
-                             statistics.median(firsts), statistics.median(epochs), max(rss)))
-            sidecar_peak = sidecar_hwm(serve)
-        finally:
-            serve.stop()
-
-    def ref(name, workers):
-        return next((r[2] for r in rows if r[0] == name and r[1] == workers), None)
+        for kind in args.kinds.split(","):
+            data, meta = dataset(kind, scale)
+            result["datasets"][kind] = {**meta, "batch": BATCH[kind], "sample_bytes": meta["bytes"]["mds"] / meta["rows"]}
+            plans = [(BATCH[kind], False)] + ([(b, True) for b in SWEEP] if kind == "tokens" else [])
+            for batch, sweep in plans:
+                todo = [c for c in cases(kind, data, None, batch, meta["rows"], sweep)
+                        if re.search(args.only, f"{kind}/{c[0]}/{c[1]}")] if args.only else None
+                if todo == []:
+                    continue
+                log(f"{kind}, batches of {batch}: serving {data.name}")
+                serve = Serve(Path(tmp) / f"{kind}-{batch}", data, batch)
+                try:
+                    for name, workers, fn in cases(kind, data, serve, batch, meta["rows"], sweep):
+                        if args.only and not re.search(args.only, f"{kind}/{name}/{workers}"):
+                            continue
+                        row = {"kind": kind, "batch": batch, **measure(name, workers, fn, args.runs, args.time_box)}
+                        (result["sweep"] if sweep else result["rows"]).append(row)
+                        if sweep or batch == BATCH["tokens"] and kind == "tokens" and workers == 0 and name in (
+                                "shardfeed", "mosaicml-streaming", "lancedb", "pyarrow (Parquet, in order)"):
+                            result["sweep"].append(row)
+                    result["datasets"][kind].setdefault("sidecar_rss_mib", {})[str(batch)] = serve.peak_rss_mib()
+                finally:
+                    serve.stop()
+    result["seconds"] = time.monotonic() - started
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    log(f"loaders: {len(result['rows'])} measurements in {result['seconds']:.0f} s, written to {out}")
 
 
-    lines = [BEGIN, "",
-             f"Command: `bin/venv/bin/python hack/bench/loaders.py --samples {args.samples} --runs {args.runs}` "
-             f"(part of `make bench`). {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-             f"torch {torch.__version__}, pyarrow {pa.__version__}. {args.samples} samples of {WIDTH} int32 tokens "
-             f"({args.samples * WIDTH * 4 >> 20} MiB), batches of {BATCH}, one epoch per run, median of {args.runs} [min–max]. "
-             "The rate is the steady one, after the first batch; the time to the first batch (building the "
-             "loader, starting its workers) and the rate over the whole epoch are in their own columns. Peak "
-             "memory is the training process's (VmHWM; DataLoader workers not included), each run in its own process; "
-             f"the shardfeed sidecar (`shardfeed serve`, which served every shardfeed row) peaked at {sidecar_peak:.0f} MiB.",
-             "",
-             "| loader | DataLoader workers | samples/s | GB/s | × mosaicml-streaming | × lancedb | first batch (s) "
-             "| samples/s over the epoch | trainer peak RSS (MiB) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for name, workers, med, lo, hi, first, epoch_rate, rss in rows:
-        m, l = ref("mosaicml-streaming", workers), ref("lancedb", workers)
-        if "resumed" in name:
-            m, l = ref("mosaicml-streaming, resumed at 90 %", workers), None
-        xm = f"{med / m:.1f}" if m and not name.startswith("mosaicml-streaming") else "–"
-        xl = f"{med / l:.1f}" if l and name != "lancedb" else "–"
-        mem = f"{rss:,.0f}"
-        lines.append(f"| {name} | {workers} | {med:,.0f} [{lo:,.0f}–{hi:,.0f}] | {med * WIDTH * 4 / 1e9:.2f} | {xm} | {xl} "
-                     f"| {first:.2f} | {epoch_rate:,.0f} | {mem} |")
-    lines += ["", END]
-    table = "\n".join(lines)
-    print(table)
-    docs = Path(args.docs)
-    text = docs.read_text()
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + table + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n## Loaders: tokens into a PyTorch loop\n\n" + table + "\n"
-    docs.write_text(text)
-    log(f"wrote the table into {docs}")
+def peer_versions() -> dict:
+    out = subprocess.run([str(ORACLE), "-c", "import importlib.metadata as m; import json; "
+                          "print(json.dumps({p: m.version(p) for p in ('mosaicml-streaming', 'lancedb')}))"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
 
 
 if __name__ == "__main__":

@@ -5,39 +5,113 @@ processes, connections, a first shard) does not blur the steady rate.
 
 The loop runs torch on one thread, as a GPU training loop leaves the CPU to
 the loaders: on two cores, torch's spinning intra-op threads would take
-the cores the loaders' processes need (every loader alike)."""
+the cores the loaders' processes need (every loader alike).
 
+A measurement is time-boxed: the loop stops reading once `time_box`
+seconds have passed after the first batch (the rate is over what it read),
+so a slow loader costs the benchmark a bounded time."""
+
+import os
+import threading
 import time
 
 import torch
 
 
-def touch_loop(make):
-    """Build a loader with make() and read one epoch of it: {"first":
-    seconds from building it to the first batch, "rest": seconds after it,
-    "samples": all samples, "rest_samples": samples after the first batch,
-    "checksum"}."""
+def touch(batch):
+    """(rows, checksum): every tensor's max (which reads every value), and
+    the length and last byte of every bytes or str value."""
+    values = batch.values() if isinstance(batch, dict) else [batch]
+    rows, acc = 0, 0.0
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            if v.numel():
+                acc += float(v.max())
+            rows = max(rows, len(v) if v.dim() else 1)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                if isinstance(x, torch.Tensor):
+                    acc += float(x.max()) if x.numel() else 0.0
+                elif isinstance(x, (bytes, str)) and x:
+                    acc += len(x) + (x[-1] if isinstance(x, bytes) else 0)
+            rows = max(rows, len(v))
+    return rows, acc
+
+
+def touch_loop(make, time_box=None):
+    """Build a loader with make() and read one epoch of it, or until
+    time_box seconds after the first batch: {"first": seconds from building
+    it to the first batch, "rest": seconds after it, "samples": all
+    samples, "rest_samples": samples after the first batch, "checksum",
+    "complete": whether the epoch was read to its end, "rss_mib": this
+    process's peak, "worker_rss_mib": the largest peak of its child
+    processes (DataLoader workers)}."""
     torch.set_num_threads(1)
+    watch = _ChildPeaks()
     start = time.perf_counter()
     first_at = None
-    samples = first_samples = checksum = 0
-    for batch in make():
-        tokens = batch["tokens"] if isinstance(batch, dict) else batch
-        checksum += int(tokens.max())  # read every value
-        samples += len(tokens)
+    samples = first_samples = 0
+    checksum = 0.0
+    complete = True
+    loader = make()
+    for batch in loader:
+        rows, acc = touch(batch)
+        checksum += acc
+        samples += rows
+        now = time.perf_counter()
         if first_at is None:
-            first_at, first_samples = time.perf_counter(), samples
+            first_at, first_samples = now, samples
+        elif time_box and now - first_at > time_box:
+            complete = False
+            break
     end = time.perf_counter()
+    del loader
+    watch.stop()
     first_at = first_at or end
     return {"first": first_at - start, "rest": end - first_at, "samples": samples,
-            "rest_samples": samples - first_samples, "checksum": checksum, "rss_mib": peak_rss_mib()}
+            "rest_samples": samples - first_samples, "checksum": checksum, "complete": complete,
+            "rss_mib": peak_rss_mib(), "worker_rss_mib": watch.peak}
 
 
-def peak_rss_mib() -> float:
-    """This process's peak resident memory (VmHWM: unlike getrusage's
+def peak_rss_mib(pid="self") -> float:
+    """A process's peak resident memory (VmHWM: unlike getrusage's
     ru_maxrss, it does not carry over the parent's across fork and exec)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return 0.0
+
+
+class _ChildPeaks:
+    """Samples the peak memory of this process's children (its DataLoader
+    workers) every 0.2 s, until stopped: the largest one seen."""
+
+    def __init__(self):
+        self.peak = 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._done.wait(0.2):
+            for pid in _children():
+                self.peak = max(self.peak, peak_rss_mib(pid))
+
+    def stop(self):
+        self._done.set()
+        self._thread.join()
+
+
+def _children():
+    out = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as f:
+                out += f.read().split()
+    except OSError:
+        pass
+    return out

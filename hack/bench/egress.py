@@ -1,0 +1,185 @@
+"""Egress of the peers: bytes fetched from MinIO in one epoch over the
+dataset's bytes, for world sizes 1 to 16 (one rank per pod, each pod its
+own cache), measured with real peers on a real MinIO. shardfeed's own
+figures come from BenchmarkEgress (test/sidecar), on the same shape of data.
+
+  hack/minio.sh -- bin/venv-oracle/bin/python hack/bench/egress.py [--out bin/bench/egress.json]
+
+Data: 8192 samples of int32 × 2048 (8 KiB) and an id, written by
+mosaicml-streaming's MDSWriter in shards of at most 1 MiB (as
+BenchmarkEgress: 64 MiB in about 64 shards), uploaded to the bucket.
+
+- mosaicml-streaming: StreamingDataset(remote=s3://…, local=a directory of
+  the rank's own) in a DataLoader, W ranks in a torch.distributed group
+  (gloo), one rank per node, each node in a mount namespace of its own
+  (needs root, as the local cluster does); its bytes are the shard files
+  each rank downloaded into its local directory.
+- torch DistributedSampler(shuffle=True) over a map-style dataset that
+  fetches, with boto3, the whole shard of every sample its rank gets, and
+  keeps every shard it fetched (a per-rank cache of the whole data set: the
+  most favourable case for it); its bytes are the bodies it downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES, WIDTH, WORLDS = 8192, 2048, (1, 2, 4, 8, 16)
+PREFIX = "bench-egress/tokens/"
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def s3():
+    import boto3
+
+    return boto3.client("s3", endpoint_url=os.environ["SHARDFEED_S3_ENDPOINT"])
+
+
+def write_and_upload(work: Path) -> tuple[int, list[dict]]:
+    """Writes the data set with MDSWriter, uploads it; (shard bytes, shards of index.json)."""
+    from streaming import MDSWriter
+
+    local = work / "mds"
+    rng = np.random.default_rng(1)
+    with MDSWriter(out=str(local), columns={"id": "int64", "tokens": f"ndarray:int32:{WIDTH}"}, size_limit=1 << 20) as w:
+        for i in range(SAMPLES):
+            w.write({"id": i, "tokens": rng.integers(0, 50000, WIDTH, dtype=np.int32)})
+    client, bucket = s3(), os.environ["SHARDFEED_S3_BUCKET"]
+    for f in sorted(local.iterdir()):
+        client.upload_file(str(f), bucket, PREFIX + f.name)
+    shards = json.loads((local / "index.json").read_text())["shards"]
+    return sum(s["raw_data"]["bytes"] for s in shards), shards
+
+
+def mosaic_rank(world: int, rank: int, local: str) -> None:
+    """One rank's epoch (run in its own process: mosaicml-streaming's world
+    is per process)."""
+    import torch
+    from streaming import StreamingDataset
+    from streaming.base.util import clean_stale_shared_memory
+
+    clean_stale_shared_memory()
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
+    os.environ["S3_ENDPOINT_URL"] = os.environ["SHARDFEED_S3_ENDPOINT"]
+    ds = StreamingDataset(remote=f"s3://{os.environ['SHARDFEED_S3_BUCKET']}/{PREFIX}", local=local, batch_size=64,
+                          shuffle=True, shuffle_seed=1)
+    n = sum(len(b["id"]) for b in torch.utils.data.DataLoader(ds, batch_size=64))
+    print(json.dumps({"samples": n}))
+
+
+def mosaic_bytes(world: int, work: Path) -> tuple[int, int]:
+    """(bytes the ranks downloaded, samples they read) for one world size.
+
+    The ranks run at once (mosaicml-streaming joins them in a
+    torch.distributed group), each as a node of its own: in a mount
+    namespace with its own /dev/shm and its own TMPDIR, since it names its
+    shared memory and locks per node and the nodes share this machine."""
+    port = free_port()
+    procs = []
+    for rank in range(world):
+        local = work / f"mosaic-w{world}-r{rank}"
+        tmp = work / f"tmp-w{world}-r{rank}"
+        tmp.mkdir()
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "TMPDIR": str(tmp)}
+        cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+               'mount -t tmpfs -o size=256m tmpfs /dev/shm && exec "$@"', "sh",
+               sys.executable, __file__, "--mosaic-rank", str(world), str(rank), str(local)]
+        procs.append((rank, local, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    fetched = samples = 0
+    for rank, local, p in procs:
+        out, err = p.communicate(timeout=600)
+        if p.returncode:
+            for _, _, q in procs:
+                q.kill()
+            raise SystemExit(f"mosaicml-streaming, rank {rank} of {world}, failed:\n{err[-3000:]}")
+        samples += json.loads(out.strip().splitlines()[-1])["samples"]
+        fetched += sum(f.stat().st_size for f in local.iterdir() if f.name.startswith("shard."))
+    return fetched, samples
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ShardFetching:
+    """A map-style dataset whose samples live in MDS shards on S3: a sample
+    fetches its whole shard unless this rank has fetched it before."""
+
+    def __init__(self, shards: list[dict]):
+        self.client, self.bucket = s3(), os.environ["SHARDFEED_S3_BUCKET"]
+        self.shards = shards
+        self.starts = np.cumsum([0] + [s["samples"] for s in shards])
+        self.cache: dict[int, bytes] = {}
+        self.fetched = 0
+
+    def __len__(self):
+        return int(self.starts[-1])
+
+    def __getitem__(self, i):
+        s = int(np.searchsorted(self.starts, i, side="right") - 1)
+        if s not in self.cache:
+            body = self.client.get_object(Bucket=self.bucket, Key=PREFIX + self.shards[s]["raw_data"]["basename"])["Body"].read()
+            self.cache[s] = body
+            self.fetched += len(body)
+        return i
+
+
+def sampler_bytes(world: int, shards: list[dict]) -> tuple[int, int]:
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    fetched = samples = 0
+    for rank in range(world):
+        ds = ShardFetching(shards)
+        sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=1)
+        samples += sum(len(b) for b in DataLoader(ds, batch_size=64, sampler=sampler))
+        fetched += ds.fetched
+    return fetched, samples
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--mosaic-rank":
+        mosaic_rank(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ROOT / "bin" / "bench" / "egress.json"))
+    args = ap.parse_args()
+    if "SHARDFEED_S3_ENDPOINT" not in os.environ:
+        raise SystemExit("SHARDFEED_S3_ENDPOINT is not set: run this under hack/minio.sh -- (make bench does)")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="shardfeed-egress-", dir=ROOT / "bin") as tmp:
+        work = Path(tmp)
+        total, shards = write_and_upload(work)
+        log(f"egress: {SAMPLES} samples in {len(shards)} MDS shards, {total / 2**20:.1f} MiB, uploaded")
+        result = {"samples": SAMPLES, "shards": len(shards), "bytes": total, "worlds": {}}
+        for world in WORLDS:
+            m, m_samples = mosaic_bytes(world, work)
+            d, d_samples = sampler_bytes(world, shards)
+            result["worlds"][str(world)] = {"mosaicml-streaming": m / total, "DistributedSampler": d / total,
+                                            "samples": {"mosaicml-streaming": m_samples, "DistributedSampler": d_samples}}
+            log(f"egress: world {world}: mosaicml-streaming {m / total:.3f} ({m_samples} samples), "
+                f"DistributedSampler {d / total:.3f} ({d_samples} samples)")
+    result["seconds"] = time.monotonic() - started
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+    log(f"egress: written to {args.out} in {result['seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

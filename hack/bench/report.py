@@ -1,0 +1,518 @@
+"""Writes the figures of `make bench` into docs/benchmarks.md and its plots.
+
+  bin/venv-oracle/bin/python hack/bench/report.py [--go bin/bench/go.txt]
+      [--loaders bin/bench/loaders.json] [--egress bin/bench/egress.json]
+      [--doc docs/benchmarks.md] [--img docs/img]
+
+docs/benchmarks.md is prose written by hand with generated blocks between
+`<!-- bench:NAME -->` and `<!-- /bench:NAME -->`: this script replaces each
+block whose input is there (Go benchmarks, loaders, egress) and leaves the
+others as they are, so a partial run updates only what it measured. Every
+figure is the median of the runs, with [min–max]. Plots go to --img as PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULE = "github.com/shardfeed/shardfeed/"
+PEERS = ("mosaicml-streaming", "lancedb")
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+# --- reading `go test -bench` output -----------------------------------------------------------
+
+
+def parse_go(text: str) -> dict[str, list[dict[str, float]]]:
+    """{"pkg/BenchmarkName/sub": [{unit: value} per run]}; the package is
+    relative to the module, the GOMAXPROCS suffix dropped."""
+    out: dict[str, list[dict[str, float]]] = {}
+    pkg = ""
+    for line in text.splitlines():
+        if line.startswith("pkg: "):
+            pkg = line[5:].strip().removeprefix(MODULE)
+            continue
+        fields = line.split()
+        if not fields or not fields[0].startswith("Benchmark") or len(fields) < 4 or not fields[1].isdigit():
+            continue
+        name = re.sub(r"-\d+$", "", fields[0])
+        metrics = {}
+        for value, unit in zip(fields[2::2], fields[3::2]):
+            try:
+                metrics[unit] = float(value)
+            except ValueError:
+                break
+        out.setdefault(f"{pkg}/{name}", []).append(metrics)
+    return out
+
+
+class Stat:
+    """Median, min and max of one metric over the runs."""
+
+    def __init__(self, values: list[float]):
+        self.values = values
+        self.median = statistics.median(values)
+        self.min, self.max = min(values), max(values)
+
+    @classmethod
+    def of(cls, d: dict) -> "Stat":
+        s = cls([d["median"]])
+        s.min, s.max = d["min"], d["max"]
+        return s
+
+    def scaled(self, k: float) -> "Stat":
+        s = Stat([v * k for v in self.values])
+        s.min, s.max, s.median = self.min * k, self.max * k, self.median * k
+        return s
+
+    def fmt(self, spec: str = ",.0f", bold: bool = False) -> str:
+        m = format(self.median, spec).replace(",", " ")
+        m = f"**{m}**" if bold else m
+        if len(self.values) > 1 or self.min != self.max:
+            return f"{m} [{format(self.min, spec).replace(',', ' ')}–{format(self.max, spec).replace(',', ' ')}]"
+        return m
+
+
+class GoResults:
+    def __init__(self, text: str):
+        self.runs = parse_go(text)
+
+    def stat(self, name: str, unit: str) -> Stat | None:
+        values = [r[unit] for r in self.runs.get(name, []) if unit in r]
+        return Stat(values) if values else None
+
+    def count(self) -> int:
+        return max((len(v) for v in self.runs.values()), default=0)
+
+
+def dur(ns: float) -> tuple[float, str]:
+    """A duration in ns as (value, unit) readable at a glance."""
+    for unit, k in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= k:
+            return ns / k, unit
+    return ns, "ns"
+
+
+def fmt_ns(s: Stat, bold: bool = False) -> str:
+    """A duration stat in ns as "3.06 ms [2.93–3.09]"."""
+    v, unit = dur(s.median)
+    spec = ".2f" if v < 10 else ".1f" if v < 100 else ".0f"
+    median, _, spread = s.scaled(v / s.median).fmt(spec).partition(" [")
+    median = f"**{median} {unit}**" if bold else f"{median} {unit}"
+    return median + (f" [{spread}" if spread else "")
+
+
+def table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# --- the blocks ---------------------------------------------------------------------------------
+
+
+def machine_block(go: GoResults | None, loaders: dict | None, cmd: str) -> str:
+    cpu = ""
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = ""
+    try:
+        kb = int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemTotal")))
+        mem = f"{kb / (1 << 20):.0f} GiB"
+    except (OSError, StopIteration):
+        pass
+    gov = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.split()
+    runs = f"{go.count() if go else '?'} runs of each Go benchmark"
+    if loaders:
+        runs += f", {loaders['runs']} of each loader measurement"
+    lines = [f"- Machine: {os.cpu_count()} cores ({cpu}), {mem}, Linux {platform.release()}.",
+             f"- Command: `{cmd}`; {runs}. Figures are medians, [min–max] over the runs."]
+    if len(gov) >= 3:
+        lines.append(f"- Go {gov[2].removeprefix('go')}.")
+    if loaders:
+        v = loaders["versions"]
+        lines.append(f"- Python {v['python']}, torch {v['torch']}, pyarrow {v['pyarrow']}, "
+                     f"mosaicml-streaming {v['mosaicml-streaming']}, lancedb {v['lancedb']} (from PyPI).")
+    return "\n".join(lines)
+
+
+def planner_block(go: GoResults, img: Path) -> str:
+    rows, base_rows, xs, build_s, build_mb, base_x, base_s, base_mb = [], [], [], [], [], [], [], []
+    for exp in range(6, 11):
+        name = f"planner/BenchmarkPlanBuild/samples=1e+{exp:02d}/shards=1e+{exp - 4:02d}"
+        t, m = go.stat(name, "ns/op"), go.stat(name, "B/op")
+        if t and m:
+            xs.append(10**exp)
+            build_s.append(t.median / 1e9)
+            build_mb.append(m.median / 1e6)
+            rows.append(["plan build", f"1e{exp} samples, 1e{exp - 4} shards", fmt_ns(t, exp == 10), m.scaled(1e-6).fmt(".1f", exp == 10) + " MB"])
+        name = f"planner/BenchmarkMaterializedPermutation/build/samples=1e+{exp:02d}"
+        t, m = go.stat(name, "ns/op"), go.stat(name, "B/op")
+        if t and m:
+            base_x.append(10**exp)
+            base_s.append(t.median / 1e9)
+            base_mb.append(m.median / 1e6)
+            base_rows.append(["baseline build: a shuffled `[]int64` of every sample", f"1e{exp} samples", fmt_ns(t), m.scaled(1e-6).fmt(".0f") + " MB"])
+    rows += base_rows
+    for name, label, size in (("planner/BenchmarkPlanSeek", "plan seek: random split, random position → sample", "1e10 samples"),
+                              ("planner/BenchmarkPlanSequential", "plan sequential: one split's positions in order", "1e10 samples"),
+                              ("planner/BenchmarkMaterializedPermutation/seek/samples=1e+08", "baseline seek: array lookup", "1e8 samples")):
+        t = go.stat(name, "ns/op")
+        if t:
+            rows.append([label, size, fmt_ns(t, "Seek" in name), "–"])
+    if xs:
+        import matplotlib.pyplot as plt
+
+        fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6))
+        a.loglog(xs, build_s, "o-", label="shardfeed plan")
+        a.loglog(base_x, base_s, "s--", label="materialised permutation")
+        a.set(xlabel="samples", ylabel="build time (s)", title="Plan build time")
+        b.loglog(xs, build_mb, "o-", label="shardfeed plan")
+        b.loglog(base_x, base_mb, "s--", label="materialised permutation")
+        b.set(xlabel="samples", ylabel="memory (MB)", title="Plan memory")
+        for ax in (a, b):
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend()
+        save(fig, img / "plan-build.png")
+    return table(["benchmark", "size", "time", "memory"], rows) + "\n\n![Plan build time and memory vs samples](img/plan-build.png)"
+
+
+def formats_block(go: GoResults) -> str:
+    rows = []
+    for pkg, name, label, data in (
+            ("mds", "tokens/compression=", "MDS, raw", "tokens (`ndarray:int32:2048`)"),
+            ("mds", "tokens/compression=zstd:3", "MDS, zstd:3", "tokens"),
+            ("mds", "images/compression=", "MDS, raw", "images (`jpeg` bytes)"),
+            ("mds", "images/compression=zstd:3", "MDS, zstd:3", "images"),
+            ("parquet", "tokens", "Parquet (zstd, one row group)", "tokens (`fixed_size_list<int32>[2048]`)"),
+            ("parquet", "images", "Parquet (zstd, one row group)", "images (`binary`)")):
+        key = f"sidecar/format/{pkg}/BenchmarkDecode/{name}"
+        mb, sps = go.stat(key, "MB/s"), go.stat(key, "samples/s")
+        if mb and sps:
+            rows.append([label, data, mb.fmt(",.0f"), sps.fmt(",.0f")])
+    mb, sps = go.stat("sidecar/format/text/BenchmarkDecodeJSONL", "MB/s"), go.stat("sidecar/format/text/BenchmarkDecodeJSONL", "samples/s")
+    if mb and sps:
+        rows.append(["JSON Lines", "tokens (a list of 2048 integers per line)", mb.fmt(",.1f"), sps.fmt(",.0f")])
+    out = table(["format", "data", "MB/s", "samples/s"], rows)
+    dl = []
+    for p in (1, 4, 16):
+        s = go.stat(f"sidecar/cache/BenchmarkDownload/parallel={p}", "MB/s")
+        if s:
+            dl.append([f"{p} parallel download{'s' if p > 1 else ''}", s.fmt(",.0f")])
+    if dl:
+        out += "\n\n" + table(["MinIO (loopback) → cache, 32 shards of 8 MiB, xxh3 checked, renamed into place", "MB/s"], dl)
+    return out
+
+
+def socket_block(go: GoResults) -> str:
+    rows = []
+    for data in ("tokens", "blobs"):
+        ceiling = go.stat(f"test/sidecar/BenchmarkServeSocket/{data}/raw-socket", "MB/s")
+        for reader, label, unit in (("go-client", "Go client", "MB/s"), ("pyarrow", "pyarrow", "reader-MB/s"),
+                                    ("raw-socket", "raw socket copy (ceiling)", "MB/s")):
+            key = f"test/sidecar/BenchmarkServeSocket/{data}/{reader}"
+            mb, bps = go.stat(key, unit), go.stat(key, "batches/s")
+            if mb and bps:
+                ratio = f"{mb.median / ceiling.median:.2f}" if ceiling else "–"
+                rows.append([data, label, mb.fmt(",.0f"), bps.fmt(",.0f"), ratio])
+    return table(["data", "reader", "MB/s", "batches/s", "× raw ceiling"], rows)
+
+
+def first_batch_block(go: GoResults) -> str:
+    rows = []
+    for splits, block, label in ((1, 4096, "1 split, blockSize 4096 (32 MiB)"), (8, 256, "8 splits, blockSize 256 (2 MiB per split)"),
+                                 (8, 4096, "8 splits, blockSize 4096 (= the split, 16 MiB)")):
+        key = f"test/sidecar/BenchmarkServeFirstBatch/splits={splits}/block={block}"
+        ms, mib = go.stat(key, "ms/first-batch"), go.stat(key, "MiB-fetched")
+        if ms and mib:
+            rows.append([label, f"{mib.median:.0f} MiB", ms.fmt(",.0f", splits == 1) + " ms"])
+    return table(["tokens, 128 MiB in 16 shards of 8 MiB", "fetched first", "first batch"], rows)
+
+
+def control_plane_block(go: GoResults) -> str:
+    rows = []
+    key = "controllers/BenchmarkPodAdmission"
+    p50, p99, rate = go.stat(key, "p50-ms"), go.stat(key, "p99-ms"), go.stat(key, "pods/s")
+    if p50 and p99 and rate:
+        rows.append(["1000 labelled pods of an Indexed Job created in a burst (16 at a time) through the API server, which calls "
+                     "the pod webhook over TLS", f"p50 {p50.fmt(',.0f', True)} ms, p99 {p99.fmt(',.0f', True)} ms per pod as the "
+                     f"client sees it; {rate.fmt(',.0f')} pods/s; every pod injected"])
+    key = "controllers/BenchmarkReconcile100kShards"
+    t, size = go.stat(key, "ns/op"), go.stat(key, "plan-configmap-bytes")
+    if t and size:
+        rows.append(["one reconcile of a dataset whose index lists 100 000 shards in MinIO (read the index, plan, apply the plan "
+                     "ConfigMap, write the status)", f"{fmt_ns(t, True)}; the plan ConfigMap stays {size.median / 1e3:.1f} KB "
+                     "(parameters and index digests, not the index)"])
+    return table(["benchmark", "result"], rows)
+
+
+def egress_block(go: GoResults | None, egress: dict | None, img: Path) -> str:
+    worlds = sorted({int(w) for w in (egress or {}).get("worlds", {})} |
+                    {int(k.rsplit("=", 1)[1]) for k in (go.runs if go else {}) if "BenchmarkEgress/world=" in k})
+    cols = {"shardfeed": [], "mosaicml-streaming": [], "DistributedSampler": []}
+    rows = []
+    for w in worlds:
+        sf = go.stat(f"test/sidecar/BenchmarkEgress/world={w}", "shardfeed-egress-x") if go else None
+        e = (egress or {}).get("worlds", {}).get(str(w), {})
+        ms, ds = e.get("mosaicml-streaming"), e.get("DistributedSampler")
+        cols["shardfeed"].append(sf.median if sf else None)
+        cols["mosaicml-streaming"].append(ms)
+        cols["DistributedSampler"].append(ds)
+        rows.append([str(w), f"{sf.median:.3f}" if sf else "–", f"{ms:.3f}" if ms is not None else "–", f"{ds:.2f}" if ds is not None else "–"])
+    if worlds:
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5.5, 3.6))
+        for name, style, size in (("shardfeed", "o-", 9), ("mosaicml-streaming", "^:", 6), ("DistributedSampler", "s--", 6)):
+            pts = [(w, v) for w, v in zip(worlds, cols[name]) if v is not None]
+            if pts:
+                ax.plot(*zip(*pts), style, label=name, markersize=size)
+        ax.set(xscale="log", yscale="log", xlabel="world size (one rank per pod)", ylabel="bytes fetched / dataset bytes",
+               title="Egress per epoch")
+        ax.set_xticks(worlds, [str(w) for w in worlds])
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        save(fig, img / "egress.png")
+    return table(["world size (pods)", "shardfeed", "mosaicml-streaming (over MinIO)", "torch DistributedSampler"], rows) + \
+        "\n\n![Egress ratio vs world size](img/egress.png)"
+
+
+# --- loaders ------------------------------------------------------------------------------------
+
+
+def gbps(row: dict, ds: dict) -> Stat:
+    return Stat.of(row["rate"]).scaled(ds["sample_bytes"] / 1e9)
+
+
+def loaders_block(data: dict, kind: str) -> str:
+    ds = data["datasets"][kind]
+    rows = [r for r in data["rows"] if r["kind"] == kind]
+    if not rows:
+        return "(not measured in the last run)"
+    peer = {(r["loader"], r["workers"]): r["rate"]["median"] for r in rows}
+    out = []
+    for r in rows:
+        rate = Stat.of(r["rate"])
+        ratios = []
+        for p in PEERS:
+            base = peer.get((p, r["workers"])) if not r["loader"].startswith(p) else None
+            if "resumed" in r["loader"] and p == "mosaicml-streaming":
+                base = peer.get(("mosaicml-streaming, resumed at 90 %", r["workers"]))
+            ratios.append(f"{rate.median / base:.1f}" if base and r["loader"] not in (p, f"{p}, resumed at 90 %") else "–")
+        boxed = "" if r["complete"] else " †"
+        out.append([r["loader"], str(r["workers"]), rate.fmt(",.0f", r["loader"] == "shardfeed") + boxed, f"{gbps(r, ds).median:.2f}",
+                    *ratios, Stat.of(r["first"]).fmt(".2f"), f"{r['epoch_rate']['median']:,.0f}".replace(",", " "),
+                    f"{r['rss_mib']:.0f}", f"{r['worker_rss_mib']:.0f}" if r["workers"] else "–"])
+    sidecar = ", ".join(f"{v:.0f} MiB" for v in ds.get("sidecar_rss_mib", {}).values())
+    mb = ds["bytes"]
+    head = (f"{ds['rows']:,} samples ({mb['mds'] / 1e9:.2f} GB as MDS, {mb['parquet'] / 1e9:.2f} GB as Parquet, "
+            f"{mb['lance'] / 1e9:.2f} GB as Lance), batches of {ds['batch']}, "
+            f"{ds['sample_bytes'] / 1e3:,.1f} KB a sample. Peak memory of the shardfeed sidecar: {sidecar}.").replace(",", " ")
+    return head + "\n\n" + table(["loader", "workers", "samples/s", "GB/s", "× mosaicml-streaming", "× lancedb", "first batch (s)",
+                                  "samples/s over the epoch", "trainer peak RSS (MiB)", "largest worker peak RSS (MiB)"], out)
+
+
+def targets_block(data: dict) -> str:
+    """The Python client issue's targets, checked against this run."""
+    rows = {(r["loader"], r["workers"]): r for r in data["rows"] if r["kind"] == "tokens"}
+    ds = data["datasets"].get("tokens")
+    if not ds:
+        return "(tokens not measured in the last run)"
+    lines = []
+    for w in sorted({w for (name, w) in rows if name == "shardfeed"}):
+        sf = rows[("shardfeed", w)]["rate"]["median"]
+        for peer, goal in (("mosaicml-streaming", 10), ("lancedb", 2)):
+            if (peer, w) in rows:
+                x = sf / rows[(peer, w)]["rate"]["median"]
+                lines.append(f"- ≥ {goal}× {peer} with {w} workers: **{x:.1f}×** ({'met' if x >= goal else 'NOT met'}).")
+    if ("shardfeed", 0) in rows:
+        g = gbps(rows[("shardfeed", 0)], ds).median
+        lines.append(f"- ≥ 1.5 GB/s into torch with 0 workers: **{g:.2f} GB/s** ({'met' if g >= 1.5 else 'NOT met'}).")
+    return "\n".join(lines)
+
+
+def loader_plots(data: dict, img: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    names = ("shardfeed", "mosaicml-streaming", "lancedb")
+    kinds = [k for k in ("tokens", "images", "tabular") if any(r["kind"] == k for r in data["rows"])]
+    if kinds:
+        fig, axes = plt.subplots(1, len(kinds), figsize=(4 * len(kinds), 3.6), squeeze=False)
+        for ax, kind in zip(axes[0], kinds):
+            for name, style in zip(names, ("o-", "^-", "s-")):
+                pts = sorted((r["workers"], r["rate"]["median"]) for r in data["rows"] if r["kind"] == kind and r["loader"] == name)
+                if pts:
+                    ax.plot(*zip(*pts), style, label=name)
+            ax.set(yscale="log", xlabel="DataLoader workers", ylabel="samples/s", title=f"{kind} (batch {data['datasets'][kind]['batch']})")
+            ax.set_xticks(sorted({r["workers"] for r in data["rows"] if r["kind"] == kind}))
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0][0].legend()
+        save(fig, img / "loaders-workers.png")
+    sweep = data.get("sweep", [])
+    if sweep:
+        ds = data["datasets"]["tokens"]
+        fig, ax = plt.subplots(figsize=(5.5, 3.6))
+        for name, style in zip((*names, "pyarrow (Parquet, in order)"), ("o-", "^-", "s-", "d--")):
+            pts = sorted({(r["batch"], r["rate"]["median"] * ds["sample_bytes"] / 1e9) for r in sweep if r["loader"] == name})
+            if pts:
+                ax.plot(*zip(*pts), style, label=name.split(" (")[0])
+        ax.set(xscale="log", yscale="log", xlabel="batch size (samples of 8 KiB)", ylabel="GB/s into torch",
+               title="tokens, 0 workers")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        save(fig, img / "loaders-batch.png")
+
+
+def sweep_block(data: dict) -> str:
+    ds = data["datasets"].get("tokens")
+    sweep = data.get("sweep", [])
+    if not ds or not sweep:
+        return "(not measured in the last run)"
+    batches = sorted({r["batch"] for r in sweep})
+    loaders = [n for n in ("shardfeed", "mosaicml-streaming", "lancedb", "pyarrow (Parquet, in order)") if any(r["loader"] == n for r in sweep)]
+    rows = []
+    for name in loaders:
+        cells = [name]
+        for b in batches:
+            r = next((r for r in sweep if r["loader"] == name and r["batch"] == b), None)
+            cells.append(f"{r['rate']['median']:,.0f} ({gbps(r, ds).median:.2f} GB/s)".replace(",", " ") if r else "–")
+        rows.append(cells)
+    return table(["loader (0 workers), samples/s (GB/s)", *[f"batch {b}" for b in batches]], rows) + \
+        "\n\n![Throughput vs batch size](img/loaders-batch.png)"
+
+
+def readme_block(go: GoResults, loaders: dict, egress: dict) -> str:
+    """The README's figures, each linked to its table."""
+    doc = "docs/benchmarks.md"
+    rows = {(r["kind"], r["loader"], r["workers"]): r for r in loaders["rows"]}
+    out = [f"On this project's 2-core machines, side by side in one run ([{doc}]({doc}), `make bench`):", ""]
+
+    def rate(kind, name, w):
+        r = rows.get((kind, name, w))
+        return r["rate"]["median"] if r else None
+
+    tok = loaders["datasets"].get("tokens")
+    if tok and rate("tokens", "shardfeed", 0):
+        sf0, sf2 = rate("tokens", "shardfeed", 0), rate("tokens", "shardfeed", 2)
+        x = lambda a, b: f"{a / b:.1f}×" if a and b else "–"  # noqa: E731
+        out.append(f"- Into a PyTorch loop, tokens: **{gbps(rows[('tokens', 'shardfeed', 0)], tok).median:.2f} GB/s** with no "
+                   f"DataLoader workers, {x(sf0, rate('tokens', 'mosaicml-streaming', 0))} mosaicml-streaming and "
+                   f"{x(sf0, rate('tokens', 'lancedb', 0))} lancedb; with 2 workers "
+                   f"{x(sf2, rate('tokens', 'mosaicml-streaming', 2))} and {x(sf2, rate('tokens', 'lancedb', 2))} "
+                   f"([tokens table]({doc}#tokens)).")
+        for kind in ("images", "tabular"):
+            a = rate(kind, "shardfeed", 0)
+            if a:
+                out.append(f"- {kind.capitalize()}: {x(a, rate(kind, 'mosaicml-streaming', 0))} mosaicml-streaming and "
+                           f"{x(a, rate(kind, 'lancedb', 0))} lancedb with no workers ([{kind} table]({doc}#{kind})).")
+        a, b = rows.get(("tokens", "shardfeed, resumed at 90 %", 0)), rows.get(("tokens", "mosaicml-streaming, resumed at 90 %", 0))
+        if a and b:
+            out.append(f"- Resume at 90 % of an epoch: the first batch in {a['first']['median']:.2f} s, against "
+                       f"{b['first']['median']:.2f} s for mosaicml-streaming ([tokens table]({doc}#tokens)).")
+    sf = go.stat("test/sidecar/BenchmarkEgress/world=16", "shardfeed-egress-x")
+    e16 = egress.get("worlds", {}).get("16", {})
+    if sf and e16:
+        out.append(f"- What 16 pods fetch per epoch: **{sf.median:.2f}×** the dataset (mosaicml-streaming: "
+                   f"{e16['mosaicml-streaming']:.2f}×), against {e16['DistributedSampler']:.0f}× for a per-sample "
+                   f"`DistributedSampler` ([egress]({doc}#egress-bytes-fetched-per-epoch--dataset-bytes)).")
+    t = go.stat("planner/BenchmarkPlanBuild/samples=1e+10/shards=1e+06", "ns/op")
+    m = go.stat("planner/BenchmarkPlanBuild/samples=1e+10/shards=1e+06", "B/op")
+    p99 = go.stat("controllers/BenchmarkPodAdmission", "p99-ms")
+    if t and m and p99:
+        out.append(f"- Plans of 1e10 samples built in {t.median / 1e9:.2f} s with {m.median / 1e6:.0f} MB "
+                   f"([planner]({doc}#planner)); 1000 training pods admitted at p99 {p99.median:.0f} ms "
+                   f"([control plane]({doc}#control-plane-admission-and-reconcile)).")
+    return "\n".join(out)
+
+
+# --- plumbing -----------------------------------------------------------------------------------
+
+
+def save(fig, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    # Fixed metadata so that an unchanged figure gives an unchanged file.
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    log(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+
+
+def fill(doc: str, name: str, body: str) -> str:
+    pattern = re.compile(rf"(<!-- bench:{re.escape(name)} -->\n)(?:.*?\n)?(<!-- /bench:{re.escape(name)} -->)", re.S)
+    if not pattern.search(doc):
+        raise SystemExit(f"the document has no block '<!-- bench:{name} -->' … '<!-- /bench:{name} -->': "
+                         "restore it (git checkout docs/benchmarks.md) or add it where the figures belong")
+    return pattern.sub(lambda m: m.group(1) + body.rstrip("\n") + "\n" + m.group(2), doc, count=1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--go", default=str(ROOT / "bin" / "bench" / "go.txt"))
+    ap.add_argument("--loaders", default=str(ROOT / "bin" / "bench" / "loaders.json"))
+    ap.add_argument("--egress", default=str(ROOT / "bin" / "bench" / "egress.json"))
+    ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
+    ap.add_argument("--img", default=str(ROOT / "docs" / "img"))
+    ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--command", default="make bench", help="the command to name as the one that produced the figures")
+    args = ap.parse_args()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    img = Path(args.img)
+    go = GoResults(Path(args.go).read_text()) if Path(args.go).exists() else None
+    loaders = json.loads(Path(args.loaders).read_text()) if Path(args.loaders).exists() else None
+    egress = json.loads(Path(args.egress).read_text()) if Path(args.egress).exists() else None
+    if not (go or loaders or egress):
+        raise SystemExit(f"nothing to report: none of {args.go}, {args.loaders}, {args.egress} exists (run make bench)")
+    doc = Path(args.doc).read_text()
+    doc = fill(doc, "machine", machine_block(go, loaders, args.command))
+    if go and go.runs:
+        doc = fill(doc, "planner", planner_block(go, img))
+        doc = fill(doc, "formats", formats_block(go))
+        doc = fill(doc, "socket", socket_block(go))
+        doc = fill(doc, "first-batch", first_batch_block(go))
+        doc = fill(doc, "control-plane", control_plane_block(go))
+    if go or egress:
+        doc = fill(doc, "egress", egress_block(go, egress, img))
+    if loaders:
+        doc = fill(doc, "loaders-setup", loaders_setup_block(loaders))
+        for kind in ("tokens", "images", "tabular"):
+            doc = fill(doc, f"loaders-{kind}", loaders_block(loaders, kind))
+        doc = fill(doc, "loaders-batch", sweep_block(loaders))
+        doc = fill(doc, "loaders-targets", targets_block(loaders))
+        loader_plots(loaders, img)
+    Path(args.doc).write_text(doc)
+    log(f"wrote {args.doc}")
+    if go and loaders and egress:
+        readme = fill(Path(args.readme).read_text(), "readme", readme_block(go, loaders, egress))
+        Path(args.readme).write_text(readme)
+        log(f"wrote the figures of {args.readme}")
+    else:
+        log(f"{args.readme} left as it is: its figures need the Go, loader and egress results of one run")
+
+
+def loaders_setup_block(data: dict) -> str:
+    return (f"Command: `{data['command']}` (part of `make bench`), data sets at scale {data['scale']:g}, "
+            f"{data['runs']} runs of each measurement, each in its own process, reading one shuffled epoch or "
+            f"{data['time_box']:g} s after its first batch, whichever ends first († in the table: the time box ended it). "
+            f"The whole loader run took {data['seconds'] / 60:.1f} minutes.")
+
+
+if __name__ == "__main__":
+    main()

@@ -77,12 +77,17 @@ class Stat:
         s.min, s.max, s.median = self.min * k, self.max * k, self.median * k
         return s
 
-    def fmt(self, spec: str = ",.0f", bold: bool = False) -> str:
-        m = format(self.median, spec).replace(",", " ")
+    def fmt(self, spec: str = ",.0f", bold: bool = False, unit: str = "") -> str:
+        """ "median unit [min–max]", the range left out when it rounds to
+        one value."""
+        def f(v: float) -> str:
+            return format(v, spec).replace(",", " ")
+
+        m = f"{f(self.median)} {unit}".rstrip()
         m = f"**{m}**" if bold else m
-        if len(self.values) > 1 or self.min != self.max:
-            return f"{m} [{format(self.min, spec).replace(',', ' ')}–{format(self.max, spec).replace(',', ' ')}]"
-        return m
+        if f(self.min) == f(self.max):
+            return m
+        return f"{m} [{f(self.min)}–{f(self.max)}]"
 
 
 class GoResults:
@@ -109,9 +114,7 @@ def fmt_ns(s: Stat, bold: bool = False) -> str:
     """A duration stat in ns as "3.06 ms [2.93–3.09]"."""
     v, unit = dur(s.median)
     spec = ".2f" if v < 10 else ".1f" if v < 100 else ".0f"
-    median, _, spread = s.scaled(v / s.median).fmt(spec).partition(" [")
-    median = f"**{median} {unit}**" if bold else f"{median} {unit}"
-    return median + (f" [{spread}" if spread else "")
+    return s.scaled(v / s.median).fmt(spec, bold, unit)
 
 
 def table(head: list[str], rows: list[list[str]]) -> str:
@@ -159,14 +162,14 @@ def planner_block(go: GoResults, img: Path) -> str:
             xs.append(10**exp)
             build_s.append(t.median / 1e9)
             build_mb.append(m.median / 1e6)
-            rows.append(["plan build", f"1e{exp} samples, 1e{exp - 4} shards", fmt_ns(t, exp == 10), m.scaled(1e-6).fmt(".1f", exp == 10) + " MB"])
+            rows.append(["plan build", f"1e{exp} samples, 1e{exp - 4} shards", fmt_ns(t, exp == 10), m.scaled(1e-6).fmt(".1f", exp == 10, "MB")])
         name = f"planner/BenchmarkMaterializedPermutation/build/samples=1e+{exp:02d}"
         t, m = go.stat(name, "ns/op"), go.stat(name, "B/op")
         if t and m:
             base_x.append(10**exp)
             base_s.append(t.median / 1e9)
             base_mb.append(m.median / 1e6)
-            base_rows.append(["baseline build: a shuffled `[]int64` of every sample", f"1e{exp} samples", fmt_ns(t), m.scaled(1e-6).fmt(".0f") + " MB"])
+            base_rows.append(["baseline build: a shuffled `[]int64` of every sample", f"1e{exp} samples", fmt_ns(t), m.scaled(1e-6).fmt(".0f", unit="MB")])
     rows += base_rows
     for name, label, size in (("planner/BenchmarkPlanSeek", "plan seek: random split, random position → sample", "1e10 samples"),
                               ("planner/BenchmarkPlanSequential", "plan sequential: one split's positions in order", "1e10 samples"),
@@ -239,7 +242,7 @@ def first_batch_block(go: GoResults) -> str:
         key = f"test/sidecar/BenchmarkServeFirstBatch/splits={splits}/block={block}"
         ms, mib = go.stat(key, "ms/first-batch"), go.stat(key, "MiB-fetched")
         if ms and mib:
-            rows.append([label, f"{mib.median:.0f} MiB", ms.fmt(",.0f", splits == 1) + " ms"])
+            rows.append([label, f"{mib.median:.0f} MiB", ms.fmt(",.0f", splits == 1, "ms")])
     return table(["tokens, 128 MiB in 16 shards of 8 MiB", "fetched first", "first batch"], rows)
 
 
@@ -249,7 +252,7 @@ def control_plane_block(go: GoResults) -> str:
     p50, p99, rate = go.stat(key, "p50-ms"), go.stat(key, "p99-ms"), go.stat(key, "pods/s")
     if p50 and p99 and rate:
         rows.append(["1000 labelled pods of an Indexed Job created in a burst (16 at a time) through the API server, which calls "
-                     "the pod webhook over TLS", f"p50 {p50.fmt(',.0f', True)} ms, p99 {p99.fmt(',.0f', True)} ms per pod as the "
+                     "the pod webhook over TLS", f"p50 {p50.fmt(',.0f', True, 'ms')}, p99 {p99.fmt(',.0f', True, 'ms')} per pod as the "
                      f"client sees it; {rate.fmt(',.0f')} pods/s; every pod injected"])
     key = "controllers/BenchmarkReconcile100kShards"
     t, size = go.stat(key, "ns/op"), go.stat(key, "plan-configmap-bytes")
@@ -317,11 +320,13 @@ def loaders_block(data: dict, kind: str) -> str:
         out.append([r["loader"], str(r["workers"]), rate.fmt(",.0f", r["loader"] == "shardfeed") + boxed, f"{gbps(r, ds).median:.2f}",
                     *ratios, Stat.of(r["first"]).fmt(".2f"), f"{r['epoch_rate']['median']:,.0f}".replace(",", " "),
                     f"{r['rss_mib']:.0f}", f"{r['worker_rss_mib']:.0f}" if r["workers"] else "–"])
-    sidecar = ", ".join(f"{v:.0f} MiB" for v in ds.get("sidecar_rss_mib", {}).values())
+    sidecar = ", ".join(f"{v:.0f} MiB (batches of {b})" for b, v in ds.get("sidecar_rss_mib", {}).items())
     mb = ds["bytes"]
-    head = (f"{ds['rows']:,} samples ({mb['mds'] / 1e9:.2f} GB as MDS, {mb['parquet'] / 1e9:.2f} GB as Parquet, "
+    rows_n = f"{ds['rows']:,}".replace(",", " ")
+    head = (f"{rows_n} samples ({mb['mds'] / 1e9:.2f} GB as MDS, {mb['parquet'] / 1e9:.2f} GB as Parquet, "
             f"{mb['lance'] / 1e9:.2f} GB as Lance), batches of {ds['batch']}, "
-            f"{ds['sample_bytes'] / 1e3:,.1f} KB a sample. Peak memory of the shardfeed sidecar: {sidecar}.").replace(",", " ")
+            f"{ds['sample_bytes']:.0f} bytes a sample. Peak memory of the shardfeed sidecar: {sidecar}. "
+            "† marks a measurement the time box ended before the epoch did.")
     return head + "\n\n" + table(["loader", "workers", "samples/s", "GB/s", "× mosaicml-streaming", "× lancedb", "first batch (s)",
                                   "samples/s over the epoch", "trainer peak RSS (MiB)", "largest worker peak RSS (MiB)"], out)
 
@@ -338,7 +343,8 @@ def targets_block(data: dict) -> str:
         for peer, goal in (("mosaicml-streaming", 10), ("lancedb", 2)):
             if (peer, w) in rows:
                 x = sf / rows[(peer, w)]["rate"]["median"]
-                lines.append(f"- ≥ {goal}× {peer} with {w} workers: **{x:.1f}×** ({'met' if x >= goal else 'NOT met'}).")
+                lines.append(f"- ≥ {goal}× {peer} with {w} worker{'' if w == 1 else 's'}: **{x:.1f}×** "
+                             f"({'met' if x >= goal else 'NOT met'}).")
     if ("shardfeed", 0) in rows:
         g = gbps(rows[("shardfeed", 0)], ds).median
         lines.append(f"- ≥ 1.5 GB/s into torch with 0 workers: **{g:.2f} GB/s** ({'met' if g >= 1.5 else 'NOT met'}).")

@@ -25,7 +25,6 @@ import (
 func BenchmarkEgress(b *testing.B) {
 	const n = 8192 // 8 KiB samples
 	ds := newTokenDataset(b, n, "  numSplits: 16\n  globalBatchSize: 64\n  shuffle: {seed: 1, blockSize: 1024}\n")
-	dir := b.TempDir()
 	st, err := store.Open(context.Background(), store.Source{URI: "s3://" + ds.bucket + "/t/", Endpoint: minioServer.URL(), Insecure: true,
 		CredentialsDir: ds.credentials})
 	if err != nil {
@@ -45,11 +44,12 @@ func BenchmarkEgress(b *testing.B) {
 	}
 	for _, world := range []int{1, 2, 4, 8, 16} {
 		b.Run(fmt.Sprintf("world=%d", world), func(b *testing.B) {
-			for i := range b.N {
+			for range b.N {
 				var fetched int64
 				for pod := range world {
-					// A fresh cache for every run: a warm one fetches nothing.
-					fetched += podFetches(b, ds, filepath.Join(dir, fmt.Sprintf("w%d-p%d-r%d", world, pod, i)), world, pod)
+					// A fresh cache for every run (b.TempDir is a new
+					// directory at each call): a warm one fetches nothing.
+					fetched += podFetches(b, ds, b.TempDir(), world, pod)
 				}
 				b.ReportMetric(float64(fetched)/float64(total), "shardfeed-egress-x")
 			}

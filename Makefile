@@ -128,6 +128,13 @@ bench: tools-go tools-kube tools-minio tools-debian tools-python build ## Run ev
 		--egress $(BENCH_OUT)/egress.json --command "make bench BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX)"
 	@echo "bench: docs/benchmarks.md, docs/img/*.png and the README's figures rewritten"
 
+# Time each fuzz target runs for in make fuzz.
+FUZZ_TIME ?= 60s
+
+.PHONY: fuzz
+fuzz: tools-go ## Fuzz every parser (go test -fuzz, FUZZ_TIME each); a table of executions and findings in bin/fuzz/results.md.
+	FUZZ_TIME=$(FUZZ_TIME) hack/fuzz.sh
+
 ##@ Environments
 
 .PHONY: control-plane

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/minio/minio-go/v7"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -56,9 +57,13 @@ func TestMain(m *testing.M) {
 
 // startManager runs the operator's controllers in the test process until
 // the test ends.
-func startManager(t *testing.T) {
+func startManager(t *testing.T) { startManagerLogging(t, logr.Discard()) }
+
+// startManagerLogging is startManager with the manager's logs to log.
+func startManagerLogging(t *testing.T, log logr.Logger) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(apiServer.Config, ctrl.Options{
+		Logger:  log,
 		Scheme:  apiServer.Scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// Each test runs its own manager in this one process.

@@ -10,13 +10,18 @@ import (
 	"github.com/shardfeed/shardfeed/planner"
 )
 
-func TestPlanRoundTripsThroughDataAndAMountedDirectory(t *testing.T) {
-	want := &Plan{
+// samplePlan is a plan with every field set.
+func samplePlan() *Plan {
+	return &Plan{
 		Spec:          datav1alpha1.TrainingDatasetSpec{NumSplits: 8, GlobalBatchSize: 64, Streams: []datav1alpha1.Stream{{Name: "web", Source: datav1alpha1.Source{URI: "s3://b/web/"}}}},
 		Fingerprint:   planner.Fingerprint{Sum: "v1-abc", Inputs: map[string]string{"spec.numSplits": "8"}},
 		Streams:       []StreamDigest{{Name: "web", ContentHash: "ff", Shards: 3, Samples: 300, Bytes: 3000}},
 		MinCacheBytes: map[int]int64{1: 3000, 2: 2000},
 	}
+}
+
+func TestPlanRoundTripsThroughDataAndAMountedDirectory(t *testing.T) {
+	want := samplePlan()
 	data, err := want.Data()
 	if err != nil {
 		t.Fatal(err)

@@ -69,7 +69,7 @@ func ReadLayout(r io.Reader) (*Layout, error) {
 func ReadStoreLayout(ctx context.Context, st store.Store) (*Layout, error) {
 	r, err := st.Get(ctx, FileName, 0, -1)
 	if err != nil {
-		return nil, fmt.Errorf("%w (write one with: shardfeed index %s)", err, st.URI())
+		return nil, missingIndex(err, st)
 	}
 	defer func() { _ = r.Close() }()
 	x, err := ReadLayout(r)
@@ -77,4 +77,13 @@ func ReadStoreLayout(ctx context.Context, st store.Store) (*Layout, error) {
 		return nil, fmt.Errorf("%s: %w", path.Join(st.URI(), FileName), err)
 	}
 	return x, nil
+}
+
+// missingIndex adds how to write an index to an error that says there is
+// none; other errors (credentials, network) are the store's own.
+func missingIndex(err error, st store.Store) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w (write one with: shardfeed index %s)", err, st.URI())
+	}
+	return err
 }

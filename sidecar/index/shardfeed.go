@@ -224,7 +224,7 @@ func Write(ctx context.Context, st store.Store, f *File) error {
 func ReadStore(ctx context.Context, st store.Store) (planner.StreamIndex, error) {
 	r, err := st.Get(ctx, FileName, 0, -1)
 	if err != nil {
-		return planner.StreamIndex{}, fmt.Errorf("%w (write one with: shardfeed index %s)", err, st.URI())
+		return planner.StreamIndex{}, missingIndex(err, st)
 	}
 	defer func() { _ = r.Close() }()
 	x, err := Read(r)

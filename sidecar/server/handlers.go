@@ -269,8 +269,8 @@ func (s *Server) commit(w http.ResponseWriter, req *http.Request) {
 		badRequest(w, "", `the body must be JSON {"epoch": E, "step": K[, "resumed": true]}: %v`, err)
 		return
 	}
-	if dec.More() {
-		badRequest(w, "", "the body holds more than one JSON object")
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		badRequest(w, "", `the body must hold one JSON object and nothing after it: {"epoch": E, "step": K[, "resumed": true]}`)
 		return
 	}
 	st, err := progress.Apply(req.Context(), s.cfg.Progress, s.cfg.Job, c)

@@ -408,11 +408,7 @@ func sameBatch(b batch, l planLine) error {
 // body (its "error" when it has one).
 func post(t testing.TB, socket, path, body string) (int, string) {
 	t.Helper()
-	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", socket)
-	}}}
-	resp, err := c.Post("http://shardfeed"+path, "application/json", strings.NewReader(body))
+	resp, err := socketClient(socket).Post("http://shardfeed"+path, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,6 +419,28 @@ func post(t testing.TB, socket, path, body string) (int, string) {
 		return resp.StatusCode, e.Error
 	}
 	return resp.StatusCode, string(data)
+}
+
+// get returns the body of GET path on the socket.
+func get(t testing.TB, socket, path string) string {
+	t.Helper()
+	resp, err := socketClient(socket).Get("http://shardfeed" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v %s", path, resp.StatusCode, err, data)
+	}
+	return string(data)
+}
+
+func socketClient(socket string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}}}
 }
 
 // credentialsEnv returns ds's credentials as the AWS variables of the

@@ -192,6 +192,14 @@ func readRowGroup(ctx context.Context, r pq.ReaderAtSeeker, rg int, columns []st
 		}
 		return nil, err
 	}
+	// Corrupt pages can decode to fewer rows without an error: a row
+	// group is whole or it is an error, never silently short.
+	if got, want := Rows(recs), pf.MetaData().RowGroup(rg).NumRows(); got != want {
+		for _, r := range recs {
+			r.Release()
+		}
+		return nil, fmt.Errorf("corrupt Parquet data: row group %d decoded to %d rows, its footer says %d", rg, got, want)
+	}
 	return recs, nil
 }
 

@@ -180,3 +180,44 @@ func TestRowGroupDecodesFromItsRangeAndTheFooterAlone(t *testing.T) {
 		t.Fatalf("reading row group 1 with row group 0's bytes: %v", err)
 	}
 }
+
+// FuzzReadRowGroup: a malformed file (footer, page headers, pages, any
+// compression) gives an error from Schema or ReadRowGroup, never a panic.
+func FuzzReadRowGroup(f *testing.F) {
+	f.Add(writeParquet(f, 30, 10))
+	f.Add(writeParquet(f, 5, 5))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<20 || len(data) < 8 {
+			return
+		}
+		size := int64(len(data))
+		n := int64(data[size-8]) | int64(data[size-7])<<8 | int64(data[size-6])<<16 | int64(data[size-5])<<24
+		if n <= 0 || n > size-8 {
+			return
+		}
+		if _, err := Schema("f", data[size-8-n:], size); err != nil {
+			return
+		}
+		md, err := ParseFooter("f", data[size-8-n:size-8], size)
+		if err != nil {
+			return
+		}
+		rgs, err := RowGroups("f", md, size)
+		if err != nil {
+			return
+		}
+		for i, rg := range rgs {
+			if rg.Rows > 1<<16 {
+				return // keep the fuzzer's memory bounded
+			}
+			if recs, err := ReadRowGroup(context.Background(), data, i, nil); err == nil {
+				if Rows(recs) != rg.Rows {
+					t.Fatalf("row group %d: %d rows, the footer says %d", i, Rows(recs), rg.Rows)
+				}
+				for _, r := range recs {
+					r.Release()
+				}
+			}
+		}
+	})
+}

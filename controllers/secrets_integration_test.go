@@ -1,0 +1,111 @@
+//go:build integration
+
+package controllers_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/controllers"
+)
+
+// syncBuffer is a bytes.Buffer the manager's goroutines can log into.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestIntegrationNoSecretValueInStatusEventsConfigMapsOrLogs reconciles
+// datasets whose credentials are wrong and right, and then looks for the
+// Secrets' values everywhere the operator writes: the datasets' status,
+// the namespace's events and ConfigMaps, and the manager's logs (debug
+// level). None may hold them.
+func TestIntegrationNoSecretValueInStatusEventsConfigMapsOrLogs(t *testing.T) {
+	logs := &syncBuffer{}
+	startManagerLogging(t, logr.FromSlogHandler(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.Level(-10)})))
+	ctx := context.Background()
+	uri, _ := mdsStream(t, 300)
+	ns := apiServer.Namespace(t)
+	wrongKey, wrongSecret := "AKIAWRONG"+randomHex(t), "wrong-secret-"+randomHex(t)
+	credentialsSecret(t, ns, "wrong", wrongKey, wrongSecret)
+	credentialsSecret(t, ns, "right", minioServer.AccessKey, minioServer.SecretKey)
+	bad, good := dataset(ns, uri, "wrong", 2, 4), dataset(ns, uri, "right", 2, 4)
+	bad.Name, good.Name = "bad", "good"
+	for _, ds := range []*datav1alpha1.TrainingDataset{bad, good} {
+		if err := apiServer.Client.Create(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, client.ObjectKeyFromObject(bad), "Degraded by the wrong credentials", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, controllers.ConditionDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	waitFor(t, client.ObjectKeyFromObject(good), "Ready", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, controllers.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+
+	written := map[string]any{}
+	var datasets datav1alpha1.TrainingDatasetList
+	var events eventsv1.EventList
+	var cms corev1.ConfigMapList
+	for what, list := range map[string]client.ObjectList{"datasets": &datasets, "events": &events, "configmaps": &cms} {
+		if err := apiServer.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		written[what] = list
+	}
+	if len(events.Items) == 0 || len(cms.Items) == 0 {
+		t.Fatalf("found %d events and %d ConfigMaps: the test looks at nothing", len(events.Items), len(cms.Items))
+	}
+	dump, err := json.Marshal(written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "Index unreachable") {
+		t.Fatalf("the manager did not log the failed read, so the logs prove nothing: %q", logs.String())
+	}
+	for name, value := range map[string]string{"wrong access key": wrongKey, "wrong secret key": wrongSecret,
+		"MinIO's access key": minioServer.AccessKey, "MinIO's secret key": minioServer.SecretKey} {
+		if strings.Contains(string(dump), value) {
+			t.Errorf("the %s is in the datasets, events or ConfigMaps of the namespace", name)
+		}
+		if strings.Contains(logs.String(), value) {
+			t.Errorf("the %s is in the manager's logs", name)
+		}
+	}
+}
+
+func randomHex(t *testing.T) string {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return strings.ToUpper(hex.EncodeToString(b))
+}

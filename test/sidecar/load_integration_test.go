@@ -1,0 +1,118 @@
+//go:build integration
+
+package sidecar_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
+)
+
+// TestIntegrationSixtyFourClientsReadAWholeEpochFromOneSidecar connects 64
+// clients at once to one `shardfeed serve`, ranks 0–63 of a world of 64,
+// each reading its whole epoch: every batch is the plan's, every sample is
+// delivered exactly once, and the sidecar's peak memory stays within the
+// bound docs/sidecar.md gives (decoded working set + --memory-limit +
+// 2 queued batches per stream, plus the Go runtime's own).
+func TestIntegrationSixtyFourClientsReadAWholeEpochFromOneSidecar(t *testing.T) {
+	const (
+		clients = 64
+		samples = 8192 // of 8 KiB: 64 MiB
+		batch   = 512  // global: 8 samples (64 KiB) per client
+	)
+	ds := newTokenDataset(t, samples, fmt.Sprintf("  numSplits: %d\n  globalBatchSize: %d\n  shuffle: {seed: 3, blockSize: 1024}\n", clients, batch))
+	srv := serve(t, ds, t.TempDir(), "--memory-limit", "64Mi")
+	plan := planIDs(t, ds, 0, clients, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	steps := 0
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for rank := range clients {
+		wg.Go(func() {
+			got, err := readAll(ctx, srv.client, shardfeed.Request{Rank: rank, World: clients, Epoch: ptr(int64(0))}, nil)
+			if err != nil {
+				errs <- fmt.Errorf("rank %d: %w", rank, err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, b := range got {
+				line, ok := plan[[2]int64{b.step, int64(rank)}]
+				if !ok {
+					errs <- fmt.Errorf("rank %d: step %d is not in the plan", rank, b.step)
+					return
+				}
+				if err := sameBatch(b, line); err != nil {
+					errs <- fmt.Errorf("rank %d: %w", rank, err)
+					return
+				}
+				for j, id := range b.ids {
+					if !b.pads[j] {
+						seen[id]++
+					}
+				}
+				steps++
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("%v\n%s", err, srv.logs())
+	}
+	if steps != len(plan) {
+		t.Fatalf("received %d (step, rank) batches, the plan has %d", steps, len(plan))
+	}
+	if len(seen) != samples {
+		t.Fatalf("%d distinct samples delivered, want %d", len(seen), samples)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("sample %d delivered %d times", id, n)
+		}
+	}
+
+	// The bound: every shard of the epoch may be decoded and in use at once
+	// (64 splits of 128 samples, each reading its own part of the shards:
+	// the working set is the data set, 64 MiB), 64 MiB of --memory-limit,
+	// 2 queued batches of 64 KiB per stream, and 64 MiB for the runtime;
+	// Go's collector lets the heap grow to twice what is live (GOGC=100).
+	const mib = 1 << 20
+	bound := 2*(64*mib+64*mib+clients*2*64<<10) + 64*mib
+	peak := vmHWM(t, srv.cmd.Process.Pid)
+	t.Logf("sidecar peak RSS with %d clients: %.0f MiB (bound %.0f MiB)", clients, float64(peak)/mib, float64(bound)/mib)
+	if peak > int64(bound) {
+		t.Fatalf("sidecar peak RSS %d MiB is above the documented bound %d MiB", peak/mib, bound/mib)
+	}
+}
+
+// vmHWM is a process's peak resident memory in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/PID/status")
+	return 0
+}

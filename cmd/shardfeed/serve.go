@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/memlimit"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/progress"
 	"github.com/shardfeed/shardfeed/sidecar/server"
@@ -146,10 +147,16 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 	default:
 		return fmt.Errorf("--log-format %q: use text or json", o.logFormat)
 	}
+	log := slog.New(handler)
+	if soft, err := memlimit.Apply(memlimit.CgroupFile); err != nil {
+		log.Warn("Not setting a Go memory limit", "err", err)
+	} else if soft > 0 {
+		log.Info("Go memory limit set from the container's", "bytes", soft, "fraction", memlimit.Fraction)
+	}
 	cfg := daemon.Config{
 		Socket: o.socket, MetricsAddr: o.metricsAddr, Pprof: o.pprof, CacheDir: o.cacheDir, Prefetch: o.prefetch,
 		RankMode: o.rankMode, Pod: o.pod, Pods: o.pods, ProcsPerPod: o.procs, Job: o.job, Attempt: o.attempt,
-		SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: slog.New(handler),
+		SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: log,
 	}
 	for _, q := range []struct {
 		flag, value string

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -42,6 +43,7 @@ const (
 
 type options struct {
 	metricsAddr, probeAddr string
+	metricsSecure          bool
 	leaderElect            bool
 	webhookPort            int
 	certDir, certMode      string
@@ -57,7 +59,8 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to; 0 disables it")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the metrics endpoint binds to; 0 disables it")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to authenticated and authorized clients only (a token allowed to get the non-resource URL /metrics); false: plain HTTP to anyone")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health probes bind to")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica runs the controller (every replica serves the webhooks)")
 	flag.IntVar(&o.webhookPort, "webhook-port", 9443, "port the webhooks are served on (TLS)")
@@ -130,7 +133,7 @@ func run(ctx context.Context, o options) error {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{configmaps.LabelManagedBy: configmaps.ManagedBy})},
 		}},
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                metricsOptions(o),
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "shardfeed-manager.shardfeed.io",
@@ -171,6 +174,23 @@ func run(ctx context.Context, o options) error {
 		"sidecarImage", o.sidecarImage)
 	return mgr.Start(ctx)
 }
+
+// metricsOptions serves the metrics over TLS (a self-signed certificate
+// made in memory: the root filesystem is read-only) to clients whose token
+// the API server authenticates and allows to get /metrics (TokenReview,
+// SubjectAccessReview).
+func metricsOptions(o options) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		m.SecureServing = true
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return m
+}
+
+// The metrics' authentication and authorization of their clients.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // The certificate's Secret, in the operator's namespace only (the
 // Helm chart and kustomize set the namespace), and the caBundle of the

@@ -4,7 +4,9 @@ package main_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -17,8 +19,10 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -110,7 +114,7 @@ func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) 
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNS}}); err != nil {
 		t.Fatal(err)
 	}
-	port, probes := freePort(t), freePort(t)
+	port, probes, metrics := freePort(t), freePort(t), freePort(t)
 	for _, obj := range webhookConfigurations(port, operatorNS) {
 		if err := c.Create(ctx, obj); err != nil {
 			t.Fatal(err)
@@ -119,7 +123,7 @@ func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) 
 	}
 
 	cmd := exec.Command(binary, "--namespace="+operatorNS, "--cert-mode=self", "--webhook-hosts=127.0.0.1",
-		fmt.Sprintf("--webhook-port=%d", port), "--cert-dir="+t.TempDir(), "--metrics-bind-address=0",
+		fmt.Sprintf("--webhook-port=%d", port), "--cert-dir="+t.TempDir(), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), "--sidecar-image=registry.local/shardfeed:e2e")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+apiServer.Kubeconfig(t))
 	logs, err := os.Create(filepath.Join(t.TempDir(), "manager.log"))
@@ -212,6 +216,9 @@ func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) 
 		t.Fatal("a pod in the operator's namespace was injected")
 	}
 
+	// Metrics: over TLS, only to a token allowed to get /metrics.
+	checkMetrics(t, operatorNS, fmt.Sprintf("https://127.0.0.1:%d/metrics", metrics))
+
 	// SIGTERM stops it cleanly.
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -219,5 +226,79 @@ func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) 
 	stopped = true
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("the manager exited with %v after SIGTERM", err)
+	}
+}
+
+// checkMetrics reads the manager's metrics at url: refused without a token
+// (401) and with the token of a ServiceAccount that may not get /metrics
+// (403), served to one bound to the metrics-reader ClusterRole.
+func checkMetrics(t *testing.T, ns, url string) {
+	t.Helper()
+	ctx := context.Background()
+	c := apiServer.Client
+	reader := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "shardfeed-test-metrics-reader"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+	if err := c.Create(ctx, reader); err != nil {
+		t.Fatal(err)
+	}
+	token := func(name string) string {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		if err := c.Create(ctx, sa); err != nil {
+			t.Fatal(err)
+		}
+		tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
+		if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	allowed, other := token("prometheus"), token("someone")
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "shardfeed-test-metrics-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: reader.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: ns}}}
+	if err := c.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the manager's certificate is self-signed
+	get := func(token string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := get(""); code != http.StatusUnauthorized {
+		t.Errorf("metrics without a token: %d, want 401", code)
+	}
+	if code, _ := get(other); code != http.StatusForbidden {
+		t.Errorf("metrics with a token that may not get /metrics: %d, want 403", code)
+	}
+	// RBAC takes a moment to see the new binding.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		code, body := get(allowed)
+		if code == http.StatusOK && strings.Contains(body, "controller_runtime_") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics with the reader's token: %d %.200s", code, body)
+		}
+	}
+	// Plain HTTP to the TLS port gets no metrics.
+	if resp, err := http.Get(strings.Replace(url, "https://", "http://", 1)); err == nil { //nolint:gosec,noctx // a local check
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if strings.Contains(string(body), "controller_runtime_") {
+			t.Errorf("metrics served over plain HTTP (%d)", resp.StatusCode)
+		}
 	}
 }

@@ -500,3 +500,40 @@ func mustContain(t testing.TB, s string, subs ...string) {
 		}
 	}
 }
+
+// tallyPlanned checks that each of rank's batches is its step's in the plan
+// and counts the delivered (non-pad) samples into seen.
+func tallyPlanned(plan map[[2]int64]planLine, rank int, got []batch, seen map[int64]int) error {
+	for _, b := range got {
+		line, ok := plan[[2]int64{b.step, int64(rank)}]
+		if !ok {
+			return fmt.Errorf("rank %d: step %d is not in the plan", rank, b.step)
+		}
+		if err := sameBatch(b, line); err != nil {
+			return fmt.Errorf("rank %d: %w", rank, err)
+		}
+		for j, id := range b.ids {
+			if !b.pads[j] {
+				seen[id]++
+			}
+		}
+	}
+	return nil
+}
+
+// checkExactlyOnce checks that seen holds every sample of the plan once.
+func checkExactlyOnce(plan map[[2]int64]planLine, seen map[int64]int) error {
+	want := 0
+	for _, line := range plan {
+		want += len(line.IDs) - len(line.Pad)
+	}
+	if len(seen) != want {
+		return fmt.Errorf("%d distinct samples delivered, the plan has %d", len(seen), want)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			return fmt.Errorf("sample %d delivered %d times", id, n)
+		}
+	}
+	return nil
+}

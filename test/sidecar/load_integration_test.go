@@ -47,23 +47,10 @@ func TestIntegrationSixtyFourClientsReadAWholeEpochFromOneSidecar(t *testing.T) 
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			for _, b := range got {
-				line, ok := plan[[2]int64{b.step, int64(rank)}]
-				if !ok {
-					errs <- fmt.Errorf("rank %d: step %d is not in the plan", rank, b.step)
-					return
-				}
-				if err := sameBatch(b, line); err != nil {
-					errs <- fmt.Errorf("rank %d: %w", rank, err)
-					return
-				}
-				for j, id := range b.ids {
-					if !b.pads[j] {
-						seen[id]++
-					}
-				}
-				steps++
+			if err := tallyPlanned(plan, rank, got, seen); err != nil {
+				errs <- err
 			}
+			steps += len(got)
 		})
 	}
 	wg.Wait()
@@ -74,13 +61,8 @@ func TestIntegrationSixtyFourClientsReadAWholeEpochFromOneSidecar(t *testing.T) 
 	if steps != len(plan) {
 		t.Fatalf("received %d (step, rank) batches, the plan has %d", steps, len(plan))
 	}
-	if len(seen) != samples {
-		t.Fatalf("%d distinct samples delivered, want %d", len(seen), samples)
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Fatalf("sample %d delivered %d times", id, n)
-		}
+	if err := checkExactlyOnce(plan, seen); err != nil || len(seen) != samples {
+		t.Fatalf("%v (%d distinct samples of %d)", err, len(seen), samples)
 	}
 
 	// The bound: every shard of the epoch may be decoded and in use at once

@@ -61,30 +61,13 @@ func TestIntegrationServeRidesOutAnObjectStoreOutage(t *testing.T) {
 		t.Fatalf("every batch arrived before MinIO came back: the test did not make the sidecar wait for the store")
 	}
 	seen := map[int64]int{}
-	for _, b := range got {
-		line, ok := plan[[2]int64{b.step, 0}]
-		if !ok {
-			t.Fatalf("step %d is not in the plan", b.step)
-		}
-		if err := sameBatch(b, line); err != nil {
-			t.Fatal(err)
-		}
-		for j, id := range b.ids {
-			if !b.pads[j] {
-				seen[id]++
-			}
-		}
+	if err := tallyPlanned(plan, 0, got, seen); err != nil {
+		t.Fatal(err)
 	}
-	want := 0
-	for _, line := range plan {
-		want += len(line.IDs) - len(line.Pad)
+	if len(got) != len(plan) {
+		t.Fatalf("%d batches, the plan has %d", len(got), len(plan))
 	}
-	if len(got) != len(plan) || len(seen) != want {
-		t.Fatalf("%d batches and %d distinct samples, the plan has %d and %d", len(got), len(seen), len(plan), want)
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Fatalf("sample %d delivered %d times", id, n)
-		}
+	if err := checkExactlyOnce(plan, seen); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -153,39 +153,38 @@ def machine_block(go: GoResults | None, loaders: dict | None, cmd: str) -> str:
     return "\n".join(lines)
 
 
-def planner_block(go: GoResults, img: Path) -> str:
-    rows, base_rows, xs, build_s, build_mb, base_x, base_s, base_mb = [], [], [], [], [], [], [], []
+def build_series(go: GoResults, name_of) -> list[tuple[int, Stat, Stat]]:
+    """(exponent, time, memory) of a build benchmark at 1e6 … 1e10 samples,
+    for the sizes that ran."""
+    out = []
     for exp in range(6, 11):
-        name = f"planner/BenchmarkPlanBuild/samples=1e+{exp:02d}/shards=1e+{exp - 4:02d}"
-        t, m = go.stat(name, "ns/op"), go.stat(name, "B/op")
+        t, m = go.stat(name_of(exp), "ns/op"), go.stat(name_of(exp), "B/op")
         if t and m:
-            xs.append(10**exp)
-            build_s.append(t.median / 1e9)
-            build_mb.append(m.median / 1e6)
-            rows.append(["plan build", f"1e{exp} samples, 1e{exp - 4} shards", fmt_ns(t, exp == 10), m.scaled(1e-6).fmt(".1f", exp == 10, "MB")])
-        name = f"planner/BenchmarkMaterializedPermutation/build/samples=1e+{exp:02d}"
-        t, m = go.stat(name, "ns/op"), go.stat(name, "B/op")
-        if t and m:
-            base_x.append(10**exp)
-            base_s.append(t.median / 1e9)
-            base_mb.append(m.median / 1e6)
-            base_rows.append(["baseline build: a shuffled `[]int64` of every sample", f"1e{exp} samples", fmt_ns(t), m.scaled(1e-6).fmt(".0f", unit="MB")])
-    rows += base_rows
+            out.append((exp, t, m))
+    return out
+
+
+def planner_block(go: GoResults, img: Path) -> str:
+    plan = build_series(go, lambda e: f"planner/BenchmarkPlanBuild/samples=1e+{e:02d}/shards=1e+{e - 4:02d}")
+    base = build_series(go, lambda e: f"planner/BenchmarkMaterializedPermutation/build/samples=1e+{e:02d}")
+    rows = [["plan build", f"1e{e} samples, 1e{e - 4} shards", fmt_ns(t, e == 10), m.scaled(1e-6).fmt(".1f", e == 10, "MB")]
+            for e, t, m in plan]
+    rows += [["baseline build: a shuffled `[]int64` of every sample", f"1e{e} samples", fmt_ns(t), m.scaled(1e-6).fmt(".0f", unit="MB")]
+             for e, t, m in base]
     for name, label, size in (("planner/BenchmarkPlanSeek", "plan seek: random split, random position → sample", "1e10 samples"),
                               ("planner/BenchmarkPlanSequential", "plan sequential: one split's positions in order", "1e10 samples"),
                               ("planner/BenchmarkMaterializedPermutation/seek/samples=1e+08", "baseline seek: array lookup", "1e8 samples")):
         t = go.stat(name, "ns/op")
         if t:
             rows.append([label, size, fmt_ns(t, "Seek" in name), "–"])
-    if xs:
+    if plan:
         import matplotlib.pyplot as plt
 
         fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6))
-        a.loglog(xs, build_s, "o-", label="shardfeed plan")
-        a.loglog(base_x, base_s, "s--", label="materialised permutation")
+        for series, style, label in ((plan, "o-", "shardfeed plan"), (base, "s--", "materialised permutation")):
+            a.loglog([10**e for e, _, _ in series], [t.median / 1e9 for _, t, _ in series], style, label=label)
+            b.loglog([10**e for e, _, _ in series], [m.median / 1e6 for _, _, m in series], style, label=label)
         a.set(xlabel="samples", ylabel="build time (s)", title="Plan build time")
-        b.loglog(xs, build_mb, "o-", label="shardfeed plan")
-        b.loglog(base_x, base_mb, "s--", label="materialised permutation")
         b.set(xlabel="samples", ylabel="memory (MB)", title="Plan memory")
         for ax in (a, b):
             ax.grid(True, which="both", alpha=0.3)

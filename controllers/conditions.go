@@ -21,4 +21,7 @@ const (
 	ReasonApplyFailed      = "PlanConfigMapFailed"
 	ReasonWaitingForIndex  = "WaitingForIndex"
 	ReasonHealthy          = "Healthy"
+	// ReasonShardSkipped is the reason of the Warning event for shards a
+	// job's sidecars delivered as pad rows (onCorruptShard: skip).
+	ReasonShardSkipped = "ShardSkipped"
 )

@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -133,11 +135,13 @@ func (r *TrainingDatasetReconciler) aggregateJobs(ctx context.Context, ds *datav
 		if err != nil {
 			continue // a state this operator cannot read is the sidecar's to refuse
 		}
-		jp := datav1alpha1.JobProgress{Job: job, Epoch: st.Epoch, Step: st.Step}
+		jp := datav1alpha1.JobProgress{Job: job, Epoch: st.Epoch, Step: st.Step,
+			SkippedShards: int32(min(st.SkippedShards, math.MaxInt32)), SkippedSamples: st.SkippedSamples} //nolint:gosec // bounded above
 		if st.Committed != nil {
 			t := metav1.NewTime(*st.Committed)
 			jp.LastCommitTime = &t
 		}
+		r.reportSkips(ds, jp, st)
 		jobs = append(jobs, jp)
 	}
 	slices.SortFunc(jobs, func(a, b datav1alpha1.JobProgress) int {
@@ -151,4 +155,26 @@ func (r *TrainingDatasetReconciler) aggregateJobs(ctx context.Context, ds *datav
 	})
 	ds.Status.Jobs = jobs
 	return nil
+}
+
+// reportSkips records a Warning event when a job's sidecars skipped shards
+// the status did not count yet, naming the newest of them.
+func (r *TrainingDatasetReconciler) reportSkips(ds *datav1alpha1.TrainingDataset, jp datav1alpha1.JobProgress, st *configmaps.State) {
+	var seen int32
+	for _, old := range ds.Status.Jobs {
+		if old.Job == jp.Job {
+			seen = old.SkippedShards
+		}
+	}
+	if jp.SkippedShards <= seen || r.Recorder == nil {
+		return
+	}
+	n := min(int(jp.SkippedShards-seen), len(st.Skipped))
+	names := make([]string, 0, n)
+	for _, sk := range st.Skipped[len(st.Skipped)-n:] {
+		names = append(names, fmt.Sprintf("%s/%s (%d samples: %s)", sk.Stream, sk.Shard, sk.Samples, sk.Reason))
+	}
+	r.Recorder.Eventf(ds, nil, corev1.EventTypeWarning, ReasonShardSkipped, "SkipShard",
+		"job %s: %d corrupt shard(s) delivered as pad rows (onCorruptShard: skip), %d in all, %d samples: %s",
+		jp.Job, jp.SkippedShards-seen, jp.SkippedShards, jp.SkippedSamples, strings.Join(names, "; "))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -227,6 +228,41 @@ func TestIntegrationDatasetConvergesToReadyWithItsPlanConfigMap(t *testing.T) {
 	})
 	if j := got.Status.Jobs[0]; j.Job != "train-1" || j.Epoch != 2 || j.LastCommitTime == nil || !j.LastCommitTime.Time.Equal(now) {
 		t.Fatalf("job %+v", j)
+	}
+
+	// A sidecar skipped a corrupt shard (onCorruptShard: skip): the status
+	// counts it and a Warning event names it.
+	data, _ = configmaps.StateData(&configmaps.State{Dataset: "web", Job: "train-1", Epoch: 2, Step: 17, Committed: &now,
+		Skipped:       []configmaps.SkippedShard{{Stream: "m", Shard: "shard.00003.mds", Samples: 41, Reason: "xxh64 mismatch", Time: now}},
+		SkippedShards: 1, SkippedSamples: 41})
+	state.Data = data
+	if err := apiServer.Client.Update(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	got = waitFor(t, client.ObjectKeyFromObject(ds), "the skipped shard in status", func(d *datav1alpha1.TrainingDataset) bool {
+		return len(d.Status.Jobs) == 1 && d.Status.Jobs[0].SkippedShards == 1
+	})
+	if j := got.Status.Jobs[0]; j.SkippedSamples != 41 {
+		t.Fatalf("job %+v: want 41 skipped samples", j)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var events eventsv1.EventList
+		if err := apiServer.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, e := range events.Items {
+			found = found || (e.Reason == controllers.ReasonShardSkipped && e.Type == corev1.EventTypeWarning &&
+				strings.Contains(e.Note, "m/shard.00003.mds (41 samples: xxh64 mismatch)"))
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Warning event %s naming the shard: %+v", controllers.ReasonShardSkipped, events.Items)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -275,6 +275,14 @@ type JobProgress struct {
 	// LastCommitTime is when the job last committed.
 	// +optional
 	LastCommitTime *metav1.Time `json:"lastCommitTime,omitempty"`
+	// SkippedShards is the number of corrupt shards the job's sidecars
+	// delivered as pad rows (onCorruptShard: skip); the job's state
+	// ConfigMap names them and says why.
+	// +optional
+	SkippedShards int32 `json:"skippedShards,omitempty"`
+	// SkippedSamples is the number of samples of the skipped shards.
+	// +optional
+	SkippedSamples int64 `json:"skippedSamples,omitempty"`
 }
 
 // TrainingDatasetStatus is what the operator observed of a TrainingDataset.

@@ -191,11 +191,23 @@ type Attempt struct {
 	Registered time.Time `json:"registered"`
 }
 
-// MaxAttempts and MaxHistory bound a state's lists so that the ConfigMap
-// stays small whatever the job's length.
+// SkippedShard is a shard a sidecar delivered as pad rows because it
+// stayed corrupt (onCorruptShard: skip; design §4).
+type SkippedShard struct {
+	Stream  string    `json:"stream"`
+	Shard   string    `json:"shard"`
+	Samples int64     `json:"samples"`
+	Reason  string    `json:"reason"`
+	Attempt string    `json:"attempt,omitempty"`
+	Time    time.Time `json:"time"`
+}
+
+// MaxAttempts, MaxHistory and MaxSkipped bound a state's lists so that the
+// ConfigMap stays small whatever the job's length.
 const (
 	MaxAttempts = 16
 	MaxHistory  = 256
+	MaxSkipped  = 64
 )
 
 // State is a job's committed progress: the content of <dataset>-<job>-state
@@ -219,6 +231,11 @@ type State struct {
 	Attempts []Attempt `json:"attempts,omitempty"`
 	// History is the job's last commits, oldest first: its lineage.
 	History []Commit `json:"history,omitempty"`
+	// Skipped lists the newest skipped shards (at most MaxSkipped);
+	// SkippedShards and SkippedSamples count them all.
+	Skipped        []SkippedShard `json:"skipped,omitempty"`
+	SkippedShards  int            `json:"skippedShards,omitempty"`
+	SkippedSamples int64          `json:"skippedSamples,omitempty"`
 	// SidecarImage and PlanVersion pin what the job started with.
 	SidecarImage string `json:"sidecarImage,omitempty"`
 	PlanVersion  int    `json:"planVersion,omitempty"`

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
@@ -173,11 +174,31 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	if _, err := source.Unify(sources); err != nil {
 		return nil, err
 	}
-	pipe, err := pipeline.New(pipeline.Options{Plan: pl, Streams: sources, Cache: c, PrefetchShards: prefetch, DecodedLimitBytes: cfg.DecodedLimitBytes})
+	pipe, err := pipeline.New(pipeline.Options{Plan: pl, Streams: sources, Cache: c, PrefetchShards: prefetch, DecodedLimitBytes: cfg.DecodedLimitBytes,
+		SkipCorrupt: spec.OnCorruptShard == datav1alpha1.CorruptShardSkip, OnSkip: cfg.recordSkip})
 	if err != nil {
 		return nil, err
 	}
 	return &Feed{Plan: pl, Cache: c, Pipeline: pipe, Prefetch: prefetch}, nil
+}
+
+// recordSkip logs a skipped shard and records it in the job's state, where
+// the operator reports it (status, events).
+func (cfg *Config) recordSkip(s pipeline.Skip) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Warn("Corrupt shard skipped: its samples are delivered as pad rows (_shardfeed_pad) with their planned ids (onCorruptShard: skip)",
+		"stream", s.Stream, "shard", s.Shard, "samples", s.Samples, "reason", s.Reason)
+	if cfg.Progress == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := progress.RecordSkip(ctx, cfg.Progress, configmaps.SkippedShard{Stream: s.Stream, Shard: s.Shard, Samples: s.Samples, Reason: s.Reason, Attempt: cfg.Attempt}); err != nil {
+		log.Error("Recording the skipped shard in the job's state failed", "stream", s.Stream, "shard", s.Shard, "err", err)
+	}
 }
 
 // Run starts the sidecar and serves until ctx ends.

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -28,6 +29,20 @@ type decodedShard struct {
 	refs    int
 	bytes   int64
 	lastUse int64
+	// skipped: the shard stayed corrupt and rec holds zeroed pad rows.
+	skipped bool
+}
+
+// Skip is a shard delivered as pad rows under onCorruptShard: skip.
+type Skip struct {
+	Stream string
+	// Shard is the shard's name in the index; Index its position.
+	Shard string
+	Index int
+	// Samples is the shard's row count: every one is a pad row.
+	Samples int64
+	// Reason is the error that made it corrupt.
+	Reason string
 }
 
 // decodedTable keeps decoded shards in memory within a byte budget,
@@ -37,6 +52,10 @@ type decodedTable struct {
 	cache   *cache.Cache
 	sem     chan struct{} // bounds concurrent decodes
 	stats   *counters
+	// skipCorrupt turns a corrupt shard into pad rows; onSkip hears of
+	// each such shard once.
+	skipCorrupt bool
+	onSkip      func(Skip)
 
 	mu      sync.Mutex
 	shards  map[shardKey]*decodedShard
@@ -44,12 +63,15 @@ type decodedTable struct {
 	limit   int64
 	tick    int64
 	changed chan struct{} // closed and replaced when memory is freed
+	// skipped are the shards known corrupt: they are not fetched again.
+	skipped map[shardKey]bool
 }
 
 func newDecodedTable(streams []*source.Stream, c *cache.Cache, limit int64, decoders int, stats *counters) *decodedTable {
 	return &decodedTable{
 		streams: streams, cache: c, sem: make(chan struct{}, decoders), stats: stats,
 		shards: map[shardKey]*decodedShard{}, limit: limit, changed: make(chan struct{}),
+		skipped: map[shardKey]bool{},
 	}
 }
 
@@ -80,7 +102,7 @@ func (t *decodedTable) acquire(ctx context.Context, k shardKey) (*decodedShard, 
 	t.shards[k] = d
 	t.mu.Unlock()
 
-	d.rec, d.err = t.decode(ctx, k)
+	d.rec, d.skipped, d.err = t.decodeOrSkip(ctx, k)
 	t.mu.Lock()
 	if d.err != nil {
 		delete(t.shards, k) // the next reader tries again
@@ -98,6 +120,44 @@ func (t *decodedTable) acquire(ctx context.Context, k shardKey) (*decodedShard, 
 		return nil, d.err
 	}
 	return d, nil
+}
+
+// decodeOrSkip decodes the shard; under the skip policy a shard that stays
+// corrupt (every download differs from its index, or its bytes do not
+// decode to what the index says) becomes zeroed rows, which the batches
+// mark as pad. A store that cannot be reached is never a reason to skip.
+func (t *decodedTable) decodeOrSkip(ctx context.Context, k shardKey) (arrow.RecordBatch, bool, error) {
+	s := t.streams[k.stream]
+	rows := s.Layout.Index.Shards[k.shard].Samples
+	t.mu.Lock()
+	known := t.skipped[k]
+	t.mu.Unlock()
+	if known {
+		return s.Zero(rows), true, nil
+	}
+	rec, err := t.decode(ctx, k)
+	if err == nil || !t.skipCorrupt || !corrupt(err) {
+		return rec, false, err
+	}
+	t.mu.Lock()
+	first := !t.skipped[k]
+	t.skipped[k] = true
+	t.mu.Unlock()
+	if first {
+		t.stats.skippedShards.Add(1)
+		t.stats.skippedRows.Add(rows)
+		if t.onSkip != nil {
+			t.onSkip(Skip{Stream: s.Name, Shard: s.Layout.Index.Shards[k.shard].Name, Index: k.shard, Samples: rows, Reason: err.Error()})
+		}
+	}
+	return s.Zero(rows), true, nil
+}
+
+// corrupt reports whether err says the shard's bytes are bad at the source.
+func corrupt(err error) bool {
+	var ce *cache.CorruptError
+	var de *source.DecodeError
+	return errors.As(err, &ce) || errors.As(err, &de)
 }
 
 func (t *decodedTable) decode(ctx context.Context, k shardKey) (arrow.RecordBatch, error) {
@@ -212,4 +272,5 @@ type counters struct {
 	decodedShards, decodedRows, decodedHits atomic.Int64
 	decodedEvictions, batches, batchRows    atomic.Int64
 	prefetched, prefetchErrors              atomic.Int64
+	skippedShards, skippedRows              atomic.Int64
 }

@@ -51,6 +51,14 @@ type Options struct {
 	Decoders int
 	// Fetchers bounds the shards a prefetcher fetches at once (default 4).
 	Fetchers int
+	// SkipCorrupt delivers the rows of a shard that stays corrupt after the
+	// cache's retries as zeroed rows marked _shardfeed_pad, in their planned
+	// places with their planned ids (onCorruptShard: skip); otherwise the
+	// batches that need it fail with an error naming it.
+	SkipCorrupt bool
+	// OnSkip, if set, is called once per skipped shard, from the goroutine
+	// that found it corrupt.
+	OnSkip func(Skip)
 }
 
 // Pipeline serves the batches of one plan.
@@ -109,6 +117,7 @@ func New(opts Options) (*Pipeline, error) {
 		}
 	}
 	p.decoded = newDecodedTable(opts.Streams, opts.Cache, opts.DecodedLimitBytes, opts.Decoders, &p.stats)
+	p.decoded.skipCorrupt, p.decoded.onSkip = opts.SkipCorrupt, opts.OnSkip
 	return p, nil
 }
 
@@ -368,7 +377,7 @@ func (p *Pipeline) build(shards []*decodedShard, slot map[shardKey]int, samples 
 		ib.UnsafeAppend(s.ID)
 		sb.UnsafeAppend(int16(s.Stream)) //nolint:gosec // streams are few
 		kb.UnsafeAppend(step)
-		pb.UnsafeAppend(s.Pad)
+		pb.UnsafeAppend(s.Pad || shards[slot[shardKey{s.Stream, s.Shard}]].skipped)
 	}
 	for _, b := range []array.Builder{ib, sb, kb, pb} {
 		cols = append(cols, b.NewArray())

@@ -15,17 +15,21 @@ type Stats struct {
 	DecodedRows   int64 `json:"decodedRows"`
 	// ShardsDecoded counts every decode since start; DecodeHits the reads
 	// served by a shard already decoded.
-	ShardsDecoded    int64   `json:"shardsDecoded"`
-	RowsDecoded      int64   `json:"rowsDecoded"`
-	DecodeHits       int64   `json:"decodeHits"`
-	DecodedEvictions int64   `json:"decodedEvictions"`
-	Prefetched       int64   `json:"prefetched"`
-	PrefetchErrors   int64   `json:"prefetchErrors"`
-	Batches          int64   `json:"batches"`
-	BatchRows        int64   `json:"batchRows"`
-	FetchSeconds     float64 `json:"fetchSeconds"`
-	DecodeSeconds    float64 `json:"decodeSeconds"`
-	AssembleSeconds  float64 `json:"assembleSeconds"`
+	ShardsDecoded    int64 `json:"shardsDecoded"`
+	RowsDecoded      int64 `json:"rowsDecoded"`
+	DecodeHits       int64 `json:"decodeHits"`
+	DecodedEvictions int64 `json:"decodedEvictions"`
+	Prefetched       int64 `json:"prefetched"`
+	PrefetchErrors   int64 `json:"prefetchErrors"`
+	// SkippedShards and SkippedRows count the shards delivered as pad
+	// rows under onCorruptShard: skip.
+	SkippedShards   int64   `json:"skippedShards"`
+	SkippedRows     int64   `json:"skippedRows"`
+	Batches         int64   `json:"batches"`
+	BatchRows       int64   `json:"batchRows"`
+	FetchSeconds    float64 `json:"fetchSeconds"`
+	DecodeSeconds   float64 `json:"decodeSeconds"`
+	AssembleSeconds float64 `json:"assembleSeconds"`
 }
 
 // Stats returns the counters.
@@ -38,6 +42,7 @@ func (p *Pipeline) Stats() Stats {
 		ShardsDecoded: s.decodedShards.Load(), RowsDecoded: s.decodedRows.Load(), DecodeHits: s.decodedHits.Load(),
 		DecodedEvictions: s.decodedEvictions.Load(), Prefetched: s.prefetched.Load(), PrefetchErrors: s.prefetchErrors.Load(),
 		Batches: s.batches.Load(), BatchRows: s.batchRows.Load(),
+		SkippedShards: s.skippedShards.Load(), SkippedRows: s.skippedRows.Load(),
 		FetchSeconds:    time.Duration(s.fetchNanos.Load()).Seconds(),
 		DecodeSeconds:   time.Duration(s.decodeNanos.Load()).Seconds(),
 		AssembleSeconds: time.Duration(s.assembleNanos.Load()).Seconds(),

@@ -113,3 +113,30 @@ func Apply(ctx context.Context, st Store, j Job, c Commit) (*configmaps.State, e
 func before(c Commit, s *configmaps.State) bool {
 	return c.Epoch < s.Epoch || (c.Epoch == s.Epoch && c.Step < s.Step)
 }
+
+// maxReason bounds a skip's recorded reason.
+const maxReason = 512
+
+// RecordSkip records a shard delivered as pad rows (onCorruptShard: skip),
+// once per stream and shard whichever sidecar finds it. It is not fenced:
+// what a pod of any attempt found corrupt is worth keeping.
+func RecordSkip(ctx context.Context, st Store, sk configmaps.SkippedShard) (*configmaps.State, error) {
+	if len(sk.Reason) > maxReason {
+		sk.Reason = sk.Reason[:maxReason] + "…"
+	}
+	if sk.Time.IsZero() {
+		sk.Time = time.Now().UTC()
+	}
+	return st.Update(ctx, func(s *configmaps.State) error {
+		if slices.ContainsFunc(s.Skipped, func(o configmaps.SkippedShard) bool { return o.Stream == sk.Stream && o.Shard == sk.Shard }) {
+			return nil
+		}
+		s.Skipped = append(s.Skipped, sk)
+		s.SkippedShards++
+		s.SkippedSamples += sk.Samples
+		if n := len(s.Skipped); n > configmaps.MaxSkipped {
+			s.Skipped = s.Skipped[n-configmaps.MaxSkipped:]
+		}
+		return nil
+	})
+}

@@ -45,6 +45,8 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 		counter("decode_seconds_total", "Time spent decoding shards.", func() float64 { return p.Stats().DecodeSeconds }),
 		counter("assemble_seconds_total", "Time spent assembling batches.", func() float64 { return p.Stats().AssembleSeconds }),
 		counter("shards_decoded_total", "Shards decoded.", func() float64 { return float64(p.Stats().ShardsDecoded) }),
+		counter("skipped_shards_total", "Corrupt shards delivered as pad rows (onCorruptShard: skip).", func() float64 { return float64(p.Stats().SkippedShards) }),
+		counter("skipped_samples_total", "Samples of skipped shards, delivered as pad rows.", func() float64 { return float64(p.Stats().SkippedRows) }),
 		gauge("cache_bytes", "Bytes of the shard cache on disk.", func() float64 { return float64(p.Stats().Cache.UsedBytes) }),
 		gauge("cache_limit_bytes", "The shard cache's budget.", func() float64 { return float64(p.Stats().Cache.LimitBytes) }),
 		gauge("cache_peak_bytes", "The most the shard cache held at once.", func() float64 { return float64(p.Stats().Cache.PeakBytes) }),

@@ -154,10 +154,13 @@ func (s *Stream) Parts(i int) []cache.Shard {
 
 // Decode decodes shard i from the bytes of its parts (as Parts lists them)
 // into one record with the served schema.
+// Bytes that do not decode, or decode to another row count than the index
+// says, are a *DecodeError.
 func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.RecordBatch, error) {
+	name := s.Layout.Index.Shards[i].Name
 	recs, err := s.decode(ctx, i, parts)
 	if err != nil {
-		return nil, fmt.Errorf("stream %q: shard %s: %w", s.Name, s.Layout.Index.Shards[i].Name, err)
+		return nil, s.decodeError(ctx, name, err)
 	}
 	defer func() {
 		for _, r := range recs {
@@ -167,13 +170,46 @@ func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.Recor
 	want := s.Layout.Index.Shards[i].Samples
 	rec, err := s.conform(ctx, recs)
 	if err != nil {
-		return nil, fmt.Errorf("stream %q: shard %s: %w", s.Name, s.Layout.Index.Shards[i].Name, err)
+		return nil, s.decodeError(ctx, name, err)
 	}
 	if rec.NumRows() != want {
 		rec.Release()
-		return nil, fmt.Errorf("stream %q: shard %s decoded to %d rows, the index says %d: re-run shardfeed index", s.Name, s.Layout.Index.Shards[i].Name, rec.NumRows(), want)
+		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: fmt.Errorf("decoded to %d rows, the index says %d: re-run shardfeed index", rec.NumRows(), want)}
 	}
 	return rec, nil
+}
+
+// decodeError wraps a decoding failure, unless the context ended it.
+func (s *Stream) decodeError(ctx context.Context, shard string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("stream %q: shard %s: %w", s.Name, shard, err)
+	}
+	return &DecodeError{Stream: s.Name, Shard: shard, Err: err}
+}
+
+// DecodeError is a shard whose bytes (as the cache checked them) do not
+// decode to what the index says: corrupt at the source.
+type DecodeError struct {
+	Stream, Shard string
+	Err           error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("stream %q: shard %s: %v", e.Stream, e.Shard, e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Zero returns a record of n rows of the served schema with zero values
+// (0, false, empty strings and lists of zeros): what a skipped shard
+// delivers.
+func (s *Stream) Zero(n int64) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, s.served)
+	defer b.Release()
+	for _, f := range b.Fields() {
+		f.AppendEmptyValues(int(n))
+	}
+	return b.NewRecordBatch()
 }
 
 func (s *Stream) decode(ctx context.Context, i int, parts [][]byte) ([]arrow.RecordBatch, error) {

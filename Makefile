@@ -62,7 +62,7 @@ fmt: ## Format the Go code.
 
 .PHONY: vet
 vet: ## Run go vet, with the integration tests.
-	go vet -tags integration,e2e ./...
+	go vet -tags integration,e2e,chaos ./...
 
 .PHONY: lint
 lint: tools-go ## Run golangci-lint (see .golangci.yml) and check gofmt.
@@ -85,7 +85,7 @@ build: ## Build the shardfeed CLI and the manager into bin/.
 ##@ Test
 
 .PHONY: test
-test: ## Run every test (the CI entry point): tools, lint, generated files, Go and Python tests.
+test: ## Run every test (the CI entry point): tools, lint, generated files, Go and Python tests, the end-to-end test and the short chaos run.
 	@hack/check-clean.sh snapshot
 	$(MAKE) --no-print-directory tools lint vet verify-generated test-go test-python test-e2e
 	@hack/check-clean.sh verify
@@ -169,8 +169,12 @@ images: ## Build the OCI image archives (manager+sidecar, e2e trainer, pause) an
 	hack/images.sh
 
 .PHONY: test-e2e demo
-test-e2e: tools build ## Run the end-to-end test on the local cluster (brings it up and down; root).
-	hack/e2e.sh
+test-e2e: tools build ## Run the end-to-end test and the short chaos run on the local cluster (brings it up and down; root).
+	CHAOS=short hack/e2e.sh
+
+.PHONY: test-chaos
+test-chaos: tools build ## Run every fault-injection scenario (test/chaos) on the local cluster (CHAOS_SEED=n replays a run; root).
+	CHAOS=full CHAOS_TABLE=$(BIN)/chaos.md hack/e2e.sh
 demo: tools build ## The whole story on a local cluster, narrated: Helm, a dataset, a Job, a kill, a rescale, the exactly-once verdict (KEEP=1 keeps the cluster).
 	DEMO=1 KEEP_CLUSTER=$(KEEP) LOG_PREFIX=demo hack/e2e.sh
 

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# e2e.sh runs the end-to-end test (test/e2e) on the local cluster: it brings
-# the cluster up if it is not (hack/cluster-up.sh), builds and imports the
-# images (hack/images.sh), runs the test, and takes the cluster down again
-# unless it was already up or KEEP_CLUSTER=1.
+# e2e.sh runs the end-to-end test (test/e2e) and the fault-injection suite
+# (test/chaos) on the local cluster: it brings the cluster up if it is not
+# (hack/cluster-up.sh), builds and imports the images (hack/images.sh), runs
+# the tests, and takes the cluster down again unless it was already up or
+# KEEP_CLUSTER=1.
 #
-# Usage: hack/e2e.sh [DEMO]   DEMO=1 plays the narrated demo instead of the test
+# Usage: hack/e2e.sh
+#   DEMO=1        plays the narrated demo instead of the tests
+#   CHAOS=short   after the e2e test, the short chaos run (make test)
+#   CHAOS=full    only the whole chaos suite (make test-chaos); CHAOS_SEED,
+#                 CHAOS_SCENARIOS (names, comma-separated), CHAOS_TABLE (a
+#                 file for the results table) pass through
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,6 +44,14 @@ source "$WORK/env"
 cd "$ROOT"
 if [[ ${DEMO:-0} == 1 ]]; then
 	go run ./test/e2e/demo
-else
-	go test -tags e2e -count=1 -v -timeout 20m ./test/e2e/
+	exit 0
 fi
+case ${CHAOS:-} in
+"" | short) go test -tags e2e -count=1 -v -timeout 20m ./test/e2e/ ;;
+full) ;;
+*) die "CHAOS=${CHAOS} is not short or full" ;;
+esac
+case ${CHAOS:-} in
+short) go test -tags chaos -count=1 -v -short -timeout 20m ./test/chaos/ ;;
+full) go test -tags chaos -count=1 -v -timeout 85m ./test/chaos/ ;;
+esac

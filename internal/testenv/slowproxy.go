@@ -15,6 +15,9 @@ type SlowProxy struct {
 	// Addr is where clients connect (host:port).
 	Addr string
 
+	l     net.Listener
+	wg    sync.WaitGroup
+	delay atomic.Int64 // time.Duration
 	mu    sync.Mutex
 	conns map[net.Conn]bool
 	sent  atomic.Int64
@@ -27,31 +30,47 @@ func (p *SlowProxy) Sent() int64 { return p.sent.Load() }
 // the responses by delay, until the test ends.
 func StartSlowProxy(t testing.TB, upstream string, delay time.Duration) *SlowProxy {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := NewSlowProxy("127.0.0.1", upstream, delay)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &SlowProxy{Addr: l.Addr().String(), conns: map[net.Conn]bool{}}
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	t.Cleanup(p.Close)
+	return p
+}
+
+// NewSlowProxy listens on a free port of host and proxies to upstream
+// (host:port), delaying each chunk of the responses by delay, until Close.
+func NewSlowProxy(host, upstream string, delay time.Duration) (*SlowProxy, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, err
+	}
+	p := &SlowProxy{Addr: l.Addr().String(), conns: map[net.Conn]bool{}, l: l}
+	p.delay.Store(int64(delay))
+	p.wg.Go(func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return // closed
 			}
-			wg.Go(func() { p.serve(c, upstream, delay) })
+			p.wg.Go(func() { p.serve(c, upstream) })
 		}
 	})
-	t.Cleanup(func() {
-		_ = l.Close()
-		p.mu.Lock()
-		for c := range p.conns {
-			_ = c.Close()
-		}
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	return p
+	return p, nil
+}
+
+// SetDelay changes the delay of every chunk from now on (0: none).
+func (p *SlowProxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// Close stops the proxy and cuts its connections.
+func (p *SlowProxy) Close() {
+	_ = p.l.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
 }
 
 func (p *SlowProxy) track(c net.Conn, open bool) {
@@ -64,7 +83,7 @@ func (p *SlowProxy) track(c net.Conn, open bool) {
 	}
 }
 
-func (p *SlowProxy) serve(c net.Conn, upstream string, delay time.Duration) {
+func (p *SlowProxy) serve(c net.Conn, upstream string) {
 	u, err := net.Dial("tcp", upstream)
 	if err != nil {
 		_ = c.Close()
@@ -84,7 +103,9 @@ func (p *SlowProxy) serve(c net.Conn, upstream string, delay time.Duration) {
 	for {
 		n, err := u.Read(buf)
 		if n > 0 {
-			time.Sleep(delay)
+			if d := time.Duration(p.delay.Load()); d > 0 {
+				time.Sleep(d)
+			}
 			p.sent.Add(int64(n))
 			if _, werr := c.Write(buf[:n]); werr != nil {
 				break

@@ -2,7 +2,9 @@ package progress
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +22,9 @@ type ConfigMapStore struct {
 	namespace string
 	name      string
 	labels    map[string]string
+	// Outage bounds how long a read or write waits for an API server that
+	// does not answer (a restart, an upgrade), retrying with backoff.
+	Outage time.Duration
 }
 
 // maxConflicts bounds the retries of an update that lost a race.
@@ -30,6 +35,38 @@ func NewConfigMapStore(client corev1client.ConfigMapsGetter, namespace, dataset,
 	return &ConfigMapStore{
 		client: client, namespace: namespace, name: configmaps.StateName(dataset, job),
 		labels: map[string]string{configmaps.LabelDataset: dataset, configmaps.LabelJob: job, configmaps.LabelManagedBy: configmaps.ManagedBy},
+		Outage: 2 * time.Minute,
+	}
+}
+
+// transient reports whether err is the API server being away or
+// overloaded rather than an answer: no status (connection refused or
+// reset, EOF, timeout), 429, 500, 503 or 504.
+func transient(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	}
+	return apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
+}
+
+// patiently runs op until it succeeds, fails with an answer, or the API
+// server has been away for c.Outage.
+func (c *ConfigMapStore) patiently(ctx context.Context, op func() error) error {
+	deadline := time.Now().Add(c.Outage)
+	wait := 200 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || !transient(err) || !time.Now().Before(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
 	}
 }
 
@@ -37,7 +74,11 @@ func (c *ConfigMapStore) where() string { return fmt.Sprintf("ConfigMap %s/%s", 
 
 // Load implements Store.
 func (c *ConfigMapStore) Load(ctx context.Context) (*configmaps.State, error) {
-	cm, err := c.client.ConfigMaps(c.namespace).Get(ctx, c.name, metav1.GetOptions{})
+	var cm *corev1.ConfigMap
+	err := c.patiently(ctx, func() (err error) {
+		cm, err = c.client.ConfigMaps(c.namespace).Get(ctx, c.name, metav1.GetOptions{})
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		return &configmaps.State{Layout: configmaps.LayoutVersion}, nil
 	}
@@ -55,7 +96,11 @@ func (c *ConfigMapStore) Load(ctx context.Context) (*configmaps.State, error) {
 func (c *ConfigMapStore) Update(ctx context.Context, fn func(*configmaps.State) error) (*configmaps.State, error) {
 	api := c.client.ConfigMaps(c.namespace)
 	for range maxConflicts {
-		cm, err := api.Get(ctx, c.name, metav1.GetOptions{})
+		var cm *corev1.ConfigMap
+		err := c.patiently(ctx, func() (err error) {
+			cm, err = api.Get(ctx, c.name, metav1.GetOptions{})
+			return err
+		})
 		create := apierrors.IsNotFound(err)
 		if create {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace, Labels: c.labels}}
@@ -79,11 +124,14 @@ func (c *ConfigMapStore) Update(ctx context.Context, fn func(*configmaps.State) 
 		for k, v := range data {
 			cm.Data[k] = v
 		}
-		if create {
-			_, err = api.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
-		} else {
-			_, err = api.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
-		}
+		err = c.patiently(ctx, func() (err error) {
+			if create {
+				_, err = api.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
+			} else {
+				_, err = api.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
+			}
+			return err
+		})
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			continue // another pod wrote first: apply fn to its state
 		}

@@ -100,6 +100,9 @@ func Apply(ctx context.Context, st Store, j Job, c Commit) (*configmaps.State, e
 			return fmt.Errorf("%w: commit (epoch %d, step %d) is behind the stored (epoch %d, step %d): only a client that resumed from its own older checkpoint goes back, and it says so with \"resumed\": true",
 				ErrRefused, c.Epoch, c.Step, s.Epoch, s.Step)
 		}
+		if c.Epoch == s.Epoch && c.Step == s.Step && s.Attempt == j.Attempt && s.Committed != nil {
+			return nil // the same commit again (a client retrying): recorded once
+		}
 		now := time.Now().UTC()
 		s.Epoch, s.Step, s.Attempt, s.Committed = c.Epoch, c.Step, j.Attempt, &now
 		s.History = append(s.History, configmaps.Commit{Epoch: c.Epoch, Step: c.Step, Attempt: j.Attempt, Resumed: c.Resumed, Time: now})

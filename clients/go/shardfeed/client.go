@@ -222,16 +222,35 @@ func (s *Stream) Close() error {
 // Commit records that every rank finished the steps of epoch before step
 // and that the checkpoint is saved; resumed says this client resumed from
 // its own older checkpoint. It returns the stored state.
+//
+// A sidecar that is away (its container restarting) or answers 503 is
+// asked again for up to CommitWait: the same commit twice records it once.
 func (c *Client) Commit(ctx context.Context, epoch, step int64, resumed bool) (*configmaps.State, error) {
 	body, _ := json.Marshal(map[string]any{"epoch": epoch, "step": step, "resumed": resumed})
-	resp, err := c.do(ctx, http.MethodPost, "/v1/commit", nil, strings.NewReader(string(body)))
-	if err != nil {
-		return nil, err
+	deadline := time.Now().Add(CommitWait)
+	pause := 100 * time.Millisecond
+	for {
+		resp, err := c.do(ctx, http.MethodPost, "/v1/commit", nil, strings.NewReader(string(body)))
+		if err == nil {
+			defer func() { _ = resp.Body.Close() }()
+			var st configmaps.State
+			return &st, json.NewDecoder(resp.Body).Decode(&st)
+		}
+		var api *APIError
+		if (errors.As(err, &api) && api.Status != http.StatusServiceUnavailable) || ctx.Err() != nil || time.Now().Add(pause).After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	var st configmaps.State
-	return &st, json.NewDecoder(resp.Body).Decode(&st)
 }
+
+// CommitWait is how long Commit waits for a sidecar that is away.
+var CommitWait = 2 * time.Minute
 
 // State returns the job's committed state.
 func (c *Client) State(ctx context.Context) (*configmaps.State, error) {

@@ -7,12 +7,14 @@ import "time"
 // Record is one step a rank trained: which attempt (the Job's UID) and
 // barrier generation, the rank in its world, the step and its sample ids.
 type Record struct {
-	Attempt string    `json:"attempt"`
-	Gen     int       `json:"gen"`
-	Rank    int       `json:"rank"`
-	World   int       `json:"world"`
-	Epoch   int64     `json:"epoch"`
-	Step    int64     `json:"step"`
-	IDs     []int64   `json:"ids"`
-	Time    time.Time `json:"time"`
+	Attempt string  `json:"attempt"`
+	Gen     int     `json:"gen"`
+	Rank    int     `json:"rank"`
+	World   int     `json:"world"`
+	Epoch   int64   `json:"epoch"`
+	Step    int64   `json:"step"`
+	IDs     []int64 `json:"ids"`
+	// Pad lists the rows marked _shardfeed_pad.
+	Pad  []int     `json:"pad,omitempty"`
+	Time time.Time `json:"time"`
 }

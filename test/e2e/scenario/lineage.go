@@ -26,6 +26,9 @@ type Lineage struct {
 	// Lost and Duplicated samples; Mismatched steps (a rank's batch is not
 	// the plan's, or a rank is missing).
 	Lost, Duplicated, Mismatched int
+	// Skipped samples: in their planned place with their planned id, marked
+	// pad by onCorruptShard: skip; counted apart, never as lost or trained.
+	Skipped int
 	// Retrained steps: trained by more than one attempt or generation
 	// (those after the last commit before a kill or a rescale).
 	Retrained int
@@ -47,15 +50,17 @@ func (l Lineage) Summary() string {
 	if !l.OK() {
 		verdict = "FAILED"
 	}
-	return fmt.Sprintf("%s: %d steps, %d samples checked, %d lost, %d duplicated, %d steps unlike the plan, %d steps retrained after a failure; same global batches for worlds %v: %v",
-		verdict, l.Steps, l.Samples, l.Lost, l.Duplicated, l.Mismatched, l.Retrained, l.Worlds, l.SameGlobalBatches)
+	return fmt.Sprintf("%s: %d steps, %d samples checked, %d lost, %d duplicated, %d skipped (corrupt shards), %d steps unlike the plan, %d steps retrained after a failure; same global batches for worlds %v: %v",
+		verdict, l.Steps, l.Samples, l.Lost, l.Duplicated, l.Skipped, l.Mismatched, l.Retrained, l.Worlds, l.SameGlobalBatches)
 }
 
 type record = e2erecord.Record
 
-func (r *run) checkLineage(ctx context.Context, manifest string, st *configmaps.State) (Lineage, error) {
+// CheckLineage checks the records the trainers wrote against the job's
+// committed state and `shardfeed plan --ids` (epoch 0).
+func (e *Env) CheckLineage(ctx context.Context, st *configmaps.State) (Lineage, error) {
 	var l Lineage
-	recs, err := readRecords(filepath.Join(r.work, "records"))
+	recs, err := readRecords(filepath.Join(e.dir, "records"))
 	if err != nil {
 		return l, err
 	}
@@ -63,22 +68,22 @@ func (r *run) checkLineage(ctx context.Context, manifest string, st *configmaps.
 	for _, rec := range recs {
 		worlds[rec.World] = true
 	}
-	plans := map[int]map[[2]int64][]int64{}
+	plans := map[int]map[[2]int64]planned{}
 	for w := range worlds {
 		l.Worlds = append(l.Worlds, w)
-		if plans[w], err = r.planIDs(ctx, manifest, w); err != nil {
+		if plans[w], err = e.planIDs(ctx, w); err != nil {
 			return l, err
 		}
 	}
 	slices.Sort(l.Worlds)
 	if len(l.Worlds) == 0 {
-		return l, fmt.Errorf("no trainer recorded a step in %s", filepath.Join(r.work, "records"))
+		return l, fmt.Errorf("no trainer recorded a step in %s", filepath.Join(e.dir, "records"))
 	}
 	// The global batch of step s for world w.
 	global := func(w int, s int64) []int64 {
 		var ids []int64
 		for rank := range w {
-			ids = append(ids, plans[w][[2]int64{s, int64(rank)}]...)
+			ids = append(ids, plans[w][[2]int64{s, int64(rank)}].IDs...)
 		}
 		slices.Sort(ids)
 		return ids
@@ -100,7 +105,7 @@ func (r *run) checkLineage(ctx context.Context, manifest string, st *configmaps.
 		attempt string
 		gen     int
 	}
-	seen := map[int64]int{}
+	seen, skipped := map[int64]int{}, map[int64]int{}
 	for s := range l.Steps {
 		// The first commit past s, and the trainings of s before it.
 		var limit time.Time
@@ -136,13 +141,30 @@ func (r *run) checkLineage(ctx context.Context, manifest string, st *configmaps.
 		ranks := map[int]bool{}
 		for _, rec := range chosen {
 			want := plans[w][[2]int64{s, int64(rec.Rank)}]
-			if !slices.Equal(rec.IDs, want) {
+			if !slices.Equal(rec.IDs, want.IDs) {
 				l.Mismatched++
-				l.Problems = append(l.Problems, fmt.Sprintf("step %d rank %d/%d trained %v, the plan says %v", s, rec.Rank, w, rec.IDs, want))
+				l.Problems = append(l.Problems, fmt.Sprintf("step %d rank %d/%d trained %v, the plan says %v", s, rec.Rank, w, rec.IDs, want.IDs))
 			}
 			ranks[rec.Rank] = true
-			for _, id := range rec.IDs {
-				seen[id]++
+			pads := map[int]bool{}
+			for _, p := range rec.Pad {
+				pads[p] = true
+			}
+			for _, p := range want.Pad {
+				if !pads[p] {
+					l.Mismatched++
+					l.Problems = append(l.Problems, fmt.Sprintf("step %d rank %d/%d: row %d is a planned pad row, not marked pad", s, rec.Rank, w, p))
+				}
+				delete(pads, p) // a planned pad repeats a real id: never counted
+			}
+			for i, id := range rec.IDs {
+				switch {
+				case slices.Contains(want.Pad, i):
+				case pads[i]:
+					skipped[id]++
+				default:
+					seen[id]++
+				}
 			}
 		}
 		if len(ranks) != w {
@@ -151,9 +173,11 @@ func (r *run) checkLineage(ctx context.Context, manifest string, st *configmaps.
 		}
 	}
 	for s := range l.Steps {
-		for _, id := range global(l.Worlds[0], s) {
+		for _, id := range delivered(plans[l.Worlds[0]], s, l.Worlds[0]) {
 			l.Samples++
 			switch n := seen[id]; {
+			case n == 0 && skipped[id] > 0:
+				l.Skipped++
 			case n == 0:
 				l.Lost++
 			case n > 1:
@@ -200,24 +224,44 @@ func readRecords(dir string) ([]record, error) {
 	return out, nil
 }
 
+// planned is one (step, rank) line of `shardfeed plan --ids`.
+type planned struct {
+	IDs []int64 `json:"ids"`
+	Pad []int   `json:"pad"`
+}
+
+// delivered is the ids of step s for world w that are not pad rows.
+func delivered(plan map[[2]int64]planned, s int64, w int) []int64 {
+	var ids []int64
+	for rank := range w {
+		line := plan[[2]int64{s, int64(rank)}]
+		for i, id := range line.IDs {
+			if !slices.Contains(line.Pad, i) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
 // planIDs runs `shardfeed plan --ids` for world w: (step, rank) → ids.
-func (r *run) planIDs(ctx context.Context, manifest string, w int) (map[[2]int64][]int64, error) {
-	out, err := r.cmd(ctx, "shardfeed", "plan", "-f", manifest, "--ids", "--world-size", strconv.Itoa(w), "--epoch", "0")
+func (e *Env) planIDs(ctx context.Context, w int) (map[[2]int64]planned, error) {
+	out, err := e.Cmd(ctx, "shardfeed", "plan", "-f", e.manifest, "--ids", "--world-size", strconv.Itoa(w), "--epoch", "0")
 	if err != nil {
 		return nil, err
 	}
-	ids := map[[2]int64][]int64{}
+	ids := map[[2]int64]planned{}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for sc.Scan() {
 		var line struct {
 			Step, Rank int64
-			IDs        []int64 `json:"ids"`
+			planned
 		}
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			continue // progress or log lines
 		}
-		ids[[2]int64{line.Step, line.Rank}] = line.IDs
+		ids[[2]int64{line.Step, line.Rank}] = line.planned
 	}
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("shardfeed plan --ids printed no batch:\n%s", out)

@@ -4,40 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/minio/minio-go/v7"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
-	"github.com/shardfeed/shardfeed/internal/testdata"
-	"github.com/shardfeed/shardfeed/internal/testenv"
 )
 
-func (r *run) play(ctx context.Context, rep *Report) error {
+// e2e story constants: the dataset's shape and the trainers' pace.
+const (
+	e2eNamespace = "e2e"
+	numSplits    = 4
+	globalBatch  = 16
+	commitEvery  = 5
+)
+
+func (c *Cluster) play(ctx context.Context, rep *Report) error {
 	// 1. The operator.
-	r.step("Installing the operator with Helm (image registry.local/shardfeed:e2e)")
-	if _, err := r.cmd(ctx, "helm", "upgrade", "--install", "shardfeed", filepath.Join(r.o.Root, "charts", "shardfeed"),
-		"--namespace", operatorNS, "--create-namespace", "--set", "image.repository=registry.local/shardfeed",
-		"--set", "image.tag=e2e", "--set", "image.pullPolicy=Never", "--wait", "--timeout", "180s"); err != nil {
+	c.Step("Installing the operator with Helm (image registry.local/shardfeed:e2e)")
+	if err := c.InstallOperator(ctx); err != nil {
 		return err
 	}
-	r.detail("the manager is ready; it made its own webhook certificate")
-	out, err := r.cmd(ctx, "helm", "test", "shardfeed", "--namespace", operatorNS, "--logs", "--timeout", "120s")
+	c.Detail("the manager is ready; it made its own webhook certificate")
+	out, err := c.Cmd(ctx, "helm", "test", "shardfeed", "--namespace", operatorNS, "--logs", "--timeout", "120s")
 	if err != nil {
 		return fmt.Errorf("helm test: %w", err)
 	}
@@ -45,187 +45,118 @@ func (r *run) play(ctx context.Context, rep *Report) error {
 	for _, line := range strings.Split(out, "\n") {
 		if (strings.HasPrefix(line, "ok ") || strings.HasPrefix(line, "FAIL ")) && !seen[line] {
 			seen[line] = true
-			r.detail("helm test: %s", line)
+			c.Detail("helm test: %s", line)
 		}
 	}
 
 	// 2. The data.
-	r.step("Starting MinIO on the node address and writing a dataset of two streams (MDS and Parquet), %d samples each", r.o.Samples)
-	if r.minio, err = testenv.StartMinIOAt(ctx, r.o.NodeIP); err != nil {
+	c.Step("Starting MinIO on the node address and writing a dataset of two streams (MDS and Parquet), %d samples each", c.o.Samples)
+	if err := c.StartMinIO(ctx); err != nil {
 		return err
 	}
-	bucket := "e2e-data"
-	if err := r.minio.Client.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: r.minio.Region}); err != nil {
-		return err
-	}
-	mdsDir, pqDir := filepath.Join(r.work, "tokens"), filepath.Join(r.work, "text")
-	if err := testdata.MDS(mdsDir, "tokens", r.o.Samples, 4<<10, ""); err != nil {
-		return err
-	}
-	if err := testdata.Parquet(ctx, pqDir, "text", r.o.Samples, r.o.Samples/4, 50); err != nil {
-		return err
-	}
-	if err := r.upload(ctx, mdsDir, bucket, "tokens/"); err != nil {
-		return err
-	}
-	if err := r.upload(ctx, pqDir, bucket, "text/"); err != nil {
-		return err
-	}
-	r.detail("s3://%s/tokens/ and s3://%s/text/ on %s", bucket, bucket, r.minio.URL())
 
 	// 3. The TrainingDataset.
-	r.step("kubectl apply: namespace %s, the MinIO credentials Secret and TrainingDataset %q", r.ns, datasetName)
-	// A namespace left by an earlier run on a kept cluster goes first.
-	if err := r.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}); err == nil {
-		r.detail("removing namespace %s of an earlier run", r.ns)
-	}
-	if err := waitFor(ctx, 3*time.Minute, "namespace "+r.ns+" of an earlier run to go", func() (bool, error) {
-		err := r.c.Get(ctx, client.ObjectKey{Name: r.ns}, &corev1.Namespace{})
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	}); err != nil {
+	c.Step("kubectl apply: namespace %s, the MinIO credentials Secret and TrainingDataset %q", e2eNamespace, datasetName)
+	e, err := c.NewEnv(ctx, e2eNamespace, DatasetOptions{Samples: c.o.Samples, NumSplits: numSplits, GlobalBatchSize: globalBatch,
+		BlockSize: 256, CommitEvery: commitEvery, StepTime: c.o.StepTime})
+	if err != nil {
 		return err
 	}
-	if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}); err != nil {
+	c.Detail("s3://%s/tokens/ and s3://%s/text/ on %s", e.Bucket, e.Bucket, c.MinIO.URL())
+	ds, err := e.Dataset(ctx)
+	if err != nil {
 		return err
-	}
-	if err := r.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: r.ns},
-		StringData: map[string]string{"AWS_ACCESS_KEY_ID": r.minio.AccessKey, "AWS_SECRET_ACCESS_KEY": r.minio.SecretKey}}); err != nil {
-		return err
-	}
-	manifest := testdata.Manifest(datasetName, r.streams(bucket), r.spec())
-	var ds datav1alpha1.TrainingDataset
-	if err := yaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096).Decode(&ds); err != nil {
-		return err
-	}
-	ds.Namespace = r.ns
-	for i := range ds.Spec.Streams {
-		ds.Spec.Streams[i].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: secretName}
-	}
-	if err := r.c.Create(ctx, &ds); err != nil {
-		return err
-	}
-	if err := waitFor(ctx, 2*time.Minute, "the dataset to be Ready", func() (bool, error) {
-		if err := r.c.Get(ctx, client.ObjectKeyFromObject(&ds), &ds); err != nil {
-			return false, err
-		}
-		c := meta.FindStatusCondition(ds.Status.Conditions, "Ready")
-		return c != nil && c.Status == metav1.ConditionTrue, nil
-	}); err != nil {
-		return fmt.Errorf("%w (status %+v)", err, ds.Status)
 	}
 	rep.Ready = meta.FindStatusCondition(ds.Status.Conditions, "Ready").Message
 	rep.Totals = ds.Status.Samples
-	table, _ := r.cmd(ctx, "kubectl", "get", "tds", "-n", r.ns)
-	r.detail("Ready: %s", rep.Ready)
+	table, _ := c.Cmd(ctx, "kubectl", "get", "tds", "-n", e.NS)
+	c.Detail("Ready: %s", rep.Ready)
 	for _, line := range strings.Split(strings.TrimSpace(table), "\n") {
-		r.detail("%s", line)
+		c.Detail("%s", line)
 	}
 
 	// 4. A pod for a dataset that does not exist is refused.
-	bad := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lost", Namespace: r.ns, Labels: map[string]string{inject.LabelDataset: "missing"}},
+	bad := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lost", Namespace: e.NS, Labels: map[string]string{inject.LabelDataset: "missing"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.local/shardfeed-trainer:e2e"}}}}
-	err = r.c.Create(ctx, bad)
+	err = c.Client.Create(ctx, bad)
 	if err == nil {
 		return errors.New("a pod labelled for a missing dataset was admitted")
 	}
 	rep.RejectedMissingDataset = err.Error()
-	r.step("A pod labelled for a dataset that does not exist is refused:")
-	r.detail("%s", rep.RejectedMissingDataset)
+	c.Step("A pod labelled for a dataset that does not exist is refused:")
+	c.Detail("%s", rep.RejectedMissingDataset)
 
 	// 5. The training job.
-	r.step("Starting Indexed Job %s-%d: %d pods labelled shardfeed.io/dataset=%s", jobName, r.o.Pods, r.o.Pods, datasetName)
-	first, err := r.startJob(ctx, r.o.Pods)
+	c.Step("Starting Indexed Job %s-%d: %d pods labelled shardfeed.io/dataset=%s", jobName, c.o.Pods, c.o.Pods, datasetName)
+	first, err := e.StartJob(ctx, c.o.Pods)
 	if err != nil {
 		return err
 	}
-	if err := r.waitPodsRunning(ctx, first, r.o.Pods); err != nil {
+	if err := e.WaitPodsRunning(ctx, first, c.o.Pods); err != nil {
 		return err
 	}
-	if rep.InjectedSpecProblems, rep.SidecarFirst, err = r.checkInjected(ctx, first); err != nil {
+	if rep.InjectedSpecProblems, rep.SidecarFirst, err = e.CheckInjected(ctx, first); err != nil {
 		return err
 	}
-	r.detail("every pod has the native sidecar (started before the trainer: %v)", rep.SidecarFirst)
+	c.Detail("every pod has the native sidecar (started before the trainer: %v)", rep.SidecarFirst)
 
 	// 6. A sidecar dies.
-	if rep.KilledSidecarAt, err = r.waitCommitted(ctx, 3*commitEvery); err != nil {
+	if rep.KilledSidecarAt, err = e.WaitCommitted(ctx, 3*commitEvery); err != nil {
 		return err
 	}
-	r.step("Killing the sidecar container of %s-%d's pod 1 at committed step %d (the kubelet restarts it)", jobName, r.o.Pods, rep.KilledSidecarAt)
-	if rep.SidecarRestarts, err = r.killSidecar(ctx, first, 1); err != nil {
+	c.Step("Killing the sidecar container of %s-%d's pod 1 at committed step %d (the kubelet restarts it)", jobName, c.o.Pods, rep.KilledSidecarAt)
+	if rep.SidecarRestarts, err = e.KillSidecar(ctx, first, 1); err != nil {
 		return err
 	}
-	r.detail("restarted (restart count %d); the trainer reconnected at its step", rep.SidecarRestarts)
+	c.Detail("restarted (restart count %d); the trainer reconnected at its step", rep.SidecarRestarts)
 
 	// 7. A pod dies.
-	if rep.DeletedPodAt, err = r.waitCommitted(ctx, rep.KilledSidecarAt+3*commitEvery); err != nil {
+	if rep.DeletedPodAt, err = e.WaitCommitted(ctx, rep.KilledSidecarAt+3*commitEvery); err != nil {
 		return err
 	}
-	r.step("Deleting pod 2 of %s-%d at committed step %d (the Job makes a new one; every rank goes back to the committed step)", jobName, r.o.Pods, rep.DeletedPodAt)
-	if err := r.deletePod(ctx, first, 2); err != nil {
+	c.Step("Deleting pod 2 of %s-%d at committed step %d (the Job makes a new one; every rank goes back to the committed step)", jobName, c.o.Pods, rep.DeletedPodAt)
+	if err := e.DeletePod(ctx, first, 2); err != nil {
 		return err
 	}
 
 	// 8. Rescale.
-	if rep.RescaledAt, err = r.waitCommitted(ctx, rep.DeletedPodAt+3*commitEvery); err != nil {
+	if rep.RescaledAt, err = e.WaitCommitted(ctx, rep.DeletedPodAt+3*commitEvery); err != nil {
 		return err
 	}
-	r.step("Rescaling at committed step %d: deleting %s-%d, starting %s-%d with the same shardfeed.io/job", rep.RescaledAt, jobName, r.o.Pods, jobName, r.o.RescaledPods)
-	if err := r.c.Delete(ctx, first, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
-		return err
-	}
-	if err := waitFor(ctx, 2*time.Minute, "the first Job's pods to go", func() (bool, error) {
-		pods, err := r.podsOf(ctx, first.Name)
-		return err == nil && len(pods) == 0, err
-	}); err != nil {
-		return err
-	}
-	second, err := r.startJob(ctx, r.o.RescaledPods)
+	c.Step("Rescaling at committed step %d: deleting %s-%d, starting %s-%d with the same shardfeed.io/job", rep.RescaledAt, jobName, c.o.Pods, jobName, c.o.RescaledPods)
+	second, err := e.Rescale(ctx, first, c.o.RescaledPods)
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 10*time.Minute, "the rescaled Job to complete", func() (bool, error) {
-		if err := r.c.Get(ctx, client.ObjectKeyFromObject(second), second); err != nil {
-			return false, err
-		}
-		for _, c := range second.Status.Conditions {
-			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-				return false, fmt.Errorf("job %s failed: %s", second.Name, c.Message)
-			}
-		}
-		return second.Status.Succeeded == int32(r.o.RescaledPods), nil
-	}); err != nil {
+	if err := e.WaitJobDone(ctx, second, 10*time.Minute); err != nil {
 		return err
 	}
-	st, err := r.state(ctx)
+	st, err := e.State(ctx)
 	if err != nil {
 		return err
 	}
-	r.step("%s-%d completed: the job committed epoch %d step %d", jobName, r.o.RescaledPods, st.Epoch, st.Step)
+	c.Step("%s-%d completed: the job committed epoch %d step %d", jobName, c.o.RescaledPods, st.Epoch, st.Step)
 
 	// 9. The verdict.
-	r.step("Checking the committed lineage against `shardfeed plan --ids`")
-	manifestFile := filepath.Join(r.work, "dataset.yaml")
-	if err := os.WriteFile(manifestFile, []byte(manifest), 0o600); err != nil {
+	c.Step("Checking the committed lineage against `shardfeed plan --ids`")
+	if rep.Lineage, err = e.CheckLineage(ctx, st); err != nil {
 		return err
 	}
-	if rep.Lineage, err = r.checkLineage(ctx, manifestFile, st); err != nil {
-		return err
-	}
-	r.detail("%s", rep.Summary())
+	c.Detail("%s", rep.Summary())
 
 	// 10. Clean-up by owner references.
-	r.step("Deleting the TrainingDataset: its plan, job state, Role and RoleBinding go with it")
-	if err := r.c.Delete(ctx, &ds); err != nil {
+	c.Step("Deleting the TrainingDataset: its plan, job state, Role and RoleBinding go with it")
+	if err := c.Client.Delete(ctx, ds); err != nil {
 		return err
 	}
-	err = waitFor(ctx, 2*time.Minute, "the dataset's objects to be collected", func() (bool, error) {
+	err = WaitFor(ctx, 2*time.Minute, "the dataset's objects to be collected", func() (bool, error) {
 		for _, obj := range []client.Object{
 			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.PlanName(datasetName)}},
 			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.StateName(datasetName, jobName)}},
 			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "shardfeed-" + datasetName + "-" + jobName}},
 			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "shardfeed-" + datasetName + "-" + jobName}},
 		} {
-			if err := r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: obj.GetName()}, obj); !apierrors.IsNotFound(err) {
+			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: obj.GetName()}, obj); !apierrors.IsNotFound(err) {
 				return false, err
 			}
 		}
@@ -235,20 +166,58 @@ func (r *run) play(ctx context.Context, rep *Report) error {
 	return err
 }
 
-// startJob creates Indexed Job train-<pods> running the e2e trainer.
-func (r *run) startJob(ctx context.Context, pods int) (*batchv1.Job, error) {
+// Rescale deletes job (its pods first) and starts the job's next Job with
+// pods pods, under the same shardfeed.io/job.
+func (e *Env) Rescale(ctx context.Context, job *batchv1.Job, pods int) (*batchv1.Job, error) {
+	if err := e.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if err := WaitFor(ctx, 2*time.Minute, "the pods of "+job.Name+" to go", func() (bool, error) {
+		pods, err := e.PodsOf(ctx, job.Name)
+		return err == nil && len(pods) == 0, err
+	}); err != nil {
+		return nil, err
+	}
+	// The Job object itself goes after its pods (foreground deletion).
+	if err := WaitFor(ctx, time.Minute, "Job "+job.Name+" to go", func() (bool, error) {
+		err := e.Client.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}); err != nil {
+		return nil, err
+	}
+	return e.StartJob(ctx, pods)
+}
+
+// WaitJobDone waits until every pod of job succeeded; a failed Job is an
+// error with its message.
+func (e *Env) WaitJobDone(ctx context.Context, job *batchv1.Job, timeout time.Duration) error {
+	return WaitFor(ctx, timeout, "Job "+job.Name+" to complete", func() (bool, error) {
+		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return false, err
+		}
+		for _, c := range job.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+				return false, fmt.Errorf("job %s failed: %s", job.Name, c.Message)
+			}
+		}
+		return job.Status.Succeeded == ptr.Deref(job.Spec.Completions, 1), nil
+	})
+}
+
+// StartJob creates Indexed Job train-<pods> running the e2e trainer.
+func (e *Env) StartJob(ctx context.Context, pods int) (*batchv1.Job, error) {
 	env := []corev1.EnvVar{
 		{Name: "E2E_WORLD", Value: strconv.Itoa(pods)},
 		{Name: "E2E_DIR", Value: "/e2e"},
-		{Name: "E2E_STEP_MS", Value: strconv.Itoa(int(r.o.StepTime / time.Millisecond))},
-		{Name: "E2E_COMMIT_EVERY", Value: strconv.Itoa(commitEvery)},
+		{Name: "E2E_STEP_MS", Value: strconv.Itoa(int(e.ds.StepTime / time.Millisecond))},
+		{Name: "E2E_COMMIT_EVERY", Value: strconv.Itoa(e.ds.CommitEvery)},
 		{Name: "E2E_ATTEMPT", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['batch.kubernetes.io/controller-uid']"}}},
 	}
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", jobName, pods), Namespace: r.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", jobName, pods), Namespace: e.NS},
 		Spec: batchv1.JobSpec{
 			Completions: ptr.To(int32(pods)), Parallelism: ptr.To(int32(pods)), CompletionMode: ptr.To(batchv1.IndexedCompletion),
-			BackoffLimit: ptr.To(int32(10)),
+			BackoffLimit: ptr.To(int32(30)), // the chaos suite kills trainers on purpose
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      map[string]string{inject.LabelDataset: datasetName},
@@ -264,17 +233,17 @@ func (r *run) startJob(ctx context.Context, pods int) (*batchv1.Job, error) {
 							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 					}},
-					Volumes: []corev1.Volume{{Name: "e2e", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: r.work}}}},
+					Volumes: []corev1.Volume{{Name: "e2e", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: e.dir}}}},
 				},
 			},
 		},
 	}
-	return job, r.c.Create(ctx, job)
+	return job, e.Client.Create(ctx, job)
 }
 
-func (r *run) waitPodsRunning(ctx context.Context, job *batchv1.Job, n int) error {
-	return waitFor(ctx, 3*time.Minute, fmt.Sprintf("%d running pods of %s", n, job.Name), func() (bool, error) {
-		pods, err := r.podsOf(ctx, job.Name)
+func (e *Env) WaitPodsRunning(ctx context.Context, job *batchv1.Job, n int) error {
+	return WaitFor(ctx, 3*time.Minute, fmt.Sprintf("%d running pods of %s", n, job.Name), func() (bool, error) {
+		pods, err := e.PodsOf(ctx, job.Name)
 		if err != nil {
 			return false, err
 		}
@@ -288,9 +257,9 @@ func (r *run) waitPodsRunning(ctx context.Context, job *batchv1.Job, n int) erro
 	})
 }
 
-// checkInjected checks the live pods' injected spec and start order.
-func (r *run) checkInjected(ctx context.Context, job *batchv1.Job) ([]string, bool, error) {
-	pods, err := r.podsOf(ctx, job.Name)
+// CheckInjected checks the live pods' injected spec and start order.
+func (e *Env) CheckInjected(ctx context.Context, job *batchv1.Job) ([]string, bool, error) {
+	pods, err := e.PodsOf(ctx, job.Name)
 	if err != nil {
 		return nil, false, err
 	}
@@ -339,19 +308,19 @@ func (r *run) checkInjected(ctx context.Context, job *batchv1.Job) ([]string, bo
 	return problems, first, nil
 }
 
-func (r *run) state(ctx context.Context) (*configmaps.State, error) {
+func (e *Env) State(ctx context.Context) (*configmaps.State, error) {
 	var cm corev1.ConfigMap
-	if err := r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: configmaps.StateName(datasetName, jobName)}, &cm); err != nil {
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: configmaps.StateName(datasetName, jobName)}, &cm); err != nil {
 		return nil, err
 	}
 	return configmaps.StateFromData(cm.Data)
 }
 
-// waitCommitted waits until the job committed step at least min.
-func (r *run) waitCommitted(ctx context.Context, min int64) (int64, error) {
+// WaitCommitted waits until the job committed step at least min.
+func (e *Env) WaitCommitted(ctx context.Context, min int64) (int64, error) {
 	var got int64
-	err := waitFor(ctx, 5*time.Minute, fmt.Sprintf("a commit of step %d", min), func() (bool, error) {
-		st, err := r.state(ctx)
+	err := WaitFor(ctx, 5*time.Minute, fmt.Sprintf("a commit of step %d", min), func() (bool, error) {
+		st, err := e.State(ctx)
 		if err != nil {
 			return false, err
 		}
@@ -361,10 +330,10 @@ func (r *run) waitCommitted(ctx context.Context, min int64) (int64, error) {
 	return got, err
 }
 
-// killSidecar kills the sidecar container of the pod with completion
+// KillSidecar kills the sidecar container of the pod with completion
 // index idx through containerd, and waits for the kubelet to restart it.
-func (r *run) killSidecar(ctx context.Context, job *batchv1.Job, idx int) (int32, error) {
-	pod, err := r.podAt(ctx, job, idx)
+func (e *Env) KillSidecar(ctx context.Context, job *batchv1.Job, idx int) (int32, error) {
+	pod, err := e.PodAt(ctx, job, idx)
 	if err != nil {
 		return 0, err
 	}
@@ -378,13 +347,12 @@ func (r *run) killSidecar(ctx context.Context, job *batchv1.Job, idx int) (int32
 	if id == "" {
 		return 0, fmt.Errorf("pod %s has no running sidecar", pod.Name)
 	}
-	socket := filepath.Join(r.o.Root, ".cache", "cluster", "run", "containerd", "containerd.sock")
-	if out, err := execCommand(ctx, "ctr", "-a", socket, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id); err != nil {
-		return 0, fmt.Errorf("ctr tasks kill: %w: %s", err, out)
+	if err := e.sigkill(ctx, id); err != nil {
+		return 0, err
 	}
 	var now int32
-	err = waitFor(ctx, 2*time.Minute, "the sidecar to restart", func() (bool, error) {
-		p, err := r.podAt(ctx, job, idx)
+	err = WaitFor(ctx, 2*time.Minute, "the sidecar to restart", func() (bool, error) {
+		p, err := e.PodAt(ctx, job, idx)
 		if err != nil {
 			return false, err
 		}
@@ -399,17 +367,56 @@ func (r *run) killSidecar(ctx context.Context, job *batchv1.Job, idx int) (int32
 	return now, err
 }
 
-func (r *run) deletePod(ctx context.Context, job *batchv1.Job, idx int) error {
-	pod, err := r.podAt(ctx, job, idx)
+// KillTrainer kills the trainer container of the pod with completion
+// index idx (SIGKILL, through containerd): the pod fails and the Job
+// replaces it; it waits for the replacement to run.
+func (e *Env) KillTrainer(ctx context.Context, job *batchv1.Job, idx int) error {
+	pod, err := e.PodAt(ctx, job, idx)
 	if err != nil {
 		return err
 	}
-	return r.c.Delete(ctx, pod, client.GracePeriodSeconds(0))
+	var id string
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name == "trainer" && s.State.Running != nil {
+			id = strings.TrimPrefix(s.ContainerID, "containerd://")
+		}
+	}
+	if id == "" {
+		return fmt.Errorf("pod %s has no running trainer", pod.Name)
+	}
+	if err := e.sigkill(ctx, id); err != nil {
+		return err
+	}
+	return WaitFor(ctx, 3*time.Minute, "the killed trainer's pod to be replaced", func() (bool, error) {
+		p, err := e.PodAt(ctx, job, idx)
+		if err != nil {
+			return false, nil //nolint:nilerr // no running pod yet
+		}
+		return p.UID != pod.UID, nil
+	})
 }
 
-// podAt is the live pod of completion index idx.
-func (r *run) podAt(ctx context.Context, job *batchv1.Job, idx int) (*corev1.Pod, error) {
-	pods, err := r.podsOf(ctx, job.Name)
+// sigkill kills a container through containerd.
+func (e *Env) sigkill(ctx context.Context, id string) error {
+	socket := filepath.Join(e.o.Root, ".cache", "cluster", "run", "containerd", "containerd.sock")
+	if out, err := execCommand(ctx, "ctr", "-a", socket, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id); err != nil {
+		return fmt.Errorf("ctr tasks kill: %w: %s", err, out)
+	}
+	return nil
+}
+
+// DeletePod deletes the pod of completion index idx at once.
+func (e *Env) DeletePod(ctx context.Context, job *batchv1.Job, idx int) error {
+	pod, err := e.PodAt(ctx, job, idx)
+	if err != nil {
+		return err
+	}
+	return e.Client.Delete(ctx, pod, client.GracePeriodSeconds(0))
+}
+
+// PodAt is the live pod of completion index idx.
+func (e *Env) PodAt(ctx context.Context, job *batchv1.Job, idx int) (*corev1.Pod, error) {
+	pods, err := e.PodsOf(ctx, job.Name)
 	if err != nil {
 		return nil, err
 	}

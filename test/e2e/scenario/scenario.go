@@ -18,14 +18,12 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 )
 
@@ -68,118 +66,122 @@ type Report struct {
 	CleanedUp bool
 }
 
-// run is one scenario's state.
-type run struct {
+// Cluster is the local cluster as a test drives it: a client, the tools
+// of bin/, MinIO on the node's address, a work directory the trainers
+// mount, and the narration. The e2e story and the chaos suite share it.
+type Cluster struct {
 	o      Options
-	c      client.Client
-	minio  *testenv.MinIO
+	Client client.Client
+	MinIO  *testenv.MinIO
 	work   string
-	ns     string
 	start  time.Time
 	stepNo int
 }
 
-const (
-	namespace   = "e2e"
-	operatorNS  = "shardfeed-system"
-	datasetName = "web"
-	jobName     = "train" // shardfeed.io/job of both Jobs
-	secretName  = "minio"
-	numSplits   = 4
-	globalBatch = 16
-	commitEvery = 5
-)
+// NewCluster connects to the cluster of o; Close releases what it made.
+func NewCluster(o Options) (*Cluster, error) {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	c := &Cluster{o: o, start: time.Now()}
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := datav1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if c.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	if c.work, err = os.MkdirTemp(filepath.Join(o.Root, ".cache"), "e2e-"); err != nil {
+		return nil, err
+	}
+	// The trainers (non-root) write their records and barrier here.
+	if err := os.Chmod(c.work, 0o777); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close stops MinIO and removes the work directory.
+func (c *Cluster) Close() {
+	if c.MinIO != nil {
+		_ = c.MinIO.Stop()
+	}
+	_ = os.RemoveAll(c.work)
+}
 
 // Run plays the scenario; the returned Report says what happened even
 // with an error (as far as it got).
 func Run(ctx context.Context, o Options) (*Report, error) {
-	r := &run{o: o, ns: namespace, start: time.Now()}
 	rep := &Report{}
 	if o.Pods == 0 {
-		r.o.Pods = 4
+		o.Pods = 4
 	}
 	if o.RescaledPods == 0 {
-		r.o.RescaledPods = 2
+		o.RescaledPods = 2
 	}
 	if o.Samples == 0 {
-		r.o.Samples = 1200
+		o.Samples = 1200
 	}
 	if o.StepTime == 0 {
-		r.o.StepTime = 40 * time.Millisecond
+		o.StepTime = 40 * time.Millisecond
 	}
-	if o.Out == nil {
-		r.o.Out = io.Discard
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	c, err := NewCluster(o)
 	if err != nil {
-		return rep, fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return rep, err
 	}
-	if err := datav1alpha1.AddToScheme(scheme); err != nil {
-		return rep, err
-	}
-	if r.c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		return rep, err
-	}
-	if r.work, err = os.MkdirTemp(filepath.Join(o.Root, ".cache"), "e2e-"); err != nil {
-		return rep, err
-	}
-	// The trainers (non-root) write their records and barrier here.
-	if err := os.Chmod(r.work, 0o777); err != nil {
-		return rep, err
-	}
-	defer func() { _ = os.RemoveAll(r.work) }()
-	err = r.play(ctx, rep)
-	if r.minio != nil {
-		_ = r.minio.Stop()
-	}
-	return rep, err
+	defer c.Close()
+	return rep, c.play(ctx, rep)
 }
 
-// step narrates one step of the story.
-func (r *run) step(format string, args ...any) {
-	r.stepNo++
-	_, _ = fmt.Fprintf(r.o.Out, "[%5.1fs] %2d. %s\n", time.Since(r.start).Seconds(), r.stepNo, fmt.Sprintf(format, args...))
+// Step narrates one step of the story.
+func (c *Cluster) Step(format string, args ...any) {
+	c.stepNo++
+	_, _ = fmt.Fprintf(c.o.Out, "[%5.1fs] %2d. %s\n", time.Since(c.start).Seconds(), c.stepNo, fmt.Sprintf(format, args...))
 }
 
-// detail narrates an indented line.
-func (r *run) detail(format string, args ...any) {
-	_, _ = fmt.Fprintf(r.o.Out, "           %s\n", fmt.Sprintf(format, args...))
+// Detail narrates an indented line.
+func (c *Cluster) Detail(format string, args ...any) {
+	_, _ = fmt.Fprintf(c.o.Out, "           %s\n", fmt.Sprintf(format, args...))
 }
 
-// cmd runs a tool from bin/ with the cluster's kubeconfig.
-func (r *run) cmd(ctx context.Context, name string, args ...string) (string, error) {
-	c := exec.CommandContext(ctx, filepath.Join(r.o.Bin, name), args...)
-	c.Env = append(os.Environ(), "KUBECONFIG="+r.o.Kubeconfig,
-		"AWS_ACCESS_KEY_ID="+r.minioKey(), "AWS_SECRET_ACCESS_KEY="+r.minioSecret(),
-		"HELM_CACHE_HOME="+filepath.Join(r.work, "helm-cache"), "HELM_CONFIG_HOME="+filepath.Join(r.work, "helm-config"),
-		"HELM_DATA_HOME="+filepath.Join(r.work, "helm-data"))
-	out, err := c.CombinedOutput()
+// Cmd runs a tool from bin/ with the cluster's kubeconfig and MinIO's
+// credentials.
+func (c *Cluster) Cmd(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.o.Bin, name), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.o.Kubeconfig,
+		"AWS_ACCESS_KEY_ID="+c.minioKey(), "AWS_SECRET_ACCESS_KEY="+c.minioSecret(),
+		"HELM_CACHE_HOME="+filepath.Join(c.work, "helm-cache"), "HELM_CONFIG_HOME="+filepath.Join(c.work, "helm-config"),
+		"HELM_DATA_HOME="+filepath.Join(c.work, "helm-data"))
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
 }
 
-func (r *run) minioKey() string {
-	if r.minio == nil {
+func (c *Cluster) minioKey() string {
+	if c.MinIO == nil {
 		return ""
 	}
-	return r.minio.AccessKey
+	return c.MinIO.AccessKey
 }
 
-func (r *run) minioSecret() string {
-	if r.minio == nil {
+func (c *Cluster) minioSecret() string {
+	if c.MinIO == nil {
 		return ""
 	}
-	return r.minio.SecretKey
+	return c.MinIO.SecretKey
 }
 
 // upload puts every file of dir under bucket/prefix.
-func (r *run) upload(ctx context.Context, dir, bucket, prefix string) error {
+func (c *Cluster) upload(ctx context.Context, dir, bucket, prefix string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -188,15 +190,15 @@ func (r *run) upload(ctx context.Context, dir, bucket, prefix string) error {
 		if e.IsDir() {
 			continue
 		}
-		if _, err := r.minio.Client.FPutObject(ctx, bucket, prefix+e.Name(), filepath.Join(dir, e.Name()), minio.PutObjectOptions{}); err != nil {
+		if _, err := c.MinIO.Client.FPutObject(ctx, bucket, prefix+e.Name(), filepath.Join(dir, e.Name()), minio.PutObjectOptions{}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// waitFor polls cond every 200 ms until it holds or timeout passes.
-func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+// WaitFor polls cond every 200 ms until it holds or timeout passes.
+func WaitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
@@ -219,24 +221,4 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// streams of the dataset: the same samples count in two formats.
-func (r *run) streams(bucket string) []testdata.Stream {
-	ep := r.minio.URL()
-	return []testdata.Stream{
-		{Name: "tokens", URI: "s3://" + bucket + "/tokens/", Format: "mds", Endpoint: ep, Extra: `columns: ["id", "text"]`},
-		{Name: "text", URI: "s3://" + bucket + "/text/", Format: "parquet", Endpoint: ep, Extra: `columns: ["id", "text"]`},
-	}
-}
-
-func (r *run) spec() string {
-	return fmt.Sprintf("  numSplits: %d\n  globalBatchSize: %d\n  shuffle: {seed: 7, blockSize: 256}\n", numSplits, globalBatch)
-}
-
-// podsOf lists the pods of a Job.
-func (r *run) podsOf(ctx context.Context, job string) ([]corev1.Pod, error) {
-	var list corev1.PodList
-	err := r.c.List(ctx, &list, client.InNamespace(r.ns), client.MatchingLabels{"job-name": job})
-	return list.Items, err
 }

@@ -226,7 +226,7 @@ func readStream(ctx context.Context, cfg config, client *shardfeed.Client, b *ba
 		if err != nil {
 			return err
 		}
-		k, ids, err := batchIDs(rec)
+		k, ids, pads, err := batchIDs(rec)
 		if err != nil {
 			return err
 		}
@@ -234,7 +234,7 @@ func readStream(ctx context.Context, cfg config, client *shardfeed.Client, b *ba
 			return fmt.Errorf("got step %d, expected %d", k, *step)
 		}
 		time.Sleep(cfg.stepTime) // the "training"
-		line, err := json.Marshal(record.Record{Attempt: cfg.attempt, Gen: gen, Rank: cfg.rank, World: cfg.world, Epoch: epoch, Step: k, IDs: ids, Time: time.Now()})
+		line, err := json.Marshal(record.Record{Attempt: cfg.attempt, Gen: gen, Rank: cfg.rank, World: cfg.world, Epoch: epoch, Step: k, IDs: ids, Pad: pads, Time: time.Now()})
 		if err != nil {
 			return err
 		}
@@ -259,20 +259,30 @@ func readStream(ctx context.Context, cfg config, client *shardfeed.Client, b *ba
 	}
 }
 
-func batchIDs(rec arrow.RecordBatch) (int64, []int64, error) {
+// batchIDs returns a batch's step, its ids and the rows marked pad.
+func batchIDs(rec arrow.RecordBatch) (int64, []int64, []int, error) {
 	var steps, index *array.Int64
+	var pad *array.Boolean
 	for i, f := range rec.Schema().Fields() {
 		switch f.Name {
 		case "_shardfeed_step":
 			steps, _ = rec.Column(i).(*array.Int64)
 		case "_shardfeed_index":
 			index, _ = rec.Column(i).(*array.Int64)
+		case "_shardfeed_pad":
+			pad, _ = rec.Column(i).(*array.Boolean)
 		}
 	}
-	if steps == nil || index == nil || steps.Len() == 0 {
-		return 0, nil, errors.New("a batch without _shardfeed_step and _shardfeed_index")
+	if steps == nil || index == nil || pad == nil || steps.Len() == 0 {
+		return 0, nil, nil, errors.New("a batch without _shardfeed_step, _shardfeed_index and _shardfeed_pad")
 	}
-	return steps.Value(0), append([]int64(nil), index.Int64Values()...), nil
+	var pads []int
+	for i := range pad.Len() {
+		if pad.Value(i) {
+			pads = append(pads, i)
+		}
+	}
+	return steps.Value(0), append([]int64(nil), index.Int64Values()...), pads, nil
 }
 
 // barrier is the lockstep of the job's ranks, in files.

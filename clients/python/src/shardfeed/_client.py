@@ -17,6 +17,9 @@ from .errors import SidecarError, SidecarNotReady, StreamCut
 SOCKET_ENV = "SHARDFEED_SOCKET"
 DEFAULT_SOCKET = "/var/run/shardfeed/feed.sock"
 DEFAULT_WAIT_S = 300.0
+# How long a commit waits for a sidecar that restarts (its container was
+# killed, the kubelet starts it again): a commit is safe to repeat.
+COMMIT_WAIT_S = 120.0
 # Batches are MiBs: a large receive buffer means fewer wake-ups per batch.
 _RCVBUF = 4 << 20
 
@@ -121,12 +124,26 @@ class Client:
         """The sidecar's status: the plan, readiness, counters, streams, last errors."""
         return self._json("GET", "/v1/status")
 
-    def commit(self, epoch: int, step: int, resumed: bool = False) -> dict:
-        """Record that every rank finished the steps of epoch before step."""
+    def commit(self, epoch: int, step: int, resumed: bool = False, wait: float = COMMIT_WAIT_S) -> dict:
+        """Record that every rank finished the steps of epoch before step.
+
+        A sidecar that is away (restarting) or answers 503 is asked again
+        for up to wait seconds: the same commit twice records it once."""
         body = {"epoch": int(epoch), "step": int(step)}
         if resumed:
             body["resumed"] = True
-        return self._json("POST", "/v1/commit", body)
+        deadline = time.monotonic() + wait
+        pause = 0.1
+        while True:
+            try:
+                return self._json("POST", "/v1/commit", body)
+            except (SidecarNotReady, SidecarError, ConnectionError, http.client.HTTPException) as err:
+                if isinstance(err, SidecarError) and err.status != 503:
+                    raise
+                if time.monotonic() + pause >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(2 * pause, 2.0)
 
     def batches(self, *, rank: int, world: int, worker: int = 0, workers: int = 1,
                 epoch: int | None = None, step: int | None = None, fingerprint: str | None = None,

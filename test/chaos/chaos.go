@@ -1,0 +1,467 @@
+// Package chaos is the fault-injection suite: on the local cluster (the
+// operator, MinIO, sidecars and trainers of test/e2e), each scenario trains
+// a job through one epoch while a seeded random schedule breaks things —
+// sidecars and trainers killed, the job rescaled, MinIO stopped, the
+// kube-apiserver restarted, a shard corrupted at the source, the store made
+// slow — and then checks the committed lineage against `shardfeed plan
+// --ids`: no sample lost, none repeated, the same global batches.
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/format/mds"
+	"github.com/shardfeed/shardfeed/test/e2e/scenario"
+)
+
+// Fault is one kind of injection.
+type Fault string
+
+// The faults of the suite.
+const (
+	KillSidecar      Fault = "sidecar SIGKILL"
+	KillTrainer      Fault = "trainer SIGKILL"
+	Rescale          Fault = "rescale"
+	MinIOOutage      Fault = "MinIO stopped"
+	APIServerRestart Fault = "kube-apiserver restart"
+	CorruptShard     Fault = "corrupt shard"
+	SlowStore        Fault = "slow store"
+)
+
+// Scenario is one job trained through its faults.
+type Scenario struct {
+	Name string
+	// Worlds are the job's pod counts in order: each change is a Rescale
+	// injection. Every world size must divide NumSplits.
+	Worlds []int
+	// Faults besides the rescales; the seed orders them among the
+	// rescales and picks the steps, pods and durations.
+	Faults []Fault
+	// OnCorruptShard is the dataset's policy ("" = the default, fail).
+	OnCorruptShard string
+	// Outage bounds MinIO's downtime (default 10–60 s).
+	OutageMin, OutageMax time.Duration
+}
+
+// Options of a suite run.
+type Options struct {
+	scenario.Options
+	Seed uint64
+	// Samples per stream of every scenario's dataset.
+	Samples int
+}
+
+// Result is what one scenario found.
+type Result struct {
+	Scenario   string
+	Injections []string
+	scenario.Lineage
+	// Recover is, per injection, the time from the injection to the next
+	// commit of a step past the one committed when it began.
+	Recover []time.Duration
+	// SkippedShards is what the job's state recorded.
+	SkippedShards int
+	Duration      time.Duration
+	Err           error
+}
+
+// OK is the scenario's verdict.
+func (r Result) OK() bool { return r.Err == nil && r.Lineage.OK() }
+
+// MaxRecover is the longest recovery of the scenario.
+func (r Result) MaxRecover() time.Duration {
+	var m time.Duration
+	for _, d := range r.Recover {
+		m = max(m, d)
+	}
+	return m
+}
+
+// The dataset every scenario trains on: 12 splits, so that 1, 2, 3, 4 and
+// 6 pods all divide them.
+const (
+	numSplits   = 12
+	globalBatch = 24
+	commitEvery = 4
+	stepTime    = 100 * time.Millisecond
+)
+
+// Suite runs scenarios on one cluster with one operator and one MinIO.
+type Suite struct {
+	o     Options
+	c     *scenario.Cluster
+	proxy *testenv.SlowProxy
+}
+
+// NewSuite installs the operator and starts MinIO and the slow proxy in
+// front of it (on the node's address, where pods reach both).
+func NewSuite(ctx context.Context, o Options) (*Suite, error) {
+	if o.Samples == 0 {
+		o.Samples = 4800
+	}
+	c, err := scenario.NewCluster(o.Options)
+	if err != nil {
+		return nil, err
+	}
+	s := &Suite{o: o, c: c}
+	c.Step("Installing the operator with Helm; MinIO and a TCP proxy in front of it (a slow store on demand) on %s", o.NodeIP)
+	if err := c.InstallOperator(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := c.StartMinIO(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.proxy, err = testenv.NewSlowProxy(o.NodeIP, c.MinIO.Endpoint, 0); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close stops the proxy and MinIO.
+func (s *Suite) Close() {
+	if s.proxy != nil {
+		s.proxy.Close()
+	}
+	s.c.Close()
+}
+
+// play is one scenario's run.
+type play struct {
+	s   *Suite
+	sc  Scenario
+	rng *rand.Rand
+	env *scenario.Env
+	job *batchv1.Job
+	res *Result
+	// worlds left to rescale to.
+	worlds []int
+	// corrupted object: its key and original bytes, restored by Close.
+	corruptKey  string
+	corruptData []byte
+}
+
+// Run plays sc with the suite's seed (mixed with the scenario's name, so
+// that adding a scenario does not change the others).
+func (s *Suite) Run(ctx context.Context, sc Scenario) Result {
+	res := Result{Scenario: sc.Name}
+	start := time.Now()
+	seed := s.o.Seed
+	for _, ch := range sc.Name {
+		seed = seed*31 + uint64(ch)
+	}
+	p := &play{s: s, sc: sc, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), res: &res}
+	res.Err = p.run(ctx)
+	if p.corruptKey != "" {
+		_ = p.restore(context.WithoutCancel(ctx))
+	}
+	res.Duration = time.Since(start)
+	return res
+}
+
+func (p *play) run(ctx context.Context) error {
+	c, sc := p.s.c, p.sc
+	extra := ""
+	if sc.OnCorruptShard != "" {
+		extra = "  onCorruptShard: " + sc.OnCorruptShard + "\n"
+	}
+	c.Step("Scenario %s: %d pods, then %v; faults %v", sc.Name, sc.Worlds[0], sc.Worlds[1:], sc.Faults)
+	var err error
+	p.env, err = c.NewEnv(ctx, "chaos-"+sc.Name, scenario.DatasetOptions{Samples: p.s.o.Samples, NumSplits: numSplits,
+		GlobalBatchSize: globalBatch, BlockSize: 64, Extra: extra, Endpoint: "http://" + p.s.proxy.Addr,
+		CommitEvery: commitEvery, StepTime: stepTime})
+	if err != nil {
+		return err
+	}
+	steps := int64(2*p.s.o.Samples) / globalBatch
+	// The schedule: every fault and rescale at its own step, in the seed's
+	// order, between 10 % and 80 % of the epoch.
+	events := slices.Clone(sc.Faults)
+	for range sc.Worlds[1:] {
+		events = append(events, Rescale)
+	}
+	p.rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
+	at := make([]int64, len(events))
+	lo, hi := steps/20, steps*7/10
+	for i := range at {
+		at[i] = lo + p.rng.Int64N(max(hi-lo, 1))
+	}
+	slices.Sort(at)
+	// A corrupted shard must be one no pod fetched yet: in the first half.
+	if i := slices.Index(events, CorruptShard); i >= 0 && at[i] > steps/2 {
+		events[0], events[i] = events[i], events[0]
+	}
+	p.worlds = slices.Clone(sc.Worlds[1:])
+
+	if p.job, err = p.env.StartJob(ctx, sc.Worlds[0]); err != nil {
+		return err
+	}
+	if err := p.env.WaitPodsRunning(ctx, p.job, sc.Worlds[0]); err != nil {
+		return err
+	}
+	next := int64(0)
+	for i, f := range events {
+		committed, err := p.env.WaitCommitted(ctx, max(at[i], next))
+		if err != nil {
+			return err
+		}
+		if committed >= steps {
+			return fmt.Errorf("the epoch ended before injection %d of %d (%s): the schedule needs more samples (Options.Samples)", i+1, len(events), f)
+		}
+		began := time.Now()
+		what, err := p.inject(ctx, f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		p.res.Injections = append(p.res.Injections, what)
+		c.Detail("at committed step %d: %s", committed, what)
+		after, err := p.env.WaitCommitted(ctx, committed+1)
+		if err != nil {
+			return fmt.Errorf("after %s: %w", what, err)
+		}
+		p.res.Recover = append(p.res.Recover, time.Since(began))
+		next = after + commitEvery
+	}
+	if err := p.env.WaitJobDone(ctx, p.job, 10*time.Minute); err != nil {
+		return err
+	}
+	st, err := p.env.State(ctx)
+	if err != nil {
+		return err
+	}
+	p.res.SkippedShards = st.SkippedShards
+	if p.res.Lineage, err = p.env.CheckLineage(ctx, st); err != nil {
+		return err
+	}
+	c.Detail("%s", p.res.Lineage.Summary())
+	return p.check(ctx)
+}
+
+// check asserts what the scenario's faults must have left behind.
+func (p *play) check(ctx context.Context) error {
+	if !slices.Contains(p.sc.Faults, CorruptShard) {
+		if p.res.Skipped > 0 || p.res.SkippedShards > 0 {
+			return fmt.Errorf("%d samples skipped with no shard corrupted", p.res.Skipped)
+		}
+		return nil
+	}
+	if p.sc.OnCorruptShard != "skip" {
+		return nil // the job went on only once the object was restored
+	}
+	ds, err := p.env.Dataset(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case p.res.SkippedShards != 1:
+		return fmt.Errorf("the job's state records %d skipped shards, want 1", p.res.SkippedShards)
+	case p.res.Skipped == 0:
+		return fmt.Errorf("no sample was skipped although shard %s was corrupt", p.corruptKey)
+	case len(ds.Status.Jobs) != 1 || ds.Status.Jobs[0].SkippedShards != 1:
+		return fmt.Errorf("status.jobs does not count the skipped shard: %+v", ds.Status.Jobs)
+	}
+	return nil
+}
+
+// inject applies one fault and returns what it did.
+func (p *play) inject(ctx context.Context, f Fault) (string, error) {
+	env, job := p.env, p.job
+	pods := int(*job.Spec.Completions)
+	switch f {
+	case KillSidecar:
+		idx := p.rng.IntN(pods)
+		if _, err := env.KillSidecar(ctx, job, idx); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("SIGKILL of the sidecar of pod %d", idx), nil
+	case KillTrainer:
+		idx := p.rng.IntN(pods)
+		if err := env.KillTrainer(ctx, job, idx); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("SIGKILL of the trainer of pod %d", idx), nil
+	case Rescale:
+		from, to := int(*job.Spec.Completions), p.worlds[0]
+		p.worlds = p.worlds[1:]
+		next, err := env.Rescale(ctx, job, to)
+		if err != nil {
+			return "", err
+		}
+		p.job = next
+		if err := env.WaitPodsRunning(ctx, next, to); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("rescale %d → %d pods", from, to), nil
+	case MinIOOutage:
+		lo, hi := p.sc.OutageMin, p.sc.OutageMax
+		if lo == 0 {
+			lo, hi = 10*time.Second, 60*time.Second
+		}
+		down := lo + time.Duration(p.rng.Int64N(int64(hi-lo)+1)).Round(time.Second)
+		p.s.c.MinIO.Kill()
+		time.Sleep(down)
+		if err := p.s.c.MinIO.Restart(ctx); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("MinIO stopped (SIGKILL) for %s", down), nil
+	case APIServerRestart:
+		began := time.Now()
+		cmd := exec.CommandContext(ctx, filepath.Join(p.s.o.Root, "hack", "cluster-restart.sh"), "kube-apiserver")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%w: %s", err, out)
+		}
+		return fmt.Sprintf("kube-apiserver killed and restarted (back after %s)", time.Since(began).Round(100*time.Millisecond)), nil
+	case CorruptShard:
+		return p.corrupt(ctx)
+	case SlowStore:
+		d := 10*time.Second + time.Duration(p.rng.Int64N(int64(20*time.Second)))
+		d = d.Round(time.Second)
+		p.s.proxy.SetDelay(20 * time.Millisecond)
+		time.Sleep(d)
+		p.s.proxy.SetDelay(0)
+		return fmt.Sprintf("every chunk from the store delayed 20 ms for %s", d), nil
+	}
+	return "", fmt.Errorf("unknown fault %q", f)
+}
+
+// corrupt flips bytes of the MDS shard of the tokens stream that the
+// epoch first reads last (so no pod has fetched it yet), keeping its size. Under the skip policy the job goes on with its rows as pad; under
+// fail, it waits until a sidecar reports the shard and restores it.
+func (p *play) corrupt(ctx context.Context) (string, error) {
+	env := p.env
+	f, err := os.Open(filepath.Join(env.Dir(), "data", "tokens", "index.json"))
+	if err != nil {
+		return "", err
+	}
+	idx, err := mds.ReadIndex(f)
+	_ = f.Close()
+	if err != nil {
+		return "", err
+	}
+	plan, err := env.PlannedIDs(ctx, int(*p.job.Spec.Completions))
+	if err != nil {
+		return "", err
+	}
+	// The shard every sidecar needs last: first read at the latest step.
+	firstStep := map[int]int64{}
+	for step, ids := range plan {
+		for _, id := range ids {
+			if id >= int64(p.s.o.Samples) {
+				continue // the Parquet stream
+			}
+			sh := shardOf(idx, id)
+			if f, ok := firstStep[sh]; !ok || step < f {
+				firstStep[sh] = step
+			}
+		}
+	}
+	last, lastStep := -1, int64(-1)
+	for sh, f := range firstStep {
+		if f > lastStep || (f == lastStep && sh < last) {
+			last, lastStep = sh, f
+		}
+	}
+	state, err := env.State(ctx)
+	if err != nil {
+		return "", err
+	}
+	// Sidecars fetch ahead by shuffle blocks (64 positions of a split, 32
+	// steps here) and prefetch: two blocks ahead is not fetched yet.
+	if last < 0 || lastStep < state.Step+64 {
+		return "", fmt.Errorf("every shard of the tokens stream is read before step %d (committed %d): corrupt earlier in the epoch", lastStep, state.Step)
+	}
+	shard := idx.Shards[last].Stored().Basename
+	key := "tokens/" + shard
+	mc := p.s.c.MinIO.Client
+	obj, err := mc.GetObject(ctx, env.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return "", err
+	}
+	data, err := io.ReadAll(obj)
+	if err != nil {
+		return "", err
+	}
+	p.corruptKey, p.corruptData = key, data
+	bad := bytes.Clone(data)
+	for i := len(bad) / 3; i < len(bad)/3+8 && i < len(bad); i++ {
+		bad[i] ^= 0x5a
+	}
+	if _, err := mc.PutObject(ctx, env.Bucket, key, bytes.NewReader(bad), int64(len(bad)), minio.PutObjectOptions{}); err != nil {
+		return "", err
+	}
+	if p.sc.OnCorruptShard == "skip" {
+		return fmt.Sprintf("shard %s corrupted at the source (onCorruptShard: skip)", shard), nil
+	}
+	// fail: a sidecar must refuse it, naming it; then the object is restored.
+	began := time.Now()
+	err = scenario.WaitFor(ctx, 5*time.Minute, "a sidecar to report the corrupt shard "+shard, func() (bool, error) {
+		logs, err := env.SidecarLogs(ctx, p.job)
+		return strings.Contains(logs, shard) && strings.Contains(logs, "mismatch"), err
+	})
+	if err != nil {
+		return "", err
+	}
+	reported := time.Since(began)
+	if err := p.restore(ctx); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("shard %s corrupted at the source (onCorruptShard: fail): refused and reported after %s, then restored",
+		shard, reported.Round(100*time.Millisecond)), nil
+}
+
+// shardOf is the index of the MDS shard holding sample id of the stream.
+func shardOf(idx *mds.Index, id int64) int {
+	var first int64
+	for i, sh := range idx.Shards {
+		if id < first+sh.Samples {
+			return i
+		}
+		first += sh.Samples
+	}
+	return len(idx.Shards) - 1
+}
+
+// restore puts the corrupted object back.
+func (p *play) restore(ctx context.Context) error {
+	if p.corruptKey == "" {
+		return nil
+	}
+	_, err := p.s.c.MinIO.Client.PutObject(ctx, p.env.Bucket, p.corruptKey, bytes.NewReader(p.corruptData), int64(len(p.corruptData)), minio.PutObjectOptions{})
+	if err == nil {
+		p.corruptKey = ""
+	}
+	return err
+}
+
+// Table prints the results as the docs show them.
+func Table(w io.Writer, results []Result) {
+	fmt.Fprintln(w, "| scenario | injections | samples checked | lost | duplicated | skipped | time to recover (max) | verdict |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, r := range results {
+		verdict := "exactly once"
+		if !r.OK() {
+			verdict = "FAILED"
+			if r.Err != nil {
+				verdict += ": " + strings.ReplaceAll(r.Err.Error(), "\n", " ")
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %s | %s |\n", r.Scenario, strings.Join(r.Injections, "; "),
+			r.Samples, r.Lost, r.Duplicated, r.Skipped, r.MaxRecover().Round(100*time.Millisecond), verdict)
+	}
+}

@@ -1,0 +1,215 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/testdata"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+)
+
+const (
+	operatorNS  = "shardfeed-system"
+	datasetName = "web"
+	jobName     = "train" // shardfeed.io/job of every Job of a story
+	secretName  = "minio"
+)
+
+// InstallOperator installs (or upgrades) the chart with the e2e image and
+// waits for the manager.
+func (c *Cluster) InstallOperator(ctx context.Context) error {
+	_, err := c.Cmd(ctx, "helm", "upgrade", "--install", "shardfeed", filepath.Join(c.o.Root, "charts", "shardfeed"),
+		"--namespace", operatorNS, "--create-namespace", "--set", "image.repository=registry.local/shardfeed",
+		"--set", "image.tag=e2e", "--set", "image.pullPolicy=Never", "--wait", "--timeout", "180s")
+	return err
+}
+
+// StartMinIO starts MinIO on the node's address, where pods reach it.
+func (c *Cluster) StartMinIO(ctx context.Context) (err error) {
+	c.MinIO, err = testenv.StartMinIOAt(ctx, c.o.NodeIP)
+	return err
+}
+
+// DatasetOptions shape one story's dataset.
+type DatasetOptions struct {
+	// Samples per stream (two streams: MDS and Parquet).
+	Samples         int
+	NumSplits       int
+	GlobalBatchSize int
+	BlockSize       int
+	// Extra spec lines, e.g. "  onCorruptShard: skip\n".
+	Extra string
+	// Endpoint the dataset reads from instead of MinIO's (a proxy).
+	Endpoint string
+	// CommitEvery is the trainers' commit interval in steps.
+	CommitEvery int
+	// StepTime is the trainers' time per step.
+	StepTime time.Duration
+}
+
+// Env is one story on the cluster: a namespace with the MinIO credentials,
+// a dataset of two streams in its own bucket, and the trainers' directory
+// (records and barrier) on the node.
+type Env struct {
+	*Cluster
+	NS     string
+	Bucket string
+	ds     DatasetOptions
+	// dir is mounted by the trainers at /e2e.
+	dir string
+	// manifest is the dataset's YAML, for `shardfeed plan`.
+	manifest string
+	obj      datav1alpha1.TrainingDataset
+}
+
+// NewEnv writes the data, (re)creates namespace ns with the credentials
+// Secret and applies the TrainingDataset, and waits until it is Ready.
+func (c *Cluster) NewEnv(ctx context.Context, ns string, o DatasetOptions) (*Env, error) {
+	e := &Env{Cluster: c, NS: ns, Bucket: ns + "-data", ds: o, dir: filepath.Join(c.work, ns)}
+	if err := os.MkdirAll(e.dir, 0o777); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(e.dir, 0o777); err != nil {
+		return nil, err
+	}
+	if err := c.MinIO.Client.MakeBucket(ctx, e.Bucket, minio.MakeBucketOptions{Region: c.MinIO.Region}); err != nil {
+		return nil, err
+	}
+	mdsDir, pqDir := filepath.Join(e.dir, "data", "tokens"), filepath.Join(e.dir, "data", "text")
+	if err := testdata.MDS(mdsDir, "tokens", o.Samples, 4<<10, ""); err != nil {
+		return nil, err
+	}
+	if err := testdata.Parquet(ctx, pqDir, "text", o.Samples, max(o.Samples/4, 1), 50); err != nil {
+		return nil, err
+	}
+	if err := c.upload(ctx, mdsDir, e.Bucket, "tokens/"); err != nil {
+		return nil, err
+	}
+	if err := c.upload(ctx, pqDir, e.Bucket, "text/"); err != nil {
+		return nil, err
+	}
+
+	// A namespace left by an earlier run on a kept cluster goes first.
+	if err := c.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err == nil {
+		c.Detail("removing namespace %s of an earlier run", ns)
+	}
+	if err := WaitFor(ctx, 3*time.Minute, "namespace "+ns+" of an earlier run to go", func() (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}); err != nil {
+		return nil, err
+	}
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return nil, err
+	}
+	if err := c.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns},
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": c.MinIO.AccessKey, "AWS_SECRET_ACCESS_KEY": c.MinIO.SecretKey}}); err != nil {
+		return nil, err
+	}
+	manifest := testdata.Manifest(datasetName, e.streams(), e.spec())
+	e.manifest = filepath.Join(e.dir, "dataset.yaml")
+	if err := os.WriteFile(e.manifest, []byte(manifest), 0o600); err != nil {
+		return nil, err
+	}
+	ds := &e.obj
+	if err := yaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096).Decode(ds); err != nil {
+		return nil, err
+	}
+	ds.Namespace = ns
+	for i := range ds.Spec.Streams {
+		ds.Spec.Streams[i].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: secretName}
+	}
+	if err := c.Client.Create(ctx, ds); err != nil {
+		return nil, err
+	}
+	if err := WaitFor(ctx, 2*time.Minute, "the dataset to be Ready", func() (bool, error) {
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(ds), ds); err != nil {
+			return false, err
+		}
+		cond := meta.FindStatusCondition(ds.Status.Conditions, "Ready")
+		return cond != nil && cond.Status == metav1.ConditionTrue, nil
+	}); err != nil {
+		return nil, fmt.Errorf("%w (status %+v)", err, ds.Status)
+	}
+	return e, nil
+}
+
+// Dataset returns the TrainingDataset as last read.
+func (e *Env) Dataset(ctx context.Context) (*datav1alpha1.TrainingDataset, error) {
+	err := e.Client.Get(ctx, client.ObjectKeyFromObject(&e.obj), &e.obj)
+	return &e.obj, err
+}
+
+// streams of the dataset: the same sample count in two formats.
+func (e *Env) streams() []testdata.Stream {
+	ep := e.ds.Endpoint
+	if ep == "" {
+		ep = e.MinIO.URL()
+	}
+	return []testdata.Stream{
+		{Name: "tokens", URI: "s3://" + e.Bucket + "/tokens/", Format: "mds", Endpoint: ep, Extra: `columns: ["id", "text"]`},
+		{Name: "text", URI: "s3://" + e.Bucket + "/text/", Format: "parquet", Endpoint: ep, Extra: `columns: ["id", "text"]`},
+	}
+}
+
+func (e *Env) spec() string {
+	return fmt.Sprintf("  numSplits: %d\n  globalBatchSize: %d\n  shuffle: {seed: 7, blockSize: %d}\n%s",
+		e.ds.NumSplits, e.ds.GlobalBatchSize, max(e.ds.BlockSize, 1), e.ds.Extra)
+}
+
+// PodsOf lists the pods of a Job.
+func (e *Env) PodsOf(ctx context.Context, job string) ([]corev1.Pod, error) {
+	var list corev1.PodList
+	err := e.Client.List(ctx, &list, client.InNamespace(e.NS), client.MatchingLabels{"job-name": job})
+	return list.Items, err
+}
+
+// Dir is the story's directory on the node: the trainers' records and
+// barrier, the dataset's files (data/) and manifest.
+func (e *Env) Dir() string { return e.dir }
+
+// PlannedIDs returns the ids of every global batch of epoch 0 for world
+// pods: step → ids, rank by rank.
+func (e *Env) PlannedIDs(ctx context.Context, world int) (map[int64][]int64, error) {
+	plan, err := e.planIDs(ctx, world)
+	if err != nil {
+		return nil, err
+	}
+	steps := map[int64][]int64{}
+	for k, line := range plan {
+		steps[k[0]] = append(steps[k[0]], line.IDs...)
+	}
+	return steps, nil
+}
+
+// SidecarLogs returns the logs of the sidecars of job's pods, the current
+// and the previous container of each.
+func (e *Env) SidecarLogs(ctx context.Context, job *batchv1.Job) (string, error) {
+	pods, err := e.PodsOf(ctx, job.Name)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, p := range pods {
+		for _, prev := range []string{"--previous=false", "--previous=true"} {
+			out, _ := e.Cmd(ctx, "kubectl", "logs", "-n", e.NS, p.Name, "-c", inject.SidecarName, prev)
+			b.WriteString(out)
+		}
+	}
+	return b.String(), nil
+}

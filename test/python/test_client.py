@@ -162,6 +162,26 @@ def test_state_dict_round_trip_and_a_resumed_commit(feed_factory):
         loader2.load_state_dict(dict(early, fingerprint="v1-0123"))
 
 
+def test_a_commit_waits_for_a_restarting_sidecar(feed_factory):
+    import threading
+    import time
+
+    feed = feed_factory(tokens_table(), SPEC)
+    client = shardfeed.Client(feed.socket)
+    assert client.commit(0, 10)["step"] == 10
+    feed.kill()  # the sidecar's container is killed; the kubelet starts it again
+    restarted = threading.Timer(1.5, feed.start)
+    began = time.monotonic()
+    restarted.start()
+    try:
+        state = client.commit(0, 20)
+    finally:
+        restarted.join()
+    assert time.monotonic() - began >= 1.5
+    assert (state["epoch"], state["step"]) == (0, 20)
+    assert client.state()["step"] == 20
+
+
 def test_stateful_dataloader_restores_every_worker_exactly(feed_factory):
     from torchdata.stateful_dataloader import StatefulDataLoader
 

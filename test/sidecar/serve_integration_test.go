@@ -14,6 +14,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
 )
 
 const mixedSpec = `  numSplits: 12
@@ -241,4 +242,59 @@ func TestIntegrationServeEndsTheStreamWithAnErrorWhenAShardIsDeleted(t *testing.
 		t.Fatal("/v1/status shows no error")
 	}
 	mustContain(t, status.LastErrors[0].Error, "shard.", "not found")
+}
+
+// TestIntegrationACommitWaitsForARestartingSidecar: a commit sent while the
+// sidecar is down (its container killed, about to be restarted) is retried
+// by the client until the sidecar is back, and recorded once.
+func TestIntegrationACommitWaitsForARestartingSidecar(t *testing.T) {
+	ds := newDataset(t, 600, 0, "  numSplits: 2\n  globalBatchSize: 8\n")
+	dir := t.TempDir()
+	srv := serve(t, ds, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := srv.client.Commit(ctx, 0, 10, false); err != nil {
+		t.Fatal(err)
+	}
+	srv.kill()
+	type result struct {
+		st  *configmaps.State
+		err error
+	}
+	done := make(chan result, 1)
+	began := time.Now()
+	go func() {
+		st, err := srv.client.Commit(ctx, 0, 20, false)
+		done <- result{st, err}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	select {
+	case r := <-done:
+		t.Fatalf("the commit returned while no sidecar was there: %+v, %v", r.st, r.err)
+	default:
+	}
+	back := serve(t, ds, dir)
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("the commit failed although the sidecar came back: %v", r.err)
+	}
+	if r.st.Step != 20 || time.Since(began) < 1500*time.Millisecond {
+		t.Fatalf("commit returned step %d after %s", r.st.Step, time.Since(began))
+	}
+	if _, err := back.client.Commit(ctx, 0, 20, false); err != nil {
+		t.Fatal(err)
+	}
+	st, err := back.client.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range st.History {
+		if c.Step == 20 {
+			n++
+		}
+	}
+	if st.Step != 20 || n != 1 {
+		t.Fatalf("state step %d with %d history entries of step 20; want 20 and one (a repeated commit is recorded once)", st.Step, n)
+	}
 }

@@ -39,6 +39,7 @@ type feedOptions struct {
 	namespace, image     string
 	logFormat            string
 	pprof                bool
+	metricsTLS           bool
 	kubeconfig           string
 }
 
@@ -54,6 +55,7 @@ func (o *feedOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.prefetch, "prefetch", -1, "shards fetched ahead (default: spec.sidecar.prefetch, else 2)")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.pprof, "pprof", false, "serve Go's /debug/pprof/ on the metrics address")
+	f.BoolVar(&o.metricsTLS, "metrics-tls", false, "serve the metrics over TLS, with a certificate made at start (pods get it from the webhook)")
 }
 
 func newServeCommand() *cobra.Command {
@@ -154,7 +156,7 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		log.Info("Go memory limit set from the container's", "bytes", soft, "fraction", memlimit.Fraction)
 	}
 	cfg := daemon.Config{
-		Socket: o.socket, MetricsAddr: o.metricsAddr, Pprof: o.pprof, CacheDir: o.cacheDir, Prefetch: o.prefetch,
+		Socket: o.socket, MetricsAddr: o.metricsAddr, MetricsTLS: o.metricsTLS, Pprof: o.pprof, CacheDir: o.cacheDir, Prefetch: o.prefetch,
 		RankMode: o.rankMode, Pod: o.pod, Pods: o.pods, ProcsPerPod: o.procs, Job: o.job, Attempt: o.attempt,
 		SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: log,
 	}

@@ -195,7 +195,7 @@ func Inject(in Input) (*corev1.Pod, error) {
 		Name:          SidecarName,
 		Image:         image,
 		Command:       []string{"/shardfeed"},
-		Args:          []string{"sidecar", "--metrics-addr", fmt.Sprintf(":%d", port), "--log-format", "json"},
+		Args:          []string{"sidecar", "--metrics-addr", fmt.Sprintf(":%d", port), "--metrics-tls", "--log-format", "json"},
 		Env:           env,
 		VolumeMounts:  mounts,
 		Resources:     ds.Spec.Sidecar.Resources,

@@ -8,6 +8,7 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/planner"
@@ -51,6 +53,9 @@ type Config struct {
 
 	Socket      string
 	MetricsAddr string
+	// MetricsTLS serves the metrics over TLS with a certificate made in
+	// memory at start (in pods: the port is reachable on the pod network).
+	MetricsTLS bool
 	// Pprof adds /debug/pprof/ to the metrics server.
 	Pprof    bool
 	CacheDir string
@@ -238,6 +243,15 @@ func Run(ctx context.Context, cfg Config) error {
 			_ = l.Close()
 			return fmt.Errorf("metrics address %s: %w (choose another with --metrics-addr, or \"\" for none)", cfg.MetricsAddr, err)
 		}
+		if cfg.MetricsTLS {
+			cert, err := certs.SelfSigned("shardfeed-sidecar", 10*365*24*time.Hour)
+			if err != nil {
+				_ = l.Close()
+				_ = ml.Close()
+				return err
+			}
+			ml = tls.NewListener(ml, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		if cfg.Pprof {
@@ -248,7 +262,7 @@ func Run(ctx context.Context, cfg Config) error {
 		go func() { _ = metricsSrv.Serve(ml) }()
 		defer func() { _ = metricsSrv.Close() }()
 	}
-	log.Info("Serving", "dataset", cfg.Dataset, "socket", cfg.Socket, "metrics", cfg.MetricsAddr, "plan", pl.Fingerprint().Sum,
+	log.Info("Serving", "dataset", cfg.Dataset, "socket", cfg.Socket, "metrics", cfg.MetricsAddr, "metricsTLS", cfg.MetricsTLS, "plan", pl.Fingerprint().Sum,
 		"samples", pl.Total(), "steps", pl.Steps(), "numSplits", pl.NumSplits(), "globalBatchSize", pl.GlobalBatchSize(),
 		"rankMode", cfg.RankMode, "job", cfg.Job, "attempt", cfg.Attempt, "committedEpoch", state.Epoch, "committedStep", state.Step,
 		"startup", time.Since(start).Round(time.Millisecond))

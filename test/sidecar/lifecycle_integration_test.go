@@ -4,6 +4,7 @@ package sidecar_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -150,7 +151,7 @@ func TestIntegrationSidecarInPodModeServesOnlyItsPodAndFetchesEachShardOnce(t *t
 	// In a pod, a stream without credentialsSecretRef uses the default
 	// chain: here, the environment.
 	srv := startEnv(t, dir, credentialsEnv(t, ds), "sidecar", "-f", ds.manifest, "--socket", filepath.Join(dir, "run", "feed.sock"),
-		"--cache-dir", filepath.Join(dir, "cache"), "--state", filepath.Join(dir, "state.json"), "--metrics-addr", metricsAddr,
+		"--cache-dir", filepath.Join(dir, "cache"), "--state", filepath.Join(dir, "state.json"), "--metrics-addr", metricsAddr, "--metrics-tls",
 		"--rank-mode", "pod", "--pods", "2", "--pod-rank", "1", "--procs-per-pod", "2", "--job", "train-1", "--attempt", "a1")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -194,9 +195,20 @@ func TestIntegrationSidecarInPodModeServesOnlyItsPodAndFetchesEachShardOnce(t *t
 		t.Fatalf("the pod downloaded %d shards (%d bytes), its splits need %d distinct shards (%d bytes)",
 			status.Pipeline.Cache.Downloads, status.Pipeline.Cache.FetchedBytes, summary.shards, summary.bytes)
 	}
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	// As injected into pods: metrics over TLS only.
+	if resp, err := http.Get("http://" + metricsAddr + "/metrics"); err == nil {
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("the sidecar serves its metrics over plain HTTP with --metrics-tls")
+		}
+	}
+	scraper := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}} //nolint:gosec // as Prometheus scrapes a self-signed sidecar
+	resp, err := scraper.Get("https://" + metricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if resp.TLS == nil || resp.TLS.PeerCertificates[0].Subject.CommonName != "shardfeed-sidecar" {
+		t.Fatalf("metrics not served over the sidecar's own TLS certificate: %+v", resp.TLS)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()

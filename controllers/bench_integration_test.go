@@ -40,7 +40,7 @@ func percentile(sorted []time.Duration, p float64) float64 {
 // pod webhook served by this process. It returns each creation's latency
 // as the client saw it, the time of the whole burst and the namespace, or
 // the first failure (a refused pod, or one created without the sidecar).
-func burst(tb testing.TB, pods, parallel int, timer interface{ StartTimer(); StopTimer() }) ([]time.Duration, time.Duration, string, error) {
+func burst(tb testing.TB, pods, parallel int, timer stopwatch) ([]time.Duration, time.Duration, string, error) {
 	ctx := context.Background()
 	ns := apiServer.Namespace(tb)
 	ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
@@ -85,6 +85,12 @@ func burst(tb testing.TB, pods, parallel int, timer interface{ StartTimer(); Sto
 	timer.StopTimer()
 	slices.Sort(latencies)
 	return latencies, elapsed, ns, failed
+}
+
+// stopwatch is what burst times with: a benchmark's timer, or none.
+type stopwatch interface {
+	StartTimer()
+	StopTimer()
 }
 
 // noTimer is the timer of a test.

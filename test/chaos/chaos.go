@@ -249,7 +249,7 @@ func (p *play) run(ctx context.Context) error {
 	if p.res.Lineage, err = p.env.CheckLineage(ctx, st); err != nil {
 		return err
 	}
-	c.Detail("%s", p.res.Lineage.Summary())
+	c.Detail("%s", p.res.Summary())
 	return p.check(ctx)
 }
 
@@ -451,8 +451,8 @@ func (p *play) restore(ctx context.Context) error {
 
 // Table prints the results as the docs show them.
 func Table(w io.Writer, results []Result) {
-	fmt.Fprintln(w, "| scenario | injections | samples checked | lost | duplicated | skipped | time to recover (max) | verdict |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
+	_, _ = fmt.Fprintln(w, "| scenario | injections | samples checked | lost | duplicated | skipped | time to recover (max) | verdict |")
+	_, _ = fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range results {
 		verdict := "exactly once"
 		if !r.OK() {
@@ -461,7 +461,7 @@ func Table(w io.Writer, results []Result) {
 				verdict += ": " + strings.ReplaceAll(r.Err.Error(), "\n", " ")
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %s | %s |\n", r.Scenario, strings.Join(r.Injections, "; "),
+		_, _ = fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %s | %s |\n", r.Scenario, strings.Join(r.Injections, "; "),
 			r.Samples, r.Lost, r.Duplicated, r.Skipped, r.MaxRecover().Round(100*time.Millisecond), verdict)
 	}
 }

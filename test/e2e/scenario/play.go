@@ -241,6 +241,7 @@ func (e *Env) StartJob(ctx context.Context, pods int) (*batchv1.Job, error) {
 	return job, e.Client.Create(ctx, job)
 }
 
+// WaitPodsRunning waits until n pods of job run (or have succeeded).
 func (e *Env) WaitPodsRunning(ctx context.Context, job *batchv1.Job, n int) error {
 	return WaitFor(ctx, 3*time.Minute, fmt.Sprintf("%d running pods of %s", n, job.Name), func() (bool, error) {
 		pods, err := e.PodsOf(ctx, job.Name)
@@ -308,6 +309,7 @@ func (e *Env) CheckInjected(ctx context.Context, job *batchv1.Job) ([]string, bo
 	return problems, first, nil
 }
 
+// State returns the job's committed state, from its state ConfigMap.
 func (e *Env) State(ctx context.Context) (*configmaps.State, error) {
 	var cm corev1.ConfigMap
 	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: configmaps.StateName(datasetName, jobName)}, &cm); err != nil {

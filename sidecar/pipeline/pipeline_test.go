@@ -3,8 +3,10 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -251,5 +253,114 @@ func TestStreamsWithDifferentColumnsFailAtStartListingTheDifferences(t *testing.
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+// TestAShardThatDoesNotDecodeIsSkippedAsPadRowsUnderThePolicy: an MDS
+// stream indexed without hashes, one zstd shard's bytes flipped: the cache
+// cannot tell, the decoder can. Under onCorruptShard: skip its rows are
+// zeroed pad rows with their planned ids, the others are the samples';
+// under fail the batch that needs it is an error naming it.
+func TestAShardThatDoesNotDecodeIsSkippedAsPadRowsUnderThePolicy(t *testing.T) {
+	dir := t.TempDir()
+	m := filepath.Join(dir, "m")
+	if err := testdata.MDS(m, "m", 400, 900, "zstd"); err != nil {
+		t.Fatal(err)
+	}
+	index, err := os.ReadFile(filepath.Join(m, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(index, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var victim string
+	for i, sh := range doc["shards"].([]any) {
+		sh := sh.(map[string]any)
+		sh["hashes"] = []any{}
+		for _, f := range []string{"raw_data", "zip_data"} {
+			if fi, ok := sh[f].(map[string]any); ok {
+				fi["hashes"] = map[string]any{}
+				if f == "zip_data" && i == 1 {
+					victim = fi["basename"].(string)
+				}
+			}
+		}
+	}
+	if index, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(m, "index.json"), index, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(m, victim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(data) / 2; i < len(data)/2+8; i++ {
+		data[i] ^= 0xff
+	}
+	if err := os.WriteFile(filepath.Join(m, victim), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stream := testdata.Stream{Name: "m", Format: "mds", URI: "file://" + m + "/"}
+	for _, policy := range []string{"skip", "fail"} {
+		t.Run(policy, func(t *testing.T) {
+			feed := openFeed(t, testdata.Manifest("web", []testdata.Stream{stream}, "  numSplits: 1\n  globalBatchSize: 20\n  shuffle: {enabled: false}\n  onCorruptShard: "+policy+"\n"), 0)
+			pl := feed.Plan
+			ep, err := pl.Epoch(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := feed.Pipeline.Batches(context.Background(), pipeline.Request{Rank: 0, World: 1, Worker: 0, Workers: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			skipped := 0
+			for k := range pl.Steps() {
+				batch, err := b.Next(context.Background())
+				if policy == "fail" {
+					if err != nil {
+						if !strings.Contains(err.Error(), victim) {
+							t.Fatalf("the error does not name the shard %s: %v", victim, err)
+						}
+						return
+					}
+					batch.Release()
+					continue
+				}
+				if err != nil {
+					t.Fatalf("step %d: %v", k, err)
+				}
+				planned, _ := ep.LocalBatch(nil, k, 0, 1)
+				rec := batch.Record
+				ids := rec.Column(rec.Schema().FieldIndices(pipeline.ColumnIndex)[0]).(*array.Int64)
+				pads := rec.Column(rec.Schema().FieldIndices(pipeline.ColumnPad)[0]).(*array.Boolean)
+				own := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
+				for i, s := range planned {
+					if ids.Value(i) != s.ID {
+						t.Fatalf("step %d row %d: id %d, the plan has %d", k, i, ids.Value(i), s.ID)
+					}
+					switch {
+					case pads.Value(i) && own.Value(i) != 0:
+						t.Fatalf("step %d row %d: a pad row with the value %d", k, i, own.Value(i))
+					case pads.Value(i):
+						skipped++
+					case own.Value(i) != s.ID:
+						t.Fatalf("step %d row %d: sample %d holds %d", k, i, s.ID, own.Value(i))
+					}
+				}
+				batch.Release()
+			}
+			if policy == "fail" {
+				t.Fatal("every batch was served from a shard that does not decode")
+			}
+			want := pl.Params().Streams[0].Index.Shards[1].Samples
+			if st := feed.Pipeline.Stats(); int64(skipped) != want || st.SkippedShards != 1 || st.SkippedRows != want {
+				t.Fatalf("%d rows skipped, stats %d shards %d rows; want the shard's %d", skipped, st.SkippedShards, st.SkippedRows, want)
+			}
+		})
 	}
 }

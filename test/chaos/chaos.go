@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -152,9 +153,10 @@ type play struct {
 	res *Result
 	// worlds left to rescale to.
 	worlds []int
-	// corrupted object: its key and original bytes, restored by Close.
-	corruptKey  string
-	corruptData []byte
+	// corrupted object: its key, shard name and original bytes, restored
+	// at the end whatever happened.
+	corruptKey, corruptShard string
+	corruptData              []byte
 }
 
 // Run plays sc with the suite's seed (mixed with the scenario's name, so
@@ -196,6 +198,11 @@ func (p *play) run(ctx context.Context) error {
 	for range sc.Worlds[1:] {
 		events = append(events, Rescale)
 	}
+	// A corrupt shard is armed before the job starts, on a shard the plan
+	// first reads at a step the seed picks: sidecars fetch ahead, so a
+	// shard corrupted mid-run may already be in their caches.
+	corrupt := slices.Contains(events, CorruptShard)
+	events = slices.DeleteFunc(events, func(f Fault) bool { return f == CorruptShard })
 	p.rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
 	at := make([]int64, len(events))
 	lo, hi := steps/20, steps*7/10
@@ -203,14 +210,29 @@ func (p *play) run(ctx context.Context) error {
 		at[i] = lo + p.rng.Int64N(max(hi-lo, 1))
 	}
 	slices.Sort(at)
-	// A corrupted shard must be one no pod fetched yet: in the first half.
-	if i := slices.Index(events, CorruptShard); i >= 0 && at[i] > steps/2 {
-		events[0], events[i] = events[i], events[0]
-	}
 	p.worlds = slices.Clone(sc.Worlds[1:])
 
+	var armed string
+	if corrupt {
+		if armed, err = p.arm(ctx, steps); err != nil {
+			return fmt.Errorf("%s: %w", CorruptShard, err)
+		}
+		c.Detail("before the start: %s", armed)
+	}
 	if p.job, err = p.env.StartJob(ctx, sc.Worlds[0]); err != nil {
 		return err
+	}
+	// Under fail, a watcher waits for a sidecar to refuse the shard, then
+	// restores the object; the job stalls at the shard until then.
+	watched := make(chan watch, 1)
+	if corrupt && sc.OnCorruptShard != "skip" {
+		wctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		wg.Go(func() { watched <- p.watchCorrupt(wctx, armed) })
+	} else {
+		watched <- watch{what: armed}
 	}
 	if err := p.env.WaitPodsRunning(ctx, p.job, sc.Worlds[0]); err != nil {
 		return err
@@ -241,6 +263,15 @@ func (p *play) run(ctx context.Context) error {
 	if err := p.env.WaitJobDone(ctx, p.job, 10*time.Minute); err != nil {
 		return err
 	}
+	if corrupt {
+		w := <-watched
+		if w.err != nil {
+			return fmt.Errorf("%s: %w", CorruptShard, w.err)
+		}
+		p.res.Injections = append(p.res.Injections, w.what)
+		p.res.Recover = append(p.res.Recover, w.recover)
+		c.Detail("%s", w.what)
+	}
 	st, err := p.env.State(ctx)
 	if err != nil {
 		return err
@@ -255,14 +286,11 @@ func (p *play) run(ctx context.Context) error {
 
 // check asserts what the scenario's faults must have left behind.
 func (p *play) check(ctx context.Context) error {
-	if !slices.Contains(p.sc.Faults, CorruptShard) {
+	if !slices.Contains(p.sc.Faults, CorruptShard) || p.sc.OnCorruptShard != "skip" {
 		if p.res.Skipped > 0 || p.res.SkippedShards > 0 {
-			return fmt.Errorf("%d samples skipped with no shard corrupted", p.res.Skipped)
+			return fmt.Errorf("%d samples skipped without onCorruptShard: skip", p.res.Skipped)
 		}
 		return nil
-	}
-	if p.sc.OnCorruptShard != "skip" {
-		return nil // the job went on only once the object was restored
 	}
 	ds, err := p.env.Dataset(ctx)
 	if err != nil {
@@ -327,8 +355,6 @@ func (p *play) inject(ctx context.Context, f Fault) (string, error) {
 			return "", fmt.Errorf("%w: %s", err, out)
 		}
 		return fmt.Sprintf("kube-apiserver killed and restarted (back after %s)", time.Since(began).Round(100*time.Millisecond)), nil
-	case CorruptShard:
-		return p.corrupt(ctx)
 	case SlowStore:
 		d := 10*time.Second + time.Duration(p.rng.Int64N(int64(20*time.Second)))
 		d = d.Round(time.Second)
@@ -340,10 +366,10 @@ func (p *play) inject(ctx context.Context, f Fault) (string, error) {
 	return "", fmt.Errorf("unknown fault %q", f)
 }
 
-// corrupt flips bytes of the MDS shard of the tokens stream that the
-// epoch first reads last (so no pod has fetched it yet), keeping its size. Under the skip policy the job goes on with its rows as pad; under
-// fail, it waits until a sidecar reports the shard and restores it.
-func (p *play) corrupt(ctx context.Context) (string, error) {
+// arm flips bytes of an MDS shard of the tokens stream, keeping its
+// size: one the plan first reads between 20 % and 60 % of the epoch, the
+// seed picks which. It returns what it did.
+func (p *play) arm(ctx context.Context, steps int64) (string, error) {
 	env := p.env
 	f, err := os.Open(filepath.Join(env.Dir(), "data", "tokens", "index.json"))
 	if err != nil {
@@ -354,11 +380,10 @@ func (p *play) corrupt(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	plan, err := env.PlannedIDs(ctx, int(*p.job.Spec.Completions))
+	plan, err := env.PlannedIDs(ctx, p.sc.Worlds[0])
 	if err != nil {
 		return "", err
 	}
-	// The shard every sidecar needs last: first read at the latest step.
 	firstStep := map[int]int64{}
 	for step, ids := range plan {
 		for _, id := range ids {
@@ -371,22 +396,18 @@ func (p *play) corrupt(ctx context.Context) (string, error) {
 			}
 		}
 	}
-	last, lastStep := -1, int64(-1)
+	var candidates []int
 	for sh, f := range firstStep {
-		if f > lastStep || (f == lastStep && sh < last) {
-			last, lastStep = sh, f
+		if f >= steps/5 && f <= steps*6/10 {
+			candidates = append(candidates, sh)
 		}
 	}
-	state, err := env.State(ctx)
-	if err != nil {
-		return "", err
+	if len(candidates) == 0 {
+		return "", fmt.Errorf("no shard of the tokens stream is first read between steps %d and %d", steps/5, steps*6/10)
 	}
-	// Sidecars fetch ahead by shuffle blocks (64 positions of a split, 32
-	// steps here) and prefetch: two blocks ahead is not fetched yet.
-	if last < 0 || lastStep < state.Step+64 {
-		return "", fmt.Errorf("every shard of the tokens stream is read before step %d (committed %d): corrupt earlier in the epoch", lastStep, state.Step)
-	}
-	shard := idx.Shards[last].Stored().Basename
+	slices.Sort(candidates)
+	victim := candidates[p.rng.IntN(len(candidates))]
+	shard := idx.Shards[victim].Stored().Basename
 	key := "tokens/" + shard
 	mc := p.s.c.MinIO.Client
 	obj, err := mc.GetObject(ctx, env.Bucket, key, minio.GetObjectOptions{})
@@ -397,7 +418,7 @@ func (p *play) corrupt(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p.corruptKey, p.corruptData = key, data
+	p.corruptKey, p.corruptShard, p.corruptData = key, shard, data
 	bad := bytes.Clone(data)
 	for i := len(bad) / 3; i < len(bad)/3+8 && i < len(bad); i++ {
 		bad[i] ^= 0x5a
@@ -405,24 +426,48 @@ func (p *play) corrupt(ctx context.Context) (string, error) {
 	if _, err := mc.PutObject(ctx, env.Bucket, key, bytes.NewReader(bad), int64(len(bad)), minio.PutObjectOptions{}); err != nil {
 		return "", err
 	}
-	if p.sc.OnCorruptShard == "skip" {
-		return fmt.Sprintf("shard %s corrupted at the source (onCorruptShard: skip)", shard), nil
+	policy := p.sc.OnCorruptShard
+	if policy == "" {
+		policy = "fail"
 	}
-	// fail: a sidecar must refuse it, naming it; then the object is restored.
-	began := time.Now()
-	err = scenario.WaitFor(ctx, 5*time.Minute, "a sidecar to report the corrupt shard "+shard, func() (bool, error) {
+	return fmt.Sprintf("shard %s (first read at step %d) corrupted at the source (onCorruptShard: %s)", shard, firstStep[victim], policy), nil
+}
+
+// watch is what the watcher of a corrupt shard saw.
+type watch struct {
+	what    string
+	recover time.Duration
+	err     error
+}
+
+// watchCorrupt waits until a sidecar refuses the corrupt shard, naming it,
+// restores the object and waits for the job to commit again.
+func (p *play) watchCorrupt(ctx context.Context, armed string) watch {
+	env, shard := p.env, p.corruptShard
+	var w watch
+	err := scenario.WaitFor(ctx, 8*time.Minute, "a sidecar to refuse the corrupt shard "+shard, func() (bool, error) {
 		logs, err := env.SidecarLogs(ctx, p.job)
 		return strings.Contains(logs, shard) && strings.Contains(logs, "mismatch"), err
 	})
 	if err != nil {
-		return "", err
+		w.err = err
+		return w
 	}
-	reported := time.Since(began)
-	if err := p.restore(ctx); err != nil {
-		return "", err
+	reported := time.Now()
+	st, err := env.State(ctx)
+	if err != nil {
+		w.err = err
+		return w
 	}
-	return fmt.Sprintf("shard %s corrupted at the source (onCorruptShard: fail): refused and reported after %s, then restored",
-		shard, reported.Round(100*time.Millisecond)), nil
+	if w.err = p.restore(ctx); w.err != nil {
+		return w
+	}
+	if _, w.err = env.WaitCommitted(ctx, st.Step+1); w.err != nil {
+		return w
+	}
+	w.recover = time.Since(reported)
+	w.what = fmt.Sprintf("%s: refused by a sidecar (its log names the shard and the hash mismatch) at committed step %d, then the object restored", armed, st.Step)
+	return w
 }
 
 // shardOf is the index of the MDS shard holding sample id of the stream.

@@ -157,6 +157,8 @@ type play struct {
 	// at the end whatever happened.
 	corruptKey, corruptShard string
 	corruptData              []byte
+	// corruptFirst is the first step that reads the corrupt shard.
+	corruptFirst int64
 }
 
 // Run plays sc with the suite's seed (mixed with the scenario's name, so
@@ -418,7 +420,7 @@ func (p *play) arm(ctx context.Context, steps int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p.corruptKey, p.corruptShard, p.corruptData = key, shard, data
+	p.corruptKey, p.corruptShard, p.corruptData, p.corruptFirst = key, shard, data, firstStep[victim]
 	bad := bytes.Clone(data)
 	for i := len(bad) / 3; i < len(bad)/3+8 && i < len(bad); i++ {
 		bad[i] ^= 0x5a
@@ -441,7 +443,8 @@ type watch struct {
 }
 
 // watchCorrupt waits until a sidecar refuses the corrupt shard, naming it,
-// restores the object and waits for the job to commit again.
+// and the job stalls before the shard, then restores the object and waits
+// for the job to commit again (the time to recover counts from then).
 func (p *play) watchCorrupt(ctx context.Context, armed string) watch {
 	env, shard := p.env, p.corruptShard
 	var w watch
@@ -453,20 +456,38 @@ func (p *play) watchCorrupt(ctx context.Context, armed string) watch {
 		w.err = err
 		return w
 	}
-	reported := time.Now()
-	st, err := env.State(ctx)
+	// The job must stop before the shard: no commit for 10 s, none past the
+	// step that first reads it.
+	var stalled int64
+	last, since := int64(-1), time.Now()
+	err = scenario.WaitFor(ctx, 5*time.Minute, "the job to stall before the corrupt shard", func() (bool, error) {
+		st, err := env.State(ctx)
+		if err != nil {
+			return false, err
+		}
+		if st.Step != last {
+			last, since = st.Step, time.Now()
+		}
+		stalled = st.Step
+		return time.Since(since) >= 10*time.Second, nil
+	})
 	if err != nil {
 		w.err = err
 		return w
 	}
+	if stalled > p.corruptFirst {
+		w.err = fmt.Errorf("the job committed step %d, past step %d, which reads the corrupt shard %s", stalled, p.corruptFirst, shard)
+		return w
+	}
+	restored := time.Now()
 	if w.err = p.restore(ctx); w.err != nil {
 		return w
 	}
-	if _, w.err = env.WaitCommitted(ctx, st.Step+1); w.err != nil {
+	if _, w.err = env.WaitCommitted(ctx, stalled+1); w.err != nil {
 		return w
 	}
-	w.recover = time.Since(reported)
-	w.what = fmt.Sprintf("%s: refused by a sidecar (its log names the shard and the hash mismatch) at committed step %d, then the object restored", armed, st.Step)
+	w.recover = time.Since(restored)
+	w.what = fmt.Sprintf("%s: refused by a sidecar (its log names the shard and the hash mismatch), the job stalled at committed step %d; the object restored", armed, stalled)
 	return w
 }
 

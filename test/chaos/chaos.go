@@ -56,6 +56,9 @@ type Scenario struct {
 	OnCorruptShard string
 	// Outage bounds MinIO's downtime (default 10–60 s).
 	OutageMin, OutageMax time.Duration
+	// Samples per stream, when the schedule needs a longer epoch than the
+	// suite's (Options.Samples).
+	Samples int
 }
 
 // Options of a suite run.
@@ -157,6 +160,8 @@ type play struct {
 	// at the end whatever happened.
 	corruptKey, corruptShard string
 	corruptData              []byte
+	// samples per stream of the scenario's dataset.
+	samples int
 	// corruptFirst is the first step that reads the corrupt shard.
 	corruptFirst int64
 }
@@ -170,7 +175,10 @@ func (s *Suite) Run(ctx context.Context, sc Scenario) Result {
 	for _, ch := range sc.Name {
 		seed = seed*31 + uint64(ch)
 	}
-	p := &play{s: s, sc: sc, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), res: &res}
+	p := &play{s: s, sc: sc, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), res: &res, samples: s.o.Samples}
+	if sc.Samples > 0 {
+		p.samples = sc.Samples
+	}
 	res.Err = p.run(ctx)
 	if p.corruptKey != "" {
 		_ = p.restore(context.WithoutCancel(ctx))
@@ -187,13 +195,13 @@ func (p *play) run(ctx context.Context) error {
 	}
 	c.Step("Scenario %s: %d pods, then %v; faults %v", sc.Name, sc.Worlds[0], sc.Worlds[1:], sc.Faults)
 	var err error
-	p.env, err = c.NewEnv(ctx, "chaos-"+sc.Name, scenario.DatasetOptions{Samples: p.s.o.Samples, NumSplits: numSplits,
+	p.env, err = c.NewEnv(ctx, "chaos-"+sc.Name, scenario.DatasetOptions{Samples: p.samples, NumSplits: numSplits,
 		GlobalBatchSize: globalBatch, BlockSize: 64, Extra: extra, Endpoint: "http://" + p.s.proxy.Addr,
 		CommitEvery: commitEvery, StepTime: stepTime})
 	if err != nil {
 		return err
 	}
-	steps := int64(2*p.s.o.Samples) / globalBatch
+	steps := int64(2*p.samples) / globalBatch
 	// The schedule: every fault and rescale at its own step, in the seed's
 	// order, between 10 % and 80 % of the epoch.
 	events := slices.Clone(sc.Faults)
@@ -241,7 +249,7 @@ func (p *play) run(ctx context.Context) error {
 	}
 	next := int64(0)
 	for i, f := range events {
-		committed, err := p.env.WaitCommitted(ctx, max(at[i], next))
+		committed, err := p.env.WaitCommitted(ctx, min(max(at[i], next), steps))
 		if err != nil {
 			return err
 		}
@@ -389,7 +397,7 @@ func (p *play) arm(ctx context.Context, steps int64) (string, error) {
 	firstStep := map[int]int64{}
 	for step, ids := range plan {
 		for _, id := range ids {
-			if id >= int64(p.s.o.Samples) {
+			if id >= int64(p.samples) {
 				continue // the Parquet stream
 			}
 			sh := shardOf(idx, id)

@@ -38,7 +38,7 @@ var full = []chaos.Scenario{
 	{Name: "corrupt-fail", Worlds: []int{4}, Faults: []chaos.Fault{chaos.CorruptShard}},
 	{Name: "corrupt-skip", Worlds: []int{4}, Faults: []chaos.Fault{chaos.CorruptShard}, OnCorruptShard: "skip"},
 	{Name: "slow-store", Worlds: []int{4}, Faults: []chaos.Fault{chaos.SlowStore}},
-	{Name: "everything", Worlds: []int{4, 3, 6, 2}, OnCorruptShard: "skip", Faults: []chaos.Fault{
+	{Name: "everything", Worlds: []int{4, 3, 6, 2}, OnCorruptShard: "skip", Samples: 9600, Faults: []chaos.Fault{
 		chaos.KillSidecar, chaos.KillTrainer, chaos.MinIOOutage, chaos.APIServerRestart, chaos.CorruptShard, chaos.SlowStore}},
 }
 

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -141,12 +140,7 @@ func TestIntegrationSIGTERMEndsStreamsAfterTheBatchInFlightAndRemovesTheSocket(t
 func TestIntegrationSidecarInPodModeServesOnlyItsPodAndFetchesEachShardOnce(t *testing.T) {
 	ds := newDataset(t, 1000, 0, "  numSplits: 8\n  globalBatchSize: 16\n  shuffle: {blockSize: 64}\n")
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsAddr := l.Addr().String()
-	_ = l.Close()
+	metricsAddr := freeAddr(t)
 	// Pod 1 of 2 with two local ranks: ranks 2 and 3 of 4.
 	// In a pod, a stream without credentialsSecretRef uses the default
 	// chain: here, the environment.
@@ -155,7 +149,7 @@ func TestIntegrationSidecarInPodModeServesOnlyItsPodAndFetchesEachShardOnce(t *t
 		"--rank-mode", "pod", "--pods", "2", "--pod-rank", "1", "--procs-per-pod", "2", "--job", "train-1", "--attempt", "a1")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = srv.client.Batches(ctx, shardfeed.Request{Rank: 1, World: 4})
+	_, err := srv.client.Batches(ctx, shardfeed.Request{Rank: 1, World: 4})
 	var apiErr *shardfeed.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != 400 {
 		t.Fatalf("rank 1 of pod 0 at pod 1's sidecar: %v", err)

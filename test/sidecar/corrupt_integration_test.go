@@ -116,10 +116,7 @@ func TestIntegrationCorruptShardIsSkippedAsPadRowsUnderThePolicy(t *testing.T) {
 				delivered[ids.Value(i)]++
 			}
 		}
-		one := array.NewRecordBatch(rec.Schema(), rec.Columns(), rec.NumRows())
-		err = checkDelivered(one, pads)
-		one.Release()
-		if err != nil {
+		if err := checkDelivered(rec, pads); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
 	}
@@ -129,12 +126,12 @@ func TestIntegrationCorruptShardIsSkippedAsPadRowsUnderThePolicy(t *testing.T) {
 	if len(skipped) == 0 {
 		t.Fatal("no row was skipped: the corrupt shard was not noticed")
 	}
-	var stepsSkipped int64
+	var samplesSkipped int64
 	for id, n := range skipped {
 		if n != 1 || delivered[id] != 0 {
 			t.Errorf("sample %d: skipped %d times, delivered %d times", id, n, delivered[id])
 		}
-		stepsSkipped++
+		samplesSkipped++
 	}
 	for id, n := range delivered {
 		if n != 1 {
@@ -153,15 +150,15 @@ func TestIntegrationCorruptShardIsSkippedAsPadRowsUnderThePolicy(t *testing.T) {
 	if err := json.Unmarshal([]byte(get(t, srv.socket, "/v1/state")), &state); err != nil {
 		t.Fatal(err)
 	}
-	if state.SkippedShards != 1 || state.SkippedSamples != stepsSkipped || len(state.Skipped) != 1 ||
+	if state.SkippedShards != 1 || state.SkippedSamples != samplesSkipped || len(state.Skipped) != 1 ||
 		state.Skipped[0].Shard != shard || state.Skipped[0].Stream != "m" || !strings.Contains(state.Skipped[0].Reason, "mismatch") {
 		t.Errorf("the state records %d skipped shards, %d samples: %+v; want 1 shard %s of %d samples, reason a hash mismatch",
-			state.SkippedShards, state.SkippedSamples, state.Skipped, shard, stepsSkipped)
+			state.SkippedShards, state.SkippedSamples, state.Skipped, shard, samplesSkipped)
 	}
 	mustContain(t, srv.logs(), "Corrupt shard skipped", shard)
 	metrics := metricsOf(t, metricsAddr)
 	mustContain(t, metrics, "shardfeed_sidecar_skipped_shards_total 1\n")
-	mustContain(t, metrics, fmt.Sprintf("shardfeed_sidecar_skipped_samples_total %d\n", stepsSkipped))
+	mustContain(t, metrics, fmt.Sprintf("shardfeed_sidecar_skipped_samples_total %d\n", samplesSkipped))
 }
 
 // TestIntegrationCorruptShardFailsClearlyByDefault: without the policy,

@@ -471,17 +471,10 @@ func TestWithoutShuffleEachSplitIsInIndexOrder(t *testing.T) {
 	}
 }
 
-// TestPlanGoldenVectors pins whole plans: if any id of these epochs changes,
-// the plan changed, and PlanVersion must be bumped with new vectors.
-func TestPlanGoldenVectors(t *testing.T) {
-	golden := map[int]map[string]string{
-		1: {
-			"shuffle-proportions": "b14df106bae4230317e74880",
-			"shuffle-repeat":      "8323dd051999bb638a9e58f1",
-			"ordered":             "c1ac76e1191366b2883895b5",
-		},
-	}
-	cases := map[string]Params{
+// goldenPlans are the plans whose sample ids, fingerprints and index
+// content hashes are pinned.
+func goldenPlans() map[string]Params {
+	return map[string]Params{
 		"shuffle-proportions": {
 			Streams: []Stream{
 				{Name: "a", Index: index(100, 37, 250, 3), Proportion: "0.7"},
@@ -501,11 +494,23 @@ func TestPlanGoldenVectors(t *testing.T) {
 			NumSplits: 2, GlobalBatchSize: 2, DropLast: true,
 		},
 	}
+}
+
+// TestPlanGoldenVectors pins whole plans: if any id of these epochs changes,
+// the plan changed, and PlanVersion must be bumped with new vectors.
+func TestPlanGoldenVectors(t *testing.T) {
+	golden := map[int]map[string]string{
+		1: {
+			"shuffle-proportions": "b14df106bae4230317e74880",
+			"shuffle-repeat":      "8323dd051999bb638a9e58f1",
+			"ordered":             "c1ac76e1191366b2883895b5",
+		},
+	}
 	want := golden[PlanVersion]
 	if want == nil {
 		t.Fatalf("no golden vectors for PlanVersion %d", PlanVersion)
 	}
-	for name, p := range cases {
+	for name, p := range goldenPlans() {
 		t.Run(name, func(t *testing.T) {
 			pl, err := New(p)
 			if err != nil {
@@ -525,6 +530,57 @@ func TestPlanGoldenVectors(t *testing.T) {
 			got := hex.EncodeToString(h.Sum(nil))[:24]
 			if got != want[name] {
 				t.Errorf("plan %s hashes to %s, want %s: the plan changed; bump PlanVersion", name, got, want[name])
+			}
+		})
+	}
+}
+
+// TestPlanGoldenFingerprints pins every golden plan's fingerprint and its
+// streams' index content hashes: a refactor that changes either would make
+// a running job's resume refused ("the plan changed"). A deliberate change
+// comes with a PlanVersion bump and new values here.
+func TestPlanGoldenFingerprints(t *testing.T) {
+	type pinned struct {
+		sum     string
+		content map[string]string
+	}
+	golden := map[int]map[string]pinned{
+		1: {
+			"shuffle-proportions": {sum: "v1-244f013a0de84af24fc3efa6e23406d9", content: map[string]string{
+				"a": "56158dfacba73f4c846c8dcdcbff0f8acc123033516d72226a11678b1d9c11a9",
+				"b": "1ffcfdd496804575d366dded16d57f32332051a451e2d135eb7e5e3d7a752a02"}},
+			"shuffle-repeat": {sum: "v1-d6c8f6b616bc9beed4bcf106a68f9ed0", content: map[string]string{
+				"a": "df04ac9ff078963be437df839111bf8f225c03efc6118c5469844f9e7cb67812",
+				"b": "58844a227cbc8084d7c928464a97210de9396d4f39c8dd966b09208e285b7057"}},
+			"ordered": {sum: "v1-4e862adf9b8c8e2b409ce432f6ed731a", content: map[string]string{
+				"a": "51ed76cd0532087fca60ade3aaba1f97009985992108a7702c521e0968a2bb01"}},
+		},
+	}
+	want := golden[PlanVersion]
+	if want == nil {
+		t.Fatalf("no golden fingerprints for PlanVersion %d", PlanVersion)
+	}
+	for name, p := range goldenPlans() {
+		t.Run(name, func(t *testing.T) {
+			pl, err := New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := pinned{sum: pl.Fingerprint().Sum, content: map[string]string{}}
+			for _, s := range p.Streams {
+				got.content[s.Name] = s.Index.ContentHash()
+			}
+			w := want[name]
+			if got.sum != w.sum {
+				t.Errorf("fingerprint of %s is %s, want %s: the plan's inputs or their encoding changed; a running job's resume would be refused", name, got.sum, w.sum)
+			}
+			for s, h := range w.content {
+				if got.content[s] != h {
+					t.Errorf("stream %s: index content hash %s, want %s", s, got.content[s], h)
+				}
+			}
+			if len(got.content) != len(w.content) {
+				t.Errorf("%d streams, %d pinned", len(got.content), len(w.content))
 			}
 		})
 	}

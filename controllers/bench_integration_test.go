@@ -21,9 +21,10 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/controllers"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/inject"
-	"github.com/shardfeed/shardfeed/sidecar/index"
-	"github.com/shardfeed/shardfeed/sidecar/store"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 )
 
 // percentile of sorted durations, in milliseconds.
@@ -149,7 +150,7 @@ func BenchmarkReconcile100kShards(b *testing.B) {
 	const shards = 100_000
 	ctx := context.Background()
 	bucket := minioServer.Bucket(b)
-	st, err := store.Open(ctx, store.Source{URI: "s3://" + bucket + "/big/", Endpoint: minioServer.URL(), Insecure: true,
+	st, err := stores.Open(ctx, store.Source{URI: "s3://" + bucket + "/big/", Endpoint: minioServer.URL(), Insecure: true,
 		CredentialsDir: minioServer.CredentialsDir(b)})
 	if err != nil {
 		b.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/sidecar/store"
+	"github.com/shardfeed/shardfeed/internal/store/s3"
 )
 
 // DatasetWebhookPath is where the TrainingDataset validating webhook is
@@ -107,11 +107,11 @@ func (v *DatasetValidator) warnings(ctx context.Context, ns string, ds *datav1al
 		err := v.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: ref.Name}, &secret)
 		switch {
 		case apierrors.IsNotFound(err):
-			out = append(out, fmt.Sprintf("stream %q: Secret %s/%s does not exist yet: create it with the keys %s and %s", s.Name, ns, ref.Name, store.AccessKeyFile, store.SecretKeyFile))
+			out = append(out, fmt.Sprintf("stream %q: Secret %s/%s does not exist yet: create it with the keys %s and %s", s.Name, ns, ref.Name, s3.AccessKeyFile, s3.SecretKeyFile))
 		case err != nil:
 			return nil, fmt.Errorf("reading Secret %s/%s: %w", ns, ref.Name, err)
-		case len(secret.Data[store.AccessKeyFile]) == 0 || len(secret.Data[store.SecretKeyFile]) == 0:
-			out = append(out, fmt.Sprintf("stream %q: Secret %s/%s lacks the keys %s and %s", s.Name, ns, ref.Name, store.AccessKeyFile, store.SecretKeyFile))
+		case len(secret.Data[s3.AccessKeyFile]) == 0 || len(secret.Data[s3.SecretKeyFile]) == 0:
+			out = append(out, fmt.Sprintf("stream %q: Secret %s/%s lacks the keys %s and %s", s.Name, ns, ref.Name, s3.AccessKeyFile, s3.SecretKeyFile))
 		}
 	}
 	return out, nil

@@ -17,9 +17,11 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/s3"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/planner"
-	"github.com/shardfeed/shardfeed/sidecar/index"
-	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 // credentialsError is a Secret that is missing or lacks its keys.
@@ -41,17 +43,17 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 			if err := r.APIReader.Get(ctx, ctrl.ObjectKey{Namespace: ds.Namespace, Name: ref.Name}, &secret); err != nil {
 				if apierrors.IsNotFound(err) {
 					return nil, &credentialsError{fmt.Errorf("stream %q: Secret %s/%s (credentialsSecretRef) does not exist: create it with the keys %s and %s",
-						s.Name, ds.Namespace, ref.Name, store.AccessKeyFile, store.SecretKeyFile)}
+						s.Name, ds.Namespace, ref.Name, s3.AccessKeyFile, s3.SecretKeyFile)}
 				}
 				return nil, fmt.Errorf("stream %q: reading Secret %s: %w", s.Name, ref.Name, err)
 			}
 			src.Credentials = secret.Data
-			if len(secret.Data[store.AccessKeyFile]) == 0 || len(secret.Data[store.SecretKeyFile]) == 0 {
+			if len(secret.Data[s3.AccessKeyFile]) == 0 || len(secret.Data[s3.SecretKeyFile]) == 0 {
 				return nil, &credentialsError{fmt.Errorf("stream %q: Secret %s/%s needs the keys %s and %s", s.Name, ds.Namespace, ref.Name,
-					store.AccessKeyFile, store.SecretKeyFile)}
+					s3.AccessKeyFile, s3.SecretKeyFile)}
 			}
 		}
-		st, err := store.Open(ctx, src)
+		st, err := stores.Open(ctx, src)
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}

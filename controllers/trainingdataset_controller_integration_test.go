@@ -34,7 +34,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/planner"
-	"github.com/shardfeed/shardfeed/sidecar/index"
+	"github.com/shardfeed/shardfeed/internal/index"
 )
 
 var (

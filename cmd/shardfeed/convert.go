@@ -18,13 +18,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardfeed/shardfeed/internal/arrowsize"
-	"github.com/shardfeed/shardfeed/sidecar/checksum"
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
-	"github.com/shardfeed/shardfeed/sidecar/index"
-	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 func newConvertCommand() *cobra.Command {
@@ -60,13 +61,13 @@ conversion with the column and row.`,
 			source := store.Source{Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir}
 			in := source
 			in.URI = args[0]
-			inStore, err := store.Open(ctx, in)
+			inStore, err := stores.Open(ctx, in)
 			if err != nil {
 				return err
 			}
 			dst := source
 			dst.URI = out
-			outStore, err := store.Open(ctx, dst)
+			outStore, err := stores.Open(ctx, dst)
 			if err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}

@@ -15,9 +15,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
-	"github.com/shardfeed/shardfeed/sidecar/index"
-	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 // sourceFlags are how the CLI reaches a stream outside a manifest.
@@ -61,7 +62,7 @@ it. MDS streams need no index of ours: MDS has its own.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			st, err := store.Open(ctx, store.Source{URI: args[0], Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir})
+			st, err := stores.Open(ctx, store.Source{URI: args[0], Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir})
 			if err != nil {
 				return err
 			}

@@ -14,9 +14,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/local"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/planner"
-	"github.com/shardfeed/shardfeed/sidecar/index"
-	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 var documentSeparator = regexp.MustCompile(`(?m)^---\s*$`)
@@ -101,14 +103,14 @@ func readStreamIndex(ctx context.Context, s datav1alpha1.Stream, indexDirs []str
 			}
 		}
 	}
-	dir, err := index.LocalDir(s.Source.URI)
+	dir, err := local.Dir(s.Source.URI)
 	if err == nil {
 		return index.ReadDir(dir)
 	}
-	if !errors.Is(err, index.ErrNotLocal) {
+	if !errors.Is(err, local.ErrNotLocal) {
 		return planner.StreamIndex{}, err
 	}
-	st, err := store.Open(ctx, store.Source{
+	st, err := stores.Open(ctx, store.Source{
 		URI: s.Source.URI, Endpoint: s.Source.Endpoint, Region: s.Source.Region,
 		Insecure: s.Source.Insecure, CredentialsDir: credentialsDir,
 	})

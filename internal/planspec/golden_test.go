@@ -8,7 +8,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/planner"
-	"github.com/shardfeed/shardfeed/sidecar/index"
+	"github.com/shardfeed/shardfeed/internal/index"
 )
 
 // TestGoldenIndexesAndFingerprints pins, for index files of every form as

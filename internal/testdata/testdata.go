@@ -19,9 +19,10 @@ import (
 	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
-	"github.com/shardfeed/shardfeed/sidecar/index"
-	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 // Text is the text of sample i of stream.
@@ -120,7 +121,7 @@ func JSONL(ctx context.Context, dir, stream string, n int, shardBytes int64) err
 }
 
 func buildIndex(ctx context.Context, dir, format string, shardBytes int64) error {
-	st, err := store.Open(ctx, store.Source{URI: "file://" + dir + "/"})
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
 	if err != nil {
 		return err
 	}

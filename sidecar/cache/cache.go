@@ -19,8 +19,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardfeed/shardfeed/sidecar/checksum"
-	"github.com/shardfeed/shardfeed/sidecar/store"
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/store"
 )
 
 // Shard names one object to cache and what it must be.

@@ -16,9 +16,10 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
-	"github.com/shardfeed/shardfeed/sidecar/checksum"
-	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 var minioServer *testenv.MinIO
@@ -48,7 +49,7 @@ func upload(t testing.TB, sizes ...int) (store.Store, []Shard, [][]byte) {
 		data = append(data, b)
 	}
 	credDir := minioServer.CredentialsDir(t)
-	st, err := store.Open(ctx, store.Source{
+	st, err := stores.Open(ctx, store.Source{
 		URI: "s3://" + bucket + "/web/", Endpoint: "http://" + minioServer.Endpoint, Insecure: true,
 		CredentialsDir: credDir, Retry: store.Retry{MaxElapsed: 30 * time.Second, RequestTimeout: 20 * time.Second},
 	})

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardfeed/shardfeed/sidecar/checksum"
-	"github.com/shardfeed/shardfeed/sidecar/store"
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 )
 
 // fixture is a file store holding shards of the given sizes, and their
@@ -21,7 +22,7 @@ import (
 func fixture(t *testing.T, sizes ...int) (store.Store, []Shard, [][]byte) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Source{URI: "file://" + t.TempDir() + "/"})
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + t.TempDir() + "/"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,15 +28,16 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
-	"github.com/shardfeed/shardfeed/sidecar/index"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/progress"
 	"github.com/shardfeed/shardfeed/sidecar/server"
 	"github.com/shardfeed/shardfeed/sidecar/source"
-	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 // Config is everything the sidecar needs.
@@ -98,7 +99,7 @@ type Feed struct {
 func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	spec := &cfg.Spec
 
-	stores := map[string]store.Store{}
+	byStream := map[string]store.Store{}
 	layouts := make([]*index.Layout, len(spec.Streams))
 	indexes := make([]planner.StreamIndex, len(spec.Streams))
 	for i, s := range spec.Streams {
@@ -109,11 +110,11 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 				credentials = filepath.Join(cfg.CredentialsDir, s.Source.CredentialsSecretRef.Name)
 			}
 		}
-		st, err := store.Open(ctx, store.Source{URI: s.Source.URI, Endpoint: s.Source.Endpoint, Region: s.Source.Region, Insecure: s.Source.Insecure, CredentialsDir: credentials})
+		st, err := stores.Open(ctx, store.Source{URI: s.Source.URI, Endpoint: s.Source.Endpoint, Region: s.Source.Region, Insecure: s.Source.Insecure, CredentialsDir: credentials})
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}
-		stores[s.Name] = st
+		byStream[s.Name] = st
 		l, err := index.ReadStoreLayout(ctx, st)
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
@@ -158,7 +159,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 			return nil, fmt.Errorf("the cache limit of %d bytes is below the %d bytes a pod of %d needs to never stall (with %d shards prefetched): raise spec.sidecar.cacheLimit, or lower the prefetch or blockSize", limit, need, pods, prefetch)
 		}
 	}
-	c, err := cache.New(cache.Options{Dir: cfg.CacheDir, LimitBytes: limit}, stores)
+	c, err := cache.New(cache.Options{Dir: cfg.CacheDir, LimitBytes: limit}, byStream)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 	"github.com/shardfeed/shardfeed/sidecar/format/promote"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
-	"github.com/shardfeed/shardfeed/sidecar/index"
+	"github.com/shardfeed/shardfeed/internal/index"
 )
 
 // ReadFunc returns the bytes of a cached object range.

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
-	"github.com/shardfeed/shardfeed/sidecar/index"
-	"github.com/shardfeed/shardfeed/sidecar/store"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 )
 
 // BenchmarkEgress measures what a job's pods fetch from MinIO in one epoch
@@ -25,7 +26,7 @@ import (
 func BenchmarkEgress(b *testing.B) {
 	const n = 8192 // 8 KiB samples
 	ds := newTokenDataset(b, n, "  numSplits: 16\n  globalBatchSize: 64\n  shuffle: {seed: 1, blockSize: 1024}\n")
-	st, err := store.Open(context.Background(), store.Source{URI: "s3://" + ds.bucket + "/t/", Endpoint: minioServer.URL(), Insecure: true,
+	st, err := stores.Open(context.Background(), store.Source{URI: "s3://" + ds.bucket + "/t/", Endpoint: minioServer.URL(), Insecure: true,
 		CredentialsDir: ds.credentials})
 	if err != nil {
 		b.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/shardfeed/shardfeed/sidecar/checksum"
+	"github.com/shardfeed/shardfeed/internal/checksum"
 )
 
 // memFiles is a directory in memory for the writer.

@@ -15,7 +15,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/shardfeed/shardfeed/sidecar/checksum"
+	"github.com/shardfeed/shardfeed/internal/checksum"
 )
 
 // DefaultSizeLimit is the raw size at which a shard is closed (as MDSWriter).

@@ -21,7 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/shardfeed/shardfeed/sidecar/format/sparse"
-	"github.com/shardfeed/shardfeed/sidecar/store"
+	"github.com/shardfeed/shardfeed/internal/store"
 )
 
 // magic ends (and starts) every Parquet file.

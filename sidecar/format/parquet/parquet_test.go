@@ -14,7 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/shardfeed/shardfeed/sidecar/store"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 )
 
 // writeParquet returns a Parquet file of rows rows (id int64, text string,
@@ -54,7 +55,7 @@ func writeParquet(t testing.TB, rows, rowGroup int) []byte {
 
 func TestFooterGivesRowGroupsAndTheirRanges(t *testing.T) {
 	data := writeParquet(t, 1000, 300)
-	st, err := store.Open(context.Background(), store.Source{URI: "file://" + t.TempDir() + "/"})
+	st, err := stores.Open(context.Background(), store.Source{URI: "file://" + t.TempDir() + "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestBrokenFilesAreRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st, _ := store.Open(context.Background(), store.Source{URI: "file://" + t.TempDir() + "/"})
+			st, _ := stores.Open(context.Background(), store.Source{URI: "file://" + t.TempDir() + "/"})
 			_ = st.Put(context.Background(), "f.parquet", bytes.NewReader(tt.data), int64(len(tt.data)))
 			_, err := ReadFooter(context.Background(), st, "f.parquet", int64(len(tt.data)))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -1,6 +1,6 @@
 //go:build integration
 
-package store
+package stores
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/s3"
+	"github.com/shardfeed/shardfeed/internal/store/storetest"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 )
 
@@ -21,7 +24,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunWithMinIO(m, &minioServer)) }
 // credentialsDir writes a Secret's files, as the webhook mounts them.
 func credentialsDir(t *testing.T, key, secret string) string {
 	dir := t.TempDir()
-	for name, v := range map[string]string{AccessKeyFile: key, SecretKeyFile: secret + "\n"} {
+	for name, v := range map[string]string{s3.AccessKeyFile: key, s3.SecretKeyFile: secret + "\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -29,13 +32,13 @@ func credentialsDir(t *testing.T, key, secret string) string {
 	return dir
 }
 
-func s3Source(t *testing.T, bucket, prefix string) Source {
-	return Source{
+func s3Source(t *testing.T, bucket, prefix string) store.Source {
+	return store.Source{
 		URI:            "s3://" + bucket + "/" + prefix,
 		Endpoint:       "http://" + minioServer.Endpoint,
 		Insecure:       true,
 		CredentialsDir: credentialsDir(t, minioServer.AccessKey, minioServer.SecretKey),
-		Retry:          Retry{MaxElapsed: 20 * time.Second},
+		Retry:          store.Retry{MaxElapsed: 20 * time.Second},
 	}
 }
 
@@ -48,7 +51,7 @@ func TestIntegrationS3Store(t *testing.T) {
 	if st.URI() != "s3://"+bucket+"/datasets/web/" {
 		t.Errorf("URI = %s", st.URI())
 	}
-	checkStore(t, st)
+	storetest.Conformance(t, st)
 }
 
 func TestIntegrationS3StoreDefaultChainFromEnvironment(t *testing.T) {
@@ -71,10 +74,10 @@ func TestIntegrationS3ErrorsNameBucketKeyAndStatus(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name string
-		src  Source
+		src  store.Source
 		want []string
 	}{
-		{"wrong credentials", func() Source {
+		{"wrong credentials", func() store.Source {
 			s := s3Source(t, bucket, "p/")
 			s.CredentialsDir = credentialsDir(t, minioServer.AccessKey, "wrong-secret")
 			return s
@@ -96,8 +99,8 @@ func TestIntegrationS3ErrorsNameBucketKeyAndStatus(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
-			if errors.Is(err, ErrNotFound) {
-				t.Errorf("error %q is ErrNotFound: a missing bucket or bad credentials are not a missing object", err)
+			if errors.Is(err, store.ErrNotFound) {
+				t.Errorf("error %q is store.ErrNotFound: a missing bucket or bad credentials are not a missing object", err)
 			}
 		})
 	}

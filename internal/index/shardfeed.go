@@ -11,12 +11,12 @@ import (
 	"path"
 	"strings"
 
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/planner"
-	"github.com/shardfeed/shardfeed/sidecar/checksum"
 	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
-	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 // Version is the version of the shardfeed index format.

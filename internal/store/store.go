@@ -1,6 +1,11 @@
-// Package store reads and writes the objects of a stream: an S3-compatible
-// bucket prefix (s3://bucket/prefix/) or a local directory (file:///path/).
-// Bytes in, bytes out; it knows nothing of shards or formats.
+// Package store is what every object store of a stream implements: list,
+// ranged get, stat and put under a prefix, with one retry and error policy
+// (Retry, StatusError, ErrNotFound) around them. Bytes in, bytes out; it
+// knows nothing of shards or formats.
+//
+// Each store is a package of its own (internal/store/s3, internal/store/local)
+// registered by URI scheme in a Registry; internal/store/stores holds the
+// registry every part of shardfeed opens stores with.
 package store
 
 import (
@@ -10,6 +15,7 @@ import (
 	"io"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"time"
 )
@@ -45,7 +51,7 @@ var ErrNotFound = errors.New("object not found")
 // Source says where a store is and how to reach it: the fields of a
 // TrainingDataset stream's source.
 type Source struct {
-	// URI is s3://bucket/prefix/ or file:///path/.
+	// URI is the prefix, <scheme>://…, e.g. s3://bucket/prefix/ or file:///path/.
 	URI string
 	// Endpoint of an S3-compatible store ("http://minio:9000" or
 	// "minio:9000"); empty for AWS S3.
@@ -82,7 +88,8 @@ var DefaultRetry = Retry{
 	RequestTimeout: 5 * time.Minute,
 }
 
-func (r Retry) withDefaults() Retry {
+// WithDefaults fills the fields left zero from DefaultRetry.
+func (r Retry) WithDefaults() Retry {
 	if r.BaseDelay <= 0 {
 		r.BaseDelay = DefaultRetry.BaseDelay
 	}
@@ -98,32 +105,42 @@ func (r Retry) withDefaults() Retry {
 	return r
 }
 
-// Open returns the store of a source.
-func Open(ctx context.Context, src Source) (Store, error) {
+// Opener opens the store of a source whose URI parsed as u, with u.Scheme
+// the scheme it is registered under.
+type Opener func(ctx context.Context, src Source, u *url.URL) (Store, error)
+
+// Registry maps URI schemes to the stores that open them.
+type Registry map[string]Opener
+
+// Open returns the store of a source, by its URI's scheme.
+func (r Registry) Open(ctx context.Context, src Source) (Store, error) {
 	u, err := url.Parse(src.URI)
 	if err != nil {
 		return nil, fmt.Errorf("source URI %q: %w", src.URI, err)
 	}
-	switch u.Scheme {
-	case "file":
-		if u.Host != "" && u.Host != "localhost" {
-			return nil, fmt.Errorf("source URI %q names host %q: write file:///absolute/path/", src.URI, u.Host)
-		}
-		if u.Path == "" {
-			return nil, fmt.Errorf("source URI %q has no path: write file:///absolute/path/", src.URI)
-		}
-		return newFileStore(u.Path), nil
-	case "s3":
-		if u.Host == "" {
-			return nil, fmt.Errorf("source URI %q has no bucket: write s3://bucket/prefix/", src.URI)
-		}
-		return newS3Store(ctx, src, u.Host, cleanPrefix(u.Path))
+	open, ok := r[u.Scheme]
+	if !ok {
+		return nil, fmt.Errorf("source URI %q: scheme %q is not supported: use %s", src.URI, u.Scheme, r.schemes())
 	}
-	return nil, fmt.Errorf("source URI %q: scheme %q is not supported: use s3:// or file://", src.URI, u.Scheme)
+	return open(ctx, src, u)
 }
 
-// cleanPrefix turns "/a/b" into "a/b/" and "" or "/" into "".
-func cleanPrefix(p string) string {
+// schemes lists the registered schemes as "s3:// or file://".
+func (r Registry) schemes() string {
+	names := make([]string, 0, len(r))
+	for s := range r {
+		names = append(names, s+"://")
+	}
+	slices.Sort(names)
+	slices.Reverse(names) // s3:// before file://, as the docs write them
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// CleanPrefix turns "/a/b" into "a/b/" and "" or "/" into "".
+func CleanPrefix(p string) string {
 	p = strings.Trim(path.Clean("/"+p), "/")
 	if p == "" {
 		return ""
@@ -131,8 +148,9 @@ func cleanPrefix(p string) string {
 	return p + "/"
 }
 
-// checkKey refuses keys that would leave the prefix.
-func checkKey(key string) error {
+// CheckKey refuses keys that would leave the prefix; every store checks
+// each key it is given.
+func CheckKey(key string) error {
 	if key == "" || strings.HasPrefix(key, "/") || path.Clean(key) != key || key == ".." || strings.HasPrefix(key, "../") {
 		return fmt.Errorf("object key %q is not a plain relative path", key)
 	}

@@ -21,14 +21,15 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/minio/minio-go/v7"
 
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
-	"github.com/shardfeed/shardfeed/sidecar/index"
-	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 var minioServer *testenv.MinIO
@@ -116,7 +117,7 @@ func TestIntegrationEveryFormatReadsBackThroughTheCacheByRange(t *testing.T) {
 				}
 			}
 			creds := minioServer.CredentialsDir(t)
-			st, err := store.Open(ctx, store.Source{URI: "s3://" + bucket + "/s/", Endpoint: "http://" + minioServer.Endpoint, Insecure: true, CredentialsDir: creds})
+			st, err := stores.Open(ctx, store.Source{URI: "s3://" + bucket + "/s/", Endpoint: "http://" + minioServer.Endpoint, Insecure: true, CredentialsDir: creds})
 			if err != nil {
 				t.Fatal(err)
 			}

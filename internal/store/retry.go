@@ -18,7 +18,7 @@ import (
 // when it no longer needs that context (it may hand it on, e.g. to a body
 // that is read later).
 func (r Retry) Do(ctx context.Context, fn func(ctx context.Context, cancel context.CancelFunc) error) error {
-	r = r.withDefaults()
+	r = r.WithDefaults()
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, r.RequestTimeout)
@@ -57,9 +57,9 @@ func Retryable(err error) bool {
 	if errors.As(err, &dns) && dns.IsNotFound {
 		return false
 	}
-	var se *statusError
+	var se *StatusError
 	if errors.As(err, &se) {
-		return se.status >= 500 || se.status == http.StatusTooManyRequests || se.code == "SlowDown" || se.code == "RequestTimeout"
+		return se.Status >= 500 || se.Status == http.StatusTooManyRequests || se.Code == "SlowDown" || se.Code == "RequestTimeout"
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) {
@@ -72,3 +72,15 @@ func Retryable(err error) bool {
 	var oe *net.OpError
 	return errors.As(err, &oe)
 }
+
+// StatusError is a response a store refused with: its HTTP status and the
+// store's error code, for Retryable. Err says what failed (bucket, key,
+// status, code, what to do), never the response's body.
+type StatusError struct {
+	Err    error
+	Status int
+	Code   string
+}
+
+func (e *StatusError) Error() string { return e.Err.Error() }
+func (e *StatusError) Unwrap() error { return e.Err }

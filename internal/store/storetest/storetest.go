@@ -1,4 +1,5 @@
-package store
+// Package storetest is the conformance test every store.Store passes.
+package storetest
 
 import (
 	"bytes"
@@ -7,11 +8,13 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/store"
 )
 
-// checkStore runs the behaviour every Store must have against st, an empty
-// prefix.
-func checkStore(t *testing.T, st Store) {
+// Conformance runs the behaviour every Store must have against st, an
+// empty prefix: a new store passes it against a real server of its protocol.
+func Conformance(t *testing.T, st store.Store) {
 	t.Helper()
 	ctx := context.Background()
 	payload := bytes.Repeat([]byte("0123456789"), 50_000) // 500 kB
@@ -42,8 +45,8 @@ func checkStore(t *testing.T, st Store) {
 			t.Fatalf("Stat = %+v, %v", o, err)
 		}
 		_, err = st.Stat(ctx, "shards/missing.mds")
-		if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "shards/missing.mds") {
-			t.Errorf("Stat of a missing object = %v, want ErrNotFound naming the key", err)
+		if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "shards/missing.mds") {
+			t.Errorf("Stat of a missing object = %v, want store.ErrNotFound naming the key", err)
 		}
 	})
 	tests := []struct {
@@ -74,8 +77,8 @@ func checkStore(t *testing.T, st Store) {
 	}
 	t.Run("get missing", func(t *testing.T) {
 		_, err := st.Get(ctx, "nope", 0, -1)
-		if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "nope") {
-			t.Errorf("Get of a missing object = %v, want ErrNotFound naming the key", err)
+		if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "nope") {
+			t.Errorf("Get of a missing object = %v, want store.ErrNotFound naming the key", err)
 		}
 	})
 	t.Run("keys that leave the prefix", func(t *testing.T) {
@@ -98,42 +101,4 @@ func checkStore(t *testing.T, st Store) {
 			t.Errorf("after Put, Get = %q", b)
 		}
 	})
-}
-
-func TestFileStore(t *testing.T) {
-	st, err := Open(context.Background(), Source{URI: "file://" + t.TempDir() + "/data/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkStore(t, st)
-}
-
-func TestOpenRejectsBadSources(t *testing.T) {
-	tests := []struct {
-		src  Source
-		want string
-	}{
-		{Source{URI: "gs://bucket/x"}, `scheme "gs" is not supported`},
-		{Source{URI: "s3:///x"}, "has no bucket"},
-		{Source{URI: "file://host/x"}, "names host"},
-		{Source{URI: "s3://b/p", Endpoint: "http://minio:9000"}, "set insecure: true"},
-		{Source{URI: "s3://b/p", Endpoint: "ftp://minio"}, "write host:port"},
-		{Source{URI: "s3://b/p", Endpoint: "minio:9000", CredentialsDir: "/nonexistent"}, "the Secret needs the keys AWS_ACCESS_KEY_ID"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.src.URI+tt.src.Endpoint, func(t *testing.T) {
-			_, err := Open(context.Background(), tt.src)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Open = %v, want %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func TestCleanPrefix(t *testing.T) {
-	for in, want := range map[string]string{"": "", "/": "", "/a": "a/", "/a/b/": "a/b/", "//a//b": "a/b/"} {
-		if got := cleanPrefix(in); got != want {
-			t.Errorf("cleanPrefix(%q) = %q, want %q", in, got, want)
-		}
-	}
 }

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 
@@ -23,27 +22,6 @@ import (
 
 // FileName is the name of a stream's index in its directory or prefix.
 const FileName = "index.json"
-
-// ErrNotLocal is returned for a source URI that is not a local directory.
-var ErrNotLocal = errors.New("not a file:// URI")
-
-// LocalDir returns the directory of a file:// URI.
-func LocalDir(uri string) (string, error) {
-	u, err := url.Parse(uri)
-	if err != nil {
-		return "", fmt.Errorf("source URI %q: %w", uri, err)
-	}
-	if u.Scheme != "file" {
-		return "", fmt.Errorf("source URI %q: %w", uri, ErrNotLocal)
-	}
-	if u.Host != "" && u.Host != "localhost" {
-		return "", fmt.Errorf("source URI %q names host %q: write file:///absolute/path/", uri, u.Host)
-	}
-	if u.Path == "" {
-		return "", fmt.Errorf("source URI %q has no path: write file:///absolute/path/", uri)
-	}
-	return filepath.FromSlash(u.Path), nil
-}
 
 // ReadDir reads dir/index.json.
 func ReadDir(dir string) (planner.StreamIndex, error) {

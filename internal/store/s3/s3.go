@@ -1,4 +1,7 @@
-package store
+// Package s3 is the store of s3://bucket/prefix/ URIs: AWS S3 or any
+// S3-compatible endpoint (MinIO, Ceph, R2, …), with the credentials of a
+// Secret or the default AWS chain.
+package s3
 
 import (
 	"context"
@@ -14,17 +17,30 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/shardfeed/shardfeed/internal/store"
 )
+
+// Scheme is the URI scheme this store is registered under.
+const Scheme = "s3"
+
+// Open returns the store of an s3:// source.
+func Open(ctx context.Context, src store.Source, u *url.URL) (store.Store, error) {
+	if u.Host == "" {
+		return nil, fmt.Errorf("source URI %q has no bucket: write s3://bucket/prefix/", src.URI)
+	}
+	return newS3Store(ctx, src, u.Host, store.CleanPrefix(u.Path))
+}
 
 // s3Store is a bucket prefix of an S3-compatible store.
 type s3Store struct {
 	client *minio.Client
 	bucket string
 	prefix string // "" or "a/b/"
-	retry  Retry
+	retry  store.Retry
 }
 
-func newS3Store(_ context.Context, src Source, bucket, prefix string) (*s3Store, error) {
+func newS3Store(_ context.Context, src store.Source, bucket, prefix string) (*s3Store, error) {
 	creds, err := credentialsFor(src)
 	if err != nil {
 		return nil, err
@@ -55,7 +71,7 @@ func newS3Store(_ context.Context, src Source, bucket, prefix string) (*s3Store,
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %q: %w", src.Endpoint, err)
 	}
-	return &s3Store{client: client, bucket: bucket, prefix: prefix, retry: src.Retry.withDefaults()}, nil
+	return &s3Store{client: client, bucket: bucket, prefix: prefix, retry: src.Retry.WithDefaults()}, nil
 }
 
 // parseEndpoint accepts "host:port" or "http(s)://host:port".
@@ -83,7 +99,7 @@ const (
 // credentialsFor returns static credentials from the files of dir, or the
 // default chain: environment, ~/.aws/credentials, then IAM (web identity /
 // IRSA token file, ECS, EC2 instance metadata).
-func credentialsFor(src Source) (*credentials.Credentials, error) {
+func credentialsFor(src store.Source) (*credentials.Credentials, error) {
 	dir := src.CredentialsDir
 	if src.Credentials != nil {
 		key, secret := strings.TrimSpace(string(src.Credentials[AccessKeyFile])), strings.TrimSpace(string(src.Credentials[SecretKeyFile]))
@@ -137,25 +153,15 @@ func (s *s3Store) describe(key string, err error) error {
 	e := fmt.Errorf("s3://%s/%s%s: HTTP %d %s: %s", s.bucket, s.prefix, key, resp.StatusCode, resp.Code, resp.Message)
 	switch {
 	case resp.Code == "NoSuchKey" || resp.StatusCode == http.StatusNotFound && resp.Code != "NoSuchBucket":
-		return fmt.Errorf("%w: %w", e, ErrNotFound)
+		return fmt.Errorf("%w: %w", e, store.ErrNotFound)
 	case resp.StatusCode == http.StatusForbidden || resp.Code == "AccessDenied" || resp.Code == "InvalidAccessKeyId" || resp.Code == "SignatureDoesNotMatch":
 		return fmt.Errorf("%w (check the stream's credentials and the bucket policy)", e)
 	}
-	return &statusError{err: e, status: resp.StatusCode, code: resp.Code}
+	return &store.StatusError{Err: e, Status: resp.StatusCode, Code: resp.Code}
 }
-
-// statusError keeps the HTTP status for Retryable.
-type statusError struct {
-	err    error
-	status int
-	code   string
-}
-
-func (e *statusError) Error() string { return e.err.Error() }
-func (e *statusError) Unwrap() error { return e.err }
 
 func (s *s3Store) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
-	if err := checkKey(key); err != nil {
+	if err := store.CheckKey(key); err != nil {
 		return nil, err
 	}
 	var body io.ReadCloser
@@ -216,25 +222,25 @@ func (c *cancelOnClose) Close() error {
 	return c.ReadCloser.Close()
 }
 
-func (s *s3Store) Stat(ctx context.Context, key string) (Object, error) {
-	if err := checkKey(key); err != nil {
-		return Object{}, err
+func (s *s3Store) Stat(ctx context.Context, key string) (store.Object, error) {
+	if err := store.CheckKey(key); err != nil {
+		return store.Object{}, err
 	}
-	var out Object
+	var out store.Object
 	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
 		defer cancel()
 		info, err := s.client.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{})
 		if err != nil {
 			return s.describe(key, err)
 		}
-		out = Object{Key: key, Size: info.Size, ETag: info.ETag}
+		out = store.Object{Key: key, Size: info.Size, ETag: info.ETag}
 		return nil
 	})
 	return out, err
 }
 
-func (s *s3Store) List(ctx context.Context) ([]Object, error) {
-	var out []Object
+func (s *s3Store) List(ctx context.Context) ([]store.Object, error) {
+	var out []store.Object
 	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
 		defer cancel()
 		out = out[:0]
@@ -242,19 +248,19 @@ func (s *s3Store) List(ctx context.Context) ([]Object, error) {
 			if info.Err != nil {
 				return s.describe("", info.Err)
 			}
-			out = append(out, Object{Key: strings.TrimPrefix(info.Key, s.prefix), Size: info.Size, ETag: info.ETag})
+			out = append(out, store.Object{Key: strings.TrimPrefix(info.Key, s.prefix), Size: info.Size, ETag: info.ETag})
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b store.Object) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
 }
 
 func (s *s3Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
-	if err := checkKey(key); err != nil {
+	if err := store.CheckKey(key); err != nil {
 		return err
 	}
 	// A reader cannot be replayed, so Put is one attempt; S3 PUTs are

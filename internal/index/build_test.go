@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardfeed/shardfeed/sidecar/checksum"
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
-	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 func TestBuildTextStreamsCutsShardsAndMergesSchemas(t *testing.T) {
@@ -30,7 +31,7 @@ func TestBuildTextStreamsCutsShardsAndMergesSchemas(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Source{URI: "file://" + dir + "/"})
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestBuildRefusesWhatItCannotIndex(t *testing.T) {
 	_ = os.WriteFile(filepath.Join(dir, "a.csv"), []byte("a,b\n1,2\n"), 0o600)
 	_ = os.WriteFile(filepath.Join(dir, "b.csv"), []byte("a,c\n1,2\n"), 0o600)
 	ctx := context.Background()
-	st, _ := store.Open(ctx, store.Source{URI: "file://" + dir + "/"})
+	st, _ := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
 	tests := []struct {
 		format string
 		opts   BuildOptions

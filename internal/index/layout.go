@@ -9,9 +9,9 @@ import (
 	"io"
 	"path"
 
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
-	"github.com/shardfeed/shardfeed/sidecar/store"
 )
 
 // Layout is what a reader of a stream needs beyond the planner's view: where

@@ -1,4 +1,6 @@
-package store
+// Package local is the store of file:///path/ URIs: a directory of this
+// machine, for local use and tests.
+package local
 
 import (
 	"context"
@@ -6,11 +8,51 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/shardfeed/shardfeed/internal/store"
 )
+
+// Scheme is the URI scheme this store is registered under.
+const Scheme = "file"
+
+// ErrNotLocal is returned for a source URI that is not a local directory.
+var ErrNotLocal = errors.New("not a " + Scheme + ":// URI")
+
+// Open returns the store of a file:// source.
+func Open(_ context.Context, src store.Source, u *url.URL) (store.Store, error) {
+	dir, err := dirOf(src.URI, u)
+	if err != nil {
+		return nil, err
+	}
+	return newFileStore(dir), nil
+}
+
+// Dir returns the directory of a file:// URI.
+func Dir(uri string) (string, error) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "", fmt.Errorf("source URI %q: %w", uri, err)
+	}
+	if u.Scheme != Scheme {
+		return "", fmt.Errorf("source URI %q: %w", uri, ErrNotLocal)
+	}
+	return dirOf(uri, u)
+}
+
+func dirOf(uri string, u *url.URL) (string, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return "", fmt.Errorf("source URI %q names host %q: write file:///absolute/path/", uri, u.Host)
+	}
+	if u.Path == "" {
+		return "", fmt.Errorf("source URI %q has no path: write file:///absolute/path/", uri)
+	}
+	return filepath.FromSlash(u.Path), nil
+}
 
 // fileStore is a local directory.
 type fileStore struct{ dir string }
@@ -22,7 +64,7 @@ func newFileStore(dir string) *fileStore {
 func (s *fileStore) URI() string { return "file://" + filepath.ToSlash(s.dir) + "/" }
 
 func (s *fileStore) path(key string) (string, error) {
-	if err := checkKey(key); err != nil {
+	if err := store.CheckKey(key); err != nil {
 		return "", err
 	}
 	return filepath.Join(s.dir, filepath.FromSlash(key)), nil
@@ -30,7 +72,7 @@ func (s *fileStore) path(key string) (string, error) {
 
 func (s *fileStore) wrap(key string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%s%s: %w", s.URI(), key, ErrNotFound)
+		return fmt.Errorf("%s%s: %w", s.URI(), key, store.ErrNotFound)
 	}
 	return fmt.Errorf("%s%s: %w", s.URI(), key, err)
 }
@@ -59,23 +101,23 @@ func (s *fileStore) Get(_ context.Context, key string, off, n int64) (io.ReadClo
 	}{io.LimitReader(f, n), f}, nil
 }
 
-func (s *fileStore) Stat(_ context.Context, key string) (Object, error) {
+func (s *fileStore) Stat(_ context.Context, key string) (store.Object, error) {
 	p, err := s.path(key)
 	if err != nil {
-		return Object{}, err
+		return store.Object{}, err
 	}
 	fi, err := os.Stat(p)
 	if err != nil {
-		return Object{}, s.wrap(key, err)
+		return store.Object{}, s.wrap(key, err)
 	}
 	if fi.IsDir() {
-		return Object{}, s.wrap(key, fmt.Errorf("is a directory: %w", ErrNotFound))
+		return store.Object{}, s.wrap(key, fmt.Errorf("is a directory: %w", store.ErrNotFound))
 	}
-	return Object{Key: key, Size: fi.Size()}, nil
+	return store.Object{Key: key, Size: fi.Size()}, nil
 }
 
-func (s *fileStore) List(_ context.Context) ([]Object, error) {
-	var out []Object
+func (s *fileStore) List(_ context.Context) ([]store.Object, error) {
+	var out []store.Object
 	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -91,13 +133,13 @@ func (s *fileStore) List(_ context.Context) ([]Object, error) {
 		if err != nil {
 			return err
 		}
-		out = append(out, Object{Key: filepath.ToSlash(rel), Size: info.Size()})
+		out = append(out, store.Object{Key: filepath.ToSlash(rel), Size: info.Size()})
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", s.URI(), err)
 	}
-	slices.SortFunc(out, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b store.Object) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
 }
 

@@ -1,0 +1,24 @@
+// Package stores is the registry of object stores by URI scheme: the one
+// table every part of shardfeed (the reconciler, the sidecar, the CLI)
+// opens a stream's store through. A new store is a package implementing
+// store.Store and one row here.
+package stores
+
+import (
+	"context"
+
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/local"
+	"github.com/shardfeed/shardfeed/internal/store/s3"
+)
+
+// Default is every store shardfeed reads.
+var Default = store.Registry{
+	s3.Scheme:    s3.Open,
+	local.Scheme: local.Open,
+}
+
+// Open returns the store of a source from the Default registry.
+func Open(ctx context.Context, src store.Source) (store.Store, error) {
+	return Default.Open(ctx, src)
+}

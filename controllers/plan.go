@@ -17,10 +17,10 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/s3"
-	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -36,8 +36,8 @@ func (e *credentialsError) Unwrap() error { return e.err }
 func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset) ([]planner.StreamIndex, error) {
 	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
 	for i, s := range ds.Spec.Streams {
-		src := store.Source{URI: s.Source.URI, Endpoint: s.Source.Endpoint, Region: s.Source.Region, Insecure: s.Source.Insecure,
-			Retry: store.Retry{MaxElapsed: 10 * time.Second}} // a reconcile does not wait minutes for a store: it comes back
+		src := streams.Source(s)
+		src.Retry = store.Retry{MaxElapsed: 10 * time.Second} // a reconcile does not wait minutes for a store: it comes back
 		if ref := s.Source.CredentialsSecretRef; ref != nil {
 			var secret corev1.Secret
 			if err := r.APIReader.Get(ctx, ctrl.ObjectKey{Namespace: ds.Namespace, Name: ref.Name}, &secret); err != nil {
@@ -53,15 +53,11 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 					s3.AccessKeyFile, s3.SecretKeyFile)}
 			}
 		}
-		st, err := stores.Open(ctx, src)
+		st, err := streams.Open(ctx, i, s, src)
 		if err != nil {
-			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+			return nil, err
 		}
-		x, err := index.ReadStore(ctx, st)
-		if err != nil {
-			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
-		}
-		out[i] = x
+		out[i] = st.Index
 	}
 	return out, nil
 }
@@ -92,10 +88,7 @@ func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alp
 	if err != nil {
 		return err
 	}
-	prefetch := int(datav1alpha1.DefaultPrefetch)
-	if ds.Spec.Sidecar.Prefetch != nil {
-		prefetch = int(*ds.Spec.Sidecar.Prefetch)
-	}
+	prefetch := planspec.Prefetch(&ds.Spec)
 	for pods := 1; pods <= min(pl.NumSplits(), minCachePods); pods++ {
 		if pl.NumSplits()%pods != 0 {
 			continue

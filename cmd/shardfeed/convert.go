@@ -10,22 +10,20 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/spf13/cobra"
 
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/arrowsize"
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
-	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
-	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
-	"github.com/shardfeed/shardfeed/sidecar/format/text"
 )
 
 func newConvertCommand() *cobra.Command {
@@ -51,7 +49,8 @@ conversion with the column and row.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			if to != "mds" && to != "parquet" {
+			write, ok := converters[datav1alpha1.ShardFormat(to)]
+			if !ok {
 				return fmt.Errorf("--to %q is not supported: use mds or parquet", to)
 			}
 			limit, err := parseBytes(shardSize)
@@ -71,23 +70,13 @@ conversion with the column and row.`,
 			if err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}
-			c := &converter{ctx: ctx, in: inStore, out: outStore, format: from, stderr: cmd.ErrOrStderr(), tmp: outDir}
+			c := &converter{ctx: ctx, in: inStore, out: outStore, from: datav1alpha1.ShardFormat(from), formats: formats.Default(), stderr: cmd.ErrOrStderr(), tmp: outDir}
 			var hashList []string
 			if hashes != "" {
 				hashList = strings.Split(hashes, ",")
 			}
 			start := time.Now()
-			var samples int64
-			var shards int
-			if to == "mds" {
-				samples, shards, err = c.toMDS(mds.WriterOptions{Compression: compression, Hashes: hashList, SizeLimit: limit})
-			} else {
-				algo := "xxh64"
-				if len(hashList) > 0 {
-					algo = hashList[0]
-				}
-				samples, shards, err = c.toParquet(limit, compression, algo)
-			}
+			samples, shards, err := write(c, limit, compression, hashList)
 			if err != nil {
 				return err
 			}
@@ -109,45 +98,107 @@ conversion with the column and row.`,
 	return cmd
 }
 
-// converter streams a source's records into an MDS writer.
+// converters write a converted stream in each output format.
+var converters = map[datav1alpha1.ShardFormat]func(c *converter, shardBytes int64, compression string, hashes []string) (samples int64, shards int, err error){
+	datav1alpha1.FormatMDS: func(c *converter, shardBytes int64, compression string, hashes []string) (int64, int, error) {
+		return c.toMDS(mds.WriterOptions{Compression: compression, Hashes: hashes, SizeLimit: shardBytes})
+	},
+	datav1alpha1.FormatParquet: func(c *converter, shardBytes int64, compression string, hashes []string) (int64, int, error) {
+		algo := "xxh64"
+		if len(hashes) > 0 {
+			algo = hashes[0]
+		}
+		return c.toParquet(shardBytes, compression, algo)
+	},
+}
+
+// converter streams a source's records into a writer.
 type converter struct {
 	ctx     context.Context
 	in, out store.Store
-	format  string
+	from    datav1alpha1.ShardFormat
+	formats format.Registry
 	stderr  io.Writer
 	tmp     string
-	// The Parquet object last read: its row groups come one after another.
-	lastKey  string
-	lastData []byte
 }
 
-// each calls fn with every record batch of the source, in order.
-func (c *converter) each(fn func(rec arrow.RecordBatch, shard string) error) error {
-	if c.format == "mds" {
-		return c.eachMDS(fn)
+// layout returns the source's layout: indexed from its objects by a format
+// that can (without writing an index), or read from its index.json.
+func (c *converter) layout() (*index.Layout, error) {
+	f, err := c.formats.Lookup(c.from)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
 	}
-	f, err := index.Build(c.ctx, c.in, c.format, index.BuildOptions{TempDir: c.tmp, Progress: func(done, total int, _ string) {
+	if _, ok := f.(format.Indexer); !ok {
+		return index.ReadStoreLayout(c.ctx, c.in)
+	}
+	x, err := c.formats.Index(c.ctx, c.in, c.from, format.IndexOptions{TempDir: c.tmp, Progress: func(done, total int, _ string) {
 		if done == total {
 			_, _ = fmt.Fprintf(c.stderr, "scanned %d objects\n", total)
 		}
 	}})
 	if err != nil {
+		return nil, err
+	}
+	return &index.Layout{Format: c.from, Index: x.StreamIndex(), Native: x}, nil
+}
+
+// each calls fn with every record batch of the source, in order, each
+// shard's bytes checked against the hash its index records.
+func (c *converter) each(fn func(rec arrow.RecordBatch, shard string) error) error {
+	l, err := c.layout()
+	if err != nil {
+		return err
+	}
+	reader, err := c.formats.Open(l)
+	if err != nil {
 		return err
 	}
 	progress := progressPrinter(c.stderr)
-	for i, e := range f.Shards {
-		recs, err := c.decode(f, e)
-		if err != nil {
-			return fmt.Errorf("%s: %w", e.Name, err)
+	for i, s := range l.Index.Shards {
+		if err := c.eachOfShard(reader, i, s.Name, fn); err != nil {
+			return err
 		}
-		for _, rec := range recs {
-			err := fn(rec, e.Name)
-			rec.Release()
+		progress(i+1, len(l.Index.Shards), s.Name)
+	}
+	return nil
+}
+
+func (c *converter) eachOfShard(reader format.Reader, i int, name string, fn func(rec arrow.RecordBatch, shard string) error) error {
+	parts := reader.Parts(i)
+	data := make([][]byte, len(parts))
+	for j, p := range parts {
+		off, n := int64(0), int64(-1)
+		if p.Range {
+			off, n = p.Offset, p.Size
+		}
+		b, err := readAll(c.ctx, c.in, p.Key, off, n)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if p.Hash != "" {
+			sum, err := checksum.Parse(p.Hash)
 			if err != nil {
-				return err
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if got, _ := checksum.Of(sum.Algo, b); got != sum {
+				return fmt.Errorf("%s: %s is %s, the index says %s: the shard is corrupt or changed", name, sum.Algo, got.Hex, sum.Hex)
 			}
 		}
-		progress(i+1, len(f.Shards), e.Name)
+		data[j] = b
+	}
+	rr, err := reader.Records(c.ctx, i, data, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer rr.Release()
+	for rr.Next() {
+		if err := fn(rr.RecordBatch(), name); err != nil {
+			return err
+		}
+	}
+	if err := rr.Err(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }
@@ -265,7 +316,7 @@ func (c *converter) toParquet(shardBytes int64, compression, hashAlgo string) (s
 	if files == 0 {
 		return 0, 0, fmt.Errorf("%s has no records", c.in.URI())
 	}
-	f, err := index.Build(c.ctx, c.out, "parquet", index.BuildOptions{Hash: hashAlgo})
+	f, err := c.formats.Index(c.ctx, c.out, datav1alpha1.FormatParquet, format.IndexOptions{Hash: hashAlgo})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -297,31 +348,6 @@ func parquetProps(compression string) ([]pq.WriterProperty, error) {
 	return props, nil
 }
 
-func (c *converter) decode(f *index.File, e index.Entry) ([]arrow.RecordBatch, error) {
-	if f.Format == "parquet" || f.Format == "arrow" {
-		if c.lastKey != e.Object {
-			data, err := readAll(c.ctx, c.in, e.Object, 0, -1)
-			if err != nil {
-				return nil, err
-			}
-			c.lastKey, c.lastData = e.Object, data
-		}
-		if f.Format == "arrow" {
-			rec, err := arrowipc.ReadBatch(c.lastData, e.Part, nil)
-			if err != nil {
-				return nil, err
-			}
-			return []arrow.RecordBatch{rec}, nil
-		}
-		return parquet.ReadRowGroup(c.ctx, c.lastData, e.Part, nil)
-	}
-	data, err := readAll(c.ctx, c.in, e.Object, e.Offset, e.Length)
-	if err != nil {
-		return nil, err
-	}
-	return text.Decode(data, f.Format, f.Schema, nil)
-}
-
 func readAll(ctx context.Context, st store.Store, key string, off, n int64) ([]byte, error) {
 	r, err := st.Get(ctx, key, off, n)
 	if err != nil {
@@ -329,55 +355,4 @@ func readAll(ctx context.Context, st store.Store, key string, off, n int64) ([]b
 	}
 	defer func() { _ = r.Close() }()
 	return io.ReadAll(r)
-}
-
-// eachMDS reads an MDS stream: its index.json, then every shard, checked
-// against the strongest hash the index records.
-func (c *converter) eachMDS(fn func(rec arrow.RecordBatch, shard string) error) error {
-	data, err := readAll(c.ctx, c.in, index.FileName, 0, -1)
-	if err != nil {
-		return err
-	}
-	x, err := mds.ReadIndex(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("%s%s: %w", c.in.URI(), index.FileName, err)
-	}
-	want := x.StreamIndex()
-	progress := progressPrinter(c.stderr)
-	for i, e := range x.Shards {
-		name := e.Stored().Basename
-		stored, err := readAll(c.ctx, c.in, name, 0, -1)
-		if err != nil {
-			return err
-		}
-		if h := want.Shards[i].Hash; h != "" {
-			sum, err := checksum.Parse(h)
-			if err != nil {
-				return err
-			}
-			if got, _ := checksum.Of(sum.Algo, stored); got != sum {
-				return fmt.Errorf("%s: %s is %s, the index says %s: the shard is corrupt or changed", name, sum.Algo, got.Hex, sum.Hex)
-			}
-		}
-		sh, err := mds.ReadShard(stored, &e, nil)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		rb := array.NewRecordBuilder(memory.DefaultAllocator, sh.Schema())
-		for j := range sh.Len() {
-			if err := sh.Append(rb, j); err != nil {
-				rb.Release()
-				return fmt.Errorf("%s: %w", name, err)
-			}
-		}
-		rec := rb.NewRecordBatch()
-		rb.Release()
-		err = fn(rec, name)
-		rec.Release()
-		if err != nil {
-			return err
-		}
-		progress(i+1, len(x.Shards), name)
-	}
-	return nil
 }

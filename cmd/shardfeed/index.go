@@ -15,9 +15,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
 )
 
@@ -38,7 +41,7 @@ func (s *sourceFlags) add(cmd *cobra.Command) {
 func newIndexCommand() *cobra.Command {
 	var (
 		src       sourceFlags
-		format    string
+		kind      string
 		algo      string
 		shardSize string
 		schema    string
@@ -70,14 +73,14 @@ it. MDS streams need no index of ours: MDS has its own.`,
 			if err != nil {
 				return fmt.Errorf("--shard-size: %w", err)
 			}
-			opts := index.BuildOptions{Hash: algo, ShardBytes: shardBytes, Progress: progressPrinter(cmd.ErrOrStderr())}
+			opts := format.IndexOptions{Hash: algo, ShardBytes: shardBytes, Progress: progressPrinter(cmd.ErrOrStderr())}
 			if schema != "" {
 				if opts.Schema, err = readSchema(schema); err != nil {
 					return err
 				}
 			}
 			start := time.Now()
-			f, err := index.Build(ctx, st, format, opts)
+			f, err := formats.Default().Index(ctx, st, datav1alpha1.ShardFormat(kind), opts)
 			if err != nil {
 				return err
 			}
@@ -99,7 +102,7 @@ it. MDS streams need no index of ours: MDS has its own.`,
 		},
 	}
 	src.add(cmd)
-	cmd.Flags().StringVar(&format, "format", "parquet", "format of the stream's objects: parquet, arrow, jsonl, csv or tsv")
+	cmd.Flags().StringVar(&kind, "format", "parquet", "format of the stream's objects: parquet, arrow, jsonl, csv or tsv")
 	cmd.Flags().StringVar(&shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	cmd.Flags().StringVar(&schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
@@ -109,7 +112,7 @@ it. MDS streams need no index of ours: MDS has its own.`,
 
 // progressPrinter prints one updating line on a terminal, a line per tenth
 // of the objects otherwise.
-func progressPrinter(w io.Writer) index.Progress {
+func progressPrinter(w io.Writer) func(done, total int, object string) {
 	tty := false
 	if f, ok := w.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
@@ -156,12 +159,12 @@ func parseBytes(s string) (int64, error) {
 }
 
 // readSchema reads a schema file: [{"name": …, "type": …}, …].
-func readSchema(path string) ([]text.Field, error) {
+func readSchema(path string) ([]index.Field, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var fields []text.Field
+	var fields []index.Field
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fields); err != nil {

@@ -15,9 +15,8 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
-	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/local"
-	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -86,7 +85,7 @@ func readDataset(path string, stdin io.Reader) (*datav1alpha1.TrainingDataset, e
 func readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset, indexDirs []string, credentialsDir string) ([]planner.StreamIndex, error) {
 	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
 	for i, s := range ds.Spec.Streams {
-		x, err := readStreamIndex(ctx, s, indexDirs, credentialsDir)
+		x, err := readStreamIndex(ctx, i, s, indexDirs, credentialsDir)
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}
@@ -95,7 +94,7 @@ func readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset, indexDir
 	return out, nil
 }
 
-func readStreamIndex(ctx context.Context, s datav1alpha1.Stream, indexDirs []string, credentialsDir string) (planner.StreamIndex, error) {
+func readStreamIndex(ctx context.Context, i int, s datav1alpha1.Stream, indexDirs []string, credentialsDir string) (planner.StreamIndex, error) {
 	for _, dir := range indexDirs {
 		for _, p := range []string{filepath.Join(dir, s.Name, index.FileName), filepath.Join(dir, s.Name+".json")} {
 			if _, err := os.Stat(p); err == nil {
@@ -110,16 +109,11 @@ func readStreamIndex(ctx context.Context, s datav1alpha1.Stream, indexDirs []str
 	if !errors.Is(err, local.ErrNotLocal) {
 		return planner.StreamIndex{}, err
 	}
-	st, err := stores.Open(ctx, store.Source{
-		URI: s.Source.URI, Endpoint: s.Source.Endpoint, Region: s.Source.Region,
-		Insecure: s.Source.Insecure, CredentialsDir: credentialsDir,
-	})
-	if err != nil {
-		return planner.StreamIndex{}, err
-	}
-	x, err := index.ReadStore(ctx, st)
+	src := streams.Source(s)
+	src.CredentialsDir = credentialsDir
+	st, err := streams.Open(ctx, i, s, src)
 	if err != nil {
 		return planner.StreamIndex{}, fmt.Errorf("%w; or give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
 	}
-	return x, nil
+	return st.Index, nil
 }

@@ -1,80 +1,118 @@
-// Package index finds and reads the index of a stream: the list of its
-// shards with their sample counts, sizes and hashes that the planner needs.
+// Package index reads the index of a stream: the list of its shards with
+// their sample counts, sizes and hashes that the planner needs, and, for the
+// sidecar, where each shard's bytes are. It decodes no shard: the control
+// plane reads indexes with it and links no decoder.
 //
-// Three forms are read: MDS's index.json (version 2); shardfeed's own index
-// (written by `shardfeed index`, see File); and a plain JSON list of shards,
-// {"shards": [{"name": …, "samples": …, "bytes": …, "hash": …}]}, for
-// indexes written by hand or by tools.
+// Three forms are read, each recognised by a key of its JSON object (the
+// forms table): shardfeed's own index (written by `shardfeed index`, see
+// File); MDS's index.json (version 2, internal/index/mdsindex); and a plain
+// JSON list of shards, {"shards": [{"name": …, "samples": …, "bytes": …,
+// "hash": …}]}, for indexes written by hand or by tools, which plans but
+// does not say how to read its shards.
 package index
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index/mdsindex"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/planner"
-	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 )
 
 // FileName is the name of a stream's index in its directory or prefix.
 const FileName = "index.json"
 
-// ReadDir reads dir/index.json.
-func ReadDir(dir string) (planner.StreamIndex, error) {
-	return ReadFile(filepath.Join(dir, FileName))
+// Layout is a stream's index as its form read it: the planner's view, and
+// what a reader of the stream needs beyond it, where each shard's bytes are
+// and how to decode them.
+type Layout struct {
+	// Format is the format of the stream's shards, as the index says.
+	Format datav1alpha1.ShardFormat
+	Index  planner.StreamIndex
+	// Native is the index as its form parsed it: *File for shardfeed's own,
+	// *mdsindex.Index for MDS. The format's reader takes what it needs
+	// from it (sidecar/format).
+	Native any
 }
 
-// ReadFile reads an index file in either form.
-func ReadFile(path string) (planner.StreamIndex, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return planner.StreamIndex{}, err
-	}
-	defer func() { _ = f.Close() }()
-	x, err := Read(f)
-	if err != nil {
-		return planner.StreamIndex{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return x, nil
+// ErrNoLayout is returned for a plain list of shards: it has the counts a
+// plan needs but not where a shard's bytes are or how to decode them.
+var ErrNoLayout = errors.New(`the index is a plain list of shards, which plans but does not say how to read them: serve the stream with MDS's index.json or one written by "shardfeed index"`)
+
+// form is one form of index, recognised by a top-level key.
+type form struct {
+	key  string
+	read func(data []byte) (*Layout, error)
 }
 
-// Read parses an index in either form: MDS's (it has a "version") or a
-// plain list of shards.
+// forms are the index forms that say how to read their shards, in the
+// order they are tried.
+var forms = []form{
+	{key: "shardfeed", read: readFile},
+	{key: "version", read: readMDS},
+}
+
+func readMDS(data []byte) (*Layout, error) {
+	x, err := mdsindex.Read(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	return &Layout{Format: datav1alpha1.FormatMDS, Index: x.StreamIndex(), Native: x}, nil
+}
+
+// readLayout parses data in the form its keys say; a plain list of shards
+// is ErrNoLayout.
+func readLayout(data []byte) (*Layout, error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return nil, fmt.Errorf("index is not valid JSON: %w", err)
+	}
+	for _, f := range forms {
+		if v, ok := keys[f.key]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			return f.read(data)
+		}
+	}
+	return nil, ErrNoLayout
+}
+
+// ReadLayout parses an index that says how to read its shards: MDS's
+// index.json or a shardfeed index.
+func ReadLayout(r io.Reader) (*Layout, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	return readLayout(data)
+}
+
+// Read parses an index in any form, for the planner.
 func Read(r io.Reader) (planner.StreamIndex, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return planner.StreamIndex{}, err
 	}
-	var probe struct {
-		Version   *int `json:"version"`
-		Shardfeed *int `json:"shardfeed"`
+	l, err := readLayout(data)
+	if err == nil {
+		return l.Index, nil
 	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return planner.StreamIndex{}, fmt.Errorf("index is not valid JSON: %w", err)
+	if !errors.Is(err, ErrNoLayout) {
+		return planner.StreamIndex{}, err
 	}
-	if probe.Shardfeed != nil {
-		var f File
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
-			return planner.StreamIndex{}, fmt.Errorf("shardfeed index: %w", err)
-		}
-		if err := f.check(); err != nil {
-			return planner.StreamIndex{}, err
-		}
-		return f.StreamIndex(), nil
-	}
-	if probe.Version != nil {
-		x, err := mds.ReadIndex(bytes.NewReader(data))
-		if err != nil {
-			return planner.StreamIndex{}, err
-		}
-		return x.StreamIndex(), nil
-	}
+	return readList(data)
+}
+
+// readList parses a plain list of shards.
+func readList(data []byte) (planner.StreamIndex, error) {
 	var x planner.StreamIndex
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -90,4 +128,76 @@ func Read(r io.Reader) (planner.StreamIndex, error) {
 		}
 	}
 	return x, nil
+}
+
+// ReadDir reads dir/index.json.
+func ReadDir(dir string) (planner.StreamIndex, error) {
+	return ReadFile(filepath.Join(dir, FileName))
+}
+
+// ReadFile reads an index file in any form.
+func ReadFile(path string) (planner.StreamIndex, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return planner.StreamIndex{}, err
+	}
+	defer func() { _ = f.Close() }()
+	x, err := Read(f)
+	if err != nil {
+		return planner.StreamIndex{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return x, nil
+}
+
+// ReadStore reads the index.json of a stream's prefix, for the planner.
+func ReadStore(ctx context.Context, st store.Store) (planner.StreamIndex, error) {
+	data, err := readStore(ctx, st)
+	if err != nil {
+		return planner.StreamIndex{}, err
+	}
+	x, err := Read(bytes.NewReader(data))
+	if err != nil {
+		return planner.StreamIndex{}, fmt.Errorf("%s: %w", path.Join(st.URI(), FileName), err)
+	}
+	return x, nil
+}
+
+// ReadStoreLayout reads the layout from the index.json of a stream's prefix.
+func ReadStoreLayout(ctx context.Context, st store.Store) (*Layout, error) {
+	data, err := readStore(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	x, err := readLayout(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path.Join(st.URI(), FileName), err)
+	}
+	return x, nil
+}
+
+func readStore(ctx context.Context, st store.Store) ([]byte, error) {
+	r, err := st.Get(ctx, FileName, 0, -1)
+	if err != nil {
+		return nil, missingIndex(err, st)
+	}
+	defer func() { _ = r.Close() }()
+	return io.ReadAll(r)
+}
+
+// missingIndex adds how to write an index to an error that says there is
+// none; other errors (credentials, network) are the store's own.
+func missingIndex(err error, st store.Store) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w (write one with: shardfeed index %s)", err, st.URI())
+	}
+	return err
+}
+
+// Write stores the index as index.json in the stream's prefix.
+func Write(ctx context.Context, st store.Store, f *File) error {
+	data, err := json.MarshalIndent(f, "", " ")
+	if err != nil {
+		return err
+	}
+	return st.Put(ctx, FileName, strings.NewReader(string(data)), int64(len(data)))
 }

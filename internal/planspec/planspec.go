@@ -51,3 +51,10 @@ func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamInde
 	}
 	return p, nil
 }
+
+// Prefetch returns the number of shards a sidecar fetches ahead, as the
+// API server defaults spec.sidecar.prefetch: the one reading of it for the
+// reconciler (the plan's minimum cache) and the sidecar.
+func Prefetch(spec *datav1alpha1.TrainingDatasetSpec) int {
+	return int(ptr.Deref(spec.Sidecar.Prefetch, datav1alpha1.DefaultPrefetch))
+}

@@ -19,9 +19,12 @@ import (
 	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 )
 
@@ -98,7 +101,7 @@ func Parquet(ctx context.Context, dir, stream string, n, fileRows, groupRows int
 			return err
 		}
 	}
-	return buildIndex(ctx, dir, "parquet", 0)
+	return buildIndex(ctx, dir, datav1alpha1.FormatParquet, 0)
 }
 
 // JSONL writes n samples of stream (id and text) as one JSON Lines file
@@ -117,15 +120,15 @@ func JSONL(ctx context.Context, dir, stream string, n int, shardBytes int64) err
 	if err := os.WriteFile(filepath.Join(dir, "data.jsonl"), buf.Bytes(), 0o644); err != nil {
 		return err
 	}
-	return buildIndex(ctx, dir, "jsonl", shardBytes)
+	return buildIndex(ctx, dir, datav1alpha1.FormatJSONL, shardBytes)
 }
 
-func buildIndex(ctx context.Context, dir, format string, shardBytes int64) error {
+func buildIndex(ctx context.Context, dir string, kind datav1alpha1.ShardFormat, shardBytes int64) error {
 	st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
 	if err != nil {
 		return err
 	}
-	f, err := index.Build(ctx, st, format, index.BuildOptions{ShardBytes: shardBytes, TempDir: dir})
+	f, err := formats.Default().Index(ctx, st, kind, format.IndexOptions{ShardBytes: shardBytes, TempDir: dir})
 	if err != nil {
 		return err
 	}

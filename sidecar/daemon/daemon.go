@@ -23,17 +23,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
-	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
-	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/progress"
 	"github.com/shardfeed/shardfeed/sidecar/server"
@@ -73,9 +73,19 @@ type Config struct {
 	// Progress persists commits; NewProgress builds it once the job is known.
 	Progress progress.Store
 
+	// Formats the streams are read with; nil: formats.Default().
+	Formats format.Registry
+
 	Log *slog.Logger
 	// Started, if set, receives the server once it listens (tests).
 	Started func(*server.Server)
+}
+
+func (cfg *Config) formats() format.Registry {
+	if cfg.Formats != nil {
+		return cfg.Formats
+	}
+	return formats.Default()
 }
 
 // NewAttempt returns a fresh attempt id, for a process that is its own
@@ -100,30 +110,26 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	spec := &cfg.Spec
 
 	byStream := map[string]store.Store{}
-	layouts := make([]*index.Layout, len(spec.Streams))
-	indexes := make([]planner.StreamIndex, len(spec.Streams))
+	opened := make([]*streams.Stream, len(spec.Streams))
 	for i, s := range spec.Streams {
-		credentials := cfg.CredentialsDir
+		src := streams.Source(s)
+		src.CredentialsDir = cfg.CredentialsDir
 		if cfg.CredentialsPerSecret {
-			credentials = ""
+			src.CredentialsDir = ""
 			if s.Source.CredentialsSecretRef != nil {
-				credentials = filepath.Join(cfg.CredentialsDir, s.Source.CredentialsSecretRef.Name)
+				src.CredentialsDir = filepath.Join(cfg.CredentialsDir, s.Source.CredentialsSecretRef.Name)
 			}
 		}
-		st, err := stores.Open(ctx, store.Source{URI: s.Source.URI, Endpoint: s.Source.Endpoint, Region: s.Source.Region, Insecure: s.Source.Insecure, CredentialsDir: credentials})
+		st, err := streams.Open(ctx, i, s, src)
 		if err != nil {
-			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+			return nil, err
 		}
-		byStream[s.Name] = st
-		l, err := index.ReadStoreLayout(ctx, st)
-		if err != nil {
-			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		if _, err := st.Served(); err != nil {
+			return nil, err
 		}
-		if want := string(s.Format); want != "" && want != l.Format {
-			return nil, fmt.Errorf("stream %q: spec.streams[%d].format is %s, its index is %s: fix the format or the source", s.Name, i, want, l.Format)
-		}
-		layouts[i], indexes[i] = l, l.Index
+		byStream[s.Name], opened[i] = st.Store, st
 	}
+	indexes := streams.Indexes(opened)
 	params, err := planspec.Params(spec, indexes)
 	if err != nil {
 		return nil, fmt.Errorf("TrainingDataset %q: %w", cfg.Dataset, err)
@@ -137,7 +143,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 			cfg.Dataset, f.Sum, pl.Fingerprint().Sum, f.Diff(pl.Fingerprint()))
 	}
 
-	prefetch := int(ptr.Deref(spec.Sidecar.Prefetch, datav1alpha1.DefaultPrefetch))
+	prefetch := planspec.Prefetch(spec)
 	if cfg.Prefetch >= 0 {
 		prefetch = cfg.Prefetch
 	}
@@ -172,8 +178,12 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 		return os.ReadFile(path)
 	}
 	sources := make([]*source.Stream, len(spec.Streams))
-	for i, s := range spec.Streams {
-		if sources[i], err = source.Open(ctx, s.Name, layouts[i], s.Columns, read); err != nil {
+	for i, s := range opened {
+		reader, err := cfg.formats().Open(s.Layout)
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, err)
+		}
+		if sources[i], err = source.Open(ctx, s.Spec.Name, s.Layout, reader, s.Spec.Columns, read); err != nil {
 			return nil, err
 		}
 	}

@@ -1,7 +1,7 @@
 // Package source turns a stream's layout into what the pipeline fetches
-// and decodes: for each shard, the byte ranges the cache holds (the shard,
-// and for Parquet and Arrow the object's footer) and the decoding of those
-// bytes into one Arrow record with the stream's served schema.
+// and decodes: for each shard, the byte ranges the cache holds (as the
+// stream's format says) and the decoding of those bytes into one Arrow
+// record with the stream's served schema.
 package source
 
 import (
@@ -14,13 +14,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/shardfeed/shardfeed/sidecar/cache"
-	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
-	"github.com/shardfeed/shardfeed/sidecar/format/mds"
-	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
-	"github.com/shardfeed/shardfeed/sidecar/format/promote"
-	"github.com/shardfeed/shardfeed/sidecar/format/text"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/sidecar/cache"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/promote"
 )
 
 // ReadFunc returns the bytes of a cached object range.
@@ -31,6 +28,7 @@ type Stream struct {
 	// Name is the stream's name, also its cache directory.
 	Name   string
 	Layout *index.Layout
+	reader format.Reader
 	// columns projected, in order; nil: all.
 	columns []string
 	// native is the projected schema the shards decode to; served the one
@@ -39,10 +37,11 @@ type Stream struct {
 	served *arrow.Schema
 }
 
-// Open reads the stream's schema: from the MDS index, the shardfeed index's
-// text schema, or the footer of the first Parquet or Arrow object.
-func Open(ctx context.Context, name string, layout *index.Layout, columns []string, read ReadFunc) (*Stream, error) {
-	s := &Stream{Name: name, Layout: layout, columns: columns}
+// Open reads the stream's schema through its format's reader: from the
+// index, or from the objects (the footer of the first Parquet or Arrow
+// object) through read.
+func Open(ctx context.Context, name string, layout *index.Layout, reader format.Reader, columns []string, read ReadFunc) (*Stream, error) {
+	s := &Stream{Name: name, Layout: layout, reader: reader, columns: columns}
 	full, err := s.fullSchema(ctx, read)
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %w", name, err)
@@ -90,43 +89,13 @@ func sortedNames(s *arrow.Schema) string {
 }
 
 func (s *Stream) fullSchema(ctx context.Context, read ReadFunc) (*arrow.Schema, error) {
-	l := s.Layout
-	switch {
-	case l.MDS != nil:
-		first := &l.MDS.Shards[0]
-		fields, err := first.Columns()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", first.Stored().Basename, err)
-		}
-		for i := range l.MDS.Shards[1:] {
-			e := &l.MDS.Shards[i+1]
-			if !slices.Equal(e.ColumnNames, first.ColumnNames) || !slices.Equal(e.ColumnEncodings, first.ColumnEncodings) {
-				return nil, fmt.Errorf("%s has columns %v %v, %s has %v %v: every shard of a stream needs the same columns",
-					e.Stored().Basename, e.ColumnNames, e.ColumnEncodings, first.Stored().Basename, first.ColumnNames, first.ColumnEncodings)
-			}
-		}
-		return arrow.NewSchema(fields, nil), nil
-	case l.File == nil:
-		return nil, index.ErrNoLayout
-	}
-	switch l.Format {
-	case text.JSONL, text.CSV, text.TSV:
-		return text.Schema(l.File.Schema)
-	}
-	e := l.File.Shards[0]
-	parts := s.Parts(0)
-	tail, err := read(ctx, parts[len(parts)-1])
-	if err != nil {
-		return nil, err
-	}
-	if l.Format == "parquet" {
-		return parquet.Schema(e.Object, tail, e.ObjectSize)
-	}
-	sc, err := arrowipc.Schema(e.ObjectSize, tail)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", e.Object, err)
-	}
-	return sc, nil
+	return s.reader.Schema(ctx, func(ctx context.Context, p format.Part) ([]byte, error) {
+		return read(ctx, s.cachePart(p))
+	})
+}
+
+func (s *Stream) cachePart(p format.Part) cache.Shard {
+	return cache.Shard{Stream: s.Name, Key: p.Key, Size: p.Size, Hash: p.Hash, Range: p.Range, Offset: p.Offset}
 }
 
 // Schema returns the schema the stream's batches are served with.
@@ -135,21 +104,16 @@ func (s *Stream) Schema() *arrow.Schema { return s.served }
 // Shards returns the number of shards.
 func (s *Stream) Shards() int { return len(s.Layout.Index.Shards) }
 
-// Parts returns the object ranges shard i needs in the cache: the shard,
-// and for Parquet and Arrow the object's footer, without which its bytes
-// do not decode.
+// Parts returns the object ranges shard i needs in the cache, as its
+// format says (for Parquet and Arrow, the shard and the object's footer,
+// without which its bytes do not decode).
 func (s *Stream) Parts(i int) []cache.Shard {
-	l := s.Layout
-	if l.MDS != nil {
-		x := l.Index.Shards[i]
-		return []cache.Shard{{Stream: s.Name, Key: x.Name, Size: x.Bytes, Hash: x.Hash}}
+	parts := s.reader.Parts(i)
+	out := make([]cache.Shard, len(parts))
+	for j, p := range parts {
+		out[j] = s.cachePart(p)
 	}
-	e := l.File.Shards[i]
-	parts := []cache.Shard{{Stream: s.Name, Key: e.Object, Size: e.Length, Hash: e.Hash, Range: true, Offset: e.Offset}}
-	if l.Format == "parquet" || l.Format == "arrow" {
-		parts = append(parts, cache.Shard{Stream: s.Name, Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset})
-	}
-	return parts
+	return out
 }
 
 // Decode decodes shard i from the bytes of its parts (as Parts lists them)
@@ -213,36 +177,24 @@ func (s *Stream) Zero(n int64) arrow.RecordBatch {
 }
 
 func (s *Stream) decode(ctx context.Context, i int, parts [][]byte) ([]arrow.RecordBatch, error) {
-	l := s.Layout
-	cols := s.columns
-	if l.MDS != nil {
-		e := &l.MDS.Shards[i]
-		sh, err := mds.ReadShard(parts[0], e, cols)
-		if err != nil {
-			return nil, err
-		}
-		b := array.NewRecordBuilder(memory.DefaultAllocator, sh.Schema())
-		defer b.Release()
-		b.Reserve(sh.Len())
-		for j := range sh.Len() {
-			if err := sh.Append(b, j); err != nil {
-				return nil, err
-			}
-		}
-		return []arrow.RecordBatch{b.NewRecordBatch()}, nil
+	rr, err := s.reader.Records(ctx, i, parts, s.columns)
+	if err != nil {
+		return nil, err
 	}
-	e := l.File.Shards[i]
-	switch l.Format {
-	case "parquet":
-		return parquet.ReadRowGroupRange(ctx, e.ObjectSize, parts[1], e.Offset, parts[0], e.Part, cols)
-	case "arrow":
-		rec, err := arrowipc.ReadBatchRange(e.ObjectSize, parts[1], e.Offset, parts[0], e.Part, cols)
-		if err != nil {
-			return nil, err
-		}
-		return []arrow.RecordBatch{rec}, nil
+	defer rr.Release()
+	var recs []arrow.RecordBatch
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		rec.Retain()
+		recs = append(recs, rec)
 	}
-	return text.Decode(parts[0], l.Format, l.File.Schema, cols)
+	if err := rr.Err(); err != nil {
+		for _, r := range recs {
+			r.Release()
+		}
+		return nil, err
+	}
+	return recs, nil
 }
 
 // conform joins recs into one record whose columns are the served schema's,

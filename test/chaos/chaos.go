@@ -24,8 +24,8 @@ import (
 	"github.com/minio/minio-go/v7"
 	batchv1 "k8s.io/api/batch/v1"
 
+	"github.com/shardfeed/shardfeed/internal/index/mdsindex"
 	"github.com/shardfeed/shardfeed/internal/testenv"
-	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 	"github.com/shardfeed/shardfeed/test/e2e/scenario"
 )
 
@@ -385,7 +385,7 @@ func (p *play) arm(ctx context.Context, steps int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	idx, err := mds.ReadIndex(f)
+	idx, err := mdsindex.Read(f)
 	_ = f.Close()
 	if err != nil {
 		return "", err
@@ -500,7 +500,7 @@ func (p *play) watchCorrupt(ctx context.Context, armed string) watch {
 }
 
 // shardOf is the index of the MDS shard holding sample id of the stream.
-func shardOf(idx *mds.Index, id int64) int {
+func shardOf(idx *mdsindex.Index, id int64) int {
 	var first int64
 	for i, sh := range idx.Shards {
 		if id < first+sh.Samples {

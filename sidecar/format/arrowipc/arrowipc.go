@@ -4,6 +4,7 @@ package arrowipc
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -165,7 +166,7 @@ func tailFooter(size int64, tail []byte) (int, error) {
 // ReadBatchRange decodes record batch i from the bytes of its range alone
 // (data at offset) and the file's tail (the footer, its length and ARROW1:
 // the last footerLength+10 bytes of a file of size bytes).
-func ReadBatchRange(size int64, tail []byte, offset int64, data []byte, i int, columns []string) (out arrow.RecordBatch, err error) {
+func ReadBatchRange(_ context.Context, size int64, tail []byte, offset int64, data []byte, i int, columns []string) (out arrow.RecordBatch, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, fmt.Errorf("corrupt Arrow IPC file: %v", r)

@@ -2,6 +2,7 @@ package arrowipc
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 
@@ -117,7 +118,7 @@ func TestBatchDecodesFromItsRangeAndTheTailAlone(t *testing.T) {
 	for i, b := range bs {
 		sparse := bytes.Repeat([]byte{0xee}, len(data))
 		copy(sparse[b.Offset:], data[b.Offset:b.Offset+b.Length])
-		got, err := ReadBatchRange(size, tail, b.Offset, sparse[b.Offset:b.Offset+b.Length], i, nil)
+		got, err := ReadBatchRange(context.Background(), size, tail, b.Offset, sparse[b.Offset:b.Offset+b.Length], i, nil)
 		if err != nil {
 			t.Fatalf("batch %d: %v", i, err)
 		}
@@ -126,7 +127,7 @@ func TestBatchDecodesFromItsRangeAndTheTailAlone(t *testing.T) {
 			t.Fatalf("batch %d from its range differs", i)
 		}
 	}
-	if _, err := ReadBatchRange(size, tail, bs[0].Offset, data[bs[0].Offset:bs[0].Offset+bs[0].Length], 2, nil); err == nil {
+	if _, err := ReadBatchRange(context.Background(), size, tail, bs[0].Offset, data[bs[0].Offset:bs[0].Offset+bs[0].Length], 2, nil); err == nil {
 		t.Fatal("batch 2 decoded from batch 0's bytes")
 	}
 }

@@ -8,11 +8,13 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shardfeed/shardfeed/internal/index/mdsindex"
 )
 
 // benchShard writes one shard of n samples of the given kind: "tokens"
 // (ndarray:int32:2048) or "images" (100 KB byte blobs).
-func benchShard(b *testing.B, kind, compression string, n int) ([]byte, *ShardEntry) {
+func benchShard(b *testing.B, kind, compression string, n int) ([]byte, *mdsindex.ShardEntry) {
 	files := memFiles{}
 	col := Column{"tokens", "ndarray:int32:2048"}
 	if kind == "images" {
@@ -41,7 +43,7 @@ func benchShard(b *testing.B, kind, compression string, n int) ([]byte, *ShardEn
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
 	}
-	x, _ := ReadIndex(bytes.NewReader(files["index.json"]))
+	x, _ := mdsindex.Read(bytes.NewReader(files["index.json"]))
 	e := x.Shards[0]
 	return files[e.Stored().Basename], &e
 }

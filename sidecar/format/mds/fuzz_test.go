@@ -6,6 +6,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shardfeed/shardfeed/internal/index/mdsindex"
 )
 
 // seedShard writes a small dataset with every encoding and returns the
@@ -25,7 +27,7 @@ func seedShard(tb testing.TB, compression string) ([]byte, []byte) {
 		tb.Fatal(err)
 	}
 	x := files["index.json"]
-	idx, _ := ReadIndex(bytes.NewReader(x))
+	idx, _ := mdsindex.Read(bytes.NewReader(x))
 	return x, files[idx.Shards[0].Stored().Basename]
 }
 
@@ -36,12 +38,12 @@ func FuzzReadIndex(f *testing.F) {
 	f.Add([]byte(`{"version": 2, "shards": []}`))
 	f.Add([]byte(`{"version": 2, "shards": [{"format": "mds", "raw_data": null}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		idx, err := ReadIndex(bytes.NewReader(data))
+		idx, err := mdsindex.Read(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
 		for _, s := range idx.Shards {
-			_, _ = s.Columns()
+			_, _ = Columns(&s)
 		}
 		_ = idx.StreamIndex()
 	})
@@ -56,7 +58,7 @@ func FuzzReadShard(f *testing.F) {
 		f.Add(x, shard)
 	}
 	f.Fuzz(func(t *testing.T, index, shard []byte) {
-		idx, err := ReadIndex(bytes.NewReader(index))
+		idx, err := mdsindex.Read(bytes.NewReader(index))
 		if err != nil || len(idx.Shards) == 0 {
 			return
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/shardfeed/shardfeed/internal/index/mdsindex"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 )
 
@@ -73,7 +74,7 @@ func readDir(t *testing.T, dir string) []map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx, err := ReadIndex(bytes.NewReader(data))
+	idx, err := mdsindex.Read(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}

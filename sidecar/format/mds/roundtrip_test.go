@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/index/mdsindex"
 )
 
 // memFiles is a directory in memory for the writer.
@@ -71,7 +72,7 @@ func TestWriteThenReadEveryEncodingAndCompression(t *testing.T) {
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
-			x, err := ReadIndex(bytes.NewReader(files["index.json"]))
+			x, err := mdsindex.Read(bytes.NewReader(files["index.json"]))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +97,7 @@ func TestWriteThenReadEveryEncodingAndCompression(t *testing.T) {
 
 // decodeStored checks a stored shard against every hash its index entry
 // records and decodes all of it into one record batch.
-func decodeStored(t *testing.T, stored []byte, e *ShardEntry) arrow.RecordBatch {
+func decodeStored(t *testing.T, stored []byte, e *mdsindex.ShardEntry) arrow.RecordBatch {
 	t.Helper()
 	for algo, want := range e.Stored().Hashes {
 		if sum, _ := checksum.Of(algo, stored); sum.Hex != want {
@@ -168,7 +169,7 @@ func TestReadShardProjectsAndRefuses(t *testing.T) {
 	w, _ := NewWriter(WriterOptions{Columns: []Column{{"a", "int"}, {"z", "str"}}, Put: files.put})
 	_ = w.Write(map[string]any{"a": int64(7), "z": "x"})
 	_ = w.Close()
-	x, _ := ReadIndex(bytes.NewReader(files["index.json"]))
+	x, _ := mdsindex.Read(bytes.NewReader(files["index.json"]))
 	e := x.Shards[0]
 	sh, err := ReadShard(files["shard.00000.mds"], &e, []string{"z"})
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"github.com/golang/snappy"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/shardfeed/shardfeed/internal/index/mdsindex"
 )
 
 // MaxShardBytes bounds the decompressed size of a shard: an index that
@@ -33,8 +35,8 @@ type Shard struct {
 }
 
 // Columns returns the columns of an index entry, with their Arrow fields.
-func (s *ShardEntry) Columns() ([]arrow.Field, error) {
-	cols, err := s.newColumns()
+func Columns(s *mdsindex.ShardEntry) ([]arrow.Field, error) {
+	cols, err := newColumns(s)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +47,7 @@ func (s *ShardEntry) Columns() ([]arrow.Field, error) {
 	return fields, nil
 }
 
-func (s *ShardEntry) newColumns() ([]column, error) {
+func newColumns(s *mdsindex.ShardEntry) ([]column, error) {
 	if len(s.ColumnNames) != len(s.ColumnEncodings) {
 		return nil, fmt.Errorf("%d column names but %d encodings", len(s.ColumnNames), len(s.ColumnEncodings))
 	}
@@ -69,8 +71,8 @@ func (s *ShardEntry) newColumns() ([]column, error) {
 // ReadShard decodes the stored bytes of a shard (compressed or not, as its
 // index entry says) and checks its header. columns picks the columns to
 // read, in that order; nil reads all, in index order.
-func ReadShard(stored []byte, e *ShardEntry, columns []string) (*Shard, error) {
-	cols, err := e.newColumns()
+func ReadShard(stored []byte, e *mdsindex.ShardEntry, columns []string) (*Shard, error) {
+	cols, err := newColumns(e)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +188,7 @@ func (s *Shard) Append(b *array.RecordBuilder, i int) error {
 }
 
 // decompress returns the raw shard of the stored bytes.
-func decompress(stored []byte, e *ShardEntry) ([]byte, error) {
+func decompress(stored []byte, e *mdsindex.ShardEntry) ([]byte, error) {
 	name := e.RawData.Basename
 	if e.Compression == nil || *e.Compression == "" {
 		if int64(len(stored)) != e.RawData.Bytes {

@@ -16,6 +16,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/index/mdsindex"
 )
 
 // DefaultSizeLimit is the raw size at which a shard is closed (as MDSWriter).
@@ -49,7 +50,7 @@ type Writer struct {
 	config  []byte
 	samples [][]byte
 	size    int64 // raw bytes of the open shard
-	index   Index
+	index   mdsindex.Index
 	closed  bool
 }
 
@@ -72,7 +73,7 @@ func NewWriter(opts WriterOptions) (*Writer, error) {
 			return nil, err
 		}
 	}
-	w := &Writer{opts: opts, index: Index{Version: IndexVersion}}
+	w := &Writer{opts: opts, index: mdsindex.Index{Version: mdsindex.Version}}
 	sorted := slices.Clone(opts.Columns)
 	slices.SortFunc(sorted, func(a, b Column) int { return strings.Compare(a.Name, b.Name) })
 	for i, c := range sorted {
@@ -106,7 +107,7 @@ func (w *Writer) config0() map[string]any {
 	return map[string]any{
 		"column_encodings": encs, "column_names": names, "column_sizes": sizes,
 		"compression": comp, "format": "mds", "hashes": nonNil(w.opts.Hashes),
-		"size_limit": w.opts.SizeLimit, "version": IndexVersion,
+		"size_limit": w.opts.SizeLimit, "version": mdsindex.Version,
 	}
 }
 
@@ -439,9 +440,9 @@ func (w *Writer) flush() error {
 	i := len(w.index.Shards)
 	names, encs, sizes := w.columnLists()
 	limit := w.opts.SizeLimit
-	e := ShardEntry{
+	e := mdsindex.ShardEntry{
 		ColumnEncodings: encs, ColumnNames: names, ColumnSizes: sizes,
-		Format: "mds", Hashes: nonNil(w.opts.Hashes), Samples: int64(n), SizeLimit: &limit, Version: IndexVersion,
+		Format: mdsindex.ShardFormat, Hashes: nonNil(w.opts.Hashes), Samples: int64(n), SizeLimit: &limit, Version: mdsindex.Version,
 	}
 	var err error
 	// A compressed shard's raw file is described, not stored.
@@ -467,8 +468,8 @@ func (w *Writer) flush() error {
 }
 
 // put hashes a shard file and, if store, writes it.
-func (w *Writer) put(name string, data []byte, store bool) (*FileInfo, error) {
-	f := &FileInfo{Basename: name, Bytes: int64(len(data)), Hashes: map[string]string{}}
+func (w *Writer) put(name string, data []byte, store bool) (*mdsindex.FileInfo, error) {
+	f := &mdsindex.FileInfo{Basename: name, Bytes: int64(len(data)), Hashes: map[string]string{}}
 	for _, h := range w.opts.Hashes {
 		sum, err := checksum.Of(h, data)
 		if err != nil {
@@ -502,7 +503,7 @@ func (w *Writer) Close() error {
 }
 
 // Index returns the index written so far.
-func (w *Writer) Index() *Index { return &w.index }
+func (w *Writer) Index() *mdsindex.Index { return &w.index }
 
 // compress compresses data with an MDS compression name ("zstd:7").
 func compress(spec string, data []byte) ([]byte, error) {

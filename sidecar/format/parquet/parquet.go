@@ -20,8 +20,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/shardfeed/shardfeed/sidecar/format/sparse"
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/sidecar/format/sparse"
 )
 
 // magic ends (and starts) every Parquet file.
@@ -244,25 +244,20 @@ func ReadRowGroupRange(ctx context.Context, size int64, tail []byte, rgOffset in
 	return readRowGroup(ctx, f, rg, columns)
 }
 
-// Schema returns the Arrow schema of a file from its footer range (the last
-// bytes of a file of size bytes, ending in PAR1): what every row group
-// decodes to.
-func Schema(key string, tail []byte, size int64) (schema *arrow.Schema, err error) {
+// Schema returns the Arrow schema of a file of size bytes from its footer
+// range (its last bytes, ending in PAR1): what every row group decodes to.
+func Schema(size int64, tail []byte) (schema *arrow.Schema, err error) {
 	if len(tail) < 12 || string(tail[len(tail)-4:]) != magic {
-		return nil, fmt.Errorf("%s: the footer range of %d bytes does not end with PAR1", key, len(tail))
+		return nil, fmt.Errorf("the footer range of %d bytes does not end with PAR1", len(tail))
 	}
-	md, err := ParseFooter(key, tail[:len(tail)-8], size)
+	md, err := ParseFooter("footer", tail[:len(tail)-8], size)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			schema, err = nil, fmt.Errorf("%s: corrupt Parquet schema: %v", key, r)
+			schema, err = nil, fmt.Errorf("corrupt Parquet schema: %v", r)
 		}
 	}()
-	schema, err = pqarrow.FromParquet(md.Schema, nil, md.KeyValueMetadata())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	return schema, nil
+	return pqarrow.FromParquet(md.Schema, nil, md.KeyValueMetadata())
 }

@@ -196,7 +196,7 @@ func FuzzReadRowGroup(f *testing.F) {
 		if n <= 0 || n > size-8 {
 			return
 		}
-		if _, err := Schema("f", data[size-8-n:], size); err != nil {
+		if _, err := Schema(size, data[size-8-n:]); err != nil {
 			return
 		}
 		md, err := ParseFooter("f", data[size-8-n:size-8], size)

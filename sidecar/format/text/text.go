@@ -19,21 +19,18 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	arrowcsv "github.com/apache/arrow-go/v18/arrow/csv"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+
+	"github.com/shardfeed/shardfeed/internal/index"
 )
 
-// Kinds of text streams.
-const (
-	JSONL = "jsonl"
-	CSV   = "csv"
-	TSV   = "tsv"
+// The text formats: JSON Lines, and records delimited by commas or tabs.
+var (
+	JSONL = &Format{kind: datav1alpha1.FormatJSONL, suffixes: []string{".jsonl", ".json", ".ndjson"}}
+	CSV   = &Format{kind: datav1alpha1.FormatCSV, comma: ',', suffixes: []string{".csv"}}
+	TSV   = &Format{kind: datav1alpha1.FormatTSV, comma: '\t', suffixes: []string{".tsv", ".tab"}}
 )
-
-// Field is a column of an inferred schema: a name and one of the type names
-// bool, int64, float64, utf8, list<int64>, list<float64>, list<utf8>.
-type Field struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
-}
 
 // InferRows is how many records schema inference reads.
 const InferRows = 1000
@@ -47,27 +44,17 @@ type Chunk struct {
 	Offset, Length, Records int64
 }
 
-func comma(kind string) rune {
-	if kind == TSV {
-		return '\t'
-	}
-	return ','
-}
-
 // Scan reads a whole object and cuts it into chunks of about target bytes
 // at record boundaries, inferring the schema from the first InferRows
 // records. A CSV/TSV header row is not part of any chunk.
-func Scan(r io.Reader, kind string, target int64) ([]Field, []Chunk, error) {
-	switch kind {
-	case JSONL:
+func Scan(r io.Reader, kind *Format, target int64) ([]index.Field, []Chunk, error) {
+	if kind.isJSON() {
 		return scanJSONL(r, target)
-	case CSV, TSV:
-		return scanCSV(r, kind, target)
 	}
-	return nil, nil, fmt.Errorf("text format %q is not supported: use jsonl, csv or tsv", kind)
+	return scanCSV(r, kind.comma, target)
 }
 
-func scanJSONL(r io.Reader, target int64) ([]Field, []Chunk, error) {
+func scanJSONL(r io.Reader, target int64) ([]index.Field, []Chunk, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	inf := newInference()
 	var chunks []Chunk
@@ -122,9 +109,9 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func scanCSV(r io.Reader, kind string, target int64) ([]Field, []Chunk, error) {
+func scanCSV(r io.Reader, comma rune, target int64) ([]index.Field, []Chunk, error) {
 	cr := csv.NewReader(bufio.NewReaderSize(r, 1<<20))
-	cr.Comma = comma(kind)
+	cr.Comma = comma
 	cr.ReuseRecord = true
 	header, err := cr.Read()
 	if err != nil {
@@ -170,9 +157,9 @@ func scanCSV(r io.Reader, kind string, target int64) ([]Field, []Chunk, error) {
 	if len(chunks) == 0 {
 		return nil, nil, errors.New("no records after the header row")
 	}
-	fields := make([]Field, len(names))
+	fields := make([]index.Field, len(names))
 	for i, n := range names {
-		fields[i] = Field{Name: n, Type: inf.typeOf(n)}
+		fields[i] = index.Field{Name: n, Type: inf.typeOf(n)}
 	}
 	return fields, chunks, nil
 }
@@ -313,16 +300,17 @@ func (in *inference) typeOf(name string) string {
 	return t
 }
 
-func (in *inference) fields() []Field {
-	out := make([]Field, len(in.order))
+func (in *inference) fields() []index.Field {
+	out := make([]index.Field, len(in.order))
 	for i, n := range in.order {
-		out[i] = Field{Name: n, Type: in.typeOf(n)}
+		out[i] = index.Field{Name: n, Type: in.typeOf(n)}
 	}
 	return out
 }
 
-// Schema returns the Arrow schema of fields; every column is nullable.
-func Schema(fields []Field) (*arrow.Schema, error) {
+// Schema returns the Arrow schema of fields (types as index.FieldTypes
+// names them); every column is nullable.
+func Schema(fields []index.Field) (*arrow.Schema, error) {
 	out := make([]arrow.Field, len(fields))
 	for i, f := range fields {
 		t, err := arrowType(f.Type)
@@ -356,24 +344,21 @@ func arrowType(name string) (arrow.DataType, error) {
 
 // Decode reads the records of one chunk into Arrow with the stream's
 // schema, keeping only columns (nil: all).
-func Decode(data []byte, kind string, fields []Field, columns []string) (recs []arrow.RecordBatch, err error) {
+func Decode(data []byte, kind *Format, fields []index.Field, columns []string) (recs []arrow.RecordBatch, err error) {
 	schema, err := Schema(fields)
 	if err != nil {
 		return nil, err
 	}
 	var rr array.RecordReader
-	switch kind {
-	case JSONL:
+	if kind.isJSON() {
 		norm, err := normalizeJSONL(data, fields)
 		if err != nil {
 			return nil, err
 		}
 		rr = array.NewJSONReader(bytes.NewReader(norm), schema, array.WithChunk(1<<14))
-	case CSV, TSV:
-		rr = arrowcsv.NewReader(bytes.NewReader(data), schema, arrowcsv.WithComma(comma(kind)),
+	} else {
+		rr = arrowcsv.NewReader(bytes.NewReader(data), schema, arrowcsv.WithComma(kind.comma),
 			arrowcsv.WithHeader(false), arrowcsv.WithChunk(1<<14), arrowcsv.WithNullReader(true, ""))
-	default:
-		return nil, fmt.Errorf("text format %q is not supported: use jsonl, csv or tsv", kind)
 	}
 	defer rr.Release()
 	for rr.Next() {
@@ -396,7 +381,7 @@ func Decode(data []byte, kind string, fields []Field, columns []string) (recs []
 // shard that disagrees with the inferred types fails with the line and the
 // column, not deep in the Arrow reader; and it turns the objects, arrays and
 // mixed values of utf8 columns into their JSON text, as the schema says.
-func normalizeJSONL(data []byte, fields []Field) ([]byte, error) {
+func normalizeJSONL(data []byte, fields []index.Field) ([]byte, error) {
 	types := map[string]string{}
 	for _, f := range fields {
 		types[f.Name] = f.Type

@@ -1,6 +1,6 @@
 //go:build integration
 
-package index_test
+package formats_test
 
 // Every format, uploaded to a real MinIO, indexed, and read back shard by
 // shard through the cache, each shard fetched by its byte range.
@@ -12,6 +12,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	fmtpkg "github.com/shardfeed/shardfeed/sidecar/format"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -26,10 +29,8 @@ import (
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
-	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
-	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
-	"github.com/shardfeed/shardfeed/sidecar/format/text"
 )
 
 var minioServer *testenv.MinIO
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunWithMinIO(m, &minioServer)) }
 const rows = 900
 
 // objects returns the objects of a stream of rows ids in format.
-func objects(t *testing.T, format string) map[string][]byte {
+func objects(t *testing.T, format datav1alpha1.ShardFormat) map[string][]byte {
 	out := map[string][]byte{}
 	switch format {
 	case "jsonl":
@@ -107,8 +108,8 @@ func objects(t *testing.T, format string) map[string][]byte {
 }
 
 func TestIntegrationEveryFormatReadsBackThroughTheCacheByRange(t *testing.T) {
-	for _, format := range []string{"parquet", "arrow", "jsonl", "csv", "mds"} {
-		t.Run(format, func(t *testing.T) {
+	for _, format := range []datav1alpha1.ShardFormat{datav1alpha1.FormatParquet, datav1alpha1.FormatArrow, datav1alpha1.FormatJSONL, datav1alpha1.FormatCSV, datav1alpha1.FormatMDS} {
+		t.Run(string(format), func(t *testing.T) {
 			ctx := context.Background()
 			bucket := minioServer.Bucket(t)
 			for name, data := range objects(t, format) {
@@ -149,55 +150,47 @@ func TestIntegrationEveryFormatReadsBackThroughTheCacheByRange(t *testing.T) {
 				}
 				return b
 			}
-			if format == "mds" {
-				data := read(cache.Shard{Stream: "s", Key: "index.json", Size: -1})
-				x, err := mds.ReadIndex(bytes.NewReader(data))
+			reg := formats.Default()
+			var layout *index.Layout
+			if _, ok := reg[format].(fmtpkg.Indexer); ok {
+				x, err := reg.Index(ctx, st, format, fmtpkg.IndexOptions{ShardBytes: 2048})
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, e := range x.Shards {
-					f := e.Stored()
-					stored := read(cache.Shard{Stream: "s", Key: f.Basename, Size: f.Bytes, Hash: "xxh64:" + f.Hashes["xxh64"]})
-					sh, err := mds.ReadShard(stored, &e, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					rb := array.NewRecordBuilder(memory.DefaultAllocator, sh.Schema())
-					for i := range sh.Len() {
-						if err := sh.Append(rb, i); err != nil {
-							t.Fatal(err)
-						}
-					}
-					note([]arrow.RecordBatch{rb.NewRecordBatch()})
-				}
+				layout = &index.Layout{Format: format, Index: x.StreamIndex(), Native: x}
 			} else {
-				f, err := index.Build(ctx, st, format, index.BuildOptions{ShardBytes: 2048})
-				if err != nil {
+				data := read(cache.Shard{Stream: "s", Key: "index.json", Size: -1})
+				if layout, err = index.ReadLayout(bytes.NewReader(data)); err != nil {
 					t.Fatal(err)
 				}
-				if len(f.Shards) < 4 {
-					t.Fatalf("%d shards, want several", len(f.Shards))
+			}
+			if format != datav1alpha1.FormatMDS && len(layout.Index.Shards) < 4 {
+				t.Fatalf("%d shards, want several", len(layout.Index.Shards))
+			}
+			reader, err := reg.Open(layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, sh := range layout.Index.Shards {
+				var parts [][]byte
+				for _, p := range reader.Parts(i) {
+					parts = append(parts, read(cache.Shard{Stream: "s", Key: p.Key, Range: p.Range, Offset: p.Offset, Size: p.Size, Hash: p.Hash}))
 				}
-				for _, e := range f.Shards {
-					data := read(cache.Shard{Stream: "s", Key: e.Object, Range: true, Offset: e.Offset, Size: e.Length, Hash: e.Hash})
-					var recs []arrow.RecordBatch
-					switch format {
-					case "parquet":
-						tail := read(cache.Shard{Stream: "s", Key: e.Object, Range: true, Offset: e.FooterOffset, Size: e.FooterLength})
-						recs, err = parquet.ReadRowGroupRange(ctx, e.ObjectSize, tail, e.Offset, data, e.Part, nil)
-					case "arrow":
-						tail := read(cache.Shard{Stream: "s", Key: e.Object, Range: true, Offset: e.FooterOffset, Size: e.FooterLength})
-						var rec arrow.RecordBatch
-						rec, err = arrowipc.ReadBatchRange(e.ObjectSize, tail, e.Offset, data, e.Part, nil)
-						recs = []arrow.RecordBatch{rec}
-					default:
-						recs, err = text.Decode(data, format, f.Schema, nil)
-					}
-					if err != nil {
-						t.Fatalf("%s: %v", e.Name, err)
-					}
-					note(recs)
+				rr, err := reader.Records(ctx, i, parts, nil)
+				if err != nil {
+					t.Fatalf("%s: %v", sh.Name, err)
 				}
+				var recs []arrow.RecordBatch
+				for rr.Next() {
+					rec := rr.RecordBatch()
+					rec.Retain()
+					recs = append(recs, rec)
+				}
+				note(recs)
+				for _, r := range recs {
+					r.Release()
+				}
+				rr.Release()
 			}
 			for i, ok := range seen {
 				if !ok {

@@ -1,4 +1,4 @@
-package index
+package formats
 
 import (
 	"context"
@@ -8,9 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
 )
 
@@ -36,7 +39,7 @@ func TestBuildTextStreamsCutsShardsAndMergesSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	var progress []string
-	f, err := Build(ctx, st, text.JSONL, BuildOptions{ShardBytes: 1000, Hash: "sha256", Progress: func(done, total int, o string) {
+	f, err := Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 1000, Hash: "sha256", Progress: func(done, total int, o string) {
 		progress = append(progress, fmt.Sprintf("%d/%d %s", done, total, o))
 	}})
 	if err != nil {
@@ -72,10 +75,10 @@ func TestBuildTextStreamsCutsShardsAndMergesSchemas(t *testing.T) {
 		t.Fatalf("%d shards of %d samples", len(f.Shards), samples)
 	}
 	// Written and read back through the store, as plan reads it.
-	if err := Write(ctx, st, f); err != nil {
+	if err := index.Write(ctx, st, f); err != nil {
 		t.Fatal(err)
 	}
-	x, err := ReadStore(ctx, st)
+	x, err := index.ReadStore(ctx, st)
 	if err != nil || x.Samples() != 400 || len(x.Shards) != len(f.Shards) {
 		t.Fatalf("ReadStore = %d samples, %v", x.Samples(), err)
 	}
@@ -88,17 +91,17 @@ func TestBuildRefusesWhatItCannotIndex(t *testing.T) {
 	ctx := context.Background()
 	st, _ := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
 	tests := []struct {
-		format string
-		opts   BuildOptions
+		format datav1alpha1.ShardFormat
+		opts   format.IndexOptions
 		want   string
 	}{
-		{"xml", BuildOptions{}, `format "xml" is not supported`},
-		{"parquet", BuildOptions{}, "holds no parquet objects"},
-		{"csv", BuildOptions{Hash: "crc"}, "not supported"},
-		{"csv", BuildOptions{}, `b.csv: columns ["a" "c"] differ`},
+		{"xml", format.IndexOptions{}, `format "xml" is not supported`},
+		{"parquet", format.IndexOptions{}, "holds no parquet objects"},
+		{"csv", format.IndexOptions{Hash: "crc"}, "not supported"},
+		{"csv", format.IndexOptions{}, `b.csv: columns ["a" "c"] differ`},
 	}
 	for _, tt := range tests {
-		if _, err := Build(ctx, st, tt.format, tt.opts); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := Default().Index(ctx, st, tt.format, tt.opts); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Build(%s) = %v, want %q", tt.format, err, tt.want)
 		}
 	}

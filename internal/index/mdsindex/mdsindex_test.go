@@ -1,4 +1,4 @@
-package mds
+package mdsindex
 
 import (
 	"strings"
@@ -18,7 +18,7 @@ const validIndex = `{"version": 2, "shards": [
 ]}`
 
 func TestReadIndexGivesThePlannerTheStoredFiles(t *testing.T) {
-	x, err := ReadIndex(strings.NewReader(validIndex))
+	x, err := Read(strings.NewReader(validIndex))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestReadIndexRejectsBrokenIndexes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ReadIndex(strings.NewReader(tt.index))
+			_, err := Read(strings.NewReader(tt.index))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("ReadIndex = %v, want an error with %q", err, tt.want)
 			}

@@ -1,5 +1,7 @@
-// Package mds reads MosaicML Streaming's MDS format, version 2.
-package mds
+// Package mdsindex reads the index.json of MosaicML Streaming's MDS format,
+// version 2: decoder-free, for the control plane as well as the sidecar
+// (sidecar/format/mds decodes the shards it lists).
+package mdsindex
 
 import (
 	"bytes"
@@ -14,8 +16,11 @@ import (
 	"github.com/shardfeed/shardfeed/planner"
 )
 
-// IndexVersion is the MDS index version this package reads.
-const IndexVersion = 2
+// Version is the MDS index version this package reads.
+const Version = 2
+
+// ShardFormat is the format every shard of an MDS index names.
+const ShardFormat = "mds"
 
 // Index is an MDS index.json: the shards of one stream.
 type Index struct {
@@ -56,8 +61,8 @@ func (s *ShardEntry) Stored() *FileInfo {
 	return s.RawData
 }
 
-// ReadIndex parses and checks an MDS index.json.
-func ReadIndex(r io.Reader) (*Index, error) {
+// Read parses and checks an MDS index.json.
+func Read(r io.Reader) (*Index, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("reading MDS index: %w", err)
@@ -77,8 +82,8 @@ func ReadIndex(r io.Reader) (*Index, error) {
 }
 
 func (x *Index) check() error {
-	if x.Version != IndexVersion {
-		return fmt.Errorf("MDS index version %d is not supported: shardfeed reads version %d (write it with mosaicml-streaming >= 0.4 or shardfeed convert)", x.Version, IndexVersion)
+	if x.Version != Version {
+		return fmt.Errorf("MDS index version %d is not supported: shardfeed reads version %d (write it with mosaicml-streaming >= 0.4 or shardfeed convert)", x.Version, Version)
 	}
 	if len(x.Shards) == 0 {
 		return errors.New(`MDS index lists no shards ("shards" is empty)`)
@@ -86,8 +91,8 @@ func (x *Index) check() error {
 	seen := map[string]int{}
 	for i, s := range x.Shards {
 		where := fmt.Sprintf("MDS index: shards[%d]", i)
-		if s.Format != "mds" {
-			return fmt.Errorf("%s: format %q is not supported: only \"mds\" shards are", where, s.Format)
+		if s.Format != ShardFormat {
+			return fmt.Errorf("%s: format %q is not supported: only %q shards are", where, s.Format, ShardFormat)
 		}
 		if s.Samples < 0 {
 			return fmt.Errorf("%s: negative sample count %d", where, s.Samples)

@@ -1,0 +1,81 @@
+// Package streams opens the streams of a TrainingDataset spec: each
+// stream's store and index, read once, with the spec's defaults resolved.
+// It is the one constructor the reconciler, the sidecar and the CLI share,
+// and it decodes nothing (the operator links it).
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+// Stream is one stream of a spec, opened.
+type Stream struct {
+	// Spec is the stream as the spec gives it.
+	Spec  datav1alpha1.Stream
+	Store store.Store
+	// Index is the planner's view of the stream's index.
+	Index planner.StreamIndex
+	// Layout says how to read the shards; nil for a plain list of shards,
+	// which plans but cannot be served (Served says why).
+	Layout *index.Layout
+	// layoutErr is why Layout is nil.
+	layoutErr error
+}
+
+// Source returns the store source of a spec stream; the caller adds the
+// credentials and the retry policy.
+func Source(s datav1alpha1.Stream) store.Source {
+	return store.Source{URI: s.Source.URI, Endpoint: s.Source.Endpoint, Region: s.Source.Region, Insecure: s.Source.Insecure}
+}
+
+// Open opens the store of src and reads the stream's index from it. An
+// index whose format differs from the one the spec names is refused.
+func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source) (*Stream, error) {
+	st, err := stores.Open(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+	}
+	out := &Stream{Spec: s, Store: st}
+	out.Layout, err = index.ReadStoreLayout(ctx, st)
+	switch {
+	case errors.Is(err, index.ErrNoLayout):
+		out.layoutErr = err
+		if out.Index, err = index.ReadStore(ctx, st); err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+		return out, nil
+	case err != nil:
+		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+	}
+	if want := s.Format; want != "" && want != out.Layout.Format {
+		return nil, fmt.Errorf("stream %q: spec.streams[%d].format is %s, its index is %s: fix the format or the source", s.Name, i, want, out.Layout.Format)
+	}
+	out.Index = out.Layout.Index
+	return out, nil
+}
+
+// Served returns the layout of a stream that is to be served: an error for
+// a plain list of shards.
+func (s *Stream) Served() (*index.Layout, error) {
+	if s.Layout == nil {
+		return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, s.layoutErr)
+	}
+	return s.Layout, nil
+}
+
+// Indexes returns the planner's view of every stream.
+func Indexes(ss []*Stream) []planner.StreamIndex {
+	out := make([]planner.StreamIndex, len(ss))
+	for i, s := range ss {
+		out[i] = s.Index
+	}
+	return out
+}

@@ -1,0 +1,251 @@
+// Package format is what a shard format implements, and the registry that
+// finds one by the API's format name (spec.streams[].format).
+//
+// A format turns the bytes of a stream's objects into Arrow records, in the
+// shape of arrow-go's own readers: Open takes a stream's index (its
+// index.Layout) and returns a Reader, which says which object ranges shard i
+// needs (Parts), reads the stream's Arrow schema (Schema) and decodes a
+// shard into an array.RecordReader (Records). A format that can index a
+// stream's objects for `shardfeed index` and `shardfeed convert` also
+// implements Indexer.
+//
+// The formats shardfeed reads are listed in one table, formats.Default
+// (sidecar/format/formats). Adding a format is a package implementing Format
+// (and Indexer) plus one row there; docs/development.md lists the steps.
+// Index reading stays in internal/index, which decodes nothing, so that the
+// operator links no decoder.
+package format
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+)
+
+// Format is one shard format.
+type Format interface {
+	// Kind is the format's name in the API and in shardfeed indexes.
+	Kind() datav1alpha1.ShardFormat
+	// Open checks that a stream's index has what this format needs to read
+	// its shards and returns the stream's reader.
+	Open(l *index.Layout) (Reader, error)
+}
+
+// Reader reads the shards of one stream.
+type Reader interface {
+	// Parts lists the object ranges shard i needs in the cache, the shard's
+	// own bytes first (the ones its index hash covers).
+	Parts(i int) []Part
+	// Schema returns the stream's Arrow schema, from the index or from the
+	// bytes of parts that read returns.
+	Schema(ctx context.Context, read ReadFunc) (*arrow.Schema, error)
+	// Records decodes shard i from the bytes of its parts, in Parts' order,
+	// keeping only columns (nil: all). The caller releases the reader.
+	Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error)
+}
+
+// Part is a range of an object that a shard needs: the whole object, or
+// bytes [Offset, Offset+Size) of it when Range is set.
+type Part struct {
+	Key string
+	// Size in bytes; negative: not known or checked.
+	Size int64
+	// Hash is the "algo:hex" digest of the bytes; empty: not checked.
+	Hash   string
+	Range  bool
+	Offset int64
+}
+
+// ReadFunc returns the bytes of a part (through the sidecar's cache, or the
+// store directly).
+type ReadFunc func(ctx context.Context, part Part) ([]byte, error)
+
+// Indexer is a Format that indexes a stream's objects: `shardfeed index`
+// writes what it finds as the stream's index.json.
+type Indexer interface {
+	// Suffixes are the endings of the object names it indexes.
+	Suffixes() []string
+	// IndexObject appends the shards of one object to f (whose Format is
+	// set), hashing each shard's bytes with opts.Hash.
+	IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts IndexOptions) error
+}
+
+// IndexOptions tune indexing.
+type IndexOptions struct {
+	// Hash is the algorithm of the shards' content hashes (default xxh64).
+	Hash string
+	// ShardBytes is the size of a shard where the format cuts objects
+	// itself, e.g. runs of text records (default 64 MiB).
+	ShardBytes int64
+	// TempDir holds objects while they are scanned (default: os.TempDir).
+	TempDir string
+	// Schema, for formats whose objects carry none, is used instead of the
+	// inferred one; the records must fit it.
+	Schema []index.Field
+	// Progress, if set, is called after each object.
+	Progress func(done, total int, object string)
+}
+
+// Registry finds formats by kind.
+type Registry map[datav1alpha1.ShardFormat]Format
+
+// NewRegistry returns a registry of formats, each under its Kind.
+func NewRegistry(formats ...Format) Registry {
+	r := Registry{}
+	for _, f := range formats {
+		r.Register(f)
+	}
+	return r
+}
+
+// Register adds a format under its Kind, replacing one of the same kind.
+func (r Registry) Register(f Format) { r[f.Kind()] = f }
+
+// Lookup returns the format of a kind.
+func (r Registry) Lookup(kind datav1alpha1.ShardFormat) (Format, error) {
+	f, ok := r[kind]
+	if !ok {
+		return nil, fmt.Errorf("format %q is not supported: use %s", kind, r.names(func(Format) bool { return true }))
+	}
+	return f, nil
+}
+
+// Open returns the reader of a stream's layout, by the format its index
+// names.
+func (r Registry) Open(l *index.Layout) (Reader, error) {
+	f, err := r.Lookup(l.Format)
+	if err != nil {
+		return nil, err
+	}
+	return f.Open(l)
+}
+
+// names lists the kinds of the formats keep takes, sorted, as "a, b or c".
+func (r Registry) names(keep func(Format) bool) string {
+	var names []string
+	for k, f := range r {
+		if keep(f) {
+			names = append(names, string(k))
+		}
+	}
+	slices.Sort(names)
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+func isIndexer(f Format) bool {
+	_, ok := f.(Indexer)
+	return ok
+}
+
+// Index indexes the objects of a stream in the format of kind: every
+// object whose name has one of the format's suffixes, in key order, each
+// shard's bytes hashed.
+func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.ShardFormat, opts IndexOptions) (*index.File, error) {
+	f, ok := r[kind]
+	ix, isIx := f.(Indexer)
+	if !ok || !isIx {
+		return nil, fmt.Errorf("shardfeed index: format %q is not supported: use %s (MDS streams have their own index.json)", kind, r.names(isIndexer))
+	}
+	if opts.Hash == "" {
+		opts.Hash = "xxh64"
+	}
+	if opts.ShardBytes <= 0 {
+		opts.ShardBytes = 64 << 20
+	}
+	if _, err := checksum.Of(opts.Hash, nil); err != nil {
+		return nil, err
+	}
+	objs, err := st.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	exts := ix.Suffixes()
+	var parts []store.Object
+	for _, o := range objs {
+		if slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(o.Key, ext) }) {
+			parts = append(parts, o)
+		}
+	}
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("%s holds no %s objects (%s)", st.URI(), kind, strings.Join(exts, ", "))
+	}
+	out := &index.File{Shardfeed: index.Version, Format: kind}
+	for i, o := range parts {
+		if err := ix.IndexObject(ctx, st, o, out, opts); err != nil {
+			return nil, err
+		}
+		if opts.Progress != nil {
+			opts.Progress(i+1, len(parts), o.Key)
+		}
+	}
+	return out, nil
+}
+
+// HashRange returns the "algo:hex" digest of bytes [off, off+n) of an
+// object, read from the store.
+func HashRange(ctx context.Context, st store.Store, key string, off, n int64, algo string) (string, error) {
+	r, err := st.Get(ctx, key, off, n)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = r.Close() }()
+	h := checksum.Sum{Algo: algo}.New()
+	got, err := io.Copy(h, r)
+	if err != nil {
+		return "", err
+	}
+	if got != n {
+		return "", fmt.Errorf("%s: read %d bytes of [%d, %d)", key, got, off, off+n)
+	}
+	return algo + ":" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// RecordsOf hands decoded records, all of one schema, over to a
+// RecordReader, which holds the only reference to them.
+func RecordsOf(recs []arrow.RecordBatch) (array.RecordReader, error) {
+	schema := arrow.NewSchema(nil, nil)
+	if len(recs) > 0 {
+		schema = recs[0].Schema()
+	}
+	rr, err := array.NewRecordReader(schema, recs)
+	for _, r := range recs {
+		r.Release()
+	}
+	return rr, err
+}
+
+// FileOf returns the shardfeed index a layout was read from, for the
+// formats whose shards it lists.
+func FileOf(l *index.Layout) (*index.File, error) {
+	f, ok := l.Native.(*index.File)
+	if !ok || f == nil {
+		return nil, fmt.Errorf("a %s stream is read through a shardfeed index (shardfeed index --format %s), not %T", l.Format, l.Format, l.Native)
+	}
+	return f, nil
+}
+
+// FileParts are the parts of shard i of a shardfeed index: its range of
+// the object, and with footer the object's footer range, without which
+// formats such as Parquet and Arrow IPC do not decode a range.
+func FileParts(f *index.File, i int, footer bool) []Part {
+	e := f.Shards[i]
+	parts := []Part{{Key: e.Object, Size: e.Length, Hash: e.Hash, Range: true, Offset: e.Offset}}
+	if footer {
+		parts = append(parts, Part{Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset})
+	}
+	return parts
+}

@@ -1,0 +1,27 @@
+// Package formats is the registry of the shard formats shardfeed reads,
+// keyed by the API's format name: the one table the sidecar and the CLI
+// find a format in. A new format is a package implementing format.Format
+// (and format.Indexer, to be indexed by `shardfeed index`) and one row
+// here.
+package formats
+
+import (
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
+	"github.com/shardfeed/shardfeed/sidecar/format/mds"
+	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
+	"github.com/shardfeed/shardfeed/sidecar/format/text"
+)
+
+// Default returns a registry of every format shardfeed reads. Each call
+// returns a new registry, so a test may register a format of its own.
+func Default() format.Registry {
+	return format.NewRegistry(
+		mds.Format{},
+		parquet.Format{},
+		arrowipc.Format{},
+		text.JSONL,
+		text.CSV,
+		text.TSV,
+	)
+}

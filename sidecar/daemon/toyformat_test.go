@@ -1,0 +1,223 @@
+package daemon_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"k8s.io/utils/ptr"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/daemon"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/progress"
+	"github.com/shardfeed/shardfeed/sidecar/server"
+)
+
+// toy is a format written for this test alone, to show that a format is
+// one type and one registry row: objects named *.toy hold one integer per
+// line; each object is a shard; its one column is "value".
+type toy struct{}
+
+func (toy) Kind() datav1alpha1.ShardFormat { return "toy" }
+func (toy) Suffixes() []string             { return []string{".toy"} }
+
+func (toy) Open(l *index.Layout) (format.Reader, error) {
+	f, err := format.FileOf(l)
+	if err != nil {
+		return nil, err
+	}
+	return toyReader{f}, nil
+}
+
+func (toy) IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+	r, err := st.Get(ctx, o.Key, 0, -1)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(r)
+	_ = r.Close()
+	if err != nil {
+		return err
+	}
+	sum, err := checksum.Of(opts.Hash, data)
+	if err != nil {
+		return err
+	}
+	f.Shards = append(f.Shards, index.Entry{Name: o.Key, Object: o.Key, Length: int64(len(data)),
+		Samples: int64(bytes.Count(data, []byte("\n"))), Hash: sum.String(), ObjectSize: o.Size})
+	return nil
+}
+
+type toyReader struct{ f *index.File }
+
+var toySchema = arrow.NewSchema([]arrow.Field{{Name: "value", Type: arrow.PrimitiveTypes.Int64}}, nil)
+
+func (r toyReader) Parts(i int) []format.Part { return format.FileParts(r.f, i, false) }
+
+func (toyReader) Schema(context.Context, format.ReadFunc) (*arrow.Schema, error) { return toySchema, nil }
+
+func (toyReader) Records(_ context.Context, _ int, parts [][]byte, _ []string) (array.RecordReader, error) {
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	defer b.Release()
+	sc := bufio.NewScanner(bytes.NewReader(parts[0]))
+	for sc.Scan() {
+		v, err := strconv.ParseInt(sc.Text(), 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		b.Append(v)
+	}
+	col := b.NewArray()
+	defer col.Release()
+	return format.RecordsOf([]arrow.RecordBatch{array.NewRecordBatch(toySchema, []arrow.Array{col}, int64(col.Len()))})
+}
+
+// TestAFormatRegisteredFromATestIsIndexedPlannedAndServed registers the toy
+// format in a registry of its own and takes a stream of it through the
+// steps of a real one: indexed (as shardfeed index does), planned from its
+// index, and served by the sidecar to two ranks, every batch the plan's.
+func TestAFormatRegisteredFromATestIsIndexedPlannedAndServed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	next := int64(0)
+	for i, n := range []int{10, 7, 5} {
+		var b bytes.Buffer
+		for range n {
+			fmt.Fprintf(&b, "%d\n", 1000+next) // value = 1000 + the sample's id
+			next++
+		}
+		if err := os.MkdirAll(data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(data, fmt.Sprintf("part-%d.toy", i)), b.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := formats.Default()
+	reg.Register(toy{})
+
+	// Indexed.
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + data + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := reg.Index(ctx, st, "toy", format.IndexOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Write(ctx, st, f); err != nil {
+		t.Fatal(err)
+	}
+
+	// Planned.
+	spec := datav1alpha1.TrainingDatasetSpec{
+		Streams:   []datav1alpha1.Stream{{Name: "t", Format: "toy", Source: datav1alpha1.Source{URI: "file://" + data + "/"}}},
+		NumSplits: 2, GlobalBatchSize: 4, Shuffle: datav1alpha1.Shuffle{BlockSize: ptr.To[int64](4)},
+	}
+	x, err := index.ReadStore(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Samples() != 22 || len(x.Shards) != 3 {
+		t.Fatalf("index: %d samples in %d shards, want 22 in 3", x.Samples(), len(x.Shards))
+	}
+	params, err := planspec.Params(&spec, []planner.StreamIndex{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := planner.New(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Served.
+	state, err := progress.NewFileStore(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(dir, "feed.sock")
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, daemon.Config{Dataset: "toy", Spec: spec, Formats: reg, Socket: socket, CacheDir: filepath.Join(dir, "cache"),
+			Prefetch: -1, RankMode: server.RankModeClient, Job: "j", Attempt: "a", Progress: state, Log: slog.New(slog.DiscardHandler)})
+	}()
+	c := shardfeed.New(socket)
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := pl.Epoch(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([][]int64, pl.Steps())
+	for rank := range 2 {
+		s, err := c.Batches(ctx, shardfeed.Request{Rank: rank, World: 2, Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			rec, err := s.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			value := rec.Column(rec.Schema().FieldIndices("value")[0]).(*array.Int64)
+			id := rec.Column(rec.Schema().FieldIndices("_shardfeed_index")[0]).(*array.Int64)
+			step := rec.Column(rec.Schema().FieldIndices("_shardfeed_step")[0]).(*array.Int64)
+			for j := range int(rec.NumRows()) {
+				if value.Value(j) != 1000+id.Value(j) {
+					t.Fatalf("sample %d has value %d, want %d", id.Value(j), value.Value(j), 1000+id.Value(j))
+				}
+				got[step.Value(j)] = append(got[step.Value(j)], id.Value(j))
+			}
+		}
+		_ = s.Close()
+	}
+	if pl.Steps() != 5 {
+		t.Fatalf("%d steps, want 5 (2 splits of 11 samples, 2 a step each)", pl.Steps())
+	}
+	for k := range pl.Steps() {
+		batch, err := ep.GlobalBatch(nil, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []int64
+		for _, s := range batch {
+			want = append(want, s.ID)
+		}
+		slices.Sort(want)
+		slices.Sort(got[k])
+		if len(want) != 4 || !slices.Equal(got[k], want) {
+			t.Errorf("step %d served %v, the plan says %v", k, got[k], want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("daemon: %v", err)
+	}
+}

@@ -106,7 +106,7 @@ func (w *Writer) config0() map[string]any {
 	names, encs, sizes := w.columnLists()
 	return map[string]any{
 		"column_encodings": encs, "column_names": names, "column_sizes": sizes,
-		"compression": comp, "format": "mds", "hashes": nonNil(w.opts.Hashes),
+		"compression": comp, "format": mdsindex.ShardFormat, "hashes": nonNil(w.opts.Hashes),
 		"size_limit": w.opts.SizeLimit, "version": mdsindex.Version,
 	}
 }

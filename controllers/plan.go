@@ -82,7 +82,7 @@ func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alp
 	p := &configmaps.Plan{Spec: ds.Spec, Fingerprint: pl.Fingerprint(), MinCacheBytes: map[int]int64{}}
 	for i, x := range indexes {
 		p.Streams = append(p.Streams, configmaps.StreamDigest{Name: ds.Spec.Streams[i].Name, ContentHash: x.ContentHash(),
-			Shards: len(x.Shards), Samples: x.Samples(), Bytes: x.Bytes()})
+			Shards: len(x.Shards), Samples: x.Samples(), Bytes: x.Bytes(), MaxShardBytes: x.MaxShardBytes()})
 	}
 	ep, err := pl.Epoch(0)
 	if err != nil {

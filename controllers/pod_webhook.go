@@ -91,7 +91,7 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	var plan corev1.ConfigMap
 	if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: configmaps.PlanName(name)}, &plan); err == nil {
 		if pl, err := configmaps.PlanFromData(plan.Data); err == nil {
-			in.MinCacheBytes = pl.MinCacheBytes
+			in.MinCacheBytes, in.MaxShardBytes = pl.MinCacheBytes, pl.MaxShardBytes()
 		}
 	}
 	job := inject.JobName(&pod, owner)

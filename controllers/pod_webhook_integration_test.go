@@ -225,6 +225,47 @@ func TestIntegrationPodWebhookInjectsIndexedJobPodsAndDeniesWhatCannotBeServed(t
 	}
 }
 
+// TestIntegrationPodWebhookSizesTheCacheFromThePlansLargestShard: the
+// cache's emptyDir holds cacheLimit plus room for the downloads in flight,
+// 4 × the largest shard the plan ConfigMap records (docs/operator.md).
+func TestIntegrationPodWebhookSizesTheCacheFromThePlansLargestShard(t *testing.T) {
+	serveWebhook(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	limit := resource.MustParse("1Gi")
+	ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
+		Streams:   []datav1alpha1.Stream{{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/"}}, {Name: "b", Source: datav1alpha1.Source{URI: "s3://data/b/"}}},
+		NumSplits: 8, GlobalBatchSize: 64, Sidecar: datav1alpha1.SidecarSpec{CacheLimit: &limit},
+	}}
+	if err := apiServer.Client.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	// The plan as the reconciler writes it (its own test checks that).
+	plan := &configmaps.Plan{Spec: ds.Spec, Fingerprint: planner.Fingerprint{Sum: "v1-test", Inputs: map[string]string{}},
+		Streams: []configmaps.StreamDigest{{Name: "a", MaxShardBytes: 64 << 20}, {Name: "b", MaxShardBytes: 100 << 20}}}
+	data, err := plan.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.PlanName("web"), Namespace: ns}, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	pod := indexedJobPod(ns, createJob(t, ns, "train", 4), 0, "web")
+	if err := apiServer.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name != inject.CacheVolume {
+			continue
+		}
+		if want := limit.Value() + 4*(100<<20); v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Value() != want {
+			t.Fatalf("cache emptyDir = %+v, want sizeLimit %d (cacheLimit + 4 × the largest shard)", v.EmptyDir, want)
+		}
+		return
+	}
+	t.Fatalf("no cache volume in %+v", pod.Spec.Volumes)
+}
+
 // asServiceAccount is a client that acts as a ServiceAccount of ns, as the
 // sidecar does in its pod.
 func asServiceAccount(t *testing.T, ns, name string) client.Client {

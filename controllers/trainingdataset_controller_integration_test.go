@@ -30,11 +30,11 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/controllers"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/planner"
-	"github.com/shardfeed/shardfeed/internal/index"
 )
 
 var (
@@ -203,6 +203,9 @@ func TestIntegrationDatasetConvergesToReadyWithItsPlanConfigMap(t *testing.T) {
 	}
 	if plan.Fingerprint.Sum != pl.Fingerprint().Sum || plan.Streams[0].ContentHash != idx.ContentHash() || plan.Spec.NumSplits != 6 {
 		t.Fatalf("plan ConfigMap %+v", plan)
+	}
+	if plan.MaxShardBytes() != idx.MaxShardBytes() || idx.MaxShardBytes() == 0 {
+		t.Errorf("plan's largest shard: %d bytes, the index's %d", plan.MaxShardBytes(), idx.MaxShardBytes())
 	}
 	ep, _ := pl.Epoch(0)
 	for _, pods := range []int{1, 2, 3, 6} {

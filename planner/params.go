@@ -46,6 +46,15 @@ func (x StreamIndex) Bytes() int64 {
 	return n
 }
 
+// MaxShardBytes returns the size of the largest shard.
+func (x StreamIndex) MaxShardBytes() int64 {
+	var n int64
+	for _, s := range x.Shards {
+		n = max(n, s.Bytes)
+	}
+	return n
+}
+
 // ContentHash identifies the index: two indexes with the same shards (names,
 // sample counts, sizes and hashes, in order) have the same content hash.
 func (x StreamIndex) ContentHash() string {

@@ -55,6 +55,9 @@ type StreamDigest struct {
 	Shards      int    `json:"shards"`
 	Samples     int64  `json:"samples"`
 	Bytes       int64  `json:"bytes"`
+	// MaxShardBytes is the size of the stream's largest shard: the webhook
+	// leaves room for downloads in flight in the cache's sizeLimit.
+	MaxShardBytes int64 `json:"maxShardBytes,omitempty"`
 }
 
 // Plan is the content of a <dataset>-plan ConfigMap.
@@ -64,6 +67,16 @@ type Plan struct {
 	Streams     []StreamDigest
 	// MinCacheBytes maps a pod count to the smallest cache a pod needs.
 	MinCacheBytes map[int]int64
+}
+
+// MaxShardBytes returns the size of the plan's largest shard (0 for a plan
+// written before the operator recorded it).
+func (p *Plan) MaxShardBytes() int64 {
+	var n int64
+	for _, s := range p.Streams {
+		n = max(n, s.MaxShardBytes)
+	}
+	return n
 }
 
 // Data returns the ConfigMap data of the plan.

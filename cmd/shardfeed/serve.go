@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -19,9 +18,9 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/memlimit"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/progress"
-	"github.com/shardfeed/shardfeed/sidecar/server"
 )
 
 // feedOptions are the flags `serve` and `sidecar` share.
@@ -34,6 +33,7 @@ type feedOptions struct {
 	credentials          string
 	state                string
 	rankMode             string
+	contract             sidecarconfig.Config
 	pod, pods, procs     int
 	job, attempt         string
 	namespace, image     string
@@ -44,11 +44,11 @@ type feedOptions struct {
 }
 
 // DefaultSocket is the socket inside a pod (design §1).
-const DefaultSocket = "/var/run/shardfeed/feed.sock"
+const DefaultSocket = sidecarconfig.SocketPath
 
 func (o *feedOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.socket, "socket", o.socket, "Unix socket to serve on")
-	f.StringVar(&o.metricsAddr, "metrics-addr", ":9464", `TCP address of the Prometheus metrics ("" for none)`)
+	f.StringVar(&o.metricsAddr, "metrics-addr", fmt.Sprintf(":%d", sidecarconfig.MetricsPort), `TCP address of the Prometheus metrics ("" for none)`)
 	f.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "directory of the shard cache")
 	f.StringVar(&o.cacheLimit, "cache-limit", "", "bytes of the shard cache, e.g. 20Gi (default: spec.sidecar.cacheLimit, else unbounded)")
 	f.StringVar(&o.decodedLimit, "memory-limit", "1Gi", "memory for decoded shards not in use")
@@ -59,7 +59,7 @@ func (o *feedOptions) addFlags(f *pflag.FlagSet) {
 }
 
 func newServeCommand() *cobra.Command {
-	o := &feedOptions{rankMode: server.RankModeClient, job: "local"}
+	o := &feedOptions{rankMode: string(sidecarconfig.RankModeClient), job: "local"}
 	cmd := &cobra.Command{
 		Use:   "serve -f DATASET.yaml [--socket PATH] [--cache-dir DIR] [--state FILE]",
 		Short: "Serve a TrainingDataset's batches on a Unix socket on this machine, without Kubernetes",
@@ -94,12 +94,9 @@ func newSidecarCommand() *cobra.Command {
 		}
 		return def
 	}
-	envInt := func(name string, def int) int {
-		if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-			return v
-		}
-		return def
-	}
+	// The webhook's side of the contract; a malformed value is an error
+	// when the command runs (flags may still override it).
+	contract, contractErr := sidecarconfig.FromEnv(os.LookupEnv)
 	cmd := &cobra.Command{
 		Use:   "sidecar",
 		Short: "Run as the data-loading sidecar of a training pod (configured by the webhook)",
@@ -116,23 +113,27 @@ Commits go to the job's <dataset>-<job>-state ConfigMap (in-cluster
 credentials), or to --state FILE where no cluster is reachable.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if contractErr != nil {
+				return contractErr
+			}
 			return o.run(cmd, true)
 		},
 	}
-	o.socket = env("SHARDFEED_SOCKET", DefaultSocket)
-	o.cacheDir = env("SHARDFEED_CACHE_DIR", "/var/cache/shardfeed")
+	o.socket = env(sidecarconfig.EnvSocket, DefaultSocket)
+	o.cacheDir = env(sidecarconfig.EnvCacheDir, sidecarconfig.CacheDir)
+	o.contract = contract
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "filename", "f", "", "TrainingDataset manifest (instead of --plan-dir)")
-	f.StringVar(&o.planDir, "plan-dir", env("SHARDFEED_PLAN_DIR", ""), "the mounted <dataset>-plan ConfigMap")
-	f.StringVar(&o.rankMode, "rank-mode", env("SHARDFEED_RANK_MODE", server.RankModePod), "pod: serve this pod's ranks; client: any rank a client names")
-	f.IntVar(&o.pod, "pod-rank", envInt("SHARDFEED_POD_RANK", 0), "the pod's index in the job")
-	f.IntVar(&o.pods, "pods", envInt("SHARDFEED_PODS", 1), "pods of the job")
-	f.IntVar(&o.procs, "procs-per-pod", envInt("SHARDFEED_PROCS_PER_POD", 1), "training processes (ranks) per pod")
-	f.StringVar(&o.job, "job", env("SHARDFEED_JOB", ""), "job identity")
-	f.StringVar(&o.attempt, "attempt", env("SHARDFEED_ATTEMPT", ""), "attempt id shared by the pods of one job attempt")
-	f.StringVar(&o.namespace, "namespace", env("POD_NAMESPACE", ""), "namespace of the state ConfigMap")
-	f.StringVar(&o.image, "image", env("SHARDFEED_IMAGE", ""), "the sidecar image, pinned in the job's state")
-	f.StringVar(&o.credentials, "credentials-dir", env("SHARDFEED_CREDENTIALS_DIR", "/var/run/shardfeed/credentials"), "directory with one sub-directory per credentials Secret")
+	f.StringVar(&o.planDir, "plan-dir", env(sidecarconfig.EnvPlanDir, ""), "the mounted <dataset>-plan ConfigMap")
+	f.StringVar(&o.rankMode, "rank-mode", string(contract.RankMode), "pod: serve this pod's ranks; client: any rank a client names")
+	f.IntVar(&o.pod, "pod-rank", contract.PodRank, "the pod's index in the job")
+	f.IntVar(&o.pods, "pods", contract.Pods, "pods of the job")
+	f.IntVar(&o.procs, "procs-per-pod", contract.ProcsPerPod, "training processes (ranks) per pod")
+	f.StringVar(&o.job, "job", contract.Job, "job identity")
+	f.StringVar(&o.attempt, "attempt", contract.Attempt, "attempt id shared by the pods of one job attempt")
+	f.StringVar(&o.namespace, "namespace", contract.Namespace, "namespace of the state ConfigMap")
+	f.StringVar(&o.image, "image", contract.Image, "the sidecar image, pinned in the job's state")
+	f.StringVar(&o.credentials, "credentials-dir", env(sidecarconfig.EnvCredentialsDir, sidecarconfig.CredentialsDir), "directory with one sub-directory per credentials Secret")
 	f.StringVar(&o.state, "state", "", "state file instead of the state ConfigMap (no cluster)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for the state ConfigMap (default: the in-cluster credentials)")
 	o.addFlags(f)
@@ -157,7 +158,7 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 	}
 	cfg := daemon.Config{
 		Socket: o.socket, MetricsAddr: o.metricsAddr, MetricsTLS: o.metricsTLS, Pprof: o.pprof, CacheDir: o.cacheDir, Prefetch: o.prefetch,
-		RankMode: o.rankMode, Pod: o.pod, Pods: o.pods, ProcsPerPod: o.procs, Job: o.job, Attempt: o.attempt,
+		RankMode: sidecarconfig.RankMode(o.rankMode), Pod: o.pod, Pods: o.pods, ProcsPerPod: o.procs, Job: o.job, Attempt: o.attempt,
 		SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: log,
 	}
 	for _, q := range []struct {
@@ -187,9 +188,9 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		if err != nil {
 			return err
 		}
-		cfg.Dataset, cfg.Spec, cfg.PlannedFingerprint = os.Getenv("SHARDFEED_DATASET"), p.Spec, &p.Fingerprint
+		cfg.Dataset, cfg.Spec, cfg.PlannedFingerprint = o.contract.Dataset, p.Spec, &p.Fingerprint
 		if cfg.Dataset == "" {
-			return fmt.Errorf("SHARDFEED_DATASET is not set: the sidecar needs its TrainingDataset's name")
+			return fmt.Errorf("%s is not set: the sidecar needs its TrainingDataset's name", sidecarconfig.EnvDataset)
 		}
 	default:
 		return fmt.Errorf("give the dataset with -f DATASET.yaml or --plan-dir DIR (the mounted <dataset>-plan ConfigMap)")

@@ -17,6 +17,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 )
 
 // Labels and annotations a training pod may carry (design §1).
@@ -53,15 +54,16 @@ const (
 
 // Names of what is injected.
 const (
-	SidecarName      = "shardfeed-sidecar"
-	SocketVolume     = "shardfeed-socket"
-	CacheVolume      = "shardfeed-cache"
-	PlanVolume       = "shardfeed-plan"
-	SocketDir        = "/var/run/shardfeed"
-	SocketPath       = SocketDir + "/feed.sock"
-	CacheDir         = "/var/cache/shardfeed"
-	PlanDir          = "/etc/shardfeed/plan"
-	CredentialsDir   = "/var/run/shardfeed-credentials"
+	SidecarName  = "shardfeed-sidecar"
+	SocketVolume = "shardfeed-socket"
+	CacheVolume  = "shardfeed-cache"
+	PlanVolume   = "shardfeed-plan"
+	// The paths of the sidecar contract (internal/sidecarconfig).
+	SocketDir        = sidecarconfig.SocketDir
+	SocketPath       = sidecarconfig.SocketPath
+	CacheDir         = sidecarconfig.CacheDir
+	PlanDir          = sidecarconfig.PlanDir
+	CredentialsDir   = sidecarconfig.CredentialsDir
 	SidecarUID       = int64(65532)
 	downloadsInCache = 4 // parallel downloads the cache's sizeLimit leaves room for
 )
@@ -122,7 +124,7 @@ func Inject(in Input) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.mode == "pod" {
+	if w.mode == sidecarconfig.RankModePod {
 		world := w.pods * w.procs
 		if int(ds.Spec.NumSplits)%world != 0 {
 			return nil, deny("TrainingDataset %q has numSplits %d, which the job's %d pods × %d processes = %d ranks do not divide: run a world size that divides %d",
@@ -171,32 +173,15 @@ func Inject(in Input) (*corev1.Pod, error) {
 			Secret: &corev1.SecretVolumeSource{SecretName: ref.Name, DefaultMode: ptr.To(int32(0o444))}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: CredentialsDir + "/" + ref.Name, ReadOnly: true})
 	}
-	env := []corev1.EnvVar{
-		{Name: "SHARDFEED_DATASET", Value: ds.Name},
-		{Name: "SHARDFEED_PLAN_DIR", Value: PlanDir},
-		{Name: "SHARDFEED_SOCKET", Value: SocketPath},
-		{Name: "SHARDFEED_CACHE_DIR", Value: CacheDir},
-		{Name: "SHARDFEED_CREDENTIALS_DIR", Value: CredentialsDir},
-		{Name: "SHARDFEED_RANK_MODE", Value: w.mode},
-		{Name: "SHARDFEED_PROCS_PER_POD", Value: strconv.Itoa(w.procs)},
-		{Name: "SHARDFEED_JOB", Value: jobName(pod, in.Owner)},
-		{Name: "SHARDFEED_ATTEMPT", Value: attempt(pod, in.Owner)},
-		{Name: "SHARDFEED_IMAGE", Value: image},
-		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
-	}
-	if w.mode == "pod" {
-		env = append(env, w.rankEnv, corev1.EnvVar{Name: "SHARDFEED_PODS", Value: strconv.Itoa(w.pods)})
-	}
-	port := int32(9464)
-	if ds.Spec.Sidecar.MetricsPort != nil {
-		port = *ds.Spec.Sidecar.MetricsPort
-	}
+	contract := sidecarconfig.Config{Dataset: ds.Name, RankMode: w.mode, PodRank: w.rank, PodRankField: w.rankField, Pods: w.pods, ProcsPerPod: w.procs,
+		Job: jobName(pod, in.Owner), Attempt: attempt(pod, in.Owner), Image: image, MetricsPort: ptr.Deref(ds.Spec.Sidecar.MetricsPort, 0)}
+	port := contract.Port()
 	sidecar := corev1.Container{
 		Name:          SidecarName,
 		Image:         image,
 		Command:       []string{"/shardfeed"},
-		Args:          []string{"sidecar", "--metrics-addr", fmt.Sprintf(":%d", port), "--metrics-tls", "--log-format", "json"},
-		Env:           env,
+		Args:          contract.Args(),
+		Env:           contract.Env(),
 		VolumeMounts:  mounts,
 		Resources:     ds.Spec.Sidecar.Resources,
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
@@ -220,7 +205,7 @@ func Inject(in Input) (*corev1.Pod, error) {
 	pod.Spec.InitContainers = append([]corev1.Container{sidecar}, pod.Spec.InitContainers...)
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		c.Env = append(c.Env, corev1.EnvVar{Name: "SHARDFEED_SOCKET", Value: SocketPath})
+		c.Env = append(c.Env, corev1.EnvVar{Name: sidecarconfig.EnvSocket, Value: SocketPath})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: SocketVolume, MountPath: SocketDir})
 	}
 	if pod.Annotations == nil {
@@ -241,9 +226,11 @@ func cacheSizeLimit(ds *datav1alpha1.TrainingDataset, maxShard int64) *resource.
 }
 
 type rankWiring struct {
-	mode        string // pod or client
+	mode        sidecarconfig.RankMode
 	pods, procs int
-	rankEnv     corev1.EnvVar
+	// rank is the pod's index, or rankField the field of the pod it is in.
+	rank      int
+	rankField string
 }
 
 // wiring finds the pod's rank and the job's pod count (design §7): the
@@ -251,7 +238,7 @@ type rankWiring struct {
 // and completions; else a StatefulSet's pod index and replicas; else the
 // ranks come from the clients (rank mode client).
 func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
-	w := rankWiring{mode: "client", procs: 1}
+	w := rankWiring{mode: sidecarconfig.RankModeClient, procs: 1}
 	a, l := pod.Annotations, pod.Labels
 	if v, ok := a[AnnotationProcsPerPod]; ok {
 		n, err := strconv.Atoi(v)
@@ -260,7 +247,7 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 		}
 		w.procs = n
 	}
-	if a[AnnotationRankMode] == "client" {
+	if a[AnnotationRankMode] == string(sidecarconfig.RankModeClient) {
 		return w, nil
 	}
 	if v, ok := a[AnnotationPods]; ok {
@@ -270,16 +257,13 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 		}
 		w.pods = n
 	}
-	fieldEnv := func(path string) corev1.EnvVar {
-		return corev1.EnvVar{Name: "SHARDFEED_POD_RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
-	}
 	switch {
 	case a[AnnotationRank] != "":
 		r, err := strconv.Atoi(a[AnnotationRank])
 		if err != nil || r < 0 {
 			return w, deny("annotation %s=%q must be a non-negative integer (the pod's rank)", AnnotationRank, a[AnnotationRank])
 		}
-		w.rankEnv = corev1.EnvVar{Name: "SHARDFEED_POD_RANK", Value: strconv.Itoa(r)}
+		w.rank = r
 		if w.pods == 0 {
 			return w, deny("annotation %s needs %s (the job's pod count) beside it", AnnotationRank, AnnotationPods)
 		}
@@ -293,7 +277,7 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 		if err != nil {
 			return w, err
 		}
-		w.rankEnv = corev1.EnvVar{Name: "SHARDFEED_POD_RANK", Value: strconv.Itoa(r)}
+		w.rank = r
 		if w.pods == 0 {
 			w.pods = pods
 		}
@@ -302,17 +286,17 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 		if err != nil {
 			return w, err
 		}
-		w.rankEnv = corev1.EnvVar{Name: "SHARDFEED_POD_RANK", Value: strconv.Itoa(r)}
+		w.rank = r
 		if w.pods == 0 && owner.Kind == "PyTorchJob" {
 			w.pods = owner.Replicas
 		}
 	case a[JobCompletionIndex] != "" || l[JobCompletionIndex] != "":
-		w.rankEnv = fieldEnv("metadata.annotations['" + JobCompletionIndex + "']")
+		w.rankField = "metadata.annotations['" + JobCompletionIndex + "']"
 		if w.pods == 0 && owner.Kind == "Job" {
 			w.pods = owner.Replicas
 		}
 	case l[PodIndexLabel] != "":
-		w.rankEnv = fieldEnv("metadata.labels['" + PodIndexLabel + "']")
+		w.rankField = "metadata.labels['" + PodIndexLabel + "']"
 		if w.pods == 0 && owner.Kind == "StatefulSet" {
 			w.pods = owner.Replicas
 		}
@@ -322,7 +306,7 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 	if w.pods < 1 {
 		return w, deny("cannot tell how many pods the job has: set the annotation %s", AnnotationPods)
 	}
-	w.mode = "pod"
+	w.mode = sidecarconfig.RankModePod
 	return w, nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
@@ -66,7 +67,7 @@ type Config struct {
 	// Prefetch overrides spec.sidecar.prefetch when >= 0.
 	Prefetch int
 
-	RankMode               string
+	RankMode               sidecarconfig.RankMode
 	Pod, Pods, ProcsPerPod int
 	Job, Attempt           string
 	SidecarImage           string

@@ -75,7 +75,9 @@ var toySchema = arrow.NewSchema([]arrow.Field{{Name: "value", Type: arrow.Primit
 
 func (r toyReader) Parts(i int) []format.Part { return format.FileParts(r.f, i, false) }
 
-func (toyReader) Schema(context.Context, format.ReadFunc) (*arrow.Schema, error) { return toySchema, nil }
+func (toyReader) Schema(context.Context, format.ReadFunc) (*arrow.Schema, error) {
+	return toySchema, nil
+}
 
 func (toyReader) Records(_ context.Context, _ int, parts [][]byte, _ []string) (array.RecordReader, error) {
 	b := array.NewInt64Builder(memory.DefaultAllocator)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/progress"
 )
@@ -26,10 +27,9 @@ import (
 // Rank modes (design §5).
 const (
 	// RankModePod serves only the ranks of this pod.
-	RankModePod = "pod"
-	// RankModeClient serves any rank a client names (ranks assigned at
-	// rendezvous, and `shardfeed serve`).
-	RankModeClient = "client"
+	RankModePod = sidecarconfig.RankModePod
+	// RankModeClient serves any rank a client names.
+	RankModeClient = sidecarconfig.RankModeClient
 )
 
 // Config configures a Server.
@@ -37,7 +37,7 @@ type Config struct {
 	Pipeline *pipeline.Pipeline
 	Progress progress.Store
 	Job      progress.Job
-	RankMode string
+	RankMode sidecarconfig.RankMode
 	// Pod, Pods and ProcsPerPod place this pod in the job (rank mode pod).
 	Pod, Pods, ProcsPerPod int
 	Log                    *slog.Logger

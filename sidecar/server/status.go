@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
@@ -86,17 +87,17 @@ func (s *Server) closeStream(ss *streamStatus) {
 
 // Status is the body of GET /v1/status.
 type Status struct {
-	Ready       bool   `json:"ready"`
-	RankMode    string `json:"rankMode"`
-	Pod         int    `json:"pod"`
-	Pods        int    `json:"pods"`
-	ProcsPerPod int    `json:"procsPerPod"`
-	Dataset     string `json:"dataset"`
-	Job         string `json:"job"`
-	Attempt     string `json:"attempt"`
-	Fingerprint string `json:"fingerprint"`
-	PlanVersion int    `json:"planVersion"`
-	NumSplits   int    `json:"numSplits"`
+	Ready       bool                   `json:"ready"`
+	RankMode    sidecarconfig.RankMode `json:"rankMode"`
+	Pod         int                    `json:"pod"`
+	Pods        int                    `json:"pods"`
+	ProcsPerPod int                    `json:"procsPerPod"`
+	Dataset     string                 `json:"dataset"`
+	Job         string                 `json:"job"`
+	Attempt     string                 `json:"attempt"`
+	Fingerprint string                 `json:"fingerprint"`
+	PlanVersion int                    `json:"planVersion"`
+	NumSplits   int                    `json:"numSplits"`
 	// GlobalBatchSize is G; Steps the steps per epoch.
 	GlobalBatchSize int64          `json:"globalBatchSize"`
 	Steps           int64          `json:"steps"`

@@ -1,0 +1,145 @@
+// Package sidecarconfig is the contract between the pod webhook and the
+// sidecar it injects: the paths, port and environment the webhook gives
+// the sidecar container, rendered (Config.Env, Args) by the webhook and
+// parsed (FromEnv) by `shardfeed sidecar` with the same names.
+package sidecarconfig
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// RankMode says which ranks a sidecar serves.
+type RankMode string
+
+// The rank modes.
+const (
+	// RankModePod serves the ranks of this pod only: the webhook found the
+	// pod's index and the job's pod count.
+	RankModePod RankMode = "pod"
+	// RankModeClient serves any rank a client names (ranks assigned at run
+	// time, e.g. by torchrun's rendezvous).
+	RankModeClient RankMode = "client"
+)
+
+// Paths in the pod, and the metrics port.
+const (
+	SocketDir  = "/var/run/shardfeed"
+	SocketPath = SocketDir + "/feed.sock"
+	CacheDir   = "/var/cache/shardfeed"
+	PlanDir    = "/etc/shardfeed/plan"
+	// CredentialsDir holds one directory per credentials Secret, by name.
+	CredentialsDir = "/var/run/shardfeed-credentials"
+	// MetricsPort is the sidecar's metrics port unless
+	// spec.sidecar.metricsPort says otherwise.
+	MetricsPort int32 = 9464
+)
+
+// The environment of the sidecar container.
+const (
+	EnvDataset        = "SHARDFEED_DATASET"
+	EnvPlanDir        = "SHARDFEED_PLAN_DIR"
+	EnvSocket         = "SHARDFEED_SOCKET"
+	EnvCacheDir       = "SHARDFEED_CACHE_DIR"
+	EnvCredentialsDir = "SHARDFEED_CREDENTIALS_DIR"
+	EnvRankMode       = "SHARDFEED_RANK_MODE"
+	EnvPodRank        = "SHARDFEED_POD_RANK"
+	EnvPods           = "SHARDFEED_PODS"
+	EnvProcsPerPod    = "SHARDFEED_PROCS_PER_POD"
+	EnvJob            = "SHARDFEED_JOB"
+	EnvAttempt        = "SHARDFEED_ATTEMPT"
+	EnvImage          = "SHARDFEED_IMAGE"
+	EnvNamespace      = "POD_NAMESPACE"
+)
+
+// Config is what the webhook tells a sidecar.
+type Config struct {
+	Dataset  string
+	RankMode RankMode
+	// PodRank is the pod's index in the job (RankModePod), or with
+	// PodRankField set, the field of the pod the kubelet reads it from
+	// (e.g. an Indexed Job's completion-index annotation).
+	PodRank      int
+	PodRankField string
+	// Pods is the job's pod count (RankModePod).
+	Pods        int
+	ProcsPerPod int
+	Job         string
+	Attempt     string
+	Image       string
+	// Namespace is read from the pod (metadata.namespace).
+	Namespace string
+	// MetricsPort; 0: MetricsPort.
+	MetricsPort int32
+}
+
+// Env renders the config as the sidecar container's environment.
+func (c Config) Env() []corev1.EnvVar {
+	env := []corev1.EnvVar{
+		{Name: EnvDataset, Value: c.Dataset},
+		{Name: EnvPlanDir, Value: PlanDir},
+		{Name: EnvSocket, Value: SocketPath},
+		{Name: EnvCacheDir, Value: CacheDir},
+		{Name: EnvCredentialsDir, Value: CredentialsDir},
+		{Name: EnvRankMode, Value: string(c.RankMode)},
+		{Name: EnvProcsPerPod, Value: strconv.Itoa(c.ProcsPerPod)},
+		{Name: EnvJob, Value: c.Job},
+		{Name: EnvAttempt, Value: c.Attempt},
+		{Name: EnvImage, Value: c.Image},
+		fieldEnv(EnvNamespace, "metadata.namespace"),
+	}
+	if c.RankMode == RankModePod {
+		rank := corev1.EnvVar{Name: EnvPodRank, Value: strconv.Itoa(c.PodRank)}
+		if c.PodRankField != "" {
+			rank = fieldEnv(EnvPodRank, c.PodRankField)
+		}
+		env = append(env, rank, corev1.EnvVar{Name: EnvPods, Value: strconv.Itoa(c.Pods)})
+	}
+	return env
+}
+
+func fieldEnv(name, path string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+}
+
+// Port returns the metrics port.
+func (c Config) Port() int32 {
+	if c.MetricsPort != 0 {
+		return c.MetricsPort
+	}
+	return MetricsPort
+}
+
+// Args are the sidecar's arguments (its command is /shardfeed).
+func (c Config) Args() []string {
+	return []string{"sidecar", "--metrics-addr", fmt.Sprintf(":%d", c.Port()), "--metrics-tls", "--log-format", "json"}
+}
+
+// FromEnv parses the environment Env rendered (with the pod's fields
+// resolved, as the kubelet does). Unset variables keep their defaults:
+// rank mode pod, one pod, one process per pod.
+func FromEnv(lookup func(string) (string, bool)) (Config, error) {
+	c := Config{RankMode: RankModePod, Pods: 1, ProcsPerPod: 1}
+	for name, into := range map[string]*string{EnvDataset: &c.Dataset, EnvJob: &c.Job, EnvAttempt: &c.Attempt, EnvImage: &c.Image, EnvNamespace: &c.Namespace} {
+		if v, ok := lookup(name); ok {
+			*into = v
+		}
+	}
+	if v, ok := lookup(EnvRankMode); ok {
+		c.RankMode = RankMode(v)
+	}
+	for name, into := range map[string]*int{EnvPodRank: &c.PodRank, EnvPods: &c.Pods, EnvProcsPerPod: &c.ProcsPerPod} {
+		v, ok := lookup(name)
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return c, fmt.Errorf("%s=%q is not a number", name, v)
+		}
+		*into = n
+	}
+	return c, nil
+}

@@ -9,7 +9,7 @@ import (
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -27,7 +27,7 @@ const DatasetWebhookPath = "/validate-data-shardfeed-io-v1alpha1-trainingdataset
 // that do not exist yet and streams that read the same data twice.
 type DatasetValidator struct {
 	// Reader reads the referenced Secrets (directly: they are not cached).
-	Reader  ctrl.Reader
+	Reader  client.Reader
 	Decoder admission.Decoder
 }
 
@@ -104,7 +104,7 @@ func (v *DatasetValidator) warnings(ctx context.Context, ns string, ds *datav1al
 			continue
 		}
 		var secret corev1.Secret
-		err := v.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: ref.Name}, &secret)
+		err := v.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &secret)
 		switch {
 		case apierrors.IsNotFound(err):
 			out = append(out, fmt.Sprintf("stream %q: Secret %s/%s does not exist yet: create it with the keys %s and %s", s.Name, ns, ref.Name, s3.AccessKeyFile, s3.SecretKeyFile))

@@ -12,8 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
@@ -40,7 +39,7 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 		src.Retry = store.Retry{MaxElapsed: 10 * time.Second} // a reconcile does not wait minutes for a store: it comes back
 		if ref := s.Source.CredentialsSecretRef; ref != nil {
 			var secret corev1.Secret
-			if err := r.APIReader.Get(ctx, ctrl.ObjectKey{Namespace: ds.Namespace, Name: ref.Name}, &secret); err != nil {
+			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: ref.Name}, &secret); err != nil {
 				if apierrors.IsNotFound(err) {
 					return nil, &credentialsError{fmt.Errorf("stream %q: Secret %s/%s (credentialsSecretRef) does not exist: create it with the keys %s and %s",
 						s.Name, ds.Namespace, ref.Name, s3.AccessKeyFile, s3.SecretKeyFile)}
@@ -103,11 +102,9 @@ func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alp
 	}
 	cm := corev1ac.ConfigMap(configmaps.PlanName(ds.Name), ds.Namespace).
 		WithLabels(map[string]string{configmaps.LabelDataset: ds.Name, configmaps.LabelManagedBy: configmaps.ManagedBy}).
-		WithOwnerReferences(metav1ac.OwnerReference().
-			WithAPIVersion(datav1alpha1.GroupVersion.String()).WithKind("TrainingDataset").
-			WithName(ds.Name).WithUID(ds.UID).WithController(true).WithBlockOwnerDeletion(true)).
+		WithOwnerReferences(datasetOwnerApply(ds)).
 		WithData(data)
-	if err := r.Apply(ctx, cm, ctrl.FieldOwner(FieldOwner), ctrl.ForceOwnership); err != nil {
+	if err := r.Apply(ctx, cm, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ConfigMap %s: %w", configmaps.PlanName(ds.Name), err)
 	}
 	return nil
@@ -116,7 +113,7 @@ func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alp
 // aggregateJobs reads the jobs' state ConfigMaps into status.jobs.
 func (r *TrainingDatasetReconciler) aggregateJobs(ctx context.Context, ds *datav1alpha1.TrainingDataset) error {
 	var list corev1.ConfigMapList
-	if err := r.List(ctx, &list, ctrl.InNamespace(ds.Namespace), ctrl.MatchingLabels{configmaps.LabelDataset: ds.Name}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(ds.Namespace), client.MatchingLabels{configmaps.LabelDataset: ds.Name}); err != nil {
 		return err
 	}
 	var jobs []datav1alpha1.JobProgress
@@ -169,7 +166,7 @@ func (r *TrainingDatasetReconciler) reportSkips(ds *datav1alpha1.TrainingDataset
 	for _, sk := range st.Skipped[len(st.Skipped)-n:] {
 		names = append(names, fmt.Sprintf("%s/%s (%d samples: %s)", sk.Stream, sk.Shard, sk.Samples, sk.Reason))
 	}
-	r.Recorder.Eventf(ds, nil, corev1.EventTypeWarning, ReasonShardSkipped, "SkipShard",
+	r.Recorder.Eventf(ds, nil, corev1.EventTypeWarning, datav1alpha1.ReasonShardSkipped, "SkipShard",
 		"job %s: %d corrupt shard(s) delivered as pad rows (onCorruptShard: skip), %d in all, %d samples: %s",
 		jp.Job, jp.SkippedShards-seen, jp.SkippedShards, jp.SkippedSamples, strings.Join(names, "; "))
 }

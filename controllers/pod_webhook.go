@@ -15,13 +15,20 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"slices"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/planner"
 )
 
 // PodWebhookPath is where the pod-injection webhook is served.
@@ -33,9 +40,9 @@ type PodInjector struct {
 	// Reader reads datasets, their ConfigMaps and the pods' owners (the
 	// manager's API reader: a state ConfigMap created for the job's
 	// previous pod must be seen at once).
-	Reader ctrl.Reader
+	Reader client.Reader
 	// Writer creates each job's state ConfigMap, Role and RoleBinding.
-	Writer       ctrl.Client
+	Writer       client.Client
 	Decoder      admission.Decoder
 	DefaultImage string
 	// OperatorNamespace is never injected (the webhook configuration
@@ -77,7 +84,7 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	}
 	ns := req.Namespace
 	var ds datav1alpha1.TrainingDataset
-	if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: name}, &ds); err != nil {
+	if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ds); err != nil {
 		if apierrors.IsNotFound(err) {
 			return admission.Denied(fmt.Sprintf("the pod's label shardfeed.io/dataset names TrainingDataset %q, which does not exist in namespace %q: create it, or fix the label", name, ns))
 		}
@@ -89,7 +96,7 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	}
 	in := inject.Input{Pod: &pod, Dataset: &ds, Owner: owner, DefaultImage: p.DefaultImage}
 	var plan corev1.ConfigMap
-	if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: configmaps.PlanName(name)}, &plan); err == nil {
+	if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.PlanName(name)}, &plan); err == nil {
 		if pl, err := configmaps.PlanFromData(plan.Data); err == nil {
 			in.MinCacheBytes, in.MaxShardBytes = pl.MinCacheBytes, pl.MaxShardBytes()
 		}
@@ -166,7 +173,7 @@ func (p *PodInjector) pyTorchJobSize(ctx context.Context, ns, name, apiVersion s
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(apiVersion)
 	u.SetKind("PyTorchJob")
-	if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+	if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			return 0, 1, nil
 		}
@@ -204,7 +211,7 @@ func (p *PodInjector) owner(ctx context.Context, ns string, pod *corev1.Pod) (in
 		switch ref.Kind {
 		case "Job":
 			var job batchv1.Job
-			if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: ref.Name}, &job); err != nil && !apierrors.IsNotFound(err) {
+			if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &job); err != nil && !apierrors.IsNotFound(err) {
 				return o, err
 			} else if err == nil && job.Spec.Completions != nil {
 				o.Replicas = int(*job.Spec.Completions)
@@ -216,7 +223,7 @@ func (p *PodInjector) owner(ctx context.Context, ns string, pod *corev1.Pod) (in
 			}
 		case "StatefulSet":
 			var sts appsv1.StatefulSet
-			if err := p.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: ref.Name}, &sts); err != nil && !apierrors.IsNotFound(err) {
+			if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &sts); err != nil && !apierrors.IsNotFound(err) {
 				return o, err
 			} else if err == nil && sts.Spec.Replicas != nil {
 				o.Replicas = int(*sts.Spec.Replicas)
@@ -225,4 +232,128 @@ func (p *PodInjector) owner(ctx context.Context, ns string, pod *corev1.Pod) (in
 		return o, nil
 	}
 	return inject.Owner{}, nil
+}
+
+// The sidecar runs with its pod's ServiceAccount, which the operator does
+// not own, so before a job's first pod starts the operator creates the
+// job's state ConfigMap (pinning the sidecar image and plan version) and a
+// Role that lets the pod's ServiceAccount read the plan and update that
+// one ConfigMap, by name (design §7). Both are owned by the dataset.
+
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create;update;patch
+// +kubebuilder:rbac:groups=data.shardfeed.io,resources=trainingdatasets/finalizers,verbs=update
+
+// JobAccessName is the name of a job's Role and RoleBinding.
+func JobAccessName(dataset, job string) string { return "shardfeed-" + dataset + "-" + job }
+
+// pinnedState reads the job's state ConfigMap: the image and plan version
+// the job started with, and whether the job has state at all.
+func (p *PodInjector) pinnedState(ctx context.Context, ns, dataset, job string) (*configmaps.State, bool, error) {
+	var cm corev1.ConfigMap
+	err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.StateName(dataset, job)}, &cm)
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	st, err := configmaps.StateFromData(cm.Data)
+	if err != nil {
+		return nil, true, fmt.Errorf("ConfigMap %s/%s: %w", ns, cm.Name, err)
+	}
+	return st, true, nil
+}
+
+// createState creates the job's state ConfigMap pinning image, and returns
+// the image the job is pinned to: image, or the one a pod of the same job
+// admitted a moment earlier pinned.
+func (p *PodInjector) createState(ctx context.Context, ds *datav1alpha1.TrainingDataset, job, image string) (string, error) {
+	data, err := configmaps.StateData(&configmaps.State{Dataset: ds.Name, Job: job, SidecarImage: image, PlanVersion: planner.PlanVersion})
+	if err != nil {
+		return "", err
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: configmaps.StateName(ds.Name, job), Namespace: ds.Namespace,
+			Labels:          jobLabels(ds.Name, job),
+			OwnerReferences: []metav1.OwnerReference{datasetOwner(ds)},
+		},
+		Data: data,
+	}
+	// Create, not apply: once created, the ConfigMap is the sidecars'.
+	err = p.Writer.Create(ctx, cm, client.FieldOwner(FieldOwner))
+	if apierrors.IsAlreadyExists(err) {
+		st, _, err := p.pinnedState(ctx, ds.Namespace, ds.Name, job)
+		if err != nil || st == nil {
+			return "", fmt.Errorf("reading the state of job %q: %w", job, err)
+		}
+		if st.SidecarImage != "" {
+			return st.SidecarImage, nil
+		}
+		return image, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("creating ConfigMap %s/%s: %w", ds.Namespace, cm.Name, err)
+	}
+	return image, nil
+}
+
+// grantAccess applies the job's Role and binds the pod's ServiceAccount to
+// it; a job whose pods use several ServiceAccounts gets all of them bound.
+func (p *PodInjector) grantAccess(ctx context.Context, ds *datav1alpha1.TrainingDataset, job, serviceAccount string) error {
+	name := JobAccessName(ds.Name, job)
+	role := rbacv1ac.Role(name, ds.Namespace).
+		WithLabels(jobLabels(ds.Name, job)).
+		WithOwnerReferences(datasetOwnerApply(ds)).
+		WithRules(
+			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("configmaps").
+				WithResourceNames(configmaps.PlanName(ds.Name)).WithVerbs("get"),
+			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("configmaps").
+				WithResourceNames(configmaps.StateName(ds.Name, job)).WithVerbs("get", "update"),
+		)
+	if err := p.Writer.Apply(ctx, role, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying Role %s/%s: %w", ds.Namespace, name, err)
+	}
+	return p.bind(ctx, ds, job, serviceAccount)
+}
+
+// bind adds serviceAccount to the job's RoleBinding. Subjects is an atomic
+// list, so this reads, adds and writes, retrying on a conflict, and never
+// drops a ServiceAccount another pod of the job added.
+func (p *PodInjector) bind(ctx context.Context, ds *datav1alpha1.TrainingDataset, job, serviceAccount string) error {
+	name := JobAccessName(ds.Name, job)
+	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ds.Namespace, Name: serviceAccount}
+	for range 5 {
+		var rb rbacv1.RoleBinding
+		err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: name}, &rb)
+		switch {
+		case apierrors.IsNotFound(err):
+			rb = rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ds.Namespace, Labels: jobLabels(ds.Name, job),
+					OwnerReferences: []metav1.OwnerReference{datasetOwner(ds)}},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+				Subjects: []rbacv1.Subject{subject},
+			}
+			err = p.Writer.Create(ctx, &rb, client.FieldOwner(FieldOwner))
+		case err != nil:
+			return fmt.Errorf("reading RoleBinding %s/%s: %w", ds.Namespace, name, err)
+		case slices.Contains(rb.Subjects, subject):
+			return nil
+		default:
+			rb.Subjects = append(rb.Subjects, subject)
+			err = p.Writer.Update(ctx, &rb, client.FieldOwner(FieldOwner))
+		}
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("binding ServiceAccount %s to Role %s/%s: %w", serviceAccount, ds.Namespace, name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("RoleBinding %s/%s: too many conflicting writes; the pod's creation is retried", ds.Namespace, name)
+}
+
+func jobLabels(dataset, job string) map[string]string {
+	return map[string]string{configmaps.LabelDataset: dataset, configmaps.LabelJob: job, configmaps.LabelManagedBy: configmaps.ManagedBy}
 }

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/controllers"
 )
 
 // syncBuffer is a bytes.Buffer the manager's goroutines can log into.
@@ -63,11 +62,11 @@ func TestIntegrationNoSecretValueInStatusEventsConfigMapsOrLogs(t *testing.T) {
 		}
 	}
 	waitFor(t, client.ObjectKeyFromObject(bad), "Degraded by the wrong credentials", func(d *datav1alpha1.TrainingDataset) bool {
-		c := condition(d, controllers.ConditionDegraded)
+		c := condition(d, datav1alpha1.ConditionDegraded)
 		return c != nil && c.Status == metav1.ConditionTrue
 	})
 	waitFor(t, client.ObjectKeyFromObject(good), "Ready", func(d *datav1alpha1.TrainingDataset) bool {
-		c := condition(d, controllers.ConditionReady)
+		c := condition(d, datav1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionTrue
 	})
 

@@ -15,13 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	controllerruntime "sigs.k8s.io/controller-runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
@@ -35,9 +35,9 @@ const FieldOwner = "shardfeed-operator"
 // TrainingDatasetReconciler reads a TrainingDataset's indexes, writes its
 // plan ConfigMap and reports totals, conditions and jobs' progress.
 type TrainingDatasetReconciler struct {
-	ctrl.Client
+	client.Client
 	// APIReader reads Secrets directly: they are never cached.
-	APIReader ctrl.Reader
+	APIReader client.Reader
 	Recorder  events.EventRecorder
 	// UnreachableRetry is the first wait before reading an unreachable
 	// index again (the work queue backs off from there); default 5 s.
@@ -56,7 +56,7 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	logger := log.FromContext(ctx)
 	var ds datav1alpha1.TrainingDataset
 	if err := r.Get(ctx, req.NamespacedName, &ds); err != nil {
-		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	before := ds.Status.DeepCopy()
 	defer func() {
@@ -73,18 +73,18 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 
 	indexes, err := r.readIndexes(ctx, &ds)
 	if err != nil {
-		reason := ReasonIndexUnreachable
+		reason := datav1alpha1.ReasonIndexUnreachable
 		var ce *credentialsError
 		if errors.As(err, &ce) {
-			reason = ReasonCredentials
+			reason = datav1alpha1.ReasonCredentials
 		}
-		r.setCondition(&ds, ConditionIndexResolved, metav1.ConditionFalse, reason, err.Error())
-		r.setCondition(&ds, ConditionReady, metav1.ConditionFalse, ReasonWaitingForIndex, "the plan needs every stream's index")
-		r.setCondition(&ds, ConditionDegraded, metav1.ConditionTrue, reason, err.Error())
+		r.setCondition(&ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionFalse, reason, err.Error())
+		r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionFalse, datav1alpha1.ReasonWaitingForIndex, "the plan needs every stream's index")
+		r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, err.Error())
 		logger.Info("Index unreachable, retrying", "err", err.Error())
 		return reconcile.Result{RequeueAfter: r.retry()}, nil
 	}
-	r.setCondition(&ds, ConditionIndexResolved, metav1.ConditionTrue, ReasonIndexRead, fmt.Sprintf("read the index of %d stream(s)", len(indexes)))
+	r.setCondition(&ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionTrue, datav1alpha1.ReasonIndexRead, fmt.Sprintf("read the index of %d stream(s)", len(indexes)))
 	r.setTotals(&ds, indexes)
 
 	params, err := planspec.Params(&ds.Spec, indexes)
@@ -94,24 +94,24 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	}
 	if err != nil {
 		msg := "the spec cannot be planned with these indexes: " + err.Error()
-		r.setCondition(&ds, ConditionReady, metav1.ConditionFalse, ReasonInvalidPlan, msg)
-		r.setCondition(&ds, ConditionDegraded, metav1.ConditionTrue, ReasonInvalidPlan, msg)
+		r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionFalse, datav1alpha1.ReasonInvalidPlan, msg)
+		r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionTrue, datav1alpha1.ReasonInvalidPlan, msg)
 		return reconcile.Result{}, nil // a spec or index change triggers the next try
 	}
 	ds.Status.Samples = pl.Total()
 	ds.Status.PlanFingerprint = pl.Fingerprint().Sum
 	if err := r.applyPlan(ctx, &ds, pl, indexes); err != nil {
-		r.setCondition(&ds, ConditionReady, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
-		r.setCondition(&ds, ConditionDegraded, metav1.ConditionTrue, ReasonApplyFailed, err.Error())
+		r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionFalse, datav1alpha1.ReasonApplyFailed, err.Error())
+		r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionTrue, datav1alpha1.ReasonApplyFailed, err.Error())
 		return reconcile.Result{}, err
 	}
 	ds.Status.PlanConfigMap = configmaps.PlanName(ds.Name)
 	if err := r.aggregateJobs(ctx, &ds); err != nil {
 		return reconcile.Result{}, err
 	}
-	r.setCondition(&ds, ConditionReady, metav1.ConditionTrue, ReasonPlanned,
+	r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionTrue, datav1alpha1.ReasonPlanned,
 		fmt.Sprintf("plan %s: %d samples in %d splits, %d steps of %d per epoch", pl.Fingerprint().Sum, pl.Total(), pl.NumSplits(), pl.Steps(), pl.GlobalBatchSize()))
-	r.setCondition(&ds, ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, "")
+	r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionFalse, datav1alpha1.ReasonHealthy, "")
 	return reconcile.Result{}, nil
 }
 
@@ -134,7 +134,7 @@ func (r *TrainingDatasetReconciler) setCondition(ds *datav1alpha1.TrainingDatase
 		return
 	}
 	kind := corev1.EventTypeNormal
-	if (typ == ConditionDegraded) == (status == metav1.ConditionTrue) {
+	if (typ == datav1alpha1.ConditionDegraded) == (status == metav1.ConditionTrue) {
 		kind = corev1.EventTypeWarning
 	}
 	if msg == "" {
@@ -145,17 +145,17 @@ func (r *TrainingDatasetReconciler) setCondition(ds *datav1alpha1.TrainingDatase
 
 // SetupWithManager watches TrainingDatasets and the ConfigMaps shardfeed
 // writes (the plan, and the jobs' state), mapped to their dataset by label.
-func (r *TrainingDatasetReconciler) SetupWithManager(mgr controllerruntime.Manager) error {
-	toDataset := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o ctrl.Object) []reconcile.Request {
+func (r *TrainingDatasetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	toDataset := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name := o.GetLabels()[configmaps.LabelDataset]
 		if name == "" {
 			return nil
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
-	return controllerruntime.NewControllerManagedBy(mgr).
+	return ctrl.NewControllerManagedBy(mgr).
 		For(&datav1alpha1.TrainingDataset{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.ConfigMap{}, toDataset, builder.WithPredicates(predicate.NewPredicateFuncs(func(o ctrl.Object) bool {
+		Watches(&corev1.ConfigMap{}, toDataset, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[configmaps.LabelManagedBy] == configmaps.ManagedBy
 		}))).
 		Complete(r)

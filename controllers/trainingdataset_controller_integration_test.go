@@ -167,7 +167,7 @@ func TestIntegrationDatasetConvergesToReadyWithItsPlanConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitFor(t, client.ObjectKeyFromObject(ds), "Ready", func(d *datav1alpha1.TrainingDataset) bool {
-		c := condition(d, controllers.ConditionReady)
+		c := condition(d, datav1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionTrue && d.Status.ObservedGeneration == d.Generation
 	})
 	// What the operator computed is what `shardfeed plan` and the sidecars compute.
@@ -185,7 +185,7 @@ func TestIntegrationDatasetConvergesToReadyWithItsPlanConfigMap(t *testing.T) {
 	if len(got.Status.Streams) != 1 || got.Status.Streams[0].Shards != int64(len(idx.Shards)) || got.Status.Streams[0].Bytes != idx.Bytes() {
 		t.Fatalf("stream totals %+v", got.Status.Streams)
 	}
-	for _, typ := range []string{controllers.ConditionIndexResolved, controllers.ConditionReady} {
+	for _, typ := range []string{datav1alpha1.ConditionIndexResolved, datav1alpha1.ConditionReady} {
 		if c := condition(got, typ); c == nil || c.ObservedGeneration != got.Generation {
 			t.Fatalf("condition %s: %+v", typ, c)
 		}
@@ -256,14 +256,14 @@ func TestIntegrationDatasetConvergesToReadyWithItsPlanConfigMap(t *testing.T) {
 		}
 		found := false
 		for _, e := range events.Items {
-			found = found || (e.Reason == controllers.ReasonShardSkipped && e.Type == corev1.EventTypeWarning &&
+			found = found || (e.Reason == datav1alpha1.ReasonShardSkipped && e.Type == corev1.EventTypeWarning &&
 				strings.Contains(e.Note, "m/shard.00003.mds (41 samples: xxh64 mismatch)"))
 		}
 		if found {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no Warning event %s naming the shard: %+v", controllers.ReasonShardSkipped, events.Items)
+			t.Fatalf("no Warning event %s naming the shard: %+v", datav1alpha1.ReasonShardSkipped, events.Items)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -280,19 +280,19 @@ func TestIntegrationDatasetReportsUnreachableIndexesAndRecovers(t *testing.T) {
 		says   []string
 	}{
 		{"missing Secret", func(ns string) *datav1alpha1.TrainingDataset { return dataset(ns, uri, "nope", 2, 4) },
-			controllers.ReasonCredentials, []string{"Secret", "/nope", "does not exist", "AWS_ACCESS_KEY_ID"}},
+			datav1alpha1.ReasonCredentials, []string{"Secret", "/nope", "does not exist", "AWS_ACCESS_KEY_ID"}},
 		{"wrong credentials", func(ns string) *datav1alpha1.TrainingDataset {
 			credentialsSecret(t, ns, "bad", "someone", "wrong-secret-key")
 			return dataset(ns, uri, "bad", 2, 4)
-		}, controllers.ReasonIndexUnreachable, []string{"403", "index.json"}},
+		}, datav1alpha1.ReasonIndexUnreachable, []string{"403", "index.json"}},
 		{"missing bucket", func(ns string) *datav1alpha1.TrainingDataset {
 			credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
 			return dataset(ns, "s3://no-such-bucket-here/m/", "minio", 2, 4)
-		}, controllers.ReasonIndexUnreachable, []string{"no-such-bucket-here"}},
+		}, datav1alpha1.ReasonIndexUnreachable, []string{"no-such-bucket-here"}},
 		{"a plan with no batch", func(ns string) *datav1alpha1.TrainingDataset {
 			credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
 			return dataset(ns, uri, "minio", 300, 600)
-		}, controllers.ReasonInvalidPlan, []string{"cannot be planned"}},
+		}, datav1alpha1.ReasonInvalidPlan, []string{"cannot be planned"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -302,10 +302,10 @@ func TestIntegrationDatasetReportsUnreachableIndexesAndRecovers(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := waitFor(t, client.ObjectKeyFromObject(ds), tt.reason, func(d *datav1alpha1.TrainingDataset) bool {
-				c := condition(d, controllers.ConditionDegraded)
+				c := condition(d, datav1alpha1.ConditionDegraded)
 				return c != nil && c.Reason == tt.reason
 			})
-			c := condition(got, controllers.ConditionDegraded)
+			c := condition(got, datav1alpha1.ConditionDegraded)
 			if c.Status != metav1.ConditionTrue {
 				t.Fatalf("Degraded %+v", c)
 			}
@@ -314,7 +314,7 @@ func TestIntegrationDatasetReportsUnreachableIndexesAndRecovers(t *testing.T) {
 					t.Errorf("message %q does not say %q", c.Message, s)
 				}
 			}
-			if r := condition(got, controllers.ConditionReady); r == nil || r.Status != metav1.ConditionFalse {
+			if r := condition(got, datav1alpha1.ConditionReady); r == nil || r.Status != metav1.ConditionFalse {
 				t.Fatalf("Ready %+v", r)
 			}
 			if strings.Contains(c.Message, "wrong-secret-key") {
@@ -330,12 +330,12 @@ func TestIntegrationDatasetReportsUnreachableIndexesAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, client.ObjectKeyFromObject(ds), "CredentialsMissing", func(d *datav1alpha1.TrainingDataset) bool {
-		c := condition(d, controllers.ConditionIndexResolved)
-		return c != nil && c.Reason == controllers.ReasonCredentials
+		c := condition(d, datav1alpha1.ConditionIndexResolved)
+		return c != nil && c.Reason == datav1alpha1.ReasonCredentials
 	})
 	credentialsSecret(t, ns, "late", minioServer.AccessKey, minioServer.SecretKey)
 	waitFor(t, client.ObjectKeyFromObject(ds), "Ready after the Secret came", func(d *datav1alpha1.TrainingDataset) bool {
-		c := condition(d, controllers.ConditionReady)
+		c := condition(d, datav1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionTrue
 	})
 }

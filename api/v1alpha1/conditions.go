@@ -1,6 +1,6 @@
-package controllers
+package v1alpha1
 
-// Condition types of a TrainingDataset.
+// Condition types of a TrainingDataset (status.conditions).
 const (
 	// ConditionIndexResolved is True when every stream's index was read.
 	ConditionIndexResolved = "IndexResolved"
@@ -11,7 +11,8 @@ const (
 	ConditionDegraded = "Degraded"
 )
 
-// Reasons of the conditions, CamelCase as metav1.Condition wants.
+// Reasons of the conditions and of the operator's events, CamelCase as
+// metav1.Condition wants.
 const (
 	ReasonIndexRead        = "IndexRead"
 	ReasonIndexUnreachable = "IndexUnreachable"

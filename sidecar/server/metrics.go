@@ -2,6 +2,8 @@ package server
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
 type metrics struct {
@@ -31,26 +33,56 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 	if reg == nil {
 		return m
 	}
-	p := s.cfg.Pipeline
-	gauge := func(name, help string, f func() float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help}, f)
-	}
-	counter := func(name, help string, f func() float64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, f)
-	}
 	reg.MustRegister(m.batchesServed, m.consumedRows, m.streamErrors, m.badRequests, m.commits, m.commitsRefused, m.activeStreams, m.batchWait, m.rowsServed,
-		counter("fetched_bytes_total", "Bytes downloaded from object storage, retries included.", func() float64 { return float64(p.Stats().Cache.FetchedBytes) }),
-		counter("downloads_total", "Shard downloads.", func() float64 { return float64(p.Stats().Cache.Downloads) }),
-		counter("fetch_seconds_total", "Time spent fetching shards.", func() float64 { return p.Stats().FetchSeconds }),
-		counter("decode_seconds_total", "Time spent decoding shards.", func() float64 { return p.Stats().DecodeSeconds }),
-		counter("assemble_seconds_total", "Time spent assembling batches.", func() float64 { return p.Stats().AssembleSeconds }),
-		counter("shards_decoded_total", "Shards decoded.", func() float64 { return float64(p.Stats().ShardsDecoded) }),
-		counter("skipped_shards_total", "Corrupt shards delivered as pad rows (onCorruptShard: skip).", func() float64 { return float64(p.Stats().SkippedShards) }),
-		counter("skipped_samples_total", "Samples of skipped shards, delivered as pad rows.", func() float64 { return float64(p.Stats().SkippedRows) }),
-		gauge("cache_bytes", "Bytes of the shard cache on disk.", func() float64 { return float64(p.Stats().Cache.UsedBytes) }),
-		gauge("cache_limit_bytes", "The shard cache's budget.", func() float64 { return float64(p.Stats().Cache.LimitBytes) }),
-		gauge("cache_peak_bytes", "The most the shard cache held at once.", func() float64 { return float64(p.Stats().Cache.PeakBytes) }),
-		gauge("decoded_bytes", "Memory of decoded shards.", func() float64 { return float64(p.Stats().DecodedBytes) }),
-	)
+		newPipelineCollector(ns, s.cfg.Pipeline.Stats))
 	return m
+}
+
+// pipelineMetric is one of the pipeline's stats as a metric.
+type pipelineMetric struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(*pipeline.Stats) float64
+}
+
+// pipelineCollector reads the pipeline's stats once per scrape.
+type pipelineCollector struct {
+	stats   func() pipeline.Stats
+	metrics []pipelineMetric
+}
+
+func newPipelineCollector(ns string, stats func() pipeline.Stats) *pipelineCollector {
+	c := &pipelineCollector{stats: stats}
+	add := func(name, help string, kind prometheus.ValueType, value func(*pipeline.Stats) float64) {
+		c.metrics = append(c.metrics, pipelineMetric{desc: prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, nil, nil), kind: kind, value: value})
+	}
+	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
+	add("fetched_bytes_total", "Bytes downloaded from object storage, retries included.", counter, func(s *pipeline.Stats) float64 { return float64(s.Cache.FetchedBytes) })
+	add("downloads_total", "Shard downloads.", counter, func(s *pipeline.Stats) float64 { return float64(s.Cache.Downloads) })
+	add("fetch_seconds_total", "Time spent fetching shards.", counter, func(s *pipeline.Stats) float64 { return s.FetchSeconds })
+	add("decode_seconds_total", "Time spent decoding shards.", counter, func(s *pipeline.Stats) float64 { return s.DecodeSeconds })
+	add("assemble_seconds_total", "Time spent assembling batches.", counter, func(s *pipeline.Stats) float64 { return s.AssembleSeconds })
+	add("shards_decoded_total", "Shards decoded.", counter, func(s *pipeline.Stats) float64 { return float64(s.ShardsDecoded) })
+	add("skipped_shards_total", "Corrupt shards delivered as pad rows (onCorruptShard: skip).", counter, func(s *pipeline.Stats) float64 { return float64(s.SkippedShards) })
+	add("skipped_samples_total", "Samples of skipped shards, delivered as pad rows.", counter, func(s *pipeline.Stats) float64 { return float64(s.SkippedRows) })
+	add("cache_bytes", "Bytes of the shard cache on disk.", gauge, func(s *pipeline.Stats) float64 { return float64(s.Cache.UsedBytes) })
+	add("cache_limit_bytes", "The shard cache's budget.", gauge, func(s *pipeline.Stats) float64 { return float64(s.Cache.LimitBytes) })
+	add("cache_peak_bytes", "The most the shard cache held at once.", gauge, func(s *pipeline.Stats) float64 { return float64(s.Cache.PeakBytes) })
+	add("decoded_bytes", "Memory of decoded shards.", gauge, func(s *pipeline.Stats) float64 { return float64(s.DecodedBytes) })
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *pipelineCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.metrics {
+		ch <- m.desc
+	}
+}
+
+// Collect implements prometheus.Collector: one read of the stats for all.
+func (c *pipelineCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	for _, m := range c.metrics {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&st))
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -182,7 +183,7 @@ func TestAFormatRegisteredFromATestIsIndexedPlannedAndServed(t *testing.T) {
 		}
 		for {
 			rec, err := s.Next()
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {

@@ -1,3 +1,6 @@
+// Package mds reads and writes MosaicML Streaming's MDS shards, version 2:
+// decoding a shard to Arrow, writing shards from Arrow records. The index
+// they are listed in is read by internal/index/mdsindex.
 package mds
 
 import (

@@ -120,7 +120,7 @@ python_venv() {
 	hash=$(cat "$req" "$ROOT/hack/versions.sh" | sha256sum | cut -c1-16)
 	local dir=$CACHE/$name-$hash
 	if ! cached "$dir"; then
-		log "creating the Python venv $dir from ${req#"$ROOT"/} (torch pulls several GB of GPU libraries: a few minutes cold)"
+		log "creating the Python venv $dir from ${req#"$ROOT"/} (the tests' venv pulls torch, several GB of GPU libraries: a few minutes cold)"
 		local start=$SECONDS
 		rm -rf "$dir"
 		"$PYTHON" -m venv "$dir"
@@ -136,6 +136,7 @@ python_venv() {
 install_python() {
 	python_venv venv "$ROOT/hack/requirements.txt" &
 	local main=$!
+	python_venv venv-lint "$ROOT/hack/requirements-lint.txt" || { wait "$main"; return 1; }
 	python_venv venv-oracle "$ROOT/hack/requirements-oracle.txt" || { wait "$main"; return 1; }
 	wait "$main"
 }

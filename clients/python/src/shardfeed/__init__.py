@@ -7,10 +7,11 @@
 """
 
 from ._client import SOCKET_ENV, BatchStream, Client
+from ._convert import Output
 from .dataset import FeedDataset
 from .errors import ShardfeedError, SidecarError, SidecarNotReady, StreamCut
 from .loader import FeedLoader
 
-__all__ = ["SOCKET_ENV", "BatchStream", "Client", "FeedDataset", "FeedLoader", "ShardfeedError", "SidecarError",
+__all__ = ["SOCKET_ENV", "BatchStream", "Client", "FeedDataset", "FeedLoader", "Output", "ShardfeedError", "SidecarError",
            "SidecarNotReady", "StreamCut"]
 __version__ = "0.1.0"

@@ -58,7 +58,7 @@ class Client:
         self.socket = socket_path(socket)
         self.timeout = timeout
 
-    def _request(self, method: str, path: str, query: dict | None = None, body: Any = None):
+    def _request(self, method: str, path: str, query: dict[str, Any] | None = None, body: Any = None) -> tuple[Any, Any]:
         if query:
             path += "?" + urllib.parse.urlencode(query)
         conn = _UnixConnection(self.socket, self.timeout)
@@ -92,10 +92,11 @@ class Client:
                 f"outside one, run 'shardfeed serve -f dataset.yaml --socket {self.socket}' "
                 f"or set {SOCKET_ENV}")
 
-    def _json(self, method: str, path: str, body: Any = None) -> dict:
+    def _json(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
         conn, resp = self._request(method, path, body=body)
         try:
-            return json.loads(resp.read())
+            out: dict[str, Any] = json.loads(resp.read())
+            return out
         finally:
             conn.close()
 
@@ -116,15 +117,15 @@ class Client:
                 raise SidecarNotReady(f"the sidecar on {self.socket} is not ready after {timeout:.0f} s: {last}") from None
             time.sleep(0.05)
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         """The job's committed state (epoch, step, attempt, …)."""
         return self._json("GET", "/v1/state")
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         """The sidecar's status: the plan, readiness, counters, streams, last errors."""
         return self._json("GET", "/v1/status")
 
-    def commit(self, epoch: int, step: int, resumed: bool = False, wait: float = COMMIT_WAIT_S) -> dict:
+    def commit(self, epoch: int, step: int, resumed: bool = False, wait: float = COMMIT_WAIT_S) -> dict[str, Any]:
         """Record that every rank finished the steps of epoch before step.
 
         A sidecar that is away (restarting) or answers 503 is asked again
@@ -150,7 +151,7 @@ class Client:
                 alloc: Callable[[int], memoryview | None] | None = None) -> "BatchStream":
         """Open the stream of one DataLoader worker's batches. alloc(n), if
         given, says where to read each message of n bytes (None: the heap)."""
-        query = {"rank": rank, "world": world, "worker": worker, "workers": workers}
+        query: dict[str, Any] = {"rank": rank, "world": world, "worker": worker, "workers": workers}
         if epoch is not None:
             query["epoch"] = epoch
         if step is not None:
@@ -246,4 +247,4 @@ _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
 
 def _ends_with_eos(buf: pa.Buffer) -> bool:
-    return buf.size >= 8 and buf[buf.size - 8:].to_pybytes() == _EOS
+    return bool(buf.size >= 8 and buf[buf.size - 8:].to_pybytes() == _EOS)

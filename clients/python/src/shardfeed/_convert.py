@@ -12,7 +12,7 @@ becomes Python values.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -107,7 +107,21 @@ def to_torch(batch: pa.RecordBatch, columns: list[str] | None = None, space: Any
     return out
 
 
-def convert(batch: pa.RecordBatch, output: str, columns: list[str] | None, space: Any = None) -> Any:
+Output = Literal["torch", "numpy", "arrow"]
+"""What a batch is: a dict of torch tensors, a dict of numpy arrays, or a
+pyarrow.RecordBatch."""
+
+
+def convert(batch: pa.RecordBatch, output: Output, columns: list[str] | None, space: Any = None) -> Any:
+    """A batch as output says, with only columns (and the _shardfeed_ ones).
+
+    Args:
+        batch: the batch as the sidecar sent it.
+        output: what to make of it.
+        columns: the dataset columns to keep; None: all.
+        space: for torch in a DataLoader worker, the shared segment the
+            batch was read into (tensors become views of it).
+    """
     if output == "arrow":
         if columns is None:
             return batch

@@ -31,7 +31,16 @@ _GRAIN = 1 << 20
 
 def release_table(workers: int) -> torch.Tensor:
     """The table of released generations, one row per worker."""
-    return torch.zeros((workers, SLOTS), dtype=torch.int64).share_memory_()
+    table: torch.Tensor = torch.zeros((workers, SLOTS), dtype=torch.int64)
+    table.share_memory_()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+    return table
+
+
+def _shared(size: int) -> torch.Tensor:
+    """A segment of size bytes in shared memory."""
+    seg = torch.empty(size, dtype=torch.uint8)
+    seg.share_memory_()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+    return seg
 
 
 class Space:
@@ -83,7 +92,7 @@ class Segments:
             self.current = None
             return None
         self.current = self._take(size)
-        return memoryview(self.current.seg.numpy()).cast("B")[:size]
+        return memoryview(self.current.seg.numpy().data).cast("B")[:size]
 
     def _take(self, size: int) -> Space:
         need = size + SPARE
@@ -94,11 +103,11 @@ class Segments:
                     continue  # still in the training loop's hands
                 seg = self._slots[j]
                 if seg is None or seg.numel() < need:
-                    seg = torch.empty(-(-need // _GRAIN) * _GRAIN, dtype=torch.uint8).share_memory_()
+                    seg = _shared(-(-need // _GRAIN) * _GRAIN)
                     self._slots[j] = seg
                 self._used[j] += 1
                 return Space(seg, j, self._used[j], size)
-        return Space(torch.empty(need, dtype=torch.uint8).share_memory_(), -1, 0, size)
+        return Space(_shared(need), -1, 0, size)
 
     def tag(self) -> tuple[int, int, int] | None:
         """What the loader needs to release the current segment."""
@@ -106,7 +115,7 @@ class Segments:
             return None
         return self._worker, self.current.slot, self.current.gen
 
-    def pack(self, batch: dict) -> Any:
+    def pack(self, batch: Any) -> Any:
         """The batch to hand to the DataLoader: for a reused slot the loader
         already maps, only where each tensor is in it (no descriptor to
         pass); the segment itself the first time."""
@@ -115,7 +124,7 @@ class Segments:
             return batch
         # In the batch's order: (name, (offset, bytes, dtype, shape), None)
         # for a tensor in the segment, (name, None, value) for the rest.
-        entries = []
+        entries: list[tuple[str, tuple[int, int, torch.dtype, tuple[int, ...]] | None, Any]] = []
         ptr, end = sp.seg.data_ptr(), sp.seg.data_ptr() + sp.seg.numel()
         for name, v in batch.items():
             if isinstance(v, torch.Tensor) and v.is_contiguous() and ptr <= v.data_ptr() and v.data_ptr() + v.nbytes <= end:
@@ -135,10 +144,10 @@ class SlotBatch:
 
     __slots__ = ("tag", "seg", "entries")
 
-    def __init__(self, tag: tuple[int, int, int], seg: torch.Tensor | None, entries: list):
+    def __init__(self, tag: tuple[int, int, int], seg: torch.Tensor | None, entries: list[Any]):
         self.tag, self.seg, self.entries = tag, seg, entries
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[SlotBatch], tuple[Any, ...]]:
         return (SlotBatch, (self.tag, self.seg, self.entries))
 
 

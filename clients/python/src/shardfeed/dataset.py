@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Generator, Iterator
 
 from . import _convert
+from ._convert import Output
 from ._client import DEFAULT_WAIT_S, Client
 from .errors import StreamCut
 
@@ -14,14 +15,31 @@ SLOT_KEY = "_shardfeed_slot"  # a worker's shared-memory slot, which a FeedLoade
 try:  # torch is optional: without it the dataset is a plain iterable
     import torch
     import torch.utils.data as _tud
-
-    _Base = _tud.IterableDataset
 except ImportError:  # pragma: no cover - exercised where torch is absent
-    torch = None
-    _Base = object
+    torch = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    _Base = _tud.IterableDataset[Any]
+else:
+    _Base = _tud.IterableDataset if torch is not None else object
 
 STEP_COLUMN = "_shardfeed_step"
-OUTPUTS = ("torch", "numpy", "arrow")
+
+OUTPUTS: tuple[Output, ...] = ("torch", "numpy", "arrow")
+
+
+def resume_position(epoch: int, step: int, steps: int) -> tuple[int, int]:
+    """Where a job reads next from its committed (epoch, step): there, or
+    the next epoch's first step when the committed epoch is complete.
+
+    Args:
+        epoch: the committed epoch.
+        step: the committed step (every rank finished the steps before it).
+        steps: the plan's steps per epoch (0: not known, no roll-over).
+    """
+    if steps and step >= steps:
+        return epoch + 1, 0
+    return epoch, step
 
 
 def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -54,10 +72,24 @@ class FeedDataset(_Base):
     dict of the projected columns and _shardfeed_index, _shardfeed_stream,
     _shardfeed_step and _shardfeed_pad (a pyarrow.RecordBatch with
     output="arrow").
+
+    Args:
+        socket: the sidecar's Unix socket; default $SHARDFEED_SOCKET, else
+            /var/run/shardfeed/feed.sock.
+        rank: this process's rank; default torch.distributed's, else $RANK,
+            else 0.
+        world_size: the number of ranks; default torch.distributed's, else
+            $WORLD_SIZE, else 1. It must divide the dataset's numSplits.
+        columns: the dataset's columns to deliver (the _shardfeed_ columns
+            come always); default all.
+        output: "torch" (default with torch installed), "numpy" or "arrow".
+        epoch: the epoch to read; default the committed one (the next one
+            when the committed epoch is complete).
+        wait: seconds to wait for the sidecar to be ready.
     """
 
     def __init__(self, socket: str | None = None, *, rank: int | None = None, world_size: int | None = None,
-                 columns: list[str] | None = None, output: str | None = None, epoch: int | None = None,
+                 columns: list[str] | None = None, output: Output | None = None, epoch: int | None = None,
                  wait: float = DEFAULT_WAIT_S):
         if output is None:
             output = "torch" if torch is not None else "numpy"
@@ -67,7 +99,7 @@ class FeedDataset(_Base):
             raise ValueError('output="torch" needs torch installed; use output="numpy" or "arrow"')
         self.socket = socket
         self.columns = list(columns) if columns is not None else None
-        self.output = output
+        self.output: Output = output
         self.wait = wait
         self._rank, self._world = rank, world_size
         self._epoch = epoch
@@ -79,7 +111,7 @@ class FeedDataset(_Base):
         self._fingerprint: str | None = None
         # A FeedLoader's table of released shared-memory slots (_shm): with
         # it, DataLoader workers reuse their segments.
-        self._released: Any = None
+        self._released: torch.Tensor | None = None
 
     @property
     def rank(self) -> int:
@@ -89,35 +121,66 @@ class FeedDataset(_Base):
     def world_size(self) -> int:
         return _rank_and_world(self._rank, self._world)[1]
 
+    @property
+    def fingerprint(self) -> str | None:
+        """The plan's fingerprint the batches were read under, once known."""
+        return self._fingerprint
+
     def client(self) -> Client:
+        """A client of this dataset's sidecar."""
         return Client(self.socket)
 
+    def use_release_table(self, table: torch.Tensor | None) -> None:
+        """Let DataLoader workers reuse the shared-memory slots the table
+        marks released (a FeedLoader's; None: a fresh segment per batch)."""
+        self._released = table
+
     def set_epoch(self, epoch: int) -> None:
-        """Read epoch next, from its first step."""
+        """Read epoch next, from its first step.
+
+        Args:
+            epoch: the epoch to read.
+        """
         self._epoch = int(epoch)
         self._start, self._next = None, None
 
     def resume(self, epoch: int, step: int, fingerprint: str | None = None) -> None:
-        """Start the next iteration at (epoch, step): worker w at step + w."""
+        """Start the next iteration at (epoch, step): worker w at step + w.
+
+        Args:
+            epoch: the epoch to read.
+            step: the first step to read.
+            fingerprint: the plan the position is in; the sidecar refuses
+                another (None: not checked).
+        """
         self._epoch, self._start, self._next = int(epoch), int(step), None
         self._fingerprint = fingerprint
 
     def resolve_epoch(self, client: Client) -> int:
         """The epoch to read: the one set, else the committed one (the next
-        one when the committed epoch is complete)."""
+        one when the committed epoch is complete).
+
+        Args:
+            client: a client of the sidecar, to ask for the committed state.
+        """
         if self._epoch is not None:
             return self._epoch
         state = client.state()
-        epoch, step = int(state.get("epoch", 0)), int(state.get("step", 0))
         steps = int(client.status().get("steps", 0))
-        return epoch + 1 if steps and step >= steps else epoch
+        return resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), steps)[0]
 
     # The Stateful protocol of torchdata's StatefulDataLoader: a worker's
     # state is the next step it will produce.
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
+        """This worker's position: the epoch, the next step it produces."""
         return {"epoch": self._epoch, "next_step": self._next, "start": self._start, "fingerprint": self._fingerprint}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue at a position state_dict() returned.
+
+        Args:
+            state: a worker's state_dict().
+        """
         self._epoch = state.get("epoch")
         self._next = state.get("next_step")
         self._start = state.get("start")
@@ -139,7 +202,7 @@ class FeedDataset(_Base):
         finally:
             batches.close()
 
-    def _batches(self, worker: int, workers: int) -> Iterator[tuple[int, Any]]:
+    def _batches(self, worker: int, workers: int) -> Generator[tuple[int, Any], None, None]:
         """(step, batch) of this worker's stream, reconnecting once at the
         step it expected when the stream is cut."""
         rank, world = _rank_and_world(self._rank, self._world)

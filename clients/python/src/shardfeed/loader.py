@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from .dataset import STEP_COLUMN, FeedDataset, batch_step, torch
+from .dataset import STEP_COLUMN, FeedDataset, batch_step, resume_position
 from .errors import ShardfeedError
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - exercised where torch is absent
+    torch = None  # type: ignore[assignment]
 
 MICRO = "_shardfeed_micro"
 MICROS = "_shardfeed_micros"
@@ -14,7 +19,7 @@ MICROS = "_shardfeed_micros"
 
 def _rows(batch: Any) -> int:
     if hasattr(batch, "num_rows"):
-        return batch.num_rows
+        return int(batch.num_rows)
     return len(batch[STEP_COLUMN])
 
 
@@ -43,6 +48,13 @@ class FeedLoader:
     micro-batches of m rows in the main process, so gradient accumulation
     sees a step's micro-batches together; a step counts once its last
     micro-batch is out.
+
+    Args:
+        dataset: the FeedDataset to read.
+        num_workers: DataLoader worker processes (0: read in this process).
+        micro_batch_size: rows per micro-batch, a divisor of the local batch
+            (globalBatchSize / world size); None: whole local batches.
+        **dataloader_kwargs: passed to torch's DataLoader (e.g. pin_memory).
     """
 
     def __init__(self, dataset: FeedDataset, *, num_workers: int = 0, micro_batch_size: int | None = None,
@@ -58,7 +70,7 @@ class FeedLoader:
         self._epoch: int | None = None
         self._step: int | None = None
         self._resumed = False
-        self._plan: dict | None = None
+        self._plan: dict[str, Any] | None = None
 
     def _loader(self) -> Any:
         if torch is None:
@@ -72,14 +84,14 @@ class FeedLoader:
         """With workers, a fresh table of released shared-memory slots for
         this iteration's workers (persistent workers keep segments unshared:
         their table would outlive the iteration)."""
-        self.dataset._released = None
+        self.dataset.use_release_table(None)
         if (not self.num_workers or self.dataset.output != "torch" or self.dataloader_kwargs.get("persistent_workers")
                 or self.dataloader_kwargs.get("pin_memory")):
             return None
         from ._shm import Releaser, release_table
 
         table = release_table(self.num_workers)
-        self.dataset._released = table
+        self.dataset.use_release_table(table)
         return Releaser(table)
 
     def __iter__(self) -> Iterator[Any]:
@@ -89,12 +101,9 @@ class FeedLoader:
             # Where the job is: the committed step (the next epoch's start
             # when the committed epoch is done).
             state = client.state()
-            epoch, step = int(state.get("epoch", 0)), int(state.get("step", 0))
-            if step >= self.plan()["steps"]:
-                epoch, step = epoch + 1, 0
-            self._epoch, self._step = epoch, step
+            self._epoch, self._step = resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), int(self.plan()["steps"]))
         # Every worker starts from here: worker w at step + w.
-        self.dataset.resume(self._epoch, self._step or 0, self.dataset._fingerprint)
+        self.dataset.resume(self._epoch, self._step or 0, self.dataset.fingerprint)
         releaser = self._releaser()
         for batch in self._loader():
             if releaser is not None:
@@ -117,18 +126,22 @@ class FeedLoader:
         self.set_epoch(self._epoch + 1)
 
     def set_epoch(self, epoch: int) -> None:
-        """Read epoch next, from its first step."""
+        """Read epoch next, from its first step.
+
+        Args:
+            epoch: the epoch to read.
+        """
         self.dataset.set_epoch(epoch)
         self._epoch, self._step = int(epoch), 0
 
-    def plan(self) -> dict:
+    def plan(self) -> dict[str, Any]:
         """The sidecar's plan: fingerprint, numSplits, globalBatchSize, steps."""
         if self._plan is None:
             st = self.dataset.client().status()
             self._plan = {k: st[k] for k in ("fingerprint", "planVersion", "numSplits", "globalBatchSize", "steps")}
         return self._plan
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         """Where the loop is: the epoch and the step after the last batch it
         received, with the plan's identity."""
         plan = self.plan()
@@ -140,9 +153,16 @@ class FeedLoader:
         return {"epoch": epoch, "step": step, "fingerprint": plan["fingerprint"],
                 "planVersion": plan["planVersion"], "numSplits": plan["numSplits"], "globalBatchSize": plan["globalBatchSize"]}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume at state's step (with any number of workers and any world
-        size that divides numSplits: the global batches are the same)."""
+        size that divides numSplits: the global batches are the same).
+
+        Args:
+            state: what state_dict() returned, from a checkpoint.
+
+        Raises:
+            ShardfeedError: the checkpoint is of another plan.
+        """
         plan = self.plan()
         for key in ("fingerprint", "numSplits", "globalBatchSize"):
             if key in state and state[key] != plan[key]:
@@ -154,10 +174,19 @@ class FeedLoader:
         committed = self.dataset.client().state()
         self._resumed = (epoch, step) < (int(committed.get("epoch", 0)), int(committed.get("step", 0)))
 
-    def commit(self, step: int | None = None, epoch: int | None = None) -> dict:
-        """Record that every rank finished the steps before step (default:
-        the step after the last batch received) and that the checkpoint is
-        saved. Call it on rank 0, after saving, behind a barrier."""
+    def commit(self, step: int | None = None, epoch: int | None = None) -> dict[str, Any]:
+        """Record that every rank finished the steps before step and that
+        the checkpoint is saved. Call it on rank 0, after saving, behind a
+        barrier.
+
+        Args:
+            step: the step every rank finished the steps before; default the
+                step after the last batch received.
+            epoch: its epoch; default the epoch being read.
+
+        Returns:
+            The job's committed state, as the sidecar recorded it.
+        """
         if epoch is None:
             epoch = self._epoch if self._epoch is not None else 0
         if step is None:

@@ -254,6 +254,18 @@ type State struct {
 	PlanVersion  int    `json:"planVersion,omitempty"`
 }
 
+// ResumeAt is where a job reads next from this committed state: the
+// committed step, or the next epoch's first step when the committed epoch
+// is complete (steps is the plan's steps per epoch; 0: not known). The one
+// statement of this rule on the Go side (the Python client's is
+// resume_position).
+func (s *State) ResumeAt(steps int64) (epoch, step int64) {
+	if steps > 0 && s.Step >= steps {
+		return s.Epoch + 1, 0
+	}
+	return s.Epoch, s.Step
+}
+
 // Newest returns the newest registered attempt's id, or "".
 func (s *State) Newest() string {
 	if len(s.Attempts) == 0 {

@@ -109,3 +109,22 @@ func TestStateLayout(t *testing.T) {
 		t.Fatal("ConfigMap names differ from design §1")
 	}
 }
+
+func TestResumeAtRollsOverACompleteEpoch(t *testing.T) {
+	tests := []struct {
+		name               string
+		epoch, step, steps int64
+		wantEpoch, want    int64
+	}{
+		{"mid-epoch", 2, 7, 10, 2, 7},
+		{"epoch complete", 2, 10, 10, 3, 0},
+		{"steps unknown", 2, 10, 0, 2, 10},
+		{"fresh", 0, 0, 10, 0, 0},
+	}
+	for _, tt := range tests {
+		st := &State{Epoch: tt.epoch, Step: tt.step}
+		if e, s := st.ResumeAt(tt.steps); e != tt.wantEpoch || s != tt.want {
+			t.Errorf("%s: ResumeAt = (%d, %d), want (%d, %d)", tt.name, e, s, tt.wantEpoch, tt.want)
+		}
+	}
+}

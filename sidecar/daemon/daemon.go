@@ -286,10 +286,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		// The trainer resumes at the committed step, or at the next epoch's
 		// start when the committed one is done.
-		epoch, step := state.Epoch, state.Step
-		if step >= pl.Steps() {
-			epoch, step = epoch+1, 0
-		}
+		epoch, step := state.ResumeAt(pl.Steps())
 		if err := pipe.Prefetch(epoch, first, n, step); err != nil {
 			return err
 		}

@@ -158,10 +158,7 @@ func run(ctx context.Context, cfg config, client *shardfeed.Client, b *barrier, 
 	if err := client.Status(ctx, &status); err != nil {
 		return err
 	}
-	epoch, step := st.Epoch, st.Step
-	if status.Steps > 0 && step >= status.Steps {
-		epoch, step = epoch+1, 0 // the committed epoch is complete
-	}
+	epoch, step := st.ResumeAt(status.Steps)
 	// Every rank of the generation starts at the same place: the newest
 	// committed state any of them read (rank 0's last commit may land
 	// after another rank read the state).

@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
@@ -17,31 +16,11 @@ import (
 
 // Format is the Arrow IPC file format (Feather v2): one shard per record
 // batch, fetched as the batch's byte range and the object's footer.
-type Format struct{}
+var Format = &format.Footed{Name: datav1alpha1.FormatArrow, Exts: []string{".arrow", ".feather", ".ipc"}, SchemaOf: Schema, Decode: readBatchesRange, Index: indexObject}
 
-var (
-	_ format.Format  = Format{}
-	_ format.Indexer = Format{}
-)
-
-// Kind implements format.Format.
-func (Format) Kind() datav1alpha1.ShardFormat { return datav1alpha1.FormatArrow }
-
-// Suffixes implements format.Indexer.
-func (Format) Suffixes() []string { return []string{".arrow", ".feather", ".ipc"} }
-
-// Open implements format.Format.
-func (Format) Open(l *index.Layout) (format.Reader, error) {
-	f, err := format.FileOf(l)
-	if err != nil {
-		return nil, err
-	}
-	return reader{f}, nil
-}
-
-// IndexObject implements format.Indexer: the object is read once for its
+// indexObject is the format's Indexer: the object is read once for its
 // record batches, their ranges and hashes, and its footer range.
-func (Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func indexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
 	body, err := st.Get(ctx, o.Key, 0, -1)
 	if err != nil {
 		return err
@@ -71,28 +50,11 @@ func (Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f
 	return nil
 }
 
-type reader struct{ f *index.File }
-
-func (r reader) Parts(i int) []format.Part { return format.FileParts(r.f, i, true) }
-
-func (r reader) Schema(ctx context.Context, read format.ReadFunc) (*arrow.Schema, error) {
-	e := r.f.Shards[0]
-	tail, err := read(ctx, r.Parts(0)[1])
+// readBatchesRange is ReadBatchRange as Footed decodes.
+func readBatchesRange(ctx context.Context, size int64, tail []byte, offset int64, data []byte, i int, columns []string) ([]arrow.RecordBatch, error) {
+	rec, err := ReadBatchRange(ctx, size, tail, offset, data, i, columns)
 	if err != nil {
 		return nil, err
 	}
-	s, err := Schema(e.ObjectSize, tail)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", e.Object, err)
-	}
-	return s, nil
-}
-
-func (r reader) Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
-	e := r.f.Shards[i]
-	rec, err := ReadBatchRange(ctx, e.ObjectSize, parts[1], e.Offset, parts[0], e.Part, columns)
-	if err != nil {
-		return nil, err
-	}
-	return format.RecordsOf([]arrow.RecordBatch{rec})
+	return []arrow.RecordBatch{rec}, nil
 }

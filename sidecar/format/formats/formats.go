@@ -18,8 +18,8 @@ import (
 func Default() format.Registry {
 	return format.NewRegistry(
 		mds.Format{},
-		parquet.Format{},
-		arrowipc.Format{},
+		parquet.Format,
+		arrowipc.Format,
 		text.JSONL,
 		text.CSV,
 		text.TSV,

@@ -52,7 +52,14 @@ def socket_path(socket_arg: str | None = None) -> str:
 
 
 class Client:
-    """A client of one sidecar."""
+    """A client of one sidecar's HTTP API on its Unix socket.
+
+    Args:
+        socket: the socket; default $SHARDFEED_SOCKET, else
+            /var/run/shardfeed/feed.sock.
+        timeout: seconds a request may wait for the sidecar's answer
+            (None: no limit).
+    """
 
     def __init__(self, socket: str | None = None, *, timeout: float | None = 600.0):
         self.socket = socket_path(socket)
@@ -101,7 +108,15 @@ class Client:
             conn.close()
 
     def wait_ready(self, timeout: float = DEFAULT_WAIT_S) -> None:
-        """Wait until the sidecar's /readyz answers 200, at most timeout seconds."""
+        """Wait until the sidecar's /readyz answers 200.
+
+        Args:
+            timeout: seconds to wait at most.
+
+        Raises:
+            SidecarNotReady: it did not get ready in time (the message says
+                what it answered last).
+        """
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while True:
@@ -129,7 +144,18 @@ class Client:
         """Record that every rank finished the steps of epoch before step.
 
         A sidecar that is away (restarting) or answers 503 is asked again
-        for up to wait seconds: the same commit twice records it once."""
+        for up to wait seconds: the same commit twice records it once.
+
+        Args:
+            epoch: the epoch of the steps.
+            step: every rank finished the steps before it.
+            resumed: the job restarted from a checkpoint older than the
+                committed state (the sidecar allows the step to go back).
+            wait: seconds to keep asking an absent sidecar.
+
+        Returns:
+            The job's committed state.
+        """
         body = {"epoch": int(epoch), "step": int(step)}
         if resumed:
             body["resumed"] = True
@@ -149,8 +175,20 @@ class Client:
     def batches(self, *, rank: int, world: int, worker: int = 0, workers: int = 1,
                 epoch: int | None = None, step: int | None = None, fingerprint: str | None = None,
                 alloc: Callable[[int], memoryview | None] | None = None) -> "BatchStream":
-        """Open the stream of one DataLoader worker's batches. alloc(n), if
-        given, says where to read each message of n bytes (None: the heap)."""
+        """Open the stream of one DataLoader worker's batches.
+
+        Args:
+            rank: the rank whose batches to read.
+            world: the number of ranks; it must divide numSplits.
+            worker: this DataLoader worker (of workers): it reads every
+                workers-th step from its first.
+            workers: the DataLoader's workers (1 without).
+            epoch: the epoch; default the committed one.
+            step: the first step; default the committed step plus worker.
+            fingerprint: the plan the caller expects; another is refused.
+            alloc: alloc(n), if given, says where to read each message of
+                n bytes (None: the heap).
+        """
         query: dict[str, Any] = {"rank": rank, "world": world, "worker": worker, "workers": workers}
         if epoch is not None:
             query["epoch"] = epoch

@@ -2,7 +2,11 @@ package parquet
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
@@ -17,7 +21,7 @@ var Format = &format.Footed{Name: datav1alpha1.FormatParquet, Exts: []string{".p
 // indexObject is the format's Indexer: the object's row groups, from its
 // footer (two ranged reads), each hashed.
 func indexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
-	md, err := ReadFooter(ctx, st, o.Key, o.Size)
+	md, err := readFooter(ctx, st, o.Key, o.Size)
 	if err != nil {
 		return err
 	}
@@ -37,4 +41,44 @@ func indexObject(ctx context.Context, st store.Store, o store.Object, f *index.F
 		})
 	}
 	return nil
+}
+
+// readFooter fetches the footer of the Parquet object at key, of size bytes,
+// with two ranged reads, and returns its metadata.
+func readFooter(ctx context.Context, st store.Store, key string, size int64) (*metadata.FileMetaData, error) {
+	if size < 12 {
+		return nil, fmt.Errorf("%s: %d bytes is too short for Parquet", key, size)
+	}
+	tail, err := readRange(ctx, st, key, size-8, 8)
+	if err != nil {
+		return nil, err
+	}
+	if string(tail[4:]) != magic {
+		return nil, fmt.Errorf("%s: not a Parquet file (no PAR1 at the end)", key)
+	}
+	n := int64(binary.LittleEndian.Uint32(tail))
+	if n <= 0 || n > MaxFooterBytes || n > size-12 {
+		return nil, fmt.Errorf("%s: footer length %d does not fit the %d-byte file", key, n, size)
+	}
+	footer, err := readRange(ctx, st, key, size-8-n, n)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFooter(key, footer, size)
+}
+
+func readRange(ctx context.Context, st store.Store, key string, off, n int64) ([]byte, error) {
+	r, err := st.Get(ctx, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = r.Close() }()
+	b, err := io.ReadAll(io.LimitReader(r, n))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != n {
+		return nil, fmt.Errorf("%s: read %d bytes at %d, want %d", key, len(b), off, n)
+	}
+	return b, nil
 }

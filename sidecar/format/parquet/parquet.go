@@ -6,7 +6,6 @@ package parquet
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +19,6 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format/sparse"
 )
 
@@ -36,30 +34,6 @@ type RowGroup struct {
 	Rows   int64
 	Offset int64
 	Length int64
-}
-
-// ReadFooter fetches the footer of the Parquet object at key, of size bytes,
-// with two ranged reads, and returns its metadata.
-func ReadFooter(ctx context.Context, st store.Store, key string, size int64) (*metadata.FileMetaData, error) {
-	if size < 12 {
-		return nil, fmt.Errorf("%s: %d bytes is too short for Parquet", key, size)
-	}
-	tail, err := readRange(ctx, st, key, size-8, 8)
-	if err != nil {
-		return nil, err
-	}
-	if string(tail[4:]) != magic {
-		return nil, fmt.Errorf("%s: not a Parquet file (no PAR1 at the end)", key)
-	}
-	n := int64(binary.LittleEndian.Uint32(tail))
-	if n <= 0 || n > MaxFooterBytes || n > size-12 {
-		return nil, fmt.Errorf("%s: footer length %d does not fit the %d-byte file", key, n, size)
-	}
-	footer, err := readRange(ctx, st, key, size-8-n, n)
-	if err != nil {
-		return nil, err
-	}
-	return ParseFooter(key, footer, size)
 }
 
 // ParseFooter parses footer metadata and checks the row groups' ranges
@@ -111,22 +85,6 @@ func RowGroups(key string, md *metadata.FileMetaData, size int64) ([]RowGroup, e
 		out = append(out, RowGroup{Rows: rg.NumRows(), Offset: max(lo, 0), Length: max(hi-lo, 0)})
 	}
 	return out, nil
-}
-
-func readRange(ctx context.Context, st store.Store, key string, off, n int64) ([]byte, error) {
-	r, err := st.Get(ctx, key, off, n)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = r.Close() }()
-	b, err := io.ReadAll(io.LimitReader(r, n))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) != n {
-		return nil, fmt.Errorf("%s: read %d bytes at %d, want %d", key, len(b), off, n)
-	}
-	return b, nil
 }
 
 // ReadRowGroup decodes row group rg of a whole Parquet file in memory to

@@ -62,7 +62,7 @@ func TestFooterGivesRowGroupsAndTheirRanges(t *testing.T) {
 	if err := st.Put(context.Background(), "part-0.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
-	md, err := ReadFooter(context.Background(), st, "part-0.parquet", int64(len(data)))
+	md, err := readFooter(context.Background(), st, "part-0.parquet", int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestBrokenFilesAreRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st, _ := stores.Open(context.Background(), store.Source{URI: "file://" + t.TempDir() + "/"})
 			_ = st.Put(context.Background(), "f.parquet", bytes.NewReader(tt.data), int64(len(tt.data)))
-			_, err := ReadFooter(context.Background(), st, "f.parquet", int64(len(tt.data)))
+			_, err := readFooter(context.Background(), st, "f.parquet", int64(len(tt.data)))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("ReadFooter = %v, want %q", err, tt.want)
 			}

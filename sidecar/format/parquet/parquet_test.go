@@ -135,7 +135,7 @@ func TestBrokenFilesAreRefused(t *testing.T) {
 			_ = st.Put(context.Background(), "f.parquet", bytes.NewReader(tt.data), int64(len(tt.data)))
 			_, err := readFooter(context.Background(), st, "f.parquet", int64(len(tt.data)))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("ReadFooter = %v, want %q", err, tt.want)
+				t.Fatalf("readFooter = %v, want %q", err, tt.want)
 			}
 		})
 	}

@@ -149,30 +149,47 @@ func ReadFile(path string) (planner.StreamIndex, error) {
 	return x, nil
 }
 
-// ReadStore reads the index.json of a stream's prefix, for the planner.
-func ReadStore(ctx context.Context, st store.Store) (planner.StreamIndex, error) {
+// ReadStoreIndex reads the index.json of a stream's prefix once, in any
+// form: its planner view, and its layout (nil for a plain list of shards,
+// which plans but cannot be served: NoLayout says why).
+func ReadStoreIndex(ctx context.Context, st store.Store) (*Layout, planner.StreamIndex, error) {
 	data, err := readStore(ctx, st)
 	if err != nil {
-		return planner.StreamIndex{}, err
+		return nil, planner.StreamIndex{}, err
 	}
-	x, err := Read(bytes.NewReader(data))
+	where := path.Join(st.URI(), FileName)
+	l, err := readLayout(data)
+	if err == nil {
+		return l, l.Index, nil
+	}
+	if !errors.Is(err, ErrNoLayout) {
+		return nil, planner.StreamIndex{}, fmt.Errorf("%s: %w", where, err)
+	}
+	x, err := readList(data)
 	if err != nil {
-		return planner.StreamIndex{}, fmt.Errorf("%s: %w", path.Join(st.URI(), FileName), err)
+		return nil, planner.StreamIndex{}, fmt.Errorf("%s: %w", where, err)
 	}
-	return x, nil
+	return nil, x, nil
+}
+
+// NoLayout is the error of serving a stream whose index is a plain list.
+func NoLayout(st store.Store) error {
+	return fmt.Errorf("%s: %w", path.Join(st.URI(), FileName), ErrNoLayout)
+}
+
+// ReadStore reads the index.json of a stream's prefix, for the planner.
+func ReadStore(ctx context.Context, st store.Store) (planner.StreamIndex, error) {
+	_, x, err := ReadStoreIndex(ctx, st)
+	return x, err
 }
 
 // ReadStoreLayout reads the layout from the index.json of a stream's prefix.
 func ReadStoreLayout(ctx context.Context, st store.Store) (*Layout, error) {
-	data, err := readStore(ctx, st)
-	if err != nil {
-		return nil, err
+	l, _, err := ReadStoreIndex(ctx, st)
+	if err == nil && l == nil {
+		err = NoLayout(st)
 	}
-	x, err := readLayout(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path.Join(st.URI(), FileName), err)
-	}
-	return x, nil
+	return l, err
 }
 
 func readStore(ctx context.Context, st store.Store) ([]byte, error) {

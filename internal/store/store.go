@@ -125,14 +125,13 @@ func (r Registry) Open(ctx context.Context, src Source) (Store, error) {
 	return open(ctx, src, u)
 }
 
-// schemes lists the registered schemes as "s3:// or file://".
+// schemes lists the registered schemes, sorted, as "file:// or s3://".
 func (r Registry) schemes() string {
 	names := make([]string, 0, len(r))
 	for s := range r {
 		names = append(names, s+"://")
 	}
 	slices.Sort(names)
-	slices.Reverse(names) // s3:// before file://, as the docs write them
 	if len(names) < 2 {
 		return strings.Join(names, "")
 	}

@@ -6,7 +6,6 @@ package streams
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -26,8 +25,6 @@ type Stream struct {
 	// Layout says how to read the shards; nil for a plain list of shards,
 	// which plans but cannot be served (Served says why).
 	Layout *index.Layout
-	// layoutErr is why Layout is nil.
-	layoutErr error
 }
 
 // Source returns the store source of a spec stream; the caller adds the
@@ -44,21 +41,15 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source) (
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 	}
 	out := &Stream{Spec: s, Store: st}
-	out.Layout, err = index.ReadStoreLayout(ctx, st)
-	switch {
-	case errors.Is(err, index.ErrNoLayout):
-		out.layoutErr = err
-		if out.Index, err = index.ReadStore(ctx, st); err != nil {
-			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
-		}
-		return out, nil
-	case err != nil:
+	if out.Layout, out.Index, err = index.ReadStoreIndex(ctx, st); err != nil {
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+	}
+	if out.Layout == nil {
+		return out, nil // a plain list of shards: it plans
 	}
 	if want := s.Format; want != "" && want != out.Layout.Format {
 		return nil, fmt.Errorf("stream %q: spec.streams[%d].format is %s, its index is %s: fix the format or the source", s.Name, i, want, out.Layout.Format)
 	}
-	out.Index = out.Layout.Index
 	return out, nil
 }
 
@@ -66,7 +57,7 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source) (
 // a plain list of shards.
 func (s *Stream) Served() (*index.Layout, error) {
 	if s.Layout == nil {
-		return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, s.layoutErr)
+		return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, index.NoLayout(s.Store))
 	}
 	return s.Layout, nil
 }

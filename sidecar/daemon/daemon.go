@@ -179,8 +179,9 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 		return os.ReadFile(path)
 	}
 	sources := make([]*source.Stream, len(spec.Streams))
+	registry := cfg.formats()
 	for i, s := range opened {
-		reader, err := cfg.formats().Open(s.Layout)
+		reader, err := registry.Open(s.Layout)
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, err)
 		}

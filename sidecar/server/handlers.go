@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +42,9 @@ type batchRequest struct {
 // intParam parses an integer query parameter; def is used when absent
 // (a negative def makes it required).
 func intParam(q url.Values, name string, def int64) (int64, bool, error) {
+	if len(q[name]) > 1 {
+		return 0, false, fmt.Errorf("%s is given %d times: give it once", name, len(q[name]))
+	}
 	v := q.Get(name)
 	if v == "" {
 		if def < 0 {
@@ -64,6 +66,9 @@ func (s *Server) parseBatchRequest(q url.Values) (batchRequest, string, error) {
 	for k := range q {
 		if !batchParams[k] {
 			return batchRequest{}, k, fmt.Errorf("unknown parameter %q: use rank, world, worker, workers, epoch, step (and fingerprint)", k)
+		}
+		if n := len(q[k]); n > 1 {
+			return batchRequest{}, k, fmt.Errorf("%s is given %d times: give each parameter once", k, n)
 		}
 	}
 	var r batchRequest
@@ -262,15 +267,15 @@ func (s *Server) countStreams(rec arrow.RecordBatch) {
 }
 
 func (s *Server) commit(w http.ResponseWriter, req *http.Request) {
-	var c progress.Commit
-	dec := json.NewDecoder(io.LimitReader(req.Body, 4096))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		badRequest(w, "", `the body must be JSON {"epoch": E, "step": K[, "resumed": true]}: %v`, err)
+	body, err := io.ReadAll(io.LimitReader(req.Body, progress.CommitBodyLimit+1))
+	if err != nil {
+		badRequest(w, "", "reading the body: %v", err)
 		return
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		badRequest(w, "", `the body must hold one JSON object and nothing after it: {"epoch": E, "step": K[, "resumed": true]}`)
+	c, err := progress.ParseCommit(body)
+	if err != nil {
+		s.metrics.badRequests.Inc()
+		badRequest(w, "", "%v", err)
 		return
 	}
 	st, err := progress.Apply(req.Context(), s.cfg.Progress, s.cfg.Job, c)

@@ -220,14 +220,15 @@ class Feed:
 
 @pytest.fixture
 def feed_factory(minio, bucket, tmp_path):
-    """Make a Feed from a pyarrow table written as Parquet to MinIO."""
+    """Make a Feed from a pyarrow table written as Parquet to MinIO (or from
+    what the test wrote under the bucket's `name/` when table is None)."""
     feeds: list[Feed] = []
 
     def make(table, spec: str, *, row_group_size: int = 100, name: str = "web", start: bool = True, serve_args=()) -> Feed:
         import pyarrow.parquet as pq
 
-        s3 = minio.filesystem()
-        pq.write_table(table, f"{bucket}/{name}/part-0.parquet", filesystem=s3, row_group_size=row_group_size)
+        if table is not None:  # None: the test wrote s3://bucket/name/ itself
+            pq.write_table(table, f"{bucket}/{name}/part-0.parquet", filesystem=minio.filesystem(), row_group_size=row_group_size)
         uri = f"s3://{bucket}/{name}/"
         run_shardfeed(minio, "index", uri, "--endpoint", minio.endpoint, "--insecure")
         workdir = tmp_path / f"feed-{len(feeds)}"

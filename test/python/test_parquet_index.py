@@ -70,3 +70,39 @@ spec:
     # nothing dropped, every row exactly once.
     assert len(lines) == 350 * 7
     assert sorted(ids) == list(range(4900))
+
+
+def test_empty_row_groups_are_indexed_as_empty_shards_and_served(feed_factory, minio, bucket):
+    # pyarrow writes an empty table as one row group with no pages
+    # (data_page_offset 0); shardfeed index refused such files.
+    schema = pa.schema({"id": pa.int64(), "text": pa.string()})
+    s3 = minio.filesystem()
+    with pq.ParquetWriter(f"{bucket}/mixed/part-0.parquet", schema, filesystem=s3) as w:
+        w.write_table(pa.table({"id": pa.array(range(0, 30), pa.int64()), "text": [f"t{i}" for i in range(30)]}))
+        w.write_table(schema.empty_table())
+        w.write_table(pa.table({"id": pa.array(range(30, 50), pa.int64()), "text": [f"t{i}" for i in range(30, 50)]}))
+    pq.write_table(schema.empty_table(), f"{bucket}/mixed/part-1.parquet", filesystem=s3)
+    meta = pq.ParquetFile(f"{bucket}/mixed/part-1.parquet", filesystem=s3).metadata
+    assert meta.num_row_groups == 1 and meta.row_group(0).column(0).data_page_offset == 0
+
+    out = shardfeed("index", f"s3://{bucket}/mixed/", "--endpoint", minio.endpoint, "--insecure", minio=minio).stdout
+    assert "4 shards, 50 samples" in out, out
+    with s3.open_input_stream(f"{bucket}/mixed/index.json") as f:
+        shards = json.load(f)["shards"]
+    assert [(e["object"], e["samples"]) for e in shards] == [
+        ("part-0.parquet", 30), ("part-0.parquet", 0), ("part-0.parquet", 20), ("part-1.parquet", 0)]
+    assert all(e["length"] == 0 for e in shards if e["samples"] == 0)
+
+    import shardfeed as sf
+
+    feed = feed_factory(None, "  numSplits: 2\n  globalBatchSize: 10\n", name="mixed")
+    plan = feed.plan_ids(world=1)
+    got = {}
+    for batch in sf.Client(feed.socket).batches(rank=0, world=1):
+        ids = batch.column("_shardfeed_index").to_pylist()
+        step = batch.column("_shardfeed_step")[0].as_py()
+        assert ids == plan[(step, 0)]
+        for i, text in zip(batch.column("id").to_pylist(), batch.column("text").to_pylist()):
+            assert text == f"t{i}"
+            got[i] = got.get(i, 0) + 1
+    assert got == {i: 1 for i in range(50)}

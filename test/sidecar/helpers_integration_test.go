@@ -421,6 +421,18 @@ func post(t testing.TB, socket, path, body string) (int, string) {
 	return resp.StatusCode, string(data)
 }
 
+// getStatus returns the status and the body of GET path on the socket.
+func getStatus(t testing.TB, socket, path string) (int, string) {
+	t.Helper()
+	resp, err := socketClient(socket).Get("http://shardfeed" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
 // get returns the body of GET path on the socket.
 func get(t testing.TB, socket, path string) string {
 	t.Helper()

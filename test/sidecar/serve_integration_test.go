@@ -189,6 +189,13 @@ func TestIntegrationServeRefusesBadRequestsWithClearErrors(t *testing.T) {
 		{"step past the epoch", `{"epoch":1,"step":100000}`, 409, []string{"between 0 and"}},
 		{"unknown field", `{"epoch":1,"step":4,"stp":5}`, 400, []string{"stp"}},
 		{"not JSON", `epoch=1`, 400, []string{`{"epoch": E, "step": K`}},
+		// Finding 6 of the hardening issue: each was accepted (or
+		// recorded as epoch 0) before commit bodies were parsed strictly.
+		{"empty object", `{}`, 400, []string{`field "epoch" is required`}},
+		{"null", `null`, 400, []string{"one JSON object"}},
+		{"no epoch", `{"step":4}`, 400, []string{`field "epoch" is required`}},
+		{"duplicate key", `{"epoch":1,"step":2,"step":4}`, 400, []string{`field "step" appears twice`}},
+		{"key in another case", `{"Epoch":1,"Step":4}`, 400, []string{`unknown field "Epoch"`, "case-sensitive"}},
 	}
 	for _, tt := range commits {
 		t.Run("commit "+tt.name, func(t *testing.T) {
@@ -198,6 +205,15 @@ func TestIntegrationServeRefusesBadRequestsWithClearErrors(t *testing.T) {
 			}
 			mustContain(t, body, tt.says...)
 		})
+	}
+	for _, path := range []string{"/v1/batches?rank=0&rank=1&world=2", "/v1/batches?rank=0&world=1&world=1", "/v1/sample?index=0&index=1"} {
+		status, body := getStatus(t, srv.socket, path)
+		if status != 400 {
+			t.Errorf("GET %s: status %d, want 400: %.200q", path, status, body)
+		}
+		if status == 400 {
+			mustContain(t, body, "times: give")
+		}
 	}
 	st, err := srv.client.State(ctx)
 	if err != nil {

@@ -60,6 +60,16 @@ func RowGroups(key string, md *metadata.FileMetaData, size int64) ([]RowGroup, e
 	var out []RowGroup
 	for i := range md.NumRowGroups() {
 		rg := md.RowGroup(i)
+		switch n := rg.NumRows(); {
+		case n < 0:
+			return nil, fmt.Errorf("%s: row group %d has %d rows", key, i, n)
+		case n == 0:
+			// An empty row group (pyarrow writes one for an empty table) has
+			// column chunks with no page to locate (data_page_offset 0): an
+			// empty shard, never fetched.
+			out = append(out, RowGroup{})
+			continue
+		}
 		lo, hi := int64(-1), int64(0)
 		for c := range rg.NumColumns() {
 			cc, err := rg.ColumnChunk(c)
@@ -72,15 +82,12 @@ func RowGroups(key string, md *metadata.FileMetaData, size int64) ([]RowGroup, e
 			}
 			end := start + cc.TotalCompressedSize()
 			if start < 4 || end > size || end < start {
-				return nil, fmt.Errorf("%s: row group %d column %d spans [%d, %d), outside the %d-byte file", key, i, c, start, end, size)
+				return nil, fmt.Errorf("%s: row group %d column %d spans [%d, %d), outside the data of the %d-byte file (bytes 4 to %d): the footer is corrupt", key, i, c, start, end, size, size)
 			}
 			if lo < 0 || start < lo {
 				lo = start
 			}
 			hi = max(hi, end)
-		}
-		if rg.NumRows() < 0 {
-			return nil, fmt.Errorf("%s: row group %d has %d rows", key, i, rg.NumRows())
 		}
 		out = append(out, RowGroup{Rows: rg.NumRows(), Offset: max(lo, 0), Length: max(hi-lo, 0)})
 	}

@@ -29,6 +29,10 @@ type DatasetValidator struct {
 	// Reader reads the referenced Secrets (directly: they are not cached).
 	Reader  client.Reader
 	Decoder admission.Decoder
+	// Policy refuses at apply time the sources the reconciler would
+	// refuse (file://, endpoints off the allow-list, the operator's own
+	// identity where it is not allowed).
+	Policy StorePolicy
 }
 
 // +kubebuilder:webhook:path=/validate-data-shardfeed-io-v1alpha1-trainingdataset,mutating=false,failurePolicy=fail,sideEffects=None,groups=data.shardfeed.io,resources=trainingdatasets,verbs=create;update,versions=v1alpha1,name=trainingdatasets.shardfeed.io,admissionReviewVersions=v1,timeoutSeconds=10
@@ -39,7 +43,13 @@ func (v *DatasetValidator) Handle(ctx context.Context, req admission.Request) ad
 	if err := v.Decoder.Decode(req, &ds); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	if problems := Validate(&ds.Spec); len(problems) > 0 {
+	problems := Validate(&ds.Spec)
+	for i, st := range ds.Spec.Streams {
+		if err := v.Policy.Check(req.Namespace, i, st); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if len(problems) > 0 {
 		return admission.Denied(fmt.Sprintf("TrainingDataset %s: %s", ds.Name, strings.Join(problems, "; ")))
 	}
 	warnings, err := v.warnings(ctx, req.Namespace, &ds)

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,14 +28,29 @@ type credentialsError struct{ err error }
 func (e *credentialsError) Error() string { return e.err.Error() }
 func (e *credentialsError) Unwrap() error { return e.err }
 
+// notAllowedError is a source the store policy refuses.
+type notAllowedError struct{ err error }
+
+func (e *notAllowedError) Error() string { return e.err.Error() }
+func (e *notAllowedError) Unwrap() error { return e.err }
+
 // readIndexes reads every stream's index from object storage, with the
 // credentials of its Secret (read through the API, never cached or logged)
-// or the manager's default chain.
+// or, where the policy allows it, the manager's default chain. The reads
+// are bounded in bytes (Policy.MaxIndexBytes) and time (per request and
+// for all of them), since the author picks the endpoint.
 func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset) ([]planner.StreamIndex, error) {
+	if err := r.Policy.CheckAll(ds.Namespace, &ds.Spec); err != nil {
+		return nil, &notAllowedError{err}
+	}
+	bound := r.Policy.readTimeout()
+	ctx, cancel := context.WithTimeoutCause(ctx, bound, fmt.Errorf("the indexes were not read within %s, the operator's bound on index reads (--index-read-timeout): the endpoint is too slow or does not answer", bound))
+	defer cancel()
 	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
 	for i, s := range ds.Spec.Streams {
 		src := streams.Source(s)
-		src.Retry = store.Retry{MaxElapsed: 10 * time.Second} // a reconcile does not wait minutes for a store: it comes back
+		// A reconcile does not wait minutes for a store: it comes back.
+		src.Retry = store.Retry{MaxElapsed: r.Policy.requestTimeout(), RequestTimeout: r.Policy.requestTimeout()}
 		if ref := s.Source.CredentialsSecretRef; ref != nil {
 			var secret corev1.Secret
 			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: ref.Name}, &secret); err != nil {
@@ -52,8 +66,11 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 					s3.AccessKeyFile, s3.SecretKeyFile)}
 			}
 		}
-		st, err := streams.Open(ctx, i, s, src)
+		st, err := streams.Open(ctx, i, s, src, r.Policy.MaxIndexBytes)
 		if err != nil {
+			if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("stream %q: %w", s.Name, c)
+			}
 			return nil, err
 		}
 		out[i] = st.Index

@@ -91,6 +91,7 @@ func serveWebhook(t testing.TB) {
 	}})
 	srv.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
 		Reader: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme),
+		Policy: controllers.StorePolicy{AmbientNamespaces: []string{"*"}},
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

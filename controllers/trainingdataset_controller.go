@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -25,6 +26,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/planner"
 )
@@ -42,6 +44,12 @@ type TrainingDatasetReconciler struct {
 	// UnreachableRetry is the first wait before reading an unreachable
 	// index again (the work queue backs off from there); default 5 s.
 	UnreachableRetry time.Duration
+	// Policy is what datasets' streams may be read from, and the bounds
+	// on reading their indexes.
+	Policy StorePolicy
+	// Workers reconcile datasets in parallel (default 4): a dataset whose
+	// endpoint is slow holds one, not the controller.
+	Workers int
 }
 
 // +kubebuilder:rbac:groups=data.shardfeed.io,resources=trainingdatasets,verbs=get;list;watch
@@ -74,13 +82,25 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	indexes, err := r.readIndexes(ctx, &ds)
 	if err != nil {
 		reason := datav1alpha1.ReasonIndexUnreachable
-		var ce *credentialsError
-		if errors.As(err, &ce) {
+		var (
+			ce       *credentialsError
+			na       *notAllowedError
+			tooLarge *index.TooLargeError
+		)
+		switch {
+		case errors.As(err, &ce):
 			reason = datav1alpha1.ReasonCredentials
+		case errors.As(err, &na):
+			reason = datav1alpha1.ReasonSourceNotAllowed
+		case errors.As(err, &tooLarge):
+			reason = datav1alpha1.ReasonIndexTooLarge
 		}
 		r.setCondition(&ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionFalse, reason, err.Error())
 		r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionFalse, datav1alpha1.ReasonWaitingForIndex, "the plan needs every stream's index")
 		r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, err.Error())
+		if na != nil {
+			return reconcile.Result{}, nil // a spec change (or a new policy, with a restart) triggers the next try
+		}
 		logger.Info("Index unreachable, retrying", "err", err.Error())
 		return reconcile.Result{RequeueAfter: r.retry()}, nil
 	}
@@ -158,5 +178,13 @@ func (r *TrainingDatasetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.ConfigMap{}, toDataset, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[configmaps.LabelManagedBy] == configmaps.ManagedBy
 		}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers()}).
 		Complete(r)
+}
+
+func (r *TrainingDatasetReconciler) workers() int {
+	if r.Workers > 0 {
+		return r.Workers
+	}
+	return 4
 }

@@ -77,7 +77,11 @@ func startManagerLogging(t *testing.T, log logr.Logger) {
 		t.Fatal(err)
 	}
 	r := &controllers.TrainingDatasetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("shardfeed-operator"), UnreachableRetry: 200 * time.Millisecond}
+		Recorder: mgr.GetEventRecorder("shardfeed-operator"), UnreachableRetry: 200 * time.Millisecond,
+		// These tests' datasets read MinIO with the test's own credentials
+		// where they name no Secret (the manager binary's tests check the
+		// default, which allows no namespace).
+		Policy: controllers.StorePolicy{AmbientNamespaces: []string{"*"}}}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,12 @@ const (
 	ReasonApplyFailed      = "PlanConfigMapFailed"
 	ReasonWaitingForIndex  = "WaitingForIndex"
 	ReasonHealthy          = "Healthy"
+	// ReasonSourceNotAllowed: a stream's source is outside what the
+	// platform team allows (file://, an endpoint off the allow-list, the
+	// operator's own identity in a namespace not allowed it).
+	ReasonSourceNotAllowed = "SourceNotAllowed"
+	// ReasonIndexTooLarge: an index is over the operator's cap.
+	ReasonIndexTooLarge = "IndexTooLarge"
 	// ReasonShardSkipped is the reason of the Warning event for shards a
 	// job's sidecars delivered as pad rows (onCorruptShard: skip).
 	ReasonShardSkipped = "ShardSkipped"

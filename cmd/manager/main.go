@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -32,6 +33,7 @@ import (
 	"github.com/shardfeed/shardfeed/controllers"
 	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/memlimit"
 	"github.com/shardfeed/shardfeed/internal/version"
 )
 
@@ -55,6 +57,11 @@ type options struct {
 	validatingConfig       string
 	sidecarImage           string
 	showVersion            bool
+	workers                int
+	policy                 controllers.StorePolicy
+	ambientNamespaces      string
+	allowedEndpoints       string
+	maxIndexBytes          string
 }
 
 func main() {
@@ -74,6 +81,12 @@ func main() {
 	flag.StringVar(&o.validatingConfig, "validating-webhook-configuration", "shardfeed-validation", "the ValidatingWebhookConfiguration whose caBundle the manager keeps (with --cert-mode=self)")
 	flag.StringVar(&o.sidecarImage, "sidecar-image", envOr("SHARDFEED_SIDECAR_IMAGE", "ghcr.io/shardfeed/shardfeed:"+version.Get().Version), "the sidecar image for datasets that do not name one (jobs keep the image they started with)")
 	flag.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	flag.IntVar(&o.workers, "max-concurrent-reconciles", 4, "datasets reconciled in parallel: one whose store is slow holds one worker, not the controller")
+	flag.StringVar(&o.maxIndexBytes, "max-index-bytes", "16Mi", "the cap on one index read (a Kubernetes quantity: 16Mi, 64Mi); a larger index is refused with a condition naming the cap")
+	flag.DurationVar(&o.policy.RequestTimeout, "store-request-timeout", controllers.DefaultStoreRequestTimeout, "bound on one request to a dataset's store, its body included")
+	flag.DurationVar(&o.policy.ReadTimeout, "index-read-timeout", controllers.DefaultIndexReadTimeout, "bound on all the index reads of one reconcile")
+	flag.StringVar(&o.ambientNamespaces, "ambient-credentials-namespaces", "", "comma-separated namespaces whose datasets may read without a credentialsSecretRef, with the manager's own cloud identity; * for all; empty: none")
+	flag.StringVar(&o.allowedEndpoints, "allowed-endpoints", "", "comma-separated store endpoints datasets may name (host, host:port, *.domain; s3.amazonaws.com for AWS S3); empty: any")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine) // --zap-log-level=debug|info|error, --zap-devel, …
 	flag.Parse()
@@ -96,8 +109,30 @@ func envOr(key, def string) string {
 	return def
 }
 
+// list splits a comma-separated flag.
+func list(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func run(ctx context.Context, o options) error {
 	log := ctrl.Log.WithName("setup")
+	q, err := resource.ParseQuantity(o.maxIndexBytes)
+	if err != nil || q.Value() <= 0 {
+		return fmt.Errorf("--max-index-bytes=%q: write a positive quantity such as 16Mi", o.maxIndexBytes)
+	}
+	o.policy.MaxIndexBytes = q.Value()
+	o.policy.AmbientNamespaces, o.policy.AllowedEndpoints = list(o.ambientNamespaces), list(o.allowedEndpoints)
+	if soft, err := memlimit.Apply(memlimit.CgroupFile); err != nil {
+		log.Info("No Go memory limit from the container's", "err", err.Error())
+	} else if soft > 0 {
+		log.Info("Go memory limit set from the container's", "bytes", soft, "fraction", memlimit.Fraction)
+	}
 	if o.certMode != certModeSelf && o.certMode != certModeExternal {
 		return fmt.Errorf("--cert-mode=%q: use %s or %s", o.certMode, certModeSelf, certModeExternal)
 	}
@@ -151,6 +186,8 @@ func run(ctx context.Context, o options) error {
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("shardfeed-operator"),
+		Policy:    o.policy,
+		Workers:   o.workers,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TrainingDataset controller: %w", err)
 	}
@@ -161,7 +198,7 @@ func run(ctx context.Context, o options) error {
 		OperatorNamespace: o.namespace,
 	}})
 	hooks.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
-		Reader: mgr.GetAPIReader(), Decoder: decoder,
+		Reader: mgr.GetAPIReader(), Decoder: decoder, Policy: o.policy,
 	}})
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
@@ -171,7 +208,8 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	log.Info("Starting the manager", "version", version.Get().Version, "certMode", o.certMode, "webhookPort", o.webhookPort,
-		"sidecarImage", o.sidecarImage)
+		"sidecarImage", o.sidecarImage, "workers", o.workers, "maxIndexBytes", o.policy.MaxIndexBytes,
+		"ambientCredentialsNamespaces", o.policy.AmbientNamespaces, "allowedEndpoints", o.policy.AllowedEndpoints)
 	return mgr.Start(ctx)
 }
 

@@ -114,50 +114,14 @@ func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) 
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNS}}); err != nil {
 		t.Fatal(err)
 	}
-	port, probes, metrics := freePort(t), freePort(t), freePort(t)
+	port, metrics := freePort(t), freePort(t)
 	for _, obj := range webhookConfigurations(port, operatorNS) {
 		if err := c.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
 	}
-
-	cmd := exec.Command(binary, "--namespace="+operatorNS, "--cert-mode=self", "--webhook-hosts=127.0.0.1",
-		fmt.Sprintf("--webhook-port=%d", port), "--cert-dir="+t.TempDir(), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), "--sidecar-image=registry.local/shardfeed:e2e")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+apiServer.Kubeconfig(t))
-	logs, err := os.Create(filepath.Join(t.TempDir(), "manager.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-		if t.Failed() {
-			out, _ := os.ReadFile(logs.Name())
-			t.Logf("manager log:\n%s", out)
-		}
-	})
-	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probes)
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		resp, err := http.Get(ready) //nolint:gosec,noctx // a local probe
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the manager is not ready after 60 s: %v", err)
-		}
-	}
+	cmd := startManagerProcess(t, operatorNS, port, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics))
 
 	// The CA is published and the certificate stored.
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
@@ -179,6 +143,7 @@ func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) 
 	}
 	ds := bad.DeepCopy()
 	ds.Name, ds.Spec.Sidecar.Image = "web", ""
+	ds.Spec.Streams[0].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: "s3"}
 	if err := c.Create(ctx, ds); err != nil {
 		t.Fatal(err)
 	}
@@ -220,12 +185,74 @@ func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) 
 	checkMetrics(t, operatorNS, fmt.Sprintf("https://127.0.0.1:%d/metrics", metrics))
 
 	// SIGTERM stops it cleanly.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := cmd.stop(); err != nil {
+		t.Errorf("the manager exited with %v after SIGTERM", err)
+	}
+}
+
+// managerProcess is a running manager binary.
+type managerProcess struct {
+	*exec.Cmd
+	logs    string
+	stopped bool
+}
+
+// stop sends SIGTERM and waits.
+func (m *managerProcess) stop() error {
+	if err := m.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	m.stopped = true
+	return m.Wait()
+}
+
+// log returns what the manager logged so far.
+func (m *managerProcess) log() string {
+	b, _ := os.ReadFile(m.logs)
+	return string(b)
+}
+
+// startManagerProcess runs the manager binary with its webhooks on
+// webhookPort (a certificate of its own) and extra flags, and waits until
+// it is ready. It is killed at the test's end, its log shown if it failed.
+func startManagerProcess(t *testing.T, operatorNS string, webhookPort int, extra ...string) *managerProcess {
+	t.Helper()
+	probes := freePort(t)
+	args := append([]string{"--namespace=" + operatorNS, "--cert-mode=self", "--webhook-hosts=127.0.0.1",
+		fmt.Sprintf("--webhook-port=%d", webhookPort), "--cert-dir=" + t.TempDir(), "--metrics-bind-address=0",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), "--sidecar-image=registry.local/shardfeed:e2e"}, extra...)
+	m := &managerProcess{Cmd: exec.Command(binary, args...), logs: filepath.Join(t.TempDir(), "manager.log")}
+	m.Env = append(os.Environ(), "KUBECONFIG="+apiServer.Kubeconfig(t))
+	logs, err := os.Create(m.logs)
+	if err != nil {
 		t.Fatal(err)
 	}
-	stopped = true
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("the manager exited with %v after SIGTERM", err)
+	m.Stdout, m.Stderr = logs, logs
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !m.stopped {
+			_ = m.Process.Kill()
+			_ = m.Wait()
+		}
+		_ = logs.Close()
+		if t.Failed() {
+			t.Logf("manager log:\n%s", m.log())
+		}
+	})
+	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probes)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		resp, err := http.Get(ready) //nolint:gosec,noctx // a local probe
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return m
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the manager is not ready after 60 s: %v", err)
+		}
 	}
 }
 

@@ -1,8 +1,6 @@
 package index
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -109,9 +107,7 @@ func (f Field) check() error {
 // readFile parses a shardfeed index, strictly.
 func readFile(data []byte) (*Layout, error) {
 	var f File
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := decodeStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("shardfeed index: %w", err)
 	}
 	if err := f.check(); err != nil {

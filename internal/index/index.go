@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -63,7 +62,7 @@ var forms = []form{
 }
 
 func readMDS(data []byte) (*Layout, error) {
-	x, err := mdsindex.Read(bytes.NewReader(data))
+	x, err := mdsindex.Parse(data)
 	if err != nil {
 		return nil, err
 	}
@@ -73,12 +72,18 @@ func readMDS(data []byte) (*Layout, error) {
 // readLayout parses data in the form its keys say; a plain list of shards
 // is ErrNoLayout.
 func readLayout(data []byte) (*Layout, error) {
-	var keys map[string]json.RawMessage
+	// Only the forms' keys are kept: an index may be tens of MiB, and the
+	// reconciler holds its bytes once.
+	var keys struct {
+		Shardfeed json.RawMessage `json:"shardfeed"`
+		Version   json.RawMessage `json:"version"`
+	}
 	if err := json.Unmarshal(data, &keys); err != nil {
 		return nil, fmt.Errorf("index is not valid JSON: %w", err)
 	}
+	present := map[string]json.RawMessage{"shardfeed": keys.Shardfeed, "version": keys.Version}
 	for _, f := range forms {
-		if v, ok := keys[f.key]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		if v := present[f.key]; len(v) > 0 && !bytes.Equal(v, []byte("null")) {
 			return f.read(data)
 		}
 	}
@@ -114,9 +119,7 @@ func Read(r io.Reader) (planner.StreamIndex, error) {
 // readList parses a plain list of shards.
 func readList(data []byte) (planner.StreamIndex, error) {
 	var x planner.StreamIndex
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&x); err != nil {
+	if err := decodeStrict(data, &x); err != nil {
 		return planner.StreamIndex{}, fmt.Errorf("index is neither MDS (no \"version\") nor a list of shards: %w", err)
 	}
 	if len(x.Shards) == 0 {
@@ -149,15 +152,44 @@ func ReadFile(path string) (planner.StreamIndex, error) {
 	return x, nil
 }
 
+// DefaultMaxBytes is the cap of an index read when the caller sets none:
+// about 250 000 shards of shardfeed's own index.
+const DefaultMaxBytes = 64 << 20
+
+// TooLargeError is an index over the cap of its read: the reader stops at
+// the cap, whatever the store sends (an endless body included).
+type TooLargeError struct {
+	URI   string
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s is larger than the cap of %d bytes (%s) on index reads: split the stream into several, or raise the cap (the manager's --max-index-bytes, chart value maxIndexBytes)",
+		e.URI, e.Limit, humanBytes(e.Limit))
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
 // ReadStoreIndex reads the index.json of a stream's prefix once, in any
-// form: its planner view, and its layout (nil for a plain list of shards,
-// which plans but cannot be served: NoLayout says why).
-func ReadStoreIndex(ctx context.Context, st store.Store) (*Layout, planner.StreamIndex, error) {
-	data, err := readStore(ctx, st)
+// form, reading at most maxBytes (0: DefaultMaxBytes): its planner view,
+// and its layout (nil for a plain list of shards, which plans but cannot
+// be served: NoLayout says why).
+func ReadStoreIndex(ctx context.Context, st store.Store, maxBytes int64) (*Layout, planner.StreamIndex, error) {
+	data, err := readStore(ctx, st, maxBytes)
 	if err != nil {
 		return nil, planner.StreamIndex{}, err
 	}
-	where := path.Join(st.URI(), FileName)
+	where := indexURI(st)
 	l, err := readLayout(data)
 	if err == nil {
 		return l, l.Index, nil
@@ -174,32 +206,46 @@ func ReadStoreIndex(ctx context.Context, st store.Store) (*Layout, planner.Strea
 
 // NoLayout is the error of serving a stream whose index is a plain list.
 func NoLayout(st store.Store) error {
-	return fmt.Errorf("%s: %w", path.Join(st.URI(), FileName), ErrNoLayout)
+	return fmt.Errorf("%s: %w", indexURI(st), ErrNoLayout)
 }
 
 // ReadStore reads the index.json of a stream's prefix, for the planner.
 func ReadStore(ctx context.Context, st store.Store) (planner.StreamIndex, error) {
-	_, x, err := ReadStoreIndex(ctx, st)
+	_, x, err := ReadStoreIndex(ctx, st, 0)
 	return x, err
 }
 
 // ReadStoreLayout reads the layout from the index.json of a stream's prefix.
 func ReadStoreLayout(ctx context.Context, st store.Store) (*Layout, error) {
-	l, _, err := ReadStoreIndex(ctx, st)
+	l, _, err := ReadStoreIndex(ctx, st, 0)
 	if err == nil && l == nil {
 		err = NoLayout(st)
 	}
 	return l, err
 }
 
-func readStore(ctx context.Context, st store.Store) ([]byte, error) {
+func readStore(ctx context.Context, st store.Store, maxBytes int64) ([]byte, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
 	r, err := st.Get(ctx, FileName, 0, -1)
 	if err != nil {
 		return nil, missingIndex(err, st)
 	}
 	defer func() { _ = r.Close() }()
-	return io.ReadAll(r)
+	data, err := io.ReadAll(io.LimitReader(r, maxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", indexURI(st), err)
+	}
+	if int64(len(data)) > maxBytes {
+		return nil, &TooLargeError{URI: indexURI(st), Limit: maxBytes}
+	}
+	return data, nil
 }
+
+// indexURI is where a store's index is (path.Join would fold the "//"
+// of the scheme).
+func indexURI(st store.Store) string { return strings.TrimSuffix(st.URI(), "/") + "/" + FileName }
 
 // missingIndex adds how to write an index to an error that says there is
 // none; other errors (credentials, network) are the store's own.

@@ -21,10 +21,14 @@ func (r Retry) Do(ctx context.Context, fn func(ctx context.Context, cancel conte
 	r = r.WithDefaults()
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, r.RequestTimeout)
+		actx, cancel := context.WithTimeoutCause(ctx, r.RequestTimeout,
+			fmt.Errorf("%w: no complete answer within %s (the per-request timeout)", context.DeadlineExceeded, r.RequestTimeout))
 		err := fn(actx, cancel)
 		if err == nil {
 			return nil
+		}
+		if errors.Is(context.Cause(actx), context.DeadlineExceeded) && ctx.Err() == nil && !errors.Is(err, context.Cause(actx)) {
+			err = fmt.Errorf("%w (%w)", err, context.Cause(actx))
 		}
 		cancel()
 		if ctx.Err() != nil {

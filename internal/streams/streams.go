@@ -33,15 +33,16 @@ func Source(s datav1alpha1.Stream) store.Source {
 	return store.Source{URI: s.Source.URI, Endpoint: s.Source.Endpoint, Region: s.Source.Region, Insecure: s.Source.Insecure}
 }
 
-// Open opens the store of src and reads the stream's index from it. An
-// index whose format differs from the one the spec names is refused.
-func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source) (*Stream, error) {
+// Open opens the store of src and reads the stream's index from it, at
+// most maxIndexBytes of it (0: index.DefaultMaxBytes). An index whose
+// format differs from the one the spec names is refused.
+func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, maxIndexBytes int64) (*Stream, error) {
 	st, err := stores.Open(ctx, src)
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 	}
 	out := &Stream{Spec: s, Store: st}
-	if out.Layout, out.Index, err = index.ReadStoreIndex(ctx, st); err != nil {
+	if out.Layout, out.Index, err = index.ReadStoreIndex(ctx, st, maxIndexBytes); err != nil {
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 	}
 	if out.Layout == nil {

@@ -121,7 +121,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 				src.CredentialsDir = filepath.Join(cfg.CredentialsDir, s.Source.CredentialsSecretRef.Name)
 			}
 		}
-		st, err := streams.Open(ctx, i, s, src)
+		st, err := streams.Open(ctx, i, s, src, 0)
 		if err != nil {
 			return nil, err
 		}

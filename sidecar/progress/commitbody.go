@@ -34,16 +34,19 @@ func ParseCommit(body []byte) (Commit, error) {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return c, fmt.Errorf("the body is not valid JSON (%v): send %s", err, commitShape)
+			return c, fmt.Errorf("the body is not valid JSON (%w): send %s", err, commitShape)
 		}
-		key := tok.(string) // inside an object, the decoder yields keys as strings
+		key, ok := tok.(string)
+		if !ok {
+			return c, fmt.Errorf("the body is not valid JSON: send %s", commitShape)
+		}
 		if seen[key] {
 			return c, fmt.Errorf("field %q appears twice: send each field once, %s", key, commitShape)
 		}
 		seen[key] = true
 		var v any
 		if err := dec.Decode(&v); err != nil {
-			return c, fmt.Errorf("field %q: %v", key, err)
+			return c, fmt.Errorf("field %q: %w", key, err)
 		}
 		switch key {
 		case "epoch":
@@ -64,7 +67,7 @@ func ParseCommit(body []byte) (Commit, error) {
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return c, fmt.Errorf("the body is not valid JSON (%v): send %s", err, commitShape)
+		return c, fmt.Errorf("the body is not valid JSON (%w): send %s", err, commitShape)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return c, fmt.Errorf("the body must hold one JSON object and nothing after it: %s", commitShape)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"os"
@@ -60,9 +61,10 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 				"Deployment"}, webhooks...),
 		},
 		{
-			name:  "helm chart",
-			cmd:   helm,
-			kinds: append([]string{"CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Deployment"}, webhooks...),
+			name: "helm chart",
+			cmd:  helm,
+			kinds: append([]string{"CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Deployment",
+				"PodDisruptionBudget"}, webhooks...),
 		},
 		{
 			// cert-manager's own kinds are only rendered: this API server
@@ -158,4 +160,67 @@ func render(t *testing.T, cmd []string) []*unstructured.Unstructured {
 		}
 	}
 	return objs
+}
+
+// TestIntegrationChartRunsSpreadReplicasWithABudgetAndThePolicy checks the
+// rendered chart's defaults a platform team relies on (hardening issue,
+// findings 2 and 8): two replicas, a soft anti-affinity so one node still
+// runs both, a PodDisruptionBudget, the dataset policy passed to the
+// manager, and an image pinned by digest when one is given.
+func TestIntegrationChartRunsSpreadReplicasWithABudgetAndThePolicy(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	objs := render(t, []string{filepath.Join(bin, "helm"), "template", "sf", filepath.Join(root, "charts", "shardfeed"), "--namespace", "ops",
+		"--set", "datasets.allowedEndpoints={minio.storage:9000,*.example.com}", "--set", "datasets.ambientCredentialsNamespaces={team-a}",
+		"--set", "image.digest=" + digest})
+	var deploy, pdb *unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment":
+			deploy = o
+		case "PodDisruptionBudget":
+			pdb = o
+		}
+	}
+	if deploy == nil || pdb == nil {
+		t.Fatalf("rendered no Deployment (%v) or PodDisruptionBudget (%v)", deploy != nil, pdb != nil)
+	}
+	if n, _, _ := unstructured.NestedFieldNoCopy(deploy.Object, "spec", "replicas"); fmt.Sprint(n) != "2" {
+		t.Errorf("replicas %v, want 2", n)
+	}
+	if n, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "minAvailable"); fmt.Sprint(n) != "1" {
+		t.Errorf("the budget's minAvailable is %v, want 1", n)
+	}
+	pdbSel, _, _ := unstructured.NestedStringMap(pdb.Object, "spec", "selector", "matchLabels")
+	podLabels, _, _ := unstructured.NestedStringMap(deploy.Object, "spec", "template", "metadata", "labels")
+	for k, v := range pdbSel {
+		if podLabels[k] != v {
+			t.Errorf("the budget selects %s=%s, the manager's pods have %v", k, v, podLabels)
+		}
+	}
+	terms, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+	required, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+	if len(terms) != 1 || len(required) != 0 {
+		t.Errorf("want one preferred (soft) anti-affinity term and no required one, got %v and %v", terms, required)
+	}
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	args := fmt.Sprint(c["args"])
+	for _, want := range []string{"--allowed-endpoints=minio.storage:9000,*.example.com", "--ambient-credentials-namespaces=team-a",
+		"--max-index-bytes=16Mi", "--store-request-timeout=10s", "--index-read-timeout=30s", "--max-concurrent-reconciles=4",
+		"--sidecar-image=ghcr.io/shardfeed/shardfeed@" + digest} {
+		if !strings.Contains(args, want) {
+			t.Errorf("the manager's args %s lack %s", args, want)
+		}
+	}
+	if c["image"] != "ghcr.io/shardfeed/shardfeed@"+digest {
+		t.Errorf("image %v, want it pinned by digest", c["image"])
+	}
 }

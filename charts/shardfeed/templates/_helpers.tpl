@@ -22,5 +22,9 @@ app.kubernetes.io/component: manager
 {{- end -}}
 
 {{- define "shardfeed.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
 {{- end -}}

@@ -4,7 +4,6 @@
 package mdsindex
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,13 +66,15 @@ func Read(r io.Reader) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading MDS index: %w", err)
 	}
+	return Parse(data)
+}
+
+// Parse parses and checks the bytes of an MDS index.json, decoding from
+// them without a copy.
+func Parse(data []byte) (*Index, error) {
 	var x Index
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&x); err != nil {
+	if err := json.Unmarshal(data, &x); err != nil {
 		return nil, fmt.Errorf("MDS index is not valid JSON: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("MDS index has data after its JSON object")
 	}
 	if err := x.check(); err != nil {
 		return nil, err

@@ -39,7 +39,7 @@ func TestReadIndexRejectsBrokenIndexes(t *testing.T) {
 		name, index, want string
 	}{
 		{"not json", `{"version": 2,`, "not valid JSON"},
-		{"trailing data", `{"version": 2, "shards": []} {}`, "after its JSON"},
+		{"trailing data", `{"version": 2, "shards": []} {}`, "after top-level value"},
 		{"old version", `{"version": 1, "shards": []}`, "version 1 is not supported"},
 		{"no shards", `{"version": 2, "shards": []}`, "no shards"},
 		{"other format", strings.Replace(validIndex, `"format": "mds"`, `"format": "json"`, 1), `format "json"`},

@@ -143,14 +143,21 @@ func credentialsFor(src store.Source) (*credentials.Credentials, error) {
 
 func (s *s3Store) URI() string { return "s3://" + s.bucket + "/" + s.prefix }
 
-// describe turns a minio-go error into one that names the bucket, the key
-// and the HTTP status.
+// describe turns a minio-go error into one that names the bucket, the key,
+// the HTTP status and the S3 error code, and never carries the response's
+// body: an endpoint is the dataset author's choice, and what it answers
+// (minio-go puts a body that is not S3's XML into Message, and an XML
+// body's text too) would reach the dataset's status, events and logs.
 func (s *s3Store) describe(key string, err error) error {
 	var resp minio.ErrorResponse
 	if !errors.As(err, &resp) || resp.StatusCode == 0 {
 		return fmt.Errorf("s3://%s/%s%s: %w", s.bucket, s.prefix, key, err)
 	}
-	e := fmt.Errorf("s3://%s/%s%s: HTTP %d %s: %s", s.bucket, s.prefix, key, resp.StatusCode, resp.Code, resp.Message)
+	resp.Code = knownCode(resp.Code)
+	e := fmt.Errorf("s3://%s/%s%s: HTTP %d", s.bucket, s.prefix, key, resp.StatusCode)
+	if resp.Code != "" {
+		e = fmt.Errorf("%w %s", e, resp.Code)
+	}
 	switch {
 	case resp.Code == "NoSuchKey" || resp.StatusCode == http.StatusNotFound && resp.Code != "NoSuchBucket":
 		return fmt.Errorf("%w: %w", e, store.ErrNotFound)
@@ -194,7 +201,7 @@ func (s *s3Store) Get(ctx context.Context, key string, off, n int64) (io.ReadClo
 			return s.describe(key, err)
 		}
 		// The attempt's timeout covers reading the body; closing ends it.
-		body = &cancelOnClose{ReadCloser: obj, cancel: cancel, store: s, key: key}
+		body = &cancelOnClose{ReadCloser: obj, ctx: ctx, cancel: cancel, store: s, key: key}
 		return nil
 	})
 	return body, err
@@ -204,6 +211,7 @@ func (s *s3Store) Get(ctx context.Context, key string, off, n int64) (io.ReadClo
 // names the object in read errors.
 type cancelOnClose struct {
 	io.ReadCloser
+	ctx    context.Context // the attempt's: its cause says why a read stopped
 	cancel context.CancelFunc
 	store  *s3Store
 	key    string
@@ -212,6 +220,9 @@ type cancelOnClose struct {
 func (c *cancelOnClose) Read(p []byte) (int, error) {
 	n, err := c.ReadCloser.Read(p)
 	if err != nil && !errors.Is(err, io.EOF) {
+		if cause := context.Cause(c.ctx); cause != nil {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
 		err = c.store.describe(c.key, err)
 	}
 	return n, err

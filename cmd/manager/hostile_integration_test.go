@@ -1,0 +1,216 @@
+//go:build integration
+
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/testdata"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+)
+
+const leakedSecret = "db_password=hunter2"
+
+// hostileEndpoint answers as a dataset author's endpoint may: bucket
+// "endless" sends an index.json that never ends, "tarpit" one byte a
+// second, "leaky" a 400 whose body holds a secret of the endpoint's
+// network. It counts the bytes it sent.
+func hostileEndpoint(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	var sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bucket, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		w.Header().Set("Last-Modified", time.Now().UTC().Format(http.TimeFormat))
+		switch bucket {
+		case "leaky":
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte("internal-admin: " + leakedSecret))
+			return
+		case "endless":
+			w.Header().Set("Content-Length", strconv.FormatInt(1<<40, 10))
+		case "tarpit":
+			w.Header().Set("Content-Length", "100000")
+		}
+		if r.Method == http.MethodHead {
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		chunk := []byte(strings.Repeat(`{"name":"s","samples":1,"bytes":1,"hash":"xxh64:00"},`, 64))
+		for r.Context().Err() == nil && sent.Load() < 4<<30 { // at most 4 GiB, should the cap fail
+			if bucket == "tarpit" {
+				chunk = []byte("{")
+			}
+			n, err := w.Write(chunk)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+			if bucket == "tarpit" {
+				w.(http.Flusher).Flush()
+				time.Sleep(time.Second)
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &sent
+}
+
+// TestIntegrationAHostileStoreNeitherStarvesTheManagerNorLeaksIntoStatus is
+// finding 2 and 4 of the hardening issue, on the manager binary: an
+// endless index, a 1 byte/s tarpit and a response body holding a secret,
+// with a good dataset reconciled meanwhile; and sources the platform has
+// not allowed refused at apply time.
+func TestIntegrationAHostileStoreNeitherStarvesTheManagerNorLeaksIntoStatus(t *testing.T) {
+	ctx := context.Background()
+	c := apiServer.Client
+	operatorNS := "shardfeed-hostile"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNS}}); err != nil {
+		t.Fatal(err)
+	}
+	mio, err := testenv.StartMinIO(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mio.Stop() })
+	hostile, sent := hostileEndpoint(t)
+	port := freePort(t)
+	for _, obj := range webhookConfigurations(port, operatorNS) {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
+	}
+	mgr := startManagerProcess(t, operatorNS, port, "--max-index-bytes=16Mi", "--store-request-timeout=3s", "--index-read-timeout=8s",
+		"--allowed-endpoints="+strings.TrimPrefix(hostile.URL, "http://")+","+mio.Endpoint)
+
+	ns := apiServer.Namespace(t)
+	for name, creds := range map[string][2]string{"dummy": {"key", "secret"}, "minio": {mio.AccessKey, mio.SecretKey}} {
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte(creds[0]), "AWS_SECRET_ACCESS_KEY": []byte(creds[1])}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataset := func(name, uri, endpoint, secret string) *datav1alpha1.TrainingDataset {
+		src := datav1alpha1.Source{URI: uri, Endpoint: endpoint, Insecure: endpoint != "", Region: "us-east-1"}
+		if secret != "" {
+			src.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: secret}
+		}
+		return &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: datav1alpha1.TrainingDatasetSpec{Streams: []datav1alpha1.Stream{{Name: "s", Source: src}}, NumSplits: 2, GlobalBatchSize: 8}}
+	}
+
+	// Refused at apply time, naming the rule and the fix.
+	for _, tt := range []struct {
+		ds   *datav1alpha1.TrainingDataset
+		says string
+	}{
+		{dataset("no-secret", "s3://data/a/", hostile.URL, ""), "may not use the operator's own cloud identity"},
+		{dataset("local", "file:///etc/", "", "dummy"), "file:// URI, which the operator refuses"},
+		{dataset("metadata", "s3://data/a/", "http://169.254.169.254", "dummy"), `endpoint "169.254.169.254" is not one the platform team allows`},
+	} {
+		if err := c.Create(ctx, tt.ds); err == nil || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("dataset %s: got %v, want a refusal saying %q", tt.ds.Name, err, tt.says)
+		}
+	}
+
+	// The hostile datasets first, then a good one.
+	for _, name := range []string{"endless", "tarpit", "leaky"} {
+		if err := c.Create(ctx, dataset(name, "s3://"+name+"/web/", hostile.URL, "dummy")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bucket := mio.Bucket(t)
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := testdata.MDS(dir, "m", 64, 2000, ""); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if _, err := mio.Client.FPutObject(ctx, bucket, "m/"+e.Name(), filepath.Join(dir, e.Name()), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := time.Now()
+	if err := c.Create(ctx, dataset("good", "s3://"+bucket+"/m/", mio.URL(), "minio")); err != nil {
+		t.Fatal(err)
+	}
+
+	wait := func(name, typ string, status metav1.ConditionStatus, within time.Duration) *metav1.Condition {
+		t.Helper()
+		var ds datav1alpha1.TrainingDataset
+		for deadline := time.Now().Add(within); ; time.Sleep(200 * time.Millisecond) {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ds); err != nil {
+				t.Fatal(err)
+			}
+			if cond := meta.FindStatusCondition(ds.Status.Conditions, typ); cond != nil && cond.Status == status {
+				return cond
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("dataset %s: no %s=%s within %s: %+v", name, typ, status, within, ds.Status.Conditions)
+			}
+		}
+	}
+	wait("good", datav1alpha1.ConditionReady, metav1.ConditionTrue, 20*time.Second)
+	t.Logf("the good dataset was Ready %s after its creation, beside the hostile ones", time.Since(created).Round(time.Millisecond))
+
+	endless := wait("endless", datav1alpha1.ConditionIndexResolved, metav1.ConditionFalse, 30*time.Second)
+	if endless.Reason != datav1alpha1.ReasonIndexTooLarge || !strings.Contains(endless.Message, "cap of 16777216 bytes (16 MiB)") {
+		t.Errorf("endless index: %s: %s", endless.Reason, endless.Message)
+	}
+	tarpit := wait("tarpit", datav1alpha1.ConditionIndexResolved, metav1.ConditionFalse, 30*time.Second)
+	if tarpit.Reason != datav1alpha1.ReasonIndexUnreachable || !strings.Contains(tarpit.Message, "timeout") {
+		t.Errorf("tarpit: %s: %s", tarpit.Reason, tarpit.Message)
+	}
+	leaky := wait("leaky", datav1alpha1.ConditionIndexResolved, metav1.ConditionFalse, 30*time.Second)
+	if !strings.Contains(leaky.Message, "HTTP 400") {
+		t.Errorf("leaky: the condition does not give the status: %s", leaky.Message)
+	}
+
+	// Nothing of the body in status, events or logs.
+	var all datav1alpha1.TrainingDatasetList
+	if err := c.List(ctx, &all, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var events eventsv1.EventList
+	if err := c.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for what, text := range map[string]string{"status": fmt.Sprint(all.Items), "events": fmt.Sprint(events.Items), "logs": mgr.log()} {
+		if strings.Contains(text, "hunter2") || strings.Contains(text, "internal-admin") {
+			t.Errorf("the endpoint's response body reached the %s", what)
+		}
+	}
+
+	// The manager's memory stayed bounded: the chart's limit is 256 MiB.
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", mgr.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peakKiB int64
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			peakKiB, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	t.Logf("manager peak RSS %d MiB; the endless endpoint sent %d MiB", peakKiB>>10, sent.Load()>>20)
+	if peakKiB == 0 || peakKiB > 256<<10 {
+		t.Errorf("the manager's peak RSS is %d KiB, over the chart's 256 MiB limit (or unreadable)", peakKiB)
+	}
+}

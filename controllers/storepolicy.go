@@ -1,0 +1,136 @@
+package controllers
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/store/local"
+)
+
+// StorePolicy is what the platform team allows datasets' streams, and the
+// bounds on the operator's reads of their indexes (chart values under
+// datasets; docs/security.md). A dataset author chooses the endpoint and
+// the Secret; the operator reads with them on its own network and
+// memory, so it reads only what the policy allows, bounded in bytes and
+// time.
+type StorePolicy struct {
+	// MaxIndexBytes caps one index read (0: index.DefaultMaxBytes).
+	MaxIndexBytes int64
+	// RequestTimeout bounds one request to a store, and ReadTimeout all
+	// the index reads of one reconcile (0: the defaults below).
+	RequestTimeout time.Duration
+	ReadTimeout    time.Duration
+	// AmbientNamespaces may read streams without a credentialsSecretRef,
+	// with the operator's own identity (IRSA, instance metadata, its
+	// environment); "*" allows every namespace. Empty: none may.
+	AmbientNamespaces []string
+	// AllowedEndpoints, when not empty, are the only store endpoints a
+	// stream may name: "host" or "host:port", "*.example.com" for any
+	// subdomain. A stream without an endpoint reaches AWS S3, the host
+	// s3.amazonaws.com.
+	AllowedEndpoints []string
+}
+
+// Defaults of the bounds on index reads.
+const (
+	DefaultStoreRequestTimeout = 10 * time.Second
+	DefaultIndexReadTimeout    = 30 * time.Second
+)
+
+func (p StorePolicy) requestTimeout() time.Duration {
+	if p.RequestTimeout > 0 {
+		return p.RequestTimeout
+	}
+	return DefaultStoreRequestTimeout
+}
+
+func (p StorePolicy) readTimeout() time.Duration {
+	if p.ReadTimeout > 0 {
+		return p.ReadTimeout
+	}
+	return DefaultIndexReadTimeout
+}
+
+// awsHost is the endpoint of a stream that names none.
+const awsHost = "s3.amazonaws.com"
+
+// Check returns why stream i of a dataset in namespace ns may not be read
+// by the operator, or nil.
+func (p StorePolicy) Check(ns string, i int, s datav1alpha1.Stream) error {
+	field := fmt.Sprintf("spec.streams[%d]", i)
+	if u, err := url.Parse(s.Source.URI); err == nil && u.Scheme == local.Scheme {
+		return fmt.Errorf("%s (%q): %s.source.uri is a file:// URI, which the operator refuses (it would read its own filesystem): put the data in object storage; file:// is for shardfeed serve and tests",
+			field, s.Name, field)
+	}
+	if s.Source.CredentialsSecretRef == nil && !p.ambient(ns) {
+		return fmt.Errorf("%s (%q) names no credentialsSecretRef, and datasets in namespace %q may not use the operator's own cloud identity: create a Secret with the store's credentials and name it in %s.source.credentialsSecretRef, or ask the platform team to add the namespace to the chart's datasets.ambientCredentialsNamespaces",
+			field, s.Name, ns, field)
+	}
+	if len(p.AllowedEndpoints) == 0 {
+		return nil
+	}
+	host, err := endpointHost(s.Source.Endpoint)
+	if err != nil {
+		return fmt.Errorf("%s (%q): %w", field, s.Name, err)
+	}
+	if !p.endpointAllowed(host) {
+		return fmt.Errorf("%s (%q): endpoint %q is not one the platform team allows (the chart's datasets.allowedEndpoints: %s): use one of them, or ask for it to be added",
+			field, s.Name, host, strings.Join(p.AllowedEndpoints, ", "))
+	}
+	return nil
+}
+
+// CheckAll checks every stream of a dataset.
+func (p StorePolicy) CheckAll(ns string, spec *datav1alpha1.TrainingDatasetSpec) error {
+	for i, s := range spec.Streams {
+		if err := p.Check(ns, i, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p StorePolicy) ambient(ns string) bool {
+	return slices.Contains(p.AmbientNamespaces, "*") || slices.Contains(p.AmbientNamespaces, ns)
+}
+
+// endpointHost returns the host[:port] an endpoint names ("host:port" or
+// "http(s)://host:port"), lower-cased; AWS S3's for none.
+func endpointHost(endpoint string) (string, error) {
+	if endpoint == "" {
+		return awsHost, nil
+	}
+	host := endpoint
+	if strings.Contains(endpoint, "://") {
+		u, err := url.Parse(endpoint)
+		if err != nil || u.Host == "" {
+			return "", fmt.Errorf("endpoint %q: write host:port or http(s)://host:port", endpoint)
+		}
+		host = u.Host
+	}
+	return strings.ToLower(host), nil
+}
+
+// endpointAllowed matches host[:port] against the allow-list: an entry
+// without a port allows every port of its host.
+func (p StorePolicy) endpointAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	for _, e := range p.AllowedEndpoints {
+		e = strings.ToLower(strings.TrimSpace(e))
+		switch {
+		case e == hostport || e == host:
+			return true
+		case strings.HasPrefix(e, "*.") && strings.HasSuffix(host, e[1:]) && len(host) > len(e)-1:
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,54 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+)
+
+func TestStorePolicyAllowsOnlyWhatThePlatformTeamSaid(t *testing.T) {
+	secret := &datav1alpha1.SecretReference{Name: "s3"}
+	stream := func(uri, endpoint string, ref *datav1alpha1.SecretReference) datav1alpha1.Stream {
+		return datav1alpha1.Stream{Name: "web", Source: datav1alpha1.Source{URI: uri, Endpoint: endpoint, CredentialsSecretRef: ref}}
+	}
+	open := StorePolicy{}
+	ambientTeamA := StorePolicy{AmbientNamespaces: []string{"team-a"}}
+	allowList := StorePolicy{AllowedEndpoints: []string{"minio.storage:9000", "*.example.com", "s3.amazonaws.com"}}
+	tests := []struct {
+		name   string
+		policy StorePolicy
+		ns     string
+		stream datav1alpha1.Stream
+		says   string // "" = allowed
+	}{
+		{"a Secret and any endpoint", open, "team-a", stream("s3://b/p/", "http://10.0.0.1:9000", secret), ""},
+		{"file:// is refused", open, "team-a", stream("file:///etc/", "", secret), "file:// URI, which the operator refuses"},
+		{"no Secret, no ambient namespace", open, "team-a", stream("s3://b/p/", "", nil), `namespace "team-a" may not use the operator's own cloud identity`},
+		{"no Secret in an ambient namespace", ambientTeamA, "team-a", stream("s3://b/p/", "", nil), ""},
+		{"no Secret in another namespace", ambientTeamA, "team-b", stream("s3://b/p/", "", nil), "datasets.ambientCredentialsNamespaces"},
+		{"ambient everywhere", StorePolicy{AmbientNamespaces: []string{"*"}}, "team-b", stream("s3://b/p/", "", nil), ""},
+		{"allowed host:port", allowList, "x", stream("s3://b/p/", "http://minio.storage:9000", secret), ""},
+		{"allowed host, another port", allowList, "x", stream("s3://b/p/", "minio.storage:9001", secret), `endpoint "minio.storage:9001" is not one`},
+		{"allowed subdomain", allowList, "x", stream("s3://b/p/", "https://s3.eu.example.com", secret), ""},
+		{"suffix that is not a subdomain", allowList, "x", stream("s3://b/p/", "https://evilexample.com", secret), "not one the platform team allows"},
+		{"the apex of a wildcard", allowList, "x", stream("s3://b/p/", "https://example.com", secret), "not one the platform team allows"},
+		{"AWS without an endpoint", allowList, "x", stream("s3://b/p/", "", secret), ""},
+		{"AWS not on the list", StorePolicy{AllowedEndpoints: []string{"minio:9000"}}, "x", stream("s3://b/p/", "", secret), `endpoint "s3.amazonaws.com"`},
+		{"the list is named", allowList, "x", stream("s3://b/p/", "http://169.254.169.254", secret), "minio.storage:9000, *.example.com, s3.amazonaws.com"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.policy.Check(tt.ns, 0, tt.stream)
+			if tt.says == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("got %v, want an error saying %q", err, tt.says)
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/store/s3"
 )
 
@@ -33,6 +34,8 @@ type DatasetValidator struct {
 	// refuse (file://, endpoints off the allow-list, the operator's own
 	// identity where it is not allowed).
 	Policy StorePolicy
+	// Images refuses a spec.sidecar.image the platform does not allow.
+	Images inject.ImagePolicy
 }
 
 // +kubebuilder:webhook:path=/validate-data-shardfeed-io-v1alpha1-trainingdataset,mutating=false,failurePolicy=fail,sideEffects=None,groups=data.shardfeed.io,resources=trainingdatasets,verbs=create;update,versions=v1alpha1,name=trainingdatasets.shardfeed.io,admissionReviewVersions=v1,timeoutSeconds=10
@@ -44,6 +47,9 @@ func (v *DatasetValidator) Handle(ctx context.Context, req admission.Request) ad
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	problems := Validate(&ds.Spec)
+	if err := v.Images.Check(ds.Spec.Sidecar.Image); err != nil && len(problems) == 0 {
+		problems = append(problems, err.Error())
+	}
 	for i, st := range ds.Spec.Streams {
 		if err := v.Policy.Check(req.Namespace, i, st); err != nil {
 			problems = append(problems, err.Error())

@@ -43,8 +43,10 @@ type PodInjector struct {
 	Reader client.Reader
 	// Writer creates each job's state ConfigMap, Role and RoleBinding.
 	Writer       client.Client
-	Decoder      admission.Decoder
-	DefaultImage string
+	Decoder admission.Decoder
+	// Images decides the sidecar's image: the operator's default, or a
+	// dataset's within the platform's allow-list.
+	Images inject.ImagePolicy
 	// OperatorNamespace is never injected (the webhook configuration
 	// excludes it too): the operator must start whatever the webhook does.
 	OperatorNamespace string
@@ -94,7 +96,7 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	in := inject.Input{Pod: &pod, Dataset: &ds, Owner: owner, DefaultImage: p.DefaultImage}
+	in := inject.Input{Pod: &pod, Dataset: &ds, Owner: owner, Images: p.Images}
 	var plan corev1.ConfigMap
 	if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.PlanName(name)}, &plan); err == nil {
 		if pl, err := configmaps.PlanFromData(plan.Data); err == nil {

@@ -87,11 +87,12 @@ func serveWebhook(t testing.TB) {
 	host, port, certDir := apiServer.Webhooks()
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir})
 	srv.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
-		Reader: apiServer.Client, Writer: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme), DefaultImage: "ghcr.io/shardfeed/shardfeed:test",
+		Reader: apiServer.Client, Writer: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme), Images: inject.ImagePolicy{Default: "ghcr.io/shardfeed/shardfeed:test", Allowed: []string{"registry.example/team/sidecar:*"}},
 	}})
 	srv.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
 		Reader: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme),
 		Policy: controllers.StorePolicy{AmbientNamespaces: []string{"*"}},
+		Images: inject.ImagePolicy{Default: "ghcr.io/shardfeed/shardfeed:test", Allowed: []string{"registry.example/team/sidecar:*"}},
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -363,19 +364,28 @@ func TestIntegrationPodWebhookPreparesEachJobsStateAndAccess(t *testing.T) {
 		t.Errorf("RoleBinding subjects %v, want default and trainer", subjects)
 	}
 
-	// A job whose state pins another image gets that image, whatever the
-	// operator's default now is.
-	pinned, _ := configmaps.StateData(&configmaps.State{Dataset: "web", Job: "old", SidecarImage: "registry.local/shardfeed:0.1"})
-	if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-old-state", Namespace: ns}, Data: pinned}); err != nil {
-		t.Fatal(err)
-	}
-	old := createJob(t, ns, "old", 2)
-	pod := indexedJobPod(ns, old, 0, "web")
-	if err := apiServer.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	if got := pod.Spec.InitContainers[0].Image; got != "registry.local/shardfeed:0.1" {
-		t.Errorf("the sidecar image is %q, want the job's pinned one", got)
+	// A job whose state pins another tag of the operator's image keeps
+	// it, whatever the operator's default now is (an upgrade mid-job); a
+	// state that pins any other image (written by the job's pods, or
+	// pre-created by anyone who may create ConfigMaps: hardening issue,
+	// finding 1) does not choose the image that receives the Secrets.
+	for _, tt := range []struct{ job, pin, want string }{
+		{"old", "ghcr.io/shardfeed/shardfeed:0.1", "ghcr.io/shardfeed/shardfeed:0.1"},
+		{"evil", "registry.evil/steal-credentials:latest", "ghcr.io/shardfeed/shardfeed:test"},
+		{"lookalike", "ghcr.io/shardfeed/shardfeed-evil:test", "ghcr.io/shardfeed/shardfeed:test"},
+	} {
+		pinned, _ := configmaps.StateData(&configmaps.State{Dataset: "web", Job: tt.job, SidecarImage: tt.pin})
+		if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-" + tt.job + "-state", Namespace: ns}, Data: pinned}); err != nil {
+			t.Fatal(err)
+		}
+		job := createJob(t, ns, tt.job, 2)
+		pod := indexedJobPod(ns, job, 0, "web")
+		if err := apiServer.Client.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		if got := pod.Spec.InitContainers[0].Image; got != tt.want {
+			t.Errorf("job %s pinned to %s: the sidecar image is %q, want %q", tt.job, tt.pin, got, tt.want)
+		}
 	}
 }
 
@@ -424,6 +434,8 @@ func TestIntegrationDatasetWebhookRejectsWhatCELCannotCheck(t *testing.T) {
 		says string
 	}{
 		{"an image that is not a reference", dataset("img", datav1alpha1.SidecarSpec{Image: "Registry/Shardfeed:latest"}), "spec.sidecar.image"},
+		{"an image the platform does not allow", dataset("foreign", datav1alpha1.SidecarSpec{Image: "registry.evil/steal:1"}),
+			"not an image the platform team allows for sidecars (they receive the dataset's storage credentials): remove it to run the operator's ghcr.io/shardfeed/shardfeed:test, use a tag of ghcr.io/shardfeed/shardfeed, or one of the chart's sidecar.allowedImages (registry.example/team/sidecar:*)"},
 		{"a request above its limit", dataset("res", datav1alpha1.SidecarSpec{Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{"memory": q("4Gi")}, Limits: corev1.ResourceList{"memory": q("1Gi")}}}), "raise the limit or lower the request"},
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/shardfeed/shardfeed/controllers"
 	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/memlimit"
 	"github.com/shardfeed/shardfeed/internal/version"
 )
@@ -62,6 +63,7 @@ type options struct {
 	ambientNamespaces      string
 	allowedEndpoints       string
 	maxIndexBytes          string
+	allowedImages          string
 }
 
 func main() {
@@ -81,6 +83,7 @@ func main() {
 	flag.StringVar(&o.validatingConfig, "validating-webhook-configuration", "shardfeed-validation", "the ValidatingWebhookConfiguration whose caBundle the manager keeps (with --cert-mode=self)")
 	flag.StringVar(&o.sidecarImage, "sidecar-image", envOr("SHARDFEED_SIDECAR_IMAGE", "ghcr.io/shardfeed/shardfeed:"+version.Get().Version), "the sidecar image for datasets that do not name one (jobs keep the image they started with)")
 	flag.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	flag.StringVar(&o.allowedImages, "allowed-sidecar-images", "", "comma-separated images a dataset's spec.sidecar.image may name (exact, repo:* for any tag, repo@* for any digest); the default image's repository is always allowed")
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", 4, "datasets reconciled in parallel: one whose store is slow holds one worker, not the controller")
 	flag.StringVar(&o.maxIndexBytes, "max-index-bytes", "16Mi", "the cap on one index read (a Kubernetes quantity: 16Mi, 64Mi); a larger index is refused with a condition naming the cap")
 	flag.DurationVar(&o.policy.RequestTimeout, "store-request-timeout", controllers.DefaultStoreRequestTimeout, "bound on one request to a dataset's store, its body included")
@@ -191,14 +194,15 @@ func run(ctx context.Context, o options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TrainingDataset controller: %w", err)
 	}
+	images := inject.ImagePolicy{Default: o.sidecarImage, Allowed: list(o.allowedImages)}
 	decoder := admission.NewDecoder(scheme)
 	hooks := mgr.GetWebhookServer()
 	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
-		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Decoder: decoder, DefaultImage: o.sidecarImage,
+		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Decoder: decoder, Images: images,
 		OperatorNamespace: o.namespace,
 	}})
 	hooks.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
-		Reader: mgr.GetAPIReader(), Decoder: decoder, Policy: o.policy,
+		Reader: mgr.GetAPIReader(), Decoder: decoder, Policy: o.policy, Images: images,
 	}})
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
@@ -208,7 +212,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	log.Info("Starting the manager", "version", version.Get().Version, "certMode", o.certMode, "webhookPort", o.webhookPort,
-		"sidecarImage", o.sidecarImage, "workers", o.workers, "maxIndexBytes", o.policy.MaxIndexBytes,
+		"sidecarImage", o.sidecarImage, "allowedSidecarImages", images.Allowed, "workers", o.workers, "maxIndexBytes", o.policy.MaxIndexBytes,
 		"ambientCredentialsNamespaces", o.policy.AmbientNamespaces, "allowedEndpoints", o.policy.AllowedEndpoints)
 	return mgr.Start(ctx)
 }

@@ -86,9 +86,10 @@ type Input struct {
 	Pod     *corev1.Pod
 	Dataset *datav1alpha1.TrainingDataset
 	Owner   Owner
-	// DefaultImage is the operator's sidecar image; PinnedImage, if set,
-	// is the one the job started with (its state ConfigMap).
-	DefaultImage, PinnedImage string
+	// Images decides the sidecar's image. PinnedImage, if set, is the one
+	// the job started with (its state): used only where Images allows it.
+	Images      ImagePolicy
+	PinnedImage string
 	// MinCacheBytes per pod count, from the plan ConfigMap (may be nil).
 	MinCacheBytes map[int]int64
 	// MaxShardBytes is the largest shard of the dataset (0: unknown).
@@ -137,12 +138,17 @@ func Inject(in Input) (*corev1.Pod, error) {
 			}
 		}
 	}
-	image := in.DefaultImage
+	image := in.Images.Default
 	if ds.Spec.Sidecar.Image != "" {
+		if err := in.Images.Check(ds.Spec.Sidecar.Image); err != nil {
+			return nil, deny("TrainingDataset %q: %v", ds.Name, err)
+		}
 		image = ds.Spec.Sidecar.Image
 	}
-	if in.PinnedImage != "" {
-		image = in.PinnedImage // the job keeps the sidecar it started with
+	// The job keeps the sidecar it started with, if the policy still
+	// allows it: a pin is data the job's pods could have written.
+	if in.PinnedImage != "" && in.Images.Allows(in.PinnedImage) {
+		image = in.PinnedImage
 	}
 	if image == "" {
 		return nil, deny("no sidecar image: set spec.sidecar.image on TrainingDataset %q or the operator's default image", ds.Name)

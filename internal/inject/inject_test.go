@@ -83,7 +83,7 @@ func TestInjectWiresTheRankOfEveryKindOfOwner(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Inject(Input{Pod: tt.pod, Dataset: dataset(), Owner: tt.owner, DefaultImage: "shardfeed:v1"})
+			got, err := Inject(Input{Pod: tt.pod, Dataset: dataset(), Owner: tt.owner, Images: ImagePolicy{Default: "shardfeed:v1"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func TestInjectWiresTheRankOfEveryKindOfOwner(t *testing.T) {
 
 func TestInjectAddsASafeNativeSidecarAndTheSocketToEveryAppContainer(t *testing.T) {
 	in := Input{Pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"}), Dataset: dataset(),
-		Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2}, DefaultImage: "shardfeed:v1", MaxShardBytes: 1 << 30}
+		Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2}, Images: ImagePolicy{Default: "shardfeed:v1"}, MaxShardBytes: 1 << 30}
 	got, err := Inject(in)
 	if err != nil {
 		t.Fatal(err)
@@ -171,12 +171,12 @@ func TestInjectAddsASafeNativeSidecarAndTheSocketToEveryAppContainer(t *testing.
 		}
 	}
 	// Injecting twice changes nothing.
-	again, err := Inject(Input{Pod: got, Dataset: dataset(), Owner: in.Owner, DefaultImage: "shardfeed:v2"})
+	again, err := Inject(Input{Pod: got, Dataset: dataset(), Owner: in.Owner, Images: ImagePolicy{Default: "shardfeed:v2"}})
 	if err != nil || !reflect.DeepEqual(again, got) {
 		t.Fatalf("a second injection changed the pod (%v)", err)
 	}
 	// A job that started with another image keeps it.
-	pinned, err := Inject(Input{Pod: in.Pod, Dataset: dataset(), Owner: in.Owner, DefaultImage: "shardfeed:v2", PinnedImage: "shardfeed:v1"})
+	pinned, err := Inject(Input{Pod: in.Pod, Dataset: dataset(), Owner: in.Owner, Images: ImagePolicy{Default: "shardfeed:v2"}, PinnedImage: "shardfeed:v1"})
 	if err != nil || pinned.Spec.InitContainers[0].Image != "shardfeed:v1" {
 		t.Fatalf("pinned image: %v", err)
 	}
@@ -214,7 +214,7 @@ func TestInjectDeniesPodsThatCannotBeServed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Inject(Input{Pod: tt.pod, Dataset: ds, Owner: tt.owner, DefaultImage: "shardfeed:v1", MinCacheBytes: tt.min})
+			_, err := Inject(Input{Pod: tt.pod, Dataset: ds, Owner: tt.owner, Images: ImagePolicy{Default: "shardfeed:v1"}, MinCacheBytes: tt.min})
 			var d *Denied
 			if !errors.As(err, &d) || !strings.Contains(d.Reason, tt.want) {
 				t.Fatalf("got %v, want a denial saying %q", err, tt.want)

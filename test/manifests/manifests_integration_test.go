@@ -179,7 +179,7 @@ func TestIntegrationChartRunsSpreadReplicasWithABudgetAndThePolicy(t *testing.T)
 	digest := "sha256:" + strings.Repeat("ab", 32)
 	objs := render(t, []string{filepath.Join(bin, "helm"), "template", "sf", filepath.Join(root, "charts", "shardfeed"), "--namespace", "ops",
 		"--set", "datasets.allowedEndpoints={minio.storage:9000,*.example.com}", "--set", "datasets.ambientCredentialsNamespaces={team-a}",
-		"--set", "image.digest=" + digest})
+		"--set", "image.digest=" + digest, "--set", "sidecar.allowedImages={registry.team/sidecar:*}"})
 	var deploy, pdb *unstructured.Unstructured
 	for _, o := range objs {
 		switch o.GetKind() {
@@ -214,7 +214,7 @@ func TestIntegrationChartRunsSpreadReplicasWithABudgetAndThePolicy(t *testing.T)
 	c := containers[0].(map[string]any)
 	args := fmt.Sprint(c["args"])
 	for _, want := range []string{"--allowed-endpoints=minio.storage:9000,*.example.com", "--ambient-credentials-namespaces=team-a",
-		"--max-index-bytes=16Mi", "--store-request-timeout=10s", "--index-read-timeout=30s", "--max-concurrent-reconciles=4",
+		"--max-index-bytes=16Mi", "--allowed-sidecar-images=registry.team/sidecar:*", "--store-request-timeout=10s", "--index-read-timeout=30s", "--max-concurrent-reconciles=4",
 		"--sidecar-image=ghcr.io/shardfeed/shardfeed@" + digest} {
 		if !strings.Contains(args, want) {
 			t.Errorf("the manager's args %s lack %s", args, want)

@@ -1,0 +1,84 @@
+package inject
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/distribution/reference"
+)
+
+// ImagePolicy decides which image a sidecar runs (design §9): the
+// operator's default, any tag or digest of the default's repository (so
+// that a job pinned to the image it started with keeps it across an
+// operator upgrade), or a dataset's spec.sidecar.image when it matches an
+// entry the platform team allows. The sidecar gets the dataset's storage
+// credentials: no one else picks its image.
+type ImagePolicy struct {
+	// Default is the operator's sidecar image.
+	Default string
+	// Allowed are image references a dataset may name: exact, or ending
+	// in ":*" (any tag of the repository) or "@*" (any digest).
+	Allowed []string
+}
+
+// Allows reports whether image may run as a sidecar.
+func (p ImagePolicy) Allows(image string) bool {
+	if image == "" {
+		return false
+	}
+	if image == p.Default {
+		return true
+	}
+	entries := p.Allowed
+	if repo := repository(p.Default); repo != "" {
+		entries = append([]string{repo + ":*", repo + "@*"}, entries...)
+	}
+	for _, e := range entries {
+		if matchImage(e, image) {
+			return true
+		}
+	}
+	return false
+}
+
+// Check returns why a dataset's spec.sidecar.image may not run, or nil.
+func (p ImagePolicy) Check(image string) error {
+	if image == "" || p.Allows(image) {
+		return nil
+	}
+	allowed := "none"
+	if len(p.Allowed) > 0 {
+		allowed = strings.Join(p.Allowed, ", ")
+	}
+	return fmt.Errorf("spec.sidecar.image %q is not an image the platform team allows for sidecars (they receive the dataset's storage credentials): remove it to run the operator's %s, use a tag of %s, or one of the chart's sidecar.allowedImages (%s)",
+		image, p.Default, repository(p.Default), allowed)
+}
+
+// matchImage matches an image against an allow-list entry: a wildcard
+// stands for one tag or one digest, never for more of the repository's name.
+func matchImage(entry, image string) bool {
+	if prefix, ok := strings.CutSuffix(entry, ":*"); ok {
+		tag, ok := strings.CutPrefix(image, prefix+":")
+		return ok && tag != "" && !strings.ContainsAny(tag, "/:@")
+	}
+	if prefix, ok := strings.CutSuffix(entry, "@*"); ok {
+		digest, ok := strings.CutPrefix(image, prefix+"@")
+		algo, hex, found := strings.Cut(digest, ":")
+		return ok && found && algo != "" && hex != "" && !strings.ContainsAny(digest, "/@") && !strings.Contains(hex, ":")
+	}
+	return entry == image
+}
+
+// repository returns an image's repository as written (without tag or
+// digest), "" if it does not parse.
+func repository(image string) string {
+	ref, err := reference.Parse(image)
+	if err != nil {
+		return ""
+	}
+	named, ok := ref.(reference.Named)
+	if !ok {
+		return ""
+	}
+	return named.Name()
+}

@@ -42,7 +42,7 @@ type PodInjector struct {
 	// previous pod must be seen at once).
 	Reader client.Reader
 	// Writer creates each job's state ConfigMap, Role and RoleBinding.
-	Writer       client.Client
+	Writer  client.Client
 	Decoder admission.Decoder
 	// Images decides the sidecar's image: the operator's default, or a
 	// dataset's within the platform's allow-list.

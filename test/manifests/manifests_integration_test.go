@@ -224,3 +224,38 @@ func TestIntegrationChartRunsSpreadReplicasWithABudgetAndThePolicy(t *testing.T)
 		t.Errorf("image %v, want it pinned by digest", c["image"])
 	}
 }
+
+// TestIntegrationKustomizeDeploysTheChartsVersionNotLatest: config/default
+// pins the manager's image to the chart's appVersion (finding 8).
+func TestIntegrationKustomizeDeploysTheChartsVersionNotLatest(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart, err := os.ReadFile(filepath.Join(root, "charts", "shardfeed", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var appVersion string
+	for _, line := range strings.Split(string(chart), "\n") {
+		if v, ok := strings.CutPrefix(line, "appVersion:"); ok {
+			appVersion = strings.Trim(strings.TrimSpace(v), `"`)
+		}
+	}
+	for _, o := range render(t, []string{filepath.Join(bin, "kubectl"), "kustomize", filepath.Join(root, "config", "default")}) {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		image := fmt.Sprint(containers[0].(map[string]any)["image"])
+		if image != "ghcr.io/shardfeed/shardfeed:"+appVersion {
+			t.Errorf("kustomize deploys %s, want ghcr.io/shardfeed/shardfeed:%s (the chart's appVersion, never latest)", image, appVersion)
+		}
+		return
+	}
+	t.Fatal("kustomize rendered no Deployment")
+}

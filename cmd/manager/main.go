@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -64,6 +65,7 @@ type options struct {
 	allowedEndpoints       string
 	maxIndexBytes          string
 	allowedImages          string
+	enableHTTP2            bool
 }
 
 func main() {
@@ -84,6 +86,7 @@ func main() {
 	flag.StringVar(&o.sidecarImage, "sidecar-image", envOr("SHARDFEED_SIDECAR_IMAGE", "ghcr.io/shardfeed/shardfeed:"+version.Get().Version), "the sidecar image for datasets that do not name one (jobs keep the image they started with)")
 	flag.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	flag.StringVar(&o.allowedImages, "allowed-sidecar-images", "", "comma-separated images a dataset's spec.sidecar.image may name (exact, repo:* for any tag, repo@* for any digest); the default image's repository is always allowed")
+	flag.BoolVar(&o.enableHTTP2, "enable-http2", false, "serve the webhooks and metrics over HTTP/2 too; off by default since the HTTP/2 rapid-reset advisories (CVE-2023-44487, CVE-2023-39325), as kubebuilder's scaffold does")
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", 4, "datasets reconciled in parallel: one whose store is slow holds one worker, not the controller")
 	flag.StringVar(&o.maxIndexBytes, "max-index-bytes", "16Mi", "the cap on one index read (a Kubernetes quantity: 16Mi, 64Mi); a larger index is refused with a condition naming the cap")
 	flag.DurationVar(&o.policy.RequestTimeout, "store-request-timeout", controllers.DefaultStoreRequestTimeout, "bound on one request to a dataset's store, its body included")
@@ -175,7 +178,7 @@ func run(ctx context.Context, o options) error {
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "shardfeed-manager.shardfeed.io",
-		WebhookServer:          webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.certDir}),
+		WebhookServer:          webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.certDir, TLSOpts: tlsOptions(o)}),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -222,12 +225,20 @@ func run(ctx context.Context, o options) error {
 // the API server authenticates and allows to get /metrics (TokenReview,
 // SubjectAccessReview).
 func metricsOptions(o options) metricsserver.Options {
-	m := metricsserver.Options{BindAddress: o.metricsAddr}
+	m := metricsserver.Options{BindAddress: o.metricsAddr, TLSOpts: tlsOptions(o)}
 	if o.metricsSecure {
 		m.SecureServing = true
 		m.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	return m
+}
+
+// tlsOptions offer HTTP/1.1 only over TLS unless --enable-http2.
+func tlsOptions(o options) []func(*tls.Config) {
+	if o.enableHTTP2 {
+		return nil
+	}
+	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
 }
 
 // The metrics' authentication and authorization of their clients.

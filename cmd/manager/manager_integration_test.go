@@ -181,6 +181,19 @@ func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) 
 		t.Fatal("a pod in the operator's namespace was injected")
 	}
 
+	// HTTP/2 is off on the webhook and metrics servers (finding 8): a
+	// client offering h2 first gets HTTP/1.1.
+	for what, addr := range map[string]string{"webhook": fmt.Sprintf("127.0.0.1:%d", port), "metrics": fmt.Sprintf("127.0.0.1:%d", metrics)} {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) //nolint:gosec // only the protocol is checked
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if p := conn.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
+			t.Errorf("the %s server negotiated %q with a client offering h2: want http/1.1 (HTTP/2 off)", what, p)
+		}
+		_ = conn.Close()
+	}
+
 	// Metrics: over TLS, only to a token allowed to get /metrics.
 	checkMetrics(t, operatorNS, fmt.Sprintf("https://127.0.0.1:%d/metrics", metrics))
 

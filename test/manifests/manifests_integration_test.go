@@ -214,7 +214,7 @@ func TestIntegrationChartRunsSpreadReplicasWithABudgetAndThePolicy(t *testing.T)
 	c := containers[0].(map[string]any)
 	args := fmt.Sprint(c["args"])
 	for _, want := range []string{"--allowed-endpoints=minio.storage:9000,*.example.com", "--ambient-credentials-namespaces=team-a",
-		"--max-index-bytes=16Mi", "--allowed-sidecar-images=registry.team/sidecar:*", "--store-request-timeout=10s", "--index-read-timeout=30s", "--max-concurrent-reconciles=4",
+		"--max-index-bytes=16Mi", "--allowed-sidecar-images=registry.team/sidecar:*", "--store-request-timeout=10s", "--index-read-timeout=30s", "--max-concurrent-reconciles=4", "--enable-http2=false",
 		"--sidecar-image=ghcr.io/shardfeed/shardfeed@" + digest} {
 		if !strings.Contains(args, want) {
 			t.Errorf("the manager's args %s lack %s", args, want)

@@ -38,14 +38,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, bin := dirs(t)
 	webhooks := []string{"Service", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
 	helm := []string{filepath.Join(bin, "helm"), "template", "shardfeed", filepath.Join(root, "charts", "shardfeed"),
 		"--namespace", "default"}
@@ -168,14 +161,7 @@ func render(t *testing.T, cmd []string) []*unstructured.Unstructured {
 // runs both, a PodDisruptionBudget, the dataset policy passed to the
 // manager, and an image pinned by digest when one is given.
 func TestIntegrationChartRunsSpreadReplicasWithABudgetAndThePolicy(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, bin := dirs(t)
 	digest := "sha256:" + strings.Repeat("ab", 32)
 	objs := render(t, []string{filepath.Join(bin, "helm"), "template", "sf", filepath.Join(root, "charts", "shardfeed"), "--namespace", "ops",
 		"--set", "datasets.allowedEndpoints={minio.storage:9000,*.example.com}", "--set", "datasets.ambientCredentialsNamespaces={team-a}",
@@ -228,14 +214,7 @@ func TestIntegrationChartRunsSpreadReplicasWithABudgetAndThePolicy(t *testing.T)
 // TestIntegrationKustomizeDeploysTheChartsVersionNotLatest: config/default
 // pins the manager's image to the chart's appVersion (finding 8).
 func TestIntegrationKustomizeDeploysTheChartsVersionNotLatest(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, bin := dirs(t)
 	chart, err := os.ReadFile(filepath.Join(root, "charts", "shardfeed", "Chart.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -258,4 +237,18 @@ func TestIntegrationKustomizeDeploysTheChartsVersionNotLatest(t *testing.T) {
 		return
 	}
 	t.Fatal("kustomize rendered no Deployment")
+}
+
+// dirs returns the repository's root and its bin/ of tools.
+func dirs(t *testing.T) (root, bin string) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err = testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, bin
 }

@@ -433,19 +433,14 @@ func getStatus(t testing.TB, socket, path string) (int, string) {
 	return resp.StatusCode, string(data)
 }
 
-// get returns the body of GET path on the socket.
+// get returns the body of GET path on the socket, which must answer 200.
 func get(t testing.TB, socket, path string) string {
 	t.Helper()
-	resp, err := socketClient(socket).Get("http://shardfeed" + path)
-	if err != nil {
-		t.Fatal(err)
+	status, body := getStatus(t, socket, path)
+	if status != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, status, body)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %v %s", path, resp.StatusCode, err, data)
-	}
-	return string(data)
+	return body
 }
 
 func socketClient(socket string) *http.Client {

@@ -184,7 +184,15 @@ func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) 
 	// HTTP/2 is off on the webhook and metrics servers (finding 8): a
 	// client offering h2 first gets HTTP/1.1.
 	for what, addr := range map[string]string{"webhook": fmt.Sprintf("127.0.0.1:%d", port), "metrics": fmt.Sprintf("127.0.0.1:%d", metrics)} {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) //nolint:gosec // only the protocol is checked
+		var conn *tls.Conn
+		var err error
+		// The metrics server starts beside the webhooks, maybe a moment later.
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			conn, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) //nolint:gosec // only the protocol is checked
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}

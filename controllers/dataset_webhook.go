@@ -47,6 +47,7 @@ func (v *DatasetValidator) Handle(ctx context.Context, req admission.Request) ad
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	problems := Validate(&ds.Spec)
+	// An image that does not parse is reported once, by Validate.
 	if err := v.Images.Check(ds.Spec.Sidecar.Image); err != nil && len(problems) == 0 {
 		problems = append(problems, err.Error())
 	}

@@ -91,12 +91,7 @@ func TestIntegrationAHostileStoreNeitherStarvesTheManagerNorLeaksIntoStatus(t *t
 	t.Cleanup(func() { _ = mio.Stop() })
 	hostile, sent := hostileEndpoint(t)
 	port := freePort(t)
-	for _, obj := range webhookConfigurations(port, operatorNS) {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
-	}
+	installWebhooks(t, port, operatorNS)
 	mgr := startManagerProcess(t, operatorNS, port, "--max-index-bytes=16Mi", "--store-request-timeout=3s", "--index-read-timeout=8s",
 		"--allowed-endpoints="+strings.TrimPrefix(hostile.URL, "http://")+","+mio.Endpoint)
 

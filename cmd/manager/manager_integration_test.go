@@ -71,6 +71,18 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// installWebhooks creates the chart's two webhook configurations for a
+// manager on port, removed at the test's end.
+func installWebhooks(t *testing.T, port int, operatorNS string) {
+	t.Helper()
+	for _, obj := range webhookConfigurations(port, operatorNS) {
+		if err := apiServer.Client.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = apiServer.Client.Delete(context.Background(), obj) })
+	}
+}
+
 // webhookConfigurations are the chart's two configurations, reaching the
 // manager by URL (this API server has no Service network) and without a
 // caBundle: the manager fills it in.
@@ -115,12 +127,7 @@ func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) 
 		t.Fatal(err)
 	}
 	port, metrics := freePort(t), freePort(t)
-	for _, obj := range webhookConfigurations(port, operatorNS) {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
-	}
+	installWebhooks(t, port, operatorNS)
 	cmd := startManagerProcess(t, operatorNS, port, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics))
 
 	// The CA is published and the certificate stored.

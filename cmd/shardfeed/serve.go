@@ -20,7 +20,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/memlimit"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
-	"github.com/shardfeed/shardfeed/sidecar/progress"
+	"github.com/shardfeed/shardfeed/internal/progress"
 )
 
 // feedOptions are the flags `serve` and `sidecar` share.

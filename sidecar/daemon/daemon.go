@@ -36,7 +36,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
-	"github.com/shardfeed/shardfeed/sidecar/progress"
+	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/sidecar/server"
 	"github.com/shardfeed/shardfeed/sidecar/source"
 )

@@ -31,7 +31,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
-	"github.com/shardfeed/shardfeed/sidecar/progress"
+	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/sidecar/server"
 )
 

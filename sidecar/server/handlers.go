@@ -15,7 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
-	"github.com/shardfeed/shardfeed/sidecar/progress"
+	"github.com/shardfeed/shardfeed/internal/progress"
 )
 
 // ArrowStream is the media type of a batch stream.

@@ -21,7 +21,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
-	"github.com/shardfeed/shardfeed/sidecar/progress"
+	"github.com/shardfeed/shardfeed/internal/progress"
 )
 
 // Rank modes (design §5).

@@ -19,3 +19,7 @@ func datasetOwnerApply(ds *datav1alpha1.TrainingDataset) *metav1ac.OwnerReferenc
 	return metav1ac.OwnerReference().WithAPIVersion(o.APIVersion).WithKind(o.Kind).WithName(o.Name).WithUID(o.UID).
 		WithController(*o.Controller).WithBlockOwnerDeletion(*o.BlockOwnerDeletion)
 }
+
+// Owner references that block the owner's deletion need update on its
+// finalizers (the OwnerReferencesPermissionEnforcement admission plugin).
+// +kubebuilder:rbac:groups=data.shardfeed.io,resources=trainingdatasets/finalizers,verbs=update

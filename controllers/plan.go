@@ -28,6 +28,12 @@ type credentialsError struct{ err error }
 func (e *credentialsError) Error() string { return e.err.Error() }
 func (e *credentialsError) Unwrap() error { return e.err }
 
+// notOwnedError is a ConfigMap in the way that shardfeed did not create.
+type notOwnedError struct{ err error }
+
+func (e *notOwnedError) Error() string { return e.err.Error() }
+func (e *notOwnedError) Unwrap() error { return e.err }
+
 // notAllowedError is a source the store policy refuses.
 type notAllowedError struct{ err error }
 
@@ -113,12 +119,26 @@ func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alp
 			return err
 		}
 	}
+	if r.OperatorCA != nil {
+		p.OperatorCA = r.OperatorCA()
+	}
 	data, err := p.Data()
 	if err != nil {
 		return err
 	}
+	// Never take over a ConfigMap of that name shardfeed did not write for
+	// this dataset (read directly: the cache holds shardfeed's only).
+	var existing corev1.ConfigMap
+	switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: configmaps.PlanName(ds.Name)}, &existing); {
+	case err == nil:
+		if err := ownedBy(&existing, ds); err != nil {
+			return &notOwnedError{err}
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading ConfigMap %s: %w", configmaps.PlanName(ds.Name), err)
+	}
 	cm := corev1ac.ConfigMap(configmaps.PlanName(ds.Name), ds.Namespace).
-		WithLabels(map[string]string{configmaps.LabelDataset: ds.Name, configmaps.LabelManagedBy: configmaps.ManagedBy}).
+		WithLabels(map[string]string{configmaps.LabelDataset: configmaps.LabelValue(ds.Name), configmaps.LabelManagedBy: configmaps.ManagedBy}).
 		WithOwnerReferences(datasetOwnerApply(ds)).
 		WithData(data)
 	if err := r.Apply(ctx, cm, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
@@ -130,21 +150,19 @@ func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alp
 // aggregateJobs reads the jobs' state ConfigMaps into status.jobs.
 func (r *TrainingDatasetReconciler) aggregateJobs(ctx context.Context, ds *datav1alpha1.TrainingDataset) error {
 	var list corev1.ConfigMapList
-	if err := r.List(ctx, &list, client.InNamespace(ds.Namespace), client.MatchingLabels{configmaps.LabelDataset: ds.Name}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(ds.Namespace), client.MatchingLabels{configmaps.LabelDataset: configmaps.LabelValue(ds.Name)}); err != nil {
 		return err
 	}
 	var jobs []datav1alpha1.JobProgress
 	for i := range list.Items {
 		cm := &list.Items[i]
-		job := cm.Labels[configmaps.LabelJob]
-		if job == "" || cm.Name != configmaps.StateName(ds.Name, job) {
-			continue
-		}
 		st, err := configmaps.StateFromData(cm.Data)
-		if err != nil {
-			continue // a state this operator cannot read is the sidecar's to refuse
+		if err != nil || st.Job == "" || st.Dataset != ds.Name || cm.Name != configmaps.StateName(ds.Name, st.Job) || ownedBy(cm, ds) != nil {
+			continue // not this dataset's, or not readable by this operator
 		}
+		job := st.Job
 		jp := datav1alpha1.JobProgress{Job: job, Epoch: st.Epoch, Step: st.Step,
+			Pods: int32(min(st.Pods, math.MaxInt32)), WorldSize: int32(min(st.WorldSize, math.MaxInt32)), //nolint:gosec // bounded above
 			SkippedShards: int32(min(st.SkippedShards, math.MaxInt32)), SkippedSamples: st.SkippedSamples} //nolint:gosec // bounded above
 		if st.Committed != nil {
 			t := metav1.NewTime(*st.Committed)

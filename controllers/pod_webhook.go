@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,20 +14,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"slices"
-
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
-	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/internal/progress"
 )
 
 // PodWebhookPath is where the pod-injection webhook is served.
@@ -37,27 +33,22 @@ const PodWebhookPath = "/mutate-v1-pod"
 // PodInjector is the mutating webhook that adds the sidecar to the pods
 // labelled shardfeed.io/dataset (the rules are internal/inject's).
 type PodInjector struct {
-	// Reader reads datasets, their ConfigMaps and the pods' owners (the
-	// manager's API reader: a state ConfigMap created for the job's
-	// previous pod must be seen at once).
+	// Reader reads datasets, their plan ConfigMaps and the pods' owners
+	// (the manager's API reader: a dataset may be seconds old).
 	Reader client.Reader
-	// Writer creates each job's state ConfigMap, Role and RoleBinding.
-	Writer  client.Client
-	Decoder admission.Decoder
+	// ConfigMaps creates and updates each job's state ConfigMap (the
+	// attempt's generation), compare-and-swap on its resourceVersion.
+	ConfigMaps corev1client.ConfigMapsGetter
+	Decoder    admission.Decoder
 	// Images decides the sidecar's image: the operator's default, or a
 	// dataset's within the platform's allow-list.
 	Images inject.ImagePolicy
+	// Operator is where sidecars record progress (the progress endpoint).
+	Operator inject.Operator
 	// OperatorNamespace is never injected (the webhook configuration
 	// excludes it too): the operator must start whatever the webhook does.
 	OperatorNamespace string
-
-	// granted remembers, for a minute, the (namespace, dataset, job,
-	// ServiceAccount) whose Role and binding were just applied: a job's
-	// pods arrive in a burst and need them once.
-	granted sync.Map
 }
-
-const grantedFor = time.Minute
 
 // The configuration's objectSelector (the dataset label) and
 // namespaceSelector (not the operator's namespace) are set in
@@ -67,6 +58,7 @@ const grantedFor = time.Minute
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get
 // +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 
 // Handle injects the sidecar, or denies a pod that cannot be served.
 func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -96,21 +88,20 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	in := inject.Input{Pod: &pod, Dataset: &ds, Owner: owner, Images: p.Images}
+	in := inject.Input{Pod: &pod, Dataset: &ds, Owner: owner, Images: p.Images, Operator: p.Operator}
 	var plan corev1.ConfigMap
-	if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.PlanName(name)}, &plan); err == nil {
+	switch err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.PlanName(name)}, &plan); {
+	case err == nil:
+		if err := ownedBy(&plan, &ds); err != nil {
+			return admission.Denied(err.Error())
+		}
 		if pl, err := configmaps.PlanFromData(plan.Data); err == nil {
 			in.MinCacheBytes, in.MaxShardBytes = pl.MinCacheBytes, pl.MaxShardBytes()
 		}
-	}
-	job := inject.JobName(&pod, owner)
-	state, hasState, err := p.pinnedState(ctx, ns, name, job)
-	if err != nil {
+	case !apierrors.IsNotFound(err):
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if state != nil {
-		in.PinnedImage = state.SidecarImage
-	}
+	// A first pass decides the image the job would start with.
 	mutated, err := inject.Inject(in)
 	var denied *inject.Denied
 	if errors.As(err, &denied) {
@@ -119,36 +110,54 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	// Side effects only for a real creation (the webhook is
-	// sideEffects: NoneOnDryRun).
-	if req.DryRun == nil || !*req.DryRun {
-		if !hasState {
-			image := sidecarImage(mutated)
-			pinned, err := p.createState(ctx, &ds, job, image)
-			if err != nil {
-				return admission.Errored(http.StatusInternalServerError, err)
-			}
-			if pinned != image { // another pod of the job pinned first
-				in.PinnedImage = pinned
-				if mutated, err = inject.Inject(in); err != nil {
-					return admission.Errored(http.StatusInternalServerError, err)
-				}
-			}
-		}
-		key := ns + "/" + name + "/" + job + "/" + serviceAccount(&pod)
-		if at, ok := p.granted.Load(key); !ok || time.Since(at.(time.Time)) > grantedFor {
-			if err := p.grantAccess(ctx, &ds, job, serviceAccount(&pod)); err != nil {
-				return admission.Errored(http.StatusInternalServerError, err)
-			}
-			p.granted.Store(key, time.Now())
-		}
+	job, attempt := inject.JobName(&pod, owner), inject.Attempt(&pod, owner)
+	state, err := p.admit(ctx, &ds, job, attempt, sidecarImage(mutated), req.DryRun != nil && *req.DryRun)
+	var notOwned *progress.NotOwnedError
+	if errors.Is(err, progress.ErrRefused) || errors.As(err, &notOwned) {
+		return admission.Denied(err.Error())
+	}
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	in.PinnedImage, in.Generation = state.SidecarImage, state.GenerationOf(attempt)
+	if mutated, err = inject.Inject(in); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	raw, err := json.Marshal(mutated)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	log.FromContext(ctx).Info("Injected the sidecar", "pod", pod.Name+pod.GenerateName, "dataset", name, "job", job)
+	log.FromContext(ctx).Info("Injected the sidecar", "pod", pod.Name+pod.GenerateName, "dataset", name, "job", job, "attempt", attempt, "generation", in.Generation)
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+// admit gives the pod's attempt its generation and pins the job's image
+// and plan version in the job's state, before the pod exists and where only
+// the operator writes. A dry run changes nothing: it returns the
+// generation the attempt would get.
+func (p *PodInjector) admit(ctx context.Context, ds *datav1alpha1.TrainingDataset, job, attempt, image string, dryRun bool) (*configmaps.State, error) {
+	store := progress.NewConfigMapStore(p.ConfigMaps, ds.Namespace, ds.Name, job)
+	owner := datasetOwner(ds)
+	store.Owner, store.Outage = &owner, 5*time.Second
+	if !dryRun {
+		return progress.Admit(ctx, store, ds.Name, job, attempt, image)
+	}
+	state, err := store.Load(ctx)
+	if err == nil && state.GenerationOf(attempt) == 0 {
+		state.Attempts = append(state.Attempts, configmaps.Attempt{ID: attempt, Generation: state.Generation + 1})
+	}
+	return state, err
+}
+
+// ownedBy refuses a ConfigMap the dataset's reconciler did not write.
+func ownedBy(cm *corev1.ConfigMap, ds *datav1alpha1.TrainingDataset) error {
+	if cm.Labels[configmaps.LabelManagedBy] == configmaps.ManagedBy {
+		if ref := metav1.GetControllerOf(cm); ref != nil && ref.UID == ds.UID {
+			return nil
+		}
+	}
+	return fmt.Errorf("ConfigMap %s/%s exists but shardfeed did not create it for TrainingDataset %q: shardfeed never adopts it; delete or rename it",
+		cm.Namespace, cm.Name, ds.Name)
 }
 
 func sidecarImage(pod *corev1.Pod) string {
@@ -158,13 +167,6 @@ func sidecarImage(pod *corev1.Pod) string {
 		}
 	}
 	return ""
-}
-
-func serviceAccount(pod *corev1.Pod) string {
-	if pod.Spec.ServiceAccountName != "" {
-		return pod.Spec.ServiceAccountName
-	}
-	return "default"
 }
 
 // pyTorchJobSize reads a Kubeflow PyTorchJob's Master and Worker replicas
@@ -234,128 +236,4 @@ func (p *PodInjector) owner(ctx context.Context, ns string, pod *corev1.Pod) (in
 		return o, nil
 	}
 	return inject.Owner{}, nil
-}
-
-// The sidecar runs with its pod's ServiceAccount, which the operator does
-// not own, so before a job's first pod starts the operator creates the
-// job's state ConfigMap (pinning the sidecar image and plan version) and a
-// Role that lets the pod's ServiceAccount read the plan and update that
-// one ConfigMap, by name (design §7). Both are owned by the dataset.
-
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create;update;patch
-// +kubebuilder:rbac:groups=data.shardfeed.io,resources=trainingdatasets/finalizers,verbs=update
-
-// JobAccessName is the name of a job's Role and RoleBinding.
-func JobAccessName(dataset, job string) string { return "shardfeed-" + dataset + "-" + job }
-
-// pinnedState reads the job's state ConfigMap: the image and plan version
-// the job started with, and whether the job has state at all.
-func (p *PodInjector) pinnedState(ctx context.Context, ns, dataset, job string) (*configmaps.State, bool, error) {
-	var cm corev1.ConfigMap
-	err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.StateName(dataset, job)}, &cm)
-	if apierrors.IsNotFound(err) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	st, err := configmaps.StateFromData(cm.Data)
-	if err != nil {
-		return nil, true, fmt.Errorf("ConfigMap %s/%s: %w", ns, cm.Name, err)
-	}
-	return st, true, nil
-}
-
-// createState creates the job's state ConfigMap pinning image, and returns
-// the image the job is pinned to: image, or the one a pod of the same job
-// admitted a moment earlier pinned.
-func (p *PodInjector) createState(ctx context.Context, ds *datav1alpha1.TrainingDataset, job, image string) (string, error) {
-	data, err := configmaps.StateData(&configmaps.State{Dataset: ds.Name, Job: job, SidecarImage: image, PlanVersion: planner.PlanVersion})
-	if err != nil {
-		return "", err
-	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: configmaps.StateName(ds.Name, job), Namespace: ds.Namespace,
-			Labels:          jobLabels(ds.Name, job),
-			OwnerReferences: []metav1.OwnerReference{datasetOwner(ds)},
-		},
-		Data: data,
-	}
-	// Create, not apply: once created, the ConfigMap is the sidecars'.
-	err = p.Writer.Create(ctx, cm, client.FieldOwner(FieldOwner))
-	if apierrors.IsAlreadyExists(err) {
-		st, _, err := p.pinnedState(ctx, ds.Namespace, ds.Name, job)
-		if err != nil || st == nil {
-			return "", fmt.Errorf("reading the state of job %q: %w", job, err)
-		}
-		if st.SidecarImage != "" {
-			return st.SidecarImage, nil
-		}
-		return image, nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("creating ConfigMap %s/%s: %w", ds.Namespace, cm.Name, err)
-	}
-	return image, nil
-}
-
-// grantAccess applies the job's Role and binds the pod's ServiceAccount to
-// it; a job whose pods use several ServiceAccounts gets all of them bound.
-func (p *PodInjector) grantAccess(ctx context.Context, ds *datav1alpha1.TrainingDataset, job, serviceAccount string) error {
-	name := JobAccessName(ds.Name, job)
-	role := rbacv1ac.Role(name, ds.Namespace).
-		WithLabels(jobLabels(ds.Name, job)).
-		WithOwnerReferences(datasetOwnerApply(ds)).
-		WithRules(
-			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("configmaps").
-				WithResourceNames(configmaps.PlanName(ds.Name)).WithVerbs("get"),
-			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("configmaps").
-				WithResourceNames(configmaps.StateName(ds.Name, job)).WithVerbs("get", "update"),
-		)
-	if err := p.Writer.Apply(ctx, role, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying Role %s/%s: %w", ds.Namespace, name, err)
-	}
-	return p.bind(ctx, ds, job, serviceAccount)
-}
-
-// bind adds serviceAccount to the job's RoleBinding. Subjects is an atomic
-// list, so this reads, adds and writes, retrying on a conflict, and never
-// drops a ServiceAccount another pod of the job added.
-func (p *PodInjector) bind(ctx context.Context, ds *datav1alpha1.TrainingDataset, job, serviceAccount string) error {
-	name := JobAccessName(ds.Name, job)
-	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ds.Namespace, Name: serviceAccount}
-	for range 5 {
-		var rb rbacv1.RoleBinding
-		err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: name}, &rb)
-		switch {
-		case apierrors.IsNotFound(err):
-			rb = rbacv1.RoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ds.Namespace, Labels: jobLabels(ds.Name, job),
-					OwnerReferences: []metav1.OwnerReference{datasetOwner(ds)}},
-				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-				Subjects: []rbacv1.Subject{subject},
-			}
-			err = p.Writer.Create(ctx, &rb, client.FieldOwner(FieldOwner))
-		case err != nil:
-			return fmt.Errorf("reading RoleBinding %s/%s: %w", ds.Namespace, name, err)
-		case slices.Contains(rb.Subjects, subject):
-			return nil
-		default:
-			rb.Subjects = append(rb.Subjects, subject)
-			err = p.Writer.Update(ctx, &rb, client.FieldOwner(FieldOwner))
-		}
-		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("binding ServiceAccount %s to Role %s/%s: %w", serviceAccount, ds.Namespace, name, err)
-		}
-		return nil
-	}
-	return fmt.Errorf("RoleBinding %s/%s: too many conflicting writes; the pod's creation is retried", ds.Namespace, name)
-}
-
-func jobLabels(dataset, job string) map[string]string {
-	return map[string]string{configmaps.LabelDataset: dataset, configmaps.LabelJob: job, configmaps.LabelManagedBy: configmaps.ManagedBy}
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,7 @@ import (
 	"github.com/shardfeed/shardfeed/controllers"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -87,7 +89,9 @@ func serveWebhook(t testing.TB) {
 	host, port, certDir := apiServer.Webhooks()
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir})
 	srv.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
-		Reader: apiServer.Client, Writer: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme), Images: inject.ImagePolicy{Default: "ghcr.io/shardfeed/shardfeed:test", Allowed: []string{"registry.example/team/sidecar:*"}},
+		Reader: apiServer.Client, ConfigMaps: kubernetes.NewForConfigOrDie(apiServer.Config).CoreV1(), Decoder: admission.NewDecoder(apiServer.Scheme),
+		Images:   inject.ImagePolicy{Default: "ghcr.io/shardfeed/shardfeed:test", Allowed: []string{"registry.example/team/sidecar:*"}},
+		Operator: inject.Operator{URL: "https://shardfeed-webhook.shardfeed-system.svc:443"},
 	}})
 	srv.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
 		Reader: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme),
@@ -249,7 +253,9 @@ func TestIntegrationPodWebhookSizesTheCacheFromThePlansLargestShard(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.PlanName("web"), Namespace: ns}, Data: data}); err != nil {
+	if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.PlanName("web"), Namespace: ns,
+		Labels:          map[string]string{configmaps.LabelManagedBy: configmaps.ManagedBy},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, datav1alpha1.GroupVersion.WithKind("TrainingDataset"))}}, Data: data}); err != nil {
 		t.Fatal(err)
 	}
 	pod := indexedJobPod(ns, createJob(t, ns, "train", 4), 0, "web")
@@ -282,7 +288,7 @@ func asServiceAccount(t *testing.T, ns, name string) client.Client {
 	return c
 }
 
-func TestIntegrationPodWebhookPreparesEachJobsStateAndAccess(t *testing.T) {
+func TestIntegrationPodWebhookGivesEachAttemptAGenerationAndThePodsNoAccess(t *testing.T) {
 	serveWebhook(t)
 	ctx := context.Background()
 	ns := apiServer.Namespace(t)
@@ -292,11 +298,7 @@ func TestIntegrationPodWebhookPreparesEachJobsStateAndAccess(t *testing.T) {
 	if err := apiServer.Client.Create(ctx, ds); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"web-plan", "other"} {
-		if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stateName := configmaps.StateName("web", "train")
 
 	// A dry run changes nothing (the webhook is sideEffects: NoneOnDryRun).
 	job := createJob(t, ns, "train", 2)
@@ -304,89 +306,152 @@ func TestIntegrationPodWebhookPreparesEachJobsStateAndAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	var state corev1.ConfigMap
-	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-train-state"}, &state); !apierrors.IsNotFound(err) {
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: stateName}, &state); !apierrors.IsNotFound(err) {
 		t.Fatalf("a dry run created the state ConfigMap: %v", err)
 	}
 
-	// The job's first pod: its state pins the image, its ServiceAccount
-	// may read the plan and update its state, and nothing else.
-	if err := apiServer.Client.Create(ctx, indexedJobPod(ns, job, 0, "web")); err != nil {
+	// The job's first pod: the operator creates its state, pinning the
+	// image, and gives the attempt generation 1; the sidecar gets a token
+	// for the operator's audience and where to reach the operator.
+	first := indexedJobPod(ns, job, 0, "web")
+	if err := apiServer.Client.Create(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-train-state"}, &state); err != nil {
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: stateName}, &state); err != nil {
 		t.Fatal(err)
 	}
 	st, err := configmaps.StateFromData(state.Data)
-	if err != nil || st.SidecarImage != "ghcr.io/shardfeed/shardfeed:test" || st.PlanVersion != planner.PlanVersion || st.Job != "train" {
-		t.Fatalf("state %+v (%v): want the image and plan version pinned", st, err)
+	if err != nil || st.SidecarImage != "ghcr.io/shardfeed/shardfeed:test" || st.PlanVersion != planner.PlanVersion || st.Job != "train" || st.Generation != 1 {
+		t.Fatalf("state %+v (%v): want the image and plan version pinned, generation 1", st, err)
 	}
-	if len(state.OwnerReferences) != 1 || state.OwnerReferences[0].UID != ds.UID {
-		t.Errorf("the state ConfigMap is owned by %+v, want the dataset", state.OwnerReferences)
+	if len(state.OwnerReferences) != 1 || state.OwnerReferences[0].UID != ds.UID || state.Labels[configmaps.LabelManagedBy] != configmaps.ManagedBy {
+		t.Errorf("the state ConfigMap has owners %+v and labels %v, want the dataset and shardfeed's", state.OwnerReferences, state.Labels)
 	}
+	contract := sidecarOf(t, first)
+	if contract.Generation != 1 || contract.Job != "train" || contract.Attempt != string(job.UID) || contract.OperatorURL != "https://shardfeed-webhook.shardfeed-system.svc:443" {
+		t.Errorf("the sidecar's contract %+v", contract)
+	}
+	var token *corev1.ServiceAccountTokenProjection
+	for _, v := range first.Spec.Volumes {
+		if v.Name == inject.TokenVolume {
+			token = v.Projected.Sources[0].ServiceAccountToken
+		}
+	}
+	if token == nil || token.Audience != "shardfeed" || token.ExpirationSeconds == nil || *token.ExpirationSeconds > 3600 {
+		t.Errorf("the sidecar's token projection %+v: want audience shardfeed, at most an hour", token)
+	}
+
+	// The pod's ServiceAccount gets no access at all: the operator makes
+	// no Role and no RoleBinding, and the state is the operator's alone.
 	sa := asServiceAccount(t, ns, "default")
 	var cm corev1.ConfigMap
 	for _, tc := range []struct {
-		what  string
-		err   error
-		allow bool
+		what string
+		err  error
 	}{
-		{"get the plan", sa.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-plan"}, &cm), true},
-		{"get the state", sa.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-train-state"}, &cm), true},
-		{"update the state", sa.Update(ctx, &cm), true},
-		{"get another ConfigMap", sa.Get(ctx, client.ObjectKey{Namespace: ns, Name: "other"}, &corev1.ConfigMap{}), false},
-		{"list ConfigMaps", sa.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns)), false},
-		{"create a ConfigMap", sa.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: ns}}), false},
-		{"read Secrets", sa.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)), false},
+		{"get the state", sa.Get(ctx, client.ObjectKey{Namespace: ns, Name: stateName}, &cm)},
+		{"get the plan", sa.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.PlanName("web")}, &cm)},
+		{"list ConfigMaps", sa.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns))},
+		{"read Secrets", sa.List(ctx, &corev1.SecretList{}, client.InNamespace(ns))},
 	} {
-		if tc.allow && tc.err != nil {
-			t.Errorf("the pod's ServiceAccount cannot %s: %v", tc.what, tc.err)
-		}
-		if !tc.allow && !apierrors.IsForbidden(tc.err) {
+		if !apierrors.IsForbidden(tc.err) {
 			t.Errorf("the pod's ServiceAccount may %s (err %v)", tc.what, tc.err)
 		}
 	}
+	var roles rbacv1.RoleList
+	var bindings rbacv1.RoleBindingList
+	if err := apiServer.Client.List(ctx, &roles, client.InNamespace(ns)); err != nil || len(roles.Items) != 0 {
+		t.Errorf("Roles in the namespace: %d (%v), want none", len(roles.Items), err)
+	}
+	if err := apiServer.Client.List(ctx, &bindings, client.InNamespace(ns)); err != nil || len(bindings.Items) != 0 {
+		t.Errorf("RoleBindings in the namespace: %d (%v), want none", len(bindings.Items), err)
+	}
 
-	// A second pod with its own ServiceAccount is bound too, the first stays.
+	// The attempt's second pod shares its generation; the next attempt of
+	// the job (another Job object) gets generation 2, for good.
 	second := indexedJobPod(ns, job, 1, "web")
 	second.Spec.ServiceAccountName = "trainer"
 	if err := apiServer.Client.Create(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	var rb rbacv1.RoleBinding
-	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.JobAccessName("web", "train")}, &rb); err != nil {
+	if g := sidecarOf(t, second).Generation; g != 1 {
+		t.Errorf("the attempt's second pod has generation %d, want 1", g)
+	}
+	third := indexedJobPod(ns, createJob(t, ns, "train-again", 2), 0, "web")
+	third.Annotations[inject.AnnotationJob] = "train"
+	if err := apiServer.Client.Create(ctx, third); err != nil {
 		t.Fatal(err)
 	}
-	var subjects []string
-	for _, s := range rb.Subjects {
-		subjects = append(subjects, s.Name)
-	}
-	if strings.Join(subjects, ",") != "default,trainer" {
-		t.Errorf("RoleBinding subjects %v, want default and trainer", subjects)
+	if g := sidecarOf(t, third).Generation; g != 2 {
+		t.Errorf("the next attempt has generation %d, want 2", g)
 	}
 
 	// A job whose state pins another tag of the operator's image keeps
 	// it, whatever the operator's default now is (an upgrade mid-job); a
-	// state that pins any other image (written by the job's pods, or
-	// pre-created by anyone who may create ConfigMaps: hardening issue,
-	// finding 1) does not choose the image that receives the Secrets.
-	for _, tt := range []struct{ job, pin, want string }{
-		{"old", "ghcr.io/shardfeed/shardfeed:0.1", "ghcr.io/shardfeed/shardfeed:0.1"},
-		{"evil", "registry.evil/steal-credentials:latest", "ghcr.io/shardfeed/shardfeed:test"},
-		{"lookalike", "ghcr.io/shardfeed/shardfeed-evil:test", "ghcr.io/shardfeed/shardfeed:test"},
+	// state that pins any other image (pre-created by anyone who may
+	// create ConfigMaps: hardening issue, finding 1) does not choose the
+	// image that receives the Secrets; one shardfeed did not create is
+	// never adopted.
+	for _, tt := range []struct {
+		job, pin, want string
+		labelled       bool
+	}{
+		{"old", "ghcr.io/shardfeed/shardfeed:0.1", "ghcr.io/shardfeed/shardfeed:0.1", true},
+		{"evil", "registry.evil/steal-credentials:latest", "ghcr.io/shardfeed/shardfeed:test", true},
+		{"lookalike", "ghcr.io/shardfeed/shardfeed-evil:test", "ghcr.io/shardfeed/shardfeed:test", true},
+		{"foreign", "ghcr.io/shardfeed/shardfeed:0.1", "", false},
 	} {
 		pinned, _ := configmaps.StateData(&configmaps.State{Dataset: "web", Job: tt.job, SidecarImage: tt.pin})
-		if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-" + tt.job + "-state", Namespace: ns}, Data: pinned}); err != nil {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.StateName("web", tt.job), Namespace: ns}, Data: pinned}
+		if tt.labelled {
+			cm.Labels = configmaps.JobLabels("web", tt.job)
+		}
+		if err := apiServer.Client.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
 		job := createJob(t, ns, tt.job, 2)
 		pod := indexedJobPod(ns, job, 0, "web")
-		if err := apiServer.Client.Create(ctx, pod); err != nil {
+		err := apiServer.Client.Create(ctx, pod)
+		if !tt.labelled {
+			if err == nil || !strings.Contains(err.Error(), cm.Name) || !strings.Contains(err.Error(), "not created by shardfeed") {
+				t.Errorf("a pod of a job whose state name another ConfigMap holds: %v", err)
+			}
+			continue
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		if got := pod.Spec.InitContainers[0].Image; got != tt.want {
 			t.Errorf("job %s pinned to %s: the sidecar image is %q, want %q", tt.job, tt.pin, got, tt.want)
 		}
 	}
+
+	// A plan ConfigMap shardfeed did not write for the dataset is refused
+	// too: the sidecar would read its streams.
+	if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.PlanName("web"), Namespace: ns,
+		Labels: map[string]string{configmaps.LabelManagedBy: configmaps.ManagedBy}}}); err != nil {
+		t.Fatal(err)
+	}
+	pod := indexedJobPod(ns, createJob(t, ns, "late", 2), 0, "web")
+	if err := apiServer.Client.Create(ctx, pod); err == nil || !strings.Contains(err.Error(), "web-plan") || !strings.Contains(err.Error(), "never adopts") {
+		t.Errorf("a pod whose plan ConfigMap is not the dataset's: %v", err)
+	}
+}
+
+// sidecarOf reads the contract the webhook gave the pod's sidecar.
+func sidecarOf(t *testing.T, pod *corev1.Pod) sidecarconfig.Config {
+	t.Helper()
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; c.Name == inject.SidecarName {
+			contract, err := sidecarconfig.FromContainer(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return contract
+		}
+	}
+	t.Fatalf("pod %s has no sidecar", pod.Name)
+	return sidecarconfig.Config{}
 }
 
 // warningsCollector keeps the API server's warnings.

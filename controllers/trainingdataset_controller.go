@@ -50,7 +50,14 @@ type TrainingDatasetReconciler struct {
 	// Workers reconcile datasets in parallel (default 4): a dataset whose
 	// endpoint is slow holds one, not the controller.
 	Workers int
+	// OperatorCA returns the CA bundle sidecars verify the operator's
+	// progress endpoint with; it goes into every plan ConfigMap.
+	OperatorCA func() string
 }
+
+// notOwnedRetry is how often a dataset whose plan ConfigMap's name is
+// taken looks again.
+const notOwnedRetry = 30 * time.Second
 
 // +kubebuilder:rbac:groups=data.shardfeed.io,resources=trainingdatasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=data.shardfeed.io,resources=trainingdatasets/status,verbs=get;update;patch
@@ -121,8 +128,18 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	ds.Status.Samples = pl.Total()
 	ds.Status.PlanFingerprint = pl.Fingerprint().Sum
 	if err := r.applyPlan(ctx, &ds, pl, indexes); err != nil {
-		r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionFalse, datav1alpha1.ReasonApplyFailed, err.Error())
-		r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionTrue, datav1alpha1.ReasonApplyFailed, err.Error())
+		reason := datav1alpha1.ReasonApplyFailed
+		var notOwned *notOwnedError
+		if errors.As(err, &notOwned) {
+			reason = datav1alpha1.ReasonConfigMapNotOwned
+		}
+		r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
+		r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, err.Error())
+		if notOwned != nil {
+			// Not an error to back off from: someone must move the
+			// ConfigMap away (it is not watched: it is not shardfeed's).
+			return reconcile.Result{RequeueAfter: notOwnedRetry}, nil
+		}
 		return reconcile.Result{}, err
 	}
 	ds.Status.PlanConfigMap = configmaps.PlanName(ds.Name)

@@ -226,7 +226,8 @@ func TestIntegrationDatasetConvergesToReadyWithItsPlanConfigMap(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	data, _ := configmaps.StateData(&configmaps.State{Dataset: "web", Job: "train-1", Epoch: 2, Step: 17, Committed: &now})
 	state := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.StateName("web", "train-1"), Namespace: ns,
-		Labels: map[string]string{configmaps.LabelDataset: "web", configmaps.LabelJob: "train-1", configmaps.LabelManagedBy: configmaps.ManagedBy}}, Data: data}
+		Labels: configmaps.JobLabels("web", "train-1"), OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(got, datav1alpha1.GroupVersion.WithKind("TrainingDataset"))}},
+		Data: data}
 	if err := apiServer.Client.Create(ctx, state); err != nil {
 		t.Fatal(err)
 	}
@@ -293,6 +294,14 @@ func TestIntegrationDatasetReportsUnreachableIndexesAndRecovers(t *testing.T) {
 			credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
 			return dataset(ns, "s3://no-such-bucket-here/m/", "minio", 2, 4)
 		}, datav1alpha1.ReasonIndexUnreachable, []string{"no-such-bucket-here"}},
+		{"a plan ConfigMap's name taken", func(ns string) *datav1alpha1.TrainingDataset {
+			credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
+			squatter := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-plan", Namespace: ns}, Data: map[string]string{"mine": "yes"}}
+			if err := apiServer.Client.Create(ctx, squatter); err != nil {
+				t.Fatal(err)
+			}
+			return dataset(ns, uri, "minio", 2, 4)
+		}, datav1alpha1.ReasonConfigMapNotOwned, []string{"ConfigMap", "/web-plan", "never adopts"}},
 		{"a plan with no batch", func(ns string) *datav1alpha1.TrainingDataset {
 			credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
 			return dataset(ns, uri, "minio", 300, 600)
@@ -323,6 +332,12 @@ func TestIntegrationDatasetReportsUnreachableIndexesAndRecovers(t *testing.T) {
 			}
 			if strings.Contains(c.Message, "wrong-secret-key") {
 				t.Fatal("a condition shows the secret key")
+			}
+			if tt.reason == datav1alpha1.ReasonConfigMapNotOwned {
+				var cm corev1.ConfigMap
+				if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-plan"}, &cm); err != nil || len(cm.Data) != 1 || len(cm.OwnerReferences) != 0 {
+					t.Errorf("the ConfigMap that was in the way was changed: %+v, %v", cm, err)
+				}
 			}
 		})
 	}

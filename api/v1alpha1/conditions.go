@@ -26,6 +26,9 @@ const (
 	// platform team allows (file://, an endpoint off the allow-list, the
 	// operator's own identity in a namespace not allowed it).
 	ReasonSourceNotAllowed = "SourceNotAllowed"
+	// ReasonConfigMapNotOwned: a ConfigMap of the plan's name exists that
+	// shardfeed did not create for this dataset; it is never adopted.
+	ReasonConfigMapNotOwned = "ConfigMapNotOwned"
 	// ReasonIndexTooLarge: an index is over the operator's cap.
 	ReasonIndexTooLarge = "IndexTooLarge"
 	// ReasonShardSkipped is the reason of the Warning event for shards a

@@ -16,9 +16,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -53,6 +55,8 @@ type options struct {
 	certDir, certMode      string
 	namespace              string
 	webhookService         string
+	operatorURL            string
+	operatorAddr           string
 	webhookSecret          string
 	webhookHosts           string
 	mutatingConfig         string
@@ -79,6 +83,8 @@ func main() {
 	flag.StringVar(&o.certMode, "cert-mode", certModeSelf, "who provides the webhook certificate: self (the manager makes, stores, publishes and rotates it) or external (cert-manager or a mounted Secret fills --cert-dir)")
 	flag.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the operator's namespace (default $POD_NAMESPACE): where the certificate Secret lives and where pods are never injected")
 	flag.StringVar(&o.webhookService, "webhook-service", "shardfeed-webhook", "the webhook Service's name: the certificate covers <service>.<namespace>.svc")
+	flag.StringVar(&o.operatorURL, "progress-url", "", "the progress endpoint as sidecars reach it (default https://<webhook-service>.<namespace>.svc:443)")
+	flag.StringVar(&o.operatorAddr, "progress-addr", "", "HOST:PORT sidecars dial where the progress URL's name does not resolve (default: the webhook Service's cluster IP, looked up at start)")
 	flag.StringVar(&o.webhookSecret, "webhook-secret", "shardfeed-webhook-cert", "the Secret that holds the webhook CA and certificate (with --cert-mode=self)")
 	flag.StringVar(&o.webhookHosts, "webhook-hosts", "", "more names or IPs for the certificate, comma-separated (e.g. 127.0.0.1 for a webhook reached by URL)")
 	flag.StringVar(&o.mutatingConfig, "mutating-webhook-configuration", "shardfeed-pod-injection", "the MutatingWebhookConfiguration whose caBundle the manager keeps (with --cert-mode=self)")
@@ -188,12 +194,18 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	operator := progressEndpoint(ctx, o, clientset)
 	if err := (&controllers.TrainingDatasetReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("shardfeed-operator"),
-		Policy:    o.policy,
-		Workers:   o.workers,
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("shardfeed-operator"),
+		Policy:     o.policy,
+		Workers:    o.workers,
+		OperatorCA: operatorCA(o, keeper),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TrainingDataset controller: %w", err)
 	}
@@ -201,9 +213,15 @@ func run(ctx context.Context, o options) error {
 	decoder := admission.NewDecoder(scheme)
 	hooks := mgr.GetWebhookServer()
 	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
-		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Decoder: decoder, Images: images,
-		OperatorNamespace: o.namespace,
+		Reader: mgr.GetAPIReader(), ConfigMaps: clientset.CoreV1(), Decoder: decoder, Images: images,
+		Operator: operator, OperatorNamespace: o.namespace,
 	}})
+	// The progress endpoint shares the webhook server: its certificate,
+	// its Service and its TLS settings.
+	(&controllers.ProgressEndpoint{
+		Reviews: clientset.AuthenticationV1().TokenReviews(), Pods: mgr.GetAPIReader(), ConfigMaps: clientset.CoreV1(),
+		Log: ctrl.Log.WithName("progress"),
+	}).Register(hooks)
 	hooks.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
 		Reader: mgr.GetAPIReader(), Decoder: decoder, Policy: o.policy, Images: images,
 	}})
@@ -216,7 +234,8 @@ func run(ctx context.Context, o options) error {
 	}
 	log.Info("Starting the manager", "version", version.Get().Version, "certMode", o.certMode, "webhookPort", o.webhookPort,
 		"sidecarImage", o.sidecarImage, "allowedSidecarImages", images.Allowed, "workers", o.workers, "maxIndexBytes", o.policy.MaxIndexBytes,
-		"ambientCredentialsNamespaces", o.policy.AmbientNamespaces, "allowedEndpoints", o.policy.AllowedEndpoints)
+		"ambientCredentialsNamespaces", o.policy.AmbientNamespaces, "allowedEndpoints", o.policy.AllowedEndpoints,
+		"progressURL", operator.URL, "progressAddr", operator.Addr)
 	return mgr.Start(ctx)
 }
 
@@ -251,6 +270,42 @@ func tlsOptions(o options) []func(*tls.Config) {
 // +kubebuilder:rbac:groups="",namespace=shardfeed-system,resources=secrets,verbs=create
 // +kubebuilder:rbac:groups="",namespace=shardfeed-system,resources=secrets,resourceNames=shardfeed-webhook-cert,verbs=get;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,resourceNames=shardfeed-pod-injection;shardfeed-validation,verbs=get;update
+
+// progressEndpoint is where sidecars reach the progress endpoint: the
+// webhook Service by name, and its cluster IP for clusters without DNS.
+func progressEndpoint(ctx context.Context, o options, cs kubernetes.Interface) inject.Operator {
+	op := inject.Operator{URL: o.operatorURL, Addr: o.operatorAddr}
+	if op.URL == "" {
+		op.URL = "https://" + o.webhookService + "." + o.namespace + ".svc:443"
+	}
+	if op.Addr == "" && o.operatorURL == "" {
+		svc, err := cs.CoreV1().Services(o.namespace).Get(ctx, o.webhookService, metav1.GetOptions{})
+		if err == nil && svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			op.Addr = net.JoinHostPort(svc.Spec.ClusterIP, "443")
+		} else if err != nil {
+			ctrl.Log.WithName("setup").Info("Sidecars will reach the progress endpoint by name only", "service", o.webhookService, "err", err.Error())
+		}
+	}
+	return op
+}
+
+// The webhook Service's cluster IP, in the operator's namespace only.
+// +kubebuilder:rbac:groups="",namespace=shardfeed-system,resources=services,resourceNames=shardfeed-webhook,verbs=get
+
+// operatorCA is the CA bundle sidecars verify the progress endpoint with:
+// the self-made CA, or ca.crt beside an external certificate.
+func operatorCA(o options, keeper *certs.Keeper) func() string {
+	if keeper != nil {
+		return func() string { return string(keeper.CABundle()) }
+	}
+	return func() string {
+		b, err := os.ReadFile(filepath.Join(o.certDir, certs.KeyCACert))
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
+}
 
 // certOptions: what the self-made certificate covers and where it goes.
 func certOptions(o options) certs.Options {

@@ -12,15 +12,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/memlimit"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
-	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/internal/progress"
+	"github.com/shardfeed/shardfeed/sidecar/daemon"
 )
 
 // feedOptions are the flags `serve` and `sidecar` share.
@@ -40,7 +37,8 @@ type feedOptions struct {
 	logFormat            string
 	pprof                bool
 	metricsTLS           bool
-	kubeconfig           string
+	generation           int64
+	operator             progress.Remote
 }
 
 // DefaultSocket is the socket inside a pod (design §1).
@@ -109,8 +107,10 @@ configuration comes from flags or the environment the webhook sets:
   SHARDFEED_SOCKET, SHARDFEED_CACHE_DIR, SHARDFEED_CREDENTIALS_DIR (one
   directory per credentials Secret), SHARDFEED_IMAGE.
 
-Commits go to the job's <dataset>-<job>-state ConfigMap (in-cluster
-credentials), or to --state FILE where no cluster is reachable.`,
+Registrations and commits go to the operator's progress endpoint
+(SHARDFEED_OPERATOR_URL, authenticated by the pod's projected token of
+audience "shardfeed"; SHARDFEED_GENERATION fences replaced attempts), or to
+--state FILE outside a cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if contractErr != nil {
@@ -131,11 +131,15 @@ credentials), or to --state FILE where no cluster is reachable.`,
 	f.IntVar(&o.procs, "procs-per-pod", contract.ProcsPerPod, "training processes (ranks) per pod")
 	f.StringVar(&o.job, "job", contract.Job, "job identity")
 	f.StringVar(&o.attempt, "attempt", contract.Attempt, "attempt id shared by the pods of one job attempt")
-	f.StringVar(&o.namespace, "namespace", contract.Namespace, "namespace of the state ConfigMap")
+	f.Int64Var(&o.generation, "generation", contract.Generation, "the attempt's generation, from the operator (0: the next one, with --state)")
+	f.StringVar(&o.namespace, "namespace", contract.Namespace, "the pod's namespace")
 	f.StringVar(&o.image, "image", contract.Image, "the sidecar image, pinned in the job's state")
 	f.StringVar(&o.credentials, "credentials-dir", env(sidecarconfig.EnvCredentialsDir, sidecarconfig.CredentialsDir), "directory with one sub-directory per credentials Secret")
-	f.StringVar(&o.state, "state", "", "state file instead of the state ConfigMap (no cluster)")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for the state ConfigMap (default: the in-cluster credentials)")
+	f.StringVar(&o.state, "state", "", "state file instead of the operator (no cluster)")
+	f.StringVar(&o.operator.URL, "operator-url", contract.OperatorURL, "the operator's progress endpoint, https://SERVICE.NAMESPACE.svc:PORT")
+	f.StringVar(&o.operator.Addr, "operator-addr", contract.OperatorAddr, "HOST:PORT to dial where the operator URL's name does not resolve")
+	f.StringVar(&o.operator.CAFile, "operator-ca", "", "the operator's CA bundle (default: operator-ca.crt in --plan-dir)")
+	f.StringVar(&o.operator.TokenFile, "token-file", sidecarconfig.TokenPath, "the projected ServiceAccount token (audience shardfeed)")
 	o.addFlags(f)
 	f.Lookup("socket").DefValue = DefaultSocket
 	return cmd
@@ -213,32 +217,28 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 	if cfg.Job == "" {
 		return fmt.Errorf("the job identity is not set: set SHARDFEED_JOB or --job")
 	}
-	if o.state != "" {
+	cfg.Generation = o.generation
+	switch {
+	case o.state != "":
 		st, err := progress.NewFileStore(o.state)
 		if err != nil {
 			return err
 		}
-		cfg.Progress = st
-	} else {
-		var rc *rest.Config
-		var err error
-		if o.kubeconfig != "" {
-			rc, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-		} else {
-			rc, err = rest.InClusterConfig()
+		cfg.Progress = progress.Local{Store: st}
+	case o.operator.URL != "":
+		if o.operator.CAFile == "" {
+			o.operator.CAFile = filepath.Join(o.planDir, configmaps.KeyOperatorCA)
 		}
-		if err != nil {
-			return fmt.Errorf("the state ConfigMap needs the cluster: %w (outside a cluster, use --state FILE or --kubeconfig)", err)
+		if o.generation < 1 {
+			return fmt.Errorf("%s is not set: the operator gives each attempt its generation when it admits the pod", sidecarconfig.EnvGeneration)
 		}
-		rc.UserAgent = "shardfeed-sidecar"
-		cs, err := kubernetes.NewForConfig(rc)
+		remote, err := progress.NewRemote(o.operator)
 		if err != nil {
 			return err
 		}
-		if o.namespace == "" {
-			return fmt.Errorf("POD_NAMESPACE is not set: the sidecar needs the namespace of its job's state ConfigMap")
-		}
-		cfg.Progress = progress.NewConfigMapStore(cs.CoreV1(), o.namespace, cfg.Dataset, cfg.Job)
+		cfg.Progress = remote
+	default:
+		return fmt.Errorf("nowhere to record progress: set %s (the operator's progress endpoint, as the webhook does) or --state FILE", sidecarconfig.EnvOperatorURL)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

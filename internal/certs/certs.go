@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -70,6 +71,9 @@ type Keeper struct {
 	// directly (not from a cache: the first Ensure runs before one).
 	Client client.Client
 	Options
+
+	mu       sync.Mutex
+	caBundle []byte
 }
 
 func (k *Keeper) defaults() {
@@ -131,7 +135,19 @@ func (k *Keeper) Ensure(ctx context.Context) error {
 	if err := writeFiles(k.CertDir, bundle.certPEM, bundle.keyPEM); err != nil {
 		return err
 	}
+	k.mu.Lock()
+	k.caBundle = bundle.caBundle
+	k.mu.Unlock()
 	return k.injectCABundle(ctx, bundle.caBundle)
+}
+
+// CABundle is the CA bundle the serving certificate chains to (PEM), as of
+// the last Ensure: what clients other than the API server (the sidecars)
+// verify the webhook server with.
+func (k *Keeper) CABundle() []byte {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.caBundle
 }
 
 type bundle struct {

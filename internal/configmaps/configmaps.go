@@ -29,6 +29,10 @@ const (
 	KeyInputs      = "fingerprint.json"
 	KeyStreams     = "streams.json"
 	KeyMinCache    = "minCache.json"
+	// KeyOperatorCA is the CA bundle of the operator's progress endpoint:
+	// a sidecar verifies the operator with it (mounted, so a rotation
+	// reaches running pods).
+	KeyOperatorCA = "operator-ca.crt"
 	// KeyState is the one key of a state ConfigMap.
 	KeyState = "state.json"
 )
@@ -41,11 +45,10 @@ const (
 	ManagedBy      = "shardfeed"
 )
 
-// PlanName is the name of a dataset's plan ConfigMap.
-func PlanName(dataset string) string { return dataset + "-plan" }
-
-// StateName is the name of a job's state ConfigMap.
-func StateName(dataset, job string) string { return dataset + "-" + job + "-state" }
+// JobLabels are the labels of a job's state ConfigMap.
+func JobLabels(dataset, job string) map[string]string {
+	return map[string]string{LabelDataset: LabelValue(dataset), LabelJob: LabelValue(job), LabelManagedBy: ManagedBy}
+}
 
 // StreamDigest is what the plan ConfigMap says of one stream's index: enough
 // for a sidecar to check that the index it reads is the one planned.
@@ -67,6 +70,8 @@ type Plan struct {
 	Streams     []StreamDigest
 	// MinCacheBytes maps a pod count to the smallest cache a pod needs.
 	MinCacheBytes map[int]int64
+	// OperatorCA is the operator's CA bundle (PEM), if it has one.
+	OperatorCA string
 }
 
 // MaxShardBytes returns the size of the plan's largest shard (0 for a plan
@@ -101,7 +106,7 @@ func (p *Plan) Data() (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]string{
+	data := map[string]string{
 		KeyLayout:      strconv.Itoa(LayoutVersion),
 		KeyFingerprint: p.Fingerprint.Sum,
 		KeyPlanVersion: strconv.Itoa(planner.PlanVersion),
@@ -109,7 +114,11 @@ func (p *Plan) Data() (map[string]string, error) {
 		KeyInputs:      string(inputs),
 		KeyStreams:     string(streams),
 		KeyMinCache:    string(mc),
-	}, nil
+	}
+	if p.OperatorCA != "" {
+		data[KeyOperatorCA] = p.OperatorCA
+	}
+	return data, nil
 }
 
 // PlanFromData reads a plan ConfigMap's data.
@@ -197,10 +206,13 @@ type Commit struct {
 	Time    time.Time `json:"time"`
 }
 
-// Attempt is a registered attempt of a job: every pod of one attempt shares
-// its id (design §4).
+// Attempt is an admitted attempt of a job: every pod of one attempt shares
+// its id and its generation (design §4).
 type Attempt struct {
-	ID         string    `json:"id"`
+	ID string `json:"id"`
+	// Generation orders the attempts of a job: the operator gives each new
+	// attempt the job's generation plus one when it admits its first pod.
+	Generation int64     `json:"generation,omitempty"`
 	Registered time.Time `json:"registered"`
 }
 
@@ -240,8 +252,18 @@ type State struct {
 	Committed *time.Time `json:"committed,omitempty"`
 	// Attempt that made the last commit.
 	Attempt string `json:"attempt,omitempty"`
-	// Attempts in registration order, newest last: only the newest commits.
+	// Generation is the newest attempt's generation. It only grows, so an
+	// attempt of a lower generation is fenced for good (design §4),
+	// however many attempts came after it.
+	Generation int64 `json:"generation,omitempty"`
+	// Attempts in admission order, newest last (the newest MaxAttempts): what
+	// generation each has, for the pods of an attempt admitted after its
+	// first. Fencing does not depend on this list.
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Pods and WorldSize of the newest generation, as its sidecars
+	// registered them (0: not known, e.g. ranks assigned at run time).
+	Pods      int `json:"pods,omitempty"`
+	WorldSize int `json:"worldSize,omitempty"`
 	// History is the job's last commits, oldest first: its lineage.
 	History []Commit `json:"history,omitempty"`
 	// Skipped lists the newest skipped shards (at most MaxSkipped);
@@ -266,12 +288,23 @@ func (s *State) ResumeAt(steps int64) (epoch, step int64) {
 	return s.Epoch, s.Step
 }
 
-// Newest returns the newest registered attempt's id, or "".
+// Newest returns the newest attempt's id, or "".
 func (s *State) Newest() string {
 	if len(s.Attempts) == 0 {
 		return ""
 	}
 	return s.Attempts[len(s.Attempts)-1].ID
+}
+
+// GenerationOf returns the generation of attempt id, or 0 when the state
+// does not list it.
+func (s *State) GenerationOf(id string) int64 {
+	for _, a := range s.Attempts {
+		if a.ID == id {
+			return a.Generation
+		}
+	}
+	return 0
 }
 
 // StateData returns the ConfigMap data of a state.
@@ -303,8 +336,8 @@ func ParseState(b []byte) (*State, error) {
 	if err := checkLayout(strconv.Itoa(s.Layout), "state"); err != nil {
 		return nil, err
 	}
-	if s.Epoch < 0 || s.Step < 0 {
-		return nil, fmt.Errorf("state has a negative epoch or step (%d, %d)", s.Epoch, s.Step)
+	if s.Epoch < 0 || s.Step < 0 || s.Generation < 0 {
+		return nil, fmt.Errorf("state has a negative epoch, step or generation (%d, %d, %d)", s.Epoch, s.Step, s.Generation)
 	}
 	return &s, nil
 }

@@ -58,6 +58,7 @@ const (
 	SocketVolume = "shardfeed-socket"
 	CacheVolume  = "shardfeed-cache"
 	PlanVolume   = "shardfeed-plan"
+	TokenVolume  = "shardfeed-token"
 	// The paths of the sidecar contract (internal/sidecarconfig).
 	SocketDir        = sidecarconfig.SocketDir
 	SocketPath       = sidecarconfig.SocketPath
@@ -94,7 +95,24 @@ type Input struct {
 	MinCacheBytes map[int]int64
 	// MaxShardBytes is the largest shard of the dataset (0: unknown).
 	MaxShardBytes int64
+	// Generation is the attempt's generation (from the job's state).
+	Generation int64
+	// Operator is where the sidecar records progress.
+	Operator Operator
 }
+
+// Operator is the operator's progress endpoint as sidecars reach it.
+type Operator struct {
+	// URL is https://<service>.<namespace>.svc:<port>.
+	URL string
+	// Addr, if set, is dialled where the URL's name does not resolve (a
+	// cluster without DNS): the Service's cluster IP and port.
+	Addr string
+}
+
+// tokenExpiry is the lifetime of the sidecar's projected token; the
+// kubelet renews it at 80%.
+const tokenExpiry = 3600
 
 // Denied is a pod the webhook refuses, with the reason.
 type Denied struct{ Reason string }
@@ -153,16 +171,29 @@ func Inject(in Input) (*corev1.Pod, error) {
 	if image == "" {
 		return nil, deny("no sidecar image: set spec.sidecar.image on TrainingDataset %q or the operator's default image", ds.Name)
 	}
+	if pod.Spec.ServiceAccountName == "" {
+		// What the ServiceAccount admission plugin sets; a projected token
+		// needs it named.
+		pod.Spec.ServiceAccountName = "default"
+	}
 	pod.Spec.Volumes = append(pod.Spec.Volumes,
 		corev1.Volume{Name: SocketVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		corev1.Volume{Name: CacheVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: cacheSizeLimit(ds, in.MaxShardBytes)}}},
 		corev1.Volume{Name: PlanVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: configmaps.PlanName(ds.Name)}}}},
+		// The sidecar's identity toward the operator: a token for the
+		// pod's ServiceAccount, bound to the pod, valid only for the
+		// operator's audience (useless against the API server).
+		corev1.Volume{Name: TokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: ptr.To(int32(0o444)),
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: sidecarconfig.TokenAudience, ExpirationSeconds: ptr.To(int64(tokenExpiry)), Path: "token"}}}}}},
 	)
 	mounts := []corev1.VolumeMount{
 		{Name: SocketVolume, MountPath: SocketDir},
 		{Name: CacheVolume, MountPath: CacheDir},
 		{Name: PlanVolume, MountPath: PlanDir, ReadOnly: true},
+		{Name: TokenVolume, MountPath: sidecarconfig.TokenDir, ReadOnly: true},
 	}
 	seen := map[string]bool{}
 	for _, s := range ds.Spec.Streams {
@@ -180,7 +211,8 @@ func Inject(in Input) (*corev1.Pod, error) {
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: CredentialsDir + "/" + ref.Name, ReadOnly: true})
 	}
 	contract := sidecarconfig.Config{Dataset: ds.Name, RankMode: w.mode, PodRank: w.rank, PodRankField: w.rankField, Pods: w.pods, ProcsPerPod: w.procs,
-		Job: jobName(pod, in.Owner), Attempt: attempt(pod, in.Owner), Image: image, MetricsPort: ptr.Deref(ds.Spec.Sidecar.MetricsPort, 0)}
+		Job: JobName(pod, in.Owner), Attempt: Attempt(pod, in.Owner), Generation: in.Generation, Image: image, MetricsPort: ptr.Deref(ds.Spec.Sidecar.MetricsPort, 0),
+		OperatorURL: in.Operator.URL, OperatorAddr: in.Operator.Addr}
 	port := contract.Port()
 	sidecar := corev1.Container{
 		Name:          SidecarName,
@@ -396,9 +428,9 @@ func jobName(pod *corev1.Pod, owner Owner) string {
 	return pod.GenerateName + "job"
 }
 
-// attempt is shared by the pods of one job attempt: the owner's UID (for a
+// Attempt is shared by the pods of one job attempt: the owner's UID (for a
 // JobSet, its UID and restart count: a restart recreates every child Job).
-func attempt(pod *corev1.Pod, owner Owner) string {
+func Attempt(pod *corev1.Pod, owner Owner) string {
 	if l := pod.Labels; l[JobSetName] != "" {
 		id := l[JobSetUID]
 		if id == "" {
@@ -409,5 +441,5 @@ func attempt(pod *corev1.Pod, owner Owner) string {
 	if owner.UID != "" {
 		return owner.UID
 	}
-	return "pod-" + jobName(pod, owner)
+	return "pod-" + JobName(pod, owner)
 }

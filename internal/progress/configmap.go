@@ -14,14 +14,23 @@ import (
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 )
 
-// ConfigMapStore keeps the state in the job's <dataset>-<job>-state
-// ConfigMap, updated with optimistic concurrency on its resourceVersion.
-// The operator pre-creates it; where RBAC allows, a missing one is created.
+// ConfigMapStore keeps the state in the job's state ConfigMap, updated
+// with compare-and-swap on its resourceVersion: writers in several
+// processes (the operator's replicas) never lose each other's updates.
+// It reads and writes only a ConfigMap shardfeed created (labelled
+// app.kubernetes.io/managed-by: shardfeed): one of the same name made by
+// someone else is refused, never adopted.
 type ConfigMapStore struct {
 	client    corev1client.ConfigMapsGetter
 	namespace string
 	name      string
 	labels    map[string]string
+	// Owner, if set, owns a ConfigMap the store creates (the dataset: the
+	// state goes with it).
+	Owner *metav1.OwnerReference
+	// MustExist refuses to create a missing state (ErrNoState): the
+	// operator creates it when it admits the job's first pod.
+	MustExist bool
 	// Outage bounds how long a read or write waits for an API server that
 	// does not answer (a restart, an upgrade), retrying with backoff.
 	Outage time.Duration
@@ -34,9 +43,32 @@ const maxConflicts = 10
 func NewConfigMapStore(client corev1client.ConfigMapsGetter, namespace, dataset, job string) *ConfigMapStore {
 	return &ConfigMapStore{
 		client: client, namespace: namespace, name: configmaps.StateName(dataset, job),
-		labels: map[string]string{configmaps.LabelDataset: dataset, configmaps.LabelJob: job, configmaps.LabelManagedBy: configmaps.ManagedBy},
+		labels: configmaps.JobLabels(dataset, job),
 		Outage: 2 * time.Minute,
 	}
+}
+
+// ErrNoState: the job has no state ConfigMap (MustExist).
+var ErrNoState = errors.New("no state")
+
+// Name is the state ConfigMap's name.
+func (c *ConfigMapStore) Name() string { return c.name }
+
+// NotOwnedError: a ConfigMap of the state's name exists that shardfeed did
+// not create.
+type NotOwnedError struct{ Where string }
+
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("%s exists but was not created by shardfeed (it lacks the label %s=%s): shardfeed never adopts it; delete or rename it",
+		e.Where, configmaps.LabelManagedBy, configmaps.ManagedBy)
+}
+
+// owned refuses a ConfigMap shardfeed did not create.
+func (c *ConfigMapStore) owned(cm *corev1.ConfigMap) error {
+	if cm.Labels[configmaps.LabelManagedBy] != configmaps.ManagedBy {
+		return &NotOwnedError{Where: c.where()}
+	}
+	return nil
 }
 
 // transient reports whether err is the API server being away or
@@ -85,6 +117,9 @@ func (c *ConfigMapStore) Load(ctx context.Context) (*configmaps.State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(), err)
 	}
+	if err := c.owned(cm); err != nil {
+		return nil, err
+	}
 	s, err := configmaps.StateFromData(cm.Data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(), err)
@@ -102,10 +137,20 @@ func (c *ConfigMapStore) Update(ctx context.Context, fn func(*configmaps.State) 
 			return err
 		})
 		create := apierrors.IsNotFound(err)
-		if create {
+		switch {
+		case create && c.MustExist:
+			return nil, fmt.Errorf("%w: %s does not exist", ErrNoState, c.where())
+		case create:
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace, Labels: c.labels}}
-		} else if err != nil {
+			if c.Owner != nil {
+				cm.OwnerReferences = []metav1.OwnerReference{*c.Owner}
+			}
+		case err != nil:
 			return nil, fmt.Errorf("%s: %w", c.where(), err)
+		default:
+			if err := c.owned(cm); err != nil {
+				return nil, err
+			}
 		}
 		s, err := configmaps.StateFromData(cm.Data)
 		if err != nil {
@@ -117,6 +162,9 @@ func (c *ConfigMapStore) Update(ctx context.Context, fn func(*configmaps.State) 
 		data, err := configmaps.StateData(s)
 		if err != nil {
 			return nil, err
+		}
+		if !create && cm.Data[configmaps.KeyState] == data[configmaps.KeyState] {
+			return s, nil // nothing changed: no write
 		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}

@@ -35,17 +35,75 @@ type Job struct {
 	Job         string
 	Attempt     string
 	Fingerprint planner.Fingerprint
+	// Generation is the attempt's generation, given by the operator when it
+	// admitted the attempt's first pod; 0: the attempt is a process of its
+	// own (`shardfeed serve`), and Register gives it the next one.
+	Generation int64
 	// Steps is the number of steps per epoch.
-	Steps        int64
-	SidecarImage string
+	Steps int64
+	// Pods and WorldSize of the attempt, where the sidecar knows them.
+	Pods, WorldSize int
+	SidecarImage    string
 }
 
-// Register records the attempt as the job's newest (if it is not already
-// registered) and checks that the stored state was committed under the same
-// plan; it returns the state.
+// Admit gives attempt its generation: the one recorded for it, or, for an
+// attempt the state does not list, the job's generation plus one, which
+// fences every earlier attempt for good. It pins the sidecar image and the
+// plan version the job starts with, and returns the state. The operator
+// calls it when it admits a pod, before the pod can run.
+func Admit(ctx context.Context, st Store, dataset, job, attempt, image string) (*configmaps.State, error) {
+	return st.Update(ctx, func(s *configmaps.State) error {
+		if err := checkOwner(s, dataset, job); err != nil {
+			return err
+		}
+		s.Dataset, s.Job = dataset, job
+		if s.SidecarImage == "" {
+			s.SidecarImage = image
+		}
+		if s.PlanVersion == 0 {
+			s.PlanVersion = planner.PlanVersion
+		}
+		if s.GenerationOf(attempt) == 0 {
+			recordAttempt(s, attempt, s.Generation+1)
+		}
+		return nil
+	})
+}
+
+// recordAttempt records attempt as the job's newest, of generation gen
+// (above every earlier one).
+func recordAttempt(s *configmaps.State, attempt string, gen int64) {
+	s.Generation = gen
+	s.Pods, s.WorldSize = 0, 0
+	s.Attempts = append(s.Attempts, configmaps.Attempt{ID: attempt, Generation: gen, Registered: time.Now().UTC()})
+	if n := len(s.Attempts); n > configmaps.MaxAttempts {
+		s.Attempts = s.Attempts[n-configmaps.MaxAttempts:]
+	}
+}
+
+// Register checks that the attempt is not fenced and that the stored state
+// was committed under the same plan, and returns the state. An attempt
+// without a generation (j.Generation 0) is given the next one; the caller
+// reads it with State.GenerationOf.
 func Register(ctx context.Context, st Store, j Job) (*configmaps.State, error) {
 	return st.Update(ctx, func(s *configmaps.State) error {
+		if err := checkOwner(s, j.Dataset, j.Job); err != nil {
+			return err
+		}
 		if err := checkPlan(s, j); err != nil {
+			return err
+		}
+		gen := j.Generation
+		switch {
+		case gen == 0 && s.GenerationOf(j.Attempt) == 0:
+			gen = s.Generation + 1
+			recordAttempt(s, j.Attempt, gen)
+		case gen == 0:
+			gen = s.GenerationOf(j.Attempt)
+		case gen > s.Generation: // the state was recreated after the admission
+			recordAttempt(s, j.Attempt, gen)
+		}
+		if err := checkFence(s, j.Job, j.Attempt, gen); err != nil {
 			return err
 		}
 		s.Dataset, s.Job = j.Dataset, j.Job
@@ -54,14 +112,29 @@ func Register(ctx context.Context, st Store, j Job) (*configmaps.State, error) {
 		if s.SidecarImage == "" {
 			s.SidecarImage = j.SidecarImage
 		}
-		if !slices.ContainsFunc(s.Attempts, func(a configmaps.Attempt) bool { return a.ID == j.Attempt }) {
-			s.Attempts = append(s.Attempts, configmaps.Attempt{ID: j.Attempt, Registered: time.Now().UTC()})
-			if n := len(s.Attempts); n > configmaps.MaxAttempts {
-				s.Attempts = s.Attempts[n-configmaps.MaxAttempts:]
-			}
+		if j.Pods > 0 {
+			s.Pods, s.WorldSize = j.Pods, j.WorldSize
 		}
 		return nil
 	})
+}
+
+// checkFence refuses an attempt of a generation below the job's.
+func checkFence(s *configmaps.State, job, attempt string, gen int64) error {
+	if gen >= s.Generation {
+		return nil
+	}
+	return fmt.Errorf("%w: attempt %q (generation %d) is fenced: attempt %q (generation %d) of job %q was admitted after it, so only its pods commit (a pod of a replaced attempt is terminating)",
+		ErrRefused, attempt, gen, s.Newest(), s.Generation, job)
+}
+
+// checkOwner refuses a state recorded for another dataset or job (two
+// jobs whose names hash alike): each job's progress stays its own.
+func checkOwner(s *configmaps.State, dataset, job string) error {
+	if s.Job == "" || (s.Dataset == dataset && s.Job == job) {
+		return nil
+	}
+	return fmt.Errorf("%w: the state holds job %q of dataset %q, not job %q of dataset %q: rename the job", ErrRefused, s.Job, s.Dataset, job, dataset)
 }
 
 func checkPlan(s *configmaps.State, j Job) error {
@@ -89,12 +162,21 @@ func Apply(ctx context.Context, st Store, j Job, c Commit) (*configmaps.State, e
 			ErrRefused, c.Epoch, c.Step, j.Steps, j.Steps)
 	}
 	return st.Update(ctx, func(s *configmaps.State) error {
+		if err := checkOwner(s, j.Dataset, j.Job); err != nil {
+			return err
+		}
 		if err := checkPlan(s, j); err != nil {
 			return err
 		}
-		if newest := s.Newest(); newest != j.Attempt {
-			return fmt.Errorf("%w: attempt %q is fenced: attempt %q of job %q registered after it, so only its pods commit (a pod of a replaced attempt is terminating)",
-				ErrRefused, j.Attempt, newest, j.Job)
+		gen := j.Generation
+		if gen == 0 {
+			gen = s.GenerationOf(j.Attempt)
+		}
+		if gen == 0 {
+			return fmt.Errorf("%w: attempt %q of job %q is not registered: a sidecar registers before it commits", ErrRefused, j.Attempt, j.Job)
+		}
+		if err := checkFence(s, j.Job, j.Attempt, gen); err != nil {
+			return err
 		}
 		if before(c, s) && !c.Resumed {
 			return fmt.Errorf("%w: commit (epoch %d, step %d) is behind the stored (epoch %d, step %d): only a client that resumed from its own older checkpoint goes back, and it says so with \"resumed\": true",

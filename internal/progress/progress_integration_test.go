@@ -12,13 +12,14 @@ import (
 	"sync"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/planner"
-	"github.com/shardfeed/shardfeed/internal/progress"
 )
 
 var apiServer *testenv.APIServer
@@ -81,7 +82,7 @@ func TestIntegrationCommitRulesHoldInEveryStore(t *testing.T) {
 				{"backwards from a resumed client", "a1", progress.Commit{Epoch: 0, Step: 15, Resumed: true}, ""},
 				{"past the epoch", "a1", progress.Commit{Epoch: 0, Step: 101}, "between 0 and 100"},
 				{"next epoch", "a1", progress.Commit{Epoch: 1, Step: 0}, ""},
-				{"an attempt never registered", "zz", progress.Commit{Epoch: 1, Step: 3}, `attempt "zz" is fenced`},
+				{"an attempt never registered", "zz", progress.Commit{Epoch: 1, Step: 3}, `attempt "zz" of job "train-1" is not registered`},
 			}
 			for _, s := range steps {
 				got, err := progress.Apply(ctx, st, job(s.attempt), s.commit)
@@ -102,7 +103,7 @@ func TestIntegrationCommitRulesHoldInEveryStore(t *testing.T) {
 			if _, err := progress.Register(ctx, st, job("a2")); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := progress.Apply(ctx, st, job("a1"), progress.Commit{Epoch: 1, Step: 9}); err == nil || !strings.Contains(err.Error(), `attempt "a2" of job "train-1" registered after it`) {
+			if _, err := progress.Apply(ctx, st, job("a1"), progress.Commit{Epoch: 1, Step: 9}); err == nil || !strings.Contains(err.Error(), `attempt "a1" (generation 1) is fenced: attempt "a2" (generation 2) of job "train-1" was admitted after it`) {
 				t.Fatalf("a fenced attempt committed: %v", err)
 			}
 			// A second pod of attempt a2 registering does not fence the first.
@@ -126,6 +127,59 @@ func TestIntegrationCommitRulesHoldInEveryStore(t *testing.T) {
 			loaded, err := open().Load(ctx)
 			if err != nil || loaded.Epoch != 1 || loaded.Step != 4 || loaded.Newest() != "a2" {
 				t.Fatalf("reloaded %+v, %v", loaded, err)
+			}
+		})
+	}
+}
+
+// TestIntegrationFencingIsPermanent: however many attempts come after it,
+// an attempt's sidecar that restarts with its generation (from its pod's
+// spec) neither registers nor commits, and the newest keeps committing
+// (hardening issue, finding 5: the bounded attempt list once let the 17th
+// older attempt back in).
+func TestIntegrationFencingIsPermanent(t *testing.T) {
+	for kind, open := range stores(t) {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			st := open()
+			admit := func(attempt string) progress.Job {
+				s, err := progress.Admit(ctx, st, "web", "train-1", attempt, "img")
+				if err != nil {
+					t.Fatal(err)
+				}
+				j := job(attempt)
+				j.Generation = s.GenerationOf(attempt)
+				if _, err := progress.Register(ctx, st, j); err != nil {
+					t.Fatal(err)
+				}
+				return j
+			}
+			old := admit("old")
+			if _, err := progress.Apply(ctx, st, old, progress.Commit{Epoch: 0, Step: 5}); err != nil {
+				t.Fatal(err)
+			}
+			var newest progress.Job
+			const attempts = 10 * configmaps.MaxAttempts
+			for i := range attempts {
+				newest = admit(fmt.Sprintf("a%d", i))
+			}
+			if newest.Generation != attempts+1 {
+				t.Fatalf("the newest attempt has generation %d, want %d", newest.Generation, attempts+1)
+			}
+			for what, err := range map[string]error{
+				"registers again": func() error { _, err := progress.Register(ctx, st, old); return err }(),
+				"commits":         func() error { _, err := progress.Apply(ctx, st, old, progress.Commit{Epoch: 0, Step: 9}); return err }(),
+			} {
+				if !errors.Is(err, progress.ErrRefused) || !strings.Contains(err.Error(), `attempt "old" (generation 1) is fenced`) {
+					t.Errorf("the first attempt %s after %d newer ones: %v", what, attempts, err)
+				}
+			}
+			got, err := progress.Apply(ctx, st, newest, progress.Commit{Epoch: 0, Step: 9})
+			if err != nil || got.Step != 9 || got.Attempt != newest.Attempt {
+				t.Fatalf("the newest attempt's commit: %+v, %v", got, err)
+			}
+			if len(got.Attempts) > configmaps.MaxAttempts {
+				t.Errorf("the state lists %d attempts, at most %d", len(got.Attempts), configmaps.MaxAttempts)
 			}
 		})
 	}
@@ -186,7 +240,7 @@ func TestIntegrationStateConfigMapHasTheDocumentedLayout(t *testing.T) {
 	if _, err := progress.Apply(ctx, st, job("a1"), progress.Commit{Epoch: 2, Step: 7}); err != nil {
 		t.Fatal(err)
 	}
-	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "web-train-1-state", metav1.GetOptions{})
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, configmaps.StateName("web", "train-1"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,5 +253,38 @@ func TestIntegrationStateConfigMapHasTheDocumentedLayout(t *testing.T) {
 	}
 	if s.Layout != configmaps.LayoutVersion || s.Epoch != 2 || s.Step != 7 || s.Fingerprint.Sum != fp.Sum || s.PlanVersion != planner.PlanVersion {
 		t.Fatalf("state %+v", s)
+	}
+}
+
+func TestIntegrationTheStoreNeverAdoptsAConfigMapShardfeedDidNotCreate(t *testing.T) {
+	cs, err := kubernetes.NewForConfig(apiServer.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	name := configmaps.StateName("web", "train-1")
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string]string{"state.json": "theirs"}}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := progress.NewConfigMapStore(cs.CoreV1(), ns, "web", "train-1")
+	var notOwned *progress.NotOwnedError
+	if _, err := st.Load(ctx); !errors.As(err, &notOwned) || !strings.Contains(err.Error(), name) {
+		t.Errorf("Load: %v", err)
+	}
+	if _, err := progress.Register(ctx, st, job("a1")); !errors.As(err, &notOwned) {
+		t.Errorf("Register: %v", err)
+	}
+	got, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || got.Data["state.json"] != "theirs" || got.ResourceVersion == "" {
+		t.Fatalf("their ConfigMap after the attempts: %+v, %v", got, err)
+	}
+	// Where the operator must have made the state, a missing one is
+	// refused, not created.
+	missing := progress.NewConfigMapStore(cs.CoreV1(), ns, "web", "never-admitted")
+	missing.MustExist = true
+	if _, err := progress.Register(ctx, missing, job("a1")); !errors.Is(err, progress.ErrNoState) {
+		t.Errorf("Register without a state: %v", err)
 	}
 }

@@ -32,6 +32,14 @@ const (
 	PlanDir    = "/etc/shardfeed/plan"
 	// CredentialsDir holds one directory per credentials Secret, by name.
 	CredentialsDir = "/var/run/shardfeed-credentials"
+	// TokenDir holds the projected ServiceAccount token (audience
+	// "shardfeed") the sidecar shows the operator's progress endpoint.
+	TokenDir = "/var/run/secrets/shardfeed"
+	// TokenAudience is the token's audience: the operator's alone.
+	TokenAudience = "shardfeed"
+	TokenPath     = TokenDir + "/token"
+	// OperatorCAPath is the operator's CA bundle, a key of the plan.
+	OperatorCAPath = PlanDir + "/operator-ca.crt"
 	// MetricsPort is the sidecar's metrics port unless
 	// spec.sidecar.metricsPort says otherwise.
 	MetricsPort int32 = 9464
@@ -51,6 +59,9 @@ const (
 	EnvJob            = "SHARDFEED_JOB"
 	EnvAttempt        = "SHARDFEED_ATTEMPT"
 	EnvImage          = "SHARDFEED_IMAGE"
+	EnvGeneration     = "SHARDFEED_GENERATION"
+	EnvOperatorURL    = "SHARDFEED_OPERATOR_URL"
+	EnvOperatorAddr   = "SHARDFEED_OPERATOR_ADDR"
 	EnvNamespace      = "POD_NAMESPACE"
 )
 
@@ -68,7 +79,12 @@ type Config struct {
 	ProcsPerPod int
 	Job         string
 	Attempt     string
-	Image       string
+	// Generation of the attempt, given by the operator at admission.
+	Generation int64
+	Image      string
+	// OperatorURL is the operator's progress endpoint; OperatorAddr, if
+	// set, the address to dial where the URL's name does not resolve.
+	OperatorURL, OperatorAddr string
 	// Namespace is read from the pod (metadata.namespace).
 	Namespace string
 	// MetricsPort; 0: MetricsPort.
@@ -88,7 +104,12 @@ func (c Config) Env() []corev1.EnvVar {
 		{Name: EnvJob, Value: c.Job},
 		{Name: EnvAttempt, Value: c.Attempt},
 		{Name: EnvImage, Value: c.Image},
+		{Name: EnvGeneration, Value: strconv.FormatInt(c.Generation, 10)},
+		{Name: EnvOperatorURL, Value: c.OperatorURL},
 		fieldEnv(EnvNamespace, "metadata.namespace"),
+	}
+	if c.OperatorAddr != "" {
+		env = append(env, corev1.EnvVar{Name: EnvOperatorAddr, Value: c.OperatorAddr})
 	}
 	if c.RankMode == RankModePod {
 		rank := corev1.EnvVar{Name: EnvPodRank, Value: strconv.Itoa(c.PodRank)}
@@ -122,7 +143,8 @@ func (c Config) Args() []string {
 // rank mode pod, one pod, one process per pod.
 func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	c := Config{RankMode: RankModePod, Pods: 1, ProcsPerPod: 1}
-	for name, into := range map[string]*string{EnvDataset: &c.Dataset, EnvJob: &c.Job, EnvAttempt: &c.Attempt, EnvImage: &c.Image, EnvNamespace: &c.Namespace} {
+	for name, into := range map[string]*string{EnvDataset: &c.Dataset, EnvJob: &c.Job, EnvAttempt: &c.Attempt, EnvImage: &c.Image, EnvNamespace: &c.Namespace,
+		EnvOperatorURL: &c.OperatorURL, EnvOperatorAddr: &c.OperatorAddr} {
 		if v, ok := lookup(name); ok {
 			*into = v
 		}
@@ -141,5 +163,26 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		}
 		*into = n
 	}
+	if v, ok := lookup(EnvGeneration); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return c, fmt.Errorf("%s=%q is not a generation (an integer from 0)", EnvGeneration, v)
+		}
+		c.Generation = n
+	}
 	return c, nil
+}
+
+// FromContainer parses the contract from a sidecar container's environment
+// as the webhook wrote it (the literal values; fields the kubelet resolves
+// are left unset).
+func FromContainer(c *corev1.Container) (Config, error) {
+	return FromEnv(func(name string) (string, bool) {
+		for _, e := range c.Env {
+			if e.Name == name && e.ValueFrom == nil {
+				return e.Value, true
+			}
+		}
+		return "", false
+	})
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/streams"
@@ -36,7 +37,6 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
-	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/sidecar/server"
 	"github.com/shardfeed/shardfeed/sidecar/source"
 )
@@ -70,9 +70,11 @@ type Config struct {
 	RankMode               sidecarconfig.RankMode
 	Pod, Pods, ProcsPerPod int
 	Job, Attempt           string
-	SidecarImage           string
-	// Progress persists commits; NewProgress builds it once the job is known.
-	Progress progress.Store
+	// Generation of the attempt (from the operator; 0: the next one).
+	Generation   int64
+	SidecarImage string
+	// Progress records the job's registration and commits.
+	Progress progress.Ledger
 
 	// Formats the streams are read with; nil: formats.Default().
 	Formats format.Registry
@@ -214,7 +216,7 @@ func (cfg *Config) recordSkip(s pipeline.Skip) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := progress.RecordSkip(ctx, cfg.Progress, configmaps.SkippedShard{Stream: s.Stream, Shard: s.Shard, Samples: s.Samples, Reason: s.Reason, Attempt: cfg.Attempt}); err != nil {
+	if err := cfg.Progress.Skip(ctx, configmaps.SkippedShard{Stream: s.Stream, Shard: s.Shard, Samples: s.Samples, Reason: s.Reason, Attempt: cfg.Attempt}); err != nil {
 		log.Error("Recording the skipped shard in the job's state failed", "stream", s.Stream, "shard", s.Shard, "err", err)
 	}
 }
@@ -233,11 +235,19 @@ func Run(ctx context.Context, cfg Config) error {
 	pl, pipe := feed.Plan, feed.Pipeline
 	defer pipe.Close()
 
-	job := progress.Job{Dataset: cfg.Dataset, Job: cfg.Job, Attempt: cfg.Attempt, Fingerprint: pl.Fingerprint(), Steps: pl.Steps(), SidecarImage: cfg.SidecarImage}
-	state, err := progress.Register(ctx, cfg.Progress, job)
+	job := progress.Job{Dataset: cfg.Dataset, Job: cfg.Job, Attempt: cfg.Attempt, Generation: cfg.Generation, Fingerprint: pl.Fingerprint(), Steps: pl.Steps(),
+		SidecarImage: cfg.SidecarImage}
+	if cfg.RankMode == server.RankModePod {
+		job.Pods, job.WorldSize = cfg.Pods, cfg.Pods*cfg.ProcsPerPod
+	}
+	state, err := cfg.Progress.Register(ctx, job)
 	if err != nil {
 		return err
 	}
+	if job.Generation == 0 {
+		job.Generation = state.GenerationOf(job.Attempt)
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := server.New(server.Config{Pipeline: pipe, Progress: cfg.Progress, Job: job, RankMode: cfg.RankMode,

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
-	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/sidecar/server"
 )
 
@@ -50,7 +50,7 @@ func fuzzServer(f *testing.F) http.Handler {
 	if _, err := progress.Register(context.Background(), st, job); err != nil {
 		f.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Pipeline: feed.Pipeline, Progress: st, Job: job, RankMode: server.RankModePod,
+	srv, err := server.New(server.Config{Pipeline: feed.Pipeline, Progress: progress.Local{Store: st}, Job: job, RankMode: server.RankModePod,
 		Pod: 0, Pods: 2, ProcsPerPod: 2, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)

@@ -14,8 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
-	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/internal/progress"
+	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
 // ArrowStream is the media type of a batch stream.
@@ -278,7 +278,7 @@ func (s *Server) commit(w http.ResponseWriter, req *http.Request) {
 		badRequest(w, "", "%v", err)
 		return
 	}
-	st, err := progress.Apply(req.Context(), s.cfg.Progress, s.cfg.Job, c)
+	st, err := s.cfg.Progress.Commit(req.Context(), s.cfg.Job, c)
 	if errors.Is(err, progress.ErrRefused) {
 		s.metrics.commitsRefused.Inc()
 		writeJSON(w, http.StatusConflict, apiError{Error: err.Error()})

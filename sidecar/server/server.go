@@ -19,9 +19,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
-	"github.com/shardfeed/shardfeed/internal/progress"
 )
 
 // Rank modes (design §5).
@@ -35,7 +35,7 @@ const (
 // Config configures a Server.
 type Config struct {
 	Pipeline *pipeline.Pipeline
-	Progress progress.Store
+	Progress progress.Ledger
 	Job      progress.Job
 	RankMode sidecarconfig.RankMode
 	// Pod, Pods and ProcsPerPod place this pod in the job (rank mode pod).

@@ -77,6 +77,22 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	if len(wantRules) != 2 || wantRules["ClusterRole"] == nil || wantRules["Role"] == nil {
 		t.Fatalf("config/rbac/role.yaml holds %v, want a ClusterRole and a Role", wantRules)
 	}
+	// The hardening issue's bound: cluster-wide, the manager writes no
+	// Roles, RoleBindings or Secrets (it grants nobody anything; the one
+	// Secret it writes, its certificate's, is in its own namespace's Role).
+	for _, r := range wantRules["ClusterRole"].([]any) {
+		rule := r.(map[string]any)
+		for _, res := range rule["resources"].([]any) {
+			switch res {
+			case "roles", "rolebindings", "clusterroles", "clusterrolebindings", "secrets", "*", "serviceaccounts/token":
+				for _, v := range rule["verbs"].([]any) {
+					if v != "get" && v != "list" && v != "watch" {
+						t.Errorf("the manager's ClusterRole may %s %s", v, res)
+					}
+				}
+			}
+		}
+	}
 	// The CRDs as controller-gen generates them: the chart's must be the
 	// same but for the keep policy.
 	wantCRDs := map[string]*unstructured.Unstructured{}

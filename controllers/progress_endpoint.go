@@ -1,0 +1,314 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/progress"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+// ProgressEndpoint is the operator's side of the progress API
+// (internal/progress.Remote is the sidecar's): a sidecar registers, commits
+// and reports skipped shards with its pod's projected ServiceAccount token
+// (audience progress.Audience). The token names its pod (TokenReview); the
+// pod's sidecar container, as the webhook wrote it at admission (a pod's
+// containers never change after), names the dataset, job, attempt and
+// generation. The request body carries only what the sidecar computed, so
+// a pod moves its own job's progress and nothing else, whatever its
+// ServiceAccount, and pods need no access to the API server at all.
+type ProgressEndpoint struct {
+	// Reviews authenticates the tokens.
+	Reviews authenticationv1client.TokenReviewInterface
+	// Pods reads the token's pod (directly: it may be seconds old).
+	Pods client.Reader
+	// ConfigMaps reads and writes the jobs' states, compare-and-swap on the
+	// resourceVersion: several replicas serve the endpoint.
+	ConfigMaps corev1client.ConfigMapsGetter
+	Log        logr.Logger
+
+	// identities caches who a token is for a minute (like the API
+	// server's own token cache): a commit is a TokenReview and a pod read
+	// only once a minute.
+	mu         sync.Mutex
+	identities map[[sha256.Size]byte]*identity
+}
+
+// identityTTL bounds how long a token's identity is trusted without a new
+// TokenReview (a deleted pod's token stops working within it).
+const identityTTL = time.Minute
+
+// maxIdentities bounds the cache (one entry per live token).
+const maxIdentities = 100000
+
+type identity struct {
+	namespace string
+	pod       string
+	contract  sidecarconfig.Config
+	expires   time.Time
+}
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;update
+
+// Register adds the endpoint's handlers to mux (the webhook server's, so
+// that the endpoint has its certificate and its Service).
+func (e *ProgressEndpoint) Register(mux interface {
+	Register(path string, h http.Handler)
+}) {
+	mux.Register(progress.PathRegister, e.handler(http.MethodPost, e.register))
+	mux.Register(progress.PathCommit, e.handler(http.MethodPost, e.commit))
+	mux.Register(progress.PathSkip, e.handler(http.MethodPost, e.skip))
+	mux.Register(progress.PathState, e.handler(http.MethodGet, e.state))
+}
+
+// endpointError is a refusal with its status.
+type endpointError struct {
+	status int
+	msg    string
+}
+
+func (e *endpointError) Error() string { return e.msg }
+
+func refuse(status int, format string, a ...any) error {
+	return &endpointError{status: status, msg: fmt.Sprintf(format, a...)}
+}
+
+type endpointFunc func(ctx context.Context, who *identity, req *http.Request) (*configmaps.State, error)
+
+func (e *ProgressEndpoint) handler(method string, fn endpointFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != method {
+			writeEndpoint(w, http.StatusMethodNotAllowed, progress.ErrorResponse{Error: "use " + method})
+			return
+		}
+		ctx, cancel := context.WithTimeout(req.Context(), 30*time.Second)
+		defer cancel()
+		who, err := e.authenticate(ctx, req)
+		var st *configmaps.State
+		if err == nil {
+			st, err = fn(ctx, who, req)
+		}
+		if err == nil {
+			writeEndpoint(w, http.StatusOK, st)
+			return
+		}
+		status := http.StatusInternalServerError
+		var ee *endpointError
+		switch {
+		case errors.As(err, &ee):
+			status = ee.status
+		case errors.Is(err, progress.ErrRefused):
+			status = http.StatusConflict
+		case errors.Is(err, progress.ErrNoState):
+			status = http.StatusConflict
+			err = fmt.Errorf("%w: the operator creates a job's state when it admits the job's first pod; this pod was admitted without it (was the webhook off?) or its dataset was deleted", err)
+		case transientAPIError(err):
+			status = http.StatusServiceUnavailable
+		}
+		if status >= 500 {
+			e.Log.Error(err, "Progress request failed", "path", req.URL.Path)
+		}
+		writeEndpoint(w, status, progress.ErrorResponse{Error: err.Error()})
+	})
+}
+
+func transientAPIError(err error) bool {
+	return apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsInternalError(err) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func writeEndpoint(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// authenticate resolves the request's token to its pod's sidecar contract.
+func (e *ProgressEndpoint) authenticate(ctx context.Context, req *http.Request) (*identity, error) {
+	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		return nil, refuse(http.StatusUnauthorized, "no bearer token: the sidecar sends its projected ServiceAccount token (audience %q)", progress.Audience)
+	}
+	key := sha256.Sum256([]byte(token))
+	if who := e.cached(key); who != nil {
+		return who, nil
+	}
+	review, err := e.Reviews.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{
+		Token: token, Audiences: []string{progress.Audience}}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reviewing the token: %w", err)
+	}
+	if !review.Status.Authenticated {
+		return nil, refuse(http.StatusUnauthorized, "the token is not a valid ServiceAccount token for audience %q", progress.Audience)
+	}
+	user := review.Status.User
+	namespace, ok := serviceAccountNamespace(user.Username)
+	podName, podUID := first(user.Extra["authentication.kubernetes.io/pod-name"]), first(user.Extra["authentication.kubernetes.io/pod-uid"])
+	if !ok || podName == "" || podUID == "" {
+		return nil, refuse(http.StatusForbidden, "the token of %q is not bound to a pod: the sidecar sends the projected token the webhook mounts", user.Username)
+	}
+	var pod corev1.Pod
+	if err := e.Pods.Get(ctx, client.ObjectKey{Namespace: namespace, Name: podName}, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, refuse(http.StatusUnauthorized, "pod %s/%s of the token no longer exists", namespace, podName)
+		}
+		return nil, fmt.Errorf("reading pod %s/%s: %w", namespace, podName, err)
+	}
+	if pod.UID != types.UID(podUID) {
+		return nil, refuse(http.StatusUnauthorized, "pod %s/%s of the token was replaced by another of the same name", namespace, podName)
+	}
+	who := &identity{namespace: namespace, pod: podName, expires: time.Now().Add(identityTTL)}
+	if who.contract, err = sidecarContract(&pod); err != nil {
+		return nil, refuse(http.StatusForbidden, "pod %s/%s: %v", namespace, podName, err)
+	}
+	e.remember(key, who)
+	return who, nil
+}
+
+func (e *ProgressEndpoint) cached(key [sha256.Size]byte) *identity {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	who := e.identities[key]
+	if who == nil || time.Now().After(who.expires) {
+		return nil
+	}
+	return who
+}
+
+// remember caches who; a full cache first drops the expired entries, and
+// stays full (every request is then reviewed) rather than grow.
+func (e *ProgressEndpoint) remember(key [sha256.Size]byte, who *identity) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.identities == nil {
+		e.identities = map[[sha256.Size]byte]*identity{}
+	}
+	if len(e.identities) >= maxIdentities {
+		now := time.Now()
+		for k, v := range e.identities {
+			if now.After(v.expires) {
+				delete(e.identities, k)
+			}
+		}
+		if len(e.identities) >= maxIdentities {
+			return
+		}
+	}
+	e.identities[key] = who
+}
+
+// sidecarContract reads what the webhook told the pod's sidecar.
+func sidecarContract(pod *corev1.Pod) (sidecarconfig.Config, error) {
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.Name != inject.SidecarName {
+			continue
+		}
+		contract, err := sidecarconfig.FromContainer(c)
+		if err != nil {
+			return contract, err
+		}
+		if contract.Dataset == "" || contract.Job == "" || contract.Attempt == "" || contract.Generation < 1 {
+			return contract, errors.New("its sidecar was not injected by this operator (no dataset, job, attempt or generation): recreate the pod")
+		}
+		return contract, nil
+	}
+	return sidecarconfig.Config{}, fmt.Errorf("it has no %s container: only an injected pod's sidecar records progress", inject.SidecarName)
+}
+
+func serviceAccountNamespace(username string) (string, bool) {
+	rest, ok := strings.CutPrefix(username, "system:serviceaccount:")
+	if !ok {
+		return "", false
+	}
+	ns, _, ok := strings.Cut(rest, ":")
+	return ns, ok && ns != ""
+}
+
+func first(v authenticationv1.ExtraValue) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+// store is the job's state ConfigMap; it must exist (the webhook made it).
+func (e *ProgressEndpoint) store(who *identity) *progress.ConfigMapStore {
+	st := progress.NewConfigMapStore(e.ConfigMaps, who.namespace, who.contract.Dataset, who.contract.Job)
+	st.MustExist = true
+	st.Outage = 10 * time.Second // the sidecar retries: answer 503 rather than hold the request
+	return st
+}
+
+func (e *ProgressEndpoint) job(who *identity, plan string, steps int64) progress.Job {
+	c := who.contract
+	return progress.Job{Dataset: c.Dataset, Job: c.Job, Attempt: c.Attempt, Generation: c.Generation, Steps: steps,
+		Fingerprint: fingerprintSum(plan), SidecarImage: c.Image}
+}
+
+func fingerprintSum(sum string) planner.Fingerprint { return planner.Fingerprint{Sum: sum} }
+
+func (e *ProgressEndpoint) register(ctx context.Context, who *identity, req *http.Request) (*configmaps.State, error) {
+	var r progress.RegisterRequest
+	if err := progress.DecodeRequest(req.Body, &r); err != nil {
+		return nil, refuse(http.StatusBadRequest, "%v: send %s", err, `{"fingerprint": {...}, "steps": N}`)
+	}
+	if r.Fingerprint.Sum == "" || r.Steps < 1 || r.Pods < 0 || r.WorldSize < 0 {
+		return nil, refuse(http.StatusBadRequest, "a registration names the plan's fingerprint and its steps per epoch (at least 1)")
+	}
+	j := e.job(who, r.Fingerprint.Sum, r.Steps)
+	j.Fingerprint, j.Pods, j.WorldSize = r.Fingerprint, r.Pods, r.WorldSize
+	st, err := progress.Register(ctx, e.store(who), j)
+	if err == nil {
+		e.Log.V(1).Info("Registered", "namespace", who.namespace, "pod", who.pod, "job", j.Job, "attempt", j.Attempt, "generation", j.Generation)
+	}
+	return st, err
+}
+
+func (e *ProgressEndpoint) commit(ctx context.Context, who *identity, req *http.Request) (*configmaps.State, error) {
+	var r progress.CommitRequest
+	if err := progress.DecodeRequest(req.Body, &r); err != nil {
+		return nil, refuse(http.StatusBadRequest, "%v: send %s", err, `{"plan": SUM, "steps": N, "epoch": E, "step": K}`)
+	}
+	if r.Plan == "" || r.Steps < 1 {
+		return nil, refuse(http.StatusBadRequest, "a commit names the plan's fingerprint and its steps per epoch (at least 1)")
+	}
+	return progress.Apply(ctx, e.store(who), e.job(who, r.Plan, r.Steps), progress.Commit{Epoch: r.Epoch, Step: r.Step, Resumed: r.Resumed})
+}
+
+func (e *ProgressEndpoint) skip(ctx context.Context, who *identity, req *http.Request) (*configmaps.State, error) {
+	var r progress.SkipRequest
+	if err := progress.DecodeRequest(req.Body, &r); err != nil {
+		return nil, refuse(http.StatusBadRequest, "%v", err)
+	}
+	if r.Stream == "" || r.Shard == "" || r.Samples < 0 {
+		return nil, refuse(http.StatusBadRequest, "a skipped shard names its stream and shard")
+	}
+	r.Attempt = who.contract.Attempt
+	return progress.RecordSkip(ctx, e.store(who), r)
+}
+
+func (e *ProgressEndpoint) state(ctx context.Context, who *identity, _ *http.Request) (*configmaps.State, error) {
+	return e.store(who).Load(ctx)
+}

@@ -58,10 +58,12 @@ func NewRemote(r Remote) (*Remote, error) {
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	transport := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if r.Addr != "" {
-				addr = r.Addr
+			conn, err := dialer.DialContext(ctx, network, addr)
+			var dnsErr *net.DNSError
+			if err != nil && r.Addr != "" && errors.As(err, &dnsErr) {
+				return dialer.DialContext(ctx, network, r.Addr) // a cluster without DNS
 			}
-			return dialer.DialContext(ctx, network, addr)
+			return conn, err
 		},
 		TLSClientConfig: &tls.Config{
 			MinVersion: tls.VersionTLS12,

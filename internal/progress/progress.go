@@ -131,7 +131,7 @@ func checkFence(s *configmaps.State, job, attempt string, gen int64) error {
 // checkOwner refuses a state recorded for another dataset or job (two
 // jobs whose names hash alike): each job's progress stays its own.
 func checkOwner(s *configmaps.State, dataset, job string) error {
-	if s.Job == "" || (s.Dataset == dataset && s.Job == job) {
+	if (s.Dataset == "" || s.Dataset == dataset) && (s.Job == "" || s.Job == job) {
 		return nil
 	}
 	return fmt.Errorf("%w: the state holds job %q of dataset %q, not job %q of dataset %q: rename the job", ErrRefused, s.Job, s.Dataset, job, dataset)

@@ -67,28 +67,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := testenv.RunWithMinIO(m, &minioServer)
-	if apiServer != nil {
-		_ = apiServer.Stop()
-	}
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-var (
-	apiServer     *testenv.APIServer
-	apiServerOnce sync.Once
-	apiServerErr  error
-)
-
-// startAPIServer starts a real kube-apiserver and etcd once for the tests
-// that need one.
-func startAPIServer(t testing.TB) *testenv.APIServer {
-	t.Helper()
-	apiServerOnce.Do(func() { apiServer, apiServerErr = testenv.StartAPIServer() })
-	if apiServerErr != nil {
-		t.Fatal(apiServerErr)
-	}
-	return apiServer
 }
 
 // dataset is a dataset uploaded to a fresh bucket.

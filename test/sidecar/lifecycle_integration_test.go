@@ -18,13 +18,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -287,48 +286,63 @@ func TestIntegrationSidecarReadsTheMountedPlanConfigMap(t *testing.T) {
 	mustContain(t, string(b), "the indexes changed since the operator planned", "v1-stale")
 }
 
-func TestIntegrationSidecarsOfAJobShareTheStateConfigMapAndFenceOldAttempts(t *testing.T) {
-	api := startAPIServer(t)
-	ns := api.Namespace(t)
-	kubeconfig := api.Kubeconfig(t)
+// TestIntegrationAReplacedAttemptStaysFencedForGood: real sidecar processes
+// of one job share its state; the operator gave each attempt its
+// generation (SHARDFEED_GENERATION). After many more attempts than the
+// state lists (hardening issue, finding 5), the first attempt's running
+// sidecar cannot commit, and restarted with its pod's generation it
+// refuses to start, while the newest attempt commits.
+func TestIntegrationAReplacedAttemptStaysFencedForGood(t *testing.T) {
 	ds := newDataset(t, 400, 0, "  numSplits: 4\n  globalBatchSize: 8\n")
-	pod := func(rank int, attempt string) *server {
-		dir := t.TempDir()
-		env := append(credentialsEnv(t, ds), "POD_NAMESPACE="+ns, "SHARDFEED_JOB=train-1", "SHARDFEED_ATTEMPT="+attempt,
-			"SHARDFEED_PODS=2", fmt.Sprintf("SHARDFEED_POD_RANK=%d", rank))
-		return startEnv(t, dir, env, "sidecar", "-f", ds.manifest, "--kubeconfig", kubeconfig, "--socket", filepath.Join(dir, "run", "feed.sock"),
-			"--cache-dir", filepath.Join(dir, "cache"), "--metrics-addr", "")
+	state := filepath.Join(t.TempDir(), "state.json")
+	env := func(attempt string, gen int64) []string {
+		return append(credentialsEnv(t, ds), "SHARDFEED_JOB=train-1", "SHARDFEED_ATTEMPT="+attempt, fmt.Sprintf("SHARDFEED_GENERATION=%d", gen),
+			"SHARDFEED_PODS=2", "SHARDFEED_POD_RANK=0")
+	}
+	args := func(dir string) []string {
+		return []string{"sidecar", "-f", ds.manifest, "--state", state, "--socket", filepath.Join(dir, "run", "feed.sock"),
+			"--cache-dir", filepath.Join(dir, "cache"), "--metrics-addr", ""}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pod0, pod1 := pod(0, "a1"), pod(1, "a1")
-	if _, err := pod0.client.Commit(ctx, 0, 3, false); err != nil {
+	store, err := progress.NewFileStore(state)
+	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := pod1.client.State(ctx)
-	if err != nil || st.Step != 3 || st.Attempt != "a1" {
-		t.Fatalf("pod 1 sees %+v, %v; pod 0 committed step 3", st, err)
+	// The operator admits the first attempt, whose sidecar commits.
+	if _, err := progress.Admit(ctx, store, "feed", "train-1", "a1", "img"); err != nil {
+		t.Fatal(err)
 	}
-	// A resumed client of pod 1 starts at the committed step.
-	got, err := readAll(ctx, pod1.client, shardfeed.Request{Rank: 1, World: 2}, nil)
-	if err != nil || len(got) == 0 || got[0].step != 3 {
-		t.Fatalf("pod 1's stream after the commit: %v, %v", got, err)
+	firstDir := t.TempDir()
+	first := startEnv(t, firstDir, env("a1", 1), args(firstDir)...)
+	if _, err := first.client.Commit(ctx, 0, 3, false); err != nil {
+		t.Fatal(err)
 	}
-	// The job is replaced: a pod of attempt a2 registers, and the old
-	// attempt's sidecar can no longer move progress.
-	pod(0, "a2")
-	_, err = pod0.client.Commit(ctx, 0, 5, false)
+	// The job is replaced, again and again.
+	const attempts = 3 * configmaps.MaxAttempts
+	for i := range attempts {
+		if _, err := progress.Admit(ctx, store, "feed", "train-1", fmt.Sprintf("b%d", i), "img"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newestDir := t.TempDir()
+	newest := startEnv(t, newestDir, env(fmt.Sprintf("b%d", attempts-1), attempts+1), args(newestDir)...)
+	_, err = first.client.Commit(ctx, 0, 5, false)
 	var apiErr *shardfeed.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != 409 {
-		t.Fatalf("a commit of the replaced attempt: %v", err)
+		t.Fatalf("a commit of the first attempt after %d newer ones: %v", attempts, err)
 	}
-	mustContain(t, apiErr.Message, `attempt "a1" is fenced`, `attempt "a2"`)
-	var cm corev1.ConfigMap
-	if err := api.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "feed-train-1-state"}, &cm); err != nil {
-		t.Fatal(err)
+	mustContain(t, apiErr.Message, `attempt "a1" (generation 1) is fenced`, fmt.Sprintf("(generation %d)", attempts+1))
+	first.kill()
+	restarted := exec.Command(binary, args(t.TempDir())...)
+	restarted.Env = append(os.Environ(), env("a1", 1)...)
+	out, err := restarted.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the first attempt's sidecar restarted and served:\n%s", out)
 	}
-	s, err := configmaps.StateFromData(cm.Data)
-	if err != nil || s.Step != 3 || s.Newest() != "a2" || len(s.History) != 1 {
-		t.Fatalf("state ConfigMap %+v, %v", s, err)
+	mustContain(t, string(out), `attempt "a1" (generation 1) is fenced`)
+	st, err := newest.client.Commit(ctx, 0, 4, false)
+	if err != nil || st.Step != 4 {
+		t.Fatalf("the newest attempt's commit: %+v, %v", st, err)
 	}
 }

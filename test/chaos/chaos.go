@@ -41,6 +41,10 @@ const (
 	APIServerRestart Fault = "kube-apiserver restart"
 	CorruptShard     Fault = "corrupt shard"
 	SlowStore        Fault = "slow store"
+	// KillManager and RollManager put the operator, now on the commit
+	// path, through a crash of one replica and a rolling restart.
+	KillManager Fault = "manager replica SIGKILL"
+	RollManager Fault = "manager rolling restart"
 )
 
 // Scenario is one job trained through its faults.
@@ -365,6 +369,19 @@ func (p *play) inject(ctx context.Context, f Fault) (string, error) {
 			return "", fmt.Errorf("%w: %s", err, out)
 		}
 		return fmt.Sprintf("kube-apiserver killed and restarted (back after %s)", time.Since(began).Round(100*time.Millisecond)), nil
+	case KillManager:
+		which := p.rng.IntN(2)
+		pod, err := p.s.c.KillManager(ctx, which)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("SIGKILL of manager replica %s (restarted, ready again)", pod), nil
+	case RollManager:
+		began := time.Now()
+		if err := p.s.c.RollManager(ctx); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("the manager's Deployment rolled (in %s)", time.Since(began).Round(100*time.Millisecond)), nil
 	case SlowStore:
 		d := 10*time.Second + time.Duration(p.rng.Int64N(int64(20*time.Second)))
 		d = d.Round(time.Second)

@@ -38,15 +38,18 @@ var full = []chaos.Scenario{
 	{Name: "corrupt-fail", Worlds: []int{4}, Faults: []chaos.Fault{chaos.CorruptShard}},
 	{Name: "corrupt-skip", Worlds: []int{4}, Faults: []chaos.Fault{chaos.CorruptShard}, OnCorruptShard: "skip"},
 	{Name: "slow-store", Worlds: []int{4}, Faults: []chaos.Fault{chaos.SlowStore}},
+	{Name: "manager-kill", Worlds: []int{4}, Faults: []chaos.Fault{chaos.KillManager, chaos.KillManager}},
+	{Name: "manager-roll", Worlds: []int{4}, Faults: []chaos.Fault{chaos.RollManager}},
 	{Name: "everything", Worlds: []int{4, 3, 6, 2}, OnCorruptShard: "skip", Samples: 9600, Faults: []chaos.Fault{
-		chaos.KillSidecar, chaos.KillTrainer, chaos.MinIOOutage, chaos.APIServerRestart, chaos.CorruptShard, chaos.SlowStore}},
+		chaos.KillSidecar, chaos.KillTrainer, chaos.MinIOOutage, chaos.APIServerRestart, chaos.CorruptShard, chaos.SlowStore,
+		chaos.KillManager, chaos.RollManager}},
 }
 
 // short is the run inside make test: one job through a rescale and the
 // faults that need no long wait.
 var short = []chaos.Scenario{
 	{Name: "short", Worlds: []int{4, 2}, OnCorruptShard: "skip", OutageMin: 10 * time.Second, OutageMax: 10 * time.Second,
-		Faults: []chaos.Fault{chaos.KillSidecar, chaos.MinIOOutage, chaos.APIServerRestart, chaos.CorruptShard}},
+		Faults: []chaos.Fault{chaos.KillSidecar, chaos.MinIOOutage, chaos.APIServerRestart, chaos.CorruptShard, chaos.KillManager}},
 }
 
 func TestChaosEveryScenarioIsExactlyOnce(t *testing.T) {

@@ -13,8 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -114,7 +116,13 @@ func (c *Cluster) NewEnv(ctx context.Context, ns string, o DatasetOptions) (*Env
 	}); err != nil {
 		return nil, err
 	}
-	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	// The "restricted" Pod Security level is enforced: the injected pods
+	// must pass it (the hardening issue's acceptance).
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}); err != nil {
+		return nil, err
+	}
+	if err := e.recordsVolume(ctx); err != nil {
 		return nil, err
 	}
 	if err := c.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns},
@@ -178,6 +186,37 @@ func (e *Env) PodsOf(ctx context.Context, job string) ([]corev1.Pod, error) {
 	err := e.Client.List(ctx, &list, client.InNamespace(e.NS), client.MatchingLabels{"job-name": job})
 	return list.Items, err
 }
+
+// recordsVolume binds the claim the trainers mount at /e2e to the node
+// directory e.dir: a hostPath volume in the pod itself is not allowed at
+// the restricted level, a claim is (the volume is the admin's).
+func (e *Env) recordsVolume(ctx context.Context) error {
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "shardfeed-" + e.NS + "-records"}}
+	if err := e.Client.Delete(ctx, pv); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := WaitFor(ctx, time.Minute, "PersistentVolume "+pv.Name+" of an earlier run to go", func() (bool, error) {
+		err := e.Client.Get(ctx, client.ObjectKeyFromObject(pv), &corev1.PersistentVolume{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}); err != nil {
+		return err
+	}
+	capacity := corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
+	pv.Spec = corev1.PersistentVolumeSpec{Capacity: capacity, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+		PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain, StorageClassName: "",
+		PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: e.dir}},
+		ClaimRef:               &corev1.ObjectReference{Namespace: e.NS, Name: recordsClaim}}
+	if err := e.Client.Create(ctx, pv); err != nil {
+		return err
+	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: recordsClaim, Namespace: e.NS}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: ptr.To(""), VolumeName: pv.Name,
+		Resources: corev1.VolumeResourceRequirements{Requests: capacity}}}
+	return e.Client.Create(ctx, pvc)
+}
+
+// recordsClaim is the trainers' claim on the records directory.
+const recordsClaim = "e2e-records"
 
 // Dir is the story's directory on the node: the trainers' records and
 // barrier, the dataset's files (data/) and manifest.

@@ -145,7 +145,18 @@ func (c *Cluster) play(ctx context.Context, rep *Report) error {
 	c.Detail("%s", rep.Summary())
 
 	// 10. Clean-up by owner references.
-	c.Step("Deleting the TrainingDataset: its plan, job state, Role and RoleBinding go with it")
+	c.Step("Deleting the TrainingDataset: its plan and job state go with it (the operator made no Role or RoleBinding)")
+	var roles rbacv1.RoleList
+	var bindings rbacv1.RoleBindingList
+	if err := c.Client.List(ctx, &roles, client.InNamespace(e.NS)); err != nil {
+		return err
+	}
+	if err := c.Client.List(ctx, &bindings, client.InNamespace(e.NS)); err != nil {
+		return err
+	}
+	if len(roles.Items)+len(bindings.Items) > 0 {
+		return fmt.Errorf("namespace %s holds %d Roles and %d RoleBindings: the operator grants pods nothing", e.NS, len(roles.Items), len(bindings.Items))
+	}
 	if err := c.Client.Delete(ctx, ds); err != nil {
 		return err
 	}
@@ -153,8 +164,6 @@ func (c *Cluster) play(ctx context.Context, rep *Report) error {
 		for _, obj := range []client.Object{
 			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.PlanName(datasetName)}},
 			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.StateName(datasetName, jobName)}},
-			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "shardfeed-" + datasetName + "-" + jobName}},
-			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "shardfeed-" + datasetName + "-" + jobName}},
 		} {
 			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: obj.GetName()}, obj); !apierrors.IsNotFound(err) {
 				return false, err
@@ -233,7 +242,9 @@ func (e *Env) StartJob(ctx context.Context, pods int) (*batchv1.Job, error) {
 							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 					}},
-					Volumes: []corev1.Volume{{Name: "e2e", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: e.dir}}}},
+					Volumes: []corev1.Volume{{Name: "e2e", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: recordsClaim}}}},
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 				},
 			},
 		},
@@ -429,4 +440,72 @@ func (e *Env) PodAt(ctx context.Context, job *batchv1.Job, idx int) (*corev1.Pod
 		}
 	}
 	return nil, fmt.Errorf("no running pod of %s with index %d", job.Name, idx)
+}
+
+// managerPods are the manager's running pods.
+func (c *Cluster) managerPods(ctx context.Context) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := c.Client.List(ctx, &pods, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+		return nil, err
+	}
+	var running []corev1.Pod
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			running = append(running, p)
+		}
+	}
+	return running, nil
+}
+
+// KillManager kills the manager container of one replica (SIGKILL,
+// through containerd), which=0 or 1, and waits until the kubelet restarted
+// it and it is ready again: meanwhile the other replica serves the
+// webhooks and the sidecars' commits.
+func (c *Cluster) KillManager(ctx context.Context, which int) (string, error) {
+	pods, err := c.managerPods(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(pods) == 0 {
+		return "", errors.New("no running manager pod")
+	}
+	pod := pods[which%len(pods)]
+	var id string
+	var restarts int32
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name == "manager" {
+			id, restarts = strings.TrimPrefix(s.ContainerID, "containerd://"), s.RestartCount
+		}
+	}
+	if id == "" {
+		return "", fmt.Errorf("manager pod %s has no container", pod.Name)
+	}
+	socket := filepath.Join(c.o.Root, ".cache", "cluster", "run", "containerd", "containerd.sock")
+	if out, err := execCommand(ctx, "ctr", "-a", socket, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id); err != nil {
+		return "", fmt.Errorf("ctr tasks kill: %w: %s", err, out)
+	}
+	err = WaitFor(ctx, 3*time.Minute, "the killed manager to be ready again", func() (bool, error) {
+		var p corev1.Pod
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(&pod), &p); err != nil {
+			return false, err
+		}
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == "manager" {
+				return s.RestartCount > restarts && s.Ready, nil
+			}
+		}
+		return false, nil
+	})
+	return pod.Name, err
+}
+
+// RollManager restarts the manager's Deployment (kubectl rollout restart:
+// one replica after the other, the PodDisruptionBudget's way) and waits
+// for the rollout.
+func (c *Cluster) RollManager(ctx context.Context) error {
+	if _, err := c.Cmd(ctx, "kubectl", "rollout", "restart", "deployment/shardfeed-manager", "-n", operatorNS); err != nil {
+		return err
+	}
+	_, err := c.Cmd(ctx, "kubectl", "rollout", "status", "deployment/shardfeed-manager", "-n", operatorNS, "--timeout", "180s")
+	return err
 }

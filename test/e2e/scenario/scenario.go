@@ -61,8 +61,7 @@ type Report struct {
 	// Ready is the dataset's Ready condition message; Totals its samples.
 	Ready  string
 	Totals int64
-	// CleanedUp: deleting the dataset removed its plan, state, Role and
-	// RoleBinding.
+	// CleanedUp: deleting the dataset removed its plan and state.
 	CleanedUp bool
 }
 

@@ -84,7 +84,7 @@ func main() {
 	flag.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the operator's namespace (default $POD_NAMESPACE): where the certificate Secret lives and where pods are never injected")
 	flag.StringVar(&o.webhookService, "webhook-service", "shardfeed-webhook", "the webhook Service's name: the certificate covers <service>.<namespace>.svc")
 	flag.StringVar(&o.operatorURL, "progress-url", "", "the progress endpoint as sidecars reach it (default https://<webhook-service>.<namespace>.svc:443)")
-	flag.StringVar(&o.operatorAddr, "progress-addr", "", "HOST:PORT sidecars dial where the progress URL's name does not resolve (default: the webhook Service's cluster IP, looked up at start)")
+	flag.StringVar(&o.operatorAddr, "progress-addr", "", "HOST:PORT sidecars dial first, the URL's name if it does not answer (default: the webhook Service's cluster IP, looked up at start; clusters without DNS need it)")
 	flag.StringVar(&o.webhookSecret, "webhook-secret", "shardfeed-webhook-cert", "the Secret that holds the webhook CA and certificate (with --cert-mode=self)")
 	flag.StringVar(&o.webhookHosts, "webhook-hosts", "", "more names or IPs for the certificate, comma-separated (e.g. 127.0.0.1 for a webhook reached by URL)")
 	flag.StringVar(&o.mutatingConfig, "mutating-webhook-configuration", "shardfeed-pod-injection", "the MutatingWebhookConfiguration whose caBundle the manager keeps (with --cert-mode=self)")

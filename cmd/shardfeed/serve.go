@@ -137,7 +137,7 @@ audience "shardfeed"; SHARDFEED_GENERATION fences replaced attempts), or to
 	f.StringVar(&o.credentials, "credentials-dir", env(sidecarconfig.EnvCredentialsDir, sidecarconfig.CredentialsDir), "directory with one sub-directory per credentials Secret")
 	f.StringVar(&o.state, "state", "", "state file instead of the operator (no cluster)")
 	f.StringVar(&o.operator.URL, "operator-url", contract.OperatorURL, "the operator's progress endpoint, https://SERVICE.NAMESPACE.svc:PORT")
-	f.StringVar(&o.operator.Addr, "operator-addr", contract.OperatorAddr, "HOST:PORT to dial where the operator URL's name does not resolve")
+	f.StringVar(&o.operator.Addr, "operator-addr", contract.OperatorAddr, "HOST:PORT dialled first (the Service's cluster IP), the URL's host if it does not answer")
 	f.StringVar(&o.operator.CAFile, "operator-ca", "", "the operator's CA bundle (default: operator-ca.crt in --plan-dir)")
 	f.StringVar(&o.operator.TokenFile, "token-file", sidecarconfig.TokenPath, "the projected ServiceAccount token (audience shardfeed)")
 	o.addFlags(f)

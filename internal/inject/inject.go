@@ -105,7 +105,7 @@ type Input struct {
 type Operator struct {
 	// URL is https://<service>.<namespace>.svc:<port>.
 	URL string
-	// Addr, if set, is dialled where the URL's name does not resolve (a
+	// Addr, if set, is dialled first, the URL's name if it does not answer (a
 	// cluster without DNS): the Service's cluster IP and port.
 	Addr string
 }

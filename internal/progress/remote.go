@@ -27,8 +27,8 @@ type Remote struct {
 	// URL is the endpoint's base, https://<service>.<namespace>.svc:<port>:
 	// its host is the name the operator's certificate must carry.
 	URL string
-	// Addr, if set, is the host:port to dial instead of the URL's (the
-	// Service's cluster IP, for clusters without DNS).
+	// Addr, if set, is the host:port dialled first (the Service's cluster
+	// IP: clusters without DNS), the URL's host if it does not answer.
 	Addr string
 	// CAFile holds the PEM CA bundle the operator's certificate chains to.
 	CAFile string
@@ -58,12 +58,16 @@ func NewRemote(r Remote) (*Remote, error) {
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	transport := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dialer.DialContext(ctx, network, addr)
-			var dnsErr *net.DNSError
-			if err != nil && r.Addr != "" && errors.As(err, &dnsErr) {
-				return dialer.DialContext(ctx, network, r.Addr) // a cluster without DNS
+			// The Service's cluster IP first: it lasts as long as the
+			// Service, and a cluster without DNS would make every new
+			// connection wait for the resolver's timeouts. The name if the
+			// address does not answer (the Service was recreated).
+			if r.Addr != "" {
+				if conn, err := dialer.DialContext(ctx, network, r.Addr); err == nil {
+					return conn, nil
+				}
 			}
-			return conn, err
+			return dialer.DialContext(ctx, network, addr)
 		},
 		TLSClientConfig: &tls.Config{
 			MinVersion: tls.VersionTLS12,

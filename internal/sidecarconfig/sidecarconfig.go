@@ -83,7 +83,7 @@ type Config struct {
 	Generation int64
 	Image      string
 	// OperatorURL is the operator's progress endpoint; OperatorAddr, if
-	// set, the address to dial where the URL's name does not resolve.
+	// set, the address dialled first (the Service's cluster IP).
 	OperatorURL, OperatorAddr string
 	// Namespace is read from the pod (metadata.namespace).
 	Namespace string

@@ -45,6 +45,8 @@ type PodInjector struct {
 	Images inject.ImagePolicy
 	// Operator is where sidecars record progress (the progress endpoint).
 	Operator inject.Operator
+	// Resources are the sidecar's default requests.
+	Resources corev1.ResourceRequirements
 	// OperatorNamespace is never injected (the webhook configuration
 	// excludes it too): the operator must start whatever the webhook does.
 	OperatorNamespace string
@@ -88,7 +90,7 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	in := inject.Input{Pod: &pod, Dataset: &ds, Owner: owner, Images: p.Images, Operator: p.Operator}
+	in := inject.Input{Pod: &pod, Dataset: &ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources}
 	var plan corev1.ConfigMap
 	switch err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.PlanName(name)}, &plan); {
 	case err == nil:

@@ -56,6 +56,8 @@ type options struct {
 	namespace              string
 	webhookService         string
 	operatorURL            string
+	sidecarCPU             string
+	sidecarMemory          string
 	operatorAddr           string
 	webhookSecret          string
 	webhookHosts           string
@@ -91,6 +93,8 @@ func main() {
 	flag.StringVar(&o.validatingConfig, "validating-webhook-configuration", "shardfeed-validation", "the ValidatingWebhookConfiguration whose caBundle the manager keeps (with --cert-mode=self)")
 	flag.StringVar(&o.sidecarImage, "sidecar-image", envOr("SHARDFEED_SIDECAR_IMAGE", "ghcr.io/shardfeed/shardfeed:"+version.Get().Version), "the sidecar image for datasets that do not name one (jobs keep the image they started with)")
 	flag.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	flag.StringVar(&o.sidecarCPU, "sidecar-cpu-request", "500m", "the sidecar's CPU request for datasets that set no spec.sidecar.resources (its limit too in a pod whose containers all have limits equal to requests); empty: none")
+	flag.StringVar(&o.sidecarMemory, "sidecar-memory-request", "2Gi", "the sidecar's memory request, as --sidecar-cpu-request")
 	flag.StringVar(&o.allowedImages, "allowed-sidecar-images", "", "comma-separated images a dataset's spec.sidecar.image may name (exact, repo:* for any tag, repo@* for any digest); the default image's repository is always allowed")
 	flag.BoolVar(&o.enableHTTP2, "enable-http2", false, "serve the webhooks and metrics over HTTP/2 too; off by default since the HTTP/2 rapid-reset advisories (CVE-2023-44487, CVE-2023-39325), as kubebuilder's scaffold does")
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", 4, "datasets reconciled in parallel: one whose store is slow holds one worker, not the controller")
@@ -210,11 +214,15 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("setting up the TrainingDataset controller: %w", err)
 	}
 	images := inject.ImagePolicy{Default: o.sidecarImage, Allowed: list(o.allowedImages)}
+	resources, err := sidecarResources(o)
+	if err != nil {
+		return err
+	}
 	decoder := admission.NewDecoder(scheme)
 	hooks := mgr.GetWebhookServer()
 	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
 		Reader: mgr.GetAPIReader(), ConfigMaps: clientset.CoreV1(), Decoder: decoder, Images: images,
-		Operator: operator, OperatorNamespace: o.namespace,
+		Operator: operator, Resources: resources, OperatorNamespace: o.namespace,
 	}})
 	// The progress endpoint shares the webhook server: its certificate,
 	// its Service and its TLS settings.
@@ -270,6 +278,25 @@ func tlsOptions(o options) []func(*tls.Config) {
 // +kubebuilder:rbac:groups="",namespace=shardfeed-system,resources=secrets,verbs=create
 // +kubebuilder:rbac:groups="",namespace=shardfeed-system,resources=secrets,resourceNames=shardfeed-webhook-cert,verbs=get;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,resourceNames=shardfeed-pod-injection;shardfeed-validation,verbs=get;update
+
+// sidecarResources are the sidecar's default requests.
+func sidecarResources(o options) (corev1.ResourceRequirements, error) {
+	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{}}
+	for _, r := range []struct {
+		flag, value string
+		name        corev1.ResourceName
+	}{{"--sidecar-cpu-request", o.sidecarCPU, corev1.ResourceCPU}, {"--sidecar-memory-request", o.sidecarMemory, corev1.ResourceMemory}} {
+		if r.value == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(r.value)
+		if err != nil || q.Sign() <= 0 {
+			return res, fmt.Errorf("%s=%q: write a positive quantity such as 500m or 2Gi", r.flag, r.value)
+		}
+		res.Requests[r.name] = q
+	}
+	return res, nil
+}
 
 // progressEndpoint is where sidecars reach the progress endpoint: the
 // webhook Service by name, and its cluster IP for clusters without DNS.

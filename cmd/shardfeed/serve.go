@@ -49,7 +49,7 @@ func (o *feedOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.metricsAddr, "metrics-addr", fmt.Sprintf(":%d", sidecarconfig.MetricsPort), `TCP address of the Prometheus metrics ("" for none)`)
 	f.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "directory of the shard cache")
 	f.StringVar(&o.cacheLimit, "cache-limit", "", "bytes of the shard cache, e.g. 20Gi (default: spec.sidecar.cacheLimit, else unbounded)")
-	f.StringVar(&o.decodedLimit, "memory-limit", "1Gi", "memory for decoded shards not in use")
+	f.StringVar(&o.decodedLimit, "memory-limit", "1Gi", "memory for decoded shards not in use (at most half the container's memory limit unless set)")
 	f.IntVar(&o.prefetch, "prefetch", -1, "shards fetched ahead (default: spec.sidecar.prefetch, else 2)")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.pprof, "pprof", false, "serve Go's /debug/pprof/ on the metrics address")
@@ -155,7 +155,8 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		return fmt.Errorf("--log-format %q: use text or json", o.logFormat)
 	}
 	log := slog.New(handler)
-	if soft, err := memlimit.Apply(memlimit.CgroupFile); err != nil {
+	soft, err := memlimit.Apply(memlimit.CgroupFile)
+	if err != nil {
 		log.Warn("Not setting a Go memory limit", "err", err)
 	} else if soft > 0 {
 		log.Info("Go memory limit set from the container's", "bytes", soft, "fraction", memlimit.Fraction)
@@ -177,6 +178,12 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 			return fmt.Errorf("%s %q: write bytes like 512Mi or 20Gi", q.flag, q.value)
 		}
 		*q.into = v.Value()
+	}
+	// In a container with a memory limit (a Guaranteed pod's sidecar), the
+	// decoded shards get at most half of it unless told otherwise.
+	if soft > 0 && !cmd.Flags().Changed("memory-limit") && cfg.DecodedLimitBytes > soft/2 {
+		cfg.DecodedLimitBytes = soft / 2
+		log.Info("Decoded shards bounded by half the container's memory limit", "bytes", cfg.DecodedLimitBytes)
 	}
 	switch {
 	case o.file != "" && o.planDir != "":

@@ -99,6 +99,9 @@ type Input struct {
 	Generation int64
 	// Operator is where the sidecar records progress.
 	Operator Operator
+	// Resources are the sidecar's default requests (the chart's
+	// sidecar.resources), for datasets that set none.
+	Resources corev1.ResourceRequirements
 }
 
 // Operator is the operator's progress endpoint as sidecars reach it.
@@ -212,8 +215,14 @@ func Inject(in Input) (*corev1.Pod, error) {
 	}
 	contract := sidecarconfig.Config{Dataset: ds.Name, RankMode: w.mode, PodRank: w.rank, PodRankField: w.rankField, Pods: w.pods, ProcsPerPod: w.procs,
 		Job: JobName(pod, in.Owner), Attempt: Attempt(pod, in.Owner), Generation: in.Generation, Image: image, MetricsPort: ptr.Deref(ds.Spec.Sidecar.MetricsPort, 0),
-		OperatorURL: in.Operator.URL, OperatorAddr: in.Operator.Addr}
-	port := contract.Port()
+		OperatorURL: in.Operator.URL, OperatorAddr: in.Operator.Addr,
+		// On the node's network, a metrics port would be the node's and
+		// collide between a node's pods: only where the dataset asks.
+		NoMetrics: pod.Spec.HostNetwork && ds.Spec.Sidecar.MetricsPort == nil}
+	var ports []corev1.ContainerPort
+	if !contract.NoMetrics {
+		ports = []corev1.ContainerPort{{Name: "sf-metrics", ContainerPort: contract.Port()}}
+	}
 	sidecar := corev1.Container{
 		Name:          SidecarName,
 		Image:         image,
@@ -221,9 +230,9 @@ func Inject(in Input) (*corev1.Pod, error) {
 		Args:          contract.Args(),
 		Env:           contract.Env(),
 		VolumeMounts:  mounts,
-		Resources:     ds.Spec.Sidecar.Resources,
+		Resources:     sidecarResources(pod, ds, in.Resources),
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
-		Ports:         []corev1.ContainerPort{{Name: "sf-metrics", ContainerPort: port}},
+		Ports:         ports,
 		StartupProbe: &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/shardfeed", "probe", "--socket", SocketPath}}},
 			PeriodSeconds:    1,
@@ -251,6 +260,49 @@ func Inject(in Input) (*corev1.Pod, error) {
 	}
 	pod.Annotations[AnnotationInjected] = image
 	return pod, nil
+}
+
+// sidecarResources are the dataset's, else the operator's defaults; in a
+// pod whose every container has limits equal to its requests (the
+// Guaranteed class, which the kubelet's CPU manager pins), the sidecar's
+// limits equal its requests too, so the pod stays Guaranteed.
+func sidecarResources(pod *corev1.Pod, ds *datav1alpha1.TrainingDataset, defaults corev1.ResourceRequirements) corev1.ResourceRequirements {
+	res := *ds.Spec.Sidecar.Resources.DeepCopy()
+	if len(res.Requests) == 0 && len(res.Limits) == 0 {
+		res = *defaults.DeepCopy()
+	}
+	if !guaranteed(pod) {
+		return res
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, hasReq := res.Requests[name]
+		if _, hasLimit := res.Limits[name]; hasReq && !hasLimit {
+			if res.Limits == nil {
+				res.Limits = corev1.ResourceList{}
+			}
+			res.Limits[name] = req
+		}
+	}
+	return res
+}
+
+// guaranteed reports whether every container of the pod has CPU and
+// memory limits and requests equal to them (or unset: they default to
+// the limits).
+func guaranteed(pod *corev1.Pod) bool {
+	containers := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for _, c := range containers {
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			limit, ok := c.Resources.Limits[name]
+			if !ok {
+				return false
+			}
+			if req, ok := c.Resources.Requests[name]; ok && req.Cmp(limit) != 0 {
+				return false
+			}
+		}
+	}
+	return len(containers) > 0
 }
 
 // cacheSizeLimit leaves room above cacheLimit for the downloads in flight,

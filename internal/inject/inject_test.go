@@ -2,11 +2,13 @@ package inject
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -218,6 +220,88 @@ func TestInjectDeniesPodsThatCannotBeServed(t *testing.T) {
 			var d *Denied
 			if !errors.As(err, &d) || !strings.Contains(d.Reason, tt.want) {
 				t.Fatalf("got %v, want a denial saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestInjectGivesTheSidecarResourcesThatKeepThePodsQoS(t *testing.T) {
+	q := resource.MustParse
+	defaults := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q("500m"), corev1.ResourceMemory: q("1Gi")}}
+	exact := corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: q("8"), corev1.ResourceMemory: q("64Gi")}}
+	burstable := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q("4"), corev1.ResourceMemory: q("32Gi")},
+		Limits: corev1.ResourceList{corev1.ResourceCPU: q("8"), corev1.ResourceMemory: q("64Gi")}}
+	own := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q("2"), corev1.ResourceMemory: q("4Gi")}}
+	tests := []struct {
+		name       string
+		containers corev1.ResourceRequirements
+		dataset    corev1.ResourceRequirements
+		want       corev1.ResourceRequirements
+	}{
+		{"no resources: the defaults as requests", corev1.ResourceRequirements{}, corev1.ResourceRequirements{},
+			defaults},
+		{"Burstable: requests only", burstable, corev1.ResourceRequirements{}, defaults},
+		{"Guaranteed: limits equal to the requests", exact, corev1.ResourceRequirements{},
+			corev1.ResourceRequirements{Requests: defaults.Requests, Limits: defaults.Requests}},
+		{"the dataset's own, in a Guaranteed pod", exact, own, corev1.ResourceRequirements{Requests: own.Requests, Limits: own.Requests}},
+		{"the dataset's own, in a Burstable pod", burstable, own, own},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"})
+			for i := range p.Spec.Containers {
+				p.Spec.Containers[i].Resources = tt.containers
+			}
+			p.Spec.InitContainers[0].Resources = tt.containers
+			ds := dataset()
+			ds.Spec.Sidecar.Resources = tt.dataset
+			got, err := Inject(Input{Pod: p, Dataset: ds, Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2},
+				Images: ImagePolicy{Default: "shardfeed:v1"}, Resources: defaults})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res := got.Spec.InitContainers[0].Resources; !equality.Semantic.DeepEqual(res, tt.want) {
+				t.Errorf("sidecar resources %v, want %v", res, tt.want)
+			}
+		})
+	}
+}
+
+func TestInjectOpensNoMetricsPortOnTheNodesNetworkUnlessAsked(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		hostNetwork bool
+		port        *int32
+		wantPort    int32 // 0: none
+	}{
+		{"pod network", false, nil, 9464},
+		{"node network", true, nil, 0},
+		{"node network, a port asked for", true, ptr.To(int32(19464)), 19464},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"})
+			p.Spec.HostNetwork = tt.hostNetwork
+			ds := dataset()
+			ds.Spec.Sidecar.MetricsPort = tt.port
+			got, err := Inject(Input{Pod: p, Dataset: ds, Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2}, Images: ImagePolicy{Default: "i"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := got.Spec.InitContainers[0]
+			addr := "?"
+			for i, a := range sc.Args {
+				if a == "--metrics-addr" && i+1 < len(sc.Args) {
+					addr = sc.Args[i+1]
+				}
+			}
+			if tt.wantPort == 0 {
+				if len(sc.Ports) != 0 || addr != "" {
+					t.Errorf("ports %v, --metrics-addr %q: want no metrics listener", sc.Ports, addr)
+				}
+				return
+			}
+			if len(sc.Ports) != 1 || sc.Ports[0].ContainerPort != tt.wantPort || addr != fmt.Sprintf(":%d", tt.wantPort) {
+				t.Errorf("ports %v, --metrics-addr %q: want port %d", sc.Ports, addr, tt.wantPort)
 			}
 		})
 	}

@@ -89,6 +89,9 @@ type Config struct {
 	Namespace string
 	// MetricsPort; 0: MetricsPort.
 	MetricsPort int32
+	// NoMetrics serves no metrics port (a hostNetwork pod that did not
+	// ask for one: the port would be the node's).
+	NoMetrics bool
 }
 
 // Env renders the config as the sidecar container's environment.
@@ -135,6 +138,9 @@ func (c Config) Port() int32 {
 
 // Args are the sidecar's arguments (its command is /shardfeed).
 func (c Config) Args() []string {
+	if c.NoMetrics {
+		return []string{"sidecar", "--metrics-addr", "", "--log-format", "json"}
+	}
 	return []string{"sidecar", "--metrics-addr", fmt.Sprintf(":%d", c.Port()), "--metrics-tls", "--log-format", "json"}
 }
 

@@ -68,4 +68,7 @@ func TestEndToEndTrainingThroughAKillAndARescaleIsExactlyOnce(t *testing.T) {
 	if !rep.CleanedUp {
 		t.Error("deleting the dataset left its objects behind")
 	}
+	if rep.HostNetwork == "" {
+		t.Error("the hostNetwork pods were not checked")
+	}
 }

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -49,6 +50,8 @@ func (c *Cluster) StartMinIO(ctx context.Context) (err error) {
 
 // DatasetOptions shape one story's dataset.
 type DatasetOptions struct {
+	// PodSecurity is the level the namespace enforces (default restricted).
+	PodSecurity string
 	// Samples per stream (two streams: MDS and Parquet).
 	Samples         int
 	NumSplits       int
@@ -119,7 +122,7 @@ func (c *Cluster) NewEnv(ctx context.Context, ns string, o DatasetOptions) (*Env
 	// The "restricted" Pod Security level is enforced: the injected pods
 	// must pass it (the hardening issue's acceptance).
 	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
-		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}); err != nil {
+		"pod-security.kubernetes.io/enforce": cmp.Or(o.PodSecurity, "restricted"), "pod-security.kubernetes.io/enforce-version": "latest"}}}); err != nil {
 		return nil, err
 	}
 	if err := e.recordsVolume(ctx); err != nil {

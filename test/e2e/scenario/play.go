@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 )
 
 // e2e story constants: the dataset's shape and the trainers' pace.
@@ -172,7 +174,83 @@ func (c *Cluster) play(ctx context.Context, rep *Report) error {
 		return true, nil
 	})
 	rep.CleanedUp = err == nil
-	return err
+	if err != nil {
+		return err
+	}
+
+	// 11. Pods on the node's network.
+	c.Step("Two hostNetwork pods of one job on the node, in namespace %s of their own (the restricted level forbids hostNetwork)", hostNetNamespace)
+	if rep.HostNetwork, err = c.hostNetwork(ctx); err != nil {
+		return err
+	}
+	c.Detail("%s", rep.HostNetwork)
+	return nil
+}
+
+const hostNetNamespace = "e2e-hostnet"
+
+// hostNetwork runs a Job of two hostNetwork pods (the app container is
+// the pause image: only the sidecars matter) and checks that both
+// sidecars start — a metrics port on the node's network would collide —
+// and that nothing listens on the node's address at the sidecar's
+// metrics port.
+func (c *Cluster) hostNetwork(ctx context.Context) (string, error) {
+	e, err := c.NewEnv(ctx, hostNetNamespace, DatasetOptions{PodSecurity: "privileged", Samples: 200, NumSplits: 2, GlobalBatchSize: 4,
+		BlockSize: 64, CommitEvery: commitEvery, StepTime: c.o.StepTime})
+	if err != nil {
+		return "", err
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "hostnet", Namespace: e.NS},
+		Spec: batchv1.JobSpec{
+			Completions: ptr.To(int32(2)), Parallelism: ptr.To(int32(2)), CompletionMode: ptr.To(batchv1.IndexedCompletion),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{inject.LabelDataset: datasetName}},
+				Spec: corev1.PodSpec{
+					HostNetwork: true, RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To(int64(1)),
+					Containers: []corev1.Container{{Name: "app", Image: "registry.local/pause:e2e", ImagePullPolicy: corev1.PullNever}},
+				},
+			},
+		},
+	}
+	if err := e.Client.Create(ctx, job); err != nil {
+		return "", err
+	}
+	if err := WaitFor(ctx, 3*time.Minute, "both hostNetwork pods with a started sidecar", func() (bool, error) {
+		pods, err := e.PodsOf(ctx, job.Name)
+		if err != nil {
+			return false, err
+		}
+		started := 0
+		for _, p := range pods {
+			for _, s := range p.Status.InitContainerStatuses {
+				if s.Name == inject.SidecarName && s.Started != nil && *s.Started && s.RestartCount == 0 {
+					started++
+				}
+			}
+		}
+		return started == 2, nil
+	}); err != nil {
+		return "", err
+	}
+	pods, err := e.PodsOf(ctx, job.Name)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range pods {
+		if sc := p.Spec.InitContainers[0]; len(sc.Ports) != 0 {
+			return "", fmt.Errorf("pod %s: the sidecar declares ports %v on the node's network", p.Name, sc.Ports)
+		}
+	}
+	addr := net.JoinHostPort(c.o.NodeIP, strconv.Itoa(int(sidecarconfig.MetricsPort)))
+	if conn, err := net.DialTimeout("tcp", addr, 2*time.Second); err == nil {
+		_ = conn.Close()
+		return "", fmt.Errorf("something listens on the node's %s", addr)
+	}
+	if err := e.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.NS}}); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("both sidecars started without a restart, neither declares a port, nothing answers on %s", addr), nil
 }
 
 // Rescale deletes job (its pods first) and starts the job's next Job with

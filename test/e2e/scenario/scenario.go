@@ -63,6 +63,8 @@ type Report struct {
 	Totals int64
 	// CleanedUp: deleting the dataset removed its plan and state.
 	CleanedUp bool
+	// HostNetwork says what the hostNetwork pods showed.
+	HostNetwork string
 }
 
 // Cluster is the local cluster as a test drives it: a client, the tools

@@ -16,7 +16,10 @@ import (
 	"strings"
 	"testing"
 
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -267,4 +270,121 @@ func dirs(t *testing.T) (root, bin string) {
 		t.Fatal(err)
 	}
 	return root, bin
+}
+
+// TestIntegrationChartNetworkPoliciesAllowOnlyWhatTheManagerNeeds checks
+// the optional NetworkPolicies as rendered (the local cluster's bridge CNI
+// enforces none): the webhook port from the API server's CIDRs and from
+// training pods only, metrics from the monitoring namespace only, egress to
+// the API server, DNS and the listed stores only.
+func TestIntegrationChartNetworkPoliciesAllowOnlyWhatTheManagerNeeds(t *testing.T) {
+	root, bin := dirs(t)
+	helm := []string{filepath.Join(bin, "helm"), "template", "shardfeed", filepath.Join(root, "charts", "shardfeed"), "--namespace", "default"}
+	if objs := render(t, helm); len(byKind(objs, "NetworkPolicy")) != 0 {
+		t.Fatal("NetworkPolicies rendered by default: they are opt-in (a CNI must enforce them)")
+	}
+	// Enabled without the API server's addresses: refused, saying so.
+	var stderr bytes.Buffer
+	cmd := exec.Command(helm[0], append(helm[1:], "--set", "networkPolicy.enabled=true")...)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "networkPolicy.apiServerCIDRs") {
+		t.Errorf("enabled without apiServerCIDRs: %v %s", err, stderr.String())
+	}
+	objs := render(t, append(helm, "--set", "networkPolicy.enabled=true", "--set", "networkPolicy.apiServerCIDRs={10.0.0.1/32}",
+		"--set", "networkPolicy.storeEgress[0].cidr=10.1.0.0/16", "--set", "networkPolicy.storeEgress[0].ports={9000}"))
+	policies := byKind(objs, "NetworkPolicy")
+	if len(policies) != 2 {
+		t.Fatalf("%d NetworkPolicies, want an ingress and an egress one", len(policies))
+	}
+	var in, out networkingv1.NetworkPolicy
+	for _, p := range policies {
+		var np networkingv1.NetworkPolicy
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(p.Object, &np); err != nil {
+			t.Fatal(err)
+		}
+		if np.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"] != "manager" {
+			t.Errorf("%s selects %v, want the manager's pods", np.Name, np.Spec.PodSelector)
+		}
+		if strings.HasSuffix(np.Name, "-ingress") {
+			in = np
+		} else {
+			out = np
+		}
+		if err := apiServer.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(p),
+			client.FieldOwner("shardfeed-manifests-test"), client.ForceOwnership); err != nil {
+			t.Errorf("NetworkPolicy %s was rejected: %v", p.GetName(), err)
+		}
+	}
+	// Ingress: port → who.
+	got := map[int32][]string{}
+	for _, r := range in.Spec.Ingress {
+		if len(r.From) == 0 {
+			t.Errorf("an ingress rule from anywhere: %+v", r)
+		}
+		for _, p := range r.Ports {
+			for _, f := range r.From {
+				got[p.Port.IntVal] = append(got[p.Port.IntVal], peer(f))
+			}
+		}
+	}
+	want := map[int32][]string{
+		9443: {"cidr 10.0.0.1/32", "pods with shardfeed.io/dataset in namespaces {}"},
+		8443: {"namespaces map[kubernetes.io/metadata.name:monitoring]"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ingress %v, want %v", got, want)
+	}
+	// Egress: who → ports.
+	egress := map[string][]int32{}
+	for _, r := range out.Spec.Egress {
+		if len(r.To) == 0 {
+			t.Errorf("an egress rule to anywhere: %+v", r)
+		}
+		for _, to := range r.To {
+			for _, p := range r.Ports {
+				egress[peer(to)] = append(egress[peer(to)], p.Port.IntVal)
+			}
+		}
+	}
+	wantEgress := map[string][]int32{
+		"cidr 10.0.0.1/32": {443, 6443},
+		"pods map[k8s-app:kube-dns] in namespaces map[kubernetes.io/metadata.name:kube-system]": {53, 53},
+		"cidr 10.1.0.0/16": {9000},
+	}
+	if !reflect.DeepEqual(egress, wantEgress) {
+		t.Errorf("egress %v, want %v", egress, wantEgress)
+	}
+}
+
+func byKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// peer describes a NetworkPolicy peer.
+func peer(p networkingv1.NetworkPolicyPeer) string {
+	switch {
+	case p.IPBlock != nil:
+		return "cidr " + p.IPBlock.CIDR
+	case p.PodSelector != nil && len(p.PodSelector.MatchExpressions) > 0:
+		e := p.PodSelector.MatchExpressions[0]
+		return fmt.Sprintf("pods with %s in namespaces %v", e.Key, selectorText(p.NamespaceSelector))
+	case p.PodSelector != nil:
+		return fmt.Sprintf("pods %v in namespaces %v", p.PodSelector.MatchLabels, selectorText(p.NamespaceSelector))
+	case p.NamespaceSelector != nil:
+		return fmt.Sprintf("namespaces %v", selectorText(p.NamespaceSelector))
+	}
+	return "anywhere"
+}
+
+func selectorText(s *metav1.LabelSelector) string {
+	if s == nil || (len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0) {
+		return "{}"
+	}
+	return fmt.Sprint(s.MatchLabels)
 }

@@ -48,13 +48,10 @@ func NewConfigMapStore(client corev1client.ConfigMapsGetter, namespace, dataset,
 	}
 }
 
-// ErrNoState: the job has no state ConfigMap (MustExist).
+// ErrNoState is the error of a job without a state ConfigMap (MustExist).
 var ErrNoState = errors.New("no state")
 
-// Name is the state ConfigMap's name.
-func (c *ConfigMapStore) Name() string { return c.name }
-
-// NotOwnedError: a ConfigMap of the state's name exists that shardfeed did
+// NotOwnedError is a ConfigMap of the state's name that shardfeed did
 // not create.
 type NotOwnedError struct{ Where string }
 

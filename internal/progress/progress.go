@@ -87,10 +87,7 @@ func recordAttempt(s *configmaps.State, attempt string, gen int64) {
 // reads it with State.GenerationOf.
 func Register(ctx context.Context, st Store, j Job) (*configmaps.State, error) {
 	return st.Update(ctx, func(s *configmaps.State) error {
-		if err := checkOwner(s, j.Dataset, j.Job); err != nil {
-			return err
-		}
-		if err := checkPlan(s, j); err != nil {
+		if err := checkJob(s, j); err != nil {
 			return err
 		}
 		gen := j.Generation
@@ -137,6 +134,14 @@ func checkOwner(s *configmaps.State, dataset, job string) error {
 	return fmt.Errorf("%w: the state holds job %q of dataset %q, not job %q of dataset %q: rename the job", ErrRefused, s.Job, s.Dataset, job, dataset)
 }
 
+// checkJob: the state is j's job's, committed under j's plan.
+func checkJob(s *configmaps.State, j Job) error {
+	if err := checkOwner(s, j.Dataset, j.Job); err != nil {
+		return err
+	}
+	return checkPlan(s, j)
+}
+
 func checkPlan(s *configmaps.State, j Job) error {
 	if s.Fingerprint.Sum == "" || s.Fingerprint.Sum == j.Fingerprint.Sum {
 		return nil
@@ -162,10 +167,7 @@ func Apply(ctx context.Context, st Store, j Job, c Commit) (*configmaps.State, e
 			ErrRefused, c.Epoch, c.Step, j.Steps, j.Steps)
 	}
 	return st.Update(ctx, func(s *configmaps.State) error {
-		if err := checkOwner(s, j.Dataset, j.Job); err != nil {
-			return err
-		}
-		if err := checkPlan(s, j); err != nil {
+		if err := checkJob(s, j); err != nil {
 			return err
 		}
 		gen := j.Generation

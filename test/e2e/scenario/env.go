@@ -38,7 +38,11 @@ const (
 func (c *Cluster) InstallOperator(ctx context.Context) error {
 	_, err := c.Cmd(ctx, "helm", "upgrade", "--install", "shardfeed", filepath.Join(c.o.Root, "charts", "shardfeed"),
 		"--namespace", operatorNS, "--create-namespace", "--set", "image.repository=registry.local/shardfeed",
-		"--set", "image.tag=e2e", "--set", "image.pullPolicy=Never", "--wait", "--timeout", "180s")
+		"--set", "image.tag=e2e", "--set", "image.pullPolicy=Never",
+		// Six pods on two cores: the chart's default sidecar requests
+		// (500m, 2Gi each) are for real training nodes.
+		"--set", "sidecar.resources.requests.cpu=50m", "--set", "sidecar.resources.requests.memory=256Mi",
+		"--wait", "--timeout", "180s")
 	return err
 }
 

@@ -17,10 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -53,6 +55,18 @@ type TrainingDatasetReconciler struct {
 	// OperatorCA returns the CA bundle sidecars verify the operator's
 	// progress endpoint with; it goes into every plan ConfigMap.
 	OperatorCA func() string
+
+	caChanged chan event.GenericEvent
+}
+
+// OperatorCAChanged has every dataset's plan ConfigMap written again with
+// the bundle OperatorCA returns now. It never blocks: one pending request
+// covers every call before it is handled.
+func (r *TrainingDatasetReconciler) OperatorCAChanged() {
+	select {
+	case r.caChanged <- event.GenericEvent{Object: &datav1alpha1.TrainingDataset{}}:
+	default:
+	}
 }
 
 // notOwnedRetry is how often a dataset whose plan ConfigMap's name is
@@ -190,8 +204,22 @@ func (r *TrainingDatasetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
+	r.caChanged = make(chan event.GenericEvent, 1)
+	everyDataset := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list datav1alpha1.TrainingDatasetList
+		if err := r.List(ctx, &list); err != nil {
+			log.FromContext(ctx).Error(err, "Listing the datasets to carry the operator's new CA to their plans")
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, d := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&d)})
+		}
+		return out
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&datav1alpha1.TrainingDataset{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.caChanged, everyDataset)).
 		Watches(&corev1.ConfigMap{}, toDataset, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[configmaps.LabelManagedBy] == configmaps.ManagedBy
 		}))).

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,8 +61,9 @@ func TestMain(m *testing.M) {
 // the test ends.
 func startManager(t *testing.T) { startManagerLogging(t, logr.Discard()) }
 
-// startManagerLogging is startManager with the manager's logs to log.
-func startManagerLogging(t *testing.T, log logr.Logger) {
+// startManagerLogging is startManager with the manager's logs to log;
+// configure, if given, adjusts the reconciler before it starts.
+func startManagerLogging(t *testing.T, log logr.Logger, configure ...func(*controllers.TrainingDatasetReconciler)) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(apiServer.Config, ctrl.Options{
 		Logger:  log,
@@ -82,6 +84,9 @@ func startManagerLogging(t *testing.T, log logr.Logger) {
 		// where they name no Secret (the manager binary's tests check the
 		// default, which allows no namespace).
 		Policy: controllers.StorePolicy{AmbientNamespaces: []string{"*"}}}
+	for _, c := range configure {
+		c(r)
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -272,6 +277,54 @@ func TestIntegrationDatasetConvergesToReadyWithItsPlanConfigMap(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// The sidecars verify the progress endpoint with the CA bundle of their
+// plan ConfigMap: when the operator's CA changes (a rotation), every plan
+// carries the new bundle without any change to the datasets.
+func TestIntegrationANewOperatorCAReachesEveryPlan(t *testing.T) {
+	var ca atomic.Value
+	ca.Store("ca-1")
+	var r *controllers.TrainingDatasetReconciler
+	startManagerLogging(t, logr.Discard(), func(rec *controllers.TrainingDatasetReconciler) {
+		rec.OperatorCA = func() string { return ca.Load().(string) }
+		r = rec
+	})
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	uri, _ := mdsStream(t, 100)
+	credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
+	var names []string
+	for _, name := range []string{"one", "two"} {
+		ds := dataset(ns, uri, "minio", 2, 10)
+		ds.Name = name
+		if err := apiServer.Client.Create(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, configmaps.PlanName(name))
+	}
+	planCA := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for _, name := range names {
+			for {
+				var cm corev1.ConfigMap
+				err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm)
+				if err == nil && cm.Data[configmaps.KeyOperatorCA] == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("plan %s carries CA %q (%v), want %q", name, cm.Data[configmaps.KeyOperatorCA], err, want)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+	planCA("ca-1")
+	ca.Store("ca-1\nca-2")
+	r.OperatorCAChanged()
+	r.OperatorCAChanged() // a second call while one is pending neither blocks nor is needed
+	planCA("ca-1\nca-2")
 }
 
 func TestIntegrationDatasetReportsUnreachableIndexesAndRecovers(t *testing.T) {

@@ -203,15 +203,20 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	operator := progressEndpoint(ctx, o, clientset)
-	if err := (&controllers.TrainingDatasetReconciler{
+	datasets := &controllers.TrainingDatasetReconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
 		Recorder:   mgr.GetEventRecorder("shardfeed-operator"),
 		Policy:     o.policy,
 		Workers:    o.workers,
 		OperatorCA: operatorCA(o, keeper),
-	}).SetupWithManager(mgr); err != nil {
+	}
+	if err := datasets.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TrainingDataset controller: %w", err)
+	}
+	if keeper != nil {
+		// A CA rotation reaches the sidecars through the plan ConfigMaps.
+		keeper.OnChange = func([]byte) { datasets.OperatorCAChanged() }
 	}
 	images := inject.ImagePolicy{Default: o.sidecarImage, Allowed: list(o.allowedImages)}
 	resources, err := sidecarResources(o)
@@ -278,6 +283,9 @@ func tlsOptions(o options) []func(*tls.Config) {
 // +kubebuilder:rbac:groups="",namespace=shardfeed-system,resources=secrets,verbs=create
 // +kubebuilder:rbac:groups="",namespace=shardfeed-system,resources=secrets,resourceNames=shardfeed-webhook-cert,verbs=get;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,resourceNames=shardfeed-pod-injection;shardfeed-validation,verbs=get;update
+// The webhook Service's endpoints: a CA rotation ends once every ready
+// replica serves a certificate of the new CA.
+// +kubebuilder:rbac:groups=discovery.k8s.io,namespace=shardfeed-system,resources=endpointslices,verbs=list
 
 // sidecarResources are the sidecar's default requests.
 func sidecarResources(o options) (corev1.ResourceRequirements, error) {
@@ -338,7 +346,7 @@ func operatorCA(o options, keeper *certs.Keeper) func() string {
 func certOptions(o options) certs.Options {
 	svc := o.webhookService + "." + o.namespace + ".svc"
 	c := certs.Options{
-		Namespace: o.namespace, SecretName: o.webhookSecret, CertDir: o.certDir,
+		Namespace: o.namespace, SecretName: o.webhookSecret, CertDir: o.certDir, Service: o.webhookService,
 		DNSNames:         []string{svc, svc + ".cluster.local"},
 		MutatingWebhooks: []string{o.mutatingConfig}, ValidatingWebhooks: []string{o.validatingConfig},
 	}

@@ -4,6 +4,13 @@
 // caBundle of the operator's webhook configurations. Every replica runs
 // it; writes carry the Secret's resourceVersion, so two replicas rotating
 // at once agree on one certificate.
+//
+// A CA is replaced in three steps, so that no client ever meets a
+// certificate it does not trust: the next CA is trusted (bundle: current
+// + next) for TrustDelay before it signs; then it signs, and the previous
+// CA stays in the bundle until every ready endpoint of the webhook Service
+// serves a certificate of the new one. The bundle is a function of the
+// Secret alone, so no replica drops a CA another replica still needs.
 package certs
 
 import (
@@ -12,21 +19,25 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +50,13 @@ const (
 	KeyCAKey  = "ca.key"
 	KeyCert   = corev1.TLSCertKey       // tls.crt
 	KeyKey    = corev1.TLSPrivateKeyKey // tls.key
+	// The CA that will sign once clients trust it, and the CA that signed
+	// before, trusted until no replica serves a certificate it signed.
+	KeyNextCACert     = "next-ca.crt"
+	KeyNextCAKey      = "next-ca.key"
+	KeyPreviousCACert = "previous-ca.crt"
+	// AnnotationNextCASince: when the next CA entered the bundle (RFC 3339).
+	AnnotationNextCASince = "shardfeed.io/next-ca-since"
 )
 
 // Options say what to certify and where to put it.
@@ -58,8 +76,21 @@ type Options struct {
 	// CAValidity and CertValidity; a certificate is renewed when a third
 	// of its validity is left. Defaults: 10 years and 1 year.
 	CAValidity, CertValidity time.Duration
-	// Interval between checks when running as a manager Runnable (1 h).
-	Interval time.Duration
+	// Interval between checks when running as a manager Runnable (1 h),
+	// and RotationInterval while a CA rotation is under way (1 min).
+	Interval, RotationInterval time.Duration
+	// TrustDelay: how long a next CA is in the bundle before it signs, so
+	// that the plan ConfigMaps the sidecars read it from reach every node
+	// (10 min; the kubelet refreshes mounted ConfigMaps within about 2).
+	TrustDelay time.Duration
+	// Service is the webhook Service: the previous CA leaves the bundle
+	// once each of its ready endpoints serves a certificate of the current
+	// CA. Empty: the previous CA stays trusted until it expires (its key
+	// is gone, so that only widens trust to certificates it already signed).
+	Service string
+	// OnChange is called with the new bundle when it changes after the
+	// first Ensure (the plan ConfigMaps carry it to the sidecars).
+	OnChange func(caBundle []byte)
 	// Now is the clock (tests move it).
 	Now func() time.Time
 }
@@ -74,6 +105,7 @@ type Keeper struct {
 
 	mu       sync.Mutex
 	caBundle []byte
+	rotating bool
 }
 
 func (k *Keeper) defaults() {
@@ -86,6 +118,12 @@ func (k *Keeper) defaults() {
 	if k.Interval == 0 {
 		k.Interval = time.Hour
 	}
+	if k.RotationInterval == 0 {
+		k.RotationInterval = time.Minute
+	}
+	if k.TrustDelay == 0 {
+		k.TrustDelay = 10 * time.Minute
+	}
 	if k.Now == nil {
 		k.Now = time.Now
 	}
@@ -97,13 +135,17 @@ func (k *Keeper) NeedLeaderElection() bool { return false }
 // Start implements manager.Runnable: Ensure every Interval until ctx ends.
 func (k *Keeper) Start(ctx context.Context) error {
 	k.defaults()
-	t := time.NewTicker(k.Interval)
-	defer t.Stop()
 	for {
+		wait := k.Interval
+		k.mu.Lock()
+		if k.rotating {
+			wait = k.RotationInterval
+		}
+		k.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(wait):
 			if err := k.Ensure(ctx); err != nil {
 				// The current certificate is still valid for a third of
 				// its life: log and try again at the next tick.
@@ -135,10 +177,17 @@ func (k *Keeper) Ensure(ctx context.Context) error {
 	if err := writeFiles(k.CertDir, bundle.certPEM, bundle.keyPEM); err != nil {
 		return err
 	}
+	if err := k.injectCABundle(ctx, bundle.caBundle); err != nil {
+		return err
+	}
 	k.mu.Lock()
-	k.caBundle = bundle.caBundle
+	old := k.caBundle
+	k.caBundle, k.rotating = bundle.caBundle, bundle.rotating
 	k.mu.Unlock()
-	return k.injectCABundle(ctx, bundle.caBundle)
+	if old != nil && !bytes.Equal(old, bundle.caBundle) && k.OnChange != nil {
+		k.OnChange(bundle.caBundle)
+	}
+	return nil
 }
 
 // CABundle is the CA bundle the serving certificate chains to (PEM), as of
@@ -152,6 +201,7 @@ func (k *Keeper) CABundle() []byte {
 
 type bundle struct {
 	certPEM, keyPEM, caBundle []byte
+	rotating                  bool // a next or a previous CA is in the bundle
 }
 
 // ensureSecret reads the Secret and renews what is missing or ageing.
@@ -162,32 +212,73 @@ func (k *Keeper) ensureSecret(ctx context.Context) (*bundle, error) {
 	if err != nil && !create {
 		return nil, fmt.Errorf("reading Secret %s/%s: %w", k.Namespace, k.SecretName, err)
 	}
+	logger := log.FromContext(ctx).WithValues("secret", k.Namespace+"/"+k.SecretName)
 	now := k.Now()
-	data := secret.Data
-	ca, caKey, caErr := parsePair(data[KeyCACert], data[KeyCAKey])
-	var why string
-	switch {
-	case caErr != nil:
-		why = "no valid CA: " + caErr.Error()
-	case k.ageing(ca, now):
-		why = fmt.Sprintf("the CA expires on %s", ca.NotAfter.Format(time.RFC3339))
+	data := maps.Clone(secret.Data)
+	if data == nil {
+		data = map[string][]byte{}
+	}
+	annotations := maps.Clone(secret.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
 	}
 	changed := false
-	oldCA := data[KeyCACert]
-	if why != "" {
+	note := func(msg, why string) {
+		changed = true
+		logger.Info(msg, "why", why)
+	}
+
+	ca, caKey, caErr := parsePair(data[KeyCACert], data[KeyCAKey])
+	if caErr == nil && !now.Before(ca.NotAfter) {
+		caErr = fmt.Errorf("it expired on %s", ca.NotAfter.Format(time.RFC3339))
+	}
+	next, nextKey, nextErr := parsePair(data[KeyNextCACert], data[KeyNextCAKey])
+	since, sinceErr := time.Parse(time.RFC3339, annotations[AnnotationNextCASince])
+	switch {
+	case caErr != nil && nextErr == nil:
+		// Nothing valid signs: the next CA, already trusted, takes over.
+		ca, caKey = next, nextKey
+		data[KeyCACert], data[KeyCAKey] = data[KeyNextCACert], data[KeyNextCAKey]
+		clearNext(data, annotations)
+		note("The next webhook CA signs from now on", "the current CA is not valid: "+caErr.Error())
+	case caErr != nil:
+		// Nothing to stage from: a new CA at once.
 		if ca, caKey, err = k.newCA(now); err != nil {
 			return nil, err
 		}
-		keyPEM, err := encodeKey(caKey)
-		if err != nil {
+		if data[KeyCACert], data[KeyCAKey], err = encodePair(ca, caKey); err != nil {
 			return nil, err
 		}
-		data = map[string][]byte{KeyCACert: encodeCert(ca), KeyCAKey: keyPEM}
-		changed = true
-		log.FromContext(ctx).Info("Made a new webhook CA", "secret", k.Namespace+"/"+k.SecretName, "why", why)
+		clearNext(data, annotations)
+		note("Made a new webhook CA", "no valid CA: "+caErr.Error())
+	case !k.ageing(ca, now):
+		if _, ok := data[KeyNextCACert]; ok {
+			clearNext(data, annotations)
+			note("Dropped a next webhook CA", "the current CA is not ageing")
+		}
+	case nextErr != nil || sinceErr != nil:
+		// Trusted first, signing later: clients learn the new CA before
+		// they meet a certificate it signed.
+		if next, nextKey, err = k.newCA(now); err != nil {
+			return nil, err
+		}
+		if data[KeyNextCACert], data[KeyNextCAKey], err = encodePair(next, nextKey); err != nil {
+			return nil, err
+		}
+		annotations[AnnotationNextCASince] = now.UTC().Format(time.RFC3339)
+		note("Made the next webhook CA; it signs once every client has had time to trust it",
+			fmt.Sprintf("the CA expires on %s; trusted for %s first", ca.NotAfter.Format(time.RFC3339), k.TrustDelay))
+	case now.Sub(since) >= k.TrustDelay:
+		data[KeyPreviousCACert] = data[KeyCACert]
+		data[KeyCACert], data[KeyCAKey] = data[KeyNextCACert], data[KeyNextCAKey]
+		ca, caKey = next, nextKey
+		clearNext(data, annotations)
+		note("The next webhook CA signs from now on; the previous one stays trusted until every replica serves a certificate of the new one",
+			fmt.Sprintf("trusted since %s", since.Format(time.RFC3339)))
 	}
+
 	cert, _, certErr := parsePair(data[KeyCert], data[KeyKey])
-	why = ""
+	why := ""
 	switch {
 	case certErr != nil:
 		why = "no valid certificate: " + certErr.Error()
@@ -204,19 +295,32 @@ func (k *Keeper) ensureSecret(ctx context.Context) (*bundle, error) {
 			return nil, err
 		}
 		data[KeyCert], data[KeyKey] = certPEM, keyPEM
-		changed = true
-		log.FromContext(ctx).Info("Made a new webhook serving certificate", "secret", k.Namespace+"/"+k.SecretName, "why", why)
+		note("Made a new webhook serving certificate", why)
 	}
-	// While clients may still hold the old CA, trust both.
-	caBundle := data[KeyCACert]
-	if old, err := parseCert(oldCA); err == nil && !bytes.Equal(oldCA, data[KeyCACert]) && now.Before(old.NotAfter) {
-		caBundle = append(append([]byte{}, caBundle...), oldCA...)
+
+	if prev, ok := data[KeyPreviousCACert]; ok {
+		p, err := parseCert(prev)
+		switch {
+		case err != nil || !now.Before(p.NotAfter):
+			delete(data, KeyPreviousCACert)
+			note("Dropped the previous webhook CA", "it is expired or unreadable")
+		case changed:
+			// This replica has not loaded the new certificate yet.
+		default:
+			if err := k.everyReplicaServes(ctx, ca); err != nil {
+				logger.Info("Still trusting the previous webhook CA", "why", err.Error())
+			} else {
+				delete(data, KeyPreviousCACert)
+				note("Dropped the previous webhook CA", "every replica serves a certificate of the current CA")
+			}
+		}
 	}
+
 	if changed {
-		secret.Data = data
+		secret.Data, secret.Annotations = data, annotations
 		secret.Type = corev1.SecretTypeOpaque
 		if create {
-			secret.ObjectMeta = metav1.ObjectMeta{Name: k.SecretName, Namespace: k.Namespace,
+			secret.ObjectMeta = metav1.ObjectMeta{Name: k.SecretName, Namespace: k.Namespace, Annotations: annotations,
 				Labels: map[string]string{"app.kubernetes.io/managed-by": "shardfeed", "app.kubernetes.io/component": "webhook-certificate"}}
 			err = k.Client.Create(ctx, &secret)
 		} else {
@@ -226,7 +330,61 @@ func (k *Keeper) ensureSecret(ctx context.Context) (*bundle, error) {
 			return nil, err
 		}
 	}
-	return &bundle{certPEM: data[KeyCert], keyPEM: data[KeyKey], caBundle: caBundle}, nil
+	// The bundle follows from the Secret alone: every replica publishes
+	// the same one.
+	caBundle := slices.Concat(data[KeyCACert], data[KeyNextCACert], data[KeyPreviousCACert])
+	_, hasNext := data[KeyNextCACert]
+	_, hasPrevious := data[KeyPreviousCACert]
+	return &bundle{certPEM: data[KeyCert], keyPEM: data[KeyKey], caBundle: caBundle, rotating: hasNext || hasPrevious}, nil
+}
+
+func clearNext(data map[string][]byte, annotations map[string]string) {
+	delete(data, KeyNextCACert)
+	delete(data, KeyNextCAKey)
+	delete(annotations, AnnotationNextCASince)
+}
+
+// everyReplicaServes dials each ready endpoint of the webhook Service and
+// checks that it presents a certificate of ca.
+func (k *Keeper) everyReplicaServes(ctx context.Context, ca *x509.Certificate) error {
+	if k.Service == "" {
+		return errors.New("no webhook Service to check the replicas of; the previous CA stays until it expires")
+	}
+	var list discoveryv1.EndpointSliceList
+	if err := k.Client.List(ctx, &list, client.InNamespace(k.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: k.Service}); err != nil {
+		return fmt.Errorf("listing the endpoints of Service %s/%s: %w", k.Namespace, k.Service, err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	serverName := ""
+	if len(k.DNSNames) > 0 {
+		serverName = k.DNSNames[0]
+	}
+	dialer := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second},
+		Config: &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12, Time: k.Now}}
+	for _, s := range list.Items {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue // the API server does not call it
+			}
+			for _, port := range s.Ports {
+				if port.Port == nil {
+					continue
+				}
+				for _, a := range ep.Addresses {
+					addr := net.JoinHostPort(a, strconv.Itoa(int(*port.Port)))
+					dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					conn, err := dialer.DialContext(dctx, "tcp", addr)
+					cancel()
+					if err != nil {
+						return fmt.Errorf("the replica at %s does not serve a certificate of the current CA yet: %w", addr, err)
+					}
+					_ = conn.Close()
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (k *Keeper) ageing(c *x509.Certificate, now time.Time) bool {
@@ -417,6 +575,11 @@ func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, *ecdsa.PrivateKey, er
 
 func encodeCert(c *x509.Certificate) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+}
+
+func encodePair(c *x509.Certificate, k *ecdsa.PrivateKey) (certPEM, keyPEM []byte, err error) {
+	keyPEM, err = encodeKey(k)
+	return encodeCert(c), keyPEM, err
 }
 
 func encodeKey(k *ecdsa.PrivateKey) ([]byte, error) {

@@ -5,18 +5,22 @@ package certs_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"log"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -120,18 +124,23 @@ func TestIntegrationKeeperMakesRenewsAndPublishesTheCertificate(t *testing.T) {
 		t.Fatal("the caBundle is not the Secret's CA")
 	}
 
+	trust := 10 * time.Minute
+	k.TrustDelay = trust
 	steps := []struct {
 		name           string
 		at             time.Duration
 		spoil          map[string][]byte
 		newCert, newCA bool
+		nextCA         bool // the bundle trusts a CA that does not sign yet
 	}{
 		{name: "a second call changes nothing", at: 0},
 		{name: "a certificate with more than a third of its life left stays", at: 5 * 24 * time.Hour},
 		{name: "a certificate with less than a third left is renewed", at: 7 * 24 * time.Hour, newCert: true},
-		{name: "a CA with less than a third left is renewed, with its certificate", at: 70 * 24 * time.Hour, newCert: true, newCA: true},
-		{name: "a spoiled certificate is replaced", at: 70 * 24 * time.Hour, spoil: map[string][]byte{"tls.crt": []byte("garbage")}, newCert: true},
-		{name: "a key that does not match is replaced", at: 70 * 24 * time.Hour, spoil: map[string][]byte{"ca.key": nil}, newCert: true, newCA: true},
+		{name: "a CA with less than a third left gets a successor, trusted before it signs", at: 70 * 24 * time.Hour, newCert: true, nextCA: true},
+		{name: "the successor does not sign before the trust delay", at: 70*24*time.Hour + trust/2, nextCA: true},
+		{name: "after the trust delay the successor signs, and the old CA stays trusted", at: 70*24*time.Hour + trust, newCert: true, newCA: true},
+		{name: "a spoiled certificate is replaced", at: 71 * 24 * time.Hour, spoil: map[string][]byte{"tls.crt": []byte("garbage")}, newCert: true},
+		{name: "a key that does not match is replaced at once", at: 71 * 24 * time.Hour, spoil: map[string][]byte{"ca.key": nil}, newCert: true, newCA: true},
 	}
 	prev := first
 	for _, st := range steps {
@@ -157,8 +166,14 @@ func TestIntegrationKeeperMakesRenewsAndPublishesTheCertificate(t *testing.T) {
 			if gotNew := !bytes.Equal(after.Data["ca.crt"], before.Data["ca.crt"]); gotNew != st.newCA {
 				t.Errorf("new CA: %v, want %v", gotNew, st.newCA)
 			}
-			if st.newCA && st.spoil == nil && !bytes.Contains(bundle, beforeBundle) {
-				t.Error("after a CA rotation the caBundle no longer trusts the old CA, which clients may still hold")
+			if st.spoil == nil && !bytes.Contains(bundle, before.Data["ca.crt"]) {
+				t.Error("the caBundle no longer trusts the CA of the last call, which clients may still hold")
+			}
+			if _, ok := after.Data["next-ca.crt"]; ok != st.nextCA {
+				t.Errorf("a next CA in the Secret: %v, want %v", ok, st.nextCA)
+			}
+			if st.nextCA && (!bytes.Contains(bundle, after.Data["next-ca.crt"]) || !bytes.Contains(bundle, beforeBundle)) {
+				t.Error("the caBundle does not trust both the signing CA and its successor")
 			}
 			if !st.newCert && !st.newCA && after.ResourceVersion != before.ResourceVersion {
 				t.Error("the Secret was written although nothing needed renewing")
@@ -199,6 +214,212 @@ func TestIntegrationKeepersRacingAgreeOnOneCertificate(t *testing.T) {
 			first = got
 		} else if !bytes.Equal(got, first) {
 			t.Fatalf("replica %d serves another certificate than replica 0", i)
+		}
+	}
+}
+
+// replica serves the certificate files of a keeper's CertDir over TLS, as
+// the webhook server does (it reloads them when they change).
+type replica struct {
+	keeper *certs.Keeper
+	addr   string
+}
+
+func startReplica(t *testing.T, ip net.IP, k *certs.Keeper) *replica {
+	t.Helper()
+	l, err := tls.Listen("tcp", net.JoinHostPort(ip.String(), "0"), &tls.Config{
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			c, err := tls.LoadX509KeyPair(filepath.Join(k.CertDir, "tls.crt"), filepath.Join(k.CertDir, "tls.key"))
+			return &c, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_ = c.(*tls.Conn).Handshake()
+				_ = c.Close()
+			}()
+		}
+	}()
+	return &replica{keeper: k, addr: l.Addr().String()}
+}
+
+// nodeIP is an address of this machine that an EndpointSlice may hold
+// (the API server refuses loopback addresses there).
+func nodeIP(t *testing.T) net.IP {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.To4()
+		}
+	}
+	t.Fatal("this machine has no non-loopback IPv4 address to serve the test's replicas on")
+	return nil
+}
+
+// endpointSlice publishes addr as an endpoint of the Service, as the
+// EndpointSlice controller does for a replica's pod.
+func endpointSlice(t *testing.T, ns, service, name, addr string, ready bool) {
+	t.Helper()
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{host}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	if err := apiServer.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A CA rotation across replicas that renew at different times: at every
+// moment, the API server (the caBundle) and the sidecars (the bundle the
+// plan ConfigMaps carry) trust the certificate every replica serves.
+func TestIntegrationACARotationNeverLeavesAReplicaUntrusted(t *testing.T) {
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	config := "certs-rotation-" + ns
+	webhookConfiguration(t, config)
+	ip := nodeIP(t)
+	t0 := time.Now()
+	var mu sync.Mutex
+	now := t0
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	trust := 10 * time.Minute
+	published := map[string][][]byte{} // replica → the bundles its OnChange saw
+	replicas := make([]*replica, 2)
+	for i, name := range []string{"a", "b"} {
+		k := &certs.Keeper{Client: apiServer.Client, Options: certs.Options{
+			Namespace: ns, SecretName: "webhook-cert", DNSNames: []string{dnsName}, CertDir: t.TempDir(),
+			MutatingWebhooks: []string{config}, Service: "webhook",
+			// Certificates outlive the test's jumps of the clock: a replica
+			// that has not renewed yet still serves a valid one.
+			CAValidity: 90 * 24 * time.Hour, CertValidity: 80 * 24 * time.Hour, TrustDelay: trust, Now: clock,
+			OnChange: func(b []byte) { published[name] = append(published[name], b) },
+		}}
+		if err := k.Ensure(ctx); err != nil {
+			t.Fatal(err)
+		}
+		replicas[i] = startReplica(t, ip, k)
+		endpointSlice(t, ns, "webhook", "webhook-"+name, replicas[i].addr, true)
+	}
+	// A replica that is not ready gets no calls: it must not hold the
+	// rotation up (nothing listens there).
+	closed, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpointSlice(t, ns, "webhook", "webhook-starting", closed.Addr().String(), false)
+	_ = closed.Close()
+
+	secret := func() *corev1.Secret {
+		var s corev1.Secret
+		if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "webhook-cert"}, &s); err != nil {
+			t.Fatal(err)
+		}
+		return &s
+	}
+	// trusted checks a TLS handshake with every replica under the bundle
+	// the API server uses and under the one each keeper gives the sidecars.
+	trusted := func(step string) []byte {
+		t.Helper()
+		var cfg admissionregistrationv1.MutatingWebhookConfiguration
+		if err := apiServer.Client.Get(ctx, client.ObjectKey{Name: config}, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		bundles := map[string][]byte{"the caBundle": cfg.Webhooks[0].ClientConfig.CABundle}
+		for i, r := range replicas {
+			bundles[fmt.Sprintf("replica %d's bundle for the sidecars", i)] = r.keeper.CABundle()
+		}
+		for who, b := range bundles {
+			roots := x509.NewCertPool()
+			if !roots.AppendCertsFromPEM(b) {
+				t.Fatalf("%s: %s holds no certificate", step, who)
+			}
+			for i, r := range replicas {
+				c, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: roots, ServerName: dnsName, Time: clock, MinVersion: tls.VersionTLS12})
+				if err != nil {
+					t.Fatalf("%s: replica %d is not trusted under %s: %v", step, i, who, err)
+				}
+				_ = c.Close()
+			}
+		}
+		return bundles["the caBundle"]
+	}
+	ensure := func(i int, at time.Duration) {
+		t.Helper()
+		mu.Lock()
+		now = t0.Add(at)
+		mu.Unlock()
+		if err := replicas[i].keeper.Ensure(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	start := secret().Data["ca.crt"]
+	if b := trusted("installed"); !bytes.Equal(b, start) {
+		t.Fatal("before any rotation the caBundle is not the one CA")
+	}
+	ageing := 61 * 24 * time.Hour
+	ensure(0, ageing)
+	next := secret().Data["next-ca.crt"]
+	if next == nil {
+		t.Fatal("an ageing CA got no successor")
+	}
+	trusted("replica 0 made the next CA")
+	ensure(1, ageing)
+	if b := trusted("replica 1 saw the next CA"); !bytes.Contains(b, next) || !bytes.Contains(b, start) {
+		t.Fatal("replica 1 dropped the next CA or the current one from the caBundle")
+	}
+	rv := secret().ResourceVersion
+	ensure(0, ageing+trust/2)
+	if secret().ResourceVersion != rv {
+		t.Fatal("the next CA signed before the trust delay")
+	}
+	ensure(0, ageing+trust)
+	if !bytes.Equal(secret().Data["ca.crt"], next) || !bytes.Equal(secret().Data["previous-ca.crt"], start) {
+		t.Fatal("after the trust delay the next CA does not sign, or the old one is not kept as previous")
+	}
+	trusted("replica 0 serves a certificate of the new CA, replica 1 one of the old")
+	ensure(0, ageing+trust+time.Minute)
+	if b := trusted("replica 0 checked again while replica 1 still serves the old CA's certificate"); !bytes.Contains(b, start) {
+		t.Fatal("the old CA left the caBundle while replica 1 still serves a certificate it signed")
+	}
+	ensure(1, ageing+trust+2*time.Minute) // loads the new certificate
+	trusted("replica 1 serves a certificate of the new CA")
+	ensure(0, ageing+trust+3*time.Minute)
+	if b := trusted("both replicas serve the new CA's certificate"); !bytes.Equal(b, next) {
+		t.Fatal("the old CA is still trusted once every replica serves the new one")
+	}
+	if _, ok := secret().Data["previous-ca.crt"]; ok {
+		t.Fatal("the previous CA is still in the Secret")
+	}
+	ensure(1, ageing+trust+4*time.Minute)
+	trusted("replica 1 saw the previous CA go")
+	for _, name := range []string{"a", "b"} {
+		got := published[name]
+		if len(got) == 0 || !bytes.Equal(got[len(got)-1], next) {
+			t.Errorf("replica %s's OnChange did not see the final bundle (%d changes)", name, len(got))
 		}
 	}
 }

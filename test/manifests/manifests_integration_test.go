@@ -327,8 +327,9 @@ func TestIntegrationChartNetworkPoliciesAllowOnlyWhatTheManagerNeeds(t *testing.
 			}
 		}
 	}
+	managerPods := fmt.Sprint(map[string]string{"app.kubernetes.io/name": "shardfeed", "app.kubernetes.io/instance": "shardfeed", "app.kubernetes.io/component": "manager"})
 	want := map[int32][]string{
-		9443: {"cidr 10.0.0.1/32", "pods with shardfeed.io/dataset in namespaces {}"},
+		9443: {"cidr 10.0.0.1/32", "pods with shardfeed.io/dataset in namespaces {}", "pods " + managerPods + " in namespaces (own)"},
 		8443: {"namespaces map[kubernetes.io/metadata.name:monitoring]"},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -350,6 +351,7 @@ func TestIntegrationChartNetworkPoliciesAllowOnlyWhatTheManagerNeeds(t *testing.
 		"cidr 10.0.0.1/32": {443, 6443},
 		"pods map[k8s-app:kube-dns] in namespaces map[kubernetes.io/metadata.name:kube-system]": {53, 53},
 		"cidr 10.1.0.0/16": {9000},
+		"pods " + managerPods + " in namespaces (own)": {9443},
 	}
 	if !reflect.DeepEqual(egress, wantEgress) {
 		t.Errorf("egress %v, want %v", egress, wantEgress)
@@ -383,7 +385,10 @@ func peer(p networkingv1.NetworkPolicyPeer) string {
 }
 
 func selectorText(s *metav1.LabelSelector) string {
-	if s == nil || (len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0) {
+	if s == nil {
+		return "(own)"
+	}
+	if len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0 {
 		return "{}"
 	}
 	return fmt.Sprint(s.MatchLabels)

@@ -335,7 +335,10 @@ func (k *Keeper) ensureSecret(ctx context.Context) (*bundle, error) {
 	caBundle := slices.Concat(data[KeyCACert], data[KeyNextCACert], data[KeyPreviousCACert])
 	_, hasNext := data[KeyNextCACert]
 	_, hasPrevious := data[KeyPreviousCACert]
-	return &bundle{certPEM: data[KeyCert], keyPEM: data[KeyKey], caBundle: caBundle, rotating: hasNext || hasPrevious}, nil
+	// Without a Service the previous CA waits for its expiry: no reason to
+	// check every minute.
+	rotating := hasNext || (hasPrevious && k.Service != "")
+	return &bundle{certPEM: data[KeyCert], keyPEM: data[KeyKey], caBundle: caBundle, rotating: rotating}, nil
 }
 
 func clearNext(data map[string][]byte, annotations map[string]string) {

@@ -1,6 +1,17 @@
 # One image for the operator (/manager) and the sidecar (/shardfeed sidecar).
 # Static binaries on a distroless base: no shell, no package manager, non-root.
-FROM golang:1.26 AS build
+#
+# The base images are build arguments so that a release build pins them by
+# digest, resolved from the registry at build time:
+#   docker build --build-arg BUILD_IMAGE=golang:1.26@sha256:… \
+#                --build-arg BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot@sha256:… .
+# No digest is written here: none can be checked against the registries
+# from the machine this project is developed on, and an unchecked digest
+# is worse than a tag.
+ARG BUILD_IMAGE=golang:1.26
+ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot
+
+FROM ${BUILD_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -11,7 +22,7 @@ RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X github.com/shardfeed/shardfeed/internal/version.version=${VERSION} -X github.com/shardfeed/shardfeed/internal/version.commit=${COMMIT}" \
       -o /out/ ./cmd/shardfeed ./cmd/manager
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM ${BASE_IMAGE}
 COPY --from=build /out/shardfeed /out/manager /
 USER 65532:65532
 ENTRYPOINT ["/manager"]

@@ -76,12 +76,14 @@ type Options struct {
 	// CAValidity and CertValidity; a certificate is renewed when a third
 	// of its validity is left. Defaults: 10 years and 1 year.
 	CAValidity, CertValidity time.Duration
-	// Interval between checks when running as a manager Runnable (1 h),
-	// and RotationInterval while a CA rotation is under way (1 min).
-	Interval, RotationInterval time.Duration
+	// Interval between checks when running as a manager Runnable (1 min:
+	// three GETs; every replica, the leader writing the plans among them,
+	// learns of a new CA within it).
+	Interval time.Duration
 	// TrustDelay: how long a next CA is in the bundle before it signs, so
-	// that the plan ConfigMaps the sidecars read it from reach every node
-	// (10 min; the kubelet refreshes mounted ConfigMaps within about 2).
+	// that every replica has published it and the plan ConfigMaps the
+	// sidecars read it from reach every node (10 min: the Interval, a
+	// reconcile, and the kubelet's refresh of mounted ConfigMaps, about 2).
 	TrustDelay time.Duration
 	// Service is the webhook Service: the previous CA leaves the bundle
 	// once each of its ready endpoints serves a certificate of the current
@@ -105,7 +107,6 @@ type Keeper struct {
 
 	mu       sync.Mutex
 	caBundle []byte
-	rotating bool
 }
 
 func (k *Keeper) defaults() {
@@ -116,10 +117,7 @@ func (k *Keeper) defaults() {
 		k.CertValidity = 365 * 24 * time.Hour
 	}
 	if k.Interval == 0 {
-		k.Interval = time.Hour
-	}
-	if k.RotationInterval == 0 {
-		k.RotationInterval = time.Minute
+		k.Interval = time.Minute
 	}
 	if k.TrustDelay == 0 {
 		k.TrustDelay = 10 * time.Minute
@@ -135,17 +133,13 @@ func (k *Keeper) NeedLeaderElection() bool { return false }
 // Start implements manager.Runnable: Ensure every Interval until ctx ends.
 func (k *Keeper) Start(ctx context.Context) error {
 	k.defaults()
+	t := time.NewTicker(k.Interval)
+	defer t.Stop()
 	for {
-		wait := k.Interval
-		k.mu.Lock()
-		if k.rotating {
-			wait = k.RotationInterval
-		}
-		k.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(wait):
+		case <-t.C:
 			if err := k.Ensure(ctx); err != nil {
 				// The current certificate is still valid for a third of
 				// its life: log and try again at the next tick.
@@ -182,7 +176,7 @@ func (k *Keeper) Ensure(ctx context.Context) error {
 	}
 	k.mu.Lock()
 	old := k.caBundle
-	k.caBundle, k.rotating = bundle.caBundle, bundle.rotating
+	k.caBundle = bundle.caBundle
 	k.mu.Unlock()
 	if old != nil && !bytes.Equal(old, bundle.caBundle) && k.OnChange != nil {
 		k.OnChange(bundle.caBundle)
@@ -201,7 +195,6 @@ func (k *Keeper) CABundle() []byte {
 
 type bundle struct {
 	certPEM, keyPEM, caBundle []byte
-	rotating                  bool // a next or a previous CA is in the bundle
 }
 
 // ensureSecret reads the Secret and renews what is missing or ageing.
@@ -306,6 +299,8 @@ func (k *Keeper) ensureSecret(ctx context.Context) (*bundle, error) {
 			note("Dropped the previous webhook CA", "it is expired or unreadable")
 		case changed:
 			// This replica has not loaded the new certificate yet.
+		case k.Service == "":
+			// No replicas to check: it stays until it expires.
 		default:
 			if err := k.everyReplicaServes(ctx, ca); err != nil {
 				logger.Info("Still trusting the previous webhook CA", "why", err.Error())
@@ -333,12 +328,7 @@ func (k *Keeper) ensureSecret(ctx context.Context) (*bundle, error) {
 	// The bundle follows from the Secret alone: every replica publishes
 	// the same one.
 	caBundle := slices.Concat(data[KeyCACert], data[KeyNextCACert], data[KeyPreviousCACert])
-	_, hasNext := data[KeyNextCACert]
-	_, hasPrevious := data[KeyPreviousCACert]
-	// Without a Service the previous CA waits for its expiry: no reason to
-	// check every minute.
-	rotating := hasNext || (hasPrevious && k.Service != "")
-	return &bundle{certPEM: data[KeyCert], keyPEM: data[KeyKey], caBundle: caBundle, rotating: rotating}, nil
+	return &bundle{certPEM: data[KeyCert], keyPEM: data[KeyKey], caBundle: caBundle}, nil
 }
 
 func clearNext(data map[string][]byte, annotations map[string]string) {
@@ -350,9 +340,6 @@ func clearNext(data map[string][]byte, annotations map[string]string) {
 // everyReplicaServes dials each ready endpoint of the webhook Service and
 // checks that it presents a certificate of ca.
 func (k *Keeper) everyReplicaServes(ctx context.Context, ca *x509.Certificate) error {
-	if k.Service == "" {
-		return errors.New("no webhook Service to check the replicas of; the previous CA stays until it expires")
-	}
 	var list discoveryv1.EndpointSliceList
 	if err := k.Client.List(ctx, &list, client.InNamespace(k.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: k.Service}); err != nil {
 		return fmt.Errorf("listing the endpoints of Service %s/%s: %w", k.Namespace, k.Service, err)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/shardfeed/shardfeed/internal/index/mdsindex"
 	"github.com/shardfeed/shardfeed/internal/testenv"
@@ -45,7 +46,15 @@ const (
 	// path, through a crash of one replica and a rolling restart.
 	KillManager Fault = "manager replica SIGKILL"
 	RollManager Fault = "manager rolling restart"
+	// UpgradeOperator upgrades the release (helm upgrade to a new image
+	// tag, the new default sidecar image), then deletes a pod of the job:
+	// the upgraded webhook must give it the sidecar image the job started
+	// with, and the job keeps its state and progress.
+	UpgradeOperator Fault = "operator upgrade"
 )
+
+// upgradeTag is the image tag UpgradeOperator upgrades to.
+const upgradeTag = "e2e-next"
 
 // Scenario is one job trained through its faults.
 type Scenario struct {
@@ -63,6 +72,11 @@ type Scenario struct {
 	// Samples per stream, when the schedule needs a longer epoch than the
 	// suite's (Options.Samples).
 	Samples int
+	// StepTime is the trainers' time per step (default 100 ms), and Latest
+	// the fraction of the epoch by which every fault has begun (default
+	// 0.7): a slow fault needs the job still running when it ends.
+	StepTime time.Duration
+	Latest   float64
 }
 
 // Options of a suite run.
@@ -199,15 +213,19 @@ func (p *play) run(ctx context.Context) error {
 	}
 	c.Step("Scenario %s: %d pods, then %v; faults %v", sc.Name, sc.Worlds[0], sc.Worlds[1:], sc.Faults)
 	var err error
+	step := stepTime
+	if sc.StepTime > 0 {
+		step = sc.StepTime
+	}
 	p.env, err = c.NewEnv(ctx, "chaos-"+sc.Name, scenario.DatasetOptions{Samples: p.samples, NumSplits: numSplits,
 		GlobalBatchSize: globalBatch, BlockSize: 64, Extra: extra, Endpoint: "http://" + p.s.proxy.Addr,
-		CommitEvery: commitEvery, StepTime: stepTime})
+		CommitEvery: commitEvery, StepTime: step})
 	if err != nil {
 		return err
 	}
 	steps := int64(2*p.samples) / globalBatch
 	// The schedule: every fault and rescale at its own step, in the seed's
-	// order, between 10 % and 80 % of the epoch.
+	// order, between 5 % and 70 % (sc.Latest) of the epoch.
 	events := slices.Clone(sc.Faults)
 	for range sc.Worlds[1:] {
 		events = append(events, Rescale)
@@ -219,7 +237,11 @@ func (p *play) run(ctx context.Context) error {
 	events = slices.DeleteFunc(events, func(f Fault) bool { return f == CorruptShard })
 	p.rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
 	at := make([]int64, len(events))
-	lo, hi := steps/20, steps*7/10
+	latest := 0.7
+	if sc.Latest > 0 {
+		latest = sc.Latest
+	}
+	lo, hi := steps/20, int64(float64(steps)*latest)
 	for i := range at {
 		at[i] = lo + p.rng.Int64N(max(hi-lo, 1))
 	}
@@ -300,6 +322,19 @@ func (p *play) run(ctx context.Context) error {
 
 // check asserts what the scenario's faults must have left behind.
 func (p *play) check(ctx context.Context) error {
+	if slices.Contains(p.sc.Faults, UpgradeOperator) {
+		// Pods of the job's last attempt, whenever admitted, ran the
+		// sidecar the job started with.
+		pods, err := p.env.PodsOf(ctx, p.job.Name)
+		if err != nil {
+			return err
+		}
+		for i := range pods {
+			if img := scenario.SidecarImage(&pods[i]); img != scenario.OperatorImage {
+				return fmt.Errorf("pod %s of the job's last attempt runs sidecar %q, not the job's %s", pods[i].Name, img, scenario.OperatorImage)
+			}
+		}
+	}
 	if !slices.Contains(p.sc.Faults, CorruptShard) || p.sc.OnCorruptShard != "skip" {
 		if p.res.Skipped > 0 || p.res.SkippedShards > 0 {
 			return fmt.Errorf("%d samples skipped without onCorruptShard: skip", p.res.Skipped)
@@ -382,6 +417,8 @@ func (p *play) inject(ctx context.Context, f Fault) (string, error) {
 			return "", err
 		}
 		return fmt.Sprintf("the manager's Deployment rolled (in %s)", time.Since(began).Round(100*time.Millisecond)), nil
+	case UpgradeOperator:
+		return p.upgrade(ctx)
 	case SlowStore:
 		d := 10*time.Second + time.Duration(p.rng.Int64N(int64(20*time.Second)))
 		d = d.Round(time.Second)
@@ -391,6 +428,56 @@ func (p *play) inject(ctx context.Context, f Fault) (string, error) {
 		return fmt.Sprintf("every chunk from the store delayed 20 ms for %s", d), nil
 	}
 	return "", fmt.Errorf("unknown fault %q", f)
+}
+
+// upgrade upgrades the operator, then deletes a pod of the job and checks
+// that the upgraded webhook gave its replacement the job's sidecar image,
+// not the new default, and that the job's state kept it.
+func (p *play) upgrade(ctx context.Context) (string, error) {
+	env, job := p.env, p.job
+	before, err := env.State(ctx)
+	if err != nil {
+		return "", err
+	}
+	if before.SidecarImage != scenario.OperatorImage {
+		return "", fmt.Errorf("the job's state pins sidecar image %q before the upgrade, want %s", before.SidecarImage, scenario.OperatorImage)
+	}
+	began := time.Now()
+	if err := p.s.c.UpgradeOperator(ctx, upgradeTag); err != nil {
+		return "", err
+	}
+	took := time.Since(began).Round(100 * time.Millisecond)
+	idx := p.rng.IntN(int(*job.Spec.Completions))
+	old, err := env.PodAt(ctx, job, idx)
+	if err != nil {
+		return "", fmt.Errorf("after the upgrade (%s): %w: the epoch needs to be longer", took, err)
+	}
+	if err := env.DeletePod(ctx, job, idx); err != nil {
+		return "", err
+	}
+	var fresh *corev1.Pod
+	err = scenario.WaitFor(ctx, 3*time.Minute, fmt.Sprintf("a new running pod %d of %s", idx, job.Name), func() (bool, error) {
+		fresh, err = env.PodAt(ctx, job, idx)
+		return err == nil && fresh.UID != old.UID, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	after, err := env.State(ctx)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case scenario.SidecarImage(fresh) != before.SidecarImage:
+		return "", fmt.Errorf("pod %d, admitted by the upgraded webhook, runs sidecar %q: the job started with %s", idx, scenario.SidecarImage(fresh), before.SidecarImage)
+	case after.SidecarImage != before.SidecarImage:
+		return "", fmt.Errorf("the job's state pins %q after the upgrade, %q before", after.SidecarImage, before.SidecarImage)
+	case after.Generation < before.Generation || after.Epoch < before.Epoch || (after.Epoch == before.Epoch && after.Step < before.Step):
+		return "", fmt.Errorf("the job's state went back across the upgrade: generation %d, epoch %d step %d, after generation %d, epoch %d step %d",
+			after.Generation, after.Epoch, after.Step, before.Generation, before.Epoch, before.Step)
+	}
+	return fmt.Sprintf("operator upgraded to :%s (helm upgrade, %s); pod %d, deleted and admitted again by the new webhook, kept the job's sidecar %s",
+		upgradeTag, took, idx, before.SidecarImage), nil
 }
 
 // arm flips bytes of an MDS shard of the tokens stream, keeping its

@@ -33,11 +33,18 @@ const (
 	secretName  = "minio"
 )
 
+// OperatorRepository and OperatorImage: the image hack/images.sh builds
+// (the manager and the sidecar).
+const (
+	OperatorRepository = "registry.local/shardfeed"
+	OperatorImage      = OperatorRepository + ":e2e"
+)
+
 // InstallOperator installs (or upgrades) the chart with the e2e image and
 // waits for the manager.
 func (c *Cluster) InstallOperator(ctx context.Context) error {
 	_, err := c.Cmd(ctx, "helm", "upgrade", "--install", "shardfeed", filepath.Join(c.o.Root, "charts", "shardfeed"),
-		"--namespace", operatorNS, "--create-namespace", "--set", "image.repository=registry.local/shardfeed",
+		"--namespace", operatorNS, "--create-namespace", "--set", "image.repository="+OperatorRepository,
 		"--set", "image.tag=e2e", "--set", "image.pullPolicy=Never",
 		// Six pods on two cores: the chart's default sidecar requests
 		// (500m, 2Gi each) are for real training nodes.

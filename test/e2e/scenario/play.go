@@ -587,3 +587,46 @@ func (c *Cluster) RollManager(ctx context.Context) error {
 	_, err := c.Cmd(ctx, "kubectl", "rollout", "status", "deployment/shardfeed-manager", "-n", operatorNS, "--timeout", "180s")
 	return err
 }
+
+// UpgradeOperator upgrades the release as a platform team does (helm
+// upgrade --reuse-values) to the operator image tagged tag, which becomes
+// the default sidecar image too, and waits for the rollout. The local
+// cluster has no registry and no earlier release: tag names the build
+// under test, so the upgrade changes the chart's rendering, the image
+// references and every manager pod, not the code.
+func (c *Cluster) UpgradeOperator(ctx context.Context, tag string) error {
+	socket := filepath.Join(c.o.Root, ".cache", "cluster", "run", "containerd", "containerd.sock")
+	if out, err := execCommand(ctx, "ctr", "-a", socket, "-n", "k8s.io", "images", "tag", "--force",
+		OperatorImage, OperatorRepository+":"+tag); err != nil {
+		return fmt.Errorf("ctr images tag: %w: %s", err, out)
+	}
+	if _, err := c.Cmd(ctx, "helm", "upgrade", "shardfeed", filepath.Join(c.o.Root, "charts", "shardfeed"), "--namespace", operatorNS,
+		"--reuse-values", "--set", "image.tag="+tag, "--wait", "--timeout", "180s"); err != nil {
+		return err
+	}
+	if _, err := c.Cmd(ctx, "kubectl", "rollout", "status", "deployment/shardfeed-manager", "-n", operatorNS, "--timeout", "180s"); err != nil {
+		return err
+	}
+	return WaitFor(ctx, 2*time.Minute, "every manager pod on the new image", func() (bool, error) {
+		pods, err := c.managerPods(ctx)
+		if err != nil || len(pods) == 0 {
+			return false, err
+		}
+		for _, p := range pods {
+			if p.Spec.Containers[0].Image != OperatorRepository+":"+tag {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// SidecarImage is the image of a pod's injected sidecar.
+func SidecarImage(p *corev1.Pod) string {
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == inject.SidecarName {
+			return c.Image
+		}
+	}
+	return ""
+}

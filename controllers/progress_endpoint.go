@@ -80,6 +80,11 @@ func (e *ProgressEndpoint) Register(mux interface {
 	mux.Register(progress.PathCommit, e.handler(http.MethodPost, e.commit))
 	mux.Register(progress.PathSkip, e.handler(http.MethodPost, e.skip))
 	mux.Register(progress.PathState, e.handler(http.MethodGet, e.state))
+	// A sidecar of another version: say what this operator serves.
+	mux.Register("/progress/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeEndpoint(w, http.StatusNotFound, progress.ErrorResponse{Error: fmt.Sprintf(
+			"no endpoint %s: this operator serves the progress API %s (%s*)", req.URL.Path, progress.APIVersion, progress.APIPrefix)})
+	}))
 }
 
 // endpointError is a refusal with its status.

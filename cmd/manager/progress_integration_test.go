@@ -222,6 +222,12 @@ func TestIntegrationAPodMovesOnlyItsOwnJobsProgress(t *testing.T) {
 			t.Errorf("commit body %s: %d %s, want 400", body, status, text)
 		}
 	}
+	// A sidecar of another progress API version: refused, saying which
+	// version this operator serves.
+	if status, text := post(t, f, podA, "/progress/v9/commit", `{}`); status != http.StatusNotFound ||
+		!strings.Contains(text, "serves the progress API v1 (/progress/v1/*)") {
+		t.Errorf("a commit of progress API v9: %d %s, want 404 naming v1", status, text)
+	}
 	if a, b := f.state("train-a"), f.state("train-b"); a.Step != 5 || b.Step != 7 {
 		t.Fatalf("after the refusals: job A at step %d, job B at %d", a.Step, b.Step)
 	}

@@ -191,7 +191,7 @@ func (r *Remote) once(ctx context.Context, method, path string, payload []byte) 
 	case http.StatusConflict:
 		return nil, false, fmt.Errorf("%w: %s", ErrRefused, strings.TrimPrefix(e.Error, ErrRefused.Error()+": "))
 	case http.StatusNotFound:
-		return nil, false, fmt.Errorf("the operator at %s does not serve %s (%s): the sidecar and the operator are more than one version apart; restart the job's pods after the upgrade",
+		return nil, false, fmt.Errorf("the operator at %s does not serve %s (%s): this sidecar and the operator are more than one release apart, and a job keeps the sidecar it started with: finish the job under the operator's previous release, or start it again under a new shardfeed.io/job",
 			r.URL, path, e.Error)
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return nil, true, fmt.Errorf("the operator's progress endpoint %s: %d: %s", r.URL, resp.StatusCode, e.Error)

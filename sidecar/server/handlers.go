@@ -187,7 +187,7 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 	defer s.closeStream(ss)
 
 	pl := s.cfg.Pipeline.Plan()
-	h := http.Header{}
+	h := w.Header().Clone() // the protocol header
 	h.Set("Content-Type", ArrowStream)
 	h.Set(HeaderEpoch, strconv.FormatInt(r.epoch, 10))
 	h.Set(HeaderStartStep, strconv.FormatInt(start, 10))

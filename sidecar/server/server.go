@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/internal/version"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
@@ -89,17 +92,53 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// ProtocolVersion is the version of the socket API: the /v1/ prefix of
+// its paths, and the ProtocolHeader of every response. A new version gets
+// new paths beside the old ones, which a sidecar keeps serving for one
+// release, so a client and a sidecar one release apart work together; a
+// client farther apart gets a 404 that says what this sidecar serves.
+const ProtocolVersion = 1
+
+// ProtocolHeader carries ProtocolVersion on every response.
+const ProtocolHeader = "Shardfeed-Protocol"
+
 // Handler returns the HTTP handler of the API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/batches", s.batches)
-	mux.HandleFunc("POST /v1/commit", s.commit)
-	mux.HandleFunc("GET /v1/state", s.state)
-	mux.HandleFunc("GET /v1/status", s.status)
-	mux.HandleFunc("GET /v1/sample", s.sample)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", s.readyz)
-	return mux
+	endpoints := []struct {
+		method, path string
+		handle       http.HandlerFunc
+	}{
+		{http.MethodGet, "/v1/batches", s.batches},
+		{http.MethodPost, "/v1/commit", s.commit},
+		{http.MethodGet, "/v1/state", s.state},
+		{http.MethodGet, "/v1/status", s.status},
+		{http.MethodGet, "/v1/sample", s.sample},
+		{http.MethodGet, "/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }},
+		{http.MethodGet, "/readyz", s.readyz},
+	}
+	methods := map[string]string{}
+	var served []string
+	for _, e := range endpoints {
+		mux.HandleFunc(e.method+" "+e.path, e.handle)
+		methods[e.path] = e.method
+		served = append(served, e.method+" "+e.path)
+	}
+	// Anything else: a wrong method, or a client of another protocol.
+	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		if m, ok := methods[req.URL.Path]; ok {
+			w.Header().Set("Allow", m)
+			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: fmt.Sprintf("%s takes %s, not %s", req.URL.Path, m, req.Method)})
+			return
+		}
+		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf(
+			"no endpoint %s %s: this sidecar (shardfeed %s) speaks protocol v%d (%s); a client more than one release away from the sidecar does not work with it: use the client of the operator's release",
+			req.Method, req.URL.Path, version.Get().Version, ProtocolVersion, strings.Join(served, ", "))})
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set(ProtocolHeader, strconv.Itoa(ProtocolVersion))
+		mux.ServeHTTP(w, req)
+	})
 }
 
 // SetReady marks the sidecar ready (its first batches are prepared).

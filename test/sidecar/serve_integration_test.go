@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -215,6 +216,27 @@ func TestIntegrationServeRefusesBadRequestsWithClearErrors(t *testing.T) {
 			mustContain(t, body, "times: give")
 		}
 	}
+	// A client of another protocol version, and a wrong method: refused,
+	// saying what this sidecar serves.
+	status, body := getStatus(t, srv.socket, "/v2/batches?rank=0&world=1")
+	if status != http.StatusNotFound {
+		t.Errorf("GET /v2/batches: status %d, want 404", status)
+	}
+	mustContain(t, body, "no endpoint GET /v2/batches", "speaks protocol v1", "GET /v1/batches", "POST /v1/commit", "client of the operator's release")
+	status, body = getStatus(t, srv.socket, "/v1/commit")
+	if status != http.StatusMethodNotAllowed {
+		t.Errorf("GET /v1/commit: status %d, want 405", status)
+	}
+	mustContain(t, body, "/v1/commit takes POST, not GET")
+	resp, err := socketClient(srv.socket).Get("http://shardfeed/v1/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if v := resp.Header.Get("Shardfeed-Protocol"); v != "1" {
+		t.Errorf("Shardfeed-Protocol header %q, want 1", v)
+	}
+
 	st, err := srv.client.State(ctx)
 	if err != nil {
 		t.Fatal(err)

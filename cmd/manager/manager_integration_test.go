@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 )
@@ -178,6 +179,34 @@ func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) 
 	if !inject.Injected(p) || p.Spec.InitContainers[0].Image != "registry.local/shardfeed:e2e" {
 		t.Fatalf("the pod was not injected with the manager's sidecar image: %+v", p.Spec.InitContainers)
 	}
+	// Finding 1: only the operator picks the image of a container that
+	// gets the dataset's credentials. A dataset naming another image is
+	// refused, naming the policy; a state ConfigMap written by someone
+	// else than the operator, pinning such an image for a job, does not
+	// change what its pods run.
+	evil := ds.DeepCopy()
+	evil.ResourceVersion, evil.UID, evil.Name, evil.Spec.Sidecar.Image = "", "", "evil", "evil.example/steal:1"
+	if err := c.Create(ctx, evil); err == nil || !strings.Contains(err.Error(), "not an image the platform team allows") {
+		t.Fatalf("a dataset naming sidecar image evil.example/steal:1: %v, want the policy's refusal", err)
+	}
+	forged, _ := configmaps.StateData(&configmaps.State{Dataset: "web", Job: "forged", SidecarImage: "evil.example/steal:1"})
+	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.StateName("web", "forged"), Namespace: ns,
+		Labels: configmaps.JobLabels("web", "forged"), OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, datav1alpha1.GroupVersion.WithKind("TrainingDataset"))}},
+		Data: forged}); err != nil {
+		t.Fatal(err)
+	}
+	fp := pod(ns)
+	fp.Annotations[inject.AnnotationJob] = "forged"
+	if err := c.Create(ctx, fp); err != nil {
+		t.Fatal(err)
+	}
+	if !inject.Injected(fp) {
+		t.Fatal("the pod of job forged was not injected")
+	}
+	if img := fp.Spec.InitContainers[0].Image; img != "registry.local/shardfeed:e2e" {
+		t.Fatalf("a pod of a job whose state someone else pinned to evil.example/steal:1 runs sidecar %s", img)
+	}
+
 	// Never in the operator's namespace.
 	own := pod(operatorNS)
 	own.OwnerReferences = nil

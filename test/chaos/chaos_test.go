@@ -41,7 +41,9 @@ var full = []chaos.Scenario{
 	{Name: "manager-kill", Worlds: []int{4}, Faults: []chaos.Fault{chaos.KillManager, chaos.KillManager}},
 	{Name: "manager-roll", Worlds: []int{4}, Faults: []chaos.Fault{chaos.RollManager}},
 	upgrade,
-	{Name: "everything", Worlds: []int{4, 3, 6, 2}, OnCorruptShard: "skip", Samples: 9600, Faults: []chaos.Fault{
+	// Ten injections, some of them long (the store down for up to a
+	// minute while the sidecars' caches carry the job on): a long epoch.
+	{Name: "everything", Worlds: []int{4, 3, 6, 2}, OnCorruptShard: "skip", Samples: 19200, Faults: []chaos.Fault{
 		chaos.KillSidecar, chaos.KillTrainer, chaos.MinIOOutage, chaos.APIServerRestart, chaos.CorruptShard, chaos.SlowStore,
 		chaos.KillManager, chaos.RollManager}},
 }

@@ -31,6 +31,7 @@ func newConvertCommand() *cobra.Command {
 		src                         sourceFlags
 		from, to, out, shardSize    string
 		compression, hashes, outDir string
+		schema                      string
 	)
 	cmd := &cobra.Command{
 		Use:   "convert SOURCE_URI --from mds|jsonl|csv|tsv|parquet|arrow --to mds|parquet --out OUT_URI",
@@ -71,6 +72,11 @@ conversion with the column and row.`,
 				return fmt.Errorf("--out: %w", err)
 			}
 			c := &converter{ctx: ctx, in: inStore, out: outStore, from: datav1alpha1.ShardFormat(from), formats: formats.Default(), stderr: cmd.ErrOrStderr(), tmp: outDir}
+			if schema != "" {
+				if c.schema, err = readSchema(schema); err != nil {
+					return err
+				}
+			}
 			var hashList []string
 			if hashes != "" {
 				hashList = strings.Split(hashes, ",")
@@ -93,6 +99,7 @@ conversion with the column and row.`,
 	f.StringVar(&compression, "compression", "", "shard compression: zstd, gz, br or snappy, with an optional :level (zstd:3)")
 	f.StringVar(&hashes, "hashes", "xxh64", "comma-separated hash algorithms recorded per shard (Parquet: the first)")
 	f.StringVar(&outDir, "temp-dir", "", "directory for source objects while they are scanned")
+	f.StringVar(&schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the schema inferred from every record`)
 	_ = cmd.MarkFlagRequired("from")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
@@ -120,6 +127,7 @@ type converter struct {
 	formats format.Registry
 	stderr  io.Writer
 	tmp     string
+	schema  []index.Field // given, for text sources
 }
 
 // layout returns the source's layout: indexed from its objects by a format
@@ -132,7 +140,7 @@ func (c *converter) layout() (*index.Layout, error) {
 	if _, ok := f.(format.Indexer); !ok {
 		return index.ReadStoreLayout(c.ctx, c.in)
 	}
-	x, err := c.formats.Index(c.ctx, c.in, c.from, format.IndexOptions{TempDir: c.tmp, Progress: func(done, total int, _ string) {
+	x, err := c.formats.Index(c.ctx, c.in, c.from, format.IndexOptions{TempDir: c.tmp, Schema: c.schema, Progress: func(done, total int, _ string) {
 		if done == total {
 			_, _ = fmt.Fprintf(c.stderr, "scanned %d objects\n", total)
 		}

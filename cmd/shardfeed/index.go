@@ -54,7 +54,7 @@ func newIndexCommand() *cobra.Command {
 and writes index.json next to them: one shard per Parquet row group (from the
 file footers), per Arrow IPC record batch, or per run of whole JSON Lines /
 CSV / TSV records of about
---shard-size, with the schema inferred from the first records; each shard
+--shard-size, with the schema inferred from every record; each shard
 with its byte range and a content hash. The sidecar and shardfeed plan read
 it. MDS streams need no index of ours: MDS has its own.`,
 		Example: `  shardfeed index s3://datasets/web/ --format parquet --endpoint http://minio:9000 --insecure

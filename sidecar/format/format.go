@@ -153,7 +153,7 @@ func isIndexer(f Format) bool {
 
 // Index indexes the objects of a stream in the format of kind: every
 // object whose name has one of the format's suffixes, in key order, each
-// shard's bytes hashed.
+// shard's bytes hashed; never the stream's own index.json.
 func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.ShardFormat, opts IndexOptions) (*index.File, error) {
 	f, ok := r[kind]
 	ix, isIx := f.(Indexer)
@@ -176,6 +176,9 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 	exts := ix.Suffixes()
 	var parts []store.Object
 	for _, o := range objs {
+		if o.Key == index.FileName {
+			continue // the stream's own index (".json" is a JSON Lines suffix)
+		}
 		if slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(o.Key, ext) }) {
 			parts = append(parts, o)
 		}

@@ -19,7 +19,7 @@ func BenchmarkDecodeJSONL(b *testing.B) {
 		fmt.Fprintf(&sb, line, i)
 	}
 	data := []byte(sb.String())
-	fields, _, err := Scan(bytes.NewReader(data), JSONL, 1<<30)
+	fields, _, err := Scan(bytes.NewReader(data), JSONL, 1<<30, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

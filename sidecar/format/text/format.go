@@ -88,7 +88,7 @@ func (t *Format) indexObject(ctx context.Context, st store.Store, o store.Object
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	fields, chunks, err := Scan(tmp, t, opts.ShardBytes)
+	fields, chunks, err := Scan(tmp, t, opts.ShardBytes, opts.Schema)
 	if err != nil {
 		return err
 	}

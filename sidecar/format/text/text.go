@@ -32,9 +32,6 @@ var (
 	TSV   = &Format{kind: datav1alpha1.FormatTSV, comma: '\t', suffixes: []string{".tsv", ".tab"}}
 )
 
-// InferRows is how many records schema inference reads.
-const InferRows = 1000
-
 // MaxRecordBytes bounds one record (a JSON line or a CSV record).
 const MaxRecordBytes = 64 << 20
 
@@ -45,18 +42,21 @@ type Chunk struct {
 }
 
 // Scan reads a whole object and cuts it into chunks of about target bytes
-// at record boundaries, inferring the schema from the first InferRows
-// records. A CSV/TSV header row is not part of any chunk.
-func Scan(r io.Reader, kind *Format, target int64) ([]index.Field, []Chunk, error) {
+// at record boundaries, inferring the schema from every record: a value
+// the first records did not announce (a float in record 3001 of an integer
+// column) widens the column, never fails a read later. With a given
+// schema, a value its column's type cannot hold is an error naming the
+// line. A CSV/TSV header row is not part of any chunk.
+func Scan(r io.Reader, kind *Format, target int64, given []index.Field) ([]index.Field, []Chunk, error) {
+	inf := newInference(given)
 	if kind.isJSON() {
-		return scanJSONL(r, target)
+		return scanJSONL(r, target, inf)
 	}
-	return scanCSV(r, kind.comma, target)
+	return scanCSV(r, kind.comma, target, inf)
 }
 
-func scanJSONL(r io.Reader, target int64) ([]index.Field, []Chunk, error) {
+func scanJSONL(r io.Reader, target int64, inf *inference) ([]index.Field, []Chunk, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
-	inf := newInference()
 	var chunks []Chunk
 	var cur Chunk
 	var pos int64
@@ -71,10 +71,8 @@ func scanJSONL(r io.Reader, target int64) ([]index.Field, []Chunk, error) {
 		n := int64(len(b))
 		trimmed := bytes.TrimSpace(b)
 		if len(trimmed) > 0 {
-			if inf.rows < InferRows {
-				if err := inf.addObject(trimmed); err != nil {
-					return nil, nil, fmt.Errorf("line %d is not a JSON object: %w", line, err)
-				}
+			if err := inf.addObject(trimmed); err != nil {
+				return nil, nil, fmt.Errorf("line %d: %w", line, err)
 			}
 			cur.Records++
 		}
@@ -109,7 +107,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func scanCSV(r io.Reader, comma rune, target int64) ([]index.Field, []Chunk, error) {
+func scanCSV(r io.Reader, comma rune, target int64, inf *inference) ([]index.Field, []Chunk, error) {
 	cr := csv.NewReader(bufio.NewReaderSize(r, 1<<20))
 	cr.Comma = comma
 	cr.ReuseRecord = true
@@ -125,7 +123,6 @@ func scanCSV(r io.Reader, comma rune, target int64) ([]index.Field, []Chunk, err
 		}
 		seen[n] = true
 	}
-	inf := newInference()
 	start := cr.InputOffset()
 	cur := Chunk{Offset: start}
 	var chunks []Chunk
@@ -137,12 +134,13 @@ func scanCSV(r io.Reader, comma rune, target int64) ([]index.Field, []Chunk, err
 		if err != nil {
 			return nil, nil, err
 		}
-		if inf.rows < InferRows {
-			for i, v := range rec {
-				inf.addCSV(names[i], v)
+		for i, v := range rec {
+			if err := inf.addCSV(names[i], v); err != nil {
+				line, _ := cr.FieldPos(i)
+				return nil, nil, fmt.Errorf("line %d: %w", line, err)
 			}
-			inf.rows++
 		}
+		inf.rows++
 		cur.Records++
 		end := cr.InputOffset()
 		cur.Length = end - cur.Offset
@@ -164,23 +162,38 @@ func scanCSV(r io.Reader, comma rune, target int64) ([]index.Field, []Chunk, err
 	return fields, chunks, nil
 }
 
-// inference widens each column's type as values are seen.
+// inference widens each column's type as values are seen, or checks them
+// against a given schema.
 type inference struct {
 	order []string
 	types map[string]string
+	given map[string]string
 	rows  int
 }
 
-func newInference() *inference { return &inference{types: map[string]string{}} }
+func newInference(given []index.Field) *inference {
+	in := &inference{types: map[string]string{}}
+	if given != nil {
+		in.given = map[string]string{}
+		for _, f := range given {
+			in.given[f.Name] = f.Type
+		}
+	}
+	return in
+}
 
-func (in *inference) note(name, typ string) {
+func (in *inference) note(name, typ string) error {
+	if want, ok := in.given[name]; ok && widen(want, typ) != want {
+		return fmt.Errorf("column %q holds a %s, the given schema says %s", name, typ, want)
+	}
 	old, ok := in.types[name]
 	if !ok {
 		in.order = append(in.order, name)
 		in.types[name] = typ
-		return
+		return nil
 	}
 	in.types[name] = widen(old, typ)
+	return nil
 }
 
 // Widen returns the narrowest type holding both: int64 < float64, anything
@@ -209,7 +222,7 @@ func (in *inference) addObject(line []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return errors.New("want an object")
+		return errors.New("not a JSON object")
 	}
 	for dec.More() {
 		tok, err := dec.Token()
@@ -219,15 +232,17 @@ func (in *inference) addObject(line []byte) error {
 		key, _ := tok.(string)
 		var v any
 		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("not a JSON object: %w", err)
+		}
+		if err := in.note(key, jsonType(v)); err != nil {
 			return err
 		}
-		in.note(key, jsonType(v))
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return errors.New("unterminated object")
+		return errors.New("not a JSON object: unterminated object")
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("data after the object")
+		return errors.New("not a JSON object: data after the object")
 	}
 	in.rows++
 	return nil
@@ -261,8 +276,7 @@ func jsonType(v any) string {
 	return "utf8" // objects, nested lists: their JSON text
 }
 
-func (in *inference) addCSV(name, v string) {
-	in.order = appendOnce(in.order, name)
+func (in *inference) addCSV(name, v string) error {
 	t := "utf8"
 	switch v {
 	case "":
@@ -276,20 +290,7 @@ func (in *inference) addCSV(name, v string) {
 			t = "float64"
 		}
 	}
-	if old, ok := in.types[name]; ok {
-		in.types[name] = widen(old, t)
-	} else {
-		in.types[name] = t
-	}
-}
-
-func appendOnce(s []string, v string) []string {
-	for _, x := range s {
-		if x == v {
-			return s
-		}
-	}
-	return append(s, v)
+	return in.note(name, t)
 }
 
 func (in *inference) typeOf(name string) string {
@@ -420,7 +421,7 @@ func normalizeJSONL(data []byte, fields []index.Field) ([]byte, error) {
 				continue
 			}
 			if widen(want, got) != want {
-				return nil, fmt.Errorf("record %d: column %q holds a %s, the stream's schema says %s: re-run shardfeed index (it infers from the first %d records)", i+1, k, got, want, InferRows)
+				return nil, fmt.Errorf("record %d: column %q holds a %s, the stream's schema says %s: the data changed after it was indexed; re-run shardfeed index", i+1, k, got, want)
 			}
 		}
 		if rewrite {

@@ -43,7 +43,7 @@ func TestJSONLChunksAndSchema(t *testing.T) {
 	// A float late in the inference window widens score to float64.
 	b.WriteString(`{"id": 500, "score": 0.5, "text": "last", "tokens": [1], "ok": true, "maybe": "x"}` + "\n")
 	data := []byte(b.String())
-	fields, chunks, err := Scan(bytes.NewReader(data), JSONL, 4096)
+	fields, chunks, err := Scan(bytes.NewReader(data), JSONL, 4096, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestCSVAndTSVWithQuotedNewlines(t *testing.T) {
 				fmt.Fprintf(&b, "%d%s%s%s%s%s%v\n", i, sep, price, sep, note, sep, i%2 == 0)
 			}
 			data := []byte(b.String())
-			fields, chunks, err := Scan(bytes.NewReader(data), kind, 1000)
+			fields, chunks, err := Scan(bytes.NewReader(data), kind, 1000, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,21 +132,65 @@ func TestCSVAndTSVWithQuotedNewlines(t *testing.T) {
 }
 
 func TestScanRejectsBadInput(t *testing.T) {
+	given := []index.Field{{Name: "x", Type: "int64"}}
 	tests := []struct {
 		kind       *Format
 		data, want string
+		given      []index.Field
 	}{
-		{JSONL, "", "no JSON records"},
-		{JSONL, "{\"a\": 1}\n[1, 2]\n", "line 2 is not a JSON object"},
-		{CSV, "", "header row"},
-		{CSV, "a,a\n1,2\n", "unique and non-empty"},
-		{CSV, "a,b\n", "no records"},
-		{CSV, "a,b\n1,2,3\n", "wrong number of fields"},
+		{JSONL, "", "no JSON records", nil},
+		{JSONL, "{\"a\": 1}\n[1, 2]\n", "line 2: not a JSON object", nil},
+		{CSV, "", "header row", nil},
+		{CSV, "a,a\n1,2\n", "unique and non-empty", nil},
+		{CSV, "a,b\n", "no records", nil},
+		{CSV, "a,b\n1,2,3\n", "wrong number of fields", nil},
+		// A given schema: the first value its type cannot hold, by line.
+		{JSONL, manyRecords("{\"x\": %d}\n", 3000) + "{\"x\": 1.5}\n", `line 3001: column "x" holds a float64, the given schema says int64`, given},
+		{CSV, "x\n" + manyRecords("%d\n", 2000) + "abc\n", `line 2002: column "x" holds a utf8, the given schema says int64`, given},
 	}
 	for _, tt := range tests {
-		if _, _, err := Scan(strings.NewReader(tt.data), tt.kind, 100); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("Scan(%s, %q) = %v, want %q", tt.kind, tt.data, err, tt.want)
+		if _, _, err := Scan(strings.NewReader(tt.data), tt.kind, 100, tt.given); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Scan(%s, %.60q…) = %v, want %q", tt.kind, tt.data, err, tt.want)
 		}
+	}
+}
+
+func manyRecords(format string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, format, i)
+	}
+	return b.String()
+}
+
+// Trap 2 of the first-hour issue: a value past the first thousand records
+// used to be left out of the schema and failed only when a trainer read it.
+func TestScanInfersTheSchemaFromEveryRecord(t *testing.T) {
+	tests := []struct {
+		name, last, want string
+	}{
+		{"a float after 3000 integers", `{"x": 1.5}`, "float64"},
+		{"a string after 3000 integers", `{"x": "n/a"}`, "utf8"},
+		{"a null after 3000 integers", `{"x": null}`, "int64"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := manyRecords("{\"x\": %d}\n", 3000) + tt.last + "\n"
+			fields, chunks, err := Scan(strings.NewReader(data), JSONL, 1<<20, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fields) != 1 || fields[0].Type != tt.want {
+				t.Fatalf("schema %+v, want x %s", fields, tt.want)
+			}
+			// The last record decodes under the inferred schema.
+			last := chunks[len(chunks)-1]
+			recs, err := Decode([]byte(data)[last.Offset:last.Offset+last.Length], JSONL, fields, nil)
+			if err != nil {
+				t.Fatalf("decoding under the inferred schema: %v", err)
+			}
+			release(recs)
+		})
 	}
 }
 
@@ -160,7 +204,7 @@ func FuzzScan(f *testing.F) {
 		if jsonl {
 			kind = JSONL
 		}
-		fields, chunks, err := Scan(bytes.NewReader(data), kind, 16)
+		fields, chunks, err := Scan(bytes.NewReader(data), kind, 16, nil)
 		if err != nil {
 			return
 		}
@@ -178,7 +222,7 @@ func FuzzScan(f *testing.F) {
 
 func TestJSONLObjectsAndMixedValuesBecomeJSONText(t *testing.T) {
 	data := []byte("{\"m\": {\"a\": [1, 2]}, \"x\": 1}\n{\"m\": \"plain\", \"x\": \"one\"}\n")
-	fields, chunks, err := Scan(bytes.NewReader(data), JSONL, 1<<20)
+	fields, chunks, err := Scan(bytes.NewReader(data), JSONL, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

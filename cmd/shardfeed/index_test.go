@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/index"
+)
+
+// jsonLines writes n records {"x": i} and then last into dir/part-0.jsonl.
+func jsonLines(t *testing.T, dir string, n int, last string) {
+	t.Helper()
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "{\"x\": %d}\n", i)
+	}
+	b.WriteString(last + "\n")
+	if err := os.WriteFile(filepath.Join(dir, "part-0.jsonl"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The first-hour traps 1 and 2, as a new user meets them on a folder of
+// JSON Lines: index, index again, convert; a late float widens the schema;
+// a given schema that cannot hold it names the file and line.
+func TestIndexOnJSONLinesRunsTwiceCoversEveryRecordAndConvertsAfter(t *testing.T) {
+	dir := t.TempDir()
+	jsonLines(t, dir, 3000, `{"x": 1.5}`)
+	src := "file://" + dir + "/"
+	for run := 1; run <= 2; run++ {
+		if out, err := runCLI(t, "index", src, "--format", "jsonl"); err != nil {
+			t.Fatalf("index, run %d (the second reads its own index.json as data on the old code): %v\n%s", run, err, out)
+		}
+	}
+	fh, err := os.Open(filepath.Join(dir, index.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := index.ReadLayout(fh)
+	_ = fh.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := layout.Native.(*index.File)
+	if !ok || len(f.Schema) != 1 || f.Schema[0].Type != "float64" || layout.Index.Samples() != 3001 {
+		t.Fatalf("index: schema %+v; want 3001 samples and x float64 (the float is record 3001)", f)
+	}
+	out := t.TempDir()
+	res, err := runCLI(t, "convert", src, "--from", "jsonl", "--to", "parquet", "--out", "file://"+out+"/")
+	if err != nil || !strings.Contains(res, "3001 samples") {
+		t.Fatalf("convert after index: %v\n%s", err, res)
+	}
+
+	schema := filepath.Join(t.TempDir(), "schema.json")
+	b, _ := json.Marshal([]index.Field{{Name: "x", Type: "int64"}})
+	if err := os.WriteFile(schema, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{
+		{"index", src, "--format", "jsonl", "--schema", schema},
+		{"convert", src, "--from", "jsonl", "--to", "mds", "--out", "file://" + t.TempDir() + "/", "--schema", schema},
+	} {
+		res, err := runCLI(t, cmd...)
+		if err == nil || !strings.Contains(err.Error(), `part-0.jsonl: line 3001: column "x" holds a float64, the given schema says int64`) {
+			t.Errorf("%s with an int64 schema: %v\n%s", cmd[0], err, res)
+		}
+	}
+}

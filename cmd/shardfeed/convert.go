@@ -32,6 +32,7 @@ func newConvertCommand() *cobra.Command {
 		from, to, out, shardSize    string
 		compression, hashes, outDir string
 		schema                      string
+		overwrite                   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "convert SOURCE_URI --from mds|jsonl|csv|tsv|parquet|arrow --to mds|parquet --out OUT_URI",
@@ -71,6 +72,12 @@ conversion with the column and row.`,
 			if err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}
+			if a, b := inStore.URI(), outStore.URI(); strings.HasPrefix(a, b) || strings.HasPrefix(b, a) {
+				return fmt.Errorf("--out %s and the source %s overlap: write the converted stream to a prefix of its own", b, a)
+			}
+			if err := emptyOutput(ctx, outStore, overwrite, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			c := &converter{ctx: ctx, in: inStore, out: outStore, from: datav1alpha1.ShardFormat(from), formats: formats.Default(), stderr: cmd.ErrOrStderr(), tmp: outDir}
 			if schema != "" {
 				if c.schema, err = readSchema(schema); err != nil {
@@ -99,10 +106,35 @@ conversion with the column and row.`,
 	f.StringVar(&compression, "compression", "", "shard compression: zstd, gz, br or snappy, with an optional :level (zstd:3)")
 	f.StringVar(&hashes, "hashes", "xxh64", "comma-separated hash algorithms recorded per shard (Parquet: the first)")
 	f.StringVar(&outDir, "temp-dir", "", "directory for source objects while they are scanned")
+	f.BoolVar(&overwrite, "overwrite", false, "delete what --out holds before writing (without it, a non-empty --out is refused: its stale shards would mix with the new ones)")
 	f.StringVar(&schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the schema inferred from every record`)
 	_ = cmd.MarkFlagRequired("from")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+// emptyOutput refuses an output prefix that already holds objects, whose
+// stale shards would stay beside the new ones, unless overwrite: then they
+// are deleted first.
+func emptyOutput(ctx context.Context, out store.Store, overwrite bool, log io.Writer) error {
+	objs, err := out.List(ctx)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if len(objs) == 0 {
+		return nil
+	}
+	if !overwrite {
+		return fmt.Errorf("--out %s already holds %d objects (%s, …): its stale shards would mix with the new ones; choose an empty prefix, or pass --overwrite to delete them first",
+			out.URI(), len(objs), objs[0].Key)
+	}
+	for _, o := range objs {
+		if err := out.Delete(ctx, o.Key); err != nil {
+			return fmt.Errorf("--overwrite: %w", err)
+		}
+	}
+	_, _ = fmt.Fprintf(log, "deleted the %d objects --out held (--overwrite)\n", len(objs))
+	return nil
 }
 
 // converters write a converted stream in each output format.

@@ -55,6 +55,35 @@ func TestIndexOnJSONLinesRunsTwiceCoversEveryRecordAndConvertsAfter(t *testing.T
 		t.Fatalf("convert after index: %v\n%s", err, res)
 	}
 
+	// Trap 6: what convert and index write is readable by others, and a
+	// second convert into the same output neither mixes stale shards with
+	// the new ones nor deletes anything unasked.
+	for _, p := range []string{filepath.Join(dir, index.FileName), filepath.Join(out, index.FileName)} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: mode %v (%v), want 0644", p, fi.Mode().Perm(), err)
+		}
+	}
+	res, err = runCLI(t, "convert", src, "--from", "jsonl", "--to", "mds", "--out", "file://"+out+"/")
+	if err == nil || !strings.Contains(err.Error(), "already holds") || !strings.Contains(err.Error(), "--overwrite") {
+		t.Fatalf("convert into a non-empty output: %v\n%s", err, res)
+	}
+	if _, err := os.Stat(filepath.Join(out, index.FileName)); err != nil {
+		t.Fatalf("the refused convert touched the output: %v", err)
+	}
+	res, err = runCLI(t, "convert", src, "--from", "jsonl", "--to", "mds", "--out", "file://"+out+"/", "--overwrite")
+	if err != nil || !strings.Contains(res, "3001 samples") {
+		t.Fatalf("convert --overwrite: %v\n%s", err, res)
+	}
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".parquet") {
+			t.Errorf("a stale Parquet shard %s stayed beside the MDS ones", e.Name())
+		}
+	}
+	if _, err := runCLI(t, "convert", src, "--from", "jsonl", "--out", src+"mds/", "--overwrite"); err == nil || !strings.Contains(err.Error(), "overlap") {
+		t.Errorf("convert into the source's own prefix: %v, want a refusal", err)
+	}
+
 	schema := filepath.Join(t.TempDir(), "schema.json")
 	b, _ := json.Marshal([]index.Field{{Name: "x", Type: "int64"}})
 	if err := os.WriteFile(schema, b, 0o644); err != nil {
@@ -65,7 +94,7 @@ func TestIndexOnJSONLinesRunsTwiceCoversEveryRecordAndConvertsAfter(t *testing.T
 		{"convert", src, "--from", "jsonl", "--to", "mds", "--out", "file://" + t.TempDir() + "/", "--schema", schema},
 	} {
 		res, err := runCLI(t, cmd...)
-		if err == nil || !strings.Contains(err.Error(), `part-0.jsonl: line 3001: column "x" holds a float64, the given schema says int64`) {
+		if err == nil || !strings.Contains(err.Error(), `part-0.jsonl: line 3001: column "x" has a float64 value, the given schema says int64`) {
 			t.Errorf("%s with an int64 schema: %v\n%s", cmd[0], err, res)
 		}
 	}

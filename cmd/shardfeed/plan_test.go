@@ -480,7 +480,7 @@ func TestIndexWithAGivenSchema(t *testing.T) {
 		name, schema, want string
 	}{
 		{"widens ints to floats", `[{"name": "id", "type": "int64"}, {"name": "score", "type": "float64"}]`, "2 samples"},
-		{"type too narrow", `[{"name": "id", "type": "bool"}, {"name": "score", "type": "int64"}]`, `column "id" holds int64 values, the given schema says bool`},
+		{"type too narrow", `[{"name": "id", "type": "bool"}, {"name": "score", "type": "int64"}]`, `a.csv: line 2: column "id" has a int64 value, the given schema says bool`},
 		{"other header", `[{"name": "id", "type": "int64"}, {"name": "points", "type": "int64"}]`, `header column 2 is "score", the given schema says "points"`},
 		{"unknown type", `[{"name": "id", "type": "int128"}]`, "int128"},
 		{"not a list", `{"id": "int64"}`, "want [{"},

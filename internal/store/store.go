@@ -43,6 +43,8 @@ type Store interface {
 	// Put stores size bytes from r at key, atomically: readers see the old
 	// object or the whole new one.
 	Put(ctx context.Context, key string, r io.Reader, size int64) error
+	// Delete removes the object at key; a missing object is no error.
+	Delete(ctx context.Context, key string) error
 }
 
 // ErrNotFound is wrapped by errors for objects that do not exist.

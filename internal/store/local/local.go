@@ -119,6 +119,9 @@ func (s *fileStore) Stat(_ context.Context, key string) (store.Object, error) {
 func (s *fileStore) List(_ context.Context) ([]store.Object, error) {
 	var out []store.Object
 	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil && p == s.dir && errors.Is(err, fs.ErrNotExist) {
+			return fs.SkipAll // no directory: no objects, as an S3 prefix with none
+		}
 		if err != nil {
 			return err
 		}
@@ -143,6 +146,20 @@ func (s *fileStore) List(_ context.Context) ([]store.Object, error) {
 	return out, nil
 }
 
+func (s *fileStore) Delete(_ context.Context, key string) error {
+	p, err := s.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return s.wrap(key, err)
+	}
+	return nil
+}
+
+// filePerm is the mode of the files Put writes.
+const filePerm = 0o644
+
 func (s *fileStore) Put(_ context.Context, key string, r io.Reader, size int64) error {
 	p, err := s.path(key)
 	if err != nil {
@@ -159,6 +176,11 @@ func (s *fileStore) Put(_ context.Context, key string, r io.Reader, size int64) 
 	n, err := io.Copy(tmp, r)
 	if err == nil && size >= 0 && n != size {
 		err = fmt.Errorf("wrote %d bytes, want %d", n, size)
+	}
+	if err == nil {
+		// What a written file usually is (CreateTemp makes 0600): data
+		// sets are read by other users and by the pods' containers.
+		err = tmp.Chmod(filePerm)
 	}
 	if err == nil {
 		err = tmp.Sync()

@@ -270,6 +270,17 @@ func (s *s3Store) List(ctx context.Context) ([]store.Object, error) {
 	return out, nil
 }
 
+func (s *s3Store) Delete(ctx context.Context, key string) error {
+	if err := store.CheckKey(key); err != nil {
+		return err
+	}
+	// S3 answers 204 for a missing key too.
+	if err := s.client.RemoveObject(ctx, s.bucket, s.prefix+key, minio.RemoveObjectOptions{}); err != nil {
+		return s.describe(key, err)
+	}
+	return nil
+}
+
 func (s *s3Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	if err := store.CheckKey(key); err != nil {
 		return err

@@ -88,6 +88,22 @@ func Conformance(t *testing.T, st store.Store) {
 			}
 		}
 	})
+	t.Run("delete", func(t *testing.T) {
+		if err := st.Put(ctx, "gone/x.bin", strings.NewReader("x"), 1); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the second time the object is missing: no error
+			if err := st.Delete(ctx, "gone/x.bin"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := st.Stat(ctx, "gone/x.bin"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Stat after Delete = %v, want store.ErrNotFound", err)
+		}
+		if err := st.Delete(ctx, "../x"); err == nil || !strings.Contains(err.Error(), "not a plain relative path") {
+			t.Errorf("Delete(../x) = %v, want a refusal", err)
+		}
+	})
 	t.Run("put replaces", func(t *testing.T) {
 		if err := st.Put(ctx, "index.json", strings.NewReader("v2"), 2); err != nil {
 			t.Fatal(err)

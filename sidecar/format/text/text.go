@@ -184,7 +184,7 @@ func newInference(given []index.Field) *inference {
 
 func (in *inference) note(name, typ string) error {
 	if want, ok := in.given[name]; ok && widen(want, typ) != want {
-		return fmt.Errorf("column %q holds a %s, the given schema says %s", name, typ, want)
+		return fmt.Errorf("column %q has a %s value, the given schema says %s", name, typ, want)
 	}
 	old, ok := in.types[name]
 	if !ok {

@@ -145,8 +145,8 @@ func TestScanRejectsBadInput(t *testing.T) {
 		{CSV, "a,b\n", "no records", nil},
 		{CSV, "a,b\n1,2,3\n", "wrong number of fields", nil},
 		// A given schema: the first value its type cannot hold, by line.
-		{JSONL, manyRecords("{\"x\": %d}\n", 3000) + "{\"x\": 1.5}\n", `line 3001: column "x" holds a float64, the given schema says int64`, given},
-		{CSV, "x\n" + manyRecords("%d\n", 2000) + "abc\n", `line 2002: column "x" holds a utf8, the given schema says int64`, given},
+		{JSONL, manyRecords("{\"x\": %d}\n", 3000) + "{\"x\": 1.5}\n", `line 3001: column "x" has a float64 value, the given schema says int64`, given},
+		{CSV, "x\n" + manyRecords("%d\n", 2000) + "abc\n", `line 2002: column "x" has a utf8 value, the given schema says int64`, given},
 	}
 	for _, tt := range tests {
 		if _, _, err := Scan(strings.NewReader(tt.data), tt.kind, 100, tt.given); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -66,7 +66,10 @@ manifest and its streams' indexes (file:// or s3://), computes the plan, and
 serves any rank of any valid world size on the socket. Commits go to a local
 state file, so a restarted serve resumes the job where it was committed.
 
-Point the training processes at the socket with SHARDFEED_SOCKET.`,
+The socket is .shardfeed/feed.sock in the working directory unless --socket
+says otherwise: the Python client looks there (after the pod's
+/var/run/shardfeed/feed.sock), so a training script started in the same
+directory needs no setting; elsewhere, set SHARDFEED_SOCKET.`,
 		Example: `  shardfeed serve -f dataset.yaml --socket /tmp/feed.sock
   SHARDFEED_SOCKET=/tmp/feed.sock torchrun --nproc-per-node 2 train.py`,
 		Args: cobra.NoArgs,
@@ -80,6 +83,7 @@ Point the training processes at the socket with SHARDFEED_SOCKET.`,
 	f.StringVar(&o.credentials, "credentials-dir", "", "for s3:// streams: directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; empty: the default chain")
 	f.StringVar(&o.job, "job", o.job, "job name recorded with the commits")
 	o.addFlags(f)
+	f.Lookup("socket").DefValue = sidecarconfig.LocalSocket
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -208,7 +212,7 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 	}
 	if !inPod {
 		if o.socket == "" {
-			o.socket = filepath.Join(".shardfeed", cfg.Dataset, "feed.sock")
+			o.socket = sidecarconfig.LocalSocket
 			cfg.Socket = o.socket
 		}
 		if o.cacheDir == "" {

@@ -28,8 +28,12 @@ const (
 const (
 	SocketDir  = "/var/run/shardfeed"
 	SocketPath = SocketDir + "/feed.sock"
-	CacheDir   = "/var/cache/shardfeed"
-	PlanDir    = "/etc/shardfeed/plan"
+	// LocalSocket is where `shardfeed serve` listens outside a pod unless
+	// told otherwise, relative to its working directory; the Python client
+	// looks there after SocketPath.
+	LocalSocket = ".shardfeed/feed.sock"
+	CacheDir    = "/var/cache/shardfeed"
+	PlanDir     = "/etc/shardfeed/plan"
 	// CredentialsDir holds one directory per credentials Secret, by name.
 	CredentialsDir = "/var/run/shardfeed-credentials"
 	// TokenDir holds the projected ServiceAccount token (audience

@@ -117,3 +117,55 @@ def test_a_cut_stream_raises_in_pyarrow_instead_of_ending(served):
     status = json.loads(resp.read())
     conn.close()
     assert status["lastErrors"], status
+
+
+def test_outside_a_pod_a_missing_socket_fails_at_once_saying_what_to_run(tmp_path, monkeypatch):
+    """Trap 3 of the first-hour issue: the client waited 300 s in silence."""
+    import time
+
+    import shardfeed
+
+    monkeypatch.delenv("SHARDFEED_SOCKET", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.chdir(tmp_path)
+    start = time.monotonic()
+    with pytest.raises(shardfeed.SidecarNotReady) as err:
+        shardfeed.Client().wait_ready(300)
+    waited = time.monotonic() - start
+    msg = str(err.value)
+    assert waited < 60, f"waited {waited:.0f} s for a socket nothing will create"
+    for want in ("/var/run/shardfeed/feed.sock", str(tmp_path / ".shardfeed" / "feed.sock"), "shardfeed serve -f dataset.yaml"):
+        assert want in msg, msg
+
+
+def test_serve_and_the_client_agree_on_the_default_socket(feed_factory, tmp_path, monkeypatch):
+    """`shardfeed serve` without --socket, and the client without a socket,
+    started in the same directory, find each other."""
+    import os
+    import signal
+    import subprocess
+
+    import shardfeed
+    from conftest import SHARDFEED_BIN
+
+    table = pa.table({"id": pa.array(np.arange(200, dtype=np.int64))})
+    feed = feed_factory(table, "  numSplits: 2\n  globalBatchSize: 10\n", start=False)
+    monkeypatch.delenv("SHARDFEED_SOCKET", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    here = tmp_path / "project"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=feed.minio.access_key, AWS_SECRET_ACCESS_KEY=feed.minio.secret_key)
+    with open(here / "serve.log", "wb") as log:
+        proc = subprocess.Popen([str(SHARDFEED_BIN), "serve", "-f", str(feed.manifest), "--metrics-addr", ""],
+                                cwd=here, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            client = shardfeed.Client()
+            client.wait_ready(60)
+            assert client.socket == ".shardfeed/feed.sock"
+            assert (here / ".shardfeed" / "feed.sock").is_socket()
+            assert client.state()["epoch"] == 0
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+    assert proc.returncode == 0, (here / "serve.log").read_text()

@@ -15,8 +15,14 @@ import pyarrow as pa
 from .errors import SidecarError, SidecarNotReady, StreamCut
 
 SOCKET_ENV = "SHARDFEED_SOCKET"
+# Where the sidecar listens in a pod, and where `shardfeed serve` listens
+# outside one (relative to its working directory) unless told otherwise.
 DEFAULT_SOCKET = "/var/run/shardfeed/feed.sock"
+LOCAL_SOCKET = ".shardfeed/feed.sock"
 DEFAULT_WAIT_S = 300.0
+# Outside a pod, how long to wait for a socket that does not exist at all
+# before saying how to start one: nothing will create it by itself.
+MISSING_WAIT_S = 3.0
 # How long a commit waits for a sidecar that restarts (its container was
 # killed, the kubelet starts it again): a commit is safe to repeat.
 COMMIT_WAIT_S = 120.0
@@ -46,24 +52,51 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+def in_pod() -> bool:
+    """Whether this process runs in a Kubernetes pod (the kubelet sets this)."""
+    return "KUBERNETES_SERVICE_HOST" in os.environ
+
+
+def socket_candidates(socket_arg: str | None = None) -> list[str]:
+    """The sockets to look for, in order: the argument or $SHARDFEED_SOCKET
+    alone if given, else the pod's and then `shardfeed serve`'s default."""
+    given = socket_arg or os.environ.get(SOCKET_ENV)
+    return [given] if given else [DEFAULT_SOCKET, LOCAL_SOCKET]
+
+
 def socket_path(socket_arg: str | None = None) -> str:
-    """The socket to use: the argument, else $SHARDFEED_SOCKET, else the pod's default."""
-    return socket_arg or os.environ.get(SOCKET_ENV) or DEFAULT_SOCKET
+    """The socket to use: the argument, else $SHARDFEED_SOCKET, else the
+    first default that exists (the pod's, then `shardfeed serve`'s in the
+    working directory), else the pod's in a pod and serve's outside one."""
+    candidates = socket_candidates(socket_arg)
+    for path in candidates:
+        if os.path.exists(path):
+            return path
+    if len(candidates) == 1 or in_pod():
+        return candidates[0]
+    return LOCAL_SOCKET
 
 
 class Client:
     """A client of one sidecar's HTTP API on its Unix socket.
 
     Args:
-        socket: the socket; default $SHARDFEED_SOCKET, else
-            /var/run/shardfeed/feed.sock.
+        socket: the socket; default $SHARDFEED_SOCKET, else the first that
+            exists of /var/run/shardfeed/feed.sock (in a pod) and
+            .shardfeed/feed.sock (where `shardfeed serve` listens).
         timeout: seconds a request may wait for the sidecar's answer
             (None: no limit).
     """
 
     def __init__(self, socket: str | None = None, *, timeout: float | None = 600.0):
-        self.socket = socket_path(socket)
+        self._given = socket
         self.timeout = timeout
+
+    @property
+    def socket(self) -> str:
+        """The socket in use: resolved again until one exists, so a
+        `shardfeed serve` started after this client is found."""
+        return socket_path(self._given)
 
     def _request(self, method: str, path: str, query: dict[str, Any] | None = None, body: Any = None) -> tuple[Any, Any]:
         if query:
@@ -94,10 +127,11 @@ class Client:
         return conn, resp
 
     def _not_there(self, err: Exception) -> str:
-        return (f"no shardfeed sidecar answers on {self.socket} ({err}). In a pod, label it "
+        tried = " nor ".join(os.path.abspath(p) for p in socket_candidates(self._given))
+        return (f"no shardfeed sidecar answers on {tried} ({err}). In a pod, label it "
                 f"'shardfeed.io/dataset: <TrainingDataset name>' so the operator injects the sidecar; "
-                f"outside one, run 'shardfeed serve -f dataset.yaml --socket {self.socket}' "
-                f"or set {SOCKET_ENV}")
+                f"outside one, run 'shardfeed serve -f dataset.yaml' in this directory "
+                f"(it listens on {LOCAL_SOCKET}), or point {SOCKET_ENV} at the socket of one")
 
     def _json(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
         conn, resp = self._request(method, path, body=body)
@@ -117,7 +151,8 @@ class Client:
             SidecarNotReady: it did not get ready in time (the message says
                 what it answered last).
         """
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
         last: Exception | None = None
         while True:
             try:
@@ -126,6 +161,11 @@ class Client:
                 return
             except (SidecarNotReady, SidecarError, OSError) as err:
                 last = err
+            # Outside a pod, nothing creates a missing socket by itself:
+            # say how to start one rather than wait minutes in silence.
+            missing = not any(os.path.exists(p) for p in socket_candidates(self._given))
+            if missing and not in_pod() and time.monotonic() - start >= min(MISSING_WAIT_S, timeout):
+                raise SidecarNotReady(self._not_there(FileNotFoundError("no such socket"))) from None
             if time.monotonic() >= deadline:
                 if isinstance(last, SidecarNotReady):
                     raise SidecarNotReady(f"{last} (waited {timeout:.0f} s)") from None

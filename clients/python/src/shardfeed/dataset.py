@@ -75,7 +75,8 @@ class FeedDataset(_Base):
 
     Args:
         socket: the sidecar's Unix socket; default $SHARDFEED_SOCKET, else
-            /var/run/shardfeed/feed.sock.
+            the first that exists of /var/run/shardfeed/feed.sock (in a pod)
+            and .shardfeed/feed.sock (where `shardfeed serve` listens).
         rank: this process's rank; default torch.distributed's, else $RANK,
             else 0.
         world_size: the number of ranks; default torch.distributed's, else

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,5 +98,36 @@ func TestIndexOnJSONLinesRunsTwiceCoversEveryRecordAndConvertsAfter(t *testing.T
 		if err == nil || !strings.Contains(err.Error(), `part-0.jsonl: line 3001: column "x" has a float64 value, the given schema says int64`) {
 			t.Errorf("%s with an int64 schema: %v\n%s", cmd[0], err, res)
 		}
+	}
+}
+
+// Trap 6: an unreachable store printed nothing for two minutes. Each retry
+// is logged with its cause, and --store-timeout bounds the wait.
+func TestAnUnreachableStoreIsLoggedAtEachRetryAndGivesUpAtTheTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close() // nothing listens there now: connections are refused
+	dir := t.TempDir()
+	creds := map[string]string{"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+	for name, v := range creds {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := runCLI(t, "index", "s3://data/web/", "--format", "parquet", "--endpoint", "http://"+addr, "--insecure",
+		"--credentials-dir", dir, "--store-timeout", "2s")
+	if err == nil || !strings.Contains(err.Error(), "gave up after") {
+		t.Fatalf("index of an unreachable store: %v, want it to give up", err)
+	}
+	if !strings.Contains(out, "A store request failed; retrying") || !strings.Contains(out, "connection refused") ||
+		!strings.Contains(out, "--store-timeout") {
+		t.Fatalf("no retry logged with its cause:\n%s", out)
+	}
+	if _, err := runCLI(t, "index", "s3://data/web/", "--format", "parquet", "--store-timeout", "0s"); err == nil ||
+		!strings.Contains(err.Error(), "--store-timeout=0s") {
+		t.Errorf("--store-timeout 0s: %v, want a refusal", err)
 	}
 }

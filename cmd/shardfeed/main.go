@@ -5,15 +5,27 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/shardfeed/shardfeed/internal/store"
 )
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "shardfeed:", err)
 		os.Exit(1)
+	}
+}
+
+// setRetryLog logs every retried store request at info, with its cause.
+func setRetryLog(log *slog.Logger, timeout time.Duration) {
+	store.DefaultRetry.OnRetry = func(err error, attempt int, wait time.Duration) {
+		log.Info("A store request failed; retrying", "attempt", attempt, "in", wait.Round(time.Millisecond).String(),
+			"givesUpAfter", timeout.String()+" (--store-timeout)", "cause", err.Error())
 	}
 }
 
@@ -27,6 +39,16 @@ with deterministic, elastic and resumable epoch plans.
 Documentation: docs/ in https://github.com/shardfeed/shardfeed`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	storeTimeout := root.PersistentFlags().Duration("store-timeout", store.DefaultMaxElapsed,
+		"how long a request to object storage is retried (timeouts, refused connections, 5xx) before the command fails; each retry is logged with its cause")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if *storeTimeout <= 0 {
+			return fmt.Errorf("--store-timeout=%s: give a positive duration such as 2m", *storeTimeout)
+		}
+		store.DefaultRetry.MaxElapsed = *storeTimeout
+		setRetryLog(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)), *storeTimeout)
+		return nil
 	}
 	root.AddCommand(newCheckInstallCommand(), newConvertCommand(), newIndexCommand(), newPlanCommand(), newProbeCommand(), newServeCommand(), newSidecarCommand(), newSimulateCommand(), newVersionCommand())
 	return root

@@ -17,6 +17,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/memlimit"
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 )
 
@@ -159,6 +160,7 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		return fmt.Errorf("--log-format %q: use text or json", o.logFormat)
 	}
 	log := slog.New(handler)
+	setRetryLog(log, store.DefaultRetry.MaxElapsed) // in the server's own log format
 	soft, err := memlimit.Apply(memlimit.CgroupFile)
 	if err != nil {
 		log.Warn("Not setting a Go memory limit", "err", err)

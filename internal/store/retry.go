@@ -42,6 +42,9 @@ func (r Retry) Do(ctx context.Context, fn func(ctx context.Context, cancel conte
 		}
 		backoff := min(r.MaxDelay, r.BaseDelay<<min(attempt, 30))
 		sleep := time.Duration(rand.Int64N(int64(backoff) + 1)) // full jitter
+		if r.OnRetry != nil {
+			r.OnRetry(err, attempt+1, sleep)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (%w)", err, context.Cause(ctx))

@@ -80,13 +80,22 @@ type Retry struct {
 	MaxElapsed time.Duration
 	// RequestTimeout bounds one attempt.
 	RequestTimeout time.Duration
+	// OnRetry, if set, hears of each failed attempt that will be retried:
+	// its error (the cause), its number, and the wait before the next. A
+	// store that is down must not look like a hung command.
+	OnRetry func(err error, attempt int, wait time.Duration)
 }
 
-// DefaultRetry rides out an object store that is down for two minutes.
+// DefaultMaxElapsed is how long DefaultRetry retries: an object store that
+// is down for two minutes is ridden out.
+const DefaultMaxElapsed = 2 * time.Minute
+
+// DefaultRetry is the retry of stores opened without their own. A command
+// may set it once before it opens any (the CLI's --store-timeout).
 var DefaultRetry = Retry{
 	BaseDelay:      200 * time.Millisecond,
 	MaxDelay:       10 * time.Second,
-	MaxElapsed:     2 * time.Minute,
+	MaxElapsed:     DefaultMaxElapsed,
 	RequestTimeout: 5 * time.Minute,
 }
 
@@ -103,6 +112,9 @@ func (r Retry) WithDefaults() Retry {
 	}
 	if r.RequestTimeout <= 0 {
 		r.RequestTimeout = DefaultRetry.RequestTimeout
+	}
+	if r.OnRetry == nil {
+		r.OnRetry = DefaultRetry.OnRetry
 	}
 	return r
 }

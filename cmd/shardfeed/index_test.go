@@ -131,3 +131,64 @@ func TestAnUnreachableStoreIsLoggedAtEachRetryAndGivesUpAtTheTimeout(t *testing.
 		t.Errorf("--store-timeout 0s: %v, want a refusal", err)
 	}
 }
+
+// Trap 6: plan and simulate accepted streams that serve refuses (columns
+// of types no promotion joins, a misspelt column); they check the same way.
+func TestPlanAndSimulateRefuseWhatServeRefuses(t *testing.T) {
+	dir := t.TempDir()
+	for name, line := range map[string]string{"ints": `{"x": %d}`, "words": `{"x": "w%d"}`} {
+		sub := filepath.Join(dir, name)
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for i := range 40 {
+			fmt.Fprintf(&b, line+"\n", i)
+		}
+		if err := os.WriteFile(filepath.Join(sub, "part-0.jsonl"), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := runCLI(t, "index", "file://"+sub+"/", "--format", "jsonl"); err != nil {
+			t.Fatalf("index %s: %v\n%s", name, err, out)
+		}
+	}
+	manifest := func(second, columns string) string {
+		p := filepath.Join(t.TempDir(), "dataset.yaml")
+		m := fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: mixed}
+spec:
+  streams:
+    - name: a
+      format: jsonl
+      source: {uri: "file://%s/ints/"}
+%s    - name: b
+      format: jsonl
+      source: {uri: "file://%s/%s/"}
+  numSplits: 2
+  globalBatchSize: 4
+`, dir, columns, dir, second)
+		if err := os.WriteFile(p, []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name, second, columns, want string
+	}{
+		{"types no promotion joins", "words", "", `column "x" is int64 in stream "a" and utf8 in stream "b"`},
+		{"a misspelt column", "ints", "      columns: [idd]\n", `stream "a" has no column "idd"`},
+	}
+	for _, tt := range tests {
+		path := manifest(tt.second, tt.columns)
+		for _, cmd := range [][]string{{"plan", "-f", path}, {"simulate", "-f", path, "--pods", "2"}} {
+			out, err := runCLI(t, cmd...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "serve would refuse") {
+				t.Errorf("%s, %s: %v, want %q\n%s", tt.name, cmd[0], err, tt.want, out)
+			}
+		}
+	}
+	if out, err := runCLI(t, "plan", "-f", manifest("ints", "")); err != nil {
+		t.Fatalf("two streams of one schema: %v\n%s", err, out)
+	}
+}

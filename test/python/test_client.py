@@ -296,9 +296,34 @@ def test_errors_say_what_to_do(feed_factory, tmp_path):
         data = f.read()
     with s3.open_output_stream(path) as f:
         f.write(data[: len(data) // 4])
-    with pytest.raises(shardfeed.StreamCut, match="cut twice at step"):
+    with pytest.raises(shardfeed.StreamCut, match="cut twice at step") as cut:
         for _ in shardfeed.FeedDataset(feed.socket, rank=0, world_size=1):
             pass
+    # Trap 5 of the first-hour issue: the reason reaches the exception,
+    # not only the sidecar's /v1/status.
+    assert "the sidecar says:" in str(cut.value) and "part-0.parquet" in str(cut.value), str(cut.value)
+
+
+def test_mistakes_in_the_loop_are_errors_that_name_the_fix(feed_factory):
+    """Trap 5: each of these was silent, or lost its type."""
+    feed = feed_factory(tokens_table(), SPEC)
+    # A misspelt column.
+    with pytest.raises(ValueError, match=r"no column 'tokns'; its columns are id, tokens"):
+        next(iter(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, columns=["tokns"])))
+    # A DataLoader that batches the batches again.
+    loader = torch.utils.data.DataLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1), batch_size=8)
+    with pytest.raises(TypeError, match="batch_size=None"):
+        next(iter(loader))
+    # numpy asked, numpy given, through a FeedLoader too.
+    for workers in (0, 1):
+        ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, output="numpy")
+        batch = next(iter(shardfeed.FeedLoader(ds, num_workers=workers)))
+        assert isinstance(batch["id"], np.ndarray) and isinstance(batch["tokens"], np.ndarray), {k: type(v) for k, v in batch.items()}
+    # A sidecar's refusal keeps its type through a DataLoader worker.
+    bad = torch.utils.data.DataLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=4), batch_size=None, num_workers=1)
+    with pytest.raises(shardfeed.SidecarError, match="4 ranks do not divide spec.numSplits") as err:
+        next(iter(bad))
+    assert err.value.status == 400
 
 
 def test_the_package_installs_with_pip(tmp_path):

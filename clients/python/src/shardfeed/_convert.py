@@ -72,6 +72,41 @@ def column_to_numpy(field: pa.Field, col: pa.Array) -> Any:
     return col.to_pylist()
 
 
+class Batch(dict):  # type: ignore[type-arg]
+    """One batch of a rank: a dict of its columns. The sidecar sized it
+    (the TrainingDataset's globalBatchSize); a DataLoader must not batch
+    batches again, so collating a list of them is an error that says so."""
+
+
+def _refuse_collate(batch: Any, *, collate_fn_map: Any = None) -> Any:
+    raise TypeError(
+        "a DataLoader with a batch_size is stacking shardfeed batches: FeedDataset yields whole batches, sized by the "
+        "TrainingDataset's globalBatchSize; give the DataLoader batch_size=None (shardfeed.FeedLoader does), and split "
+        "a batch with FeedLoader(micro_batch_size=...) if you need smaller ones")
+
+
+def _register_collate() -> None:
+    try:
+        from torch.utils.data._utils.collate import default_collate_fn_map
+    except ImportError:  # no torch, or a torch without the map: nothing batches again
+        return
+    default_collate_fn_map[Batch] = _refuse_collate
+
+
+_register_collate()
+
+
+def check_columns(batch: pa.RecordBatch, columns: list[str] | None) -> None:
+    """Refuse columns the batch does not have, naming the ones it has."""
+    if columns is None:
+        return
+    names = batch.schema.names
+    missing = [c for c in columns if c not in names]
+    if missing:
+        have = ", ".join(n for n in names if not n.startswith("_shardfeed_"))
+        raise ValueError(f"columns={columns!r}: the dataset has no column {', '.join(map(repr, missing))}; its columns are {have}")
+
+
 def to_numpy(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[str, Any]:
     out = {}
     for i, field in enumerate(batch.schema):
@@ -122,11 +157,12 @@ def convert(batch: pa.RecordBatch, output: Output, columns: list[str] | None, sp
         space: for torch in a DataLoader worker, the shared segment the
             batch was read into (tensors become views of it).
     """
+    check_columns(batch, columns)
     if output == "arrow":
         if columns is None:
             return batch
         keep = [n for n in batch.schema.names if n in columns or n.startswith("_shardfeed_")]
         return batch.select(keep)
     if output == "numpy":
-        return to_numpy(batch, columns)
-    return to_torch(batch, columns, space)
+        return Batch(to_numpy(batch, columns))
+    return Batch(to_torch(batch, columns, space))

@@ -63,6 +63,19 @@ def batch_step(batch: Any) -> int:
     return int(first.as_py() if hasattr(first, "as_py") else first)
 
 
+def _sidecar_says(client: Client) -> str:
+    """Why the sidecar ended a stream, from its /v1/status, as the trainer's
+    exception should say it."""
+    try:
+        errors = Client(client.socket, timeout=5).status().get("lastErrors") or []
+    except Exception as err:  # noqa: BLE001 - the sidecar may be gone: say so
+        return f"the sidecar on {client.socket} does not answer /v1/status either ({err})"
+    if not errors:
+        return f"the sidecar on {client.socket} reports no error (/v1/status)"
+    last = errors[-1]
+    return f"the sidecar says: {last.get('error', last)}"
+
+
 class FeedDataset(_Base):
     """The batches of this rank, ready: iterate it, or give it to a DataLoader
     with batch_size=None (a FeedLoader does that and counts progress).
@@ -241,6 +254,6 @@ class FeedDataset(_Base):
             except StreamCut as err:
                 if cut is not None:
                     raise StreamCut(f"rank {rank} worker {worker}: the stream of epoch {self._epoch} was cut twice at step "
-                                    f"{expected}: {err}; the sidecar's /v1/status on {client.socket} says why") from err
+                                    f"{expected}: {err}; {_sidecar_says(client)}") from err
                 cut = err
                 step = expected  # reconnect once, exactly where the stream stopped

@@ -40,6 +40,11 @@ def _split(batch: Any, m: int) -> list[Any]:
     return out
 
 
+def _as_is(batch: Any) -> Any:
+    """The batch as the dataset made it (a module function: workers pickle it)."""
+    return batch
+
+
 class FeedLoader:
     """Iterates a FeedDataset through a torch DataLoader (batch_size=None,
     num_workers workers) and records what the loop received: state_dict()
@@ -78,6 +83,9 @@ class FeedLoader:
         kwargs = dict(self.dataloader_kwargs)
         if self.num_workers:
             kwargs.setdefault("persistent_workers", False)
+        if self.dataset.output != "torch":
+            # batch_size=None converts numpy arrays to tensors by default.
+            kwargs.setdefault("collate_fn", _as_is)
         return torch.utils.data.DataLoader(self.dataset, batch_size=None, num_workers=self.num_workers, **kwargs)
 
     def _releaser(self) -> Any:

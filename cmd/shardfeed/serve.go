@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -34,6 +36,7 @@ type feedOptions struct {
 	contract             sidecarconfig.Config
 	pod, pods, procs     int
 	job, attempt         string
+	fresh, mustResume    bool
 	namespace, image     string
 	logFormat            string
 	pprof                bool
@@ -80,9 +83,11 @@ directory needs no setting; elsewhere, set SHARDFEED_SOCKET.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "filename", "f", "", "TrainingDataset manifest")
-	f.StringVar(&o.state, "state", "", "state file of the job's commits (default .shardfeed/<dataset>/state.json)")
+	f.StringVar(&o.state, "state", "", "state file of the job's commits (default .shardfeed/<dataset>/<job>/state.json)")
 	f.StringVar(&o.credentials, "credentials-dir", "", "for s3:// streams: directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; empty: the default chain")
-	f.StringVar(&o.job, "job", o.job, "job name recorded with the commits")
+	f.StringVar(&o.job, "job", o.job, "the job: its commits are its own state, so another --job starts from the beginning and leaves this one's alone")
+	f.BoolVar(&o.fresh, "fresh", false, "start a new job from the beginning: named --job plus the time (local-20261123-195900); no earlier job's state is read or touched")
+	f.BoolVar(&o.mustResume, "resume", false, "refuse to start unless the job has committed progress to resume (default: resume if it has, start from the beginning if not)")
 	o.addFlags(f)
 	f.Lookup("socket").DefValue = sidecarconfig.LocalSocket
 	_ = cmd.MarkFlagRequired("filename")
@@ -220,8 +225,14 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		if o.cacheDir == "" {
 			cfg.CacheDir = filepath.Join(".shardfeed", cfg.Dataset, "cache")
 		}
+		if o.fresh && o.mustResume {
+			return fmt.Errorf("--fresh and --resume exclude each other: a fresh job has nothing to resume")
+		}
+		if o.fresh {
+			o.job = fmt.Sprintf("%s-%s", o.job, time.Now().UTC().Format("20060102-150405"))
+		}
 		if o.state == "" {
-			o.state = filepath.Join(".shardfeed", cfg.Dataset, "state.json")
+			o.state = filepath.Join(".shardfeed", cfg.Dataset, o.job, "state.json")
 		}
 	}
 	if cfg.Attempt == "" {
@@ -231,11 +242,17 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		return fmt.Errorf("the job identity is not set: set SHARDFEED_JOB or --job")
 	}
 	cfg.Generation = o.generation
+	cfg.Job = o.job
 	switch {
 	case o.state != "":
 		st, err := progress.NewFileStore(o.state)
 		if err != nil {
 			return err
+		}
+		if !inPod {
+			if err := o.sayWhatRuns(cmd.ErrOrStderr(), st, cfg.Dataset); err != nil {
+				return err
+			}
 		}
 		cfg.Progress = progress.Local{Store: st}
 	case o.operator.URL != "":
@@ -256,4 +273,24 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return daemon.Run(ctx, cfg)
+}
+
+// sayWhatRuns says, first, which job's state serve uses and whether it
+// resumes: a run that silently continued an earlier one's progress was a
+// trap. --resume refuses a job with nothing to resume.
+func (o *feedOptions) sayWhatRuns(w io.Writer, st *progress.FileStore, dataset string) error {
+	s, err := st.Load(context.Background())
+	if err != nil {
+		return err
+	}
+	if s.Committed == nil {
+		if o.mustResume {
+			return fmt.Errorf("job %q of TrainingDataset %q has no committed progress in %s to resume (--resume): check --job, or drop --resume to start it", o.job, dataset, o.state)
+		}
+		_, err = fmt.Fprintf(w, "shardfeed serve: job %q of TrainingDataset %q starts from the beginning (state: %s)\n", o.job, dataset, o.state)
+		return err
+	}
+	_, err = fmt.Fprintf(w, "shardfeed serve: job %q of TrainingDataset %q resumes at epoch %d, step %d, committed %s (state: %s); --fresh starts a new job instead\n",
+		o.job, dataset, s.Epoch, s.Step, s.Committed.Format(time.RFC3339), o.state)
+	return err
 }

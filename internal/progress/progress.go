@@ -146,7 +146,7 @@ func checkPlan(s *configmaps.State, j Job) error {
 	if s.Fingerprint.Sum == "" || s.Fingerprint.Sum == j.Fingerprint.Sum {
 		return nil
 	}
-	return fmt.Errorf("%w: job %q committed progress under plan %s, this sidecar has plan %s; what changed: %v; a different plan is a new TrainingDataset (or a new job)",
+	return fmt.Errorf("%w: job %q committed progress under plan %s, this sidecar has plan %s; what changed: %v; a different plan is a new TrainingDataset, or a new job (shardfeed.io/job in a cluster; shardfeed serve --job NAME or --fresh on one machine)",
 		ErrRefused, j.Job, s.Fingerprint.Sum, j.Fingerprint.Sum, s.Fingerprint.Diff(j.Fingerprint))
 }
 

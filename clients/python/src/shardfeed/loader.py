@@ -3,8 +3,10 @@ training loop's own process (design §4)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+import logging
+from typing import Any, Iterator, Literal
 
+from ._client import Client
 from .dataset import STEP_COLUMN, FeedDataset, batch_step, resume_position
 from .errors import ShardfeedError
 
@@ -12,6 +14,11 @@ try:
     import torch
 except ImportError:  # pragma: no cover - exercised where torch is absent
     torch = None  # type: ignore[assignment]
+
+log = logging.getLogger("shardfeed")
+
+Resume = Literal["auto", "must", "fresh"]
+RESUMES: tuple[Resume, ...] = ("auto", "must", "fresh")
 
 MICRO = "_shardfeed_micro"
 MICROS = "_shardfeed_micros"
@@ -59,13 +66,22 @@ class FeedLoader:
         num_workers: DataLoader worker processes (0: read in this process).
         micro_batch_size: rows per micro-batch, a divisor of the local batch
             (globalBatchSize / world size); None: whole local batches.
+        resume: where a loader with no checkpoint loaded starts. "auto"
+            (default): at the job's committed step if it has one (as a
+            restarted pod must), else at the beginning; it logs which.
+            "must": refuse to start without committed progress. "fresh":
+            refuse if the job has committed progress (a new job is a new
+            shardfeed.io/job, or shardfeed serve --fresh / --job).
         **dataloader_kwargs: passed to torch's DataLoader (e.g. pin_memory).
     """
 
     def __init__(self, dataset: FeedDataset, *, num_workers: int = 0, micro_batch_size: int | None = None,
-                 **dataloader_kwargs: Any):
+                 resume: Resume = "auto", **dataloader_kwargs: Any):
         if micro_batch_size is not None and micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be at least 1, got {micro_batch_size}")
+        if resume not in RESUMES:
+            raise ValueError(f"resume={resume!r}: use one of {', '.join(map(repr, RESUMES))}")
+        self.resume: Resume = resume
         if num_workers and torch is None:
             raise ValueError("DataLoader workers need torch; install it or use num_workers=0")
         self.dataset = dataset
@@ -106,10 +122,7 @@ class FeedLoader:
         client = self.dataset.client()
         client.wait_ready(self.dataset.wait)
         if self._epoch is None:
-            # Where the job is: the committed step (the next epoch's start
-            # when the committed epoch is done).
-            state = client.state()
-            self._epoch, self._step = resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), int(self.plan()["steps"]))
+            self._epoch, self._step = self._committed_position(client)
         # Every worker starts from here: worker w at step + w.
         self.dataset.resume(self._epoch, self._step or 0, self.dataset.fingerprint)
         releaser = self._releaser()
@@ -133,6 +146,25 @@ class FeedLoader:
         # The epoch is read: the next iteration reads the next one.
         self.set_epoch(self._epoch + 1)
 
+    def _committed_position(self, client: Client) -> tuple[int, int]:
+        """Where the job is: the committed step (the next epoch's start when
+        the committed epoch is done), checked against self.resume."""
+        state = client.state()
+        job = state.get("job") or "the job"
+        epoch, step = int(state.get("epoch", 0)), int(state.get("step", 0))
+        committed = state.get("committed") is not None
+        if self.resume == "must" and not committed:
+            raise ShardfeedError(f"{job} has no committed progress to resume (resume='must'): check that the sidecar on "
+                                 f"{client.socket} serves the job you meant (shardfeed serve --job NAME)")
+        if self.resume == "fresh" and committed:
+            raise ShardfeedError(f"{job} has committed progress (epoch {epoch}, step {step}) and resume='fresh': start a new job "
+                                 f"(shardfeed serve --fresh or --job NAME; in a cluster, a new shardfeed.io/job), or resume with resume='auto'")
+        if committed:
+            log.info("shardfeed: %s resumes at its committed epoch %d, step %d", job, epoch, step)
+        else:
+            log.info("shardfeed: %s starts from the beginning", job)
+        return resume_position(epoch, step, int(self.plan()["steps"]))
+
     def set_epoch(self, epoch: int) -> None:
         """Read epoch next, from its first step.
 
@@ -141,6 +173,14 @@ class FeedLoader:
         """
         self.dataset.set_epoch(epoch)
         self._epoch, self._step = int(epoch), 0
+
+    def _position(self) -> tuple[int, int]:
+        """The step after the last batch the loop received, or, before any,
+        the job's committed step."""
+        if self._epoch is None:
+            state = self.dataset.client().state()
+            return int(state.get("epoch", 0)), int(state.get("step", 0))
+        return self._epoch, self._step or 0
 
     def plan(self) -> dict[str, Any]:
         """The sidecar's plan: fingerprint, numSplits, globalBatchSize, steps."""
@@ -153,11 +193,7 @@ class FeedLoader:
         """Where the loop is: the epoch and the step after the last batch it
         received, with the plan's identity."""
         plan = self.plan()
-        if self._epoch is None:
-            state = self.dataset.client().state()
-            epoch, step = int(state.get("epoch", 0)), int(state.get("step", 0))
-        else:
-            epoch, step = self._epoch, self._step or 0
+        epoch, step = self._position()
         return {"epoch": epoch, "step": step, "fingerprint": plan["fingerprint"],
                 "planVersion": plan["planVersion"], "numSplits": plan["numSplits"], "globalBatchSize": plan["globalBatchSize"]}
 
@@ -195,10 +231,12 @@ class FeedLoader:
         Returns:
             The job's committed state, as the sidecar recorded it.
         """
-        if epoch is None:
-            epoch = self._epoch if self._epoch is not None else 0
-        if step is None:
-            step = self._step or 0
+        if epoch is None or step is None:
+            # The same position state_dict() gives: before the first batch,
+            # the job's committed one (a fresh loader used to send (0, 0)).
+            here_epoch, here_step = self._position()
+            epoch = here_epoch if epoch is None else epoch
+            step = here_step if step is None else step
         state = self.dataset.client().commit(epoch, step, resumed=self._resumed)
         self._resumed = False
         return state

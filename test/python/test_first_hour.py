@@ -1,0 +1,100 @@
+"""The first hour's trap 4: which job's progress a run uses, said on its
+first line; --job, --fresh and --resume on `shardfeed serve`, and the
+client's resume= and commit(), against real `serve` processes."""
+
+import os
+import signal
+import subprocess
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import shardfeed
+from conftest import SHARDFEED_BIN
+
+SPEC = "  numSplits: 2\n  globalBatchSize: 10\n"
+
+
+class Serve:
+    """`shardfeed serve` in a project directory, with the defaults a new
+    user gets (socket and state under .shardfeed/)."""
+
+    def __init__(self, feed, here):
+        self.feed, self.here = feed, here
+        self.env = dict(os.environ, AWS_ACCESS_KEY_ID=feed.minio.access_key, AWS_SECRET_ACCESS_KEY=feed.minio.secret_key)
+
+    def start(self, *args):
+        self.log = self.here / "serve.log"
+        self.out = open(self.log, "wb")
+        self.proc = subprocess.Popen([str(SHARDFEED_BIN), "serve", "-f", str(self.feed.manifest), "--metrics-addr", "", *args],
+                                     cwd=self.here, env=self.env, stdout=self.out, stderr=subprocess.STDOUT)
+        shardfeed.Client(str(self.here / ".shardfeed" / "feed.sock")).wait_ready(60)
+        return self.first_line()
+
+    def first_line(self):
+        return self.log.read_text().splitlines()[0]
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=30) == 0, self.log.read_text()
+        self.out.close()
+
+    def run(self, *args):
+        """serve expected to refuse: its exit code and output."""
+        done = subprocess.run([str(SHARDFEED_BIN), "serve", "-f", str(self.feed.manifest), "--metrics-addr", "", *args],
+                              cwd=self.here, env=self.env, capture_output=True, text=True, timeout=60)
+        return done.returncode, done.stdout + done.stderr
+
+
+@pytest.fixture
+def project(feed_factory, tmp_path, monkeypatch):
+    feed = feed_factory(pa.table({"id": pa.array(np.arange(200, dtype=np.int64))}), SPEC, start=False)
+    here = tmp_path / "project"
+    here.mkdir()
+    monkeypatch.delenv("SHARDFEED_SOCKET", raising=False)
+    monkeypatch.chdir(here)
+    return Serve(feed, here)
+
+
+def test_a_run_says_which_job_it_resumes_and_jobs_keep_their_own_state(project):
+    first = project.start()
+    assert 'job "local" of TrainingDataset "web" starts from the beginning' in first, first
+    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(rank=0, world_size=1))
+    # Before any batch, commit() and state_dict() agree (a fresh loader's
+    # commit used to send (0, 0)).
+    assert loader.state_dict()["step"] == 0
+    for i, _ in enumerate(loader):
+        if i == 4:
+            break
+    loader.commit()
+    project.stop()
+    state = project.here / ".shardfeed" / "web" / "local" / "state.json"
+
+    again = project.start()
+    assert 'job "local" of TrainingDataset "web" resumes at epoch 0, step 5' in again and "--fresh" in again, again
+    fresh_loader = shardfeed.FeedLoader(shardfeed.FeedDataset(rank=0, world_size=1))
+    assert fresh_loader.state_dict()["step"] == 5
+    assert fresh_loader.commit()["step"] == 5, "commit() before iterating must agree with state_dict()"
+    with pytest.raises(shardfeed.ShardfeedError, match=r"committed progress \(epoch 0, step 5\) and resume='fresh'"):
+        next(iter(shardfeed.FeedLoader(shardfeed.FeedDataset(rank=0, world_size=1), resume="fresh")))
+    assert next(iter(shardfeed.FeedLoader(shardfeed.FeedDataset(rank=0, world_size=1), resume="must")))["_shardfeed_step"][0] == 5
+    project.stop()
+    before = state.read_bytes()
+
+    other = project.start("--job", "run2")
+    assert 'job "run2" of TrainingDataset "web" starts from the beginning' in other, other
+    with pytest.raises(shardfeed.ShardfeedError, match="no committed progress to resume"):
+        next(iter(shardfeed.FeedLoader(shardfeed.FeedDataset(rank=0, world_size=1), resume="must")))
+    assert next(iter(shardfeed.FeedLoader(shardfeed.FeedDataset(rank=0, world_size=1), resume="fresh")))["_shardfeed_step"][0] == 0
+    project.stop()
+
+    fresh = project.start("--fresh")
+    assert 'job "local-' in fresh and "starts from the beginning" in fresh, fresh
+    project.stop()
+    assert state.read_bytes() == before, "another job, or --fresh, touched job local's state"
+
+    code, out = project.run("--resume", "--job", "nothing")
+    assert code != 0 and 'job "nothing" of TrainingDataset "web" has no committed progress' in out, out
+    code, out = project.run("--resume", "--fresh")
+    assert code != 0 and "exclude each other" in out, out

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigyaml "sigs.k8s.io/yaml"
 
 	"github.com/shardfeed/shardfeed/internal/testenv"
 )
@@ -44,7 +45,7 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	root, bin := dirs(t)
 	webhooks := []string{"Service", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
 	helm := []string{filepath.Join(bin, "helm"), "template", "shardfeed", filepath.Join(root, "charts", "shardfeed"),
-		"--namespace", "default"}
+		"--namespace", "default", "--kube-version", kubeVersion}
 	tests := []struct {
 		name  string
 		cmd   []string
@@ -148,6 +149,60 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 }
 
 // render runs a command that prints YAML documents and decodes them.
+// kubeVersion is the cluster version charts are rendered for (helm
+// template's own default, 1.20, is below the chart's kubeVersion).
+const kubeVersion = "1.36.0"
+
+// What platform teams look for in a chart (the first-hour issue): a
+// kubeVersion that refuses clusters without native sidecars, the values an
+// umbrella chart and a private registry pass, Artifact Hub's annotations.
+func TestIntegrationChartStatesItsNeedsAndTakesWhatPlatformsPass(t *testing.T) {
+	root, bin := dirs(t)
+	chart := filepath.Join(root, "charts", "shardfeed")
+	objs := render(t, []string{filepath.Join(bin, "helm"), "template", "sf", chart, "--kube-version", kubeVersion,
+		"--set", "global.imageRegistry=registry.corp", "--set", "imagePullSecrets[0].name=regcred"})
+	found := false
+	for _, o := range byKind(objs, "Deployment") {
+		secrets, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "imagePullSecrets")
+		found = fmt.Sprint(secrets) == "[map[name:regcred]]"
+	}
+	if !found {
+		t.Error("the manager's pods do not get imagePullSecrets [regcred]")
+	}
+	var stderr bytes.Buffer
+	old := exec.Command(filepath.Join(bin, "helm"), "template", "sf", chart, "--kube-version", "1.28.0")
+	old.Stderr = &stderr
+	if err := old.Run(); err == nil || !strings.Contains(stderr.String(), "kubeVersion: >=1.29.0-0") {
+		t.Errorf("a 1.28 cluster (no native sidecars by default): %v %s, want a refusal naming kubeVersion", err, stderr.String())
+	}
+	stderr.Reset()
+	bad := exec.Command(filepath.Join(bin, "helm"), "template", "sf", chart, "--kube-version", kubeVersion, "--set", "imagePullSecrets[0].nam=x")
+	bad.Stderr = &stderr
+	if err := bad.Run(); err == nil || !strings.Contains(stderr.String(), "imagePullSecrets") {
+		t.Errorf("a misspelt imagePullSecrets entry: %v %s, want the schema's refusal", err, stderr.String())
+	}
+	raw, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		KubeVersion string            `json:"kubeVersion"`
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := sigyaml.Unmarshal(raw, &meta); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"artifacthub.io/license", "artifacthub.io/crds", "artifacthub.io/links", "artifacthub.io/operator"} {
+		if meta.Annotations[key] == "" {
+			t.Errorf("Chart.yaml has no annotation %s", key)
+		}
+	}
+	var crds []map[string]string
+	if err := sigyaml.Unmarshal([]byte(meta.Annotations["artifacthub.io/crds"]), &crds); err != nil || len(crds) != 1 || crds[0]["kind"] != "TrainingDataset" {
+		t.Errorf("artifacthub.io/crds is not the TrainingDataset: %v %v", crds, err)
+	}
+}
+
 func render(t *testing.T, cmd []string) []*unstructured.Unstructured {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
@@ -182,7 +237,7 @@ func render(t *testing.T, cmd []string) []*unstructured.Unstructured {
 func TestIntegrationChartRunsSpreadReplicasWithABudgetAndThePolicy(t *testing.T) {
 	root, bin := dirs(t)
 	digest := "sha256:" + strings.Repeat("ab", 32)
-	objs := render(t, []string{filepath.Join(bin, "helm"), "template", "sf", filepath.Join(root, "charts", "shardfeed"), "--namespace", "ops",
+	objs := render(t, []string{filepath.Join(bin, "helm"), "template", "sf", filepath.Join(root, "charts", "shardfeed"), "--namespace", "ops", "--kube-version", kubeVersion,
 		"--set", "datasets.allowedEndpoints={minio.storage:9000,*.example.com}", "--set", "datasets.ambientCredentialsNamespaces={team-a}",
 		"--set", "image.digest=" + digest, "--set", "sidecar.allowedImages={registry.team/sidecar:*}"})
 	var deploy, pdb *unstructured.Unstructured
@@ -279,7 +334,7 @@ func dirs(t *testing.T) (root, bin string) {
 // the API server, DNS and the listed stores only.
 func TestIntegrationChartNetworkPoliciesAllowOnlyWhatTheManagerNeeds(t *testing.T) {
 	root, bin := dirs(t)
-	helm := []string{filepath.Join(bin, "helm"), "template", "shardfeed", filepath.Join(root, "charts", "shardfeed"), "--namespace", "default"}
+	helm := []string{filepath.Join(bin, "helm"), "template", "shardfeed", filepath.Join(root, "charts", "shardfeed"), "--namespace", "default", "--kube-version", kubeVersion}
 	if objs := render(t, helm); len(byKind(objs, "NetworkPolicy")) != 0 {
 		t.Fatal("NetworkPolicies rendered by default: they are opt-in (a CNI must enforce them)")
 	}

@@ -45,12 +45,13 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: tools-go ## Generate the CRDs (config/crd, charts/shardfeed/templates/crds), RBAC and webhook configurations from the markers.
+manifests: tools-go ## Generate the CRDs (config/crd, charts/shardfeed/templates/crds), RBAC and webhook configurations from the markers, and the references (docs/reference, the chart's README).
 	$(BIN)/controller-gen rbac:roleName=manager crd webhook paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
 	hack/chart-crds.sh
 	go run ./hack/crdref config/crd/bases/data.shardfeed.io_trainingdatasets.yaml > docs/reference/trainingdataset.md
+	go run ./hack/chartdoc charts/shardfeed > charts/shardfeed/README.md
 
 .PHONY: generate
 generate: tools-go ## Generate the DeepCopy methods of the API types.

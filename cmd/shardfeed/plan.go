@@ -145,16 +145,16 @@ func datasetParams(ctx context.Context, file string, stdin io.Reader, indexDirs 
 	if err != nil {
 		return nil, planner.Params{}, err
 	}
-	indexes, err := readIndexes(ctx, ds, indexDirs, credentials)
+	// With the stores at hand, refuse what serve would refuse; with
+	// --index-dir the data may be out of reach: the plan is offline.
+	var indexes []planner.StreamIndex
+	if len(indexDirs) == 0 {
+		indexes, err = openServable(ctx, ds, credentials)
+	} else {
+		indexes, err = readIndexes(ctx, ds, indexDirs, credentials)
+	}
 	if err != nil {
 		return nil, planner.Params{}, err
-	}
-	if len(indexDirs) == 0 {
-		// The stores are at hand: refuse what serve would refuse. (With
-		// --index-dir the data may be out of reach: the plan is offline.)
-		if err := checkServable(ctx, ds, credentials); err != nil {
-			return nil, planner.Params{}, fmt.Errorf("%w\n(serve would refuse this dataset; plan and simulate check it the same way)", err)
-		}
 	}
 	params, err := planspec.Params(&ds.Spec, indexes)
 	if err != nil {

@@ -6,53 +6,49 @@ import (
 	"io"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/streams"
+	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/source"
 )
 
-// checkServable checks what `serve` checks before it plans: every stream
-// has a layout its format reads, its columns exist, and the streams share
-// one schema after the documented promotions. plan and simulate run it so
-// that a dataset they accept is one serve accepts. It reads each stream's
-// schema (the index, or a Parquet or Arrow footer) from its store.
-func checkServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credentials string) error {
-	registry := formats.Default()
-	sources := make([]*source.Stream, len(ds.Spec.Streams))
+// openServable opens every stream from its store, its index read once,
+// and checks what serve checks before it plans (source.OpenAll: layouts
+// its format reads, the columns of spec.streams[].columns, one schema
+// after the promotions), so that a dataset plan and simulate accept is one
+// serve accepts. It returns the planner's view of the indexes.
+func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credentials string) ([]planner.StreamIndex, error) {
+	opened := make([]*streams.Stream, len(ds.Spec.Streams))
+	byName := map[string]store.Store{}
+	servable := true
 	for i, s := range ds.Spec.Streams {
 		src := streams.Source(s)
 		src.CredentialsDir = credentials
 		st, err := streams.Open(ctx, i, s, src, 0)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("%w; or give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
 		}
-		layout := st.Layout
-		if layout == nil {
-			return nil // a plain list of shards plans, and says nothing of its schema
-		}
-		reader, err := registry.Open(layout)
-		if err != nil {
-			return fmt.Errorf("stream %q: %w", s.Name, err)
-		}
+		opened[i], byName[s.Name] = st, st.Store
+		servable = servable && st.Layout != nil // a plain list of shards plans, and says nothing of its schema
+	}
+	if servable {
 		read := func(ctx context.Context, part cache.Shard) ([]byte, error) {
 			off, n := int64(0), int64(-1)
 			if part.Range {
 				off, n = part.Offset, part.Size
 			}
-			r, err := st.Store.Get(ctx, part.Key, off, n)
+			r, err := byName[part.Stream].Get(ctx, part.Key, off, n)
 			if err != nil {
 				return nil, err
 			}
 			defer func() { _ = r.Close() }()
 			return io.ReadAll(r)
 		}
-		if sources[i], err = source.Open(ctx, s.Name, layout, reader, s.Columns, read); err != nil {
-			return err
+		if _, err := source.OpenAll(ctx, opened, formats.Default(), read); err != nil {
+			return nil, fmt.Errorf("TrainingDataset %q: %w\n(serve would refuse this dataset; plan and simulate check it the same way)", ds.Name, err)
 		}
 	}
-	if _, err := source.Unify(sources); err != nil {
-		return fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
-	}
-	return nil
+	return streams.Indexes(opened), nil
 }

@@ -180,18 +180,8 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 		defer c.Release(part)
 		return os.ReadFile(path)
 	}
-	sources := make([]*source.Stream, len(spec.Streams))
-	registry := cfg.formats()
-	for i, s := range opened {
-		reader, err := registry.Open(s.Layout)
-		if err != nil {
-			return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, err)
-		}
-		if sources[i], err = source.Open(ctx, s.Spec.Name, s.Layout, reader, s.Spec.Columns, read); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := source.Unify(sources); err != nil {
+	sources, err := source.OpenAll(ctx, opened, cfg.formats(), read)
+	if err != nil {
 		return nil, err
 	}
 	pipe, err := pipeline.New(pipeline.Options{Plan: pl, Streams: sources, Cache: c, PrefetchShards: prefetch, DecodedLimitBytes: cfg.DecodedLimitBytes,

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/promote"
@@ -240,6 +241,31 @@ func (s *Stream) conform(ctx context.Context, recs []arrow.RecordBatch) (arrow.R
 		cols = append(cols, cast)
 	}
 	return array.NewRecordBatch(s.served, cols, rows), nil
+}
+
+// OpenAll opens the streams of a spec, as opened by internal/streams,
+// through their formats' readers and unifies their schemas: what serve
+// checks before it plans, and what plan and simulate check too. read
+// reads a part of any of them (cache.Shard.Stream says which).
+func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Registry, read ReadFunc) ([]*Stream, error) {
+	out := make([]*Stream, len(opened))
+	for i, s := range opened {
+		layout, err := s.Served()
+		if err != nil {
+			return nil, err
+		}
+		reader, err := registry.Open(layout)
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, err)
+		}
+		if out[i], err = Open(ctx, s.Spec.Name, layout, reader, s.Spec.Columns, read); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := Unify(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Unify sets every stream's served schema to the one they share: the same

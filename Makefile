@@ -66,13 +66,14 @@ vet: ## Run go vet, with the integration tests.
 	go vet -tags integration,e2e,chaos ./...
 
 .PHONY: lint
-lint: tools-go tools-python ## Run golangci-lint (see .golangci.yml), gofmt, mypy --strict on the Python client, and check that no tracked file is over 1 MiB.
+lint: tools-go tools-python ## Run golangci-lint (see .golangci.yml), gofmt, mypy --strict on the Python client, helm lint, promtool on the chart's alert rules, and check that no tracked file is over 1 MiB.
 	hack/check-file-sizes.sh
 	cd clients/python && $(BIN)/venv-lint/bin/mypy --python-executable $(PYTHON) --cache-dir $(BIN)/mypy-cache src
 	@out=$$(gofmt -l -s $$(git ls-files '*.go')); if [ -n "$$out" ]; then \
 		echo "gofmt: these files need formatting (run make fmt):"; echo "$$out"; exit 1; fi
 	$(BIN)/golangci-lint run ./...
 	$(BIN)/helm lint --strict charts/shardfeed
+	$(BIN)/promtool check rules charts/shardfeed/files/alerts.yaml
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated files differ from the committed ones.

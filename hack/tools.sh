@@ -52,6 +52,7 @@ install_go_tools() {
 	go_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION"
 	go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 	go_tool golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "$GOLANGCI_LINT_VERSION"
+	go_tool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION"
 }
 
 install_minio() {

@@ -5,5 +5,6 @@ KUBE_VERSION=v1.36.3                   # kube-apiserver, kubectl, kubelet, ... (
 CONTROLLER_TOOLS_VERSION=v0.21.0        # controller-gen; built against k8s.io v0.36
 HELM_VERSION=v3.22.0
 GOLANGCI_LINT_VERSION=v2.15.0
+PROMETHEUS_VERSION=v0.316.0              # promtool (Prometheus 3.16), checks the chart's alert rules
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 PYTHON=${PYTHON:-python3}

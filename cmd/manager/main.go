@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -238,6 +239,13 @@ func run(ctx context.Context, o options) error {
 	hooks.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
 		Reader: mgr.GetAPIReader(), Decoder: decoder, Policy: o.policy, Images: images,
 	}})
+	// The datasets' and jobs' progress as metrics, from the cache.
+	if err := ctrlmetrics.Registry.Register(controllers.NewDatasetCollector(mgr.GetClient())); err != nil {
+		return err
+	}
+	if err := ctrlmetrics.Registry.Register(version.BuildInfo("shardfeed_manager")); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}

@@ -36,6 +36,8 @@ import (
 var (
 	apiServer *testenv.APIServer
 	binary    string
+	// cli is the shardfeed command, whose serve is a sidecar.
+	cli string
 )
 
 func TestMain(m *testing.M) {
@@ -48,10 +50,13 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	build := exec.Command("go", "build", "-o", binary, "./cmd/manager")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		log.Fatalf("building the manager: %v", err)
+	cli = filepath.Join(dir, "shardfeed")
+	for out, pkg := range map[string]string{binary: "./cmd/manager", cli: "./cmd/shardfeed"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			log.Fatalf("building %s: %v", pkg, err)
+		}
 	}
 	if apiServer, err = testenv.StartAPIServer(); err != nil {
 		log.Fatal(err)

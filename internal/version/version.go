@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Set with -ldflags "-X github.com/shardfeed/shardfeed/internal/version.version=...".
@@ -56,4 +59,19 @@ func (i Info) String() string {
 		s += " commit " + i.Commit
 	}
 	return s
+}
+
+// BuildInfo is a gauge of 1 whose labels say which build runs, as
+// Prometheus' own <namespace>_build_info does: a dashboard joins on it to
+// show versions, and an alert can spot replicas of different builds.
+func BuildInfo(namespace string) prometheus.Collector {
+	i := Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help: "A metric with a constant 1, labelled with the build's version, commit, Go version and plan version.",
+		ConstLabels: prometheus.Labels{"version": i.Version, "revision": i.Commit, "goversion": i.GoVersion,
+			"planversion": strconv.Itoa(i.PlanVersion)},
+	})
+	g.Set(1)
+	return g
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -26,6 +27,12 @@ import (
 // pod) over a small MDS dataset on local files: 64 samples, 4 splits,
 // global batches of 8.
 func fuzzServer(f *testing.F) http.Handler {
+	f.Helper()
+	return testServer(f, nil)
+}
+
+// testServer is fuzzServer's sidecar with its metrics in reg (if not nil).
+func testServer(f testing.TB, reg prometheus.Registerer) http.Handler {
 	f.Helper()
 	dir := f.TempDir()
 	if err := testdata.MDS(filepath.Join(dir, "m"), "m", 64, 1<<10, ""); err != nil {
@@ -51,7 +58,7 @@ func fuzzServer(f *testing.F) http.Handler {
 		f.Fatal(err)
 	}
 	srv, err := server.New(server.Config{Pipeline: feed.Pipeline, Progress: progress.Local{Store: st}, Job: job, RankMode: server.RankModePod,
-		Pod: 0, Pods: 2, ProcsPerPod: 2, Log: slog.New(slog.DiscardHandler)})
+		Pod: 0, Pods: 2, ProcsPerPod: 2, Log: slog.New(slog.DiscardHandler), Registry: reg})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -80,6 +87,8 @@ func FuzzAPI(f *testing.F) {
 		{true, "/v1/commit", "", `{"epoch": 0, "step": 1, "resumed": true}`},
 		{true, "/v1/commit", "", `{"epoch": 0, "step": 1}{"epoch": 0}`},
 		{true, "/v1/commit", "", `{"epoch": -1, "step": 1e30}`},
+		{true, "/v1/waits", "", `{"rank": 1, "seconds": [0.01, 0.5]}`},
+		{true, "/v1/waits", "", `{"rank": 3, "seconds": [-1]}`},
 		{false, "/v1/state", "", ""},
 		{false, "/v1/status", "", ""},
 		{false, "/v1/sample", "index=3", ""},
@@ -103,7 +112,7 @@ func FuzzAPI(f *testing.F) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		switch rec.Code {
-		case http.StatusOK, http.StatusNotFound, http.StatusMethodNotAllowed,
+		case http.StatusOK, http.StatusNoContent, http.StatusNotFound, http.StatusMethodNotAllowed,
 			http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect: // the mux cleaning a path
 		case http.StatusBadRequest, http.StatusConflict, http.StatusServiceUnavailable:
 			var e struct {

@@ -290,6 +290,8 @@ func (s *Server) commit(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	s.metrics.commits.Inc()
+	s.metrics.committedEpoch.Set(float64(st.Epoch))
+	s.metrics.committedStep.Set(float64(st.Step))
 	s.cfg.Log.Info("Committed", "epoch", c.Epoch, "step", c.Step, "resumed", c.Resumed, "attempt", s.cfg.Job.Attempt)
 	writeJSON(w, http.StatusOK, st)
 }

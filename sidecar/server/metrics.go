@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shardfeed/shardfeed/internal/version"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
@@ -12,12 +13,21 @@ type metrics struct {
 	activeStreams                                          prometheus.Gauge
 	batchWait                                              prometheus.Histogram
 	rowsServed                                             *prometheus.CounterVec
+	// dataWait is what the trainers report of their own waiting (POST
+	// /v1/waits): the time a training loop spent blocked on its next batch.
+	dataWait                      *prometheus.HistogramVec
+	committedEpoch, committedStep prometheus.Gauge
 }
+
+// waitBuckets cover 100 µs (a batch that was ready) to 26 s (a loop
+// starved by its store).
+var waitBuckets = prometheus.ExponentialBuckets(0.0001, 4, 10)
 
 // newMetrics creates the sidecar's metrics and registers them, with the
 // pipeline's counters read at scrape time, on reg (if not nil).
 func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 	const ns = "shardfeed_sidecar"
+	job := prometheus.Labels{"dataset": s.cfg.Job.Dataset, "job": s.cfg.Job.Job}
 	m := &metrics{
 		batchesServed:  prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "batches_served_total", Help: "Batches written to clients."}),
 		consumedRows:   prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "rows_served_total", Help: "Rows written to clients."}),
@@ -27,14 +37,20 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 		commitsRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "commits_refused_total", Help: "Commits refused (backwards, fenced, other plan)."}),
 		activeStreams:  prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "active_streams", Help: "Batch streams being served."}),
 		batchWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "batch_wait_seconds",
-			Help: "Time a stream waited for its next batch to be assembled.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+			Help: "Time a stream waited for its next batch to be assembled.", Buckets: waitBuckets}),
 		rowsServed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stream_rows_served_total", Help: "Rows written to clients, per dataset stream."}, []string{"stream"}),
+		dataWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "data_wait_seconds",
+			Help: "Time a training loop waited for each batch, as its client reports it, per rank.", Buckets: waitBuckets}, []string{"rank"}),
+		committedEpoch: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "committed_epoch",
+			Help: "The epoch of the job's last commit through this sidecar.", ConstLabels: job}),
+		committedStep: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "committed_step",
+			Help: "The step of the job's last commit through this sidecar: every rank finished the steps before it.", ConstLabels: job}),
 	}
 	if reg == nil {
 		return m
 	}
 	reg.MustRegister(m.batchesServed, m.consumedRows, m.streamErrors, m.badRequests, m.commits, m.commitsRefused, m.activeStreams, m.batchWait, m.rowsServed,
-		newPipelineCollector(ns, s.cfg.Pipeline.Stats))
+		m.dataWait, m.committedEpoch, m.committedStep, version.BuildInfo(ns), newPipelineCollector(ns, s.cfg.Pipeline.Stats))
 	return m
 }
 
@@ -69,6 +85,10 @@ func newPipelineCollector(ns string, stats func() pipeline.Stats) *pipelineColle
 	add("cache_limit_bytes", "The shard cache's budget.", gauge, func(s *pipeline.Stats) float64 { return float64(s.Cache.LimitBytes) })
 	add("cache_peak_bytes", "The most the shard cache held at once.", gauge, func(s *pipeline.Stats) float64 { return float64(s.Cache.PeakBytes) })
 	add("decoded_bytes", "Memory of decoded shards.", gauge, func(s *pipeline.Stats) float64 { return float64(s.DecodedBytes) })
+	// The queue between the cache and the batches: decoded shards in
+	// memory and their rows, which assembly takes from.
+	add("decoded_shards", "Decoded shards in memory.", gauge, func(s *pipeline.Stats) float64 { return float64(s.DecodedShards) })
+	add("decoded_rows", "Rows of the decoded shards in memory.", gauge, func(s *pipeline.Stats) float64 { return float64(s.DecodedRows) })
 	return c
 }
 

@@ -111,6 +111,7 @@ func (s *Server) Handler() http.Handler {
 	}{
 		{http.MethodGet, "/v1/batches", s.batches},
 		{http.MethodPost, "/v1/commit", s.commit},
+		{http.MethodPost, "/v1/waits", s.waits},
 		{http.MethodGet, "/v1/state", s.state},
 		{http.MethodGet, "/v1/status", s.status},
 		{http.MethodGet, "/v1/sample", s.sample},

@@ -66,10 +66,11 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		{
 			// cert-manager's own kinds are only rendered: this API server
 			// has no cert-manager.
-			name: "helm chart with cert-manager and a ServiceMonitor",
+			name: "helm chart with cert-manager and the monitoring",
 			cmd: append(append([]string{}, helm...), "--set", "webhook.certManager.enabled=true",
-				"--set", "metrics.serviceMonitor.enabled=true"),
-			kinds: append([]string{"Certificate", "Issuer", "Deployment", "ServiceMonitor"}, webhooks...),
+				"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.podMonitor.enabled=true",
+				"--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.dashboard.enabled=true"),
+			kinds: append([]string{"Certificate", "Issuer", "Deployment", "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap"}, webhooks...),
 		},
 	}
 	// The manager's rules as controller-gen generates them from the

@@ -1,0 +1,81 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+)
+
+// DatasetCollector exposes the datasets' status as metrics, read from the
+// manager's cache at scrape time: no API request, nothing kept between
+// scrapes. Every replica reports what its cache holds (the same values);
+// a dashboard takes the max by dataset and job.
+type DatasetCollector struct {
+	Reader client.Reader
+
+	ready, samples                                     *prometheus.Desc
+	epoch, step, lastCommit, pods, skipped, skippedRow *prometheus.Desc
+}
+
+// NewDatasetCollector describes the metrics of the datasets r lists.
+func NewDatasetCollector(r client.Reader) *DatasetCollector {
+	ds := []string{"namespace", "dataset"}
+	job := []string{"namespace", "dataset", "job"}
+	return &DatasetCollector{
+		Reader:     r,
+		ready:      prometheus.NewDesc("shardfeed_dataset_ready", "1 when the dataset's Ready condition is True for its current generation, else 0.", ds, nil),
+		samples:    prometheus.NewDesc("shardfeed_dataset_samples", "Samples per epoch over all of the dataset's streams.", ds, nil),
+		epoch:      prometheus.NewDesc("shardfeed_job_committed_epoch", "The epoch of the job's last commit.", job, nil),
+		step:       prometheus.NewDesc("shardfeed_job_committed_step", "The step of the job's last commit: every rank finished the steps before it.", job, nil),
+		lastCommit: prometheus.NewDesc("shardfeed_job_last_commit_timestamp_seconds", "When the job last committed (Unix time).", job, nil),
+		pods:       prometheus.NewDesc("shardfeed_job_pods", "Pods of the job's newest attempt.", job, nil),
+		skipped:    prometheus.NewDesc("shardfeed_job_skipped_shards", "Corrupt shards the job's sidecars delivered as pad rows (onCorruptShard: skip).", job, nil),
+		skippedRow: prometheus.NewDesc("shardfeed_job_skipped_samples", "Samples of the job's skipped shards.", job, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *DatasetCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.ready, c.samples, c.epoch, c.step, c.lastCommit, c.pods, c.skipped, c.skippedRow} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *DatasetCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var list datav1alpha1.TrainingDatasetList
+	if err := c.Reader.List(ctx, &list); err != nil {
+		ch <- prometheus.NewInvalidMetric(c.ready, err)
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for i := range list.Items {
+		ds := &list.Items[i]
+		ready := 0.0
+		if cond := meta.FindStatusCondition(ds.Status.Conditions, datav1alpha1.ConditionReady); cond != nil &&
+			cond.Status == "True" && cond.ObservedGeneration == ds.Generation {
+			ready = 1
+		}
+		gauge(c.ready, ready, ds.Namespace, ds.Name)
+		gauge(c.samples, float64(ds.Status.Samples), ds.Namespace, ds.Name)
+		for _, j := range ds.Status.Jobs {
+			gauge(c.epoch, float64(j.Epoch), ds.Namespace, ds.Name, j.Job)
+			gauge(c.step, float64(j.Step), ds.Namespace, ds.Name, j.Job)
+			gauge(c.pods, float64(j.Pods), ds.Namespace, ds.Name, j.Job)
+			gauge(c.skipped, float64(j.SkippedShards), ds.Namespace, ds.Name, j.Job)
+			gauge(c.skippedRow, float64(j.SkippedSamples), ds.Namespace, ds.Name, j.Job)
+			if j.LastCommitTime != nil {
+				gauge(c.lastCommit, float64(j.LastCommitTime.Unix()), ds.Namespace, ds.Name, j.Job)
+			}
+		}
+	}
+}

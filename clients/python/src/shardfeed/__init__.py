@@ -8,10 +8,11 @@
 
 from ._client import SOCKET_ENV, BatchStream, Client
 from ._convert import Output
+from ._stats import Stats
 from .dataset import FeedDataset
-from .errors import ShardfeedError, SidecarError, SidecarNotReady, StreamCut
+from .errors import ShardfeedError, SidecarError, SidecarNotReady, StreamCut, TransformError
 from .loader import FeedLoader
 
 __all__ = ["SOCKET_ENV", "BatchStream", "Client", "FeedDataset", "FeedLoader", "Output", "ShardfeedError", "SidecarError",
-           "SidecarNotReady", "StreamCut"]
+           "SidecarNotReady", "Stats", "StreamCut", "TransformError"]
 __version__ = "0.1.0"

@@ -141,6 +141,19 @@ class Client:
         finally:
             conn.close()
 
+    def post(self, path: str, body: Any) -> None:
+        """POST body as JSON to path; an answer without content is fine.
+
+        Args:
+            path: the endpoint, e.g. /v1/waits.
+            body: what to send, as JSON.
+        """
+        conn, resp = self._request("POST", path, body=body)
+        try:
+            resp.read()
+        finally:
+            conn.close()
+
     def wait_ready(self, timeout: float = DEFAULT_WAIT_S) -> None:
         """Wait until the sidecar's /readyz answers 200.
 

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any, Generator, Iterator
 
+import pyarrow as pa
+
 from . import _convert
-from ._convert import Output
 from ._client import DEFAULT_WAIT_S, Client
+from ._convert import Output
+from ._stats import Counters, Stats, WaitReporter
+from ._transform import ON_TRANSFORM_ERRORS, OnTransformError, OrderedTransform, Transform, default_threads
 from .errors import StreamCut
 
 SLOT_KEY = "_shardfeed_slot"  # a worker's shared-memory slot, which a FeedLoader releases
@@ -76,6 +81,17 @@ def _sidecar_says(client: Client) -> str:
     return f"the sidecar says: {last.get('error', last)}"
 
 
+def _timed(raw: Iterator[tuple[int, pa.RecordBatch]], c: Counters) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """raw, counting the time spent reading it."""
+    while True:
+        start = time.perf_counter()
+        item = next(raw, None)
+        c.add("fetch_seconds", time.perf_counter() - start)
+        if item is None:
+            return
+        yield item
+
+
 class FeedDataset(_Base):
     """The batches of this rank, ready: iterate it, or give it to a DataLoader
     with batch_size=None (a FeedLoader does that and counts progress).
@@ -100,11 +116,37 @@ class FeedDataset(_Base):
         epoch: the epoch to read; default the committed one (the next one
             when the committed epoch is complete).
         wait: seconds to wait for the sidecar to be ready.
+        transform: a function from a pyarrow.RecordBatch to a
+            pyarrow.RecordBatch of the same rows (e.g. tokenize, decode,
+            augment), run on a thread pool ahead of the training loop,
+            batches kept in order; the _shardfeed_ columns it drops are
+            put back. With DataLoader workers, each worker has its pool.
+        transform_threads: the pool's threads; default the CPUs this
+            process may use.
+        on_transform_error: "raise" (default) ends the stream with a
+            TransformError; "skip_batch" hands the batch out as pad rows
+            (the shape of the transformed batches, _shardfeed_pad true,
+            the failed batch's ids), so every DDP rank stays in step and
+            the ids still count every planned sample once.
     """
 
     def __init__(self, socket: str | None = None, *, rank: int | None = None, world_size: int | None = None,
                  columns: list[str] | None = None, output: Output | None = None, epoch: int | None = None,
-                 wait: float = DEFAULT_WAIT_S):
+                 wait: float = DEFAULT_WAIT_S, transform: Transform | None = None, transform_threads: int | None = None,
+                 on_transform_error: OnTransformError = "raise"):
+        if transform is not None and not callable(transform):
+            raise ValueError(f"transform={transform!r} is not callable: pass a function from a pyarrow.RecordBatch to a RecordBatch")
+        if on_transform_error not in ON_TRANSFORM_ERRORS:
+            raise ValueError(f"on_transform_error={on_transform_error!r}: use one of {', '.join(map(repr, ON_TRANSFORM_ERRORS))}")
+        if transform_threads is not None and transform_threads < 1:
+            raise ValueError(f"transform_threads must be at least 1, got {transform_threads}")
+        self.transform = transform
+        self.transform_threads = transform_threads or default_threads()
+        self.on_transform_error: OnTransformError = on_transform_error
+        self._counters = Counters()
+        # A FeedLoader reports the loop's waits itself (its workers' waits
+        # are not the loop's); a dataset iterated directly reports its own.
+        self.report_waits = True
         if output is None:
             output = "torch" if torch is not None else "numpy"
         if output not in OUTPUTS:
@@ -126,6 +168,8 @@ class FeedDataset(_Base):
         # A FeedLoader's table of released shared-memory slots (_shm): with
         # it, DataLoader workers reuse their segments.
         self._released: torch.Tensor | None = None
+        # A FeedLoader's table of counters, a row per DataLoader worker.
+        self._stats_table: torch.Tensor | None = None
 
     @property
     def rank(self) -> int:
@@ -143,6 +187,31 @@ class FeedDataset(_Base):
     def client(self) -> Client:
         """A client of this dataset's sidecar."""
         return Client(self.socket)
+
+    def stats(self) -> Stats:
+        """What this process's iteration counted so far (with DataLoader
+        workers, read a FeedLoader's stats(), which sums its workers')."""
+        return self._counters.stats()
+
+    def use_stats_table(self, table: torch.Tensor | None) -> None:
+        """Count into row w of a shared table in DataLoader worker w (a
+        FeedLoader's; None: in this process)."""
+        self._stats_table = table
+
+    def __len__(self) -> int:
+        """The steps left in the epoch this dataset reads next: from where
+        it resumes (its state, else the job's committed step) to the end."""
+        client = self.client()
+        steps = int(client.status().get("steps", 0))
+        if self._next is not None:
+            start = self._next
+        elif self._start is not None:
+            start = self._start
+        else:
+            state = client.state()
+            epoch, step = resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), steps)
+            start = step if self._epoch is None or self._epoch == epoch else 0
+        return max(steps - start, 0)
 
     def use_release_table(self, table: torch.Tensor | None) -> None:
         """Let DataLoader workers reuse the shared-memory slots the table
@@ -202,32 +271,66 @@ class FeedDataset(_Base):
 
     def __iter__(self) -> Iterator[Any]:
         worker, workers = 0, 1
+        in_worker = False
         if torch is not None:
             info = _tud.get_worker_info()
             if info is not None:
-                worker, workers = info.id, info.num_workers
-        batches = self._batches(worker, workers)
+                worker, workers, in_worker = info.id, info.num_workers, True
+        if in_worker and self._stats_table is not None:
+            self._counters = Counters(self._stats_table[worker].numpy())
+        c = self._counters
+        segments = None
+        if self.output == "torch" and in_worker and self.transform is None:
+            from ._shm import Segments
+
+            # Batches are read straight into shared memory; a transform's
+            # output is new memory, which the DataLoader shares itself.
+            segments = Segments(self._released, worker)
+        client = self.client()
+        raw = self._raw(client, worker, workers, segments)
+        items: Iterator[tuple[int, pa.RecordBatch]]
+        if self.transform is not None:
+            items = OrderedTransform(self.transform, self.transform_threads, self.on_transform_error, c).run(raw)
+        else:
+            items = _timed(raw, c)
+        reporter = None
+        if self.report_waits and not in_worker:
+            reporter = WaitReporter(Client(client.socket, timeout=2), _rank_and_world(self._rank, self._world)[0])
         try:
-            for k, batch in batches:
+            while True:
+                start = time.perf_counter()
+                item = next(items, None)
+                if item is None:
+                    break
+                k, rb = item
+                if segments is None:
+                    batch = _convert.convert(rb, self.output, self.columns)
+                else:
+                    batch = segments.pack(_convert.convert(rb, self.output, self.columns, segments.current))
+                waited = time.perf_counter() - start
+                c.add("data_wait_seconds", waited)
+                c.add("batches", 1)
+                c.add("consumed_rows", rb.num_rows)
+                if reporter is not None:
+                    reporter.add(waited)
                 # The state is what this worker handed out: set before
                 # yielding, so a snapshot taken after the item sees it.
                 self._next = k + workers
                 yield batch
         finally:
-            batches.close()
+            if reporter is not None:
+                reporter.flush()
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+            raw.close()
 
-    def _batches(self, worker: int, workers: int) -> Generator[tuple[int, Any], None, None]:
-        """(step, batch) of this worker's stream, reconnecting once at the
-        step it expected when the stream is cut."""
+    def _raw(self, client: Client, worker: int, workers: int, segments: Any) -> Generator[tuple[int, pa.RecordBatch], None, None]:
+        """(step, record batch) of this worker's stream, reconnecting once
+        at the step it expected when the stream is cut."""
         rank, world = _rank_and_world(self._rank, self._world)
-        client = self.client()
         client.wait_ready(self.wait)
         self._epoch = self.resolve_epoch(client)
-        segments = None
-        if self.output == "torch" and _tud.get_worker_info() is not None:
-            from ._shm import Segments
-
-            segments = Segments(self._released, worker)
         step = self._next if self._next is not None else (self._start + worker if self._start is not None else None)
         cut: StreamCut | None = None
         while True:
@@ -245,11 +348,7 @@ class FeedDataset(_Base):
                     k = batch_step(batch)
                     expected = k + workers
                     cut = None
-                    if segments is None:
-                        yield k, _convert.convert(batch, self.output, self.columns)
-                        continue
-                    out = _convert.convert(batch, self.output, self.columns, segments.current)
-                    yield k, segments.pack(out)
+                    yield k, batch
                 return
             except StreamCut as err:
                 if cut is not None:

@@ -36,3 +36,7 @@ class SidecarError(ShardfeedError):
 
 class StreamCut(ShardfeedError):
     """A batch stream ended before the end of the epoch, twice in a row."""
+
+
+class TransformError(ShardfeedError):
+    """A batch's transform failed (on_transform_error="raise")."""

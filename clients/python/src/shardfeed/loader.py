@@ -4,9 +4,11 @@ training loop's own process (design §4)."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Iterator, Literal
 
 from ._client import Client
+from ._stats import FIELDS, Counters, Stats, WaitReporter, to_stats
 from .dataset import STEP_COLUMN, FeedDataset, batch_step, resume_position
 from .errors import ShardfeedError
 
@@ -19,6 +21,8 @@ log = logging.getLogger("shardfeed")
 
 Resume = Literal["auto", "must", "fresh"]
 RESUMES: tuple[Resume, ...] = ("auto", "must", "fresh")
+
+_END = object()
 
 MICRO = "_shardfeed_micro"
 MICROS = "_shardfeed_micros"
@@ -92,6 +96,11 @@ class FeedLoader:
         self._step: int | None = None
         self._resumed = False
         self._plan: dict[str, Any] | None = None
+        # The loop's own counts (batches, rows, data-wait); the workers'
+        # pipelines count in a shared table, a row each.
+        self._counters = Counters()
+        self._table: Any = None
+        dataset.report_waits = False  # the loop's waits are measured here
 
     def _loader(self) -> Any:
         if torch is None:
@@ -118,6 +127,42 @@ class FeedLoader:
         self.dataset.use_release_table(table)
         return Releaser(table)
 
+    def _stats_table(self) -> None:
+        """With workers, a fresh shared table of their counters."""
+        self.dataset.use_stats_table(None)
+        self._table = None
+        if self.num_workers and torch is not None:
+            self._table = torch.zeros((self.num_workers, len(FIELDS)), dtype=torch.float64)
+            self._table.share_memory_()
+            self.dataset.use_stats_table(self._table)
+
+    def stats(self) -> Stats:
+        """The input pipeline as the training loop sees it: its batches,
+        rows and data-wait counted here; fetch and transform times, rows
+        waiting and skipped batches summed over the DataLoader workers."""
+        pipeline = self._table.numpy().sum(axis=0) if self._table is not None else self.dataset._counters.row.copy()
+        own = self._counters.row
+        for name in ("batches", "consumed_rows", "data_wait_seconds"):
+            pipeline[FIELDS.index(name)] = own[FIELDS.index(name)]
+        return to_stats(pipeline)
+
+    def __len__(self) -> int:
+        """The batches left in the epoch (micro-batches with
+        micro_batch_size): from the step after the last batch received, or
+        where the loader resumes, to the epoch's end."""
+        plan = self.plan()
+        steps = int(plan["steps"])
+        if self._epoch is not None:
+            start = self._step or 0
+        else:
+            state = self.dataset.client().state()
+            start = resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), steps)[1]
+        left = max(steps - start, 0)
+        if self.micro_batch_size:
+            local = int(plan["globalBatchSize"]) // self.dataset.world_size
+            left *= max(local // self.micro_batch_size, 1)
+        return left
+
     def __iter__(self) -> Iterator[Any]:
         client = self.dataset.client()
         client.wait_ready(self.dataset.wait)
@@ -126,12 +171,34 @@ class FeedLoader:
         # Every worker starts from here: worker w at step + w.
         self.dataset.resume(self._epoch, self._step or 0, self.dataset.fingerprint)
         releaser = self._releaser()
-        for batch in self._loader():
+        self._stats_table()
+        reporter = WaitReporter(Client(client.socket, timeout=2), self.dataset.rank)
+        c = self._counters
+        batches = iter(self._loader())
+        try:
+            yield from self._received(batches, releaser, reporter, c)
+        finally:
+            reporter.flush()
+        # The epoch is read: the next iteration reads the next one.
+        self.set_epoch(self._epoch + 1)
+
+    def _received(self, batches: Iterator[Any], releaser: Any, reporter: WaitReporter, c: Counters) -> Iterator[Any]:
+        """The batches as the loop gets them, each wait measured."""
+        while True:
+            start = time.perf_counter()
+            batch = next(batches, _END)
+            if batch is _END:
+                return
+            waited = time.perf_counter() - start
+            c.add("data_wait_seconds", waited)
+            reporter.add(waited)
             if releaser is not None:
                 releaser.sweep()
                 batch = releaser.unpack(batch)
                 releaser.track(batch)
             k = batch_step(batch)
+            c.add("batches", 1)
+            c.add("consumed_rows", _rows(batch))
             # A batch counts as received once handed to the loop (the loop
             # may stop right after it); a step, once its last micro-batch is.
             if self.micro_batch_size:
@@ -143,8 +210,6 @@ class FeedLoader:
             else:
                 self._step = k + 1
                 yield batch
-        # The epoch is read: the next iteration reads the next one.
-        self.set_epoch(self._epoch + 1)
 
     def _committed_position(self, client: Client) -> tuple[int, int]:
         """Where the job is: the committed step (the next epoch's start when

@@ -86,6 +86,21 @@ build: ## Build the shardfeed CLI and the manager into bin/.
 	$(GO_BUILD) -o $(BIN)/shardfeed ./cmd/shardfeed
 	$(GO_BUILD) -o $(BIN)/manager ./cmd/manager
 
+# The platform wheel of the Python client with the static shardfeed binary
+# inside (as ruff and uv ship theirs), built from a staging copy so the
+# source tree never holds a binary.
+WHEEL_DIR := $(BIN)/wheel
+
+.PHONY: wheel
+wheel: tools-python ## Build the Python client's platform wheel, bundling the static shardfeed binary, into bin/wheel/.
+	@rm -rf $(BIN)/wheel-build $(WHEEL_DIR) && mkdir -p $(WHEEL_DIR)
+	cp -r clients/python $(BIN)/wheel-build
+	rm -rf $(BIN)/wheel-build/build $(BIN)/wheel-build/src/*.egg-info
+	$(GO_BUILD) -o $(BIN)/wheel-build/src/shardfeed/_bin/shardfeed ./cmd/shardfeed
+	SHARDFEED_VERSION=$(VERSION) $(PYTHON) -m pip wheel --quiet --no-deps --no-build-isolation -w $(WHEEL_DIR) $(BIN)/wheel-build
+	@rm -rf $(BIN)/wheel-build
+	@ls $(WHEEL_DIR)/*.whl
+
 ##@ Test
 
 .PHONY: test

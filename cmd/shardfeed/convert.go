@@ -61,13 +61,17 @@ conversion with the column and row.`,
 			}
 			source := store.Source{Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir}
 			in := source
-			in.URI = args[0]
+			if in.URI, err = localURI(args[0], "."); err != nil {
+				return err
+			}
 			inStore, err := stores.Open(ctx, in)
 			if err != nil {
 				return err
 			}
 			dst := source
-			dst.URI = out
+			if dst.URI, err = localURI(out, "."); err != nil {
+				return fmt.Errorf("--out: %w", err)
+			}
 			outStore, err := stores.Open(ctx, dst)
 			if err != nil {
 				return fmt.Errorf("--out: %w", err)

@@ -65,7 +65,11 @@ it. MDS streams need no index of ours: MDS has its own.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			st, err := stores.Open(ctx, store.Source{URI: args[0], Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir})
+			uri, err := localURI(args[0], ".")
+			if err != nil {
+				return err
+			}
+			st, err := stores.Open(ctx, store.Source{URI: uri, Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir})
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -67,6 +68,9 @@ func readDataset(path string, stdin io.Reader) (*datav1alpha1.TrainingDataset, e
 		if len(strict) > 0 {
 			return nil, fmt.Errorf("%s: document %d: %w", path, i+1, errors.Join(strict...))
 		}
+		if err := localPaths(&ds, path); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", path, i+1, err)
+		}
 		found = append(found, &ds)
 	}
 	switch len(found) {
@@ -116,4 +120,40 @@ func readStreamIndex(ctx context.Context, i int, s datav1alpha1.Stream, indexDir
 		return planner.StreamIndex{}, fmt.Errorf("%w; or give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
 	}
 	return st.Index, nil
+}
+
+// localPaths turns the streams' plain paths (data/chat/, /data/chat/)
+// into file:// URIs, a relative one against the manifest's directory, so
+// a manifest next to its data works from any directory. The operator
+// refuses local streams anyway: this is for the CLI only.
+func localPaths(ds *datav1alpha1.TrainingDataset, manifest string) error {
+	base := "."
+	if manifest != "-" {
+		base = filepath.Dir(manifest)
+	}
+	for i := range ds.Spec.Streams {
+		uri, err := localURI(ds.Spec.Streams[i].Source.URI, base)
+		if err != nil {
+			return fmt.Errorf("stream %q: %w", ds.Spec.Streams[i].Name, err)
+		}
+		ds.Spec.Streams[i].Source.URI = uri
+	}
+	return nil
+}
+
+// localURI is arg as a URI: itself if it has a scheme, else the file://
+// URI of the directory it names (relative to base), with a trailing slash.
+func localURI(arg, base string) (string, error) {
+	if arg == "" || strings.Contains(arg, "://") {
+		return arg, nil
+	}
+	p := arg
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(base, p)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("the path %q: %w", arg, err)
+	}
+	return "file://" + strings.TrimSuffix(abs, "/") + "/", nil
 }

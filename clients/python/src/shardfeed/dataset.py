@@ -171,6 +171,33 @@ class FeedDataset(_Base):
         # A FeedLoader's table of counters, a row per DataLoader worker.
         self._stats_table: torch.Tensor | None = None
 
+    @classmethod
+    def from_manifest(cls, manifest: str | os.PathLike[str], *, job: str = "local", fresh: bool = False,
+                      directory: str | os.PathLike[str] | None = None, binary: str | None = None,
+                      serve_args: list[str] | None = None, **kwargs: Any) -> FeedDataset:
+        """A dataset served by a `shardfeed serve` this process starts and
+        owns: the local path, no Kubernetes. The server stops when the
+        process exits; the other ranks of a torchrun on this machine use
+        the one the first started. Everything else is as in a pod: the
+        same batches, commits, state_dict() and resume.
+
+        Args:
+            manifest: the TrainingDataset manifest (file:// or s3:// streams).
+            job: the job whose progress to resume or start (serve --job).
+            fresh: start a new job from the beginning (serve --fresh).
+            directory: where .shardfeed/ (the jobs' state and the server's
+                log) lives; default the working directory.
+            binary: the shardfeed command; default the wheel's own, else
+                $SHARDFEED_BINARY, else the one on PATH.
+            serve_args: more flags for serve (e.g. ["--cache-limit", "20Gi"]).
+            **kwargs: FeedDataset's arguments (columns, output, transform, …).
+        """
+        from ._local import serve_manifest
+
+        server = serve_manifest(manifest, job=job, fresh=fresh, directory=directory, binary=binary, args=serve_args)
+        server.wait_ready(kwargs.get("wait", DEFAULT_WAIT_S))
+        return cls(server.socket, **kwargs)
+
     @property
     def rank(self) -> int:
         return _rank_and_world(self._rank, self._world)[0]

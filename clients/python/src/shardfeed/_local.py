@@ -1,0 +1,189 @@
+"""A `shardfeed serve` owned by the Python process: the local path, without
+Kubernetes (as mosaicml-streaming and LitData users read local data).
+
+The first process of a machine to ask for a manifest and job starts the
+server and holds a lock on it; the others (torchrun's other ranks) find its
+socket. The server stops with the process that started it: at exit, and by
+the kernel's parent-death signal should that process be killed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import fcntl
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO
+
+from ._client import Client
+from .errors import ShardfeedError, SidecarNotReady
+
+BINARY_ENV = "SHARDFEED_BINARY"
+STATE_DIR = ".shardfeed"
+START_WAIT_S = 120.0
+
+_PR_SET_PDEATHSIG = 1
+
+
+def bundled_binary() -> Path:
+    """Where a platform wheel puts the shardfeed command."""
+    return Path(__file__).resolve().parent / "_bin" / "shardfeed"
+
+
+def find_binary(binary: str | None = None, *, path: bool = True) -> str:
+    """The shardfeed command to run: the argument, else $SHARDFEED_BINARY,
+    else the wheel's own, else (if path) the one on PATH."""
+    for candidate in (binary, os.environ.get(BINARY_ENV)):
+        if candidate:
+            if not os.access(candidate, os.X_OK):
+                raise ShardfeedError(f"{candidate} is not an executable shardfeed command")
+            return candidate
+    own = bundled_binary()
+    if os.access(own, os.X_OK):
+        return str(own)
+    found = shutil.which("shardfeed") if path else None
+    if found:
+        return found
+    raise ShardfeedError("no shardfeed command: install the platform wheel (it bundles one; `make wheel` builds it), "
+                         f"put the shardfeed binary on PATH, or set {BINARY_ENV}")
+
+
+def _run_dir() -> Path:
+    """A private directory for sockets and locks: short paths (a Unix
+    socket's path is at most 107 bytes), this user's only."""
+    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"shardfeed-{os.getuid()}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    st = base.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise ShardfeedError(f"{base} belongs to another user or others may write it: remove it, or set XDG_RUNTIME_DIR")
+    return base
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """In the server's process: SIGTERM when the Python process dies."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+class LocalServe:
+    """One `shardfeed serve` for a manifest and a job, in a directory.
+
+    Args:
+        manifest: the TrainingDataset manifest.
+        job: the job (its commits are its own state).
+        fresh: start a new job from the beginning (serve --fresh).
+        directory: where .shardfeed/ (state, cache, socket) lives; default
+            the working directory, as for `shardfeed serve`.
+        binary: the shardfeed command; default find_binary().
+        args: more flags for serve (e.g. ["--cache-limit", "20Gi"]).
+    """
+
+    def __init__(self, manifest: str | os.PathLike[str], *, job: str = "local", fresh: bool = False,
+                 directory: str | os.PathLike[str] | None = None, binary: str | None = None, args: list[str] | None = None):
+        self.manifest = Path(manifest).resolve()
+        if not self.manifest.is_file():
+            raise ShardfeedError(f"no manifest at {self.manifest}: write a TrainingDataset (see examples/dataset.yaml)")
+        self.directory = Path(directory or os.getcwd()).resolve()
+        self.job = job
+        key = hashlib.sha256(f"{self.directory}\0{self.manifest}\0{job}".encode()).hexdigest()[:16]
+        run = _run_dir()
+        self.socket = str(run / f"{key}.sock")
+        (self.directory / STATE_DIR).mkdir(exist_ok=True)
+        self.log_path = self.directory / STATE_DIR / f"serve-{job}.log"
+        self._lock: IO[str] | None = open(run / f"{key}.lock", "w")
+        self.proc: subprocess.Popen[bytes] | None = None
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            # Another process of this machine serves it: use its socket.
+            self._lock.close()
+            self._lock = None
+            return
+        cmd = [find_binary(binary), "serve", "-f", str(self.manifest), "--job", job, "--socket", self.socket,
+               "--metrics-addr", "", *(["--fresh"] if fresh else []), *(args or [])]
+        log = open(self.log_path, "wb")
+        try:
+            self.proc = subprocess.Popen(cmd, cwd=self.directory, stdout=log, stderr=subprocess.STDOUT,
+                                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        finally:
+            log.close()
+        atexit.register(self.stop)
+
+    @property
+    def owner(self) -> bool:
+        """Whether this process started the server (and stops it)."""
+        return self.proc is not None
+
+    def wait_ready(self, timeout: float = START_WAIT_S) -> None:
+        """Wait for the server to answer; raise with its log if it exits or
+        does not get ready."""
+        deadline = time.monotonic() + timeout
+        client = Client(self.socket, timeout=5)
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise ShardfeedError(f"shardfeed serve -f {self.manifest} exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                client.wait_ready(min(1.0, max(deadline - time.monotonic(), 0.01)))
+                return
+            except SidecarNotReady:
+                if time.monotonic() >= deadline:
+                    raise SidecarNotReady(f"shardfeed serve -f {self.manifest} is not ready after {timeout:.0f} s:\n{self.log()}") from None
+
+    def first_line(self) -> str:
+        """What serve said first: which job, resumed where."""
+        lines = self.log().splitlines()
+        return lines[0] if lines else ""
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """Stop the server if this process started it (SIGTERM: it finishes
+        what it writes), and release the lock."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+
+_SERVERS: dict[tuple[str, str, str], LocalServe] = {}
+
+
+def serve_manifest(manifest: str | os.PathLike[str], *, job: str = "local", fresh: bool = False,
+                   directory: str | os.PathLike[str] | None = None, binary: str | None = None,
+                   args: list[str] | None = None) -> LocalServe:
+    """The process's server of manifest and job, started on first use.
+
+    Args:
+        manifest: the TrainingDataset manifest.
+        job: the job.
+        fresh: start a new job from the beginning.
+        directory: where .shardfeed/ lives; default the working directory.
+        binary: the shardfeed command.
+        args: more flags for serve.
+    """
+    key = (str(Path(directory or os.getcwd()).resolve()), str(Path(manifest).resolve()), job)
+    server = _SERVERS.get(key)
+    if server is None or (server.proc is not None and server.proc.poll() is not None):
+        server = LocalServe(manifest, job=job, fresh=fresh, directory=directory, binary=binary, args=args)
+        _SERVERS[key] = server
+    return server

@@ -1,0 +1,122 @@
+"""The local path as a new user takes it: `make wheel`, `pip install` of
+the wheel into a fresh venv (reusing this venv's packages through a .pth,
+so no second torch download), then a tiny model trained from a manifest
+with no Kubernetes and no manual `serve`, stopped, and resumed exactly."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from conftest import ROOT
+
+N, BATCH = 480, 24
+STEPS = N // BATCH
+
+TRAIN = '''
+import json, os, sys
+import torch
+import shardfeed
+
+stop = int(sys.argv[1])
+dataset = shardfeed.FeedDataset.from_manifest("dataset.yaml", rank=0, world_size=1, columns=["x", "y"])
+loader = shardfeed.FeedLoader(dataset, num_workers=1)
+server = next(iter(shardfeed._local._SERVERS.values()))
+print(json.dumps({"binary": shardfeed._local.find_binary(), "serve_pid": server.proc.pid, "module": shardfeed.__file__,
+                  "len": len(loader)}), flush=True)
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for batch in loader:
+    loss = torch.nn.functional.mse_loss(model(batch["x"]).squeeze(1), batch["y"])
+    opt.zero_grad(); loss.backward(); opt.step()
+    step = int(batch["_shardfeed_step"][0])
+    print(json.dumps({"step": step, "loss": loss.item(), "ids": batch["_shardfeed_index"].tolist()}), flush=True)
+    if step + 1 == stop:
+        loader.commit()
+        sys.exit(0)  # as a run that ends early: the server must go with it
+loader.commit()
+print(json.dumps({"done": True}), flush=True)
+'''
+
+
+def run(cmd, **kw):
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+    assert done.returncode == 0, f"{cmd}: {done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_the_wheel_installs_and_trains_from_a_manifest_then_resumes_exactly(tmp_path):
+    run(["make", "-C", str(ROOT), "--no-print-directory", "wheel"], env=dict(os.environ, MAKEFLAGS=""))
+    wheels = list((ROOT / "bin" / "wheel").glob("shardfeed-*.whl"))
+    assert len(wheels) == 1 and re.search(r"-py3-none-manylinux_2_17_x86_64", wheels[0].name), wheels
+
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)])
+    site = next((venv / "lib").glob("python3.*/site-packages"))
+    # After the venv's own packages: torch, pyarrow and numpy of the tests'.
+    (site / "zz_test_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    py = str(venv / "bin" / "python")
+    run([py, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheels[0])])
+
+    here = tmp_path / "project"
+    (here / "data").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(N, 4)).astype(np.float32)
+    pq.write_table(pa.table({"id": np.arange(N), "x": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), 4),
+                             "y": (x @ np.array([1, -2, 3, 0.5], dtype=np.float32))}), here / "data" / "part-0.parquet",
+                   row_group_size=60)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARDFEED_") and k not in ("PYTHONPATH", "KUBERNETES_SERVICE_HOST")}
+    env.update(PATH=f"{venv / 'bin'}:/usr/bin:/bin", OMP_NUM_THREADS="1")
+    # The wheel's shardfeed command is the bundled binary.
+    assert "shardfeed" in run([str(venv / "bin" / "shardfeed"), "version"], env=env, cwd=here)
+    run(["shardfeed", "index", "data/"], env=env, cwd=here)
+    (here / "dataset.yaml").write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {{name: regression}}
+spec:
+  streams:
+  - name: points
+    format: parquet
+    source: {{uri: "file://{here / 'data'}/"}}
+  numSplits: 2
+  globalBatchSize: {BATCH}
+  shuffle: {{seed: 7, blockSize: 120}}
+""")
+    (here / "train.py").write_text(TRAIN)
+
+    def train(stop):
+        lines = [json.loads(line) for line in run([py, "train.py", str(stop)], env=env, cwd=here).splitlines() if line.startswith("{")]
+        info = lines[0]
+        assert info["module"].startswith(str(site)), f"imported {info['module']}, not the installed wheel"
+        assert info["binary"].startswith(str(site)), f"served by {info['binary']}, not the wheel's binary"
+        for _ in range(50):  # the server stops with the process
+            if not Path(f"/proc/{info['serve_pid']}").exists():
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"shardfeed serve (pid {info['serve_pid']}) outlived the training process")
+        return info, [d for d in lines[1:] if "step" in d]
+
+    info, first = train(stop=8)
+    assert info["len"] == STEPS and [d["step"] for d in first] == list(range(8))
+    info, second = train(stop=0)
+    log = (here / ".shardfeed" / "serve-local.log").read_text().splitlines()[0]
+    assert 'job "local" of TrainingDataset "regression" resumes at epoch 0, step 8' in log, log
+    assert info["len"] == STEPS - 8 and [d["step"] for d in second] == list(range(8, STEPS))
+    assert second[-1]["loss"] < first[0]["loss"], "the model did not learn"
+
+    plan = {}
+    for line in run(["shardfeed", "plan", "-f", "dataset.yaml", "--ids", "--world-size", "1"], env=env, cwd=here).splitlines():
+        d = json.loads(line)
+        plan[d["step"]] = d["ids"]
+    assert {d["step"]: d["ids"] for d in first + second} == plan
+    assert sorted(i for d in first + second for i in d["ids"]) == list(range(N))

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from conftest import ROOT
 
@@ -54,18 +55,34 @@ def run(cmd, **kw):
     return done.stdout
 
 
-def test_the_wheel_installs_and_trains_from_a_manifest_then_resumes_exactly(tmp_path):
+class Installed:
+    """A fresh venv with the wheel installed, and the environment a new
+    user's shell has: the venv first on PATH, nothing of the repository."""
+
+    def __init__(self, venv, site, env):
+        self.venv, self.site, self.env = venv, site, env
+        self.python = str(venv / "bin" / "python")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
     run(["make", "-C", str(ROOT), "--no-print-directory", "wheel"], env=dict(os.environ, MAKEFLAGS=""))
     wheels = list((ROOT / "bin" / "wheel").glob("shardfeed-*.whl"))
     assert len(wheels) == 1 and re.search(r"-py3-none-manylinux_2_17_x86_64", wheels[0].name), wheels
-
-    venv = tmp_path / "venv"
+    venv = tmp_path_factory.mktemp("wheel") / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
     site = next((venv / "lib").glob("python3.*/site-packages"))
     # After the venv's own packages: torch, pyarrow and numpy of the tests'.
     (site / "zz_test_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    py = str(venv / "bin" / "python")
-    run([py, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheels[0])])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARDFEED_") and k not in ("PYTHONPATH", "KUBERNETES_SERVICE_HOST")}
+    env.update(PATH=f"{venv / 'bin'}:/usr/bin:/bin", OMP_NUM_THREADS="1", PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    return Installed(venv, site, env)
+
+
+def test_the_wheel_installs_and_trains_from_a_manifest_then_resumes_exactly(installed, tmp_path):
+    venv, site, env, py = installed.venv, installed.site, installed.env, installed.python
+    wheels = list((ROOT / "bin" / "wheel").glob("shardfeed-*.whl"))
+    run([py, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--force-reinstall", str(wheels[0])], env=env)
 
     here = tmp_path / "project"
     (here / "data").mkdir(parents=True)
@@ -74,8 +91,6 @@ def test_the_wheel_installs_and_trains_from_a_manifest_then_resumes_exactly(tmp_
     pq.write_table(pa.table({"id": np.arange(N), "x": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), 4),
                              "y": (x @ np.array([1, -2, 3, 0.5], dtype=np.float32))}), here / "data" / "part-0.parquet",
                    row_group_size=60)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARDFEED_") and k not in ("PYTHONPATH", "KUBERNETES_SERVICE_HOST")}
-    env.update(PATH=f"{venv / 'bin'}:/usr/bin:/bin", OMP_NUM_THREADS="1")
     # The wheel's shardfeed command is the bundled binary.
     assert "shardfeed" in run([str(venv / "bin" / "shardfeed"), "version"], env=env, cwd=here)
     run(["shardfeed", "index", "data/"], env=env, cwd=here)
@@ -120,3 +135,35 @@ spec:
         plan[d["step"]] = d["ids"]
     assert {d["step"]: d["ids"] for d in first + second} == plan
     assert sorted(i for d in first + second for i in d["ids"]) == list(range(N))
+
+
+def readme_block():
+    """The shell lines of the README's "Try the CLI"."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Try the CLI"):]
+    block = section[section.index("```sh\n") + 6:]
+    return block[:block.index("```")]
+
+
+def test_the_readmes_try_the_cli_runs_as_written(installed, tmp_path):
+    """The README's commands in a copy of the repository's layout: make runs
+    in the repository (bin/ is the repository's), pip is the fresh venv's,
+    examples/ a copy, so the run leaves nothing in the working tree."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "bin").symlink_to(ROOT / "bin")
+    shutil.copytree(ROOT / "examples", repo / "examples", ignore=shutil.ignore_patterns("data", ".shardfeed", "*.pt", "__pycache__"))
+    script = f'make() {{ command make -C {ROOT} --no-print-directory "$@"; }}\nset -euo pipefail -x\n' + readme_block()
+    env = dict(installed.env, MAKEFLAGS="")
+    env["PATH"] += ":" + os.path.dirname(shutil.which("go"))  # make wheel builds the binary
+    done = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=900)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    for want in ["wrote 4000 records", "4 shards, 4000 samples", "4000 samples in 22 parquet shards", "125 steps of 32 samples",
+                 '"step":0', 'shardfeed: job "local" starts from the beginning', "step 50: loss",
+                 "rank 0: 75 steps left in the epoch", "step 125: loss"]:
+        assert want in out, f"{want!r} not in the output:\n{out}"
+    assert out.count("step 25: loss") == 1 and "step 75: loss" in out, "the second run must resume at step 50, not restart"

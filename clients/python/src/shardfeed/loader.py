@@ -225,9 +225,9 @@ class FeedLoader:
             raise ShardfeedError(f"{job} has committed progress (epoch {epoch}, step {step}) and resume='fresh': start a new job "
                                  f"(shardfeed serve --fresh or --job NAME; in a cluster, a new shardfeed.io/job), or resume with resume='auto'")
         if committed:
-            log.info("shardfeed: %s resumes at its committed epoch %d, step %d", job, epoch, step)
+            log.info('shardfeed: job "%s" resumes at its committed epoch %d, step %d', job, epoch, step)
         else:
-            log.info("shardfeed: %s starts from the beginning", job)
+            log.info('shardfeed: job "%s" starts from the beginning', job)
         return resume_position(epoch, step, int(self.plan()["steps"]))
 
     def set_epoch(self, epoch: int) -> None:

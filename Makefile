@@ -184,7 +184,7 @@ cluster-up: tools ## Start a real single-node Kubernetes in .cache/cluster (root
 	hack/cluster-up.sh
 cluster-down: ## Stop the local cluster and remove everything it made.
 	hack/cluster-down.sh
-images: ## Build the OCI image archives (manager+sidecar, e2e trainer, pause) and import them into the cluster if up.
+images: ## Build the OCI image archives (manager+sidecar, e2e trainer, pause) into .cache/images and import them into the cluster if up; IMAGE_REPOSITORY and IMAGE_TAG name the shardfeed image for your registry.
 	hack/images.sh
 
 .PHONY: test-e2e demo

@@ -5,10 +5,13 @@
 #   registry.local/shardfeed:e2e          /manager and /shardfeed (the operator and the sidecar)
 #   registry.local/shardfeed-trainer:e2e  /trainer (test/e2e/trainer: the end-to-end trainer)
 #   registry.local/pause:e2e              /pause (the pod sandbox)
-# The Dockerfile stays the way to build images for a real registry.
+# IMAGE_REPOSITORY and IMAGE_TAG name the shardfeed image for a registry of
+# your own (docs/operations.md: loading and pushing the archive); the
+# Dockerfile builds the same image with a container engine.
 #
 # Usage: hack/images.sh [pause|shardfeed|trainer]...   (default: all)
 #        hack/images.sh --import-only                  (import the archives there are)
+#        IMAGE_REPOSITORY=registry.example.com/ml/shardfeed IMAGE_TAG=0.1.0 hack/images.sh shardfeed
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +24,8 @@ source "$ROOT/hack/cluster/config.sh"
 export PATH=$PATH:/usr/sbin
 
 TAG=e2e
+IMAGE_REPOSITORY=${IMAGE_REPOSITORY:-registry.local/shardfeed}
+IMAGE_TAG=${IMAGE_TAG:-$TAG}
 VERSION=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo dev)
 COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo "")
 LDFLAGS="-s -w -X github.com/shardfeed/shardfeed/internal/version.version=$VERSION -X github.com/shardfeed/shardfeed/internal/version.commit=$COMMIT"
@@ -30,27 +35,27 @@ mkdir -p "$out"
 gobuild() { # OUT PACKAGE
 	(cd "$ROOT" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "$LDFLAGS" -o "$1" "$2")
 }
-archive() { # NAME ENTRYPOINT USER FILES...
-	local name=$1 entry=$2 user=$3
-	shift 3
-	"$out/ociarchive" -ref "registry.local/$name:$TAG" -out "$IMAGES/$name.tar" -entrypoint "$entry" -user "$user" "$@"
-	log "registry.local/$name:$TAG -> ${IMAGES#"$ROOT"/}/$name.tar ($(du -h "$IMAGES/$name.tar" | cut -f1))"
+archive() { # NAME REF ENTRYPOINT USER FILES...
+	local name=$1 ref=$2 entry=$3 user=$4
+	shift 4
+	"$out/ociarchive" -ref "$ref" -out "$IMAGES/$name.tar" -entrypoint "$entry" -user "$user" "$@"
+	log "$ref -> ${IMAGES#"$ROOT"/}/$name.tar ($(du -h "$IMAGES/$name.tar" | cut -f1))"
 }
 
 build() {
 	case $1 in
 	pause)
 		gobuild "$out/pause" ./hack/images/pause
-		archive pause /pause 65535:65535 "$out/pause:/pause"
+		archive pause "registry.local/pause:$TAG" /pause 65535:65535 "$out/pause:/pause"
 		;;
 	shardfeed)
 		gobuild "$out/manager" ./cmd/manager
 		gobuild "$out/shardfeed" ./cmd/shardfeed
-		archive shardfeed /manager 65532:65532 "$out/manager:/manager" "$out/shardfeed:/shardfeed"
+		archive shardfeed "$IMAGE_REPOSITORY:$IMAGE_TAG" /manager 65532:65532 "$out/manager:/manager" "$out/shardfeed:/shardfeed"
 		;;
 	trainer)
 		gobuild "$out/trainer" ./test/e2e/trainer
-		archive shardfeed-trainer /trainer 65532:65532 "$out/trainer:/trainer"
+		archive shardfeed-trainer "registry.local/shardfeed-trainer:$TAG" /trainer 65532:65532 "$out/trainer:/trainer"
 		;;
 	*) die "unknown image '$1': pause, shardfeed or trainer" ;;
 	esac
@@ -71,7 +76,7 @@ if [[ ${1:-} == --import-only ]]; then
 	import
 	exit 0
 fi
-[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 (cd "$ROOT" && CGO_ENABLED=0 go build -o "$out/ociarchive" ./hack/images/ociarchive)
 what=("$@")
 ((${#what[@]})) || what=(pause shardfeed trainer)

@@ -164,7 +164,7 @@ type SidecarSpec struct {
 	// Image of the sidecar. Empty means the operator's default.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="!self.contains(' ')",message="sidecar.image is an image reference, e.g. ghcr.io/shardfeed/shardfeed:v0.1.0, with no spaces"
+	// +kubebuilder:validation:XValidation:rule="!self.contains(' ')",message="sidecar.image is an image reference, e.g. ghcr.io/shardfeed/shardfeed:0.1.0, with no spaces"
 	Image string `json:"image,omitempty"`
 
 	// Resources of the sidecar container.

@@ -92,7 +92,7 @@ func main() {
 	flag.StringVar(&o.webhookHosts, "webhook-hosts", "", "more names or IPs for the certificate, comma-separated (e.g. 127.0.0.1 for a webhook reached by URL)")
 	flag.StringVar(&o.mutatingConfig, "mutating-webhook-configuration", "shardfeed-pod-injection", "the MutatingWebhookConfiguration whose caBundle the manager keeps (with --cert-mode=self)")
 	flag.StringVar(&o.validatingConfig, "validating-webhook-configuration", "shardfeed-validation", "the ValidatingWebhookConfiguration whose caBundle the manager keeps (with --cert-mode=self)")
-	flag.StringVar(&o.sidecarImage, "sidecar-image", envOr("SHARDFEED_SIDECAR_IMAGE", "ghcr.io/shardfeed/shardfeed:"+version.Get().Version), "the sidecar image for datasets that do not name one (jobs keep the image they started with)")
+	flag.StringVar(&o.sidecarImage, "sidecar-image", envOr("SHARDFEED_SIDECAR_IMAGE", version.Image()), "the sidecar image for datasets that do not name one (jobs keep the image they started with)")
 	flag.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	flag.StringVar(&o.sidecarCPU, "sidecar-cpu-request", "500m", "the sidecar's CPU request for datasets that set no spec.sidecar.resources (its limit too in a pod whose containers all have limits equal to requests); empty: none")
 	flag.StringVar(&o.sidecarMemory, "sidecar-memory-request", "2Gi", "the sidecar's memory request, as --sidecar-cpu-request")

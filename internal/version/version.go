@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -16,6 +17,16 @@ var (
 	version = "dev"
 	commit  = ""
 )
+
+// Repository is where release images are published. An image's tag is
+// the release's version without the git tag's "v" (0.1.0 for v0.1.0), the
+// chart's appVersion: one scheme for the chart, the docs and make images.
+const Repository = "ghcr.io/shardfeed/shardfeed"
+
+// Image is this build's release image: Repository:<version without v>.
+func Image() string {
+	return Repository + ":" + strings.TrimPrefix(Get().Version, "v")
+}
 
 // PlanVersion is the version of the plan algorithm (design §3). A change to
 // any plan bumps it, and it is part of every plan fingerprint.

@@ -49,3 +49,17 @@ func TestGetReportsLinkerStampedVersion(t *testing.T) {
 		t.Fatalf("Get() = %+v, want version v9.9.9 and plan version %d", got, PlanVersion)
 	}
 }
+
+func TestImageTagIsTheVersionWithoutTheV(t *testing.T) {
+	defer func(v string) { version = v }(version)
+	for _, tc := range []struct{ version, want string }{
+		{"v0.3.1", "ghcr.io/shardfeed/shardfeed:0.3.1"},
+		{"0.3.1", "ghcr.io/shardfeed/shardfeed:0.3.1"},
+		{"dev", "ghcr.io/shardfeed/shardfeed:dev"},
+	} {
+		version = tc.version
+		if got := Image(); got != tc.want {
+			t.Errorf("version %s: image %s, want %s", tc.version, got, tc.want)
+		}
+	}
+}

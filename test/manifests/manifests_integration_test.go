@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -25,6 +26,7 @@ import (
 	sigyaml "sigs.k8s.io/yaml"
 
 	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/internal/version"
 )
 
 var apiServer *testenv.APIServer
@@ -448,4 +450,60 @@ func selectorText(s *metav1.LabelSelector) string {
 		return "{}"
 	}
 	return fmt.Sprint(s.MatchLabels)
+}
+
+// One image tag scheme everywhere (the first-hour issue): the chart's
+// appVersion is the tag of the release image, the kustomize overlay
+// deploys the same, and every reference to the release image in the docs,
+// the chart, the manifests and the API's messages uses it.
+func TestIntegrationOneImageTagSchemeEverywhere(t *testing.T) {
+	root, _ := dirs(t)
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := sigyaml.Unmarshal([]byte(read("charts/shardfeed/Chart.yaml")), &chart); err != nil {
+		t.Fatal(err)
+	}
+	var kust struct {
+		Images []struct{ Name, NewName, NewTag string } `json:"images"`
+	}
+	if err := sigyaml.Unmarshal([]byte(read("config/manager/kustomization.yaml")), &kust); err != nil {
+		t.Fatal(err)
+	}
+	if len(kust.Images) != 1 || kust.Images[0].NewName != version.Repository || kust.Images[0].NewTag != chart.AppVersion {
+		t.Errorf("config/manager/kustomization.yaml deploys %+v, want %s:%s (the chart's appVersion)", kust.Images, version.Repository, chart.AppVersion)
+	}
+	if !strings.Contains(read("charts/shardfeed/values.yaml"), "repository: "+version.Repository) {
+		t.Errorf("the chart's image.repository is not %s", version.Repository)
+	}
+	ref := regexp.MustCompile(regexp.QuoteMeta(version.Repository) + `:([^\s"'` + "`" + `,)]+)`)
+	var files []string
+	for _, dir := range []string{"docs", "charts", "config", "api", "README.md"} {
+		_ = filepath.WalkDir(filepath.Join(root, dir), func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && (strings.HasSuffix(p, ".md") || strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".go") || strings.HasSuffix(p, ".txt")) {
+				files = append(files, p)
+			}
+			return nil
+		})
+	}
+	found := 0
+	for _, p := range files {
+		b, _ := os.ReadFile(p)
+		for _, m := range ref.FindAllStringSubmatch(string(b), -1) {
+			found++
+			if m[1] != chart.AppVersion && !strings.HasPrefix(m[1], "<") {
+				t.Errorf("%s names %s: the release image's tag is the chart's appVersion, %s", p, m[0], chart.AppVersion)
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("no reference to the release image found: is the pattern broken?")
+	}
 }

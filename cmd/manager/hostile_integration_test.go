@@ -81,14 +81,7 @@ func TestIntegrationAHostileStoreNeitherStarvesTheManagerNorLeaksIntoStatus(t *t
 	ctx := context.Background()
 	c := apiServer.Client
 	operatorNS := "shardfeed-hostile"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNS}}); err != nil {
-		t.Fatal(err)
-	}
-	mio, err := testenv.StartMinIO(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mio.Stop() })
+	mio := operatorWithMinIO(t, operatorNS)
 	hostile, sent := hostileEndpoint(t)
 	port := freePort(t)
 	installWebhooks(t, port, operatorNS)
@@ -131,17 +124,7 @@ func TestIntegrationAHostileStoreNeitherStarvesTheManagerNorLeaksIntoStatus(t *t
 			t.Fatal(err)
 		}
 	}
-	bucket := mio.Bucket(t)
-	dir := filepath.Join(t.TempDir(), "m")
-	if err := testdata.MDS(dir, "m", 64, 2000, ""); err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if _, err := mio.Client.FPutObject(ctx, bucket, "m/"+e.Name(), filepath.Join(dir, e.Name()), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bucket, _ := mdsInMinIO(t, mio)
 	created := time.Now()
 	if err := c.Create(ctx, dataset("good", "s3://"+bucket+"/m/", mio.URL(), "minio")); err != nil {
 		t.Fatal(err)
@@ -208,4 +191,37 @@ func TestIntegrationAHostileStoreNeitherStarvesTheManagerNorLeaksIntoStatus(t *t
 	if peakKiB == 0 || peakKiB > 256<<10 {
 		t.Errorf("the manager's peak RSS is %d KiB, over the chart's 256 MiB limit (or unreadable)", peakKiB)
 	}
+}
+
+// operatorWithMinIO makes the operator's namespace and starts a MinIO for
+// one test.
+func operatorWithMinIO(t *testing.T, operatorNS string) *testenv.MinIO {
+	t.Helper()
+	if err := apiServer.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNS}}); err != nil {
+		t.Fatal(err)
+	}
+	mio, err := testenv.StartMinIO(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mio.Stop() })
+	return mio
+}
+
+// mdsInMinIO writes a small MDS stream (64 samples) to a local directory
+// and to m/ in a fresh bucket: the bucket and the directory.
+func mdsInMinIO(t *testing.T, mio *testenv.MinIO) (string, string) {
+	t.Helper()
+	bucket := mio.Bucket(t)
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := testdata.MDS(dir, "m", 64, 2000, ""); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if _, err := mio.Client.FPutObject(context.Background(), bucket, "m/"+e.Name(), filepath.Join(dir, e.Name()), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bucket, dir
 }

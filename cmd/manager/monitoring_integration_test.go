@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minio/minio-go/v7"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
@@ -151,14 +150,7 @@ func TestIntegrationEveryMetricTheDashboardAndAlertsNameIsInARealScrape(t *testi
 
 	// The manager, with a Ready dataset on MinIO.
 	operatorNS := "shardfeed-monitoring"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNS}}); err != nil {
-		t.Fatal(err)
-	}
-	mio, err := testenv.StartMinIO(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mio.Stop() })
+	mio := operatorWithMinIO(t, operatorNS)
 	port, metricsPort := freePort(t), freePort(t)
 	installWebhooks(t, port, operatorNS)
 	startManagerProcess(t, operatorNS, port, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--metrics-secure=false",
@@ -168,17 +160,7 @@ func TestIntegrationEveryMetricTheDashboardAndAlertsNameIsInARealScrape(t *testi
 		Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte(mio.AccessKey), "AWS_SECRET_ACCESS_KEY": []byte(mio.SecretKey)}}); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "m")
-	if err := testdata.MDS(dir, "m", 64, 2000, ""); err != nil {
-		t.Fatal(err)
-	}
-	bucket := mio.Bucket(t)
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if _, err := mio.Client.FPutObject(ctx, bucket, "m/"+e.Name(), filepath.Join(dir, e.Name()), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bucket, dir := mdsInMinIO(t, mio)
 	ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "feed", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
 		Streams: []datav1alpha1.Stream{{Name: "m", Source: datav1alpha1.Source{URI: "s3://" + bucket + "/m/", Endpoint: mio.URL(), Insecure: true,
 			Region: "us-east-1", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "minio"}}}},

@@ -40,7 +40,8 @@ for batch in loader:
     loss = torch.nn.functional.mse_loss(model(batch["x"]).squeeze(1), batch["y"])
     opt.zero_grad(); loss.backward(); opt.step()
     step = int(batch["_shardfeed_step"][0])
-    print(json.dumps({"step": step, "loss": loss.item(), "ids": batch["_shardfeed_index"].tolist()}), flush=True)
+    print(json.dumps({"step": step, "epoch": loader.state_dict()["epoch"], "loss": loss.item(),
+                      "ids": batch["_shardfeed_index"].tolist()}), flush=True)
     if step + 1 == stop:
         loader.commit()
         sys.exit(0)  # as a run that ends early: the server must go with it
@@ -129,12 +130,16 @@ spec:
     assert info["len"] == STEPS - 8 and [d["step"] for d in second] == list(range(8, STEPS))
     assert second[-1]["loss"] < first[0]["loss"], "the model did not learn"
 
-    plan = {}
-    for line in run(["shardfeed", "plan", "-f", "dataset.yaml", "--ids", "--world-size", "1"], env=env, cwd=here).splitlines():
-        d = json.loads(line)
-        plan[d["step"]] = d["ids"]
-    assert {d["step"]: d["ids"] for d in first + second} == plan
+    def plan(epoch):
+        out = run(["shardfeed", "plan", "-f", "dataset.yaml", "--ids", "--world-size", "1", "--epoch", str(epoch)], env=env, cwd=here)
+        return {d["step"]: d["ids"] for d in map(json.loads, out.splitlines())}
+
+    assert {d["step"]: d["ids"] for d in first + second} == plan(0)
     assert sorted(i for d in first + second for i in d["ids"]) == list(range(N))
+    # The epoch was committed whole: the next run reads epoch 1, from its start.
+    info, third = train(stop=3)
+    assert info["len"] == STEPS and [(d["epoch"], d["step"]) for d in third] == [(1, 0), (1, 1), (1, 2)]
+    assert [d["ids"] for d in third] == [plan(1)[k] for k in range(3)]
 
 
 def readme_block():

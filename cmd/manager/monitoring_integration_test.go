@@ -192,8 +192,7 @@ func TestIntegrationEveryMetricTheDashboardAndAlertsNameIsInARealScrape(t *testi
 			t.Fatalf("the dataset is not Ready with one job after 30 s: %+v", ds.Status)
 		}
 	}
-	// An admission of a labelled pod (outside a Job: the webhook refuses
-	// it, which still counts a request).
+	// An admission of a labelled pod (of no Job: a job of its own).
 	_ = c.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lonely", Namespace: ns, Labels: map[string]string{inject.LabelDataset: "feed"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}}})
 

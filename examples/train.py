@@ -85,6 +85,7 @@ def main() -> None:
     print(f"rank {rank}: {st.batches} batches, {st.consumed_rows} rows; waited {st.data_wait_seconds:.2f} s for data, "
           f"transform {st.transform_seconds:.2f} s", flush=True)
     if distributed:
+        dist.barrier()  # rank 0's process owns the server: it leaves last
         dist.destroy_process_group()
 
 

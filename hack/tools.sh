@@ -59,6 +59,8 @@ install_minio() {
 	# MinIO tags releases as RELEASE.<date>, not semver, so it is pinned by
 	# pseudo-version.
 	go_tool minio github.com/minio/minio "$MINIO_VERSION"
+	# The other object stores' servers the store tests run against.
+	go_tool fake-gcs-server github.com/fsouza/fake-gcs-server "$FAKE_GCS_VERSION"
 }
 
 # The Kubernetes commands are built in one go build from the k8s.io/kubernetes

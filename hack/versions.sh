@@ -7,4 +7,5 @@ HELM_VERSION=v3.22.0
 GOLANGCI_LINT_VERSION=v2.15.0
 PROMETHEUS_VERSION=v0.316.0              # promtool (Prometheus 3.16), checks the chart's alert rules
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+FAKE_GCS_VERSION=v1.56.1                 # fake-gcs-server: the GCS store's tests
 PYTHON=${PYTHON:-python3}

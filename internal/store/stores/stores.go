@@ -8,6 +8,7 @@ import (
 	"context"
 
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/gcs"
 	"github.com/shardfeed/shardfeed/internal/store/local"
 	"github.com/shardfeed/shardfeed/internal/store/s3"
 )
@@ -15,6 +16,7 @@ import (
 // Default is every store shardfeed reads.
 var Default = store.Registry{
 	s3.Scheme:    s3.Open,
+	gcs.Scheme:   gcs.Open,
 	local.Scheme: local.Open,
 }
 

@@ -1,0 +1,288 @@
+// Package gcs is the store of gs://bucket/prefix/ URIs: Google Cloud
+// Storage, with a service-account key from a Secret or the platform's
+// identity (Application Default Credentials: GKE workload identity, the
+// metadata server), or a GCS-compatible endpoint (fake-gcs-server).
+package gcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+
+	"github.com/shardfeed/shardfeed/internal/store"
+)
+
+// Scheme is the URI scheme this store is registered under.
+const Scheme = "gs"
+
+// KeyFile is the key of a Secret (and the file of a credentials directory)
+// holding a service account's JSON key.
+const KeyFile = "service-account.json"
+
+// Open returns the store of a gs:// source.
+func Open(ctx context.Context, src store.Source, u *url.URL) (store.Store, error) {
+	if u.Host == "" {
+		return nil, fmt.Errorf("source URI %q has no bucket: write gs://bucket/prefix/", src.URI)
+	}
+	opts, err := clientOptions(src)
+	if err != nil {
+		return nil, err
+	}
+	// Retries are ours (store.Retry): the client makes one attempt.
+	client, err := storage.NewClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("gs://%s: %w", u.Host, err)
+	}
+	client.SetRetry(storage.WithPolicy(storage.RetryNever))
+	return &gcsStore{client: client, bucket: u.Host, prefix: store.CleanPrefix(u.Path), retry: src.Retry.WithDefaults()}, nil
+}
+
+// clientOptions are the endpoint and the credentials of a source: a key
+// from Credentials or CredentialsDir, else none for an endpoint of the
+// author's (an emulator), else Application Default Credentials.
+func clientOptions(src store.Source) ([]option.ClientOption, error) {
+	var opts []option.ClientOption
+	if src.Endpoint != "" {
+		u, err := url.Parse(src.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("endpoint %q: write http(s)://host:port", src.Endpoint)
+		}
+		if u.Scheme == "http" && !src.Insecure {
+			return nil, fmt.Errorf("endpoint %q is plain HTTP: set insecure: true on the stream's source to allow it", src.Endpoint)
+		}
+		opts = append(opts, option.WithEndpoint(u.Scheme+"://"+u.Host+"/storage/v1/"))
+	}
+	key, err := serviceAccountKey(src)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case key != nil:
+		opts = append(opts, option.WithAuthCredentialsJSON(option.ServiceAccount, key))
+	case src.Endpoint != "":
+		opts = append(opts, option.WithoutAuthentication())
+	}
+	return opts, nil
+}
+
+// serviceAccountKey reads KeyFile from the source's Secret or directory;
+// nil when the source names neither.
+func serviceAccountKey(src store.Source) ([]byte, error) {
+	if src.Credentials != nil {
+		key := src.Credentials[KeyFile]
+		if len(key) == 0 {
+			return nil, fmt.Errorf("credentials: the Secret needs the key %s (a service account's JSON key)", KeyFile)
+		}
+		return key, nil
+	}
+	if src.CredentialsDir == "" {
+		return nil, nil
+	}
+	key, err := os.ReadFile(filepath.Join(src.CredentialsDir, KeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w (the Secret needs the key %s, a service account's JSON key)", err, KeyFile)
+	}
+	return key, nil
+}
+
+// gcsStore is a bucket prefix of Google Cloud Storage.
+type gcsStore struct {
+	client *storage.Client
+	bucket string
+	prefix string // "" or "a/b/"
+	retry  store.Retry
+}
+
+func (s *gcsStore) URI() string { return "gs://" + s.bucket + "/" + s.prefix }
+
+// describe turns a client error into one that names the object, the HTTP
+// status and the service's reason, never the response's body: a
+// googleapi.Error carries the body, which an endpoint the dataset's
+// author chose may fill with anything.
+func (s *gcsStore) describe(key string, err error) error {
+	where := "gs://" + s.bucket + "/" + s.prefix + key
+	if errors.Is(err, storage.ErrObjectNotExist) {
+		return fmt.Errorf("%s: %w", where, store.ErrNotFound)
+	}
+	if errors.Is(err, storage.ErrBucketNotExist) {
+		return &store.StatusError{Err: fmt.Errorf("%s: HTTP 404: the bucket does not exist", where), Status: http.StatusNotFound, Code: "notFound"}
+	}
+	var ge *googleapi.Error
+	if !errors.As(err, &ge) {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	reason := ""
+	if len(ge.Errors) > 0 {
+		reason = knownReason(ge.Errors[0].Reason)
+	}
+	e := fmt.Errorf("%s: HTTP %d", where, ge.Code)
+	if reason != "" {
+		e = fmt.Errorf("%w %s", e, reason)
+	}
+	switch ge.Code {
+	case http.StatusNotFound:
+		return fmt.Errorf("%w: %w", e, store.ErrNotFound)
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Errorf("%w (check the stream's credentials and the bucket's IAM policy)", e)
+	}
+	return &store.StatusError{Err: e, Status: ge.Code, Code: reason}
+}
+
+// reasons are the error reasons Cloud Storage's JSON API answers with;
+// any other is text the endpoint chose, and shown as none.
+var reasons = map[string]bool{
+	"badRequest": true, "invalid": true, "required": true, "notFound": true, "forbidden": true,
+	"unauthorized": true, "authError": true, "conflict": true, "conditionNotMet": true, "rateLimitExceeded": true,
+	"userRateLimitExceeded": true, "backendError": true, "internalError": true, "serviceUnavailable": true,
+	"requestedRangeNotSatisfiable": true, "insufficientPermissions": true, "accountDisabled": true,
+	"userProjectMissing": true, "invalidArgument": true, "tooManyRequests": true,
+}
+
+func knownReason(r string) string {
+	if reasons[r] {
+		return r
+	}
+	return ""
+}
+
+func (s *gcsStore) object(key string) *storage.ObjectHandle {
+	return s.client.Bucket(s.bucket).Object(s.prefix + key)
+}
+
+func (s *gcsStore) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if err := store.CheckKey(key); err != nil {
+		return nil, err
+	}
+	var body io.ReadCloser
+	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+		if n == 0 {
+			if _, err := s.object(key).Attrs(ctx); err != nil {
+				cancel()
+				return s.describe(key, err)
+			}
+			body = io.NopCloser(strings.NewReader(""))
+			cancel()
+			return nil
+		}
+		r, err := s.object(key).NewRangeReader(ctx, off, n)
+		if err != nil {
+			cancel()
+			return s.describe(key, err)
+		}
+		// The attempt's timeout covers reading the body; closing ends it.
+		body = &cancelOnClose{ReadCloser: r, ctx: ctx, cancel: cancel, store: s, key: key}
+		return nil
+	})
+	return body, err
+}
+
+// cancelOnClose releases the attempt's context when the body is closed and
+// names the object in read errors.
+type cancelOnClose struct {
+	io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelFunc
+	store  *gcsStore
+	key    string
+}
+
+func (c *cancelOnClose) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		if cause := context.Cause(c.ctx); cause != nil {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
+		err = c.store.describe(c.key, err)
+	}
+	return n, err
+}
+
+func (c *cancelOnClose) Close() error {
+	defer c.cancel()
+	return c.ReadCloser.Close()
+}
+
+func (s *gcsStore) Stat(ctx context.Context, key string) (store.Object, error) {
+	if err := store.CheckKey(key); err != nil {
+		return store.Object{}, err
+	}
+	var out store.Object
+	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+		defer cancel()
+		attrs, err := s.object(key).Attrs(ctx)
+		if err != nil {
+			return s.describe(key, err)
+		}
+		out = store.Object{Key: key, Size: attrs.Size, ETag: attrs.Etag}
+		return nil
+	})
+	return out, err
+}
+
+func (s *gcsStore) List(ctx context.Context) ([]store.Object, error) {
+	var out []store.Object
+	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+		defer cancel()
+		out = out[:0]
+		it := s.client.Bucket(s.bucket).Objects(ctx, &storage.Query{Prefix: s.prefix})
+		for {
+			attrs, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				return nil
+			}
+			if err != nil {
+				return s.describe("", err)
+			}
+			out = append(out, store.Object{Key: strings.TrimPrefix(attrs.Name, s.prefix), Size: attrs.Size, ETag: attrs.Etag})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b store.Object) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+func (s *gcsStore) Delete(ctx context.Context, key string) error {
+	if err := store.CheckKey(key); err != nil {
+		return err
+	}
+	err := s.object(key).Delete(ctx)
+	if err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
+		return s.describe(key, err)
+	}
+	return nil
+}
+
+func (s *gcsStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := store.CheckKey(key); err != nil {
+		return err
+	}
+	// One attempt (a reader cannot be replayed); an upload that fails
+	// leaves the old object: GCS writes are atomic.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := s.object(key).NewWriter(ctx)
+	w.ChunkSize = 0 // one request: size is known and the object appears whole
+	if _, err := io.CopyN(w, r, size); err != nil {
+		cancel()
+		_ = w.Close()
+		return s.describe(key, err)
+	}
+	if err := w.Close(); err != nil {
+		return s.describe(key, err)
+	}
+	return nil
+}

@@ -169,3 +169,31 @@ func CheckKey(key string) error {
 	}
 	return nil
 }
+
+// Body is an object's body read under its request attempt's context (see
+// Retry.Do): Close releases the context, and a read error says why the
+// attempt stopped (its timeout) and, through Describe, which object.
+type Body struct {
+	io.ReadCloser
+	Ctx    context.Context
+	Cancel context.CancelFunc
+	// Describe turns a read error into the store's error for the object.
+	Describe func(error) error
+}
+
+func (b *Body) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		if cause := context.Cause(b.Ctx); cause != nil {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
+		err = b.Describe(err)
+	}
+	return n, err
+}
+
+// Close closes the body and releases the attempt's context.
+func (b *Body) Close() error {
+	defer b.Cancel()
+	return b.ReadCloser.Close()
+}

@@ -201,36 +201,10 @@ func (s *s3Store) Get(ctx context.Context, key string, off, n int64) (io.ReadClo
 			return s.describe(key, err)
 		}
 		// The attempt's timeout covers reading the body; closing ends it.
-		body = &cancelOnClose{ReadCloser: obj, ctx: ctx, cancel: cancel, store: s, key: key}
+		body = &store.Body{ReadCloser: obj, Ctx: ctx, Cancel: cancel, Describe: func(err error) error { return s.describe(key, err) }}
 		return nil
 	})
 	return body, err
-}
-
-// cancelOnClose releases the attempt's context when the body is closed and
-// names the object in read errors.
-type cancelOnClose struct {
-	io.ReadCloser
-	ctx    context.Context // the attempt's: its cause says why a read stopped
-	cancel context.CancelFunc
-	store  *s3Store
-	key    string
-}
-
-func (c *cancelOnClose) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		if cause := context.Cause(c.ctx); cause != nil {
-			err = fmt.Errorf("%w (%w)", err, cause)
-		}
-		err = c.store.describe(c.key, err)
-	}
-	return n, err
-}
-
-func (c *cancelOnClose) Close() error {
-	defer c.cancel()
-	return c.ReadCloser.Close()
 }
 
 func (s *s3Store) Stat(ctx context.Context, key string) (store.Object, error) {

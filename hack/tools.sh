@@ -61,6 +61,27 @@ install_minio() {
 	go_tool minio github.com/minio/minio "$MINIO_VERSION"
 	# The other object stores' servers the store tests run against.
 	go_tool fake-gcs-server github.com/fsouza/fake-gcs-server "$FAKE_GCS_VERSION"
+	npm_tool azurite azurite "$AZURITE_VERSION" azurite-blob
+}
+
+# npm_tool NAME PACKAGE VERSION BINARY...: npm install PACKAGE@VERSION into
+# the cache and link its binaries.
+npm_tool() {
+	local name=$1 pkg=$2 version=$3 b
+	shift 3
+	local dir=$CACHE/tools/$name-$version
+	if ! cached "$dir"; then
+		command -v npm >/dev/null || die "$pkg needs Node.js and npm (Debian: apt-get install nodejs npm)"
+		log "installing $pkg $version (npm install $pkg@$version)"
+		local start=$SECONDS
+		rm -rf "$dir" && mkdir -p "$dir"
+		npm install --no-audit --no-fund --silent --prefix "$dir" "$pkg@$version"
+		touch "$dir/.complete"
+		log "installed $pkg in $((SECONDS - start)) s"
+	fi
+	for b in "$@"; do
+		link "$b" "$dir/node_modules/.bin/$b"
+	done
 }
 
 # The Kubernetes commands are built in one go build from the k8s.io/kubernetes

@@ -8,4 +8,5 @@ GOLANGCI_LINT_VERSION=v2.15.0
 PROMETHEUS_VERSION=v0.316.0              # promtool (Prometheus 3.16), checks the chart's alert rules
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 FAKE_GCS_VERSION=v1.56.1                 # fake-gcs-server: the GCS store's tests
+AZURITE_VERSION=3.35.0                   # Azurite (npm): the Azure store's tests; 3.36+ need a newer Node than 20
 PYTHON=${PYTHON:-python3}

@@ -66,7 +66,7 @@ func newServeCommand() *cobra.Command {
 		Use:   "serve -f DATASET.yaml [--socket PATH] [--cache-dir DIR] [--state FILE]",
 		Short: "Serve a TrainingDataset's batches on a Unix socket on this machine, without Kubernetes",
 		Long: `serve runs the sidecar's server on one machine: it reads the TrainingDataset
-manifest and its streams' indexes (file://, s3:// or gs://), computes the plan, and
+manifest and its streams' indexes (file://, s3://, gs:// or az://), computes the plan, and
 serves any rank of any valid world size on the socket. Commits go to a local
 state file, so a restarted serve resumes the job where it was committed.
 

@@ -8,6 +8,7 @@ import (
 	"context"
 
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/azure"
 	"github.com/shardfeed/shardfeed/internal/store/gcs"
 	"github.com/shardfeed/shardfeed/internal/store/local"
 	"github.com/shardfeed/shardfeed/internal/store/s3"
@@ -15,9 +16,11 @@ import (
 
 // Default is every store shardfeed reads.
 var Default = store.Registry{
-	s3.Scheme:    s3.Open,
-	gcs.Scheme:   gcs.Open,
-	local.Scheme: local.Open,
+	s3.Scheme:         s3.Open,
+	gcs.Scheme:        gcs.Open,
+	azure.Scheme:      azure.Open,
+	azure.SchemeABFSS: azure.Open,
+	local.Scheme:      local.Open,
 }
 
 // Open returns the store of a source from the Default registry.

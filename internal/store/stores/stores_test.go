@@ -22,7 +22,8 @@ func TestOpenRejectsBadSources(t *testing.T) {
 		src  store.Source
 		want string
 	}{
-		{store.Source{URI: "hdfs://bucket/x"}, `scheme "hdfs" is not supported: use file://, gs:// or s3://`},
+		{store.Source{URI: "hdfs://bucket/x"}, `scheme "hdfs" is not supported: use abfss://, az://, file://, gs:// or s3://`},
+		{store.Source{URI: "az://account/"}, "write az://<account>/<container>/<prefix>/"},
 		{store.Source{URI: "gs:///x"}, "has no bucket: write gs://bucket/prefix/"},
 		{store.Source{URI: "s3:///x"}, "has no bucket"},
 		{store.Source{URI: "file://host/x"}, "names host"},

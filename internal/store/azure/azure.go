@@ -1,0 +1,306 @@
+// Package azure is the store of az://account/container/prefix/ URIs (and
+// the abfss://container@account.dfs.core.windows.net/prefix/ form users
+// paste): Azure Blob Storage with a shared key, a SAS token or a
+// connection string from a Secret, or the platform's identity (AKS
+// workload identity), or an Azure-compatible endpoint (Azurite).
+package azure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/shardfeed/shardfeed/internal/store"
+)
+
+// Schemes this store is registered under.
+const (
+	Scheme      = "az"
+	SchemeABFSS = "abfss"
+)
+
+// Keys of a Secret (files of a credentials directory): one of them.
+const (
+	KeyFile              = "AZURE_STORAGE_KEY"
+	SASFile              = "AZURE_STORAGE_SAS_TOKEN"
+	ConnectionStringFile = "AZURE_STORAGE_CONNECTION_STRING"
+)
+
+// Open returns the store of an az:// or abfss:// source.
+func Open(ctx context.Context, src store.Source, u *url.URL) (store.Store, error) {
+	account, containerName, prefix, err := parse(src.URI, u)
+	if err != nil {
+		return nil, err
+	}
+	serviceURL := "https://" + account + ".blob.core.windows.net/"
+	if src.Endpoint != "" {
+		e, err := url.Parse(src.Endpoint)
+		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+			return nil, fmt.Errorf("endpoint %q: write http(s)://host:port (Azurite: http://127.0.0.1:10000)", src.Endpoint)
+		}
+		if e.Scheme == "http" && !src.Insecure {
+			return nil, fmt.Errorf("endpoint %q is plain HTTP: set insecure: true on the stream's source to allow it", src.Endpoint)
+		}
+		// Emulators address the account by the path's first segment.
+		serviceURL = e.Scheme + "://" + e.Host + "/" + account + "/"
+	}
+	client, err := newClient(src, account, serviceURL)
+	if err != nil {
+		return nil, err
+	}
+	return &azStore{client: client.ServiceClient().NewContainerClient(containerName), account: account, container: containerName,
+		prefix: prefix, retry: src.Retry.WithDefaults()}, nil
+}
+
+// parse reads az://account/container/prefix/ and
+// abfss://container@account.dfs.core.windows.net/prefix/.
+func parse(uri string, u *url.URL) (account, containerName, prefix string, err error) {
+	switch u.Scheme {
+	case Scheme:
+		account = u.Host
+		containerName, rest, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+		if account == "" || containerName == "" {
+			return "", "", "", fmt.Errorf("source URI %q: write az://<account>/<container>/<prefix>/", uri)
+		}
+		return account, containerName, store.CleanPrefix(rest), nil
+	case SchemeABFSS:
+		host, found := strings.CutSuffix(u.Hostname(), ".dfs.core.windows.net")
+		if u.User == nil || u.User.Username() == "" || !found || host == "" {
+			return "", "", "", fmt.Errorf("source URI %q: write abfss://<container>@<account>.dfs.core.windows.net/<prefix>/ or az://<account>/<container>/<prefix>/", uri)
+		}
+		return host, u.User.Username(), store.CleanPrefix(u.Path), nil
+	}
+	return "", "", "", fmt.Errorf("source URI %q: not an Azure Blob URI", uri)
+}
+
+// clientOptions leaves retries to store.Retry: one attempt per request.
+func clientOptions() *azblob.ClientOptions {
+	return &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}}
+}
+
+// newClient picks the credential: a connection string, a shared key or a
+// SAS token from the source's Secret or directory; else the platform's
+// identity (workload identity, managed identity, the environment).
+func newClient(src store.Source, account, serviceURL string) (*azblob.Client, error) {
+	creds, err := secretKeys(src)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case creds[ConnectionStringFile] != "":
+		c, err := azblob.NewClientFromConnectionString(creds[ConnectionStringFile], clientOptions())
+		if err != nil {
+			return nil, fmt.Errorf("credentials: %s is not a connection string Azure accepts", ConnectionStringFile)
+		}
+		return c, nil
+	case creds[KeyFile] != "":
+		key, err := azblob.NewSharedKeyCredential(account, creds[KeyFile])
+		if err != nil {
+			return nil, fmt.Errorf("credentials: %s is not a storage account key (base64)", KeyFile)
+		}
+		return azblob.NewClientWithSharedKeyCredential(serviceURL, key, clientOptions())
+	case creds[SASFile] != "":
+		return azblob.NewClientWithNoCredential(serviceURL+"?"+strings.TrimPrefix(creds[SASFile], "?"), clientOptions())
+	case src.Credentials != nil || src.CredentialsDir != "":
+		return nil, fmt.Errorf("credentials: the Secret needs one of the keys %s, %s or %s", KeyFile, SASFile, ConnectionStringFile)
+	}
+	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	if err != nil {
+		return nil, fmt.Errorf("no credentials for %s: name a Secret with %s, %s or %s, or give the pod a workload identity (%w)",
+			serviceURL, KeyFile, SASFile, ConnectionStringFile, err)
+	}
+	return azblob.NewClient(serviceURL, cred, clientOptions())
+}
+
+// secretKeys reads the credential keys a source's Secret or directory has.
+func secretKeys(src store.Source) (map[string]string, error) {
+	out := map[string]string{}
+	for _, k := range []string{KeyFile, SASFile, ConnectionStringFile} {
+		switch {
+		case src.Credentials != nil:
+			out[k] = strings.TrimSpace(string(src.Credentials[k]))
+		case src.CredentialsDir != "":
+			b, err := os.ReadFile(filepath.Join(src.CredentialsDir, k))
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("credentials: %w", err)
+			}
+			out[k] = strings.TrimSpace(string(b))
+		}
+	}
+	return out, nil
+}
+
+// azStore is a container prefix of Azure Blob Storage.
+type azStore struct {
+	client                     *container.Client
+	account, container, prefix string
+	retry                      store.Retry
+}
+
+func (s *azStore) URI() string { return "az://" + s.account + "/" + s.container + "/" + s.prefix }
+
+// describe turns an SDK error into one that names the blob, the HTTP
+// status and Azure's error code, never the response's body (which
+// azcore.ResponseError keeps, and an endpoint may fill with anything).
+func (s *azStore) describe(key string, err error) error {
+	where := s.URI() + key
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	code := knownCode(re.ErrorCode)
+	e := fmt.Errorf("%s: HTTP %d", where, re.StatusCode)
+	if code != "" {
+		e = fmt.Errorf("%w %s", e, code)
+	}
+	switch {
+	case bloberror.HasCode(err, bloberror.BlobNotFound) || re.StatusCode == http.StatusNotFound && code != string(bloberror.ContainerNotFound):
+		return fmt.Errorf("%w: %w", e, store.ErrNotFound)
+	case re.StatusCode == http.StatusForbidden || re.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("%w (check the stream's credentials and the account's access rules)", e)
+	}
+	return &store.StatusError{Err: e, Status: re.StatusCode, Code: code}
+}
+
+// knownCode returns code if it is one of Blob Storage's error codes, else
+// "": any other is text the endpoint chose.
+func knownCode(code string) string {
+	for _, c := range []bloberror.Code{bloberror.AuthenticationFailed, bloberror.AuthorizationFailure, bloberror.AuthorizationPermissionMismatch,
+		bloberror.BlobNotFound, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted, bloberror.InternalError, bloberror.InvalidRange,
+		bloberror.OperationTimedOut, bloberror.ServerBusy, bloberror.InvalidQueryParameterValue, bloberror.InvalidHeaderValue,
+		bloberror.AccountIsDisabled, bloberror.InsufficientAccountPermissions, bloberror.ResourceNotFound, bloberror.InvalidAuthenticationInfo} {
+		if string(c) == code {
+			return code
+		}
+	}
+	return ""
+}
+
+func (s *azStore) blob(key string) *blob.Client { return s.client.NewBlobClient(s.prefix + key) }
+
+func (s *azStore) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if err := store.CheckKey(key); err != nil {
+		return nil, err
+	}
+	var body io.ReadCloser
+	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+		if n == 0 {
+			defer cancel()
+			if _, err := s.blob(key).GetProperties(ctx, nil); err != nil {
+				return s.describe(key, err)
+			}
+			body = io.NopCloser(strings.NewReader(""))
+			return nil
+		}
+		opts := &blob.DownloadStreamOptions{}
+		if off > 0 || n > 0 {
+			opts.Range = blob.HTTPRange{Offset: off, Count: max(n, 0)}
+		}
+		resp, err := s.blob(key).DownloadStream(ctx, opts)
+		if err != nil {
+			cancel()
+			return s.describe(key, err)
+		}
+		// The attempt's timeout covers reading the body; closing ends it.
+		body = &store.Body{ReadCloser: resp.Body, Ctx: ctx, Cancel: cancel, Describe: func(err error) error { return s.describe(key, err) }}
+		return nil
+	})
+	return body, err
+}
+
+func (s *azStore) Stat(ctx context.Context, key string) (store.Object, error) {
+	if err := store.CheckKey(key); err != nil {
+		return store.Object{}, err
+	}
+	var out store.Object
+	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+		defer cancel()
+		p, err := s.blob(key).GetProperties(ctx, nil)
+		if err != nil {
+			return s.describe(key, err)
+		}
+		out = store.Object{Key: key, Size: deref(p.ContentLength)}
+		if p.ETag != nil {
+			out.ETag = string(*p.ETag)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func (s *azStore) List(ctx context.Context) ([]store.Object, error) {
+	var out []store.Object
+	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+		defer cancel()
+		out = out[:0]
+		prefix := s.prefix
+		pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
+		for pager.More() {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				return s.describe("", err)
+			}
+			for _, b := range page.Segment.BlobItems {
+				if b.Name == nil || b.Properties == nil {
+					continue
+				}
+				o := store.Object{Key: strings.TrimPrefix(*b.Name, s.prefix), Size: deref(b.Properties.ContentLength)}
+				if b.Properties.ETag != nil {
+					o.ETag = string(*b.Properties.ETag)
+				}
+				out = append(out, o)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b store.Object) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+func (s *azStore) Delete(ctx context.Context, key string) error {
+	if err := store.CheckKey(key); err != nil {
+		return err
+	}
+	if _, err := s.blob(key).Delete(ctx, nil); err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
+		return s.describe(key, err)
+	}
+	return nil
+}
+
+func (s *azStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := store.CheckKey(key); err != nil {
+		return err
+	}
+	// One attempt (a reader cannot be replayed). Blocks are committed in
+	// one list at the end: readers see the old blob or the whole new one.
+	_, err := s.client.NewBlockBlobClient(s.prefix+key).UploadStream(ctx, io.LimitReader(r, size), nil)
+	if err != nil {
+		return s.describe(key, err)
+	}
+	return nil
+}

@@ -5,13 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -21,61 +17,26 @@ import (
 type FakeGCS struct {
 	// URL is http://127.0.0.1:port, a stream's source.endpoint.
 	URL     string
-	cmd     *exec.Cmd
-	dir     string
+	proc    *serverProcess
 	buckets atomic.Int64
 }
 
 // StartFakeGCS starts the server on a free port of 127.0.0.1 and waits
 // until it answers. It dies with the test binary.
 func StartFakeGCS(ctx context.Context) (*FakeGCS, error) {
-	bin, err := binary("fake-gcs-server")
-	if err != nil {
-		return nil, err
-	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "shardfeed-fakegcs-")
+	host := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	f := &FakeGCS{URL: "http://" + host}
+	f.proc, err = startServer(ctx, "fake-gcs-server", 30*time.Second, f.URL+"/storage/v1/b",
+		"-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port), "-backend", "memory",
+		"-public-host", host, "-external-url", f.URL, "-log-level", "warn")
 	if err != nil {
 		return nil, err
 	}
-	f := &FakeGCS{URL: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
-	log, err := os.Create(filepath.Join(dir, "fake-gcs-server.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = log.Close() }()
-	f.cmd = exec.Command(bin, "-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port), "-backend", "memory",
-		"-public-host", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "-external-url", f.URL, "-log-level", "warn")
-	f.cmd.Stdout, f.cmd.Stderr = log, log
-	f.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := f.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.URL+"/storage/v1/b", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return f, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.Stop()
-			if err == nil {
-				err = ctx.Err()
-			}
-			out, _ := os.ReadFile(filepath.Join(dir, "fake-gcs-server.log"))
-			return nil, fmt.Errorf("fake-gcs-server did not answer within 30 s: %w\n%s", err, out)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return f, nil
 }
 
 // Bucket creates a fresh bucket for one test.
@@ -95,10 +56,4 @@ func (f *FakeGCS) Bucket(t testing.TB) string {
 }
 
 // Stop kills the server and removes its directory.
-func (f *FakeGCS) Stop() error {
-	if f.cmd != nil && f.cmd.Process != nil {
-		_ = f.cmd.Process.Kill()
-		_ = f.cmd.Wait()
-	}
-	return os.RemoveAll(f.dir)
-}
+func (f *FakeGCS) Stop() error { return f.proc.stop() }

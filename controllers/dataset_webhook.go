@@ -14,7 +14,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/inject"
-	"github.com/shardfeed/shardfeed/internal/store/s3"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 )
 
 // DatasetWebhookPath is where the TrainingDataset validating webhook is
@@ -117,18 +117,19 @@ func (v *DatasetValidator) warnings(ctx context.Context, ns string, ds *datav1al
 		}
 		seen[s.Source.URI] = s.Name
 		ref := s.Source.CredentialsSecretRef
-		if ref == nil {
+		keys, ok := stores.SecretKeysOf(s.Source.URI)
+		if ref == nil || !ok {
 			continue
 		}
 		var secret corev1.Secret
 		err := v.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &secret)
 		switch {
 		case apierrors.IsNotFound(err):
-			out = append(out, fmt.Sprintf("stream %q: Secret %s/%s does not exist yet: create it with the keys %s and %s", s.Name, ns, ref.Name, s3.AccessKeyFile, s3.SecretKeyFile))
+			out = append(out, fmt.Sprintf("stream %q: Secret %s/%s does not exist yet: create it with %s", s.Name, ns, ref.Name, keys.Describe))
 		case err != nil:
 			return nil, fmt.Errorf("reading Secret %s/%s: %w", ns, ref.Name, err)
-		case len(secret.Data[s3.AccessKeyFile]) == 0 || len(secret.Data[s3.SecretKeyFile]) == 0:
-			out = append(out, fmt.Sprintf("stream %q: Secret %s/%s lacks the keys %s and %s", s.Name, ns, ref.Name, s3.AccessKeyFile, s3.SecretKeyFile))
+		case !keys.Complete(secret.Data):
+			out = append(out, fmt.Sprintf("stream %q: Secret %s/%s lacks %s", s.Name, ns, ref.Name, keys.Describe))
 		}
 	}
 	return out, nil

@@ -17,7 +17,6 @@ import (
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
-	"github.com/shardfeed/shardfeed/internal/store/s3"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
 )
@@ -57,20 +56,9 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 		src := streams.Source(s)
 		// A reconcile does not wait minutes for a store: it comes back.
 		src.Retry = store.Retry{MaxElapsed: r.Policy.requestTimeout(), RequestTimeout: r.Policy.requestTimeout()}
-		if ref := s.Source.CredentialsSecretRef; ref != nil {
-			var secret corev1.Secret
-			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: ref.Name}, &secret); err != nil {
-				if apierrors.IsNotFound(err) {
-					return nil, &credentialsError{fmt.Errorf("stream %q: Secret %s/%s (credentialsSecretRef) does not exist: create it with the keys %s and %s",
-						s.Name, ds.Namespace, ref.Name, s3.AccessKeyFile, s3.SecretKeyFile)}
-				}
-				return nil, fmt.Errorf("stream %q: reading Secret %s: %w", s.Name, ref.Name, err)
-			}
-			src.Credentials = secret.Data
-			if len(secret.Data[s3.AccessKeyFile]) == 0 || len(secret.Data[s3.SecretKeyFile]) == 0 {
-				return nil, &credentialsError{fmt.Errorf("stream %q: Secret %s/%s needs the keys %s and %s", s.Name, ds.Namespace, ref.Name,
-					s3.AccessKeyFile, s3.SecretKeyFile)}
-			}
+		var err error
+		if src.Credentials, src.Identity, err = r.streamCredentials(ctx, ds.Namespace, s); err != nil {
+			return nil, err
 		}
 		st, err := streams.Open(ctx, i, s, src, r.Policy.MaxIndexBytes)
 		if err != nil {

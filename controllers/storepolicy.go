@@ -9,6 +9,8 @@ import (
 	"time"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/store/azure"
+	"github.com/shardfeed/shardfeed/internal/store/gcs"
 	"github.com/shardfeed/shardfeed/internal/store/local"
 )
 
@@ -31,8 +33,9 @@ type StorePolicy struct {
 	AmbientNamespaces []string
 	// AllowedEndpoints, when not empty, are the only store endpoints a
 	// stream may name: "host" or "host:port", "*.example.com" for any
-	// subdomain. A stream without an endpoint reaches AWS S3, the host
-	// s3.amazonaws.com.
+	// subdomain. A stream without an endpoint reaches its cloud's:
+	// s3.amazonaws.com, storage.googleapis.com or
+	// <account>.blob.core.windows.net.
 	AllowedEndpoints []string
 }
 
@@ -56,8 +59,12 @@ func (p StorePolicy) readTimeout() time.Duration {
 	return DefaultIndexReadTimeout
 }
 
-// awsHost is the endpoint of a stream that names none.
-const awsHost = "s3.amazonaws.com"
+// The hosts a stream reaches when it names no endpoint.
+const (
+	awsHost   = "s3.amazonaws.com"
+	gcsHost   = "storage.googleapis.com"
+	azureHost = ".blob.core.windows.net" // after the account
+)
 
 // Check returns why stream i of a dataset in namespace ns may not be read
 // by the operator, or nil.
@@ -67,14 +74,14 @@ func (p StorePolicy) Check(ns string, i int, s datav1alpha1.Stream) error {
 		return fmt.Errorf("%s (%q): %s.source.uri is a file:// URI, which the operator refuses (it would read its own filesystem): put the data in object storage; file:// is for shardfeed serve and tests",
 			field, s.Name, field)
 	}
-	if s.Source.CredentialsSecretRef == nil && !p.ambient(ns) {
-		return fmt.Errorf("%s (%q) names no credentialsSecretRef, and datasets in namespace %q may not use the operator's own cloud identity: create a Secret with the store's credentials and name it in %s.source.credentialsSecretRef, or ask the platform team to add the namespace to the chart's datasets.ambientCredentialsNamespaces",
-			field, s.Name, ns, field)
+	if s.Source.CredentialsSecretRef == nil && s.Source.WorkloadIdentity == nil && !p.ambient(ns) {
+		return fmt.Errorf("%s (%q) names no credentialsSecretRef or workloadIdentity, and datasets in namespace %q may not use the operator's own cloud identity: create a Secret with the store's credentials and name it in %s.source.credentialsSecretRef, or read as a ServiceAccount of the namespace with %s.source.workloadIdentity, or ask the platform team to add the namespace to the chart's datasets.ambientCredentialsNamespaces",
+			field, s.Name, ns, field, field)
 	}
 	if len(p.AllowedEndpoints) == 0 {
 		return nil
 	}
-	host, err := endpointHost(s.Source.Endpoint)
+	host, err := endpointHost(s.Source)
 	if err != nil {
 		return fmt.Errorf("%s (%q): %w", field, s.Name, err)
 	}
@@ -99,10 +106,24 @@ func (p StorePolicy) ambient(ns string) bool {
 	return slices.Contains(p.AmbientNamespaces, "*") || slices.Contains(p.AmbientNamespaces, ns)
 }
 
-// endpointHost returns the host[:port] an endpoint names ("host:port" or
-// "http(s)://host:port"), lower-cased; AWS S3's for none.
-func endpointHost(endpoint string) (string, error) {
+// endpointHost returns the host[:port] a source reaches, lower-cased: its
+// endpoint ("host:port" or "http(s)://host:port"), else its cloud's.
+func endpointHost(src datav1alpha1.Source) (string, error) {
+	endpoint := src.Endpoint
 	if endpoint == "" {
+		u, err := url.Parse(src.URI)
+		if err != nil {
+			return "", fmt.Errorf("source.uri %q: %w", src.URI, err)
+		}
+		switch u.Scheme {
+		case gcs.Scheme:
+			return gcsHost, nil
+		case azure.Scheme:
+			return strings.ToLower(u.Host) + azureHost, nil
+		case azure.SchemeABFSS:
+			account, _, _ := strings.Cut(u.Hostname(), ".")
+			return strings.ToLower(account) + azureHost, nil
+		}
 		return awsHost, nil
 	}
 	host := endpoint

@@ -35,6 +35,14 @@ func TestStorePolicyAllowsOnlyWhatThePlatformTeamSaid(t *testing.T) {
 		{"the apex of a wildcard", allowList, "x", stream("s3://b/p/", "https://example.com", secret), "not one the platform team allows"},
 		{"AWS without an endpoint", allowList, "x", stream("s3://b/p/", "", secret), ""},
 		{"AWS not on the list", StorePolicy{AllowedEndpoints: []string{"minio:9000"}}, "x", stream("s3://b/p/", "", secret), `endpoint "s3.amazonaws.com"`},
+		{"GCS without an endpoint", StorePolicy{AllowedEndpoints: []string{"storage.googleapis.com"}}, "x", stream("gs://b/p/", "", secret), ""},
+		{"GCS not on the list", allowList, "x", stream("gs://b/p/", "", secret), `endpoint "storage.googleapis.com"`},
+		{"an Azure account on the list", StorePolicy{AllowedEndpoints: []string{"*.blob.core.windows.net"}}, "x", stream("az://acct/c/p/", "", secret), ""},
+		{"an Azure account named", StorePolicy{AllowedEndpoints: []string{"minio:9000"}}, "x", stream("az://acct/c/p/", "", secret), `endpoint "acct.blob.core.windows.net"`},
+		{"abfss reaches the blob host", StorePolicy{AllowedEndpoints: []string{"minio:9000"}}, "x", stream("abfss://c@acct.dfs.core.windows.net/p/", "", secret), `endpoint "acct.blob.core.windows.net"`},
+		{"an emulator's endpoint is checked", allowList, "x", stream("gs://b/p/", "http://127.0.0.1:4443", secret), `endpoint "127.0.0.1:4443"`},
+		{"a workload identity is not the operator's", open, "team-a", datav1alpha1.Stream{Name: "web", Source: datav1alpha1.Source{URI: "gs://b/p/",
+			WorkloadIdentity: &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", Audience: "//iam.googleapis.com/x"}}}, ""},
 		{"the list is named", allowList, "x", stream("s3://b/p/", "http://169.254.169.254", secret), "minio.storage:9000, *.example.com, s3.amazonaws.com"},
 	}
 	for _, tt := range tests {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -65,7 +66,13 @@ func startManager(t *testing.T) { startManagerLogging(t, logr.Discard()) }
 // configure, if given, adjusts the reconciler before it starts.
 func startManagerLogging(t *testing.T, log logr.Logger, configure ...func(*controllers.TrainingDatasetReconciler)) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(apiServer.Config, ctrl.Options{
+	runManager(t, apiServer.Config, log, configure...)
+}
+
+// runManager is startManagerLogging acting with the identity of cfg.
+func runManager(t *testing.T, cfg *rest.Config, log logr.Logger, configure ...func(*controllers.TrainingDatasetReconciler)) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Logger:  log,
 		Scheme:  apiServer.Scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},

@@ -128,8 +128,38 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"bad stream name", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Name = "Web_1" }, "spec.streams[0].name"},
 		{"empty URI", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "" }, "spec.streams[0].source.uri"},
 		{"http URI", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "https://data.example.com/web/" }, "source.uri must be s3://"},
-		{"gs URI", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "gs://data/web/" }, "source.uri must be s3://"},
-		{"s3 URI without a bucket", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "s3:///web/" }, "a valid bucket name"},
+		{"gs URI without a bucket", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "gs:///web/" }, "source.uri must be s3://"},
+		{"az URI without a container", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "az://account" }, "az://<account>/<container>/<prefix>/"},
+		{"az URI with an upper-case account", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "az://Account/data/web/" }, "valid bucket, account and container names"},
+		{"abfss URI of another host", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Source.URI = "abfss://data@account.blob.example.com/web/"
+		}, "abfss://<container>@<account>.dfs.core.windows.net"},
+		{"region on gs", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Source.URI, d.Spec.Streams[0].Source.Region = "gs://data/web/", "us-east1"
+		}, "source.region applies to s3:// only"},
+		{"a Secret and a workload identity", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: "data"}
+			d.Spec.Streams[0].Source.WorkloadIdentity = &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", RoleARN: "arn:aws:iam::123456789012:role/data"}
+		}, "credentialsSecretRef or workloadIdentity, not both"},
+		{"workload identity on s3 without a role", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Source.WorkloadIdentity = &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer"}
+		}, "needs roleARN"},
+		{"workload identity on gs without an audience", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Source.URI = "gs://data/web/"
+			d.Spec.Streams[0].Source.WorkloadIdentity = &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer"}
+		}, "needs audience"},
+		{"workload identity on az without a tenant", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Source.URI = "az://account/data/web/"
+			d.Spec.Streams[0].Source.WorkloadIdentity = &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", ClientID: "0000-1111"}
+		}, "needs clientID and tenantID"},
+		{"workload identity on file", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Source.URI = "file:///data/web/"
+			d.Spec.Streams[0].Source.WorkloadIdentity = &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer"}
+		}, "workloadIdentity applies to object stores"},
+		{"bad role ARN", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Source.WorkloadIdentity = &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", RoleARN: "data-reader"}
+		}, "workloadIdentity.roleARN"},
+		{"s3 URI without a bucket", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "s3:///web/" }, "valid bucket, account and container names"},
 		{"relative file URI", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "file://data/web" }, "file:///<absolute path>/"},
 		{"endpoint with a path", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.Endpoint = "http://minio:9000/bucket" }, "source.endpoint is host[:port]"},
 		{"insecure without an endpoint", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.Insecure = true }, "insecure (plain HTTP) applies to an endpoint"},
@@ -160,6 +190,39 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("error = %v, want it to say %q", err, tt.wantMsg)
+			}
+		})
+	}
+}
+
+// Every store has the same source shape: each of these is accepted as it
+// is written in docs/stores.md.
+func TestIntegrationEveryStoreSourceIsAccepted(t *testing.T) {
+	tests := []struct {
+		name string
+		src  datav1alpha1.Source
+	}{
+		{"s3 with a Secret", datav1alpha1.Source{URI: "s3://data/web/", Region: "eu-west-1", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "s3-data"}}},
+		{"s3-compatible", datav1alpha1.Source{URI: "s3://data/web/", Endpoint: "http://minio.storage:9000", Insecure: true}},
+		{"s3 with a workload identity", datav1alpha1.Source{URI: "s3://data/web/",
+			WorkloadIdentity: &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", RoleARN: "arn:aws:iam::123456789012:role/data-reader"}}},
+		{"gs with a key", datav1alpha1.Source{URI: "gs://my-data.example/web/", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "gcs-key"}}},
+		{"gs emulator", datav1alpha1.Source{URI: "gs://data/web/", Endpoint: "http://fake-gcs.storage:4443", Insecure: true}},
+		{"gs with a workload identity", datav1alpha1.Source{URI: "gs://data/web/", WorkloadIdentity: &datav1alpha1.WorkloadIdentity{
+			ServiceAccountName: "trainer", ServiceAccountEmail: "reader@project.iam.gserviceaccount.com",
+			Audience: "//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/k8s/providers/cluster"}}},
+		{"az with a key", datav1alpha1.Source{URI: "az://account1/data/web/", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "azure-key"}}},
+		{"abfss", datav1alpha1.Source{URI: "abfss://data@account1.dfs.core.windows.net/web/", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "azure-sas"}}},
+		{"az emulator", datav1alpha1.Source{URI: "az://devstoreaccount1/data/web/", Endpoint: "http://azurite.storage:10000", Insecure: true}},
+		{"az with a workload identity", datav1alpha1.Source{URI: "az://account1/data/web/", WorkloadIdentity: &datav1alpha1.WorkloadIdentity{
+			ServiceAccountName: "trainer", ClientID: "00000000-1111-2222-3333-444444444444", TenantID: "contoso.onmicrosoft.com"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := validDataset(apiServer.Namespace(t))
+			d.Spec.Streams[0].Source = tt.src
+			if err := apiServer.Client.Create(context.Background(), d); err != nil {
+				t.Fatalf("the API server refused a valid source: %v", err)
 			}
 		})
 	}

@@ -47,32 +47,100 @@ const (
 
 // SecretReference names a Secret in the namespace of the TrainingDataset.
 type SecretReference struct {
-	// Name of the Secret. It holds the keys AWS_ACCESS_KEY_ID and
-	// AWS_SECRET_ACCESS_KEY (and optionally AWS_SESSION_TOKEN).
+	// Name of the Secret. Its keys depend on the store (docs/stores.md):
+	// s3:// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and optionally
+	// AWS_SESSION_TOKEN); gs:// service-account.json, a service account's
+	// JSON key; az:// and abfss:// one of AZURE_STORAGE_KEY,
+	// AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	Name string `json:"name"`
 }
 
-// Source says where the shards and the index of a stream live.
+// WorkloadIdentity reads a stream as a ServiceAccount of the dataset's
+// namespace, through the cloud's federation with the cluster: a token of
+// that ServiceAccount, for the cloud's audience, is exchanged for the
+// cloud's own credentials. Never the operator's identity: training pods of
+// the dataset must run as the ServiceAccount (the sidecar reads with its
+// projected token), and the operator requests tokens for it only where the
+// namespace grants it create on serviceaccounts/token for that
+// ServiceAccount (docs/security.md).
+type WorkloadIdentity struct {
+	// ServiceAccountName is a ServiceAccount in the dataset's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	ServiceAccountName string `json:"serviceAccountName"`
+
+	// Audience of the ServiceAccount token. gs:// needs it: the full
+	// resource name of the workload identity pool provider,
+	// //iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>.
+	// Defaults: sts.amazonaws.com (s3://), api://AzureADTokenExchange (az://).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Audience string `json:"audience,omitempty"`
+
+	// RoleARN is the AWS role to assume with the token (s3://, required).
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^arn:aws[a-z-]*:iam::[0-9]{12}:role/.+$`
+	// +optional
+	RoleARN string `json:"roleARN,omitempty"`
+
+	// ServiceAccountEmail is a Google service account to impersonate after
+	// the exchange (gs://, optional: without it the federated identity
+	// itself reads).
+	// +kubebuilder:validation:MaxLength=320
+	// +kubebuilder:validation:Pattern=`^[^@ ]+@[^@ ]+$`
+	// +optional
+	ServiceAccountEmail string `json:"serviceAccountEmail,omitempty"`
+
+	// ClientID and TenantID are the Microsoft Entra application (or
+	// user-assigned managed identity) federated with the ServiceAccount
+	// (az:// and abfss://, required).
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9a-fA-F-]+$`
+	// +optional
+	ClientID string `json:"clientID,omitempty"`
+
+	// TenantID is the Microsoft Entra tenant of ClientID (az:// and
+	// abfss://, required).
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9a-zA-Z.-]+$`
+	// +optional
+	TenantID string `json:"tenantID,omitempty"`
+}
+
+// Source says where the shards and the index of a stream live, and how to
+// reach them: the same shape for every store (docs/stores.md).
 // +kubebuilder:validation:XValidation:rule="!has(self.insecure) || !self.insecure || has(self.endpoint)",message="insecure (plain HTTP) applies to an endpoint: set source.endpoint (e.g. http://minio.storage:9000) or drop insecure"
+// +kubebuilder:validation:XValidation:rule="!has(self.region) || self.uri.startsWith('s3://')",message="source.region applies to s3:// only: drop it (gs:// and az:// buckets know their region)"
+// +kubebuilder:validation:XValidation:rule="!has(self.workloadIdentity) || !has(self.credentialsSecretRef)",message="a source reads with credentialsSecretRef or workloadIdentity, not both: drop one"
+// +kubebuilder:validation:XValidation:rule="!has(self.workloadIdentity) || !self.uri.startsWith('file://')",message="workloadIdentity applies to object stores, not file://"
+// +kubebuilder:validation:XValidation:rule="!has(self.workloadIdentity) || !self.uri.startsWith('s3://') || has(self.workloadIdentity.roleARN)",message="workloadIdentity on s3:// needs roleARN, the AWS role to assume"
+// +kubebuilder:validation:XValidation:rule="!has(self.workloadIdentity) || !self.uri.startsWith('gs://') || has(self.workloadIdentity.audience)",message="workloadIdentity on gs:// needs audience, the workload identity pool provider (//iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>)"
+// +kubebuilder:validation:XValidation:rule="!has(self.workloadIdentity) || !(self.uri.startsWith('az://') || self.uri.startsWith('abfss://')) || (has(self.workloadIdentity.clientID) && has(self.workloadIdentity.tenantID))",message="workloadIdentity on az:// needs clientID and tenantID, the Entra application federated with the ServiceAccount"
 type Source struct {
-	// URI of the stream's prefix: s3://bucket/prefix/ for any S3-compatible
-	// store, or file:///path/ for local use and tests.
+	// URI of the stream's prefix: s3://bucket/prefix/ (AWS S3 or any
+	// S3-compatible store), gs://bucket/prefix/ (Google Cloud Storage),
+	// az://account/container/prefix/ or
+	// abfss://container@account.dfs.core.windows.net/prefix/ (Azure Blob
+	// Storage), or file:///path/ for shardfeed serve and tests.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="self.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$') || self.matches('^file:///.+')",message="source.uri must be s3://<bucket>/<prefix>/ (a valid bucket name) or file:///<absolute path>/"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$') || self.matches('^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$') || self.matches('^az://[a-z0-9]{3,24}/[a-z0-9][a-z0-9-]{1,61}[a-z0-9](/.*)?$') || self.matches('^abfss://[a-z0-9][a-z0-9-]{1,61}[a-z0-9]@[a-z0-9]{3,24}[.]dfs[.]core[.]windows[.]net(/.*)?$') || self.matches('^file:///.+')",message="source.uri must be s3://<bucket>/<prefix>/, gs://<bucket>/<prefix>/, az://<account>/<container>/<prefix>/, abfss://<container>@<account>.dfs.core.windows.net/<prefix>/ (valid bucket, account and container names) or file:///<absolute path>/"
 	URI string `json:"uri"`
 
-	// Endpoint of an S3-compatible store other than AWS, e.g.
-	// http://minio.storage:9000. Empty means AWS S3.
+	// Endpoint of the store when it is not the cloud's own: an
+	// S3-compatible store (http://minio.storage:9000), a GCS or Azure
+	// emulator, or a private endpoint. Empty: AWS S3,
+	// storage.googleapis.com, or <account>.blob.core.windows.net.
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?://)?[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$')",message="source.endpoint is host[:port], optionally with http:// or https:// (e.g. http://minio.storage:9000), with no path"
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 
-	// Region of the bucket. Empty means the store's default.
+	// Region of an s3:// bucket. Empty means the store's default.
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Region string `json:"region,omitempty"`
@@ -81,11 +149,15 @@ type Source struct {
 	// +optional
 	Insecure bool `json:"insecure,omitempty"`
 
-	// CredentialsSecretRef names the Secret with the store's credentials.
-	// Without it the default credential chain is used (environment, web
-	// identity / IRSA, instance metadata).
+	// CredentialsSecretRef names the Secret with the store's credentials;
+	// its keys depend on the store (see SecretReference).
 	// +optional
 	CredentialsSecretRef *SecretReference `json:"credentialsSecretRef,omitempty"`
+
+	// WorkloadIdentity reads as a ServiceAccount of the dataset's namespace
+	// through the cloud's workload identity federation.
+	// +optional
+	WorkloadIdentity *WorkloadIdentity `json:"workloadIdentity,omitempty"`
 }
 
 // Stream is one object-store prefix holding shards and their index, with its

@@ -96,7 +96,10 @@ func TestIntegrationAHostileStoreNeitherStarvesTheManagerNorLeaksIntoStatus(t *t
 		}
 	}
 	dataset := func(name, uri, endpoint, secret string) *datav1alpha1.TrainingDataset {
-		src := datav1alpha1.Source{URI: uri, Endpoint: endpoint, Insecure: endpoint != "", Region: "us-east-1"}
+		src := datav1alpha1.Source{URI: uri, Endpoint: endpoint, Insecure: endpoint != ""}
+		if strings.HasPrefix(uri, "s3://") {
+			src.Region = "us-east-1"
+		}
 		if secret != "" {
 			src.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: secret}
 		}

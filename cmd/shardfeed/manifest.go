@@ -113,8 +113,7 @@ func readStreamIndex(ctx context.Context, i int, s datav1alpha1.Stream, indexDir
 	if !errors.Is(err, local.ErrNotLocal) {
 		return planner.StreamIndex{}, err
 	}
-	src := streams.Source(s)
-	src.CredentialsDir = credentialsDir
+	src := streams.SharedCredentials(s, credentialsDir)
 	st, err := streams.Open(ctx, i, s, src, 0)
 	if err != nil {
 		return planner.StreamIndex{}, fmt.Errorf("%w; or give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)

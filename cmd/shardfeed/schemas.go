@@ -24,8 +24,7 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 	byName := map[string]store.Store{}
 	servable := true
 	for i, s := range ds.Spec.Streams {
-		src := streams.Source(s)
-		src.CredentialsDir = credentials
+		src := streams.SharedCredentials(s, credentials)
 		st, err := streams.Open(ctx, i, s, src, 0)
 		if err != nil {
 			return nil, fmt.Errorf("%w; or give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)

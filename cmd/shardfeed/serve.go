@@ -20,6 +20,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 )
 
@@ -176,6 +177,9 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		Socket: o.socket, MetricsAddr: o.metricsAddr, MetricsTLS: o.metricsTLS, Pprof: o.pprof, CacheDir: o.cacheDir, Prefetch: o.prefetch,
 		RankMode: sidecarconfig.RankMode(o.rankMode), Pod: o.pod, Pods: o.pods, ProcsPerPod: o.procs, Job: o.job, Attempt: o.attempt,
 		SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: log,
+	}
+	if inPod {
+		cfg.IdentityDir = workloadidentity.TokenDir
 	}
 	for _, q := range []struct {
 		flag, value string

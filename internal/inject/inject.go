@@ -18,6 +18,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 )
 
 // Labels and annotations a training pod may carry (design §1).
@@ -212,6 +213,12 @@ func Inject(in Input) (*corev1.Pod, error) {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
 			Secret: &corev1.SecretVolumeSource{SecretName: ref.Name, DefaultMode: ptr.To(int32(0o444))}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: CredentialsDir + "/" + ref.Name, ReadOnly: true})
+	}
+	if vol, mount, err := identityVolume(pod, ds); err != nil {
+		return nil, err
+	} else if vol != nil {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, *vol)
+		mounts = append(mounts, *mount)
 	}
 	contract := sidecarconfig.Config{Dataset: ds.Name, RankMode: w.mode, PodRank: w.rank, PodRankField: w.rankField, Pods: w.pods, ProcsPerPod: w.procs,
 		Job: JobName(pod, in.Owner), Attempt: Attempt(pod, in.Owner), Generation: in.Generation, Image: image, MetricsPort: ptr.Deref(ds.Spec.Sidecar.MetricsPort, 0),
@@ -494,4 +501,35 @@ func Attempt(pod *corev1.Pod, owner Owner) string {
 		return owner.UID
 	}
 	return "pod-" + JobName(pod, owner)
+}
+
+// IdentityVolume is the projected volume of the sidecar's workload
+// identity tokens.
+const IdentityVolume = "shardfeed-identity"
+
+// identityVolume projects, for each stream that reads with a workload
+// identity, a token of the pod's ServiceAccount for the stream's cloud
+// audience, into the sidecar alone. The pod must run as the stream's
+// ServiceAccount: the sidecar reads with the pod's own identity, never
+// one the dataset's author names for it.
+func identityVolume(pod *corev1.Pod, ds *datav1alpha1.TrainingDataset) (*corev1.Volume, *corev1.VolumeMount, error) {
+	var sources []corev1.VolumeProjection
+	for i, s := range ds.Spec.Streams {
+		wi := s.Source.WorkloadIdentity
+		if wi == nil {
+			continue
+		}
+		if pod.Spec.ServiceAccountName != wi.ServiceAccountName {
+			return nil, nil, deny("TrainingDataset %q: spec.streams[%d] (%q) reads with the workload identity of ServiceAccount %q, and the pod runs as %q: set the pod's serviceAccountName to %q",
+				ds.Name, i, s.Name, wi.ServiceAccountName, pod.Spec.ServiceAccountName, wi.ServiceAccountName)
+		}
+		sources = append(sources, corev1.VolumeProjection{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: workloadidentity.Audience(s.Source), ExpirationSeconds: ptr.To(int64(workloadidentity.TokenExpiry)), Path: s.Name}})
+	}
+	if sources == nil {
+		return nil, nil, nil
+	}
+	return &corev1.Volume{Name: IdentityVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: ptr.To(int32(0o444)), Sources: sources}}},
+		&corev1.VolumeMount{Name: IdentityVolume, MountPath: workloadidentity.TokenDir, ReadOnly: true}, nil
 }

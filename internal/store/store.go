@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -65,11 +66,95 @@ type Source struct {
 	// AWS_SECRET_ACCESS_KEY (and optionally AWS_SESSION_TOKEN), as a
 	// mounted Kubernetes Secret does. Empty: the default credential chain.
 	CredentialsDir string
+	// CredentialsOptional says CredentialsDir is shared by the streams of a
+	// manifest (the CLI's --credentials-dir): a store whose keys are not in
+	// it reads as if no directory were given.
+	CredentialsOptional bool
 	// Credentials, when not nil, are those keys' values (a Secret's data
 	// read through the API) and take the place of CredentialsDir.
 	Credentials map[string][]byte
+	// Identity, when not nil, is a workload identity: the store exchanges
+	// a Kubernetes ServiceAccount token for the cloud's credentials, and
+	// uses nothing else (no Secret, no ambient chain).
+	Identity *Identity
 	// Retry is the retry policy of every request; zero: DefaultRetry.
 	Retry Retry
+}
+
+// Identity is a Kubernetes ServiceAccount federated with a cloud: each
+// store exchanges Token's JWT with its cloud's security token service (AWS
+// STS AssumeRoleWithWebIdentity, Google STS, Microsoft Entra) as that
+// cloud's workload identity documents it.
+type Identity struct {
+	// Token returns a current ServiceAccount token for Audience. The store
+	// calls it for each exchange; it caches nothing.
+	Token func(ctx context.Context) (string, error)
+	// Audience of the token (a Google pool provider's resource name for
+	// gs://).
+	Audience string
+	// RoleARN is the AWS role to assume (s3://).
+	RoleARN string
+	// ServiceAccountEmail is a Google service account to impersonate (gs://,
+	// optional).
+	ServiceAccountEmail string
+	// ClientID and TenantID are the Entra application (az://).
+	ClientID, TenantID string
+}
+
+// TokenFile is an Identity's Token for a projected ServiceAccount token:
+// the file is read at each exchange, since the kubelet rotates it.
+func TokenFile(path string) func(context.Context) (string, error) {
+	return func(context.Context) (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("workload identity token: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+}
+
+// ExchangeError is a refused workload identity exchange, as a store reports
+// it: the service, the HTTP status (0: none) and the service's error code
+// if it is a known one, never the response body, which an endpoint of the
+// author's choice could fill.
+func ExchangeError(service string, status int, code string) error {
+	e := fmt.Sprintf("workload identity: %s refused the ServiceAccount token", service)
+	if status != 0 {
+		e += fmt.Sprintf(": HTTP %d", status)
+	}
+	if code != "" {
+		e += " " + code
+	}
+	return fmt.Errorf("%s (check the cloud's federation with the cluster: the ServiceAccount, the audience and the role it may assume)", e)
+}
+
+// SecretKeys is what a store needs of a credentials Secret.
+type SecretKeys struct {
+	// Describe names the keys for messages, e.g. "the keys A and B".
+	Describe string
+	// Complete reports whether a Secret's data has them.
+	Complete func(data map[string][]byte) bool
+}
+
+// EndpointURL reads a source's endpoint, "http(s)://host[:port]" or
+// "host[:port]" (HTTPS, or plain HTTP when insecure is set, as the s3
+// store reads it), refusing plain HTTP unless insecure is set.
+func EndpointURL(endpoint string, insecure bool) (*url.URL, error) {
+	raw := endpoint
+	if !strings.Contains(raw, "://") {
+		raw = "https://" + raw
+		if insecure {
+			raw = "http://" + endpoint
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+		return nil, fmt.Errorf("endpoint %q: write host[:port] or http(s)://host[:port], with no path", endpoint)
+	}
+	if u.Scheme == "http" && !insecure {
+		return nil, fmt.Errorf("endpoint %q is plain HTTP: set insecure: true on the stream's source to allow it", endpoint)
+	}
+	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
 }
 
 // Retry is how requests are retried on 5xx responses, timeouts and broken

@@ -7,6 +7,8 @@ package streams
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
@@ -31,6 +33,27 @@ type Stream struct {
 // credentials and the retry policy.
 func Source(s datav1alpha1.Stream) store.Source {
 	return store.Source{URI: s.Source.URI, Endpoint: s.Source.Endpoint, Region: s.Source.Region, Insecure: s.Source.Insecure}
+}
+
+// SharedCredentials returns the source of a spec stream for a command given
+// one credentials directory for the whole manifest (the CLI's and serve's
+// --credentials-dir): the stream's Secret's sub-directory dir/<name>, as
+// the sidecar mounts it, when there is one; else dir itself, whose keys a
+// store takes if they are there.
+func SharedCredentials(s datav1alpha1.Stream, dir string) store.Source {
+	src := Source(s)
+	if dir == "" {
+		return src
+	}
+	if ref := s.Source.CredentialsSecretRef; ref != nil {
+		sub := filepath.Join(dir, ref.Name)
+		if fi, err := os.Stat(sub); err == nil && fi.IsDir() {
+			src.CredentialsDir = sub
+			return src
+		}
+	}
+	src.CredentialsDir, src.CredentialsOptional = dir, true
+	return src
 }
 
 // Open opens the store of src and reads the stream's index from it, at

@@ -32,6 +32,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/streams"
+	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -52,6 +53,11 @@ type Config struct {
 	// CredentialsPerSecret, one directory per Secret name (the pod).
 	CredentialsDir       string
 	CredentialsPerSecret bool
+	// IdentityDir, in a pod, holds the projected workload identity token
+	// of each stream that reads with one (workloadidentity.TokenDir).
+	// Outside a pod such streams read with CredentialsDir or the
+	// platform's chain, as the author's CLI does.
+	IdentityDir string
 
 	Socket      string
 	MetricsAddr string
@@ -115,12 +121,14 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	byStream := map[string]store.Store{}
 	opened := make([]*streams.Stream, len(spec.Streams))
 	for i, s := range spec.Streams {
-		src := streams.Source(s)
-		src.CredentialsDir = cfg.CredentialsDir
+		src := streams.SharedCredentials(s, cfg.CredentialsDir)
 		if cfg.CredentialsPerSecret {
-			src.CredentialsDir = ""
+			src.CredentialsDir, src.CredentialsOptional = "", false
 			if s.Source.CredentialsSecretRef != nil {
 				src.CredentialsDir = filepath.Join(cfg.CredentialsDir, s.Source.CredentialsSecretRef.Name)
+			}
+			if cfg.IdentityDir != "" {
+				src.Identity = workloadidentity.Identity(s.Source, store.TokenFile(workloadidentity.TokenPath(cfg.IdentityDir, s.Name)))
 			}
 		}
 		st, err := streams.Open(ctx, i, s, src, 0)

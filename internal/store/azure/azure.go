@@ -49,12 +49,9 @@ func Open(ctx context.Context, src store.Source, u *url.URL) (store.Store, error
 	}
 	serviceURL := "https://" + account + ".blob.core.windows.net/"
 	if src.Endpoint != "" {
-		e, err := url.Parse(src.Endpoint)
-		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-			return nil, fmt.Errorf("endpoint %q: write http(s)://host:port (Azurite: http://127.0.0.1:10000)", src.Endpoint)
-		}
-		if e.Scheme == "http" && !src.Insecure {
-			return nil, fmt.Errorf("endpoint %q is plain HTTP: set insecure: true on the stream's source to allow it", src.Endpoint)
+		e, err := store.EndpointURL(src.Endpoint, src.Insecure)
+		if err != nil {
+			return nil, err
 		}
 		// Emulators address the account by the path's first segment.
 		serviceURL = e.Scheme + "://" + e.Host + "/" + account + "/"
@@ -97,6 +94,15 @@ func clientOptions() *azblob.ClientOptions {
 // SAS token from the source's Secret or directory; else the platform's
 // identity (workload identity, managed identity, the environment).
 func newClient(src store.Source, account, serviceURL string) (*azblob.Client, error) {
+	if id := src.Identity; id != nil {
+		// Microsoft Entra Workload ID: the ServiceAccount token is the
+		// client assertion of the federated application.
+		cred, err := azidentity.NewClientAssertionCredential(id.TenantID, id.ClientID, id.Token, nil)
+		if err != nil {
+			return nil, fmt.Errorf("workload identity (tenant %q, client %q): %w", id.TenantID, id.ClientID, err)
+		}
+		return azblob.NewClient(serviceURL, cred, clientOptions())
+	}
 	creds, err := secretKeys(src)
 	if err != nil {
 		return nil, err
@@ -116,7 +122,7 @@ func newClient(src store.Source, account, serviceURL string) (*azblob.Client, er
 		return azblob.NewClientWithSharedKeyCredential(serviceURL, key, clientOptions())
 	case creds[SASFile] != "":
 		return azblob.NewClientWithNoCredential(serviceURL+"?"+strings.TrimPrefix(creds[SASFile], "?"), clientOptions())
-	case src.Credentials != nil || src.CredentialsDir != "":
+	case src.Credentials != nil || src.CredentialsDir != "" && !src.CredentialsOptional:
 		return nil, fmt.Errorf("credentials: the Secret needs one of the keys %s, %s or %s", KeyFile, SASFile, ConnectionStringFile)
 	}
 	cred, err := azidentity.NewDefaultAzureCredential(nil)
@@ -125,6 +131,14 @@ func newClient(src store.Source, account, serviceURL string) (*azblob.Client, er
 			serviceURL, KeyFile, SASFile, ConnectionStringFile, err)
 	}
 	return azblob.NewClient(serviceURL, cred, clientOptions())
+}
+
+// SecretKeys is what the store needs of a credentials Secret.
+var SecretKeys = store.SecretKeys{
+	Describe: "one of the keys " + KeyFile + ", " + SASFile + " or " + ConnectionStringFile,
+	Complete: func(data map[string][]byte) bool {
+		return len(data[KeyFile]) > 0 || len(data[SASFile]) > 0 || len(data[ConnectionStringFile]) > 0
+	},
 }
 
 // secretKeys reads the credential keys a source's Secret or directory has.
@@ -159,6 +173,15 @@ func (s *azStore) URI() string { return "az://" + s.account + "/" + s.container 
 // azcore.ResponseError keeps, and an endpoint may fill with anything).
 func (s *azStore) describe(key string, err error) error {
 	where := s.URI() + key
+	var af *azidentity.AuthenticationFailedError
+	if errors.As(err, &af) {
+		// Microsoft Entra's refusal: its error prints the body.
+		status := 0
+		if af.RawResponse != nil {
+			status = af.RawResponse.StatusCode
+		}
+		return fmt.Errorf("%s: %w", where, store.ExchangeError("Microsoft Entra ID", status, ""))
+	}
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
 		return fmt.Errorf("%s: %w", where, err)

@@ -6,6 +6,7 @@ package gcs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"slices"
 	"strings"
 
+	"cloud.google.com/go/auth"
+	"cloud.google.com/go/auth/credentials/externalaccount"
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
@@ -55,17 +58,24 @@ func Open(ctx context.Context, src store.Source, u *url.URL) (store.Store, error
 func clientOptions(src store.Source) ([]option.ClientOption, error) {
 	var opts []option.ClientOption
 	if src.Endpoint != "" {
-		u, err := url.Parse(src.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("endpoint %q: write http(s)://host:port", src.Endpoint)
-		}
-		if u.Scheme == "http" && !src.Insecure {
-			return nil, fmt.Errorf("endpoint %q is plain HTTP: set insecure: true on the stream's source to allow it", src.Endpoint)
+		u, err := store.EndpointURL(src.Endpoint, src.Insecure)
+		if err != nil {
+			return nil, err
 		}
 		opts = append(opts, option.WithEndpoint(u.Scheme+"://"+u.Host+"/storage/v1/"))
 	}
+	if id := src.Identity; id != nil {
+		creds, err := federated(id)
+		if err != nil {
+			return nil, err
+		}
+		return append(opts, option.WithAuthCredentials(creds)), nil
+	}
 	key, err := serviceAccountKey(src)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkKey(key); err != nil {
 		return nil, err
 	}
 	switch {
@@ -75,6 +85,98 @@ func clientOptions(src store.Source) ([]option.ClientOption, error) {
 		opts = append(opts, option.WithoutAuthentication())
 	}
 	return opts, nil
+}
+
+// SecretKeys is what the store needs of a credentials Secret.
+var SecretKeys = store.SecretKeys{
+	Describe: "the key " + KeyFile + " (a service account's JSON key)",
+	Complete: func(data map[string][]byte) bool { return len(data[KeyFile]) > 0 },
+}
+
+// Google's security token service and the impersonation endpoint, as
+// Workload Identity Federation documents them.
+const (
+	stsURL           = "https://sts.googleapis.com/v1/token"
+	impersonationURL = "https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/%s:generateAccessToken"
+	jwtTokenType     = "urn:ietf:params:oauth:token-type:jwt"
+	storageScope     = "https://www.googleapis.com/auth/devstorage.read_write"
+)
+
+// federated exchanges the ServiceAccount token for Google credentials:
+// Workload Identity Federation with Kubernetes as the OIDC provider, then
+// optionally impersonating a Google service account.
+func federated(id *store.Identity) (*auth.Credentials, error) {
+	opts := &externalaccount.Options{
+		Audience:             id.Audience,
+		SubjectTokenType:     jwtTokenType,
+		TokenURL:             stsURL,
+		Scopes:               []string{storageScope},
+		SubjectTokenProvider: subjectToken(id.Token),
+	}
+	if id.ServiceAccountEmail != "" {
+		opts.ServiceAccountImpersonationURL = fmt.Sprintf(impersonationURL, url.PathEscape(id.ServiceAccountEmail))
+	}
+	creds, err := externalaccount.NewCredentials(opts)
+	if err != nil {
+		return nil, fmt.Errorf("workload identity (audience %q): %w", id.Audience, err)
+	}
+	return creds, nil
+}
+
+// oauthCodes are the error codes of OAuth 2.0 (RFC 6749) and token
+// exchange (RFC 8693) responses.
+var oauthCodes = map[string]bool{
+	"invalid_request": true, "invalid_client": true, "invalid_grant": true, "unauthorized_client": true,
+	"unsupported_grant_type": true, "invalid_scope": true, "invalid_target": true, "access_denied": true,
+}
+
+// oauthCode returns the error code of a token endpoint's JSON answer if it
+// is a known one: nothing else of the body.
+func oauthCode(body []byte) string {
+	var r struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &r) != nil || !oauthCodes[r.Error] {
+		return ""
+	}
+	return r.Error
+}
+
+// subjectToken is the ServiceAccount token as Google's external account
+// credentials ask for it.
+type subjectToken func(context.Context) (string, error)
+
+func (f subjectToken) SubjectToken(ctx context.Context, _ *externalaccount.RequestOptions) (string, error) {
+	return f(ctx)
+}
+
+// googleTokenURIs are where a service account key may send its signed
+// assertion: Google's token endpoints.
+var googleTokenURIs = map[string]bool{
+	"":                                    true, // the library's default, Google's
+	"https://oauth2.googleapis.com/token": true,
+	"https://accounts.google.com/o/oauth2/token": true,
+}
+
+// checkKey refuses a key that is not a service account's, or whose
+// token_uri is not Google's: the key's author would have the reader post
+// signed requests to an address of their choosing, past the endpoint
+// allow-list. The message quotes nothing of the Secret.
+func checkKey(key []byte) error {
+	if key == nil {
+		return nil
+	}
+	var k struct {
+		Type     string `json:"type"`
+		TokenURI string `json:"token_uri"`
+	}
+	if err := json.Unmarshal(key, &k); err != nil || k.Type != "service_account" {
+		return fmt.Errorf("credentials: %s is not a service account's JSON key (\"type\": \"service_account\")", KeyFile)
+	}
+	if !googleTokenURIs[k.TokenURI] {
+		return fmt.Errorf("credentials: %s names a token_uri that is not Google's: shardfeed sends a key's assertions only to https://oauth2.googleapis.com/token", KeyFile)
+	}
+	return nil
 }
 
 // serviceAccountKey reads KeyFile from the source's Secret or directory;
@@ -91,6 +193,9 @@ func serviceAccountKey(src store.Source) ([]byte, error) {
 		return nil, nil
 	}
 	key, err := os.ReadFile(filepath.Join(src.CredentialsDir, KeyFile))
+	if errors.Is(err, os.ErrNotExist) && src.CredentialsOptional {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("credentials: %w (the Secret needs the key %s, a service account's JSON key)", err, KeyFile)
 	}
@@ -118,6 +223,15 @@ func (s *gcsStore) describe(key string, err error) error {
 	}
 	if errors.Is(err, storage.ErrBucketNotExist) {
 		return &store.StatusError{Err: fmt.Errorf("%s: HTTP 404: the bucket does not exist", where), Status: http.StatusNotFound, Code: "notFound"}
+	}
+	var ae *auth.Error
+	if errors.As(err, &ae) {
+		// A token exchange (STS, impersonation): its error prints the body.
+		status := 0
+		if ae.Response != nil {
+			status = ae.Response.StatusCode
+		}
+		return fmt.Errorf("%s: %w", where, store.ExchangeError("Google's token service", status, oauthCode(ae.Body)))
 	}
 	var ge *googleapi.Error
 	if !errors.As(err, &ge) {

@@ -69,7 +69,11 @@ func TestIntegrationRefusals(t *testing.T) {
 	}{
 		{"no bucket", "gs:///x/", store.Source{}, "has no bucket: write gs://bucket/prefix/"},
 		{"plain HTTP not allowed", "gs://b/", store.Source{Endpoint: server.URL}, "plain HTTP: set insecure: true"},
-		{"not an endpoint", "gs://b/", store.Source{Endpoint: "minio:9000"}, "write http(s)://host:port"},
+		{"not an endpoint", "gs://b/", store.Source{Endpoint: "http://fake-gcs:4443/storage/v1"}, "with no path"},
+		{"a key that is not a service account's", "gs://b/", store.Source{Credentials: map[string][]byte{gcs.KeyFile: []byte(`{"type": "authorized_user"}`)}},
+			`is not a service account's JSON key`},
+		{"a key that posts elsewhere", "gs://b/", store.Source{Credentials: map[string][]byte{gcs.KeyFile: []byte(`{"type": "service_account", "token_uri": "http://169.254.169.254/x"}`)}},
+			"names a token_uri that is not Google's"},
 		{"a Secret without the key", "gs://b/", store.Source{Endpoint: server.URL, Insecure: true, Credentials: map[string][]byte{"key.json": []byte("{}")}},
 			"the Secret needs the key service-account.json"},
 		{"a directory without the key", "gs://b/", store.Source{Endpoint: server.URL, Insecure: true, CredentialsDir: t.TempDir()},

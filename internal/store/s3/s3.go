@@ -4,6 +4,7 @@
 package s3
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -96,10 +98,103 @@ const (
 	SessionTokenFile = "AWS_SESSION_TOKEN"
 )
 
+// SecretKeys is what the store needs of a credentials Secret.
+var SecretKeys = store.SecretKeys{
+	Describe: "the keys " + AccessKeyFile + " and " + SecretKeyFile,
+	Complete: func(data map[string][]byte) bool {
+		return len(bytes.TrimSpace(data[AccessKeyFile])) > 0 && len(bytes.TrimSpace(data[SecretKeyFile])) > 0
+	},
+}
+
+// tokenTimeout bounds one request for a workload identity token.
+const tokenTimeout = 30 * time.Second
+
+// webIdentity assumes id.RoleARN with the ServiceAccount token (STS
+// AssumeRoleWithWebIdentity, as IAM roles for service accounts do), at
+// the source's endpoint or the regional STS of its region.
+func webIdentity(src store.Source, id *store.Identity) (*credentials.Credentials, error) {
+	region := src.Region
+	var endpoint *url.URL
+	if src.Endpoint != "" {
+		var err error
+		if endpoint, err = store.EndpointURL(src.Endpoint, src.Insecure); err != nil {
+			return nil, err
+		}
+	}
+	sts := "https://sts.amazonaws.com"
+	switch {
+	case endpoint != nil:
+		// S3-compatible stores (MinIO, Ceph) serve STS at their endpoint.
+		sts = endpoint.String()
+	case region != "":
+		sts = "https://sts." + region + ".amazonaws.com"
+	}
+	creds, err := credentials.NewSTSWebIdentity(sts, func() (*credentials.WebIdentityToken, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), tokenTimeout)
+		defer cancel()
+		token, err := id.Token(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &credentials.WebIdentityToken{Token: token}, nil
+	}, func(w *credentials.STSWebIdentity) { w.RoleARN = id.RoleARN })
+	if err != nil {
+		return nil, err
+	}
+	return credentials.New(&stsProvider{creds: creds}), nil
+}
+
+// stsProvider is a web identity whose errors carry the STS's error code
+// if it is a known one, never its message.
+type stsProvider struct{ creds *credentials.Credentials }
+
+func (p *stsProvider) RetrieveWithCredContext(cc *credentials.CredContext) (credentials.Value, error) {
+	v, err := p.creds.GetWithContext(cc)
+	return v, stsError(err)
+}
+
+func (p *stsProvider) Retrieve() (credentials.Value, error) {
+	v, err := p.creds.GetWithContext(nil)
+	return v, stsError(err)
+}
+
+func (p *stsProvider) IsExpired() bool { return p.creds.IsExpired() }
+
+// stsCodes are AssumeRoleWithWebIdentity's documented error codes.
+var stsCodes = map[string]bool{
+	"AccessDenied": true, "ExpiredTokenException": true, "IDPCommunicationError": true, "IDPRejectedClaim": true,
+	"InvalidIdentityToken": true, "MalformedPolicyDocument": true, "PackedPolicyTooLarge": true, "RegionDisabledException": true,
+	"InvalidParameterValue": true, "InvalidClientTokenId": true,
+}
+
+func stsError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var resp credentials.ErrorResponse
+	if errors.As(err, &resp) {
+		code := resp.STSError.Code
+		if !stsCodes[code] {
+			code = ""
+		}
+		return store.ExchangeError("AWS STS (AssumeRoleWithWebIdentity)", 0, code)
+	}
+	var netErr *url.Error
+	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("workload identity: AWS STS: %w", err)
+	}
+	// Anything else came of a response the STS could not decode: say so,
+	// without it.
+	return store.ExchangeError("AWS STS (AssumeRoleWithWebIdentity)", 0, "")
+}
+
 // credentialsFor returns static credentials from the files of dir, or the
 // default chain: environment, ~/.aws/credentials, then IAM (web identity /
 // IRSA token file, ECS, EC2 instance metadata).
 func credentialsFor(src store.Source) (*credentials.Credentials, error) {
+	if id := src.Identity; id != nil {
+		return webIdentity(src, id)
+	}
 	dir := src.CredentialsDir
 	if src.Credentials != nil {
 		key, secret := strings.TrimSpace(string(src.Credentials[AccessKeyFile])), strings.TrimSpace(string(src.Credentials[SecretKeyFile]))
@@ -107,6 +202,11 @@ func credentialsFor(src store.Source) (*credentials.Credentials, error) {
 			return nil, fmt.Errorf("credentials: the Secret needs the keys %s and %s", AccessKeyFile, SecretKeyFile)
 		}
 		return credentials.NewStaticV4(key, secret, strings.TrimSpace(string(src.Credentials[SessionTokenFile]))), nil
+	}
+	if src.CredentialsOptional {
+		if _, err := os.Stat(filepath.Join(dir, AccessKeyFile)); errors.Is(err, os.ErrNotExist) {
+			dir = ""
+		}
 	}
 	if dir == "" {
 		return credentials.NewChainCredentials([]credentials.Provider{

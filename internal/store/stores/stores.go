@@ -6,6 +6,7 @@ package stores
 
 import (
 	"context"
+	"net/url"
 
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/azure"
@@ -26,4 +27,23 @@ var Default = store.Registry{
 // Open returns the store of a source from the Default registry.
 func Open(ctx context.Context, src store.Source) (store.Store, error) {
 	return Default.Open(ctx, src)
+}
+
+// secretKeys is what each store needs of a credentials Secret.
+var secretKeys = map[string]store.SecretKeys{
+	s3.Scheme:         s3.SecretKeys,
+	gcs.Scheme:        gcs.SecretKeys,
+	azure.Scheme:      azure.SecretKeys,
+	azure.SchemeABFSS: azure.SecretKeys,
+}
+
+// SecretKeysOf returns what the store of uri needs of a credentials
+// Secret; false for a URI whose store takes none (file://) or none known.
+func SecretKeysOf(uri string) (store.SecretKeys, bool) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return store.SecretKeys{}, false
+	}
+	k, ok := secretKeys[u.Scheme]
+	return k, ok
 }

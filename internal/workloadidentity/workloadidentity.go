@@ -1,0 +1,65 @@
+// Package workloadidentity is how a stream reads as a ServiceAccount of its
+// dataset's namespace: the token's audience per store, and where the
+// webhook projects the token into the sidecar. The operator requests
+// tokens only where the namespace's owner let it, by RBAC (create
+// serviceaccounts/token for that ServiceAccount, in that namespace); the
+// exchange with the cloud is the store's (internal/store: Identity).
+package workloadidentity
+
+import (
+	"context"
+	"net/url"
+	"path/filepath"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/store"
+)
+
+// TokenDir is where the webhook projects the sidecar's workload identity
+// tokens, one file per stream, named after it.
+const TokenDir = "/var/run/shardfeed-identity"
+
+// TokenExpiry is the lifetime the projected and requested tokens ask for.
+const TokenExpiry = 3600
+
+// The audiences the clouds' workload identity expect by default.
+const (
+	AudienceAWS   = "sts.amazonaws.com"
+	AudienceAzure = "api://AzureADTokenExchange"
+)
+
+// Audience returns the token audience of a source's workload identity:
+// the one it names, else the default of its store.
+func Audience(src datav1alpha1.Source) string {
+	if src.WorkloadIdentity == nil {
+		return ""
+	}
+	if a := src.WorkloadIdentity.Audience; a != "" {
+		return a
+	}
+	u, err := url.Parse(src.URI)
+	if err != nil {
+		return ""
+	}
+	switch u.Scheme {
+	case "s3":
+		return AudienceAWS
+	case "az", "abfss":
+		return AudienceAzure
+	}
+	return "" // gs:// names its pool provider (the CRD requires it)
+}
+
+// Identity is the store identity of a source's workload identity, with the
+// tokens token returns; nil for a source without one.
+func Identity(src datav1alpha1.Source, token func(context.Context) (string, error)) *store.Identity {
+	wi := src.WorkloadIdentity
+	if wi == nil {
+		return nil
+	}
+	return &store.Identity{Token: token, Audience: Audience(src), RoleARN: wi.RoleARN,
+		ServiceAccountEmail: wi.ServiceAccountEmail, ClientID: wi.ClientID, TenantID: wi.TenantID}
+}
+
+// TokenPath is the projected token file of a stream in the sidecar.
+func TokenPath(dir, stream string) string { return filepath.Join(dir, stream) }

@@ -8,7 +8,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -107,4 +110,76 @@ func randomHex(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strings.ToUpper(hex.EncodeToString(b))
+}
+
+// TestIntegrationNoResponseBodyInStatusEventsOrLogsForAnyStore: for each
+// store, an endpoint of the author's choosing answers every request with a
+// 400 whose body (in the store's own error format, which its SDK keeps in
+// its errors) holds a secret of the endpoint's network. The dataset's
+// status and the namespace's events carry the HTTP status; nothing of the
+// body reaches them or the manager's logs.
+func TestIntegrationNoResponseBodyInStatusEventsOrLogsForAnyStore(t *testing.T) {
+	const leak = "internal-admin-db_password=hunter2"
+	leaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/storage/v1/"), r.Header.Get("x-goog-api-client") != "":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error": {"code": 400, "message": "` + leak + `", "errors": [{"reason": "` + leak + `", "message": "` + leak + `"}]}}`))
+		case r.Header.Get("x-ms-version") != "":
+			w.Header().Set("x-ms-error-code", "InvalidQueryParameterValue")
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="utf-8"?><Error><Code>InvalidQueryParameterValue</Code><Message>` + leak + `</Message></Error>`))
+		default:
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidRequest</Code><Message>` + leak + `</Message><Resource>` + leak + `</Resource></Error>`))
+		}
+	}))
+	t.Cleanup(leaky.Close)
+	logs := &syncBuffer{}
+	startManagerLogging(t, logr.FromSlogHandler(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.Level(-10)})))
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	// Azure needs a key to sign with; the emulator-style endpoints of GCS
+	// and S3 read anonymously in the ambient policy of these tests.
+	if err := apiServer.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "azure", Namespace: ns},
+		Data: map[string][]byte{"AZURE_STORAGE_SAS_TOKEN": []byte("sv=2024-01-01&sig=x")}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, uri, secret string }{
+		{"s3", "s3://leaky/web/", ""},
+		{"gs", "gs://leaky/web/", ""},
+		{"az", "az://leaky/leaky/web/", "azure"},
+	} {
+		ds := dataset(ns, tc.uri, tc.secret, 2, 4)
+		ds.Name = "leaky-" + tc.name
+		ds.Spec.Streams[0].Source.Endpoint = leaky.URL
+		if err := apiServer.Client.Create(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+		got := waitFor(t, client.ObjectKeyFromObject(ds), "Degraded by the leaky endpoint", func(d *datav1alpha1.TrainingDataset) bool {
+			c := condition(d, datav1alpha1.ConditionDegraded)
+			return c != nil && c.Status == metav1.ConditionTrue
+		})
+		if c := condition(got, datav1alpha1.ConditionDegraded); !strings.Contains(c.Message, "HTTP 400") {
+			t.Errorf("%s: the condition does not give the status: %s", tc.name, c.Message)
+		}
+	}
+	var datasets datav1alpha1.TrainingDatasetList
+	var events eventsv1.EventList
+	for _, list := range []client.ObjectList{&datasets, &events} {
+		if err := apiServer.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(events.Items) < 3 {
+		t.Fatalf("found %d events: the test looks at too little", len(events.Items))
+	}
+	for what, text := range map[string]string{"status": fmt.Sprint(datasets.Items), "events": fmt.Sprint(events.Items), "logs": logs.String()} {
+		if strings.Contains(text, "hunter2") {
+			t.Errorf("the endpoint's response body reached the %s", what)
+		}
+	}
 }

@@ -246,18 +246,7 @@ func TestIntegrationPodWebhookSizesTheCacheFromThePlansLargestShard(t *testing.T
 	if err := apiServer.Client.Create(ctx, ds); err != nil {
 		t.Fatal(err)
 	}
-	// The plan as the reconciler writes it (its own test checks that).
-	plan := &configmaps.Plan{Spec: ds.Spec, Fingerprint: planner.Fingerprint{Sum: "v1-test", Inputs: map[string]string{}},
-		Streams: []configmaps.StreamDigest{{Name: "a", MaxShardBytes: 64 << 20}, {Name: "b", MaxShardBytes: 100 << 20}}}
-	data, err := plan.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.PlanName("web"), Namespace: ns,
-		Labels:          map[string]string{configmaps.LabelManagedBy: configmaps.ManagedBy},
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, datav1alpha1.GroupVersion.WithKind("TrainingDataset"))}}, Data: data}); err != nil {
-		t.Fatal(err)
-	}
+	writePlan(t, ds, []configmaps.StreamDigest{{Name: "a", MaxShardBytes: 64 << 20}, {Name: "b", MaxShardBytes: 100 << 20}})
 	pod := indexedJobPod(ns, createJob(t, ns, "train", 4), 0, "web")
 	if err := apiServer.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
@@ -272,6 +261,22 @@ func TestIntegrationPodWebhookSizesTheCacheFromThePlansLargestShard(t *testing.T
 		return
 	}
 	t.Fatalf("no cache volume in %+v", pod.Spec.Volumes)
+}
+
+// writePlan creates the plan ConfigMap of ds as the reconciler writes it
+// (its own test checks that), with the streams' digests.
+func writePlan(t *testing.T, ds *datav1alpha1.TrainingDataset, streams []configmaps.StreamDigest) {
+	t.Helper()
+	plan := &configmaps.Plan{Spec: ds.Spec, Fingerprint: planner.Fingerprint{Sum: "v1-test", Inputs: map[string]string{}}, Streams: streams}
+	data, err := plan.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := apiServer.Client.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.PlanName(ds.Name), Namespace: ds.Namespace,
+		Labels:          map[string]string{configmaps.LabelManagedBy: configmaps.ManagedBy},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, datav1alpha1.GroupVersion.WithKind("TrainingDataset"))}}, Data: data}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // asServiceAccount is a client that acts as a ServiceAccount of ns, as the

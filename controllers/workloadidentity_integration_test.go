@@ -26,7 +26,6 @@ import (
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
-	"github.com/shardfeed/shardfeed/planner"
 )
 
 // managerUser is the identity the manager acts as in these tests, bound to
@@ -177,21 +176,11 @@ func TestIntegrationPodWebhookProjectsWorkloadIdentityTokens(t *testing.T) {
 	if err := apiServer.Client.Create(ctx, ds); err != nil {
 		t.Fatal(err)
 	}
-	plan := &configmaps.Plan{Spec: ds.Spec, Fingerprint: planner.Fingerprint{Sum: "v1-test", Inputs: map[string]string{}},
-		Streams: []configmaps.StreamDigest{{Name: "gcs", MaxShardBytes: 1 << 20}, {Name: "azure", MaxShardBytes: 1 << 20}, {Name: "s3", MaxShardBytes: 1 << 20}}}
-	data, err := plan.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.PlanName("web"), Namespace: ns,
-		Labels:          map[string]string{configmaps.LabelManagedBy: configmaps.ManagedBy},
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, datav1alpha1.GroupVersion.WithKind("TrainingDataset"))}}, Data: data}); err != nil {
-		t.Fatal(err)
-	}
+	writePlan(t, ds, []configmaps.StreamDigest{{Name: "gcs", MaxShardBytes: 1 << 20}, {Name: "azure", MaxShardBytes: 1 << 20}, {Name: "s3", MaxShardBytes: 1 << 20}})
 	job := createJob(t, ns, "train", 4)
 
 	other := indexedJobPod(ns, job, 0, "web")
-	err = apiServer.Client.Create(ctx, other)
+	err := apiServer.Client.Create(ctx, other)
 	if err == nil || !strings.Contains(err.Error(), `reads with the workload identity of ServiceAccount "trainer", and the pod runs as "default"`) {
 		t.Fatalf("a pod running as another ServiceAccount: %v, want a denial naming both", err)
 	}

@@ -98,12 +98,7 @@ func upload(t testing.TB, bucket, prefix, dir string) {
 func newDataset(t testing.TB, mdsN, parquetN int, spec string) dataset {
 	t.Helper()
 	ctx := context.Background()
-	bucket := minioServer.Bucket(t)
-	dir := t.TempDir()
-	if err := testdata.MDS(filepath.Join(dir, "m"), "m", mdsN, 2000, "zstd"); err != nil {
-		t.Fatal(err)
-	}
-	upload(t, bucket, "m", filepath.Join(dir, "m"))
+	bucket, dir := mdsInMinIO(t, mdsN)
 	streams := []testdata.Stream{{Name: "m", Format: "mds", URI: "s3://" + bucket + "/m/", Endpoint: minioServer.URL()}}
 	if parquetN > 0 {
 		if err := testdata.Parquet(ctx, filepath.Join(dir, "p"), "p", parquetN, 300, 50); err != nil {
@@ -117,6 +112,18 @@ func newDataset(t testing.TB, mdsN, parquetN int, spec string) dataset {
 		t.Fatal(err)
 	}
 	return dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(t)}
+}
+
+// mdsInMinIO writes the MDS stream "m" of n samples into a fresh bucket,
+// under m/, and returns the bucket and the test directory it wrote in.
+func mdsInMinIO(t testing.TB, n int) (bucket, dir string) {
+	t.Helper()
+	bucket, dir = minioServer.Bucket(t), t.TempDir()
+	if err := testdata.MDS(filepath.Join(dir, "m"), "m", n, 2000, "zstd"); err != nil {
+		t.Fatal(err)
+	}
+	upload(t, bucket, "m", filepath.Join(dir, "m"))
+	return bucket, dir
 }
 
 // newTokenDataset writes an MDS stream "t" of n samples of 2048 int32

@@ -57,12 +57,7 @@ func azureStream(t *testing.T) cloudStream {
 func newMixedDataset(t *testing.T, cs cloudStream, mdsN, pN int, spec string) dataset {
 	t.Helper()
 	ctx := context.Background()
-	bucket := minioServer.Bucket(t)
-	dir := t.TempDir()
-	if err := testdata.MDS(filepath.Join(dir, "m"), "m", mdsN, 2000, "zstd"); err != nil {
-		t.Fatal(err)
-	}
-	upload(t, bucket, "m", filepath.Join(dir, "m"))
+	bucket, dir := mdsInMinIO(t, mdsN)
 	if err := testdata.Parquet(ctx, filepath.Join(dir, "p"), "p", pN, 300, 50); err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestIntegrationReconnectingAtStepKContinuesAtStepK(t *testing.T) {
 	// The client went away after step 4; it comes back for step 5.
 	rest, err := readAll(ctx, srv.client, shardfeed.Request{Rank: 1, World: 3, Step: ptr(int64(5))}, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\nserve's log:\n%s", err, srv.logs()) // why the server cut it
 	}
 	if len(rest) == 0 || rest[0].step != 5 {
 		t.Fatalf("reconnecting at step 5 gave %d batches from step %v", len(rest), rest)

@@ -66,21 +66,19 @@ const tokenExpiry = 600
 func (r *TrainingDatasetReconciler) serviceAccountToken(ctx context.Context, ns string, s datav1alpha1.Stream) (string, error) {
 	name := s.Source.WorkloadIdentity.ServiceAccountName
 	audience := workloadidentity.Audience(s.Source)
-	{
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-		req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-			Audiences: []string{audience}, ExpirationSeconds: ptr.To(int64(tokenExpiry))}}
-		err := r.SubResource("token").Create(ctx, sa, req)
-		switch {
-		case apierrors.IsForbidden(err):
-			return "", &credentialsError{fmt.Errorf("stream %q: the operator may not request tokens for ServiceAccount %s/%s (workloadIdentity): grant its ServiceAccount create on serviceaccounts/token for %q in namespace %s with a Role and RoleBinding (docs/security.md, workload identity)",
-				s.Name, ns, name, name, ns)}
-		case apierrors.IsNotFound(err):
-			return "", &credentialsError{fmt.Errorf("stream %q: ServiceAccount %s/%s (workloadIdentity.serviceAccountName) does not exist: create it, federated with the cloud (docs/stores.md)",
-				s.Name, ns, name)}
-		case err != nil:
-			return "", fmt.Errorf("stream %q: requesting a token for ServiceAccount %s/%s: %w", s.Name, ns, name, err)
-		}
-		return req.Status.Token, nil
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences: []string{audience}, ExpirationSeconds: ptr.To(int64(tokenExpiry))}}
+	err := r.SubResource("token").Create(ctx, sa, req)
+	switch {
+	case apierrors.IsForbidden(err):
+		return "", &credentialsError{fmt.Errorf("stream %q: the operator may not request tokens for ServiceAccount %s/%s (workloadIdentity): grant its ServiceAccount create on serviceaccounts/token for %q in namespace %s with a Role and RoleBinding (docs/security.md, workload identity)",
+			s.Name, ns, name, name, ns)}
+	case apierrors.IsNotFound(err):
+		return "", &credentialsError{fmt.Errorf("stream %q: ServiceAccount %s/%s (workloadIdentity.serviceAccountName) does not exist: create it, federated with the cloud (docs/stores.md)",
+			s.Name, ns, name)}
+	case err != nil:
+		return "", fmt.Errorf("stream %q: requesting a token for ServiceAccount %s/%s: %w", s.Name, ns, name, err)
 	}
+	return req.Status.Token, nil
 }

@@ -91,3 +91,20 @@ type StatusError struct {
 
 func (e *StatusError) Error() string { return e.Err.Error() }
 func (e *StatusError) Unwrap() error { return e.Err }
+
+// Stat is a store's Stat: the key checked, then stat retried, each attempt
+// under its own timeout. stat returns the object's description or its
+// store's described error.
+func (r Retry) Stat(ctx context.Context, key string, stat func(ctx context.Context) (Object, error)) (Object, error) {
+	if err := CheckKey(key); err != nil {
+		return Object{}, err
+	}
+	var out Object
+	err := r.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+		defer cancel()
+		var err error
+		out, err = stat(ctx)
+		return err
+	})
+	return out, err
+}

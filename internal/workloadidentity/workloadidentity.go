@@ -13,6 +13,8 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/azure"
+	"github.com/shardfeed/shardfeed/internal/store/s3"
 )
 
 // TokenDir is where the webhook projects the sidecar's workload identity
@@ -42,9 +44,9 @@ func Audience(src datav1alpha1.Source) string {
 		return ""
 	}
 	switch u.Scheme {
-	case "s3":
+	case s3.Scheme:
 		return AudienceAWS
-	case "az", "abfss":
+	case azure.Scheme, azure.SchemeABFSS:
 		return AudienceAzure
 	}
 	return "" // gs:// names its pool provider (the CRD requires it)

@@ -247,23 +247,17 @@ func (s *azStore) Get(ctx context.Context, key string, off, n int64) (io.ReadClo
 }
 
 func (s *azStore) Stat(ctx context.Context, key string) (store.Object, error) {
-	if err := store.CheckKey(key); err != nil {
-		return store.Object{}, err
-	}
-	var out store.Object
-	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
-		defer cancel()
+	return s.retry.Stat(ctx, key, func(ctx context.Context) (store.Object, error) {
 		p, err := s.blob(key).GetProperties(ctx, nil)
 		if err != nil {
-			return s.describe(key, err)
+			return store.Object{}, s.describe(key, err)
 		}
-		out = store.Object{Key: key, Size: deref(p.ContentLength)}
+		out := store.Object{Key: key, Size: deref(p.ContentLength)}
 		if p.ETag != nil {
 			out.ETag = string(*p.ETag)
 		}
-		return nil
+		return out, nil
 	})
-	return out, err
 }
 
 func deref(p *int64) int64 {

@@ -303,20 +303,13 @@ func (s *gcsStore) Get(ctx context.Context, key string, off, n int64) (io.ReadCl
 }
 
 func (s *gcsStore) Stat(ctx context.Context, key string) (store.Object, error) {
-	if err := store.CheckKey(key); err != nil {
-		return store.Object{}, err
-	}
-	var out store.Object
-	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
-		defer cancel()
+	return s.retry.Stat(ctx, key, func(ctx context.Context) (store.Object, error) {
 		attrs, err := s.object(key).Attrs(ctx)
 		if err != nil {
-			return s.describe(key, err)
+			return store.Object{}, s.describe(key, err)
 		}
-		out = store.Object{Key: key, Size: attrs.Size, ETag: attrs.Etag}
-		return nil
+		return store.Object{Key: key, Size: attrs.Size, ETag: attrs.Etag}, nil
 	})
-	return out, err
 }
 
 func (s *gcsStore) List(ctx context.Context) ([]store.Object, error) {

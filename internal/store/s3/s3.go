@@ -308,20 +308,13 @@ func (s *s3Store) Get(ctx context.Context, key string, off, n int64) (io.ReadClo
 }
 
 func (s *s3Store) Stat(ctx context.Context, key string) (store.Object, error) {
-	if err := store.CheckKey(key); err != nil {
-		return store.Object{}, err
-	}
-	var out store.Object
-	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
-		defer cancel()
+	return s.retry.Stat(ctx, key, func(ctx context.Context) (store.Object, error) {
 		info, err := s.client.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{})
 		if err != nil {
-			return s.describe(key, err)
+			return store.Object{}, s.describe(key, err)
 		}
-		out = store.Object{Key: key, Size: info.Size, ETag: info.ETag}
-		return nil
+		return store.Object{Key: key, Size: info.Size, ETag: info.ETag}, nil
 	})
-	return out, err
 }
 
 func (s *s3Store) List(ctx context.Context) ([]store.Object, error) {

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -107,4 +109,22 @@ func (r Retry) Stat(ctx context.Context, key string, stat func(ctx context.Conte
 		return err
 	})
 	return out, err
+}
+
+// List is a store's List: list retried as a whole (a listing cut midway
+// starts again), each attempt under its own timeout, sorted by key. list
+// appends every object under the prefix to its argument.
+func (r Retry) List(ctx context.Context, list func(ctx context.Context, out []Object) ([]Object, error)) ([]Object, error) {
+	var out []Object
+	err := r.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+		defer cancel()
+		var err error
+		out, err = list(ctx, out[:0])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
 }

@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -268,16 +267,13 @@ func deref(p *int64) int64 {
 }
 
 func (s *azStore) List(ctx context.Context) ([]store.Object, error) {
-	var out []store.Object
-	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
-		defer cancel()
-		out = out[:0]
+	return s.retry.List(ctx, func(ctx context.Context, out []store.Object) ([]store.Object, error) {
 		prefix := s.prefix
 		pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
 			if err != nil {
-				return s.describe("", err)
+				return nil, s.describe("", err)
 			}
 			for _, b := range page.Segment.BlobItems {
 				if b.Name == nil || b.Properties == nil {
@@ -290,13 +286,8 @@ func (s *azStore) List(ctx context.Context) ([]store.Object, error) {
 				out = append(out, o)
 			}
 		}
-		return nil
+		return out, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b store.Object) int { return strings.Compare(a.Key, b.Key) })
-	return out, nil
 }
 
 func (s *azStore) Delete(ctx context.Context, key string) error {

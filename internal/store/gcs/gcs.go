@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"cloud.google.com/go/auth"
@@ -313,27 +312,19 @@ func (s *gcsStore) Stat(ctx context.Context, key string) (store.Object, error) {
 }
 
 func (s *gcsStore) List(ctx context.Context) ([]store.Object, error) {
-	var out []store.Object
-	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
-		defer cancel()
-		out = out[:0]
+	return s.retry.List(ctx, func(ctx context.Context, out []store.Object) ([]store.Object, error) {
 		it := s.client.Bucket(s.bucket).Objects(ctx, &storage.Query{Prefix: s.prefix})
 		for {
 			attrs, err := it.Next()
 			if errors.Is(err, iterator.Done) {
-				return nil
+				return out, nil
 			}
 			if err != nil {
-				return s.describe("", err)
+				return nil, s.describe("", err)
 			}
 			out = append(out, store.Object{Key: strings.TrimPrefix(attrs.Name, s.prefix), Size: attrs.Size, ETag: attrs.Etag})
 		}
 	})
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b store.Object) int { return strings.Compare(a.Key, b.Key) })
-	return out, nil
 }
 
 func (s *gcsStore) Delete(ctx context.Context, key string) error {

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -318,23 +317,15 @@ func (s *s3Store) Stat(ctx context.Context, key string) (store.Object, error) {
 }
 
 func (s *s3Store) List(ctx context.Context) ([]store.Object, error) {
-	var out []store.Object
-	err := s.retry.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
-		defer cancel()
-		out = out[:0]
+	return s.retry.List(ctx, func(ctx context.Context, out []store.Object) ([]store.Object, error) {
 		for info := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix, Recursive: true}) {
 			if info.Err != nil {
-				return s.describe("", info.Err)
+				return nil, s.describe("", info.Err)
 			}
 			out = append(out, store.Object{Key: strings.TrimPrefix(info.Key, s.prefix), Size: info.Size, ETag: info.ETag})
 		}
-		return nil
+		return out, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b store.Object) int { return strings.Compare(a.Key, b.Key) })
-	return out, nil
 }
 
 func (s *s3Store) Delete(ctx context.Context, key string) error {

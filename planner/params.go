@@ -26,6 +26,10 @@ type Shard struct {
 // StreamIndex lists the shards of one stream, in index order.
 type StreamIndex struct {
 	Shards []Shard `json:"shards"`
+	// Snapshot is the id of the Iceberg snapshot the index was resolved
+	// at, for a table's stream: a plan input beside the shards, so that a
+	// resume on another snapshot names both ids. Empty for other streams.
+	Snapshot string `json:"-"`
 }
 
 // Samples returns the number of samples in the stream.
@@ -373,6 +377,9 @@ func (p *Params) fingerprintInputs() []fingerprintInput {
 			fingerprintInput{f + ".index", s.Index.ContentHash()},
 			fingerprintInput{f + ".weight", s.weightString()},
 		)
+		if s.Index.Snapshot != "" { // only tables: other plans keep their fingerprints
+			in = append(in, fingerprintInput{f + ".snapshot", s.Index.Snapshot})
+		}
 	}
 	blockSize := "-"
 	if p.Shuffle {

@@ -153,6 +153,7 @@ func TestFingerprintChangesWithEveryPlanInputAndNamesIt(t *testing.T) {
 		{"weight", func(p *Params) { p.Streams[0].Repeat = "2" }, "spec.streams[0].weight: none, now repeat=2"},
 		{"epoch size", func(p *Params) { p.EpochSize = 300 }, "spec.epochSize"},
 		{"stream renamed", func(p *Params) { p.Streams[0].Name = "www" }, "spec.streams[0].name"},
+		{"a table's snapshot", func(p *Params) { p.Streams[1].Index.Snapshot = "7" }, "spec.streams[1].snapshot: absent, now 7"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,5 +179,25 @@ func TestFingerprintChangesWithEveryPlanInputAndNamesIt(t *testing.T) {
 				t.Errorf("Diff = %q, want a line with %q", diff, tt.want)
 			}
 		})
+	}
+}
+
+// A table that moved on is refused naming both snapshots, even where its
+// shards came out the same.
+func TestFingerprintNamesBothSnapshotsOfATable(t *testing.T) {
+	at := func(snapshot string) Fingerprint {
+		p := baseParams()
+		p.Streams = slices.Clone(p.Streams)
+		p.Streams[0].Index.Snapshot = snapshot
+		pl, err := New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl.Fingerprint()
+	}
+	diff := at("3051729675574597004").Diff(at("6133004262216453109"))
+	want := "spec.streams[0].snapshot: 3051729675574597004, now 6133004262216453109"
+	if !slices.Contains(diff, want) {
+		t.Errorf("Diff = %q, want %q", diff, want)
 	}
 }

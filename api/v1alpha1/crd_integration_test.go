@@ -176,6 +176,28 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"metrics port out of range", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.MetricsPort = ptr.To(int32(70000)) }, "spec.sidecar.metricsPort"},
 		{"zero cache limit", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.CacheLimit = ptr.To(resource.MustParse("0")) }, "sidecar.cacheLimit must be above 0"},
 		{"image with a space", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Image = "shardfeed latest" }, "sidecar.image is an image reference"},
+		{"iceberg format without a table", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Format = datav1alpha1.FormatIceberg }, "format: iceberg needs an iceberg section"},
+		{"a table on a parquet stream", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Format = datav1alpha1.FormatParquet
+			d.Spec.Streams[0].Iceberg = restTable()
+		}, "an iceberg section needs format: iceberg"},
+		{"table without a namespace", func(d *datav1alpha1.TrainingDataset) { icebergStream(d).Table = "events" }, "iceberg.table is namespace.table"},
+		{"snapshot and ref", func(d *datav1alpha1.TrainingDataset) {
+			t := icebergStream(d)
+			t.SnapshotID, t.Ref = ptr.To(int64(42)), "main"
+		}, "snapshotID or ref, not both"},
+		{"rest catalog without a uri", func(d *datav1alpha1.TrainingDataset) { icebergStream(d).Catalog.URI = "" }, "a rest or sql catalog needs uri"},
+		{"rest catalog uri with a password", func(d *datav1alpha1.TrainingDataset) {
+			icebergStream(d).Catalog.URI = "https://me:secret@catalog.example.com/api"
+		}, "with no user or password"},
+		{"sql catalog uri with a password", func(d *datav1alpha1.TrainingDataset) {
+			icebergStream(d).Catalog = datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogSQL, URI: "postgresql://me:secret@db/iceberg"}
+		}, "with no user or password"},
+		{"unknown catalog", func(d *datav1alpha1.TrainingDataset) { icebergStream(d).Catalog.Type = "hive" }, "iceberg.catalog.type"},
+		{"glue catalog with a uri", func(d *datav1alpha1.TrainingDataset) {
+			icebergStream(d).Catalog = datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogGlue, URI: "https://glue.example.com"}
+		}, "a glue catalog has no uri"},
+		{"region on a rest catalog", func(d *datav1alpha1.TrainingDataset) { icebergStream(d).Catalog.Region = "eu-west-1" }, "region and catalogID apply to a glue catalog only"},
 	}
 	if len(tests) < 25 {
 		t.Fatalf("the table has %d invalid manifests, the issue asks for at least 25", len(tests))
@@ -190,6 +212,48 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("error = %v, want it to say %q", err, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func restTable() *datav1alpha1.IcebergTable {
+	return &datav1alpha1.IcebergTable{
+		Catalog: datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogREST, URI: "http://iceberg-rest.data:8181"},
+		Table:   "analytics.events",
+	}
+}
+
+// icebergStream makes the dataset's stream an Iceberg table and returns it.
+func icebergStream(d *datav1alpha1.TrainingDataset) *datav1alpha1.IcebergTable {
+	d.Spec.Streams[0].Format = datav1alpha1.FormatIceberg
+	d.Spec.Streams[0].Iceberg = restTable()
+	return d.Spec.Streams[0].Iceberg
+}
+
+// Each catalog kind, as docs/formats.md writes it, is accepted.
+func TestIntegrationEveryIcebergCatalogIsAccepted(t *testing.T) {
+	tests := []struct {
+		name  string
+		table datav1alpha1.IcebergTable
+	}{
+		{"rest at the current snapshot", *restTable()},
+		{"rest at a ref, with a warehouse", datav1alpha1.IcebergTable{Table: "ml.corpus.web", Ref: "train-2026-11",
+			Catalog: datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogREST, URI: "https://polaris.example.com/api/catalog", Warehouse: "lake"}}},
+		{"sql on sqlite at a snapshot", datav1alpha1.IcebergTable{Table: "ml.web", SnapshotID: ptr.To(int64(3051729675574597004)),
+			Catalog: datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogSQL, Name: "lake", URI: "sqlite:///var/lib/iceberg/catalog.db"}}},
+		{"sql on postgresql", datav1alpha1.IcebergTable{Table: "ml.web",
+			Catalog: datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogSQL, URI: "postgresql://pg.data:5432/iceberg"}}},
+		{"glue", datav1alpha1.IcebergTable{Table: "ml.web",
+			Catalog: datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogGlue, Region: "eu-west-1", CatalogID: "123456789012"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := validDataset(apiServer.Namespace(t))
+			d.Spec.Streams[0].Format = datav1alpha1.FormatIceberg
+			d.Spec.Streams[0].Iceberg = &tt.table
+			if err := apiServer.Client.Create(context.Background(), d); err != nil {
+				t.Fatalf("the API server refused a valid table: %v", err)
 			}
 		})
 	}

@@ -18,7 +18,7 @@ const (
 )
 
 // ShardFormat names how the shards of a stream are encoded.
-// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow
+// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;iceberg
 type ShardFormat string
 
 // The shard formats the sidecar reads (design §2).
@@ -29,6 +29,9 @@ const (
 	FormatCSV     ShardFormat = "csv"
 	FormatTSV     ShardFormat = "tsv"
 	FormatArrow   ShardFormat = "arrow"
+	// FormatIceberg is an Apache Iceberg table: its Parquet data files at
+	// one snapshot, one shard per row group (spec.streams[].iceberg).
+	FormatIceberg ShardFormat = "iceberg"
 )
 
 // CorruptShardPolicy says what the sidecar does with a shard that stays
@@ -111,6 +114,92 @@ type WorkloadIdentity struct {
 	TenantID string `json:"tenantID,omitempty"`
 }
 
+// IcebergCatalogType is the kind of an Iceberg catalog.
+// +kubebuilder:validation:Enum=rest;sql;glue
+type IcebergCatalogType string
+
+// The Iceberg catalogs shardfeed index reads.
+const (
+	// IcebergCatalogREST is Iceberg's REST catalog protocol (Polaris,
+	// Gravitino, Nessie, Unity, Lakekeeper, Iceberg's own server…).
+	IcebergCatalogREST IcebergCatalogType = "rest"
+	// IcebergCatalogSQL is a catalog kept in a SQL database (pyiceberg's
+	// SqlCatalog, Iceberg's JdbcCatalog): SQLite, PostgreSQL or MySQL.
+	IcebergCatalogSQL IcebergCatalogType = "sql"
+	// IcebergCatalogGlue is the AWS Glue Data Catalog.
+	IcebergCatalogGlue IcebergCatalogType = "glue"
+)
+
+// IcebergCatalog says where a table's catalog is. Only shardfeed index
+// reads it, with the credentials of whoever runs it; the operator and the
+// sidecars read the index it writes, never the catalog, so a catalog's
+// credentials never enter the cluster (docs/formats.md).
+// +kubebuilder:validation:XValidation:rule="self.type == 'glue' || has(self.uri)",message="a rest or sql catalog needs uri: http(s)://host:port/path for rest, sqlite:///path, postgresql://host/db or mysql://host/db for sql"
+// +kubebuilder:validation:XValidation:rule="self.type != 'rest' || self.uri.matches('^https?://[^/@]+(/.*)?$')",message="a rest catalog's uri is http(s)://host[:port][/path], with no user or password (give credentials to shardfeed index, not the manifest)"
+// +kubebuilder:validation:XValidation:rule="self.type != 'sql' || self.uri.matches('^(sqlite:///.+|(postgresql|postgres|mysql)://[^/@:]+(:[0-9]{1,5})?/.+)$')",message="a sql catalog's uri is sqlite:///path, postgresql://host[:port]/database or mysql://host[:port]/database, with no user or password (give credentials to shardfeed index, not the manifest)"
+// +kubebuilder:validation:XValidation:rule="self.type == 'glue' || !has(self.region) && !has(self.catalogID)",message="region and catalogID apply to a glue catalog only: drop them"
+// +kubebuilder:validation:XValidation:rule="self.type != 'glue' || !has(self.uri)",message="a glue catalog has no uri: it is the account's Glue Data Catalog in region (and catalogID for another account's)"
+type IcebergCatalog struct {
+	// Type of the catalog: rest, sql or glue.
+	Type IcebergCatalogType `json:"type"`
+
+	// Name of the catalog: the catalog_name of a sql catalog's rows, the
+	// name a REST catalog's tables are under. Default "default".
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// URI of a rest or sql catalog.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	URI string `json:"uri,omitempty"`
+
+	// Warehouse to ask a REST catalog for (its "warehouse" parameter).
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Warehouse string `json:"warehouse,omitempty"`
+
+	// Region of a glue catalog. Empty: the AWS default of shardfeed
+	// index's environment.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Region string `json:"region,omitempty"`
+
+	// CatalogID of a glue catalog: the AWS account whose catalog it is.
+	// Empty: the caller's account.
+	// +kubebuilder:validation:Pattern=`^[0-9]{12}$`
+	// +optional
+	CatalogID string `json:"catalogID,omitempty"`
+}
+
+// IcebergTable is the Iceberg table a stream reads, at one snapshot: the
+// pinned one, the one a ref points to, or the table's current one, as
+// shardfeed index resolved it. The snapshot is part of the plan's
+// fingerprint: a table that moves on changes no running job's plan.
+// +kubebuilder:validation:XValidation:rule="!has(self.snapshotID) || !has(self.ref)",message="pin the table with snapshotID or ref, not both"
+type IcebergTable struct {
+	// Catalog the table is in.
+	Catalog IcebergCatalog `json:"catalog"`
+
+	// Table is the table's identifier, namespace.table (a nested
+	// namespace is dotted: a.b.table).
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[^.]+([.][^.]+)+$')",message="iceberg.table is namespace.table, e.g. analytics.events"
+	Table string `json:"table"`
+
+	// SnapshotID pins the table's snapshot: shardfeed index resolves this
+	// one and the dataset refuses an index at any other.
+	// +optional
+	SnapshotID *int64 `json:"snapshotID,omitempty"`
+
+	// Ref is a branch or tag whose snapshot shardfeed index resolves.
+	// Empty, with no snapshotID: the table's current snapshot.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Ref string `json:"ref,omitempty"`
+}
+
 // Source says where the shards and the index of a stream live, and how to
 // reach them: the same shape for every store (docs/stores.md).
 // +kubebuilder:validation:XValidation:rule="!has(self.insecure) || !self.insecure || has(self.endpoint)",message="insecure (plain HTTP) applies to an endpoint: set source.endpoint (e.g. http://minio.storage:9000) or drop insecure"
@@ -163,6 +252,7 @@ type Source struct {
 // Stream is one object-store prefix holding shards and their index, with its
 // weight in the mix.
 // +kubebuilder:validation:XValidation:rule="[has(self.proportion), has(self.repeat), has(self.choose)].filter(x, x).size() <= 1",message="a stream has at most one weight: proportion, repeat or choose"
+// +kubebuilder:validation:XValidation:rule="(has(self.format) && self.format == 'iceberg') == has(self.iceberg)",message="format: iceberg needs an iceberg section (catalog and table), and an iceberg section needs format: iceberg"
 type Stream struct {
 	// Name of the stream, unique in the dataset. Batches carry the stream's
 	// position in spec.streams in the _shardfeed_stream column.
@@ -178,6 +268,12 @@ type Stream struct {
 	// +kubebuilder:default=mds
 	// +optional
 	Format ShardFormat `json:"format,omitempty"`
+
+	// Iceberg names the table of an iceberg stream. Its index, written by
+	// shardfeed index into source.uri, lists the table's data files at one
+	// snapshot; source.uri's bucket (or container) holds them.
+	// +optional
+	Iceberg *IcebergTable `json:"iceberg,omitempty"`
 
 	// Proportion is a relative weight, as an exact decimal string ("0.25",
 	// "3"): the stream gets proportion/sum(proportions) of the epoch.

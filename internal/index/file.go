@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -24,6 +25,9 @@ type File struct {
 	// Schema of a stream whose objects carry none (JSON Lines, CSV, TSV),
 	// as shardfeed index inferred it or was given it.
 	Schema []Field `json:"schema,omitempty"`
+	// Table is the Iceberg table of an iceberg stream, at the snapshot
+	// the index was resolved at.
+	Table  *Table  `json:"table,omitempty"`
 	Shards []Entry `json:"shards"`
 }
 
@@ -45,13 +49,29 @@ type Entry struct {
 	// reader fetches to decode the row group.
 	FooterOffset int64 `json:"footerOffset,omitempty"`
 	FooterLength int64 `json:"footerLength,omitempty"`
+	// Rows of the part before deletes, where deletes apply: an Iceberg
+	// row group's rows, of which Deleted are never served, so that
+	// Samples = Rows - the deleted rows.
+	Rows int64 `json:"rows,omitempty"`
+	// Deleted are the part's deleted rows, as sorted, disjoint runs
+	// [start, end) of row positions within the part.
+	Deleted []Run `json:"deleted,omitempty"`
 }
+
+// Run is the rows [Run[0], Run[1]) of a part.
+type Run [2]int64
+
+// Count is the number of rows in the run.
+func (r Run) Count() int64 { return r[1] - r[0] }
 
 // StreamIndex returns the planner's view of the index.
 func (f *File) StreamIndex() planner.StreamIndex {
 	out := planner.StreamIndex{Shards: make([]planner.Shard, len(f.Shards))}
 	for i, e := range f.Shards {
 		out.Shards[i] = planner.Shard{Name: e.Name, Samples: e.Samples, Bytes: e.Length, Hash: e.Hash}
+	}
+	if f.Table != nil {
+		out.Snapshot = strconv.FormatInt(f.Table.Snapshot, 10)
 	}
 	return out
 }
@@ -71,6 +91,14 @@ func (f *File) check() error {
 	if len(f.Shards) == 0 {
 		return errors.New(`shardfeed index lists no shards ("shards" is empty)`)
 	}
+	if (f.Format == datav1alpha1.FormatIceberg) != (f.Table != nil) {
+		return fmt.Errorf(`shardfeed index of format %q has %s "table": an iceberg index has one, no other does; re-run shardfeed index`, f.Format, map[bool]string{true: "a", false: "no"}[f.Table != nil])
+	}
+	if f.Table != nil {
+		if err := f.Table.check(); err != nil {
+			return fmt.Errorf("shardfeed index table: %w", err)
+		}
+	}
 	seen := map[string]int{}
 	for i, e := range f.Shards {
 		if e.Name == "" || e.Object == "" || e.Offset < 0 || e.Length < 0 || e.Samples < 0 || e.Part < 0 {
@@ -83,6 +111,32 @@ func (f *File) check() error {
 		if _, err := checksum.Parse(e.Hash); err != nil {
 			return fmt.Errorf("shardfeed index: shards[%d]: %w", i, err)
 		}
+		if err := e.checkDeleted(); err != nil {
+			return fmt.Errorf("shardfeed index: shards[%d] %q: %w", i, e.Name, err)
+		}
+	}
+	return nil
+}
+
+// checkDeleted checks that the deleted runs are sorted, disjoint and
+// within the part's rows, and that the samples are the rows left.
+func (e Entry) checkDeleted() error {
+	if e.Rows == 0 && len(e.Deleted) == 0 {
+		return nil
+	}
+	if e.Rows < 0 {
+		return fmt.Errorf("rows %d is negative", e.Rows)
+	}
+	var deleted, end int64
+	for j, r := range e.Deleted {
+		if r[0] < end || r[1] <= r[0] || r[1] > e.Rows {
+			return fmt.Errorf("deleted[%d] %v is not a sorted, disjoint, non-empty run within its %d rows", j, r, e.Rows)
+		}
+		deleted += r.Count()
+		end = r[1]
+	}
+	if e.Samples != e.Rows-deleted {
+		return fmt.Errorf("samples %d is not its %d rows less %d deleted", e.Samples, e.Rows, deleted)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ func FuzzRead(f *testing.F) {
 		`{"version": 2, "shards": [{"column_encodings": ["int"], "column_names": ["id"], "column_sizes": [8], "compression": null, "format": "mds", "hashes": [], "raw_data": {"basename": "shard.00000.mds", "bytes": 100, "hashes": {}}, "samples": 10, "size_limit": 67108864, "version": 2, "zip_data": null}]}`,
 		`{"shards": [{"name": "part-0.parquet", "samples": 1000, "bytes": 123456, "hash": "sha256:00"}]}`,
 		`{"shards": []}`,
+		icebergIndex(goodTable, `, "deleted": [[0, 1], [5, 7]]`, 7),
 		`{"shardfeed": 1}`,
 	} {
 		f.Add([]byte(seed))

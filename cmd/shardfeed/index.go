@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/icebergindex"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
@@ -46,9 +48,10 @@ func newIndexCommand() *cobra.Command {
 		shardSize string
 		schema    string
 		dryRun    bool
+		table     icebergFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "index URI --format parquet|arrow|jsonl|csv|tsv",
+		Use:   "index URI --format parquet|arrow|jsonl|csv|tsv|iceberg",
 		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/index.json",
 		Long: `index reads a stream's objects under URI (s3://bucket/prefix/ or file:///path/)
 and writes index.json next to them: one shard per Parquet row group (from the
@@ -56,9 +59,21 @@ file footers), per Arrow IPC record batch, or per run of whole JSON Lines /
 CSV / TSV records of about
 --shard-size, with the schema inferred from every record; each shard
 with its byte range and a content hash. The sidecar and shardfeed plan read
-it. MDS streams need no index of ours: MDS has its own.`,
+it. MDS streams need no index of ours: MDS has its own.
+
+With --format iceberg, index resolves an Apache Iceberg table through its
+catalog (--catalog-type rest, sql or glue) at one snapshot (--snapshot-id,
+--ref, or the current one): one shard per row group of its Parquet data
+files, the rows of its position and equality delete files never served,
+and its schema by field id. URI is where index.json goes, outside the
+table's location, in the bucket that holds the table's files. The catalog's
+credentials come from the environment: SHARDFEED_CATALOG_TOKEN (a REST
+bearer token) or SHARDFEED_CATALOG_CREDENTIAL (REST OAuth2,
+client-id:client-secret), SHARDFEED_CATALOG_USER and
+SHARDFEED_CATALOG_PASSWORD (a sql catalog's database), the AWS chain (glue).`,
 		Example: `  shardfeed index s3://datasets/web/ --format parquet --endpoint http://minio:9000 --insecure
-  shardfeed index file:///data/web/ --format parquet --hash sha256`,
+  shardfeed index file:///data/web/ --format parquet --hash sha256
+  shardfeed index s3://lake/.shardfeed/events/ --format iceberg --catalog-type rest --catalog-uri http://iceberg-rest:8181 --table analytics.events --endpoint http://minio:9000 --insecure`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -84,7 +99,13 @@ it. MDS streams need no index of ours: MDS has its own.`,
 				}
 			}
 			start := time.Now()
-			f, err := formats.Default().Index(ctx, st, datav1alpha1.ShardFormat(kind), opts)
+			var f *index.File
+			if datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatIceberg {
+				src := store.Source{URI: uri, Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir}
+				f, err = table.index(ctx, src, icebergindex.Options{Hash: algo, Progress: opts.Progress})
+			} else {
+				f, err = formats.Default().Index(ctx, st, datav1alpha1.ShardFormat(kind), opts)
+			}
 			if err != nil {
 				return err
 			}
@@ -106,12 +127,51 @@ it. MDS streams need no index of ours: MDS has its own.`,
 		},
 	}
 	src.add(cmd)
-	cmd.Flags().StringVar(&kind, "format", "parquet", "format of the stream's objects: parquet, arrow, jsonl, csv or tsv")
+	table.add(cmd)
+	cmd.Flags().StringVar(&kind, "format", "parquet", "format of the stream's objects: parquet, arrow, jsonl, csv, tsv, or iceberg for a table")
 	cmd.Flags().StringVar(&shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	cmd.Flags().StringVar(&schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "index, but do not write index.json")
 	return cmd
+}
+
+// icebergFlags name an Iceberg table and its catalog
+// (spec.streams[].iceberg).
+type icebergFlags struct {
+	catalog            datav1alpha1.IcebergCatalog
+	catalogType, table string
+	ref                string
+	snapshotID         int64
+	catalogTimeout     time.Duration
+}
+
+func (t *icebergFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&t.catalogType, "catalog-type", "", "iceberg: the table's catalog, rest, sql or glue")
+	f.StringVar(&t.catalog.URI, "catalog-uri", "", "iceberg: the catalog's uri (http(s)://host:port/path for rest; sqlite:///path, postgresql://host/db or mysql://host/db for sql)")
+	f.StringVar(&t.catalog.Name, "catalog-name", "", `iceberg: the catalog's name (default "default")`)
+	f.StringVar(&t.catalog.Warehouse, "warehouse", "", "iceberg: the warehouse to ask a rest catalog for")
+	f.StringVar(&t.catalog.Region, "catalog-region", "", "iceberg: a glue catalog's region")
+	f.StringVar(&t.catalog.CatalogID, "catalog-id", "", "iceberg: a glue catalog's AWS account")
+	f.DurationVar(&t.catalogTimeout, "catalog-timeout", icebergindex.DefaultTimeout, "iceberg: bound on each request to the catalog")
+	f.StringVar(&t.table, "table", "", "iceberg: the table, namespace.table")
+	f.Int64Var(&t.snapshotID, "snapshot-id", 0, "iceberg: the snapshot to index (default: the ref's, or the current one)")
+	f.StringVar(&t.ref, "ref", "", "iceberg: the branch or tag whose snapshot to index")
+}
+
+func (t *icebergFlags) index(ctx context.Context, src store.Source, opts icebergindex.Options) (*index.File, error) {
+	if t.table == "" || t.catalogType == "" {
+		return nil, errors.New("--format iceberg needs --table namespace.table and --catalog-type rest, sql or glue (with --catalog-uri for rest and sql)")
+	}
+	if t.snapshotID != 0 && t.ref != "" {
+		return nil, errors.New("give --snapshot-id or --ref, not both")
+	}
+	c := icebergindex.Catalog{IcebergCatalog: t.catalog, Timeout: t.catalogTimeout,
+		Token: os.Getenv("SHARDFEED_CATALOG_TOKEN"), Credential: os.Getenv("SHARDFEED_CATALOG_CREDENTIAL"),
+		User: os.Getenv("SHARDFEED_CATALOG_USER"), Password: os.Getenv("SHARDFEED_CATALOG_PASSWORD")}
+	c.Type = datav1alpha1.IcebergCatalogType(t.catalogType)
+	return icebergindex.Index(ctx, icebergindex.Table{Catalog: c, Name: t.table, SnapshotID: t.snapshotID, Ref: t.ref}, src, opts)
 }
 
 // progressPrinter prints one updating line on a terminal, a line per tenth

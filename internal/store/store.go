@@ -282,3 +282,32 @@ func (b *Body) Close() error {
 	defer b.Cancel()
 	return b.ReadCloser.Close()
 }
+
+// Root returns the URI of the bucket (or container) a prefix URI is in,
+// ending in "/": s3://bucket/, gs://bucket/, az://account/container/,
+// abfss://container@account.dfs.core.windows.net/, or file:/// for a local
+// path. Keys under a root are the objects' paths in the bucket.
+func Root(uri string) (string, error) {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme == "" {
+		return "", fmt.Errorf("%q is not a store URI (<scheme>://…)", uri)
+	}
+	switch u.Scheme {
+	case "file":
+		return "file:///", nil
+	case "az":
+		container, _, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+		if u.Host == "" || container == "" {
+			return "", fmt.Errorf("%q names no account and container (az://account/container/…)", uri)
+		}
+		return "az://" + u.Host + "/" + container + "/", nil
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("%q names no bucket", uri)
+	}
+	host := u.Host
+	if u.User != nil { // abfss://container@account…
+		host = u.User.String() + "@" + host
+	}
+	return u.Scheme + "://" + host + "/", nil
+}

@@ -6,6 +6,7 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -66,6 +67,10 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, m
 	}
 	out := &Stream{Spec: s, Store: st}
 	if out.Layout, out.Index, err = index.ReadStoreIndex(ctx, st, maxIndexBytes); err != nil {
+		if s.Iceberg != nil && errors.Is(err, store.ErrNotFound) {
+			// A table's index names its catalog and table: say them all.
+			return nil, fmt.Errorf("stream %q: the Iceberg table %s has no index at %s%s: write it with: %s", s.Name, s.Iceberg.Table, st.URI(), index.FileName, IndexCommand(s))
+		}
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 	}
 	if out.Layout == nil {
@@ -74,7 +79,72 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, m
 	if want := s.Format; want != "" && want != out.Layout.Format {
 		return nil, fmt.Errorf("stream %q: spec.streams[%d].format is %s, its index is %s: fix the format or the source", s.Name, i, want, out.Layout.Format)
 	}
+	if f, ok := out.Layout.Native.(*index.File); ok && f.Table != nil {
+		if err := checkTable(i, s, f.Table); err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+		// A table's files are keys of its bucket, where source.uri holds
+		// only the index.
+		root := src
+		root.URI = f.Table.Root
+		if out.Store, err = stores.Open(ctx, root); err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+	}
 	return out, nil
+}
+
+// checkTable refuses the index of a table other than the one the spec
+// names, at another snapshot than it pins, or in another bucket.
+func checkTable(i int, s datav1alpha1.Stream, t *index.Table) error {
+	field := fmt.Sprintf("spec.streams[%d].iceberg", i)
+	rerun := "re-run shardfeed index (" + IndexCommand(s) + ")"
+	switch want := s.Iceberg; {
+	case want == nil:
+		return fmt.Errorf("its index is of the Iceberg table %s, and the spec names no table: give the stream format: iceberg and an iceberg section", t.Name)
+	case want.Table != t.Name:
+		return fmt.Errorf("%s.table is %s, its index is of %s: %s", field, want.Table, t.Name, rerun)
+	case want.SnapshotID != nil && *want.SnapshotID != t.Snapshot:
+		return fmt.Errorf("%s.snapshotID pins snapshot %d, its index is at snapshot %d: %s", field, *want.SnapshotID, t.Snapshot, rerun)
+	case want.Ref != t.Ref:
+		return fmt.Errorf("%s.ref is %q, its index was resolved from %q: %s", field, want.Ref, t.Ref, rerun)
+	}
+	root, err := store.Root(s.Source.URI)
+	if err != nil {
+		return err
+	}
+	if root != t.Root {
+		return fmt.Errorf("its index lists the files of %s, and source.uri is in %s: %s", t.Root, root, rerun)
+	}
+	return nil
+}
+
+// IndexCommand is the shardfeed index command that writes the index of a
+// stream, for the messages that ask for one.
+func IndexCommand(s datav1alpha1.Stream) string {
+	cmd := "shardfeed index " + s.Source.URI
+	if s.Format != "" && s.Format != datav1alpha1.FormatMDS {
+		cmd += " --format " + string(s.Format)
+	}
+	if t := s.Iceberg; t != nil {
+		cmd += " --catalog-type " + string(t.Catalog.Type)
+		for _, f := range [][2]string{{"--catalog-uri", t.Catalog.URI}, {"--catalog-name", t.Catalog.Name}, {"--warehouse", t.Catalog.Warehouse},
+			{"--catalog-region", t.Catalog.Region}, {"--catalog-id", t.Catalog.CatalogID}, {"--table", t.Table}, {"--ref", t.Ref}} {
+			if f[1] != "" {
+				cmd += " " + f[0] + " " + f[1]
+			}
+		}
+		if t.SnapshotID != nil {
+			cmd += fmt.Sprintf(" --snapshot-id %d", *t.SnapshotID)
+		}
+	}
+	if s.Source.Endpoint != "" {
+		cmd += " --endpoint " + s.Source.Endpoint
+	}
+	if s.Source.Insecure {
+		cmd += " --insecure"
+	}
+	return cmd
 }
 
 // Served returns the layout of a stream that is to be served: an error for

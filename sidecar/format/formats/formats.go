@@ -8,6 +8,7 @@ package formats
 import (
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
+	"github.com/shardfeed/shardfeed/sidecar/format/iceberg"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
@@ -23,5 +24,6 @@ func Default() format.Registry {
 		text.JSONL,
 		text.CSV,
 		text.TSV,
+		iceberg.Format,
 	)
 }

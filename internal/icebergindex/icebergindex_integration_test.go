@@ -1,0 +1,354 @@
+//go:build integration
+
+package icebergindex_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/icebergindex"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/streams"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+)
+
+var minioServer *testenv.MinIO
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithMinIO(m, &minioServer)) }
+
+// lake is a bucket of MinIO with the test tables of test/iceberg/tables.py
+// in a SQL catalog (SQLite) beside it.
+type lake struct {
+	t        *testing.T
+	bucket   string
+	catalog  string
+	snaps    map[string]int64
+	credsDir string
+}
+
+func newLake(t *testing.T) *lake {
+	t.Helper()
+	l := &lake{t: t, bucket: minioServer.Bucket(t), catalog: filepath.Join(t.TempDir(), "catalog.db")}
+	l.credsDir = t.TempDir()
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": minioServer.AccessKey, "AWS_SECRET_ACCESS_KEY": minioServer.SecretKey} {
+		if err := os.WriteFile(filepath.Join(l.credsDir, k), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := json.Unmarshal(l.python("write"), &l.snaps); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// python runs test/iceberg/tables.py against the lake.
+func (l *lake) python(args ...string) []byte {
+	l.t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	bin, err := testenv.BinDir()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	py := filepath.Join(bin, "venv-iceberg", "bin", "python")
+	if _, err := os.Stat(py); err != nil {
+		l.t.Fatalf("%s is missing: run 'make tools'", py)
+	}
+	args = append(args, "--uri", "sqlite:///"+l.catalog, "--warehouse", "s3://"+l.bucket+"/wh",
+		"--s3", "http://"+minioServer.Endpoint, minioServer.AccessKey, minioServer.SecretKey)
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(py, append([]string{filepath.Join(root, "test", "iceberg", "tables.py")}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		l.t.Fatalf("tables.py %v: %v\n%s", args[:2], err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// stream is the spec of a stream reading table name, its index in the
+// lake's .shardfeed/ prefix.
+func (l *lake) stream(name string) datav1alpha1.Stream {
+	return datav1alpha1.Stream{Name: name, Format: datav1alpha1.FormatIceberg,
+		Source: datav1alpha1.Source{URI: "s3://" + l.bucket + "/.shardfeed/" + name + "/", Endpoint: minioServer.Endpoint, Insecure: true},
+		Iceberg: &datav1alpha1.IcebergTable{Table: "ml." + name,
+			Catalog: datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogSQL, URI: "sqlite:///" + l.catalog}}}
+}
+
+func (l *lake) source(s datav1alpha1.Stream) store.Source {
+	src := streams.Source(s)
+	src.CredentialsDir = l.credsDir
+	return src
+}
+
+// index resolves the stream's table as shardfeed index does and writes
+// the index.
+func (l *lake) index(s datav1alpha1.Stream) *index.File {
+	l.t.Helper()
+	ctx := context.Background()
+	t := icebergindex.Table{Catalog: icebergindex.Catalog{IcebergCatalog: s.Iceberg.Catalog}, Name: s.Iceberg.Table, Ref: s.Iceberg.Ref}
+	if s.Iceberg.SnapshotID != nil {
+		t.SnapshotID = *s.Iceberg.SnapshotID
+	}
+	f, err := icebergindex.Index(ctx, t, l.source(s), icebergindex.Options{})
+	if err != nil {
+		l.t.Fatalf("indexing %s: %v", s.Iceberg.Table, err)
+	}
+	st, err := storesOpen(ctx, l.source(s))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if err := index.Write(ctx, st, f); err != nil {
+		l.t.Fatal(err)
+	}
+	return f
+}
+
+// served opens the stream as the sidecar does and decodes every shard
+// through the iceberg format, returning each row as canonical JSON.
+func (l *lake) served(s datav1alpha1.Stream) []string {
+	l.t.Helper()
+	ctx := context.Background()
+	opened, err := streams.Open(ctx, 0, s, l.source(s), 0)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	r, err := formats.Default().Open(opened.Layout)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var rows []string
+	for i, sh := range opened.Index.Shards {
+		var parts [][]byte
+		for _, p := range r.Parts(i) {
+			parts = append(parts, readPart(l.t, opened.Store, p))
+		}
+		rr, err := r.Records(ctx, i, parts, nil)
+		if err != nil {
+			l.t.Fatalf("shard %s: %v", sh.Name, err)
+		}
+		var n int64
+		for rr.Next() {
+			rec := rr.RecordBatch()
+			n += rec.NumRows()
+			for row := range int(rec.NumRows()) {
+				m := map[string]any{}
+				for c, f := range rec.Schema().Fields() {
+					m[f.Name] = rec.Column(c).GetOneForMarshal(row)
+				}
+				b, _ := json.Marshal(m)
+				rows = append(rows, string(b))
+			}
+		}
+		rr.Release()
+		if n != sh.Samples {
+			l.t.Errorf("shard %s served %d rows, the index counts %d", sh.Name, n, sh.Samples)
+		}
+	}
+	return sortedByID(l.t, rows)
+}
+
+// oracle is what pyiceberg (pyarrow for equality deletes) reads of the
+// table at a snapshot, deletes applied.
+func (l *lake) oracle(name string, snapshot int64) []string {
+	l.t.Helper()
+	var rows []string
+	sc := bufio.NewScanner(bytes.NewReader(l.python("read", name, fmt.Sprint(snapshot))))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			l.t.Fatal(err)
+		}
+		b, _ := json.Marshal(m)
+		rows = append(rows, string(b))
+	}
+	return sortedByID(l.t, rows)
+}
+
+func sortedByID(t *testing.T, rows []string) []string {
+	id := func(r string) int64 {
+		var m struct{ ID int64 }
+		if err := json.Unmarshal([]byte(r), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m.ID
+	}
+	slices.SortFunc(rows, func(a, b string) int { return int(id(a) - id(b)) })
+	return rows
+}
+
+func readPart(t *testing.T, st store.Store, p format.Part) []byte {
+	t.Helper()
+	off, n := int64(0), int64(-1)
+	if p.Range {
+		off, n = p.Offset, p.Size
+	}
+	r, err := st.Get(context.Background(), p.Key, off, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close() }()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Each table is served, deletes applied and columns by field id, as
+// pyiceberg reads the same snapshot.
+func TestIntegrationTablesServeWhatPyicebergReads(t *testing.T) {
+	l := newLake(t)
+	tests := []struct {
+		table       string
+		wantRows    int
+		wantDeletes string // the content of the delete file the index lists
+		wantColumns []string
+	}{
+		{"plain", 500, "", []string{"id", "text"}},
+		{"evolved", 300, "", []string{"id", "body", "score"}},
+		{"posdel", 245, "position", []string{"id", "text"}},
+		{"eqdel", 287, "equality", []string{"id", "text"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.table, func(t *testing.T) {
+			s := l.stream(tt.table)
+			f := l.index(s)
+			if f.Table.Snapshot != l.snaps[tt.table] {
+				t.Errorf("indexed snapshot %d, the table's current is %d", f.Table.Snapshot, l.snaps[tt.table])
+			}
+			if len(f.Shards) < 2 {
+				t.Errorf("%d shards: the table's files have several row groups each", len(f.Shards))
+			}
+			switch {
+			case tt.wantDeletes == "" && len(f.Table.DeleteFiles) != 0:
+				t.Errorf("delete files %+v on a table without deletes", f.Table.DeleteFiles)
+			case tt.wantDeletes != "" && (len(f.Table.DeleteFiles) != 1 || f.Table.DeleteFiles[0].Content != tt.wantDeletes):
+				t.Errorf("delete files %+v, want one of %s deletes", f.Table.DeleteFiles, tt.wantDeletes)
+			}
+			got, want := l.served(s), l.oracle(tt.table, f.Table.Snapshot)
+			if len(got) != tt.wantRows || !slices.Equal(got, want) {
+				t.Fatalf("served %d rows, pyiceberg reads %d (want %d)\nfirst served: %v\nfirst read:   %v", len(got), len(want), tt.wantRows, head(got), head(want))
+			}
+			var first map[string]any
+			_ = json.Unmarshal([]byte(got[0]), &first)
+			for _, c := range tt.wantColumns {
+				if _, ok := first[c]; !ok {
+					t.Errorf("served rows have no column %q: %v", c, got[0])
+				}
+			}
+			if len(first) != len(tt.wantColumns) {
+				t.Errorf("served columns %v, want %v (a dropped column is not served)", first, tt.wantColumns)
+			}
+		})
+	}
+}
+
+func head(rows []string) []string { return rows[:min(3, len(rows))] }
+
+// A table that moves on after its index changes no plan until it is
+// re-indexed, and then the plan's fingerprint names both snapshots; a
+// pinned snapshot keeps its rows, and an index at another snapshot than
+// the pinned one is refused naming both.
+func TestIntegrationATableThatMovesOn(t *testing.T) {
+	l := newLake(t)
+	s := l.stream("moving")
+	before := l.index(s)
+	var moved map[string]int64
+	if err := json.Unmarshal(l.python("append", "moving"), &moved); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(l.served(s)); got != 100 {
+		t.Fatalf("served %d rows after the table moved on, want the indexed snapshot's 100", got)
+	}
+	after := l.index(s)
+	if after.Table.Snapshot != moved["moving"] || after.Table.Snapshot == before.Table.Snapshot {
+		t.Fatalf("re-indexed at %d, the table moved to %d from %d", after.Table.Snapshot, moved["moving"], before.Table.Snapshot)
+	}
+	fp := func(f *index.File) planner.Fingerprint {
+		spec := &datav1alpha1.TrainingDatasetSpec{Streams: []datav1alpha1.Stream{s}, NumSplits: 2, GlobalBatchSize: 4}
+		p, err := planspec.Params(spec, []planner.StreamIndex{f.StreamIndex()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := planner.New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl.Fingerprint()
+	}
+	want := fmt.Sprintf("spec.streams[0].snapshot: %d, now %d", before.Table.Snapshot, after.Table.Snapshot)
+	if diff := fp(before).Diff(fp(after)); !slices.Contains(diff, want) {
+		t.Errorf("Diff = %q, want %q", diff, want)
+	}
+
+	pinned := l.stream("moving")
+	pinned.Iceberg.SnapshotID = &before.Table.Snapshot
+	_, err := streams.Open(context.Background(), 0, pinned, l.source(pinned), 0)
+	wantErr := fmt.Sprintf("pins snapshot %d, its index is at snapshot %d", before.Table.Snapshot, after.Table.Snapshot)
+	if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.Contains(err.Error(), "shardfeed index") {
+		t.Fatalf("streams.Open = %v, want a refusal with %q naming the command", err, wantErr)
+	}
+	l.index(pinned)
+	if got, want := l.served(pinned), l.oracle("moving", before.Table.Snapshot); !slices.Equal(got, want) || len(got) != 100 {
+		t.Fatalf("the pinned snapshot served %d rows, pyiceberg reads %d", len(got), len(want))
+	}
+}
+
+// A table stream without its index is refused naming the whole command;
+// an index inside the table's location is refused before it is written.
+func TestIntegrationIcebergRefusals(t *testing.T) {
+	l := newLake(t)
+	s := l.stream("plain")
+	_, err := streams.Open(context.Background(), 0, s, l.source(s), 0)
+	for _, want := range []string{"has no index", "shardfeed index s3://" + l.bucket + "/.shardfeed/plain/ --format iceberg --catalog-type sql --catalog-uri sqlite:///", "--table ml.plain"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("streams.Open = %v, want it to say %q", err, want)
+		}
+	}
+	inside := l.stream("plain")
+	inside.Source.URI = "s3://" + l.bucket + "/wh/ml/plain/shardfeed/"
+	_, err = icebergindex.Index(context.Background(), icebergindex.Table{Catalog: icebergindex.Catalog{IcebergCatalog: inside.Iceberg.Catalog}, Name: "ml.plain"}, l.source(inside), icebergindex.Options{})
+	if err == nil || !strings.Contains(err.Error(), "orphan-file cleanup") {
+		t.Errorf("Index inside the table's location = %v, want a refusal", err)
+	}
+	for _, tt := range []struct {
+		name string
+		tbl  icebergindex.Table
+		want string
+	}{
+		{"no such table", icebergindex.Table{Name: "ml.nothing"}, "ml.nothing"},
+		{"no such snapshot", icebergindex.Table{Name: "ml.plain", SnapshotID: 42}, "has no snapshot 42"},
+		{"no such ref", icebergindex.Table{Name: "ml.plain", Ref: "nightly"}, `has no branch or tag "nightly"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.tbl.Catalog = icebergindex.Catalog{IcebergCatalog: s.Iceberg.Catalog}
+			_, err := icebergindex.Index(context.Background(), tt.tbl, l.source(s), icebergindex.Options{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Index = %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func storesOpen(ctx context.Context, src store.Source) (store.Store, error) {
+	return stores.Open(ctx, src)
+}

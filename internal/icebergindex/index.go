@@ -51,7 +51,10 @@ type Options struct {
 // Index resolves t at its snapshot and returns the index of the stream
 // whose source is src: src.URI is where the index goes, and its bucket
 // must hold every data file of the snapshot.
-func Index(ctx context.Context, t Table, src store.Source, opts Options) (*index.File, error) {
+func Index(ctx context.Context, t Table, src store.Source, opts Options) (_ *index.File, err error) {
+	// iceberg-go parses the table's metadata and manifests, which the
+	// table's writers control: a panic of its parsers is an error.
+	defer recoverCorrupt("table "+t.Name, &err)
 	if opts.Hash == "" {
 		opts.Hash = "xxh64"
 	}

@@ -222,34 +222,42 @@ func widen(col arrow.Array, to arrow.DataType) (arrow.Array, error) {
 	switch c := col.(type) {
 	case *array.Int32:
 		if to.ID() == arrow.INT64 {
-			b := array.NewInt64Builder(memory.DefaultAllocator)
-			defer b.Release()
-			b.Reserve(c.Len())
-			for i := range c.Len() {
-				if c.IsNull(i) {
-					b.AppendNull()
-				} else {
-					b.Append(int64(c.Value(i)))
-				}
-			}
-			return b.NewArray(), nil
+			return widenWith[int32, int64](c, array.NewInt64Builder(memory.DefaultAllocator)), nil
 		}
 	case *array.Float32:
 		if to.ID() == arrow.FLOAT64 {
-			b := array.NewFloat64Builder(memory.DefaultAllocator)
-			defer b.Release()
-			b.Reserve(c.Len())
-			for i := range c.Len() {
-				if c.IsNull(i) {
-					b.AppendNull()
-				} else {
-					b.Append(float64(c.Value(i)))
-				}
-			}
-			return b.NewArray(), nil
+			return widenWith[float32, float64](c, array.NewFloat64Builder(memory.DefaultAllocator)), nil
 		}
 	}
 	return nil, fmt.Errorf("the data file has it as %s, the table as %s", col.DataType(), to)
+}
+
+type valued[V any] interface {
+	Len() int
+	IsNull(i int) bool
+	Value(i int) V
+}
+
+type appender[V any] interface {
+	Reserve(n int)
+	AppendNull()
+	Append(v V)
+	NewArray() arrow.Array
+	Release()
+}
+
+// widenWith copies c into b, each value converted.
+func widenWith[F int32 | float32, T int64 | float64](c valued[F], b appender[T]) arrow.Array {
+	defer b.Release()
+	b.Reserve(c.Len())
+	for i := range c.Len() {
+		if c.IsNull(i) {
+			b.AppendNull()
+		} else {
+			b.Append(T(c.Value(i)))
+		}
+	}
+	return b.NewArray()
 }
 
 // keep returns the rows of rec, whose first row is row start of the row

@@ -176,7 +176,8 @@ func (d *deletes) equalityRows(ctx context.Context, st store.Store, key string, 
 		if err != nil {
 			return nil, err
 		}
-		obj := &rangeFile{ctx: ctx, st: st, key: key, size: task.File.FileSizeBytes()}
+		size := task.File.FileSizeBytes()
+		obj := io.NewSectionReader(&rangeFile{ctx: ctx, st: st, key: key, size: size}, 0, size)
 		var pos int64
 		var hit int64
 		err = readColumns(ctx, obj, task.File.FilePath(), set.ids, func(cols []arrow.Array) error {
@@ -312,12 +313,12 @@ func readColumns(ctx context.Context, r pq.ReaderAtSeeker, name string, ids []in
 
 // rangeFile reads a data file by ranged gets: the Parquet reader fetches
 // the footer and the few columns it decodes, not the whole file.
+// io.NewSectionReader gives it Read and Seek.
 type rangeFile struct {
 	ctx  context.Context
 	st   store.Store
 	key  string
 	size int64
-	off  int64
 }
 
 func (f *rangeFile) ReadAt(p []byte, off int64) (int, error) {
@@ -335,25 +336,4 @@ func (f *rangeFile) ReadAt(p []byte, off int64) (int, error) {
 		err = io.EOF
 	}
 	return got, err
-}
-
-func (f *rangeFile) Seek(offset int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekStart:
-		f.off = offset
-	case io.SeekCurrent:
-		f.off += offset
-	case io.SeekEnd:
-		f.off = f.size + offset
-	}
-	if f.off < 0 {
-		return 0, errors.New("negative seek")
-	}
-	return f.off, nil
-}
-
-func (f *rangeFile) Read(p []byte) (int, error) {
-	n, err := f.ReadAt(p, f.off)
-	f.off += int64(n)
-	return n, err
 }

@@ -112,7 +112,7 @@ func (l *lake) index(s datav1alpha1.Stream) *index.File {
 	if err != nil {
 		l.t.Fatalf("indexing %s: %v", s.Iceberg.Table, err)
 	}
-	st, err := storesOpen(ctx, l.source(s))
+	st, err := stores.Open(ctx, l.source(s))
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -347,8 +347,4 @@ func TestIntegrationIcebergRefusals(t *testing.T) {
 			}
 		})
 	}
-}
-
-func storesOpen(ctx context.Context, src store.Source) (store.Store, error) {
-	return stores.Open(ctx, src)
 }

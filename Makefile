@@ -170,10 +170,11 @@ minio: tools-minio ## Run a MinIO server with a bucket on loopback until Ctrl-C.
 tools: ## Install every pinned tool into bin/ (cached in ~/.cache/shardfeed).
 	hack/tools.sh all
 
-.PHONY: tools-go tools-kube tools-minio tools-debian tools-python
+.PHONY: tools-go tools-kube tools-minio tools-catalogs tools-debian tools-python
 tools-go: ; @hack/tools.sh go
 tools-kube: ; @hack/tools.sh kube
 tools-minio: ; @hack/tools.sh minio
+tools-catalogs: ; @hack/tools.sh catalogs
 tools-debian: ; @hack/tools.sh debian
 tools-python: ; @hack/tools.sh python
 

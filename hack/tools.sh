@@ -8,7 +8,7 @@
 # The Python virtual environment is cached the same way, keyed by the hash of
 # hack/requirements.txt, and linked as bin/venv.
 #
-# Usage: hack/tools.sh [all|go|kube|minio|debian|python]...
+# Usage: hack/tools.sh [all|go|kube|minio|catalogs|debian|python]...
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -64,6 +64,24 @@ install_minio() {
 	npm_tool azurite azurite "$AZURITE_VERSION" azurite-blob
 }
 
+# install_catalogs downloads Apache Iceberg's REST catalog server, one
+# runnable jar from Maven Central checked against its pinned SHA-256, and
+# links it as bin/iceberg-rest.jar (run with the JDK of install_debian).
+install_catalogs() {
+	local dir=$CACHE/tools/iceberg-rest-$ICEBERG_REST_VERSION
+	local url=https://repo1.maven.org/maven2/org/apache/iceberg/iceberg-open-api/$ICEBERG_REST_VERSION/iceberg-open-api-$ICEBERG_REST_VERSION.jar
+	if ! cached "$dir"; then
+		log "downloading Iceberg's REST catalog server $ICEBERG_REST_VERSION (about 200 MB) from $url"
+		rm -rf "$dir" && mkdir -p "$dir"
+		curl -fsSL --retry 3 -o "$dir/iceberg-rest.jar.part" "$url" || die "could not download $url"
+		echo "$ICEBERG_REST_SHA256  $dir/iceberg-rest.jar.part" | sha256sum -c --quiet - ||
+			die "$url does not have the SHA-256 pinned in hack/versions.sh"
+		mv "$dir/iceberg-rest.jar.part" "$dir/iceberg-rest.jar"
+		touch "$dir/.complete"
+	fi
+	link iceberg-rest.jar "$dir/iceberg-rest.jar"
+}
+
 # npm_tool NAME PACKAGE VERSION BINARY...: npm install PACKAGE@VERSION into
 # the cache and link its binaries.
 npm_tool() {
@@ -111,9 +129,10 @@ install_kube() {
 }
 
 # Debian packages: etcd for the control plane; containerd, runc and the CNI
-# plugins for the end-to-end cluster.
+# plugins for the end-to-end cluster; a JRE for Iceberg's REST catalog server.
 install_debian() {
-	local pkgs=(etcd-server etcd-client containerd runc containernetworking-plugins iptables iproute2 openssl curl)
+	local pkgs=(etcd-server etcd-client containerd runc containernetworking-plugins iptables iproute2 openssl curl
+		openjdk-17-jre-headless)
 	local missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -141,7 +160,9 @@ install_debian() {
 python_venv() {
 	local name=$1 req=$2
 	local hash
-	hash=$(cat "$req" "$ROOT/hack/versions.sh" | sha256sum | cut -c1-16)
+	# Keyed by the requirements and the pins of versions.sh, less the pins no
+	# venv depends on, so that adding a Java tool does not remake 12 GB of venvs.
+	hash=$( (cat "$req" && grep -v '^ICEBERG_REST_' "$ROOT/hack/versions.sh") | sha256sum | cut -c1-16)
 	local dir=$CACHE/$name-$hash
 	if ! cached "$dir"; then
 		log "creating the Python venv $dir from ${req#"$ROOT"/} (the tests' venv pulls torch, several GB of GPU libraries: a few minutes cold)"
@@ -181,14 +202,16 @@ main() {
 			install_go_tools
 			install_kube
 			install_minio
+			install_catalogs
 			wait "$python_pid" || die "the Python venv could not be made (see above)"
 			;;
 		go) install_go_tools ;;
 		kube) install_kube ;;
 		minio) install_minio ;;
+		catalogs) install_catalogs ;;
 		debian) install_debian ;;
 		python) install_python ;;
-		*) die "unknown tool set '$w' (want all, go, kube, minio, debian or python)" ;;
+		*) die "unknown tool set '$w' (want all, go, kube, minio, catalogs, debian or python)" ;;
 		esac
 	done
 	[[ ${what[*]} != all ]] || log "tools ready in $BIN (cache: $CACHE)"

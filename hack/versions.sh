@@ -9,4 +9,6 @@ PROMETHEUS_VERSION=v0.316.0              # promtool (Prometheus 3.16), checks th
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 FAKE_GCS_VERSION=v1.56.1                 # fake-gcs-server: the GCS store's tests
 AZURITE_VERSION=3.35.0                   # Azurite (npm): the Azure store's tests; 3.36+ need a newer Node than 20
+ICEBERG_REST_VERSION=1.10.1               # Iceberg's REST catalog server: iceberg-open-api's runnable jar (Maven Central)
+ICEBERG_REST_SHA256=09e6aef58984eaa58bf1e1bc5193ad023e929c6bfd38c82db7b83ffe825af724
 PYTHON=${PYTHON:-python3}

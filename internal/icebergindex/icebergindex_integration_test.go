@@ -33,53 +33,69 @@ var minioServer *testenv.MinIO
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunWithMinIO(m, &minioServer)) }
 
-// lake is a bucket of MinIO with the test tables of test/iceberg/tables.py
-// in a SQL catalog (SQLite) beside it.
+// lake is a bucket of MinIO with the test tables of test/iceberg/tables.py,
+// written through a catalog of one kind: a SQL catalog (SQLite) beside the
+// test, or Iceberg's own REST catalog server.
 type lake struct {
-	t        *testing.T
 	bucket   string
-	catalog  string
+	catalog  datav1alpha1.IcebergCatalog
 	snaps    map[string]int64
 	credsDir string
 }
 
-func newLake(t *testing.T) *lake {
+// catalogKinds are the catalogs every table test runs through.
+var catalogKinds = []datav1alpha1.IcebergCatalogType{datav1alpha1.IcebergCatalogSQL, datav1alpha1.IcebergCatalogREST}
+
+func newLake(t *testing.T, kind datav1alpha1.IcebergCatalogType) *lake {
 	t.Helper()
-	l := &lake{t: t, bucket: minioServer.Bucket(t), catalog: filepath.Join(t.TempDir(), "catalog.db")}
+	l := &lake{bucket: minioServer.Bucket(t), catalog: datav1alpha1.IcebergCatalog{Type: kind}}
+	switch kind {
+	case datav1alpha1.IcebergCatalogSQL:
+		l.catalog.URI = "sqlite:///" + filepath.Join(t.TempDir(), "catalog.db")
+	case datav1alpha1.IcebergCatalogREST:
+		rest, err := testenv.StartIcebergREST(context.Background(), minioServer, "s3://"+l.bucket+"/wh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rest.Stop() })
+		l.catalog.URI = rest.URI
+	default:
+		t.Fatalf("no test catalog of type %q", kind)
+	}
 	l.credsDir = t.TempDir()
 	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": minioServer.AccessKey, "AWS_SECRET_ACCESS_KEY": minioServer.SecretKey} {
 		if err := os.WriteFile(filepath.Join(l.credsDir, k), []byte(v), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := json.Unmarshal(l.python("write"), &l.snaps); err != nil {
+	if err := json.Unmarshal(l.python(t, "write"), &l.snaps); err != nil {
 		t.Fatal(err)
 	}
 	return l
 }
 
 // python runs test/iceberg/tables.py against the lake.
-func (l *lake) python(args ...string) []byte {
-	l.t.Helper()
+func (l *lake) python(t *testing.T, args ...string) []byte {
+	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	bin, err := testenv.BinDir()
 	if err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	py := filepath.Join(bin, "venv-iceberg", "bin", "python")
 	if _, err := os.Stat(py); err != nil {
-		l.t.Fatalf("%s is missing: run 'make tools'", py)
+		t.Fatalf("%s is missing: run 'make tools'", py)
 	}
-	args = append(args, "--uri", "sqlite:///"+l.catalog, "--warehouse", "s3://"+l.bucket+"/wh",
+	args = append(args, "--catalog", string(l.catalog.Type), "--uri", l.catalog.URI, "--warehouse", "s3://"+l.bucket+"/wh",
 		"--s3", "http://"+minioServer.Endpoint, minioServer.AccessKey, minioServer.SecretKey)
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(py, append([]string{filepath.Join(root, "test", "iceberg", "tables.py")}, args...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		l.t.Fatalf("tables.py %v: %v\n%s", args[:2], err, stderr.String())
+		t.Fatalf("tables.py %v: %v\n%s", args[:2], err, stderr.String())
 	}
 	return stdout.Bytes()
 }
@@ -88,9 +104,8 @@ func (l *lake) python(args ...string) []byte {
 // lake's .shardfeed/ prefix.
 func (l *lake) stream(name string) datav1alpha1.Stream {
 	return datav1alpha1.Stream{Name: name, Format: datav1alpha1.FormatIceberg,
-		Source: datav1alpha1.Source{URI: "s3://" + l.bucket + "/.shardfeed/" + name + "/", Endpoint: minioServer.Endpoint, Insecure: true},
-		Iceberg: &datav1alpha1.IcebergTable{Table: "ml." + name,
-			Catalog: datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogSQL, URI: "sqlite:///" + l.catalog}}}
+		Source:  datav1alpha1.Source{URI: "s3://" + l.bucket + "/.shardfeed/" + name + "/", Endpoint: minioServer.Endpoint, Insecure: true},
+		Iceberg: &datav1alpha1.IcebergTable{Table: "ml." + name, Catalog: l.catalog}}
 }
 
 func (l *lake) source(s datav1alpha1.Stream) store.Source {
@@ -101,49 +116,49 @@ func (l *lake) source(s datav1alpha1.Stream) store.Source {
 
 // index resolves the stream's table as shardfeed index does and writes
 // the index.
-func (l *lake) index(s datav1alpha1.Stream) *index.File {
-	l.t.Helper()
+func (l *lake) index(t *testing.T, s datav1alpha1.Stream) *index.File {
+	t.Helper()
 	ctx := context.Background()
-	t := icebergindex.Table{Catalog: icebergindex.Catalog{IcebergCatalog: s.Iceberg.Catalog}, Name: s.Iceberg.Table, Ref: s.Iceberg.Ref}
+	tbl := icebergindex.Table{Catalog: icebergindex.Catalog{IcebergCatalog: s.Iceberg.Catalog}, Name: s.Iceberg.Table, Ref: s.Iceberg.Ref}
 	if s.Iceberg.SnapshotID != nil {
-		t.SnapshotID = *s.Iceberg.SnapshotID
+		tbl.SnapshotID = *s.Iceberg.SnapshotID
 	}
-	f, err := icebergindex.Index(ctx, t, l.source(s), icebergindex.Options{})
+	f, err := icebergindex.Index(ctx, tbl, l.source(s), icebergindex.Options{})
 	if err != nil {
-		l.t.Fatalf("indexing %s: %v", s.Iceberg.Table, err)
+		t.Fatalf("indexing %s: %v", s.Iceberg.Table, err)
 	}
 	st, err := stores.Open(ctx, l.source(s))
 	if err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := index.Write(ctx, st, f); err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return f
 }
 
 // served opens the stream as the sidecar does and decodes every shard
 // through the iceberg format, returning each row as canonical JSON.
-func (l *lake) served(s datav1alpha1.Stream) []string {
-	l.t.Helper()
+func (l *lake) served(t *testing.T, s datav1alpha1.Stream) []string {
+	t.Helper()
 	ctx := context.Background()
 	opened, err := streams.Open(ctx, 0, s, l.source(s), 0)
 	if err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	r, err := formats.Default().Open(opened.Layout)
 	if err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	var rows []string
 	for i, sh := range opened.Index.Shards {
 		var parts [][]byte
 		for _, p := range r.Parts(i) {
-			parts = append(parts, readPart(l.t, opened.Store, p))
+			parts = append(parts, readPart(t, opened.Store, p))
 		}
 		rr, err := r.Records(ctx, i, parts, nil)
 		if err != nil {
-			l.t.Fatalf("shard %s: %v", sh.Name, err)
+			t.Fatalf("shard %s: %v", sh.Name, err)
 		}
 		var n int64
 		for rr.Next() {
@@ -160,27 +175,27 @@ func (l *lake) served(s datav1alpha1.Stream) []string {
 		}
 		rr.Release()
 		if n != sh.Samples {
-			l.t.Errorf("shard %s served %d rows, the index counts %d", sh.Name, n, sh.Samples)
+			t.Errorf("shard %s served %d rows, the index counts %d", sh.Name, n, sh.Samples)
 		}
 	}
-	return sortedByID(l.t, rows)
+	return sortedByID(t, rows)
 }
 
 // oracle is what pyiceberg (pyarrow for equality deletes) reads of the
 // table at a snapshot, deletes applied.
-func (l *lake) oracle(name string, snapshot int64) []string {
-	l.t.Helper()
+func (l *lake) oracle(t *testing.T, name string, snapshot int64) []string {
+	t.Helper()
 	var rows []string
-	sc := bufio.NewScanner(bytes.NewReader(l.python("read", name, fmt.Sprint(snapshot))))
+	sc := bufio.NewScanner(bytes.NewReader(l.python(t, "read", name, fmt.Sprint(snapshot))))
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			l.t.Fatal(err)
+			t.Fatal(err)
 		}
 		b, _ := json.Marshal(m)
 		rows = append(rows, string(b))
 	}
-	return sortedByID(l.t, rows)
+	return sortedByID(t, rows)
 }
 
 func sortedByID(t *testing.T, rows []string) []string {
@@ -213,10 +228,22 @@ func readPart(t *testing.T, st store.Store, p format.Part) []byte {
 	return b
 }
 
+// The test tables, written through each kind of catalog (one lake per
+// kind: the subtests use different tables).
+func TestIntegrationIcebergTables(t *testing.T) {
+	for _, kind := range catalogKinds {
+		t.Run(string(kind), func(t *testing.T) {
+			l := newLake(t, kind)
+			t.Run("served as pyiceberg reads them", func(t *testing.T) { testTablesServeWhatPyicebergReads(t, l) })
+			t.Run("a table that moves on", func(t *testing.T) { testATableThatMovesOn(t, l) })
+			t.Run("refusals", func(t *testing.T) { testRefusals(t, l) })
+		})
+	}
+}
+
 // Each table is served, deletes applied and columns by field id, as
 // pyiceberg reads the same snapshot.
-func TestIntegrationTablesServeWhatPyicebergReads(t *testing.T) {
-	l := newLake(t)
+func testTablesServeWhatPyicebergReads(t *testing.T, l *lake) {
 	tests := []struct {
 		table       string
 		wantRows    int
@@ -231,7 +258,7 @@ func TestIntegrationTablesServeWhatPyicebergReads(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.table, func(t *testing.T) {
 			s := l.stream(tt.table)
-			f := l.index(s)
+			f := l.index(t, s)
 			if f.Table.Snapshot != l.snaps[tt.table] {
 				t.Errorf("indexed snapshot %d, the table's current is %d", f.Table.Snapshot, l.snaps[tt.table])
 			}
@@ -244,7 +271,7 @@ func TestIntegrationTablesServeWhatPyicebergReads(t *testing.T) {
 			case tt.wantDeletes != "" && (len(f.Table.DeleteFiles) != 1 || f.Table.DeleteFiles[0].Content != tt.wantDeletes):
 				t.Errorf("delete files %+v, want one of %s deletes", f.Table.DeleteFiles, tt.wantDeletes)
 			}
-			got, want := l.served(s), l.oracle(tt.table, f.Table.Snapshot)
+			got, want := l.served(t, s), l.oracle(t, tt.table, f.Table.Snapshot)
 			if len(got) != tt.wantRows || !slices.Equal(got, want) {
 				t.Fatalf("served %d rows, pyiceberg reads %d (want %d)\nfirst served: %v\nfirst read:   %v", len(got), len(want), tt.wantRows, head(got), head(want))
 			}
@@ -268,18 +295,17 @@ func head(rows []string) []string { return rows[:min(3, len(rows))] }
 // re-indexed, and then the plan's fingerprint names both snapshots; a
 // pinned snapshot keeps its rows, and an index at another snapshot than
 // the pinned one is refused naming both.
-func TestIntegrationATableThatMovesOn(t *testing.T) {
-	l := newLake(t)
+func testATableThatMovesOn(t *testing.T, l *lake) {
 	s := l.stream("moving")
-	before := l.index(s)
+	before := l.index(t, s)
 	var moved map[string]int64
-	if err := json.Unmarshal(l.python("append", "moving"), &moved); err != nil {
+	if err := json.Unmarshal(l.python(t, "append", "moving"), &moved); err != nil {
 		t.Fatal(err)
 	}
-	if got := len(l.served(s)); got != 100 {
+	if got := len(l.served(t, s)); got != 100 {
 		t.Fatalf("served %d rows after the table moved on, want the indexed snapshot's 100", got)
 	}
-	after := l.index(s)
+	after := l.index(t, s)
 	if after.Table.Snapshot != moved["moving"] || after.Table.Snapshot == before.Table.Snapshot {
 		t.Fatalf("re-indexed at %d, the table moved to %d from %d", after.Table.Snapshot, moved["moving"], before.Table.Snapshot)
 	}
@@ -307,19 +333,20 @@ func TestIntegrationATableThatMovesOn(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.Contains(err.Error(), "shardfeed index") {
 		t.Fatalf("streams.Open = %v, want a refusal with %q naming the command", err, wantErr)
 	}
-	l.index(pinned)
-	if got, want := l.served(pinned), l.oracle("moving", before.Table.Snapshot); !slices.Equal(got, want) || len(got) != 100 {
+	l.index(t, pinned)
+	if got, want := l.served(t, pinned), l.oracle(t, "moving", before.Table.Snapshot); !slices.Equal(got, want) || len(got) != 100 {
 		t.Fatalf("the pinned snapshot served %d rows, pyiceberg reads %d", len(got), len(want))
 	}
 }
 
 // A table stream without its index is refused naming the whole command;
 // an index inside the table's location is refused before it is written.
-func TestIntegrationIcebergRefusals(t *testing.T) {
-	l := newLake(t)
+func testRefusals(t *testing.T, l *lake) {
 	s := l.stream("plain")
+	s.Source.URI = "s3://" + l.bucket + "/.shardfeed/never-indexed/"
 	_, err := streams.Open(context.Background(), 0, s, l.source(s), 0)
-	for _, want := range []string{"has no index", "shardfeed index s3://" + l.bucket + "/.shardfeed/plain/ --format iceberg --catalog-type sql --catalog-uri sqlite:///", "--table ml.plain"} {
+	command := "shardfeed index " + s.Source.URI + " --format iceberg --catalog-type " + string(l.catalog.Type) + " --catalog-uri " + l.catalog.URI + " --table ml.plain"
+	for _, want := range []string{"has no index", command} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("streams.Open = %v, want it to say %q", err, want)
 		}

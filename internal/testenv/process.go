@@ -26,6 +26,12 @@ func startServer(ctx context.Context, name string, timeout time.Duration, ready 
 	if err != nil {
 		return nil, err
 	}
+	return startProcess(ctx, name, exec.Command(bin, args...), timeout, ready)
+}
+
+// startProcess runs cmd as the server name in a fresh directory and waits
+// until ready answers (any HTTP answer counts) within timeout.
+func startProcess(ctx context.Context, name string, cmd *exec.Cmd, timeout time.Duration, ready string) (*serverProcess, error) {
 	dir, err := os.MkdirTemp("", "shardfeed-"+name+"-")
 	if err != nil {
 		return nil, err
@@ -35,12 +41,12 @@ func startServer(ctx context.Context, name string, timeout time.Duration, ready 
 		return nil, err
 	}
 	defer func() { _ = log.Close() }()
-	p := &serverProcess{name: name, dir: dir, cmd: exec.Command(bin, args...)}
+	p := &serverProcess{name: name, dir: dir, cmd: cmd}
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = log, log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
+		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -116,7 +116,7 @@ func readStreamIndex(ctx context.Context, i int, s datav1alpha1.Stream, indexDir
 	src := streams.SharedCredentials(s, credentialsDir)
 	st, err := streams.Open(ctx, i, s, src, 0)
 	if err != nil {
-		return planner.StreamIndex{}, fmt.Errorf("%w; or give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
+		return planner.StreamIndex{}, fmt.Errorf("%w\nor give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
 	}
 	return st.Index, nil
 }

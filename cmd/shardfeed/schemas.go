@@ -27,7 +27,7 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 		src := streams.SharedCredentials(s, credentials)
 		st, err := streams.Open(ctx, i, s, src, 0)
 		if err != nil {
-			return nil, fmt.Errorf("%w; or give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
+			return nil, fmt.Errorf("%w\nor give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
 		}
 		opened[i], byName[s.Name] = st, st.Store
 		servable = servable && st.Layout != nil // a plain list of shards plans, and says nothing of its schema

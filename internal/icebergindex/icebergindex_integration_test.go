@@ -3,15 +3,11 @@
 package icebergindex_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -33,13 +29,10 @@ var minioServer *testenv.MinIO
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunWithMinIO(m, &minioServer)) }
 
-// lake is a bucket of MinIO with the test tables of test/iceberg/tables.py,
-// written through a catalog of one kind: a SQL catalog (SQLite) beside the
-// test, or Iceberg's own REST catalog server.
+// lake is testenv's lake of test tables with MinIO's keys for the index
+// and the reads.
 type lake struct {
-	bucket   string
-	catalog  datav1alpha1.IcebergCatalog
-	snaps    map[string]int64
+	*testenv.IcebergLake
 	credsDir string
 }
 
@@ -48,64 +41,19 @@ var catalogKinds = []datav1alpha1.IcebergCatalogType{datav1alpha1.IcebergCatalog
 
 func newLake(t *testing.T, kind datav1alpha1.IcebergCatalogType) *lake {
 	t.Helper()
-	l := &lake{bucket: minioServer.Bucket(t), catalog: datav1alpha1.IcebergCatalog{Type: kind}}
-	switch kind {
-	case datav1alpha1.IcebergCatalogSQL:
-		l.catalog.URI = "sqlite:///" + filepath.Join(t.TempDir(), "catalog.db")
-	case datav1alpha1.IcebergCatalogREST:
-		rest, err := testenv.StartIcebergREST(context.Background(), minioServer, "s3://"+l.bucket+"/wh")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = rest.Stop() })
-		l.catalog.URI = rest.URI
-	default:
-		t.Fatalf("no test catalog of type %q", kind)
-	}
-	l.credsDir = t.TempDir()
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": minioServer.AccessKey, "AWS_SECRET_ACCESS_KEY": minioServer.SecretKey} {
-		if err := os.WriteFile(filepath.Join(l.credsDir, k), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := json.Unmarshal(l.python(t, "write"), &l.snaps); err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return &lake{IcebergLake: testenv.NewIcebergLake(t, minioServer, string(kind)), credsDir: minioServer.CredentialsDir(t)}
 }
 
-// python runs test/iceberg/tables.py against the lake.
-func (l *lake) python(t *testing.T, args ...string) []byte {
-	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	py := filepath.Join(bin, "venv-iceberg", "bin", "python")
-	if _, err := os.Stat(py); err != nil {
-		t.Fatalf("%s is missing: run 'make tools'", py)
-	}
-	args = append(args, "--catalog", string(l.catalog.Type), "--uri", l.catalog.URI, "--warehouse", "s3://"+l.bucket+"/wh",
-		"--s3", "http://"+minioServer.Endpoint, minioServer.AccessKey, minioServer.SecretKey)
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(py, append([]string{filepath.Join(root, "test", "iceberg", "tables.py")}, args...)...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("tables.py %v: %v\n%s", args[:2], err, stderr.String())
-	}
-	return stdout.Bytes()
+func (l *lake) catalog() datav1alpha1.IcebergCatalog {
+	return datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogType(l.CatalogType), URI: l.CatalogURI}
 }
 
 // stream is the spec of a stream reading table name, its index in the
 // lake's .shardfeed/ prefix.
 func (l *lake) stream(name string) datav1alpha1.Stream {
 	return datav1alpha1.Stream{Name: name, Format: datav1alpha1.FormatIceberg,
-		Source:  datav1alpha1.Source{URI: "s3://" + l.bucket + "/.shardfeed/" + name + "/", Endpoint: minioServer.Endpoint, Insecure: true},
-		Iceberg: &datav1alpha1.IcebergTable{Table: "ml." + name, Catalog: l.catalog}}
+		Source:  datav1alpha1.Source{URI: "s3://" + l.Bucket + "/.shardfeed/" + name + "/", Endpoint: minioServer.Endpoint, Insecure: true},
+		Iceberg: &datav1alpha1.IcebergTable{Table: "ml." + name, Catalog: l.catalog()}}
 }
 
 func (l *lake) source(s datav1alpha1.Stream) store.Source {
@@ -185,17 +133,7 @@ func (l *lake) served(t *testing.T, s datav1alpha1.Stream) []string {
 // table at a snapshot, deletes applied.
 func (l *lake) oracle(t *testing.T, name string, snapshot int64) []string {
 	t.Helper()
-	var rows []string
-	sc := bufio.NewScanner(bytes.NewReader(l.python(t, "read", name, fmt.Sprint(snapshot))))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatal(err)
-		}
-		b, _ := json.Marshal(m)
-		rows = append(rows, string(b))
-	}
-	return sortedByID(t, rows)
+	return sortedByID(t, l.Read(t, name, snapshot))
 }
 
 func sortedByID(t *testing.T, rows []string) []string {
@@ -259,8 +197,8 @@ func testTablesServeWhatPyicebergReads(t *testing.T, l *lake) {
 		t.Run(tt.table, func(t *testing.T) {
 			s := l.stream(tt.table)
 			f := l.index(t, s)
-			if f.Table.Snapshot != l.snaps[tt.table] {
-				t.Errorf("indexed snapshot %d, the table's current is %d", f.Table.Snapshot, l.snaps[tt.table])
+			if f.Table.Snapshot != l.Snapshots[tt.table] {
+				t.Errorf("indexed snapshot %d, the table's current is %d", f.Table.Snapshot, l.Snapshots[tt.table])
 			}
 			if len(f.Shards) < 2 {
 				t.Errorf("%d shards: the table's files have several row groups each", len(f.Shards))
@@ -299,7 +237,7 @@ func testATableThatMovesOn(t *testing.T, l *lake) {
 	s := l.stream("moving")
 	before := l.index(t, s)
 	var moved map[string]int64
-	if err := json.Unmarshal(l.python(t, "append", "moving"), &moved); err != nil {
+	if err := json.Unmarshal(l.Tables(t, "append", "moving"), &moved); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(l.served(t, s)); got != 100 {
@@ -343,16 +281,16 @@ func testATableThatMovesOn(t *testing.T, l *lake) {
 // an index inside the table's location is refused before it is written.
 func testRefusals(t *testing.T, l *lake) {
 	s := l.stream("plain")
-	s.Source.URI = "s3://" + l.bucket + "/.shardfeed/never-indexed/"
+	s.Source.URI = "s3://" + l.Bucket + "/.shardfeed/never-indexed/"
 	_, err := streams.Open(context.Background(), 0, s, l.source(s), 0)
-	command := "shardfeed index " + s.Source.URI + " --format iceberg --catalog-type " + string(l.catalog.Type) + " --catalog-uri " + l.catalog.URI + " --table ml.plain"
+	command := "shardfeed index " + s.Source.URI + " --format iceberg --catalog-type " + l.CatalogType + " --catalog-uri " + l.CatalogURI + " --table ml.plain"
 	for _, want := range []string{"has no index", command} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("streams.Open = %v, want it to say %q", err, want)
 		}
 	}
 	inside := l.stream("plain")
-	inside.Source.URI = "s3://" + l.bucket + "/wh/ml/plain/shardfeed/"
+	inside.Source.URI = "s3://" + l.Bucket + "/wh/ml/plain/shardfeed/"
 	_, err = icebergindex.Index(context.Background(), icebergindex.Table{Catalog: icebergindex.Catalog{IcebergCatalog: inside.Iceberg.Catalog}, Name: "ml.plain"}, l.source(inside), icebergindex.Options{})
 	if err == nil || !strings.Contains(err.Error(), "orphan-file cleanup") {
 		t.Errorf("Index inside the table's location = %v, want a refusal", err)

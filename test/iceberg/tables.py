@@ -5,9 +5,10 @@ them back as pyiceberg and pyarrow do: the oracle of the Iceberg tests.
     tables.py append TABLE ...same catalog flags...
     tables.py read TABLE SNAPSHOT ...same catalog flags...
 
-write makes these tables in namespace ml, each with an int "id" and a
-string "text" (id i has text "t<i>"), in several data files of several
-row groups, and prints {table: snapshot id} as JSON:
+write makes these tables in namespace ml (or those --tables names), each
+with an int "id" and a string "text" (id i has text "t<i>", or
+"<prefix><i>" with --text-prefix), in several data files of several row
+groups, and prints {table: snapshot id} as JSON:
 
 - plain: two appends of 250 rows.
 - evolved: 200 rows; "text" renamed "body"; a column "score" (double)
@@ -33,7 +34,7 @@ import random
 import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -56,6 +57,7 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import DoubleType, LongType
 
 ROW_GROUP_ROWS = "64"  # several row groups per data file
+TEXT_PREFIX = "t"
 
 
 def catalog(args: argparse.Namespace) -> Catalog:
@@ -75,7 +77,7 @@ def catalog(args: argparse.Namespace) -> Catalog:
 def rows(lo: int, hi: int, **extra: Any) -> pa.Table:
     cols: dict[str, Any] = {
         "id": pa.array(range(lo, hi), pa.int64()),
-        "text": pa.array([f"t{i}" for i in range(lo, hi)], pa.string()),
+        "text": pa.array([f"{TEXT_PREFIX}{i}" for i in range(lo, hi)], pa.string()),
     }
     cols.update(extra)
     return pa.table(cols)
@@ -148,13 +150,28 @@ def field(name: str, typ: pa.DataType, field_id: int) -> pa.Field:
 
 
 def write(args: argparse.Namespace) -> None:
+    tables = args.tables.split(",")
+    for name in tables:
+        if name not in WRITERS:
+            sys.exit(f"tables.py: no test table {name!r} (want some of {','.join(WRITERS)})")
     cat = catalog(args)
     cat.create_namespace_if_not_exists("ml")
+    for name in tables:
+        WRITERS[name](cat)
     out: dict[str, int] = {}
+    for name in tables:
+        snap = cat.load_table(f"ml.{name}").current_snapshot()
+        assert snap is not None
+        out[name] = snap.snapshot_id
+    json.dump(out, sys.stdout)
 
+
+def write_plain(cat: Catalog) -> None:
     t = create(cat, "plain", rows(0, 250))
     t.append(rows(250, 500))
 
+
+def write_evolved(cat: Catalog) -> None:
     t = create(cat, "evolved", rows(0, 200))
     with t.update_schema() as u:
         u.rename_column("text", "body")
@@ -168,6 +185,8 @@ def write(args: argparse.Namespace) -> None:
     with t.update_schema() as u:
         u.delete_column("extra")
 
+
+def write_posdel(cat: Catalog) -> None:
     t = create(cat, "posdel", rows(0, 300))
     files = [task.file.file_path for task in t.scan().plan_files()]
     assert len(files) == 1, files
@@ -176,19 +195,26 @@ def write(args: argparse.Namespace) -> None:
     deletes = pa.table({"file_path": [files[0]] * len(dead), "pos": dead}, schema=schema)
     commit_delete_file(cat, t, DataFileContent.POSITION_DELETES, deletes, None)
 
+
+def write_eqdel(cat: Catalog) -> None:
     t = create(cat, "eqdel", rows(0, 300))
     id_field = t.schema().find_field("id").field_id
     dead = [5, 6, 77, *range(200, 210)]
     deletes = pa.table({"id": dead}, schema=pa.schema([field("id", pa.int64(), id_field)]))
     commit_delete_file(cat, t, DataFileContent.EQUALITY_DELETES, deletes, [id_field])
 
+
+def write_moving(cat: Catalog) -> None:
     create(cat, "moving", rows(0, 100))
 
-    for name in ["plain", "evolved", "posdel", "eqdel", "moving"]:
-        snap = cat.load_table(f"ml.{name}").current_snapshot()
-        assert snap is not None
-        out[name] = snap.snapshot_id
-    json.dump(out, sys.stdout)
+
+WRITERS: dict[str, Callable[[Catalog], None]] = {
+    "plain": write_plain,
+    "evolved": write_evolved,
+    "posdel": write_posdel,
+    "eqdel": write_eqdel,
+    "moving": write_moving,
+}
 
 
 def append(args: argparse.Namespace) -> None:
@@ -233,6 +259,7 @@ def read(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    global TEXT_PREFIX
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=["write", "append", "read"])
     p.add_argument("table", nargs="?")
@@ -241,7 +268,10 @@ def main() -> None:
     p.add_argument("--uri", required=True)
     p.add_argument("--warehouse", required=True)
     p.add_argument("--s3", nargs=3, metavar=("ENDPOINT", "KEY", "SECRET"), required=True)
+    p.add_argument("--tables", default=",".join(WRITERS), help="write: the tables to write, comma-separated")
+    p.add_argument("--text-prefix", default=TEXT_PREFIX, help="write, append: the text of id i is PREFIX<i>")
     args = p.parse_args()
+    TEXT_PREFIX = args.text_prefix
     {"write": write, "append": append, "read": read}[args.command](args)
 
 

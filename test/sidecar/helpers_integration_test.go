@@ -219,11 +219,14 @@ func (s *server) kill() {
 	<-s.exited
 }
 
-// batch is one received batch: its step, ids and pad flags.
+// batch is one received batch: its step, ids and pad flags, and each
+// row's stream and value of the data's "id" column.
 type batch struct {
-	step int64
-	ids  []int64
-	pads []bool
+	step    int64
+	ids     []int64
+	pads    []bool
+	streams []int16
+	rowIDs  []int64
 }
 
 // readAll reads a worker's stream to its end (or its first error), calling
@@ -255,6 +258,8 @@ func readAll(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, ea
 		if err := checkValues(rec); err != nil {
 			return out, fmt.Errorf("step %d: %w", b.step, err)
 		}
+		b.streams = append([]int16(nil), col(pipeline.ColumnStream).(*array.Int16).Int16Values()...)
+		b.rowIDs = append([]int64(nil), col("id").(*array.Int64).Int64Values()...)
 		out = append(out, b)
 		if each != nil && !each(b) {
 			return out, nil

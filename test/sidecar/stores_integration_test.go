@@ -133,11 +133,8 @@ func writeFile(t *testing.T, path, data string) {
 // TestIntegrationEveryStoreMixesWithMinIOExactlyOnceThroughAKillAndARescale
 // is the stores issue's acceptance, for GCS (fake-gcs-server) and Azure
 // Blob (Azurite): a dataset of an MDS stream on MinIO and a Parquet stream
-// on the other store is served by real sidecar processes, one per pod: 4
-// pods train and commit, are killed with SIGKILL, and 2 pods resume from
-// the commit to the epoch's end. The committed lineage equals `plan --ids`
-// for each world size, every value is the one written, and no pod fetches
-// more than the plan's bound for its pod count.
+// on the other store goes through a kill and a 4→2 rescale exactly once
+// (trainKillAndResume).
 func TestIntegrationEveryStoreMixesWithMinIOExactlyOnceThroughAKillAndARescale(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -145,91 +142,104 @@ func TestIntegrationEveryStoreMixesWithMinIOExactlyOnceThroughAKillAndARescale(t
 	}{{"gs", gcsStream}, {"az", azureStream}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ds := newMixedDataset(t, tc.stream(t), 900, 700, "  numSplits: 4\n  globalBatchSize: 16\n  shuffle: {seed: 11, blockSize: 100}\n")
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			state := filepath.Join(t.TempDir(), "state.json")
-			pod := func(pods, rank int, attempt string) *server {
-				dir := t.TempDir()
-				return startEnv(t, dir, credentialsEnv(t, ds), "sidecar", "-f", ds.manifest, "--socket", filepath.Join(dir, "run", "feed.sock"),
-					"--cache-dir", filepath.Join(dir, "cache"), "--state", state, "--metrics-addr", "", "--credentials-dir", ds.credentials,
-					"--rank-mode", "pod", "--pods", fmt.Sprint(pods), "--pod-rank", fmt.Sprint(rank), "--procs-per-pod", "1", "--job", "mixed", "--attempt", attempt)
-			}
-			plan4, plan2 := planIDs(t, ds, 0, 4, 1), planIDs(t, ds, 0, 2, 1)
-			steps := int64(len(plan4) / 4)
-			if steps < 8 || int64(len(plan2)/2) != steps {
-				t.Fatalf("the plan has %d steps at world 4 and %d at world 2", steps, len(plan2)/2)
-			}
-
-			// 4 pods train to 2/3 of the epoch; rank 0 commits half of it.
-			stop, commitAt := steps*2/3, steps/2
-			lineage := map[[2]int64][]int64{} // (step, rank) → ids of the committed lineage
-			var four []*server
-			for rank := range 4 {
-				four = append(four, pod(4, rank, "a1"))
-			}
-			for rank, srv := range four {
-				got, err := readAll(ctx, srv.client, shardfeed.Request{Rank: rank, World: 4}, func(b batch) bool { return b.step+1 < stop })
-				if err != nil {
-					t.Fatalf("world 4 rank %d: %v\n%s", rank, err, srv.logs())
-				}
-				for _, b := range got {
-					if b.step < commitAt {
-						lineage[[2]int64{b.step, int64(rank)}] = b.ids
-					}
-				}
-			}
-			if _, err := four[0].client.Commit(ctx, 0, commitAt, false); err != nil {
-				t.Fatal(err)
-			}
-			for _, srv := range four {
-				srv.kill()
-			}
-
-			// 2 pods resume at the commit and train to the end.
-			var two []*server
-			for rank := range 2 {
-				two = append(two, pod(2, rank, "a2"))
-			}
-			bound := planSummary(t, ds, 2).bytes
-			for rank, srv := range two {
-				got, err := readAll(ctx, srv.client, shardfeed.Request{Rank: rank, World: 2}, nil)
-				if err != nil {
-					t.Fatalf("world 2 rank %d: %v\n%s", rank, err, srv.logs())
-				}
-				if len(got) == 0 || got[0].step != commitAt {
-					t.Fatalf("world 2 rank %d resumed at %v, want the committed step %d", rank, got[:min(len(got), 1)], commitAt)
-				}
-				for _, b := range got {
-					lineage[[2]int64{b.step, int64(rank)}] = b.ids
-				}
-				var status struct {
-					Pipeline struct {
-						Cache struct{ FetchedBytes int64 } `json:"cache"`
-					} `json:"pipeline"`
-				}
-				if err := srv.client.Status(ctx, &status); err != nil {
-					t.Fatal(err)
-				}
-				if status.Pipeline.Cache.FetchedBytes > bound {
-					t.Errorf("pod %d of 2 fetched %d bytes, over the plan's bound of %d per pod", rank, status.Pipeline.Cache.FetchedBytes, bound)
-				}
-			}
-			if _, err := two[0].client.Commit(ctx, 0, steps, false); err != nil {
-				t.Fatal(err)
-			}
-
-			for k := range steps {
-				world, plan := 4, plan4
-				if k >= commitAt {
-					world, plan = 2, plan2
-				}
-				for rank := range world {
-					got, want := lineage[[2]int64{k, int64(rank)}], plan[[2]int64{k, int64(rank)}].IDs
-					if fmt.Sprint(got) != fmt.Sprint(want) {
-						t.Fatalf("step %d rank %d of %d: the lineage trained %v, plan --ids says %v", k, rank, world, got, want)
-					}
-				}
-			}
+			trainKillAndResume(t, ds, "mixed")
 		})
 	}
+}
+
+// trainKillAndResume serves ds with real sidecar processes, one per pod: 4
+// pods train to 2/3 of the epoch and rank 0 commits half of it; they are
+// killed with SIGKILL, and 2 pods resume from the commit to the epoch's
+// end. It checks that the committed lineage equals `plan --ids` for each
+// world size, that every value is the one written, and that no resumed pod
+// fetches more than the plan's bound for its pod count, and returns the
+// lineage, (step, rank) → batch.
+func trainKillAndResume(t *testing.T, ds dataset, job string) map[[2]int64]batch {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	state := filepath.Join(t.TempDir(), "state.json")
+	pod := func(pods, rank int, attempt string) *server {
+		dir := t.TempDir()
+		return startEnv(t, dir, credentialsEnv(t, ds), "sidecar", "-f", ds.manifest, "--socket", filepath.Join(dir, "run", "feed.sock"),
+			"--cache-dir", filepath.Join(dir, "cache"), "--state", state, "--metrics-addr", "", "--credentials-dir", ds.credentials,
+			"--rank-mode", "pod", "--pods", fmt.Sprint(pods), "--pod-rank", fmt.Sprint(rank), "--procs-per-pod", "1", "--job", job, "--attempt", attempt)
+	}
+	plan4, plan2 := planIDs(t, ds, 0, 4, 1), planIDs(t, ds, 0, 2, 1)
+	steps := int64(len(plan4) / 4)
+	if steps < 8 || int64(len(plan2)/2) != steps {
+		t.Fatalf("the plan has %d steps at world 4 and %d at world 2", steps, len(plan2)/2)
+	}
+
+	// 4 pods train to 2/3 of the epoch; rank 0 commits half of it.
+	stop, commitAt := steps*2/3, steps/2
+	lineage := map[[2]int64]batch{} // (step, rank) → the committed lineage's batch
+	var four []*server
+	for rank := range 4 {
+		four = append(four, pod(4, rank, "a1"))
+	}
+	for rank, srv := range four {
+		got, err := readAll(ctx, srv.client, shardfeed.Request{Rank: rank, World: 4}, func(b batch) bool { return b.step+1 < stop })
+		if err != nil {
+			t.Fatalf("world 4 rank %d: %v\n%s", rank, err, srv.logs())
+		}
+		for _, b := range got {
+			if b.step < commitAt {
+				lineage[[2]int64{b.step, int64(rank)}] = b
+			}
+		}
+	}
+	if _, err := four[0].client.Commit(ctx, 0, commitAt, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, srv := range four {
+		srv.kill()
+	}
+
+	// 2 pods resume at the commit and train to the end.
+	var two []*server
+	for rank := range 2 {
+		two = append(two, pod(2, rank, "a2"))
+	}
+	bound := planSummary(t, ds, 2).bytes
+	for rank, srv := range two {
+		got, err := readAll(ctx, srv.client, shardfeed.Request{Rank: rank, World: 2}, nil)
+		if err != nil {
+			t.Fatalf("world 2 rank %d: %v\n%s", rank, err, srv.logs())
+		}
+		if len(got) == 0 || got[0].step != commitAt {
+			t.Fatalf("world 2 rank %d resumed at %v, want the committed step %d", rank, got[:min(len(got), 1)], commitAt)
+		}
+		for _, b := range got {
+			lineage[[2]int64{b.step, int64(rank)}] = b
+		}
+		var status struct {
+			Pipeline struct {
+				Cache struct{ FetchedBytes int64 } `json:"cache"`
+			} `json:"pipeline"`
+		}
+		if err := srv.client.Status(ctx, &status); err != nil {
+			t.Fatal(err)
+		}
+		if status.Pipeline.Cache.FetchedBytes > bound {
+			t.Errorf("pod %d of 2 fetched %d bytes, over the plan's bound of %d per pod", rank, status.Pipeline.Cache.FetchedBytes, bound)
+		}
+	}
+	if _, err := two[0].client.Commit(ctx, 0, steps, false); err != nil {
+		t.Fatal(err)
+	}
+
+	for k := range steps {
+		world, plan := 4, plan4
+		if k >= commitAt {
+			world, plan = 2, plan2
+		}
+		for rank := range world {
+			got, want := lineage[[2]int64{k, int64(rank)}].ids, plan[[2]int64{k, int64(rank)}].IDs
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("step %d rank %d of %d: the lineage trained %v, plan --ids says %v", k, rank, world, got, want)
+			}
+		}
+	}
+	return lineage
 }

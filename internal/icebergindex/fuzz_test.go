@@ -1,6 +1,10 @@
 package icebergindex
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/apache/iceberg-go"
@@ -43,11 +47,75 @@ func FuzzManifests(f *testing.F) {
 				_, _ = readManifest(m, data)
 			}
 		}
-		m := iceberg.NewManifestFile(2, "m.avro", int64(len(data)), 0, 1).Build()
-		if entries, err := readManifest(m, data); err == nil {
-			for _, e := range entries {
-				_ = e.DataFile().FilePath()
+		for _, content := range []iceberg.ManifestContent{iceberg.ManifestContentData, iceberg.ManifestContentDeletes} {
+			m := iceberg.NewManifestFile(2, "m.avro", int64(len(data)), 0, 1).Content(content).Build()
+			if entries, err := readManifest(m, data); err == nil {
+				for _, e := range entries {
+					_ = e.DataFile().FilePath()
+				}
 			}
 		}
 	})
+}
+
+// seed reads a file of the fuzz corpus in testdata/fuzz: files pyiceberg
+// wrote for the test tables of test/iceberg/tables.py.
+func seed(t *testing.T, target, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "fuzz", target, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lit, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "go test fuzz v1\n[]byte(")
+	if !ok {
+		t.Fatalf("%s is not a corpus file of one []byte", name)
+	}
+	data, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(data)
+}
+
+// The fuzz seeds are real files, which parse to what the tables hold.
+func TestPyicebergSeedsParse(t *testing.T) {
+	md, err := parseMetadata(seed(t, "FuzzMetadata", "pyiceberg-evolved-schema"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(md.Schemas()); got < 3 || md.CurrentSchema().Field(0).Name != "id" {
+		t.Errorf("evolved table metadata: %d schemas, current %v; want several, id first", got, md.CurrentSchema())
+	}
+	if _, ok := md.CurrentSchema().FindFieldByName("body"); !ok {
+		t.Errorf("evolved table's current schema %v has no renamed column body", md.CurrentSchema())
+	}
+
+	list, err := readManifestList(seed(t, "FuzzManifests", "pyiceberg-manifest-list-with-deletes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].ManifestContent() != iceberg.ManifestContentData || list[1].ManifestContent() != iceberg.ManifestContentDeletes {
+		t.Errorf("manifest list of the posdel table: %d manifests, want a data and a delete manifest", len(list))
+	}
+	for _, tt := range []struct {
+		name     string
+		manifest iceberg.ManifestContent
+		content  iceberg.ManifestEntryContent
+		rows     int64
+	}{
+		{"pyiceberg-position-delete-manifest", iceberg.ManifestContentDeletes, iceberg.EntryContentPosDeletes, 55},
+		{"pyiceberg-equality-delete-manifest", iceberg.ManifestContentDeletes, iceberg.EntryContentEqDeletes, 13},
+		{"pyiceberg-data-manifest", iceberg.ManifestContentData, iceberg.EntryContentData, 100},
+	} {
+		data := seed(t, "FuzzManifests", tt.name)
+		m := iceberg.NewManifestFile(2, tt.name, int64(len(data)), 0, 1).Content(tt.manifest).Build()
+		entries, err := readManifest(m, data)
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if len(entries) != 1 || entries[0].DataFile().ContentType() != tt.content || entries[0].DataFile().Count() != tt.rows {
+			t.Errorf("%s: %d entries, want one file of %v with %d rows", tt.name, len(entries), tt.content, tt.rows)
+		}
+	}
 }

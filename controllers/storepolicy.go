@@ -89,7 +89,42 @@ func (p StorePolicy) Check(ns string, i int, s datav1alpha1.Stream) error {
 		return fmt.Errorf("%s (%q): endpoint %q is not one the platform team allows (the chart's datasets.allowedEndpoints: %s): use one of them, or ask for it to be added",
 			field, s.Name, host, strings.Join(p.AllowedEndpoints, ", "))
 	}
+	if s.Iceberg == nil {
+		return nil
+	}
+	// Only the author's shardfeed index reaches the catalog, but the list
+	// says where a namespace's data may come from: its catalog too.
+	host, err = catalogHost(s.Iceberg.Catalog)
+	if err != nil {
+		return fmt.Errorf("%s (%q): %w", field, s.Name, err)
+	}
+	if host != "" && !p.endpointAllowed(host) {
+		return fmt.Errorf("%s (%q): the Iceberg catalog's endpoint %q is not one the platform team allows (the chart's datasets.allowedEndpoints: %s): use a catalog there, or ask for it to be added",
+			field, s.Name, host, strings.Join(p.AllowedEndpoints, ", "))
+	}
 	return nil
+}
+
+// catalogHost returns the host[:port] an Iceberg catalog is reached at,
+// lower-cased, or "" for a SQLite file (the author's own disk).
+func catalogHost(c datav1alpha1.IcebergCatalog) (string, error) {
+	if c.Type == datav1alpha1.IcebergCatalogGlue {
+		if c.Region == "" {
+			return "", fmt.Errorf("the Glue catalog names no region, so its endpoint cannot be checked against the platform's allowed endpoints: set iceberg.catalog.region")
+		}
+		return "glue." + strings.ToLower(c.Region) + ".amazonaws.com", nil
+	}
+	u, err := url.Parse(c.URI)
+	if err != nil {
+		return "", fmt.Errorf("iceberg.catalog.uri %q: %w", c.URI, err)
+	}
+	if u.Scheme == "sqlite" || u.Scheme == "file" {
+		return "", nil
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("iceberg.catalog.uri %q names no host to check against the platform's allowed endpoints: write scheme://host:port/...", c.URI)
+	}
+	return strings.ToLower(u.Host), nil
 }
 
 // CheckAll checks every stream of a dataset.

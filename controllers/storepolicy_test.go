@@ -12,6 +12,12 @@ func TestStorePolicyAllowsOnlyWhatThePlatformTeamSaid(t *testing.T) {
 	stream := func(uri, endpoint string, ref *datav1alpha1.SecretReference) datav1alpha1.Stream {
 		return datav1alpha1.Stream{Name: "web", Source: datav1alpha1.Source{URI: uri, Endpoint: endpoint, CredentialsSecretRef: ref}}
 	}
+	table := func(typ datav1alpha1.IcebergCatalogType, uri, region string) datav1alpha1.Stream {
+		s := stream("s3://b/.shardfeed/t/", "", secret)
+		s.Format = datav1alpha1.FormatIceberg
+		s.Iceberg = &datav1alpha1.IcebergTable{Table: "ml.t", Catalog: datav1alpha1.IcebergCatalog{Type: typ, URI: uri, Region: region}}
+		return s
+	}
 	open := StorePolicy{}
 	ambientTeamA := StorePolicy{AmbientNamespaces: []string{"team-a"}}
 	allowList := StorePolicy{AllowedEndpoints: []string{"minio.storage:9000", "*.example.com", "s3.amazonaws.com"}}
@@ -43,6 +49,14 @@ func TestStorePolicyAllowsOnlyWhatThePlatformTeamSaid(t *testing.T) {
 		{"an emulator's endpoint is checked", allowList, "x", stream("gs://b/p/", "http://127.0.0.1:4443", secret), `endpoint "127.0.0.1:4443"`},
 		{"a workload identity is not the operator's", open, "team-a", datav1alpha1.Stream{Name: "web", Source: datav1alpha1.Source{URI: "gs://b/p/",
 			WorkloadIdentity: &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", Audience: "//iam.googleapis.com/x"}}}, ""},
+		{"an allowed catalog", allowList, "x", table(datav1alpha1.IcebergCatalogREST, "http://iceberg.example.com:8181", ""), ""},
+		{"a catalog not on the list", allowList, "x", table(datav1alpha1.IcebergCatalogREST, "https://catalog.elsewhere.io/api", ""), `the Iceberg catalog's endpoint "catalog.elsewhere.io"`},
+		{"a SQL catalog's database host", allowList, "x", table(datav1alpha1.IcebergCatalogSQL, "postgresql://pg.data:5432/iceberg", ""), `endpoint "pg.data:5432"`},
+		{"a SQLite catalog is the author's file", allowList, "x", table(datav1alpha1.IcebergCatalogSQL, "sqlite:////home/me/catalog.db", ""), ""},
+		{"Glue's regional endpoint", allowList, "x", table(datav1alpha1.IcebergCatalogGlue, "", "eu-west-1"), `endpoint "glue.eu-west-1.amazonaws.com"`},
+		{"Glue on the list", StorePolicy{AllowedEndpoints: []string{"s3.amazonaws.com", "*.amazonaws.com"}}, "x", table(datav1alpha1.IcebergCatalogGlue, "", "eu-west-1"), ""},
+		{"Glue without a region", allowList, "x", table(datav1alpha1.IcebergCatalogGlue, "", ""), "set iceberg.catalog.region"},
+		{"any catalog without a list", open, "x", table(datav1alpha1.IcebergCatalogREST, "https://catalog.elsewhere.io/api", ""), ""},
 		{"the list is named", allowList, "x", stream("s3://b/p/", "http://169.254.169.254", secret), "minio.storage:9000, *.example.com, s3.amazonaws.com"},
 	}
 	for _, tt := range tests {

@@ -108,6 +108,10 @@ func TestIntegrationAHostileStoreNeitherStarvesTheManagerNorLeaksIntoStatus(t *t
 	}
 
 	// Refused at apply time, naming the rule and the fix.
+	catalog := dataset("catalog", "s3://data/.shardfeed/t/", mio.URL(), "dummy")
+	catalog.Spec.Streams[0].Format = datav1alpha1.FormatIceberg
+	catalog.Spec.Streams[0].Iceberg = &datav1alpha1.IcebergTable{Table: "ml.t",
+		Catalog: datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogREST, URI: "http://169.254.169.254/iceberg"}}
 	for _, tt := range []struct {
 		ds   *datav1alpha1.TrainingDataset
 		says string
@@ -115,6 +119,7 @@ func TestIntegrationAHostileStoreNeitherStarvesTheManagerNorLeaksIntoStatus(t *t
 		{dataset("no-secret", "s3://data/a/", hostile.URL, ""), "may not use the operator's own cloud identity"},
 		{dataset("local", "file:///etc/", "", "dummy"), "file:// URI, which the operator refuses"},
 		{dataset("metadata", "s3://data/a/", "http://169.254.169.254", "dummy"), `endpoint "169.254.169.254" is not one the platform team allows`},
+		{catalog, `the Iceberg catalog's endpoint "169.254.169.254" is not one the platform team allows`},
 	} {
 		if err := c.Create(ctx, tt.ds); err == nil || !strings.Contains(err.Error(), tt.says) {
 			t.Errorf("dataset %s: got %v, want a refusal saying %q", tt.ds.Name, err, tt.says)

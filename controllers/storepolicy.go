@@ -122,7 +122,7 @@ func catalogHost(c datav1alpha1.IcebergCatalog) (string, error) {
 		return "", nil
 	}
 	if u.Host == "" {
-		return "", fmt.Errorf("iceberg.catalog.uri %q names no host to check against the platform's allowed endpoints: write scheme://host:port/...", c.URI)
+		return "", fmt.Errorf("iceberg.catalog.uri %q names no host to check against the platform's allowed endpoints: write scheme://host:port/path", c.URI)
 	}
 	return strings.ToLower(u.Host), nil
 }

@@ -5,7 +5,6 @@ package sidecar_test
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,16 +24,7 @@ func TestIntegrationAnIcebergTableAndMDSExactlyOnceThroughAKillAndARescale(t *te
 	// The table's text is "p-<id>", what checkValues expects of stream "p".
 	lake := testenv.NewIcebergLake(t, minioServer, "rest", "--tables", "posdel", "--text-prefix", "p-")
 	bucket, dir := mdsInMinIO(t, 600)
-	manifest := fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
-kind: TrainingDataset
-metadata: {name: feed}
-spec:
-  streams:
-  - name: m
-    format: mds
-    source: {uri: "s3://%s/m/", endpoint: %q, insecure: true}
-    columns: [id, text]
-  - name: p
+	path := writeMixedManifest(t, dir, bucket, "    columns: [id, text]\n", fmt.Sprintf(`  - name: p
     format: iceberg
     source: {uri: "s3://%s/.shardfeed/p/", endpoint: %q, insecure: true}
     iceberg:
@@ -43,9 +33,7 @@ spec:
   numSplits: 4
   globalBatchSize: 16
   shuffle: {seed: 11, blockSize: 100}
-`, bucket, minioServer.URL(), lake.Bucket, minioServer.URL(), lake.CatalogURI)
-	path := filepath.Join(dir, "dataset.yaml")
-	writeFile(t, path, manifest)
+`, lake.Bucket, minioServer.URL(), lake.CatalogURI))
 	ds := dataset{bucket: bucket, manifest: path, credentials: minioServer.CredentialsDir(t)}
 
 	out, err := runShardfeed("plan", "-f", ds.manifest, "--credentials-dir", ds.credentials)

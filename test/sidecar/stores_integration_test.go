@@ -103,6 +103,18 @@ func newMixedDataset(t *testing.T, cs cloudStream, mdsN, pN int, spec string) da
 	if err != nil {
 		t.Fatal(err)
 	}
+	path := writeMixedManifest(t, dir, bucket, "", fmt.Sprintf(`  - name: p
+    format: parquet
+    source: {uri: %q, endpoint: %q, insecure: true%s}
+%s`, cs.uri, cs.endpoint, secretRef, spec))
+	return dataset{bucket: bucket, manifest: path, credentials: creds}
+}
+
+// writeMixedManifest writes dir/dataset.yaml: a dataset whose first
+// stream is the MDS stream "m" of bucket (with mFields, more of its YAML),
+// and rest, the YAML of its other streams and spec fields.
+func writeMixedManifest(t *testing.T, dir, bucket, mFields, rest string) string {
+	t.Helper()
 	manifest := fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
 kind: TrainingDataset
 metadata: {name: feed}
@@ -111,13 +123,10 @@ spec:
   - name: m
     format: mds
     source: {uri: "s3://%s/m/", endpoint: %q, insecure: true}
-  - name: p
-    format: parquet
-    source: {uri: %q, endpoint: %q, insecure: true%s}
-%s`, bucket, minioServer.URL(), cs.uri, cs.endpoint, secretRef, spec)
+%s%s`, bucket, minioServer.URL(), mFields, rest)
 	path := filepath.Join(dir, "dataset.yaml")
 	writeFile(t, path, manifest)
-	return dataset{bucket: bucket, manifest: path, credentials: creds}
+	return path
 }
 
 func writeFile(t *testing.T, path, data string) {

@@ -21,6 +21,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
@@ -49,9 +50,11 @@ func newIndexCommand() *cobra.Command {
 		schema    string
 		dryRun    bool
 		table     icebergFlags
+		manifest  string
+		stream    string
 	)
 	cmd := &cobra.Command{
-		Use:   "index URI --format parquet|arrow|jsonl|csv|tsv|iceberg",
+		Use:   "index (URI --format parquet|arrow|jsonl|csv|tsv|iceberg | -f MANIFEST [--stream NAME])",
 		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/index.json",
 		Long: `index reads a stream's objects under URI (s3://bucket/prefix/ or file:///path/)
 and writes index.json next to them: one shard per Parquet row group (from the
@@ -70,21 +73,43 @@ table's location, in the bucket that holds the table's files. The catalog's
 credentials come from the environment: SHARDFEED_CATALOG_TOKEN (a REST
 bearer token) or SHARDFEED_CATALOG_CREDENTIAL (REST OAuth2,
 client-id:client-secret), SHARDFEED_CATALOG_USER and
-SHARDFEED_CATALOG_PASSWORD (a sql catalog's database), the AWS chain (glue).`,
+SHARDFEED_CATALOG_PASSWORD (a sql catalog's database), the AWS chain (glue).
+
+With -f MANIFEST, the stream (--stream NAME, or the manifest's only stream
+that needs an index) gives the URI, the format, the endpoint and, for a
+table, the catalog, table, snapshot and ref; --credentials-dir is read as
+plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 		Example: `  shardfeed index s3://datasets/web/ --format parquet --endpoint http://minio:9000 --insecure
   shardfeed index file:///data/web/ --format parquet --hash sha256
-  shardfeed index s3://lake/.shardfeed/events/ --format iceberg --catalog-type rest --catalog-uri http://iceberg-rest:8181 --table analytics.events --endpoint http://minio:9000 --insecure`,
-		Args: cobra.ExactArgs(1),
+  shardfeed index s3://lake/.shardfeed/events/ --format iceberg --catalog-type rest --catalog-uri http://iceberg-rest:8181 --table analytics.events --endpoint http://minio:9000 --insecure
+  shardfeed index -f dataset.yaml --stream events --credentials-dir ./secrets/`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			uri, err := localURI(args[0], ".")
-			if err != nil {
-				return err
+			var source store.Source
+			switch {
+			case manifest != "" && len(args) > 0:
+				return errors.New("give a URI or -f MANIFEST, not both")
+			case manifest != "":
+				s, err := indexedStream(cmd, manifest, stream)
+				if err != nil {
+					return err
+				}
+				source, kind = streams.SharedCredentials(s, src.credentialsDir), string(s.Format)
+				table.fromSpec(s.Iceberg)
+			case len(args) == 0:
+				return errors.New("give the stream's URI (shardfeed index s3://bucket/prefix/ --format parquet) or its manifest (-f dataset.yaml --stream NAME)")
+			default:
+				uri, err := localURI(args[0], ".")
+				if err != nil {
+					return err
+				}
+				source = store.Source{URI: uri, Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir}
 			}
-			st, err := stores.Open(ctx, store.Source{URI: uri, Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir})
+			st, err := stores.Open(ctx, source)
 			if err != nil {
 				return err
 			}
@@ -101,8 +126,7 @@ SHARDFEED_CATALOG_PASSWORD (a sql catalog's database), the AWS chain (glue).`,
 			start := time.Now()
 			var f *index.File
 			if datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatIceberg {
-				src := store.Source{URI: uri, Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir}
-				f, err = table.index(ctx, src, icebergindex.Options{Hash: algo, Progress: opts.Progress})
+				f, err = table.index(ctx, source, icebergindex.Options{Hash: algo, Progress: opts.Progress})
 			} else {
 				f, err = formats.Default().Index(ctx, st, datav1alpha1.ShardFormat(kind), opts)
 			}
@@ -133,7 +157,49 @@ SHARDFEED_CATALOG_PASSWORD (a sql catalog's database), the AWS chain (glue).`,
 	cmd.Flags().StringVar(&algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	cmd.Flags().StringVar(&schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "index, but do not write index.json")
+	cmd.Flags().StringVarP(&manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
+	cmd.Flags().StringVar(&stream, "stream", "", "with -f: the stream to index (default: the manifest's only stream that needs an index)")
 	return cmd
+}
+
+// streamFlags are the flags -f MANIFEST replaces with the stream's spec.
+var streamFlags = []string{"format", "endpoint", "region", "insecure", "catalog-type", "catalog-uri", "catalog-name",
+	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref"}
+
+// indexedStream returns the stream of the manifest that index -f is to
+// index: the one named, or the only one that needs an index of ours.
+func indexedStream(cmd *cobra.Command, manifest, name string) (datav1alpha1.Stream, error) {
+	for _, f := range streamFlags {
+		if cmd.Flags().Changed(f) {
+			return datav1alpha1.Stream{}, fmt.Errorf("--%s comes from the manifest's stream with -f: drop the flag, or give the URI instead of -f", f)
+		}
+	}
+	ds, err := readDataset(manifest, cmd.InOrStdin())
+	if err != nil {
+		return datav1alpha1.Stream{}, err
+	}
+	var names, candidates []string
+	for _, s := range ds.Spec.Streams {
+		names = append(names, s.Name)
+		if s.Name == name {
+			if s.Format == datav1alpha1.FormatMDS || s.Format == "" {
+				return datav1alpha1.Stream{}, fmt.Errorf("stream %q is MDS, which keeps its own index: nothing to write", s.Name)
+			}
+			return s, nil
+		}
+		if s.Format != datav1alpha1.FormatMDS && s.Format != "" {
+			candidates = append(candidates, s.Name)
+		}
+	}
+	switch {
+	case name != "":
+		return datav1alpha1.Stream{}, fmt.Errorf("%s has no stream %q: its streams are %s", manifest, name, strings.Join(names, ", "))
+	case len(candidates) == 1:
+		return indexedStream(cmd, manifest, candidates[0])
+	case len(candidates) == 0:
+		return datav1alpha1.Stream{}, fmt.Errorf("every stream of %s is MDS, which keeps its own index: nothing to write", manifest)
+	}
+	return datav1alpha1.Stream{}, fmt.Errorf("%s has several streams to index (%s): name one with --stream", manifest, strings.Join(candidates, ", "))
 }
 
 // icebergFlags name an Iceberg table and its catalog
@@ -158,6 +224,17 @@ func (t *icebergFlags) add(cmd *cobra.Command) {
 	f.StringVar(&t.table, "table", "", "iceberg: the table, namespace.table")
 	f.Int64Var(&t.snapshotID, "snapshot-id", 0, "iceberg: the snapshot to index (default: the ref's, or the current one)")
 	f.StringVar(&t.ref, "ref", "", "iceberg: the branch or tag whose snapshot to index")
+}
+
+// fromSpec takes the table of a manifest's stream (nil: none).
+func (t *icebergFlags) fromSpec(s *datav1alpha1.IcebergTable) {
+	if s == nil {
+		return
+	}
+	t.catalog, t.catalogType, t.table, t.ref = s.Catalog, string(s.Catalog.Type), s.Table, s.Ref
+	if s.SnapshotID != nil {
+		t.snapshotID = *s.SnapshotID
+	}
 }
 
 func (t *icebergFlags) index(ctx context.Context, src store.Source, opts icebergindex.Options) (*index.File, error) {

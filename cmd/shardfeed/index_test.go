@@ -192,3 +192,56 @@ spec:
 		t.Fatalf("two streams of one schema: %v\n%s", err, out)
 	}
 }
+
+// index -f takes the stream's URI, format and source from the manifest,
+// and refuses what is ambiguous, naming the fix.
+func TestIndexAStreamOfAManifest(t *testing.T) {
+	dir := t.TempDir()
+	for _, s := range []string{"a", "b"} {
+		if err := os.MkdirAll(filepath.Join(dir, s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		jsonLines(t, filepath.Join(dir, s), 10, `{"x": 10}`)
+	}
+	writeManifest := func(name string, streams ...string) string {
+		path := filepath.Join(dir, name)
+		m := "apiVersion: data.shardfeed.io/v1alpha1\nkind: TrainingDataset\nmetadata: {name: d}\nspec:\n  numSplits: 1\n  globalBatchSize: 1\n  streams:\n"
+		for _, s := range streams {
+			m += "  - " + s + "\n"
+		}
+		if err := os.WriteFile(path, []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	one := writeManifest("one.yaml", "{name: web, format: mds, source: {uri: m/}}", "{name: a, format: jsonl, source: {uri: a/}}")
+	two := writeManifest("two.yaml", "{name: a, format: jsonl, source: {uri: a/}}", "{name: b, format: jsonl, source: {uri: b/}}")
+	mds := writeManifest("mds.yaml", "{name: web, source: {uri: m/}}")
+
+	if out, err := runCLI(t, "index", "-f", one); err != nil || !strings.Contains(out, "11 samples") {
+		t.Fatalf("index -f with one stream to index: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a", index.FileName)); err != nil {
+		t.Fatalf("index -f wrote no index beside the stream's data (paths are relative to the manifest): %v", err)
+	}
+	if out, err := runCLI(t, "index", "-f", two, "--stream", "b"); err != nil || !strings.Contains(out, filepath.Join(dir, "b")) {
+		t.Fatalf("index -f --stream b: %v\n%s", err, out)
+	}
+	for _, tt := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"-f", two}, "several streams to index (a, b): name one with --stream"},
+		{[]string{"-f", two, "--stream", "c"}, `has no stream "c": its streams are a, b`},
+		{[]string{"-f", one, "--stream", "web"}, `stream "web" is MDS, which keeps its own index`},
+		{[]string{"-f", mds}, "every stream of " + mds + " is MDS"},
+		{[]string{"-f", one, "--format", "csv"}, "--format comes from the manifest's stream"},
+		{[]string{"-f", one, "--endpoint", "http://x:9000"}, "--endpoint comes from the manifest's stream"},
+		{[]string{"-f", one, "file://" + dir + "/a/"}, "give a URI or -f MANIFEST, not both"},
+		{[]string{}, "give the stream's URI"},
+	} {
+		if out, err := runCLI(t, append([]string{"index"}, tt.args...)...); err == nil || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("index %v: %v\n%s\nwant an error saying %q", tt.args, err, out, tt.says)
+		}
+	}
+}

@@ -141,6 +141,9 @@ func IndexCommand(s datav1alpha1.Stream) string {
 	if s.Source.Endpoint != "" {
 		cmd += " --endpoint " + s.Source.Endpoint
 	}
+	if s.Source.Region != "" {
+		cmd += " --region " + s.Source.Region
+	}
 	if s.Source.Insecure {
 		cmd += " --insecure"
 	}

@@ -49,6 +49,10 @@ func TestIntegrationAnIcebergTableAndMDSExactlyOnceThroughAKillAndARescale(t *te
 	if out, err := runShardfeed(append(args[1:], "--credentials-dir", ds.credentials)...); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	// The manifest's stream says the same: index -f resolves the same table.
+	if out, err := runShardfeed("index", "-f", ds.manifest, "--stream", "p", "--dry-run", "--credentials-dir", ds.credentials); err != nil || !strings.Contains(out, "245 samples") {
+		t.Fatalf("index -f --stream p: %v\n%s", err, out)
+	}
 
 	// Sample k of the table's stream (id 600+k: "m" has 600) is the k-th
 	// row pyiceberg reads of the indexed snapshot, in the order of its one

@@ -3,10 +3,14 @@
 package sidecar_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardfeed/shardfeed/internal/testenv"
 )
@@ -19,7 +23,9 @@ import (
 // then goes through a kill and a 4→2 rescale exactly once
 // (trainKillAndResume), and each of the table's samples in its batches is
 // the row pyiceberg reads at that place of the indexed snapshot, deletes
-// applied (so a deleted row never reaches a batch).
+// applied (so a deleted row never reaches a batch). When the table then
+// moves on and is indexed again, the job's next pod refuses to resume,
+// naming both snapshots.
 func TestIntegrationAnIcebergTableAndMDSExactlyOnceThroughAKillAndARescale(t *testing.T) {
 	// The table's text is "p-<id>", what checkValues expects of stream "p".
 	lake := testenv.NewIcebergLake(t, minioServer, "rest", "--tables", "posdel", "--text-prefix", "p-")
@@ -68,7 +74,7 @@ func TestIntegrationAnIcebergTableAndMDSExactlyOnceThroughAKillAndARescale(t *te
 	if len(read) != 245 {
 		t.Fatalf("pyiceberg reads %d rows of the table, want 300 less 55 deleted", len(read))
 	}
-	lineage := trainKillAndResume(t, ds, "iceberg")
+	lineage, state := trainKillAndResume(t, ds, "iceberg")
 	trained := map[int64]bool{}
 	for _, b := range lineage {
 		for j, id := range b.ids {
@@ -89,4 +95,34 @@ func TestIntegrationAnIcebergTableAndMDSExactlyOnceThroughAKillAndARescale(t *te
 	if len(trained) < 245-13 {
 		t.Errorf("trained on %d rows of the table's 245", len(trained))
 	}
+
+	// The table moves on and is indexed again: the job's next pod refuses
+	// to resume on the new snapshot, naming both.
+	var moved map[string]int64
+	if err := json.Unmarshal(lake.Tables(t, "append", "posdel"), &moved); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runShardfeed(append(args[1:], "--credentials-dir", ds.credentials)...); err != nil || !strings.Contains(out, "345 samples") {
+		t.Fatalf("indexing the moved table: %v\n%s", err, out)
+	}
+	cmd := exec.Command(binary, podArgs(ds, t.TempDir(), state, "iceberg", "a3", 2, 0)...)
+	cmd.Env = append(os.Environ(), credentialsEnv(t, ds)...)
+	out, err = runWithin(cmd, time.Minute)
+	want := fmt.Sprintf("spec.streams[1].snapshot: %d, now %d", lake.Snapshots["posdel"], moved["posdel"])
+	if err == nil || !strings.Contains(out, want) {
+		t.Fatalf("a pod resuming on the moved table: %v\n%s\nwant a refusal naming %q", err, out, want)
+	}
+}
+
+// runWithin runs cmd to its end, killed after d, and returns its output.
+func runWithin(cmd *exec.Cmd, d time.Duration) (string, error) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	timer := time.AfterFunc(d, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	err := cmd.Wait()
+	return out.String(), err
 }

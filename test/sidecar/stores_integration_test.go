@@ -162,17 +162,15 @@ func TestIntegrationEveryStoreMixesWithMinIOExactlyOnceThroughAKillAndARescale(t
 // end. It checks that the committed lineage equals `plan --ids` for each
 // world size, that every value is the one written, and that no resumed pod
 // fetches more than the plan's bound for its pod count, and returns the
-// lineage, (step, rank) → batch.
-func trainKillAndResume(t *testing.T, ds dataset, job string) map[[2]int64]batch {
+// lineage, (step, rank) → batch, and the job's state file.
+func trainKillAndResume(t *testing.T, ds dataset, job string) (lineage map[[2]int64]batch, state string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	state := filepath.Join(t.TempDir(), "state.json")
+	state = filepath.Join(t.TempDir(), "state.json")
 	pod := func(pods, rank int, attempt string) *server {
 		dir := t.TempDir()
-		return startEnv(t, dir, credentialsEnv(t, ds), "sidecar", "-f", ds.manifest, "--socket", filepath.Join(dir, "run", "feed.sock"),
-			"--cache-dir", filepath.Join(dir, "cache"), "--state", state, "--metrics-addr", "", "--credentials-dir", ds.credentials,
-			"--rank-mode", "pod", "--pods", fmt.Sprint(pods), "--pod-rank", fmt.Sprint(rank), "--procs-per-pod", "1", "--job", job, "--attempt", attempt)
+		return startEnv(t, dir, credentialsEnv(t, ds), podArgs(ds, dir, state, job, attempt, pods, rank)...)
 	}
 	plan4, plan2 := planIDs(t, ds, 0, 4, 1), planIDs(t, ds, 0, 2, 1)
 	steps := int64(len(plan4) / 4)
@@ -182,7 +180,7 @@ func trainKillAndResume(t *testing.T, ds dataset, job string) map[[2]int64]batch
 
 	// 4 pods train to 2/3 of the epoch; rank 0 commits half of it.
 	stop, commitAt := steps*2/3, steps/2
-	lineage := map[[2]int64]batch{} // (step, rank) → the committed lineage's batch
+	lineage = map[[2]int64]batch{} // (step, rank) → the committed lineage's batch
 	var four []*server
 	for rank := range 4 {
 		four = append(four, pod(4, rank, "a1"))
@@ -250,5 +248,13 @@ func trainKillAndResume(t *testing.T, ds dataset, job string) map[[2]int64]batch
 			}
 		}
 	}
-	return lineage
+	return lineage, state
+}
+
+// podArgs are the arguments of the sidecar of pod rank of pods, working
+// in dir, for attempt of job, whose committed progress is in state.
+func podArgs(ds dataset, dir, state, job, attempt string, pods, rank int) []string {
+	return []string{"sidecar", "-f", ds.manifest, "--socket", filepath.Join(dir, "run", "feed.sock"),
+		"--cache-dir", filepath.Join(dir, "cache"), "--state", state, "--metrics-addr", "", "--credentials-dir", ds.credentials,
+		"--rank-mode", "pod", "--pods", fmt.Sprint(pods), "--pod-rank", fmt.Sprint(rank), "--procs-per-pod", "1", "--job", job, "--attempt", attempt}
 }

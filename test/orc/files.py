@@ -1,0 +1,86 @@
+"""Writes the ORC test files of shardfeed with pyarrow, and what pyarrow
+reads back of them: the oracle of the ORC reader's tests.
+
+    files.py DIR [ROWS]
+
+writes DIR/<name>.orc for each compression pyarrow's ORC writer offers
+(uncompressed, zlib, snappy, zstd, lz4), and two more: dictionary
+(zstd, strings dictionary-encoded) and v0.11 (zlib, file version 0.11:
+RLE v1). Each has several stripes; DIR/<name>.jsonl holds the rows
+pyarrow reads of it, one JSON object per row, binary values as hex and
+dates as days.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.orc as orc
+
+FILES: dict[str, dict[str, Any]] = {
+    "uncompressed": {"compression": "uncompressed"},
+    "zlib": {"compression": "zlib"},
+    "snappy": {"compression": "snappy"},
+    "zstd": {"compression": "zstd"},
+    "lz4": {"compression": "lz4"},
+    "dictionary": {"compression": "zstd", "dictionary_key_size_threshold": 1.0},
+    "v0.11": {"compression": "zlib", "file_version": "0.11"},
+}
+
+
+def table(n: int) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "small": pa.array([i % 100 - 50 for i in range(n)], pa.int32()),
+            "tiny": pa.array([i % 256 - 128 for i in range(n)], pa.int8()),
+            "short": pa.array([(i * 37) % 65536 - 32768 for i in range(n)], pa.int16()),
+            "wide": pa.array([(i * 2654435761) % (1 << 62) - (1 << 61) for i in range(n)], pa.int64()),
+            "f32": pa.array([i / 8 for i in range(n)], pa.float32()),
+            "f": pa.array([i / 3 for i in range(n)], pa.float64()),
+            "text": pa.array([None if i % 7 == 0 else f"row-{i}" for i in range(n)], pa.string()),
+            "label": pa.array([["cat", "dog", "bird"][i % 3] for i in range(n)], pa.string()),
+            "flag": pa.array([None if i % 11 == 0 else i % 2 == 0 for i in range(n)], pa.bool_()),
+            "tokens": pa.array([None if i % 13 == 0 else [i, i + 1, -i] for i in range(n)], pa.list_(pa.int32())),
+            "blob": pa.array([bytes([i % 256]) * (i % 5) for i in range(n)], pa.binary()),
+            "day": pa.array([i % 20000 for i in range(n)], pa.date32()),
+            "meta": pa.array(
+                [None if i % 17 == 0 else {"a": i, "b": None if i % 3 == 0 else f"m{i}"} for i in range(n)],
+                pa.struct([("a", pa.int64()), ("b", pa.string())]),
+            ),
+        }
+    )
+
+
+def plain(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    if isinstance(v, datetime.date):
+        return (v - datetime.date(1970, 1, 1)).days
+    return v
+
+
+def main() -> None:
+    out = sys.argv[1]
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
+    t = table(n)
+    for name, opts in FILES.items():
+        path = f"{out}/{name}.orc"
+        orc.write_table(t, path, stripe_size=64 * 1024, compression_block_size=64 * 1024, **opts)
+        back = orc.read_table(path)
+        with open(f"{out}/{name}.jsonl", "w") as f:
+            for row in back.to_pylist():
+                f.write(json.dumps(plain(row), sort_keys=True) + "\n")
+        print(name, orc.ORCFile(path).nstripes)
+
+
+if __name__ == "__main__":
+    main()

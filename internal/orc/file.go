@@ -75,15 +75,8 @@ func ParseTail(size int64, tail []byte) (*File, error) {
 		return nil, err
 	}
 	f := &File{Size: size, Rows: ft.rows, Compression: ps.compression, BlockSize: ps.blockSize, Stripes: ft.stripes, types: ft.types}
-	var rows uint64
-	for i, s := range f.Stripes {
-		if s.Offset > uint64(size) || s.Length() > uint64(size)-s.Offset { //nolint:gosec // size > 0
-			return nil, errCorrupt(fmt.Sprintf("stripe %d at %d+%d in a file of %d bytes", i, s.Offset, s.Length(), size), nil)
-		}
-		rows += s.Rows
-	}
-	if rows != f.Rows {
-		return nil, errCorrupt(fmt.Sprintf("the stripes hold %d rows, the footer says %d", rows, f.Rows), nil)
+	if err := checkStripes(ft, size); err != nil {
+		return nil, err
 	}
 	if f.Schema, err = schemaOf(f.types); err != nil {
 		return nil, err
@@ -167,4 +160,21 @@ func arrowType(types []typeDesc, id uint64, depth int) (arrow.DataType, error) {
 		return arrow.StructOf(fields...), nil
 	}
 	return nil, fmt.Errorf("ORC type %s (column %d) is not supported yet: convert the column to a supported type (boolean, integers, float, double, string, binary, date, array, struct)", t.kind, id)
+}
+
+// checkStripes checks that every stripe lies inside a file of size bytes
+// and that together they hold the footer's rows.
+func checkStripes(ft footer, size int64) error {
+	u := uint64(size) //nolint:gosec // size > 0
+	var rows uint64
+	for i, s := range ft.stripes {
+		if s.IndexLength > u || s.DataLength > u || s.FooterLength > u || s.Offset > u || s.Length() > u-s.Offset {
+			return errCorrupt(fmt.Sprintf("stripe %d at %d+%d in a file of %d bytes", i, s.Offset, s.Length(), size), nil)
+		}
+		rows += s.Rows
+	}
+	if rows != ft.rows {
+		return errCorrupt(fmt.Sprintf("the stripes hold %d rows, the footer says %d", rows, ft.rows), nil)
+	}
+	return nil
 }

@@ -37,3 +37,11 @@ func FuzzReadFile(f *testing.F) {
 		_ = readFile(data, 16<<20)
 	})
 }
+
+// A stripe whose lengths overflow when added is refused by the tail.
+func TestStripeLengthsThatOverflowAreRefused(t *testing.T) {
+	f := footer{stripes: []StripeInfo{{Offset: 3, IndexLength: 1<<64 - 10, DataLength: 20, FooterLength: 1, Rows: 1}}, rows: 1}
+	if err := checkStripes(f, 100); err == nil {
+		t.Fatal("a stripe of 2^64-10 index bytes in a file of 100 was accepted")
+	}
+}

@@ -70,20 +70,11 @@ func (f *File) ReadStripe(data []byte, i int, maxBytes int, mem memory.Allocator
 		return nil, fmt.Errorf("%w: stripe %d of %d rows decodes to more than the bound of %d bytes", ErrCorrupt, i, si.Rows, maxBytes)
 	}
 	rows := int(si.Rows)
-	root := f.types[0]
-	cols := make([]arrow.Array, len(root.subtypes))
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	for c, id := range root.subtypes {
-		if cols[c], err = r.column(id, rows, nil); err != nil {
-			return nil, fmt.Errorf("stripe %d, column %q: %w", i, root.fieldNames[c], err)
-		}
+	cols, err := r.fields(f.types[0], rows, nil)
+	if err != nil {
+		return nil, fmt.Errorf("stripe %d: %w", i, err)
 	}
+	defer release(cols)
 	return array.NewRecordBatch(f.Schema, cols, int64(rows)), nil
 }
 
@@ -283,24 +274,39 @@ func (r *stripeReader) column(id uint64, n int, parent []bool) (arrow.Array, err
 		}
 		return listArray(dt.(*arrow.ListType), offsets, valid, child), nil
 	case KindStruct:
-		children := make([]arrow.Array, len(t.subtypes))
-		defer func() {
-			for _, c := range children {
-				if c != nil {
-					c.Release()
-				}
-			}
-		}()
-		for c, sub := range t.subtypes {
-			if children[c], err = r.column(sub, n, valid); err != nil {
-				return nil, err
-			}
+		children, err := r.fields(t, n, valid)
+		if err != nil {
+			return nil, err
 		}
+		defer release(children)
 		return structArray(dt.(*arrow.StructType), n, valid, children), nil
 	default:
 		return nil, fmt.Errorf("ORC type %s is not supported yet", t.kind)
 	}
 	return b.NewArray(), nil
+}
+
+// fields decodes the n rows of a struct's fields (valid: which rows the
+// struct has; nil for all).
+func (r *stripeReader) fields(t typeDesc, n int, valid []bool) ([]arrow.Array, error) {
+	out := make([]arrow.Array, len(t.subtypes))
+	for c, id := range t.subtypes {
+		var err error
+		if out[c], err = r.column(id, n, valid); err != nil {
+			release(out)
+			return nil, fmt.Errorf("column %q: %w", t.fieldNames[c], err)
+		}
+	}
+	return out, nil
+}
+
+// release releases the arrays made so far.
+func release(arrays []arrow.Array) {
+	for _, a := range arrays {
+		if a != nil {
+			a.Release()
+		}
+	}
 }
 
 // strings decodes m values of a string or binary column: direct (bytes and

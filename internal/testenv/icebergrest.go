@@ -38,7 +38,10 @@ func StartIcebergREST(ctx context.Context, m *MinIO, warehouse string) (*Iceberg
 		return nil, err
 	}
 	r := &IcebergREST{URI: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	cmd := exec.Command(java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-jar", jar)
+	// The JVM's temporary files (sqlite-jdbc unpacks its native library
+	// there, and a killed server never removes it) go in the server's own
+	// directory, removed with it; no hsperfdata in /tmp either.
+	cmd := exec.Command(java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Djava.io.tmpdir=.", "-jar", jar)
 	// The server reads its catalog's properties from CATALOG_* variables:
 	// "__" is "-" and "_" is ".", so CATALOG_S3_PATH__STYLE__ACCESS is
 	// s3.path-style-access.

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,15 +30,8 @@ func TestIntegrationConvertJSONLToMDSReadByMosaicMLStreaming(t *testing.T) {
 	if err != nil || !strings.Contains(res, "400 samples in") {
 		t.Fatalf("convert: %v\n%s", err, res)
 	}
-	root, _ := testenv.RepoRoot()
-	bin, _ := testenv.BinDir()
-	cmd := exec.Command(filepath.Join(bin, "venv-oracle", "bin", "python"), filepath.Join(root, "test", "oracle", "mds_oracle.py"), "read", out)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("mosaicml-streaming could not read the converted dataset: %v\n%s", err, stderr.String())
-	}
-	sc := bufio.NewScanner(&stdout)
+	stdout := bytes.NewReader(testenv.PythonScript(t, "venv-oracle", "test/oracle/mds_oracle.py", "read", out))
+	sc := bufio.NewScanner(stdout)
 	i := 0
 	for ; sc.Scan(); i++ {
 		var s map[string]any

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -24,19 +23,8 @@ import (
 // pyarrowFiles writes test/orc/files.py's files into a fresh directory.
 func pyarrowFiles(t *testing.T, rows int) string {
 	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	cmd := exec.Command(filepath.Join(bin, "venv", "bin", "python"), filepath.Join(root, "test", "orc", "files.py"), dir, fmt.Sprint(rows))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("files.py: %v\n%s", err, out)
-	}
+	testenv.PythonScript(t, "venv", "test/orc/files.py", dir, fmt.Sprint(rows))
 	return dir
 }
 

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -58,23 +57,9 @@ func (l *IcebergLake) Warehouse() string { return "s3://" + l.Bucket + "/wh" }
 // printed.
 func (l *IcebergLake) Tables(t testing.TB, args ...string) []byte {
 	t.Helper()
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	py, err := binary(filepath.Join("venv-iceberg", "bin", "python"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	args = append(args, "--catalog", l.CatalogType, "--uri", l.CatalogURI, "--warehouse", l.Warehouse(),
 		"--s3", l.minio.URL(), l.minio.AccessKey, l.minio.SecretKey)
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(py, append([]string{filepath.Join(root, "test", "iceberg", "tables.py")}, args...)...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("tables.py %v: %v\n%s", args[:2], err, stderr.String())
-	}
-	return stdout.Bytes()
+	return PythonScript(t, "venv-iceberg", "test/iceberg/tables.py", args...)
 }
 
 // Read returns the rows pyiceberg reads of table at snapshot, deletes

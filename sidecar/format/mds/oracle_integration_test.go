@@ -19,7 +19,6 @@ import (
 	"image/png"
 	"math/big"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,26 +32,9 @@ import (
 
 func oracle(t *testing.T, args ...string) []map[string]any {
 	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	python := filepath.Join(bin, "venv-oracle", "bin", "python")
-	if _, err := os.Stat(python); err != nil {
-		t.Fatalf("%s is missing: run 'make tools'", python)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(python, append([]string{filepath.Join(root, "test", "oracle", "mds_oracle.py")}, args...)...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("mds_oracle.py %v: %v\n%s", args, err, stderr.String())
-	}
+	stdout := bytes.NewReader(testenv.PythonScript(t, "venv-oracle", "test/oracle/mds_oracle.py", args...))
 	var out []map[string]any
-	sc := bufio.NewScanner(&stdout)
+	sc := bufio.NewScanner(stdout)
 	sc.Buffer(nil, 1<<26)
 	for sc.Scan() {
 		dec := json.NewDecoder(strings.NewReader(sc.Text()))

@@ -20,6 +20,7 @@ type decompressor struct {
 	codec     Compression
 	blockSize int
 	zstd      *zstd.Decoder
+	flate     io.ReadCloser // reset for each zlib chunk
 }
 
 func newDecompressor(c Compression, blockSize uint64) (*decompressor, error) {
@@ -92,7 +93,12 @@ func (d *decompressor) chunk(out, chunk []byte, limit int) ([]byte, error) {
 	room := min(d.blockSize, limit-len(out))
 	switch d.codec {
 	case CompressionZlib:
-		r := flate.NewReader(bytes.NewReader(chunk))
+		if d.flate == nil {
+			d.flate = flate.NewReader(bytes.NewReader(chunk))
+		} else if err := d.flate.(flate.Resetter).Reset(bytes.NewReader(chunk), nil); err != nil {
+			return nil, errCorrupt("zlib chunk", err)
+		}
+		r := d.flate
 		start := len(out)
 		out = append(out, make([]byte, room+1)...)
 		n, err := io.ReadFull(r, out[start:])

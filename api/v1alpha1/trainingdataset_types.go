@@ -18,7 +18,7 @@ const (
 )
 
 // ShardFormat names how the shards of a stream are encoded.
-// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;iceberg
+// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg
 type ShardFormat string
 
 // The shard formats the sidecar reads (design §2).
@@ -29,6 +29,8 @@ const (
 	FormatCSV     ShardFormat = "csv"
 	FormatTSV     ShardFormat = "tsv"
 	FormatArrow   ShardFormat = "arrow"
+	// FormatORC is Apache ORC files, one shard per stripe.
+	FormatORC ShardFormat = "orc"
 	// FormatIceberg is an Apache Iceberg table: its Parquet data files at
 	// one snapshot, one shard per row group (spec.streams[].iceberg).
 	FormatIceberg ShardFormat = "iceberg"

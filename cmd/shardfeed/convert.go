@@ -35,7 +35,7 @@ func newConvertCommand() *cobra.Command {
 		overwrite                   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "convert SOURCE_URI --from mds|jsonl|csv|tsv|parquet|arrow --to mds|parquet --out OUT_URI",
+		Use:   "convert SOURCE_URI --from mds|jsonl|csv|tsv|parquet|orc|arrow --to mds|parquet --out OUT_URI",
 		Short: "Convert a stream's JSON Lines, CSV, TSV, Parquet or Arrow IPC objects to MDS or Parquet shards",
 		Long: `convert reads every object of the source stream (s3:// or file://) in order
 and writes MDS shards (readable by mosaicml-streaming and by shardfeed), or
@@ -103,7 +103,7 @@ conversion with the column and row.`,
 	}
 	src.add(cmd)
 	f := cmd.Flags()
-	f.StringVar(&from, "from", "", "format of the source objects: mds, jsonl, csv, tsv, parquet or arrow")
+	f.StringVar(&from, "from", "", "format of the source objects: mds, jsonl, csv, tsv, parquet, orc or arrow")
 	f.StringVar(&to, "to", "mds", "output format: mds or parquet")
 	f.StringVar(&out, "out", "", "output stream URI (s3:// or file://), reached with the same endpoint and credentials")
 	f.StringVar(&shardSize, "shard-size", "64MiB", "raw size of an MDS shard, or of a Parquet row group")

@@ -54,7 +54,7 @@ func newIndexCommand() *cobra.Command {
 		stream    string
 	)
 	cmd := &cobra.Command{
-		Use:   "index (URI --format parquet|arrow|jsonl|csv|tsv|iceberg | -f MANIFEST [--stream NAME])",
+		Use:   "index (URI --format parquet|orc|arrow|jsonl|csv|tsv|iceberg | -f MANIFEST [--stream NAME])",
 		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/index.json",
 		Long: `index reads a stream's objects under URI (s3://bucket/prefix/ or file:///path/)
 and writes index.json next to them: one shard per Parquet row group (from the
@@ -152,7 +152,7 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 	}
 	src.add(cmd)
 	table.add(cmd)
-	cmd.Flags().StringVar(&kind, "format", "parquet", "format of the stream's objects: parquet, arrow, jsonl, csv, tsv, or iceberg for a table")
+	cmd.Flags().StringVar(&kind, "format", "parquet", "format of the stream's objects: parquet, orc, arrow, jsonl, csv, tsv, or iceberg for a table")
 	cmd.Flags().StringVar(&shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	cmd.Flags().StringVar(&schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)

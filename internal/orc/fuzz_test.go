@@ -19,7 +19,7 @@ func readFile(data []byte, maxBytes int) error {
 		return err
 	}
 	for i, s := range f.Stripes {
-		rec, err := f.ReadStripe(data[s.Offset:s.Offset+s.Length()], i, maxBytes, memory.DefaultAllocator)
+		rec, err := f.ReadStripe(data[s.Offset:s.Offset+s.Length()], i, nil, maxBytes, memory.DefaultAllocator)
 		if err != nil {
 			return err
 		}

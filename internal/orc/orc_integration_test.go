@@ -122,7 +122,7 @@ func TestIntegrationPyarrowFilesReadAsPyarrowReadsThem(t *testing.T) {
 			sc.Buffer(nil, 1<<20)
 			row := 0
 			for i, s := range f.Stripes {
-				rec, err := f.ReadStripe(data[s.Offset:s.Offset+s.Length()], i, 0, memory.DefaultAllocator)
+				rec, err := f.ReadStripe(data[s.Offset:s.Offset+s.Length()], i, nil, 0, memory.DefaultAllocator)
 				if err != nil {
 					t.Fatalf("stripe %d: %v", i, err)
 				}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -26,10 +28,15 @@ type stripeReader struct {
 
 // ReadStripe decodes stripe i from its bytes (data is the file's bytes
 // [Offset, Offset+Length) of the stripe) into one record batch of the
-// file's schema. maxBytes bounds the decompressed streams (0: the default).
-func (f *File) ReadStripe(data []byte, i int, maxBytes int, mem memory.Allocator) (arrow.RecordBatch, error) {
+// file's schema, or of only the named top-level columns, in that order
+// (nil: all). maxBytes bounds the decompressed streams (0: the default).
+func (f *File) ReadStripe(data []byte, i int, columns []string, maxBytes int, mem memory.Allocator) (arrow.RecordBatch, error) {
 	if i < 0 || i >= len(f.Stripes) {
 		return nil, fmt.Errorf("stripe %d of %d", i, len(f.Stripes))
+	}
+	root, schema, err := f.project(columns)
+	if err != nil {
+		return nil, err
 	}
 	si := f.Stripes[i]
 	if uint64(len(data)) != si.Length() {
@@ -70,12 +77,34 @@ func (f *File) ReadStripe(data []byte, i int, maxBytes int, mem memory.Allocator
 		return nil, fmt.Errorf("%w: stripe %d of %d rows decodes to more than the bound of %d bytes", ErrCorrupt, i, si.Rows, maxBytes)
 	}
 	rows := int(si.Rows)
-	cols, err := r.fields(f.types[0], rows, nil)
+	cols, err := r.fields(root, rows, nil)
 	if err != nil {
 		return nil, fmt.Errorf("stripe %d: %w", i, err)
 	}
 	defer release(cols)
-	return array.NewRecordBatch(f.Schema, cols, int64(rows)), nil
+	return array.NewRecordBatch(schema, cols, int64(rows)), nil
+}
+
+// project returns the root struct and the schema of the named columns
+// (nil: all of them): a struct of fewer fields, whose other columns'
+// streams are never decompressed.
+func (f *File) project(columns []string) (typeDesc, *arrow.Schema, error) {
+	root := f.types[0]
+	if columns == nil {
+		return root, f.Schema, nil
+	}
+	sub := typeDesc{kind: root.kind}
+	fields := make([]arrow.Field, 0, len(columns))
+	for _, name := range columns {
+		c := slices.Index(root.fieldNames, name)
+		if c < 0 {
+			return typeDesc{}, nil, fmt.Errorf("no column %q: the file's columns are %s", name, strings.Join(root.fieldNames, ", "))
+		}
+		sub.subtypes = append(sub.subtypes, root.subtypes[c])
+		sub.fieldNames = append(sub.fieldNames, name)
+		fields = append(fields, f.Schema.Field(c))
+	}
+	return sub, arrow.NewSchema(fields, nil), nil
 }
 
 // stream returns the decompressed bytes of a stream of a column (nil when

@@ -220,6 +220,24 @@ func HashRange(ctx context.Context, st store.Store, key string, off, n int64, al
 	return algo + ":" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// ReadRange returns bytes [off, off+n) of the object at key: exactly n of
+// them, or an error.
+func ReadRange(ctx context.Context, st store.Store, key string, off, n int64) ([]byte, error) {
+	r, err := st.Get(ctx, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = r.Close() }()
+	b, err := io.ReadAll(io.LimitReader(r, n))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != n {
+		return nil, fmt.Errorf("%s: read %d bytes at %d, want %d", key, len(b), off, n)
+	}
+	return b, nil
+}
+
 // RecordsOf hands decoded records, all of one schema, over to a
 // RecordReader, which holds the only reference to them.
 func RecordsOf(recs []arrow.RecordBatch) (array.RecordReader, error) {

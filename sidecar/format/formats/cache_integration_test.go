@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -92,6 +93,18 @@ func objects(t *testing.T, format datav1alpha1.ShardFormat) map[string][]byte {
 		}
 		_ = w.Close()
 		out["a.arrow"] = buf.Bytes()
+	case "orc":
+		// pyarrow's files, one per compression, ids running on across them.
+		dir := t.TempDir()
+		testenv.PythonScript(t, "venv", "test/orc/stream.py", dir, fmt.Sprint(rows))
+		files, _ := filepath.Glob(filepath.Join(dir, "orc", "*.orc"))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[filepath.Base(f)] = b
+		}
 	case "mds":
 		w, _ := mds.NewWriter(mds.WriterOptions{
 			Columns: []mds.Column{{Name: "id", Encoding: "int"}, {Name: "text", Encoding: "str"}}, Compression: "zstd", Hashes: []string{"xxh64"}, SizeLimit: 4096,
@@ -108,7 +121,7 @@ func objects(t *testing.T, format datav1alpha1.ShardFormat) map[string][]byte {
 }
 
 func TestIntegrationEveryFormatReadsBackThroughTheCacheByRange(t *testing.T) {
-	for _, format := range []datav1alpha1.ShardFormat{datav1alpha1.FormatParquet, datav1alpha1.FormatArrow, datav1alpha1.FormatJSONL, datav1alpha1.FormatCSV, datav1alpha1.FormatMDS} {
+	for _, format := range []datav1alpha1.ShardFormat{datav1alpha1.FormatParquet, datav1alpha1.FormatArrow, datav1alpha1.FormatORC, datav1alpha1.FormatJSONL, datav1alpha1.FormatCSV, datav1alpha1.FormatMDS} {
 		t.Run(string(format), func(t *testing.T) {
 			ctx := context.Background()
 			bucket := minioServer.Bucket(t)

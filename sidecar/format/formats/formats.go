@@ -10,6 +10,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
 	"github.com/shardfeed/shardfeed/sidecar/format/iceberg"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
+	"github.com/shardfeed/shardfeed/sidecar/format/orc"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
 )
@@ -21,6 +22,7 @@ func Default() format.Registry {
 		mds.Format{},
 		parquet.Format,
 		arrowipc.Format,
+		orc.Format,
 		text.JSONL,
 		text.CSV,
 		text.TSV,

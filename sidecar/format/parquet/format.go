@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
 
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 
@@ -49,7 +48,7 @@ func readFooter(ctx context.Context, st store.Store, key string, size int64) (*m
 	if size < 12 {
 		return nil, fmt.Errorf("%s: %d bytes is too short for Parquet", key, size)
 	}
-	tail, err := readRange(ctx, st, key, size-8, 8)
+	tail, err := format.ReadRange(ctx, st, key, size-8, 8)
 	if err != nil {
 		return nil, err
 	}
@@ -60,25 +59,9 @@ func readFooter(ctx context.Context, st store.Store, key string, size int64) (*m
 	if n <= 0 || n > MaxFooterBytes || n > size-12 {
 		return nil, fmt.Errorf("%s: footer length %d does not fit the %d-byte file", key, n, size)
 	}
-	footer, err := readRange(ctx, st, key, size-8-n, n)
+	footer, err := format.ReadRange(ctx, st, key, size-8-n, n)
 	if err != nil {
 		return nil, err
 	}
 	return ParseFooter(key, footer, size)
-}
-
-func readRange(ctx context.Context, st store.Store, key string, off, n int64) ([]byte, error) {
-	r, err := st.Get(ctx, key, off, n)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = r.Close() }()
-	b, err := io.ReadAll(io.LimitReader(r, n))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) != n {
-		return nil, fmt.Errorf("%s: read %d bytes at %d, want %d", key, len(b), off, n)
-	}
-	return b, nil
 }

@@ -1,0 +1,207 @@
+// Package expr is shardfeed's one expression language: CEL
+// (github.com/google/cel-go), the language of Kubernetes' validation rules,
+// over the columns of a stream. A stream's partition selection is an
+// expression over its partition columns; the plan's row filters use the
+// same package over its data columns.
+//
+// An expression is checked in two steps: its syntax when a dataset is
+// applied (Check), where the columns are not known yet, and its columns and
+// types when shardfeed index reads the stream (Compile). Evaluation is
+// bounded in cost, so a hostile expression ends in an error, not a hang.
+package expr
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+)
+
+// MaxLength bounds an expression's source, as the API does.
+const MaxLength = 4096
+
+// maxCost bounds one evaluation (CEL's cost units: about one per
+// operation and per byte a string function reads).
+const maxCost = 1_000_000
+
+// Types are the column types an expression reads, by shardfeed's type
+// names (those of index.Field): integers are CEL ints, floats doubles,
+// utf8 strings.
+var Types = []string{"bool", "int32", "int64", "float64", "utf8"}
+
+// Column is a column an expression may name.
+type Column struct {
+	Name string
+	Type string
+}
+
+// Expr is a compiled expression over a set of columns.
+type Expr struct {
+	src     string
+	env     *cel.Env
+	prg     cel.Program
+	columns []Column
+}
+
+// options are the limits of every environment.
+func options() []cel.EnvOption {
+	return []cel.EnvOption{cel.ParserExpressionSizeLimit(MaxLength), cel.ParserRecursionLimit(100), cel.CrossTypeNumericComparisons(true)}
+}
+
+// Check parses src: what can be checked before the columns are known.
+func Check(src string) error {
+	if strings.TrimSpace(src) == "" {
+		return errors.New("the expression is empty")
+	}
+	env, err := cel.NewEnv(options()...)
+	if err != nil {
+		return err
+	}
+	if _, iss := env.Parse(src); iss.Err() != nil {
+		return fmt.Errorf("not a CEL expression: %w", iss.Err())
+	}
+	return nil
+}
+
+var undeclared = regexp.MustCompile(`undeclared reference to '([^']+)'`)
+
+// Compile checks src against columns: every name it uses is a column, and
+// its value is a bool. Each column may be null (CEL's null_type), as a
+// null partition is.
+func Compile(src string, columns []Column) (*Expr, error) {
+	if err := Check(src); err != nil {
+		return nil, err
+	}
+	opts := options()
+	names := make([]string, 0, len(columns))
+	for _, c := range columns {
+		t, err := celType(c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", c.Name, err)
+		}
+		opts = append(opts, cel.Variable(c.Name, cel.NullableType(t)))
+		names = append(names, c.Name)
+	}
+	env, err := cel.NewEnv(opts...)
+	if err != nil {
+		return nil, err
+	}
+	ast, iss := env.Compile(src)
+	if iss.Err() != nil {
+		var unknown []string
+		for _, m := range undeclared.FindAllStringSubmatch(iss.Err().Error(), -1) {
+			if !slices.Contains(unknown, m[1]) {
+				unknown = append(unknown, m[1])
+			}
+		}
+		if len(unknown) > 0 {
+			return nil, fmt.Errorf("no column %s: the columns are %s", strings.Join(unknown, ", "), strings.Join(names, ", "))
+		}
+		return nil, iss.Err()
+	}
+	if ast.OutputType() != cel.BoolType {
+		return nil, fmt.Errorf("the expression is a %s, not a bool: write a condition, e.g. region == 'eu'", ast.OutputType())
+	}
+	prg, err := env.Program(ast, cel.EvalOptions(cel.OptPartialEval), cel.CostLimit(maxCost), cel.InterruptCheckFrequency(100))
+	if err != nil {
+		return nil, err
+	}
+	return &Expr{src: src, env: env, prg: prg, columns: columns}, nil
+}
+
+func celType(name string) (*cel.Type, error) {
+	switch name {
+	case "bool":
+		return cel.BoolType, nil
+	case "int32", "int64":
+		return cel.IntType, nil
+	case "float64":
+		return cel.DoubleType, nil
+	case "utf8":
+		return cel.StringType, nil
+	}
+	return nil, fmt.Errorf("type %q is not one of %s", name, strings.Join(Types, ", "))
+}
+
+// String returns the expression's source.
+func (e *Expr) String() string { return e.src }
+
+// Eval evaluates the expression with every column's value (nil for null):
+// bool, int64 (or int32) and float64 and string, by column type.
+func (e *Expr) Eval(values map[string]any) (bool, error) {
+	v, decided, err := e.Decide(values)
+	if err == nil && !decided {
+		err = fmt.Errorf("%s: not every column has a value", e.src)
+	}
+	return v, err
+}
+
+// Decide evaluates the expression with the values of some columns: decided
+// is false when its value depends on the others, e.g. for a directory of a
+// partitioned tree whose deeper partitions are not listed yet.
+func (e *Expr) Decide(values map[string]any) (value, decided bool, err error) {
+	vars := map[string]any{}
+	for _, c := range e.columns {
+		v, ok := values[c.Name]
+		switch {
+		case !ok: // unknown: PartialVars marks it
+		case v == nil:
+			vars[c.Name] = types.NullValue
+		default:
+			vars[c.Name] = v
+		}
+	}
+	act, err := e.env.PartialVars(vars)
+	if err != nil {
+		return false, false, err
+	}
+	out, _, err := e.prg.Eval(act)
+	if err != nil {
+		return false, false, fmt.Errorf("%s, with %s: %w (a null value compares only with ==, != and null: test x != null first)", e.src, describe(vars), err)
+	}
+	if types.IsUnknown(out) {
+		return false, false, nil
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return false, false, fmt.Errorf("%s is %v, not a bool", e.src, out)
+	}
+	return bool(b), true, nil
+}
+
+func describe(vars map[string]any) string {
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		switch v := vars[k].(type) {
+		case ref.Val:
+			parts[i] = k + " = null" // the one ref.Val vars holds
+		case string:
+			parts[i] = fmt.Sprintf("%s = %q", k, v)
+		default:
+			parts[i] = fmt.Sprintf("%s = %v", k, v)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Value converts a typed column value for Eval: int32 widens to CEL's
+// int64, float32 to its double.
+func Value(v any) any {
+	switch v := v.(type) {
+	case int32:
+		return int64(v)
+	case float32:
+		return float64(v)
+	}
+	return v
+}

@@ -1,0 +1,94 @@
+package expr
+
+import (
+	"strings"
+	"testing"
+)
+
+var partitions = []Column{{"date", "utf8"}, {"region", "utf8"}, {"bucket", "int32"}, {"score", "float64"}, {"gold", "bool"}}
+
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		src, want string
+	}{
+		{"region == 'eu'", ""},
+		{"anything_goes(x) && y", ""}, // names are checked by Compile
+		{"", "the expression is empty"},
+		{"   ", "the expression is empty"},
+		{"region == ", "not a CEL expression"},
+		{"region = 'eu'", "not a CEL expression"},
+		{strings.Repeat("a && ", 1000) + "a", "not a CEL expression"},
+		{strings.Repeat("(", 200) + "a" + strings.Repeat(")", 200), "not a CEL expression"},
+	} {
+		err := Check(tc.src)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("Check(%.40q) = %v, want %q", tc.src, err, tc.want)
+		}
+	}
+}
+
+func TestCompileRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want []string
+	}{
+		{"region == 'eu' && zone == 'a' && zone != kind", []string{"no column zone, kind", "the columns are date, region, bucket, score, gold"}},
+		{"bucket", []string{"not a bool", "region == 'eu'"}},
+		{"region + 1 == 2", []string{"no matching overload"}},
+		{"region ==", []string{"not a CEL expression"}},
+	} {
+		_, err := Compile(tc.src, partitions)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("Compile(%q) = %v, want %q", tc.src, err, w)
+			}
+		}
+	}
+	if _, err := Compile("x", []Column{{"x", "date64"}}); err == nil || !strings.Contains(err.Error(), `column "x": type "date64" is not one of bool, int32`) {
+		t.Errorf("an unknown type: %v", err)
+	}
+}
+
+func TestEvalAndDecide(t *testing.T) {
+	e, err := Compile("region == 'eu' && date >= '2024-01-02' && bucket < 2", partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name             string
+		known            map[string]any
+		value, decided   bool
+		wantErrSubstring string
+	}{
+		{"every column, selected", map[string]any{"date": "2024-01-02", "region": "eu", "bucket": int64(1), "score": 1.0, "gold": true}, true, true, ""},
+		{"every column, not selected", map[string]any{"date": "2024-01-02", "region": "eu", "bucket": int64(2), "score": 1.0, "gold": true}, false, true, ""},
+		{"an early date decides alone", map[string]any{"date": "2024-01-01"}, false, true, ""},
+		{"a later date does not", map[string]any{"date": "2024-01-03"}, false, false, ""},
+		{"a null region is not eu", map[string]any{"date": "2024-01-03", "region": nil}, false, true, ""},
+		{"nothing known", map[string]any{}, false, false, ""},
+		{"an int32 value", map[string]any{"date": "2024-01-03", "region": "eu", "bucket": Value(int32(0))}, true, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, decided, err := e.Decide(tc.known)
+			if err != nil || v != tc.value || decided != tc.decided {
+				t.Fatalf("Decide = %v, %v, %v; want %v, %v", v, decided, err, tc.value, tc.decided)
+			}
+		})
+	}
+	// A null compared with < is an error naming the values, never false.
+	_, _, err = e.Decide(map[string]any{"date": "2024-01-03", "region": "eu", "bucket": nil})
+	if err == nil || !strings.Contains(err.Error(), "bucket = null") || !strings.Contains(err.Error(), "x != null") {
+		t.Fatalf("a null bucket: %v", err)
+	}
+	if _, err := e.Eval(map[string]any{"date": "2024-01-03"}); err == nil {
+		t.Fatal("Eval without every column: no error")
+	}
+	// An expensive expression ends in an error, not a long evaluation.
+	slow, err := Compile("[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, [1,2,3,4,5,6,7,8,9,10].all(d, [1,2,3,4,5,6,7,8,9,10].all(e, [1,2,3,4,5,6,7,8,9,10].all(f, a+b+c+d+e+f+bucket > 0))))))", partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slow.Eval(map[string]any{"date": "", "region": "", "bucket": int64(1), "score": 0.0, "gold": false}); err == nil || !strings.Contains(err.Error(), "cost") {
+		t.Fatalf("a costly expression: %v", err)
+	}
+}

@@ -111,6 +111,28 @@ func (r Retry) Stat(ctx context.Context, key string, stat func(ctx context.Conte
 	return out, err
 }
 
+// ListDir is a store's ListDir: dir checked, then list retried as a
+// whole, each attempt under its own timeout, both lists sorted. list
+// returns one level under the store's prefix + dir.
+func (r Retry) ListDir(ctx context.Context, dir string, list func(ctx context.Context) (Listing, error)) (Listing, error) {
+	if err := CheckDir(dir); err != nil {
+		return Listing{}, err
+	}
+	var out Listing
+	err := r.Do(ctx, func(ctx context.Context, cancel context.CancelFunc) error {
+		defer cancel()
+		var err error
+		out, err = list(ctx)
+		return err
+	})
+	if err != nil {
+		return Listing{}, err
+	}
+	slices.Sort(out.Dirs)
+	slices.SortFunc(out.Objects, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
 // List is a store's List: list retried as a whole (a listing cut midway
 // starts again), each attempt under its own timeout, sorted by key. list
 // appends every object under the prefix to its argument.

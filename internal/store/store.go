@@ -41,11 +41,35 @@ type Store interface {
 	Stat(ctx context.Context, key string) (Object, error)
 	// List returns every object under the prefix, sorted by key.
 	List(ctx context.Context) ([]Object, error)
+	// ListDir returns one level of the tree under dir ("" for the prefix
+	// itself, else a key ending in "/"): the objects directly in it and
+	// its sub-directories (keys ending in "/"), each sorted. Nothing under
+	// a sub-directory is listed, so a caller walks only the branches it
+	// wants (a partitioned table's selected partitions).
+	ListDir(ctx context.Context, dir string) (Listing, error)
 	// Put stores size bytes from r at key, atomically: readers see the old
 	// object or the whole new one.
 	Put(ctx context.Context, key string, r io.Reader, size int64) error
 	// Delete removes the object at key; a missing object is no error.
 	Delete(ctx context.Context, key string) error
+}
+
+// Listing is one level of a store's tree.
+type Listing struct {
+	Dirs    []string
+	Objects []Object
+}
+
+// CheckDir checks a ListDir argument: "" or a plain relative key ending
+// in "/".
+func CheckDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if !strings.HasSuffix(dir, "/") || CheckKey(strings.TrimSuffix(dir, "/")) != nil {
+		return fmt.Errorf("directory %q is not a plain relative path ending in /", dir)
+	}
+	return nil
 }
 
 // ErrNotFound is wrapped by errors for objects that do not exist.

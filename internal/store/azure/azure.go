@@ -290,6 +290,35 @@ func (s *azStore) List(ctx context.Context) ([]store.Object, error) {
 	})
 }
 
+func (s *azStore) ListDir(ctx context.Context, dir string) (store.Listing, error) {
+	return s.retry.ListDir(ctx, dir, func(ctx context.Context) (out store.Listing, err error) {
+		prefix := s.prefix + dir
+		pager := s.client.NewListBlobsHierarchyPager("/", &container.ListBlobsHierarchyOptions{Prefix: &prefix})
+		for pager.More() {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				return out, s.describe(dir, err)
+			}
+			for _, p := range page.Segment.BlobPrefixes {
+				if p.Name != nil {
+					out.Dirs = append(out.Dirs, strings.TrimPrefix(*p.Name, s.prefix))
+				}
+			}
+			for _, b := range page.Segment.BlobItems {
+				if b.Name == nil || b.Properties == nil {
+					continue
+				}
+				o := store.Object{Key: strings.TrimPrefix(*b.Name, s.prefix), Size: deref(b.Properties.ContentLength)}
+				if b.Properties.ETag != nil {
+					o.ETag = string(*b.Properties.ETag)
+				}
+				out.Objects = append(out.Objects, o)
+			}
+		}
+		return out, nil
+	})
+}
+
 func (s *azStore) Delete(ctx context.Context, key string) error {
 	if err := store.CheckKey(key); err != nil {
 		return err

@@ -327,6 +327,26 @@ func (s *gcsStore) List(ctx context.Context) ([]store.Object, error) {
 	})
 }
 
+func (s *gcsStore) ListDir(ctx context.Context, dir string) (store.Listing, error) {
+	return s.retry.ListDir(ctx, dir, func(ctx context.Context) (out store.Listing, err error) {
+		it := s.client.Bucket(s.bucket).Objects(ctx, &storage.Query{Prefix: s.prefix + dir, Delimiter: "/"})
+		for {
+			attrs, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				return out, nil
+			}
+			if err != nil {
+				return out, s.describe(dir, err)
+			}
+			if attrs.Prefix != "" { // a common prefix
+				out.Dirs = append(out.Dirs, strings.TrimPrefix(attrs.Prefix, s.prefix))
+				continue
+			}
+			out.Objects = append(out.Objects, store.Object{Key: strings.TrimPrefix(attrs.Name, s.prefix), Size: attrs.Size, ETag: attrs.Etag})
+		}
+	})
+}
+
 func (s *gcsStore) Delete(ctx context.Context, key string) error {
 	if err := store.CheckKey(key); err != nil {
 		return err

@@ -146,6 +146,34 @@ func (s *fileStore) List(_ context.Context) ([]store.Object, error) {
 	return out, nil
 }
 
+func (s *fileStore) ListDir(_ context.Context, dir string) (store.Listing, error) {
+	if err := store.CheckDir(dir); err != nil {
+		return store.Listing{}, err
+	}
+	var out store.Listing
+	entries, err := os.ReadDir(filepath.Join(s.dir, filepath.FromSlash(dir)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil // no directory: nothing in it, as an S3 prefix with none
+	}
+	if err != nil {
+		return out, fmt.Errorf("listing %s%s: %w", s.URI(), dir, err)
+	}
+	for _, e := range entries { // sorted by name
+		switch {
+		case strings.HasPrefix(e.Name(), ".shardfeed-tmp-"):
+		case e.IsDir():
+			out.Dirs = append(out.Dirs, dir+e.Name()+"/")
+		case e.Type().IsRegular():
+			info, err := e.Info()
+			if err != nil {
+				return out, fmt.Errorf("listing %s%s: %w", s.URI(), dir, err)
+			}
+			out.Objects = append(out.Objects, store.Object{Key: dir + e.Name(), Size: info.Size()})
+		}
+	}
+	return out, nil
+}
+
 func (s *fileStore) Delete(_ context.Context, key string) error {
 	p, err := s.path(key)
 	if err != nil {

@@ -328,6 +328,23 @@ func (s *s3Store) List(ctx context.Context) ([]store.Object, error) {
 	})
 }
 
+func (s *s3Store) ListDir(ctx context.Context, dir string) (store.Listing, error) {
+	return s.retry.ListDir(ctx, dir, func(ctx context.Context) (out store.Listing, err error) {
+		for info := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + dir}) {
+			if info.Err != nil {
+				return out, s.describe(dir, info.Err)
+			}
+			key := strings.TrimPrefix(info.Key, s.prefix)
+			if strings.HasSuffix(key, "/") { // a common prefix
+				out.Dirs = append(out.Dirs, key)
+				continue
+			}
+			out.Objects = append(out.Objects, store.Object{Key: key, Size: info.Size, ETag: info.ETag})
+		}
+		return out, nil
+	})
+}
+
 func (s *s3Store) Delete(ctx context.Context, key string) error {
 	if err := store.CheckKey(key); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -37,6 +38,33 @@ func Conformance(t *testing.T, st store.Store) {
 		}
 		if got := strings.Join(keys, ","); got != "index.json,shards/shard.00000.mds,shards/shard.00001.mds" {
 			t.Errorf("List keys = %s", got)
+		}
+	})
+	t.Run("list a directory", func(t *testing.T) {
+		for _, tc := range []struct{ dir, want string }{
+			{"", "dirs [shards/], objects [index.json]"},
+			{"shards/", "dirs [], objects [shards/shard.00000.mds shards/shard.00001.mds]"},
+			{"missing/", "dirs [], objects []"},
+		} {
+			l, err := st.ListDir(ctx, tc.dir)
+			if err != nil {
+				t.Fatalf("ListDir(%q): %v", tc.dir, err)
+			}
+			var keys []string
+			for _, o := range l.Objects {
+				keys = append(keys, o.Key)
+				if o.Size != int64(len(payload)) {
+					t.Errorf("%s: size %d, want %d", o.Key, o.Size, len(payload))
+				}
+			}
+			if got := fmt.Sprintf("dirs %v, objects %v", append([]string{}, l.Dirs...), append([]string{}, keys...)); got != tc.want {
+				t.Errorf("ListDir(%q) = %s, want %s", tc.dir, got, tc.want)
+			}
+		}
+		for _, dir := range []string{"shards", "../", "/shards/", "a//"} {
+			if _, err := st.ListDir(ctx, dir); err == nil || !strings.Contains(err.Error(), "not a plain relative path") {
+				t.Errorf("ListDir(%q) = %v, want a refusal", dir, err)
+			}
 		}
 	})
 	t.Run("stat", func(t *testing.T) {

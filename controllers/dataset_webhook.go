@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 )
@@ -75,6 +76,9 @@ func Validate(spec *datav1alpha1.TrainingDatasetSpec) []string {
 			problems = append(problems, fmt.Sprintf("spec.sidecar.image %q is not an image reference (%v): write registry/repository:tag or @sha256:digest, e.g. ghcr.io/shardfeed/shardfeed:v0.1.0", img, err))
 		}
 	}
+	for i, st := range spec.Streams {
+		problems = append(problems, partitionProblems(i, st.Partitions)...)
+	}
 	res := spec.Sidecar.Resources
 	for _, list := range []struct {
 		field string
@@ -94,6 +98,29 @@ func Validate(spec *datav1alpha1.TrainingDatasetSpec) []string {
 	}
 	if len(res.Claims) > 0 {
 		problems = append(problems, "spec.sidecar.resources.claims is not supported: the sidecar needs no dynamic resources; remove it")
+	}
+	return problems
+}
+
+// partitionProblems checks a stream's partitions: its selection parses
+// (its columns are checked by shardfeed index, which reads the tree) and
+// its columns have distinct names.
+func partitionProblems(i int, p *datav1alpha1.Partitions) []string {
+	if p == nil {
+		return nil
+	}
+	var problems []string
+	if p.Select != "" {
+		if err := expr.Check(p.Select); err != nil {
+			problems = append(problems, fmt.Sprintf("spec.streams[%d].partitions.select: %v", i, err))
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range p.Columns {
+		if seen[c.Name] {
+			problems = append(problems, fmt.Sprintf("spec.streams[%d].partitions.columns names %q twice: each partition column once, in the tree's order", i, c.Name))
+		}
+		seen[c.Name] = true
 	}
 	return problems
 }

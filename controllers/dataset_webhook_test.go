@@ -49,3 +49,33 @@ func TestValidateSpec(t *testing.T) {
 		})
 	}
 }
+
+// A partition selection's syntax is checked at apply time; its columns,
+// which only the tree names, when shardfeed index reads it.
+func TestValidatePartitions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    *datav1alpha1.Partitions
+		says []string
+	}{
+		{"none", nil, nil},
+		{"a selection", &datav1alpha1.Partitions{Select: "region == 'eu' && date >= '2024-01-02'"}, nil},
+		{"any column name", &datav1alpha1.Partitions{Select: "zone == 'a'"}, nil},
+		{"a syntax error", &datav1alpha1.Partitions{Select: "region = 'eu'"}, []string{"spec.streams[0].partitions.select: not a CEL expression"}},
+		{"a column twice", &datav1alpha1.Partitions{Columns: []datav1alpha1.PartitionColumn{{Name: "a", Type: "utf8"}, {Name: "a", Type: "int32"}}},
+			[]string{`spec.streams[0].partitions.columns names "a" twice`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &datav1alpha1.TrainingDatasetSpec{Streams: []datav1alpha1.Stream{{Name: "s", Format: datav1alpha1.FormatParquet, Partitions: tc.p}}}
+			got := strings.Join(Validate(spec), "; ")
+			if len(tc.says) == 0 && got != "" {
+				t.Fatalf("rejected: %s", got)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(got, s) {
+					t.Errorf("got %q, want it to say %q", got, s)
+				}
+			}
+		})
+	}
+}

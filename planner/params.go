@@ -30,6 +30,10 @@ type StreamIndex struct {
 	// at, for a table's stream: a plan input beside the shards, so that a
 	// resume on another snapshot names both ids. Empty for other streams.
 	Snapshot string `json:"-"`
+	// Partitions are the partition columns and selection of a
+	// hive-partitioned stream's index, a plan input beside the shards
+	// (the types shape the values served). Empty for other streams.
+	Partitions string `json:"-"`
 }
 
 // Samples returns the number of samples in the stream.
@@ -379,6 +383,9 @@ func (p *Params) fingerprintInputs() []fingerprintInput {
 		)
 		if s.Index.Snapshot != "" { // only tables: other plans keep their fingerprints
 			in = append(in, fingerprintInput{f + ".snapshot", s.Index.Snapshot})
+		}
+		if s.Index.Partitions != "" { // only partitioned streams
+			in = append(in, fingerprintInput{f + ".partitions", s.Index.Partitions})
 		}
 	}
 	blockSize := "-"

@@ -176,6 +176,17 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"metrics port out of range", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.MetricsPort = ptr.To(int32(70000)) }, "spec.sidecar.metricsPort"},
 		{"zero cache limit", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.CacheLimit = ptr.To(resource.MustParse("0")) }, "sidecar.cacheLimit must be above 0"},
 		{"image with a space", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Image = "shardfeed latest" }, "sidecar.image is an image reference"},
+		{"partitions of an mds stream", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Partitions = &datav1alpha1.Partitions{Select: "a == 1"}
+		}, "partitions apply to a tree of parquet or orc files"},
+		{"a partition column with a slash", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Format = datav1alpha1.FormatORC
+			d.Spec.Streams[0].Partitions = &datav1alpha1.Partitions{Columns: []datav1alpha1.PartitionColumn{{Name: "a/b", Type: "utf8"}}}
+		}, "a partition column name has no / or ="},
+		{"a partition type", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Format = datav1alpha1.FormatParquet
+			d.Spec.Streams[0].Partitions = &datav1alpha1.Partitions{Columns: []datav1alpha1.PartitionColumn{{Name: "a", Type: "date"}}}
+		}, "partitions.columns[0].type"},
 		{"iceberg format without a table", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Format = datav1alpha1.FormatIceberg }, "format: iceberg needs an iceberg section"},
 		{"a table on a parquet stream", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Format = datav1alpha1.FormatParquet
@@ -254,6 +265,22 @@ func TestIntegrationEveryIcebergCatalogIsAccepted(t *testing.T) {
 			d.Spec.Streams[0].Iceberg = &tt.table
 			if err := apiServer.Client.Create(context.Background(), d); err != nil {
 				t.Fatalf("the API server refused a valid table: %v", err)
+			}
+		})
+	}
+}
+
+// A partitioned ORC and a partitioned Parquet stream, as docs/formats.md
+// writes them, are accepted.
+func TestIntegrationPartitionedStreamsAreAccepted(t *testing.T) {
+	for _, f := range []datav1alpha1.ShardFormat{datav1alpha1.FormatORC, datav1alpha1.FormatParquet} {
+		t.Run(string(f), func(t *testing.T) {
+			d := validDataset(apiServer.Namespace(t))
+			d.Spec.Streams[0].Format = f
+			d.Spec.Streams[0].Partitions = &datav1alpha1.Partitions{Select: "region == 'eu' && date >= '2024-01-02'",
+				Columns: []datav1alpha1.PartitionColumn{{Name: "date", Type: "utf8"}, {Name: "region", Type: "utf8"}, {Name: "bucket", Type: "int32"}}}
+			if err := apiServer.Client.Create(context.Background(), d); err != nil {
+				t.Fatalf("the API server refused a partitioned stream: %v", err)
 			}
 		})
 	}

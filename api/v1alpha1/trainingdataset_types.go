@@ -202,6 +202,44 @@ type IcebergTable struct {
 	Ref string `json:"ref,omitempty"`
 }
 
+// Partitions reads a stream's source as a hive-partitioned tree: key=value
+// directories (date=2024-01-01/region=eu/part-0.parquet) whose values are
+// columns of every row below them. shardfeed index walks only the
+// directories select may keep and records the selection in the stream's
+// index, which the dataset refuses when it differs from this one.
+type Partitions struct {
+	// Select is a CEL expression over the partition columns, e.g.
+	// region == 'eu' && date >= '2024-01-02': only the files of the
+	// partitions it is true for are indexed, and no other is fetched.
+	// Empty: every partition. A partition whose directory says
+	// __HIVE_DEFAULT_PARTITION__ has a null value.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Select string `json:"select,omitempty"`
+
+	// Columns are the partition columns with their types, in the tree's
+	// order (outermost first). Empty: their names from the tree, their
+	// types inferred as pyarrow's hive partitioning does (int32 where
+	// every value is one, else utf8).
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Columns []PartitionColumn `json:"columns,omitempty"`
+}
+
+// PartitionColumn is a partition column's name and type.
+type PartitionColumn struct {
+	// Name is the key of the column's directories (date in date=…).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('_shardfeed_') && !self.contains('/') && !self.contains('=')",message="a partition column name has no / or = and does not start with _shardfeed_"
+	Name string `json:"name"`
+
+	// Type of the values: utf8, int32, int64, float64 or bool.
+	// +kubebuilder:validation:Enum=utf8;int32;int64;float64;bool
+	Type string `json:"type"`
+}
+
 // Source says where the shards and the index of a stream live, and how to
 // reach them: the same shape for every store (docs/stores.md).
 // +kubebuilder:validation:XValidation:rule="!has(self.insecure) || !self.insecure || has(self.endpoint)",message="insecure (plain HTTP) applies to an endpoint: set source.endpoint (e.g. http://minio.storage:9000) or drop insecure"
@@ -255,6 +293,7 @@ type Source struct {
 // weight in the mix.
 // +kubebuilder:validation:XValidation:rule="[has(self.proportion), has(self.repeat), has(self.choose)].filter(x, x).size() <= 1",message="a stream has at most one weight: proportion, repeat or choose"
 // +kubebuilder:validation:XValidation:rule="(has(self.format) && self.format == 'iceberg') == has(self.iceberg)",message="format: iceberg needs an iceberg section (catalog and table), and an iceberg section needs format: iceberg"
+// +kubebuilder:validation:XValidation:rule="!has(self.partitions) || has(self.format) && (self.format == 'parquet' || self.format == 'orc')",message="partitions apply to a tree of parquet or orc files: set format: parquet or format: orc"
 type Stream struct {
 	// Name of the stream, unique in the dataset. Batches carry the stream's
 	// position in spec.streams in the _shardfeed_stream column.
@@ -276,6 +315,12 @@ type Stream struct {
 	// snapshot; source.uri's bucket (or container) holds them.
 	// +optional
 	Iceberg *IcebergTable `json:"iceberg,omitempty"`
+
+	// Partitions reads source.uri as a hive-partitioned tree of parquet or
+	// orc files, its partition values as columns, selected by a CEL
+	// expression (docs/formats.md).
+	// +optional
+	Partitions *Partitions `json:"partitions,omitempty"`
 
 	// Proportion is a relative weight, as an exact decimal string ("0.25",
 	// "3"): the stream gets proportion/sum(proportions) of the epoch.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,7 @@ func newIndexCommand() *cobra.Command {
 		schema    string
 		dryRun    bool
 		table     icebergFlags
+		parts     partitionFlags
 		manifest  string
 		stream    string
 	)
@@ -100,6 +102,7 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 				}
 				source, kind = streams.SharedCredentials(s, src.credentialsDir), string(s.Format)
 				table.fromSpec(s.Iceberg)
+				parts.fromSpec(s.Partitions)
 			case len(args) == 0:
 				return errors.New("give the stream's URI (shardfeed index s3://bucket/prefix/ --format parquet) or its manifest (-f dataset.yaml --stream NAME)")
 			default:
@@ -118,6 +121,9 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 				return fmt.Errorf("--shard-size: %w", err)
 			}
 			opts := format.IndexOptions{Hash: algo, ShardBytes: shardBytes, Progress: progressPrinter(cmd.ErrOrStderr())}
+			if opts.Partitions, err = parts.options(kind); err != nil {
+				return err
+			}
 			if schema != "" {
 				if opts.Schema, err = readSchema(schema); err != nil {
 					return err
@@ -152,6 +158,7 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 	}
 	src.add(cmd)
 	table.add(cmd)
+	parts.add(cmd)
 	cmd.Flags().StringVar(&kind, "format", "parquet", "format of the stream's objects: parquet, orc, arrow, jsonl, csv, tsv, or iceberg for a table")
 	cmd.Flags().StringVar(&shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&algo, "hash", "xxh64", "hash algorithm of the shards' content")
@@ -164,7 +171,7 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 
 // streamFlags are the flags -f MANIFEST replaces with the stream's spec.
 var streamFlags = []string{"format", "endpoint", "region", "insecure", "catalog-type", "catalog-uri", "catalog-name",
-	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref"}
+	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref", "hive", "select", "partition-columns"}
 
 // indexedStream returns the stream of the manifest that index -f is to
 // index: the one named, or the only one that needs an index of ours.
@@ -200,6 +207,57 @@ func indexedStream(cmd *cobra.Command, manifest, name string) (datav1alpha1.Stre
 		return datav1alpha1.Stream{}, fmt.Errorf("every stream of %s is MDS, which keeps its own index: nothing to write", manifest)
 	}
 	return datav1alpha1.Stream{}, fmt.Errorf("%s has several streams to index (%s): name one with --stream", manifest, strings.Join(candidates, ", "))
+}
+
+// partitionFlags read a stream as a hive-partitioned tree
+// (spec.streams[].partitions).
+type partitionFlags struct {
+	hive            bool
+	selection, cols string
+}
+
+func (p *partitionFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.BoolVar(&p.hive, "hive", false, "parquet and orc: read URI as a hive-partitioned tree (key=value directories), the partition values as columns")
+	f.StringVar(&p.selection, "select", "", "with --hive: a CEL expression over the partition columns; only the partitions it selects are listed and indexed")
+	f.StringVar(&p.cols, "partition-columns", "", "with --hive: the partition columns' types in the tree's order, e.g. date:utf8,bucket:int32 (default: inferred as pyarrow does)")
+}
+
+func (p *partitionFlags) fromSpec(s *datav1alpha1.Partitions) {
+	if s == nil {
+		return
+	}
+	p.hive, p.selection = true, s.Select
+	var cols []string
+	for _, c := range s.Columns {
+		cols = append(cols, c.Name+":"+c.Type)
+	}
+	p.cols = strings.Join(cols, ",")
+}
+
+// options returns the partition options of the flags (nil without --hive).
+func (p *partitionFlags) options(kind string) (*format.PartitionOptions, error) {
+	if !p.hive {
+		if p.selection != "" || p.cols != "" {
+			return nil, errors.New("--select and --partition-columns read a hive-partitioned tree: add --hive")
+		}
+		return nil, nil
+	}
+	if k := datav1alpha1.ShardFormat(kind); k != datav1alpha1.FormatParquet && k != datav1alpha1.FormatORC {
+		return nil, fmt.Errorf("--hive reads a tree of parquet or orc files, not %s", kind)
+	}
+	opts := &format.PartitionOptions{Select: p.selection}
+	if p.cols == "" {
+		return opts, nil
+	}
+	for _, c := range strings.Split(p.cols, ",") {
+		name, typ, ok := strings.Cut(strings.TrimSpace(c), ":")
+		if !ok || name == "" || !slices.Contains(index.PartitionTypes, typ) {
+			return nil, fmt.Errorf("--partition-columns %q: each column is name:type, the type one of %s", c, strings.Join(index.PartitionTypes, ", "))
+		}
+		opts.Columns = append(opts.Columns, index.Field{Name: name, Type: typ})
+	}
+	return opts, nil
 }
 
 // icebergFlags name an Iceberg table and its catalog

@@ -245,3 +245,31 @@ func TestIndexAStreamOfAManifest(t *testing.T) {
 		}
 	}
 }
+
+func TestPartitionFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags partitionFlags
+		kind  string
+		want  string // the options, or the error
+	}{
+		{"none", partitionFlags{}, "parquet", "<nil>"},
+		{"a selection", partitionFlags{hive: true, selection: "a == 1"}, "orc", `&{a == 1 []}`},
+		{"given types", partitionFlags{hive: true, cols: "date:utf8, bucket:int32"}, "parquet", `&{ [{date utf8} {bucket int32}]}`},
+		{"a selection without --hive", partitionFlags{selection: "a == 1"}, "parquet", "add --hive"},
+		{"jsonl", partitionFlags{hive: true}, "jsonl", "not jsonl"},
+		{"a bad type", partitionFlags{hive: true, cols: "date:date"}, "parquet", `--partition-columns "date:date": each column is name:type`},
+		{"no type", partitionFlags{hive: true, cols: "date"}, "parquet", "each column is name:type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts, err := tc.flags.options(tc.kind)
+			got := fmt.Sprint(opts)
+			if err != nil {
+				got = err.Error()
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Fatalf("options = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

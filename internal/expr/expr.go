@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 )
@@ -74,6 +75,41 @@ var undeclared = regexp.MustCompile(`undeclared reference to '([^']+)'`)
 // its value is a bool. Each column may be null (CEL's null_type), as a
 // null partition is.
 func Compile(src string, columns []Column) (*Expr, error) {
+	return compile(src, columns, nil)
+}
+
+// CompilePartial compiles src where only some columns are known yet: every
+// other name it uses is a column of any type whose value stays unknown, so
+// that Decide says what the known columns decide. A partitioned tree is
+// walked so, its deeper columns found on the way; Compile checks the
+// names once all are known.
+func CompilePartial(src string, known []Column) (*Expr, error) {
+	env, err := cel.NewEnv(options()...)
+	if err != nil {
+		return nil, err
+	}
+	parsed, iss := env.Parse(src)
+	if iss.Err() != nil {
+		return nil, fmt.Errorf("not a CEL expression: %w", iss.Err())
+	}
+	var others, bound []string
+	celast.PreOrderVisit(parsed.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		switch e.Kind() {
+		case celast.ComprehensionKind: // its variables are no columns
+			c := e.AsComprehension()
+			bound = append(bound, c.IterVar(), c.IterVar2(), c.AccuVar())
+		case celast.IdentKind:
+			if name := e.AsIdent(); !slices.ContainsFunc(known, func(c Column) bool { return c.Name == name }) && !slices.Contains(others, name) {
+				others = append(others, name)
+			}
+		}
+	}))
+	others = slices.DeleteFunc(others, func(name string) bool { return slices.Contains(bound, name) })
+	return compile(src, known, others)
+}
+
+// compile declares columns with their types, and others of any type.
+func compile(src string, columns []Column, others []string) (*Expr, error) {
 	if err := Check(src); err != nil {
 		return nil, err
 	}
@@ -86,6 +122,9 @@ func Compile(src string, columns []Column) (*Expr, error) {
 		}
 		opts = append(opts, cel.Variable(c.Name, cel.NullableType(t)))
 		names = append(names, c.Name)
+	}
+	for _, name := range others {
+		opts = append(opts, cel.Variable(name, cel.DynType))
 	}
 	env, err := cel.NewEnv(opts...)
 	if err != nil {
@@ -104,7 +143,7 @@ func Compile(src string, columns []Column) (*Expr, error) {
 		}
 		return nil, iss.Err()
 	}
-	if ast.OutputType() != cel.BoolType {
+	if t := ast.OutputType(); t != cel.BoolType && (others == nil || t != cel.DynType) {
 		return nil, fmt.Errorf("the expression is a %s, not a bool: write a condition, e.g. region == 'eu'", ast.OutputType())
 	}
 	prg, err := env.Program(ast, cel.EvalOptions(cel.OptPartialEval), cel.CostLimit(maxCost), cel.InterruptCheckFrequency(100))

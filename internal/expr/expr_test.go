@@ -92,3 +92,38 @@ func TestEvalAndDecide(t *testing.T) {
 		t.Fatalf("a costly expression: %v", err)
 	}
 }
+
+func TestCompilePartialDecidesWhatTheKnownColumnsDecide(t *testing.T) {
+	src := "region == 'eu' && date >= '2024-01-02' && bucket < 2"
+	for _, tc := range []struct {
+		name           string
+		known          []Column
+		values         map[string]any
+		value, decided bool
+	}{
+		{"the first level, pruned", partitions[:1], map[string]any{"date": "2024-01-01"}, false, true},
+		{"the first level, kept", partitions[:1], map[string]any{"date": "2024-01-02"}, false, false},
+		{"the second level, pruned", partitions[:2], map[string]any{"date": "2024-01-02", "region": "us"}, false, true},
+		{"the second level, a null", partitions[:2], map[string]any{"date": "2024-01-02", "region": nil}, false, true},
+		{"every level", partitions[:3], map[string]any{"date": "2024-01-02", "region": "eu", "bucket": int64(1)}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := CompilePartial(src, tc.known)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, decided, err := e.Decide(tc.values)
+			if err != nil || v != tc.value || decided != tc.decided {
+				t.Fatalf("Decide = %v, %v, %v; want %v, %v", v, decided, err, tc.value, tc.decided)
+			}
+		})
+	}
+	// A comprehension's variable is no column.
+	e, err := CompilePartial("['eu', 'uk'].exists(r, r == region)", []Column{{"region", "utf8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, decided, err := e.Decide(map[string]any{"region": "uk"}); err != nil || !v || !decided {
+		t.Fatalf("exists: %v, %v, %v", v, decided, err)
+	}
+}

@@ -27,8 +27,100 @@ type File struct {
 	Schema []Field `json:"schema,omitempty"`
 	// Table is the Iceberg table of an iceberg stream, at the snapshot
 	// the index was resolved at.
-	Table  *Table  `json:"table,omitempty"`
-	Shards []Entry `json:"shards"`
+	Table *Table `json:"table,omitempty"`
+	// Partitions are the partition columns of a hive-partitioned stream,
+	// and the selection its files were indexed with.
+	Partitions *Partitions `json:"partitions,omitempty"`
+	Shards     []Entry     `json:"shards"`
+}
+
+// Partitions describe a hive-partitioned stream's index.
+type Partitions struct {
+	// Columns in the tree's order, each of PartitionTypes.
+	Columns []Field `json:"columns"`
+	// Given says the types were given (spec.streams[].partitions.columns),
+	// not inferred.
+	Given bool `json:"given,omitempty"`
+	// Select is the CEL expression that selected the indexed partitions
+	// ("" for all).
+	Select string `json:"select,omitempty"`
+}
+
+// PartitionTypes are the types a partition column may have.
+var PartitionTypes = []string{"utf8", "int32", "int64", "float64", "bool"}
+
+// NullPartition is the directory value of a null partition, as Hive and
+// pyarrow write it.
+const NullPartition = "__HIVE_DEFAULT_PARTITION__"
+
+// Key is the partitions' plan input: columns, how their types were
+// decided, and the selection.
+func (p *Partitions) Key() string {
+	var b strings.Builder
+	for _, c := range p.Columns {
+		fmt.Fprintf(&b, "%s:%s,", c.Name, c.Type)
+	}
+	fmt.Fprintf(&b, "given=%t;select=%s", p.Given, p.Select)
+	return b.String()
+}
+
+// ParsePartitionValue parses a partition's directory value (already
+// unescaped) as a column of type typ: nil for a null partition.
+func ParsePartitionValue(v, typ string) (any, error) {
+	if v == NullPartition {
+		return nil, nil
+	}
+	var (
+		out any
+		err error
+	)
+	switch typ {
+	case "utf8":
+		out = v
+	case "int32":
+		var n int64
+		n, err = strconv.ParseInt(v, 10, 32)
+		out = int32(n) //nolint:gosec // parsed as 32 bits
+	case "int64":
+		out, err = strconv.ParseInt(v, 10, 64)
+	case "float64":
+		out, err = strconv.ParseFloat(v, 64)
+	case "bool":
+		out, err = strconv.ParseBool(v)
+	default:
+		return nil, fmt.Errorf("type %q is not one of %s", typ, strings.Join(PartitionTypes, ", "))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a %s", v, typ)
+	}
+	return out, nil
+}
+
+func (p *Partitions) check(shards []Entry) error {
+	if len(p.Columns) == 0 {
+		return errors.New("a partitioned index has no partition columns")
+	}
+	seen := map[string]bool{}
+	for _, c := range p.Columns {
+		if c.Name == "" || seen[c.Name] || !slices.Contains(PartitionTypes, c.Type) {
+			return fmt.Errorf("partition column %q of type %q: each needs a distinct name and one of %s", c.Name, c.Type, strings.Join(PartitionTypes, ", "))
+		}
+		seen[c.Name] = true
+	}
+	for i, e := range shards {
+		if len(e.Partition) != len(p.Columns) {
+			return fmt.Errorf("shards[%d] %q has %d partition values for %d columns", i, e.Name, len(e.Partition), len(p.Columns))
+		}
+		for j, v := range e.Partition {
+			if v == nil {
+				continue
+			}
+			if _, err := ParsePartitionValue(*v, p.Columns[j].Type); err != nil || *v == NullPartition {
+				return fmt.Errorf("shards[%d] %q: partition %s: %q is not a %s", i, e.Name, p.Columns[j].Name, *v, p.Columns[j].Type)
+			}
+		}
+	}
+	return nil
 }
 
 // Entry is one shard: part Part (a Parquet row group, or a run of text
@@ -56,6 +148,10 @@ type Entry struct {
 	// Deleted are the part's deleted rows, as sorted, disjoint runs
 	// [start, end) of row positions within the part.
 	Deleted []Run `json:"deleted,omitempty"`
+	// Partition holds the values of a partitioned stream's partition
+	// columns for the part's rows, as its directories say them (null: a
+	// null partition).
+	Partition []*string `json:"partition,omitempty"`
 }
 
 // Run is the rows [Run[0], Run[1]) of a part.
@@ -72,6 +168,9 @@ func (f *File) StreamIndex() planner.StreamIndex {
 	}
 	if f.Table != nil {
 		out.Snapshot = strconv.FormatInt(f.Table.Snapshot, 10)
+	}
+	if f.Partitions != nil {
+		out.Partitions = f.Partitions.Key()
 	}
 	return out
 }
@@ -99,8 +198,16 @@ func (f *File) check() error {
 			return fmt.Errorf("shardfeed index table: %w", err)
 		}
 	}
+	if f.Partitions != nil {
+		if err := f.Partitions.check(f.Shards); err != nil {
+			return fmt.Errorf("shardfeed index: %w; re-run shardfeed index", err)
+		}
+	}
 	seen := map[string]int{}
 	for i, e := range f.Shards {
+		if f.Partitions == nil && e.Partition != nil {
+			return fmt.Errorf("shardfeed index: shards[%d] %q has partition values and the index no partition columns; re-run shardfeed index", i, e.Name)
+		}
 		if e.Name == "" || e.Object == "" || e.Offset < 0 || e.Length < 0 || e.Samples < 0 || e.Part < 0 {
 			return fmt.Errorf("shardfeed index: shards[%d] needs a name, an object and non-negative part, offset, length and samples", i)
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
@@ -79,6 +80,13 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, m
 	if want := s.Format; want != "" && want != out.Layout.Format {
 		return nil, fmt.Errorf("stream %q: spec.streams[%d].format is %s, its index is %s: fix the format or the source", s.Name, i, want, out.Layout.Format)
 	}
+	if f, ok := out.Layout.Native.(*index.File); ok {
+		if err := checkPartitions(i, s, f.Partitions); err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+	} else if s.Partitions != nil {
+		return nil, fmt.Errorf("stream %q: spec.streams[%d].partitions needs a shardfeed index, and its index is %s's own: drop partitions or fix the format", s.Name, i, out.Layout.Format)
+	}
 	if f, ok := out.Layout.Native.(*index.File); ok && f.Table != nil {
 		if err := checkTable(i, s, f.Table); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
@@ -119,6 +127,50 @@ func checkTable(i int, s datav1alpha1.Stream, t *index.Table) error {
 	return nil
 }
 
+// checkPartitions refuses an index of a partitioned tree the spec does not
+// partition so, or of another selection or other columns.
+func checkPartitions(i int, s datav1alpha1.Stream, got *index.Partitions) error {
+	field := fmt.Sprintf("spec.streams[%d].partitions", i)
+	rerun := "re-run shardfeed index (" + IndexCommand(s) + ")"
+	want := s.Partitions
+	switch {
+	case want == nil && got == nil:
+		return nil
+	case want == nil:
+		return fmt.Errorf("its index is of a hive-partitioned tree (columns %s) and the spec has no partitions: give them, or %s", fieldNames(got.Columns), rerun)
+	case got == nil:
+		return fmt.Errorf("%s is set, and its index is not of a partitioned tree: %s", field, rerun)
+	case want.Select != got.Select:
+		return fmt.Errorf("%s.select is %q, its index selected %q: %s", field, want.Select, got.Select, rerun)
+	case len(want.Columns) > 0 != got.Given:
+		return fmt.Errorf("%s.columns %s, and its index's types were %s: %s", field, map[bool]string{true: "are given", false: "are not given"}[len(want.Columns) > 0],
+			map[bool]string{true: "given", false: "inferred"}[got.Given], rerun)
+	}
+	for j, c := range want.Columns {
+		if j >= len(got.Columns) || got.Columns[j].Name != c.Name || got.Columns[j].Type != c.Type {
+			return fmt.Errorf("%s.columns differ from its index's (%s): %s", field, fieldNames(got.Columns), rerun)
+		}
+	}
+	if len(want.Columns) > 0 && len(want.Columns) != len(got.Columns) {
+		return fmt.Errorf("%s.columns differ from its index's (%s): %s", field, fieldNames(got.Columns), rerun)
+	}
+	return nil
+}
+
+func fieldNames(fs []index.Field) string {
+	var b strings.Builder
+	for j, f := range fs {
+		if j > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(f.Name + " " + f.Type)
+	}
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
 // IndexCommand is the shardfeed index command that writes the index of a
 // stream, for the messages that ask for one.
 func IndexCommand(s datav1alpha1.Stream) string {
@@ -136,6 +188,19 @@ func IndexCommand(s datav1alpha1.Stream) string {
 		}
 		if t.SnapshotID != nil {
 			cmd += fmt.Sprintf(" --snapshot-id %d", *t.SnapshotID)
+		}
+	}
+	if p := s.Partitions; p != nil {
+		cmd += " --hive"
+		if len(p.Columns) > 0 {
+			var cols []string
+			for _, c := range p.Columns {
+				cols = append(cols, c.Name+":"+c.Type)
+			}
+			cmd += " --partition-columns " + shellQuote(strings.Join(cols, ","))
+		}
+		if p.Select != "" {
+			cmd += " --select " + shellQuote(p.Select)
 		}
 	}
 	if s.Source.Endpoint != "" {

@@ -1,9 +1,11 @@
 package streams
 
 import (
+	"strings"
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
 )
 
 // The command a missing index names carries every field of the stream
@@ -27,11 +29,48 @@ func TestIndexCommandNamesEverythingIndexNeeds(t *testing.T) {
 			Iceberg: &datav1alpha1.IcebergTable{Table: "web.clicks", Ref: "train",
 				Catalog: datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogGlue, Region: "eu-west-1", CatalogID: "123456789012"}}},
 			"shardfeed index s3://lake/.shardfeed/t/ --format iceberg --catalog-type glue --catalog-region eu-west-1 --catalog-id 123456789012 --table web.clicks --ref train --region eu-west-1"},
+		{"a hive tree with a selection", datav1alpha1.Stream{Format: datav1alpha1.FormatORC, Source: datav1alpha1.Source{URI: "s3://b/events/"},
+			Partitions: &datav1alpha1.Partitions{Select: "region == 'eu'", Columns: []datav1alpha1.PartitionColumn{{Name: "date", Type: "utf8"}, {Name: "region", Type: "utf8"}}}},
+			`shardfeed index s3://b/events/ --format orc --hive --partition-columns 'date:utf8,region:utf8' --select 'region == '\''eu'\'''`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := IndexCommand(tt.stream); got != tt.want {
 				t.Errorf("IndexCommand =\n %s\nwant\n %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// An index of a partitioned tree is read only by a stream that partitions
+// it the same way: the same selection, and the same given columns.
+func TestCheckPartitions(t *testing.T) {
+	inferred := &index.Partitions{Columns: []index.Field{{Name: "date", Type: "utf8"}, {Name: "bucket", Type: "int32"}}, Select: "bucket < 2"}
+	given := &index.Partitions{Columns: inferred.Columns, Given: true, Select: "bucket < 2"}
+	cols := []datav1alpha1.PartitionColumn{{Name: "date", Type: "utf8"}, {Name: "bucket", Type: "int32"}}
+	stream := func(p *datav1alpha1.Partitions) datav1alpha1.Stream {
+		return datav1alpha1.Stream{Format: datav1alpha1.FormatParquet, Source: datav1alpha1.Source{URI: "s3://b/p/"}, Partitions: p}
+	}
+	for _, tc := range []struct {
+		name string
+		spec *datav1alpha1.Partitions
+		got  *index.Partitions
+		want string
+	}{
+		{"neither", nil, nil, ""},
+		{"the same selection", &datav1alpha1.Partitions{Select: "bucket < 2"}, inferred, ""},
+		{"the same given columns", &datav1alpha1.Partitions{Select: "bucket < 2", Columns: cols}, given, ""},
+		{"an index the spec does not partition", nil, inferred, "its index is of a hive-partitioned tree (columns date utf8, bucket int32) and the spec has no partitions"},
+		{"a spec whose index is not partitioned", &datav1alpha1.Partitions{}, nil, "spec.streams[2].partitions is set, and its index is not of a partitioned tree: re-run shardfeed index (shardfeed index s3://b/p/ --format parquet --hive)"},
+		{"another selection", &datav1alpha1.Partitions{Select: "bucket < 3"}, inferred, `spec.streams[2].partitions.select is "bucket < 3", its index selected "bucket < 2"`},
+		{"columns given, the index inferred", &datav1alpha1.Partitions{Select: "bucket < 2", Columns: cols}, inferred, "columns are given, and its index's types were inferred"},
+		{"other columns", &datav1alpha1.Partitions{Select: "bucket < 2", Columns: []datav1alpha1.PartitionColumn{{Name: "date", Type: "utf8"}, {Name: "bucket", Type: "int64"}}}, given, "columns differ from its index's (date utf8, bucket int32)"},
+		{"fewer columns", &datav1alpha1.Partitions{Select: "bucket < 2", Columns: cols[:1]}, given, "columns differ"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkPartitions(2, stream(tc.spec), tc.got)
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
 	}

@@ -95,6 +95,8 @@ type IndexOptions struct {
 	Schema []index.Field
 	// Progress, if set, is called after each object.
 	Progress func(done, total int, object string)
+	// Partitions, if set, read the stream as a hive-partitioned tree.
+	Partitions *PartitionOptions
 }
 
 // Registry finds formats by kind.
@@ -128,7 +130,11 @@ func (r Registry) Open(l *index.Layout) (Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.Open(l)
+	reader, err := f.Open(l)
+	if err != nil {
+		return nil, err
+	}
+	return withPartitions(reader, l), nil
 }
 
 // names lists the kinds of the formats keep takes, sorted, as "a, b or c".
@@ -169,33 +175,71 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 	if _, err := checksum.Of(opts.Hash, nil); err != nil {
 		return nil, err
 	}
-	objs, err := st.List(ctx)
-	if err != nil {
-		return nil, err
-	}
 	exts := ix.Suffixes()
-	var parts []store.Object
-	for _, o := range objs {
-		if o.Key == index.FileName {
-			continue // the stream's own index (".json" is a JSON Lines suffix)
-		}
-		if slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(o.Key, ext) }) {
-			parts = append(parts, o)
-		}
-	}
-	if len(parts) == 0 {
-		return nil, fmt.Errorf("%s holds no %s objects (%s)", st.URI(), kind, strings.Join(exts, ", "))
+	keep := func(key string) bool {
+		return slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(key, ext) })
 	}
 	out := &index.File{Shardfeed: index.Version, Format: kind}
-	for i, o := range parts {
-		if err := ix.IndexObject(ctx, st, o, out, opts); err != nil {
+	var files []partitionFile
+	if opts.Partitions != nil {
+		var err error
+		if files, out.Partitions, err = walkPartitions(ctx, st, *opts.Partitions, keep); err != nil {
 			return nil, err
 		}
+	} else {
+		objs, err := st.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			// Never the stream's own index (".json" is a JSON Lines suffix).
+			if o.Key != index.FileName && keep(o.Key) {
+				files = append(files, partitionFile{Object: o})
+			}
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s holds no %s objects (%s)", st.URI(), kind, strings.Join(exts, ", "))
+	}
+	for i, o := range files {
+		first := len(out.Shards)
+		if err := ix.IndexObject(ctx, st, o.Object, out, opts); err != nil {
+			return nil, err
+		}
+		for k := first; k < len(out.Shards); k++ {
+			out.Shards[k].Partition = o.values
+		}
 		if opts.Progress != nil {
-			opts.Progress(i+1, len(parts), o.Key)
+			opts.Progress(i+1, len(files), o.Key)
+		}
+	}
+	if out.Partitions != nil {
+		// A column of the files named as a partition column is refused
+		// now, not when a pod reads the stream.
+		if err := checkSchema(ctx, r, st, out); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// checkSchema reads the schema of an index's stream from its store.
+func checkSchema(ctx context.Context, r Registry, st store.Store, f *index.File) error {
+	reader, err := r.Open(&index.Layout{Format: f.Format, Index: f.StreamIndex(), Native: f})
+	if err != nil {
+		return err
+	}
+	_, err = reader.Schema(ctx, func(ctx context.Context, p Part) ([]byte, error) {
+		if !p.Range { // a whole object
+			o, err := st.Stat(ctx, p.Key)
+			if err != nil {
+				return nil, err
+			}
+			return ReadRange(ctx, st, p.Key, 0, o.Size)
+		}
+		return ReadRange(ctx, st, p.Key, p.Offset, p.Size)
+	})
+	return err
 }
 
 // HashRange returns the "algo:hex" digest of bytes [off, off+n) of an

@@ -1,0 +1,191 @@
+package format
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shardfeed/shardfeed/internal/index"
+)
+
+// partitioned reads a hive-partitioned stream: its files' columns, then
+// its partition columns, each a constant of the shard's directory.
+type partitioned struct {
+	Reader
+	file *index.File
+}
+
+// withPartitions wraps the reader of a partitioned stream's index.
+func withPartitions(r Reader, l *index.Layout) Reader {
+	f, ok := l.Native.(*index.File)
+	if !ok || f.Partitions == nil {
+		return r
+	}
+	return partitioned{Reader: r, file: f}
+}
+
+// PartitionType is the Arrow type of a partition column's type.
+func PartitionType(typ string) (arrow.DataType, error) {
+	switch typ {
+	case "utf8":
+		return arrow.BinaryTypes.String, nil
+	case "int32":
+		return arrow.PrimitiveTypes.Int32, nil
+	case "int64":
+		return arrow.PrimitiveTypes.Int64, nil
+	case "float64":
+		return arrow.PrimitiveTypes.Float64, nil
+	case "bool":
+		return arrow.FixedWidthTypes.Boolean, nil
+	}
+	return nil, fmt.Errorf("partition type %q is not one of utf8, int32, int64, float64, bool", typ)
+}
+
+func (p partitioned) Schema(ctx context.Context, read ReadFunc) (*arrow.Schema, error) {
+	s, err := p.Reader.Schema(ctx, read)
+	if err != nil {
+		return nil, err
+	}
+	fields := s.Fields()
+	for _, c := range p.file.Partitions.Columns {
+		if len(s.FieldIndices(c.Name)) > 0 {
+			return nil, fmt.Errorf("%q is both a column of the files and a partition column: rename the directories or the column", c.Name)
+		}
+		t, err := PartitionType(c.Type)
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, arrow.Field{Name: c.Name, Type: t, Nullable: true})
+	}
+	return arrow.NewSchema(fields, nil), nil
+}
+
+func (p partitioned) Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
+	cols := p.file.Partitions.Columns
+	isPartition := func(name string) bool {
+		return slices.ContainsFunc(cols, func(f index.Field) bool { return f.Name == name })
+	}
+	var data []string // the files' columns asked for (nil: all)
+	if columns != nil {
+		data = []string{}
+		for _, c := range columns {
+			if !isPartition(c) {
+				data = append(data, c)
+			}
+		}
+	}
+	rr, err := p.Reader.Records(ctx, i, parts, data)
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Release()
+	var recs []arrow.RecordBatch
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	for rr.Next() {
+		rec, err := p.appendPartitions(rr.RecordBatch(), p.file.Shards[i].Partition, columns)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rec)
+	}
+	if err := rr.Err(); err != nil {
+		return nil, err
+	}
+	out, err := RecordsOf(recs)
+	recs = nil // RecordsOf released them
+	return out, err
+}
+
+// appendPartitions returns rec with the partition columns: after its own
+// (columns nil), or in the order columns names them.
+func (p partitioned) appendPartitions(rec arrow.RecordBatch, values []*string, columns []string) (arrow.RecordBatch, error) {
+	n := int(rec.NumRows())
+	var fields []arrow.Field
+	var arrays []arrow.Array
+	defer func() {
+		for _, a := range arrays {
+			a.Release()
+		}
+	}()
+	add := func(f arrow.Field, a arrow.Array) {
+		fields = append(fields, f)
+		arrays = append(arrays, a)
+	}
+	partition := func(name string) error {
+		j := slices.IndexFunc(p.file.Partitions.Columns, func(f index.Field) bool { return f.Name == name })
+		c := p.file.Partitions.Columns[j]
+		a, err := constant(c.Type, values[j], n)
+		if err != nil {
+			return fmt.Errorf("partition %s: %w", c.Name, err)
+		}
+		add(arrow.Field{Name: c.Name, Type: a.DataType(), Nullable: true}, a)
+		return nil
+	}
+	own := func(k int) {
+		rec.Column(k).Retain()
+		add(rec.Schema().Field(k), rec.Column(k))
+	}
+	if columns == nil {
+		for k := range int(rec.NumCols()) {
+			own(k)
+		}
+		for _, c := range p.file.Partitions.Columns {
+			if err := partition(c.Name); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for _, name := range columns {
+			if idx := rec.Schema().FieldIndices(name); len(idx) > 0 {
+				own(idx[0])
+				continue
+			}
+			if err := partition(name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), arrays, int64(n)), nil
+}
+
+// constant is n rows of one partition value (nil: null) of type typ.
+func constant(typ string, v *string, n int) (arrow.Array, error) {
+	t, err := PartitionType(typ)
+	if err != nil {
+		return nil, err
+	}
+	b := array.NewBuilder(memory.DefaultAllocator, t)
+	defer b.Release()
+	if v == nil {
+		b.AppendNulls(n)
+		return b.NewArray(), nil
+	}
+	val, err := index.ParsePartitionValue(*v, typ)
+	if err != nil {
+		return nil, err
+	}
+	b.Reserve(n)
+	for range n {
+		switch b := b.(type) {
+		case *array.StringBuilder:
+			b.Append(val.(string))
+		case *array.Int32Builder:
+			b.Append(val.(int32))
+		case *array.Int64Builder:
+			b.Append(val.(int64))
+		case *array.Float64Builder:
+			b.Append(val.(float64))
+		case *array.BooleanBuilder:
+			b.Append(val.(bool))
+		}
+	}
+	return b.NewArray(), nil
+}

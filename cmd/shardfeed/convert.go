@@ -33,17 +33,20 @@ func newConvertCommand() *cobra.Command {
 		compression, hashes, outDir string
 		schema                      string
 		overwrite                   bool
+		parts                       partitionFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "convert SOURCE_URI --from mds|jsonl|csv|tsv|parquet|orc|arrow --to mds|parquet --out OUT_URI",
-		Short: "Convert a stream's JSON Lines, CSV, TSV, Parquet or Arrow IPC objects to MDS or Parquet shards",
+		Short: "Convert a stream's JSON Lines, CSV, TSV, Parquet, ORC or Arrow IPC objects to MDS or Parquet shards",
 		Long: `convert reads every object of the source stream (s3:// or file://) in order
 and writes MDS shards (readable by mosaicml-streaming and by shardfeed), or
 Parquet objects of row groups of about --shard-size with their shardfeed
 index, to OUT_URI; index.json is written last, so an interrupted conversion
 leaves no index that names missing shards. Arrow types map to MDS encodings as
 docs/formats.md says; MDS has no nulls, so a null value stops the
-conversion with the column and row.`,
+conversion with the column and row. With --hive, a hive-partitioned tree of
+Parquet or ORC files is read with its partition values as columns, only the
+partitions --select keeps.`,
 		Example: `  shardfeed convert file:///data/chat/ --from jsonl --to mds --out s3://datasets/chat-mds/ --compression zstd:3 --hashes xxh64`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -83,6 +86,9 @@ conversion with the column and row.`,
 				return err
 			}
 			c := &converter{ctx: ctx, in: inStore, out: outStore, from: datav1alpha1.ShardFormat(from), formats: formats.Default(), stderr: cmd.ErrOrStderr(), tmp: outDir}
+			if c.partitions, err = parts.options(from); err != nil {
+				return err
+			}
 			if schema != "" {
 				if c.schema, err = readSchema(schema); err != nil {
 					return err
@@ -102,6 +108,7 @@ conversion with the column and row.`,
 		},
 	}
 	src.add(cmd)
+	parts.add(cmd)
 	f := cmd.Flags()
 	f.StringVar(&from, "from", "", "format of the source objects: mds, jsonl, csv, tsv, parquet, orc or arrow")
 	f.StringVar(&to, "to", "mds", "output format: mds or parquet")
@@ -164,6 +171,9 @@ type converter struct {
 	stderr  io.Writer
 	tmp     string
 	schema  []index.Field // given, for text sources
+	// partitions read a hive-partitioned source, its partition values
+	// written as columns.
+	partitions *format.PartitionOptions
 }
 
 // layout returns the source's layout: indexed from its objects by a format
@@ -176,7 +186,7 @@ func (c *converter) layout() (*index.Layout, error) {
 	if _, ok := f.(format.Indexer); !ok {
 		return index.ReadStoreLayout(c.ctx, c.in)
 	}
-	x, err := c.formats.Index(c.ctx, c.in, c.from, format.IndexOptions{TempDir: c.tmp, Schema: c.schema, Progress: func(done, total int, _ string) {
+	x, err := c.formats.Index(c.ctx, c.in, c.from, format.IndexOptions{TempDir: c.tmp, Schema: c.schema, Partitions: c.partitions, Progress: func(done, total int, _ string) {
 		if done == total {
 			_, _ = fmt.Fprintf(c.stderr, "scanned %d objects\n", total)
 		}

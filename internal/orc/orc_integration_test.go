@@ -4,16 +4,12 @@ package orc_test
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shardfeed/shardfeed/internal/orc"
@@ -26,69 +22,6 @@ func pyarrowFiles(t *testing.T, rows int) string {
 	dir := t.TempDir()
 	testenv.PythonScript(t, "venv", "test/orc/files.py", dir, fmt.Sprint(rows))
 	return dir
-}
-
-// plain is a value as files.py writes it: binary as hex, dates as days.
-func plain(a arrow.Array, i int) any {
-	if a.IsNull(i) {
-		return nil
-	}
-	switch a := a.(type) {
-	case *array.Binary:
-		return hex.EncodeToString(a.Value(i))
-	case *array.Date32:
-		return int64(a.Value(i))
-	case *array.List:
-		lo, hi := a.ValueOffsets(i)
-		out := []any{}
-		for j := lo; j < hi; j++ {
-			out = append(out, plain(a.ListValues(), int(j)))
-		}
-		return out
-	case *array.Struct:
-		out := map[string]any{}
-		for f, field := range a.DataType().(*arrow.StructType).Fields() {
-			out[field.Name] = plain(a.Field(f), i)
-		}
-		return out
-	}
-	return a.GetOneForMarshal(i)
-}
-
-func canonical(t *testing.T, v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m any
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	if err := d.Decode(&m); err != nil {
-		t.Fatal(err)
-	}
-	b, _ = json.Marshal(numbers(m))
-	return string(b)
-}
-
-// numbers makes 0.0 and 0 one number, keeping int64s whole.
-func numbers(v any) any {
-	switch v := v.(type) {
-	case json.Number:
-		if i, err := v.Int64(); err == nil {
-			return i
-		}
-		f, _ := v.Float64()
-		return f
-	case map[string]any:
-		for k, x := range v {
-			v[k] = numbers(x)
-		}
-	case []any:
-		for k, x := range v {
-			v[k] = numbers(x)
-		}
-	}
-	return v
 }
 
 // Every compression pyarrow writes, dictionary-encoded strings and RLE v1
@@ -127,14 +60,11 @@ func TestIntegrationPyarrowFilesReadAsPyarrowReadsThem(t *testing.T) {
 					t.Fatalf("stripe %d: %v", i, err)
 				}
 				for r := range int(rec.NumRows()) {
-					m := map[string]any{}
-					for col, field := range rec.Schema().Fields() {
-						m[field.Name] = plain(rec.Column(col), r)
-					}
+					m := testenv.Row(rec, r, nil)
 					if !sc.Scan() {
 						t.Fatalf("row %d: pyarrow read fewer rows", row)
 					}
-					got, exp := canonical(t, m), canonical(t, json.RawMessage(sc.Bytes()))
+					got, exp := testenv.Canonical(t, m), testenv.Canonical(t, json.RawMessage(sc.Bytes()))
 					if got != exp {
 						t.Fatalf("stripe %d row %d (file row %d):\n got %s\nwant %s", i, r, row, got, exp)
 					}

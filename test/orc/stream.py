@@ -66,24 +66,25 @@ def main() -> None:
         orc.write_table(t, f"{out}/orc/part-{k}-{c}.orc", compression=c, stripe_size=1024, batch_size=32)
     dump(ds.dataset(f"{out}/orc", format="orc").to_table(), f"{out}/orc.jsonl")
 
-    start = n
-    for date in DATES:
-        for region in REGIONS:
-            for bucket in BUCKETS:
-                d = f"{out}/hive/date={date}/region={region}/bucket={bucket}"
-                os.makedirs(d)
-                t = rows("h", start, 40)
-                start += 40
-                if bucket == 1:
-                    orc.write_table(t, f"{d}/part-0.orc", stripe_size=4096, batch_size=64)
-                else:
-                    pq.write_table(t, f"{d}/part-0.parquet", row_group_size=25)
     selection = (ds.field("region") == "eu") & (ds.field("date") >= "2024-01-02") & (ds.field("bucket") < 2)
-    parquet = ds.dataset(f"{out}/hive", format="parquet", partitioning="hive", exclude_invalid_files=True)
-    orcs = ds.dataset(f"{out}/hive", format="orc", partitioning="hive", exclude_invalid_files=True)
-    both = pa.concat_tables([parquet.to_table(filter=selection), orcs.to_table(filter=selection)])
-    dump(both, f"{out}/hive.jsonl")
-    print(f"orc: {n} rows; hive: {both.num_rows} rows selected of {start - n}")
+    start, selected = n, []
+    for tree, prefix, fmt in [("hive", "h", "parquet"), ("hive-orc", "o", "orc")]:
+        first = start
+        for date in DATES:
+            for region in REGIONS:
+                for bucket in BUCKETS:
+                    d = f"{out}/{tree}/date={date}/region={region}/bucket={bucket}"
+                    os.makedirs(d)
+                    t = rows(prefix, start, 40)
+                    start += 40
+                    if fmt == "orc":
+                        orc.write_table(t, f"{d}/part-0.orc", stripe_size=4096, batch_size=64)
+                    else:
+                        pq.write_table(t, f"{d}/part-0.parquet", row_group_size=25)
+        read = ds.dataset(f"{out}/{tree}", format=fmt, partitioning="hive").to_table(filter=selection)
+        dump(read, f"{out}/{tree}.jsonl")
+        selected.append(f"{tree}: {read.num_rows} rows selected of {start - first}")
+    print(f"orc: {n} rows;", "; ".join(selected))
 
 
 if __name__ == "__main__":

@@ -268,7 +268,7 @@ func readAll(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, ea
 }
 
 // streamNames are the streams of the test datasets, in manifest order.
-var streamNames = []string{"m", "p"}
+var streamNames = []string{"m", "p", "h", "o", "converted"}
 
 // checkValues checks that every row's values are those testdata wrote for
 // the sample the row's id column names.

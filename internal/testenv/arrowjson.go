@@ -1,0 +1,96 @@
+package testenv
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// Row is row i of rec as the repository's pyarrow scripts write rows
+// (test/orc): column name → value, binary as hex, dates as days. Only the
+// columns keep takes (nil: all).
+func Row(rec arrow.RecordBatch, i int, keep func(name string) bool) map[string]any {
+	m := map[string]any{}
+	for col, field := range rec.Schema().Fields() {
+		if keep == nil || keep(field.Name) {
+			m[field.Name] = Plain(rec.Column(col), i)
+		}
+	}
+	return m
+}
+
+// Plain is value i of a as the pyarrow scripts write it.
+func Plain(a arrow.Array, i int) any {
+	if a.IsNull(i) {
+		return nil
+	}
+	switch a := a.(type) {
+	case *array.Binary:
+		return hex.EncodeToString(a.Value(i))
+	case *array.Date32:
+		return int64(a.Value(i))
+	case *array.List:
+		lo, hi := a.ValueOffsets(i)
+		out := []any{}
+		for j := lo; j < hi; j++ {
+			out = append(out, Plain(a.ListValues(), int(j)))
+		}
+		return out
+	case *array.FixedSizeList:
+		n := int(a.DataType().(*arrow.FixedSizeListType).Len())
+		out := []any{}
+		for j := (a.Offset() + i) * n; j < (a.Offset()+i+1)*n; j++ {
+			out = append(out, Plain(a.ListValues(), j))
+		}
+		return out
+	case *array.Struct:
+		out := map[string]any{}
+		for f, field := range a.DataType().(*arrow.StructType).Fields() {
+			out[field.Name] = Plain(a.Field(f), i)
+		}
+		return out
+	}
+	return a.GetOneForMarshal(i)
+}
+
+// Canonical is v as JSON in one form, whoever wrote it: keys sorted,
+// 0.0 and 0 one number, int64s whole.
+func Canonical(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = json.Marshal(numbers(m))
+	return string(b)
+}
+
+func numbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return i
+		}
+		f, _ := v.Float64()
+		return f
+	case map[string]any:
+		for k, x := range v {
+			v[k] = numbers(x)
+		}
+	case []any:
+		for k, x := range v {
+			v[k] = numbers(x)
+		}
+	}
+	return v
+}

@@ -201,3 +201,31 @@ func TestFingerprintNamesBothSnapshotsOfATable(t *testing.T) {
 		t.Errorf("Diff = %q, want %q", diff, want)
 	}
 }
+
+// A hive tree's partitions are a plan input only where a stream has them:
+// another selection or other types change the fingerprint and are named,
+// and a stream without partitions keeps the fingerprint it had.
+func TestFingerprintNamesAStreamsPartitions(t *testing.T) {
+	at := func(partitions string) Fingerprint {
+		p := baseParams()
+		p.Streams = slices.Clone(p.Streams)
+		p.Streams[0].Index.Partitions = partitions
+		pl, err := New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl.Fingerprint()
+	}
+	diff := at("date:utf8,given=false;select=a").Diff(at("date:utf8,given=false;select=b"))
+	want := "spec.streams[0].partitions: date:utf8,given=false;select=a, now date:utf8,given=false;select=b"
+	if !slices.Contains(diff, want) {
+		t.Errorf("Diff = %q, want %q", diff, want)
+	}
+	plain, err := New(baseParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at("").Sum != plain.Fingerprint().Sum || at("date:utf8,given=false;select=").Sum == plain.Fingerprint().Sum {
+		t.Error("partitions change the fingerprint of a stream without them, or not of one with them")
+	}
+}

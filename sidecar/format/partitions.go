@@ -28,21 +28,29 @@ func withPartitions(r Reader, l *index.Layout) Reader {
 	return partitioned{Reader: r, file: f}
 }
 
-// PartitionType is the Arrow type of a partition column's type.
-func PartitionType(typ string) (arrow.DataType, error) {
-	switch typ {
-	case "utf8":
-		return arrow.BinaryTypes.String, nil
+// ArrowType is the Arrow type of a type name of shardfeed's indexes: a
+// text stream's schema (index.FieldTypes) or a partition column's
+// (index.PartitionTypes).
+func ArrowType(name string) (arrow.DataType, error) {
+	switch name {
+	case "bool":
+		return arrow.FixedWidthTypes.Boolean, nil
 	case "int32":
 		return arrow.PrimitiveTypes.Int32, nil
 	case "int64":
 		return arrow.PrimitiveTypes.Int64, nil
 	case "float64":
 		return arrow.PrimitiveTypes.Float64, nil
-	case "bool":
-		return arrow.FixedWidthTypes.Boolean, nil
+	case "utf8":
+		return arrow.BinaryTypes.String, nil
+	case "list<int64>":
+		return arrow.ListOf(arrow.PrimitiveTypes.Int64), nil
+	case "list<float64>":
+		return arrow.ListOf(arrow.PrimitiveTypes.Float64), nil
+	case "list<utf8>":
+		return arrow.ListOf(arrow.BinaryTypes.String), nil
 	}
-	return nil, fmt.Errorf("partition type %q is not one of utf8, int32, int64, float64, bool", typ)
+	return nil, fmt.Errorf("type %q is not one of bool, int32, int64, float64, utf8, list<int64>, list<float64>, list<utf8>", name)
 }
 
 func (p partitioned) Schema(ctx context.Context, read ReadFunc) (*arrow.Schema, error) {
@@ -55,7 +63,7 @@ func (p partitioned) Schema(ctx context.Context, read ReadFunc) (*arrow.Schema, 
 		if len(s.FieldIndices(c.Name)) > 0 {
 			return nil, fmt.Errorf("%q is both a column of the files and a partition column: rename the directories or the column", c.Name)
 		}
-		t, err := PartitionType(c.Type)
+		t, err := ArrowType(c.Type)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +166,7 @@ func (p partitioned) appendPartitions(rec arrow.RecordBatch, values []*string, c
 
 // constant is n rows of one partition value (nil: null) of type typ.
 func constant(typ string, v *string, n int) (arrow.Array, error) {
-	t, err := PartitionType(typ)
+	t, err := ArrowType(typ)
 	if err != nil {
 		return nil, err
 	}

@@ -276,18 +276,26 @@ func (s *azStore) List(ctx context.Context) ([]store.Object, error) {
 				return nil, s.describe("", err)
 			}
 			for _, b := range page.Segment.BlobItems {
-				if b.Name == nil || b.Properties == nil {
-					continue
+				if o, ok := s.object(b); ok {
+					out = append(out, o)
 				}
-				o := store.Object{Key: strings.TrimPrefix(*b.Name, s.prefix), Size: deref(b.Properties.ContentLength)}
-				if b.Properties.ETag != nil {
-					o.ETag = string(*b.Properties.ETag)
-				}
-				out = append(out, o)
 			}
 		}
 		return out, nil
 	})
+}
+
+// object describes a listed blob; false for one the listing left
+// undescribed.
+func (s *azStore) object(b *container.BlobItem) (store.Object, bool) {
+	if b.Name == nil || b.Properties == nil {
+		return store.Object{}, false
+	}
+	o := store.Object{Key: strings.TrimPrefix(*b.Name, s.prefix), Size: deref(b.Properties.ContentLength)}
+	if b.Properties.ETag != nil {
+		o.ETag = string(*b.Properties.ETag)
+	}
+	return o, true
 }
 
 func (s *azStore) ListDir(ctx context.Context, dir string) (store.Listing, error) {
@@ -305,14 +313,9 @@ func (s *azStore) ListDir(ctx context.Context, dir string) (store.Listing, error
 				}
 			}
 			for _, b := range page.Segment.BlobItems {
-				if b.Name == nil || b.Properties == nil {
-					continue
+				if o, ok := s.object(b); ok {
+					out.Objects = append(out.Objects, o)
 				}
-				o := store.Object{Key: strings.TrimPrefix(*b.Name, s.prefix), Size: deref(b.Properties.ContentLength)}
-				if b.Properties.ETag != nil {
-					o.ETag = string(*b.Properties.ETag)
-				}
-				out.Objects = append(out.Objects, o)
 			}
 		}
 		return out, nil

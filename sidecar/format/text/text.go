@@ -23,6 +23,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/sidecar/format"
 )
 
 // The text formats: JSON Lines, and records delimited by commas or tabs.
@@ -314,33 +315,13 @@ func (in *inference) fields() []index.Field {
 func Schema(fields []index.Field) (*arrow.Schema, error) {
 	out := make([]arrow.Field, len(fields))
 	for i, f := range fields {
-		t, err := arrowType(f.Type)
+		t, err := format.ArrowType(f.Type)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", f.Name, err)
 		}
 		out[i] = arrow.Field{Name: f.Name, Type: t, Nullable: true}
 	}
 	return arrow.NewSchema(out, nil), nil
-}
-
-func arrowType(name string) (arrow.DataType, error) {
-	switch name {
-	case "bool":
-		return arrow.FixedWidthTypes.Boolean, nil
-	case "int64":
-		return arrow.PrimitiveTypes.Int64, nil
-	case "float64":
-		return arrow.PrimitiveTypes.Float64, nil
-	case "utf8":
-		return arrow.BinaryTypes.String, nil
-	case "list<int64>":
-		return arrow.ListOf(arrow.PrimitiveTypes.Int64), nil
-	case "list<float64>":
-		return arrow.ListOf(arrow.PrimitiveTypes.Float64), nil
-	case "list<utf8>":
-		return arrow.ListOf(arrow.BinaryTypes.String), nil
-	}
-	return nil, fmt.Errorf("type %q is not one of bool, int64, float64, utf8, list<int64>, list<float64>, list<utf8>", name)
 }
 
 // Decode reads the records of one chunk into Arrow with the stream's

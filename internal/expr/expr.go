@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
@@ -32,8 +33,8 @@ const maxCost = 1_000_000
 
 // Types are the column types an expression reads, by shardfeed's type
 // names (those of index.Field): integers are CEL ints, floats doubles,
-// utf8 strings.
-var Types = []string{"bool", "int32", "int64", "float64", "utf8"}
+// utf8 strings, binary bytes.
+var Types = []string{"bool", "int32", "int64", "float64", "utf8", "binary"}
 
 // Column is a column an expression may name.
 type Column struct {
@@ -43,10 +44,15 @@ type Column struct {
 
 // Expr is a compiled expression over a set of columns.
 type Expr struct {
-	src     string
-	env     *cel.Env
-	prg     cel.Program
-	columns []Column
+	src string
+	env *cel.Env
+	ast *cel.Ast
+	prg cel.Program // partial evaluation, for Decide
+	// rowsPrg evaluates rows, for Rows: built once, on first use.
+	rowsOnce sync.Once
+	rowsPrg  cel.Program
+	rowsErr  error
+	columns  []Column
 }
 
 // options are the limits of every environment.
@@ -143,14 +149,15 @@ func compile(src string, columns []Column, others []string) (*Expr, error) {
 		}
 		return nil, iss.Err()
 	}
-	if t := ast.OutputType(); t != cel.BoolType && (others == nil || t != cel.DynType) {
+	// A bool column alone is a nullable bool: a null row is an error.
+	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.NullableType(cel.BoolType)) && (others == nil || !t.IsExactType(cel.DynType)) {
 		return nil, fmt.Errorf("the expression is a %s, not a bool: write a condition, e.g. region == 'eu'", ast.OutputType())
 	}
 	prg, err := env.Program(ast, cel.EvalOptions(cel.OptPartialEval), cel.CostLimit(maxCost), cel.InterruptCheckFrequency(100))
 	if err != nil {
 		return nil, err
 	}
-	return &Expr{src: src, env: env, prg: prg, columns: columns}, nil
+	return &Expr{src: src, env: env, ast: ast, prg: prg, columns: columns}, nil
 }
 
 func celType(name string) (*cel.Type, error) {
@@ -163,6 +170,8 @@ func celType(name string) (*cel.Type, error) {
 		return cel.DoubleType, nil
 	case "utf8":
 		return cel.StringType, nil
+	case "binary":
+		return cel.BytesType, nil
 	}
 	return nil, fmt.Errorf("type %q is not one of %s", name, strings.Join(Types, ", "))
 }

@@ -1,0 +1,156 @@
+package index
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+)
+
+// A row filter's selection (spec.streams[].filter, docs/planner.md): which
+// rows of each shard match the filter, computed once by shardfeed index.
+// Its index (FilterIndex, bounded: a count and a range per shard) is what
+// the control plane reads; the runs of matching rows, one encoded range
+// per shard in one object, are what a sidecar fetches with the shard.
+
+// FilterHash is the key of a filter: "sha256:<hex>" of its expression.
+func FilterHash(expr string) string {
+	sum := sha256.Sum256([]byte(expr))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// FilterIndex lists, per shard of a stream's index, the rows a filter
+// matches.
+type FilterIndex struct {
+	Shardfeed int `json:"shardfeed"`
+	// Filter is the CEL expression; FilterHash(Filter) names the files.
+	Filter string `json:"filter"`
+	// Index is the content hash of the stream index the rows were matched
+	// in (planner.StreamIndex.ContentHash): a selection of another index
+	// is refused.
+	Index  string        `json:"index"`
+	Shards []FilterShard `json:"shards"`
+}
+
+// FilterShard is one shard's selection: how many rows match, and where
+// their runs are encoded in the selection object.
+type FilterShard struct {
+	Matching int64 `json:"matching"`
+	Offset   int64 `json:"offset"`
+	Length   int64 `json:"length"`
+}
+
+// maxRunBytes bounds one shard's encoded runs: two varints per run, at
+// most one run per two rows.
+const maxRunBytes = 64 << 20
+
+// EncodeRuns appends runs (sorted, disjoint, non-empty) to dst: their
+// number, then each run's gap from the previous run's end and its length,
+// as unsigned varints.
+func EncodeRuns(dst []byte, runs []Run) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(runs)))
+	var end int64
+	for _, r := range runs {
+		dst = binary.AppendUvarint(dst, uint64(r[0]-end))  //nolint:gosec // sorted: r[0] >= end
+		dst = binary.AppendUvarint(dst, uint64(r.Count())) //nolint:gosec // non-empty
+		end = r[1]
+	}
+	return dst
+}
+
+var errRuns = errors.New("corrupt selection runs")
+
+// DecodeRuns decodes the runs of a shard of rows rows, exactly as
+// EncodeRuns wrote them: sorted, disjoint, non-empty, within the rows, and
+// no byte left over. It returns the runs and the rows they cover.
+func DecodeRuns(b []byte, rows int64) ([]Run, int64, error) {
+	if len(b) > maxRunBytes {
+		return nil, 0, fmt.Errorf("%w: %d bytes, above the bound of %d", errRuns, len(b), maxRunBytes)
+	}
+	uv := func() (int64, error) {
+		v, n := binary.Uvarint(b)
+		// A value in more bytes than it needs (a last byte of 0) is not
+		// what EncodeRuns writes.
+		if n <= 0 || n > 1 && b[n-1] == 0 || v > uint64(rows) { //nolint:gosec // rows >= 0
+			return 0, fmt.Errorf("%w: a value past the shard's %d rows, or cut short", errRuns, rows)
+		}
+		b = b[n:]
+		return int64(v), nil //nolint:gosec // bounded by rows
+	}
+	if rows < 0 {
+		return nil, 0, fmt.Errorf("%w: %d rows", errRuns, rows)
+	}
+	n, err := uv()
+	if err != nil {
+		return nil, 0, err
+	}
+	if n > int64(len(b))/2 { // two bytes at least per run
+		return nil, 0, fmt.Errorf("%w: %d runs in %d bytes", errRuns, n, len(b))
+	}
+	runs := make([]Run, 0, n)
+	var end, covered int64
+	for range n {
+		gap, err := uv()
+		if err != nil {
+			return nil, 0, err
+		}
+		length, err := uv()
+		if err != nil {
+			return nil, 0, err
+		}
+		start := end + gap
+		if (gap == 0 && len(runs) > 0) || length == 0 || start > rows-length {
+			return nil, 0, fmt.Errorf("%w: run [%d, +%d) after %d, in %d rows", errRuns, start, length, end, rows)
+		}
+		runs = append(runs, Run{start, start + length})
+		end, covered = start+length, covered+length
+	}
+	if len(b) != 0 {
+		return nil, 0, fmt.Errorf("%w: %d bytes after the runs", errRuns, len(b))
+	}
+	return runs, covered, nil
+}
+
+// Complement returns the rows of [0, rows) that runs do not cover, as
+// runs: a filter's unmatched rows are served as a table's deleted rows
+// are, never.
+func Complement(runs []Run, rows int64) []Run {
+	var out []Run
+	var end int64
+	for _, r := range runs {
+		if r[0] > end {
+			out = append(out, Run{end, r[0]})
+		}
+		end = r[1]
+	}
+	if end < rows {
+		out = append(out, Run{end, rows})
+	}
+	return out
+}
+
+// Check checks a filter index against the stream index it is for (its
+// content hash and shards' rows) and the size of its selection object.
+func (f *FilterIndex) Check(contentHash string, samples []int64, selectionSize int64) error {
+	switch {
+	case f.Shardfeed != Version:
+		return fmt.Errorf("filter index version %d is not supported: re-run shardfeed index --filter", f.Shardfeed)
+	case f.Index != contentHash:
+		return fmt.Errorf("the filter's selection was computed over another index (%s, the stream's is %s): re-run shardfeed index --filter", f.Index, contentHash)
+	case len(f.Shards) != len(samples):
+		return fmt.Errorf("the filter's selection has %d shards, the index %d: re-run shardfeed index --filter", len(f.Shards), len(samples))
+	}
+	var end int64
+	for i, s := range f.Shards {
+		if s.Matching < 0 || s.Matching > samples[i] || s.Offset != end || s.Length < 1 || s.Length > maxRunBytes || s.Offset > selectionSize-s.Length {
+			return fmt.Errorf("the filter's selection of shard %d (%d matching of %d rows, bytes [%d, +%d) of %d) is corrupt: re-run shardfeed index --filter",
+				i, s.Matching, samples[i], s.Offset, s.Length, selectionSize)
+		}
+		end = s.Offset + s.Length
+	}
+	if end != selectionSize {
+		return fmt.Errorf("the filter's selection object is %d bytes, its index covers %d: re-run shardfeed index --filter", selectionSize, end)
+	}
+	return nil
+}

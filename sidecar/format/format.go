@@ -229,7 +229,15 @@ func checkSchema(ctx context.Context, r Registry, st store.Store, f *index.File)
 	if err != nil {
 		return err
 	}
-	_, err = reader.Schema(ctx, func(ctx context.Context, p Part) ([]byte, error) {
+	_, err = reader.Schema(ctx, StoreRead(st))
+	return err
+}
+
+// StoreRead reads parts straight from a store, with no cache: for the
+// commands that read a stream once (index, its checks, a filter's
+// selection).
+func StoreRead(st store.Store) ReadFunc {
+	return func(ctx context.Context, p Part) ([]byte, error) {
 		if !p.Range { // a whole object
 			o, err := st.Stat(ctx, p.Key)
 			if err != nil {
@@ -238,8 +246,7 @@ func checkSchema(ctx context.Context, r Registry, st store.Store, f *index.File)
 			return ReadRange(ctx, st, p.Key, 0, o.Size)
 		}
 		return ReadRange(ctx, st, p.Key, p.Offset, p.Size)
-	})
-	return err
+	}
 }
 
 // HashRange returns the "algo:hex" digest of bytes [off, off+n) of an

@@ -1,0 +1,90 @@
+package format
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/shardfeed/shardfeed/internal/expr"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+)
+
+// Select computes a row filter's selection over a stream indexed by f in
+// st: each shard is read (only the columns the filter can read) and its
+// matching rows found. It returns the selection's index and its runs
+// object, written beside the stream's index under the filter's hash. An
+// unknown column is refused before any shard is read, naming the columns.
+func (r Registry) Select(ctx context.Context, st store.Store, f *index.File, filter string, progress func(done, total int, shard string)) (*index.FilterIndex, []byte, error) {
+	l := &index.Layout{Format: f.Format, Index: f.StreamIndex(), Native: f}
+	reader, err := r.Open(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	read := StoreRead(st)
+	schema, err := reader.Schema(ctx, read)
+	if err != nil {
+		return nil, nil, err
+	}
+	cols := expr.ColumnsOf(schema)
+	e, err := expr.Compile(filter, cols)
+	if err != nil {
+		return nil, nil, fmt.Errorf("filter: %w", err)
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	out := &index.FilterIndex{Shardfeed: index.Version, Filter: filter, Index: l.Index.ContentHash()}
+	var runsObject []byte
+	for i, sh := range l.Index.Shards {
+		var parts [][]byte
+		for _, p := range reader.Parts(i) {
+			b, err := read(ctx, p)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", sh.Name, err)
+			}
+			parts = append(parts, b)
+		}
+		rr, err := reader.Records(ctx, i, parts, names)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", sh.Name, err)
+		}
+		var runs []index.Run
+		var row int64
+		for rr.Next() {
+			rec := rr.RecordBatch()
+			matched, err := e.Rows(rec)
+			if err != nil {
+				rr.Release()
+				return nil, nil, fmt.Errorf("%s: %w", sh.Name, err)
+			}
+			for _, m := range matched {
+				if n := len(runs); n > 0 && runs[n-1][1] == row+m[0] {
+					runs[n-1][1] = row + m[1]
+				} else {
+					runs = append(runs, index.Run{row + m[0], row + m[1]})
+				}
+			}
+			row += rec.NumRows()
+		}
+		err = rr.Err()
+		rr.Release()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", sh.Name, err)
+		}
+		if row != sh.Samples {
+			return nil, nil, fmt.Errorf("%s: %d rows read, the index says %d: re-run shardfeed index", sh.Name, row, sh.Samples)
+		}
+		start := int64(len(runsObject))
+		runsObject = index.EncodeRuns(runsObject, runs)
+		var matching int64
+		for _, r := range runs {
+			matching += r.Count()
+		}
+		out.Shards = append(out.Shards, index.FilterShard{Matching: matching, Offset: start, Length: int64(len(runsObject)) - start})
+		if progress != nil {
+			progress(i+1, len(l.Index.Shards), sh.Name)
+		}
+	}
+	return out, runsObject, nil
+}

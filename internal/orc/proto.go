@@ -42,6 +42,17 @@ func fields(msg []byte, fn func(num protowire.Number, typ protowire.Type, v uint
 	return nil
 }
 
+// varints decodes a message whose fields the reader needs are all varints
+// into the places into names by field number.
+func varints(msg []byte, into map[protowire.Number]*uint64) error {
+	return fields(msg, func(num protowire.Number, _ protowire.Type, v uint64, _ []byte) error {
+		if p, ok := into[num]; ok {
+			*p = v
+		}
+		return nil
+	})
+}
+
 // uints appends the values of a repeated uint field, packed or not.
 func uints(dst []uint64, typ protowire.Type, v uint64, b []byte) ([]uint64, error) {
 	if typ == protowire.VarintType {
@@ -123,21 +134,7 @@ func parseFooter(b []byte) (f footer, err error) {
 		switch num {
 		case 3:
 			var si StripeInfo
-			err := fields(s, func(num protowire.Number, _ protowire.Type, v uint64, _ []byte) error {
-				switch num {
-				case 1:
-					si.Offset = v
-				case 2:
-					si.IndexLength = v
-				case 3:
-					si.DataLength = v
-				case 4:
-					si.FooterLength = v
-				case 5:
-					si.Rows = v
-				}
-				return nil
-			})
+			err := varints(s, map[protowire.Number]*uint64{1: &si.Offset, 2: &si.IndexLength, 3: &si.DataLength, 4: &si.FooterLength, 5: &si.Rows})
 			f.stripes = append(f.stripes, si)
 			return err
 		case 4:
@@ -190,30 +187,16 @@ func parseStripeFooter(b []byte) (sf stripeFooter, err error) {
 		switch num {
 		case 1:
 			var st stream
-			err := fields(s, func(num protowire.Number, _ protowire.Type, v uint64, _ []byte) error {
-				switch num {
-				case 1:
-					st.kind = streamKind(v)
-				case 2:
-					st.column = v
-				case 3:
-					st.length = v
-				}
-				return nil
-			})
+			var kind uint64
+			err := varints(s, map[protowire.Number]*uint64{1: &kind, 2: &st.column, 3: &st.length})
+			st.kind = streamKind(kind)
 			sf.streams = append(sf.streams, st)
 			return err
 		case 2:
 			var e encoding
-			err := fields(s, func(num protowire.Number, _ protowire.Type, v uint64, _ []byte) error {
-				switch num {
-				case 1:
-					e.kind = encodingKind(v)
-				case 2:
-					e.dictionarySize = v
-				}
-				return nil
-			})
+			var kind uint64
+			err := varints(s, map[protowire.Number]*uint64{1: &kind, 2: &e.dictionarySize})
+			e.kind = encodingKind(kind)
 			sf.encodings = append(sf.encodings, e)
 			return err
 		}

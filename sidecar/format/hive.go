@@ -23,7 +23,8 @@ type PartitionOptions struct {
 	Columns []index.Field
 }
 
-// partitionFile is an object of a selected partition, with its values.
+// partitionFile is an object to index, with the values of its partition
+// (none outside a partitioned tree).
 type partitionFile struct {
 	store.Object
 	values []*string

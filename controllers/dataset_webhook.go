@@ -78,6 +78,11 @@ func Validate(spec *datav1alpha1.TrainingDatasetSpec) []string {
 	}
 	for i, st := range spec.Streams {
 		problems = append(problems, partitionProblems(i, st.Partitions)...)
+		if st.Filter != "" {
+			if err := expr.Check(st.Filter); err != nil {
+				problems = append(problems, fmt.Sprintf("spec.streams[%d].filter: %v", i, err))
+			}
+		}
 	}
 	res := spec.Sidecar.Resources
 	for _, list := range []struct {

@@ -79,3 +79,29 @@ func TestValidatePartitions(t *testing.T) {
 		})
 	}
 }
+
+// A row filter's syntax is checked at apply time; its columns, which only
+// the stream's shards name, when shardfeed index --filter reads them.
+func TestValidateFilter(t *testing.T) {
+	for _, tc := range []struct {
+		name, filter string
+		says         string
+	}{
+		{"none", "", ""},
+		{"a filter", "lang == 'en' && score >= 0.5", ""},
+		{"any column name", "no_such_column > 3", ""},
+		{"a syntax error", "lang = 'en'", "spec.streams[0].filter: not a CEL expression"},
+		{"unbalanced", "(score > 1", "spec.streams[0].filter: not a CEL expression"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &datav1alpha1.TrainingDatasetSpec{Streams: []datav1alpha1.Stream{{Name: "s", Filter: tc.filter}}}
+			got := strings.Join(Validate(spec), "; ")
+			if tc.says == "" && got != "" {
+				t.Fatalf("rejected: %s", got)
+			}
+			if !strings.Contains(got, tc.says) {
+				t.Errorf("got %q, want it to say %q", got, tc.says)
+			}
+		})
+	}
+}

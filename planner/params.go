@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -34,6 +35,10 @@ type StreamIndex struct {
 	// hive-partitioned stream's index, a plan input beside the shards
 	// (the types shape the values served). Empty for other streams.
 	Partitions string `json:"-"`
+	// Filter is the hash of the stream's row filter (index.FilterHash),
+	// when it has one: then each shard's Samples are its matching rows,
+	// and the filter is a plan input. Empty for other streams.
+	Filter string `json:"-"`
 }
 
 // Samples returns the number of samples in the stream.
@@ -222,6 +227,9 @@ func (p *Params) samplesPerStream() ([]int64, error) {
 				return nil, fieldErr(field, "stream %q has more than 2^60 samples", s.Name)
 			}
 		}
+		if sizes[i] == 0 && s.Index.Filter != "" {
+			return nil, fieldErr(field+".filter", "stream %q: the filter matches no row of its %d shards: loosen the filter, or leave the stream out", s.Name, len(s.Index.Shards))
+		}
 		if sizes[i] == 0 {
 			return nil, fieldErr(field, "stream %q has no samples: its index lists %d shards and none has a sample; check the source URI", s.Name, len(s.Index.Shards))
 		}
@@ -370,10 +378,22 @@ func largestRemainder(total int64, weights []*big.Rat) []int64 {
 	return counts
 }
 
+// version is the plan version of the parameters: 1 (PlanVersion 1, byte
+// for byte) unless they use a feature of a later version, which then
+// shapes the sequence (docs/planner.md, plan versions).
+func (p *Params) version() int {
+	for _, s := range p.Streams {
+		if s.Index.Filter != "" {
+			return 2
+		}
+	}
+	return 1
+}
+
 // fingerprintInputs lists, in a fixed order, every input that shapes the
 // plan's sequence (design §3 step 10), each as a printable value.
 func (p *Params) fingerprintInputs() []fingerprintInput {
-	in := []fingerprintInput{{"planVersion", fmt.Sprint(PlanVersion)}}
+	in := []fingerprintInput{{"planVersion", fmt.Sprint(p.version())}}
 	for i, s := range p.Streams {
 		f := fmt.Sprintf("spec.streams[%d]", i)
 		in = append(in,
@@ -386,6 +406,9 @@ func (p *Params) fingerprintInputs() []fingerprintInput {
 		}
 		if s.Index.Partitions != "" { // only partitioned streams
 			in = append(in, fingerprintInput{f + ".partitions", s.Index.Partitions})
+		}
+		if s.Index.Filter != "" { // only filtered streams
+			in = append(in, fingerprintInput{f + ".filter", s.Index.Filter})
 		}
 	}
 	blockSize := "-"
@@ -437,7 +460,7 @@ type Fingerprint struct {
 	Inputs map[string]string `json:"inputs"`
 }
 
-func newFingerprint(in []fingerprintInput) Fingerprint {
+func newFingerprint(version int, in []fingerprintInput) Fingerprint {
 	h := sha256.New()
 	inputs := make(map[string]string, len(in))
 	for _, i := range in {
@@ -445,9 +468,20 @@ func newFingerprint(in []fingerprintInput) Fingerprint {
 		inputs[i.name] = i.value
 	}
 	return Fingerprint{
-		Sum:    fmt.Sprintf("v%d-%s", PlanVersion, hex.EncodeToString(h.Sum(nil))[:32]),
+		Sum:    fmt.Sprintf("v%d-%s", version, hex.EncodeToString(h.Sum(nil))[:32]),
 		Inputs: inputs,
 	}
+}
+
+// Version returns the plan version of the fingerprint's plan (its "v<n>-"
+// prefix), 0 when the sum has none.
+func (f Fingerprint) Version() int {
+	v, rest, ok := strings.Cut(strings.TrimPrefix(f.Sum, "v"), "-")
+	n, err := strconv.Atoi(v)
+	if !ok || rest == "" || err != nil || n < 1 || !strings.HasPrefix(f.Sum, "v") {
+		return 0
+	}
+	return n
 }
 
 // Diff says which inputs differ between two fingerprints, one line each,

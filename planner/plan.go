@@ -12,8 +12,10 @@ import (
 	"github.com/shardfeed/shardfeed/internal/version"
 )
 
-// PlanVersion is the version of the plan algorithm. Any change to the
-// sequence a plan yields bumps it (and the golden vectors in the tests).
+// PlanVersion is the newest version of the plan algorithm this build
+// computes. Any change to the sequence a plan yields bumps it (and the
+// golden vectors in the tests); a plan that uses no feature of a newer
+// version keeps the version, and the sequence, it had (Plan.Version).
 const PlanVersion = version.PlanVersion
 
 // Plan holds what is the same for every epoch: the streams, their samples per
@@ -80,12 +82,16 @@ func New(p Params) (*Plan, error) {
 	} else {
 		pl.steps = ceilDiv(pl.splitLen, pl.perSplit)
 	}
-	pl.fingerprint = newFingerprint(p.fingerprintInputs())
+	pl.fingerprint = newFingerprint(p.version(), p.fingerprintInputs())
 	return pl, nil
 }
 
 // Params returns the parameters the plan was built from.
 func (pl *Plan) Params() Params { return pl.params }
+
+// Version returns the plan's version: 1 for a plan that uses no feature
+// of a later one.
+func (pl *Plan) Version() int { return pl.params.version() }
 
 // Fingerprint returns the plan's fingerprint (design §3 step 10).
 func (pl *Plan) Fingerprint() Fingerprint { return pl.fingerprint }

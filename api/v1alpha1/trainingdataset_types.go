@@ -322,6 +322,17 @@ type Stream struct {
 	// +optional
 	Partitions *Partitions `json:"partitions,omitempty"`
 
+	// Filter is a CEL expression over the stream's columns, e.g.
+	// lang == 'en' && score >= 0.5: only the rows it is true for are in
+	// the plan (its counts, weights and batches), and a shard with none is
+	// never fetched. shardfeed index --filter computes the matching rows
+	// once and writes them beside the stream's index (docs/planner.md,
+	// row filters). A null column compared with < is an error: guard it
+	// with x != null.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Filter string `json:"filter,omitempty"`
+
 	// Proportion is a relative weight, as an exact decimal string ("0.25",
 	// "3"): the stream gets proportion/sum(proportions) of the epoch.
 	// Excludes repeat and choose on every stream.

@@ -54,6 +54,7 @@ func newIndexCommand() *cobra.Command {
 		parts     partitionFlags
 		manifest  string
 		stream    string
+		filter    string
 	)
 	cmd := &cobra.Command{
 		Use:   "index (URI --format parquet|orc|arrow|jsonl|csv|tsv|iceberg | -f MANIFEST [--stream NAME])",
@@ -77,14 +78,24 @@ bearer token) or SHARDFEED_CATALOG_CREDENTIAL (REST OAuth2,
 client-id:client-secret), SHARDFEED_CATALOG_USER and
 SHARDFEED_CATALOG_PASSWORD (a sql catalog's database), the AWS chain (glue).
 
+With --filter EXPR, index also finds the rows of each shard that the CEL
+expression matches (spec.streams[].filter; an unknown column is refused,
+naming the stream's columns) and writes them beside index.json:
+filter-<sha256 of EXPR>.json, the matching rows per shard, which the
+planner reads, and filter-<sha256 of EXPR>.runs, the runs of matching rows,
+which a pod fetches with each shard. Parquet row groups whose statistics
+rule the filter out are not read. An MDS stream keeps its own index: give
+--format mds --filter EXPR to write the selection only.
+
 With -f MANIFEST, the stream (--stream NAME, or the manifest's only stream
 that needs an index) gives the URI, the format, the endpoint and, for a
-table, the catalog, table, snapshot and ref; --credentials-dir is read as
+table, the catalog, table, snapshot and ref, and the filter; --credentials-dir is read as
 plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 		Example: `  shardfeed index s3://datasets/web/ --format parquet --endpoint http://minio:9000 --insecure
   shardfeed index file:///data/web/ --format parquet --hash sha256
   shardfeed index s3://lake/.shardfeed/events/ --format iceberg --catalog-type rest --catalog-uri http://iceberg-rest:8181 --table analytics.events --endpoint http://minio:9000 --insecure
-  shardfeed index -f dataset.yaml --stream events --credentials-dir ./secrets/`,
+  shardfeed index -f dataset.yaml --stream events --credentials-dir ./secrets/
+  shardfeed index s3://datasets/web/ --format parquet --filter "lang == 'en' && score >= 0.5"`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -103,6 +114,7 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 				source, kind = streams.SharedCredentials(s, src.credentialsDir), string(s.Format)
 				table.fromSpec(s.Iceberg)
 				parts.fromSpec(s.Partitions)
+				filter = s.Filter
 			case len(args) == 0:
 				return errors.New("give the stream's URI (shardfeed index s3://bucket/prefix/ --format parquet) or its manifest (-f dataset.yaml --stream NAME)")
 			default:
@@ -130,48 +142,105 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 				}
 			}
 			start := time.Now()
-			var f *index.File
-			if datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatIceberg {
-				f, err = table.index(ctx, source, icebergindex.Options{Hash: algo, Progress: opts.Progress})
-			} else {
-				f, err = formats.Default().Index(ctx, st, datav1alpha1.ShardFormat(kind), opts)
-			}
-			if err != nil {
-				return err
-			}
-			var samples int64
-			for _, e := range f.Shards {
-				samples += e.Samples
-			}
-			if !dryRun {
-				if err := index.Write(ctx, st, f); err != nil {
-					return err
-				}
-			}
+			out := cmd.OutOrStdout()
 			verb := "wrote"
 			if dryRun {
 				verb = "would write"
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %s%s: %d shards, %d samples (%s)\n", verb, st.URI(), index.FileName, len(f.Shards), samples, time.Since(start).Round(time.Millisecond))
-			return err
+			var l *index.Layout
+			if datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatMDS {
+				// MDS keeps its own index: only a filter's selection is ours.
+				if filter == "" {
+					return errors.New("an MDS stream keeps its own index: nothing to write but a filter's selection (--filter)")
+				}
+				if l, err = index.ReadStoreLayout(ctx, st); err != nil {
+					return err
+				}
+			} else {
+				f, err := indexStream(ctx, st, source, kind, opts, table)
+				if err != nil {
+					return err
+				}
+				if !dryRun {
+					if err := index.Write(ctx, st, f); err != nil {
+						return err
+					}
+				}
+				if _, err := fmt.Fprintf(out, "%s %s%s: %d shards, %d samples (%s)\n", verb, st.URI(), index.FileName, len(f.Shards), f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
+					return err
+				}
+				l = f.Layout()
+			}
+			if filter == "" {
+				return nil
+			}
+			return writeSelection(ctx, out, st, source, l, filter, opts.Progress, verb, dryRun)
 		},
 	}
 	src.add(cmd)
 	table.add(cmd)
 	parts.add(cmd)
-	cmd.Flags().StringVar(&kind, "format", "parquet", "format of the stream's objects: parquet, orc, arrow, jsonl, csv, tsv, or iceberg for a table")
+	cmd.Flags().StringVar(&kind, "format", "parquet", "format of the stream's objects: parquet, orc, arrow, jsonl, csv, tsv, or iceberg for a table (mds with --filter: MDS keeps its own index)")
 	cmd.Flags().StringVar(&shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	cmd.Flags().StringVar(&schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "index, but do not write index.json")
 	cmd.Flags().StringVarP(&manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
 	cmd.Flags().StringVar(&stream, "stream", "", "with -f: the stream to index (default: the manifest's only stream that needs an index)")
+	cmd.Flags().StringVar(&filter, "filter", "", "a row filter (spec.streams[].filter): a CEL expression over the stream's columns; writes the rows it matches in each shard beside index.json")
 	return cmd
+}
+
+// indexStream indexes the stream's objects in st, or its table through
+// its catalog.
+func indexStream(ctx context.Context, st store.Store, source store.Source, kind string, opts format.IndexOptions, table icebergFlags) (*index.File, error) {
+	if datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatIceberg {
+		return table.index(ctx, source, icebergindex.Options{Hash: opts.Hash, Progress: opts.Progress})
+	}
+	return formats.Default().Index(ctx, st, datav1alpha1.ShardFormat(kind), opts)
+}
+
+// writeSelection computes a row filter's selection over the stream of
+// layout l and writes it beside its index in st. A table's shards are in
+// its bucket, read with the stream's credentials.
+func writeSelection(ctx context.Context, out io.Writer, st store.Store, source store.Source, l *index.Layout, filter string, progress func(done, total int, object string), verb string, dryRun bool) error {
+	start := time.Now()
+	data := st
+	if f, ok := l.Native.(*index.File); ok && f.Table != nil {
+		root := source
+		root.URI = f.Table.Root
+		var err error
+		if data, err = stores.Open(ctx, root); err != nil {
+			return err
+		}
+	}
+	sel, runs, err := formats.Default().Select(ctx, data, l, filter, progress)
+	if err != nil {
+		return fmt.Errorf("--filter: %w", err)
+	}
+	if !dryRun {
+		if err := index.WriteFilter(ctx, st, sel, runs); err != nil {
+			return err
+		}
+	}
+	var matching int64
+	shards := 0
+	for _, s := range sel.Shards {
+		matching += s.Matching
+		if s.Matching > 0 {
+			shards++
+		}
+	}
+	key, _ := index.FilterObjects(filter)
+	total := l.Index.Samples()
+	_, err = fmt.Fprintf(out, "%s %s%s: %d of %d samples match (%.1f%%), in %d of %d shards (%s)\n", verb, st.URI(), key,
+		matching, total, 100*float64(matching)/float64(max(total, 1)), shards, len(sel.Shards), time.Since(start).Round(time.Millisecond))
+	return err
 }
 
 // streamFlags are the flags -f MANIFEST replaces with the stream's spec.
 var streamFlags = []string{"format", "endpoint", "region", "insecure", "catalog-type", "catalog-uri", "catalog-name",
-	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref", "hive", "select", "partition-columns"}
+	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref", "hive", "select", "partition-columns", "filter"}
 
 // indexedStream returns the stream of the manifest that index -f is to
 // index: the one named, or the only one that needs an index of ours.
@@ -188,13 +257,17 @@ func indexedStream(cmd *cobra.Command, manifest, name string) (datav1alpha1.Stre
 	var names, candidates []string
 	for _, s := range ds.Spec.Streams {
 		names = append(names, s.Name)
+		mds := s.Format == datav1alpha1.FormatMDS || s.Format == ""
 		if s.Name == name {
-			if s.Format == datav1alpha1.FormatMDS || s.Format == "" {
+			if mds && s.Filter == "" {
 				return datav1alpha1.Stream{}, fmt.Errorf("stream %q is MDS, which keeps its own index: nothing to write", s.Name)
+			}
+			if mds {
+				s.Format = datav1alpha1.FormatMDS
 			}
 			return s, nil
 		}
-		if s.Format != datav1alpha1.FormatMDS && s.Format != "" {
+		if !mds || s.Filter != "" {
 			candidates = append(candidates, s.Name)
 		}
 	}

@@ -121,7 +121,7 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 			}
 		}
 	}
-	s, err := summarize(ds.Name, ep, o.pods, o.prefetch)
+	s, err := summarize(ds, ep, o.pods, o.prefetch)
 	if err != nil {
 		return err
 	}
@@ -291,6 +291,10 @@ type streamSummary struct {
 	Bytes    int64  `json:"bytes"`
 	Weight   string `json:"weight"`
 	PerEpoch int64  `json:"perEpoch"`
+	// Filter is the stream's row filter: Samples are the rows it matches,
+	// in MatchingShards of the Shards (the others are never fetched).
+	Filter         string `json:"filter,omitempty"`
+	MatchingShards int    `json:"matchingShards,omitempty"`
 }
 
 type podSummary struct {
@@ -303,11 +307,11 @@ type podSummary struct {
 	MinCacheBytesPod int64   `json:"minCacheBytesPerPod"`
 }
 
-func summarize(name string, ep *planner.EpochPlan, pods []int, prefetch int) (*summary, error) {
+func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []int, prefetch int) (*summary, error) {
 	pl := ep.Plan()
 	p := pl.Params()
 	s := &summary{
-		Dataset: name, Fingerprint: pl.Fingerprint().Sum, PlanVersion: planner.PlanVersion, Epoch: ep.Epoch(),
+		Dataset: ds.Name, Fingerprint: pl.Fingerprint().Sum, PlanVersion: pl.Version(), Epoch: ep.Epoch(),
 		Samples: pl.Total(), NumSplits: pl.NumSplits(), SplitLen: pl.SplitLen(), GlobalBatchSize: pl.GlobalBatchSize(),
 		Steps: pl.Steps(), Dropped: pl.DroppedPerEpoch(), Padded: pl.PaddedPerEpoch(), Prefetch: prefetch,
 	}
@@ -322,10 +326,19 @@ func summarize(name string, ep *planner.EpochPlan, pods []int, prefetch int) (*s
 		case st.Choose != 0:
 			weight = fmt.Sprint("choose ", st.Choose)
 		}
-		s.Streams = append(s.Streams, streamSummary{
+		ss := streamSummary{
 			Name: st.Name, Shards: len(st.Index.Shards), Samples: st.Index.Samples(), Bytes: st.Index.Bytes(),
 			Weight: weight, PerEpoch: counts[i],
-		})
+		}
+		if st.Index.Filter != "" {
+			ss.Filter = ds.Spec.Streams[i].Filter
+			for _, sh := range st.Index.Shards {
+				if sh.Samples > 0 {
+					ss.MatchingShards++
+				}
+			}
+		}
+		s.Streams = append(s.Streams, ss)
 	}
 	for _, n := range pods {
 		e, err := ep.Egress(n)
@@ -349,10 +362,15 @@ func summarize(name string, ep *planner.EpochPlan, pods []int, prefetch int) (*s
 func (s *summary) write(out io.Writer) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
-	p("dataset %s, epoch %d, plan %s\n\n", s.Dataset, s.Epoch, s.Fingerprint)
+	p("dataset %s, epoch %d, plan %s (version %d)\n\n", s.Dataset, s.Epoch, s.Fingerprint, s.PlanVersion)
 	p("STREAM\tSHARDS\tSAMPLES\tBYTES\tWEIGHT\tPER EPOCH\n")
 	for _, st := range s.Streams {
 		p("%s\t%d\t%d\t%s\t%s\t%d\n", st.Name, st.Shards, st.Samples, humanBytes(st.Bytes), st.Weight, st.PerEpoch)
+	}
+	for _, st := range s.Streams {
+		if st.Filter != "" {
+			p("\nfilter\t%s: %s\n\t%d matching samples in %d of %d shards (the others are never fetched)\n", st.Name, st.Filter, st.Samples, st.MatchingShards, st.Shards)
+		}
 	}
 	p("\nepoch\t%d samples in %d splits of %d; %d steps of %d samples (%d per split)\n",
 		s.Samples, s.NumSplits, s.SplitLen, s.Steps, s.GlobalBatchSize, s.GlobalBatchSize/int64(s.NumSplits))

@@ -109,7 +109,7 @@ func (p *Plan) Data() (map[string]string, error) {
 	data := map[string]string{
 		KeyLayout:      strconv.Itoa(LayoutVersion),
 		KeyFingerprint: p.Fingerprint.Sum,
-		KeyPlanVersion: strconv.Itoa(planner.PlanVersion),
+		KeyPlanVersion: strconv.Itoa(p.Fingerprint.Version()),
 		KeySpec:        string(spec),
 		KeyInputs:      string(inputs),
 		KeyStreams:     string(streams),
@@ -126,8 +126,8 @@ func PlanFromData(data map[string]string) (*Plan, error) {
 	if err := checkLayout(data[KeyLayout], "plan"); err != nil {
 		return nil, err
 	}
-	if v := data[KeyPlanVersion]; v != strconv.Itoa(planner.PlanVersion) {
-		return nil, fmt.Errorf("plan ConfigMap has plan version %q, this sidecar computes plan version %d: pin the sidecar image the job started with", v, planner.PlanVersion)
+	if v, err := strconv.Atoi(data[KeyPlanVersion]); err != nil || v < 1 || v > planner.PlanVersion {
+		return nil, fmt.Errorf("plan ConfigMap has plan version %q, this sidecar computes plan versions 1 to %d: pin the sidecar image the job started with", data[KeyPlanVersion], planner.PlanVersion)
 	}
 	p := &Plan{Fingerprint: planner.Fingerprint{Sum: data[KeyFingerprint]}}
 	for _, f := range []struct {
@@ -271,7 +271,9 @@ type State struct {
 	Skipped        []SkippedShard `json:"skipped,omitempty"`
 	SkippedShards  int            `json:"skippedShards,omitempty"`
 	SkippedSamples int64          `json:"skippedSamples,omitempty"`
-	// SidecarImage and PlanVersion pin what the job started with.
+	// SidecarImage pins the image the job started with. PlanVersion is
+	// the newest plan version that image computes, from its admission,
+	// then the version of the plan its sidecars registered with.
 	SidecarImage string `json:"sidecarImage,omitempty"`
 	PlanVersion  int    `json:"planVersion,omitempty"`
 }

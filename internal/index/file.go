@@ -274,5 +274,10 @@ func readFile(data []byte) (*Layout, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	return &Layout{Format: f.Format, Index: f.StreamIndex(), Native: &f}, nil
+	return f.Layout(), nil
+}
+
+// Layout returns how to read the shards the index lists.
+func (f *File) Layout() *Layout {
+	return &Layout{Format: f.Format, Index: f.StreamIndex(), Native: f}
 }

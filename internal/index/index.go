@@ -225,27 +225,41 @@ func ReadStoreLayout(ctx context.Context, st store.Store) (*Layout, error) {
 }
 
 func readStore(ctx context.Context, st store.Store, maxBytes int64) ([]byte, error) {
+	data, err := readObject(ctx, st, FileName, maxBytes)
+	if err != nil && errors.Is(err, store.ErrNotFound) {
+		return nil, missingIndex(err, st)
+	}
+	return data, err
+}
+
+// readObject reads the object at key whole, at most maxBytes of it (0:
+// DefaultMaxBytes), whatever the store sends.
+func readObject(ctx context.Context, st store.Store, key string, maxBytes int64) ([]byte, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	r, err := st.Get(ctx, FileName, 0, -1)
+	r, err := st.Get(ctx, key, 0, -1)
 	if err != nil {
-		return nil, missingIndex(err, st)
+		return nil, err
 	}
 	defer func() { _ = r.Close() }()
 	data, err := io.ReadAll(io.LimitReader(r, maxBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", indexURI(st), err)
+		return nil, fmt.Errorf("reading %s: %w", objectURI(st, key), err)
 	}
 	if int64(len(data)) > maxBytes {
-		return nil, &TooLargeError{URI: indexURI(st), Limit: maxBytes}
+		return nil, &TooLargeError{URI: objectURI(st, key), Limit: maxBytes}
 	}
 	return data, nil
 }
 
 // indexURI is where a store's index is (path.Join would fold the "//"
 // of the scheme).
-func indexURI(st store.Store) string { return strings.TrimSuffix(st.URI(), "/") + "/" + FileName }
+func indexURI(st store.Store) string { return objectURI(st, FileName) }
+
+func objectURI(st store.Store, key string) string {
+	return strings.TrimSuffix(st.URI(), "/") + "/" + key
+}
 
 // missingIndex adds how to write an index to an error that says there is
 // none; other errors (credentials, network) are the store's own.

@@ -1,11 +1,18 @@
 package index
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/store"
 )
 
 // A row filter's selection (spec.streams[].filter, docs/planner.md): which
@@ -39,6 +46,94 @@ type FilterShard struct {
 	Matching int64 `json:"matching"`
 	Offset   int64 `json:"offset"`
 	Length   int64 `json:"length"`
+	// Hash is the "xxh64:<hex>" digest of the runs' bytes, checked by the
+	// cache that fetches them.
+	Hash string `json:"hash"`
+}
+
+// FilterObjects are the keys of a filter's selection beside its stream's
+// index: the selection's index and its runs.
+func FilterObjects(expr string) (indexKey, runsKey string) {
+	name := "filter-" + strings.TrimPrefix(FilterHash(expr), "sha256:")
+	return name + ".json", name + ".runs"
+}
+
+// AppendShard appends one shard's matching runs to a selection's runs
+// object and records them in f.
+func (f *FilterIndex) AppendShard(object []byte, runs []Run) []byte {
+	start := int64(len(object))
+	object = EncodeRuns(object, runs)
+	var matching int64
+	for _, r := range runs {
+		matching += r.Count()
+	}
+	sum, _ := checksum.Of("xxh64", object[start:]) // a known algorithm
+	f.Shards = append(f.Shards, FilterShard{Matching: matching, Offset: start, Length: int64(len(object)) - start, Hash: sum.String()})
+	return object
+}
+
+// WriteFilter stores a selection beside its stream's index: the runs
+// first, so that a reader never finds an index without them.
+func WriteFilter(ctx context.Context, st store.Store, f *FilterIndex, runs []byte) error {
+	indexKey, runsKey := FilterObjects(f.Filter)
+	if err := st.Put(ctx, runsKey, bytes.NewReader(runs), int64(len(runs))); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(f, "", " ")
+	if err != nil {
+		return err
+	}
+	return st.Put(ctx, indexKey, bytes.NewReader(data), int64(len(data)))
+}
+
+// ErrNoSelection is a filtered stream whose selection was not written.
+var ErrNoSelection = errors.New("the stream has no selection for its filter")
+
+// ReadFilter reads the selection of filter expr beside a stream's index
+// (at most maxBytes of its index, 0: DefaultMaxBytes) and checks it against
+// the index (its content hash and shards' rows) and the size of its runs.
+func ReadFilter(ctx context.Context, st store.Store, expr, contentHash string, samples []int64, maxBytes int64) (*FilterIndex, error) {
+	indexKey, runsKey := FilterObjects(expr)
+	data, err := readObject(ctx, st, indexKey, maxBytes)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s is missing", ErrNoSelection, objectURI(st, indexKey))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var f FilterIndex
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: not a shardfeed filter index (%w): re-run shardfeed index --filter", objectURI(st, indexKey), err)
+	}
+	if f.Filter != expr {
+		return nil, fmt.Errorf("%s is the selection of filter %q, not %q: re-run shardfeed index --filter", objectURI(st, indexKey), f.Filter, expr)
+	}
+	o, err := st.Stat(ctx, runsKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s is missing", ErrNoSelection, objectURI(st, runsKey))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Check(contentHash, samples, o.Size); err != nil {
+		return nil, fmt.Errorf("%s: %w", objectURI(st, indexKey), err)
+	}
+	return &f, nil
+}
+
+// ShardRuns decodes shard i's runs from their bytes and checks that they
+// cover its matching rows, of its rows.
+func (f *FilterIndex) ShardRuns(i int, b []byte, rows int64) ([]Run, error) {
+	runs, covered, err := DecodeRuns(b, rows)
+	if err != nil {
+		return nil, err
+	}
+	if covered != f.Shards[i].Matching {
+		return nil, fmt.Errorf("%w: %d rows, the selection's index says %d match", errRuns, covered, f.Shards[i].Matching)
+	}
+	return runs, nil
 }
 
 // maxRunBytes bounds one shard's encoded runs: two varints per run, at
@@ -143,6 +238,9 @@ func (f *FilterIndex) Check(contentHash string, samples []int64, selectionSize i
 	}
 	var end int64
 	for i, s := range f.Shards {
+		if _, err := checksum.Parse(s.Hash); err != nil || s.Hash == "" {
+			return fmt.Errorf("the filter's selection of shard %d has hash %q: re-run shardfeed index --filter", i, s.Hash)
+		}
 		if s.Matching < 0 || s.Matching > samples[i] || s.Offset != end || s.Length < 1 || s.Length > maxRunBytes || s.Offset > selectionSize-s.Length {
 			return fmt.Errorf("the filter's selection of shard %d (%d matching of %d rows, bytes [%d, +%d) of %d) is corrupt: re-run shardfeed index --filter",
 				i, s.Matching, samples[i], s.Offset, s.Length, selectionSize)

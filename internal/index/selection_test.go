@@ -1,10 +1,18 @@
 package index
 
 import (
+	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/local"
 )
 
 func TestRunsRoundTripAndComplement(t *testing.T) {
@@ -64,7 +72,7 @@ func TestDecodeRunsRefusesWhatEncodeRunsNeverWrites(t *testing.T) {
 
 func TestFilterIndexCheck(t *testing.T) {
 	ok := func() *FilterIndex {
-		return &FilterIndex{Shardfeed: Version, Filter: "lang == 'en'", Index: "abc", Shards: []FilterShard{{Matching: 3, Offset: 0, Length: 5}, {Matching: 0, Offset: 5, Length: 1}}}
+		return &FilterIndex{Shardfeed: Version, Filter: "lang == 'en'", Index: "abc", Shards: []FilterShard{{Matching: 3, Offset: 0, Length: 5, Hash: "xxh64:0123456789abcdef"}, {Matching: 0, Offset: 5, Length: 1, Hash: "xxh64:0123456789abcdef"}}}
 	}
 	samples := []int64{10, 4}
 	if err := ok().Check("abc", samples, 6); err != nil {
@@ -83,6 +91,8 @@ func TestFilterIndexCheck(t *testing.T) {
 		{"a gap in the object", func(f *FilterIndex) { f.Shards[1].Offset = 6 }, 7, "shard 1"},
 		{"past the object", func(f *FilterIndex) {}, 5, "shard 1"},
 		{"bytes left in the object", func(f *FilterIndex) {}, 9, "is 9 bytes, its index covers 6"},
+		{"no hash", func(f *FilterIndex) { f.Shards[0].Hash = "" }, 6, `shard 0 has hash ""`},
+		{"a hash of no known algorithm", func(f *FilterIndex) { f.Shards[1].Hash = "md4:00" }, 6, `shard 1 has hash "md4:00"`},
 	} {
 		f := ok()
 		tc.change(f)
@@ -92,5 +102,70 @@ func TestFilterIndexCheck(t *testing.T) {
 	}
 	if FilterHash("a") == FilterHash("b") || !strings.HasPrefix(FilterHash("a"), "sha256:") {
 		t.Fatal("FilterHash")
+	}
+}
+
+// A selection written beside an index reads back checked; one of another
+// filter, without its runs, or over another index is refused, saying how
+// to write the right one.
+func TestWriteAndReadFilter(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	u, _ := url.Parse("file://" + dir + "/")
+	st, err := local.Open(ctx, store.Source{URI: u.String()}, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const expr = "lang == 'en'"
+	samples := []int64{10, 4}
+	f := &FilterIndex{Shardfeed: Version, Filter: expr, Index: "abc"}
+	var runs []byte
+	runs = f.AppendShard(runs, []Run{{1, 3}, {7, 8}})
+	runs = f.AppendShard(runs, nil)
+	if err := WriteFilter(ctx, st, f, runs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadFilter(ctx, st, expr, "abc", samples, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Shards[0].Matching != 3 || got.Shards[1].Matching != 0 {
+		t.Fatalf("read %+v", got.Shards)
+	}
+	b := runs[got.Shards[0].Offset : got.Shards[0].Offset+got.Shards[0].Length]
+	if r, err := got.ShardRuns(0, b, 10); err != nil || fmt.Sprint(r) != "[[1 3] [7 8]]" {
+		t.Fatalf("shard 0 runs %v, %v", r, err)
+	}
+	if _, err := got.ShardRuns(1, b, 4); err == nil {
+		t.Fatal("shard 0's runs accepted as shard 1's")
+	}
+	for _, tc := range []struct {
+		name, expr, hash string
+		prepare          func()
+		want             string
+	}{
+		{"another filter", "lang == 'de'", "abc", func() {}, "has no selection for its filter"},
+		{"another index", expr, "def", func() {}, "computed over another index"},
+		{"a selection of another filter under its name", expr, "abc", func() {
+			other := *f
+			other.Filter = "lang == 'de'"
+			data, _ := json.Marshal(&other)
+			key, _ := FilterObjects(expr)
+			_ = os.WriteFile(filepath.Join(dir, key), data, 0o600)
+		}, `is the selection of filter "lang == 'de'"`},
+		{"no runs", expr, "abc", func() {
+			_ = WriteFilter(ctx, st, f, runs)
+			_, key := FilterObjects(expr)
+			_ = os.Remove(filepath.Join(dir, key))
+		}, "runs is missing"},
+		{"not JSON", expr, "abc", func() {
+			key, _ := FilterObjects(expr)
+			_ = os.WriteFile(filepath.Join(dir, key), []byte("{\"shardfeed\":1,\"x\":2}"), 0o600)
+		}, "not a shardfeed filter index"},
+	} {
+		tc.prepare()
+		if _, err := ReadFilter(ctx, st, tc.expr, tc.hash, samples, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }

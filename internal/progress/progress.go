@@ -105,7 +105,7 @@ func Register(ctx context.Context, st Store, j Job) (*configmaps.State, error) {
 		}
 		s.Dataset, s.Job = j.Dataset, j.Job
 		s.Fingerprint = j.Fingerprint
-		s.PlanVersion = planner.PlanVersion
+		s.PlanVersion = max(j.Fingerprint.Version(), 1)
 		if s.SidecarImage == "" {
 			s.SidecarImage = j.SidecarImage
 		}

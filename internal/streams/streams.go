@@ -30,6 +30,17 @@ type Stream struct {
 	// Layout says how to read the shards; nil for a plain list of shards,
 	// which plans but cannot be served (Served says why).
 	Layout *index.Layout
+	// Filter is the selection of the stream's row filter, when it has one:
+	// then Index counts each shard's matching rows (Layout's, all of them).
+	Filter *Filter
+}
+
+// Filter is a filtered stream's selection, as shardfeed index --filter
+// wrote it beside the stream's index.
+type Filter struct {
+	Index *index.FilterIndex
+	// RunsKey is the key of the selection's runs in the stream's Store.
+	RunsKey string
 }
 
 // Source returns the store source of a spec stream; the caller adds the
@@ -76,6 +87,9 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, m
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 	}
 	if out.Layout == nil {
+		if s.Filter != "" {
+			return nil, fmt.Errorf("stream %q: spec.streams[%d].filter needs the rows of the shards, and its index is a plain list of shards: index the stream (%s)", s.Name, i, IndexCommand(s))
+		}
 		return out, nil // a plain list of shards: it plans
 	}
 	if want := s.Format; want != "" && want != out.Layout.Format {
@@ -88,6 +102,12 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, m
 	} else if s.Partitions != nil {
 		return nil, fmt.Errorf("stream %q: spec.streams[%d].partitions needs a shardfeed index, and its index is %s's own: drop partitions or fix the format", s.Name, i, out.Layout.Format)
 	}
+	if s.Filter != "" {
+		if out.Filter, err = openFilter(ctx, st, i, s, out.Index, maxIndexBytes); err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+		out.Index = filtered(out.Index, out.Filter.Index)
+	}
 	if f, ok := out.Layout.Native.(*index.File); ok && f.Table != nil {
 		if err := checkTable(i, s, f.Table); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
@@ -99,8 +119,40 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, m
 		if out.Store, err = stores.Open(ctx, root); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}
+		if out.Filter != nil { // beside the index, under the table's bucket
+			out.Filter.RunsKey = strings.TrimPrefix(strings.TrimSuffix(s.Source.URI, "/")+"/"+out.Filter.RunsKey, f.Table.Root)
+		}
 	}
 	return out, nil
+}
+
+// openFilter reads the selection of the stream's filter beside its index,
+// checked against the index.
+func openFilter(ctx context.Context, st store.Store, i int, s datav1alpha1.Stream, x planner.StreamIndex, maxIndexBytes int64) (*Filter, error) {
+	rows := make([]int64, len(x.Shards))
+	for h, sh := range x.Shards {
+		rows[h] = sh.Samples
+	}
+	fi, err := index.ReadFilter(ctx, st, s.Filter, x.ContentHash(), rows, maxIndexBytes)
+	if errors.Is(err, index.ErrNoSelection) {
+		return nil, fmt.Errorf("spec.streams[%d].filter: %w: write it with: %s", i, err, IndexCommand(s))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("spec.streams[%d].filter: %w (%s)", i, err, IndexCommand(s))
+	}
+	_, runs := index.FilterObjects(s.Filter)
+	return &Filter{Index: fi, RunsKey: runs}, nil
+}
+
+// filtered is the planner's view of a filtered stream: each shard's
+// matching rows, and the filter a plan input.
+func filtered(x planner.StreamIndex, f *index.FilterIndex) planner.StreamIndex {
+	x.Shards = slices.Clone(x.Shards)
+	for h := range x.Shards {
+		x.Shards[h].Samples = f.Shards[h].Matching
+	}
+	x.Filter = index.FilterHash(f.Filter)
+	return x
 }
 
 // checkTable refuses the index of a table other than the one the spec
@@ -199,6 +251,9 @@ func IndexCommand(s datav1alpha1.Stream) string {
 		if p.Select != "" {
 			cmd += " --select " + shellQuote(p.Select)
 		}
+	}
+	if s.Filter != "" {
+		cmd += " --filter " + shellQuote(s.Filter)
 	}
 	if s.Source.Endpoint != "" {
 		cmd += " --endpoint " + s.Source.Endpoint

@@ -28,9 +28,11 @@ func Image() string {
 	return Repository + ":" + strings.TrimPrefix(Get().Version, "v")
 }
 
-// PlanVersion is the version of the plan algorithm (design §3). A change to
-// any plan bumps it, and it is part of every plan fingerprint.
-const PlanVersion = 1
+// PlanVersion is the newest version of the plan algorithm (design §3) this
+// build computes. A change to any plan bumps it; a plan that uses no
+// feature of a newer version keeps its version. A plan's version is part
+// of its fingerprint.
+const PlanVersion = 2
 
 // Info describes a build.
 type Info struct {

@@ -9,13 +9,13 @@ import (
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
-// Select computes a row filter's selection over a stream indexed by f in
-// st: each shard is read (only the columns the filter can read) and its
-// matching rows found. It returns the selection's index and its runs
-// object, written beside the stream's index under the filter's hash. An
-// unknown column is refused before any shard is read, naming the columns.
-func (r Registry) Select(ctx context.Context, st store.Store, f *index.File, filter string, progress func(done, total int, shard string)) (*index.FilterIndex, []byte, error) {
-	l := &index.Layout{Format: f.Format, Index: f.StreamIndex(), Native: f}
+// Select computes a row filter's selection over a stream of layout l whose
+// shards are in st: each shard is read (only the columns the filter can
+// read) and its matching rows found. It returns the selection's index and
+// its runs object, written beside the stream's index under the filter's
+// hash. An unknown column is refused before any shard is read, naming the
+// columns.
+func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, filter string, progress func(done, total int, shard string)) (*index.FilterIndex, []byte, error) {
 	reader, err := r.Open(l)
 	if err != nil {
 		return nil, nil, err
@@ -75,13 +75,7 @@ func (r Registry) Select(ctx context.Context, st store.Store, f *index.File, fil
 		if row != sh.Samples {
 			return nil, nil, fmt.Errorf("%s: %d rows read, the index says %d: re-run shardfeed index", sh.Name, row, sh.Samples)
 		}
-		start := int64(len(runsObject))
-		runsObject = index.EncodeRuns(runsObject, runs)
-		var matching int64
-		for _, r := range runs {
-			matching += r.Count()
-		}
-		out.Shards = append(out.Shards, index.FilterShard{Matching: matching, Offset: start, Length: int64(len(runsObject)) - start})
+		runsObject = out.AppendShard(runsObject, runs)
 		if progress != nil {
 			progress(i+1, len(l.Index.Shards), sh.Name)
 		}

@@ -128,7 +128,7 @@ func (t *decodedTable) acquire(ctx context.Context, k shardKey) (*decodedShard, 
 // mark as pad. A store that cannot be reached is never a reason to skip.
 func (t *decodedTable) decodeOrSkip(ctx context.Context, k shardKey) (arrow.RecordBatch, bool, error) {
 	s := t.streams[k.stream]
-	rows := s.Layout.Index.Shards[k.shard].Samples
+	rows := s.Rows(k.shard)
 	t.mu.Lock()
 	known := t.skipped[k]
 	t.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
-	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
@@ -125,7 +124,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 	st := Status{
 		Ready: s.ready, RankMode: s.cfg.RankMode, Pod: s.cfg.Pod, Pods: s.cfg.Pods, ProcsPerPod: s.cfg.ProcsPerPod,
 		Dataset: s.cfg.Job.Dataset, Job: s.cfg.Job.Job, Attempt: s.cfg.Job.Attempt,
-		Fingerprint: p.Plan().Fingerprint().Sum, PlanVersion: planner.PlanVersion, NumSplits: p.Plan().NumSplits(),
+		Fingerprint: p.Plan().Fingerprint().Sum, PlanVersion: p.Plan().Version(), NumSplits: p.Plan().NumSplits(),
 		GlobalBatchSize: p.Plan().GlobalBatchSize(), Steps: p.Plan().Steps(), Uptime: time.Since(s.started).Seconds(),
 		Pipeline: ps, DecodedRows: ps.DecodedRows, FetchedRows: p.FetchedRows(), LastErrors: append([]errorRecord{}, s.errs...),
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shardfeed/shardfeed/internal/index"
@@ -36,6 +37,9 @@ type Stream struct {
 	// every stream is cast to (after Unify).
 	native *arrow.Schema
 	served *arrow.Schema
+	// filter is the stream's row filter, when it has one: each shard's
+	// runs of matching rows are one more part, and only they are served.
+	filter *streams.Filter
 }
 
 // Open reads the stream's schema through its format's reader: from the
@@ -105,14 +109,28 @@ func (s *Stream) Schema() *arrow.Schema { return s.served }
 // Shards returns the number of shards.
 func (s *Stream) Shards() int { return len(s.Layout.Index.Shards) }
 
+// Rows returns the rows shard i serves: the rows its filter matches, in a
+// filtered stream.
+func (s *Stream) Rows(i int) int64 {
+	if s.filter != nil {
+		return s.filter.Index.Shards[i].Matching
+	}
+	return s.Layout.Index.Shards[i].Samples
+}
+
 // Parts returns the object ranges shard i needs in the cache, as its
 // format says (for Parquet and Arrow, the shard and the object's footer,
-// without which its bytes do not decode).
+// without which its bytes do not decode), and in a filtered stream the
+// shard's runs of matching rows last.
 func (s *Stream) Parts(i int) []cache.Shard {
 	parts := s.reader.Parts(i)
-	out := make([]cache.Shard, len(parts))
+	out := make([]cache.Shard, len(parts), len(parts)+1)
 	for j, p := range parts {
 		out[j] = s.cachePart(p)
+	}
+	if f := s.filter; f != nil {
+		sel := f.Index.Shards[i]
+		out = append(out, cache.Shard{Stream: s.Name, Key: f.RunsKey, Size: sel.Length, Hash: sel.Hash, Range: true, Offset: sel.Offset})
 	}
 	return out
 }
@@ -123,6 +141,10 @@ func (s *Stream) Parts(i int) []cache.Shard {
 // says, are a *DecodeError.
 func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.RecordBatch, error) {
 	name := s.Layout.Index.Shards[i].Name
+	var runs []byte
+	if s.filter != nil {
+		parts, runs = parts[:len(parts)-1], parts[len(parts)-1]
+	}
 	recs, err := s.decode(ctx, i, parts)
 	if err != nil {
 		return nil, s.decodeError(ctx, name, err)
@@ -141,7 +163,46 @@ func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.Recor
 		rec.Release()
 		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: fmt.Errorf("decoded to %d rows, the index says %d: re-run shardfeed index", rec.NumRows(), want)}
 	}
-	return rec, nil
+	if s.filter == nil {
+		return rec, nil
+	}
+	defer rec.Release()
+	matching, err := s.filter.Index.ShardRuns(i, runs, want)
+	if err != nil {
+		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: fmt.Errorf("its filter's selection: %w: re-run shardfeed index --filter", err)}
+	}
+	kept, err := keepRuns(ctx, rec, matching)
+	if err != nil {
+		return nil, s.decodeError(ctx, name, err)
+	}
+	return kept, nil
+}
+
+// keepRuns returns the rows of rec that runs (sorted, disjoint, within
+// its rows) cover, in order.
+func keepRuns(ctx context.Context, rec arrow.RecordBatch, runs []index.Run) (arrow.RecordBatch, error) {
+	if len(runs) == 1 && runs[0] == (index.Run{0, rec.NumRows()}) {
+		rec.Retain()
+		return rec, nil
+	}
+	if len(runs) == 1 {
+		return rec.NewSlice(runs[0][0], runs[0][1]), nil
+	}
+	b := array.NewBooleanBuilder(memory.DefaultAllocator)
+	defer b.Release()
+	b.Reserve(int(rec.NumRows()))
+	var end int64
+	for _, r := range runs {
+		b.AppendValues(make([]bool, r[0]-end), nil)
+		for range r.Count() {
+			b.UnsafeAppend(true)
+		}
+		end = r[1]
+	}
+	b.AppendValues(make([]bool, rec.NumRows()-end), nil)
+	mask := b.NewBooleanArray()
+	defer mask.Release()
+	return compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
 }
 
 // decodeError wraps a decoding failure, unless the context ended it.
@@ -261,6 +322,7 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 		if out[i], err = Open(ctx, s.Spec.Name, layout, reader, s.Spec.Columns, read); err != nil {
 			return nil, err
 		}
+		out[i].filter = s.Filter
 	}
 	if _, err := Unify(out); err != nil {
 		return nil, err

@@ -2,13 +2,21 @@ package formats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
+
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/streams"
+	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/source"
 )
 
 // A filter's selection over a hive tree of Parquet files: the rows it
@@ -25,7 +33,7 @@ func TestSelectFindsTheMatchingRowsOfEveryShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel, runs, err := reg.Select(ctx, st, f, "(id % 4 == 0 || x >= 55) && part == 1", nil)
+	sel, runs, err := reg.Select(ctx, st, f.Layout(), "(id % 4 == 0 || x >= 55) && part == 1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +63,111 @@ func TestSelectFindsTheMatchingRowsOfEveryShard(t *testing.T) {
 	if fmt.Sprint(matched) != fmt.Sprint(want) {
 		t.Fatalf("matched %v, want %v", matched, want)
 	}
-	if _, _, err := reg.Select(ctx, st, f, "lang == 'en'", nil); err == nil || !strings.Contains(err.Error(), "no column lang: the columns are id, x, part") {
+	if _, _, err := reg.Select(ctx, st, f.Layout(), "lang == 'en'", nil); err == nil || !strings.Contains(err.Error(), "no column lang: the columns are id, x, part") {
 		t.Fatalf("an unknown column: %v", err)
+	}
+}
+
+// A filtered stream, end to end without a pod: shardfeed index --filter's
+// selection written beside the index; the stream opened as the operator
+// and the sidecar open it plans over the matching rows only (plan version
+// 2, the filter in the fingerprint); a shard decodes to exactly its
+// matching rows; a selection that does not fit its shard is a decode
+// error; and without a selection the stream is refused naming the command.
+func TestAFilteredStreamPlansAndDecodesOnlyItsMatchingRows(t *testing.T) {
+	ctx := context.Background()
+	st := hiveTree(t, map[string][]byte{"a.parquet": parquetFile(t, 0, 30, "x"), "b.parquet": parquetFile(t, 30, 30, "x")})
+	reg := Default()
+	f, err := reg.Index(ctx, st, datav1alpha1.FormatParquet, format.IndexOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Write(ctx, st, f); err != nil {
+		t.Fatal(err)
+	}
+	const filter = "x % 3 == 0 && id >= 20"
+	spec := datav1alpha1.Stream{Name: "s", Format: datav1alpha1.FormatParquet, Source: datav1alpha1.Source{URI: st.URI()}, Filter: filter}
+	if _, err := streams.Open(ctx, 0, spec, streams.Source(spec), 0); err == nil ||
+		!strings.Contains(err.Error(), "has no selection for its filter") || !strings.Contains(err.Error(), "--filter 'x % 3 == 0 && id >= 20'") {
+		t.Fatalf("a filtered stream without its selection: %v", err)
+	}
+	sel, runs, err := reg.Select(ctx, st, f.Layout(), filter, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.WriteFilter(ctx, st, sel, runs); err != nil {
+		t.Fatal(err)
+	}
+	opened, err := streams.Open(ctx, 0, spec, streams.Source(spec), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Row groups of 10 ids: 0–19 match nothing, then the multiples of 3.
+	var counts []int64
+	for _, sh := range opened.Index.Shards {
+		counts = append(counts, sh.Samples)
+	}
+	if fmt.Sprint(counts) != "[0 0 3 4 3 3]" || opened.Layout.Index.Shards[0].Samples != 10 {
+		t.Fatalf("the planner's counts %v (the layout's first shard %d rows)", counts, opened.Layout.Index.Shards[0].Samples)
+	}
+	params, err := planspec.Params(&datav1alpha1.TrainingDatasetSpec{Streams: []datav1alpha1.Stream{spec}, NumSplits: 2, GlobalBatchSize: 2}, streams.Indexes([]*streams.Stream{opened}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := planner.New(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Version() != 2 || pl.Total() != 13 || pl.Fingerprint().Inputs["spec.streams[0].filter"] != index.FilterHash(filter) || !strings.HasPrefix(pl.Fingerprint().Sum, "v2-") {
+		t.Fatalf("plan version %d, %d samples, fingerprint %+v", pl.Version(), pl.Total(), pl.Fingerprint())
+	}
+
+	read := func(ctx context.Context, p cache.Shard) ([]byte, error) {
+		if !p.Range {
+			return format.ReadRange(ctx, st, p.Key, 0, -1)
+		}
+		return format.ReadRange(ctx, st, p.Key, p.Offset, p.Size)
+	}
+	srcs, err := source.OpenAll(ctx, []*streams.Stream{opened}, reg, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := srcs[0]
+	partsOf := func(i int) [][]byte {
+		var out [][]byte
+		for _, p := range s.Parts(i) {
+			b, err := read(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b)
+		}
+		return out
+	}
+	var ids []int64
+	for i := range s.Shards() {
+		if s.Rows(i) == 0 {
+			continue
+		}
+		rec, err := s.Decode(ctx, i, partsOf(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
+		ids = append(ids, col.Int64Values()...)
+		if rec.NumRows() != s.Rows(i) {
+			t.Errorf("shard %d decoded to %d rows, %d match", i, rec.NumRows(), s.Rows(i))
+		}
+		rec.Release()
+	}
+	if want := "[21 24 27 30 33 36 39 42 45 48 51 54 57]"; fmt.Sprint(ids) != want {
+		t.Fatalf("served ids %v, want %s", ids, want)
+	}
+	// Shard 3's rows with shard 2's runs: their counts differ.
+	parts := partsOf(3)
+	parts[len(parts)-1] = partsOf(2)[len(parts)-1]
+	var de *source.DecodeError
+	if _, err := s.Decode(ctx, 3, parts); !errors.As(err, &de) || !strings.Contains(err.Error(), "its filter's selection") {
+		t.Fatalf("another shard's runs: %v", err)
 	}
 }

@@ -30,6 +30,8 @@ type recording struct {
 	store.Store
 	mu   sync.Mutex
 	seen []string
+	// ranges are the gets, as "key offset length".
+	ranges []string
 }
 
 func (r *recording) note(key string) {
@@ -50,6 +52,9 @@ func (r *recording) ListDir(ctx context.Context, dir string) (store.Listing, err
 
 func (r *recording) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	r.note("get " + key)
+	r.mu.Lock()
+	r.ranges = append(r.ranges, fmt.Sprint(key, " ", off, " ", n))
+	r.mu.Unlock()
 	return r.Store.Get(ctx, key, off, n)
 }
 

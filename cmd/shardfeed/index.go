@@ -233,8 +233,12 @@ func writeSelection(ctx context.Context, out io.Writer, st store.Store, source s
 	}
 	key, _ := index.FilterObjects(filter)
 	total := l.Index.Samples()
-	_, err = fmt.Fprintf(out, "%s %s%s: %d of %d samples match (%.1f%%), in %d of %d shards (%s)\n", verb, st.URI(), key,
-		matching, total, 100*float64(matching)/float64(max(total, 1)), shards, len(sel.Shards), time.Since(start).Round(time.Millisecond))
+	pruned := ""
+	if sel.Pruned > 0 {
+		pruned = fmt.Sprintf("; %d shards ruled out by their statistics, unread", sel.Pruned)
+	}
+	_, err = fmt.Fprintf(out, "%s %s%s: %d of %d samples match (%.1f%%), in %d of %d shards%s (%s)\n", verb, st.URI(), key,
+		matching, total, 100*float64(matching)/float64(max(total, 1)), shards, len(sel.Shards), pruned, time.Since(start).Round(time.Millisecond))
 	return err
 }
 

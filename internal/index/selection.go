@@ -38,6 +38,8 @@ type FilterIndex struct {
 	// is refused.
 	Index  string        `json:"index"`
 	Shards []FilterShard `json:"shards"`
+	// Pruned counts the shards ruled out, unread, by their statistics.
+	Pruned int `json:"pruned,omitempty"`
 }
 
 // FilterShard is one shard's selection: how many rows match, and where

@@ -20,7 +20,7 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 	if err != nil {
 		return nil, nil, err
 	}
-	read := StoreRead(st)
+	read := lastFooter(StoreRead(st))
 	schema, err := reader.Schema(ctx, read)
 	if err != nil {
 		return nil, nil, err
@@ -35,8 +35,23 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 		names[i] = c.Name
 	}
 	out := &index.FilterIndex{Shardfeed: index.Version, Filter: filter, Index: l.Index.ContentHash()}
+	pruner, _ := reader.(Pruner)
 	var runsObject []byte
 	for i, sh := range l.Index.Shards {
+		if pruner != nil {
+			stats, err := pruner.Stats(ctx, i, read)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", sh.Name, err)
+			}
+			if stats != nil && e.Excludes(stats) {
+				runsObject = out.AppendShard(runsObject, nil)
+				out.Pruned++
+				if progress != nil {
+					progress(i+1, len(l.Index.Shards), sh.Name)
+				}
+				continue
+			}
+		}
 		var parts [][]byte
 		for _, p := range reader.Parts(i) {
 			b, err := read(ctx, p)
@@ -81,4 +96,22 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 		}
 	}
 	return out, runsObject, nil
+}
+
+// lastFooter remembers the last part read that is not a shard's own bytes
+// (a Parquet footer, which every row group of a file shares), so that
+// consecutive shards of one object read it once.
+func lastFooter(read ReadFunc) ReadFunc {
+	var last Part
+	var data []byte
+	return func(ctx context.Context, p Part) ([]byte, error) {
+		if p.Hash == "" && data != nil && p == last {
+			return data, nil
+		}
+		b, err := read(ctx, p)
+		if err == nil && p.Hash == "" {
+			last, data = p, b
+		}
+		return b, err
+	}
 }

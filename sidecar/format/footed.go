@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
@@ -27,11 +28,15 @@ type Footed struct {
 	Decode func(ctx context.Context, size int64, tail []byte, offset int64, data []byte, part int, columns []string) ([]arrow.RecordBatch, error)
 	// Index appends the parts of an object, with their footer range, to f.
 	Index func(ctx context.Context, st store.Store, o store.Object, f *index.File, opts IndexOptions) error
+	// Stats, if set, returns the statistics of part's columns from the
+	// footer range of an object of size bytes (Pruner).
+	Stats func(size int64, tail []byte, part int) (map[string]expr.Stats, error)
 }
 
 var (
 	_ Format  = (*Footed)(nil)
 	_ Indexer = (*Footed)(nil)
+	_ Pruner  = footedReader{}
 )
 
 // Kind implements Format.
@@ -72,6 +77,18 @@ func (r footedReader) Schema(ctx context.Context, read ReadFunc) (*arrow.Schema,
 		return nil, fmt.Errorf("%s: %w", e.Object, err)
 	}
 	return s, nil
+}
+
+func (r footedReader) Stats(ctx context.Context, i int, read ReadFunc) (map[string]expr.Stats, error) {
+	if r.f.Stats == nil {
+		return nil, nil
+	}
+	e := r.file.Shards[i]
+	tail, err := read(ctx, r.Parts(i)[1])
+	if err != nil {
+		return nil, err
+	}
+	return r.f.Stats(e.ObjectSize, tail, e.Part)
 }
 
 func (r footedReader) Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {

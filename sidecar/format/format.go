@@ -29,6 +29,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
@@ -53,6 +54,14 @@ type Reader interface {
 	// Records decodes shard i from the bytes of its parts, in Parts' order,
 	// keeping only columns (nil: all). The caller releases the reader.
 	Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error)
+}
+
+// Pruner is a Reader whose shards carry statistics of their columns (a
+// Parquet row group's), by which a row filter rules a shard out unread.
+type Pruner interface {
+	// Stats returns what is known of shard i's columns, by name, reading
+	// only what it needs (a footer) through read; nil when nothing is.
+	Stats(ctx context.Context, i int, read ReadFunc) (map[string]expr.Stats, error)
 }
 
 // Part is a range of an object that a shard needs: the whole object, or

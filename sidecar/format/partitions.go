@@ -3,12 +3,14 @@ package format
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/index"
 )
 
@@ -70,6 +72,32 @@ func (p partitioned) Schema(ctx context.Context, read ReadFunc) (*arrow.Schema, 
 		fields = append(fields, arrow.Field{Name: c.Name, Type: t, Nullable: true})
 	}
 	return arrow.NewSchema(fields, nil), nil
+}
+
+// Stats adds the shard's partition values, each its columns' one value,
+// to what the files' reader knows.
+func (p partitioned) Stats(ctx context.Context, i int, read ReadFunc) (map[string]expr.Stats, error) {
+	out := map[string]expr.Stats{}
+	if pr, ok := p.Reader.(Pruner); ok {
+		st, err := pr.Stats(ctx, i, read)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, st)
+	}
+	for k, c := range p.file.Partitions.Columns {
+		v := p.file.Shards[i].Partition[k]
+		if v == nil {
+			continue // a null partition: all its rows null, said nowhere
+		}
+		x, err := index.ParsePartitionValue(*v, c.Type)
+		if err != nil {
+			return nil, err
+		}
+		x = expr.Value(x)
+		out[c.Name] = expr.Stats{Min: x, Max: x, NullsKnown: true}
+	}
+	return out, nil
 }
 
 func (p partitioned) Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {

@@ -91,9 +91,28 @@ func TestAFilteredStreamPlansAndDecodesOnlyItsMatchingRows(t *testing.T) {
 		!strings.Contains(err.Error(), "has no selection for its filter") || !strings.Contains(err.Error(), "--filter 'x % 3 == 0 && id >= 20'") {
 		t.Fatalf("a filtered stream without its selection: %v", err)
 	}
+	st.ranges = nil
 	sel, runs, err := reg.Select(ctx, st, f.Layout(), filter, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// id >= 20 rules out the row groups of ids 0–19 by their statistics:
+	// their bytes are never read; the footer once per file.
+	if sel.Pruned != 2 {
+		t.Errorf("%d row groups pruned, want 2", sel.Pruned)
+	}
+	reads := map[string]int{}
+	for _, r := range st.ranges {
+		reads[r]++
+	}
+	for i, e := range f.Shards {
+		own := fmt.Sprint(e.Object, " ", e.Offset, " ", e.Length)
+		if want := map[bool]int{true: 0, false: 1}[i < 2]; reads[own] != want {
+			t.Errorf("shard %d's bytes read %d times, want %d (reads %v)", i, reads[own], want, st.ranges)
+		}
+		if footer := fmt.Sprint(e.Object, " ", e.FooterOffset, " ", e.FooterLength); reads[footer] != 1 {
+			t.Errorf("%s's footer read %d times, want once", e.Object, reads[footer])
+		}
 	}
 	if err := index.WriteFilter(ctx, st, sel, runs); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 
 // Format is Parquet: one shard per row group, fetched as the row group's
 // byte range and the object's footer.
-var Format = &format.Footed{Name: datav1alpha1.FormatParquet, Exts: []string{".parquet"}, SchemaOf: Schema, Decode: ReadRowGroupRange, Index: indexObject}
+var Format = &format.Footed{Name: datav1alpha1.FormatParquet, Exts: []string{".parquet"}, SchemaOf: Schema, Decode: ReadRowGroupRange, Index: indexObject, Stats: Stats}
 
 // indexObject is the format's Indexer: the object's row groups, from its
 // footer (two ranged reads), each hashed.

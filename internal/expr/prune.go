@@ -1,0 +1,168 @@
+package expr
+
+import (
+	"math"
+
+	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+)
+
+// Stats describe a column's values over a set of rows (a Parquet row
+// group's statistics, a partition's constant value): the least and the
+// greatest non-null value, when known, and how many rows are null.
+type Stats struct {
+	// Min and Max are int64, float64, string or bool, by column type;
+	// nil when not known.
+	Min, Max any
+	// Nulls is the number of null rows; NullsKnown says whether it is.
+	Nulls      int64
+	NullsKnown bool
+}
+
+// Excludes reports whether the expression is false for every row whose
+// columns lie within stats (by column name; a column without stats may
+// hold anything): then the rows need not be read. It is conservative: it
+// understands conjunctions and disjunctions of comparisons of a column
+// with a constant (==, <, <=, >, >=, and in a list of constants), and
+// says false for anything else.
+func (e *Expr) Excludes(stats map[string]Stats) bool {
+	return never(e.ast.NativeRep().Expr(), stats)
+}
+
+// mirrored is the comparison with its operands swapped: 3 < x is x > 3.
+var mirrored = map[string]string{"_==_": "_==_", "_<_": "_>_", "_<=_": "_>=_", "_>_": "_<_", "_>=_": "_<=_"}
+
+// never reports whether e is false (or an error is impossible to reach
+// without a false) for every row within stats.
+func never(e celast.Expr, stats map[string]Stats) bool {
+	if e.Kind() != celast.CallKind {
+		return false
+	}
+	call := e.AsCall()
+	args := call.Args()
+	fn := call.FunctionName()
+	switch {
+	case fn == "_&&_" && len(args) == 2:
+		return never(args[0], stats) || never(args[1], stats)
+	case fn == "_||_" && len(args) == 2:
+		return never(args[0], stats) && never(args[1], stats)
+	case fn == "@in" && len(args) == 2 && args[0].Kind() == celast.IdentKind && args[1].Kind() == celast.ListKind:
+		s, ok := stats[args[0].AsIdent()]
+		if !ok {
+			return false
+		}
+		for _, el := range args[1].AsList().Elements() {
+			if el.Kind() != celast.LiteralKind || !compareNever("_==_", s, el.AsLiteral()) {
+				return false
+			}
+		}
+		return true
+	case mirrored[fn] != "" && len(args) == 2:
+		col, lit, op := args[0], args[1], fn
+		if col.Kind() == celast.LiteralKind {
+			col, lit, op = lit, col, mirrored[fn]
+		}
+		if col.Kind() != celast.IdentKind || lit.Kind() != celast.LiteralKind {
+			return false
+		}
+		s, ok := stats[col.AsIdent()]
+		return ok && compareNever(op, s, lit.AsLiteral())
+	}
+	return false
+}
+
+// compareNever reports whether "column op v" is false for every row
+// within s. A null is false under == whatever v is; under an ordering it
+// is an evaluation error, so such rows must be read to report it.
+func compareNever(op string, s Stats, v ref.Val) bool {
+	if op != "_==_" && (!s.NullsKnown || s.Nulls > 0) {
+		return false
+	}
+	if s.Min == nil || s.Max == nil {
+		return false
+	}
+	lo, okLo := order(s.Min, v)
+	hi, okHi := order(s.Max, v)
+	if !okLo || !okHi {
+		return false
+	}
+	switch op { // lo: min vs v, hi: max vs v
+	case "_==_":
+		return lo > 0 || hi < 0
+	case "_<_":
+		return lo >= 0
+	case "_<=_":
+		return lo > 0
+	case "_>_":
+		return hi <= 0
+	case "_>=_":
+		return hi < 0
+	}
+	return false
+}
+
+// exactFloat bounds the integers a float64 holds exactly.
+const exactFloat = 1 << 53
+
+// order compares a column's statistic a with the constant v: -1, 0 or 1,
+// and false when they do not compare exactly (other types, a NaN, an
+// integer too large for a float).
+func order(a any, v ref.Val) (int, bool) {
+	switch x := a.(type) {
+	case int64:
+		switch y := v.(type) {
+		case types.Int:
+			return cmp3(x, int64(y)), true
+		case types.Uint:
+			if y > math.MaxInt64 {
+				return -1, true
+			}
+			return cmp3(x, int64(y)), true //nolint:gosec // checked above
+		case types.Double:
+			if x > -exactFloat && x < exactFloat && !math.IsNaN(float64(y)) {
+				return cmp3(float64(x), float64(y)), true
+			}
+		}
+	case float64:
+		if math.IsNaN(x) {
+			return 0, false
+		}
+		switch y := v.(type) {
+		case types.Double:
+			if !math.IsNaN(float64(y)) {
+				return cmp3(x, float64(y)), true
+			}
+		case types.Int:
+			if y > -exactFloat && y < exactFloat {
+				return cmp3(x, float64(y)), true
+			}
+		}
+	case string:
+		if y, ok := v.(types.String); ok {
+			return cmp3(x, string(y)), true
+		}
+	case bool:
+		if y, ok := v.(types.Bool); ok {
+			return cmp3(b2i(x), b2i(bool(y))), true
+		}
+	}
+	return 0, false
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func cmp3[T int | int64 | float64 | string](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,58 @@
+package expr
+
+import "testing"
+
+// Statistics rule a filter out only where no row within them can match,
+// and never where a null row would make the filter fail to evaluate.
+func TestExcludesOnlyWhatNoRowWithinTheStatisticsMatches(t *testing.T) {
+	cols := []Column{{"id", "int64"}, {"score", "float64"}, {"lang", "utf8"}, {"ok", "bool"}, {"blob", "binary"}}
+	ids := map[string]Stats{"id": {Min: int64(10), Max: int64(19), NullsKnown: true}}
+	langs := map[string]Stats{"lang": {Min: "fr", Max: "it", Nulls: 3, NullsKnown: true}}
+	for _, tc := range []struct {
+		filter string
+		stats  map[string]Stats
+		want   bool
+	}{
+		{"id < 10", ids, true},
+		{"id < 11", ids, false},
+		{"id <= 9", ids, true},
+		{"id > 19", ids, true},
+		{"id >= 19", ids, false},
+		{"id == 20", ids, true},
+		{"id == 15", ids, false},
+		{"20 <= id", ids, true},
+		{"5 > id", ids, true},
+		{"id in [1, 2, 30]", ids, true},
+		{"id in [1, 12]", ids, false},
+		{"id > 100 || id < 5", ids, true},
+		{"id > 100 || id < 11", ids, false},
+		{"id > 100 && lang == 'en'", ids, true},
+		{"lang == 'en' && id > 100", ids, true},
+		{"id >= 19.5", ids, true},
+		{"id >= 18.5", ids, false},
+		{"!(id < 10)", ids, false}, // not understood: read
+		{"id % 2 == 0", ids, false},
+		{"score > 1.0", map[string]Stats{"score": {Min: 0.0, Max: 1.0, NullsKnown: true}}, true},
+		{"score > 1", map[string]Stats{"score": {Min: 0.0, Max: 1.0, NullsKnown: true}}, true},
+		// Nulls: == is false for them; < is an error that must be reported.
+		{"lang == 'en'", langs, true},
+		{"lang in ['en', 'zz']", langs, true},
+		{"lang == 'ga'", langs, false},
+		{"lang > 'j'", langs, false},
+		{"lang > 'j'", map[string]Stats{"lang": {Min: "fr", Max: "it", NullsKnown: true}}, true},
+		{"id < 10", map[string]Stats{"id": {Min: int64(10), Max: int64(19)}}, false}, // null count unknown
+		{"id < 10", map[string]Stats{"id": {NullsKnown: true}}, false},               // no min/max
+		{"id < 10", nil, false},
+		{"ok == true", map[string]Stats{"ok": {Min: false, Max: false, NullsKnown: true}}, true},
+		{"blob == b'x'", map[string]Stats{"blob": {Min: "a", Max: "b", NullsKnown: true}}, false}, // bytes: not compared
+		{"score < 0.5", map[string]Stats{"score": {Min: 0.7, Max: 0.9, NullsKnown: true}}, true},
+	} {
+		e, err := Compile(tc.filter, cols)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.filter, err)
+		}
+		if got := e.Excludes(tc.stats); got != tc.want {
+			t.Errorf("%s over %v: excludes %v, want %v", tc.filter, tc.stats, got, tc.want)
+		}
+	}
+}

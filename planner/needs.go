@@ -8,9 +8,11 @@ import (
 // ShardNeed is one shard a rank or pod needs in an epoch, with the steps
 // between which it must be in the cache.
 type ShardNeed struct {
-	Stream int   `json:"stream"`
-	Shard  int   `json:"shard"`
-	Bytes  int64 `json:"bytes"`
+	Stream int `json:"stream"`
+	Shard  int `json:"shard"`
+	// Bytes is the shard's, with its object's shared part (Shard.Shared)
+	// for the first shard of the object in the list.
+	Bytes int64 `json:"bytes"`
 	// FirstStep is the first step that may read the shard, LastStep the
 	// last one. With shuffle, a step may read any sample of the blocks its
 	// positions fall in, so the range covers whole blocks.
@@ -96,15 +98,30 @@ func (ep *EpochPlan) ShardsNeeded(first, n int) []ShardNeed {
 	})
 	out := make([]ShardNeed, 0, len(all))
 	at := make(map[int32]int, len(all))
+	shared := map[sharedKey]bool{}
 	for _, nd := range all {
 		if i, dup := at[nd.g]; dup {
 			out[i].LastStep = max(out[i].LastStep, nd.LastStep)
 			continue
 		}
 		at[nd.g] = len(out)
+		// The first shard of an object that needs the object's shared part
+		// (a Parquet footer) brings it.
+		if sh := ep.plan.params.Streams[nd.Stream].Index.Shards[nd.Shard]; sh.SharedBytes > 0 {
+			if k := (sharedKey{nd.Stream, sh.Shared}); !shared[k] {
+				shared[k] = true
+				nd.Bytes += sh.SharedBytes
+			}
+		}
 		out = append(out, nd.ShardNeed)
 	}
 	return out
+}
+
+// sharedKey names an object's shared part in a stream.
+type sharedKey struct {
+	stream int
+	object string
 }
 
 // splitPeakBytes bounds the bytes of the distinct shards split j reads in any
@@ -185,9 +202,11 @@ func (ep *EpochPlan) MinCacheBytes(pods, prefetchShards int) (int64, error) {
 		for j := pod * per; j < (pod+1)*per; j++ {
 			need += ep.splitPeakBytes(j)
 		}
-		// Never more than every shard the pod reads.
+		// Never more than every shard the pod reads; the shared parts of
+		// its objects (footers) stay with their shards.
 		for _, nd := range ep.ShardsNeeded(pod*per, per) {
 			all += nd.Bytes
+			need += nd.Bytes - ep.plan.shardBytes(nd.Stream, int64(nd.Shard))
 		}
 		most = max(most, min(need, all))
 	}
@@ -223,6 +242,7 @@ func (ep *EpochPlan) Egress(pods int) (Egress, error) {
 	}
 	e := Egress{PodBytes: make([]int64, pods), PodShards: make([]int, pods)}
 	seen := map[[2]int]bool{}
+	sharedSeen := map[sharedKey]bool{}
 	for pod := range pods {
 		first, n, _ := ep.plan.PodSplits(pod, pods)
 		for _, nd := range ep.ShardsNeeded(first, n) {
@@ -230,7 +250,12 @@ func (ep *EpochPlan) Egress(pods int) (Egress, error) {
 			e.PodShards[pod]++
 			if key := [2]int{nd.Stream, nd.Shard}; !seen[key] {
 				seen[key] = true
-				e.DistinctBytes += nd.Bytes
+				sh := ep.plan.params.Streams[nd.Stream].Index.Shards[nd.Shard]
+				e.DistinctBytes += sh.Bytes
+				if k := (sharedKey{nd.Stream, sh.Shared}); sh.SharedBytes > 0 && !sharedSeen[k] {
+					sharedSeen[k] = true
+					e.DistinctBytes += sh.SharedBytes
+				}
 			}
 		}
 		e.FetchedBytes += e.PodBytes[pod]

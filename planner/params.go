@@ -22,6 +22,11 @@ type Shard struct {
 	Bytes int64 `json:"bytes"`
 	// Hash of the shard's content, as the index records it ("xxh64:…").
 	Hash string `json:"hash,omitempty"`
+	// Shared names the object whose part every shard of it needs too (a
+	// Parquet file's footer), of SharedBytes: fetched once per pod while
+	// cached, counted in what a pod fetches, not in the content hash.
+	Shared      string `json:"-"`
+	SharedBytes int64  `json:"-"`
 }
 
 // StreamIndex lists the shards of one stream, in index order.

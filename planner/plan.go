@@ -64,7 +64,9 @@ func New(p Params) (*Plan, error) {
 		first := make([]int64, len(st.Index.Shards)+1)
 		for h, sh := range st.Index.Shards {
 			first[h+1] = first[h] + sh.Samples
-			pl.maxShardBytes = max(pl.maxShardBytes, sh.Bytes)
+			if sh.Samples > 0 { // a shard no filtered row is in is never fetched
+				pl.maxShardBytes = max(pl.maxShardBytes, sh.Bytes)
+			}
 		}
 		pl.shardFirst[s] = first
 		offset += first[len(first)-1]

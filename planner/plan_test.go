@@ -11,8 +11,10 @@ import (
 	"testing"
 )
 
-// randomParams draws a valid plan configuration: 1–3 streams of 1–6 shards,
-// random weights of one kind, S, G, block size, shuffle and dropLast.
+// randomParams draws a valid plan configuration: 1–3 streams of 1–6 shards
+// (some filtered, with shards that match no row; some in files of two
+// shards with a footer), random weights of one kind, S, G, block size,
+// shuffle and dropLast.
 func randomParams(r *rand.Rand) Params {
 	for {
 		p := Params{
@@ -29,7 +31,23 @@ func randomParams(r *rand.Rand) Params {
 			for range 1 + r.IntN(6) {
 				sizes = append(sizes, int64(1+r.IntN(40)))
 			}
+			if r.IntN(3) == 0 { // a filter: some shards match no row
+				for h := range sizes {
+					if h > 0 && r.IntN(3) == 0 {
+						sizes[h] = 0
+					}
+				}
+			}
 			st := Stream{Name: fmt.Sprint("s", s), Index: index(sizes...)}
+			if slices.Contains(sizes, 0) {
+				st.Index.Filter = "sha256:f"
+			}
+			if r.IntN(2) == 0 { // files of two shards with a footer each
+				footer := int64(1 + r.IntN(50))
+				for h := range st.Index.Shards {
+					st.Index.Shards[h].Shared, st.Index.Shards[h].SharedBytes = fmt.Sprint("file", h/2), footer+int64(h/2)
+				}
+			}
 			switch kind {
 			case 1:
 				st.Proportion = fmt.Sprintf("%d.%d", r.IntN(3), 1+r.IntN(9))
@@ -321,7 +339,7 @@ func TestResumeWithAnotherWorldSizeYieldsTheUninterruptedBatches(t *testing.T) {
 	})
 }
 
-func TestEgressIsAtMostDistinctBytesPlusOneShardPerPodBoundary(t *testing.T) {
+func TestEgressIsAtMostDistinctBytesPlusOneShardAndTheFootersPerPodBoundary(t *testing.T) {
 	forRandomPlans(t, 300, func(t *testing.T, ep *EpochPlan) {
 		pl := ep.plan
 		for P := 1; P <= pl.NumSplits(); P++ {
@@ -332,8 +350,19 @@ func TestEgressIsAtMostDistinctBytesPlusOneShardPerPodBoundary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if bound := e.DistinctBytes + int64(P-1)*pl.MaxShardBytes(); e.FetchedBytes > bound {
-				t.Fatalf("P=%d pods fetch %d bytes, more than distinct %d + (P-1) x largest shard %d", P, e.FetchedBytes, e.DistinctBytes, pl.MaxShardBytes())
+			// Each pod also fetches the footer of every file it reads from.
+			var footers int64
+			seen := map[sharedKey]bool{}
+			for s, st := range pl.params.Streams {
+				for _, sh := range st.Index.Shards {
+					if k := (sharedKey{s, sh.Shared}); sh.SharedBytes > 0 && !seen[k] {
+						seen[k] = true
+						footers += sh.SharedBytes
+					}
+				}
+			}
+			if bound := e.DistinctBytes + int64(P-1)*(pl.MaxShardBytes()+footers); e.FetchedBytes > bound {
+				t.Fatalf("P=%d pods fetch %d bytes, more than distinct %d + (P-1) x (largest shard %d + footers %d)", P, e.FetchedBytes, e.DistinctBytes, pl.MaxShardBytes(), footers)
 			}
 		}
 	})
@@ -493,7 +522,22 @@ func goldenPlans() map[string]Params {
 			Streams:   []Stream{{Name: "a", Index: index(9, 9, 9)}},
 			NumSplits: 2, GlobalBatchSize: 2, DropLast: true,
 		},
+		"filtered": {
+			Streams: []Stream{
+				{Name: "a", Index: filteredIndex("sha256:0f", 30, 0, 7, 19, 0), Proportion: "2"},
+				{Name: "b", Index: index(20, 20), Proportion: "1"},
+			},
+			Seed: 3, NumSplits: 4, Shuffle: true, BlockSize: 5, GlobalBatchSize: 8,
+		},
 	}
+}
+
+// filteredIndex is an index of a stream filtered by the filter of hash
+// filter: samples are each shard's matching rows.
+func filteredIndex(filter string, samples ...int64) StreamIndex {
+	x := index(samples...)
+	x.Filter = filter
+	return x
 }
 
 // TestPlanGoldenVectors pins whole plans of each plan version: if any id of
@@ -506,6 +550,9 @@ func TestPlanGoldenVectors(t *testing.T) {
 			"shuffle-proportions": "b14df106bae4230317e74880",
 			"shuffle-repeat":      "8323dd051999bb638a9e58f1",
 			"ordered":             "c1ac76e1191366b2883895b5",
+		},
+		2: {
+			"filtered": "f6d1cad41fdb4d2ea21e6f8b",
 		},
 	}
 	for name, p := range goldenPlans() {
@@ -556,6 +603,11 @@ func TestPlanGoldenFingerprints(t *testing.T) {
 				"b": "58844a227cbc8084d7c928464a97210de9396d4f39c8dd966b09208e285b7057"}},
 			"ordered": {sum: "v1-4e862adf9b8c8e2b409ce432f6ed731a", content: map[string]string{
 				"a": "51ed76cd0532087fca60ade3aaba1f97009985992108a7702c521e0968a2bb01"}},
+		},
+		2: {
+			"filtered": {sum: "v2-134cbe99bab7f00179b98476b3ae58ad", content: map[string]string{
+				"a": "7d3c5e8e55c6bf48399bf4a410e507e1d983a9938f3d454f5a408858bdac602b",
+				"b": "2db9167919e63e9a1054ff838a2efec1aab7494c1466fa0b101c959a5908e963"}},
 		},
 	}
 	for name, p := range goldenPlans() {

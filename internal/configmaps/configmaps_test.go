@@ -52,6 +52,16 @@ func TestPlanFromDataRefusesWhatItCannotTrust(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A plan records its own version: 1 for a plan of no later feature.
+	for sum, v := range map[string]string{"v1-abc": "1", "v2-abc": "2"} {
+		d, err := (&Plan{Fingerprint: planner.Fingerprint{Sum: sum}}).Data()
+		if err != nil || d[KeyPlanVersion] != v {
+			t.Fatalf("plan %s records plan version %q, %v", sum, d[KeyPlanVersion], err)
+		}
+		if _, err := PlanFromData(d); err != nil {
+			t.Fatalf("plan %s: %v", sum, err)
+		}
+	}
 	with := func(k, v string) map[string]string {
 		d := map[string]string{}
 		for a, b := range good {
@@ -71,7 +81,8 @@ func TestPlanFromDataRefusesWhatItCannotTrust(t *testing.T) {
 	}{
 		{"not written by shardfeed", map[string]string{}, `no "layout" key`},
 		{"a newer layout", with(KeyLayout, "2"), "layout \"2\", this shardfeed reads layout 1"},
-		{"another plan version", with(KeyPlanVersion, "9"), "plan version \"9\""},
+		{"a newer plan version", with(KeyPlanVersion, "9"), "plan version \"9\", this sidecar computes plan versions 1 to"},
+		{"no plan version", with(KeyPlanVersion, "0"), "plan version \"0\""},
 		{"no spec", with(KeySpec, ""), `no key "spec.json"`},
 		{"a broken spec", with(KeySpec, "{"), `key "spec.json"`},
 		{"a bad pod count", with(KeyMinCache, `{"two": 5}`), `pod count "two"`},

@@ -165,6 +165,9 @@ func (f *File) StreamIndex() planner.StreamIndex {
 	out := planner.StreamIndex{Shards: make([]planner.Shard, len(f.Shards))}
 	for i, e := range f.Shards {
 		out.Shards[i] = planner.Shard{Name: e.Name, Samples: e.Samples, Bytes: e.Length, Hash: e.Hash}
+		if e.FooterLength > 0 {
+			out.Shards[i].Shared, out.Shards[i].SharedBytes = e.Object, e.FooterLength
+		}
 	}
 	if f.Table != nil {
 		out.Snapshot = strconv.FormatInt(f.Table.Snapshot, 10)

@@ -60,6 +60,19 @@ func FilterObjects(expr string) (indexKey, runsKey string) {
 	return name + ".json", name + ".runs"
 }
 
+// Own reports whether key is an object shardfeed index writes beside a
+// stream's data, never data itself: its index.json, or a filter's
+// selection (".json" is a JSON Lines suffix).
+func Own(key string) bool {
+	if key == FileName {
+		return true
+	}
+	name, ok := strings.CutPrefix(key, "filter-")
+	sum, ext, _ := strings.Cut(name, ".")
+	_, err := hex.DecodeString(sum)
+	return ok && len(sum) == 2*sha256.Size && err == nil && (ext == "json" || ext == "runs")
+}
+
 // AppendShard appends one shard's matching runs to a selection's runs
 // object and records them in f.
 func (f *FilterIndex) AppendShard(object []byte, runs []Run) []byte {

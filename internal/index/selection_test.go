@@ -169,3 +169,18 @@ func TestWriteAndReadFilter(t *testing.T) {
 		}
 	}
 }
+
+// What shardfeed index writes beside a stream's objects is never indexed
+// as one of them.
+func TestOwnObjects(t *testing.T) {
+	indexKey, runsKey := FilterObjects("lang == 'en'")
+	for key, want := range map[string]bool{
+		FileName: true, indexKey: true, runsKey: true,
+		"part-0.json": false, "filter-abc.json": false, "filter-" + strings.Repeat("g", 64) + ".json": false,
+		"sub/" + indexKey: false, indexKey + "l": false,
+	} {
+		if got := Own(key); got != want {
+			t.Errorf("Own(%q) = %v, want %v", key, got, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@
 package streams
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -145,11 +146,13 @@ func openFilter(ctx context.Context, st store.Store, i int, s datav1alpha1.Strea
 }
 
 // filtered is the planner's view of a filtered stream: each shard's
-// matching rows, and the filter a plan input.
+// matching rows, its bytes with its runs' (a pod fetches both), and the
+// filter a plan input.
 func filtered(x planner.StreamIndex, f *index.FilterIndex) planner.StreamIndex {
 	x.Shards = slices.Clone(x.Shards)
 	for h := range x.Shards {
 		x.Shards[h].Samples = f.Shards[h].Matching
+		x.Shards[h].Bytes += f.Shards[h].Length
 	}
 	x.Filter = index.FilterHash(f.Filter)
 	return x
@@ -224,8 +227,8 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // stream, for the messages that ask for one.
 func IndexCommand(s datav1alpha1.Stream) string {
 	cmd := "shardfeed index " + s.Source.URI
-	if s.Format != "" && s.Format != datav1alpha1.FormatMDS {
-		cmd += " --format " + string(s.Format)
+	if s.Format != "" && s.Format != datav1alpha1.FormatMDS || s.Filter != "" {
+		cmd += " --format " + string(cmp.Or(s.Format, datav1alpha1.FormatMDS))
 	}
 	if t := s.Iceberg; t != nil {
 		cmd += " --catalog-type " + string(t.Catalog.Type)

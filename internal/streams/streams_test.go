@@ -32,6 +32,8 @@ func TestIndexCommandNamesEverythingIndexNeeds(t *testing.T) {
 		{"a hive tree with a selection", datav1alpha1.Stream{Format: datav1alpha1.FormatORC, Source: datav1alpha1.Source{URI: "s3://b/events/"},
 			Partitions: &datav1alpha1.Partitions{Select: "region == 'eu'", Columns: []datav1alpha1.PartitionColumn{{Name: "date", Type: "utf8"}, {Name: "region", Type: "utf8"}}}},
 			`shardfeed index s3://b/events/ --format orc --hive --partition-columns 'date:utf8,region:utf8' --select 'region == '\''eu'\'''`},
+		{"a filtered MDS stream", datav1alpha1.Stream{Format: datav1alpha1.FormatMDS, Source: datav1alpha1.Source{URI: "s3://b/m/"}, Filter: "lang == 'en'"},
+			`shardfeed index s3://b/m/ --format mds --filter 'lang == '\''en'\'''`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -201,8 +201,7 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 			return nil, err
 		}
 		for _, o := range objs {
-			// Never the stream's own index (".json" is a JSON Lines suffix).
-			if o.Key != index.FileName && keep(o.Key) {
+			if !index.Own(o.Key) && keep(o.Key) {
 				files = append(files, partitionFile{Object: o})
 			}
 		}

@@ -63,7 +63,7 @@ func walkPartitions(ctx context.Context, st store.Store, opts PartitionOptions, 
 			}
 			var objs []store.Object
 			for _, o := range l.Objects {
-				if name := path.Base(o.Key); !ignored(name) && name != index.FileName && keep(o.Key) {
+				if name := path.Base(o.Key); !ignored(name) && !index.Own(name) && keep(o.Key) {
 					objs = append(objs, o)
 				}
 			}

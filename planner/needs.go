@@ -68,6 +68,9 @@ func (pl *Plan) shardBytes(stream int, shard int64) int64 {
 // epoch, each once, in the order they are first needed: what a rank (or a
 // pod, with PodSplits) prefetches.
 func (ep *EpochPlan) ShardsNeeded(first, n int) []ShardNeed {
+	if ep.lanes != nil {
+		return ep.plan.lanes.needs(ep, first, n)
+	}
 	type need struct {
 		ShardNeed
 		split int
@@ -98,24 +101,30 @@ func (ep *EpochPlan) ShardsNeeded(first, n int) []ShardNeed {
 	})
 	out := make([]ShardNeed, 0, len(all))
 	at := make(map[int32]int, len(all))
-	shared := map[sharedKey]bool{}
 	for _, nd := range all {
 		if i, dup := at[nd.g]; dup {
 			out[i].LastStep = max(out[i].LastStep, nd.LastStep)
 			continue
 		}
 		at[nd.g] = len(out)
-		// The first shard of an object that needs the object's shared part
-		// (a Parquet footer) brings it.
-		if sh := ep.plan.params.Streams[nd.Stream].Index.Shards[nd.Shard]; sh.SharedBytes > 0 {
-			if k := (sharedKey{nd.Stream, sh.Shared}); !shared[k] {
-				shared[k] = true
-				nd.Bytes += sh.SharedBytes
-			}
-		}
 		out = append(out, nd.ShardNeed)
 	}
+	ep.plan.addShared(out)
 	return out
+}
+
+// addShared adds to the first shard of each object in needs the object's
+// shared part (a Parquet footer), which it brings.
+func (pl *Plan) addShared(needs []ShardNeed) {
+	shared := map[sharedKey]bool{}
+	for i, nd := range needs {
+		if sh := pl.params.Streams[nd.Stream].Index.Shards[nd.Shard]; sh.SharedBytes > 0 {
+			if k := (sharedKey{nd.Stream, sh.Shared}); !shared[k] {
+				shared[k] = true
+				needs[i].Bytes += sh.SharedBytes
+			}
+		}
+	}
 }
 
 // sharedKey names an object's shared part in a stream.
@@ -197,6 +206,12 @@ func (ep *EpochPlan) MinCacheBytes(pods, prefetchShards int) (int64, error) {
 	}
 	per := ep.plan.params.NumSplits / pods
 	var most int64
+	if ep.lanes != nil {
+		for pod := range pods {
+			most = max(most, peakBytes(ep.ShardsNeeded(pod*per, per)))
+		}
+		return most + int64(prefetchShards)*ep.plan.maxShardBytes, nil
+	}
 	for pod := range pods {
 		var need, all int64
 		for j := pod * per; j < (pod+1)*per; j++ {
@@ -261,4 +276,24 @@ func (ep *EpochPlan) Egress(pods int) (Egress, error) {
 		e.FetchedBytes += e.PodBytes[pod]
 	}
 	return e, nil
+}
+
+// peakBytes is the most bytes of needs that any one step holds: each need
+// from its first step to its last.
+func peakBytes(needs []ShardNeed) int64 {
+	type event struct {
+		step  int64
+		bytes int64
+	}
+	events := make([]event, 0, 2*len(needs))
+	for _, nd := range needs {
+		events = append(events, event{nd.FirstStep, nd.Bytes}, event{nd.LastStep + 1, -nd.Bytes})
+	}
+	slices.SortFunc(events, func(a, b event) int { return cmp.Or(cmp.Compare(a.step, b.step), cmp.Compare(a.bytes, b.bytes)) })
+	var now, peak int64
+	for _, e := range events {
+		now += e.bytes
+		peak = max(peak, now)
+	}
+	return peak
 }

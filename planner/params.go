@@ -125,6 +125,21 @@ type Params struct {
 	// DropLast drops the tail of each split that does not fill a batch;
 	// false pads it with marked rows.
 	DropLast bool
+	// Batching says how streams share a batch (docs/planner.md): random
+	// ("" too), stratified or per_stream.
+	Batching string
+}
+
+// The batching methods.
+const (
+	BatchingRandom     = "random"
+	BatchingStratified = "stratified"
+	BatchingPerStream  = "per_stream"
+)
+
+// lanes reports whether each stream is cut into the splits on its own.
+func (p *Params) lanes() bool {
+	return p.Batching == BatchingStratified || p.Batching == BatchingPerStream
 }
 
 // FieldError is a rejected input: the field, named as in a TrainingDataset
@@ -208,6 +223,11 @@ func (p *Params) samplesPerStream() ([]int64, error) {
 	}
 	if p.Shuffle && p.BlockSize < 1 {
 		return nil, fieldErr("spec.shuffle.blockSize", "must be at least 1, got %d", p.BlockSize)
+	}
+	switch p.Batching {
+	case "", BatchingRandom, BatchingStratified, BatchingPerStream:
+	default:
+		return nil, fieldErr("spec.batching", "%q is not a batching method: use random, stratified or per_stream", p.Batching)
 	}
 	if p.EpochSize < 0 {
 		return nil, fieldErr("spec.epochSize", "must be at least 1, got %d", p.EpochSize)
@@ -387,6 +407,9 @@ func largestRemainder(total int64, weights []*big.Rat) []int64 {
 // for byte) unless they use a feature of a later version, which then
 // shapes the sequence (docs/planner.md, plan versions).
 func (p *Params) version() int {
+	if p.lanes() {
+		return 2
+	}
 	for _, s := range p.Streams {
 		if s.Index.Filter != "" {
 			return 2
@@ -419,6 +442,9 @@ func (p *Params) fingerprintInputs() []fingerprintInput {
 	blockSize := "-"
 	if p.Shuffle {
 		blockSize = fmt.Sprint(p.BlockSize)
+	}
+	if p.lanes() { // only datasets that batch otherwise than at random
+		in = append(in, fingerprintInput{"spec.batching", p.Batching})
 	}
 	return append(in,
 		fingerprintInput{"spec.epochSize", fmt.Sprint(p.EpochSize)},

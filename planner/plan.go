@@ -39,11 +39,24 @@ type Plan struct {
 	shardFirst    [][]int64
 	maxShardBytes int64
 	fingerprint   Fingerprint
+	// lanes are the streams cut into the splits each on its own, for
+	// stratified and per_stream batching (lanes.go); nil for random.
+	lanes *lanes
 }
 
 // New validates the parameters and builds the epoch-independent part of the
 // plan. Its errors are *FieldError.
 func New(p Params) (*Plan, error) {
+	pl, err := newPlan(p)
+	if err != nil {
+		return nil, err
+	}
+	pl.fingerprint = newFingerprint(p.version(), p.fingerprintInputs())
+	return pl, nil
+}
+
+// newPlan is New without the fingerprint, which a lane does not need.
+func newPlan(p Params) (*Plan, error) {
 	counts, err := p.samplesPerStream()
 	if err != nil {
 		return nil, err
@@ -84,7 +97,11 @@ func New(p Params) (*Plan, error) {
 	} else {
 		pl.steps = ceilDiv(pl.splitLen, pl.perSplit)
 	}
-	pl.fingerprint = newFingerprint(p.version(), p.fingerprintInputs())
+	if p.lanes() {
+		if err := pl.cutLanes(); err != nil {
+			return nil, err
+		}
+	}
 	return pl, nil
 }
 
@@ -118,9 +135,13 @@ func (pl *Plan) NumSplits() int { return pl.params.NumSplits }
 func (pl *Plan) GlobalBatchSize() int64 { return pl.params.GlobalBatchSize }
 
 // DroppedPerEpoch returns the samples of an epoch that no batch delivers:
-// the T mod S samples of the longer splits and, with dropLast, every split's
-// tail shorter than G/S.
+// the T mod S samples of the longer splits (per stream, with lanes) and,
+// with dropLast, every split's tail shorter than G/S (per stream too, with
+// per_stream batching).
 func (pl *Plan) DroppedPerEpoch() int64 {
+	if pl.lanes != nil {
+		return pl.lanes.dropped(pl)
+	}
 	dropped := pl.longSplits
 	if pl.params.DropLast {
 		dropped += int64(pl.params.NumSplits) * (pl.splitLen - pl.steps*pl.perSplit)
@@ -130,6 +151,9 @@ func (pl *Plan) DroppedPerEpoch() int64 {
 
 // PaddedPerEpoch returns the pad rows of an epoch (without dropLast).
 func (pl *Plan) PaddedPerEpoch() int64 {
+	if pl.lanes != nil {
+		return pl.lanes.padded(pl)
+	}
 	if pl.params.DropLast {
 		return 0
 	}
@@ -186,6 +210,8 @@ type EpochPlan struct {
 	pieceOff []int64
 	long     permutation // split j is one sample longer when long.Apply(j) < m
 	blockKey uint64
+	// lanes are the streams' own epochs, with lanes.
+	lanes []*EpochPlan
 }
 
 // Epoch builds the order of epoch e (design §3 steps 1–4) in O(shards +
@@ -193,6 +219,9 @@ type EpochPlan struct {
 func (pl *Plan) Epoch(e int64) (*EpochPlan, error) {
 	if e < 0 {
 		return nil, fieldErr("epoch", "must be at least 0, got %d", e)
+	}
+	if pl.lanes != nil {
+		return pl.lanes.epoch(pl, e)
 	}
 	p := &pl.params
 	seed := p.Seed
@@ -340,6 +369,9 @@ type Sample struct {
 // Positions from L on are pad rows: the split's start again, marked.
 // It allocates nothing.
 func (ep *EpochPlan) At(j int, t int64) Sample {
+	if ep.lanes != nil {
+		return ep.plan.lanes.at(ep, j, t)
+	}
 	pad := false
 	if t >= ep.plan.splitLen {
 		t -= ep.plan.splitLen

@@ -14,7 +14,7 @@ import (
 // randomParams draws a valid plan configuration: 1–3 streams of 1–6 shards
 // (some filtered, with shards that match no row; some in files of two
 // shards with a footer), random weights of one kind, S, G, block size,
-// shuffle and dropLast.
+// shuffle, dropLast and a batching method.
 func randomParams(r *rand.Rand) Params {
 	for {
 		p := Params{
@@ -64,7 +64,8 @@ func randomParams(r *rand.Rand) Params {
 		if kind == 1 || kind == 3 {
 			p.EpochSize = int64(r.IntN(300)) // 0: the default
 		}
-		if p.Validate() == nil {
+		p.Batching = []string{"", BatchingRandom, BatchingStratified, BatchingPerStream}[r.IntN(4)]
+		if _, err := New(p); err == nil {
 			return p
 		}
 	}
@@ -98,11 +99,36 @@ func forRandomPlans(t *testing.T, n int, check func(t *testing.T, ep *EpochPlan)
 func innerSamples(ep *EpochPlan) []Sample {
 	var out []Sample
 	for j := range ep.plan.NumSplits() {
-		for x := range ep.orderedLen(j) {
-			out = append(out, ep.sampleAtInner(j, x))
-		}
+		out = append(out, splitSamples(ep, j)...)
 	}
 	return out
+}
+
+// splitSamples returns every sample of split j's spans, before any drop:
+// with lanes, each stream's part of the split.
+func splitSamples(ep *EpochPlan, j int) []Sample {
+	var out []Sample
+	for s, lane := range ep.lanes { // each stream cut on its own
+		for _, x := range splitSamples(lane, j) {
+			out = append(out, Sample{ID: ep.plan.streamOffset[s] + x.ID, Stream: s, Shard: x.Shard})
+		}
+	}
+	if ep.lanes != nil {
+		return out
+	}
+	for x := range ep.orderedLen(j) {
+		out = append(out, ep.sampleAtInner(j, x))
+	}
+	return out
+}
+
+// cuts returns the epoch plans whose splits are cut from units: the epoch
+// itself, or its lanes.
+func cuts(ep *EpochPlan) []*EpochPlan {
+	if ep.lanes != nil {
+		return ep.lanes
+	}
+	return []*EpochPlan{ep}
 }
 
 func TestEpochSpansGiveEachStreamItsCountWithWholeShardRepeats(t *testing.T) {
@@ -147,15 +173,17 @@ func TestEpochSpansGiveEachStreamItsCountWithWholeShardRepeats(t *testing.T) {
 
 func TestBlockShuffleIsAPermutationOfEachSplit(t *testing.T) {
 	forRandomPlans(t, 200, func(t *testing.T, ep *EpochPlan) {
-		for j := range ep.plan.NumSplits() {
-			n := ep.orderedLen(j)
-			seen := make([]bool, n)
-			for x := range n {
-				in := ep.inner(j, x)
-				if in < 0 || in >= n || seen[in] {
-					t.Fatalf("split %d: position %d maps to %d, outside or taken", j, x, in)
+		for _, ep := range cuts(ep) {
+			for j := range ep.plan.NumSplits() {
+				n := ep.orderedLen(j)
+				seen := make([]bool, n)
+				for x := range n {
+					in := ep.inner(j, x)
+					if in < 0 || in >= n || seen[in] {
+						t.Fatalf("split %d: position %d maps to %d, outside or taken", j, x, in)
+					}
+					seen[in] = true
 				}
-				seen[in] = true
 			}
 		}
 	})
@@ -181,6 +209,27 @@ func TestDropsAndPadsAreCountedAndPadsMarked(t *testing.T) {
 		if real != pl.Total()-pl.DroppedPerEpoch() || pads != pl.PaddedPerEpoch() {
 			t.Fatalf("delivered %d real and %d pad rows, want %d (T %d - dropped %d) and %d",
 				real, pads, pl.Total()-pl.DroppedPerEpoch(), pl.Total(), pl.DroppedPerEpoch(), pl.PaddedPerEpoch())
+		}
+		if pl.params.Batching == BatchingPerStream {
+			// Pads complete a stream's last batch from its split's start: a
+			// copy of a sample the split delivers.
+			for j := range pl.NumSplits() {
+				real := map[int64]bool{}
+				var padded []int64
+				for t2 := range pl.Steps() * pl.perSplit {
+					if x := ep.At(j, t2); x.Pad {
+						padded = append(padded, x.ID)
+					} else {
+						real[x.ID] = true
+					}
+				}
+				for _, id := range padded {
+					if !real[id] {
+						t.Fatalf("split %d: pad row %d copies no sample of the split", j, id)
+					}
+				}
+			}
+			return
 		}
 		for j := range pl.NumSplits() {
 			for t2 := pl.SplitLen(); t2 < pl.Steps()*pl.perSplit; t2++ {
@@ -247,8 +296,8 @@ func TestRanksReadOnlyTheirOwnSplits(t *testing.T) {
 		// repeats, and then may sit in two splits).
 		home := map[int64]map[int]bool{}
 		for j := range S {
-			for x := range ep.orderedLen(j) {
-				id := ep.sampleAtInner(j, x).ID
+			for _, x := range splitSamples(ep, j) {
+				id := x.ID
 				if home[id] == nil {
 					home[id] = map[int]bool{}
 				}
@@ -361,8 +410,16 @@ func TestEgressIsAtMostDistinctBytesPlusOneShardAndTheFootersPerPodBoundary(t *t
 					}
 				}
 			}
-			if bound := e.DistinctBytes + int64(P-1)*(pl.MaxShardBytes()+footers); e.FetchedBytes > bound {
-				t.Fatalf("P=%d pods fetch %d bytes, more than distinct %d + (P-1) x (largest shard %d + footers %d)", P, e.FetchedBytes, e.DistinctBytes, pl.MaxShardBytes(), footers)
+			// A pod boundary cuts one shard; with lanes, one of each stream.
+			largest := pl.MaxShardBytes()
+			if pl.lanes != nil {
+				largest = 0
+				for _, lane := range pl.lanes.plans {
+					largest += lane.MaxShardBytes()
+				}
+			}
+			if bound := e.DistinctBytes + int64(P-1)*(largest+footers); e.FetchedBytes > bound {
+				t.Fatalf("P=%d pods fetch %d bytes, more than distinct %d + (P-1) x (largest shard(s) %d + footers %d)", P, e.FetchedBytes, e.DistinctBytes, largest, footers)
 			}
 		}
 	})
@@ -529,6 +586,20 @@ func goldenPlans() map[string]Params {
 			},
 			Seed: 3, NumSplits: 4, Shuffle: true, BlockSize: 5, GlobalBatchSize: 8,
 		},
+		"stratified": {
+			Streams: []Stream{
+				{Name: "a", Index: index(30, 11, 7, 19), Proportion: "2"},
+				{Name: "b", Index: index(20, 20), Proportion: "1"},
+			},
+			Seed: 4, NumSplits: 4, Shuffle: true, BlockSize: 5, GlobalBatchSize: 8, Batching: BatchingStratified,
+		},
+		"per_stream": {
+			Streams: []Stream{
+				{Name: "a", Index: index(30, 11, 7, 19)},
+				{Name: "b", Index: index(20, 20), Repeat: "1.5"},
+			},
+			Seed: 5, NumSplits: 4, Shuffle: true, BlockSize: 5, GlobalBatchSize: 8, Batching: BatchingPerStream,
+		},
 	}
 }
 
@@ -552,7 +623,9 @@ func TestPlanGoldenVectors(t *testing.T) {
 			"ordered":             "c1ac76e1191366b2883895b5",
 		},
 		2: {
-			"filtered": "f6d1cad41fdb4d2ea21e6f8b",
+			"filtered":   "f6d1cad41fdb4d2ea21e6f8b",
+			"stratified": "25e7fd849804dd2381fcdf35",
+			"per_stream": "9fb65e4aafc931be9a27c8d7",
 		},
 	}
 	for name, p := range goldenPlans() {
@@ -607,6 +680,12 @@ func TestPlanGoldenFingerprints(t *testing.T) {
 		2: {
 			"filtered": {sum: "v2-134cbe99bab7f00179b98476b3ae58ad", content: map[string]string{
 				"a": "7d3c5e8e55c6bf48399bf4a410e507e1d983a9938f3d454f5a408858bdac602b",
+				"b": "2db9167919e63e9a1054ff838a2efec1aab7494c1466fa0b101c959a5908e963"}},
+			"stratified": {sum: "v2-8144287d202d20af943587786d7b61ef", content: map[string]string{
+				"a": "5d0bce3e95ea3b1be0e197d31de29d4cfb81c141e8b3a5cb8a3039252891da6b",
+				"b": "2db9167919e63e9a1054ff838a2efec1aab7494c1466fa0b101c959a5908e963"}},
+			"per_stream": {sum: "v2-028d600185d38bbb6466a7860aa61bd0", content: map[string]string{
+				"a": "5d0bce3e95ea3b1be0e197d31de29d4cfb81c141e8b3a5cb8a3039252891da6b",
 				"b": "2db9167919e63e9a1054ff838a2efec1aab7494c1466fa0b101c959a5908e963"}},
 		},
 	}

@@ -1,0 +1,266 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"math/bits"
+	"slices"
+)
+
+// Stratified and per_stream batching (docs/planner.md, batching methods)
+// cut each stream into the S splits on its own: each stream is a lane, a
+// one-stream plan of the stream's samples per epoch with a seed of its own,
+// whose split j position i is the stream's i-th sample of split j.
+//
+//   - stratified: position t of split j is, by the interleaving of the
+//     lanes' split lengths, item i of lane s: every batch holds each stream
+//     in its proportion of the epoch, give or take one per split.
+//   - per_stream: global batch k is, by the interleaving of the lanes' batch
+//     counts, batch m of lane s: positions [m·G/S, (m+1)·G/S) of its splits.
+//
+// Either way a global batch is the same positions of every split, so every
+// world size dividing S gets the same global batches, and every rank the
+// same number.
+type lanes struct {
+	plans []*Plan
+	// length is each lane's split length L_s; steps, with per_stream, each
+	// lane's batches K_s.
+	length, steps []int64
+	mix           interleave
+}
+
+// cutLanes builds the lanes of a plan whose samples per stream are known.
+func (pl *Plan) cutLanes() error {
+	p := &pl.params
+	S := int64(p.NumSplits)
+	l := &lanes{}
+	for s, st := range p.Streams {
+		if pl.counts[s] < S {
+			return fieldErr("spec.batching", "%s batching cuts each stream into the %d splits on its own, and stream %q gives %d samples per epoch: give it more (repeat, choose, proportion) or batch at random",
+				p.Batching, S, st.Name, pl.counts[s])
+		}
+		lane, err := newPlan(Params{
+			Streams: []Stream{{Name: st.Name, Index: st.Index, Choose: pl.counts[s]}},
+			Seed:    derive(derive(p.Seed, purposeLane), uint64(s)), NumSplits: p.NumSplits,
+			Shuffle: p.Shuffle, BlockSize: p.BlockSize, GlobalBatchSize: S, DropLast: true,
+		})
+		if err != nil {
+			return fmt.Errorf("planner: lane %d: %w", s, err)
+		}
+		l.plans = append(l.plans, lane)
+		l.length = append(l.length, lane.splitLen)
+	}
+	b := pl.perSplit
+	pl.splitLen = 0
+	for _, n := range l.length {
+		pl.splitLen += n
+	}
+	if p.Batching == BatchingStratified {
+		l.mix = newInterleave(l.length)
+		if p.DropLast {
+			pl.steps = pl.splitLen / b
+		} else {
+			pl.steps = ceilDiv(pl.splitLen, b)
+		}
+	} else {
+		pl.steps = 0
+		for s, n := range l.length {
+			k := ceilDiv(n, b)
+			if p.DropLast {
+				k = n / b
+			}
+			if k == 0 {
+				return fieldErr("spec.batching", "per_stream batching gives each batch to one stream, and stream %q has %d samples per split, fewer than the %d each split gives to a batch (globalBatchSize/numSplits): lower globalBatchSize, give the stream more, or set dropLast: false",
+					p.Streams[s].Name, n, b)
+			}
+			l.steps = append(l.steps, k)
+			pl.steps += k
+		}
+		l.mix = newInterleave(l.steps)
+	}
+	pl.lanes = l
+	return nil
+}
+
+func (l *lanes) epoch(pl *Plan, e int64) (*EpochPlan, error) {
+	ep := &EpochPlan{plan: pl, epoch: e}
+	for _, lane := range l.plans {
+		le, err := lane.Epoch(e)
+		if err != nil {
+			return nil, err
+		}
+		ep.lanes = append(ep.lanes, le)
+	}
+	return ep, nil
+}
+
+// at is At with lanes.
+func (l *lanes) at(ep *EpochPlan, j int, t int64) Sample {
+	pl := ep.plan
+	var s int
+	var i int64
+	pad := false
+	if l.steps == nil { // stratified
+		if t >= pl.splitLen {
+			t -= pl.splitLen
+			pad = true
+		}
+		s, i = l.rotated(pl, j, t)
+	} else {
+		var m int64
+		s, m = l.mix.at(t / pl.perSplit)
+		i = m*pl.perSplit + t%pl.perSplit
+		if i >= l.length[s] { // the lane's last batch: its split's start again
+			i %= l.length[s]
+			pad = true
+		}
+	}
+	x := ep.lanes[s].At(j, i)
+	return Sample{ID: pl.streamOffset[s] + x.ID, Stream: s, Shard: x.Shard, Pad: pad}
+}
+
+// offset is where split j starts in the interleaving of the lanes, with
+// stratified batching: the splits' starts spread over it, so that the
+// splits' windows of a step differ and a global batch mixes them even when
+// each split gives it one sample.
+func (l *lanes) offset(pl *Plan, j int) int64 {
+	return mulDiv(int64(j), pl.splitLen, int64(pl.params.NumSplits))
+}
+
+// rotated maps position t of split j to its lane and lane position, with
+// stratified batching: the interleaving from the split's offset, around.
+func (l *lanes) rotated(pl *Plan, j int, t int64) (int, int64) {
+	o := l.offset(pl, j)
+	s, g := l.mix.at((t + o) % pl.splitLen)
+	return s, (g - l.mix.before(s, o) + l.length[s]) % l.length[s]
+}
+
+// position is rotated's inverse: the position of split j that lane s's
+// position i is at.
+func (l *lanes) position(pl *Plan, j, s int, i int64) int64 {
+	o := l.offset(pl, j)
+	g := (i + l.mix.before(s, o)) % l.length[s]
+	return (l.mix.pos(s, g) - o + pl.splitLen) % pl.splitLen
+}
+
+// step returns the global step that reads position i of lane s in split
+// j, and false for a position no step delivers (dropLast).
+func (l *lanes) step(pl *Plan, j, s int, i int64) (int64, bool) {
+	var k int64
+	if l.steps == nil {
+		k = l.position(pl, j, s, i) / pl.perSplit
+	} else {
+		m := i / pl.perSplit
+		if m >= l.steps[s] {
+			return 0, false
+		}
+		k = l.mix.pos(s, m)
+	}
+	return k, k < pl.steps
+}
+
+// needs is ShardsNeeded with lanes: each lane's needs, in lane positions,
+// mapped to the steps that read them.
+func (l *lanes) needs(ep *EpochPlan, first, n int) []ShardNeed {
+	pl := ep.plan
+	var out []ShardNeed
+	at := map[[2]int]int{} // (stream, shard) → its need in out
+	for s, le := range ep.lanes {
+		for j := first; j < first+n; j++ {
+			for _, nd := range le.ShardsNeeded(j, 1) {
+				f, k, ok := l.stepsOf(pl, j, s, nd.FirstStep, nd.LastStep)
+				if !ok {
+					continue
+				}
+				key := [2]int{s, nd.Shard}
+				if i, dup := at[key]; dup {
+					out[i].FirstStep, out[i].LastStep = min(out[i].FirstStep, f), max(out[i].LastStep, k)
+					continue
+				}
+				at[key] = len(out)
+				out = append(out, ShardNeed{Stream: s, Shard: nd.Shard, Bytes: pl.shardBytes(s, int64(nd.Shard)), FirstStep: f, LastStep: k})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ShardNeed) int { return cmp.Compare(a.FirstStep, b.FirstStep) })
+	pl.addShared(out)
+	return out
+}
+
+// stepsOf returns the steps that read positions [a, b] of lane s in split
+// j, pad rows included; ok is false when no step does.
+func (l *lanes) stepsOf(pl *Plan, j, s int, a, b int64) (first, last int64, ok bool) {
+	first, last = pl.steps, -1
+	add := func(k int64) { first, last = min(first, k), max(last, k) }
+	// A lane's positions are at increasing positions of the split (the
+	// rotation starts the lane where it starts the split), so the ends of
+	// the range give the steps.
+	if k, ok := l.step(pl, j, s, a); ok {
+		add(k)
+	}
+	for i := b; i >= a; i-- { // the last position a step delivers
+		if k, ok := l.step(pl, j, s, i); ok {
+			add(k)
+			break
+		}
+	}
+	// Pad rows reread a split's first positions: below padTo, in padStep.
+	if !pl.params.DropLast {
+		if l.steps == nil {
+			// The pads are the split's first positions: the lane's first
+			// items among interleaving positions [o, o+pad), around.
+			if pad := pl.steps*pl.perSplit - pl.splitLen; pad > 0 {
+				o := l.offset(pl, j)
+				padTo := l.mix.before(s, min(o+pad, pl.splitLen)) - l.mix.before(s, o)
+				if o+pad > pl.splitLen {
+					padTo += l.mix.before(s, o+pad-pl.splitLen)
+				}
+				if a < padTo {
+					add(pl.steps - 1)
+				}
+			}
+		} else if padTo := l.steps[s]*pl.perSplit - l.length[s]; padTo > 0 && a < padTo {
+			add(l.mix.pos(s, l.steps[s]-1))
+		}
+	}
+	return first, last, last >= 0
+}
+
+// mulDiv returns floor(a·b/c) for 0 <= a <= c and b >= 0, without overflow.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b)) //nolint:gosec // non-negative
+	q, _ := bits.Div64(hi, lo, uint64(c))      //nolint:gosec // a <= c: q <= b
+	return int64(q)                            //nolint:gosec // <= b
+}
+
+// dropped is DroppedPerEpoch with lanes.
+func (l *lanes) dropped(pl *Plan) int64 {
+	S := int64(pl.params.NumSplits)
+	var d int64
+	for s, lane := range l.plans {
+		d += lane.longSplits
+		if pl.params.DropLast && l.steps != nil {
+			d += S * (l.length[s] - l.steps[s]*pl.perSplit)
+		}
+	}
+	if pl.params.DropLast && l.steps == nil {
+		d += S * (pl.splitLen - pl.steps*pl.perSplit)
+	}
+	return d
+}
+
+// padded is PaddedPerEpoch with lanes.
+func (l *lanes) padded(pl *Plan) int64 {
+	if pl.params.DropLast {
+		return 0
+	}
+	S := int64(pl.params.NumSplits)
+	if l.steps == nil {
+		return S * (pl.steps*pl.perSplit - pl.splitLen)
+	}
+	var p int64
+	for s := range l.plans {
+		p += S * (l.steps[s]*pl.perSplit - l.length[s])
+	}
+	return p
+}

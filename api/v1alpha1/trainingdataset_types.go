@@ -6,6 +6,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Batching is how the streams share a batch.
+type Batching string
+
+// The batching methods.
+const (
+	BatchingRandom     Batching = "random"
+	BatchingStratified Batching = "stratified"
+	BatchingPerStream  Batching = "per_stream"
+)
+
 // Defaults of the spec, as the CRD schema applies them (keep the
 // +kubebuilder:default markers below in step; a test checks the CRD).
 const (
@@ -13,6 +23,7 @@ const (
 	DefaultShuffleSeed    = int64(0)
 	DefaultBlockSize      = int64(262144)
 	DefaultDropLast       = true
+	DefaultBatching       = BatchingRandom
 	DefaultFormat         = FormatMDS
 	DefaultPrefetch       = int32(2)
 )
@@ -460,6 +471,17 @@ type TrainingDatasetSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	DropLast *bool `json:"dropLast,omitempty"`
+
+	// Batching says how the streams share a batch: random (every stream's
+	// samples shuffled together), stratified (every global batch holds each
+	// stream in its proportion of the epoch) or per_stream (every global
+	// batch from one stream, the streams' batches interleaved in
+	// proportion). Stratified and per_stream cut each stream into the
+	// splits on its own (docs/planner.md, batching methods).
+	// +kubebuilder:validation:Enum=random;stratified;per_stream
+	// +kubebuilder:default=random
+	// +optional
+	Batching Batching `json:"batching,omitempty"`
 
 	// OnCorruptShard says what happens to a shard that stays corrupt after
 	// its retries.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -269,6 +270,7 @@ type summary struct {
 	Dataset         string          `json:"dataset"`
 	Fingerprint     string          `json:"fingerprint"`
 	PlanVersion     int             `json:"planVersion"`
+	Batching        string          `json:"batching"`
 	Epoch           int64           `json:"epoch"`
 	Samples         int64           `json:"samples"`
 	NumSplits       int             `json:"numSplits"`
@@ -311,7 +313,7 @@ func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []i
 	pl := ep.Plan()
 	p := pl.Params()
 	s := &summary{
-		Dataset: ds.Name, Fingerprint: pl.Fingerprint().Sum, PlanVersion: pl.Version(), Epoch: ep.Epoch(),
+		Dataset: ds.Name, Fingerprint: pl.Fingerprint().Sum, PlanVersion: pl.Version(), Batching: cmp.Or(p.Batching, planner.BatchingRandom), Epoch: ep.Epoch(),
 		Samples: pl.Total(), NumSplits: pl.NumSplits(), SplitLen: pl.SplitLen(), GlobalBatchSize: pl.GlobalBatchSize(),
 		Steps: pl.Steps(), Dropped: pl.DroppedPerEpoch(), Padded: pl.PaddedPerEpoch(), Prefetch: prefetch,
 	}
@@ -362,7 +364,7 @@ func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []i
 func (s *summary) write(out io.Writer) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
-	p("dataset %s, epoch %d, plan %s (version %d)\n\n", s.Dataset, s.Epoch, s.Fingerprint, s.PlanVersion)
+	p("dataset %s, epoch %d, plan %s (version %d, %s batching)\n\n", s.Dataset, s.Epoch, s.Fingerprint, s.PlanVersion, s.Batching)
 	p("STREAM\tSHARDS\tSAMPLES\tBYTES\tWEIGHT\tPER EPOCH\n")
 	for _, st := range s.Streams {
 		p("%s\t%d\t%d\t%s\t%s\t%d\n", st.Name, st.Shards, st.Samples, humanBytes(st.Bytes), st.Weight, st.PerEpoch)
@@ -374,6 +376,7 @@ func (s *summary) write(out io.Writer) error {
 	}
 	p("\nepoch\t%d samples in %d splits of %d; %d steps of %d samples (%d per split)\n",
 		s.Samples, s.NumSplits, s.SplitLen, s.Steps, s.GlobalBatchSize, s.GlobalBatchSize/int64(s.NumSplits))
+
 	p("dropped\t%d samples per epoch (%.2f%%)\n", s.Dropped, 100*float64(s.Dropped)/float64(s.Samples))
 	p("padded\t%d rows per epoch\n\n", s.Padded)
 	p("PODS\tSHARDS/POD\tBYTES/POD\tFETCHED\tDISTINCT\tEGRESS\tMIN CACHE/POD\n")

@@ -4,6 +4,7 @@
 package planspec
 
 import (
+	"cmp"
 	"fmt"
 
 	"k8s.io/utils/ptr"
@@ -27,6 +28,7 @@ func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamInde
 		BlockSize:       ptr.Deref(spec.Shuffle.BlockSize, datav1alpha1.DefaultBlockSize),
 		GlobalBatchSize: spec.GlobalBatchSize,
 		DropLast:        ptr.Deref(spec.DropLast, datav1alpha1.DefaultDropLast),
+		Batching:        string(cmp.Or(spec.Batching, datav1alpha1.DefaultBatching)),
 	}
 	if spec.EpochSize != nil && *spec.EpochSize < 1 {
 		return planner.Params{}, &planner.FieldError{Field: "spec.epochSize", Rule: fmt.Sprintf("must be at least 1, got %d", *spec.EpochSize)}

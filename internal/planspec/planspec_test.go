@@ -35,7 +35,7 @@ func TestParamsDefaultsLikeTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.Shuffle || p.Seed != 0 || p.BlockSize != 262144 || !p.DropLast || p.EpochSize != 0 {
+	if !p.Shuffle || p.Seed != 0 || p.BlockSize != 262144 || !p.DropLast || p.EpochSize != 0 || p.Batching != planner.BatchingRandom {
 		t.Errorf("defaults = shuffle %v seed %d block %d dropLast %v epochSize %d", p.Shuffle, p.Seed, p.BlockSize, p.DropLast, p.EpochSize)
 	}
 	if p.Streams[0].Proportion != "2" || p.Streams[1].Index.Samples() != 50 {
@@ -53,12 +53,13 @@ func TestParamsCarriesEverySetField(t *testing.T) {
 		NumSplits:       2,
 		GlobalBatchSize: 2,
 		DropLast:        ptr.To(false),
+		Batching:        datav1alpha1.BatchingPerStream,
 	}
 	p, err := Params(spec, []planner.StreamIndex{idx(10), idx(10)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Shuffle || p.Seed != ^uint64(0) || p.BlockSize != 8 || p.DropLast || p.NumSplits != 2 || p.GlobalBatchSize != 2 {
+	if p.Shuffle || p.Seed != ^uint64(0) || p.BlockSize != 8 || p.DropLast || p.NumSplits != 2 || p.GlobalBatchSize != 2 || p.Batching != planner.BatchingPerStream {
 		t.Errorf("params = %+v", p)
 	}
 	if p.Streams[0].Repeat != "1.5" || p.Streams[1].Choose != 7 {
@@ -116,6 +117,7 @@ func TestDefaultsMatchTheCRDSchema(t *testing.T) {
 		{"shuffle.seed", shuffle.Properties["seed"], datav1alpha1.DefaultShuffleSeed},
 		{"shuffle.blockSize", shuffle.Properties["blockSize"], datav1alpha1.DefaultBlockSize},
 		{"dropLast", spec.Properties["dropLast"], datav1alpha1.DefaultDropLast},
+		{"batching", spec.Properties["batching"], datav1alpha1.DefaultBatching},
 		{"streams[].format", spec.Properties["streams"].Items.Schema.Properties["format"], datav1alpha1.DefaultFormat},
 		{"sidecar.prefetch", spec.Properties["sidecar"].Properties["prefetch"], datav1alpha1.DefaultPrefetch},
 	}

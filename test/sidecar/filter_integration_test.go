@@ -71,7 +71,7 @@ func TestIntegrationRowFiltersExactlyOnceThroughAKillAndARescale(t *testing.T) {
 	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, out)
 	}
-	mustContain(t, out, "(version 2)", "filter  p: "+parquetFilter, "132 matching samples in 8 of 24 shards", "252 samples in 4 splits of 63")
+	mustContain(t, out, "(version 2, random batching)", "filter  p: "+parquetFilter, "132 matching samples in 8 of 24 shards", "252 samples in 4 splits of 63")
 
 	lineage, _ := trainKillAndResume(t, ds, "filter")
 	served := [2][]int64{}

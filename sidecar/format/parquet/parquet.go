@@ -212,10 +212,7 @@ func ReadRowGroupRange(ctx context.Context, size int64, tail []byte, rgOffset in
 // Schema returns the Arrow schema of a file of size bytes from its footer
 // range (its last bytes, ending in PAR1): what every row group decodes to.
 func Schema(size int64, tail []byte) (schema *arrow.Schema, err error) {
-	if len(tail) < 12 || string(tail[len(tail)-4:]) != magic {
-		return nil, fmt.Errorf("the footer range of %d bytes does not end with PAR1", len(tail))
-	}
-	md, err := ParseFooter("footer", tail[:len(tail)-8], size)
+	md, err := parseTail(size, tail)
 	if err != nil {
 		return nil, err
 	}
@@ -225,4 +222,13 @@ func Schema(size int64, tail []byte) (schema *arrow.Schema, err error) {
 		}
 	}()
 	return pqarrow.FromParquet(md.Schema, nil, md.KeyValueMetadata())
+}
+
+// parseTail parses the metadata of a file of size bytes from its footer
+// range (its last bytes: the footer, its length and PAR1).
+func parseTail(size int64, tail []byte) (*metadata.FileMetaData, error) {
+	if len(tail) < 12 || string(tail[len(tail)-4:]) != magic {
+		return nil, fmt.Errorf("the footer range of %d bytes does not end with PAR1", len(tail))
+	}
+	return ParseFooter("footer", tail[:len(tail)-8], size)
 }

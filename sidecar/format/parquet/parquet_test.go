@@ -38,9 +38,14 @@ func writeParquet(t testing.TB, rows, rowGroup int) []byte {
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
+	return fileOf(t, rec, pq.NewWriterProperties(pq.WithMaxRowGroupLength(int64(rowGroup)), pq.WithCompression(compress.Codecs.Zstd), pq.WithDictionaryDefault(true)))
+}
+
+// fileOf writes rec as a Parquet file with props.
+func fileOf(t testing.TB, rec arrow.RecordBatch, props *pq.WriterProperties) []byte {
+	t.Helper()
 	var buf bytes.Buffer
-	props := pq.NewWriterProperties(pq.WithMaxRowGroupLength(int64(rowGroup)), pq.WithCompression(compress.Codecs.Zstd), pq.WithDictionaryDefault(true))
-	w, err := pqarrow.NewFileWriter(schema, &buf, props, pqarrow.DefaultWriterProps())
+	w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, props, pqarrow.DefaultWriterProps())
 	if err != nil {
 		t.Fatal(err)
 	}

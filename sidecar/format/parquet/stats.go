@@ -16,10 +16,7 @@ import (
 // correctly, of columns whose order a filter shares (signed integers,
 // floats, booleans and UTF-8 strings), are returned.
 func Stats(size int64, tail []byte, rg int) (out map[string]expr.Stats, err error) {
-	if len(tail) < 12 || string(tail[len(tail)-4:]) != magic {
-		return nil, fmt.Errorf("the footer range of %d bytes does not end with PAR1", len(tail))
-	}
-	md, err := ParseFooter("footer", tail[:len(tail)-8], size)
+	md, err := parseTail(size, tail)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package parquet
 
 import (
-	"bytes"
 	"fmt"
 	"testing"
 
@@ -9,7 +8,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	pq "github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 // A row group's statistics are given for the columns a filter compares
@@ -49,18 +47,7 @@ func TestStatsGiveWhatAFilterCanCompare(t *testing.T) {
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(schema, &buf, pq.NewWriterProperties(pq.WithMaxRowGroupLength(10)), pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data := buf.Bytes()
+	data := fileOf(t, rec, pq.NewWriterProperties(pq.WithMaxRowGroupLength(10)))
 	size := int64(len(data))
 	n := int64(data[size-8]) | int64(data[size-7])<<8 | int64(data[size-6])<<16
 	tail := data[size-8-n:]

@@ -251,7 +251,7 @@ func TestIntegrationStateConfigMapHasTheDocumentedLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Layout != configmaps.LayoutVersion || s.Epoch != 2 || s.Step != 7 || s.Fingerprint.Sum != fp.Sum || s.PlanVersion != planner.PlanVersion {
+	if s.Layout != configmaps.LayoutVersion || s.Epoch != 2 || s.Step != 7 || s.Fingerprint.Sum != fp.Sum || s.PlanVersion != fp.Version() {
 		t.Fatalf("state %+v", s)
 	}
 }

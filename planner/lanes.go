@@ -13,8 +13,9 @@ import (
 // whose split j position i is the stream's i-th sample of split j.
 //
 //   - stratified: position t of split j is, by the interleaving of the
-//     lanes' split lengths, item i of lane s: every batch holds each stream
-//     in its proportion of the epoch, give or take one per split.
+//     lanes' split lengths from the split's offset, item i of lane s: every
+//     batch holds each stream in its proportion of the epoch, fewer than
+//     two off per split.
 //   - per_stream: global batch k is, by the interleaving of the lanes' batch
 //     counts, batch m of lane s: positions [m·G/S, (m+1)·G/S) of its splits.
 //
@@ -27,6 +28,11 @@ type lanes struct {
 	// lane's batches K_s.
 	length, steps []int64
 	mix           interleave
+	// offsets, with stratified, are where each split starts in the
+	// interleaving, and skipped[j][s] the items of lane s before it:
+	// computed once, as every position of the split needs them.
+	offsets []int64
+	skipped [][]int64
 }
 
 // cutLanes builds the lanes of a plan whose samples per stream are known.
@@ -57,6 +63,14 @@ func (pl *Plan) cutLanes() error {
 	}
 	if p.Batching == BatchingStratified {
 		l.mix = newInterleave(l.length)
+		for j := range p.NumSplits {
+			o := mulDiv(int64(j), pl.splitLen, S)
+			before := make([]int64, len(l.length))
+			for s := range before {
+				before[s] = l.mix.before(s, o)
+			}
+			l.offsets, l.skipped = append(l.offsets, o), append(l.skipped, before)
+		}
 		if p.DropLast {
 			pl.steps = pl.splitLen / b
 		} else {
@@ -119,28 +133,22 @@ func (l *lanes) at(ep *EpochPlan, j int, t int64) Sample {
 	return Sample{ID: pl.streamOffset[s] + x.ID, Stream: s, Shard: x.Shard, Pad: pad}
 }
 
-// offset is where split j starts in the interleaving of the lanes, with
-// stratified batching: the splits' starts spread over it, so that the
-// splits' windows of a step differ and a global batch mixes them even when
-// each split gives it one sample.
-func (l *lanes) offset(pl *Plan, j int) int64 {
-	return mulDiv(int64(j), pl.splitLen, int64(pl.params.NumSplits))
-}
+// The splits' starts (offsets) spread over the interleaving, with
+// stratified batching, so that the splits' windows of a step differ and a
+// global batch mixes the streams even when each split gives it one sample.
 
 // rotated maps position t of split j to its lane and lane position, with
 // stratified batching: the interleaving from the split's offset, around.
 func (l *lanes) rotated(pl *Plan, j int, t int64) (int, int64) {
-	o := l.offset(pl, j)
-	s, g := l.mix.at((t + o) % pl.splitLen)
-	return s, (g - l.mix.before(s, o) + l.length[s]) % l.length[s]
+	s, g := l.mix.at((t + l.offsets[j]) % pl.splitLen)
+	return s, (g - l.skipped[j][s] + l.length[s]) % l.length[s]
 }
 
 // position is rotated's inverse: the position of split j that lane s's
 // position i is at.
 func (l *lanes) position(pl *Plan, j, s int, i int64) int64 {
-	o := l.offset(pl, j)
-	g := (i + l.mix.before(s, o)) % l.length[s]
-	return (l.mix.pos(s, g) - o + pl.splitLen) % pl.splitLen
+	g := (i + l.skipped[j][s]) % l.length[s]
+	return (l.mix.pos(s, g) - l.offsets[j] + pl.splitLen) % pl.splitLen
 }
 
 // step returns the global step that reads position i of lane s in split
@@ -210,8 +218,8 @@ func (l *lanes) stepsOf(pl *Plan, j, s int, a, b int64) (first, last int64, ok b
 			// The pads are the split's first positions: the lane's first
 			// items among interleaving positions [o, o+pad), around.
 			if pad := pl.steps*pl.perSplit - pl.splitLen; pad > 0 {
-				o := l.offset(pl, j)
-				padTo := l.mix.before(s, min(o+pad, pl.splitLen)) - l.mix.before(s, o)
+				o := l.offsets[j]
+				padTo := l.mix.before(s, min(o+pad, pl.splitLen)) - l.skipped[j][s]
 				if o+pad > pl.splitLen {
 					padTo += l.mix.before(s, o+pad-pl.splitLen)
 				}

@@ -193,13 +193,13 @@ func keepRuns(ctx context.Context, rec arrow.RecordBatch, runs []index.Run) (arr
 	b.Reserve(int(rec.NumRows()))
 	var end int64
 	for _, r := range runs {
-		b.AppendValues(make([]bool, r[0]-end), nil)
+		b.AppendEmptyValues(int(r[0] - end)) // false: not matching
 		for range r.Count() {
 			b.UnsafeAppend(true)
 		}
 		end = r[1]
 	}
-	b.AppendValues(make([]bool, rec.NumRows()-end), nil)
+	b.AppendEmptyValues(int(rec.NumRows() - end))
 	mask := b.NewBooleanArray()
 	defer mask.Release()
 	return compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())

@@ -206,26 +206,78 @@ func (ep *EpochPlan) MinCacheBytes(pods, prefetchShards int) (int64, error) {
 	}
 	per := ep.plan.params.NumSplits / pods
 	var most int64
-	if ep.lanes != nil {
-		for pod := range pods {
-			most = max(most, peakBytes(ep.ShardsNeeded(pod*per, per)))
-		}
-		return most + int64(prefetchShards)*ep.plan.maxShardBytes, nil
-	}
 	for pod := range pods {
-		var need, all int64
-		for j := pod * per; j < (pod+1)*per; j++ {
-			need += ep.splitPeakBytes(j)
-		}
-		// Never more than every shard the pod reads; the shared parts of
-		// its objects (footers) stay with their shards.
-		for _, nd := range ep.ShardsNeeded(pod*per, per) {
-			all += nd.Bytes
-			need += nd.Bytes - ep.plan.shardBytes(nd.Stream, int64(nd.Shard))
-		}
-		most = max(most, min(need, all))
+		most = max(most, ep.rangeCacheBytes(pod*per, per))
 	}
 	return most + int64(prefetchShards)*ep.plan.maxShardBytes, nil
+}
+
+// rangeCacheBytes is MinCacheBytes's need of splits [first, first+n),
+// without the prefetch.
+func (ep *EpochPlan) rangeCacheBytes(first, n int) int64 {
+	if ep.lanes != nil {
+		return peakBytes(ep.ShardsNeeded(first, n))
+	}
+	var need, all int64
+	for j := first; j < first+n; j++ {
+		need += ep.splitPeakBytes(j)
+	}
+	// Never more than every shard the splits read; the shared parts of
+	// their objects (footers) stay with their shards.
+	for _, nd := range ep.ShardsNeeded(first, n) {
+		all += nd.Bytes
+		need += nd.Bytes - ep.plan.shardBytes(nd.Stream, int64(nd.Shard))
+	}
+	return min(need, all)
+}
+
+// MinCacheBytesOf is MinCacheBytes for a pod that serves the data-parallel
+// ranks ranks of dataParallel (a job with replication groups): the sum of
+// the ranks' needs, at most every shard they read, plus the prefetch.
+func (ep *EpochPlan) MinCacheBytesOf(ranks []int, dataParallel, prefetchShards int) (int64, error) {
+	if err := ep.plan.CheckWorld(dataParallel); err != nil {
+		return 0, err
+	}
+	per := ep.plan.params.NumSplits / dataParallel
+	var need int64
+	for _, d := range ranks {
+		if d < 0 || d >= dataParallel {
+			return 0, fieldErr("data-parallel rank", "%d is outside %d data-parallel ranks", d, dataParallel)
+		}
+		need += ep.rangeCacheBytes(d*per, per)
+	}
+	var all int64
+	for _, nd := range ep.NeedsOf(ranks, dataParallel) {
+		all += nd.Bytes
+	}
+	return min(need, all) + int64(prefetchShards)*ep.plan.maxShardBytes, nil
+}
+
+// NeedsOf is ShardsNeeded for the splits of the data-parallel ranks ranks
+// of dataParallel together (what a pod serving them prefetches): each
+// shard once, from the first step any of them reads it to the last.
+func (ep *EpochPlan) NeedsOf(ranks []int, dataParallel int) []ShardNeed {
+	per := ep.plan.params.NumSplits / max(dataParallel, 1)
+	if len(ranks) == 1 {
+		return ep.ShardsNeeded(ranks[0]*per, per)
+	}
+	var out []ShardNeed
+	at := map[[2]int]int{}
+	for _, d := range ranks {
+		for _, nd := range ep.ShardsNeeded(d*per, per) {
+			key := [2]int{nd.Stream, nd.Shard}
+			if i, dup := at[key]; dup {
+				out[i].FirstStep, out[i].LastStep = min(out[i].FirstStep, nd.FirstStep), max(out[i].LastStep, nd.LastStep)
+				continue
+			}
+			at[key] = len(out)
+			nd.Bytes = ep.plan.shardBytes(nd.Stream, int64(nd.Shard))
+			out = append(out, nd)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ShardNeed) int { return cmp.Compare(a.FirstStep, b.FirstStep) })
+	ep.plan.addShared(out)
+	return out
 }
 
 // Egress is what the pods of a job fetch in one epoch.
@@ -252,15 +304,30 @@ func (e Egress) Ratio() float64 {
 // Egress returns the bytes each of pods pods fetches in the epoch, each
 // shard once per pod.
 func (ep *EpochPlan) Egress(pods int) (Egress, error) {
-	if err := ep.plan.CheckWorld(pods); err != nil {
+	ranks := make([][]int, pods)
+	for pod := range ranks {
+		ranks[pod] = []int{pod}
+	}
+	return ep.EgressOf(ranks, pods)
+}
+
+// EgressOf returns the bytes each pod fetches in the epoch when pod i serves
+// the data-parallel ranks ranks[i] of dataParallel (a job with replication
+// groups: a group's ranks on different pods fetch the same shards).
+func (ep *EpochPlan) EgressOf(ranks [][]int, dataParallel int) (Egress, error) {
+	if err := ep.plan.CheckWorld(dataParallel); err != nil {
 		return Egress{}, err
 	}
-	e := Egress{PodBytes: make([]int64, pods), PodShards: make([]int, pods)}
+	e := Egress{PodBytes: make([]int64, len(ranks)), PodShards: make([]int, len(ranks))}
 	seen := map[[2]int]bool{}
 	sharedSeen := map[sharedKey]bool{}
-	for pod := range pods {
-		first, n, _ := ep.plan.PodSplits(pod, pods)
-		for _, nd := range ep.ShardsNeeded(first, n) {
+	for pod, rs := range ranks {
+		for _, d := range rs {
+			if d < 0 || d >= dataParallel {
+				return Egress{}, fieldErr("data-parallel rank", "%d is outside %d data-parallel ranks", d, dataParallel)
+			}
+		}
+		for _, nd := range ep.NeedsOf(rs, dataParallel) {
 			e.PodBytes[pod] += nd.Bytes
 			e.PodShards[pod]++
 			if key := [2]int{nd.Stream, nd.Shard}; !seen[key] {

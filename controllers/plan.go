@@ -151,7 +151,8 @@ func (r *TrainingDatasetReconciler) aggregateJobs(ctx context.Context, ds *datav
 		job := st.Job
 		jp := datav1alpha1.JobProgress{Job: job, Epoch: st.Epoch, Step: st.Step,
 			Pods: int32(min(st.Pods, math.MaxInt32)), WorldSize: int32(min(st.WorldSize, math.MaxInt32)), //nolint:gosec // bounded above
-			SkippedShards: int32(min(st.SkippedShards, math.MaxInt32)), SkippedSamples: st.SkippedSamples} //nolint:gosec // bounded above
+			DataParallelSize: int32(min(st.DataParallelSize, math.MaxInt32)),                                 //nolint:gosec // bounded above
+			SkippedShards:    int32(min(st.SkippedShards, math.MaxInt32)), SkippedSamples: st.SkippedSamples} //nolint:gosec // bounded above
 		if st.Committed != nil {
 			t := metav1.NewTime(*st.Committed)
 			jp.LastCommitTime = &t

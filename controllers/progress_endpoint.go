@@ -279,11 +279,11 @@ func (e *ProgressEndpoint) register(ctx context.Context, who *identity, req *htt
 	if err := progress.DecodeRequest(req.Body, &r); err != nil {
 		return nil, refuse(http.StatusBadRequest, "%v: send %s", err, `{"fingerprint": {...}, "steps": N}`)
 	}
-	if r.Fingerprint.Sum == "" || r.Steps < 1 || r.Pods < 0 || r.WorldSize < 0 {
+	if r.Fingerprint.Sum == "" || r.Steps < 1 || r.Pods < 0 || r.WorldSize < 0 || r.DataParallelSize < 0 {
 		return nil, refuse(http.StatusBadRequest, "a registration names the plan's fingerprint and its steps per epoch (at least 1)")
 	}
 	j := e.job(who, r.Fingerprint.Sum, r.Steps)
-	j.Fingerprint, j.Pods, j.WorldSize = r.Fingerprint, r.Pods, r.WorldSize
+	j.Fingerprint, j.Pods, j.WorldSize, j.DataParallel = r.Fingerprint, r.Pods, r.WorldSize, r.DataParallelSize
 	st, err := progress.Register(ctx, e.store(who), j)
 	if err == nil {
 		e.Log.V(1).Info("Registered", "namespace", who.namespace, "pod", who.pod, "job", j.Job, "attempt", j.Attempt, "generation", j.Generation)

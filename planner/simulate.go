@@ -8,6 +8,10 @@ import (
 // SimOptions describe a job for Simulate.
 type SimOptions struct {
 	Pods, ProcsPerPod int
+	// Mesh, if set, lays the job's ranks out in replication groups (its
+	// size is Pods × ProcsPerPod): a pod fetches the shards of the
+	// data-parallel ranks of its ranks.
+	Mesh *Mesh
 	// Bandwidth is each pod's download rate from the store, bytes/s.
 	Bandwidth float64
 	// StepTime is the training time of one step.
@@ -78,21 +82,38 @@ func (ep *EpochPlan) Simulate(o SimOptions) (*Simulation, error) {
 	if o.StepTime < 0 {
 		return nil, fmt.Errorf("step time must not be negative, got %s", o.StepTime)
 	}
-	if err := ep.plan.CheckWorld(o.Pods * o.ProcsPerPod); err != nil {
-		return nil, err
+	// Each pod serves data-parallel ranks: its own index in a job without
+	// replication groups, its ranks' coordinates in a mesh.
+	podRanks, dp := make([][]int, o.Pods), o.Pods
+	if o.Mesh != nil {
+		if o.Mesh.Size() != o.Pods*o.ProcsPerPod {
+			return nil, fmt.Errorf("the mesh %s has %d ranks, not the %d pods × %d procs per pod", o.Mesh, o.Mesh.Size(), o.Pods, o.ProcsPerPod)
+		}
+		if err := ep.plan.CheckReplication(o.Mesh.Size(), o.Mesh.DataParallelSize()); err != nil {
+			return nil, err
+		}
+		podRanks, dp = o.Mesh.PodRanks(o.ProcsPerPod), o.Mesh.DataParallelSize()
+	} else {
+		if err := ep.plan.CheckWorld(o.Pods * o.ProcsPerPod); err != nil {
+			return nil, err
+		}
+		for pod := range podRanks {
+			podRanks[pod] = []int{pod}
+		}
 	}
-	cache, err := ep.MinCacheBytes(o.Pods, o.Prefetch)
-	if err != nil {
-		return nil, err
-	}
-	steps := ep.plan.Steps()
-	sim := &Simulation{Steps: steps}
-	for pod := range o.Pods {
-		first, n, err := ep.plan.PodSplits(pod, o.Pods)
+	// One cache limit for all pods: the one the pod that needs most needs.
+	var cache int64
+	for _, ranks := range podRanks {
+		c, err := ep.MinCacheBytesOf(ranks, dp, o.Prefetch)
 		if err != nil {
 			return nil, err
 		}
-		needs := ep.ShardsNeeded(first, n)
+		cache = max(cache, c)
+	}
+	steps := ep.plan.Steps()
+	sim := &Simulation{Steps: steps}
+	for pod, ranks := range podRanks {
+		needs := ep.NeedsOf(ranks, dp)
 		ps := PodSim{Pod: pod, Shards: len(needs), MinCacheBytes: cache}
 		// Downloads back to back in need order; ready[k] is when the last
 		// shard step k reads is in the cache.
@@ -121,6 +142,7 @@ func (ep *EpochPlan) Simulate(o SimOptions) (*Simulation, error) {
 		ps.Epoch = now
 		sim.Pods = append(sim.Pods, ps)
 	}
+	var err error
 	sim.Quality, err = ep.quality(o.QualitySteps)
 	return sim, err
 }

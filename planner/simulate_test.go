@@ -33,6 +33,32 @@ func TestSimulateMatchesThePlansBytesAndCache(t *testing.T) {
 	}
 }
 
+// TestSimulateAMesh: tensor parallelism inside a pod fetches as a job of
+// one rank per pod; a pipeline stage per pod makes each pod fetch every
+// data-parallel rank's shards.
+func TestSimulateAMesh(t *testing.T) {
+	ep := simEpoch(t, true)
+	tp := must(ParseMesh("dp=4,tp=2"))
+	sim := must(ep.Simulate(SimOptions{Pods: 4, ProcsPerPod: 2, Mesh: &tp, Bandwidth: 1e6, Prefetch: 2}))
+	e := must(ep.Egress(4))
+	for i, ps := range sim.Pods {
+		if ps.Bytes != e.PodBytes[i] {
+			t.Errorf("dp=4,tp=2 pod %d fetches %d bytes, a pod of a 4-pod job %d", i, ps.Bytes, e.PodBytes[i])
+		}
+	}
+	pp := must(ParseMesh("pp=2,dp=4"))
+	sim = must(ep.Simulate(SimOptions{Pods: 2, ProcsPerPod: 4, Mesh: &pp, Bandwidth: 1e6, Prefetch: 2}))
+	all := must(ep.Egress(1))
+	for i, ps := range sim.Pods {
+		if ps.Bytes != all.PodBytes[0] {
+			t.Errorf("pp=2,dp=4 pod %d fetches %d bytes, want every shard's %d", i, ps.Bytes, all.PodBytes[0])
+		}
+	}
+	if _, err := ep.Simulate(SimOptions{Pods: 3, ProcsPerPod: 2, Mesh: &tp, Bandwidth: 1}); err == nil || !strings.Contains(err.Error(), "has 8 ranks, not the 3 pods") {
+		t.Errorf("a mesh of another size: %v", err)
+	}
+}
+
 func TestSimulateTimes(t *testing.T) {
 	ep := simEpoch(t, true)
 	steps := ep.Plan().Steps()

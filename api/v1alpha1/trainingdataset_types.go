@@ -516,6 +516,11 @@ type JobProgress struct {
 	// WorldSize is the number of ranks of the job.
 	// +optional
 	WorldSize int32 `json:"worldSize,omitempty"`
+	// DataParallelSize is the job's declared data-parallel size (annotation
+	// shardfeed.io/data-parallel-size), when its ranks form replication
+	// groups.
+	// +optional
+	DataParallelSize int32 `json:"dataParallelSize,omitempty"`
 	// Epoch of the last commit.
 	Epoch int64 `json:"epoch"`
 	// Step of the last commit: every rank finished the steps before it.

@@ -31,6 +31,7 @@ type planOptions struct {
 	steps       string
 	worldSize   int
 	procsPerPod int
+	mesh        string
 	workers     int
 	pods        []int
 	prefetch    int
@@ -54,9 +55,11 @@ fetches, the egress ratio and the minimum cache per pod.
 --ids prints one JSON line per (step, rank) with the global sample ids of that
 rank's batch, in delivery order, and the positions of pad rows; worker is the
 DataLoader worker that receives the step when the stream starts at the first
-step of --steps.`,
+step of --steps. With --mesh, each line also has the rank's data-parallel rank
+(dpRank): ranks of one replication group get the same ids.`,
 		Example: `  shardfeed plan -f dataset.yaml
-  shardfeed plan -f dataset.yaml --ids --world-size 8 --workers 2 --epoch 1 --steps 0:10`,
+  shardfeed plan -f dataset.yaml --ids --world-size 8 --workers 2 --epoch 1 --steps 0:10
+  shardfeed plan -f dataset.yaml --ids --mesh pp=2,dp=4,tp=2 --procs-per-pod 8 --steps 0:10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -76,6 +79,7 @@ step of --steps.`,
 	f.StringVar(&o.steps, "steps", "", "steps A:B (B excluded; either may be omitted); default: the whole epoch")
 	f.IntVar(&o.worldSize, "world-size", 0, "ranks of the job (must divide numSplits); needed by --ids")
 	f.IntVar(&o.procsPerPod, "procs-per-pod", 1, "ranks per pod")
+	f.StringVar(&o.mesh, "mesh", "", "the job's rank layout as torch's DeviceMesh has it, outermost first (e.g. pp=2,dp=4,tp=8): ranks of one data-parallel coordinate (dp, dp_* dimensions) get the same batch; --world-size defaults to its size")
 	f.IntVar(&o.workers, "workers", 1, "DataLoader workers per rank")
 	f.IntSliceVar(&o.pods, "pods", nil, "pod counts for the summary (default: 1 and the powers of two up to 16 that divide numSplits)")
 	f.StringVar(&o.credentials, "credentials-dir", "", "for s3:// streams: directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; empty: the default chain")
@@ -192,11 +196,30 @@ func parseSteps(s string, steps int64) (a, b int64, err error) {
 
 func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan) error {
 	pl := ep.Plan()
-	if o.worldSize == 0 {
-		return fmt.Errorf("--ids needs --world-size: the number of ranks of the job")
+	var mesh *planner.Mesh
+	if o.mesh != "" {
+		m, err := planner.ParseMesh(o.mesh)
+		if err != nil {
+			return fmt.Errorf("--mesh: %w", err)
+		}
+		if o.worldSize == 0 {
+			o.worldSize = m.Size()
+		}
+		if o.worldSize != m.Size() {
+			return fmt.Errorf("--world-size %d is not the size of --mesh %s (%d ranks)", o.worldSize, m, m.Size())
+		}
+		if err := pl.CheckReplication(o.worldSize, m.DataParallelSize()); err != nil {
+			return err
+		}
+		mesh = &m
 	}
-	if err := pl.CheckWorld(o.worldSize); err != nil {
-		return err
+	if o.worldSize == 0 {
+		return fmt.Errorf("--ids needs --world-size: the number of ranks of the job (or --mesh)")
+	}
+	if mesh == nil {
+		if err := pl.CheckWorld(o.worldSize); err != nil {
+			return err
+		}
 	}
 	if o.procsPerPod < 1 || o.worldSize%o.procsPerPod != 0 {
 		return fmt.Errorf("--procs-per-pod %d does not divide --world-size %d", o.procsPerPod, o.worldSize)
@@ -209,15 +232,26 @@ func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan) error {
 		return err
 	}
 	w := bufio.NewWriterSize(stdout, 1<<16)
-	var batch []planner.Sample
 	var line []byte
 	for k := a; k < b; k++ {
 		worker := (k - a) % int64(o.workers)
+		batches := map[int][]planner.Sample{} // a replication group's, once
 		for r := range o.worldSize {
-			if batch, err = ep.LocalBatch(batch[:0], k, r, o.worldSize); err != nil {
-				return err
+			dp, dpSize := r, o.worldSize
+			if mesh != nil {
+				dp, dpSize = mesh.DataParallelRank(r), mesh.DataParallelSize()
 			}
-			line = appendIDsLine(line[:0], ep.Epoch(), k, r, o.procsPerPod, worker, batch)
+			batch, ok := batches[dp]
+			if !ok {
+				if batch, err = ep.LocalBatch(nil, k, dp, dpSize); err != nil {
+					return err
+				}
+				batches[dp] = batch
+			}
+			if mesh == nil {
+				dp = -1
+			}
+			line = appendIDsLine(line[:0], ep.Epoch(), k, r, o.procsPerPod, dp, worker, batch)
 			if _, err := w.Write(line); err != nil {
 				return err
 			}
@@ -227,9 +261,9 @@ func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan) error {
 }
 
 // appendIDsLine writes {"epoch":E,"step":k,"rank":r,"worker":w,"ids":[…],"pad":[…]}
-// (with "pod" and "local" when pods run several ranks) without reflection:
-// a plan can have billions of ids.
-func appendIDsLine(b []byte, epoch, step int64, rank, procsPerPod int, worker int64, batch []planner.Sample) []byte {
+// (with "pod" and "local" when pods run several ranks, "dpRank" when dp is
+// not -1) without reflection: a plan can have billions of ids.
+func appendIDsLine(b []byte, epoch, step int64, rank, procsPerPod, dp int, worker int64, batch []planner.Sample) []byte {
 	b = append(b, `{"epoch":`...)
 	b = strconv.AppendInt(b, epoch, 10)
 	b = append(b, `,"step":`...)
@@ -241,6 +275,10 @@ func appendIDsLine(b []byte, epoch, step int64, rank, procsPerPod int, worker in
 		b = strconv.AppendInt(b, int64(rank/procsPerPod), 10)
 		b = append(b, `,"local":`...)
 		b = strconv.AppendInt(b, int64(rank%procsPerPod), 10)
+	}
+	if dp >= 0 {
+		b = append(b, `,"dpRank":`...)
+		b = strconv.AppendInt(b, int64(dp), 10)
 	}
 	b = append(b, `,"worker":`...)
 	b = strconv.AppendInt(b, worker, 10)
@@ -287,12 +325,14 @@ type summary struct {
 }
 
 type streamSummary struct {
-	Name     string `json:"name"`
-	Shards   int    `json:"shards"`
-	Samples  int64  `json:"samples"`
-	Bytes    int64  `json:"bytes"`
-	Weight   string `json:"weight"`
-	PerEpoch int64  `json:"perEpoch"`
+	Name    string `json:"name"`
+	Shards  int    `json:"shards"`
+	Samples int64  `json:"samples"`
+	Bytes   int64  `json:"bytes"`
+	// MaxShardBytes is the stream's largest shard.
+	MaxShardBytes int64  `json:"maxShardBytes"`
+	Weight        string `json:"weight"`
+	PerEpoch      int64  `json:"perEpoch"`
 	// Filter is the stream's row filter: Samples are the rows it matches,
 	// in MatchingShards of the Shards (the others are never fetched).
 	Filter         string `json:"filter,omitempty"`
@@ -329,7 +369,7 @@ func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []i
 			weight = fmt.Sprint("choose ", st.Choose)
 		}
 		ss := streamSummary{
-			Name: st.Name, Shards: len(st.Index.Shards), Samples: st.Index.Samples(), Bytes: st.Index.Bytes(),
+			Name: st.Name, Shards: len(st.Index.Shards), Samples: st.Index.Samples(), Bytes: st.Index.Bytes(), MaxShardBytes: st.Index.MaxShardBytes(),
 			Weight: weight, PerEpoch: counts[i],
 		}
 		if st.Index.Filter != "" {

@@ -144,6 +144,7 @@ type idsLine struct {
 	Rank   int     `json:"rank"`
 	Pod    *int    `json:"pod"`
 	Local  *int    `json:"local"`
+	DPRank *int    `json:"dpRank"`
 	Worker int     `json:"worker"`
 	IDs    []int64 `json:"ids"`
 	Pad    []int   `json:"pad"`
@@ -232,6 +233,54 @@ func TestPlanIDsNameWorkersAndPods(t *testing.T) {
 	}
 }
 
+// TestPlanIDsOfAMesh: with --mesh, ranks of one data-parallel coordinate
+// print the same ids, and the data-parallel ranks together print the
+// global batches of a world of D ranks, for 2-D and 3-D layouts.
+func TestPlanIDsOfAMesh(t *testing.T) {
+	path := fixture(t, defaultTail) // numSplits 8, globalBatchSize 16
+	out, err := runCLI(t, "plan", "-f", path, "--ids", "--world-size", "4", "--epoch", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := map[int64][]int64{}
+	for _, l := range readIDs(t, out) {
+		want[l.Step] = append(want[l.Step], l.IDs...)
+	}
+	for _, tc := range []struct {
+		mesh  string
+		procs int
+		dp    func(rank int) int
+	}{
+		{"dp=4,tp=2", 2, func(r int) int { return r / 2 }},
+		{"pp=2,dp=4,tp=2", 8, func(r int) int { return r / 2 % 4 }},
+		{"dp_replicate=2,dp_shard=2,cp=3", 6, func(r int) int { return r / 3 }},
+	} {
+		out, err := runCLI(t, "plan", "-f", path, "--ids", "--mesh", tc.mesh, "--procs-per-pod", fmt.Sprint(tc.procs), "--epoch", "2")
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tc.mesh, err, out)
+		}
+		got := map[int64][]int64{}
+		group := map[[2]int64][]int64{} // (step, dp rank) → ids
+		for _, l := range readIDs(t, out) {
+			if l.DPRank == nil || *l.DPRank != tc.dp(l.Rank) || l.Pod == nil || *l.Pod != l.Rank/tc.procs {
+				t.Fatalf("%s: line %+v: want dpRank %d and pod %d", tc.mesh, l, tc.dp(l.Rank), l.Rank/tc.procs)
+			}
+			key := [2]int64{l.Step, int64(*l.DPRank)}
+			if prev, ok := group[key]; ok {
+				if !slices.Equal(prev, l.IDs) {
+					t.Fatalf("%s: step %d rank %d got other ids than its replication group", tc.mesh, l.Step, l.Rank)
+				}
+				continue
+			}
+			group[key] = l.IDs
+			got[l.Step] = append(got[l.Step], l.IDs...)
+		}
+		if !mapsEqual(got, want) {
+			t.Errorf("%s: the data-parallel ranks' batches are not those of a world of 4", tc.mesh)
+		}
+	}
+}
+
 func TestPlanIDsPadTheLastBatch(t *testing.T) {
 	path := fixture(t, `  numSplits: 4
   globalBatchSize: 20
@@ -288,6 +337,9 @@ func TestPlanRejectsBadInputClearly(t *testing.T) {
 		{"bad steps", []string{"plan", "-f", good, "--ids", "--world-size", "1", "--steps", "5"}, "write A:B"},
 		{"steps outside", []string{"plan", "-f", good, "--ids", "--world-size", "1", "--steps", "0:99"}, "outside the epoch's steps 0:33"},
 		{"both modes", []string{"plan", "-f", good, "--ids", "--summary"}, "exclude each other"},
+		{"mesh without dp", []string{"plan", "-f", good, "--ids", "--mesh", "tp=8"}, "no data-parallel dimension"},
+		{"mesh dp not dividing", []string{"plan", "-f", good, "--ids", "--mesh", "dp=3,tp=2"}, "data-parallel size: 3 does not divide spec.numSplits (8)"},
+		{"mesh of another size", []string{"plan", "-f", good, "--ids", "--mesh", "dp=4,tp=2", "--world-size", "4"}, "--world-size 4 is not the size of --mesh dp=4,tp=2 (8 ranks)"},
 		{"pods not dividing", []string{"plan", "-f", good, "--pods", "3"}, "--pods 3"},
 	}
 	for _, tt := range tests {

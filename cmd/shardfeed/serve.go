@@ -36,6 +36,7 @@ type feedOptions struct {
 	rankMode             string
 	contract             sidecarconfig.Config
 	pod, pods, procs     int
+	dataParallel         int
 	job, attempt         string
 	fresh, mustResume    bool
 	namespace, image     string
@@ -59,6 +60,8 @@ func (o *feedOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.pprof, "pprof", false, "serve Go's /debug/pprof/ on the metrics address")
 	f.BoolVar(&o.metricsTLS, "metrics-tls", false, "serve the metrics over TLS, with a certificate made at start (pods get it from the webhook)")
+	f.IntVar(&o.dataParallel, "data-parallel-size", o.contract.DataParallel,
+		"the job's data-parallel size when its ranks form replication groups (tensor, context, pipeline parallel): clients then give dp_rank and dp_size (0: none)")
 }
 
 func newServeCommand() *cobra.Command {
@@ -175,7 +178,7 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 	}
 	cfg := daemon.Config{
 		Socket: o.socket, MetricsAddr: o.metricsAddr, MetricsTLS: o.metricsTLS, Pprof: o.pprof, CacheDir: o.cacheDir, Prefetch: o.prefetch,
-		RankMode: sidecarconfig.RankMode(o.rankMode), Pod: o.pod, Pods: o.pods, ProcsPerPod: o.procs, Job: o.job, Attempt: o.attempt,
+		RankMode: sidecarconfig.RankMode(o.rankMode), Pod: o.pod, Pods: o.pods, ProcsPerPod: o.procs, DataParallel: o.dataParallel, Job: o.job, Attempt: o.attempt,
 		SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: log,
 	}
 	if inPod {

@@ -21,6 +21,8 @@ type simulateOptions struct {
 	file, credentials string
 	indexDirs         []string
 	pods, procsPerPod int
+	podsGiven         bool
+	mesh              string
 	bandwidth         string
 	stepTime          time.Duration
 	prefetch          int
@@ -56,6 +58,7 @@ shuffle.blockSize (quality vs. cache), numSplits and cacheLimit.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
+			o.podsGiven = cmd.Flags().Changed("pods")
 			return o.run(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
@@ -65,6 +68,7 @@ shuffle.blockSize (quality vs. cache), numSplits and cacheLimit.`,
 	f.StringVar(&o.credentials, "credentials-dir", "", "for s3:// streams: directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; empty: the default chain")
 	f.IntVar(&o.pods, "pods", 1, "pods of the job")
 	f.IntVar(&o.procsPerPod, "procs-per-pod", 1, "training processes (ranks) per pod")
+	f.StringVar(&o.mesh, "mesh", "", "the job's rank layout as torch's DeviceMesh has it (e.g. pp=2,dp=4,tp=8): a pod fetches for its ranks' data-parallel coordinates; --pods defaults to its size / --procs-per-pod")
 	f.StringVar(&o.bandwidth, "bandwidth", "1GB/s", "download rate of one pod from the store, e.g. 500MB/s, 10Gbit/s, 1GiB/s")
 	f.DurationVar(&o.stepTime, "step-time", 200*time.Millisecond, "training time of one step")
 	f.IntVar(&o.prefetch, "prefetch", -1, "shards each pod prefetches (default: spec.sidecar.prefetch, else 2)")
@@ -121,7 +125,19 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	if o.prefetch < 0 {
 		o.prefetch = int(ptr.Deref(ds.Spec.Sidecar.Prefetch, datav1alpha1.DefaultPrefetch))
 	}
-	sim, err := ep.Simulate(planner.SimOptions{Pods: o.pods, ProcsPerPod: o.procsPerPod, Bandwidth: bw, StepTime: o.stepTime, Prefetch: o.prefetch})
+	so := planner.SimOptions{Pods: o.pods, ProcsPerPod: o.procsPerPod, Bandwidth: bw, StepTime: o.stepTime, Prefetch: o.prefetch}
+	if o.mesh != "" {
+		m, err := planner.ParseMesh(o.mesh)
+		if err != nil {
+			return fmt.Errorf("--mesh: %w", err)
+		}
+		if !o.podsGiven {
+			so.Pods = m.Size() / max(o.procsPerPod, 1)
+		}
+		so.Mesh = &m
+		o.pods = so.Pods
+	}
+	sim, err := ep.Simulate(so)
 	if err != nil {
 		return fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
 	}
@@ -132,8 +148,12 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
-	p("dataset %s, epoch %d: %d steps of %d samples; %d pods × %d ranks; %s/s per pod; %s per step\n\n",
-		ds.Name, o.epoch, sim.Steps, pl.GlobalBatchSize(), o.pods, o.procsPerPod, humanBytes(int64(bw)), o.stepTime)
+	layout := ""
+	if o.mesh != "" {
+		layout = " in mesh " + so.Mesh.String()
+	}
+	p("dataset %s, epoch %d: %d steps of %d samples; %d pods × %d ranks%s; %s/s per pod; %s per step\n\n",
+		ds.Name, o.epoch, sim.Steps, pl.GlobalBatchSize(), o.pods, o.procsPerPod, layout, humanBytes(int64(bw)), o.stepTime)
 	p("POD\tSHARDS\tBYTES/EPOCH\tMIN CACHE\tFIRST BATCH\tSTALL\tEPOCH\n")
 	for _, ps := range sim.Pods {
 		p("%d\t%d\t%s\t%s\t%s\t%s\t%s\n", ps.Pod, ps.Shards, humanBytes(ps.Bytes), humanBytes(ps.MinCacheBytes),

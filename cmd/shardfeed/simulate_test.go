@@ -35,6 +35,8 @@ func TestSimulateCommand(t *testing.T) {
 		{"text", []string{"--pods", "2", "--bandwidth", "1MB/s", "--step-time", "10ms"},
 			[]string{"POD", "BYTES/EPOCH", "MIN CACHE", "FIRST BATCH", "STALL", "mean gap", "distinct shards per global batch"}, false},
 		{"pods that do not divide numSplits", []string{"--pods", "3"}, []string{"divide"}, true},
+		{"a mesh", []string{"--mesh", "pp=3,dp=2,tp=2", "--procs-per-pod", "4"}, []string{"3 pods × 4 ranks in mesh pp=3,dp=2,tp=2"}, false},
+		{"a mesh whose dp does not divide", []string{"--mesh", "dp=3", "--procs-per-pod", "1"}, []string{"3 does not divide spec.numSplits (4)"}, true},
 		{"a bandwidth that is not one", []string{"--pods", "1", "--bandwidth", "quick"}, []string{"--bandwidth", "1GB/s"}, true},
 		{"an unknown output", []string{"--pods", "1", "-o", "yaml"}, []string{"text or json"}, true},
 	}

@@ -264,6 +264,8 @@ type State struct {
 	// registered them (0: not known, e.g. ranks assigned at run time).
 	Pods      int `json:"pods,omitempty"`
 	WorldSize int `json:"worldSize,omitempty"`
+	// DataParallelSize is the declared data-parallel size (0: none).
+	DataParallelSize int `json:"dataParallelSize,omitempty"`
 	// History is the job's last commits, oldest first: its lineage.
 	History []Commit `json:"history,omitempty"`
 	// Skipped lists the newest skipped shards (at most MaxSkipped);

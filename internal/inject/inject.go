@@ -17,6 +17,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 )
@@ -28,6 +29,10 @@ const (
 	AnnotationPods        = "shardfeed.io/pods"
 	AnnotationProcsPerPod = "shardfeed.io/procs-per-pod"
 	AnnotationJob         = "shardfeed.io/job"
+	// AnnotationDataParallel declares the job's data-parallel size when
+	// its ranks form replication groups (tensor, context or pipeline
+	// parallelism): only the data-parallel ranks count toward numSplits.
+	AnnotationDataParallel = "shardfeed.io/data-parallel-size"
 	// AnnotationRankMode picks client for jobs whose ranks are assigned at
 	// rendezvous (torchrun elastic).
 	AnnotationRankMode = "shardfeed.io/rank-mode"
@@ -147,18 +152,8 @@ func Inject(in Input) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.mode == sidecarconfig.RankModePod {
-		world := w.pods * w.procs
-		if int(ds.Spec.NumSplits)%world != 0 {
-			return nil, deny("TrainingDataset %q has numSplits %d, which the job's %d pods × %d processes = %d ranks do not divide: run a world size that divides %d",
-				ds.Name, ds.Spec.NumSplits, w.pods, w.procs, world, ds.Spec.NumSplits)
-		}
-		if limit := ds.Spec.Sidecar.CacheLimit; limit != nil && in.MinCacheBytes != nil {
-			if need, ok := in.MinCacheBytes[w.pods]; ok && limit.Value() < need {
-				return nil, deny("TrainingDataset %q: spec.sidecar.cacheLimit %s is below the %s a pod of a %d-pod job needs to never stall: raise it (shardfeed plan prints the minimum per pod count)",
-					ds.Name, limit.String(), resource.NewQuantity(need, resource.BinarySI).String(), w.pods)
-			}
-		}
+	if err := checkRanks(ds, w, in.MinCacheBytes, in.MaxShardBytes); err != nil {
+		return nil, err
 	}
 	image := in.Images.Default
 	if ds.Spec.Sidecar.Image != "" {
@@ -221,7 +216,7 @@ func Inject(in Input) (*corev1.Pod, error) {
 		mounts = append(mounts, *mount)
 	}
 	contract := sidecarconfig.Config{Dataset: ds.Name, RankMode: w.mode, PodRank: w.rank, PodRankField: w.rankField, Pods: w.pods, ProcsPerPod: w.procs,
-		Job: JobName(pod, in.Owner), Attempt: Attempt(pod, in.Owner), Generation: in.Generation, Image: image, MetricsPort: ptr.Deref(ds.Spec.Sidecar.MetricsPort, 0),
+		DataParallel: w.dataParallel, Job: JobName(pod, in.Owner), Attempt: Attempt(pod, in.Owner), Generation: in.Generation, Image: image, MetricsPort: ptr.Deref(ds.Spec.Sidecar.MetricsPort, 0),
 		OperatorURL: in.Operator.URL, OperatorAddr: in.Operator.Addr,
 		// On the node's network, a metrics port would be the node's and
 		// collide between a node's pods: only where the dataset asks.
@@ -267,6 +262,53 @@ func Inject(in Input) (*corev1.Pod, error) {
 	}
 	pod.Annotations[AnnotationInjected] = image
 	return pod, nil
+}
+
+// checkRanks refuses a job whose data-parallel ranks do not divide the
+// dataset's numSplits, or whose pods' cache is below what they need
+// (design §7; with replication groups, a pod serves up to min(procs, D)
+// data-parallel ranks, each needing at most what a pod of a D-pod job
+// needs without its prefetch).
+func checkRanks(ds *datav1alpha1.TrainingDataset, w rankWiring, minCache map[int]int64, maxShard int64) error {
+	S := int(ds.Spec.NumSplits)
+	dp := w.dataParallel
+	if dp > 0 && S%dp != 0 {
+		return deny("TrainingDataset %q has numSplits %d, which the data-parallel size %d (annotation %s) does not divide: use a data-parallel size that divides %d",
+			ds.Name, S, dp, AnnotationDataParallel, S)
+	}
+	if w.mode != sidecarconfig.RankModePod {
+		return nil
+	}
+	world := w.pods * w.procs
+	pods, ranksPerPod := w.pods, 1
+	switch {
+	case dp > 0 && world%dp != 0:
+		return deny("annotation %s=%d does not divide the job's %d pods × %d processes = %d ranks: every data-parallel rank is a replication group of the same number of ranks",
+			AnnotationDataParallel, dp, w.pods, w.procs, world)
+	case dp > 0:
+		pods, ranksPerPod = dp, min(w.procs, dp)
+	case S%world != 0:
+		return deny("TrainingDataset %q has numSplits %d, which the job's %d pods × %d processes = %d ranks do not divide: run a world size that divides %d, or declare the data-parallel size with annotation %s",
+			ds.Name, S, w.pods, w.procs, world, S, AnnotationDataParallel)
+	}
+	limit := ds.Spec.Sidecar.CacheLimit
+	need, ok := minCache[pods]
+	if limit == nil || !ok {
+		return nil
+	}
+	if ranksPerPod > 1 {
+		prefetch := int64(planspec.Prefetch(&ds.Spec)) * maxShard
+		need = int64(ranksPerPod)*max(need-prefetch, 0) + prefetch
+	}
+	if limit.Value() < need {
+		what := fmt.Sprintf("a pod of a %d-pod job", w.pods)
+		if dp > 0 {
+			what = fmt.Sprintf("a pod serving up to %d of the %d data-parallel ranks", ranksPerPod, dp)
+		}
+		return deny("TrainingDataset %q: spec.sidecar.cacheLimit %s is below the %s %s needs to never stall: raise it (shardfeed plan prints the minimum per pod count)",
+			ds.Name, limit.String(), resource.NewQuantity(need, resource.BinarySI).String(), what)
+	}
+	return nil
 }
 
 // sidecarResources are the dataset's, else the operator's defaults; in a
@@ -325,6 +367,8 @@ func cacheSizeLimit(ds *datav1alpha1.TrainingDataset, maxShard int64) *resource.
 type rankWiring struct {
 	mode        sidecarconfig.RankMode
 	pods, procs int
+	// dataParallel is the declared data-parallel size (0: the world size).
+	dataParallel int
 	// rank is the pod's index, or rankField the field of the pod it is in.
 	rank      int
 	rankField string
@@ -343,6 +387,13 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 			return w, deny("annotation %s=%q must be a positive integer (the training processes per pod)", AnnotationProcsPerPod, v)
 		}
 		w.procs = n
+	}
+	if v, ok := a[AnnotationDataParallel]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return w, deny("annotation %s=%q must be a positive integer (the job's data-parallel size: its ranks divided by the tensor, context and pipeline parallel sizes)", AnnotationDataParallel, v)
+		}
+		w.dataParallel = n
 	}
 	if a[AnnotationRankMode] == string(sidecarconfig.RankModeClient) {
 		return w, nil

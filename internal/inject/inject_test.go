@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 )
 
 func dataset() *datav1alpha1.TrainingDataset {
@@ -199,6 +200,17 @@ func TestInjectDeniesPodsThatCannotBeServed(t *testing.T) {
 			"2 pods × 3 processes = 6 ranks"},
 		{"cache below the minimum", pod(nil, map[string]string{JobCompletionIndex: "0"}), Owner{Kind: "Job", Name: "j", Replicas: 2}, map[int]int64{2: 20 << 30},
 			"cacheLimit 10Gi is below the 20Gi"},
+		{"data-parallel size does not divide numSplits", pod(nil, map[string]string{JobCompletionIndex: "0", AnnotationProcsPerPod: "4", AnnotationDataParallel: "3"}),
+			Owner{Kind: "Job", Name: "j", Replicas: 3}, nil, "the data-parallel size 3 (annotation shardfeed.io/data-parallel-size) does not divide"},
+		{"data-parallel size does not divide the world", pod(nil, map[string]string{JobCompletionIndex: "0", AnnotationProcsPerPod: "3", AnnotationDataParallel: "4"}),
+			Owner{Kind: "Job", Name: "j", Replicas: 2}, nil, "data-parallel-size=4 does not divide the job's 2 pods × 3 processes = 6 ranks"},
+		{"bad data-parallel size", pod(nil, map[string]string{JobCompletionIndex: "0", AnnotationDataParallel: "0"}), Owner{Kind: "Job", Name: "j", Replicas: 2}, nil,
+			"must be a positive integer (the job's data-parallel size"},
+		{"data-parallel size in client mode too", pod(nil, map[string]string{AnnotationDataParallel: "5"}), Owner{}, nil, "data-parallel size 5"},
+		// Four data-parallel ranks on a pod, each needing 3Gi of the 4Gi a
+		// pod of a 4-pod job needs with 1Gi of prefetch: 4×3 + 1 = 13Gi.
+		{"cache below what a pod's replication groups need", pod(nil, map[string]string{JobCompletionIndex: "0", AnnotationProcsPerPod: "4", AnnotationDataParallel: "4"}),
+			Owner{Kind: "Job", Name: "j", Replicas: 3}, map[int]int64{4: 4 << 30}, "below the 13Gi a pod serving up to 4 of the 4 data-parallel ranks needs"},
 		{"rank without pods", pod(nil, map[string]string{AnnotationRank: "1"}), Owner{}, nil, "needs shardfeed.io/pods"},
 		{"rank outside the pods", pod(nil, map[string]string{AnnotationRank: "5", AnnotationPods: "4"}), Owner{}, nil, "outside the job's 4 pods"},
 		{"bad procs per pod", pod(nil, map[string]string{AnnotationProcsPerPod: "two"}), Owner{}, nil, "must be a positive integer"},
@@ -216,12 +228,33 @@ func TestInjectDeniesPodsThatCannotBeServed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Inject(Input{Pod: tt.pod, Dataset: ds, Owner: tt.owner, Images: ImagePolicy{Default: "shardfeed:v1"}, MinCacheBytes: tt.min})
+			_, err := Inject(Input{Pod: tt.pod, Dataset: ds, Owner: tt.owner, Images: ImagePolicy{Default: "shardfeed:v1"}, MinCacheBytes: tt.min, MaxShardBytes: 512 << 20})
 			var d *Denied
 			if !errors.As(err, &d) || !strings.Contains(d.Reason, tt.want) {
 				t.Fatalf("got %v, want a denial saying %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestInjectCountsOnlyDataParallelRanks: 3 pods of 4 processes (12 ranks,
+// which do not divide numSplits 8) run 4 replication groups of 3 ranks;
+// the sidecar learns the data-parallel size, and the cache check counts a
+// pod's 4 data-parallel ranks.
+func TestInjectCountsOnlyDataParallelRanks(t *testing.T) {
+	p := pod(nil, map[string]string{JobCompletionIndex: "1", AnnotationProcsPerPod: "4", AnnotationDataParallel: "4"})
+	in := Input{Pod: p, Dataset: dataset(), Owner: Owner{Kind: "Job", Name: "j", Replicas: 3}, Images: ImagePolicy{Default: "shardfeed:v1"},
+		MinCacheBytes: map[int]int64{4: 3 << 30}, MaxShardBytes: 512 << 20} // 4×2 + 1 = 9Gi ≤ 10Gi
+	got, err := Inject(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sidecarconfig.FromContainer(&got.Spec.InitContainers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DataParallel != 4 || c.Pods != 3 || c.ProcsPerPod != 4 || c.RankMode != sidecarconfig.RankModePod {
+		t.Fatalf("the sidecar is told %+v, want 3 pods × 4 processes in 4 data-parallel ranks", c)
 	}
 }
 

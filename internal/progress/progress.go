@@ -43,7 +43,9 @@ type Job struct {
 	Steps int64
 	// Pods and WorldSize of the attempt, where the sidecar knows them.
 	Pods, WorldSize int
-	SidecarImage    string
+	// DataParallel is the job's declared data-parallel size (0: none).
+	DataParallel int
+	SidecarImage string
 }
 
 // Admit gives attempt its generation: the one recorded for it, or, for an
@@ -74,7 +76,7 @@ func Admit(ctx context.Context, st Store, dataset, job, attempt, image string) (
 // (above every earlier one).
 func recordAttempt(s *configmaps.State, attempt string, gen int64) {
 	s.Generation = gen
-	s.Pods, s.WorldSize = 0, 0
+	s.Pods, s.WorldSize, s.DataParallelSize = 0, 0, 0
 	s.Attempts = append(s.Attempts, configmaps.Attempt{ID: attempt, Generation: gen, Registered: time.Now().UTC()})
 	if n := len(s.Attempts); n > configmaps.MaxAttempts {
 		s.Attempts = s.Attempts[n-configmaps.MaxAttempts:]
@@ -110,7 +112,7 @@ func Register(ctx context.Context, st Store, j Job) (*configmaps.State, error) {
 			s.SidecarImage = j.SidecarImage
 		}
 		if j.Pods > 0 {
-			s.Pods, s.WorldSize = j.Pods, j.WorldSize
+			s.Pods, s.WorldSize, s.DataParallelSize = j.Pods, j.WorldSize, j.DataParallel
 		}
 		return nil
 	})

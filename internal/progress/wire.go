@@ -38,6 +38,8 @@ type RegisterRequest struct {
 	Steps       int64               `json:"steps"`
 	Pods        int                 `json:"pods,omitempty"`
 	WorldSize   int                 `json:"worldSize,omitempty"`
+	// DataParallelSize is the declared data-parallel size (0: none).
+	DataParallelSize int `json:"dataParallelSize,omitempty"`
 }
 
 // CommitRequest is the body of PathCommit.

@@ -60,6 +60,7 @@ const (
 	EnvPodRank        = "SHARDFEED_POD_RANK"
 	EnvPods           = "SHARDFEED_PODS"
 	EnvProcsPerPod    = "SHARDFEED_PROCS_PER_POD"
+	EnvDataParallel   = "SHARDFEED_DATA_PARALLEL_SIZE"
 	EnvJob            = "SHARDFEED_JOB"
 	EnvAttempt        = "SHARDFEED_ATTEMPT"
 	EnvImage          = "SHARDFEED_IMAGE"
@@ -81,8 +82,11 @@ type Config struct {
 	// Pods is the job's pod count (RankModePod).
 	Pods        int
 	ProcsPerPod int
-	Job         string
-	Attempt     string
+	// DataParallel is the job's data-parallel size when its ranks form
+	// replication groups (0: every rank is its own, DP size = world size).
+	DataParallel int
+	Job          string
+	Attempt      string
 	// Generation of the attempt, given by the operator at admission.
 	Generation int64
 	Image      string
@@ -117,6 +121,9 @@ func (c Config) Env() []corev1.EnvVar {
 	}
 	if c.OperatorAddr != "" {
 		env = append(env, corev1.EnvVar{Name: EnvOperatorAddr, Value: c.OperatorAddr})
+	}
+	if c.DataParallel > 0 {
+		env = append(env, corev1.EnvVar{Name: EnvDataParallel, Value: strconv.Itoa(c.DataParallel)})
 	}
 	if c.RankMode == RankModePod {
 		rank := corev1.EnvVar{Name: EnvPodRank, Value: strconv.Itoa(c.PodRank)}
@@ -162,7 +169,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	if v, ok := lookup(EnvRankMode); ok {
 		c.RankMode = RankMode(v)
 	}
-	for name, into := range map[string]*int{EnvPodRank: &c.PodRank, EnvPods: &c.Pods, EnvProcsPerPod: &c.ProcsPerPod} {
+	for name, into := range map[string]*int{EnvPodRank: &c.PodRank, EnvPods: &c.Pods, EnvProcsPerPod: &c.ProcsPerPod, EnvDataParallel: &c.DataParallel} {
 		v, ok := lookup(name)
 		if !ok {
 			continue

@@ -75,7 +75,9 @@ type Config struct {
 
 	RankMode               sidecarconfig.RankMode
 	Pod, Pods, ProcsPerPod int
-	Job, Attempt           string
+	// DataParallel is the job's declared data-parallel size (0: none).
+	DataParallel int
+	Job, Attempt string
 	// Generation of the attempt (from the operator; 0: the next one).
 	Generation   int64
 	SidecarImage string
@@ -95,6 +97,27 @@ func (cfg *Config) formats() format.Registry {
 		return cfg.Formats
 	}
 	return formats.Default()
+}
+
+// minCache is the cache this sidecar's pod needs (planner.MinCacheBytes):
+// with replication groups, that of the up to min(procs per pod, D)
+// data-parallel ranks it may serve, which it learns only from its clients.
+func (cfg *Config) minCache(pl *planner.Plan, prefetch int) (int64, string, error) {
+	ep, err := pl.Epoch(0)
+	if err != nil {
+		return 0, "", err
+	}
+	pods := max(cfg.Pods, 1)
+	if cfg.DataParallel == 0 {
+		need, err := ep.MinCacheBytes(pods, prefetch)
+		return need, fmt.Sprintf("a pod of %d", pods), err
+	}
+	perRank, err := ep.MinCacheBytes(cfg.DataParallel, 0)
+	if err != nil {
+		return 0, "", err
+	}
+	ranks := min(max(cfg.ProcsPerPod, 1), cfg.DataParallel)
+	return int64(ranks)*perRank + int64(prefetch)*pl.MaxShardBytes(), fmt.Sprintf("a pod serving %d of %d data-parallel ranks", ranks, cfg.DataParallel), nil
 }
 
 // NewAttempt returns a fresh attempt id, for a process that is its own
@@ -162,18 +185,13 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	if limit <= 0 && spec.Sidecar.CacheLimit != nil {
 		limit = spec.Sidecar.CacheLimit.Value()
 	}
-	pods := max(cfg.Pods, 1)
 	if limit > 0 {
-		ep, err := pl.Epoch(0)
-		if err != nil {
-			return nil, err
-		}
-		need, err := ep.MinCacheBytes(pods, prefetch)
+		need, what, err := cfg.minCache(pl, prefetch)
 		if err != nil {
 			return nil, err
 		}
 		if need > limit {
-			return nil, fmt.Errorf("the cache limit of %d bytes is below the %d bytes a pod of %d needs to never stall (with %d shards prefetched): raise spec.sidecar.cacheLimit, or lower the prefetch or blockSize", limit, need, pods, prefetch)
+			return nil, fmt.Errorf("the cache limit of %d bytes is below the %d bytes %s needs to never stall (with %d shards prefetched): raise spec.sidecar.cacheLimit, or lower the prefetch or blockSize", limit, need, what, prefetch)
 		}
 	}
 	c, err := cache.New(cache.Options{Dir: cfg.CacheDir, LimitBytes: limit}, byStream)
@@ -236,7 +254,7 @@ func Run(ctx context.Context, cfg Config) error {
 	job := progress.Job{Dataset: cfg.Dataset, Job: cfg.Job, Attempt: cfg.Attempt, Generation: cfg.Generation, Fingerprint: pl.Fingerprint(), Steps: pl.Steps(),
 		SidecarImage: cfg.SidecarImage}
 	if cfg.RankMode == server.RankModePod {
-		job.Pods, job.WorldSize = cfg.Pods, cfg.Pods*cfg.ProcsPerPod
+		job.Pods, job.WorldSize, job.DataParallel = cfg.Pods, cfg.Pods*cfg.ProcsPerPod, cfg.DataParallel
 	}
 	state, err := cfg.Progress.Register(ctx, job)
 	if err != nil {
@@ -249,7 +267,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := server.New(server.Config{Pipeline: pipe, Progress: cfg.Progress, Job: job, RankMode: cfg.RankMode,
-		Pod: cfg.Pod, Pods: cfg.Pods, ProcsPerPod: cfg.ProcsPerPod, Log: log, Registry: reg})
+		Pod: cfg.Pod, Pods: cfg.Pods, ProcsPerPod: cfg.ProcsPerPod, DataParallel: cfg.DataParallel, Log: log, Registry: reg})
 	if err != nil {
 		return err
 	}
@@ -288,7 +306,7 @@ func Run(ctx context.Context, cfg Config) error {
 		"rankMode", cfg.RankMode, "job", cfg.Job, "attempt", cfg.Attempt, "committedEpoch", state.Epoch, "committedStep", state.Step,
 		"startup", time.Since(start).Round(time.Millisecond))
 
-	if cfg.RankMode == server.RankModePod {
+	if cfg.RankMode == server.RankModePod && cfg.DataParallel == 0 {
 		first, n, err := pl.PodSplits(cfg.Pod, cfg.Pods)
 		if err != nil {
 			return err

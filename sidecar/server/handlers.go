@@ -35,8 +35,11 @@ var errShuttingDown = errors.New("the sidecar is shutting down: reconnect at the
 // batchRequest is a parsed GET /v1/batches.
 type batchRequest struct {
 	rank, world, worker, workers int
-	epoch, step                  int64
-	epochGiven, stepGiven        bool
+	// dpRank of dpSize data-parallel ranks decide the batches; without
+	// replication groups, the rank and world.
+	dpRank, dpSize        int
+	epoch, step           int64
+	epochGiven, stepGiven bool
 }
 
 // intParam parses an integer query parameter; def is used when absent
@@ -59,19 +62,21 @@ func intParam(q url.Values, name string, def int64) (int64, bool, error) {
 	return n, true, nil
 }
 
-var batchParams = map[string]bool{"rank": true, "world": true, "worker": true, "workers": true, "epoch": true, "step": true, "fingerprint": true}
+var batchParams = map[string]bool{"rank": true, "world": true, "dp_rank": true, "dp_size": true, "worker": true, "workers": true, "epoch": true, "step": true, "fingerprint": true}
 
 // parseBatchRequest checks a request against the plan and the rank mode.
 func (s *Server) parseBatchRequest(q url.Values) (batchRequest, string, error) {
 	for k := range q {
 		if !batchParams[k] {
-			return batchRequest{}, k, fmt.Errorf("unknown parameter %q: use rank, world, worker, workers, epoch, step (and fingerprint)", k)
+			return batchRequest{}, k, fmt.Errorf("unknown parameter %q: use rank, world, dp_rank, dp_size, worker, workers, epoch, step (and fingerprint)", k)
 		}
 		if n := len(q[k]); n > 1 {
 			return batchRequest{}, k, fmt.Errorf("%s is given %d times: give each parameter once", k, n)
 		}
 	}
 	var r batchRequest
+	var dpRank, dpSize int64
+	var dpRankGiven, dpSizeGiven bool
 	ints := []struct {
 		name  string
 		def   int64
@@ -80,6 +85,7 @@ func (s *Server) parseBatchRequest(q url.Values) (batchRequest, string, error) {
 	}{
 		{"rank", -1, new(int64), nil}, {"world", -1, new(int64), nil},
 		{"worker", 0, new(int64), nil}, {"workers", 1, new(int64), nil},
+		{"dp_rank", 0, &dpRank, &dpRankGiven}, {"dp_size", 0, &dpSize, &dpSizeGiven},
 		{"epoch", 0, &r.epoch, &r.epochGiven}, {"step", 0, &r.step, &r.stepGiven},
 	}
 	for _, p := range ints {
@@ -97,11 +103,14 @@ func (s *Server) parseBatchRequest(q url.Values) (batchRequest, string, error) {
 	}
 	r.rank, r.world, r.worker, r.workers = int(*ints[0].into), int(*ints[1].into), int(*ints[2].into), int(*ints[3].into)
 	pl := s.cfg.Pipeline.Plan()
-	if err := pl.CheckWorld(r.world); err != nil {
-		return r, "world", err
+	if r.world < 1 {
+		return r, "world", pl.CheckWorld(r.world)
 	}
 	if r.rank >= r.world {
 		return r, "rank", fmt.Errorf("rank %d is outside a world of %d ranks (0 to %d)", r.rank, r.world, r.world-1)
+	}
+	if field, err := s.dataParallel(&r, dpRankGiven, dpSizeGiven, int(dpRank), int(dpSize)); err != nil {
+		return r, field, err
 	}
 	if r.workers < 1 {
 		return r, "workers", errors.New("workers must be at least 1 (the DataLoader's num_workers, or 1 without workers)")
@@ -126,6 +135,40 @@ func (s *Server) parseBatchRequest(q url.Values) (batchRequest, string, error) {
 		return r, "step", fmt.Errorf("step %d is past the epoch's %d steps", r.step, pl.Steps())
 	}
 	return r, "", nil
+}
+
+// dataParallel sets the request's data-parallel coordinates: those given
+// (dp_rank, dp_size), which a job that declared its data-parallel size
+// must give, or else the rank and world.
+func (s *Server) dataParallel(r *batchRequest, rankGiven, sizeGiven bool, dpRank, dpSize int) (string, error) {
+	pl := s.cfg.Pipeline.Plan()
+	declared := s.cfg.DataParallel
+	switch {
+	case rankGiven != sizeGiven:
+		return "dp_size", errors.New("dp_rank and dp_size go together: give both (the rank's data-parallel coordinates) or neither")
+	case !rankGiven && declared > 0:
+		return "dp_rank", fmt.Errorf("this job declares a data-parallel size of %d (annotation shardfeed.io/data-parallel-size): give each rank's data-parallel coordinates, dp_rank and dp_size (the Python client's dp_rank= and dp_size=, or device_mesh=)", declared)
+	case !rankGiven:
+		r.dpRank, r.dpSize = r.rank, r.world
+		if err := pl.CheckWorld(r.world); err != nil {
+			return "world", err
+		}
+		return "", nil
+	}
+	r.dpRank, r.dpSize = dpRank, dpSize
+	if err := pl.CheckReplication(r.world, r.dpSize); err != nil {
+		return "dp_size", err
+	}
+	if r.dpRank >= r.dpSize {
+		return "dp_rank", fmt.Errorf("dp_rank %d is outside %d data-parallel ranks (0 to %d)", r.dpRank, r.dpSize, r.dpSize-1)
+	}
+	if s.cfg.RankMode == RankModePod && declared == 0 && r.dpSize != s.cfg.Pods*s.cfg.ProcsPerPod {
+		return "dp_size", fmt.Errorf("dp_size=%d, but this job declares no data-parallel size: its %d ranks are each their own; set the pod annotation shardfeed.io/data-parallel-size: \"%d\" for replication groups", r.dpSize, r.world, r.dpSize)
+	}
+	if declared > 0 && r.dpSize != declared {
+		return "dp_size", fmt.Errorf("dp_size=%d, but this job declares a data-parallel size of %d (annotation shardfeed.io/data-parallel-size)", r.dpSize, declared)
+	}
+	return "", nil
 }
 
 func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
@@ -158,8 +201,10 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 		}
 		start = k0 + int64(r.worker)
 	}
-	pr := pipeline.Request{Epoch: r.epoch, Rank: r.rank, World: r.world, Worker: r.worker, Workers: r.workers, Start: start}
-	if s.cfg.RankMode == RankModePod {
+	pr := pipeline.Request{Epoch: r.epoch, Rank: r.dpRank, World: r.dpSize, Worker: r.worker, Workers: r.workers, Start: start}
+	// A pod prefetches its splits together; a pod of replication groups
+	// learns its data-parallel ranks from its clients, each its own scope.
+	if s.cfg.RankMode == RankModePod && s.cfg.DataParallel == 0 {
 		pr.ScopeFirst, pr.ScopeSplits, _ = s.cfg.Pipeline.Plan().PodSplits(s.cfg.Pod, s.cfg.Pods)
 	}
 	pr.ZeroCopy = true
@@ -183,6 +228,9 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 	}
 	defer b.Close()
 	key := fmt.Sprintf("epoch %d rank %d/%d worker %d/%d", r.epoch, r.rank, r.world, r.worker, r.workers)
+	if r.dpSize != r.world || r.dpRank != r.rank {
+		key = fmt.Sprintf("epoch %d rank %d/%d dp %d/%d worker %d/%d", r.epoch, r.rank, r.world, r.dpRank, r.dpSize, r.worker, r.workers)
+	}
 	ss := s.openStream(key, r, start)
 	defer s.closeStream(ss)
 

@@ -43,7 +43,11 @@ type Config struct {
 	RankMode sidecarconfig.RankMode
 	// Pod, Pods and ProcsPerPod place this pod in the job (rank mode pod).
 	Pod, Pods, ProcsPerPod int
-	Log                    *slog.Logger
+	// DataParallel is the job's declared data-parallel size (0: none, every
+	// rank its own replication group): requests then name their
+	// data-parallel rank, and batches are those of that rank.
+	DataParallel int
+	Log          *slog.Logger
 	// Registry receives the metrics; nil: none.
 	Registry prometheus.Registerer
 }
@@ -77,11 +81,21 @@ func New(cfg Config) (*Server, error) {
 	}
 	switch cfg.RankMode {
 	case RankModeClient:
+		if cfg.DataParallel > 0 {
+			if err := cfg.Pipeline.Plan().CheckReplication(cfg.DataParallel, cfg.DataParallel); err != nil {
+				return nil, err
+			}
+		}
 	case RankModePod:
 		if cfg.Pods < 1 || cfg.Pod < 0 || cfg.Pod >= cfg.Pods {
 			return nil, fmt.Errorf("rank mode pod needs the pod's rank in [0, pods): got pod %d of %d (set shardfeed.io/rank and shardfeed.io/pods)", cfg.Pod, cfg.Pods)
 		}
-		if err := cfg.Pipeline.Plan().CheckWorld(cfg.Pods * cfg.ProcsPerPod); err != nil {
+		world := cfg.Pods * cfg.ProcsPerPod
+		if cfg.DataParallel > 0 {
+			if err := cfg.Pipeline.Plan().CheckReplication(world, cfg.DataParallel); err != nil {
+				return nil, fmt.Errorf("%d pods × %d procs per pod: %w", cfg.Pods, cfg.ProcsPerPod, err)
+			}
+		} else if err := cfg.Pipeline.Plan().CheckWorld(world); err != nil {
 			return nil, fmt.Errorf("%d pods × %d procs per pod: %w", cfg.Pods, cfg.ProcsPerPod, err)
 		}
 	default:

@@ -15,6 +15,8 @@ type streamStatus struct {
 	Epoch     int64     `json:"epoch"`
 	Rank      int       `json:"rank"`
 	World     int       `json:"world"`
+	DPRank    int       `json:"dpRank"`
+	DPSize    int       `json:"dpSize"`
 	Worker    int       `json:"worker"`
 	Workers   int       `json:"workers"`
 	StartStep int64     `json:"startStep"`
@@ -39,7 +41,7 @@ const maxErrors = 20
 func (s *Server) openStream(key string, r batchRequest, start int64) *streamStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := &streamStatus{Key: key, Epoch: r.epoch, Rank: r.rank, World: r.world, Worker: r.worker, Workers: r.workers,
+	ss := &streamStatus{Key: key, Epoch: r.epoch, Rank: r.rank, World: r.world, DPRank: r.dpRank, DPSize: r.dpSize, Worker: r.worker, Workers: r.workers,
 		StartStep: start, NextStep: start, Active: true, Updated: time.Now()}
 	s.streams[key] = ss
 	s.metrics.activeStreams.Inc()
@@ -91,12 +93,14 @@ type Status struct {
 	Pod         int                    `json:"pod"`
 	Pods        int                    `json:"pods"`
 	ProcsPerPod int                    `json:"procsPerPod"`
-	Dataset     string                 `json:"dataset"`
-	Job         string                 `json:"job"`
-	Attempt     string                 `json:"attempt"`
-	Fingerprint string                 `json:"fingerprint"`
-	PlanVersion int                    `json:"planVersion"`
-	NumSplits   int                    `json:"numSplits"`
+	// DataParallel is the declared data-parallel size (0: none).
+	DataParallel int    `json:"dataParallelSize,omitempty"`
+	Dataset      string `json:"dataset"`
+	Job          string `json:"job"`
+	Attempt      string `json:"attempt"`
+	Fingerprint  string `json:"fingerprint"`
+	PlanVersion  int    `json:"planVersion"`
+	NumSplits    int    `json:"numSplits"`
 	// GlobalBatchSize is G; Steps the steps per epoch.
 	GlobalBatchSize int64          `json:"globalBatchSize"`
 	Steps           int64          `json:"steps"`
@@ -122,7 +126,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 	ps := p.Stats()
 	s.mu.Lock()
 	st := Status{
-		Ready: s.ready, RankMode: s.cfg.RankMode, Pod: s.cfg.Pod, Pods: s.cfg.Pods, ProcsPerPod: s.cfg.ProcsPerPod,
+		Ready: s.ready, RankMode: s.cfg.RankMode, Pod: s.cfg.Pod, Pods: s.cfg.Pods, ProcsPerPod: s.cfg.ProcsPerPod, DataParallel: s.cfg.DataParallel,
 		Dataset: s.cfg.Job.Dataset, Job: s.cfg.Job.Job, Attempt: s.cfg.Job.Attempt,
 		Fingerprint: p.Plan().Fingerprint().Sum, PlanVersion: p.Plan().Version(), NumSplits: p.Plan().NumSplits(),
 		GlobalBatchSize: p.Plan().GlobalBatchSize(), Steps: p.Plan().Steps(), Uptime: time.Since(s.started).Seconds(),
@@ -139,7 +143,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		st.ConsumedRows += ss.Rows
 		if ss.Active && ss.NextStep < steps {
 			batches := (steps - ss.NextStep + int64(ss.Workers) - 1) / int64(ss.Workers)
-			st.RemainingRows += batches * p.Plan().GlobalBatchSize() / int64(ss.World)
+			st.RemainingRows += batches * p.Plan().GlobalBatchSize() / int64(ss.DPSize)
 		}
 	}
 	s.mu.Unlock()

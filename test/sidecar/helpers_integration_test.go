@@ -349,16 +349,20 @@ type planLine struct {
 	Epoch  int64   `json:"epoch"`
 	Step   int64   `json:"step"`
 	Rank   int     `json:"rank"`
+	DPRank *int    `json:"dpRank"`
 	Worker int64   `json:"worker"`
 	IDs    []int64 `json:"ids"`
 	Pad    []int   `json:"pad"`
 }
 
 // planIDs runs `shardfeed plan --ids` and maps (step, rank) to its line.
-func planIDs(t testing.TB, ds dataset, epoch int64, world, workers int) map[[2]int64]planLine {
+func planIDs(t testing.TB, ds dataset, epoch int64, world, workers int, extra ...string) map[[2]int64]planLine {
 	t.Helper()
-	out, err := exec.Command(binary, "plan", "-f", ds.manifest, "--credentials-dir", ds.credentials, "--ids",
-		"--world-size", fmt.Sprint(world), "--workers", fmt.Sprint(workers), "--epoch", fmt.Sprint(epoch)).Output()
+	args := []string{"plan", "-f", ds.manifest, "--credentials-dir", ds.credentials, "--ids", "--workers", fmt.Sprint(workers), "--epoch", fmt.Sprint(epoch)}
+	if world > 0 {
+		args = append(args, "--world-size", fmt.Sprint(world))
+	}
+	out, err := exec.Command(binary, append(args, extra...)...).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

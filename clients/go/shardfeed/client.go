@@ -133,6 +133,10 @@ func (c *Client) WaitReady(ctx context.Context) error {
 // Request selects a DataLoader worker's batches.
 type Request struct {
 	Rank, World int
+	// DataParallel, if set, is the rank's data-parallel coordinates when
+	// the job's ranks form replication groups: the batches are those of
+	// DataParallel.Rank of DataParallel.Size.
+	DataParallel *DataParallel
 	// Worker of Workers (0 and 1 without DataLoader workers).
 	Worker, Workers int
 	// Epoch, if set; else the committed epoch.
@@ -143,6 +147,9 @@ type Request struct {
 	// Fingerprint, if set, must be the sidecar's plan.
 	Fingerprint string
 }
+
+// DataParallel is a rank's data-parallel coordinates.
+type DataParallel struct{ Rank, Size int }
 
 // Stream is a worker's batches, in order.
 type Stream struct {
@@ -158,6 +165,10 @@ func (c *Client) Batches(ctx context.Context, req Request) (*Stream, error) {
 	q := url.Values{}
 	q.Set("rank", strconv.Itoa(req.Rank))
 	q.Set("world", strconv.Itoa(req.World))
+	if dp := req.DataParallel; dp != nil {
+		q.Set("dp_rank", strconv.Itoa(dp.Rank))
+		q.Set("dp_size", strconv.Itoa(dp.Size))
+	}
 	q.Set("worker", strconv.Itoa(req.Worker))
 	q.Set("workers", strconv.Itoa(max(req.Workers, 1)))
 	if req.Epoch != nil {

@@ -226,13 +226,17 @@ class Client:
             pause = min(2 * pause, 2.0)
 
     def batches(self, *, rank: int, world: int, worker: int = 0, workers: int = 1,
-                epoch: int | None = None, step: int | None = None, fingerprint: str | None = None,
+                data_parallel: tuple[int, int] | None = None, epoch: int | None = None, step: int | None = None, fingerprint: str | None = None,
                 alloc: Callable[[int], memoryview | None] | None = None) -> "BatchStream":
         """Open the stream of one DataLoader worker's batches.
 
         Args:
             rank: the rank whose batches to read.
-            world: the number of ranks; it must divide numSplits.
+            world: the number of ranks; without data_parallel, it must
+                divide numSplits.
+            data_parallel: (dp_rank, dp_size), the rank's data-parallel
+                coordinates when ranks form replication groups: the
+                batches are dp_rank's, and dp_size must divide numSplits.
             worker: this DataLoader worker (of workers): it reads every
                 workers-th step from its first.
             workers: the DataLoader's workers (1 without).
@@ -243,6 +247,8 @@ class Client:
                 n bytes (None: the heap).
         """
         query: dict[str, Any] = {"rank": rank, "world": world, "worker": worker, "workers": workers}
+        if data_parallel is not None:
+            query["dp_rank"], query["dp_size"] = data_parallel
         if epoch is not None:
             query["epoch"] = epoch
         if step is not None:

@@ -61,6 +61,39 @@ def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]
     return (rank if rank is not None else r), (world_size if world_size is not None else w)
 
 
+def is_data_parallel(name: str) -> bool:
+    """Whether a mesh dimension of that name is data-parallel: dp, or dp_*
+    (HSDP's dp_replicate and dp_shard). The others (tp, cp, pp, ...) only
+    replicate the batches."""
+    return name == "dp" or name.startswith("dp_")
+
+
+def data_parallel_coordinates(device_mesh: Any) -> tuple[int, int]:
+    """(dp_rank, dp_size) of this process in a torch DeviceMesh: the
+    row-major index of its coordinates in the data-parallel dimensions and
+    their product. Ranks that share them form a replication group and
+    receive identical batches.
+
+    Args:
+        device_mesh: a torch.distributed.device_mesh.DeviceMesh whose
+            data-parallel dimensions are named dp or dp_*.
+    """
+    names = getattr(device_mesh, "mesh_dim_names", None)
+    if not names:
+        raise ValueError("device_mesh has no mesh_dim_names: name its data-parallel dimension dp (or dp_replicate, dp_shard)")
+    coordinate = device_mesh.get_coordinate()
+    if coordinate is None:
+        raise ValueError("this process is not in device_mesh: pass the mesh this rank belongs to")
+    shape = tuple(int(n) for n in device_mesh.mesh.shape)
+    dp_rank, dp_size, found = 0, 1, False
+    for name, size, c in zip(names, shape, coordinate):
+        if is_data_parallel(name):
+            dp_rank, dp_size, found = dp_rank * size + int(c), dp_size * size, True
+    if not found:
+        raise ValueError(f"device_mesh has no data-parallel dimension among {list(names)}: name it dp (or dp_replicate, dp_shard)")
+    return dp_rank, dp_size
+
+
 def batch_step(batch: Any) -> int:
     """The step of a batch in any output form."""
     col = batch.column(STEP_COLUMN) if hasattr(batch, "column") else batch[STEP_COLUMN]
@@ -109,7 +142,17 @@ class FeedDataset(_Base):
         rank: this process's rank; default torch.distributed's, else $RANK,
             else 0.
         world_size: the number of ranks; default torch.distributed's, else
-            $WORLD_SIZE, else 1. It must divide the dataset's numSplits.
+            $WORLD_SIZE, else 1. Without replication groups it must divide
+            the dataset's numSplits.
+        dp_rank: this rank's data-parallel rank, with dp_size, when the job's
+            ranks form replication groups (tensor, context or pipeline
+            parallelism): ranks of one dp_rank receive identical batches,
+            and dp_size (not the world size) must divide numSplits. The pod
+            declares dp_size with the annotation
+            shardfeed.io/data-parallel-size.
+        dp_size: the job's data-parallel size, with dp_rank.
+        device_mesh: a torch DeviceMesh to take dp_rank and dp_size from:
+            its dimensions named dp or dp_* are data-parallel.
         columns: the dataset's columns to deliver (the _shardfeed_ columns
             come always); default all.
         output: "torch" (default with torch installed), "numpy" or "arrow".
@@ -131,9 +174,19 @@ class FeedDataset(_Base):
     """
 
     def __init__(self, socket: str | None = None, *, rank: int | None = None, world_size: int | None = None,
+                 dp_rank: int | None = None, dp_size: int | None = None, device_mesh: Any = None,
                  columns: list[str] | None = None, output: Output | None = None, epoch: int | None = None,
                  wait: float = DEFAULT_WAIT_S, transform: Transform | None = None, transform_threads: int | None = None,
                  on_transform_error: OnTransformError = "raise"):
+        if device_mesh is not None:
+            if dp_rank is not None or dp_size is not None:
+                raise ValueError("give device_mesh or dp_rank and dp_size, not both")
+            dp_rank, dp_size = data_parallel_coordinates(device_mesh)
+        if (dp_rank is None) != (dp_size is None):
+            raise ValueError("dp_rank and dp_size go together: give both (this rank's data-parallel coordinates) or neither")
+        if dp_size is not None and dp_rank is not None and not 0 <= dp_rank < dp_size:
+            raise ValueError(f"dp_rank={dp_rank} is outside dp_size={dp_size} data-parallel ranks")
+        self._dp: tuple[int, int] | None = (int(dp_rank), int(dp_size)) if dp_rank is not None and dp_size is not None else None
         if transform is not None and not callable(transform):
             raise ValueError(f"transform={transform!r} is not callable: pass a function from a pyarrow.RecordBatch to a RecordBatch")
         if on_transform_error not in ON_TRANSFORM_ERRORS:
@@ -205,6 +258,18 @@ class FeedDataset(_Base):
     @property
     def world_size(self) -> int:
         return _rank_and_world(self._rank, self._world)[1]
+
+    @property
+    def dp_rank(self) -> int:
+        """The data-parallel rank whose batches this rank receives (the
+        rank without replication groups)."""
+        return self._dp[0] if self._dp is not None else self.rank
+
+    @property
+    def dp_size(self) -> int:
+        """The data-parallel size: each batch is globalBatchSize / dp_size
+        rows (the world size without replication groups)."""
+        return self._dp[1] if self._dp is not None else self.world_size
 
     @property
     def fingerprint(self) -> str | None:
@@ -365,7 +430,7 @@ class FeedDataset(_Base):
                 # A restarted sidecar (a pod's sidecar container restarts by
                 # itself) takes a moment to come back.
                 client.wait_ready(self.wait)
-            stream = client.batches(rank=rank, world=world, worker=worker, workers=workers,
+            stream = client.batches(rank=rank, world=world, worker=worker, workers=workers, data_parallel=self._dp,
                                     epoch=self._epoch, step=step, fingerprint=self._fingerprint,
                                     alloc=segments.take if segments is not None else None)
             expected = stream.start_step

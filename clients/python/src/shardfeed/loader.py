@@ -39,7 +39,7 @@ def _split(batch: Any, m: int) -> list[Any]:
     n = _rows(batch)
     if n % m:
         raise ValueError(f"micro_batch_size={m} does not divide the local batch of {n} rows "
-                         f"(globalBatchSize / world size): choose a divisor of {n}")
+                         f"(globalBatchSize / data-parallel size): choose a divisor of {n}")
     count = n // m
     if hasattr(batch, "slice"):  # pyarrow.RecordBatch
         return [batch.slice(i * m, m) for i in range(count)]
@@ -69,7 +69,7 @@ class FeedLoader:
         dataset: the FeedDataset to read.
         num_workers: DataLoader worker processes (0: read in this process).
         micro_batch_size: rows per micro-batch, a divisor of the local batch
-            (globalBatchSize / world size); None: whole local batches.
+            (globalBatchSize / data-parallel size); None: whole local batches.
         resume: where a loader with no checkpoint loaded starts. "auto"
             (default): at the job's committed step if it has one (as a
             restarted pod must), else at the beginning; it logs which.
@@ -159,7 +159,7 @@ class FeedLoader:
             start = resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), steps)[1]
         left = max(steps - start, 0)
         if self.micro_batch_size:
-            local = int(plan["globalBatchSize"]) // self.dataset.world_size
+            local = int(plan["globalBatchSize"]) // self.dataset.dp_size
             left *= max(local // self.micro_batch_size, 1)
         return left
 

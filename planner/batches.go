@@ -14,6 +14,9 @@ func (ep *EpochPlan) GlobalBatch(dst []Sample, k int64) ([]Sample, error) {
 	if err := ep.checkStep(k); err != nil {
 		return dst, err
 	}
+	if ep.plan.sched != nil {
+		return ep.scheduledBatch(dst, k, 0, ep.plan.params.NumSplits), nil
+	}
 	b := ep.plan.perSplit
 	for t := k * b; t < (k+1)*b; t++ {
 		for j := range ep.plan.params.NumSplits {
@@ -33,6 +36,9 @@ func (ep *EpochPlan) LocalBatch(dst []Sample, k int64, rank, world int) ([]Sampl
 	}
 	if err := ep.checkStep(k); err != nil {
 		return dst, err
+	}
+	if ep.plan.sched != nil {
+		return ep.scheduledBatch(dst, k, first, n), nil
 	}
 	b := ep.plan.perSplit
 	for t := k * b; t < (k+1)*b; t++ {

@@ -128,6 +128,10 @@ type Params struct {
 	// Batching says how streams share a batch (docs/planner.md): random
 	// ("" too), stratified or per_stream.
 	Batching string
+	// Schedule, if set, plans over training steps and per-stream passes
+	// (docs/planner.md, schedules); only its presence is in the
+	// fingerprint.
+	Schedule *Schedule
 }
 
 // The batching methods.
@@ -279,6 +283,11 @@ func (p *Params) samplesPerStream() ([]int64, error) {
 		return nil, fieldErr("spec.globalBatchSize", "the epoch has %d samples, %d per split, fewer than the %d each split gives to one batch (globalBatchSize/numSplits): lower globalBatchSize or numSplits, or add data",
 			t, l, perSplit)
 	}
+	if p.Schedule != nil {
+		if err := p.validateSchedule(); err != nil {
+			return nil, err
+		}
+	}
 	return counts, nil
 }
 
@@ -407,7 +416,7 @@ func largestRemainder(total int64, weights []*big.Rat) []int64 {
 // for byte) unless they use a feature of a later version, which then
 // shapes the sequence (docs/planner.md, plan versions).
 func (p *Params) version() int {
-	if p.lanes() {
+	if p.lanes() || p.Schedule != nil {
 		return 2
 	}
 	for _, s := range p.Streams {
@@ -445,6 +454,9 @@ func (p *Params) fingerprintInputs() []fingerprintInput {
 	}
 	if p.lanes() { // only datasets that batch otherwise than at random
 		in = append(in, fingerprintInput{"spec.batching", p.Batching})
+	}
+	if p.Schedule != nil { // only scheduled datasets; the phases may grow
+		in = append(in, fingerprintInput{"spec.schedule", "per-stream passes"})
 	}
 	return append(in,
 		fingerprintInput{"spec.epochSize", fmt.Sprint(p.EpochSize)},

@@ -42,6 +42,8 @@ type Plan struct {
 	// lanes are the streams cut into the splits each on its own, for
 	// stratified and per_stream batching (lanes.go); nil for random.
 	lanes *lanes
+	// sched is the plan of a scheduled dataset (schedule.go); nil without.
+	sched *schedule
 }
 
 // New validates the parameters and builds the epoch-independent part of the
@@ -97,7 +99,12 @@ func newPlan(p Params) (*Plan, error) {
 	} else {
 		pl.steps = ceilDiv(pl.splitLen, pl.perSplit)
 	}
-	if p.lanes() {
+	switch {
+	case p.Schedule != nil:
+		if err := pl.cutSchedule(); err != nil {
+			return nil, err
+		}
+	case p.lanes():
 		if err := pl.cutLanes(); err != nil {
 			return nil, err
 		}
@@ -219,6 +226,9 @@ type EpochPlan struct {
 func (pl *Plan) Epoch(e int64) (*EpochPlan, error) {
 	if e < 0 {
 		return nil, fieldErr("epoch", "must be at least 0, got %d", e)
+	}
+	if pl.sched != nil { // steps and passes, not epochs: nothing to cut
+		return &EpochPlan{plan: pl, epoch: e}, nil
 	}
 	if pl.lanes != nil {
 		return pl.lanes.epoch(pl, e)
@@ -363,6 +373,11 @@ type Sample struct {
 	// Pad marks a row that completes the last batch of a split without
 	// dropLast: it repeats a sample from the split's start.
 	Pad bool
+	// Pass is the stream's pass the sample is from, under a schedule.
+	Pass int64
+	// Repeated marks a sample of a step a schedule repeats; Skipped one
+	// of the data a schedule skipped (Plan.SkippedBatch).
+	Repeated, Skipped bool
 }
 
 // At returns the sample at position t of split j, for t in [0, K·G/S).

@@ -600,6 +600,19 @@ func goldenPlans() map[string]Params {
 			},
 			Seed: 5, NumSplits: 4, Shuffle: true, BlockSize: 5, GlobalBatchSize: 8, Batching: BatchingPerStream,
 		},
+		"scheduled": {
+			Streams: []Stream{
+				{Name: "a", Index: index(30, 11, 7, 19)},
+				{Name: "b", Index: index(20, 20), Repeat: "2"},
+			},
+			Seed: 6, NumSplits: 4, Shuffle: true, BlockSize: 5, GlobalBatchSize: 8,
+			Schedule: &Schedule{Phases: []Phase{
+				{StartStep: 3, GlobalBatchSize: 4},
+				{StartStep: 9, Proportions: map[string]string{"a": "0.25", "b": "0.75"}, GlobalBatchSize: 12},
+				{StartStep: 14, SkipSteps: 2},
+				{StartStep: 17, RepeatSteps: 3},
+			}},
+		},
 	}
 }
 
@@ -626,6 +639,7 @@ func TestPlanGoldenVectors(t *testing.T) {
 			"filtered":   "f6d1cad41fdb4d2ea21e6f8b",
 			"stratified": "25e7fd849804dd2381fcdf35",
 			"per_stream": "9fb65e4aafc931be9a27c8d7",
+			"scheduled":  "9eff162b85a8f8da188023c4",
 		},
 	}
 	for name, p := range goldenPlans() {
@@ -685,6 +699,9 @@ func TestPlanGoldenFingerprints(t *testing.T) {
 				"a": "5d0bce3e95ea3b1be0e197d31de29d4cfb81c141e8b3a5cb8a3039252891da6b",
 				"b": "2db9167919e63e9a1054ff838a2efec1aab7494c1466fa0b101c959a5908e963"}},
 			"per_stream": {sum: "v2-028d600185d38bbb6466a7860aa61bd0", content: map[string]string{
+				"a": "5d0bce3e95ea3b1be0e197d31de29d4cfb81c141e8b3a5cb8a3039252891da6b",
+				"b": "2db9167919e63e9a1054ff838a2efec1aab7494c1466fa0b101c959a5908e963"}},
+			"scheduled": {sum: "v2-dda35e7d23f9f347de76c82c70b19775", content: map[string]string{
 				"a": "5d0bce3e95ea3b1be0e197d31de29d4cfb81c141e8b3a5cb8a3039252891da6b",
 				"b": "2db9167919e63e9a1054ff838a2efec1aab7494c1466fa0b101c959a5908e963"}},
 		},

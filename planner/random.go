@@ -30,6 +30,7 @@ const (
 	purposePieceOrder uint64 = 4 // order of the pieces inside a split (seed, epoch, split)
 	purposeBlock      uint64 = 5 // order of the samples inside a block (seed, epoch, split, block)
 	purposeLane       uint64 = 6 // the seed of a stream cut on its own (seed, stream)
+	purposePass       uint64 = 7 // the seed of a stream's passes under a schedule (seed, stream)
 )
 
 // feistelRounds is the number of rounds of the permutation. Four rounds of a

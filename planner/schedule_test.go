@@ -1,0 +1,302 @@
+package planner
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// randomSchedule adds to p a schedule of up to 4 phases over its first
+// epochs: proportions, batch sizes, skips and repeats.
+func randomSchedule(r *rand.Rand, p Params) Params {
+	p.Batching = []string{"", BatchingStratified}[r.IntN(2)]
+	sc := &Schedule{}
+	step := int64(0)
+	for range r.IntN(5) {
+		step += int64(1 + r.IntN(6))
+		ph := Phase{StartStep: step}
+		switch r.IntN(4) {
+		case 0:
+			ph.Proportions = map[string]string{}
+			for _, st := range p.Streams {
+				ph.Proportions[st.Name] = []string{"0", "0.5", "1", "2.25", "3"}[r.IntN(5)]
+			}
+			ph.Proportions[p.Streams[r.IntN(len(p.Streams))].Name] = "1.5"
+		case 1:
+			ph.GlobalBatchSize = int64(p.NumSplits * (1 + r.IntN(4)))
+		case 2:
+			ph.SkipSteps = int64(1 + r.IntN(4))
+		case 3:
+			ph.RepeatSteps = min(int64(1+r.IntN(4)), step)
+			step += ph.RepeatSteps
+		}
+		sc.Phases = append(sc.Phases, ph)
+	}
+	p.Schedule = sc
+	return p
+}
+
+// forRandomSchedules runs check on n random scheduled plans.
+func forRandomSchedules(t *testing.T, n int, check func(t *testing.T, pl *Plan, horizon int64)) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < n; {
+		p := randomSchedule(r, randomParams(r))
+		pl, err := New(p)
+		if err != nil {
+			continue // a stream smaller than S cannot be cut on its own
+		}
+		i++
+		t.Run(fmt.Sprint("case", i), func(t *testing.T) {
+			last := int64(0)
+			for _, ph := range p.Schedule.Phases {
+				last = ph.StartStep + ph.RepeatSteps
+			}
+			check(t, pl, max(3*pl.Steps(), last+5))
+			if t.Failed() {
+				t.Logf("params: %+v schedule %+v", p, *p.Schedule)
+			}
+		})
+	}
+}
+
+// globalBatchAt returns the global batch of global step g.
+func globalBatchAt(t *testing.T, pl *Plan, g int64) []Sample {
+	t.Helper()
+	ep := must(pl.Epoch(g / pl.Steps()))
+	return must(ep.GlobalBatch(nil, g%pl.Steps()))
+}
+
+func TestScheduleEveryWorldSizeGetsTheSameGlobalBatches(t *testing.T) {
+	forRandomSchedules(t, 100, func(t *testing.T, pl *Plan, horizon int64) {
+		S := pl.NumSplits()
+		for g := range horizon {
+			ep := must(pl.Epoch(g / pl.Steps()))
+			k := g % pl.Steps()
+			global := must(ep.GlobalBatch(nil, k))
+			if int64(len(global)) != ep.BatchSize(k) {
+				t.Fatalf("step %d: %d samples, the batch size there is %d", g, len(global), ep.BatchSize(k))
+			}
+			want := sortedIDs(global)
+			for W := 1; W <= S; W++ {
+				if S%W != 0 {
+					continue
+				}
+				var union []Sample
+				for rank := range W {
+					local := must(ep.LocalBatch(nil, k, rank, W))
+					if int64(len(local)) != ep.BatchSize(k)/int64(W) {
+						t.Fatalf("W=%d rank %d step %d: %d samples, want %d", W, rank, g, len(local), ep.BatchSize(k)/int64(W))
+					}
+					union = append(union, local...)
+				}
+				if !slices.Equal(sortedIDs(union), want) {
+					t.Fatalf("W=%d step %d: the ranks' batches are not the global batch", W, g)
+				}
+			}
+		}
+	})
+}
+
+// TestScheduleDrawsEachStreamPassAfterPass follows every split's draws of
+// every stream over the steps, skipped data included and repeats left
+// out: they are the stream's passes in order, each continuing where the
+// last draw stopped, whatever the phases' proportions and batch sizes.
+func TestScheduleDrawsEachStreamPassAfterPass(t *testing.T) {
+	forRandomSchedules(t, 150, func(t *testing.T, pl *Plan, horizon int64) {
+		S := pl.NumSplits()
+		drawn := map[[2]int][]Sample{} // (split, stream) → samples in order
+		draw := func(batch []Sample) {
+			for i, smp := range batch {
+				key := [2]int{i % S, smp.Stream}
+				drawn[key] = append(drawn[key], smp)
+			}
+		}
+		skips := pl.Skips()
+		repeats := 0
+		for g := range horizon {
+			for _, sk := range skips {
+				if sk.At == g {
+					for k := range sk.Steps {
+						draw(pl.SkippedBatch(nil, sk, k))
+					}
+				}
+			}
+			batch := globalBatchAt(t, pl, g)
+			if batch[0].Repeated {
+				repeats++
+				continue
+			}
+			draw(batch)
+		}
+		sc := pl.sched
+		for key, got := range drawn {
+			j, s := key[0], key[1]
+			for u, smp := range got {
+				pass, pos := int64(u)/sc.length[s], int64(u)%sc.length[s]
+				x := sc.passEpoch(s, pass).At(j, pos)
+				if smp.ID != pl.streamOffset[s]+x.ID || smp.Pass != pass || smp.Shard != x.Shard {
+					t.Fatalf("split %d stream %d draw %d is id %d (pass %d), want pass %d position %d: id %d",
+						j, s, u, smp.ID, smp.Pass, pass, pos, pl.streamOffset[s]+x.ID)
+				}
+			}
+		}
+		want := 0
+		for _, ph := range pl.params.Schedule.Phases {
+			if ph.StartStep+ph.RepeatSteps <= horizon {
+				want += int(ph.RepeatSteps)
+			}
+		}
+		if repeats != want {
+			t.Fatalf("%d repeated steps, the schedule repeats %d", repeats, want)
+		}
+	})
+}
+
+func TestScheduleRepeatsReplayAndSkipsJump(t *testing.T) {
+	forRandomSchedules(t, 150, func(t *testing.T, pl *Plan, horizon int64) {
+		for _, ph := range pl.params.Schedule.Phases {
+			a := ph.StartStep
+			for k := range ph.RepeatSteps {
+				got, was := globalBatchAt(t, pl, a+k), globalBatchAt(t, pl, a-ph.RepeatSteps+k)
+				for i := range got {
+					if !got[i].Repeated || got[i].ID != was[i].ID {
+						t.Fatalf("step %d row %d: %+v, want step %d's %+v repeated", a+k, i, got[i], a-ph.RepeatSteps+k, was[i])
+					}
+				}
+			}
+		}
+		for _, sk := range pl.Skips() {
+			for k := range sk.Steps {
+				for _, smp := range pl.SkippedBatch(nil, sk, k) {
+					if !smp.Skipped {
+						t.Fatalf("skipped data not marked: %+v", smp)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestSchedulePhasesMixTheirProportions: over a phase, each split gives each
+// stream its share of the positions, within one.
+func TestSchedulePhasesMixTheirProportions(t *testing.T) {
+	p := Params{
+		Streams: []Stream{{Name: "web", Index: index(400, 400)}, {Name: "code", Index: index(300)}, {Name: "math", Index: index(90)}},
+		Seed:    9, NumSplits: 4, GlobalBatchSize: 8, Shuffle: true, BlockSize: 7,
+		Schedule: &Schedule{Phases: []Phase{
+			{StartStep: 10, Proportions: map[string]string{"web": "0.2", "code": "0.5", "math": "0.3"}, GlobalBatchSize: 20},
+			{StartStep: 30, Proportions: map[string]string{"web": "1", "code": "0", "math": "0"}},
+			{StartStep: 40, GlobalBatchSize: 4},
+		}},
+	}
+	pl := must(New(p))
+	count := func(from, to int64) map[int]int64 {
+		n := map[int]int64{}
+		for g := from; g < to; g++ {
+			for _, smp := range globalBatchAt(t, pl, g) {
+				n[smp.Stream]++
+			}
+		}
+		return n
+	}
+	// Before the first phase: the streams' sizes, 800:300:90.
+	for _, tc := range []struct {
+		from, to int64
+		size     int64
+		shares   []float64
+	}{
+		{0, 10, 8, []float64{800. / 1190, 300. / 1190, 90. / 1190}},
+		{10, 30, 20, []float64{0.2, 0.5, 0.3}},
+		{30, 40, 20, []float64{1, 0, 0}},
+		{40, 60, 4, []float64{1, 0, 0}},
+	} {
+		n := count(tc.from, tc.to)
+		total := (tc.to - tc.from) * tc.size
+		for s, share := range tc.shares {
+			if d := float64(n[s]) - share*float64(total); d > 4 || d < -4 { // within one per split
+				t.Errorf("steps %d to %d: stream %d has %d of %d samples, want %.1f", tc.from, tc.to, s, n[s], total, share*float64(total))
+			}
+		}
+		ep := must(pl.Epoch(0))
+		if tc.to <= pl.Steps() && ep.BatchSize(tc.from) != tc.size {
+			t.Errorf("step %d: batch size %d, want %d", tc.from, ep.BatchSize(tc.from), tc.size)
+		}
+	}
+}
+
+// TestScheduleAppendedPhasesKeepEarlierSteps: a phase appended after step
+// a changes nothing before it, and the fingerprint stays.
+func TestScheduleAppendedPhasesKeepEarlierSteps(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 50 {
+		p := randomSchedule(r, randomParams(r))
+		before, err := New(p)
+		if err != nil {
+			continue
+		}
+		last := int64(0)
+		for _, ph := range p.Schedule.Phases {
+			last = ph.StartStep + ph.RepeatSteps
+		}
+		q := p
+		q.Schedule = &Schedule{Phases: append(slices.Clone(p.Schedule.Phases), Phase{StartStep: last + 3, GlobalBatchSize: int64(2 * p.NumSplits)})}
+		after := must(New(q))
+		if before.Fingerprint().Sum != after.Fingerprint().Sum {
+			t.Fatalf("appending a phase changed the fingerprint: %s, now %s", before.Fingerprint(), after.Fingerprint())
+		}
+		for g := range last + 3 {
+			a, b := globalBatchAt(t, before, g), globalBatchAt(t, after, g)
+			if !slices.Equal(a, b) {
+				t.Fatalf("step %d changed when a phase was appended at step %d", g, last+3)
+			}
+		}
+	}
+}
+
+func TestScheduleIsRefusedClearly(t *testing.T) {
+	base := Params{Streams: []Stream{{Name: "a", Index: index(100)}, {Name: "b", Index: index(50)}}, NumSplits: 4, GlobalBatchSize: 8}
+	for _, tc := range []struct {
+		name   string
+		phases []Phase
+		modify func(*Params)
+		says   string
+	}{
+		{"out of order", []Phase{{StartStep: 5, GlobalBatchSize: 4}, {StartStep: 5, GlobalBatchSize: 8}}, nil, "is not after the previous phase's 5"},
+		{"inside a repeat", []Phase{{StartStep: 5, RepeatSteps: 3}, {StartStep: 7, GlobalBatchSize: 8}}, nil, "falls in the steps the previous phase repeats (5 to 7)"},
+		{"batch size", []Phase{{StartStep: 5, GlobalBatchSize: 6}}, nil, "must be a multiple of spec.numSplits (4), got 6"},
+		{"nothing", []Phase{{StartStep: 5}}, nil, "changes nothing"},
+		{"skip and more", []Phase{{StartStep: 5, SkipSteps: 2, GlobalBatchSize: 8}}, nil, "in a phase of its own"},
+		{"repeat before the start", []Phase{{StartStep: 2, RepeatSteps: 3}}, nil, "only 2 come before step 2"},
+		{"unknown stream", []Phase{{StartStep: 1, Proportions: map[string]string{"a": "1", "b": "1", "c": "1"}}}, nil, `names "c"`},
+		{"missing stream", []Phase{{StartStep: 1, Proportions: map[string]string{"a": "1"}}}, nil, `no proportion for stream "b"`},
+		{"all zero", []Phase{{StartStep: 1, Proportions: map[string]string{"a": "0", "b": "0.0"}}}, nil, "are all 0"},
+		{"not a decimal", []Phase{{StartStep: 1, Proportions: map[string]string{"a": "1e3", "b": "1"}}}, nil, `"1e3" is not a decimal`},
+		{"per_stream", []Phase{{StartStep: 1, GlobalBatchSize: 4}}, func(p *Params) { p.Batching = BatchingPerStream }, "per_stream batching cannot follow a schedule"},
+		{"a stream below S", nil, func(p *Params) { p.Streams[1].Index = index(3) }, `stream "b" has 3 samples`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base
+			p.Streams = slices.Clone(base.Streams)
+			p.Schedule = &Schedule{Phases: tc.phases}
+			if tc.modify != nil {
+				tc.modify(&p)
+			}
+			_, err := New(p)
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("got %v, want an error saying %q", err, tc.says)
+			}
+		})
+	}
+}
+
+func TestPhaseHashIgnoresHowDecimalsAreWritten(t *testing.T) {
+	a := Phase{StartStep: 5, Proportions: map[string]string{"a": "0.5", "b": "1"}}
+	b := Phase{StartStep: 5, Proportions: map[string]string{"b": "1.0", "a": "0.50"}}
+	c := Phase{StartStep: 6, Proportions: map[string]string{"a": "0.5", "b": "1"}}
+	if a.Hash() != b.Hash() || a.Hash() == c.Hash() {
+		t.Fatalf("hashes %s %s %s: want the first two equal, the third apart", a.Hash(), b.Hash(), c.Hash())
+	}
+}

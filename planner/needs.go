@@ -68,6 +68,9 @@ func (pl *Plan) shardBytes(stream int, shard int64) int64 {
 // epoch, each once, in the order they are first needed: what a rank (or a
 // pod, with PodSplits) prefetches.
 func (ep *EpochPlan) ShardsNeeded(first, n int) []ShardNeed {
+	if ep.plan.sched != nil {
+		return ep.scheduledNeeds(first, n)
+	}
 	if ep.lanes != nil {
 		return ep.plan.lanes.needs(ep, first, n)
 	}
@@ -215,7 +218,7 @@ func (ep *EpochPlan) MinCacheBytes(pods, prefetchShards int) (int64, error) {
 // rangeCacheBytes is MinCacheBytes's need of splits [first, first+n),
 // without the prefetch.
 func (ep *EpochPlan) rangeCacheBytes(first, n int) int64 {
-	if ep.lanes != nil {
+	if ep.lanes != nil || ep.plan.sched != nil {
 		return peakBytes(ep.ShardsNeeded(first, n))
 	}
 	var need, all int64

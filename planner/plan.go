@@ -146,6 +146,9 @@ func (pl *Plan) GlobalBatchSize() int64 { return pl.params.GlobalBatchSize }
 // with dropLast, every split's tail shorter than G/S (per stream too, with
 // per_stream batching).
 func (pl *Plan) DroppedPerEpoch() int64 {
+	if pl.sched != nil { // no epochs: each pass drops its own (docs/planner.md)
+		return 0
+	}
 	if pl.lanes != nil {
 		return pl.lanes.dropped(pl)
 	}
@@ -158,6 +161,9 @@ func (pl *Plan) DroppedPerEpoch() int64 {
 
 // PaddedPerEpoch returns the pad rows of an epoch (without dropLast).
 func (pl *Plan) PaddedPerEpoch() int64 {
+	if pl.sched != nil {
+		return 0
+	}
 	if pl.lanes != nil {
 		return pl.lanes.padded(pl)
 	}

@@ -1,9 +1,11 @@
 package planner
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"math/big"
 	"slices"
 	"sort"
@@ -502,4 +504,78 @@ func (pl *Plan) DescribePhases() []string {
 		out = append(out, fmt.Sprintf("from step %d: %s", ph.StartStep, strings.Join(parts, ", ")))
 	}
 	return out
+}
+
+// scheduledNeeds is ShardsNeeded under a schedule: for every split of the
+// range and every run of the epoch's steps, the positions each stream
+// gives, as passes' positions, and the shards those read, with the steps
+// that read them.
+func (ep *EpochPlan) scheduledNeeds(first, n int) []ShardNeed {
+	pl := ep.plan
+	g0 := pl.GlobalStep(ep.epoch, 0)
+	g1 := g0 + pl.steps
+	var out []ShardNeed
+	at := map[[2]int]int{}
+	add := func(s, shard int, f, l int64) {
+		key := [2]int{s, shard}
+		if i, dup := at[key]; dup {
+			out[i].FirstStep, out[i].LastStep = min(out[i].FirstStep, f), max(out[i].LastStep, l)
+			return
+		}
+		at[key] = len(out)
+		out = append(out, ShardNeed{Stream: s, Shard: shard, Bytes: pl.shardBytes(s, int64(shard)), FirstStep: f, LastStep: l})
+	}
+	for j := first; j < first+n; j++ {
+		pl.sched.stepNeeds(j, g0, g1, 0, func(s, shard int, f, l int64) { add(s, shard, f-g0, l-g0) })
+	}
+	slices.SortStableFunc(out, func(a, b ShardNeed) int { return cmp.Compare(a.FirstStep, b.FirstStep) })
+	pl.addShared(out)
+	return out
+}
+
+// stepNeeds calls need for every shard split j reads in global steps
+// [x, y), with the first and last of those steps (plus shift: a repeat
+// reads at later steps what earlier ones read).
+func (sc *schedule) stepNeeds(j int, x, y, shift int64, need func(s, shard int, first, last int64)) {
+	for i := range sc.segments {
+		seg := &sc.segments[i]
+		end := int64(math.MaxInt64)
+		if i+1 < len(sc.segments) {
+			end = sc.segments[i+1].start
+		}
+		a, b := max(x, seg.start), min(y, end)
+		if a >= b {
+			continue
+		}
+		if seg.repeat > 0 {
+			sc.stepNeeds(j, a-seg.repeat, b-seg.repeat, shift+seg.repeat, need)
+			continue
+		}
+		v0, v1 := (a-seg.start)*seg.perSplit, (b-seg.start)*seg.perSplit
+		o := seg.offset[j]
+		for s := range seg.weights {
+			if seg.weights[s] == 0 {
+				continue
+			}
+			u0 := seg.adj[j][s] + seg.countBelow(s, o+v0)
+			u1 := seg.adj[j][s] + seg.countBelow(s, o+v1)
+			// step returns the step that reads item u of the stream.
+			step := func(u int64) int64 {
+				idx := u - seg.adj[j][s]
+				pos := idx/seg.weights[s]*seg.period + seg.mix.pos(s, idx%seg.weights[s]) - o
+				return seg.start + pos/seg.perSplit + shift
+			}
+			L := sc.length[s]
+			for p := u0 / L; p*L < u1; p++ {
+				t0, t1 := max(u0-p*L, 0), min(u1-p*L, L)
+				for _, nd := range sc.passEpoch(s, p).ShardsNeeded(j, 1) {
+					f, l := max(nd.FirstStep, t0), min(nd.LastStep, t1-1)
+					if f > l {
+						continue
+					}
+					need(s, nd.Shard, step(p*L+f), step(p*L+l))
+				}
+			}
+		}
+	}
 }

@@ -300,3 +300,41 @@ func TestPhaseHashIgnoresHowDecimalsAreWritten(t *testing.T) {
 		t.Fatalf("hashes %s %s %s: want the first two equal, the third apart", a.Hash(), b.Hash(), c.Hash())
 	}
 }
+
+// TestScheduleNeedsAndCacheCoverEveryStep: in every epoch's steps, the
+// shards a pod's splits read at each step are in its needs at that step,
+// within its minimum cache, and each pod's needs are the union of its
+// ranks'.
+func TestScheduleNeedsAndCacheCoverEveryStep(t *testing.T) {
+	forRandomSchedules(t, 100, func(t *testing.T, pl *Plan, horizon int64) {
+		for e := range horizon/pl.Steps() + 1 {
+			ep := must(pl.Epoch(e))
+			for _, P := range []int{1, pl.NumSplits()} {
+				limit := must(ep.MinCacheBytes(P, 0))
+				for pod := range P {
+					first, n, _ := pl.PodSplits(pod, P)
+					window := map[[2]int]ShardNeed{}
+					for _, nd := range ep.ShardsNeeded(first, n) {
+						window[[2]int{nd.Stream, nd.Shard}] = nd
+					}
+					for k := range pl.Steps() {
+						read := map[[2]int]int64{}
+						for _, smp := range must(ep.LocalBatch(nil, k, pod, P)) {
+							read[[2]int{smp.Stream, smp.Shard}] = pl.shardBytes(smp.Stream, int64(smp.Shard))
+						}
+						var bytes int64
+						for key, b := range read {
+							bytes += b
+							if nd, ok := window[key]; !ok || k < nd.FirstStep || k > nd.LastStep {
+								t.Fatalf("epoch %d pod %d/%d reads shard %v at step %d, outside its needs %+v (listed: %v)", e, pod, P, key, k, nd, ok)
+							}
+						}
+						if bytes > limit {
+							t.Fatalf("epoch %d pod %d/%d reads %d bytes at step %d, more than MinCacheBytes %d", e, pod, P, bytes, k, limit)
+						}
+					}
+				}
+			}
+		}
+	})
+}

@@ -209,6 +209,21 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			icebergStream(d).Catalog = datav1alpha1.IcebergCatalog{Type: datav1alpha1.IcebergCatalogGlue, URI: "https://glue.example.com"}
 		}, "a glue catalog has no uri"},
 		{"region on a rest catalog", func(d *datav1alpha1.TrainingDataset) { icebergStream(d).Catalog.Region = "eu-west-1" }, "region and catalogID apply to a glue catalog only"},
+		{"a phase that skips and ramps", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, SkipSteps: 2, GlobalBatchSize: 16}}}
+		}, "one of the three"},
+		{"a phase that changes nothing", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5}}}
+		}, "one of the three"},
+		{"phases out of order", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 9, SkipSteps: 1}, {StartStep: 5, SkipSteps: 1}}}
+		}, "in the order of their startStep"},
+		{"a proportion that is not a decimal", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, Proportions: []datav1alpha1.PhaseProportion{{Stream: "web", Proportion: "1e3"}}}}}
+		}, "proportion in body should match"},
+		{"a schedule with per_stream batching", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Batching, d.Spec.Schedule = datav1alpha1.BatchingPerStream, &datav1alpha1.Schedule{}
+		}, "drop batching: per_stream"},
 	}
 	if len(tests) < 25 {
 		t.Fatalf("the table has %d invalid manifests, the issue asks for at least 25", len(tests))
@@ -332,13 +347,46 @@ func TestIntegrationFieldsThatShapeThePlanAreImmutable(t *testing.T) {
 		{"shuffle seed", func(d *datav1alpha1.TrainingDataset) { d.Spec.Shuffle.Seed = ptr.To(int64(9)) }, "spec.shuffle is immutable"},
 		{"epochSize set later", func(d *datav1alpha1.TrainingDataset) { d.Spec.EpochSize = ptr.To(int64(100)) }, "spec.epochSize is immutable"},
 		{"dropLast", func(d *datav1alpha1.TrainingDataset) { d.Spec.DropLast = ptr.To(false) }, "spec.dropLast is immutable"},
+		{"batching", func(d *datav1alpha1.TrainingDataset) { d.Spec.Batching = datav1alpha1.BatchingStratified }, "spec.batching is immutable"},
+		{"a schedule added later", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16}}}
+		}, "spec.schedule cannot be added to or removed"},
 		{"the sidecar's prefetch (does not shape the plan)", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Prefetch = ptr.To(int32(8)) }, ""},
 		{"the corrupt-shard policy (does not shape the plan)", func(d *datav1alpha1.TrainingDataset) { d.Spec.OnCorruptShard = datav1alpha1.CorruptShardSkip }, ""},
+	}
+	// A scheduled dataset: its phases may only grow at the end.
+	phases := func(steps ...int64) *datav1alpha1.Schedule {
+		sc := &datav1alpha1.Schedule{}
+		for _, k := range steps {
+			sc.Phases = append(sc.Phases, datav1alpha1.SchedulePhase{StartStep: k, GlobalBatchSize: 16 * (k + 1)})
+		}
+		return sc
+	}
+	scheduled := []struct {
+		name    string
+		mutate  func(*datav1alpha1.TrainingDataset)
+		wantMsg string
+	}{
+		{"a phase appended", func(d *datav1alpha1.TrainingDataset) { d.Spec.Schedule = phases(10, 20, 30) }, ""},
+		{"a phase changed", func(d *datav1alpha1.TrainingDataset) { d.Spec.Schedule = phases(10, 21) }, "append-only"},
+		{"a phase inserted", func(d *datav1alpha1.TrainingDataset) { d.Spec.Schedule = phases(10, 15, 20) }, "append-only"},
+		{"a phase removed", func(d *datav1alpha1.TrainingDataset) { d.Spec.Schedule = phases(10) }, "append-only"},
+		{"the schedule removed", func(d *datav1alpha1.TrainingDataset) { d.Spec.Schedule = nil }, "spec.schedule cannot be added to or removed"},
+	}
+	for _, tt := range scheduled {
+		tests = append(tests, struct {
+			name    string
+			mutate  func(*datav1alpha1.TrainingDataset)
+			wantMsg string
+		}{"scheduled: " + tt.name, tt.mutate, tt.wantMsg})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			d := validDataset(apiServer.Namespace(t))
+			if strings.HasPrefix(tt.name, "scheduled: ") {
+				d.Spec.Schedule = phases(10, 20)
+			}
 			if err := apiServer.Client.Create(ctx, d); err != nil {
 				t.Fatal(err)
 			}

@@ -438,6 +438,9 @@ type SidecarSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.epochSize) == has(oldSelf.epochSize) && (!has(self.epochSize) || self.epochSize == oldSelf.epochSize)",message="spec.epochSize is immutable: it shapes the plan; a different plan is a new TrainingDataset"
 // +kubebuilder:validation:XValidation:rule="self.shuffle == oldSelf.shuffle",message="spec.shuffle is immutable: it shapes the plan; a different plan is a new TrainingDataset"
 // +kubebuilder:validation:XValidation:rule="has(self.dropLast) == has(oldSelf.dropLast) && (!has(self.dropLast) || self.dropLast == oldSelf.dropLast)",message="spec.dropLast is immutable: it shapes the plan; a different plan is a new TrainingDataset"
+// +kubebuilder:validation:XValidation:rule="has(self.batching) == has(oldSelf.batching) && (!has(self.batching) || self.batching == oldSelf.batching)",message="spec.batching is immutable: it shapes the plan; a different plan is a new TrainingDataset"
+// +kubebuilder:validation:XValidation:rule="has(self.schedule) == has(oldSelf.schedule)",message="spec.schedule cannot be added to or removed from a TrainingDataset: a scheduled plan draws each stream pass after pass from the first step; a different plan is a new TrainingDataset"
+// +kubebuilder:validation:XValidation:rule="!has(self.schedule) || self.batching != 'per_stream'",message="a schedule mixes every batch's streams in its phase's proportions: drop batching: per_stream"
 type TrainingDatasetSpec struct {
 	// Streams of the dataset, mixed by their weights.
 	// +kubebuilder:validation:MinItems=1
@@ -483,6 +486,16 @@ type TrainingDatasetSpec struct {
 	// +optional
 	Batching Batching `json:"batching,omitempty"`
 
+	// Schedule plans over training steps instead of epochs: its phases
+	// change the streams' proportions and the global batch size, or skip
+	// or repeat steps, from a global step on (docs/planner.md, schedules).
+	// Each stream is drawn pass after pass, so a sample repeats only after
+	// its stream's whole pass. Present or not from the dataset's creation;
+	// its phases may be appended while jobs run, each after every job's
+	// committed step.
+	// +optional
+	Schedule *Schedule `json:"schedule,omitempty"`
+
 	// OnCorruptShard says what happens to a shard that stays corrupt after
 	// its retries.
 	// +kubebuilder:default=fail
@@ -492,6 +505,68 @@ type TrainingDatasetSpec struct {
 	// Sidecar configures the injected data-loading sidecar.
 	// +optional
 	Sidecar SidecarSpec `json:"sidecar,omitempty"`
+}
+
+// Schedule is a list of phases over the global steps.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.phases) || has(self.phases) && size(self.phases) >= size(oldSelf.phases) && oldSelf.phases.all(p, p in self.phases) && self.phases[size(oldSelf.phases) - 1] == oldSelf.phases[size(oldSelf.phases) - 1]",message="spec.schedule.phases is append-only: keep every phase as it is and add new ones at the end"
+// +kubebuilder:validation:XValidation:rule="!has(self.phases) || self.phases.map(p, p.startStep).isSorted()",message="spec.schedule.phases are in the order of their startStep"
+type Schedule struct {
+	// Phases in the order of their steps: append-only.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	Phases []SchedulePhase `json:"phases,omitempty"`
+}
+
+// SchedulePhase changes the plan from a global step on (step k of epoch e
+// is global step e·K + k, K the steps of an epoch). It sets proportions,
+// globalBatchSize or both; or skipSteps or repeatSteps alone.
+// +kubebuilder:validation:XValidation:rule="[has(self.proportions) || has(self.globalBatchSize), has(self.skipSteps), has(self.repeatSteps)].filter(x, x).size() == 1",message="a phase changes proportions and globalBatchSize, skips steps, or repeats steps: one of the three"
+type SchedulePhase struct {
+	// StartStep is the global step the phase starts at.
+	// +kubebuilder:validation:Minimum=0
+	StartStep int64 `json:"startStep"`
+
+	// Proportions are every stream's weight from startStep on, as exact
+	// decimal strings ("0.25", "3"); 0 leaves a stream out.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=stream
+	// +optional
+	Proportions []PhaseProportion `json:"proportions,omitempty"`
+
+	// GlobalBatchSize is the global batch size from startStep on (a ramp-up):
+	// a multiple of numSplits.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	GlobalBatchSize int64 `json:"globalBatchSize,omitempty"`
+
+	// SkipSteps skips the data of that many steps (after a loss spike):
+	// step startStep gets the data step startStep+skipSteps would have had.
+	// Their samples are reported skipped: never delivered, never lost.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	SkipSteps int64 `json:"skipSteps,omitempty"`
+
+	// RepeatSteps replays that many steps before startStep: steps
+	// startStep onwards get their batches again, marked repeated, and the
+	// data then continues where it stopped.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	RepeatSteps int64 `json:"repeatSteps,omitempty"`
+}
+
+// PhaseProportion is one stream's weight in a phase.
+type PhaseProportion struct {
+	// Stream is the name of a stream of spec.streams.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Stream string `json:"stream"`
+	// Proportion is an exact decimal string ("0.25", "3"); 0 leaves the
+	// stream out of the phase.
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,10}(\.[0-9]{1,9})?$`
+	// +kubebuilder:validation:MaxLength=20
+	Proportion string `json:"proportion"`
 }
 
 // StreamTotals are the sizes of one stream, read from its index.

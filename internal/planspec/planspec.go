@@ -48,6 +48,19 @@ func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamInde
 		}
 		p.Streams = append(p.Streams, st)
 	}
+	if spec.Schedule != nil {
+		p.Schedule = &planner.Schedule{}
+		for _, ph := range spec.Schedule.Phases {
+			phase := planner.Phase{StartStep: ph.StartStep, GlobalBatchSize: ph.GlobalBatchSize, SkipSteps: ph.SkipSteps, RepeatSteps: ph.RepeatSteps}
+			if ph.Proportions != nil {
+				phase.Proportions = map[string]string{}
+				for _, w := range ph.Proportions {
+					phase.Proportions[w.Stream] = w.Proportion
+				}
+			}
+			p.Schedule.Phases = append(p.Schedule.Phases, phase)
+		}
+	}
 	if err := p.Validate(); err != nil {
 		return planner.Params{}, err
 	}

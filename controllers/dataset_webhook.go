@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/distribution/reference"
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,6 +49,13 @@ func (v *DatasetValidator) Handle(ctx context.Context, req admission.Request) ad
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	problems := Validate(&ds.Spec)
+	if req.Operation == admissionv1.Update {
+		var old datav1alpha1.TrainingDataset
+		if err := v.Decoder.DecodeRaw(req.OldObject, &old); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		problems = append(problems, LatePhases(&old, &ds)...)
+	}
 	// An image that does not parse is reported once, by Validate.
 	if err := v.Images.Check(ds.Spec.Sidecar.Image); err != nil && len(problems) == 0 {
 		problems = append(problems, err.Error())
@@ -103,6 +111,33 @@ func Validate(spec *datav1alpha1.TrainingDatasetSpec) []string {
 	}
 	if len(res.Claims) > 0 {
 		problems = append(problems, "spec.sidecar.resources.claims is not supported: the sidecar needs no dynamic resources; remove it")
+	}
+	return problems
+}
+
+// LatePhases returns the phases an update appends to spec.schedule that
+// start before a job's committed step (status.jobs): those steps are
+// trained, so a phase there would change batches a job already trained.
+func LatePhases(old, ds *datav1alpha1.TrainingDataset) []string {
+	if old.Spec.Schedule == nil || ds.Spec.Schedule == nil || old.Status.StepsPerEpoch < 1 {
+		return nil
+	}
+	K := old.Status.StepsPerEpoch
+	var committed int64
+	var job string
+	for _, j := range old.Status.Jobs {
+		if g := j.Epoch*K + j.Step; g > committed {
+			committed, job = g, j.Job
+		}
+	}
+	var problems []string
+	for i := len(old.Spec.Schedule.Phases); i < len(ds.Spec.Schedule.Phases); i++ {
+		ph := ds.Spec.Schedule.Phases[i]
+		first := ph.StartStep
+		if first < committed {
+			problems = append(problems, fmt.Sprintf("spec.schedule.phases[%d] starts at global step %d, before job %q's committed step %d (epoch %d step %d of %d): start it at step %d or later",
+				i, first, job, committed, committed/K, committed%K, K, committed))
+		}
 	}
 	return problems
 }

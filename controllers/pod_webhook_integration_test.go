@@ -537,6 +537,28 @@ func TestIntegrationDatasetWebhookRejectsWhatCELCannotCheck(t *testing.T) {
 	if err := c.Update(ctx, ok); err == nil {
 		t.Error("an update to an invalid image was accepted")
 	}
+
+	// A phase appended to a schedule starts at or after every job's
+	// committed step: job "late" committed epoch 2 step 5 of 40 (global 85).
+	sched := dataset("scheduled", datav1alpha1.SidecarSpec{})
+	sched.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 10, GlobalBatchSize: 16}}}
+	if err := c.Create(ctx, sched); err != nil {
+		t.Fatal(err)
+	}
+	sched.Status.StepsPerEpoch = 40
+	sched.Status.Jobs = []datav1alpha1.JobProgress{{Job: "early", Epoch: 1, Step: 3}, {Job: "late", Epoch: 2, Step: 5}}
+	if err := c.Status().Update(ctx, sched); err != nil {
+		t.Fatal(err)
+	}
+	sched.Spec.Schedule.Phases = append(sched.Spec.Schedule.Phases, datav1alpha1.SchedulePhase{StartStep: 84, SkipSteps: 3})
+	err = c.Update(ctx, sched)
+	if err == nil || !strings.Contains(err.Error(), `spec.schedule.phases[1] starts at global step 84, before job "late"'s committed step 85 (epoch 2 step 5 of 40): start it at step 85 or later`) {
+		t.Fatalf("a phase before a committed step: %v", err)
+	}
+	sched.Spec.Schedule.Phases[1].StartStep = 85
+	if err := c.Update(ctx, sched); err != nil {
+		t.Fatalf("a phase at the committed step was refused: %v", err)
+	}
 }
 
 // pyTorchJobCRD is enough of Kubeflow's PyTorchJob CRD for the webhook to

@@ -141,6 +141,7 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	}
 	ds.Status.Samples = pl.Total()
 	ds.Status.PlanFingerprint = pl.Fingerprint().Sum
+	ds.Status.StepsPerEpoch = pl.Steps()
 	if err := r.applyPlan(ctx, &ds, pl, indexes); err != nil {
 		reason := datav1alpha1.ReasonApplyFailed
 		var notOwned *notOwnedError

@@ -644,6 +644,11 @@ type TrainingDatasetStatus struct {
 	// +optional
 	PlanConfigMap string `json:"planConfigMap,omitempty"`
 
+	// StepsPerEpoch is K, the steps of an epoch: step k of epoch e is
+	// global step e·K + k, the steps a schedule's phases start at.
+	// +optional
+	StepsPerEpoch int64 `json:"stepsPerEpoch,omitempty"`
+
 	// Jobs is the committed progress of every job reading this dataset.
 	// +listType=map
 	// +listMapKey=job

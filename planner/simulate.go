@@ -161,7 +161,6 @@ func (ep *EpochPlan) quality(n int) (Quality, error) {
 		return q, nil
 	}
 	stride := max(steps/int64(n), 1)
-	per := pl.GlobalBatchSize() / int64(pl.NumSplits())
 	var gaps, pairs, distinct float64
 	var batch []Sample
 	var err error
@@ -180,10 +179,13 @@ func (ep *EpochPlan) quality(n int) (Quality, error) {
 		if rows > 0 {
 			distinct += float64(len(shards)) / float64(rows)
 		}
-		for j := range pl.NumSplits() {
-			prev := ep.At(j, k*per)
-			for t := k*per + 1; t < (k+1)*per; t++ {
-				cur := ep.At(j, t)
+		// Split j's samples of the step are positions j, j+S, … of the
+		// global batch.
+		S := pl.NumSplits()
+		for j := range S {
+			prev := batch[j]
+			for i := j + S; i < len(batch); i += S {
+				cur := batch[i]
 				if !prev.Pad && !cur.Pad {
 					d := cur.ID - prev.ID
 					if d < 0 {

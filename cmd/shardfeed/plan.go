@@ -233,14 +233,50 @@ func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan) error {
 	}
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	var line []byte
+	// coords returns rank r's data-parallel coordinates and the "dpRank"
+	// its line shows (-1: none without a mesh).
+	coords := func(r int) (dp, dpSize, shown int) {
+		if mesh == nil {
+			return r, o.worldSize, -1
+		}
+		dp = mesh.DataParallelRank(r)
+		return dp, mesh.DataParallelSize(), dp
+	}
+	skips := pl.Skips()
 	for k := a; k < b; k++ {
 		worker := (k - a) % int64(o.workers)
+		// The data a schedule skips here: lines marked skipped, never
+		// delivered.
+		for _, sk := range skips {
+			if sk.At != pl.GlobalStep(ep.Epoch(), k) {
+				continue
+			}
+			for m := range sk.Steps {
+				global := pl.SkippedBatch(nil, sk, m)
+				for r := range o.worldSize {
+					dp, dpSize, shown := coords(r)
+					first, n, _ := pl.RankSplits(dp, dpSize)
+					var batch []planner.Sample
+					for i, smp := range global {
+						if j := i % pl.NumSplits(); j >= first && j < first+n {
+							batch = append(batch, smp)
+						}
+					}
+					line = appendIDsLine(line[:0], ep.Epoch(), k, r, o.procsPerPod, worker, batch, idsExtra{dp: shown, phase: sk.Phase, scheduled: true, skipped: true, skipStep: m})
+					if _, err := w.Write(line); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		x := idsExtra{}
+		if pl.Scheduled() {
+			x.scheduled = true
+			x.phase, x.repeated = ep.Phase(k)
+		}
 		batches := map[int][]planner.Sample{} // a replication group's, once
 		for r := range o.worldSize {
-			dp, dpSize := r, o.worldSize
-			if mesh != nil {
-				dp, dpSize = mesh.DataParallelRank(r), mesh.DataParallelSize()
-			}
+			dp, dpSize, shown := coords(r)
 			batch, ok := batches[dp]
 			if !ok {
 				if batch, err = ep.LocalBatch(nil, k, dp, dpSize); err != nil {
@@ -248,10 +284,8 @@ func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan) error {
 				}
 				batches[dp] = batch
 			}
-			if mesh == nil {
-				dp = -1
-			}
-			line = appendIDsLine(line[:0], ep.Epoch(), k, r, o.procsPerPod, dp, worker, batch)
+			x.dp = shown
+			line = appendIDsLine(line[:0], ep.Epoch(), k, r, o.procsPerPod, worker, batch, x)
 			if _, err := w.Write(line); err != nil {
 				return err
 			}
@@ -260,10 +294,22 @@ func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan) error {
 	return w.Flush()
 }
 
+// idsExtra are the fields of an ids line beyond every plan's.
+type idsExtra struct {
+	// dp is the rank's data-parallel rank with a mesh, else -1.
+	dp int
+	// With a schedule: the phase (-1 before the first), and whether the
+	// line repeats an earlier step or is skipped data (step skipStep of
+	// the skip).
+	scheduled, repeated, skipped bool
+	phase                        int
+	skipStep                     int64
+}
+
 // appendIDsLine writes {"epoch":E,"step":k,"rank":r,"worker":w,"ids":[…],"pad":[…]}
-// (with "pod" and "local" when pods run several ranks, "dpRank" when dp is
-// not -1) without reflection: a plan can have billions of ids.
-func appendIDsLine(b []byte, epoch, step int64, rank, procsPerPod, dp int, worker int64, batch []planner.Sample) []byte {
+// (with "pod" and "local" when pods run several ranks, and x's fields)
+// without reflection: a plan can have billions of ids.
+func appendIDsLine(b []byte, epoch, step int64, rank, procsPerPod int, worker int64, batch []planner.Sample, x idsExtra) []byte {
 	b = append(b, `{"epoch":`...)
 	b = strconv.AppendInt(b, epoch, 10)
 	b = append(b, `,"step":`...)
@@ -276,9 +322,20 @@ func appendIDsLine(b []byte, epoch, step int64, rank, procsPerPod, dp int, worke
 		b = append(b, `,"local":`...)
 		b = strconv.AppendInt(b, int64(rank%procsPerPod), 10)
 	}
-	if dp >= 0 {
+	if x.dp >= 0 {
 		b = append(b, `,"dpRank":`...)
-		b = strconv.AppendInt(b, int64(dp), 10)
+		b = strconv.AppendInt(b, int64(x.dp), 10)
+	}
+	if x.scheduled {
+		b = append(b, `,"phase":`...)
+		b = strconv.AppendInt(b, int64(x.phase), 10)
+	}
+	if x.repeated {
+		b = append(b, `,"repeated":true`...)
+	}
+	if x.skipped {
+		b = append(b, `,"skipped":true,"skipStep":`...)
+		b = strconv.AppendInt(b, x.skipStep, 10)
 	}
 	b = append(b, `,"worker":`...)
 	b = strconv.AppendInt(b, worker, 10)
@@ -320,6 +377,8 @@ type summary struct {
 	Streams         []streamSummary `json:"streams"`
 	Pods            []podSummary    `json:"pods"`
 	Prefetch        int             `json:"prefetchShards"`
+	// Phases are the schedule's, when the dataset has one.
+	Phases          []phaseSummary  `json:"phases,omitempty"`
 	BuildSeconds    float64         `json:"buildSeconds"`
 	BuildAllocBytes uint64          `json:"buildAllocBytes"`
 }
@@ -339,6 +398,13 @@ type streamSummary struct {
 	MatchingShards int    `json:"matchingShards,omitempty"`
 }
 
+// phaseSummary is one phase of a schedule: what it changes and its hash.
+type phaseSummary struct {
+	StartStep int64  `json:"startStep"`
+	Changes   string `json:"changes"`
+	Hash      string `json:"hash"`
+}
+
 type podSummary struct {
 	Pods             int     `json:"pods"`
 	MaxShardsPerPod  int     `json:"maxShardsPerPod"`
@@ -356,6 +422,13 @@ func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []i
 		Dataset: ds.Name, Fingerprint: pl.Fingerprint().Sum, PlanVersion: pl.Version(), Batching: cmp.Or(p.Batching, planner.BatchingRandom), Epoch: ep.Epoch(),
 		Samples: pl.Total(), NumSplits: pl.NumSplits(), SplitLen: pl.SplitLen(), GlobalBatchSize: pl.GlobalBatchSize(),
 		Steps: pl.Steps(), Dropped: pl.DroppedPerEpoch(), Padded: pl.PaddedPerEpoch(), Prefetch: prefetch,
+	}
+	if p.Schedule != nil {
+		s.Batching = "scheduled (stratified)"
+		for i, line := range pl.DescribePhases() {
+			ph := p.Schedule.Phases[i]
+			s.Phases = append(s.Phases, phaseSummary{StartStep: ph.StartStep, Changes: line, Hash: ph.Hash()})
+		}
 	}
 	counts := pl.SamplesPerStream()
 	for i, st := range p.Streams {
@@ -417,8 +490,16 @@ func (s *summary) write(out io.Writer) error {
 	p("\nepoch\t%d samples in %d splits of %d; %d steps of %d samples (%d per split)\n",
 		s.Samples, s.NumSplits, s.SplitLen, s.Steps, s.GlobalBatchSize, s.GlobalBatchSize/int64(s.NumSplits))
 
-	p("dropped\t%d samples per epoch (%.2f%%)\n", s.Dropped, 100*float64(s.Dropped)/float64(s.Samples))
-	p("padded\t%d rows per epoch\n\n", s.Padded)
+	if s.Phases != nil {
+		p("\nschedule\tglobal step = epoch × %d + step; each stream drawn pass after pass\n", s.Steps)
+		for _, ph := range s.Phases {
+			p("\t%s\t(%s)\n", ph.Changes, ph.Hash)
+		}
+		p("\n")
+	} else {
+		p("dropped\t%d samples per epoch (%.2f%%)\n", s.Dropped, 100*float64(s.Dropped)/float64(s.Samples))
+		p("padded\t%d rows per epoch\n\n", s.Padded)
+	}
 	p("PODS\tSHARDS/POD\tBYTES/POD\tFETCHED\tDISTINCT\tEGRESS\tMIN CACHE/POD\n")
 	for _, ps := range s.Pods {
 		p("%d\t%d\t%s\t%s\t%s\t%.3f\t%s\n", ps.Pods, ps.MaxShardsPerPod, humanBytes(ps.MaxBytesPerPod),

@@ -145,7 +145,12 @@ type idsLine struct {
 	Pod    *int    `json:"pod"`
 	Local  *int    `json:"local"`
 	DPRank *int    `json:"dpRank"`
-	Worker int     `json:"worker"`
+	// With a schedule.
+	Phase    *int  `json:"phase"`
+	Repeated bool  `json:"repeated"`
+	Skipped  bool  `json:"skipped"`
+	SkipStep int64 `json:"skipStep"`
+	Worker   int   `json:"worker"`
 	IDs    []int64 `json:"ids"`
 	Pad    []int   `json:"pad"`
 }
@@ -277,6 +282,98 @@ func TestPlanIDsOfAMesh(t *testing.T) {
 		}
 		if !mapsEqual(got, want) {
 			t.Errorf("%s: the data-parallel ranks' batches are not those of a world of 4", tc.mesh)
+		}
+	}
+}
+
+const scheduleTail = `  numSplits: 4
+  globalBatchSize: 8
+  shuffle: {seed: 3, blockSize: 16}
+  schedule:
+    phases:
+    - {startStep: 5, globalBatchSize: 16}
+    - {startStep: 10, skipSteps: 2}
+    - {startStep: 15, repeatSteps: 3}
+    - startStep: 20
+      proportions: [{stream: web, proportion: "0"}, {stream: code, proportion: "1"}]
+`
+
+// TestPlanIDsOfASchedule: the ramp-up changes the batch size at its step,
+// the skipped data is printed and marked before the step that jumps past
+// it, repeated steps equal the steps they repeat, the last phase draws
+// only code, and no sample is drawn twice.
+func TestPlanIDsOfASchedule(t *testing.T) {
+	path := fixture(t, scheduleTail) // web ids 0–349, code 350–529
+	out, err := runCLI(t, "plan", "-f", path, "--ids", "--world-size", "2", "--steps", "0:25")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	byStep := map[[2]int64][]int64{}
+	drawn := map[int64]int{}
+	skipped := 0
+	for _, l := range readIDs(t, out) {
+		if l.Phase == nil {
+			t.Fatalf("line %+v has no phase", l)
+		}
+		if l.Skipped {
+			skipped++
+			if l.Step != 10 || *l.Phase != 1 || len(l.IDs) != 8 {
+				t.Fatalf("skipped line %+v: want step 10, phase 1, 8 ids", l)
+			}
+		} else {
+			byStep[[2]int64{l.Step, int64(l.Rank)}] = l.IDs
+		}
+		want := map[bool]int{true: 8, false: 4}[l.Step >= 5]
+		if len(l.IDs) != want {
+			t.Fatalf("step %d rank %d: %d ids, want %d", l.Step, l.Rank, len(l.IDs), want)
+		}
+		phase := map[bool]int{true: -1}[l.Step < 5]
+		for i, start := range []int64{5, 10, 15, 20} {
+			if l.Step >= start {
+				phase = i
+			}
+		}
+		if *l.Phase != phase || l.Repeated != (l.Step >= 15 && l.Step < 18) {
+			t.Fatalf("step %d: phase %d repeated %v, want %d %v", l.Step, *l.Phase, l.Repeated, phase, l.Step >= 15 && l.Step < 18)
+		}
+		if l.Step >= 20 && slices.IndexFunc(l.IDs, func(id int64) bool { return id < 350 }) >= 0 {
+			t.Fatalf("step %d draws web ids %v in a phase of code only", l.Step, l.IDs)
+		}
+		if !l.Repeated {
+			for _, id := range l.IDs {
+				drawn[id]++
+			}
+		}
+	}
+	if skipped != 2*2 {
+		t.Fatalf("%d skipped lines, want 2 steps x 2 ranks", skipped)
+	}
+	for k := int64(15); k < 18; k++ {
+		for r := int64(0); r < 2; r++ {
+			if !slices.Equal(byStep[[2]int64{k, r}], byStep[[2]int64{k - 3, r}]) {
+				t.Fatalf("step %d rank %d does not repeat step %d", k, r, k-3)
+			}
+		}
+	}
+	for id, n := range drawn {
+		if n != 1 {
+			t.Fatalf("id %d drawn %d times before any stream's pass ends", id, n)
+		}
+	}
+	sum, err := runCLI(t, "plan", "-f", path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, sum)
+	}
+	mustContainAll(t, sum, "scheduled (stratified) batching", "global step = epoch × 66 + step",
+		"from step 5: globalBatchSize 16", "from step 10: skip the data of steps 10 to 11", "from step 15: repeat steps 12 to 14",
+		"from step 20: proportions web=0 code=1")
+}
+
+func mustContainAll(t *testing.T, s string, subs ...string) {
+	t.Helper()
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			t.Errorf("output lacks %q:\n%s", sub, s)
 		}
 	}
 }

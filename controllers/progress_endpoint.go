@@ -284,6 +284,15 @@ func (e *ProgressEndpoint) register(ctx context.Context, who *identity, req *htt
 	}
 	j := e.job(who, r.Fingerprint.Sum, r.Steps)
 	j.Fingerprint, j.Pods, j.WorldSize, j.DataParallel = r.Fingerprint, r.Pods, r.WorldSize, r.DataParallelSize
+	if len(r.Phases) > 1000 {
+		return nil, refuse(http.StatusBadRequest, "a registration names at most 1000 schedule phases, got %d", len(r.Phases))
+	}
+	for _, h := range r.Phases {
+		if len(h) > 80 {
+			return nil, refuse(http.StatusBadRequest, "a schedule phase's hash has at most 80 characters")
+		}
+	}
+	j.Phases = r.Phases
 	st, err := progress.Register(ctx, e.store(who), j)
 	if err == nil {
 		e.Log.V(1).Info("Registered", "namespace", who.namespace, "pod", who.pod, "job", j.Job, "attempt", j.Attempt, "generation", j.Generation)

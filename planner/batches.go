@@ -34,19 +34,7 @@ func (ep *EpochPlan) LocalBatch(dst []Sample, k int64, rank, world int) ([]Sampl
 	if err != nil {
 		return dst, err
 	}
-	if err := ep.checkStep(k); err != nil {
-		return dst, err
-	}
-	if ep.plan.sched != nil {
-		return ep.scheduledBatch(dst, k, first, n), nil
-	}
-	b := ep.plan.perSplit
-	for t := k * b; t < (k+1)*b; t++ {
-		for j := first; j < first+n; j++ {
-			dst = append(dst, ep.At(j, t))
-		}
-	}
-	return dst, nil
+	return ep.SplitsBatch(dst, k, first, n)
 }
 
 func (ep *EpochPlan) checkStep(k int64) error {
@@ -94,4 +82,26 @@ func WorkerSteps(k0 int64, w, n int, steps int64) iter.Seq[int64] {
 			}
 		}
 	}
+}
+
+// SplitsBatch appends the samples step k reads from splits [first,
+// first+n), position-major: a rank's batch when the splits are its own,
+// a pod's reads when they are the pod's.
+func (ep *EpochPlan) SplitsBatch(dst []Sample, k int64, first, n int) ([]Sample, error) {
+	if err := ep.checkStep(k); err != nil {
+		return dst, err
+	}
+	if first < 0 || n < 0 || first+n > ep.plan.params.NumSplits {
+		return dst, fieldErr("splits", "[%d, %d) is outside the %d splits", first, first+n, ep.plan.params.NumSplits)
+	}
+	if ep.plan.sched != nil {
+		return ep.scheduledBatch(dst, k, first, n), nil
+	}
+	b := ep.plan.perSplit
+	for t := k * b; t < (k+1)*b; t++ {
+		for j := first; j < first+n; j++ {
+			dst = append(dst, ep.At(j, t))
+		}
+	}
+	return dst, nil
 }

@@ -579,3 +579,16 @@ func (sc *schedule) stepNeeds(j int, x, y, shift int64, need func(s, shard int, 
 		}
 	}
 }
+
+// PhaseHashes returns the hash of every phase of the schedule, in order
+// (none without one): what a job's state records.
+func (pl *Plan) PhaseHashes() []string {
+	if pl.params.Schedule == nil {
+		return nil
+	}
+	var out []string
+	for _, ph := range pl.params.Schedule.Phases {
+		out = append(out, ph.Hash())
+	}
+	return out
+}

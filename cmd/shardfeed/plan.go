@@ -378,9 +378,9 @@ type summary struct {
 	Pods            []podSummary    `json:"pods"`
 	Prefetch        int             `json:"prefetchShards"`
 	// Phases are the schedule's, when the dataset has one.
-	Phases          []phaseSummary  `json:"phases,omitempty"`
-	BuildSeconds    float64         `json:"buildSeconds"`
-	BuildAllocBytes uint64          `json:"buildAllocBytes"`
+	Phases          []phaseSummary `json:"phases,omitempty"`
+	BuildSeconds    float64        `json:"buildSeconds"`
+	BuildAllocBytes uint64         `json:"buildAllocBytes"`
 }
 
 type streamSummary struct {

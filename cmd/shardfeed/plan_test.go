@@ -139,20 +139,20 @@ func TestPlanSummaryOnFileMDSStreams(t *testing.T) {
 }
 
 type idsLine struct {
-	Epoch  int64   `json:"epoch"`
-	Step   int64   `json:"step"`
-	Rank   int     `json:"rank"`
-	Pod    *int    `json:"pod"`
-	Local  *int    `json:"local"`
-	DPRank *int    `json:"dpRank"`
+	Epoch  int64 `json:"epoch"`
+	Step   int64 `json:"step"`
+	Rank   int   `json:"rank"`
+	Pod    *int  `json:"pod"`
+	Local  *int  `json:"local"`
+	DPRank *int  `json:"dpRank"`
 	// With a schedule.
-	Phase    *int  `json:"phase"`
-	Repeated bool  `json:"repeated"`
-	Skipped  bool  `json:"skipped"`
-	SkipStep int64 `json:"skipStep"`
-	Worker   int   `json:"worker"`
-	IDs    []int64 `json:"ids"`
-	Pad    []int   `json:"pad"`
+	Phase    *int    `json:"phase"`
+	Repeated bool    `json:"repeated"`
+	Skipped  bool    `json:"skipped"`
+	SkipStep int64   `json:"skipStep"`
+	Worker   int     `json:"worker"`
+	IDs      []int64 `json:"ids"`
+	Pad      []int   `json:"pad"`
 }
 
 func readIDs(t *testing.T, out string) []idsLine {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/memlimit"
+	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
@@ -37,6 +38,7 @@ type feedOptions struct {
 	contract             sidecarconfig.Config
 	pod, pods, procs     int
 	dataParallel         int
+	phasesPoll           time.Duration
 	job, attempt         string
 	fresh, mustResume    bool
 	namespace, image     string
@@ -154,6 +156,7 @@ audience "shardfeed"; SHARDFEED_GENERATION fences replaced attempts), or to
 	f.StringVar(&o.operator.Addr, "operator-addr", contract.OperatorAddr, "HOST:PORT dialled first (the Service's cluster IP), the URL's host if it does not answer")
 	f.StringVar(&o.operator.CAFile, "operator-ca", "", "the operator's CA bundle (default: operator-ca.crt in --plan-dir)")
 	f.StringVar(&o.operator.TokenFile, "token-file", sidecarconfig.TokenPath, "the projected ServiceAccount token (audience shardfeed)")
+	f.DurationVar(&o.phasesPoll, "schedule-poll", 10*time.Second, "how often the sidecar rereads the plan's schedule (it restarts when phases are appended)")
 	o.addFlags(f)
 	f.Lookup("socket").DefValue = DefaultSocket
 	return cmd
@@ -218,6 +221,14 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 			return err
 		}
 		cfg.Dataset, cfg.Spec, cfg.PlannedFingerprint = o.contract.Dataset, p.Spec, &p.Fingerprint
+		cfg.PhasesPoll = o.phasesPoll
+		cfg.Phases = func() ([]string, error) {
+			p, err := configmaps.PlanFromDir(o.planDir)
+			if err != nil {
+				return nil, err
+			}
+			return planspec.PhaseHashes(&p.Spec), nil
+		}
 		if cfg.Dataset == "" {
 			return fmt.Errorf("%s is not set: the sidecar needs its TrainingDataset's name", sidecarconfig.EnvDataset)
 		}

@@ -278,6 +278,11 @@ type State struct {
 	// then the version of the plan its sidecars registered with.
 	SidecarImage string `json:"sidecarImage,omitempty"`
 	PlanVersion  int    `json:"planVersion,omitempty"`
+	// Phases are the hashes of the schedule's phases the job's sidecars
+	// registered with, in order (planner.Phase.Hash): a later sidecar's
+	// schedule must begin with them, so that a resume reproduces the
+	// batches.
+	Phases []string `json:"phases,omitempty"`
 }
 
 // ResumeAt is where a job reads next from this committed state: the

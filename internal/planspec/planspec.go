@@ -48,23 +48,43 @@ func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamInde
 		}
 		p.Streams = append(p.Streams, st)
 	}
-	if spec.Schedule != nil {
-		p.Schedule = &planner.Schedule{}
-		for _, ph := range spec.Schedule.Phases {
-			phase := planner.Phase{StartStep: ph.StartStep, GlobalBatchSize: ph.GlobalBatchSize, SkipSteps: ph.SkipSteps, RepeatSteps: ph.RepeatSteps}
-			if ph.Proportions != nil {
-				phase.Proportions = map[string]string{}
-				for _, w := range ph.Proportions {
-					phase.Proportions[w.Stream] = w.Proportion
-				}
-			}
-			p.Schedule.Phases = append(p.Schedule.Phases, phase)
-		}
-	}
+	p.Schedule = Schedule(spec)
 	if err := p.Validate(); err != nil {
 		return planner.Params{}, err
 	}
 	return p, nil
+}
+
+// Schedule returns the planner's schedule of spec (nil without one).
+func Schedule(spec *datav1alpha1.TrainingDatasetSpec) *planner.Schedule {
+	if spec.Schedule == nil {
+		return nil
+	}
+	sc := &planner.Schedule{}
+	for _, ph := range spec.Schedule.Phases {
+		phase := planner.Phase{StartStep: ph.StartStep, GlobalBatchSize: ph.GlobalBatchSize, SkipSteps: ph.SkipSteps, RepeatSteps: ph.RepeatSteps}
+		if ph.Proportions != nil {
+			phase.Proportions = map[string]string{}
+			for _, w := range ph.Proportions {
+				phase.Proportions[w.Stream] = w.Proportion
+			}
+		}
+		sc.Phases = append(sc.Phases, phase)
+	}
+	return sc
+}
+
+// PhaseHashes returns the hashes of spec's schedule's phases, in order.
+func PhaseHashes(spec *datav1alpha1.TrainingDatasetSpec) []string {
+	sc := Schedule(spec)
+	if sc == nil {
+		return nil
+	}
+	var out []string
+	for _, ph := range sc.Phases {
+		out = append(out, ph.Hash())
+	}
+	return out
 }
 
 // Prefetch returns the number of shards a sidecar fetches ahead, as the

@@ -45,6 +45,9 @@ type Job struct {
 	Pods, WorldSize int
 	// DataParallel is the job's declared data-parallel size (0: none).
 	DataParallel int
+	// Phases are the hashes of the plan's schedule's phases (none
+	// without a schedule).
+	Phases       []string
 	SidecarImage string
 }
 
@@ -108,6 +111,7 @@ func Register(ctx context.Context, st Store, j Job) (*configmaps.State, error) {
 		s.Dataset, s.Job = j.Dataset, j.Job
 		s.Fingerprint = j.Fingerprint
 		s.PlanVersion = max(j.Fingerprint.Version(), 1)
+		s.Phases = slices.Clone(j.Phases)
 		if s.SidecarImage == "" {
 			s.SidecarImage = j.SidecarImage
 		}
@@ -141,7 +145,26 @@ func checkJob(s *configmaps.State, j Job) error {
 	if err := checkOwner(s, j.Dataset, j.Job); err != nil {
 		return err
 	}
-	return checkPlan(s, j)
+	if err := checkPlan(s, j); err != nil {
+		return err
+	}
+	return checkPhases(s, j)
+}
+
+// checkPhases refuses a schedule that does not begin with the phases the
+// job registered with: phases are only ever appended.
+func checkPhases(s *configmaps.State, j Job) error {
+	for i, h := range s.Phases {
+		switch {
+		case i >= len(j.Phases):
+			return fmt.Errorf("%w: job %q ran with %d schedule phases, this sidecar's schedule has %d: phases are only ever appended; restore phase %d (%s) or start a new job",
+				ErrRefused, j.Job, len(s.Phases), len(j.Phases), i, h)
+		case j.Phases[i] != h:
+			return fmt.Errorf("%w: job %q ran with schedule phase %d of hash %s, this sidecar's phase %d is %s: a phase a job used cannot change (it shapes the batches a resume reproduces); restore it, append new phases after it, or start a new job",
+				ErrRefused, j.Job, i, h, i, j.Phases[i])
+		}
+	}
+	return nil
 }
 
 func checkPlan(s *configmaps.State, j Job) error {

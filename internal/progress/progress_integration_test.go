@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -127,6 +128,42 @@ func TestIntegrationCommitRulesHoldInEveryStore(t *testing.T) {
 			loaded, err := open().Load(ctx)
 			if err != nil || loaded.Epoch != 1 || loaded.Step != 4 || loaded.Newest() != "a2" {
 				t.Fatalf("reloaded %+v, %v", loaded, err)
+			}
+		})
+	}
+}
+
+// TestIntegrationSchedulePhasesOnlyGrow: a job's state records its
+// schedule's phase hashes; a sidecar whose schedule appends phases
+// registers, one that changed or dropped a phase the job ran with is
+// refused, naming the phase.
+func TestIntegrationSchedulePhasesOnlyGrow(t *testing.T) {
+	for kind, open := range stores(t) {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			st := open()
+			with := func(attempt string, phases ...string) progress.Job {
+				j := job(attempt)
+				j.Phases = phases
+				return j
+			}
+			got, err := progress.Register(ctx, st, with("a1", "sha256:aa", "sha256:bb"))
+			if err != nil || !slices.Equal(got.Phases, []string{"sha256:aa", "sha256:bb"}) {
+				t.Fatalf("registered %+v, %v", got, err)
+			}
+			if got, err = progress.Register(ctx, st, with("a2", "sha256:aa", "sha256:bb", "sha256:cc")); err != nil || len(got.Phases) != 3 {
+				t.Fatalf("an appended phase: %+v, %v", got, err)
+			}
+			for _, tc := range []struct {
+				phases []string
+				says   string
+			}{
+				{[]string{"sha256:aa", "sha256:xx", "sha256:cc"}, "ran with schedule phase 1 of hash sha256:bb, this sidecar's phase 1 is sha256:xx"},
+				{[]string{"sha256:aa", "sha256:bb"}, "ran with 3 schedule phases, this sidecar's schedule has 2"},
+			} {
+				if _, err := progress.Register(ctx, st, with("a3", tc.phases...)); !errors.Is(err, progress.ErrRefused) || !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("phases %v: got %v, want a refusal saying %q", tc.phases, err, tc.says)
+				}
 			}
 		})
 	}

@@ -40,6 +40,8 @@ type RegisterRequest struct {
 	WorldSize   int                 `json:"worldSize,omitempty"`
 	// DataParallelSize is the declared data-parallel size (0: none).
 	DataParallelSize int `json:"dataParallelSize,omitempty"`
+	// Phases are the hashes of the plan's schedule's phases.
+	Phases []string `json:"phases,omitempty"`
 }
 
 // CommitRequest is the body of PathCommit.

@@ -6,6 +6,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -18,6 +19,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,6 +89,13 @@ type Config struct {
 	// Formats the streams are read with; nil: formats.Default().
 	Formats format.Registry
 
+	// Phases, if set, reads the phase hashes of the schedule as they are
+	// now (the mounted plan ConfigMap's), every PhasesPoll: when they are
+	// no longer the plan's, the sidecar drains and exits, and restarts
+	// (a native sidecar) under the new phases.
+	Phases     func() ([]string, error)
+	PhasesPoll time.Duration
+
 	Log *slog.Logger
 	// Started, if set, receives the server once it listens (tests).
 	Started func(*server.Server)
@@ -118,6 +127,30 @@ func (cfg *Config) minCache(pl *planner.Plan, prefetch int) (int64, string, erro
 	}
 	ranks := min(max(cfg.ProcsPerPod, 1), cfg.DataParallel)
 	return int64(ranks)*perRank + int64(prefetch)*pl.MaxShardBytes(), fmt.Sprintf("a pod serving %d of %d data-parallel ranks", ranks, cfg.DataParallel), nil
+}
+
+// watchPhases stops the sidecar once the schedule's phases are no longer
+// those of its plan: it restarts under the new ones (their Register
+// refuses a schedule that changed a phase the job used).
+func watchPhases(ctx context.Context, cfg Config, have []string, stop context.CancelFunc, log *slog.Logger) {
+	every := cmp.Or(cfg.PhasesPoll, 10*time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		now, err := cfg.Phases()
+		if err != nil {
+			log.Warn("Cannot read the schedule's phases", "err", err)
+			continue
+		}
+		if !slices.Equal(now, have) {
+			log.Info("The schedule changed: restarting to serve its new phases", "phases", len(now), "had", len(have))
+			stop()
+			return
+		}
+	}
 }
 
 // NewAttempt returns a fresh attempt id, for a process that is its own
@@ -252,7 +285,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer pipe.Close()
 
 	job := progress.Job{Dataset: cfg.Dataset, Job: cfg.Job, Attempt: cfg.Attempt, Generation: cfg.Generation, Fingerprint: pl.Fingerprint(), Steps: pl.Steps(),
-		SidecarImage: cfg.SidecarImage}
+		SidecarImage: cfg.SidecarImage, Phases: pl.PhaseHashes()}
 	if cfg.RankMode == server.RankModePod {
 		job.Pods, job.WorldSize, job.DataParallel = cfg.Pods, cfg.Pods*cfg.ProcsPerPod, cfg.DataParallel
 	}
@@ -333,6 +366,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Started != nil {
 		cfg.Started(srv)
+	}
+	if cfg.Phases != nil && pl.Scheduled() {
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		go watchPhases(ctx, cfg, pl.PhaseHashes(), stop, log)
 	}
 	err = srv.Serve(ctx, l)
 	log.Info("Stopped", "err", err)

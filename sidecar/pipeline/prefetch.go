@@ -78,20 +78,16 @@ func (p *Pipeline) Ready(e int64, first, n int, k int64) bool {
 	if err != nil || k >= p.plan.Steps() {
 		return err == nil
 	}
-	var batch []planner.Sample
-	per := p.plan.GlobalBatchSize() / int64(p.plan.NumSplits())
+	batch, err := ep.SplitsBatch(nil, k, first, n)
+	if err != nil {
+		return false
+	}
 	p.decoded.mu.Lock()
 	defer p.decoded.mu.Unlock()
-	for t := k * per; t < (k+1)*per; t++ {
-		batch = batch[:0]
-		for j := first; j < first+n; j++ {
-			batch = append(batch, ep.At(j, t))
-		}
-		for _, s := range batch {
-			d, ok := p.decoded.shards[shardKey{s.Stream, s.Shard}]
-			if !ok || d.rec == nil {
-				return false
-			}
+	for _, s := range batch {
+		d, ok := p.decoded.shards[shardKey{s.Stream, s.Shard}]
+		if !ok || d.rec == nil {
+			return false
 		}
 	}
 	return true

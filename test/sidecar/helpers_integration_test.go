@@ -346,13 +346,18 @@ func endOf(st *shardfeed.Stream) error {
 
 // planLine is one line of `shardfeed plan --ids`.
 type planLine struct {
-	Epoch  int64   `json:"epoch"`
-	Step   int64   `json:"step"`
-	Rank   int     `json:"rank"`
-	DPRank *int    `json:"dpRank"`
-	Worker int64   `json:"worker"`
-	IDs    []int64 `json:"ids"`
-	Pad    []int   `json:"pad"`
+	Epoch  int64 `json:"epoch"`
+	Step   int64 `json:"step"`
+	Rank   int   `json:"rank"`
+	DPRank *int  `json:"dpRank"`
+	// With a schedule: the phase, and repeated steps; skipped data's
+	// lines are left out of planIDs's map.
+	Phase    *int    `json:"phase"`
+	Repeated bool    `json:"repeated"`
+	Skipped  bool    `json:"skipped"`
+	Worker   int64   `json:"worker"`
+	IDs      []int64 `json:"ids"`
+	Pad      []int   `json:"pad"`
 }
 
 // planIDs runs `shardfeed plan --ids` and maps (step, rank) to its line.
@@ -377,6 +382,9 @@ func planIDs(t testing.TB, ds dataset, epoch int64, world, workers int, extra ..
 		var l planLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatal(err)
+		}
+		if l.Skipped {
+			continue
 		}
 		lines[[2]int64{l.Step, int64(l.Rank)}] = l
 	}

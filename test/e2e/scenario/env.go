@@ -70,6 +70,9 @@ type DatasetOptions struct {
 	BlockSize       int
 	// Extra spec lines, e.g. "  onCorruptShard: skip\n".
 	Extra string
+	// TextFilter, if set, is the Parquet stream's row filter (its
+	// selection is indexed with the data).
+	TextFilter string
 	// Endpoint the dataset reads from instead of MinIO's (a proxy).
 	Endpoint string
 	// CommitEvery is the trainers' commit interval in steps.
@@ -112,6 +115,11 @@ func (c *Cluster) NewEnv(ctx context.Context, ns string, o DatasetOptions) (*Env
 	}
 	if err := testdata.Parquet(ctx, pqDir, "text", o.Samples, max(o.Samples/4, 1), 50); err != nil {
 		return nil, err
+	}
+	if o.TextFilter != "" {
+		if out, err := c.Cmd(ctx, "shardfeed", "index", "file://"+pqDir+"/", "--format", "parquet", "--filter", o.TextFilter); err != nil {
+			return nil, fmt.Errorf("indexing the text stream's filter: %w\n%s", err, out)
+		}
 	}
 	if err := c.upload(ctx, mdsDir, e.Bucket, "tokens/"); err != nil {
 		return nil, err
@@ -185,8 +193,16 @@ func (e *Env) streams() []testdata.Stream {
 	}
 	return []testdata.Stream{
 		{Name: "tokens", URI: "s3://" + e.Bucket + "/tokens/", Format: "mds", Endpoint: ep, Extra: `columns: ["id", "text"]`},
-		{Name: "text", URI: "s3://" + e.Bucket + "/text/", Format: "parquet", Endpoint: ep, Extra: `columns: ["id", "text"]`},
+		{Name: "text", URI: "s3://" + e.Bucket + "/text/", Format: "parquet", Endpoint: ep, Extra: `columns: ["id", "text"]` + e.filterLine()},
 	}
+}
+
+// filterLine is the text stream's filter as a manifest line, if it has one.
+func (e *Env) filterLine() string {
+	if e.ds.TextFilter == "" {
+		return ""
+	}
+	return fmt.Sprintf("\n    filter: %q", e.ds.TextFilter)
 }
 
 func (e *Env) spec() string {

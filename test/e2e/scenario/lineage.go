@@ -29,6 +29,9 @@ type Lineage struct {
 	// Skipped samples: in their planned place with their planned id, marked
 	// pad by onCorruptShard: skip; counted apart, never as lost or trained.
 	Skipped int
+	// Repeated samples: those of the steps a schedule repeats, counted
+	// apart (the step's first training counts).
+	Repeated int
 	// Retrained steps: trained by more than one attempt or generation
 	// (those after the last commit before a kill or a rescale).
 	Retrained int
@@ -162,6 +165,8 @@ func (e *Env) CheckLineage(ctx context.Context, st *configmaps.State) (Lineage, 
 				case slices.Contains(want.Pad, i):
 				case pads[i]:
 					skipped[id]++
+				case want.Repeated:
+					l.Repeated++
 				default:
 					seen[id]++
 				}
@@ -228,6 +233,10 @@ func readRecords(dir string) ([]record, error) {
 type planned struct {
 	IDs []int64 `json:"ids"`
 	Pad []int   `json:"pad"`
+	// Repeated marks a step a schedule repeats; Skipped the data a
+	// schedule skipped (not a step of its own).
+	Repeated bool `json:"repeated"`
+	Skipped  bool `json:"skipped"`
 }
 
 // delivered is the ids of step s for world w that are not pad rows.
@@ -235,6 +244,9 @@ func delivered(plan map[[2]int64]planned, s int64, w int) []int64 {
 	var ids []int64
 	for rank := range w {
 		line := plan[[2]int64{s, int64(rank)}]
+		if line.Repeated {
+			continue
+		}
 		for i, id := range line.IDs {
 			if !slices.Contains(line.Pad, i) {
 				ids = append(ids, id)
@@ -260,6 +272,9 @@ func (e *Env) planIDs(ctx context.Context, w int) (map[[2]int64]planned, error) 
 		}
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			continue // progress or log lines
+		}
+		if line.Skipped {
+			continue
 		}
 		ids[[2]int64{line.Step, line.Rank}] = line.planned
 	}

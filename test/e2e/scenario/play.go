@@ -28,8 +28,18 @@ import (
 const (
 	e2eNamespace = "e2e"
 	numSplits    = 4
-	globalBatch  = 16
+	globalBatch  = 32
 	commitEvery  = 5
+	// The plan's features at once: a row filter on the Parquet stream (half
+	// its rows), stratified batching, and a schedule whose batch size ramps
+	// up from 16 to 32 at step 20 (within one pass of each stream).
+	textFilter = "id % 2 == 0"
+	planExtra  = `  batching: stratified
+  schedule:
+    phases:
+    - {startStep: 0, globalBatchSize: 16}
+    - {startStep: 20, globalBatchSize: 32}
+`
 )
 
 func (c *Cluster) play(ctx context.Context, rep *Report) error {
@@ -60,11 +70,12 @@ func (c *Cluster) play(ctx context.Context, rep *Report) error {
 	// 3. The TrainingDataset.
 	c.Step("kubectl apply: namespace %s, the MinIO credentials Secret and TrainingDataset %q", e2eNamespace, datasetName)
 	e, err := c.NewEnv(ctx, e2eNamespace, DatasetOptions{Samples: c.o.Samples, NumSplits: numSplits, GlobalBatchSize: globalBatch,
-		BlockSize: 256, CommitEvery: commitEvery, StepTime: c.o.StepTime})
+		BlockSize: 256, CommitEvery: commitEvery, StepTime: c.o.StepTime, TextFilter: textFilter, Extra: planExtra})
 	if err != nil {
 		return err
 	}
 	c.Detail("s3://%s/tokens/ and s3://%s/text/ on %s", e.Bucket, e.Bucket, c.MinIO.URL())
+	c.Detail("text filtered by %q (its selection indexed with shardfeed index --filter), stratified batching, a batch size ramping up from 16 to 32 at step 20", textFilter)
 	ds, err := e.Dataset(ctx)
 	if err != nil {
 		return err

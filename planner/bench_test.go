@@ -130,3 +130,87 @@ func BenchmarkMaterializedPermutation(b *testing.B) {
 		runtime.KeepAlive(sink)
 	})
 }
+
+// scheduledParams is bigParams with what issue 24 adds: a filter on the
+// web stream (per-shard matching counts in the index: 60–100 %), stratified
+// batching and a 3-phase schedule (a ramp-up, a curriculum, a skip).
+func scheduledParams(samples, shards int64) Params {
+	p := bigParams(samples, shards)
+	web := &p.Streams[0].Index
+	web.Filter = "sha256:bench"
+	for i := range web.Shards {
+		web.Shards[i].Samples = web.Shards[i].Samples * int64(60+i%41) / 100
+	}
+	p.Batching = BatchingStratified
+	p.Schedule = &Schedule{Phases: []Phase{
+		{StartStep: 0, GlobalBatchSize: 4096},
+		{StartStep: 20_000, GlobalBatchSize: 4096 * 4, Proportions: map[string]string{"web": "0.5", "code": "0.5"}},
+		{StartStep: 50_000, SkipSteps: 300},
+	}}
+	return p
+}
+
+// BenchmarkPlanBuildScheduled builds the plan of 1e10 samples in 1e6 shards
+// with a filter, stratified batching and a 3-phase schedule, and its first
+// batch of one split (which builds each stream's first pass): the planner
+// benchmark of issue 24 (under 1 s and 100 MB).
+func BenchmarkPlanBuildScheduled(b *testing.B) {
+	p := scheduledParams(1e10, 1e6)
+	b.ReportAllocs()
+	var sink []Sample
+	for b.Loop() {
+		pl, err := New(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ep, err := pl.Epoch(0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sink, err = ep.SplitsBatch(sink[:0], 0, 0, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.KeepAlive(sink)
+}
+
+// BenchmarkPlanBuildStratified is BenchmarkPlanBuild's largest plan with
+// stratified batching: what cutting each stream on its own costs.
+func BenchmarkPlanBuildStratified(b *testing.B) {
+	p := bigParams(1e10, 1e6)
+	p.Batching = BatchingStratified
+	b.ReportAllocs()
+	var ep *EpochPlan
+	for i := 0; b.Loop(); i++ {
+		pl, err := New(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ep, err = pl.Epoch(int64(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.KeepAlive(ep)
+}
+
+// BenchmarkPlanSeekScheduled maps random positions of random splits at
+// random steps of every phase (within the first passes) to samples: a
+// resume's seek.
+func BenchmarkPlanSeekScheduled(b *testing.B) {
+	pl, err := New(scheduledParams(1e10, 1e6))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	steps := make([]int64, 1<<12)
+	split := make([]int, len(steps))
+	for i := range steps {
+		steps[i], split[i] = r.Int64N(100_000), r.IntN(pl.NumSplits())
+	}
+	b.ReportAllocs()
+	var sink int64
+	for i := 0; b.Loop(); i++ {
+		sink += pl.sample(steps[i&(len(steps)-1)], split[i&(len(steps)-1)], 0).ID
+	}
+	runtime.KeepAlive(sink)
+}

@@ -95,6 +95,10 @@ func Register(ctx context.Context, st Store, j Job) (*configmaps.State, error) {
 		if err := checkJob(s, j); err != nil {
 			return err
 		}
+		// Only a registration names the phases: a commit's job does not.
+		if err := checkPhases(s, j); err != nil {
+			return err
+		}
 		gen := j.Generation
 		switch {
 		case gen == 0 && s.GenerationOf(j.Attempt) == 0:
@@ -145,10 +149,7 @@ func checkJob(s *configmaps.State, j Job) error {
 	if err := checkOwner(s, j.Dataset, j.Job); err != nil {
 		return err
 	}
-	if err := checkPlan(s, j); err != nil {
-		return err
-	}
-	return checkPhases(s, j)
+	return checkPlan(s, j)
 }
 
 // checkPhases refuses a schedule that does not begin with the phases the

@@ -154,6 +154,11 @@ func TestIntegrationSchedulePhasesOnlyGrow(t *testing.T) {
 			if got, err = progress.Register(ctx, st, with("a2", "sha256:aa", "sha256:bb", "sha256:cc")); err != nil || len(got.Phases) != 3 {
 				t.Fatalf("an appended phase: %+v, %v", got, err)
 			}
+			// A commit names no phases (the operator's endpoint builds its
+			// job from the commit alone): it is not a schedule's change.
+			if _, err := progress.Apply(ctx, st, job("a2"), progress.Commit{Epoch: 0, Step: 5}); err != nil {
+				t.Fatalf("a commit after a registration with phases: %v", err)
+			}
 			for _, tc := range []struct {
 				phases []string
 				says   string

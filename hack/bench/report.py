@@ -171,8 +171,16 @@ def planner_block(go: GoResults, img: Path) -> str:
             for e, t, m in plan]
     rows += [["baseline build: a shuffled `[]int64` of every sample", f"1e{e} samples", fmt_ns(t), m.scaled(1e-6).fmt(".0f", unit="MB")]
              for e, t, m in base]
+    # Issue 24's plans: the same size with stratified batching, and with a
+    # filter, stratified batching and a 3-phase schedule (goal: < 1 s, < 100 MB).
+    for name, label in (("planner/BenchmarkPlanBuildStratified", "plan build, stratified batching"),
+                        ("planner/BenchmarkPlanBuildScheduled", "plan build, filter + stratified + 3-phase schedule (and each stream's first pass)")):
+        t, m = go.stat(name, "ns/op"), go.stat(name, "B/op")
+        if t and m:
+            rows.append([label, "1e10 samples, 1e6 shards", fmt_ns(t, True), m.scaled(1e-6).fmt(".1f", True, "MB")])
     for name, label, size in (("planner/BenchmarkPlanSeek", "plan seek: random split, random position → sample", "1e10 samples"),
                               ("planner/BenchmarkPlanSequential", "plan sequential: one split's positions in order", "1e10 samples"),
+                              ("planner/BenchmarkPlanSeekScheduled", "scheduled plan seek: random step of any phase, random split → sample", "1e10 samples"),
                               ("planner/BenchmarkMaterializedPermutation/seek/samples=1e+08", "baseline seek: array lookup", "1e8 samples")):
         t = go.stat(name, "ns/op")
         if t:

@@ -94,16 +94,13 @@ func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alp
 		p.Streams = append(p.Streams, configmaps.StreamDigest{Name: ds.Spec.Streams[i].Name, ContentHash: x.ContentHash(),
 			Shards: len(x.Shards), Samples: x.Samples(), Bytes: x.Bytes(), MaxShardBytes: x.MaxShardBytes()})
 	}
-	ep, err := pl.Epoch(0)
-	if err != nil {
-		return err
-	}
+	var err error
 	prefetch := planspec.Prefetch(&ds.Spec)
 	for pods := 1; pods <= min(pl.NumSplits(), minCachePods); pods++ {
 		if pl.NumSplits()%pods != 0 {
 			continue
 		}
-		if p.MinCacheBytes[pods], err = ep.MinCacheBytes(pods, prefetch); err != nil {
+		if p.MinCacheBytes[pods], err = pl.MinCacheBytes(pods, prefetch); err != nil {
 			return err
 		}
 	}

@@ -592,3 +592,41 @@ func (pl *Plan) PhaseHashes() []string {
 	}
 	return out
 }
+
+// CacheEpochs returns the epochs whose minimum cache bounds every epoch's:
+// epoch 0 without a schedule; with one, also the epochs where a phase
+// starts and the epoch after each (a phase's batch size and mix hold until
+// the next, so later epochs read as those do).
+func (pl *Plan) CacheEpochs() []int64 {
+	out := []int64{0}
+	if pl.params.Schedule == nil {
+		return out
+	}
+	for _, ph := range pl.params.Schedule.Phases {
+		e := ph.StartStep / pl.steps
+		for _, x := range []int64{e, e + 1} {
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
+// MinCacheBytes is EpochPlan.MinCacheBytes over the epochs of CacheEpochs:
+// the cache a pod of a job of pods pods needs in any epoch.
+func (pl *Plan) MinCacheBytes(pods, prefetchShards int) (int64, error) {
+	var most int64
+	for _, e := range pl.CacheEpochs() {
+		ep, err := pl.Epoch(e)
+		if err != nil {
+			return 0, err
+		}
+		need, err := ep.MinCacheBytes(pods, prefetchShards)
+		if err != nil {
+			return 0, err
+		}
+		most = max(most, need)
+	}
+	return most, nil
+}

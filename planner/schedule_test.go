@@ -338,3 +338,69 @@ func TestScheduleNeedsAndCacheCoverEveryStep(t *testing.T) {
 		}
 	})
 }
+
+// TestScheduleMinimumCacheCoversLaterPhases: a ramp-up in a later epoch
+// needs more cache than epoch 0; the plan's minimum cache (what the webhook
+// checks) covers it.
+func TestScheduleMinimumCacheCoversLaterPhases(t *testing.T) {
+	p := Params{Streams: []Stream{{Name: "a", Index: index(50, 50, 50, 50, 50, 50, 50, 50)}}, NumSplits: 2, GlobalBatchSize: 2,
+		Seed: 1, Shuffle: true, BlockSize: 4}
+	pl := must(New(p))
+	p.Schedule = &Schedule{Phases: []Phase{{StartStep: 2*pl.Steps() + 7, GlobalBatchSize: 200}}}
+	pl = must(New(p))
+	if got := pl.CacheEpochs(); !slices.Equal(got, []int64{0, 2, 3}) {
+		t.Fatalf("cache epochs %v, want [0 2 3]", got)
+	}
+	first := must(must(pl.Epoch(0)).MinCacheBytes(1, 0))
+	later := must(must(pl.Epoch(3)).MinCacheBytes(1, 0))
+	all := must(pl.MinCacheBytes(1, 0))
+	if later <= first || all < later {
+		t.Fatalf("epoch 0 needs %d, epoch 3 %d, the plan says %d: want the plan's to cover the ramp-up's", first, later, all)
+	}
+}
+
+// TestScheduleEgressIsPerPass: in an epoch's steps, the pods together fetch
+// each shard once per pass of its stream the steps draw from, plus one
+// shard per pod boundary per stream per pass (each pass is cut on its own).
+func TestScheduleEgressIsPerPass(t *testing.T) {
+	forRandomSchedules(t, 100, func(t *testing.T, pl *Plan, horizon int64) {
+		S := pl.NumSplits()
+		for e := range horizon/pl.Steps() + 1 {
+			ep := must(pl.Epoch(e))
+			passes := map[int]map[int64]bool{} // stream → passes drawn in the epoch
+			note := func(batch []Sample) {
+				for _, smp := range batch {
+					if passes[smp.Stream] == nil {
+						passes[smp.Stream] = map[int64]bool{}
+					}
+					passes[smp.Stream][smp.Pass] = true
+				}
+			}
+			for k := range pl.Steps() {
+				note(must(ep.GlobalBatch(nil, k)))
+			}
+			for _, P := range []int{2, S} {
+				if S%P != 0 {
+					continue
+				}
+				var pairs, bound int
+				for pod := range P {
+					first, n, _ := pl.PodSplits(pod, P)
+					pairs += len(ep.ShardsNeeded(first, n))
+				}
+				for s, ps := range passes {
+					shards := 0
+					for _, sh := range pl.params.Streams[s].Index.Shards {
+						if sh.Samples > 0 {
+							shards++
+						}
+					}
+					bound += len(ps) * (shards + P - 1)
+				}
+				if pairs > bound {
+					t.Fatalf("epoch %d, %d pods: %d (pod, shard) fetches, above passes × (shards + P − 1) = %d", e, P, pairs, bound)
+				}
+			}
+		}
+	})
+}

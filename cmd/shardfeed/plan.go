@@ -460,7 +460,7 @@ func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []i
 		if err != nil {
 			return nil, fmt.Errorf("--pods %d: %w", n, err)
 		}
-		cache, err := ep.MinCacheBytes(n, prefetch)
+		cache, err := pl.MinCacheBytes(n, prefetch)
 		if err != nil {
 			return nil, err
 		}

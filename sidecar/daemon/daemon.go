@@ -112,16 +112,12 @@ func (cfg *Config) formats() format.Registry {
 // with replication groups, that of the up to min(procs per pod, D)
 // data-parallel ranks it may serve, which it learns only from its clients.
 func (cfg *Config) minCache(pl *planner.Plan, prefetch int) (int64, string, error) {
-	ep, err := pl.Epoch(0)
-	if err != nil {
-		return 0, "", err
-	}
 	pods := max(cfg.Pods, 1)
 	if cfg.DataParallel == 0 {
-		need, err := ep.MinCacheBytes(pods, prefetch)
+		need, err := pl.MinCacheBytes(pods, prefetch)
 		return need, fmt.Sprintf("a pod of %d", pods), err
 	}
-	perRank, err := ep.MinCacheBytes(cfg.DataParallel, 0)
+	perRank, err := pl.MinCacheBytes(cfg.DataParallel, 0)
 	if err != nil {
 		return 0, "", err
 	}

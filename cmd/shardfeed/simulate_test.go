@@ -58,8 +58,15 @@ func TestSimulateCommand(t *testing.T) {
 		})
 	}
 
+	// A scheduled dataset: its steps at every batch size.
+	scheduled := fixture(t, scheduleTail)
+	out, err := runCLI(t, "simulate", "-f", scheduled, "--pods", "2", "--bandwidth", "10MB/s")
+	if err != nil || !strings.Contains(out, "66 steps") {
+		t.Fatalf("simulate of a scheduled dataset: %v\n%s", err, out)
+	}
+
 	// JSON: per pod, the bytes are the plan summary's.
-	out, err := runCLI(t, "simulate", "-f", manifest, "--pods", "2", "-o", "json")
+	out, err = runCLI(t, "simulate", "-f", manifest, "--pods", "2", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}

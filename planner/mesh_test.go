@@ -122,10 +122,10 @@ func TestCheckReplication(t *testing.T) {
 
 // randomMesh draws a 2-D or 3-D layout of a job whose data-parallel size
 // divides S, and how many of its ranks a pod runs.
-func randomMesh(r *rand.Rand, S int) (Mesh, int) {
+func randomMesh(r *rand.Rand, splits int) (Mesh, int) {
 	var dps []int
-	for d := 1; d <= S; d++ {
-		if S%d == 0 {
+	for d := 1; d <= splits; d++ {
+		if splits%d == 0 {
 			dps = append(dps, d)
 		}
 	}

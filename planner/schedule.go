@@ -63,14 +63,14 @@ const maxPeriod = int64(1) << 40
 // used, so that a resume under another phase of that step is refused.
 func (ph Phase) Hash() string {
 	h := sha256.New()
-	fmt.Fprintf(h, "start=%d;g=%d;skip=%d;repeat=%d", ph.StartStep, ph.GlobalBatchSize, ph.SkipSteps, ph.RepeatSteps)
+	_, _ = fmt.Fprintf(h, "start=%d;g=%d;skip=%d;repeat=%d", ph.StartStep, ph.GlobalBatchSize, ph.SkipSteps, ph.RepeatSteps)
 	names := make([]string, 0, len(ph.Proportions))
 	for n := range ph.Proportions {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(h, ";%s=%s", n, canonicalDecimal(ph.Proportions[n]))
+		_, _ = fmt.Fprintf(h, ";%s=%s", n, canonicalDecimal(ph.Proportions[n]))
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:16]
 }

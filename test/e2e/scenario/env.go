@@ -255,7 +255,7 @@ func (e *Env) Dir() string { return e.dir }
 // PlannedIDs returns the ids of every global batch of epoch 0 for world
 // pods: step → ids, rank by rank.
 func (e *Env) PlannedIDs(ctx context.Context, world int) (map[int64][]int64, error) {
-	plan, err := e.planIDs(ctx, world)
+	plan, _, err := e.planIDs(ctx, world)
 	if err != nil {
 		return nil, err
 	}

@@ -30,8 +30,10 @@ type Lineage struct {
 	// pad by onCorruptShard: skip; counted apart, never as lost or trained.
 	Skipped int
 	// Repeated samples: those of the steps a schedule repeats, counted
-	// apart (the step's first training counts).
-	Repeated int
+	// apart (the step's first training counts). ScheduleSkipped: the
+	// samples of the data a schedule skipped (plan --ids prints them
+	// marked), never delivered and never lost.
+	Repeated, ScheduleSkipped int
 	// Retrained steps: trained by more than one attempt or generation
 	// (those after the last commit before a kill or a rescale).
 	Retrained int
@@ -53,8 +55,12 @@ func (l Lineage) Summary() string {
 	if !l.OK() {
 		verdict = "FAILED"
 	}
-	return fmt.Sprintf("%s: %d steps, %d samples checked, %d lost, %d duplicated, %d skipped (corrupt shards), %d steps unlike the plan, %d steps retrained after a failure; same global batches for worlds %v: %v",
-		verdict, l.Steps, l.Samples, l.Lost, l.Duplicated, l.Skipped, l.Mismatched, l.Retrained, l.Worlds, l.SameGlobalBatches)
+	schedule := ""
+	if l.Repeated+l.ScheduleSkipped > 0 {
+		schedule = fmt.Sprintf(", %d repeated and %d skipped by the schedule", l.Repeated, l.ScheduleSkipped)
+	}
+	return fmt.Sprintf("%s: %d steps, %d samples checked, %d lost, %d duplicated, %d skipped (corrupt shards)%s, %d steps unlike the plan, %d steps retrained after a failure; same global batches for worlds %v: %v",
+		verdict, l.Steps, l.Samples, l.Lost, l.Duplicated, l.Skipped, schedule, l.Mismatched, l.Retrained, l.Worlds, l.SameGlobalBatches)
 }
 
 type record = e2erecord.Record
@@ -74,9 +80,11 @@ func (e *Env) CheckLineage(ctx context.Context, st *configmaps.State) (Lineage, 
 	plans := map[int]map[[2]int64]planned{}
 	for w := range worlds {
 		l.Worlds = append(l.Worlds, w)
-		if plans[w], err = e.planIDs(ctx, w); err != nil {
+		var skipped int
+		if plans[w], skipped, err = e.planIDs(ctx, w); err != nil {
 			return l, err
 		}
+		l.ScheduleSkipped = skipped
 	}
 	slices.Sort(l.Worlds)
 	if len(l.Worlds) == 0 {
@@ -256,12 +264,14 @@ func delivered(plan map[[2]int64]planned, s int64, w int) []int64 {
 	return ids
 }
 
-// planIDs runs `shardfeed plan --ids` for world w: (step, rank) → ids.
-func (e *Env) planIDs(ctx context.Context, w int) (map[[2]int64]planned, error) {
+// planIDs runs `shardfeed plan --ids` for world w: (step, rank) → ids,
+// and the number of samples of the data a schedule skips.
+func (e *Env) planIDs(ctx context.Context, w int) (map[[2]int64]planned, int, error) {
 	out, err := e.Cmd(ctx, "shardfeed", "plan", "-f", e.manifest, "--ids", "--world-size", strconv.Itoa(w), "--epoch", "0")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	skipped := 0
 	ids := map[[2]int64]planned{}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
@@ -274,14 +284,15 @@ func (e *Env) planIDs(ctx context.Context, w int) (map[[2]int64]planned, error) 
 			continue // progress or log lines
 		}
 		if line.Skipped {
+			skipped += len(line.IDs)
 			continue
 		}
 		ids[[2]int64{line.Step, line.Rank}] = line.planned
 	}
 	if len(ids) == 0 {
-		return nil, fmt.Errorf("shardfeed plan --ids printed no batch:\n%s", out)
+		return nil, 0, fmt.Errorf("shardfeed plan --ids printed no batch:\n%s", out)
 	}
-	return ids, sc.Err()
+	return ids, skipped, sc.Err()
 }
 
 func execCommand(ctx context.Context, name string, args ...string) (string, error) {

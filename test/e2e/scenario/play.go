@@ -32,13 +32,16 @@ const (
 	commitEvery  = 5
 	// The plan's features at once: a row filter on the Parquet stream (half
 	// its rows), stratified batching, and a schedule whose batch size ramps
-	// up from 16 to 32 at step 20 (within one pass of each stream).
+	// up from 16 to 32 at step 20, which skips the data of 2 steps at step
+	// 40 and repeats 2 steps at step 50 (within one pass of each stream).
 	textFilter = "id % 2 == 0"
 	planExtra  = `  batching: stratified
   schedule:
     phases:
     - {startStep: 0, globalBatchSize: 16}
     - {startStep: 20, globalBatchSize: 32}
+    - {startStep: 40, skipSteps: 2}
+    - {startStep: 50, repeatSteps: 2}
 `
 )
 
@@ -75,7 +78,7 @@ func (c *Cluster) play(ctx context.Context, rep *Report) error {
 		return err
 	}
 	c.Detail("s3://%s/tokens/ and s3://%s/text/ on %s", e.Bucket, e.Bucket, c.MinIO.URL())
-	c.Detail("text filtered by %q (its selection indexed with shardfeed index --filter), stratified batching, a batch size ramping up from 16 to 32 at step 20", textFilter)
+	c.Detail("text filtered by %q (its selection indexed with shardfeed index --filter), stratified batching, a batch size ramping up from 16 to 32 at step 20, the data of 2 steps skipped at step 40, 2 steps repeated at step 50", textFilter)
 	ds, err := e.Dataset(ctx)
 	if err != nil {
 		return err

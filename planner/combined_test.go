@@ -124,29 +124,13 @@ func TestCombinedFeaturesKeepEveryGuarantee(t *testing.T) {
 			e := resume / pl.Steps()
 			ep := must(pl.Epoch(e))
 			for pod, ranks := range pods {
-				limit := must(ep.MinCacheBytesOf(ranks, D, 0))
-				window := map[[2]int]ShardNeed{}
-				for _, nd := range ep.NeedsOf(ranks, D) {
-					window[[2]int{nd.Stream, nd.Shard}] = nd
-				}
-				for k := range pl.Steps() {
-					read := map[[2]int]int64{}
+				checkCovers(t, ep, ep.NeedsOf(ranks, D), must(ep.MinCacheBytesOf(ranks, D, 0)), fmt.Sprintf("pod %d (ranks %v)", pod, ranks), func(k int64) []Sample {
+					var out []Sample
 					for _, d := range ranks {
-						for _, smp := range must(ep.LocalBatch(nil, k, d, D)) {
-							read[[2]int{smp.Stream, smp.Shard}] = pl.shardBytes(smp.Stream, int64(smp.Shard))
-						}
+						out = append(out, must(ep.LocalBatch(nil, k, d, D))...)
 					}
-					var bytes int64
-					for key, b := range read {
-						bytes += b
-						if nd, ok := window[key]; !ok || k < nd.FirstStep || k > nd.LastStep {
-							t.Fatalf("pod %d reads shard %v at step %d of epoch %d, outside its needs %+v", pod, key, k, e, nd)
-						}
-					}
-					if bytes > limit {
-						t.Fatalf("pod %d reads %d bytes at step %d, above its cache %d", pod, bytes, k, limit)
-					}
-				}
+					return out
+				})
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -204,29 +205,13 @@ func TestReplicationGroupsShareBatchesAndTheEgressBound(t *testing.T) {
 		}
 
 		for pod, ranks := range pods {
-			limit := must(ep.MinCacheBytesOf(ranks, D, 0))
-			window := map[[2]int]ShardNeed{}
-			for _, nd := range ep.NeedsOf(ranks, D) {
-				window[[2]int{nd.Stream, nd.Shard}] = nd
-			}
-			for step := range pl.Steps() {
-				read := map[[2]int]int64{}
+			checkCovers(t, ep, ep.NeedsOf(ranks, D), must(ep.MinCacheBytesOf(ranks, D, 0)), fmt.Sprintf("%s: pod %d (ranks %v)", m, pod, ranks), func(k int64) []Sample {
+				var out []Sample
 				for _, d := range ranks {
-					for _, s := range must(ep.LocalBatch(nil, step, d, D)) {
-						read[[2]int{s.Stream, s.Shard}] = pl.shardBytes(s.Stream, int64(s.Shard))
-					}
+					out = append(out, must(ep.LocalBatch(nil, k, d, D))...)
 				}
-				var bytes int64
-				for key, b := range read {
-					bytes += b
-					if nd, ok := window[key]; !ok || step < nd.FirstStep || step > nd.LastStep {
-						t.Fatalf("%s: pod %d (ranks %v) reads shard %v at step %d, outside its needs %+v (listed: %v)", m, pod, ranks, key, step, nd, ok)
-					}
-				}
-				if bytes > limit {
-					t.Fatalf("%s: pod %d (ranks %v) reads %d bytes at step %d, more than MinCacheBytesOf %d", m, pod, ranks, bytes, step, limit)
-				}
-			}
+				return out
+			})
 		}
 	})
 }

@@ -429,40 +429,12 @@ func TestShardsNeededAndMinCacheCoverEveryStep(t *testing.T) {
 	forRandomPlans(t, 200, func(t *testing.T, ep *EpochPlan) {
 		pl := ep.plan
 		for _, P := range []int{1, pl.NumSplits()} {
-			limit, err := ep.MinCacheBytes(P, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			limit := must(ep.MinCacheBytes(P, 0))
 			for pod := range P {
 				first, n, _ := pl.PodSplits(pod, P)
-				needs := ep.ShardsNeeded(first, n)
-				window := map[[2]int]ShardNeed{}
-				for i, nd := range needs {
-					if i > 0 && nd.FirstStep < needs[i-1].FirstStep {
-						t.Fatalf("needs not in order of first step: %+v before %+v", needs[i-1], nd)
-					}
-					window[[2]int{nd.Stream, nd.Shard}] = nd
-				}
-				for k := range pl.Steps() {
-					read := map[[2]int]int64{}
-					for j := first; j < first+n; j++ {
-						for t2 := k * pl.perSplit; t2 < (k+1)*pl.perSplit; t2++ {
-							s := ep.At(j, t2)
-							read[[2]int{s.Stream, s.Shard}] = pl.shardBytes(s.Stream, int64(s.Shard))
-						}
-					}
-					var bytes int64
-					for key, b := range read {
-						bytes += b
-						nd, ok := window[key]
-						if !ok || k < nd.FirstStep || k > nd.LastStep {
-							t.Fatalf("pod %d/%d reads shard %v at step %d, but ShardsNeeded says %+v (listed: %v)", pod, P, key, k, nd, ok)
-						}
-					}
-					if bytes > limit {
-						t.Fatalf("pod %d/%d reads %d bytes of shards at step %d, more than MinCacheBytes %d", pod, P, bytes, k, limit)
-					}
-				}
+				checkCovers(t, ep, ep.ShardsNeeded(first, n), limit, fmt.Sprintf("pod %d/%d", pod, P), func(k int64) []Sample {
+					return must(ep.SplitsBatch(nil, k, first, n))
+				})
 			}
 		}
 	})

@@ -313,26 +313,9 @@ func TestScheduleNeedsAndCacheCoverEveryStep(t *testing.T) {
 				limit := must(ep.MinCacheBytes(P, 0))
 				for pod := range P {
 					first, n, _ := pl.PodSplits(pod, P)
-					window := map[[2]int]ShardNeed{}
-					for _, nd := range ep.ShardsNeeded(first, n) {
-						window[[2]int{nd.Stream, nd.Shard}] = nd
-					}
-					for k := range pl.Steps() {
-						read := map[[2]int]int64{}
-						for _, smp := range must(ep.LocalBatch(nil, k, pod, P)) {
-							read[[2]int{smp.Stream, smp.Shard}] = pl.shardBytes(smp.Stream, int64(smp.Shard))
-						}
-						var bytes int64
-						for key, b := range read {
-							bytes += b
-							if nd, ok := window[key]; !ok || k < nd.FirstStep || k > nd.LastStep {
-								t.Fatalf("epoch %d pod %d/%d reads shard %v at step %d, outside its needs %+v (listed: %v)", e, pod, P, key, k, nd, ok)
-							}
-						}
-						if bytes > limit {
-							t.Fatalf("epoch %d pod %d/%d reads %d bytes at step %d, more than MinCacheBytes %d", e, pod, P, bytes, k, limit)
-						}
-					}
+					checkCovers(t, ep, ep.ShardsNeeded(first, n), limit, fmt.Sprintf("pod %d/%d", pod, P), func(k int64) []Sample {
+						return must(ep.LocalBatch(nil, k, pod, P))
+					})
 				}
 			}
 		}

@@ -69,8 +69,8 @@ func TestEndToEndTrainingThroughAKillAndARescaleIsExactlyOnce(t *testing.T) {
 	if !rep.CleanedUp {
 		t.Error("deleting the dataset left its objects behind")
 	}
-	if l := rep.Lineage; l.Repeated != 2*32 || l.ScheduleSkipped != 2*32 {
-		t.Errorf("the schedule's repeated steps count %d samples and its skipped data %d, want 64 each", l.Repeated, l.ScheduleSkipped)
+	if l := rep.Lineage; l.Repeated != 2*16 || l.ScheduleSkipped != 2*16 {
+		t.Errorf("the schedule's repeated steps count %d samples and its skipped data %d, want 32 each", l.Repeated, l.ScheduleSkipped)
 	}
 	if rep.HostNetwork == "" {
 		t.Error("the hostNetwork pods were not checked")

@@ -27,9 +27,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/minio/minio-go/v7"
 
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
@@ -547,4 +550,22 @@ func checkExactlyOnce(plan map[[2]int64]planLine, seen map[int64]int) error {
 		}
 	}
 	return nil
+}
+
+// writePlanDir writes the plan ConfigMap of spec with fingerprint sum into
+// dir, as the kubelet mounts it.
+func writePlanDir(t testing.TB, dir string, spec datav1alpha1.TrainingDatasetSpec, sum string) {
+	t.Helper()
+	data, err := (&configmaps.Plan{Spec: spec, Fingerprint: planner.Fingerprint{Sum: sum}}).Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range data {
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

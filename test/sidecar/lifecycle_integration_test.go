@@ -248,22 +248,8 @@ func TestIntegrationSidecarReadsTheMountedPlanConfigMap(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &summary); err != nil {
 		t.Fatal(err)
 	}
-	writePlan := func(dir, sum string) {
-		data, err := (&configmaps.Plan{Spec: obj.Spec, Fingerprint: planner.Fingerprint{Sum: sum}}).Data()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range data {
-			if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	dir := t.TempDir()
-	writePlan(filepath.Join(dir, "plan"), summary.Fingerprint)
+	writePlanDir(t, filepath.Join(dir, "plan"), obj.Spec, summary.Fingerprint)
 	env := append(credentialsEnv(t, ds), "SHARDFEED_DATASET=feed", "SHARDFEED_PLAN_DIR="+filepath.Join(dir, "plan"), "SHARDFEED_JOB=j",
 		"SHARDFEED_RANK_MODE=client", "SHARDFEED_SOCKET="+filepath.Join(dir, "run", "feed.sock"), "SHARDFEED_CACHE_DIR="+filepath.Join(dir, "cache"))
 	srv := startEnv(t, dir, env, "sidecar", "--state", filepath.Join(dir, "state.json"), "--metrics-addr", "")
@@ -276,7 +262,7 @@ func TestIntegrationSidecarReadsTheMountedPlanConfigMap(t *testing.T) {
 	srv.kill()
 
 	// The operator planned other indexes: the sidecar refuses to serve.
-	writePlan(filepath.Join(dir, "plan"), "v1-stale")
+	writePlanDir(t, filepath.Join(dir, "plan"), obj.Spec, "v1-stale")
 	cmd := exec.Command(binary, "sidecar", "--state", filepath.Join(dir, "state.json"), "--metrics-addr", "")
 	cmd.Env = append(os.Environ(), env...)
 	b, err := cmd.CombinedOutput()

@@ -15,8 +15,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/configmaps"
-	"github.com/shardfeed/shardfeed/planner"
 )
 
 const scheduleSpec = `  numSplits: 4
@@ -118,20 +116,7 @@ func TestIntegrationASidecarRestartsWhenPhasesAreAppended(t *testing.T) {
 	}
 	dir := t.TempDir()
 	planDir := filepath.Join(dir, "plan")
-	write := func() {
-		data, err := (&configmaps.Plan{Spec: obj.Spec, Fingerprint: planner.Fingerprint{Sum: summary.Fingerprint}}).Data()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(planDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range data {
-			if err := os.WriteFile(filepath.Join(planDir, k), []byte(v), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	write := func() { writePlanDir(t, planDir, obj.Spec, summary.Fingerprint) }
 	write()
 	env := append(credentialsEnv(t, ds), "SHARDFEED_DATASET=feed", "SHARDFEED_PLAN_DIR="+planDir, "SHARDFEED_JOB=j",
 		"SHARDFEED_RANK_MODE=client", "SHARDFEED_SOCKET="+filepath.Join(dir, "run", "feed.sock"), "SHARDFEED_CACHE_DIR="+filepath.Join(dir, "cache"))

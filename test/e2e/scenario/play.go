@@ -28,20 +28,21 @@ import (
 const (
 	e2eNamespace = "e2e"
 	numSplits    = 4
-	globalBatch  = 32
+	globalBatch  = 16
 	commitEvery  = 5
 	// The plan's features at once: a row filter on the Parquet stream (half
 	// its rows), stratified batching, and a schedule whose batch size ramps
-	// up from 16 to 32 at step 20, which skips the data of 2 steps at step
-	// 40 and repeats 2 steps at step 50 (within one pass of each stream).
+	// up from 8 to 16 at step 30, which skips the data of 2 steps at step
+	// 60 and repeats 2 steps at step 100 (150 steps, within one pass of
+	// each stream).
 	textFilter = "id % 2 == 0"
 	planExtra  = `  batching: stratified
   schedule:
     phases:
-    - {startStep: 0, globalBatchSize: 16}
-    - {startStep: 20, globalBatchSize: 32}
-    - {startStep: 40, skipSteps: 2}
-    - {startStep: 50, repeatSteps: 2}
+    - {startStep: 0, globalBatchSize: 8}
+    - {startStep: 30, globalBatchSize: 16}
+    - {startStep: 60, skipSteps: 2}
+    - {startStep: 100, repeatSteps: 2}
 `
 )
 
@@ -78,7 +79,7 @@ func (c *Cluster) play(ctx context.Context, rep *Report) error {
 		return err
 	}
 	c.Detail("s3://%s/tokens/ and s3://%s/text/ on %s", e.Bucket, e.Bucket, c.MinIO.URL())
-	c.Detail("text filtered by %q (its selection indexed with shardfeed index --filter), stratified batching, a batch size ramping up from 16 to 32 at step 20, the data of 2 steps skipped at step 40, 2 steps repeated at step 50", textFilter)
+	c.Detail("text filtered by %q (its selection indexed with shardfeed index --filter), stratified batching, a batch size ramping up from 8 to 16 at step 30, the data of 2 steps skipped at step 60, 2 steps repeated at step 100", textFilter)
 	ds, err := e.Dataset(ctx)
 	if err != nil {
 		return err

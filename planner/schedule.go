@@ -630,3 +630,52 @@ func (pl *Plan) MinCacheBytes(pods, prefetchShards int) (int64, error) {
 	}
 	return most, nil
 }
+
+// SizeRun is a run of global steps from FromStep (to the next run's) with
+// one global batch size.
+type SizeRun struct {
+	FromStep        int64 `json:"fromStep"`
+	GlobalBatchSize int64 `json:"globalBatchSize"`
+}
+
+// BatchSizes returns the global batch size of every global step as runs
+// (one run of G without a schedule), repeats included: what a client
+// needs to count the rows, or micro-batches, still to come.
+func (pl *Plan) BatchSizes() []SizeRun {
+	S := int64(pl.params.NumSplits)
+	if pl.sched == nil {
+		return []SizeRun{{0, pl.params.GlobalBatchSize}}
+	}
+	var runs []SizeRun
+	add := func(r SizeRun) {
+		if n := len(runs); n > 0 && runs[n-1].GlobalBatchSize == r.GlobalBatchSize {
+			return
+		}
+		if n := len(runs); n > 0 && runs[n-1].FromStep == r.FromStep {
+			runs = runs[:n-1]
+		}
+		runs = append(runs, r)
+	}
+	for _, seg := range pl.sched.segments {
+		if seg.repeat == 0 {
+			add(SizeRun{seg.start, seg.perSplit * S})
+			continue
+		}
+		// The sizes of the steps it replays, shifted by the repeat.
+		from, to := seg.start-seg.repeat, seg.start
+		var replay []SizeRun
+		for j, r := range runs {
+			end := int64(math.MaxInt64)
+			if j+1 < len(runs) {
+				end = runs[j+1].FromStep
+			}
+			if a, b := max(r.FromStep, from), min(end, to); a < b {
+				replay = append(replay, SizeRun{a + seg.repeat, r.GlobalBatchSize})
+			}
+		}
+		for _, r := range replay {
+			add(r)
+		}
+	}
+	return runs
+}

@@ -387,3 +387,19 @@ func TestScheduleEgressIsPerPass(t *testing.T) {
 		}
 	})
 }
+
+func TestScheduleBatchSizesAreEveryStepsSize(t *testing.T) {
+	forRandomSchedules(t, 150, func(t *testing.T, pl *Plan, horizon int64) {
+		runs := pl.BatchSizes()
+		for g := range horizon {
+			i := len(runs) - 1
+			for runs[i].FromStep > g {
+				i--
+			}
+			ep := must(pl.Epoch(g / pl.Steps()))
+			if want := ep.BatchSize(g % pl.Steps()); runs[i].GlobalBatchSize != want {
+				t.Fatalf("step %d: the runs %v say %d, the plan %d", g, runs, runs[i].GlobalBatchSize, want)
+			}
+		}
+	})
+}

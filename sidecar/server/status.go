@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
@@ -101,11 +102,14 @@ type Status struct {
 	Fingerprint  string `json:"fingerprint"`
 	PlanVersion  int    `json:"planVersion"`
 	NumSplits    int    `json:"numSplits"`
-	// GlobalBatchSize is G; Steps the steps per epoch.
-	GlobalBatchSize int64          `json:"globalBatchSize"`
-	Steps           int64          `json:"steps"`
-	Uptime          float64        `json:"uptimeSeconds"`
-	Pipeline        pipeline.Stats `json:"pipeline"`
+	// GlobalBatchSize is G; Steps the steps per epoch. BatchSizes are the
+	// global batch sizes of the global steps (epoch·Steps + step) as runs:
+	// one run of G without a schedule.
+	BatchSizes      []planner.SizeRun `json:"batchSizes"`
+	GlobalBatchSize int64             `json:"globalBatchSize"`
+	Steps           int64             `json:"steps"`
+	Uptime          float64           `json:"uptimeSeconds"`
+	Pipeline        pipeline.Stats    `json:"pipeline"`
 	// Rows by stage: still to assemble for the open streams, fetched into
 	// the cache and not decoded, decoded and
 	// held in memory, assembled and waiting in a queue, sent to the clients
@@ -129,7 +133,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		Ready: s.ready, RankMode: s.cfg.RankMode, Pod: s.cfg.Pod, Pods: s.cfg.Pods, ProcsPerPod: s.cfg.ProcsPerPod, DataParallel: s.cfg.DataParallel,
 		Dataset: s.cfg.Job.Dataset, Job: s.cfg.Job.Job, Attempt: s.cfg.Job.Attempt,
 		Fingerprint: p.Plan().Fingerprint().Sum, PlanVersion: p.Plan().Version(), NumSplits: p.Plan().NumSplits(),
-		GlobalBatchSize: p.Plan().GlobalBatchSize(), Steps: p.Plan().Steps(), Uptime: time.Since(s.started).Seconds(),
+		GlobalBatchSize: p.Plan().GlobalBatchSize(), BatchSizes: p.Plan().BatchSizes(), Steps: p.Plan().Steps(), Uptime: time.Since(s.started).Seconds(),
 		Pipeline: ps, DecodedRows: ps.DecodedRows, FetchedRows: p.FetchedRows(), LastErrors: append([]errorRecord{}, s.errs...),
 	}
 	st.StreamRows = map[string]int64{}

@@ -93,3 +93,33 @@ def test_a_rank_without_coordinates_is_told_to_give_them(feed_factory):
         next(iter(shardfeed.FeedDataset(feed.socket, rank=0, world_size=4, dp_rank=0, dp_size=4)))
     batch = next(iter(shardfeed.FeedDataset(feed.socket, rank=3, world_size=4, dp_rank=1, dp_size=2, output="numpy")))
     assert len(batch["id"]) == 12  # globalBatchSize / dp_size
+
+
+SCHEDULE = """  numSplits: 4
+  globalBatchSize: 8
+  shuffle: {seed: 5, blockSize: 100}
+  schedule:
+    phases:
+    - {startStep: 0, globalBatchSize: 4}
+    - {startStep: 10, globalBatchSize: 16}
+    - {startStep: 20, repeatSteps: 3}
+"""
+
+
+def test_micro_batches_follow_a_schedules_batch_sizes(feed_factory):
+    """A ramp-up changes the local batch size at its step: the loader cuts
+    each step into its own number of micro-batches, and len() counts them
+    as they come (from the sidecar's batchSizes)."""
+    feed = feed_factory(table(), SCHEDULE)
+    status = shardfeed.Client(feed.socket).status()
+    assert status["batchSizes"] == [{"fromStep": 0, "globalBatchSize": 4}, {"fromStep": 10, "globalBatchSize": 16}]
+    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=2, output="numpy"), micro_batch_size=2)
+    expected = len(loader)
+    assert expected == 10 * 1 + (N // 8 - 10) * 4  # 150 steps: 2 rows a step, then 8
+    sizes = {}
+    count = 0
+    for micro in loader:
+        count += 1
+        sizes[int(micro["_shardfeed_step"][0])] = int(micro["_shardfeed_micros"])
+    assert count == expected
+    assert sizes[9] == 1 and sizes[10] == 4 and sizes[21] == 4

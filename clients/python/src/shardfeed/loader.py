@@ -153,15 +153,25 @@ class FeedLoader:
         plan = self.plan()
         steps = int(plan["steps"])
         if self._epoch is not None:
-            start = self._step or 0
+            epoch, start = self._epoch, self._step or 0
         else:
             state = self.dataset.client().state()
-            start = resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), steps)[1]
+            epoch, start = resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), steps)
         left = max(steps - start, 0)
-        if self.micro_batch_size:
-            local = int(plan["globalBatchSize"]) // self.dataset.dp_size
-            left *= max(local // self.micro_batch_size, 1)
-        return left
+        if not self.micro_batch_size or left == 0:
+            return left
+        # Micro-batches per step follow the step's batch size, which a
+        # schedule changes: count them run by run over the global steps.
+        runs = plan.get("batchSizes") or [{"fromStep": 0, "globalBatchSize": plan["globalBatchSize"]}]
+        first, end = epoch * steps + start, (epoch + 1) * steps
+        total = 0
+        for i, run in enumerate(runs):
+            lo = max(int(run["fromStep"]), first)
+            hi = min(int(runs[i + 1]["fromStep"]), end) if i + 1 < len(runs) else end
+            if lo < hi:
+                local = int(run["globalBatchSize"]) // self.dataset.dp_size
+                total += (hi - lo) * max(local // self.micro_batch_size, 1)
+        return total
 
     def __iter__(self) -> Iterator[Any]:
         client = self.dataset.client()
@@ -252,6 +262,7 @@ class FeedLoader:
         if self._plan is None:
             st = self.dataset.client().status()
             self._plan = {k: st[k] for k in ("fingerprint", "planVersion", "numSplits", "globalBatchSize", "steps")}
+            self._plan["batchSizes"] = st.get("batchSizes")
         return self._plan
 
     def state_dict(self) -> dict[str, Any]:

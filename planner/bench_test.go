@@ -32,22 +32,26 @@ func bigParams(samples, shards int64) Params {
 func BenchmarkPlanBuild(b *testing.B) {
 	for _, size := range []struct{ samples, shards int64 }{{1e6, 1e2}, {1e7, 1e3}, {1e8, 1e4}, {1e9, 1e5}, {1e10, 1e6}} {
 		b.Run(fmt.Sprintf("samples=%.0e/shards=%.0e", float64(size.samples), float64(size.shards)), func(b *testing.B) {
-			p := bigParams(size.samples, size.shards)
-			// B/op is the plan's memory: everything it allocates, it keeps.
-			b.ReportAllocs()
-			var ep *EpochPlan
-			for i := 0; b.Loop(); i++ {
-				pl, err := New(p)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if ep, err = pl.Epoch(int64(i)); err != nil {
-					b.Fatal(err)
-				}
-			}
-			runtime.KeepAlive(ep)
+			benchBuild(b, bigParams(size.samples, size.shards))
 		})
 	}
+}
+
+// benchBuild builds p's plan and an epoch of it per iteration. B/op is the
+// plan's memory: everything it allocates, it keeps.
+func benchBuild(b *testing.B, p Params) {
+	b.ReportAllocs()
+	var ep *EpochPlan
+	for i := 0; b.Loop(); i++ {
+		pl, err := New(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ep, err = pl.Epoch(int64(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.KeepAlive(ep)
 }
 
 // bigEpoch is epoch 3 of the plan of 1e10 samples in 1e6 shards.
@@ -179,18 +183,7 @@ func BenchmarkPlanBuildScheduled(b *testing.B) {
 func BenchmarkPlanBuildStratified(b *testing.B) {
 	p := bigParams(1e10, 1e6)
 	p.Batching = BatchingStratified
-	b.ReportAllocs()
-	var ep *EpochPlan
-	for i := 0; b.Loop(); i++ {
-		pl, err := New(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if ep, err = pl.Epoch(int64(i)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	runtime.KeepAlive(ep)
+	benchBuild(b, p)
 }
 
 // BenchmarkPlanSeekScheduled maps random positions of random splits at

@@ -1,6 +1,25 @@
 package planner
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
+
+// checkPodsCover runs checkCovers for every pod of a job of 1 pod and of
+// S pods, each reading its splits.
+func checkPodsCover(t *testing.T, ep *EpochPlan) {
+	t.Helper()
+	pl := ep.plan
+	for _, P := range []int{1, pl.NumSplits()} {
+		limit := must(ep.MinCacheBytes(P, 0))
+		for pod := range P {
+			first, n, _ := pl.PodSplits(pod, P)
+			checkCovers(t, ep, ep.ShardsNeeded(first, n), limit, fmt.Sprintf("pod %d/%d", pod, P), func(k int64) []Sample {
+				return must(ep.SplitsBatch(nil, k, first, n))
+			})
+		}
+	}
+}
 
 // checkCovers checks that the shards read at each step of the epoch (read
 // returns a step's samples, of a pod's ranks or splits) are in needs at

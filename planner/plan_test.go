@@ -426,18 +426,7 @@ func TestEgressIsAtMostDistinctBytesPlusOneShardAndTheFootersPerPodBoundary(t *t
 }
 
 func TestShardsNeededAndMinCacheCoverEveryStep(t *testing.T) {
-	forRandomPlans(t, 200, func(t *testing.T, ep *EpochPlan) {
-		pl := ep.plan
-		for _, P := range []int{1, pl.NumSplits()} {
-			limit := must(ep.MinCacheBytes(P, 0))
-			for pod := range P {
-				first, n, _ := pl.PodSplits(pod, P)
-				checkCovers(t, ep, ep.ShardsNeeded(first, n), limit, fmt.Sprintf("pod %d/%d", pod, P), func(k int64) []Sample {
-					return must(ep.SplitsBatch(nil, k, first, n))
-				})
-			}
-		}
-	})
+	forRandomPlans(t, 200, checkPodsCover)
 }
 
 func TestShuffleChangesOrderAndDropsPerEpochAndIsReproducible(t *testing.T) {

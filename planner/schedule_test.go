@@ -308,16 +308,7 @@ func TestPhaseHashIgnoresHowDecimalsAreWritten(t *testing.T) {
 func TestScheduleNeedsAndCacheCoverEveryStep(t *testing.T) {
 	forRandomSchedules(t, 100, func(t *testing.T, pl *Plan, horizon int64) {
 		for e := range horizon/pl.Steps() + 1 {
-			ep := must(pl.Epoch(e))
-			for _, P := range []int{1, pl.NumSplits()} {
-				limit := must(ep.MinCacheBytes(P, 0))
-				for pod := range P {
-					first, n, _ := pl.PodSplits(pod, P)
-					checkCovers(t, ep, ep.ShardsNeeded(first, n), limit, fmt.Sprintf("pod %d/%d", pod, P), func(k int64) []Sample {
-						return must(ep.LocalBatch(nil, k, pod, P))
-					})
-				}
-			}
+			checkPodsCover(t, must(pl.Epoch(e)))
 		}
 	})
 }

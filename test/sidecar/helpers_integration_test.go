@@ -26,6 +26,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/minio/minio-go/v7"
+	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
@@ -550,6 +551,29 @@ func checkExactlyOnce(plan map[[2]int64]planLine, seen map[int64]int) error {
 		}
 	}
 	return nil
+}
+
+// plannedDataset returns ds's manifest as an object and the fingerprint
+// `shardfeed plan` computes for it: what the operator would mount.
+func plannedDataset(t testing.TB, ds dataset) (datav1alpha1.TrainingDataset, string) {
+	t.Helper()
+	var obj datav1alpha1.TrainingDataset
+	manifest, err := os.ReadFile(ds.manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(manifest, &obj); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runShardfeed("plan", "-f", ds.manifest, "--credentials-dir", ds.credentials, "-o", "json", "--pods", "1")
+	if err != nil {
+		t.Fatal(err, out)
+	}
+	var summary struct{ Fingerprint string }
+	if err := json.Unmarshal([]byte(out), &summary); err != nil {
+		t.Fatal(err)
+	}
+	return obj, summary.Fingerprint
 }
 
 // writePlanDir writes the plan ConfigMap of spec with fingerprint sum into

@@ -5,7 +5,6 @@ package sidecar_test
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,9 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
-	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/progress"
@@ -232,24 +228,9 @@ func TestIntegrationSidecarRefusesAJobCommittedUnderAnotherPlan(t *testing.T) {
 
 func TestIntegrationSidecarReadsTheMountedPlanConfigMap(t *testing.T) {
 	ds := newDataset(t, 400, 0, "  numSplits: 2\n  globalBatchSize: 4\n")
-	manifest, err := os.ReadFile(ds.manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var obj datav1alpha1.TrainingDataset
-	if err := yaml.UnmarshalStrict(manifest, &obj); err != nil {
-		t.Fatal(err)
-	}
-	out, err := runShardfeed("plan", "-f", ds.manifest, "--credentials-dir", ds.credentials, "-o", "json", "--pods", "1")
-	if err != nil {
-		t.Fatal(err, out)
-	}
-	var summary struct{ Fingerprint string }
-	if err := json.Unmarshal([]byte(out), &summary); err != nil {
-		t.Fatal(err)
-	}
+	obj, fingerprint := plannedDataset(t, ds)
 	dir := t.TempDir()
-	writePlanDir(t, filepath.Join(dir, "plan"), obj.Spec, summary.Fingerprint)
+	writePlanDir(t, filepath.Join(dir, "plan"), obj.Spec, fingerprint)
 	env := append(credentialsEnv(t, ds), "SHARDFEED_DATASET=feed", "SHARDFEED_PLAN_DIR="+filepath.Join(dir, "plan"), "SHARDFEED_JOB=j",
 		"SHARDFEED_RANK_MODE=client", "SHARDFEED_SOCKET="+filepath.Join(dir, "run", "feed.sock"), "SHARDFEED_CACHE_DIR="+filepath.Join(dir, "cache"))
 	srv := startEnv(t, dir, env, "sidecar", "--state", filepath.Join(dir, "state.json"), "--metrics-addr", "")

@@ -3,7 +3,6 @@
 package sidecar_test
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -11,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 )
@@ -102,21 +99,10 @@ func TestIntegrationAScheduleThroughAKillAndARescale(t *testing.T) {
 // the schedule there has new phases.
 func TestIntegrationASidecarRestartsWhenPhasesAreAppended(t *testing.T) {
 	ds := newDataset(t, 400, 0, "  numSplits: 2\n  globalBatchSize: 4\n  schedule:\n    phases:\n    - {startStep: 10, globalBatchSize: 8}\n")
-	var obj datav1alpha1.TrainingDataset
-	if err := yaml.UnmarshalStrict([]byte(mustRead(t, ds.manifest)), &obj); err != nil {
-		t.Fatal(err)
-	}
-	out, err := runShardfeed("plan", "-f", ds.manifest, "--credentials-dir", ds.credentials, "-o", "json", "--pods", "1")
-	if err != nil {
-		t.Fatal(err, out)
-	}
-	var summary struct{ Fingerprint string }
-	if err := json.Unmarshal([]byte(out), &summary); err != nil {
-		t.Fatal(err)
-	}
+	obj, fingerprint := plannedDataset(t, ds)
 	dir := t.TempDir()
 	planDir := filepath.Join(dir, "plan")
-	write := func() { writePlanDir(t, planDir, obj.Spec, summary.Fingerprint) }
+	write := func() { writePlanDir(t, planDir, obj.Spec, fingerprint) }
 	write()
 	env := append(credentialsEnv(t, ds), "SHARDFEED_DATASET=feed", "SHARDFEED_PLAN_DIR="+planDir, "SHARDFEED_JOB=j",
 		"SHARDFEED_RANK_MODE=client", "SHARDFEED_SOCKET="+filepath.Join(dir, "run", "feed.sock"), "SHARDFEED_CACHE_DIR="+filepath.Join(dir, "cache"))

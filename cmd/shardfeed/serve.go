@@ -23,6 +23,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
+	"github.com/shardfeed/shardfeed/sidecar/handoff"
 )
 
 // feedOptions are the flags `serve` and `sidecar` share.
@@ -31,6 +32,8 @@ type feedOptions struct {
 	socket, metricsAddr  string
 	cacheDir, cacheLimit string
 	decodedLimit         string
+	handoffMemory        string
+	handoffSlots         int
 	prefetch             int
 	credentials          string
 	state                string
@@ -58,6 +61,8 @@ func (o *feedOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "directory of the shard cache")
 	f.StringVar(&o.cacheLimit, "cache-limit", "", "bytes of the shard cache, e.g. 20Gi (default: spec.sidecar.cacheLimit, else unbounded)")
 	f.StringVar(&o.decodedLimit, "memory-limit", "1Gi", "memory for decoded shards not in use (at most half the container's memory limit unless set)")
+	f.StringVar(&o.handoffMemory, "handoff-memory", "256Mi", "shared memory the batches are handed over in, all streams together (0: batches go through the socket)")
+	f.IntVar(&o.handoffSlots, "handoff-slots", handoff.DefaultSlots, "batches each stream may have in shared memory at once")
 	f.IntVar(&o.prefetch, "prefetch", -1, "shards fetched ahead (default: spec.sidecar.prefetch, else 2)")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.pprof, "pprof", false, "serve Go's /debug/pprof/ on the metrics address")
@@ -182,7 +187,7 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 	cfg := daemon.Config{
 		Socket: o.socket, MetricsAddr: o.metricsAddr, MetricsTLS: o.metricsTLS, Pprof: o.pprof, CacheDir: o.cacheDir, Prefetch: o.prefetch,
 		RankMode: sidecarconfig.RankMode(o.rankMode), Pod: o.pod, Pods: o.pods, ProcsPerPod: o.procs, DataParallel: o.dataParallel, Job: o.job, Attempt: o.attempt,
-		SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: log,
+		HandoffSlots: o.handoffSlots, SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: log,
 	}
 	if inPod {
 		cfg.IdentityDir = workloadidentity.TokenDir
@@ -190,7 +195,7 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 	for _, q := range []struct {
 		flag, value string
 		into        *int64
-	}{{"--cache-limit", o.cacheLimit, &cfg.CacheLimitBytes}, {"--memory-limit", o.decodedLimit, &cfg.DecodedLimitBytes}} {
+	}{{"--cache-limit", o.cacheLimit, &cfg.CacheLimitBytes}, {"--memory-limit", o.decodedLimit, &cfg.DecodedLimitBytes}, {"--handoff-memory", o.handoffMemory, &cfg.HandoffBytes}} {
 		if q.value == "" {
 			continue
 		}

@@ -39,6 +39,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/handoff"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/server"
 	"github.com/shardfeed/shardfeed/sidecar/source"
@@ -72,6 +73,10 @@ type Config struct {
 	// CacheLimitBytes overrides spec.sidecar.cacheLimit when > 0.
 	CacheLimitBytes   int64
 	DecodedLimitBytes int64
+	// HandoffBytes bounds the shared memory batches are handed over in (0:
+	// through the socket), HandoffSlots segments per stream.
+	HandoffBytes int64
+	HandoffSlots int
 	// Prefetch overrides spec.sidecar.prefetch when >= 0.
 	Prefetch int
 
@@ -296,7 +301,8 @@ func Run(ctx context.Context, cfg Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := server.New(server.Config{Pipeline: pipe, Progress: cfg.Progress, Job: job, RankMode: cfg.RankMode,
-		Pod: cfg.Pod, Pods: cfg.Pods, ProcsPerPod: cfg.ProcsPerPod, DataParallel: cfg.DataParallel, Log: log, Registry: reg})
+		Pod: cfg.Pod, Pods: cfg.Pods, ProcsPerPod: cfg.ProcsPerPod, DataParallel: cfg.DataParallel, Log: log, Registry: reg,
+		Handoff: handoff.NewPool(cfg.HandoffBytes), HandoffSlots: cfg.HandoffSlots})
 	if err != nil {
 		return err
 	}

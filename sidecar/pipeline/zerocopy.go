@@ -140,3 +140,18 @@ func (m *MessageWriter) Take(bufs net.Buffers) net.Buffers {
 	m.scratch, m.parts, m.n = m.scratch[:0], m.parts[:0], 0
 	return bufs
 }
+
+// CopyTo copies the collected message into dst, which must hold Len
+// bytes, and starts a new message.
+func (m *MessageWriter) CopyTo(dst []byte) int {
+	n := 0
+	for _, p := range m.parts {
+		if p.buf != nil {
+			n += copy(dst[n:], p.buf)
+		} else {
+			n += copy(dst[n:], m.scratch[p.lo:p.hi])
+		}
+	}
+	m.scratch, m.parts, m.n = m.scratch[:0], m.parts[:0], 0
+	return n
+}

@@ -2,10 +2,16 @@ package server
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/shardfeed/shardfeed/sidecar/handoff"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
@@ -19,18 +25,90 @@ type streamConn struct {
 	pipeline.MessageWriter
 	conn net.Conn
 	bufs net.Buffers
+	// handoff, when set, frames the stream for a hand-off through memory:
+	// every chunk starts with its kind (frame*), and batches go into the
+	// stream's shared segments.
+	handoff *handoff.Stream
 }
+
+// The kinds of chunk of a stream handed off through memory.
+const (
+	// frameArrow: Arrow IPC messages, in the chunk.
+	frameArrow = 'A'
+	// frameControl: {"slots":N}, with the control segment's descriptor.
+	frameControl = 'C'
+	// frameSegment: {"slot":i,"size":n}, with slot i's new segment's
+	// descriptor.
+	frameSegment = 'S'
+	// frameBatch: {"slot":i,"gen":g,"size":n}: Arrow IPC messages in the
+	// first n bytes of slot i; the client releases the slot by writing g
+	// into control word i.
+	frameBatch = 'B'
+)
 
 // flush sends what was written since the last flush as one chunk.
 func (c *streamConn) flush() error {
 	if c.Len() == 0 {
 		return nil
 	}
-	c.bufs = append(c.bufs[:0], fmt.Appendf(nil, "%x\r\n", c.Len()))
+	size := c.Len()
+	var kind []byte
+	if c.handoff != nil {
+		kind = []byte{frameArrow}
+		size++
+	}
+	c.bufs = append(c.bufs[:0], fmt.Appendf(nil, "%x\r\n", size), kind)
 	c.bufs = c.Take(c.bufs)
 	c.bufs = append(c.bufs, []byte("\r\n"))
 	bufs := c.bufs // WriteTo consumes its receiver
 	_, err := bufs.WriteTo(c.conn)
+	return err
+}
+
+// handOff writes what was written since the last flush (a batch) into a
+// free slot and sends its descriptor, or sends it as a chunk when the
+// stream has no slot for it.
+func (c *streamConn) handOff(ctx context.Context) error {
+	if c.handoff == nil {
+		return c.flush()
+	}
+	slot, err := c.handoff.Take(ctx, c.Len())
+	if err != nil || slot == nil {
+		return errors.Join(err, c.flush())
+	}
+	n := c.CopyTo(slot.Mem)
+	if slot.FD >= 0 {
+		if err := c.frame(frameSegment, map[string]int{"slot": slot.Index, "size": len(slot.Mem)}, slot.FD); err != nil {
+			return err
+		}
+	}
+	if err := c.frame(frameBatch, map[string]any{"slot": slot.Index, "gen": slot.Gen, "size": n}, -1); err != nil {
+		return err
+	}
+	c.handoff.Sent(slot)
+	return nil
+}
+
+// frame sends one small chunk of kind with v as JSON, and fd with it (as
+// SCM_RIGHTS on its first byte) unless fd is negative.
+func (c *streamConn) frame(kind byte, v any, fd int) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	chunk := fmt.Appendf(nil, "%x\r\n%c%s\r\n", len(body)+1, kind, body)
+	if fd < 0 {
+		_, err = c.conn.Write(chunk)
+		return err
+	}
+	uc, ok := c.conn.(*net.UnixConn)
+	if !ok {
+		return errors.New("a hand-off through memory needs a Unix socket")
+	}
+	n, _, err := uc.WriteMsgUnix(chunk, unix.UnixRights(fd), nil)
+	if err == nil && n < len(chunk) {
+		_, err = uc.Write(chunk[n:])
+	}
 	return err
 }
 

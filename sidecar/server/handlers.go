@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,8 +14,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"golang.org/x/sys/unix"
 
 	"github.com/shardfeed/shardfeed/internal/progress"
+	"github.com/shardfeed/shardfeed/sidecar/handoff"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
@@ -27,10 +30,21 @@ const (
 	HeaderStartStep   = "Shardfeed-Start-Step"
 	HeaderSteps       = "Shardfeed-Steps"
 	HeaderFingerprint = "Shardfeed-Fingerprint"
+	// HeaderHandoff says how batches are handed over: "memfd" when through
+	// shared memory (the chunks are frames, see streamConn), absent when
+	// in the chunks.
+	HeaderHandoff = "Shardfeed-Handoff"
 )
+
+// HandoffMemfd is the value of the handoff parameter (and of the
+// Shardfeed-Handoff header) for batches handed over in memfd segments.
+const HandoffMemfd = "memfd"
 
 // errShuttingDown ends the streams open when the sidecar stops.
 var errShuttingDown = errors.New("the sidecar is shutting down: reconnect at the next step once it is back")
+
+// errClientGone ends a stream whose client closed the connection.
+var errClientGone = errors.New("the client closed the connection")
 
 // batchRequest is a parsed GET /v1/batches.
 type batchRequest struct {
@@ -40,6 +54,8 @@ type batchRequest struct {
 	dpRank, dpSize        int
 	epoch, step           int64
 	epochGiven, stepGiven bool
+	// handoff: the client maps memfd segments (handoff=memfd).
+	handoff bool
 }
 
 // intParam parses an integer query parameter; def is used when absent
@@ -62,13 +78,13 @@ func intParam(q url.Values, name string, def int64) (int64, bool, error) {
 	return n, true, nil
 }
 
-var batchParams = map[string]bool{"rank": true, "world": true, "dp_rank": true, "dp_size": true, "worker": true, "workers": true, "epoch": true, "step": true, "fingerprint": true}
+var batchParams = map[string]bool{"rank": true, "world": true, "dp_rank": true, "dp_size": true, "worker": true, "workers": true, "epoch": true, "step": true, "fingerprint": true, "handoff": true}
 
 // parseBatchRequest checks a request against the plan and the rank mode.
 func (s *Server) parseBatchRequest(q url.Values) (batchRequest, string, error) {
 	for k := range q {
 		if !batchParams[k] {
-			return batchRequest{}, k, fmt.Errorf("unknown parameter %q: use rank, world, dp_rank, dp_size, worker, workers, epoch, step (and fingerprint)", k)
+			return batchRequest{}, k, fmt.Errorf("unknown parameter %q: use rank, world, dp_rank, dp_size, worker, workers, epoch, step (and fingerprint, handoff)", k)
 		}
 		if n := len(q[k]); n > 1 {
 			return batchRequest{}, k, fmt.Errorf("%s is given %d times: give each parameter once", k, n)
@@ -127,6 +143,13 @@ func (s *Server) parseBatchRequest(q url.Values) (batchRequest, string, error) {
 			return r, "rank", fmt.Errorf("rank %d belongs to pod %d, this is pod %d (ranks %d to %d): a process asks its own pod's sidecar",
 				r.rank, r.rank/s.cfg.ProcsPerPod, s.cfg.Pod, s.cfg.Pod*s.cfg.ProcsPerPod, (s.cfg.Pod+1)*s.cfg.ProcsPerPod-1)
 		}
+	}
+	switch h := q.Get("handoff"); h {
+	case "":
+	case HandoffMemfd:
+		r.handoff = true
+	default:
+		return r, "handoff", fmt.Errorf("handoff=%q: use %q (batches in shared memory) or leave it out (batches in the stream)", h, HandoffMemfd)
 	}
 	if fp := q.Get("fingerprint"); fp != "" && fp != pl.Fingerprint().Sum {
 		return r, "fingerprint", fmt.Errorf("the checkpoint was taken under plan %s, this sidecar serves plan %s: a different plan is a new TrainingDataset", fp, pl.Fingerprint().Sum)
@@ -241,6 +264,16 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 	h.Set(HeaderStartStep, strconv.FormatInt(start, 10))
 	h.Set(HeaderSteps, strconv.FormatInt(pl.Steps(), 10))
 	h.Set(HeaderFingerprint, pl.Fingerprint().Sum)
+	var hs *handoff.Stream
+	if _, unixSocket := req.Context().Value(http.LocalAddrContextKey).(*net.UnixAddr); r.handoff && unixSocket && s.cfg.Handoff.Enabled() {
+		if hs, err = handoff.NewStream(s.cfg.Handoff, s.cfg.HandoffSlots); err != nil {
+			s.cfg.Log.Warn("Fell back to batches in the stream", "stream", key, "err", err)
+			hs = nil
+		} else {
+			defer hs.Close()
+			h.Set(HeaderHandoff, HandoffMemfd)
+		}
+	}
 	sc, err := hijackStream(w, h)
 	if err != nil {
 		s.failStream(ss, fmt.Errorf("taking the connection: %w", err))
@@ -249,6 +282,22 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 	// Closing without the terminal chunk, as every early return does, tells
 	// the client the stream was cut.
 	defer func() { _ = sc.conn.Close() }()
+	// The client sends nothing after its request: the connection's end,
+	// read here, ends the stream, even while it waits for a shard or for
+	// the client to release a slot.
+	go func() {
+		_, _ = io.Copy(io.Discard, sc.conn)
+		cancel(errClientGone)
+	}()
+	if hs != nil {
+		sc.handoff = hs
+		fd := hs.TakeControlFD()
+		err := sc.frame(frameControl, map[string]int{"slots": hs.Slots()}, fd)
+		_ = unix.Close(fd)
+		if err != nil {
+			return
+		}
+	}
 	iw := ipc.NewWriter(sc, ipc.WithSchema(s.cfg.Pipeline.Schema()))
 	for {
 		select {
@@ -267,15 +316,18 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 			if c := context.Cause(ctx); c != nil {
 				err = c
 			}
+			if errors.Is(err, errClientGone) {
+				return // as a failed write: reconnecting at the next step continues there
+			}
 			s.failStream(ss, err)
 			return
 		}
 		sc.Batch = &batch
 		err = iw.Write(batch.Record)
-		if err == nil {
-			err = sc.flush()
-		}
 		sc.Batch = nil
+		if err == nil {
+			err = sc.handOff(ctx)
+		}
 		rows := batch.Record.NumRows()
 		s.countStreams(batch.Record)
 		batch.Release()
@@ -284,7 +336,10 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 		}
 		s.sent(ss, batch.Step, rows)
 	}
-	if err := iw.Close(); err != nil {
+	if err := iw.Close(); err == nil {
+		err = sc.flush()
+	}
+	if err != nil {
 		return
 	}
 	if err := sc.end(); err != nil {

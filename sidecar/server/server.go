@@ -24,6 +24,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/version"
+	"github.com/shardfeed/shardfeed/sidecar/handoff"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
@@ -47,6 +48,11 @@ type Config struct {
 	// rank its own replication group): requests then name their
 	// data-parallel rank, and batches are those of that rank.
 	DataParallel int
+	// Handoff bounds the shared memory batches are handed over in (nil or
+	// a zero limit: batches go in the stream), HandoffSlots segments per
+	// stream at most.
+	Handoff      *handoff.Pool
+	HandoffSlots int
 	Log          *slog.Logger
 	// Registry receives the metrics; nil: none.
 	Registry prometheus.Registerer
@@ -75,6 +81,9 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.HandoffSlots == 0 {
+		cfg.HandoffSlots = handoff.DefaultSlots
 	}
 	if cfg.ProcsPerPod < 1 {
 		cfg.ProcsPerPod = 1

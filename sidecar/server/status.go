@@ -7,6 +7,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/handoff"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
@@ -110,6 +111,8 @@ type Status struct {
 	Steps           int64             `json:"steps"`
 	Uptime          float64           `json:"uptimeSeconds"`
 	Pipeline        pipeline.Stats    `json:"pipeline"`
+	// Handoff is the shared memory batches are handed over in.
+	Handoff handoff.PoolStats `json:"handoff"`
 	// Rows by stage: still to assemble for the open streams, fetched into
 	// the cache and not decoded, decoded and
 	// held in memory, assembled and waiting in a queue, sent to the clients
@@ -134,7 +137,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		Dataset: s.cfg.Job.Dataset, Job: s.cfg.Job.Job, Attempt: s.cfg.Job.Attempt,
 		Fingerprint: p.Plan().Fingerprint().Sum, PlanVersion: p.Plan().Version(), NumSplits: p.Plan().NumSplits(),
 		GlobalBatchSize: p.Plan().GlobalBatchSize(), BatchSizes: p.Plan().BatchSizes(), Steps: p.Plan().Steps(), Uptime: time.Since(s.started).Seconds(),
-		Pipeline: ps, DecodedRows: ps.DecodedRows, FetchedRows: p.FetchedRows(), LastErrors: append([]errorRecord{}, s.errs...),
+		Pipeline: ps, Handoff: s.cfg.Handoff.Stats(), DecodedRows: ps.DecodedRows, FetchedRows: p.FetchedRows(), LastErrors: append([]errorRecord{}, s.errs...),
 	}
 	st.StreamRows = map[string]int64{}
 	for k, v := range s.streamRows {

@@ -7,7 +7,8 @@
     loader.state_dict(); loader.load_state_dict(d); loader.commit()
 """
 
-from ._client import SOCKET_ENV, BatchStream, Client
+from ._client import SOCKET_ENV, Client
+from ._stream import BatchStream
 from ._convert import Output
 from ._stats import Stats
 from .dataset import FeedDataset, data_parallel_coordinates

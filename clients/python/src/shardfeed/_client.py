@@ -1,4 +1,4 @@
-"""HTTP/1.1 over the sidecar's Unix socket: batches as Arrow streams, commits, state."""
+"""HTTP/1.1 over the sidecar's Unix socket: commits, state, status; batches in _stream."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import os
 import socket
 import time
 import urllib.parse
-from typing import Any, Callable, Iterator
+from typing import Any
 
-import pyarrow as pa
-
-from .errors import SidecarError, SidecarNotReady, StreamCut
+from ._stream import HANDOFF, BatchStream, request
+from .errors import SidecarError, SidecarNotReady
 
 SOCKET_ENV = "SHARDFEED_SOCKET"
 # Where the sidecar listens in a pod, and where `shardfeed serve` listens
@@ -26,12 +25,6 @@ MISSING_WAIT_S = 3.0
 # How long a commit waits for a sidecar that restarts (its container was
 # killed, the kubelet starts it again): a commit is safe to repeat.
 COMMIT_WAIT_S = 120.0
-# Batches are MiBs: a large receive buffer means fewer wake-ups per batch.
-_RCVBUF = 4 << 20
-
-# What a cut stream looks like from here: the missing terminal chunk
-# (IncompleteRead), a dropped connection, or an Arrow message cut short.
-CUT_ERRORS = (http.client.IncompleteRead, http.client.HTTPException, ConnectionError, pa.ArrowInvalid, OSError)
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -42,7 +35,6 @@ class _UnixConnection(http.client.HTTPConnection):
     def connect(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RCVBUF)
             if self.timeout is not None:
                 sock.settimeout(self.timeout)
             sock.connect(self._path)
@@ -227,7 +219,7 @@ class Client:
 
     def batches(self, *, rank: int, world: int, worker: int = 0, workers: int = 1,
                 data_parallel: tuple[int, int] | None = None, epoch: int | None = None, step: int | None = None, fingerprint: str | None = None,
-                alloc: Callable[[int], memoryview | None] | None = None) -> "BatchStream":
+                handoff: bool = True, release_here: bool = True) -> BatchStream:
         """Open the stream of one DataLoader worker's batches.
 
         Args:
@@ -243,8 +235,11 @@ class Client:
             epoch: the epoch; default the committed one.
             step: the first step; default the committed step plus worker.
             fingerprint: the plan the caller expects; another is refused.
-            alloc: alloc(n), if given, says where to read each message of
-                n bytes (None: the heap).
+            handoff: ask for the batches in shared memory (the sidecar
+                sends them in the stream when it cannot).
+            release_here: release each batch's shared memory when this
+                process drops it (False: a SharedBatch handed to another
+                process releases it there).
         """
         query: dict[str, Any] = {"rank": rank, "world": world, "worker": worker, "workers": workers}
         if data_parallel is not None:
@@ -255,93 +250,11 @@ class Client:
             query["step"] = step
         if fingerprint:
             query["fingerprint"] = fingerprint
-        conn, resp = self._request("GET", "/v1/batches", query)
-        return BatchStream(conn, resp, alloc)
-
-
-class BatchStream:
-    """The record batches of one response, in order; raises StreamCut if cut.
-
-    The sidecar sends one IPC message (a batch) per HTTP chunk, so each
-    chunk is read whole into a fresh Arrow buffer with one readinto and the
-    batch is decoded from it without another copy. A stream that ends
-    without the Arrow end-of-stream marker, or without HTTP's terminal
-    chunk, was cut.
-    """
-
-    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse,
-                 alloc: Callable[[int], memoryview | None] | None = None):
-        self._conn = conn
-        self._resp = resp
-        self._alloc = alloc  # where to read a message of n bytes (None: a fresh Arrow buffer)
-        self.epoch = int(resp.getheader("Shardfeed-Epoch", "0"))
-        self.start_step = int(resp.getheader("Shardfeed-Start-Step", "0"))
-        self.steps = int(resp.getheader("Shardfeed-Steps", "0"))
-        self.fingerprint = resp.getheader("Shardfeed-Fingerprint", "")
-        self.schema: pa.Schema | None = None
-
-    def _chunks(self) -> Iterator[pa.Buffer]:
-        if (self._resp.getheader("Transfer-Encoding") or "").lower() != "chunked":
-            yield pa.py_buffer(self._resp.read())  # not the sidecar's framing: read it whole
-            return
-        fp = self._resp.fp
-        while True:
-            line = fp.readline(1024)
-            if not line:
-                raise StreamCut("the connection closed before the end of the stream")
-            size = int(line.split(b";", 1)[0].strip() or b"x", 16)
-            if size == 0:
-                return
-            view = self._alloc(size) if self._alloc is not None else None
-            if view is None:
-                buf = pa.allocate_buffer(size)
-                view = memoryview(buf).cast("B")
-            else:
-                buf = pa.py_buffer(view)
-            got = 0
-            while got < size:
-                n = fp.readinto(view[got:])
-                if not n:
-                    raise StreamCut(f"the connection closed {size - got} bytes into a batch")
-                got += n
-            if fp.read(2) != b"\r\n":
-                raise StreamCut("a chunk of the stream is malformed")
-            yield buf
-
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        if handoff:
+            query["handoff"] = HANDOFF
+        target = "/v1/batches?" + urllib.parse.urlencode(query)
         try:
-            ended = False
-            for chunk in self._chunks():
-                reader = pa.ipc.MessageReader.open_stream(pa.BufferReader(chunk))
-                while True:
-                    try:
-                        msg = reader.read_next_message()
-                    except StopIteration:
-                        break
-                    if msg is None:
-                        break
-                    if msg.type == "schema":
-                        self.schema = pa.ipc.read_schema(msg)
-                    elif msg.type == "record batch":
-                        if self.schema is None:
-                            raise StreamCut("a batch came before the stream's schema")
-                        yield pa.ipc.read_record_batch(msg, self.schema)
-                if _ends_with_eos(chunk):
-                    ended = True
-            if not ended:
-                raise StreamCut("the stream ended without the Arrow end-of-stream marker")
-        except CUT_ERRORS as err:
-            raise StreamCut(f"the batch stream was cut: {err!r}") from err
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        self._resp.close()
-        self._conn.close()
-
-
-_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
-
-
-def _ends_with_eos(buf: pa.Buffer) -> bool:
-    return bool(buf.size >= 8 and buf[buf.size - 8:].to_pybytes() == _EOS)
+            sock, reader, headers = request(self.socket, target, self.timeout)
+        except (FileNotFoundError, ConnectionRefusedError) as err:
+            raise SidecarNotReady(self._not_there(err)) from err
+        return BatchStream(sock, reader, headers, release_here)

@@ -116,18 +116,13 @@ def to_numpy(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[st
     return out
 
 
-def to_torch(batch: pa.RecordBatch, columns: list[str] | None = None, space: Any = None) -> dict[str, Any]:
-    """The batch as tensors; with space (the _shm.Space of a shared segment
-    holding the batch's message), arrays are tensors in that segment, so a
-    DataLoader worker sends them to the training process without a copy."""
+def to_torch(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[str, Any]:
+    """The batch as tensors, views of the Arrow buffers where the layout allows."""
     import torch
 
-    out = {}
+    out: dict[str, Any] = {}
     for name, value in to_numpy(batch, columns).items():
-        shared = space.tensor(value) if space is not None and isinstance(value, np.ndarray) else None
-        if shared is not None:
-            out[name] = shared
-        elif isinstance(value, np.ndarray):
+        if isinstance(value, np.ndarray):
             with warnings.catch_warnings():
                 # The Arrow buffers are read-only views of this batch alone;
                 # torch warns that it cannot mark the tensor read-only.
@@ -147,15 +142,13 @@ Output = Literal["torch", "numpy", "arrow"]
 pyarrow.RecordBatch."""
 
 
-def convert(batch: pa.RecordBatch, output: Output, columns: list[str] | None, space: Any = None) -> Any:
+def convert(batch: pa.RecordBatch, output: Output, columns: list[str] | None) -> Any:
     """A batch as output says, with only columns (and the _shardfeed_ ones).
 
     Args:
         batch: the batch as the sidecar sent it.
         output: what to make of it.
         columns: the dataset columns to keep; None: all.
-        space: for torch in a DataLoader worker, the shared segment the
-            batch was read into (tensors become views of it).
     """
     check_columns(batch, columns)
     if output == "arrow":
@@ -165,4 +158,4 @@ def convert(batch: pa.RecordBatch, output: Output, columns: list[str] | None, sp
         return batch.select(keep)
     if output == "numpy":
         return Batch(to_numpy(batch, columns))
-    return Batch(to_torch(batch, columns, space))
+    return Batch(to_torch(batch, columns))

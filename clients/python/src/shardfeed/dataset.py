@@ -10,12 +10,11 @@ import pyarrow as pa
 
 from . import _convert
 from ._client import DEFAULT_WAIT_S, Client
+from ._stream import BatchStream
 from ._convert import Output
 from ._stats import Counters, Stats, WaitReporter
 from ._transform import ON_TRANSFORM_ERRORS, OnTransformError, OrderedTransform, Transform, default_threads
 from .errors import StreamCut
-
-SLOT_KEY = "_shardfeed_slot"  # a worker's shared-memory slot, which a FeedLoader releases
 
 try:  # torch is optional: without it the dataset is a plain iterable
     import torch
@@ -171,13 +170,17 @@ class FeedDataset(_Base):
             (the shape of the transformed batches, _shardfeed_pad true,
             the failed batch's ids), so every DDP rank stays in step and
             the ids still count every planned sample once.
+        handoff: take the batches in the sidecar's shared memory (default):
+            the sidecar writes each batch once, the tensors are views of
+            it, and DataLoader workers hand batches to the training process
+            without copying or pickling them. False: through the socket.
     """
 
     def __init__(self, socket: str | None = None, *, rank: int | None = None, world_size: int | None = None,
                  dp_rank: int | None = None, dp_size: int | None = None, device_mesh: Any = None,
                  columns: list[str] | None = None, output: Output | None = None, epoch: int | None = None,
                  wait: float = DEFAULT_WAIT_S, transform: Transform | None = None, transform_threads: int | None = None,
-                 on_transform_error: OnTransformError = "raise"):
+                 on_transform_error: OnTransformError = "raise", handoff: bool = True):
         if device_mesh is not None:
             if dp_rank is not None or dp_size is not None:
                 raise ValueError("give device_mesh or dp_rank and dp_size, not both")
@@ -207,6 +210,7 @@ class FeedDataset(_Base):
         if output == "torch" and torch is None:
             raise ValueError('output="torch" needs torch installed; use output="numpy" or "arrow"')
         self.socket = socket
+        self.handoff = handoff
         self.columns = list(columns) if columns is not None else None
         self.output: Output = output
         self.wait = wait
@@ -218,9 +222,7 @@ class FeedDataset(_Base):
         self._start: int | None = None
         self._next: int | None = None
         self._fingerprint: str | None = None
-        # A FeedLoader's table of released shared-memory slots (_shm): with
-        # it, DataLoader workers reuse their segments.
-        self._released: torch.Tensor | None = None
+        self._stream: BatchStream | None = None
         # A FeedLoader's table of counters, a row per DataLoader worker.
         self._stats_table: torch.Tensor | None = None
 
@@ -305,11 +307,6 @@ class FeedDataset(_Base):
             start = step if self._epoch is None or self._epoch == epoch else 0
         return max(steps - start, 0)
 
-    def use_release_table(self, table: torch.Tensor | None) -> None:
-        """Let DataLoader workers reuse the shared-memory slots the table
-        marks released (a FeedLoader's; None: a fresh segment per batch)."""
-        self._released = table
-
     def set_epoch(self, epoch: int) -> None:
         """Read epoch next, from its first step.
 
@@ -371,15 +368,12 @@ class FeedDataset(_Base):
         if in_worker and self._stats_table is not None:
             self._counters = Counters(self._stats_table[worker].numpy())
         c = self._counters
-        segments = None
-        if self.output == "torch" and in_worker and self.transform is None:
-            from ._shm import Segments
-
-            # Batches are read straight into shared memory; a transform's
-            # output is new memory, which the DataLoader shares itself.
-            segments = Segments(self._released, worker)
+        # A worker hands the training process where each batch is in shared
+        # memory, which makes and releases it there; a transform's output is
+        # new memory, which the DataLoader shares itself.
+        shared = in_worker and self.transform is None and self.handoff
         client = self.client()
-        raw = self._raw(client, worker, workers, segments)
+        raw = self._raw(client, worker, workers, release_here=not shared)
         items: Iterator[tuple[int, pa.RecordBatch]]
         if self.transform is not None:
             items = OrderedTransform(self.transform, self.transform_threads, self.on_transform_error, c).run(raw)
@@ -395,10 +389,12 @@ class FeedDataset(_Base):
                 if item is None:
                     break
                 k, rb = item
-                if segments is None:
-                    batch = _convert.convert(rb, self.output, self.columns)
+                stream = self._stream
+                if shared and stream is not None and stream.placement is not None:
+                    _convert.check_columns(rb, self.columns)
+                    batch = stream.shared(self.columns, self.output)
                 else:
-                    batch = segments.pack(_convert.convert(rb, self.output, self.columns, segments.current))
+                    batch = _convert.convert(rb, self.output, self.columns)
                 waited = time.perf_counter() - start
                 c.add("data_wait_seconds", waited)
                 c.add("batches", 1)
@@ -417,9 +413,10 @@ class FeedDataset(_Base):
                 close()
             raw.close()
 
-    def _raw(self, client: Client, worker: int, workers: int, segments: Any) -> Generator[tuple[int, pa.RecordBatch], None, None]:
+    def _raw(self, client: Client, worker: int, workers: int, release_here: bool) -> Generator[tuple[int, pa.RecordBatch], None, None]:
         """(step, record batch) of this worker's stream, reconnecting once
-        at the step it expected when the stream is cut."""
+        at the step it expected when the stream is cut; self._stream is the
+        stream being read."""
         rank, world = _rank_and_world(self._rank, self._world)
         client.wait_ready(self.wait)
         self._epoch = self.resolve_epoch(client)
@@ -432,7 +429,8 @@ class FeedDataset(_Base):
                 client.wait_ready(self.wait)
             stream = client.batches(rank=rank, world=world, worker=worker, workers=workers, data_parallel=self._dp,
                                     epoch=self._epoch, step=step, fingerprint=self._fingerprint,
-                                    alloc=segments.take if segments is not None else None)
+                                    handoff=self.handoff, release_here=release_here)
+            self._stream = stream
             expected = stream.start_step
             self._fingerprint = stream.fingerprint
             try:

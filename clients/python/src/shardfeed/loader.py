@@ -113,20 +113,6 @@ class FeedLoader:
             kwargs.setdefault("collate_fn", _as_is)
         return torch.utils.data.DataLoader(self.dataset, batch_size=None, num_workers=self.num_workers, **kwargs)
 
-    def _releaser(self) -> Any:
-        """With workers, a fresh table of released shared-memory slots for
-        this iteration's workers (persistent workers keep segments unshared:
-        their table would outlive the iteration)."""
-        self.dataset.use_release_table(None)
-        if (not self.num_workers or self.dataset.output != "torch" or self.dataloader_kwargs.get("persistent_workers")
-                or self.dataloader_kwargs.get("pin_memory")):
-            return None
-        from ._shm import Releaser, release_table
-
-        table = release_table(self.num_workers)
-        self.dataset.use_release_table(table)
-        return Releaser(table)
-
     def _stats_table(self) -> None:
         """With workers, a fresh shared table of their counters."""
         self.dataset.use_stats_table(None)
@@ -180,19 +166,18 @@ class FeedLoader:
             self._epoch, self._step = self._committed_position(client)
         # Every worker starts from here: worker w at step + w.
         self.dataset.resume(self._epoch, self._step or 0, self.dataset.fingerprint)
-        releaser = self._releaser()
         self._stats_table()
         reporter = WaitReporter(Client(client.socket, timeout=2), self.dataset.rank)
         c = self._counters
         batches = iter(self._loader())
         try:
-            yield from self._received(batches, releaser, reporter, c)
+            yield from self._received(batches, reporter, c)
         finally:
             reporter.flush()
         # The epoch is read: the next iteration reads the next one.
         self.set_epoch(self._epoch + 1)
 
-    def _received(self, batches: Iterator[Any], releaser: Any, reporter: WaitReporter, c: Counters) -> Iterator[Any]:
+    def _received(self, batches: Iterator[Any], reporter: WaitReporter, c: Counters) -> Iterator[Any]:
         """The batches as the loop gets them, each wait measured."""
         while True:
             start = time.perf_counter()
@@ -202,10 +187,6 @@ class FeedLoader:
             waited = time.perf_counter() - start
             c.add("data_wait_seconds", waited)
             reporter.add(waited)
-            if releaser is not None:
-                releaser.sweep()
-                batch = releaser.unpack(batch)
-                releaser.track(batch)
             k = batch_step(batch)
             c.add("batches", 1)
             c.add("consumed_rows", _rows(batch))

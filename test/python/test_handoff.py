@@ -1,0 +1,216 @@
+"""The hand-off through shared memory (issue 25): the sidecar writes each
+batch once into a memfd segment the training process maps, and the tensors
+are views of it. Against a real `shardfeed serve` on a real MinIO: the
+views, the slots' reuse and bound, batches the loop keeps, every column
+type through DataLoader workers, a sidecar kill, a trainer kill, and a
+client that misbehaves."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+import shardfeed
+from conftest import ROOT
+
+SPEC = """  numSplits: 6
+  globalBatchSize: 24
+  shuffle: {seed: 5, blockSize: 300}
+"""
+N, WIDTH = 960, 2048  # 8 KiB samples: 40 steps of 192 KiB batches
+STEPS = N // 24
+SLOTS = 4  # the sidecar's default --handoff-slots
+
+
+def table(n=N, width=WIDTH):
+    ids = np.arange(n, dtype=np.int64)
+    return pa.table({
+        "id": pa.array(ids),
+        "tokens": pa.FixedSizeListArray.from_arrays(pa.array((np.arange(n * width) % 50000).astype(np.int32)), width),
+        "text": pa.array([f"sample {i} " + "x" * (i % 7) for i in ids]),
+        "blob": pa.array([bytes([i % 251]) * (i % 5 + 1) for i in ids], type=pa.binary()),
+    })
+
+
+def expected_tokens(ids):
+    return (ids[:, None] * WIDTH + torch.arange(WIDTH)) % 50000
+
+
+def memfd_ranges(name="shardfeed-batch"):
+    """The address ranges of this process's mappings of the sidecar's segments."""
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if f"/memfd:{name}" in line:
+                lo, hi = line.split()[0].split("-")
+                out.append((int(lo, 16), int(hi, 16)))
+    return out
+
+
+def in_segment(t: torch.Tensor) -> bool:
+    return any(lo <= t.data_ptr() and t.data_ptr() + t.nbytes <= hi for lo, hi in memfd_ranges())
+
+
+def check(batch, plan):
+    k = int(batch["_shardfeed_step"][0])
+    ids = batch["_shardfeed_index"]
+    assert ids.tolist() == plan[(k, 0)], f"step {k}"
+    assert torch.equal(batch["tokens"].long(), expected_tokens(ids)), f"step {k}: tokens changed under the loop"
+    assert batch["text"] == [f"sample {i} " + "x" * (i % 7) for i in ids.tolist()]
+    assert batch["blob"] == [bytes([i % 251]) * (i % 5 + 1) for i in ids.tolist()]
+    return k
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_batches_are_views_of_the_sidecars_shared_memory(feed_factory, workers):
+    feed = feed_factory(table(), SPEC, row_group_size=40)
+    plan = feed.plan_ids(1)
+    client = shardfeed.Client(feed.socket)
+    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1), num_workers=workers)
+    steps, most = [], 0
+    for batch in loader:
+        steps.append(check(batch, plan))
+        # Every fixed-width column, here in the training process, is a view
+        # of a segment the sidecar wrote: nothing was copied on this side,
+        # and nothing was pickled from the workers (strings and bytes too).
+        for name in ("tokens", "id", "_shardfeed_index"):
+            assert in_segment(batch[name]), f"{name} is not in the sidecar's shared memory"
+        most = max(most, client.status()["handoff"]["segments"])
+    assert steps == list(range(STEPS))
+    # Bounded: at most SLOTS segments per stream (one stream per worker).
+    assert 0 < most <= SLOTS * max(workers, 1)
+    if workers == 0:
+        # Reclaimed: 40 batches went through at most SLOTS segments.
+        assert loader.dataset._stream is not None and loader.dataset._stream._serial <= SLOTS
+        assert client.status()["handoff"]["inlineBatches"] == 0
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_batch_the_loop_keeps_is_never_overwritten(feed_factory, workers):
+    feed = feed_factory(table(), SPEC, row_group_size=40)
+    plan = feed.plan_ids(1)
+    kept = list(shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0), num_workers=workers))
+    assert [check(b, plan) for b in kept] == list(range(STEPS))
+    handoff = shardfeed.Client(feed.socket).status()["handoff"]
+    # The loop held every slot: the sidecar sent the rest in the stream
+    # rather than write into memory a tensor still views, or take more.
+    assert handoff["inlineBatches"] >= STEPS - SLOTS * max(workers, 1)
+    assert sum(in_segment(b["tokens"]) for b in kept) <= SLOTS * max(workers, 1)
+
+
+def test_the_slot_is_released_when_the_last_view_goes(feed_factory):
+    feed = feed_factory(table(), SPEC, row_group_size=40)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0)
+    it = iter(ds)
+    first = next(it)
+    stream = ds._stream
+    slot, gen = stream.placement.slot, stream.placement.gen
+    tokens = first["tokens"][3]  # a view of a view keeps it too
+    del first
+    second = next(it)  # the client holds nothing of the first any more
+    assert stream.placement.slot != slot
+    assert int(stream.words[slot]) != gen, "released while a tensor still views the batch"
+    del tokens
+    assert int(stream.words[slot]) == gen, "not released once nothing views the batch"
+    del second
+    it.close()
+
+
+def test_without_shared_memory_the_batches_are_the_same(feed_factory):
+    feed = feed_factory(table(), SPEC, row_group_size=40, serve_args=("--handoff-memory", "0"))
+    plan = feed.plan_ids(1)
+    for handoff in (True, False):
+        ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0, handoff=handoff)
+        got = []
+        for batch in shardfeed.FeedLoader(ds, num_workers=2):
+            got.append(check(batch, plan))
+            assert not in_segment(batch["tokens"])
+        assert got == list(range(STEPS))
+
+
+def test_a_held_batch_outlives_a_sidecar_kill(feed_factory):
+    feed = feed_factory(table(), SPEC, row_group_size=40)
+    plan = feed.plan_ids(1)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0)
+    got, held = [], None
+    restarted = threading.Event()
+    for batch in ds:
+        got.append(check(batch, plan))
+        if len(got) == 3:
+            held = batch
+        if len(got) == 5:
+            # SIGKILL mid-stream: the sidecar's segments go with it, the
+            # ones this process maps stay; it comes back half a second later.
+            feed.kill()
+            threading.Timer(0.5, lambda: (feed.start(), restarted.set())).start()
+    assert restarted.wait(30)
+    assert got == list(range(STEPS))
+    assert check(held, plan) == 2 and in_segment(held["tokens"])
+
+
+TRAINER = textwrap.dedent("""
+    import os, sys, time
+    import shardfeed
+    ds = shardfeed.FeedDataset(sys.argv[1], rank=0, world_size=1)
+    loader = shardfeed.FeedLoader(ds, num_workers=int(sys.argv[2]))
+    for batch in loader:
+        if int(batch["_shardfeed_step"][0]) == 6:
+            loader.commit()
+            print("committed", flush=True)
+            time.sleep(600)  # holding this batch; the sidecar waits with the next ones in memory
+""")
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_trainer_kill_returns_its_memory_and_the_job_resumes_exactly_once(feed_factory, workers):
+    feed = feed_factory(table(), SPEC, row_group_size=40)
+    plan = feed.plan_ids(1)
+    client = shardfeed.Client(feed.socket)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "clients" / "python" / "src"))
+    proc = subprocess.Popen([sys.executable, "-c", TRAINER, feed.socket, str(workers)], stdout=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "committed"
+        assert client.status()["handoff"]["segments"] > 0
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its workers
+        proc.wait()
+        proc.stdout.close()
+    # The sidecar notices the streams closed and unmaps their segments.
+    deadline = 50
+    while client.status()["handoff"]["bytes"] and deadline:
+        threading.Event().wait(0.1)
+        deadline -= 1
+    assert client.status()["handoff"] == {**client.status()["handoff"], "bytes": 0, "segments": 0}
+    rest = [check(b, plan) for b in shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1), num_workers=workers)]
+    assert rest == list(range(7, STEPS))
+
+
+def test_a_client_cannot_resize_a_segment_and_its_scribbles_stay_its_own(feed_factory):
+    feed = feed_factory(table(), SPEC, row_group_size=40)
+    plan = feed.plan_ids(1)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0)
+    it = iter(ds)
+    batch = next(it)
+    stream = ds._stream
+    seg = stream.placement.seg
+    # Sealed: no shrinking (which would fault the sidecar), no growing.
+    for size in (0, len(seg.map) * 2):
+        with pytest.raises(PermissionError):
+            os.ftruncate(seg.fd, size)
+    # Garbage in the control words: the sidecar decides only this stream's
+    # slots by them; another reader is served as ever.
+    stream.words[:] = np.random.default_rng(1).integers(-2**62, 2**62, len(stream.words))
+    other = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0)
+    assert [check(b, plan) for b in other] == list(range(STEPS))
+    del batch
+    it.close()
+    assert shardfeed.Client(feed.socket).status()["ready"]

@@ -26,6 +26,8 @@ const (
 	DefaultBatching       = BatchingRandom
 	DefaultFormat         = FormatMDS
 	DefaultPrefetch       = int32(2)
+	// DefaultHandoffMemory is spec.sidecar.handoffMemory's default, bytes.
+	DefaultHandoffMemory = int64(256 << 20)
 )
 
 // ShardFormat names how the shards of a stream are encoded.
@@ -419,6 +421,15 @@ type SidecarSpec struct {
 	// +kubebuilder:default=2
 	// +optional
 	Prefetch *int32 `json:"prefetch,omitempty"`
+
+	// HandoffMemory bounds the shared memory the sidecar hands batches over
+	// in (the training processes map it: the tensors are views of it, with
+	// no copy on their side). Its pages are charged to the pod, so the
+	// webhook adds it to the sidecar's memory request (and limit, if set).
+	// Default 256Mi; 0 sends the batches through the socket.
+	// +kubebuilder:validation:XValidation:rule="!quantity(self).isLessThan(quantity('0'))",message="sidecar.handoffMemory must be 0 or more, e.g. 256Mi"
+	// +optional
+	HandoffMemory *resource.Quantity `json:"handoffMemory,omitempty"`
 
 	// MetricsPort is the TCP port of the sidecar's Prometheus metrics.
 	// +kubebuilder:validation:Minimum=1

@@ -215,6 +215,11 @@ func (in *SidecarSpec) DeepCopyInto(out *SidecarSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.HandoffMemory != nil {
+		in, out := &in.HandoffMemory, &out.HandoffMemory
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.MetricsPort != nil {
 		in, out := &in.MetricsPort, &out.MetricsPort
 		*out = new(int32)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -61,7 +62,7 @@ func (o *feedOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "directory of the shard cache")
 	f.StringVar(&o.cacheLimit, "cache-limit", "", "bytes of the shard cache, e.g. 20Gi (default: spec.sidecar.cacheLimit, else unbounded)")
 	f.StringVar(&o.decodedLimit, "memory-limit", "1Gi", "memory for decoded shards not in use (at most half the container's memory limit unless set)")
-	f.StringVar(&o.handoffMemory, "handoff-memory", "256Mi", "shared memory the batches are handed over in, all streams together (0: batches go through the socket)")
+	f.StringVar(&o.handoffMemory, "handoff-memory", "", "shared memory the batches are handed over in, all streams together, e.g. 512Mi; 0: through the socket (default: spec.sidecar.handoffMemory, else 256Mi)")
 	f.IntVar(&o.handoffSlots, "handoff-slots", handoff.DefaultSlots, "batches each stream may have in shared memory at once")
 	f.IntVar(&o.prefetch, "prefetch", -1, "shards fetched ahead (default: spec.sidecar.prefetch, else 2)")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -187,7 +188,7 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 	cfg := daemon.Config{
 		Socket: o.socket, MetricsAddr: o.metricsAddr, MetricsTLS: o.metricsTLS, Pprof: o.pprof, CacheDir: o.cacheDir, Prefetch: o.prefetch,
 		RankMode: sidecarconfig.RankMode(o.rankMode), Pod: o.pod, Pods: o.pods, ProcsPerPod: o.procs, DataParallel: o.dataParallel, Job: o.job, Attempt: o.attempt,
-		HandoffSlots: o.handoffSlots, SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: log,
+		HandoffBytes: -1, HandoffSlots: o.handoffSlots, SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: log,
 	}
 	if inPod {
 		cfg.IdentityDir = workloadidentity.TokenDir
@@ -200,16 +201,13 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 			continue
 		}
 		v, err := resource.ParseQuantity(q.value)
-		if err != nil {
+		if err != nil || v.Sign() < 0 {
 			return fmt.Errorf("%s %q: write bytes like 512Mi or 20Gi", q.flag, q.value)
 		}
 		*q.into = v.Value()
 	}
-	// In a container with a memory limit (a Guaranteed pod's sidecar), the
-	// decoded shards get at most half of it unless told otherwise.
-	if soft > 0 && !cmd.Flags().Changed("memory-limit") && cfg.DecodedLimitBytes > soft/2 {
-		cfg.DecodedLimitBytes = soft / 2
-		log.Info("Decoded shards bounded by half the container's memory limit", "bytes", cfg.DecodedLimitBytes)
+	if o.handoffSlots < 1 || o.handoffSlots > handoff.MaxSlots {
+		return fmt.Errorf("--handoff-slots %d: use 1 to %d", o.handoffSlots, handoff.MaxSlots)
 	}
 	switch {
 	case o.file != "" && o.planDir != "":
@@ -239,6 +237,21 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		}
 	default:
 		return fmt.Errorf("give the dataset with -f DATASET.yaml or --plan-dir DIR (the mounted <dataset>-plan ConfigMap)")
+	}
+	if cfg.HandoffBytes < 0 {
+		cfg.HandoffBytes = planspec.HandoffBytes(&cfg.Spec)
+	}
+	// The hand-off memory is charged to the container as well (the webhook
+	// adds it to the sidecar's limit): the Go heap gets the rest.
+	if soft > 0 && cfg.HandoffBytes > 0 {
+		soft = max(soft-cfg.HandoffBytes, soft/2)
+		debug.SetMemoryLimit(soft)
+	}
+	// In a container with a memory limit (a Guaranteed pod's sidecar), the
+	// decoded shards get at most half of it unless told otherwise.
+	if soft > 0 && !cmd.Flags().Changed("memory-limit") && cfg.DecodedLimitBytes > soft/2 {
+		cfg.DecodedLimitBytes = soft / 2
+		log.Info("Decoded shards bounded by half the container's memory limit", "bytes", cfg.DecodedLimitBytes)
 	}
 	if !inPod {
 		if o.socket == "" {

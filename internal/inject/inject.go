@@ -311,14 +311,24 @@ func checkRanks(ds *datav1alpha1.TrainingDataset, w rankWiring, minCache map[int
 	return nil
 }
 
-// sidecarResources are the dataset's, else the operator's defaults; in a
-// pod whose every container has limits equal to its requests (the
-// Guaranteed class, which the kubelet's CPU manager pins), the sidecar's
-// limits equal its requests too, so the pod stays Guaranteed.
+// sidecarResources are the dataset's, else the operator's defaults, with
+// the hand-off memory added to the memory request and limit (its pages are
+// charged to the sidecar's container); in a pod whose every container has
+// limits equal to its requests (the Guaranteed class, which the kubelet's
+// CPU manager pins), the sidecar's limits equal its requests too, so the
+// pod stays Guaranteed.
 func sidecarResources(pod *corev1.Pod, ds *datav1alpha1.TrainingDataset, defaults corev1.ResourceRequirements) corev1.ResourceRequirements {
 	res := *ds.Spec.Sidecar.Resources.DeepCopy()
 	if len(res.Requests) == 0 && len(res.Limits) == 0 {
 		res = *defaults.DeepCopy()
+	}
+	if pool := planspec.HandoffBytes(&ds.Spec); pool > 0 {
+		for _, list := range []corev1.ResourceList{res.Requests, res.Limits} {
+			if q, ok := list[corev1.ResourceMemory]; ok {
+				q.Add(*resource.NewQuantity(pool, resource.BinarySI))
+				list[corev1.ResourceMemory] = q
+			}
+		}
 	}
 	if !guaranteed(pod) {
 		return res

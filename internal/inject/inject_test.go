@@ -265,19 +265,29 @@ func TestInjectGivesTheSidecarResourcesThatKeepThePodsQoS(t *testing.T) {
 	burstable := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q("4"), corev1.ResourceMemory: q("32Gi")},
 		Limits: corev1.ResourceList{corev1.ResourceCPU: q("8"), corev1.ResourceMemory: q("64Gi")}}
 	own := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q("2"), corev1.ResourceMemory: q("4Gi")}}
+	ownLimited := corev1.ResourceRequirements{Requests: own.Requests, Limits: corev1.ResourceList{corev1.ResourceMemory: q("6Gi")}}
+	// The hand-off memory (256Mi unless the dataset says) is added to the
+	// memory request and limit: its pages are charged to the sidecar.
+	withPool := func(memory string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: q("500m"), corev1.ResourceMemory: q(memory)}
+	}
 	tests := []struct {
 		name       string
 		containers corev1.ResourceRequirements
 		dataset    corev1.ResourceRequirements
+		handoff    string
 		want       corev1.ResourceRequirements
 	}{
-		{"no resources: the defaults as requests", corev1.ResourceRequirements{}, corev1.ResourceRequirements{},
-			defaults},
-		{"Burstable: requests only", burstable, corev1.ResourceRequirements{}, defaults},
-		{"Guaranteed: limits equal to the requests", exact, corev1.ResourceRequirements{},
-			corev1.ResourceRequirements{Requests: defaults.Requests, Limits: defaults.Requests}},
-		{"the dataset's own, in a Guaranteed pod", exact, own, corev1.ResourceRequirements{Requests: own.Requests, Limits: own.Requests}},
-		{"the dataset's own, in a Burstable pod", burstable, own, own},
+		{"no resources: the defaults as requests", corev1.ResourceRequirements{}, corev1.ResourceRequirements{}, "",
+			corev1.ResourceRequirements{Requests: withPool("1280Mi")}},
+		{"Burstable: requests only", burstable, corev1.ResourceRequirements{}, "", corev1.ResourceRequirements{Requests: withPool("1280Mi")}},
+		{"Guaranteed: limits equal to the requests", exact, corev1.ResourceRequirements{}, "",
+			corev1.ResourceRequirements{Requests: withPool("1280Mi"), Limits: withPool("1280Mi")}},
+		{"the dataset's own, in a Guaranteed pod", exact, own, "0", corev1.ResourceRequirements{Requests: own.Requests, Limits: own.Requests}},
+		{"the dataset's own, in a Burstable pod", burstable, own, "0", own},
+		{"the dataset's own and its hand-off memory", burstable, ownLimited, "1Gi", corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: q("2"), corev1.ResourceMemory: q("5Gi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: q("7Gi")}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,6 +298,9 @@ func TestInjectGivesTheSidecarResourcesThatKeepThePodsQoS(t *testing.T) {
 			p.Spec.InitContainers[0].Resources = tt.containers
 			ds := dataset()
 			ds.Spec.Sidecar.Resources = tt.dataset
+			if tt.handoff != "" {
+				ds.Spec.Sidecar.HandoffMemory = ptr.To(q(tt.handoff))
+			}
 			got, err := Inject(Input{Pod: p, Dataset: ds, Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2},
 				Images: ImagePolicy{Default: "shardfeed:v1"}, Resources: defaults})
 			if err != nil {

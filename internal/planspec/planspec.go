@@ -93,3 +93,12 @@ func PhaseHashes(spec *datav1alpha1.TrainingDatasetSpec) []string {
 func Prefetch(spec *datav1alpha1.TrainingDatasetSpec) int {
 	return int(ptr.Deref(spec.Sidecar.Prefetch, datav1alpha1.DefaultPrefetch))
 }
+
+// HandoffBytes is the shared memory the sidecar hands batches over in
+// (spec.sidecar.handoffMemory, else the default).
+func HandoffBytes(spec *datav1alpha1.TrainingDatasetSpec) int64 {
+	if q := spec.Sidecar.HandoffMemory; q != nil {
+		return q.Value()
+	}
+	return datav1alpha1.DefaultHandoffMemory
+}

@@ -36,12 +36,16 @@ import (
 // fills ahead.
 const DefaultSlots = 4
 
-// maxSlots keeps the control segment to one page.
-const maxSlots = 256
+// MaxSlots keeps the control segment to one page.
+const MaxSlots = 256
 
 // grain rounds segment sizes, so a batch a little larger than the last
-// reuses its segment.
-const grain = 1 << 20
+// reuses its segment; smallGrain rounds those under a grain, so small
+// batches do not take a grain of the budget each.
+const (
+	grain      = 1 << 20
+	smallGrain = 64 << 10
+)
 
 // pageSize is the size of the control segment.
 const pageSize = 4096
@@ -53,6 +57,7 @@ type Pool struct {
 	limit    int64
 	used     atomic.Int64
 	segments atomic.Int64
+	batches  atomic.Int64
 	inline   atomic.Int64
 }
 
@@ -64,6 +69,8 @@ type PoolStats struct {
 	LimitBytes int64 `json:"limitBytes"`
 	Bytes      int64 `json:"bytes"`
 	Segments   int64 `json:"segments"`
+	// Batches counts batches handed over in memory.
+	Batches int64 `json:"batches"`
 	// InlineBatches counts batches sent through the socket because no slot
 	// was free and the client held every one, or the pool was full.
 	InlineBatches int64 `json:"inlineBatches"`
@@ -74,7 +81,7 @@ func (p *Pool) Stats() PoolStats {
 	if p == nil {
 		return PoolStats{}
 	}
-	return PoolStats{LimitBytes: p.limit, Bytes: p.used.Load(), Segments: p.segments.Load(), InlineBatches: p.inline.Load()}
+	return PoolStats{LimitBytes: p.limit, Bytes: p.used.Load(), Segments: p.segments.Load(), Batches: p.batches.Load(), InlineBatches: p.inline.Load()}
 }
 
 // Enabled reports whether batches may go through memory.
@@ -121,8 +128,8 @@ type Slot struct {
 
 // NewStream returns a stream of slots segments drawn from pool.
 func NewStream(pool *Pool, slots int) (*Stream, error) {
-	if slots < 1 || slots > maxSlots {
-		return nil, fmt.Errorf("hand-off slots %d: use 1 to %d", slots, maxSlots)
+	if slots < 1 || slots > MaxSlots {
+		return nil, fmt.Errorf("hand-off slots %d: use 1 to %d", slots, MaxSlots)
 	}
 	fd, mem, err := newSegment("shardfeed-control", pageSize)
 	if err != nil {
@@ -131,8 +138,8 @@ func NewStream(pool *Pool, slots int) (*Stream, error) {
 	return &Stream{pool: pool, slots: make([]*segment, slots), ctl: mem, ctlFD: fd}, nil
 }
 
-// ControlFD is the control segment's descriptor, to send once, first;
-// TakeControlFD hands it over (the caller closes it).
+// TakeControlFD hands over the control segment's descriptor, to send
+// once, first (the caller closes it).
 func (s *Stream) TakeControlFD() int {
 	fd := s.ctlFD
 	s.ctlFD = -1
@@ -142,10 +149,53 @@ func (s *Stream) TakeControlFD() int {
 // Slots is the number of slots.
 func (s *Stream) Slots() int { return len(s.slots) }
 
+// The control segment's words (uint64, little-endian) after the slots'
+// released generations.
+const (
+	// wordRead: the descriptors the client has read.
+	wordRead = iota
+	// wordSeq: bumped by the client after each release or read; its low 32
+	// bits are the futex the sidecar waits on when no slot is free.
+	wordSeq
+	// wordWaiting: set by the sidecar while it waits, so the client makes
+	// the wake-up call only then.
+	wordWaiting
+)
+
 // word returns the control word i, as the client last wrote it.
 func (s *Stream) word(i int) uint64 {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&s.ctl[8*i])))
 }
+
+// waitWait is the longest a wait for the client sleeps before looking
+// again (and at the context): it also bounds what a wake-up the client
+// skipped costs (it may read the waiting word before the sidecar's store
+// reaches it).
+const waitWait = time.Millisecond
+
+// wait sleeps until the client bumps the sequence word from seq (it
+// wakes the futex after a release or read while the sidecar waits), or
+// waitWait passes.
+func (s *Stream) wait(seq uint32) {
+	addr := (*uint32)(unsafe.Pointer(&s.ctl[8*(len(s.slots)+wordSeq)]))
+	waiting := (*uint64)(unsafe.Pointer(&s.ctl[8*(len(s.slots)+wordWaiting)]))
+	atomic.StoreUint64(waiting, 1)
+	defer atomic.StoreUint64(waiting, 0)
+	if s.seq() != seq {
+		return
+	}
+	ts := unix.NsecToTimespec(int64(waitWait))
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWait, uintptr(seq), uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// seq returns the low 32 bits of the sequence word.
+func (s *Stream) seq() uint32 {
+	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&s.ctl[8*(len(s.slots)+wordSeq)])))
+}
+
+// futexWait is FUTEX_WAIT on a shared mapping (not FUTEX_PRIVATE_FLAG):
+// the client wakes it from its own mapping of the segment.
+const futexWait = 0
 
 func (s *Stream) free(i int) bool {
 	seg := s.slots[i]
@@ -154,7 +204,7 @@ func (s *Stream) free(i int) bool {
 
 // starved reports whether the client has read every descriptor sent: it
 // holds every slot and waits for the next batch.
-func (s *Stream) starved() bool { return s.word(len(s.slots)) >= s.sent }
+func (s *Stream) starved() bool { return s.word(len(s.slots)+wordRead) >= s.sent }
 
 // errNoMemory is why a batch goes through the socket.
 var errNoMemory = errors.New("no hand-off memory")
@@ -164,8 +214,9 @@ var errNoMemory = errors.New("no hand-off memory")
 // every slot and has read every descriptor. While the client still has
 // descriptors to read, it waits for one of its slots to be released.
 func (s *Stream) Take(ctx context.Context, size int) (*Slot, error) {
-	pause := 50 * time.Microsecond
 	for {
+		// Read before looking, so a release after the look wakes the wait.
+		seq := s.seq()
 		for i := range s.slots {
 			if !s.free(i) {
 				continue
@@ -181,12 +232,10 @@ func (s *Stream) Take(ctx context.Context, size int) (*Slot, error) {
 			s.pool.inline.Add(1)
 			return nil, nil
 		}
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(pause):
+		if err := context.Cause(ctx); err != nil {
+			return nil, err
 		}
-		pause = min(2*pause, time.Millisecond)
+		s.wait(seq)
 	}
 }
 
@@ -195,7 +244,11 @@ func (s *Stream) Take(ctx context.Context, size int) (*Slot, error) {
 func (s *Stream) use(i, size int) (*Slot, error) {
 	seg := s.slots[i]
 	if seg == nil || len(seg.mem) < size {
-		n := (int64(size) + grain - 1) / grain * grain
+		g := int64(grain)
+		if size < grain {
+			g = smallGrain
+		}
+		n := (max(int64(size), 1) + g - 1) / g * g
 		old := int64(0)
 		if seg != nil {
 			old = int64(len(seg.mem))
@@ -230,6 +283,7 @@ func (s *Stream) Sent(slot *Slot) {
 		seg.fd = -1
 	}
 	s.sent++
+	s.pool.batches.Add(1)
 }
 
 // Close unmaps the stream's segments and returns them to the pool; the

@@ -336,10 +336,10 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 		}
 		s.sent(ss, batch.Step, rows)
 	}
-	if err := iw.Close(); err == nil {
-		err = sc.flush()
+	if err := iw.Close(); err != nil {
+		return
 	}
-	if err != nil {
+	if err := sc.flush(); err != nil {
 		return
 	}
 	if err := sc.end(); err != nil {

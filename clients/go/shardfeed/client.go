@@ -146,6 +146,9 @@ type Request struct {
 	Step *int64
 	// Fingerprint, if set, must be the sidecar's plan.
 	Fingerprint string
+	// Handoff asks for the batches in shared memory (the sidecar sends
+	// them in the stream when it cannot): fewer copies through the kernel.
+	Handoff bool
 }
 
 // DataParallel is a rank's data-parallel coordinates.
@@ -180,25 +183,38 @@ func (c *Client) Batches(ctx context.Context, req Request) (*Stream, error) {
 	if req.Fingerprint != "" {
 		q.Set("fingerprint", req.Fingerprint)
 	}
-	resp, err := c.do(ctx, http.MethodGet, "/v1/batches", q, nil)
-	if err != nil {
-		return nil, err
+	var body io.ReadCloser
+	var header http.Header
+	if req.Handoff {
+		q.Set("handoff", "memfd")
+		hb, h, err := c.openHandoff(ctx, "/v1/batches?"+q.Encode())
+		if err != nil {
+			return nil, err
+		}
+		body, header = hb, h
+	} else {
+		resp, err := c.do(ctx, http.MethodGet, "/v1/batches", q, nil) //nolint:bodyclose // the Stream closes it
+		if err != nil {
+			return nil, err
+		}
+		body, header = resp.Body, resp.Header
 	}
-	s := &Stream{body: resp.Body, Fingerprint: resp.Header.Get("Shardfeed-Fingerprint")}
+	s := &Stream{body: body, Fingerprint: header.Get("Shardfeed-Fingerprint")}
+	var err error
 	for _, h := range []struct {
 		name string
 		into *int64
 	}{{"Shardfeed-Epoch", &s.Epoch}, {"Shardfeed-Start-Step", &s.StartStep}, {"Shardfeed-Steps", &s.Steps}} {
-		if *h.into, err = strconv.ParseInt(resp.Header.Get(h.name), 10, 64); err != nil {
-			_ = resp.Body.Close()
-			return nil, fmt.Errorf("sidecar at %s: header %s is %q", c.socket, h.name, resp.Header.Get(h.name))
+		if *h.into, err = strconv.ParseInt(header.Get(h.name), 10, 64); err != nil {
+			_ = body.Close()
+			return nil, fmt.Errorf("sidecar at %s: header %s is %q", c.socket, h.name, header.Get(h.name))
 		}
 	}
 	// Each record is released at the next Next, so its message body goes
 	// back to the pool for the next one.
-	s.reader, err = ipc.NewReader(&eosReader{r: resp.Body}, ipc.WithAllocator(bufpool.Shared), ipc.WithDelayReadSchema(true))
+	s.reader, err = ipc.NewReader(&eosReader{r: body}, ipc.WithAllocator(bufpool.Shared), ipc.WithDelayReadSchema(true))
 	if err != nil {
-		_ = resp.Body.Close()
+		_ = body.Close()
 		return nil, fmt.Errorf("sidecar at %s: %w", c.socket, err)
 	}
 	return s, nil

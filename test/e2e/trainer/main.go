@@ -1,6 +1,7 @@
 // Command trainer is the end-to-end tests' training job: one process per
 // pod of an Indexed Job, reading its rank's batches from the injected
-// sidecar with the Go client and "training" in lockstep with the job's
+// sidecar with the Go client (the batches handed over in shared memory,
+// across the pod's containers) and "training" in lockstep with the job's
 // other pods.
 //
 // Lockstep is a barrier in a directory every pod mounts (a hostPath on the
@@ -186,7 +187,7 @@ func trainEpoch(ctx context.Context, cfg config, client *shardfeed.Client, b *ba
 	cuts := 0
 	for {
 		from := *step
-		stream, err := client.Batches(ctx, shardfeed.Request{Rank: cfg.rank, World: cfg.world, Workers: 1, Epoch: &epoch, Step: &from})
+		stream, err := client.Batches(ctx, shardfeed.Request{Rank: cfg.rank, World: cfg.world, Workers: 1, Epoch: &epoch, Step: &from, Handoff: true})
 		if err != nil {
 			return 0, err
 		}

@@ -40,8 +40,11 @@ def _flat_fixed(col: pa.Array) -> tuple[np.ndarray, list[int]] | None:
     while pa.types.is_fixed_size_list(values.type):
         if values.null_count:
             return None
-        dims.append(values.type.list_size)
-        values = values.flatten()  # honours the slice offset
+        size = values.type.list_size
+        dims.append(size)
+        # The child sliced to this array's rows: flatten() would do the
+        # same, a hundred times slower (it goes through a compute kernel).
+        values = values.values.slice(values.offset * size, len(values) * size)
     if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)) or values.null_count:
         return None
     return values.to_numpy(zero_copy_only=True), dims
@@ -121,19 +124,17 @@ def to_torch(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[st
     import torch
 
     out: dict[str, Any] = {}
-    for name, value in to_numpy(batch, columns).items():
-        if isinstance(value, np.ndarray):
-            with warnings.catch_warnings():
-                # The Arrow buffers are read-only views of this batch alone;
-                # torch warns that it cannot mark the tensor read-only.
-                warnings.simplefilter("ignore", UserWarning)
+    with warnings.catch_warnings():
+        # The Arrow buffers are read-only views of this batch alone; torch
+        # warns that it cannot mark the tensor read-only.
+        warnings.simplefilter("ignore", UserWarning)
+        for name, value in to_numpy(batch, columns).items():
+            if isinstance(value, np.ndarray):
                 out[name] = torch.from_numpy(value)
-        elif isinstance(value, list) and value and isinstance(value[0], np.ndarray):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
+            elif isinstance(value, list) and value and isinstance(value[0], np.ndarray):
                 out[name] = [torch.from_numpy(v) for v in value]
-        else:
-            out[name] = value
+            else:
+                out[name] = value
     return out
 
 

@@ -20,9 +20,11 @@ is Arrow IPC messages, as the sidecar sends them when it cannot hand off.
 from __future__ import annotations
 
 import array
+import ctypes
 import json
 import mmap
 import os
+import platform
 import socket
 import uuid
 import weakref
@@ -41,6 +43,24 @@ _ANCILLARY = socket.CMSG_SPACE(16 * 4)  # descriptors that may come with one rea
 _LINE = 1024  # the longest chunk-size or header line
 _HEAD = 64 << 10  # the largest response head or error body read
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+# The control segment: a released generation per slot, then these words.
+_READ = 0  # descriptors read
+_SEQ = 1  # bumped after each release or read: the futex the sidecar waits on
+_WAITING = 2  # set while the sidecar waits on it
+_WORDS = 3
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
+_FUTEX_WAKE = 1  # not FUTEX_PRIVATE_FLAG: the sidecar waits in its own mapping
+
+
+def _bump(words: np.ndarray, slots: int) -> None:
+    """Tell the sidecar, if it waits for a slot, to look again."""
+    words[slots + _SEQ] += 1
+    if _SYS_FUTEX is not None and words[slots + _WAITING]:
+        _LIBC.syscall(_SYS_FUTEX, ctypes.c_void_p(words.ctypes.data + 8 * (slots + _SEQ)), _FUTEX_WAKE, 1, None, None, 0)
+
 
 # What a cut stream looks like from here.
 CUT_ERRORS = (ConnectionError, pa.ArrowInvalid, OSError, ValueError)
@@ -170,6 +190,7 @@ class _Mapped:
 
 def _release(words: np.ndarray, slot: int, gen: int) -> None:
     words[slot] = gen
+    _bump(words, len(words) - _WORDS)
 
 
 def view(seg: _Mapped, size: int, release: tuple[np.ndarray, int, int] | None) -> pa.Buffer:
@@ -267,8 +288,8 @@ class BatchStream:
             elif kind == "C":
                 assert isinstance(body, dict)
                 slots = int(body["slots"])
-                self.control = _Mapped(self._fd(), 8 * (slots + 1), 0)
-                self.words = np.frombuffer(self.control.map, dtype=np.int64, count=slots + 1)
+                self.control = _Mapped(self._fd(), 8 * (slots + _WORDS), 0)
+                self.words = np.frombuffer(self.control.map, dtype=np.int64, count=slots + _WORDS)
                 self.slots = [None] * slots
             elif kind == "S":
                 assert isinstance(body, dict)
@@ -281,7 +302,8 @@ class BatchStream:
                 if seg is None:
                     raise StreamCut(f"a batch in slot {slot}, which has no segment")
                 self._read += 1
-                self.words[len(self.slots)] = self._read  # every descriptor sent is read
+                self.words[len(self.slots) + _READ] = self._read
+                _bump(self.words, len(self.slots))
                 self.placement = Placement(slot, gen, size, seg)
                 yield view(seg, size, (self.words, slot, gen) if self.release_here else None)
 
@@ -373,14 +395,14 @@ def _rebuild(stream: str, pid: int, ctl: tuple[Any, int] | None, slot: int, seri
         _STREAM_OF[pid] = stream
     control, segments = _MAPPED.setdefault(stream, (None, {}))
     if ctl is not None:
-        control = _Mapped(ctl[0].detach(), 8 * (ctl[1] + 1), 0)
+        control = _Mapped(ctl[0].detach(), 8 * (ctl[1] + _WORDS), 0)
         _MAPPED[stream] = (control, segments)
     if seg is not None:
         segments[slot] = _Mapped(seg[0].detach(), seg[1], serial)
     mapped = segments.get(slot)
     if control is None or mapped is None or mapped.serial != serial:
         raise StreamCut(f"a worker's batch in slot {slot} of a segment this process does not map")
-    words = np.frombuffer(control.map, dtype=np.int64, count=ctl[1] + 1 if ctl else len(control.map) // 8)
+    words = np.frombuffer(control.map, dtype=np.int64, count=len(control.map) // 8)
     buf = view(mapped, size, (words, slot, gen))
     reader = pa.ipc.MessageReader.open_stream(pa.BufferReader(buf))
     batch = None

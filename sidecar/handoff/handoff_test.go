@@ -1,0 +1,187 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// client is the client's side of a stream's control segment, mapped from
+// the descriptor as the Python client maps it.
+type client struct {
+	words []byte
+	slots int
+}
+
+func newClient(t *testing.T, s *Stream) *client {
+	t.Helper()
+	fd := s.TakeControlFD()
+	mem, err := unix.Mmap(fd, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	_ = unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Munmap(mem) })
+	return &client{words: mem, slots: s.Slots()}
+}
+
+func (c *client) store(i int, v uint64) {
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.words[8*i])), v)
+}
+
+func (c *client) release(slot *Slot) {
+	c.store(slot.Index, slot.Gen)
+	c.bump()
+}
+
+func (c *client) read(n uint64) {
+	c.store(c.slots+wordRead, n)
+	c.bump()
+}
+
+func (c *client) bump() {
+	p := (*uint64)(unsafe.Pointer(&c.words[8*(c.slots+wordSeq)]))
+	atomic.AddUint64(p, 1)
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(p)), 1, 1, 0, 0, 0)
+}
+
+func take(t *testing.T, s *Stream, size int) *Slot {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	slot, err := s.Take(ctx, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slot != nil {
+		s.Sent(slot)
+	}
+	return slot
+}
+
+func TestSlotsAreReusedOnlyOnceReleased(t *testing.T) {
+	pool := NewPool(64 << 20)
+	s, err := NewStream(pool, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := newClient(t, s)
+	a, b := take(t, s, 1000), take(t, s, 1000)
+	if a.Index == b.Index || a.FD < 0 || b.FD < 0 || len(a.Mem) != smallGrain {
+		t.Fatalf("two fresh slots of one grain with their descriptors, got %+v %+v", a, b)
+	}
+	copy(a.Mem, "batch a")
+	// Both held, one descriptor unread: the next batch waits for a release.
+	c.read(1)
+	got := make(chan *Slot)
+	go func() { got <- take(t, s, 1000) }()
+	select {
+	case slot := <-got:
+		t.Fatalf("took slot %d while the client holds both", slot.Index)
+	case <-time.After(50 * time.Millisecond):
+	}
+	c.release(b)
+	slot := <-got
+	if slot.Index != b.Index || slot.Gen != b.Gen+1 || slot.FD != -1 {
+		t.Fatalf("the released slot again, next generation, no new descriptor: got %+v after %+v", slot, b)
+	}
+	if string(a.Mem[:7]) != "batch a" {
+		t.Fatal("a held slot was written")
+	}
+	// Everything read and every slot held: the batch goes in the stream.
+	c.read(3)
+	if slot := take(t, s, 1000); slot != nil {
+		t.Fatalf("took slot %d of a client that holds every one", slot.Index)
+	}
+	if st := pool.Stats(); st.InlineBatches != 1 || st.Segments != 2 || st.Bytes != 2*smallGrain || st.Batches != 3 {
+		t.Fatalf("pool stats %+v", st)
+	}
+}
+
+func TestTheBudgetBoundsEveryStream(t *testing.T) {
+	pool := NewPool(3 * grain)
+	s1, _ := NewStream(pool, 4)
+	s2, _ := NewStream(pool, 4)
+	defer s2.Close()
+	newClient(t, s1)
+	newClient(t, s2)
+	for range 2 {
+		if take(t, s1, grain) == nil {
+			t.Fatal("no slot within the budget")
+		}
+	}
+	// A batch larger than the rest of the budget goes in the stream.
+	if slot := take(t, s2, 2*grain); slot != nil {
+		t.Fatalf("a second stream took %d bytes beyond the budget", len(slot.Mem))
+	}
+	if take(t, s2, grain) == nil {
+		t.Fatal("the last grain of the budget was not given")
+	}
+	s1.Close()
+	if st := pool.Stats(); st.Bytes != grain || st.Segments != 1 {
+		t.Fatalf("a closed stream's segments were not returned: %+v", st)
+	}
+	if slot := take(t, s2, 2*grain); slot == nil || len(slot.Mem) != 2*grain {
+		t.Fatalf("the budget a closed stream returned is not used again: %+v", slot)
+	}
+}
+
+func TestAGrownSegmentReplacesTheSmallerOne(t *testing.T) {
+	pool := NewPool(8 << 20)
+	s, _ := NewStream(pool, 1)
+	defer s.Close()
+	c := newClient(t, s)
+	small := take(t, s, 10)
+	c.release(small)
+	big := take(t, s, grain+1)
+	if big.Index != small.Index || len(big.Mem) != 2*grain || big.FD < 0 || big.Gen != small.Gen+1 {
+		t.Fatalf("the slot's new segment: got %+v", big)
+	}
+	if st := pool.Stats(); st.Bytes != 2*grain || st.Segments != 1 {
+		t.Fatalf("pool stats %+v", st)
+	}
+}
+
+func TestSegmentsAreSealedAgainstResizing(t *testing.T) {
+	s, _ := NewStream(NewPool(8<<20), 1)
+	defer s.Close()
+	newClient(t, s)
+	slot, err := s.Take(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a client could do with the descriptor it receives.
+	for _, size := range []int64{0, 4 * grain} {
+		if err := unix.Ftruncate(slot.FD, size); !errors.Is(err, unix.EPERM) {
+			t.Fatalf("ftruncate to %d: %v, want EPERM", size, err)
+		}
+	}
+	s.Sent(slot)
+}
+
+func TestATakeEndsWithItsContext(t *testing.T) {
+	s, _ := NewStream(NewPool(8<<20), 1)
+	defer s.Close()
+	newClient(t, s)
+	take(t, s, 10) // held, and its descriptor unread
+	ctx, cancel := context.WithCancelCause(context.Background())
+	gone := errors.New("client gone")
+	time.AfterFunc(20*time.Millisecond, func() { cancel(gone) })
+	if _, err := s.Take(ctx, 10); !errors.Is(err, gone) {
+		t.Fatalf("Take: %v, want the context's cause", err)
+	}
+}
+
+func TestSlotsOutOfRangeAreRefused(t *testing.T) {
+	for _, n := range []int{0, -1, MaxSlots + 1} {
+		if _, err := NewStream(NewPool(1), n); err == nil {
+			t.Errorf("%d slots accepted", n)
+		}
+	}
+}

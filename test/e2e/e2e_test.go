@@ -41,6 +41,12 @@ func TestEndToEndTrainingThroughAKillAndARescaleIsExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(rep.Summary())
+	// The trainers ask for their batches in shared memory: the sidecar's
+	// memfd segments cross to the trainer's container over the socket.
+	t.Logf("%d of %d steps trained came in the sidecar's shared memory", rep.HandedOff, rep.Trained)
+	if rep.HandedOff < rep.Trained/2 {
+		t.Errorf("only %d of %d steps came in the sidecar's shared memory: the hand-off across the pod's containers does not work", rep.HandedOff, rep.Trained)
+	}
 	for _, p := range rep.Problems {
 		t.Error(p)
 	}

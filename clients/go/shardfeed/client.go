@@ -237,6 +237,13 @@ func (s *Stream) Next() (arrow.RecordBatch, error) {
 	return nil, io.EOF
 }
 
+// HandedOff reports whether the last batch Next returned came in shared
+// memory (Request.Handoff), not in the stream.
+func (s *Stream) HandedOff() bool {
+	hb, ok := s.body.(*handoffBody)
+	return ok && hb.inMemory
+}
+
 // Schema returns the batches' schema (after the first Next).
 func (s *Stream) Schema() *arrow.Schema { return s.reader.Schema() }
 

@@ -84,6 +84,8 @@ type handoffBody struct {
 	cur     []byte
 	release func()
 	ended   bool
+	// inMemory: the last frame of Arrow bytes was a slot (B).
+	inMemory bool
 }
 
 // openHandoff sends GET target on a connection of its own and returns its
@@ -203,7 +205,7 @@ func (b *handoffBody) frame() error {
 	_, _ = b.br.Discard(2)
 	switch kind {
 	case 'A':
-		b.cur = body
+		b.cur, b.inMemory = body, false
 	case 'C':
 		var f struct{ Slots int }
 		if err := json.Unmarshal(body, &f); err != nil || f.Slots < 1 || f.Slots > 256 {
@@ -238,7 +240,7 @@ func (b *handoffBody) frame() error {
 		}
 		b.read++
 		b.store(len(b.slots)+wordRead, b.read)
-		b.cur = b.slots[f.Slot][:f.Size]
+		b.cur, b.inMemory = b.slots[f.Slot][:f.Size], true
 		b.release = func() { b.store(f.Slot, f.Gen) }
 	default:
 		return fmt.Errorf("a frame of kind %q is not part of the protocol", kind)

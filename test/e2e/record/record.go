@@ -17,4 +17,7 @@ type Record struct {
 	// Pad lists the rows marked _shardfeed_pad.
 	Pad  []int     `json:"pad,omitempty"`
 	Time time.Time `json:"time"`
+	// HandedOff: the batch came in the sidecar's shared memory, not in the
+	// stream.
+	HandedOff bool `json:"handedOff,omitempty"`
 }

@@ -42,6 +42,9 @@ type Lineage struct {
 	SameGlobalBatches bool
 	Worlds            []int
 	Problems          []string
+	// HandedOff counts the steps trained whose batch came in the sidecar's
+	// shared memory, of Trained in all.
+	HandedOff, Trained int
 }
 
 // OK is the exactly-once verdict.
@@ -76,6 +79,10 @@ func (e *Env) CheckLineage(ctx context.Context, st *configmaps.State) (Lineage, 
 	worlds := map[int]bool{}
 	for _, rec := range recs {
 		worlds[rec.World] = true
+		l.Trained++
+		if rec.HandedOff {
+			l.HandedOff++
+		}
 	}
 	plans := map[int]map[[2]int64]planned{}
 	for w := range worlds {

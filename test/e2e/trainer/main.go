@@ -232,7 +232,7 @@ func readStream(ctx context.Context, cfg config, client *shardfeed.Client, b *ba
 			return fmt.Errorf("got step %d, expected %d", k, *step)
 		}
 		time.Sleep(cfg.stepTime) // the "training"
-		line, err := json.Marshal(record.Record{Attempt: cfg.attempt, Gen: gen, Rank: cfg.rank, World: cfg.world, Epoch: epoch, Step: k, IDs: ids, Pad: pads, Time: time.Now()})
+		line, err := json.Marshal(record.Record{Attempt: cfg.attempt, Gen: gen, Rank: cfg.rank, World: cfg.world, Epoch: epoch, Step: k, IDs: ids, Pad: pads, Time: time.Now(), HandedOff: stream.HandedOff()})
 		if err != nil {
 			return err
 		}

@@ -1,9 +1,10 @@
 """The benchmark's data sets, generated here (no downloads), each written in
-every tool's own format: Parquet (pyarrow), MDS (written by `shardfeed
-convert`, byte-compatible with mosaicml-streaming's MDSWriter and read by
-StreamingDataset as its own), and a Lance table (lancedb).
-Runs in bin/venv-oracle (it has pyarrow, lancedb, mosaicml-streaming and
-Pillow).
+every tool's own format: Parquet (pyarrow; what Ray Data and
+torch-dataloader-utils read), MDS (written by `shardfeed convert`,
+byte-compatible with mosaicml-streaming's MDSWriter and read by
+StreamingDataset as its own), a Lance table (lancedb), and LitData's chunks
+(litdata.optimize). Runs in bin/venv-oracle (it has pyarrow, lancedb,
+mosaicml-streaming, litdata and Pillow).
 
   datasets.py OUT KIND SCALE        write KIND (tokens|images|tabular) at SCALE into OUT
 
@@ -122,6 +123,38 @@ def convert_mds(parquet_dir: Path, out: Path) -> None:
         raise SystemExit(f"shardfeed convert failed:\n{done.stderr}")
 
 
+class LitdataRows:
+    """LitData's optimize function: the rows of one Parquet row group, as
+    the dicts it serialises (arrays for fixed-size lists)."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def __call__(self, group: int):
+        table = pq.ParquetFile(self.source).read_row_group(group)
+        cols = {}
+        for name, col in zip(table.column_names, table.columns):
+            col = col.combine_chunks()
+            if pa.types.is_fixed_size_list(col.type):
+                cols[name] = col.values.to_numpy().reshape(len(col), -1)
+            elif pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
+                cols[name] = col.to_numpy().tolist()
+            else:
+                cols[name] = col.to_pylist()
+        for i in range(table.num_rows):
+            yield {name: values[i] for name, values in cols.items()}
+
+
+def write_litdata(parquet: Path, out: Path) -> None:
+    """LitData's chunks of 8 MB, from the Parquet file's row groups, with
+    litdata.optimize as its docs show."""
+    import litdata
+
+    source = str(parquet / "part-00000.parquet")
+    litdata.optimize(fn=LitdataRows(source), inputs=list(range(pq.ParquetFile(source).num_row_groups)),
+                     output_dir=str(out), chunk_bytes="8MB", num_workers=os.cpu_count() or 1, mode="overwrite")
+
+
 def digest() -> str:
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
@@ -148,7 +181,9 @@ def write(out: Path, kind: str, scale: float) -> Path:
     import lancedb
 
     lancedb.connect(str(target / "lance")).create_table(kind, table, mode="overwrite")
-    sizes = {f: sum(p.stat().st_size for p in (target / f).rglob("*") if p.is_file()) for f in ("parquet", "mds", "lance")}
+    log(f"{kind}: Lance in {time.monotonic() - start:.0f} s; writing LitData")
+    write_litdata(target / "parquet", target / "litdata")
+    sizes = {f: sum(p.stat().st_size for p in (target / f).rglob("*") if p.is_file()) for f in ("parquet", "mds", "lance", "litdata")}
     meta = {"kind": kind, "scale": scale, "rows": n, "bytes": sizes, "columns": table.schema.names}
     (target / "meta.json").write_text(json.dumps(meta, indent=1))
     done.write_text(digest())

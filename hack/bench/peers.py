@@ -1,10 +1,15 @@
 """The peers' side of the loader benchmark; runs in bin/venv-oracle, which
-has mosaicml-streaming and lancedb from PyPI (hack/requirements-oracle.txt).
-The data sets are datasets.py's (MDS in DIR/mds, a Lance table in DIR/lance).
+has every peer from PyPI (hack/requirements-oracle.txt). The data sets are
+datasets.py's (MDS in DIR/mds, a Lance table in DIR/lance, LitData's chunks
+in DIR/litdata, Parquet in DIR/parquet). Each peer is used as its docs show.
 
-  peers.py read-mosaic DIR WORKERS BATCH EPOCH TIME_BOX    StreamingDataset in a DataLoader
-  peers.py read-lance  DIR WORKERS BATCH EPOCH TIME_BOX    lancedb's StreamingDataset in a DataLoader
-  peers.py resume-mosaic DIR WORKERS BATCH EPOCH TIME_BOX  the rest of an epoch, restored at 90 % (state_dict/load_state_dict)
+  peers.py read-mosaic DIR WORKERS BATCH EPOCH TIME_BOX     StreamingDataset in a DataLoader
+  peers.py read-lance  DIR WORKERS BATCH EPOCH TIME_BOX     lancedb's StreamingDataset in a DataLoader
+  peers.py read-litdata DIR WORKERS BATCH EPOCH TIME_BOX    LitData's StreamingDataset in its StreamingDataLoader
+  peers.py read-ray DIR WORKERS BATCH EPOCH TIME_BOX        Ray Data: read_parquet, streaming_split, iter_torch_batches
+  peers.py read-tdu DIR WORKERS BATCH EPOCH TIME_BOX        torch-dataloader-utils: StructuredDataset.create_dataloader
+  peers.py resume-mosaic DIR WORKERS BATCH EPOCH TIME_BOX   the rest of an epoch, restored at 90 % (state_dict/load_state_dict)
+  peers.py resume-litdata DIR WORKERS BATCH EPOCH TIME_BOX  the same with LitData's StreamingDataLoader
 
 A read prints touch.touch_loop's timing as JSON: the time from building the
 loader to its first batch, and the rate after it, of a training loop that
@@ -97,13 +102,100 @@ def read_lance(path, workers, batch, epoch, time_box):
     return touch_loop(make, time_box)
 
 
+def read_litdata(path, workers, batch, epoch, time_box):
+    import litdata
+
+    def make():
+        ds = litdata.StreamingDataset(f"{path}/litdata", shuffle=True, seed=epoch + 1)
+        return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers)
+
+    return touch_loop(make, time_box)
+
+
+def resume_litdata(path, workers, batch, epoch, time_box):
+    """Time from building a StreamingDataLoader restored at 90 % of an epoch
+    (its state_dict after reading that far) to its first batch."""
+    import litdata
+
+    def loader():
+        ds = litdata.StreamingDataset(f"{path}/litdata", shuffle=True, seed=epoch + 1)
+        return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers)
+
+    probe = loader()
+    stop = int(0.9 * len(probe.dataset)) // batch
+    for i, _ in enumerate(probe):
+        if i + 1 == stop:
+            break
+    state = probe.state_dict()
+    del probe
+
+    def make():
+        dl = loader()
+        dl.load_state_dict(state)
+        return dl
+
+    return touch_loop(make, time_box)
+
+
+def read_ray(path, workers, batch, epoch, time_box):
+    """Ray Data as Ray Train feeds a rank: the Parquet files in a shuffled
+    order, streaming_split into one iterator, a local shuffle buffer of a
+    few batches. Its workers are Ray's tasks (workers: not used)."""
+    import ray
+
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, configure_logging=False,
+             _temp_dir=str(Path(__file__).resolve().parents[2] / "bin" / "ray"))
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    try:
+        def make():
+            ds = ray.data.read_parquet(f"{path}/parquet/", shuffle="files")
+            split = ds.streaming_split(1, equal=True)[0]
+            return split.iter_torch_batches(batch_size=batch, local_shuffle_buffer_size=4 * batch, local_shuffle_seed=epoch + 1)
+
+        return touch_loop(make, time_box)
+    finally:
+        ray.shutdown()
+
+
+def _arrow_to_torch(rb):
+    """torch-dataloader-utils' Arrow output as tensors (its own "torch"
+    output turns fixed-size lists into Python lists): the collate_fn its
+    docs ask for with output_format="arrow"."""
+    import pyarrow as pa
+
+    out = {}
+    for name, col in zip(rb.schema.names, rb.columns):
+        if pa.types.is_fixed_size_list(col.type):
+            out[name] = torch.from_numpy(col.values.to_numpy().reshape(len(col), -1))
+        elif pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
+            out[name] = torch.from_numpy(col.to_numpy())
+        else:
+            out[name] = col.to_pylist()
+    return out
+
+
+def read_tdu(path, workers, batch, epoch, time_box):
+    from torch_dataloader_utils import StructuredDataset
+
+    def make():
+        loader, ds = StructuredDataset.create_dataloader(path=f"{path}/parquet/", format="parquet", shuffle=True, shuffle_seed=1,
+                                                         num_workers=workers, batch_size=batch, output_format="arrow",
+                                                         collate_fn=_arrow_to_torch)
+        ds.set_epoch(epoch)
+        return loader
+
+    return touch_loop(make, time_box)
+
+
+READERS = {"read-mosaic": read_mosaic, "read-lance": read_lance, "resume-mosaic": resume_mosaic, "read-litdata": read_litdata,
+           "resume-litdata": resume_litdata, "read-ray": read_ray, "read-tdu": read_tdu}
+
+
 def main():
-    cmd = sys.argv[1]
-    if cmd in ("read-mosaic", "read-lance", "resume-mosaic"):
-        fn = {"read-mosaic": read_mosaic, "read-lance": read_lance, "resume-mosaic": resume_mosaic}[cmd]
-        print(json.dumps(fn(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))))
-    else:
+    fn = READERS.get(sys.argv[1]) if len(sys.argv) == 7 else None
+    if fn is None:
         raise SystemExit(__doc__)
+    print(json.dumps(fn(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))))
 
 
 if __name__ == "__main__":

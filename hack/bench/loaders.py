@@ -1,5 +1,7 @@
 """The loader benchmark: data into a PyTorch training loop, shardfeed side by
-side with mosaicml-streaming, lancedb and pyarrow, on the same data.
+side with every peer (mosaicml-streaming, LitData, lancedb, Ray Data,
+torch-dataloader-utils) and pyarrow, on the same data, with the machine's
+limit as a row: each batch copied once in memory, then the same loop.
 
   bin/venv/bin/python hack/bench/loaders.py [--kinds tokens,images,tabular] [--scale S]
       [--runs R] [--time-box SECONDS] [--only REGEX] [--out bin/bench/loaders.json]
@@ -61,6 +63,7 @@ def dataset(kind: str, scale: float) -> tuple[Path, dict]:
     out = subprocess.run([str(ORACLE), str(HERE / "datasets.py"), str(DATA), kind, f"{scale:g}"],
                          check=True, stdout=subprocess.PIPE, text=True).stdout
     path = Path(out.strip().splitlines()[-1])
+    os.sync()  # the data set's writeback would otherwise run under the first measurements
     return path, json.loads((path / "meta.json").read_text())
 
 
@@ -99,9 +102,9 @@ spec:
         self.log.close()
 
 
-def run_shardfeed(socket: str, workers: int, epoch: int, time_box: float | None) -> dict:
+def run_shardfeed(socket: str, workers: int, epoch: int, time_box: float | None, handoff: bool = True) -> dict:
     def make():
-        loader = shardfeed.FeedLoader(shardfeed.FeedDataset(socket, rank=0, world_size=1), num_workers=workers)
+        loader = shardfeed.FeedLoader(shardfeed.FeedDataset(socket, rank=0, world_size=1, handoff=handoff), num_workers=workers)
         loader.set_epoch(epoch)
         return loader
 
@@ -124,9 +127,9 @@ def resume_shardfeed(socket: str, workers: int, epoch: int, time_box: float | No
 
 
 class _InMemory(torch.utils.data.IterableDataset):
-    """Batches of tokens already in memory: what torch's DataLoader alone
-    costs for the same batches (worker processes send each through shared
-    memory)."""
+    """Batches of tokens already in memory, each cloned: what torch's
+    DataLoader alone costs for the same batches (worker processes send each
+    through shared memory)."""
 
     def __init__(self, n: int, width: int):
         self.n, self.width = n, width
@@ -141,6 +144,24 @@ class _InMemory(torch.utils.data.IterableDataset):
 
 def run_ceiling(n: int, workers: int, time_box: float | None) -> dict:
     return touch_loop(lambda: torch.utils.data.DataLoader(_InMemory(n, 2048), batch_size=None, num_workers=workers), time_box)
+
+
+def one_copy(n: int, width: int):
+    """The machine's limit for a loader: the whole data set in memory, each
+    batch one copy of its rows (a contiguous slice, the best case: no
+    gather) into a batch buffer reused as a loader's would be, handed to the
+    same loop."""
+    data = torch.randint(0, 50000, (n, width), dtype=torch.int32)
+    batch = BATCH["tokens"]
+    bufs = [torch.empty(batch, width, dtype=torch.int32) for _ in range(2)]
+    for i in range(n // batch):
+        out = bufs[i % 2]
+        out.copy_(data[i * batch:(i + 1) * batch])
+        yield {"tokens": out}
+
+
+def run_limit(n: int, time_box: float | None) -> dict:
+    return touch_loop(lambda: one_copy(n, 2048), time_box)
 
 
 def run_pyarrow(data: Path, batch: int, time_box: float | None) -> dict:
@@ -158,12 +179,16 @@ def child(argv: list[str]) -> None:
     box = float(args[-1]) or None
     if cmd == "read-shardfeed":
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box)
+    elif cmd == "read-shardfeed-socket":
+        t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, handoff=False)
     elif cmd == "resume-shardfeed":
         t = resume_shardfeed(args[0], int(args[1]), int(args[2]), box)
     elif cmd == "pyarrow":
         t = run_pyarrow(Path(args[0]), int(args[1]), box)
     elif cmd == "ceiling":
         t = run_ceiling(int(args[0]), int(args[1]), box)
+    elif cmd == "limit":
+        t = run_limit(int(args[0]), box)
     else:
         raise SystemExit(f"unknown --child {cmd}")
     print(json.dumps(t))
@@ -187,22 +212,32 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool):
     """(loader, workers, measure(epoch, time_box)) of one data set; sweep:
     only the loaders at 0 workers, for the batch-size sweep."""
     read = lambda w: lambda e, b: run_child("read-shardfeed", serve.socket, w, e, b)  # noqa: E731
-    mosaic = lambda w: lambda e, b: run_peer("read-mosaic", data, w, batch, e, b)  # noqa: E731
-    lance = lambda w: lambda e, b: run_peer("read-lance", data, w, batch, e, b)  # noqa: E731
+    peer = lambda cmd, w: lambda e, b: run_peer(cmd, data, w, batch, e, b)  # noqa: E731
     pyarrow = lambda e, b: run_child("pyarrow", data, batch, b)  # noqa: E731
     if sweep:
-        return [("shardfeed", 0, read(0)), ("mosaicml-streaming", 0, mosaic(0)), ("lancedb", 0, lance(0)),
-                ("pyarrow (Parquet, in order)", 0, pyarrow)]
+        return [("shardfeed", 0, read(0)), ("LitData", 0, peer("read-litdata", 0)), ("mosaicml-streaming", 0, peer("read-mosaic", 0)),
+                ("lancedb", 0, peer("read-lance", 0)), ("pyarrow (Parquet, in order)", 0, pyarrow)]
     workers = (0, 1, 2) if kind == "tokens" else (0, 2)
     out = [("shardfeed", w, read(w)) for w in workers]
-    out += [("mosaicml-streaming", w, mosaic(w)) for w in workers]
-    out += [("lancedb", w, lance(w)) for w in workers]
+    out += [("shardfeed, through the socket", 0, lambda e, b: run_child("read-shardfeed-socket", serve.socket, 0, e, b))]
+    for name, cmd in PEER_READERS:
+        # Ray Data runs its own tasks: DataLoader workers do not apply.
+        out += [(name, w, peer(cmd, w)) for w in ((0,) if name == "Ray Data" else (0, 2))]
     out += [("pyarrow (Parquet, in order)", 0, pyarrow)]
     if kind == "tokens":
         out += [("shardfeed, resumed at 90 %", 0, lambda e, b: run_child("resume-shardfeed", serve.socket, 0, e, b)),
-                ("mosaicml-streaming, resumed at 90 %", 0, lambda e, b: run_peer("resume-mosaic", data, 0, batch, e, b))]
-        out += [("torch DataLoader alone (tensors in memory)", w, lambda e, b, w=w: run_child("ceiling", n, w, b)) for w in (0, 2)]
+                ("mosaicml-streaming, resumed at 90 %", 0, peer("resume-mosaic", 0)),
+                ("LitData, resumed at 90 %", 0, peer("resume-litdata", 0))]
+        out += [(LIMIT, 0, lambda e, b: run_child("limit", n, b)),
+                ("torch DataLoader alone (tensors in memory)", 2, lambda e, b: run_child("ceiling", n, 2, b))]
     return out
+
+
+# The peers, as loaders.py names them and peers.py runs them.
+PEER_READERS = (("LitData", "read-litdata"), ("mosaicml-streaming", "read-mosaic"), ("lancedb", "read-lance"),
+                ("Ray Data", "read-ray"), ("torch-dataloader-utils", "read-tdu"))
+# The machine's limit: each batch copied once in memory, then the same loop.
+LIMIT = "one copy of each batch + the loop (the limit)"
 
 
 def summary(values: list[float]) -> dict:
@@ -267,7 +302,7 @@ def main() -> None:
                         row = {"kind": kind, "batch": batch, **measure(name, workers, fn, args.runs, args.time_box)}
                         (result["sweep"] if sweep else result["rows"]).append(row)
                         if sweep or batch == BATCH["tokens"] and kind == "tokens" and workers == 0 and name in (
-                                "shardfeed", "mosaicml-streaming", "lancedb", "pyarrow (Parquet, in order)"):
+                                "shardfeed", "LitData", "mosaicml-streaming", "lancedb", "pyarrow (Parquet, in order)"):
                             result["sweep"].append(row)
                     result["datasets"][kind].setdefault("sidecar_rss_mib", {})[str(batch)] = serve.peak_rss_mib()
                 finally:
@@ -281,7 +316,8 @@ def main() -> None:
 
 def peer_versions() -> dict:
     out = subprocess.run([str(ORACLE), "-c", "import importlib.metadata as m; import json; "
-                          "print(json.dumps({p: m.version(p) for p in ('mosaicml-streaming', 'lancedb')}))"],
+                          "print(json.dumps({p: m.version(p) for p in ('mosaicml-streaming', 'lancedb', 'litdata', 'ray', "
+                          "'torch-dataloader-utils')}))"],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 

@@ -55,10 +55,11 @@ var upgrade = chaos.Scenario{Name: "operator-upgrade", Worlds: []int{4, 2}, Faul
 	StepTime: 250 * time.Millisecond, Latest: 0.2}
 
 // short is the run inside make test: one job through a rescale and the
-// faults that need no long wait, and the upgrade.
+// faults that need no long wait (a sidecar and a trainer killed while
+// batches are in their shared memory among them), and the upgrade.
 var short = []chaos.Scenario{
 	{Name: "short", Worlds: []int{4, 2}, OnCorruptShard: "skip", OutageMin: 10 * time.Second, OutageMax: 10 * time.Second,
-		Faults: []chaos.Fault{chaos.KillSidecar, chaos.MinIOOutage, chaos.APIServerRestart, chaos.CorruptShard, chaos.KillManager}},
+		Faults: []chaos.Fault{chaos.KillSidecar, chaos.KillTrainer, chaos.MinIOOutage, chaos.APIServerRestart, chaos.CorruptShard, chaos.KillManager}},
 	upgrade,
 }
 
@@ -113,6 +114,10 @@ func TestChaosEveryScenarioIsExactlyOnce(t *testing.T) {
 		}
 		if r.Err == nil && !r.Lineage.OK() {
 			t.Errorf("scenario %s: the committed lineage is not the plan's: %s", sc.Name, r.Summary())
+		}
+		// The trainers take their batches in the sidecars' shared memory.
+		if r.Err == nil && r.HandedOff < r.Trained/2 {
+			t.Errorf("scenario %s: only %d of %d steps came in the sidecar's shared memory", sc.Name, r.HandedOff, r.Trained)
 		}
 		if r.Err == nil && len(r.Injections) != len(sc.Faults)+len(sc.Worlds)-1 {
 			t.Errorf("scenario %s: %d injections, want %d", sc.Name, len(r.Injections), len(sc.Faults)+len(sc.Worlds)-1)

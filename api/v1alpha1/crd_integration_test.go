@@ -175,7 +175,9 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"negative prefetch", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Prefetch = ptr.To(int32(-1)) }, "spec.sidecar.prefetch"},
 		{"metrics port out of range", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.MetricsPort = ptr.To(int32(70000)) }, "spec.sidecar.metricsPort"},
 		{"zero cache limit", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.CacheLimit = ptr.To(resource.MustParse("0")) }, "sidecar.cacheLimit must be above 0"},
-		{"negative hand-off memory", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.HandoffMemory = ptr.To(resource.MustParse("-1Mi")) },
+		{"negative hand-off memory", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Sidecar.HandoffMemory = ptr.To(resource.MustParse("-1Mi"))
+		},
 			"sidecar.handoffMemory must be 0 or more"},
 		{"image with a space", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Image = "shardfeed latest" }, "sidecar.image is an image reference"},
 		{"partitions of an mds stream", func(d *datav1alpha1.TrainingDataset) {

@@ -141,51 +141,18 @@ func (m *MessageWriter) Take(bufs net.Buffers) net.Buffers {
 	return bufs
 }
 
-// parallelCopyBytes is the message size from which CopyTo copies on two
-// goroutines: a gather of rows from decoded shards spread over memory is
-// bound by the latency of each core's loads, so a second core nearly
-// doubles it.
-const parallelCopyBytes = 1 << 20
-
 // CopyTo copies the collected message into dst, which must hold Len
-// bytes, and starts a new message.
+// bytes, and starts a new message. (Copying on two goroutines measured no
+// faster on two cores: the trainer reading the last batch takes the other.)
 func (m *MessageWriter) CopyTo(dst []byte) int {
-	n := m.n
-	if n < parallelCopyBytes {
-		m.copyParts(dst, m.parts)
-	} else {
-		// Split at the part where the first half of the bytes ends.
-		half, at := 0, 0
-		for i, p := range m.parts {
-			if half >= n/2 {
-				at = i
-				break
-			}
-			half += p.len()
-		}
-		var wg sync.WaitGroup
-		wg.Go(func() { m.copyParts(dst[half:], m.parts[at:]) })
-		m.copyParts(dst, m.parts[:at])
-		wg.Wait()
-	}
-	m.scratch, m.parts, m.n = m.scratch[:0], m.parts[:0], 0
-	return n
-}
-
-func (m *MessageWriter) copyParts(dst []byte, parts []part) {
 	n := 0
-	for _, p := range parts {
+	for _, p := range m.parts {
 		if p.buf != nil {
 			n += copy(dst[n:], p.buf)
 		} else {
 			n += copy(dst[n:], m.scratch[p.lo:p.hi])
 		}
 	}
-}
-
-func (p part) len() int {
-	if p.buf != nil {
-		return len(p.buf)
-	}
-	return p.hi - p.lo
+	m.scratch, m.parts, m.n = m.scratch[:0], m.parts[:0], 0
+	return n
 }

@@ -165,6 +165,7 @@ func BenchmarkReconcile100kShards(b *testing.B) {
 	}
 	ns := apiServer.Namespace(b)
 	ds := dataset(ns, "s3://"+bucket+"/big/", "", 64, 4096)
+	ds.Spec.Streams[0].Format = datav1alpha1.FormatParquet // the index's
 	ds.Spec.Streams[0].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: "s3"}
 	credentialsSecret(b, ns, "s3", minioServer.AccessKey, minioServer.SecretKey)
 	if err := apiServer.Client.Create(ctx, ds); err != nil {
@@ -193,7 +194,7 @@ func BenchmarkReconcile100kShards(b *testing.B) {
 		b.Fatal(err)
 	}
 	if got.Status.Samples != shards*10_000 || got.Status.Streams[0].Shards != shards {
-		b.Fatalf("status after reconcile: %d samples, %+v", got.Status.Samples, got.Status.Streams)
+		b.Fatalf("status after reconcile: %d samples, %+v, conditions %+v", got.Status.Samples, got.Status.Streams, got.Status.Conditions)
 	}
 	var cm corev1.ConfigMap
 	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.PlanName(ds.Name)}, &cm); err != nil {

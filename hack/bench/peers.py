@@ -150,11 +150,21 @@ def read_ray(path, workers, batch, epoch, time_box):
         def make():
             ds = ray.data.read_parquet(f"{path}/parquet/", shuffle="files")
             split = ds.streaming_split(1, equal=True)[0]
-            return split.iter_torch_batches(batch_size=batch, local_shuffle_buffer_size=4 * batch, local_shuffle_seed=epoch + 1)
+            return split.iter_torch_batches(batch_size=batch, local_shuffle_buffer_size=4 * batch, local_shuffle_seed=epoch + 1,
+                                            collate_fn=_ray_collate)
 
         return touch_loop(make, time_box)
     finally:
         ray.shutdown()
+
+
+def _ray_collate(batch):
+    """Ray's numpy batch as tensors, bytes and strings as lists: its default
+    collation refuses columns that are not numbers (its docs say to pass a
+    collate_fn then)."""
+    import numpy as np
+
+    return {k: torch.as_tensor(v) if v.dtype.kind in "biuf" else v.tolist() for k, v in batch.items() if isinstance(v, np.ndarray)}
 
 
 def _arrow_to_torch(rb):

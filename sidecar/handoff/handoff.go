@@ -59,6 +59,7 @@ type Pool struct {
 	segments atomic.Int64
 	batches  atomic.Int64
 	inline   atomic.Int64
+	lastErr  atomic.Pointer[string]
 }
 
 // NewPool returns a pool of limit bytes (0: no hand-off through memory).
@@ -74,6 +75,9 @@ type PoolStats struct {
 	// InlineBatches counts batches sent through the socket because no slot
 	// was free and the client held every one, or the pool was full.
 	InlineBatches int64 `json:"inlineBatches"`
+	// LastError is why a segment could not be made (the batch went in the
+	// stream), if one could not.
+	LastError string `json:"lastError,omitempty"`
 }
 
 // Stats returns the pool's use.
@@ -81,7 +85,11 @@ func (p *Pool) Stats() PoolStats {
 	if p == nil {
 		return PoolStats{}
 	}
-	return PoolStats{LimitBytes: p.limit, Bytes: p.used.Load(), Segments: p.segments.Load(), Batches: p.batches.Load(), InlineBatches: p.inline.Load()}
+	st := PoolStats{LimitBytes: p.limit, Bytes: p.used.Load(), Segments: p.segments.Load(), Batches: p.batches.Load(), InlineBatches: p.inline.Load()}
+	if e := p.lastErr.Load(); e != nil {
+		st.LastError = *e
+	}
+	return st
 }
 
 // Enabled reports whether batches may go through memory.
@@ -258,8 +266,11 @@ func (s *Stream) use(i, size int) (*Slot, error) {
 		}
 		fd, mem, err := newSegment("shardfeed-batch", int(n))
 		if err != nil {
+			// The batch goes in the stream; the status says why.
 			s.pool.used.Add(old - n)
-			return nil, err
+			msg := err.Error()
+			s.pool.lastErr.Store(&msg)
+			return nil, fmt.Errorf("%w: %w", errNoMemory, err)
 		}
 		gen := uint64(0)
 		if seg != nil {

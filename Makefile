@@ -135,7 +135,7 @@ BENCH_TIME_BOX ?= 3
 BENCH_OUT := $(BIN)/bench
 
 .PHONY: bench
-bench: tools-go tools-kube tools-minio tools-debian tools-python build ## Run every benchmark and the peers side by side; rewrite docs/benchmarks.md, its plots and the README's figures (about 25 min).
+bench: tools-go tools-kube tools-minio tools-debian tools-python build ## Run every benchmark and the peers side by side; rewrite docs/benchmarks.md, its plots and the README's figures (about 40 min; the first run also writes the data sets).
 	@mkdir -p $(BENCH_OUT)
 	@echo "bench: Go benchmarks ($(BENCH_RUNS) runs each) → $(BENCH_OUT)/go.txt"
 	go test -tags integration -run '^$$' -bench . -benchmem -count $(BENCH_RUNS) -timeout 30m ./... | tee $(BENCH_OUT)/go.txt

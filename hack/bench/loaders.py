@@ -203,9 +203,16 @@ def run_child(*args) -> dict:
 
 
 def run_peer(cmd: str, data: Path, workers: int, batch: int, epoch: int, box: float) -> dict:
-    out = subprocess.run([str(ORACLE), str(HERE / "peers.py"), cmd, str(data), str(workers), str(batch), str(epoch), str(box)],
-                         check=True, capture_output=True, text=True, timeout=900).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    """One peer measurement in the oracle venv; a failed start (Ray's, now
+    and then) is tried once more, and a second failure shows its error."""
+    argv = [str(ORACLE), str(HERE / "peers.py"), cmd, str(data), str(workers), str(batch), str(epoch), str(box)]
+    for attempt in (1, 2):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        if done.returncode == 0:
+            return json.loads(done.stdout.strip().splitlines()[-1])
+        tail = "\n".join(done.stderr.strip().splitlines()[-8:])
+        log(f"{cmd} failed (attempt {attempt}, exit {done.returncode}):\n{tail}")
+    raise SystemExit(f"{cmd} on {data} failed twice; its error is above")
 
 
 def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool):

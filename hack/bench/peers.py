@@ -151,20 +151,24 @@ def read_ray(path, workers, batch, epoch, time_box):
             ds = ray.data.read_parquet(f"{path}/parquet/", shuffle="files")
             split = ds.streaming_split(1, equal=True)[0]
             return split.iter_torch_batches(batch_size=batch, local_shuffle_buffer_size=4 * batch, local_shuffle_seed=epoch + 1,
-                                            collate_fn=_ray_collate)
+                                            collate_fn=_ray_collate())
 
         return touch_loop(make, time_box)
     finally:
         ray.shutdown()
 
 
-def _ray_collate(batch):
+def _ray_collate():
     """Ray's numpy batch as tensors, bytes and strings as lists: its default
     collation refuses columns that are not numbers (its docs say to pass a
-    collate_fn then)."""
-    import numpy as np
+    NumpyBatchCollateFn then)."""
+    from ray.data.collate_fn import NumpyBatchCollateFn
 
-    return {k: torch.as_tensor(v) if v.dtype.kind in "biuf" else v.tolist() for k, v in batch.items() if isinstance(v, np.ndarray)}
+    class Collate(NumpyBatchCollateFn):
+        def __call__(self, batch):
+            return {k: torch.as_tensor(v) if v.dtype.kind in "biuf" else v.tolist() for k, v in batch.items()}
+
+    return Collate()
 
 
 def _arrow_to_torch(rb):

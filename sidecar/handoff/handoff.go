@@ -168,6 +168,8 @@ const (
 	// wordWaiting: set by the sidecar while it waits, so the client makes
 	// the wake-up call only then.
 	wordWaiting
+	// wordsAfter is the number of words after the slots'.
+	wordsAfter
 )
 
 // word returns the control word i, as the client last wrote it.

@@ -3,51 +3,24 @@ package handoff
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// client is the client's side of a stream's control segment, mapped from
-// the descriptor as the Python client maps it.
-type client struct {
-	words []byte
-	slots int
-}
-
-func newClient(t *testing.T, s *Stream) *client {
+// newClient maps the stream's control segment from its descriptor, as a
+// client does, and returns the client's side of it.
+func newClient(t *testing.T, s *Stream) *Control {
 	t.Helper()
 	fd := s.TakeControlFD()
-	mem, err := unix.Mmap(fd, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, 0, ControlBytes(s.Slots()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	_ = unix.Close(fd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = unix.Munmap(mem) })
-	return &client{words: mem, slots: s.Slots()}
-}
-
-func (c *client) store(i int, v uint64) {
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.words[8*i])), v)
-}
-
-func (c *client) release(slot *Slot) {
-	c.store(slot.Index, slot.Gen)
-	c.bump()
-}
-
-func (c *client) read(n uint64) {
-	c.store(c.slots+wordRead, n)
-	c.bump()
-}
-
-func (c *client) bump() {
-	p := (*uint64)(unsafe.Pointer(&c.words[8*(c.slots+wordSeq)]))
-	atomic.AddUint64(p, 1)
-	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(p)), 1, 1, 0, 0, 0)
+	return NewControl(mem, s.Slots())
 }
 
 func take(t *testing.T, s *Stream, size int) *Slot {
@@ -78,7 +51,7 @@ func TestSlotsAreReusedOnlyOnceReleased(t *testing.T) {
 	}
 	copy(a.Mem, "batch a")
 	// Both held, one descriptor unread: the next batch waits for a release.
-	c.read(1)
+	c.Read(1)
 	got := make(chan *Slot)
 	go func() { got <- take(t, s, 1000) }()
 	select {
@@ -86,7 +59,7 @@ func TestSlotsAreReusedOnlyOnceReleased(t *testing.T) {
 		t.Fatalf("took slot %d while the client holds both", slot.Index)
 	case <-time.After(50 * time.Millisecond):
 	}
-	c.release(b)
+	c.Release(b.Index, b.Gen)
 	slot := <-got
 	if slot.Index != b.Index || slot.Gen != b.Gen+1 || slot.FD != -1 {
 		t.Fatalf("the released slot again, next generation, no new descriptor: got %+v after %+v", slot, b)
@@ -95,7 +68,7 @@ func TestSlotsAreReusedOnlyOnceReleased(t *testing.T) {
 		t.Fatal("a held slot was written")
 	}
 	// Everything read and every slot held: the batch goes in the stream.
-	c.read(3)
+	c.Read(3)
 	if slot := take(t, s, 1000); slot != nil {
 		t.Fatalf("took slot %d of a client that holds every one", slot.Index)
 	}
@@ -138,7 +111,7 @@ func TestAGrownSegmentReplacesTheSmallerOne(t *testing.T) {
 	defer s.Close()
 	c := newClient(t, s)
 	small := take(t, s, 10)
-	c.release(small)
+	c.Release(small.Index, small.Gen)
 	big := take(t, s, grain+1)
 	if big.Index != small.Index || len(big.Mem) != 2*grain || big.FD < 0 || big.Gen != small.Gen+1 {
 		t.Fatalf("the slot's new segment: got %+v", big)

@@ -26,25 +26,10 @@ type streamConn struct {
 	conn net.Conn
 	bufs net.Buffers
 	// handoff, when set, frames the stream for a hand-off through memory:
-	// every chunk starts with its kind (frame*), and batches go into the
+	// every chunk starts with its kind (handoff.Frame*), and batches go into the
 	// stream's shared segments.
 	handoff *handoff.Stream
 }
-
-// The kinds of chunk of a stream handed off through memory.
-const (
-	// frameArrow: Arrow IPC messages, in the chunk.
-	frameArrow = 'A'
-	// frameControl: {"slots":N}, with the control segment's descriptor.
-	frameControl = 'C'
-	// frameSegment: {"slot":i,"size":n}, with slot i's new segment's
-	// descriptor.
-	frameSegment = 'S'
-	// frameBatch: {"slot":i,"gen":g,"size":n}: Arrow IPC messages in the
-	// first n bytes of slot i; the client releases the slot by writing g
-	// into control word i.
-	frameBatch = 'B'
-)
 
 // flush sends what was written since the last flush as one chunk.
 func (c *streamConn) flush() error {
@@ -54,7 +39,7 @@ func (c *streamConn) flush() error {
 	size := c.Len()
 	var kind []byte
 	if c.handoff != nil {
-		kind = []byte{frameArrow}
+		kind = []byte{handoff.FrameArrow}
 		size++
 	}
 	c.bufs = append(c.bufs[:0], fmt.Appendf(nil, "%x\r\n", size), kind)
@@ -78,11 +63,11 @@ func (c *streamConn) handOff(ctx context.Context) error {
 	}
 	n := c.CopyTo(slot.Mem)
 	if slot.FD >= 0 {
-		if err := c.frame(frameSegment, map[string]int{"slot": slot.Index, "size": len(slot.Mem)}, slot.FD); err != nil {
+		if err := c.frame(handoff.FrameSegment, map[string]int{"slot": slot.Index, "size": len(slot.Mem)}, slot.FD); err != nil {
 			return err
 		}
 	}
-	if err := c.frame(frameBatch, map[string]any{"slot": slot.Index, "gen": slot.Gen, "size": n}, -1); err != nil {
+	if err := c.frame(handoff.FrameBatch, map[string]any{"slot": slot.Index, "gen": slot.Gen, "size": n}, -1); err != nil {
 		return err
 	}
 	c.handoff.Sent(slot)

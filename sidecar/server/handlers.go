@@ -292,7 +292,7 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 	if hs != nil {
 		sc.handoff = hs
 		fd := hs.TakeControlFD()
-		err := sc.frame(frameControl, map[string]int{"slots": hs.Slots()}, fd)
+		err := sc.frame(handoff.FrameControl, map[string]int{"slots": hs.Slots()}, fd)
 		_ = unix.Close(fd)
 		if err != nil {
 			return

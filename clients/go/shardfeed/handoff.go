@@ -12,10 +12,10 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/shardfeed/shardfeed/sidecar/handoff"
 )
 
 // A stream handed over in shared memory (docs/sidecar.md, "The hand-off
@@ -23,14 +23,6 @@ import (
 // bytes are in a memfd segment the sidecar wrote and this client maps.
 // This client copies them into its records (the Arrow reader's buffers)
 // and releases the slot at once, so its records live as long as it likes.
-
-// The control words after the slots' (see sidecar/handoff).
-const (
-	wordRead    = 0
-	wordSeq     = 1
-	wordWaiting = 2
-	wordsAfter  = 3
-)
 
 // fdReader reads a Unix connection and keeps, in order, the descriptors
 // that come with the bytes: a plain read would drop (close) them.
@@ -78,7 +70,8 @@ type handoffBody struct {
 	fds     *fdReader
 	br      *bufio.Reader
 	framed  bool
-	ctl     []byte
+	ctlMem  []byte
+	ctl     *handoff.Control
 	slots   [][]byte
 	read    uint64
 	cur     []byte
@@ -185,14 +178,14 @@ func (b *handoffBody) frame() error {
 		b.ended = true
 		return nil
 	}
-	kind := byte('A')
+	kind := byte(handoff.FrameArrow)
 	if b.framed {
 		if kind, err = b.br.ReadByte(); err != nil {
 			return unexpected(err)
 		}
 		size--
 	}
-	if kind != 'A' && size > maxFrame {
+	if kind != handoff.FrameArrow && size > maxFrame {
 		return fmt.Errorf("a frame of kind %q and %d bytes is not part of the protocol", kind, size)
 	}
 	body := make([]byte, size)
@@ -204,19 +197,19 @@ func (b *handoffBody) frame() error {
 	}
 	_, _ = b.br.Discard(2)
 	switch kind {
-	case 'A':
+	case handoff.FrameArrow:
 		b.cur, b.inMemory = body, false
-	case 'C':
+	case handoff.FrameControl:
 		var f struct{ Slots int }
-		if err := json.Unmarshal(body, &f); err != nil || f.Slots < 1 || f.Slots > 256 {
+		if err := json.Unmarshal(body, &f); err != nil || f.Slots < 1 || f.Slots > handoff.MaxSlots {
 			return fmt.Errorf("a malformed control frame %q", body)
 		}
-		mem, err := b.mapNext(8 * (f.Slots + wordsAfter))
+		mem, err := b.mapNext(handoff.ControlBytes(f.Slots))
 		if err != nil {
 			return err
 		}
-		b.ctl, b.slots = mem, make([][]byte, f.Slots)
-	case 'S':
+		b.ctlMem, b.ctl, b.slots = mem, handoff.NewControl(mem, f.Slots), make([][]byte, f.Slots)
+	case handoff.FrameSegment:
 		var f struct{ Slot, Size int }
 		if err := json.Unmarshal(body, &f); err != nil || f.Slot < 0 || f.Slot >= len(b.slots) || f.Size < 1 {
 			return fmt.Errorf("a malformed segment frame %q", body)
@@ -229,7 +222,7 @@ func (b *handoffBody) frame() error {
 			_ = unix.Munmap(old)
 		}
 		b.slots[f.Slot] = mem
-	case 'B':
+	case handoff.FrameBatch:
 		var f struct {
 			Slot int
 			Gen  uint64
@@ -239,9 +232,9 @@ func (b *handoffBody) frame() error {
 			return fmt.Errorf("a malformed batch frame %q", body)
 		}
 		b.read++
-		b.store(len(b.slots)+wordRead, b.read)
+		b.ctl.Read(b.read)
 		b.cur, b.inMemory = b.slots[f.Slot][:f.Size], true
-		b.release = func() { b.store(f.Slot, f.Gen) }
+		b.release = func() { b.ctl.Release(f.Slot, f.Gen) }
 	default:
 		return fmt.Errorf("a frame of kind %q is not part of the protocol", kind)
 	}
@@ -262,16 +255,6 @@ func (b *handoffBody) mapNext(size int) ([]byte, error) {
 	return mem, nil
 }
 
-// store writes control word i and wakes the sidecar if it waits.
-func (b *handoffBody) store(i int, v uint64) {
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&b.ctl[8*i])), v)
-	seq := (*uint64)(unsafe.Pointer(&b.ctl[8*(len(b.slots)+wordSeq)]))
-	atomic.AddUint64(seq, 1)
-	if atomic.LoadUint64((*uint64)(unsafe.Pointer(&b.ctl[8*(len(b.slots)+wordWaiting)]))) != 0 {
-		_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(seq)), 1 /* FUTEX_WAKE */, 1, 0, 0, 0)
-	}
-}
-
 // Close unmaps the segments and closes the connection.
 func (b *handoffBody) Close() error {
 	for _, m := range b.slots {
@@ -279,10 +262,10 @@ func (b *handoffBody) Close() error {
 			_ = unix.Munmap(m)
 		}
 	}
-	if b.ctl != nil {
-		_ = unix.Munmap(b.ctl)
+	if b.ctlMem != nil {
+		_ = unix.Munmap(b.ctlMem)
 	}
-	b.slots, b.ctl, b.cur, b.release = nil, nil, nil, nil
+	b.slots, b.ctlMem, b.ctl, b.cur, b.release = nil, nil, nil, nil, nil
 	for _, fd := range b.fds.fds {
 		_ = unix.Close(fd)
 	}

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
 import shardfeed  # noqa: E402
 import torch  # noqa: E402
 from shardfeed._convert import to_torch  # noqa: E402
-from touch import peak_rss_mib, touch_loop  # noqa: E402
+from touch import AnonPeak, peak_rss_mib, touch_loop  # noqa: E402
 
 ORACLE = ROOT / "bin" / "venv-oracle" / "bin" / "python"
 HERE = ROOT / "hack" / "bench"
@@ -87,16 +87,25 @@ spec:
 """)
         self.socket = str(work / "feed.sock")
         self.log = open(work / "serve.log", "wb")
+        # Default settings: what a pod gets without tuning.
         self.proc = subprocess.Popen([str(ROOT / "bin" / "shardfeed"), "serve", "-f", str(manifest), "--socket", self.socket,
                                       "--cache-dir", str(work / "cache"), "--state", str(work / "state.json"),
-                                      "--metrics-addr", "", "--memory-limit", "3Gi"], stdout=self.log, stderr=subprocess.STDOUT)
+                                      "--metrics-addr", ""], stdout=self.log, stderr=subprocess.STDOUT)
+        self.anon = AnonPeak(self.proc.pid)
         shardfeed.Client(self.socket).wait_ready(120)
         run_shardfeed(self.socket, 0, 0, None)  # every other loader reads local files: so does this one
 
     def peak_rss_mib(self) -> float:
+        """Peak resident memory: the heap, the mapped cached shards (page
+        cache) and the hand-off's shared memory."""
         return peak_rss_mib(self.proc.pid)
 
+    def peak_anon_mib(self) -> float:
+        """Peak anonymous memory (RssAnon): the heap."""
+        return self.anon.peak
+
     def stop(self) -> None:
+        self.anon.stop()
         self.proc.terminate()
         self.proc.wait(timeout=30)
         self.log.close()
@@ -312,6 +321,7 @@ def main() -> None:
                                 "shardfeed", "LitData", "mosaicml-streaming", "lancedb", "pyarrow (Parquet, in order)"):
                             result["sweep"].append(row)
                     result["datasets"][kind].setdefault("sidecar_rss_mib", {})[str(batch)] = serve.peak_rss_mib()
+                    result["datasets"][kind].setdefault("sidecar_anon_mib", {})[str(batch)] = serve.peak_anon_mib()
                 finally:
                     serve.stop()
     result["seconds"] = time.monotonic() - started

@@ -327,7 +327,9 @@ def loaders_block(data: dict, kind: str) -> str:
         out.append([r["loader"], str(r["workers"]), rate.fmt(",.0f", r["loader"] == "shardfeed") + boxed, f"{gbps(r, ds).median:.2f}",
                     vs_peer, vs_limit, Stat.of(r["first"]).fmt(".2f"), f"{r['epoch_rate']['median']:,.0f}".replace(",", " "),
                     f"{r['rss_mib']:.0f}", f"{r['worker_rss_mib']:.0f}" if r["workers"] else "–"])
-    sidecar = ", ".join(f"{v:.0f} MiB (batches of {b})" for b, v in ds.get("sidecar_rss_mib", {}).items())
+    anon = ds.get("sidecar_anon_mib", {})
+    sidecar = ", ".join(f"{v:.0f} MiB of which {anon[b]:.0f} MiB heap (batches of {b})" if b in anon else f"{v:.0f} MiB (batches of {b})"
+                        for b, v in ds.get("sidecar_rss_mib", {}).items())
     mb = ds["bytes"]
     rows_n = f"{ds['rows']:,}".replace(",", " ")
     litdata = f", {mb['litdata'] / 1e9:.2f} GB as LitData chunks" if "litdata" in mb else ""

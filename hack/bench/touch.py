@@ -86,6 +86,32 @@ def peak_rss_mib(pid="self") -> float:
     return 0.0
 
 
+class AnonPeak:
+    """Samples a process's anonymous resident memory (RssAnon: its heap;
+    VmHWM also counts mapped files and shared memory) every 20 ms until
+    stopped: the largest seen, in MiB."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak = pid, 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(0.02):
+            try:
+                with open(f"/proc/{self.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("RssAnon:"):
+                            self.peak = max(self.peak, int(line.split()[1]) / 1024)
+            except OSError:
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
 class _ChildPeaks:
     """Samples the peak memory of this process's children (its DataLoader
     workers) every 0.2 s, until stopped: the largest one seen."""

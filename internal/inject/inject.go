@@ -8,6 +8,7 @@ package inject
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -148,6 +149,9 @@ func Inject(in Input) (*corev1.Pod, error) {
 		return pod, nil
 	}
 	ds := in.Dataset
+	if err := checkPrivateVolumes(pod); err != nil {
+		return nil, err
+	}
 	w, err := wiring(pod, in.Owner)
 	if err != nil {
 		return nil, err
@@ -262,6 +266,38 @@ func Inject(in Input) (*corev1.Pod, error) {
 	}
 	pod.Annotations[AnnotationInjected] = image
 	return pod, nil
+}
+
+// checkPrivateVolumes refuses a pod whose containers mount the volumes
+// only the sidecar may: its cache (whose files it maps and serves from; a
+// container that rewrote them would change batches under it) and its
+// token. The training containers reach the data through the socket.
+func checkPrivateVolumes(pod *corev1.Pod) error {
+	private := map[string]bool{CacheVolume: true, TokenVolume: true}
+	for _, v := range pod.Spec.Volumes {
+		if private[v.Name] {
+			return deny("the pod declares a volume named %q, which shardfeed injects for its sidecar: rename it", v.Name)
+		}
+	}
+	check := func(name string, mounts []corev1.VolumeMount) error {
+		for _, m := range mounts {
+			if private[m.Name] {
+				return deny("container %q mounts %q, the shardfeed sidecar's own volume: remove the mount (the training containers read batches through the socket, %s)", name, m.Name, SocketPath)
+			}
+		}
+		return nil
+	}
+	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+		if err := check(c.Name, c.VolumeMounts); err != nil {
+			return err
+		}
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if err := check(c.Name, c.VolumeMounts); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkRanks refuses a job whose data-parallel ranks do not divide the

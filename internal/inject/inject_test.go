@@ -352,3 +352,41 @@ func TestInjectOpensNoMetricsPortOnTheNodesNetworkUnlessAsked(t *testing.T) {
 		})
 	}
 }
+
+// The sidecar maps the files of its cache and serves batches from them: no
+// other container may mount it (nor its token).
+func TestInjectRefusesAPodThatMountsTheSidecarsOwnVolumes(t *testing.T) {
+	mount := func(name string) []corev1.VolumeMount { return []corev1.VolumeMount{{Name: name, MountPath: "/x"}} }
+	tests := []struct {
+		name  string
+		alter func(p *corev1.Pod)
+		want  string
+	}{
+		{"trainer mounts the cache", func(p *corev1.Pod) { p.Spec.Containers[0].VolumeMounts = mount(CacheVolume) }, `container "trainer" mounts "shardfeed-cache"`},
+		{"init container mounts the cache", func(p *corev1.Pod) { p.Spec.InitContainers[0].VolumeMounts = mount(CacheVolume) }, `container "setup" mounts "shardfeed-cache"`},
+		{"logger mounts the token", func(p *corev1.Pod) { p.Spec.Containers[1].VolumeMounts = mount(TokenVolume) }, `container "logger" mounts "shardfeed-token"`},
+		{"ephemeral container mounts the cache", func(p *corev1.Pod) {
+			p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", VolumeMounts: mount(CacheVolume)}}}
+		}, `container "debug" mounts "shardfeed-cache"`},
+		{"pod declares the cache volume", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: CacheVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+		}, `declares a volume named "shardfeed-cache"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := pod(nil, map[string]string{AnnotationRank: "0", AnnotationPods: "1"})
+			tt.alter(p)
+			_, err := Inject(Input{Pod: p, Dataset: dataset(), Images: ImagePolicy{Default: "shardfeed:v1"}, MaxShardBytes: 512 << 20})
+			var d *Denied
+			if !errors.As(err, &d) || !strings.Contains(d.Reason, tt.want) {
+				t.Fatalf("got %v, want a denial saying %q", err, tt.want)
+			}
+		})
+	}
+	// The socket volume is the trainers' to mount: still admitted.
+	p := pod(nil, map[string]string{AnnotationRank: "0", AnnotationPods: "1"})
+	p.Spec.Containers[0].VolumeMounts = mount(SocketVolume)
+	if _, err := Inject(Input{Pod: p, Dataset: dataset(), Images: ImagePolicy{Default: "shardfeed:v1"}, MaxShardBytes: 512 << 20}); err != nil {
+		t.Fatalf("a trainer mounting the socket volume: %v", err)
+	}
+}

@@ -129,6 +129,19 @@ type Cache struct {
 	entries map[string]*entry
 	used    int64 // bytes on disk + reserved
 	stats   Stats
+	// reclaim, when set, is asked to let go of held shards it can do
+	// without when the cache is full (see OnFull).
+	reclaim func() bool
+}
+
+// OnFull sets what a download that finds the cache full of held shards
+// calls, without the cache's lock, before it waits: a holder that keeps
+// shards only to save work (the pipeline's mapped shards) releases one
+// and returns true, or returns false when it has none to give.
+func (c *Cache) OnFull(reclaim func() bool) {
+	c.mu.Lock()
+	c.reclaim = reclaim
+	c.mu.Unlock()
 }
 
 // New opens the cache in opts.Dir, with the store of every stream. Files of
@@ -444,6 +457,14 @@ func (c *Cache) reserve(ctx context.Context, e *entry, size int64) error {
 	for limit > 0 && c.used+size > limit {
 		if c.evictOne() {
 			continue
+		}
+		if reclaim := c.reclaim; reclaim != nil {
+			c.mu.Unlock()
+			freed := reclaim()
+			c.mu.Lock()
+			if freed {
+				continue
+			}
 		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)

@@ -56,6 +56,30 @@ type Reader interface {
 	Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error)
 }
 
+// RawReader is a Reader that finds the values of some columns in a shard's
+// stored bytes, laid out as Arrow lays them out, so the sidecar serves them
+// from the cached file without decoding a copy.
+type RawReader interface {
+	// RawShard checks shard i's parts (in Parts' order) and returns the
+	// columns whose values it finds in place, of those asked for; the
+	// caller decodes the others. nil: none. Only a column of one
+	// fixed-width value buffer (a primitive, or a fixed-size list of them)
+	// or of binary or string values, without nulls, can be raw.
+	RawShard(i int, parts [][]byte, columns []string) (RawShard, error)
+}
+
+// RawShard finds a shard's values of its raw columns in its stored bytes,
+// a row at a time (one look at a row serves all its columns).
+type RawShard interface {
+	// Columns names the raw columns, in the order Row gives them.
+	Columns() []string
+	// Row sets vals[k] to the bytes of row's value in column k, as Arrow
+	// stores them (a fixed-width value, or a binary or UTF-8 string's
+	// bytes): views of the parts. False when the stored bytes no longer
+	// hold the row, having changed since RawShard checked them.
+	Row(row int, vals [][]byte) bool
+}
+
 // Pruner is a Reader whose shards carry statistics of their columns (a
 // Parquet row group's), by which a row filter rules a shard out unread.
 type Pruner interface {

@@ -3,13 +3,9 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/shardfeed/shardfeed/internal/arrowsize"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
@@ -19,16 +15,21 @@ import (
 // shardKey names a shard of the plan: stream index, shard index.
 type shardKey struct{ stream, shard int }
 
-// decodedShard is a shard decoded to one record, shared by every batch that
-// reads it (a shard needed by two local ranks is decoded once).
+// decodedShard is a shard ready to gather rows from, shared by every batch
+// that reads it (a shard needed by two local ranks is decoded once). Its
+// parts stay mapped (and held in the cache) while it lives: the columns
+// its format finds in place are read from them, and a decoder may have
+// kept views of them.
 type decodedShard struct {
-	key     shardKey
-	done    chan struct{}
-	rec     arrow.RecordBatch
-	err     error
-	refs    int
-	bytes   int64
-	lastUse int64
+	key  shardKey
+	done chan struct{}
+	sh   *source.Shard
+	maps []*cache.Mapped
+	err  error
+	refs int
+	// bytes are the decoded columns' (the heap's); mapped the parts'.
+	bytes, mapped int64
+	lastUse       int64
 	// skipped: the shard stayed corrupt and rec holds zeroed pad rows.
 	skipped bool
 }
@@ -59,8 +60,10 @@ type decodedTable struct {
 
 	mu      sync.Mutex
 	shards  map[shardKey]*decodedShard
-	used    int64
+	used    int64 // decoded bytes: the heap's
 	limit   int64
+	mapped  int64 // bytes of the mapped parts
+	maps    int   // mapped parts
 	tick    int64
 	changed chan struct{} // closed and replaced when memory is freed
 	// skipped are the shards known corrupt: they are not fetched again.
@@ -102,13 +105,20 @@ func (t *decodedTable) acquire(ctx context.Context, k shardKey) (*decodedShard, 
 	t.shards[k] = d
 	t.mu.Unlock()
 
-	d.rec, d.skipped, d.err = t.decodeOrSkip(ctx, k)
+	d.sh, d.maps, d.skipped, d.err = t.decodeOrSkip(ctx, k)
 	t.mu.Lock()
 	if d.err != nil {
 		delete(t.shards, k) // the next reader tries again
 	} else {
-		d.bytes = arrowsize.Record(d.rec)
+		if rec := d.sh.Record(); rec != nil {
+			d.bytes = arrowsize.Record(rec)
+		}
+		for _, m := range d.maps {
+			d.mapped += int64(len(m.Bytes()))
+		}
 		t.used += d.bytes
+		t.mapped += d.mapped
+		t.maps += len(d.maps)
 		t.tick++
 		d.lastUse = t.tick
 		t.evictLocked()
@@ -126,18 +136,18 @@ func (t *decodedTable) acquire(ctx context.Context, k shardKey) (*decodedShard, 
 // corrupt (every download differs from its index, or its bytes do not
 // decode to what the index says) becomes zeroed rows, which the batches
 // mark as pad. A store that cannot be reached is never a reason to skip.
-func (t *decodedTable) decodeOrSkip(ctx context.Context, k shardKey) (arrow.RecordBatch, bool, error) {
+func (t *decodedTable) decodeOrSkip(ctx context.Context, k shardKey) (*source.Shard, []*cache.Mapped, bool, error) {
 	s := t.streams[k.stream]
 	rows := s.Rows(k.shard)
 	t.mu.Lock()
 	known := t.skipped[k]
 	t.mu.Unlock()
 	if known {
-		return s.Zero(rows), true, nil
+		return source.ShardOf(s.Zero(rows)), nil, true, nil
 	}
-	rec, err := t.decode(ctx, k)
+	sh, maps, err := t.decode(ctx, k)
 	if err == nil || !t.skipCorrupt || !corrupt(err) {
-		return rec, false, err
+		return sh, maps, false, err
 	}
 	t.mu.Lock()
 	first := !t.skipped[k]
@@ -150,7 +160,7 @@ func (t *decodedTable) decodeOrSkip(ctx context.Context, k shardKey) (arrow.Reco
 			t.onSkip(Skip{Stream: s.Name, Shard: s.Layout.Index.Shards[k.shard].Name, Index: k.shard, Samples: rows, Reason: err.Error()})
 		}
 	}
-	return s.Zero(rows), true, nil
+	return source.ShardOf(s.Zero(rows)), nil, true, nil
 }
 
 // corrupt reports whether err says the shard's bytes are bad at the source.
@@ -160,37 +170,52 @@ func corrupt(err error) bool {
 	return errors.As(err, &ce) || errors.As(err, &de)
 }
 
-func (t *decodedTable) decode(ctx context.Context, k shardKey) (arrow.RecordBatch, error) {
+// decode maps the shard's cached parts (no copy on the heap) and decodes
+// the columns its format cannot serve from them in place.
+func (t *decodedTable) decode(ctx context.Context, k shardKey) (sh *source.Shard, maps []*cache.Mapped, err error) {
 	s := t.streams[k.stream]
 	parts := s.Parts(k.shard)
 	data := make([][]byte, len(parts))
+	defer func() {
+		if err != nil {
+			unmap(maps)
+			maps = nil
+		}
+	}()
 	start := time.Now()
 	for i, p := range parts {
-		path, err := t.cache.Acquire(ctx, p)
+		m, err := t.cache.Map(ctx, p)
 		if err != nil {
-			return nil, err
+			return nil, maps, err
 		}
-		data[i], err = os.ReadFile(path)
-		t.cache.Release(p)
-		if err != nil {
-			return nil, fmt.Errorf("stream %q: reading cached %s: %w", s.Name, p.Key, err)
-		}
+		maps = append(maps, m)
+		data[i] = m.Bytes()
 	}
 	t.stats.fetchNanos.Add(int64(time.Since(start)))
 	select {
 	case t.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+		return nil, maps, context.Cause(ctx)
 	}
 	defer func() { <-t.sem }()
 	start = time.Now()
-	rec, err := s.Decode(ctx, k.shard, data)
+	err = GuardFaults(func() error {
+		sh, err = s.DecodeShard(ctx, k.shard, data)
+		return err
+	})
 	t.stats.decodeNanos.Add(int64(time.Since(start)))
-	if err == nil {
-		t.stats.decodedShards.Add(1)
-		t.stats.decodedRows.Add(rec.NumRows())
+	if err != nil {
+		return nil, maps, err
 	}
-	return rec, err
+	t.stats.decodedShards.Add(1)
+	t.stats.decodedRows.Add(sh.Rows)
+	return sh, maps, nil
+}
+
+func unmap(maps []*cache.Mapped) {
+	for _, m := range maps {
+		m.Close()
+	}
 }
 
 func (t *decodedTable) release(d *decodedShard) {
@@ -202,30 +227,63 @@ func (t *decodedTable) release(d *decodedShard) {
 	}
 }
 
+// maxMaps bounds the parts mapped at once, well below the kernel's
+// default of 65 530 mappings per process.
+const maxMaps = 16 << 10
+
 // evictLocked drops unheld shards, least recently used first, while the
-// table is over its budget.
+// table is over its budget or maps too many parts.
 func (t *decodedTable) evictLocked() {
 	freed := false
-	for t.used > t.limit {
-		var victim *decodedShard
-		for _, d := range t.shards {
-			if d.refs == 0 && d.rec != nil && (victim == nil || d.lastUse < victim.lastUse) {
-				victim = d
-			}
-		}
+	for t.used > t.limit || t.maps > maxMaps {
+		victim := t.victimLocked(false)
 		if victim == nil {
 			break
 		}
-		delete(t.shards, victim.key)
-		t.used -= victim.bytes
-		victim.rec.Release()
-		t.stats.decodedEvictions.Add(1)
+		t.dropLocked(victim)
 		freed = true
 	}
 	if freed {
 		close(t.changed)
 		t.changed = make(chan struct{})
 	}
+}
+
+// victimLocked returns the least recently used shard no one holds (one
+// with mapped parts if mapped), or nil.
+func (t *decodedTable) victimLocked(mapped bool) *decodedShard {
+	var victim *decodedShard
+	for _, d := range t.shards {
+		if d.refs == 0 && d.sh != nil && (!mapped || len(d.maps) > 0) && (victim == nil || d.lastUse < victim.lastUse) {
+			victim = d
+		}
+	}
+	return victim
+}
+
+func (t *decodedTable) dropLocked(d *decodedShard) {
+	delete(t.shards, d.key)
+	t.used -= d.bytes
+	t.mapped -= d.mapped
+	t.maps -= len(d.maps)
+	d.sh.Release()
+	unmap(d.maps)
+	t.stats.decodedEvictions.Add(1)
+}
+
+// reclaim drops the least recently used unheld shard that holds cached
+// parts, for a cache full of them (cache.OnFull); false if there is none.
+func (t *decodedTable) reclaim() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	victim := t.victimLocked(true)
+	if victim == nil {
+		return false
+	}
+	t.dropLocked(victim)
+	close(t.changed)
+	t.changed = make(chan struct{})
+	return true
 }
 
 // room reports whether the table is within its budget, and a channel
@@ -240,28 +298,27 @@ func (t *decodedTable) has(k shardKey) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d, ok := t.shards[k]
-	return ok && d.rec != nil
+	return ok && d.sh != nil
 }
 
-func (t *decodedTable) usage() (bytes int64, shards int, rows int64) {
+func (t *decodedTable) usage() (bytes, mapped int64, shards int, rows int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, d := range t.shards {
-		if d.rec != nil {
+		if d.sh != nil {
 			shards++
-			rows += d.rec.NumRows()
+			rows += d.sh.Rows
 		}
 	}
-	return t.used, shards, rows
+	return t.used, t.mapped, shards, rows
 }
 
 func (t *decodedTable) close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for k, d := range t.shards {
-		if d.rec != nil && d.refs == 0 {
-			d.rec.Release()
-			delete(t.shards, k)
+	for _, d := range t.shards {
+		if d.sh != nil && d.refs == 0 {
+			t.dropLocked(d)
 		}
 	}
 }

@@ -118,6 +118,9 @@ func New(opts Options) (*Pipeline, error) {
 	}
 	p.decoded = newDecodedTable(opts.Streams, opts.Cache, opts.DecodedLimitBytes, opts.Decoders, &p.stats)
 	p.decoded.skipCorrupt, p.decoded.onSkip = opts.SkipCorrupt, opts.OnSkip
+	// Decoded shards hold their cached parts mapped: a download that finds
+	// the cache full of them takes one back.
+	opts.Cache.OnFull(p.decoded.reclaim)
 	return p, nil
 }
 
@@ -137,6 +140,7 @@ func (p *Pipeline) Close() {
 	for _, s := range scopes {
 		s.stop()
 	}
+	p.opts.Cache.OnFull(nil)
 	p.decoded.close()
 }
 
@@ -323,7 +327,10 @@ func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64,
 	if zc {
 		batch.zc = &zeroCopy{}
 	}
-	batch.Record, err = p.build(shards, slot, samples, k, batch.zc)
+	err = GuardFaults(func() (err error) {
+		batch.Record, err = p.build(shards, slot, samples, k, batch.zc)
+		return err
+	})
 	if err != nil || !zc {
 		// A copied batch no longer needs the shards.
 		for _, d := range batch.holds {
@@ -353,12 +360,17 @@ func (p *Pipeline) build(shards []*decodedShard, slot map[shardKey]int, samples 
 			c.Release()
 		}
 	}()
-	srcs := make([]arrow.Array, len(shards))
+	raw, err := rawValues(shards, rows, nData)
+	if err != nil {
+		return nil, err
+	}
+	defer rawPool.Put(raw)
+	srcs := make([]column, len(shards))
 	for c := range nData {
 		for i, d := range shards {
-			srcs[i] = d.rec.Column(c)
+			srcs[i] = column{arr: d.sh.Arrays[c], raw: d.sh.RawIndex[c] >= 0}
 		}
-		col, err := gather(p.schema.Field(c).Type, srcs, rows, z)
+		col, err := gather(p.schema.Field(c).Type, srcs, rows, raw.column(c, len(rows)), z)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", p.schema.Field(c).Name, err)
 		}
@@ -408,7 +420,12 @@ func (p *Pipeline) Sample(ctx context.Context, g int64) (arrow.RecordBatch, erro
 			return nil, err
 		}
 		defer p.decoded.release(d)
-		return p.build([]*decodedShard{d}, map[shardKey]int{key: 0}, []planner.Sample{{ID: g, Stream: s, Shard: shard}}, -1, nil)
+		var rec arrow.RecordBatch
+		err = GuardFaults(func() (err error) {
+			rec, err = p.build([]*decodedShard{d}, map[shardKey]int{key: 0}, []planner.Sample{{ID: g, Stream: s, Shard: shard}}, -1, nil)
+			return err
+		})
+		return rec, err
 	}
 	return nil, fmt.Errorf("sample %d is not in the dataset, whose ids are 0 to %d", g, p.lastID())
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -25,11 +26,16 @@ import (
 
 func openFeed(t *testing.T, manifest string, cacheLimit int64) *daemon.Feed {
 	t.Helper()
+	return openFeedIn(t, manifest, cacheLimit, t.TempDir())
+}
+
+func openFeedIn(t *testing.T, manifest string, cacheLimit int64, cacheDir string) *daemon.Feed {
+	t.Helper()
 	var ds datav1alpha1.TrainingDataset
 	if err := yaml.UnmarshalStrict([]byte(manifest), &ds); err != nil {
 		t.Fatal(err)
 	}
-	feed, err := daemon.Open(context.Background(), daemon.Config{Dataset: ds.Name, Spec: ds.Spec, CacheDir: t.TempDir(), CacheLimitBytes: cacheLimit, Prefetch: -1})
+	feed, err := daemon.Open(context.Background(), daemon.Config{Dataset: ds.Name, Spec: ds.Spec, CacheDir: cacheDir, CacheLimitBytes: cacheLimit, Prefetch: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +136,10 @@ func TestBatchesMatchThePlanForEveryFormatWorldAndWorkers(t *testing.T) {
 	if err := testdata.MDS(filepath.Join(dir, "m"), "m", 700, 900, "zstd"); err != nil {
 		t.Fatal(err)
 	}
+	// Stored plain, its columns are served in place from the mapped shards.
+	if err := testdata.MDS(filepath.Join(dir, "mp"), "mp", 700, 900, ""); err != nil {
+		t.Fatal(err)
+	}
 	if err := testdata.Parquet(ctx, filepath.Join(dir, "p"), "p", 500, 200, 64); err != nil {
 		t.Fatal(err)
 	}
@@ -143,14 +153,20 @@ func TestBatchesMatchThePlanForEveryFormatWorldAndWorkers(t *testing.T) {
 		name    string
 		streams []testdata.Stream
 		spec    string
+		// inPlace: every column is served from the mapped shards, none
+		// decoded to the heap.
+		inPlace bool
 	}{
-		{"mds shuffled", []testdata.Stream{stream("m", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, seed: 7}\n"},
-		{"parquet in order with pad", []testdata.Stream{stream("p", "parquet", "")}, "  numSplits: 4\n  globalBatchSize: 16\n  shuffle: {enabled: false}\n  dropLast: false\n"},
+		{"mds shuffled", []testdata.Stream{stream("m", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, seed: 7}\n", false},
+		{"plain mds served in place", []testdata.Stream{stream("mp", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, seed: 7}\n", true},
+		{"plain mds and parquet mixed, tokens promoted (decoded), the rest in place", []testdata.Stream{stream("mp", "mds", `proportion: "2"`), stream("p", "parquet", `proportion: "1"`)},
+			"  numSplits: 6\n  globalBatchSize: 36\n  epochSize: 900\n", false},
+		{"parquet in order with pad", []testdata.Stream{stream("p", "parquet", "")}, "  numSplits: 4\n  globalBatchSize: 16\n  shuffle: {enabled: false}\n  dropLast: false\n", false},
 		{"mds and parquet mixed, tokens promoted", []testdata.Stream{stream("m", "mds", `proportion: "2"`), stream("p", "parquet", `proportion: "1"`)},
-			"  numSplits: 6\n  globalBatchSize: 36\n  epochSize: 900\n"},
+			"  numSplits: 6\n  globalBatchSize: 36\n  epochSize: 900\n", false},
 		{"three formats, common columns", []testdata.Stream{
-			stream("m", "mds", "columns: [id, text]"), stream("p", "parquet", "columns: [text, id]"), stream("j", "jsonl", "columns: [id, text]")},
-			"  numSplits: 6\n  globalBatchSize: 12\n  shuffle: {blockSize: 64}\n  dropLast: false\n"},
+			stream("mp", "mds", "columns: [id, text]"), stream("p", "parquet", "columns: [text, id]"), stream("j", "jsonl", "columns: [id, text]")},
+			"  numSplits: 6\n  globalBatchSize: 12\n  shuffle: {blockSize: 64}\n  dropLast: false\n", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,6 +239,11 @@ func TestBatchesMatchThePlanForEveryFormatWorldAndWorkers(t *testing.T) {
 						}
 					}
 				}
+			}
+			st := feed.Pipeline.Stats()
+			if st.MappedBytes == 0 || (tt.inPlace && (st.DecodedBytes != 0 || st.DecodedShards == 0)) {
+				t.Fatalf("%d decoded shards hold %d bytes decoded and %d mapped; want them mapped, and nothing decoded when every column is in place: %v",
+					st.DecodedShards, st.DecodedBytes, st.MappedBytes, tt.inPlace)
 			}
 		})
 	}
@@ -362,5 +383,81 @@ func TestAShardThatDoesNotDecodeIsSkippedAsPadRowsUnderThePolicy(t *testing.T) {
 				t.Fatalf("%d rows skipped, stats %d shards %d rows; want the shard's %d", skipped, st.SkippedShards, st.SkippedRows, want)
 			}
 		})
+	}
+}
+
+// plainMDS writes a plain MDS stream of n samples in shards of about
+// shardBytes and returns its manifest line.
+func plainMDS(t *testing.T, n int, shardBytes int64) testdata.Stream {
+	t.Helper()
+	m := filepath.Join(t.TempDir(), "m")
+	if err := testdata.MDS(m, "m", n, shardBytes, ""); err != nil {
+		t.Fatal(err)
+	}
+	return testdata.Stream{Name: "m", Format: "mds", URI: "file://" + m + "/"}
+}
+
+func TestACachedShardTruncatedUnderItsMappingFailsTheReadNotTheSidecar(t *testing.T) {
+	ctx := context.Background()
+	cacheDir := t.TempDir()
+	feed := openFeedIn(t, testdata.Manifest("ds", []testdata.Stream{plainMDS(t, 200, 4000)}, "  numSplits: 1\n  globalBatchSize: 10\n  shuffle: {enabled: false}\n"), 0, cacheDir)
+	rec, err := feed.Pipeline.Sample(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	// Whoever could write the cache (nothing but the sidecar should)
+	// truncates the shard while it stays decoded and mapped: reading it
+	// faults (SIGBUS), which must fail the read, not kill the process.
+	truncated := 0
+	err = filepath.WalkDir(cacheDir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && !strings.HasSuffix(path, ".json") {
+			truncated++
+			return os.Truncate(path, 0)
+		}
+		return err
+	})
+	if err != nil || truncated == 0 {
+		t.Fatalf("truncating the cache: %v (%d files)", err, truncated)
+	}
+	if _, err := feed.Pipeline.Sample(ctx, 3); err == nil || !strings.Contains(err.Error(), "changed") {
+		t.Fatalf("reading a truncated mapped shard: %v, want an error saying it changed", err)
+	}
+}
+
+func TestACacheFullOfMappedShardsTakesThemBackInsteadOfStalling(t *testing.T) {
+	ctx := context.Background()
+	stream := plainMDS(t, 2000, 4000)
+	manifest := testdata.Manifest("ds", []testdata.Stream{stream}, "  numSplits: 1\n  globalBatchSize: 10\n  shuffle: {enabled: false}\n")
+	// Room for a few shards of the stream's dozens: every decoded shard
+	// keeps its file mapped and held, so the downloads after the first
+	// few find the cache full of them.
+	feed := openFeed(t, manifest, 6*4096)
+	start := time.Now()
+	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Worker: 0, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	n := int64(0)
+	for {
+		batch, err := b.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", n, err)
+		}
+		batch.Release()
+		n++
+	}
+	st := feed.Pipeline.Stats()
+	if n != feed.Plan.Steps() || st.Cache.Evictions == 0 || st.DecodedEvictions == 0 {
+		t.Fatalf("%d of %d steps, %d cache evictions, %d decoded evictions: want every step, the cache evicting what the decoded shards gave back",
+			n, feed.Plan.Steps(), st.Cache.Evictions, st.DecodedEvictions)
+	}
+	// Not a timing: a stall waits out the cache's minute-long full timeout.
+	if d := time.Since(start); d > 50*time.Second {
+		t.Fatalf("the epoch took %v: the downloads waited for the full cache", d)
 	}
 }

@@ -86,7 +86,7 @@ func (p *Pipeline) Ready(e int64, first, n int, k int64) bool {
 	defer p.decoded.mu.Unlock()
 	for _, s := range batch {
 		d, ok := p.decoded.shards[shardKey{s.Stream, s.Shard}]
-		if !ok || d.rec == nil {
+		if !ok || d.sh == nil {
 			return false
 		}
 	}

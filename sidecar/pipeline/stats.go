@@ -9,8 +9,13 @@ import (
 // Stats are the pipeline's counters and gauges.
 type Stats struct {
 	Cache cache.Stats `json:"cache"`
-	// DecodedBytes, DecodedShards and DecodedRows are in memory now.
-	DecodedBytes  int64 `json:"decodedBytes"`
+	// DecodedBytes, DecodedShards and DecodedRows are in memory now:
+	// the decoded columns' bytes (on the heap), and the shards' rows.
+	DecodedBytes int64 `json:"decodedBytes"`
+	// MappedBytes are the cached parts the decoded shards map: the page
+	// cache's, not the heap's; the columns the format finds in place are
+	// served from them.
+	MappedBytes   int64 `json:"mappedBytes"`
 	DecodedShards int   `json:"decodedShards"`
 	DecodedRows   int64 `json:"decodedRows"`
 	// ShardsDecoded counts every decode since start; DecodeHits the reads
@@ -34,11 +39,11 @@ type Stats struct {
 
 // Stats returns the counters.
 func (p *Pipeline) Stats() Stats {
-	b, n, rows := p.decoded.usage()
+	b, mapped, n, rows := p.decoded.usage()
 	s := &p.stats
 	return Stats{
 		Cache:        p.opts.Cache.Stats(),
-		DecodedBytes: b, DecodedShards: n, DecodedRows: rows,
+		DecodedBytes: b, MappedBytes: mapped, DecodedShards: n, DecodedRows: rows,
 		ShardsDecoded: s.decodedShards.Load(), RowsDecoded: s.decodedRows.Load(), DecodeHits: s.decodedHits.Load(),
 		DecodedEvictions: s.decodedEvictions.Load(), Prefetched: s.prefetched.Load(), PrefetchErrors: s.prefetchErrors.Load(),
 		Batches: s.batches.Load(), BatchRows: s.batchRows.Load(),

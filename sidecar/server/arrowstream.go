@@ -61,7 +61,11 @@ func (c *streamConn) handOff(ctx context.Context) error {
 	if err != nil || slot == nil {
 		return errors.Join(err, c.flush())
 	}
-	n := c.CopyTo(slot.Mem)
+	// The batch's values may be views of mapped cached shards.
+	var n int
+	if err := pipeline.GuardFaults(func() error { n = c.CopyTo(slot.Mem); return nil }); err != nil {
+		return err
+	}
 	if slot.FD >= 0 {
 		if err := c.frame(handoff.FrameSegment, map[string]int{"slot": slot.Index, "size": len(slot.Mem)}, slot.FD); err != nil {
 			return err

@@ -84,7 +84,8 @@ func newPipelineCollector(ns string, stats func() pipeline.Stats) *pipelineColle
 	add("cache_bytes", "Bytes of the shard cache on disk.", gauge, func(s *pipeline.Stats) float64 { return float64(s.Cache.UsedBytes) })
 	add("cache_limit_bytes", "The shard cache's budget.", gauge, func(s *pipeline.Stats) float64 { return float64(s.Cache.LimitBytes) })
 	add("cache_peak_bytes", "The most the shard cache held at once.", gauge, func(s *pipeline.Stats) float64 { return float64(s.Cache.PeakBytes) })
-	add("decoded_bytes", "Memory of decoded shards.", gauge, func(s *pipeline.Stats) float64 { return float64(s.DecodedBytes) })
+	add("decoded_bytes", "Heap memory of decoded shards' columns.", gauge, func(s *pipeline.Stats) float64 { return float64(s.DecodedBytes) })
+	add("mapped_bytes", "Cached shard files the decoded shards map (page cache).", gauge, func(s *pipeline.Stats) float64 { return float64(s.MappedBytes) })
 	// The queue between the cache and the batches: decoded shards in
 	// memory and their rows, which assembly takes from.
 	add("decoded_shards", "Decoded shards in memory.", gauge, func(s *pipeline.Stats) float64 { return float64(s.DecodedShards) })

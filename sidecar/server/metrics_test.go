@@ -16,7 +16,7 @@ func TestPipelineMetricsReadTheStatsOncePerScrape(t *testing.T) {
 	stats := func() pipeline.Stats {
 		calls++
 		return pipeline.Stats{Cache: cache.Stats{FetchedBytes: 1000, Downloads: 4, UsedBytes: 700, LimitBytes: 900, PeakBytes: 800},
-			FetchSeconds: 1.5, DecodeSeconds: 2.5, AssembleSeconds: 0.5, ShardsDecoded: 3, SkippedShards: 1, SkippedRows: 82, DecodedBytes: 4096, DecodedShards: 2, DecodedRows: 640}
+			FetchSeconds: 1.5, DecodeSeconds: 2.5, AssembleSeconds: 0.5, ShardsDecoded: 3, SkippedShards: 1, SkippedRows: 82, DecodedBytes: 4096, MappedBytes: 8192, DecodedShards: 2, DecodedRows: 640}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newPipelineCollector("shardfeed_sidecar", stats))
@@ -31,7 +31,7 @@ func TestPipelineMetricsReadTheStatsOncePerScrape(t *testing.T) {
 		"shardfeed_sidecar_fetched_bytes_total": 1000, "shardfeed_sidecar_downloads_total": 4, "shardfeed_sidecar_fetch_seconds_total": 1.5,
 		"shardfeed_sidecar_decode_seconds_total": 2.5, "shardfeed_sidecar_assemble_seconds_total": 0.5, "shardfeed_sidecar_shards_decoded_total": 3,
 		"shardfeed_sidecar_skipped_shards_total": 1, "shardfeed_sidecar_skipped_samples_total": 82, "shardfeed_sidecar_cache_bytes": 700,
-		"shardfeed_sidecar_cache_limit_bytes": 900, "shardfeed_sidecar_cache_peak_bytes": 800, "shardfeed_sidecar_decoded_bytes": 4096,
+		"shardfeed_sidecar_cache_limit_bytes": 900, "shardfeed_sidecar_cache_peak_bytes": 800, "shardfeed_sidecar_decoded_bytes": 4096, "shardfeed_sidecar_mapped_bytes": 8192,
 		"shardfeed_sidecar_decoded_shards": 2, "shardfeed_sidecar_decoded_rows": 640,
 	}
 	for _, f := range families {

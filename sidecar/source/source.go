@@ -155,7 +155,7 @@ func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.Recor
 		}
 	}()
 	want := s.Layout.Index.Shards[i].Samples
-	rec, err := s.conform(ctx, recs)
+	rec, err := s.conform(ctx, recs, s.served)
 	if err != nil {
 		return nil, s.decodeError(ctx, name, err)
 	}
@@ -238,8 +238,119 @@ func (s *Stream) Zero(n int64) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
+// Shard is a shard as the pipeline reads it: each column of the served
+// schema is an Arrow array, or the stored bytes of its values where the
+// stream's format finds them in place (format.RawReader), which cost no
+// decoded copy. Raw values are views of the parts it was decoded from.
+type Shard struct {
+	Rows int64
+	// Arrays[c] is column c, nil where RawIndex[c] ≥ 0: then it is
+	// column RawIndex[c] of Raw.
+	Arrays   []arrow.Array
+	Raw      format.RawShard
+	RawIndex []int
+	rec      arrow.RecordBatch
+}
+
+// ShardOf wraps a record of the served schema.
+func ShardOf(rec arrow.RecordBatch) *Shard {
+	return &Shard{Rows: rec.NumRows(), Arrays: rec.Columns(), RawIndex: notRaw(int(rec.NumCols())), rec: rec}
+}
+
+func notRaw(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = -1
+	}
+	return out
+}
+
+// Record returns the decoded columns (nil when every column is raw).
+func (sh *Shard) Record() arrow.RecordBatch { return sh.rec }
+
+// Release frees the decoded columns.
+func (sh *Shard) Release() {
+	if sh.rec != nil {
+		sh.rec.Release()
+		sh.rec = nil
+	}
+}
+
+// DecodeShard is Decode for the pipeline: the columns the format finds in
+// place in the parts stay there (a filtered stream's rows, and a column
+// cast to a promoted type, are decoded).
+func (s *Stream) DecodeShard(ctx context.Context, i int, parts [][]byte) (*Shard, error) {
+	rr, ok := s.reader.(format.RawReader)
+	if !ok || s.filter != nil {
+		rec, err := s.Decode(ctx, i, parts)
+		if err != nil {
+			return nil, err
+		}
+		return ShardOf(rec), nil
+	}
+	name := s.Layout.Index.Shards[i].Name
+	var same []string
+	for _, f := range s.served.Fields() {
+		if arrow.TypeEqual(f.Type, s.native.Field(s.native.FieldIndices(f.Name)[0]).Type) {
+			same = append(same, f.Name)
+		}
+	}
+	raw, err := rr.RawShard(i, parts, same)
+	if err != nil {
+		return nil, s.decodeError(ctx, name, err)
+	}
+	sh := &Shard{Rows: s.Layout.Index.Shards[i].Samples, Arrays: make([]arrow.Array, s.served.NumFields()), Raw: raw, RawIndex: notRaw(s.served.NumFields())}
+	var rawNames []string
+	if raw != nil {
+		rawNames = raw.Columns()
+	}
+	var rest []arrow.Field
+	for c, f := range s.served.Fields() {
+		if sh.RawIndex[c] = slices.Index(rawNames, f.Name); sh.RawIndex[c] < 0 {
+			rest = append(rest, f)
+		}
+	}
+	if len(rest) == 0 {
+		return sh, nil
+	}
+	names := make([]string, len(rest))
+	for k, f := range rest {
+		names[k] = f.Name
+	}
+	recs, err := s.decodeColumns(ctx, i, parts, names)
+	if err != nil {
+		return nil, s.decodeError(ctx, name, err)
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	rec, err := s.conform(ctx, recs, arrow.NewSchema(rest, nil))
+	if err != nil {
+		return nil, s.decodeError(ctx, name, err)
+	}
+	if rec.NumRows() != sh.Rows {
+		rec.Release()
+		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: fmt.Errorf("decoded to %d rows, the index says %d: re-run shardfeed index", rec.NumRows(), sh.Rows)}
+	}
+	sh.rec = rec
+	k := 0
+	for c := range sh.Arrays {
+		if sh.RawIndex[c] < 0 {
+			sh.Arrays[c] = rec.Column(k)
+			k++
+		}
+	}
+	return sh, nil
+}
+
 func (s *Stream) decode(ctx context.Context, i int, parts [][]byte) ([]arrow.RecordBatch, error) {
-	rr, err := s.reader.Records(ctx, i, parts, s.columns)
+	return s.decodeColumns(ctx, i, parts, s.columns)
+}
+
+func (s *Stream) decodeColumns(ctx context.Context, i int, parts [][]byte, columns []string) ([]arrow.RecordBatch, error) {
+	rr, err := s.reader.Records(ctx, i, parts, columns)
 	if err != nil {
 		return nil, err
 	}
@@ -259,20 +370,21 @@ func (s *Stream) decode(ctx context.Context, i int, parts [][]byte) ([]arrow.Rec
 	return recs, nil
 }
 
-// conform joins recs into one record whose columns are the served schema's,
-// by name, in order, cast where a promotion applies.
-func (s *Stream) conform(ctx context.Context, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+// conform joins recs into one record whose columns are schema's (the
+// served schema's, or some of them), by name, in order, cast where a
+// promotion applies.
+func (s *Stream) conform(ctx context.Context, recs []arrow.RecordBatch, schema *arrow.Schema) (arrow.RecordBatch, error) {
 	var rows int64
 	for _, r := range recs {
 		rows += r.NumRows()
 	}
-	cols := make([]arrow.Array, 0, s.served.NumFields())
+	cols := make([]arrow.Array, 0, schema.NumFields())
 	defer func() {
 		for _, c := range cols {
 			c.Release()
 		}
 	}()
-	for _, f := range s.served.Fields() {
+	for _, f := range schema.Fields() {
 		chunks := make([]arrow.Array, 0, len(recs))
 		for _, r := range recs {
 			idx := r.Schema().FieldIndices(f.Name)
@@ -301,7 +413,7 @@ func (s *Stream) conform(ctx context.Context, recs []arrow.RecordBatch) (arrow.R
 		}
 		cols = append(cols, cast)
 	}
-	return array.NewRecordBatch(s.served, cols, rows), nil
+	return array.NewRecordBatch(schema, cols, rows), nil
 }
 
 // OpenAll opens the streams of a spec, as opened by internal/streams,

@@ -30,9 +30,24 @@ type column struct {
 	size   int
 	field  arrow.Field
 	decode func(b array.Builder, data []byte) error
+	// raw says how a value's stored bytes serve as Arrow's, if they do.
+	raw rawKind
 	// refused says why the column may not be read (pkl), if it may not.
 	refused error
 }
+
+// rawKind is how a column's stored values read in place (see RawColumns).
+type rawKind int
+
+const (
+	// notRaw values must be decoded.
+	notRaw rawKind = iota
+	// rawBytes are Arrow's bytes as they are: fixed-width little-endian
+	// values, or binary values.
+	rawBytes
+	// rawUTF8 are a string column's values, once checked to be UTF-8.
+	rawUTF8
+)
 
 // dtype is an ndarray element type: its MDS code, width and Arrow type.
 type dtype struct {
@@ -147,6 +162,7 @@ func newColumn(name, encoding string) (column, error) {
 	case "bytes", "pil", "jpeg", "png":
 		// Images stay encoded: decoding them is the trainer's job.
 		typ = arrow.BinaryTypes.Binary
+		c.raw = rawBytes
 		c.decode = func(b array.Builder, data []byte) error {
 			b.(*array.BinaryBuilder).Append(data)
 			return nil
@@ -154,6 +170,7 @@ func newColumn(name, encoding string) (column, error) {
 	case "str", "str_decimal", "json":
 		// A decimal keeps its exact text; JSON its text.
 		typ = arrow.BinaryTypes.String
+		c.raw = rawUTF8
 		c.decode = func(b array.Builder, data []byte) error {
 			if !utf8.Valid(data) {
 				return fmt.Errorf("column %q: %s value is not UTF-8", name, base)
@@ -163,8 +180,10 @@ func newColumn(name, encoding string) (column, error) {
 		}
 	case "int":
 		c.size, typ, c.decode = scalar(dtypes["int64"])
+		c.raw = rawBytes
 	case "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "float32", "float64":
 		c.size, typ, c.decode = scalar(dtypes[base])
+		c.raw = rawBytes
 	case "str_int":
 		typ = arrow.PrimitiveTypes.Int64
 		c.decode = func(b array.Builder, data []byte) error {
@@ -312,6 +331,7 @@ func newNDArrayColumn(c column, arg string, hasArg bool, meta arrow.Metadata) (c
 	c.size = int(count) * d.width
 	meta = arrow.NewMetadata([]string{MetaEncoding, MetaShape}, []string{c.encoding, shapeText})
 	c.field = arrow.Field{Name: c.name, Type: arrow.FixedSizeListOf(int32(count), d.arrow), Metadata: meta}
+	c.raw = rawBytes
 	c.decode = func(b array.Builder, data []byte) error {
 		lb := b.(*array.FixedSizeListBuilder)
 		lb.Append(true)

@@ -151,33 +151,10 @@ func (s *Shard) Append(b *array.RecordBuilder, i int) error {
 		return fmt.Errorf("sample %d is outside the shard's %d samples", i, s.n)
 	}
 	data := s.sample(i)
-	var sizes [64]int
-	sz := sizes[:0]
-	if len(s.columns) > len(sizes) {
-		sz = make([]int, 0, len(s.columns))
-	}
-	pos := 0
-	for _, c := range s.columns {
-		if c.size >= 0 {
-			sz = append(sz, c.size)
-			continue
-		}
-		if pos+4 > len(data) {
-			return fmt.Errorf("sample %d: header ends before column %q's size", i, c.name)
-		}
-		sz = append(sz, int(binary.LittleEndian.Uint32(data[pos:])))
-		pos += 4
-	}
-	starts := make([]int, len(s.columns)+1) // small: columns are few
-	starts[0] = pos
-	for k, n := range sz {
-		starts[k+1] = starts[k] + n
-		if starts[k+1] > len(data) || starts[k+1] < starts[k] {
-			return fmt.Errorf("sample %d: column %q ends past the sample's %d bytes", i, s.columns[k].name, len(data))
-		}
-	}
-	if starts[len(sz)] != len(data) {
-		return fmt.Errorf("sample %d: columns fill %d of its %d bytes", i, starts[len(sz)], len(data))
+	var buf [65]int
+	starts, err := s.starts(data, i, buf[:0])
+	if err != nil {
+		return err
 	}
 	for f, k := range s.proj {
 		if err := s.columns[k].decode(b.Field(f), data[starts[k]:starts[k+1]]); err != nil {
@@ -185,6 +162,37 @@ func (s *Shard) Append(b *array.RecordBuilder, i int) error {
 		}
 	}
 	return nil
+}
+
+// starts returns where each column's value begins in sample i's bytes
+// (data), and where the last ends, appended to buf; an error if the
+// sample's header does not fill it exactly.
+func (s *Shard) starts(data []byte, i int, buf []int) ([]int, error) {
+	pos := 0
+	starts := buf[:0]
+	starts = append(starts, 0)
+	for k, c := range s.columns {
+		n := c.size
+		if n < 0 {
+			if pos+4 > len(data) {
+				return nil, fmt.Errorf("sample %d: header ends before column %q's size", i, c.name)
+			}
+			n = int(binary.LittleEndian.Uint32(data[pos:]))
+			pos += 4
+		}
+		starts = append(starts, starts[k]+n) // the header's length is added below
+	}
+	starts[0] = pos
+	for k := 1; k < len(starts); k++ {
+		starts[k] += pos
+		if starts[k] > len(data) || starts[k] < starts[k-1] {
+			return nil, fmt.Errorf("sample %d: column %q ends past the sample's %d bytes", i, s.columns[k-1].name, len(data))
+		}
+	}
+	if last := starts[len(starts)-1]; last != len(data) {
+		return nil, fmt.Errorf("sample %d: columns fill %d of its %d bytes", i, last, len(data))
+	}
+	return starts, nil
 }
 
 // decompress returns the raw shard of the stored bytes.

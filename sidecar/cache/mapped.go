@@ -1,0 +1,63 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// Mapped is a cached shard mapped read-only into memory and held (not
+// evicted) until Close. Its pages are the file's: they count toward the
+// page cache, not the process's heap, and the kernel can drop them under
+// pressure and read them again.
+type Mapped struct {
+	c    *Cache
+	s    Shard
+	data []byte
+}
+
+// Map acquires the shard (downloading it if needed) and maps its file.
+func (c *Cache) Map(ctx context.Context, s Shard) (*Mapped, error) {
+	path, err := c.Acquire(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	data, err := mapFile(path)
+	if err != nil {
+		c.Release(s)
+		return nil, fmt.Errorf("stream %q: mapping cached %s: %w", s.Stream, s.Key, err)
+	}
+	return &Mapped{c: c, s: s, data: data}, nil
+}
+
+func mapFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() == 0 {
+		return []byte{}, nil
+	}
+	if st.Size() != int64(int(st.Size())) {
+		return nil, fmt.Errorf("%d bytes do not fit the address space", st.Size())
+	}
+	return syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+}
+
+// Bytes returns the shard's bytes, valid until Close.
+func (m *Mapped) Bytes() []byte { return m.data }
+
+// Close unmaps the shard and releases it to the cache.
+func (m *Mapped) Close() {
+	if len(m.data) > 0 {
+		_ = syscall.Munmap(m.data)
+	}
+	m.data = nil
+	m.c.Release(m.s)
+}

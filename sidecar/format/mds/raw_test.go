@@ -15,12 +15,12 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
 
-// writeShards writes n samples of allColumns and returns the index and
-// the stored files.
-func writeShards(t *testing.T, comp string, n int) (*mdsindex.Index, memFiles) {
+// writeShards writes n samples of allColumns in shards of about sizeLimit
+// bytes and returns the index and the stored files.
+func writeShards(t *testing.T, comp string, sizeLimit int64, n int, hashes ...string) (*mdsindex.Index, memFiles) {
 	t.Helper()
 	files := memFiles{}
-	w, err := NewWriter(WriterOptions{Columns: allColumns, Compression: comp, Hashes: []string{"xxh64"}, SizeLimit: 4000, Put: files.put})
+	w, err := NewWriter(WriterOptions{Columns: allColumns, Compression: comp, Hashes: hashes, SizeLimit: sizeLimit, Put: files.put})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func valueBytes(a arrow.Array, row int) []byte {
 }
 
 func TestRawShardServesTheDecodedBytesOfEveryInPlaceEncoding(t *testing.T) {
-	x, files := writeShards(t, "", 40)
+	x, files := writeShards(t, "", 4000, 40, "xxh64")
 	r := rawReader(t, x)
 	// In the shard's column order (the writer sorts them by name).
 	wantRaw := []string{"b", "f16", "f32", "f64", "i", "i16", "i32", "i64", "i8", "img", "j", "m", "s", "sd", "tok", "u16", "u32", "u64", "u8"}
@@ -99,7 +99,7 @@ func TestRawShardServesTheDecodedBytesOfEveryInPlaceEncoding(t *testing.T) {
 }
 
 func TestRawShardOnlyForWhatItIsAskedAndWhatIsStoredPlain(t *testing.T) {
-	x, files := writeShards(t, "", 10)
+	x, files := writeShards(t, "", 4000, 10, "xxh64")
 	r := rawReader(t, x)
 	stored := [][]byte{files[x.Shards[0].Stored().Basename]}
 	rs, err := r.RawShard(0, stored, []string{"si", "tok", "dyn", "s"})
@@ -112,14 +112,14 @@ func TestRawShardOnlyForWhatItIsAskedAndWhatIsStoredPlain(t *testing.T) {
 	if rs, err := r.RawShard(0, stored, []string{"si", "dyn"}); err != nil || rs != nil {
 		t.Fatalf("no raw column asked: got %v, %v; want nil, nil", rs, err)
 	}
-	zx, zfiles := writeShards(t, "zstd", 10)
+	zx, zfiles := writeShards(t, "zstd", 4000, 10, "xxh64")
 	if rs, err := rawReader(t, zx).RawShard(0, [][]byte{zfiles[zx.Shards[0].Stored().Basename]}, nil); err != nil || rs != nil {
 		t.Fatalf("a compressed shard: got %v, %v; want nil, nil (it is decoded)", rs, err)
 	}
 }
 
 func TestRawShardRefusesBytesThatDoNotHoldTheirValues(t *testing.T) {
-	x, files := writeShards(t, "", 10)
+	x, files := writeShards(t, "", 4000, 10, "xxh64")
 	r := rawReader(t, x)
 	e := x.Shards[0]
 	stored := files[e.Stored().Basename]
@@ -151,7 +151,7 @@ func TestRawShardRefusesBytesThatDoNotHoldTheirValues(t *testing.T) {
 }
 
 func TestRawShardRowsOfBytesChangedAfterTheCheckAreNotFound(t *testing.T) {
-	x, files := writeShards(t, "", 10)
+	x, files := writeShards(t, "", 4000, 10, "xxh64")
 	r := rawReader(t, x)
 	stored := bytes.Clone(files[x.Shards[0].Stored().Basename])
 	rs, err := r.RawShard(0, [][]byte{stored}, nil)

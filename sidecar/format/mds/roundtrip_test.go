@@ -58,24 +58,8 @@ func sampleFor(i int) map[string]any {
 func TestWriteThenReadEveryEncodingAndCompression(t *testing.T) {
 	for _, comp := range []string{"", "zstd", "zstd:7", "gz:6", "br:4", "snappy"} {
 		t.Run("compression="+comp, func(t *testing.T) {
-			files := memFiles{}
-			w, err := NewWriter(WriterOptions{Columns: allColumns, Compression: comp, Hashes: []string{"sha1", "xxh64"}, SizeLimit: 2000, Put: files.put})
-			if err != nil {
-				t.Fatal(err)
-			}
 			const n = 40
-			for i := range n {
-				if err := w.Write(sampleFor(i)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			x, err := mdsindex.Read(bytes.NewReader(files["index.json"]))
-			if err != nil {
-				t.Fatal(err)
-			}
+			x, files := writeShards(t, comp, 2000, n, "sha1", "xxh64")
 			if len(x.Shards) < 2 {
 				t.Fatalf("%d shards for a 2000-byte limit, want several", len(x.Shards))
 			}

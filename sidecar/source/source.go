@@ -145,23 +145,10 @@ func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.Recor
 	if s.filter != nil {
 		parts, runs = parts[:len(parts)-1], parts[len(parts)-1]
 	}
-	recs, err := s.decode(ctx, i, parts)
-	if err != nil {
-		return nil, s.decodeError(ctx, name, err)
-	}
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
 	want := s.Layout.Index.Shards[i].Samples
-	rec, err := s.conform(ctx, recs, s.served)
+	rec, err := s.decodeAs(ctx, i, parts, s.columns, s.served)
 	if err != nil {
-		return nil, s.decodeError(ctx, name, err)
-	}
-	if rec.NumRows() != want {
-		rec.Release()
-		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: fmt.Errorf("decoded to %d rows, the index says %d: re-run shardfeed index", rec.NumRows(), want)}
+		return nil, err
 	}
 	if s.filter == nil {
 		return rec, nil
@@ -317,22 +304,9 @@ func (s *Stream) DecodeShard(ctx context.Context, i int, parts [][]byte) (*Shard
 	for k, f := range rest {
 		names[k] = f.Name
 	}
-	recs, err := s.decodeColumns(ctx, i, parts, names)
+	rec, err := s.decodeAs(ctx, i, parts, names, arrow.NewSchema(rest, nil))
 	if err != nil {
-		return nil, s.decodeError(ctx, name, err)
-	}
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
-	rec, err := s.conform(ctx, recs, arrow.NewSchema(rest, nil))
-	if err != nil {
-		return nil, s.decodeError(ctx, name, err)
-	}
-	if rec.NumRows() != sh.Rows {
-		rec.Release()
-		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: fmt.Errorf("decoded to %d rows, the index says %d: re-run shardfeed index", rec.NumRows(), sh.Rows)}
+		return nil, err
 	}
 	sh.rec = rec
 	k := 0
@@ -345,8 +319,28 @@ func (s *Stream) DecodeShard(ctx context.Context, i int, parts [][]byte) (*Shard
 	return sh, nil
 }
 
-func (s *Stream) decode(ctx context.Context, i int, parts [][]byte) ([]arrow.RecordBatch, error) {
-	return s.decodeColumns(ctx, i, parts, s.columns)
+// decodeAs decodes columns of shard i (all of a filtered shard's rows) into
+// one record of schema, which must hold the index's row count.
+func (s *Stream) decodeAs(ctx context.Context, i int, parts [][]byte, columns []string, schema *arrow.Schema) (arrow.RecordBatch, error) {
+	name := s.Layout.Index.Shards[i].Name
+	recs, err := s.decodeColumns(ctx, i, parts, columns)
+	if err != nil {
+		return nil, s.decodeError(ctx, name, err)
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	rec, err := s.conform(ctx, recs, schema)
+	if err != nil {
+		return nil, s.decodeError(ctx, name, err)
+	}
+	if want := s.Layout.Index.Shards[i].Samples; rec.NumRows() != want {
+		rec.Release()
+		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: fmt.Errorf("decoded to %d rows, the index says %d: re-run shardfeed index", rec.NumRows(), want)}
+	}
+	return rec, nil
 }
 
 func (s *Stream) decodeColumns(ctx context.Context, i int, parts [][]byte, columns []string) ([]arrow.RecordBatch, error) {

@@ -131,14 +131,14 @@ type Cache struct {
 	stats   Stats
 	// reclaim, when set, is asked to let go of held shards it can do
 	// without when the cache is full (see OnFull).
-	reclaim func() bool
+	reclaim func(context.Context) bool
 }
 
 // OnFull sets what a download that finds the cache full of held shards
 // calls, without the cache's lock, before it waits: a holder that keeps
 // shards only to save work (the pipeline's mapped shards) releases one
 // and returns true, or returns false when it has none to give.
-func (c *Cache) OnFull(reclaim func() bool) {
+func (c *Cache) OnFull(reclaim func(context.Context) bool) {
 	c.mu.Lock()
 	c.reclaim = reclaim
 	c.mu.Unlock()
@@ -460,7 +460,7 @@ func (c *Cache) reserve(ctx context.Context, e *entry, size int64) error {
 		}
 		if reclaim := c.reclaim; reclaim != nil {
 			c.mu.Unlock()
-			freed := reclaim()
+			freed := reclaim(ctx)
 			c.mu.Lock()
 			if freed {
 				continue

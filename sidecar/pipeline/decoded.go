@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -26,7 +27,13 @@ type decodedShard struct {
 	sh   *source.Shard
 	maps []*cache.Mapped
 	err  error
-	refs int
+	// refs are its holders: prefetchers keeping it and readers. pins are
+	// the readers among them, reading its bytes now (a batch being built
+	// or holding zero-copy views): only an unpinned shard may have its
+	// mapped parts replaced by a copy on the heap.
+	refs, pins int
+	// moving: reclaim is copying it onto the heap.
+	moving bool
 	// bytes are the decoded columns' (the heap's); mapped the parts'.
 	bytes, mapped int64
 	lastUse       int64
@@ -68,6 +75,9 @@ type decodedTable struct {
 	changed chan struct{} // closed and replaced when memory is freed
 	// skipped are the shards known corrupt: they are not fetched again.
 	skipped map[shardKey]bool
+	// needed reports whether a reader has yet to read the shard (nil:
+	// none will): reclaim copies such a shard rather than drop it.
+	needed func(shardKey) bool
 }
 
 func newDecodedTable(streams []*source.Stream, c *cache.Cache, limit int64, decoders int, stats *counters) *decodedTable {
@@ -78,35 +88,51 @@ func newDecodedTable(streams []*source.Stream, c *cache.Cache, limit int64, deco
 	}
 }
 
+// hold is how a holder uses a shard: keeps it for later, or reads it.
+type hold bool
+
+const (
+	keep hold = false
+	read hold = true
+)
+
 // acquire returns the decoded shard, decoding it (and fetching it through
-// the cache) if needed, and holds it until release.
-func (t *decodedTable) acquire(ctx context.Context, k shardKey) (*decodedShard, error) {
+// the cache) if needed, and holds it until release with the same hold.
+func (t *decodedTable) acquire(ctx context.Context, k shardKey, h hold) (*decodedShard, error) {
 	t.mu.Lock()
 	d, ok := t.shards[k]
 	if ok {
 		d.refs++
+		if h == read {
+			d.pins++
+		}
 		t.tick++
 		d.lastUse = t.tick
 		t.mu.Unlock()
 		select {
 		case <-d.done:
 		case <-ctx.Done():
-			t.release(d)
+			t.release(d, h)
 			return nil, context.Cause(ctx)
 		}
 		if d.err != nil {
-			t.release(d)
+			t.release(d, h)
 			return nil, d.err
 		}
 		t.stats.decodedHits.Add(1)
 		return d, nil
 	}
 	d = &decodedShard{key: k, done: make(chan struct{}), refs: 1}
+	if h == read {
+		d.pins = 1
+	}
 	t.shards[k] = d
 	t.mu.Unlock()
 
-	d.sh, d.maps, d.skipped, d.err = t.decodeOrSkip(ctx, k)
+	sh, maps, skipped, err := t.decodeOrSkip(ctx, k)
 	t.mu.Lock()
+	// Set under the lock: the table's other users look at every shard.
+	d.sh, d.maps, d.skipped, d.err = sh, maps, skipped, err
 	if d.err != nil {
 		delete(t.shards, k) // the next reader tries again
 	} else {
@@ -126,7 +152,7 @@ func (t *decodedTable) acquire(ctx context.Context, k shardKey) (*decodedShard, 
 	t.mu.Unlock()
 	close(d.done)
 	if d.err != nil {
-		t.release(d)
+		t.release(d, h)
 		return nil, d.err
 	}
 	return d, nil
@@ -218,10 +244,13 @@ func unmap(maps []*cache.Mapped) {
 	}
 }
 
-func (t *decodedTable) release(d *decodedShard) {
+func (t *decodedTable) release(d *decodedShard, h hold) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d.refs--
+	if h == read {
+		d.pins--
+	}
 	if d.refs == 0 {
 		t.evictLocked()
 	}
@@ -244,8 +273,7 @@ func (t *decodedTable) evictLocked() {
 		freed = true
 	}
 	if freed {
-		close(t.changed)
-		t.changed = make(chan struct{})
+		t.freedLocked()
 	}
 }
 
@@ -271,19 +299,117 @@ func (t *decodedTable) dropLocked(d *decodedShard) {
 	t.stats.decodedEvictions.Add(1)
 }
 
-// reclaim drops the least recently used unheld shard that holds cached
-// parts, for a cache full of them (cache.OnFull); false if there is none.
-func (t *decodedTable) reclaim() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	victim := t.victimLocked(true)
-	if victim == nil {
-		return false
+// reclaim gives the cache back the parts of one mapped shard, for a cache
+// full of them (cache.OnFull); false if there is none to give. A shard
+// nothing holds and no reader needs again is dropped. One that is still
+// to be read (kept by a prefetcher, or let go by a rank that runs ahead of
+// its pod mate) is decoded onto the heap from a copy of its parts, as
+// shards were before they were mapped: dropping it would fetch it twice.
+func (t *decodedTable) reclaim(ctx context.Context) bool {
+	tried := map[shardKey]bool{}
+	for {
+		t.mu.Lock()
+		d := t.reclaimableLocked(tried)
+		if d == nil {
+			t.mu.Unlock()
+			return false
+		}
+		if d.refs == 0 && (t.needed == nil || !t.needed(d.key)) {
+			t.dropLocked(d)
+			t.freedLocked()
+			t.mu.Unlock()
+			return true
+		}
+		tried[d.key] = true
+		d.refs++
+		d.moving = true
+		t.mu.Unlock()
+
+		sh, err := t.decodeOnHeap(ctx, d)
+		t.mu.Lock()
+		d.moving = false
+		moved := err == nil && d.pins == 0
+		if moved {
+			t.used -= d.bytes
+			t.mapped -= d.mapped
+			t.maps -= len(d.maps)
+			d.sh.Release()
+			unmap(d.maps)
+			d.sh, d.maps, d.mapped = sh, nil, 0
+			d.bytes = arrowsize.Record(sh.Record())
+			t.used += d.bytes
+			t.stats.heapCopies.Add(1)
+		} else if sh != nil {
+			sh.Release() // a reader came for it meanwhile: it stays mapped
+		}
+		d.refs--
+		if d.refs == 0 {
+			t.evictLocked()
+		}
+		if moved {
+			t.freedLocked()
+		}
+		t.mu.Unlock()
+		if moved {
+			return true
+		}
 	}
-	t.dropLocked(victim)
+}
+
+// reclaimableLocked returns the shard reclaim takes next, or nil: the
+// least recently used one with mapped parts that no reader reads now,
+// preferring one that nothing holds and no reader needs (dropped, not
+// copied).
+func (t *decodedTable) reclaimableLocked(tried map[shardKey]bool) *decodedShard {
+	var unneeded, oldest *decodedShard
+	for _, d := range t.shards {
+		if d.sh == nil || len(d.maps) == 0 || d.pins > 0 || d.moving || tried[d.key] {
+			continue
+		}
+		if oldest == nil || d.lastUse < oldest.lastUse {
+			oldest = d
+		}
+		if d.refs == 0 && (t.needed == nil || !t.needed(d.key)) && (unneeded == nil || d.lastUse < unneeded.lastUse) {
+			unneeded = d
+		}
+	}
+	if unneeded != nil {
+		return unneeded
+	}
+	return oldest
+}
+
+// decodeOnHeap decodes the shard again, whole, from a heap copy of its
+// mapped parts.
+func (t *decodedTable) decodeOnHeap(ctx context.Context, d *decodedShard) (*source.Shard, error) {
+	s := t.streams[d.key.stream]
+	data := make([][]byte, len(d.maps))
+	err := GuardFaults(func() error {
+		for i, m := range d.maps {
+			data[i] = bytes.Clone(m.Bytes())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case t.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	defer func() { <-t.sem }()
+	rec, err := s.Decode(ctx, d.key.shard, data)
+	if err != nil {
+		return nil, err
+	}
+	return source.ShardOf(rec), nil
+}
+
+// freedLocked wakes those waiting for memory.
+func (t *decodedTable) freedLocked() {
 	close(t.changed)
 	t.changed = make(chan struct{})
-	return true
 }
 
 // room reports whether the table is within its budget, and a channel
@@ -328,6 +454,7 @@ type counters struct {
 	fetchNanos, decodeNanos, assembleNanos  atomic.Int64
 	decodedShards, decodedRows, decodedHits atomic.Int64
 	decodedEvictions, batches, batchRows    atomic.Int64
+	heapCopies                              atomic.Int64
 	prefetched, prefetchErrors              atomic.Int64
 	skippedShards, skippedRows              atomic.Int64
 }

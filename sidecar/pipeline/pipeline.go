@@ -118,6 +118,7 @@ func New(opts Options) (*Pipeline, error) {
 	}
 	p.decoded = newDecodedTable(opts.Streams, opts.Cache, opts.DecodedLimitBytes, opts.Decoders, &p.stats)
 	p.decoded.skipCorrupt, p.decoded.onSkip = opts.SkipCorrupt, opts.OnSkip
+	p.decoded.needed = p.needed
 	// Decoded shards hold their cached parts mapped: a download that finds
 	// the cache full of them takes one back.
 	opts.Cache.OnFull(p.decoded.reclaim)
@@ -198,7 +199,7 @@ func (b *Batch) Release() {
 		b.Record = nil
 	}
 	for _, d := range b.holds {
-		b.p.decoded.release(d)
+		b.p.decoded.release(d, read)
 	}
 	b.holds = nil
 }
@@ -241,7 +242,7 @@ func (p *Pipeline) Batches(ctx context.Context, req Request) (*Batches, error) {
 	go func() {
 		defer close(b.done)
 		defer close(b.ch)
-		id := sc.register(req.Start)
+		id := sc.register(req.Start, first, n)
 		defer sc.unregister(id)
 		for k := req.Start; k < p.plan.Steps(); k += int64(req.Workers) {
 			sc.advance(id, k)
@@ -307,7 +308,7 @@ func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64,
 	g.SetLimit(p.opts.Fetchers)
 	for i, key := range keys {
 		g.Go(func() error {
-			d, err := p.decoded.acquire(gctx, key)
+			d, err := p.decoded.acquire(gctx, key, read)
 			shards[i] = d
 			return err
 		})
@@ -334,7 +335,7 @@ func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64,
 	if err != nil || !zc {
 		// A copied batch no longer needs the shards.
 		for _, d := range batch.holds {
-			p.decoded.release(d)
+			p.decoded.release(d, read)
 		}
 		batch.holds = nil
 	}
@@ -415,11 +416,11 @@ func (p *Pipeline) Sample(ctx context.Context, g int64) (arrow.RecordBatch, erro
 			shard++
 		}
 		key := shardKey{s, shard}
-		d, err := p.decoded.acquire(ctx, key)
+		d, err := p.decoded.acquire(ctx, key, read)
 		if err != nil {
 			return nil, err
 		}
-		defer p.decoded.release(d)
+		defer p.decoded.release(d, read)
 		var rec arrow.RecordBatch
 		err = GuardFaults(func() (err error) {
 			rec, err = p.build([]*decodedShard{d}, map[shardKey]int{key: 0}, []planner.Sample{{ID: g, Stream: s, Shard: shard}}, -1, nil)

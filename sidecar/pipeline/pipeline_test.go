@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -459,5 +460,71 @@ func TestACacheFullOfMappedShardsTakesThemBackInsteadOfStalling(t *testing.T) {
 	// Not a timing: a stall waits out the cache's minute-long full timeout.
 	if d := time.Since(start); d > 50*time.Second {
 		t.Fatalf("the epoch took %v: the downloads waited for the full cache", d)
+	}
+}
+
+// Two ranks of a pod never read in step: one runs ahead. With the cache
+// `shardfeed simulate` predicts for the pod (planner.MinCacheBytesOf) the
+// shards the fast rank decoded and let go are still the slow rank's to
+// read; taking them back for the cache must not fetch them twice.
+func TestARankAheadOfItsPodMateFetchesEachShardOnceInThePredictedCache(t *testing.T) {
+	ctx := context.Background()
+	stream := plainMDS(t, 2400, 2000)
+	manifest := testdata.Manifest("ds", []testdata.Stream{stream}, "  numSplits: 8\n  globalBatchSize: 16\n  shuffle: {blockSize: 96, seed: 4}\n")
+	// -1: the slow rank connects only when the fast one is done.
+	for _, ahead := range []int64{0, 1, 3, 8, -1} {
+		t.Run(fmt.Sprintf("%d steps ahead", ahead), func(t *testing.T) {
+			probe := openFeed(t, manifest, 0)
+			ep, err := probe.Pipeline.Epoch(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			limit, err := ep.MinCacheBytesOf([]int{0, 1}, 2, probe.Prefetch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := len(ep.NeedsOf([]int{0, 1}, 2))
+			feed := openFeed(t, manifest, limit)
+			steps := feed.Plan.Steps()
+			if ahead < 0 {
+				ahead = steps
+			}
+			var readers [2]*pipeline.Batches
+			next := func(rank int) {
+				if readers[rank] == nil {
+					b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: rank, World: 2, Workers: 1, ScopeFirst: 0, ScopeSplits: 8})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(b.Close)
+					readers[rank] = b
+				}
+				batch, err := readers[rank].Next(ctx)
+				if err != nil {
+					t.Fatalf("rank %d: %v", rank, err)
+				}
+				batch.Release()
+			}
+			for k := range steps + ahead {
+				if k < steps {
+					next(1)
+				}
+				if k >= ahead {
+					next(0)
+				}
+			}
+			st := feed.Pipeline.Stats()
+			c := st.Cache
+			if c.Downloads != int64(want) || c.PeakBytes > limit {
+				t.Fatalf("%d downloads, cache peak %d: simulate predicts %d shards in a cache of %d", c.Downloads, c.PeakBytes, want, limit)
+			}
+			// Far ahead, the fast rank has let go of shards its mate has yet
+			// to read, and the cache had no room to keep them mapped: they
+			// moved to the heap.
+			if ahead >= 8 && st.HeapCopies == 0 {
+				t.Fatalf("%d steps ahead: no shard was copied onto the heap", ahead)
+			}
+			t.Logf("%d steps ahead: %d downloads, %d heap copies, %d decoded evictions", ahead, c.Downloads, st.HeapCopies, st.DecodedEvictions)
+		})
 	}
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"math"
 	"sync"
 
 	"github.com/shardfeed/shardfeed/planner"
@@ -19,17 +20,31 @@ type scopeKey struct {
 // slowest reader's step (the front), and PrefetchShards more, decoded and
 // held until the front has passed the last step that reads them.
 type scope struct {
-	p      *Pipeline
-	key    scopeKey
-	needs  []planner.ShardNeed
+	p     *Pipeline
+	key   scopeKey
+	needs []planner.ShardNeed
+	// last is the last step that reads each shard of needs.
+	last   map[shardKey]int64
 	cancel context.CancelFunc
 	done   chan struct{}
 
 	mu      sync.Mutex
 	front   int64
-	readers map[int]int64
-	nextID  int
-	wake    chan struct{}
+	readers map[int]reader
+	// left is, for each split of the scope, the step its last reader
+	// stopped at (the scope's start until one comes); low is the lowest
+	// step any split is at, counting those with no reader now: a shard
+	// read at low or later is still to be read.
+	left   []int64
+	low    int64
+	nextID int
+	wake   chan struct{}
+}
+
+// reader is a registered reader's step and splits (from the scope's first).
+type reader struct {
+	step     int64
+	first, n int
 }
 
 // scope returns the prefetcher of (epoch, splits), started at step start;
@@ -47,8 +62,14 @@ func (p *Pipeline) scope(ep *planner.EpochPlan, first, n int, start int64) *scop
 			}
 		}
 		ctx, cancel := context.WithCancel(p.ctx)
-		sc = &scope{p: p, key: key, needs: ep.ShardsNeeded(first, n), cancel: cancel, done: make(chan struct{}),
-			front: start, readers: map[int]int64{}, wake: make(chan struct{}, 1)}
+		sc = &scope{p: p, key: key, needs: ep.ShardsNeeded(first, n), last: map[shardKey]int64{}, cancel: cancel, done: make(chan struct{}),
+			front: start, readers: map[int]reader{}, left: make([]int64, n), low: start, wake: make(chan struct{}, 1)}
+		for i := range sc.left {
+			sc.left[i] = start
+		}
+		for _, nd := range sc.needs {
+			sc.last[shardKey{nd.Stream, nd.Shard}] = nd.LastStep
+		}
 		p.scopes[key] = sc
 		go sc.run(ctx)
 	}
@@ -93,17 +114,46 @@ func (p *Pipeline) Ready(e int64, first, n int, k int64) bool {
 	return true
 }
 
+// needed reports whether the readers of a prefetch scope have yet to read
+// the shard.
+func (p *Pipeline) needed(k shardKey) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sc := range p.scopes {
+		if sc.toRead(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// toRead reports whether a split of the scope has yet to pass the last step
+// that reads the shard: one whose reader is behind, gone, or not come yet
+// (a pod's ranks do not connect at once).
+func (s *scope) toRead(k shardKey) bool {
+	last, ok := s.last[k]
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return last >= s.low
+}
+
 func (s *scope) stop() {
 	s.cancel()
 	<-s.done
 }
 
-func (s *scope) register(step int64) int {
+// register adds a reader of splits [first, first+n) at step.
+func (s *scope) register(step int64, first, n int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := s.nextID
 	s.nextID++
-	s.readers[id] = step
+	lo := min(max(first-s.key.first, 0), len(s.left))
+	hi := min(max(first+n-s.key.first, lo), len(s.left))
+	s.readers[id] = reader{step: step, first: lo, n: hi - lo}
 	s.updateLocked()
 	return id
 }
@@ -111,22 +161,44 @@ func (s *scope) register(step int64) int {
 func (s *scope) advance(id int, step int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.readers[id] = step
+	r := s.readers[id]
+	r.step = step
+	s.readers[id] = r
 	s.updateLocked()
 }
 
 func (s *scope) unregister(id int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	r := s.readers[id]
 	delete(s.readers, id)
+	for i := r.first; i < r.first+r.n; i++ {
+		s.left[i] = r.step
+	}
+	s.updateLocked()
 }
 
-// updateLocked moves the front to the slowest reader's step.
+// updateLocked moves the front to the slowest reader's step, and low to
+// the slowest split's.
 func (s *scope) updateLocked() {
+	low := int64(math.MaxInt64)
+	for i, left := range s.left {
+		at, read := int64(math.MaxInt64), false
+		for _, r := range s.readers {
+			if i >= r.first && i < r.first+r.n {
+				at, read = min(at, r.step), true
+			}
+		}
+		if !read {
+			at = left
+		}
+		low = min(low, at)
+	}
+	s.low = low
 	f := int64(-1)
-	for _, k := range s.readers {
-		if f < 0 || k < f {
-			f = k
+	for _, r := range s.readers {
+		if f < 0 || r.step < f {
+			f = r.step
 		}
 	}
 	if f >= 0 && f != s.front {
@@ -149,7 +221,7 @@ func (s *scope) run(ctx context.Context) {
 		wg.Wait()
 		for _, d := range held {
 			if d != nil {
-				s.p.decoded.release(d)
+				s.p.decoded.release(d, keep)
 			}
 		}
 	}()
@@ -168,7 +240,7 @@ func (s *scope) run(ctx context.Context) {
 			nd := s.needs[i]
 			switch {
 			case d != nil && nd.LastStep < front:
-				s.p.decoded.release(d)
+				s.p.decoded.release(d, keep)
 				delete(held, i)
 			case nd.FirstStep > front:
 				ahead++
@@ -202,7 +274,7 @@ func (s *scope) run(ctx context.Context) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				d, err := s.p.decoded.acquire(ctx, shardKey{nd.Stream, nd.Shard})
+				d, err := s.p.decoded.acquire(ctx, shardKey{nd.Stream, nd.Shard}, keep)
 				<-sem
 				mu.Lock()
 				if err != nil {

@@ -24,8 +24,11 @@ type Stats struct {
 	RowsDecoded      int64 `json:"rowsDecoded"`
 	DecodeHits       int64 `json:"decodeHits"`
 	DecodedEvictions int64 `json:"decodedEvictions"`
-	Prefetched       int64 `json:"prefetched"`
-	PrefetchErrors   int64 `json:"prefetchErrors"`
+	// HeapCopies counts the mapped shards a full cache took back while a
+	// reader still needed them: decoded again onto the heap.
+	HeapCopies     int64 `json:"heapCopies"`
+	Prefetched     int64 `json:"prefetched"`
+	PrefetchErrors int64 `json:"prefetchErrors"`
 	// SkippedShards and SkippedRows count the shards delivered as pad
 	// rows under onCorruptShard: skip.
 	SkippedShards   int64   `json:"skippedShards"`
@@ -45,7 +48,7 @@ func (p *Pipeline) Stats() Stats {
 		Cache:        p.opts.Cache.Stats(),
 		DecodedBytes: b, MappedBytes: mapped, DecodedShards: n, DecodedRows: rows,
 		ShardsDecoded: s.decodedShards.Load(), RowsDecoded: s.decodedRows.Load(), DecodeHits: s.decodedHits.Load(),
-		DecodedEvictions: s.decodedEvictions.Load(), Prefetched: s.prefetched.Load(), PrefetchErrors: s.prefetchErrors.Load(),
+		DecodedEvictions: s.decodedEvictions.Load(), HeapCopies: s.heapCopies.Load(), Prefetched: s.prefetched.Load(), PrefetchErrors: s.prefetchErrors.Load(),
 		Batches: s.batches.Load(), BatchRows: s.batchRows.Load(),
 		SkippedShards: s.skippedShards.Load(), SkippedRows: s.skippedRows.Load(),
 		FetchSeconds:    time.Duration(s.fetchNanos.Load()).Seconds(),

@@ -1,0 +1,158 @@
+// Package images decodes an image column's values (JPEG or PNG) into
+// fixed-size tensors, as training code does with torchvision: the image in
+// RGB, its shorter side resized (antialiased bilinear, Pillow's filter),
+// then centre-cropped; uint8, height × width × 3.
+package images
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"math"
+)
+
+// MaxPixels bounds the pixels of an image decoded: a few bytes can declare
+// a huge image (a decompression bomb). Pillow warns above 89 million.
+const MaxPixels = 64 << 20
+
+// Spec is what one column's images become.
+type Spec struct {
+	// Resize is the length the shorter side is resized to, the longer
+	// side keeping the aspect ratio (truncated, as torchvision does).
+	Resize int
+	// Height and Width of the centre crop taken from the resized image;
+	// at most Resize each.
+	Height, Width int
+}
+
+// Check says what is wrong with the spec.
+func (s Spec) Check() error {
+	switch {
+	case s.Height < 1 || s.Width < 1 || s.Resize < 1:
+		return fmt.Errorf("resize %d and crop %d×%d must all be at least 1", s.Resize, s.Height, s.Width)
+	case s.Height > s.Resize || s.Width > s.Resize:
+		return fmt.Errorf("the crop %d×%d is larger than the resized shorter side %d: resize to at least %d", s.Height, s.Width, s.Resize, max(s.Height, s.Width))
+	}
+	return nil
+}
+
+// Bytes is the size of one decoded image.
+func (s Spec) Bytes() int { return s.Height * s.Width * 3 }
+
+// Decoder decodes images of a spec; one per goroutine (it keeps scratch
+// buffers).
+type Decoder struct {
+	spec     Spec
+	rgb, tmp []byte
+}
+
+// NewDecoder returns a decoder of spec.
+func NewDecoder(spec Spec) *Decoder { return &Decoder{spec: spec} }
+
+// ErrFormat is an image that is neither JPEG nor PNG.
+var ErrFormat = errors.New("not a JPEG or PNG image")
+
+// Decode decodes the image src into dst (Spec.Bytes long).
+func (d *Decoder) Decode(dst, src []byte) error {
+	s := d.spec
+	if len(dst) != s.Bytes() {
+		return fmt.Errorf("images: destination of %d bytes for a %d×%d×3 image", len(dst), s.Height, s.Width)
+	}
+	var decode func([]byte) (image.Image, error)
+	switch {
+	case bytes.HasPrefix(src, []byte{0xff, 0xd8}):
+		decode = func(b []byte) (image.Image, error) { return jpeg.Decode(bytes.NewReader(b)) }
+		if err := checkSize(jpeg.DecodeConfig(bytes.NewReader(src))); err != nil {
+			return err
+		}
+	case bytes.HasPrefix(src, []byte("\x89PNG\r\n\x1a\n")):
+		decode = func(b []byte) (image.Image, error) { return png.Decode(bytes.NewReader(b)) }
+		if err := checkSize(png.DecodeConfig(bytes.NewReader(src))); err != nil {
+			return err
+		}
+	default:
+		return ErrFormat
+	}
+	img, err := decode(src)
+	if err != nil {
+		return err
+	}
+	w, h := img.Bounds().Dx(), img.Bounds().Dy()
+	d.rgb = toRGB(d.rgb, img)
+	rw, rh := resizedSize(w, h, s.Resize)
+	left, top := centre(rw, s.Width), centre(rh, s.Height)
+	d.tmp = resizeCrop(dst, d.rgb, w, h, rw, rh, left, top, s.Width, s.Height, d.tmp)
+	return nil
+}
+
+func checkSize(cfg image.Config, err error) error {
+	if err != nil {
+		return err
+	}
+	if cfg.Width < 1 || cfg.Height < 1 {
+		return fmt.Errorf("the image is %d×%d pixels", cfg.Width, cfg.Height)
+	}
+	if int64(cfg.Width)*int64(cfg.Height) > MaxPixels {
+		return fmt.Errorf("the image is %d×%d pixels, above the limit of %d million", cfg.Width, cfg.Height, MaxPixels>>20)
+	}
+	return nil
+}
+
+// resizedSize is torchvision's Resize(size) of a w×h image: the shorter
+// side becomes size, the longer one size·long/short truncated.
+func resizedSize(w, h, size int) (int, int) {
+	if w <= h {
+		return size, int(float64(size) * float64(h) / float64(w))
+	}
+	return int(float64(size) * float64(w) / float64(h)), size
+}
+
+// centre is torchvision's CenterCrop offset: round((n-c)/2), half to
+// even as Python's round.
+func centre(n, c int) int {
+	return int(math.RoundToEven(float64(n-c) / 2))
+}
+
+// toRGB writes img's pixels as RGB rows into buf (grown as needed), alpha
+// dropped as Pillow's convert("RGB") does.
+func toRGB(buf []byte, img image.Image) []byte {
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	if cap(buf) < w*h*3 {
+		buf = make([]byte, w*h*3)
+	}
+	buf = buf[:w*h*3]
+	switch m := img.(type) {
+	case *image.YCbCr:
+		ycbcrToRGB(buf, m)
+	case *image.Gray:
+		for y := range h {
+			row := m.Pix[y*m.Stride : y*m.Stride+w]
+			out := buf[y*w*3:]
+			for x, v := range row {
+				out[x*3], out[x*3+1], out[x*3+2] = v, v, v
+			}
+		}
+	case *image.NRGBA:
+		for y := range h {
+			row := m.Pix[y*m.Stride:]
+			out := buf[y*w*3:]
+			for x := range w {
+				out[x*3], out[x*3+1], out[x*3+2] = row[x*4], row[x*4+1], row[x*4+2]
+			}
+		}
+	default:
+		for y := range h {
+			out := buf[y*w*3:]
+			for x := range w {
+				c := color.NRGBAModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
+				out[x*3], out[x*3+1], out[x*3+2] = c.R, c.G, c.B
+			}
+		}
+	}
+	return buf
+}

@@ -1,0 +1,80 @@
+//go:build integration
+
+package images_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shardfeed/shardfeed/sidecar/images"
+)
+
+// The decoded pixels are Pillow's (the decoder and resize training code
+// uses, from PyPI in bin/venv-oracle) within a mean absolute difference of
+// 2: JPEGs of every chroma subsampling, greyscale, PNG with alpha, shrunk
+// and enlarged, odd sizes.
+func TestIntegrationDecodedPixelsAreThoseOfPillow(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range []images.Spec{{Resize: 80, Height: 64, Width: 64}, {Resize: 224, Height: 224, Width: 200}, {Resize: 33, Height: 17, Width: 33}} {
+		t.Run(fmt.Sprintf("resize %d crop %dx%d", spec.Resize, spec.Height, spec.Width), func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(filepath.Join(root, "bin", "venv-oracle", "bin", "python"), filepath.Join(root, "test", "oracle", "images_oracle.py"),
+				dir, fmt.Sprint(spec.Resize), fmt.Sprint(spec.Height), fmt.Sprint(spec.Width))
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("images_oracle.py: %v", err)
+			}
+			names := strings.Fields(string(out))
+			if len(names) < 20 {
+				t.Fatalf("the oracle wrote %d images", len(names))
+			}
+			d := images.NewDecoder(spec)
+			got := make([]byte, spec.Bytes())
+			for _, name := range names {
+				src, err := os.ReadFile(filepath.Join(dir, name+".img"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := os.ReadFile(filepath.Join(dir, name+".rgb"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := d.Decode(got, src); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				mad, worst := diff(got, want)
+				if mad > 2 {
+					t.Errorf("%s: mean absolute difference from Pillow %.3f (largest %d), want at most 2", name, mad, worst)
+				}
+				t.Logf("%s: mean absolute difference %.3f, largest %d", name, mad, worst)
+				// A PNG decodes losslessly: only the resize can differ, by the
+				// rounding of the pass Pillow runs first (it picks the order).
+				if strings.HasPrefix(name, "png-") && (mad > 0.25 || worst > 1) {
+					t.Errorf("%s: resized pixels differ from Pillow's by %.3f on average, %d at most; want rounding only", name, mad, worst)
+				}
+			}
+		})
+	}
+}
+
+func diff(a, b []byte) (float64, int) {
+	if len(a) != len(b) {
+		return 255, 255
+	}
+	sum, worst := 0, 0
+	for i := range a {
+		d := int(a[i]) - int(b[i])
+		d = max(d, -d)
+		sum += d
+		worst = max(worst, d)
+	}
+	return float64(sum) / float64(len(a)), worst
+}

@@ -1,0 +1,119 @@
+package images
+
+import (
+	"bytes"
+	"errors"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"strings"
+	"testing"
+)
+
+func TestSpecCheckSaysWhatIsWrong(t *testing.T) {
+	for _, tc := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Resize: 256, Height: 224, Width: 224}, ""},
+		{Spec{Resize: 224, Height: 224, Width: 224}, ""},
+		{Spec{Resize: 0, Height: 224, Width: 224}, "at least 1"},
+		{Spec{Resize: 200, Height: 224, Width: 100}, "resize to at least 224"},
+	} {
+		err := tc.spec.Check()
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.spec, err, tc.want)
+		}
+	}
+}
+
+func jpegOf(t *testing.T, w, h int) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			img.Set(x, y, color.RGBA{uint8(x), uint8(y), uint8(x + y), 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// A hostile or damaged value is refused with an error, never a panic or
+// an allocation it dictates.
+func TestBadImagesAreRefused(t *testing.T) {
+	good := jpegOf(t, 40, 30)
+	// A JPEG whose frame header declares 60000×60000 pixels: its SOF0
+	// segment's height and width are rewritten.
+	bomb := bytes.Clone(good)
+	sof := bytes.Index(bomb, []byte{0xff, 0xc0})
+	if sof < 0 {
+		t.Fatal("no SOF0 in the encoded JPEG")
+	}
+	bomb[sof+5], bomb[sof+6], bomb[sof+7], bomb[sof+8] = 0xea, 0x60, 0xea, 0x60
+	for _, tc := range []struct {
+		name string
+		src  []byte
+		want string
+	}{
+		{"empty", nil, ErrFormat.Error()},
+		{"text", []byte("hello"), ErrFormat.Error()},
+		{"truncated", good[:len(good)/2], "unexpected EOF"},
+		{"bomb", bomb, "above the limit"},
+		{"png header only", []byte("\x89PNG\r\n\x1a\n"), "EOF"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDecoder(Spec{Resize: 16, Height: 16, Width: 16})
+			err := d.Decode(make([]byte, 16*16*3), tc.src)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+	d := NewDecoder(Spec{Resize: 16, Height: 16, Width: 16})
+	if err := d.Decode(make([]byte, 16*16*3), good); err != nil {
+		t.Fatalf("the good JPEG: %v", err)
+	}
+	if err := d.Decode(make([]byte, 10), good); err == nil {
+		t.Fatal("a destination of the wrong size was written")
+	}
+	if !errors.Is(d.Decode(make([]byte, 16*16*3), []byte("GIF89a")), ErrFormat) {
+		t.Fatal("a GIF is not ErrFormat")
+	}
+}
+
+// The resize keeps a flat colour flat and puts the centre of the image at
+// the centre of the crop.
+func TestResizeCropOfAFlatAndASplitImage(t *testing.T) {
+	w, h := 50, 20
+	src := make([]byte, w*h*3)
+	for y := range h {
+		for x := range w {
+			v := byte(200)
+			if x >= w/2 {
+				v = 10
+			}
+			src[(y*w+x)*3], src[(y*w+x)*3+1], src[(y*w+x)*3+2] = v, 77, 255
+		}
+	}
+	rw, rh := resizedSize(w, h, 8)
+	if rw != 20 || rh != 8 {
+		t.Fatalf("resized to %d×%d, want 20×8", rw, rh)
+	}
+	dst := make([]byte, 8*8*3)
+	resizeCrop(dst, src, w, h, rw, rh, centre(rw, 8), centre(rh, 8), 8, 8, nil)
+	for y := range 8 {
+		for x := range 8 {
+			p := dst[(y*8+x)*3:]
+			if p[1] != 77 || p[2] != 255 {
+				t.Fatalf("(%d,%d) = %v: a flat channel changed", x, y, p[:3])
+			}
+			if x < 3 && p[0] != 200 || x > 4 && p[0] != 10 {
+				t.Fatalf("(%d,%d) red %d: the split is not at the centre", x, y, p[0])
+			}
+		}
+	}
+}

@@ -180,6 +180,16 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		},
 			"sidecar.handoffMemory must be 0 or more"},
 		{"image with a space", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Image = "shardfeed latest" }, "sidecar.image is an image reference"},
+		{"decoded crop above the resize", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Decode = []datav1alpha1.ColumnDecode{{Column: "jpg", Image: datav1alpha1.ImageDecode{Height: 224, Width: 224, Resize: ptr.To(int32(200))}}}
+		}, "image.resize is the shorter side before the centre crop"},
+		{"decoded image of no height", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Decode = []datav1alpha1.ColumnDecode{{Column: "jpg", Image: datav1alpha1.ImageDecode{Height: 0, Width: 224}}}
+		}, "spec.decode[0].image.height"},
+		{"a column decoded twice", func(d *datav1alpha1.TrainingDataset) {
+			im := datav1alpha1.ImageDecode{Height: 8, Width: 8}
+			d.Spec.Decode = []datav1alpha1.ColumnDecode{{Column: "jpg", Image: im}, {Column: "jpg", Image: im}}
+		}, "spec.decode[1]"},
 		{"partitions of an mds stream", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Partitions = &datav1alpha1.Partitions{Select: "a == 1"}
 		}, "partitions apply to a tree of parquet or orc files"},
@@ -352,6 +362,9 @@ func TestIntegrationFieldsThatShapeThePlanAreImmutable(t *testing.T) {
 		{"epochSize set later", func(d *datav1alpha1.TrainingDataset) { d.Spec.EpochSize = ptr.To(int64(100)) }, "spec.epochSize is immutable"},
 		{"dropLast", func(d *datav1alpha1.TrainingDataset) { d.Spec.DropLast = ptr.To(false) }, "spec.dropLast is immutable"},
 		{"batching", func(d *datav1alpha1.TrainingDataset) { d.Spec.Batching = datav1alpha1.BatchingStratified }, "spec.batching is immutable"},
+		{"decode added", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Decode = []datav1alpha1.ColumnDecode{{Column: "jpg", Image: datav1alpha1.ImageDecode{Height: 8, Width: 8}}}
+		}, "spec.decode is immutable"},
 		{"a schedule added later", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16}}}
 		}, "spec.schedule cannot be added to or removed"},

@@ -378,6 +378,43 @@ type Stream struct {
 	Columns []string `json:"columns,omitempty"`
 }
 
+// ColumnDecode is a column the sidecar serves decoded.
+type ColumnDecode struct {
+	// Column to decode: a binary column of the streams (MDS jpeg, png or
+	// bytes; Parquet or ORC binary), kept by spec.streams[].columns.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Column string `json:"column"`
+
+	// Image decodes each value, a JPEG or PNG image, to RGB pixels as
+	// torchvision's Resize(resize) then CenterCrop((height, width)) on a
+	// Pillow image would: the column becomes height × width × 3 uint8
+	// per row. Decoding runs in the sidecar, on its cores.
+	Image ImageDecode `json:"image"`
+}
+
+// ImageDecode is the size images are decoded to.
+// +kubebuilder:validation:XValidation:rule="!has(self.resize) || self.resize >= self.height && self.resize >= self.width",message="image.resize is the shorter side before the centre crop: it must be at least height and width"
+type ImageDecode struct {
+	// Height of the centre crop, in pixels.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	Height int32 `json:"height"`
+
+	// Width of the centre crop, in pixels.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	Width int32 `json:"width"`
+
+	// Resize is the length the shorter side is resized to first, with
+	// antialiased bilinear filtering, keeping the aspect ratio. Default:
+	// the larger of height and width.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=8192
+	// +optional
+	Resize *int32 `json:"resize,omitempty"`
+}
+
 // Shuffle configures how samples are shuffled.
 type Shuffle struct {
 	// Enabled turns shuffling on.
@@ -451,6 +488,7 @@ type SidecarSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.dropLast) == has(oldSelf.dropLast) && (!has(self.dropLast) || self.dropLast == oldSelf.dropLast)",message="spec.dropLast is immutable: it shapes the plan; a different plan is a new TrainingDataset"
 // +kubebuilder:validation:XValidation:rule="has(self.batching) == has(oldSelf.batching) && (!has(self.batching) || self.batching == oldSelf.batching)",message="spec.batching is immutable: it shapes the plan; a different plan is a new TrainingDataset"
 // +kubebuilder:validation:XValidation:rule="has(self.schedule) == has(oldSelf.schedule)",message="spec.schedule cannot be added to or removed from a TrainingDataset: a scheduled plan draws each stream pass after pass from the first step; a different plan is a new TrainingDataset"
+// +kubebuilder:validation:XValidation:rule="has(self.decode) == has(oldSelf.decode) && (!has(self.decode) || self.decode == oldSelf.decode)",message="spec.decode is immutable: every rank of a job must get batches of the same columns; a different decoding is a new TrainingDataset"
 // +kubebuilder:validation:XValidation:rule="!has(self.schedule) || self.batching != 'per_stream'",message="a schedule mixes every batch's streams in its phase's proportions: drop batching: per_stream"
 type TrainingDatasetSpec struct {
 	// Streams of the dataset, mixed by their weights.
@@ -506,6 +544,15 @@ type TrainingDatasetSpec struct {
 	// committed step.
 	// +optional
 	Schedule *Schedule `json:"schedule,omitempty"`
+
+	// Decode lists columns the sidecar serves decoded rather than as the
+	// bytes the shards store: images as uint8 tensors (docs/formats.md,
+	// decoding images).
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=column
+	// +optional
+	Decode []ColumnDecode `json:"decode,omitempty"`
 
 	// OnCorruptShard says what happens to a shard that stays corrupt after
 	// its retries.

@@ -10,6 +10,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/jpeg"
 	"os"
 	"path/filepath"
 
@@ -186,6 +188,27 @@ func Blobs(dir string, n, size int, shardBytes int64) error {
 				blob[j] = byte(i) ^ byte(j)
 			}
 			return map[string]any{"id": i, "blob": blob}
+		})
+}
+
+// ImageColor is the flat colour of image sample i (Images).
+func ImageColor(i int64) [3]byte { return [3]byte{byte(i * 37), byte(i * 11), byte(255 - i*5)} } //nolint:gosec // a bit pattern
+
+// Images writes n samples of a w×h JPEG of one flat colour (ImageColor) as
+// MDS jpeg, and an id, as raw MDS shards of about shardBytes into dir.
+func Images(dir string, n, w, h int, shardBytes int64) error {
+	return writeMDS(dir, shardBytes, []mds.Column{{Name: "id", Encoding: "int64"}, {Name: "jpg", Encoding: "jpeg"}},
+		n, func(i int64) map[string]any {
+			c := ImageColor(i)
+			img := image.NewRGBA(image.Rect(0, 0, w, h))
+			for p := 0; p < len(img.Pix); p += 4 {
+				img.Pix[p], img.Pix[p+1], img.Pix[p+2], img.Pix[p+3] = c[0], c[1], c[2], 255
+			}
+			var b bytes.Buffer
+			if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 95}); err != nil {
+				panic(err)
+			}
+			return map[string]any{"id": i, "jpg": b.Bytes()}
 		})
 }
 

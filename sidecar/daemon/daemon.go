@@ -40,6 +40,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/handoff"
+	"github.com/shardfeed/shardfeed/sidecar/images"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/server"
 	"github.com/shardfeed/shardfeed/sidecar/source"
@@ -245,11 +246,25 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 		return nil, err
 	}
 	pipe, err := pipeline.New(pipeline.Options{Plan: pl, Streams: sources, Cache: c, PrefetchShards: prefetch, DecodedLimitBytes: cfg.DecodedLimitBytes,
-		SkipCorrupt: spec.OnCorruptShard == datav1alpha1.CorruptShardSkip, OnSkip: cfg.recordSkip})
+		SkipCorrupt: spec.OnCorruptShard == datav1alpha1.CorruptShardSkip, OnSkip: cfg.recordSkip, Images: imageSpecs(spec.Decode)})
 	if err != nil {
 		return nil, err
 	}
 	return &Feed{Plan: pl, Cache: c, Pipeline: pipe, Prefetch: prefetch}, nil
+}
+
+// imageSpecs are spec.decode's image columns.
+func imageSpecs(decode []datav1alpha1.ColumnDecode) map[string]images.Spec {
+	out := map[string]images.Spec{}
+	for _, d := range decode {
+		spec := images.Spec{Height: int(d.Image.Height), Width: int(d.Image.Width)}
+		spec.Resize = max(spec.Height, spec.Width)
+		if d.Image.Resize != nil {
+			spec.Resize = int(*d.Image.Resize)
+		}
+		out[d.Column] = spec
+	}
+	return out
 }
 
 // recordSkip logs a skipped shard and records it in the job's state, where

@@ -21,6 +21,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
+	"github.com/shardfeed/shardfeed/sidecar/images"
 	"github.com/shardfeed/shardfeed/sidecar/source"
 )
 
@@ -59,6 +60,9 @@ type Options struct {
 	// OnSkip, if set, is called once per skipped shard, from the goroutine
 	// that found it corrupt.
 	OnSkip func(Skip)
+	// Images are the binary columns served decoded (spec.decode): each
+	// value an image, each row height × width × 3 uint8.
+	Images map[string]images.Spec
 }
 
 // Pipeline serves the batches of one plan.
@@ -67,7 +71,9 @@ type Pipeline struct {
 	plan    *planner.Plan
 	schema  *arrow.Schema
 	decoded *decodedTable
-	stats   counters
+	// images are the decoded image columns by position.
+	images map[int]*imageColumn
+	stats  counters
 	// shardStart[s][i] is the first row of shard i in stream s.
 	shardStart [][]int64
 
@@ -99,6 +105,13 @@ func New(opts Options) (*Pipeline, error) {
 	p := &Pipeline{opts: opts, plan: opts.Plan, epochs: map[int64]*planner.EpochPlan{}, scopes: map[scopeKey]*scope{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	fields := append([]arrow.Field(nil), opts.Streams[0].Schema().Fields()...)
+	var err error
+	if p.images, err = imageColumns(opts.Streams[0].Schema(), opts.Images); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	for c, ic := range p.images {
+		fields[c] = imageField(fields[c], ic.spec)
+	}
 	fields = append(fields,
 		arrow.Field{Name: ColumnIndex, Type: arrow.PrimitiveTypes.Int64},
 		arrow.Field{Name: ColumnStream, Type: arrow.PrimitiveTypes.Int16},
@@ -371,7 +384,12 @@ func (p *Pipeline) build(shards []*decodedShard, slot map[shardKey]int, samples 
 		for i, d := range shards {
 			srcs[i] = column{arr: d.sh.Arrays[c], raw: d.sh.RawIndex[c] >= 0}
 		}
-		col, err := gather(p.schema.Field(c).Type, srcs, rows, raw.column(c, len(rows)), z)
+		var col arrow.Array
+		if ic := p.images[c]; ic != nil {
+			col, err = ic.gather(p.schema.Field(c).Type, srcs, rows, raw.column(c, len(rows)), samples)
+		} else {
+			col, err = gather(p.schema.Field(c).Type, srcs, rows, raw.column(c, len(rows)), z)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", p.schema.Field(c).Name, err)
 		}

@@ -32,16 +32,30 @@ func openFeed(t *testing.T, manifest string, cacheLimit int64) *daemon.Feed {
 
 func openFeedIn(t *testing.T, manifest string, cacheLimit int64, cacheDir string) *daemon.Feed {
 	t.Helper()
+	feed, err := openFeedErrIn(t, manifest, cacheLimit, cacheDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return feed
+}
+
+func openFeedErr(t *testing.T, manifest string, cacheLimit int64) (*daemon.Feed, error) {
+	t.Helper()
+	return openFeedErrIn(t, manifest, cacheLimit, t.TempDir())
+}
+
+func openFeedErrIn(t *testing.T, manifest string, cacheLimit int64, cacheDir string) (*daemon.Feed, error) {
+	t.Helper()
 	var ds datav1alpha1.TrainingDataset
 	if err := yaml.UnmarshalStrict([]byte(manifest), &ds); err != nil {
 		t.Fatal(err)
 	}
 	feed, err := daemon.Open(context.Background(), daemon.Config{Dataset: ds.Name, Spec: ds.Spec, CacheDir: cacheDir, CacheLimitBytes: cacheLimit, Prefetch: -1})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	t.Cleanup(feed.Pipeline.Close)
-	return feed
+	return feed, nil
 }
 
 // checkRows checks that every data column of rec says which sample the

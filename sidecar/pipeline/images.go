@@ -1,0 +1,130 @@
+package pipeline
+
+import (
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shardfeed/shardfeed/internal/bufpool"
+	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/images"
+)
+
+// MetaShape is the field metadata key the clients reshape a fixed-size
+// list column with ("h,w,3"), as for an MDS ndarray column.
+const MetaShape = "shardfeed.shape"
+
+// imageColumn is a binary column whose values the batches carry decoded.
+type imageColumn struct {
+	spec     images.Spec
+	decoders sync.Pool // *images.Decoder
+}
+
+// imageField is the served field of a decoded image column: uint8,
+// height × width × 3 per row.
+func imageField(f arrow.Field, spec images.Spec) arrow.Field {
+	shape := strconv.Itoa(spec.Height) + "," + strconv.Itoa(spec.Width) + ",3"
+	return arrow.Field{Name: f.Name, Type: arrow.FixedSizeListOf(int32(spec.Bytes()), arrow.PrimitiveTypes.Uint8), //nolint:gosec // bounded by the CRD
+		Metadata: arrow.NewMetadata([]string{MetaShape}, []string{shape})}
+}
+
+// imageColumns checks the decode specs against the streams' schema and
+// returns them by column position.
+func imageColumns(schema *arrow.Schema, specs map[string]images.Spec) (map[int]*imageColumn, error) {
+	out := map[int]*imageColumn{}
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
+		spec := specs[name]
+		if err := spec.Check(); err != nil {
+			return nil, fmt.Errorf("decoding column %q: %w", name, err)
+		}
+		idx := schema.FieldIndices(name)
+		if len(idx) == 0 {
+			return nil, fmt.Errorf("decoding column %q: the streams have no such column (their columns: %s); name one of them, and keep it in spec.streams[].columns", name, fieldNames(schema))
+		}
+		switch t := schema.Field(idx[0]).Type.ID(); t {
+		case arrow.BINARY, arrow.LARGE_BINARY:
+		default:
+			return nil, fmt.Errorf("decoding column %q: it is %s, and images are decoded from binary columns (MDS jpeg, png or bytes; Parquet binary)", name, schema.Field(idx[0]).Type)
+		}
+		out[idx[0]] = &imageColumn{spec: spec}
+	}
+	return out, nil
+}
+
+func fieldNames(s *arrow.Schema) string {
+	var names []byte
+	for i, f := range s.Fields() {
+		if i > 0 {
+			names = append(names, ", "...)
+		}
+		names = append(names, f.Name...)
+	}
+	return string(names)
+}
+
+// gatherImages decodes the batch's images of one column into a fixed-size
+// list array, on every core: a batch's images are independent.
+func (ic *imageColumn) gather(dt arrow.DataType, srcs []column, rows []rowRef, raw [][]byte, samples []planner.Sample) (arrow.Array, error) {
+	size := ic.spec.Bytes()
+	out := memory.NewResizableBuffer(bufpool.Shared)
+	out.Resize(len(rows) * size)
+	dst := out.Bytes()
+	value := func(i int) ([]byte, bool) {
+		r := rows[i]
+		if srcs[r.Src].raw {
+			return raw[i], true
+		}
+		switch a := srcs[r.Src].arr.(type) {
+		case *array.Binary:
+			return a.Value(r.Row), a.IsValid(r.Row)
+		case *array.LargeBinary:
+			return a.Value(r.Row), a.IsValid(r.Row)
+		}
+		return nil, false
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(rows))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			d, _ := ic.decoders.Get().(*images.Decoder)
+			if d == nil {
+				d = images.NewDecoder(ic.spec)
+			}
+			defer ic.decoders.Put(d)
+			errs[w] = GuardFaults(func() error {
+				for i := w; i < len(rows); i += workers {
+					v, ok := value(i)
+					if !ok {
+						return fmt.Errorf("sample %d has no image (null)", samples[i].ID)
+					}
+					if err := d.Decode(dst[i*size:(i+1)*size], v); err != nil {
+						return fmt.Errorf("sample %d: %w", samples[i].ID, err)
+					}
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			out.Release()
+			return nil, err
+		}
+	}
+	l := dt.(*arrow.FixedSizeListType)
+	child := flatChild(l, out, len(rows))
+	out.Release()
+	defer child.Release()
+	data := array.NewData(dt, len(rows), []*memory.Buffer{nil}, []arrow.ArrayData{child}, 0, 0)
+	defer data.Release()
+	return array.MakeFromData(data), nil
+}

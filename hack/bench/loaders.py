@@ -3,7 +3,7 @@ side with every peer (mosaicml-streaming, LitData, lancedb, Ray Data,
 torch-dataloader-utils) and pyarrow, on the same data, with the machine's
 limit as a row: each batch copied once in memory, then the same loop.
 
-  bin/venv/bin/python hack/bench/loaders.py [--kinds tokens,images,tabular] [--scale S]
+  bin/venv/bin/python hack/bench/loaders.py [--kinds tokens,images,images-decoded,tabular] [--scale S]
       [--runs R] [--time-box SECONDS] [--only REGEX] [--out bin/bench/loaders.json]
 
 Data: datasets.py's data sets (about 1 GB each at scale 1; BENCH_SCALE),
@@ -44,7 +44,12 @@ ORACLE = ROOT / "bin" / "venv-oracle" / "bin" / "python"
 HERE = ROOT / "hack" / "bench"
 DATA = ROOT / ".cache" / "bench-data"
 # Batch sizes: 4 MiB of tokens, 6 MB of images, 8192 rows of tabular data.
-BATCH = {"tokens": 512, "images": 64, "tabular": 8192}
+BATCH = {"tokens": 512, "images": 64, "tabular": 8192, "images-decoded": 64}
+# images-decoded reads the images data set, each image decoded and resized
+# to a 224×224 tensor: in shardfeed's sidecar (spec.decode), in the peers'
+# workers (peers.decode_image).
+DATA_OF = {"images-decoded": "images"}
+DECODE = "  decode:\n  - column: image\n    image: {resize: 256, height: 224, width: 224}\n"
 # Batch sizes of the throughput-vs-batch-size sweep (tokens, no workers),
 # besides BATCH["tokens"].
 SWEEP = (64, 2048)
@@ -70,7 +75,7 @@ def dataset(kind: str, scale: float) -> tuple[Path, dict]:
 class Serve:
     """A `shardfeed serve` of a data set's MDS, its cache warmed by one epoch."""
 
-    def __init__(self, work: Path, data: Path, batch: int):
+    def __init__(self, work: Path, data: Path, batch: int, decode: str = ""):
         work.mkdir(parents=True, exist_ok=True)
         manifest = work / "dataset.yaml"
         manifest.write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
@@ -84,7 +89,7 @@ spec:
   numSplits: 2
   globalBatchSize: {batch}
   shuffle: {{seed: 1, blockSize: {max(4096, 8 * batch)}}}
-""")
+{decode}""")
         self.socket = str(work / "feed.sock")
         self.log = open(work / "serve.log", "wb")
         # Default settings: what a pod gets without tuning.
@@ -230,6 +235,9 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool):
     read = lambda w: lambda e, b: run_child("read-shardfeed", serve.socket, w, e, b)  # noqa: E731
     peer = lambda cmd, w: lambda e, b: run_peer(cmd, data, w, batch, e, b)  # noqa: E731
     pyarrow = lambda e, b: run_child("pyarrow", data, batch, b)  # noqa: E731
+    if kind == "images-decoded":
+        return [("shardfeed", 0, read(0))] + [(name, w, peer(cmd, w)) for name, cmd in
+                                              (("LitData", "decode-litdata"), ("mosaicml-streaming", "decode-mosaic")) for w in (0, 2)]
     if sweep:
         return [("shardfeed", 0, read(0)), ("LitData", 0, peer("read-litdata", 0)), ("mosaicml-streaming", 0, peer("read-mosaic", 0)),
                 ("lancedb", 0, peer("read-lance", 0)), ("pyarrow (Parquet, in order)", 0, pyarrow)]
@@ -281,7 +289,7 @@ def main() -> None:
         child(sys.argv[2:])
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kinds", default="tokens,images,tabular")
+    parser.add_argument("--kinds", default="tokens,images,images-decoded,tabular")
     parser.add_argument("--scale", default=os.environ.get("BENCH_SCALE", "1"), help="data set size: 1 (about 1 GB each) or full (4)")
     parser.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", "3")))
     parser.add_argument("--time-box", type=float, default=float(os.environ.get("BENCH_TIME_BOX", "3")),
@@ -301,7 +309,7 @@ def main() -> None:
               "datasets": {}, "rows": [], "sweep": []}
     with tempfile.TemporaryDirectory(prefix="shardfeed-bench-", dir=ROOT / "bin") as tmp:
         for kind in args.kinds.split(","):
-            data, meta = dataset(kind, scale)
+            data, meta = dataset(DATA_OF.get(kind, kind), scale)
             result["datasets"][kind] = {**meta, "batch": BATCH[kind], "sample_bytes": meta["bytes"]["mds"] / meta["rows"]}
             plans = [(BATCH[kind], False)] + ([(b, True) for b in SWEEP] if kind == "tokens" else [])
             for batch, sweep in plans:
@@ -310,7 +318,7 @@ def main() -> None:
                 if todo == []:
                     continue
                 log(f"{kind}, batches of {batch}: serving {data.name}")
-                serve = Serve(Path(tmp) / f"{kind}-{batch}", data, batch)
+                serve = Serve(Path(tmp) / f"{kind}-{batch}", data, batch, DECODE if kind == "images-decoded" else "")
                 try:
                     for name, workers, fn in cases(kind, data, serve, batch, meta["rows"], sweep):
                         if args.only and not re.search(args.only, f"{kind}/{name}/{workers}"):

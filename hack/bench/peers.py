@@ -10,6 +10,8 @@ in DIR/litdata, Parquet in DIR/parquet). Each peer is used as its docs show.
   peers.py read-tdu DIR WORKERS BATCH EPOCH TIME_BOX        torch-dataloader-utils: StructuredDataset.create_dataloader
   peers.py resume-mosaic DIR WORKERS BATCH EPOCH TIME_BOX   the rest of an epoch, restored at 90 % (state_dict/load_state_dict)
   peers.py resume-litdata DIR WORKERS BATCH EPOCH TIME_BOX  the same with LitData's StreamingDataLoader
+  peers.py decode-mosaic DIR WORKERS BATCH EPOCH TIME_BOX   images decoded and resized in the workers (decode_image)
+  peers.py decode-litdata DIR WORKERS BATCH EPOCH TIME_BOX  the same with LitData
 
 A read prints touch.touch_loop's timing as JSON: the time from building the
 loader to its first batch, and the rate after it, of a training loop that
@@ -17,6 +19,7 @@ reads every value.
 """
 
 import fcntl
+import io
 import json
 import os
 import sys
@@ -26,6 +29,23 @@ import torch
 from touch import touch_loop
 
 WIDTH = 2048
+# The decode benchmark's transform: torchvision's Resize(RESIZE) then
+# CenterCrop(CROP) on the image opened by Pillow, as uint8 HWC.
+RESIZE, CROP = 256, 224
+
+
+def decode_image(data: bytes) -> torch.Tensor:
+    """What a training script's transform does to an image's bytes (with
+    Pillow's calls, which torchvision's transforms make on a PIL image)."""
+    import numpy as np
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(data)).convert("RGB")
+    w, h = img.size
+    size = (RESIZE, int(RESIZE * h / w)) if w <= h else (int(RESIZE * w / h), RESIZE)
+    img = img.resize(size, Image.Resampling.BILINEAR)
+    left, top = int(round((size[0] - CROP) / 2.0)), int(round((size[1] - CROP) / 2.0))
+    return torch.from_numpy(np.array(img.crop((left, top, left + CROP, top + CROP))))
 
 
 def read_mosaic(path, workers, batch, epoch, time_box):
@@ -40,6 +60,29 @@ def read_mosaic(path, workers, batch, epoch, time_box):
 
     def make():
         ds = StreamingDataset(local=f"{path}/mds", batch_size=batch, shuffle=True, shuffle_seed=epoch + 1)
+        return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
+
+    return touch_loop(make, time_box)
+
+
+def decode_mosaic(path, workers, batch, epoch, time_box):
+    """mosaicml-streaming with the image decoded in __getitem__, as its
+    docs show for transforms (a subclass), in the DataLoader's workers."""
+    from streaming import StreamingDataset
+    from streaming.base.util import clean_stale_shared_memory
+
+    lock = open(Path(__file__).resolve().parents[2] / "bin" / ".mds-oracle-read.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    clean_stale_shared_memory()
+
+    class Decoded(StreamingDataset):
+        def __getitem__(self, idx):
+            sample = super().__getitem__(idx)
+            sample["image"] = decode_image(sample["image"])
+            return sample
+
+    def make():
+        ds = Decoded(local=f"{path}/mds", batch_size=batch, shuffle=True, shuffle_seed=epoch + 1)
         return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
 
     return touch_loop(make, time_box)
@@ -107,6 +150,24 @@ def read_litdata(path, workers, batch, epoch, time_box):
 
     def make():
         ds = litdata.StreamingDataset(f"{path}/litdata", shuffle=True, seed=epoch + 1)
+        return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers)
+
+    return touch_loop(make, time_box)
+
+
+def decode_litdata(path, workers, batch, epoch, time_box):
+    """LitData with the image decoded in __getitem__ (a subclass, as its
+    docs show for transforms), in its StreamingDataLoader's workers."""
+    import litdata
+
+    class Decoded(litdata.StreamingDataset):
+        def __getitem__(self, index):
+            sample = super().__getitem__(index)
+            sample["image"] = decode_image(sample["image"])
+            return sample
+
+    def make():
+        ds = Decoded(f"{path}/litdata", shuffle=True, seed=epoch + 1)
         return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers)
 
     return touch_loop(make, time_box)
@@ -202,7 +263,8 @@ def read_tdu(path, workers, batch, epoch, time_box):
 
 
 READERS = {"read-mosaic": read_mosaic, "read-lance": read_lance, "resume-mosaic": resume_mosaic, "read-litdata": read_litdata,
-           "resume-litdata": resume_litdata, "read-ray": read_ray, "read-tdu": read_tdu}
+           "resume-litdata": resume_litdata, "read-ray": read_ray, "read-tdu": read_tdu, "decode-mosaic": decode_mosaic,
+           "decode-litdata": decode_litdata}
 
 
 def main():

@@ -319,7 +319,9 @@ def loaders_block(data: dict, kind: str) -> str:
     out = []
     for r in rows:
         rate = Stat.of(r["rate"])
-        best = best_peer(rows, r["workers"])
+        # Decoding, shardfeed's sidecar takes the cores the peers' workers
+        # would: it is set against the best peer at any number of workers.
+        best = best_peer(rows, None if kind == "images-decoded" else r["workers"])
         mine = r["loader"].startswith("shardfeed")
         vs_peer = f"{rate.median / best[1]:.1f} ({best[0]})" if mine and best and "resumed" not in r["loader"] else "–"
         vs_limit = f"{rate.median / limit:.2f}" if limit and "resumed" not in r["loader"] and r["workers"] == 0 else "–"
@@ -529,7 +531,7 @@ def main() -> None:
         doc = fill(doc, "egress", egress_block(go, egress, img))
     if loaders:
         doc = fill(doc, "loaders-setup", loaders_setup_block(loaders))
-        for kind in ("tokens", "images", "tabular"):
+        for kind in ("tokens", "images", "images-decoded", "tabular"):
             if kind in loaders["datasets"]:  # a partial run leaves the others as they are
                 doc = fill(doc, f"loaders-{kind}", loaders_block(loaders, kind))
         doc = fill(doc, "loaders-batch", sweep_block(loaders))

@@ -117,3 +117,23 @@ func TestResizeCropOfAFlatAndASplitImage(t *testing.T) {
 		}
 	}
 }
+
+// A photo-sized JPEG (448×360, noisy) to 224×224: the bench's images.
+func BenchmarkDecodeResizeCrop(b *testing.B) {
+	img := image.NewRGBA(image.Rect(0, 0, 448, 360))
+	for i := range img.Pix {
+		img.Pix[i] = byte(i*7 + i/1000*13)
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90}); err != nil {
+		b.Fatal(err)
+	}
+	d := NewDecoder(Spec{Resize: 256, Height: 224, Width: 224})
+	dst := make([]byte, 224*224*3)
+	b.SetBytes(int64(buf.Len()))
+	for b.Loop() {
+		if err := d.Decode(dst, buf.Bytes()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -64,16 +64,7 @@ func triangle(x float64) float64 {
 }
 
 // clip8 turns a fixed-point sum into a byte.
-func clip8(v int32) byte {
-	v >>= precisionBits
-	switch {
-	case v < 0:
-		return 0
-	case v > 255:
-		return 255
-	}
-	return byte(v)
-}
+func clip8(v int32) byte { return clamp(v >> precisionBits) }
 
 // resizeCrop resizes the RGB image src (w×h, rows of 3w bytes) to rw×rh
 // and writes its cw×ch window at (left, top) to dst (rows of 3cw bytes).

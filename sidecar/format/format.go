@@ -34,6 +34,11 @@ import (
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
+// MetaShape is the field metadata key with the shape of a column stored
+// flattened as a fixed-size list ("3,4"): an MDS ndarray, a decoded image
+// ("h,w,3"). The clients reshape the column's tensor by it.
+const MetaShape = "shardfeed.shape"
+
 // Format is one shard format.
 type Format interface {
 	// Kind is the format's name in the API and in shardfeed indexes.

@@ -309,12 +309,12 @@ func (t *decodedTable) reclaim(ctx context.Context) bool {
 	tried := map[shardKey]bool{}
 	for {
 		t.mu.Lock()
-		d := t.reclaimableLocked(tried)
+		d, done := t.reclaimableLocked(tried)
 		if d == nil {
 			t.mu.Unlock()
 			return false
 		}
-		if d.refs == 0 && (t.needed == nil || !t.needed(d.key)) {
+		if done {
 			t.dropLocked(d)
 			t.freedLocked()
 			t.mu.Unlock()
@@ -358,9 +358,9 @@ func (t *decodedTable) reclaim(ctx context.Context) bool {
 
 // reclaimableLocked returns the shard reclaim takes next, or nil: the
 // least recently used one with mapped parts that no reader reads now,
-// preferring one that nothing holds and no reader needs (dropped, not
-// copied).
-func (t *decodedTable) reclaimableLocked(tried map[shardKey]bool) *decodedShard {
+// preferring one that nothing holds and no reader needs (done: dropped,
+// not copied).
+func (t *decodedTable) reclaimableLocked(tried map[shardKey]bool) (*decodedShard, bool) {
 	var unneeded, oldest *decodedShard
 	for _, d := range t.shards {
 		if d.sh == nil || len(d.maps) == 0 || d.pins > 0 || d.moving || tried[d.key] {
@@ -369,14 +369,15 @@ func (t *decodedTable) reclaimableLocked(tried map[shardKey]bool) *decodedShard 
 		if oldest == nil || d.lastUse < oldest.lastUse {
 			oldest = d
 		}
-		if d.refs == 0 && (t.needed == nil || !t.needed(d.key)) && (unneeded == nil || d.lastUse < unneeded.lastUse) {
+		// Asked last: whether a reader needs it is the costly question.
+		if d.refs == 0 && (unneeded == nil || d.lastUse < unneeded.lastUse) && (t.needed == nil || !t.needed(d.key)) {
 			unneeded = d
 		}
 	}
 	if unneeded != nil {
-		return unneeded
+		return unneeded, true
 	}
-	return oldest
+	return oldest, false
 }
 
 // decodeOnHeap decodes the shard again, whole, from a heap copy of its

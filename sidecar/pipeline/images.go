@@ -14,12 +14,10 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/bufpool"
 	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/images"
+	"github.com/shardfeed/shardfeed/sidecar/source"
 )
-
-// MetaShape is the field metadata key the clients reshape a fixed-size
-// list column with ("h,w,3"), as for an MDS ndarray column.
-const MetaShape = "shardfeed.shape"
 
 // imageColumn is a binary column whose values the batches carry decoded.
 type imageColumn struct {
@@ -32,7 +30,7 @@ type imageColumn struct {
 func imageField(f arrow.Field, spec images.Spec) arrow.Field {
 	shape := strconv.Itoa(spec.Height) + "," + strconv.Itoa(spec.Width) + ",3"
 	return arrow.Field{Name: f.Name, Type: arrow.FixedSizeListOf(int32(spec.Bytes()), arrow.PrimitiveTypes.Uint8), //nolint:gosec // bounded by the CRD
-		Metadata: arrow.NewMetadata([]string{MetaShape}, []string{shape})}
+		Metadata: arrow.NewMetadata([]string{format.MetaShape}, []string{shape})}
 }
 
 // imageColumns checks the decode specs against the streams' schema and
@@ -46,7 +44,7 @@ func imageColumns(schema *arrow.Schema, specs map[string]images.Spec) (map[int]*
 		}
 		idx := schema.FieldIndices(name)
 		if len(idx) == 0 {
-			return nil, fmt.Errorf("decoding column %q: the streams have no such column (their columns: %s); name one of them, and keep it in spec.streams[].columns", name, fieldNames(schema))
+			return nil, fmt.Errorf("decoding column %q: the streams have no such column (their columns: %s); name one of them, and keep it in spec.streams[].columns", name, source.ColumnNames(schema))
 		}
 		switch t := schema.Field(idx[0]).Type.ID(); t {
 		case arrow.BINARY, arrow.LARGE_BINARY:
@@ -56,17 +54,6 @@ func imageColumns(schema *arrow.Schema, specs map[string]images.Spec) (map[int]*
 		out[idx[0]] = &imageColumn{spec: spec}
 	}
 	return out, nil
-}
-
-func fieldNames(s *arrow.Schema) string {
-	var names []byte
-	for i, f := range s.Fields() {
-		if i > 0 {
-			names = append(names, ", "...)
-		}
-		names = append(names, f.Name...)
-	}
-	return string(names)
 }
 
 // gatherImages decodes the batch's images of one column into a fixed-size

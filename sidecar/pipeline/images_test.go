@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/shardfeed/shardfeed/internal/testdata"
+	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
@@ -33,7 +34,7 @@ func TestAnImageColumnIsServedDecodedAndCropped(t *testing.T) {
 	if len(f) != 1 || !arrow.TypeEqual(f[0].Type, arrow.FixedSizeListOf(8*6*3, arrow.PrimitiveTypes.Uint8)) {
 		t.Fatalf("jpg is served as %v", f)
 	}
-	if shape, _ := f[0].Metadata.GetValue(pipeline.MetaShape); shape != "8,6,3" {
+	if shape, _ := f[0].Metadata.GetValue(format.MetaShape); shape != "8,6,3" {
 		t.Fatalf("shape metadata %q, want 8,6,3", shape)
 	}
 	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 1, World: 2, Workers: 1})

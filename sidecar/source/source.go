@@ -63,7 +63,7 @@ func Open(ctx context.Context, name string, layout *index.Layout, reader format.
 		for _, c := range columns {
 			i := full.FieldIndices(c)
 			if len(i) == 0 {
-				return nil, fmt.Errorf("stream %q has no column %q (spec.streams[].columns): its columns are %s", name, c, names(full))
+				return nil, fmt.Errorf("stream %q has no column %q (spec.streams[].columns): its columns are %s", name, c, ColumnNames(full))
 			}
 			fields = append(fields, full.Field(i[0]))
 		}
@@ -76,7 +76,8 @@ func Open(ctx context.Context, name string, layout *index.Layout, reader format.
 // ReservedPrefix starts the names of the columns shardfeed adds to batches.
 const ReservedPrefix = "_shardfeed_"
 
-func names(s *arrow.Schema) string {
+// ColumnNames lists the schema's column names, in order, for messages.
+func ColumnNames(s *arrow.Schema) string {
 	var out []string
 	for _, f := range s.Fields() {
 		out = append(out, f.Name)

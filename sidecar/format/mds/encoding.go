@@ -12,14 +12,15 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/float16"
+
+	"github.com/shardfeed/shardfeed/sidecar/format"
 )
 
 // MetaEncoding is the field metadata key that keeps a column's MDS encoding.
 const MetaEncoding = "shardfeed.encoding"
 
-// MetaShape is the field metadata key with the shape of a fixed-shape
-// ndarray column ("3,4"), stored flattened as a fixed-size list.
-const MetaShape = "shardfeed.shape"
+// MetaShape is format.MetaShape: the shape of a fixed-shape ndarray column.
+const MetaShape = format.MetaShape
 
 // column decodes one MDS column into an Arrow builder.
 type column struct {

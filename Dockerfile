@@ -18,9 +18,18 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 ARG COMMIT=
-RUN CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X github.com/shardfeed/shardfeed/internal/version.version=${VERSION} -X github.com/shardfeed/shardfeed/internal/version.commit=${COMMIT}" \
-      -o /out/ ./cmd/shardfeed ./cmd/manager
+# The sidecar links libjpeg-turbo statically (cgo) to decode spec.decode's
+# JPEGs; SHARDFEED_JPEG=go builds the portable one.
+ARG SHARDFEED_JPEG=libjpeg
+RUN LDFLAGS="-s -w -X github.com/shardfeed/shardfeed/internal/version.version=${VERSION} -X github.com/shardfeed/shardfeed/internal/version.commit=${COMMIT}" && \
+    CGO_ENABLED=0 go build -trimpath -ldflags "$LDFLAGS" -o /out/ ./cmd/manager && \
+    if [ "$SHARDFEED_JPEG" = go ]; then \
+      CGO_ENABLED=0 go build -trimpath -ldflags "$LDFLAGS" -o /out/ ./cmd/shardfeed; \
+    else \
+      apt-get update -q && apt-get install -y -q --no-install-recommends libjpeg62-turbo-dev && \
+      CGO_ENABLED=1 go build -trimpath -tags libjpeg,netgo,osusergo \
+        -ldflags "$LDFLAGS -linkmode external -extldflags -static" -o /out/ ./cmd/shardfeed; \
+    fi
 
 FROM ${BASE_IMAGE}
 COPY --from=build /out/shardfeed /out/manager /

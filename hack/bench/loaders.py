@@ -18,6 +18,7 @@ report.py writes the tables and plots of docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -75,7 +76,7 @@ def dataset(kind: str, scale: float) -> tuple[Path, dict]:
 class Serve:
     """A `shardfeed serve` of a data set's MDS, its cache warmed by one epoch."""
 
-    def __init__(self, work: Path, data: Path, batch: int, decode: str = ""):
+    def __init__(self, work: Path, data: Path, batch: int, decode: str = "", binary: str = "shardfeed"):
         work.mkdir(parents=True, exist_ok=True)
         manifest = work / "dataset.yaml"
         manifest.write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
@@ -93,7 +94,7 @@ spec:
         self.socket = str(work / "feed.sock")
         self.log = open(work / "serve.log", "wb")
         # Default settings: what a pod gets without tuning.
-        self.proc = subprocess.Popen([str(ROOT / "bin" / "shardfeed"), "serve", "-f", str(manifest), "--socket", self.socket,
+        self.proc = subprocess.Popen([str(ROOT / "bin" / binary), "serve", "-f", str(manifest), "--socket", self.socket,
                                       "--cache-dir", str(work / "cache"), "--state", str(work / "state.json"),
                                       "--metrics-addr", ""], stdout=self.log, stderr=subprocess.STDOUT)
         self.anon = AnonPeak(self.proc.pid)
@@ -229,15 +230,18 @@ def run_peer(cmd: str, data: Path, workers: int, batch: int, epoch: int, box: fl
     raise SystemExit(f"{cmd} on {data} failed twice; its error is above")
 
 
-def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool):
+def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, build: str = ""):
     """(loader, workers, measure(epoch, time_box)) of one data set; sweep:
-    only the loaders at 0 workers, for the batch-size sweep."""
+    only the loaders at 0 workers, for the batch-size sweep; build: the
+    sidecar's (BUILDS), whose rows are shardfeed's alone."""
     read = lambda w: lambda e, b: run_child("read-shardfeed", serve.socket, w, e, b)  # noqa: E731
     peer = lambda cmd, w: lambda e, b: run_peer(cmd, data, w, batch, e, b)  # noqa: E731
     pyarrow = lambda e, b: run_child("pyarrow", data, batch, b)  # noqa: E731
     if kind == "images-decoded":
-        return [("shardfeed", 0, read(0))] + [(name, w, peer(cmd, w)) for name, cmd in
-                                              (("LitData", "decode-litdata"), ("mosaicml-streaming", "decode-mosaic")) for w in (0, 2)]
+        if build:
+            return [(f"shardfeed, {build}", 0, read(0))]
+        return [("shardfeed, portable build (Go's image/jpeg)", 0, read(0))] + [
+            (name, w, peer(cmd, w)) for name, cmd in (("LitData", "decode-litdata"), ("mosaicml-streaming", "decode-mosaic")) for w in (0, 2)]
     if sweep:
         return [("shardfeed", 0, read(0)), ("LitData", 0, peer("read-litdata", 0)), ("mosaicml-streaming", 0, peer("read-mosaic", 0)),
                 ("lancedb", 0, peer("read-lance", 0)), ("pyarrow (Parquet, in order)", 0, pyarrow)]
@@ -256,6 +260,10 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool):
                 ("torch DataLoader alone (tensors in memory)", 2, lambda e, b: run_child("ceiling", n, 2, b))]
     return out
 
+
+# The sidecar builds a kind is measured with beyond the portable one (the
+# binary in bin/, the rows' name): make build-libjpeg links libjpeg-turbo.
+BUILDS = {"images-decoded": [("shardfeed-libjpeg", "libjpeg-turbo build (cgo)")]}
 
 # The peers, as loaders.py names them and peers.py runs them.
 PEER_READERS = (("LitData", "read-litdata"), ("mosaicml-streaming", "read-mosaic"), ("lancedb", "read-lance"),
@@ -312,15 +320,15 @@ def main() -> None:
             data, meta = dataset(DATA_OF.get(kind, kind), scale)
             result["datasets"][kind] = {**meta, "batch": BATCH[kind], "sample_bytes": meta["bytes"]["mds"] / meta["rows"]}
             plans = [(BATCH[kind], False)] + ([(b, True) for b in SWEEP] if kind == "tokens" else [])
-            for batch, sweep in plans:
-                todo = [c for c in cases(kind, data, None, batch, meta["rows"], sweep)
+            for (batch, sweep), (binary, build) in itertools.product(plans, [("shardfeed", "")] + BUILDS.get(kind, [])):
+                todo = [c for c in cases(kind, data, None, batch, meta["rows"], sweep, build)
                         if re.search(args.only, f"{kind}/{c[0]}/{c[1]}")] if args.only else None
                 if todo == []:
                     continue
-                log(f"{kind}, batches of {batch}: serving {data.name}")
-                serve = Serve(Path(tmp) / f"{kind}-{batch}", data, batch, DECODE if kind == "images-decoded" else "")
+                log(f"{kind}, batches of {batch}: serving {data.name} with bin/{binary}")
+                serve = Serve(Path(tmp) / f"{kind}-{batch}-{binary}", data, batch, DECODE if kind == "images-decoded" else "", binary)
                 try:
-                    for name, workers, fn in cases(kind, data, serve, batch, meta["rows"], sweep):
+                    for name, workers, fn in cases(kind, data, serve, batch, meta["rows"], sweep, build):
                         if args.only and not re.search(args.only, f"{kind}/{name}/{workers}"):
                             continue
                         row = {"kind": kind, "batch": batch, **measure(name, workers, fn, args.runs, args.time_box)}
@@ -328,8 +336,9 @@ def main() -> None:
                         if sweep or batch == BATCH["tokens"] and kind == "tokens" and workers == 0 and name in (
                                 "shardfeed", "LitData", "mosaicml-streaming", "lancedb", "pyarrow (Parquet, in order)"):
                             result["sweep"].append(row)
-                    result["datasets"][kind].setdefault("sidecar_rss_mib", {})[str(batch)] = serve.peak_rss_mib()
-                    result["datasets"][kind].setdefault("sidecar_anon_mib", {})[str(batch)] = serve.peak_anon_mib()
+                    at = str(batch) + (f", {build}" if build else "")
+                    result["datasets"][kind].setdefault("sidecar_rss_mib", {})[at] = serve.peak_rss_mib()
+                    result["datasets"][kind].setdefault("sidecar_anon_mib", {})[at] = serve.peak_anon_mib()
                 finally:
                     serve.stop()
     result["seconds"] = time.monotonic() - started

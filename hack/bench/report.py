@@ -458,6 +458,14 @@ def readme_block(go: GoResults, loaders: dict, egress: dict) -> str:
             if a and best:
                 out.append(f"- {kind.capitalize()}: {x(a, best[1])} the best peer ({best[0]}) with no workers "
                            f"([{kind} table]({doc}#{kind})).")
+        decoded = [r for r in loaders["rows"] if r["kind"] == "images-decoded"]
+        best = best_peer(decoded, None)
+        builds = [(r["loader"].removeprefix("shardfeed, "), r["rate"]["median"]) for r in decoded if r["loader"].startswith("shardfeed")]
+        if best and builds:
+            out.append("- Images decoded and resized to 224 × 224 in the sidecar: " + ", ".join(
+                f"**{x(rate, best[1])}** the best peer with the {build}" for build, rate in builds) +
+                f" ({best[0]}, decoding with Pillow in its workers on the same cores; "
+                f"[images, decoded]({doc}#images-decoded-and-resized)).")
         a, b = rows.get(("tokens", "shardfeed, resumed at 90 %", 0)), rows.get(("tokens", "mosaicml-streaming, resumed at 90 %", 0))
         if a and b:
             out.append(f"- Resume at 90 % of an epoch: the first batch in {a['first']['median']:.2f} s, against "

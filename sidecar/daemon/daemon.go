@@ -355,6 +355,9 @@ func Run(ctx context.Context, cfg Config) error {
 		"samples", pl.Total(), "steps", pl.Steps(), "numSplits", pl.NumSplits(), "globalBatchSize", pl.GlobalBatchSize(),
 		"rankMode", cfg.RankMode, "job", cfg.Job, "attempt", cfg.Attempt, "committedEpoch", state.Epoch, "committedStep", state.Step,
 		"startup", time.Since(start).Round(time.Millisecond))
+	if len(cfg.Spec.Decode) > 0 {
+		log.Info("Decoding images", "columns", len(cfg.Spec.Decode), "jpegDecoder", images.JPEGDecoder)
+	}
 
 	if cfg.RankMode == server.RankModePod && cfg.DataParallel == 0 {
 		first, n, err := pl.PodSplits(cfg.Pod, cfg.Pods)

@@ -12,6 +12,7 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"io"
 	"math"
 )
 
@@ -46,8 +47,9 @@ func (s Spec) Bytes() int { return s.Height * s.Width * 3 }
 // Decoder decodes images of a spec; one per goroutine (it keeps scratch
 // buffers).
 type Decoder struct {
-	spec     Spec
-	rgb, tmp []byte
+	spec    Spec
+	rgb     []byte // the decoded image, RGB rows
+	scratch scratch
 }
 
 // NewDecoder returns a decoder of spec.
@@ -62,42 +64,61 @@ func (d *Decoder) Decode(dst, src []byte) error {
 	if len(dst) != s.Bytes() {
 		return fmt.Errorf("images: destination of %d bytes for a %d×%d×3 image", len(dst), s.Height, s.Width)
 	}
-	var decode func([]byte) (image.Image, error)
 	switch {
 	case bytes.HasPrefix(src, []byte{0xff, 0xd8}):
-		decode = func(b []byte) (image.Image, error) { return jpeg.Decode(bytes.NewReader(b)) }
-		if err := checkSize(jpeg.DecodeConfig(bytes.NewReader(src))); err != nil {
-			return err
-		}
+		return d.decodeJPEG(dst, src)
 	case bytes.HasPrefix(src, []byte("\x89PNG\r\n\x1a\n")):
-		decode = func(b []byte) (image.Image, error) { return png.Decode(bytes.NewReader(b)) }
-		if err := checkSize(png.DecodeConfig(bytes.NewReader(src))); err != nil {
-			return err
-		}
-	default:
-		return ErrFormat
+		return d.resizeInGo(dst, src, decodePNGInGo)
 	}
-	img, err := decode(src)
+	return ErrFormat
+}
+
+// A Go decoder of one format, with its header reader.
+type goDecoder struct {
+	decode func(io.Reader) (image.Image, error)
+	config func(io.Reader) (image.Config, error)
+}
+
+var (
+	decodeJPEGInGo = goDecoder{jpeg.Decode, jpeg.DecodeConfig}
+	decodePNGInGo  = goDecoder{png.Decode, png.DecodeConfig}
+)
+
+// resizeInGo decodes src with a Go decoder, its header checked first, and
+// resizes it into dst.
+func (d *Decoder) resizeInGo(dst, src []byte, g goDecoder) error {
+	cfg, err := g.config(bytes.NewReader(src))
+	if err != nil {
+		return err
+	}
+	if err := checkSize(cfg.Width, cfg.Height); err != nil {
+		return err
+	}
+	img, err := g.decode(bytes.NewReader(src))
 	if err != nil {
 		return err
 	}
 	w, h := img.Bounds().Dx(), img.Bounds().Dy()
 	d.rgb = toRGB(d.rgb, img)
-	rw, rh := resizedSize(w, h, s.Resize)
-	left, top := centre(rw, s.Width), centre(rh, s.Height)
-	d.tmp = resizeCrop(dst, d.rgb, w, h, rw, rh, left, top, s.Width, s.Height, d.tmp)
+	kx, ky := d.kernels(w, h)
+	resizeCrop(dst, d.rgb, w*3, &kx, &ky, &d.scratch)
 	return nil
 }
 
-func checkSize(cfg image.Config, err error) error {
-	if err != nil {
-		return err
+// kernels are the resize's weights for a w×h image: torchvision's Resize
+// of the shorter side, then the centre crop's window of it.
+func (d *Decoder) kernels(w, h int) (kx, ky kernel) {
+	s := d.spec
+	rw, rh := resizedSize(w, h, s.Resize)
+	return newKernel(w, rw, centre(rw, s.Width), s.Width), newKernel(h, rh, centre(rh, s.Height), s.Height)
+}
+
+func checkSize(w, h int) error {
+	if w < 1 || h < 1 {
+		return fmt.Errorf("the image is %d×%d pixels", w, h)
 	}
-	if cfg.Width < 1 || cfg.Height < 1 {
-		return fmt.Errorf("the image is %d×%d pixels", cfg.Width, cfg.Height)
-	}
-	if int64(cfg.Width)*int64(cfg.Height) > MaxPixels {
-		return fmt.Errorf("the image is %d×%d pixels, above the limit of %d million", cfg.Width, cfg.Height, MaxPixels>>20)
+	if int64(w)*int64(h) > MaxPixels {
+		return fmt.Errorf("the image is %d×%d pixels, above the limit of %d million", w, h, MaxPixels>>20)
 	}
 	return nil
 }

@@ -99,12 +99,12 @@ func TestResizeCropOfAFlatAndASplitImage(t *testing.T) {
 			src[(y*w+x)*3], src[(y*w+x)*3+1], src[(y*w+x)*3+2] = v, 77, 255
 		}
 	}
-	rw, rh := resizedSize(w, h, 8)
-	if rw != 20 || rh != 8 {
+	if rw, rh := resizedSize(w, h, 8); rw != 20 || rh != 8 {
 		t.Fatalf("resized to %d×%d, want 20×8", rw, rh)
 	}
 	dst := make([]byte, 8*8*3)
-	resizeCrop(dst, src, w, h, rw, rh, centre(rw, 8), centre(rh, 8), 8, 8, nil)
+	kx, ky := NewDecoder(Spec{Resize: 8, Height: 8, Width: 8}).kernels(w, h)
+	resizeCrop(dst, src, w*3, &kx, &ky, &scratch{})
 	for y := range 8 {
 		for x := range 8 {
 			p := dst[(y*8+x)*3:]

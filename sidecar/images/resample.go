@@ -14,9 +14,22 @@ const precisionBits = 32 - 8 - 2
 // kernel is the fixed-point weights of n output positions along one axis:
 // output i reads first[i] and the count[i] input positions after it.
 type kernel struct {
-	first, count []int
+	first, count []int32
 	weights      []int32 // size per output position
 	size         int
+}
+
+// rows is the span of input positions the kernel reads.
+func (k *kernel) rows() int {
+	return int(k.first[len(k.first)-1] + k.count[len(k.count)-1] - k.first[0])
+}
+
+// shift moves the input positions by d (when the input is a region that
+// begins at -d).
+func (k *kernel) shift(d int) {
+	for i := range k.first {
+		k.first[i] += int32(d)
+	}
 }
 
 // newKernel computes the weights of output positions [out0, out0+n) when
@@ -26,7 +39,7 @@ func newKernel(inSize, outSize, out0, n int) kernel {
 	filterScale := max(scale, 1)
 	support := filterScale // the triangle filter's support is 1
 	size := int(math.Ceil(support))*2 + 1
-	k := kernel{first: make([]int, n), count: make([]int, n), weights: make([]int32, n*size), size: size}
+	k := kernel{first: make([]int32, n), count: make([]int32, n), weights: make([]int32, n*size), size: size}
 	w := make([]float64, size)
 	for i := range n {
 		center := (float64(out0+i) + 0.5) * scale
@@ -50,7 +63,7 @@ func newKernel(inSize, outSize, out0, n int) kernel {
 				k.weights[i*size+x] = int32(v*(1<<precisionBits) + 0.5)
 			}
 		}
-		k.first[i], k.count[i] = lo, count
+		k.first[i], k.count[i] = int32(lo), int32(count)
 	}
 	return k
 }
@@ -66,50 +79,71 @@ func triangle(x float64) float64 {
 // clip8 turns a fixed-point sum into a byte.
 func clip8(v int32) byte { return clamp(v >> precisionBits) }
 
-// resizeCrop resizes the RGB image src (w×h, rows of 3w bytes) to rw×rh
-// and writes its cw×ch window at (left, top) to dst (rows of 3cw bytes).
-// tmp is scratch space, grown as needed and returned for reuse.
-func resizeCrop(dst, src []byte, w, h, rw, rh, left, top, cw, ch int, tmp []byte) []byte {
-	kx := newKernel(w, rw, left, cw)
-	ky := newKernel(h, rh, top, ch)
-	// The input rows the vertical pass reads.
-	y0 := ky.first[0]
-	y1 := ky.first[ch-1] + ky.count[ch-1]
-	rows := y1 - y0
-	need := rows * cw * 3
-	if cap(tmp) < need {
-		tmp = make([]byte, need)
-	}
-	tmp = tmp[:need]
-	const half = 1 << (precisionBits - 1)
+// resizeCrop resizes src (RGB rows of stride bytes) with the kernels kx
+// and ky into dst (RGB rows of cw pixels, ch of them, cw and ch being the
+// kernels' lengths). s is scratch space, grown as needed.
+func resizeCrop(dst, src []byte, stride int, kx, ky *kernel, s *scratch) {
+	cw, ch := len(kx.first), len(ky.first)
+	y0, rows := int(ky.first[0]), ky.rows()
+	out := cw * 3
+	s.grow(rows, out)
+	tmp, acc := s.rows[:rows*out], s.acc[:out]
 	for y := range rows {
-		in := src[(y0+y)*w*3:]
-		out := tmp[y*cw*3:]
-		for x := range cw {
-			r, g, b := int32(half), int32(half), int32(half)
-			ws := kx.weights[x*kx.size:]
-			p := in[kx.first[x]*3:]
-			for i := range kx.count[x] {
-				k := ws[i]
-				r += int32(p[i*3]) * k
-				g += int32(p[i*3+1]) * k
-				b += int32(p[i*3+2]) * k
-			}
-			out[x*3], out[x*3+1], out[x*3+2] = clip8(r), clip8(g), clip8(b)
-		}
+		horizontal(tmp[y*out:(y+1)*out], src[(y0+y)*stride:], kx)
 	}
-	stride := cw * 3
 	for y := range ch {
-		ws := ky.weights[y*ky.size:]
-		first := ky.first[y] - y0
-		out := dst[y*stride : (y+1)*stride]
-		for x := range stride {
-			v := int32(half)
-			for i := range ky.count[y] {
-				v += int32(tmp[(first+i)*stride+x]) * ws[i]
+		for x := range acc {
+			acc[x] = half
+		}
+		first := int(ky.first[y]) - y0
+		for i, k := range ky.weights[y*ky.size : y*ky.size+int(ky.count[y])] {
+			row := tmp[(first+i)*out : (first+i+1)*out]
+			row = row[:len(acc)]
+			for x, v := range row {
+				acc[x] += int32(v) * k
 			}
-			out[x] = clip8(v)
+		}
+		o := dst[y*out : (y+1)*out]
+		o = o[:len(acc)]
+		for x, v := range acc {
+			o[x] = clip8(v)
 		}
 	}
-	return tmp
+}
+
+// scratch is a decoder's working memory for resizes, kept between images.
+type scratch struct {
+	rows []byte  // the input rows the vertical pass reads, resized horizontally
+	acc  []int32 // one output row's vertical sums
+}
+
+// grow makes room for rows rows of stride bytes.
+func (s *scratch) grow(rows, stride int) {
+	if cap(s.rows) < rows*stride {
+		s.rows = make([]byte, rows*stride)
+	}
+	if cap(s.acc) < stride {
+		s.acc = make([]int32, stride)
+	}
+}
+
+// half rounds a fixed-point sum to nearest.
+const half = 1 << (precisionBits - 1)
+
+// horizontal resizes one RGB row of src into out, k's positions.
+func horizontal(out, src []byte, k *kernel) {
+	for x := range len(out) / 3 {
+		r, g, b := int32(half), int32(half), int32(half)
+		ws := k.weights[x*k.size : x*k.size+int(k.count[x])]
+		p := src[k.first[x]*3:]
+		p = p[:len(ws)*3]
+		for i, w := range ws {
+			px := p[i*3 : i*3+3 : i*3+3]
+			r += int32(px[0]) * w
+			g += int32(px[1]) * w
+			b += int32(px[2]) * w
+		}
+		o := out[x*3 : x*3+3 : x*3+3]
+		o[0], o[1], o[2] = clip8(r), clip8(g), clip8(b)
+	}
 }

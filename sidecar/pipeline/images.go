@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -76,7 +77,10 @@ func (ic *imageColumn) gather(dt arrow.DataType, srcs []column, rows []rowRef, r
 		}
 		return nil, false
 	}
+	// Images are taken in turn, not dealt out: a worker the trainer's
+	// process delays does not hold the batch back.
 	workers := min(runtime.GOMAXPROCS(0), len(rows))
+	var next atomic.Int64
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -87,7 +91,7 @@ func (ic *imageColumn) gather(dt arrow.DataType, srcs []column, rows []rowRef, r
 			}
 			defer ic.decoders.Put(d)
 			errs[w] = GuardFaults(func() error {
-				for i := w; i < len(rows); i += workers {
+				for i := int(next.Add(1) - 1); i < len(rows); i = int(next.Add(1) - 1) {
 					v, ok := value(i)
 					if !ok {
 						return fmt.Errorf("sample %d has no image (null)", samples[i].ID)

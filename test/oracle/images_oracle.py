@@ -5,7 +5,7 @@ is what training code decodes images with.
 
   images_oracle.py OUT RESIZE HEIGHT WIDTH
       writes test images (photo-like gradients with noise and edges, in
-      JPEG at several chroma subsamplings and qualities, greyscale, PNG
+      JPEG at several chroma subsamplings and qualities, greyscale, CMYK, PNG
       with alpha) as OUT/NAME.img, and beside each OUT/NAME.rgb: the bytes
       of torchvision's Resize(RESIZE) then CenterCrop((HEIGHT, WIDTH)) on
       the image opened by Pillow and converted to RGB (bilinear,
@@ -65,6 +65,9 @@ def main() -> None:
         b = io.BytesIO()
         img.convert("L").save(b, "JPEG", quality=90)
         cases.append((f"grey-{w}x{h}", b.getvalue()))
+        b = io.BytesIO()
+        img.convert("CMYK").save(b, "JPEG", quality=95)
+        cases.append((f"cmyk-{w}x{h}", b.getvalue()))
         b = io.BytesIO()
         rgba = img.copy()
         rgba.putalpha(Image.linear_gradient("L").resize((w, h)))

@@ -150,6 +150,8 @@ bench: tools-go tools-kube tools-minio tools-debian tools-python build build-lib
 	@mkdir -p $(BENCH_OUT)
 	@echo "bench: Go benchmarks ($(BENCH_RUNS) runs each) → $(BENCH_OUT)/go.txt"
 	go test -tags integration -run '^$$' -bench . -benchmem -count $(BENCH_RUNS) -timeout 30m ./... | tee $(BENCH_OUT)/go.txt
+	CGO_ENABLED=1 go test -tags libjpeg -run '^$$' -bench DecodeResizeCrop -benchmem -count $(BENCH_RUNS) ./sidecar/images/ | \
+		sed 's/^BenchmarkDecodeResizeCrop/BenchmarkDecodeResizeCropLibjpeg/' | tee -a $(BENCH_OUT)/go.txt
 	@echo "bench: loaders into PyTorch, shardfeed and its peers → $(BENCH_OUT)/loaders.json"
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) $(PYTHON) hack/bench/loaders.py --out $(BENCH_OUT)/loaders.json
 	@echo "bench: egress of the peers over MinIO → $(BENCH_OUT)/egress.json"

@@ -203,6 +203,21 @@ def planner_block(go: GoResults, img: Path) -> str:
     return table(["benchmark", "size", "time", "memory"], rows) + "\n\n![Plan build time and memory vs samples](img/plan-build.png)"
 
 
+def decode_block(go: GoResults) -> str:
+    """One image decoded and resized on one core, in each build."""
+    rows = []
+    for name, build in (("BenchmarkDecodeResizeCropLibjpeg", "libjpeg-turbo (cgo: the image's sidecar)"),
+                        ("BenchmarkDecodeResizeCrop", "Go's image/jpeg (the portable binary)")):
+        st = go.stat(f"sidecar/images/{name}", "ns/op")
+        if st:
+            rows.append([build, st.scaled(1e-6).fmt(".2f"), f"{1e9 / st.median:,.0f}".replace(",", " ")])
+    if not rows:
+        return "(not measured in the last run)"
+    return ("`BenchmarkDecodeResizeCrop` in `sidecar/images` (`-tags libjpeg` for the cgo build): a noisy 448 × 360 JPEG, "
+            "as the data set's, decoded, resized to 256 and centre-cropped to 224 × 224 on one core.\n\n" +
+            table(["JPEG decoder", "ms an image", "images/s a core (median)"], rows))
+
+
 def formats_block(go: GoResults) -> str:
     rows = []
     for pkg, name, label, data in (
@@ -326,7 +341,7 @@ def loaders_block(data: dict, kind: str) -> str:
         vs_peer = f"{rate.median / best[1]:.1f} ({best[0]})" if mine and best and "resumed" not in r["loader"] else "–"
         vs_limit = f"{rate.median / limit:.2f}" if limit and "resumed" not in r["loader"] and r["workers"] == 0 else "–"
         boxed = "" if r["complete"] else " †"
-        out.append([r["loader"], str(r["workers"]), rate.fmt(",.0f", r["loader"] == "shardfeed") + boxed, f"{gbps(r, ds).median:.2f}",
+        out.append([r["loader"], str(r["workers"]), rate.fmt(",.0f", mine and r["workers"] == 0) + boxed, f"{gbps(r, ds).median:.2f}",
                     vs_peer, vs_limit, Stat.of(r["first"]).fmt(".2f"), f"{r['epoch_rate']['median']:,.0f}".replace(",", " "),
                     f"{r['rss_mib']:.0f}", f"{r['worker_rss_mib']:.0f}" if r["workers"] else "–"])
     anon = ds.get("sidecar_anon_mib", {})
@@ -532,6 +547,7 @@ def main() -> None:
     if go and go.runs:
         doc = fill(doc, "planner", planner_block(go, img))
         doc = fill(doc, "formats", formats_block(go))
+        doc = fill(doc, "images-decode-core", decode_block(go))
         doc = fill(doc, "socket", socket_block(go))
         doc = fill(doc, "first-batch", first_batch_block(go))
         doc = fill(doc, "control-plane", control_plane_block(go))

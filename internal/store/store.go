@@ -103,6 +103,8 @@ type Source struct {
 	Identity *Identity
 	// Retry is the retry policy of every request; zero: DefaultRetry.
 	Retry Retry
+	// Counts, when not nil, counts the store's requests (see Counted).
+	Counts *Counts
 }
 
 // Identity is a Kubernetes ServiceAccount federated with a cloud: each
@@ -245,7 +247,22 @@ func (r Registry) Open(ctx context.Context, src Source) (Store, error) {
 	if !ok {
 		return nil, fmt.Errorf("source URI %q: scheme %q is not supported: use %s", src.URI, u.Scheme, r.schemes())
 	}
-	return open(ctx, src, u)
+	c := src.Counts
+	if c == nil {
+		return open(ctx, src, u)
+	}
+	heard := src.Retry.OnRetry
+	src.Retry.OnRetry = func(err error, attempt int, wait time.Duration) {
+		c.Retries.Add(1)
+		if heard != nil {
+			heard(err, attempt, wait)
+		}
+	}
+	st, err := open(ctx, src, u)
+	if err != nil {
+		return nil, err
+	}
+	return Counted(st, c), nil
 }
 
 // schemes lists the registered schemes, sorted, as "file:// or s3://".

@@ -232,3 +232,71 @@ func TestAcquireRejectsBadShards(t *testing.T) {
 		t.Errorf("missing object: %v, want ErrNotFound", err)
 	}
 }
+
+// A large shard comes in ranged GETs of PartBytes, in parallel, each
+// written at its place; a smaller one in one GET. An object that grew or
+// shrank since its index is corrupt, part by part.
+func TestLargeShardsComeInParallelRangedParts(t *testing.T) {
+	ctx := context.Background()
+	data := make([]byte, 10_000)
+	for i := range data {
+		data[i] = byte(i * 7 % 251)
+	}
+	for _, tc := range []struct {
+		name       string
+		stored     int   // bytes of the object in the store
+		offset     int64 // the shard's range (-1: the whole object)
+		size       int64
+		gets       int64
+		corruption string
+	}{
+		{"a whole object in 10 parts", 10_000, -1, 10_000, 10, ""},
+		{"a range in 3 parts", 10_000, 300, 2_500, 3, ""},
+		{"a last part of half a part", 9_500, -1, 9_500, 10, ""},
+		{"below two parts: one GET", 10_000, 100, 1_999, 1, ""},
+		{"an object that grew", 10_000, -1, 9_999, 10, "1000 bytes, want 999"},
+		{"an object that shrank", 9_500, -1, 10_000, 10, "500 bytes, want 1000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, err := stores.Open(ctx, store.Source{URI: "file://" + t.TempDir() + "/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := root.Put(ctx, "big.parquet", bytes.NewReader(data[:tc.stored]), int64(tc.stored)); err != nil {
+				t.Fatal(err)
+			}
+			var counts store.Counts
+			s := Shard{Stream: "web", Key: "big.parquet", Size: tc.size}
+			want := data[:min(int(tc.size), tc.stored)]
+			if tc.offset >= 0 {
+				s.Range, s.Offset = true, tc.offset
+				want = data[tc.offset : tc.offset+tc.size]
+			}
+			if tc.corruption == "" {
+				sum, _ := checksum.Of("xxh64", want)
+				s.Hash = sum.String()
+			}
+			c := newCache(t, t.TempDir(), store.Counted(root, &counts), Options{PartBytes: 1000, CorruptAttempts: 1})
+			path, err := c.Acquire(ctx, s)
+			if tc.corruption != "" {
+				var ce *CorruptError
+				if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.corruption) {
+					t.Fatalf("%v, want a corrupt shard: %q", err, tc.corruption)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("cached %d bytes (%v), not the shard's %d", len(got), err, len(want))
+			}
+			if g := counts.Gets.Load(); g != tc.gets {
+				t.Errorf("%d GETs, want %d", g, tc.gets)
+			}
+			if st := c.Stats(); st.FetchedBytes != tc.size || st.Downloads != 1 {
+				t.Errorf("stats %+v, want %d bytes in 1 download", st, tc.size)
+			}
+		})
+	}
+}

@@ -169,6 +169,9 @@ type Feed struct {
 	Cache    *cache.Cache
 	Pipeline *pipeline.Pipeline
 	Prefetch int
+	// StoreCounts are the requests the streams' stores made, the indexes'
+	// reads at Open included.
+	StoreCounts *store.Counts
 }
 
 // Open reads the streams' indexes, computes the plan and opens the cache
@@ -178,8 +181,10 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 
 	byStream := map[string]store.Store{}
 	opened := make([]*streams.Stream, len(spec.Streams))
+	counts := &store.Counts{}
 	for i, s := range spec.Streams {
 		src := streams.SharedCredentials(s, cfg.CredentialsDir)
+		src.Counts = counts
 		if cfg.CredentialsPerSecret {
 			src.CredentialsDir, src.CredentialsOptional = "", false
 			if s.Source.CredentialsSecretRef != nil {
@@ -250,7 +255,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Feed{Plan: pl, Cache: c, Pipeline: pipe, Prefetch: prefetch}, nil
+	return &Feed{Plan: pl, Cache: c, Pipeline: pipe, Prefetch: prefetch, StoreCounts: counts}, nil
 }
 
 // imageSpecs are spec.decode's image columns.
@@ -317,7 +322,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := server.New(server.Config{Pipeline: pipe, Progress: cfg.Progress, Job: job, RankMode: cfg.RankMode,
 		Pod: cfg.Pod, Pods: cfg.Pods, ProcsPerPod: cfg.ProcsPerPod, DataParallel: cfg.DataParallel, Log: log, Registry: reg,
-		Handoff: handoff.NewPool(cfg.HandoffBytes), HandoffSlots: cfg.HandoffSlots})
+		Handoff: handoff.NewPool(cfg.HandoffBytes), HandoffSlots: cfg.HandoffSlots, StoreCounts: feed.StoreCounts})
 	if err != nil {
 		return err
 	}

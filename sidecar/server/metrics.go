@@ -1,6 +1,8 @@
 package server
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardfeed/shardfeed/internal/version"
@@ -51,6 +53,13 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.batchesServed, m.consumedRows, m.streamErrors, m.badRequests, m.commits, m.commitsRefused, m.activeStreams, m.batchWait, m.rowsServed,
 		m.dataWait, m.committedEpoch, m.committedStep, version.BuildInfo(ns), newPipelineCollector(ns, s.cfg.Pipeline.Stats))
+	if c := s.cfg.StoreCounts; c != nil {
+		for op, n := range map[string]*atomic.Int64{"get": &c.Gets, "stat": &c.Stats, "list": &c.Lists, "retry": &c.Retries} {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "store_requests_total",
+				Help:        "Requests to the object stores (indexes and shards), by kind; retry counts each retried attempt.",
+				ConstLabels: prometheus.Labels{"op": op}}, func() float64 { return float64(n.Load()) }))
+		}
+	}
 	return m
 }
 

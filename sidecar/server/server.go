@@ -23,6 +23,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/version"
 	"github.com/shardfeed/shardfeed/sidecar/handoff"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
@@ -56,6 +57,9 @@ type Config struct {
 	Log          *slog.Logger
 	// Registry receives the metrics; nil: none.
 	Registry prometheus.Registerer
+	// StoreCounts are the requests the streams' stores made; nil: not
+	// counted.
+	StoreCounts *store.Counts
 }
 
 // Server is the sidecar's HTTP API.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/handoff"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
@@ -113,6 +114,8 @@ type Status struct {
 	Pipeline        pipeline.Stats    `json:"pipeline"`
 	// Handoff is the shared memory batches are handed over in.
 	Handoff handoff.PoolStats `json:"handoff"`
+	// Store is what the sidecar asked of the object stores since it started.
+	Store *StoreStatus `json:"store,omitempty"`
 	// Rows by stage: still to assemble for the open streams, fetched into
 	// the cache and not decoded, decoded and
 	// held in memory, assembled and waiting in a queue, sent to the clients
@@ -128,6 +131,26 @@ type Status struct {
 	LastErrors    []errorRecord    `json:"lastErrors"`
 }
 
+// StoreStatus counts the requests the sidecar made to its streams' object
+// stores (indexes and shards; each attempt of a retried one) and the bytes
+// they returned.
+type StoreStatus struct {
+	Requests  int64 `json:"requests"`
+	Gets      int64 `json:"gets"`
+	Stats     int64 `json:"stats"`
+	Lists     int64 `json:"lists"`
+	Retries   int64 `json:"retries"`
+	ReadBytes int64 `json:"readBytes"`
+}
+
+func storeStatus(c *store.Counts) *StoreStatus {
+	if c == nil {
+		return nil
+	}
+	return &StoreStatus{Requests: c.Requests(), Gets: c.Gets.Load(), Stats: c.Stats.Load(), Lists: c.Lists.Load(), Retries: c.Retries.Load(),
+		ReadBytes: c.ReadBytes.Load()}
+}
+
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 	p := s.cfg.Pipeline
 	ps := p.Stats()
@@ -137,7 +160,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		Dataset: s.cfg.Job.Dataset, Job: s.cfg.Job.Job, Attempt: s.cfg.Job.Attempt,
 		Fingerprint: p.Plan().Fingerprint().Sum, PlanVersion: p.Plan().Version(), NumSplits: p.Plan().NumSplits(),
 		GlobalBatchSize: p.Plan().GlobalBatchSize(), BatchSizes: p.Plan().BatchSizes(), Steps: p.Plan().Steps(), Uptime: time.Since(s.started).Seconds(),
-		Pipeline: ps, Handoff: s.cfg.Handoff.Stats(), DecodedRows: ps.DecodedRows, FetchedRows: p.FetchedRows(), LastErrors: append([]errorRecord{}, s.errs...),
+		Pipeline: ps, Handoff: s.cfg.Handoff.Stats(), Store: storeStatus(s.cfg.StoreCounts), DecodedRows: ps.DecodedRows, FetchedRows: p.FetchedRows(), LastErrors: append([]errorRecord{}, s.errs...),
 	}
 	st.StreamRows = map[string]int64{}
 	for k, v := range s.streamRows {

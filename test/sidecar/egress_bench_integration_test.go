@@ -46,13 +46,15 @@ func BenchmarkEgress(b *testing.B) {
 	for _, world := range []int{1, 2, 4, 8, 16} {
 		b.Run(fmt.Sprintf("world=%d", world), func(b *testing.B) {
 			for range b.N {
-				var fetched int64
+				var fetched, requests int64
 				for pod := range world {
 					// A fresh cache for every run (b.TempDir is a new
 					// directory at each call): a warm one fetches nothing.
-					fetched += podFetches(b, ds, b.TempDir(), world, pod)
+					f, r := podFetches(b, ds, b.TempDir(), world, pod)
+					fetched, requests = fetched+f, requests+r
 				}
 				b.ReportMetric(float64(fetched)/float64(total), "shardfeed-egress-x")
+				b.ReportMetric(float64(requests), "shardfeed-requests/epoch")
 			}
 			// DistributedSampler(shuffle=True, drop_last=False): one
 			// permutation, rank r takes positions r, r+W, …
@@ -74,8 +76,9 @@ func BenchmarkEgress(b *testing.B) {
 }
 
 // podFetches runs pod `pod` of a job of `pods` one-rank pods, reads its
-// rank's epoch, and returns the bytes its sidecar downloaded.
-func podFetches(b *testing.B, ds dataset, dir string, pods, pod int) int64 {
+// rank's epoch, and returns the bytes its sidecar downloaded and the
+// requests it made to the store (the index's included).
+func podFetches(b *testing.B, ds dataset, dir string, pods, pod int) (bytes, requests int64) {
 	b.Helper()
 	srv := startEnv(b, dir, credentialsEnv(b, ds), "sidecar", "-f", ds.manifest, "--socket", filepath.Join(dir, "run", "feed.sock"),
 		"--cache-dir", filepath.Join(dir, "cache"), "--state", filepath.Join(dir, "state.json"), "--metrics-addr", "",
@@ -90,9 +93,10 @@ func podFetches(b *testing.B, ds dataset, dir string, pods, pod int) int64 {
 		Pipeline struct {
 			Cache struct{ FetchedBytes int64 } `json:"cache"`
 		} `json:"pipeline"`
+		Store struct{ Requests int64 } `json:"store"`
 	}
 	if err := srv.client.Status(ctx, &status); err != nil {
 		b.Fatal(err)
 	}
-	return status.Pipeline.Cache.FetchedBytes
+	return status.Pipeline.Cache.FetchedBytes, status.Store.Requests
 }

@@ -170,6 +170,9 @@ func TestIntegrationSidecarInPodModeServesOnlyItsPodAndFetchesEachShardOnce(t *t
 		Pipeline struct {
 			Cache struct{ Downloads, FetchedBytes int64 } `json:"cache"`
 		} `json:"pipeline"`
+		Store struct {
+			Requests, Gets, Stats, Lists, Retries, ReadBytes int64
+		} `json:"store"`
 		ConsumedRows int64            `json:"consumedRows"`
 		StreamRows   map[string]int64 `json:"streamRows"`
 	}
@@ -183,6 +186,13 @@ func TestIntegrationSidecarInPodModeServesOnlyItsPodAndFetchesEachShardOnce(t *t
 	if status.Pipeline.Cache.Downloads != int64(summary.shards) || status.Pipeline.Cache.FetchedBytes != summary.bytes {
 		t.Fatalf("the pod downloaded %d shards (%d bytes), its splits need %d distinct shards (%d bytes)",
 			status.Pipeline.Cache.Downloads, status.Pipeline.Cache.FetchedBytes, summary.shards, summary.bytes)
+	}
+	// Every request to the store is counted: one GET per shard, and the
+	// few the index took at start (no retries here).
+	st := status.Store
+	if index := st.Gets - status.Pipeline.Cache.Downloads; index < 1 || index > 3 || st.Retries != 0 ||
+		st.Requests != st.Gets+st.Stats+st.Lists || st.ReadBytes <= status.Pipeline.Cache.FetchedBytes {
+		t.Fatalf("the store's requests: %+v for %d downloads of %d bytes", st, status.Pipeline.Cache.Downloads, status.Pipeline.Cache.FetchedBytes)
 	}
 	// As injected into pods: metrics over TLS only.
 	if resp, err := http.Get("http://" + metricsAddr + "/metrics"); err == nil {
@@ -202,7 +212,8 @@ func TestIntegrationSidecarInPodModeServesOnlyItsPodAndFetchesEachShardOnce(t *t
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	for _, m := range []string{"shardfeed_sidecar_batches_served_total", "shardfeed_sidecar_batch_wait_seconds_bucket",
-		"shardfeed_sidecar_fetched_bytes_total " + fmt.Sprint(summary.bytes), `shardfeed_sidecar_stream_rows_served_total{stream="m"}`} {
+		"shardfeed_sidecar_fetched_bytes_total " + fmt.Sprint(summary.bytes), `shardfeed_sidecar_stream_rows_served_total{stream="m"}`,
+		fmt.Sprintf(`shardfeed_sidecar_store_requests_total{op="get"} %d`, st.Gets)} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("/metrics has no %q", m)
 		}

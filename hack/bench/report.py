@@ -299,7 +299,9 @@ def egress_block(go: GoResults | None, egress: dict | None, img: Path) -> str:
         cols["shardfeed"].append(sf.median if sf else None)
         cols["mosaicml-streaming"].append(ms)
         cols["DistributedSampler"].append(ds)
-        rows.append([str(w), f"{sf.median:.3f}" if sf else "–", f"{ms:.3f}" if ms is not None else "–", f"{ds:.2f}" if ds is not None else "–"])
+        req = go.stat(f"test/sidecar/BenchmarkEgress/world={w}", "shardfeed-requests/epoch") if go else None
+        rows.append([str(w), f"{sf.median:.3f}" if sf else "–", f"{req.median:,.0f}".replace(",", " ") if req else "–",
+                     f"{ms:.3f}" if ms is not None else "–", f"{ds:.2f}" if ds is not None else "–"])
     if worlds:
         import matplotlib.pyplot as plt
 
@@ -314,7 +316,8 @@ def egress_block(go: GoResults | None, egress: dict | None, img: Path) -> str:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
         save(fig, img / "egress.png")
-    return table(["world size (pods)", "shardfeed", "mosaicml-streaming (over MinIO)", "torch DistributedSampler"], rows) + \
+    return table(["world size (pods)", "shardfeed", "shardfeed: requests to the store, all pods", "mosaicml-streaming (over MinIO)",
+                  "torch DistributedSampler"], rows) + \
         "\n\n![Egress ratio vs world size](img/egress.png)"
 
 

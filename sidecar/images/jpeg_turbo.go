@@ -43,7 +43,7 @@ static void sf_emit_message(j_common_ptr c, int level) {
 	}
 }
 
-enum { SF_OK, SF_ERROR, SF_EOF, SF_OTHER };
+enum { SF_OK, SF_ERROR, SF_EOF, SF_OTHER, SF_SHORT };
 
 static int sf_failed(sf_jpeg *j, char *msg) {
 	memcpy(msg, j->err.msg, JMSG_LENGTH_MAX);
@@ -55,12 +55,12 @@ static int sf_failed(sf_jpeg *j, char *msg) {
 // space this path does not convert (CMYK), which the caller decodes
 // otherwise.
 static int sf_open(sf_jpeg *j, const unsigned char *src, unsigned long n, int *w, int *h, char *msg) {
-	memset(&j->err, 0, sizeof j->err);
+	memset(j, 0, sizeof *j);
 	j->cinfo.err = jpeg_std_error(&j->err.mgr);
 	j->err.mgr.error_exit = sf_error_exit;
 	j->err.mgr.emit_message = sf_emit_message;
-	jpeg_create_decompress(&j->cinfo);
 	if (setjmp(j->err.jump)) return sf_failed(j, msg);
+	jpeg_create_decompress(&j->cinfo);
 	jpeg_mem_src(&j->cinfo, src, n);
 	jpeg_read_header(&j->cinfo, TRUE);
 	*w = (int)j->cinfo.image_width;
@@ -74,7 +74,8 @@ static void sf_close(sf_jpeg *j) { jpeg_destroy_decompress(&j->cinfo); }
 // sf_read decodes rows [y0, y1) of at least columns [x0, x1) into dst as
 // RGBX rows of *cw pixels starting at column *cx (libjpeg widens the
 // columns to whole blocks); the rest of the image is skipped, not
-// transformed, but still read, so a truncated one is an error.
+// transformed, but still read, so a truncated one is an error. SF_SHORT:
+// dst is smaller than *cw × (y1 − y0) pixels, and nothing was decoded.
 static int sf_read(sf_jpeg *j, unsigned char *dst, size_t cap, int x0, int x1, int y0, int y1, int *cx, int *cw, char *msg) {
 	struct jpeg_decompress_struct *c = &j->cinfo;
 	if (setjmp(j->err.jump)) return sf_failed(j, msg);
@@ -86,9 +87,8 @@ static int sf_read(sf_jpeg *j, unsigned char *dst, size_t cap, int x0, int x1, i
 	*cw = (int)width;
 	size_t stride = (size_t)width * 4;
 	if (stride * (size_t)(y1 - y0) > cap) {
-		*cw = -1;
 		jpeg_abort_decompress(c);
-		return SF_OK;
+		return SF_SHORT;
 	}
 	if (y0 > 0) jpeg_skip_scanlines(c, (JDIMENSION)y0);
 	JSAMPROW rows[16];
@@ -226,26 +226,29 @@ func (d *Decoder) decodeJPEG(dst, src []byte) error {
 	kx, ky := d.kernels(w, h)
 	x0, x1 := max(int(kx.first[0])-blockMargin, 0), min(int(kx.first[s.Width-1]+kx.count[s.Width-1])+blockMargin, w)
 	y0, y1 := max(int(ky.first[0])-blockMargin, 0), min(int(ky.first[s.Height-1]+ky.count[s.Height-1])+blockMargin, h)
-	for {
-		var cx, cwidth C.int
-		if rc := C.sf_read(j, (*C.uchar)(unsafe.SliceData(d.rgb[:cap(d.rgb)])), C.size_t(cap(d.rgb)), C.int(x0), C.int(x1), C.int(y0), C.int(y1),
-			&cx, &cwidth, &msg[0]); rc != C.SF_OK {
-			return fail(rc)
-		}
-		if cwidth >= 0 {
-			// The kernels read from the region's first row and column.
-			kx.shift(-int(cx))
-			ky.shift(-y0)
-			d.resizeInC(dst, int(cwidth)*4, &kx, &ky)
-			return nil
-		}
-		// The scratch image was too small: grow it and decode again.
-		d.rgb = make([]byte, (x1-x0+32)*4*(y1-y0))
+	var cx, cwidth C.int
+	read := func() C.int {
+		return C.sf_read(j, (*C.uchar)(unsafe.SliceData(d.rgb[:cap(d.rgb)])), C.size_t(cap(d.rgb)), C.int(x0), C.int(x1), C.int(y0), C.int(y1),
+			&cx, &cwidth, &msg[0])
+	}
+	rc := read()
+	if rc == C.SF_SHORT {
+		// The region is larger than any before: grow the scratch image to
+		// it and read the image again.
+		d.rgb = make([]byte, int(cwidth)*4*(y1-y0))
 		C.sf_close(j)
-		if rc := C.sf_open(j, (*C.uchar)(unsafe.SliceData(src)), C.ulong(len(src)), &cw, &ch, &msg[0]); rc != C.SF_OK {
-			return fail(rc)
+		if rc = C.sf_open(j, (*C.uchar)(unsafe.SliceData(src)), C.ulong(len(src)), &cw, &ch, &msg[0]); rc == C.SF_OK {
+			rc = read()
 		}
 	}
+	if rc != C.SF_OK {
+		return fail(rc)
+	}
+	// The kernels read from the region's first row and column.
+	kx.shift(-int(cx))
+	ky.shift(-y0)
+	d.resizeInC(dst, int(cwidth)*4, &kx, &ky)
+	return nil
 }
 
 // resizeInC is resizeCrop's loops in C, from d.rgb (RGBX rows of stride

@@ -344,7 +344,7 @@ def loaders_block(data: dict, kind: str) -> str:
         vs_peer = f"{rate.median / best[1]:.1f} ({best[0]})" if mine and best and "resumed" not in r["loader"] else "–"
         vs_limit = f"{rate.median / limit:.2f}" if limit and "resumed" not in r["loader"] and r["workers"] == 0 else "–"
         boxed = "" if r["complete"] else " †"
-        out.append([r["loader"], str(r["workers"]), rate.fmt(",.0f", mine and r["workers"] == 0) + boxed, f"{gbps(r, ds).median:.2f}",
+        out.append([r["loader"], str(r["workers"]), rate.fmt(",.0f", mine and r["workers"] == 0 and "resumed" not in r["loader"]) + boxed, f"{gbps(r, ds).median:.2f}",
                     vs_peer, vs_limit, Stat.of(r["first"]).fmt(".2f"), f"{r['epoch_rate']['median']:,.0f}".replace(",", " "),
                     f"{r['rss_mib']:.0f}", f"{r['worker_rss_mib']:.0f}" if r["workers"] else "–"])
     anon = ds.get("sidecar_anon_mib", {})

@@ -151,7 +151,11 @@ static void sf_horizontal_sse41(unsigned char *out, const unsigned char *in, con
 }
 #endif
 
+// On x86-64 the vertical pass is compiled twice, for AVX2 and for the
+// baseline, and the loader picks one; elsewhere once.
+#if defined(__x86_64__)
 __attribute__((target_clones("avx2", "default")))
+#endif
 static void sf_resize(unsigned char *dst, const unsigned char *src, int src_stride,
 		const int *kx_first, const int *kx_count, const int32_t *kx_w, int kx_size,
 		const int *ky_first, const int *ky_count, const int32_t *ky_w, int ky_size,

@@ -74,14 +74,20 @@ def mosaic_rank(world: int, rank: int, local: str) -> None:
     clean_stale_shared_memory()
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
     os.environ["S3_ENDPOINT_URL"] = os.environ["SHARDFEED_S3_ENDPOINT"]
+    start = time.monotonic()
     ds = StreamingDataset(remote=f"s3://{os.environ['SHARDFEED_S3_BUCKET']}/{PREFIX}", local=local, batch_size=64,
                           shuffle=True, shuffle_seed=1)
-    n = sum(len(b["id"]) for b in torch.utils.data.DataLoader(ds, batch_size=64))
-    print(json.dumps({"samples": n}))
+    n, first = 0, None
+    for b in torch.utils.data.DataLoader(ds, batch_size=64):
+        first = first if first is not None else time.monotonic() - start
+        n += len(b["id"])
+    print(json.dumps({"samples": n, "first": first}))
 
 
-def mosaic_bytes(world: int, work: Path) -> tuple[int, int]:
-    """(bytes the ranks downloaded, samples they read) for one world size.
+def mosaic_bytes(world: int, work: Path) -> tuple[int, int, float]:
+    """(bytes the ranks downloaded, samples they read, the slowest rank's
+    seconds from its dataset's creation, its local directory empty, to its
+    first batch) for one world size.
 
     The ranks run at once (mosaicml-streaming joins them in a
     torch.distributed group), each as a node of its own: in a mount
@@ -99,15 +105,17 @@ def mosaic_bytes(world: int, work: Path) -> tuple[int, int]:
                sys.executable, __file__, "--mosaic-rank", str(world), str(rank), str(local)]
         procs.append((rank, local, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     fetched = samples = 0
+    first = 0.0
     for rank, local, p in procs:
         out, err = p.communicate(timeout=600)
         if p.returncode:
             for _, _, q in procs:
                 q.kill()
             raise SystemExit(f"mosaicml-streaming, rank {rank} of {world}, failed:\n{err[-3000:]}")
-        samples += json.loads(out.strip().splitlines()[-1])["samples"]
+        done = json.loads(out.strip().splitlines()[-1])
+        samples, first = samples + done["samples"], max(first, done["first"] or 0.0)
         fetched += sum(f.stat().st_size for f in local.iterdir() if f.name.startswith("shard."))
-    return fetched, samples
+    return fetched, samples, first
 
 
 def free_port() -> int:
@@ -169,10 +177,11 @@ def main() -> None:
         log(f"egress: {SAMPLES} samples in {len(shards)} MDS shards, {total / 2**20:.1f} MiB, uploaded")
         result = {"samples": SAMPLES, "shards": len(shards), "bytes": total, "worlds": {}}
         for world in WORLDS:
-            m, m_samples = mosaic_bytes(world, work)
+            m, m_samples, m_first = mosaic_bytes(world, work)
             d, d_samples = sampler_bytes(world, shards)
             result["worlds"][str(world)] = {"mosaicml-streaming": m / total, "DistributedSampler": d / total,
-                                            "samples": {"mosaicml-streaming": m_samples, "DistributedSampler": d_samples}}
+                                            "samples": {"mosaicml-streaming": m_samples, "DistributedSampler": d_samples},
+                                            "cold_first_batch_s": {"mosaicml-streaming": m_first}}
             log(f"egress: world {world}: mosaicml-streaming {m / total:.3f} ({m_samples} samples), "
                 f"DistributedSampler {d / total:.3f} ({d_samples} samples)")
     result["seconds"] = time.monotonic() - started

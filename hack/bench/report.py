@@ -300,8 +300,14 @@ def egress_block(go: GoResults | None, egress: dict | None, img: Path) -> str:
         cols["mosaicml-streaming"].append(ms)
         cols["DistributedSampler"].append(ds)
         req = go.stat(f"test/sidecar/BenchmarkEgress/world={w}", "shardfeed-requests/epoch") if go else None
+        # Cold starts side by side at one pod only: mosaicml-streaming's
+        # ranks start together (one torch.distributed group) on the
+        # machine's two cores, shardfeed's pods one after the other.
+        cold = go.stat(f"test/sidecar/BenchmarkEgress/world={w}", "shardfeed-cold-first-batch-s") if go and w == 1 else None
+        mcold = e.get("cold_first_batch_s", {}).get("mosaicml-streaming") if w == 1 else None
         rows.append([str(w), f"{sf.median:.3f}" if sf else "–", f"{req.median:,.0f}".replace(",", " ") if req else "–",
-                     f"{ms:.3f}" if ms is not None else "–", f"{ds:.2f}" if ds is not None else "–"])
+                     f"{ms:.3f}" if ms is not None else "–", f"{ds:.2f}" if ds is not None else "–",
+                     cold.fmt(".2f") if cold else "–", f"{mcold:.2f}" if mcold is not None else "–"])
     if worlds:
         import matplotlib.pyplot as plt
 
@@ -317,7 +323,7 @@ def egress_block(go: GoResults | None, egress: dict | None, img: Path) -> str:
         ax.legend()
         save(fig, img / "egress.png")
     return table(["world size (pods)", "shardfeed", "shardfeed: requests to the store, all pods", "mosaicml-streaming (over MinIO)",
-                  "torch DistributedSampler"], rows) + \
+                  "torch DistributedSampler", "shardfeed: first batch from an empty cache (s)", "mosaicml-streaming: the same (s)"], rows) + \
         "\n\n![Egress ratio vs world size](img/egress.png)"
 
 

@@ -47,14 +47,16 @@ func BenchmarkEgress(b *testing.B) {
 		b.Run(fmt.Sprintf("world=%d", world), func(b *testing.B) {
 			for range b.N {
 				var fetched, requests int64
+				var first time.Duration
 				for pod := range world {
 					// A fresh cache for every run (b.TempDir is a new
 					// directory at each call): a warm one fetches nothing.
-					f, r := podFetches(b, ds, b.TempDir(), world, pod)
-					fetched, requests = fetched+f, requests+r
+					f, r, t := podFetches(b, ds, b.TempDir(), world, pod)
+					fetched, requests, first = fetched+f, requests+r, max(first, t)
 				}
 				b.ReportMetric(float64(fetched)/float64(total), "shardfeed-egress-x")
 				b.ReportMetric(float64(requests), "shardfeed-requests/epoch")
+				b.ReportMetric(first.Seconds(), "shardfeed-cold-first-batch-s")
 			}
 			// DistributedSampler(shuffle=True, drop_last=False): one
 			// permutation, rank r takes positions r, r+W, …
@@ -76,17 +78,24 @@ func BenchmarkEgress(b *testing.B) {
 }
 
 // podFetches runs pod `pod` of a job of `pods` one-rank pods, reads its
-// rank's epoch, and returns the bytes its sidecar downloaded and the
-// requests it made to the store (the index's included).
-func podFetches(b *testing.B, ds dataset, dir string, pods, pod int) (bytes, requests int64) {
+// rank's epoch, and returns the bytes its sidecar downloaded, the requests
+// it made to the store (the index's included) and the time from the
+// sidecar's start, its cache empty, to its rank's first batch.
+func podFetches(b *testing.B, ds dataset, dir string, pods, pod int) (bytes, requests int64, first time.Duration) {
 	b.Helper()
+	start := time.Now()
 	srv := startEnv(b, dir, credentialsEnv(b, ds), "sidecar", "-f", ds.manifest, "--socket", filepath.Join(dir, "run", "feed.sock"),
 		"--cache-dir", filepath.Join(dir, "cache"), "--state", filepath.Join(dir, "state.json"), "--metrics-addr", "",
 		"--rank-mode", "pod", "--pods", fmt.Sprint(pods), "--pod-rank", fmt.Sprint(pod), "--procs-per-pod", "1", "--job", "egress", "--attempt", "a1")
 	defer srv.kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := readAll(ctx, srv.client, shardfeed.Request{Rank: pod, World: pods}, nil); err != nil {
+	if _, err := readAll(ctx, srv.client, shardfeed.Request{Rank: pod, World: pods}, func(batch) bool {
+		if first == 0 {
+			first = time.Since(start)
+		}
+		return true
+	}); err != nil {
 		b.Fatal(err)
 	}
 	var status struct {
@@ -98,5 +107,5 @@ func podFetches(b *testing.B, ds dataset, dir string, pods, pod int) (bytes, req
 	if err := srv.client.Status(ctx, &status); err != nil {
 		b.Fatal(err)
 	}
-	return status.Pipeline.Cache.FetchedBytes, status.Store.Requests
+	return status.Pipeline.Cache.FetchedBytes, status.Store.Requests, first
 }

@@ -226,10 +226,11 @@ func (d *Decoder) decodeJPEG(dst, src []byte) error {
 	if err := checkSize(w, h); err != nil {
 		return err
 	}
-	s := d.spec
 	kx, ky := d.kernels(w, h)
-	x0, x1 := max(int(kx.first[0])-blockMargin, 0), min(int(kx.first[s.Width-1]+kx.count[s.Width-1])+blockMargin, w)
-	y0, y1 := max(int(ky.first[0])-blockMargin, 0), min(int(ky.first[s.Height-1]+ky.count[s.Height-1])+blockMargin, h)
+	x0, x1 := kx.span()
+	y0, y1 := ky.span()
+	x0, x1 = max(x0-blockMargin, 0), min(x1+blockMargin, w)
+	y0, y1 = max(y0-blockMargin, 0), min(y1+blockMargin, h)
 	var cx, cwidth C.int
 	read := func() C.int {
 		return C.sf_read(j, (*C.uchar)(unsafe.SliceData(d.rgb[:cap(d.rgb)])), C.size_t(cap(d.rgb)), C.int(x0), C.int(x1), C.int(y0), C.int(y1),

@@ -19,9 +19,15 @@ type kernel struct {
 	size         int
 }
 
-// rows is the span of input positions the kernel reads.
+// span is the input positions the kernel reads, [lo, hi).
+func (k *kernel) span() (lo, hi int) {
+	return int(k.first[0]), int(k.first[len(k.first)-1] + k.count[len(k.count)-1])
+}
+
+// rows is the number of input positions the kernel reads.
 func (k *kernel) rows() int {
-	return int(k.first[len(k.first)-1] + k.count[len(k.count)-1] - k.first[0])
+	lo, hi := k.span()
+	return hi - lo
 }
 
 // shift moves the input positions by d (when the input is a region that

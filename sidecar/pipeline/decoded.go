@@ -88,6 +88,10 @@ func newDecodedTable(streams []*source.Stream, c *cache.Cache, limit int64, deco
 	}
 }
 
+// errNotNeeded: a prefetcher asked for a shard that is not in memory and
+// that no reader will read again.
+var errNotNeeded = errors.New("pipeline: no reader needs the shard")
+
 // hold is how a holder uses a shard: keeps it for later, or reads it.
 type hold bool
 
@@ -97,7 +101,8 @@ const (
 )
 
 // acquire returns the decoded shard, decoding it (and fetching it through
-// the cache) if needed, and holds it until release with the same hold.
+// the cache) if needed, and holds it until release with the same hold. A
+// keep of a shard no reader needs any more is errNotNeeded.
 func (t *decodedTable) acquire(ctx context.Context, k shardKey, h hold) (*decodedShard, error) {
 	t.mu.Lock()
 	d, ok := t.shards[k]
@@ -121,6 +126,12 @@ func (t *decodedTable) acquire(ctx context.Context, k shardKey, h hold) (*decode
 		}
 		t.stats.decodedHits.Add(1)
 		return d, nil
+	}
+	// A prefetcher's view of the readers may be stale: a shard they have
+	// all read since, and that is gone, is not fetched again.
+	if h == keep && t.needed != nil && !t.needed(k) {
+		t.mu.Unlock()
+		return nil, errNotNeeded
 	}
 	d = &decodedShard{key: k, done: make(chan struct{}), refs: 1}
 	if h == read {

@@ -258,8 +258,13 @@ func (p *Pipeline) Batches(ctx context.Context, req Request) (*Batches, error) {
 		id := sc.register(req.Start, first, n)
 		defer sc.unregister(id)
 		for k := req.Start; k < p.plan.Steps(); k += int64(req.Workers) {
-			sc.advance(id, k)
 			batch, err := p.assemble(ctx, ep, k, req.Rank, req.World, req.ZeroCopy)
+			if err == nil {
+				// The batch holds what it read: this reader is at its next
+				// step now, not when the queue takes the batch, so that what
+				// no one needs any more is let go at once.
+				sc.advance(id, k+int64(req.Workers))
+			}
 			select {
 			case b.ch <- batchOrErr{batch, err}:
 			case <-ctx.Done():

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 
@@ -277,10 +278,13 @@ func (s *scope) run(ctx context.Context) {
 				d, err := s.p.decoded.acquire(ctx, shardKey{nd.Stream, nd.Shard}, keep)
 				<-sem
 				mu.Lock()
-				if err != nil {
+				switch {
+				case errors.Is(err, errNotNeeded):
+					delete(held, i)
+				case err != nil:
 					s.p.stats.prefetchErrors.Add(1)
 					delete(held, i) // the reader meets the error itself
-				} else {
+				default:
 					s.p.stats.prefetched.Add(1)
 					held[i] = d
 				}

@@ -73,6 +73,11 @@ def dataset(kind: str, scale: float) -> tuple[Path, dict]:
     return path, json.loads((path / "meta.json").read_text())
 
 
+def shuffle_block(batch: int) -> int:
+    """The shuffle's block size for batches of batch rows."""
+    return max(4096, 8 * batch)
+
+
 class Serve:
     """A `shardfeed serve` of a data set's MDS, its cache warmed by one epoch."""
 
@@ -89,7 +94,7 @@ spec:
     source: {{uri: "file://{data}/mds/"}}
   numSplits: 2
   globalBatchSize: {batch}
-  shuffle: {{seed: 1, blockSize: {max(4096, 8 * batch)}}}
+  shuffle: {{seed: 1, blockSize: {shuffle_block(batch)}}}
 {decode}""")
         self.socket = str(work / "feed.sock")
         self.log = open(work / "serve.log", "wb")
@@ -175,7 +180,26 @@ def one_copy(n: int, width: int):
         yield {"tokens": out}
 
 
-def run_limit(n: int, time_box: float | None) -> dict:
+def one_gather(n: int, width: int, block: int):
+    """The machine's limit for a loader that shuffles: as one_copy, but each
+    batch gathers its rows in the order of a block shuffle (rows permuted
+    within blocks of `block`, as the sidecar's plan permutes them), one
+    index_select into the reused buffer. Rows far apart in memory cost more
+    to copy than a slice: every row starts a new stream of cache lines."""
+    data = torch.randint(0, 50000, (n, width), dtype=torch.int32)
+    batch = BATCH["tokens"]
+    g = torch.Generator().manual_seed(1)
+    order = torch.cat([b + torch.randperm(min(block, n - b), generator=g) for b in range(0, n, block)])
+    bufs = [torch.empty(batch, width, dtype=torch.int32) for _ in range(2)]
+    for i in range(n // batch):
+        out = bufs[i % 2]
+        torch.index_select(data, 0, order[i * batch:(i + 1) * batch], out=out)
+        yield {"tokens": out}
+
+
+def run_limit(n: int, time_box: float | None, gather: bool = False) -> dict:
+    if gather:
+        return touch_loop(lambda: one_gather(n, 2048, shuffle_block(BATCH["tokens"])), time_box)
     return touch_loop(lambda: one_copy(n, 2048), time_box)
 
 
@@ -204,6 +228,8 @@ def child(argv: list[str]) -> None:
         t = run_ceiling(int(args[0]), int(args[1]), box)
     elif cmd == "limit":
         t = run_limit(int(args[0]), box)
+    elif cmd == "limit-gather":
+        t = run_limit(int(args[0]), box, gather=True)
     else:
         raise SystemExit(f"unknown --child {cmd}")
     print(json.dumps(t))
@@ -257,6 +283,7 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
                 ("mosaicml-streaming, resumed at 90 %", 0, peer("resume-mosaic", 0)),
                 ("LitData, resumed at 90 %", 0, peer("resume-litdata", 0))]
         out += [(LIMIT, 0, lambda e, b: run_child("limit", n, b)),
+                (LIMIT_GATHER, 0, lambda e, b: run_child("limit-gather", n, b)),
                 ("torch DataLoader alone (tensors in memory)", 2, lambda e, b: run_child("ceiling", n, 2, b))]
     return out
 
@@ -270,6 +297,8 @@ PEER_READERS = (("LitData", "read-litdata"), ("mosaicml-streaming", "read-mosaic
                 ("Ray Data", "read-ray"), ("torch-dataloader-utils", "read-tdu"))
 # The machine's limit: each batch copied once in memory, then the same loop.
 LIMIT = "one copy of each batch + the loop (the limit)"
+# The same for a shuffled epoch: each batch's rows gathered in plan order.
+LIMIT_GATHER = "one gathered copy of each shuffled batch + the loop"
 
 
 def summary(values: list[float]) -> dict:

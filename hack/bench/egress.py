@@ -14,6 +14,9 @@ BenchmarkEgress: 64 MiB in about 64 shards), uploaded to the bucket.
   (gloo), one rank per node, each node in a mount namespace of its own
   (needs root, as the local cluster does); its bytes are the shard files
   each rank downloaded into its local directory.
+- A resume on a new node: one rank's state at 90 % of the epoch restored
+  into a new StreamingDataset whose local directory is empty; the bytes it
+  downloads for the rest of the epoch and the time to its first batch.
 - torch DistributedSampler(shuffle=True) over a map-style dataset that
   fetches, with boto3, the whole shard of every sample its rank gets, and
   keeps every shard it fetched (a per-rank cache of the whole data set: the
@@ -36,6 +39,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES, WIDTH, WORLDS = 8192, 2048, (1, 2, 4, 8, 16)
 PREFIX = "bench-egress/tokens/"
+RESUME_AT = 0.9
 
 
 def log(msg: str) -> None:
@@ -64,9 +68,11 @@ def write_and_upload(work: Path) -> tuple[int, list[dict]]:
     return sum(s["raw_data"]["bytes"] for s in shards), shards
 
 
-def mosaic_rank(world: int, rank: int, local: str) -> None:
+def mosaic_rank(world: int, rank: int, local: str, resume: float = 0.0) -> None:
     """One rank's epoch (run in its own process: mosaicml-streaming's world
-    is per process)."""
+    is per process); with resume, the rest of it from a state at that
+    fraction of the epoch, restored as its docs say (load_state_dict on
+    the new dataset before iterating)."""
     import torch
     from streaming import StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
@@ -77,6 +83,10 @@ def mosaic_rank(world: int, rank: int, local: str) -> None:
     start = time.monotonic()
     ds = StreamingDataset(remote=f"s3://{os.environ['SHARDFEED_S3_BUCKET']}/{PREFIX}", local=local, batch_size=64,
                           shuffle=True, shuffle_seed=1)
+    if resume:
+        state = ds.state_dict(int(resume * SAMPLES) // 64 * 64, from_beginning=True)
+        state["epoch"] = 0  # a fresh dataset's state names epoch -1; the restored one iterates epoch 0
+        ds.load_state_dict(state)
     n, first = 0, None
     for b in torch.utils.data.DataLoader(ds, batch_size=64):
         first = first if first is not None else time.monotonic() - start
@@ -84,7 +94,7 @@ def mosaic_rank(world: int, rank: int, local: str) -> None:
     print(json.dumps({"samples": n, "first": first}))
 
 
-def mosaic_bytes(world: int, work: Path) -> tuple[int, int, float]:
+def mosaic_bytes(world: int, work: Path, resume: float = 0.0) -> tuple[int, int, float]:
     """(bytes the ranks downloaded, samples they read, the slowest rank's
     seconds from its dataset's creation, its local directory empty, to its
     first batch) for one world size.
@@ -96,13 +106,14 @@ def mosaic_bytes(world: int, work: Path) -> tuple[int, int, float]:
     port = free_port()
     procs = []
     for rank in range(world):
-        local = work / f"mosaic-w{world}-r{rank}"
-        tmp = work / f"tmp-w{world}-r{rank}"
+        name = f"w{world}-r{rank}" + (f"-resume{resume}" if resume else "")
+        local = work / f"mosaic-{name}"
+        tmp = work / f"tmp-{name}"
         tmp.mkdir()
         env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "TMPDIR": str(tmp)}
         cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
                'mount -t tmpfs -o size=256m tmpfs /dev/shm && exec "$@"', "sh",
-               sys.executable, __file__, "--mosaic-rank", str(world), str(rank), str(local)]
+               sys.executable, __file__, "--mosaic-rank", str(world), str(rank), str(local), str(resume)]
         procs.append((rank, local, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     fetched = samples = 0
     first = 0.0
@@ -163,7 +174,7 @@ def sampler_bytes(world: int, shards: list[dict]) -> tuple[int, int]:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--mosaic-rank":
-        mosaic_rank(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+        mosaic_rank(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5]))
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "bin" / "bench" / "egress.json"))
@@ -184,6 +195,15 @@ def main() -> None:
                                             "cold_first_batch_s": {"mosaicml-streaming": m_first}}
             log(f"egress: world {world}: mosaicml-streaming {m / total:.3f} ({m_samples} samples), "
                 f"DistributedSampler {d / total:.3f} ({d_samples} samples)")
+        # A one-pod job resumed on a new node: the rest of the epoch from a
+        # state at 90 %, the local directory empty (BenchmarkEgress measures
+        # shardfeed's).
+        m, m_samples, m_first = mosaic_bytes(1, work, RESUME_AT)
+        if not 0 < m_samples <= (1 - RESUME_AT) * SAMPLES + 64:
+            raise SystemExit(f"mosaicml-streaming resumed at {RESUME_AT:.0%} read {m_samples} samples of {SAMPLES}: its state was not restored")
+        result["resume"] = {"at": RESUME_AT, "mosaicml-streaming": {"egress_x": m / total, "samples": m_samples, "first_s": m_first}}
+        log(f"egress: resumed at {RESUME_AT:.0%} on a new node: mosaicml-streaming fetched {m / total:.3f} of the data set "
+            f"for {m_samples} samples, first batch in {m_first:.2f} s")
     result["seconds"] = time.monotonic() - started
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))

@@ -326,7 +326,26 @@ def egress_block(go: GoResults | None, egress: dict | None, img: Path) -> str:
         save(fig, img / "egress.png")
     return table(["world size (pods)", "shardfeed", "shardfeed: requests to the store, all pods", "mosaicml-streaming (over MinIO)",
                   "torch DistributedSampler", "shardfeed: first batch from an empty cache (s)", "mosaicml-streaming: the same (s)"], rows) + \
-        "\n\n![Egress ratio vs world size](img/egress.png)"
+        "\n\n![Egress ratio vs world size](img/egress.png)" + resume_block(go, egress)
+
+
+def resume_block(go: GoResults | None, egress: dict | None) -> str:
+    """A one-pod job resumed on a new node at 90 % of its epoch: shardfeed
+    (BenchmarkEgress) beside mosaicml-streaming (egress.py)."""
+    key = "test/sidecar/BenchmarkEgress/world=1"
+    first = go.stat(key, "shardfeed-cold-resume-first-batch-s") if go else None
+    fetched = go.stat(key, "shardfeed-cold-resume-egress-x") if go else None
+    m = (egress or {}).get("resume", {}).get("mosaicml-streaming")
+    if not (first or m):
+        return ""
+    at = (egress or {}).get("resume", {}).get("at", 0.9)
+    rows = []
+    if first and fetched:
+        rows.append(["shardfeed", first.fmt(".2f"), f"{fetched.median:.3f}"])
+    if m:
+        rows.append(["mosaicml-streaming", f"{m['first_s']:.2f}", f"{m['egress_x']:.3f}"])
+    return (f"\n\nResumed on a new node at {at:.0%} of the epoch (one pod, an empty cache, from MinIO):\n\n" +
+            table(["loader", "first batch of the rest (s)", "bytes fetched for the rest / dataset bytes"], rows))
 
 
 # --- loaders ------------------------------------------------------------------------------------

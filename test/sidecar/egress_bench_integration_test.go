@@ -57,6 +57,11 @@ func BenchmarkEgress(b *testing.B) {
 				b.ReportMetric(float64(fetched)/float64(total), "shardfeed-egress-x")
 				b.ReportMetric(float64(requests), "shardfeed-requests/epoch")
 				b.ReportMetric(first.Seconds(), "shardfeed-cold-first-batch-s")
+				if world == 1 {
+					f, t := podResumes(b, ds, 0.9)
+					b.ReportMetric(t.Seconds(), "shardfeed-cold-resume-first-batch-s")
+					b.ReportMetric(float64(f)/float64(total), "shardfeed-cold-resume-egress-x")
+				}
 			}
 			// DistributedSampler(shuffle=True, drop_last=False): one
 			// permutation, rank r takes positions r, r+W, …
@@ -75,6 +80,58 @@ func BenchmarkEgress(b *testing.B) {
 			b.ReportMetric(float64(naive)/float64(total), "distributedsampler-egress-x")
 		})
 	}
+}
+
+// podResumes is a one-pod job resumed on a new node: it committed at
+// fraction `at` of its epoch, and its sidecar starts again with an empty
+// cache. It returns the bytes the new sidecar downloaded and the time from
+// its start to the first batch of the rest of the epoch.
+func podResumes(b *testing.B, ds dataset, at float64) (bytes int64, first time.Duration) {
+	b.Helper()
+	dir := b.TempDir()
+	sidecar := func(cache string) *server {
+		return startEnv(b, dir, credentialsEnv(b, ds), "sidecar", "-f", ds.manifest, "--socket", filepath.Join(dir, "run", "feed.sock"),
+			"--cache-dir", filepath.Join(dir, cache), "--state", filepath.Join(dir, "state.json"), "--metrics-addr", "",
+			"--rank-mode", "pod", "--pods", "1", "--pod-rank", "0", "--procs-per-pod", "1", "--job", "egress", "--attempt", "a1")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	old := sidecar("cache-old")
+	st, err := old.client.Batches(ctx, shardfeed.Request{Rank: 0, World: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	step := int64(at * float64(st.Steps))
+	_ = st.Close()
+	if _, err := old.client.Commit(ctx, 0, step, false); err != nil {
+		b.Fatal(err)
+	}
+	old.kill()
+
+	start := time.Now()
+	srv := sidecar("cache-new")
+	defer srv.kill()
+	got, err := readAll(ctx, srv.client, shardfeed.Request{Rank: 0, World: 1}, func(batch) bool {
+		if first == 0 {
+			first = time.Since(start)
+		}
+		return true
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(got) == 0 || got[0].step != step {
+		b.Fatalf("the resumed sidecar served %d batches from step %v, want from the committed step %d", len(got), got, step)
+	}
+	var status struct {
+		Pipeline struct {
+			Cache struct{ FetchedBytes int64 } `json:"cache"`
+		} `json:"pipeline"`
+	}
+	if err := srv.client.Status(ctx, &status); err != nil {
+		b.Fatal(err)
+	}
+	return status.Pipeline.Cache.FetchedBytes, first
 }
 
 // podFetches runs pod `pod` of a job of `pods` one-rank pods, reads its

@@ -17,6 +17,9 @@ BenchmarkEgress: 64 MiB in about 64 shards), uploaded to the bucket.
 - A resume on a new node: one rank's state at 90 % of the epoch restored
   into a new StreamingDataset whose local directory is empty; the bytes it
   downloads for the rest of the epoch and the time to its first batch.
+- LitData, at one rank: the same samples written by litdata.optimize in
+  chunks of 1 MB; its first batch from an empty cache directory, and a
+  resume at 90 % (its StreamingDataLoader's state_dict) on a new node.
 - torch DistributedSampler(shuffle=True) over a map-style dataset that
   fetches, with boto3, the whole shard of every sample its rank gets, and
   keeps every shard it fetched (a per-rank cache of the whole data set: the
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLES, WIDTH, WORLDS = 8192, 2048, (1, 2, 4, 8, 16)
 PREFIX = "bench-egress/tokens/"
 RESUME_AT = 0.9
+LITDATA_PREFIX = "bench-egress/litdata/"
 
 
 def log(msg: str) -> None:
@@ -129,6 +134,81 @@ def mosaic_bytes(world: int, work: Path, resume: float = 0.0) -> tuple[int, int,
     return fetched, samples, first
 
 
+def litdata_sample(i: int) -> dict:
+    """Sample i of the data set, for litdata.optimize (the same shape as
+    the MDS one: an id and 2048 int32 tokens)."""
+    rng = np.random.default_rng(i)
+    return {"id": i, "tokens": rng.integers(0, 50000, WIDTH, dtype=np.int32)}
+
+
+def write_litdata(work: Path) -> int:
+    """Writes the data set with litdata.optimize in chunks of 1 MB (as the
+    MDS shards), uploads it; the chunks' bytes."""
+    import litdata
+
+    out = work / "litdata"
+    litdata.optimize(fn=litdata_sample, inputs=list(range(SAMPLES)), output_dir=str(out), chunk_bytes="1MB", num_workers=1)
+    client, bucket = s3(), os.environ["SHARDFEED_S3_BUCKET"]
+    for f in sorted(out.iterdir()):
+        client.upload_file(str(f), bucket, LITDATA_PREFIX + f.name)
+    return sum(f.stat().st_size for f in out.iterdir() if f.name.startswith("chunk"))
+
+
+def litdata_run(mode: str, cache: str, state_file: str) -> None:
+    """One LitData reader from MinIO, in its own process (its download
+    threads end with it), as its docs show: a StreamingDataset on the s3://
+    prefix with a cache directory, in a StreamingDataLoader. mode: "cold"
+    reads the epoch from an empty cache; "probe" reads 90 % of it and saves
+    the loader's state_dict; "resume" restores that state and reads the
+    rest. Prints {first, samples, fetched} as JSON."""
+    import litdata
+    import litdata.streaming.downloader
+
+    # LitData fetches chunks with obstore, which it builds without
+    # allow_http: it refuses MinIO's plain-HTTP endpoint (BadScheme). Its
+    # boto3 path, which it uses for the index, fetches them instead.
+    litdata.streaming.downloader._OBSTORE_AVAILABLE = False
+    opts = {"endpoint_url": os.environ["SHARDFEED_S3_ENDPOINT"]}
+    start = time.monotonic()
+    ds = litdata.StreamingDataset(f"s3://{os.environ['SHARDFEED_S3_BUCKET']}/{LITDATA_PREFIX}", cache_dir=cache, storage_options=opts,
+                                  shuffle=True, seed=1)
+    loader = litdata.StreamingDataLoader(ds, batch_size=64)
+    stop = int(RESUME_AT * SAMPLES) // 64 if mode == "probe" else None
+    if mode == "resume":
+        loader.load_state_dict(json.loads(Path(state_file).read_text()))
+    n, first = 0, None
+    for i, b in enumerate(loader):
+        first = first if first is not None else time.monotonic() - start
+        n += len(b["id"])
+        if stop and i + 1 == stop:
+            Path(state_file).write_text(json.dumps(loader.state_dict()))
+            break
+    fetched = sum(f.stat().st_size for f in Path(cache).rglob("chunk-*.bin"))
+    print(json.dumps({"samples": n, "first": first, "fetched": fetched}))
+
+
+def litdata_cold_and_resume(work: Path) -> dict:
+    """LitData's cold start and its resume at 90 % on a new node (the same
+    cache directory, emptied: its state names the directory)."""
+    total = write_litdata(work)
+
+    def run(mode: str, cache: Path, state: Path) -> dict:
+        out = subprocess.run([sys.executable, __file__, "--litdata", mode, str(cache), str(state)], capture_output=True, text=True, timeout=600)
+        if out.returncode:
+            raise SystemExit(f"LitData ({mode}) failed:\n{out.stderr[-3000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    cold = run("cold", work / "litdata-cold", work / "unused")
+    state = work / "litdata-state.json"
+    run("probe", work / "litdata-node", state)
+    shutil.rmtree(work / "litdata-node")
+    resumed = run("resume", work / "litdata-node", state)
+    if not 0 < resumed["samples"] <= (1 - RESUME_AT) * SAMPLES + 64:
+        raise SystemExit(f"LitData resumed at {RESUME_AT:.0%} read {resumed['samples']} samples of {SAMPLES}: its state was not restored")
+    return {"cold": {"first_s": cold["first"], "egress_x": cold["fetched"] / total, "samples": cold["samples"]},
+            "resume": {"first_s": resumed["first"], "egress_x": resumed["fetched"] / total, "samples": resumed["samples"]}}
+
+
 def free_port() -> int:
     import socket
 
@@ -173,6 +253,9 @@ def sampler_bytes(world: int, shards: list[dict]) -> tuple[int, int]:
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--litdata":
+        litdata_run(sys.argv[2], sys.argv[3], sys.argv[4])
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "--mosaic-rank":
         mosaic_rank(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5]))
         return
@@ -202,6 +285,12 @@ def main() -> None:
         if not 0 < m_samples <= (1 - RESUME_AT) * SAMPLES + 64:
             raise SystemExit(f"mosaicml-streaming resumed at {RESUME_AT:.0%} read {m_samples} samples of {SAMPLES}: its state was not restored")
         result["resume"] = {"at": RESUME_AT, "mosaicml-streaming": {"egress_x": m / total, "samples": m_samples, "first_s": m_first}}
+        lit = litdata_cold_and_resume(work)
+        result["cold"] = {"LitData": lit["cold"]}
+        result["resume"]["LitData"] = lit["resume"]
+        log(f"egress: LitData from MinIO: first batch in {lit['cold']['first_s']:.2f} s from an empty cache; resumed at "
+            f"{RESUME_AT:.0%} on a new node, it fetched {lit['resume']['egress_x']:.3f} of the data set, first batch in "
+            f"{lit['resume']['first_s']:.2f} s")
         log(f"egress: resumed at {RESUME_AT:.0%} on a new node: mosaicml-streaming fetched {m / total:.3f} of the data set "
             f"for {m_samples} samples, first batch in {m_first:.2f} s")
     result["seconds"] = time.monotonic() - started

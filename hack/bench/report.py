@@ -330,22 +330,36 @@ def egress_block(go: GoResults | None, egress: dict | None, img: Path) -> str:
 
 
 def resume_block(go: GoResults | None, egress: dict | None) -> str:
-    """A one-pod job resumed on a new node at 90 % of its epoch: shardfeed
-    (BenchmarkEgress) beside mosaicml-streaming (egress.py)."""
+    """One pod from MinIO with an empty cache: its cold start, and a resume
+    on a new node at 90 % of its epoch; shardfeed (BenchmarkEgress) beside
+    mosaicml-streaming and LitData (egress.py)."""
     key = "test/sidecar/BenchmarkEgress/world=1"
-    first = go.stat(key, "shardfeed-cold-resume-first-batch-s") if go else None
-    fetched = go.stat(key, "shardfeed-cold-resume-egress-x") if go else None
-    m = (egress or {}).get("resume", {}).get("mosaicml-streaming")
-    if not (first or m):
-        return ""
-    at = (egress or {}).get("resume", {}).get("at", 0.9)
+    e = egress or {}
+    at = e.get("resume", {}).get("at", 0.9)
+
+    def go_stat(metric: str) -> Stat | None:
+        return go.stat(key, metric) if go else None
+
     rows = []
-    if first and fetched:
-        rows.append(["shardfeed", first.fmt(".2f"), f"{fetched.median:.3f}"])
-    if m:
-        rows.append(["mosaicml-streaming", f"{m['first_s']:.2f}", f"{m['egress_x']:.3f}"])
-    return (f"\n\nResumed on a new node at {at:.0%} of the epoch (one pod, an empty cache, from MinIO):\n\n" +
-            table(["loader", "first batch of the rest (s)", "bytes fetched for the rest / dataset bytes"], rows))
+    for name, prefix in (("shardfeed, shuffle blocks of 1024 samples (8 shards)", "shardfeed-"),
+                         ("shardfeed, shuffle blocks of 128 samples (about 1 shard)", "shardfeed-block128-")):
+        cold = go_stat("shardfeed-cold-first-batch-s") if prefix == "shardfeed-" else None
+        first, fetched = go_stat(prefix + "cold-resume-first-batch-s"), go_stat(prefix + "cold-resume-egress-x")
+        if first and fetched:
+            rows.append([name, cold.fmt(".2f") if cold else "–", first.fmt(".2f"), f"{fetched.median:.3f}"])
+    for name in ("mosaicml-streaming", "LitData"):
+        cold = e.get("worlds", {}).get("1", {}).get("cold_first_batch_s", {}).get(name)
+        cold = cold if cold is not None else e.get("cold", {}).get(name, {}).get("first_s")
+        r = e.get("resume", {}).get(name)
+        if r or cold is not None:
+            rows.append([name, f"{cold:.2f}" if cold is not None else "–", f"{r['first_s']:.2f}" if r else "–",
+                         f"{r['egress_x']:.3f}" if r else "–"])
+    if not rows:
+        return ""
+    return (f"\n\nOne pod from MinIO, its cache empty: the first batch of an epoch, and the rest of an epoch resumed at {at:.0%} "
+            "on a new node:\n\n" +
+            table(["loader", "first batch from an empty cache (s)", f"first batch after a resume at {at:.0%} (s)",
+                   "bytes fetched for the rest / dataset bytes"], rows))
 
 
 # --- loaders ------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/testdata"
 )
 
 // BenchmarkEgress measures what a job's pods fetch from MinIO in one epoch
@@ -61,6 +63,11 @@ func BenchmarkEgress(b *testing.B) {
 					f, t := podResumes(b, ds, 0.9)
 					b.ReportMetric(t.Seconds(), "shardfeed-cold-resume-first-batch-s")
 					b.ReportMetric(float64(f)/float64(total), "shardfeed-cold-resume-egress-x")
+					// What the rest of an epoch reads depends on the shuffle's
+					// blocks: with blocks of about one shard, a tenth of it.
+					f, t = podResumes(b, reshuffled(b, ds, "  numSplits: 16\n  globalBatchSize: 64\n  shuffle: {seed: 1, blockSize: 128}\n"), 0.9)
+					b.ReportMetric(t.Seconds(), "shardfeed-block128-cold-resume-first-batch-s")
+					b.ReportMetric(float64(f)/float64(total), "shardfeed-block128-cold-resume-egress-x")
 				}
 			}
 			// DistributedSampler(shuffle=True, drop_last=False): one
@@ -80,6 +87,17 @@ func BenchmarkEgress(b *testing.B) {
 			b.ReportMetric(float64(naive)/float64(total), "distributedsampler-egress-x")
 		})
 	}
+}
+
+// reshuffled is ds (its data in MinIO) under another plan spec.
+func reshuffled(b *testing.B, ds dataset, spec string) dataset {
+	b.Helper()
+	streams := []testdata.Stream{{Name: "t", Format: "mds", URI: "s3://" + ds.bucket + "/t/", Endpoint: minioServer.URL()}}
+	ds.manifest = filepath.Join(b.TempDir(), "dataset.yaml")
+	if err := os.WriteFile(ds.manifest, []byte(testdata.Manifest("feed", streams, spec)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return ds
 }
 
 // podResumes is a one-pod job resumed on a new node: it committed at

@@ -421,8 +421,10 @@ func (c *Cache) download(ctx context.Context, e *entry, want checksum.Sum) (err 
 		}
 		size = obj.Size
 	}
-	if err := c.reserve(ctx, e, size); err != nil {
-		return err
+	if !e.reserved { // a coalesced read that gave up may have reserved it
+		if err := c.reserve(ctx, e, size); err != nil {
+			return err
+		}
 	}
 	dst := c.path(e.shard)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {

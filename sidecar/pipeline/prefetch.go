@@ -1,12 +1,15 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/cache"
 )
 
 // scopeKey names the splits of one epoch that one prefetcher covers: a
@@ -141,6 +144,102 @@ func (s *scope) toRead(k shardKey) bool {
 	return last >= s.low
 }
 
+// maxGroup bounds the needs one prefetch fetches together; the read-ahead
+// looks for their neighbours among the aheadScan needs that follow.
+const (
+	maxGroup  = 16
+	aheadScan = 4 * maxGroup
+)
+
+// readAhead returns the parts of the needs among the aheadScan from next
+// that continue the group's ranges in their object, up to maxGroup needs in
+// all; none if the cache lacks room for them.
+func (s *scope) readAhead(group []int, next int) []cache.Shard {
+	first := s.needs[group[0]]
+	ps := s.p.opts.Streams[first.Stream]
+	lo, hi, ok := rangeOf(ps.Parts(first.Shard))
+	if !ok {
+		return nil
+	}
+	key := ps.Parts(first.Shard)[0].Key
+	for _, i := range group[1:] {
+		if l, h, ok := rangeOf(ps.Parts(s.needs[i].Shard)); ok {
+			lo, hi = min(lo, l), max(hi, h)
+		}
+	}
+	type cand struct {
+		lo, hi int64
+		i      int
+	}
+	var cands []cand
+	for j := next; j < min(len(s.needs), next+aheadScan); j++ {
+		nd := s.needs[j]
+		if nd.Stream != first.Stream || s.p.decoded.has(shardKey{nd.Stream, nd.Shard}) {
+			continue
+		}
+		parts := ps.Parts(nd.Shard)
+		if l, h, ok := rangeOf(parts); ok && parts[0].Key == key {
+			cands = append(cands, cand{l, h, j})
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.lo, b.lo) })
+	var take []int
+	var bytes int64
+	for grew := true; grew && len(group)+len(take) < maxGroup; {
+		grew = false
+		for k, c := range cands {
+			if c.i < 0 || len(group)+len(take) >= maxGroup {
+				continue
+			}
+			if c.lo >= hi && c.lo-hi <= cache.CoalesceGap || c.hi <= lo && lo-c.hi <= cache.CoalesceGap {
+				lo, hi = min(lo, c.lo), max(hi, c.hi)
+				take = append(take, c.i)
+				bytes += s.needs[c.i].Bytes
+				cands[k].i = -1
+				grew = true
+			}
+		}
+	}
+	if len(take) == 0 || !s.p.opts.Cache.Fits(bytes) {
+		return nil
+	}
+	var out []cache.Shard
+	for _, j := range take {
+		out = append(out, ps.Parts(s.needs[j].Shard)...)
+	}
+	return out
+}
+
+// rangeOf returns the bytes of an object a shard's first part spans: its
+// range, if it is one of known size.
+func rangeOf(parts []cache.Shard) (lo, hi int64, ok bool) {
+	if len(parts) == 0 || !parts[0].Range || parts[0].Size < 0 {
+		return 0, 0, false
+	}
+	return parts[0].Offset, parts[0].Offset + parts[0].Size, true
+}
+
+// neighbours reports whether the shards of a and b are ranges of one
+// object next to each other (either way round), which one GET can bring.
+func (p *Pipeline) neighbours(a, b planner.ShardNeed) bool {
+	if a.Stream != b.Stream {
+		return false
+	}
+	pa, pb := p.opts.Streams[a.Stream].Parts(a.Shard), p.opts.Streams[b.Stream].Parts(b.Shard)
+	if len(pa) == 0 || len(pb) == 0 {
+		return false
+	}
+	x, y := pa[0], pb[0]
+	if !x.Range || !y.Range || x.Key != y.Key || x.Size < 0 || y.Size < 0 {
+		return false
+	}
+	if y.Offset < x.Offset {
+		x, y = y, x
+	}
+	gap := y.Offset - (x.Offset + x.Size)
+	return gap >= 0 && gap <= cache.CoalesceGap
+}
+
 func (s *scope) stop() {
 	s.cancel()
 	<-s.done
@@ -267,28 +366,66 @@ func (s *scope) run(ctx context.Context) {
 			if nd.FirstStep > front {
 				ahead++
 			}
-			i := next
+			group := []int{next}
 			next++
+			// The needs next in line that are neighbouring ranges of one
+			// object (Parquet row groups) are fetched with one GET.
+			for len(group) < maxGroup && next < len(s.needs) {
+				nx := s.needs[next]
+				if nx.LastStep < front || nx.FirstStep > front && (ahead >= s.p.opts.PrefetchShards || !room) ||
+					!s.p.neighbours(s.needs[group[len(group)-1]], nx) {
+					break
+				}
+				if nx.FirstStep > front {
+					ahead++
+				}
+				group = append(group, next)
+				next++
+			}
+			// Their neighbours among the needs further on come in the same
+			// GET, into the cache only (not decoded: the window bounds
+			// memory), while the cache has room for them without evicting.
+			parts := s.readAhead(group, next)
 			mu.Lock()
-			held[i] = nil
+			for _, i := range group {
+				held[i] = nil
+			}
 			mu.Unlock()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				d, err := s.p.decoded.acquire(ctx, shardKey{nd.Stream, nd.Shard}, keep)
-				<-sem
-				mu.Lock()
-				switch {
-				case errors.Is(err, errNotNeeded):
-					delete(held, i)
-				case err != nil:
-					s.p.stats.prefetchErrors.Add(1)
-					delete(held, i) // the reader meets the error itself
-				default:
-					s.p.stats.prefetched.Add(1)
-					held[i] = d
+				defer func() { <-sem }()
+				if len(group) > 1 || len(parts) > 0 {
+					for _, i := range group {
+						// A shard in memory may have left the cache (moved
+						// to the heap), and the readers may have passed one:
+						// neither is fetched again.
+						if nd := s.needs[i]; !s.p.decoded.has(shardKey{nd.Stream, nd.Shard}) && s.p.needed(shardKey{nd.Stream, nd.Shard}) {
+							parts = append(parts, s.p.opts.Streams[nd.Stream].Parts(nd.Shard)...)
+						}
+					}
+					// An error is each need's to meet below, on its own.
+					parts, _ = s.p.opts.Cache.AcquireRun(ctx, parts)
 				}
-				mu.Unlock()
+				for _, i := range group {
+					nd := s.needs[i]
+					d, err := s.p.decoded.acquire(ctx, shardKey{nd.Stream, nd.Shard}, keep)
+					mu.Lock()
+					switch {
+					case errors.Is(err, errNotNeeded):
+						delete(held, i)
+					case err != nil:
+						s.p.stats.prefetchErrors.Add(1)
+						delete(held, i) // the reader meets the error itself
+					default:
+						s.p.stats.prefetched.Add(1)
+						held[i] = d
+					}
+					mu.Unlock()
+				}
+				for _, part := range parts {
+					s.p.opts.Cache.Release(part)
+				}
 				select {
 				case done <- struct{}{}:
 				default:

@@ -245,12 +245,17 @@ def run_child(*args) -> dict:
 
 def run_peer(cmd: str, data: Path, workers: int, batch: int, epoch: int, box: float) -> dict:
     """One peer measurement in the oracle venv; a failed start (Ray's, now
-    and then) is tried once more, and a second failure shows its error."""
+    and then) is tried once more, and a second failure shows its error. A
+    peer that printed its result and then failed in its teardown (Ray's,
+    now and then) has its result."""
     argv = [str(ORACLE), str(HERE / "peers.py"), cmd, str(data), str(workers), str(batch), str(epoch), str(box)]
     for attempt in (1, 2):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
-        if done.returncode == 0:
-            return json.loads(done.stdout.strip().splitlines()[-1])
+        out = done.stdout.strip().splitlines()
+        if done.returncode == 0 or out and out[-1].startswith("{"):
+            if done.returncode:
+                log(f"{cmd} exited {done.returncode} after printing its result (in its teardown): the result stands")
+            return json.loads(out[-1])
         tail = "\n".join(done.stderr.strip().splitlines()[-8:])
         log(f"{cmd} failed (attempt {attempt}, exit {done.returncode}):\n{tail}")
     raise SystemExit(f"{cmd} on {data} failed twice; its error is above")

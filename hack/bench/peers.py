@@ -214,7 +214,12 @@ def read_ray(path, workers, batch, epoch, time_box):
             return split.iter_torch_batches(batch_size=batch, local_shuffle_buffer_size=4 * batch, local_shuffle_seed=epoch + 1,
                                             collate_fn=_ray_collate())
 
-        return touch_loop(make, time_box)
+        t = touch_loop(make, time_box)
+        # Ray's teardown now and then ends the process from a thread of its
+        # own ("the core worker has already been shutdown"): the result
+        # goes out first.
+        print(json.dumps(t), flush=True)
+        return t
     finally:
         ray.shutdown()
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"hash"
 	"io"
 	"os"
@@ -140,6 +141,10 @@ func (c *Cache) fetchRun(ctx context.Context, entries []*entry, wants []checksum
 			return // download reserves, or fails, each on its own
 		}
 	}
+	// One request: as bounded in time as each of download's.
+	ctx, cancel := context.WithTimeoutCause(ctx, c.opts.Retry.WithDefaults().RequestTimeout,
+		fmt.Errorf("%w: a coalesced read got no complete answer within the per-request timeout", context.DeadlineExceeded))
+	defer cancel()
 	first, last := entries[0].shard, entries[len(entries)-1].shard
 	body, err := c.stores[first.Stream].Get(ctx, first.Key, first.Offset, last.Offset+last.Size-first.Offset)
 	if err != nil {

@@ -20,9 +20,10 @@ import (
 // other in the object come in one ranged GET instead, each still its own
 // cached file, checked against its own size and hash.
 
-// CoalesceGap is the most bytes between two ranges that one GET still
-// spans (and discards): less than a request costs in time.
-const CoalesceGap = 64 << 10
+// CoalesceGap is the bytes between two ranges one GET brings: none. Bytes
+// read through would be egress beyond the plan's bound (another pod's row
+// group may lie between two of this one's).
+const CoalesceGap = 0
 
 // Fits reports whether n more bytes fit the cache without evicting.
 func (c *Cache) Fits(n int64) bool {
@@ -33,7 +34,7 @@ func (c *Cache) Fits(n int64) bool {
 
 // AcquireRun holds the shards as Acquire does, fetching with one ranged GET
 // each run of them that are ranges of one object, not yet cached, and
-// follow each other in it (within CoalesceGap, up to PartBytes a GET). A
+// follow each other directly in it (up to PartBytes a GET). A
 // shard another caller is fetching is left to it. It returns the shards it
 // holds, to Release, and the first error; a shard that failed is not held.
 func (c *Cache) AcquireRun(ctx context.Context, shards []Shard) ([]Shard, error) {
@@ -78,10 +79,10 @@ func (c *Cache) AcquireRun(ctx context.Context, shards []Shard) ([]Shard, error)
 		for n < len(fetch) {
 			prev, next := fetch[n-1].e.shard, fetch[n].e.shard
 			gap := next.Offset - (prev.Offset + prev.Size)
-			if next.Stream != prev.Stream || next.Key != prev.Key || gap < 0 || gap > CoalesceGap || bytes+gap+next.Size > c.opts.PartBytes {
+			if next.Stream != prev.Stream || next.Key != prev.Key || gap != CoalesceGap || bytes+next.Size > c.opts.PartBytes {
 				break
 			}
-			bytes += gap + next.Size
+			bytes += next.Size
 			n++
 		}
 		run := fetch[:n]
@@ -153,12 +154,8 @@ func (c *Cache) fetchRun(ctx context.Context, entries []*entry, wants []checksum
 	defer func() { _ = body.Close() }()
 	at := first.Offset
 	for i, e := range entries {
-		if gap := e.shard.Offset - at; gap > 0 {
-			n, err := io.CopyN(io.Discard, body, gap)
-			c.fetched(n)
-			if err != nil {
-				return
-			}
+		if e.shard.Offset != at {
+			return // AcquireRun makes runs of ranges that follow each other
 		}
 		at = e.shard.Offset + e.shard.Size
 		ok, err := c.installFrom(body, e, wants[i])

@@ -191,7 +191,7 @@ func (s *scope) readAhead(group []int, next int) []cache.Shard {
 			if c.i < 0 || len(group)+len(take) >= maxGroup {
 				continue
 			}
-			if c.lo >= hi && c.lo-hi <= cache.CoalesceGap || c.hi <= lo && lo-c.hi <= cache.CoalesceGap {
+			if c.lo-hi == cache.CoalesceGap || lo-c.hi == cache.CoalesceGap {
 				lo, hi = min(lo, c.lo), max(hi, c.hi)
 				take = append(take, c.i)
 				bytes += s.needs[c.i].Bytes
@@ -237,7 +237,7 @@ func (p *Pipeline) neighbours(a, b planner.ShardNeed) bool {
 		x, y = y, x
 	}
 	gap := y.Offset - (x.Offset + x.Size)
-	return gap >= 0 && gap <= cache.CoalesceGap
+	return gap == cache.CoalesceGap
 }
 
 func (s *scope) stop() {

@@ -559,12 +559,12 @@ func TestNeighbouringRowGroupsComeInOneRequest(t *testing.T) {
 		maxGets int64
 	}{
 		// 40 row groups, 20 to a file, read in order: a GET for a run of up
-		// to 16 (a reader asking first fetches its own: about 10 in all).
-		{"in order", "{enabled: false}", 10},
+		// to 16; a reader that asks first fetches its own (10-17 GETs in
+		// all, more on a loaded machine: the bound is half of 40).
+		{"in order", "{enabled: false}", 20},
 		// With shuffle the plan orders shards at random before it cuts
 		// splits and blocks: row groups next to each other in a file are
-		// needed together only by chance (this seed: about a third fewer
-		// GETs than row groups).
+		// needed together only by chance (this seed: 12-23 GETs).
 		{"shuffled", "{blockSize: 200, seed: 3}", 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

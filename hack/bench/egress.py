@@ -147,7 +147,14 @@ def write_litdata(work: Path) -> int:
     import litdata
 
     out = work / "litdata"
-    litdata.optimize(fn=litdata_sample, inputs=list(range(SAMPLES)), output_dir=str(out), chunk_bytes="1MB", num_workers=1)
+    # optimize leaves its work lists (litdata-node-*-items-*.pkl) in the
+    # temporary directory: this run's, not the machine's.
+    saved = tempfile.tempdir
+    tempfile.tempdir = str(work)
+    try:
+        litdata.optimize(fn=litdata_sample, inputs=list(range(SAMPLES)), output_dir=str(out), chunk_bytes="1MB", num_workers=1)
+    finally:
+        tempfile.tempdir = saved
     client, bucket = s3(), os.environ["SHARDFEED_S3_BUCKET"]
     for f in sorted(out.iterdir()):
         client.upload_file(str(f), bucket, LITDATA_PREFIX + f.name)

@@ -18,12 +18,9 @@ import (
 // file, runs of text records) cost a request each; a store bills and
 // throttles requests. Ranges a reader is about to need that follow each
 // other in the object come in one ranged GET instead, each still its own
-// cached file, checked against its own size and hash.
-
-// CoalesceGap is the bytes between two ranges one GET brings: none. Bytes
-// read through would be egress beyond the plan's bound (another pod's row
-// group may lie between two of this one's).
-const CoalesceGap = 0
+// cached file, checked against its own size and hash. Only ranges with no
+// byte between them: bytes read through would be egress beyond the plan's
+// bound (another pod's row group may lie between two of this one's).
 
 // Fits reports whether n more bytes fit the cache without evicting.
 func (c *Cache) Fits(n int64) bool {
@@ -78,8 +75,7 @@ func (c *Cache) AcquireRun(ctx context.Context, shards []Shard) ([]Shard, error)
 		n, bytes := 1, fetch[0].e.shard.Size
 		for n < len(fetch) {
 			prev, next := fetch[n-1].e.shard, fetch[n].e.shard
-			gap := next.Offset - (prev.Offset + prev.Size)
-			if next.Stream != prev.Stream || next.Key != prev.Key || gap != CoalesceGap || bytes+next.Size > c.opts.PartBytes {
+			if next.Stream != prev.Stream || next.Key != prev.Key || next.Offset != prev.Offset+prev.Size || bytes+next.Size > c.opts.PartBytes {
 				break
 			}
 			bytes += next.Size

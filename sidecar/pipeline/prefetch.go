@@ -157,11 +157,12 @@ const (
 func (s *scope) readAhead(group []int, next int) []cache.Shard {
 	first := s.needs[group[0]]
 	ps := s.p.opts.Streams[first.Stream]
-	lo, hi, ok := rangeOf(ps.Parts(first.Shard))
+	fp := ps.Parts(first.Shard)
+	lo, hi, ok := rangeOf(fp)
 	if !ok {
 		return nil
 	}
-	key := ps.Parts(first.Shard)[0].Key
+	key := fp[0].Key
 	for _, i := range group[1:] {
 		if l, h, ok := rangeOf(ps.Parts(s.needs[i].Shard)); ok {
 			lo, hi = min(lo, l), max(hi, h)
@@ -191,7 +192,7 @@ func (s *scope) readAhead(group []int, next int) []cache.Shard {
 			if c.i < 0 || len(group)+len(take) >= maxGroup {
 				continue
 			}
-			if c.lo-hi == cache.CoalesceGap || lo-c.hi == cache.CoalesceGap {
+			if c.lo == hi || c.hi == lo {
 				lo, hi = min(lo, c.lo), max(hi, c.hi)
 				take = append(take, c.i)
 				bytes += s.needs[c.i].Bytes
@@ -226,18 +227,9 @@ func (p *Pipeline) neighbours(a, b planner.ShardNeed) bool {
 		return false
 	}
 	pa, pb := p.opts.Streams[a.Stream].Parts(a.Shard), p.opts.Streams[b.Stream].Parts(b.Shard)
-	if len(pa) == 0 || len(pb) == 0 {
-		return false
-	}
-	x, y := pa[0], pb[0]
-	if !x.Range || !y.Range || x.Key != y.Key || x.Size < 0 || y.Size < 0 {
-		return false
-	}
-	if y.Offset < x.Offset {
-		x, y = y, x
-	}
-	gap := y.Offset - (x.Offset + x.Size)
-	return gap == cache.CoalesceGap
+	la, ha, oka := rangeOf(pa)
+	lb, hb, okb := rangeOf(pb)
+	return oka && okb && pa[0].Key == pb[0].Key && (lb == ha || hb == la)
 }
 
 func (s *scope) stop() {

@@ -81,9 +81,32 @@ func (r *TrainingDatasetReconciler) setTotals(ds *datav1alpha1.TrainingDataset, 
 	}
 }
 
-// minCachePods are the pod counts whose minimum cache the plan ConfigMap
-// records: every divisor of numSplits up to this bound.
-const minCachePods = 256
+// The pod counts whose minimum cache the plan ConfigMap records, so that
+// the webhook checks spec.sidecar.cacheLimit for a job of that size: every
+// divisor of numSplits up to smallJobPods, and the larger ones while they
+// are at most minCachePodCounts in all. Each costs a pass over the plan, as
+// the plan's own build does. A job's numSplits is its ranks times a few,
+// whose divisors are a dozen or two: each gets its check. Only a numSplits
+// of more divisors leaves its largest pod counts unchecked; the webhook
+// then says nothing rather than guess.
+const (
+	smallJobPods      = 256
+	minCachePodCounts = 32
+)
+
+// minCachePods are those pod counts, in increasing order.
+func minCachePods(splits int) []int {
+	var divisors []int
+	for d := 1; d*d <= splits; d++ {
+		if splits%d == 0 {
+			divisors = append(divisors, d, splits/d)
+		}
+	}
+	slices.Sort(divisors)
+	divisors = slices.Compact(divisors)
+	small, _ := slices.BinarySearch(divisors, smallJobPods+1)
+	return divisors[:max(small, min(len(divisors), minCachePodCounts))]
+}
 
 // applyPlan server-side-applies <name>-plan, owned by the dataset: the
 // parameters, the fingerprint and per-stream digests (never the indexes:
@@ -96,10 +119,7 @@ func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alp
 	}
 	var err error
 	prefetch := planspec.Prefetch(&ds.Spec)
-	for pods := 1; pods <= min(pl.NumSplits(), minCachePods); pods++ {
-		if pl.NumSplits()%pods != 0 {
-			continue
-		}
+	for _, pods := range minCachePods(pl.NumSplits()) {
 		if p.MinCacheBytes[pods], err = pl.MinCacheBytes(pods, prefetch); err != nil {
 			return err
 		}

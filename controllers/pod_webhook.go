@@ -33,8 +33,13 @@ const PodWebhookPath = "/mutate-v1-pod"
 // PodInjector is the mutating webhook that adds the sidecar to the pods
 // labelled shardfeed.io/dataset (the rules are internal/inject's).
 type PodInjector struct {
-	// Reader reads datasets, their plan ConfigMaps and the pods' owners
-	// (the manager's API reader: a dataset may be seconds old).
+	// Cache, if set, is read first: the manager's cache of the datasets
+	// and of the ConfigMaps shardfeed writes. A job's pods then cost one
+	// API request each (their owner's GET) after the first.
+	Cache client.Reader
+	// Reader reads the pods' owners (never cached: the manager does not
+	// watch the cluster's Jobs and StatefulSets) and what the cache does
+	// not hold yet (a dataset seconds old): the manager's API reader.
 	Reader client.Reader
 	// ConfigMaps creates and updates each job's state ConfigMap (the
 	// attempt's generation), compare-and-swap on its resourceVersion.
@@ -79,29 +84,26 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Allowed("the operator's namespace is never injected")
 	}
 	ns := req.Namespace
-	var ds datav1alpha1.TrainingDataset
-	if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ds); err != nil {
-		if apierrors.IsNotFound(err) {
-			return admission.Denied(fmt.Sprintf("the pod's label shardfeed.io/dataset names TrainingDataset %q, which does not exist in namespace %q: create it, or fix the label", name, ns))
-		}
+	ds, plan, err := p.datasetAndPlan(ctx, ns, name)
+	if apierrors.IsNotFound(err) {
+		return admission.Denied(fmt.Sprintf("the pod's label shardfeed.io/dataset names TrainingDataset %q, which does not exist in namespace %q: create it, or fix the label", name, ns))
+	}
+	var notYours *notOwnedError
+	if errors.As(err, &notYours) {
+		return admission.Denied(err.Error())
+	}
+	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	owner, err := p.owner(ctx, ns, &pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	in := inject.Input{Pod: &pod, Dataset: &ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources}
-	var plan corev1.ConfigMap
-	switch err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.PlanName(name)}, &plan); {
-	case err == nil:
-		if err := ownedBy(&plan, &ds); err != nil {
-			return admission.Denied(err.Error())
-		}
+	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources}
+	if plan != nil {
 		if pl, err := configmaps.PlanFromData(plan.Data); err == nil {
 			in.MinCacheBytes, in.MaxShardBytes = pl.MinCacheBytes, pl.MaxShardBytes()
 		}
-	case !apierrors.IsNotFound(err):
-		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	// A first pass decides the image the job would start with.
 	mutated, err := inject.Inject(in)
@@ -113,7 +115,7 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	job, attempt := inject.JobName(&pod, owner), inject.Attempt(&pod, owner)
-	state, err := p.admit(ctx, &ds, job, attempt, sidecarImage(mutated), req.DryRun != nil && *req.DryRun)
+	state, err := p.admit(ctx, ds, job, attempt, sidecarImage(mutated), req.DryRun != nil && *req.DryRun)
 	var notOwned *progress.NotOwnedError
 	if errors.Is(err, progress.ErrRefused) || errors.As(err, &notOwned) {
 		return admission.Denied(err.Error())
@@ -133,11 +135,54 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 
+// get reads key from the cache, else (not there yet, or no cache) from
+// the API server.
+func (p *PodInjector) get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if p.Cache != nil && p.Cache.Get(ctx, key, obj) == nil {
+		return nil
+	}
+	return p.Reader.Get(ctx, key, obj)
+}
+
+// datasetAndPlan reads the dataset and its plan ConfigMap (nil if the
+// reconciler has not written it yet), from the cache where it has them. A
+// plan the cached dataset does not own may be a dataset deleted and made
+// again a moment ago: both are read again from the API server before the
+// plan is refused.
+func (p *PodInjector) datasetAndPlan(ctx context.Context, ns, name string) (*datav1alpha1.TrainingDataset, *corev1.ConfigMap, error) {
+	read := func(get func(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error) (*datav1alpha1.TrainingDataset, *corev1.ConfigMap, error) {
+		var ds datav1alpha1.TrainingDataset
+		if err := get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ds); err != nil {
+			return nil, nil, err
+		}
+		var plan corev1.ConfigMap
+		switch err := get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.PlanName(name)}, &plan); {
+		case apierrors.IsNotFound(err):
+			return &ds, nil, nil
+		case err != nil:
+			return nil, nil, err
+		}
+		if err := ownedBy(&plan, &ds); err != nil {
+			return &ds, nil, &notOwnedError{err}
+		}
+		return &ds, &plan, nil
+	}
+	ds, plan, err := read(p.get)
+	var notYours *notOwnedError
+	if errors.As(err, &notYours) && p.Cache != nil {
+		return read(p.Reader.Get)
+	}
+	return ds, plan, err
+}
+
 // admit gives the pod's attempt its generation and pins the job's image
 // and plan version in the job's state, before the pod exists and where only
 // the operator writes. A dry run changes nothing: it returns the
 // generation the attempt would get.
 func (p *PodInjector) admit(ctx context.Context, ds *datav1alpha1.TrainingDataset, job, attempt, image string, dryRun bool) (*configmaps.State, error) {
+	if s := p.admitted(ctx, ds, job, attempt); s != nil {
+		return s, nil
+	}
 	store := progress.NewConfigMapStore(p.ConfigMaps, ds.Namespace, ds.Name, job)
 	owner := datasetOwner(ds)
 	store.Owner, store.Outage = &owner, 5*time.Second
@@ -149,6 +194,27 @@ func (p *PodInjector) admit(ctx context.Context, ds *datav1alpha1.TrainingDatase
 		state.Attempts = append(state.Attempts, configmaps.Attempt{ID: attempt, Generation: state.Generation + 1})
 	}
 	return state, err
+}
+
+// admitted is the job's state from the cache when it already records the
+// attempt, the image and the plan version (every pod of an attempt after
+// its first): what Admit would return, with nothing to write. A cache a
+// moment behind only sends the pod to Admit; a generation it holds is one
+// the state gave the attempt (a state made again since is what a sidecar's
+// registration already handles).
+func (p *PodInjector) admitted(ctx context.Context, ds *datav1alpha1.TrainingDataset, job, attempt string) *configmaps.State {
+	if p.Cache == nil {
+		return nil
+	}
+	var cm corev1.ConfigMap
+	if err := p.Cache.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: configmaps.StateName(ds.Name, job)}, &cm); err != nil || ownedBy(&cm, ds) != nil {
+		return nil
+	}
+	s, err := configmaps.StateFromData(cm.Data)
+	if err != nil || s.Dataset != ds.Name || s.Job != job || s.SidecarImage == "" || s.PlanVersion == 0 || s.GenerationOf(attempt) == 0 {
+		return nil
+	}
+	return s
 }
 
 // ownedBy refuses a ConfigMap the dataset's reconciler did not write.

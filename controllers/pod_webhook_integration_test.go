@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -86,13 +87,26 @@ func datasetWebhookConfiguration() *admissionregistrationv1.ValidatingWebhookCon
 // serveWebhook serves the webhooks from the test process until the test ends.
 func serveWebhook(t testing.TB) {
 	t.Helper()
-	host, port, certDir := apiServer.Webhooks()
-	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir})
-	srv.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
-		Reader: apiServer.Client, ConfigMaps: kubernetes.NewForConfigOrDie(apiServer.Config).CoreV1(), Decoder: admission.NewDecoder(apiServer.Scheme),
+	serveWebhookWith(t, testInjector(apiServer.Client, kubernetes.NewForConfigOrDie(apiServer.Config).CoreV1()))
+}
+
+// testInjector is the pod webhook of these tests, reading with reader and
+// writing states with configMaps.
+func testInjector(reader client.Reader, configMaps corev1client.ConfigMapsGetter) *controllers.PodInjector {
+	return &controllers.PodInjector{
+		Reader: reader, ConfigMaps: configMaps, Decoder: admission.NewDecoder(apiServer.Scheme),
 		Images:   inject.ImagePolicy{Default: "ghcr.io/shardfeed/shardfeed:test", Allowed: []string{"registry.example/team/sidecar:*"}},
 		Operator: inject.Operator{URL: "https://shardfeed-webhook.shardfeed-system.svc:443"},
-	}})
+	}
+}
+
+// serveWebhookWith serves pods (the pod webhook) and the dataset webhook
+// from the test process until the test ends.
+func serveWebhookWith(t testing.TB, pods *controllers.PodInjector) {
+	t.Helper()
+	host, port, certDir := apiServer.Webhooks()
+	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir})
+	srv.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: pods})
 	srv.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
 		Reader: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme),
 		Policy: controllers.StorePolicy{AmbientNamespaces: []string{"*"}},
@@ -265,7 +279,7 @@ func TestIntegrationPodWebhookSizesTheCacheFromThePlansLargestShard(t *testing.T
 
 // writePlan creates the plan ConfigMap of ds as the reconciler writes it
 // (its own test checks that), with the streams' digests.
-func writePlan(t *testing.T, ds *datav1alpha1.TrainingDataset, streams []configmaps.StreamDigest) {
+func writePlan(t testing.TB, ds *datav1alpha1.TrainingDataset, streams []configmaps.StreamDigest) {
 	t.Helper()
 	plan := &configmaps.Plan{Spec: ds.Spec, Fingerprint: planner.Fingerprint{Sum: "v1-test", Inputs: map[string]string{}}, Streams: streams}
 	data, err := plan.Data()

@@ -17,13 +17,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -36,7 +34,6 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/controllers"
 	"github.com/shardfeed/shardfeed/internal/certs"
-	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/memlimit"
 	"github.com/shardfeed/shardfeed/internal/version"
@@ -179,12 +176,8 @@ func run(ctx context.Context, o options) error {
 	}
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		// Only the ConfigMaps shardfeed writes are cached, not the
-		// cluster's; Secrets are read directly, never cached.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{configmaps.LabelManagedBy: configmaps.ManagedBy})},
-		}},
+		Scheme:                 scheme,
+		Cache:                  controllers.CacheOptions(),
 		Metrics:                metricsOptions(o),
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
@@ -227,7 +220,7 @@ func run(ctx context.Context, o options) error {
 	decoder := admission.NewDecoder(scheme)
 	hooks := mgr.GetWebhookServer()
 	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
-		Reader: mgr.GetAPIReader(), ConfigMaps: clientset.CoreV1(), Decoder: decoder, Images: images,
+		Cache: mgr.GetCache(), Reader: mgr.GetAPIReader(), ConfigMaps: clientset.CoreV1(), Decoder: decoder, Images: images,
 		Operator: operator, Resources: resources, OperatorNamespace: o.namespace,
 	}})
 	// The progress endpoint shares the webhook server: its certificate,

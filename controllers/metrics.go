@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,3 +80,25 @@ func (c *DatasetCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// AdmissionAPIRequests counts the requests the pod webhook makes to the
+// API server beside its cache, by HTTP method: the cost of an admission
+// (docs/operator.md) that `shardfeed_admission_api_requests_total /
+// controller_runtime_webhook_requests_total` gives per pod.
+var AdmissionAPIRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "shardfeed_admission_api_requests_total",
+	Help: "Requests the pod webhook made to the API server (beside the manager's cache), by method.",
+}, []string{"method"})
+
+// CountAdmissionRequests wraps the transport of the pod webhook's clients
+// to count their requests in AdmissionAPIRequests.
+func CountAdmissionRequests(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		AdmissionAPIRequests.WithLabelValues(r.Method).Inc()
+		return rt.RoundTrip(r)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

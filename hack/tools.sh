@@ -126,6 +126,28 @@ install_kube() {
 		log "built Kubernetes in $((SECONDS - start)) s"
 	fi
 	for p in "${cmds[@]}"; do link "$p" "$dir/bin/$p"; done
+	install_kwok
+}
+
+# install_kwok builds KWOK, the Kubernetes project's simulator of nodes and
+# their pods, and writes its lifecycle stages from the same module (KWOK's
+# "fast" set, without pod-complete: a training pod runs until deleted) into
+# bin/kwok-stages.yaml.
+install_kwok() {
+	go_tool kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
+	local dir=$CACHE/tools/kwok-$KWOK_VERSION stages
+	if [[ ! -s $dir/stages.yaml ]]; then
+		stages=$(GOFLAGS=-mod=mod go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage
+		[[ -d $stages ]] || (cd "$dir" && GOFLAGS=-mod=mod go mod download "sigs.k8s.io/kwok@$KWOK_VERSION")
+		local f
+		for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml; do
+			[[ -f $stages/$f ]] || die "KWOK $KWOK_VERSION has no stage $f"
+			cat "$stages/$f"
+			printf -- '---\n'
+		done >"$dir/stages.yaml.part"
+		mv "$dir/stages.yaml.part" "$dir/stages.yaml"
+	fi
+	link kwok-stages.yaml "$dir/stages.yaml"
 }
 
 # Debian packages: etcd for the control plane; containerd, runc and the CNI
@@ -163,8 +185,8 @@ python_venv() {
 	local name=$1 req=$2
 	local hash
 	# Keyed by the requirements and the pins of versions.sh, less the pins no
-	# venv depends on, so that adding a Java tool does not remake 12 GB of venvs.
-	hash=$( (cat "$req" && grep -v '^ICEBERG_REST_' "$ROOT/hack/versions.sh") | sha256sum | cut -c1-16)
+	# venv depends on (Java's, KWOK's), so that adding a tool does not remake 12 GB of venvs.
+	hash=$( (cat "$req" && grep -v -e '^ICEBERG_REST_' -e '^KWOK_VERSION' "$ROOT/hack/versions.sh") | sha256sum | cut -c1-16)
 	local dir=$CACHE/$name-$hash
 	if ! cached "$dir"; then
 		log "creating the Python venv $dir from ${req#"$ROOT"/} (the tests' venv pulls torch, several GB of GPU libraries: a few minutes cold)"

@@ -2,6 +2,7 @@
 # rebuilds that tool into a new cache entry on the next `make tools`.
 # shellcheck disable=SC2034
 KUBE_VERSION=v1.36.3                   # kube-apiserver, kubectl, kubelet, ... (hack/kube pins the same)
+KWOK_VERSION=v0.8.0                     # KWOK: the simulated nodes of the scale tests (test/scale)
 CONTROLLER_TOOLS_VERSION=v0.21.0        # controller-gen; built against k8s.io v0.36
 HELM_VERSION=v3.22.0
 GOLANGCI_LINT_VERSION=v2.15.0

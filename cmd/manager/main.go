@@ -21,6 +21,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -182,7 +183,10 @@ func run(ctx context.Context, o options) error {
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "shardfeed-manager.shardfeed.io",
-		WebhookServer:          webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.certDir, TLSOpts: tlsOptions(o)}),
+		// The operator's namespace, where its Role allows leases; named, so
+		// that a manager run outside a pod elects its leader there too.
+		LeaderElectionNamespace: o.namespace,
+		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.certDir, TLSOpts: tlsOptions(o)}),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -219,8 +223,23 @@ func run(ctx context.Context, o options) error {
 	}
 	decoder := admission.NewDecoder(scheme)
 	hooks := mgr.GetWebhookServer()
+	// The pod webhook's own direct clients, whose requests are counted
+	// (shardfeed_admission_api_requests_total).
+	admissionCfg := rest.CopyConfig(cfg)
+	admissionCfg.Wrap(controllers.CountAdmissionRequests)
+	admissionReader, err := client.New(admissionCfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return err
+	}
+	admissionClients, err := kubernetes.NewForConfig(admissionCfg)
+	if err != nil {
+		return err
+	}
+	if err := ctrlmetrics.Registry.Register(controllers.AdmissionAPIRequests); err != nil {
+		return err
+	}
 	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
-		Cache: mgr.GetCache(), Reader: mgr.GetAPIReader(), ConfigMaps: clientset.CoreV1(), Decoder: decoder, Images: images,
+		Cache: mgr.GetCache(), Reader: admissionReader, ConfigMaps: admissionClients.CoreV1(), Decoder: decoder, Images: images,
 		Operator: operator, Resources: resources, OperatorNamespace: o.namespace,
 	}})
 	// The progress endpoint shares the webhook server: its certificate,

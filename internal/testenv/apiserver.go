@@ -3,16 +3,16 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -88,6 +88,16 @@ func StartAPIServerWithWebhooks(webhooks envtest.WebhookInstallOptions) (*APISer
 	return &APIServer{Config: cfg, Client: c, Scheme: scheme, env: env}, nil
 }
 
+// RawGet reads path from the API server with admin rights (e.g.
+// /metrics); the caller closes the body.
+func (a *APIServer) RawGet(ctx context.Context, path string) (io.ReadCloser, error) {
+	cs, err := kubernetes.NewForConfig(a.Config)
+	if err != nil {
+		return nil, err
+	}
+	return cs.CoreV1().RESTClient().Get().AbsPath(path).Stream(ctx)
+}
+
 // Stop stops the API server and etcd and removes their data.
 func (a *APIServer) Stop() error {
 	return a.env.Stop()
@@ -113,15 +123,9 @@ func (a *APIServer) Namespace(t testing.TB) string {
 // credentials, for processes the test starts.
 func (a *APIServer) Kubeconfig(t testing.TB) string {
 	t.Helper()
-	c := a.Config
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken}
-	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "admin"}
-	cfg.CurrentContext = "test"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatalf("writing a kubeconfig: %v", err)
+	if err := a.writeKubeconfig(path); err != nil {
+		t.Fatal(err)
 	}
 	return path
 }

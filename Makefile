@@ -144,7 +144,7 @@ test-python: tools build ## Run the Python tests with pytest (real MinIO, kube-a
 .PHONY: test-scale
 test-scale: tools-go tools-kube tools-minio tools-debian ## Run the control plane at a GPU cluster's scale on KWOK's simulated nodes (the full scenario, about 15 min); figures in bin/scale.md.
 	SHARDFEED_SCALE=full SCALE_REPORT=$(BIN)/scale.md go test -count=1 -tags integration -timeout 60m -run 'TestIntegrationScale$$' -v ./test/scale/ 2>&1 | \
-		grep -v '^[IWE][0-9]\{4\} ' | grep -v '"level":"info"'
+		grep --line-buffered -v '^[IWE][0-9]\{4\} ' | grep --line-buffered -v '"level":"info"'
 	@echo "test-scale: figures in $(BIN)/scale.md"
 
 # Runs of each benchmark (docs/benchmarks.md reports their median and

@@ -84,6 +84,11 @@ func NewRemote(r Remote) (*Remote, error) {
 	return &r, nil
 }
 
+// CloseIdleConnections closes the connections to the operator no request
+// is using (a load generator that plays thousands of sidecars from one
+// process).
+func (r *Remote) CloseIdleConnections() { r.client.CloseIdleConnections() }
+
 func (r *Remote) verify(cs tls.ConnectionState) error {
 	pem, err := os.ReadFile(r.CAFile)
 	if err != nil {

@@ -5,8 +5,10 @@ package scale_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -117,13 +119,21 @@ func listen(t *testing.T) net.Listener {
 	return l
 }
 
-// proxy forwards each connection l accepts to the next replica in turn.
+// proxy forwards each connection l accepts to the next replica in turn,
+// until l is closed.
 func proxy(l net.Listener, reps []*replica) {
 	func() {
 		for i := 0; ; i++ {
 			c, err := l.Accept()
-			if err != nil {
+			if errors.Is(err, net.ErrClosed) {
 				return
+			}
+			if err != nil {
+				// Out of file descriptors, say: wait, as net/http's
+				// server does, rather than stop serving.
+				log.Printf("scale proxy: %v", err)
+				time.Sleep(50 * time.Millisecond)
+				continue
 			}
 			go func(c net.Conn, r *replica) {
 				defer func() { _ = c.Close() }()
@@ -298,17 +308,21 @@ type loadGenerator struct {
 	errs     []error
 }
 
-func (g *loadGenerator) remote(t *testing.T, token string) *progress.Remote {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(f, []byte(token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r, err := progress.NewRemote(progress.Remote{URL: "https://" + g.addr, CAFile: g.ca, TokenFile: f, Outage: 30 * time.Second})
+// remote is a sidecar's client, with its token in a file of dir as the
+// kubelet projects it.
+func (g *loadGenerator) remote(dir, token string) (*progress.Remote, error) {
+	f, err := os.CreateTemp(dir, "token-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return r
+	if _, err := f.WriteString(token); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	return progress.NewRemote(progress.Remote{URL: "https://" + g.addr, CAFile: g.ca, TokenFile: f.Name(), Outage: 30 * time.Second})
 }
 
 func (g *loadGenerator) fail(err error) {

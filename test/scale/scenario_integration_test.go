@@ -650,6 +650,7 @@ func (g *loadGenerator) registerAll(t *testing.T, pods []corev1.Pod, datasets []
 	t.Helper()
 	pl := plans(t, datasets)
 	g.sidecars = map[string]*sidecar{}
+	tokens := t.TempDir()
 	work := make(chan *corev1.Pod)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -665,8 +666,17 @@ func (g *loadGenerator) registerAll(t *testing.T, pods []corev1.Pod, datasets []
 				plan := pl[client.ObjectKey{Namespace: p.Namespace, Name: cfg.Dataset}]
 				j := progress.Job{Dataset: cfg.Dataset, Job: cfg.Job, Attempt: cfg.Attempt, Generation: cfg.Generation,
 					Fingerprint: plan.Fingerprint, Steps: 1000, Pods: cfg.Pods, WorldSize: cfg.Pods}
-				s := &sidecar{remote: g.remote(t, token), job: j}
-				if _, err := s.remote.Register(context.Background(), j); err != nil {
+				remote, err := g.remote(tokens, token)
+				if err != nil {
+					g.fail(fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err))
+					continue
+				}
+				s := &sidecar{remote: remote, job: j}
+				_, err = s.remote.Register(context.Background(), j)
+				// Thousands of sidecars in one process: each reconnects
+				// for its next call rather than hold a connection.
+				s.remote.CloseIdleConnections()
+				if err != nil {
 					g.fail(fmt.Errorf("pod %s/%s: registering: %w", p.Namespace, p.Name, err))
 					continue
 				}
@@ -713,7 +723,9 @@ func (g *loadGenerator) commit(t *testing.T, jobs []launched, pods []corev1.Pod,
 			step := int64(100)
 			for at := time.Now().Add(first % d); at.Before(end); at = at.Add(every) {
 				time.Sleep(time.Until(at))
-				if _, err := s.remote.Commit(context.Background(), s.job, progress.Commit{Epoch: 0, Step: step}); err != nil {
+				_, err := s.remote.Commit(context.Background(), s.job, progress.Commit{Epoch: 0, Step: step})
+				s.remote.CloseIdleConnections()
+				if err != nil {
 					g.fail(fmt.Errorf("job %s: commit at step %d: %w", s.job.Job, step, err))
 					return
 				}

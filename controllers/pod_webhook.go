@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -39,7 +40,8 @@ type PodInjector struct {
 	Cache client.Reader
 	// Reader reads the pods' owners (never cached: the manager does not
 	// watch the cluster's Jobs and StatefulSets) and what the cache does
-	// not hold yet (a dataset seconds old): the manager's API reader.
+	// not hold yet (a dataset seconds old): a direct client, whose
+	// requests the manager counts (AdmissionAPIRequests).
 	Reader client.Reader
 	// ConfigMaps creates and updates each job's state ConfigMap (the
 	// attempt's generation), compare-and-swap on its resourceVersion.
@@ -55,6 +57,11 @@ type PodInjector struct {
 	// OperatorNamespace is never injected (the webhook configuration
 	// excludes it too): the operator must start whatever the webhook does.
 	OperatorNamespace string
+
+	// admitting shares one Admit among the admissions of an attempt that
+	// arrive before the cache holds its state: a job's first pods, which
+	// would otherwise each read the state and race to write it.
+	admitting singleflight.Group
 }
 
 // The configuration's objectSelector (the dataset label) and
@@ -187,7 +194,14 @@ func (p *PodInjector) admit(ctx context.Context, ds *datav1alpha1.TrainingDatase
 	owner := datasetOwner(ds)
 	store.Owner, store.Outage = &owner, 5*time.Second
 	if !dryRun {
-		return progress.Admit(ctx, store, ds.Name, job, attempt, image)
+		key := ds.Namespace + "/" + ds.Name + "/" + job + "/" + attempt
+		v, err, _ := p.admitting.Do(key, func() (any, error) {
+			return progress.Admit(ctx, store, ds.Name, job, attempt, image)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return v.(*configmaps.State), nil // read only, by every admission that shared it
 	}
 	state, err := store.Load(ctx)
 	if err == nil && state.GenerationOf(attempt) == 0 {

@@ -177,11 +177,11 @@ func TestIntegrationScale(t *testing.T) {
 	for _, ph := range []struct {
 		name          string
 		before, after counters
-		jobs          int
-	}{{"paced", before, afterPaced, len(paced)}, {"burst", afterPaced, afterBurst, len(jobs) - len(paced)}} {
+		jobs, pods    int
+	}{{"paced", before, afterPaced, len(paced), len(pacedPods)}, {"burst", afterPaced, afterBurst, len(jobs) - len(paced), len(pods) - len(pacedPods)}} {
 		n := ph.after.admissions - ph.before.admissions
-		if n < float64(len(pods)-len(pacedPods)) && ph.name == "burst" || n < float64(len(pacedPods)) {
-			t.Errorf("%s: the replicas served %.0f pod admissions", ph.name, n)
+		if want := float64(ph.pods); n < want {
+			t.Errorf("%s: the replicas served %.0f pod admissions for %.0f pods", ph.name, n, want)
 		}
 		// One GET of the pod's owner each, and a few more for each job's
 		// first pods (its state's creation, raced by the pods in flight).

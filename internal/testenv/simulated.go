@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +52,7 @@ func StartSimulated(ctx context.Context, a *APIServer, nodes int) (*Simulated, e
 		return nil, s.fail(err)
 	}
 	start := func(name string, args ...string) error {
-		port, err := freeLocalPort()
+		port, err := freePort()
 		if err != nil {
 			return err
 		}
@@ -202,18 +201,6 @@ func KWOKToleration() corev1.Toleration {
 	return corev1.Toleration{Key: KWOKNodeAnnotation, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 }
 
-// Log returns the log of the component name (kube-controller-manager,
-// kube-scheduler or kwok).
-func (s *Simulated) Log(name string) string {
-	for _, p := range s.procs {
-		if p.name == name {
-			b, _ := os.ReadFile(filepath.Join(p.dir, name+".log"))
-			return string(b)
-		}
-	}
-	return ""
-}
-
 // Stop stops the components and removes their files.
 func (s *Simulated) Stop() error {
 	for i := len(s.procs) - 1; i >= 0; i-- {
@@ -225,15 +212,6 @@ func (s *Simulated) Stop() error {
 func (s *Simulated) fail(err error) error {
 	_ = s.Stop()
 	return err
-}
-
-func freeLocalPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // writeKubeconfig writes a kubeconfig with the API server's admin

@@ -218,7 +218,7 @@ func TestIntegrationScale(t *testing.T) {
 
 	// Deleting the datasets deletes everything the operator made for them.
 	step("rescaled")
-	gone := deleteDatasets(t, datasets, namespaces)
+	gone := deleteDatasets(t, namespaces)
 	step("datasets deleted")
 
 	use := measure(t, reps)
@@ -808,7 +808,7 @@ func waitJobPods(t *testing.T, ns, name string, n int) []corev1.Pod {
 
 // deleteDatasets deletes every dataset and waits until nothing the
 // operator made for them is left; it returns how long that took.
-func deleteDatasets(t *testing.T, datasets []client.ObjectKey, namespaces []string) time.Duration {
+func deleteDatasets(t *testing.T, namespaces []string) time.Duration {
 	t.Helper()
 	ctx := context.Background()
 	start := time.Now()
@@ -834,7 +834,6 @@ func deleteDatasets(t *testing.T, datasets []client.ObjectKey, namespaces []stri
 	if err := apiServer.Client.List(ctx, &list); err != nil || len(list.Items) != 0 {
 		t.Fatalf("datasets left: %d (%v)", len(list.Items), err)
 	}
-	_ = datasets
 	return time.Since(start)
 }
 

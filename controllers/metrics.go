@@ -90,6 +90,15 @@ var AdmissionAPIRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Requests the pod webhook made to the API server (beside the manager's cache), by method.",
 }, []string{"method"})
 
+// DatasetPlans counts the reconciles that read a dataset's indexes from
+// its store and planned it. The other reconciles, woken by a job's state
+// (each commit, each job's first pod), only gather status.jobs.
+// A dataset's series goes with the dataset.
+var DatasetPlans = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "shardfeed_dataset_plans_total",
+	Help: "Reconciles that read a dataset's indexes and planned it (the others only gathered its jobs' progress).",
+}, []string{"namespace", "dataset"})
+
 // CountAdmissionRequests wraps the transport of the pod webhook's clients
 // to count their requests in AdmissionAPIRequests.
 func CountAdmissionRequests(rt http.RoundTripper) http.RoundTripper {

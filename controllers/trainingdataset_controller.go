@@ -49,6 +49,10 @@ type TrainingDatasetReconciler struct {
 	// Policy is what datasets' streams may be read from, and the bounds
 	// on reading their indexes.
 	Policy StorePolicy
+	// IndexRecheck is how often a planned dataset's indexes are read again
+	// to notice one written again in place (default 10 min). Between
+	// those, a reconcile woken by a job's state only gathers status.jobs.
+	IndexRecheck time.Duration
 	// Workers reconcile datasets in parallel (default 4): a dataset whose
 	// endpoint is slow holds one, not the controller.
 	Workers int
@@ -57,6 +61,7 @@ type TrainingDatasetReconciler struct {
 	OperatorCA func() string
 
 	caChanged chan event.GenericEvent
+	applied   appliedPlans
 }
 
 // OperatorCAChanged has every dataset's plan ConfigMap written again with
@@ -85,6 +90,10 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	logger := log.FromContext(ctx)
 	var ds datav1alpha1.TrainingDataset
 	if err := r.Get(ctx, req.NamespacedName, &ds); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.applied.forget(req.NamespacedName)
+			DatasetPlans.DeleteLabelValues(req.Namespace, req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	before := ds.Status.DeepCopy()
@@ -100,6 +109,13 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 		}
 	}()
 
+	if left, current := r.planCurrent(ctx, &ds); current {
+		// Only a job's state changed (a commit, a job's first pod): its
+		// progress is all there is to gather.
+		return reconcile.Result{RequeueAfter: left}, r.aggregateJobs(ctx, &ds)
+	}
+	r.applied.forget(req.NamespacedName)
+	DatasetPlans.WithLabelValues(req.Namespace, req.Name).Inc()
 	indexes, err := r.readIndexes(ctx, &ds)
 	if err != nil {
 		reason := datav1alpha1.ReasonIndexUnreachable
@@ -142,7 +158,8 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	ds.Status.Samples = pl.Total()
 	ds.Status.PlanFingerprint = pl.Fingerprint().Sum
 	ds.Status.StepsPerEpoch = pl.Steps()
-	if err := r.applyPlan(ctx, &ds, pl, indexes); err != nil {
+	planData, err := r.applyPlan(ctx, &ds, pl, indexes)
+	if err != nil {
 		reason := datav1alpha1.ReasonApplyFailed
 		var notOwned *notOwnedError
 		if errors.As(err, &notOwned) {
@@ -164,7 +181,45 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionTrue, datav1alpha1.ReasonPlanned,
 		fmt.Sprintf("plan %s: %d samples in %d splits, %d steps of %d per epoch", pl.Fingerprint().Sum, pl.Total(), pl.NumSplits(), pl.Steps(), pl.GlobalBatchSize()))
 	r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionFalse, datav1alpha1.ReasonHealthy, "")
-	return reconcile.Result{}, nil
+	r.applied.remember(req.NamespacedName, appliedPlan{uid: ds.UID, generation: ds.Generation,
+		fingerprint: pl.Fingerprint().Sum, operatorCA: r.operatorCA(), data: dataSum(planData), at: time.Now()})
+	return reconcile.Result{RequeueAfter: r.indexRecheck()}, nil
+}
+
+func (r *TrainingDatasetReconciler) indexRecheck() time.Duration {
+	if r.IndexRecheck > 0 {
+		return r.IndexRecheck
+	}
+	return 10 * time.Minute
+}
+
+func (r *TrainingDatasetReconciler) operatorCA() string {
+	if r.OperatorCA == nil {
+		return ""
+	}
+	return r.OperatorCA()
+}
+
+// planCurrent says whether the plan this replica applied last for ds is
+// still what ds would get (the same object, generation and operator CA,
+// its plan ConfigMap in the cache as written, Ready in the status), within
+// the recheck interval, and how long is left of that interval.
+func (r *TrainingDatasetReconciler) planCurrent(ctx context.Context, ds *datav1alpha1.TrainingDataset) (time.Duration, bool) {
+	a, ok := r.applied.get(client.ObjectKeyFromObject(ds))
+	if !ok || a.uid != ds.UID || a.generation != ds.Generation || a.fingerprint != ds.Status.PlanFingerprint || a.operatorCA != r.operatorCA() {
+		return 0, false
+	}
+	left := r.indexRecheck() - time.Since(a.at)
+	ready := meta.FindStatusCondition(ds.Status.Conditions, datav1alpha1.ConditionReady)
+	if left <= 0 || ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != ds.Generation {
+		return 0, false
+	}
+	var cm corev1.ConfigMap
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: configmaps.PlanName(ds.Name)}, &cm); err != nil ||
+		ownedBy(&cm, ds) != nil || dataSum(cm.Data) != a.data {
+		return 0, false
+	}
+	return left, true
 }
 
 func (r *TrainingDatasetReconciler) retry() time.Duration {

@@ -5,6 +5,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/minio/minio-go/v7"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -112,6 +114,12 @@ func runManager(t *testing.T, cfg *rest.Config, log logr.Logger, configure ...fu
 func mdsStream(t *testing.T, n int) (uri string, idx planner.StreamIndex) {
 	t.Helper()
 	bucket := minioServer.Bucket(t)
+	return "s3://" + bucket + "/m/", putMDS(t, bucket, n)
+}
+
+// putMDS writes n samples as MDS under bucket/m/, over what is there.
+func putMDS(t *testing.T, bucket string, n int) planner.StreamIndex {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "m")
 	if err := testdata.MDS(dir, "m", n, 2000, ""); err != nil {
 		t.Fatal(err)
@@ -126,7 +134,7 @@ func mdsStream(t *testing.T, n int) (uri string, idx planner.StreamIndex) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return "s3://" + bucket + "/m/", x
+	return x
 }
 
 func credentialsSecret(t testing.TB, ns, name, key, secret string) {
@@ -283,6 +291,120 @@ func TestIntegrationDatasetConvergesToReadyWithItsPlanConfigMap(t *testing.T) {
 			t.Fatalf("no Warning event %s naming the shard: %+v", datav1alpha1.ReasonShardSkipped, events.Items)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// A job's state changes with each commit and each job's first pod; the
+// reconcile it wakes gathers status.jobs from the cache and reads no index
+// (at a cluster's scale, re-reading and re-planning on every commit was
+// most of the manager's CPU). The plan is still applied again when its
+// ConfigMap goes or is changed.
+func TestIntegrationJobsProgressDoesNotReadTheIndexAgain(t *testing.T) {
+	startManager(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	uri, _ := mdsStream(t, 300)
+	credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
+	ds := dataset(ns, uri, "minio", 2, 10)
+	if err := apiServer.Client.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(ds)
+	got := waitFor(t, key, "Ready", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, datav1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue && d.Status.ObservedGeneration == d.Generation
+	})
+	planKey := client.ObjectKey{Namespace: ns, Name: configmaps.PlanName(ds.Name)}
+	var plan corev1.ConfigMap
+	if err := apiServer.Client.Get(ctx, planKey, &plan); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the reconciles of the dataset's creation are over
+	plans := testutil.ToFloat64(controllers.DatasetPlans.WithLabelValues(ns, ds.Name))
+
+	state := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.StateName("web", "train"), Namespace: ns,
+		Labels: configmaps.JobLabels("web", "train"), OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(got, datav1alpha1.GroupVersion.WithKind("TrainingDataset"))}}}
+	for step := int64(1); step <= 5; step++ {
+		state.Data, _ = configmaps.StateData(&configmaps.State{Dataset: "web", Job: "train", Step: step})
+		var err error
+		if step == 1 {
+			err = apiServer.Client.Create(ctx, state)
+		} else {
+			err = apiServer.Client.Update(ctx, state)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, key, fmt.Sprintf("step %d in status.jobs", step), func(d *datav1alpha1.TrainingDataset) bool {
+			return len(d.Status.Jobs) == 1 && d.Status.Jobs[0].Step == step
+		})
+	}
+	if n := testutil.ToFloat64(controllers.DatasetPlans.WithLabelValues(ns, ds.Name)) - plans; n != 0 {
+		t.Errorf("5 changes of a job's state read the index and planned %v times, want 0", n)
+	}
+
+	// The plan ConfigMap changed by someone, then deleted: applied again.
+	tampered := plan.DeepCopy()
+	tampered.Data[configmaps.KeyMinCache] = `{"1":1}`
+	if err := apiServer.Client.Update(ctx, tampered); err != nil {
+		t.Fatal(err)
+	}
+	planIs := func(what string, want map[string]string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var cm corev1.ConfigMap
+			err := apiServer.Client.Get(ctx, planKey, &cm)
+			if err == nil && maps.Equal(cm.Data, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the plan ConfigMap is %v (%v), want it as the operator wrote it", what, cm.Data, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	planIs("changed by someone", plan.Data)
+	if err := apiServer.Client.Delete(ctx, &plan); err != nil {
+		t.Fatal(err)
+	}
+	planIs("deleted", plan.Data)
+	if n := testutil.ToFloat64(controllers.DatasetPlans.WithLabelValues(ns, ds.Name)) - plans; n < 2 {
+		t.Errorf("the plan ConfigMap changed and deleted: planned %v times, want at least 2", n)
+	}
+}
+
+// An index written again in place (`shardfeed index` run after the data
+// changed) is read within the recheck interval, with no change to the
+// dataset: the status and the plan ConfigMap say the new totals.
+func TestIntegrationARewrittenIndexIsReadAgain(t *testing.T) {
+	startManagerLogging(t, logr.Discard(), func(r *controllers.TrainingDatasetReconciler) { r.IndexRecheck = time.Second })
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	bucket := minioServer.Bucket(t)
+	putMDS(t, bucket, 300)
+	credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
+	ds := dataset(ns, "s3://"+bucket+"/m/", "minio", 2, 10)
+	if err := apiServer.Client.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(ds)
+	first := waitFor(t, key, "300 samples", func(d *datav1alpha1.TrainingDataset) bool { return d.Status.Samples == 300 })
+	idx := putMDS(t, bucket, 500)
+	got := waitFor(t, key, "500 samples", func(d *datav1alpha1.TrainingDataset) bool { return d.Status.Samples == 500 })
+	if got.Status.PlanFingerprint == first.Status.PlanFingerprint {
+		t.Fatalf("a new index and the same plan fingerprint %s", got.Status.PlanFingerprint)
+	}
+	var cm corev1.ConfigMap
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.PlanName(ds.Name)}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := configmaps.PlanFromData(cm.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Fingerprint.Sum != got.Status.PlanFingerprint || plan.Streams[0].ContentHash != idx.ContentHash() {
+		t.Fatalf("plan ConfigMap %s over %s, want %s over %s", plan.Fingerprint.Sum, plan.Streams[0].ContentHash, got.Status.PlanFingerprint, idx.ContentHash())
 	}
 }
 

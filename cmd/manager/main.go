@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,7 @@ type options struct {
 	maxIndexBytes          string
 	allowedImages          string
 	enableHTTP2            bool
+	pprofAddr              string
 }
 
 func main() {
@@ -78,6 +80,7 @@ func main() {
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the metrics endpoint binds to; 0 disables it")
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to authenticated and authorized clients only (a token allowed to get the non-resource URL /metrics); false: plain HTTP to anyone")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health probes bind to")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address Go's profiler (/debug/pprof/) binds to, plain HTTP to anyone who reaches it: bind it to 127.0.0.1 and port-forward; empty: off")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica runs the controller (every replica serves the webhooks)")
 	flag.IntVar(&o.webhookPort, "webhook-port", 9443, "port the webhooks are served on (TLS)")
 	flag.StringVar(&o.certDir, "cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"), "directory of the webhook's tls.crt and tls.key")
@@ -181,6 +184,7 @@ func run(ctx context.Context, o options) error {
 		Cache:                  controllers.CacheOptions(),
 		Metrics:                metricsOptions(o),
 		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "shardfeed-manager.shardfeed.io",
 		// The operator's namespace, where its Role allows leases; named, so
@@ -235,8 +239,10 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := ctrlmetrics.Registry.Register(controllers.AdmissionAPIRequests); err != nil {
-		return err
+	for _, c := range []prometheus.Collector{controllers.AdmissionAPIRequests, controllers.DatasetPlans} {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return err
+		}
 	}
 	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
 		Cache: mgr.GetCache(), Reader: admissionReader, ConfigMaps: admissionClients.CoreV1(), Decoder: decoder, Images: images,

@@ -59,6 +59,14 @@ func startReplicas(t *testing.T, n int, l net.Listener) []*replica {
 			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", r.metrics), "--metrics-secure=false", "--leader-elect",
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), "--sidecar-image=registry.local/shardfeed:scale",
 			"--progress-url=https://127.0.0.1:443", "--ambient-credentials-namespaces=")
+		if dir := os.Getenv("SCALE_PPROF"); dir != "" {
+			pprof := freePort(t)
+			r.cmd.Args = append(r.cmd.Args, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprof))
+			// Once every replica serves.
+			defer func() {
+				go profile(fmt.Sprintf("http://127.0.0.1:%d", pprof), filepath.Join(dir, fmt.Sprintf("replica-%d", i)))
+			}()
+		}
 		r.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 		f, err := os.Create(r.log)
 		if err != nil {
@@ -83,6 +91,23 @@ func startReplicas(t *testing.T, n int, l net.Listener) []*replica {
 	}
 	go proxy(l, reps)
 	return reps
+}
+
+// profile saves the replica's CPU profile in 10-second pieces, prefix-N.pprof,
+// until the replica stops (SCALE_PPROF=dir; `go tool pprof -top
+// dir/replica-0-*` adds them up).
+func profile(url, prefix string) {
+	for k := 0; ; k++ {
+		resp, err := http.Get(url + "/debug/pprof/profile?seconds=10") //nolint:noctx // ends with the replica
+		if err != nil {
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			_ = os.WriteFile(fmt.Sprintf("%s-%03d.pprof", prefix, k), b, 0o644)
+		}
+	}
 }
 
 func tail(b []byte, n int) []byte {

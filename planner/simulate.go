@@ -1,7 +1,10 @@
 package planner
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -22,6 +25,15 @@ type SimOptions struct {
 	// QualitySteps bounds the steps the shuffle quality is measured on
 	// (evenly spread over the epoch; 0: 200).
 	QualitySteps int
+	// PartBytes is how a pod's sidecar asks for a shard: a shard of at
+	// least two parts in ranged GETs of PartBytes, a smaller one in one
+	// GET (0: one GET per shard).
+	PartBytes int64
+	// RescaleTo, if set, moves the job (without a mesh) to RescaleTo pods
+	// of ProcsPerPod ranks at step RescaleAt, with new pods and so empty
+	// caches, as a Job made again with another size has.
+	RescaleTo int
+	RescaleAt int64
 }
 
 // PodSim is what one pod of the job fetches and waits for in an epoch.
@@ -42,6 +54,33 @@ type PodSim struct {
 	Stall time.Duration `json:"stallNanos"`
 	// Epoch is the epoch's duration for this pod: steps × StepTime + Stall.
 	Epoch time.Duration `json:"epochNanos"`
+	// Requests is the GETs the pod's shards take (SimOptions.PartBytes).
+	Requests int64 `json:"requests"`
+}
+
+// Rescale is what moving the job to another number of pods in the middle
+// of the epoch costs: the new pods start with empty caches.
+type Rescale struct {
+	FromPods int   `json:"fromPods"`
+	ToPods   int   `json:"toPods"`
+	AtStep   int64 `json:"atStep"`
+	// Before is what the old pods fetched for the steps before AtStep
+	// (each the shards it needed first before it).
+	Before int64 `json:"beforeBytes"`
+	// After is what the new pods fetch from AtStep to the epoch's end.
+	After int64 `json:"afterBytes"`
+	// Refetched is the part of After that old pods had fetched already:
+	// the shards in use at AtStep, which every new pod reading them
+	// fetches again.
+	Refetched int64 `json:"refetchedBytes"`
+	// Unchanged is what the old pods would have fetched from AtStep on,
+	// had the job kept its size.
+	Unchanged int64 `json:"unchangedBytes"`
+	// FirstBatch is the slowest new pod's time to its first batch: the
+	// shards step AtStep may read, at SimOptions.Bandwidth.
+	FirstBatch time.Duration `json:"firstBatchNanos"`
+	// MinCacheBytes is the new pods' minimum cache.
+	MinCacheBytes int64 `json:"minCacheBytes"`
 }
 
 // Quality says how well the plan mixes samples.
@@ -63,6 +102,7 @@ type Simulation struct {
 	Steps   int64    `json:"steps"`
 	Pods    []PodSim `json:"pods"`
 	Quality Quality  `json:"quality"`
+	Rescale *Rescale `json:"rescale,omitempty"`
 }
 
 // Simulate predicts, for each pod of a job of o.Pods pods, what it fetches
@@ -82,69 +122,169 @@ func (ep *EpochPlan) Simulate(o SimOptions) (*Simulation, error) {
 	if o.StepTime < 0 {
 		return nil, fmt.Errorf("step time must not be negative, got %s", o.StepTime)
 	}
-	// Each pod serves data-parallel ranks: its own index in a job without
-	// replication groups, its ranks' coordinates in a mesh.
-	podRanks, dp := make([][]int, o.Pods), o.Pods
-	if o.Mesh != nil {
-		if o.Mesh.Size() != o.Pods*o.ProcsPerPod {
-			return nil, fmt.Errorf("the mesh %s has %d ranks, not the %d pods × %d procs per pod", o.Mesh, o.Mesh.Size(), o.Pods, o.ProcsPerPod)
-		}
-		if err := ep.plan.CheckReplication(o.Mesh.Size(), o.Mesh.DataParallelSize()); err != nil {
-			return nil, err
-		}
-		podRanks, dp = o.Mesh.PodRanks(o.ProcsPerPod), o.Mesh.DataParallelSize()
-	} else {
-		if err := ep.plan.CheckWorld(o.Pods * o.ProcsPerPod); err != nil {
-			return nil, err
-		}
-		for pod := range podRanks {
-			podRanks[pod] = []int{pod}
-		}
+	podRanks, dp, err := ep.layout(o.Pods, o.ProcsPerPod, o.Mesh)
+	if err != nil {
+		return nil, err
+	}
+	needs := make([][]ShardNeed, len(podRanks))
+	for pod, ranks := range podRanks {
+		needs[pod] = ep.NeedsOf(ranks, dp)
 	}
 	// One cache limit for all pods: the one the pod that needs most needs.
-	var cache int64
-	for _, ranks := range podRanks {
-		c, err := ep.MinCacheBytesOf(ranks, dp, o.Prefetch)
-		if err != nil {
-			return nil, err
-		}
-		cache = max(cache, c)
+	cache, err := ep.minCacheOf(podRanks, dp, o.Prefetch)
+	if err != nil {
+		return nil, err
 	}
 	steps := ep.plan.Steps()
 	sim := &Simulation{Steps: steps}
-	for pod, ranks := range podRanks {
-		needs := ep.NeedsOf(ranks, dp)
-		ps := PodSim{Pod: pod, Shards: len(needs), MinCacheBytes: cache}
-		// Downloads back to back in need order; ready[k] is when the last
-		// shard step k reads is in the cache.
-		var fetched int64
-		readyAt := make(map[int64]time.Duration, len(needs))
-		for _, nd := range needs {
-			fetched += nd.Bytes
-			at := time.Duration(float64(fetched) / o.Bandwidth * float64(time.Second))
-			if at > readyAt[nd.FirstStep] {
-				readyAt[nd.FirstStep] = at
-			}
-		}
-		ps.Bytes = fetched
-		ps.FirstBatch = readyAt[0]
-		var now, latest time.Duration
-		for k := range steps {
-			if r, ok := readyAt[k]; ok && r > latest {
-				latest = r
-			}
-			if latest > now {
-				ps.Stall += latest - now
-				now = latest
-			}
-			now += o.StepTime
-		}
-		ps.Epoch = now
+	for pod := range podRanks {
+		ps := PodSim{Pod: pod, Shards: len(needs[pod]), MinCacheBytes: cache}
+		ps.Bytes, ps.Requests, ps.FirstBatch, ps.Stall, ps.Epoch = fetchTimes(needs[pod], 0, steps, o)
 		sim.Pods = append(sim.Pods, ps)
 	}
-	var err error
+	if o.RescaleTo > 0 {
+		if sim.Rescale, err = ep.rescale(o, needs); err != nil {
+			return nil, err
+		}
+	}
 	sim.Quality, err = ep.quality(o.QualitySteps)
 	return sim, err
+}
+
+// layout is the data-parallel ranks each pod serves, of how many: its own
+// index in a job without replication groups, its ranks' coordinates in a
+// mesh.
+func (ep *EpochPlan) layout(pods, procsPerPod int, mesh *Mesh) ([][]int, int, error) {
+	if mesh != nil {
+		if mesh.Size() != pods*procsPerPod {
+			return nil, 0, fmt.Errorf("the mesh %s has %d ranks, not the %d pods × %d procs per pod", mesh, mesh.Size(), pods, procsPerPod)
+		}
+		if err := ep.plan.CheckReplication(mesh.Size(), mesh.DataParallelSize()); err != nil {
+			return nil, 0, err
+		}
+		return mesh.PodRanks(procsPerPod), mesh.DataParallelSize(), nil
+	}
+	if err := ep.plan.CheckWorld(pods * procsPerPod); err != nil {
+		return nil, 0, err
+	}
+	podRanks := make([][]int, pods)
+	for pod := range podRanks {
+		podRanks[pod] = []int{pod}
+	}
+	return podRanks, pods, nil
+}
+
+func (ep *EpochPlan) minCacheOf(podRanks [][]int, dp, prefetch int) (int64, error) {
+	var cache int64
+	for _, ranks := range podRanks {
+		c, err := ep.MinCacheBytesOf(ranks, dp, prefetch)
+		if err != nil {
+			return 0, err
+		}
+		cache = max(cache, c)
+	}
+	return cache, nil
+}
+
+// fetchTimes downloads the needs still to come at step from (those read
+// at it or after) back to back in need order, and times the steps from
+// it to the epoch's end: step k waits for the shards first needed at k
+// (or, for the first step, before it) to be in the cache.
+func fetchTimes(needs []ShardNeed, from, steps int64, o SimOptions) (bytes, requests int64, first, stall, epoch time.Duration) {
+	type ready struct {
+		step int64
+		at   time.Duration
+	}
+	var events []ready
+	for _, nd := range needs {
+		if nd.LastStep < from {
+			continue
+		}
+		bytes += nd.Bytes
+		requests += shardRequests(nd.Bytes, o.PartBytes)
+		events = append(events, ready{max(nd.FirstStep, from), time.Duration(float64(bytes) / o.Bandwidth * float64(time.Second))})
+	}
+	// Needs come in the order they are first needed; a step waits for the
+	// last of its shards whatever the order.
+	slices.SortStableFunc(events, func(a, b ready) int { return cmp.Compare(a.step, b.step) })
+	merged := events[:0]
+	for _, e := range events {
+		if n := len(merged); n > 0 && merged[n-1].step == e.step {
+			merged[n-1].at = max(merged[n-1].at, e.at)
+		} else {
+			merged = append(merged, e)
+		}
+	}
+	events = merged
+	if len(events) > 0 && events[0].step == from {
+		first = events[0].at
+	}
+	// Between two steps that wait for shards, the steps only train.
+	var now time.Duration
+	k := from
+	for _, e := range events {
+		now += time.Duration(e.step-k) * o.StepTime
+		k = e.step
+		if e.at > now {
+			stall += e.at - now
+			now = e.at
+		}
+	}
+	now += time.Duration(steps-k) * o.StepTime
+	return bytes, requests, first, stall, now
+}
+
+// shardRequests is the GETs a shard of n bytes takes: ranged GETs of
+// partBytes from two parts on, else one.
+func shardRequests(n, partBytes int64) int64 {
+	if partBytes <= 0 || n < 2*partBytes {
+		return 1
+	}
+	return (n + partBytes - 1) / partBytes
+}
+
+// rescale moves the job from o.Pods to o.RescaleTo pods at o.RescaleAt;
+// needs are the old pods'.
+func (ep *EpochPlan) rescale(o SimOptions, needs [][]ShardNeed) (*Rescale, error) {
+	if o.Mesh != nil {
+		return nil, errors.New("a rescale is simulated for a job without a mesh: give --pods and --procs-per-pod")
+	}
+	steps := ep.plan.Steps()
+	at := o.RescaleAt
+	if at < 0 || at >= steps {
+		return nil, fmt.Errorf("the rescale's step %d is outside the epoch's %d steps", at, steps)
+	}
+	podRanks, dp, err := ep.layout(o.RescaleTo, o.ProcsPerPod, nil)
+	if err != nil {
+		return nil, fmt.Errorf("rescaling to %d pods: %w", o.RescaleTo, err)
+	}
+	r := &Rescale{FromPods: o.Pods, ToPods: o.RescaleTo, AtStep: at}
+	fetched := map[[2]int]bool{} // shards some old pod fetched before the step
+	for _, pod := range needs {
+		for _, nd := range pod {
+			if nd.FirstStep < at {
+				r.Before += nd.Bytes
+				fetched[[2]int{nd.Stream, nd.Shard}] = true
+			} else {
+				r.Unchanged += nd.Bytes
+			}
+		}
+	}
+	for _, ranks := range podRanks {
+		pod := ep.NeedsOf(ranks, dp)
+		bytes, _, first, _, _ := fetchTimes(pod, at, steps, o)
+		r.After += bytes
+		r.FirstBatch = max(r.FirstBatch, first)
+		for _, nd := range pod {
+			if nd.LastStep >= at && fetched[[2]int{nd.Stream, nd.Shard}] {
+				r.Refetched += nd.Bytes
+			}
+		}
+	}
+	if r.MinCacheBytes, err = ep.minCacheOf(podRanks, dp, o.Prefetch); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // quality measures, on up to n steps spread over the epoch,

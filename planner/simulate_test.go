@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,9 +137,118 @@ func TestSimulateRejectsWhatCannotRun(t *testing.T) {
 		{SimOptions{Pods: 0, Bandwidth: 1}, "pods must be at least 1"},
 		{SimOptions{Pods: 1, Bandwidth: 0}, "bandwidth must be above 0"},
 		{SimOptions{Pods: 2, ProcsPerPod: 4, Bandwidth: 1}, "divide"},
+		{SimOptions{Pods: 4, Bandwidth: 1, RescaleTo: 3, RescaleAt: 1}, "rescaling to 3 pods"},
+		{SimOptions{Pods: 4, Bandwidth: 1, RescaleTo: 2, RescaleAt: 1 << 40}, "outside the epoch"},
+		{SimOptions{Pods: 4, ProcsPerPod: 1, Mesh: &Mesh{Dims: []MeshDim{{Name: "dp", Size: 4}}}, Bandwidth: 1, RescaleTo: 2}, "without a mesh"},
 	} {
 		if _, err := ep.Simulate(o.o); err == nil || !strings.Contains(err.Error(), o.says) {
 			t.Errorf("%+v: got %v, want %q", o.o, err, o.says)
 		}
+	}
+}
+
+// fetchTimes by events is the step-by-step walk it replaces: each step
+// waits for the shards first needed at it (or before), downloaded back to
+// back in need order.
+func TestFetchTimesWalksTheSteps(t *testing.T) {
+	o := SimOptions{Bandwidth: 1000, StepTime: 30 * time.Millisecond}
+	byStep := func(needs []ShardNeed, from, steps int64) (bytes int64, first, stall, epoch time.Duration) {
+		readyAt := map[int64]time.Duration{}
+		for _, nd := range needs {
+			if nd.LastStep < from {
+				continue
+			}
+			bytes += nd.Bytes
+			k := max(nd.FirstStep, from)
+			readyAt[k] = max(readyAt[k], time.Duration(float64(bytes)/o.Bandwidth*float64(time.Second)))
+		}
+		var now, latest time.Duration
+		for k := from; k < steps; k++ {
+			latest = max(latest, readyAt[k])
+			if latest > now {
+				stall += latest - now
+				now = latest
+			}
+			now += o.StepTime
+		}
+		return bytes, readyAt[from], stall, now
+	}
+	for _, shuffle := range []bool{false, true} {
+		ep := simEpoch(t, shuffle)
+		steps := ep.plan.Steps()
+		for pods := 1; pods <= 4; pods *= 2 {
+			per := ep.plan.NumSplits() / pods
+			for pod := range pods {
+				needs := ep.ShardsNeeded(pod*per, per)
+				// Out of order too: a step still waits for all of its shards.
+				reversed := slices.Clone(needs)
+				slices.Reverse(reversed)
+				for _, n := range [][]ShardNeed{needs, reversed} {
+					for from := int64(0); from < steps; from += max(steps/5, 1) {
+						b, _, f, st, ep := fetchTimes(n, from, steps, o)
+						wb, wf, wst, wep := byStep(n, from, steps)
+						if b != wb || f != wf || st != wst || ep != wep {
+							t.Fatalf("shuffle %v, pod %d/%d from step %d: bytes %d first %s stall %s epoch %s; step by step %d %s %s %s",
+								shuffle, pod, pods, from, b, f, st, ep, wb, wf, wst, wep)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestShardRequests(t *testing.T) {
+	for _, tt := range []struct{ bytes, part, want int64 }{
+		{100, 0, 1},
+		{31 << 20, 16 << 20, 1},
+		{32 << 20, 16 << 20, 2},
+		{33 << 20, 16 << 20, 3},
+		{64 << 20, 16 << 20, 4},
+	} {
+		if got := shardRequests(tt.bytes, tt.part); got != tt.want {
+			t.Errorf("%d bytes in parts of %d: %d requests, want %d", tt.bytes, tt.part, got, tt.want)
+		}
+	}
+}
+
+// A rescale's bytes add up: before the step the old pods' shards, after it
+// the new pods' from an empty cache; a rescale at step 0 refetches
+// nothing and costs what the new size costs for the whole epoch.
+func TestSimulateARescale(t *testing.T) {
+	ep := simEpoch(t, true)
+	steps := ep.plan.Steps()
+	old := must(ep.Simulate(SimOptions{Pods: 4, Bandwidth: 1e6, Prefetch: 2}))
+	two := must(ep.Simulate(SimOptions{Pods: 2, Bandwidth: 1e6, Prefetch: 2}))
+	var oldBytes, twoBytes int64
+	for _, ps := range old.Pods {
+		oldBytes += ps.Bytes
+	}
+	for _, ps := range two.Pods {
+		twoBytes += ps.Bytes
+	}
+	for _, tt := range []struct {
+		name string
+		at   int64
+	}{{"at the epoch's start", 0}, {"a third in", steps / 3}, {"in the middle", steps / 2}, {"at the last step", steps - 1}} {
+		t.Run(tt.name, func(t *testing.T) {
+			sim := must(ep.Simulate(SimOptions{Pods: 4, Bandwidth: 1e6, Prefetch: 2, RescaleTo: 2, RescaleAt: tt.at}))
+			r := sim.Rescale
+			if r == nil || r.FromPods != 4 || r.ToPods != 2 || r.AtStep != tt.at {
+				t.Fatalf("rescale %+v", r)
+			}
+			if r.Before+r.Unchanged != oldBytes {
+				t.Errorf("before %d + unchanged %d != the old pods' %d bytes", r.Before, r.Unchanged, oldBytes)
+			}
+			if r.Refetched > r.After || r.After > twoBytes || r.MinCacheBytes != two.Pods[0].MinCacheBytes {
+				t.Errorf("refetched %d, after %d, 2 pods' epoch %d bytes, cache %d (2 pods: %d)", r.Refetched, r.After, twoBytes, r.MinCacheBytes, two.Pods[0].MinCacheBytes)
+			}
+			if tt.at == 0 && (r.Before != 0 || r.Refetched != 0 || r.After != twoBytes || r.FirstBatch != two.Pods[0].FirstBatch && r.FirstBatch != two.Pods[1].FirstBatch) {
+				t.Errorf("at step 0: %+v, want nothing before or refetched and the 2 pods' epoch (%d bytes)", r, twoBytes)
+			}
+			if tt.at > 0 && (r.Refetched == 0 || r.FirstBatch <= 0) {
+				t.Errorf("mid-epoch: %+v, want the shards in use refetched and a first batch to wait for", r)
+			}
+		})
 	}
 }

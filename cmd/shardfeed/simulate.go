@@ -5,6 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,7 +19,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/cache"
 )
 
 type simulateOptions struct {
@@ -27,6 +34,8 @@ type simulateOptions struct {
 	stepTime          time.Duration
 	prefetch          int
 	epoch             int64
+	rescaleTo         int
+	rescaleAt         int64
 	output            string
 }
 
@@ -73,6 +82,8 @@ shuffle.blockSize (quality vs. cache), numSplits and cacheLimit.`,
 	f.DurationVar(&o.stepTime, "step-time", 200*time.Millisecond, "training time of one step")
 	f.IntVar(&o.prefetch, "prefetch", -1, "shards each pod prefetches (default: spec.sidecar.prefetch, else 2)")
 	f.Int64Var(&o.epoch, "epoch", 0, "epoch")
+	f.IntVar(&o.rescaleTo, "rescale-to", 0, "also predict a rescale to this many pods (new pods, empty caches), as a Job made again with another size: the bytes refetched")
+	f.Int64Var(&o.rescaleAt, "rescale-at-step", -1, "the step of the rescale (default: the middle of the epoch)")
 	f.StringVarP(&o.output, "output", "o", "text", "text or json")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
@@ -110,10 +121,17 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	if o.output != "text" && o.output != "json" {
 		return fmt.Errorf("--output %q is not supported: use text or json", o.output)
 	}
+	// What each sidecar does at start, timed: the indexes read and parsed,
+	// the plan and the epoch built; and the heap they hold.
+	var start startCost
+	heap0 := heapInUse()
+	began := time.Now()
 	ds, params, err := datasetParams(ctx, o.file, stdin, o.indexDirs, o.credentials)
 	if err != nil {
 		return err
 	}
+	start.Indexes = time.Since(began)
+	began = time.Now()
 	pl, err := planner.New(params)
 	if err != nil {
 		return fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
@@ -122,10 +140,20 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	if err != nil {
 		return err
 	}
+	start.Plan = time.Since(began)
+	warnings := indexWarnings(ds, o.indexDirs)
+	start.HeapBytes = max(heapInUse()-heap0, 0)
+	for _, x := range params.Streams {
+		start.Shards += len(x.Index.Shards)
+	}
 	if o.prefetch < 0 {
 		o.prefetch = int(ptr.Deref(ds.Spec.Sidecar.Prefetch, datav1alpha1.DefaultPrefetch))
 	}
-	so := planner.SimOptions{Pods: o.pods, ProcsPerPod: o.procsPerPod, Bandwidth: bw, StepTime: o.stepTime, Prefetch: o.prefetch}
+	so := planner.SimOptions{Pods: o.pods, ProcsPerPod: o.procsPerPod, Bandwidth: bw, StepTime: o.stepTime, Prefetch: o.prefetch,
+		PartBytes: cache.DefaultPartBytes, RescaleTo: o.rescaleTo, RescaleAt: o.rescaleAt}
+	if o.rescaleTo > 0 && o.rescaleAt < 0 {
+		so.RescaleAt = pl.Steps() / 2
+	}
 	if o.mesh != "" {
 		m, err := planner.ParseMesh(o.mesh)
 		if err != nil {
@@ -141,10 +169,15 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	if err != nil {
 		return fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
 	}
+	runtime.KeepAlive(ep)
 	if o.output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(sim)
+		return enc.Encode(struct {
+			*planner.Simulation
+			Start    startCost `json:"start"`
+			Warnings []string  `json:"warnings,omitempty"`
+		}{sim, start, warnings})
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
@@ -154,10 +187,36 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	}
 	p("dataset %s, epoch %d: %d steps of %d samples; %d pods × %d ranks%s; %s/s per pod; %s per step\n\n",
 		ds.Name, o.epoch, sim.Steps, pl.GlobalBatchSize(), o.pods, o.procsPerPod, layout, humanBytes(int64(bw)), o.stepTime)
-	p("POD\tSHARDS\tBYTES/EPOCH\tMIN CACHE\tFIRST BATCH\tSTALL\tEPOCH\n")
-	for _, ps := range sim.Pods {
-		p("%d\t%d\t%s\t%s\t%s\t%s\t%s\n", ps.Pod, ps.Shards, humanBytes(ps.Bytes), humanBytes(ps.MinCacheBytes),
+	p("each sidecar at start: %d shards' indexes read in %s, plan built in %s, %s held\n",
+		start.Shards, start.Indexes.Round(time.Millisecond), start.Plan.Round(time.Millisecond), humanBytes(start.HeapBytes))
+	for _, w := range warnings {
+		p("warning: %s\n", w)
+	}
+	p("\n")
+	row := func(name string, ps planner.PodSim) {
+		p("%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", name, ps.Shards, humanBytes(ps.Bytes), ps.Requests, humanBytes(ps.MinCacheBytes),
 			ps.FirstBatch.Round(time.Millisecond), ps.Stall.Round(time.Millisecond), ps.Epoch.Round(time.Millisecond))
+	}
+	p("POD\tSHARDS\tBYTES/EPOCH\tGETS\tMIN CACHE\tFIRST BATCH\tSTALL\tEPOCH\n")
+	if len(sim.Pods) <= maxPodRows {
+		for _, ps := range sim.Pods {
+			row(fmt.Sprint(ps.Pod), ps)
+		}
+	} else {
+		for _, q := range []struct {
+			name string
+			at   float64
+		}{{"min", 0}, {"median", 0.5}, {"max", 1}} {
+			row(q.name, podQuantile(sim.Pods, q.at))
+		}
+		p("(each column's quantile over the %d pods; -o json for every pod)\n", len(sim.Pods))
+	}
+	if r := sim.Rescale; r != nil {
+		p("\nrescale\t%d → %d pods at step %d: the new pods fetch %s for the rest of the epoch (%s had the job kept its size),\n",
+			r.FromPods, r.ToPods, r.AtStep, humanBytes(r.After), humanBytes(r.Unchanged))
+		p("\tof which %s refetched (the shards in use at the step, %.1f%% of the epoch's %s); first batch %s; min cache %s\n",
+			humanBytes(r.Refetched), 100*float64(r.Refetched)/float64(max(r.Before+r.Unchanged, 1)), humanBytes(r.Before+r.Unchanged),
+			r.FirstBatch.Round(time.Millisecond), humanBytes(r.MinCacheBytes))
 	}
 	q := sim.Quality
 	p("\nshuffle\tmean gap between consecutive samples of a split: %.0f (a uniform shuffle: %.0f, %.0f%%)\n",
@@ -165,4 +224,66 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	p("\tdistinct shards per global batch: %.0f%% of its samples (over %d steps)\n", 100*q.DistinctShardsPerBatch, q.StepsMeasured)
 	p("\n(min cache includes %d prefetched shards; stall counts the first batch)\n", o.prefetch)
 	return w.Flush()
+}
+
+// maxPodRows is the most pods the text output lists one by one.
+const maxPodRows = 32
+
+// startCost is what a sidecar spends at start, measured here: the
+// indexes read and parsed, the plan built, the heap they take.
+type startCost struct {
+	Shards    int           `json:"shards"`
+	Indexes   time.Duration `json:"indexesNanos"`
+	Plan      time.Duration `json:"planNanos"`
+	HeapBytes int64         `json:"heapBytes"`
+}
+
+// heapInUse is the live heap, as a collection just made marked it.
+func heapInUse() int64 {
+	runtime.GC()
+	runtime.GC() // what a finalizer freed
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	return int64(sample[0].Value.Uint64()) //nolint:gosec // a heap's size
+}
+
+// podQuantile is, column by column, the quantile q of the pods' figures.
+func podQuantile(pods []planner.PodSim, q float64) planner.PodSim {
+	pick := func(f func(planner.PodSim) int64) int64 {
+		v := make([]int64, len(pods))
+		for i, ps := range pods {
+			v[i] = f(ps)
+		}
+		slices.Sort(v)
+		return v[int(q*float64(len(v)-1))]
+	}
+	return planner.PodSim{
+		Shards:        int(pick(func(ps planner.PodSim) int64 { return int64(ps.Shards) })),
+		Bytes:         pick(func(ps planner.PodSim) int64 { return ps.Bytes }),
+		Requests:      pick(func(ps planner.PodSim) int64 { return ps.Requests }),
+		MinCacheBytes: pick(func(ps planner.PodSim) int64 { return ps.MinCacheBytes }),
+		FirstBatch:    time.Duration(pick(func(ps planner.PodSim) int64 { return int64(ps.FirstBatch) })),
+		Stall:         time.Duration(pick(func(ps planner.PodSim) int64 { return int64(ps.Stall) })),
+		Epoch:         time.Duration(pick(func(ps planner.PodSim) int64 { return int64(ps.Epoch) })),
+	}
+}
+
+// indexWarnings names the streams whose index, as given with --index-dir,
+// is larger than a sidecar reads: their pods would not start.
+func indexWarnings(ds *datav1alpha1.TrainingDataset, indexDirs []string) []string {
+	var out []string
+	for _, s := range ds.Spec.Streams {
+		for _, dir := range indexDirs {
+			fi, err := os.Stat(filepath.Join(dir, s.Name, index.FileName))
+			if err != nil {
+				fi, err = os.Stat(filepath.Join(dir, s.Name+".json"))
+			}
+			if err == nil && fi.Size() > index.DefaultMaxBytes {
+				out = append(out, fmt.Sprintf("stream %q: its index is %s, more than the %s a sidecar reads of one stream's index (the manager reads --max-index-bytes, 16Mi by default): split the stream's shards into several streams of fewer shards each",
+					s.Name, humanBytes(fi.Size()), humanBytes(index.DefaultMaxBytes)))
+				break
+			}
+		}
+	}
+	return out
 }

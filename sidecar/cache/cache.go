@@ -85,12 +85,16 @@ type Options struct {
 	// Retry is the backoff between downloads of a corrupt copy.
 	Retry store.Retry
 	// PartBytes splits a shard of at least two parts into ranged GETs of
-	// PartBytes each, PartsParallel of them at once (defaults 16 MiB and
-	// 4): one connection to a cloud store moves a fraction of what a few
+	// PartBytes each, PartsParallel of them at once (defaults
+	// DefaultPartBytes and 4): one connection to a cloud store moves a fraction of what a few
 	// do, and a large shard is the first batch's wait.
 	PartBytes     int64
 	PartsParallel int
 }
+
+// DefaultPartBytes is the size of a ranged GET of a large shard
+// (`shardfeed simulate` counts a pod's requests with it).
+const DefaultPartBytes = 16 << 20
 
 // Stats are the cache's counters.
 type Stats struct {
@@ -170,7 +174,7 @@ func New(opts Options, stores map[string]store.Store) (*Cache, error) {
 		opts.FullTimeout = time.Minute
 	}
 	if opts.PartBytes <= 0 {
-		opts.PartBytes = 16 << 20
+		opts.PartBytes = DefaultPartBytes
 	}
 	if opts.PartsParallel <= 0 {
 		opts.PartsParallel = 4

@@ -33,6 +33,7 @@ func TestIntegrationSimulatePredictsAPodsBytesAndCache(t *testing.T) {
 			Bytes         int64
 			Shards        int
 			MinCacheBytes int64
+			Requests      int64
 		}
 	}
 	if err := json.Unmarshal(out, &sim); err != nil {
@@ -70,6 +71,7 @@ func TestIntegrationSimulatePredictsAPodsBytesAndCache(t *testing.T) {
 				Pipeline struct {
 					Cache struct{ Downloads, FetchedBytes, PeakBytes, LimitBytes int64 } `json:"cache"`
 				} `json:"pipeline"`
+				Store struct{ Gets int64 } `json:"store"`
 			}
 			if err := srv.client.Status(ctx, &status); err != nil {
 				t.Fatal(err)
@@ -77,6 +79,10 @@ func TestIntegrationSimulatePredictsAPodsBytesAndCache(t *testing.T) {
 			c := status.Pipeline.Cache
 			if c.FetchedBytes != pod.Bytes || c.Downloads != int64(pod.Shards) {
 				t.Errorf("fetched %d bytes in %d downloads; simulate predicted %d bytes in %d shards", c.FetchedBytes, c.Downloads, pod.Bytes, pod.Shards)
+			}
+			// The shards' GETs, and the stream's index.
+			if status.Store.Gets != pod.Requests+1 {
+				t.Errorf("%d GETs to the store; simulate predicted %d for the shards, and the index makes one more", status.Store.Gets, pod.Requests)
 			}
 			if c.PeakBytes > pod.MinCacheBytes || c.PeakBytes == 0 {
 				t.Errorf("the cache held %d bytes at its peak; simulate's minimum cache is %d", c.PeakBytes, pod.MinCacheBytes)

@@ -134,11 +134,14 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if mutated, err = inject.Inject(in); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	log.FromContext(ctx).Info("Injected the sidecar", "pod", pod.Name+pod.GenerateName, "dataset", name, "job", job, "attempt", attempt, "generation", in.Generation)
+	if ops, ok := podPatch(&pod, mutated); ok {
+		return admission.Patched("", ops...)
+	}
 	raw, err := json.Marshal(mutated)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	log.FromContext(ctx).Info("Injected the sidecar", "pod", pod.Name+pod.GenerateName, "dataset", name, "job", job, "attempt", attempt, "generation", in.Generation)
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 

@@ -143,9 +143,10 @@ test-python: tools build ## Run the Python tests with pytest (real MinIO, kube-a
 # (docs/benchmarks.md, "Control plane at a cluster's scale"). `make test` runs the short one.
 .PHONY: test-scale
 test-scale: tools-go tools-kube tools-minio tools-debian ## Run the control plane at a GPU cluster's scale on KWOK's simulated nodes (the full scenario, about 11 min); figures in bin/scale.md.
-	SHARDFEED_SCALE=full SCALE_REPORT=$(BIN)/scale.md go test -count=1 -tags integration -timeout 60m -run 'TestIntegrationScale$$' -v ./test/scale/ 2>&1 | \
+	SHARDFEED_SCALE=full SCALE_REPORT=$(BIN)/scale.md SCALE_DATAPLANE_REPORT=$(BIN)/scale-dataplane.md \
+		go test -count=1 -tags integration -timeout 60m -run 'TestIntegrationScale$$|TestIntegrationDataPlane$$' -v ./test/scale/ 2>&1 | \
 		grep --line-buffered -v '^[IWE][0-9]\{4\} ' | grep --line-buffered -v '"level":"info"'
-	@echo "test-scale: figures in $(BIN)/scale.md"
+	@echo "test-scale: figures in $(BIN)/scale.md and $(BIN)/scale-dataplane.md"
 
 # Runs of each benchmark (docs/benchmarks.md reports their median and
 # min–max), the size of the loaders' data sets (1: about 1 GB each; full: 4)

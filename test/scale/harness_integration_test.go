@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -144,6 +145,10 @@ func listen(t *testing.T) net.Listener {
 	return l
 }
 
+// proxied counts the connections the proxy has forwarded: each one a TLS
+// handshake in a replica.
+var proxied atomic.Int64
+
 // proxy forwards each connection l accepts to the next replica in turn,
 // until l is closed.
 func proxy(l net.Listener, reps []*replica) {
@@ -160,6 +165,7 @@ func proxy(l net.Listener, reps []*replica) {
 				time.Sleep(50 * time.Millisecond)
 				continue
 			}
+			proxied.Add(1)
 			go func(c net.Conn, r *replica) {
 				defer func() { _ = c.Close() }()
 				up, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", r.webhook))

@@ -18,6 +18,7 @@ import (
 type counters struct {
 	at                                         time.Time
 	admissions, requests, webhookRequests, cpu float64
+	connections                                float64 // TCP connections the proxy forwarded
 	hook                                       histogram
 	reconcileSum, reconcileCount               float64
 }
@@ -30,6 +31,7 @@ func snapshot(t *testing.T, reps []*replica) counters {
 		requests:        metrics(t, reps, "rest_client_requests_total"),
 		webhookRequests: metrics(t, reps, "shardfeed_admission_api_requests_total"),
 		cpu:             measure(t, reps).cpu,
+		connections:     float64(proxied.Load()),
 		hook:            apiServerHistogram(t, "apiserver_admission_webhook_admission_duration_seconds_bucket", `name="pods.shardfeed.io"`),
 		reconcileSum:    metrics(t, reps, "controller_runtime_reconcile_time_seconds_sum", `controller="trainingdataset"`),
 		reconcileCount:  metrics(t, reps, "controller_runtime_reconcile_time_seconds_count", `controller="trainingdataset"`),
@@ -39,12 +41,13 @@ func snapshot(t *testing.T, reps []*replica) counters {
 // phaseFigures are a phase's admissions and what they cost.
 type phaseFigures struct {
 	admissions, webhookRequests, requests, cpu float64
+	connections                                float64
 	hookP50, hookP99, reconcile                time.Duration
 }
 
 func phase(before, after counters) phaseFigures {
 	return phaseFigures{admissions: after.admissions - before.admissions, webhookRequests: after.webhookRequests - before.webhookRequests,
-		requests: after.requests - before.requests, cpu: after.cpu - before.cpu,
+		requests: after.requests - before.requests, cpu: after.cpu - before.cpu, connections: after.connections - before.connections,
 		hookP50: quantile(after.hook, before.hook, 0.5), hookP99: quantile(after.hook, before.hook, 0.99), reconcile: meanReconcile(after, before)}
 }
 
@@ -149,7 +152,9 @@ type report struct {
 	registrations, commits  int
 	regTook                 time.Duration
 	regWrites, commitWrites float64
-	cleanup, gone, readyIn  time.Duration
+	wave                    waveFigures
+	waveCost                phaseFigures
+	gone, readyIn           time.Duration
 }
 
 func (r report) log(t *testing.T) {
@@ -157,8 +162,8 @@ func (r report) log(t *testing.T) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000) }
 	s := func(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 	cost := func(p phaseFigures) string {
-		return fmt.Sprintf("%.3f API requests per admission by the webhook (%.0f / %.0f), %.3f by the whole manager; %.2f ms of manager CPU per admission; API server's webhook time p50 %s, p99 %s",
-			p.webhookRequests/p.admissions, p.webhookRequests, p.admissions, p.requests/p.admissions, p.cpu*1000/p.admissions, ms(p.hookP50), ms(p.hookP99))
+		return fmt.Sprintf("%.3f API requests per admission by the webhook (%.0f / %.0f), %.3f by the whole manager; %.2f ms of manager CPU per admission; %.2f new TLS connections from the API server per admission; API server's webhook time p50 %s, p99 %s",
+			p.webhookRequests/p.admissions, p.webhookRequests, p.admissions, p.requests/p.admissions, p.cpu*1000/p.admissions, p.connections/p.admissions, ms(p.hookP50), ms(p.hookP99))
 	}
 	rows := [][2]string{
 		{"scenario", fmt.Sprintf("%d KWOK nodes; %d TrainingDatasets in %d namespaces; %d pods: paced Jobs %v, then Indexed Jobs %v, StatefulSets %v, JobSets (Jobs × pods) %v; %d unrelated ConfigMaps, %d unrelated Jobs; 2 manager replicas",
@@ -170,7 +175,8 @@ func (r report) log(t *testing.T) {
 		{"manager peak RSS (VmHWM of the larger replica, whole run)", fmt.Sprintf("**%.0f MiB**", float64(r.peak)/(1<<20))},
 		{"registrations (one per sidecar start), 32 at a time", fmt.Sprintf("%d in %s (%.0f/s); %.0f ConfigMap writes at the API server", r.registrations, s(r.regTook), float64(r.registrations)/r.regTook.Seconds(), r.regWrites)},
 		{"commits (each job's rank 0 every 100 steps at 1 step/s)", fmt.Sprintf("%d in %s: **%.2f** ConfigMap writes/s at the API server", r.commits, s(r.sc.commitFor), r.commitWrites/r.sc.commitFor.Seconds())},
-		{"a Job's deletion to its 128 pods gone (its state kept for the rescale)", s(r.cleanup)},
+		{fmt.Sprintf("a rescale wave: %d Indexed Jobs (%d pods) deleted and made again with half their pods under the same `shardfeed.io/job`, at once", r.wave.jobs, r.wave.oldPods),
+			fmt.Sprintf("%d new pods admitted and on nodes in %s, the old ones gone in %s; each job's state kept, the next generation; %s", r.wave.pods, s(r.wave.admitted), s(r.wave.cleaned), cost(r.waveCost))},
 		{"the datasets' deletion to every plan and state ConfigMap gone", s(r.gone)},
 	}
 	var b strings.Builder

@@ -7,7 +7,9 @@
 // load generator that creates pods as a Job controller does and replays the
 // sidecars' registrations and commits. `make test` runs the short scenario;
 // `make test-scale` (SHARDFEED_SCALE=full) the full one, and SCALE_REPORT
-// names a file for its figures (docs/benchmarks.md).
+// names a file for its figures (docs/benchmarks.md). TestIntegrationDataPlane
+// sizes a large job's data plane with `shardfeed simulate`
+// (SCALE_DATAPLANE_REPORT).
 package scale_test
 
 import (
@@ -26,7 +28,9 @@ var (
 	cluster       *testenv.Simulated
 	minioServer   *testenv.MinIO
 	managerBinary string
-	full          = os.Getenv("SHARDFEED_SCALE") == "full"
+	// shardfeedBinary is the CLI (`shardfeed simulate`).
+	shardfeedBinary string
+	full            = os.Getenv("SHARDFEED_SCALE") == "full"
 )
 
 func TestMain(m *testing.M) {
@@ -38,11 +42,13 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	managerBinary = filepath.Join(dir, "manager")
-	build := exec.Command("go", "build", "-o", managerBinary, "./cmd/manager")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		log.Fatalf("building the manager: %v", err)
+	managerBinary, shardfeedBinary = filepath.Join(dir, "manager"), filepath.Join(dir, "shardfeed")
+	for bin, pkg := range map[string]string{managerBinary: "./cmd/manager", shardfeedBinary: "./cmd/shardfeed"} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			log.Fatalf("building %s: %v", pkg, err)
+		}
 	}
 	ctx := context.Background()
 	if apiServer, err = testenv.StartAPIServer(); err != nil {

@@ -159,6 +159,7 @@ func TestIntegrationScale(t *testing.T) {
 		ds := datasets[i%len(datasets)]
 		jobs = append(jobs, createIndexedJob(t, ds, fmt.Sprintf("train-%d", i), n, ""))
 	}
+	indexed := slices.Clone(jobs)
 	for i, n := range sc.statefulSets {
 		ds := datasets[(i+3)%len(datasets)]
 		jobs = append(jobs, createStatefulSet(t, ds, fmt.Sprintf("sts-%d", i), n))
@@ -211,13 +212,18 @@ func TestIntegrationScale(t *testing.T) {
 		t.Fatalf("%d progress calls failed, the first: %v", len(gen.errs), gen.errs[0])
 	}
 
-	// A rescale: the Job is deleted and made again, smaller, with the same
-	// shardfeed.io/job: the job's state survives, the new attempt gets the
-	// next generation.
-	cleanup := rescale(t, datasets[1])
+	// A wave of rescales: every Indexed Job is deleted and made again with
+	// half its pods and the same shardfeed.io/job, all at once: each job's
+	// state survives, its new attempt gets the next generation.
+	beforeWave := snapshot(t, reps)
+	wave := rescaleWave(t, indexed)
+	afterWave := snapshot(t, reps)
+	step("rescale wave")
+	if n := afterWave.admissions - beforeWave.admissions; n < float64(wave.pods) {
+		t.Errorf("rescale wave: the replicas served %.0f admissions for %d pods", n, wave.pods)
+	}
 
 	// Deleting the datasets deletes everything the operator made for them.
-	step("rescaled")
 	gone := deleteDatasets(t, namespaces)
 	step("datasets deleted")
 
@@ -227,7 +233,7 @@ func TestIntegrationScale(t *testing.T) {
 		p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99), pacedRate: float64(len(latencies)) / pacing.Seconds(),
 		burstPods: len(pods) - len(pacedPods), burstTook: burstTook,
 		registrations: registered, regTook: regTook, regWrites: writesDuringRegistration, commits: commits, commitWrites: commitWrites,
-		cleanup: cleanup, gone: gone, readyIn: readyIn}
+		wave: wave, waveCost: phase(beforeWave, afterWave), gone: gone, readyIn: readyIn}
 	r.log(t)
 }
 
@@ -740,49 +746,80 @@ func (g *loadGenerator) commit(t *testing.T, jobs []launched, pods []corev1.Pod,
 	return n
 }
 
-// rescale runs an Indexed Job of 128 pods, deletes it and makes the job
-// again as a Job of 64 under another name and the same shardfeed.io/job,
-// as a rescale does; it checks the job's state across, and returns how
-// long the deleted Job's pods took to be gone.
-func rescale(t *testing.T, ds client.ObjectKey) time.Duration {
+// waveFigures are a rescale wave's.
+type waveFigures struct {
+	jobs, oldPods, pods int
+	// admitted: the deletions to every new pod on a node; cleaned: to
+	// every old pod gone.
+	admitted, cleaned time.Duration
+}
+
+// rescaleWave deletes each of jobs (Indexed Jobs) and makes it again with
+// half its pods under the same shardfeed.io/job, all at once, as an
+// elastic trainer's controller does after losing nodes. Every job's state
+// survives its Job, and the new pods get the next generation.
+func rescaleWave(t *testing.T, jobs []launched) waveFigures {
 	t.Helper()
 	ctx := context.Background()
-	first := createIndexedJob(t, ds, "elastic", 128, "elastic-llm")
-	waitJobPods(t, ds.Namespace, "elastic", 128)
-	stateKey := client.ObjectKey{Namespace: ds.Namespace, Name: configmaps.StateName(ds.Name, "elastic-llm")}
-	var cm corev1.ConfigMap
-	if err := apiServer.Client.Get(ctx, stateKey, &cm); err != nil {
-		t.Fatalf("the job's state: %v", err)
+	w := waveFigures{jobs: len(jobs)}
+	before := map[string]*configmaps.State{}
+	for _, j := range jobs {
+		st := jobState(t, j)
+		if st.GenerationOf(j.uid) == 0 {
+			t.Fatalf("job %s/%s: its state records no generation for attempt %s: %+v", j.ns, j.job, j.uid, st.Attempts)
+		}
+		before[j.ns+"/"+j.job] = st
+		w.oldPods += j.pods
 	}
-	before, err := configmaps.StateFromData(cm.Data)
-	if err != nil {
-		t.Fatal(err)
+	began := time.Now()
+	var next []launched
+	for _, j := range jobs {
+		if err := apiServer.Client.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: j.name, Namespace: j.ns}},
+			client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+			t.Fatal(err)
+		}
+		ds := client.ObjectKey{Namespace: j.ns, Name: j.dataset}
+		next = append(next, createIndexedJob(t, ds, j.name+"-r", max(j.pods/2, 1), j.job))
 	}
-	deleted := time.Now()
-	if err := apiServer.Client.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "elastic", Namespace: ds.Namespace}},
-		client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
-		t.Fatal(err)
+	var pods []corev1.Pod
+	for _, j := range next {
+		pods = append(pods, waitJobPods(t, j.ns, j.name, j.pods)...)
+		w.pods += j.pods
 	}
-	second := createIndexedJob(t, ds, "elastic-2", 64, "elastic-llm")
-	pods := waitJobPods(t, ds.Namespace, "elastic-2", 64)
-	checkWiring(t, []launched{second}, pods)
-	if err := apiServer.Client.Get(ctx, stateKey, &cm); err != nil {
-		t.Fatalf("the job's state did not survive its Job's deletion: %v", err)
+	w.admitted = time.Since(began)
+	checkWiring(t, next, pods)
+	for _, j := range jobs {
+		waitJobPods(t, j.ns, j.name, 0)
 	}
-	after, err := configmaps.StateFromData(cm.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after.GenerationOf(first.uid) != before.GenerationOf(first.uid) || after.GenerationOf(second.uid) != before.Generation+1 {
-		t.Fatalf("the rescaled job's state: attempts %+v, before %+v", after.Attempts, before.Attempts)
-	}
-	for i := range pods {
-		if cfg, _ := contract(&pods[i]); cfg.Generation != after.Generation || cfg.Pods != 64 {
-			t.Fatalf("rescaled pod %s: generation %d of %d pods, want %d of 64", pods[i].Name, cfg.Generation, cfg.Pods, after.Generation)
+	w.cleaned = time.Since(began)
+	for _, j := range next {
+		st, old := jobState(t, j), before[j.ns+"/"+j.job]
+		if st.GenerationOf(j.uid) != old.Generation+1 {
+			t.Fatalf("rescaled job %s/%s: attempts %+v, before %+v: want the next generation", j.ns, j.job, st.Attempts, old.Attempts)
 		}
 	}
-	waitJobPods(t, ds.Namespace, "elastic", 0)
-	return time.Since(deleted)
+	for i := range pods {
+		cfg, _ := contract(&pods[i])
+		if cfg.Generation < 2 {
+			t.Fatalf("rescaled pod %s/%s: generation %d, want the next one", pods[i].Namespace, pods[i].Name, cfg.Generation)
+		}
+	}
+	return w
+}
+
+// jobState reads the state ConfigMap of j's job, which must exist.
+func jobState(t *testing.T, j launched) *configmaps.State {
+	t.Helper()
+	var cm corev1.ConfigMap
+	key := client.ObjectKey{Namespace: j.ns, Name: configmaps.StateName(j.dataset, j.job)}
+	if err := apiServer.Client.Get(context.Background(), key, &cm); err != nil {
+		t.Fatalf("job %s's state: %v", j.job, err)
+	}
+	st, err := configmaps.StateFromData(cm.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // waitJobPods waits until Job name's pods number n, each on a node.

@@ -1,0 +1,214 @@
+//go:build integration
+
+package scale_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+// dataPlane is a job the planner and `shardfeed simulate` size: one stream
+// of shards of equal size, pods of ranks ranks each, rescaled to rescaleTo
+// pods in the middle of an epoch.
+type dataPlane struct {
+	samples, shards, sampleBytes int64
+	pods, ranks, rescaleTo       int
+	blockSizes                   []int64
+	bandwidth                    string
+	stepTime                     time.Duration
+}
+
+var (
+	shortDataPlane = dataPlane{samples: 1e8, shards: 1e4, sampleBytes: 4096, pods: 128, ranks: 8, rescaleTo: 96,
+		blockSizes: []int64{1 << 18, 1 << 14}, bandwidth: "1GB/s", stepTime: time.Second}
+	// The issue's job: 1024 pods of 8 ranks over 1e10 samples in 1e6
+	// shards (2048 tokens of 2 bytes a sample: 41 MB shards, 41 TB).
+	fullDataPlane = dataPlane{samples: 1e10, shards: 1e6, sampleBytes: 4096, pods: 1024, ranks: 8, rescaleTo: 768,
+		blockSizes: []int64{1 << 18, 1 << 14}, bandwidth: "1GB/s", stepTime: time.Second}
+)
+
+// splits divides both worlds: the rescale keeps the plan.
+func (d dataPlane) splits() int64 {
+	a, b := int64(d.pods*d.ranks), int64(d.rescaleTo*d.ranks)
+	g := a
+	for r := b; r != 0; {
+		g, r = r, g%r
+	}
+	return a / g * b
+}
+
+// simulated is what `shardfeed simulate -o json` prints, in part.
+type simulated struct {
+	Steps int64
+	Pods  []planner.PodSim
+	Start struct {
+		Shards    int
+		Indexes   time.Duration `json:"indexesNanos"`
+		Plan      time.Duration `json:"planNanos"`
+		HeapBytes int64
+	}
+	Rescale  *planner.Rescale
+	Warnings []string
+}
+
+// TestIntegrationDataPlane sizes a large job's data plane with the planner
+// and `shardfeed simulate`, from an index of the job's size as `shardfeed
+// index` writes it: what each sidecar computes at start, what each pod
+// fetches and holds, its first batch, and what a rescale refetches.
+func TestIntegrationDataPlane(t *testing.T) {
+	d := shortDataPlane
+	if full {
+		d = fullDataPlane
+	}
+	dir := t.TempDir()
+	idx := filepath.Join(dir, "indexes", "tokens", index.FileName)
+	indexBytes := writeLargeIndex(t, idx, d)
+	splits := d.splits()
+	var rows []string
+	for _, block := range d.blockSizes {
+		manifest := filepath.Join(dir, fmt.Sprintf("dataset-%d.yaml", block))
+		if err := os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: pretrain}
+spec:
+  streams:
+  - name: tokens
+    format: parquet
+    source: {uri: "s3://corpus/tokens/"}
+  numSplits: %d
+  globalBatchSize: %d
+  shuffle: {blockSize: %d, seed: 7}
+`, splits, 2*splits, block)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		out, err := exec.Command(shardfeedBinary, "simulate", "-f", manifest, "--index-dir", filepath.Join(dir, "indexes"),
+			"--pods", fmt.Sprint(d.pods), "--procs-per-pod", fmt.Sprint(d.ranks), "--bandwidth", d.bandwidth,
+			"--step-time", d.stepTime.String(), "--rescale-to", fmt.Sprint(d.rescaleTo), "-o", "json").Output()
+		if err != nil {
+			var stderr []byte
+			if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("simulate: %v\n%s", err, stderr)
+		}
+		took := time.Since(began)
+		var sim simulated
+		if err := json.Unmarshal(out, &sim); err != nil {
+			t.Fatal(err)
+		}
+		checkDataPlane(t, d, sim)
+		// A stream's index larger than a sidecar reads is named.
+		if over := indexBytes > index.DefaultMaxBytes; over != (len(sim.Warnings) == 1 && strings.Contains(sim.Warnings[0], "more than the 64.0 MiB a sidecar reads")) {
+			t.Errorf("an index of %d bytes: warnings %q", indexBytes, sim.Warnings)
+		}
+		rows = append(rows, dataPlaneRow(block, sim, took))
+	}
+	report := fmt.Sprintf("%d pods × %d ranks (then %d pods), %.0e samples of %d bytes in %.0e shards of %s (%s), numSplits %d, global batch %d, %s per pod from the store, %s per step. "+
+		"The index as `shardfeed index` writes it: %s (the sidecar reads at most %s of a stream's index, the manager %s by default).\n\n"+
+		"| shuffle block | each sidecar at start: index parsed, plan built, heap | per pod and epoch: shards, bytes, GETs (min–max) | cache per pod | first batch | rescale %d → %d pods mid-epoch: the new pods fetch, of which refetched | their first batch | simulate took |\n"+
+		"| --- | --- | --- | --- | --- | --- | --- | --- |\n%s",
+		d.pods, d.ranks, d.rescaleTo, float64(d.samples), d.sampleBytes, float64(d.shards), humanBytes(d.samples/d.shards*d.sampleBytes), humanBytes(d.samples*d.sampleBytes),
+		splits, 2*splits, d.bandwidth, d.stepTime, humanBytes(indexBytes), humanBytes(index.DefaultMaxBytes), "16 MiB",
+		d.pods, d.rescaleTo, strings.Join(rows, ""))
+	t.Logf("data plane:\n%s", report)
+	if path := os.Getenv("SCALE_DATAPLANE_REPORT"); path != "" {
+		if err := os.WriteFile(path, []byte(report), 0o644); err != nil { //nolint:gosec // a report
+			t.Error(err)
+		}
+	}
+}
+
+// writeLargeIndex writes an index of d's shards (one Parquet row group an
+// object) to path, as `shardfeed index` does, and returns its size.
+func writeLargeIndex(t *testing.T, path string, d dataPlane) int64 {
+	t.Helper()
+	per := d.samples / d.shards
+	f := &index.File{Shardfeed: index.Version, Format: "parquet", Shards: make([]index.Entry, d.shards)}
+	for i := range f.Shards {
+		object := fmt.Sprintf("part-%07d.parquet", i)
+		f.Shards[i] = index.Entry{Name: object + "#0", Object: object, Offset: 4, Length: per * d.sampleBytes, Samples: per,
+			Hash: fmt.Sprintf("xxh64:%016x", i), ObjectSize: per*d.sampleBytes + 1024}
+	}
+	data, err := json.MarshalIndent(f, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return int64(len(data))
+}
+
+// checkDataPlane checks what must hold whatever the figures: every pod
+// fetches, the pods read every shard, a rescale's bytes add up.
+func checkDataPlane(t *testing.T, d dataPlane, sim simulated) {
+	t.Helper()
+	if len(sim.Pods) != d.pods || sim.Start.Shards != int(d.shards) {
+		t.Fatalf("simulate sized %d pods over %d shards, want %d over %d", len(sim.Pods), sim.Start.Shards, d.pods, d.shards)
+	}
+	shardBytes := d.samples / d.shards * d.sampleBytes
+	var fetched int64
+	for _, ps := range sim.Pods {
+		if ps.Bytes <= 0 || ps.Requests < int64(ps.Shards) || ps.MinCacheBytes < shardBytes || ps.FirstBatch <= 0 {
+			t.Fatalf("pod %+v", ps)
+		}
+		fetched += ps.Bytes
+	}
+	if fetched < d.samples*d.sampleBytes {
+		t.Errorf("the pods fetch %d bytes in an epoch, less than the dataset's %d", fetched, d.samples*d.sampleBytes)
+	}
+	r := sim.Rescale
+	if r == nil || r.ToPods != d.rescaleTo || r.Before+r.Unchanged != fetched || r.Refetched <= 0 || r.Refetched > r.After {
+		t.Fatalf("rescale %+v: before + unchanged must be the epoch's %d bytes, something refetched, no more than after", r, fetched)
+	}
+}
+
+func dataPlaneRow(block int64, sim simulated, took time.Duration) string {
+	lo, hi := sim.Pods[0], sim.Pods[0]
+	var firstMax time.Duration
+	var cache int64
+	for _, ps := range sim.Pods {
+		if ps.Bytes < lo.Bytes {
+			lo = ps
+		}
+		if ps.Bytes > hi.Bytes {
+			hi = ps
+		}
+		firstMax, cache = max(firstMax, ps.FirstBatch), max(cache, ps.MinCacheBytes)
+	}
+	r := sim.Rescale
+	epoch := r.Before + r.Unchanged
+	return fmt.Sprintf("| %d | %s + %s, %s | %d–%d shards, %s–%s, %d–%d GETs | %s | %s (slowest pod) | %s (%s had it kept its size), %s refetched (%.2f%% of the epoch's %s) | %s | %s |\n",
+		block, sim.Start.Indexes.Round(10*time.Millisecond), sim.Start.Plan.Round(10*time.Millisecond), humanBytes(sim.Start.HeapBytes),
+		lo.Shards, hi.Shards, humanBytes(lo.Bytes), humanBytes(hi.Bytes), lo.Requests, hi.Requests,
+		humanBytes(cache), firstMax.Round(100*time.Millisecond),
+		humanBytes(r.After), humanBytes(r.Unchanged), humanBytes(r.Refetched), 100*float64(r.Refetched)/float64(epoch), humanBytes(epoch),
+		r.FirstBatch.Round(100*time.Millisecond), took.Round(100*time.Millisecond))
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n), -1
+	for f >= unit && i < 4 {
+		f /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", f, "KMGTP"[i])
+}

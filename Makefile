@@ -140,9 +140,11 @@ test-python: tools build ## Run the Python tests with pytest (real MinIO, kube-a
 # The scale harness's full scenario (test/scale): 1000 KWOK nodes, 100
 # datasets in 20 namespaces, 17 536 pods in waves, 20 000 unrelated
 # ConfigMaps and 2 000 unrelated Jobs; its figures go to bin/scale.md
-# (docs/benchmarks.md, "Control plane at a cluster's scale"). `make test` runs the short one.
+# (docs/benchmarks.md, "Control plane at a cluster's scale"), and a
+# 1024-pod job's data plane to bin/scale-dataplane.md ("The data plane at a
+# cluster's scale"). `make test` runs the short ones.
 .PHONY: test-scale
-test-scale: tools-go tools-kube tools-minio tools-debian ## Run the control plane at a GPU cluster's scale on KWOK's simulated nodes (the full scenario, about 11 min); figures in bin/scale.md.
+test-scale: tools-go tools-kube tools-minio tools-debian ## Run the control plane at a GPU cluster's scale on KWOK's simulated nodes and size a 1024-pod job's data plane with shardfeed simulate (about 12 min); figures in bin/scale.md and bin/scale-dataplane.md.
 	SHARDFEED_SCALE=full SCALE_REPORT=$(BIN)/scale.md SCALE_DATAPLANE_REPORT=$(BIN)/scale-dataplane.md \
 		go test -count=1 -tags integration -timeout 60m -run 'TestIntegrationScale$$|TestIntegrationDataPlane$$' -v ./test/scale/ 2>&1 | \
 		grep --line-buffered -v '^[IWE][0-9]\{4\} ' | grep --line-buffered -v '"level":"info"'

@@ -20,7 +20,7 @@ type appliedPlan struct {
 	generation  int64
 	fingerprint string
 	operatorCA  string
-	data        [sha256.Size]byte // dataSum of the plan ConfigMap as applied
+	data        dataDigest // of the plan ConfigMap as applied
 	at          time.Time
 }
 
@@ -53,8 +53,11 @@ func (p *appliedPlans) forget(key types.NamespacedName) {
 	delete(p.m, key)
 }
 
-// dataSum is a digest of a ConfigMap's data, its keys in order.
-func dataSum(data map[string]string) [sha256.Size]byte {
+// dataDigest is a digest of a ConfigMap's data.
+type dataDigest [sha256.Size]byte
+
+// dataSum is the digest of a ConfigMap's data, its keys in order.
+func dataSum(data map[string]string) dataDigest {
 	h := sha256.New()
 	for _, k := range slices.Sorted(maps.Keys(data)) {
 		// Lengths first: no two maps share a digest by moving a boundary.
@@ -65,7 +68,7 @@ func dataSum(data map[string]string) [sha256.Size]byte {
 		h.Write([]byte(k))
 		h.Write([]byte(data[k]))
 	}
-	var sum [sha256.Size]byte
+	var sum dataDigest
 	h.Sum(sum[:0])
 	return sum
 }

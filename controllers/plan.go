@@ -111,8 +111,8 @@ func minCachePods(splits int) []int {
 // applyPlan server-side-applies <name>-plan, owned by the dataset: the
 // parameters, the fingerprint and per-stream digests (never the indexes:
 // sidecars read those themselves), and the minimum cache per pod count.
-// It returns the ConfigMap's data as applied.
-func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alpha1.TrainingDataset, pl *planner.Plan, indexes []planner.StreamIndex) (map[string]string, error) {
+// It returns the digest of the ConfigMap's data as applied.
+func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alpha1.TrainingDataset, pl *planner.Plan, indexes []planner.StreamIndex) (dataDigest, error) {
 	p := &configmaps.Plan{Spec: ds.Spec, Fingerprint: pl.Fingerprint(), MinCacheBytes: map[int]int64{}}
 	for i, x := range indexes {
 		p.Streams = append(p.Streams, configmaps.StreamDigest{Name: ds.Spec.Streams[i].Name, ContentHash: x.ContentHash(),
@@ -122,13 +122,13 @@ func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alp
 	prefetch := planspec.Prefetch(&ds.Spec)
 	for _, pods := range minCachePods(pl.NumSplits()) {
 		if p.MinCacheBytes[pods], err = pl.MinCacheBytes(pods, prefetch); err != nil {
-			return nil, err
+			return dataDigest{}, err
 		}
 	}
 	p.OperatorCA = r.operatorCA()
 	data, err := p.Data()
 	if err != nil {
-		return nil, err
+		return dataDigest{}, err
 	}
 	// Never take over a ConfigMap of that name shardfeed did not write for
 	// this dataset (read directly: the cache holds shardfeed's only).
@@ -136,19 +136,19 @@ func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alp
 	switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: configmaps.PlanName(ds.Name)}, &existing); {
 	case err == nil:
 		if err := ownedBy(&existing, ds); err != nil {
-			return nil, &notOwnedError{err}
+			return dataDigest{}, &notOwnedError{err}
 		}
 	case !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("reading ConfigMap %s: %w", configmaps.PlanName(ds.Name), err)
+		return dataDigest{}, fmt.Errorf("reading ConfigMap %s: %w", configmaps.PlanName(ds.Name), err)
 	}
 	cm := corev1ac.ConfigMap(configmaps.PlanName(ds.Name), ds.Namespace).
 		WithLabels(map[string]string{configmaps.LabelDataset: configmaps.LabelValue(ds.Name), configmaps.LabelManagedBy: configmaps.ManagedBy}).
 		WithOwnerReferences(datasetOwnerApply(ds)).
 		WithData(data)
 	if err := r.Apply(ctx, cm, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return nil, fmt.Errorf("applying ConfigMap %s: %w", configmaps.PlanName(ds.Name), err)
+		return dataDigest{}, fmt.Errorf("applying ConfigMap %s: %w", configmaps.PlanName(ds.Name), err)
 	}
-	return data, nil
+	return dataSum(data), nil
 }
 
 // aggregateJobs reads the jobs' state ConfigMaps into status.jobs.

@@ -109,7 +109,8 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 		}
 	}()
 
-	if left, current := r.planCurrent(ctx, &ds); current {
+	last, stands := r.appliedStands(ctx, &ds)
+	if left := r.indexRecheck() - time.Since(last.at); stands && left > 0 && r.readyWith(&ds, last.fingerprint) {
 		// Only a job's state changed (a commit, a job's first pod): its
 		// progress is all there is to gather.
 		return reconcile.Result{RequeueAfter: left}, r.aggregateJobs(ctx, &ds)
@@ -158,7 +159,10 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	ds.Status.Samples = pl.Total()
 	ds.Status.PlanFingerprint = pl.Fingerprint().Sum
 	ds.Status.StepsPerEpoch = pl.Steps()
-	planData, err := r.applyPlan(ctx, &ds, pl, indexes)
+	planData := last.data
+	if !stands || last.fingerprint != pl.Fingerprint().Sum {
+		planData, err = r.applyPlan(ctx, &ds, pl, indexes)
+	} // else the plan ConfigMap holds this plan, as applied: nothing to compute or write
 	if err != nil {
 		reason := datav1alpha1.ReasonApplyFailed
 		var notOwned *notOwnedError
@@ -182,7 +186,7 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 		fmt.Sprintf("plan %s: %d samples in %d splits, %d steps of %d per epoch", pl.Fingerprint().Sum, pl.Total(), pl.NumSplits(), pl.Steps(), pl.GlobalBatchSize()))
 	r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionFalse, datav1alpha1.ReasonHealthy, "")
 	r.applied.remember(req.NamespacedName, appliedPlan{uid: ds.UID, generation: ds.Generation,
-		fingerprint: pl.Fingerprint().Sum, operatorCA: r.operatorCA(), data: dataSum(planData), at: time.Now()})
+		fingerprint: pl.Fingerprint().Sum, operatorCA: r.operatorCA(), data: planData, at: time.Now()})
 	return reconcile.Result{RequeueAfter: r.indexRecheck()}, nil
 }
 
@@ -200,26 +204,26 @@ func (r *TrainingDatasetReconciler) operatorCA() string {
 	return r.OperatorCA()
 }
 
-// planCurrent says whether the plan this replica applied last for ds is
-// still what ds would get (the same object, generation and operator CA,
-// its plan ConfigMap in the cache as written, Ready in the status), within
-// the recheck interval, and how long is left of that interval.
-func (r *TrainingDatasetReconciler) planCurrent(ctx context.Context, ds *datav1alpha1.TrainingDataset) (time.Duration, bool) {
+// appliedStands returns the plan this replica applied last for ds, and
+// whether it still stands: the same object, generation and operator CA,
+// its plan ConfigMap in the cache as it was written.
+func (r *TrainingDatasetReconciler) appliedStands(ctx context.Context, ds *datav1alpha1.TrainingDataset) (appliedPlan, bool) {
 	a, ok := r.applied.get(client.ObjectKeyFromObject(ds))
-	if !ok || a.uid != ds.UID || a.generation != ds.Generation || a.fingerprint != ds.Status.PlanFingerprint || a.operatorCA != r.operatorCA() {
-		return 0, false
-	}
-	left := r.indexRecheck() - time.Since(a.at)
-	ready := meta.FindStatusCondition(ds.Status.Conditions, datav1alpha1.ConditionReady)
-	if left <= 0 || ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != ds.Generation {
-		return 0, false
+	if !ok || a.uid != ds.UID || a.generation != ds.Generation || a.operatorCA != r.operatorCA() {
+		return appliedPlan{}, false
 	}
 	var cm corev1.ConfigMap
 	if err := r.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: configmaps.PlanName(ds.Name)}, &cm); err != nil ||
 		ownedBy(&cm, ds) != nil || dataSum(cm.Data) != a.data {
-		return 0, false
+		return appliedPlan{}, false
 	}
-	return left, true
+	return a, true
+}
+
+// readyWith says whether ds's status says Ready with plan fingerprint.
+func (r *TrainingDatasetReconciler) readyWith(ds *datav1alpha1.TrainingDataset, fingerprint string) bool {
+	ready := meta.FindStatusCondition(ds.Status.Conditions, datav1alpha1.ConditionReady)
+	return ds.Status.PlanFingerprint == fingerprint && ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == ds.Generation
 }
 
 func (r *TrainingDatasetReconciler) retry() time.Duration {

@@ -35,7 +35,7 @@ func TestDecodeStrictNamesTheFirstUnknownKey(t *testing.T) {
 		{"an escaped known key", `{"n\u0061me": "a"}`, ""},
 		{"an interface holds anything", `{"any": {"deep": [{"any": 1}], "x": null}}`, ""},
 		{"null, true and false", `{"name": "a", "ptr": null, "any": [true, false, null]}`, ""},
-		{"an unknown key at the top", `{"name": "a", "nmae": "b"}`, `unknown field "nmae"`},
+		{"an unknown key at the top", `{"name": "a", "title": "b"}`, `unknown field "title"`},
 		{"an unknown key in an element", `{"items": [{"id": 1}, {"id": 2}, {"id": 3, "idd": 4}]}`, `unknown field "idd" at items[2]`},
 		{"an unknown key behind a pointer", `{"ptr": {"id": 1, "tag": []}}`, `unknown field "tag" at ptr`},
 		{"an escaped unknown key", `{"n\u0061mes": "a"}`, `unknown field "names"`},

@@ -146,6 +146,18 @@ func credentialsSecret(t testing.TB, ns, name, key, secret string) {
 	}
 }
 
+// createDataset creates the dataset "web" in ns over uri, read with
+// MinIO's credentials from a Secret.
+func createDataset(t *testing.T, ns, uri string, numSplits int32, batch int64) *datav1alpha1.TrainingDataset {
+	t.Helper()
+	credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
+	ds := dataset(ns, uri, "minio", numSplits, batch)
+	if err := apiServer.Client.Create(context.Background(), ds); err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
 func dataset(ns, uri, secret string, numSplits int32, batch int64) *datav1alpha1.TrainingDataset {
 	src := datav1alpha1.Source{URI: uri, Endpoint: minioServer.URL(), Insecure: true}
 	if secret != "" {
@@ -185,11 +197,7 @@ func TestIntegrationDatasetConvergesToReadyWithItsPlanConfigMap(t *testing.T) {
 	ctx := context.Background()
 	ns := apiServer.Namespace(t)
 	uri, idx := mdsStream(t, 900)
-	credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
-	ds := dataset(ns, uri, "minio", 6, 12)
-	if err := apiServer.Client.Create(ctx, ds); err != nil {
-		t.Fatal(err)
-	}
+	ds := createDataset(t, ns, uri, 6, 12)
 	got := waitFor(t, client.ObjectKeyFromObject(ds), "Ready", func(d *datav1alpha1.TrainingDataset) bool {
 		c := condition(d, datav1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionTrue && d.Status.ObservedGeneration == d.Generation
@@ -304,11 +312,7 @@ func TestIntegrationJobsProgressDoesNotReadTheIndexAgain(t *testing.T) {
 	ctx := context.Background()
 	ns := apiServer.Namespace(t)
 	uri, _ := mdsStream(t, 300)
-	credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
-	ds := dataset(ns, uri, "minio", 2, 10)
-	if err := apiServer.Client.Create(ctx, ds); err != nil {
-		t.Fatal(err)
-	}
+	ds := createDataset(t, ns, uri, 2, 10)
 	key := client.ObjectKeyFromObject(ds)
 	got := waitFor(t, key, "Ready", func(d *datav1alpha1.TrainingDataset) bool {
 		c := condition(d, datav1alpha1.ConditionReady)
@@ -383,11 +387,7 @@ func TestIntegrationARewrittenIndexIsReadAgain(t *testing.T) {
 	ns := apiServer.Namespace(t)
 	bucket := minioServer.Bucket(t)
 	putMDS(t, bucket, 300)
-	credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
-	ds := dataset(ns, "s3://"+bucket+"/m/", "minio", 2, 10)
-	if err := apiServer.Client.Create(ctx, ds); err != nil {
-		t.Fatal(err)
-	}
+	ds := createDataset(t, ns, "s3://"+bucket+"/m/", 2, 10)
 	key := client.ObjectKeyFromObject(ds)
 	first := waitFor(t, key, "300 samples", func(d *datav1alpha1.TrainingDataset) bool { return d.Status.Samples == 300 })
 	// Unchanged, the index is read again at each recheck; the plan stands.

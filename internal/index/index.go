@@ -12,7 +12,6 @@
 package index
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,18 +71,19 @@ func readMDS(data []byte) (*Layout, error) {
 // readLayout parses data in the form its keys say; a plain list of shards
 // is ErrNoLayout.
 func readLayout(data []byte) (*Layout, error) {
-	// Only the forms' keys are kept: an index may be tens of MiB, and the
-	// reconciler holds its bytes once.
-	var keys struct {
-		Shardfeed json.RawMessage `json:"shardfeed"`
-		Version   json.RawMessage `json:"version"`
-	}
-	if err := json.Unmarshal(data, &keys); err != nil {
+	// The top-level keys, walked in place: decoding the document twice
+	// (once to learn its form) cost a fifth of reading a large index.
+	present, err := topKeys(data)
+	if err != nil {
+		// Let encoding/json say what is wrong, as it does everywhere.
+		var v map[string]json.RawMessage
+		if jerr := json.Unmarshal(data, &v); jerr != nil {
+			return nil, fmt.Errorf("index is not valid JSON: %w", jerr)
+		}
 		return nil, fmt.Errorf("index is not valid JSON: %w", err)
 	}
-	present := map[string]json.RawMessage{"shardfeed": keys.Shardfeed, "version": keys.Version}
 	for _, f := range forms {
-		if v := present[f.key]; len(v) > 0 && !bytes.Equal(v, []byte("null")) {
+		if present[f.key] {
 			return f.read(data)
 		}
 	}

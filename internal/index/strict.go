@@ -1,13 +1,13 @@
 package index
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // decodeStrict decodes data into v and refuses a key v has no field for,
@@ -56,10 +56,17 @@ func (c *keyChecker) peek() byte {
 	return 0
 }
 
+// maxDepth bounds the nesting the walk follows, as encoding/json bounds
+// its own: a document of a million '[' must not exhaust the stack.
+const maxDepth = 10000
+
 // value checks the value at c.i, whose Go type is t.
 func (c *keyChecker) value(t reflect.Type) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if len(c.path) >= maxDepth {
+		return fmt.Errorf("the document nests deeper than %d levels", maxDepth)
 	}
 	switch c.peek() {
 	case 0:
@@ -124,13 +131,53 @@ func (c *keyChecker) value(t reflect.Type) error {
 		_, err := c.str()
 		return err
 	default: // a number, true, false or null
+		start := c.i
 		for ; c.i < len(c.data); c.i++ {
 			switch c.data[c.i] {
-			case ',', ']', '}', ' ', '\t', '\n', '\r':
+			case ',', ']', '}', ':', ' ', '\t', '\n', '\r':
+				if c.i == start { // not a value: the walk must move on
+					return fmt.Errorf("invalid character %q looking for a value", c.data[c.i])
+				}
 				return nil
 			}
 		}
 		return nil
+	}
+}
+
+// topKeys returns the keys of the top-level object whose value is not
+// null, walking past their values; an error if data is not an object or
+// not valid where walked.
+func topKeys(data []byte) (map[string]bool, error) {
+	c := keyChecker{data: data}
+	if c.peek() != '{' {
+		return nil, errors.New("not an object")
+	}
+	c.i++
+	keys := map[string]bool{}
+	for {
+		switch c.peek() {
+		case '}':
+			return keys, nil
+		case ',':
+			c.i++
+		}
+		key, err := c.key()
+		if err != nil {
+			return nil, err
+		}
+		if c.peek() != ':' {
+			return nil, errTruncated
+		}
+		c.i++
+		if c.peek() != 'n' { // null; the last of a repeated key counts, as in encoding/json
+			keys[key] = true
+		} else {
+			delete(keys, key)
+		}
+		if err := c.value(anyType); err != nil {
+			return nil, err
+		}
 	}
 }
 
@@ -156,12 +203,23 @@ func (c *keyChecker) key() (string, error) {
 	}
 	from := c.i
 	raw, err := c.str()
-	if err != nil || !bytes.ContainsRune(raw, '\\') {
+	if err != nil || !needsDecoding(raw) {
 		return string(raw), err
 	}
-	var key string // escaped: as json reads it
+	var key string // escaped, or not ASCII: as json reads it
 	err = json.Unmarshal(c.data[from:c.i], &key)
 	return key, err
+}
+
+// needsDecoding says whether a raw key differs from its value: an escape,
+// or a byte that may be invalid UTF-8 (json reads it as U+FFFD).
+func needsDecoding(raw []byte) bool {
+	for _, b := range raw {
+		if b == '\\' || b >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
 }
 
 // at says where the walk is, as " at shards[3].name".

@@ -90,3 +90,75 @@ func FuzzDecodeStrict(f *testing.F) {
 		}
 	})
 }
+
+// The form of an index is found from its top-level keys, walked in place
+// before anything has checked the document: whatever the bytes, the walk
+// ends with keys or an error.
+func TestTopKeysOfAnyDocument(t *testing.T) {
+	deep := `{"a": ` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`
+	tests := []struct {
+		name, doc string
+		want      []string // nil: an error
+	}{
+		{"two forms' keys", `{"shardfeed": 1, "shards": [{"name": "x"}]}`, []string{"shardfeed", "shards"}},
+		{"a null value is no key", `{"version": null, "shards": []}`, []string{"shards"}},
+		{"an escaped key", `{"v\u0065rsion": 2}`, []string{"version"}},
+		{"nested keys are not top-level", `{"a": {"version": 2}}`, []string{"a"}},
+		{"an empty object", ` { } `, []string{}},
+		{"not an object", `[1, 2]`, nil},
+		{"truncated", `{"shardfeed": 1, "shards": [`, nil},
+		{"a value missing", `{"a": }`, nil},
+		{"a stray colon", `{"a": 1:2}`, nil},
+		{"a brace for a value", `{"a": [}`, nil},
+		{"an unterminated string", `{"a": "x`, nil},
+		{"nested deeper than encoding/json allows", deep, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := topKeys([]byte(tt.doc))
+			if tt.want == nil {
+				if err == nil {
+					t.Fatalf("took %.40q: %v", tt.doc, got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("keys %v, want %v", got, tt.want)
+			}
+			for _, k := range tt.want {
+				if !got[k] {
+					t.Fatalf("keys %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// FuzzTopKeys: on any bytes the walk ends without a panic, and on a valid
+// object it finds the keys encoding/json finds.
+func FuzzTopKeys(f *testing.F) {
+	for _, seed := range []string{`{"shardfeed": 1, "shards": []}`, `{"version": null}`, `{"a": [[{}]], "b": "\"}"}`, `{"a": 1:2}`, `[}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := topKeys(data)
+		var m map[string]json.RawMessage
+		if json.Unmarshal(data, &m) != nil || m == nil {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%q is a valid object: %v", data, err)
+		}
+		for k, v := range m {
+			if got[k] != (string(v) != "null") {
+				t.Fatalf("%q: key %q in %v", data, k, got)
+			}
+		}
+		if len(got) > len(m) {
+			t.Fatalf("%q: keys %v, encoding/json %v", data, got, m)
+		}
+	})
+}

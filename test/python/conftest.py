@@ -163,6 +163,17 @@ def run_shardfeed(minio: MinIO, *args: str, check: bool = True) -> subprocess.Co
     return subprocess.run([str(SHARDFEED_BIN), *args], env=env, capture_output=True, text=True, check=check, timeout=300)
 
 
+def wait_for_socket(path: str | Path, proc: subprocess.Popen, timeout: float = 60.0) -> float:
+    """Wait until `path` exists while `proc` runs, and return the seconds
+    left of `timeout` (at least 1). The client gives up on a socket missing
+    for 3 s outside a pod, since nothing would create it; a `shardfeed
+    serve` just started will, in its own time on a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return max(deadline - time.monotonic(), 1.0)
+
+
 class Feed:
     """A dataset in MinIO and a `shardfeed serve` on it, restartable."""
 
@@ -182,7 +193,7 @@ class Feed:
         import shardfeed
 
         try:
-            shardfeed.Client(self.socket).wait_ready(60)
+            shardfeed.Client(self.socket).wait_ready(wait_for_socket(self.socket, self.proc))
         except shardfeed.SidecarNotReady:
             self.kill()
             raise RuntimeError(f"shardfeed serve did not start:\n{(self.dir / 'serve.log').read_text()}")

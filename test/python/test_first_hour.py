@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import shardfeed
-from conftest import SHARDFEED_BIN
+from conftest import SHARDFEED_BIN, wait_for_socket
 
 SPEC = "  numSplits: 2\n  globalBatchSize: 10\n"
 
@@ -29,7 +29,8 @@ class Serve:
         self.out = open(self.log, "wb")
         self.proc = subprocess.Popen([str(SHARDFEED_BIN), "serve", "-f", str(self.feed.manifest), "--metrics-addr", "", *args],
                                      cwd=self.here, env=self.env, stdout=self.out, stderr=subprocess.STDOUT)
-        shardfeed.Client(str(self.here / ".shardfeed" / "feed.sock")).wait_ready(60)
+        sock = self.here / ".shardfeed" / "feed.sock"
+        shardfeed.Client(str(sock)).wait_ready(wait_for_socket(sock, self.proc))
         return self.first_line()
 
     def first_line(self):

@@ -146,7 +146,7 @@ def test_serve_and_the_client_agree_on_the_default_socket(feed_factory, tmp_path
     import subprocess
 
     import shardfeed
-    from conftest import SHARDFEED_BIN
+    from conftest import SHARDFEED_BIN, wait_for_socket
 
     table = pa.table({"id": pa.array(np.arange(200, dtype=np.int64))})
     feed = feed_factory(table, "  numSplits: 2\n  globalBatchSize: 10\n", start=False)
@@ -161,7 +161,7 @@ def test_serve_and_the_client_agree_on_the_default_socket(feed_factory, tmp_path
                                 cwd=here, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             client = shardfeed.Client()
-            client.wait_ready(60)
+            client.wait_ready(wait_for_socket(here / ".shardfeed" / "feed.sock", proc))
             assert client.socket == ".shardfeed/feed.sock"
             assert (here / ".shardfeed" / "feed.sock").is_socket()
             assert client.state()["epoch"] == 0

@@ -155,6 +155,7 @@ type report struct {
 	wave                    waveFigures
 	waveCost                phaseFigures
 	gone, readyIn           time.Duration
+	statusP50, statusMax    time.Duration // a commit to its job's progress in the dataset's status
 }
 
 func (r report) log(t *testing.T) {
@@ -174,7 +175,8 @@ func (r report) log(t *testing.T) {
 		{"mean dataset reconcile during the burst (status of the jobs' states)", ms(r.burst.reconcile)},
 		{"manager peak RSS (VmHWM of the larger replica, whole run)", fmt.Sprintf("**%.0f MiB**", float64(r.peak)/(1<<20))},
 		{"registrations (one per sidecar start), 32 at a time", fmt.Sprintf("%d in %s (%.0f/s); %.0f ConfigMap writes at the API server", r.registrations, s(r.regTook), float64(r.registrations)/r.regTook.Seconds(), r.regWrites)},
-		{"commits (each job's rank 0 every 100 steps at 1 step/s)", fmt.Sprintf("%d in %s: **%.2f** ConfigMap writes/s at the API server", r.commits, s(r.sc.commitFor), r.commitWrites/r.sc.commitFor.Seconds())},
+		{"commits (each job's rank 0 every 100 steps at 1 step/s)", fmt.Sprintf("%d in %s: **%.2f** ConfigMap writes/s at the API server; a commit to its job's step in the dataset's `status.jobs`: p50 %s, max %s",
+			r.commits, s(r.sc.commitFor), r.commitWrites/r.sc.commitFor.Seconds(), ms(r.statusP50), ms(r.statusMax))},
 		{fmt.Sprintf("a rescale wave: %d Indexed Jobs (%d pods) deleted and made again with half their pods under the same `shardfeed.io/job`, at once", r.wave.jobs, r.wave.oldPods),
 			fmt.Sprintf("%d new pods admitted and on nodes in %s, the old ones gone in %s; each job's state kept, the next generation; %s", r.wave.pods, s(r.wave.admitted), s(r.wave.cleaned), cost(r.waveCost))},
 		{"the datasets' deletion to every plan and state ConfigMap gone", s(r.gone)},

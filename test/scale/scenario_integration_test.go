@@ -205,7 +205,8 @@ func TestIntegrationScale(t *testing.T) {
 	regTook := time.Since(regStart)
 	writesDuringRegistration := configMapWrites(t) - beforeWrites
 	beforeCommits := configMapWrites(t)
-	commits := gen.commit(t, jobs, pods, sc.commitFor)
+	commits, statusLags := gen.commit(t, jobs, pods, sc.commitFor)
+	slices.Sort(statusLags)
 	commitWrites := configMapWrites(t) - beforeCommits
 	step("registrations and commits")
 	if len(gen.errs) > 0 {
@@ -233,7 +234,8 @@ func TestIntegrationScale(t *testing.T) {
 		p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99), pacedRate: float64(len(latencies)) / pacing.Seconds(),
 		burstPods: len(pods) - len(pacedPods), burstTook: burstTook,
 		registrations: registered, regTook: regTook, regWrites: writesDuringRegistration, commits: commits, commitWrites: commitWrites,
-		wave: wave, waveCost: phase(beforeWave, afterWave), gone: gone, readyIn: readyIn}
+		wave: wave, waveCost: phase(beforeWave, afterWave), gone: gone, readyIn: readyIn,
+		statusP50: percentile(statusLags, 0.5), statusMax: percentile(statusLags, 1)}
 	r.log(t)
 }
 
@@ -648,6 +650,7 @@ func plans(t *testing.T, datasets []client.ObjectKey) map[client.ObjectKey]confi
 type sidecar struct {
 	remote *progress.Remote
 	job    progress.Job
+	ns     string
 }
 
 // registerAll registers every pod's sidecar, 32 at a time, and keeps the
@@ -677,7 +680,7 @@ func (g *loadGenerator) registerAll(t *testing.T, pods []corev1.Pod, datasets []
 					g.fail(fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err))
 					continue
 				}
-				s := &sidecar{remote: remote, job: j}
+				s := &sidecar{remote: remote, job: j, ns: p.Namespace}
 				_, err = s.remote.Register(context.Background(), j)
 				// Thousands of sidecars in one process: each reconnects
 				// for its next call rather than hold a connection.
@@ -701,8 +704,9 @@ func (g *loadGenerator) registerAll(t *testing.T, pods []corev1.Pod, datasets []
 }
 
 // commit has each job's rank 0 commit every 100 steps at 1 step/s for
-// d, each job at its own phase, and returns the commits made.
-func (g *loadGenerator) commit(t *testing.T, jobs []launched, pods []corev1.Pod, d time.Duration) int {
+// d, each job at its own phase, and returns the commits made and, for
+// each, the time until its dataset's status.jobs showed it.
+func (g *loadGenerator) commit(t *testing.T, jobs []launched, pods []corev1.Pod, d time.Duration) (int, []time.Duration) {
 	t.Helper()
 	var firsts []*sidecar
 	for _, j := range jobs {
@@ -721,6 +725,7 @@ func (g *loadGenerator) commit(t *testing.T, jobs []launched, pods []corev1.Pod,
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	n := 0
+	var lags []time.Duration
 	end := time.Now().Add(d)
 	for i, s := range firsts {
 		// Job i is at its own point of its 100 steps.
@@ -729,21 +734,46 @@ func (g *loadGenerator) commit(t *testing.T, jobs []launched, pods []corev1.Pod,
 			step := int64(100)
 			for at := time.Now().Add(first % d); at.Before(end); at = at.Add(every) {
 				time.Sleep(time.Until(at))
+				committed := time.Now()
 				_, err := s.remote.Commit(context.Background(), s.job, progress.Commit{Epoch: 0, Step: step})
 				s.remote.CloseIdleConnections()
 				if err != nil {
 					g.fail(fmt.Errorf("job %s: commit at step %d: %w", s.job.Job, step, err))
 					return
 				}
+				lag, err := statusShows(s, step, committed)
+				if err != nil {
+					g.fail(err)
+					return
+				}
 				step += 100
 				mu.Lock()
 				n++
+				lags = append(lags, lag)
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return n
+	return n, lags
+}
+
+// statusShows waits until the status of s's dataset shows its job at
+// step, and returns the time since from.
+func statusShows(s *sidecar, step int64, from time.Time) (time.Duration, error) {
+	key := client.ObjectKey{Namespace: s.ns, Name: s.job.Dataset}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var ds datav1alpha1.TrainingDataset
+		if err := apiServer.Client.Get(context.Background(), key, &ds); err != nil {
+			return 0, err
+		}
+		for _, j := range ds.Status.Jobs {
+			if j.Job == s.job.Job && j.Step >= step {
+				return time.Since(from), nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("job %s: its commit of step %d is not in its dataset's status after a minute", s.job.Job, step)
 }
 
 // waveFigures are a rescale wave's.

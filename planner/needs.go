@@ -238,6 +238,12 @@ func (ep *EpochPlan) rangeCacheBytes(first, n int) int64 {
 // ranks ranks of dataParallel (a job with replication groups): the sum of
 // the ranks' needs, at most every shard they read, plus the prefetch.
 func (ep *EpochPlan) MinCacheBytesOf(ranks []int, dataParallel, prefetchShards int) (int64, error) {
+	return ep.minCacheBytesOf(ranks, dataParallel, prefetchShards, nil)
+}
+
+// minCacheBytesOf is MinCacheBytesOf with the ranks' NeedsOf, if the
+// caller has them already (nil: computed here).
+func (ep *EpochPlan) minCacheBytesOf(ranks []int, dataParallel, prefetchShards int, needs []ShardNeed) (int64, error) {
 	if err := ep.plan.CheckWorld(dataParallel); err != nil {
 		return 0, err
 	}
@@ -249,8 +255,11 @@ func (ep *EpochPlan) MinCacheBytesOf(ranks []int, dataParallel, prefetchShards i
 		}
 		need += ep.rangeCacheBytes(d*per, per)
 	}
+	if needs == nil {
+		needs = ep.NeedsOf(ranks, dataParallel)
+	}
 	var all int64
-	for _, nd := range ep.NeedsOf(ranks, dataParallel) {
+	for _, nd := range needs {
 		all += nd.Bytes
 	}
 	return min(need, all) + int64(prefetchShards)*ep.plan.maxShardBytes, nil

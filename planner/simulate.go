@@ -131,7 +131,7 @@ func (ep *EpochPlan) Simulate(o SimOptions) (*Simulation, error) {
 		needs[pod] = ep.NeedsOf(ranks, dp)
 	}
 	// One cache limit for all pods: the one the pod that needs most needs.
-	cache, err := ep.minCacheOf(podRanks, dp, o.Prefetch)
+	cache, err := ep.minCacheOf(podRanks, dp, o.Prefetch, needs)
 	if err != nil {
 		return nil, err
 	}
@@ -174,10 +174,12 @@ func (ep *EpochPlan) layout(pods, procsPerPod int, mesh *Mesh) ([][]int, int, er
 	return podRanks, pods, nil
 }
 
-func (ep *EpochPlan) minCacheOf(podRanks [][]int, dp, prefetch int) (int64, error) {
+// minCacheOf is the largest of the pods' minimum caches; needs are the
+// pods' NeedsOf.
+func (ep *EpochPlan) minCacheOf(podRanks [][]int, dp, prefetch int, needs [][]ShardNeed) (int64, error) {
 	var cache int64
-	for _, ranks := range podRanks {
-		c, err := ep.MinCacheBytesOf(ranks, dp, prefetch)
+	for pod, ranks := range podRanks {
+		c, err := ep.minCacheBytesOf(ranks, dp, prefetch, needs[pod])
 		if err != nil {
 			return 0, err
 		}
@@ -270,8 +272,10 @@ func (ep *EpochPlan) rescale(o SimOptions, needs [][]ShardNeed) (*Rescale, error
 			}
 		}
 	}
-	for _, ranks := range podRanks {
+	after := make([][]ShardNeed, len(podRanks))
+	for i, ranks := range podRanks {
 		pod := ep.NeedsOf(ranks, dp)
+		after[i] = pod
 		bytes, _, first, _, _ := fetchTimes(pod, at, steps, o)
 		r.After += bytes
 		r.FirstBatch = max(r.FirstBatch, first)
@@ -281,7 +285,7 @@ func (ep *EpochPlan) rescale(o SimOptions, needs [][]ShardNeed) (*Rescale, error
 			}
 		}
 	}
-	if r.MinCacheBytes, err = ep.minCacheOf(podRanks, dp, o.Prefetch); err != nil {
+	if r.MinCacheBytes, err = ep.minCacheOf(podRanks, dp, o.Prefetch, after); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/planner"
 )
@@ -480,7 +481,7 @@ func (s *summary) write(out io.Writer) error {
 	p("dataset %s, epoch %d, plan %s (version %d, %s batching)\n\n", s.Dataset, s.Epoch, s.Fingerprint, s.PlanVersion, s.Batching)
 	p("STREAM\tSHARDS\tSAMPLES\tBYTES\tWEIGHT\tPER EPOCH\n")
 	for _, st := range s.Streams {
-		p("%s\t%d\t%d\t%s\t%s\t%d\n", st.Name, st.Shards, st.Samples, humanBytes(st.Bytes), st.Weight, st.PerEpoch)
+		p("%s\t%d\t%d\t%s\t%s\t%d\n", st.Name, st.Shards, st.Samples, bytesize.Human(st.Bytes), st.Weight, st.PerEpoch)
 	}
 	for _, st := range s.Streams {
 		if st.Filter != "" {
@@ -502,23 +503,10 @@ func (s *summary) write(out io.Writer) error {
 	}
 	p("PODS\tSHARDS/POD\tBYTES/POD\tFETCHED\tDISTINCT\tEGRESS\tMIN CACHE/POD\n")
 	for _, ps := range s.Pods {
-		p("%d\t%d\t%s\t%s\t%s\t%.3f\t%s\n", ps.Pods, ps.MaxShardsPerPod, humanBytes(ps.MaxBytesPerPod),
-			humanBytes(ps.FetchedBytes), humanBytes(ps.DistinctBytes), ps.EgressRatio, humanBytes(ps.MinCacheBytesPod))
+		p("%d\t%d\t%s\t%s\t%s\t%.3f\t%s\n", ps.Pods, ps.MaxShardsPerPod, bytesize.Human(ps.MaxBytesPerPod),
+			bytesize.Human(ps.FetchedBytes), bytesize.Human(ps.DistinctBytes), ps.EgressRatio, bytesize.Human(ps.MinCacheBytesPod))
 	}
 	p("\n(per pod: the largest over pods; min cache includes %d prefetched shards)\n", s.Prefetch)
-	p("plan built in %s, %s allocated\n", time.Duration(s.BuildSeconds*float64(time.Second)).Round(time.Microsecond), humanBytes(int64(s.BuildAllocBytes)))
+	p("plan built in %s, %s allocated\n", time.Duration(s.BuildSeconds*float64(time.Second)).Round(time.Microsecond), bytesize.Human(int64(s.BuildAllocBytes)))
 	return w.Flush()
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
@@ -186,15 +187,15 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 		layout = " in mesh " + so.Mesh.String()
 	}
 	p("dataset %s, epoch %d: %d steps of %d samples; %d pods × %d ranks%s; %s/s per pod; %s per step\n\n",
-		ds.Name, o.epoch, sim.Steps, pl.GlobalBatchSize(), o.pods, o.procsPerPod, layout, humanBytes(int64(bw)), o.stepTime)
+		ds.Name, o.epoch, sim.Steps, pl.GlobalBatchSize(), o.pods, o.procsPerPod, layout, bytesize.Human(int64(bw)), o.stepTime)
 	p("each sidecar at start: %d shards' indexes read in %s, plan built in %s, %s held\n",
-		start.Shards, start.Indexes.Round(time.Millisecond), start.Plan.Round(time.Millisecond), humanBytes(start.HeapBytes))
+		start.Shards, start.Indexes.Round(time.Millisecond), start.Plan.Round(time.Millisecond), bytesize.Human(start.HeapBytes))
 	for _, w := range warnings {
 		p("warning: %s\n", w)
 	}
 	p("\n")
 	row := func(name string, ps planner.PodSim) {
-		p("%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", name, ps.Shards, humanBytes(ps.Bytes), ps.Requests, humanBytes(ps.MinCacheBytes),
+		p("%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", name, ps.Shards, bytesize.Human(ps.Bytes), ps.Requests, bytesize.Human(ps.MinCacheBytes),
 			ps.FirstBatch.Round(time.Millisecond), ps.Stall.Round(time.Millisecond), ps.Epoch.Round(time.Millisecond))
 	}
 	p("POD\tSHARDS\tBYTES/EPOCH\tGETS\tMIN CACHE\tFIRST BATCH\tSTALL\tEPOCH\n")
@@ -213,10 +214,10 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	}
 	if r := sim.Rescale; r != nil {
 		p("\nrescale\t%d → %d pods at step %d: the new pods fetch %s for the rest of the epoch (%s had the job kept its size),\n",
-			r.FromPods, r.ToPods, r.AtStep, humanBytes(r.After), humanBytes(r.Unchanged))
+			r.FromPods, r.ToPods, r.AtStep, bytesize.Human(r.After), bytesize.Human(r.Unchanged))
 		p("\tof which %s refetched (the shards in use at the step, %.1f%% of the epoch's %s); first batch %s; min cache %s\n",
-			humanBytes(r.Refetched), 100*float64(r.Refetched)/float64(max(r.Before+r.Unchanged, 1)), humanBytes(r.Before+r.Unchanged),
-			r.FirstBatch.Round(time.Millisecond), humanBytes(r.MinCacheBytes))
+			bytesize.Human(r.Refetched), 100*float64(r.Refetched)/float64(max(r.Before+r.Unchanged, 1)), bytesize.Human(r.Before+r.Unchanged),
+			r.FirstBatch.Round(time.Millisecond), bytesize.Human(r.MinCacheBytes))
 	}
 	q := sim.Quality
 	p("\nshuffle\tmean gap between consecutive samples of a split: %.0f (a uniform shuffle: %.0f, %.0f%%)\n",
@@ -280,7 +281,7 @@ func indexWarnings(ds *datav1alpha1.TrainingDataset, indexDirs []string) []strin
 			}
 			if err == nil && fi.Size() > index.DefaultMaxBytes {
 				out = append(out, fmt.Sprintf("stream %q: its index is %s, more than the %s a sidecar reads of one stream's index (the manager reads --max-index-bytes, 16Mi by default): split the stream's shards into several streams of fewer shards each",
-					s.Name, humanBytes(fi.Size()), humanBytes(index.DefaultMaxBytes)))
+					s.Name, bytesize.Human(fi.Size()), bytesize.Human(index.DefaultMaxBytes)))
 				break
 			}
 		}

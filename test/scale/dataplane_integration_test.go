@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/planner"
 )
@@ -118,8 +119,8 @@ spec:
 		"The index as `shardfeed index` writes it: %s (the sidecar reads at most %s of a stream's index, the manager %s by default).\n\n"+
 		"| shuffle block | each sidecar at start: index parsed, plan built, heap | per pod and epoch: shards, bytes, GETs (min–max) | cache per pod | first batch | rescale %d → %d pods mid-epoch: the new pods fetch, of which refetched | their first batch | simulate took |\n"+
 		"| --- | --- | --- | --- | --- | --- | --- | --- |\n%s",
-		d.pods, d.ranks, d.rescaleTo, float64(d.samples), d.sampleBytes, float64(d.shards), humanBytes(d.samples/d.shards*d.sampleBytes), humanBytes(d.samples*d.sampleBytes),
-		splits, 2*splits, d.bandwidth, d.stepTime, humanBytes(indexBytes), humanBytes(index.DefaultMaxBytes), "16 MiB",
+		d.pods, d.ranks, d.rescaleTo, float64(d.samples), d.sampleBytes, float64(d.shards), bytesize.Human(d.samples/d.shards*d.sampleBytes), bytesize.Human(d.samples*d.sampleBytes),
+		splits, 2*splits, d.bandwidth, d.stepTime, bytesize.Human(indexBytes), bytesize.Human(index.DefaultMaxBytes), "16 MiB",
 		d.pods, d.rescaleTo, strings.Join(rows, ""))
 	t.Logf("data plane:\n%s", report)
 	if path := os.Getenv("SCALE_DATAPLANE_REPORT"); path != "" {
@@ -193,22 +194,9 @@ func dataPlaneRow(block int64, sim simulated, took time.Duration) string {
 	r := sim.Rescale
 	epoch := r.Before + r.Unchanged
 	return fmt.Sprintf("| %d | %s + %s, %s | %d–%d shards, %s–%s, %d–%d GETs | %s | %s (slowest pod) | %s (%s had it kept its size), %s refetched (%.2f%% of the epoch's %s) | %s | %s |\n",
-		block, sim.Start.Indexes.Round(10*time.Millisecond), sim.Start.Plan.Round(10*time.Millisecond), humanBytes(sim.Start.HeapBytes),
-		lo.Shards, hi.Shards, humanBytes(lo.Bytes), humanBytes(hi.Bytes), lo.Requests, hi.Requests,
-		humanBytes(cache), firstMax.Round(100*time.Millisecond),
-		humanBytes(r.After), humanBytes(r.Unchanged), humanBytes(r.Refetched), 100*float64(r.Refetched)/float64(epoch), humanBytes(epoch),
+		block, sim.Start.Indexes.Round(10*time.Millisecond), sim.Start.Plan.Round(10*time.Millisecond), bytesize.Human(sim.Start.HeapBytes),
+		lo.Shards, hi.Shards, bytesize.Human(lo.Bytes), bytesize.Human(hi.Bytes), lo.Requests, hi.Requests,
+		bytesize.Human(cache), firstMax.Round(100*time.Millisecond),
+		bytesize.Human(r.After), bytesize.Human(r.Unchanged), bytesize.Human(r.Refetched), 100*float64(r.Refetched)/float64(epoch), bytesize.Human(epoch),
 		r.FirstBatch.Round(100*time.Millisecond), took.Round(100*time.Millisecond))
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	f, i := float64(n), -1
-	for f >= unit && i < 4 {
-		f /= unit
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", f, "KMGTP"[i])
 }

@@ -48,7 +48,7 @@ func (pl *Plan) cutLanes() error {
 		lane, err := newPlan(Params{
 			Streams: []Stream{{Name: st.Name, Index: st.Index, Choose: pl.counts[s]}},
 			Seed:    derive(derive(p.Seed, purposeLane), uint64(s)), NumSplits: p.NumSplits,
-			Shuffle: p.Shuffle, BlockSize: p.BlockSize, GlobalBatchSize: S, DropLast: true,
+			Shuffle: p.Shuffle, BlockSize: p.BlockSize, RunLength: p.RunLength, GlobalBatchSize: S, DropLast: true,
 		})
 		if err != nil {
 			return fmt.Errorf("planner: lane %d: %w", s, err)

@@ -120,6 +120,10 @@ type Params struct {
 	// BlockSize is the number of consecutive samples of a split shuffled
 	// together (when Shuffle is on).
 	BlockSize int64
+	// RunLength keeps runs of that many consecutive samples together when
+	// a block is shuffled: the block's runs are permuted, not its samples.
+	// 0 and 1 shuffle samples.
+	RunLength int64
 	// GlobalBatchSize is G, a multiple of NumSplits.
 	GlobalBatchSize int64
 	// DropLast drops the tail of each split that does not fill a batch;
@@ -227,6 +231,10 @@ func (p *Params) samplesPerStream() ([]int64, error) {
 	}
 	if p.Shuffle && p.BlockSize < 1 {
 		return nil, fieldErr("spec.shuffle.blockSize", "must be at least 1, got %d", p.BlockSize)
+	}
+	if p.RunLength < 0 || p.Shuffle && p.RunLength > p.BlockSize {
+		return nil, fieldErr("spec.shuffle.runLength", "must be from 1 to spec.shuffle.blockSize (%d), got %d: a run is the samples kept together inside a shuffled block",
+			p.BlockSize, p.RunLength)
 	}
 	switch p.Batching {
 	case "", BatchingRandom, BatchingStratified, BatchingPerStream:
@@ -416,6 +424,9 @@ func largestRemainder(total int64, weights []*big.Rat) []int64 {
 // for byte) unless they use a feature of a later version, which then
 // shapes the sequence (docs/planner.md, plan versions).
 func (p *Params) version() int {
+	if p.runs() {
+		return 3
+	}
 	if p.lanes() || p.Schedule != nil {
 		return 2
 	}
@@ -426,6 +437,10 @@ func (p *Params) version() int {
 	}
 	return 1
 }
+
+// runs reports whether blocks are shuffled in runs of samples (a version 3
+// feature).
+func (p *Params) runs() bool { return p.Shuffle && p.RunLength > 1 }
 
 // fingerprintInputs lists, in a fixed order, every input that shapes the
 // plan's sequence (design §3 step 10), each as a printable value.
@@ -451,6 +466,9 @@ func (p *Params) fingerprintInputs() []fingerprintInput {
 	blockSize := "-"
 	if p.Shuffle {
 		blockSize = fmt.Sprint(p.BlockSize)
+	}
+	if p.runs() { // only datasets that shuffle runs: other plans keep their fingerprints
+		in = append(in, fingerprintInput{"spec.shuffle.runLength", fmt.Sprint(p.RunLength)})
 	}
 	if p.lanes() { // only datasets that batch otherwise than at random
 		in = append(in, fingerprintInput{"spec.batching", p.Batching})

@@ -404,19 +404,30 @@ func (ep *EpochPlan) At(j int, t int64) Sample {
 }
 
 // inner maps position t of split j to its place in the split's piece
-// sequence: the keyed permutation of t's block (design §3 step 4).
+// sequence: the keyed permutation of t's block (design §3 step 4), of its
+// samples or, with a run length r > 1, of its runs of r samples (the
+// block's last n mod r samples stay last, in order).
 func (ep *EpochPlan) inner(j int, t int64) int64 {
-	if !ep.plan.params.Shuffle {
+	p := &ep.plan.params
+	if !p.Shuffle {
 		return t
 	}
-	b := ep.plan.params.BlockSize
+	b := p.BlockSize
 	base := t / b * b
 	n := b
 	if base+b > ep.plan.splitLen { // the last block: its length depends on the split
 		n = min(b, ep.orderedLen(j)-base)
 	}
-	perm := newPermutation(uint64(n), derive(derive(ep.blockKey, uint64(j)), uint64(base/b)))
-	return base + int64(perm.Apply(uint64(t-base)))
+	key := derive(derive(ep.blockKey, uint64(j)), uint64(base/b))
+	u := t - base
+	if r := p.RunLength; r > 1 {
+		runs := n / r
+		if u >= runs*r {
+			return t
+		}
+		return base + int64(newPermutation(uint64(runs), key).Apply(uint64(u/r)))*r + u%r
+	}
+	return base + int64(newPermutation(uint64(n), key).Apply(uint64(u)))
 }
 
 // sampleAtInner maps a position of split j's piece sequence to its sample.

@@ -65,6 +65,9 @@ func randomParams(r *rand.Rand) Params {
 			p.EpochSize = int64(r.IntN(300)) // 0: the default
 		}
 		p.Batching = []string{"", BatchingRandom, BatchingStratified, BatchingPerStream}[r.IntN(4)]
+		if r.IntN(3) == 0 { // runs of samples kept together
+			p.RunLength = int64(1 + r.IntN(int(p.BlockSize)))
+		}
 		if _, err := New(p); err == nil {
 			return p
 		}
@@ -187,6 +190,87 @@ func TestBlockShuffleIsAPermutationOfEachSplit(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRunsKeepConsecutiveSamplesTogether checks the shape of a shuffle in
+// runs: inside each block, the positions of a run map to consecutive places
+// of one run, every run is used once, and a block's last n mod r positions
+// stay last, in order.
+func TestRunsKeepConsecutiveSamplesTogether(t *testing.T) {
+	tests := []struct {
+		name          string
+		split, block  int64
+		run           int64
+		wantSomeMoved bool
+	}{
+		{"runs divide the block", 64, 16, 4, true},
+		{"a short last run in each block", 60, 14, 4, true},
+		{"a short last block", 50, 16, 4, true},
+		{"one run per block", 32, 8, 8, false},
+		{"runs of one sample", 32, 8, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pl, err := New(Params{Streams: []Stream{{Name: "a", Index: index(tt.split)}}, Seed: 9, NumSplits: 1,
+				Shuffle: true, BlockSize: tt.block, RunLength: tt.run, GlobalBatchSize: 1, DropLast: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep, _ := pl.Epoch(0)
+			moved := false
+			for base := int64(0); base < tt.split; base += tt.block {
+				n := min(tt.block, tt.split-base)
+				full := n / tt.run * tt.run
+				seenRun := map[int64]bool{}
+				for u := range n {
+					in := ep.inner(0, base+u) - base
+					if u >= full {
+						if in != u {
+							t.Fatalf("block at %d: tail position %d maps to %d, want itself", base, u, in)
+						}
+						continue
+					}
+					if in%tt.run != u%tt.run || in >= full {
+						t.Fatalf("block at %d: position %d maps to %d, not the same place of a whole run", base, u, in)
+					}
+					if u%tt.run == 0 {
+						if seenRun[in/tt.run] {
+							t.Fatalf("block at %d: run %d used twice", base, in/tt.run)
+						}
+						seenRun[in/tt.run] = true
+					} else if prev := ep.inner(0, base+u-1) - base; in != prev+1 {
+						t.Fatalf("block at %d: position %d maps to %d after %d: the run was cut", base, u, in, prev)
+					}
+					moved = moved || in != u
+				}
+			}
+			if moved != tt.wantSomeMoved {
+				t.Errorf("some run moved: %v, want %v", moved, tt.wantSomeMoved)
+			}
+		})
+	}
+}
+
+// TestRunLengthOneIsTheSampleShuffle: a run length of 1 is the shuffle of
+// samples, plan and fingerprint alike (the version 1 plan).
+func TestRunLengthOneIsTheSampleShuffle(t *testing.T) {
+	for name, p := range goldenPlans() {
+		if !p.Shuffle || p.RunLength != 0 {
+			continue
+		}
+		a, err := New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.RunLength = 1
+		b, err := New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Fingerprint().Sum != b.Fingerprint().Sum || a.Version() != b.Version() {
+			t.Errorf("%s: run length 1 plans %s (v%d), unset plans %s (v%d)", name, b.Fingerprint().Sum, b.Version(), a.Fingerprint().Sum, a.Version())
+		}
+	}
 }
 
 func TestDropsAndPadsAreCountedAndPadsMarked(t *testing.T) {
@@ -561,6 +645,13 @@ func goldenPlans() map[string]Params {
 			},
 			Seed: 5, NumSplits: 4, Shuffle: true, BlockSize: 5, GlobalBatchSize: 8, Batching: BatchingPerStream,
 		},
+		"runs": {
+			Streams: []Stream{
+				{Name: "a", Index: index(100, 37, 250, 3), Proportion: "0.7"},
+				{Name: "b", Index: index(64, 64), Proportion: "0.3"},
+			},
+			EpochSize: 1000, Seed: 2026, NumSplits: 6, Shuffle: true, BlockSize: 50, RunLength: 8, GlobalBatchSize: 24, DropLast: false,
+		},
 		"scheduled": {
 			Streams: []Stream{
 				{Name: "a", Index: index(30, 11, 7, 19)},
@@ -601,6 +692,9 @@ func TestPlanGoldenVectors(t *testing.T) {
 			"stratified": "25e7fd849804dd2381fcdf35",
 			"per_stream": "9fb65e4aafc931be9a27c8d7",
 			"scheduled":  "9eff162b85a8f8da188023c4",
+		},
+		3: {
+			"runs": "bb66bd63a32d35d8bc189884",
 		},
 	}
 	for name, p := range goldenPlans() {
@@ -665,6 +759,11 @@ func TestPlanGoldenFingerprints(t *testing.T) {
 			"scheduled": {sum: "v2-dda35e7d23f9f347de76c82c70b19775", content: map[string]string{
 				"a": "5d0bce3e95ea3b1be0e197d31de29d4cfb81c141e8b3a5cb8a3039252891da6b",
 				"b": "2db9167919e63e9a1054ff838a2efec1aab7494c1466fa0b101c959a5908e963"}},
+		},
+		3: {
+			"runs": {sum: "v3-64a574e4340773322e3f5243b37a6e35", content: map[string]string{
+				"a": "56158dfacba73f4c846c8dcdcbff0f8acc123033516d72226a11678b1d9c11a9",
+				"b": "1ffcfdd496804575d366dded16d57f32332051a451e2d135eb7e5e3d7a752a02"}},
 		},
 	}
 	for name, p := range goldenPlans() {

@@ -245,7 +245,7 @@ func (pl *Plan) cutSchedule() error {
 		pass, err := newPlan(Params{
 			Streams: []Stream{{Name: st.Name, Index: st.Index}},
 			Seed:    derive(derive(p.Seed, purposePass), uint64(s)), NumSplits: p.NumSplits,
-			Shuffle: p.Shuffle, BlockSize: p.BlockSize, GlobalBatchSize: S, DropLast: true,
+			Shuffle: p.Shuffle, BlockSize: p.BlockSize, RunLength: p.RunLength, GlobalBatchSize: S, DropLast: true,
 		})
 		if err != nil {
 			return fmt.Errorf("planner: the passes of stream %d: %w", s, err)

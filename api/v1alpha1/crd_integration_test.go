@@ -65,8 +65,8 @@ func TestIntegrationTrainingDatasetRoundTripsWithDefaults(t *testing.T) {
 	if s.Streams[0].Format != datav1alpha1.FormatMDS {
 		t.Errorf("format = %q, want the default %q", s.Streams[0].Format, datav1alpha1.FormatMDS)
 	}
-	if !ptr.Deref(s.Shuffle.Enabled, false) || ptr.Deref(s.Shuffle.BlockSize, 0) != 262144 {
-		t.Errorf("shuffle = %+v, want enabled with block size 262144", s.Shuffle)
+	if !ptr.Deref(s.Shuffle.Enabled, false) || ptr.Deref(s.Shuffle.BlockSize, 0) != 262144 || ptr.Deref(s.Shuffle.RunLength, 0) != 1 {
+		t.Errorf("shuffle = %+v, want enabled with block size 262144 and runs of 1", s.Shuffle)
 	}
 	if !ptr.Deref(s.DropLast, false) || s.OnCorruptShard != datav1alpha1.CorruptShardFail {
 		t.Errorf("dropLast = %v, onCorruptShard = %q; want true and fail", s.DropLast, s.OnCorruptShard)
@@ -171,6 +171,12 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		}, "are the ones shardfeed adds"},
 		{"duplicate columns", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Columns = []string{"tokens", "tokens"} }, "spec.streams[0].columns"},
 		{"zero block size", func(d *datav1alpha1.TrainingDataset) { d.Spec.Shuffle.BlockSize = ptr.To(int64(0)) }, "spec.shuffle.blockSize"},
+		{"zero run length", func(d *datav1alpha1.TrainingDataset) { d.Spec.Shuffle.RunLength = ptr.To(int64(0)) }, "spec.shuffle.runLength"},
+		{"runs longer than the block", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Shuffle.BlockSize, d.Spec.Shuffle.RunLength = ptr.To(int64(64)), ptr.To(int64(128))
+		}, "shuffle.runLength must be at most shuffle.blockSize"},
+		{"runs longer than the default block", func(d *datav1alpha1.TrainingDataset) { d.Spec.Shuffle.RunLength = ptr.To(int64(1 << 19)) }, "runLength must be at most shuffle.blockSize"},
+		{"runs above the bound", func(d *datav1alpha1.TrainingDataset) { d.Spec.Shuffle.RunLength = ptr.To(int64(1<<20 + 1)) }, "spec.shuffle.runLength"},
 		{"unknown policy", func(d *datav1alpha1.TrainingDataset) { d.Spec.OnCorruptShard = "ignore" }, "spec.onCorruptShard"},
 		{"negative prefetch", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Prefetch = ptr.To(int32(-1)) }, "spec.sidecar.prefetch"},
 		{"metrics port out of range", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.MetricsPort = ptr.To(int32(70000)) }, "spec.sidecar.metricsPort"},

@@ -22,6 +22,7 @@ const (
 	DefaultShuffleEnabled = true
 	DefaultShuffleSeed    = int64(0)
 	DefaultBlockSize      = int64(262144)
+	DefaultRunLength      = int64(1)
 	DefaultDropLast       = true
 	DefaultBatching       = BatchingRandom
 	DefaultFormat         = FormatMDS
@@ -416,6 +417,7 @@ type ImageDecode struct {
 }
 
 // Shuffle configures how samples are shuffled.
+// +kubebuilder:validation:XValidation:rule="!has(self.runLength) || self.runLength <= (has(self.blockSize) ? self.blockSize : 262144)",message="shuffle.runLength must be at most shuffle.blockSize: a run is the samples kept together inside a shuffled block"
 type Shuffle struct {
 	// Enabled turns shuffling on.
 	// +kubebuilder:default=true
@@ -433,6 +435,17 @@ type Shuffle struct {
 	// +kubebuilder:default=262144
 	// +optional
 	BlockSize *int64 `json:"blockSize,omitempty"`
+
+	// RunLength keeps runs of that many consecutive samples together: a
+	// block's runs are shuffled, not its samples. 1 shuffles samples. Runs
+	// make each batch a few contiguous reads instead of one per sample,
+	// which is faster when samples are small (docs/planner.md, runs), and
+	// mix less. A run length above 1 makes a plan of version 3.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
+	// +kubebuilder:default=1
+	// +optional
+	RunLength *int64 `json:"runLength,omitempty"`
 }
 
 // SidecarSpec configures the data-loading sidecar injected into pods.

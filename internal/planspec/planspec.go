@@ -26,6 +26,7 @@ func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamInde
 		NumSplits:       int(spec.NumSplits),
 		Shuffle:         ptr.Deref(spec.Shuffle.Enabled, datav1alpha1.DefaultShuffleEnabled),
 		BlockSize:       ptr.Deref(spec.Shuffle.BlockSize, datav1alpha1.DefaultBlockSize),
+		RunLength:       ptr.Deref(spec.Shuffle.RunLength, datav1alpha1.DefaultRunLength),
 		GlobalBatchSize: spec.GlobalBatchSize,
 		DropLast:        ptr.Deref(spec.DropLast, datav1alpha1.DefaultDropLast),
 		Batching:        string(cmp.Or(spec.Batching, datav1alpha1.DefaultBatching)),

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -308,7 +309,10 @@ func (b *Batches) Close() {
 // assemble builds rank's local batch k.
 func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64, rank, world int, zc bool) (Batch, error) {
 	batch := Batch{Step: k, p: p}
-	samples, err := ep.LocalBatch(nil, k, rank, world)
+	scratch := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(scratch)
+	samples, err := ep.LocalBatch(scratch.samples[:0], k, rank, world)
+	scratch.samples = samples
 	if err != nil {
 		return batch, err
 	}
@@ -347,7 +351,7 @@ func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64,
 		batch.zc = &zeroCopy{}
 	}
 	err = GuardFaults(func() (err error) {
-		batch.Record, err = p.build(shards, slot, samples, k, batch.zc)
+		batch.Record, err = p.build(shards, slot, samples, k, batch.zc, scratch)
 		return err
 	})
 	if err != nil || !zc {
@@ -363,10 +367,20 @@ func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64,
 	return batch, nil
 }
 
+// scratch is what assembling a batch uses and drops: reused from batch to
+// batch, which keeps the collector's work per batch down.
+type scratch struct {
+	samples []planner.Sample
+	rows    []rowRef
+}
+
+var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
+
 // build gathers the batch's rows from the decoded shards and adds the
 // _shardfeed_ columns.
-func (p *Pipeline) build(shards []*decodedShard, slot map[shardKey]int, samples []planner.Sample, step int64, z *zeroCopy) (arrow.RecordBatch, error) {
-	rows := make([]rowRef, len(samples))
+func (p *Pipeline) build(shards []*decodedShard, slot map[shardKey]int, samples []planner.Sample, step int64, z *zeroCopy, scratch *scratch) (arrow.RecordBatch, error) {
+	rows := slices.Grow(scratch.rows[:0], len(samples))[:len(samples)]
+	scratch.rows = rows
 	for i, s := range samples {
 		key := shardKey{s.Stream, s.Shard}
 		row := s.ID - p.plan.StreamOffset(s.Stream) - p.shardStart[s.Stream][s.Shard]
@@ -409,11 +423,11 @@ func (p *Pipeline) build(shards []*decodedShard, slot map[shardKey]int, samples 
 	sb.Reserve(len(samples))
 	kb.Reserve(len(samples))
 	pb.Reserve(len(samples))
-	for _, s := range samples {
+	for i, s := range samples {
 		ib.UnsafeAppend(s.ID)
 		sb.UnsafeAppend(int16(s.Stream)) //nolint:gosec // streams are few
 		kb.UnsafeAppend(step)
-		pb.UnsafeAppend(s.Pad || shards[slot[shardKey{s.Stream, s.Shard}]].skipped)
+		pb.UnsafeAppend(s.Pad || shards[rows[i].Src].skipped)
 	}
 	for _, b := range []array.Builder{ib, sb, kb, pb} {
 		cols = append(cols, b.NewArray())
@@ -446,7 +460,7 @@ func (p *Pipeline) Sample(ctx context.Context, g int64) (arrow.RecordBatch, erro
 		defer p.decoded.release(d, read)
 		var rec arrow.RecordBatch
 		err = GuardFaults(func() (err error) {
-			rec, err = p.build([]*decodedShard{d}, map[shardKey]int{key: 0}, []planner.Sample{{ID: g, Stream: s, Shard: shard}}, -1, nil)
+			rec, err = p.build([]*decodedShard{d}, map[shardKey]int{key: 0}, []planner.Sample{{ID: g, Stream: s, Shard: shard}}, -1, nil, &scratch{})
 			return err
 		})
 		return rec, err

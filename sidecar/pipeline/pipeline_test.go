@@ -174,6 +174,7 @@ func TestBatchesMatchThePlanForEveryFormatWorldAndWorkers(t *testing.T) {
 	}{
 		{"mds shuffled", []testdata.Stream{stream("m", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, seed: 7}\n", false},
 		{"plain mds served in place", []testdata.Stream{stream("mp", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, seed: 7}\n", true},
+		{"plain mds shuffled in runs", []testdata.Stream{stream("mp", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, runLength: 8, seed: 7}\n", true},
 		{"plain mds and parquet mixed, tokens promoted (decoded), the rest in place", []testdata.Stream{stream("mp", "mds", `proportion: "2"`), stream("p", "parquet", `proportion: "1"`)},
 			"  numSplits: 6\n  globalBatchSize: 36\n  epochSize: 900\n", false},
 		{"parquet in order with pad", []testdata.Stream{stream("p", "parquet", "")}, "  numSplits: 4\n  globalBatchSize: 16\n  shuffle: {enabled: false}\n  dropLast: false\n", false},

@@ -81,7 +81,7 @@ def shuffle_block(batch: int) -> int:
 class Serve:
     """A `shardfeed serve` of a data set's MDS, its cache warmed by one epoch."""
 
-    def __init__(self, work: Path, data: Path, batch: int, decode: str = "", binary: str = "shardfeed"):
+    def __init__(self, work: Path, data: Path, batch: int, decode: str = "", binary: str = "shardfeed", shuffle: str = ""):
         work.mkdir(parents=True, exist_ok=True)
         manifest = work / "dataset.yaml"
         manifest.write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
@@ -94,7 +94,7 @@ spec:
     source: {{uri: "file://{data}/mds/"}}
   numSplits: 2
   globalBatchSize: {batch}
-  shuffle: {{seed: 1, blockSize: {shuffle_block(batch)}}}
+  shuffle: {{seed: 1, blockSize: {shuffle_block(batch)}{", " + shuffle if shuffle else ""}}}
 {decode}""")
         self.socket = str(work / "feed.sock")
         self.log = open(work / "serve.log", "wb")
@@ -180,16 +180,24 @@ def one_copy(n: int, width: int):
         yield {"tokens": out}
 
 
-def one_gather(n: int, width: int, block: int):
+def one_gather(n: int, width: int, block: int, run: int = 1):
     """The machine's limit for a loader that shuffles: as one_copy, but each
     batch gathers its rows in the order of a block shuffle (rows permuted
-    within blocks of `block`, as the sidecar's plan permutes them), one
-    index_select into the reused buffer. Rows far apart in memory cost more
-    to copy than a slice: every row starts a new stream of cache lines."""
+    within blocks of `block`, as the sidecar's plan permutes them; runs of
+    `run` rows kept together with run > 1), one index_select into the reused
+    buffer. Rows far apart in memory cost more to copy than a slice: every
+    row starts a new stream of cache lines."""
     data = torch.randint(0, 50000, (n, width), dtype=torch.int32)
     batch = BATCH["tokens"]
     g = torch.Generator().manual_seed(1)
-    order = torch.cat([b + torch.randperm(min(block, n - b), generator=g) for b in range(0, n, block)])
+
+    def block_order(b: int) -> torch.Tensor:
+        size = min(block, n - b)
+        runs = torch.randperm(size // run, generator=g)
+        order = (runs[:, None] * run + torch.arange(run)).flatten()
+        return b + torch.cat([order, torch.arange(size // run * run, size)])
+
+    order = torch.cat([block_order(b) for b in range(0, n, block)])
     bufs = [torch.empty(batch, width, dtype=torch.int32) for _ in range(2)]
     for i in range(n // batch):
         out = bufs[i % 2]
@@ -197,9 +205,9 @@ def one_gather(n: int, width: int, block: int):
         yield {"tokens": out}
 
 
-def run_limit(n: int, time_box: float | None, gather: bool = False) -> dict:
+def run_limit(n: int, time_box: float | None, gather: bool = False, run: int = 1) -> dict:
     if gather:
-        return touch_loop(lambda: one_gather(n, 2048, shuffle_block(BATCH["tokens"])), time_box)
+        return touch_loop(lambda: one_gather(n, 2048, shuffle_block(BATCH["tokens"]), run), time_box)
     return touch_loop(lambda: one_copy(n, 2048), time_box)
 
 
@@ -229,7 +237,7 @@ def child(argv: list[str]) -> None:
     elif cmd == "limit":
         t = run_limit(int(args[0]), box)
     elif cmd == "limit-gather":
-        t = run_limit(int(args[0]), box, gather=True)
+        t = run_limit(int(args[0]), box, gather=True, run=int(args[1]))
     else:
         raise SystemExit(f"unknown --child {cmd}")
     print(json.dumps(t))
@@ -268,9 +276,9 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
     read = lambda w: lambda e, b: run_child("read-shardfeed", serve.socket, w, e, b)  # noqa: E731
     peer = lambda cmd, w: lambda e, b: run_peer(cmd, data, w, batch, e, b)  # noqa: E731
     pyarrow = lambda e, b: run_child("pyarrow", data, batch, b)  # noqa: E731
+    if build:  # a variant of the sidecar: shardfeed's rows alone
+        return [] if sweep else [(f"shardfeed, {build}", 0, read(0))]
     if kind == "images-decoded":
-        if build:
-            return [(f"shardfeed, {build}", 0, read(0))]
         return [("shardfeed, portable build (Go's image/jpeg)", 0, read(0))] + [
             (name, w, peer(cmd, w)) for name, cmd in (("LitData", "decode-litdata"), ("mosaicml-streaming", "decode-mosaic")) for w in (0, 2)]
     if sweep:
@@ -288,14 +296,20 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
                 ("mosaicml-streaming, resumed at 90 %", 0, peer("resume-mosaic", 0)),
                 ("LitData, resumed at 90 %", 0, peer("resume-litdata", 0))]
         out += [(LIMIT, 0, lambda e, b: run_child("limit", n, b)),
-                (LIMIT_GATHER, 0, lambda e, b: run_child("limit-gather", n, b)),
+                (LIMIT_GATHER, 0, lambda e, b: run_child("limit-gather", n, 1, b)),
+                (LIMIT_GATHER_RUNS, 0, lambda e, b: run_child("limit-gather", n, RUN, b)),
                 ("torch DataLoader alone (tensors in memory)", 2, lambda e, b: run_child("ceiling", n, 2, b))]
     return out
 
 
-# The sidecar builds a kind is measured with beyond the portable one (the
-# binary in bin/, the rows' name): make build-libjpeg links libjpeg-turbo.
-BUILDS = {"images-decoded": [("shardfeed-libjpeg", "libjpeg-turbo build (cgo)")]}
+# Runs of samples the tokens' variant shuffles (shuffle.runLength): 16
+# samples of 8 KiB, a 128 KiB read each.
+RUN = 16
+# The sidecar variants a kind is measured with beyond the default (the
+# binary in bin/, the rows' name, what the dataset's shuffle adds): make
+# build-libjpeg links libjpeg-turbo; the tokens are also shuffled in runs.
+BUILDS = {"images-decoded": [("shardfeed-libjpeg", "libjpeg-turbo build (cgo)", "")],
+          "tokens": [("shardfeed", f"shuffled in runs of {RUN} samples", f"runLength: {RUN}")]}
 
 # The peers, as loaders.py names them and peers.py runs them.
 PEER_READERS = (("LitData", "read-litdata"), ("mosaicml-streaming", "read-mosaic"), ("lancedb", "read-lance"),
@@ -304,16 +318,29 @@ PEER_READERS = (("LitData", "read-litdata"), ("mosaicml-streaming", "read-mosaic
 LIMIT = "one copy of each batch + the loop (the limit)"
 # The same for a shuffled epoch: each batch's rows gathered in plan order.
 LIMIT_GATHER = "one gathered copy of each shuffled batch + the loop"
+# …and with the rows shuffled in runs, as the runs variant's plan.
+LIMIT_GATHER_RUNS = f"one gathered copy of each batch shuffled in runs of {RUN} + the loop"
 
 
 def summary(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
+# A measurement whose runs read for less than this many seconds each (an
+# epoch of the fastest loaders takes a fifth of a second) is run SHORT_RUNS
+# times as often: a median of three such short runs moves with the
+# machine's noise.
+SHORT_RUN = 1.0
+SHORT_RUNS = 2
+
+
 def measure(name: str, workers: int, fn, runs: int, box: float) -> dict:
     rates, firsts, epochs, rss, wrss, complete = [], [], [], [], [], True
-    for run in range(runs):
+    run, reading = 0, 0.0
+    while run < runs or run < SHORT_RUNS * runs and reading / run < SHORT_RUN:
         t = fn(run + 1, box)
+        run += 1
+        reading += t["rest"]
         rates.append(t["rest_samples"] / t["rest"] if t["rest"] else 0.0)
         firsts.append(t["first"])
         epochs.append(t["samples"] / (t["first"] + t["rest"]))
@@ -321,7 +348,7 @@ def measure(name: str, workers: int, fn, runs: int, box: float) -> dict:
         wrss.append(t.get("worker_rss_mib", 0.0))
         complete = complete and t.get("complete", True)
         boxed = "" if t.get("complete", True) else f" (time box: {t['samples']:,} samples read)"
-        log(f"{name} workers={workers} run {run + 1}: {rates[-1]:,.0f} samples/s after a first batch in {t['first']:.2f} s{boxed}")
+        log(f"{name} workers={workers} run {run}: {rates[-1]:,.0f} samples/s after a first batch in {t['first']:.2f} s{boxed}")
     return {"loader": name, "workers": workers, "rate": summary(rates), "first": summary(firsts), "epoch_rate": summary(epochs),
             "rss_mib": max(rss), "worker_rss_mib": max(wrss), "complete": complete}
 
@@ -354,13 +381,14 @@ def main() -> None:
             data, meta = dataset(DATA_OF.get(kind, kind), scale)
             result["datasets"][kind] = {**meta, "batch": BATCH[kind], "sample_bytes": meta["bytes"]["mds"] / meta["rows"]}
             plans = [(BATCH[kind], False)] + ([(b, True) for b in SWEEP] if kind == "tokens" else [])
-            for (batch, sweep), (binary, build) in itertools.product(plans, [("shardfeed", "")] + BUILDS.get(kind, [])):
+            for (batch, sweep), (binary, build, shuffle) in itertools.product(plans, [("shardfeed", "", "")] + BUILDS.get(kind, [])):
                 todo = [c for c in cases(kind, data, None, batch, meta["rows"], sweep, build)
-                        if re.search(args.only, f"{kind}/{c[0]}/{c[1]}")] if args.only else None
-                if todo == []:
+                        if not args.only or re.search(args.only, f"{kind}/{c[0]}/{c[1]}")]
+                if not todo:
                     continue
-                log(f"{kind}, batches of {batch}: serving {data.name} with bin/{binary}")
-                serve = Serve(Path(tmp) / f"{kind}-{batch}-{binary}", data, batch, DECODE if kind == "images-decoded" else "", binary)
+                log(f"{kind}, batches of {batch}: serving {data.name} with bin/{binary}" + (f" ({build})" if build else ""))
+                serve = Serve(Path(tmp) / f"{kind}-{batch}-{binary}{'-' + shuffle.replace(': ', '') if shuffle else ''}", data, batch,
+                              DECODE if kind == "images-decoded" else "", binary, shuffle)
                 try:
                     for name, workers, fn in cases(kind, data, serve, batch, meta["rows"], sweep, build):
                         if args.only and not re.search(args.only, f"{kind}/{name}/{workers}"):

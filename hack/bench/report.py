@@ -149,7 +149,7 @@ def machine_block(go: GoResults | None, loaders: dict | None, cmd: str) -> str:
     gov = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.split()
     runs = f"{go.count() if go else '?'} runs of each Go benchmark"
     if loaders:
-        runs += f", {loaders['runs']} of each loader measurement ({3 * loaders['runs']} of one whose runs read for under a second each)"
+        runs += f", {loaders['runs']} of each loader measurement ({2 * loaders['runs']} of one whose runs read for under a second each)"
     lines = [f"- Machine: {os.cpu_count()} cores ({cpu}), {mem}, Linux {platform.release()}.",
              f"- Command: `{cmd}`; {runs}. Figures are medians, [min–max] over the runs."]
     if len(gov) >= 3:

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -113,10 +114,10 @@ func walk(b *strings.Builder, rules *[]string, path string, s apiextensionsv1.JS
 func constraints(p apiextensionsv1.JSONSchemaProps) string {
 	var c []string
 	if p.Minimum != nil {
-		c = append(c, fmt.Sprintf("minimum %g", *p.Minimum))
+		c = append(c, "minimum "+strconv.FormatFloat(*p.Minimum, 'f', -1, 64))
 	}
 	if p.Maximum != nil {
-		c = append(c, fmt.Sprintf("maximum %g", *p.Maximum))
+		c = append(c, "maximum "+strconv.FormatFloat(*p.Maximum, 'f', -1, 64))
 	}
 	if p.MaxLength != nil {
 		c = append(c, fmt.Sprintf("at most %d characters", *p.MaxLength))

@@ -417,7 +417,7 @@ type ImageDecode struct {
 }
 
 // Shuffle configures how samples are shuffled.
-// +kubebuilder:validation:XValidation:rule="!has(self.runLength) || self.runLength <= (has(self.blockSize) ? self.blockSize : 262144)",message="shuffle.runLength must be at most shuffle.blockSize: a run is the samples kept together inside a shuffled block"
+// +kubebuilder:validation:XValidation:rule="!has(self.runLength) || !has(self.blockSize) || self.runLength <= self.blockSize",message="shuffle.runLength must be at most shuffle.blockSize: a run is the samples kept together inside a shuffled block"
 type Shuffle struct {
 	// Enabled turns shuffling on.
 	// +kubebuilder:default=true

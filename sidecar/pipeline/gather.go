@@ -120,7 +120,7 @@ func gatherFixed(dt arrow.DataType, w int, srcs []column, rows []rowRef, raw [][
 	}
 	var out *memory.Buffer
 	if z != nil {
-		segs := make([][]byte, 0, len(rows))
+		segs := z.list(len(rows))
 		for i, r := range rows {
 			v, err := value(i, r)
 			if err != nil {
@@ -236,7 +236,7 @@ func gatherBinary(dt arrow.DataType, srcs []column, rows []rowRef, raw [][]byte,
 	dstOff := arrow.Int32Traits.CastFromBytes(offBuf.Bytes())
 	var valBuf *memory.Buffer
 	if z != nil {
-		segs := make([][]byte, 0, len(rows))
+		segs := z.list(len(rows))
 		pos := int32(0)
 		for i, v := range values {
 			dstOff[i] = pos

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -40,6 +41,30 @@ func placeholders() []byte {
 // zeroCopy collects the placeholders of one batch.
 type zeroCopy struct {
 	segments map[*byte][][]byte
+	lists    []*[][]byte
+}
+
+// segmentLists reuses the lists of segments of released batches (a list
+// per column of a batch, as long as the batch has rows).
+var segmentLists = sync.Pool{New: func() any { return new([][]byte) }}
+
+// list returns an empty list of segments with room for n, for one of the
+// batch's placeholders: the batch gives it back when released.
+func (z *zeroCopy) list(n int) [][]byte {
+	l := segmentLists.Get().(*[][]byte)
+	*l = slices.Grow((*l)[:0], n)
+	z.lists = append(z.lists, l)
+	return *l
+}
+
+// release gives the batch's lists back: its placeholders are not written
+// after it.
+func (z *zeroCopy) release() {
+	for _, l := range z.lists {
+		clear((*l)[:cap(*l)])
+		segmentLists.Put(l)
+	}
+	z.lists, z.segments = nil, nil
 }
 
 // placeholder returns a buffer of size bytes whose content is segs, or

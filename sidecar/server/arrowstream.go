@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -29,6 +30,8 @@ type streamConn struct {
 	// every chunk starts with its kind (handoff.Frame*), and batches go into the
 	// stream's shared segments.
 	handoff *handoff.Stream
+	// desc and chunkBuf are reused for each batch's descriptor.
+	desc, chunkBuf []byte
 }
 
 // flush sends what was written since the last flush as one chunk.
@@ -71,7 +74,17 @@ func (c *streamConn) handOff(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := c.frame(handoff.FrameBatch, map[string]any{"slot": slot.Index, "gen": slot.Gen, "size": n}, -1); err != nil {
+	// The descriptor, as JSON, without reflection: one per batch.
+	body := c.desc[:0]
+	body = append(body, `{"gen":`...)
+	body = strconv.AppendUint(body, slot.Gen, 10)
+	body = append(body, `,"size":`...)
+	body = strconv.AppendInt(body, int64(n), 10)
+	body = append(body, `,"slot":`...)
+	body = strconv.AppendInt(body, int64(slot.Index), 10)
+	body = append(body, '}')
+	c.desc = body
+	if err := c.chunk(handoff.FrameBatch, body, -1); err != nil {
 		return err
 	}
 	c.handoff.Sent(slot)
@@ -85,9 +98,18 @@ func (c *streamConn) frame(kind byte, v any, fd int) error {
 	if err != nil {
 		return err
 	}
-	chunk := fmt.Appendf(nil, "%x\r\n%c%s\r\n", len(body)+1, kind, body)
+	return c.chunk(kind, body, fd)
+}
+
+// chunk sends one small chunk of kind with body, and fd as frame does.
+func (c *streamConn) chunk(kind byte, body []byte, fd int) error {
+	chunk := strconv.AppendInt(c.chunkBuf[:0], int64(len(body)+1), 16)
+	chunk = append(chunk, '\r', '\n', kind)
+	chunk = append(chunk, body...)
+	chunk = append(chunk, '\r', '\n')
+	c.chunkBuf = chunk
 	if fd < 0 {
-		_, err = c.conn.Write(chunk)
+		_, err := c.conn.Write(chunk)
 		return err
 	}
 	uc, ok := c.conn.(*net.UnixConn)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import shardfeed
+from shardfeed import _convert
 from conftest import ROOT
 
 N = 2400
@@ -260,6 +261,28 @@ def test_every_column_kind_keeps_its_dtype_and_shape(feed_factory):
     arrow = next(iter(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, output="arrow", columns=["id"])))
     assert isinstance(arrow, pa.RecordBatch)
     assert arrow.schema.names == ["id", "_shardfeed_index", "_shardfeed_stream", "_shardfeed_step", "_shardfeed_pad"]
+
+
+def test_a_converter_still_looks_at_each_batch():
+    """What each column becomes is worked out once per schema, but nulls are
+    a batch's: a later batch with them comes out as Python values."""
+    schema = pa.schema([("n", pa.int64()), ("vec", pa.list_(pa.float32(), 2)), ("_shardfeed_step", pa.int64())])
+    clean = pa.record_batch([pa.array([1, 2]), pa.FixedSizeListArray.from_arrays(pa.array([1, 2, 3, 4], pa.float32()), 2),
+                             pa.array([0, 0])], schema=schema)
+    holed = pa.record_batch([pa.array([1, None]), pa.FixedSizeListArray.from_arrays(pa.array([1, None, 3, 4], pa.float32()), 2),
+                             pa.array([1, 1])], schema=schema)
+    conv = _convert.converter(None, clean, "numpy", ["n", "vec"])
+    first = conv(clean)
+    assert first["n"].tolist() == [1, 2] and first["vec"].shape == (2, 2) and first["_shardfeed_step"].tolist() == [0, 0]
+    assert _convert.converter(conv, holed, "numpy", ["n", "vec"]) is conv
+    second = conv(holed)
+    assert second["n"] == [1, None] and second["vec"] == [[1.0, None], [3.0, 4.0]]
+    assert _convert.converter(conv, clean, "numpy", ["n"]) is not conv  # other columns
+    only_n = _convert.converter(None, clean, "numpy", ["n"])
+    assert _convert.converter(only_n, clean.select([0, 2]), "numpy", ["n"]) is not only_n  # another schema
+    assert list(_convert.converter(conv, clean, "torch", ["n"])(clean)) == ["n", "_shardfeed_step"]
+    with pytest.raises(ValueError, match="no column 'x'"):
+        _convert.converter(conv, clean, "numpy", ["x"])
 
 
 def test_errors_say_what_to_do(feed_factory, tmp_path):

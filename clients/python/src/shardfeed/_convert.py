@@ -12,7 +12,7 @@ becomes Python values.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -32,39 +32,42 @@ def _shape(field: pa.Field) -> tuple[int, ...] | None:
         return None
 
 
-def _flat_fixed(col: pa.Array) -> tuple[np.ndarray, list[int]] | None:
-    """The values of a (nested) fixed-size list of primitives as one flat
-    array, and the list sizes from the outside in; None if not that shape."""
-    dims = []
+def _flat_fixed(col: pa.Array, dims: list[int]) -> np.ndarray | None:
+    """The values of col, a (nested) fixed-size list of primitives whose
+    list sizes from the outside in are dims, as one flat array; None if
+    values are null at some level."""
     values = col
-    while pa.types.is_fixed_size_list(values.type):
+    for size in dims:
         if values.null_count:
             return None
-        size = values.type.list_size
-        dims.append(size)
         # The child sliced to this array's rows: flatten() would do the
         # same, a hundred times slower (it goes through a compute kernel).
         values = values.values.slice(values.offset * size, len(values) * size)
-    if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)) or values.null_count:
+    if values.null_count:
         return None
-    return values.to_numpy(zero_copy_only=True), dims
+    out: np.ndarray = values.to_numpy(zero_copy_only=True)
+    return out
 
 
-def column_to_numpy(field: pa.Field, col: pa.Array) -> Any:
-    """One column as numpy (or a list where values vary in size)."""
+def _fixed_dims(t: pa.DataType) -> list[int] | None:
+    """The list sizes of a (nested) fixed-size list of ints or floats from
+    the outside in; None for any other type."""
+    dims = []
+    while pa.types.is_fixed_size_list(t):
+        dims.append(t.list_size)
+        t = t.value_type
+    if dims and (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        return dims
+    return None
+
+
+ColumnConverter = Callable[[pa.Array], Any]
+
+
+def _generic(col: pa.Array) -> Any:
+    """Variable-length lists of numbers as lists of arrays; anything else
+    (strings, binaries, structs, maps, nulls) as Python values."""
     t = col.type
-    if pa.types.is_fixed_size_list(t):
-        flat = _flat_fixed(col)
-        if flat is not None:
-            values, dims = flat
-            shape = _shape(field)
-            if shape is None or int(np.prod(shape)) != dims[0] or len(dims) > 1:
-                shape = tuple(dims)
-            return values.reshape((len(col), *shape))
-    if (pa.types.is_integer(t) or pa.types.is_floating(t)) and not col.null_count:
-        return col.to_numpy(zero_copy_only=True)
-    if pa.types.is_boolean(t) and not col.null_count:
-        return col.to_numpy(zero_copy_only=False)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         inner = t.value_type
         if (pa.types.is_integer(inner) or pa.types.is_floating(inner)) and not col.null_count:
@@ -73,6 +76,34 @@ def column_to_numpy(field: pa.Field, col: pa.Array) -> Any:
             offsets = offsets - offsets[0]
             return [values[offsets[i]:offsets[i + 1]] for i in range(len(col))]
     return col.to_pylist()
+
+
+def column_converter(field: pa.Field) -> ColumnConverter:
+    """What turns a column of field into numpy (or a list where values vary
+    in size), worked out once per field rather than once per batch."""
+    t = field.type
+    dims = _fixed_dims(t)
+    if dims is not None:
+        shape = _shape(field)
+        if shape is None or int(np.prod(shape)) != dims[0] or len(dims) > 1:
+            shape = tuple(dims)
+
+        def fixed(col: pa.Array) -> Any:
+            values = _flat_fixed(col, dims)
+            if values is None:
+                return _generic(col)
+            return values.reshape((len(col), *shape))
+        return fixed
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return lambda col: _generic(col) if col.null_count else col.to_numpy(zero_copy_only=True)
+    if pa.types.is_boolean(t):
+        return lambda col: _generic(col) if col.null_count else col.to_numpy(zero_copy_only=False)
+    return _generic
+
+
+def column_to_numpy(field: pa.Field, col: pa.Array) -> Any:
+    """One column as numpy (or a list where values vary in size)."""
+    return column_converter(field)(col)
 
 
 class Batch(dict):  # type: ignore[type-arg]
@@ -101,46 +132,85 @@ _register_collate()
 
 def check_columns(batch: pa.RecordBatch, columns: list[str] | None) -> None:
     """Refuse columns the batch does not have, naming the ones it has."""
+    _check_names(batch.schema.names, columns)
+
+
+def _check_names(names: list[str], columns: list[str] | None) -> None:
     if columns is None:
         return
-    names = batch.schema.names
     missing = [c for c in columns if c not in names]
     if missing:
         have = ", ".join(n for n in names if not n.startswith("_shardfeed_"))
         raise ValueError(f"columns={columns!r}: the dataset has no column {', '.join(map(repr, missing))}; its columns are {have}")
 
 
-def to_numpy(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[str, Any]:
-    out = {}
-    for i, field in enumerate(batch.schema):
-        if columns is not None and field.name not in columns and not field.name.startswith("_shardfeed_"):
-            continue
-        out[field.name] = column_to_numpy(field, batch.column(i))
+Output = Literal["torch", "numpy", "arrow"]
+"""What a batch is: a dict of torch tensors, a dict of numpy arrays, or a
+pyarrow.RecordBatch."""
+
+
+class Converter:
+    """convert() for the batches of one schema: which columns to keep and
+    what each becomes are worked out once, not for every batch (at small
+    batches that Python was a good part of the loop's time per batch)."""
+
+    def __init__(self, schema: pa.Schema, output: Output, columns: list[str] | None):
+        _check_names(schema.names, columns)
+        self.schema, self.output, self.columns = schema, output, columns
+        self._keep = [i for i, f in enumerate(schema) if columns is None or f.name in columns or f.name.startswith("_shardfeed_")]
+        self._columns = [(i, schema.field(i).name, column_converter(schema.field(i))) for i in self._keep]
+        self._all = len(self._keep) == len(schema)
+
+    def fits(self, batch: pa.RecordBatch) -> bool:
+        """Whether batch has this converter's schema."""
+        return bool(batch.schema.equals(self.schema))
+
+    def to_numpy(self, batch: pa.RecordBatch) -> dict[str, Any]:
+        return {name: conv(batch.column(i)) for i, name, conv in self._columns}
+
+    def __call__(self, batch: pa.RecordBatch) -> Any:
+        """batch as output says, with only the columns kept."""
+        if self.output == "arrow":
+            return batch if self._all else batch.select(self._keep)
+        out = self.to_numpy(batch)
+        if self.output == "numpy":
+            return Batch(out)
+        return Batch(_to_torch(out))
+
+
+_warned = False
+
+
+def _to_torch(values: dict[str, Any]) -> dict[str, Any]:
+    global _warned
+    if not _warned:
+        # The Arrow buffers are read-only views of this batch alone; torch
+        # warns, once per process, that it cannot mark a tensor read-only:
+        # let it do so here, silenced.
+        _warned = True
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return _to_torch(values)
+    import torch
+
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if isinstance(value, np.ndarray):
+            out[name] = torch.from_numpy(value)
+        elif isinstance(value, list) and value and isinstance(value[0], np.ndarray):
+            out[name] = [torch.from_numpy(v) for v in value]
+        else:
+            out[name] = value
     return out
+
+
+def to_numpy(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[str, Any]:
+    return Converter(batch.schema, "numpy", columns).to_numpy(batch)
 
 
 def to_torch(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[str, Any]:
     """The batch as tensors, views of the Arrow buffers where the layout allows."""
-    import torch
-
-    out: dict[str, Any] = {}
-    with warnings.catch_warnings():
-        # The Arrow buffers are read-only views of this batch alone; torch
-        # warns that it cannot mark the tensor read-only.
-        warnings.simplefilter("ignore", UserWarning)
-        for name, value in to_numpy(batch, columns).items():
-            if isinstance(value, np.ndarray):
-                out[name] = torch.from_numpy(value)
-            elif isinstance(value, list) and value and isinstance(value[0], np.ndarray):
-                out[name] = [torch.from_numpy(v) for v in value]
-            else:
-                out[name] = value
-    return out
-
-
-Output = Literal["torch", "numpy", "arrow"]
-"""What a batch is: a dict of torch tensors, a dict of numpy arrays, or a
-pyarrow.RecordBatch."""
+    return _to_torch(to_numpy(batch, columns))
 
 
 def convert(batch: pa.RecordBatch, output: Output, columns: list[str] | None) -> Any:
@@ -151,12 +221,11 @@ def convert(batch: pa.RecordBatch, output: Output, columns: list[str] | None) ->
         output: what to make of it.
         columns: the dataset columns to keep; None: all.
     """
-    check_columns(batch, columns)
-    if output == "arrow":
-        if columns is None:
-            return batch
-        keep = [n for n in batch.schema.names if n in columns or n.startswith("_shardfeed_")]
-        return batch.select(keep)
-    if output == "numpy":
-        return Batch(to_numpy(batch, columns))
-    return Batch(to_torch(batch, columns))
+    return Converter(batch.schema, output, columns)(batch)
+
+
+def converter(last: Converter | None, batch: pa.RecordBatch, output: Output, columns: list[str] | None) -> Converter:
+    """last if it converts batch as asked, else a new converter for it."""
+    if last is not None and last.output == output and last.columns == columns and last.fits(batch):
+        return last
+    return Converter(batch.schema, output, columns)

@@ -311,14 +311,7 @@ class BatchStream:
         try:
             ended = False
             for buf in self._buffers():
-                reader = pa.ipc.MessageReader.open_stream(pa.BufferReader(buf))
-                while True:
-                    try:
-                        msg = reader.read_next_message()
-                    except StopIteration:
-                        break
-                    if msg is None:
-                        break
+                for msg in self._messages(buf):
                     if msg.type == "schema":
                         self.schema = pa.ipc.read_schema(msg)
                     elif msg.type == "record batch":
@@ -334,6 +327,29 @@ class BatchStream:
             raise StreamCut(f"the batch stream was cut: {err!r}") from err
         finally:
             self.close()
+
+    def _messages(self, buf: pa.Buffer) -> Iterator[pa.ipc.Message]:
+        """The IPC messages in buf: a slot's (a batch's, which ends with it)
+        read one after the other, the stream's chunks through a reader that
+        knows the end-of-stream marker."""
+        if self.placement is not None:
+            reader = pa.BufferReader(buf)
+            while reader.tell() < buf.size:
+                try:
+                    msg = pa.ipc.read_message(reader)
+                except EOFError:
+                    raise StreamCut("a batch in shared memory holds the end-of-stream marker") from None
+                yield msg
+            return
+        messages = pa.ipc.MessageReader.open_stream(pa.BufferReader(buf))
+        while True:
+            try:
+                msg = messages.read_next_message()
+            except StopIteration:
+                return
+            if msg is None:
+                return
+            yield msg
 
     def shared(self, columns: list[str] | None, output: str) -> SharedBatch:
         """The batch just read, for a DataLoader worker to hand over: the
@@ -380,6 +396,10 @@ class SharedBatch:
                            self.schema, self.columns, self.output))
 
 
+# The training process's converter of the last batch it made (every
+# worker's batches have the same schema).
+_CONVERTER: dict[int, Any] = {}
+
 # A worker's record of what the training process has been sent, per stream.
 _SENT: dict[str, dict[Any, int]] = {}
 
@@ -412,4 +432,6 @@ def _rebuild(stream: str, pid: int, ctl: tuple[Any, int] | None, slot: int, seri
             raise StreamCut("a worker's shared batch holds no record batch")
         if msg.type == "record batch":
             batch = pa.ipc.read_record_batch(msg, schema)
-    return _convert.convert(batch, output, columns)  # type: ignore[arg-type]
+    conv = _convert.converter(_CONVERTER.get(0), batch, output, columns)  # type: ignore[arg-type]
+    _CONVERTER[0] = conv
+    return conv(batch)

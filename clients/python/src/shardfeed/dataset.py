@@ -382,6 +382,7 @@ class FeedDataset(_Base):
         reporter = None
         if self.report_waits and not in_worker:
             reporter = WaitReporter(Client(client.socket, timeout=2), _rank_and_world(self._rank, self._world)[0])
+        conv: _convert.Converter | None = None
         try:
             while True:
                 start = time.perf_counter()
@@ -390,11 +391,11 @@ class FeedDataset(_Base):
                     break
                 k, rb = item
                 stream = self._stream
+                conv = _convert.converter(conv, rb, self.output, self.columns)  # checks the columns
                 if shared and stream is not None and stream.placement is not None:
-                    _convert.check_columns(rb, self.columns)
                     batch = stream.shared(self.columns, self.output)
                 else:
-                    batch = _convert.convert(rb, self.output, self.columns)
+                    batch = conv(rb)
                 waited = time.perf_counter() - start
                 c.add("data_wait_seconds", waited)
                 c.add("batches", 1)

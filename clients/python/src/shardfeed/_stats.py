@@ -50,6 +50,7 @@ class Stats:
 
 
 FIELDS = [f.name for f in fields(Stats)]
+_INDEX = {name: i for i, name in enumerate(FIELDS)}
 _INT = {f.name for f in fields(Stats) if f.type == "int"}
 
 
@@ -62,8 +63,9 @@ class Counters:
         self._lock = threading.Lock()  # the transform's threads count too
 
     def add(self, name: str, value: float) -> None:
+        i = _INDEX[name]
         with self._lock:
-            self.row[FIELDS.index(name)] += value
+            self.row[i] += value
 
     def stats(self) -> Stats:
         return to_stats(self.row)

@@ -438,8 +438,8 @@ func (p *Pipeline) build(shards []*decodedShard, rows []rowRef, samples []planne
 }
 
 // metaColumns returns the _shardfeed_ columns of a batch, written into one
-// buffer from the shared pool: four builders per batch allocated, zeroed
-// and left to the collector four buffers.
+// buffer from the shared pool (four builders per batch made four buffers
+// to allocate, zero and collect).
 func metaColumns(samples []planner.Sample, rows []rowRef, shards []*decodedShard, step int64) []arrow.Array {
 	n := len(samples)
 	sizes := [4]int{8 * n, 2 * n, 8 * n, int(bitutil.BytesForBits(int64(n)))}

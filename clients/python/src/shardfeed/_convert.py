@@ -20,7 +20,6 @@ import pyarrow as pa
 SHAPE_KEY = b"shardfeed.shape"
 
 
-
 def _shape(field: pa.Field) -> tuple[int, ...] | None:
     meta = field.metadata or {}
     raw = meta.get(SHAPE_KEY)
@@ -101,11 +100,6 @@ def column_converter(field: pa.Field) -> ColumnConverter:
     return _generic
 
 
-def column_to_numpy(field: pa.Field, col: pa.Array) -> Any:
-    """One column as numpy (or a list where values vary in size)."""
-    return column_converter(field)(col)
-
-
 class Batch(dict):  # type: ignore[type-arg]
     """One batch of a rank: a dict of its columns. The sidecar sized it
     (the TrainingDataset's globalBatchSize); a DataLoader must not batch
@@ -130,12 +124,8 @@ def _register_collate() -> None:
 _register_collate()
 
 
-def check_columns(batch: pa.RecordBatch, columns: list[str] | None) -> None:
-    """Refuse columns the batch does not have, naming the ones it has."""
-    _check_names(batch.schema.names, columns)
-
-
 def _check_names(names: list[str], columns: list[str] | None) -> None:
+    """Refuse columns a batch does not have, naming the ones it has."""
     if columns is None:
         return
     missing = [c for c in columns if c not in names]
@@ -178,19 +168,24 @@ class Converter:
         return Batch(_to_torch(out))
 
 
-_warned = False
+_torch_warned = False
 
 
 def _to_torch(values: dict[str, Any]) -> dict[str, Any]:
-    global _warned
-    if not _warned:
+    global _torch_warned
+    if _torch_warned:
+        return _tensors(values)
+    _torch_warned = True
+    with warnings.catch_warnings():
         # The Arrow buffers are read-only views of this batch alone; torch
-        # warns, once per process, that it cannot mark a tensor read-only:
-        # let it do so here, silenced.
-        _warned = True
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            return _to_torch(values)
+        # warns that it cannot mark a tensor read-only, once per process:
+        # here, where it is silenced (a filter per batch costs more than
+        # the rest of making its tensors).
+        warnings.simplefilter("ignore", UserWarning)
+        return _tensors(values)
+
+
+def _tensors(values: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     out: dict[str, Any] = {}
@@ -204,13 +199,9 @@ def _to_torch(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def to_numpy(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[str, Any]:
-    return Converter(batch.schema, "numpy", columns).to_numpy(batch)
-
-
 def to_torch(batch: pa.RecordBatch, columns: list[str] | None = None) -> dict[str, Any]:
     """The batch as tensors, views of the Arrow buffers where the layout allows."""
-    return _to_torch(to_numpy(batch, columns))
+    return _to_torch(Converter(batch.schema, "numpy", columns).to_numpy(batch))
 
 
 def convert(batch: pa.RecordBatch, output: Output, columns: list[str] | None) -> Any:

@@ -19,8 +19,9 @@ type Pool struct {
 	classes [64]sync.Pool
 }
 
-// minPooled is the smallest buffer worth pooling.
-const minPooled = 64 << 10
+// MinPooled is the smallest buffer the pool keeps: a user that wants small
+// buffers reused reserves at least this much.
+const MinPooled = 64 << 10
 
 // Shared is the process's pool.
 var Shared = &Pool{}
@@ -29,7 +30,7 @@ func class(size int) int { return bits.Len(uint(size - 1)) }
 
 // Allocate implements memory.Allocator.
 func (p *Pool) Allocate(size int) []byte {
-	if size < minPooled {
+	if size < MinPooled {
 		return memory.DefaultAllocator.Allocate(size)
 	}
 	c := class(size)
@@ -53,7 +54,7 @@ func (p *Pool) Reallocate(size int, b []byte) []byte {
 // Free implements memory.Allocator.
 func (p *Pool) Free(b []byte) {
 	c := cap(b)
-	if c < minPooled || c&(c-1) != 0 {
+	if c < MinPooled || c&(c-1) != 0 {
 		return
 	}
 	b = b[:c]

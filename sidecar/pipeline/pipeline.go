@@ -451,7 +451,7 @@ func metaColumns(samples []planner.Sample, rows []rowRef, shards []*decodedShard
 	}
 	buf := memory.NewResizableBuffer(bufpool.Shared)
 	defer buf.Release()
-	buf.Reserve(max(end, metaPooled))
+	buf.Reserve(max(end, bufpool.MinPooled)) // small: reserved large enough for the pool to keep it
 	buf.Resize(end)
 	b := buf.Bytes()
 	index := arrow.Int64Traits.CastFromBytes(b[at[0] : at[0]+sizes[0]])
@@ -478,10 +478,6 @@ func metaColumns(samples []planner.Sample, rows []rowRef, shards []*decodedShard
 	}
 	return cols
 }
-
-// metaPooled is the least a batch's _shardfeed_ columns take from the pool:
-// enough for the pool to keep it (it keeps buffers of 64 KiB and more).
-const metaPooled = 64 << 10
 
 // Sample returns the one-row batch of global sample id g (step -1).
 func (p *Pipeline) Sample(ctx context.Context, g int64) (arrow.RecordBatch, error) {

@@ -398,7 +398,7 @@ class SharedBatch:
 
 # The training process's converter of the last batch it made (every
 # worker's batches have the same schema).
-_CONVERTER: dict[int, Any] = {}
+_converter: Any = None
 
 # A worker's record of what the training process has been sent, per stream.
 _SENT: dict[str, dict[Any, int]] = {}
@@ -432,6 +432,6 @@ def _rebuild(stream: str, pid: int, ctl: tuple[Any, int] | None, slot: int, seri
             raise StreamCut("a worker's shared batch holds no record batch")
         if msg.type == "record batch":
             batch = pa.ipc.read_record_batch(msg, schema)
-    conv = _convert.converter(_CONVERTER.get(0), batch, output, columns)  # type: ignore[arg-type]
-    _CONVERTER[0] = conv
-    return conv(batch)
+    global _converter
+    _converter = _convert.converter(_converter, batch, output, columns)  # type: ignore[arg-type]
+    return _converter(batch)

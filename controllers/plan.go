@@ -112,7 +112,7 @@ func minCachePods(splits int) []int {
 // parameters, the fingerprint and per-stream digests (never the indexes:
 // sidecars read those themselves), and the minimum cache per pod count.
 // It returns the digest of the ConfigMap's data as applied.
-func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alpha1.TrainingDataset, pl *planner.Plan, indexes []planner.StreamIndex) (dataDigest, error) {
+func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alpha1.TrainingDataset, pl *planner.Plan, indexes []planner.StreamIndex, operatorCA string) (dataDigest, error) {
 	p := &configmaps.Plan{Spec: ds.Spec, Fingerprint: pl.Fingerprint(), MinCacheBytes: map[int]int64{}}
 	for i, x := range indexes {
 		p.Streams = append(p.Streams, configmaps.StreamDigest{Name: ds.Spec.Streams[i].Name, ContentHash: x.ContentHash(),
@@ -125,7 +125,7 @@ func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alp
 			return dataDigest{}, err
 		}
 	}
-	p.OperatorCA = r.operatorCA()
+	p.OperatorCA = operatorCA
 	data, err := p.Data()
 	if err != nil {
 		return dataDigest{}, err

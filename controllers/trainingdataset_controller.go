@@ -109,7 +109,12 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 		}
 	}()
 
-	last, stands := r.appliedStands(ctx, &ds)
+	// The CA is read once: the plan applied and the plan remembered carry
+	// the same one, so a CA that changes mid-reconcile is applied by the
+	// reconcile its change queued (remembering the new one with the old
+	// one applied let that reconcile think the plan stood).
+	ca := r.operatorCA()
+	last, stands := r.appliedStands(ctx, &ds, ca)
 	if left := r.indexRecheck() - time.Since(last.at); stands && left > 0 && r.readyWith(&ds, last.fingerprint) {
 		// Only a job's state changed (a commit, a job's first pod): its
 		// progress is all there is to gather.
@@ -161,7 +166,7 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	ds.Status.StepsPerEpoch = pl.Steps()
 	planData := last.data
 	if !stands || last.fingerprint != pl.Fingerprint().Sum {
-		planData, err = r.applyPlan(ctx, &ds, pl, indexes)
+		planData, err = r.applyPlan(ctx, &ds, pl, indexes, ca)
 	} // else the plan ConfigMap holds this plan, as applied: nothing to compute or write
 	if err != nil {
 		reason := datav1alpha1.ReasonApplyFailed
@@ -186,7 +191,7 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 		fmt.Sprintf("plan %s: %d samples in %d splits, %d steps of %d per epoch", pl.Fingerprint().Sum, pl.Total(), pl.NumSplits(), pl.Steps(), pl.GlobalBatchSize()))
 	r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionFalse, datav1alpha1.ReasonHealthy, "")
 	r.applied.remember(req.NamespacedName, appliedPlan{uid: ds.UID, generation: ds.Generation,
-		fingerprint: pl.Fingerprint().Sum, operatorCA: r.operatorCA(), data: planData, at: time.Now()})
+		fingerprint: pl.Fingerprint().Sum, operatorCA: ca, data: planData, at: time.Now()})
 	return reconcile.Result{RequeueAfter: r.indexRecheck()}, nil
 }
 
@@ -207,9 +212,9 @@ func (r *TrainingDatasetReconciler) operatorCA() string {
 // appliedStands returns the plan this replica applied last for ds, and
 // whether it still stands: the same object, generation and operator CA,
 // its plan ConfigMap in the cache as it was written.
-func (r *TrainingDatasetReconciler) appliedStands(ctx context.Context, ds *datav1alpha1.TrainingDataset) (appliedPlan, bool) {
+func (r *TrainingDatasetReconciler) appliedStands(ctx context.Context, ds *datav1alpha1.TrainingDataset, ca string) (appliedPlan, bool) {
 	a, ok := r.applied.get(client.ObjectKeyFromObject(ds))
-	if !ok || a.uid != ds.UID || a.generation != ds.Generation || a.operatorCA != r.operatorCA() {
+	if !ok || a.uid != ds.UID || a.generation != ds.Generation || a.operatorCA != ca {
 		return appliedPlan{}, false
 	}
 	var cm corev1.ConfigMap

@@ -116,21 +116,30 @@ func checkRows(t *testing.T, pl *planner.Plan, rec arrow.RecordBatch, step int64
 
 // sent returns the record a client reads when the batch is written as the
 // socket writer writes it: its IPC messages collected by a MessageWriter,
-// zero-copy placeholders replaced by their rows.
+// zero-copy placeholders replaced by their rows. The hand-off's copy of the
+// same messages (CopyTo) must be the same bytes.
 func sent(t *testing.T, batch *pipeline.Batch) arrow.RecordBatch {
 	t.Helper()
-	mw := &pipeline.MessageWriter{Batch: batch}
-	w := ipc.NewWriter(mw, ipc.WithSchema(batch.Record.Schema()))
-	if err := w.Write(batch.Record); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
+	written := func() *pipeline.MessageWriter {
+		mw := &pipeline.MessageWriter{Batch: batch}
+		w := ipc.NewWriter(mw, ipc.WithSchema(batch.Record.Schema()))
+		if err := w.Write(batch.Record); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return mw
 	}
 	var buf bytes.Buffer
-	bufs := mw.Take(nil)
+	bufs := written().Take(nil)
 	if _, err := bufs.WriteTo(&buf); err != nil {
 		t.Fatal(err)
+	}
+	mw := written()
+	copied := make([]byte, mw.Len()+1)
+	if n := mw.CopyTo(copied); n != buf.Len() || !bytes.Equal(copied[:n], buf.Bytes()) {
+		t.Fatalf("CopyTo copied %d bytes, not the %d the socket sends", n, buf.Len())
 	}
 	r, err := ipc.NewReader(&buf)
 	if err != nil {

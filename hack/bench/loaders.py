@@ -334,23 +334,39 @@ SHORT_RUN = 1.0
 SHORT_RUNS = 2
 
 
-def measure(name: str, workers: int, fn, runs: int, box: float) -> dict:
-    rates, firsts, epochs, rss, wrss, complete = [], [], [], [], [], True
-    run, reading = 0, 0.0
-    while run < runs or run < SHORT_RUNS * runs and reading / run < SHORT_RUN:
-        t = fn(run + 1, box)
-        run += 1
-        reading += t["rest"]
-        rates.append(t["rest_samples"] / t["rest"] if t["rest"] else 0.0)
-        firsts.append(t["first"])
-        epochs.append(t["samples"] / (t["first"] + t["rest"]))
-        rss.append(t.get("rss_mib", 0.0))
-        wrss.append(t.get("worker_rss_mib", 0.0))
-        complete = complete and t.get("complete", True)
-        boxed = "" if t.get("complete", True) else f" (time box: {t['samples']:,} samples read)"
-        log(f"{name} workers={workers} run {run}: {rates[-1]:,.0f} samples/s after a first batch in {t['first']:.2f} s{boxed}")
-    return {"loader": name, "workers": workers, "rate": summary(rates), "first": summary(firsts), "epoch_rate": summary(epochs),
-            "rss_mib": max(rss), "worker_rss_mib": max(wrss), "complete": complete}
+def measure_all(jobs: list, runs: int, box: float) -> list[dict]:
+    """Every (name, workers, fn, label for the log) job's runs, interleaved: each round runs
+    every job once that needs another run (runs of each, SHORT_RUNS times
+    as many for short ones), so that the machine's slow moments (its host's
+    other tenants) fall on every row of a table alike, not on the six runs
+    of one row. The tables compare rows: the limit's and a loader's."""
+    done: list[list[dict]] = [[] for _ in jobs]
+
+    def wants(ts: list[dict]) -> bool:
+        n = len(ts)
+        return n < runs or n < SHORT_RUNS * runs and sum(t["rest"] for t in ts) / n < SHORT_RUN
+
+    while todo := [i for i, ts in enumerate(done) if wants(ts)]:
+        for i in todo:
+            name, workers, fn, label = jobs[i]
+            t = fn(len(done[i]) + 1, box)
+            done[i].append(t)
+            boxed = "" if t.get("complete", True) else f" (time box: {t['samples']:,} samples read)"
+            log(f"{label} workers={workers} run {len(done[i])}: {rate_of(t):,.0f} samples/s after a first batch in {t['first']:.2f} s{boxed}")
+    return [summarize(name, workers, ts) for (name, workers, _, _), ts in zip(jobs, done)]
+
+
+def rate_of(t: dict) -> float:
+    """A run's steady rate: samples per second after the first batch."""
+    return t["rest_samples"] / t["rest"] if t["rest"] else 0.0
+
+
+def summarize(name: str, workers: int, ts: list[dict]) -> dict:
+    return {"loader": name, "workers": workers, "rate": summary([rate_of(t) for t in ts]),
+            "first": summary([t["first"] for t in ts]),
+            "epoch_rate": summary([t["samples"] / (t["first"] + t["rest"]) for t in ts]),
+            "rss_mib": max(t.get("rss_mib", 0.0) for t in ts), "worker_rss_mib": max(t.get("worker_rss_mib", 0.0) for t in ts),
+            "complete": all(t.get("complete", True) for t in ts)}
 
 
 def main() -> None:
@@ -381,27 +397,37 @@ def main() -> None:
             data, meta = dataset(DATA_OF.get(kind, kind), scale)
             result["datasets"][kind] = {**meta, "batch": BATCH[kind], "sample_bytes": meta["bytes"]["mds"] / meta["rows"]}
             plans = [(BATCH[kind], False)] + ([(b, True) for b in SWEEP] if kind == "tokens" else [])
-            for (batch, sweep), (binary, build, shuffle) in itertools.product(plans, [("shardfeed", "", "")] + BUILDS.get(kind, [])):
-                todo = [c for c in cases(kind, data, None, batch, meta["rows"], sweep, build)
-                        if not args.only or re.search(args.only, f"{kind}/{c[0]}/{c[1]}")]
-                if not todo:
-                    continue
-                log(f"{kind}, batches of {batch}: serving {data.name} with bin/{binary}" + (f" ({build})" if build else ""))
-                serve = Serve(Path(tmp) / f"{kind}-{batch}-{binary}{'-' + shuffle.replace(': ', '') if shuffle else ''}", data, batch,
-                              DECODE if kind == "images-decoded" else "", binary, shuffle)
-                try:
+            # Every sidecar the kind's rows need serves at once, so that
+            # their rows' runs interleave with the limit's and the peers'.
+            serves: dict[tuple, Serve] = {}
+            jobs, where = [], []
+            try:
+                for (batch, sweep), (binary, build, shuffle) in itertools.product(plans, [("shardfeed", "", "")] + BUILDS.get(kind, [])):
+                    todo = [c for c in cases(kind, data, None, batch, meta["rows"], sweep, build)
+                            if not args.only or re.search(args.only, f"{kind}/{c[0]}/{c[1]}")]
+                    if not todo:
+                        continue
+                    log(f"{kind}, batches of {batch}: serving {data.name} with bin/{binary}" + (f" ({build})" if build else ""))
+                    serve = Serve(Path(tmp) / f"{kind}-{batch}-{binary}{'-' + shuffle.replace(': ', '') if shuffle else ''}", data, batch,
+                                  DECODE if kind == "images-decoded" else "", binary, shuffle)
+                    serves[(batch, build)] = serve
                     for name, workers, fn in cases(kind, data, serve, batch, meta["rows"], sweep, build):
-                        if args.only and not re.search(args.only, f"{kind}/{name}/{workers}"):
-                            continue
-                        row = {"kind": kind, "batch": batch, **measure(name, workers, fn, args.runs, args.time_box)}
-                        (result["sweep"] if sweep else result["rows"]).append(row)
-                        if sweep or batch == BATCH["tokens"] and kind == "tokens" and workers == 0 and name in (
-                                "shardfeed", "LitData", "mosaicml-streaming", "lancedb", "pyarrow (Parquet, in order)"):
-                            result["sweep"].append(row)
+                        if not args.only or re.search(args.only, f"{kind}/{name}/{workers}"):
+                            jobs.append((name, workers, fn, f"{kind}, batches of {batch}: {name}"))
+                            where.append((batch, sweep))
+                for (batch, sweep), m in zip(where, measure_all(jobs, args.runs, args.time_box)):
+                    row = {"kind": kind, "batch": batch, **m}
+                    result["sweep" if sweep else "rows"].append(row)
+                    # The sweep's point at the default batch size is the main table's row.
+                    if not sweep and batch == BATCH["tokens"] and kind == "tokens" and m["workers"] == 0 and m["loader"] in (
+                            "shardfeed", "LitData", "mosaicml-streaming", "lancedb", "pyarrow (Parquet, in order)"):
+                        result["sweep"].append(row)
+                for (batch, build), serve in serves.items():
                     at = str(batch) + (f", {build}" if build else "")
                     result["datasets"][kind].setdefault("sidecar_rss_mib", {})[at] = serve.peak_rss_mib()
                     result["datasets"][kind].setdefault("sidecar_anon_mib", {})[at] = serve.peak_anon_mib()
-                finally:
+            finally:
+                for serve in serves.values():
                     serve.stop()
     result["seconds"] = time.monotonic() - started
     out = Path(args.out)

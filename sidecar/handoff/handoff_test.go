@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -156,5 +157,27 @@ func TestSlotsOutOfRangeAreRefused(t *testing.T) {
 		if _, err := NewStream(NewPool(1), n); err == nil {
 			t.Errorf("%d slots accepted", n)
 		}
+	}
+}
+
+// A segment's pages are in memory before the batch is copied into it, so
+// the copy does not fault on every page of a fresh segment.
+func TestSegmentsArePopulatedBeforeTheCopy(t *testing.T) {
+	for _, size := range []int{1000, 3 * grain / 2} {
+		s, err := NewStream(NewPool(8<<20), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slot := take(t, s, size)
+		resident := make([]byte, (len(slot.Mem)+pageSize-1)/pageSize)
+		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&slot.Mem[0])), uintptr(len(slot.Mem)), uintptr(unsafe.Pointer(&resident[0]))); errno != 0 {
+			t.Fatal(errno)
+		}
+		for i, r := range resident {
+			if r&1 == 0 {
+				t.Fatalf("a segment of %d bytes: page %d of %d is not in memory before the copy", len(slot.Mem), i, len(resident))
+			}
+		}
+		s.Close()
 	}
 }

@@ -40,6 +40,7 @@ import shardfeed  # noqa: E402
 import torch  # noqa: E402
 from shardfeed._convert import to_torch  # noqa: E402
 from touch import AnonPeak, peak_rss_mib, touch_loop  # noqa: E402
+from zygote import Zygote  # noqa: E402
 
 ORACLE = ROOT / "bin" / "venv-oracle" / "bin" / "python"
 HERE = ROOT / "hack" / "bench"
@@ -246,12 +247,20 @@ def child(argv: list[str]) -> None:
     print(json.dumps(t))
 
 
+# The measurements' processes: forks of a process that imported torch once
+# (zygote.py), in this venv and in the peers'.
+MINE = Zygote(sys.executable, __file__)
+PEERS = Zygote(str(ORACLE), str(HERE / "peers.py"))
+
+
 def run_child(*args) -> dict:
     """A measurement in its own process, so that its peak memory is its own
     (and a fresh allocator, as a training job starts with)."""
-    out = subprocess.run([sys.executable, __file__, "--child", *map(str, args)],
-                         check=True, capture_output=True, text=True, timeout=900).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    done = MINE.run(["--child", *map(str, args)], timeout=900)
+    if done.returncode:
+        tail = "\n".join(done.stderr.strip().splitlines()[-8:])
+        raise SystemExit(f"measurement {' '.join(map(str, args))} failed (exit {done.returncode}):\n{tail}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def run_peer(cmd: str, data: Path, workers: int, batch: int, epoch: int, box: float) -> dict:
@@ -259,9 +268,9 @@ def run_peer(cmd: str, data: Path, workers: int, batch: int, epoch: int, box: fl
     and then) is tried once more, and a second failure shows its error. A
     peer that printed its result and then failed in its teardown (Ray's,
     now and then) has its result."""
-    argv = [str(ORACLE), str(HERE / "peers.py"), cmd, str(data), str(workers), str(batch), str(epoch), str(box)]
+    argv = [cmd, str(data), str(workers), str(batch), str(epoch), str(box)]
     for attempt in (1, 2):
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        done = PEERS.run(argv, timeout=900)
         out = done.stdout.strip().splitlines()
         if done.returncode == 0 or out and out[-1].startswith("{"):
             if done.returncode:
@@ -432,6 +441,8 @@ def main() -> None:
             finally:
                 for serve in serves.values():
                     serve.stop()
+    MINE.close()
+    PEERS.close()
     result["seconds"] = time.monotonic() - started
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -254,8 +254,8 @@ PEERS = Zygote(str(ORACLE), str(HERE / "peers.py"))
 
 
 def run_child(*args) -> dict:
-    """A measurement in its own process, so that its peak memory is its own
-    (and a fresh allocator, as a training job starts with)."""
+    """A measurement in its own process (a fork of the zygote), so that its
+    peak memory and its allocator's state are its own."""
     done = MINE.run(["--child", *map(str, args)], timeout=900)
     if done.returncode:
         tail = "\n".join(done.stderr.strip().splitlines()[-8:])

@@ -75,9 +75,11 @@ def _child(script: str, argv: list[str], out: Path, err: Path) -> None:
             runpy.run_path(script, run_name="__main__")
             code = 0
         except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-            if exit_.code is not None and not isinstance(exit_.code, int):
+            if exit_.code is None or isinstance(exit_.code, int):
+                code = exit_.code or 0
+            else:  # a message, as the interpreter would print it
                 print(exit_.code, file=sys.stderr)
+                code = 1
         # The script's atexit handlers (a peer's clean-up of its shared
         # memory) run as they would at its interpreter's exit.
         atexit._run_exitfuncs()

@@ -214,3 +214,25 @@ def test_a_client_cannot_resize_a_segment_and_its_scribbles_stay_its_own(feed_fa
     del batch
     it.close()
     assert shardfeed.Client(feed.socket).status()["ready"]
+
+
+@pytest.mark.parametrize("body,want", [
+    (b'{"gen":12,"size":4198000,"slot":2}', {"gen": 12, "size": 4198000, "slot": 2}),
+    # Other spellings of the same object go through json.
+    (b'{ "slot": 2, "gen": 12, "size": 7 }', {"gen": 12, "size": 7, "slot": 2}),
+    (b'{"gen":1,"size":2,"slot":3,"more":4}', {"gen": 1, "size": 2, "slot": 3, "more": 4}),
+])
+def test_a_batch_descriptor_is_read_as_the_sidecar_writes_it(body, want):
+    from shardfeed._stream import _descriptor
+
+    assert _descriptor(body) == want
+
+
+@pytest.mark.parametrize("body", [b'{"gen":1,"size":2,"slot":x}', b'[1,2,3]', b'{"gen":1,"size":2', b"\xff"])
+def test_a_malformed_batch_descriptor_is_refused(body):
+    from shardfeed._stream import _descriptor
+    from shardfeed.errors import StreamCut
+
+    # StreamCut, or ValueError (json's), which the stream reports as a cut.
+    with pytest.raises((StreamCut, ValueError)):
+        _descriptor(body)

@@ -94,9 +94,11 @@ def data_parallel_coordinates(device_mesh: Any) -> tuple[int, int]:
 
 
 def batch_step(batch: Any) -> int:
-    """The step of a batch in any output form."""
-    col = batch.column(STEP_COLUMN) if hasattr(batch, "column") else batch[STEP_COLUMN]
-    first = col[0]
+    """The step of a batch in any output form: a dict of tensors or arrays,
+    or a record batch."""
+    if isinstance(batch, dict):
+        return int(batch[STEP_COLUMN][0])
+    first = batch.column(STEP_COLUMN)[0]
     return int(first.as_py() if hasattr(first, "as_py") else first)
 
 
@@ -397,9 +399,7 @@ class FeedDataset(_Base):
                 else:
                     batch = conv(rb)
                 waited = time.perf_counter() - start
-                c.add("data_wait_seconds", waited)
-                c.add("batches", 1)
-                c.add("consumed_rows", rb.num_rows)
+                c.batch(rb.num_rows, waited)
                 if reporter is not None:
                     reporter.add(waited)
                 # The state is what this worker handed out: set before

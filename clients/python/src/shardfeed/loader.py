@@ -29,9 +29,9 @@ MICROS = "_shardfeed_micros"
 
 
 def _rows(batch: Any) -> int:
-    if hasattr(batch, "num_rows"):
-        return int(batch.num_rows)
-    return len(batch[STEP_COLUMN])
+    if isinstance(batch, dict):
+        return len(batch[STEP_COLUMN])
+    return int(batch.num_rows)
 
 
 def _split(batch: Any, m: int) -> list[Any]:
@@ -187,11 +187,9 @@ class FeedLoader:
             if batch is _END:
                 return
             waited = time.perf_counter() - start
-            c.add("data_wait_seconds", waited)
             reporter.add(waited)
             k = batch_step(batch)
-            c.add("batches", 1)
-            c.add("consumed_rows", _rows(batch))
+            c.batch(_rows(batch), waited)
             # A batch counts as received once handed to the loop (the loop
             # may stop right after it); a step, once its last micro-batch is.
             if self.micro_batch_size:

@@ -149,7 +149,7 @@ def machine_block(go: GoResults | None, loaders: dict | None, cmd: str) -> str:
     gov = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.split()
     runs = f"{go.count() if go else '?'} runs of each Go benchmark"
     if loaders:
-        runs += f", {loaders['runs']} of each loader measurement ({2 * loaders['runs']} of one whose runs read for under a second each)"
+        runs += f", {loaders['runs']} of each loader measurement ({loaders.get('short_runs', 2 * loaders['runs'])} of one whose runs read for under a second each)"
     lines = [f"- Machine: {os.cpu_count()} cores ({cpu}), {mem}, Linux {platform.release()}.",
              f"- Command: `{cmd}`; {runs}. Figures are medians, [min–max] over the runs."]
     if len(gov) >= 3:
@@ -646,7 +646,7 @@ def main() -> None:
 
 def loaders_setup_block(data: dict) -> str:
     return (f"Command: `{data['command']}` (part of `make bench`), data sets at scale {data['scale']:g}, "
-            f"{data['runs']} runs of each measurement ({2 * data['runs']} where each run reads for under a second), each in its own process (a fork of one that imported torch), reading one shuffled epoch or "
+            f"{data['runs']} runs of each measurement ({data.get('short_runs', 2 * data['runs'])} where each run reads for under a second), each in its own process (a fork of one that imported torch), reading one shuffled epoch or "
             f"{data['time_box']:g} s after its first batch, whichever ends first († in the table: the time box ended it). "
             "The runs of a data set's measurements are interleaved (each round runs every measurement once, every sidecar serving), "
             "so the machine's slow moments fall on all of a table's rows alike, the limit's included. "

@@ -22,6 +22,7 @@ import atexit
 import json
 import os
 import runpy
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,15 +40,20 @@ def serve(script: str) -> None:
         # Plain files, not a TemporaryDirectory: its finalizer is an atexit
         # handler, which the fork runs (the script's own are among them).
         out, err = (_scratch(name) for name in ("out", "err"))
+        # The fork's temporary directory, removed after it: what a peer
+        # leaves in it (mosaicml-streaming's lock files, multiprocessing's
+        # listener directories) goes with the measurement.
+        tmp = tempfile.mkdtemp(prefix="zygote-tmp-")
         try:
             pid = os.fork()
             if pid == 0:
-                _child(script, req["argv"], out, err)
+                _child(script, req["argv"], out, err, tmp)
             code = _wait(pid, float(req.get("timeout") or 0))
             answer = {"code": code, "stdout": out.read_text(errors="replace"), "stderr": err.read_text(errors="replace")}
         finally:
             out.unlink(missing_ok=True)
             err.unlink(missing_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
 
@@ -58,11 +64,14 @@ def _scratch(name: str) -> Path:
     return Path(path)
 
 
-def _child(script: str, argv: list[str], out: Path, err: Path) -> None:
-    """In the fork: SCRIPT as __main__, its output in out and err; never returns."""
+def _child(script: str, argv: list[str], out: Path, err: Path, tmp: str) -> None:
+    """In the fork: SCRIPT as __main__, its output in out and err, its
+    temporary files (and its children's) in tmp; never returns."""
     code = 1
     try:
         os.setsid()
+        os.environ["TMPDIR"] = tmp
+        tempfile.tempdir = tmp
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)

@@ -218,7 +218,7 @@ def test_a_client_cannot_resize_a_segment_and_its_scribbles_stay_its_own(feed_fa
 
 @pytest.mark.parametrize("body,want", [
     (b'{"gen":12,"size":4198000,"slot":2}', {"gen": 12, "size": 4198000, "slot": 2}),
-    # Other spellings of the same object go through json.
+    # Other spellings of the same object: spaces, another key order, more keys.
     (b'{ "slot": 2, "gen": 12, "size": 7 }', {"gen": 12, "size": 7, "slot": 2}),
     (b'{"gen":1,"size":2,"slot":3,"more":4}', {"gen": 1, "size": 2, "slot": 3, "more": 4}),
 ])

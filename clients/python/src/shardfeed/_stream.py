@@ -272,7 +272,6 @@ class BatchStream:
         size = int(line.split(b";", 1)[0].strip() or b"x", 16)
         if size == 0:
             return None
-        out: tuple[str, pa.Buffer | dict[str, Any]]
         if self.handoff and size <= _LINE + 1:
             # A small chunk (a batch's descriptor, most of them): its kind,
             # body and end in one read.
@@ -295,10 +294,9 @@ class BatchStream:
             raise StreamCut(f"a chunk of kind {kind!r} and {size} bytes is not part of the protocol")
         buf = pa.allocate_buffer(size)
         self._reader.readinto(memoryview(buf).cast("B"))
-        out = (kind, buf)
         if self._reader.read(2) != b"\r\n":
             raise StreamCut("a chunk of the stream is malformed")
-        return out
+        return kind, buf
 
     def _fd(self) -> int:
         if not self._reader.fds:

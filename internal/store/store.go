@@ -101,6 +101,11 @@ type Source struct {
 	// a Kubernetes ServiceAccount token for the cloud's credentials, and
 	// uses nothing else (no Secret, no ambient chain).
 	Identity *Identity
+	// AllowHost, when not nil, is asked before every request of the
+	// store's workload identity exchange (STS, token endpoints): an error
+	// refuses it. The operator sets it from the platform's allowed
+	// endpoints, which the store's own endpoint already passed.
+	AllowHost func(hostport string) error
 	// Retry is the retry policy of every request; zero: DefaultRetry.
 	Retry Retry
 	// Counts, when not nil, counts the store's requests (see Counted).

@@ -84,9 +84,18 @@ func parse(uri string, u *url.URL) (account, containerName, prefix string, err e
 	return "", "", "", fmt.Errorf("source URI %q: not an Azure Blob URI", uri)
 }
 
-// clientOptions leaves retries to store.Retry: one attempt per request.
+// clientOptions leaves retries to store.Retry (one attempt per request)
+// and sends every request through the store's client (store.HTTPClient:
+// bodies capped, no redirect to another host, where the SharedKey
+// signature or the SAS token would follow).
 func clientOptions() *azblob.ClientOptions {
-	return &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}}
+	return &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}, Transport: store.HTTPClient(nil)}}
+}
+
+// identityOptions are the options of an Entra credential: its token
+// requests through the store's client, to hosts allow accepts.
+func identityOptions(allow func(string) error) azcore.ClientOptions {
+	return azcore.ClientOptions{Transport: store.HTTPClient(allow)}
 }
 
 // newClient picks the credential: a connection string, a shared key or a
@@ -96,7 +105,8 @@ func newClient(src store.Source, account, serviceURL string) (*azblob.Client, er
 	if id := src.Identity; id != nil {
 		// Microsoft Entra Workload ID: the ServiceAccount token is the
 		// client assertion of the federated application.
-		cred, err := azidentity.NewClientAssertionCredential(id.TenantID, id.ClientID, id.Token, nil)
+		cred, err := azidentity.NewClientAssertionCredential(id.TenantID, id.ClientID, id.Token,
+			&azidentity.ClientAssertionCredentialOptions{ClientOptions: identityOptions(src.AllowHost)})
 		if err != nil {
 			return nil, fmt.Errorf("workload identity (tenant %q, client %q): %w", id.TenantID, id.ClientID, err)
 		}
@@ -124,7 +134,7 @@ func newClient(src store.Source, account, serviceURL string) (*azblob.Client, er
 	case src.Credentials != nil || src.CredentialsDir != "" && !src.CredentialsOptional:
 		return nil, fmt.Errorf("credentials: the Secret needs one of the keys %s, %s or %s", KeyFile, SASFile, ConnectionStringFile)
 	}
-	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	cred, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: identityOptions(src.AllowHost)})
 	if err != nil {
 		return nil, fmt.Errorf("no credentials for %s: name a Secret with %s, %s or %s, or give the pod a workload identity (%w)",
 			serviceURL, KeyFile, SASFile, ConnectionStringFile, err)
@@ -233,7 +243,7 @@ func (s *azStore) Get(ctx context.Context, key string, off, n int64) (io.ReadClo
 		if off > 0 || n > 0 {
 			opts.Range = blob.HTTPRange{Offset: off, Count: max(n, 0)}
 		}
-		resp, err := s.blob(key).DownloadStream(ctx, opts)
+		resp, err := s.blob(key).DownloadStream(store.ObjectBody(ctx), opts)
 		if err != nil {
 			cancel()
 			return s.describe(key, err)
@@ -266,10 +276,15 @@ func deref(p *int64) int64 {
 	return *p
 }
 
+// listPage is the blobs a listing asks for a page: 1000, as S3 and Cloud
+// Storage answer, so that a page stays well under store.MaxAnswerBody
+// (Blob Storage's own default is 5000).
+var listPage = int32(1000)
+
 func (s *azStore) List(ctx context.Context) ([]store.Object, error) {
 	return s.retry.List(ctx, func(ctx context.Context, out []store.Object) ([]store.Object, error) {
 		prefix := s.prefix
-		pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
+		pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, MaxResults: &listPage})
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
 			if err != nil {
@@ -301,7 +316,7 @@ func (s *azStore) object(b *container.BlobItem) (store.Object, bool) {
 func (s *azStore) ListDir(ctx context.Context, dir string) (store.Listing, error) {
 	return s.retry.ListDir(ctx, dir, func(ctx context.Context) (out store.Listing, err error) {
 		prefix := s.prefix + dir
-		pager := s.client.NewListBlobsHierarchyPager("/", &container.ListBlobsHierarchyOptions{Prefix: &prefix})
+		pager := s.client.NewListBlobsHierarchyPager("/", &container.ListBlobsHierarchyOptions{Prefix: &prefix, MaxResults: &listPage})
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
 			if err != nil {

@@ -17,7 +17,9 @@ import (
 	"strings"
 
 	"cloud.google.com/go/auth"
+	"cloud.google.com/go/auth/credentials"
 	"cloud.google.com/go/auth/credentials/externalaccount"
+	"cloud.google.com/go/auth/httptransport"
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
@@ -51,9 +53,12 @@ func Open(ctx context.Context, src store.Source, u *url.URL) (store.Store, error
 	return &gcsStore{client: client, bucket: u.Host, prefix: store.CleanPrefix(u.Path), retry: src.Retry.WithDefaults()}, nil
 }
 
-// clientOptions are the endpoint and the credentials of a source: a key
-// from Credentials or CredentialsDir, else none for an endpoint of the
-// author's (an emulator), else Application Default Credentials.
+// clientOptions are the endpoint and an HTTP client with the source's
+// credentials: a key from Credentials or CredentialsDir, else none for an
+// endpoint of the author's (an emulator), else Application Default
+// Credentials. The client is the store's own (store.HTTPClient's caps and
+// redirects under the library's authentication), as are the clients of
+// the credentials' token exchanges.
 func clientOptions(src store.Source) ([]option.ClientOption, error) {
 	var opts []option.ClientOption
 	if src.Endpoint != "" {
@@ -63,12 +68,24 @@ func clientOptions(src store.Source) ([]option.ClientOption, error) {
 		}
 		opts = append(opts, option.WithEndpoint(u.Scheme+"://"+u.Host+"/storage/v1/"))
 	}
+	creds, err := credentialsOf(src)
+	if err != nil {
+		return nil, err
+	}
+	hopts := &httptransport.Options{BaseRoundTripper: store.Transport(nil), Credentials: creds, DisableAuthentication: creds == nil,
+		DisableTelemetry: true}
+	client, err := httptransport.NewClient(hopts)
+	if err != nil {
+		return nil, fmt.Errorf("gs: %w", err)
+	}
+	client.CheckRedirect = store.HTTPClient(nil).CheckRedirect
+	return append(opts, option.WithHTTPClient(client)), nil
+}
+
+// credentialsOf returns the source's Google credentials; nil for none.
+func credentialsOf(src store.Source) (*auth.Credentials, error) {
 	if id := src.Identity; id != nil {
-		creds, err := federated(id)
-		if err != nil {
-			return nil, err
-		}
-		return append(opts, option.WithAuthCredentials(creds)), nil
+		return federated(id, src.AllowHost)
 	}
 	key, err := serviceAccountKey(src)
 	if err != nil {
@@ -77,13 +94,22 @@ func clientOptions(src store.Source) ([]option.ClientOption, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
+	detect := &credentials.DetectOptions{Scopes: []string{storageScope}, Client: store.HTTPClient(src.AllowHost)}
 	switch {
 	case key != nil:
-		opts = append(opts, option.WithAuthCredentialsJSON(option.ServiceAccount, key))
+		creds, err := credentials.NewCredentialsFromJSON(credentials.ServiceAccount, key, detect)
+		if err != nil {
+			return nil, fmt.Errorf("credentials: %s is not a service account's JSON key Google's library accepts", KeyFile)
+		}
+		return creds, nil
 	case src.Endpoint != "":
-		opts = append(opts, option.WithoutAuthentication())
+		return nil, nil
 	}
-	return opts, nil
+	creds, err := credentials.DetectDefault(detect)
+	if err != nil {
+		return nil, fmt.Errorf("no credentials for gs://: name a Secret with %s, or give the pod a workload identity (%w)", KeyFile, err)
+	}
+	return creds, nil
 }
 
 // SecretKeys is what the store needs of a credentials Secret.
@@ -104,8 +130,9 @@ const (
 // federated exchanges the ServiceAccount token for Google credentials:
 // Workload Identity Federation with Kubernetes as the OIDC provider, then
 // optionally impersonating a Google service account.
-func federated(id *store.Identity) (*auth.Credentials, error) {
+func federated(id *store.Identity, allow func(string) error) (*auth.Credentials, error) {
 	opts := &externalaccount.Options{
+		Client:               store.HTTPClient(allow),
 		Audience:             id.Audience,
 		SubjectTokenType:     jwtTokenType,
 		TokenURL:             stsURL,
@@ -289,7 +316,7 @@ func (s *gcsStore) Get(ctx context.Context, key string, off, n int64) (io.ReadCl
 			cancel()
 			return nil
 		}
-		r, err := s.object(key).NewRangeReader(ctx, off, n)
+		r, err := s.object(key).NewRangeReader(store.ObjectBody(ctx), off, n)
 		if err != nil {
 			cancel()
 			return s.describe(key, err)

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -42,6 +43,9 @@ type s3Store struct {
 }
 
 func newS3Store(_ context.Context, src store.Source, bucket, prefix string) (*s3Store, error) {
+	if err := CheckRegion(src.Region); err != nil {
+		return nil, err
+	}
 	creds, err := credentialsFor(src)
 	if err != nil {
 		return nil, err
@@ -66,6 +70,9 @@ func newS3Store(_ context.Context, src store.Source, bucket, prefix string) (*s3
 		Secure:       secure,
 		Region:       src.Region,
 		BucketLookup: lookup,
+		// Bodies capped (an endpoint is the author's choice); minio-go
+		// follows no redirects.
+		Transport: store.Transport(nil),
 		// Retries are ours (Retry): one attempt per request here.
 		MaxRetries: 1,
 	})
@@ -105,6 +112,37 @@ var SecretKeys = store.SecretKeys{
 	},
 }
 
+// regionPattern is what an AWS region (us-east-1, us-gov-west-1) or an
+// S3-compatible store's region name may hold: letters, digits and
+// hyphens. Nothing that could end a host name in a URL built with it.
+var regionPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$`)
+
+// CheckRegion refuses a region that is not a plain region name: it is put
+// into host names (sts.<region>.amazonaws.com).
+func CheckRegion(region string) error {
+	if region == "" || regionPattern.MatchString(region) {
+		return nil
+	}
+	return fmt.Errorf("region %q is not a region name (lower-case letters, digits and hyphens, e.g. us-east-1)", region)
+}
+
+// STSURL is where a web identity is exchanged: an S3-compatible store's
+// own endpoint (MinIO and Ceph serve STS there), else AWS's regional STS,
+// else its global one.
+func STSURL(src store.Source) (*url.URL, error) {
+	if src.Endpoint != "" {
+		return store.EndpointURL(src.Endpoint, src.Insecure)
+	}
+	if err := CheckRegion(src.Region); err != nil {
+		return nil, err
+	}
+	host := "sts.amazonaws.com"
+	if src.Region != "" {
+		host = "sts." + src.Region + ".amazonaws.com"
+	}
+	return &url.URL{Scheme: "https", Host: host}, nil
+}
+
 // tokenTimeout bounds one request for a workload identity token.
 const tokenTimeout = 30 * time.Second
 
@@ -112,23 +150,18 @@ const tokenTimeout = 30 * time.Second
 // AssumeRoleWithWebIdentity, as IAM roles for service accounts do), at
 // the source's endpoint or the regional STS of its region.
 func webIdentity(src store.Source, id *store.Identity) (*credentials.Credentials, error) {
-	region := src.Region
-	var endpoint *url.URL
-	if src.Endpoint != "" {
-		var err error
-		if endpoint, err = store.EndpointURL(src.Endpoint, src.Insecure); err != nil {
-			return nil, err
+	sts, err := STSURL(src)
+	if err != nil {
+		return nil, err
+	}
+	// Checked here too, so that a refused STS is said before any token is
+	// requested; the client checks every request again.
+	if src.AllowHost != nil {
+		if err := src.AllowHost(sts.Host); err != nil {
+			return nil, fmt.Errorf("workload identity: AWS STS at %s: %w", sts.Host, err)
 		}
 	}
-	sts := "https://sts.amazonaws.com"
-	switch {
-	case endpoint != nil:
-		// S3-compatible stores (MinIO, Ceph) serve STS at their endpoint.
-		sts = endpoint.String()
-	case region != "":
-		sts = "https://sts." + region + ".amazonaws.com"
-	}
-	creds, err := credentials.NewSTSWebIdentity(sts, func() (*credentials.WebIdentityToken, error) {
+	creds, err := credentials.NewSTSWebIdentity(sts.String(), func() (*credentials.WebIdentityToken, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), tokenTimeout)
 		defer cancel()
 		token, err := id.Token(ctx)
@@ -136,7 +169,10 @@ func webIdentity(src store.Source, id *store.Identity) (*credentials.Credentials
 			return nil, err
 		}
 		return &credentials.WebIdentityToken{Token: token}, nil
-	}, func(w *credentials.STSWebIdentity) { w.RoleARN = id.RoleARN })
+	}, func(w *credentials.STSWebIdentity) {
+		w.RoleARN = id.RoleARN
+		w.Client = store.HTTPClient(src.AllowHost)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +248,7 @@ func credentialsFor(src store.Source) (*credentials.Credentials, error) {
 			&credentials.EnvAWS{},
 			&credentials.EnvMinio{},
 			&credentials.FileAWSCredentials{},
-			&credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}},
+			&credentials.IAM{Client: store.HTTPClient(nil)},
 		}), nil
 	}
 	read := func(name string, required bool) (string, error) {
@@ -288,7 +324,7 @@ func (s *s3Store) Get(ctx context.Context, key string, off, n int64) (io.ReadClo
 				return err
 			}
 		}
-		obj, err := s.client.GetObject(ctx, s.bucket, s.prefix+key, opts)
+		obj, err := s.client.GetObject(store.ObjectBody(ctx), s.bucket, s.prefix+key, opts)
 		if err == nil {
 			_, err = obj.Stat() // sends the request: errors show here, not on first read
 		}

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/azure"
 	"github.com/shardfeed/shardfeed/internal/store/gcs"
 	"github.com/shardfeed/shardfeed/internal/store/local"
+	"github.com/shardfeed/shardfeed/internal/store/s3"
 )
 
 // StorePolicy is what the platform team allows datasets' streams, and the
@@ -78,8 +80,21 @@ func (p StorePolicy) Check(ns string, i int, s datav1alpha1.Stream) error {
 		return fmt.Errorf("%s (%q) names no credentialsSecretRef or workloadIdentity, and datasets in namespace %q may not use the operator's own cloud identity: create a Secret with the store's credentials and name it in %s.source.credentialsSecretRef, or read as a ServiceAccount of the namespace with %s.source.workloadIdentity, or ask the platform team to add the namespace to the chart's datasets.ambientCredentialsNamespaces",
 			field, s.Name, ns, field, field)
 	}
+	sts, err := stsHost(s.Source)
+	if err != nil {
+		return fmt.Errorf("%s (%q): %w", field, s.Name, err)
+	}
+	if s.Iceberg != nil && s.Iceberg.Catalog.Type == datav1alpha1.IcebergCatalogGlue {
+		if err := s3.CheckRegion(s.Iceberg.Catalog.Region); err != nil {
+			return fmt.Errorf("%s (%q): iceberg.catalog.region: %w", field, s.Name, err)
+		}
+	}
 	if len(p.AllowedEndpoints) == 0 {
 		return nil
+	}
+	if sts != "" && !p.endpointAllowed(sts) {
+		return fmt.Errorf("%s (%q): the workload identity's token exchange goes to AWS STS at %q, which is not one the platform team allows (the chart's datasets.allowedEndpoints: %s): ask for it to be added",
+			field, s.Name, sts, strings.Join(p.AllowedEndpoints, ", "))
 	}
 	host, err := endpointHost(s.Source)
 	if err != nil {
@@ -105,6 +120,39 @@ func (p StorePolicy) Check(ns string, i int, s datav1alpha1.Stream) error {
 	return nil
 }
 
+// stsHost returns the host an s3:// workload identity exchanges its token
+// at ("" for another source), refusing a region that is no region name.
+func stsHost(src datav1alpha1.Source) (string, error) {
+	if err := s3.CheckRegion(src.Region); err != nil {
+		return "", fmt.Errorf("source.region: %w", err)
+	}
+	u, err := url.Parse(src.URI)
+	if err != nil || u.Scheme != s3.Scheme || src.WorkloadIdentity == nil {
+		return "", nil
+	}
+	sts, err := s3.STSURL(store.Source{Endpoint: src.Endpoint, Insecure: src.Insecure, Region: src.Region})
+	if err != nil {
+		return "", err
+	}
+	return strings.ToLower(sts.Host), nil
+}
+
+// AllowHost is what the policy gives a store.Source's AllowHost: every
+// request of a token exchange goes only to an allowed endpoint. Nil when
+// the platform allows every endpoint.
+func (p StorePolicy) AllowHost() func(hostport string) error {
+	if len(p.AllowedEndpoints) == 0 {
+		return nil
+	}
+	return func(hostport string) error {
+		if p.endpointAllowed(strings.ToLower(hostport)) {
+			return nil
+		}
+		return fmt.Errorf("host %q is not one the platform team allows (the chart's datasets.allowedEndpoints: %s)",
+			hostport, strings.Join(p.AllowedEndpoints, ", "))
+	}
+}
+
 // catalogHost returns the host[:port] an Iceberg catalog is reached at,
 // lower-cased, or "" for a SQLite file (the author's own disk).
 func catalogHost(c datav1alpha1.IcebergCatalog) (string, error) {
@@ -112,7 +160,10 @@ func catalogHost(c datav1alpha1.IcebergCatalog) (string, error) {
 		if c.Region == "" {
 			return "", fmt.Errorf("the Glue catalog names no region, so its endpoint cannot be checked against the platform's allowed endpoints: set iceberg.catalog.region")
 		}
-		return "glue." + strings.ToLower(c.Region) + ".amazonaws.com", nil
+		if err := s3.CheckRegion(c.Region); err != nil {
+			return "", fmt.Errorf("iceberg.catalog.region: %w", err)
+		}
+		return "glue." + c.Region + ".amazonaws.com", nil
 	}
 	u, err := url.Parse(c.URI)
 	if err != nil {

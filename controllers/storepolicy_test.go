@@ -18,6 +18,11 @@ func TestStorePolicyAllowsOnlyWhatThePlatformTeamSaid(t *testing.T) {
 		s.Iceberg = &datav1alpha1.IcebergTable{Table: "ml.t", Catalog: datav1alpha1.IcebergCatalog{Type: typ, URI: uri, Region: region}}
 		return s
 	}
+	awsIdentity := func(region string) datav1alpha1.Stream {
+		return datav1alpha1.Stream{Name: "web", Source: datav1alpha1.Source{URI: "s3://b/p/", Region: region,
+			WorkloadIdentity: &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", RoleARN: "arn:aws:iam::123456789012:role/r"}}}
+	}
+	amazon := StorePolicy{AllowedEndpoints: []string{"*.amazonaws.com"}}
 	open := StorePolicy{}
 	ambientTeamA := StorePolicy{AmbientNamespaces: []string{"team-a"}}
 	allowList := StorePolicy{AllowedEndpoints: []string{"minio.storage:9000", "*.example.com", "s3.amazonaws.com"}}
@@ -57,6 +62,16 @@ func TestStorePolicyAllowsOnlyWhatThePlatformTeamSaid(t *testing.T) {
 		{"Glue on the list", StorePolicy{AllowedEndpoints: []string{"s3.amazonaws.com", "*.amazonaws.com"}}, "x", table(datav1alpha1.IcebergCatalogGlue, "", "eu-west-1"), ""},
 		{"Glue without a region", allowList, "x", table(datav1alpha1.IcebergCatalogGlue, "", ""), "set iceberg.catalog.region"},
 		{"any catalog without a list", open, "x", table(datav1alpha1.IcebergCatalogREST, "https://catalog.elsewhere.io/api", ""), ""},
+		// The red team's regions: each would end the STS host early and send
+		// the token and the role to a host of the author's.
+		{"a region that ends the host", amazon, "x", awsIdentity("attacker.example#"), "source.region: region \"attacker.example#\" is not a region name"},
+		{"a region with a user part", amazon, "x", awsIdentity("x@127.0.0.1:9/?"), "is not a region name"},
+		{"a region with a dot", amazon, "x", awsIdentity("evil.com"), "is not a region name"},
+		{"a region's STS on the list", amazon, "x", awsIdentity("eu-west-1"), ""},
+		{"STS not on the list", StorePolicy{AllowedEndpoints: []string{"s3.amazonaws.com"}}, "x", awsIdentity("eu-west-1"),
+			`token exchange goes to AWS STS at "sts.eu-west-1.amazonaws.com"`},
+		{"a region is checked without a list", open, "x", awsIdentity("attacker.example#"), "is not a region name"},
+		{"a Glue region that ends the host", amazon, "x", table(datav1alpha1.IcebergCatalogGlue, "", "evil.example#"), "iceberg.catalog.region: region"},
 		{"the list is named", allowList, "x", stream("s3://b/p/", "http://169.254.169.254", secret), "minio.storage:9000, *.example.com, s3.amazonaws.com"},
 	}
 	for _, tt := range tests {

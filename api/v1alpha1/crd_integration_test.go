@@ -163,6 +163,9 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"relative file URI", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.URI = "file://data/web" }, "file:///<absolute path>/"},
 		{"endpoint with a path", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.Endpoint = "http://minio:9000/bucket" }, "source.endpoint is host[:port]"},
 		{"insecure without an endpoint", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.Insecure = true }, "insecure (plain HTTP) applies to an endpoint"},
+		// A region goes into host names (sts.<region>.amazonaws.com).
+		{"a region that ends a host name", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.Region = "attacker.example#" }, "spec.streams[0].source.region"},
+		{"a region with a user part", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Source.Region = "x@127.0.0.1:9/?" }, "spec.streams[0].source.region"},
 		{"bad secret name", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: "My Secret"}
 		}, "credentialsSecretRef.name"},

@@ -178,6 +178,7 @@ type IcebergCatalog struct {
 	// Region of a glue catalog. Empty: the AWS default of shardfeed
 	// index's environment.
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
 	// +optional
 	Region string `json:"region,omitempty"`
 
@@ -285,6 +286,7 @@ type Source struct {
 
 	// Region of an s3:// bucket. Empty means the store's default.
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
 	// +optional
 	Region string `json:"region,omitempty"`
 

@@ -54,6 +54,9 @@ type PodInjector struct {
 	Operator inject.Operator
 	// Resources are the sidecar's default requests.
 	Resources corev1.ResourceRequirements
+	// Audiences are the workload identity audiences the platform allows
+	// beside the clouds' own.
+	Audiences []string
 	// OperatorNamespace is never injected (the webhook configuration
 	// excludes it too): the operator must start whatever the webhook does.
 	OperatorNamespace string
@@ -106,7 +109,7 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources}
+	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources, Audiences: p.Audiences}
 	if plan != nil {
 		if pl, err := configmaps.PlanFromData(plan.Data); err == nil {
 			in.MinCacheBytes, in.MaxShardBytes = pl.MinCacheBytes, pl.MaxShardBytes()

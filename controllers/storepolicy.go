@@ -14,6 +14,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/store/gcs"
 	"github.com/shardfeed/shardfeed/internal/store/local"
 	"github.com/shardfeed/shardfeed/internal/store/s3"
+	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 )
 
 // StorePolicy is what the platform team allows datasets' streams, and the
@@ -39,6 +40,9 @@ type StorePolicy struct {
 	// s3.amazonaws.com, storage.googleapis.com or
 	// <account>.blob.core.windows.net.
 	AllowedEndpoints []string
+	// AllowedAudiences are workload identity audiences allowed beside the
+	// clouds' own (workloadidentity.CheckAudience).
+	AllowedAudiences []string
 }
 
 // Defaults of the bounds on index reads.
@@ -79,6 +83,11 @@ func (p StorePolicy) Check(ns string, i int, s datav1alpha1.Stream) error {
 	if s.Source.CredentialsSecretRef == nil && s.Source.WorkloadIdentity == nil && !p.ambient(ns) {
 		return fmt.Errorf("%s (%q) names no credentialsSecretRef or workloadIdentity, and datasets in namespace %q may not use the operator's own cloud identity: create a Secret with the store's credentials and name it in %s.source.credentialsSecretRef, or read as a ServiceAccount of the namespace with %s.source.workloadIdentity, or ask the platform team to add the namespace to the chart's datasets.ambientCredentialsNamespaces",
 			field, s.Name, ns, field, field)
+	}
+	if s.Source.WorkloadIdentity != nil {
+		if err := workloadidentity.CheckAudience(workloadidentity.Audience(s.Source), p.AllowedAudiences); err != nil {
+			return fmt.Errorf("%s (%q): %w", field, s.Name, err)
+		}
 	}
 	sts, err := stsHost(s.Source)
 	if err != nil {

@@ -22,6 +22,11 @@ func TestStorePolicyAllowsOnlyWhatThePlatformTeamSaid(t *testing.T) {
 		return datav1alpha1.Stream{Name: "web", Source: datav1alpha1.Source{URI: "s3://b/p/", Region: region,
 			WorkloadIdentity: &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", RoleARN: "arn:aws:iam::123456789012:role/r"}}}
 	}
+	audience := func(a string) datav1alpha1.Stream {
+		s := awsIdentity("")
+		s.Source.WorkloadIdentity.Audience = a
+		return s
+	}
 	amazon := StorePolicy{AllowedEndpoints: []string{"*.amazonaws.com"}}
 	open := StorePolicy{}
 	ambientTeamA := StorePolicy{AmbientNamespaces: []string{"team-a"}}
@@ -53,7 +58,7 @@ func TestStorePolicyAllowsOnlyWhatThePlatformTeamSaid(t *testing.T) {
 		{"abfss reaches the blob host", StorePolicy{AllowedEndpoints: []string{"minio:9000"}}, "x", stream("abfss://c@acct.dfs.core.windows.net/p/", "", secret), `endpoint "acct.blob.core.windows.net"`},
 		{"an emulator's endpoint is checked", allowList, "x", stream("gs://b/p/", "http://127.0.0.1:4443", secret), `endpoint "127.0.0.1:4443"`},
 		{"a workload identity is not the operator's", open, "team-a", datav1alpha1.Stream{Name: "web", Source: datav1alpha1.Source{URI: "gs://b/p/",
-			WorkloadIdentity: &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", Audience: "//iam.googleapis.com/x"}}}, ""},
+			WorkloadIdentity: &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", Audience: "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/pool/providers/k8s-1"}}}, ""},
 		{"an allowed catalog", allowList, "x", table(datav1alpha1.IcebergCatalogREST, "http://iceberg.example.com:8181", ""), ""},
 		{"a catalog not on the list", allowList, "x", table(datav1alpha1.IcebergCatalogREST, "https://catalog.elsewhere.io/api", ""), `the Iceberg catalog's endpoint "catalog.elsewhere.io"`},
 		{"a SQL catalog's database host", allowList, "x", table(datav1alpha1.IcebergCatalogSQL, "postgresql://pg.data:5432/iceberg", ""), `endpoint "pg.data:5432"`},
@@ -72,6 +77,18 @@ func TestStorePolicyAllowsOnlyWhatThePlatformTeamSaid(t *testing.T) {
 			`token exchange goes to AWS STS at "sts.eu-west-1.amazonaws.com"`},
 		{"a region is checked without a list", open, "x", awsIdentity("attacker.example#"), "is not a region name"},
 		{"a Glue region that ends the host", amazon, "x", table(datav1alpha1.IcebergCatalogGlue, "", "evil.example#"), "iceberg.catalog.region: region"},
+		// A token for the API server's audience is a credential of the
+		// ServiceAccount; any audience outside the clouds' is a token for a
+		// receiver of the author's choosing.
+		{"the API server's audience", open, "x", audience("https://kubernetes.default.svc.cluster.local"), "is the Kubernetes API server's"},
+		{"the API server's short audience", open, "x", audience("https://kubernetes.default.svc"), "is the Kubernetes API server's"},
+		{"the API server's audience, even on the list", StorePolicy{AllowedAudiences: []string{"https://kubernetes.default.svc"}}, "x",
+			audience("https://kubernetes.default.svc"), "is the Kubernetes API server's"},
+		{"an audience of the author's", open, "x", audience("https://attacker.example"), "is not a cloud's token exchange"},
+		{"a Google provider that is not one", open, "x", audience("//iam.googleapis.com/x"), "is not a cloud's token exchange"},
+		{"AWS's audience", open, "x", audience("sts.amazonaws.com"), ""},
+		{"a Google pool provider", open, "x", audience("//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/k8s/providers/cluster"), ""},
+		{"an audience the platform allows", StorePolicy{AllowedAudiences: []string{"minio-sts"}}, "x", audience("minio-sts"), ""},
 		{"the list is named", allowList, "x", stream("s3://b/p/", "http://169.254.169.254", secret), "minio.storage:9000, *.example.com, s3.amazonaws.com"},
 	}
 	for _, tt := range tests {

@@ -185,6 +185,24 @@ func TestIntegrationPodWebhookProjectsWorkloadIdentityTokens(t *testing.T) {
 		t.Fatalf("a pod running as another ServiceAccount: %v, want a denial naming both", err)
 	}
 
+	// A dataset that names the API server's audience (admitted before the
+	// check, or past the validating webhook) gets no pod a token for it.
+	apiAudience := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
+		Streams: []datav1alpha1.Stream{{Name: "s3", Source: datav1alpha1.Source{URI: "s3://data/c/", WorkloadIdentity: &datav1alpha1.WorkloadIdentity{
+			ServiceAccountName: "trainer", RoleARN: "arn:aws:iam::123456789012:role/r", Audience: "https://kubernetes.default.svc.cluster.local"}}}},
+		NumSplits: 8, GlobalBatchSize: 64,
+	}}
+	if err := apiServer.Client.Create(ctx, apiAudience); err != nil {
+		t.Fatal(err)
+	}
+	writePlan(t, apiAudience, []configmaps.StreamDigest{{Name: "s3", MaxShardBytes: 1 << 20}})
+	stolen := indexedJobPod(ns, createJob(t, ns, "steal", 1), 0, "api")
+	stolen.Spec.ServiceAccountName = "trainer"
+	err = apiServer.Client.Create(ctx, stolen)
+	if err == nil || !strings.Contains(err.Error(), "is the Kubernetes API server's") {
+		t.Fatalf("a pod of a dataset naming the API server's audience: %v, want a denial", err)
+	}
+
 	pod := indexedJobPod(ns, job, 1, "web")
 	pod.Spec.ServiceAccountName = "trainer"
 	if err := apiServer.Client.Create(ctx, pod); err != nil {

@@ -69,6 +69,7 @@ type options struct {
 	policy                 controllers.StorePolicy
 	ambientNamespaces      string
 	allowedEndpoints       string
+	allowedAudiences       string
 	maxIndexBytes          string
 	allowedImages          string
 	enableHTTP2            bool
@@ -104,6 +105,7 @@ func main() {
 	flag.DurationVar(&o.policy.RequestTimeout, "store-request-timeout", controllers.DefaultStoreRequestTimeout, "bound on one request to a dataset's store, its body included")
 	flag.DurationVar(&o.policy.ReadTimeout, "index-read-timeout", controllers.DefaultIndexReadTimeout, "bound on all the index reads of one reconcile")
 	flag.StringVar(&o.ambientNamespaces, "ambient-credentials-namespaces", "", "comma-separated namespaces whose datasets may read without a credentialsSecretRef, with the manager's own cloud identity; * for all; empty: none")
+	flag.StringVar(&o.allowedAudiences, "allowed-audiences", "", "comma-separated workload identity audiences datasets may name beside the clouds' own (sts.amazonaws.com, api://AzureADTokenExchange, a Google pool provider's name); never the API server's")
 	flag.StringVar(&o.allowedEndpoints, "allowed-endpoints", "", "comma-separated store endpoints datasets may name (host, host:port, *.domain; s3.amazonaws.com for AWS S3); empty: any")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine) // --zap-log-level=debug|info|error, --zap-devel, …
@@ -146,6 +148,7 @@ func run(ctx context.Context, o options) error {
 	}
 	o.policy.MaxIndexBytes = q.Value()
 	o.policy.AmbientNamespaces, o.policy.AllowedEndpoints = list(o.ambientNamespaces), list(o.allowedEndpoints)
+	o.policy.AllowedAudiences = list(o.allowedAudiences)
 	if soft, err := memlimit.Apply(memlimit.CgroupFile); err != nil {
 		log.Info("No Go memory limit from the container's", "err", err.Error())
 	} else if soft > 0 {
@@ -246,7 +249,7 @@ func run(ctx context.Context, o options) error {
 	}
 	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
 		Cache: mgr.GetCache(), Reader: admissionReader, ConfigMaps: admissionClients.CoreV1(), Decoder: decoder, Images: images,
-		Operator: operator, Resources: resources, OperatorNamespace: o.namespace,
+		Operator: operator, Resources: resources, OperatorNamespace: o.namespace, Audiences: o.policy.AllowedAudiences,
 	}})
 	// The progress endpoint shares the webhook server: its certificate,
 	// its Service and its TLS settings.
@@ -273,7 +276,7 @@ func run(ctx context.Context, o options) error {
 	}
 	log.Info("Starting the manager", "version", version.Get().Version, "certMode", o.certMode, "webhookPort", o.webhookPort,
 		"sidecarImage", o.sidecarImage, "allowedSidecarImages", images.Allowed, "workers", o.workers, "maxIndexBytes", o.policy.MaxIndexBytes,
-		"ambientCredentialsNamespaces", o.policy.AmbientNamespaces, "allowedEndpoints", o.policy.AllowedEndpoints,
+		"ambientCredentialsNamespaces", o.policy.AmbientNamespaces, "allowedEndpoints", o.policy.AllowedEndpoints, "allowedAudiences", o.policy.AllowedAudiences,
 		"progressURL", operator.URL, "progressAddr", operator.Addr)
 	return mgr.Start(ctx)
 }

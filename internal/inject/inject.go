@@ -109,6 +109,9 @@ type Input struct {
 	// Resources are the sidecar's default requests (the chart's
 	// sidecar.resources), for datasets that set none.
 	Resources corev1.ResourceRequirements
+	// Audiences are the workload identity audiences the platform allows
+	// beside the clouds' own (workloadidentity.CheckAudience).
+	Audiences []string
 }
 
 // Operator is the operator's progress endpoint as sidecars reach it.
@@ -213,7 +216,7 @@ func Inject(in Input) (*corev1.Pod, error) {
 			Secret: &corev1.SecretVolumeSource{SecretName: ref.Name, DefaultMode: ptr.To(int32(0o444))}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: CredentialsDir + "/" + ref.Name, ReadOnly: true})
 	}
-	if vol, mount, err := identityVolume(pod, ds); err != nil {
+	if vol, mount, err := identityVolume(pod, ds, in.Audiences); err != nil {
 		return nil, err
 	} else if vol != nil {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, *vol)
@@ -609,7 +612,7 @@ const IdentityVolume = "shardfeed-identity"
 // audience, into the sidecar alone. The pod must run as the stream's
 // ServiceAccount: the sidecar reads with the pod's own identity, never
 // one the dataset's author names for it.
-func identityVolume(pod *corev1.Pod, ds *datav1alpha1.TrainingDataset) (*corev1.Volume, *corev1.VolumeMount, error) {
+func identityVolume(pod *corev1.Pod, ds *datav1alpha1.TrainingDataset, audiences []string) (*corev1.Volume, *corev1.VolumeMount, error) {
 	var sources []corev1.VolumeProjection
 	for i, s := range ds.Spec.Streams {
 		wi := s.Source.WorkloadIdentity
@@ -619,6 +622,12 @@ func identityVolume(pod *corev1.Pod, ds *datav1alpha1.TrainingDataset) (*corev1.
 		if pod.Spec.ServiceAccountName != wi.ServiceAccountName {
 			return nil, nil, deny("TrainingDataset %q: spec.streams[%d] (%q) reads with the workload identity of ServiceAccount %q, and the pod runs as %q: set the pod's serviceAccountName to %q",
 				ds.Name, i, s.Name, wi.ServiceAccountName, pod.Spec.ServiceAccountName, wi.ServiceAccountName)
+		}
+		// Checked here too: a dataset admitted before the check, or past
+		// the validating webhook, must not get a pod's token projected for
+		// an audience of the author's choosing.
+		if err := workloadidentity.CheckAudience(workloadidentity.Audience(s.Source), audiences); err != nil {
+			return nil, nil, deny("TrainingDataset %q: spec.streams[%d] (%q): %v", ds.Name, i, s.Name, err)
 		}
 		sources = append(sources, corev1.VolumeProjection{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
 			Audience: workloadidentity.Audience(s.Source), ExpirationSeconds: ptr.To(int64(workloadidentity.TokenExpiry)), Path: s.Name}})

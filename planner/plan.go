@@ -234,6 +234,9 @@ func (pl *Plan) Epoch(e int64) (*EpochPlan, error) {
 		return nil, fieldErr("epoch", "must be at least 0, got %d", e)
 	}
 	if pl.sched != nil { // steps and passes, not epochs: nothing to cut
+		if err := pl.sched.checkSteps(e, pl.steps); err != nil {
+			return nil, err
+		}
 		return &EpochPlan{plan: pl, epoch: e}, nil
 	}
 	if pl.lanes != nil {

@@ -86,6 +86,15 @@ type schedule struct {
 
 	mu     sync.Mutex
 	epochs map[[2]int64]*EpochPlan // (stream, pass)
+	// units are each stream's shards in its passes' order, with the
+	// end of each in the samples of a pass (built on first use).
+	units [][]unit
+}
+
+// unit is a shard of a pass's order and where its samples end.
+type unit struct {
+	end   int64
+	shard int
 }
 
 // segment is a run of global steps with one batch size and one mix: from
@@ -267,7 +276,12 @@ func (pl *Plan) cutSchedule() error {
 	for i, ph := range p.Schedule.Phases {
 		a := ph.StartStep
 		if cur.repeat == 0 {
-			cur.consume(used, (a-cur.start)*cur.perSplit)
+			v, ok := positions(a-cur.start, cur.perSplit)
+			if !ok {
+				return fieldErr(fmt.Sprintf("spec.schedule.phases[%d].startStep", i), "%d steps of the phase before at its batch of %d per split address more than 2^62 samples per split: start the phase earlier or lower the batch size",
+					a-cur.start, cur.perSplit)
+			}
+			cur.consume(used, v)
 		}
 		if ph.GlobalBatchSize > 0 {
 			perSplit = ph.GlobalBatchSize / S
@@ -280,7 +294,11 @@ func (pl *Plan) cutSchedule() error {
 			skipped := sc.open(a, perSplit, weights, used, i)
 			sc.segments = sc.segments[:len(sc.segments)-1] // data, not steps
 			sc.skips = append(sc.skips, Skip{Phase: i, At: a, Steps: ph.SkipSteps, seg: *skipped})
-			skipped.consume(used, ph.SkipSteps*perSplit)
+			v, ok := positions(ph.SkipSteps, perSplit)
+			if !ok {
+				return fieldErr(fmt.Sprintf("spec.schedule.phases[%d].skipSteps", i), "%d steps at a batch of %d per split skip more than 2^62 samples per split", ph.SkipSteps, perSplit)
+			}
+			skipped.consume(used, v)
 			cur = sc.open(a, perSplit, weights, used, i)
 		case ph.RepeatSteps > 0:
 			sc.add(segment{start: a, repeat: ph.RepeatSteps, perSplit: perSplit, phase: i})
@@ -290,6 +308,49 @@ func (pl *Plan) cutSchedule() error {
 		}
 	}
 	pl.sched = sc
+	// The epochs a plan is sized by must be addressable: past them a job
+	// that reaches a step beyond 2^62 positions is refused at that epoch.
+	for _, e := range pl.CacheEpochs() {
+		if err := sc.checkSteps(e, pl.steps); err != nil {
+			return fieldErr("spec.schedule", "%v", err)
+		}
+	}
+	return nil
+}
+
+// maxPosition bounds a split's position in a segment (steps times the
+// per-split batch), leaving room for the sums made of positions.
+const maxPosition = 1 << 62
+
+// positions returns steps·perSplit, or false where it passes maxPosition.
+func positions(steps, perSplit int64) (int64, bool) {
+	if steps > 0 && perSplit > maxPosition/steps {
+		return 0, false
+	}
+	return steps * perSplit, true
+}
+
+// checkSteps refuses epoch e (of steps steps) where a segment's positions
+// would pass maxPosition: a phase's batch of up to 2^60 is valid, and
+// only so many of its steps can be addressed.
+func (sc *schedule) checkSteps(e, steps int64) error {
+	if e > (maxSamples-steps)/steps {
+		return fieldErr("epoch", "%d is past the 2^60 steps a schedule addresses", e)
+	}
+	end := (e + 1) * steps
+	for i, seg := range sc.segments {
+		if seg.repeat > 0 || seg.start >= end {
+			continue
+		}
+		last := end
+		if i+1 < len(sc.segments) {
+			last = min(last, sc.segments[i+1].start)
+		}
+		if _, ok := positions(last-seg.start, seg.perSplit); !ok {
+			return fieldErr("epoch", "%d reaches step %d, and the phase from step %d (a batch of %d per split) addresses no more than 2^62 samples per split: lower its globalBatchSize",
+				e, last-1, seg.start, seg.perSplit)
+		}
+	}
 	return nil
 }
 
@@ -566,7 +627,7 @@ func (sc *schedule) stepNeeds(j int, x, y, shift int64, need func(s, shard int, 
 				return seg.start + pos/seg.perSplit + shift
 			}
 			L := sc.length[s]
-			for p := u0 / L; p*L < u1; p++ {
+			exact := func(p int64) {
 				t0, t1 := max(u0-p*L, 0), min(u1-p*L, L)
 				for _, nd := range sc.passEpoch(s, p).ShardsNeeded(j, 1) {
 					f, l := max(nd.FirstStep, t0), min(nd.LastStep, t1-1)
@@ -576,8 +637,87 @@ func (sc *schedule) stepNeeds(j int, x, y, shift int64, need func(s, shard int, 
 					need(s, nd.Shard, step(p*L+f), step(p*L+l))
 				}
 			}
+			if u1 <= u0 {
+				continue
+			}
+			pa, pb := u0/L, (u1-1)/L
+			if pb-pa < 2*exactPasses+1 {
+				for p := pa; p <= pb; p++ {
+					exact(p)
+				}
+				continue
+			}
+			// Many passes: the first and last few exactly, and the whole
+			// passes between read every shard of the split's part of the
+			// stream, from the first of them to the last. The work is the
+			// same for any batch size (a walk over each pass was linear in
+			// it: a batch of 1.2e6 took minutes).
+			for p := range int64(exactPasses) {
+				exact(pa + p)
+				exact(pb - p)
+			}
+			from, to := (pa+exactPasses)*L, (pb-exactPasses+1)*L-1
+			for _, shard := range sc.splitShards(s, j) {
+				need(s, shard, step(from), step(to))
+			}
 		}
 	}
+}
+
+// exactPasses is how many passes at each end of a long run of them
+// stepNeeds walks one by one.
+const exactPasses = 2
+
+// splitShards returns the shards of stream s that split j reads in some
+// pass: those its widest range over the passes' cuts overlaps. A pass
+// moves a split's bounds only by which splits are the longer ones (a
+// sample each), so every pass reads a subset, most of them all.
+func (sc *schedule) splitShards(s, j int) []int {
+	sc.mu.Lock()
+	if sc.units == nil {
+		sc.units = make([][]unit, len(sc.passes))
+	}
+	if sc.units[s] == nil {
+		sc.units[s] = sc.passes[s].unitsInOrder()
+	}
+	units := sc.units[s]
+	sc.mu.Unlock()
+	pl := sc.passes[s]
+	lo := int64(j) * pl.splitLen
+	hi := int64(j+1)*pl.splitLen + min(int64(j+1), pl.longSplits)
+	i := sort.Search(len(units), func(i int) bool { return units[i].end > lo })
+	var out []int
+	for ; i < len(units); i++ {
+		start := int64(0)
+		if i > 0 {
+			start = units[i-1].end
+		}
+		if start >= hi {
+			break
+		}
+		if units[i].end > start { // a shard with no sample is never read
+			out = append(out, units[i].shard)
+		}
+	}
+	return out
+}
+
+// unitsInOrder returns the shards of a one-stream plan in the order its
+// epochs cut them into splits (Epoch's steps 2–3), with where each ends.
+func (pl *Plan) unitsInOrder() []unit {
+	n := pl.shardBase[len(pl.params.Streams)]
+	order := newPermutation(uint64(n), derive(pl.params.Seed, purposeUnitOrder))
+	out := make([]unit, n)
+	var end int64
+	for i := range n {
+		g := i
+		if pl.params.Shuffle {
+			g = int64(order.Apply(uint64(i)))
+		}
+		end += pl.shardFirst[0][g+1] - pl.shardFirst[0][g]
+		out[i] = unit{end: end, shard: int(g)}
+	}
+	return out
 }
 
 // PhaseHashes returns the hash of every phase of the schedule, in order

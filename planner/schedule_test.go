@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // randomSchedule adds to p a schedule of up to 4 phases over its first
@@ -393,4 +394,96 @@ func TestScheduleBatchSizesAreEveryStepsSize(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTheLargestValidBatchSizesPlanInBoundedWork: a phase's batch size is
+// valid up to 2^60, and the needs of a window (what a sidecar prefetches,
+// what the reconciler sizes caches with, for several pod counts) once
+// walked every pass of the stream the window spans: a batch of 1.2e6
+// never finished. Every batch size up to the largest valid one plans,
+// and the needs of a window that spans many passes hold every shard of
+// the split, from the first step to the last.
+func TestTheLargestValidBatchSizesPlanInBoundedWork(t *testing.T) {
+	base := func(g int64) Params {
+		return Params{Seed: 7, NumSplits: 4, Shuffle: true, BlockSize: 4, GlobalBatchSize: 8, DropLast: true,
+			Streams: []Stream{{Name: "a", Index: index(10, 30, 7, 25, 40, 12, 9, 33)}, {Name: "b", Index: index(50, 5, 17)}},
+			Schedule: &Schedule{Phases: []Phase{{StartStep: 3, GlobalBatchSize: g}}}}
+	}
+	for _, tt := range []struct {
+		g       int64
+		refused bool // its epochs address more than 2^62 samples per split
+	}{{4000, false}, {120_000, false}, {1_200_000, false}, {1 << 40, false}, {1 << 56, false}, {1 << 59, true}, {1 << 60, true}} {
+		g := tt.g
+		t.Run(fmt.Sprint(g), func(t *testing.T) {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				pl, err := New(base(g))
+				if tt.refused {
+					if err == nil || !strings.Contains(err.Error(), "lower its globalBatchSize") {
+						t.Errorf("New = %v, want a refusal that says to lower the batch size", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Errorf("New: %v", err)
+					return
+				}
+				if _, err := pl.Epoch(1 << 50); err == nil || !strings.Contains(err.Error(), "2^6") {
+					t.Errorf("an epoch past what the phase addresses: %v, want a refusal", err)
+				}
+				ep, err := pl.Epoch(0)
+				if err != nil {
+					t.Errorf("Epoch: %v", err)
+					return
+				}
+				for j := range 4 {
+					needs := ep.ShardsNeeded(j, 1)
+					seen := map[[2]int]bool{}
+					for _, nd := range needs {
+						seen[[2]int{nd.Stream, nd.Shard}] = true
+						if nd.FirstStep < 0 || nd.LastStep >= pl.Steps() || nd.FirstStep > nd.LastStep {
+							t.Errorf("split %d: need %+v outside the epoch's %d steps", j, nd, pl.Steps())
+						}
+					}
+					// Step 3 on reads each stream many times over: a split
+					// reads every shard of its part of each stream.
+					for _, b := range pl.sched.passes[0].mustEpoch(t, 0).ShardsNeeded(j, 1) {
+						if !seen[[2]int{0, b.Shard}] {
+							t.Errorf("split %d: shard %d of stream a, read at every pass, is not needed", j, b.Shard)
+						}
+					}
+				}
+				if g <= 120_000 { // every step's shards are in the needs, within the cache
+					checkPodsCover(t, ep)
+				}
+				for _, pods := range []int{1, 2, 4} {
+					if _, err := pl.MinCacheBytes(pods, 1); err != nil {
+						t.Errorf("MinCacheBytes(%d): %v", pods, err)
+					}
+				}
+				if g > 1<<21 { // a batch of 2^60 samples is not materialised
+					return
+				}
+				var buf []Sample
+				if buf, err = ep.SplitsBatch(buf, pl.Steps()-1, 0, 4); err != nil || int64(len(buf)) != g {
+					t.Errorf("the last step: %d samples, %v; want %d", len(buf), err, g)
+				}
+			}()
+			select {
+			case <-done:
+			case <-time.After(2 * time.Minute): // a hang, not a speed bound
+				t.Fatalf("planning a phase of batch size %d did not finish in 2 minutes", g)
+			}
+		})
+	}
+}
+
+func (pl *Plan) mustEpoch(t *testing.T, e int64) *EpochPlan {
+	t.Helper()
+	ep, err := pl.Epoch(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep
 }

@@ -292,7 +292,10 @@ func (e *ProgressEndpoint) register(ctx context.Context, who *identity, req *htt
 			return nil, refuse(http.StatusBadRequest, "a schedule phase's hash has at most 80 characters")
 		}
 	}
-	j.Phases = r.Phases
+	if r.PhaseStarts != nil && len(r.PhaseStarts) != len(r.Phases) {
+		return nil, refuse(http.StatusBadRequest, "a registration names a start step for each schedule phase, or none")
+	}
+	j.Phases, j.PhaseStarts = r.Phases, r.PhaseStarts
 	st, err := progress.Register(ctx, e.store(who), j)
 	if err == nil {
 		e.Log.V(1).Info("Registered", "namespace", who.namespace, "pod", who.pod, "job", j.Job, "attempt", j.Attempt, "generation", j.Generation)

@@ -733,6 +733,19 @@ func (pl *Plan) PhaseHashes() []string {
 	return out
 }
 
+// PhaseStarts returns the global start step of every phase of the
+// schedule, in order (none without one).
+func (pl *Plan) PhaseStarts() []int64 {
+	if pl.params.Schedule == nil {
+		return nil
+	}
+	var out []int64
+	for _, ph := range pl.params.Schedule.Phases {
+		out = append(out, ph.StartStep)
+	}
+	return out
+}
+
 // CacheEpochs returns the epochs whose minimum cache bounds every epoch's:
 // epoch 0 without a schedule; with one, also the epochs where a phase
 // starts and the epoch after each (a phase's batch size and mix hold until

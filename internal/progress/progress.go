@@ -46,8 +46,9 @@ type Job struct {
 	// DataParallel is the job's declared data-parallel size (0: none).
 	DataParallel int
 	// Phases are the hashes of the plan's schedule's phases (none
-	// without a schedule).
+	// without a schedule), and PhaseStarts their global start steps.
 	Phases       []string
+	PhaseStarts  []int64
 	SidecarImage string
 }
 
@@ -153,8 +154,21 @@ func checkJob(s *configmaps.State, j Job) error {
 }
 
 // checkPhases refuses a schedule that does not begin with the phases the
-// job registered with: phases are only ever appended.
+// job registered with (phases are only ever appended), or that appends a
+// phase starting before the committed step: those steps were trained
+// without it, and a resume would never deliver the samples the phase
+// moved (the validating webhook refuses it too, but a commit can land
+// between its check and the sidecar's restart).
 func checkPhases(s *configmaps.State, j Job) error {
+	if j.Steps > 0 && len(j.PhaseStarts) == len(j.Phases) {
+		committed := s.Epoch*j.Steps + s.Step
+		for i := len(s.Phases); i < len(j.Phases); i++ {
+			if start := j.PhaseStarts[i]; start < committed {
+				return fmt.Errorf("%w: job %q committed global step %d (epoch %d step %d of %d), and this sidecar's schedule appends phase %d (%s) starting at step %d, before it: those steps were trained without the phase; start it at step %d or later, or start a new job",
+					ErrRefused, j.Job, committed, s.Epoch, s.Step, j.Steps, i, j.Phases[i], start, committed)
+			}
+		}
+	}
 	for i, h := range s.Phases {
 		switch {
 		case i >= len(j.Phases):

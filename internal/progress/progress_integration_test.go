@@ -174,6 +174,52 @@ func TestIntegrationSchedulePhasesOnlyGrow(t *testing.T) {
 	}
 }
 
+// TestIntegrationAPhaseBeforeTheCommittedStepIsRefusedAtRegistration: a
+// phase appended before the job's committed step (the webhook's check
+// passed, then a commit landed before the sidecar restarted) is refused
+// when the sidecar registers, naming the step; the job's state keeps the
+// phases it ran with. Before, the resumed job silently never delivered
+// the samples of the pass the phase moved (36 in the red team's run).
+func TestIntegrationAPhaseBeforeTheCommittedStepIsRefusedAtRegistration(t *testing.T) {
+	for kind, open := range stores(t) {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			st := open()
+			with := func(attempt string, starts ...int64) progress.Job {
+				j := job(attempt)
+				for i, s := range starts {
+					j.Phases, j.PhaseStarts = append(j.Phases, fmt.Sprintf("sha256:%02d", i)), append(j.PhaseStarts, s)
+				}
+				return j
+			}
+			if _, err := progress.Register(ctx, st, with("a1", 10)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := progress.Apply(ctx, st, job("a1"), progress.Commit{Epoch: 1, Step: 20}); err != nil {
+				t.Fatal(err)
+			}
+			// Committed: global step 1·100 + 20 = 120.
+			_, err := progress.Register(ctx, st, with("a2", 10, 119))
+			if !errors.Is(err, progress.ErrRefused) || !strings.Contains(err.Error(), "committed global step 120 (epoch 1 step 20 of 100)") ||
+				!strings.Contains(err.Error(), "phase 1 (sha256:01) starting at step 119") || !strings.Contains(err.Error(), "start it at step 120 or later") {
+				t.Fatalf("a phase before the committed step: %v, want a refusal naming the step", err)
+			}
+			loaded, err := open().Load(ctx)
+			if err != nil || len(loaded.Phases) != 1 {
+				t.Fatalf("the state after the refusal: %+v, %v (want the one phase it ran with)", loaded, err)
+			}
+			// At the committed step or after: registered.
+			if got, err := progress.Register(ctx, st, with("a2", 10, 120)); err != nil || len(got.Phases) != 2 {
+				t.Fatalf("a phase at the committed step: %+v, %v", got, err)
+			}
+			// Phases the job already ran with are not checked again.
+			if _, err := progress.Register(ctx, st, with("a3", 10, 120)); err != nil {
+				t.Fatalf("the same phases again: %v", err)
+			}
+		})
+	}
+}
+
 // TestIntegrationFencingIsPermanent: however many attempts come after it,
 // an attempt's sidecar that restarts with its generation (from its pod's
 // spec) neither registers nor commits, and the newest keeps committing

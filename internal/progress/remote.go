@@ -111,7 +111,7 @@ func (r *Remote) verify(cs tls.ConnectionState) error {
 
 // Register implements Ledger.
 func (r *Remote) Register(ctx context.Context, j Job) (*configmaps.State, error) {
-	return r.call(ctx, http.MethodPost, PathRegister, RegisterRequest{Fingerprint: j.Fingerprint, Steps: j.Steps, Pods: j.Pods, WorldSize: j.WorldSize, DataParallelSize: j.DataParallel, Phases: j.Phases})
+	return r.call(ctx, http.MethodPost, PathRegister, RegisterRequest{Fingerprint: j.Fingerprint, Steps: j.Steps, Pods: j.Pods, WorldSize: j.WorldSize, DataParallelSize: j.DataParallel, Phases: j.Phases, PhaseStarts: j.PhaseStarts})
 }
 
 // Commit implements Ledger.

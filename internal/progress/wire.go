@@ -40,8 +40,10 @@ type RegisterRequest struct {
 	WorldSize   int                 `json:"worldSize,omitempty"`
 	// DataParallelSize is the declared data-parallel size (0: none).
 	DataParallelSize int `json:"dataParallelSize,omitempty"`
-	// Phases are the hashes of the plan's schedule's phases.
-	Phases []string `json:"phases,omitempty"`
+	// Phases are the hashes of the plan's schedule's phases, and
+	// PhaseStarts their global start steps.
+	Phases      []string `json:"phases,omitempty"`
+	PhaseStarts []int64  `json:"phaseStarts,omitempty"`
 }
 
 // CommitRequest is the body of PathCommit.

@@ -306,7 +306,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer pipe.Close()
 
 	job := progress.Job{Dataset: cfg.Dataset, Job: cfg.Job, Attempt: cfg.Attempt, Generation: cfg.Generation, Fingerprint: pl.Fingerprint(), Steps: pl.Steps(),
-		SidecarImage: cfg.SidecarImage, Phases: pl.PhaseHashes()}
+		SidecarImage: cfg.SidecarImage, Phases: pl.PhaseHashes(), PhaseStarts: pl.PhaseStarts()}
 	if cfg.RankMode == server.RankModePod {
 		job.Pods, job.WorldSize, job.DataParallel = cfg.Pods, cfg.Pods*cfg.ProcsPerPod, cfg.DataParallel
 	}

@@ -406,7 +406,7 @@ func TestScheduleBatchSizesAreEveryStepsSize(t *testing.T) {
 func TestTheLargestValidBatchSizesPlanInBoundedWork(t *testing.T) {
 	base := func(g int64) Params {
 		return Params{Seed: 7, NumSplits: 4, Shuffle: true, BlockSize: 4, GlobalBatchSize: 8, DropLast: true,
-			Streams: []Stream{{Name: "a", Index: index(10, 30, 7, 25, 40, 12, 9, 33)}, {Name: "b", Index: index(50, 5, 17)}},
+			Streams:  []Stream{{Name: "a", Index: index(10, 30, 7, 25, 40, 12, 9, 33)}, {Name: "b", Index: index(50, 5, 17)}},
 			Schedule: &Schedule{Phases: []Phase{{StartStep: 3, GlobalBatchSize: g}}}}
 	}
 	for _, tt := range []struct {

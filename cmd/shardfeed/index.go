@@ -44,17 +44,18 @@ func (s *sourceFlags) add(cmd *cobra.Command) {
 
 func newIndexCommand() *cobra.Command {
 	var (
-		src       sourceFlags
-		kind      string
-		algo      string
-		shardSize string
-		schema    string
-		dryRun    bool
-		table     icebergFlags
-		parts     partitionFlags
-		manifest  string
-		stream    string
-		filter    string
+		src           sourceFlags
+		kind          string
+		algo          string
+		shardSize     string
+		schema        string
+		dryRun        bool
+		selectionOnly bool
+		table         icebergFlags
+		parts         partitionFlags
+		manifest      string
+		stream        string
+		filter        string
 	)
 	cmd := &cobra.Command{
 		Use:   "index (URI --format parquet|orc|arrow|jsonl|csv|tsv|iceberg | -f MANIFEST [--stream NAME])",
@@ -148,15 +149,19 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 				verb = "would write"
 			}
 			var l *index.Layout
-			if datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatMDS {
-				// MDS keeps its own index: only a filter's selection is ours.
-				if filter == "" {
-					return errors.New("an MDS stream keeps its own index: nothing to write but a filter's selection (--filter)")
-				}
+			switch {
+			case selectionOnly && filter == "":
+				return errors.New("--selection-only writes a filter's selection: give --filter (or a manifest's stream with a filter)")
+			case datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatMDS && filter == "":
+				return errors.New("an MDS stream keeps its own index: nothing to write but a filter's selection (--filter)")
+			case datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatMDS || selectionOnly:
+				// MDS keeps its own index, and --selection-only keeps the
+				// one there: only the filter's selection is written, over
+				// that index, so every plan's fingerprint stays.
 				if l, err = index.ReadStoreLayout(ctx, st); err != nil {
 					return err
 				}
-			} else {
+			default:
 				f, err := indexStream(ctx, st, source, kind, opts, table)
 				if err != nil {
 					return err
@@ -187,6 +192,7 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "index, but do not write index.json")
 	cmd.Flags().StringVarP(&manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
 	cmd.Flags().StringVar(&stream, "stream", "", "with -f: the stream to index (default: the manifest's only stream that needs an index)")
+	cmd.Flags().BoolVar(&selectionOnly, "selection-only", false, "with --filter: write only the filter's selection, over the index already there (which stays as it is, and so does every plan's fingerprint)")
 	cmd.Flags().StringVar(&filter, "filter", "", "a row filter (spec.streams[].filter): a CEL expression over the stream's columns; writes the rows it matches in each shard beside index.json")
 	return cmd
 }

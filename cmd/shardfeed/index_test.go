@@ -273,3 +273,90 @@ func TestPartitionFlags(t *testing.T) {
 		})
 	}
 }
+
+// The fix-it command printed for a missing or stale filter selection once
+// dropped the index's --shard-size: run as printed, it re-sharded a JSON
+// Lines stream (39 shards to 3), which changed every fingerprint over the
+// stream. It now writes the selection alone, over the index already there.
+func TestTheFilterFixItCommandKeepsTheIndex(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "web")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	jsonLines(t, data, 3000, `{"x": 3000}`)
+	if out, err := runCLI(t, "index", "file://"+data+"/", "--format", "jsonl", "--shard-size", "1KiB"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	before, err := os.ReadFile(filepath.Join(data, index.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(dir, "d.yaml")
+	if err := os.WriteFile(manifest, []byte("apiVersion: data.shardfeed.io/v1alpha1\nkind: TrainingDataset\nmetadata: {name: d}\nspec:\n"+
+		"  numSplits: 2\n  globalBatchSize: 2\n  streams:\n  - {name: web, format: jsonl, filter: 'x % 2 == 0', source: {uri: web/}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runCLI(t, "plan", "-f", manifest)
+	if err == nil || !strings.Contains(err.Error(), "write it with: shardfeed index ") {
+		t.Fatalf("plan without the selection: %v, want the command that writes it", err)
+	}
+	printed, _, _ := strings.Cut(err.Error()[strings.Index(err.Error(), "write it with: ")+len("write it with: "):], "\n")
+	args := shellWords(t, strings.TrimPrefix(printed, "shardfeed "))
+	if out, err := runCLI(t, args...); err != nil {
+		t.Fatalf("the printed command %q: %v\n%s", printed, err, out)
+	}
+	after, err := os.ReadFile(filepath.Join(data, index.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != string(before) {
+		t.Fatalf("the printed command %q rewrote the stream's index", printed)
+	}
+	if out, err := runCLI(t, "plan", "-f", manifest); err != nil || !strings.Contains(out, "1501") {
+		t.Fatalf("plan after the printed command: %v\n%s (want the 1501 matching samples)", err, out)
+	}
+	if _, err := runCLI(t, "index", "file://"+data+"/", "--selection-only"); err == nil || !strings.Contains(err.Error(), "give --filter") {
+		t.Fatalf("--selection-only without a filter: %v", err)
+	}
+}
+
+// shellWords splits a command as a POSIX shell would, for the single
+// quotes the fix-it commands use.
+func shellWords(t *testing.T, s string) []string {
+	t.Helper()
+	var out []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quoted && c == '\'':
+			quoted = false
+		case quoted:
+			cur.WriteByte(c)
+		case c == '\'':
+			quoted, inWord = true, true
+		case c == '\\' && i+1 < len(s):
+			i++
+			cur.WriteByte(s[i])
+			inWord = true
+		case c == ' ':
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("unbalanced quotes in %q", s)
+	}
+	if inWord {
+		out = append(out, cur.String())
+	}
+	return out
+}

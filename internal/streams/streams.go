@@ -136,10 +136,10 @@ func openFilter(ctx context.Context, st store.Store, i int, s datav1alpha1.Strea
 	}
 	fi, err := index.ReadFilter(ctx, st, s.Filter, x.ContentHash(), rows, maxIndexBytes)
 	if errors.Is(err, index.ErrNoSelection) {
-		return nil, fmt.Errorf("spec.streams[%d].filter: %w: write it with: %s", i, err, IndexCommand(s))
+		return nil, fmt.Errorf("spec.streams[%d].filter: %w: write it with: %s", i, err, SelectionCommand(s))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("spec.streams[%d].filter: %w (%s)", i, err, IndexCommand(s))
+		return nil, fmt.Errorf("spec.streams[%d].filter: %w (%s)", i, err, SelectionCommand(s))
 	}
 	_, runs := index.FilterObjects(s.Filter)
 	return &Filter{Index: fi, RunsKey: runs}, nil
@@ -268,6 +268,15 @@ func IndexCommand(s datav1alpha1.Stream) string {
 		cmd += " --insecure"
 	}
 	return cmd
+}
+
+// SelectionCommand is the shardfeed index command that writes a filtered
+// stream's selection over the index already there, leaving it as it is:
+// re-indexing with other options than the index was written with (a JSON
+// Lines stream's --shard-size) would change every plan's fingerprint over
+// the stream, and running jobs would refuse to resume.
+func SelectionCommand(s datav1alpha1.Stream) string {
+	return IndexCommand(s) + " --selection-only"
 }
 
 // Served returns the layout of a stream that is to be served: an error for

@@ -103,6 +103,29 @@ def test_resume_after_killing_the_trainer_and_the_server(feed_factory, stop_at):
     assert int(first["_shardfeed_step"][0]) == stop_at
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_loader_reads_the_epoch_the_dataset_asks_for(feed_factory, workers):
+    # FeedDataset(epoch=e) through a FeedLoader once read the committed
+    # epoch instead, silently.
+    feed = feed_factory(tokens_table(), SPEC)
+    assert shardfeed.Client(feed.socket).commit(0, 10)["step"] == 10
+    plan1 = feed.plan_ids(1, epoch=1)
+    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=1), num_workers=workers)
+    assert loader.state_dict()["epoch"] == 1 and loader.state_dict()["step"] == 0
+    assert len(loader) == STEPS
+    got = []
+    for batch in loader:
+        got.append((int(batch["_shardfeed_step"][0]), batch["_shardfeed_index"].tolist()))
+        if len(got) == 3:
+            break
+    assert got == [(k, plan1[(k, 0)]) for k in range(3)]
+    assert loader.state_dict()["epoch"] == 1
+    # The epoch the job is in resumes at its committed step.
+    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0), num_workers=workers)
+    assert len(loader) == STEPS - 10
+    assert int(next(iter(loader))["_shardfeed_step"][0]) == 10
+
+
 WIDE = 2048  # 8 KiB samples: a local batch is well above the size that travels in shared memory
 
 

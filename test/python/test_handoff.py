@@ -136,6 +136,39 @@ def test_without_shared_memory_the_batches_are_the_same(feed_factory):
         assert got == list(range(STEPS))
 
 
+class PerSample(torch.utils.data.IterableDataset):
+    """A user's own dataset over a FeedDataset, reading each batch's
+    columns in the DataLoader workers (to decode or augment there)."""
+
+    def __init__(self, ds):
+        self.ds = ds
+
+    def __iter__(self):
+        for b in self.ds:
+            yield {"step": int(b["_shardfeed_step"][0]), "ids": b["_shardfeed_index"].clone(), "id": b["id"] * 1,
+                   "tokens": b["tokens"][:, :16].clone(), "text": [t.upper() for t in b["text"]], "blob": [x[::-1] for x in b["blob"]]}
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+def test_a_dataset_of_the_users_own_reads_the_batches_in_the_workers(feed_factory, workers):
+    # The red team's reproduction: in a worker, FeedDataset yielded
+    # SharedBatch objects ("'SharedBatch' object is not subscriptable").
+    feed = feed_factory(table(), SPEC, row_group_size=40)
+    plan = feed.plan_ids(1)
+    loader = torch.utils.data.DataLoader(PerSample(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0)),
+                                         batch_size=None, num_workers=workers)
+    steps = []
+    for b in loader:
+        k, ids = b["step"], b["ids"].tolist()
+        assert ids == plan[(k, 0)], f"step {k}"
+        assert b["id"].tolist() == ids
+        assert torch.equal(b["tokens"].long(), expected_tokens(b["ids"])[:, :16])
+        assert b["text"] == [(f"sample {i} " + "x" * (i % 7)).upper() for i in ids]
+        assert b["blob"] == [(bytes([i % 251]) * (i % 5 + 1))[::-1] for i in ids]
+        steps.append(k)
+    assert sorted(steps) == list(range(STEPS))
+
+
 def test_a_held_batch_outlives_a_sidecar_kill(feed_factory):
     feed = feed_factory(table(), SPEC, row_group_size=40)
     plan = feed.plan_ids(1)

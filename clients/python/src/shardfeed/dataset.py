@@ -176,6 +176,10 @@ class FeedDataset(_Base):
             the sidecar writes each batch once, the tensors are views of
             it, and DataLoader workers hand batches to the training process
             without copying or pickling them. False: through the socket.
+            Read inside a dataset of your own in DataLoader workers (to
+            decode or augment there), the batches are dicts of columns as
+            everywhere, read through the socket, and what your dataset
+            yields crosses to the training process as any DataLoader's.
     """
 
     def __init__(self, socket: str | None = None, *, rank: int | None = None, world_size: int | None = None,
@@ -362,20 +366,25 @@ class FeedDataset(_Base):
 
     def __iter__(self) -> Iterator[Any]:
         worker, workers = 0, 1
-        in_worker = False
+        in_worker, wrapped = False, False
         if torch is not None:
             info = _tud.get_worker_info()
             if info is not None:
                 worker, workers, in_worker = info.id, info.num_workers, True
+                # Inside a dataset of the user's (their IterableDataset
+                # reads this one in the worker, to decode or augment): their
+                # code sees the batch as documented, a dict of columns, and
+                # what it yields crosses as any DataLoader's batches do.
+                wrapped = info.dataset is not self
         if in_worker and self._stats_table is not None:
             self._counters = Counters(self._stats_table[worker].numpy())
         c = self._counters
         # A worker hands the training process where each batch is in shared
         # memory, which makes and releases it there; a transform's output is
         # new memory, which the DataLoader shares itself.
-        shared = in_worker and self.transform is None and self.handoff
+        shared = in_worker and not wrapped and self.transform is None and self.handoff
         client = self.client()
-        raw = self._raw(client, worker, workers, release_here=not shared)
+        raw = self._raw(client, worker, workers, release_here=not shared, handoff=self.handoff and not wrapped)
         items: Iterator[tuple[int, pa.RecordBatch]]
         if self.transform is not None:
             items = OrderedTransform(self.transform, self.transform_threads, self.on_transform_error, c).run(raw)
@@ -414,7 +423,8 @@ class FeedDataset(_Base):
                 close()
             raw.close()
 
-    def _raw(self, client: Client, worker: int, workers: int, release_here: bool) -> Generator[tuple[int, pa.RecordBatch], None, None]:
+    def _raw(self, client: Client, worker: int, workers: int, release_here: bool,
+             handoff: bool) -> Generator[tuple[int, pa.RecordBatch], None, None]:
         """(step, record batch) of this worker's stream, reconnecting once
         at the step it expected when the stream is cut; self._stream is the
         stream being read."""
@@ -430,7 +440,7 @@ class FeedDataset(_Base):
                 client.wait_ready(self.wait)
             stream = client.batches(rank=rank, world=world, worker=worker, workers=workers, data_parallel=self._dp,
                                     epoch=self._epoch, step=step, fingerprint=self._fingerprint,
-                                    handoff=self.handoff, release_here=release_here)
+                                    handoff=handoff, release_here=release_here)
             self._stream = stream
             expected = stream.start_step
             self._fingerprint = stream.fingerprint

@@ -76,6 +76,8 @@ class FeedLoader:
             "must": refuse to start without committed progress. "fresh":
             refuse if the job has committed progress (a new job is a new
             shardfeed.io/job, or shardfeed serve --fresh / --job).
+            A FeedDataset made with epoch=e reads epoch e instead: from its
+            first step, or from the committed step when the job is in e.
         **dataloader_kwargs: passed to torch's DataLoader (e.g. pin_memory).
     """
 
@@ -92,6 +94,9 @@ class FeedLoader:
         self.num_workers = num_workers
         self.micro_batch_size = micro_batch_size
         self.dataloader_kwargs = dataloader_kwargs
+        # The epoch the dataset was made to read (FeedDataset(epoch=e)):
+        # the loader starts there, not at the committed epoch.
+        self._asked_epoch: int | None = dataset._epoch
         self._epoch: int | None = None
         self._step: int | None = None
         self._resumed = False
@@ -144,7 +149,7 @@ class FeedLoader:
             epoch, start = self._epoch, self._step or 0
         else:
             state = self.dataset.client().state()
-            epoch, start = resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), steps)
+            epoch, start = self._start_in(resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), steps))
         left = max(steps - start, 0)
         if not self.micro_batch_size or left == 0:
             return left
@@ -219,7 +224,18 @@ class FeedLoader:
             log.info('shardfeed: job "%s" resumes at its committed epoch %d, step %d', job, epoch, step)
         else:
             log.info('shardfeed: job "%s" starts from the beginning', job)
-        return resume_position(epoch, step, int(self.plan()["steps"]))
+        return self._start_in(resume_position(epoch, step, int(self.plan()["steps"])))
+
+    def _start_in(self, committed: tuple[int, int]) -> tuple[int, int]:
+        """Where the loader starts, given where the job resumes: there, or
+        the first step of the epoch the dataset was made to read (its
+        committed step if the job is in that epoch)."""
+        asked = self._asked_epoch
+        if asked is None or asked == committed[0]:
+            return committed
+        log.info("shardfeed: reading epoch %d from its first step, as FeedDataset(epoch=%d) asks (the job resumes at epoch %d, step %d)",
+                 asked, asked, committed[0], committed[1])
+        return asked, 0
 
     def set_epoch(self, epoch: int) -> None:
         """Read epoch next, from its first step.
@@ -229,13 +245,17 @@ class FeedLoader:
         """
         self.dataset.set_epoch(epoch)
         self._epoch, self._step = int(epoch), 0
+        self._asked_epoch = None
 
     def _position(self) -> tuple[int, int]:
         """The step after the last batch the loop received, or, before any,
         the job's committed step."""
         if self._epoch is None:
             state = self.dataset.client().state()
-            return int(state.get("epoch", 0)), int(state.get("step", 0))
+            epoch, step = int(state.get("epoch", 0)), int(state.get("step", 0))
+            if self._asked_epoch is not None and self._asked_epoch != epoch:
+                return self._asked_epoch, 0
+            return epoch, step
         return self._epoch, self._step or 0
 
     def plan(self) -> dict[str, Any]:

@@ -210,7 +210,7 @@ func (e *Expr) Decide(values map[string]any) (value, decided bool, err error) {
 	}
 	out, _, err := e.prg.Eval(act)
 	if err != nil {
-		return false, false, fmt.Errorf("%s, with %s: %w (a null value compares only with ==, != and null: test x != null first)", e.src, describe(vars), err)
+		return false, false, fmt.Errorf("%s, with %s: %w (%s)", e.src, describe(vars), err, Advice(err))
 	}
 	if types.IsUnknown(out) {
 		return false, false, nil
@@ -252,4 +252,14 @@ func Value(v any) any {
 		return float64(v)
 	}
 	return v
+}
+
+// Advice is what to change in a filter that failed to evaluate with err:
+// a NaN and a null fail orderings (<, <=, >, >=) for different reasons,
+// and each has its own test.
+func Advice(err error) string {
+	if strings.Contains(err.Error(), "NaN") {
+		return "a NaN compares only with == and !=: test x == x first, which is false for NaN (x != null does not rule it out)"
+	}
+	return "a null value compares only with ==, != and null: test x != null first"
 }

@@ -27,15 +27,17 @@ type Stats struct {
 // with a constant (==, <, <=, >, >=, and in a list of constants), and
 // says false for anything else.
 func (e *Expr) Excludes(stats map[string]Stats) bool {
-	return never(e.ast.NativeRep().Expr(), stats)
+	return never(e.ast.NativeRep().Expr(), stats, nil)
 }
 
 // mirrored is the comparison with its operands swapped: 3 < x is x > 3.
 var mirrored = map[string]string{"_==_": "_==_", "_<_": "_>_", "_<=_": "_>=_", "_>_": "_<_", "_>=_": "_<=_"}
 
 // never reports whether e is false (or an error is impossible to reach
-// without a false) for every row within stats.
-func never(e celast.Expr, stats map[string]Stats) bool {
+// without a false) for every row within stats. numbers are the columns a
+// conjunction around e tests with x == x: false for NaN, so a NaN row's
+// ordering error is absorbed there (CEL's && is false if either side is).
+func never(e celast.Expr, stats map[string]Stats, numbers map[string]bool) bool {
 	if e.Kind() != celast.CallKind {
 		return false
 	}
@@ -44,16 +46,21 @@ func never(e celast.Expr, stats map[string]Stats) bool {
 	fn := call.FunctionName()
 	switch {
 	case fn == "_&&_" && len(args) == 2:
-		return never(args[0], stats) || never(args[1], stats)
+		for _, a := range args {
+			if x, ok := selfEqual(a); ok {
+				numbers = with(numbers, x)
+			}
+		}
+		return never(args[0], stats, numbers) || never(args[1], stats, numbers)
 	case fn == "_||_" && len(args) == 2:
-		return never(args[0], stats) && never(args[1], stats)
+		return never(args[0], stats, numbers) && never(args[1], stats, numbers)
 	case fn == "@in" && len(args) == 2 && args[0].Kind() == celast.IdentKind && args[1].Kind() == celast.ListKind:
 		s, ok := stats[args[0].AsIdent()]
 		if !ok {
 			return false
 		}
 		for _, el := range args[1].AsList().Elements() {
-			if el.Kind() != celast.LiteralKind || !compareNever("_==_", s, el.AsLiteral()) {
+			if el.Kind() != celast.LiteralKind || !compareNever("_==_", s, el.AsLiteral(), false) {
 				return false
 			}
 		}
@@ -67,16 +74,43 @@ func never(e celast.Expr, stats map[string]Stats) bool {
 			return false
 		}
 		s, ok := stats[col.AsIdent()]
-		return ok && compareNever(op, s, lit.AsLiteral())
+		return ok && compareNever(op, s, lit.AsLiteral(), !numbers[col.AsIdent()])
 	}
 	return false
 }
 
+// selfEqual returns x for the expression x == x (false only for NaN).
+func selfEqual(e celast.Expr) (string, bool) {
+	if e.Kind() != celast.CallKind || e.AsCall().FunctionName() != "_==_" || len(e.AsCall().Args()) != 2 {
+		return "", false
+	}
+	a, b := e.AsCall().Args()[0], e.AsCall().Args()[1]
+	if a.Kind() != celast.IdentKind || b.Kind() != celast.IdentKind || a.AsIdent() != b.AsIdent() {
+		return "", false
+	}
+	return a.AsIdent(), true
+}
+
+// with returns set with x added, leaving set as it is.
+func with(set map[string]bool, x string) map[string]bool {
+	out := map[string]bool{x: true}
+	for k := range set {
+		out[k] = true
+	}
+	return out
+}
+
 // compareNever reports whether "column op v" is false for every row
 // within s. A null is false under == whatever v is; under an ordering it
-// is an evaluation error, so such rows must be read to report it.
-func compareNever(op string, s Stats, v ref.Val) bool {
+// is an evaluation error, so such rows must be read to report it. So is a
+// NaN, which Parquet's writers leave out of a float column's min and max
+// and count nowhere: an ordering of a float column (mayBeNaN) is decided
+// on its statistics only where a guard (x == x) makes a NaN row false.
+func compareNever(op string, s Stats, v ref.Val, mayBeNaN bool) bool {
 	if op != "_==_" && (!s.NullsKnown || s.Nulls > 0) {
+		return false
+	}
+	if op != "_==_" && mayBeNaN && (isFloat(s.Min) || isFloat(s.Max)) {
 		return false
 	}
 	if s.Min == nil || s.Max == nil {
@@ -100,6 +134,11 @@ func compareNever(op string, s Stats, v ref.Val) bool {
 		return hi < 0
 	}
 	return false
+}
+
+func isFloat(v any) bool {
+	_, ok := v.(float64)
+	return ok
 }
 
 // exactFloat bounds the integers a float64 holds exactly.

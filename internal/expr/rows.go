@@ -76,7 +76,7 @@ func (e *Expr) Rows(rec arrow.RecordBatch) (Runs, error) {
 		act.row = int(row)
 		v, _, err := prg.Eval(act)
 		if err != nil {
-			return nil, fmt.Errorf("%s, at row %d: %w (a null value compares only with ==, != and null: test x != null first)", e.src, row, err)
+			return nil, fmt.Errorf("%s, at row %d: %w (%s)", e.src, row, err, Advice(err))
 		}
 		b, ok := v.(types.Bool)
 		if !ok {

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import errno
 import fcntl
 import hashlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ._client import Client
 from .errors import ShardfeedError, SidecarNotReady
@@ -56,15 +58,41 @@ def find_binary(binary: str | None = None, *, path: bool = True) -> str:
                          f"put the shardfeed binary on PATH, or set {BINARY_ENV}")
 
 
-def _run_dir() -> Path:
+def _run_dir() -> tuple[Path, int]:
     """A private directory for sockets and locks: short paths (a Unix
-    socket's path is at most 107 bytes), this user's only."""
+    socket's path is at most 107 bytes), this user's only. In a shared /tmp
+    another user may have made the name first, as a link to a directory of
+    ours they want files in: the name itself must be our directory, not a
+    link, and it is opened without following one. Returns the path and a
+    descriptor of it (the caller closes it) to create files under."""
     base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"shardfeed-{os.getuid()}"
-    base.mkdir(mode=0o700, exist_ok=True)
-    st = base.stat()
+    try:
+        os.mkdir(base, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(base)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise ShardfeedError(f"{base} is a symbolic link or not a directory (another user may have made it): remove it, or set XDG_RUNTIME_DIR")
     if st.st_uid != os.getuid() or st.st_mode & 0o077:
         raise ShardfeedError(f"{base} belongs to another user or others may write it: remove it, or set XDG_RUNTIME_DIR")
-    return base
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+        os.close(fd)
+        raise ShardfeedError(f"{base} changed while it was checked: remove it, or set XDG_RUNTIME_DIR")
+    return base, fd
+
+
+def _open_new(name: str, dir_fd: int, mode: str) -> IO[Any]:
+    """Open name for writing under a directory's descriptor, refusing a
+    link in its place."""
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise ShardfeedError(f"{name} is a symbolic link where shardfeed keeps its own file: remove it") from None
+        raise
+    return os.fdopen(fd, mode)
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -96,11 +124,14 @@ class LocalServe:
         self.directory = Path(directory or os.getcwd()).resolve()
         self.job = job
         key = hashlib.sha256(f"{self.directory}\0{self.manifest}\0{job}".encode()).hexdigest()[:16]
-        run = _run_dir()
+        run, run_fd = _run_dir()
         self.socket = str(run / f"{key}.sock")
         (self.directory / STATE_DIR).mkdir(exist_ok=True)
         self.log_path = self.directory / STATE_DIR / f"serve-{job}.log"
-        self._lock: IO[str] | None = open(run / f"{key}.lock", "w")
+        try:
+            self._lock: IO[Any] | None = _open_new(f"{key}.lock", run_fd, "w")
+        finally:
+            os.close(run_fd)
         self.proc: subprocess.Popen[bytes] | None = None
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -111,7 +142,12 @@ class LocalServe:
             return
         cmd = [find_binary(binary), "serve", "-f", str(self.manifest), "--job", job, "--socket", self.socket,
                "--metrics-addr", "", *(["--fresh"] if fresh else []), *(args or [])]
-        log = open(self.log_path, "wb")
+        state_fd = os.open(self.directory / STATE_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            log = _open_new(self.log_path.name, state_fd, "wb")
+        finally:
+            os.close(state_fd)
+        log.truncate(0)
         try:
             self.proc = subprocess.Popen(cmd, cwd=self.directory, stdout=log, stderr=subprocess.STDOUT,
                                          preexec_fn=_die_with_parent if sys.platform == "linux" else None)

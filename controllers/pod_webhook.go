@@ -88,6 +88,15 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Allowed("no shardfeed.io/dataset label")
 	}
 	if inject.Injected(&pod) {
+		// Ours on a reinvocation; a pod's author may write the container
+		// too, with a contract of their choosing (a generation that fences
+		// the running job): only one the operator recorded passes.
+		if req.DryRun != nil && *req.DryRun {
+			return admission.Allowed("already injected (a dry run records nothing to check it against)")
+		}
+		if reason := p.foreignSidecar(ctx, req.Namespace, name, &pod); reason != "" {
+			return admission.Denied(reason)
+		}
 		return admission.Allowed("already injected")
 	}
 	if p.OperatorNamespace != "" && req.Namespace == p.OperatorNamespace {
@@ -214,6 +223,34 @@ func (p *PodInjector) admit(ctx context.Context, ds *datav1alpha1.TrainingDatase
 		state.Attempts = append(state.Attempts, configmaps.Attempt{ID: attempt, Generation: state.Generation + 1})
 	}
 	return state, err
+}
+
+// foreignSidecar says why the pod's shardfeed-sidecar container is not one
+// the operator injected for the dataset it names, or "": its contract must
+// name the dataset, and the attempt with the generation its job's state
+// recorded when the operator admitted it (read directly: a reinvocation
+// follows the write by milliseconds).
+func (p *PodInjector) foreignSidecar(ctx context.Context, ns, dataset string, pod *corev1.Pod) string {
+	const fix = "remove it: the operator injects the sidecar itself"
+	contract, err := sidecarContract(pod)
+	if err != nil {
+		return fmt.Sprintf("the pod has a %s container the operator did not inject (%v): %s", inject.SidecarName, err, fix)
+	}
+	if contract.Dataset != dataset {
+		return fmt.Sprintf("the pod's %s container names TrainingDataset %q, its label %q: %s", inject.SidecarName, contract.Dataset, dataset, fix)
+	}
+	var cm corev1.ConfigMap
+	err = p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.StateName(dataset, contract.Job)}, &cm)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Sprintf("reading the state of job %q to check the pod's %s container: %v", contract.Job, inject.SidecarName, err)
+	}
+	if err == nil {
+		if s, err := configmaps.StateFromData(cm.Data); err == nil && s.Job == contract.Job && s.GenerationOf(contract.Attempt) == contract.Generation {
+			return ""
+		}
+	}
+	return fmt.Sprintf("the pod's %s container names attempt %q of job %q at generation %d, which the operator did not admit: %s",
+		inject.SidecarName, contract.Attempt, contract.Job, contract.Generation, fix)
 }
 
 // admitted is the job's state from the cache when it already records the

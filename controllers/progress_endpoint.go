@@ -234,7 +234,7 @@ func sidecarContract(pod *corev1.Pod) (sidecarconfig.Config, error) {
 		if err != nil {
 			return contract, err
 		}
-		if contract.Dataset == "" || contract.Job == "" || contract.Attempt == "" || contract.Generation < 1 {
+		if contract.Dataset == "" || contract.Job == "" || contract.Attempt == "" || contract.Generation < 1 || contract.Generation > progress.MaxGeneration {
 			return contract, errors.New("its sidecar was not injected by this operator (no dataset, job, attempt or generation): recreate the pod")
 		}
 		return contract, nil
@@ -269,7 +269,7 @@ func (e *ProgressEndpoint) store(who *identity) *progress.ConfigMapStore {
 func (e *ProgressEndpoint) job(who *identity, plan string, steps int64) progress.Job {
 	c := who.contract
 	return progress.Job{Dataset: c.Dataset, Job: c.Job, Attempt: c.Attempt, Generation: c.Generation, Steps: steps,
-		Fingerprint: fingerprintSum(plan), SidecarImage: c.Image}
+		Fingerprint: fingerprintSum(plan), SidecarImage: c.Image, Admitted: true}
 }
 
 func fingerprintSum(sum string) planner.Fingerprint { return planner.Fingerprint{Sum: sum} }
@@ -323,7 +323,7 @@ func (e *ProgressEndpoint) skip(ctx context.Context, who *identity, req *http.Re
 		return nil, refuse(http.StatusBadRequest, "a skipped shard names its stream and shard")
 	}
 	r.Attempt = who.contract.Attempt
-	return progress.RecordSkip(ctx, e.store(who), r)
+	return progress.RecordAdmittedSkip(ctx, e.store(who), e.job(who, "", 0), r)
 }
 
 func (e *ProgressEndpoint) state(ctx context.Context, who *identity, _ *http.Request) (*configmaps.State, error) {

@@ -8,9 +8,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +29,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/progress"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -216,6 +219,43 @@ func TestIntegrationAPodMovesOnlyItsOwnJobsProgress(t *testing.T) {
 			}
 		})
 	}
+	// A pod's author writes the sidecar container themselves, with a
+	// generation of MaxInt64 (the red team's reproduction: it fenced job A
+	// and the next admission overflowed). Labelled, the webhook denies it;
+	// unlabelled (the webhook never sees it), the endpoint refuses it.
+	forged := func(name string, gen int64, labels map[string]string) *corev1.Pod {
+		c := *podA.Spec.InitContainers[slices.IndexFunc(podA.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == inject.SidecarName })].DeepCopy()
+		c.Env = slices.Clone(c.Env)
+		for i := range c.Env {
+			if c.Env[i].Name == sidecarconfig.EnvGeneration {
+				c.Env[i].Value = fmt.Sprint(gen)
+			}
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: labels}, Spec: corev1.PodSpec{
+			ServiceAccountName: "default", InitContainers: []corev1.Container{c}, Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}},
+			Volumes: podA.Spec.Volumes}}
+	}
+	for _, gen := range []int64{math.MaxInt64, 2} {
+		err := apiServer.Client.Create(ctx, forged(fmt.Sprint("forged-labelled-", gen%10), gen, map[string]string{inject.LabelDataset: "web"}))
+		if err == nil || !strings.Contains(err.Error(), "container the operator did not inject") && !strings.Contains(err.Error(), "which the operator did not admit") {
+			t.Errorf("a labelled pod with a forged sidecar container of generation %d: %v, want a denial", gen, err)
+		}
+	}
+	unlabelled := forged("forged", 2, nil)
+	if err := apiServer.Client.Create(ctx, unlabelled); err != nil {
+		t.Fatal(err)
+	}
+	forger := f.sidecar(unlabelled)
+	if _, err := forger.Register(ctx, progress.Job{Fingerprint: plan, Steps: 100}); err == nil || !strings.Contains(err.Error(), "not one the operator admitted") {
+		t.Errorf("a forged contract registered: %v", err)
+	}
+	if _, err := forger.Commit(ctx, j, progress.Commit{Epoch: 0, Step: 90}); err == nil || !strings.Contains(err.Error(), "not one the operator admitted") {
+		t.Errorf("a forged contract committed: %v", err)
+	}
+	if st, err := sideA.Commit(ctx, j, progress.Commit{Epoch: 0, Step: 5}); err != nil || st.Step != 5 || st.Generation != 1 {
+		t.Fatalf("job A after the forgeries: %+v, %v (want it unfenced, at generation 1)", st, err)
+	}
+
 	for _, body := range []string{`{"plan": "v1-test", "steps": 100, "epoch": 1, "step": 2, "job": "train-b"}`, `{"plan": "v1-test"}`, `[]`} {
 		status, text := post(t, f, podA, progress.PathCommit, body)
 		if status != http.StatusBadRequest {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -50,6 +51,44 @@ type Job struct {
 	Phases       []string
 	PhaseStarts  []int64
 	SidecarImage string
+	// Admitted says the attempt and generation are a pod's contract, as
+	// the operator's endpoint reads them from the pod: a pod's author can
+	// write any, so only the generation Admit recorded for the attempt is
+	// accepted (a forged one of MaxInt64 once fenced the running job).
+	Admitted bool
+}
+
+// maxSkippedSamples bounds a skipped shard's samples (the planner's bound
+// on a stream's), so that the job's sum of them cannot overflow.
+const maxSkippedSamples = int64(1) << 60
+
+// MaxGeneration bounds a job's generations: far beyond any job's attempts,
+// and far from overflowing when the next is counted.
+const MaxGeneration = int64(1) << 62
+
+// checkAdmitted refuses an admitted job whose generation is not the one
+// the state recorded for its attempt.
+func checkAdmitted(s *configmaps.State, j Job) error {
+	// Below the job's generation, an attempt is fenced whatever it is
+	// (checkFence says so; the list keeps only the newest attempts).
+	if !j.Admitted || j.Generation < s.Generation {
+		return nil
+	}
+	if got := s.GenerationOf(j.Attempt); got == 0 || got != j.Generation {
+		return fmt.Errorf("%w: attempt %q (generation %d) of job %q is not one the operator admitted: its pod's sidecar was not injected by the operator, or was changed after (recreate the pod)",
+			ErrRefused, j.Attempt, j.Generation, j.Job)
+	}
+	return nil
+}
+
+// nextGeneration is the generation after the state's, refused past
+// MaxGeneration rather than overflowed.
+func nextGeneration(s *configmaps.State) (int64, error) {
+	if s.Generation < 0 || s.Generation >= MaxGeneration {
+		return 0, fmt.Errorf("%w: job %q is at generation %d, past the %d a job may reach: start a new job (a new shardfeed.io/job)",
+			ErrRefused, s.Job, s.Generation, MaxGeneration)
+	}
+	return s.Generation + 1, nil
 }
 
 // Admit gives attempt its generation: the one recorded for it, or, for an
@@ -70,7 +109,11 @@ func Admit(ctx context.Context, st Store, dataset, job, attempt, image string) (
 			s.PlanVersion = planner.PlanVersion
 		}
 		if s.GenerationOf(attempt) == 0 {
-			recordAttempt(s, attempt, s.Generation+1)
+			gen, err := nextGeneration(s)
+			if err != nil {
+				return err
+			}
+			recordAttempt(s, attempt, gen)
 		}
 		return nil
 	})
@@ -100,10 +143,20 @@ func Register(ctx context.Context, st Store, j Job) (*configmaps.State, error) {
 		if err := checkPhases(s, j); err != nil {
 			return err
 		}
+		if err := checkAdmitted(s, j); err != nil {
+			return err
+		}
 		gen := j.Generation
+		if gen < 0 || gen > MaxGeneration {
+			return fmt.Errorf("%w: generation %d of attempt %q is outside 0 to %d", ErrRefused, gen, j.Attempt, MaxGeneration)
+		}
 		switch {
 		case gen == 0 && s.GenerationOf(j.Attempt) == 0:
-			gen = s.Generation + 1
+			next, err := nextGeneration(s)
+			if err != nil {
+				return err
+			}
+			gen = next
 			recordAttempt(s, j.Attempt, gen)
 		case gen == 0:
 			gen = s.GenerationOf(j.Attempt)
@@ -217,6 +270,9 @@ func Apply(ctx context.Context, st Store, j Job, c Commit) (*configmaps.State, e
 		if gen == 0 {
 			return fmt.Errorf("%w: attempt %q of job %q is not registered: a sidecar registers before it commits", ErrRefused, j.Attempt, j.Job)
 		}
+		if err := checkAdmitted(s, j); err != nil {
+			return err
+		}
 		if err := checkFence(s, j.Job, j.Attempt, gen); err != nil {
 			return err
 		}
@@ -248,6 +304,20 @@ const maxReason = 512
 // once per stream and shard whichever sidecar finds it. It is not fenced:
 // what a pod of any attempt found corrupt is worth keeping.
 func RecordSkip(ctx context.Context, st Store, sk configmaps.SkippedShard) (*configmaps.State, error) {
+	return recordSkip(ctx, st, nil, sk)
+}
+
+// RecordAdmittedSkip is RecordSkip for a pod's contract, as the operator's
+// endpoint reads it: only an attempt the operator admitted records one.
+func RecordAdmittedSkip(ctx context.Context, st Store, j Job, sk configmaps.SkippedShard) (*configmaps.State, error) {
+	j.Admitted = true
+	return recordSkip(ctx, st, &j, sk)
+}
+
+func recordSkip(ctx context.Context, st Store, j *Job, sk configmaps.SkippedShard) (*configmaps.State, error) {
+	if sk.Samples < 0 || sk.Samples > maxSkippedSamples {
+		return nil, fmt.Errorf("%w: a skipped shard of %d samples: a shard holds 0 to %d", ErrRefused, sk.Samples, maxSkippedSamples)
+	}
 	if len(sk.Reason) > maxReason {
 		sk.Reason = sk.Reason[:maxReason] + "…"
 	}
@@ -255,12 +325,17 @@ func RecordSkip(ctx context.Context, st Store, sk configmaps.SkippedShard) (*con
 		sk.Time = time.Now().UTC()
 	}
 	return st.Update(ctx, func(s *configmaps.State) error {
+		if j != nil {
+			if err := checkAdmitted(s, *j); err != nil {
+				return err
+			}
+		}
 		if slices.ContainsFunc(s.Skipped, func(o configmaps.SkippedShard) bool { return o.Stream == sk.Stream && o.Shard == sk.Shard }) {
 			return nil
 		}
 		s.Skipped = append(s.Skipped, sk)
-		s.SkippedShards++
-		s.SkippedSamples += sk.Samples
+		s.SkippedShards = min(s.SkippedShards, math.MaxInt-1) + 1
+		s.SkippedSamples = min(s.SkippedSamples, math.MaxInt64-maxSkippedSamples) + sk.Samples
 		if n := len(s.Skipped); n > configmaps.MaxSkipped {
 			s.Skipped = s.Skipped[n-configmaps.MaxSkipped:]
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -215,6 +216,60 @@ func TestIntegrationAPhaseBeforeTheCommittedStepIsRefusedAtRegistration(t *testi
 			// Phases the job already ran with are not checked again.
 			if _, err := progress.Register(ctx, st, with("a3", 10, 120)); err != nil {
 				t.Fatalf("the same phases again: %v", err)
+			}
+		})
+	}
+}
+
+// TestIntegrationOnlyAnAdmittedContractMovesTheJob: through the operator's
+// endpoint the attempt and generation are a pod's contract, which a pod's
+// author can write: one the state did not record is refused, and a forged
+// generation of MaxInt64 neither fences the running job nor overflows the
+// next admission (it once made the state unloadable).
+func TestIntegrationOnlyAnAdmittedContractMovesTheJob(t *testing.T) {
+	for kind, open := range stores(t) {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			st := open()
+			if _, err := progress.Admit(ctx, st, "web", "train-1", "a1", "img"); err != nil {
+				t.Fatal(err)
+			}
+			admitted := func(attempt string, gen int64) progress.Job {
+				j := job(attempt)
+				j.Generation, j.Admitted = gen, true
+				return j
+			}
+			if _, err := progress.Register(ctx, st, admitted("a1", 1)); err != nil {
+				t.Fatal(err)
+			}
+			for _, forged := range []progress.Job{admitted("a1", math.MaxInt64), admitted("zz", math.MaxInt64), admitted("zz", 2), admitted("a1", 2)} {
+				if _, err := progress.Register(ctx, st, forged); !errors.Is(err, progress.ErrRefused) || !strings.Contains(err.Error(), "not one the operator admitted") {
+					t.Errorf("a forged contract %s/%d registered: %v", forged.Attempt, forged.Generation, err)
+				}
+				if _, err := progress.Apply(ctx, st, forged, progress.Commit{Epoch: 0, Step: 50}); !errors.Is(err, progress.ErrRefused) {
+					t.Errorf("a forged contract %s/%d committed: %v", forged.Attempt, forged.Generation, err)
+				}
+				if _, err := progress.RecordAdmittedSkip(ctx, st, forged, configmaps.SkippedShard{Stream: "s", Shard: "x", Samples: 3}); !errors.Is(err, progress.ErrRefused) {
+					t.Errorf("a forged contract %s/%d recorded a skip: %v", forged.Attempt, forged.Generation, err)
+				}
+			}
+			if got, err := progress.Apply(ctx, st, admitted("a1", 1), progress.Commit{Epoch: 0, Step: 5}); err != nil || got.Generation != 1 {
+				t.Fatalf("the admitted attempt after the forgeries: %+v, %v", got, err)
+			}
+			// The next admission counts on from the real generation.
+			got, err := progress.Admit(ctx, st, "web", "train-1", "a2", "img")
+			if err != nil || got.GenerationOf("a2") != 2 {
+				t.Fatalf("the next admission: %+v, %v", got, err)
+			}
+			// A sidecar of its own (serve) with a generation past the bound.
+			if _, err := progress.Register(ctx, st, func() progress.Job { j := job("a3"); j.Generation = math.MaxInt64; return j }()); !errors.Is(err, progress.ErrRefused) {
+				t.Errorf("a generation of MaxInt64: %v", err)
+			}
+			if _, err := progress.RecordSkip(ctx, st, configmaps.SkippedShard{Stream: "s", Shard: "x", Samples: math.MaxInt64}); !errors.Is(err, progress.ErrRefused) {
+				t.Errorf("a skipped shard of MaxInt64 samples: %v", err)
+			}
+			if loaded, err := open().Load(ctx); err != nil || loaded.Generation != 2 || loaded.Step != 5 {
+				t.Fatalf("the state: %+v, %v", loaded, err)
 			}
 		})
 	}

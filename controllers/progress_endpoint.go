@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,7 +54,30 @@ type ProgressEndpoint struct {
 	// only once a minute.
 	mu         sync.Mutex
 	identities map[[sha256.Size]byte]*identity
+	// refused remembers a refused token briefly, and reviewers bounds the
+	// TokenReviews each source may cause: a token the operator does not
+	// know costs a request to the API server, and anything that reaches
+	// the endpoint can send one.
+	refused   map[[sha256.Size]byte]refusal
+	reviewers map[string]*rate.Limiter
 }
+
+// refusal is a token's refusal, until it expires.
+type refusal struct {
+	err     error
+	expires time.Time
+}
+
+// Bounds on the TokenReviews of unknown tokens: a refusal is remembered
+// for refusedTTL, and a source (an address) causes at most reviewsPerSecond
+// reviews, reviewBurst at once; the tables hold at most maxSources and
+// maxIdentities entries.
+const (
+	refusedTTL       = 10 * time.Second
+	reviewsPerSecond = 20
+	reviewBurst      = 40
+	maxSources       = 10000
+)
 
 // identityTTL bounds how long a token's identity is trusted without a new
 // TokenReview (a deleted pod's token stops working within it).
@@ -159,6 +184,27 @@ func (e *ProgressEndpoint) authenticate(ctx context.Context, req *http.Request) 
 	if who := e.cached(key); who != nil {
 		return who, nil
 	}
+	if err := e.refusedBefore(key); err != nil {
+		return nil, err
+	}
+	if !e.mayReview(req.RemoteAddr) {
+		return nil, refuse(http.StatusTooManyRequests, "too many requests with tokens the operator has not seen from %s: retry later", sourceOf(req.RemoteAddr))
+	}
+	who, err := e.review(ctx, token)
+	var ee *endpointError
+	if errors.As(err, &ee) && (ee.status == http.StatusUnauthorized || ee.status == http.StatusForbidden) {
+		e.rememberRefusal(key, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.remember(key, who)
+	return who, nil
+}
+
+// review resolves a token the operator has not seen (TokenReview, then its
+// pod).
+func (e *ProgressEndpoint) review(ctx context.Context, token string) (*identity, error) {
 	review, err := e.Reviews.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{
 		Token: token, Audiences: []string{progress.Audience}}}, metav1.CreateOptions{})
 	if err != nil {
@@ -187,8 +233,74 @@ func (e *ProgressEndpoint) authenticate(ctx context.Context, req *http.Request) 
 	if who.contract, err = sidecarContract(&pod); err != nil {
 		return nil, refuse(http.StatusForbidden, "pod %s/%s: %v", namespace, podName, err)
 	}
-	e.remember(key, who)
 	return who, nil
+}
+
+// refusedBefore returns a token's refusal if it is still remembered.
+func (e *ProgressEndpoint) refusedBefore(key [sha256.Size]byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, ok := e.refused[key]
+	if !ok || time.Now().After(r.expires) {
+		return nil
+	}
+	return r.err
+}
+
+// rememberRefusal keeps a refusal for refusedTTL; a full table first drops
+// the expired, and stays full rather than grow.
+func (e *ProgressEndpoint) rememberRefusal(key [sha256.Size]byte, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.refused == nil {
+		e.refused = map[[sha256.Size]byte]refusal{}
+	}
+	now := time.Now()
+	if len(e.refused) >= maxIdentities {
+		for k, r := range e.refused {
+			if now.After(r.expires) {
+				delete(e.refused, k)
+			}
+		}
+		if len(e.refused) >= maxIdentities {
+			return
+		}
+	}
+	e.refused[key] = refusal{err: err, expires: now.Add(refusedTTL)}
+}
+
+// mayReview takes one review from the source's budget.
+func (e *ProgressEndpoint) mayReview(remoteAddr string) bool {
+	src := sourceOf(remoteAddr)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.reviewers == nil {
+		e.reviewers = map[string]*rate.Limiter{}
+	}
+	l, ok := e.reviewers[src]
+	if !ok {
+		if len(e.reviewers) >= maxSources {
+			// Full: forget the sources whose budget is whole again.
+			for k, v := range e.reviewers {
+				if v.Tokens() >= reviewBurst {
+					delete(e.reviewers, k)
+				}
+			}
+		}
+		l = rate.NewLimiter(reviewsPerSecond, reviewBurst)
+		if len(e.reviewers) < maxSources {
+			e.reviewers[src] = l
+		}
+	}
+	return l.Allow()
+}
+
+// sourceOf is the address a request came from, without its port.
+func sourceOf(remoteAddr string) string {
+	if host, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		return host
+	}
+	return remoteAddr
 }
 
 func (e *ProgressEndpoint) cached(key [sha256.Size]byte) *identity {

@@ -1,7 +1,6 @@
 package formats
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	pq "github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
@@ -208,18 +205,7 @@ func floatParquet(t *testing.T, scores []float64, rowGroup int64) []byte {
 		rb.Field(0).(*array.Int64Builder).Append(int64(i))
 		rb.Field(1).(*array.Float64Builder).Append(v)
 	}
-	rec := rb.NewRecordBatch()
-	defer rec.Release()
-	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(schema, &buf, pq.NewWriterProperties(pq.WithMaxRowGroupLength(rowGroup)), pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	_ = w.Close()
-	return buf.Bytes()
+	return writeParquet(t, rb, rowGroup)
 }
 
 // A NaN fails an ordering, and Parquet's statistics do not count it: a

@@ -73,10 +73,17 @@ func parquetFile(t *testing.T, start, rows int, extra string) []byte {
 			rb.Field(f).(*array.Int64Builder).Append(int64(i))
 		}
 	}
+	return writeParquet(t, rb, 10)
+}
+
+// writeParquet writes the builder's records as a Parquet file of rowGroup
+// rows a row group (arrow-go's writer).
+func writeParquet(t *testing.T, rb *array.RecordBuilder, rowGroup int64) []byte {
+	t.Helper()
 	rec := rb.NewRecordBatch()
 	defer rec.Release()
 	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(schema, &buf, pq.NewWriterProperties(pq.WithMaxRowGroupLength(10)), pqarrow.DefaultWriterProps())
+	w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, pq.NewWriterProperties(pq.WithMaxRowGroupLength(rowGroup)), pqarrow.DefaultWriterProps())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/streams"
@@ -42,8 +44,9 @@ func (e *notAllowedError) Unwrap() error { return e.err }
 // readIndexes reads every stream's index from object storage, with the
 // credentials of its Secret (read through the API, never cached or logged)
 // or, where the policy allows it, the manager's default chain. The reads
-// are bounded in bytes (Policy.MaxIndexBytes) and time (per request and
-// for all of them), since the author picks the endpoint.
+// are bounded in bytes (Policy.MaxIndexBytes a read, MaxDatasetIndexBytes
+// the dataset's together, InFlight all reconciles' at once) and time (per
+// request and for all of them), since the author picks the endpoint.
 func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset) ([]planner.StreamIndex, error) {
 	if err := r.Policy.CheckAll(ds.Namespace, &ds.Spec); err != nil {
 		return nil, &notAllowedError{err}
@@ -51,26 +54,74 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 	bound := r.Policy.readTimeout()
 	ctx, cancel := context.WithTimeoutCause(ctx, bound, fmt.Errorf("the indexes were not read within %s, the operator's bound on index reads (--index-read-timeout): the endpoint is too slow or does not answer", bound))
 	defer cancel()
+	release, err := r.reserveIndexBytes(ctx, ds)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	budget, read := r.Policy.datasetBudget(), &store.Counts{}
 	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
 	for i, s := range ds.Spec.Streams {
+		left := budget - read.ReadBytes.Load()
+		if left <= 0 {
+			return nil, overBudget(s.Name, budget, nil)
+		}
 		src := streams.Source(s)
 		// A reconcile does not wait minutes for a store: it comes back.
 		src.Retry = store.Retry{MaxElapsed: r.Policy.requestTimeout(), RequestTimeout: r.Policy.requestTimeout()}
 		src.AllowHost = r.Policy.AllowHost()
-		var err error
+		src.Counts = read
 		if src.Credentials, src.Identity, err = r.streamCredentials(ctx, ds.Namespace, s); err != nil {
 			return nil, err
 		}
-		st, err := streams.Open(ctx, i, s, src, r.Policy.MaxIndexBytes)
-		if err != nil {
+		capBytes := min(r.Policy.maxIndexBytes(), left)
+		st, err := streams.Open(ctx, i, s, src, capBytes)
+		var tooLarge *index.TooLargeError
+		switch {
+		case errors.As(err, &tooLarge) && capBytes < r.Policy.maxIndexBytes():
+			return nil, overBudget(s.Name, budget, tooLarge)
+		case err != nil:
 			if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
 				return nil, fmt.Errorf("stream %q: %w", s.Name, c)
 			}
 			return nil, err
+		case read.ReadBytes.Load() > budget: // its filter's selection after its index
+			return nil, overBudget(s.Name, budget, nil)
 		}
 		out[i] = st.Index
 	}
 	return out, nil
+}
+
+// overBudget is a dataset whose indexes together pass its budget, at
+// stream name; a *index.TooLargeError for the condition's reason.
+func overBudget(name string, budget int64, read *index.TooLargeError) error {
+	if read == nil {
+		read = &index.TooLargeError{URI: "stream " + name, Limit: budget}
+	}
+	return fmt.Errorf("the indexes of the dataset's streams and filters together pass its budget of %d bytes at stream %q (the manager's --max-dataset-index-bytes, chart value datasets.maxDatasetIndexBytes): split the dataset into several, or raise the budget: %w",
+		budget, name, read)
+}
+
+// reserveIndexBytes reserves, of the bytes all reconciles may read at
+// once, what this dataset may read: its budget, or less for a few streams.
+func (r *TrainingDatasetReconciler) reserveIndexBytes(ctx context.Context, ds *datav1alpha1.TrainingDataset) (func(), error) {
+	if r.Policy.InFlight == nil {
+		return func() {}, nil
+	}
+	var most int64
+	for _, s := range ds.Spec.Streams {
+		most += r.Policy.maxIndexBytes()
+		if s.Filter != "" {
+			most += r.Policy.maxIndexBytes()
+		}
+	}
+	n := min(most, r.Policy.datasetBudget(), r.Policy.InFlightBytes)
+	if err := r.Policy.InFlight.Acquire(ctx, n); err != nil {
+		return nil, fmt.Errorf("the operator is reading other datasets' indexes (at most %d bytes at once, the manager's --index-bytes-in-flight): this one waits its turn (%w)",
+			r.Policy.InFlightBytes, context.Cause(ctx))
+	}
+	return func() { r.Policy.InFlight.Release(n) }, nil
 }
 
 func (r *TrainingDatasetReconciler) setTotals(ds *datav1alpha1.TrainingDataset, indexes []planner.StreamIndex) {

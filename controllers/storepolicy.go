@@ -8,7 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/azure"
 	"github.com/shardfeed/shardfeed/internal/store/gcs"
@@ -26,6 +29,16 @@ import (
 type StorePolicy struct {
 	// MaxIndexBytes caps one index read (0: index.DefaultMaxBytes).
 	MaxIndexBytes int64
+	// MaxDatasetIndexBytes caps the index bytes one dataset's reconcile
+	// reads, its streams' indexes and filters' selections together (0:
+	// DefaultMaxDatasetIndexBytes): a cap per read alone let 64 streams
+	// of 16 MiB indexes take 783 MiB.
+	MaxDatasetIndexBytes int64
+	// InFlight, if set, bounds the index bytes all reconciles may be
+	// reading at once (InFlightBytes of them): each reserves what it may
+	// read before it starts.
+	InFlight      *semaphore.Weighted
+	InFlightBytes int64
 	// RequestTimeout bounds one request to a store, and ReadTimeout all
 	// the index reads of one reconcile (0: the defaults below).
 	RequestTimeout time.Duration
@@ -47,9 +60,25 @@ type StorePolicy struct {
 
 // Defaults of the bounds on index reads.
 const (
+	DefaultMaxDatasetIndexBytes = 64 << 20
+	DefaultIndexBytesInFlight   = 128 << 20
 	DefaultStoreRequestTimeout = 10 * time.Second
 	DefaultIndexReadTimeout    = 30 * time.Second
 )
+
+func (p StorePolicy) maxIndexBytes() int64 {
+	if p.MaxIndexBytes > 0 {
+		return p.MaxIndexBytes
+	}
+	return index.DefaultMaxBytes
+}
+
+func (p StorePolicy) datasetBudget() int64 {
+	if p.MaxDatasetIndexBytes > 0 {
+		return p.MaxDatasetIndexBytes
+	}
+	return DefaultMaxDatasetIndexBytes
+}
 
 func (p StorePolicy) requestTimeout() time.Duration {
 	if p.RequestTimeout > 0 {

@@ -331,3 +331,76 @@ func TestIntegrationHostileBodiesKeepTheManagerUnderItsLimit(t *testing.T) {
 		t.Errorf("the manager's peak RSS is %d KiB, over the chart's 256 MiB limit (or unreadable)", peakKiB)
 	}
 }
+
+// TestIntegrationADatasetsIndexesShareOneBudget: the cap on index reads
+// was per read, so 64 streams of 16 MiB indexes took 783 MiB; a dataset's
+// reads now share one budget (streams and filters), and a dataset over it
+// is refused naming it while a smaller one beside it is Ready.
+func TestIntegrationADatasetsIndexesShareOneBudget(t *testing.T) {
+	ctx := context.Background()
+	c := apiServer.Client
+	operatorNS := "shardfeed-budget"
+	mio := operatorWithMinIO(t, operatorNS)
+	bucket, dir := mdsInMinIO(t, mio)
+	fi, err := os.Stat(filepath.Join(dir, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 { // four streams of the same data, each with its index
+		for _, e := range must(os.ReadDir(dir)) {
+			if _, err := mio.Client.FPutObject(ctx, bucket, fmt.Sprintf("s%d/%s", i, e.Name()), filepath.Join(dir, e.Name()), minio.PutObjectOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	budget := fi.Size()*5/2 + 1 // two indexes fit, three do not
+	port := freePort(t)
+	installWebhooks(t, port, operatorNS)
+	startManagerProcess(t, operatorNS, port, fmt.Sprintf("--max-dataset-index-bytes=%d", budget), "--allowed-endpoints="+mio.Endpoint)
+	ns := apiServer.Namespace(t)
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "minio", Namespace: ns},
+		Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte(mio.AccessKey), "AWS_SECRET_ACCESS_KEY": []byte(mio.SecretKey)}}); err != nil {
+		t.Fatal(err)
+	}
+	dataset := func(name string, n int) {
+		var streams []datav1alpha1.Stream
+		for i := range n {
+			streams = append(streams, datav1alpha1.Stream{Name: fmt.Sprint("s", i), Source: datav1alpha1.Source{URI: fmt.Sprintf("s3://%s/s%d/", bucket, i),
+				Endpoint: mio.URL(), Insecure: true, Region: "us-east-1", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "minio"}}})
+		}
+		if err := c.Create(ctx, &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: datav1alpha1.TrainingDatasetSpec{Streams: streams, NumSplits: 2, GlobalBatchSize: 8}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataset("two", 2)
+	dataset("four", 4)
+	wait := func(name, typ string, status metav1.ConditionStatus) *metav1.Condition {
+		t.Helper()
+		var ds datav1alpha1.TrainingDataset
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ds); err != nil {
+				t.Fatal(err)
+			}
+			if cond := meta.FindStatusCondition(ds.Status.Conditions, typ); cond != nil && cond.Status == status {
+				return cond
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("dataset %s: no %s=%s within 30 s: %+v", name, typ, status, ds.Status.Conditions)
+			}
+		}
+	}
+	wait("two", datav1alpha1.ConditionReady, metav1.ConditionTrue)
+	four := wait("four", datav1alpha1.ConditionIndexResolved, metav1.ConditionFalse)
+	if four.Reason != datav1alpha1.ReasonIndexTooLarge || !strings.Contains(four.Message, fmt.Sprintf("pass its budget of %d bytes at stream \"s2\"", budget)) ||
+		!strings.Contains(four.Message, "datasets.maxDatasetIndexBytes") {
+		t.Errorf("four streams over the budget: %s: %s", four.Reason, four.Message)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,8 @@ type options struct {
 	allowedEndpoints       string
 	allowedAudiences       string
 	maxIndexBytes          string
+	maxDatasetIndexBytes   string
+	indexBytesInFlight     string
 	allowedImages          string
 	enableHTTP2            bool
 	pprofAddr              string
@@ -102,6 +105,8 @@ func main() {
 	flag.BoolVar(&o.enableHTTP2, "enable-http2", false, "serve the webhooks and metrics over HTTP/2 too; off by default since the HTTP/2 rapid-reset advisories (CVE-2023-44487, CVE-2023-39325), as kubebuilder's scaffold does")
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", 4, "datasets reconciled in parallel: one whose store is slow holds one worker, not the controller")
 	flag.StringVar(&o.maxIndexBytes, "max-index-bytes", "16Mi", "the cap on one index read (a Kubernetes quantity: 16Mi, 64Mi); a larger index is refused with a condition naming the cap")
+	flag.StringVar(&o.maxDatasetIndexBytes, "max-dataset-index-bytes", "64Mi", "the cap on the index bytes of one dataset's reads, its streams' indexes and filters' selections together")
+	flag.StringVar(&o.indexBytesInFlight, "index-bytes-in-flight", "128Mi", "the index bytes all reconciles may read at once (each reserves its dataset's share first)")
 	flag.DurationVar(&o.policy.RequestTimeout, "store-request-timeout", controllers.DefaultStoreRequestTimeout, "bound on one request to a dataset's store, its body included")
 	flag.DurationVar(&o.policy.ReadTimeout, "index-read-timeout", controllers.DefaultIndexReadTimeout, "bound on all the index reads of one reconcile")
 	flag.StringVar(&o.ambientNamespaces, "ambient-credentials-namespaces", "", "comma-separated namespaces whose datasets may read without a credentialsSecretRef, with the manager's own cloud identity; * for all; empty: none")
@@ -142,11 +147,21 @@ func list(v string) []string {
 
 func run(ctx context.Context, o options) error {
 	log := ctrl.Log.WithName("setup")
-	q, err := resource.ParseQuantity(o.maxIndexBytes)
-	if err != nil || q.Value() <= 0 {
-		return fmt.Errorf("--max-index-bytes=%q: write a positive quantity such as 16Mi", o.maxIndexBytes)
+	for _, b := range []struct {
+		flag, value string
+		to          *int64
+	}{{"max-index-bytes", o.maxIndexBytes, &o.policy.MaxIndexBytes}, {"max-dataset-index-bytes", o.maxDatasetIndexBytes, &o.policy.MaxDatasetIndexBytes},
+		{"index-bytes-in-flight", o.indexBytesInFlight, &o.policy.InFlightBytes}} {
+		q, err := resource.ParseQuantity(b.value)
+		if err != nil || q.Value() <= 0 {
+			return fmt.Errorf("--%s=%q: write a positive quantity such as 16Mi", b.flag, b.value)
+		}
+		*b.to = q.Value()
 	}
-	o.policy.MaxIndexBytes = q.Value()
+	if o.policy.InFlightBytes < o.policy.MaxIndexBytes {
+		return fmt.Errorf("--index-bytes-in-flight=%s is less than --max-index-bytes=%s: no index could be read", o.indexBytesInFlight, o.maxIndexBytes)
+	}
+	o.policy.InFlight = semaphore.NewWeighted(o.policy.InFlightBytes)
 	o.policy.AmbientNamespaces, o.policy.AllowedEndpoints = list(o.ambientNamespaces), list(o.allowedEndpoints)
 	o.policy.AllowedAudiences = list(o.allowedAudiences)
 	if soft, err := memlimit.Apply(memlimit.CgroupFile); err != nil {
@@ -276,6 +291,7 @@ func run(ctx context.Context, o options) error {
 	}
 	log.Info("Starting the manager", "version", version.Get().Version, "certMode", o.certMode, "webhookPort", o.webhookPort,
 		"sidecarImage", o.sidecarImage, "allowedSidecarImages", images.Allowed, "workers", o.workers, "maxIndexBytes", o.policy.MaxIndexBytes,
+		"maxDatasetIndexBytes", o.policy.MaxDatasetIndexBytes, "indexBytesInFlight", o.policy.InFlightBytes,
 		"ambientCredentialsNamespaces", o.policy.AmbientNamespaces, "allowedEndpoints", o.policy.AllowedEndpoints, "allowedAudiences", o.policy.AllowedAudiences,
 		"progressURL", operator.URL, "progressAddr", operator.Addr)
 	return mgr.Start(ctx)

@@ -46,11 +46,7 @@ func never(e celast.Expr, stats map[string]Stats, numbers map[string]bool) bool 
 	fn := call.FunctionName()
 	switch {
 	case fn == "_&&_" && len(args) == 2:
-		for _, a := range args {
-			if x, ok := selfEqual(a); ok {
-				numbers = with(numbers, x)
-			}
-		}
+		numbers = guarded(e, numbers)
 		return never(args[0], stats, numbers) || never(args[1], stats, numbers)
 	case fn == "_||_" && len(args) == 2:
 		return never(args[0], stats, numbers) && never(args[1], stats, numbers)
@@ -91,11 +87,33 @@ func selfEqual(e celast.Expr) (string, bool) {
 	return a.AsIdent(), true
 }
 
-// with returns set with x added, leaving set as it is.
-func with(set map[string]bool, x string) map[string]bool {
-	out := map[string]bool{x: true}
-	for k := range set {
+// guarded returns numbers with the columns a conjunction tests with
+// x == x anywhere among its conjuncts (however CEL nested them), leaving
+// numbers as it is.
+func guarded(e celast.Expr, numbers map[string]bool) map[string]bool {
+	var found []string
+	var walk func(e celast.Expr)
+	walk = func(e celast.Expr) {
+		if x, ok := selfEqual(e); ok {
+			found = append(found, x)
+			return
+		}
+		if e.Kind() == celast.CallKind && e.AsCall().FunctionName() == "_&&_" {
+			for _, a := range e.AsCall().Args() {
+				walk(a)
+			}
+		}
+	}
+	walk(e)
+	if len(found) == 0 {
+		return numbers
+	}
+	out := map[string]bool{}
+	for k := range numbers {
 		out[k] = true
+	}
+	for _, x := range found {
+		out[x] = true
 	}
 	return out
 }

@@ -43,6 +43,10 @@ func TestExcludesOnlyWhatNoRowWithinTheStatisticsMatches(t *testing.T) {
 		{"score > 1 && score == score", scores, true},
 		{"score == score && (score > 1.0 || id < 10)", map[string]Stats{"score": scores["score"], "id": ids["id"]}, true},
 		{"score == score || score > 1.0", scores, false},
+		{"id > 5 && score == score && score > 1.0", map[string]Stats{"score": scores["score"], "id": ids["id"]}, true},
+		{"(id > 5 && score == score) && score > 1.0", map[string]Stats{"score": scores["score"], "id": ids["id"]}, true},
+		{"score > 1.0 && (id > 5 && score == score)", map[string]Stats{"score": scores["score"], "id": ids["id"]}, true},
+		{"score > 1.0 && (id > 5 || score == score)", map[string]Stats{"score": scores["score"], "id": ids["id"]}, false},
 		{"id == id && score > 1.0", map[string]Stats{"score": scores["score"], "id": ids["id"]}, false},
 		{"score == 2.0", scores, true}, // NaN == 2.0 is false, not an error
 		{"score in [2.0, 3.0]", scores, true},

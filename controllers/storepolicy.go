@@ -62,8 +62,8 @@ type StorePolicy struct {
 const (
 	DefaultMaxDatasetIndexBytes = 64 << 20
 	DefaultIndexBytesInFlight   = 128 << 20
-	DefaultStoreRequestTimeout = 10 * time.Second
-	DefaultIndexReadTimeout    = 30 * time.Second
+	DefaultStoreRequestTimeout  = 10 * time.Second
+	DefaultIndexReadTimeout     = 30 * time.Second
 )
 
 func (p StorePolicy) maxIndexBytes() int64 {

@@ -519,7 +519,10 @@ func TestIntegrationDatasetWebhookRejectsWhatCELCannotCheck(t *testing.T) {
 	}{
 		{"an image that is not a reference", dataset("img", datav1alpha1.SidecarSpec{Image: "Registry/Shardfeed:latest"}), "spec.sidecar.image"},
 		{"an image the platform does not allow", dataset("foreign", datav1alpha1.SidecarSpec{Image: "registry.evil/steal:1"}),
-			"not an image the platform team allows for sidecars (they receive the dataset's storage credentials): remove it to run the operator's ghcr.io/shardfeed/shardfeed:test, use a tag of ghcr.io/shardfeed/shardfeed, or one of the chart's sidecar.allowedImages (registry.example/team/sidecar:*)"},
+			"not an image the platform team allows for sidecars (they receive the dataset's storage credentials): remove it to run the operator's ghcr.io/shardfeed/shardfeed:test, use a release of ghcr.io/shardfeed/shardfeed at least as new, or one of the chart's sidecar.allowedImages (registry.example/team/sidecar:*)"},
+		// The default names no release, so no other tag of its repository
+		// is known to be as new: an old release would receive the Secrets.
+		{"another tag of the default repository", dataset("old", datav1alpha1.SidecarSpec{Image: "ghcr.io/shardfeed/shardfeed:v0.1.0"}), "use a release of ghcr.io/shardfeed/shardfeed at least as new"},
 		{"a request above its limit", dataset("res", datav1alpha1.SidecarSpec{Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{"memory": q("4Gi")}, Limits: corev1.ResourceList{"memory": q("1Gi")}}}), "raise the limit or lower the request"},
 	}
@@ -534,7 +537,7 @@ func TestIntegrationDatasetWebhookRejectsWhatCELCannotCheck(t *testing.T) {
 
 	// Valid, with warnings: a Secret that does not exist yet, the same
 	// source twice.
-	ok := dataset("ok", datav1alpha1.SidecarSpec{Image: "ghcr.io/shardfeed/shardfeed:v0.1.0"},
+	ok := dataset("ok", datav1alpha1.SidecarSpec{Image: "registry.example/team/sidecar:v0.1.0"},
 		datav1alpha1.Stream{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "later"}}},
 		datav1alpha1.Stream{Name: "b", Source: datav1alpha1.Source{URI: "s3://data/a/"}})
 	if err := c.Create(ctx, ok); err != nil {

@@ -61,7 +61,6 @@ type StorePolicy struct {
 // Defaults of the bounds on index reads.
 const (
 	DefaultMaxDatasetIndexBytes = 64 << 20
-	DefaultIndexBytesInFlight   = 128 << 20
 	DefaultStoreRequestTimeout  = 10 * time.Second
 	DefaultIndexReadTimeout     = 30 * time.Second
 )

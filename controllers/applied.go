@@ -20,8 +20,12 @@ type appliedPlan struct {
 	generation  int64
 	fingerprint string
 	operatorCA  string
-	data        dataDigest // of the plan ConfigMap as applied
-	at          time.Time
+	// identities are the workload identities the plan carries, as the
+	// ServiceAccounts' annotations resolved them (identitiesOf): their
+	// owners may change them with the plan's fingerprint unchanged.
+	identities string
+	data       dataDigest // of the plan ConfigMap as applied
+	at         time.Time
 }
 
 // appliedPlans holds each dataset's appliedPlan in this replica (a new

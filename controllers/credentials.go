@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,16 +41,18 @@ func (r *TrainingDatasetReconciler) streamCredentials(ctx context.Context, ns st
 	if !ok {
 		return nil, nil, &credentialsError{fmt.Errorf("stream %q: %s takes no credentials Secret: drop credentialsSecretRef", s.Name, s.Source.URI)}
 	}
+	// Missing and incomplete read the same: the dataset's readers need
+	// not be the Secret's, and learn only that it cannot be used.
+	unusable := &credentialsError{fmt.Errorf("stream %q: Secret %s/%s (credentialsSecretRef) does not exist or lacks keys: it needs %s", s.Name, ns, ref.Name, keys.Describe)}
 	var secret corev1.Secret
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, &credentialsError{fmt.Errorf("stream %q: Secret %s/%s (credentialsSecretRef) does not exist: create it with %s",
-				s.Name, ns, ref.Name, keys.Describe)}
+			return nil, nil, unusable
 		}
 		return nil, nil, fmt.Errorf("stream %q: reading Secret %s: %w", s.Name, ref.Name, err)
 	}
 	if !keys.Complete(secret.Data) {
-		return nil, nil, &credentialsError{fmt.Errorf("stream %q: Secret %s/%s needs %s", s.Name, ns, ref.Name, keys.Describe)}
+		return nil, nil, unusable
 	}
 	return secret.Data, nil, nil
 }
@@ -81,4 +84,42 @@ func (r *TrainingDatasetReconciler) serviceAccountToken(ctx context.Context, ns 
 		return "", fmt.Errorf("stream %q: requesting a token for ServiceAccount %s/%s: %w", s.Name, ns, name, err)
 	}
 	return req.Status.Token, nil
+}
+
+// resolveIdentity returns s's source with its workload identity as the
+// ServiceAccount's annotations name it (workloadidentity.Resolve): its
+// owner, not the dataset's author, decides the role or application its
+// tokens are exchanged for. The ServiceAccount is read directly (the
+// manager may get, not list or watch, ServiceAccounts: they hold no
+// secrets, and caching every one of the cluster would cost memory).
+func (r *TrainingDatasetReconciler) resolveIdentity(ctx context.Context, ns string, s *datav1alpha1.Stream) (datav1alpha1.Source, error) {
+	wi := s.Source.WorkloadIdentity
+	if wi == nil {
+		return s.Source, nil
+	}
+	var sa corev1.ServiceAccount
+	switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: wi.ServiceAccountName}, &sa); {
+	case apierrors.IsNotFound(err):
+		return s.Source, &credentialsError{fmt.Errorf("stream %q: ServiceAccount %s/%s (workloadIdentity.serviceAccountName) does not exist: create it, federated with the cloud (docs/stores.md)",
+			s.Name, ns, wi.ServiceAccountName)}
+	case err != nil:
+		return s.Source, fmt.Errorf("stream %q: reading ServiceAccount %s/%s: %w", s.Name, ns, wi.ServiceAccountName, err)
+	}
+	src, err := workloadidentity.Resolve(s.Source, &sa)
+	if err != nil {
+		return s.Source, &credentialsError{fmt.Errorf("stream %q: %w", s.Name, err)}
+	}
+	return src, nil
+}
+
+// identitiesOf is what a plan's workload identities resolved to, for
+// appliedPlan.
+func identitiesOf(spec *datav1alpha1.TrainingDatasetSpec) string {
+	var b strings.Builder
+	for _, s := range spec.Streams {
+		if wi := s.Source.WorkloadIdentity; wi != nil {
+			fmt.Fprintf(&b, "%s\x00%s\x00%s\x00%s\x00%s\x00", s.Name, wi.RoleARN, wi.ClientID, wi.TenantID, wi.ServiceAccountEmail)
+		}
+	}
+	return b.String()
 }

@@ -8,8 +8,12 @@ import (
 
 	"github.com/distribution/reference"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -27,10 +31,15 @@ const DatasetWebhookPath = "/validate-data-shardfeed-io-v1alpha1-trainingdataset
 // image reference's grammar, the sidecar's resources (requests within
 // limits, known resource names: otherwise every pod of the job would be
 // rejected later with a less clear message), and, as warnings, Secrets
-// that do not exist yet and streams that read the same data twice.
+// that do not exist yet (to those who may read them) and streams that
+// read the same data twice.
 type DatasetValidator struct {
 	// Reader reads the referenced Secrets (directly: they are not cached).
-	Reader  client.Reader
+	Reader client.Reader
+	// Access asks the API server whether the requester may get a Secret;
+	// a warning about a Secret goes only to those who may (nil: to no
+	// one).
+	Access  authorizationv1client.SubjectAccessReviewInterface
 	Decoder admission.Decoder
 	// Policy refuses at apply time the sources the reconciler would
 	// refuse (file://, endpoints off the allow-list, the operator's own
@@ -68,7 +77,7 @@ func (v *DatasetValidator) Handle(ctx context.Context, req admission.Request) ad
 	if len(problems) > 0 {
 		return admission.Denied(fmt.Sprintf("TrainingDataset %s: %s", ds.Name, strings.Join(problems, "; ")))
 	}
-	warnings, err := v.warnings(ctx, req.Namespace, &ds)
+	warnings, err := v.warnings(ctx, req.Namespace, req.UserInfo, &ds)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -174,8 +183,10 @@ func containerResource(name corev1.ResourceName) bool {
 }
 
 // warnings are what kubectl shows without refusing: a Secret may be
-// created after the dataset (the reconciler then waits for it).
-func (v *DatasetValidator) warnings(ctx context.Context, ns string, ds *datav1alpha1.TrainingDataset) ([]string, error) {
+// created after the dataset (the reconciler then waits for it). Whether a
+// Secret exists and what keys it has is said only to a requester who may
+// get it: a dataset author who may not would learn it otherwise.
+func (v *DatasetValidator) warnings(ctx context.Context, ns string, user authenticationv1.UserInfo, ds *datav1alpha1.TrainingDataset) ([]string, error) {
 	var out []string
 	seen := map[string]string{}
 	for _, s := range ds.Spec.Streams {
@@ -187,6 +198,9 @@ func (v *DatasetValidator) warnings(ctx context.Context, ns string, ds *datav1al
 		keys, ok := stores.SecretKeysOf(s.Source.URI)
 		if ref == nil || !ok {
 			continue
+		}
+		if may, err := v.mayGetSecret(ctx, user, ns, ref.Name); err != nil || !may {
+			continue // the reconciler's condition says it, to the dataset's readers
 		}
 		var secret corev1.Secret
 		err := v.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &secret)
@@ -200,4 +214,23 @@ func (v *DatasetValidator) warnings(ctx context.Context, ns string, ds *datav1al
 		}
 	}
 	return out, nil
+}
+
+// mayGetSecret asks the API server whether user may get Secret ns/name.
+func (v *DatasetValidator) mayGetSecret(ctx context.Context, user authenticationv1.UserInfo, ns, name string) (bool, error) {
+	if v.Access == nil {
+		return false, nil
+	}
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, vs := range user.Extra {
+		extra[k] = authorizationv1.ExtraValue(vs)
+	}
+	review, err := v.Access.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "secrets", Name: name},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return review.Status.Allowed, nil
 }

@@ -47,50 +47,59 @@ func (e *notAllowedError) Unwrap() error { return e.err }
 // are bounded in bytes (Policy.MaxIndexBytes a read, MaxDatasetIndexBytes
 // the dataset's together, InFlight all reconciles' at once) and time (per
 // request and for all of them), since the author picks the endpoint.
-func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset) ([]planner.StreamIndex, error) {
+//
+// It returns the indexes and the spec the plan carries: ds's, with each
+// workload identity as its ServiceAccount's annotations resolve it
+// (workloadidentity.Resolve), which is what the sidecars read with.
+func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset) ([]planner.StreamIndex, *datav1alpha1.TrainingDatasetSpec, error) {
 	if err := r.Policy.CheckAll(ds.Namespace, &ds.Spec); err != nil {
-		return nil, &notAllowedError{err}
+		return nil, nil, &notAllowedError{err}
 	}
 	bound := r.Policy.readTimeout()
 	ctx, cancel := context.WithTimeoutCause(ctx, bound, fmt.Errorf("the indexes were not read within %s, the operator's bound on index reads (--index-read-timeout): the endpoint is too slow or does not answer", bound))
 	defer cancel()
 	release, err := r.reserveIndexBytes(ctx, ds)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer release()
 	budget, read := r.Policy.datasetBudget(), &store.Counts{}
 	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
-	for i, s := range ds.Spec.Streams {
+	planned := ds.Spec.DeepCopy()
+	for i := range planned.Streams {
+		s := &planned.Streams[i]
 		left := budget - read.ReadBytes.Load()
 		if left <= 0 {
-			return nil, overBudget(s.Name, budget, nil)
+			return nil, nil, overBudget(s.Name, budget, nil)
 		}
-		src := streams.Source(s)
+		if s.Source, err = r.resolveIdentity(ctx, ds.Namespace, s); err != nil {
+			return nil, nil, err
+		}
+		src := streams.Source(*s)
 		// A reconcile does not wait minutes for a store: it comes back.
 		src.Retry = store.Retry{MaxElapsed: r.Policy.requestTimeout(), RequestTimeout: r.Policy.requestTimeout()}
 		src.AllowHost = r.Policy.AllowHost()
 		src.Counts = read
-		if src.Credentials, src.Identity, err = r.streamCredentials(ctx, ds.Namespace, s); err != nil {
-			return nil, err
+		if src.Credentials, src.Identity, err = r.streamCredentials(ctx, ds.Namespace, *s); err != nil {
+			return nil, nil, err
 		}
 		capBytes := min(r.Policy.maxIndexBytes(), left)
-		st, err := streams.Open(ctx, i, s, src, capBytes)
+		st, err := streams.Open(ctx, i, *s, src, capBytes)
 		var tooLarge *index.TooLargeError
 		switch {
 		case errors.As(err, &tooLarge) && capBytes < r.Policy.maxIndexBytes():
-			return nil, overBudget(s.Name, budget, tooLarge)
+			return nil, nil, overBudget(s.Name, budget, tooLarge)
 		case err != nil:
 			if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
-				return nil, fmt.Errorf("stream %q: %w", s.Name, c)
+				return nil, nil, fmt.Errorf("stream %q: %w", s.Name, c)
 			}
-			return nil, err
+			return nil, nil, err
 		case read.ReadBytes.Load() > budget: // its filter's selection after its index
-			return nil, overBudget(s.Name, budget, nil)
+			return nil, nil, overBudget(s.Name, budget, nil)
 		}
 		out[i] = st.Index
 	}
-	return out, nil
+	return out, planned, nil
 }
 
 // overBudget is a dataset whose indexes together pass its budget, at
@@ -164,8 +173,8 @@ func minCachePods(splits int) []int {
 // parameters, the fingerprint and per-stream digests (never the indexes:
 // sidecars read those themselves), and the minimum cache per pod count.
 // It returns the digest of the ConfigMap's data as applied.
-func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alpha1.TrainingDataset, pl *planner.Plan, indexes []planner.StreamIndex, operatorCA string) (dataDigest, error) {
-	p := &configmaps.Plan{Spec: ds.Spec, Fingerprint: pl.Fingerprint(), MinCacheBytes: map[int]int64{}}
+func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alpha1.TrainingDataset, planned *datav1alpha1.TrainingDatasetSpec, pl *planner.Plan, indexes []planner.StreamIndex, operatorCA string) (dataDigest, error) {
+	p := &configmaps.Plan{Spec: *planned, Fingerprint: pl.Fingerprint(), MinCacheBytes: map[int]int64{}}
 	for i, x := range indexes {
 		p.Streams = append(p.Streams, configmaps.StreamDigest{Name: ds.Spec.Streams[i].Name, ContentHash: x.ContentHash(),
 			Shards: len(x.Shards), Samples: x.Samples(), Bytes: x.Bytes(), MaxShardBytes: x.MaxShardBytes()})

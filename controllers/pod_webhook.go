@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -26,6 +27,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/progress"
+	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 )
 
 // PodWebhookPath is where the pod-injection webhook is served.
@@ -119,9 +121,10 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources, Audiences: p.Audiences}
+	var planned *configmaps.Plan
 	if plan != nil {
 		if pl, err := configmaps.PlanFromData(plan.Data); err == nil {
-			in.MinCacheBytes, in.MaxShardBytes = pl.MinCacheBytes, pl.MaxShardBytes()
+			in.MinCacheBytes, in.MaxShardBytes, planned = pl.MinCacheBytes, pl.MaxShardBytes(), pl
 		}
 	}
 	// A first pass decides the image the job would start with.
@@ -132,6 +135,11 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	}
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if reason, err := p.checkIdentities(ctx, ds, planned); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	} else if reason != "" {
+		return admission.Denied(reason)
 	}
 	job, attempt := inject.JobName(&pod, owner), inject.Attempt(&pod, owner)
 	state, err := p.admit(ctx, ds, job, attempt, sidecarImage(mutated), req.DryRun != nil && *req.DryRun)
@@ -155,6 +163,42 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+// checkIdentities says why a pod may not read with the dataset's workload
+// identities: the sidecar exchanges the pod's token for what the plan
+// carries, so that must be what the pod's ServiceAccount names now
+// (workloadidentity.Resolve), whoever wrote the plan and whenever (a plan
+// of an operator before the annotations decided, or an annotation changed
+// since). The ServiceAccount is read directly, never cached.
+func (p *PodInjector) checkIdentities(ctx context.Context, ds *datav1alpha1.TrainingDataset, plan *configmaps.Plan) (string, error) {
+	for i, s := range ds.Spec.Streams {
+		wi := s.Source.WorkloadIdentity
+		if wi == nil {
+			continue
+		}
+		var sa corev1.ServiceAccount
+		switch err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: wi.ServiceAccountName}, &sa); {
+		case apierrors.IsNotFound(err):
+			return fmt.Sprintf("TrainingDataset %q: spec.streams[%d] (%q) reads as ServiceAccount %s/%s, which does not exist: create it, federated with the cloud (docs/stores.md)",
+				ds.Name, i, s.Name, ds.Namespace, wi.ServiceAccountName), nil
+		case err != nil:
+			return "", fmt.Errorf("reading ServiceAccount %s/%s: %w", ds.Namespace, wi.ServiceAccountName, err)
+		}
+		resolved, err := workloadidentity.Resolve(s.Source, &sa)
+		if err != nil {
+			return fmt.Sprintf("TrainingDataset %q: spec.streams[%d] (%q): %v", ds.Name, i, s.Name, err), nil
+		}
+		if plan == nil {
+			continue // the sidecar waits for the plan, which the reconciler resolves the same way
+		}
+		j := slices.IndexFunc(plan.Spec.Streams, func(p datav1alpha1.Stream) bool { return p.Name == s.Name })
+		if j < 0 || plan.Spec.Streams[j].Source.WorkloadIdentity == nil || *plan.Spec.Streams[j].Source.WorkloadIdentity != *resolved.WorkloadIdentity {
+			return fmt.Sprintf("TrainingDataset %q: the plan ConfigMap %s reads stream %q with another identity than ServiceAccount %s/%s names now (its annotations changed, or the plan predates them): the operator plans again within its index recheck (10 minutes by default); create the pod then",
+				ds.Name, configmaps.PlanName(ds.Name), s.Name, ds.Namespace, wi.ServiceAccountName), nil
+		}
+	}
+	return "", nil
 }
 
 // get reads key from the cache, else (not there yet, or no cache) from

@@ -108,9 +108,10 @@ func serveWebhookWith(t testing.TB, pods *controllers.PodInjector) {
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir})
 	srv.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: pods})
 	srv.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
-		Reader: apiServer.Client, Decoder: admission.NewDecoder(apiServer.Scheme),
-		Policy: controllers.StorePolicy{AmbientNamespaces: []string{"*"}},
-		Images: inject.ImagePolicy{Default: "ghcr.io/shardfeed/shardfeed:test", Allowed: []string{"registry.example/team/sidecar:*"}},
+		Reader: apiServer.Client, Access: kubernetes.NewForConfigOrDie(apiServer.Config).AuthorizationV1().SubjectAccessReviews(),
+		Decoder: admission.NewDecoder(apiServer.Scheme),
+		Policy:  controllers.StorePolicy{AmbientNamespaces: []string{"*"}},
+		Images:  inject.ImagePolicy{Default: "ghcr.io/shardfeed/shardfeed:test", Allowed: []string{"registry.example/team/sidecar:*"}},
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -549,6 +550,52 @@ func TestIntegrationDatasetWebhookRejectsWhatCELCannotCheck(t *testing.T) {
 			t.Errorf("warnings %q lack %q", all, want)
 		}
 	}
+	// A dataset author who may not read the namespace's Secrets learns
+	// nothing of them from the warnings: whether one exists, or its keys.
+	author := "system:serviceaccount:" + ns + ":author"
+	grant := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "author", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{datav1alpha1.GroupVersion.Group}, Resources: []string{"trainingdatasets"}, Verbs: []string{"create"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "author", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "author"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: author}}}
+	for _, obj := range []client.Object{grant, binding} {
+		if err := apiServer.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	credentialsSecret(t, ns, "partial", "key", "")
+	authorWarnings := &warningsCollector{}
+	acfg := rest.CopyConfig(apiServer.Config)
+	acfg.WarningHandler = authorWarnings
+	acfg.Impersonate = rest.ImpersonationConfig{UserName: author, Groups: []string{"system:authenticated"}}
+	ac, err := client.New(acfg, client.Options{Scheme: apiServer.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := dataset("probe", datav1alpha1.SidecarSpec{},
+		datav1alpha1.Stream{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "later"}}},
+		datav1alpha1.Stream{Name: "b", Source: datav1alpha1.Source{URI: "s3://data/b/", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "partial"}}},
+		datav1alpha1.Stream{Name: "c", Source: datav1alpha1.Source{URI: "s3://data/b/"}})
+	if err := ac.Create(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	authorSaw := strings.Join(authorWarnings.seen, "\n")
+	if strings.Contains(authorSaw, "Secret") || !strings.Contains(authorSaw, `streams "b" and "c" read the same source`) {
+		t.Errorf("an author who may not read Secrets was warned %q: want the duplicate source only", authorSaw)
+	}
+	// The same dataset, from one who may read them, is warned of both.
+	warnings.seen = nil
+	probe = dataset("probe2", datav1alpha1.SidecarSpec{}, probe.Spec.Streams...)
+	if err := c.Create(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	all = strings.Join(warnings.seen, "\n")
+	for _, want := range []string{"Secret " + ns + "/later does not exist yet", "Secret " + ns + "/partial lacks"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("warnings %q lack %q", all, want)
+		}
+	}
+
 	// Updates are checked too.
 	ok.Spec.Sidecar.Image = "not a reference"
 	if err := c.Update(ctx, ok); err == nil {

@@ -82,6 +82,7 @@ const notOwnedRetry = 30 * time.Second
 // +kubebuilder:rbac:groups=data.shardfeed.io,resources=trainingdatasets/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile is level-based: it computes everything from what exists and
@@ -122,7 +123,7 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	}
 	r.applied.forget(req.NamespacedName)
 	DatasetPlans.WithLabelValues(req.Namespace, req.Name).Inc()
-	indexes, err := r.readIndexes(ctx, &ds)
+	indexes, planned, err := r.readIndexes(ctx, &ds)
 	if err != nil {
 		reason := datav1alpha1.ReasonIndexUnreachable
 		var (
@@ -165,8 +166,9 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	ds.Status.PlanFingerprint = pl.Fingerprint().Sum
 	ds.Status.StepsPerEpoch = pl.Steps()
 	planData := last.data
-	if !stands || last.fingerprint != pl.Fingerprint().Sum {
-		planData, err = r.applyPlan(ctx, &ds, pl, indexes, ca)
+	identities := identitiesOf(planned)
+	if !stands || last.fingerprint != pl.Fingerprint().Sum || last.identities != identities {
+		planData, err = r.applyPlan(ctx, &ds, planned, pl, indexes, ca)
 	} // else the plan ConfigMap holds this plan, as applied: nothing to compute or write
 	if err != nil {
 		reason := datav1alpha1.ReasonApplyFailed
@@ -191,7 +193,7 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 		fmt.Sprintf("plan %s: %d samples in %d splits, %d steps of %d per epoch", pl.Fingerprint().Sum, pl.Total(), pl.NumSplits(), pl.Steps(), pl.GlobalBatchSize()))
 	r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionFalse, datav1alpha1.ReasonHealthy, "")
 	r.applied.remember(req.NamespacedName, appliedPlan{uid: ds.UID, generation: ds.Generation,
-		fingerprint: pl.Fingerprint().Sum, operatorCA: ca, data: planData, at: time.Now()})
+		fingerprint: pl.Fingerprint().Sum, operatorCA: ca, identities: identities, data: planData, at: time.Now()})
 	return reconcile.Result{RequeueAfter: r.indexRecheck()}, nil
 }
 

@@ -4,10 +4,18 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -92,6 +100,30 @@ func serviceAccount(t *testing.T, ns, name string) {
 	}
 }
 
+// annotate sets (or, with "", removes) annotations of ServiceAccount
+// ns/trainer, as its owner would.
+func annotate(t *testing.T, ns string, annotations map[string]string) {
+	const name = "trainer"
+	t.Helper()
+	var sa corev1.ServiceAccount
+	if err := apiServer.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &sa); err != nil {
+		t.Fatal(err)
+	}
+	if sa.Annotations == nil {
+		sa.Annotations = map[string]string{}
+	}
+	for k, v := range annotations {
+		if v == "" {
+			delete(sa.Annotations, k)
+		} else {
+			sa.Annotations[k] = v
+		}
+	}
+	if err := apiServer.Client.Update(context.Background(), &sa); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The operator reads a workload identity stream with a token of the
 // dataset's ServiceAccount, requested on the real API server with the
 // manager's own RBAC: refused until the namespace grants it for that
@@ -104,6 +136,7 @@ func TestIntegrationWorkloadIdentityTokensOnlyWhereTheNamespaceLendsThem(t *test
 	ctx := context.Background()
 	ns := apiServer.Namespace(t)
 	serviceAccount(t, ns, "trainer")
+	annotate(t, ns, map[string]string{workloadidentity.AnnotationAWSRoleARN: "arn:aws:iam::123456789012:role/data-reader"})
 	serviceAccount(t, ns, "admin")
 	uri, _ := mdsStream(t, 300)
 	ds := dataset(ns, uri, "", 2, 4)
@@ -203,6 +236,26 @@ func TestIntegrationPodWebhookProjectsWorkloadIdentityTokens(t *testing.T) {
 		t.Fatalf("a pod of a dataset naming the API server's audience: %v, want a denial", err)
 	}
 
+	// What the token is exchanged for is the ServiceAccount's to say: a
+	// dataset naming an Entra application its ServiceAccount does not is
+	// refused with the annotation to add, and a plan that carries another
+	// identity than the ServiceAccount names now is not read with.
+	unannotated := indexedJobPod(ns, job, 1, "web")
+	unannotated.Spec.ServiceAccountName = "trainer"
+	err = apiServer.Client.Create(ctx, unannotated)
+	if err == nil || !strings.Contains(err.Error(), "kubectl annotate serviceaccount -n "+ns+" trainer azure.workload.identity/client-id=0000") {
+		t.Fatalf("a pod whose ServiceAccount names no Entra application: %v, want a denial with the annotation to add", err)
+	}
+	annotate(t, ns, map[string]string{workloadidentity.AnnotationAzureClientID: "0000", workloadidentity.AnnotationAzureTenantID: "tenant",
+		workloadidentity.AnnotationGCPServiceAccount: "reader@p.iam.gserviceaccount.com"})
+	stale := indexedJobPod(ns, job, 1, "web")
+	stale.Spec.ServiceAccountName = "trainer"
+	err = apiServer.Client.Create(ctx, stale)
+	if err == nil || !strings.Contains(err.Error(), `reads stream "gcs" with another identity than ServiceAccount `+ns+`/trainer names now`) {
+		t.Fatalf("a pod whose plan reads with another identity than its ServiceAccount names: %v, want a denial", err)
+	}
+	annotate(t, ns, map[string]string{workloadidentity.AnnotationGCPServiceAccount: ""})
+
 	pod := indexedJobPod(ns, job, 1, "web")
 	pod.Spec.ServiceAccountName = "trainer"
 	if err := apiServer.Client.Create(ctx, pod); err != nil {
@@ -232,4 +285,123 @@ func TestIntegrationPodWebhookProjectsWorkloadIdentityTokens(t *testing.T) {
 			t.Errorf("container %s mounts the identity tokens: %v (only the sidecar may)", c.Name, mounted)
 		}
 	}
+}
+
+// fakeSTS stands in front of MinIO as the stream's endpoint: it answers
+// AssumeRoleWithWebIdentity with MinIO's credentials, recording the role
+// each exchange asked for, and passes every other request to MinIO.
+type fakeSTS struct {
+	mu    sync.Mutex
+	roles []string
+}
+
+func (f *fakeSTS) asked() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.roles)
+}
+
+func startFakeSTS(t *testing.T) (*fakeSTS, string) {
+	t.Helper()
+	target, err := url.Parse(minioServer.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	f := &fakeSTS{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/" {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		if err := r.ParseForm(); err != nil || r.PostForm.Get("Action") != "AssumeRoleWithWebIdentity" || r.PostForm.Get("WebIdentityToken") == "" {
+			http.Error(w, "not an exchange", http.StatusBadRequest)
+			return
+		}
+		f.mu.Lock()
+		f.roles = append(f.roles, r.PostForm.Get("RoleArn"))
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "text/xml")
+		_, _ = fmt.Fprintf(w, `<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleWithWebIdentityResult><Credentials>`+
+			`<AccessKeyId>%s</AccessKeyId><SecretAccessKey>%s</SecretAccessKey><Expiration>%s</Expiration></Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>`,
+			minioServer.AccessKey, minioServer.SecretKey, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	}))
+	t.Cleanup(srv.Close)
+	return f, srv.URL
+}
+
+// Upgrade: a dataset written when it named the role itself
+// (workloadIdentity.roleARN) is refused with the exact annotation to add,
+// sends no token anywhere meanwhile, and reads again once the
+// ServiceAccount's owner adds it; a dataset that names no role reads as
+// the annotation says, and the plan the sidecars read with follows the
+// annotation when its owner changes it.
+func TestIntegrationAnOldWorkloadIdentityDatasetReadsOnceItsServiceAccountIsAnnotated(t *testing.T) {
+	cfg := asManager(t)
+	runManager(t, cfg, logr.Discard(), func(r *controllers.TrainingDatasetReconciler) {
+		r.Policy, r.IndexRecheck = controllers.StorePolicy{}, time.Second
+	})
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	serviceAccount(t, ns, "trainer")
+	grantTokens(t, ns, "trainer")
+	sts, endpoint := startFakeSTS(t)
+	uri, _ := mdsStream(t, 300)
+	const role = "arn:aws:iam::123456789012:role/data-reader"
+	withIdentity := func(name string, wi datav1alpha1.WorkloadIdentity) *datav1alpha1.TrainingDataset {
+		ds := dataset(ns, uri, "", 2, 4)
+		ds.Name = name
+		ds.Spec.Streams[0].Source.Endpoint = endpoint
+		ds.Spec.Streams[0].Source.WorkloadIdentity = &wi
+		if err := apiServer.Client.Create(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+		return ds
+	}
+	old := withIdentity("old", datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", RoleARN: role})
+	got := waitFor(t, client.ObjectKeyFromObject(old), "Degraded for the missing annotation", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, datav1alpha1.ConditionDegraded)
+		return c != nil && c.Reason == datav1alpha1.ReasonCredentials
+	})
+	add := "kubectl annotate serviceaccount -n " + ns + " trainer " + workloadidentity.AnnotationAWSRoleARN + "=" + role
+	if msg := condition(got, datav1alpha1.ConditionDegraded).Message; !strings.Contains(msg, add) {
+		t.Fatalf("Degraded says %q, want the annotation to add: %s", msg, add)
+	}
+	if asked := sts.asked(); len(asked) != 0 {
+		t.Fatalf("STS was asked for %v before the ServiceAccount named a role", asked)
+	}
+
+	annotate(t, ns, map[string]string{workloadidentity.AnnotationAWSRoleARN: role})
+	planRole := func(ds *datav1alpha1.TrainingDataset, want string) {
+		t.Helper()
+		waitFor(t, client.ObjectKeyFromObject(ds), "a plan read as "+want, func(d *datav1alpha1.TrainingDataset) bool {
+			var cm corev1.ConfigMap
+			if c := condition(d, datav1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.PlanName(ds.Name)}, &cm) != nil {
+				return false
+			}
+			p, err := configmaps.PlanFromData(cm.Data)
+			return err == nil && p.Spec.Streams[0].Source.WorkloadIdentity.RoleARN == want
+		})
+	}
+	planRole(old, role)
+
+	fresh := withIdentity("fresh", datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer"})
+	planRole(fresh, role)
+	for _, r := range sts.asked() {
+		if r != role {
+			t.Fatalf("STS was asked for role %q, want only %q", r, role)
+		}
+	}
+
+	// The owner moves the ServiceAccount to another role: the dataset
+	// that names none follows it, the one that names the old one is
+	// refused (it no longer agrees), and nothing more is asked of STS for
+	// the old role.
+	const next = "arn:aws:iam::123456789012:role/data-reader-v2"
+	annotate(t, ns, map[string]string{workloadidentity.AnnotationAWSRoleARN: next})
+	planRole(fresh, next)
+	waitFor(t, client.ObjectKeyFromObject(old), "Degraded: the roles differ", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, datav1alpha1.ConditionDegraded)
+		return c != nil && c.Reason == datav1alpha1.ReasonCredentials && strings.Contains(c.Message, "names another")
+	})
 }

@@ -141,17 +141,10 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			d.Spec.Streams[0].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: "data"}
 			d.Spec.Streams[0].Source.WorkloadIdentity = &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", RoleARN: "arn:aws:iam::123456789012:role/data"}
 		}, "credentialsSecretRef or workloadIdentity, not both"},
-		{"workload identity on s3 without a role", func(d *datav1alpha1.TrainingDataset) {
-			d.Spec.Streams[0].Source.WorkloadIdentity = &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer"}
-		}, "needs roleARN"},
 		{"workload identity on gs without an audience", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Source.URI = "gs://data/web/"
 			d.Spec.Streams[0].Source.WorkloadIdentity = &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer"}
 		}, "needs audience"},
-		{"workload identity on az without a tenant", func(d *datav1alpha1.TrainingDataset) {
-			d.Spec.Streams[0].Source.URI = "az://account/data/web/"
-			d.Spec.Streams[0].Source.WorkloadIdentity = &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", ClientID: "0000-1111"}
-		}, "needs clientID and tenantID"},
 		{"workload identity on file", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Source.URI = "file:///data/web/"
 			d.Spec.Streams[0].Source.WorkloadIdentity = &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer"}
@@ -345,6 +338,12 @@ func TestIntegrationEveryStoreSourceIsAccepted(t *testing.T) {
 		{"az emulator", datav1alpha1.Source{URI: "az://devstoreaccount1/data/web/", Endpoint: "http://azurite.storage:10000", Insecure: true}},
 		{"az with a workload identity", datav1alpha1.Source{URI: "az://account1/data/web/", WorkloadIdentity: &datav1alpha1.WorkloadIdentity{
 			ServiceAccountName: "trainer", ClientID: "00000000-1111-2222-3333-444444444444", TenantID: "contoso.onmicrosoft.com"}}},
+		// The role and application are the ServiceAccount's annotations:
+		// the dataset names only the ServiceAccount.
+		{"s3 with a workload identity its ServiceAccount names", datav1alpha1.Source{URI: "s3://data/web/",
+			WorkloadIdentity: &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer"}}},
+		{"az with a workload identity its ServiceAccount names", datav1alpha1.Source{URI: "az://account1/data/web/",
+			WorkloadIdentity: &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

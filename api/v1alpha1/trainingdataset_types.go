@@ -84,7 +84,10 @@ type SecretReference struct {
 // the dataset must run as the ServiceAccount (the sidecar reads with its
 // projected token), and the operator requests tokens for it only where the
 // namespace grants it create on serviceaccounts/token for that
-// ServiceAccount (docs/security.md).
+// ServiceAccount (docs/security.md). What the token is exchanged for (the
+// AWS role, the Entra application, the Google service account) is named
+// by the ServiceAccount's annotations, as the clouds' own webhooks read
+// them: its owner decides it, not the dataset's author.
 type WorkloadIdentity struct {
 	// ServiceAccountName is a ServiceAccount in the dataset's namespace.
 	// +kubebuilder:validation:MinLength=1
@@ -100,30 +103,36 @@ type WorkloadIdentity struct {
 	// +optional
 	Audience string `json:"audience,omitempty"`
 
-	// RoleARN is the AWS role to assume with the token (s3://, required).
+	// RoleARN is deprecated: the AWS role is the ServiceAccount's
+	// eks.amazonaws.com/role-arn annotation, which its owner sets (s3://).
+	// If set, it must equal the annotation.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^arn:aws[a-z-]*:iam::[0-9]{12}:role/.+$`
 	// +optional
 	RoleARN string `json:"roleARN,omitempty"`
 
-	// ServiceAccountEmail is a Google service account to impersonate after
-	// the exchange (gs://, optional: without it the federated identity
-	// itself reads).
+	// ServiceAccountEmail is deprecated: the Google service account to
+	// impersonate after the exchange is the ServiceAccount's
+	// iam.gke.io/gcp-service-account annotation (gs://; without it the
+	// federated identity itself reads). If set, it must equal the
+	// annotation.
 	// +kubebuilder:validation:MaxLength=320
 	// +kubebuilder:validation:Pattern=`^[^@ ]+@[^@ ]+$`
 	// +optional
 	ServiceAccountEmail string `json:"serviceAccountEmail,omitempty"`
 
-	// ClientID and TenantID are the Microsoft Entra application (or
-	// user-assigned managed identity) federated with the ServiceAccount
-	// (az:// and abfss://, required).
+	// ClientID is deprecated: the Microsoft Entra application (or
+	// user-assigned managed identity) federated with the ServiceAccount is
+	// its azure.workload.identity/client-id annotation (az://, abfss://).
+	// If set, it must equal the annotation.
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[0-9a-fA-F-]+$`
 	// +optional
 	ClientID string `json:"clientID,omitempty"`
 
-	// TenantID is the Microsoft Entra tenant of ClientID (az:// and
-	// abfss://, required).
+	// TenantID is deprecated: the Entra tenant is the ServiceAccount's
+	// azure.workload.identity/tenant-id annotation. If set, it must equal
+	// the annotation.
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[0-9a-zA-Z.-]+$`
 	// +optional
@@ -261,9 +270,7 @@ type PartitionColumn struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.region) || self.uri.startsWith('s3://')",message="source.region applies to s3:// only: drop it (gs:// and az:// buckets know their region)"
 // +kubebuilder:validation:XValidation:rule="!has(self.workloadIdentity) || !has(self.credentialsSecretRef)",message="a source reads with credentialsSecretRef or workloadIdentity, not both: drop one"
 // +kubebuilder:validation:XValidation:rule="!has(self.workloadIdentity) || !self.uri.startsWith('file://')",message="workloadIdentity applies to object stores, not file://"
-// +kubebuilder:validation:XValidation:rule="!has(self.workloadIdentity) || !self.uri.startsWith('s3://') || has(self.workloadIdentity.roleARN)",message="workloadIdentity on s3:// needs roleARN, the AWS role to assume"
 // +kubebuilder:validation:XValidation:rule="!has(self.workloadIdentity) || !self.uri.startsWith('gs://') || has(self.workloadIdentity.audience)",message="workloadIdentity on gs:// needs audience, the workload identity pool provider (//iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>)"
-// +kubebuilder:validation:XValidation:rule="!has(self.workloadIdentity) || !(self.uri.startsWith('az://') || self.uri.startsWith('abfss://')) || (has(self.workloadIdentity.clientID) && has(self.workloadIdentity.tenantID))",message="workloadIdentity on az:// needs clientID and tenantID, the Entra application federated with the ServiceAccount"
 type Source struct {
 	// URI of the stream's prefix: s3://bucket/prefix/ (AWS S3 or any
 	// S3-compatible store), gs://bucket/prefix/ (Google Cloud Storage),

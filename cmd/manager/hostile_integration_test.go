@@ -25,6 +25,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 )
 
 const leakedSecret = "db_password=hunter2"
@@ -283,14 +284,15 @@ func TestIntegrationHostileBodiesKeepTheManagerUnderItsLimit(t *testing.T) {
 		Data: map[string][]byte{"AZURE_STORAGE_KEY": []byte("bm90LWEta2V5")}}); err != nil { // base64 of "not-a-key"
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "trainer", Namespace: ns}}); err != nil {
+	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "trainer", Namespace: ns,
+		Annotations: map[string]string{workloadidentity.AnnotationAWSRoleARN: "arn:aws:iam::123456789012:role/r"}}}); err != nil {
 		t.Fatal(err)
 	}
 	sources := map[string]datav1alpha1.Source{
 		"s3":  {URI: "s3://data/web/", Region: "us-east-1", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "s3"}},
 		"gs":  {URI: "gs://data/web/"},
 		"az":  {URI: "az://acct/data/web/", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "az"}},
-		"sts": {URI: "s3://data/web/", Region: "us-east-1", WorkloadIdentity: &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer", RoleARN: "arn:aws:iam::123456789012:role/r"}},
+		"sts": {URI: "s3://data/web/", Region: "us-east-1", WorkloadIdentity: &datav1alpha1.WorkloadIdentity{ServiceAccountName: "trainer"}},
 	}
 	for name, src := range sources {
 		src.Endpoint, src.Insecure = srv.URL, true

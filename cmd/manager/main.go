@@ -273,7 +273,7 @@ func run(ctx context.Context, o options) error {
 		Log: ctrl.Log.WithName("progress"),
 	}).Register(hooks)
 	hooks.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
-		Reader: mgr.GetAPIReader(), Decoder: decoder, Policy: o.policy, Images: images,
+		Reader: mgr.GetAPIReader(), Access: clientset.AuthorizationV1().SubjectAccessReviews(), Decoder: decoder, Policy: o.policy, Images: images,
 	}})
 	// The datasets' and jobs' progress as metrics, from the cache.
 	if err := ctrlmetrics.Registry.Register(controllers.NewDatasetCollector(mgr.GetClient())); err != nil {

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/azure"
@@ -91,3 +93,83 @@ func Identity(src datav1alpha1.Source, token func(context.Context) (string, erro
 
 // TokenPath is the projected token file of a stream in the sidecar.
 func TokenPath(dir, stream string) string { return filepath.Join(dir, stream) }
+
+// The ServiceAccount annotations that name what its token is exchanged
+// for, as the clouds' own webhooks read them (the EKS pod identity
+// webhook, Azure workload identity, GKE). The ServiceAccount's owner sets
+// them; a dataset's author, who may only name the ServiceAccount, cannot.
+const (
+	AnnotationAWSRoleARN        = "eks.amazonaws.com/role-arn"
+	AnnotationAzureClientID     = "azure.workload.identity/client-id"
+	AnnotationAzureTenantID     = "azure.workload.identity/tenant-id"
+	AnnotationGCPServiceAccount = "iam.gke.io/gcp-service-account"
+)
+
+var (
+	roleARN   = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$`)
+	azureID   = regexp.MustCompile(`^[0-9a-zA-Z.-]{1,64}$`)
+	gcpEmail  = regexp.MustCompile(`^[^@\s]{1,256}@[^@\s]{1,256}$`)
+	checkedBy = map[string]*regexp.Regexp{AnnotationAWSRoleARN: roleARN,
+		AnnotationAzureClientID: azureID, AnnotationAzureTenantID: azureID, AnnotationGCPServiceAccount: gcpEmail}
+)
+
+// Resolve returns a source with its workload identity as the
+// ServiceAccount sa names it: the AWS role, the Entra application and
+// tenant and the Google service account come from sa's annotations, which
+// its owner controls. A value the dataset still names (the fields before
+// the annotations decided) must equal the annotation; where the annotation
+// is missing, the error gives the exact command that adds it, so a
+// dataset written for the fields keeps working once its ServiceAccount is
+// annotated (docs/security.md, migration).
+func Resolve(src datav1alpha1.Source, sa *corev1.ServiceAccount) (datav1alpha1.Source, error) {
+	wi := src.WorkloadIdentity
+	if wi == nil {
+		return src, nil
+	}
+	u, err := url.Parse(src.URI)
+	if err != nil {
+		return src, fmt.Errorf("%s: %w", src.URI, err)
+	}
+	resolved := *wi
+	// take sets *field from annotation key; required says the store
+	// cannot exchange the token without it.
+	take := func(field *string, key, what string, required bool) error {
+		named, annotated := *field, sa.Annotations[key]
+		var hint string
+		if named != "" {
+			hint = named
+		} else {
+			hint = "<" + what + ">"
+		}
+		add := fmt.Sprintf("kubectl annotate serviceaccount -n %s %s %s=%s", sa.Namespace, sa.Name, key, hint)
+		switch {
+		case annotated == "" && named != "":
+			return fmt.Errorf("ServiceAccount %s/%s does not name the %s the dataset names (%s), and only its owner decides it now: %s (docs/security.md, migration)",
+				sa.Namespace, sa.Name, what, named, add)
+		case annotated == "" && required:
+			return fmt.Errorf("ServiceAccount %s/%s does not name its %s: its owner sets it with %s", sa.Namespace, sa.Name, what, add)
+		case annotated != "" && !checkedBy[key].MatchString(annotated):
+			return fmt.Errorf("ServiceAccount %s/%s: annotation %s is not a valid %s: fix it", sa.Namespace, sa.Name, key, what)
+		case named != "" && named != annotated:
+			return fmt.Errorf("the dataset names %s %s, and ServiceAccount %s/%s (annotation %s) names another: drop the dataset's value, or make them equal",
+				what, named, sa.Namespace, sa.Name, key)
+		}
+		*field = annotated
+		return nil
+	}
+	switch u.Scheme {
+	case s3.Scheme:
+		err = take(&resolved.RoleARN, AnnotationAWSRoleARN, "AWS role ARN", true)
+	case azure.Scheme, azure.SchemeABFSS:
+		if err = take(&resolved.ClientID, AnnotationAzureClientID, "Entra client ID", true); err == nil {
+			err = take(&resolved.TenantID, AnnotationAzureTenantID, "Entra tenant ID", true)
+		}
+	default: // gs://: without a service account the federated identity reads
+		err = take(&resolved.ServiceAccountEmail, AnnotationGCPServiceAccount, "Google service account", false)
+	}
+	if err != nil {
+		return src, err
+	}
+	src.WorkloadIdentity = &resolved
+	return src, nil
+}

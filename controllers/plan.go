@@ -50,19 +50,27 @@ func (e *notAllowedError) Unwrap() error { return e.err }
 //
 // It returns the indexes and the spec the plan carries: ds's, with each
 // workload identity as its ServiceAccount's annotations resolve it
-// (workloadidentity.Resolve), which is what the sidecars read with.
-func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset) ([]planner.StreamIndex, *datav1alpha1.TrainingDatasetSpec, error) {
+// (workloadidentity.Resolve), which is what the sidecars read with; and
+// the release of the dataset's share of the bytes in flight, which the
+// caller holds while it plans (planning a dataset at its budget holds as
+// much again as its parsed indexes).
+func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset) ([]planner.StreamIndex, *datav1alpha1.TrainingDatasetSpec, func(), error) {
 	if err := r.Policy.CheckAll(ds.Namespace, &ds.Spec); err != nil {
-		return nil, nil, &notAllowedError{err}
+		return nil, nil, nil, &notAllowedError{err}
 	}
 	bound := r.Policy.readTimeout()
 	ctx, cancel := context.WithTimeoutCause(ctx, bound, fmt.Errorf("the indexes were not read within %s, the operator's bound on index reads (--index-read-timeout): the endpoint is too slow or does not answer", bound))
 	defer cancel()
 	release, err := r.reserveIndexBytes(ctx, ds)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	defer release()
+	ok := false
+	defer func() {
+		if !ok {
+			release()
+		}
+	}()
 	budget, read := r.Policy.datasetBudget(), &store.Counts{}
 	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
 	planned := ds.Spec.DeepCopy()
@@ -70,10 +78,10 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 		s := &planned.Streams[i]
 		left := budget - read.ReadBytes.Load()
 		if left <= 0 {
-			return nil, nil, overBudget(s.Name, budget, nil)
+			return nil, nil, nil, overBudget(s.Name, budget, nil)
 		}
 		if s.Source, err = r.resolveIdentity(ctx, ds.Namespace, s); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		src := streams.Source(*s)
 		// A reconcile does not wait minutes for a store: it comes back.
@@ -81,25 +89,26 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 		src.AllowHost = r.Policy.AllowHost()
 		src.Counts = read
 		if src.Credentials, src.Identity, err = r.streamCredentials(ctx, ds.Namespace, *s); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		capBytes := min(r.Policy.maxIndexBytes(), left)
 		st, err := streams.Open(ctx, i, *s, src, capBytes)
 		var tooLarge *index.TooLargeError
 		switch {
 		case errors.As(err, &tooLarge) && capBytes < r.Policy.maxIndexBytes():
-			return nil, nil, overBudget(s.Name, budget, tooLarge)
+			return nil, nil, nil, overBudget(s.Name, budget, tooLarge)
 		case err != nil:
 			if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
-				return nil, nil, fmt.Errorf("stream %q: %w", s.Name, c)
+				return nil, nil, nil, fmt.Errorf("stream %q: %w", s.Name, c)
 			}
-			return nil, nil, err
+			return nil, nil, nil, err
 		case read.ReadBytes.Load() > budget: // its filter's selection after its index
-			return nil, nil, overBudget(s.Name, budget, nil)
+			return nil, nil, nil, overBudget(s.Name, budget, nil)
 		}
 		out[i] = st.Index
 	}
-	return out, planned, nil
+	ok = true
+	return out, planned, release, nil
 }
 
 // overBudget is a dataset whose indexes together pass its budget, at

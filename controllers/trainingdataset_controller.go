@@ -123,7 +123,10 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	}
 	r.applied.forget(req.NamespacedName)
 	DatasetPlans.WithLabelValues(req.Namespace, req.Name).Inc()
-	indexes, planned, err := r.readIndexes(ctx, &ds)
+	indexes, planned, release, err := r.readIndexes(ctx, &ds)
+	if err == nil {
+		defer release()
+	}
 	if err != nil {
 		reason := datav1alpha1.ReasonIndexUnreachable
 		var (

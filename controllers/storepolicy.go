@@ -49,14 +49,31 @@ type StorePolicy struct {
 	AmbientNamespaces []string
 	// AllowedEndpoints, when not empty, are the only store endpoints a
 	// stream may name: "host" or "host:port", "*.example.com" for any
-	// subdomain. A stream without an endpoint reaches its cloud's:
-	// s3.amazonaws.com, storage.googleapis.com or
-	// <account>.blob.core.windows.net.
+	// subdomain, "*" for any host. A stream without an endpoint reaches
+	// its cloud's: s3.amazonaws.com, storage.googleapis.com or
+	// <account>.blob.core.windows.net. The manager's default is
+	// CloudEndpoints; empty here (tests, embedding) allows any.
 	AllowedEndpoints []string
 	// AllowedAudiences are workload identity audiences allowed beside the
 	// clouds' own (workloadidentity.CheckAudience).
 	AllowedAudiences []string
 }
+
+// CloudEndpoints are the hosts the manager allows by default
+// (--allow-cloud-endpoints, the chart's datasets.allowCloudEndpoints): the
+// clouds' own stores and token exchanges. Every stream carries a
+// credential (a Secret, a workload identity, or the operator's own), and
+// an author-chosen host would receive it; the platform team adds
+// in-cluster stores (--allowed-endpoints), and "*" allows any host.
+var CloudEndpoints = []string{
+	"*.amazonaws.com",                                 // S3, regional STS, Glue
+	"storage.googleapis.com", "oauth2.googleapis.com", // GCS and a key's token exchange
+	"sts.googleapis.com", "iamcredentials.googleapis.com", // GCS workload identity
+	"*.blob.core.windows.net", "*.dfs.core.windows.net", "login.microsoftonline.com", // Azure
+}
+
+// AnyEndpoint in AllowedEndpoints allows every host.
+const AnyEndpoint = "*"
 
 // Defaults of the bounds on index reads.
 const (
@@ -126,7 +143,7 @@ func (p StorePolicy) Check(ns string, i int, s datav1alpha1.Stream) error {
 			return fmt.Errorf("%s (%q): iceberg.catalog.region: %w", field, s.Name, err)
 		}
 	}
-	if len(p.AllowedEndpoints) == 0 {
+	if p.anyEndpoint() {
 		return nil
 	}
 	if sts != "" && !p.endpointAllowed(sts) {
@@ -178,7 +195,7 @@ func stsHost(src datav1alpha1.Source) (string, error) {
 // request of a token exchange goes only to an allowed endpoint. Nil when
 // the platform allows every endpoint.
 func (p StorePolicy) AllowHost() func(hostport string) error {
-	if len(p.AllowedEndpoints) == 0 {
+	if p.anyEndpoint() {
 		return nil
 	}
 	return func(hostport string) error {
@@ -262,6 +279,11 @@ func endpointHost(src datav1alpha1.Source) (string, error) {
 
 // endpointAllowed matches host[:port] against the allow-list: an entry
 // without a port allows every port of its host.
+// anyEndpoint says whether the policy allows every host.
+func (p StorePolicy) anyEndpoint() bool {
+	return len(p.AllowedEndpoints) == 0 || slices.Contains(p.AllowedEndpoints, AnyEndpoint)
+}
+
 func (p StorePolicy) endpointAllowed(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {

@@ -70,6 +70,7 @@ type options struct {
 	policy                 controllers.StorePolicy
 	ambientNamespaces      string
 	allowedEndpoints       string
+	allowCloudEndpoints    bool
 	allowedAudiences       string
 	maxIndexBytes          string
 	maxDatasetIndexBytes   string
@@ -111,7 +112,8 @@ func main() {
 	flag.DurationVar(&o.policy.ReadTimeout, "index-read-timeout", controllers.DefaultIndexReadTimeout, "bound on all the index reads of one reconcile")
 	flag.StringVar(&o.ambientNamespaces, "ambient-credentials-namespaces", "", "comma-separated namespaces whose datasets may read without a credentialsSecretRef, with the manager's own cloud identity; * for all; empty: none")
 	flag.StringVar(&o.allowedAudiences, "allowed-audiences", "", "comma-separated workload identity audiences datasets may name beside the clouds' own (sts.amazonaws.com, api://AzureADTokenExchange, a Google pool provider's name); never the API server's")
-	flag.StringVar(&o.allowedEndpoints, "allowed-endpoints", "", "comma-separated store endpoints datasets may name (host, host:port, *.domain; s3.amazonaws.com for AWS S3); empty: any")
+	flag.StringVar(&o.allowedEndpoints, "allowed-endpoints", "", "comma-separated store endpoints datasets may name beside the clouds' own (host, host:port, *.domain), e.g. in-cluster stores; * allows any host, and sends each stream's credentials wherever its author says")
+	flag.BoolVar(&o.allowCloudEndpoints, "allow-cloud-endpoints", true, "allow the clouds' own stores and token exchanges ("+strings.Join(controllers.CloudEndpoints, ", ")+") beside --allowed-endpoints")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine) // --zap-log-level=debug|info|error, --zap-devel, …
 	flag.Parse()
@@ -163,6 +165,12 @@ func run(ctx context.Context, o options) error {
 	}
 	o.policy.InFlight = semaphore.NewWeighted(o.policy.InFlightBytes)
 	o.policy.AmbientNamespaces, o.policy.AllowedEndpoints = list(o.ambientNamespaces), list(o.allowedEndpoints)
+	if o.allowCloudEndpoints {
+		o.policy.AllowedEndpoints = append(o.policy.AllowedEndpoints, controllers.CloudEndpoints...)
+	}
+	if len(o.policy.AllowedEndpoints) == 0 {
+		return fmt.Errorf("--allow-cloud-endpoints=false and no --allowed-endpoints: no dataset could be read; list the store endpoints datasets may name")
+	}
 	o.policy.AllowedAudiences = list(o.allowedAudiences)
 	if soft, err := memlimit.Apply(memlimit.CgroupFile); err != nil {
 		log.Info("No Go memory limit from the container's", "err", err.Error())

@@ -49,7 +49,7 @@ func newProgressFixture(t *testing.T) *progressFixture {
 	operatorNS, ns := apiServer.Namespace(t), apiServer.Namespace(t)
 	f := &progressFixture{t: t, ns: ns, operatorNS: operatorNS, port: freePort(t)}
 	installWebhooks(t, f.port, operatorNS)
-	startManagerProcess(t, operatorNS, f.port, fmt.Sprintf("--progress-url=https://127.0.0.1:%d", f.port))
+	startManagerProcess(t, operatorNS, f.port, fmt.Sprintf("--progress-url=https://127.0.0.1:%d", f.port), "--allowed-endpoints=127.0.0.1")
 	ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
 		Streams: []datav1alpha1.Stream{{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/", Endpoint: "http://127.0.0.1:1",
 			CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "store"}}}},
@@ -300,7 +300,7 @@ func TestIntegrationReplicasWriteTheStateCompareAndSwap(t *testing.T) {
 	f := newProgressFixture(t)
 	// Another replica, on its own port, with the same certificate.
 	second := freePort(t)
-	startManagerProcess(t, f.operatorNS, second)
+	startManagerProcess(t, f.operatorNS, second, "--allowed-endpoints=127.0.0.1")
 	ctx := context.Background()
 	job := f.job("train")
 	var wg sync.WaitGroup

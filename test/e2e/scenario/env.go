@@ -49,6 +49,9 @@ func (c *Cluster) InstallOperator(ctx context.Context) error {
 		// Six pods on two cores: the chart's default sidecar requests
 		// (500m, 2Gi each) are for real training nodes.
 		"--set", "sidecar.resources.requests.cpu=50m", "--set", "sidecar.resources.requests.memory=256Mi",
+		// MinIO, and the chaos scenarios' slow proxy in front of it, run
+		// on the node's address: the platform team's in-cluster store.
+		"--set", "datasets.allowedEndpoints={"+c.o.NodeIP+"}",
 		"--wait", "--timeout", "180s")
 	return err
 }

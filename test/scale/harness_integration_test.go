@@ -59,7 +59,7 @@ func startReplicas(t *testing.T, n int, l net.Listener) []*replica {
 			fmt.Sprintf("--webhook-port=%d", r.webhook), "--cert-dir="+filepath.Join(certDir, strconv.Itoa(i)),
 			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", r.metrics), "--metrics-secure=false", "--leader-elect",
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), "--sidecar-image=registry.local/shardfeed:scale",
-			"--progress-url=https://127.0.0.1:443", "--ambient-credentials-namespaces=")
+			"--progress-url=https://127.0.0.1:443", "--ambient-credentials-namespaces=", "--allowed-endpoints=127.0.0.1")
 		if dir := os.Getenv("SCALE_PPROF"); dir != "" {
 			pprof := freePort(t)
 			r.cmd.Args = append(r.cmd.Args, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprof))

@@ -100,13 +100,26 @@ build-libjpeg: tools-debian ## Build bin/shardfeed-libjpeg: the CLI and sidecar,
 # source tree never holds a binary.
 WHEEL_DIR := $(BIN)/wheel
 
+# It needs Go and python3 (3.9+) only: the build backend goes into a small
+# venv of this clone (bin/venv-build, hack/requirements-build.txt), never
+# the tests' venvs or the shared tools cache and its lock.
+BUILD_VENV := $(BIN)/venv-build
+
+$(BUILD_VENV)/.complete: hack/requirements-build.txt
+	@command -v go >/dev/null || { echo "make wheel needs Go $$(sed -n 's/^go //p' go.mod) or later on PATH (https://go.dev/dl/)"; exit 1; }
+	@command -v python3 >/dev/null || { echo "make wheel needs python3 (3.9 or later)"; exit 1; }
+	@echo "creating the build venv $(BUILD_VENV) (setuptools and wheel only)"
+	@rm -rf $(BUILD_VENV) && python3 -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r hack/requirements-build.txt
+	@touch $@
+
 .PHONY: wheel
-wheel: tools-python ## Build the Python client's platform wheel, bundling the static shardfeed binary, into bin/wheel/.
+wheel: $(BUILD_VENV)/.complete ## Build the Python client's platform wheel, bundling the static shardfeed binary, into bin/wheel/ (needs Go and python3 only).
 	@rm -rf $(BIN)/wheel-build $(WHEEL_DIR) && mkdir -p $(WHEEL_DIR)
 	cp -r clients/python $(BIN)/wheel-build
 	rm -rf $(BIN)/wheel-build/build $(BIN)/wheel-build/src/*.egg-info
 	$(GO_BUILD) -o $(BIN)/wheel-build/src/shardfeed/_bin/shardfeed ./cmd/shardfeed
-	SHARDFEED_VERSION=$(VERSION) $(PYTHON) -m pip wheel --quiet --no-deps --no-build-isolation -w $(WHEEL_DIR) $(BIN)/wheel-build
+	SHARDFEED_VERSION=$(VERSION) $(BUILD_VENV)/bin/python -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation -w $(WHEEL_DIR) $(BIN)/wheel-build
 	@rm -rf $(BIN)/wheel-build
 	@ls $(WHEEL_DIR)/*.whl
 

@@ -20,11 +20,31 @@ BIN=$ROOT/bin
 mkdir -p "$CACHE/tools" "$BIN"
 # One run at a time per cache: a second clone's `make tools` waits for the
 # first instead of building the same tool into the same directory.
-exec 9>"$CACHE/.lock"
-flock 9
-
 log() { printf '\033[1m[tools]\033[0m %s\n' "$*" >&2; }
 die() { printf '[tools] error: %s\n' "$*" >&2; exit 1; }
+
+# HOLDER says who holds the lock and what it is doing, for a run that waits.
+HOLDER=$CACHE/.lock.holder
+holder() { cat "$HOLDER" 2>/dev/null || echo "a run that has not said what it does"; }
+# record writes what this run does while it holds the lock; doing also
+# logs it.
+record() { printf 'pid %s (%s: hack/tools.sh %s), since %s: %s\n' "$$" "$ROOT" "${ARGS:-all}" "$STARTED" "$*" >"$HOLDER"; }
+doing() {
+	record "$*"
+	log "$*"
+}
+ARGS="$*" STARTED=$(date -u +%H:%M:%SZ)
+exec 9>"$CACHE/.lock"
+if ! flock -n 9; then
+	log "waiting for the tools lock ($CACHE/.lock), held by $(holder)"
+	waited=0
+	until flock -w 30 9; do
+		waited=$((waited + 30))
+		log "still waiting (${waited} s) for the tools lock, held by $(holder)"
+	done
+fi
+trap 'rm -f "$HOLDER"' EXIT
+record "checking what is installed"
 
 # link NAME TARGET points bin/NAME at TARGET (idempotent).
 link() { ln -sfn "$2" "$BIN/$1"; }
@@ -38,7 +58,7 @@ go_tool() {
 	local name=$1 pkg=$2 version=$3 binary=${4:-$1}
 	local dir=$CACHE/tools/$name-$version
 	if ! cached "$dir"; then
-		log "building $name $version (go install $pkg@$version)"
+		doing "building $name $version (go install $pkg@$version)"
 		local start=$SECONDS
 		rm -rf "$dir" && mkdir -p "$dir/bin"
 		GOBIN=$dir/bin CGO_ENABLED=0 GOFLAGS=-buildvcs=false go install "$pkg@$version"
@@ -71,7 +91,7 @@ install_catalogs() {
 	local dir=$CACHE/tools/iceberg-rest-$ICEBERG_REST_VERSION
 	local url=https://repo1.maven.org/maven2/org/apache/iceberg/iceberg-open-api/$ICEBERG_REST_VERSION/iceberg-open-api-$ICEBERG_REST_VERSION.jar
 	if ! cached "$dir"; then
-		log "downloading Iceberg's REST catalog server $ICEBERG_REST_VERSION (about 200 MB) from $url"
+		doing "downloading Iceberg's REST catalog server $ICEBERG_REST_VERSION (about 200 MB) from $url"
 		rm -rf "$dir" && mkdir -p "$dir"
 		curl -fsSL --retry 3 -o "$dir/iceberg-rest.jar.part" "$url" || die "could not download $url"
 		echo "$ICEBERG_REST_SHA256  $dir/iceberg-rest.jar.part" | sha256sum -c --quiet - ||
@@ -90,7 +110,7 @@ npm_tool() {
 	local dir=$CACHE/tools/$name-$version
 	if ! cached "$dir"; then
 		command -v npm >/dev/null || die "$pkg needs Node.js and npm (Debian: apt-get install nodejs npm)"
-		log "installing $pkg $version (npm install $pkg@$version)"
+		doing "installing $pkg $version (npm install $pkg@$version)"
 		local start=$SECONDS
 		rm -rf "$dir" && mkdir -p "$dir"
 		npm install --no-audit --no-fund --silent --prefix "$dir" "$pkg@$version"
@@ -109,7 +129,7 @@ install_kube() {
 	local dir=$CACHE/tools/kube-$KUBE_VERSION
 	local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 	if ! cached "$dir"; then
-		log "building Kubernetes $KUBE_VERSION: ${cmds[*]} (about 8 minutes cold on 2 cores)"
+		doing "building Kubernetes $KUBE_VERSION: ${cmds[*]} (about 8 minutes cold on 2 cores)"
 		local start=$SECONDS minor=${KUBE_VERSION#v1.}
 		minor=${minor%%.*}
 		local ld="-s -w" p
@@ -163,7 +183,7 @@ install_debian() {
 	done
 	if ((${#missing[@]})); then
 		[[ $(id -u) == 0 ]] || die "Debian packages missing: ${missing[*]}; run as root or install them with apt-get"
-		log "installing Debian packages: ${missing[*]}"
+		doing "installing Debian packages: ${missing[*]}"
 		# A policy-rc.d that refuses keeps apt from starting etcd and containerd
 		# as system daemons; the project starts its own on free ports.
 		local policy=/usr/sbin/policy-rc.d had_policy=0
@@ -189,7 +209,7 @@ python_venv() {
 	hash=$( (cat "$req" && grep -v -e '^ICEBERG_REST_' -e '^KWOK_VERSION' "$ROOT/hack/versions.sh") | sha256sum | cut -c1-16)
 	local dir=$CACHE/$name-$hash
 	if ! cached "$dir"; then
-		log "creating the Python venv $dir from ${req#"$ROOT"/} (the tests' venv pulls torch, several GB of GPU libraries: a few minutes cold)"
+		doing "creating the Python venv $dir from ${req#"$ROOT"/} (the tests' venv pulls torch, several GB of GPU libraries: a few minutes cold)"
 		local start=$SECONDS
 		rm -rf "$dir"
 		"$PYTHON" -m venv "$dir"

@@ -1,5 +1,6 @@
-"""The local path as a new user takes it: `make wheel`, `pip install` of
-the wheel into a fresh venv (reusing this venv's packages through a .pth,
+"""The local path as a new user takes it: `make wheel` in a clean clone
+with only Go and python3 (no test venv, no shared tools cache), `pip
+install` of the wheel into a fresh venv (reusing this venv's packages through a .pth,
 so no second torch download), then a tiny model trained from a manifest
 with no Kubernetes and no manual `serve`, stopped, and resumed exactly."""
 
@@ -60,30 +61,51 @@ class Installed:
     """A fresh venv with the wheel installed, and the environment a new
     user's shell has: the venv first on PATH, nothing of the repository."""
 
-    def __init__(self, venv, site, env):
-        self.venv, self.site, self.env = venv, site, env
+    def __init__(self, venv, site, env, clone, wheel):
+        self.venv, self.site, self.env, self.clone, self.wheel = venv, site, env, clone, wheel
         self.python = str(venv / "bin" / "python")
+
+
+def newcomer_env(tools_cache):
+    """A shell with Go and python3 on PATH and nothing else of ours: no
+    venv, no SHARDFEED_* variable, a tools cache that does not exist."""
+    import shutil
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDFEED_", "VIRTUAL_ENV", "PYTHON")) and k != "MAKEFLAGS"}
+    env.update(PATH=f"{os.path.dirname(shutil.which('go'))}:/usr/local/bin:/usr/bin:/bin", SHARDFEED_CACHE=str(tools_cache))
+    return env
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    run(["make", "-C", str(ROOT), "--no-print-directory", "wheel"], env=dict(os.environ, MAKEFLAGS=""))
-    wheels = list((ROOT / "bin" / "wheel").glob("shardfeed-*.whl"))
+    # A clean clone of what is committed, built as a newcomer would.
+    base = tmp_path_factory.mktemp("wheel")
+    clone, tools_cache = base / "clone", base / "tools-cache"
+    run(["git", "clone", "--quiet", str(ROOT), str(clone)])
+    done = subprocess.run(["make", "-C", str(clone), "--no-print-directory", "wheel"], env=newcomer_env(tools_cache),
+                          capture_output=True, text=True, timeout=900)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    wheels = list((clone / "bin" / "wheel").glob("shardfeed-*.whl"))
     assert len(wheels) == 1 and re.search(r"-py3-none-manylinux_2_17_x86_64", wheels[0].name), wheels
-    venv = tmp_path_factory.mktemp("wheel") / "venv"
+    # Go and the build venv only: no test venv, nothing of the shared
+    # tools (nor their lock).
+    made = sorted(p.name for p in (clone / "bin").iterdir())
+    assert made == ["venv-build", "wheel"], f"make wheel made {made} in bin/:\n{out}"
+    assert not tools_cache.exists() and "[tools]" not in out, out
+    venv = base / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
     site = next((venv / "lib").glob("python3.*/site-packages"))
     # After the venv's own packages: torch, pyarrow and numpy of the tests'.
     (site / "zz_test_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHARDFEED_") and k not in ("PYTHONPATH", "KUBERNETES_SERVICE_HOST")}
     env.update(PATH=f"{venv / 'bin'}:/usr/bin:/bin", OMP_NUM_THREADS="1", PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    return Installed(venv, site, env)
+    return Installed(venv, site, env, clone, wheels[0])
 
 
 def test_the_wheel_installs_and_trains_from_a_manifest_then_resumes_exactly(installed, tmp_path):
     venv, site, env, py = installed.venv, installed.site, installed.env, installed.python
-    wheels = list((ROOT / "bin" / "wheel").glob("shardfeed-*.whl"))
-    run([py, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--force-reinstall", str(wheels[0])], env=env)
+    run([py, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--force-reinstall", str(installed.wheel)], env=env)
 
     here = tmp_path / "project"
     (here / "data").mkdir(parents=True)
@@ -151,16 +173,14 @@ def readme_block():
 
 
 def test_the_readmes_try_the_cli_runs_as_written(installed, tmp_path):
-    """The README's commands in a copy of the repository's layout: make runs
-    in the repository (bin/ is the repository's), pip is the fresh venv's,
-    examples/ a copy, so the run leaves nothing in the working tree."""
+    """The README's commands, as written, in the clean clone the wheel was
+    built in (make wheel again: the build venv is there), with pip the
+    fresh venv's and Go on PATH, as the README's prerequisites say."""
     import shutil
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "bin").symlink_to(ROOT / "bin")
-    shutil.copytree(ROOT / "examples", repo / "examples", ignore=shutil.ignore_patterns("data", ".shardfeed", "*.pt", "__pycache__"))
-    script = f'make() {{ command make -C {ROOT} --no-print-directory "$@"; }}\nset -euo pipefail -x\n' + readme_block()
+    repo = installed.clone
+    shutil.rmtree(repo / "examples" / "data", ignore_errors=True)
+    script = "set -euo pipefail -x\n" + readme_block()
     env = dict(installed.env, MAKEFLAGS="")
     env["PATH"] += ":" + os.path.dirname(shutil.which("go"))  # make wheel builds the binary
     done = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True,
@@ -172,3 +192,31 @@ def test_the_readmes_try_the_cli_runs_as_written(installed, tmp_path):
                  "rank 0: 75 steps left in the epoch", "step 125: loss"]:
         assert want in out, f"{want!r} not in the output:\n{out}"
     assert out.count("step 25: loss") == 1 and "step 75: loss" in out, "the second run must resume at step 50, not restart"
+
+
+def test_a_tools_run_that_waits_says_who_holds_the_lock_and_what_it_does(tmp_path):
+    """`make tools` of a second clone waits for the first's on the shared
+    cache's lock: it says so at once, with the holder's own account of
+    what it is doing, instead of waiting without a word."""
+    import fcntl
+    import selectors
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    holder = "pid 4242 (/work/clone-a: hack/tools.sh all), since 07:00:00Z: building Kubernetes v1.36.3"
+    (cache / ".lock.holder").write_text(holder + "\n")
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.Popen(["bash", str(ROOT / "hack" / "tools.sh"), "go"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                text=True, env=dict(os.environ, SHARDFEED_CACHE=str(cache)))
+        try:
+            sel = selectors.DefaultSelector()
+            sel.register(proc.stderr, selectors.EVENT_READ)
+            assert sel.select(timeout=30), "tools.sh said nothing while it waited for the lock"
+            said = proc.stderr.readline()
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stderr.close()
+    assert "waiting for the tools lock" in said and holder in said, said
+    assert (cache / ".lock.holder").read_text().strip() == holder, "a waiting run must not overwrite the holder's account"

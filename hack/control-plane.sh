@@ -48,9 +48,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-etcd_port=$(free_port)
-peer_port=$(free_port)
-api_port=$(free_port)
+{ read -r etcd_port; read -r peer_port; read -r api_port; } < <(free_ports 3)
 
 log "generating certificates in $dir/pki"
 mkdir -p "$dir/pki" "$dir/etcd"
@@ -96,13 +94,16 @@ kubeconfig=$dir/kubeconfig
 "$BIN/kubectl" config --kubeconfig "$kubeconfig" set-context shardfeed-test --cluster shardfeed-test --user admin >/dev/null
 "$BIN/kubectl" config --kubeconfig "$kubeconfig" use-context shardfeed-test >/dev/null
 
-api_ready() {
+# Not wait_until: a process that exits must be said, with its log, at once
+# (a check inside wait_until has its output hidden).
+start=$SECONDS
+until "$BIN/kubectl" --kubeconfig "$kubeconfig" get --raw /readyz >/dev/null 2>&1; do
+	kill -0 "${pids[0]}" 2>/dev/null || die "etcd exited; its log:$(printf '\n'; tail -n 20 "$dir/etcd.log")"
 	kill -0 "${pids[1]}" 2>/dev/null || die "kube-apiserver exited; its log:$(printf '\n'; tail -n 20 "$dir/kube-apiserver.log")"
-	"$BIN/kubectl" --kubeconfig "$kubeconfig" get --raw /readyz
-}
-# api_ready dies on its own when the process exits; wait_until hides its output.
-wait_until 90 "kube-apiserver" api_ready ||
-	die "kube-apiserver not ready in 90 s; its log:$(printf '\n'; tail -n 20 "$dir/kube-apiserver.log")"
+	((SECONDS - start < 90)) || die "kube-apiserver not ready in 90 s; its log:$(printf '\n'; tail -n 20 "$dir/kube-apiserver.log")"
+	sleep 0.2
+done
+log "kube-apiserver ready after $((SECONDS - start)) s"
 
 cat >"$dir/env" <<EOF
 KUBECONFIG=$kubeconfig

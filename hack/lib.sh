@@ -11,6 +11,15 @@ free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# free_ports N prints N distinct free TCP ports on 127.0.0.1, one per line
+# (all bound at once, so no two are the same).
+free_ports() {
+	python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
+
 # need_bin NAME... fails with a hint when bin/NAME is missing.
 need_bin() {
 	local b

@@ -50,24 +50,49 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-port=$(free_port)
-console_port=$(free_port)
 user=shardfeed-$(openssl rand -hex 4)
 password=$(openssl rand -hex 20)
-endpoint=http://127.0.0.1:$port
-
-log "starting MinIO on $endpoint"
 mkdir -p "$dir/data"
-MINIO_ROOT_USER=$user MINIO_ROOT_PASSWORD=$password MINIO_BROWSER=off MINIO_UPDATE=off \
-	"$BIN/minio" server --quiet --address "127.0.0.1:$port" --console-address "127.0.0.1:$console_port" \
-	"$dir/data" >"$dir/minio.log" 2>&1 &
-pid=$!
 
-minio_ready() {
-	kill -0 "$pid" 2>/dev/null || die "MinIO exited; its log:$(printf '\n'; tail -n 20 "$dir/minio.log")"
-	curl -fsS "$endpoint/minio/health/ready"
+# start_minio starts MinIO on two free ports and waits until it is ready:
+# 0 ready, 1 exited (a port taken between free_port and its bind, or a
+# crash: its log says), 2 not ready in time.
+start_minio() {
+	{ read -r port; read -r console_port; } < <(free_ports 2)
+	endpoint=http://127.0.0.1:$port
+	log "starting MinIO on $endpoint"
+	MINIO_ROOT_USER=$user MINIO_ROOT_PASSWORD=$password MINIO_BROWSER=off MINIO_UPDATE=off \
+		"$BIN/minio" server --quiet --address "127.0.0.1:$port" --console-address "127.0.0.1:$console_port" \
+		"$dir/data" >"$dir/minio.log" 2>&1 &
+	pid=$!
+	local start=$SECONDS
+	# A first start after the tools were built, on a loaded machine, has
+	# taken tens of seconds.
+	while ((SECONDS - start < 90)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" 2>/dev/null || true
+			pid=
+			return 1
+		fi
+		if curl -fsS "$endpoint/minio/health/ready" >/dev/null 2>&1; then
+			log "MinIO ready after $((SECONDS - start)) s"
+			return 0
+		fi
+		sleep 0.2
+	done
+	return 2
 }
-wait_until 60 "MinIO" minio_ready || die "MinIO not ready in 60 s; its log:$(printf '\n'; tail -n 20 "$dir/minio.log")"
+
+for attempt in 1 2 3; do
+	rc=0
+	start_minio || rc=$?
+	case $rc in
+	0) break ;;
+	2) die "MinIO not ready in 90 s; its log:$(printf '\n'; tail -n 20 "$dir/minio.log")" ;;
+	esac
+	log "MinIO exited at start (attempt $attempt of 3); its log:$(printf '\n'; tail -n 20 "$dir/minio.log")"
+	((attempt < 3)) || die "MinIO exited at start 3 times; see its log above"
+done
 
 # curl signs the request itself (SigV4), so no S3 client is needed here.
 curl -fsS -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" --user "$user:$password" "$endpoint/$bucket" >/dev/null ||

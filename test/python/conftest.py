@@ -46,9 +46,14 @@ class _Server:
     def _wait_for_env(self, script: str) -> dict[str, str]:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self.env_file.exists():
-            if self._proc.poll() is not None or time.monotonic() > deadline:
+            exited = self._proc.poll() is not None
+            if exited or time.monotonic() > deadline:
+                # Read the script's output before stop() closes it: it is
+                # the only account of why the start failed.
+                how = f"exited with {self._proc.returncode}" if exited else f"wrote no env file in {START_TIMEOUT_S} s"
+                out = self._output()
                 self.stop()
-                raise RuntimeError(f"hack/{script} did not start:\n{self._output()}")
+                raise RuntimeError(f"{script} did not start ({how}); its output:\n{out}")
             time.sleep(0.1)
         pairs = (line.split("=", 1) for line in self.env_file.read_text().splitlines() if "=" in line)
         return {k: v for k, v in pairs}
@@ -58,6 +63,8 @@ class _Server:
         return self._log.read().decode(errors="replace")
 
     def stop(self) -> None:
+        if self._log.closed:
+            return
         if self._proc.poll() is None:
             self._proc.send_signal(signal.SIGTERM)
             try:

@@ -69,3 +69,48 @@ def test_torchdata_stateful_dataloader_resumes_mid_epoch():
     rest = [b.tolist() for b in resumed]
     assert first == [[0, 1], [2, 3]]
     assert rest == [[4, 5], [6, 7], [8, 9]]
+
+
+def test_a_server_that_does_not_start_shows_its_own_output(tmp_path):
+    """A fixture's server that fails says why: its script's output, not
+    "seek of closed file" from reading a log stop() had closed."""
+    import pytest
+
+    from conftest import _Server
+
+    script = tmp_path / "broken.sh"
+    script.write_text("#!/bin/sh\necho 'listen tcp 127.0.0.1:9000: bind: address already in use' >&2\nexit 3\n")
+    script.chmod(0o755)
+    with pytest.raises(RuntimeError) as failed:
+        _Server(str(script))
+    message = str(failed.value)
+    assert "exited with 3" in message and "address already in use" in message, message
+
+
+def test_minio_starts_again_when_its_first_start_exits(tmp_path):
+    """hack/minio.sh tries new ports when MinIO exits at start (a port
+    taken between choosing it and binding it), saying so with MinIO's log,
+    and serves."""
+    import os
+    import subprocess
+
+    from conftest import ROOT
+
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    first = tmp_path / "first-start-done"
+    (fake_bin / "minio").write_text(f"""#!/bin/sh
+if [ ! -e {first} ]; then
+  touch {first}
+  echo 'FATAL Unable to start the server: listen tcp: address already in use' >&2
+  exit 1
+fi
+exec {ROOT / 'bin' / 'minio'} "$@"
+""")
+    (fake_bin / "minio").chmod(0o755)
+    done = subprocess.run([str(ROOT / "hack" / "minio.sh"), "--", "sh", "-c", 'curl -fsS "$SHARDFEED_S3_ENDPOINT/minio/health/ready"'],
+                          env=dict(os.environ, SHARDFEED_BIN=str(fake_bin)), capture_output=True, text=True, timeout=180)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "MinIO exited at start (attempt 1 of 3)" in out and "address already in use" in out, out
+    assert "MinIO ready after" in out, out

@@ -114,8 +114,15 @@ def test_the_wheel_installs_and_trains_from_a_manifest_then_resumes_exactly(inst
     pq.write_table(pa.table({"id": np.arange(N), "x": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), 4),
                              "y": (x @ np.array([1, -2, 3, 0.5], dtype=np.float32))}), here / "data" / "part-0.parquet",
                    row_group_size=60)
-    # The wheel's shardfeed command is the bundled binary.
+    # The wheel's shardfeed command is the bundled binary, reached without
+    # importing torch or pyarrow (3.7 s a call when the script imported
+    # the package whole).
     assert "shardfeed" in run([str(venv / "bin" / "shardfeed"), "version"], env=env, cwd=here)
+    done = subprocess.run([py, "-X", "importtime", str(venv / "bin" / "shardfeed"), "version"], env=env, cwd=here,
+                          capture_output=True, text=True, timeout=60)
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert done.returncode == 0 and "shardfeed" in done.stdout, done.stdout + done.stderr
+    assert not imported & {"torch", "pyarrow", "numpy"}, f"the shardfeed command imported {sorted(imported & {'torch', 'pyarrow', 'numpy'})}"
     run(["shardfeed", "index", "data/"], env=env, cwd=here)
     (here / "dataset.yaml").write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
 kind: TrainingDataset

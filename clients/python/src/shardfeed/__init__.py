@@ -7,14 +7,42 @@
     loader.state_dict(); loader.load_state_dict(d); loader.commit()
 """
 
-from ._client import SOCKET_ENV, Client
-from ._stream import BatchStream
-from ._convert import Output
-from ._stats import Stats
-from .dataset import FeedDataset, data_parallel_coordinates
-from .errors import ShardfeedError, SidecarError, SidecarNotReady, StreamCut, TransformError
-from .loader import FeedLoader
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._client import SOCKET_ENV, Client
+    from ._convert import Output
+    from ._stats import Stats
+    from ._stream import BatchStream
+    from .dataset import FeedDataset, data_parallel_coordinates
+    from .errors import ShardfeedError, SidecarError, SidecarNotReady, StreamCut, TransformError
+    from .loader import FeedLoader
+
+# Each name's module, imported on first use (PEP 562): `import shardfeed`
+# and the wheel's `shardfeed` command then cost no torch or pyarrow import.
+_LAZY = {
+    "SOCKET_ENV": "._client", "Client": "._client", "BatchStream": "._stream", "Output": "._convert", "Stats": "._stats",
+    "FeedDataset": ".dataset", "data_parallel_coordinates": ".dataset", "FeedLoader": ".loader",
+    "ShardfeedError": ".errors", "SidecarError": ".errors", "SidecarNotReady": ".errors", "StreamCut": ".errors",
+    "TransformError": ".errors",
+}
 
 __all__ = ["SOCKET_ENV", "BatchStream", "Client", "FeedDataset", "FeedLoader", "Output", "ShardfeedError", "SidecarError",
            "SidecarNotReady", "Stats", "StreamCut", "TransformError", "data_parallel_coordinates"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'shardfeed' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -1,11 +1,13 @@
-"""The `shardfeed` command of the wheel: the bundled binary, run as is."""
+"""The `shardfeed` command of the wheel: the bundled binary, run as is.
+It imports nothing heavy (the package's __init__ is lazy), so a CLI call
+costs the binary's start, not torch's import."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from ._local import find_binary
+from ._binary import find_binary
 from .errors import ShardfeedError
 
 

@@ -25,37 +25,15 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from ._binary import BINARY_ENV, bundled_binary, find_binary
 from ._client import Client
 from .errors import ShardfeedError, SidecarNotReady
 
-BINARY_ENV = "SHARDFEED_BINARY"
+__all__ = ["BINARY_ENV", "bundled_binary", "find_binary"]  # re-exported: callers know them here
 STATE_DIR = ".shardfeed"
 START_WAIT_S = 120.0
 
 _PR_SET_PDEATHSIG = 1
-
-
-def bundled_binary() -> Path:
-    """Where a platform wheel puts the shardfeed command."""
-    return Path(__file__).resolve().parent / "_bin" / "shardfeed"
-
-
-def find_binary(binary: str | None = None, *, path: bool = True) -> str:
-    """The shardfeed command to run: the argument, else $SHARDFEED_BINARY,
-    else the wheel's own, else (if path) the one on PATH."""
-    for candidate in (binary, os.environ.get(BINARY_ENV)):
-        if candidate:
-            if not os.access(candidate, os.X_OK):
-                raise ShardfeedError(f"{candidate} is not an executable shardfeed command")
-            return candidate
-    own = bundled_binary()
-    if os.access(own, os.X_OK):
-        return str(own)
-    found = shutil.which("shardfeed") if path else None
-    if found:
-        return found
-    raise ShardfeedError("no shardfeed command: install the platform wheel (it bundles one; `make wheel` builds it), "
-                         f"put the shardfeed binary on PATH, or set {BINARY_ENV}")
 
 
 def _run_dir() -> tuple[Path, int]:

@@ -82,6 +82,27 @@ def test_a_transform_runs_on_a_pool_and_batches_keep_their_order(feed_factory):
 
 
 @pytest.mark.parametrize("workers", [0, 1])
+def test_columns_choose_what_the_transform_is_given_and_its_new_columns_are_delivered(feed_factory, workers):
+    """columns= is applied before the transform: the transform sees only
+    those columns (and the _shardfeed_ ones), and the column it adds is
+    delivered (it was dropped, being no column the dataset names)."""
+    feed = feed_factory(table(), SPEC)
+
+    def add(rb):
+        # What it was given, as a column (a worker's transform runs in
+        # another process): the data columns other than x.
+        others = [n for n in rb.schema.names if n != "x" and not n.startswith("_shardfeed_")]
+        given = pa.array([len(others) + (0 if "x" in rb.schema.names else 100)] * rb.num_rows, pa.int32())
+        return rb.append_column("x2", pc.multiply(rb.column("x"), 2.0)).append_column("given", given)
+
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, columns=["x"], transform=add)
+    batch = next(iter(shardfeed.FeedLoader(ds, num_workers=workers)))
+    assert (batch["given"].numpy() == 0).all(), "the transform must be given x and no other data column"
+    assert {"x", "x2", "given", "_shardfeed_index"} <= set(batch) and "id" not in batch, sorted(batch)
+    assert (batch["x2"].numpy() == 2 * batch["x"].numpy()).all()
+
+
+@pytest.mark.parametrize("workers", [0, 1])
 def test_a_failing_transform_raises_by_default_naming_the_step(feed_factory, workers):
     feed = feed_factory(table(), SPEC)
     loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, transform=failing), num_workers=workers)

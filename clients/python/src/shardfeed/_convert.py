@@ -168,6 +168,16 @@ class Converter:
         return Batch(_to_torch(out))
 
 
+def project(batch: pa.RecordBatch, columns: list[str] | None) -> pa.RecordBatch:
+    """batch with only columns (and the _shardfeed_ ones): what a transform
+    is given, so that the columns it adds are delivered too."""
+    if columns is None:
+        return batch
+    _check_names(batch.schema.names, columns)
+    keep = [i for i, f in enumerate(batch.schema) if f.name in columns or f.name.startswith("_shardfeed_")]
+    return batch if len(keep) == batch.num_columns else batch.select(keep)
+
+
 _torch_warned = False
 
 

@@ -155,7 +155,8 @@ class FeedDataset(_Base):
         device_mesh: a torch DeviceMesh to take dp_rank and dp_size from:
             its dimensions named dp or dp_* are data-parallel.
         columns: the dataset's columns to deliver (the _shardfeed_ columns
-            come always); default all.
+            come always); default all. With a transform, the columns it
+            is given: it returns what is delivered, columns it adds too.
         output: "torch" (default with torch installed), "numpy" or "arrow".
         epoch: the epoch to read; default the committed one (the next one
             when the committed epoch is complete).
@@ -386,8 +387,14 @@ class FeedDataset(_Base):
         client = self.client()
         raw = self._raw(client, worker, workers, release_here=not shared, handoff=self.handoff and not wrapped)
         items: Iterator[tuple[int, pa.RecordBatch]]
+        # columns= chooses what the transform is given; what it returns is
+        # delivered whole, the columns it adds included.
+        delivered = self.columns
         if self.transform is not None:
-            items = OrderedTransform(self.transform, self.transform_threads, self.on_transform_error, c).run(raw)
+            wanted = self.columns
+            items = OrderedTransform(self.transform, self.transform_threads, self.on_transform_error, c).run(
+                (k, _convert.project(rb, wanted)) for k, rb in raw)
+            delivered = None
         else:
             items = _timed(raw, c)
         reporter = None
@@ -402,9 +409,9 @@ class FeedDataset(_Base):
                     break
                 k, rb = item
                 stream = self._stream
-                conv = _convert.converter(conv, rb, self.output, self.columns)  # checks the columns
+                conv = _convert.converter(conv, rb, self.output, delivered)  # checks the columns
                 if shared and stream is not None and stream.placement is not None:
-                    batch = stream.shared(self.columns, self.output)
+                    batch = stream.shared(delivered, self.output)
                 else:
                     batch = conv(rb)
                 waited = time.perf_counter() - start

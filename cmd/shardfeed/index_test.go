@@ -360,3 +360,29 @@ func shellWords(t *testing.T, s string) []string {
 	}
 	return out
 }
+
+// An empty part file (Spark leaves them) is no shard, as an empty Parquet
+// file is; it failed the whole stream's index ("no JSON records",
+// "reading the header row: EOF").
+func TestAnEmptyPartFileIsNoShard(t *testing.T) {
+	for _, tt := range []struct {
+		format, full, header string
+	}{
+		{"jsonl", "{\"a\": 1}\n{\"a\": 2}\n", ""},
+		{"csv", "a,b\n1,2\n3,4\n", ""},
+		{"csv", "a,b\n1,2\n3,4\n", "a,b\n"},
+	} {
+		dir := t.TempDir()
+		ext := "." + tt.format
+		if err := os.WriteFile(filepath.Join(dir, "part-0"+ext), []byte(tt.full), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "part-1"+ext), []byte(tt.header), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runCLI(t, "index", "file://"+dir+"/", "--format", tt.format)
+		if err != nil || !strings.Contains(out, "1 shards, 2 samples") {
+			t.Errorf("%s with an empty part (%q): %v\n%s", tt.format, tt.header, err, out)
+		}
+	}
+}

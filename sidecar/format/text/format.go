@@ -92,6 +92,9 @@ func (t *Format) indexObject(ctx context.Context, st store.Store, o store.Object
 	if err != nil {
 		return err
 	}
+	if len(chunks) == 0 {
+		return nil // an empty object, as an empty Parquet file: no shard
+	}
 	if opts.Schema != nil {
 		if err := t.fitsSchema(fields, opts.Schema); err != nil {
 			return err

@@ -88,7 +88,7 @@ func scanJSONL(r io.Reader, target int64, inf *inference) ([]index.Field, []Chun
 		chunks = append(chunks, cur)
 	}
 	if len(chunks) == 0 {
-		return nil, nil, errors.New("no JSON records")
+		return nil, nil, nil // an empty object (Spark writes empty part files): no shard
 	}
 	return inf.fields(), chunks, nil
 }
@@ -113,6 +113,9 @@ func scanCSV(r io.Reader, comma rune, target int64, inf *inference) ([]index.Fie
 	cr.Comma = comma
 	cr.ReuseRecord = true
 	header, err := cr.Read()
+	if errors.Is(err, io.EOF) {
+		return nil, nil, nil // an empty object: no shard
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the header row: %w", err)
 	}
@@ -154,7 +157,7 @@ func scanCSV(r io.Reader, comma rune, target int64, inf *inference) ([]index.Fie
 		chunks = append(chunks, cur)
 	}
 	if len(chunks) == 0 {
-		return nil, nil, errors.New("no records after the header row")
+		return nil, nil, nil // a header and no rows: no shard, and no types to merge
 	}
 	fields := make([]index.Field, len(names))
 	for i, n := range names {

@@ -138,11 +138,8 @@ func TestScanRejectsBadInput(t *testing.T) {
 		data, want string
 		given      []index.Field
 	}{
-		{JSONL, "", "no JSON records", nil},
 		{JSONL, "{\"a\": 1}\n[1, 2]\n", "line 2: not a JSON object", nil},
-		{CSV, "", "header row", nil},
 		{CSV, "a,a\n1,2\n", "unique and non-empty", nil},
-		{CSV, "a,b\n", "no records", nil},
 		{CSV, "a,b\n1,2,3\n", "wrong number of fields", nil},
 		// A given schema: the first value its type cannot hold, by line.
 		{JSONL, manyRecords("{\"x\": %d}\n", 3000) + "{\"x\": 1.5}\n", `line 3001: column "x" has a float64 value, the given schema says int64`, given},
@@ -151,6 +148,20 @@ func TestScanRejectsBadInput(t *testing.T) {
 	for _, tt := range tests {
 		if _, _, err := Scan(strings.NewReader(tt.data), tt.kind, 100, tt.given); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Scan(%s, %.60q…) = %v, want %q", tt.kind, tt.data, err, tt.want)
+		}
+	}
+}
+
+// An empty object (Spark leaves empty part files) is no shard, not an
+// error for the whole stream, as an empty Parquet file is.
+func TestScanOfAnEmptyObjectIsNoShard(t *testing.T) {
+	for _, tt := range []struct {
+		kind *Format
+		data string
+	}{{JSONL, ""}, {JSONL, "\n  \n"}, {CSV, ""}, {CSV, "a,b\n"}, {TSV, ""}} {
+		fields, chunks, err := Scan(strings.NewReader(tt.data), tt.kind, 100, nil)
+		if err != nil || len(chunks) != 0 || fields != nil {
+			t.Errorf("Scan(%s, %q) = %v, %v, %v: want no fields, no chunks, no error", tt.kind, tt.data, fields, chunks, err)
 		}
 	}
 }

@@ -174,6 +174,14 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 				if _, err := fmt.Fprintf(out, "%s %s%s: %d shards, %d samples (%s)\n", verb, st.URI(), index.FileName, len(f.Shards), f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
 					return err
 				}
+				if keys := hiveKeys(f); opts.Partitions == nil && len(keys) > 0 {
+					fix := "index with --hive to read them as columns"
+					if k := datav1alpha1.ShardFormat(kind); k != datav1alpha1.FormatParquet && k != datav1alpha1.FormatORC {
+						fix = "--hive reads Parquet and ORC trees: put the values in the records, or convert the tree to Parquet and index that with --hive"
+					}
+					_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "note: every object is under key=value folders (%s): their values are not columns of this index; %s\n",
+						strings.Join(keys, ", "), fix)
+				}
 				l = f.Layout()
 			}
 			if filter == "" {
@@ -390,6 +398,29 @@ func (t *icebergFlags) index(ctx context.Context, src store.Source, opts iceberg
 		User: os.Getenv("SHARDFEED_CATALOG_USER"), Password: os.Getenv("SHARDFEED_CATALOG_PASSWORD")}
 	c.Type = datav1alpha1.IcebergCatalogType(t.catalogType)
 	return icebergindex.Index(ctx, icebergindex.Table{Catalog: c, Name: t.table, SnapshotID: t.snapshotID, Ref: t.ref}, src, opts)
+}
+
+// hiveKeys returns the partition keys of a tree whose every object sits
+// under key=value folders (a hive-partitioned tree indexed without
+// --hive, whose partition values would not be columns), else nil.
+func hiveKeys(f *index.File) []string {
+	var keys []string
+	for i, e := range f.Shards {
+		dirs := strings.Split(e.Object, "/")
+		var these []string
+		for _, d := range dirs[:len(dirs)-1] {
+			if k, _, ok := strings.Cut(d, "="); ok && k != "" {
+				these = append(these, k)
+			}
+		}
+		if len(these) == 0 {
+			return nil
+		}
+		if i == 0 {
+			keys = these
+		}
+	}
+	return keys
 }
 
 // progressPrinter prints one updating line on a terminal, a line per tenth

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/testdata"
 )
 
 // jsonLines writes n records {"x": i} and then last into dir/part-0.jsonl.
@@ -384,5 +386,41 @@ func TestAnEmptyPartFileIsNoShard(t *testing.T) {
 		if err != nil || !strings.Contains(out, "1 shards, 2 samples") {
 			t.Errorf("%s with an empty part (%q): %v\n%s", tt.format, tt.header, err, out)
 		}
+	}
+}
+
+// A tree of key=value folders indexed without --hive: the index is made
+// (the files are readable so), and a note says the values are not columns
+// and how to make them so.
+func TestAHiveTreeIndexedWithoutHiveGetsAHint(t *testing.T) {
+	dir := t.TempDir()
+	for _, part := range []string{"year=2024/lang=en", "year=2025/lang=de"} {
+		if err := os.MkdirAll(filepath.Join(dir, part), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, part, "part-0.jsonl"), []byte("{\"a\": 1}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := runCLI(t, "index", "file://"+dir+"/", "--format", "jsonl")
+	if err != nil || !strings.Contains(out, "key=value folders (year, lang)") || !strings.Contains(out, "convert the tree to Parquet and index that with --hive") {
+		t.Errorf("no hint at --hive: %v\n%s", err, out)
+	}
+	pq := t.TempDir()
+	if err := testdata.Parquet(context.Background(), filepath.Join(pq, "day=1"), "p", 10, 10, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(pq, "day=1", "index.json")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, "index", "file://"+pq+"/", "--format", "parquet"); err != nil || !strings.Contains(out, "(day): their values are not columns of this index; index with --hive") {
+		t.Errorf("no hint at --hive for Parquet: %v\n%s", err, out)
+	}
+	flat := t.TempDir()
+	if err := os.WriteFile(filepath.Join(flat, "part-0.jsonl"), []byte("{\"a\": 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, "index", "file://"+flat+"/", "--format", "jsonl"); err != nil || strings.Contains(out, "--hive") {
+		t.Errorf("a flat tree was hinted at --hive: %v\n%s", err, out)
 	}
 }

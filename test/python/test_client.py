@@ -214,6 +214,14 @@ def test_stateful_dataloader_restores_every_worker_exactly(feed_factory):
         got.append(k)
     assert got == list(range(STEPS))
 
+    # The commit docs/python-client.md shows for a StatefulDataLoader: the
+    # sidecar records it, and a loader with no state of its own starts there.
+    client = ds2.client()
+    client.commit(epoch=0, step=STEPS - 3)
+    assert (client.state()["epoch"], client.state()["step"]) == (0, STEPS - 3)
+    fresh = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1))
+    assert [int(b["_shardfeed_step"][0]) for b in fresh] == [STEPS - 3, STEPS - 2, STEPS - 1]
+
 
 def test_micro_batches_split_a_step_and_count_it_once(feed_factory):
     feed = feed_factory(tokens_table(), SPEC)

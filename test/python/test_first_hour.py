@@ -99,3 +99,23 @@ def test_a_run_says_which_job_it_resumes_and_jobs_keep_their_own_state(project):
     assert code != 0 and 'job "nothing" of TrainingDataset "web" has no committed progress' in out, out
     code, out = project.run("--resume", "--fresh")
     assert code != 0 and "exclude each other" in out, out
+
+
+def test_errors_that_reach_python_name_its_arguments_not_serve_flags(project, monkeypatch):
+    """A Python user sets from_manifest's fresh= and job=, not serve's
+    flags: what serve says reaches them in those words."""
+    project.start()
+    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(rank=0, world_size=1))
+    for i, _ in enumerate(loader):
+        if i == 2:
+            break
+    loader.commit()
+    project.stop()
+    manifest = project.feed.manifest
+    manifest.write_text(manifest.read_text().replace("globalBatchSize: 10", "globalBatchSize: 20"))  # another plan
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", project.feed.minio.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", project.feed.minio.secret_key)
+    with pytest.raises(shardfeed.ShardfeedError) as refused:
+        shardfeed.FeedDataset.from_manifest(manifest, rank=0, world_size=1, binary=str(SHARDFEED_BIN))
+    said = str(refused.value)
+    assert "fresh=True" in said and 'job="NAME"' in said and "--fresh" not in said and "--job" not in said, said

@@ -15,7 +15,7 @@ import errno
 import fcntl
 import hashlib
 import os
-import shutil
+import re
 import signal
 import stat
 import subprocess
@@ -34,6 +34,25 @@ STATE_DIR = ".shardfeed"
 START_WAIT_S = 120.0
 
 _PR_SET_PDEATHSIG = 1
+
+
+# The serve flags a Python caller sets as from_manifest's arguments, and
+# the words for them in what serve says.
+_PYTHON_WORDS = [
+    (re.compile(r"shardfeed serve (--job NAME|--job [^\s,;)]+) or --fresh on one machine"), 'job="NAME" or fresh=True in FeedDataset.from_manifest'),
+    (re.compile(r"--job ([^\s,;)]+)"), r'job="\1"'),
+    (re.compile(r"--fresh\b"), "fresh=True"),
+    (re.compile(r"--job\b"), "job="),
+]
+
+
+def python_words(text: str) -> str:
+    """What serve says, in the words of a Python caller: the arguments of
+    FeedDataset.from_manifest (fresh=True, job=...) where serve names its
+    flags (--fresh, --job), since Python users set those, not flags."""
+    for pattern, words in _PYTHON_WORDS:
+        text = pattern.sub(words, text)
+    return text
 
 
 def _run_dir() -> tuple[Path, int]:
@@ -118,7 +137,13 @@ class LocalServe:
             self._lock.close()
             self._lock = None
             return
-        cmd = [find_binary(binary), "serve", "-f", str(self.manifest), "--job", job, "--socket", self.socket,
+        try:
+            command = find_binary(binary)
+        except ShardfeedError:
+            self._lock.close()
+            self._lock = None
+            raise
+        cmd = [command, "serve", "-f", str(self.manifest), "--job", job, "--socket", self.socket,
                "--metrics-addr", "", *(["--fresh"] if fresh else []), *(args or [])]
         state_fd = os.open(self.directory / STATE_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
@@ -145,7 +170,8 @@ class LocalServe:
         client = Client(self.socket, timeout=5)
         while True:
             if self.proc is not None and self.proc.poll() is not None:
-                raise ShardfeedError(f"shardfeed serve -f {self.manifest} exited with {self.proc.returncode}:\n{self.log()}")
+                raise ShardfeedError(f"shardfeed serve -f {self.manifest} exited with {self.proc.returncode}:\n"
+                                     f"{python_words(self.log())}")
             try:
                 client.wait_ready(min(1.0, max(deadline - time.monotonic(), 0.01)))
                 return

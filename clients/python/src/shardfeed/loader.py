@@ -216,10 +216,11 @@ class FeedLoader:
         committed = state.get("committed") is not None
         if self.resume == "must" and not committed:
             raise ShardfeedError(f"{job} has no committed progress to resume (resume='must'): check that the sidecar on "
-                                 f"{client.socket} serves the job you meant (shardfeed serve --job NAME)")
+                                 f"{client.socket} serves the job you meant (job=\"NAME\" in FeedDataset.from_manifest; shardfeed serve --job NAME)")
         if self.resume == "fresh" and committed:
             raise ShardfeedError(f"{job} has committed progress (epoch {epoch}, step {step}) and resume='fresh': start a new job "
-                                 f"(shardfeed serve --fresh or --job NAME; in a cluster, a new shardfeed.io/job), or resume with resume='auto'")
+                                 f"(fresh=True or job=\"NAME\" in FeedDataset.from_manifest; shardfeed serve --fresh or --job NAME; in a cluster, "
+                                 f"a new shardfeed.io/job), or resume with resume='auto'")
         if committed:
             log.info('shardfeed: job "%s" resumes at its committed epoch %d, step %d', job, epoch, step)
         else:

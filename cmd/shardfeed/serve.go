@@ -58,13 +58,16 @@ const DefaultSocket = sidecarconfig.SocketPath
 
 func (o *feedOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.socket, "socket", o.socket, "Unix socket to serve on")
-	f.StringVar(&o.metricsAddr, "metrics-addr", fmt.Sprintf(":%d", sidecarconfig.MetricsPort), `TCP address of the Prometheus metrics ("" for none)`)
+	// Loopback by default: a laptop's serve is not a service of its
+	// network (the injected sidecar is given its pod's address).
+	f.StringVar(&o.metricsAddr, "metrics-addr", fmt.Sprintf("127.0.0.1:%d", sidecarconfig.MetricsPort), `TCP address of the Prometheus metrics ("" for none; ":9464" for every interface)`)
 	f.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "directory of the shard cache")
 	f.StringVar(&o.cacheLimit, "cache-limit", "", "bytes of the shard cache, e.g. 20Gi (default: spec.sidecar.cacheLimit, else unbounded)")
 	f.StringVar(&o.decodedLimit, "memory-limit", "1Gi", "memory for decoded shards not in use (at most half the container's memory limit unless set)")
 	f.StringVar(&o.handoffMemory, "handoff-memory", "", "shared memory the batches are handed over in, all streams together, e.g. 512Mi; 0: through the socket (default: spec.sidecar.handoffMemory, else 256Mi)")
 	f.IntVar(&o.handoffSlots, "handoff-slots", handoff.DefaultSlots, "batches each stream may have in shared memory at once")
 	f.IntVar(&o.prefetch, "prefetch", -1, "shards fetched ahead (default: spec.sidecar.prefetch, else 2)")
+	f.Lookup("prefetch").DefValue = "0" // -1 means "not given": the usage says the default
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.pprof, "pprof", false, "serve Go's /debug/pprof/ on the metrics address")
 	f.BoolVar(&o.metricsTLS, "metrics-tls", false, "serve the metrics over TLS, with a certificate made at start (pods get it from the webhook)")

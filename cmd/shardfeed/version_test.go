@@ -62,3 +62,20 @@ func TestVersionCommand(t *testing.T) {
 		})
 	}
 }
+
+// serve's flags as `--help` shows them: metrics on loopback unless asked
+// (a laptop's serve is no service of its network), one default each.
+func TestServeHelpShowsOneDefaultAndLoopbackMetrics(t *testing.T) {
+	out, err := runCLI(t, "serve", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Count(line, "(default") > 1 {
+			t.Errorf("a flag with two defaults: %s", strings.TrimSpace(line))
+		}
+		if strings.Contains(line, "--metrics-addr") && !strings.Contains(line, `(default "127.0.0.1:9464")`) {
+			t.Errorf("metrics are not on loopback by default: %s", strings.TrimSpace(line))
+		}
+	}
+}

@@ -114,6 +114,15 @@ func CompilePartial(src string, known []Column) (*Expr, error) {
 	return compile(src, known, others)
 }
 
+// UnknownColumnsError is an expression naming columns it was not given.
+type UnknownColumnsError struct {
+	Unknown, Columns []string
+}
+
+func (e *UnknownColumnsError) Error() string {
+	return fmt.Sprintf("no column %s: the columns are %s", strings.Join(e.Unknown, ", "), strings.Join(e.Columns, ", "))
+}
+
 // compile declares columns with their types, and others of any type.
 func compile(src string, columns []Column, others []string) (*Expr, error) {
 	if err := Check(src); err != nil {
@@ -145,7 +154,7 @@ func compile(src string, columns []Column, others []string) (*Expr, error) {
 			}
 		}
 		if len(unknown) > 0 {
-			return nil, fmt.Errorf("no column %s: the columns are %s", strings.Join(unknown, ", "), strings.Join(names, ", "))
+			return nil, &UnknownColumnsError{Unknown: unknown, Columns: names}
 		}
 		return nil, iss.Err()
 	}

@@ -2,12 +2,32 @@ package format
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
+
+// unreadable says of an unknown column that the stream has it, in a type
+// a filter cannot read (a struct, a list, a timestamp…), rather than that
+// it has no such column.
+func unreadable(err error, schema *arrow.Schema) error {
+	var unknown *expr.UnknownColumnsError
+	if !errors.As(err, &unknown) {
+		return err
+	}
+	for _, name := range unknown.Unknown {
+		if idx := schema.FieldIndices(name); len(idx) > 0 {
+			return fmt.Errorf("column %q is %s, which a filter cannot read: filters read bool, integer, float, string and binary columns (not a struct's fields, lists or timestamps yet); filter on such a column, or write the value you need as a column of its own",
+				name, schema.Field(idx[0]).Type)
+		}
+	}
+	return err
+}
 
 // Select computes a row filter's selection over a stream of layout l whose
 // shards are in st: each shard is read (only the columns the filter can
@@ -28,7 +48,7 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 	cols := expr.ColumnsOf(schema)
 	e, err := expr.Compile(filter, cols)
 	if err != nil {
-		return nil, nil, fmt.Errorf("filter: %w", err)
+		return nil, nil, fmt.Errorf("filter: %w", unreadable(err, schema))
 	}
 	names := make([]string, len(cols))
 	for i, c := range cols {

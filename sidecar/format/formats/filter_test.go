@@ -71,6 +71,35 @@ func TestSelectFindsTheMatchingRowsOfEveryShard(t *testing.T) {
 	}
 }
 
+// A filter on a column the stream has in a type filters cannot read (a
+// struct) says so, naming the type: it was "no column meta".
+func TestAFilterOnAStructColumnSaysWhyNotNoColumn(t *testing.T) {
+	ctx := context.Background()
+	meta := arrow.StructOf(arrow.Field{Name: "lang", Type: arrow.BinaryTypes.String, Nullable: true})
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "meta", Type: meta, Nullable: true}}, nil))
+	defer rb.Release()
+	for i := range 4 {
+		rb.Field(0).(*array.Int64Builder).Append(int64(i))
+		sb := rb.Field(1).(*array.StructBuilder)
+		sb.Append(true)
+		sb.FieldBuilder(0).(*array.StringBuilder).Append("en")
+	}
+	st := hiveTree(t, map[string][]byte{"a.parquet": writeParquet(t, rb, 10)})
+	reg := Default()
+	f, err := reg.Index(ctx, st, datav1alpha1.FormatParquet, format.IndexOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = reg.Select(ctx, st, f.Layout(), "meta.lang == 'en'", nil)
+	if err == nil || !strings.Contains(err.Error(), `column "meta" is struct<lang: utf8`) || !strings.Contains(err.Error(), "which a filter cannot read") {
+		t.Fatalf("a filter on a struct column: %v", err)
+	}
+	if _, _, err := reg.Select(ctx, st, f.Layout(), "lang == 'en'", nil); err == nil || !strings.Contains(err.Error(), "no column lang: the columns are id") {
+		t.Fatalf("an unknown column: %v", err)
+	}
+}
+
 // A filtered stream, end to end without a pod: shardfeed index --filter's
 // selection written beside the index; the stream opened as the operator
 // and the sidecar open it plans over the matching rows only (plan version

@@ -99,15 +99,16 @@ func schemaOf(types []typeDesc) (*arrow.Schema, error) {
 			parents[sub] = id + 1
 		}
 	}
-	root, err := arrowType(types, 0, 0)
+	root, err := arrowType(types, 0, 0, "")
 	if err != nil {
 		return nil, err
 	}
 	return arrow.NewSchema(root.(*arrow.StructType).Fields(), nil), nil
 }
 
-// arrowType is the Arrow type of column id, as pyarrow reads it.
-func arrowType(types []typeDesc, id uint64, depth int) (arrow.DataType, error) {
+// arrowType is the Arrow type of column id, as pyarrow reads it; path
+// names the column in errors ("meta.tags[]"; "" for the root).
+func arrowType(types []typeDesc, id uint64, depth int, path string) (arrow.DataType, error) {
 	if id >= uint64(len(types)) || depth > 64 {
 		return nil, errCorrupt(fmt.Sprintf("type %d of %d", id, len(types)), nil)
 	}
@@ -137,7 +138,7 @@ func arrowType(types []typeDesc, id uint64, depth int) (arrow.DataType, error) {
 		if len(t.subtypes) != 1 || t.subtypes[0] <= id {
 			return nil, errCorrupt(fmt.Sprintf("list type %d", id), nil)
 		}
-		elem, err := arrowType(types, t.subtypes[0], depth+1)
+		elem, err := arrowType(types, t.subtypes[0], depth+1, path+"[]")
 		if err != nil {
 			return nil, err
 		}
@@ -151,7 +152,11 @@ func arrowType(types []typeDesc, id uint64, depth int) (arrow.DataType, error) {
 			if sub <= id {
 				return nil, errCorrupt(fmt.Sprintf("struct type %d names type %d", id, sub), nil)
 			}
-			ft, err := arrowType(types, sub, depth+1)
+			name := t.fieldNames[i]
+			if path != "" {
+				name = path + "." + name
+			}
+			ft, err := arrowType(types, sub, depth+1, name)
 			if err != nil {
 				return nil, err
 			}
@@ -159,7 +164,7 @@ func arrowType(types []typeDesc, id uint64, depth int) (arrow.DataType, error) {
 		}
 		return arrow.StructOf(fields...), nil
 	}
-	return nil, fmt.Errorf("ORC type %s (column %d) is not supported yet: convert the column to a supported type (boolean, integers, float, double, string, binary, date, array, struct)", t.kind, id)
+	return nil, fmt.Errorf("column %q is ORC type %s, which is not supported yet: convert it to a supported type (boolean, integers, float, double, string, binary, date, array, struct), or leave it out of the stream's columns", path, t.kind)
 }
 
 // checkStripes checks that every stripe lies inside a file of size bytes

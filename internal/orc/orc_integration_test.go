@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -76,5 +77,23 @@ func TestIntegrationPyarrowFilesReadAsPyarrowReadsThem(t *testing.T) {
 				t.Fatalf("read %d rows, pyarrow reads 20000", row)
 			}
 		})
+	}
+}
+
+// A type not read yet is refused naming the column by its path (it named
+// its type number, which no user can map to a column).
+func TestIntegrationAnUnsupportedTypeNamesItsColumn(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(pyarrowFiles(t, 10), "unsupported.orc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(len(data))
+	n, err := orc.TailLength(size, data[max(0, len(data)-orc.TailSize):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = orc.ParseTail(size, data[size-n:])
+	if err == nil || !strings.Contains(err.Error(), `column "meta.at" is ORC type timestamp`) {
+		t.Fatalf("a timestamp in a struct: %v", err)
 	}
 }

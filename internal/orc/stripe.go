@@ -187,7 +187,7 @@ func (r *stripeReader) column(id uint64, n int, parent []bool) (arrow.Array, err
 		return nil, err
 	}
 	t := r.f.types[id]
-	dt, err := arrowType(r.f.types, id, 0)
+	dt, err := arrowType(r.f.types, id, 0, "") // checked with its name when the schema was read
 	if err != nil {
 		return nil, err
 	}

@@ -80,6 +80,11 @@ def main() -> None:
             for row in back.to_pylist():
                 f.write(json.dumps(plain(row), sort_keys=True) + "\n")
         print(name, orc.ORCFile(path).nstripes)
+    # A type shardfeed does not read yet, inside a struct: refused naming
+    # the column by its path.
+    stamps = pa.table({"id": pa.array([1, 2], pa.int64()),
+                       "meta": pa.array([{"at": datetime.datetime(2026, 1, 1)}, None], pa.struct([("at", pa.timestamp("ns"))]))})
+    orc.write_table(stamps, f"{out}/unsupported.orc")
 
 
 if __name__ == "__main__":

@@ -285,7 +285,7 @@ func (in *inference) addCSV(name, v string) error {
 	switch v {
 	case "":
 		t = "null"
-	case "true", "false":
+	case "true", "false", "True", "False", "TRUE", "FALSE": // pyarrow's CSV booleans (1 and 0 are integers first)
 		t = "bool"
 	default:
 		if _, err := strconv.ParseInt(v, 10, 64); err == nil {

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -285,6 +286,80 @@ func TestIntegrationChartRunsSpreadReplicasWithABudgetAndThePolicy(t *testing.T)
 	}
 	if c["image"] != "ghcr.io/shardfeed/shardfeed@"+digest {
 		t.Errorf("image %v, want it pinned by digest", c["image"])
+	}
+}
+
+// What platform teams set on a component that backs a failurePolicy: Fail
+// webhook reaches the manager's pods; and every alert links its runbook,
+// a section of docs/operations.md.
+func TestIntegrationChartTakesWhatAPlatformSetsOnACriticalComponent(t *testing.T) {
+	root, bin := dirs(t)
+	objs := render(t, []string{filepath.Join(bin, "helm"), "template", "sf", filepath.Join(root, "charts", "shardfeed"), "--namespace", "ops", "--kube-version", kubeVersion,
+		"--set", "priorityClassName=system-cluster-critical", "--set", "podLabels.team=ml", "--set", "podAnnotations.owner=platform",
+		"--set", "manager.extraArgs={--store-request-timeout=20s}", "--set", "manager.extraEnv[0].name=HTTPS_PROXY",
+		"--set", "manager.extraEnv[0].value=http://proxy:3128", "--set", "revisionHistoryLimit=3",
+		"--set", "topologySpreadConstraints[0].maxSkew=1", "--set", "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+		"--set", "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway"})
+	var deploy *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" {
+			deploy = o
+		}
+	}
+	if deploy == nil {
+		t.Fatal("rendered no Deployment")
+	}
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deploy.Object, &d); err != nil {
+		t.Fatal(err)
+	}
+	pod := d.Spec.Template
+	c := pod.Spec.Containers[0]
+	switch {
+	case pod.Spec.PriorityClassName != "system-cluster-critical":
+		t.Errorf("priorityClassName %q", pod.Spec.PriorityClassName)
+	case pod.Labels["team"] != "ml" || pod.Annotations["owner"] != "platform":
+		t.Errorf("pod labels %v, annotations %v", pod.Labels, pod.Annotations)
+	case c.Args[len(c.Args)-1] != "--store-request-timeout=20s":
+		t.Errorf("the extra argument is not last (it must win over the chart's): %v", c.Args)
+	case len(c.Env) < 2 || c.Env[len(c.Env)-1].Name != "HTTPS_PROXY":
+		t.Errorf("env %v", c.Env)
+	case d.Spec.RevisionHistoryLimit == nil || *d.Spec.RevisionHistoryLimit != 3:
+		t.Errorf("revisionHistoryLimit %v", d.Spec.RevisionHistoryLimit)
+	case len(pod.Spec.TopologySpreadConstraints) != 1 || pod.Spec.TopologySpreadConstraints[0].TopologyKey != "topology.kubernetes.io/zone":
+		t.Errorf("topologySpreadConstraints %v", pod.Spec.TopologySpreadConstraints)
+	}
+	if sel := d.Spec.Selector.MatchLabels; sel["team"] != "" {
+		t.Errorf("pod labels reached the selector (it is immutable): %v", sel)
+	}
+
+	alerts, err := os.ReadFile(filepath.Join(root, "charts", "shardfeed", "files", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := sigyaml.Unmarshal(alerts, &rules); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			const base = "https://github.com/shardfeed/shardfeed/blob/main/docs/operations.md#"
+			url := r.Annotations["runbook_url"]
+			if url != base+strings.ToLower(r.Alert) || !strings.Contains(string(ops), "\n### "+r.Alert+"\n") {
+				t.Errorf("alert %s: runbook_url %q, want %s%s and a section ### %s in docs/operations.md", r.Alert, url, base, strings.ToLower(r.Alert), r.Alert)
+			}
+		}
 	}
 }
 

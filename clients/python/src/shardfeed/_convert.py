@@ -4,18 +4,84 @@ Fixed-width columns become arrays without a loop per sample, viewing the
 Arrow buffers where the layout allows (no nulls, byte-sized values): ints,
 floats, float16, and fixed-size lists of them (tokens, tensors), reshaped to
 (rows, *shape) with the shape an MDS ndarray column records. Booleans are
-unpacked from bits. Strings and binaries become lists of str and bytes;
+unpacked from bits. A numeric or boolean column arrives as an array in
+every batch, nulls or not: a batch's nulls are filled (NaN for floats, 0
+for integers, False for booleans, or the dataset's fill_null), so that a
+column's type is the dataset's, never the batch's. Strings and binaries
+become lists of str and bytes;
 variable-length lists become lists of arrays; anything else (structs, maps)
 becomes Python values.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import warnings
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Mapping, Union
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+
+log = logging.getLogger("shardfeed")
+
+FillNull = Union[float, int, bool, Mapping[str, Union[float, int, bool]], None]
+"""What nulls of numeric and boolean columns become: one value for every
+column, a value per column name, or None for the defaults (NaN, 0, False)."""
+
+
+def _default_fill(t: pa.DataType) -> float | int | bool:
+    if pa.types.is_floating(t):
+        return math.nan
+    if pa.types.is_boolean(t):
+        return False
+    return 0
+
+
+def fill_for(fill: FillNull, name: str) -> float | int | bool | None:
+    """The fill of column name: its own, the one for all, or None."""
+    if isinstance(fill, Mapping):
+        return fill.get(name)
+    return fill
+
+
+_noted: set[str] = set()
+
+
+def _note_nulls(name: str, fill: float | int | bool) -> None:
+    if name not in _noted:
+        _noted.add(name)
+        log.info("shardfeed: column %s has nulls, delivered as %r (FeedDataset(fill_null=...) chooses the value)", name, fill)
+
+
+def _leaf(t: pa.DataType) -> pa.DataType:
+    while pa.types.is_fixed_size_list(t):
+        t = t.value_type
+    return t
+
+
+def _flatten(value: Any, dims: list[int], fill: float | int | bool) -> list[Any]:
+    """A fixed-size list's value (lists of sizes dims, outside in) as its
+    prod(dims) leaves, a null at any level filled."""
+    if not dims:
+        return [fill if value is None else value]
+    if value is None:
+        return [fill] * int(np.prod(dims))
+    out: list[Any] = []
+    for x in value:
+        out.extend(_flatten(x, dims[1:], fill))
+    return out
+
+
+def _filled_fixed(col: pa.Array, dims: list[int], shape: tuple[int, ...], fill: float | int | bool) -> np.ndarray:
+    """A fixed-size list column with nulls (rows or values) as one array of
+    its leaf type, the nulls filled (a batch with nulls is the rare one: a
+    loop over its rows is fine)."""
+    dtype = _leaf(col.type).to_pandas_dtype()
+    flat = [x for value in col.to_pylist() for x in _flatten(value, dims, fill)]
+    return np.asarray(flat, dtype=dtype).reshape((len(col), *shape))
+
 
 SHAPE_KEY = b"shardfeed.shape"
 
@@ -77,26 +143,38 @@ def _generic(col: pa.Array) -> Any:
     return col.to_pylist()
 
 
-def column_converter(field: pa.Field) -> ColumnConverter:
+def column_converter(field: pa.Field, fill: float | int | bool | None = None) -> ColumnConverter:
     """What turns a column of field into numpy (or a list where values vary
-    in size), worked out once per field rather than once per batch."""
+    in size), worked out once per field rather than once per batch. A
+    numeric or boolean column (or fixed-size list of numbers) is an array
+    of one dtype whatever the batch: nulls become fill (default NaN for
+    floats, 0 for integers, False for booleans)."""
     t = field.type
+    name = field.name
     dims = _fixed_dims(t)
     if dims is not None:
         shape = _shape(field)
         if shape is None or int(np.prod(shape)) != dims[0] or len(dims) > 1:
             shape = tuple(dims)
+        leaf_fill = _default_fill(_leaf(t)) if fill is None else fill
 
         def fixed(col: pa.Array) -> Any:
             values = _flat_fixed(col, dims)
             if values is None:
-                return _generic(col)
+                _note_nulls(name, leaf_fill)
+                return _filled_fixed(col, dims, shape, leaf_fill)
             return values.reshape((len(col), *shape))
         return fixed
-    if pa.types.is_integer(t) or pa.types.is_floating(t):
-        return lambda col: _generic(col) if col.null_count else col.to_numpy(zero_copy_only=True)
-    if pa.types.is_boolean(t):
-        return lambda col: _generic(col) if col.null_count else col.to_numpy(zero_copy_only=False)
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+        value = _default_fill(t) if fill is None else fill
+        copy = pa.types.is_boolean(t)  # bits: unpacked, so never a view
+
+        def numeric(col: pa.Array) -> Any:
+            if col.null_count:
+                _note_nulls(name, value)
+                col = pc.fill_null(col, pa.scalar(value, type=t))
+            return col.to_numpy(zero_copy_only=not copy)
+        return numeric
     return _generic
 
 
@@ -144,11 +222,12 @@ class Converter:
     what each becomes are worked out once, not for every batch (at small
     batches that Python was a good part of the loop's time per batch)."""
 
-    def __init__(self, schema: pa.Schema, output: Output, columns: list[str] | None):
+    def __init__(self, schema: pa.Schema, output: Output, columns: list[str] | None, fill: FillNull = None):
         _check_names(schema.names, columns)
-        self.schema, self.output, self.columns = schema, output, columns
+        self.schema, self.output, self.columns, self.fill = schema, output, columns, fill
         self._keep = [i for i, f in enumerate(schema) if columns is None or f.name in columns or f.name.startswith("_shardfeed_")]
-        self._columns = [(i, schema.field(i).name, column_converter(schema.field(i))) for i in self._keep]
+        self._columns = [(i, schema.field(i).name, column_converter(schema.field(i), fill_for(fill, schema.field(i).name)))
+                         for i in self._keep]
         self._all = len(self._keep) == len(schema)
 
     def fits(self, batch: pa.RecordBatch) -> bool:
@@ -225,8 +304,9 @@ def convert(batch: pa.RecordBatch, output: Output, columns: list[str] | None) ->
     return Converter(batch.schema, output, columns)(batch)
 
 
-def converter(last: Converter | None, batch: pa.RecordBatch, output: Output, columns: list[str] | None) -> Converter:
+def converter(last: Converter | None, batch: pa.RecordBatch, output: Output, columns: list[str] | None,
+              fill: FillNull = None) -> Converter:
     """last if it converts batch as asked, else a new converter for it."""
-    if last is not None and last.output == output and last.columns == columns and last.fits(batch):
+    if last is not None and last.output == output and last.columns == columns and last.fill == fill and last.fits(batch):
         return last
-    return Converter(batch.schema, output, columns)
+    return Converter(batch.schema, output, columns, fill)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Generator, Iterator
+from typing import TYPE_CHECKING, Any, Generator, Iterator, Mapping
 
 import pyarrow as pa
 
@@ -173,6 +173,11 @@ class FeedDataset(_Base):
             (the shape of the transformed batches, _shardfeed_pad true,
             the failed batch's ids), so every DDP rank stays in step and
             the ids still count every planned sample once.
+        fill_null: what nulls of numeric and boolean columns (and of
+            fixed-size lists of numbers) become, so that a column arrives
+            as one array type in every batch: a value for all such
+            columns, a dict of values by column, or None for NaN (floats),
+            0 (integers) and False (booleans).
         handoff: take the batches in the sidecar's shared memory (default):
             the sidecar writes each batch once, the tensors are views of
             it, and DataLoader workers hand batches to the training process
@@ -187,7 +192,7 @@ class FeedDataset(_Base):
                  dp_rank: int | None = None, dp_size: int | None = None, device_mesh: Any = None,
                  columns: list[str] | None = None, output: Output | None = None, epoch: int | None = None,
                  wait: float = DEFAULT_WAIT_S, transform: Transform | None = None, transform_threads: int | None = None,
-                 on_transform_error: OnTransformError = "raise", handoff: bool = True):
+                 on_transform_error: OnTransformError = "raise", handoff: bool = True, fill_null: _convert.FillNull = None):
         if device_mesh is not None:
             if dp_rank is not None or dp_size is not None:
                 raise ValueError("give device_mesh or dp_rank and dp_size, not both")
@@ -219,6 +224,7 @@ class FeedDataset(_Base):
         self.socket = socket
         self.handoff = handoff
         self.columns = list(columns) if columns is not None else None
+        self.fill_null = dict(fill_null) if isinstance(fill_null, Mapping) else fill_null
         self.output: Output = output
         self.wait = wait
         self._rank, self._world = rank, world_size
@@ -409,9 +415,9 @@ class FeedDataset(_Base):
                     break
                 k, rb = item
                 stream = self._stream
-                conv = _convert.converter(conv, rb, self.output, delivered)  # checks the columns
+                conv = _convert.converter(conv, rb, self.output, delivered, self.fill_null)  # checks the columns
                 if shared and stream is not None and stream.placement is not None:
-                    batch = stream.shared(delivered, self.output)
+                    batch = stream.shared(delivered, self.output, self.fill_null)
                 else:
                     batch = conv(rb)
                 waited = time.perf_counter() - start

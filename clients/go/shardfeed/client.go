@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -33,10 +34,36 @@ type Client struct {
 	http   *http.Client
 }
 
-// New returns a client of the sidecar at socket ("" : $SHARDFEED_SOCKET).
+// Where a sidecar listens unless told otherwise: in a pod, the injected
+// sidecar's socket; on one machine, `shardfeed serve`'s, relative to its
+// working directory (the Python client looks in the same two places).
+const (
+	PodSocket   = "/var/run/shardfeed/feed.sock"
+	LocalSocket = ".shardfeed/feed.sock"
+)
+
+// DefaultSocket is the socket New uses for "": $SHARDFEED_SOCKET, else
+// the pod's socket if it exists, else serve's in the working directory if
+// it exists, else the pod's (errors then name it).
+func DefaultSocket() string {
+	if s := os.Getenv(SocketEnv); s != "" {
+		return s
+	}
+	if _, err := os.Stat(PodSocket); err == nil {
+		return PodSocket
+	}
+	if _, err := os.Stat(LocalSocket); err == nil {
+		if abs, err := filepath.Abs(LocalSocket); err == nil {
+			return abs
+		}
+	}
+	return PodSocket
+}
+
+// New returns a client of the sidecar at socket ("": DefaultSocket).
 func New(socket string) *Client {
 	if socket == "" {
-		socket = os.Getenv(SocketEnv)
+		socket = DefaultSocket()
 	}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -124,7 +151,7 @@ func (c *Client) WaitReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("sidecar at %s is not ready: %w (last: %w)", c.socket, context.Cause(ctx), err)
+			return fmt.Errorf("sidecar at %s is not ready: %w (last: %w); in a pod, label it shardfeed.io/dataset=<name>; on one machine, run shardfeed serve -f dataset.yaml here, or set %s", c.socket, context.Cause(ctx), err, SocketEnv)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

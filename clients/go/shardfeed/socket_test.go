@@ -1,0 +1,40 @@
+package shardfeed
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+)
+
+// New("") finds the socket where the Python client does: the variable,
+// else the pod's, else serve's .shardfeed/feed.sock in the working
+// directory (it waited silently on the pod's path on a laptop).
+func TestNewFindsTheSocketWhereThePythonClientDoes(t *testing.T) {
+	if PodSocket != sidecarconfig.SocketPath || LocalSocket != sidecarconfig.LocalSocket {
+		t.Fatalf("the client's sockets %q, %q are not the webhook's and serve's %q, %q", PodSocket, LocalSocket, sidecarconfig.SocketPath, sidecarconfig.LocalSocket)
+	}
+	if _, err := os.Stat(PodSocket); err == nil {
+		t.Skip("this machine has a pod's socket")
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv(SocketEnv, "")
+	if got := New("").Socket(); got != PodSocket {
+		t.Errorf("with no socket anywhere: %q, want the pod's %q (errors name it)", got, PodSocket)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, ".shardfeed"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, LocalSocket), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := New("").Socket(); got != filepath.Join(dir, LocalSocket) {
+		t.Errorf("with serve's socket here: %q, want %q", got, filepath.Join(dir, LocalSocket))
+	}
+	t.Setenv(SocketEnv, "/elsewhere.sock")
+	if got := New("").Socket(); got != "/elsewhere.sock" {
+		t.Errorf("with %s set: %q", SocketEnv, got)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/spf13/cobra"
 	"k8s.io/utils/ptr"
 
@@ -93,7 +94,7 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	if o.summary && o.ids {
 		return fmt.Errorf("--summary and --ids exclude each other: pick one")
 	}
-	ds, params, err := datasetParams(ctx, o.file, stdin, o.indexDirs, o.credentials)
+	ds, params, served, err := datasetPlan(ctx, o.file, stdin, o.indexDirs, o.credentials)
 	if err != nil {
 		return err
 	}
@@ -131,6 +132,7 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	if err != nil {
 		return err
 	}
+	s.Columns = columnsOf(served)
 	s.BuildSeconds = build.Seconds()
 	s.BuildAllocBytes = after.TotalAlloc - before.TotalAlloc
 	switch o.output {
@@ -147,26 +149,34 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 // datasetParams reads a manifest and its streams' indexes into planner
 // parameters, as the operator and the sidecars compute them.
 func datasetParams(ctx context.Context, file string, stdin io.Reader, indexDirs []string, credentials string) (*datav1alpha1.TrainingDataset, planner.Params, error) {
+	ds, params, _, err := datasetPlan(ctx, file, stdin, indexDirs, credentials)
+	return ds, params, err
+}
+
+// datasetPlan is datasetParams with the schema the streams are served in
+// (nil offline, with --index-dir).
+func datasetPlan(ctx context.Context, file string, stdin io.Reader, indexDirs []string, credentials string) (*datav1alpha1.TrainingDataset, planner.Params, *arrow.Schema, error) {
 	ds, err := readDataset(file, stdin)
 	if err != nil {
-		return nil, planner.Params{}, err
+		return nil, planner.Params{}, nil, err
 	}
 	// With the stores at hand, refuse what serve would refuse; with
 	// --index-dir the data may be out of reach: the plan is offline.
 	var indexes []planner.StreamIndex
+	var served *arrow.Schema
 	if len(indexDirs) == 0 {
-		indexes, err = openServable(ctx, ds, credentials)
+		indexes, served, err = openServable(ctx, ds, credentials)
 	} else {
 		indexes, err = readIndexes(ctx, ds, indexDirs, credentials)
 	}
 	if err != nil {
-		return nil, planner.Params{}, err
+		return nil, planner.Params{}, nil, err
 	}
 	params, err := planspec.Params(&ds.Spec, indexes)
 	if err != nil {
-		return nil, planner.Params{}, fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
+		return nil, planner.Params{}, nil, fmt.Errorf("TrainingDataset %q: %w", ds.Name, err)
 	}
-	return ds, params, nil
+	return ds, params, served, nil
 }
 
 // parseSteps parses "A:B" into [a, b) within [0, steps).
@@ -376,8 +386,11 @@ type summary struct {
 	Dropped         int64           `json:"dropped"`
 	Padded          int64           `json:"padded"`
 	Streams         []streamSummary `json:"streams"`
-	Pods            []podSummary    `json:"pods"`
-	Prefetch        int             `json:"prefetchShards"`
+	// Columns are the served columns and what each arrives as (none
+	// offline, with --index-dir: the data is out of reach).
+	Columns  []columnSummary `json:"columns,omitempty"`
+	Pods     []podSummary    `json:"pods"`
+	Prefetch int             `json:"prefetchShards"`
 	// Phases are the schedule's, when the dataset has one.
 	Phases          []phaseSummary `json:"phases,omitempty"`
 	BuildSeconds    float64        `json:"buildSeconds"`
@@ -486,6 +499,12 @@ func (s *summary) write(out io.Writer) error {
 	for _, st := range s.Streams {
 		if st.Filter != "" {
 			p("\nfilter\t%s: %s\n\t%d matching samples in %d of %d shards (the others are never fetched)\n", st.Name, st.Filter, st.Samples, st.MatchingShards, st.Shards)
+		}
+	}
+	if s.Columns != nil {
+		p("\nCOLUMN\tTYPE\tIN EVERY BATCH (the Python client)\n")
+		for _, c := range s.Columns {
+			p("%s\t%s\t%s\n", c.Name, c.Type, c.Delivered)
 		}
 	}
 	p("\nepoch\t%d samples in %d splits of %d; %d steps of %d samples (%d per split)\n",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -116,9 +117,19 @@ func TestPlanSummaryOnFileMDSStreams(t *testing.T) {
 		"530 samples in 8 splits of 66; 33 steps of 16 samples",
 		"dropped  2 samples per epoch",
 		"PODS", "EGRESS", "MIN CACHE/POD",
+		// Every served column, with what it arrives as in every batch.
+		"COLUMN", "IN EVERY BATCH",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^id\s+int64\s+tensor int64 \[rows\] \(a null: 0, or fill_null\)$`),
+		regexp.MustCompile(`(?m)^text\s+utf8\s+list of str`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("the columns table lacks %s:\n%s", want, out)
 		}
 	}
 

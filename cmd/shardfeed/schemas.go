@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/store"
@@ -19,7 +22,7 @@ import (
 // its format reads, the columns of spec.streams[].columns, one schema
 // after the promotions), so that a dataset plan and simulate accept is one
 // serve accepts. It returns the planner's view of the indexes.
-func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credentials string) ([]planner.StreamIndex, error) {
+func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credentials string) ([]planner.StreamIndex, *arrow.Schema, error) {
 	opened := make([]*streams.Stream, len(ds.Spec.Streams))
 	byName := map[string]store.Store{}
 	servable := true
@@ -27,11 +30,12 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 		src := streams.SharedCredentials(s, credentials)
 		st, err := streams.Open(ctx, i, s, src, 0)
 		if err != nil {
-			return nil, fmt.Errorf("%w\nor give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
+			return nil, nil, fmt.Errorf("%w\nor give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
 		}
 		opened[i], byName[s.Name] = st, st.Store
 		servable = servable && st.Layout != nil // a plain list of shards plans, and says nothing of its schema
 	}
+	var served *arrow.Schema
 	if servable {
 		read := func(ctx context.Context, part cache.Shard) ([]byte, error) {
 			off, n := int64(0), int64(-1)
@@ -45,9 +49,75 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 			defer func() { _ = r.Close() }()
 			return io.ReadAll(r)
 		}
-		if _, err := source.OpenAll(ctx, opened, formats.Default(), read); err != nil {
-			return nil, fmt.Errorf("TrainingDataset %q: %w\n(serve would refuse this dataset; plan and simulate check it the same way)", ds.Name, err)
+		all, err := source.OpenAll(ctx, opened, formats.Default(), read)
+		if err != nil {
+			return nil, nil, fmt.Errorf("TrainingDataset %q: %w\n(serve would refuse this dataset; plan and simulate check it the same way)", ds.Name, err)
+		}
+		served = all[0].Schema()
+	}
+	return streams.Indexes(opened), served, nil
+}
+
+// columnSummary is a served column and what the Python client makes of
+// it in every batch.
+type columnSummary struct {
+	Name      string `json:"name"`
+	Type      string `json:"type"`
+	Delivered string `json:"delivered"`
+}
+
+// torchTypes are the torch dtypes of Arrow's numeric types.
+var torchTypes = map[arrow.Type]string{
+	arrow.INT8: "int8", arrow.INT16: "int16", arrow.INT32: "int32", arrow.INT64: "int64",
+	arrow.UINT8: "uint8", arrow.UINT16: "uint16", arrow.UINT32: "uint32", arrow.UINT64: "uint64",
+	arrow.FLOAT16: "float16", arrow.FLOAT32: "float32", arrow.FLOAT64: "float64", arrow.BOOL: "bool",
+}
+
+// delivered says what a column of type t arrives as in a batch of the
+// Python client (shardfeed._convert): the same in every batch.
+func delivered(t arrow.DataType) string {
+	if dt, ok := torchTypes[t.ID()]; ok {
+		fill := "0"
+		switch t.ID() {
+		case arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64:
+			fill = "NaN"
+		case arrow.BOOL:
+			fill = "False"
+		}
+		return fmt.Sprintf("tensor %s [rows] (a null: %s, or fill_null)", dt, fill)
+	}
+	var dims []string
+	inner := t
+	for inner.ID() == arrow.FIXED_SIZE_LIST {
+		l := inner.(*arrow.FixedSizeListType)
+		dims = append(dims, fmt.Sprint(l.Len()))
+		inner = l.Elem()
+	}
+	if dt, ok := torchTypes[inner.ID()]; ok && len(dims) > 0 && inner.ID() != arrow.BOOL {
+		return fmt.Sprintf("tensor %s [rows, %s] (a null: filled, or fill_null)", dt, strings.Join(dims, ", "))
+	}
+	switch t.ID() {
+	case arrow.STRING, arrow.LARGE_STRING, arrow.STRING_VIEW:
+		return "list of str (a null: None)"
+	case arrow.BINARY, arrow.LARGE_BINARY, arrow.BINARY_VIEW, arrow.FIXED_SIZE_BINARY:
+		return "list of bytes (a null: None)"
+	case arrow.LIST, arrow.LARGE_LIST:
+		if _, ok := torchTypes[t.(arrow.ListLikeType).Elem().ID()]; ok {
+			return "list of arrays, one per row (variable length)"
 		}
 	}
-	return streams.Indexes(opened), nil
+	return "list of Python values"
+}
+
+// columnsOf summarizes the served schema's columns (the _shardfeed_ ones
+// the sidecar adds are documented once, not listed).
+func columnsOf(s *arrow.Schema) []columnSummary {
+	if s == nil {
+		return nil
+	}
+	out := make([]columnSummary, 0, s.NumFields())
+	for _, f := range s.Fields() {
+		out = append(out, columnSummary{Name: f.Name, Type: f.Type.String(), Delivered: delivered(f.Type)})
+	}
+	return out
 }

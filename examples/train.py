@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--commit-every", type=int, default=25)
     parser.add_argument("--max-steps", type=int, default=0, help="stop after this step, as a crash would")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
 
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:

@@ -52,7 +52,7 @@ _noted: set[str] = set()
 def _note_nulls(name: str, fill: float | int | bool) -> None:
     if name not in _noted:
         _noted.add(name)
-        log.info("shardfeed: column %s has nulls, delivered as %r (FeedDataset(fill_null=...) chooses the value)", name, fill)
+        log.info("column %s has nulls, delivered as %r (FeedDataset(fill_null=...) chooses the value)", name, fill)
 
 
 def _leaf(t: pa.DataType) -> pa.DataType:

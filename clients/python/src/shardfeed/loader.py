@@ -222,9 +222,9 @@ class FeedLoader:
                                  f"(fresh=True or job=\"NAME\" in FeedDataset.from_manifest; shardfeed serve --fresh or --job NAME; in a cluster, "
                                  f"a new shardfeed.io/job), or resume with resume='auto'")
         if committed:
-            log.info('shardfeed: job "%s" resumes at its committed epoch %d, step %d', job, epoch, step)
+            log.info('job "%s" resumes at its committed epoch %d, step %d', job, epoch, step)
         else:
-            log.info('shardfeed: job "%s" starts from the beginning', job)
+            log.info('job "%s" starts from the beginning', job)
         return self._start_in(resume_position(epoch, step, int(self.plan()["steps"])))
 
     def _start_in(self, committed: tuple[int, int]) -> tuple[int, int]:
@@ -234,7 +234,7 @@ class FeedLoader:
         asked = self._asked_epoch
         if asked is None or asked == committed[0]:
             return committed
-        log.info("shardfeed: reading epoch %d from its first step, as FeedDataset(epoch=%d) asks (the job resumes at epoch %d, step %d)",
+        log.info("reading epoch %d from its first step, as FeedDataset(epoch=%d) asks (the job resumes at epoch %d, step %d)",
                  asked, asked, committed[0], committed[1])
         return asked, 0
 

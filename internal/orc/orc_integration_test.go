@@ -25,22 +25,30 @@ func pyarrowFiles(t *testing.T, rows int) string {
 	return dir
 }
 
+// openFile reads an ORC file and parses its tail, as a reader does: the
+// file's bytes and the parsed tail, or the parse's error.
+func openFile(t *testing.T, path string) ([]byte, *orc.File, error) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(len(data))
+	n, err := orc.TailLength(size, data[max(0, len(data)-orc.TailSize):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := orc.ParseTail(size, data[size-n:])
+	return data, f, err
+}
+
 // Every compression pyarrow writes, dictionary-encoded strings and RLE v1
 // (file version 0.11) read back, stripe by stripe, as pyarrow reads them.
 func TestIntegrationPyarrowFilesReadAsPyarrowReadsThem(t *testing.T) {
 	dir := pyarrowFiles(t, 20000)
 	for _, c := range []string{"uncompressed", "zlib", "snappy", "zstd", "lz4", "dictionary", "v0.11"} {
 		t.Run(c, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join(dir, c+".orc"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			size := int64(len(data))
-			n, err := orc.TailLength(size, data[max(0, len(data)-orc.TailSize):])
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := orc.ParseTail(size, data[size-n:])
+			data, f, err := openFile(t, filepath.Join(dir, c+".orc"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,16 +91,7 @@ func TestIntegrationPyarrowFilesReadAsPyarrowReadsThem(t *testing.T) {
 // A type not read yet is refused naming the column by its path (it named
 // its type number, which no user can map to a column).
 func TestIntegrationAnUnsupportedTypeNamesItsColumn(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(pyarrowFiles(t, 10), "unsupported.orc"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	size := int64(len(data))
-	n, err := orc.TailLength(size, data[max(0, len(data)-orc.TailSize):])
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = orc.ParseTail(size, data[size-n:])
+	_, _, err := openFile(t, filepath.Join(pyarrowFiles(t, 10), "unsupported.orc"))
 	if err == nil || !strings.Contains(err.Error(), `column "meta.at" is ORC type timestamp`) {
 		t.Fatalf("a timestamp in a struct: %v", err)
 	}

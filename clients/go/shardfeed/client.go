@@ -49,16 +49,19 @@ func DefaultSocket() string {
 	if s := os.Getenv(SocketEnv); s != "" {
 		return s
 	}
-	if _, err := os.Stat(PodSocket); err == nil {
-		return PodSocket
+	if _, err := os.Stat(podSocket); err == nil {
+		return podSocket
 	}
 	if _, err := os.Stat(LocalSocket); err == nil {
 		if abs, err := filepath.Abs(LocalSocket); err == nil {
 			return abs
 		}
 	}
-	return PodSocket
+	return podSocket
 }
+
+// podSocket is PodSocket, a variable for tests on a machine that may have one.
+var podSocket = PodSocket
 
 // New returns a client of the sidecar at socket ("": DefaultSocket).
 func New(socket string) *Client {

@@ -15,14 +15,13 @@ func TestNewFindsTheSocketWhereThePythonClientDoes(t *testing.T) {
 	if PodSocket != sidecarconfig.SocketPath || LocalSocket != sidecarconfig.LocalSocket {
 		t.Fatalf("the client's sockets %q, %q are not the webhook's and serve's %q, %q", PodSocket, LocalSocket, sidecarconfig.SocketPath, sidecarconfig.LocalSocket)
 	}
-	if _, err := os.Stat(PodSocket); err == nil {
-		t.Skip("this machine has a pod's socket")
-	}
 	dir := t.TempDir()
+	podSocket = filepath.Join(dir, "pod", "feed.sock") // absent, whatever this machine has
+	t.Cleanup(func() { podSocket = PodSocket })
 	t.Chdir(dir)
 	t.Setenv(SocketEnv, "")
-	if got := New("").Socket(); got != PodSocket {
-		t.Errorf("with no socket anywhere: %q, want the pod's %q (errors name it)", got, PodSocket)
+	if got := New("").Socket(); got != podSocket {
+		t.Errorf("with no socket anywhere: %q, want the pod's %q (errors name it)", got, podSocket)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, ".shardfeed"), 0o755); err != nil {
 		t.Fatal(err)
@@ -32,6 +31,15 @@ func TestNewFindsTheSocketWhereThePythonClientDoes(t *testing.T) {
 	}
 	if got := New("").Socket(); got != filepath.Join(dir, LocalSocket) {
 		t.Errorf("with serve's socket here: %q, want %q", got, filepath.Join(dir, LocalSocket))
+	}
+	if err := os.MkdirAll(filepath.Dir(podSocket), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(podSocket, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := New("").Socket(); got != podSocket {
+		t.Errorf("with a pod's socket and serve's: %q, want the pod's %q first", got, podSocket)
 	}
 	t.Setenv(SocketEnv, "/elsewhere.sock")
 	if got := New("").Socket(); got != "/elsewhere.sock" {

@@ -39,7 +39,7 @@ func TestIndexOnJSONLinesRunsTwiceCoversEveryRecordAndConvertsAfter(t *testing.T
 			t.Fatalf("index, run %d (the second reads its own index.json as data on the old code): %v\n%s", run, err, out)
 		}
 	}
-	fh, err := os.Open(filepath.Join(dir, index.FileName))
+	fh, err := os.Open(filepath.Join(dir, index.Dir, index.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestIndexOnJSONLinesRunsTwiceCoversEveryRecordAndConvertsAfter(t *testing.T
 	// Trap 6: what convert and index write is readable by others, and a
 	// second convert into the same output neither mixes stale shards with
 	// the new ones nor deletes anything unasked.
-	for _, p := range []string{filepath.Join(dir, index.FileName), filepath.Join(out, index.FileName)} {
+	for _, p := range []string{filepath.Join(dir, index.Dir, index.FileName), filepath.Join(out, index.Dir, index.FileName)} {
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o644 {
 			t.Errorf("%s: mode %v (%v), want 0644", p, fi.Mode().Perm(), err)
 		}
@@ -70,7 +70,7 @@ func TestIndexOnJSONLinesRunsTwiceCoversEveryRecordAndConvertsAfter(t *testing.T
 	if err == nil || !strings.Contains(err.Error(), "already holds") || !strings.Contains(err.Error(), "--overwrite") {
 		t.Fatalf("convert into a non-empty output: %v\n%s", err, res)
 	}
-	if _, err := os.Stat(filepath.Join(out, index.FileName)); err != nil {
+	if _, err := os.Stat(filepath.Join(out, index.Dir, index.FileName)); err != nil {
 		t.Fatalf("the refused convert touched the output: %v", err)
 	}
 	res, err = runCLI(t, "convert", src, "--from", "jsonl", "--to", "mds", "--out", "file://"+out+"/", "--overwrite")
@@ -223,7 +223,7 @@ func TestIndexAStreamOfAManifest(t *testing.T) {
 	if out, err := runCLI(t, "index", "-f", one); err != nil || !strings.Contains(out, "11 samples") {
 		t.Fatalf("index -f with one stream to index: %v\n%s", err, out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "a", index.FileName)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "a", index.Dir, index.FileName)); err != nil {
 		t.Fatalf("index -f wrote no index beside the stream's data (paths are relative to the manifest): %v", err)
 	}
 	if out, err := runCLI(t, "index", "-f", two, "--stream", "b"); err != nil || !strings.Contains(out, filepath.Join(dir, "b")) {
@@ -290,7 +290,7 @@ func TestTheFilterFixItCommandKeepsTheIndex(t *testing.T) {
 	if out, err := runCLI(t, "index", "file://"+data+"/", "--format", "jsonl", "--shard-size", "1KiB"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	before, err := os.ReadFile(filepath.Join(data, index.FileName))
+	before, err := os.ReadFile(filepath.Join(data, index.Dir, index.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func TestTheFilterFixItCommandKeepsTheIndex(t *testing.T) {
 	if out, err := runCLI(t, args...); err != nil {
 		t.Fatalf("the printed command %q: %v\n%s", printed, err, out)
 	}
-	after, err := os.ReadFile(filepath.Join(data, index.FileName))
+	after, err := os.ReadFile(filepath.Join(data, index.Dir, index.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestAHiveTreeIndexedWithoutHiveGetsAHint(t *testing.T) {
 	if err := testdata.Parquet(context.Background(), filepath.Join(pq, "day=1"), "p", 10, 10, 10); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(filepath.Join(pq, "day=1", "index.json")); err != nil {
+	if err := os.RemoveAll(filepath.Join(pq, "day=1", index.Dir)); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := runCLI(t, "index", "file://"+pq+"/", "--format", "parquet"); err != nil || !strings.Contains(out, "(day): their values are not columns of this index; index with --hive") {

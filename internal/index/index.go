@@ -27,8 +27,16 @@ import (
 	"github.com/shardfeed/shardfeed/planner"
 )
 
-// FileName is the name of a stream's index in its directory or prefix.
-const FileName = "index.json"
+// FileName is the name of a stream's index. shardfeed writes its own under
+// Dir in the stream's prefix (Key), where the data's readers do not look:
+// pyarrow.dataset, pandas, Spark and Trino skip names that start with "_".
+// MDS's index.json, and a shardfeed index written before, sit in the
+// prefix itself; readers look under Dir first, then there.
+const (
+	FileName = "index.json"
+	Dir      = "_shardfeed"
+	Key      = Dir + "/" + FileName
+)
 
 // Layout is a stream's index as its form read it: the planner's view, and
 // what a reader of the stream needs beyond it, where each shard's bytes are
@@ -133,9 +141,13 @@ func readList(data []byte) (planner.StreamIndex, error) {
 	return x, nil
 }
 
-// ReadDir reads dir/index.json.
+// ReadDir reads dir/_shardfeed/index.json, else dir/index.json.
 func ReadDir(dir string) (planner.StreamIndex, error) {
-	return ReadFile(filepath.Join(dir, FileName))
+	x, err := ReadFile(filepath.Join(dir, Dir, FileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return ReadFile(filepath.Join(dir, FileName))
+	}
+	return x, err
 }
 
 // ReadFile reads an index file in any form.
@@ -225,7 +237,10 @@ func ReadStoreLayout(ctx context.Context, st store.Store) (*Layout, error) {
 }
 
 func readStore(ctx context.Context, st store.Store, maxBytes int64) ([]byte, error) {
-	data, err := readObject(ctx, st, FileName, maxBytes)
+	data, err := readObject(ctx, st, Key, maxBytes)
+	if errors.Is(err, store.ErrNotFound) {
+		data, err = readObject(ctx, st, FileName, maxBytes) // MDS's own, or written before Dir
+	}
 	if err != nil && errors.Is(err, store.ErrNotFound) {
 		return nil, missingIndex(err, st)
 	}
@@ -255,7 +270,7 @@ func readObject(ctx context.Context, st store.Store, key string, maxBytes int64)
 
 // indexURI is where a store's index is (path.Join would fold the "//"
 // of the scheme).
-func indexURI(st store.Store) string { return objectURI(st, FileName) }
+func indexURI(st store.Store) string { return objectURI(st, Key) }
 
 func objectURI(st store.Store, key string) string {
 	return strings.TrimSuffix(st.URI(), "/") + "/" + key
@@ -270,11 +285,11 @@ func missingIndex(err error, st store.Store) error {
 	return err
 }
 
-// Write stores the index as index.json in the stream's prefix.
+// Write stores the index as _shardfeed/index.json in the stream's prefix.
 func Write(ctx context.Context, st store.Store, f *File) error {
 	data, err := json.MarshalIndent(f, "", " ")
 	if err != nil {
 		return err
 	}
-	return st.Put(ctx, FileName, strings.NewReader(string(data)), int64(len(data)))
+	return st.Put(ctx, Key, strings.NewReader(string(data)), int64(len(data)))
 }

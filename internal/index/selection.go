@@ -30,7 +30,10 @@ func FilterHash(expr string) string {
 // FilterIndex lists, per shard of a stream's index, the rows a filter
 // matches.
 type FilterIndex struct {
-	Shardfeed int `json:"shardfeed"`
+	// RunsKey is where ReadFilter found the runs (under Dir, or beside
+	// the index where a selection was written before Dir).
+	RunsKey   string `json:"-"`
+	Shardfeed int    `json:"shardfeed"`
 	// Filter is the CEL expression; FilterHash(Filter) names the files.
 	Filter string `json:"filter"`
 	// Index is the content hash of the stream index the rows were matched
@@ -56,15 +59,21 @@ type FilterShard struct {
 // FilterObjects are the keys of a filter's selection beside its stream's
 // index: the selection's index and its runs.
 func FilterObjects(expr string) (indexKey, runsKey string) {
-	name := "filter-" + strings.TrimPrefix(FilterHash(expr), "sha256:")
+	name := Dir + "/filter-" + strings.TrimPrefix(FilterHash(expr), "sha256:")
 	return name + ".json", name + ".runs"
+}
+
+// legacyFilterObjects are where a selection was written before Dir.
+func legacyFilterObjects(expr string) (indexKey, runsKey string) {
+	indexKey, runsKey = FilterObjects(expr)
+	return strings.TrimPrefix(indexKey, Dir+"/"), strings.TrimPrefix(runsKey, Dir+"/")
 }
 
 // Own reports whether key is an object shardfeed index writes beside a
 // stream's data, never data itself: its index.json, or a filter's
 // selection (".json" is a JSON Lines suffix).
 func Own(key string) bool {
-	if key == FileName {
+	if key == FileName || strings.HasPrefix(key, Dir+"/") {
 		return true
 	}
 	name, ok := strings.CutPrefix(key, "filter-")
@@ -110,8 +119,13 @@ var ErrNoSelection = errors.New("the stream has no selection for its filter")
 func ReadFilter(ctx context.Context, st store.Store, expr, contentHash string, samples []int64, maxBytes int64) (*FilterIndex, error) {
 	indexKey, runsKey := FilterObjects(expr)
 	data, err := readObject(ctx, st, indexKey, maxBytes)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s is missing", ErrNoSelection, objectURI(st, indexKey))
+	if errors.Is(err, store.ErrNotFound) { // written before Dir?
+		oldIndex, oldRuns := legacyFilterObjects(expr)
+		if data, err = readObject(ctx, st, oldIndex, maxBytes); err == nil {
+			indexKey, runsKey = oldIndex, oldRuns
+		} else if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %s is missing", ErrNoSelection, objectURI(st, indexKey))
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -135,6 +149,7 @@ func ReadFilter(ctx context.Context, st store.Store, expr, contentHash string, s
 	if err := f.Check(contentHash, samples, o.Size); err != nil {
 		return nil, fmt.Errorf("%s: %w", objectURI(st, indexKey), err)
 	}
+	f.RunsKey = runsKey
 	return &f, nil
 }
 

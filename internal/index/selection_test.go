@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -174,13 +175,51 @@ func TestWriteAndReadFilter(t *testing.T) {
 // as one of them.
 func TestOwnObjects(t *testing.T) {
 	indexKey, runsKey := FilterObjects("lang == 'en'")
+	oldIndex, oldRuns := legacyFilterObjects("lang == 'en'")
 	for key, want := range map[string]bool{
-		FileName: true, indexKey: true, runsKey: true,
+		FileName: true, Key: true, indexKey: true, runsKey: true, oldIndex: true, oldRuns: true, Dir + "/anything": true,
 		"part-0.json": false, "filter-abc.json": false, "filter-" + strings.Repeat("g", 64) + ".json": false,
-		"sub/" + indexKey: false, indexKey + "l": false,
+		"sub/" + oldIndex: false, oldIndex + "l": false, "_shardfeedx/part-0.json": false,
 	} {
 		if got := Own(key); got != want {
 			t.Errorf("Own(%q) = %v, want %v", key, got, want)
 		}
+	}
+}
+
+// An index and a selection written before _shardfeed/ (beside the data)
+// are still read, and the runs are taken from where the selection is;
+// what is written now goes under _shardfeed/ and is read first.
+func TestIndexesWrittenBesideTheDataAreStillRead(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	u, _ := url.Parse("file://" + dir + "/")
+	st, err := local.Open(ctx, store.Source{URI: u.String()}, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const expr = "lang == 'en'"
+	f := &FilterIndex{Shardfeed: Version, Filter: expr, Index: "abc"}
+	runs := f.AppendShard(nil, []Run{{0, 2}})
+	data, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldIndex, oldRuns := legacyFilterObjects(expr)
+	for key, b := range map[string][]byte{oldRuns: runs, oldIndex: data} {
+		if err := st.Put(ctx, key, bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ReadFilter(ctx, st, expr, "abc", []int64{5}, 0)
+	if err != nil || got.RunsKey != oldRuns {
+		t.Fatalf("a selection beside the data: %v, %+v, want the runs at %q", err, got, oldRuns)
+	}
+	if err := WriteFilter(ctx, st, f, runs); err != nil {
+		t.Fatal(err)
+	}
+	_, newRuns := FilterObjects(expr)
+	if got, err := ReadFilter(ctx, st, expr, "abc", []int64{5}, 0); err != nil || got.RunsKey != newRuns {
+		t.Fatalf("after a new write: %v, runs at %q, want %q", err, got.RunsKey, newRuns)
 	}
 }

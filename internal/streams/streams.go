@@ -141,8 +141,7 @@ func openFilter(ctx context.Context, st store.Store, i int, s datav1alpha1.Strea
 	if err != nil {
 		return nil, fmt.Errorf("spec.streams[%d].filter: %w (%s)", i, err, SelectionCommand(s))
 	}
-	_, runs := index.FilterObjects(s.Filter)
-	return &Filter{Index: fi, RunsKey: runs}, nil
+	return &Filter{Index: fi, RunsKey: fi.RunsKey}, nil
 }
 
 // filtered is the planner's view of a filtered stream: each shard's

@@ -1,6 +1,7 @@
 """shardfeed index and plan on Parquet written by real pyarrow, in real MinIO."""
 
 import json
+import subprocess
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +31,7 @@ def test_index_matches_pyarrow_footers_and_plan_covers_every_row(minio, bucket, 
     out = shardfeed("index", uri, "--endpoint", minio.endpoint, "--insecure", "--hash", "sha256", minio=minio).stdout
     assert "11 shards, 4900 samples" in out, out  # 3 + 2 + 6 row groups of 500
 
-    with s3.open_input_stream(f"{bucket}/web/index.json") as f:
+    with s3.open_input_stream(f"{bucket}/web/_shardfeed/index.json") as f:
         index = json.load(f)
     assert index["shardfeed"] == 1 and index["format"] == "parquet"
     for i in range(len(sizes)):
@@ -87,7 +88,7 @@ def test_empty_row_groups_are_indexed_as_empty_shards_and_served(feed_factory, m
 
     out = shardfeed("index", f"s3://{bucket}/mixed/", "--endpoint", minio.endpoint, "--insecure", minio=minio).stdout
     assert "4 shards, 50 samples" in out, out
-    with s3.open_input_stream(f"{bucket}/mixed/index.json") as f:
+    with s3.open_input_stream(f"{bucket}/mixed/_shardfeed/index.json") as f:
         shards = json.load(f)["shards"]
     assert [(e["object"], e["samples"]) for e in shards] == [
         ("part-0.parquet", 30), ("part-0.parquet", 0), ("part-0.parquet", 20), ("part-1.parquet", 0)]
@@ -127,3 +128,25 @@ def test_a_nan_fails_an_ordering_in_every_layout_and_its_guard_prunes(minio, buc
         assert "4 of 8 samples match" in guarded, guarded
         if group == 4:
             assert "1 shards ruled out by their statistics" in guarded, guarded
+
+
+def test_the_index_leaves_the_data_readable_by_pyarrow_and_pandas(tmp_path):
+    """shardfeed index and its filter selections write under _shardfeed/,
+    which pyarrow.dataset skips (and pandas.read_parquet, which reads with
+    it): the directory still reads as the table it was (an index.json
+    beside the data broke both)."""
+    import pyarrow.dataset as pads
+
+    from conftest import SHARDFEED_BIN
+
+    data = tmp_path / "table"
+    data.mkdir()
+    table = pa.table({"id": pa.array(range(100), pa.int64()), "lang": ["en", "de"] * 50})
+    pq.write_table(table, data / "part-0.parquet")
+    done = subprocess.run([str(SHARDFEED_BIN), "index", str(data), "--filter", "lang == 'en'"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = sorted(p.relative_to(data).as_posix() for p in data.rglob("*") if p.is_file())
+    assert written[0] == "_shardfeed/filter-" + written[0].split("filter-")[1] and "_shardfeed/index.json" in written, written
+    assert [p for p in written if not p.startswith("_shardfeed/")] == ["part-0.parquet"], written
+    assert pads.dataset(str(data), format="parquet").to_table().equals(table)
+    assert pq.read_table(data).equals(table)

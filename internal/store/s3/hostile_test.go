@@ -109,7 +109,7 @@ func TestIndexReadsStopAtTheCapOfAnEndlessBody(t *testing.T) {
 	if !errors.As(err, &tooLarge) || tooLarge.Limit != 1<<20 {
 		t.Fatalf("got %v, want the cap's error", err)
 	}
-	for _, w := range []string{"s3://data/web/index.json", "cap of 1048576 bytes (1 MiB)", "--max-index-bytes"} {
+	for _, w := range []string{"s3://data/web/_shardfeed/index.json", "cap of 1048576 bytes (1 MiB)", "--max-index-bytes"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("%v does not say %q", err, w)
 		}

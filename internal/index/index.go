@@ -192,16 +192,31 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// ReadStoreIndex reads the index.json of a stream's prefix once, in any
-// form, reading at most maxBytes (0: DefaultMaxBytes): its planner view,
-// and its layout (nil for a plain list of shards, which plans but cannot
-// be served: NoLayout says why).
+// ReadStoreIndex reads the index of a stream's prefix once, in any form
+// (_shardfeed/index.json, else the prefix's own index.json), reading at
+// most maxBytes (0: DefaultMaxBytes): its planner view, and its layout
+// (nil for a plain list of shards, which plans but cannot be served:
+// NoLayout says why).
 func ReadStoreIndex(ctx context.Context, st store.Store, maxBytes int64) (*Layout, planner.StreamIndex, error) {
-	data, err := readStore(ctx, st, maxBytes)
+	return readStoreIndex(ctx, st, maxBytes, Key, FileName)
+}
+
+// ReadStoreIndexOf is ReadStoreIndex for a stream of format kind: an MDS
+// stream's index is MDS's own, in the prefix itself, so it is looked for
+// there first (one request, not a miss under Dir before it).
+func ReadStoreIndexOf(ctx context.Context, st store.Store, maxBytes int64, kind datav1alpha1.ShardFormat) (*Layout, planner.StreamIndex, error) {
+	if kind == datav1alpha1.FormatMDS || kind == "" {
+		return readStoreIndex(ctx, st, maxBytes, FileName, Key)
+	}
+	return readStoreIndex(ctx, st, maxBytes, Key, FileName)
+}
+
+func readStoreIndex(ctx context.Context, st store.Store, maxBytes int64, keys ...string) (*Layout, planner.StreamIndex, error) {
+	data, key, err := readStore(ctx, st, maxBytes, keys)
 	if err != nil {
 		return nil, planner.StreamIndex{}, err
 	}
-	where := indexURI(st)
+	where := objectURI(st, key)
 	l, err := readLayout(data)
 	if err == nil {
 		return l, l.Index, nil
@@ -236,15 +251,16 @@ func ReadStoreLayout(ctx context.Context, st store.Store) (*Layout, error) {
 	return l, err
 }
 
-func readStore(ctx context.Context, st store.Store, maxBytes int64) ([]byte, error) {
-	data, err := readObject(ctx, st, Key, maxBytes)
-	if errors.Is(err, store.ErrNotFound) {
-		data, err = readObject(ctx, st, FileName, maxBytes) // MDS's own, or written before Dir
+// readStore reads the first of keys that exists: the data and its key.
+func readStore(ctx context.Context, st store.Store, maxBytes int64, keys []string) ([]byte, string, error) {
+	var err error
+	for _, key := range keys {
+		var data []byte
+		if data, err = readObject(ctx, st, key, maxBytes); !errors.Is(err, store.ErrNotFound) {
+			return data, key, err
+		}
 	}
-	if err != nil && errors.Is(err, store.ErrNotFound) {
-		return nil, missingIndex(err, st)
-	}
-	return data, err
+	return nil, "", missingIndex(err, st)
 }
 
 // readObject reads the object at key whole, at most maxBytes of it (0:

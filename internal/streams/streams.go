@@ -80,7 +80,7 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, m
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 	}
 	out := &Stream{Spec: s, Store: st}
-	if out.Layout, out.Index, err = index.ReadStoreIndex(ctx, st, maxIndexBytes); err != nil {
+	if out.Layout, out.Index, err = index.ReadStoreIndexOf(ctx, st, maxIndexBytes, s.Format); err != nil {
 		if s.Iceberg != nil && errors.Is(err, store.ErrNotFound) {
 			// A table's index names its catalog and table: say them all.
 			return nil, fmt.Errorf("stream %q: the Iceberg table %s has no index at %s%s: write it with: %s", s.Name, s.Iceberg.Table, st.URI(), index.FileName, IndexCommand(s))

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -181,21 +182,20 @@ func (c *Cluster) minioSecret() string {
 	return c.MinIO.SecretKey
 }
 
-// upload puts every file of dir under bucket/prefix.
+// upload puts every file under dir at bucket/prefix, keeping the tree (an
+// index under _shardfeed/ travels with the data it describes).
 func (c *Cluster) upload(ctx context.Context, dir, bucket, prefix string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		if _, err := c.MinIO.Client.FPutObject(ctx, bucket, prefix+e.Name(), filepath.Join(dir, e.Name()), minio.PutObjectOptions{}); err != nil {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
 			return err
 		}
-	}
-	return nil
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		_, err = c.MinIO.Client.FPutObject(ctx, bucket, prefix+filepath.ToSlash(rel), path, minio.PutObjectOptions{})
+		return err
+	})
 }
 
 // WaitFor polls cond every 200 ms until it holds or timeout passes.

@@ -21,6 +21,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/streams"
 )
 
 // DatasetWebhookPath is where the TrainingDataset validating webhook is
@@ -95,6 +96,9 @@ func Validate(spec *datav1alpha1.TrainingDatasetSpec) []string {
 	}
 	for i, st := range spec.Streams {
 		problems = append(problems, partitionProblems(i, st.Partitions)...)
+		if err := streams.CheckIndexURI(st.Source); err != nil {
+			problems = append(problems, fmt.Sprintf("spec.streams[%d].%v", i, err))
+		}
 		if st.Filter != "" {
 			if err := expr.Check(st.Filter); err != nil {
 				problems = append(problems, fmt.Sprintf("spec.streams[%d].filter: %v", i, err))

@@ -192,6 +192,12 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			im := datav1alpha1.ImageDecode{Height: 8, Width: 8}
 			d.Spec.Decode = []datav1alpha1.ColumnDecode{{Column: "jpg", Image: im}, {Column: "jpg", Image: im}}
 		}, "spec.decode[1]"},
+		{"an index in another store", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Source.IndexURI = "gs://team-indexes/web/"
+		}, "source.indexURI must use the same store as source.uri"},
+		{"an index URI that is no store URI", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Source.IndexURI = "http://example.com/x/"
+		}, "source.indexURI must be s3://"},
 		{"partitions of an mds stream", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Partitions = &datav1alpha1.Partitions{Select: "a == 1"}
 		}, "partitions apply to a tree of parquet or orc files"},

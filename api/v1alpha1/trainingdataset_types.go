@@ -282,6 +282,18 @@ type Source struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$') || self.matches('^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$') || self.matches('^az://[a-z0-9]{3,24}/[a-z0-9][a-z0-9-]{1,61}[a-z0-9](/.*)?$') || self.matches('^abfss://[a-z0-9][a-z0-9-]{1,61}[a-z0-9]@[a-z0-9]{3,24}[.]dfs[.]core[.]windows[.]net(/.*)?$') || self.matches('^file:///.+')",message="source.uri must be s3://<bucket>/<prefix>/, gs://<bucket>/<prefix>/, az://<account>/<container>/<prefix>/, abfss://<container>@<account>.dfs.core.windows.net/<prefix>/ (valid bucket, account and container names) or file:///<absolute path>/"
 	URI string `json:"uri"`
 
+	// IndexURI is where shardfeed's index of the stream and its filters'
+	// selections are, when not in the stream's own prefix (under
+	// _shardfeed/ there): a prefix of the same store, read with the same
+	// endpoint and credentials, for data in a bucket the team may not
+	// write to. shardfeed index --index-uri writes it. An MDS stream's own
+	// index stays in its prefix; an iceberg stream's source.uri is its
+	// index's place already.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$') || self.matches('^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$') || self.matches('^az://[a-z0-9]{3,24}/[a-z0-9][a-z0-9-]{1,61}[a-z0-9](/.*)?$') || self.matches('^abfss://[a-z0-9][a-z0-9-]{1,61}[a-z0-9]@[a-z0-9]{3,24}[.]dfs[.]core[.]windows[.]net(/.*)?$') || self.matches('^file:///.+')",message="source.indexURI must be s3://<bucket>/<prefix>/, gs://<bucket>/<prefix>/, az://<account>/<container>/<prefix>/, abfss://<container>@<account>.dfs.core.windows.net/<prefix>/ (valid bucket, account and container names) or file:///<absolute path>/"
+	// +optional
+	IndexURI string `json:"indexURI,omitempty"`
+
 	// Endpoint of the store when it is not the cloud's own: an
 	// S3-compatible store (http://minio.storage:9000), a GCS or Azure
 	// emulator, or a private endpoint. Empty: AWS S3,
@@ -316,6 +328,8 @@ type Source struct {
 // weight in the mix.
 // +kubebuilder:validation:XValidation:rule="[has(self.proportion), has(self.repeat), has(self.choose)].filter(x, x).size() <= 1",message="a stream has at most one weight: proportion, repeat or choose"
 // +kubebuilder:validation:XValidation:rule="(has(self.format) && self.format == 'iceberg') == has(self.iceberg)",message="format: iceberg needs an iceberg section (catalog and table), and an iceberg section needs format: iceberg"
+// +kubebuilder:validation:XValidation:rule="!has(self.iceberg) || !has(self.source.indexURI)",message="an iceberg stream's index is at source.uri already: drop source.indexURI"
+// +kubebuilder:validation:XValidation:rule="!has(self.source.indexURI) || self.source.indexURI.split('/')[0] == self.source.uri.split('/')[0]",message="source.indexURI must use the same store as source.uri (the same scheme, endpoint and credentials)"
 // +kubebuilder:validation:XValidation:rule="!has(self.partitions) || has(self.format) && (self.format == 'parquet' || self.format == 'orc')",message="partitions apply to a tree of parquet or orc files: set format: parquet or format: orc"
 type Stream struct {
 	// Name of the stream, unique in the dataset. Batches carry the stream's

@@ -56,12 +56,15 @@ func newIndexCommand() *cobra.Command {
 		manifest      string
 		stream        string
 		filter        string
+		indexURI      string
 	)
 	cmd := &cobra.Command{
 		Use:   "index (URI --format parquet|orc|arrow|jsonl|csv|tsv|iceberg | -f MANIFEST [--stream NAME])",
-		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/index.json",
+		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/_shardfeed/index.json",
 		Long: `index reads a stream's objects under URI (s3://bucket/prefix/ or file:///path/)
-and writes index.json next to them: one shard per Parquet row group (from the
+and writes _shardfeed/index.json under URI (a folder pyarrow, pandas, Spark
+and Trino skip), or under --index-uri where the data's bucket is not yours
+to write: one shard per Parquet row group (from the
 file footers), per Arrow IPC record batch, or per run of whole JSON Lines /
 CSV / TSV records of about
 --shard-size, with the schema inferred from every record; each shard
@@ -72,7 +75,7 @@ With --format iceberg, index resolves an Apache Iceberg table through its
 catalog (--catalog-type rest, sql or glue) at one snapshot (--snapshot-id,
 --ref, or the current one): one shard per row group of its Parquet data
 files, the rows of its position and equality delete files never served,
-and its schema by field id. URI is where index.json goes, outside the
+and its schema by field id. URI is where _shardfeed/index.json goes, outside the
 table's location, in the bucket that holds the table's files. The catalog's
 credentials come from the environment: SHARDFEED_CATALOG_TOKEN (a REST
 bearer token) or SHARDFEED_CATALOG_CREDENTIAL (REST OAuth2,
@@ -81,7 +84,7 @@ SHARDFEED_CATALOG_PASSWORD (a sql catalog's database), the AWS chain (glue).
 
 With --filter EXPR, index also finds the rows of each shard that the CEL
 expression matches (spec.streams[].filter; an unknown column is refused,
-naming the stream's columns) and writes them beside index.json:
+naming the stream's columns) and writes them beside the index:
 filter-<sha256 of EXPR>.json, the matching rows per shard, which the
 planner reads, and filter-<sha256 of EXPR>.runs, the runs of matching rows,
 which a pod fetches with each shard. Parquet row groups whose statistics
@@ -112,7 +115,10 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 				if err != nil {
 					return err
 				}
-				source, kind = streams.SharedCredentials(s, src.credentialsDir), string(s.Format)
+				if cmd.Flags().Changed("index-uri") {
+					return errors.New("with -f, the stream's source.indexURI says where its index goes: drop --index-uri")
+				}
+				source, kind, indexURI = streams.SharedCredentials(s, src.credentialsDir), string(s.Format), s.Source.IndexURI
 				table.fromSpec(s.Iceberg)
 				parts.fromSpec(s.Partitions)
 				filter = s.Filter
@@ -128,6 +134,22 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 			st, err := stores.Open(ctx, source)
 			if err != nil {
 				return err
+			}
+			ist := st // where the index and the selections go
+			if indexURI != "" {
+				if indexURI, err = localURI(indexURI, "."); err != nil {
+					return fmt.Errorf("--index-uri: %w", err)
+				}
+				if kind == string(datav1alpha1.FormatIceberg) {
+					return errors.New("--index-uri: a table's index goes to URI, outside the table's location already: drop --index-uri")
+				}
+				isrc, err := streams.IndexSource(datav1alpha1.Stream{Source: datav1alpha1.Source{URI: source.URI, IndexURI: indexURI}}, source)
+				if err != nil {
+					return fmt.Errorf("--index-uri: %w", err)
+				}
+				if ist, err = stores.Open(ctx, isrc); err != nil {
+					return fmt.Errorf("--index-uri: %w", err)
+				}
 			}
 			shardBytes, err := parseBytes(shardSize)
 			if err != nil {
@@ -158,7 +180,11 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 				// MDS keeps its own index, and --selection-only keeps the
 				// one there: only the filter's selection is written, over
 				// that index, so every plan's fingerprint stays.
-				if l, err = index.ReadStoreLayout(ctx, st); err != nil {
+				own := ist // shardfeed's index; MDS's own is in the data
+				if datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatMDS {
+					own = st
+				}
+				if l, err = index.ReadStoreLayout(ctx, own); err != nil {
 					return err
 				}
 			default:
@@ -167,11 +193,11 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 					return err
 				}
 				if !dryRun {
-					if err := index.Write(ctx, st, f); err != nil {
+					if err := index.Write(ctx, ist, f); err != nil {
 						return err
 					}
 				}
-				if _, err := fmt.Fprintf(out, "%s %s%s: %d shards, %d samples (%s)\n", verb, st.URI(), index.FileName, len(f.Shards), f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
+				if _, err := fmt.Fprintf(out, "%s %s%s: %d shards, %d samples (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", index.Key, len(f.Shards), f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
 					return err
 				}
 				if keys := hiveKeys(f); opts.Partitions == nil && len(keys) > 0 {
@@ -187,7 +213,7 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 			if filter == "" {
 				return nil
 			}
-			return writeSelection(ctx, out, st, source, l, filter, opts.Progress, verb, dryRun)
+			return writeSelection(ctx, out, st, ist, source, l, filter, opts.Progress, verb, dryRun)
 		},
 	}
 	src.add(cmd)
@@ -197,11 +223,12 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 	cmd.Flags().StringVar(&shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	cmd.Flags().StringVar(&schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "index, but do not write index.json")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "index, but do not write the index")
 	cmd.Flags().StringVarP(&manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
 	cmd.Flags().StringVar(&stream, "stream", "", "with -f: the stream to index (default: the manifest's only stream that needs an index)")
 	cmd.Flags().BoolVar(&selectionOnly, "selection-only", false, "with --filter: write only the filter's selection, over the index already there (which stays as it is, and so does every plan's fingerprint)")
-	cmd.Flags().StringVar(&filter, "filter", "", "a row filter (spec.streams[].filter): a CEL expression over the stream's columns; writes the rows it matches in each shard beside index.json")
+	cmd.Flags().StringVar(&indexURI, "index-uri", "", "where the index and the filter's selections go, when not under _shardfeed/ in URI (spec.streams[].source.indexURI): a prefix of the same store, for data you may not write to")
+	cmd.Flags().StringVar(&filter, "filter", "", "a row filter (spec.streams[].filter): a CEL expression over the stream's columns; writes the rows it matches in each shard beside the index")
 	return cmd
 }
 
@@ -215,9 +242,9 @@ func indexStream(ctx context.Context, st store.Store, source store.Source, kind 
 }
 
 // writeSelection computes a row filter's selection over the stream of
-// layout l and writes it beside its index in st. A table's shards are in
-// its bucket, read with the stream's credentials.
-func writeSelection(ctx context.Context, out io.Writer, st store.Store, source store.Source, l *index.Layout, filter string, progress func(done, total int, object string), verb string, dryRun bool) error {
+// layout l in st and writes it beside its index in ist. A table's shards
+// are in its bucket, read with the stream's credentials.
+func writeSelection(ctx context.Context, out io.Writer, st, ist store.Store, source store.Source, l *index.Layout, filter string, progress func(done, total int, object string), verb string, dryRun bool) error {
 	start := time.Now()
 	data := st
 	if f, ok := l.Native.(*index.File); ok && f.Table != nil {
@@ -233,7 +260,7 @@ func writeSelection(ctx context.Context, out io.Writer, st store.Store, source s
 		return fmt.Errorf("--filter: %w", err)
 	}
 	if !dryRun {
-		if err := index.WriteFilter(ctx, st, sel, runs); err != nil {
+		if err := index.WriteFilter(ctx, ist, sel, runs); err != nil {
 			return err
 		}
 	}
@@ -251,7 +278,7 @@ func writeSelection(ctx context.Context, out io.Writer, st store.Store, source s
 	if sel.Pruned > 0 {
 		pruned = fmt.Sprintf("; %d shards ruled out by their statistics, unread", sel.Pruned)
 	}
-	_, err = fmt.Fprintf(out, "%s %s%s: %d of %d samples match (%.1f%%), in %d of %d shards%s (%s)\n", verb, st.URI(), key,
+	_, err = fmt.Fprintf(out, "%s %s%s: %d of %d samples match (%.1f%%), in %d of %d shards%s (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key,
 		matching, total, 100*float64(matching)/float64(max(total, 1)), shards, len(sel.Shards), pruned, time.Since(start).Round(time.Millisecond))
 	return err
 }

@@ -260,7 +260,7 @@ func readStore(ctx context.Context, st store.Store, maxBytes int64, keys []strin
 			return data, key, err
 		}
 	}
-	return nil, "", missingIndex(err, st)
+	return nil, "", missingIndex(err, st, keys)
 }
 
 // readObject reads the object at key whole, at most maxBytes of it (0:
@@ -292,13 +292,31 @@ func objectURI(st store.Store, key string) string {
 	return strings.TrimSuffix(st.URI(), "/") + "/" + key
 }
 
-// missingIndex adds how to write an index to an error that says there is
-// none; other errors (credentials, network) are the store's own.
-func missingIndex(err error, st store.Store) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w (write one with: shardfeed index %s)", err, st.URI())
+// MissingError is a stream with no index where it was looked for.
+type MissingError struct {
+	// Tried are the URIs looked at, in order.
+	Tried []string
+	// Command writes the index; the stream's own, where a caller knows it.
+	Command string
+}
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("no index at %s: write one with: %s", strings.Join(e.Tried, " or "), e.Command)
+}
+
+func (e *MissingError) Unwrap() error { return store.ErrNotFound }
+
+// missingIndex says which index objects were missing from st, and how to
+// write one, when none of keys was found.
+func missingIndex(err error, st store.Store, keys []string) error {
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
 	}
-	return err
+	e := &MissingError{Command: "shardfeed index " + st.URI()}
+	for _, k := range keys {
+		e.Tried = append(e.Tried, objectURI(st, k))
+	}
+	return e
 }
 
 // Write stores the index as _shardfeed/index.json in the stream's prefix.

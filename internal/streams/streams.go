@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +27,9 @@ type Stream struct {
 	// Spec is the stream as the spec gives it.
 	Spec  datav1alpha1.Stream
 	Store store.Store
+	// IndexStore is where the stream's index and selections are: Store,
+	// or the one source.indexURI names.
+	IndexStore store.Store
 	// Index is the planner's view of the stream's index.
 	Index planner.StreamIndex
 	// Layout says how to read the shards; nil for a plain list of shards,
@@ -40,8 +44,58 @@ type Stream struct {
 // wrote it beside the stream's index.
 type Filter struct {
 	Index *index.FilterIndex
-	// RunsKey is the key of the selection's runs in the stream's Store.
-	RunsKey string
+	// RunsKey is the key of the selection's runs in the store StoreName
+	// names: the stream's own, or its index's (IndexStoreName).
+	RunsKey   string
+	StoreName string
+}
+
+// IndexStoreName names a stream's index store among a pod's stores, where
+// source.indexURI puts its index apart from the data. A stream's name
+// never starts with "_", so it names no stream.
+func IndexStoreName(stream string) string { return "_index-" + stream }
+
+// IndexSource returns where a stream's index and its filters' selections
+// are: source.indexURI with src's endpoint and credentials, else src. An
+// index URI of another store is refused: the stream's credentials are
+// sent there.
+func IndexSource(s datav1alpha1.Stream, src store.Source) (store.Source, error) {
+	if s.Source.IndexURI == "" {
+		return src, nil
+	}
+	if err := CheckIndexURI(s.Source); err != nil {
+		return store.Source{}, err
+	}
+	src.URI = s.Source.IndexURI
+	return src, nil
+}
+
+// CheckIndexURI refuses a source.indexURI of another store than
+// source.uri: another scheme, or another Azure storage account (whose key
+// the Secret holds).
+func CheckIndexURI(s datav1alpha1.Source) error {
+	if s.IndexURI == "" {
+		return nil
+	}
+	data, err := url.Parse(s.URI)
+	if err != nil {
+		return fmt.Errorf("source.uri: %w", err)
+	}
+	idx, err := url.Parse(s.IndexURI)
+	if err != nil {
+		return fmt.Errorf("source.indexURI: %w", err)
+	}
+	same := data.Scheme == idx.Scheme
+	switch data.Scheme {
+	case "az":
+		same = same && data.Host == idx.Host
+	case "abfss":
+		same = same && data.Hostname() == idx.Hostname()
+	}
+	if !same {
+		return fmt.Errorf("source.indexURI %s is in another store than source.uri %s (the stream's endpoint and credentials read both): put the index in the same store, in a prefix or bucket the team may write", s.IndexURI, s.URI)
+	}
+	return nil
 }
 
 // Source returns the store source of a spec stream; the caller adds the
@@ -79,11 +133,30 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, m
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 	}
-	out := &Stream{Spec: s, Store: st}
-	if out.Layout, out.Index, err = index.ReadStoreIndexOf(ctx, st, maxIndexBytes, s.Format); err != nil {
+	out := &Stream{Spec: s, Store: st, IndexStore: st}
+	if s.Source.IndexURI != "" {
+		isrc, err := IndexSource(s, src)
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: spec.streams[%d].%w", s.Name, i, err)
+		}
+		if out.IndexStore, err = stores.Open(ctx, isrc); err != nil {
+			return nil, fmt.Errorf("stream %q: source.indexURI: %w", s.Name, err)
+		}
+	}
+	own := out.IndexStore // where an index of shardfeed's is; MDS's is in the data
+	if s.Format == datav1alpha1.FormatMDS || s.Format == "" {
+		own = st
+	}
+	if out.Layout, out.Index, err = index.ReadStoreIndexOf(ctx, own, maxIndexBytes, s.Format); err != nil {
+		if missing := (*index.MissingError)(nil); errors.As(err, &missing) {
+			missing.Command = IndexCommand(s)
+			if s.Format == datav1alpha1.FormatMDS || s.Format == "" { // MDS writes its own
+				missing.Command = "mosaicml-streaming's MDSWriter or shardfeed convert, with the shards (or fix source.uri, or the format)"
+			}
+		}
 		if s.Iceberg != nil && errors.Is(err, store.ErrNotFound) {
 			// A table's index names its catalog and table: say them all.
-			return nil, fmt.Errorf("stream %q: the Iceberg table %s has no index at %s%s: write it with: %s", s.Name, s.Iceberg.Table, st.URI(), index.FileName, IndexCommand(s))
+			return nil, fmt.Errorf("stream %q: the Iceberg table %s has no index at %s%s: write it with: %s", s.Name, s.Iceberg.Table, st.URI(), index.Key, IndexCommand(s))
 		}
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 	}
@@ -104,7 +177,7 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, m
 		return nil, fmt.Errorf("stream %q: spec.streams[%d].partitions needs a shardfeed index, and its index is %s's own: drop partitions or fix the format", s.Name, i, out.Layout.Format)
 	}
 	if s.Filter != "" {
-		if out.Filter, err = openFilter(ctx, st, i, s, out.Index, maxIndexBytes); err != nil {
+		if out.Filter, err = openFilter(ctx, out.IndexStore, i, s, out.Index, maxIndexBytes); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}
 		out.Index = filtered(out.Index, out.Filter.Index)
@@ -141,7 +214,11 @@ func openFilter(ctx context.Context, st store.Store, i int, s datav1alpha1.Strea
 	if err != nil {
 		return nil, fmt.Errorf("spec.streams[%d].filter: %w (%s)", i, err, SelectionCommand(s))
 	}
-	return &Filter{Index: fi, RunsKey: fi.RunsKey}, nil
+	name := s.Name
+	if s.Source.IndexURI != "" {
+		name = IndexStoreName(s.Name)
+	}
+	return &Filter{Index: fi, RunsKey: fi.RunsKey, StoreName: name}, nil
 }
 
 // filtered is the planner's view of a filtered stream: each shard's
@@ -256,6 +333,9 @@ func IndexCommand(s datav1alpha1.Stream) string {
 	}
 	if s.Filter != "" {
 		cmd += " --filter " + shellQuote(s.Filter)
+	}
+	if s.Source.IndexURI != "" {
+		cmd += " --index-uri " + s.Source.IndexURI
 	}
 	if s.Source.Endpoint != "" {
 		cmd += " --endpoint " + s.Source.Endpoint

@@ -34,11 +34,42 @@ func TestIndexCommandNamesEverythingIndexNeeds(t *testing.T) {
 			`shardfeed index s3://b/events/ --format orc --hive --partition-columns 'date:utf8,region:utf8' --select 'region == '\''eu'\'''`},
 		{"a filtered MDS stream", datav1alpha1.Stream{Format: datav1alpha1.FormatMDS, Source: datav1alpha1.Source{URI: "s3://b/m/"}, Filter: "lang == 'en'"},
 			`shardfeed index s3://b/m/ --format mds --filter 'lang == '\''en'\'''`},
+		{"an index apart from read-only data", datav1alpha1.Stream{Format: datav1alpha1.FormatParquet, Source: datav1alpha1.Source{URI: "s3://shared/web/", IndexURI: "s3://team/idx/web/"}},
+			"shardfeed index s3://shared/web/ --format parquet --index-uri s3://team/idx/web/"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := IndexCommand(tt.stream); got != tt.want {
 				t.Errorf("IndexCommand =\n %s\nwant\n %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// An index apart from the data is in the same store, read with the same
+// credentials: another scheme or another Azure account is refused.
+func TestCheckIndexURI(t *testing.T) {
+	tests := []struct {
+		name, uri, index string
+		ok               bool
+	}{
+		{"none", "s3://b/p/", "", true},
+		{"another bucket", "s3://shared/p/", "s3://team/idx/p/", true},
+		{"another scheme", "s3://shared/p/", "gs://team/idx/p/", false},
+		{"the same Azure account", "az://acct/data/p/", "az://acct/idx/p/", true},
+		{"another Azure account", "az://acct/data/p/", "az://other/idx/p/", false},
+		{"another ADLS account", "abfss://data@acct.dfs.core.windows.net/p/", "abfss://idx@other.dfs.core.windows.net/p/", false},
+		{"the same ADLS account", "abfss://data@acct.dfs.core.windows.net/p/", "abfss://idx@acct.dfs.core.windows.net/p/", true},
+		{"a local index for remote data", "s3://shared/p/", "file:///tmp/idx/", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckIndexURI(datav1alpha1.Source{URI: tt.uri, IndexURI: tt.index})
+			if (err == nil) != tt.ok {
+				t.Fatalf("CheckIndexURI(%s, %s) = %v, want ok=%v", tt.uri, tt.index, err, tt.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "in another store than source.uri") {
+				t.Fatalf("the refusal says no fix: %v", err)
 			}
 		})
 	}

@@ -202,6 +202,9 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 			return nil, err
 		}
 		byStream[s.Name], opened[i] = st.Store, st
+		if f := st.Filter; f != nil && f.StoreName != s.Name {
+			byStream[f.StoreName] = st.IndexStore // the runs, where source.indexURI put them
+		}
 	}
 	indexes := streams.Indexes(opened)
 	params, err := planspec.Params(spec, indexes)

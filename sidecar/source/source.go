@@ -5,6 +5,7 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -131,7 +132,7 @@ func (s *Stream) Parts(i int) []cache.Shard {
 	}
 	if f := s.filter; f != nil {
 		sel := f.Index.Shards[i]
-		out = append(out, cache.Shard{Stream: s.Name, Key: f.RunsKey, Size: sel.Length, Hash: sel.Hash, Range: true, Offset: sel.Offset})
+		out = append(out, cache.Shard{Stream: cmp.Or(f.StoreName, s.Name), Key: f.RunsKey, Size: sel.Length, Hash: sel.Hash, Range: true, Offset: sel.Offset})
 	}
 	return out
 }

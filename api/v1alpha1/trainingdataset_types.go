@@ -364,8 +364,8 @@ type Stream struct {
 	// the plan (its counts, weights and batches), and a shard with none is
 	// never fetched. shardfeed index --filter computes the matching rows
 	// once and writes them beside the stream's index (docs/planner.md,
-	// row filters). A null column compared with < is an error: guard it
-	// with x != null.
+	// row filters). A null is unknown, as in SQL and pyarrow: lang != 'en'
+	// leaves a null lang out; lang == null tests for one.
 	// +kubebuilder:validation:MaxLength=4096
 	// +optional
 	Filter string `json:"filter,omitempty"`

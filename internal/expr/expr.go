@@ -48,6 +48,9 @@ type Expr struct {
 	env *cel.Env
 	ast *cel.Ast
 	prg cel.Program // partial evaluation, for Decide
+	// tracked is prg with each subexpression's value kept, for Decide's
+	// three-valued logic over an unknown outcome.
+	tracked cel.Program
 	// rowsPrg evaluates rows, for Rows: built once, on first use.
 	rowsOnce sync.Once
 	rowsPrg  cel.Program
@@ -141,11 +144,15 @@ func compile(src string, columns []Column, others []string) (*Expr, error) {
 	for _, name := range others {
 		opts = append(opts, cel.Variable(name, cel.DynType))
 	}
-	env, err := cel.NewEnv(opts...)
+	env, err := cel.NewEnv(append(opts, isNullDecl())...)
 	if err != nil {
 		return nil, err
 	}
-	ast, iss := env.Compile(src)
+	ast, iss := env.Parse(src)
+	if iss.Err() == nil {
+		rewriteNullTests(ast.NativeRep().Expr())
+		ast, iss = env.Check(ast)
+	}
 	if iss.Err() != nil {
 		var unknown []string
 		for _, m := range undeclared.FindAllStringSubmatch(iss.Err().Error(), -1) {
@@ -166,7 +173,14 @@ func compile(src string, columns []Column, others []string) (*Expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Expr{src: src, env: env, ast: ast, prg: prg, columns: columns}, nil
+	// The same, tracking each subexpression's value (cel-go's cost limit
+	// does not hold with state tracking on): run only after prg, within the
+	// limit, on the same values.
+	tracked, err := env.Program(ast, cel.EvalOptions(cel.OptPartialEval, cel.OptTrackState))
+	if err != nil {
+		return nil, err
+	}
+	return &Expr{src: src, env: env, ast: ast, prg: prg, tracked: tracked, columns: columns}, nil
 }
 
 func celType(name string) (*cel.Type, error) {
@@ -208,7 +222,7 @@ func (e *Expr) Decide(values map[string]any) (value, decided bool, err error) {
 		switch {
 		case !ok: // unknown: PartialVars marks it
 		case v == nil:
-			vars[c.Name] = types.NullValue
+			vars[c.Name] = nullValue()
 		default:
 			vars[c.Name] = v
 		}
@@ -218,6 +232,16 @@ func (e *Expr) Decide(values map[string]any) (value, decided bool, err error) {
 		return false, false, err
 	}
 	out, _, err := e.prg.Eval(act)
+	if isNull(out) { // null whatever the columns still unknown: not kept
+		return false, true, nil
+	}
+	if types.IsUnknown(out) && slices.ContainsFunc(e.columns, func(c Column) bool { v, ok := values[c.Name]; return ok && v == nil }) {
+		// CEL leaves null && unknown unknown; three-valued logic over
+		// what the leaves may still be says whether it can be true.
+		if _, details, _ := e.tracked.Eval(act); details != nil && outcomes(e.ast.NativeRep().Expr(), details.State())&maybeTrue == 0 {
+			return false, true, nil
+		}
+	}
 	if err != nil {
 		return false, false, fmt.Errorf("%s, with %s: %w (%s)", e.src, describe(vars), err, Advice(err))
 	}
@@ -263,12 +287,12 @@ func Value(v any) any {
 	return v
 }
 
-// Advice is what to change in a filter that failed to evaluate with err:
-// a NaN and a null fail orderings (<, <=, >, >=) for different reasons,
-// and each has its own test.
+// Advice is what to change in a filter that failed to evaluate with err.
+// A null never fails (it is unknown, and the row is not kept); a NaN fails
+// an ordering (<, <=, >, >=), and has its own test.
 func Advice(err error) string {
 	if strings.Contains(err.Error(), "NaN") {
 		return "a NaN compares only with == and !=: test x == x first, which is false for NaN (x != null does not rule it out)"
 	}
-	return "a null value compares only with ==, != and null: test x != null first"
+	return "check the types the expression compares"
 }

@@ -1,6 +1,8 @@
 package expr
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 )
@@ -64,7 +66,9 @@ func TestEvalAndDecide(t *testing.T) {
 		{"every column, not selected", map[string]any{"date": "2024-01-02", "region": "eu", "bucket": int64(2), "score": 1.0, "gold": true}, false, true, ""},
 		{"an early date decides alone", map[string]any{"date": "2024-01-01"}, false, true, ""},
 		{"a later date does not", map[string]any{"date": "2024-01-03"}, false, false, ""},
-		{"a null region is not eu", map[string]any{"date": "2024-01-03", "region": nil}, false, true, ""},
+		{"a null region is not eu, whatever the bucket", map[string]any{"date": "2024-01-03", "region": nil, "bucket": int64(1)}, false, true, ""},
+		// null && unknown is never true, where CEL leaves it unknown.
+		{"a null region, the bucket unknown", map[string]any{"date": "2024-01-03", "region": nil}, false, true, ""},
 		{"nothing known", map[string]any{}, false, false, ""},
 		{"an int32 value", map[string]any{"date": "2024-01-03", "region": "eu", "bucket": Value(int32(0))}, true, true, ""},
 	} {
@@ -75,10 +79,9 @@ func TestEvalAndDecide(t *testing.T) {
 			}
 		})
 	}
-	// A null compared with < is an error naming the values, never false.
-	_, _, err = e.Decide(map[string]any{"date": "2024-01-03", "region": "eu", "bucket": nil})
-	if err == nil || !strings.Contains(err.Error(), "bucket = null") || !strings.Contains(err.Error(), "x != null") {
-		t.Fatalf("a null bucket: %v", err)
+	// A null compared with < is null: not kept, and no error.
+	if v, decided, err := e.Decide(map[string]any{"date": "2024-01-03", "region": "eu", "bucket": nil}); v || !decided || err != nil {
+		t.Fatalf("a null bucket: %v, %v, %v", v, decided, err)
 	}
 	if _, err := e.Eval(map[string]any{"date": "2024-01-03"}); err == nil {
 		t.Fatal("Eval without every column: no error")
@@ -105,6 +108,7 @@ func TestCompilePartialDecidesWhatTheKnownColumnsDecide(t *testing.T) {
 		{"the first level, kept", partitions[:1], map[string]any{"date": "2024-01-02"}, false, false},
 		{"the second level, pruned", partitions[:2], map[string]any{"date": "2024-01-02", "region": "us"}, false, true},
 		{"the second level, a null", partitions[:2], map[string]any{"date": "2024-01-02", "region": nil}, false, true},
+		{"the last level under a null", partitions[:3], map[string]any{"date": "2024-01-02", "region": nil, "bucket": int64(1)}, false, true},
 		{"every level", partitions[:3], map[string]any{"date": "2024-01-02", "region": "eu", "bucket": int64(1)}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,6 +122,27 @@ func TestCompilePartialDecidesWhatTheKnownColumnsDecide(t *testing.T) {
 			}
 		})
 	}
+	// Three-valued logic over what the unknown columns may be: null || x
+	// may be true, !(null && x) may be true, null && x may not.
+	for _, tc := range []struct {
+		src     string
+		decided bool
+	}{
+		{"region == 'eu' || bucket < 2", false},
+		{"!(region == 'eu' && bucket < 2)", false},
+		{"!(region == 'eu' || bucket < 2)", true},
+		{"region == 'eu' ? bucket < 2 : false", true},
+		{"region == null && bucket < 2", false},
+		{"region != null && bucket < 2", true},
+	} {
+		e, err := CompilePartial(tc.src, partitions[:2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, decided, err := e.Decide(map[string]any{"date": "2024-01-02", "region": nil}); err != nil || v || decided != tc.decided {
+			t.Errorf("%s with a null region: %v, %v, %v; want decided %v", tc.src, v, decided, err, tc.decided)
+		}
+	}
 	// A comprehension's variable is no column.
 	e, err := CompilePartial("['eu', 'uk'].exists(r, r == region)", []Column{{"region", "utf8"}})
 	if err != nil {
@@ -125,5 +150,60 @@ func TestCompilePartialDecidesWhatTheKnownColumnsDecide(t *testing.T) {
 	}
 	if v, decided, err := e.Decide(map[string]any{"region": "uk"}); err != nil || !v || !decided {
 		t.Fatalf("exists: %v, %v, %v", v, decided, err)
+	}
+}
+
+// A null is unknown, as in SQL, Spark and pyarrow: a comparison or a
+// function of it is null, && and || follow three-valued logic, and a row
+// is kept only where the expression is true. x == null tests for a null.
+func TestNullsAreUnknownAsInSQL(t *testing.T) {
+	cols := []Column{{"lang", "utf8"}, {"score", "float64"}, {"n", "int64"}}
+	for _, tc := range []struct {
+		src         string
+		lang, score any
+		want        bool
+	}{
+		{"lang != 'de'", nil, 0.5, false},
+		{"lang != 'de'", "en", 0.5, true},
+		{"!(lang == 'de')", nil, 0.5, false},
+		{"lang == null", nil, 0.5, true},
+		{"null == lang", nil, 0.5, true},
+		{"lang == null", "en", 0.5, false},
+		{"lang != null", nil, 0.5, false},
+		{"null != lang", "en", 0.5, true},
+		{"lang != null && lang != 'de'", "en", 0.5, true},
+		{"lang == null || lang != 'de'", nil, 0.5, true},
+		{"lang == 'de' || score > 0.4", nil, 0.5, true},
+		{"lang == 'de' || score > 0.6", nil, 0.5, false},
+		{"score > 0.6 && lang != 'de'", nil, 0.5, false},
+		{"!(lang != 'de' && score > 0.6)", nil, 0.5, true},
+		{"!(lang != 'de' && score > 0.4)", nil, 0.5, false},
+		{"lang in ['en', 'de']", nil, 0.5, false},
+		{"lang.startsWith('e')", nil, 0.5, false},
+		{"(lang == 'de') == false", nil, 0.5, false},
+		{"lang == lang", nil, 0.5, false},
+		{"score < 1.0", "en", nil, false},
+		{"score == null && lang == 'en'", "en", nil, true},
+		{"n == null", "en", 0.5, true},
+		{"lang == 'de' ? false : true", nil, 0.5, false},
+	} {
+		t.Run(fmt.Sprintf("%s with lang=%v score=%v", tc.src, tc.lang, tc.score), func(t *testing.T) {
+			e, err := Compile(tc.src, cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.Eval(map[string]any{"lang": tc.lang, "score": tc.score, "n": nil})
+			if err != nil || got != tc.want {
+				t.Fatalf("Eval = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+	// A NaN still fails an ordering, with the advice to guard it.
+	e, err := Compile("score < 1.0", cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Eval(map[string]any{"lang": "en", "score": math.NaN(), "n": nil}); err == nil || !strings.Contains(err.Error(), "x == x") {
+		t.Fatalf("a NaN ordering: %v", err)
 	}
 }

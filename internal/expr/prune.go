@@ -33,8 +33,8 @@ func (e *Expr) Excludes(stats map[string]Stats) bool {
 // mirrored is the comparison with its operands swapped: 3 < x is x > 3.
 var mirrored = map[string]string{"_==_": "_==_", "_<_": "_>_", "_<=_": "_>=_", "_>_": "_<_", "_>=_": "_<=_"}
 
-// never reports whether e is false (or an error is impossible to reach
-// without a false) for every row within stats. numbers are the columns a
+// never reports whether e is true for no row within stats: false or null
+// (Nulls), or an error impossible to reach without a false. numbers are the columns a
 // conjunction around e tests with x == x: false for NaN, so a NaN row's
 // ordering error is absorbed there (CEL's && is false if either side is).
 func never(e celast.Expr, stats map[string]Stats, numbers map[string]bool) bool {
@@ -61,6 +61,9 @@ func never(e celast.Expr, stats map[string]Stats, numbers map[string]bool) bool 
 			}
 		}
 		return true
+	case fn == isNullFunction && len(args) == 1 && args[0].Kind() == celast.IdentKind:
+		s, ok := stats[args[0].AsIdent()]
+		return ok && s.NullsKnown && s.Nulls == 0
 	case mirrored[fn] != "" && len(args) == 2:
 		col, lit, op := args[0], args[1], fn
 		if col.Kind() == celast.LiteralKind {
@@ -118,16 +121,14 @@ func guarded(e celast.Expr, numbers map[string]bool) map[string]bool {
 	return out
 }
 
-// compareNever reports whether "column op v" is false for every row
-// within s. A null is false under == whatever v is; under an ordering it
-// is an evaluation error, so such rows must be read to report it. So is a
-// NaN, which Parquet's writers leave out of a float column's min and max
-// and count nowhere: an ordering of a float column (mayBeNaN) is decided
-// on its statistics only where a guard (x == x) makes a NaN row false.
+// compareNever reports whether "column op v" is true for no row within s.
+// A null row is null under any comparison (Nulls), never true. A NaN
+// fails an ordering with an evaluation error, which must be read to be
+// reported, and Parquet's writers leave NaN out of a float column's min
+// and max and count it nowhere: an ordering of a float column (mayBeNaN)
+// is decided on its statistics only where a guard (x == x) makes a NaN
+// row false.
 func compareNever(op string, s Stats, v ref.Val, mayBeNaN bool) bool {
-	if op != "_==_" && (!s.NullsKnown || s.Nulls > 0) {
-		return false
-	}
 	if op != "_==_" && mayBeNaN && (isFloat(s.Min) || isFloat(s.Max)) {
 		return false
 	}

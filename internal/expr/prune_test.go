@@ -3,7 +3,9 @@ package expr
 import "testing"
 
 // Statistics rule a filter out only where no row within them can match,
-// and never where a null row would make the filter fail to evaluate.
+// and never where a NaN row would make the filter fail to evaluate. A null
+// row matches no comparison (three-valued logic): it never keeps a row
+// group.
 func TestExcludesOnlyWhatNoRowWithinTheStatisticsMatches(t *testing.T) {
 	cols := []Column{{"id", "int64"}, {"score", "float64"}, {"lang", "utf8"}, {"ok", "bool"}, {"blob", "binary"}}
 	ids := map[string]Stats{"id": {Min: int64(10), Max: int64(19), NullsKnown: true}}
@@ -50,14 +52,18 @@ func TestExcludesOnlyWhatNoRowWithinTheStatisticsMatches(t *testing.T) {
 		{"id == id && score > 1.0", map[string]Stats{"score": scores["score"], "id": ids["id"]}, false},
 		{"score == 2.0", scores, true}, // NaN == 2.0 is false, not an error
 		{"score in [2.0, 3.0]", scores, true},
-		// Nulls: == is false for them; < is an error that must be reported.
+		// Nulls are null under every comparison, never true.
 		{"lang == 'en'", langs, true},
 		{"lang in ['en', 'zz']", langs, true},
 		{"lang == 'ga'", langs, false},
-		{"lang > 'j'", langs, false},
+		{"lang > 'j'", langs, true},
 		{"lang > 'j'", map[string]Stats{"lang": {Min: "fr", Max: "it", NullsKnown: true}}, true},
-		{"id < 10", map[string]Stats{"id": {Min: int64(10), Max: int64(19)}}, false}, // null count unknown
-		{"id < 10", map[string]Stats{"id": {NullsKnown: true}}, false},               // no min/max
+		{"id < 10", map[string]Stats{"id": {Min: int64(10), Max: int64(19)}}, true}, // null count unknown: no matter
+		{"lang == null", langs, false},
+		{"lang == null", map[string]Stats{"lang": {Min: "fr", Max: "it", NullsKnown: true}}, true},
+		{"lang == null", map[string]Stats{"lang": {Min: "fr", Max: "it"}}, false}, // nulls unknown
+		{"lang == null || id < 10", map[string]Stats{"lang": {Min: "fr", Max: "it", NullsKnown: true}, "id": ids["id"]}, true},
+		{"id < 10", map[string]Stats{"id": {NullsKnown: true}}, false}, // no min/max
 		{"id < 10", nil, false},
 		{"ok == true", map[string]Stats{"ok": {Min: false, Max: false, NullsKnown: true}}, true},
 		{"blob == b'x'", map[string]Stats{"blob": {Min: "a", Max: "b", NullsKnown: true}}, false}, // bytes: not compared

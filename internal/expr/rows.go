@@ -53,8 +53,9 @@ func (r Runs) Count() int64 {
 }
 
 // Rows evaluates the expression for each row of rec (its columns found by
-// name) and returns the rows it is true for. An evaluation error (a null
-// compared with <, a cost over the bound) is an error naming the row.
+// name) and returns the rows it is true for (not those where it is null,
+// Nulls). An evaluation error (a NaN compared with <, a cost over the
+// bound) is an error naming the row.
 func (e *Expr) Rows(rec arrow.RecordBatch) (Runs, error) {
 	e.rowsOnce.Do(func() {
 		e.rowsPrg, e.rowsErr = e.env.Program(e.ast, cel.CostLimit(maxCost), cel.InterruptCheckFrequency(100))
@@ -75,6 +76,9 @@ func (e *Expr) Rows(rec arrow.RecordBatch) (Runs, error) {
 	for row := range rec.NumRows() {
 		act.row = int(row)
 		v, _, err := prg.Eval(act)
+		if isNull(v) { // unknown: not kept
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s, at row %d: %w (%s)", e.src, row, err, Advice(err))
 		}
@@ -108,7 +112,7 @@ func (a *rowActivation) ResolveName(name string) (any, bool) {
 		return nil, false
 	}
 	if col.IsNull(a.row) {
-		return types.NullValue, true
+		return nullValue(), true
 	}
 	switch c := col.(type) {
 	case *array.Boolean:

@@ -36,6 +36,10 @@ type FilterIndex struct {
 	Shardfeed int    `json:"shardfeed"`
 	// Filter is the CEL expression; FilterHash(Filter) names the files.
 	Filter string `json:"filter"`
+	// Nulls is the semantics of null the rows were matched with
+	// (expr.Nulls); empty in a selection written before it was recorded,
+	// where x != 'a' matched a null x.
+	Nulls string `json:"nulls,omitempty"`
 	// Index is the content hash of the stream index the rows were matched
 	// in (planner.StreamIndex.ContentHash): a selection of another index
 	// is refused.

@@ -54,7 +54,7 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	out := &index.FilterIndex{Shardfeed: index.Version, Filter: filter, Index: l.Index.ContentHash()}
+	out := &index.FilterIndex{Shardfeed: index.Version, Filter: filter, Nulls: expr.Nulls, Index: l.Index.ContentHash()}
 	pruner, _ := reader.(Pruner)
 	var runsObject []byte
 	for i, sh := range l.Index.Shards {

@@ -150,3 +150,80 @@ def test_the_index_leaves_the_data_readable_by_pyarrow_and_pandas(tmp_path):
     assert [p for p in written if not p.startswith("_shardfeed/")] == ["part-0.parquet"], written
     assert pads.dataset(str(data), format="parquet").to_table().equals(table)
     assert pq.read_table(data).equals(table)
+
+
+def _uvarint(b: bytes, i: int) -> tuple[int, int]:
+    v, shift = 0, 0
+    while True:
+        x = b[i]
+        i += 1
+        v |= (x & 0x7F) << shift
+        if x < 0x80:
+            return v, i
+        shift += 7
+
+
+def _selected_rows(data: "os.PathLike[str]", expr: str) -> list[int]:
+    """The stream rows a filter's selection under data/_shardfeed/ keeps,
+    read back from its runs (count, then gap and length of each run)."""
+    import hashlib
+    import pathlib
+
+    root = pathlib.Path(data) / "_shardfeed"
+    name = "filter-" + hashlib.sha256(expr.encode()).hexdigest()
+    sel = json.loads((root / f"{name}.json").read_text())
+    runs = (root / f"{name}.runs").read_bytes()
+    shards = json.loads((root / "index.json").read_text())["shards"]
+    assert sel["nulls"] == "three-valued", sel
+    rows, first = [], 0
+    for shard, s in zip(shards, sel["shards"]):
+        if s["matching"]:
+            b = runs[s["offset"]:s["offset"] + s["length"]]
+            n, i = _uvarint(b, 0)
+            end = 0
+            for _ in range(n):
+                gap, i = _uvarint(b, i)
+                length, i = _uvarint(b, i)
+                start = end + gap
+                rows.extend(range(first + start, first + start + length))
+                end = start + length
+        first += shard["samples"]
+    return rows
+
+
+def test_filters_treat_null_as_pyarrow_does(tmp_path):
+    """A null is unknown, as in pyarrow, SQL and Spark: lang != 'de' leaves
+    a null lang out, null || true is true, null && false is false, and
+    x == null is pyarrow's is_null(). The rows shardfeed index selects are
+    exactly those pyarrow.dataset's filter keeps, row groups pruned by their
+    statistics or not."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pads
+
+    from conftest import SHARDFEED_BIN
+
+    n = 120
+    langs = [["en", "de", None, "fr"][i % 4] if i < 100 else None for i in range(n)]
+    scores = [None if i % 7 == 0 else (i % 10) / 10 for i in range(n)]
+    table = pa.table({"id": pa.array(range(n), pa.int64()), "lang": pa.array(langs, pa.string()),
+                      "score": pa.array(scores, pa.float64())})
+    data = tmp_path / "t"
+    data.mkdir()
+    pq.write_table(table, data / "part-0.parquet", row_group_size=20)
+    lang, score = pc.field("lang"), pc.field("score")
+    cases = {
+        "lang != 'de'": lang != "de",
+        "!(lang == 'de')": ~(lang == "de"),
+        "lang == 'de' || score > 0.5": (lang == "de") | (score > 0.5),
+        "lang != 'de' && score > 0.5": (lang != "de") & (score > 0.5),
+        "!(lang != 'de' && score > 0.5)": ~((lang != "de") & (score > 0.5)),
+        "lang == null": lang.is_null(),
+        "lang != null && score < 0.3": lang.is_valid() & (score < 0.3),
+        "score >= 0.5": score >= 0.5,
+        "lang == null || score == null": lang.is_null() | score.is_null(),
+    }
+    for cel, expression in cases.items():
+        done = subprocess.run([str(SHARDFEED_BIN), "index", str(data), "--filter", cel], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, cel + ": " + done.stdout + done.stderr
+        want = sorted(pads.dataset(str(data), format="parquet").to_table(filter=expression).column("id").to_pylist())
+        assert _selected_rows(data, cel) == want, cel

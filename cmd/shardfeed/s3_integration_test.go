@@ -68,7 +68,7 @@ func TestIntegrationIndexAndPlanAParquetStreamInMinIO(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	// 3 + 1 + 4 row groups of at most 100 rows.
-	if !strings.Contains(out, "wrote "+uri+"index.json: 8 shards, 750 samples") {
+	if !strings.Contains(out, "wrote "+uri+"_shardfeed/index.json: 8 shards, 750 samples") {
 		t.Fatalf("index output:\n%s", out)
 	}
 

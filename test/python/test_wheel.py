@@ -227,3 +227,34 @@ def test_a_tools_run_that_waits_says_who_holds_the_lock_and_what_it_does(tmp_pat
             proc.stderr.close()
     assert "waiting for the tools lock" in said and holder in said, said
     assert (cache / ".lock.holder").read_text().strip() == holder, "a waiting run must not overwrite the holder's account"
+
+
+def quickstart_block(lang, after):
+    """The first ```lang block after the text after in docs/quickstart.md."""
+    text = (ROOT / "docs" / "quickstart.md").read_text()
+    section = text[text.index(after):]
+    block = section[section.index(f"```{lang}\n") + len(lang) + 4:]
+    return block[:block.index("```")]
+
+
+def test_the_quickstarts_python_first_path_runs_as_written(installed, tmp_path):
+    """docs/quickstart.md's Python-first lines, as written, with the wheel
+    in a fresh venv: after its data lines, from_uri indexes and serves the
+    Parquet shards with no manifest, and to_manifest() is the dataset."""
+    import shutil
+
+    run([installed.python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(installed.wheel)], env=installed.env)
+    examples = tmp_path / "examples"
+    shutil.copytree(installed.clone / "examples", examples, ignore=shutil.ignore_patterns("data", ".shardfeed"))
+    data_lines = [line.split("  #")[0] for line in quickstart_block("sh", "## On your machine").splitlines()
+                  if line.startswith(("python3 make_data.py", "shardfeed convert"))]
+    assert len(data_lines) == 2, data_lines
+    run(["bash", "-c", "set -euo pipefail\n" + "\n".join(data_lines)], cwd=examples, env=installed.env)
+    script = quickstart_block("python", "Python first, with no YAML")
+    done = subprocess.run([installed.python, "-c", script], cwd=examples, env=installed.env, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    for want in ['kind: "TrainingDataset"', 'format: "parquet"', 'filter: "size(text) > 20"', "globalBatchSize: 32", "seed: 5",
+                 "samples match"]:
+        assert want in out, f"{want!r} not in the output:\n{out}"
+    assert (examples / "data" / "chat-parquet" / "_shardfeed" / "index.json").is_file()

@@ -27,12 +27,26 @@ _LAZY = {
     "SOCKET_ENV": "._client", "Client": "._client", "BatchStream": "._stream", "Output": "._convert", "Stats": "._stats",
     "FeedDataset": ".dataset", "data_parallel_coordinates": ".dataset", "FeedLoader": ".loader",
     "ShardfeedError": ".errors", "SidecarError": ".errors", "SidecarNotReady": ".errors", "StreamCut": ".errors",
-    "TransformError": ".errors",
+    "TransformError": ".errors", "index": "._commands", "convert": "._commands",
 }
 
 __all__ = ["SOCKET_ENV", "BatchStream", "Client", "FeedDataset", "FeedLoader", "Output", "ShardfeedError", "SidecarError",
-           "SidecarNotReady", "Stats", "StreamCut", "TransformError", "data_parallel_coordinates"]
-__version__ = "0.1.0"
+           "SidecarNotReady", "Stats", "StreamCut", "TransformError", "convert", "data_parallel_coordinates", "index"]
+# The release this source is (or precedes); an installed wheel says its own
+# version, which make dist and the Go binary share.
+_BASE_VERSION = "0.1.0"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("shardfeed")
+    except PackageNotFoundError:  # a source checkout on PYTHONPATH
+        return _BASE_VERSION
+
+
+__version__ = _version()
 
 
 def __getattr__(name: str) -> Any:

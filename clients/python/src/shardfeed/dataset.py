@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generator, Iterator, Mapping
 
 import pyarrow as pa
@@ -14,7 +18,7 @@ from ._stream import BatchStream
 from ._convert import Output
 from ._stats import Counters, Stats, WaitReporter
 from ._transform import ON_TRANSFORM_ERRORS, OnTransformError, OrderedTransform, Transform, default_threads
-from .errors import StreamCut
+from .errors import ShardfeedError, StreamCut
 
 try:  # torch is optional: without it the dataset is a plain iterable
     import torch
@@ -124,6 +128,25 @@ def _timed(raw: Iterator[tuple[int, pa.RecordBatch]], c: Counters) -> Iterator[t
         if item is None:
             return
         yield item
+
+
+# What `shardfeed plan` says of a stream that needs `shardfeed index -f`.
+_NEEDS_INDEX = ("no index at", "has no selection for its filter")
+
+
+def _index_when_needed(manifest: Path, binary: str | None) -> None:
+    """Indexes the manifest's stream (and selects its filter's rows) when
+    shardfeed plan finds no index: once, where the manifest says."""
+    from ._binary import find_binary
+    from ._commands import _run, _words
+
+    cmd = find_binary(binary)
+    done = subprocess.run([cmd, "plan", "-f", str(manifest)], capture_output=True, text=True, timeout=600)
+    if done.returncode == 0:
+        return
+    if not any(m in done.stderr for m in _NEEDS_INDEX):
+        raise ShardfeedError(f"the data cannot be planned: {_words(done.stderr.strip().removeprefix('shardfeed: '))}")
+    sys.stderr.write(_run(["index", "-f", str(manifest)], binary=binary))  # what it wrote, as the command says
 
 
 class FeedDataset(_Base):
@@ -238,6 +261,8 @@ class FeedDataset(_Base):
         self._stream: BatchStream | None = None
         # A FeedLoader's table of counters, a row per DataLoader worker.
         self._stats_table: torch.Tensor | None = None
+        # The TrainingDataset served, where this process started the server.
+        self._manifest_text: str | None = None
 
     @classmethod
     def from_manifest(cls, manifest: str | os.PathLike[str], *, job: str = "local", fresh: bool = False,
@@ -264,7 +289,74 @@ class FeedDataset(_Base):
 
         server = serve_manifest(manifest, job=job, fresh=fresh, directory=directory, binary=binary, args=serve_args)
         server.wait_ready(kwargs.get("wait", DEFAULT_WAIT_S))
-        return cls(server.socket, **kwargs)
+        ds = cls(server.socket, **kwargs)
+        ds._manifest_text = Path(manifest).read_text()
+        return ds
+
+    @classmethod
+    def from_uri(cls, uri: str | os.PathLike[str], *, batch_size: int, format: str | None = None,
+                 shuffle_seed: int | None = None, shuffle_block: int | None = None, columns: list[str] | None = None,
+                 filter: str | None = None, num_splits: int | None = None, drop_last: bool = True, name: str | None = None,
+                 endpoint: str | None = None, region: str | None = None, insecure: bool = False,
+                 credentials_secret: str | None = None, index_uri: str | None = None, job: str = "local",
+                 fresh: bool = False, directory: str | os.PathLike[str] | None = None, binary: str | None = None,
+                 serve_args: list[str] | None = None, **kwargs: Any) -> FeedDataset:
+        """A dataset of the data at uri, with no manifest to write: the
+        stream is indexed where it has no index yet (and its filter's
+        rows selected), then served as from_manifest serves it. The
+        TrainingDataset it describes is to_manifest(), which a cluster
+        takes unchanged.
+
+        Args:
+            uri: the data's prefix (s3://bucket/prefix/, gs://…, az://…) or
+                local directory.
+            batch_size: the global batch: samples per step over every rank.
+            format: parquet, orc, arrow, jsonl, csv, tsv or mds; a local
+                directory's is read from its files.
+            shuffle_seed: shuffle the samples with this seed (none: in
+                order); shuffle_block: how many consecutive samples of a
+                split are shuffled together.
+            columns: the columns to deliver (default all).
+            filter: a row filter, a CEL expression over the columns.
+            num_splits: how many splits the epoch is cut into; every world
+                size the job runs at must divide it (default up to 8).
+            drop_last: drop the tail of a split that does not fill a batch.
+            name: the TrainingDataset's name (default the path's last part).
+            endpoint, region, insecure: an S3-compatible store's (MinIO's).
+            credentials_secret: the Secret a cluster reads the store with
+                (source.credentialsSecretRef); here the environment's
+                credentials are used.
+            index_uri: where the index goes when the data's prefix is not
+                yours to write (a prefix of the same store).
+            job, fresh, directory, binary, serve_args, **kwargs: as in
+                from_manifest.
+        """
+        from ._commands import dataset_manifest, to_yaml
+        from ._local import STATE_DIR
+
+        manifest = dataset_manifest(uri, batch_size=batch_size, format=format, name=name, num_splits=num_splits,
+                                    shuffle_seed=shuffle_seed, shuffle_block=shuffle_block, columns=columns, filter=filter,
+                                    drop_last=drop_last, endpoint=endpoint, region=region, insecure=insecure,
+                                    credentials_secret=credentials_secret, index_uri=index_uri)
+        text = to_yaml(manifest) + "\n"
+        folder = Path(directory or os.getcwd()) / STATE_DIR / "datasets"
+        folder.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        path = folder / f"{manifest['metadata']['name']}-{digest}.yaml"
+        if not path.exists():
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        _index_when_needed(path, binary)
+        return cls.from_manifest(path, job=job, fresh=fresh, directory=directory, binary=binary, serve_args=serve_args, **kwargs)
+
+    def to_manifest(self) -> str:
+        """The TrainingDataset this dataset serves, as YAML: what
+        from_uri made of its arguments, or from_manifest's file. kubectl
+        apply -f takes it as it is (with the Secret it names, if any)."""
+        if self._manifest_text is None:
+            raise ShardfeedError("this dataset reads a sidecar's socket: its TrainingDataset is the cluster's (kubectl get tds -o yaml)")
+        return self._manifest_text
 
     @property
     def rank(self) -> int:

@@ -123,12 +123,18 @@ wheel: $(BUILD_VENV)/.complete ## Build the Python client's platform wheel, bund
 	@rm -rf $(BIN)/wheel-build
 	@ls $(WHEEL_DIR)/*.whl
 
+.PHONY: dist test-dist
+test-dist: tools-python dist ## Build a release (make dist) and check it as its users would: checksums, one version everywhere, the wheel in a fresh venv, the image index and the chart's digest, the SBOM (hack/check_dist.py).
+	$(PYTHON) hack/check_dist.py dist/latest
+dist: tools-go tools-debian $(BUILD_VENV)/.complete ## Build a release into dist/<version>/: the wheels (x86_64, aarch64), the image as OCI archives (amd64, arm64, and their index), the chart pinned to it, the SBOM, SHA256SUMS (docs/releasing.md; DIST_VERSION=1.2.3 names it).
+	hack/dist.sh
+
 ##@ Test
 
 .PHONY: test
 test: ## Run every test (the CI entry point): tools, lint, generated files, Go and Python tests, the end-to-end test and the short chaos run.
 	@hack/check-clean.sh snapshot
-	$(MAKE) --no-print-directory tools lint vet verify-generated test-go test-python test-e2e
+	$(MAKE) --no-print-directory tools lint vet verify-generated test-go test-python test-dist test-e2e
 	@hack/check-clean.sh verify
 
 .PHONY: test-unit
@@ -228,8 +234,8 @@ images: ## Build the OCI image archives (manager+sidecar, e2e trainer, pause) in
 	hack/images.sh
 
 .PHONY: test-e2e demo
-test-e2e: tools build ## Run the end-to-end test and the short chaos run on the local cluster (brings it up and down; root).
-	CHAOS=short hack/e2e.sh
+test-e2e: tools build dist ## Run the end-to-end test and the short chaos run on the local cluster with make dist's image and chart (brings it up and down; root).
+	CHAOS=short USE_DIST=1 hack/e2e.sh
 
 .PHONY: test-chaos
 test-chaos: tools build ## Run every fault-injection scenario (test/chaos) on the local cluster (CHAOS_SEED=n replays a run; root).

@@ -7,6 +7,8 @@
 #
 # Usage: hack/e2e.sh
 #   DEMO=1        plays the narrated demo instead of the tests
+#   USE_DIST=1    installs make dist's release (dist/latest/: its image
+#                 archive and packaged chart) instead of the source tree's
 #   CHAOS=short   after the e2e test, the short chaos run (make test)
 #   CHAOS=full    only the whole chaos suite (make test-chaos); CHAOS_SEED,
 #                 CHAOS_SCENARIOS (names, comma-separated), CHAOS_TABLE (a
@@ -38,7 +40,25 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-"$ROOT/hack/images.sh"
+if [[ ${USE_DIST:-0} == 1 ]]; then
+	# The release make dist wrote: its image archive and chart are what
+	# the tests install (the scenarios read DIST_* from the environment).
+	[[ -f $ROOT/dist/latest/dist.env ]] || die "no release in dist/latest/: run make dist"
+	set -a
+	# shellcheck disable=SC1091
+	source "$ROOT/dist/latest/dist.env"
+	set +a
+	"$ROOT/hack/images.sh" pause trainer
+	ctr -a "$SOCKET" -n k8s.io images import --no-unpack=false "$DIST_IMAGE_ARCHIVE" >/dev/null ||
+		die "importing $DIST_IMAGE_ARCHIVE into the cluster's containerd failed"
+	# The kubelet finds an image by digest under its digest name only
+	# (a pull from a registry makes it; an import names the tag).
+	ctr -a "$SOCKET" -n k8s.io images tag --force "$DIST_IMAGE_NAME" "$DIST_IMAGE" >/dev/null ||
+		die "naming the release's image $DIST_IMAGE in the cluster's containerd failed"
+	log "the release $DIST_VERSION: image $DIST_IMAGE, chart ${DIST_CHART#"$ROOT"/}"
+else
+	"$ROOT/hack/images.sh"
+fi
 # shellcheck disable=SC1091
 source "$WORK/env"
 cd "$ROOT"

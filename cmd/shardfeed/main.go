@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/version"
 )
 
 func main() {
@@ -39,7 +40,10 @@ with deterministic, elastic and resumable epoch plans.
 Documentation: docs/ in https://github.com/shardfeed/shardfeed`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what `shardfeed version` does.
+		Version: version.Get().Version,
 	}
+	root.SetVersionTemplate(version.Get().String() + "\n")
 	storeTimeout := root.PersistentFlags().Duration("store-timeout", store.DefaultMaxElapsed,
 		"how long a request to object storage is retried (timeouts, refused connections, 5xx) before the command fails; each retry is logged with its cause")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {

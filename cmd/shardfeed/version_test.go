@@ -26,6 +26,15 @@ func TestVersionCommand(t *testing.T) {
 			},
 		},
 		{
+			name: "--version, as other tools have it",
+			args: []string{"--version"},
+			check: func(t *testing.T, out string) {
+				if out != version.Get().String()+"\n" {
+					t.Errorf("--version = %q, want %q", out, version.Get().String())
+				}
+			},
+		},
+		{
 			name: "json",
 			args: []string{"version", "-o", "json"},
 			check: func(t *testing.T, out string) {

@@ -546,6 +546,17 @@ func TestIntegrationOneImageTagSchemeEverywhere(t *testing.T) {
 	if err := sigyaml.Unmarshal([]byte(read("charts/shardfeed/Chart.yaml")), &chart); err != nil {
 		t.Fatal(err)
 	}
+	// One version of the source everywhere: VERSION (make dist's base),
+	// the chart's and the Python package's.
+	var chartVersion struct {
+		Version string `json:"version"`
+	}
+	_ = sigyaml.Unmarshal([]byte(read("charts/shardfeed/Chart.yaml")), &chartVersion)
+	base := strings.TrimSpace(read("VERSION"))
+	py := regexp.MustCompile(`_BASE_VERSION = "([^"]+)"`).FindStringSubmatch(read("clients/python/src/shardfeed/__init__.py"))
+	if chart.AppVersion != base || chartVersion.Version != base || len(py) != 2 || py[1] != base {
+		t.Errorf("VERSION is %s, the chart's version %s and appVersion %s, the Python package's %v: make them one", base, chartVersion.Version, chart.AppVersion, py)
+	}
 	var kust struct {
 		Images []struct{ Name, NewName, NewTag string } `json:"images"`
 	}

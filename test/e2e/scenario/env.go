@@ -33,19 +33,35 @@ const (
 	secretName  = "minio"
 )
 
-// OperatorRepository and OperatorImage: the image hack/images.sh builds
-// (the manager and the sidecar).
-const (
-	OperatorRepository = "registry.local/shardfeed"
-	OperatorImage      = OperatorRepository + ":e2e"
+// The operator's image (the manager and the sidecar) and chart: make
+// dist's release, when hack/e2e.sh passes its dist.env (make test does),
+// else the image hack/images.sh builds and the chart of the source tree.
+var (
+	// OperatorRepository is the image's repository.
+	OperatorRepository = cmp.Or(os.Getenv("DIST_IMAGE_REPOSITORY"), "registry.local/shardfeed")
+	// OperatorImage is the reference the manager and its sidecars run:
+	// the release's, pinned by digest.
+	OperatorImage = cmp.Or(os.Getenv("DIST_IMAGE"), OperatorRepository+":e2e")
+	// operatorImageName is the image's name in the node's containerd.
+	operatorImageName = cmp.Or(os.Getenv("DIST_IMAGE_NAME"), OperatorImage)
+	// operatorChart is the packaged chart of the release, or "" for the
+	// source tree's.
+	operatorChart = os.Getenv("DIST_CHART")
 )
+
+// chart is the chart to install: the release's, or the source tree's.
+func (c *Cluster) chart() string {
+	return cmp.Or(operatorChart, filepath.Join(c.o.Root, "charts", "shardfeed"))
+}
 
 // InstallOperator installs (or upgrades) the chart with the e2e image and
 // waits for the manager.
 func (c *Cluster) InstallOperator(ctx context.Context) error {
-	_, err := c.Cmd(ctx, "helm", "upgrade", "--install", "shardfeed", filepath.Join(c.o.Root, "charts", "shardfeed"),
-		"--namespace", operatorNS, "--create-namespace", "--set", "image.repository="+OperatorRepository,
-		"--set", "image.tag=e2e", "--set", "image.pullPolicy=Never",
+	args := []string{"upgrade", "--install", "shardfeed", c.chart(), "--namespace", operatorNS, "--create-namespace"}
+	if operatorChart == "" { // the release's chart pins its image
+		args = append(args, "--set", "image.repository="+OperatorRepository, "--set", "image.tag=e2e")
+	}
+	args = append(args, "--set", "image.pullPolicy=Never",
 		// Six pods on two cores: the chart's default sidecar requests
 		// (500m, 2Gi each) are for real training nodes.
 		"--set", "sidecar.resources.requests.cpu=50m", "--set", "sidecar.resources.requests.memory=256Mi",
@@ -53,6 +69,7 @@ func (c *Cluster) InstallOperator(ctx context.Context) error {
 		// on the node's address: the platform team's in-cluster store.
 		"--set", "datasets.allowedEndpoints={"+c.o.NodeIP+"}",
 		"--wait", "--timeout", "180s")
+	_, err := c.Cmd(ctx, "helm", args...)
 	return err
 }
 

@@ -48,7 +48,7 @@ const (
 
 func (c *Cluster) play(ctx context.Context, rep *Report) error {
 	// 1. The operator.
-	c.Step("Installing the operator with Helm (image registry.local/shardfeed:e2e)")
+	c.Step("Installing the operator with Helm (image %s)", OperatorImage)
 	if err := c.InstallOperator(ctx); err != nil {
 		return err
 	}
@@ -612,11 +612,11 @@ func (c *Cluster) RollManager(ctx context.Context) error {
 func (c *Cluster) UpgradeOperator(ctx context.Context, tag string) error {
 	socket := filepath.Join(c.o.Root, ".cache", "cluster", "run", "containerd", "containerd.sock")
 	if out, err := execCommand(ctx, "ctr", "-a", socket, "-n", "k8s.io", "images", "tag", "--force",
-		OperatorImage, OperatorRepository+":"+tag); err != nil {
+		operatorImageName, OperatorRepository+":"+tag); err != nil {
 		return fmt.Errorf("ctr images tag: %w: %s", err, out)
 	}
-	if _, err := c.Cmd(ctx, "helm", "upgrade", "shardfeed", filepath.Join(c.o.Root, "charts", "shardfeed"), "--namespace", operatorNS,
-		"--reuse-values", "--set", "image.tag="+tag, "--wait", "--timeout", "180s"); err != nil {
+	if _, err := c.Cmd(ctx, "helm", "upgrade", "shardfeed", c.chart(), "--namespace", operatorNS,
+		"--reuse-values", "--set", "image.tag="+tag, "--set", "image.digest=", "--wait", "--timeout", "180s"); err != nil {
 		return err
 	}
 	if _, err := c.Cmd(ctx, "kubectl", "rollout", "status", "deployment/shardfeed-manager", "-n", operatorNS, "--timeout", "180s"); err != nil {

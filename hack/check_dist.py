@@ -1,0 +1,174 @@
+"""Checks a release that make dist wrote, as a user of each artifact would
+find it (make test-dist runs it; the e2e test then installs its chart and
+image):
+
+- SHA256SUMS verifies every file, and lists every artifact;
+- the versions agree: `shardfeed --version` of the wheel installed in a
+  fresh venv, `shardfeed.__version__` there, the wheels' names, the chart's
+  version and appVersion, the image's name, dist.env;
+- each wheel is tagged for its architecture and bundles that
+  architecture's static binary;
+- the image archive is an OCI index of linux/amd64 and linux/arm64, whose
+  digest the chart pins, and each architecture's archive holds the same
+  manifest as the index names;
+- the SBOM is SPDX 2.3 and names the Go modules the binaries were built
+  with (as `go version -m` reports them) and each wheel.
+
+    python hack/check_dist.py dist/<version>
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import venv
+import zipfile
+from pathlib import Path
+
+ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
+
+
+def fail(msg: str) -> None:
+    print(f"check_dist: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def pep440(v: str) -> str:
+    """The Python version of a release version, as setup.py writes it."""
+    m = re.fullmatch(r"(\d+\.\d+\.\d+)-(rc|alpha|beta)\.(\d+)", v)
+    if m:
+        return m.group(1) + {"rc": "rc", "alpha": "a", "beta": "b"}[m.group(2)] + m.group(3)
+    m = re.fullmatch(r"(\d+\.\d+\.\d+)-dev\.(\d+)\.g([0-9a-f]+)", v)
+    if m:
+        return f"{m.group(1)}.dev{m.group(2)}+g{m.group(3)}"
+    return v
+
+
+def oci(path: Path) -> tuple[dict, dict[str, bytes]]:
+    with tarfile.open(path) as tar:
+        blobs = {}
+        for m in tar.getmembers():
+            if m.isfile():
+                f = tar.extractfile(m)
+                assert f is not None
+                blobs[m.name] = f.read()
+    return json.loads(blobs["index.json"]), blobs
+
+
+def blob(blobs: dict[str, bytes], digest: str) -> bytes:
+    data = blobs["blobs/sha256/" + digest.removeprefix("sha256:")]
+    if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+        fail(f"blob {digest} does not hash to its digest")
+    return data
+
+
+def main() -> None:
+    out = Path(sys.argv[1]).resolve()
+    env = dict(line.split("=", 1) for line in (out / "dist.env").read_text().splitlines() if line)
+    v = env["DIST_VERSION"]
+
+    # Checksums: every artifact listed, every line verified.
+    listed = {}
+    for line in (out / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split(maxsplit=1)
+        listed[name.lstrip("*")] = digest
+    artifacts = {p.name for p in out.iterdir() if p.name not in ("SHA256SUMS", "dist.env")}
+    if set(listed) != artifacts:
+        fail(f"SHA256SUMS lists {sorted(listed)}, the folder holds {sorted(artifacts)}")
+    for name, digest in listed.items():
+        if hashlib.sha256((out / name).read_bytes()).hexdigest() != digest:
+            fail(f"{name} does not match SHA256SUMS")
+
+    # The wheels: one per architecture, each with its binary.
+    py = pep440(v)
+    wheels = {}
+    for machine in ("x86_64", "aarch64"):
+        found = sorted(out.glob(f"shardfeed-*-py3-none-manylinux_2_17_{machine}.manylinux2014_{machine}.whl"))
+        if len(found) != 1:
+            fail(f"no one {machine} wheel (the folder holds {sorted(artifacts)})")
+        name = found[0].name
+        with zipfile.ZipFile(out / name) as z:
+            elf = z.read("shardfeed/_bin/shardfeed")
+            metadata = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+            text = z.read(metadata[0]).decode()
+        if elf[:4] != b"\x7fELF" or int.from_bytes(elf[18:20], "little") != ELF_MACHINE[machine]:
+            fail(f"{name} bundles no {machine} binary")
+        if f"\nVersion: {py}\n" not in text:
+            fail(f"{name}'s METADATA says another version than {py}")
+        wheels[machine] = out / name
+
+    # The host's wheel in a fresh venv: the CLI and the package agree.
+    with tempfile.TemporaryDirectory() as tmp:
+        venv.EnvBuilder(with_pip=True).create(tmp)
+        pip = [f"{tmp}/bin/python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--no-index"]
+        subprocess.run([*pip, str(wheels[os.uname().machine])], check=True)
+        cli = subprocess.run([f"{tmp}/bin/shardfeed", "--version"], capture_output=True, text=True, check=True).stdout
+        if not cli.startswith(f"shardfeed v{v} "):
+            fail(f"the wheel's shardfeed --version says {cli.strip()!r}, want v{v}")
+        got = subprocess.run([f"{tmp}/bin/python", "-c", "import shardfeed; print(shardfeed.__version__)"],
+                             capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]}).stdout.strip()
+        if got != py:
+            fail(f"shardfeed.__version__ is {got}, want {py}")
+
+    # The image: an index of both architectures, named <repository>:<v>.
+    index, blobs = oci(out / f"shardfeed-image-{v}.tar")
+    top = index["manifests"][0]
+    if top["annotations"]["io.containerd.image.name"] != env["DIST_IMAGE_NAME"] or not env["DIST_IMAGE_NAME"].endswith(f":{v}"):
+        fail(f"the image is named {top['annotations']}, want {env['DIST_IMAGE_NAME']}")
+    if top["mediaType"] != "application/vnd.oci.image.index.v1+json" or env["DIST_IMAGE"] != f"{env['DIST_IMAGE_REPOSITORY']}@{top['digest']}":
+        fail(f"the image's top descriptor is {top}, dist.env says {env['DIST_IMAGE']}")
+    platforms = {}
+    for m in json.loads(blob(blobs, top["digest"]))["manifests"]:
+        manifest = json.loads(blob(blobs, m["digest"]))
+        config = json.loads(blob(blobs, manifest["config"]["digest"]))
+        if config["architecture"] != m["platform"]["architecture"] or config["config"]["Entrypoint"] != ["/manager"]:
+            fail(f"the {m['platform']} manifest's config says {config['architecture']}, {config['config']}")
+        blob(blobs, manifest["layers"][0]["digest"])
+        platforms[config["architecture"]] = m["digest"]
+        single, _ = oci(out / f"shardfeed-image-{v}-linux-{config['architecture']}.tar")
+        if single["manifests"][0]["digest"] != m["digest"]:
+            fail(f"shardfeed-image-{v}-linux-{config['architecture']}.tar holds another image than the index's")
+    if sorted(platforms) != ["amd64", "arm64"]:
+        fail(f"the image index has {sorted(platforms)}, want amd64 and arm64")
+
+    # The chart: this version, its image pinned by the index's digest.
+    with tarfile.open(env["DIST_CHART"]) as tar:
+        chart = tar.extractfile("shardfeed/Chart.yaml").read().decode()  # type: ignore[union-attr]
+        values = tar.extractfile("shardfeed/values.yaml").read().decode()  # type: ignore[union-attr]
+    def field(text: str, key: str, indent: str = "") -> str:  # the first "key: value" line's value, unquoted
+        m = re.search(rf"^{indent}{key}: *\"?([^\"\n]*)\"?$", text, re.M)
+        return m.group(1) if m else ""
+
+    if field(chart, "version") != v or field(chart, "appVersion") != v:
+        fail(f"the chart's version is {field(chart, 'version')} and its appVersion {field(chart, 'appVersion')}, want {v}")
+    repo, digest = field(values, "repository", "  "), field(values, "digest", "  ")  # image: comes first
+    if repo != env["DIST_IMAGE_REPOSITORY"] or digest != top["digest"]:
+        fail(f"the chart's values name the image {repo}@{digest}, not {env['DIST_IMAGE']}")
+
+    # The SBOM: every module of the binary, every wheel.
+    sbom = json.loads((out / f"shardfeed-{v}.spdx.json").read_text())
+    if sbom["spdxVersion"] != "SPDX-2.3" or sbom["name"] != f"shardfeed-{v}":
+        fail(f"the SBOM is {sbom['spdxVersion']} {sbom['name']}")
+    purls = {r["referenceLocator"] for p in sbom["packages"] for r in p.get("externalRefs", [])}
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheels[os.uname().machine]) as z:
+        z.extract("shardfeed/_bin/shardfeed", tmp)
+        mods = subprocess.run(["go", "version", "-m", f"{tmp}/shardfeed/_bin/shardfeed"], capture_output=True, text=True, check=True).stdout
+    deps = [line.split()[1:3] for line in io.StringIO(mods) if line.strip().startswith("dep")]
+    missing = [f"{p}@{ver}" for p, ver in deps if f"pkg:golang/{p}@{ver}" not in purls]
+    if not deps or missing:
+        fail(f"the SBOM lacks {missing[:5]} of the binary's {len(deps)} modules")
+    if f"pkg:pypi/shardfeed@{v}" not in purls:
+        fail("the SBOM names no wheel")
+    print(f"check_dist: shardfeed {v}: {len(artifacts)} artifacts verified; wheel {py}, image {top['digest'][:19]}…, "
+          f"chart {v}, SBOM of {len(sbom['packages'])} packages")
+
+
+if __name__ == "__main__":
+    main()

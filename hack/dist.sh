@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# dist.sh builds every artifact of a release into dist/<version>/, without a
+# container engine or a registry (docs/releasing.md):
+#   shardfeed-<v>-py3-none-manylinux_2_17_{x86_64,aarch64}.whl
+#                                   the Python client with the static CLI inside
+#   shardfeed-image-<v>.tar         the image (manager + sidecar) as an OCI
+#                                   archive: an index of linux/amd64 and
+#                                   linux/arm64, named <repository>:<v>
+#   shardfeed-image-<v>-linux-<arch>.tar
+#                                   each architecture's image alone
+#   shardfeed-<v>.tgz               the Helm chart, version and appVersion <v>,
+#                                   its image pinned to the index's digest
+#   shardfeed-<v>.spdx.json         the SBOM (SPDX 2.3): binaries, Go modules, wheels
+#   SHA256SUMS                      the checksums of all of the above
+#   dist.env                        what the tests and the release workflow read
+#
+# The version: DIST_VERSION (1.2.3 or 1.2.3-rc.1), else the tag v1.2.3 at
+# HEAD, else a development build of VERSION: <VERSION>-dev.<commits>.g<sha>.
+# IMAGE_REPOSITORY (default ghcr.io/shardfeed/shardfeed) names the image.
+# The amd64 sidecar links libjpeg-turbo (make tools installs its headers);
+# the arm64 one decodes JPEG in Go (SHARDFEED_JPEG=go builds both so).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${SHARDFEED_BIN:-$ROOT/bin}
+LOG_PREFIX=dist
+# shellcheck source=hack/lib.sh
+source "$ROOT/hack/lib.sh"
+cd "$ROOT"
+
+base=$(tr -d '[:space:]' <VERSION)
+if [[ -n ${DIST_VERSION:-} ]]; then
+	V=${DIST_VERSION#v}
+elif tag=$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null); then
+	V=${tag#v}
+else
+	V="$base-dev.$(git rev-list --count HEAD).g$(git rev-parse --short=12 HEAD)"
+fi
+[[ $V =~ ^[0-9]+\.[0-9]+\.[0-9]+(-(rc|alpha|beta)\.[0-9]+|-dev\.[0-9]+\.g[0-9a-f]+)?$ ]] ||
+	die "version '$V' is not 1.2.3, 1.2.3-rc.1 or a development build (DIST_VERSION, or a tag v1.2.3)"
+[[ ${V%%-*} == "$base" ]] || die "version $V is not a build of VERSION ($base): bump VERSION, the chart and the Python package first (docs/releasing.md)"
+if [[ -n $(git status --porcelain --untracked-files=no) ]]; then
+	log "warning: the work tree has changes: the artifacts are of the tree, not of $(git rev-parse --short HEAD)"
+fi
+REPO=${IMAGE_REPOSITORY:-ghcr.io/shardfeed/shardfeed}
+OUT=$ROOT/dist/$V
+STAGE=$ROOT/dist/.stage-$V
+rm -rf "$OUT" "$STAGE"
+# Earlier development builds go (about 1 GB each); releases stay.
+find "$ROOT/dist" -mindepth 1 -maxdepth 1 -type d -name '*-dev.*' -exec rm -rf {} + 2>/dev/null || true
+mkdir -p "$OUT" "$STAGE"
+trap 'rm -rf "$STAGE"' EXIT
+COMMIT=$(git rev-parse HEAD)
+CREATED=$(git log -1 --format=%cI HEAD)
+LDFLAGS="-s -w -X github.com/shardfeed/shardfeed/internal/version.version=v$V -X github.com/shardfeed/shardfeed/internal/version.commit=$COMMIT"
+log "shardfeed $V ($COMMIT) into ${OUT#"$ROOT"/}/"
+
+gobuild() { # ARCH OUT PACKAGE
+	CGO_ENABLED=0 GOOS=linux GOARCH=$1 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "$LDFLAGS" -o "$2" "$3"
+}
+for arch in amd64 arm64; do
+	d=$STAGE/linux-$arch
+	mkdir -p "$d"
+	log "building linux/$arch: the CLI, the manager, the sidecar"
+	gobuild "$arch" "$d/shardfeed" ./cmd/shardfeed
+	gobuild "$arch" "$d/manager" ./cmd/manager
+	if [[ $arch == amd64 && ${SHARDFEED_JPEG:-libjpeg} != go ]]; then
+		[[ -f /usr/include/jpeglib.h ]] || die "libjpeg-turbo's headers are missing: run make tools (Debian's libjpeg62-turbo-dev), or SHARDFEED_JPEG=go"
+		CGO_ENABLED=1 GOFLAGS=-buildvcs=false go build -trimpath -tags libjpeg,netgo,osusergo \
+			-ldflags "$LDFLAGS -linkmode external -extldflags -static" -o "$d/sidecar" ./cmd/shardfeed
+	else
+		cp "$d/shardfeed" "$d/sidecar"
+	fi
+done
+
+# The wheels: make wheel's staging, once per architecture.
+[[ -x $BIN/venv-build/bin/python ]] || make --no-print-directory bin/venv-build/.complete
+for arch in amd64 arm64; do
+	w=$STAGE/wheel-$arch
+	cp -r clients/python "$w"
+	rm -rf "$w/build" "$w"/src/*.egg-info "$w/src/shardfeed/_bin"
+	mkdir -p "$w/src/shardfeed/_bin"
+	cp "$STAGE/linux-$arch/shardfeed" "$w/src/shardfeed/_bin/shardfeed"
+	machine=x86_64
+	[[ $arch == arm64 ]] && machine=aarch64
+	SHARDFEED_VERSION=$V SHARDFEED_WHEEL_MACHINE=$machine "$BIN/venv-build/bin/python" -m pip wheel --quiet --disable-pip-version-check \
+		--no-deps --no-build-isolation -w "$OUT" "$w"
+done
+
+# The image: one archive per architecture, and the index of both.
+(CGO_ENABLED=0 go build -o "$STAGE/ociarchive" ./hack/images/ociarchive)
+platform() { echo "$1=$STAGE/linux-$1/manager:/manager,$STAGE/linux-$1/sidecar:/shardfeed"; }
+for arch in amd64 arm64; do
+	"$STAGE/ociarchive" -ref "$REPO:$V-$arch" -out "$OUT/shardfeed-image-$V-linux-$arch.tar" -entrypoint /manager -user 65532:65532 \
+		-platform "$(platform "$arch")"
+done
+"$STAGE/ociarchive" -ref "$REPO:$V" -out "$OUT/shardfeed-image-$V.tar" -entrypoint /manager -user 65532:65532 \
+	-digest-file "$STAGE/digest" -platform "$(platform amd64)" -platform "$(platform arm64)"
+DIGEST=$(cat "$STAGE/digest")
+log "image $REPO:$V@$DIGEST"
+
+# The chart, pinned to the image's digest.
+cp -r charts/shardfeed "$STAGE/chart"
+sed -i -E "s/^version: .*/version: $V/; s/^appVersion: .*/appVersion: \"$V\"/" "$STAGE/chart/Chart.yaml"
+sed -i -E "0,/^  repository: .*/s||  repository: $REPO|; 0,/^  digest: .*/s||  digest: \"$DIGEST\"|" "$STAGE/chart/values.yaml"
+grep -q "digest: \"$DIGEST\"" "$STAGE/chart/values.yaml" || die "the chart's values.yaml has no image.digest to pin"
+"$BIN/helm" package "$STAGE/chart" --destination "$OUT" >/dev/null
+
+# The SBOM and the checksums.
+wheels=()
+for w in "$OUT"/*.whl; do wheels+=(-wheel "$w"); done
+go run ./hack/sbom -version "$V" -created "$CREATED" -out "$OUT/shardfeed-$V.spdx.json" "${wheels[@]}" \
+	"$STAGE/linux-amd64/shardfeed" "$STAGE/linux-amd64/manager" "$STAGE/linux-amd64/sidecar" \
+	"$STAGE/linux-arm64/shardfeed" "$STAGE/linux-arm64/manager"
+(cd "$OUT" && sha256sum -- *.whl *.tar *.tgz *.spdx.json >SHA256SUMS)
+cat >"$OUT/dist.env" <<EOF
+DIST_VERSION=$V
+DIST_DIR=$OUT
+DIST_IMAGE_REPOSITORY=$REPO
+DIST_IMAGE=$REPO@$DIGEST
+DIST_IMAGE_NAME=$REPO:$V
+DIST_IMAGE_ARCHIVE=$OUT/shardfeed-image-$V.tar
+DIST_CHART=$OUT/shardfeed-$V.tgz
+EOF
+ln -sfn "$V" "$ROOT/dist/latest"
+log "done: $(cd "$OUT" && ls | tr '\n' ' ')"

@@ -14,6 +14,7 @@ ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot
 FROM ${BUILD_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+COPY clients/go/go.mod clients/go/go.sum clients/go/
 RUN go mod download
 COPY . .
 ARG VERSION=dev

@@ -68,6 +68,7 @@ fmt: ## Format the Go code.
 .PHONY: vet
 vet: ## Run go vet, with the integration tests (and the cgo build's libjpeg files).
 	go vet -tags integration,e2e,chaos ./...
+	cd clients/go && go vet ./...
 	CGO_ENABLED=1 go vet -tags integration,libjpeg ./sidecar/images/
 
 .PHONY: lint
@@ -77,6 +78,7 @@ lint: tools-go tools-python ## Run golangci-lint (see .golangci.yml), gofmt, myp
 	@out=$$(gofmt -l -s $$(git ls-files '*.go')); if [ -n "$$out" ]; then \
 		echo "gofmt: these files need formatting (run make fmt):"; echo "$$out"; exit 1; fi
 	$(BIN)/golangci-lint run ./...
+	cd clients/go && $(BIN)/golangci-lint run --config $(ROOT)/.golangci.yml ./...
 	$(BIN)/helm lint --strict charts/shardfeed
 	$(BIN)/promtool check rules charts/shardfeed/files/alerts.yaml
 
@@ -140,6 +142,7 @@ test: ## Run every test (the CI entry point): tools, lint, generated files, Go a
 .PHONY: test-unit
 test-unit: ## Run the Go unit tests (no servers).
 	go test -count=1 -timeout $(GO_TEST_TIMEOUT) $(GOTEST_FLAGS) ./...
+	cd clients/go && go test -count=1 -race $(GOTEST_FLAGS) ./...
 
 .PHONY: test-integration
 test-integration: tools-go tools-kube tools-minio tools-debian ## Run the Go integration tests (real kube-apiserver, etcd, MinIO).
@@ -149,6 +152,8 @@ test-integration: tools-go tools-kube tools-minio tools-debian ## Run the Go int
 .PHONY: test-go
 test-go: tools-go tools-kube tools-minio tools-debian
 	go test -count=1 -tags integration -timeout $(GO_TEST_TIMEOUT) $(GOTEST_FLAGS) ./...
+	@echo "test-go: the Go client, a module of its own (clients/go)"
+	cd clients/go && go test -count=1 -race $(GOTEST_FLAGS) ./...
 	@echo "test-go: the image decoding again, with libjpeg-turbo (the cgo build)"
 	CGO_ENABLED=1 go test -count=1 -tags integration,libjpeg $(GOTEST_FLAGS) ./sidecar/images/ ./sidecar/pipeline/
 

@@ -29,6 +29,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/shardfeed/shardfeed/clients/go/handoffwire"
 )
 
 // DefaultSlots is the number of segments a stream uses at most: the batch
@@ -36,8 +38,25 @@ import (
 // fills ahead.
 const DefaultSlots = 4
 
-// MaxSlots keeps the control segment to one page.
-const MaxSlots = 256
+// The wire the clients read (clients/go/handoffwire).
+const (
+	FrameArrow   = handoffwire.FrameArrow
+	FrameControl = handoffwire.FrameControl
+	FrameSegment = handoffwire.FrameSegment
+	FrameBatch   = handoffwire.FrameBatch
+	// MaxSlots keeps the control segment to one page.
+	MaxSlots = handoffwire.MaxSlots
+)
+
+// ControlBytes is the size of a stream's control segment.
+func ControlBytes(slots int) int { return handoffwire.ControlBytes(slots) }
+
+// Control is the client's side of a control segment (tests write it as a
+// client does).
+type Control = handoffwire.Control
+
+// NewControl returns the client's side of the control segment mem.
+func NewControl(mem []byte, slots int) *Control { return handoffwire.NewControl(mem, slots) }
 
 // grain rounds segment sizes, so a batch a little larger than the last
 // reuses its segment; smallGrain rounds those under a grain, so small
@@ -157,19 +176,12 @@ func (s *Stream) TakeControlFD() int {
 // Slots is the number of slots.
 func (s *Stream) Slots() int { return len(s.slots) }
 
-// The control segment's words (uint64, little-endian) after the slots'
-// released generations.
+// The control segment's words after the slots' (handoffwire).
 const (
-	// wordRead: the descriptors the client has read.
-	wordRead = iota
-	// wordSeq: bumped by the client after each release or read; its low 32
-	// bits are the futex the sidecar waits on when no slot is free.
-	wordSeq
-	// wordWaiting: set by the sidecar while it waits, so the client makes
-	// the wake-up call only then.
-	wordWaiting
-	// wordsAfter is the number of words after the slots'.
-	wordsAfter
+	wordRead    = handoffwire.WordRead
+	wordSeq     = handoffwire.WordSeq
+	wordWaiting = handoffwire.WordWaiting
+	wordsAfter  = handoffwire.WordsAfter
 )
 
 // word returns the control word i, as the client last wrote it.

@@ -21,8 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
-	"github.com/shardfeed/shardfeed/internal/bufpool"
-	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/clients/go/bufpool"
 )
 
 // SocketEnv names the environment variable with the socket's path.
@@ -289,7 +288,7 @@ func (s *Stream) Close() error {
 //
 // A sidecar that is away (its container restarting) or answers 503 is
 // asked again for up to CommitWait: the same commit twice records it once.
-func (c *Client) Commit(ctx context.Context, epoch, step int64, resumed bool) (*configmaps.State, error) {
+func (c *Client) Commit(ctx context.Context, epoch, step int64, resumed bool) (*State, error) {
 	body, _ := json.Marshal(map[string]any{"epoch": epoch, "step": step, "resumed": resumed})
 	deadline := time.Now().Add(CommitWait)
 	pause := 100 * time.Millisecond
@@ -297,7 +296,7 @@ func (c *Client) Commit(ctx context.Context, epoch, step int64, resumed bool) (*
 		resp, err := c.do(ctx, http.MethodPost, "/v1/commit", nil, strings.NewReader(string(body)))
 		if err == nil {
 			defer func() { _ = resp.Body.Close() }()
-			var st configmaps.State
+			var st State
 			return &st, json.NewDecoder(resp.Body).Decode(&st)
 		}
 		var api *APIError
@@ -317,8 +316,8 @@ func (c *Client) Commit(ctx context.Context, epoch, step int64, resumed bool) (*
 var CommitWait = 2 * time.Minute
 
 // State returns the job's committed state.
-func (c *Client) State(ctx context.Context) (*configmaps.State, error) {
-	var st configmaps.State
+func (c *Client) State(ctx context.Context) (*State, error) {
+	var st State
 	return &st, c.getJSON(ctx, "/v1/state", &st)
 }
 

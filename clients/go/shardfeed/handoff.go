@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/shardfeed/shardfeed/sidecar/handoff"
+	handoff "github.com/shardfeed/shardfeed/clients/go/handoffwire"
 )
 
 // A stream handed over in shared memory (docs/sidecar.md, "The hand-off

@@ -15,7 +15,6 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
-	"github.com/shardfeed/shardfeed/internal/configmaps"
 )
 
 const mixedSpec = `  numSplits: 12
@@ -296,7 +295,7 @@ func TestIntegrationACommitWaitsForARestartingSidecar(t *testing.T) {
 	}
 	srv.kill()
 	type result struct {
-		st  *configmaps.State
+		st  *shardfeed.State
 		err error
 	}
 	done := make(chan result, 1)

@@ -63,6 +63,15 @@ def test_from_uri_indexes_selects_and_serves_a_local_table(tmp_path, monkeypatch
     assert steps == len(planned)
     assert seen == {i: 1 for i in range(0, n, 3)}
 
+    # Another filter over the same data selects its rows over the index
+    # there, which stays as it is (and so does every plan over it).
+    before = (data / "_shardfeed" / "index.json").stat().st_mtime_ns
+    other = shardfeed.FeedDataset.from_uri(data, batch_size=8, filter="id < 16", rank=0, world_size=1, output="numpy",
+                                           binary=str(SHARDFEED_BIN))
+    assert sorted(int(i) for b in other for i in b["id"]) == list(range(16))
+    assert (data / "_shardfeed" / "index.json").stat().st_mtime_ns == before
+    assert len(list((data / "_shardfeed").glob("filter-*.runs"))) == 2
+
     # A second from_uri of the same data reads the index there: no new one.
     before = (data / "_shardfeed" / "index.json").stat().st_mtime_ns
     again = shardfeed.FeedDataset.from_uri(data, batch_size=8, shuffle_seed=3, columns=["id", "text"], filter="id % 3 == 0",

@@ -146,7 +146,10 @@ def _index_when_needed(manifest: Path, binary: str | None) -> None:
         return
     if not any(m in done.stderr for m in _NEEDS_INDEX):
         raise ShardfeedError(f"the data cannot be planned: {_words(done.stderr.strip().removeprefix('shardfeed: '))}")
-    sys.stderr.write(_run(["index", "-f", str(manifest)], binary=binary))  # what it wrote, as the command says
+    args = ["index", "-f", str(manifest)]
+    if "no index at" not in done.stderr:  # the index is there: only the filter's rows, over it
+        args.append("--selection-only")
+    sys.stderr.write(_run(args, binary=binary))  # what it wrote, as the command says
 
 
 class FeedDataset(_Base):
@@ -298,7 +301,7 @@ class FeedDataset(_Base):
                  shuffle_seed: int | None = None, shuffle_block: int | None = None, columns: list[str] | None = None,
                  filter: str | None = None, num_splits: int | None = None, drop_last: bool = True, name: str | None = None,
                  endpoint: str | None = None, region: str | None = None, insecure: bool = False,
-                 credentials_secret: str | None = None, index_uri: str | None = None, job: str = "local",
+                 credentials_secret: str | None = None, index_uri: str | None = None, job: str | None = None,
                  fresh: bool = False, directory: str | os.PathLike[str] | None = None, binary: str | None = None,
                  serve_args: list[str] | None = None, **kwargs: Any) -> FeedDataset:
         """A dataset of the data at uri, with no manifest to write: the
@@ -328,7 +331,11 @@ class FeedDataset(_Base):
                 credentials are used.
             index_uri: where the index goes when the data's prefix is not
                 yours to write (a prefix of the same store).
-            job, fresh, directory, binary, serve_args, **kwargs: as in
+            job: the job whose progress to resume or start; default one of
+                this very dataset ("local-" and its manifest's hash), so
+                that other arguments (another filter, seed or batch size)
+                start a new job instead of refusing the old one's progress.
+            fresh, directory, binary, serve_args, **kwargs: as in
                 from_manifest.
         """
         from ._commands import dataset_manifest, to_yaml
@@ -348,7 +355,8 @@ class FeedDataset(_Base):
             tmp.write_text(text)
             os.replace(tmp, path)
         _index_when_needed(path, binary)
-        return cls.from_manifest(path, job=job, fresh=fresh, directory=directory, binary=binary, serve_args=serve_args, **kwargs)
+        return cls.from_manifest(path, job=job or f"local-{digest[:8]}", fresh=fresh, directory=directory, binary=binary,
+                                 serve_args=serve_args, **kwargs)
 
     def to_manifest(self) -> str:
         """The TrainingDataset this dataset serves, as YAML: what

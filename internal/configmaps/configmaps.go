@@ -13,7 +13,6 @@ import (
 	"time"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -198,9 +197,14 @@ func checkLayout(v, what string) error {
 	return nil
 }
 
-// Commit is one recorded commit of a job's lineage: the Go client's type,
-// which reads the lineage as it is stored.
-type Commit = shardfeed.Commit
+// Commit is one recorded commit of a job's lineage.
+type Commit struct {
+	Epoch   int64     `json:"epoch"`
+	Step    int64     `json:"step"`
+	Attempt string    `json:"attempt"`
+	Resumed bool      `json:"resumed,omitempty"`
+	Time    time.Time `json:"time"`
+}
 
 // Attempt is an admitted attempt of a job: every pod of one attempt shares
 // its id and its generation (design §4).

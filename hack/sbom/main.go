@@ -128,12 +128,17 @@ func run(version, out, created string, wheels, binaries []string) error {
 		rels = append(rels, relationship{bin.SPDXID, "DEPENDS_ON", goID})
 		for _, d := range info.Deps {
 			m := d
-			if d.Replace != nil {
-				m = d.Replace
+			download := "https://proxy.golang.org/" + d.Path + "/@v/" + d.Version + ".zip"
+			if r := d.Replace; r != nil {
+				if strings.HasPrefix(r.Path, ".") || filepath.IsAbs(r.Path) { // this repository's own module: its name, its source here
+					download = "NOASSERTION"
+				} else {
+					m, download = r, "https://proxy.golang.org/"+r.Path+"/@v/"+r.Version+".zip"
+				}
 			}
 			mid := id("Go", m.Path, m.Version)
 			if _, ok := modules[mid]; !ok {
-				modules[mid] = pkg{Name: m.Path, SPDXID: mid, VersionInfo: m.Version, DownloadLocation: "https://proxy.golang.org/" + m.Path + "/@v/" + m.Version + ".zip",
+				modules[mid] = pkg{Name: m.Path, SPDXID: mid, VersionInfo: m.Version, DownloadLocation: download,
 					LicenseConcluded: "NOASSERTION", LicenseDeclared: "NOASSERTION", CopyrightText: "NOASSERTION", PrimaryPurpose: "LIBRARY",
 					Checksums:    h1(m.Sum),
 					ExternalRefs: []extRef{{"PACKAGE-MANAGER", "purl", "pkg:golang/" + m.Path + "@" + m.Version}}}

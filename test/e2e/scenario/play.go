@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
@@ -90,6 +92,11 @@ func (c *Cluster) play(ctx context.Context, rep *Report) error {
 	c.Detail("Ready: %s", rep.Ready)
 	for _, line := range strings.Split(strings.TrimSpace(table), "\n") {
 		c.Detail("%s", line)
+	}
+
+	// 3b. The Python-first start's manifest, applied as it is.
+	if err := c.pythonFirstManifest(ctx, e); err != nil {
+		return err
 	}
 
 	// 4. A pod for a dataset that does not exist is refused.
@@ -644,4 +651,51 @@ func SidecarImage(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// pythonFirstManifest is the quickstart's Python-first path taken to the
+// cluster: FeedDataset.from_uri serves the text stream from MinIO on this
+// machine (the environment's credentials, the filter's selection read
+// where shardfeed index wrote it), and the TrainingDataset its
+// to_manifest() returns, applied with kubectl as it is, becomes Ready.
+func (c *Cluster) pythonFirstManifest(ctx context.Context, e *Env) error {
+	c.Step("The Python client's from_uri(\"s3://%s/text/\", ...) serves here; kubectl apply of its to_manifest() as it is", e.Bucket)
+	dir := filepath.Join(c.work, "python-first")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	manifest := filepath.Join(dir, "text.yaml")
+	script := fmt.Sprintf(`import os, sys
+sys.path.insert(0, %q)
+os.environ["SHARDFEED_BINARY"] = %q
+import shardfeed
+ds = shardfeed.FeedDataset.from_uri("s3://%s/text/", format="parquet", batch_size=8, shuffle_seed=1, filter=%q,
+                                    endpoint=%q, insecure=True, credentials_secret=%q, directory=%q,
+                                    rank=0, world_size=1, output="arrow")
+rows = sum(b.num_rows for b in ds)
+open(%q, "w").write(ds.to_manifest())
+print("served", rows, "rows")
+`, filepath.Join(c.o.Root, "clients", "python", "src"), filepath.Join(c.o.Bin, "shardfeed"), e.Bucket, textFilter,
+		c.MinIO.URL(), secretName, dir, manifest)
+	out, err := c.Cmd(ctx, filepath.Join("venv", "bin", "python"), "-c", script)
+	if err != nil {
+		return err
+	}
+	c.Detail("%s", strings.TrimSpace(out[strings.LastIndex(out, "served"):]))
+	if _, err := c.Cmd(ctx, "kubectl", "apply", "-n", e.NS, "-f", manifest); err != nil {
+		return err
+	}
+	ds := &datav1alpha1.TrainingDataset{}
+	key := client.ObjectKey{Namespace: e.NS, Name: "text"}
+	if err := WaitFor(ctx, 2*time.Minute, "the Python-first dataset to be Ready", func() (bool, error) {
+		if err := c.Client.Get(ctx, key, ds); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		cond := meta.FindStatusCondition(ds.Status.Conditions, "Ready")
+		return cond != nil && cond.Status == metav1.ConditionTrue, nil
+	}); err != nil {
+		return fmt.Errorf("%w (status %+v)", err, ds.Status)
+	}
+	c.Detail("TrainingDataset %q Ready: %d samples (%s)", key.Name, ds.Status.Samples, meta.FindStatusCondition(ds.Status.Conditions, "Ready").Message)
+	return c.Client.Delete(ctx, ds)
 }

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,32 +104,46 @@ func TestIntegrationCacheFetchesEachShardOnceFromMinIO(t *testing.T) {
 
 // slowStore delays every read, so that a download is still running when
 // the test stops MinIO under it.
-type slowStore struct{ store.Store }
+// slowStore reads at most 32 KiB per 5 ms, and counts what it read.
+type slowStore struct {
+	store.Store
+	read *atomic.Int64
+}
 
 func (s slowStore) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	r, err := s.Store.Get(ctx, key, off, n)
 	if err != nil {
 		return nil, err
 	}
-	return slowReader{r}, nil
+	return slowReader{r, s.read}, nil
 }
 
-type slowReader struct{ io.ReadCloser }
+type slowReader struct {
+	io.ReadCloser
+	read *atomic.Int64
+}
 
 func (r slowReader) Read(p []byte) (int, error) {
 	time.Sleep(5 * time.Millisecond)
-	return r.ReadCloser.Read(p[:min(len(p), 32<<10)])
+	n, err := r.ReadCloser.Read(p[:min(len(p), 32<<10)])
+	r.read.Add(int64(n))
+	return n, err
 }
 
 func TestIntegrationDownloadSurvivesMinIOStoppingMidway(t *testing.T) {
 	st, shards, data := upload(t, 16<<20)
-	c, err := New(Options{Dir: t.TempDir()}, map[string]store.Store{"web": slowStore{st}})
+	read := &atomic.Int64{}
+	c, err := New(Options{Dir: t.TempDir()}, map[string]store.Store{"web": slowStore{st, read}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	go func() {
-		time.Sleep(500 * time.Millisecond) // about 3 MB into the 16 MB shard
+		// About 3 MB into the 16 MB shard, whenever the download began (a
+		// fixed delay killed MinIO before the request on a loaded machine).
+		for deadline := time.Now().Add(time.Minute); read.Load() < 3<<20 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
 		minioServer.Kill()
 		time.Sleep(2 * time.Second)
 		if err := minioServer.Restart(ctx); err != nil {

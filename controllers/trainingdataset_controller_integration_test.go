@@ -3,11 +3,13 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -105,9 +107,25 @@ func runManager(t *testing.T, cfg *rest.Config, log logr.Logger, configure ...fu
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
+			// A runnable that outlived the grace period: say where it was
+			// (the manager's own logs are discarded).
+			var stacks bytes.Buffer
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			t.Errorf("manager: %v\nthe goroutines in shardfeed's code then:\n%s", err, shardfeedStacks(stacks.String()))
 		}
 	})
+}
+
+// shardfeedStacks keeps the goroutine profile's entries that pass through
+// shardfeed's own packages.
+func shardfeedStacks(profile string) string {
+	var keep []string
+	for _, entry := range strings.Split(profile, "\n\n") {
+		if strings.Contains(entry, "github.com/shardfeed/shardfeed/") {
+			keep = append(keep, entry)
+		}
+	}
+	return strings.Join(keep, "\n\n")
 }
 
 // mdsStream writes n samples as MDS to a fresh bucket and returns its URI.

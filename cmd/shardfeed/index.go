@@ -513,6 +513,13 @@ func readSchema(path string) ([]index.Field, error) {
 	if len(fields) == 0 {
 		return nil, fmt.Errorf("--schema %s lists no columns", path)
 	}
+	for i, f := range fields {
+		t, err := index.ParseColumnType(f.Type)
+		if err != nil {
+			return nil, fmt.Errorf("--schema %s: column %q: %w", path, f.Name, err)
+		}
+		fields[i].Type = t.String() // as the index spells it
+	}
 	if _, err := text.Schema(fields); err != nil {
 		return nil, fmt.Errorf("--schema %s: %w", path, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shardfeed/shardfeed/internal/index"
 )
 
 // writeMDSIndex writes an MDS index.json (format version 2, as
@@ -656,5 +659,40 @@ func TestIndexWithAGivenSchema(t *testing.T) {
 				t.Fatalf("index --schema = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// A JSON Lines schema file may give nested types, spelled loosely; the
+// index holds them as the index spells types. A column of only nulls fits
+// any given type.
+func TestIndexWithAGivenNestedSchema(t *testing.T) {
+	dir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(dir, "a.jsonl"), []byte(`{"id": 1, "meta": {"lang": "en", "tags": ["x"]}, "later": null}`+"\n"+`{"id": 2, "meta": null, "later": null}`+"\n"), 0o600)
+	schema := filepath.Join(t.TempDir(), "s.json")
+	_ = os.WriteFile(schema, []byte(`[{"name": "id", "type": "int64"}, {"name": "meta", "type": "struct< lang: utf8, tags: list<utf8> >"}, {"name": "later", "type": "float64"}]`), 0o600)
+	if out, err := runCLI(t, "index", "file://"+dir+"/", "--format", "jsonl", "--schema", schema); err != nil {
+		t.Fatalf("index: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "_shardfeed", "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f index.File
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	want := []index.Field{{Name: "id", Type: "int64"}, {Name: "meta", Type: `struct<"lang":utf8,"tags":list<utf8>>`}, {Name: "later", Type: "float64"}}
+	if !reflect.DeepEqual(f.Schema, want) {
+		t.Fatalf("schema = %v, want %v", f.Schema, want)
+	}
+	_ = os.WriteFile(schema, []byte(`[{"name": "meta", "type": "struct<lang: int64>"}]`), 0o600)
+	_, err = runCLI(t, "index", "file://"+dir+"/", "--format", "jsonl", "--dry-run", "--schema", schema)
+	if err == nil || !strings.Contains(err.Error(), `a.jsonl: line 1: column "meta" has a struct<"lang":utf8,"tags":list<utf8>> value, the given schema says struct<"lang":int64>`) {
+		t.Fatalf("a nested field of another type: %v", err)
+	}
+	_ = os.WriteFile(schema, []byte(`[{"name": "meta", "type": "struct<lang int64>"}]`), 0o600)
+	_, err = runCLI(t, "index", "file://"+dir+"/", "--format", "jsonl", "--dry-run", "--schema", schema)
+	if err == nil || !strings.Contains(err.Error(), `column "meta": type "struct<lang int64>": at byte 12: want : after struct field "lang"`) {
+		t.Fatalf("a type that does not parse: %v", err)
 	}
 }

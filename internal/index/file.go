@@ -251,19 +251,17 @@ func (e Entry) checkDeleted() error {
 	return nil
 }
 
-// Field is a column of a File's schema: a name and one of FieldTypes.
+// Field is a column of a File's schema: a name and its type, as
+// ColumnType.String spells it (each format that reads a schema from the
+// index maps it to an Arrow type).
 type Field struct {
 	Name string `json:"name"`
 	Type string `json:"type"`
 }
 
-// FieldTypes are the type names of a File's schema (each format that reads
-// a schema from the index maps them to Arrow types).
-var FieldTypes = []string{"bool", "int64", "float64", "utf8", "list<int64>", "list<float64>", "list<utf8>"}
-
 func (f Field) check() error {
-	if !slices.Contains(FieldTypes, f.Type) {
-		return fmt.Errorf("column %q: type %q is not one of %s", f.Name, f.Type, strings.Join(FieldTypes, ", "))
+	if _, err := CheckColumnType(f.Type); err != nil {
+		return fmt.Errorf("column %q: %w", f.Name, err)
 	}
 	return nil
 }

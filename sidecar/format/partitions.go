@@ -31,28 +31,39 @@ func withPartitions(r Reader, l *index.Layout) Reader {
 }
 
 // ArrowType is the Arrow type of a type name of shardfeed's indexes: a
-// text stream's schema (index.FieldTypes) or a partition column's
-// (index.PartitionTypes).
+// text stream's schema (index.ColumnType) or a partition column's
+// (index.PartitionTypes, which adds int32).
 func ArrowType(name string) (arrow.DataType, error) {
-	switch name {
-	case "bool":
-		return arrow.FixedWidthTypes.Boolean, nil
-	case "int32":
+	if name == "int32" {
 		return arrow.PrimitiveTypes.Int32, nil
-	case "int64":
-		return arrow.PrimitiveTypes.Int64, nil
-	case "float64":
-		return arrow.PrimitiveTypes.Float64, nil
-	case "utf8":
-		return arrow.BinaryTypes.String, nil
-	case "list<int64>":
-		return arrow.ListOf(arrow.PrimitiveTypes.Int64), nil
-	case "list<float64>":
-		return arrow.ListOf(arrow.PrimitiveTypes.Float64), nil
-	case "list<utf8>":
-		return arrow.ListOf(arrow.BinaryTypes.String), nil
 	}
-	return nil, fmt.Errorf("type %q is not one of bool, int32, int64, float64, utf8, list<int64>, list<float64>, list<utf8>", name)
+	t, err := index.ParseColumnType(name)
+	if err != nil {
+		return nil, err
+	}
+	return ArrowOf(t), nil
+}
+
+// ArrowOf is the Arrow type of a column type; every struct field is
+// nullable, as every column is.
+func ArrowOf(t *index.ColumnType) arrow.DataType {
+	switch t.Kind {
+	case "bool":
+		return arrow.FixedWidthTypes.Boolean
+	case "int64":
+		return arrow.PrimitiveTypes.Int64
+	case "float64":
+		return arrow.PrimitiveTypes.Float64
+	case "list":
+		return arrow.ListOf(ArrowOf(t.Elem))
+	case "struct":
+		fields := make([]arrow.Field, len(t.Fields))
+		for i, f := range t.Fields {
+			fields[i] = arrow.Field{Name: f.Name, Type: ArrowOf(f.Type), Nullable: true}
+		}
+		return arrow.StructOf(fields...)
+	}
+	return arrow.BinaryTypes.String
 }
 
 func (p partitioned) Schema(ctx context.Context, read ReadFunc) (*arrow.Schema, error) {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -49,7 +50,10 @@ type Chunk struct {
 // schema, a value its column's type cannot hold is an error naming the
 // line. A CSV/TSV header row is not part of any chunk.
 func Scan(r io.Reader, kind *Format, target int64, given []index.Field) ([]index.Field, []Chunk, error) {
-	inf := newInference(given)
+	inf, err := newInference(given)
+	if err != nil {
+		return nil, nil, err
+	}
 	if kind.isJSON() {
 		return scanJSONL(r, target, inf)
 	}
@@ -170,25 +174,29 @@ func scanCSV(r io.Reader, comma rune, target int64, inf *inference) ([]index.Fie
 // against a given schema.
 type inference struct {
 	order []string
-	types map[string]string
-	given map[string]string
+	types map[string]*index.ColumnType
+	given map[string]*index.ColumnType
 	rows  int
 }
 
-func newInference(given []index.Field) *inference {
-	in := &inference{types: map[string]string{}}
+func newInference(given []index.Field) (*inference, error) {
+	in := &inference{types: map[string]*index.ColumnType{}}
 	if given != nil {
-		in.given = map[string]string{}
+		in.given = map[string]*index.ColumnType{}
 		for _, f := range given {
-			in.given[f.Name] = f.Type
+			t, err := index.ParseColumnType(f.Type)
+			if err != nil {
+				return nil, fmt.Errorf("the given schema: column %q: %w", f.Name, err)
+			}
+			in.given[f.Name] = t
 		}
 	}
-	return in
+	return in, nil
 }
 
-func (in *inference) note(name, typ string) error {
-	if want, ok := in.given[name]; ok && widen(want, typ) != want {
-		return fmt.Errorf("column %q has a %s value, the given schema says %s", name, typ, want)
+func (in *inference) note(name string, typ *index.ColumnType) error {
+	if want, ok := in.given[name]; ok && !fits(want, typ) {
+		return fmt.Errorf("column %q has a %s value, the given schema says %s", name, describe(final(typ)), describe(want))
 	}
 	old, ok := in.types[name]
 	if !ok {
@@ -200,24 +208,164 @@ func (in *inference) note(name, typ string) error {
 	return nil
 }
 
-// Widen returns the narrowest type holding both: int64 < float64, anything
-// else mixed becomes utf8; "null" (only nulls seen) gives way to any.
-func Widen(a, b string) string { return widen(a, b) }
+// describe spells a type for a message, cut short if long.
+func describe(t *index.ColumnType) string {
+	s := t.String()
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
 
-func widen(a, b string) string {
+// Widen returns the narrowest type holding values of both type names (see
+// widen); a name that does not parse widens to utf8.
+func Widen(a, b string) string {
+	ta, err := index.ParseColumnType(a)
+	if err != nil {
+		return "utf8"
+	}
+	tb, err := index.ParseColumnType(b)
+	if err != nil {
+		return "utf8"
+	}
+	return widen(ta, tb).String()
+}
+
+// widen returns the narrowest type holding both: int64 < float64; lists
+// widen their elements; structs merge their fields (in the order first
+// seen); "null" (only nulls seen) gives way to any; anything else mixed is
+// utf8 (each value's JSON text), as is a type past index.MaxTypeDepth or
+// index.MaxTypeNodes. It returns a itself when a already holds b, and
+// never changes either.
+func widen(a, b *index.ColumnType) *index.ColumnType {
 	switch {
 	case a == b:
 		return a
-	case a == "null":
+	case a.Kind == "null":
 		return b
-	case b == "null":
+	case b.Kind == "null":
 		return a
-	case a == "int64" && b == "float64" || a == "float64" && b == "int64":
-		return "float64"
-	case a == "list<int64>" && b == "list<float64>" || a == "list<float64>" && b == "list<int64>":
-		return "list<float64>"
+	case a.Kind == b.Kind:
+		switch a.Kind {
+		case "list":
+			e := widen(a.Elem, b.Elem)
+			if e == a.Elem {
+				return a
+			}
+			return bounded(index.ListOf(e))
+		case "struct":
+			return mergeStruct(a, b)
+		}
+		return a
+	case a.Kind == "int64" && b.Kind == "float64":
+		return b
+	case a.Kind == "float64" && b.Kind == "int64":
+		return a
 	}
-	return "utf8"
+	return index.UTF8Type
+}
+
+// mergeStruct widens a's fields by b's and adds b's others after them.
+func mergeStruct(a, b *index.ColumnType) *index.ColumnType {
+	var out []index.StructField // a's fields, copied on the first change
+	fields := a.Fields
+	for i, f := range b.Fields {
+		j := i
+		if j >= len(fields) || fields[j].Name != f.Name {
+			j = fieldIndex(fields, f.Name)
+		}
+		if j >= 0 {
+			w := widen(fields[j].Type, f.Type)
+			if w == fields[j].Type {
+				continue
+			}
+			if out == nil {
+				out = slices.Clone(fields)
+				fields = out
+			}
+			out[j].Type = w
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(fields)
+		}
+		out = append(out, f)
+		fields = out
+	}
+	if out == nil {
+		return a
+	}
+	return bounded(index.StructOf(out...))
+}
+
+func fieldIndex(fields []index.StructField, name string) int {
+	for i, f := range fields {
+		if f.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// bounded is t, or utf8 where t is past the type bounds.
+func bounded(t *index.ColumnType) *index.ColumnType {
+	if !t.WithinBounds() {
+		return index.UTF8Type
+	}
+	return t
+}
+
+// fits says whether values of type got decode under want: want holds got
+// as widen would, and a struct's fields that want does not name are left
+// out, as a record's keys the schema does not name are.
+func fits(want, got *index.ColumnType) bool {
+	switch {
+	case got.Kind == "null", want.Kind == "utf8", want == got:
+		return true
+	case want.Kind == "float64" && got.Kind == "int64":
+		return true
+	case want.Kind != got.Kind:
+		return false
+	case want.Kind == "list":
+		return fits(want.Elem, got.Elem)
+	case want.Kind == "struct":
+		for _, f := range got.Fields {
+			if w := want.Field(f.Name); w != nil && !fits(w, f.Type) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// final is an inferred type as an index records it: a column or field of
+// only nulls is utf8, a list of only empty lists or nulls list<int64>.
+func final(t *index.ColumnType) *index.ColumnType {
+	switch t.Kind {
+	case "null":
+		return index.UTF8Type
+	case "list":
+		if t.Elem.Kind == "null" {
+			return index.ListOf(index.Int64Type)
+		}
+		if e := final(t.Elem); e != t.Elem {
+			return index.ListOf(e)
+		}
+	case "struct":
+		var out []index.StructField
+		for i, f := range t.Fields {
+			if ft := final(f.Type); ft != f.Type {
+				if out == nil {
+					out = slices.Clone(t.Fields)
+				}
+				out[i].Type = ft
+			}
+		}
+		if out != nil {
+			return index.StructOf(out...)
+		}
+	}
+	return t
 }
 
 // addObject notes the keys of one JSON object in the order they appear, so
@@ -228,17 +376,21 @@ func (in *inference) addObject(line []byte) error {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return errors.New("not a JSON object")
 	}
+	var keys keySet
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return err
-		}
-		key, _ := tok.(string)
-		var v any
-		if err := dec.Decode(&v); err != nil {
 			return fmt.Errorf("not a JSON object: %w", err)
 		}
-		if err := in.note(key, jsonType(v)); err != nil {
+		key, _ := tok.(string)
+		if !keys.add(key) {
+			return fmt.Errorf("key %q appears twice in the object (JSON readers disagree on which value to keep; pyarrow refuses it too)", key)
+		}
+		t, err := valueType(dec, 0)
+		if err != nil {
+			return fmt.Errorf("not a JSON object: %w", err)
+		}
+		if err := in.note(key, t); err != nil {
 			return err
 		}
 	}
@@ -252,57 +404,128 @@ func (in *inference) addObject(line []byte) error {
 	return nil
 }
 
-func jsonType(v any) string {
-	switch x := v.(type) {
+// valueType reads the next JSON value and returns its type: objects are
+// structs of their keys in order, arrays lists of their elements' widened
+// type. A value nested past index.MaxTypeDepth, or whose type holds more
+// than index.MaxTypeNodes types, is utf8 (its JSON text).
+func valueType(dec *json.Decoder, depth int) (*index.ColumnType, error) {
+	if depth >= index.MaxTypeDepth {
+		var skip json.RawMessage
+		return index.UTF8Type, dec.Decode(&skip)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch v := tok.(type) {
 	case nil:
-		return "null"
+		return index.NullType, nil
 	case bool:
-		return "bool"
+		return index.BoolType, nil
 	case json.Number:
-		if _, err := x.Int64(); err == nil {
-			return "int64"
+		if _, err := v.Int64(); err == nil {
+			return index.Int64Type, nil
 		}
-		return "float64"
+		return index.Float64Type, nil
 	case string:
-		return "utf8"
-	case []any:
-		elem := "null"
-		for _, e := range x {
-			elem = widen(elem, jsonType(e))
+		return index.UTF8Type, nil
+	case json.Delim:
+		if v == '[' {
+			elem := index.NullType
+			for dec.More() {
+				e, err := valueType(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				elem = widen(elem, e)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, err
+			}
+			return bounded(index.ListOf(elem)), nil
 		}
-		switch elem {
-		case "int64", "float64", "utf8":
-			return "list<" + elem + ">"
-		case "null":
-			return "list<int64>"
+		t := index.StructOf()
+		nodes := 1
+		var keys keySet
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			key, _ := tok.(string)
+			if !keys.add(key) {
+				return nil, fmt.Errorf("key %q appears twice in a nested object (JSON readers disagree on which value to keep; pyarrow refuses it too)", key)
+			}
+			ft, err := valueType(dec, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if nodes > index.MaxTypeNodes {
+				continue // past the bounds already: read on, keep nothing
+			}
+			t.Fields = append(t.Fields, index.StructField{Name: key, Type: ft})
+			nodes += ft.Nodes()
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, err
+		}
+		return bounded(t), nil
+	}
+	return nil, fmt.Errorf("unexpected %v", tok)
+}
+
+// keySet is the keys of one object: a list while short, a map once long,
+// so that an object of a million keys costs no more than its size.
+type keySet struct {
+	few  []string
+	many map[string]bool
+}
+
+// add adds key and says whether it was new.
+func (k *keySet) add(key string) bool {
+	if k.many != nil {
+		if k.many[key] {
+			return false
+		}
+		k.many[key] = true
+		return true
+	}
+	if slices.Contains(k.few, key) {
+		return false
+	}
+	k.few = append(k.few, key)
+	if len(k.few) > 32 {
+		k.many = map[string]bool{}
+		for _, s := range k.few {
+			k.many[s] = true
 		}
 	}
-	return "utf8" // objects, nested lists: their JSON text
+	return true
 }
 
 func (in *inference) addCSV(name, v string) error {
-	t := "utf8"
+	t := index.UTF8Type
 	switch v {
 	case "":
-		t = "null"
+		t = index.NullType
 	case "true", "false", "True", "False", "TRUE", "FALSE": // pyarrow's CSV booleans (1 and 0 are integers first)
-		t = "bool"
+		t = index.BoolType
 	default:
 		if _, err := strconv.ParseInt(v, 10, 64); err == nil {
-			t = "int64"
+			t = index.Int64Type
 		} else if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsInf(f, 0) {
-			t = "float64"
+			t = index.Float64Type
 		}
 	}
 	return in.note(name, t)
 }
 
 func (in *inference) typeOf(name string) string {
-	t := in.types[name]
-	if t == "null" || t == "" {
+	t, ok := in.types[name]
+	if !ok {
 		return "utf8"
 	}
-	return t
+	return final(t).String()
 }
 
 func (in *inference) fields() []index.Field {
@@ -364,12 +587,18 @@ func Decode(data []byte, kind *Format, fields []index.Field, columns []string) (
 
 // normalizeJSONL checks that every line's values fit the schema, so that a
 // shard that disagrees with the inferred types fails with the line and the
-// column, not deep in the Arrow reader; and it turns the objects, arrays and
-// mixed values of utf8 columns into their JSON text, as the schema says.
+// column, not deep in the Arrow reader; and it turns the values of utf8
+// columns and fields that are not strings (objects, arrays, mixed values)
+// into their JSON text, as the schema says. Lines it need not change are
+// passed on as they are.
 func normalizeJSONL(data []byte, fields []index.Field) ([]byte, error) {
-	types := map[string]string{}
+	types := map[string]*index.ColumnType{}
 	for _, f := range fields {
-		types[f.Name] = f.Type
+		t, err := index.ParseColumnType(f.Type)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", f.Name, err)
+		}
+		types[f.Name] = t
 	}
 	var out []byte
 	for i, line := range bytes.Split(data, []byte{'\n'}) {
@@ -386,26 +615,13 @@ func normalizeJSONL(data []byte, fields []index.Field) ([]byte, error) {
 			if !ok {
 				continue // not in the schema: ignored
 			}
-			var val any
-			dec := json.NewDecoder(bytes.NewReader(v))
-			dec.UseNumber()
-			_ = dec.Decode(&val)
-			got := jsonType(val)
-			if got == "null" {
-				continue
+			nv, changed, err := conform(v, want, strconv.Quote(k))
+			if err != nil {
+				return nil, fmt.Errorf("record %d: %w: the data changed after it was indexed; re-run shardfeed index", i+1, err)
 			}
-			if want == "utf8" {
-				if _, isString := val.(string); !isString {
-					var compact bytes.Buffer
-					_ = json.Compact(&compact, v)
-					q, _ := json.Marshal(compact.String())
-					raw[k] = q
-					rewrite = true
-				}
-				continue
-			}
-			if widen(want, got) != want {
-				return nil, fmt.Errorf("record %d: column %q holds a %s, the stream's schema says %s: the data changed after it was indexed; re-run shardfeed index", i+1, k, got, want)
+			if changed {
+				raw[k] = nv
+				rewrite = true
 			}
 		}
 		if rewrite {
@@ -419,6 +635,173 @@ func normalizeJSONL(data []byte, fields []index.Field) ([]byte, error) {
 		out = append(out, '\n')
 	}
 	return out, nil
+}
+
+// conform checks one JSON value against its type, and returns it with
+// every value a utf8 type holds that is not a string turned into its JSON
+// text (changed says whether it did). path names the value in an error:
+// "m", "m"."a", "m"[].
+func conform(v json.RawMessage, want *index.ColumnType, path string) (json.RawMessage, bool, error) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || string(v) == "null" {
+		return v, false, nil
+	}
+	mismatch := func() error {
+		return fmt.Errorf("column %s holds %s, the stream's schema says %s", path, kindOf(v), describe(want))
+	}
+	switch want.Kind {
+	case "utf8":
+		if v[0] == '"' {
+			return v, false, nil
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, v); err != nil {
+			return nil, false, err
+		}
+		q, err := json.Marshal(compact.String())
+		return q, true, err
+	case "bool":
+		if v[0] != 't' && v[0] != 'f' {
+			return nil, false, mismatch()
+		}
+	case "int64":
+		if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
+			return nil, false, mismatch()
+		}
+	case "float64":
+		if !isNumber(v) {
+			return nil, false, mismatch()
+		}
+	case "list":
+		if v[0] != '[' {
+			return nil, false, mismatch()
+		}
+		if numbersFit(v, want.Elem.Kind) {
+			return v, false, nil
+		}
+		var elems []json.RawMessage
+		if err := json.Unmarshal(v, &elems); err != nil {
+			return nil, false, err
+		}
+		changed := false
+		for i, e := range elems {
+			ne, c, err := conform(e, want.Elem, path+"[]")
+			if err != nil {
+				return nil, false, err
+			}
+			if c {
+				elems[i], changed = ne, true
+			}
+		}
+		if changed {
+			b, err := json.Marshal(elems)
+			return b, true, err
+		}
+	case "struct":
+		if v[0] != '{' {
+			return nil, false, mismatch()
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(v, &obj); err != nil {
+			return nil, false, err
+		}
+		changed := false
+		for k, fv := range obj {
+			ft := want.Field(k)
+			if ft == nil {
+				continue // not in the schema: ignored
+			}
+			nv, c, err := conform(fv, ft, path+"."+strconv.Quote(k))
+			if err != nil {
+				return nil, false, err
+			}
+			if c {
+				obj[k], changed = nv, true
+			}
+		}
+		if changed {
+			b, err := json.Marshal(obj)
+			return b, true, err
+		}
+	}
+	return v, false, nil
+}
+
+// numbersFit is the fast path of a list of numbers (token ids, embeddings):
+// whether v, a valid JSON array, holds only nulls and numbers that elem
+// (int64 or float64) holds. False sends it the slow way, which names what
+// does not fit.
+func numbersFit(v []byte, elem string) bool {
+	if elem != "int64" && elem != "float64" {
+		return false
+	}
+	for i := 1; i < len(v); {
+		switch c := v[i]; {
+		case c == ' ' || c == ',' || c == '\n' || c == '\t' || c == '\r' || c == ']':
+			i++
+		case c == 'n': // null
+			i += 4
+		case c == '-' || '0' <= c && c <= '9':
+			j := i + 1
+			for j < len(v) && (v[j] >= '0' && v[j] <= '9' || v[j] == '.' || v[j] == 'e' || v[j] == 'E' || v[j] == '+' || v[j] == '-') {
+				j++
+			}
+			if elem == "int64" && !isInt64(v[i:j]) {
+				return false
+			}
+			i = j
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isInt64 says whether a JSON number is an integer int64 holds.
+func isInt64(n []byte) bool {
+	neg := n[0] == '-'
+	if neg {
+		n = n[1:]
+	}
+	if len(n) == 0 || len(n) > 19 { // 19 digits never overflow a uint64
+		return false
+	}
+	var u uint64
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+		u = u*10 + uint64(c-'0')
+	}
+	limit := uint64(math.MaxInt64)
+	if neg {
+		limit++
+	}
+	return u <= limit
+}
+
+func isNumber(v []byte) bool {
+	return v[0] == '-' || '0' <= v[0] && v[0] <= '9'
+}
+
+// kindOf names what a JSON value is, for a message.
+func kindOf(v []byte) string {
+	switch {
+	case v[0] == '"':
+		return "a utf8"
+	case v[0] == 't' || v[0] == 'f':
+		return "a bool"
+	case v[0] == '[':
+		return "a list"
+	case v[0] == '{':
+		return "an object"
+	case isNumber(v):
+		if _, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			return "an int64"
+		}
+		return "a float64"
+	}
+	return "a value"
 }
 
 func project(rec arrow.RecordBatch, columns []string) (arrow.RecordBatch, error) {

@@ -210,6 +210,7 @@ func TestScanInfersTheSchemaFromEveryRecord(t *testing.T) {
 func FuzzScan(f *testing.F) {
 	f.Add([]byte("{\"a\": 1}\n{\"a\": [1.5]}\n"), true)
 	f.Add([]byte("a,b\n1,\"x\ny\"\n2,3\n"), false)
+	f.Add([]byte("{\"m\": {\"a\": [1, {\"b\": null}], \"c\": {}}}\n{\"m\": {\"a\": [], \"d\": [[true]]}}\n"), true)
 	f.Fuzz(func(t *testing.T, data []byte, jsonl bool) {
 		kind := CSV
 		if jsonl {
@@ -226,6 +227,8 @@ func FuzzScan(f *testing.F) {
 			recs, err := Decode(data[c.Offset:c.Offset+c.Length], kind, fields, nil)
 			if err == nil {
 				release(recs)
+			} else if jsonl {
+				t.Fatalf("a chunk of %q does not decode under its inferred schema %v: %v", data, fields, err)
 			}
 		}
 	})
@@ -244,5 +247,162 @@ func TestJSONLObjectsAndMixedValuesBecomeJSONText(t *testing.T) {
 	m, x := recs[0].Column(0).(*array.String), recs[0].Column(1).(*array.String)
 	if m.Value(0) != `{"a":[1,2]}` || m.Value(1) != "plain" || x.Value(0) != "1" || x.Value(1) != "one" {
 		t.Fatalf("values = %q %q %q %q", m.Value(0), m.Value(1), x.Value(0), x.Value(1))
+	}
+}
+
+// Nested JSON objects are structs and arrays of any type lists, as
+// pyarrow.json infers them (test_text_types.py holds the two side by side):
+// struct fields in the order first seen, merged over records.
+func TestJSONLNestedValuesInferTheirTypes(t *testing.T) {
+	for _, tt := range []struct {
+		name, lines, want string
+	}{
+		{"object", `{"m": {"a": 1, "b": "x"}}`, `struct<"a":int64,"b":utf8>`},
+		{"fields merge in the order first seen", `{"m": {"a": 1}}` + "\n" + `{"m": {"b": 2.5, "a": 2.5}}`, `struct<"a":float64,"b":float64>`},
+		{"missing and null fields", `{"m": {"a": null}}` + "\n" + `{"m": null}` + "\n" + `{"m": {}}`, `struct<"a":utf8>`},
+		{"empty object", `{"m": {}}`, `struct<>`},
+		{"list of objects", `{"m": [{"x": 1}, {"y": "s"}]}`, `list<struct<"x":int64,"y":utf8>>`},
+		{"nested lists", `{"m": [[1, 2], [3], []]}`, `list<list<int64>>`},
+		{"list of bools", `{"m": [true, null]}`, `list<bool>`},
+		{"object beside a number", `{"m": {"a": 1}}` + "\n" + `{"m": 3}`, `utf8`},
+		{"odd field names", `{"m": {"a b": 1, "q\"": [null]}}`, `struct<"a b":int64,"q\"":list<int64>>`},
+		{"deeper than the bound: JSON text there", `{"m": ` + strings.Repeat(`{"a": `, index.MaxTypeDepth+1) + "1" + strings.Repeat("}", index.MaxTypeDepth+1) + "}",
+			strings.Repeat(`struct<"a":`, index.MaxTypeDepth) + "utf8" + strings.Repeat(">", index.MaxTypeDepth)},
+		{"too many fields", `{"m": {` + manyKeys(index.MaxTypeNodes) + `}}`, `utf8`},
+		{"too many fields over records", `{"m": {` + manyKeys(index.MaxTypeNodes/2) + "}}\n" + `{"m": {"z": {` + manyKeys(index.MaxTypeNodes/2) + `}}}`, `utf8`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			data := []byte(tt.lines + "\n")
+			fields, chunks, err := Scan(bytes.NewReader(data), JSONL, 1<<20, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fields) != 1 || fields[0].Type != tt.want {
+				t.Fatalf("fields = %v, want m %s", fields, tt.want)
+			}
+			if _, err := index.CheckColumnType(fields[0].Type); err != nil {
+				t.Fatalf("the inferred type is not one an index holds: %v", err)
+			}
+			release(decodeAll(t, data, JSONL, fields, chunks, nil))
+		})
+	}
+}
+
+func manyKeys(n int) string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf(`"k%d": %d`, i, i)
+	}
+	return strings.Join(keys, ", ")
+}
+
+// The values under a struct type decode as Arrow structs; the values of
+// utf8 fields that are not strings become their JSON text, at any depth.
+func TestJSONLStructValuesDecode(t *testing.T) {
+	data := []byte(`{"m": {"a": 1, "t": {"k": [1, 2]}, "l": [{"x": 1}]}}
+{"m": {"t": "plain", "l": [{"x": 2}, null, {}]}}
+{"m": null}
+{}
+`)
+	fields := []index.Field{{Name: "m", Type: `struct<"a":int64,"t":utf8,"l":list<struct<"x":int64>>>`}}
+	recs := decodeAll(t, data, JSONL, fields, []Chunk{{Length: int64(len(data)), Records: 4}}, nil)
+	defer release(recs)
+	got, err := recs[0].Column(0).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = bytes.ReplaceAll(got, []byte("\n"), nil)
+	want := `[{"a":1,"l":[{"x":1}],"t":"{\"k\":[1,2]}"},{"a":null,"l":[{"x":2},null,{"x":null}],"t":"plain"},null,null]`
+	if string(got) != want {
+		t.Fatalf("m = %s\nwant %s", got, want)
+	}
+}
+
+// A key given twice in one object, at the top or nested, is refused at
+// indexing, as pyarrow refuses it (which value is meant is unclear).
+func TestJSONLKeysGivenTwiceAreRefused(t *testing.T) {
+	for _, line := range []string{`{"a": 1, "a": 2}`, `{"m": {"a": 1, "a": 0.5}}`, `{"m": [{` + manyKeys(40) + `, "k39": 1}]}`} {
+		_, _, err := Scan(strings.NewReader(line+"\n"), JSONL, 1<<20, nil)
+		if err == nil || !strings.Contains(err.Error(), "line 1: ") || !strings.Contains(err.Error(), "appears twice") {
+			t.Errorf("%.40s: %v, want a refusal naming the line and the key", line, err)
+		}
+	}
+}
+
+// A record whose nested value the index's type cannot hold names the path
+// to it; old indexes, which kept objects as utf8, still decode them so.
+func TestJSONLStructMismatchNamesThePath(t *testing.T) {
+	data := []byte(`{"m": {"a": {"b": 1.5}}}` + "\n")
+	for _, tt := range []struct{ typ, err string }{
+		{`struct<"a":struct<"b":int64>>`, `record 1: column "m"."a"."b" holds a float64, the stream's schema says int64`},
+		{`struct<"a":list<int64>>`, `record 1: column "m"."a" holds an object, the stream's schema says list<int64>`},
+		{`list<utf8>`, `record 1: column "m" holds an object, the stream's schema says list<utf8>`},
+		{`utf8`, ``},
+		{`struct<"a":utf8>`, ``},
+	} {
+		recs, err := Decode(data, JSONL, []index.Field{{Name: "m", Type: tt.typ}}, nil)
+		if tt.err == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tt.typ, err)
+			}
+			release(recs)
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%s: %v, want %s", tt.typ, err, tt.err)
+		}
+	}
+}
+
+// Lists of numbers take a fast path; it holds the same line as the slow one
+// at int64's edges.
+func TestJSONLNumberListsAtTheEdges(t *testing.T) {
+	for _, tt := range []struct{ line, typ, err string }{
+		{`{"m": [9223372036854775807, -9223372036854775808, null, 0, -0]}`, "list<int64>", ""},
+		{`{"m": [9223372036854775808]}`, "list<int64>", `column "m"[] holds a float64, the stream's schema says int64`},
+		{`{"m": [-9223372036854775809]}`, "list<int64>", `column "m"[] holds a float64`},
+		{`{"m": [1, 2.5]}`, "list<int64>", `column "m"[] holds a float64`},
+		{`{"m": [1e3, -2.5E-3, 7]}`, "list<float64>", ""},
+		{`{"m": [1, "x"]}`, "list<float64>", `column "m"[] holds a utf8`},
+		{`{"m": [1, true]}`, "list<int64>", `column "m"[] holds a bool`},
+		{`{"m": [1, [2]]}`, "list<int64>", `column "m"[] holds a list`},
+	} {
+		data := []byte(tt.line + "\n")
+		recs, err := Decode(data, JSONL, []index.Field{{Name: "m", Type: tt.typ}}, nil)
+		if tt.err == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tt.line, err)
+			}
+			release(recs)
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%s: %v, want %s", tt.line, err, tt.err)
+		}
+	}
+}
+
+// A given schema holds nested types: extra fields are left out as extra
+// columns are; a value of another type is refused at indexing, naming it;
+// a column or field of only nulls fits any type.
+func TestJSONLGivenStructSchema(t *testing.T) {
+	data := []byte(`{"m": {"a": 1, "extra": "x"}, "n": null}` + "\n" + `{"m": {"a": null}, "n": null}` + "\n")
+	given := []index.Field{{Name: "m", Type: `struct<"a":float64,"b":bool>`}, {Name: "n", Type: "int64"}}
+	if _, _, err := Scan(bytes.NewReader(data), JSONL, 1<<20, given); err != nil {
+		t.Fatalf("a schema that holds every value: %v", err)
+	}
+	recs, err := Decode(data, JSONL, given, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := recs[0].Column(0).MarshalJSON()
+	release(recs)
+	if got = bytes.ReplaceAll(got, []byte("\n"), nil); string(got) != `[{"a":1,"b":null},{"a":null,"b":null}]` {
+		t.Fatalf("m = %s", got)
+	}
+	given[0].Type = `struct<"a":bool>`
+	_, _, err = Scan(bytes.NewReader(data), JSONL, 1<<20, given)
+	if err == nil || !strings.Contains(err.Error(), `line 1: column "m" has a struct<"a":int64,"extra":utf8> value, the given schema says struct<"a":bool>`) {
+		t.Fatalf("a struct field of another type: %v", err)
 	}
 }

@@ -14,16 +14,7 @@ func (ep *EpochPlan) GlobalBatch(dst []Sample, k int64) ([]Sample, error) {
 	if err := ep.checkStep(k); err != nil {
 		return dst, err
 	}
-	if ep.plan.sched != nil {
-		return ep.scheduledBatch(dst, k, 0, ep.plan.params.NumSplits), nil
-	}
-	b := ep.plan.perSplit
-	for t := k * b; t < (k+1)*b; t++ {
-		for j := range ep.plan.params.NumSplits {
-			dst = append(dst, ep.At(j, t))
-		}
-	}
-	return dst, nil
+	return ep.o.batch(dst, k, 0, ep.plan.params.NumSplits), nil
 }
 
 // LocalBatch appends the samples of rank's batch k to dst (design §3 step 6):
@@ -94,14 +85,5 @@ func (ep *EpochPlan) SplitsBatch(dst []Sample, k int64, first, n int) ([]Sample,
 	if first < 0 || n < 0 || first+n > ep.plan.params.NumSplits {
 		return dst, fieldErr("splits", "[%d, %d) is outside the %d splits", first, first+n, ep.plan.params.NumSplits)
 	}
-	if ep.plan.sched != nil {
-		return ep.scheduledBatch(dst, k, first, n), nil
-	}
-	b := ep.plan.perSplit
-	for t := k * b; t < (k+1)*b; t++ {
-		for j := first; j < first+n; j++ {
-			dst = append(dst, ep.At(j, t))
-		}
-	}
-	return dst, nil
+	return ep.o.batch(dst, k, first, n), nil
 }

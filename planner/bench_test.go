@@ -194,6 +194,7 @@ func BenchmarkPlanSeekScheduled(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	sc := scheduleOf(pl)
 	r := rand.New(rand.NewPCG(1, 1))
 	steps := make([]int64, 1<<12)
 	split := make([]int, len(steps))
@@ -203,7 +204,7 @@ func BenchmarkPlanSeekScheduled(b *testing.B) {
 	b.ReportAllocs()
 	var sink int64
 	for i := 0; b.Loop(); i++ {
-		sink += pl.sample(steps[i&(len(steps)-1)], split[i&(len(steps)-1)], 0).ID
+		sink += sc.sample(steps[i&(len(steps)-1)], split[i&(len(steps)-1)], 0).ID
 	}
 	runtime.KeepAlive(sink)
 }

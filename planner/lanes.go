@@ -23,6 +23,7 @@ import (
 // world size dividing S gets the same global batches, and every rank the
 // same number.
 type lanes struct {
+	steady
 	plans []*Plan
 	// length is each lane's split length L_s; steps, with per_stream, each
 	// lane's batches K_s.
@@ -35,14 +36,20 @@ type lanes struct {
 	skipped [][]int64
 }
 
+// laneKind selects lanes for stratified and per_stream batching.
+type laneKind struct{}
+
+func (laneKind) selects(p *Params) bool      { return p.lanes() }
+func (laneKind) cut(pl *Plan) (order, error) { return cutLanes(pl) }
+
 // cutLanes builds the lanes of a plan whose samples per stream are known.
-func (pl *Plan) cutLanes() error {
+func cutLanes(pl *Plan) (*lanes, error) {
 	p := &pl.params
 	S := int64(p.NumSplits)
-	l := &lanes{}
+	l := &lanes{steady: steady{pl}}
 	for s, st := range p.Streams {
 		if pl.counts[s] < S {
-			return fieldErr("spec.batching", "%s batching cuts each stream into the %d splits on its own, and stream %q gives %d samples per epoch: give it more (repeat, choose, proportion) or batch at random",
+			return nil, fieldErr("spec.batching", "%s batching cuts each stream into the %d splits on its own, and stream %q gives %d samples per epoch: give it more (repeat, choose, proportion) or batch at random",
 				p.Batching, S, st.Name, pl.counts[s])
 		}
 		lane, err := newPlan(Params{
@@ -51,7 +58,7 @@ func (pl *Plan) cutLanes() error {
 			Shuffle: p.Shuffle, BlockSize: p.BlockSize, RunLength: p.RunLength, GlobalBatchSize: S, DropLast: true,
 		})
 		if err != nil {
-			return fmt.Errorf("planner: lane %d: %w", s, err)
+			return nil, fmt.Errorf("planner: lane %d: %w", s, err)
 		}
 		l.plans = append(l.plans, lane)
 		l.length = append(l.length, lane.splitLen)
@@ -84,7 +91,7 @@ func (pl *Plan) cutLanes() error {
 				k = n / b
 			}
 			if k == 0 {
-				return fieldErr("spec.batching", "per_stream batching gives each batch to one stream, and stream %q has %d samples per split, fewer than the %d each split gives to a batch (globalBatchSize/numSplits): lower globalBatchSize, give the stream more, or set dropLast: false",
+				return nil, fieldErr("spec.batching", "per_stream batching gives each batch to one stream, and stream %q has %d samples per split, fewer than the %d each split gives to a batch (globalBatchSize/numSplits): lower globalBatchSize, give the stream more, or set dropLast: false",
 					p.Streams[s].Name, n, b)
 			}
 			l.steps = append(l.steps, k)
@@ -92,12 +99,18 @@ func (pl *Plan) cutLanes() error {
 		}
 		l.mix = newInterleave(l.steps)
 	}
-	pl.lanes = l
-	return nil
+	return l, nil
 }
 
-func (l *lanes) epoch(pl *Plan, e int64) (*EpochPlan, error) {
-	ep := &EpochPlan{plan: pl, epoch: e}
+// laneEpoch is one epoch of lanes: each lane's own epoch.
+type laneEpoch struct {
+	steady
+	l     *lanes
+	lanes []*EpochPlan
+}
+
+func (l *lanes) epoch(e int64) (epochOrder, error) {
+	ep := &laneEpoch{steady: l.steady, l: l}
 	for _, lane := range l.plans {
 		le, err := lane.Epoch(e)
 		if err != nil {
@@ -108,9 +121,8 @@ func (l *lanes) epoch(pl *Plan, e int64) (*EpochPlan, error) {
 	return ep, nil
 }
 
-// at is At with lanes.
-func (l *lanes) at(ep *EpochPlan, j int, t int64) Sample {
-	pl := ep.plan
+func (ep *laneEpoch) at(j int, t int64) Sample {
+	l, pl := ep.l, ep.pl
 	var s int
 	var i int64
 	pad := false
@@ -167,10 +179,17 @@ func (l *lanes) step(pl *Plan, j, s int, i int64) (int64, bool) {
 	return k, k < pl.steps
 }
 
+func (ep *laneEpoch) batch(dst []Sample, k int64, first, n int) []Sample {
+	return positionMajor(dst, ep.at, k, ep.pl.perSplit, first, n)
+}
+
+// cacheBytes is the most the needs hold at any one step.
+func (ep *laneEpoch) cacheBytes(first, n int) int64 { return peakBytes(ep.needs(first, n)) }
+
 // needs is ShardsNeeded with lanes: each lane's needs, in lane positions,
 // mapped to the steps that read them.
-func (l *lanes) needs(ep *EpochPlan, first, n int) []ShardNeed {
-	pl := ep.plan
+func (ep *laneEpoch) needs(first, n int) []ShardNeed {
+	l, pl := ep.l, ep.pl
 	var out []ShardNeed
 	at := map[[2]int]int{} // (stream, shard) → its need in out
 	for s, le := range ep.lanes {
@@ -242,7 +261,8 @@ func mulDiv(a, b, c int64) int64 {
 }
 
 // dropped is DroppedPerEpoch with lanes.
-func (l *lanes) dropped(pl *Plan) int64 {
+func (l *lanes) dropped() int64 {
+	pl := l.pl
 	S := int64(pl.params.NumSplits)
 	var d int64
 	for s, lane := range l.plans {
@@ -258,7 +278,8 @@ func (l *lanes) dropped(pl *Plan) int64 {
 }
 
 // padded is PaddedPerEpoch with lanes.
-func (l *lanes) padded(pl *Plan) int64 {
+func (l *lanes) padded() int64 {
+	pl := l.pl
 	if pl.params.DropLast {
 		return 0
 	}

@@ -34,7 +34,7 @@ func TestBatchingMethodsComposeBatchesAsDocumented(t *testing.T) {
 			t.Fatal(err)
 		}
 		S := int64(pl.NumSplits())
-		lanes := pl.lanes
+		lanes := lanesOf(pl)
 		batches := make([]int64, len(p.Streams))
 		for k := range pl.Steps() {
 			batch, _ := ep.GlobalBatch(nil, k)

@@ -184,9 +184,9 @@ func TestReplicationGroupsShareBatchesAndTheEgressBound(t *testing.T) {
 		pods := m.PodRanks(procs)
 		e := must(ep.EgressOf(pods, D))
 		largest, footers := pl.MaxShardBytes(), int64(0)
-		if pl.lanes != nil {
+		if lanesOf(pl) != nil {
 			largest = 0
-			for _, lane := range pl.lanes.plans {
+			for _, lane := range lanesOf(pl).plans {
 				largest += lane.MaxShardBytes()
 			}
 		}

@@ -37,29 +37,6 @@ func (pl *Plan) padRows() int64 {
 	return pl.steps*pl.perSplit - pl.splitLen
 }
 
-// stepsReading returns the steps that may read the inner positions [lo, hi)
-// of split j, clamped to the epoch; ok is false when no delivered position
-// does. Pad rows reread the split's first positions in the last step.
-func (ep *EpochPlan) stepsReading(j int, lo, hi int64) (first, last int64, ok bool) {
-	pl := ep.plan
-	g := pl.grain()
-	lo = lo / g * g
-	hi = min(ceilDiv(hi, g)*g, ep.orderedLen(j))
-	hi = min(hi, pl.splitLen) // position L of a longer split is dropped
-	if lo >= hi {
-		return 0, 0, false
-	}
-	first = lo / pl.perSplit
-	if first >= pl.steps {
-		return 0, 0, false
-	}
-	last = min((hi-1)/pl.perSplit, pl.steps-1)
-	if pad := pl.padRows(); pad > 0 && lo < pad {
-		last = pl.steps - 1
-	}
-	return first, last, true
-}
-
 func (pl *Plan) shardBytes(stream int, shard int64) int64 {
 	return pl.params.Streams[stream].Index.Shards[shard].Bytes
 }
@@ -67,54 +44,7 @@ func (pl *Plan) shardBytes(stream int, shard int64) int64 {
 // ShardsNeeded lists the shards that splits [first, first+n) read in the
 // epoch, each once, in the order they are first needed: what a rank (or a
 // pod, with PodSplits) prefetches.
-func (ep *EpochPlan) ShardsNeeded(first, n int) []ShardNeed {
-	if ep.plan.sched != nil {
-		return ep.scheduledNeeds(first, n)
-	}
-	if ep.lanes != nil {
-		return ep.plan.lanes.needs(ep, first, n)
-	}
-	type need struct {
-		ShardNeed
-		split int
-		order int64
-		g     int32
-	}
-	var all []need
-	for j := first; j < first+n; j++ {
-		lo, hi := ep.pieceOff[j], ep.pieceOff[j+1]
-		start := int64(0)
-		for i := lo; i < hi; i++ {
-			pc := ep.pieces[i]
-			end := ep.pieceEnd[i]
-			f, l, ok := ep.stepsReading(j, start, end)
-			start = end
-			if !ok {
-				continue
-			}
-			h := int64(pc.shard) - ep.plan.shardBase[pc.stream]
-			all = append(all, need{
-				ShardNeed: ShardNeed{Stream: int(pc.stream), Shard: int(h), Bytes: ep.plan.shardBytes(int(pc.stream), h), FirstStep: f, LastStep: l},
-				split:     j, order: i, g: pc.shard,
-			})
-		}
-	}
-	slices.SortFunc(all, func(a, b need) int {
-		return cmp.Or(cmp.Compare(a.FirstStep, b.FirstStep), cmp.Compare(a.split, b.split), cmp.Compare(a.order, b.order))
-	})
-	out := make([]ShardNeed, 0, len(all))
-	at := make(map[int32]int, len(all))
-	for _, nd := range all {
-		if i, dup := at[nd.g]; dup {
-			out[i].LastStep = max(out[i].LastStep, nd.LastStep)
-			continue
-		}
-		at[nd.g] = len(out)
-		out = append(out, nd.ShardNeed)
-	}
-	ep.plan.addShared(out)
-	return out
-}
+func (ep *EpochPlan) ShardsNeeded(first, n int) []ShardNeed { return ep.o.needs(first, n) }
 
 // addShared adds to the first shard of each object in needs the object's
 // shared part (a Parquet footer), which it brings.
@@ -134,67 +64,6 @@ func (pl *Plan) addShared(needs []ShardNeed) {
 type sharedKey struct {
 	stream int
 	object string
-}
-
-// splitPeakBytes bounds the bytes of the distinct shards split j reads in any
-// one step. A step reads the pieces its positions' blocks overlap; a window
-// that overlaps two pieces holds a piece boundary x, and of the steps whose
-// window touches x's block the first and the last read a superset of what
-// the others read, so evaluating those two per boundary finds the maximum.
-func (ep *EpochPlan) splitPeakBytes(j int) int64 {
-	pl := ep.plan
-	lo, hi := ep.pieceOff[j], ep.pieceOff[j+1]
-	if lo == hi {
-		return 0
-	}
-	ends := ep.pieceEnd[lo:hi]
-	prefix := make([]int64, len(ends)+1) // bytes of pieces [0, i)
-	var peak int64
-	for i := range ends {
-		pc := ep.pieces[lo+int64(i)]
-		b := pl.shardBytes(int(pc.stream), int64(pc.shard)-pl.shardBase[pc.stream])
-		prefix[i+1] = prefix[i] + b
-		peak = max(peak, b)
-	}
-	// bytesOf sums the pieces overlapping inner positions [a, c).
-	bytesOf := func(a, c int64) int64 {
-		if a >= c {
-			return 0
-		}
-		i1, _ := slices.BinarySearch(ends, a+1) // first piece with end > a
-		i2, _ := slices.BinarySearch(ends, c)   // first piece with end >= c
-		i2 = min(i2, len(ends)-1)
-		return prefix[i2+1] - prefix[i1]
-	}
-	g := pl.grain()
-	// Positions past L are never delivered, but a delivered position maps
-	// anywhere in its block, up to the split's full length.
-	length, innerLen := min(ep.orderedLen(j), pl.splitLen), ep.orderedLen(j)
-	window := func(k int64) int64 {
-		a := k * pl.perSplit / g * g
-		c := min(ceilDiv(min((k+1)*pl.perSplit, length), g)*g, innerLen)
-		w := bytesOf(a, c)
-		if pad := pl.padRows(); pad > 0 && k == pl.steps-1 {
-			w += bytesOf(0, min(ceilDiv(pad, g)*g, innerLen))
-		}
-		return w
-	}
-	for _, x := range ends[:len(ends)-1] { // x: where the next piece starts
-		blockLo := x / g * g
-		blockHi := min(blockLo+g, length)
-		if blockLo >= length {
-			break
-		}
-		for _, k := range [2]int64{blockLo / pl.perSplit, (blockHi - 1) / pl.perSplit} {
-			if k < pl.steps {
-				peak = max(peak, window(k))
-			}
-		}
-	}
-	if pl.padRows() > 0 {
-		peak = max(peak, window(pl.steps-1))
-	}
-	return peak
 }
 
 // MinCacheBytes returns the cache a pod of a job of pods pods needs so that
@@ -217,22 +86,7 @@ func (ep *EpochPlan) MinCacheBytes(pods, prefetchShards int) (int64, error) {
 
 // rangeCacheBytes is MinCacheBytes's need of splits [first, first+n),
 // without the prefetch.
-func (ep *EpochPlan) rangeCacheBytes(first, n int) int64 {
-	if ep.lanes != nil || ep.plan.sched != nil {
-		return peakBytes(ep.ShardsNeeded(first, n))
-	}
-	var need, all int64
-	for j := first; j < first+n; j++ {
-		need += ep.splitPeakBytes(j)
-	}
-	// Never more than every shard the splits read; the shared parts of
-	// their objects (footers) stay with their shards.
-	for _, nd := range ep.ShardsNeeded(first, n) {
-		all += nd.Bytes
-		need += nd.Bytes - ep.plan.shardBytes(nd.Stream, int64(nd.Shard))
-	}
-	return min(need, all)
-}
+func (ep *EpochPlan) rangeCacheBytes(first, n int) int64 { return ep.o.cacheBytes(first, n) }
 
 // MinCacheBytesOf is MinCacheBytes for a pod that serves the data-parallel
 // ranks ranks of dataParallel (a job with replication groups): the sum of

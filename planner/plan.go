@@ -7,7 +7,6 @@ package planner
 import (
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/shardfeed/shardfeed/internal/version"
 )
@@ -39,11 +38,8 @@ type Plan struct {
 	shardFirst    [][]int64
 	maxShardBytes int64
 	fingerprint   Fingerprint
-	// lanes are the streams cut into the splits each on its own, for
-	// stratified and per_stream batching (lanes.go); nil for random.
-	lanes *lanes
-	// sched is the plan of a scheduled dataset (schedule.go); nil without.
-	sched *schedule
+	// order is how the epochs order the samples (order.go).
+	order order
 }
 
 // New validates the parameters and builds the epoch-independent part of the
@@ -99,15 +95,8 @@ func newPlan(p Params) (*Plan, error) {
 	} else {
 		pl.steps = ceilDiv(pl.splitLen, pl.perSplit)
 	}
-	switch {
-	case p.Schedule != nil:
-		if err := pl.cutSchedule(); err != nil {
-			return nil, err
-		}
-	case p.lanes():
-		if err := pl.cutLanes(); err != nil {
-			return nil, err
-		}
+	if pl.order, err = newOrder(pl); err != nil {
+		return nil, err
 	}
 	return pl, nil
 }
@@ -145,33 +134,10 @@ func (pl *Plan) GlobalBatchSize() int64 { return pl.params.GlobalBatchSize }
 // the T mod S samples of the longer splits (per stream, with lanes) and,
 // with dropLast, every split's tail shorter than G/S (per stream too, with
 // per_stream batching).
-func (pl *Plan) DroppedPerEpoch() int64 {
-	if pl.sched != nil { // no epochs: each pass drops its own (docs/planner.md)
-		return 0
-	}
-	if pl.lanes != nil {
-		return pl.lanes.dropped(pl)
-	}
-	dropped := pl.longSplits
-	if pl.params.DropLast {
-		dropped += int64(pl.params.NumSplits) * (pl.splitLen - pl.steps*pl.perSplit)
-	}
-	return dropped
-}
+func (pl *Plan) DroppedPerEpoch() int64 { return pl.order.dropped() }
 
 // PaddedPerEpoch returns the pad rows of an epoch (without dropLast).
-func (pl *Plan) PaddedPerEpoch() int64 {
-	if pl.sched != nil {
-		return 0
-	}
-	if pl.lanes != nil {
-		return pl.lanes.padded(pl)
-	}
-	if pl.params.DropLast {
-		return 0
-	}
-	return int64(pl.params.NumSplits) * (pl.steps*pl.perSplit - pl.splitLen)
-}
+func (pl *Plan) PaddedPerEpoch() int64 { return pl.order.padded() }
 
 // StreamOffset returns the global id of the first sample of stream s: ids
 // are the stream offset plus the index of the sample in its stream.
@@ -203,28 +169,12 @@ func divisors(n int) string {
 	return s
 }
 
-// piece is the part of one shard's unit (all copies of the shard in the
-// epoch, adjacent) that falls in one split.
-type piece struct {
-	shard  int32 // global shard index
-	stream int32
-	from   int64 // offset of the piece in its unit
-}
-
-// EpochPlan is the order of one epoch: for every split, its pieces in order,
-// from which the sample at any position is computed in O(log pieces).
+// EpochPlan is the order of one epoch: the sample at any position of any
+// split, computed in O(log pieces) (with a schedule, O(steps)).
 type EpochPlan struct {
 	plan  *Plan
 	epoch int64
-	// pieces of split j are pieces[pieceOff[j]:pieceOff[j+1]]; pieceEnd is
-	// each piece's end position in its split (exclusive).
-	pieces   []piece
-	pieceEnd []int64
-	pieceOff []int64
-	long     permutation // split j is one sample longer when long.Apply(j) < m
-	blockKey uint64
-	// lanes are the streams' own epochs, with lanes.
-	lanes []*EpochPlan
+	o     epochOrder
 }
 
 // Epoch builds the order of epoch e (design §3 steps 1–4) in O(shards +
@@ -233,135 +183,11 @@ func (pl *Plan) Epoch(e int64) (*EpochPlan, error) {
 	if e < 0 {
 		return nil, fieldErr("epoch", "must be at least 0, got %d", e)
 	}
-	if pl.sched != nil { // steps and passes, not epochs: nothing to cut
-		if err := pl.sched.checkSteps(e, pl.steps); err != nil {
-			return nil, err
-		}
-		return &EpochPlan{plan: pl, epoch: e}, nil
+	o, err := pl.order.epoch(e)
+	if err != nil {
+		return nil, err
 	}
-	if pl.lanes != nil {
-		return pl.lanes.epoch(pl, e)
-	}
-	p := &pl.params
-	seed := p.Seed
-	ep := &EpochPlan{
-		plan:     pl,
-		epoch:    e,
-		pieceOff: make([]int64, p.NumSplits+1),
-		long:     newPermutation(uint64(p.NumSplits), derive(derive(derive(seed, purposeLongSplits), uint64(e)), 0)),
-		blockKey: derive(derive(seed, purposeBlock), uint64(e)),
-	}
-
-	// Step 1: full passes, and whole shards in a seeded per-epoch order for
-	// the rest, the last one cut.
-	full := make([]int64, len(p.Streams))
-	extra := make([][]int64, len(p.Streams))
-	for s := range p.Streams {
-		size := pl.shardFirst[s][len(pl.shardFirst[s])-1]
-		full[s] = pl.counts[s] / size
-		rem := pl.counts[s] % size
-		if rem == 0 {
-			continue
-		}
-		shards := p.Streams[s].Index.Shards
-		extra[s] = make([]int64, len(shards))
-		order := newPermutation(uint64(len(shards)), derive(derive(derive(seed, purposeShardPick), uint64(e)), uint64(s)))
-		for i := uint64(0); rem > 0; i++ {
-			h := order.Apply(i)
-			take := min(rem, shards[h].Samples)
-			extra[s][h] = take
-			rem -= take
-		}
-	}
-
-	// Steps 2–3: units (all copies of a shard, adjacent) in seed-only order
-	// with shuffle, in (stream, shard) order without; cut into S splits.
-	numShards := pl.shardBase[len(p.Streams)]
-	unitOrder := newPermutation(uint64(numShards), derive(seed, purposeUnitOrder))
-	ep.pieces = make([]piece, 0, numShards+int64(p.NumSplits))
-	ep.pieceEnd = make([]int64, 0, numShards+int64(p.NumSplits))
-	split, pos := 0, int64(0)
-	splitLen := ep.orderedLen(0)
-	stream := 0
-	for i := int64(0); i < numShards; i++ {
-		g := i
-		if p.Shuffle {
-			g = int64(unitOrder.Apply(uint64(i)))
-			stream = sort.Search(len(p.Streams), func(s int) bool { return pl.shardBase[s+1] > g })
-		} else {
-			for pl.shardBase[stream+1] <= g {
-				stream++
-			}
-		}
-		h := g - pl.shardBase[stream]
-		n := pl.shardFirst[stream][h+1] - pl.shardFirst[stream][h]
-		length := full[stream] * n
-		if extra[stream] != nil {
-			length += extra[stream][h]
-		}
-		for from := int64(0); from < length; {
-			take := min(length-from, splitLen-pos)
-			ep.pieces = append(ep.pieces, piece{shard: int32(g), stream: int32(stream), from: from})
-			pos += take
-			from += take
-			ep.pieceEnd = append(ep.pieceEnd, pos)
-			if pos == splitLen {
-				split++
-				ep.pieceOff[split] = int64(len(ep.pieces))
-				pos = 0
-				if split < p.NumSplits {
-					splitLen = ep.orderedLen(split)
-				}
-			}
-		}
-	}
-	if split != p.NumSplits || pos != 0 {
-		return nil, fmt.Errorf("planner: internal error: epoch %d cut into %d splits (+%d samples), want %d", e, split, pos, p.NumSplits)
-	}
-
-	// Step 4: the pieces of each split in a per-epoch order.
-	if p.Shuffle {
-		ep.shufflePieces()
-	}
-	return ep, nil
-}
-
-// orderedLen returns the length of split j before the last position of
-// a longer split is dropped: L+1 for the T mod S longer splits, L otherwise.
-func (ep *EpochPlan) orderedLen(j int) int64 {
-	if int64(ep.long.Apply(uint64(j))) < ep.plan.longSplits {
-		return ep.plan.splitLen + 1
-	}
-	return ep.plan.splitLen
-}
-
-func (ep *EpochPlan) shufflePieces() {
-	p := &ep.plan.params
-	pieceKey := derive(derive(p.Seed, purposePieceOrder), uint64(ep.epoch))
-	var tmp []piece
-	var lens []int64
-	for j := range p.NumSplits {
-		lo, hi := ep.pieceOff[j], ep.pieceOff[j+1]
-		n := hi - lo
-		if n < 2 {
-			continue
-		}
-		tmp = append(tmp[:0], ep.pieces[lo:hi]...)
-		lens = lens[:0]
-		prev := int64(0)
-		for _, end := range ep.pieceEnd[lo:hi] {
-			lens = append(lens, end-prev)
-			prev = end
-		}
-		order := newPermutation(uint64(n), derive(pieceKey, uint64(j)))
-		pos := int64(0)
-		for q := range n {
-			old := int64(order.Apply(uint64(q)))
-			ep.pieces[lo+q] = tmp[old]
-			pos += lens[old]
-			ep.pieceEnd[lo+q] = pos
-		}
-	}
+	return &EpochPlan{plan: pl, epoch: e, o: o}, nil
 }
 
 // Plan returns the epoch-independent plan.
@@ -389,73 +215,8 @@ type Sample struct {
 	Repeated, Skipped bool
 }
 
-// At returns the sample at position t of split j, for t in [0, K·G/S).
-// Positions from L on are pad rows: the split's start again, marked.
-// It allocates nothing.
-func (ep *EpochPlan) At(j int, t int64) Sample {
-	if ep.lanes != nil {
-		return ep.plan.lanes.at(ep, j, t)
-	}
-	pad := false
-	if t >= ep.plan.splitLen {
-		t -= ep.plan.splitLen
-		pad = true
-	}
-	s := ep.sampleAtInner(j, ep.inner(j, t))
-	s.Pad = pad
-	return s
-}
-
-// inner maps position t of split j to its place in the split's piece
-// sequence: the keyed permutation of t's block (design §3 step 4), of its
-// samples or, with a run length r > 1, of its runs of r samples (the
-// block's last n mod r samples stay last, in order).
-func (ep *EpochPlan) inner(j int, t int64) int64 {
-	p := &ep.plan.params
-	if !p.Shuffle {
-		return t
-	}
-	b := p.BlockSize
-	base := t / b * b
-	n := b
-	if base+b > ep.plan.splitLen { // the last block: its length depends on the split
-		n = min(b, ep.orderedLen(j)-base)
-	}
-	key := derive(derive(ep.blockKey, uint64(j)), uint64(base/b))
-	u := t - base
-	if r := p.RunLength; r > 1 {
-		runs := n / r
-		if u >= runs*r {
-			return t
-		}
-		return base + int64(newPermutation(uint64(runs), key).Apply(uint64(u/r)))*r + u%r
-	}
-	return base + int64(newPermutation(uint64(n), key).Apply(uint64(u)))
-}
-
-// sampleAtInner maps a position of split j's piece sequence to its sample.
-func (ep *EpochPlan) sampleAtInner(j int, inner int64) Sample {
-	lo, hi := ep.pieceOff[j], ep.pieceOff[j+1]
-	ends := ep.pieceEnd[lo:hi]
-	i, n := 0, len(ends)
-	for i < n { // first piece whose end > inner
-		m := int(uint(i+n) >> 1)
-		if ends[m] > inner {
-			n = m
-		} else {
-			i = m + 1
-		}
-	}
-	start := int64(0)
-	if i > 0 {
-		start = ends[i-1]
-	}
-	pc := ep.pieces[lo+int64(i)]
-	pl := ep.plan
-	s := int(pc.stream)
-	h := int64(pc.shard) - pl.shardBase[s]
-	first := pl.shardFirst[s][h]
-	size := pl.shardFirst[s][h+1] - first
-	x := pc.from + inner - start
-	return Sample{ID: pl.streamOffset[s] + first + x%size, Stream: s, Shard: int(h)}
-}
+// At returns the sample at position t of split j, for t in [0, K·G/S)
+// (under a schedule, the positions of the epoch's steps in order, each
+// step at its batch size). Positions from L on are pad rows: the split's
+// start again, marked. It allocates nothing.
+func (ep *EpochPlan) At(j int, t int64) Sample { return ep.o.at(j, t) }

@@ -111,16 +111,17 @@ func innerSamples(ep *EpochPlan) []Sample {
 // with lanes, each stream's part of the split.
 func splitSamples(ep *EpochPlan, j int) []Sample {
 	var out []Sample
-	for s, lane := range ep.lanes { // each stream cut on its own
+	for s, lane := range laneEpochs(ep) { // each stream cut on its own
 		for _, x := range splitSamples(lane, j) {
 			out = append(out, Sample{ID: ep.plan.streamOffset[s] + x.ID, Stream: s, Shard: x.Shard})
 		}
 	}
-	if ep.lanes != nil {
+	if laneEpochs(ep) != nil {
 		return out
 	}
-	for x := range ep.orderedLen(j) {
-		out = append(out, ep.sampleAtInner(j, x))
+	re := randomOf(ep)
+	for x := range re.orderedLen(j) {
+		out = append(out, re.sampleAtInner(j, x))
 	}
 	return out
 }
@@ -128,8 +129,8 @@ func splitSamples(ep *EpochPlan, j int) []Sample {
 // cuts returns the epoch plans whose splits are cut from units: the epoch
 // itself, or its lanes.
 func cuts(ep *EpochPlan) []*EpochPlan {
-	if ep.lanes != nil {
-		return ep.lanes
+	if lanes := laneEpochs(ep); lanes != nil {
+		return lanes
 	}
 	return []*EpochPlan{ep}
 }
@@ -178,10 +179,11 @@ func TestBlockShuffleIsAPermutationOfEachSplit(t *testing.T) {
 	forRandomPlans(t, 200, func(t *testing.T, ep *EpochPlan) {
 		for _, ep := range cuts(ep) {
 			for j := range ep.plan.NumSplits() {
-				n := ep.orderedLen(j)
+				re := randomOf(ep)
+				n := re.orderedLen(j)
 				seen := make([]bool, n)
 				for x := range n {
-					in := ep.inner(j, x)
+					in := re.inner(j, x)
 					if in < 0 || in >= n || seen[in] {
 						t.Fatalf("split %d: position %d maps to %d, outside or taken", j, x, in)
 					}
@@ -223,7 +225,7 @@ func TestRunsKeepConsecutiveSamplesTogether(t *testing.T) {
 				full := n / tt.run * tt.run
 				seenRun := map[int64]bool{}
 				for u := range n {
-					in := ep.inner(0, base+u) - base
+					in := randomOf(ep).inner(0, base+u) - base
 					if u >= full {
 						if in != u {
 							t.Fatalf("block at %d: tail position %d maps to %d, want itself", base, u, in)
@@ -238,7 +240,7 @@ func TestRunsKeepConsecutiveSamplesTogether(t *testing.T) {
 							t.Fatalf("block at %d: run %d used twice", base, in/tt.run)
 						}
 						seenRun[in/tt.run] = true
-					} else if prev := ep.inner(0, base+u-1) - base; in != prev+1 {
+					} else if prev := randomOf(ep).inner(0, base+u-1) - base; in != prev+1 {
 						t.Fatalf("block at %d: position %d maps to %d after %d: the run was cut", base, u, in, prev)
 					}
 					moved = moved || in != u
@@ -496,9 +498,9 @@ func TestEgressIsAtMostDistinctBytesPlusOneShardAndTheFootersPerPodBoundary(t *t
 			}
 			// A pod boundary cuts one shard; with lanes, one of each stream.
 			largest := pl.MaxShardBytes()
-			if pl.lanes != nil {
+			if lanesOf(pl) != nil {
 				largest = 0
-				for _, lane := range pl.lanes.plans {
+				for _, lane := range lanesOf(pl).plans {
 					largest += lane.MaxShardBytes()
 				}
 			}

@@ -132,7 +132,7 @@ func TestScheduleDrawsEachStreamPassAfterPass(t *testing.T) {
 			}
 			draw(batch)
 		}
-		sc := pl.sched
+		sc := scheduleOf(pl)
 		for key, got := range drawn {
 			j, s := key[0], key[1]
 			for u, smp := range got {
@@ -448,7 +448,7 @@ func TestTheLargestValidBatchSizesPlanInBoundedWork(t *testing.T) {
 					}
 					// Step 3 on reads each stream many times over: a split
 					// reads every shard of its part of each stream.
-					for _, b := range pl.sched.passes[0].mustEpoch(t, 0).ShardsNeeded(j, 1) {
+					for _, b := range scheduleOf(pl).passes[0].mustEpoch(t, 0).ShardsNeeded(j, 1) {
 						if !seen[[2]int{0, b.Shard}] {
 							t.Errorf("split %d: shard %d of stream a, read at every pass, is not needed", j, b.Shard)
 						}

@@ -21,6 +21,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/progress"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/planner"
@@ -95,7 +96,7 @@ func TestAnOrderFromOneFileIsServed(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- daemon.Run(ctx, daemon.Config{Dataset: "toy", Spec: spec, Formats: reg, Socket: socket, CacheDir: filepath.Join(dir, "cache"),
-			Prefetch: -1, RankMode: server.RankModeClient, Job: "j", Attempt: "a", Progress: progress.Local{Store: state}, Log: slog.New(slog.DiscardHandler)})
+			Prefetch: -1, Placement: sidecarconfig.Placement{RankMode: server.RankModeClient}, Job: "j", Attempt: "a", Progress: progress.Local{Store: state}, Log: slog.New(slog.DiscardHandler)})
 	}()
 	c := shardfeed.New(socket)
 	if err := c.WaitReady(ctx); err != nil {

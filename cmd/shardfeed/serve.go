@@ -38,19 +38,18 @@ type feedOptions struct {
 	prefetch             int
 	credentials          string
 	state                string
-	rankMode             string
 	contract             sidecarconfig.Config
-	pod, pods, procs     int
-	dataParallel         int
-	phasesPoll           time.Duration
-	job, attempt         string
-	fresh, mustResume    bool
-	namespace, image     string
-	logFormat            string
-	pprof                bool
-	metricsTLS           bool
-	generation           int64
-	operator             progress.Remote
+	// placement is the ranks served, from the flags.
+	placement         sidecarconfig.Placement
+	phasesPoll        time.Duration
+	job, attempt      string
+	fresh, mustResume bool
+	namespace, image  string
+	logFormat         string
+	pprof             bool
+	metricsTLS        bool
+	generation        int64
+	operator          progress.Remote
 }
 
 // DefaultSocket is the socket inside a pod (design §1).
@@ -71,12 +70,12 @@ func (o *feedOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.pprof, "pprof", false, "serve Go's /debug/pprof/ on the metrics address")
 	f.BoolVar(&o.metricsTLS, "metrics-tls", false, "serve the metrics over TLS, with a certificate made at start (pods get it from the webhook)")
-	f.IntVar(&o.dataParallel, "data-parallel-size", o.contract.DataParallel,
+	f.IntVar(&o.placement.DataParallel, "data-parallel-size", o.contract.DataParallel,
 		"the job's data-parallel size when its ranks form replication groups (tensor, context, pipeline parallel): clients then give dp_rank and dp_size (0: none)")
 }
 
 func newServeCommand() *cobra.Command {
-	o := &feedOptions{rankMode: string(sidecarconfig.RankModeClient), job: "local"}
+	o := &feedOptions{placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModeClient}, job: "local"}
 	cmd := &cobra.Command{
 		Use:   "serve -f DATASET.yaml [--socket PATH] [--cache-dir DIR] [--state FILE]",
 		Short: "Serve a TrainingDataset's batches on a Unix socket on this machine, without Kubernetes",
@@ -150,10 +149,10 @@ audience "shardfeed"; SHARDFEED_GENERATION fences replaced attempts), or to
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "filename", "f", "", "TrainingDataset manifest (instead of --plan-dir)")
 	f.StringVar(&o.planDir, "plan-dir", env(sidecarconfig.EnvPlanDir, ""), "the mounted <dataset>-plan ConfigMap")
-	f.StringVar(&o.rankMode, "rank-mode", string(contract.RankMode), "pod: serve this pod's ranks; client: any rank a client names")
-	f.IntVar(&o.pod, "pod-rank", contract.PodRank, "the pod's index in the job")
-	f.IntVar(&o.pods, "pods", contract.Pods, "pods of the job")
-	f.IntVar(&o.procs, "procs-per-pod", contract.ProcsPerPod, "training processes (ranks) per pod")
+	f.StringVar((*string)(&o.placement.RankMode), "rank-mode", string(contract.RankMode), "pod: serve this pod's ranks; client: any rank a client names")
+	f.IntVar(&o.placement.Pod, "pod-rank", contract.Pod, "the pod's index in the job")
+	f.IntVar(&o.placement.Pods, "pods", contract.Pods, "pods of the job")
+	f.IntVar(&o.placement.ProcsPerPod, "procs-per-pod", contract.ProcsPerPod, "training processes (ranks) per pod")
 	f.StringVar(&o.job, "job", contract.Job, "job identity")
 	f.StringVar(&o.attempt, "attempt", contract.Attempt, "attempt id shared by the pods of one job attempt")
 	f.Int64Var(&o.generation, "generation", contract.Generation, "the attempt's generation, from the operator (0: the next one, with --state)")
@@ -190,7 +189,7 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 	}
 	cfg := daemon.Config{
 		Socket: o.socket, MetricsAddr: o.metricsAddr, MetricsTLS: o.metricsTLS, Pprof: o.pprof, CacheDir: o.cacheDir, Prefetch: o.prefetch,
-		RankMode: sidecarconfig.RankMode(o.rankMode), Pod: o.pod, Pods: o.pods, ProcsPerPod: o.procs, DataParallel: o.dataParallel, Job: o.job, Attempt: o.attempt,
+		Placement: o.placement, Job: o.job, Attempt: o.attempt,
 		HandoffBytes: -1, HandoffSlots: o.handoffSlots, SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: log,
 	}
 	if inPod {

@@ -222,8 +222,8 @@ func Inject(in Input) (*corev1.Pod, error) {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, *vol)
 		mounts = append(mounts, *mount)
 	}
-	contract := sidecarconfig.Config{Dataset: ds.Name, RankMode: w.mode, PodRank: w.rank, PodRankField: w.rankField, Pods: w.pods, ProcsPerPod: w.procs,
-		DataParallel: w.dataParallel, Job: JobName(pod, in.Owner), Attempt: Attempt(pod, in.Owner), Generation: in.Generation, Image: image, MetricsPort: ptr.Deref(ds.Spec.Sidecar.MetricsPort, 0),
+	contract := sidecarconfig.Config{Dataset: ds.Name, PodRankField: w.rankField,
+		Placement: sidecarconfig.Placement{RankMode: w.mode, Pod: w.rank, Pods: w.pods, ProcsPerPod: w.procs, DataParallel: w.dataParallel}, Job: JobName(pod, in.Owner), Attempt: Attempt(pod, in.Owner), Generation: in.Generation, Image: image, MetricsPort: ptr.Deref(ds.Spec.Sidecar.MetricsPort, 0),
 		OperatorURL: in.Operator.URL, OperatorAddr: in.Operator.Addr,
 		// On the node's network, a metrics port would be the node's and
 		// collide between a node's pods: only where the dataset asks.

@@ -72,19 +72,12 @@ const (
 
 // Config is what the webhook tells a sidecar.
 type Config struct {
-	Dataset  string
-	RankMode RankMode
-	// PodRank is the pod's index in the job (RankModePod), or with
-	// PodRankField set, the field of the pod the kubelet reads it from
-	// (e.g. an Indexed Job's completion-index annotation).
-	PodRank      int
+	Dataset string
+	// Placement is the ranks the sidecar serves. With PodRankField set,
+	// the pod's index is read by the kubelet from that field of the pod
+	// (e.g. an Indexed Job's completion-index annotation), not Pod.
+	Placement
 	PodRankField string
-	// Pods is the job's pod count (RankModePod).
-	Pods        int
-	ProcsPerPod int
-	// DataParallel is the job's data-parallel size when its ranks form
-	// replication groups (0: every rank is its own, DP size = world size).
-	DataParallel int
 	Job          string
 	Attempt      string
 	// Generation of the attempt, given by the operator at admission.
@@ -126,7 +119,7 @@ func (c Config) Env() []corev1.EnvVar {
 		env = append(env, corev1.EnvVar{Name: EnvDataParallel, Value: strconv.Itoa(c.DataParallel)})
 	}
 	if c.RankMode == RankModePod {
-		rank := corev1.EnvVar{Name: EnvPodRank, Value: strconv.Itoa(c.PodRank)}
+		rank := corev1.EnvVar{Name: EnvPodRank, Value: strconv.Itoa(c.Pod)}
 		if c.PodRankField != "" {
 			rank = fieldEnv(EnvPodRank, c.PodRankField)
 		}
@@ -159,7 +152,7 @@ func (c Config) Args() []string {
 // resolved, as the kubelet does). Unset variables keep their defaults:
 // rank mode pod, one pod, one process per pod.
 func FromEnv(lookup func(string) (string, bool)) (Config, error) {
-	c := Config{RankMode: RankModePod, Pods: 1, ProcsPerPod: 1}
+	c := Config{Placement: Placement{RankMode: RankModePod, Pods: 1, ProcsPerPod: 1}}
 	for name, into := range map[string]*string{EnvDataset: &c.Dataset, EnvJob: &c.Job, EnvAttempt: &c.Attempt, EnvImage: &c.Image, EnvNamespace: &c.Namespace,
 		EnvOperatorURL: &c.OperatorURL, EnvOperatorAddr: &c.OperatorAddr} {
 		if v, ok := lookup(name); ok {
@@ -169,7 +162,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	if v, ok := lookup(EnvRankMode); ok {
 		c.RankMode = RankMode(v)
 	}
-	for name, into := range map[string]*int{EnvPodRank: &c.PodRank, EnvPods: &c.Pods, EnvProcsPerPod: &c.ProcsPerPod, EnvDataParallel: &c.DataParallel} {
+	for name, into := range map[string]*int{EnvPodRank: &c.Pod, EnvPods: &c.Pods, EnvProcsPerPod: &c.ProcsPerPod, EnvDataParallel: &c.DataParallel} {
 		v, ok := lookup(name)
 		if !ok {
 			continue

@@ -15,11 +15,11 @@ func TestWhatTheWebhookRendersTheSidecarParses(t *testing.T) {
 		config Config
 		fields map[string]string
 	}{
-		{name: "pod mode", config: Config{Dataset: "web", RankMode: RankModePod, PodRank: 3, Pods: 4, ProcsPerPod: 2, Job: "train", Attempt: "uid-1", Image: "i:1"}},
-		{name: "pod rank from a field", config: Config{Dataset: "web", RankMode: RankModePod, PodRank: 5, PodRankField: "metadata.labels['x']", Pods: 8, ProcsPerPod: 1, Job: "j", Attempt: "a", Image: "i"},
+		{name: "pod mode", config: Config{Dataset: "web", Placement: Placement{RankMode: RankModePod, Pod: 3, Pods: 4, ProcsPerPod: 2}, Job: "train", Attempt: "uid-1", Image: "i:1"}},
+		{name: "pod rank from a field", config: Config{Dataset: "web", Placement: Placement{RankMode: RankModePod, Pod: 5, Pods: 8, ProcsPerPod: 1}, PodRankField: "metadata.labels['x']", Job: "j", Attempt: "a", Image: "i"},
 			fields: map[string]string{"metadata.labels['x']": "5"}},
-		{name: "replication groups", config: Config{Dataset: "web", RankMode: RankModePod, PodRank: 1, Pods: 2, ProcsPerPod: 4, DataParallel: 2, Job: "j", Attempt: "a", Image: "i"}},
-		{name: "client mode", config: Config{Dataset: "web", RankMode: RankModeClient, Pods: 1, ProcsPerPod: 1, Job: "j", Attempt: "a", Image: "i"}},
+		{name: "replication groups", config: Config{Dataset: "web", Placement: Placement{RankMode: RankModePod, Pod: 1, Pods: 2, ProcsPerPod: 4, DataParallel: 2}, Job: "j", Attempt: "a", Image: "i"}},
+		{name: "client mode", config: Config{Dataset: "web", Placement: Placement{RankMode: RankModeClient, Pods: 1, ProcsPerPod: 1}, Job: "j", Attempt: "a", Image: "i"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -81,10 +81,8 @@ type Config struct {
 	// Prefetch overrides spec.sidecar.prefetch when >= 0.
 	Prefetch int
 
-	RankMode               sidecarconfig.RankMode
-	Pod, Pods, ProcsPerPod int
-	// DataParallel is the job's declared data-parallel size (0: none).
-	DataParallel int
+	// Placement is the ranks the sidecar serves.
+	sidecarconfig.Placement
 	Job, Attempt string
 	// Generation of the attempt (from the operator; 0: the next one).
 	Generation   int64
@@ -310,8 +308,8 @@ func Run(ctx context.Context, cfg Config) error {
 
 	job := progress.Job{Dataset: cfg.Dataset, Job: cfg.Job, Attempt: cfg.Attempt, Generation: cfg.Generation, Fingerprint: pl.Fingerprint(), Steps: pl.Steps(),
 		SidecarImage: cfg.SidecarImage, Phases: pl.PhaseHashes(), PhaseStarts: pl.PhaseStarts()}
-	if cfg.RankMode == server.RankModePod {
-		job.Pods, job.WorldSize, job.DataParallel = cfg.Pods, cfg.Pods*cfg.ProcsPerPod, cfg.DataParallel
+	if cfg.PodMode() {
+		job.Pods, job.WorldSize, job.DataParallel = cfg.Pods, cfg.World(), cfg.DataParallel
 	}
 	state, err := cfg.Progress.Register(ctx, job)
 	if err != nil {
@@ -323,8 +321,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := server.New(server.Config{Pipeline: pipe, Progress: cfg.Progress, Job: job, RankMode: cfg.RankMode,
-		Pod: cfg.Pod, Pods: cfg.Pods, ProcsPerPod: cfg.ProcsPerPod, DataParallel: cfg.DataParallel, Log: log, Registry: reg,
+	srv, err := server.New(server.Config{Pipeline: pipe, Progress: cfg.Progress, Job: job, Placement: cfg.Placement, Log: log, Registry: reg,
 		Handoff: handoff.NewPool(cfg.HandoffBytes), HandoffSlots: cfg.HandoffSlots, StoreCounts: feed.StoreCounts})
 	if err != nil {
 		return err
@@ -367,7 +364,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("Decoding images", "columns", len(cfg.Spec.Decode), "jpegDecoder", images.JPEGDecoder)
 	}
 
-	if cfg.RankMode == server.RankModePod && cfg.DataParallel == 0 {
+	if cfg.PodScoped() {
 		first, n, err := pl.PodSplits(cfg.Pod, cfg.Pods)
 		if err != nil {
 			return err

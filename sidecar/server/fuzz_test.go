@@ -18,6 +18,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/progress"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/server"
@@ -57,8 +58,8 @@ func testServer(f testing.TB, reg prometheus.Registerer) http.Handler {
 	if _, err := progress.Register(context.Background(), st, job); err != nil {
 		f.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Pipeline: feed.Pipeline, Progress: progress.Local{Store: st}, Job: job, RankMode: server.RankModePod,
-		Pod: 0, Pods: 2, ProcsPerPod: 2, Log: slog.New(slog.DiscardHandler), Registry: reg})
+	srv, err := server.New(server.Config{Pipeline: feed.Pipeline, Progress: progress.Local{Store: st}, Job: job,
+		Placement: sidecarconfig.Placement{RankMode: server.RankModePod, Pod: 0, Pods: 2, ProcsPerPod: 2}, Log: slog.New(slog.DiscardHandler), Registry: reg})
 	if err != nil {
 		f.Fatal(err)
 	}

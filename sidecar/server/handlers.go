@@ -134,14 +134,13 @@ func (s *Server) parseBatchRequest(q url.Values) (batchRequest, string, error) {
 	if r.worker >= r.workers {
 		return r, "worker", fmt.Errorf("worker %d is outside %d workers (0 to %d)", r.worker, r.workers, r.workers-1)
 	}
-	if s.cfg.RankMode == RankModePod {
-		world := s.cfg.Pods * s.cfg.ProcsPerPod
-		if r.world != world {
+	if s.cfg.PodMode() {
+		if world := s.cfg.World(); r.world != world {
 			return r, "world", fmt.Errorf("world=%d, but this job has %d pods × %d procs per pod = %d ranks", r.world, s.cfg.Pods, s.cfg.ProcsPerPod, world)
 		}
-		if r.rank/s.cfg.ProcsPerPod != s.cfg.Pod {
+		if lo, hi := s.cfg.Ranks(); r.rank < lo || r.rank >= hi {
 			return r, "rank", fmt.Errorf("rank %d belongs to pod %d, this is pod %d (ranks %d to %d): a process asks its own pod's sidecar",
-				r.rank, r.rank/s.cfg.ProcsPerPod, s.cfg.Pod, s.cfg.Pod*s.cfg.ProcsPerPod, (s.cfg.Pod+1)*s.cfg.ProcsPerPod-1)
+				r.rank, r.rank/s.cfg.ProcsPerPod, s.cfg.Pod, lo, hi-1)
 		}
 	}
 	switch h := q.Get("handoff"); h {
@@ -185,7 +184,7 @@ func (s *Server) dataParallel(r *batchRequest, rankGiven, sizeGiven bool, dpRank
 	if r.dpRank >= r.dpSize {
 		return "dp_rank", fmt.Errorf("dp_rank %d is outside %d data-parallel ranks (0 to %d)", r.dpRank, r.dpSize, r.dpSize-1)
 	}
-	if s.cfg.RankMode == RankModePod && declared == 0 && r.dpSize != s.cfg.Pods*s.cfg.ProcsPerPod {
+	if s.cfg.PodMode() && declared == 0 && r.dpSize != s.cfg.World() {
 		return "dp_size", fmt.Errorf("dp_size=%d, but this job declares no data-parallel size: its %d ranks are each their own; set the pod annotation shardfeed.io/data-parallel-size: \"%d\" for replication groups", r.dpSize, r.world, r.dpSize)
 	}
 	if declared > 0 && r.dpSize != declared {
@@ -227,7 +226,7 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 	pr := pipeline.Request{Epoch: r.epoch, Rank: r.dpRank, World: r.dpSize, Worker: r.worker, Workers: r.workers, Start: start}
 	// A pod prefetches its splits together; a pod of replication groups
 	// learns its data-parallel ranks from its clients, each its own scope.
-	if s.cfg.RankMode == RankModePod && s.cfg.DataParallel == 0 {
+	if s.cfg.PodScoped() {
 		pr.ScopeFirst, pr.ScopeSplits, _ = s.cfg.Pipeline.Plan().PodSplits(s.cfg.Pod, s.cfg.Pods)
 	}
 	pr.ZeroCopy = true

@@ -42,13 +42,10 @@ type Config struct {
 	Pipeline *pipeline.Pipeline
 	Progress progress.Ledger
 	Job      progress.Job
-	RankMode sidecarconfig.RankMode
-	// Pod, Pods and ProcsPerPod place this pod in the job (rank mode pod).
-	Pod, Pods, ProcsPerPod int
-	// DataParallel is the job's declared data-parallel size (0: none, every
-	// rank its own replication group): requests then name their
-	// data-parallel rank, and batches are those of that rank.
-	DataParallel int
+	// Placement is the ranks this sidecar serves; with a declared
+	// data-parallel size, requests name their data-parallel rank, and
+	// batches are those of that rank.
+	sidecarconfig.Placement
 	// Handoff bounds the shared memory batches are handed over in (nil or
 	// a zero limit: batches go in the stream), HandoffSlots segments per
 	// stream at most.
@@ -92,27 +89,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ProcsPerPod < 1 {
 		cfg.ProcsPerPod = 1
 	}
-	switch cfg.RankMode {
-	case RankModeClient:
-		if cfg.DataParallel > 0 {
-			if err := cfg.Pipeline.Plan().CheckReplication(cfg.DataParallel, cfg.DataParallel); err != nil {
-				return nil, err
-			}
-		}
-	case RankModePod:
-		if cfg.Pods < 1 || cfg.Pod < 0 || cfg.Pod >= cfg.Pods {
-			return nil, fmt.Errorf("rank mode pod needs the pod's rank in [0, pods): got pod %d of %d (set shardfeed.io/rank and shardfeed.io/pods)", cfg.Pod, cfg.Pods)
-		}
-		world := cfg.Pods * cfg.ProcsPerPod
-		if cfg.DataParallel > 0 {
-			if err := cfg.Pipeline.Plan().CheckReplication(world, cfg.DataParallel); err != nil {
-				return nil, fmt.Errorf("%d pods × %d procs per pod: %w", cfg.Pods, cfg.ProcsPerPod, err)
-			}
-		} else if err := cfg.Pipeline.Plan().CheckWorld(world); err != nil {
-			return nil, fmt.Errorf("%d pods × %d procs per pod: %w", cfg.Pods, cfg.ProcsPerPod, err)
-		}
-	default:
-		return nil, fmt.Errorf("rank mode %q is not supported: use pod or client", cfg.RankMode)
+	if err := cfg.Check(cfg.Pipeline.Plan()); err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, streams: map[string]*streamStatus{}, streamRows: map[string]int64{}, draining: make(chan struct{}), started: time.Now()}
 	s.metrics = newMetrics(s, cfg.Registry)

@@ -65,8 +65,8 @@ func (s *Server) checkWaits(r waitReport) (string, error) {
 	rank := *r.Rank
 	// The label's values are bounded by the ranks this sidecar serves.
 	lo, hi := 0, s.cfg.Pipeline.Plan().Params().NumSplits
-	if s.cfg.RankMode == RankModePod {
-		lo, hi = s.cfg.Pod*s.cfg.ProcsPerPod, (s.cfg.Pod+1)*s.cfg.ProcsPerPod
+	if s.cfg.PodMode() {
+		lo, hi = s.cfg.Ranks()
 	}
 	if rank < lo || rank >= hi {
 		return "rank", fmt.Errorf("rank %d is not one this sidecar serves (%d to %d)", rank, lo, hi-1)

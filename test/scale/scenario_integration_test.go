@@ -556,8 +556,8 @@ func podRank(p *corev1.Pod, j launched, cfg sidecarconfig.Config) (int, error) {
 		idx, _ := strconv.Atoi(p.Annotations[inject.JobCompletionIndex])
 		g, _ := strconv.Atoi(p.Labels[inject.JobSetJobGlobalIndex])
 		want := g*j.completions + idx
-		if cfg.PodRankField != "" || cfg.PodRank != want {
-			return 0, fmt.Errorf("JobSet pod of job %d, index %d: rank %d (field %q), want %d", g, idx, cfg.PodRank, cfg.PodRankField, want)
+		if cfg.PodRankField != "" || cfg.Pod != want {
+			return 0, fmt.Errorf("JobSet pod of job %d, index %d: rank %d (field %q), want %d", g, idx, cfg.Pod, cfg.PodRankField, want)
 		}
 		return want, nil
 	case "Job":

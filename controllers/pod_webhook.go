@@ -276,7 +276,7 @@ func (p *PodInjector) admit(ctx context.Context, ds *datav1alpha1.TrainingDatase
 // follows the write by milliseconds).
 func (p *PodInjector) foreignSidecar(ctx context.Context, ns, dataset string, pod *corev1.Pod) string {
 	const fix = "remove it: the operator injects the sidecar itself"
-	contract, err := sidecarContract(pod)
+	contract, err := inject.SidecarContract(pod)
 	if err != nil {
 		return fmt.Sprintf("the pod has a %s container the operator did not inject (%v): %s", inject.SidecarName, err, fix)
 	}

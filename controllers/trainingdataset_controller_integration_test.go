@@ -38,9 +38,9 @@ import (
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
-	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
 var (
@@ -139,7 +139,7 @@ func mdsStream(t *testing.T, n int) (uri string, idx planner.StreamIndex) {
 func putMDS(t *testing.T, bucket string, n int) planner.StreamIndex {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "m")
-	if err := testdata.MDS(dir, "m", n, 2000, ""); err != nil {
+	if err := sampledata.MDS(dir, "m", n, 2000, ""); err != nil {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(dir)

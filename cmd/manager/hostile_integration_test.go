@@ -27,9 +27,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
 const leakedSecret = "db_password=hunter2"
@@ -234,7 +234,7 @@ func mdsInMinIO(t *testing.T, mio *testenv.MinIO) (string, string) {
 	t.Helper()
 	bucket := mio.Bucket(t)
 	dir := filepath.Join(t.TempDir(), "m")
-	if err := testdata.MDS(dir, "m", 64, 2000, ""); err != nil {
+	if err := sampledata.MDS(dir, "m", 64, 2000, ""); err != nil {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(dir)

@@ -39,6 +39,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/memlimit"
+	"github.com/shardfeed/shardfeed/internal/progressapi"
 	"github.com/shardfeed/shardfeed/internal/version"
 )
 
@@ -276,7 +277,7 @@ func run(ctx context.Context, o options) error {
 	}})
 	// The progress endpoint shares the webhook server: its certificate,
 	// its Service and its TLS settings.
-	(&controllers.ProgressEndpoint{
+	(&progressapi.Endpoint{
 		Reviews: clientset.AuthenticationV1().TokenReviews(), Pods: mgr.GetAPIReader(), ConfigMaps: clientset.CoreV1(),
 		Log: ctrl.Log.WithName("progress"),
 	}).Register(hooks)

@@ -29,8 +29,8 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
-	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
 // metricName matches the metrics the dashboard and the alerts read: ours,
@@ -200,7 +200,7 @@ func TestIntegrationEveryMetricTheDashboardAndAlertsNameIsInARealScrape(t *testi
 	// told of a trainer's waits.
 	work := t.TempDir()
 	manifest := filepath.Join(work, "dataset.yaml")
-	if err := os.WriteFile(manifest, []byte(testdata.Manifest("feed", []testdata.Stream{{Name: "m", Format: "mds", URI: "file://" + dir + "/"}},
+	if err := os.WriteFile(manifest, []byte(sampledata.Manifest("feed", []sampledata.Stream{{Name: "m", Format: "mds", URI: "file://" + dir + "/"}},
 		"  numSplits: 2\n  globalBatchSize: 8\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}

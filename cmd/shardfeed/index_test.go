@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/shardfeed/shardfeed/internal/index"
-	"github.com/shardfeed/shardfeed/internal/testdata"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
 // jsonLines writes n records {"x": i} and then last into dir/part-0.jsonl.
@@ -407,7 +407,7 @@ func TestAHiveTreeIndexedWithoutHiveGetsAHint(t *testing.T) {
 		t.Errorf("no hint at --hive: %v\n%s", err, out)
 	}
 	pq := t.TempDir()
-	if err := testdata.Parquet(context.Background(), filepath.Join(pq, "day=1"), "p", 10, 10, 10); err != nil {
+	if err := sampledata.Parquet(context.Background(), filepath.Join(pq, "day=1"), "p", 10, 10, 10); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(filepath.Join(pq, "day=1", index.Dir)); err != nil {

@@ -9,27 +9,27 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
 const decodeJPG = "  decode:\n  - column: jpg\n    image: {height: 8, width: 6, resize: 10}\n"
 
-func imagesStream(t *testing.T, n int) testdata.Stream {
+func imagesStream(t *testing.T, n int) sampledata.Stream {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "img")
-	if err := testdata.Images(dir, n, 40, 24, 6000); err != nil {
+	if err := sampledata.Images(dir, n, 40, 24, 6000); err != nil {
 		t.Fatal(err)
 	}
-	return testdata.Stream{Name: "img", Format: "mds", URI: "file://" + dir + "/"}
+	return sampledata.Stream{Name: "img", Format: "mds", URI: "file://" + dir + "/"}
 }
 
 // A decoded image column is height × width × 3 uint8 per row, the pixels of
 // each row's own image, with the shape the clients reshape it to.
 func TestAnImageColumnIsServedDecodedAndCropped(t *testing.T) {
 	ctx := context.Background()
-	feed := openFeed(t, testdata.Manifest("ds", []testdata.Stream{imagesStream(t, 64)}, "  numSplits: 2\n  globalBatchSize: 16\n"+decodeJPG), 0)
+	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{imagesStream(t, 64)}, "  numSplits: 2\n  globalBatchSize: 16\n"+decodeJPG), 0)
 	f, _ := feed.Pipeline.Schema().FieldsByName("jpg")
 	if len(f) != 1 || !arrow.TypeEqual(f[0].Type, arrow.FixedSizeListOf(8*6*3, arrow.PrimitiveTypes.Uint8)) {
 		t.Fatalf("jpg is served as %v", f)
@@ -52,7 +52,7 @@ func TestAnImageColumnIsServedDecodedAndCropped(t *testing.T) {
 		ids := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
 		pix := rec.Column(rec.Schema().FieldIndices("jpg")[0]).(*array.FixedSizeList).ListValues().(*array.Uint8).Uint8Values()
 		for i := range int(rec.NumRows()) {
-			want := testdata.ImageColor(ids.Value(i))
+			want := sampledata.ImageColor(ids.Value(i))
 			for p := range 8 * 6 {
 				for c := range 3 {
 					// A flat colour through JPEG's rounding.
@@ -74,19 +74,19 @@ func TestAnImageColumnIsServedDecodedAndCropped(t *testing.T) {
 // images is refused, naming the column or the sample.
 func TestDecodingWhatIsNotAnImageColumnIsRefused(t *testing.T) {
 	blobs := filepath.Join(t.TempDir(), "b")
-	if err := testdata.Blobs(blobs, 20, 30, 4000); err != nil {
+	if err := sampledata.Blobs(blobs, 20, 30, 4000); err != nil {
 		t.Fatal(err)
 	}
-	stream := testdata.Stream{Name: "b", Format: "mds", URI: "file://" + blobs + "/"}
+	stream := sampledata.Stream{Name: "b", Format: "mds", URI: "file://" + blobs + "/"}
 	for _, tc := range []struct{ decode, want string }{
 		{"  decode:\n  - column: jpg\n    image: {height: 8, width: 8}\n", `column "jpg": the streams have no such column (their columns: blob, id)`},
 		{"  decode:\n  - column: id\n    image: {height: 8, width: 8}\n", `column "id": it is int64, and images are decoded from binary columns`},
 	} {
-		if _, err := openFeedErr(t, testdata.Manifest("ds", []testdata.Stream{stream}, "  numSplits: 1\n  globalBatchSize: 4\n"+tc.decode), 0); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := openFeedErr(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, "  numSplits: 1\n  globalBatchSize: 4\n"+tc.decode), 0); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.decode, err, tc.want)
 		}
 	}
-	feed := openFeed(t, testdata.Manifest("ds", []testdata.Stream{stream}, "  numSplits: 1\n  globalBatchSize: 4\n  shuffle: {enabled: false}\n  decode:\n  - column: blob\n    image: {height: 8, width: 8}\n"), 0)
+	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, "  numSplits: 1\n  globalBatchSize: 4\n  shuffle: {enabled: false}\n  decode:\n  - column: blob\n    image: {height: 8, width: 8}\n"), 0)
 	if _, err := feed.Pipeline.Sample(context.Background(), 3); err == nil || !strings.Contains(err.Error(), `column "blob": sample 3: not a JPEG or PNG image`) {
 		t.Fatalf("a blob decoded as an image: %v", err)
 	}

@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
 func openFeed(t *testing.T, manifest string, cacheLimit int64) *daemon.Feed {
@@ -86,7 +86,7 @@ func checkRows(t *testing.T, pl *planner.Plan, rec arrow.RecordBatch, step int64
 		if own[i]+pl.StreamOffset(s) != ids[i] {
 			t.Fatalf("row %d: id column %d in stream %d is not sample %d", i, own[i], s, ids[i])
 		}
-		if got, want := text.Value(i), testdata.Text(names[s].Name, own[i]); got != want {
+		if got, want := text.Value(i), sampledata.Text(names[s].Name, own[i]); got != want {
 			t.Fatalf("row %d: text %q, want %q", i, got, want)
 		}
 		if steps[i] != step {
@@ -104,7 +104,7 @@ func checkRows(t *testing.T, pl *planner.Plan, rec arrow.RecordBatch, step int64
 				t.Fatalf("tokens column is %s", tokens.DataType())
 			}
 			for j, v := range vals {
-				if v != testdata.Token(own[i], j) {
+				if v != sampledata.Token(own[i], j) {
 					t.Fatalf("row %d: tokens %v, want sample %d's", i, vals, own[i])
 				}
 			}
@@ -157,45 +157,45 @@ func sent(t *testing.T, batch *pipeline.Batch) arrow.RecordBatch {
 func TestBatchesMatchThePlanForEveryFormatWorldAndWorkers(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	if err := testdata.MDS(filepath.Join(dir, "m"), "m", 700, 900, "zstd"); err != nil {
+	if err := sampledata.MDS(filepath.Join(dir, "m"), "m", 700, 900, "zstd"); err != nil {
 		t.Fatal(err)
 	}
 	// Stored plain, its columns are served in place from the mapped shards.
-	if err := testdata.MDS(filepath.Join(dir, "mp"), "mp", 700, 900, ""); err != nil {
+	if err := sampledata.MDS(filepath.Join(dir, "mp"), "mp", 700, 900, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := testdata.Parquet(ctx, filepath.Join(dir, "p"), "p", 500, 200, 64); err != nil {
+	if err := sampledata.Parquet(ctx, filepath.Join(dir, "p"), "p", 500, 200, 64); err != nil {
 		t.Fatal(err)
 	}
-	if err := testdata.JSONL(ctx, filepath.Join(dir, "j"), "j", 300, 1500); err != nil {
+	if err := sampledata.JSONL(ctx, filepath.Join(dir, "j"), "j", 300, 1500); err != nil {
 		t.Fatal(err)
 	}
-	stream := func(name, format, extra string) testdata.Stream {
-		return testdata.Stream{Name: name, Format: format, URI: "file://" + filepath.Join(dir, name) + "/", Extra: extra}
+	stream := func(name, format, extra string) sampledata.Stream {
+		return sampledata.Stream{Name: name, Format: format, URI: "file://" + filepath.Join(dir, name) + "/", Extra: extra}
 	}
 	tests := []struct {
 		name    string
-		streams []testdata.Stream
+		streams []sampledata.Stream
 		spec    string
 		// inPlace: every column is served from the mapped shards, none
 		// decoded to the heap.
 		inPlace bool
 	}{
-		{"mds shuffled", []testdata.Stream{stream("m", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, seed: 7}\n", false},
-		{"plain mds served in place", []testdata.Stream{stream("mp", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, seed: 7}\n", true},
-		{"plain mds shuffled in runs", []testdata.Stream{stream("mp", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, runLength: 8, seed: 7}\n", true},
-		{"plain mds and parquet mixed, tokens promoted (decoded), the rest in place", []testdata.Stream{stream("mp", "mds", `proportion: "2"`), stream("p", "parquet", `proportion: "1"`)},
+		{"mds shuffled", []sampledata.Stream{stream("m", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, seed: 7}\n", false},
+		{"plain mds served in place", []sampledata.Stream{stream("mp", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, seed: 7}\n", true},
+		{"plain mds shuffled in runs", []sampledata.Stream{stream("mp", "mds", "")}, "  numSplits: 12\n  globalBatchSize: 24\n  shuffle: {blockSize: 100, runLength: 8, seed: 7}\n", true},
+		{"plain mds and parquet mixed, tokens promoted (decoded), the rest in place", []sampledata.Stream{stream("mp", "mds", `proportion: "2"`), stream("p", "parquet", `proportion: "1"`)},
 			"  numSplits: 6\n  globalBatchSize: 36\n  epochSize: 900\n", false},
-		{"parquet in order with pad", []testdata.Stream{stream("p", "parquet", "")}, "  numSplits: 4\n  globalBatchSize: 16\n  shuffle: {enabled: false}\n  dropLast: false\n", false},
-		{"mds and parquet mixed, tokens promoted", []testdata.Stream{stream("m", "mds", `proportion: "2"`), stream("p", "parquet", `proportion: "1"`)},
+		{"parquet in order with pad", []sampledata.Stream{stream("p", "parquet", "")}, "  numSplits: 4\n  globalBatchSize: 16\n  shuffle: {enabled: false}\n  dropLast: false\n", false},
+		{"mds and parquet mixed, tokens promoted", []sampledata.Stream{stream("m", "mds", `proportion: "2"`), stream("p", "parquet", `proportion: "1"`)},
 			"  numSplits: 6\n  globalBatchSize: 36\n  epochSize: 900\n", false},
-		{"three formats, common columns", []testdata.Stream{
+		{"three formats, common columns", []sampledata.Stream{
 			stream("mp", "mds", "columns: [id, text]"), stream("p", "parquet", "columns: [text, id]"), stream("j", "jsonl", "columns: [id, text]")},
 			"  numSplits: 6\n  globalBatchSize: 12\n  shuffle: {blockSize: 64}\n  dropLast: false\n", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			feed := openFeed(t, testdata.Manifest("ds", tt.streams, tt.spec), 0)
+			feed := openFeed(t, sampledata.Manifest("ds", tt.streams, tt.spec), 0)
 			pl := feed.Plan
 			for _, epoch := range []int64{0, 1} {
 				ep, err := pl.Epoch(epoch)
@@ -277,13 +277,13 @@ func TestBatchesMatchThePlanForEveryFormatWorldAndWorkers(t *testing.T) {
 func TestStreamsWithDifferentColumnsFailAtStartListingTheDifferences(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	if err := testdata.MDS(filepath.Join(dir, "m"), "m", 50, 900, ""); err != nil {
+	if err := sampledata.MDS(filepath.Join(dir, "m"), "m", 50, 900, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := testdata.JSONL(ctx, filepath.Join(dir, "j"), "j", 50, 1500); err != nil {
+	if err := sampledata.JSONL(ctx, filepath.Join(dir, "j"), "j", 50, 1500); err != nil {
 		t.Fatal(err)
 	}
-	manifest := testdata.Manifest("ds", []testdata.Stream{
+	manifest := sampledata.Manifest("ds", []sampledata.Stream{
 		{Name: "m", Format: "mds", URI: "file://" + filepath.Join(dir, "m") + "/"},
 		{Name: "j", Format: "jsonl", URI: "file://" + filepath.Join(dir, "j") + "/"},
 	}, "  numSplits: 2\n  globalBatchSize: 4\n")
@@ -310,7 +310,7 @@ func TestStreamsWithDifferentColumnsFailAtStartListingTheDifferences(t *testing.
 func TestAShardThatDoesNotDecodeIsSkippedAsPadRowsUnderThePolicy(t *testing.T) {
 	dir := t.TempDir()
 	m := filepath.Join(dir, "m")
-	if err := testdata.MDS(m, "m", 400, 900, "zstd"); err != nil {
+	if err := sampledata.MDS(m, "m", 400, 900, "zstd"); err != nil {
 		t.Fatal(err)
 	}
 	index, err := os.ReadFile(filepath.Join(m, "index.json"))
@@ -350,10 +350,10 @@ func TestAShardThatDoesNotDecodeIsSkippedAsPadRowsUnderThePolicy(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(m, victim), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stream := testdata.Stream{Name: "m", Format: "mds", URI: "file://" + m + "/"}
+	stream := sampledata.Stream{Name: "m", Format: "mds", URI: "file://" + m + "/"}
 	for _, policy := range []string{"skip", "fail"} {
 		t.Run(policy, func(t *testing.T) {
-			feed := openFeed(t, testdata.Manifest("web", []testdata.Stream{stream}, "  numSplits: 1\n  globalBatchSize: 20\n  shuffle: {enabled: false}\n  onCorruptShard: "+policy+"\n"), 0)
+			feed := openFeed(t, sampledata.Manifest("web", []sampledata.Stream{stream}, "  numSplits: 1\n  globalBatchSize: 20\n  shuffle: {enabled: false}\n  onCorruptShard: "+policy+"\n"), 0)
 			pl := feed.Plan
 			ep, err := pl.Epoch(0)
 			if err != nil {
@@ -413,19 +413,19 @@ func TestAShardThatDoesNotDecodeIsSkippedAsPadRowsUnderThePolicy(t *testing.T) {
 
 // plainMDS writes a plain MDS stream of n samples in shards of about
 // shardBytes and returns its manifest line.
-func plainMDS(t *testing.T, n int, shardBytes int64) testdata.Stream {
+func plainMDS(t *testing.T, n int, shardBytes int64) sampledata.Stream {
 	t.Helper()
 	m := filepath.Join(t.TempDir(), "m")
-	if err := testdata.MDS(m, "m", n, shardBytes, ""); err != nil {
+	if err := sampledata.MDS(m, "m", n, shardBytes, ""); err != nil {
 		t.Fatal(err)
 	}
-	return testdata.Stream{Name: "m", Format: "mds", URI: "file://" + m + "/"}
+	return sampledata.Stream{Name: "m", Format: "mds", URI: "file://" + m + "/"}
 }
 
 func TestACachedShardTruncatedUnderItsMappingFailsTheReadNotTheSidecar(t *testing.T) {
 	ctx := context.Background()
 	cacheDir := t.TempDir()
-	feed := openFeedIn(t, testdata.Manifest("ds", []testdata.Stream{plainMDS(t, 200, 4000)}, "  numSplits: 1\n  globalBatchSize: 10\n  shuffle: {enabled: false}\n"), 0, cacheDir)
+	feed := openFeedIn(t, sampledata.Manifest("ds", []sampledata.Stream{plainMDS(t, 200, 4000)}, "  numSplits: 1\n  globalBatchSize: 10\n  shuffle: {enabled: false}\n"), 0, cacheDir)
 	rec, err := feed.Pipeline.Sample(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -453,7 +453,7 @@ func TestACachedShardTruncatedUnderItsMappingFailsTheReadNotTheSidecar(t *testin
 func TestACacheFullOfMappedShardsTakesThemBackInsteadOfStalling(t *testing.T) {
 	ctx := context.Background()
 	stream := plainMDS(t, 2000, 4000)
-	manifest := testdata.Manifest("ds", []testdata.Stream{stream}, "  numSplits: 1\n  globalBatchSize: 10\n  shuffle: {enabled: false}\n")
+	manifest := sampledata.Manifest("ds", []sampledata.Stream{stream}, "  numSplits: 1\n  globalBatchSize: 10\n  shuffle: {enabled: false}\n")
 	// Room for a few shards of the stream's dozens: every decoded shard
 	// keeps its file mapped and held, so the downloads after the first
 	// few find the cache full of them.
@@ -494,7 +494,7 @@ func TestACacheFullOfMappedShardsTakesThemBackInsteadOfStalling(t *testing.T) {
 func TestARankAheadOfItsPodMateFetchesEachShardOnceInThePredictedCache(t *testing.T) {
 	ctx := context.Background()
 	stream := plainMDS(t, 2400, 2000)
-	manifest := testdata.Manifest("ds", []testdata.Stream{stream}, "  numSplits: 8\n  globalBatchSize: 16\n  shuffle: {blockSize: 96, seed: 4}\n")
+	manifest := sampledata.Manifest("ds", []sampledata.Stream{stream}, "  numSplits: 8\n  globalBatchSize: 16\n  shuffle: {blockSize: 96, seed: 4}\n")
 	// -1: the slow rank connects only when the fast one is done.
 	for _, ahead := range []int64{0, 1, 3, 8, -1} {
 		t.Run(fmt.Sprintf("%d steps ahead", ahead), func(t *testing.T) {
@@ -560,7 +560,7 @@ func TestNeighbouringRowGroupsComeInOneRequest(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	const n, fileRows, groupRows = 2000, 1000, 50
-	if err := testdata.Parquet(ctx, filepath.Join(dir, "p"), "p", n, fileRows, groupRows); err != nil {
+	if err := sampledata.Parquet(ctx, filepath.Join(dir, "p"), "p", n, fileRows, groupRows); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -578,8 +578,8 @@ func TestNeighbouringRowGroupsComeInOneRequest(t *testing.T) {
 		{"shuffled", "{blockSize: 200, seed: 3}", 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			streams := []testdata.Stream{{Name: "p", Format: "parquet", URI: "file://" + filepath.Join(dir, "p") + "/"}}
-			feed := openFeed(t, testdata.Manifest("ds", streams, "  numSplits: 2\n  globalBatchSize: 20\n  shuffle: "+tc.shuffle+"\n"), 0)
+			streams := []sampledata.Stream{{Name: "p", Format: "parquet", URI: "file://" + filepath.Join(dir, "p") + "/"}}
+			feed := openFeed(t, sampledata.Manifest("ds", streams, "  numSplits: 2\n  globalBatchSize: 20\n  shuffle: "+tc.shuffle+"\n"), 0)
 			before := feed.StoreCounts.Gets.Load() // the index's
 			b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
 			if err != nil {

@@ -19,8 +19,8 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
-	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 	"github.com/shardfeed/shardfeed/sidecar/server"
 )
 
@@ -36,11 +36,11 @@ func fuzzServer(f *testing.F) http.Handler {
 func testServer(f testing.TB, reg prometheus.Registerer) http.Handler {
 	f.Helper()
 	dir := f.TempDir()
-	if err := testdata.MDS(filepath.Join(dir, "m"), "m", 64, 1<<10, ""); err != nil {
+	if err := sampledata.MDS(filepath.Join(dir, "m"), "m", 64, 1<<10, ""); err != nil {
 		f.Fatal(err)
 	}
 	var ds datav1alpha1.TrainingDataset
-	manifest := testdata.Manifest("ds", []testdata.Stream{{Name: "m", Format: "mds", URI: "file://" + filepath.Join(dir, "m") + "/"}},
+	manifest := sampledata.Manifest("ds", []sampledata.Stream{{Name: "m", Format: "mds", URI: "file://" + filepath.Join(dir, "m") + "/"}},
 		"  numSplits: 4\n  globalBatchSize: 8\n  shuffle: {blockSize: 16}\n")
 	if err := yaml.UnmarshalStrict([]byte(manifest), &ds); err != nil {
 		f.Fatal(err)

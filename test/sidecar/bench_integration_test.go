@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
-	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
 // benchData is a dataset of the socket benchmarks: tokens are G=512
@@ -31,8 +31,8 @@ type benchData struct {
 }
 
 var benchSets = []benchData{
-	{"tokens", 16384, 512, func(dir string) error { return testdata.Tokens(dir, 16384, 2048, 8<<20) }},
-	{"blobs", 2048, 64, func(dir string) error { return testdata.Blobs(dir, 2048, 64<<10, 8<<20) }},
+	{"tokens", 16384, 512, func(dir string) error { return sampledata.Tokens(dir, 16384, 2048, 8<<20) }},
+	{"blobs", 2048, 64, func(dir string) error { return sampledata.Blobs(dir, 2048, 64<<10, 8<<20) }},
 }
 
 func benchDataset(b *testing.B, set benchData) dataset {
@@ -49,8 +49,8 @@ func benchDatasetSpec(b *testing.B, set benchData, spec string) dataset {
 	}
 	upload(b, bucket, set.name, filepath.Join(dir, set.name))
 	manifest := filepath.Join(dir, "dataset.yaml")
-	streams := []testdata.Stream{{Name: set.name, Format: "mds", URI: "s3://" + bucket + "/" + set.name + "/", Endpoint: minioServer.URL()}}
-	if err := os.WriteFile(manifest, []byte(testdata.Manifest("bench", streams, spec)), 0o644); err != nil {
+	streams := []sampledata.Stream{{Name: set.name, Format: "mds", URI: "s3://" + bucket + "/" + set.name + "/", Endpoint: minioServer.URL()}}
+	if err := os.WriteFile(manifest, []byte(sampledata.Manifest("bench", streams, spec)), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	return dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(b)}

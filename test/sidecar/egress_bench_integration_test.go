@@ -15,7 +15,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
-	"github.com/shardfeed/shardfeed/internal/testdata"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
 // BenchmarkEgress measures what a job's pods fetch from MinIO in one epoch
@@ -92,9 +92,9 @@ func BenchmarkEgress(b *testing.B) {
 // reshuffled is ds (its data in MinIO) under another plan spec.
 func reshuffled(b *testing.B, ds dataset, spec string) dataset {
 	b.Helper()
-	streams := []testdata.Stream{{Name: "t", Format: "mds", URI: "s3://" + ds.bucket + "/t/", Endpoint: minioServer.URL()}}
+	streams := []sampledata.Stream{{Name: "t", Format: "mds", URI: "s3://" + ds.bucket + "/t/", Endpoint: minioServer.URL()}}
 	ds.manifest = filepath.Join(b.TempDir(), "dataset.yaml")
-	if err := os.WriteFile(ds.manifest, []byte(testdata.Manifest("feed", streams, spec)), 0o644); err != nil {
+	if err := os.WriteFile(ds.manifest, []byte(sampledata.Manifest("feed", streams, spec)), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	return ds

@@ -31,10 +31,10 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
-	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
 var (
@@ -103,16 +103,16 @@ func newDataset(t testing.TB, mdsN, parquetN int, spec string) dataset {
 	t.Helper()
 	ctx := context.Background()
 	bucket, dir := mdsInMinIO(t, mdsN)
-	streams := []testdata.Stream{{Name: "m", Format: "mds", URI: "s3://" + bucket + "/m/", Endpoint: minioServer.URL()}}
+	streams := []sampledata.Stream{{Name: "m", Format: "mds", URI: "s3://" + bucket + "/m/", Endpoint: minioServer.URL()}}
 	if parquetN > 0 {
-		if err := testdata.Parquet(ctx, filepath.Join(dir, "p"), "p", parquetN, 300, 50); err != nil {
+		if err := sampledata.Parquet(ctx, filepath.Join(dir, "p"), "p", parquetN, 300, 50); err != nil {
 			t.Fatal(err)
 		}
 		upload(t, bucket, "p", filepath.Join(dir, "p"))
-		streams = append(streams, testdata.Stream{Name: "p", Format: "parquet", URI: "s3://" + bucket + "/p/", Endpoint: minioServer.URL()})
+		streams = append(streams, sampledata.Stream{Name: "p", Format: "parquet", URI: "s3://" + bucket + "/p/", Endpoint: minioServer.URL()})
 	}
 	manifest := filepath.Join(dir, "dataset.yaml")
-	if err := os.WriteFile(manifest, []byte(testdata.Manifest("feed", streams, spec)), 0o644); err != nil {
+	if err := os.WriteFile(manifest, []byte(sampledata.Manifest("feed", streams, spec)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(t)}
@@ -123,7 +123,7 @@ func newDataset(t testing.TB, mdsN, parquetN int, spec string) dataset {
 func mdsInMinIO(t testing.TB, n int) (bucket, dir string) {
 	t.Helper()
 	bucket, dir = minioServer.Bucket(t), t.TempDir()
-	if err := testdata.MDS(filepath.Join(dir, "m"), "m", n, 2000, "zstd"); err != nil {
+	if err := sampledata.MDS(filepath.Join(dir, "m"), "m", n, 2000, "zstd"); err != nil {
 		t.Fatal(err)
 	}
 	upload(t, bucket, "m", filepath.Join(dir, "m"))
@@ -136,13 +136,13 @@ func newTokenDataset(t testing.TB, n int, spec string) dataset {
 	t.Helper()
 	bucket := minioServer.Bucket(t)
 	dir := t.TempDir()
-	if err := testdata.Tokens(filepath.Join(dir, "t"), n, 2048, 1<<20); err != nil {
+	if err := sampledata.Tokens(filepath.Join(dir, "t"), n, 2048, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	upload(t, bucket, "t", filepath.Join(dir, "t"))
 	manifest := filepath.Join(dir, "dataset.yaml")
-	streams := []testdata.Stream{{Name: "t", Format: "mds", URI: "s3://" + bucket + "/t/", Endpoint: minioServer.URL()}}
-	if err := os.WriteFile(manifest, []byte(testdata.Manifest("feed", streams, spec)), 0o644); err != nil {
+	streams := []sampledata.Stream{{Name: "t", Format: "mds", URI: "s3://" + bucket + "/t/", Endpoint: minioServer.URL()}}
+	if err := os.WriteFile(manifest, []byte(sampledata.Manifest("feed", streams, spec)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(t)}
@@ -293,7 +293,7 @@ func checkValues(rec arrow.RecordBatch) error {
 	for i := range ids.Len() {
 		id := ids.Value(i)
 		if text != nil {
-			if want := testdata.Text(streamNames[streams.Value(i)], id); text.Value(i) != want {
+			if want := sampledata.Text(streamNames[streams.Value(i)], id); text.Value(i) != want {
 				return fmt.Errorf("row %d: text %q, want %q", i, text.Value(i), want)
 			}
 		}
@@ -311,9 +311,9 @@ func checkValues(rec arrow.RecordBatch) error {
 			return fmt.Errorf("tokens column is %s", tokens.DataType())
 		}
 		for j, v := range vals {
-			want := testdata.Token(id, j) // testdata.MDS and Parquet
+			want := sampledata.Token(id, j) // sampledata.MDS and Parquet
 			if len(vals) > 4 {
-				want = int32(uint32(id) + uint32(j)) //nolint:gosec // testdata.Tokens' bit pattern
+				want = int32(uint32(id) + uint32(j)) //nolint:gosec // sampledata.Tokens' bit pattern
 			}
 			if v != want {
 				return fmt.Errorf("row %d (sample %d): token %d is %d, want %d", i, id, j, v, want)

@@ -14,7 +14,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
-	"github.com/shardfeed/shardfeed/internal/testdata"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
 // TestIntegrationAnIndexApartFromReadOnlyData is source.indexURI's
@@ -27,7 +27,7 @@ func TestIntegrationAnIndexApartFromReadOnlyData(t *testing.T) {
 	defer cancel()
 	data, idx, dir := minioServer.Bucket(t), minioServer.Bucket(t), t.TempDir()
 	local := filepath.Join(dir, "m")
-	if err := testdata.Parquet(ctx, local, "m", 600, 150, 50); err != nil {
+	if err := sampledata.Parquet(ctx, local, "m", 600, 150, 50); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(filepath.Join(local, "_shardfeed")); err != nil { // the data alone

@@ -14,8 +14,8 @@ import (
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/azure"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
-	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
 // cloudStream is a Parquet stream "p" in a store of another cloud, served
@@ -58,7 +58,7 @@ func newMixedDataset(t *testing.T, cs cloudStream, mdsN, pN int, spec string) da
 	t.Helper()
 	ctx := context.Background()
 	bucket, dir := mdsInMinIO(t, mdsN)
-	if err := testdata.Parquet(ctx, filepath.Join(dir, "p"), "p", pN, 300, 50); err != nil {
+	if err := sampledata.Parquet(ctx, filepath.Join(dir, "p"), "p", pN, 300, 50); err != nil {
 		t.Fatal(err)
 	}
 	creds := t.TempDir()

@@ -22,8 +22,8 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/inject"
-	"github.com/shardfeed/shardfeed/internal/testdata"
 	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
 const (
@@ -130,10 +130,10 @@ func (c *Cluster) NewEnv(ctx context.Context, ns string, o DatasetOptions) (*Env
 		return nil, err
 	}
 	mdsDir, pqDir := filepath.Join(e.dir, "data", "tokens"), filepath.Join(e.dir, "data", "text")
-	if err := testdata.MDS(mdsDir, "tokens", o.Samples, 4<<10, ""); err != nil {
+	if err := sampledata.MDS(mdsDir, "tokens", o.Samples, 4<<10, ""); err != nil {
 		return nil, err
 	}
-	if err := testdata.Parquet(ctx, pqDir, "text", o.Samples, max(o.Samples/4, 1), 50); err != nil {
+	if err := sampledata.Parquet(ctx, pqDir, "text", o.Samples, max(o.Samples/4, 1), 50); err != nil {
 		return nil, err
 	}
 	if o.TextFilter != "" {
@@ -171,7 +171,7 @@ func (c *Cluster) NewEnv(ctx context.Context, ns string, o DatasetOptions) (*Env
 		StringData: map[string]string{"AWS_ACCESS_KEY_ID": c.MinIO.AccessKey, "AWS_SECRET_ACCESS_KEY": c.MinIO.SecretKey}}); err != nil {
 		return nil, err
 	}
-	manifest := testdata.Manifest(datasetName, e.streams(), e.spec())
+	manifest := sampledata.Manifest(datasetName, e.streams(), e.spec())
 	e.manifest = filepath.Join(e.dir, "dataset.yaml")
 	if err := os.WriteFile(e.manifest, []byte(manifest), 0o600); err != nil {
 		return nil, err
@@ -206,12 +206,12 @@ func (e *Env) Dataset(ctx context.Context) (*datav1alpha1.TrainingDataset, error
 }
 
 // streams of the dataset: the same sample count in two formats.
-func (e *Env) streams() []testdata.Stream {
+func (e *Env) streams() []sampledata.Stream {
 	ep := e.ds.Endpoint
 	if ep == "" {
 		ep = e.MinIO.URL()
 	}
-	return []testdata.Stream{
+	return []sampledata.Stream{
 		{Name: "tokens", URI: "s3://" + e.Bucket + "/tokens/", Format: "mds", Endpoint: ep, Extra: `columns: ["id", "text"]`},
 		{Name: "text", URI: "s3://" + e.Bucket + "/text/", Format: "parquet", Endpoint: ep, Extra: `columns: ["id", "text"]` + e.filterLine()},
 	}

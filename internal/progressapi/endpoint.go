@@ -1,4 +1,7 @@
-package controllers
+// Package progressapi is the operator's HTTPS endpoint of the progress
+// API, a security boundary: the sidecars register, commit and report
+// skipped shards through it, each only for its own pod's job.
+package progressapi
 
 import (
 	"context"
@@ -30,7 +33,7 @@ import (
 	"github.com/shardfeed/shardfeed/planner"
 )
 
-// ProgressEndpoint is the operator's side of the progress API
+// Endpoint is the operator's side of the progress API
 // (internal/progress.Remote is the sidecar's): a sidecar registers, commits
 // and reports skipped shards with its pod's projected ServiceAccount token
 // (audience progress.Audience). The token names its pod (TokenReview); the
@@ -39,7 +42,7 @@ import (
 // generation. The request body carries only what the sidecar computed, so
 // a pod moves its own job's progress and nothing else, whatever its
 // ServiceAccount, and pods need no access to the API server at all.
-type ProgressEndpoint struct {
+type Endpoint struct {
 	// Reviews authenticates the tokens.
 	Reviews authenticationv1client.TokenReviewInterface
 	// Pods reads the token's pod (directly: it may be seconds old).
@@ -98,7 +101,7 @@ type identity struct {
 
 // Register adds the endpoint's handlers to mux (the webhook server's, so
 // that the endpoint has its certificate and its Service).
-func (e *ProgressEndpoint) Register(mux interface {
+func (e *Endpoint) Register(mux interface {
 	Register(path string, h http.Handler)
 }) {
 	mux.Register(progress.PathRegister, e.handler(http.MethodPost, e.register))
@@ -126,7 +129,7 @@ func refuse(status int, format string, a ...any) error {
 
 type endpointFunc func(ctx context.Context, who *identity, req *http.Request) (*configmaps.State, error)
 
-func (e *ProgressEndpoint) handler(method string, fn endpointFunc) http.Handler {
+func (e *Endpoint) handler(method string, fn endpointFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != method {
 			writeEndpoint(w, http.StatusMethodNotAllowed, progress.ErrorResponse{Error: "use " + method})
@@ -175,7 +178,7 @@ func writeEndpoint(w http.ResponseWriter, status int, v any) {
 }
 
 // authenticate resolves the request's token to its pod's sidecar contract.
-func (e *ProgressEndpoint) authenticate(ctx context.Context, req *http.Request) (*identity, error) {
+func (e *Endpoint) authenticate(ctx context.Context, req *http.Request) (*identity, error) {
 	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		return nil, refuse(http.StatusUnauthorized, "no bearer token: the sidecar sends its projected ServiceAccount token (audience %q)", progress.Audience)
@@ -204,7 +207,7 @@ func (e *ProgressEndpoint) authenticate(ctx context.Context, req *http.Request) 
 
 // review resolves a token the operator has not seen (TokenReview, then its
 // pod).
-func (e *ProgressEndpoint) review(ctx context.Context, token string) (*identity, error) {
+func (e *Endpoint) review(ctx context.Context, token string) (*identity, error) {
 	review, err := e.Reviews.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{
 		Token: token, Audiences: []string{progress.Audience}}}, metav1.CreateOptions{})
 	if err != nil {
@@ -230,14 +233,14 @@ func (e *ProgressEndpoint) review(ctx context.Context, token string) (*identity,
 		return nil, refuse(http.StatusUnauthorized, "pod %s/%s of the token was replaced by another of the same name", namespace, podName)
 	}
 	who := &identity{namespace: namespace, pod: podName, expires: time.Now().Add(identityTTL)}
-	if who.contract, err = sidecarContract(&pod); err != nil {
+	if who.contract, err = inject.SidecarContract(&pod); err != nil {
 		return nil, refuse(http.StatusForbidden, "pod %s/%s: %v", namespace, podName, err)
 	}
 	return who, nil
 }
 
 // refusedBefore returns a token's refusal if it is still remembered.
-func (e *ProgressEndpoint) refusedBefore(key [sha256.Size]byte) error {
+func (e *Endpoint) refusedBefore(key [sha256.Size]byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r, ok := e.refused[key]
@@ -249,7 +252,7 @@ func (e *ProgressEndpoint) refusedBefore(key [sha256.Size]byte) error {
 
 // rememberRefusal keeps a refusal for refusedTTL; a full table first drops
 // the expired, and stays full rather than grow.
-func (e *ProgressEndpoint) rememberRefusal(key [sha256.Size]byte, err error) {
+func (e *Endpoint) rememberRefusal(key [sha256.Size]byte, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.refused == nil {
@@ -270,7 +273,7 @@ func (e *ProgressEndpoint) rememberRefusal(key [sha256.Size]byte, err error) {
 }
 
 // mayReview takes one review from the source's budget.
-func (e *ProgressEndpoint) mayReview(remoteAddr string) bool {
+func (e *Endpoint) mayReview(remoteAddr string) bool {
 	src := sourceOf(remoteAddr)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -303,7 +306,7 @@ func sourceOf(remoteAddr string) string {
 	return remoteAddr
 }
 
-func (e *ProgressEndpoint) cached(key [sha256.Size]byte) *identity {
+func (e *Endpoint) cached(key [sha256.Size]byte) *identity {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	who := e.identities[key]
@@ -315,7 +318,7 @@ func (e *ProgressEndpoint) cached(key [sha256.Size]byte) *identity {
 
 // remember caches who; a full cache first drops the expired entries, and
 // stays full (every request is then reviewed) rather than grow.
-func (e *ProgressEndpoint) remember(key [sha256.Size]byte, who *identity) {
+func (e *Endpoint) remember(key [sha256.Size]byte, who *identity) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.identities == nil {
@@ -335,25 +338,6 @@ func (e *ProgressEndpoint) remember(key [sha256.Size]byte, who *identity) {
 	e.identities[key] = who
 }
 
-// sidecarContract reads what the webhook told the pod's sidecar.
-func sidecarContract(pod *corev1.Pod) (sidecarconfig.Config, error) {
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if c.Name != inject.SidecarName {
-			continue
-		}
-		contract, err := sidecarconfig.FromContainer(c)
-		if err != nil {
-			return contract, err
-		}
-		if contract.Dataset == "" || contract.Job == "" || contract.Attempt == "" || contract.Generation < 1 || contract.Generation > progress.MaxGeneration {
-			return contract, errors.New("its sidecar was not injected by this operator (no dataset, job, attempt or generation): recreate the pod")
-		}
-		return contract, nil
-	}
-	return sidecarconfig.Config{}, fmt.Errorf("it has no %s container: only an injected pod's sidecar records progress", inject.SidecarName)
-}
-
 func serviceAccountNamespace(username string) (string, bool) {
 	rest, ok := strings.CutPrefix(username, "system:serviceaccount:")
 	if !ok {
@@ -371,14 +355,14 @@ func first(v authenticationv1.ExtraValue) string {
 }
 
 // store is the job's state ConfigMap; it must exist (the webhook made it).
-func (e *ProgressEndpoint) store(who *identity) *progress.ConfigMapStore {
+func (e *Endpoint) store(who *identity) *progress.ConfigMapStore {
 	st := progress.NewConfigMapStore(e.ConfigMaps, who.namespace, who.contract.Dataset, who.contract.Job)
 	st.MustExist = true
 	st.Outage = 10 * time.Second // the sidecar retries: answer 503 rather than hold the request
 	return st
 }
 
-func (e *ProgressEndpoint) job(who *identity, plan string, steps int64) progress.Job {
+func (e *Endpoint) job(who *identity, plan string, steps int64) progress.Job {
 	c := who.contract
 	return progress.Job{Dataset: c.Dataset, Job: c.Job, Attempt: c.Attempt, Generation: c.Generation, Steps: steps,
 		Fingerprint: fingerprintSum(plan), SidecarImage: c.Image, Admitted: true}
@@ -386,7 +370,7 @@ func (e *ProgressEndpoint) job(who *identity, plan string, steps int64) progress
 
 func fingerprintSum(sum string) planner.Fingerprint { return planner.Fingerprint{Sum: sum} }
 
-func (e *ProgressEndpoint) register(ctx context.Context, who *identity, req *http.Request) (*configmaps.State, error) {
+func (e *Endpoint) register(ctx context.Context, who *identity, req *http.Request) (*configmaps.State, error) {
 	var r progress.RegisterRequest
 	if err := progress.DecodeRequest(req.Body, &r); err != nil {
 		return nil, refuse(http.StatusBadRequest, "%v: send %s", err, `{"fingerprint": {...}, "steps": N}`)
@@ -415,7 +399,7 @@ func (e *ProgressEndpoint) register(ctx context.Context, who *identity, req *htt
 	return st, err
 }
 
-func (e *ProgressEndpoint) commit(ctx context.Context, who *identity, req *http.Request) (*configmaps.State, error) {
+func (e *Endpoint) commit(ctx context.Context, who *identity, req *http.Request) (*configmaps.State, error) {
 	var r progress.CommitRequest
 	if err := progress.DecodeRequest(req.Body, &r); err != nil {
 		return nil, refuse(http.StatusBadRequest, "%v: send %s", err, `{"plan": SUM, "steps": N, "epoch": E, "step": K}`)
@@ -426,7 +410,7 @@ func (e *ProgressEndpoint) commit(ctx context.Context, who *identity, req *http.
 	return progress.Apply(ctx, e.store(who), e.job(who, r.Plan, r.Steps), progress.Commit{Epoch: r.Epoch, Step: r.Step, Resumed: r.Resumed})
 }
 
-func (e *ProgressEndpoint) skip(ctx context.Context, who *identity, req *http.Request) (*configmaps.State, error) {
+func (e *Endpoint) skip(ctx context.Context, who *identity, req *http.Request) (*configmaps.State, error) {
 	var r progress.SkipRequest
 	if err := progress.DecodeRequest(req.Body, &r); err != nil {
 		return nil, refuse(http.StatusBadRequest, "%v", err)
@@ -438,6 +422,6 @@ func (e *ProgressEndpoint) skip(ctx context.Context, who *identity, req *http.Re
 	return progress.RecordAdmittedSkip(ctx, e.store(who), e.job(who, "", 0), r)
 }
 
-func (e *ProgressEndpoint) state(ctx context.Context, who *identity, _ *http.Request) (*configmaps.State, error) {
+func (e *Endpoint) state(ctx context.Context, who *identity, _ *http.Request) (*configmaps.State, error) {
 	return e.store(who).Load(ctx)
 }

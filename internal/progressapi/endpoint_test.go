@@ -1,4 +1,4 @@
-package controllers
+package progressapi
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func TestUnknownTokensCostBoundedTokenReviews(t *testing.T) {
 		reviews.Add(1)
 		return true, &authenticationv1.TokenReview{}, nil // not authenticated
 	})
-	e := &ProgressEndpoint{Reviews: cs.AuthenticationV1().TokenReviews(), Log: logr.Discard()}
+	e := &Endpoint{Reviews: cs.AuthenticationV1().TokenReviews(), Log: logr.Discard()}
 	ask := func(token, from string) error {
 		req := httptest.NewRequest(http.MethodPost, "/progress/v1/commit", nil)
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -1,8 +1,8 @@
-// Package testdata writes small datasets whose every value says which
+// Package sampledata writes small datasets whose every value says which
 // sample it is, in each shard format, for the tests and benchmarks of the
 // data plane: sample i of stream s has id i, text "s-i" and tokens
 // [10i, 10i+1, 10i+2, 10i+3].
-package testdata
+package sampledata
 
 import (
 	"bytes"

@@ -18,13 +18,13 @@ import (
 	"golang.org/x/term"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/icebergindex"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/format/iceberg/icebergindex"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
 )
 
@@ -188,7 +188,8 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 					return err
 				}
 			default:
-				f, err := indexStream(ctx, st, source, kind, opts, table)
+				opts.Table = table.options(source)
+				f, err := formats.Default().Index(ctx, st, datav1alpha1.ShardFormat(kind), opts)
 				if err != nil {
 					return err
 				}
@@ -230,15 +231,6 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 	cmd.Flags().StringVar(&indexURI, "index-uri", "", "where the index and the filter's selections go, when not under _shardfeed/ in URI (spec.streams[].source.indexURI): a prefix of the same store, for data you may not write to")
 	cmd.Flags().StringVar(&filter, "filter", "", "a row filter (spec.streams[].filter): a CEL expression over the stream's columns; writes the rows it matches in each shard beside the index")
 	return cmd
-}
-
-// indexStream indexes the stream's objects in st, or its table through
-// its catalog.
-func indexStream(ctx context.Context, st store.Store, source store.Source, kind string, opts format.IndexOptions, table icebergFlags) (*index.File, error) {
-	if datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatIceberg {
-		return table.index(ctx, source, icebergindex.Options{Hash: opts.Hash, Progress: opts.Progress})
-	}
-	return formats.Default().Index(ctx, st, datav1alpha1.ShardFormat(kind), opts)
 }
 
 // writeSelection computes a row filter's selection over the stream of
@@ -413,18 +405,20 @@ func (t *icebergFlags) fromSpec(s *datav1alpha1.IcebergTable) {
 	}
 }
 
-func (t *icebergFlags) index(ctx context.Context, src store.Source, opts icebergindex.Options) (*index.File, error) {
-	if t.table == "" || t.catalogType == "" {
-		return nil, errors.New("--format iceberg needs --table namespace.table and --catalog-type rest, sql or glue (with --catalog-uri for rest and sql)")
+// options are the table the flags (or the manifest) name, for the
+// format's TableIndexer; nil where they name none.
+func (t *icebergFlags) options(src store.Source) *format.TableOptions {
+	if t.table == "" && t.catalogType == "" {
+		return nil
 	}
-	if t.snapshotID != 0 && t.ref != "" {
-		return nil, errors.New("give --snapshot-id or --ref, not both")
+	spec := datav1alpha1.IcebergTable{Catalog: t.catalog, Table: t.table, Ref: t.ref}
+	spec.Catalog.Type = datav1alpha1.IcebergCatalogType(t.catalogType)
+	if t.snapshotID != 0 {
+		spec.SnapshotID = &t.snapshotID
 	}
-	c := icebergindex.Catalog{IcebergCatalog: t.catalog, Timeout: t.catalogTimeout,
+	return &format.TableOptions{Iceberg: spec, Source: src, Timeout: t.catalogTimeout,
 		Token: os.Getenv("SHARDFEED_CATALOG_TOKEN"), Credential: os.Getenv("SHARDFEED_CATALOG_CREDENTIAL"),
 		User: os.Getenv("SHARDFEED_CATALOG_USER"), Password: os.Getenv("SHARDFEED_CATALOG_PASSWORD")}
-	c.Type = datav1alpha1.IcebergCatalogType(t.catalogType)
-	return icebergindex.Index(ctx, icebergindex.Table{Catalog: c, Name: t.table, SnapshotID: t.snapshotID, Ref: t.ref}, src, opts)
 }
 
 // hiveKeys returns the partition keys of a tree whose every object sits

@@ -23,6 +23,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -119,6 +120,30 @@ type Indexer interface {
 	IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts IndexOptions) error
 }
 
+// TableIndexer is a Format whose stream is a table resolved through its
+// catalog (Iceberg), not the objects under a prefix: it indexes the whole
+// stream, from IndexOptions.Table.
+type TableIndexer interface {
+	IndexTable(ctx context.Context, opts IndexOptions) (*index.File, error)
+}
+
+// TableOptions name a table format's table and how to read its catalog.
+type TableOptions struct {
+	// Iceberg is the table and its catalog, as spec.streams[].iceberg
+	// names them.
+	Iceberg datav1alpha1.IcebergTable
+	// Source is the stream's source: the bucket of the table's data
+	// files, and where its index goes.
+	Source store.Source
+	// Token is a REST catalog's bearer token; Credential its OAuth2
+	// client credential, "client-id:client-secret"; User and Password a
+	// sql catalog's. They come from the indexer's environment, never a
+	// manifest.
+	Token, Credential, User, Password string
+	// Timeout bounds each request to the catalog (0: the format's default).
+	Timeout time.Duration
+}
+
 // IndexOptions tune indexing.
 type IndexOptions struct {
 	// Hash is the algorithm of the shards' content hashes (default xxh64).
@@ -135,6 +160,9 @@ type IndexOptions struct {
 	Progress func(done, total int, object string)
 	// Partitions, if set, read the stream as a hive-partitioned tree.
 	Partitions *PartitionOptions
+	// Table names the table of a table format (TableIndexer); set for
+	// no other.
+	Table *TableOptions
 }
 
 // Registry finds formats by kind.
@@ -192,17 +220,31 @@ func (r Registry) names(keep func(Format) bool) string {
 
 func isIndexer(f Format) bool {
 	_, ok := f.(Indexer)
-	return ok
+	_, table := f.(TableIndexer)
+	return ok || table
 }
 
 // Index indexes the objects of a stream in the format of kind: every
 // object whose name has one of the format's suffixes, in key order, each
-// shard's bytes hashed; never the stream's own index.json.
+// shard's bytes hashed; never the stream's own index.json. A table
+// format's stream is its table at one snapshot (opts.Table).
 func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.ShardFormat, opts IndexOptions) (*index.File, error) {
 	f, ok := r[kind]
+	if tx, isTable := f.(TableIndexer); ok && isTable {
+		if opts.Table == nil {
+			return nil, fmt.Errorf("shardfeed index: %s streams are tables: name the table and its catalog (--table, --catalog-type; spec.streams[].%s)", kind, kind)
+		}
+		if opts.Hash == "" {
+			opts.Hash = "xxh64"
+		}
+		return tx.IndexTable(ctx, opts)
+	}
 	ix, isIx := f.(Indexer)
 	if !ok || !isIx {
 		return nil, fmt.Errorf("shardfeed index: format %q is not supported: use %s (MDS streams have their own index.json)", kind, r.names(isIndexer))
+	}
+	if opts.Table != nil {
+		return nil, fmt.Errorf("shardfeed index: a table (--table) is for a table format, and %s is not one", kind)
 	}
 	if opts.Hash == "" {
 		opts.Hash = "xxh64"

@@ -99,6 +99,10 @@ func TestBuildRefusesWhatItCannotIndex(t *testing.T) {
 		{"parquet", format.IndexOptions{}, "holds no parquet objects"},
 		{"csv", format.IndexOptions{Hash: "crc"}, "not supported"},
 		{"csv", format.IndexOptions{}, `b.csv: columns ["a" "c"] differ`},
+		// A table format is indexed from its table, through the registry too.
+		{"iceberg", format.IndexOptions{}, "iceberg streams are tables: name the table and its catalog (--table, --catalog-type"},
+		{"iceberg", format.IndexOptions{Table: &format.TableOptions{}}, "an iceberg stream needs its table, namespace.table, and its catalog's type"},
+		{"csv", format.IndexOptions{Table: &format.TableOptions{}}, "a table (--table) is for a table format, and csv is not one"},
 	}
 	for _, tt := range tests {
 		if _, err := Default().Index(ctx, st, tt.format, tt.opts); err == nil || !strings.Contains(err.Error(), tt.want) {

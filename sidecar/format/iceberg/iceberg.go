@@ -1,6 +1,6 @@
 // Package iceberg reads the shards of an Apache Iceberg table's stream:
 // row groups of its Parquet data files, as `shardfeed index --format
-// iceberg` listed them (internal/icebergindex). Each row group is decoded
+// iceberg` listed them (icebergindex). Each row group is decoded
 // with the Parquet format's reader, its columns mapped to the table's
 // schema by field id (a column renamed since the file was written comes
 // out under its new name, one added comes out null, one dropped not at

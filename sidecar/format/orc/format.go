@@ -1,6 +1,6 @@
 // Package orc reads Apache ORC files shard by shard: a shard is one stripe,
 // fetched as the stripe's byte range and the file's tail (postscript,
-// footer and metadata), decoded by internal/orc with only the projected
+// footer and metadata), decoded by orcfile with only the projected
 // columns.
 package orc
 
@@ -13,9 +13,9 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
-	orcfile "github.com/shardfeed/shardfeed/internal/orc"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/orc/orcfile"
 )
 
 // Format is ORC: one shard per stripe.

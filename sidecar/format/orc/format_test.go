@@ -22,7 +22,7 @@ import (
 // the reader's fuzz seed.
 func pyarrowFile(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile("../../../internal/orc/testdata/fuzz/FuzzReadFile/pyarrow-zstd")
+	b, err := os.ReadFile("orcfile/testdata/fuzz/FuzzReadFile/pyarrow-zstd")
 	if err != nil {
 		t.Fatal(err)
 	}

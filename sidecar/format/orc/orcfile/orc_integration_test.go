@@ -1,6 +1,6 @@
 //go:build integration
 
-package orc_test
+package orcfile_test
 
 import (
 	"bufio"
@@ -13,8 +13,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/shardfeed/shardfeed/internal/orc"
 	"github.com/shardfeed/shardfeed/internal/testenv"
+	orc "github.com/shardfeed/shardfeed/sidecar/format/orc/orcfile"
 )
 
 // pyarrowFiles writes test/orc/files.py's files into a fresh directory.

@@ -292,12 +292,87 @@ func (cfg *Config) recordSkip(s pipeline.Skip) {
 	}
 }
 
+// register records the job's attempt in its progress and returns the job
+// as recorded, with its committed state.
+func register(ctx context.Context, cfg Config, pl *planner.Plan) (progress.Job, *configmaps.State, error) {
+	job := progress.Job{Dataset: cfg.Dataset, Job: cfg.Job, Attempt: cfg.Attempt, Generation: cfg.Generation, Fingerprint: pl.Fingerprint(), Steps: pl.Steps(),
+		SidecarImage: cfg.SidecarImage, Phases: pl.PhaseHashes(), PhaseStarts: pl.PhaseStarts()}
+	if cfg.PodMode() {
+		job.Pods, job.WorldSize, job.DataParallel = cfg.Pods, cfg.World(), cfg.DataParallel
+	}
+	state, err := cfg.Progress.Register(ctx, job)
+	if err != nil {
+		return job, nil, err
+	}
+	if job.Generation == 0 {
+		job.Generation = state.GenerationOf(job.Attempt)
+	}
+	return job, state, nil
+}
+
+// serveMetrics serves reg's metrics (and pprof, if asked) on
+// cfg.MetricsAddr, over TLS with a certificate made now if asked.
+func serveMetrics(cfg Config, reg *prometheus.Registry) (*http.Server, error) {
+	ml, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics address %s: %w (choose another with --metrics-addr, or \"\" for none)", cfg.MetricsAddr, err)
+	}
+	if cfg.MetricsTLS {
+		cert, err := certs.SelfSigned("shardfeed-sidecar", 10*365*24*time.Hour)
+		if err != nil {
+			_ = ml.Close()
+			return nil, err
+		}
+		ml = tls.NewListener(ml, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ml) }()
+	return srv, nil
+}
+
+// becomeReady sets the server ready: at once, or for a pod-scoped sidecar
+// once the shards of the step its trainer resumes at (the committed one,
+// or the next epoch's start when the committed one is done) are fetched.
+func becomeReady(ctx context.Context, cfg Config, feed *Feed, state *configmaps.State, srv *server.Server, start time.Time) error {
+	if !cfg.PodScoped() {
+		srv.SetReady()
+		return nil
+	}
+	pl, pipe := feed.Plan, feed.Pipeline
+	first, n, err := pl.PodSplits(cfg.Pod, cfg.Pods)
+	if err != nil {
+		return err
+	}
+	epoch, step := state.ResumeAt(pl.Steps())
+	if err := pipe.Prefetch(epoch, first, n, step); err != nil {
+		return err
+	}
+	go func() {
+		for !pipe.Ready(epoch, first, n, step) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		srv.SetReady()
+		cfg.Log.Info("Ready", "epoch", epoch, "step", step, "after", time.Since(start).Round(time.Millisecond))
+	}()
+	return nil
+}
+
 // Run starts the sidecar and serves until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
-	log := cfg.Log
-	if log == nil {
-		log = slog.Default()
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
 	}
+	log := cfg.Log
 	start := time.Now()
 	feed, err := Open(ctx, cfg)
 	if err != nil {
@@ -306,17 +381,9 @@ func Run(ctx context.Context, cfg Config) error {
 	pl, pipe := feed.Plan, feed.Pipeline
 	defer pipe.Close()
 
-	job := progress.Job{Dataset: cfg.Dataset, Job: cfg.Job, Attempt: cfg.Attempt, Generation: cfg.Generation, Fingerprint: pl.Fingerprint(), Steps: pl.Steps(),
-		SidecarImage: cfg.SidecarImage, Phases: pl.PhaseHashes(), PhaseStarts: pl.PhaseStarts()}
-	if cfg.PodMode() {
-		job.Pods, job.WorldSize, job.DataParallel = cfg.Pods, cfg.World(), cfg.DataParallel
-	}
-	state, err := cfg.Progress.Register(ctx, job)
+	job, state, err := register(ctx, cfg, pl)
 	if err != nil {
 		return err
-	}
-	if job.Generation == 0 {
-		job.Generation = state.GenerationOf(job.Attempt)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -330,30 +397,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	var metricsSrv *http.Server
 	if cfg.MetricsAddr != "" {
-		ml, err := net.Listen("tcp", cfg.MetricsAddr)
+		metricsSrv, err := serveMetrics(cfg, reg)
 		if err != nil {
 			_ = l.Close()
-			return fmt.Errorf("metrics address %s: %w (choose another with --metrics-addr, or \"\" for none)", cfg.MetricsAddr, err)
+			return err
 		}
-		if cfg.MetricsTLS {
-			cert, err := certs.SelfSigned("shardfeed-sidecar", 10*365*24*time.Hour)
-			if err != nil {
-				_ = l.Close()
-				_ = ml.Close()
-				return err
-			}
-			ml = tls.NewListener(ml, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		if cfg.Pprof {
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		}
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = metricsSrv.Serve(ml) }()
 		defer func() { _ = metricsSrv.Close() }()
 	}
 	log.Info("Serving", "dataset", cfg.Dataset, "socket", cfg.Socket, "metrics", cfg.MetricsAddr, "metricsTLS", cfg.MetricsTLS, "plan", pl.Fingerprint().Sum,
@@ -364,30 +413,8 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("Decoding images", "columns", len(cfg.Spec.Decode), "jpegDecoder", images.JPEGDecoder)
 	}
 
-	if cfg.PodScoped() {
-		first, n, err := pl.PodSplits(cfg.Pod, cfg.Pods)
-		if err != nil {
-			return err
-		}
-		// The trainer resumes at the committed step, or at the next epoch's
-		// start when the committed one is done.
-		epoch, step := state.ResumeAt(pl.Steps())
-		if err := pipe.Prefetch(epoch, first, n, step); err != nil {
-			return err
-		}
-		go func() {
-			for !pipe.Ready(epoch, first, n, step) {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-			srv.SetReady()
-			log.Info("Ready", "epoch", epoch, "step", step, "after", time.Since(start).Round(time.Millisecond))
-		}()
-	} else {
-		srv.SetReady()
+	if err := becomeReady(ctx, cfg, feed, state, srv, start); err != nil {
+		return err
 	}
 	if cfg.Started != nil {
 		cfg.Started(srv)

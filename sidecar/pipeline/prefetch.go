@@ -302,22 +302,27 @@ func (s *scope) updateLocked() {
 	}
 }
 
+// inFlight is what a scope's prefetcher holds while it runs.
+type inFlight struct {
+	mu sync.Mutex // guards held against the fetch goroutines
+	// held maps a need's index to its decoded shard (nil while in flight).
+	held map[int]*decodedShard
+	sem  chan struct{} // a slot per fetcher
+	wg   sync.WaitGroup
+	done chan struct{} // a fetch ended
+}
+
 func (s *scope) run(ctx context.Context) {
 	defer close(s.done)
-	// held maps a need's index to its decoded shard (nil while in flight).
-	held := map[int]*decodedShard{}
-	var mu sync.Mutex // guards held against the fetch goroutines
-	sem := make(chan struct{}, s.p.opts.Fetchers)
-	var wg sync.WaitGroup
+	f := &inFlight{held: map[int]*decodedShard{}, sem: make(chan struct{}, s.p.opts.Fetchers), done: make(chan struct{}, 1)}
 	defer func() {
-		wg.Wait()
-		for _, d := range held {
+		f.wg.Wait()
+		for _, d := range f.held {
 			if d != nil {
 				s.p.decoded.release(d, keep)
 			}
 		}
 	}()
-	done := make(chan struct{}, 1)
 	next := 0
 	for {
 		s.mu.Lock()
@@ -326,110 +331,132 @@ func (s *scope) run(ctx context.Context) {
 		if front >= s.p.plan.Steps() {
 			return
 		}
-		ahead := 0
-		mu.Lock()
-		for i, d := range held {
-			nd := s.needs[i]
-			switch {
-			case d != nil && nd.LastStep < front:
-				s.p.decoded.release(d, keep)
-				delete(held, i)
-			case nd.FirstStep > front:
-				ahead++
-			}
-		}
-		mu.Unlock()
+		ahead := s.releaseBehind(f, front)
 		room, freed := s.p.decoded.room()
-	fetch:
-		for next < len(s.needs) {
-			nd := s.needs[next]
-			if nd.LastStep < front {
-				next++
-				continue
-			}
-			if nd.FirstStep > front && (ahead >= s.p.opts.PrefetchShards || !room) {
+		for {
+			var group []int
+			if group, next = s.nextGroup(f, next, front, &ahead, room); group == nil {
 				break
-			}
-			select {
-			case sem <- struct{}{}:
-			default:
-				break fetch // every fetcher is busy
-			}
-			if nd.FirstStep > front {
-				ahead++
-			}
-			group := []int{next}
-			next++
-			// The needs next in line that are neighbouring ranges of one
-			// object (Parquet row groups) are fetched with one GET.
-			for len(group) < maxGroup && next < len(s.needs) {
-				nx := s.needs[next]
-				if nx.LastStep < front || nx.FirstStep > front && (ahead >= s.p.opts.PrefetchShards || !room) ||
-					!s.p.neighbours(s.needs[group[len(group)-1]], nx) {
-					break
-				}
-				if nx.FirstStep > front {
-					ahead++
-				}
-				group = append(group, next)
-				next++
 			}
 			// Their neighbours among the needs further on come in the same
 			// GET, into the cache only (not decoded: the window bounds
 			// memory), while the cache has room for them without evicting.
 			parts := s.readAhead(group, next)
-			mu.Lock()
+			f.mu.Lock()
 			for _, i := range group {
-				held[i] = nil
+				f.held[i] = nil
 			}
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				if len(group) > 1 || len(parts) > 0 {
-					for _, i := range group {
-						// A shard in memory may have left the cache (moved
-						// to the heap), and the readers may have passed one:
-						// neither is fetched again.
-						if nd := s.needs[i]; !s.p.decoded.has(shardKey{nd.Stream, nd.Shard}) && s.p.needed(shardKey{nd.Stream, nd.Shard}) {
-							parts = append(parts, s.p.opts.Streams[nd.Stream].Parts(nd.Shard)...)
-						}
-					}
-					// An error is each need's to meet below, on its own.
-					parts, _ = s.p.opts.Cache.AcquireRun(ctx, parts)
-				}
-				for _, i := range group {
-					nd := s.needs[i]
-					d, err := s.p.decoded.acquire(ctx, shardKey{nd.Stream, nd.Shard}, keep)
-					mu.Lock()
-					switch {
-					case errors.Is(err, errNotNeeded):
-						delete(held, i)
-					case err != nil:
-						s.p.stats.prefetchErrors.Add(1)
-						delete(held, i) // the reader meets the error itself
-					default:
-						s.p.stats.prefetched.Add(1)
-						held[i] = d
-					}
-					mu.Unlock()
-				}
-				for _, part := range parts {
-					s.p.opts.Cache.Release(part)
-				}
-				select {
-				case done <- struct{}{}:
-				default:
-				}
-			}()
+			f.mu.Unlock()
+			f.wg.Add(1)
+			go s.fetch(ctx, f, group, parts)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.wake:
-		case <-done:
+		case <-f.done:
 		case <-freed:
 		}
+	}
+}
+
+// releaseBehind releases the shards held that no step from front on
+// reads, and counts those held for steps after front.
+func (s *scope) releaseBehind(f *inFlight, front int64) (ahead int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, d := range f.held {
+		nd := s.needs[i]
+		switch {
+		case d != nil && nd.LastStep < front:
+			s.p.decoded.release(d, keep)
+			delete(f.held, i)
+		case nd.FirstStep > front:
+			ahead++
+		}
+	}
+	return ahead
+}
+
+// nextGroup takes the next needs to fetch from next on, with a fetcher's
+// slot: one need, and the needs next in line that are neighbouring ranges
+// of one object (Parquet row groups), fetched with one GET. It returns nil
+// when there is none to fetch now: every fetcher is busy, or the next one
+// is for a later step and the prefetch window (ahead of the front, and the
+// memory for decoded shards: room) is full.
+func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room bool) ([]int, int) {
+	for next < len(s.needs) && s.needs[next].LastStep < front {
+		next++
+	}
+	wait := func(nd planner.ShardNeed) bool {
+		return nd.FirstStep > front && (*ahead >= s.p.opts.PrefetchShards || !room)
+	}
+	if next == len(s.needs) || wait(s.needs[next]) {
+		return nil, next
+	}
+	select {
+	case f.sem <- struct{}{}:
+	default:
+		return nil, next // every fetcher is busy
+	}
+	if s.needs[next].FirstStep > front {
+		*ahead++
+	}
+	group := []int{next}
+	next++
+	for len(group) < maxGroup && next < len(s.needs) {
+		nx := s.needs[next]
+		if nx.LastStep < front || wait(nx) || !s.p.neighbours(s.needs[group[len(group)-1]], nx) {
+			break
+		}
+		if nx.FirstStep > front {
+			*ahead++
+		}
+		group = append(group, next)
+		next++
+	}
+	return group, next
+}
+
+// fetch brings a group's shards (and parts, read ahead into the cache)
+// and decodes them, holding each until the front passes it; it gives its
+// fetcher's slot back and says it is done.
+func (s *scope) fetch(ctx context.Context, f *inFlight, group []int, parts []cache.Shard) {
+	defer f.wg.Done()
+	defer func() { <-f.sem }()
+	if len(group) > 1 || len(parts) > 0 {
+		for _, i := range group {
+			// A shard in memory may have left the cache (moved to the
+			// heap), and the readers may have passed one: neither is
+			// fetched again.
+			if nd := s.needs[i]; !s.p.decoded.has(shardKey{nd.Stream, nd.Shard}) && s.p.needed(shardKey{nd.Stream, nd.Shard}) {
+				parts = append(parts, s.p.opts.Streams[nd.Stream].Parts(nd.Shard)...)
+			}
+		}
+		// An error is each need's to meet below, on its own.
+		parts, _ = s.p.opts.Cache.AcquireRun(ctx, parts)
+	}
+	for _, i := range group {
+		nd := s.needs[i]
+		d, err := s.p.decoded.acquire(ctx, shardKey{nd.Stream, nd.Shard}, keep)
+		f.mu.Lock()
+		switch {
+		case errors.Is(err, errNotNeeded):
+			delete(f.held, i)
+		case err != nil:
+			s.p.stats.prefetchErrors.Add(1)
+			delete(f.held, i) // the reader meets the error itself
+		default:
+			s.p.stats.prefetched.Add(1)
+			f.held[i] = d
+		}
+		f.mu.Unlock()
+	}
+	for _, part := range parts {
+		s.p.opts.Cache.Release(part)
+	}
+	select {
+	case f.done <- struct{}{}:
+	default:
 	}
 }

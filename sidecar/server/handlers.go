@@ -200,47 +200,15 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 		badRequest(w, field, "%v", err)
 		return
 	}
-	st, err := s.cfg.Progress.Load(req.Context())
-	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "reading the committed state: " + err.Error()})
+	pr, ok := s.resume(w, req, &r)
+	if !ok {
 		return
 	}
-	if !r.epochGiven {
-		r.epoch = st.Epoch
-	}
-	if r.epoch < st.Epoch {
-		s.metrics.badRequests.Inc()
-		badRequest(w, "epoch", "epoch %d is before the committed epoch %d (step %d): the job has moved past it", r.epoch, st.Epoch, st.Step)
-		return
-	}
-	// Design §4: a step from the client wins; else the committed step of
-	// this epoch; else 0. Worker w then starts at k0 + w.
-	start := r.step
-	if !r.stepGiven {
-		k0 := int64(0)
-		if st.Epoch == r.epoch {
-			k0 = st.Step
-		}
-		start = k0 + int64(r.worker)
-	}
-	pr := pipeline.Request{Epoch: r.epoch, Rank: r.dpRank, World: r.dpSize, Worker: r.worker, Workers: r.workers, Start: start}
-	// A pod prefetches its splits together; a pod of replication groups
-	// learns its data-parallel ranks from its clients, each its own scope.
-	if s.cfg.PodScoped() {
-		pr.ScopeFirst, pr.ScopeSplits, _ = s.cfg.Pipeline.Plan().PodSplits(s.cfg.Pod, s.cfg.Pods)
-	}
-	pr.ZeroCopy = true
 	// The stream outlives nothing but this handler; a client that goes
 	// away shows as a failed write.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(req.Context()))
 	defer cancel(nil)
-	go func() {
-		select {
-		case <-s.draining: // a stream waiting for a slow shard ends now too
-			cancel(errShuttingDown)
-		case <-ctx.Done():
-		}
-	}()
+	go s.endOnDrain(ctx, cancel)
 	s.active.Add(1)
 	defer s.active.Done()
 	b, err := s.cfg.Pipeline.Batches(ctx, pr)
@@ -253,25 +221,19 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 	if r.dpSize != r.world || r.dpRank != r.rank {
 		key = fmt.Sprintf("epoch %d rank %d/%d dp %d/%d worker %d/%d", r.epoch, r.rank, r.world, r.dpRank, r.dpSize, r.worker, r.workers)
 	}
-	ss := s.openStream(key, r, start)
+	ss := s.openStream(key, r, pr.Start)
 	defer s.closeStream(ss)
 
 	pl := s.cfg.Pipeline.Plan()
 	h := w.Header().Clone() // the protocol header
 	h.Set("Content-Type", ArrowStream)
 	h.Set(HeaderEpoch, strconv.FormatInt(r.epoch, 10))
-	h.Set(HeaderStartStep, strconv.FormatInt(start, 10))
+	h.Set(HeaderStartStep, strconv.FormatInt(pr.Start, 10))
 	h.Set(HeaderSteps, strconv.FormatInt(pl.Steps(), 10))
 	h.Set(HeaderFingerprint, pl.Fingerprint().Sum)
-	var hs *handoff.Stream
-	if _, unixSocket := req.Context().Value(http.LocalAddrContextKey).(*net.UnixAddr); r.handoff && unixSocket && s.cfg.Handoff.Enabled() {
-		if hs, err = handoff.NewStream(s.cfg.Handoff, s.cfg.HandoffSlots); err != nil {
-			s.cfg.Log.Warn("Fell back to batches in the stream", "stream", key, "err", err)
-			hs = nil
-		} else {
-			defer hs.Close()
-			h.Set(HeaderHandoff, HandoffMemfd)
-		}
+	hs := s.negotiateHandoff(req, r, key, h)
+	if hs != nil {
+		defer hs.Close()
 	}
 	sc, err := hijackStream(w, h)
 	if err != nil {
@@ -297,12 +259,90 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
+	if !s.writeBatches(ctx, ss, sc, b) {
+		return
+	}
+	if err := sc.flush(); err != nil {
+		return
+	}
+	if err := sc.end(); err != nil {
+		return
+	}
+	s.finishStream(ss)
+}
+
+// resume applies the resume rule to a request (design §4): the epoch is
+// the committed one unless given, never before it; a step from the client
+// wins, else the committed step of this epoch, else 0, and worker w starts
+// w steps later. It answers the client itself where it cannot.
+func (s *Server) resume(w http.ResponseWriter, req *http.Request, r *batchRequest) (pipeline.Request, bool) {
+	st, err := s.cfg.Progress.Load(req.Context())
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "reading the committed state: " + err.Error()})
+		return pipeline.Request{}, false
+	}
+	if !r.epochGiven {
+		r.epoch = st.Epoch
+	}
+	if r.epoch < st.Epoch {
+		s.metrics.badRequests.Inc()
+		badRequest(w, "epoch", "epoch %d is before the committed epoch %d (step %d): the job has moved past it", r.epoch, st.Epoch, st.Step)
+		return pipeline.Request{}, false
+	}
+	start := r.step
+	if !r.stepGiven {
+		k0 := int64(0)
+		if st.Epoch == r.epoch {
+			k0 = st.Step
+		}
+		start = k0 + int64(r.worker)
+	}
+	pr := pipeline.Request{Epoch: r.epoch, Rank: r.dpRank, World: r.dpSize, Worker: r.worker, Workers: r.workers, Start: start, ZeroCopy: true}
+	// A pod prefetches its splits together; a pod of replication groups
+	// learns its data-parallel ranks from its clients, each its own scope.
+	if s.cfg.PodScoped() {
+		pr.ScopeFirst, pr.ScopeSplits, _ = s.cfg.Pipeline.Plan().PodSplits(s.cfg.Pod, s.cfg.Pods)
+	}
+	return pr, true
+}
+
+// endOnDrain ends a stream when the server drains: one waiting for a slow
+// shard ends then too.
+func (s *Server) endOnDrain(ctx context.Context, cancel context.CancelCauseFunc) {
+	select {
+	case <-s.draining:
+		cancel(errShuttingDown)
+	case <-ctx.Done():
+	}
+}
+
+// negotiateHandoff opens the shared memory a stream's batches are handed
+// over in, where the client asked for it over the Unix socket and the
+// server has some, and says so in h; nil: the batches go in the stream.
+func (s *Server) negotiateHandoff(req *http.Request, r batchRequest, key string, h http.Header) *handoff.Stream {
+	_, unixSocket := req.Context().Value(http.LocalAddrContextKey).(*net.UnixAddr)
+	if !r.handoff || !unixSocket || !s.cfg.Handoff.Enabled() {
+		return nil
+	}
+	hs, err := handoff.NewStream(s.cfg.Handoff, s.cfg.HandoffSlots)
+	if err != nil {
+		s.cfg.Log.Warn("Fell back to batches in the stream", "stream", key, "err", err)
+		return nil
+	}
+	h.Set(HeaderHandoff, HandoffMemfd)
+	return hs
+}
+
+// writeBatches writes the stream's batches until its end (true) or until
+// it fails, the client goes away or the server drains (false, the stream
+// recorded as it ended).
+func (s *Server) writeBatches(ctx context.Context, ss *streamStatus, sc *streamConn, b *pipeline.Batches) bool {
 	iw := ipc.NewWriter(sc, ipc.WithSchema(s.cfg.Pipeline.Schema()))
 	for {
 		select {
 		case <-s.draining:
 			s.failStream(ss, errShuttingDown)
-			return
+			return false
 		default:
 		}
 		waitStart := time.Now()
@@ -316,10 +356,10 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 				err = c
 			}
 			if errors.Is(err, errClientGone) {
-				return // as a failed write: reconnecting at the next step continues there
+				return false // as a failed write: reconnecting at the next step continues there
 			}
 			s.failStream(ss, err)
-			return
+			return false
 		}
 		sc.Batch = &batch
 		err = iw.Write(batch.Record)
@@ -331,20 +371,11 @@ func (s *Server) batches(w http.ResponseWriter, req *http.Request) {
 		s.countStreams(batch.Record)
 		batch.Release()
 		if err != nil {
-			return // the client went away: reconnecting at the next step continues there
+			return false // the client went away: reconnecting at the next step continues there
 		}
 		s.sent(ss, batch.Step, rows)
 	}
-	if err := iw.Close(); err != nil {
-		return
-	}
-	if err := sc.flush(); err != nil {
-		return
-	}
-	if err := sc.end(); err != nil {
-		return
-	}
-	s.finishStream(ss)
+	return iw.Close() == nil
 }
 
 // countStreams adds a batch's rows per stream to the metrics.

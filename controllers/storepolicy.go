@@ -13,10 +13,9 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
-	"github.com/shardfeed/shardfeed/internal/store/azure"
-	"github.com/shardfeed/shardfeed/internal/store/gcs"
 	"github.com/shardfeed/shardfeed/internal/store/local"
 	"github.com/shardfeed/shardfeed/internal/store/s3"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 )
 
@@ -110,17 +109,13 @@ func (p StorePolicy) readTimeout() time.Duration {
 	return DefaultIndexReadTimeout
 }
 
-// The hosts a stream reaches when it names no endpoint.
-const (
-	awsHost   = "s3.amazonaws.com"
-	gcsHost   = "storage.googleapis.com"
-	azureHost = ".blob.core.windows.net" // after the account
-)
-
 // Check returns why stream i of a dataset in namespace ns may not be read
 // by the operator, or nil.
 func (p StorePolicy) Check(ns string, i int, s datav1alpha1.Stream) error {
 	field := fmt.Sprintf("spec.streams[%d]", i)
+	if _, _, err := stores.Lookup(s.Source.URI); err != nil {
+		return fmt.Errorf("%s (%q): %w", field, s.Name, err)
+	}
 	if u, err := url.Parse(s.Source.URI); err == nil && u.Scheme == local.Scheme {
 		return fmt.Errorf("%s (%q): %s.source.uri is a file:// URI, which the operator refuses (it would read its own filesystem): put the data in object storage; file:// is for shardfeed serve and tests",
 			field, s.Name, field)
@@ -251,20 +246,7 @@ func (p StorePolicy) ambient(ns string) bool {
 func endpointHost(src datav1alpha1.Source) (string, error) {
 	endpoint := src.Endpoint
 	if endpoint == "" {
-		u, err := url.Parse(src.URI)
-		if err != nil {
-			return "", fmt.Errorf("source.uri %q: %w", src.URI, err)
-		}
-		switch u.Scheme {
-		case gcs.Scheme:
-			return gcsHost, nil
-		case azure.Scheme:
-			return strings.ToLower(u.Host) + azureHost, nil
-		case azure.SchemeABFSS:
-			account, _, _ := strings.Cut(u.Hostname(), ".")
-			return strings.ToLower(account) + azureHost, nil
-		}
-		return awsHost, nil
+		return stores.DefaultHost(src.URI) // an unknown scheme is refused, never taken for AWS
 	}
 	host := endpoint
 	if strings.Contains(endpoint, "://") {

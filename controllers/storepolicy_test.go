@@ -40,6 +40,8 @@ func TestStorePolicyAllowsOnlyWhatThePlatformTeamSaid(t *testing.T) {
 	}{
 		{"a Secret and any endpoint", open, "team-a", stream("s3://b/p/", "http://10.0.0.1:9000", secret), ""},
 		{"file:// is refused", open, "team-a", stream("file:///etc/", "", secret), "file:// URI, which the operator refuses"},
+		{"an unknown scheme is refused, never read as AWS", amazon, "x", stream("hdfs://nn/p/", "", secret), `scheme "hdfs" is not supported: use s3://, gs://, az://, abfss://, file://`},
+		{"an unknown scheme is refused with any endpoint allowed", open, "x", stream("minio://b/p/", "", secret), `scheme "minio" is not supported`},
 		{"no Secret, no ambient namespace", open, "team-a", stream("s3://b/p/", "", nil), `namespace "team-a" may not use the operator's own cloud identity`},
 		{"no Secret in an ambient namespace", ambientTeamA, "team-a", stream("s3://b/p/", "", nil), ""},
 		{"no Secret in another namespace", ambientTeamA, "team-b", stream("s3://b/p/", "", nil), "datasets.ambientCredentialsNamespaces"},

@@ -239,6 +239,24 @@ func (r Retry) WithDefaults() Retry {
 // the scheme it is registered under.
 type Opener func(ctx context.Context, src Source, u *url.URL) (Store, error)
 
+// Descriptor is everything shardfeed knows of a store, exported by its
+// package and looked up by its scheme (stores.Lookup): how to open it,
+// what it needs of a credentials Secret, where it reaches without an
+// endpoint, and the token audience of its workload identity.
+type Descriptor struct {
+	Scheme string
+	Open   Opener
+	// SecretKeys are what it needs of a credentials Secret; a nil
+	// Complete: it takes no credentials (file://).
+	SecretKeys SecretKeys
+	// DefaultHost is the host a source whose URI parsed as u reaches when
+	// it names no endpoint, lower-cased; nil: it reaches no network.
+	DefaultHost func(u *url.URL) string
+	// Audience is the token audience of a workload identity that names
+	// none; "": the source must name its own (a Google pool provider).
+	Audience string
+}
+
 // Registry maps URI schemes to the stores that open them.
 type Registry map[string]Opener
 

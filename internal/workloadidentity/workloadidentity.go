@@ -21,6 +21,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/azure"
 	"github.com/shardfeed/shardfeed/internal/store/s3"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 )
 
 // TokenDir is where the webhook projects the sidecar's workload identity
@@ -32,8 +33,8 @@ const TokenExpiry = 3600
 
 // The audiences the clouds' workload identity expect by default.
 const (
-	AudienceAWS   = "sts.amazonaws.com"
-	AudienceAzure = "api://AzureADTokenExchange"
+	AudienceAWS   = s3.Audience
+	AudienceAzure = azure.Audience
 )
 
 // Audience returns the token audience of a source's workload identity:
@@ -45,17 +46,7 @@ func Audience(src datav1alpha1.Source) string {
 	if a := src.WorkloadIdentity.Audience; a != "" {
 		return a
 	}
-	u, err := url.Parse(src.URI)
-	if err != nil {
-		return ""
-	}
-	switch u.Scheme {
-	case s3.Scheme:
-		return AudienceAWS
-	case azure.Scheme, azure.SchemeABFSS:
-		return AudienceAzure
-	}
-	return "" // gs:// names its pool provider (the CRD requires it)
+	return stores.DefaultAudience(src.URI) // gs:// names its pool provider (the CRD requires it)
 }
 
 // gcpProvider is the audience of a Google workload identity pool

@@ -40,6 +40,22 @@ const (
 	ConnectionStringFile = "AZURE_STORAGE_CONNECTION_STRING"
 )
 
+// Audience is the token audience Entra's token exchange expects.
+const Audience = "api://AzureADTokenExchange"
+
+// The store's entries in stores.Default: az://account/container/prefix
+// and abfss://container@account.dfs.core.windows.net/prefix, both read
+// through the account's blob endpoint.
+var (
+	Descriptor = store.Descriptor{Scheme: Scheme, Open: Open, SecretKeys: SecretKeys, Audience: Audience,
+		DefaultHost: func(u *url.URL) string { return strings.ToLower(u.Host) + ".blob.core.windows.net" }}
+	DescriptorABFSS = store.Descriptor{Scheme: SchemeABFSS, Open: Open, SecretKeys: SecretKeys, Audience: Audience,
+		DefaultHost: func(u *url.URL) string {
+			account, _, _ := strings.Cut(u.Hostname(), ".")
+			return strings.ToLower(account) + ".blob.core.windows.net"
+		}}
+)
+
 // Open returns the store of an az:// or abfss:// source.
 func Open(ctx context.Context, src store.Source, u *url.URL) (store.Store, error) {
 	account, containerName, prefix, err := parse(src.URI, u)

@@ -68,7 +68,7 @@ func TestIntegrationConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			storetest.Conformance(t, st)
+			storetest.Conformance(t, azure.Descriptor, st)
 		})
 	}
 	// The abfss:// form users paste names the same blobs.

@@ -31,6 +31,11 @@ import (
 // Scheme is the URI scheme this store is registered under.
 const Scheme = "gs"
 
+// Descriptor is the store's entry in stores.Default. A workload identity
+// names its pool provider: Google's token audience has no default.
+var Descriptor = store.Descriptor{Scheme: Scheme, Open: Open, SecretKeys: SecretKeys,
+	DefaultHost: func(*url.URL) string { return "storage.googleapis.com" }}
+
 // KeyFile is the key of a Secret (and the file of a credentials directory)
 // holding a service account's JSON key.
 const KeyFile = "service-account.json"

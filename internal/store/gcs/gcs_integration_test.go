@@ -52,7 +52,7 @@ func TestIntegrationConformance(t *testing.T) {
 	for _, prefix := range []string{"", "data/web/"} {
 		t.Run("prefix "+prefix, func(t *testing.T) {
 			st := open(t, "gs://"+server.Bucket(t)+"/"+prefix, store.Source{Endpoint: server.URL, Insecure: true})
-			storetest.Conformance(t, st)
+			storetest.Conformance(t, gcs.Descriptor, st)
 		})
 	}
 }

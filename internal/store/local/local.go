@@ -20,6 +20,10 @@ import (
 // Scheme is the URI scheme this store is registered under.
 const Scheme = "file"
 
+// Descriptor is the store's entry in stores.Default: no credentials, no
+// network.
+var Descriptor = store.Descriptor{Scheme: Scheme, Open: Open}
+
 // ErrNotLocal is returned for a source URI that is not a local directory.
 var ErrNotLocal = errors.New("not a " + Scheme + ":// URI")
 

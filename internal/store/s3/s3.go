@@ -26,6 +26,13 @@ import (
 // Scheme is the URI scheme this store is registered under.
 const Scheme = "s3"
 
+// Audience is the token audience AWS STS expects of a web identity.
+const Audience = "sts.amazonaws.com"
+
+// Descriptor is the store's entry in stores.Default.
+var Descriptor = store.Descriptor{Scheme: Scheme, Open: Open, SecretKeys: SecretKeys,
+	DefaultHost: func(*url.URL) string { return "s3.amazonaws.com" }, Audience: Audience}
+
 // Open returns the store of an s3:// source.
 func Open(ctx context.Context, src store.Source, u *url.URL) (store.Store, error) {
 	if u.Host == "" {

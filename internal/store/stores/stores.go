@@ -1,12 +1,16 @@
 // Package stores is the registry of object stores by URI scheme: the one
 // table every part of shardfeed (the reconciler, the sidecar, the CLI)
-// opens a stream's store through. A new store is a package implementing
-// store.Store and one row here.
+// opens a stream's store through and looks a store's facts up in. A new
+// store is a package implementing store.Store with its store.Descriptor,
+// and one row in Descriptors.
 package stores
 
 import (
 	"context"
+	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/azure"
@@ -15,13 +19,18 @@ import (
 	"github.com/shardfeed/shardfeed/internal/store/s3"
 )
 
-// Default is every store shardfeed reads.
-var Default = store.Registry{
-	s3.Scheme:         s3.Open,
-	gcs.Scheme:        gcs.Open,
-	azure.Scheme:      azure.Open,
-	azure.SchemeABFSS: azure.Open,
-	local.Scheme:      local.Open,
+// Descriptors are every store shardfeed reads, one per scheme.
+var Descriptors = []store.Descriptor{s3.Descriptor, gcs.Descriptor, azure.Descriptor, azure.DescriptorABFSS, local.Descriptor}
+
+// Default opens the Descriptors' stores.
+var Default = registry(Descriptors)
+
+func registry(ds []store.Descriptor) store.Registry {
+	r := store.Registry{}
+	for _, d := range ds {
+		r[d.Scheme] = d.Open
+	}
+	return r
 }
 
 // Open returns the store of a source from the Default registry.
@@ -29,21 +38,55 @@ func Open(ctx context.Context, src store.Source) (store.Store, error) {
 	return Default.Open(ctx, src)
 }
 
-// secretKeys is what each store needs of a credentials Secret.
-var secretKeys = map[string]store.SecretKeys{
-	s3.Scheme:         s3.SecretKeys,
-	gcs.Scheme:        gcs.SecretKeys,
-	azure.Scheme:      azure.SecretKeys,
-	azure.SchemeABFSS: azure.SecretKeys,
+// Lookup returns the descriptor of the store of uri, and the URI parsed;
+// a scheme no store reads is an error that lists those that are read.
+func Lookup(uri string) (store.Descriptor, *url.URL, error) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return store.Descriptor{}, nil, fmt.Errorf("source URI %q: %w", uri, err)
+	}
+	i := slices.IndexFunc(Descriptors, func(d store.Descriptor) bool { return d.Scheme == u.Scheme })
+	if i < 0 {
+		schemes := make([]string, len(Descriptors))
+		for j, d := range Descriptors {
+			schemes[j] = d.Scheme + "://"
+		}
+		return store.Descriptor{}, nil, fmt.Errorf("source URI %q: scheme %q is not supported: use %s", uri, u.Scheme, strings.Join(schemes, ", "))
+	}
+	return Descriptors[i], u, nil
 }
 
 // SecretKeysOf returns what the store of uri needs of a credentials
 // Secret; false for a URI whose store takes none (file://) or none known.
 func SecretKeysOf(uri string) (store.SecretKeys, bool) {
-	u, err := url.Parse(uri)
-	if err != nil {
+	d, _, err := Lookup(uri)
+	if err != nil || d.SecretKeys.Complete == nil {
 		return store.SecretKeys{}, false
 	}
-	k, ok := secretKeys[u.Scheme]
-	return k, ok
+	return d.SecretKeys, true
+}
+
+// DefaultHost returns the host the store of uri reaches when its source
+// names no endpoint; an unknown scheme, or a store that reaches no
+// network, is an error.
+func DefaultHost(uri string) (string, error) {
+	d, u, err := Lookup(uri)
+	if err != nil {
+		return "", err
+	}
+	if d.DefaultHost == nil {
+		return "", fmt.Errorf("source URI %q: a %s:// store reaches no network", uri, d.Scheme)
+	}
+	return d.DefaultHost(u), nil
+}
+
+// DefaultAudience returns the token audience of a workload identity of
+// the store of uri that names none; "" for a store whose sources name
+// their own, or an unknown scheme.
+func DefaultAudience(uri string) string {
+	d, _, err := Lookup(uri)
+	if err != nil {
+		return ""
+	}
+	return d.Audience
 }

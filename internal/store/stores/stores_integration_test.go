@@ -51,7 +51,7 @@ func TestIntegrationS3Store(t *testing.T) {
 	if st.URI() != "s3://"+bucket+"/datasets/web/" {
 		t.Errorf("URI = %s", st.URI())
 	}
-	storetest.Conformance(t, st)
+	storetest.Conformance(t, s3.Descriptor, st)
 }
 
 func TestIntegrationS3StoreDefaultChainFromEnvironment(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/local"
 	"github.com/shardfeed/shardfeed/internal/store/storetest"
 )
 
@@ -14,7 +15,7 @@ func TestFileStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.Conformance(t, st)
+	storetest.Conformance(t, local.Descriptor, st)
 }
 
 func TestOpenRejectsBadSources(t *testing.T) {
@@ -38,5 +39,49 @@ func TestOpenRejectsBadSources(t *testing.T) {
 				t.Fatalf("Open = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// Every store's descriptor says what the reconciler, the webhook and the
+// CLI look up: one descriptor per scheme, found by Lookup; an unknown
+// scheme is refused everywhere, never taken for AWS.
+func TestDescriptors(t *testing.T) {
+	seen := map[string]bool{}
+	for _, d := range Descriptors {
+		t.Run(d.Scheme, func(t *testing.T) {
+			storetest.CheckDescriptor(t, d)
+			if seen[d.Scheme] {
+				t.Fatalf("scheme %s listed twice", d.Scheme)
+			}
+			seen[d.Scheme] = true
+			got, _, err := Lookup(d.Scheme + "://a/b/")
+			if err != nil || got.Scheme != d.Scheme {
+				t.Fatalf("Lookup = %s, %v", got.Scheme, err)
+			}
+		})
+	}
+	for _, tt := range []struct{ uri, host, audience string }{
+		{"s3://b/p/", "s3.amazonaws.com", "sts.amazonaws.com"},
+		{"gs://b/p/", "storage.googleapis.com", ""},
+		{"az://Acct/c/p/", "acct.blob.core.windows.net", "api://AzureADTokenExchange"},
+		{"abfss://c@Acct.dfs.core.windows.net/p/", "acct.blob.core.windows.net", "api://AzureADTokenExchange"},
+	} {
+		if h, err := DefaultHost(tt.uri); err != nil || h != tt.host {
+			t.Errorf("DefaultHost(%s) = %q, %v; want %q", tt.uri, h, err, tt.host)
+		}
+		if a := DefaultAudience(tt.uri); a != tt.audience {
+			t.Errorf("DefaultAudience(%s) = %q, want %q", tt.uri, a, tt.audience)
+		}
+	}
+	for _, uri := range []string{"hdfs://nn/p/", "minio://b/p/", "file:///data/"} {
+		if h, err := DefaultHost(uri); err == nil {
+			t.Errorf("DefaultHost(%s) = %q, want an error", uri, h)
+		}
+	}
+	if _, _, err := Lookup("hdfs://nn/p/"); err == nil || !strings.Contains(err.Error(), `scheme "hdfs" is not supported: use s3://, gs://, az://, abfss://, file://`) {
+		t.Errorf("Lookup of an unknown scheme: %v", err)
+	}
+	if _, ok := SecretKeysOf("file:///data/"); ok {
+		t.Error("file:// takes a credentials Secret")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -14,9 +15,14 @@ import (
 )
 
 // Conformance runs the behaviour every Store must have against st, an
-// empty prefix: a new store passes it against a real server of its protocol.
-func Conformance(t *testing.T, st store.Store) {
+// empty prefix, opened as d describes: a new store passes it against a
+// real server of its protocol.
+func Conformance(t *testing.T, d store.Descriptor, st store.Store) {
 	t.Helper()
+	CheckDescriptor(t, d)
+	if u, err := url.Parse(st.URI()); err != nil || u.Scheme != d.Scheme {
+		t.Fatalf("the store's URI %q is not one of the descriptor's scheme %s://", st.URI(), d.Scheme)
+	}
 	ctx := context.Background()
 	payload := bytes.Repeat([]byte("0123456789"), 50_000) // 500 kB
 	for _, key := range []string{"index.json", "shards/shard.00000.mds", "shards/shard.00001.mds"} {
@@ -145,4 +151,27 @@ func Conformance(t *testing.T, st store.Store) {
 			t.Errorf("after Put, Get = %q", b)
 		}
 	})
+}
+
+// CheckDescriptor checks the facts a store's descriptor gives: a scheme
+// and an opener; secret keys that say what they are; a default host (and
+// one the store reaches) for every store but the local one; and the
+// descriptor is the one stores look its scheme up by.
+func CheckDescriptor(t *testing.T, d store.Descriptor) {
+	t.Helper()
+	if d.Scheme == "" || d.Open == nil {
+		t.Fatalf("descriptor %+v has no scheme or no opener", d)
+	}
+	if d.SecretKeys.Complete != nil && d.SecretKeys.Describe == "" {
+		t.Errorf("%s://: its secret keys do not say what they are", d.Scheme)
+	}
+	if d.SecretKeys.Complete != nil && d.SecretKeys.Complete(map[string][]byte{}) {
+		t.Errorf("%s://: an empty Secret has every key it needs", d.Scheme)
+	}
+	if d.DefaultHost != nil {
+		u, _ := url.Parse(d.Scheme + "://acct.dfs.core.windows.net/c/p/")
+		if h := d.DefaultHost(u); h == "" || h != strings.ToLower(h) || strings.Contains(h, "/") {
+			t.Errorf("%s://: default host %q is not a lower-case host", d.Scheme, h)
+		}
+	}
 }

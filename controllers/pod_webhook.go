@@ -345,7 +345,7 @@ func sidecarImage(pod *corev1.Pod) string {
 func (p *PodInjector) pyTorchJobSize(ctx context.Context, ns, name, apiVersion string) (replicas, masters int, err error) {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(apiVersion)
-	u.SetKind("PyTorchJob")
+	u.SetKind(string(inject.KindPyTorchJob))
 	if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			return 0, 1, nil
@@ -380,21 +380,21 @@ func (p *PodInjector) owner(ctx context.Context, ns string, pod *corev1.Pod) (in
 		if ref.Controller == nil || !*ref.Controller {
 			continue
 		}
-		o := inject.Owner{Kind: ref.Kind, Name: ref.Name, UID: string(ref.UID)}
-		switch ref.Kind {
-		case "Job":
+		o := inject.Owner{Kind: inject.OwnerKind(ref.Kind), Name: ref.Name, UID: string(ref.UID)}
+		switch o.Kind {
+		case inject.KindJob:
 			var job batchv1.Job
 			if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &job); err != nil && !apierrors.IsNotFound(err) {
 				return o, err
 			} else if err == nil && job.Spec.Completions != nil {
 				o.Replicas = int(*job.Spec.Completions)
 			}
-		case "PyTorchJob":
+		case inject.KindPyTorchJob:
 			o.Replicas, o.Masters, err = p.pyTorchJobSize(ctx, ns, ref.Name, ref.APIVersion)
 			if err != nil {
 				return o, err
 			}
-		case "StatefulSet":
+		case inject.KindStatefulSet:
 			var sts appsv1.StatefulSet
 			if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &sts); err != nil && !apierrors.IsNotFound(err) {
 				return o, err

@@ -15,7 +15,7 @@ import (
 // needs, egress) also draw with every batching method.
 func TestBatchingMethodsComposeBatchesAsDocumented(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	tried := map[string]int{}
+	tried := map[Batching]int{}
 	for tried[BatchingStratified] < 100 || tried[BatchingPerStream] < 100 {
 		p := randomParams(r)
 		if !p.lanes() {
@@ -26,7 +26,7 @@ func TestBatchingMethodsComposeBatchesAsDocumented(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := map[bool]int{false: 2, true: 3}[p.runs()]; pl.Version() != want || pl.Fingerprint().Inputs["spec.batching"] != p.Batching {
+		if want := map[bool]int{false: 2, true: 3}[p.runs()]; pl.Version() != want || pl.Fingerprint().Inputs["spec.batching"] != string(p.Batching) {
 			t.Fatalf("%s: version %d, fingerprint inputs %v", p.Batching, pl.Version(), pl.Fingerprint().Inputs)
 		}
 		ep, err := pl.Epoch(int64(r.IntN(3)))
@@ -77,7 +77,7 @@ func TestBatchingMethodsComposeBatchesAsDocumented(t *testing.T) {
 // one batch's share of a split, is refused saying so.
 func TestBatchingMethodsRefuseStreamsTooSmallToCut(t *testing.T) {
 	for _, tc := range []struct {
-		batching string
+		batching Batching
 		dropLast bool
 		sizes    []int64
 		want     string

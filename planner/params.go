@@ -131,18 +131,21 @@ type Params struct {
 	DropLast bool
 	// Batching says how streams share a batch (docs/planner.md): random
 	// ("" too), stratified or per_stream.
-	Batching string
+	Batching Batching
 	// Schedule, if set, plans over training steps and per-stream passes
 	// (docs/planner.md, schedules); only its presence is in the
 	// fingerprint.
 	Schedule *Schedule
 }
 
+// Batching is how streams share a batch.
+type Batching string
+
 // The batching methods.
 const (
-	BatchingRandom     = "random"
-	BatchingStratified = "stratified"
-	BatchingPerStream  = "per_stream"
+	BatchingRandom     Batching = "random"
+	BatchingStratified Batching = "stratified"
+	BatchingPerStream  Batching = "per_stream"
 )
 
 // lanes reports whether each stream is cut into the splits on its own.
@@ -471,7 +474,7 @@ func (p *Params) fingerprintInputs() []fingerprintInput {
 		in = append(in, fingerprintInput{"spec.shuffle.runLength", fmt.Sprint(p.RunLength)})
 	}
 	if p.lanes() { // only datasets that batch otherwise than at random
-		in = append(in, fingerprintInput{"spec.batching", p.Batching})
+		in = append(in, fingerprintInput{"spec.batching", string(p.Batching)})
 	}
 	if p.Schedule != nil { // only scheduled datasets; the phases may grow
 		in = append(in, fingerprintInput{"spec.schedule", "per-stream passes"})

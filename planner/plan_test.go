@@ -64,7 +64,7 @@ func randomParams(r *rand.Rand) Params {
 		if kind == 1 || kind == 3 {
 			p.EpochSize = int64(r.IntN(300)) // 0: the default
 		}
-		p.Batching = []string{"", BatchingRandom, BatchingStratified, BatchingPerStream}[r.IntN(4)]
+		p.Batching = []Batching{"", BatchingRandom, BatchingStratified, BatchingPerStream}[r.IntN(4)]
 		if r.IntN(3) == 0 { // runs of samples kept together
 			p.RunLength = int64(1 + r.IntN(int(p.BlockSize)))
 		}

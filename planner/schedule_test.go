@@ -12,7 +12,7 @@ import (
 // randomSchedule adds to p a schedule of up to 4 phases over its first
 // epochs: proportions, batch sizes, skips and repeats.
 func randomSchedule(r *rand.Rand, p Params) Params {
-	p.Batching = []string{"", BatchingStratified}[r.IntN(2)]
+	p.Batching = []Batching{"", BatchingStratified}[r.IntN(2)]
 	sc := &Schedule{}
 	step := int64(0)
 	for range r.IntN(5) {

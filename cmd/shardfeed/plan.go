@@ -433,7 +433,7 @@ func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []i
 	pl := ep.Plan()
 	p := pl.Params()
 	s := &summary{
-		Dataset: ds.Name, Fingerprint: pl.Fingerprint().Sum, PlanVersion: pl.Version(), Batching: cmp.Or(p.Batching, planner.BatchingRandom), Epoch: ep.Epoch(),
+		Dataset: ds.Name, Fingerprint: pl.Fingerprint().Sum, PlanVersion: pl.Version(), Batching: string(cmp.Or(p.Batching, planner.BatchingRandom)), Epoch: ep.Epoch(),
 		Samples: pl.Total(), NumSplits: pl.NumSplits(), SplitLen: pl.SplitLen(), GlobalBatchSize: pl.GlobalBatchSize(),
 		Steps: pl.Steps(), Dropped: pl.DroppedPerEpoch(), Padded: pl.PaddedPerEpoch(), Prefetch: prefetch,
 	}

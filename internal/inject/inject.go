@@ -76,10 +76,21 @@ const (
 	downloadsInCache = 4 // parallel downloads the cache's sizeLimit leaves room for
 )
 
+// OwnerKind is the kind of a pod's controller.
+type OwnerKind string
+
+// The kinds whose replicas the webhook reads (the job's pod count).
+const (
+	KindJob         OwnerKind = "Job"
+	KindStatefulSet OwnerKind = "StatefulSet"
+	KindPyTorchJob  OwnerKind = "PyTorchJob"
+)
+
 // Owner is what the webhook found out about the pod's controller.
 type Owner struct {
-	// Kind is Job, StatefulSet, PyTorchJob, or "" for a bare pod.
-	Kind string
+	// Kind is KindJob, KindStatefulSet, KindPyTorchJob, or "" for a bare
+	// pod (or another kind, whose replicas the webhook does not read).
+	Kind OwnerKind
 	Name string
 	UID  string
 	// Replicas is the Job's completions, the StatefulSet's replicas, or a
@@ -484,17 +495,17 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 			return w, err
 		}
 		w.rank = r
-		if w.pods == 0 && owner.Kind == "PyTorchJob" {
+		if w.pods == 0 && owner.Kind == KindPyTorchJob {
 			w.pods = owner.Replicas
 		}
 	case a[JobCompletionIndex] != "" || l[JobCompletionIndex] != "":
 		w.rankField = "metadata.annotations['" + JobCompletionIndex + "']"
-		if w.pods == 0 && owner.Kind == "Job" {
+		if w.pods == 0 && owner.Kind == KindJob {
 			w.pods = owner.Replicas
 		}
 	case l[PodIndexLabel] != "":
 		w.rankField = "metadata.labels['" + PodIndexLabel + "']"
-		if w.pods == 0 && owner.Kind == "StatefulSet" {
+		if w.pods == 0 && owner.Kind == KindStatefulSet {
 			w.pods = owner.Replicas
 		}
 	default:
@@ -559,7 +570,7 @@ func pyTorchJobRank(pod *corev1.Pod, owner Owner) (int, error) {
 		return i, nil
 	case "worker":
 		masters := owner.Masters
-		if owner.Kind != "PyTorchJob" {
+		if owner.Kind != KindPyTorchJob {
 			masters = 1 // the PyTorchJob was not found: Kubeflow's usual single master
 		}
 		return masters + i, nil

@@ -29,7 +29,7 @@ func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamInde
 		RunLength:       ptr.Deref(spec.Shuffle.RunLength, datav1alpha1.DefaultRunLength),
 		GlobalBatchSize: spec.GlobalBatchSize,
 		DropLast:        ptr.Deref(spec.DropLast, datav1alpha1.DefaultDropLast),
-		Batching:        string(cmp.Or(spec.Batching, datav1alpha1.DefaultBatching)),
+		Batching:        planner.Batching(cmp.Or(spec.Batching, datav1alpha1.DefaultBatching)),
 	}
 	if spec.EpochSize != nil && *spec.EpochSize < 1 {
 		return planner.Params{}, &planner.FieldError{Field: "spec.epochSize", Rule: fmt.Sprintf("must be at least 1, got %d", *spec.EpochSize)}

@@ -35,11 +35,10 @@ if [[ -S $SOCKET ]]; then
 	if [[ -x $WORK/cricleanup ]]; then
 		"$WORK/cricleanup" "$SOCKET" || log "cricleanup failed; killing the remaining tasks"
 	fi
-	for ns in k8s.io; do
-		for t in $(ctr -a "$SOCKET" -n "$ns" tasks ls -q 2>/dev/null); do ctr -a "$SOCKET" -n "$ns" tasks kill -s SIGKILL "$t" >/dev/null 2>&1; done
-		sleep 0.5
-		for t in $(ctr -a "$SOCKET" -n "$ns" tasks ls -q 2>/dev/null); do ctr -a "$SOCKET" -n "$ns" tasks rm -f "$t" >/dev/null 2>&1; done
-	done
+	ns=k8s.io # the kubelet's containerd namespace
+	for t in $(ctr -a "$SOCKET" -n "$ns" tasks ls -q 2>/dev/null); do ctr -a "$SOCKET" -n "$ns" tasks kill -s SIGKILL "$t" >/dev/null 2>&1; done
+	sleep 0.5
+	for t in $(ctr -a "$SOCKET" -n "$ns" tasks ls -q 2>/dev/null); do ctr -a "$SOCKET" -n "$ns" tasks rm -f "$t" >/dev/null 2>&1; done
 fi
 stop_daemon kube-proxy
 stop_daemon containerd 20

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers of the hack/ scripts. Source it; it defines functions only.
 
 # log prints a progress line on stderr, prefixed with the script's name.
@@ -62,6 +63,7 @@ serve_until_done() {
 	shift
 	if (($#)); then
 		local rc=0
+		# shellcheck source=/dev/null # the servers' env file, written at run time
 		( set -a && source "$env_file" && set +a && PATH="$BIN:$PATH" && "$@" ) || rc=$?
 		return "$rc"
 	fi

@@ -173,10 +173,10 @@ install_kwok() {
 # Debian packages: etcd for the control plane; containerd, runc and the CNI
 # plugins for the end-to-end cluster; a JRE for Iceberg's REST catalog server;
 # libjpeg-turbo's static library for the sidecar's cgo build (make
-# build-libjpeg).
+# build-libjpeg); shellcheck for make lint.
 install_debian() {
 	local pkgs=(etcd-server etcd-client containerd runc containernetworking-plugins iptables iproute2 openssl curl
-		openjdk-17-jre-headless libjpeg62-turbo-dev)
+		openjdk-17-jre-headless libjpeg62-turbo-dev shellcheck)
 	local missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

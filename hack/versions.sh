@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Pinned versions of every tool hack/tools.sh installs. Changing one here
 # rebuilds that tool into a new cache entry on the next `make tools`.
 # shellcheck disable=SC2034

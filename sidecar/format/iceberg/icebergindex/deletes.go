@@ -293,15 +293,20 @@ func readColumns(ctx context.Context, r pq.ReaderAtSeeker, name string, ids []in
 	for rr.Next() {
 		rec := rr.RecordBatch()
 		batch := make([]arrow.Array, len(ids))
+		var made []arrow.Array // the null columns, released with their batch
 		for j := range ids {
 			if leaf[j] < 0 {
 				batch[j] = array.NewNull(int(rec.NumRows()))
-				defer batch[j].Release()
+				made = append(made, batch[j])
 				continue
 			}
 			batch[j] = rec.Column(leaf[j])
 		}
-		if err := fn(batch); err != nil {
+		err := fn(batch)
+		for _, a := range made {
+			a.Release()
+		}
+		if err != nil {
 			return err
 		}
 	}

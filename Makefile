@@ -156,7 +156,9 @@ test-go: tools-go tools-kube tools-minio tools-debian
 	@echo "test-go: the Go client, a module of its own (clients/go)"
 	cd clients/go && go test -count=1 -race $(GOTEST_FLAGS) ./...
 	@echo "test-go: the data plane, the stores and the job's progress again, under the race detector (their unit tests)"
-	go test -count=1 -race $(GOTEST_FLAGS) ./sidecar/... ./internal/store/... ./internal/progress/...
+	@# The heap bounds (TestHostileBodiesStayBounded) were measured in the pass above: the race
+	@# detector's instrumentation changes what a heap holds (sync.Pool keeps nothing under it).
+	go test -count=1 -race -skip 'TestHostileBodiesStayBounded' $(GOTEST_FLAGS) ./sidecar/... ./internal/store/... ./internal/progress/...
 	@echo "test-go: the image decoding again, with libjpeg-turbo (the cgo build)"
 	CGO_ENABLED=1 go test -count=1 -tags integration,libjpeg $(GOTEST_FLAGS) ./sidecar/images/ ./sidecar/pipeline/
 

@@ -42,22 +42,25 @@ func (s *sourceFlags) add(cmd *cobra.Command) {
 	f.StringVar(&s.credentialsDir, "credentials-dir", "", "directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (a mounted Secret); empty: the default chain (env, ~/.aws, IRSA, instance metadata)")
 }
 
+// indexOptions are the flags of shardfeed index.
+type indexOptions struct {
+	src           sourceFlags
+	kind          string
+	algo          string
+	shardSize     string
+	schema        string
+	dryRun        bool
+	selectionOnly bool
+	table         icebergFlags
+	parts         partitionFlags
+	manifest      string
+	stream        string
+	filter        string
+	indexURI      string
+}
+
 func newIndexCommand() *cobra.Command {
-	var (
-		src           sourceFlags
-		kind          string
-		algo          string
-		shardSize     string
-		schema        string
-		dryRun        bool
-		selectionOnly bool
-		table         icebergFlags
-		parts         partitionFlags
-		manifest      string
-		stream        string
-		filter        string
-		indexURI      string
-	)
+	o := &indexOptions{}
 	cmd := &cobra.Command{
 		Use:   "index (URI --format parquet|orc|arrow|jsonl|csv|tsv|iceberg | -f MANIFEST [--stream NAME])",
 		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/_shardfeed/index.json",
@@ -101,136 +104,169 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
   shardfeed index -f dataset.yaml --stream events --credentials-dir ./secrets/
   shardfeed index s3://datasets/web/ --format parquet --filter "lang == 'en' && score >= 0.5"`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			var source store.Source
-			switch {
-			case manifest != "" && len(args) > 0:
-				return errors.New("give a URI or -f MANIFEST, not both")
-			case manifest != "":
-				s, err := indexedStream(cmd, manifest, stream)
-				if err != nil {
-					return err
-				}
-				if cmd.Flags().Changed("index-uri") {
-					return errors.New("with -f, the stream's source.indexURI says where its index goes: drop --index-uri")
-				}
-				source, kind, indexURI = streams.SharedCredentials(s, src.credentialsDir), string(s.Format), s.Source.IndexURI
-				table.fromSpec(s.Iceberg)
-				parts.fromSpec(s.Partitions)
-				filter = s.Filter
-			case len(args) == 0:
-				return errors.New("give the stream's URI (shardfeed index s3://bucket/prefix/ --format parquet) or its manifest (-f dataset.yaml --stream NAME)")
-			default:
-				uri, err := localURI(args[0], ".")
-				if err != nil {
-					return err
-				}
-				source = store.Source{URI: uri, Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir}
-			}
-			st, err := stores.Open(ctx, source)
-			if err != nil {
-				return err
-			}
-			ist := st // where the index and the selections go
-			if indexURI != "" {
-				if indexURI, err = localURI(indexURI, "."); err != nil {
-					return fmt.Errorf("--index-uri: %w", err)
-				}
-				if kind == string(datav1alpha1.FormatIceberg) {
-					return errors.New("--index-uri: a table's index goes to URI, outside the table's location already: drop --index-uri")
-				}
-				isrc, err := streams.IndexSource(datav1alpha1.Stream{Source: datav1alpha1.Source{URI: source.URI, IndexURI: indexURI}}, source)
-				if err != nil {
-					return fmt.Errorf("--index-uri: %w", err)
-				}
-				if ist, err = stores.Open(ctx, isrc); err != nil {
-					return fmt.Errorf("--index-uri: %w", err)
-				}
-			}
-			shardBytes, err := parseBytes(shardSize)
-			if err != nil {
-				return fmt.Errorf("--shard-size: %w", err)
-			}
-			opts := format.IndexOptions{Hash: algo, ShardBytes: shardBytes, Progress: progressPrinter(cmd.ErrOrStderr())}
-			if opts.Partitions, err = parts.options(kind); err != nil {
-				return err
-			}
-			if schema != "" {
-				if opts.Schema, err = readSchema(schema); err != nil {
-					return err
-				}
-			}
-			start := time.Now()
-			out := cmd.OutOrStdout()
-			verb := "wrote"
-			if dryRun {
-				verb = "would write"
-			}
-			var l *index.Layout
-			switch {
-			case selectionOnly && filter == "":
-				return errors.New("--selection-only writes a filter's selection: give --filter (or a manifest's stream with a filter)")
-			case datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatMDS && filter == "":
-				return errors.New("an MDS stream keeps its own index: nothing to write but a filter's selection (--filter)")
-			case datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatMDS || selectionOnly:
-				// MDS keeps its own index, and --selection-only keeps the
-				// one there: only the filter's selection is written, over
-				// that index, so every plan's fingerprint stays.
-				own := ist // shardfeed's index; MDS's own is in the data
-				if datav1alpha1.ShardFormat(kind) == datav1alpha1.FormatMDS {
-					own = st
-				}
-				if l, err = index.ReadStoreLayout(ctx, own); err != nil {
-					return err
-				}
-			default:
-				opts.Table = table.options(source)
-				f, err := formats.Default().Index(ctx, st, datav1alpha1.ShardFormat(kind), opts)
-				if err != nil {
-					return err
-				}
-				if !dryRun {
-					if err := index.Write(ctx, ist, f); err != nil {
-						return err
-					}
-				}
-				if _, err := fmt.Fprintf(out, "%s %s%s: %d shards, %d samples (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", index.Key, len(f.Shards), f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
-					return err
-				}
-				if keys := hiveKeys(f); opts.Partitions == nil && len(keys) > 0 {
-					fix := "index with --hive to read them as columns"
-					if k := datav1alpha1.ShardFormat(kind); k != datav1alpha1.FormatParquet && k != datav1alpha1.FormatORC {
-						fix = "--hive reads Parquet and ORC trees: put the values in the records, or convert the tree to Parquet and index that with --hive"
-					}
-					_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "note: every object is under key=value folders (%s): their values are not columns of this index; %s\n",
-						strings.Join(keys, ", "), fix)
-				}
-				l = f.Layout()
-			}
-			if filter == "" {
-				return nil
-			}
-			return writeSelection(ctx, out, st, ist, source, l, filter, opts.Progress, verb, dryRun)
-		},
+		RunE: o.run,
 	}
-	src.add(cmd)
-	table.add(cmd)
-	parts.add(cmd)
-	cmd.Flags().StringVar(&kind, "format", "parquet", "format of the stream's objects: parquet, orc, arrow, jsonl, csv, tsv, or iceberg for a table (mds with --filter: MDS keeps its own index)")
-	cmd.Flags().StringVar(&shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
-	cmd.Flags().StringVar(&algo, "hash", "xxh64", "hash algorithm of the shards' content")
-	cmd.Flags().StringVar(&schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "index, but do not write the index")
-	cmd.Flags().StringVarP(&manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
-	cmd.Flags().StringVar(&stream, "stream", "", "with -f: the stream to index (default: the manifest's only stream that needs an index)")
-	cmd.Flags().BoolVar(&selectionOnly, "selection-only", false, "with --filter: write only the filter's selection, over the index already there (which stays as it is, and so does every plan's fingerprint)")
-	cmd.Flags().StringVar(&indexURI, "index-uri", "", "where the index and the filter's selections go, when not under _shardfeed/ in URI (spec.streams[].source.indexURI): a prefix of the same store, for data you may not write to")
-	cmd.Flags().StringVar(&filter, "filter", "", "a row filter (spec.streams[].filter): a CEL expression over the stream's columns; writes the rows it matches in each shard beside the index")
+	o.src.add(cmd)
+	o.table.add(cmd)
+	o.parts.add(cmd)
+	cmd.Flags().StringVar(&o.kind, "format", "parquet", "format of the stream's objects: parquet, orc, arrow, jsonl, csv, tsv, or iceberg for a table (mds with --filter: MDS keeps its own index)")
+	cmd.Flags().StringVar(&o.shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
+	cmd.Flags().StringVar(&o.algo, "hash", "xxh64", "hash algorithm of the shards' content")
+	cmd.Flags().StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "index, but do not write the index")
+	cmd.Flags().StringVarP(&o.manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
+	cmd.Flags().StringVar(&o.stream, "stream", "", "with -f: the stream to index (default: the manifest's only stream that needs an index)")
+	cmd.Flags().BoolVar(&o.selectionOnly, "selection-only", false, "with --filter: write only the filter's selection, over the index already there (which stays as it is, and so does every plan's fingerprint)")
+	cmd.Flags().StringVar(&o.indexURI, "index-uri", "", "where the index and the filter's selections go, when not under _shardfeed/ in URI (spec.streams[].source.indexURI): a prefix of the same store, for data you may not write to")
+	cmd.Flags().StringVar(&o.filter, "filter", "", "a row filter (spec.streams[].filter): a CEL expression over the stream's columns; writes the rows it matches in each shard beside the index")
 	return cmd
+}
+
+func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	source, err := o.source(cmd, args)
+	if err != nil {
+		return err
+	}
+	st, ist, err := o.stores(ctx, source)
+	if err != nil {
+		return err
+	}
+	opts, err := o.formatOptions(cmd)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	out := cmd.OutOrStdout()
+	verb := "wrote"
+	if o.dryRun {
+		verb = "would write"
+	}
+	var l *index.Layout
+	switch {
+	case o.selectionOnly && o.filter == "":
+		return errors.New("--selection-only writes a filter's selection: give --filter (or a manifest's stream with a filter)")
+	case datav1alpha1.ShardFormat(o.kind) == datav1alpha1.FormatMDS && o.filter == "":
+		return errors.New("an MDS stream keeps its own index: nothing to write but a filter's selection (--filter)")
+	case datav1alpha1.ShardFormat(o.kind) == datav1alpha1.FormatMDS || o.selectionOnly:
+		// MDS keeps its own index, and --selection-only keeps the
+		// one there: only the filter's selection is written, over
+		// that index, so every plan's fingerprint stays.
+		own := ist // shardfeed's index; MDS's own is in the data
+		if datav1alpha1.ShardFormat(o.kind) == datav1alpha1.FormatMDS {
+			own = st
+		}
+		if l, err = index.ReadStoreLayout(ctx, own); err != nil {
+			return err
+		}
+	default:
+		opts.Table = o.table.options(source)
+		f, err := formats.Default().Index(ctx, st, datav1alpha1.ShardFormat(o.kind), opts)
+		if err != nil {
+			return err
+		}
+		if !o.dryRun {
+			if err := index.Write(ctx, ist, f); err != nil {
+				return err
+			}
+		}
+		if _, err := fmt.Fprintf(out, "%s %s%s: %d shards, %d samples (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", index.Key, len(f.Shards), f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
+			return err
+		}
+		if keys := hiveKeys(f); opts.Partitions == nil && len(keys) > 0 {
+			fix := "index with --hive to read them as columns"
+			if k := datav1alpha1.ShardFormat(o.kind); k != datav1alpha1.FormatParquet && k != datav1alpha1.FormatORC {
+				fix = "--hive reads Parquet and ORC trees: put the values in the records, or convert the tree to Parquet and index that with --hive"
+			}
+			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "note: every object is under key=value folders (%s): their values are not columns of this index; %s\n",
+				strings.Join(keys, ", "), fix)
+		}
+		l = f.Layout()
+	}
+	if o.filter == "" {
+		return nil
+	}
+	return writeSelection(ctx, out, st, ist, source, l, o.filter, opts.Progress, verb, o.dryRun)
+}
+
+// source is the stream's source: from the manifest's stream (which also
+// gives the format, the index's place, the table, the partitions and the
+// filter), or from URI and the flags.
+func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, error) {
+	var source store.Source
+	switch {
+	case o.manifest != "" && len(args) > 0:
+		return store.Source{}, errors.New("give a URI or -f MANIFEST, not both")
+	case o.manifest != "":
+		s, err := indexedStream(cmd, o.manifest, o.stream)
+		if err != nil {
+			return store.Source{}, err
+		}
+		if cmd.Flags().Changed("index-uri") {
+			return store.Source{}, errors.New("with -f, the stream's source.indexURI says where its index goes: drop --index-uri")
+		}
+		source, o.kind, o.indexURI = streams.SharedCredentials(s, o.src.credentialsDir), string(s.Format), s.Source.IndexURI
+		o.table.fromSpec(s.Iceberg)
+		o.parts.fromSpec(s.Partitions)
+		o.filter = s.Filter
+	case len(args) == 0:
+		return store.Source{}, errors.New("give the stream's URI (shardfeed index s3://bucket/prefix/ --format parquet) or its manifest (-f dataset.yaml --stream NAME)")
+	default:
+		uri, err := localURI(args[0], ".")
+		if err != nil {
+			return store.Source{}, err
+		}
+		source = store.Source{URI: uri, Endpoint: o.src.endpoint, Region: o.src.region, Insecure: o.src.insecure, CredentialsDir: o.src.credentialsDir}
+	}
+	return source, nil
+}
+
+// stores opens the stream's store, and the store its index goes to (the
+// same, unless --index-uri or source.indexURI names another prefix).
+func (o *indexOptions) stores(ctx context.Context, source store.Source) (st, ist store.Store, err error) {
+	st, err = stores.Open(ctx, source)
+	if err != nil {
+		return nil, nil, err
+	}
+	ist = st // where the index and the selections go
+	if o.indexURI != "" {
+		if o.indexURI, err = localURI(o.indexURI, "."); err != nil {
+			return nil, nil, fmt.Errorf("--index-uri: %w", err)
+		}
+		if o.kind == string(datav1alpha1.FormatIceberg) {
+			return nil, nil, errors.New("--index-uri: a table's index goes to URI, outside the table's location already: drop --index-uri")
+		}
+		isrc, err := streams.IndexSource(datav1alpha1.Stream{Source: datav1alpha1.Source{URI: source.URI, IndexURI: o.indexURI}}, source)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--index-uri: %w", err)
+		}
+		if ist, err = stores.Open(ctx, isrc); err != nil {
+			return nil, nil, fmt.Errorf("--index-uri: %w", err)
+		}
+	}
+	return st, ist, nil
+}
+
+// formatOptions are the format's options: hash, shard size, progress,
+// partitions and a given schema.
+func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, error) {
+	shardBytes, err := parseBytes(o.shardSize)
+	if err != nil {
+		return format.IndexOptions{}, fmt.Errorf("--shard-size: %w", err)
+	}
+	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Progress: progressPrinter(cmd.ErrOrStderr())}
+	if opts.Partitions, err = o.parts.options(o.kind); err != nil {
+		return opts, err
+	}
+	if o.schema != "" {
+		if opts.Schema, err = readSchema(o.schema); err != nil {
+			return opts, err
+		}
+	}
+	return opts, nil
 }
 
 // writeSelection computes a row filter's selection over the stream of

@@ -26,17 +26,23 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 )
 
+// convertOptions are the flags of shardfeed convert.
+type convertOptions struct {
+	src                         sourceFlags
+	from, to                    datav1alpha1.ShardFormat
+	out, shardSize              string
+	compression, hashes, outDir string
+	schema                      string
+	overwrite                   bool
+	parts                       partitionFlags
+}
+
 func newConvertCommand() *cobra.Command {
-	var (
-		src                         sourceFlags
-		from, to, out, shardSize    string
-		compression, hashes, outDir string
-		schema                      string
-		overwrite                   bool
-		parts                       partitionFlags
-	)
+	o := &convertOptions{}
+	// Every format whose objects convert reads: all but tables.
+	sources := formats.Default().Kinds(func(f format.Format) bool { return !format.IsTable(f) })
 	cmd := &cobra.Command{
-		Use:   "convert SOURCE_URI --from mds|jsonl|csv|tsv|parquet|orc|arrow --to mds|parquet --out OUT_URI",
+		Use:   "convert SOURCE_URI --from " + strings.Join(sources, "|") + " --to mds|parquet --out OUT_URI",
 		Short: "Convert a stream's JSON Lines, CSV, TSV, Parquet, ORC or Arrow IPC objects to MDS or Parquet shards",
 		Long: `convert reads every object of the source stream (s3:// or file://) in order
 and writes MDS shards (readable by mosaicml-streaming and by shardfeed), or
@@ -49,79 +55,81 @@ Parquet or ORC files is read with its partition values as columns, only the
 partitions --select keeps.`,
 		Example: `  shardfeed convert file:///data/chat/ --from jsonl --to mds --out s3://datasets/chat-mds/ --compression zstd:3 --hashes xxh64`,
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			write, ok := converters[datav1alpha1.ShardFormat(to)]
-			if !ok {
-				return fmt.Errorf("--to %q is not supported: use mds or parquet", to)
-			}
-			limit, err := parseBytes(shardSize)
-			if err != nil {
-				return fmt.Errorf("--shard-size: %w", err)
-			}
-			source := store.Source{Endpoint: src.endpoint, Region: src.region, Insecure: src.insecure, CredentialsDir: src.credentialsDir}
-			in := source
-			if in.URI, err = localURI(args[0], "."); err != nil {
-				return err
-			}
-			inStore, err := stores.Open(ctx, in)
-			if err != nil {
-				return err
-			}
-			dst := source
-			if dst.URI, err = localURI(out, "."); err != nil {
-				return fmt.Errorf("--out: %w", err)
-			}
-			outStore, err := stores.Open(ctx, dst)
-			if err != nil {
-				return fmt.Errorf("--out: %w", err)
-			}
-			if a, b := inStore.URI(), outStore.URI(); strings.HasPrefix(a, b) || strings.HasPrefix(b, a) {
-				return fmt.Errorf("--out %s and the source %s overlap: write the converted stream to a prefix of its own", b, a)
-			}
-			if err := emptyOutput(ctx, outStore, overwrite, cmd.ErrOrStderr()); err != nil {
-				return err
-			}
-			c := &converter{ctx: ctx, in: inStore, out: outStore, from: datav1alpha1.ShardFormat(from), formats: formats.Default(), stderr: cmd.ErrOrStderr(), tmp: outDir}
-			if c.partitions, err = parts.options(from); err != nil {
-				return err
-			}
-			if schema != "" {
-				if c.schema, err = readSchema(schema); err != nil {
-					return err
-				}
-			}
-			var hashList []string
-			if hashes != "" {
-				hashList = strings.Split(hashes, ",")
-			}
-			start := time.Now()
-			samples, shards, err := write(c, limit, compression, hashList)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d samples in %d %s shards (%s)\n", outStore.URI(), samples, shards, to, time.Since(start).Round(time.Millisecond))
-			return err
-		},
+		RunE:    o.run,
 	}
-	src.add(cmd)
-	parts.add(cmd)
+	o.src.add(cmd)
+	o.parts.add(cmd)
 	f := cmd.Flags()
-	f.StringVar(&from, "from", "", "format of the source objects: mds, jsonl, csv, tsv, parquet, orc or arrow")
-	f.StringVar(&to, "to", "mds", "output format: mds or parquet")
-	f.StringVar(&out, "out", "", "output stream URI (s3:// or file://), reached with the same endpoint and credentials")
-	f.StringVar(&shardSize, "shard-size", "64MiB", "raw size of an MDS shard, or of a Parquet row group")
-	f.StringVar(&compression, "compression", "", "shard compression: zstd, gz, br or snappy, with an optional :level (zstd:3)")
-	f.StringVar(&hashes, "hashes", "xxh64", "comma-separated hash algorithms recorded per shard (Parquet: the first)")
-	f.StringVar(&outDir, "temp-dir", "", "directory for source objects while they are scanned")
-	f.BoolVar(&overwrite, "overwrite", false, "delete what --out holds before writing (without it, a non-empty --out is refused: its stale shards would mix with the new ones)")
-	f.StringVar(&schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the schema inferred from every record`)
+	f.StringVar((*string)(&o.from), "from", "", "format of the source objects: "+strings.Join(sources, ", "))
+	f.StringVar((*string)(&o.to), "to", "mds", "output format: mds or parquet")
+	f.StringVar(&o.out, "out", "", "output stream URI (s3:// or file://), reached with the same endpoint and credentials")
+	f.StringVar(&o.shardSize, "shard-size", "64MiB", "raw size of an MDS shard, or of a Parquet row group")
+	f.StringVar(&o.compression, "compression", "", "shard compression: zstd, gz, br or snappy, with an optional :level (zstd:3)")
+	f.StringVar(&o.hashes, "hashes", "xxh64", "comma-separated hash algorithms recorded per shard (Parquet: the first)")
+	f.StringVar(&o.outDir, "temp-dir", "", "directory for source objects while they are scanned")
+	f.BoolVar(&o.overwrite, "overwrite", false, "delete what --out holds before writing (without it, a non-empty --out is refused: its stale shards would mix with the new ones)")
+	f.StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the schema inferred from every record`)
 	_ = cmd.MarkFlagRequired("from")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+func (o *convertOptions) run(cmd *cobra.Command, args []string) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	write, ok := converters[o.to]
+	if !ok {
+		return fmt.Errorf("--to %q is not supported: use mds or parquet", o.to)
+	}
+	limit, err := parseBytes(o.shardSize)
+	if err != nil {
+		return fmt.Errorf("--shard-size: %w", err)
+	}
+	source := store.Source{Endpoint: o.src.endpoint, Region: o.src.region, Insecure: o.src.insecure, CredentialsDir: o.src.credentialsDir}
+	in := source
+	if in.URI, err = localURI(args[0], "."); err != nil {
+		return err
+	}
+	inStore, err := stores.Open(ctx, in)
+	if err != nil {
+		return err
+	}
+	dst := source
+	if dst.URI, err = localURI(o.out, "."); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	outStore, err := stores.Open(ctx, dst)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if a, b := inStore.URI(), outStore.URI(); strings.HasPrefix(a, b) || strings.HasPrefix(b, a) {
+		return fmt.Errorf("--out %s and the source %s overlap: write the converted stream to a prefix of its own", b, a)
+	}
+	if err := emptyOutput(ctx, outStore, o.overwrite, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
+	c := &converter{ctx: ctx, in: inStore, out: outStore, from: o.from, formats: formats.Default(), stderr: cmd.ErrOrStderr(), tmp: o.outDir}
+	if c.partitions, err = o.parts.options(o.from); err != nil {
+		return err
+	}
+	if o.schema != "" {
+		if c.schema, err = readSchema(o.schema); err != nil {
+			return err
+		}
+	}
+	var hashList []string
+	if o.hashes != "" {
+		hashList = strings.Split(o.hashes, ",")
+	}
+	start := time.Now()
+	samples, shards, err := write(c, limit, o.compression, hashList)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d samples in %d %s shards (%s)\n", outStore.URI(), samples, shards, o.to, time.Since(start).Round(time.Millisecond))
+	return err
 }
 
 // emptyOutput refuses an output prefix that already holds objects, whose

@@ -45,7 +45,7 @@ func (s *sourceFlags) add(cmd *cobra.Command) {
 // indexOptions are the flags of shardfeed index.
 type indexOptions struct {
 	src           sourceFlags
-	kind          string
+	kind          datav1alpha1.ShardFormat
 	algo          string
 	shardSize     string
 	schema        string
@@ -61,8 +61,9 @@ type indexOptions struct {
 
 func newIndexCommand() *cobra.Command {
 	o := &indexOptions{}
+	reg := formats.Default()
 	cmd := &cobra.Command{
-		Use:   "index (URI --format parquet|orc|arrow|jsonl|csv|tsv|iceberg | -f MANIFEST [--stream NAME])",
+		Use:   "index (URI --format " + strings.Join(append(reg.Kinds(format.IndexesObjects), reg.Kinds(format.IsTable)...), "|") + " | -f MANIFEST [--stream NAME])",
 		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/_shardfeed/index.json",
 		Long: `index reads a stream's objects under URI (s3://bucket/prefix/ or file:///path/)
 and writes _shardfeed/index.json under URI (a folder pyarrow, pandas, Spark
@@ -109,7 +110,8 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 	o.src.add(cmd)
 	o.table.add(cmd)
 	o.parts.add(cmd)
-	cmd.Flags().StringVar(&o.kind, "format", "parquet", "format of the stream's objects: parquet, orc, arrow, jsonl, csv, tsv, or iceberg for a table (mds with --filter: MDS keeps its own index)")
+	cmd.Flags().StringVar((*string)(&o.kind), "format", "parquet", "format of the stream's objects: "+strings.Join(reg.Kinds(format.IndexesObjects), ", ")+
+		"; or of a table: "+strings.Join(reg.Kinds(format.IsTable), ", ")+" (mds with --filter: MDS keeps its own index)")
 	cmd.Flags().StringVar(&o.shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&o.algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	cmd.Flags().StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
@@ -149,14 +151,14 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 	switch {
 	case o.selectionOnly && o.filter == "":
 		return errors.New("--selection-only writes a filter's selection: give --filter (or a manifest's stream with a filter)")
-	case datav1alpha1.ShardFormat(o.kind) == datav1alpha1.FormatMDS && o.filter == "":
+	case o.kind == datav1alpha1.FormatMDS && o.filter == "":
 		return errors.New("an MDS stream keeps its own index: nothing to write but a filter's selection (--filter)")
-	case datav1alpha1.ShardFormat(o.kind) == datav1alpha1.FormatMDS || o.selectionOnly:
+	case o.kind == datav1alpha1.FormatMDS || o.selectionOnly:
 		// MDS keeps its own index, and --selection-only keeps the
 		// one there: only the filter's selection is written, over
 		// that index, so every plan's fingerprint stays.
 		own := ist // shardfeed's index; MDS's own is in the data
-		if datav1alpha1.ShardFormat(o.kind) == datav1alpha1.FormatMDS {
+		if o.kind == datav1alpha1.FormatMDS {
 			own = st
 		}
 		if l, err = index.ReadStoreLayout(ctx, own); err != nil {
@@ -164,7 +166,7 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 		}
 	default:
 		opts.Table = o.table.options(source)
-		f, err := formats.Default().Index(ctx, st, datav1alpha1.ShardFormat(o.kind), opts)
+		f, err := formats.Default().Index(ctx, st, o.kind, opts)
 		if err != nil {
 			return err
 		}
@@ -178,7 +180,7 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 		}
 		if keys := hiveKeys(f); opts.Partitions == nil && len(keys) > 0 {
 			fix := "index with --hive to read them as columns"
-			if k := datav1alpha1.ShardFormat(o.kind); k != datav1alpha1.FormatParquet && k != datav1alpha1.FormatORC {
+			if k := o.kind; k != datav1alpha1.FormatParquet && k != datav1alpha1.FormatORC {
 				fix = "--hive reads Parquet and ORC trees: put the values in the records, or convert the tree to Parquet and index that with --hive"
 			}
 			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "note: every object is under key=value folders (%s): their values are not columns of this index; %s\n",
@@ -208,7 +210,7 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 		if cmd.Flags().Changed("index-uri") {
 			return store.Source{}, errors.New("with -f, the stream's source.indexURI says where its index goes: drop --index-uri")
 		}
-		source, o.kind, o.indexURI = streams.SharedCredentials(s, o.src.credentialsDir), string(s.Format), s.Source.IndexURI
+		source, o.kind, o.indexURI = streams.SharedCredentials(s, o.src.credentialsDir), s.Format, s.Source.IndexURI
 		o.table.fromSpec(s.Iceberg)
 		o.parts.fromSpec(s.Partitions)
 		o.filter = s.Filter
@@ -236,7 +238,7 @@ func (o *indexOptions) stores(ctx context.Context, source store.Source) (st, ist
 		if o.indexURI, err = localURI(o.indexURI, "."); err != nil {
 			return nil, nil, fmt.Errorf("--index-uri: %w", err)
 		}
-		if o.kind == string(datav1alpha1.FormatIceberg) {
+		if o.kind == datav1alpha1.FormatIceberg {
 			return nil, nil, errors.New("--index-uri: a table's index goes to URI, outside the table's location already: drop --index-uri")
 		}
 		isrc, err := streams.IndexSource(datav1alpha1.Stream{Source: datav1alpha1.Source{URI: source.URI, IndexURI: o.indexURI}}, source)
@@ -382,14 +384,14 @@ func (p *partitionFlags) fromSpec(s *datav1alpha1.Partitions) {
 }
 
 // options returns the partition options of the flags (nil without --hive).
-func (p *partitionFlags) options(kind string) (*format.PartitionOptions, error) {
+func (p *partitionFlags) options(kind datav1alpha1.ShardFormat) (*format.PartitionOptions, error) {
 	if !p.hive {
 		if p.selection != "" || p.cols != "" {
 			return nil, errors.New("--select and --partition-columns read a hive-partitioned tree: add --hive")
 		}
 		return nil, nil
 	}
-	if k := datav1alpha1.ShardFormat(kind); k != datav1alpha1.FormatParquet && k != datav1alpha1.FormatORC {
+	if kind != datav1alpha1.FormatParquet && kind != datav1alpha1.FormatORC {
 		return nil, fmt.Errorf("--hive reads a tree of parquet or orc files, not %s", kind)
 	}
 	opts := &format.PartitionOptions{Select: p.selection}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
@@ -252,7 +253,7 @@ func TestPartitionFlags(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		flags partitionFlags
-		kind  string
+		kind  datav1alpha1.ShardFormat
 		want  string // the options, or the error
 	}{
 		{"none", partitionFlags{}, "parquet", "<nil>"},

@@ -218,6 +218,32 @@ func (r Registry) names(keep func(Format) bool) string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
+// Kinds lists the kinds of the registry's formats that keep keeps, sorted:
+// what the CLI's help and errors name, from the registry itself.
+func (r Registry) Kinds(keep func(Format) bool) []string {
+	var out []string
+	for k, f := range r {
+		if keep(f) {
+			out = append(out, string(k))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// IndexesObjects says whether shardfeed index writes the index of a
+// stream of f's objects.
+func IndexesObjects(f Format) bool {
+	_, ok := f.(Indexer)
+	return ok
+}
+
+// IsTable says whether f's streams are tables resolved through a catalog.
+func IsTable(f Format) bool {
+	_, ok := f.(TableIndexer)
+	return ok
+}
+
 func isIndexer(f Format) bool {
 	_, ok := f.(Indexer)
 	_, table := f.(TableIndexer)

@@ -23,14 +23,24 @@ type Footed struct {
 	// SchemaOf reads the Arrow schema of an object of size bytes from its
 	// footer range (its last bytes).
 	SchemaOf func(size int64, tail []byte) (*arrow.Schema, error)
-	// Decode decodes part of an object of size bytes from the part's bytes
-	// (data, at offset) and the object's footer range (tail).
-	Decode func(ctx context.Context, size int64, tail []byte, offset int64, data []byte, part int, columns []string) ([]arrow.RecordBatch, error)
+	// Decode decodes a part of an object, keeping columns (nil: all).
+	Decode func(ctx context.Context, p FootedPart, columns []string) ([]arrow.RecordBatch, error)
 	// Index appends the parts of an object, with their footer range, to f.
 	Index func(ctx context.Context, st store.Store, o store.Object, f *index.File, opts IndexOptions) error
 	// Stats, if set, returns the statistics of part's columns from the
 	// footer range of an object of size bytes (Pruner).
 	Stats func(size int64, tail []byte, part int) (map[string]expr.Stats, error)
+}
+
+// FootedPart is one part of a footed object, as Footed.Decode reads it:
+// the object's size and its footer range (Tail, its last bytes), and the
+// part's index in the object and its bytes (Data, from Offset).
+type FootedPart struct {
+	Size   int64
+	Tail   []byte
+	Index  int
+	Offset int64
+	Data   []byte
 }
 
 var (
@@ -93,7 +103,7 @@ func (r footedReader) Stats(ctx context.Context, i int, read ReadFunc) (map[stri
 
 func (r footedReader) Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
 	e := r.file.Shards[i]
-	recs, err := r.f.Decode(ctx, e.ObjectSize, parts[1], e.Offset, parts[0], e.Part, columns)
+	recs, err := r.f.Decode(ctx, FootedPart{Size: e.ObjectSize, Tail: parts[1], Offset: e.Offset, Data: parts[0], Index: e.Part}, columns)
 	if err != nil {
 		return nil, err
 	}

@@ -51,8 +51,8 @@ func indexObject(ctx context.Context, st store.Store, o store.Object, f *index.F
 }
 
 // readBatchesRange is ReadBatchRange as Footed decodes.
-func readBatchesRange(ctx context.Context, size int64, tail []byte, offset int64, data []byte, i int, columns []string) ([]arrow.RecordBatch, error) {
-	rec, err := ReadBatchRange(ctx, size, tail, offset, data, i, columns)
+func readBatchesRange(ctx context.Context, p format.FootedPart, columns []string) ([]arrow.RecordBatch, error) {
+	rec, err := ReadBatchRange(ctx, p.Size, p.Tail, p.Offset, p.Data, p.Index, columns)
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func (r *reader) Records(ctx context.Context, i int, parts [][]byte, columns []s
 	if len(read) == 0 && fileSchema.NumFields() > 0 {
 		read = []string{fileSchema.Field(0).Name} // for the row count alone
 	}
-	recs, err := parquet.ReadRowGroupRange(ctx, e.ObjectSize, parts[1], e.Offset, parts[0], e.Part, read)
+	recs, err := parquet.ReadRowGroupRange(ctx, format.FootedPart{Size: e.ObjectSize, Tail: parts[1], Offset: e.Offset, Data: parts[0], Index: e.Part}, read)
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,8 @@ func Schema(size int64, tail []byte) (*arrow.Schema, error) {
 
 // ReadStripeRange decodes stripe part of a file of size bytes from the
 // stripe's bytes (data, at offset) and the file's tail.
-func ReadStripeRange(_ context.Context, size int64, tail []byte, offset int64, data []byte, part int, columns []string) ([]arrow.RecordBatch, error) {
+func ReadStripeRange(_ context.Context, p format.FootedPart, columns []string) ([]arrow.RecordBatch, error) {
+	size, tail, offset, data, part := p.Size, p.Tail, p.Offset, p.Data, p.Index
 	f, err := orcfile.ParseTail(size, tail)
 	if err != nil {
 		return nil, err

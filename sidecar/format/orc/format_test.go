@@ -65,7 +65,7 @@ func TestIndexAndReadEveryStripeOfAPyarrowFile(t *testing.T) {
 			t.Fatalf("stripe %d: range [%d, +%d), tail [%d, +%d) of %d bytes", i, e.Offset, e.Length, e.FooterOffset, e.FooterLength, len(data))
 		}
 		tail := data[e.FooterOffset:]
-		recs, err := ReadStripeRange(context.Background(), e.ObjectSize, tail, e.Offset, data[e.Offset:e.Offset+e.Length], e.Part, []string{"text", "id"})
+		recs, err := ReadStripeRange(context.Background(), format.FootedPart{Size: e.ObjectSize, Tail: tail, Offset: e.Offset, Data: data[e.Offset : e.Offset+e.Length], Index: e.Part}, []string{"text", "id"})
 		if err != nil {
 			t.Fatalf("stripe %d: %v", i, err)
 		}
@@ -106,15 +106,15 @@ func TestRefusals(t *testing.T) {
 		}, "a.orc: corrupt ORC file"},
 		{"a cut file", func() error { _, err := indexDir(t, map[string][]byte{"a.orc": data[:len(data)-1]}); return err }, "a.orc: corrupt ORC file"},
 		{"a stripe outside the file", func() error {
-			_, err := ReadStripeRange(context.Background(), e.ObjectSize, tail, e.Offset, stripe, 99, nil)
+			_, err := ReadStripeRange(context.Background(), format.FootedPart{Size: e.ObjectSize, Tail: tail, Offset: e.Offset, Data: stripe, Index: 99}, nil)
 			return err
 		}, "stripe 99 is outside the file's"},
 		{"a stripe at another offset", func() error {
-			_, err := ReadStripeRange(context.Background(), e.ObjectSize, tail, e.Offset+1, stripe, 0, nil)
+			_, err := ReadStripeRange(context.Background(), format.FootedPart{Size: e.ObjectSize, Tail: tail, Offset: e.Offset + 1, Data: stripe, Index: 0}, nil)
 			return err
 		}, "re-run shardfeed index"},
 		{"an unknown column", func() error {
-			_, err := ReadStripeRange(context.Background(), e.ObjectSize, tail, e.Offset, stripe, 0, []string{"nope"})
+			_, err := ReadStripeRange(context.Background(), format.FootedPart{Size: e.ObjectSize, Tail: tail, Offset: e.Offset, Data: stripe, Index: 0}, []string{"nope"})
 			return err
 		}, `no column "nope": the file's columns are id,`},
 		{"a corrupt stripe", func() error {
@@ -122,7 +122,7 @@ func TestRefusals(t *testing.T) {
 			for i := range bad {
 				bad[i] ^= 0x5a
 			}
-			_, err := ReadStripeRange(context.Background(), e.ObjectSize, tail, e.Offset, bad, 0, nil)
+			_, err := ReadStripeRange(context.Background(), format.FootedPart{Size: e.ObjectSize, Tail: tail, Offset: e.Offset, Data: bad, Index: 0}, nil)
 			return err
 		}, "corrupt ORC file"},
 	} {

@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/sparse"
 )
 
@@ -196,7 +197,8 @@ func Rows(recs []arrow.RecordBatch) int64 {
 // ReadRowGroupRange decodes row group rg from the bytes of its range alone
 // (rgData at rgOffset) and the file's footer (the last footerLen+8 bytes of
 // a file of size bytes): what a pod fetches instead of the whole file.
-func ReadRowGroupRange(ctx context.Context, size int64, tail []byte, rgOffset int64, rgData []byte, rg int, columns []string) (recs []arrow.RecordBatch, err error) {
+func ReadRowGroupRange(ctx context.Context, p format.FootedPart, columns []string) (recs []arrow.RecordBatch, err error) {
+	size, tail, rgOffset, rgData, rg := p.Size, p.Tail, p.Offset, p.Data, p.Index
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("corrupt Parquet data: %v", r)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/sidecar/format"
 )
 
 // writeParquet returns a Parquet file of rows rows (id int64, text string,
@@ -173,7 +174,7 @@ func TestRowGroupDecodesFromItsRangeAndTheFooterAlone(t *testing.T) {
 		// Everything outside the row group and the footer is garbage.
 		sparse := bytes.Repeat([]byte{0xee}, len(data))
 		copy(sparse[rg.Offset:], data[rg.Offset:rg.Offset+rg.Length])
-		got, err := ReadRowGroupRange(context.Background(), size, tail, rg.Offset, sparse[rg.Offset:rg.Offset+rg.Length], i, []string{"id", "text"})
+		got, err := ReadRowGroupRange(context.Background(), format.FootedPart{Size: size, Tail: tail, Offset: rg.Offset, Data: sparse[rg.Offset : rg.Offset+rg.Length], Index: i}, []string{"id", "text"})
 		if err != nil {
 			t.Fatalf("row group %d: %v", i, err)
 		}
@@ -182,7 +183,7 @@ func TestRowGroupDecodesFromItsRangeAndTheFooterAlone(t *testing.T) {
 			t.Fatalf("row group %d from its range differs from the whole file's", i)
 		}
 	}
-	if _, err := ReadRowGroupRange(context.Background(), size, tail, rgs[0].Offset, data[rgs[0].Offset:rgs[0].Offset+rgs[0].Length], 1, nil); err == nil || !strings.Contains(err.Error(), "were not fetched") {
+	if _, err := ReadRowGroupRange(context.Background(), format.FootedPart{Size: size, Tail: tail, Offset: rgs[0].Offset, Data: data[rgs[0].Offset : rgs[0].Offset+rgs[0].Length], Index: 1}, nil); err == nil || !strings.Contains(err.Error(), "were not fetched") {
 		t.Fatalf("reading row group 1 with row group 0's bytes: %v", err)
 	}
 }

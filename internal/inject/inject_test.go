@@ -52,37 +52,41 @@ func env(c corev1.Container, name string) *corev1.EnvVar {
 
 func TestInjectWiresTheRankOfEveryKindOfOwner(t *testing.T) {
 	indexed := map[string]string{JobCompletionIndex: "3"}
+	pods := func(mode sidecarconfig.RankMode, pod, pods, procs int) sidecarconfig.Placement {
+		return sidecarconfig.Placement{RankMode: mode, Pod: pod, Pods: pods, ProcsPerPod: procs}
+	}
+	const podMode, clientMode = sidecarconfig.RankModePod, sidecarconfig.RankModeClient
 	tests := []struct {
-		name        string
-		pod         *corev1.Pod
-		owner       Owner
-		mode        string
-		rank        string // a value, or the downward-API field path
-		pods, job   string
-		attempt     string
-		procsPerPod string
+		name  string
+		pod   *corev1.Pod
+		owner Owner
+		// want is the placement the sidecar reads from its environment;
+		// rankField, if set, the pod's field the kubelet reads its rank from.
+		want         sidecarconfig.Placement
+		rankField    string
+		job, attempt string
 	}{
-		{"Indexed Job", pod(map[string]string{LabelDataset: "web"}, indexed), Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 4},
-			"pod", "metadata.annotations['batch.kubernetes.io/job-completion-index']", "4", "train", "u1", "1"},
-		{"StatefulSet", pod(map[string]string{LabelDataset: "web", PodIndexLabel: "1"}, nil), Owner{Kind: "StatefulSet", Name: "trainers", UID: "u2", Replicas: 2},
-			"pod", "metadata.labels['apps.kubernetes.io/pod-index']", "2", "trainers", "u2", "1"},
-		{"annotations override the Job's", pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "3", AnnotationRank: "1", AnnotationPods: "2", AnnotationProcsPerPod: "4", AnnotationJob: "llm"}),
-			Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 4}, "pod", "1", "2", "llm", "u1", "4"},
-		{"torchrun elastic", pod(map[string]string{LabelDataset: "web"}, map[string]string{AnnotationRankMode: "client"}), Owner{Kind: "Job", Name: "elastic", UID: "u3", Replicas: 3},
-			"client", "", "", "elastic", "u3", "1"},
-		{"bare pod", pod(map[string]string{LabelDataset: "web"}, nil), Owner{}, "client", "", "", "train-0", "pod-train-0", "1"},
+		{name: "Indexed Job", pod: pod(map[string]string{LabelDataset: "web"}, indexed), owner: Owner{Kind: KindJob, Name: "train", UID: "u1", Replicas: 4},
+			want: pods(podMode, 0, 4, 1), rankField: "metadata.annotations['batch.kubernetes.io/job-completion-index']", job: "train", attempt: "u1"},
+		{name: "StatefulSet", pod: pod(map[string]string{LabelDataset: "web", PodIndexLabel: "1"}, nil), owner: Owner{Kind: KindStatefulSet, Name: "trainers", UID: "u2", Replicas: 2},
+			want: pods(podMode, 0, 2, 1), rankField: "metadata.labels['apps.kubernetes.io/pod-index']", job: "trainers", attempt: "u2"},
+		{name: "annotations override the Job's", pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "3", AnnotationRank: "1", AnnotationPods: "2", AnnotationProcsPerPod: "4", AnnotationJob: "llm"}),
+			owner: Owner{Kind: KindJob, Name: "train", UID: "u1", Replicas: 4}, want: pods(podMode, 1, 2, 4), job: "llm", attempt: "u1"},
+		{name: "torchrun elastic", pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{AnnotationRankMode: "client"}), owner: Owner{Kind: KindJob, Name: "elastic", UID: "u3", Replicas: 3},
+			want: pods(clientMode, 0, 1, 1), job: "elastic", attempt: "u3"},
+		{name: "bare pod", pod: pod(map[string]string{LabelDataset: "web"}, nil), want: pods(clientMode, 0, 1, 1), job: "train-0", attempt: "pod-train-0"},
 		// JobSet (also what Kubeflow Trainer v2 runs): Job 1 of 2, 4 pods
 		// each, completion index 3 → rank 7 of 8.
-		{"JobSet", pod(map[string]string{LabelDataset: "web", JobSetName: "llm", JobSetUID: "js1", JobSetJobIndex: "1", JobSetReplicas: "2",
-			JobSetRestartAttempt: "2"}, indexed), Owner{Kind: "Job", Name: "llm-workers-1", UID: "u4", Replicas: 4},
-			"pod", "7", "8", "llm", "js1-2", "1"},
-		{"JobSet with global indexes", pod(map[string]string{LabelDataset: "web", JobSetName: "llm", JobSetJobIndex: "0", JobSetReplicas: "1",
-			JobSetJobGlobalIndex: "1", JobSetGlobalReplicas: "2"}, map[string]string{JobCompletionIndex: "0"}), Owner{Kind: "Job", Name: "llm-b-0", UID: "u5", Replicas: 4},
-			"pod", "4", "8", "llm", "jobset-llm-0", "1"},
-		{"PyTorchJob master", pod(map[string]string{LabelDataset: "web", KubeflowReplicaType: "master", KubeflowReplicaIndex: "0"}, nil),
-			Owner{Kind: "PyTorchJob", Name: "pt", UID: "u6", Replicas: 4, Masters: 1}, "pod", "0", "4", "pt", "u6", "1"},
-		{"PyTorchJob worker", pod(map[string]string{LabelDataset: "web", KubeflowReplicaType: "Worker", KubeflowReplicaIndex: "2"}, nil),
-			Owner{Kind: "PyTorchJob", Name: "pt", UID: "u6", Replicas: 4, Masters: 1}, "pod", "3", "4", "pt", "u6", "1"},
+		{name: "JobSet", pod: pod(map[string]string{LabelDataset: "web", JobSetName: "llm", JobSetUID: "js1", JobSetJobIndex: "1", JobSetReplicas: "2",
+			JobSetRestartAttempt: "2"}, indexed), owner: Owner{Kind: KindJob, Name: "llm-workers-1", UID: "u4", Replicas: 4},
+			want: pods(podMode, 7, 8, 1), job: "llm", attempt: "js1-2"},
+		{name: "JobSet with global indexes", pod: pod(map[string]string{LabelDataset: "web", JobSetName: "llm", JobSetJobIndex: "0", JobSetReplicas: "1",
+			JobSetJobGlobalIndex: "1", JobSetGlobalReplicas: "2"}, map[string]string{JobCompletionIndex: "0"}), owner: Owner{Kind: KindJob, Name: "llm-b-0", UID: "u5", Replicas: 4},
+			want: pods(podMode, 4, 8, 1), job: "llm", attempt: "jobset-llm-0"},
+		{name: "PyTorchJob master", pod: pod(map[string]string{LabelDataset: "web", KubeflowReplicaType: "master", KubeflowReplicaIndex: "0"}, nil),
+			owner: Owner{Kind: KindPyTorchJob, Name: "pt", UID: "u6", Replicas: 4, Masters: 1}, want: pods(podMode, 0, 4, 1), job: "pt", attempt: "u6"},
+		{name: "PyTorchJob worker", pod: pod(map[string]string{LabelDataset: "web", KubeflowReplicaType: "Worker", KubeflowReplicaIndex: "2"}, nil),
+			owner: Owner{Kind: KindPyTorchJob, Name: "pt", UID: "u6", Replicas: 4, Masters: 1}, want: pods(podMode, 3, 4, 1), job: "pt", attempt: "u6"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,26 +98,30 @@ func TestInjectWiresTheRankOfEveryKindOfOwner(t *testing.T) {
 			if sc.Name != SidecarName || got.Spec.InitContainers[1].Name != "setup" {
 				t.Fatalf("init containers %v: the sidecar must come first", got.Spec.InitContainers)
 			}
-			check := func(name, want string) {
-				t.Helper()
-				e := env(sc, name)
-				switch {
-				case want == "" && e != nil:
-					t.Errorf("%s = %+v, want it unset", name, e)
-				case want != "" && e == nil:
-					t.Errorf("%s unset, want %q", name, want)
-				case want != "" && e.Value != want && (e.ValueFrom == nil || e.ValueFrom.FieldRef.FieldPath != want):
-					t.Errorf("%s = %+v, want %q", name, e, want)
-				}
+			// What the sidecar reads, as it reads it (the kubelet's fields aside).
+			contract, err := sidecarconfig.FromContainer(&sc)
+			if err != nil {
+				t.Fatal(err)
 			}
-			check("SHARDFEED_RANK_MODE", tt.mode)
-			check("SHARDFEED_POD_RANK", tt.rank)
-			check("SHARDFEED_PODS", tt.pods)
-			check("SHARDFEED_JOB", tt.job)
-			check("SHARDFEED_ATTEMPT", tt.attempt)
-			check("SHARDFEED_PROCS_PER_POD", tt.procsPerPod)
-			check("SHARDFEED_DATASET", "web")
-			check("POD_NAMESPACE", "metadata.namespace")
+			if contract.Placement != tt.want || contract.Job != tt.job || contract.Attempt != tt.attempt || contract.Dataset != "web" {
+				t.Errorf("the sidecar reads %+v, job %q, attempt %q, dataset %q; want %+v, %q, %q, web",
+					contract.Placement, contract.Job, contract.Attempt, contract.Dataset, tt.want, tt.job, tt.attempt)
+			}
+			field := func(name string) string {
+				if e := env(sc, name); e != nil && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+					return e.ValueFrom.FieldRef.FieldPath
+				}
+				return ""
+			}
+			if f := field(sidecarconfig.EnvPodRank); f != tt.rankField {
+				t.Errorf("the pod's rank is read from field %q, want %q", f, tt.rankField)
+			}
+			if f := field(sidecarconfig.EnvNamespace); f != "metadata.namespace" {
+				t.Errorf("the namespace is read from %q", f)
+			}
+			if tt.want.RankMode == clientMode && (env(sc, sidecarconfig.EnvPodRank) != nil || env(sc, sidecarconfig.EnvPods) != nil) {
+				t.Errorf("rank mode client, yet the sidecar is given a pod rank or a pod count")
+			}
 		})
 	}
 }
@@ -162,7 +170,7 @@ func TestInjectAddsASafeNativeSidecarAndTheSocketToEveryAppContainer(t *testing.
 		t.Fatalf("%d Secret volumes for one Secret used by two streams", secrets)
 	}
 	for _, c := range got.Spec.Containers {
-		if e := env(c, "SHARDFEED_SOCKET"); e == nil || e.Value != SocketPath {
+		if e := env(c, sidecarconfig.EnvSocket); e == nil || e.Value != SocketPath {
 			t.Errorf("container %s has no SHARDFEED_SOCKET", c.Name)
 		}
 		found := false

@@ -3,11 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/distribution/reference"
-	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,8 +38,7 @@ type DatasetValidator struct {
 	// Access asks the API server whether the requester may get a Secret;
 	// a warning about a Secret goes only to those who may (nil: to no
 	// one).
-	Access  authorizationv1client.SubjectAccessReviewInterface
-	Decoder admission.Decoder
+	Access authorizationv1client.SubjectAccessReviewInterface
 	// Policy refuses at apply time the sources the reconciler would
 	// refuse (file://, endpoints off the allow-list, the operator's own
 	// identity where it is not allowed).
@@ -52,19 +49,35 @@ type DatasetValidator struct {
 
 // +kubebuilder:webhook:path=/validate-data-shardfeed-io-v1alpha1-trainingdataset,mutating=false,failurePolicy=fail,sideEffects=None,groups=data.shardfeed.io,resources=trainingdatasets,verbs=create;update,versions=v1alpha1,name=trainingdatasets.shardfeed.io,admissionReviewVersions=v1,timeoutSeconds=10
 
-// Handle validates a TrainingDataset on create and update.
-func (v *DatasetValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	var ds datav1alpha1.TrainingDataset
-	if err := v.Decoder.Decode(req, &ds); err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
+var _ admission.Validator[*datav1alpha1.TrainingDataset] = (*DatasetValidator)(nil)
+
+// ValidateCreate implements admission.Validator.
+func (v *DatasetValidator) ValidateCreate(ctx context.Context, ds *datav1alpha1.TrainingDataset) (admission.Warnings, error) {
+	return v.validate(ctx, nil, ds)
+}
+
+// ValidateUpdate implements admission.Validator: a schedule's phases
+// already passed may not change.
+func (v *DatasetValidator) ValidateUpdate(ctx context.Context, old, ds *datav1alpha1.TrainingDataset) (admission.Warnings, error) {
+	return v.validate(ctx, old, ds)
+}
+
+// ValidateDelete implements admission.Validator; the webhook is not called
+// on delete (its marker names create and update).
+func (v *DatasetValidator) ValidateDelete(context.Context, *datav1alpha1.TrainingDataset) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// validate checks a TrainingDataset as created, or as updated from old:
+// what is wrong denies it, with the fix; warnings go to the requester.
+func (v *DatasetValidator) validate(ctx context.Context, old, ds *datav1alpha1.TrainingDataset) (admission.Warnings, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
 	}
 	problems := Validate(&ds.Spec)
-	if req.Operation == admissionv1.Update {
-		var old datav1alpha1.TrainingDataset
-		if err := v.Decoder.DecodeRaw(req.OldObject, &old); err != nil {
-			return admission.Errored(http.StatusBadRequest, err)
-		}
-		problems = append(problems, LatePhases(&old, &ds)...)
+	if old != nil {
+		problems = append(problems, LatePhases(old, ds)...)
 	}
 	// An image that does not parse is reported once, by Validate.
 	if err := v.Images.Check(ds.Spec.Sidecar.Image); err != nil && len(problems) == 0 {
@@ -76,13 +89,13 @@ func (v *DatasetValidator) Handle(ctx context.Context, req admission.Request) ad
 		}
 	}
 	if len(problems) > 0 {
-		return admission.Denied(fmt.Sprintf("TrainingDataset %s: %s", ds.Name, strings.Join(problems, "; ")))
+		return nil, fmt.Errorf("TrainingDataset %s: %s", ds.Name, strings.Join(problems, "; "))
 	}
-	warnings, err := v.warnings(ctx, req.Namespace, req.UserInfo, &ds)
+	warnings, err := v.warnings(ctx, req.Namespace, req.UserInfo, ds)
 	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+		return nil, apierrors.NewInternalError(err)
 	}
-	return admission.Allowed("").WithWarnings(warnings...)
+	return warnings, nil
 }
 
 // Validate returns what is wrong with spec beyond its schema, each with

@@ -107,12 +107,11 @@ func serveWebhookWith(t testing.TB, pods *controllers.PodInjector) {
 	host, port, certDir := apiServer.Webhooks()
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir})
 	srv.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: pods})
-	srv.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
+	srv.Register(controllers.DatasetWebhookPath, admission.WithValidator(apiServer.Scheme, &controllers.DatasetValidator{
 		Reader: apiServer.Client, Access: kubernetes.NewForConfigOrDie(apiServer.Config).AuthorizationV1().SubjectAccessReviews(),
-		Decoder: admission.NewDecoder(apiServer.Scheme),
-		Policy:  controllers.StorePolicy{AmbientNamespaces: []string{"*"}},
-		Images:  inject.ImagePolicy{Default: "ghcr.io/shardfeed/shardfeed:test", Allowed: []string{"registry.example/team/sidecar:*"}},
-	}})
+		Policy: controllers.StorePolicy{AmbientNamespaces: []string{"*"}},
+		Images: inject.ImagePolicy{Default: "ghcr.io/shardfeed/shardfeed:test", Allowed: []string{"registry.example/team/sidecar:*"}},
+	}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(ctx) }()

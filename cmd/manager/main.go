@@ -281,9 +281,9 @@ func run(ctx context.Context, o options) error {
 		Reviews: clientset.AuthenticationV1().TokenReviews(), Pods: mgr.GetAPIReader(), ConfigMaps: clientset.CoreV1(),
 		Log: ctrl.Log.WithName("progress"),
 	}).Register(hooks)
-	hooks.Register(controllers.DatasetWebhookPath, &webhook.Admission{Handler: &controllers.DatasetValidator{
-		Reader: mgr.GetAPIReader(), Access: clientset.AuthorizationV1().SubjectAccessReviews(), Decoder: decoder, Policy: o.policy, Images: images,
-	}})
+	hooks.Register(controllers.DatasetWebhookPath, admission.WithValidator(scheme, &controllers.DatasetValidator{
+		Reader: mgr.GetAPIReader(), Access: clientset.AuthorizationV1().SubjectAccessReviews(), Policy: o.policy, Images: images,
+	}))
 	// The datasets' and jobs' progress as metrics, from the cache.
 	if err := ctrlmetrics.Registry.Register(controllers.NewDatasetCollector(mgr.GetClient())); err != nil {
 		return err

@@ -3,32 +3,24 @@ package planner_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
-	"github.com/shardfeed/shardfeed/internal/progress"
-	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/planner"
-	"github.com/shardfeed/shardfeed/sidecar/daemon"
+	"github.com/shardfeed/shardfeed/sidecar/daemon/daemontest"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
-	"github.com/shardfeed/shardfeed/sidecar/server"
 )
 
 // TestAnOrderFromOneFileIsServed takes the toy order of toyorder_test.go
@@ -88,44 +80,15 @@ func TestAnOrderFromOneFileIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	state, err := progress.NewFileStore(filepath.Join(dir, "state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(dir, "feed.sock")
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, daemon.Config{Dataset: "toy", Spec: spec, Formats: reg, Socket: socket, CacheDir: filepath.Join(dir, "cache"),
-			Prefetch: -1, Placement: sidecarconfig.Placement{RankMode: server.RankModeClient}, Job: "j", Attempt: "a", Progress: progress.Local{Store: state}, Log: slog.New(slog.DiscardHandler)})
-	}()
-	c := shardfeed.New(socket)
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := daemontest.Serve(ctx, t, spec, reg, dir)
 	for rank := range 2 {
 		var got []int64
-		s, err := c.Batches(ctx, shardfeed.Request{Rank: rank, World: 2, Workers: 1})
-		if err != nil {
-			t.Fatal(err)
+		for _, r := range daemontest.Rows(ctx, t, c, rank, 2) {
+			if r.Value != 1000+r.Index {
+				t.Fatalf("sample %d has value %d, want %d", r.Index, r.Value, 1000+r.Index)
+			}
+			got = append(got, r.Index)
 		}
-		for {
-			rec, err := s.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			value := rec.Column(rec.Schema().FieldIndices("value")[0]).(*array.Int64)
-			id := rec.Column(rec.Schema().FieldIndices("_shardfeed_index")[0]).(*array.Int64)
-			for j := range int(rec.NumRows()) {
-				if value.Value(j) != 1000+id.Value(j) {
-					t.Fatalf("sample %d has value %d, want %d", id.Value(j), value.Value(j), 1000+id.Value(j))
-				}
-				got = append(got, id.Value(j))
-			}
-		}
-		_ = s.Close()
 		var want []int64
 		for k := range pl.Steps() {
 			batch, err := ep.LocalBatch(nil, k, rank, 2)
@@ -139,9 +102,5 @@ func TestAnOrderFromOneFileIsServed(t *testing.T) {
 		if !slices.Equal(got, want) || !slices.IsSorted(want) {
 			t.Errorf("rank %d was served %v; the plan says %v, ascending", rank, got, want)
 		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("daemon: %v", err)
 	}
 }

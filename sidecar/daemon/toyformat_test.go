@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,19 +19,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
-	"github.com/shardfeed/shardfeed/internal/progress"
-	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/planner"
-	"github.com/shardfeed/shardfeed/sidecar/daemon"
+	"github.com/shardfeed/shardfeed/sidecar/daemon/daemontest"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
-	"github.com/shardfeed/shardfeed/sidecar/server"
 )
 
 // toy is a format written for this test alone, to show that a format is
@@ -158,49 +152,19 @@ func TestAFormatRegisteredFromATestIsIndexedPlannedAndServed(t *testing.T) {
 	}
 
 	// Served.
-	state, err := progress.NewFileStore(filepath.Join(dir, "state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(dir, "feed.sock")
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, daemon.Config{Dataset: "toy", Spec: spec, Formats: reg, Socket: socket, CacheDir: filepath.Join(dir, "cache"),
-			Prefetch: -1, Placement: sidecarconfig.Placement{RankMode: server.RankModeClient}, Job: "j", Attempt: "a", Progress: progress.Local{Store: state}, Log: slog.New(slog.DiscardHandler)})
-	}()
-	c := shardfeed.New(socket)
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := daemontest.Serve(ctx, t, spec, reg, dir)
 	ep, err := pl.Epoch(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make([][]int64, pl.Steps())
 	for rank := range 2 {
-		s, err := c.Batches(ctx, shardfeed.Request{Rank: rank, World: 2, Workers: 1})
-		if err != nil {
-			t.Fatal(err)
+		for _, r := range daemontest.Rows(ctx, t, c, rank, 2) {
+			if r.Value != 1000+r.Index {
+				t.Fatalf("sample %d has value %d, want %d", r.Index, r.Value, 1000+r.Index)
+			}
+			got[r.Step] = append(got[r.Step], r.Index)
 		}
-		for {
-			rec, err := s.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			value := rec.Column(rec.Schema().FieldIndices("value")[0]).(*array.Int64)
-			id := rec.Column(rec.Schema().FieldIndices("_shardfeed_index")[0]).(*array.Int64)
-			step := rec.Column(rec.Schema().FieldIndices("_shardfeed_step")[0]).(*array.Int64)
-			for j := range int(rec.NumRows()) {
-				if value.Value(j) != 1000+id.Value(j) {
-					t.Fatalf("sample %d has value %d, want %d", id.Value(j), value.Value(j), 1000+id.Value(j))
-				}
-				got[step.Value(j)] = append(got[step.Value(j)], id.Value(j))
-			}
-		}
-		_ = s.Close()
 	}
 	if pl.Steps() != 5 {
 		t.Fatalf("%d steps, want 5 (2 splits of 11 samples, 2 a step each)", pl.Steps())
@@ -219,9 +183,5 @@ func TestAFormatRegisteredFromATestIsIndexedPlannedAndServed(t *testing.T) {
 		if len(want) != 4 || !slices.Equal(got[k], want) {
 			t.Errorf("step %d served %v, the plan says %v", k, got[k], want)
 		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("daemon: %v", err)
 	}
 }

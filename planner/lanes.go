@@ -1,10 +1,8 @@
 package planner
 
 import (
-	"cmp"
 	"fmt"
 	"math/bits"
-	"slices"
 )
 
 // Stratified and per_stream batching (docs/planner.md, batching methods)
@@ -190,28 +188,17 @@ func (ep *laneEpoch) cacheBytes(first, n int) int64 { return peakBytes(ep.needs(
 // mapped to the steps that read them.
 func (ep *laneEpoch) needs(first, n int) []ShardNeed {
 	l, pl := ep.l, ep.pl
-	var out []ShardNeed
-	at := map[[2]int]int{} // (stream, shard) → its need in out
+	set := newNeedSet(pl)
 	for s, le := range ep.lanes {
 		for j := first; j < first+n; j++ {
 			for _, nd := range le.ShardsNeeded(j, 1) {
-				f, k, ok := l.stepsOf(pl, j, s, nd.FirstStep, nd.LastStep)
-				if !ok {
-					continue
+				if f, k, ok := l.stepsOf(pl, j, s, nd.FirstStep, nd.LastStep); ok {
+					set.add(s, nd.Shard, f, k)
 				}
-				key := [2]int{s, nd.Shard}
-				if i, dup := at[key]; dup {
-					out[i].FirstStep, out[i].LastStep = min(out[i].FirstStep, f), max(out[i].LastStep, k)
-					continue
-				}
-				at[key] = len(out)
-				out = append(out, ShardNeed{Stream: s, Shard: nd.Shard, Bytes: pl.shardBytes(s, int64(nd.Shard)), FirstStep: f, LastStep: k})
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b ShardNeed) int { return cmp.Compare(a.FirstStep, b.FirstStep) })
-	pl.addShared(out)
-	return out
+	return set.needs()
 }
 
 // stepsOf returns the steps that read positions [a, b] of lane s in split

@@ -119,6 +119,35 @@ func (ep *EpochPlan) minCacheBytesOf(ranks []int, dataParallel, prefetchShards i
 	return min(need, all) + int64(prefetchShards)*ep.plan.maxShardBytes, nil
 }
 
+// needSet gathers the needs of a range of splits: each shard once, from
+// the first step any of them reads it to the last.
+type needSet struct {
+	pl  *Plan
+	out []ShardNeed
+	at  map[[2]int]int // (stream, shard) → its need in out
+}
+
+func newNeedSet(pl *Plan) *needSet { return &needSet{pl: pl, at: map[[2]int]int{}} }
+
+// add notes that shard of stream s is read from step first to step last.
+func (n *needSet) add(s, shard int, first, last int64) {
+	key := [2]int{s, shard}
+	if i, dup := n.at[key]; dup {
+		n.out[i].FirstStep, n.out[i].LastStep = min(n.out[i].FirstStep, first), max(n.out[i].LastStep, last)
+		return
+	}
+	n.at[key] = len(n.out)
+	n.out = append(n.out, ShardNeed{Stream: s, Shard: shard, Bytes: n.pl.shardBytes(s, int64(shard)), FirstStep: first, LastStep: last})
+}
+
+// needs are the needs in the order they are first needed (ties in the
+// order they were added), each object's shared part on its first shard.
+func (n *needSet) needs() []ShardNeed {
+	slices.SortStableFunc(n.out, func(a, b ShardNeed) int { return cmp.Compare(a.FirstStep, b.FirstStep) })
+	n.pl.addShared(n.out)
+	return n.out
+}
+
 // NeedsOf is ShardsNeeded for the splits of the data-parallel ranks ranks
 // of dataParallel together (what a pod serving them prefetches): each
 // shard once, from the first step any of them reads it to the last.
@@ -127,23 +156,13 @@ func (ep *EpochPlan) NeedsOf(ranks []int, dataParallel int) []ShardNeed {
 	if len(ranks) == 1 {
 		return ep.ShardsNeeded(ranks[0]*per, per)
 	}
-	var out []ShardNeed
-	at := map[[2]int]int{}
+	set := newNeedSet(ep.plan)
 	for _, d := range ranks {
 		for _, nd := range ep.ShardsNeeded(d*per, per) {
-			key := [2]int{nd.Stream, nd.Shard}
-			if i, dup := at[key]; dup {
-				out[i].FirstStep, out[i].LastStep = min(out[i].FirstStep, nd.FirstStep), max(out[i].LastStep, nd.LastStep)
-				continue
-			}
-			at[key] = len(out)
-			nd.Bytes = ep.plan.shardBytes(nd.Stream, int64(nd.Shard))
-			out = append(out, nd)
+			set.add(nd.Stream, nd.Shard, nd.FirstStep, nd.LastStep)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b ShardNeed) int { return cmp.Compare(a.FirstStep, b.FirstStep) })
-	ep.plan.addShared(out)
-	return out
+	return set.needs()
 }
 
 // Egress is what the pods of a job fetch in one epoch.

@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -123,23 +122,11 @@ func (ep *scheduleEpoch) needs(first, n int) []ShardNeed {
 	pl := ep.sc.pl
 	g0 := pl.GlobalStep(ep.epoch, 0)
 	g1 := g0 + pl.steps
-	var out []ShardNeed
-	at := map[[2]int]int{}
-	add := func(s, shard int, f, l int64) {
-		key := [2]int{s, shard}
-		if i, dup := at[key]; dup {
-			out[i].FirstStep, out[i].LastStep = min(out[i].FirstStep, f), max(out[i].LastStep, l)
-			return
-		}
-		at[key] = len(out)
-		out = append(out, ShardNeed{Stream: s, Shard: shard, Bytes: pl.shardBytes(s, int64(shard)), FirstStep: f, LastStep: l})
-	}
+	set := newNeedSet(pl)
 	for j := first; j < first+n; j++ {
-		ep.sc.stepNeeds(j, g0, g1, 0, func(s, shard int, f, l int64) { add(s, shard, f-g0, l-g0) })
+		ep.sc.stepNeeds(j, g0, g1, 0, func(s, shard int, f, l int64) { set.add(s, shard, f-g0, l-g0) })
 	}
-	slices.SortStableFunc(out, func(a, b ShardNeed) int { return cmp.Compare(a.FirstStep, b.FirstStep) })
-	pl.addShared(out)
-	return out
+	return set.needs()
 }
 
 // cacheBytes is the most the needs hold at any one step.

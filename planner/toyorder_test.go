@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"cmp"
 	"slices"
 	"sort"
 	"testing"
@@ -34,21 +33,9 @@ type sequentialEpoch struct{ steady }
 
 func (o *sequentialOrder) epoch(int64) (epochOrder, error) { return &sequentialEpoch{o.steady}, nil }
 
-func (o *sequentialOrder) dropped() int64 {
-	pl := o.pl
-	d := pl.longSplits
-	if pl.params.DropLast {
-		d += int64(pl.params.NumSplits) * (pl.splitLen - pl.steps*pl.perSplit)
-	}
-	return d
-}
-
-func (o *sequentialOrder) padded() int64 {
-	if o.pl.params.DropLast {
-		return 0
-	}
-	return int64(o.pl.params.NumSplits) * o.pl.padRows()
-}
+// dropped and padded: the splits are cut as the random order's are.
+func (o *sequentialOrder) dropped() int64 { return (&randomOrder{o.steady}).dropped() }
+func (o *sequentialOrder) padded() int64  { return (&randomOrder{o.steady}).padded() }
 
 func (ep *sequentialEpoch) at(j int, t int64) Sample {
 	pl := ep.pl
@@ -69,8 +56,7 @@ func (ep *sequentialEpoch) batch(dst []Sample, k int64, first, n int) []Sample {
 
 func (ep *sequentialEpoch) needs(first, n int) []ShardNeed {
 	pl := ep.pl
-	var out []ShardNeed
-	at := map[[2]int]int{}
+	set := newNeedSet(pl)
 	for j := first; j < first+n; j++ {
 		lo, hi := int64(j)*pl.splitLen, int64(j+1)*pl.splitLen
 		for s := range pl.params.Streams {
@@ -84,19 +70,11 @@ func (ep *sequentialEpoch) needs(first, n int) []ShardNeed {
 				if pad := pl.padRows(); pad > 0 && a < pad {
 					l = pl.steps - 1
 				}
-				key := [2]int{s, h}
-				if i, dup := at[key]; dup {
-					out[i].FirstStep, out[i].LastStep = min(out[i].FirstStep, f), max(out[i].LastStep, l)
-					continue
-				}
-				at[key] = len(out)
-				out = append(out, ShardNeed{Stream: s, Shard: h, Bytes: pl.shardBytes(s, int64(h)), FirstStep: f, LastStep: l})
+				set.add(s, h, f, l)
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b ShardNeed) int { return cmp.Compare(a.FirstStep, b.FirstStep) })
-	pl.addShared(out)
-	return out
+	return set.needs()
 }
 
 func (ep *sequentialEpoch) cacheBytes(first, n int) int64 { return peakBytes(ep.needs(first, n)) }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"math"
+	"strconv"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -11,7 +13,9 @@ import (
 )
 
 // Row is row i of rec as the repository's pyarrow scripts write rows
-// (test/orc): column name → value, binary as hex, dates as days. Only the
+// (test/orc): column name → value, binary as hex, dates as days,
+// timestamps as integers of their unit, float32s as the doubles they
+// widen to. Only the
 // columns keep takes (nil: all).
 func Row(rec arrow.RecordBatch, i int, keep func(name string) bool) map[string]any {
 	m := map[string]any{}
@@ -31,6 +35,37 @@ func Plain(a arrow.Array, i int) any {
 	switch a := a.(type) {
 	case *array.Binary:
 		return hex.EncodeToString(a.Value(i))
+	case *array.LargeBinary:
+		return hex.EncodeToString(a.Value(i))
+	case *array.FixedSizeBinary:
+		return hex.EncodeToString(a.Value(i))
+	case *array.Float32: // as the double it widens to, as Python prints it
+		return float64(a.Value(i))
+	case *array.Float16: // decoded here: arrow-go's Float32 gets subnormals wrong
+		return halfFloat(a.Value(i).Uint16())
+	case *array.Timestamp:
+		return int64(a.Value(i))
+	case *array.Decimal128: // every digit of the scale, as Python's Decimal prints it
+		scale := int(a.DataType().(*arrow.Decimal128Type).Scale)
+		digits := a.Value(i).BigInt().String()
+		sign := ""
+		if digits[0] == '-' {
+			sign, digits = "-", digits[1:]
+		}
+		if scale <= 0 {
+			return sign + digits
+		}
+		for len(digits) <= scale {
+			digits = "0" + digits
+		}
+		return sign + digits[:len(digits)-scale] + "." + digits[len(digits)-scale:]
+	case *array.LargeList:
+		lo, hi := a.ValueOffsets(i)
+		out := []any{}
+		for j := lo; j < hi; j++ {
+			out = append(out, Plain(a.ListValues(), int(j)))
+		}
+		return out
 	case *array.Date32:
 		return int64(a.Value(i))
 	case *array.List:
@@ -81,6 +116,9 @@ func numbers(v any) any {
 		if i, err := v.Int64(); err == nil {
 			return i
 		}
+		if u, err := strconv.ParseUint(string(v), 10, 64); err == nil {
+			return u
+		}
 		f, _ := v.Float64()
 		return f
 	case map[string]any:
@@ -93,4 +131,22 @@ func numbers(v any) any {
 		}
 	}
 	return v
+}
+
+// halfFloat is the value of IEEE 754 binary16 bits.
+func halfFloat(h uint16) float64 {
+	sign, exp, frac := 1.0, int(h>>10&0x1f), float64(h&0x3ff)
+	if h&0x8000 != 0 {
+		sign = -1
+	}
+	switch exp {
+	case 0:
+		return sign * math.Ldexp(frac, -24)
+	case 0x1f:
+		if frac != 0 {
+			return math.NaN()
+		}
+		return sign * math.Inf(1)
+	}
+	return sign * math.Ldexp(1024+frac, exp-25)
 }

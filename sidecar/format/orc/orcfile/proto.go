@@ -5,41 +5,21 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/shardfeed/shardfeed/internal/protowalk"
 )
 
 // The ORC tail's protobuf messages, decoded field by field (orc_proto.proto
 // of Apache ORC): only the fields the reader needs, unknown ones skipped.
 
-// field calls fn for each field of msg: its number, wire type and value
-// (a varint, or the bytes of a length-delimited field).
+// fields calls fn for each field of msg (protowalk.Fields), a malformed
+// message being a corrupt file.
 func fields(msg []byte, fn func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error) error {
-	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
-		if n < 0 {
-			return errCorrupt("protobuf tag", protowire.ParseError(n))
-		}
-		msg = msg[n:]
-		var (
-			v uint64
-			b []byte
-		)
-		switch typ {
-		case protowire.VarintType:
-			v, n = protowire.ConsumeVarint(msg)
-		case protowire.BytesType:
-			b, n = protowire.ConsumeBytes(msg)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, msg)
-		}
-		if n < 0 {
-			return errCorrupt(fmt.Sprintf("protobuf field %d", num), protowire.ParseError(n))
-		}
-		msg = msg[n:]
-		if err := fn(num, typ, v, b); err != nil {
-			return err
-		}
+	err := protowalk.Fields(msg, fn)
+	if errors.Is(err, protowalk.ErrMalformed) {
+		return errCorrupt("protobuf", err)
 	}
-	return nil
+	return err
 }
 
 // varints decodes a message whose fields the reader needs are all varints
@@ -55,17 +35,11 @@ func varints(msg []byte, into map[protowire.Number]*uint64) error {
 
 // uints appends the values of a repeated uint field, packed or not.
 func uints(dst []uint64, typ protowire.Type, v uint64, b []byte) ([]uint64, error) {
-	if typ == protowire.VarintType {
-		return append(dst, v), nil
+	out, err := protowalk.Uints(dst, typ, v, b)
+	if err != nil {
+		return nil, errCorrupt("packed varints", err)
 	}
-	for len(b) > 0 {
-		x, n := protowire.ConsumeVarint(b)
-		if n < 0 {
-			return nil, errCorrupt("packed varints", protowire.ParseError(n))
-		}
-		dst, b = append(dst, x), b[n:]
-	}
-	return dst, nil
+	return out, nil
 }
 
 // errCorrupt names what could not be read.

@@ -1,0 +1,80 @@
+package lancetable
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/shardfeed/shardfeed/sidecar/format/lance/lancefile"
+)
+
+// FileView is one data file of a fragment, opened: its tail, where its
+// bytes are read from, and which of its columns holds each field.
+type FileView struct {
+	Tail    *lancefile.Tail
+	Source  lancefile.Source
+	Columns lancefile.Columns
+}
+
+// ColumnsOf maps the data file's fields to its columns. Since 2.1 a file
+// lists its leaf fields only; a field id of -2 is a dropped field.
+func (d *DataFile) ColumnsOf() (lancefile.Columns, error) {
+	cols := lancefile.Columns{}
+	for k, id := range d.Fields {
+		if id < 0 {
+			continue
+		}
+		c := int32(k) //nolint:gosec // bounded by the fields' count
+		if len(d.ColumnIndices) > 0 {
+			c = d.ColumnIndices[k]
+		}
+		if c < 0 {
+			continue
+		}
+		cols[id] = int(c)
+	}
+	return cols, nil
+}
+
+// leafIDs lists a node's leaf field ids.
+func leafIDs(n *lancefile.Node) []int32 {
+	if len(n.Children) == 0 {
+		return []int32{n.ID}
+	}
+	var out []int32
+	for _, c := range n.Children {
+		out = append(out, leafIDs(c)...)
+	}
+	return out
+}
+
+// FileOf returns the data file of files that holds node's columns (-1:
+// none does, the field was added after the fragment was written and reads
+// as null).
+func FileOf(n *lancefile.Node, files []FileView) (int, error) {
+	found := -1
+	for _, id := range leafIDs(n) {
+		for i, f := range files {
+			if _, ok := f.Columns[id]; ok {
+				if found >= 0 && found != i {
+					return 0, fmt.Errorf("%w: field %q's columns are split across data files", ErrUnsupported, n.Name)
+				}
+				found = i
+			}
+		}
+	}
+	return found, nil
+}
+
+// ReadRows decodes physical rows [from, to) of a fragment's field.
+func ReadRows(n *lancefile.Node, files []FileView, from, to uint64) (arrow.Array, error) {
+	i, err := FileOf(n, files)
+	if err != nil {
+		return nil, err
+	}
+	if i < 0 {
+		return lancefile.Nulls(n.Type, int(to-from)) //nolint:gosec // bounded by the fragment
+	}
+	f := files[i]
+	return f.Tail.ReadColumn(f.Source, n, f.Columns, from, to)
+}

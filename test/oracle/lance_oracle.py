@@ -1,0 +1,273 @@
+"""Lance tables written and read by pylance, the Lance project's own package
+(bin/venv-oracle), for the tests of shardfeed's Lance reader
+(sidecar/format/lance): every fixture is written here at test time, never
+vendored.
+
+  lance_oracle.py write DIR --case CASE [--version V]
+      writes table DIR (a CASE of the fixture matrix below, in Lance file
+      version V: 2.0, 2.1, 2.2, or legacy and 2.3 for the refusals) and
+      prints one JSON object: {"versions": [...], "tags": {name: version},
+      "latest": N}.
+  lance_oracle.py read DIR [--version N | --tag T] [--columns a,b]
+      prints the rows of DIR at that version (default: the latest), one
+      JSON object per line, in (fragment, offset) order, with "_rowaddr"
+      (fragment << 32 | offset) and each value as testenv.Plain writes it:
+      binary as hex, dates as days, timestamps as integers of their unit,
+      decimals as strings.
+  lance_oracle.py cleanup DIR
+      deletes the tag "pinned" and every version but the latest, as a
+      table's owner would (cleanup_old_versions).
+
+The cases force the encodings pylance chooses from data statistics
+(../shared/reference/lance-scope.md §3, §7): bitpacking, FSST, dictionaries,
+RLE, constants, full-zip values, general compression, several pages and
+fragments, deletions of both kinds, appends, a compaction, a schema change
+and a tag.
+"""
+
+import argparse
+import datetime
+import decimal
+import json
+import random
+import sys
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+
+WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
+         "upsilon phi chi psi omega stream shard batch token image caption vector").split()
+
+
+def text(rng: random.Random, lo: int, hi: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
+
+
+def tab_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
+    """Rows start..start+n of the tabular case: one column per type and
+    encoding path a table of this kind takes."""
+    rng = random.Random(seed)
+    ids = list(range(start, start + n))
+    meta_rle = {"lance-encoding:rle-threshold": "0.9"}
+    cols = {
+        "id": pa.array(ids, pa.int64()),
+        "label": pa.array([rng.randint(0, 999) for _ in ids], pa.int32()),
+        "score": pa.array([rng.random() for _ in ids], pa.float32()),
+        "const": pa.array([7] * n, pa.int64()),
+        "flag": pa.array([rng.random() < 0.3 for _ in ids], pa.bool_()),
+        "emb16": pa.array([[rng.uniform(-1, 1) for _ in range(16)] for _ in ids], pa.list_(pa.float32(), 16)),
+        "cat": pa.array([rng.choice(["cat", "dog", "bird", "fish"]) for _ in ids], pa.string()),
+        "text": pa.array([text(rng, 5, 40) for _ in ids], pa.string()),
+        "maybe": pa.array([None if i % 7 == 3 else rng.gauss(0, 1) for i in ids], pa.float64()),
+        "tokens": pa.array([[rng.randint(-5, 50000) for _ in range(rng.randint(0, 20))] for _ in ids], pa.list_(pa.int32())),
+        "pt": pa.array([{"x": rng.random(), "y": rng.randint(-300, 300)} for _ in ids],
+                       pa.struct([("x", pa.float64()), ("y", pa.int16())])),
+        "nstr": pa.array([None if i % 5 == 1 else text(rng, 1, 3) for i in ids], pa.string()),
+        "i8": pa.array([rng.randint(-128, 127) for _ in ids], pa.int8()),
+        "u8": pa.array([rng.randint(0, 255) for _ in ids], pa.uint8()),
+        "u16": pa.array([rng.randint(0, 65535) for _ in ids], pa.uint16()),
+        "u32": pa.array([rng.randint(0, 2**32 - 1) for _ in ids], pa.uint32()),
+        "u64": pa.array([rng.randint(0, 2**64 - 1) for _ in ids], pa.uint64()),
+        "f16": pa.array([rng.uniform(-4, 4) for _ in ids], pa.float32()).cast(pa.float16()),
+        "day": pa.array([datetime.date(2020, 1, 1) + datetime.timedelta(days=i % 2000) for i in ids], pa.date32()),
+        "ts": pa.array([1_700_000_000_000_000 + i * 1_000_003 for i in ids], pa.timestamp("us", tz="UTC")),
+        "price": pa.array([decimal.Decimal(rng.randint(-10**9, 10**9)) / 100 for _ in ids], pa.decimal128(10, 2)),
+        "fsb": pa.array([bytes(rng.getrandbits(8) for _ in range(4)) for _ in ids], pa.binary(4)),
+        "lstr": pa.array([text(rng, 1, 4) for _ in ids], pa.large_string()),
+        "bin": pa.array([bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 12))) for _ in ids], pa.binary()),
+        "runs": pa.array([i // 500 for i in ids], pa.int32()),
+    }
+    fields = [pa.field(k, v.type, metadata=meta_rle if k == "runs" else None) for k, v in cols.items()]
+    return pa.RecordBatch.from_arrays(list(cols.values()), schema=pa.schema(fields))
+
+
+def media_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
+    """Rows of the media case: tensors and images of full-zip size, values
+    over 32 KiB (compressed one by one), captions."""
+    rng = random.Random(seed)
+    ids = list(range(start, start + n))
+    return pa.RecordBatch.from_pydict({
+        "id": pa.array(ids, pa.int64()),
+        "emb768": pa.array([[rng.uniform(-1, 1) for _ in range(768)] for _ in ids], pa.list_(pa.float32(), 768)),
+        "image": pa.array([rng.randbytes(rng.randint(2048, 20480)) for _ in ids], pa.binary()),
+        "big": pa.array([rng.randbytes(rng.randint(40960, 81920)) if i % 3 == 0 else b"\x00" * 100 for i in ids],
+                        pa.large_binary()),
+        "caption": pa.array([text(rng, 3, 30) for _ in ids], pa.string()),
+    })
+
+
+def nested_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
+    """Rows of the nested case: nulls at every level one struct or list
+    deep, empty lists."""
+    rng = random.Random(seed)
+    ids = list(range(start, start + n))
+
+    def maybe_list(i: int, make):
+        if i % 11 == 4:
+            return None
+        if i % 7 == 2:
+            return []
+        return make()
+
+    return pa.RecordBatch.from_pydict({
+        "id": pa.array(ids, pa.int64()),
+        "vec": pa.array([None if i % 6 == 5 else [rng.uniform(-1, 1) for _ in range(8)] for i in ids],
+                        pa.list_(pa.float32(), 8)),
+        "rec": pa.array([None if i % 9 == 1 else {"a": None if i % 4 == 0 else i, "s": None if i % 5 == 0 else text(rng, 1, 3)}
+                         for i in ids], pa.struct([("a", pa.int32()), ("s", pa.string())])),
+        "words": pa.array([maybe_list(i, lambda: [None if rng.random() < 0.1 else rng.choice(["x", "yy", "zzz"])
+                                                   for _ in range(rng.randint(1, 6))]) for i in ids], pa.list_(pa.string())),
+        "nums": pa.array([maybe_list(i, lambda: [rng.randint(0, 10**12) for _ in range(rng.randint(1, 9))]) for i in ids],
+                         pa.list_(pa.int64())),
+        "flts": pa.array([[rng.random() for _ in range(rng.randint(0, 4))] for _ in ids], pa.large_list(pa.float64())),
+        "nint": pa.array([None if i % 3 == 0 else i for i in ids], pa.int32()),
+        "nulls": pa.array([None] * n, pa.int64()),
+    })
+
+
+def opts_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
+    """Rows of the options case: each column asks the writer, through field
+    metadata, for an encoding it would not pick from the data alone."""
+    rng = random.Random(seed)
+    ids = list(range(start, start + n))
+    cols = [
+        ("id", pa.array(ids, pa.int64()), {"lance-encoding:structural-encoding": "fullzip"}),
+        ("zs", pa.array([text(rng, 2, 12) for _ in ids], pa.string()), {"lance-encoding:compression": "zstd"}),
+        ("lz", pa.array([rng.random() for _ in ids], pa.float32()), {"lance-encoding:compression": "lz4"}),
+        ("bss", pa.array([rng.gauss(0, 1) for _ in ids], pa.float64()),
+         {"lance-encoding:bss": "on", "lance-encoding:compression": "zstd"}),
+        ("mb", pa.array([rng.randbytes(300) for _ in ids], pa.binary()), {"lance-encoding:structural-encoding": "miniblock"}),
+        ("nd", pa.array([text(rng, 1, 2) for _ in ids], pa.string()), {"lance-encoding:dict-divisor": "100000"}),
+        ("fz", pa.array([None if i % 4 == 0 else text(rng, 1, 3) for i in ids], pa.string()),
+         {"lance-encoding:structural-encoding": "fullzip"}),
+    ]
+    return pa.RecordBatch.from_arrays([c for _, c, _ in cols], schema=pa.schema([pa.field(k, c.type, metadata=m) for k, c, m in cols]))
+
+
+CASES = {"tab": tab_batch, "media": media_batch, "nested": nested_batch, "opts": opts_batch}
+
+
+def reader(make, start: int, n: int, batch: int, seed: int) -> pa.RecordBatchReader:
+    """n rows streamed in batches: the writer flushes pages as they fill,
+    so a column has several pages and the columns' pages interleave."""
+    first = make(start, min(batch, n), seed)
+
+    def gen():
+        yield first
+        for k, lo in enumerate(range(start + batch, start + n, batch)):
+            yield make(lo, min(batch, start + n - lo), seed + k + 1)
+
+    return pa.RecordBatchReader.from_batches(first.schema, gen())
+
+
+def write(args) -> None:
+    version = args.version
+    kw = {"data_storage_version": version, "enable_v2_manifest_paths": not args.v1_names}
+    uri = args.dir
+    if args.case == "tab":
+        lance.write_dataset(reader(tab_batch, 0, 20000, 1000, 1), uri, max_rows_per_file=8000, **kw)
+        ds = lance.write_dataset(pa.Table.from_batches([tab_batch(20000, 5000, 2)]), uri, mode="append")
+        ds.delete("id % 997 = 0")  # sparse: an Arrow deletion file
+        ds.tags.create("pinned", ds.version)
+        ds = lance.write_dataset(pa.Table.from_batches([tab_batch(25000, 2000, 3)]), uri, mode="append")
+        # dense: over 5,000 rows of one fragment, a roaring bitmap
+        ds.delete("(id >= 9000 AND id < 15500) OR (id >= 20500 AND id < 21000)")
+    elif args.case == "media":
+        lance.write_dataset(pa.Table.from_batches([media_batch(0, 150, 1)]), uri, max_rows_per_file=60, **kw)
+        ds = lance.write_dataset(reader(media_batch, 150, 100, 10, 2), uri, mode="append")
+        ds.delete("id % 13 = 5")
+        ds.tags.create("pinned", ds.version)
+    elif args.case == "nested":
+        lance.write_dataset(reader(nested_batch, 0, 6000, 700, 1), uri, max_rows_per_file=2500, **kw)
+        ds = lance.write_dataset(pa.Table.from_batches([nested_batch(6000, 3000, 2)]), uri, mode="append")
+        ds.delete("id % 10 = 3")
+    elif args.case == "opts":
+        lance.write_dataset(pa.Table.from_batches([opts_batch(0, 5000, 1)]), uri, **kw)
+        lance.write_dataset(reader(opts_batch, 5000, 3000, 256, 2), uri, mode="append")
+    elif args.case == "evolve":
+        lance.write_dataset(reader(tab_batch, 0, 6000, 1000, 1), uri, max_rows_per_file=2000, **kw)
+        ds = lance.dataset(uri)
+        ds.add_columns({"twice": "id * 2", "note": "concat('n', CAST(label AS VARCHAR))"})  # a second data file per fragment
+        ds.tags.create("widened", ds.version)
+        ds.drop_columns(["text"])
+        ds.alter_columns({"path": "cat", "name": "kind"})
+        ds = lance.write_dataset(pa.Table.from_batches([tab_batch(6000, 1500, 2)]).drop(["text"]).rename_columns(
+            [c if c != "cat" else "kind" for c in tab_batch(0, 1, 0).schema.names if c != "text"]).append_column(
+            "twice", pa.array([2 * i for i in range(6000, 7500)], pa.int64())).append_column(
+            "note", pa.array([None] * 1500, pa.string())), uri, mode="append")
+        ds.delete("id % 5 = 0")
+        ds.optimize.compact_files(target_rows_per_fragment=5000)
+    else:
+        raise SystemExit(f"unknown case {args.case}")
+    ds = lance.dataset(uri)
+    print(json.dumps({"versions": [v["version"] for v in ds.versions()],
+                      "tags": {k: v["version"] for k, v in ds.tags.list().items()}, "latest": ds.version}))
+
+
+def plain(v, typ: pa.DataType):
+    """A value as testenv.Plain writes it."""
+    if v is None:
+        return None
+    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ) or pa.types.is_fixed_size_binary(typ):
+        return v.hex()
+    if pa.types.is_decimal(typ):
+        return str(v)
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        return [plain(x, typ.value_type) for x in v]
+    if pa.types.is_struct(typ):
+        return {f.name: plain(v[f.name], f.type) for f in typ}
+    return v
+
+
+def storage(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Dates and timestamps as the integers they are stored as."""
+    if pa.types.is_date32(col.type):
+        return pc.cast(col, pa.int32())
+    if pa.types.is_timestamp(col.type):
+        return pc.cast(col, pa.int64())
+    return col
+
+
+def read(args) -> None:
+    ds = lance.dataset(args.dir, version=args.tag or (int(args.version) if args.version else None))
+    columns = args.columns.split(",") if args.columns else None
+    table = ds.to_table(columns=columns, with_row_address=True)
+    table = table.sort_by("_rowaddr")
+    cols = {name: storage(table.column(name)) for name in table.column_names}
+    types = {name: c.type for name, c in cols.items()}
+    pylists = {name: c.to_pylist() for name, c in cols.items()}
+    out = sys.stdout
+    for i in range(table.num_rows):
+        row = {name: plain(pylists[name][i], types[name]) for name in cols}
+        out.write(json.dumps(row, default=str) + "\n")
+
+
+def cleanup(args) -> None:
+    ds = lance.dataset(args.dir)
+    for tag in list(ds.tags.list()):
+        ds.tags.delete(tag)
+    ds.cleanup_old_versions(older_than=datetime.timedelta(0))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("write")
+    w.add_argument("dir")
+    w.add_argument("--case", required=True)
+    w.add_argument("--version", default="2.2")
+    w.add_argument("--v1-names", action="store_true")
+    r = sub.add_parser("read")
+    r.add_argument("dir")
+    r.add_argument("--version")
+    r.add_argument("--tag")
+    r.add_argument("--columns")
+    c = sub.add_parser("cleanup")
+    c.add_argument("dir")
+    args = p.parse_args()
+    {"write": write, "read": read, "cleanup": cleanup}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

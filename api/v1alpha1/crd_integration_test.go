@@ -210,6 +210,24 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			d.Spec.Streams[0].Partitions = &datav1alpha1.Partitions{Columns: []datav1alpha1.PartitionColumn{{Name: "a", Type: "date"}}}
 		}, "partitions.columns[0].type"},
 		{"iceberg format without a table", func(d *datav1alpha1.TrainingDataset) { d.Spec.Streams[0].Format = datav1alpha1.FormatIceberg }, "format: iceberg needs an iceberg section"},
+		{"a lance pin on a parquet stream", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Format = datav1alpha1.FormatParquet
+			d.Spec.Streams[0].Lance = &datav1alpha1.LanceTable{Tag: "train"}
+		}, "a lance section needs format: lance"},
+		{"a lance version and tag", func(d *datav1alpha1.TrainingDataset) {
+			v := int64(3)
+			d.Spec.Streams[0].Format = datav1alpha1.FormatLance
+			d.Spec.Streams[0].Lance = &datav1alpha1.LanceTable{Version: &v, Tag: "train"}
+		}, "pin the dataset with version or tag, not both"},
+		{"a lance version 0", func(d *datav1alpha1.TrainingDataset) {
+			v := int64(0)
+			d.Spec.Streams[0].Format = datav1alpha1.FormatLance
+			d.Spec.Streams[0].Lance = &datav1alpha1.LanceTable{Version: &v}
+		}, "lance.version"},
+		{"a lance tag with a slash", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Format = datav1alpha1.FormatLance
+			d.Spec.Streams[0].Lance = &datav1alpha1.LanceTable{Tag: "../x"}
+		}, "lance.tag"},
 		{"a table on a parquet stream", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Format = datav1alpha1.FormatParquet
 			d.Spec.Streams[0].Iceberg = restTable()

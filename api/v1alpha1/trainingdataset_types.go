@@ -32,7 +32,7 @@ const (
 )
 
 // ShardFormat names how the shards of a stream are encoded.
-// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg
+// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg;lance
 type ShardFormat string
 
 // The shard formats the sidecar reads (design §2).
@@ -48,6 +48,9 @@ const (
 	// FormatIceberg is an Apache Iceberg table: its Parquet data files at
 	// one snapshot, one shard per row group (spec.streams[].iceberg).
 	FormatIceberg ShardFormat = "iceberg"
+	// FormatLance is a Lance dataset (source.uri its directory) at one
+	// version, one shard per row range of a fragment (spec.streams[].lance).
+	FormatLance ShardFormat = "lance"
 )
 
 // CorruptShardPolicy says what the sidecar does with a shard that stays
@@ -226,6 +229,27 @@ type IcebergTable struct {
 	Ref string `json:"ref,omitempty"`
 }
 
+// LanceTable pins the version of a lance stream's dataset: the given one,
+// the one a tag names, or (neither) the latest when shardfeed index ran.
+// The version is part of the plan's fingerprint, so a dataset that moves
+// on changes no running job's plan; pin by tag, which keeps a version from
+// Lance's cleanup of old versions.
+// +kubebuilder:validation:XValidation:rule="!has(self.version) || !has(self.tag)",message="pin the dataset with version or tag, not both"
+type LanceTable struct {
+	// Version pins the dataset's version: shardfeed index resolves this
+	// one and the dataset refuses an index at any other.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Version *int64 `json:"version,omitempty"`
+
+	// Tag names the version to read; the dataset refuses an index
+	// resolved from another tag.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*$`
+	// +optional
+	Tag string `json:"tag,omitempty"`
+}
+
 // Partitions reads a stream's source as a hive-partitioned tree: key=value
 // directories (date=2024-01-01/region=eu/part-0.parquet) whose values are
 // columns of every row below them. shardfeed index walks only the
@@ -329,6 +353,7 @@ type Source struct {
 // +kubebuilder:validation:XValidation:rule="[has(self.proportion), has(self.repeat), has(self.choose)].filter(x, x).size() <= 1",message="a stream has at most one weight: proportion, repeat or choose"
 // +kubebuilder:validation:XValidation:rule="(has(self.format) && self.format == 'iceberg') == has(self.iceberg)",message="format: iceberg needs an iceberg section (catalog and table), and an iceberg section needs format: iceberg"
 // +kubebuilder:validation:XValidation:rule="!has(self.iceberg) || !has(self.source.indexURI)",message="an iceberg stream's index is at source.uri already: drop source.indexURI"
+// +kubebuilder:validation:XValidation:rule="!has(self.lance) || has(self.format) && self.format == 'lance'",message="a lance section needs format: lance"
 // +kubebuilder:validation:XValidation:rule="!has(self.source.indexURI) || self.source.indexURI.split('/')[0] == self.source.uri.split('/')[0]",message="source.indexURI must use the same store as source.uri (the same scheme, endpoint and credentials)"
 // +kubebuilder:validation:XValidation:rule="!has(self.partitions) || has(self.format) && (self.format == 'parquet' || self.format == 'orc')",message="partitions apply to a tree of parquet or orc files: set format: parquet or format: orc"
 type Stream struct {
@@ -352,6 +377,12 @@ type Stream struct {
 	// snapshot; source.uri's bucket (or container) holds them.
 	// +optional
 	Iceberg *IcebergTable `json:"iceberg,omitempty"`
+
+	// Lance pins the version of a lance stream's dataset (format: lance,
+	// source.uri the dataset's directory). Absent: the version shardfeed
+	// index found latest.
+	// +optional
+	Lance *LanceTable `json:"lance,omitempty"`
 
 	// Partitions reads source.uri as a hive-partitioned tree of parquet or
 	// orc files, its partition values as columns, selected by a CEL

@@ -52,6 +52,7 @@ type indexOptions struct {
 	dryRun        bool
 	selectionOnly bool
 	table         icebergFlags
+	lance         lanceFlags
 	parts         partitionFlags
 	manifest      string
 	stream        string
@@ -86,6 +87,14 @@ bearer token) or SHARDFEED_CATALOG_CREDENTIAL (REST OAuth2,
 client-id:client-secret), SHARDFEED_CATALOG_USER and
 SHARDFEED_CATALOG_PASSWORD (a sql catalog's database), the AWS chain (glue).
 
+With --format lance, URI is a Lance dataset's directory (….lance/), read
+at one version (--version, --tag, or the latest): one shard per row range
+of a fragment, of about --shard-size, each with the byte ranges of its
+rows' pages and its data files' tails; deleted rows are never served.
+--columns keeps only those columns: their bytes alone are fetched. The
+version enters the plan's fingerprint; pin by --tag, which keeps the
+version from Lance's cleanup of old versions.
+
 With --filter EXPR, index also finds the rows of each shard that the CEL
 expression matches (spec.streams[].filter; an unknown column is refused,
 naming the stream's columns) and writes them beside the index:
@@ -102,6 +111,7 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 		Example: `  shardfeed index s3://datasets/web/ --format parquet --endpoint http://minio:9000 --insecure
   shardfeed index file:///data/web/ --format parquet --hash sha256
   shardfeed index s3://lake/.shardfeed/events/ --format iceberg --catalog-type rest --catalog-uri http://iceberg-rest:8181 --table analytics.events --endpoint http://minio:9000 --insecure
+  shardfeed index s3://lake/robots.lance/ --format lance --tag train-v3 --columns image,state,action
   shardfeed index -f dataset.yaml --stream events --credentials-dir ./secrets/
   shardfeed index s3://datasets/web/ --format parquet --filter "lang == 'en' && score >= 0.5"`,
 		Args: cobra.MaximumNArgs(1),
@@ -109,6 +119,7 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 	}
 	o.src.add(cmd)
 	o.table.add(cmd)
+	o.lance.add(cmd)
 	o.parts.add(cmd)
 	cmd.Flags().StringVar((*string)(&o.kind), "format", "parquet", "format of the stream's objects: "+strings.Join(reg.Kinds(format.IndexesObjects), ", ")+
 		"; or of a table: "+strings.Join(reg.Kinds(format.IsTable), ", ")+" (mds with --filter: MDS keeps its own index)")
@@ -166,6 +177,12 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 		}
 	default:
 		opts.Table = o.table.options(source)
+		if lt, err := o.lance.options(o.kind); err != nil || lt != nil {
+			if err != nil {
+				return err
+			}
+			opts.Table = lt
+		}
 		f, err := formats.Default().Index(ctx, st, o.kind, opts)
 		if err != nil {
 			return err
@@ -212,6 +229,7 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 		}
 		source, o.kind, o.indexURI = streams.SharedCredentials(s, o.src.credentialsDir), s.Format, s.Source.IndexURI
 		o.table.fromSpec(s.Iceberg)
+		o.lance.fromSpec(s.Lance)
 		o.parts.fromSpec(s.Partitions)
 		o.filter = s.Filter
 	case len(args) == 0:
@@ -315,7 +333,8 @@ func writeSelection(ctx context.Context, out io.Writer, st, ist store.Store, sou
 
 // streamFlags are the flags -f MANIFEST replaces with the stream's spec.
 var streamFlags = []string{"format", "endpoint", "region", "insecure", "catalog-type", "catalog-uri", "catalog-name",
-	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref", "hive", "select", "partition-columns", "filter"}
+	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref", "hive", "select", "partition-columns", "filter",
+	"version", "tag"}
 
 // indexedStream returns the stream of the manifest that index -f is to
 // index: the one named, or the only one that needs an index of ours.
@@ -457,6 +476,48 @@ func (t *icebergFlags) options(src store.Source) *format.TableOptions {
 	return &format.TableOptions{Iceberg: spec, Source: src, Timeout: t.catalogTimeout,
 		Token: os.Getenv("SHARDFEED_CATALOG_TOKEN"), Credential: os.Getenv("SHARDFEED_CATALOG_CREDENTIAL"),
 		User: os.Getenv("SHARDFEED_CATALOG_USER"), Password: os.Getenv("SHARDFEED_CATALOG_PASSWORD")}
+}
+
+// lanceFlags pin a Lance dataset's version (spec.streams[].lance) and
+// project its columns.
+type lanceFlags struct {
+	version int64
+	tag     string
+	columns []string
+}
+
+func (l *lanceFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.Int64Var(&l.version, "version", 0, "lance: the dataset version to index (default: the tag's, or the latest)")
+	f.StringVar(&l.tag, "tag", "", "lance: the tag whose version to index (a tag keeps its version from cleanup: pin by tag)")
+	f.StringSliceVar(&l.columns, "columns", nil, "lance: index only these columns; shards fetch no other column's bytes (default: all)")
+}
+
+// fromSpec takes the pin of a manifest's stream (nil: none).
+func (l *lanceFlags) fromSpec(s *datav1alpha1.LanceTable) {
+	if s == nil {
+		return
+	}
+	l.tag = s.Tag
+	if s.Version != nil {
+		l.version = *s.Version
+	}
+}
+
+// options are the dataset pin and projection of a lance stream; nil for
+// another format, which the flags must then not be given for.
+func (l *lanceFlags) options(kind datav1alpha1.ShardFormat) (*format.TableOptions, error) {
+	if kind != datav1alpha1.FormatLance {
+		if l.version != 0 || l.tag != "" || l.columns != nil {
+			return nil, fmt.Errorf("--version, --tag and --columns are for format lance, not %s", kind)
+		}
+		return nil, nil
+	}
+	opts := &format.TableOptions{Lance: datav1alpha1.LanceTable{Tag: l.tag}, Columns: l.columns}
+	if l.version != 0 {
+		opts.Lance.Version = &l.version
+	}
+	return opts, nil
 }
 
 // hiveKeys returns the partition keys of a tree whose every object sits

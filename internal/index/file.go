@@ -28,6 +28,9 @@ type File struct {
 	// Table is the Iceberg table of an iceberg stream, at the snapshot
 	// the index was resolved at.
 	Table *Table `json:"table,omitempty"`
+	// Lance is the Lance dataset of a lance stream, at the version the
+	// index was resolved at.
+	Lance *Lance `json:"lance,omitempty"`
 	// Partitions are the partition columns of a hive-partitioned stream,
 	// and the selection its files were indexed with.
 	Partitions *Partitions `json:"partitions,omitempty"`
@@ -152,6 +155,16 @@ type Entry struct {
 	// columns for the part's rows, as its directories say them (null: a
 	// null partition).
 	Partition []*string `json:"partition,omitempty"`
+	// RowStart is the first of a Lance shard's Rows, a physical row of
+	// fragment Part.
+	RowStart int64 `json:"rowStart,omitempty"`
+	// Ranges are the byte ranges of a Lance shard's own bytes (its rows'
+	// pages), in order: Offset and Length are the first range's, Length
+	// the bytes of them all, and Hash the digest of them in order.
+	Ranges []Range `json:"ranges,omitempty"`
+	// Files are a Lance shard's data files (one, or more where columns
+	// were added to its fragment), with their tails.
+	Files []LanceFile `json:"files,omitempty"`
 }
 
 // Run is the rows [Run[0], Run[1]) of a part.
@@ -168,9 +181,19 @@ func (f *File) StreamIndex() planner.StreamIndex {
 		if e.FooterLength > 0 {
 			out.Shards[i].Shared, out.Shards[i].SharedBytes = e.Object, e.FooterLength
 		}
+		for k, lf := range e.Files { // the first tail is shared; the others count as the shard's
+			if k == 0 {
+				out.Shards[i].Shared, out.Shards[i].SharedBytes = lf.Tail.Object+"#tail", lf.Tail.Length
+			} else {
+				out.Shards[i].Bytes += lf.Tail.Length
+			}
+		}
 	}
 	if f.Table != nil {
 		out.Snapshot = strconv.FormatInt(f.Table.Snapshot, 10)
+	}
+	if f.Lance != nil {
+		out.Snapshot = f.Lance.Snapshot()
 	}
 	if f.Partitions != nil {
 		out.Partitions = f.Partitions.Key()
@@ -201,6 +224,14 @@ func (f *File) check() error {
 			return fmt.Errorf("shardfeed index table: %w", err)
 		}
 	}
+	if (f.Format == datav1alpha1.FormatLance) != (f.Lance != nil) {
+		return fmt.Errorf(`shardfeed index of format %q has %s "lance": a lance index has one, no other does; re-run shardfeed index`, f.Format, map[bool]string{true: "a", false: "no"}[f.Lance != nil])
+	}
+	if f.Lance != nil {
+		if err := f.Lance.check(); err != nil {
+			return fmt.Errorf("shardfeed index lance: %w", err)
+		}
+	}
 	if f.Partitions != nil {
 		if err := f.Partitions.check(f.Shards); err != nil {
 			return fmt.Errorf("shardfeed index: %w; re-run shardfeed index", err)
@@ -223,6 +254,13 @@ func (f *File) check() error {
 		}
 		if err := e.checkDeleted(); err != nil {
 			return fmt.Errorf("shardfeed index: shards[%d] %q: %w", i, e.Name, err)
+		}
+		if f.Lance != nil {
+			if err := e.checkLance(); err != nil {
+				return fmt.Errorf("shardfeed index: shards[%d] %q: %w; re-run shardfeed index", i, e.Name, err)
+			}
+		} else if e.Ranges != nil || e.Files != nil || e.RowStart != 0 {
+			return fmt.Errorf("shardfeed index: shards[%d] %q has a lance shard's ranges in a %s index; re-run shardfeed index", i, e.Name, f.Format)
 		}
 	}
 	return nil

@@ -182,6 +182,11 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, m
 		}
 		out.Index = filtered(out.Index, out.Filter.Index)
 	}
+	if f, ok := out.Layout.Native.(*index.File); ok && f.Lance != nil {
+		if err := checkLance(i, s, f.Lance); err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+	}
 	if f, ok := out.Layout.Native.(*index.File); ok && f.Table != nil {
 		if err := checkTable(i, s, f.Table); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
@@ -259,6 +264,27 @@ func checkTable(i int, s datav1alpha1.Stream, t *index.Table) error {
 	return nil
 }
 
+// checkLance refuses the index of another dataset than source.uri, or at
+// another version or tag than the spec pins.
+func checkLance(i int, s datav1alpha1.Stream, l *index.Lance) error {
+	field := fmt.Sprintf("spec.streams[%d].lance", i)
+	rerun := "re-run shardfeed index (" + IndexCommand(s) + ")"
+	if strings.TrimSuffix(s.Source.URI, "/")+"/" != l.Root {
+		return fmt.Errorf("its index is of the Lance dataset %s, not source.uri %s: %s", l.Root, s.Source.URI, rerun)
+	}
+	want := s.Lance
+	if want == nil {
+		want = &datav1alpha1.LanceTable{}
+	}
+	switch {
+	case want.Version != nil && uint64(*want.Version) != l.Version: //nolint:gosec // a CEL minimum of 1
+		return fmt.Errorf("%s.version pins version %d, its index is at version %d: %s", field, *want.Version, l.Version, rerun)
+	case want.Tag != l.Tag:
+		return fmt.Errorf("%s.tag is %q, its index was resolved from %q (version %d): %s", field, want.Tag, l.Tag, l.Version, rerun)
+	}
+	return nil
+}
+
 // checkPartitions refuses an index of a partitioned tree the spec does not
 // partition so, or of another selection or other columns.
 func checkPartitions(i int, s datav1alpha1.Stream, got *index.Partitions) error {
@@ -316,6 +342,14 @@ func IndexCommand(s datav1alpha1.Stream) string {
 		}
 		if t.SnapshotID != nil {
 			cmd += fmt.Sprintf(" --snapshot-id %d", *t.SnapshotID)
+		}
+	}
+	if l := s.Lance; l != nil {
+		if l.Version != nil {
+			cmd += fmt.Sprintf(" --version %d", *l.Version)
+		}
+		if l.Tag != "" {
+			cmd += " --tag " + l.Tag
 		}
 	}
 	if p := s.Partitions; p != nil {

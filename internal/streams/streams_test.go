@@ -34,6 +34,12 @@ func TestIndexCommandNamesEverythingIndexNeeds(t *testing.T) {
 			`shardfeed index s3://b/events/ --format orc --hive --partition-columns 'date:utf8,region:utf8' --select 'region == '\''eu'\'''`},
 		{"a filtered MDS stream", datav1alpha1.Stream{Format: datav1alpha1.FormatMDS, Source: datav1alpha1.Source{URI: "s3://b/m/"}, Filter: "lang == 'en'"},
 			`shardfeed index s3://b/m/ --format mds --filter 'lang == '\''en'\'''`},
+		{"a Lance dataset at a tag", datav1alpha1.Stream{Format: datav1alpha1.FormatLance, Source: datav1alpha1.Source{URI: "s3://lake/robots.lance/"},
+			Lance: &datav1alpha1.LanceTable{Tag: "train-v3"}},
+			"shardfeed index s3://lake/robots.lance/ --format lance --tag train-v3"},
+		{"a Lance dataset at a version", datav1alpha1.Stream{Format: datav1alpha1.FormatLance, Source: datav1alpha1.Source{URI: "s3://lake/robots.lance/"},
+			Lance: &datav1alpha1.LanceTable{Version: &snap}},
+			"shardfeed index s3://lake/robots.lance/ --format lance --version 42"},
 		{"an index apart from read-only data", datav1alpha1.Stream{Format: datav1alpha1.FormatParquet, Source: datav1alpha1.Source{URI: "s3://shared/web/", IndexURI: "s3://team/idx/web/"}},
 			"shardfeed index s3://shared/web/ --format parquet --index-uri s3://team/idx/web/"},
 	}
@@ -104,6 +110,43 @@ func TestCheckPartitions(t *testing.T) {
 			err := checkPartitions(2, stream(tc.spec), tc.got)
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A lance stream's index must be of its dataset, at the version or tag its
+// spec pins: a dataset that moved on is refused naming both versions.
+func TestCheckLance(t *testing.T) {
+	v5, v6 := int64(5), int64(6)
+	idx := &index.Lance{Root: "s3://lake/robots.lance/", Version: 5, Tag: "train"}
+	tests := []struct {
+		name   string
+		stream datav1alpha1.Stream
+		index  *index.Lance
+		want   string // "" for none
+	}{
+		{"the tag pinned", datav1alpha1.Stream{Source: datav1alpha1.Source{URI: "s3://lake/robots.lance"}, Lance: &datav1alpha1.LanceTable{Tag: "train"}}, idx, ""},
+		{"another tag", datav1alpha1.Stream{Source: datav1alpha1.Source{URI: "s3://lake/robots.lance/"}, Lance: &datav1alpha1.LanceTable{Tag: "eval"}}, idx,
+			`lance.tag is "eval", its index was resolved from "train" (version 5)`},
+		{"the version pinned", datav1alpha1.Stream{Source: datav1alpha1.Source{URI: "s3://lake/robots.lance/"}, Lance: &datav1alpha1.LanceTable{Version: &v5}},
+			&index.Lance{Root: "s3://lake/robots.lance/", Version: 5}, ""},
+		{"a moved dataset", datav1alpha1.Stream{Source: datav1alpha1.Source{URI: "s3://lake/robots.lance/"}, Lance: &datav1alpha1.LanceTable{Version: &v6}},
+			&index.Lance{Root: "s3://lake/robots.lance/", Version: 5}, "lance.version pins version 6, its index is at version 5"},
+		{"no pin, an untagged index", datav1alpha1.Stream{Source: datav1alpha1.Source{URI: "s3://lake/robots.lance/"}},
+			&index.Lance{Root: "s3://lake/robots.lance/", Version: 9}, ""},
+		{"another dataset", datav1alpha1.Stream{Source: datav1alpha1.Source{URI: "s3://lake/other.lance/"}}, idx, "its index is of the Lance dataset s3://lake/robots.lance/"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkLance(0, tt.stream, tt.index)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want one saying %q", err, tt.want)
+			case err != nil && !strings.Contains(err.Error(), "shardfeed index"):
+				t.Fatalf("error %v does not say how to re-index", err)
 			}
 		})
 	}

@@ -120,11 +120,12 @@ type Indexer interface {
 	IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts IndexOptions) error
 }
 
-// TableIndexer is a Format whose stream is a table resolved through its
-// catalog (Iceberg), not the objects under a prefix: it indexes the whole
-// stream, from IndexOptions.Table.
+// TableIndexer is a Format whose stream is a table (an Iceberg table
+// resolved through its catalog, a Lance dataset at one version), not the
+// objects under a prefix: it indexes the whole stream, st being the
+// stream's source and IndexOptions.Table naming the table.
 type TableIndexer interface {
-	IndexTable(ctx context.Context, opts IndexOptions) (*index.File, error)
+	IndexTable(ctx context.Context, st store.Store, opts IndexOptions) (*index.File, error)
 }
 
 // TableOptions name a table format's table and how to read its catalog.
@@ -132,6 +133,11 @@ type TableOptions struct {
 	// Iceberg is the table and its catalog, as spec.streams[].iceberg
 	// names them.
 	Iceberg datav1alpha1.IcebergTable
+	// Lance pins a Lance dataset's version (spec.streams[].lance).
+	Lance datav1alpha1.LanceTable
+	// Columns, where set, are the only columns a Lance index keeps: its
+	// shards fetch no other column's bytes.
+	Columns []string
 	// Source is the stream's source: the bucket of the table's data
 	// files, and where its index goes.
 	Source store.Source
@@ -257,13 +263,16 @@ func isIndexer(f Format) bool {
 func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.ShardFormat, opts IndexOptions) (*index.File, error) {
 	f, ok := r[kind]
 	if tx, isTable := f.(TableIndexer); ok && isTable {
-		if opts.Table == nil {
-			return nil, fmt.Errorf("shardfeed index: %s streams are tables: name the table and its catalog (--table, --catalog-type; spec.streams[].%s)", kind, kind)
-		}
 		if opts.Hash == "" {
 			opts.Hash = "xxh64"
 		}
-		return tx.IndexTable(ctx, opts)
+		if opts.ShardBytes <= 0 {
+			opts.ShardBytes = 64 << 20
+		}
+		if _, err := checksum.Of(opts.Hash, nil); err != nil {
+			return nil, err
+		}
+		return tx.IndexTable(ctx, st, opts)
 	}
 	ix, isIx := f.(Indexer)
 	if !ok || !isIx {
@@ -428,4 +437,29 @@ func FileParts(f *index.File, i int, footer bool) []Part {
 		parts = append(parts, Part{Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset})
 	}
 	return parts
+}
+
+// Undeleted returns the slices of rec, whose first row is row start of
+// its part, that hold no deleted row (deleted: sorted runs of the part's
+// rows), each a new reference.
+func Undeleted(rec arrow.RecordBatch, start int64, deleted []index.Run) []arrow.RecordBatch {
+	end := start + rec.NumRows()
+	var out []arrow.RecordBatch
+	from := start
+	for _, d := range deleted {
+		if d[1] <= from {
+			continue
+		}
+		if d[0] >= end {
+			break
+		}
+		if d[0] > from {
+			out = append(out, rec.NewSlice(from-start, d[0]-start))
+		}
+		from = max(from, d[1])
+	}
+	if from < end {
+		out = append(out, rec.NewSlice(from-start, end-start))
+	}
+	return out
 }

@@ -28,6 +28,7 @@ and a tag.
 import argparse
 import datetime
 import decimal
+import functools
 import json
 import random
 import sys
@@ -97,9 +98,11 @@ def media_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
     })
 
 
-def nested_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
+def nested_batch(start: int, n: int, seed: int, null_structs: bool = True) -> pa.RecordBatch:
     """Rows of the nested case: nulls at every level one struct or list
-    deep, empty lists."""
+    deep, empty lists (and no null struct in file version 2.0, whose writer
+    refuses them: "Lance file version 2.0 does not encode struct
+    validity")."""
     rng = random.Random(seed)
     ids = list(range(start, start + n))
 
@@ -114,7 +117,7 @@ def nested_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
         "id": pa.array(ids, pa.int64()),
         "vec": pa.array([None if i % 6 == 5 else [rng.uniform(-1, 1) for _ in range(8)] for i in ids],
                         pa.list_(pa.float32(), 8)),
-        "rec": pa.array([None if i % 9 == 1 else {"a": None if i % 4 == 0 else i, "s": None if i % 5 == 0 else text(rng, 1, 3)}
+        "rec": pa.array([None if null_structs and i % 9 == 1 else {"a": None if i % 4 == 0 else i, "s": None if i % 5 == 0 else text(rng, 1, 3)}
                          for i in ids], pa.struct([("a", pa.int32()), ("s", pa.string())])),
         "words": pa.array([maybe_list(i, lambda: [None if rng.random() < 0.1 else rng.choice(["x", "yy", "zzz"])
                                                    for _ in range(rng.randint(1, 6))]) for i in ids], pa.list_(pa.string())),
@@ -148,6 +151,12 @@ def opts_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
 CASES = {"tab": tab_batch, "media": media_batch, "nested": nested_batch, "opts": opts_batch}
 
 
+def small_batch(start: int, n: int) -> pa.RecordBatch:
+    """Rows of the small cases the refusals are written with."""
+    ids = list(range(start, start + n))
+    return pa.RecordBatch.from_pydict({"id": pa.array(ids, pa.int64()), "s": pa.array([f"row {i}" for i in ids])})
+
+
 def reader(make, start: int, n: int, batch: int, seed: int) -> pa.RecordBatchReader:
     """n rows streamed in batches: the writer flushes pages as they fill,
     so a column has several pages and the columns' pages interleave."""
@@ -179,8 +188,9 @@ def write(args) -> None:
         ds.delete("id % 13 = 5")
         ds.tags.create("pinned", ds.version)
     elif args.case == "nested":
-        lance.write_dataset(reader(nested_batch, 0, 6000, 700, 1), uri, max_rows_per_file=2500, **kw)
-        ds = lance.write_dataset(pa.Table.from_batches([nested_batch(6000, 3000, 2)]), uri, mode="append")
+        make = functools.partial(nested_batch, null_structs=version != "2.0")
+        lance.write_dataset(reader(make, 0, 6000, 700, 1), uri, max_rows_per_file=2500, **kw)
+        ds = lance.write_dataset(pa.Table.from_batches([make(6000, 3000, 2)]), uri, mode="append")
         ds.delete("id % 10 = 3")
     elif args.case == "opts":
         lance.write_dataset(pa.Table.from_batches([opts_batch(0, 5000, 1)]), uri, **kw)
@@ -198,6 +208,26 @@ def write(args) -> None:
             "note", pa.array([None] * 1500, pa.string())), uri, mode="append")
         ds.delete("id % 5 = 0")
         ds.optimize.compact_files(target_rows_per_fragment=5000)
+    elif args.case == "tiny":  # the fuzzers' seeds: every kind of nesting and null, small files
+        make = functools.partial(nested_batch, null_structs=version != "2.0")
+        lance.write_dataset(pa.Table.from_batches([make(0, 300, 1)]), uri, **kw)
+        lance.write_dataset(pa.Table.from_batches([tab_batch(0, 300, 1)]), uri + "-tab", **kw)
+    elif args.case == "small":  # the refusals of file versions: legacy, 2.3
+        lance.write_dataset(pa.Table.from_batches([small_batch(0, 300)]), uri, **kw)
+    elif args.case == "blob":  # a blob column, stored out of line
+        tbl = pa.Table.from_batches([small_batch(0, 50)]).append_column(
+            pa.field("payload", pa.large_binary(), metadata={"lance-encoding:blob": "true"}),
+            pa.array([bytes([i % 256]) * 5000 for i in range(50)], pa.large_binary()))
+        lance.write_dataset(tbl, uri, **kw)
+    elif args.case == "deep":  # a list of structs: nesting two deep
+        tbl = pa.Table.from_batches([small_batch(0, 50)]).append_column(
+            "points", pa.array([[{"x": i, "y": -i}] * (i % 3) for i in range(50)],
+                               pa.list_(pa.struct([("x", pa.int32()), ("y", pa.int32())]))))
+        lance.write_dataset(tbl, uri, **kw)
+    elif args.case == "bases":  # data files under a second base path
+        other = uri.rstrip("/") + "-bucket2"
+        lance.write_dataset(pa.Table.from_batches([small_batch(0, 100)]), uri,
+                            initial_bases=[lance.DatasetBasePath(other, name="bucket2")], target_bases=["bucket2"], **kw)
     else:
         raise SystemExit(f"unknown case {args.case}")
     ds = lance.dataset(uri)

@@ -9,6 +9,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
 	"github.com/shardfeed/shardfeed/sidecar/format/iceberg"
+	"github.com/shardfeed/shardfeed/sidecar/format/lance"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 	"github.com/shardfeed/shardfeed/sidecar/format/orc"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
@@ -27,5 +28,6 @@ func Default() format.Registry {
 		text.CSV,
 		text.TSV,
 		iceberg.Format,
+		lance.Format,
 	)
 }

@@ -148,7 +148,7 @@ func (r *reader) Records(ctx context.Context, i int, parts [][]byte, columns []s
 			}
 			return nil, fmt.Errorf("%s: %w", e.Object, err)
 		}
-		out = append(out, keep(conformed, start, e.Deleted)...)
+		out = append(out, format.Undeleted(conformed, start, e.Deleted)...)
 		conformed.Release()
 		start += rec.NumRows()
 	}
@@ -258,28 +258,4 @@ func widenWith[F int32 | float32, T int64 | float64](c valued[F], b appender[T])
 		}
 	}
 	return b.NewArray()
-}
-
-// keep returns the rows of rec, whose first row is row start of the row
-// group, that no deleted run covers, as zero-copy slices.
-func keep(rec arrow.RecordBatch, start int64, deleted []index.Run) []arrow.RecordBatch {
-	end := start + rec.NumRows()
-	var out []arrow.RecordBatch
-	from := start
-	for _, d := range deleted {
-		if d[1] <= from {
-			continue
-		}
-		if d[0] >= end {
-			break
-		}
-		if d[0] > from {
-			out = append(out, rec.NewSlice(from-start, d[0]-start))
-		}
-		from = max(from, d[1])
-	}
-	if from < end {
-		out = append(out, rec.NewSlice(from-start, end-start))
-	}
-	return out
 }

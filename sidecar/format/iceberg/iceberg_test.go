@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/sidecar/format"
 )
 
 func ids(n int64) arrow.RecordBatch {
@@ -43,7 +44,7 @@ func TestKeepSlicesOutTheDeletedRuns(t *testing.T) {
 			rec := ids(6)
 			defer rec.Release()
 			var got []int64
-			for _, r := range keep(rec, tt.start, tt.deleted) {
+			for _, r := range format.Undeleted(rec, tt.start, tt.deleted) {
 				got = append(got, r.Column(0).(*array.Int64).Int64Values()...)
 				r.Release()
 			}

@@ -5,14 +5,18 @@ import (
 	"errors"
 
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/iceberg/icebergindex"
 )
 
 // IndexTable implements format.TableIndexer: the table, resolved through
 // its catalog at its snapshot, as the stream's index (icebergindex).
-func (icebergFormat) IndexTable(ctx context.Context, opts format.IndexOptions) (*index.File, error) {
+func (icebergFormat) IndexTable(ctx context.Context, _ store.Store, opts format.IndexOptions) (*index.File, error) {
 	t := opts.Table
+	if t == nil {
+		return nil, errors.New("shardfeed index: iceberg streams are tables: name the table and its catalog (--table, --catalog-type; spec.streams[].iceberg)")
+	}
 	spec := t.Iceberg
 	if spec.Table == "" || spec.Catalog.Type == "" {
 		return nil, errors.New("an iceberg stream needs its table, namespace.table, and its catalog's type, rest, sql or glue, with its uri for rest and sql (--table, --catalog-type, --catalog-uri; spec.streams[].iceberg)")

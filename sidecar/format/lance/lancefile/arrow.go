@@ -20,6 +20,9 @@ func (t *Tail) ReadColumn(src Source, n *Node, cols Columns, from, to uint64) (a
 	if from > to || to > t.Rows {
 		return nil, corrupt("rows [%d, %d) of a file of %d", from, to, t.Rows)
 	}
+	if t.Is20() {
+		return t.readColumn20(src, n, cols, from, to)
+	}
 	rows := int(to - from) //nolint:gosec // bounded by the file's rows
 	switch n.LogicalType {
 	case "struct":
@@ -70,6 +73,9 @@ func (t *Tail) readLeaf(src Source, n *Node, cols Columns, from, to uint64) (lea
 	}
 	if c < 0 || c >= len(t.Columns) {
 		return leaf{}, corrupt("field %q is column %d of a file of %d", n.Name, c, len(t.Columns))
+	}
+	if err := t.Columns[c].Err; err != nil {
+		return leaf{}, fmt.Errorf("field %q: %w", n.Name, err)
 	}
 	var out leaf
 	for i := range t.Columns[c].Pages {

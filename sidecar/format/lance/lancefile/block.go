@@ -28,6 +28,33 @@ type block struct {
 
 func (b block) variable() bool { return b.offsets != nil }
 
+// check refuses a block whose offsets or bytes do not hold its n values
+// (what a hostile page's decoding could otherwise index out of range).
+func (b block) check() error {
+	switch {
+	case b.allNull:
+		return nil
+	case b.variable():
+		if len(b.offsets) != b.n+1 {
+			return corrupt("%d values with %d offsets", b.n, len(b.offsets))
+		}
+		for i := 1; i < len(b.offsets); i++ {
+			if b.offsets[i] < b.offsets[i-1] {
+				return corrupt("value offsets descend (%d after %d)", b.offsets[i], b.offsets[i-1])
+			}
+		}
+		if b.offsets[b.n] > uint64(len(b.data)) {
+			return corrupt("values end at byte %d of %d", b.offsets[b.n], len(b.data))
+		}
+	case len(b.fixed) < fixedBytes(b.n, b.bits):
+		return corrupt("%d values of %d bits in %d bytes", b.n, b.bits, len(b.fixed))
+	}
+	if b.itemValid != nil && len(b.itemValid) < fixedBytes(b.n*max(b.dim, 1), 1) {
+		return corrupt("%d items' validity in %d bytes", b.n*max(b.dim, 1), len(b.itemValid))
+	}
+	return nil
+}
+
 // value returns variable value i.
 func (b block) value(i int) []byte { return b.data[b.offsets[i]:b.offsets[i+1]] }
 
@@ -62,8 +89,10 @@ func decompressBuffer(scheme int, in []byte) ([]byte, error) {
 			return nil, corrupt("an LZ4 buffer of %d bytes", len(in))
 		}
 		n := binary.LittleEndian.Uint32(in)
-		if n > MaxPageBytes {
-			return nil, corrupt("an LZ4 buffer claims %d bytes", n)
+		// An LZ4 block expands at most 255-fold: a larger claim is a lie
+		// that would allocate before failing.
+		if n > MaxPageBytes || uint64(n) > 255*uint64(len(in))+16 {
+			return nil, corrupt("an LZ4 buffer of %d bytes claims %d", len(in), n)
 		}
 		out := make([]byte, n)
 		got, err := lz4.UncompressBlock(in[4:], out)
@@ -91,7 +120,9 @@ func unzstd(in []byte) ([]byte, error) {
 			return nil, corrupt("a zstd buffer claims %d bytes", n)
 		}
 	}
-	out, err := zstdDecoder.DecodeAll(frame, make([]byte, 0, n))
+	// The claim sizes the output only up to what the frame could plausibly
+	// hold: beyond, it grows as the decoder writes (bounded by its limit).
+	out, err := zstdDecoder.DecodeAll(frame, make([]byte, 0, min(n, 64*uint64(len(frame))+1024)))
 	if err != nil {
 		return nil, corrupt("a zstd buffer: %v", err)
 	}
@@ -102,8 +133,16 @@ func unzstd(in []byte) ([]byte, error) {
 }
 
 // decodeMini decodes n values of a mini-block chunk from its value
-// buffers.
+// buffers, checked to hold them.
 func decodeMini(e *Encoding, bufs [][]byte, n int) (block, error) {
+	b, err := decodeMiniValues(e, bufs, n)
+	if err == nil {
+		err = b.check()
+	}
+	return b, err
+}
+
+func decodeMiniValues(e *Encoding, bufs [][]byte, n int) (block, error) {
 	if e == nil {
 		return block{}, corrupt("a page has no value encoding")
 	}
@@ -201,10 +240,11 @@ func inlineBitpacked(t int, in []byte, n int) (block, error) {
 		if len(in) < t/8 {
 			return block{}, corrupt("a bit-packed block has no width")
 		}
-		w := int(word(in, t, 0)) //nolint:gosec // checked next
-		if w > t {
-			return block{}, corrupt("a bit-packed block of width %d in %d-bit values", w, t)
+		w64 := word(in, t, 0)
+		if w64 > uint64(t) {
+			return block{}, corrupt("a bit-packed block of width %d in %d-bit values", w64, t)
 		}
+		w := int(w64) //nolint:gosec // at most 64
 		in = in[t/8:]
 		size := packedBytes(w)
 		if len(in) < size {

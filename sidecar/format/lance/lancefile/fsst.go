@@ -45,6 +45,9 @@ func fsstDecode(table []byte, in block) (block, error) {
 	if !in.variable() {
 		return block{}, corrupt("FSST over fixed-width values")
 	}
+	if err := in.check(); err != nil {
+		return block{}, err
+	}
 	t, err := parseFsst(table)
 	if err != nil || !t.on {
 		return in, err

@@ -22,26 +22,42 @@ func (m memSource) ReadAt(off, n uint64) ([]byte, error) {
 func FuzzFile(f *testing.F) {
 	f.Add(footer(0, 0, 0, 0, 0, 2, 2))
 	f.Add(append(make([]byte, 64), footer(0, 32, 16, 1, 0, 2, 1)...))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		size := int64(len(b))
-		start, err := TailStart(b, size)
-		if err != nil {
-			return
-		}
-		tail, err := ParseTail(b[start:], start, size)
-		if err != nil {
-			return
-		}
-		for c := range tail.Columns {
-			for i := range tail.Columns[c].Pages {
-				p := &tail.Columns[c].Pages[i]
-				if p.Rows > 1<<16 {
-					continue
+	f.Fuzz(fuzzFile)
+}
+
+// fuzzFile parses b as a Lance file and decodes each of its pages.
+func fuzzFile(t *testing.T, b []byte) {
+	size := int64(len(b))
+	start, err := TailStart(b, size)
+	if err != nil {
+		return
+	}
+	if start < 0 || start > size {
+		t.Fatalf("TailStart = %d of a file of %d bytes", start, size)
+	}
+	tail, err := ParseTail(b[start:], start, size)
+	if err != nil {
+		return
+	}
+	for c := range tail.Columns {
+		for i := range tail.Columns[c].Pages {
+			p := &tail.Columns[c].Pages[i]
+			if p.Rows > 1<<16 {
+				continue
+			}
+			switch {
+			case p.Enc20 != nil && p.Enc20.Kind == List20:
+				_, _, _, _ = p.ends20(memSource(b), p.Enc20.Indices, p.Enc20.NullAdjustment, 0, p.Rows)
+			case p.Enc20 != nil:
+				_, _ = p.decode20(memSource(b), p.Enc20, 0, p.Rows)
+				if p.Rows > 2 {
+					_, _ = p.decode20(memSource(b), p.Enc20, 1, p.Rows-1)
 				}
+			default:
 				_, _ = p.decode(memSource(b), 0, p.Rows)
 			}
 		}
-	})
+	}
 }
 
 // footer builds a 2.x footer.

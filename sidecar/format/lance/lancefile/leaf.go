@@ -7,6 +7,9 @@ func appendBlock(dst *block, src block, from, to int) error {
 	if from < 0 || to > src.n || from > to {
 		return corrupt("values [%d, %d) of %d", from, to, src.n)
 	}
+	if err := src.check(); err != nil {
+		return err
+	}
 	if dst.n == 0 && dst.bits == 0 && dst.offsets == nil {
 		dst.bits = src.bits
 		if src.variable() {

@@ -24,6 +24,9 @@ func (p *Page) miniBlock(src Source, from, to uint64) (leaf, error) {
 			return leaf{}, err
 		}
 		d, err := decodeWhole(l.Dictionary, raw, int(l.DictionaryItems)) //nolint:gosec // checked
+		if err == nil {
+			err = d.check()
+		}
 		if err != nil {
 			return leaf{}, err
 		}

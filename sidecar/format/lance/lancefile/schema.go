@@ -24,11 +24,33 @@ type Node struct {
 	Field
 	Type     arrow.DataType
 	Children []*Node
+	// Err says why this reader does not decode the field (nil: it does).
+	Err error
 }
 
 // Tree builds the schema's top-level fields with their children, mapping
 // each to its Arrow type; it refuses what this reader does not decode.
 func Tree(fields []Field) ([]*Node, error) {
+	top, err := Nodes(fields)
+	if err != nil {
+		return nil, err
+	}
+	return top, Readable(top)
+}
+
+// Readable refuses the first of nodes this reader does not decode.
+func Readable(nodes []*Node) error {
+	for _, n := range nodes {
+		if n.Err != nil {
+			return n.Err
+		}
+	}
+	return nil
+}
+
+// Nodes is Tree keeping the fields this reader does not decode, each with
+// its Err, for a projection that may leave them out.
+func Nodes(fields []Field) ([]*Node, error) {
 	byID := map[int32]*Node{}
 	var top []*Node
 	for _, f := range fields {
@@ -49,7 +71,10 @@ func Tree(fields []Field) ([]*Node, error) {
 	}
 	for _, n := range top {
 		if err := n.resolve(0); err != nil {
-			return nil, err
+			if !errorsIs(err, ErrUnsupported) {
+				return nil, err
+			}
+			n.Err = err
 		}
 	}
 	return top, nil
@@ -100,6 +125,9 @@ func (n *Node) resolve(depth int) error {
 			n.Type = arrow.LargeListOfField(item)
 		}
 		return nil
+	}
+	if strings.HasPrefix(n.LogicalType, "list.") || strings.HasPrefix(n.LogicalType, "large_list.") {
+		return unsupported(n, "a list of structs or lists, nested two levels deep (shardfeed reads one struct or list level); flatten it into columns")
 	}
 	if len(n.Children) > 0 {
 		return unsupported(n, "a nested type shardfeed does not read (maps, unions)")

@@ -28,6 +28,9 @@ const (
 	// maxColumns and maxPages bound the tail's tables.
 	maxColumns = 1 << 16
 	maxPages   = 1 << 22
+	// maxRows20 bounds a 2.0 column's rows (a list's items may outnumber
+	// the file's rows).
+	maxRows20 = 1 << 40
 )
 
 func corrupt(format string, args ...any) error {
@@ -74,13 +77,11 @@ func (f Footer) Version() string {
 // CheckVersion refuses what this reader does not decode, saying how to
 // rewrite the table so that it can.
 func (f Footer) CheckVersion() error {
-	if f.Major == 2 && (f.Minor == 1 || f.Minor == 2) {
+	if (f.Major == 2 && (f.Minor == 1 || f.Minor == 2)) || (f.Major == 0 && f.Minor == 3) {
 		return nil
 	}
-	why := "shardfeed reads Lance file versions 2.1 and 2.2"
+	why := "shardfeed reads Lance file versions 2.0, 2.1 and 2.2"
 	switch {
-	case f.Major == 0 && f.Minor == 3:
-		why += " (2.0 is not read yet)"
 	case f.Major == 0:
 		why += " (legacy files predate the 2.x format)"
 	case f.Major == 2 && f.Minor >= 3:
@@ -136,6 +137,8 @@ type Tail struct {
 // Column is one column of a file: its pages, in row order.
 type Column struct {
 	Pages []Page
+	// Err says why this reader does not decode the column (nil: it does).
+	Err error
 }
 
 // Page is one page of a column.
@@ -144,7 +147,9 @@ type Page struct {
 	Offsets, Sizes []uint64
 	// Rows in the page, and the file row it begins at.
 	Rows, FirstRow uint64
-	Layout         *Layout
+	// Layout is a 2.1/2.2 page's structure, Enc20 a 2.0 page's encoding.
+	Layout *Layout
+	Enc20  *Encoding20
 }
 
 // ParseTail reads a file's tail: tail holds the file's bytes from start to
@@ -197,8 +202,13 @@ func ParseTail(tail []byte, start, size int64) (*Tail, error) {
 		if err != nil {
 			return nil, err
 		}
-		if t.Columns[c], err = parseColumn(meta, size); err != nil {
-			return nil, fmt.Errorf("column %d: %w", c, err)
+		if t.Columns[c], err = parseColumn(meta, size, ft.Major == 0); err != nil {
+			if !errors.Is(err, ErrUnsupported) {
+				return nil, fmt.Errorf("column %d: %w", c, err)
+			}
+			// Refused when read: a projection may leave the column out.
+			t.Columns[c] = Column{Err: fmt.Errorf("column %d: %w", c, err)}
+			continue
 		}
 		if pages += len(t.Columns[c].Pages); pages > maxPages {
 			return nil, corrupt("more than %d pages", maxPages)
@@ -206,9 +216,12 @@ func ParseTail(tail []byte, start, size int64) (*Tail, error) {
 		var rows uint64
 		for p := range t.Columns[c].Pages {
 			t.Columns[c].Pages[p].FirstRow = rows
+			if t.Columns[c].Pages[p].Rows > maxRows20-rows {
+				return nil, corrupt("column %d's pages hold more than %d rows", c, uint64(maxRows20))
+			}
 			rows += t.Columns[c].Pages[p].Rows
 		}
-		if rows != t.Rows {
+		if rows != t.Rows && ft.Major != 0 { // a 2.0 list's items column holds its items
 			return nil, corrupt("column %d's pages hold %d rows, the file %d", c, rows, t.Rows)
 		}
 	}
@@ -231,7 +244,7 @@ func fileRows(desc []byte) (uint64, error) {
 }
 
 // parseColumn reads a ColumnMetadata message.
-func parseColumn(meta []byte, size int64) (Column, error) {
+func parseColumn(meta []byte, size int64, v20 bool) (Column, error) {
 	var c Column
 	err := protowalk.Fields(meta, func(num protowire.Number, typ protowire.Type, _ uint64, b []byte) error {
 		if num != 2 {
@@ -240,7 +253,7 @@ func parseColumn(meta []byte, size int64) (Column, error) {
 		if typ != protowire.BytesType {
 			return corrupt("a page is not a message")
 		}
-		p, err := parsePage(b, size)
+		p, err := parsePage(b, size, v20)
 		if err != nil {
 			return err
 		}
@@ -254,7 +267,7 @@ func parseColumn(meta []byte, size int64) (Column, error) {
 }
 
 // parsePage reads a ColumnMetadata.Page message.
-func parsePage(msg []byte, size int64) (Page, error) {
+func parsePage(msg []byte, size int64, v20 bool) (Page, error) {
 	var (
 		p   Page
 		enc []byte
@@ -284,17 +297,24 @@ func parsePage(msg []byte, size int64) (Page, error) {
 			return p, corrupt("page buffer %d at [%d, +%d) lies past the file's %d bytes", i, off, p.Sizes[i], size)
 		}
 	}
-	any, err := directEncoding(enc)
+	url, any, err := directEncoding(enc)
 	if err != nil {
 		return p, err
 	}
-	p.Layout, err = parsePageLayout(any)
+	switch {
+	case v20 && strings.HasSuffix(url, "/lance.encodings.ArrayEncoding"):
+		p.Enc20, err = parseEncoding20(any, 0)
+	case !v20 && strings.HasSuffix(url, "/lance.encodings21.PageLayout"):
+		p.Layout, err = parsePageLayout(any)
+	default:
+		err = fmt.Errorf("%w: a page encoded as %q in a file of version %s", ErrUnsupported, url, map[bool]string{true: "2.0", false: "2.1+"}[v20])
+	}
 	return p, err
 }
 
 // directEncoding returns the bytes of an Encoding's direct encoding: a
-// google.protobuf.Any, checked to be a 2.1 page layout.
-func directEncoding(msg []byte) ([]byte, error) {
+// google.protobuf.Any: its type URL and value.
+func directEncoding(msg []byte) (string, []byte, error) {
 	var direct []byte
 	var kind protowire.Number
 	err := protowalk.Fields(msg, func(num protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
@@ -305,14 +325,14 @@ func directEncoding(msg []byte) ([]byte, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, corrupt("page encoding: %v", err)
+		return "", nil, corrupt("page encoding: %v", err)
 	}
 	switch kind {
 	case 1:
-		return nil, fmt.Errorf("%w: a page's encoding is deferred to a buffer, which Lance's own reader does not read", ErrUnsupported)
+		return "", nil, fmt.Errorf("%w: a page's encoding is deferred to a buffer, which Lance's own reader does not read", ErrUnsupported)
 	case 2:
 	default:
-		return nil, corrupt("a page has no encoding")
+		return "", nil, corrupt("a page has no encoding")
 	}
 	var anyMsg []byte
 	if err := protowalk.Fields(direct, func(num protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
@@ -321,7 +341,7 @@ func directEncoding(msg []byte) ([]byte, error) {
 		}
 		return nil
 	}); err != nil {
-		return nil, corrupt("page encoding: %v", err)
+		return "", nil, corrupt("page encoding: %v", err)
 	}
 	var url string
 	var value []byte
@@ -334,12 +354,9 @@ func directEncoding(msg []byte) ([]byte, error) {
 		}
 		return nil
 	}); err != nil {
-		return nil, corrupt("page encoding: %v", err)
+		return "", nil, corrupt("page encoding: %v", err)
 	}
-	if !strings.HasSuffix(url, "/lance.encodings21.PageLayout") {
-		return nil, fmt.Errorf("%w: a page encoded as %q, not a 2.1/2.2 page layout", ErrUnsupported, url)
-	}
-	return value, nil
+	return url, value, nil
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -9,6 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shardfeed/shardfeed/sidecar/format/lance/lancefile"
 )
 
 // MaxDeletionBytes bounds a deletion file.
@@ -130,10 +132,27 @@ func (m *Manifest) CheckFlags() error {
 			if d.BaseID {
 				return fmt.Errorf("%w: fragment %d: %s", ErrUnsupported, f.ID, why[FlagBasePaths])
 			}
+			if err := d.CheckVersion(); err != nil {
+				return fmt.Errorf("version %d, fragment %d, %s: %w", m.Version, f.ID, d.Path, err)
+			}
 		}
 		if f.Deletion != nil && f.Deletion.BaseID {
 			return fmt.Errorf("%w: fragment %d: %s", ErrUnsupported, f.ID, why[FlagBasePaths])
 		}
 	}
 	return nil
+}
+
+// CheckVersion refuses a data file whose format version the manifest
+// records as one this reader does not decode (before any of its bytes are
+// read): the manifest says 2.0 where the file's footer says 0.3, and a
+// legacy file's version is 0.x or unset.
+func (d *DataFile) CheckVersion() error {
+	ft := lancefile.Footer{Major: uint16(min(d.Major, 1<<16-1)), Minor: uint16(min(d.Minor, 1<<16-1))} //nolint:gosec // clamped
+	if d.Major == 2 && d.Minor == 0 {
+		ft.Major, ft.Minor = 0, 3
+	} else if d.Major == 0 && d.Minor >= 3 {
+		ft.Minor = 2 // legacy files are 0.1 and 0.2; 0.3 in a manifest is not a 2.0 file
+	}
+	return ft.CheckVersion()
 }

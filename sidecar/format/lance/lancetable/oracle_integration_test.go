@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -74,7 +75,7 @@ func oracleRead(t *testing.T, args ...string) []string {
 
 // readTable reads every live row of version v of the table in dir, as the
 // oracle prints them.
-func readTable(t *testing.T, dir string, v uint64) []string {
+func readTable(t *testing.T, dir string, v uint64, seen func([]string)) []string {
 	t.Helper()
 	var data []byte
 	for _, k := range ManifestKeys(v) {
@@ -116,6 +117,7 @@ func readTable(t *testing.T, dir string, v uint64) []string {
 			if err != nil {
 				t.Fatalf("%s: %v", df.Path, err)
 			}
+			seen(tail.Encodings())
 			cols, _ := df.ColumnsOf()
 			files = append(files, FileView{Tail: tail, Source: &fileSource{data: b}, Columns: cols})
 		}
@@ -158,43 +160,78 @@ func plain(a arrow.Array, i int) any { return testenv.Plain(a, i) }
 
 func TestPylanceTablesReadRowForRow(t *testing.T) {
 	cases := []string{"tab", "media", "nested", "opts", "evolve"}
-	for _, version := range []string{"2.1", "2.2"} {
-		for _, kase := range cases {
-			t.Run(kase+"-"+version, func(t *testing.T) {
-				t.Parallel()
-				dir := filepath.Join(t.TempDir(), kase+".lance")
-				w := oracleWrite(t, dir, kase, version)
-				check := func(v uint64, args ...string) {
-					want := oracleRead(t, append([]string{dir}, args...)...)
-					got := readTable(t, dir, v)
-					if len(got) != len(want) {
-						t.Fatalf("version %d: %d rows, pylance reads %d", v, len(got), len(want))
-					}
-					bad := 0
-					for i := range want {
-						if got[i] != want[i] {
-							if bad++; bad <= 3 {
-								t.Errorf("version %d row %d: %s", v, i, diff(got[i], want[i]))
+	for _, version := range []string{"2.0", "2.1", "2.2"} {
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		t.Run(version, func(t *testing.T) {
+			for _, kase := range cases {
+				t.Run(kase, func(t *testing.T) {
+					t.Parallel()
+					dir := filepath.Join(t.TempDir(), kase+".lance")
+					w := oracleWrite(t, dir, kase, version)
+					check := func(v uint64, args ...string) {
+						want := oracleRead(t, append([]string{dir}, args...)...)
+						got := readTable(t, dir, v, func(names []string) {
+							mu.Lock()
+							defer mu.Unlock()
+							for _, n := range names {
+								seen[n] = true
+							}
+						})
+						if len(got) != len(want) {
+							t.Fatalf("version %d: %d rows, pylance reads %d", v, len(got), len(want))
+						}
+						bad := 0
+						for i := range want {
+							if got[i] != want[i] {
+								if bad++; bad <= 3 {
+									t.Errorf("version %d row %d: %s", v, i, diff(got[i], want[i]))
+								}
 							}
 						}
+						if bad > 0 {
+							t.Fatalf("version %d: %d of %d rows differ", v, bad, len(want))
+						}
 					}
-					if bad > 0 {
-						t.Fatalf("version %d: %d of %d rows differ", v, bad, len(want))
+					check(w.Latest)
+					tags := make([]string, 0, len(w.Tags))
+					for tag := range w.Tags {
+						tags = append(tags, tag)
 					}
-				}
-				check(w.Latest)
-				tags := make([]string, 0, len(w.Tags))
-				for tag := range w.Tags {
-					tags = append(tags, tag)
-				}
-				sort.Strings(tags)
-				for _, tag := range tags {
-					check(w.Tags[tag], "--tag", tag)
-				}
-			})
+					sort.Strings(tags)
+					for _, tag := range tags {
+						check(w.Tags[tag], "--tag", tag)
+					}
+				})
+			}
+		})
+		var got []string
+		for k := range seen {
+			got = append(got, k)
+		}
+		sort.Strings(got)
+		t.Logf("file version %s: the tables' pages use %s", version, strings.Join(got, ", "))
+		for _, want := range wantEncodings[version] {
+			if !seen[want] {
+				t.Errorf("file version %s: no table exercised %q (the cases should force every encoding path pylance writes; saw %v)", version, want, got)
+			}
 		}
 	}
 }
+
+// wantEncodings are the layouts and encodings the cases must exercise in
+// each file version: every path pylance 14 writes for the types shardfeed
+// reads (lance-scope.md §3), so that a writer change that stops forcing
+// one fails here rather than leaving a decoder unchecked.
+var wantEncodings = map[string][]string{
+	"2.0": {"2.0 binary", "2.0 dictionary", "2.0 fixed_size_list", "2.0 flat", "2.0 list", "2.0 nullable all",
+		"2.0 nullable none", "2.0 nullable some", "2.0 struct", "2.0 zstd"},
+	"2.1": v21Encodings,
+	"2.2": v21Encodings,
+}
+
+var v21Encodings = []string{"miniblock", "fullzip", "constant", "dictionary", "ByteStreamSplit", "FixedSizeList", "Flat",
+	"Fsst", "General", "InlineBitpacking", "OutOfLineBitpacking", "Rle", "Variable", "lz4", "zstd"}
 
 // diff names the columns two rows differ in, with both values.
 func diff(got, want string) string {

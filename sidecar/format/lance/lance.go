@@ -1,0 +1,238 @@
+// Package lance reads Lance datasets as shardfeed streams (format: lance):
+// a stream is one version of a dataset, pinned by shardfeed index, and a
+// shard is a row range of one fragment, fetched as the byte ranges of its
+// rows' pages and decoded with the tails of its data files
+// (docs/formats.md, Lance). The file and table readers are lancefile and
+// lancetable.
+package lance
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/lance/lancefile"
+	"github.com/shardfeed/shardfeed/sidecar/format/lance/lancetable"
+)
+
+// Format is the lance format.
+var Format format.Format = lanceFormat{}
+
+type lanceFormat struct{}
+
+func (lanceFormat) Kind() datav1alpha1.ShardFormat { return datav1alpha1.FormatLance }
+
+func (lanceFormat) Open(l *index.Layout) (format.Reader, error) {
+	f, err := format.FileOf(l)
+	if err != nil {
+		return nil, err
+	}
+	if f.Lance == nil {
+		return nil, fmt.Errorf("a lance index names its dataset: re-run shardfeed index --format lance")
+	}
+	schema, err := decodeSchema(f.Lance.ArrowSchema)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := lancefile.Nodes(fieldsOf(f.Lance.Fields))
+	if err != nil {
+		return nil, fmt.Errorf("the index's Lance fields: %w; re-run shardfeed index", err)
+	}
+	names := make([]string, schema.NumFields())
+	for i, fl := range schema.Fields() {
+		names[i] = fl.Name
+	}
+	if nodes, err = project(nodes, names); err != nil {
+		return nil, fmt.Errorf("the index's schema: %w; re-run shardfeed index", err)
+	}
+	if err := lancefile.Readable(nodes); err != nil {
+		return nil, fmt.Errorf("the index's Lance fields: %w; re-run shardfeed index", err)
+	}
+	return &reader{file: f, schema: schema, nodes: nodes}, nil
+}
+
+func fieldsOf(fs []index.LanceField) []lancefile.Field {
+	out := make([]lancefile.Field, len(fs))
+	for i, f := range fs {
+		out[i] = lancefile.Field{Name: f.Name, ID: f.ID, Parent: f.Parent, LogicalType: f.LogicalType, Nullable: f.Nullable}
+	}
+	return out
+}
+
+func decodeSchema(b64 string) (*arrow.Schema, error) {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, fmt.Errorf("the index's arrowSchema is not base64: %w", err)
+	}
+	r, err := ipc.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("the index's arrowSchema is not an Arrow schema: %w", err)
+	}
+	defer r.Release()
+	return r.Schema(), nil
+}
+
+func encodeSchema(s *arrow.Schema) (string, error) {
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(s))
+	if err := w.Close(); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+type reader struct {
+	file   *index.File
+	schema *arrow.Schema
+	nodes  []*lancefile.Node
+}
+
+// Parts are the shard's ranges, then each data file's tail.
+func (r *reader) Parts(i int) []format.Part {
+	e := r.file.Shards[i]
+	out := make([]format.Part, 0, len(e.Ranges)+len(e.Files))
+	for _, g := range e.Ranges {
+		out = append(out, format.Part{Key: g.Object, Size: g.Length, Hash: g.Hash, Range: true, Offset: g.Offset})
+	}
+	for _, f := range e.Files {
+		out = append(out, format.Part{Key: f.Tail.Object, Size: f.Tail.Length, Hash: f.Tail.Hash, Range: true, Offset: f.Tail.Offset})
+	}
+	return out
+}
+
+func (r *reader) Schema(context.Context, format.ReadFunc) (*arrow.Schema, error) {
+	return r.schema, nil
+}
+
+// sparse is a file's bytes where a shard's parts hold them.
+type sparse struct {
+	object string
+	segs   []segment
+}
+
+type segment struct {
+	off  uint64
+	data []byte
+}
+
+func (s *sparse) ReadAt(off, n uint64) ([]byte, error) {
+	k := sort.Search(len(s.segs), func(k int) bool { return s.segs[k].off+uint64(len(s.segs[k].data)) > off })
+	for ; k < len(s.segs) && s.segs[k].off <= off; k++ {
+		g := s.segs[k]
+		if off+n <= g.off+uint64(len(g.data)) {
+			return g.data[off-g.off : off-g.off+n], nil
+		}
+	}
+	return nil, fmt.Errorf("%s: bytes [%d, %d) are not among the shard's ranges: the index does not match the dataset; re-run shardfeed index", s.object, off, off+n)
+}
+
+func (r *reader) Records(_ context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
+	e := r.file.Shards[i]
+	if len(parts) != len(e.Ranges)+len(e.Files) {
+		return nil, fmt.Errorf("shard %s: %d parts, want %d", e.Name, len(parts), len(e.Ranges)+len(e.Files))
+	}
+	files, err := views(e, parts)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: %w", e.Name, err)
+	}
+	nodes, fields, err := r.wanted(columns)
+	if err != nil {
+		return nil, err
+	}
+	from, to := uint64(e.RowStart), uint64(e.RowStart+e.Rows) //nolint:gosec // checked by the index
+	cols := make([]arrow.Array, len(nodes))
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for k, n := range nodes {
+		if cols[k], err = readRows(n, files, from, to); err != nil {
+			return nil, fmt.Errorf("shard %s: %w", e.Name, err)
+		}
+	}
+	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, e.Rows)
+	defer rec.Release()
+	return format.RecordsOf(format.Undeleted(rec, 0, e.Deleted))
+}
+
+// wanted returns the nodes and fields of the columns asked for (nil: all).
+func (r *reader) wanted(columns []string) ([]*lancefile.Node, []arrow.Field, error) {
+	var nodes []*lancefile.Node
+	var fields []arrow.Field
+	for k, n := range r.nodes {
+		if columns != nil && !slices.Contains(columns, n.Name) {
+			continue
+		}
+		nodes, fields = append(nodes, n), append(fields, r.schema.Field(k))
+	}
+	for _, c := range columns {
+		if len(r.schema.FieldIndices(c)) == 0 {
+			return nil, nil, fmt.Errorf("the index has no column %q (it was indexed with columns %v): re-run shardfeed index --columns with it", c, r.file.Lance.Columns)
+		}
+	}
+	return nodes, fields, nil
+}
+
+// views opens a shard's data files from its parts: its ranges, then each
+// file's tail.
+func views(e index.Entry, parts [][]byte) ([]lancetable.FileView, error) {
+	byObject := map[string]*sparse{}
+	for k, g := range e.Ranges {
+		if int64(len(parts[k])) != g.Length {
+			return nil, fmt.Errorf("range %d of %s: %d bytes, want %d", k, g.Object, len(parts[k]), g.Length)
+		}
+		s := byObject[g.Object]
+		if s == nil {
+			s = &sparse{object: g.Object}
+			byObject[g.Object] = s
+		}
+		s.segs = append(s.segs, segment{off: uint64(g.Offset), data: parts[k]}) //nolint:gosec // checked by the index
+	}
+	for _, s := range byObject {
+		slices.SortFunc(s.segs, func(a, b segment) int { return cmpUint(a.off, b.off) })
+	}
+	out := make([]lancetable.FileView, len(e.Files))
+	for k, f := range e.Files {
+		tail, err := lancefile.ParseTail(parts[len(e.Ranges)+k], f.Tail.Offset, f.Size)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Tail.Object, err)
+		}
+		src := byObject[f.Tail.Object]
+		if src == nil {
+			src = &sparse{object: f.Tail.Object}
+		}
+		cols := lancefile.Columns{}
+		for j, id := range f.Fields {
+			cols[id] = int(f.Columns[j])
+		}
+		out[k] = lancetable.FileView{Tail: tail, Source: src, Columns: cols}
+	}
+	return out, nil
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func readRows(n *lancefile.Node, files []lancetable.FileView, from, to uint64) (arrow.Array, error) {
+	return lancetable.ReadRows(n, files, from, to)
+}

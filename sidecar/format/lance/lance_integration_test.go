@@ -1,0 +1,261 @@
+//go:build integration
+
+package lance_test
+
+// Lance datasets written by pylance, indexed by shardfeed index and read
+// shard by shard as a pod reads them (its parts only, through
+// format.StoreRead): every live row equals pylance's read of the pinned
+// version, no deleted row is served, and a projection fetches only its
+// columns' bytes.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+)
+
+func oracle(t *testing.T, args ...string) []byte {
+	t.Helper()
+	return testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", args...)
+}
+
+// rows parses the oracle's JSON lines into canonical rows.
+func rows(t *testing.T, out []byte) []string {
+	t.Helper()
+	var rs []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<28)
+	for sc.Scan() {
+		var m map[string]any
+		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, testenv.Canonical(t, m))
+	}
+	return rs
+}
+
+// served indexes the dataset and reads every shard from its parts alone,
+// returning the rows (with their row addresses) and the bytes fetched.
+func served(t *testing.T, st store.Store, table *format.TableOptions, shardBytes int64) (*index.File, []string, int64) {
+	t.Helper()
+	ctx := context.Background()
+	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatLance, format.IndexOptions{Table: table, ShardBytes: shardBytes, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The index round-trips through its JSON and its strict reader.
+	raw, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := index.ReadLayout(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("the index does not read back: %v", err)
+	}
+	r, err := formats.Default().Open(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var fetched int64
+	for i, e := range f.Shards {
+		var parts [][]byte
+		for _, p := range r.Parts(i) {
+			b, err := format.StoreRead(st)(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fetched += int64(len(b))
+			parts = append(parts, b)
+		}
+		rr, err := r.Records(ctx, i, parts, nil)
+		if err != nil {
+			t.Fatalf("shard %s: %v", e.Name, err)
+		}
+		live := liveRows(e)
+		k := 0
+		for rr.Next() {
+			rec := rr.RecordBatch()
+			for j := range int(rec.NumRows()) {
+				row := testenv.Row(rec, j, nil)
+				row["_rowaddr"] = uint64(e.Part)<<32 | uint64(live[k])
+				k++
+				out = append(out, testenv.Canonical(t, row))
+			}
+		}
+		rr.Release()
+		if int64(k) != e.Samples {
+			t.Fatalf("shard %s served %d rows, its index says %d", e.Name, k, e.Samples)
+		}
+	}
+	slices.Sort(out)
+	return f, out, fetched
+}
+
+// liveRows lists a shard's rows that are not deleted, as rows of its
+// fragment.
+func liveRows(e index.Entry) []int64 {
+	var out []int64
+	d := 0
+	for r := int64(0); r < e.Rows; r++ {
+		for d < len(e.Deleted) && e.Deleted[d][1] <= r {
+			d++
+		}
+		if d < len(e.Deleted) && e.Deleted[d][0] <= r {
+			continue
+		}
+		out = append(out, e.RowStart+r)
+	}
+	return out
+}
+
+func sorted(rs []string) []string { slices.Sort(rs); return rs }
+
+func TestLanceStreamsServePylanceRows(t *testing.T) {
+	for _, c := range []struct{ kase, version string }{{"tab", "2.2"}, {"evolve", "2.1"}, {"nested", "2.0"}} { // the encodings matrix is lancetable's
+		t.Run(c.kase+"-"+c.version, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "ds.lance")
+			var w struct {
+				Tags   map[string]uint64 `json:"tags"`
+				Latest uint64            `json:"latest"`
+			}
+			if err := json.Unmarshal(oracle(t, "write", dir, "--case", c.kase, "--version", c.version), &w); err != nil {
+				t.Fatal(err)
+			}
+			st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Small shards: most fragments are cut into several.
+			f, got, _ := served(t, st, nil, 256<<10)
+			if f.Lance.Version != w.Latest {
+				t.Fatalf("indexed version %d, the latest is %d", f.Lance.Version, w.Latest)
+			}
+			want := sorted(rows(t, oracle(t, "read", dir)))
+			compare(t, "latest", got, want)
+			for tag, v := range w.Tags {
+				f, got, _ := served(t, st, &format.TableOptions{Lance: datav1alpha1.LanceTable{Tag: tag}}, 256<<10)
+				if f.Lance.Version != v || f.Lance.Tag != tag {
+					t.Fatalf("tag %s: indexed version %d (tag %q), want %d", tag, f.Lance.Version, f.Lance.Tag, v)
+				}
+				compare(t, "tag "+tag, got, sorted(rows(t, oracle(t, "read", dir, "--tag", tag))))
+			}
+		})
+	}
+}
+
+// A projection's shards fetch its columns' bytes and nothing of the
+// others': the media table's images and tensors are never read for its
+// captions.
+func TestLanceProjectionFetchesOnlyItsColumns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "media.lance")
+	oracle(t, "write", dir, "--case", "media", "--version", "2.2")
+	st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, all, allBytes := served(t, st, nil, 1<<20)
+	cols := []string{"id", "caption"}
+	f, got, projBytes := served(t, st, &format.TableOptions{Columns: cols}, 1<<20)
+	compare(t, "projected", got, sorted(rows(t, oracle(t, "read", dir, "--columns", "id,caption"))))
+	if len(got) != len(all) {
+		t.Fatalf("%d rows projected, %d in all", len(got), len(all))
+	}
+	var sizes int64
+	for _, o := range listSizes(t, st) {
+		sizes += o
+	}
+	if projBytes*20 > allBytes {
+		t.Fatalf("the projection fetched %d bytes of the %d all columns take: more than 5%%", projBytes, allBytes)
+	}
+	t.Logf("all columns: %d bytes fetched (the dataset: %d); id and caption: %d (%.1f%%), in %d shards", allBytes, sizes, projBytes,
+		100*float64(projBytes)/float64(allBytes), len(f.Shards))
+}
+
+// Each table this reader does not decode is refused with a message that
+// names what was found and how to rewrite the table, before a row is
+// served; a projection that leaves the refused column out is read.
+func TestLanceRefusals(t *testing.T) {
+	for _, c := range []struct {
+		kase, version string
+		want          []string
+		columns       []string // a projection that is read
+	}{
+		{"small", "legacy", []string{"file version legacy 0.2", "legacy files predate the 2.x format", `data_storage_version="2.2"`}, nil},
+		{"small", "2.3", []string{"file version 2.3", "unstable", `data_storage_version="2.2"`}, nil},
+		{"blob", "2.2", []string{`column "payload"`, "blob", "select other columns"}, []string{"id", "s"}},
+		{"deep", "2.2", []string{`column "points"`, "nested two levels deep", "flatten it"}, []string{"id"}},
+		{"bases", "2.2", []string{"several base paths", "copy it into one location"}, nil},
+	} {
+		t.Run(c.kase+"-"+c.version, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), c.kase+".lance")
+			oracle(t, "write", dir, "--case", c.kase, "--version", c.version)
+			st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := format.IndexOptions{ShardBytes: 1 << 20, TempDir: t.TempDir()}
+			_, err = formats.Default().Index(context.Background(), st, datav1alpha1.FormatLance, opts)
+			if err == nil {
+				t.Fatal("indexed a table shardfeed does not read")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the refusal %q does not say %q", err, w)
+				}
+			}
+			if c.columns != nil {
+				_, got, _ := served(t, st, &format.TableOptions{Columns: c.columns}, 1<<20)
+				compare(t, "projected", got, sorted(rows(t, oracle(t, "read", dir, "--columns", strings.Join(c.columns, ",")))))
+			}
+		})
+	}
+}
+
+func listSizes(t *testing.T, st store.Store) []int64 {
+	objs, err := st.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for _, o := range objs {
+		out = append(out, o.Size)
+	}
+	return out
+}
+
+func compare(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d rows served, pylance reads %d", what, len(got), len(want))
+	}
+	bad := 0
+	for i := range want {
+		if got[i] != want[i] {
+			if bad++; bad <= 2 {
+				t.Errorf("%s: row %d:\n got %.400s\nwant %.400s", what, i, got[i], want[i])
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%s: %d of %d rows differ", what, bad, len(want))
+	}
+}

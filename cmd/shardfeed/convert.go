@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -35,12 +38,16 @@ type convertOptions struct {
 	schema                      string
 	overwrite                   bool
 	parts                       partitionFlags
+	lance                       lanceFlags
 }
 
 func newConvertCommand() *cobra.Command {
 	o := &convertOptions{}
-	// Every format whose objects convert reads: all but tables.
-	sources := formats.Default().Kinds(func(f format.Format) bool { return !format.IsTable(f) })
+	// Every format whose objects convert reads, and Lance datasets (a
+	// table read from its store alone, with no catalog).
+	sources := formats.Default().Kinds(func(f format.Format) bool {
+		return !format.IsTable(f) || f.Kind() == datav1alpha1.FormatLance
+	})
 	cmd := &cobra.Command{
 		Use:   "convert SOURCE_URI --from " + strings.Join(sources, "|") + " --to mds|parquet --out OUT_URI",
 		Short: "Convert a stream's JSON Lines, CSV, TSV, Parquet, ORC or Arrow IPC objects to MDS or Parquet shards",
@@ -52,13 +59,16 @@ leaves no index that names missing shards. Arrow types map to MDS encodings as
 docs/formats.md says; MDS has no nulls, so a null value stops the
 conversion with the column and row. With --hive, a hive-partitioned tree of
 Parquet or ORC files is read with its partition values as columns, only the
-partitions --select keeps.`,
+partitions --select keeps. With --from lance, SOURCE_URI is a Lance
+dataset's directory, read at --version, --tag or its latest version (deleted
+rows left out), only --columns if given.`,
 		Example: `  shardfeed convert file:///data/chat/ --from jsonl --to mds --out s3://datasets/chat-mds/ --compression zstd:3 --hashes xxh64`,
 		Args:    cobra.ExactArgs(1),
 		RunE:    o.run,
 	}
 	o.src.add(cmd)
 	o.parts.add(cmd)
+	o.lance.add(cmd)
 	f := cmd.Flags()
 	f.StringVar((*string)(&o.from), "from", "", "format of the source objects: "+strings.Join(sources, ", "))
 	f.StringVar((*string)(&o.to), "to", "mds", "output format: mds or parquet")
@@ -112,6 +122,9 @@ func (o *convertOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	c := &converter{ctx: ctx, in: inStore, out: outStore, from: o.from, formats: formats.Default(), stderr: cmd.ErrOrStderr(), tmp: o.outDir}
 	if c.partitions, err = o.parts.options(o.from); err != nil {
+		return err
+	}
+	if c.table, err = o.lance.options(o.from); err != nil {
 		return err
 	}
 	if o.schema != "" {
@@ -182,6 +195,8 @@ type converter struct {
 	// partitions read a hive-partitioned source, its partition values
 	// written as columns.
 	partitions *format.PartitionOptions
+	// table pins and projects a Lance dataset.
+	table *format.TableOptions
 }
 
 // layout returns the source's layout: indexed from its objects by a format
@@ -191,14 +206,19 @@ func (c *converter) layout() (*index.Layout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--from: %w", err)
 	}
-	if _, ok := f.(format.Indexer); !ok {
+	_, table := f.(format.TableIndexer)
+	if _, ok := f.(format.Indexer); !ok && !table {
 		return index.ReadStoreLayout(c.ctx, c.in)
 	}
-	x, err := c.formats.Index(c.ctx, c.in, c.from, format.IndexOptions{TempDir: c.tmp, Schema: c.schema, Partitions: c.partitions, Progress: func(done, total int, _ string) {
-		if done == total {
-			_, _ = fmt.Fprintf(c.stderr, "scanned %d objects\n", total)
-		}
-	}})
+	x, err := c.formats.Index(c.ctx, c.in, c.from, format.IndexOptions{TempDir: c.tmp, Schema: c.schema, Partitions: c.partitions, Table: c.table,
+		Progress: func(done, total int, what string) {
+			switch {
+			case table:
+				_, _ = fmt.Fprintf(c.stderr, "indexed %s (%d/%d)\n", what, done, total)
+			case done == total:
+				_, _ = fmt.Fprintf(c.stderr, "scanned %d objects\n", total)
+			}
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -307,6 +327,56 @@ func (c *converter) toMDS(opts mds.WriterOptions) (samples int64, shards int, er
 // rowGroupsPerFile is how many row groups a converted Parquet object holds.
 const rowGroupsPerFile = 16
 
+// checkParquetWritable refuses, naming the column and row, a null
+// fixed-size list: arrow-go's Parquet writer fails on one with a message
+// that names neither ("lists with non-zero length null components").
+func checkParquetWritable(rec arrow.RecordBatch, shard string) error {
+	for i, col := range rec.Columns() {
+		if _, ok := col.DataType().(*arrow.FixedSizeListType); !ok || col.NullN() == 0 {
+			continue
+		}
+		for r := range col.Len() {
+			if col.IsNull(r) {
+				return fmt.Errorf("%s: column %q is a null fixed-size list in row %d, which the Parquet writer cannot write; fill the nulls, or project the column out (--columns)", shard, rec.ColumnName(i), r)
+			}
+		}
+	}
+	return nil
+}
+
+// unslicedFSL copies the fixed-size list columns of a slice into arrays of
+// their own: arrow-go's Parquet writer writes a sliced fixed-size list
+// from its child's first value, not the slice's (a row group after the
+// first would repeat the first rows' tensors).
+func unslicedFSL(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	cols := rec.Columns()
+	var copied []arrow.Array
+	for i, col := range cols {
+		if _, ok := col.DataType().(*arrow.FixedSizeListType); !ok || col.Data().Offset() == 0 {
+			continue
+		}
+		c, err := array.Concatenate([]arrow.Array{col}, memory.DefaultAllocator)
+		if err != nil {
+			rec.Release()
+			return nil, err
+		}
+		if copied == nil {
+			cols = slices.Clone(cols)
+		}
+		cols[i] = c
+		copied = append(copied, c)
+	}
+	if copied == nil {
+		return rec, nil
+	}
+	out := array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
+	rec.Release()
+	for _, c := range copied {
+		c.Release()
+	}
+	return out, nil
+}
+
 // toParquet writes the source as Parquet objects of row groups of about
 // shardBytes, then their shardfeed index (index.json last).
 func (c *converter) toParquet(shardBytes int64, compression, hashAlgo string) (samples int64, shards int, err error) {
@@ -333,7 +403,10 @@ func (c *converter) toParquet(shardBytes int64, compression, hashAlgo string) (s
 		files++
 		return c.put(name, buf.Bytes())
 	}
-	err = c.each(func(rec arrow.RecordBatch, _ string) error {
+	err = c.each(func(rec arrow.RecordBatch, shard string) error {
+		if err := checkParquetWritable(rec, shard); err != nil {
+			return err
+		}
 		if rowsPerGroup == 0 {
 			var size int64
 			for _, col := range rec.Columns() {
@@ -351,9 +424,14 @@ func (c *converter) toParquet(shardBytes int64, compression, hashAlgo string) (s
 				}
 				inFile = 0
 			}
-			n := min(rec.NumRows()-off, rowsPerGroup*rowGroupsPerFile-inFile)
-			part := rec.NewSlice(off, off+n)
-			err := w.WriteBuffered(part)
+			// One row group at a time: the writer cuts a longer write into
+			// row groups itself, as slices unslicedFSL does not see.
+			n := min(rec.NumRows()-off, rowsPerGroup-inFile%rowsPerGroup)
+			part, err := unslicedFSL(rec.NewSlice(off, off+n))
+			if err != nil {
+				return err
+			}
+			err = w.WriteBuffered(part)
 			part.Release()
 			if err != nil {
 				return err

@@ -50,3 +50,47 @@ func TestIntegrationConvertJSONLToMDSReadByMosaicMLStreaming(t *testing.T) {
 		t.Fatalf("mosaicml-streaming read %d samples, want 400", i)
 	}
 }
+
+// A Lance dataset converts to Parquet that pyarrow reads as pylance reads
+// the dataset: every live row, in order, each value (nulls included), in
+// file versions 2.0 and 2.2.
+func TestIntegrationConvertLanceToParquetReadByPyarrow(t *testing.T) {
+	for _, version := range []string{"2.0", "2.2"} {
+		t.Run(version, func(t *testing.T) {
+			root, out := t.TempDir(), t.TempDir()
+			testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", "write", filepath.Join(root, "t.lance"), "--case", "tiny", "--version", version)
+			ds := filepath.Join(root, "t.lance-tab")
+			res, err := runCLI(t, "convert", "file://"+ds+"/", "--from", "lance", "--to", "parquet", "--out", "file://"+out+"/", "--shard-size", "16KiB")
+			if err != nil || !strings.Contains(res, "300 samples in") {
+				t.Fatalf("convert: %v\n%s", err, res)
+			}
+			var want []string
+			for _, line := range strings.Split(strings.TrimSpace(string(testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", "read", ds))), "\n") {
+				var row map[string]any
+				if err := json.Unmarshal([]byte(line), &row); err != nil {
+					t.Fatal(err)
+				}
+				delete(row, "_rowaddr")
+				b, _ := json.Marshal(row)
+				want = append(want, string(b))
+			}
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(string(testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", "read-parquet", out))), "\n") {
+				var row map[string]any
+				if err := json.Unmarshal([]byte(line), &row); err != nil {
+					t.Fatal(err)
+				}
+				b, _ := json.Marshal(row)
+				got = append(got, string(b))
+			}
+			if len(got) != len(want) {
+				t.Fatalf("pyarrow reads %d rows of the Parquet, pylance %d of the dataset", len(got), len(want))
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("row %d:\n got %.500s\nwant %.500s", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}

@@ -230,6 +230,11 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 		source, o.kind, o.indexURI = streams.SharedCredentials(s, o.src.credentialsDir), s.Format, s.Source.IndexURI
 		o.table.fromSpec(s.Iceberg)
 		o.lance.fromSpec(s.Lance)
+		if s.Format == datav1alpha1.FormatLance && o.lance.columns == nil {
+			// Only the columns the stream serves: the others' bytes are
+			// never fetched.
+			o.lance.columns = s.Columns
+		}
 		o.parts.fromSpec(s.Partitions)
 		o.filter = s.Filter
 	case len(args) == 0:

@@ -352,6 +352,9 @@ func IndexCommand(s datav1alpha1.Stream) string {
 			cmd += " --tag " + l.Tag
 		}
 	}
+	if s.Format == datav1alpha1.FormatLance && len(s.Columns) > 0 {
+		cmd += " --columns " + shellQuote(strings.Join(s.Columns, ","))
+	}
 	if p := s.Partitions; p != nil {
 		cmd += " --hive"
 		if len(p.Columns) > 0 {

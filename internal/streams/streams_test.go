@@ -40,6 +40,8 @@ func TestIndexCommandNamesEverythingIndexNeeds(t *testing.T) {
 		{"a Lance dataset at a version", datav1alpha1.Stream{Format: datav1alpha1.FormatLance, Source: datav1alpha1.Source{URI: "s3://lake/robots.lance/"},
 			Lance: &datav1alpha1.LanceTable{Version: &snap}},
 			"shardfeed index s3://lake/robots.lance/ --format lance --version 42"},
+		{"a Lance dataset's columns", datav1alpha1.Stream{Format: datav1alpha1.FormatLance, Source: datav1alpha1.Source{URI: "s3://lake/robots.lance/"}, Columns: []string{"id", "caption"}},
+			"shardfeed index s3://lake/robots.lance/ --format lance --columns 'id,caption'"},
 		{"an index apart from read-only data", datav1alpha1.Stream{Format: datav1alpha1.FormatParquet, Source: datav1alpha1.Source{URI: "s3://shared/web/", IndexURI: "s3://team/idx/web/"}},
 			"shardfeed index s3://shared/web/ --format parquet --index-uri s3://team/idx/web/"},
 	}

@@ -14,6 +14,9 @@ vendored.
       (fragment << 32 | offset) and each value as testenv.Plain writes it:
       binary as hex, dates as days, timestamps as integers of their unit,
       decimals as strings.
+  lance_oracle.py read-parquet DIR
+      prints the rows of the Parquet files in DIR (shardfeed convert's
+      output) as read prints a table's, without "_rowaddr".
   lance_oracle.py cleanup DIR
       deletes the tag "pinned" and every version but the latest, as a
       table's owner would (cleanup_old_versions).
@@ -212,6 +215,21 @@ def write(args) -> None:
         make = functools.partial(nested_batch, null_structs=version != "2.0")
         lance.write_dataset(pa.Table.from_batches([make(0, 300, 1)]), uri, **kw)
         lance.write_dataset(pa.Table.from_batches([tab_batch(0, 300, 1)]), uri + "-tab", **kw)
+    elif args.case == "train":  # the sidecar tests' stream "p": text "p-<id>" and a heavy column never served
+        def train_batch(start: int, n: int) -> pa.RecordBatch:
+            ids = list(range(start, start + n))
+            return pa.RecordBatch.from_pydict({
+                "id": pa.array(ids, pa.int64()), "text": pa.array([f"p-{i}" for i in ids]),
+                "pixels": pa.array([bytes([i % 251]) * 4096 for i in ids], pa.binary())})
+        lance.write_dataset(pa.Table.from_batches([train_batch(0, 200)]), uri, max_rows_per_file=70, **kw)
+        ds = lance.write_dataset(pa.Table.from_batches([train_batch(200, 100)]), uri, mode="append")
+        ds.delete("id % 7 = 3")  # sparse: Arrow deletion files
+        ds.delete("id >= 210 AND id < 260")  # dense: a roaring bitmap
+        ds.tags.create("pinned", ds.version)
+    elif args.case == "train-append":  # the train table moves on
+        lance.write_dataset(pa.RecordBatch.from_pydict({
+            "id": pa.array(range(300, 400), pa.int64()), "text": pa.array([f"p-{i}" for i in range(300, 400)]),
+            "pixels": pa.array([bytes([i % 251]) * 4096 for i in range(300, 400)], pa.binary())}), uri, mode="append")
     elif args.case == "small":  # the refusals of file versions: legacy, 2.3
         lance.write_dataset(pa.Table.from_batches([small_batch(0, 300)]), uri, **kw)
     elif args.case == "blob":  # a blob column, stored out of line
@@ -273,6 +291,20 @@ def read(args) -> None:
         out.write(json.dumps(row, default=str) + "\n")
 
 
+def read_parquet(args) -> None:
+    """The rows of the Parquet files in DIR (a shardfeed convert's output),
+    in file order, as read prints a table's (without _rowaddr)."""
+    import glob
+    import pyarrow.parquet as pq
+    for path in sorted(glob.glob(args.dir.rstrip("/") + "/*.parquet")):
+        table = pq.read_table(path)
+        cols = {name: storage(table.column(name)) for name in table.column_names}
+        pylists = {name: c.to_pylist() for name, c in cols.items()}
+        for i in range(table.num_rows):
+            row = {name: plain(pylists[name][i], cols[name].type) for name in cols}
+            sys.stdout.write(json.dumps(row, default=str) + "\n")
+
+
 def cleanup(args) -> None:
     ds = lance.dataset(args.dir)
     for tag in list(ds.tags.list()):
@@ -295,8 +327,10 @@ def main() -> None:
     r.add_argument("--columns")
     c = sub.add_parser("cleanup")
     c.add_argument("dir")
+    q = sub.add_parser("read-parquet")
+    q.add_argument("dir")
     args = p.parse_args()
-    {"write": write, "read": read, "cleanup": cleanup}[args.cmd](args)
+    {"write": write, "read": read, "cleanup": cleanup, "read-parquet": read_parquet}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,173 @@
+//go:build integration
+
+package sidecar_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/shardfeed/shardfeed/internal/testenv"
+)
+
+// TestIntegrationALanceTableAndMDSExactlyOnceThroughAKillAndARescale is
+// the Lance issue's acceptance: a dataset of an MDS stream and a Lance
+// table on MinIO (written by pylance: several fragments, deletions, a row
+// of 4 KiB of pixels the stream does not serve) is refused until its index
+// exists, naming the command; that command indexes only the stream's
+// columns; the dataset goes through a kill and a 4→2 rescale exactly once
+// (trainKillAndResume: the lineage equals plan --ids at both world sizes,
+// no pod over the plan's bound), each of the table's samples is the row
+// pylance reads at that place of the indexed version, and the pixels'
+// bytes are never fetched. When the table then moves on and is indexed
+// again, the job's next pod refuses to resume, naming both versions.
+func TestIntegrationALanceTableAndMDSExactlyOnceThroughAKillAndARescale(t *testing.T) {
+	local := filepath.Join(t.TempDir(), "p.lance")
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", "write", local, "--case", "train", "--version", "2.1")
+	bucket, dir := mdsInMinIO(t, 600)
+	upload(t, bucket, "p.lance", local)
+	path := writeMixedManifest(t, dir, bucket, "    columns: [id, text]\n", fmt.Sprintf(`  - name: p
+    format: lance
+    source: {uri: "s3://%s/p.lance/", endpoint: %q, insecure: true}
+    columns: [id, text]
+  numSplits: 4
+  globalBatchSize: 16
+  shuffle: {seed: 11, blockSize: 100}
+`, bucket, minioServer.URL()))
+	ds := dataset{bucket: bucket, manifest: path, credentials: minioServer.CredentialsDir(t)}
+
+	out, err := runShardfeed("plan", "-f", ds.manifest, "--credentials-dir", ds.credentials)
+	_, command, ok := strings.Cut(out, "write one with: ")
+	if err == nil || !ok {
+		t.Fatalf("plan before the table's index: %v\n%s\nwant a refusal naming the command", err, out)
+	}
+	command, _, _ = strings.Cut(command, "\n")
+	if !strings.Contains(command, "--format lance") || !strings.Contains(command, "--columns 'id,text'") {
+		t.Fatalf("the refusal names %q, not an index of the stream's columns", command)
+	}
+	args := strings.Fields(strings.ReplaceAll(command, "'", ""))
+	if out, err := runShardfeed(append(args[1:], "--credentials-dir", ds.credentials)...); err != nil {
+		t.Fatalf("%s: %v\n%s", command, err, out)
+	}
+	// The manifest's stream says the same.
+	if out, err := runShardfeed("index", "-f", ds.manifest, "--stream", "p", "--dry-run", "--credentials-dir", ds.credentials); err != nil || !strings.Contains(out, "214 samples") {
+		t.Fatalf("index -f --stream p: %v\n%s", err, out)
+	}
+
+	// Sample k of the table's stream (id 600+k: "m" has 600) is the k-th
+	// live row pylance reads of the indexed version.
+	var read []int64
+	for _, line := range strings.Split(strings.TrimSpace(string(testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", "read", local, "--columns", "id"))), "\n") {
+		var r struct{ ID int64 }
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		read = append(read, r.ID)
+	}
+	if len(read) != 300-43-50+7 { // 300 rows less id%7=3 (43) and ids 210–259 (50), 7 of them both
+		t.Fatalf("pylance reads %d live rows", len(read))
+	}
+
+	// The index's shards (their ranges and tails: all a pod fetches of the
+	// table) hold a sliver of the pixels' 1.2 MiB.
+	type span struct {
+		Object string `json:"object"`
+		Length int64  `json:"length"`
+	}
+	var idx struct {
+		Shards []struct {
+			Ranges []span `json:"ranges"`
+			Files  []struct {
+				Tail span `json:"tail"`
+			} `json:"files"`
+		} `json:"shards"`
+		Lance struct {
+			Version uint64   `json:"version"`
+			Columns []string `json:"columns"`
+		} `json:"lance"`
+	}
+	raw := getObject(t, bucket, "p.lance/_shardfeed/index.json")
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		t.Fatal(err)
+	}
+	var lanceBytes int64
+	tails := map[string]bool{} // a file's tail is fetched once, shared by its shards
+	for _, s := range idx.Shards {
+		for _, r := range s.Ranges {
+			lanceBytes += r.Length
+		}
+		for _, f := range s.Files {
+			if !tails[f.Tail.Object] {
+				tails[f.Tail.Object] = true
+				lanceBytes += f.Tail.Length
+			}
+		}
+	}
+	if strings.Join(idx.Lance.Columns, ",") != "id,text" || lanceBytes == 0 || lanceBytes > 300*4096/20 {
+		t.Fatalf("the index projects %v and its %d shards take %d bytes: want id,text in under 5%% of the pixels' %d",
+			idx.Lance.Columns, len(idx.Shards), lanceBytes, 300*4096)
+	}
+
+	t.Logf("the index of id and text: %d shards, %d bytes of ranges and tails (the pixels: %d)", len(idx.Shards), lanceBytes, 300*4096)
+	lineage, state := trainKillAndResume(t, ds, "lance")
+	trained := map[int64]bool{}
+	for _, b := range lineage {
+		for j, id := range b.ids {
+			if b.streams[j] != 1 {
+				continue
+			}
+			k := id - 600
+			if k < 0 || k >= int64(len(read)) || b.rowIDs[j] != read[k] {
+				t.Fatalf("step %d: sample %d of the table is row id %d, pylance reads %v there", b.step, k, b.rowIDs[j], read[min(max(k, 0), int64(len(read))-1)])
+			}
+			if b.rowIDs[j]%7 == 3 || (b.rowIDs[j] >= 210 && b.rowIDs[j] < 260) {
+				t.Fatalf("step %d: deleted row %d reached a batch", b.step, b.rowIDs[j])
+			}
+			if !b.pads[j] {
+				trained[b.rowIDs[j]] = true
+			}
+		}
+	}
+	if len(trained) < len(read)-13 {
+		t.Errorf("trained on %d rows of the table's %d", len(trained), len(read))
+	}
+
+	// The table moves on and is indexed again: the job's next pod refuses
+	// to resume on the new version, naming both.
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", "write", local, "--case", "train-append")
+	upload(t, bucket, "p.lance", local)
+	if out, err := runShardfeed("index", "-f", ds.manifest, "--stream", "p", "--credentials-dir", ds.credentials); err != nil || !strings.Contains(out, fmt.Sprintf("%d samples", len(read)+100)) {
+		t.Fatalf("indexing the moved table: %v\n%s", err, out)
+	}
+	cmd := exec.Command(binary, podArgs(ds, t.TempDir(), state, "lance", "a3", 2, 0)...)
+	cmd.Env = append(os.Environ(), credentialsEnv(t, ds)...)
+	out, err = runWithin(cmd, time.Minute)
+	want := fmt.Sprintf("spec.streams[1].snapshot: lance:v%d, now lance:v%d", idx.Lance.Version, idx.Lance.Version+1)
+	if err == nil || !strings.Contains(out, want) {
+		t.Fatalf("a pod resuming on the moved table: %v\n%s\nwant a refusal naming %q", err, out, want)
+	}
+}
+
+// getObject reads an object of the test's MinIO.
+func getObject(t *testing.T, bucket, key string) []byte {
+	t.Helper()
+	o, err := minioServer.Client.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = o.Close() }()
+	b, err := io.ReadAll(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

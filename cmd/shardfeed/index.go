@@ -282,7 +282,8 @@ func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, e
 	if err != nil {
 		return format.IndexOptions{}, fmt.Errorf("--shard-size: %w", err)
 	}
-	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Progress: progressPrinter(cmd.ErrOrStderr())}
+	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Progress: progressPrinter(cmd.ErrOrStderr()),
+		Warn: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+msg) }}
 	if opts.Partitions, err = o.parts.options(o.kind); err != nil {
 		return opts, err
 	}

@@ -442,6 +442,10 @@ func (c *Cache) download(ctx context.Context, e *entry, want checksum.Sum) (err 
 		})
 		var ce *CorruptError
 		if !errors.As(err, &ce) {
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("stream %q: %s: %w: it was deleted after the index was written (a Lance dataset's cleanup_old_versions deletes the files of old versions no tag holds); re-run shardfeed index, or pin a Lance version by tag",
+					e.shard.Stream, e.shard.Key, err)
+			}
 			if err != nil {
 				return fmt.Errorf("stream %q: %w", e.shard.Stream, err)
 			}

@@ -132,6 +132,27 @@ func TestCorruptShardFailsWithItsNameAndHashes(t *testing.T) {
 	}
 }
 
+// A shard whose object was deleted after the index was written (Lance's
+// cleanup of an untagged old version, a lifecycle rule) fails naming it
+// and what to do.
+func TestDeletedShardSaysReRunIndex(t *testing.T) {
+	st, shards, _ := fixture(t, 1000)
+	ctx := context.Background()
+	if err := os.Remove(strings.TrimPrefix(st.URI(), "file://") + shards[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	c := newCache(t, t.TempDir(), st, Options{})
+	_, err := c.Acquire(ctx, shards[0])
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Acquire = %v, want a not-found error", err)
+	}
+	for _, w := range []string{`stream "web": shard.00000.mds`, "deleted after the index was written", "re-run shardfeed index", "pin a Lance version by tag"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+}
+
 func TestLimitEvictsReleasedShardsNeverHeldOnes(t *testing.T) {
 	st, shards, _ := fixture(t, 400, 400, 400, 400)
 	ctx := context.Background()

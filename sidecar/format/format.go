@@ -164,6 +164,9 @@ type IndexOptions struct {
 	Schema []index.Field
 	// Progress, if set, is called after each object.
 	Progress func(done, total int, object string)
+	// Warn, if set, is told what the index will work with but a user
+	// should know (a pinned version cleanup may delete).
+	Warn func(msg string)
 	// Partitions, if set, read the stream as a hive-partitioned tree.
 	Partitions *PartitionOptions
 	// Table names the table of a table format (TableIndexer); set for

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -40,6 +42,13 @@ func (lanceFormat) IndexTable(ctx context.Context, st store.Store, opts format.I
 	version, err := ds.resolve(ctx, pin)
 	if err != nil {
 		return nil, err
+	}
+	if pin.Version != nil && opts.Warn != nil {
+		if msg, err := ds.unprotected(ctx, version); err != nil {
+			return nil, err
+		} else if msg != "" {
+			opts.Warn(msg)
+		}
 	}
 	m, err := ds.manifest(ctx, version)
 	if err != nil {
@@ -163,6 +172,36 @@ func (d *dataset) resolve(ctx context.Context, pin datav1alpha1.LanceTable) (uin
 		return 0, fmt.Errorf("%s is not a Lance dataset: it has no _versions/*.manifest (give format: lance the dataset's directory, the one that ends in .lance/)", d.st.URI())
 	}
 	return latest, nil
+}
+
+// unprotected says why version v's files may be deleted under the index:
+// it is not the latest and no tag holds it, so Lance's
+// cleanup_old_versions may delete them ("" when a tag or being the latest
+// keeps them).
+func (d *dataset) unprotected(ctx context.Context, v uint64) (string, error) {
+	latest, err := d.resolve(ctx, datav1alpha1.LanceTable{})
+	if err != nil || v >= latest {
+		return "", err
+	}
+	l, err := d.st.ListDir(ctx, "_refs/tags/")
+	if err != nil {
+		return "", err
+	}
+	for _, o := range l.Objects {
+		name := strings.TrimSuffix(path.Base(o.Key), ".json")
+		key, err := lancetable.TagKey(name)
+		if err != nil {
+			continue
+		}
+		b, err := d.small(ctx, key, 1<<20)
+		if err != nil {
+			return "", err
+		}
+		if t, err := lancetable.ParseTag(name, b); err == nil && t.Version == v {
+			return "", nil
+		}
+	}
+	return fmt.Sprintf("version %d is not the latest (%d) and no tag holds it: Lance's cleanup_old_versions may delete its files, and pods would then fail saying to re-run shardfeed index; tag it (lance.dataset(URI).tags.create(NAME, %d)) and pin the stream by tag", v, latest, v), nil
 }
 
 // manifest reads version v's manifest.

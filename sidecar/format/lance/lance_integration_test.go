@@ -230,6 +230,39 @@ func TestLanceRefusals(t *testing.T) {
 	}
 }
 
+// An index pinned to a version that is neither the latest nor held by a
+// tag warns that Lance's cleanup may delete its files.
+func TestLanceUntaggedOldVersionWarns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "p.lance")
+	oracle(t, "write", dir, "--case", "train", "--version", "2.2") // versions 1–4, tag "pinned" at 4
+	oracle(t, "write", dir, "--case", "train-append")              // version 5
+	st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		version int64
+		want    string
+	}{
+		{3, "version 3 is not the latest (5) and no tag holds it: Lance's cleanup_old_versions may delete its files"},
+		{4, ""}, // the tag holds it
+		{5, ""}, // the latest
+	} {
+		var warned []string
+		opts := format.IndexOptions{ShardBytes: 1 << 20, TempDir: t.TempDir(), Warn: func(m string) { warned = append(warned, m) },
+			Table: &format.TableOptions{Lance: datav1alpha1.LanceTable{Version: &c.version}}}
+		if _, err := formats.Default().Index(context.Background(), st, datav1alpha1.FormatLance, opts); err != nil {
+			t.Fatal(err)
+		}
+		switch got := strings.Join(warned, "\n"); {
+		case c.want == "" && got != "":
+			t.Errorf("version %d: warned %q", c.version, got)
+		case !strings.Contains(got, c.want):
+			t.Errorf("version %d: warned %q, want %q", c.version, got, c.want)
+		}
+	}
+}
+
 func listSizes(t *testing.T, st store.Store) []int64 {
 	objs, err := st.List(context.Background())
 	if err != nil {

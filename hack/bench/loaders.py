@@ -82,21 +82,28 @@ def shuffle_block(batch: int) -> int:
 class Serve:
     """A `shardfeed serve` of a data set's MDS, its cache warmed by one epoch."""
 
-    def __init__(self, work: Path, data: Path, batch: int, decode: str = "", binary: str = "shardfeed", shuffle: str = ""):
+    def __init__(self, work: Path, data: Path, batch: int, decode: str = "", binary: str = "shardfeed", shuffle: str = "",
+                 lance: bool = False):
         work.mkdir(parents=True, exist_ok=True)
         manifest = work / "dataset.yaml"
+        # The Lance table lancedb wrote (datasets.py), read natively: its
+        # index goes beside the sidecar's work, not into the data set.
+        source = (f"format: lance\n    source: {{uri: \"file://{data}/lance/{data.name.rsplit('-', 1)[0]}.lance/\", "
+                  f"indexURI: \"file://{work}/index/\"}}") if lance else f"format: mds\n    source: {{uri: \"file://{data}/mds/\"}}"
         manifest.write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
 kind: TrainingDataset
 metadata: {{name: bench}}
 spec:
   streams:
   - name: data
-    format: mds
-    source: {{uri: "file://{data}/mds/"}}
+    {source}
   numSplits: 2
   globalBatchSize: {batch}
   shuffle: {{seed: 1, blockSize: {shuffle_block(batch)}{", " + shuffle if shuffle else ""}}}
 {decode}""")
+        if lance:
+            subprocess.run([str(ROOT / "bin" / binary), "index", "-f", str(manifest), "--stream", "data"], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.socket = str(work / "feed.sock")
         self.log = open(work / "serve.log", "wb")
         # Default settings: what a pod gets without tuning.
@@ -334,6 +341,11 @@ RUN = 16
 BUILDS = {"images-decoded": [("shardfeed-libjpeg", "libjpeg-turbo build (cgo)", "")],
           "tokens": [("shardfeed", f"shuffled in runs of {RUN} samples", f"runLength: {RUN}")]}
 
+# shardfeed reading the Lance table lancedb wrote, natively (format: lance),
+# beside lancedb's own StreamingDataset on that table and shardfeed on MDS.
+LANCE = "on the Lance table (format: lance)"
+LANCE_KINDS = ("tokens", "images", "tabular")
+
 # The peers, as loaders.py names them and peers.py runs them.
 PEER_READERS = (("LitData", "read-litdata"), ("mosaicml-streaming", "read-mosaic"), ("lancedb", "read-lance"),
                 ("Ray Data", "read-ray"), ("torch-dataloader-utils", "read-tdu"))
@@ -426,14 +438,15 @@ def main() -> None:
             serves: dict[tuple, Serve] = {}
             jobs, where = [], []
             try:
-                for (batch, sweep), (binary, build, shuffle) in itertools.product(plans, [("shardfeed", "", "")] + BUILDS.get(kind, [])):
+                variants = [("shardfeed", "", "")] + BUILDS.get(kind, []) + ([("shardfeed", LANCE, "")] if kind in LANCE_KINDS else [])
+                for (batch, sweep), (binary, build, shuffle) in itertools.product(plans, variants):
                     todo = [c for c in cases(kind, data, None, batch, meta["rows"], sweep, build)
                             if not args.only or re.search(args.only, f"{kind}/{c[0]}/{c[1]}")]
                     if not todo:
                         continue
                     log(f"{kind}, batches of {batch}: serving {data.name} with bin/{binary}" + (f" ({build})" if build else ""))
-                    serve = Serve(Path(tmp) / f"{kind}-{batch}-{binary}{'-' + shuffle.replace(': ', '') if shuffle else ''}", data, batch,
-                                  DECODE if kind == "images-decoded" else "", binary, shuffle)
+                    serve = Serve(Path(tmp) / f"{kind}-{batch}-{binary}{'-' + shuffle.replace(': ', '') if shuffle else ''}{'-lance' if build == LANCE else ''}",
+                                  data, batch, DECODE if kind == "images-decoded" else "", binary, shuffle, lance=build == LANCE)
                     serves[(batch, build)] = serve
                     for name, workers, fn in cases(kind, data, serve, batch, meta["rows"], sweep, build):
                         if not args.only or re.search(args.only, f"{kind}/{name}/{workers}"):

@@ -422,6 +422,32 @@ def best_peer(rows: list[dict], workers: int | None) -> tuple[str, float] | None
     return name, rate
 
 
+LANCE = "shardfeed, on the Lance table (format: lance)"
+
+
+def lance_block(data: dict) -> str:
+    """The Lance issue's targets: shardfeed reading the Lance table natively
+    against lancedb's StreamingDataset on the same table (≥ 10×) and
+    against shardfeed on the same data as MDS (≥ 0.8×), no workers."""
+    lines = []
+    for kind in ("tokens", "images", "tabular"):
+        rows = {(r["loader"], r["workers"]): r for r in data["rows"] if r["kind"] == kind}
+        lance, mds = rows.get((LANCE, 0)), rows.get(("shardfeed", 0))
+        peer = [r["rate"]["median"] for (name, _), r in rows.items() if name == "lancedb"]
+        if not lance or not mds:
+            continue
+        x = Stat.of(lance["rate"])
+        parts = [f"{num(x.median)} samples/s [{num(x.min)}–{num(x.max)}], first batch {Stat.of(lance['first']).fmt('.2f')} s"]
+        if peer:
+            y = x.median / max(peer)
+            parts.append(f"**{y:.1f}×** lancedb's StreamingDataset at its best worker count ({num(max(peer))}; "
+                         f"≥ 10×: {'met' if y >= 10 else 'NOT met'})")
+        z = x.median / mds["rate"]["median"]
+        parts.append(f"**{z:.2f}×** shardfeed on the same data as MDS ({num(mds['rate']['median'])}; ≥ 0.8×: {'met' if z >= 0.8 else 'NOT met'})")
+        lines.append(f"- {kind.capitalize()}: " + ", ".join(parts) + ".")
+    return "\n".join(lines) or "(the Lance rows were not measured in the last run)"
+
+
 def targets_block(data: dict) -> str:
     """The performance issue's targets (tokens, no workers), checked against this run."""
     listed = [r for r in data["rows"] if r["kind"] == "tokens"]
@@ -633,6 +659,7 @@ def main() -> None:
                 doc = fill(doc, f"loaders-{kind}", loaders_block(loaders, kind))
         doc = fill(doc, "loaders-batch", sweep_block(loaders))
         doc = fill(doc, "loaders-targets", targets_block(loaders))
+        doc = fill(doc, "loaders-lance", lance_block(loaders))
         loader_plots(loaders, img)
     Path(args.doc).write_text(doc)
     log(f"wrote {args.doc}")

@@ -8,7 +8,7 @@ vendored.
       version V: 2.0, 2.1, 2.2, or legacy and 2.3 for the refusals) and
       prints one JSON object: {"versions": [...], "tags": {name: version},
       "latest": N}.
-  lance_oracle.py read DIR [--version N | --tag T] [--columns a,b]
+  lance_oracle.py read DIR [--version N | --tag T] [--columns a,b] [--filter SQL]
       prints the rows of DIR at that version (default: the latest), one
       JSON object per line, in (fragment, offset) order, with "_rowaddr"
       (fragment << 32 | offset) and each value as testenv.Plain writes it:
@@ -280,7 +280,7 @@ def storage(col: pa.ChunkedArray) -> pa.ChunkedArray:
 def read(args) -> None:
     ds = lance.dataset(args.dir, version=args.tag or (int(args.version) if args.version else None))
     columns = args.columns.split(",") if args.columns else None
-    table = ds.to_table(columns=columns, with_row_address=True)
+    table = ds.to_table(columns=columns, filter=args.filter, with_row_address=True)
     table = table.sort_by("_rowaddr")
     cols = {name: storage(table.column(name)) for name in table.column_names}
     types = {name: c.type for name, c in cols.items()}
@@ -325,6 +325,7 @@ def main() -> None:
     r.add_argument("--version")
     r.add_argument("--tag")
     r.add_argument("--columns")
+    r.add_argument("--filter", help="a Lance SQL filter: only the rows it keeps")
     c = sub.add_parser("cleanup")
     c.add_argument("dir")
     q = sub.add_parser("read-parquet")

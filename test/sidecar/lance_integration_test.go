@@ -22,13 +22,15 @@ import (
 // TestIntegrationALanceTableAndMDSExactlyOnceThroughAKillAndARescale is
 // the Lance issue's acceptance: a dataset of an MDS stream and a Lance
 // table on MinIO (written by pylance: several fragments, deletions, a row
-// of 4 KiB of pixels the stream does not serve) is refused until its index
-// exists, naming the command; that command indexes only the stream's
-// columns; the dataset goes through a kill and a 4→2 rescale exactly once
+// of 4 KiB of pixels the stream does not serve, a row filter) is refused
+// until its index exists, naming the command; that command, run as
+// printed, indexes only the stream's columns and writes the filter's
+// selection; the dataset goes through a kill and a 4→2 rescale exactly once
 // (trainKillAndResume: the lineage equals plan --ids at both world sizes,
 // no pod over the plan's bound), each of the table's samples is the row
-// pylance reads at that place of the indexed version, and the pixels'
-// bytes are never fetched. When the table then moves on and is indexed
+// pylance reads at that place of the indexed version with its own filter
+// (no deleted or filtered-out row trains), and the pixels' bytes are
+// never fetched. When the table then moves on and is indexed
 // again, the job's next pod refuses to resume, naming both versions.
 func TestIntegrationALanceTableAndMDSExactlyOnceThroughAKillAndARescale(t *testing.T) {
 	local := filepath.Join(t.TempDir(), "p.lance")
@@ -39,6 +41,7 @@ func TestIntegrationALanceTableAndMDSExactlyOnceThroughAKillAndARescale(t *testi
     format: lance
     source: {uri: "s3://%s/p.lance/", endpoint: %q, insecure: true}
     columns: [id, text]
+    filter: "id %% 5 != 1"
   numSplits: 4
   globalBatchSize: 16
   shuffle: {seed: 11, blockSize: 100}
@@ -51,30 +54,31 @@ func TestIntegrationALanceTableAndMDSExactlyOnceThroughAKillAndARescale(t *testi
 		t.Fatalf("plan before the table's index: %v\n%s\nwant a refusal naming the command", err, out)
 	}
 	command, _, _ = strings.Cut(command, "\n")
-	if !strings.Contains(command, "--format lance") || !strings.Contains(command, "--columns 'id,text'") {
+	if !strings.Contains(command, "--format lance") || !strings.Contains(command, "--columns 'id,text'") || !strings.Contains(command, "--filter 'id % 5 != 1'") {
 		t.Fatalf("the refusal names %q, not an index of the stream's columns", command)
 	}
-	args := strings.Fields(strings.ReplaceAll(command, "'", ""))
-	if out, err := runShardfeed(append(args[1:], "--credentials-dir", ds.credentials)...); err != nil {
-		t.Fatalf("%s: %v\n%s", command, err, out)
+	// Run as printed (a shell parses its quotes).
+	if b, err := exec.Command("sh", "-c", strings.Replace(command, "shardfeed", binary, 1)+" --credentials-dir "+ds.credentials).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", command, err, b)
 	}
 	// The manifest's stream says the same.
-	if out, err := runShardfeed("index", "-f", ds.manifest, "--stream", "p", "--dry-run", "--credentials-dir", ds.credentials); err != nil || !strings.Contains(out, "214 samples") {
+	if out, err := runShardfeed("index", "-f", ds.manifest, "--stream", "p", "--dry-run", "--credentials-dir", ds.credentials); err != nil || !strings.Contains(out, "171 of 214 samples match") {
 		t.Fatalf("index -f --stream p: %v\n%s", err, out)
 	}
 
 	// Sample k of the table's stream (id 600+k: "m" has 600) is the k-th
-	// live row pylance reads of the indexed version.
+	// live row pylance reads of the indexed version with its own filter.
 	var read []int64
-	for _, line := range strings.Split(strings.TrimSpace(string(testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", "read", local, "--columns", "id"))), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(string(testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", "read", local,
+		"--columns", "id", "--filter", "id % 5 != 1"))), "\n") {
 		var r struct{ ID int64 }
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatal(err)
 		}
 		read = append(read, r.ID)
 	}
-	if len(read) != 300-43-50+7 { // 300 rows less id%7=3 (43) and ids 210–259 (50), 7 of them both
-		t.Fatalf("pylance reads %d live rows", len(read))
+	if len(read) != 171 { // 300 rows less id%7=3 (43) and ids 210–259 (50), 7 of them both: 214, of which the filter keeps 171
+		t.Fatalf("pylance reads %d live rows that the filter keeps", len(read))
 	}
 
 	// The index's shards (their ranges and tails: all a pod fetches of the
@@ -129,8 +133,8 @@ func TestIntegrationALanceTableAndMDSExactlyOnceThroughAKillAndARescale(t *testi
 			if k < 0 || k >= int64(len(read)) || b.rowIDs[j] != read[k] {
 				t.Fatalf("step %d: sample %d of the table is row id %d, pylance reads %v there", b.step, k, b.rowIDs[j], read[min(max(k, 0), int64(len(read))-1)])
 			}
-			if b.rowIDs[j]%7 == 3 || (b.rowIDs[j] >= 210 && b.rowIDs[j] < 260) {
-				t.Fatalf("step %d: deleted row %d reached a batch", b.step, b.rowIDs[j])
+			if b.rowIDs[j]%7 == 3 || (b.rowIDs[j] >= 210 && b.rowIDs[j] < 260) || b.rowIDs[j]%5 == 1 {
+				t.Fatalf("step %d: row %d, deleted or filtered out, reached a batch", b.step, b.rowIDs[j])
 			}
 			if !b.pads[j] {
 				trained[b.rowIDs[j]] = true
@@ -145,7 +149,7 @@ func TestIntegrationALanceTableAndMDSExactlyOnceThroughAKillAndARescale(t *testi
 	// to resume on the new version, naming both.
 	testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", "write", local, "--case", "train-append")
 	upload(t, bucket, "p.lance", local)
-	if out, err := runShardfeed("index", "-f", ds.manifest, "--stream", "p", "--credentials-dir", ds.credentials); err != nil || !strings.Contains(out, fmt.Sprintf("%d samples", len(read)+100)) {
+	if out, err := runShardfeed("index", "-f", ds.manifest, "--stream", "p", "--credentials-dir", ds.credentials); err != nil || !strings.Contains(out, "251 of 314 samples match") {
 		t.Fatalf("indexing the moved table: %v\n%s", err, out)
 	}
 	cmd := exec.Command(binary, podArgs(ds, t.TempDir(), state, "lance", "a3", 2, 0)...)

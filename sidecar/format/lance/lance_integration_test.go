@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
@@ -261,6 +263,118 @@ func TestLanceUntaggedOldVersionWarns(t *testing.T) {
 			t.Errorf("version %d: warned %q, want %q", c.version, got, c.want)
 		}
 	}
+}
+
+// The columns a shard serves in place are, row for row, the bytes of the
+// values decoding gives; and the raw path is taken where the layout
+// allows: 2.0's flat columns, 2.2's full-zip tensors.
+func TestLanceRawColumnsAreTheDecodedValues(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		kase, version string
+		mustRaw       []string // columns every shard serves in place
+	}{
+		{"tab", "2.0", []string{"id", "label", "score", "emb16"}},
+		{"media", "2.2", []string{"emb768"}},
+		{"media", "2.0", []string{"id", "emb768"}},
+	} {
+		t.Run(c.kase+"-"+c.version, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "ds.lance")
+			oracle(t, "write", dir, "--case", c.kase, "--version", c.version)
+			st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatLance, format.IndexOptions{ShardBytes: 256 << 10, TempDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := &index.Layout{Format: datav1alpha1.FormatLance, Index: f.StreamIndex(), Native: f}
+			r, err := formats.Default().Open(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rr := r.(format.RawReader)
+			var names []string
+			for _, fl := range f.Lance.Fields {
+				if fl.Parent == -1 {
+					names = append(names, fl.Name)
+				}
+			}
+			checked := 0
+			for i := range f.Shards {
+				var parts [][]byte
+				for _, p := range r.Parts(i) {
+					b, err := format.StoreRead(st)(ctx, p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					parts = append(parts, b)
+				}
+				raw, err := rr.RawShard(i, parts, names)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var rawCols []string
+				if raw != nil {
+					rawCols = raw.Columns()
+				}
+				for _, want := range c.mustRaw {
+					if !slices.Contains(rawCols, want) {
+						t.Fatalf("shard %s: %s is not served in place (raw: %v)", f.Shards[i].Name, want, rawCols)
+					}
+				}
+				recs, err := r.Records(ctx, i, parts, rawCols)
+				if err != nil {
+					t.Fatal(err)
+				}
+				vals := make([][]byte, len(rawCols))
+				row := 0
+				for recs.Next() {
+					rec := recs.RecordBatch()
+					for j := range int(rec.NumRows()) {
+						if !raw.Row(row, vals) {
+							t.Fatalf("shard %s: raw row %d is not there", f.Shards[i].Name, row)
+						}
+						for k, name := range rawCols {
+							want := valueBytes(t, rec.Column(rec.Schema().FieldIndices(name)[0]), j)
+							if !bytes.Equal(vals[k], want) {
+								t.Fatalf("shard %s row %d column %s: raw %x, decoded %x", f.Shards[i].Name, row, name, vals[k], want)
+							}
+							checked++
+						}
+						row++
+					}
+				}
+				recs.Release()
+				if int64(row) != f.Shards[i].Samples || raw != nil && raw.Row(row, vals) {
+					t.Fatalf("shard %s: %d rows decoded, %d served, and raw row %d exists: %v", f.Shards[i].Name, row, f.Shards[i].Samples, row, raw != nil && raw.Row(row, vals))
+				}
+			}
+			t.Logf("%d values served in place, each equal to its decoded bytes", checked)
+		})
+	}
+}
+
+// valueBytes is the bytes Arrow stores for value j of a fixed-width array
+// (a fixed-size list's: its items').
+func valueBytes(t *testing.T, a arrow.Array, j int) []byte {
+	t.Helper()
+	d := a.Data()
+	switch typ := a.DataType().(type) {
+	case *arrow.FixedSizeListType:
+		child := d.Children()[0]
+		w := typ.Elem().(arrow.FixedWidthDataType).BitWidth() / 8 * int(typ.Len())
+		at := (d.Offset()+j)*w + child.Offset()*(w/int(typ.Len()))
+		return child.Buffers()[1].Bytes()[at : at+w]
+	case arrow.FixedWidthDataType:
+		w := typ.BitWidth() / 8
+		at := (d.Offset() + j) * w
+		return d.Buffers()[1].Bytes()[at : at+w]
+	}
+	t.Fatalf("%s is not fixed-width", a.DataType())
+	return nil
 }
 
 func listSizes(t *testing.T, st store.Store) []int64 {

@@ -219,7 +219,7 @@ def write(args) -> None:
         def train_batch(start: int, n: int) -> pa.RecordBatch:
             ids = list(range(start, start + n))
             return pa.RecordBatch.from_pydict({
-                "id": pa.array(ids, pa.int64()), "text": pa.array([f"p-{i}" for i in ids]),
+                "id": pa.array(ids, pa.int64()), "text": pa.array([f"{args.text_prefix}-{i}" for i in ids]),
                 "pixels": pa.array([bytes([i % 251]) * 4096 for i in ids], pa.binary())})
         lance.write_dataset(pa.Table.from_batches([train_batch(0, 200)]), uri, max_rows_per_file=70, **kw)
         ds = lance.write_dataset(pa.Table.from_batches([train_batch(200, 100)]), uri, mode="append")
@@ -228,7 +228,7 @@ def write(args) -> None:
         ds.tags.create("pinned", ds.version)
     elif args.case == "train-append":  # the train table moves on
         lance.write_dataset(pa.RecordBatch.from_pydict({
-            "id": pa.array(range(300, 400), pa.int64()), "text": pa.array([f"p-{i}" for i in range(300, 400)]),
+            "id": pa.array(range(300, 400), pa.int64()), "text": pa.array([f"{args.text_prefix}-{i}" for i in range(300, 400)]),
             "pixels": pa.array([bytes([i % 251]) * 4096 for i in range(300, 400)], pa.binary())}), uri, mode="append")
     elif args.case == "small":  # the refusals of file versions: legacy, 2.3
         lance.write_dataset(pa.Table.from_batches([small_batch(0, 300)]), uri, **kw)
@@ -320,6 +320,7 @@ def main() -> None:
     w.add_argument("--case", required=True)
     w.add_argument("--version", default="2.2")
     w.add_argument("--v1-names", action="store_true")
+    w.add_argument("--text-prefix", default="p", help="the train cases' text: PREFIX-<id>, as the sidecar tests check a stream's")
     r = sub.add_parser("read")
     r.add_argument("dir")
     r.add_argument("--version")

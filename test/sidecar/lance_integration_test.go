@@ -16,6 +16,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 )
 
@@ -174,4 +175,54 @@ func getObject(t *testing.T, bucket, key string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// On a laptop: a Lance dataset in a local directory, indexed, sized by
+// simulate, and served by `shardfeed serve` (what FeedDataset.from_manifest
+// runs) for a whole epoch: every live row once, its text the one written.
+func TestIntegrationServeReadsALocalLanceTable(t *testing.T) {
+	dir := t.TempDir()
+	// Stream "m": the sidecar tests' first stream, whose text is "m-<id>".
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", "write", filepath.Join(dir, "m.lance"), "--case", "train", "--version", "2.0", "--text-prefix", "m")
+	manifest := filepath.Join(dir, "dataset.yaml")
+	writeFile(t, manifest, `apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: laptop}
+spec:
+  streams:
+  - name: m
+    format: lance
+    source: {uri: m.lance/}
+    lance: {tag: pinned}
+    columns: [id, text]
+  numSplits: 1
+  globalBatchSize: 10
+  dropLast: false
+`)
+	if out, err := runShardfeed("index", "-f", manifest); err != nil || !strings.Contains(out, "214 samples") {
+		t.Fatalf("index: %v\n%s", err, out)
+	}
+	if out, err := runShardfeed("simulate", "-f", manifest); err != nil || !strings.Contains(out, "22 steps of 10 samples") {
+		t.Fatalf("simulate: %v\n%s", err, out)
+	}
+	srv := serve(t, dataset{manifest: manifest, credentials: t.TempDir()}, t.TempDir())
+	got, err := readAll(context.Background(), srv.client, shardfeed.Request{Rank: 0, World: 1}, nil)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, srv.logs())
+	}
+	seen := map[int64]bool{}
+	for _, b := range got {
+		for j, id := range b.rowIDs {
+			if b.pads[j] {
+				continue
+			}
+			if seen[id] || id%7 == 3 || (id >= 210 && id < 260) || id >= 300 {
+				t.Fatalf("step %d: row %d served twice, or deleted, or not of the tagged version", b.step, id)
+			}
+			seen[id] = true
+		}
+	}
+	if len(seen) != 214 {
+		t.Fatalf("an epoch served %d of the 214 live rows", len(seen))
+	}
 }

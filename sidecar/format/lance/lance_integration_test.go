@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -130,7 +131,10 @@ func liveRows(e index.Entry) []int64 {
 func sorted(rs []string) []string { slices.Sort(rs); return rs }
 
 func TestLanceStreamsServePylanceRows(t *testing.T) {
-	for _, c := range []struct{ kase, version string }{{"tab", "2.2"}, {"evolve", "2.1"}, {"nested", "2.0"}} { // the encodings matrix is lancetable's
+	for _, c := range []struct {
+		kase, version string
+		v1Names       bool // the older manifest naming, _versions/N.manifest
+	}{{"tab", "2.2", false}, {"evolve", "2.1", true}, {"nested", "2.0", false}} { // the encodings matrix is lancetable's
 		t.Run(c.kase+"-"+c.version, func(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "ds.lance")
@@ -138,8 +142,15 @@ func TestLanceStreamsServePylanceRows(t *testing.T) {
 				Tags   map[string]uint64 `json:"tags"`
 				Latest uint64            `json:"latest"`
 			}
-			if err := json.Unmarshal(oracle(t, "write", dir, "--case", c.kase, "--version", c.version), &w); err != nil {
+			args := []string{"write", dir, "--case", c.kase, "--version", c.version}
+			if c.v1Names {
+				args = append(args, "--v1-names")
+			}
+			if err := json.Unmarshal(oracle(t, args...), &w); err != nil {
 				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "_versions", "1.manifest")); (err == nil) != c.v1Names {
+				t.Fatalf("the table's manifests are not named as the case asks (v1 names: %v): %v", c.v1Names, err)
 			}
 			st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
 			if err != nil {

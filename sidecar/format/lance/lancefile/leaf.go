@@ -81,6 +81,32 @@ func (l leaf) sliceItems(from, to int) (leaf, error) {
 	return out, nil
 }
 
+// dropContinuation drops the levels (and their values) before the first
+// that begins a row: a row begun in a chunk not read.
+func (l leaf) dropContinuation() (leaf, error) {
+	n, vals := 0, 0
+	for n < len(l.rep) && l.rep[n] == 0 {
+		if l.def == nil || l.def[n] <= defNullItem {
+			vals++
+		}
+		n++
+	}
+	if n == 0 {
+		return l, nil
+	}
+	if l.def != nil && len(l.def) != len(l.rep) {
+		return leaf{}, corrupt("%d repetition and %d definition levels", len(l.rep), len(l.def))
+	}
+	out := leaf{rep: l.rep[n:]}
+	if l.def != nil {
+		out.def = l.def[n:]
+	}
+	if err := appendBlock(&out.vals, l.vals, vals, l.vals.n); err != nil {
+		return leaf{}, err
+	}
+	return out, nil
+}
+
 // sliceRows keeps rows [from, to) of a leaf with one list: a row begins at
 // each repetition level above 0.
 func (l leaf) sliceRows(from, to uint64) (leaf, error) {

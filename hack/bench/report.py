@@ -273,6 +273,11 @@ def first_batch_block(go: GoResults) -> str:
         ms, mib = go.stat(key, "ms/first-batch"), go.stat(key, "MiB-fetched")
         if ms and mib:
             rows.append([label, f"{mib.median:.0f} MiB", ms.fmt(",.0f", splits == 1, "ms")])
+    key = "test/sidecar/BenchmarkServeFirstBatchLance"
+    ms, mib = go.stat(key, "ms/first-batch"), go.stat(key, "MiB-fetched")
+    if ms and mib:
+        rows.append(["the same tokens as a Lance table (format: lance, shards of about 8 MiB), 1 split, blockSize 4096",
+                     f"{mib.median:.0f} MiB", ms.fmt(",.0f", True, "ms")])
     return table(["tokens, 128 MiB in 16 shards of 8 MiB", "fetched first", "first batch"], rows)
 
 

@@ -37,6 +37,7 @@ import random
 import sys
 
 import lance
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -230,6 +231,14 @@ def write(args) -> None:
         lance.write_dataset(pa.RecordBatch.from_pydict({
             "id": pa.array(range(300, 400), pa.int64()), "text": pa.array([f"{args.text_prefix}-{i}" for i in range(300, 400)]),
             "pixels": pa.array([bytes([i % 251]) * 4096 for i in range(300, 400)], pa.binary())}), uri, mode="append")
+    elif args.case == "tokens":  # the first-batch benchmark's: 16,384 rows of 2,048 int32 tokens (128 MiB), as its MDS
+        def token_batch(start: int, n: int) -> pa.RecordBatch:
+            ids = np.arange(start, start + n, dtype=np.int64)
+            toks = (ids[:, None] * 10 + np.arange(2048, dtype=np.int64)[None, :]).astype(np.int32)
+            return pa.RecordBatch.from_pydict({"id": pa.array(ids),
+                                               "tokens": pa.FixedSizeListArray.from_arrays(pa.array(toks.ravel()), 2048)})
+        lance.write_dataset(pa.RecordBatchReader.from_batches(token_batch(0, 1).schema,
+                                                              (token_batch(s, 1024) for s in range(0, 16384, 1024))), uri, **kw)
     elif args.case == "small":  # the refusals of file versions: legacy, 2.3
         lance.write_dataset(pa.Table.from_batches([small_batch(0, 300)]), uri, **kw)
     elif args.case == "blob":  # a blob column, stored out of line

@@ -244,6 +244,44 @@ func BenchmarkServeFirstBatch(b *testing.B) {
 	}
 }
 
+// BenchmarkServeFirstBatchLance is BenchmarkServeFirstBatch's first case
+// on the same tokens as a Lance table (written by pylance, format: lance,
+// indexed in shards of about 8 MiB): a cold first batch from MinIO.
+func BenchmarkServeFirstBatchLance(b *testing.B) {
+	bucket, dir := minioServer.Bucket(b), b.TempDir()
+	testenv.PythonScript(b, "venv-oracle", "test/oracle/lance_oracle.py", "write", filepath.Join(dir, "tokens.lance"), "--case", "tokens", "--version", "2.2")
+	upload(b, bucket, "tokens.lance", filepath.Join(dir, "tokens.lance"))
+	manifest := filepath.Join(dir, "dataset.yaml")
+	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: bench}
+spec:
+  streams:
+  - name: tokens
+    format: lance
+    source: {uri: "s3://%s/tokens.lance/", endpoint: %q, insecure: true}
+  numSplits: 1
+  globalBatchSize: 512
+  shuffle: {blockSize: 4096}
+`, bucket, minioServer.URL())), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ds := dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(b)}
+	if out, err := runShardfeed("index", "-f", manifest, "--shard-size", "8MiB", "--credentials-dir", ds.credentials); err != nil {
+		b.Fatalf("index: %v\n%s", err, out)
+	}
+	b.ResetTimer()
+	var total time.Duration
+	var fetched int64
+	for range b.N {
+		d, n := firstBatch(b, ds)
+		total += d
+		fetched += n
+	}
+	b.ReportMetric(total.Seconds()*1000/float64(b.N), "ms/first-batch")
+	b.ReportMetric(float64(fetched)/float64(b.N)/(1<<20), "MiB-fetched")
+}
+
 // firstBatch starts serve on ds with an empty cache and returns the time to
 // its first batch and the bytes it had fetched then.
 func firstBatch(b *testing.B, ds dataset) (time.Duration, int64) {

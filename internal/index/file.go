@@ -170,6 +170,23 @@ type Entry struct {
 // Run is the rows [Run[0], Run[1]) of a part.
 type Run [2]int64
 
+// LiveRows lists the rows of the shard's object it serves, in order: its
+// Rows from RowStart, less its Deleted runs.
+func (e Entry) LiveRows() []int64 {
+	out := make([]int64, 0, max(e.Samples, 0))
+	d := 0
+	for r := int64(0); r < e.Rows; r++ {
+		for d < len(e.Deleted) && e.Deleted[d][1] <= r {
+			d++
+		}
+		if d < len(e.Deleted) && e.Deleted[d][0] <= r {
+			continue
+		}
+		out = append(out, e.RowStart+r)
+	}
+	return out
+}
+
 // Count is the number of rows in the run.
 func (r Run) Count() int64 { return r[1] - r[0] }
 

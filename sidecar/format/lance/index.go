@@ -367,7 +367,7 @@ func (ix *indexer) fragment(ctx context.Context, frag lancetable.Fragment) ([]in
 func (ix *indexer) rowsPerShard(frag lancetable.Fragment, files []*openFile) uint64 {
 	var bytes uint64
 	for _, n := range ix.nodes {
-		for _, id := range leafIDs(n) {
+		for _, id := range n.Leaves() {
 			for _, f := range files {
 				if c, ok := f.columns[id]; ok && c < len(f.tail.Columns) {
 					for _, p := range f.tail.Columns[c].Pages {
@@ -385,17 +385,6 @@ func (ix *indexer) rowsPerShard(frag lancetable.Fragment, files []*openFile) uin
 	}
 	shards := (bytes + want - 1) / want
 	return max(1, (frag.PhysicalRows+shards-1)/shards)
-}
-
-func leafIDs(n *lancefile.Node) []int32 {
-	if len(n.Children) == 0 {
-		return []int32{n.ID}
-	}
-	var out []int32
-	for _, c := range n.Children {
-		out = append(out, leafIDs(c)...)
-	}
-	return out
 }
 
 // deleted reads a fragment's deleted rows.

@@ -91,7 +91,7 @@ func served(t *testing.T, st store.Store, table *format.TableOptions, shardBytes
 		if err != nil {
 			t.Fatalf("shard %s: %v", e.Name, err)
 		}
-		live := liveRows(e)
+		live := e.LiveRows()
 		k := 0
 		for rr.Next() {
 			rec := rr.RecordBatch()
@@ -109,23 +109,6 @@ func served(t *testing.T, st store.Store, table *format.TableOptions, shardBytes
 	}
 	slices.Sort(out)
 	return f, out, fetched
-}
-
-// liveRows lists a shard's rows that are not deleted, as rows of its
-// fragment.
-func liveRows(e index.Entry) []int64 {
-	var out []int64
-	d := 0
-	for r := int64(0); r < e.Rows; r++ {
-		for d < len(e.Deleted) && e.Deleted[d][1] <= r {
-			d++
-		}
-		if d < len(e.Deleted) && e.Deleted[d][0] <= r {
-			continue
-		}
-		out = append(out, e.RowStart+r)
-	}
-	return out
 }
 
 func sorted(rs []string) []string { slices.Sort(rs); return rs }

@@ -3,7 +3,6 @@ package lance
 import (
 	"sort"
 
-	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/lance/lancetable"
 )
@@ -28,7 +27,7 @@ func (r *reader) RawShard(i int, parts [][]byte, columns []string) (format.RawSh
 		return nil, err
 	}
 	from, to := uint64(e.RowStart), uint64(e.RowStart+e.Rows) //nolint:gosec // checked by the index
-	rs := &rawShard{live: liveRows(e)}
+	rs := &rawShard{live: e.LiveRows()}
 	for _, n := range nodes {
 		f, err := lancetable.FileOf(n, files)
 		if err != nil || f < 0 {
@@ -58,25 +57,8 @@ func (r *reader) RawShard(i int, parts [][]byte, columns []string) (format.RawSh
 	return rs, nil
 }
 
-// liveRows lists the fragment rows a shard serves, in order: its rows
-// less its deleted runs.
-func liveRows(e index.Entry) []uint64 {
-	out := make([]uint64, 0, e.Samples)
-	d := 0
-	for r := int64(0); r < e.Rows; r++ {
-		for d < len(e.Deleted) && e.Deleted[d][1] <= r {
-			d++
-		}
-		if d < len(e.Deleted) && e.Deleted[d][0] <= r {
-			continue
-		}
-		out = append(out, uint64(e.RowStart+r)) //nolint:gosec // non-negative
-	}
-	return out
-}
-
 type rawShard struct {
-	live  []uint64
+	live  []int64
 	names []string
 	cols  []rawColumn
 }
@@ -99,7 +81,7 @@ func (r *rawShard) Row(row int, vals [][]byte) bool {
 	if row < 0 || row >= len(r.live) || len(vals) < len(r.cols) {
 		return false
 	}
-	phys := r.live[row]
+	phys := uint64(r.live[row]) //nolint:gosec // a row of the fragment
 	for k, c := range r.cols {
 		j := sort.Search(len(c.segs), func(j int) bool { return c.segs[j].first+c.segs[j].rows > phys })
 		if j == len(c.segs) || c.segs[j].first > phys {

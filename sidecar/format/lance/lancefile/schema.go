@@ -28,6 +28,18 @@ type Node struct {
 	Err error
 }
 
+// Leaves lists the ids of the node's leaf fields (its own, for a leaf).
+func (n *Node) Leaves() []int32 {
+	if len(n.Children) == 0 {
+		return []int32{n.ID}
+	}
+	var out []int32
+	for _, c := range n.Children {
+		out = append(out, c.Leaves()...)
+	}
+	return out
+}
+
 // Tree builds the schema's top-level fields with their children, mapping
 // each to its Arrow type; it refuses what this reader does not decode.
 func Tree(fields []Field) ([]*Node, error) {

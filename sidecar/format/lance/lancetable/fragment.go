@@ -36,24 +36,12 @@ func (d *DataFile) ColumnsOf() (lancefile.Columns, error) {
 	return cols, nil
 }
 
-// leafIDs lists a node's leaf field ids.
-func leafIDs(n *lancefile.Node) []int32 {
-	if len(n.Children) == 0 {
-		return []int32{n.ID}
-	}
-	var out []int32
-	for _, c := range n.Children {
-		out = append(out, leafIDs(c)...)
-	}
-	return out
-}
-
 // FileOf returns the data file of files that holds node's columns (-1:
 // none does, the field was added after the fragment was written and reads
 // as null).
 func FileOf(n *lancefile.Node, files []FileView) (int, error) {
 	found := -1
-	for _, id := range leafIDs(n) {
+	for _, id := range n.Leaves() {
 		for i, f := range files {
 			if _, ok := f.Columns[id]; ok {
 				if found >= 0 && found != i {

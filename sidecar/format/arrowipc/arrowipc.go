@@ -176,11 +176,15 @@ func ReadBatchRange(_ context.Context, size int64, tail []byte, offset int64, da
 	if err != nil {
 		return nil, err
 	}
-	err = verifyFooter(tail[:n], size, func(off, metaLen int64) ([]byte, bool) {
-		if off >= offset && off+metaLen <= offset+int64(len(data)) {
-			return data[off-offset : off-offset+metaLen], true
+	err = verifyFooter(tail[:n], size, func(off, metaLen, body int64) ([]byte, []byte, bool) {
+		if off < offset || off+metaLen > offset+int64(len(data)) {
+			return nil, nil, false
 		}
-		return nil, false
+		var bodyBytes []byte
+		if off+metaLen+body <= offset+int64(len(data)) {
+			bodyBytes = data[off-offset+metaLen : off-offset+metaLen+body]
+		}
+		return data[off-offset : off-offset+metaLen], bodyBytes, true
 	})
 	if err != nil {
 		return nil, err
@@ -209,7 +213,7 @@ func Schema(size int64, tail []byte) (schema *arrow.Schema, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := verifyFooter(tail[:n], size, func(int64, int64) ([]byte, bool) { return nil, false }); err != nil {
+	if err := verifyFooter(tail[:n], size, func(int64, int64, int64) ([]byte, []byte, bool) { return nil, nil, false }); err != nil {
 		return nil, err
 	}
 	f := sparse.New(size,

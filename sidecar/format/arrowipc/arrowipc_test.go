@@ -131,3 +131,45 @@ func TestBatchDecodesFromItsRangeAndTheTailAlone(t *testing.T) {
 		t.Fatal("batch 2 decoded from batch 0's bytes")
 	}
 }
+
+// A compressed buffer's uncompressed length is what arrow-go allocates
+// before decompressing: a lying one is refused before the reader runs.
+func TestLyingCompressedLengthIsRefused(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	var buf bytes.Buffer
+	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema), ipc.WithZstd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	for i := range 1000 {
+		b.Append(int64(i))
+	}
+	arr := b.NewArray()
+	rec := array.NewRecordBatch(schema, []arrow.Array{arr}, 1000)
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	if err := Verify(good); err != nil {
+		t.Fatalf("a zstd file is refused: %v", err)
+	}
+	// The values buffer's length prefix: 1000 int64s, 8000 bytes.
+	want := []byte{0x40, 0x1f, 0, 0, 0, 0, 0, 0}
+	at := bytes.Index(good, want)
+	if at < 0 {
+		t.Fatal("no uncompressed length of 8000 in the file")
+	}
+	bad := bytes.Clone(good)
+	copy(bad[at:], []byte{0, 0, 0, 0, 0x40, 0, 0, 0}) // 256 GiB
+	err = Verify(bad)
+	if err == nil || !strings.Contains(err.Error(), "claims 274877906944 bytes") {
+		t.Fatalf("Verify = %v, want a refusal of the claimed length", err)
+	}
+	if _, err := Batches(bad); err == nil {
+		t.Fatal("Batches read a file whose buffer claims 256 GiB")
+	}
+}

@@ -188,6 +188,12 @@ func checkField(t fbTable, depth int) error {
 	return checkKeyValues(t, 6)
 }
 
+// Verify checks an Arrow IPC file's footer, schema and record batch
+// messages (their flatbuffers, and that each buffer lies within its
+// batch's body) before arrow-go's reader, which trusts them, reads it:
+// for every parser of outside Arrow IPC bytes.
+func Verify(data []byte) error { return verify(data) }
+
 // verify checks an IPC file's footer, schema and record batch messages.
 func verify(data []byte) error {
 	if len(data) < 18 || string(data[:6]) != magic {
@@ -197,8 +203,8 @@ func verify(data []byte) error {
 	if err != nil {
 		return err
 	}
-	return verifyFooter(data[len(data)-10-n:len(data)-10], int64(len(data)), func(off, metaLen int64) ([]byte, bool) {
-		return data[off : off+metaLen], true
+	return verifyFooter(data[len(data)-10-n:len(data)-10], int64(len(data)), func(off, metaLen, body int64) ([]byte, []byte, bool) {
+		return data[off : off+metaLen], data[off+metaLen : off+metaLen+body], true
 	})
 }
 
@@ -218,7 +224,7 @@ func footerLen(last10 []byte, size int64) (int, error) {
 
 // verifyFooter checks a footer and, for every record batch whose message
 // meta returns, that message.
-func verifyFooter(footerBytes []byte, size int64, meta func(off, metaLen int64) ([]byte, bool)) error {
+func verifyFooter(footerBytes []byte, size int64, meta func(off, metaLen, body int64) (msg, bodyBytes []byte, ok bool)) error {
 	data := struct{ n int64 }{size}
 	f := &fbuf{b: footerBytes}
 	root, err := f.u32(0)
@@ -257,8 +263,8 @@ func verifyFooter(footerBytes []byte, size int64, meta func(off, metaLen int64) 
 		if off < 8 || metaLen < 8 || body < 0 || off > data.n || metaLen > data.n-off || body > data.n-off-metaLen {
 			return fmt.Errorf("%w: record batch %d spans past the file", errCorrupt, i)
 		}
-		if m, ok := meta(off, metaLen); ok {
-			if err := checkMessage(m, body); err != nil {
+		if m, bodyBytes, ok := meta(off, metaLen, body); ok {
+			if err := checkMessage(m, body, bodyBytes); err != nil {
 				return fmt.Errorf("record batch %d: %w", i, err)
 			}
 		}
@@ -268,7 +274,7 @@ func verifyFooter(footerBytes []byte, size int64, meta func(off, metaLen int64) 
 
 // checkMessage checks a record batch message: its nodes and buffers fit,
 // and every buffer lies inside the body.
-func checkMessage(meta []byte, body int64) error {
+func checkMessage(meta []byte, body int64, bodyBytes []byte) error {
 	p := 0
 	if len(meta) >= 4 && binary.LittleEndian.Uint32(meta) == 0xFFFFFFFF {
 		p = 4
@@ -303,16 +309,30 @@ func checkMessage(meta []byte, body int64) error {
 	if err != nil {
 		return err
 	}
+	_, compressed, err := hdr.subtable(3)
+	if err != nil {
+		return err
+	}
 	for i := range count {
 		off, _ := f.i64(start + 16*i)
 		n, _ := f.i64(start + 16*i + 8)
 		if off < 0 || n < 0 || off > body || n > body-off {
 			return fmt.Errorf("%w: buffer %d outside the body", errCorrupt, i)
 		}
+		// A compressed buffer begins with its uncompressed length, which
+		// arrow-go allocates before it decompresses a byte.
+		if compressed && n > 0 && bodyBytes != nil {
+			if n < 8 || int64(len(bodyBytes)) < off+8 {
+				return fmt.Errorf("%w: compressed buffer %d of %d bytes", errCorrupt, i, n)
+			}
+			if u := int64(binary.LittleEndian.Uint64(bodyBytes[off:])); u != -1 && (u < 0 || u > maxBufferBytes) {
+				return fmt.Errorf("%w: compressed buffer %d claims %d bytes (at most %d)", errCorrupt, i, u, int64(maxBufferBytes))
+			}
+		}
 	}
-	if _, _, err := hdr.vector(4, 8); err != nil {
-		return err
-	}
-	_, _, err = hdr.subtable(3)
+	_, _, err = hdr.vector(4, 8)
 	return err
 }
+
+// maxBufferBytes bounds what one decompressed buffer may claim.
+const maxBufferBytes = 1 << 30

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
 	"github.com/shardfeed/shardfeed/sidecar/format/lance/lancefile"
 )
 
@@ -49,7 +50,17 @@ func Deleted(d *DeletionFile, rows uint64, data []byte) ([]uint32, error) {
 	return out, nil
 }
 
-func arrowRows(data []byte, want uint64) ([]uint32, error) {
+func arrowRows(data []byte, want uint64) (out []uint32, err error) {
+	// arrow-go's IPC reader trusts a file's flatbuffers, and panics on
+	// hostile ones (found by TestPylanceTableFilesMutated).
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, corrupt("deletion file: not an Arrow IPC file (%v)", r)
+		}
+	}()
+	if err := arrowipc.Verify(data); err != nil {
+		return nil, corrupt("deletion file: %v", err)
+	}
 	rd, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(memory.NewGoAllocator()))
 	if err != nil {
 		return nil, corrupt("deletion file: %v", err)
@@ -58,7 +69,7 @@ func arrowRows(data []byte, want uint64) ([]uint32, error) {
 	if rd.Schema().NumFields() != 1 {
 		return nil, corrupt("a deletion file of %d columns", rd.Schema().NumFields())
 	}
-	out := make([]uint32, 0, min(want, 1<<20))
+	out = make([]uint32, 0, min(want, 1<<20))
 	for i := range rd.NumRecords() {
 		rec, err := rd.RecordBatch(i)
 		if err != nil {

@@ -75,21 +75,7 @@ func TestIntegrationAnIcebergTableAndMDSExactlyOnceThroughAKillAndARescale(t *te
 		t.Fatalf("pyiceberg reads %d rows of the table, want 300 less 55 deleted", len(read))
 	}
 	lineage, state := trainKillAndResume(t, ds, "iceberg")
-	trained := map[int64]bool{}
-	for _, b := range lineage {
-		for j, id := range b.ids {
-			if b.streams[j] != 1 {
-				continue
-			}
-			k := id - 600
-			if k < 0 || k >= int64(len(read)) || b.rowIDs[j] != read[k] {
-				t.Fatalf("step %d: sample %d of the table is row id %d, pyiceberg reads %v there", b.step, k, b.rowIDs[j], read[min(max(k, 0), int64(len(read))-1)])
-			}
-			if !b.pads[j] {
-				trained[b.rowIDs[j]] = true
-			}
-		}
-	}
+	trained := tableRowsTrained(t, lineage, read, "pyiceberg", nil)
 	// The epoch drops 13 of its 845 samples (the odd one of the 4 splits
 	// and each split's incomplete last batch): most of the table remains.
 	if len(trained) < 245-13 {
@@ -112,6 +98,35 @@ func TestIntegrationAnIcebergTableAndMDSExactlyOnceThroughAKillAndARescale(t *te
 	if err == nil || !strings.Contains(out, want) {
 		t.Fatalf("a pod resuming on the moved table: %v\n%s\nwant a refusal naming %q", err, out, want)
 	}
+}
+
+// tableRowsTrained checks that each sample of a table stream (stream 1,
+// its ids from 600: "m" has 600) is the row its reader (who) reads at that
+// place, and that refused (when set) says nothing of it; it returns the
+// rows trained (pads left out).
+func tableRowsTrained(t *testing.T, lineage map[[2]int64]batch, read []int64, who string, refused func(row int64) string) map[int64]bool {
+	t.Helper()
+	trained := map[int64]bool{}
+	for _, b := range lineage {
+		for j, id := range b.ids {
+			if b.streams[j] != 1 {
+				continue
+			}
+			k := id - 600
+			if k < 0 || k >= int64(len(read)) || b.rowIDs[j] != read[k] {
+				t.Fatalf("step %d: sample %d of the table is row id %d, %s reads %v there", b.step, k, b.rowIDs[j], who, read[min(max(k, 0), int64(len(read))-1)])
+			}
+			if refused != nil {
+				if why := refused(b.rowIDs[j]); why != "" {
+					t.Fatalf("step %d: row %d, %s, reached a batch", b.step, b.rowIDs[j], why)
+				}
+			}
+			if !b.pads[j] {
+				trained[b.rowIDs[j]] = true
+			}
+		}
+	}
+	return trained
 }
 
 // runWithin runs cmd to its end, killed after d, and returns its output.

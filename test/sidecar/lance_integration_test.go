@@ -124,24 +124,12 @@ func TestIntegrationALanceTableAndMDSExactlyOnceThroughAKillAndARescale(t *testi
 
 	t.Logf("the index of id and text: %d shards, %d bytes of ranges and tails (the pixels: %d)", len(idx.Shards), lanceBytes, 300*4096)
 	lineage, state := trainKillAndResume(t, ds, "lance")
-	trained := map[int64]bool{}
-	for _, b := range lineage {
-		for j, id := range b.ids {
-			if b.streams[j] != 1 {
-				continue
-			}
-			k := id - 600
-			if k < 0 || k >= int64(len(read)) || b.rowIDs[j] != read[k] {
-				t.Fatalf("step %d: sample %d of the table is row id %d, pylance reads %v there", b.step, k, b.rowIDs[j], read[min(max(k, 0), int64(len(read))-1)])
-			}
-			if b.rowIDs[j]%7 == 3 || (b.rowIDs[j] >= 210 && b.rowIDs[j] < 260) || b.rowIDs[j]%5 == 1 {
-				t.Fatalf("step %d: row %d, deleted or filtered out, reached a batch", b.step, b.rowIDs[j])
-			}
-			if !b.pads[j] {
-				trained[b.rowIDs[j]] = true
-			}
+	trained := tableRowsTrained(t, lineage, read, "pylance", func(row int64) string {
+		if row%7 == 3 || (row >= 210 && row < 260) || row%5 == 1 {
+			return "deleted or filtered out"
 		}
-	}
+		return ""
+	})
 	if len(trained) < len(read)-13 {
 		t.Errorf("trained on %d rows of the table's %d", len(trained), len(read))
 	}

@@ -363,6 +363,53 @@ def test_a_column_arrives_as_one_type_in_every_batch_with_rare_nulls(feed_factor
         assert seen == 1, "the batch holding the null must be delivered once"
 
 
+def test_binary_arrays_view_the_batch():
+    """binary_as="array": each binary value a uint8 array over the column's
+    data buffer (no copy), sliced columns, large binaries, empty values and
+    nulls (None) included; fixed-size binary one (rows, width) array."""
+    blob = pa.array([b"ab", None, b"", b"\x00\xff\x10"], pa.binary())
+    big = pa.array([b"x" * 5, b"yz", None, b""], pa.large_binary())
+    fixed = pa.array([b"abcd", b"efgh", b"ijkl", b"mnop"], pa.binary(4))
+    holed = pa.array([b"abcd", None, b"ijkl", b"mnop"], pa.binary(4))
+    batch = pa.record_batch([blob, big, fixed, holed], names=["blob", "big", "fixed", "holed"]).slice(1, 3)
+    got = _convert.converter(None, batch, "numpy", None, None, "array")(batch)
+    for name in ("blob", "big"):
+        want = batch.column(name).to_pylist()
+        assert [None if v is None else v.tobytes() for v in got[name]] == want, name
+        for v in got[name]:
+            assert v is None or (v.dtype == np.uint8 and v.ndim == 1 and not v.flags.owndata), (name, v)
+    assert got["fixed"].shape == (3, 4) and got["fixed"].dtype == np.uint8 and not got["fixed"].flags.owndata
+    assert [bytes(r) for r in got["fixed"]] == [b"efgh", b"ijkl", b"mnop"]
+    assert got["holed"][0] is None and [bytes(r) for r in got["holed"][1:]] == [b"ijkl", b"mnop"]
+    tensors = _convert.converter(None, batch, "torch", ["blob"], None, "array")(batch)
+    assert tensors["blob"][0] is None and bytes(tensors["blob"][2].numpy()) == b"\x00\xff\x10"
+    assert tensors["blob"][2].dtype == torch.uint8
+    as_bytes = _convert.converter(None, batch, "numpy", None)(batch)
+    assert as_bytes["blob"] == [None, b"", b"\x00\xff\x10"] and as_bytes["fixed"] == [b"efgh", b"ijkl", b"mnop"]
+    with pytest.raises(ValueError, match="binary_as='str'.*'bytes', 'array'"):
+        shardfeed.FeedDataset("nowhere.sock", binary_as="str")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_binary_arrays_over_shared_memory(feed_factory, workers):
+    """Images handed over as uint8 tensors viewing the sidecar's shared
+    memory (in the process, and from DataLoader workers): every value equals
+    the table's, and every sample arrives once."""
+    n = 512
+    rng = np.random.default_rng(3)
+    blobs = [rng.integers(0, 256, size=int(rng.integers(0, 3000)), dtype=np.uint8).tobytes() for _ in range(n)]
+    table = pa.table({"id": np.arange(n, dtype=np.int64), "image": pa.array(blobs, pa.binary())})
+    feed = feed_factory(table, "  numSplits: 2\n  globalBatchSize: 32\n", row_group_size=64)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0, binary_as="array")
+    seen = []
+    for batch in shardfeed.FeedLoader(ds, num_workers=workers):
+        for i, image in zip(batch["id"].tolist(), batch["image"]):
+            assert isinstance(image, torch.Tensor) and image.dtype == torch.uint8
+            assert bytes(image.numpy()) == blobs[i], i
+            seen.append(i)
+    assert sorted(seen) == list(range(n))
+
+
 def test_errors_say_what_to_do(feed_factory, tmp_path):
     missing = str(tmp_path / "nowhere.sock")
     with pytest.raises(shardfeed.SidecarNotReady) as err:

@@ -7,10 +7,11 @@ floats, float16, and fixed-size lists of them (tokens, tensors), reshaped to
 unpacked from bits. A numeric or boolean column arrives as an array in
 every batch, nulls or not: a batch's nulls are filled (NaN for floats, 0
 for integers, False for booleans, or the dataset's fill_null), so that a
-column's type is the dataset's, never the batch's. Strings and binaries
-become lists of str and bytes;
-variable-length lists become lists of arrays; anything else (structs, maps)
-becomes Python values.
+column's type is the dataset's, never the batch's. Strings become lists of
+str; binaries lists of bytes, or with binary_as="array" lists of uint8 arrays
+viewing the batch's buffer (no copy: what torchvision.io.decode_jpeg
+takes, and io.BytesIO too); variable-length lists become lists of arrays;
+anything else (structs, maps) becomes Python values.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ log = logging.getLogger("shardfeed")
 FillNull = Union[float, int, bool, Mapping[str, Union[float, int, bool]], None]
 """What nulls of numeric and boolean columns become: one value for every
 column, a value per column name, or None for the defaults (NaN, 0, False)."""
+
+BinaryAs = Literal["bytes", "array"]
+"""What a value of a binary column becomes: bytes (a copy), or a uint8
+array viewing the batch (a tensor with output="torch"; no copy)."""
+BINARY_AS = ("bytes", "array")
 
 
 def _default_fill(t: pa.DataType) -> float | int | bool:
@@ -143,14 +149,50 @@ def _generic(col: pa.Array) -> Any:
     return col.to_pylist()
 
 
-def column_converter(field: pa.Field, fill: float | int | bool | None = None) -> ColumnConverter:
+def _binary_arrays(col: pa.Array) -> list[np.ndarray | None]:
+    """Each value of a binary column as a uint8 array viewing its data
+    buffer (None where null): no bytes copied, so the values keep the
+    batch (and its shared-memory slot) alive as a tensor does."""
+    large = pa.types.is_large_binary(col.type)
+    _, offsets_buf, data_buf = col.buffers()[:3]
+    n = len(col)
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64 if large else np.int32, count=col.offset + n + 1)[col.offset:]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, dtype=np.uint8)
+    bounds = offsets.tolist()
+    out: list[np.ndarray | None] = [data[bounds[i]:bounds[i + 1]] for i in range(n)]
+    if col.null_count:
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        out = [v if ok else None for v, ok in zip(out, valid)]
+    return out
+
+
+def _fixed_binary_array(col: pa.Array) -> Any:
+    """A fixed-size binary column without nulls as one (rows, width) uint8
+    array viewing its data buffer; with nulls, a list as _binary_arrays."""
+    width = col.type.byte_width
+    data_buf = col.buffers()[1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, dtype=np.uint8)
+    rows = data[col.offset * width:(col.offset + len(col)) * width].reshape(len(col), width)
+    if not col.null_count:
+        return rows
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    return [r if ok else None for r, ok in zip(rows, valid)]
+
+
+def column_converter(field: pa.Field, fill: float | int | bool | None = None, binary_as: BinaryAs = "bytes") -> ColumnConverter:
     """What turns a column of field into numpy (or a list where values vary
     in size), worked out once per field rather than once per batch. A
     numeric or boolean column (or fixed-size list of numbers) is an array
     of one dtype whatever the batch: nulls become fill (default NaN for
-    floats, 0 for integers, False for booleans)."""
+    floats, 0 for integers, False for booleans). Binary columns are bytes,
+    or with binary_as="array" uint8 arrays viewing the batch."""
     t = field.type
     name = field.name
+    if binary_as == "array":
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            return _binary_arrays
+        if pa.types.is_fixed_size_binary(t):
+            return _fixed_binary_array
     dims = _fixed_dims(t)
     if dims is not None:
         shape = _shape(field)
@@ -222,11 +264,12 @@ class Converter:
     what each becomes are worked out once, not for every batch (at small
     batches that Python was a good part of the loop's time per batch)."""
 
-    def __init__(self, schema: pa.Schema, output: Output, columns: list[str] | None, fill: FillNull = None):
+    def __init__(self, schema: pa.Schema, output: Output, columns: list[str] | None, fill: FillNull = None,
+                 binary_as: BinaryAs = "bytes"):
         _check_names(schema.names, columns)
-        self.schema, self.output, self.columns, self.fill = schema, output, columns, fill
+        self.schema, self.output, self.columns, self.fill, self.binary_as = schema, output, columns, fill, binary_as
         self._keep = [i for i, f in enumerate(schema) if columns is None or f.name in columns or f.name.startswith("_shardfeed_")]
-        self._columns = [(i, schema.field(i).name, column_converter(schema.field(i), fill_for(fill, schema.field(i).name)))
+        self._columns = [(i, schema.field(i).name, column_converter(schema.field(i), fill_for(fill, schema.field(i).name), binary_as))
                          for i in self._keep]
         self._all = len(self._keep) == len(schema)
 
@@ -262,16 +305,19 @@ _torch_warned = False
 
 def _to_torch(values: dict[str, Any]) -> dict[str, Any]:
     global _torch_warned
-    if _torch_warned:
-        return _tensors(values)
-    _torch_warned = True
-    with warnings.catch_warnings():
-        # The Arrow buffers are read-only views of this batch alone; torch
-        # warns that it cannot mark a tensor read-only, once per process:
-        # here, where it is silenced (a filter per batch costs more than
-        # the rest of making its tensors).
-        warnings.simplefilter("ignore", UserWarning)
-        return _tensors(values)
+    if not _torch_warned:
+        _torch_warned = True
+        import torch
+
+        with warnings.catch_warnings():
+            # The Arrow buffers are read-only views of the batch; torch
+            # warns that it cannot mark a tensor read-only, once per
+            # process: here, on a read-only array of our own, where it is
+            # silenced (a filter per batch costs more than the rest of
+            # making its tensors, and the first batch may have no such view).
+            warnings.simplefilter("ignore", UserWarning)
+            torch.from_numpy(np.frombuffer(b"\0", dtype=np.uint8))
+    return _tensors(values)
 
 
 def _tensors(values: dict[str, Any]) -> dict[str, Any]:
@@ -281,8 +327,8 @@ def _tensors(values: dict[str, Any]) -> dict[str, Any]:
     for name, value in values.items():
         if isinstance(value, np.ndarray):
             out[name] = torch.from_numpy(value)
-        elif isinstance(value, list) and value and isinstance(value[0], np.ndarray):
-            out[name] = [torch.from_numpy(v) for v in value]
+        elif isinstance(value, list) and isinstance(next((v for v in value if v is not None), None), np.ndarray):
+            out[name] = [torch.from_numpy(v) if v is not None else None for v in value]
         else:
             out[name] = value
     return out
@@ -305,8 +351,9 @@ def convert(batch: pa.RecordBatch, output: Output, columns: list[str] | None) ->
 
 
 def converter(last: Converter | None, batch: pa.RecordBatch, output: Output, columns: list[str] | None,
-              fill: FillNull = None) -> Converter:
+              fill: FillNull = None, binary_as: BinaryAs = "bytes") -> Converter:
     """last if it converts batch as asked, else a new converter for it."""
-    if last is not None and last.output == output and last.columns == columns and last.fill == fill and last.fits(batch):
+    if (last is not None and last.output == output and last.columns == columns and last.fill == fill
+            and last.binary_as == binary_as and last.fits(batch)):
         return last
-    return Converter(batch.schema, output, columns, fill)
+    return Converter(batch.schema, output, columns, fill, binary_as)

@@ -383,12 +383,12 @@ class BatchStream:
                 return
             yield msg
 
-    def shared(self, columns: list[str] | None, output: str, fill: Any = None) -> SharedBatch:
+    def shared(self, columns: list[str] | None, output: str, fill: Any = None, binary_as: str = "bytes") -> SharedBatch:
         """The batch just read, for a DataLoader worker to hand over: the
         training process makes it from the segment (and releases it)."""
         p = self.placement
         assert p is not None and self.control is not None and self.schema is not None
-        return SharedBatch(self, p, columns, output, fill)
+        return SharedBatch(self, p, columns, output, fill, binary_as)
 
     def close(self) -> None:
         self._reader.close()
@@ -407,9 +407,10 @@ class SharedBatch:
     training process: which stream, slot and generation, the segment's
     descriptor the first time, and what to make of it."""
 
-    def __init__(self, stream: BatchStream, p: Placement, columns: list[str] | None, output: str, fill: Any = None):
+    def __init__(self, stream: BatchStream, p: Placement, columns: list[str] | None, output: str, fill: Any = None,
+                 binary_as: str = "bytes"):
         self.stream, self.pid, self.p = stream.id, os.getpid(), p
-        self.columns, self.output, self.fill = columns, output, fill
+        self.columns, self.output, self.fill, self.binary_as = columns, output, fill, binary_as
         self.slots = len(stream.slots)
         self.schema = stream.schema
         sent = _SENT.setdefault(stream.id, {})
@@ -425,7 +426,7 @@ class SharedBatch:
         ctl = (DupFd(self.control.fd), self.slots) if self.control is not None else None
         seg = (DupFd(self.seg.fd), len(self.seg.map)) if self.seg is not None else None
         return (_rebuild, (self.stream, self.pid, ctl, self.p.slot, self.p.seg.serial, seg, self.p.gen, self.p.size,
-                           self.schema, self.columns, self.output, self.fill))
+                           self.schema, self.columns, self.output, self.fill, self.binary_as))
 
 
 # The training process's converter of the last batch it made (every
@@ -437,7 +438,8 @@ _SENT: dict[str, dict[Any, int]] = {}
 
 
 def _rebuild(stream: str, pid: int, ctl: tuple[Any, int] | None, slot: int, serial: int, seg: tuple[Any, int] | None,
-             gen: int, size: int, schema: pa.Schema, columns: list[str] | None, output: str, fill: Any = None) -> Any:
+             gen: int, size: int, schema: pa.Schema, columns: list[str] | None, output: str, fill: Any = None,
+             binary_as: str = "bytes") -> Any:
     """In the training process: a worker's SharedBatch as the batch, made of
     the segment mapped here and released when the loop drops it."""
     from . import _convert
@@ -465,5 +467,5 @@ def _rebuild(stream: str, pid: int, ctl: tuple[Any, int] | None, slot: int, seri
         if msg.type == "record batch":
             batch = pa.ipc.read_record_batch(msg, schema)
     global _converter
-    _converter = _convert.converter(_converter, batch, output, columns, fill)  # type: ignore[arg-type]
+    _converter = _convert.converter(_converter, batch, output, columns, fill, binary_as)  # type: ignore[arg-type]
     return _converter(batch)

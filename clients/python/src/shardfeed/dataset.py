@@ -204,6 +204,13 @@ class FeedDataset(_Base):
             as one array type in every batch: a value for all such
             columns, a dict of values by column, or None for NaN (floats),
             0 (integers) and False (booleans).
+        binary_as: what a value of a binary column becomes: "bytes" (default;
+            a copy of the value), or "array": a uint8 tensor (numpy array
+            with output="numpy") viewing the batch, no copy made. Images go
+            straight to torchvision.io.decode_jpeg (or PIL through
+            io.BytesIO); like every tensor of a batch, the arrays hold its
+            shared memory until they are dropped. Fixed-size binary
+            columns become one (rows, width) array.
         handoff: take the batches in the sidecar's shared memory (default):
             the sidecar writes each batch once, the tensors are views of
             it, and DataLoader workers hand batches to the training process
@@ -218,7 +225,8 @@ class FeedDataset(_Base):
                  dp_rank: int | None = None, dp_size: int | None = None, device_mesh: Any = None,
                  columns: list[str] | None = None, output: Output | None = None, epoch: int | None = None,
                  wait: float = DEFAULT_WAIT_S, transform: Transform | None = None, transform_threads: int | None = None,
-                 on_transform_error: OnTransformError = "raise", handoff: bool = True, fill_null: _convert.FillNull = None):
+                 on_transform_error: OnTransformError = "raise", handoff: bool = True, fill_null: _convert.FillNull = None,
+                 binary_as: _convert.BinaryAs = "bytes"):
         if device_mesh is not None:
             if dp_rank is not None or dp_size is not None:
                 raise ValueError("give device_mesh or dp_rank and dp_size, not both")
@@ -232,6 +240,8 @@ class FeedDataset(_Base):
             raise ValueError(f"transform={transform!r} is not callable: pass a function from a pyarrow.RecordBatch to a RecordBatch")
         if on_transform_error not in ON_TRANSFORM_ERRORS:
             raise ValueError(f"on_transform_error={on_transform_error!r}: use one of {', '.join(map(repr, ON_TRANSFORM_ERRORS))}")
+        if binary_as not in _convert.BINARY_AS:
+            raise ValueError(f"binary_as={binary_as!r}: use one of {', '.join(map(repr, _convert.BINARY_AS))}")
         if transform_threads is not None and transform_threads < 1:
             raise ValueError(f"transform_threads must be at least 1, got {transform_threads}")
         self.transform = transform
@@ -251,6 +261,7 @@ class FeedDataset(_Base):
         self.handoff = handoff
         self.columns = list(columns) if columns is not None else None
         self.fill_null = dict(fill_null) if isinstance(fill_null, Mapping) else fill_null
+        self.binary_as: _convert.BinaryAs = binary_as
         self.output: Output = output
         self.wait = wait
         self._rank, self._world = rank, world_size
@@ -515,9 +526,9 @@ class FeedDataset(_Base):
                     break
                 k, rb = item
                 stream = self._stream
-                conv = _convert.converter(conv, rb, self.output, delivered, self.fill_null)  # checks the columns
+                conv = _convert.converter(conv, rb, self.output, delivered, self.fill_null, self.binary_as)  # checks the columns
                 if shared and stream is not None and stream.placement is not None:
-                    batch = stream.shared(delivered, self.output, self.fill_null)
+                    batch = stream.shared(delivered, self.output, self.fill_null, self.binary_as)
                 else:
                     batch = conv(rb)
                 waited = time.perf_counter() - start

@@ -133,9 +133,11 @@ spec:
         self.log.close()
 
 
-def run_shardfeed(socket: str, workers: int, epoch: int, time_box: float | None, handoff: bool = True) -> dict:
+def run_shardfeed(socket: str, workers: int, epoch: int, time_box: float | None, handoff: bool = True,
+                  binary_as: str = "bytes") -> dict:
     def make():
-        loader = shardfeed.FeedLoader(shardfeed.FeedDataset(socket, rank=0, world_size=1, handoff=handoff), num_workers=workers)
+        ds = shardfeed.FeedDataset(socket, rank=0, world_size=1, handoff=handoff, binary_as=binary_as)
+        loader = shardfeed.FeedLoader(ds, num_workers=workers)
         loader.set_epoch(epoch)
         return loader
 
@@ -248,6 +250,8 @@ def child(argv: list[str]) -> None:
     box = float(args[-1]) or None
     if cmd == "read-shardfeed":
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box)
+    elif cmd == "read-shardfeed-array":
+        t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, binary_as="array")
     elif cmd == "read-shardfeed-socket":
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, handoff=False)
     elif cmd == "resume-shardfeed":
@@ -303,7 +307,11 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
     """(loader, workers, measure(epoch, time_box)) of one data set; sweep:
     only the loaders at 0 workers, for the batch-size sweep; build: the
     sidecar's (BUILDS), whose rows are shardfeed's alone."""
-    read = lambda w: lambda e, b: run_child("read-shardfeed", serve.socket, w, e, b)  # noqa: E731
+    # Images are read as shardfeed recommends for them: each value a uint8
+    # tensor viewing the batch (binary_as="array", what decode_jpeg takes),
+    # beside a row of the same values copied into bytes, as the peers give.
+    reader = "read-shardfeed-array" if kind in ARRAY_KINDS else "read-shardfeed"
+    read = lambda w: lambda e, b: run_child(reader, serve.socket, w, e, b)  # noqa: E731
     peer = lambda cmd, w: lambda e, b: run_peer(cmd, data, w, batch, e, b)  # noqa: E731
     pyarrow = lambda e, b: run_child("pyarrow", data, batch, b)  # noqa: E731
     if build:  # a variant of the sidecar: shardfeed's rows alone
@@ -316,6 +324,8 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
                 ("lancedb", 0, peer("read-lance", 0)), ("pyarrow (Parquet, in order)", 0, pyarrow)]
     workers = (0, 1, 2) if kind == "tokens" else (0, 2)
     out = [("shardfeed", w, read(w)) for w in workers]
+    if kind in ARRAY_KINDS:
+        out += [(BYTES_ROW, 0, lambda e, b: run_child("read-shardfeed", serve.socket, 0, e, b))]
     out += [("shardfeed, through the socket", 0, lambda e, b: run_child("read-shardfeed-socket", serve.socket, 0, e, b))]
     for name, cmd in PEER_READERS:
         # Ray Data runs its own tasks: DataLoader workers do not apply.
@@ -340,6 +350,11 @@ RUN = 16
 # build-libjpeg links libjpeg-turbo; the tokens are also shuffled in runs.
 BUILDS = {"images-decoded": [("shardfeed-libjpeg", "libjpeg-turbo build (cgo)", "")],
           "tokens": [("shardfeed", f"shuffled in runs of {RUN} samples", f"runLength: {RUN}")]}
+
+# The kinds whose binary values shardfeed hands over as uint8 arrays
+# (FeedDataset(binary_as="array")), and the row that copies them to bytes.
+ARRAY_KINDS = ("images",)
+BYTES_ROW = 'shardfeed, values copied to bytes (binary_as="bytes")'
 
 # shardfeed reading the Lance table lancedb wrote, natively (format: lance),
 # beside lancedb's own StreamingDataset on that table and shardfeed on MDS.

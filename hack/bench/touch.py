@@ -20,7 +20,8 @@ import torch
 
 def touch(batch):
     """(rows, checksum): every tensor's max (which reads every value), and
-    the length and last byte of every bytes or str value."""
+    the length and last byte of every bytes or str value, and of every
+    uint8 vector in a list (a binary value handed over as an array)."""
     values = batch.values() if isinstance(batch, dict) else [batch]
     rows, acc = 0, 0.0
     for v in values:
@@ -30,7 +31,12 @@ def touch(batch):
             rows = max(rows, len(v) if v.dim() else 1)
         elif isinstance(v, (list, tuple)):
             for x in v:
-                if isinstance(x, torch.Tensor):
+                if isinstance(x, torch.Tensor) and x.dtype == torch.uint8 and x.dim() == 1:
+                    # numel and numpy: len() and indexing a tensor are
+                    # Python-level in torch, ten times a bytes object's.
+                    n = x.numel()
+                    acc += n + (int(x.numpy()[n - 1]) if n else 0)
+                elif isinstance(x, torch.Tensor):
                     acc += float(x.max()) if x.numel() else 0.0
                 elif isinstance(x, (bytes, str)) and x:
                     acc += len(x) + (x[-1] if isinstance(x, bytes) else 0)

@@ -428,6 +428,7 @@ def best_peer(rows: list[dict], workers: int | None) -> tuple[str, float] | None
 
 
 LANCE = "shardfeed, on the Lance table (format: lance)"
+BYTES_ROW = 'shardfeed, values copied to bytes (binary_as="bytes")'
 
 
 def lance_block(data: dict) -> str:
@@ -449,6 +450,10 @@ def lance_block(data: dict) -> str:
                          f"≥ 10×: {'met' if y >= 10 else 'NOT met'})")
         z = x.median / mds["rate"]["median"]
         parts.append(f"**{z:.2f}×** shardfeed on the same data as MDS ({num(mds['rate']['median'])}; ≥ 0.8×: {'met' if z >= 0.8 else 'NOT met'})")
+        bytes_row = rows.get((BYTES_ROW, 0))
+        if bytes_row:  # images: both shardfeed rows hand the values over as uint8 tensors
+            parts.append(f'each image a uint8 tensor viewing the batch (`binary_as="array"`; shardfeed on MDS copying them '
+                         f"to bytes as the peers do: {num(bytes_row['rate']['median'])})")
         lines.append(f"- {kind.capitalize()}: " + ", ".join(parts) + ".")
     return "\n".join(lines) or "(the Lance rows were not measured in the last run)"
 

@@ -57,6 +57,7 @@ type indexOptions struct {
 	manifest      string
 	stream        string
 	filter        string
+	lengths       string
 	indexURI      string
 }
 
@@ -104,6 +105,16 @@ which a pod fetches with each shard. Parquet row groups whose statistics
 rule the filter out are not read. An MDS stream keeps its own index: give
 --format mds --filter EXPR to write the selection only.
 
+With --lengths COLUMN, index also measures each sample's length in COLUMN
+(what packing and bucketing plan with): a list column's elements (token
+ids), or the height and width in a binary column's JPEG or PNG headers
+(no pixel decoded). Lengths are of the filter's matching rows where the
+stream has a filter. They go beside the index as
+lengths-<sha256>.json, per shard the samples, the sum and the largest,
+which the planner reads, and lengths-<sha256>.lengths, each sample's
+length as varints, which a pod fetches for its own splits' shards.
+--selection-only with --lengths writes them over the index already there.
+
 With -f MANIFEST, the stream (--stream NAME, or the manifest's only stream
 that needs an index) gives the URI, the format, the endpoint and, for a
 table, the catalog, table, snapshot and ref, and the filter; --credentials-dir is read as
@@ -113,7 +124,8 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
   shardfeed index s3://lake/.shardfeed/events/ --format iceberg --catalog-type rest --catalog-uri http://iceberg-rest:8181 --table analytics.events --endpoint http://minio:9000 --insecure
   shardfeed index s3://lake/robots.lance/ --format lance --tag train-v3 --columns image,state,action
   shardfeed index -f dataset.yaml --stream events --credentials-dir ./secrets/
-  shardfeed index s3://datasets/web/ --format parquet --filter "lang == 'en' && score >= 0.5"`,
+  shardfeed index s3://datasets/web/ --format parquet --filter "lang == 'en' && score >= 0.5"
+  shardfeed index s3://datasets/tokens/ --format mds --lengths tokens`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: o.run,
 	}
@@ -129,9 +141,10 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "index, but do not write the index")
 	cmd.Flags().StringVarP(&o.manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
 	cmd.Flags().StringVar(&o.stream, "stream", "", "with -f: the stream to index (default: the manifest's only stream that needs an index)")
-	cmd.Flags().BoolVar(&o.selectionOnly, "selection-only", false, "with --filter: write only the filter's selection, over the index already there (which stays as it is, and so does every plan's fingerprint)")
+	cmd.Flags().BoolVar(&o.selectionOnly, "selection-only", false, "with --filter or --lengths: write only the filter's selection and the lengths, over the index already there (which stays as it is, and so does every plan's fingerprint)")
 	cmd.Flags().StringVar(&o.indexURI, "index-uri", "", "where the index and the filter's selections go, when not under _shardfeed/ in URI (spec.streams[].source.indexURI): a prefix of the same store, for data you may not write to")
 	cmd.Flags().StringVar(&o.filter, "filter", "", "a row filter (spec.streams[].filter): a CEL expression over the stream's columns; writes the rows it matches in each shard beside the index")
+	cmd.Flags().StringVar(&o.lengths, "lengths", "", "a column whose samples' lengths to write beside the index (for packing and bucketing): a list column's elements (tokens), or a binary column's image height and width; of the filter's matching rows where there is a filter")
 	return cmd
 }
 
@@ -160,10 +173,10 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	var l *index.Layout
 	switch {
-	case o.selectionOnly && o.filter == "":
-		return errors.New("--selection-only writes a filter's selection: give --filter (or a manifest's stream with a filter)")
-	case o.kind == datav1alpha1.FormatMDS && o.filter == "":
-		return errors.New("an MDS stream keeps its own index: nothing to write but a filter's selection (--filter)")
+	case o.selectionOnly && o.filter == "" && o.lengths == "":
+		return errors.New("--selection-only writes a filter's selection or a column's lengths: give --filter or --lengths (or a manifest's stream with a filter)")
+	case o.kind == datav1alpha1.FormatMDS && o.filter == "" && o.lengths == "":
+		return errors.New("an MDS stream keeps its own index: nothing to write but a filter's selection (--filter) or a column's lengths (--lengths)")
 	case o.kind == datav1alpha1.FormatMDS || o.selectionOnly:
 		// MDS keeps its own index, and --selection-only keeps the
 		// one there: only the filter's selection is written, over
@@ -205,10 +218,31 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 		}
 		l = f.Layout()
 	}
-	if o.filter == "" {
+	data, err := dataStore(ctx, st, source, l)
+	if err != nil {
+		return err
+	}
+	var sel *format.Selection
+	if o.filter != "" {
+		if sel, err = writeSelection(ctx, out, data, ist, l, o.filter, opts.Progress, verb, o.dryRun); err != nil {
+			return err
+		}
+	}
+	if o.lengths == "" {
 		return nil
 	}
-	return writeSelection(ctx, out, st, ist, source, l, o.filter, opts.Progress, verb, o.dryRun)
+	return writeLengths(ctx, out, data, ist, l, o.lengths, sel, opts.Progress, verb, o.dryRun)
+}
+
+// dataStore is where the shards of the stream of layout l are: st, or a
+// table's bucket, read with the stream's credentials.
+func dataStore(ctx context.Context, st store.Store, source store.Source, l *index.Layout) (store.Store, error) {
+	if f, ok := l.Native.(*index.File); ok && f.Table != nil {
+		root := source
+		root.URI = f.Table.Root
+		return stores.Open(ctx, root)
+	}
+	return st, nil
 }
 
 // source is the stream's source: from the manifest's stream (which also
@@ -296,26 +330,16 @@ func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, e
 }
 
 // writeSelection computes a row filter's selection over the stream of
-// layout l in st and writes it beside its index in ist. A table's shards
-// are in its bucket, read with the stream's credentials.
-func writeSelection(ctx context.Context, out io.Writer, st, ist store.Store, source store.Source, l *index.Layout, filter string, progress func(done, total int, object string), verb string, dryRun bool) error {
+// layout l whose shards are in data and writes it beside its index in ist.
+func writeSelection(ctx context.Context, out io.Writer, data, ist store.Store, l *index.Layout, filter string, progress func(done, total int, object string), verb string, dryRun bool) (*format.Selection, error) {
 	start := time.Now()
-	data := st
-	if f, ok := l.Native.(*index.File); ok && f.Table != nil {
-		root := source
-		root.URI = f.Table.Root
-		var err error
-		if data, err = stores.Open(ctx, root); err != nil {
-			return err
-		}
-	}
 	sel, runs, err := formats.Default().Select(ctx, data, l, filter, progress)
 	if err != nil {
-		return fmt.Errorf("--filter: %w", err)
+		return nil, fmt.Errorf("--filter: %w", err)
 	}
 	if !dryRun {
 		if err := index.WriteFilter(ctx, ist, sel, runs); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	var matching int64
@@ -334,6 +358,32 @@ func writeSelection(ctx context.Context, out io.Writer, st, ist store.Store, sou
 	}
 	_, err = fmt.Fprintf(out, "%s %s%s: %d of %d samples match (%.1f%%), in %d of %d shards%s (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key,
 		matching, total, 100*float64(matching)/float64(max(total, 1)), shards, len(sel.Shards), pruned, time.Since(start).Round(time.Millisecond))
+	return &format.Selection{Index: sel, Runs: runs}, err
+}
+
+// writeLengths measures the samples' lengths in column over the stream of
+// layout l whose shards are in data (the filter's matching rows, with
+// sel) and writes them beside its index in ist.
+func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *index.Layout, column string, sel *format.Selection, progress func(done, total int, object string), verb string, dryRun bool) error {
+	start := time.Now()
+	x, values, err := formats.Default().Lengths(ctx, data, l, column, sel, progress)
+	if err != nil {
+		return fmt.Errorf("--lengths: %w", err)
+	}
+	if !dryRun {
+		if err := index.WriteLengths(ctx, ist, x, values); err != nil {
+			return err
+		}
+	}
+	key, _ := index.LengthsObjects(x.Column, x.Measure, x.Filter)
+	samples, sum, largest := x.Totals()
+	what := "elements"
+	if x.Measure == index.ImageSize {
+		what = "pixels"
+	}
+	_, err = fmt.Fprintf(out, "%s %s%s: lengths of %s (%s) for %d samples, %d %s in all, %.1f a sample, %d at most (%s)\n", verb,
+		strings.TrimSuffix(ist.URI(), "/")+"/", key, column, x.Measure, samples, sum, what, float64(sum)/float64(max(samples, 1)), largest,
+		time.Since(start).Round(time.Millisecond))
 	return err
 }
 

@@ -73,6 +73,30 @@ func (d *Decoder) Decode(dst, src []byte) error {
 	return ErrFormat
 }
 
+// Size reads an image's height and width from its header (JPEG's frame,
+// PNG's IHDR), decoding no pixel: what bucketing by shape measures. EXIF
+// orientation is not applied (a rotated photo keeps its stored shape), as
+// the decoders here do not apply it either.
+func Size(src []byte) (height, width int, err error) {
+	var g goDecoder
+	switch {
+	case bytes.HasPrefix(src, []byte{0xff, 0xd8}):
+		g = decodeJPEGInGo
+	case bytes.HasPrefix(src, []byte("\x89PNG\r\n\x1a\n")):
+		g = decodePNGInGo
+	default:
+		return 0, 0, ErrFormat
+	}
+	cfg, err := g.config(bytes.NewReader(src))
+	if err != nil {
+		return 0, 0, err
+	}
+	if cfg.Width < 1 || cfg.Height < 1 {
+		return 0, 0, fmt.Errorf("the image is %d×%d pixels", cfg.Width, cfg.Height)
+	}
+	return cfg.Height, cfg.Width, nil
+}
+
 // A Go decoder of one format, with its header reader.
 type goDecoder struct {
 	decode func(io.Reader) (image.Image, error)

@@ -137,3 +137,47 @@ func BenchmarkDecodeResizeCrop(b *testing.B) {
 		}
 	}
 }
+
+// Size reads the frame header only: the declared size of a bomb is what
+// it says (bucketing then refuses sides above its bound), a cut or foreign
+// value is an error.
+func TestSizeReadsTheHeaderOnly(t *testing.T) {
+	good := jpegOf(t, 40, 30)
+	bomb := bytes.Clone(good)
+	sof := bytes.Index(bomb, []byte{0xff, 0xc0})
+	bomb[sof+5], bomb[sof+6], bomb[sof+7], bomb[sof+8] = 0xea, 0x60, 0xea, 0x61
+	for _, tc := range []struct {
+		name string
+		src  []byte
+		h, w int
+		want string
+	}{
+		{"jpeg", good, 30, 40, ""},
+		{"bomb", bomb, 60000, 60001, ""},
+		{"jpeg cut before its frame", good[:sof], 0, 0, "EOF"},
+		{"empty", nil, 0, 0, ErrFormat.Error()},
+		{"gif", []byte("GIF89a"), 0, 0, ErrFormat.Error()},
+		{"png header only", []byte("\x89PNG\r\n\x1a\n"), 0, 0, "EOF"},
+	} {
+		h, w, err := Size(tc.src)
+		if h != tc.h || w != tc.w || (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %d×%d, %v; want %d×%d, %q", tc.name, h, w, err, tc.h, tc.w, tc.want)
+		}
+	}
+}
+
+// FuzzSize: any bytes give a size of at least 1×1 or an error; nothing
+// panics.
+func FuzzSize(f *testing.F) {
+	img := image.NewGray(image.Rect(0, 0, 3, 2))
+	var b bytes.Buffer
+	_ = jpeg.Encode(&b, img, nil)
+	f.Add(b.Bytes())
+	f.Add([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x05\x00\x00\x00\x07\x08\x02\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		h, w, err := Size(src)
+		if err == nil && (h < 1 || w < 1) {
+			t.Fatalf("%d×%d without an error", h, w)
+		}
+	})
+}

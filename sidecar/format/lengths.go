@@ -1,0 +1,184 @@
+package format
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/sidecar/images"
+)
+
+// Selection is a row filter's selection with its runs object: the rows
+// whose lengths are measured, where a stream is filtered.
+type Selection struct {
+	Index *index.FilterIndex
+	Runs  []byte
+}
+
+// MeasureOf says how a column of type t is measured: a list's elements,
+// an image's height and width; an error for any other type, saying what
+// would be measured.
+func MeasureOf(name string, t arrow.DataType) (index.Measure, error) {
+	switch t.ID() {
+	case arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST, arrow.LIST_VIEW, arrow.LARGE_LIST_VIEW:
+		return index.Elements, nil
+	case arrow.BINARY, arrow.LARGE_BINARY:
+		return index.ImageSize, nil
+	case arrow.STRING, arrow.LARGE_STRING:
+		return "", fmt.Errorf("column %q is text: its length in tokens needs a tokenizer, which this build does not run; measure a list column of token ids", name)
+	}
+	return "", fmt.Errorf("column %q is %s: lengths are measured in a list column (its elements, as tokens) or a binary column of JPEG or PNG images (height and width)", name, t)
+}
+
+// Lengths measures each sample's length in column over a stream of layout
+// l whose shards are in st: a list column's elements, or the height and
+// width in a binary column's image headers. Where sel is given (a
+// filtered stream), only its matching rows are measured, so that a
+// shard's lengths are those of its samples. It returns the lengths' index
+// and object, written beside the stream's index.
+func (r Registry) Lengths(ctx context.Context, st store.Store, l *index.Layout, column string, sel *Selection, progress func(done, total int, shard string)) (*index.LengthsIndex, []byte, error) {
+	reader, err := r.Open(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	read := lastFooter(StoreRead(st))
+	schema, err := reader.Schema(ctx, read)
+	if err != nil {
+		return nil, nil, err
+	}
+	idx := schema.FieldIndices(column)
+	if len(idx) == 0 {
+		return nil, nil, fmt.Errorf("the stream has no column %q; its columns are %s", column, columnNames(schema))
+	}
+	m, err := MeasureOf(column, schema.Field(idx[0]).Type)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &index.LengthsIndex{Shardfeed: index.Version, Column: column, Measure: m, Index: l.Index.ContentHash()}
+	if sel != nil {
+		out.Filter = sel.Index.Filter
+	}
+	var object []byte
+	for i, sh := range l.Index.Shards {
+		lengths, err := shardLengths(ctx, reader, read, i, sh.Samples, column, m, sel)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", sh.Name, err)
+		}
+		object = out.AppendShard(object, lengths)
+		if progress != nil {
+			progress(i+1, len(l.Index.Shards), sh.Name)
+		}
+	}
+	return out, object, nil
+}
+
+// shardLengths measures shard i's samples: its rows, or those of its
+// selection's runs.
+func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows int64, column string, m index.Measure, sel *Selection) ([]index.Length, error) {
+	var runs []index.Run
+	if sel != nil {
+		s := sel.Index.Shards[i]
+		if s.Matching == 0 {
+			return nil, nil // nothing to measure, nothing to read
+		}
+		var err error
+		if runs, err = sel.Index.ShardRuns(i, sel.Runs[s.Offset:s.Offset+s.Length], rows); err != nil {
+			return nil, err
+		}
+	}
+	var parts [][]byte
+	for _, p := range reader.Parts(i) {
+		b, err := read(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, b)
+	}
+	rr, err := reader.Records(ctx, i, parts, []string{column})
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Release()
+	var out []index.Length
+	var row int64
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		col := rec.Column(0)
+		for j := range int(rec.NumRows()) {
+			at := row + int64(j)
+			for len(runs) > 0 && runs[0][1] <= at {
+				runs = runs[1:]
+			}
+			if sel != nil && (len(runs) == 0 || at < runs[0][0]) {
+				continue // not a sample of the filtered stream
+			}
+			l, err := lengthOf(col, j, m)
+			if err != nil {
+				return nil, fmt.Errorf("row %d, column %q: %w", at, column, err)
+			}
+			out = append(out, l)
+		}
+		row += rec.NumRows()
+	}
+	if err := rr.Err(); err != nil {
+		return nil, err
+	}
+	if row != rows {
+		return nil, fmt.Errorf("%d rows read, the index says %d: re-run shardfeed index", row, rows)
+	}
+	return out, nil
+}
+
+// lengthOf measures row j of col.
+func lengthOf(col arrow.Array, j int, m index.Measure) (index.Length, error) {
+	if m == index.ImageSize {
+		if col.IsNull(j) {
+			return index.Length{}, errors.New("no image (a null): filter such rows out (spec.streams[].filter), or write an image")
+		}
+		var b []byte
+		switch c := col.(type) {
+		case *array.Binary:
+			b = c.Value(j)
+		case *array.LargeBinary:
+			b = c.Value(j)
+		}
+		h, w, err := images.Size(b)
+		if err != nil {
+			return index.Length{}, err
+		}
+		if h > index.MaxSide || w > index.MaxSide {
+			return index.Length{}, fmt.Errorf("the image is %d×%d pixels, a side above %d", h, w, index.MaxSide)
+		}
+		return index.Length{uint32(h), uint32(w)}, nil //nolint:gosec // bounded above
+	}
+	if col.IsNull(j) {
+		return index.Length{}, nil // no elements
+	}
+	list, ok := col.(array.ListLike)
+	if !ok {
+		return index.Length{}, fmt.Errorf("a %s column has no elements to count", col.DataType())
+	}
+	start, end := list.ValueOffsets(j)
+	n := end - start
+	if n < 0 || n > index.MaxLength {
+		return index.Length{}, fmt.Errorf("%d elements, past the bound of %d", n, index.MaxLength)
+	}
+	return index.Length{uint32(n)}, nil
+}
+
+// columnNames lists a schema's columns for a message.
+func columnNames(s *arrow.Schema) string {
+	out := ""
+	for i, f := range s.Fields() {
+		if i > 0 {
+			out += ", "
+		}
+		out += f.Name
+	}
+	return out
+}

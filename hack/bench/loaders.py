@@ -204,6 +204,20 @@ def one_copy(n: int, width: int):
         yield {"tokens": out}
 
 
+def one_copy_images(n: int, size: int):
+    """The machine's limit for a loader of images: n images of size bytes
+    in memory, each batch one copy of its images (contiguous: the best
+    case) into a reused buffer, handed to the same loop as a uint8 view
+    per image, as shardfeed hands them over (binary_as="array")."""
+    batch = BATCH["images"]
+    data = torch.ones(n * size, dtype=torch.uint8)
+    bufs = [torch.empty(batch * size, dtype=torch.uint8) for _ in range(2)]
+    for i in range(n // batch):
+        out = bufs[i % 2]
+        out.copy_(data[i * batch * size:(i + 1) * batch * size])
+        yield {"image": [out[j * size:(j + 1) * size] for j in range(batch)]}
+
+
 def one_gather(n: int, width: int, block: int, run: int = 1):
     """The machine's limit for a loader that shuffles: as one_copy, but each
     batch gathers its rows in the order of a block shuffle (rows permuted
@@ -262,6 +276,8 @@ def child(argv: list[str]) -> None:
         t = run_ceiling(int(args[0]), int(args[1]), box)
     elif cmd == "limit":
         t = run_limit(int(args[0]), box)
+    elif cmd == "limit-images":
+        t = touch_loop(lambda: one_copy_images(int(args[0]), int(args[1])), box)
     elif cmd == "limit-gather":
         t = run_limit(int(args[0]), box, gather=True, run=int(args[1]))
     else:
@@ -303,7 +319,7 @@ def run_peer(cmd: str, data: Path, workers: int, batch: int, epoch: int, box: fl
     raise SystemExit(f"{cmd} on {data} failed twice; its error is above")
 
 
-def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, build: str = ""):
+def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, build: str = "", sample_bytes: float = 0):
     """(loader, workers, measure(epoch, time_box)) of one data set; sweep:
     only the loaders at 0 workers, for the batch-size sweep; build: the
     sidecar's (BUILDS), whose rows are shardfeed's alone."""
@@ -331,6 +347,9 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
         # Ray Data runs its own tasks: DataLoader workers do not apply.
         out += [(name, w, peer(cmd, w)) for w in ((0,) if name == "Ray Data" else (0, 2))]
     out += [("pyarrow (Parquet, in order)", 0, pyarrow)]
+    if kind in ARRAY_KINDS:
+        size = int(sample_bytes)
+        out += [(LIMIT, 0, lambda e, b: run_child("limit-images", n, size, b))]
     if kind == "tokens":
         out += [("shardfeed, resumed at 90 %", 0, lambda e, b: run_child("resume-shardfeed", serve.socket, 0, e, b)),
                 ("mosaicml-streaming, resumed at 90 %", 0, peer("resume-mosaic", 0)),
@@ -455,7 +474,7 @@ def main() -> None:
             try:
                 variants = [("shardfeed", "", "")] + BUILDS.get(kind, []) + ([("shardfeed", LANCE, "")] if kind in LANCE_KINDS else [])
                 for (batch, sweep), (binary, build, shuffle) in itertools.product(plans, variants):
-                    todo = [c for c in cases(kind, data, None, batch, meta["rows"], sweep, build)
+                    todo = [c for c in cases(kind, data, None, batch, meta["rows"], sweep, build, result["datasets"][kind]["sample_bytes"])
                             if not args.only or re.search(args.only, f"{kind}/{c[0]}/{c[1]}")]
                     if not todo:
                         continue
@@ -463,7 +482,7 @@ def main() -> None:
                     serve = Serve(Path(tmp) / f"{kind}-{batch}-{binary}{'-' + shuffle.replace(': ', '') if shuffle else ''}{'-lance' if build == LANCE else ''}",
                                   data, batch, DECODE if kind == "images-decoded" else "", binary, shuffle, lance=build == LANCE)
                     serves[(batch, build)] = serve
-                    for name, workers, fn in cases(kind, data, serve, batch, meta["rows"], sweep, build):
+                    for name, workers, fn in cases(kind, data, serve, batch, meta["rows"], sweep, build, result["datasets"][kind]["sample_bytes"]):
                         if not args.only or re.search(args.only, f"{kind}/{name}/{workers}"):
                             jobs.append((name, workers, fn, f"{kind}, batches of {batch}: {name}"))
                             where.append((batch, sweep))

@@ -448,6 +448,9 @@ def lance_block(data: dict) -> str:
             y = x.median / max(peer)
             parts.append(f"**{y:.1f}×** lancedb's StreamingDataset at its best worker count ({num(max(peer))}; "
                          f"≥ 10×: {'met' if y >= 10 else 'NOT met'})")
+        limit = rows.get((LIMIT, 0))
+        if limit:
+            parts.append(f"{x.median / limit['rate']['median']:.2f}× the machine's one-copy limit ({num(limit['rate']['median'])})")
         z = x.median / mds["rate"]["median"]
         parts.append(f"**{z:.2f}×** shardfeed on the same data as MDS ({num(mds['rate']['median'])}; ≥ 0.8×: {'met' if z >= 0.8 else 'NOT met'})")
         bytes_row = rows.get((BYTES_ROW, 0))

@@ -1,12 +1,10 @@
 package index
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -137,14 +135,7 @@ func (x *LengthsIndex) AppendShard(object []byte, lengths []Length) []byte {
 // first, so that a reader never finds an index without them.
 func WriteLengths(ctx context.Context, st store.Store, x *LengthsIndex, values []byte) error {
 	indexKey, valuesKey := LengthsObjects(x.Column, x.Measure, x.Filter)
-	if err := st.Put(ctx, valuesKey, bytes.NewReader(values), int64(len(values))); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(x, "", " ")
-	if err != nil {
-		return err
-	}
-	return st.Put(ctx, indexKey, bytes.NewReader(data), int64(len(data)))
+	return putBeside(ctx, st, indexKey, valuesKey, x, values)
 }
 
 // ErrNoLengths is a stream whose lengths in a column were not measured.
@@ -167,9 +158,7 @@ func ReadLengths(ctx context.Context, st store.Store, column string, m Measure, 
 		return nil, err
 	}
 	var x LengthsIndex
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&x); err != nil {
+	if err := decodeStrict(data, &x); err != nil {
 		return nil, fmt.Errorf("%s: not a shardfeed lengths index (%w): re-run shardfeed index --lengths", objectURI(st, indexKey), err)
 	}
 	if x.Column != column || x.Measure != m || x.Filter != filter {

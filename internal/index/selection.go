@@ -104,10 +104,16 @@ func (f *FilterIndex) AppendShard(object []byte, runs []Run) []byte {
 // first, so that a reader never finds an index without them.
 func WriteFilter(ctx context.Context, st store.Store, f *FilterIndex, runs []byte) error {
 	indexKey, runsKey := FilterObjects(f.Filter)
-	if err := st.Put(ctx, runsKey, bytes.NewReader(runs), int64(len(runs))); err != nil {
+	return putBeside(ctx, st, indexKey, runsKey, f, runs)
+}
+
+// putBeside stores an object beside a stream's index and then its index
+// as JSON, so that a reader never finds the index without the object.
+func putBeside(ctx context.Context, st store.Store, indexKey, objectKey string, x any, object []byte) error {
+	if err := st.Put(ctx, objectKey, bytes.NewReader(object), int64(len(object))); err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(f, "", " ")
+	data, err := json.MarshalIndent(x, "", " ")
 	if err != nil {
 		return err
 	}
@@ -135,9 +141,7 @@ func ReadFilter(ctx context.Context, st store.Store, expr, contentHash string, s
 		return nil, err
 	}
 	var f FilterIndex
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := decodeStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("%s: not a shardfeed filter index (%w): re-run shardfeed index --filter", objectURI(st, indexKey), err)
 	}
 	if f.Filter != expr {

@@ -36,12 +36,7 @@ func unreadable(err error, schema *arrow.Schema) error {
 // hash. An unknown column is refused before any shard is read, naming the
 // columns.
 func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, filter string, progress func(done, total int, shard string)) (*index.FilterIndex, []byte, error) {
-	reader, err := r.Open(l)
-	if err != nil {
-		return nil, nil, err
-	}
-	read := lastFooter(StoreRead(st))
-	schema, err := reader.Schema(ctx, read)
+	reader, read, schema, err := r.openScan(ctx, st, l)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -116,6 +111,22 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 		}
 	}
 	return out, runsObject, nil
+}
+
+// openScan opens a stream of layout l whose shards are in st for a scan
+// of every shard: its reader, a read of its parts that keeps the last
+// footer, and its schema.
+func (r Registry) openScan(ctx context.Context, st store.Store, l *index.Layout) (Reader, ReadFunc, *arrow.Schema, error) {
+	reader, err := r.Open(l)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	read := lastFooter(StoreRead(st))
+	schema, err := reader.Schema(ctx, read)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return reader, read, schema, nil
 }
 
 // lastFooter remembers the last part read that is not a shard's own bytes

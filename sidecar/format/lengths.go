@@ -42,12 +42,7 @@ func MeasureOf(name string, t arrow.DataType) (index.Measure, error) {
 // shard's lengths are those of its samples. It returns the lengths' index
 // and object, written beside the stream's index.
 func (r Registry) Lengths(ctx context.Context, st store.Store, l *index.Layout, column string, sel *Selection, progress func(done, total int, shard string)) (*index.LengthsIndex, []byte, error) {
-	reader, err := r.Open(l)
-	if err != nil {
-		return nil, nil, err
-	}
-	read := lastFooter(StoreRead(st))
-	schema, err := reader.Schema(ctx, read)
+	reader, read, schema, err := r.openScan(ctx, st, l)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,14 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/shardfeed/shardfeed/internal/store"
-	"github.com/shardfeed/shardfeed/internal/store/local"
 )
 
 // Lengths written beside an index read back checked and decode to what was
@@ -21,12 +17,7 @@ import (
 // how to write the right ones.
 func TestWriteAndReadLengths(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	u, _ := url.Parse("file://" + dir + "/")
-	st, err := local.Open(ctx, store.Source{URI: u.String()}, u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, dir := localStore(t)
 	shards := [][]Length{{{3}, {0}, {1 << 20}, {127}, {128}}, nil, {{MaxLength}}}
 	x := &LengthsIndex{Shardfeed: Version, Column: "tokens", Measure: Elements, Filter: "lang == 'en'", Index: "abc"}
 	var values []byte

@@ -109,14 +109,21 @@ func TestFilterIndexCheck(t *testing.T) {
 // A selection written beside an index reads back checked; one of another
 // filter, without its runs, or over another index is refused, saying how
 // to write the right one.
-func TestWriteAndReadFilter(t *testing.T) {
-	ctx := context.Background()
+// localStore is a store over a fresh directory, and the directory.
+func localStore(t *testing.T) (store.Store, string) {
+	t.Helper()
 	dir := t.TempDir()
 	u, _ := url.Parse("file://" + dir + "/")
-	st, err := local.Open(ctx, store.Source{URI: u.String()}, u)
+	st, err := local.Open(context.Background(), store.Source{URI: u.String()}, u)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, dir
+}
+
+func TestWriteAndReadFilter(t *testing.T) {
+	ctx := context.Background()
+	st, dir := localStore(t)
 	const expr = "lang == 'en'"
 	samples := []int64{10, 4}
 	f := &FilterIndex{Shardfeed: Version, Filter: expr, Index: "abc"}
@@ -192,12 +199,7 @@ func TestOwnObjects(t *testing.T) {
 // what is written now goes under _shardfeed/ and is read first.
 func TestIndexesWrittenBesideTheDataAreStillRead(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	u, _ := url.Parse("file://" + dir + "/")
-	st, err := local.Open(ctx, store.Source{URI: u.String()}, u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _ := localStore(t)
 	const expr = "lang == 'en'"
 	f := &FilterIndex{Shardfeed: Version, Filter: expr, Index: "abc"}
 	runs := f.AppendShard(nil, []Run{{0, 2}})

@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -124,13 +123,6 @@ func TestImageLengthsCountPixels(t *testing.T) {
 // bytes than it needs, one past the bound, bytes left over or missing, and
 // values that do not add up to the index's sum and maximum are corrupt.
 func TestShardLengthsRefusesWhatAppendShardNeverWrites(t *testing.T) {
-	enc := func(vals ...uint64) []byte {
-		var b []byte
-		for _, v := range vals {
-			b = binary.AppendUvarint(b, v)
-		}
-		return b
-	}
 	for _, tc := range []struct {
 		name     string
 		b        []byte
@@ -138,11 +130,11 @@ func TestShardLengthsRefusesWhatAppendShardNeverWrites(t *testing.T) {
 		sum, max int64
 	}{
 		{"a value in two bytes that needs one", []byte{0x83, 0x00}, 1, 3, 3},
-		{"a value past MaxLength", enc(MaxLength + 1), 1, MaxLength + 1, MaxLength + 1},
-		{"cut short", enc(3, 4)[:1], 2, 7, 4},
-		{"a byte left over", enc(3, 4), 1, 3, 3},
-		{"another sum", enc(3, 4), 2, 8, 4},
-		{"another max", enc(3, 4), 2, 7, 3},
+		{"a value past MaxLength", uvarints(MaxLength + 1), 1, MaxLength + 1, MaxLength + 1},
+		{"cut short", uvarints(3, 4)[:1], 2, 7, 4},
+		{"a byte left over", uvarints(3, 4), 1, 3, 3},
+		{"another sum", uvarints(3, 4), 2, 8, 4},
+		{"another max", uvarints(3, 4), 2, 7, 3},
 		{"a varint that never ends", []byte{0x80, 0x80, 0x80}, 1, 0, 0},
 	} {
 		x := &LengthsIndex{Measure: Elements, Shards: []LengthsShard{{Samples: tc.samples, Sum: tc.sum, Max: tc.max, Length: int64(len(tc.b))}}}

@@ -43,27 +43,29 @@ func TestRunsRoundTripAndComplement(t *testing.T) {
 	}
 }
 
-func TestDecodeRunsRefusesWhatEncodeRunsNeverWrites(t *testing.T) {
-	enc := func(vals ...uint64) []byte {
-		var b []byte
-		for _, v := range vals {
-			b = binary.AppendUvarint(b, v)
-		}
-		return b
+// uvarints encodes vals as unsigned varints, one after the other.
+func uvarints(vals ...uint64) []byte {
+	var b []byte
+	for _, v := range vals {
+		b = binary.AppendUvarint(b, v)
 	}
+	return b
+}
+
+func TestDecodeRunsRefusesWhatEncodeRunsNeverWrites(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		b    []byte
 		rows int64
 	}{
 		{"empty", nil, 10},
-		{"cut short", enc(2, 0, 3), 10},
-		{"a run past the rows", enc(1, 8, 3), 10},
-		{"an empty run", enc(1, 2, 0), 10},
-		{"touching runs", enc(2, 0, 2, 0, 2), 10},
-		{"bytes after the runs", append(enc(1, 0, 2), 0), 10},
-		{"more runs than bytes", enc(1 << 30), 1 << 40},
-		{"negative rows", enc(0), -1},
+		{"cut short", uvarints(2, 0, 3), 10},
+		{"a run past the rows", uvarints(1, 8, 3), 10},
+		{"an empty run", uvarints(1, 2, 0), 10},
+		{"touching runs", uvarints(2, 0, 2, 0, 2), 10},
+		{"bytes after the runs", append(uvarints(1, 0, 2), 0), 10},
+		{"more runs than bytes", uvarints(1 << 30), 1 << 40},
+		{"negative rows", uvarints(0), -1},
 	} {
 		if _, _, err := DecodeRuns(tc.b, tc.rows); err == nil || !strings.Contains(err.Error(), "corrupt selection runs") {
 			t.Errorf("%s: %v", tc.name, err)

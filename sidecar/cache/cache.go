@@ -121,13 +121,16 @@ const (
 )
 
 type entry struct {
-	shard    Shard
-	state    state
-	size     int64 // bytes on disk or reserved
-	holds    int
-	lastUse  time.Time
-	done     chan struct{} // closed when a download ends
-	err      error
+	shard   Shard
+	state   state
+	size    int64 // bytes on disk or reserved
+	holds   int
+	lastUse time.Time
+	done    chan struct{} // closed when a download ends
+	err     error
+	// aborted: err is the end of the downloader's context (its reader
+	// went away), not a fault of the shard or the store.
+	aborted  bool
 	reserved bool
 }
 
@@ -308,6 +311,11 @@ func (c *Cache) Acquire(ctx context.Context, s Shard) (string, error) {
 				return "", context.Cause(ctx)
 			}
 			c.mu.Lock()
+			if e.err != nil && e.aborted && ctx.Err() == nil {
+				// The download ended with its reader's context, not
+				// this one's: download it again for this reader.
+				continue
+			}
 			if e.err != nil {
 				err := e.err
 				c.mu.Unlock()
@@ -388,11 +396,11 @@ func (c *Cache) reuse(e *entry, want checksum.Sum) bool {
 }
 
 // finish ends a download: present on success, removed on failure.
-func (c *Cache) finish(e *entry, err error) {
+func (c *Cache) finish(e *entry, err error, aborted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
-		e.err = err
+		e.err, e.aborted = err, aborted
 		e.holds = 0
 		if e.reserved {
 			c.used -= e.size
@@ -408,7 +416,7 @@ func (c *Cache) finish(e *entry, err error) {
 
 // download fetches, checks and installs the shard of e.
 func (c *Cache) download(ctx context.Context, e *entry, want checksum.Sum) (err error) {
-	defer func() { c.finish(e, err) }()
+	defer func() { c.finish(e, err, ctx.Err() != nil) }()
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():

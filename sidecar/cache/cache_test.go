@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -319,5 +320,67 @@ func TestLargeShardsComeInParallelRangedParts(t *testing.T) {
 				t.Errorf("stats %+v, want %d bytes in 1 download", st, tc.size)
 			}
 		})
+	}
+}
+
+// gatedStore holds its first Get until the caller's context ends, and
+// says when that Get has started.
+type gatedStore struct {
+	store.Store
+	once    sync.Once
+	started chan struct{}
+}
+
+func (g *gatedStore) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.started)
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}
+	return g.Store.Get(ctx, key, off, n)
+}
+
+// A reader waiting on another's download of a shard gets the shard when
+// that other reader goes away mid-download (its context cancelled): the
+// download is done again for the reader still there, never failed with
+// the other's leaving (a stream once ended when another stream's client
+// closed its connection).
+func TestAReaderGoneMidDownloadFailsNoOtherReader(t *testing.T) {
+	st, shards, data := fixture(t, 1000)
+	g := &gatedStore{Store: st, started: make(chan struct{})}
+	c := newCache(t, t.TempDir(), g, Options{})
+	gone, leave := context.WithCancelCause(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(gone, shards[0])
+		first <- err
+	}()
+	<-g.started
+	second := make(chan error, 1)
+	var path string
+	go func() {
+		var err error
+		path, err = c.Acquire(context.Background(), shards[0])
+		second <- err
+	}()
+	// The second reader waits on the first's download (it holds the
+	// entry), then the first goes away.
+	for waiting := false; !waiting; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		e := c.entries[shards[0].id()]
+		waiting = e != nil && e.holds == 2
+		c.mu.Unlock()
+	}
+	leave(errors.New("the client closed the connection"))
+	if err := <-first; err == nil {
+		t.Fatal("the reader that went away got the shard")
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("the reader still there: %v", err)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, data[0]) {
+		t.Fatalf("the shard: %d bytes, %v", len(got), err)
 	}
 }

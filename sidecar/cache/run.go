@@ -115,7 +115,7 @@ func (c *Cache) downloadRun(ctx context.Context, entries []*entry, wants []check
 	}
 	for i, e := range entries {
 		if installed[i] {
-			c.finish(e, nil)
+			c.finish(e, nil, false)
 		} else {
 			errs[i] = c.download(ctx, e, wants[i])
 		}

@@ -39,6 +39,9 @@ type decodedShard struct {
 	lastUse       int64
 	// skipped: the shard stayed corrupt and rec holds zeroed pad rows.
 	skipped bool
+	// aborted: err is the end of the context it was decoded under (its
+	// reader went away), not a fault of the shard.
+	aborted bool
 }
 
 // Skip is a shard delivered as pad rows under onCorruptShard: skip.
@@ -104,6 +107,20 @@ const (
 // the cache) if needed, and holds it until release with the same hold. A
 // keep of a shard no reader needs any more is errNotNeeded.
 func (t *decodedTable) acquire(ctx context.Context, k shardKey, h hold) (*decodedShard, error) {
+	for {
+		d, again, err := t.acquireOnce(ctx, k, h)
+		// A decode this reader waited on ended with the context of the
+		// reader that started it (a client gone): decode it again under
+		// this one's, rather than fail a stream for another's leaving.
+		if !again || ctx.Err() != nil {
+			return d, err
+		}
+	}
+}
+
+// acquireOnce is one try of acquire; again: the decode it waited on was
+// aborted by its own reader's context.
+func (t *decodedTable) acquireOnce(ctx context.Context, k shardKey, h hold) (*decodedShard, bool, error) {
 	t.mu.Lock()
 	d, ok := t.shards[k]
 	if ok {
@@ -118,20 +135,20 @@ func (t *decodedTable) acquire(ctx context.Context, k shardKey, h hold) (*decode
 		case <-d.done:
 		case <-ctx.Done():
 			t.release(d, h)
-			return nil, context.Cause(ctx)
+			return nil, false, context.Cause(ctx)
 		}
 		if d.err != nil {
 			t.release(d, h)
-			return nil, d.err
+			return nil, d.aborted, d.err
 		}
 		t.stats.decodedHits.Add(1)
-		return d, nil
+		return d, false, nil
 	}
 	// A prefetcher's view of the readers may be stale: a shard they have
 	// all read since, and that is gone, is not fetched again.
 	if h == keep && t.needed != nil && !t.needed(k) {
 		t.mu.Unlock()
-		return nil, errNotNeeded
+		return nil, false, errNotNeeded
 	}
 	d = &decodedShard{key: k, done: make(chan struct{}), refs: 1}
 	if h == read {
@@ -144,6 +161,7 @@ func (t *decodedTable) acquire(ctx context.Context, k shardKey, h hold) (*decode
 	t.mu.Lock()
 	// Set under the lock: the table's other users look at every shard.
 	d.sh, d.maps, d.skipped, d.err = sh, maps, skipped, err
+	d.aborted = err != nil && ctx.Err() != nil
 	if d.err != nil {
 		delete(t.shards, k) // the next reader tries again
 	} else {
@@ -164,9 +182,9 @@ func (t *decodedTable) acquire(ctx context.Context, k shardKey, h hold) (*decode
 	close(d.done)
 	if d.err != nil {
 		t.release(d, h)
-		return nil, d.err
+		return nil, false, d.err
 	}
-	return d, nil
+	return d, false, nil
 }
 
 // decodeOrSkip decodes the shard; under the skip policy a shard that stays

@@ -48,3 +48,48 @@ func TestAPrefetcherDoesNotFetchAShardNoReaderNeedsAnyMore(t *testing.T) {
 		})
 	}
 }
+
+// A reader waiting on a decode another reader started does not inherit
+// that reader's leaving: a decode aborted by its own reader's context is
+// tried again for the waiter (here the retry finds the shard no longer
+// needed, so errNotNeeded rather than the other's error), while a decode
+// that failed on its own fails every waiter (a stream once ended when
+// another stream's client closed its connection).
+func TestAWaiterRetriesADecodeItsStarterAbandoned(t *testing.T) {
+	k := shardKey{0, 3}
+	gone := errors.New("step 34: context canceled (the client closed the connection)")
+	for _, tc := range []struct {
+		name    string
+		aborted bool
+		want    error
+	}{
+		{"aborted by its starter's context", true, errNotNeeded},
+		{"failed on its own", false, gone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab := newDecodedTable(nil, nil, 1<<20, 1, &counters{})
+			tab.needed = func(shardKey) bool { return false }
+			d := &decodedShard{key: k, done: make(chan struct{}), refs: 1}
+			tab.shards[k] = d
+			got := make(chan error, 1)
+			go func() {
+				_, err := tab.acquire(context.Background(), k, keep)
+				got <- err
+			}()
+			for waiting := false; !waiting; {
+				tab.mu.Lock()
+				waiting = d.refs == 2
+				tab.mu.Unlock()
+			}
+			// What acquireOnce does when the decode it started fails.
+			tab.mu.Lock()
+			d.err, d.aborted = gone, tc.aborted
+			delete(tab.shards, k)
+			tab.mu.Unlock()
+			close(d.done)
+			if err := <-got; !errors.Is(err, tc.want) {
+				t.Fatalf("the waiter got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

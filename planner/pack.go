@@ -1,0 +1,162 @@
+package planner
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Packing documents into sequences (issue 54; docs/planner.md, "Sample
+// lengths"): the packer of one window of documents, the building block of
+// packed plans. It is pure arithmetic on the documents' lengths, so a
+// sidecar and the planner compute the same packs from the same lengths.
+
+// Piece is part of a document in a pack: its tokens [Offset, Offset+Len),
+// of document Doc (its index in the window).
+type Piece struct {
+	Doc         int
+	Offset, Len uint32
+}
+
+// Overlong says what becomes of a document longer than a sequence.
+type Overlong int
+
+const (
+	// CutOverlong cuts it into whole sequences and a rest, packed as a
+	// document of its own: every token is delivered.
+	CutOverlong Overlong = iota
+	// DropOverlong leaves it out, counted in PackStats.DroppedTokens.
+	DropOverlong
+)
+
+// PackStats counts what a window's packing did.
+type PackStats struct {
+	// Tokens delivered, and the room left in the packs (padding).
+	Tokens, Padding uint64
+	// DroppedDocs and DroppedTokens: documents longer than a sequence,
+	// left out under DropOverlong.
+	DroppedDocs   int
+	DroppedTokens uint64
+	// CutDocs are documents split across packs because they did not fit
+	// whole (overlong ones under CutOverlong, and those cut to fill a
+	// fixed number of packs).
+	CutDocs int
+}
+
+// PackWindow packs a window's documents, given by their lengths in draw
+// order, into sequences of at most seqLen tokens, best-fit decreasing: the
+// longest document first, each into the pack with the least room that
+// holds it (the earliest such pack on a tie), a new pack when none does.
+// An empty document is in no pack. With bins > 0 the window has exactly
+// bins packs: a document no pack holds whole is cut into the packs with the
+// most room, so every token is delivered while bins·seqLen holds them all
+// (the caller's bound; tokens past it are dropped and counted). Pieces of
+// a pack are in draw order.
+func PackWindow(lengths []uint32, seqLen uint32, bins int, overlong Overlong) ([][]Piece, PackStats) {
+	var st PackStats
+	if seqLen == 0 {
+		return nil, st
+	}
+	type item struct {
+		doc         int
+		offset, len uint32
+	}
+	items := make([]item, 0, len(lengths))
+	cut := map[int]bool{}
+	for d, n := range lengths {
+		switch {
+		case n == 0:
+		case n <= seqLen:
+			items = append(items, item{d, 0, n})
+		case overlong == DropOverlong:
+			st.DroppedDocs++
+			st.DroppedTokens += uint64(n)
+		default:
+			cut[d] = true
+			for off := uint32(0); off < n; off += seqLen {
+				items = append(items, item{d, off, min(seqLen, n-off)})
+			}
+		}
+	}
+	slices.SortStableFunc(items, func(a, b item) int { return cmp.Compare(b.len, a.len) })
+	var packs [][]Piece
+	var room []uint32 // room[i]: what pack i can still hold
+	// open lists the packs by room, then by index: the best fit of an
+	// item is the first with room for it.
+	var open []int
+	byRoom := func(a, b int) int {
+		if c := cmp.Compare(room[a], room[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	}
+	place := func(p int, it item) {
+		k, _ := slices.BinarySearchFunc(open, p, byRoom)
+		open = slices.Delete(open, k, k+1)
+		packs[p] = append(packs[p], Piece{it.doc, it.offset, it.len})
+		room[p] -= it.len
+		st.Tokens += uint64(it.len)
+		k, _ = slices.BinarySearchFunc(open, p, byRoom)
+		open = slices.Insert(open, k, p)
+	}
+	newPack := func() int {
+		packs = append(packs, nil)
+		room = append(room, seqLen)
+		p := len(packs) - 1
+		k, _ := slices.BinarySearchFunc(open, p, byRoom)
+		open = slices.Insert(open, k, p)
+		return p
+	}
+	for range bins {
+		newPack()
+	}
+	var left []item // what no pack holds whole, with bins fixed
+	for _, it := range items {
+		k := firstHolding(open, func(p int) bool { return room[p] >= it.len })
+		switch {
+		case k < len(open):
+			place(open[k], it)
+		case bins == 0:
+			place(newPack(), it)
+		default:
+			left = append(left, it)
+		}
+	}
+	// Cut what is left into the packs with the most room, in draw order.
+	slices.SortStableFunc(left, func(a, b item) int { return cmp.Compare(a.doc, b.doc) })
+	for _, it := range left {
+		cut[it.doc] = true
+		for it.len > 0 && len(open) > 0 && room[open[len(open)-1]] > 0 {
+			p := open[len(open)-1]
+			n := min(room[p], it.len)
+			place(p, item{it.doc, it.offset, n})
+			it.offset += n
+			it.len -= n
+		}
+		if it.len > 0 {
+			st.DroppedTokens += uint64(it.len)
+		}
+	}
+	st.CutDocs = len(cut)
+	for i := range packs {
+		slices.SortFunc(packs[i], func(a, b Piece) int {
+			return cmp.Or(cmp.Compare(a.Doc, b.Doc), cmp.Compare(a.Offset, b.Offset))
+		})
+		st.Padding += uint64(room[i])
+	}
+	return packs, st
+}
+
+// firstHolding returns the first index of open whose pack f holds: open
+// is in order of room, so f is false and then true.
+func firstHolding(open []int, f func(int) bool) int {
+	lo, hi := 0, len(open)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if f(open[m]) {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}

@@ -1,0 +1,164 @@
+package planner
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// firstFit is the reference packer best-fit decreasing is held against:
+// each document, in draw order, into the first pack with room for it.
+func firstFit(lengths []uint32, seqLen uint32) int {
+	var room []uint32
+	for _, n := range lengths {
+		if n == 0 || n > seqLen {
+			continue
+		}
+		placed := false
+		for i := range room {
+			if room[i] >= n {
+				room[i] -= n
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			room = append(room, seqLen-n)
+		}
+	}
+	return len(room)
+}
+
+// checkPacks checks that packs deliver every token of every document once
+// (those dropped aside), each pack within seqLen, pieces in draw order.
+func checkPacks(t *testing.T, lengths []uint32, seqLen uint32, packs [][]Piece, st PackStats) {
+	t.Helper()
+	next := make([]uint32, len(lengths)) // each document's next token
+	var tokens, padding uint64
+	for i, pack := range packs {
+		var used uint32
+		for j, pc := range pack {
+			if j > 0 && (pack[j-1].Doc > pc.Doc || pack[j-1].Doc == pc.Doc && pack[j-1].Offset >= pc.Offset) {
+				t.Fatalf("pack %d: pieces out of draw order: %v", i, pack)
+			}
+			if pc.Len == 0 || pc.Offset+pc.Len > lengths[pc.Doc] {
+				t.Fatalf("pack %d: piece %+v of a document of %d tokens", i, pc, lengths[pc.Doc])
+			}
+			used += pc.Len
+			tokens += uint64(pc.Len)
+		}
+		if used > seqLen {
+			t.Fatalf("pack %d holds %d tokens, above %d", i, used, seqLen)
+		}
+		padding += uint64(seqLen - used)
+	}
+	// Pieces of one document, over all packs, cover it exactly once.
+	covered := make([][]bool, len(lengths))
+	for _, pack := range packs {
+		for _, pc := range pack {
+			if covered[pc.Doc] == nil {
+				covered[pc.Doc] = make([]bool, lengths[pc.Doc])
+			}
+			for k := pc.Offset; k < pc.Offset+pc.Len; k++ {
+				if covered[pc.Doc][k] {
+					t.Fatalf("document %d token %d delivered twice", pc.Doc, k)
+				}
+				covered[pc.Doc][k] = true
+				next[pc.Doc]++
+			}
+		}
+	}
+	var missing uint64
+	for d, n := range lengths {
+		if next[d] != n {
+			missing += uint64(n - next[d])
+		}
+	}
+	if missing != st.DroppedTokens || tokens != st.Tokens || padding != st.Padding {
+		t.Fatalf("%d tokens missing, %d delivered, %d padding; stats say %+v", missing, tokens, padding, st)
+	}
+}
+
+// Over random length distributions and windows, best-fit decreasing
+// delivers every token once within the sequence length, never uses more
+// packs than first-fit in draw order nor fewer than the tokens need; with a
+// fixed number of packs that holds the tokens, all are delivered (cutting
+// documents only where they do not fit whole) and, given at least the
+// packs best-fit wants, none is cut.
+func TestPackWindowProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	dists := map[string]func(seqLen uint32) uint32{
+		"short":    func(l uint32) uint32 { return 1 + rng.Uint32N(l/8) },
+		"uniform":  func(l uint32) uint32 { return rng.Uint32N(l + 1) },
+		"long":     func(l uint32) uint32 { return l/2 + rng.Uint32N(l/2+1) },
+		"overlong": func(l uint32) uint32 { return rng.Uint32N(3 * l) },
+		"mixed": func(l uint32) uint32 {
+			if rng.IntN(10) == 0 {
+				return l/2 + rng.Uint32N(l)
+			}
+			return 1 + rng.Uint32N(l/16)
+		},
+	}
+	for name, dist := range dists {
+		for trial := range 60 {
+			seqLen := uint32(64 + rng.IntN(4096))
+			lengths := make([]uint32, rng.IntN(300))
+			var total uint64
+			for i := range lengths {
+				lengths[i] = dist(seqLen)
+				total += uint64(lengths[i])
+			}
+			for _, ov := range []Overlong{CutOverlong, DropOverlong} {
+				packs, st := PackWindow(lengths, seqLen, 0, ov)
+				checkPacks(t, lengths, seqLen, packs, st)
+				need := int((st.Tokens + uint64(seqLen) - 1) / uint64(seqLen))
+				if len(packs) < need {
+					t.Fatalf("%s %d: %d packs for %d tokens of %d", name, trial, len(packs), st.Tokens, seqLen)
+				}
+				if ov == DropOverlong {
+					if ff := firstFit(lengths, seqLen); len(packs) > ff || st.CutDocs != 0 {
+						t.Fatalf("%s %d: best-fit decreasing %d packs (%d cut), first-fit %d", name, trial, len(packs), st.CutDocs, ff)
+					}
+				} else if st.DroppedTokens != 0 || st.Tokens != total {
+					t.Fatalf("%s %d: %d of %d tokens delivered cutting overlong documents", name, trial, st.Tokens, total)
+				}
+				// Fixed packs: as many as best-fit wants (nothing cut
+				// but the overlong), and as few as the tokens need.
+				for _, bins := range []int{len(packs), need} {
+					if bins == 0 {
+						continue
+					}
+					fixed, fst := PackWindow(lengths, seqLen, bins, ov)
+					checkPacks(t, lengths, seqLen, fixed, fst)
+					if len(fixed) != bins || fst.Tokens != st.Tokens || fst.DroppedTokens != st.DroppedTokens {
+						t.Fatalf("%s %d: %d fixed packs deliver %d tokens (%d dropped), want %d packs, %d tokens", name, trial, len(fixed), fst.Tokens, fst.DroppedTokens, bins, st.Tokens)
+					}
+					if bins == len(packs) && fst.CutDocs != st.CutDocs {
+						t.Fatalf("%s %d: %d documents cut with the packs best-fit wants, %d without", name, trial, fst.CutDocs, st.CutDocs)
+					}
+				}
+			}
+		}
+	}
+}
+
+// A worked example: the longest first, each into the pack with the least
+// room that holds it; a document longer than the sequence is cut into a
+// whole sequence and a rest, or dropped.
+func TestPackWindowExample(t *testing.T) {
+	for _, tc := range []struct {
+		ov      Overlong
+		want    string
+		padding uint64
+		cut     int
+		dropped uint64
+	}{
+		{CutOverlong, "[[{3 0 8}] [{0 0 3} {1 0 5}] [{2 0 2} {3 8 1} {5 0 4}]]", 1, 1, 0},
+		{DropOverlong, "[[{0 0 3} {1 0 5}] [{2 0 2} {5 0 4}]]", 2, 0, 9},
+	} {
+		packs, st := PackWindow([]uint32{3, 5, 2, 9, 0, 4}, 8, 0, tc.ov)
+		if got := fmt.Sprint(packs); got != tc.want || st.Padding != tc.padding || st.CutDocs != tc.cut || st.DroppedTokens != tc.dropped {
+			t.Errorf("overlong %d: %s %+v, want %s", tc.ov, got, st, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package lance
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -476,7 +477,7 @@ func (ix *indexer) shard(frag lancetable.Fragment, files []*openFile, views []la
 // coalesceGap of each other.
 func coalesce(rs [][2]uint64) [][2]uint64 {
 	rs = slices.Clone(rs)
-	slices.SortFunc(rs, func(a, b [2]uint64) int { return cmpUint(a[0], b[0]) })
+	slices.SortFunc(rs, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
 	var out [][2]uint64
 	for _, r := range rs {
 		if n := len(out); n > 0 && r[0] <= out[n-1][1]+coalesceGap {

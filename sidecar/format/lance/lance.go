@@ -8,6 +8,7 @@ package lance
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -202,7 +203,7 @@ func views(e index.Entry, parts [][]byte) ([]lancetable.FileView, error) {
 		s.segs = append(s.segs, segment{off: uint64(g.Offset), data: parts[k]}) //nolint:gosec // checked by the index
 	}
 	for _, s := range byObject {
-		slices.SortFunc(s.segs, func(a, b segment) int { return cmpUint(a.off, b.off) })
+		slices.SortFunc(s.segs, func(a, b segment) int { return cmp.Compare(a.off, b.off) })
 	}
 	out := make([]lancetable.FileView, len(e.Files))
 	for k, f := range e.Files {
@@ -221,16 +222,6 @@ func views(e index.Entry, parts [][]byte) ([]lancetable.FileView, error) {
 		out[k] = lancetable.FileView{Tail: tail, Source: src, Columns: cols}
 	}
 	return out, nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func readRows(n *lancefile.Node, files []lancetable.FileView, from, to uint64) (arrow.Array, error) {

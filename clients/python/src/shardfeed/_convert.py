@@ -149,6 +149,17 @@ def _generic(col: pa.Array) -> Any:
     return col.to_pylist()
 
 
+def _uint8(buf: pa.Buffer | None) -> np.ndarray:
+    """A buffer's bytes as a uint8 array viewing them (none: empty)."""
+    return np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.empty(0, dtype=np.uint8)
+
+
+def _nulls_as_none(col: pa.Array, values: Any) -> list[Any]:
+    """values, one per row of col, with None where col is null."""
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    return [v if ok else None for v, ok in zip(values, valid)]
+
+
 def _binary_arrays(col: pa.Array) -> list[np.ndarray | None]:
     """Each value of a binary column as a uint8 array viewing its data
     buffer (None where null): no bytes copied, so the values keep the
@@ -157,26 +168,18 @@ def _binary_arrays(col: pa.Array) -> list[np.ndarray | None]:
     _, offsets_buf, data_buf = col.buffers()[:3]
     n = len(col)
     offsets = np.frombuffer(offsets_buf, dtype=np.int64 if large else np.int32, count=col.offset + n + 1)[col.offset:]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, dtype=np.uint8)
+    data = _uint8(data_buf)
     bounds = offsets.tolist()
     out: list[np.ndarray | None] = [data[bounds[i]:bounds[i + 1]] for i in range(n)]
-    if col.null_count:
-        valid = col.is_valid().to_numpy(zero_copy_only=False)
-        out = [v if ok else None for v, ok in zip(out, valid)]
-    return out
+    return _nulls_as_none(col, out) if col.null_count else out
 
 
 def _fixed_binary_array(col: pa.Array) -> Any:
     """A fixed-size binary column without nulls as one (rows, width) uint8
     array viewing its data buffer; with nulls, a list as _binary_arrays."""
     width = col.type.byte_width
-    data_buf = col.buffers()[1]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, dtype=np.uint8)
-    rows = data[col.offset * width:(col.offset + len(col)) * width].reshape(len(col), width)
-    if not col.null_count:
-        return rows
-    valid = col.is_valid().to_numpy(zero_copy_only=False)
-    return [r if ok else None for r, ok in zip(rows, valid)]
+    rows = _uint8(col.buffers()[1])[col.offset * width:(col.offset + len(col)) * width].reshape(len(col), width)
+    return _nulls_as_none(col, rows) if col.null_count else rows
 
 
 def column_converter(field: pa.Field, fill: float | int | bool | None = None, binary_as: BinaryAs = "bytes") -> ColumnConverter:

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 )
 
@@ -40,6 +41,8 @@ type PackStats struct {
 	// whole (overlong ones under CutOverlong, and those cut to fill a
 	// fixed number of packs).
 	CutDocs int
+	// EmptyDocs have no token, so no pack holds them.
+	EmptyDocs int
 }
 
 // PackWindow packs a window's documents, given by their lengths in draw
@@ -159,4 +162,160 @@ func firstHolding(open []int, f func(int) bool) int {
 		}
 	}
 	return lo
+}
+
+// PackMethod is how documents are packed into sequences (spec.packing.method).
+type PackMethod string
+
+const (
+	// BestFit packs each window best-fit decreasing (PackWindow): the
+	// least padding of the three.
+	BestFit PackMethod = "bestFit"
+	// FirstFit packs each window's documents, in order, each into the
+	// first pack of the window with room for it.
+	FirstFit PackMethod = "firstFit"
+	// Concatenate concatenates the shard's documents in order and cuts
+	// them every SeqLength tokens: no padding but the shard's last pack,
+	// and a document may be cut across sequences.
+	Concatenate PackMethod = "concatenate"
+)
+
+// Packing says how a stream's documents become packs: the plan's samples
+// of a packed dataset (docs/planner.md, "Packing").
+type Packing struct {
+	SeqLength uint32
+	Method    PackMethod
+	// Window is how many consecutive documents of a shard are packed
+	// together (BestFit, FirstFit); a window's packs are closed at its end.
+	Window   int
+	Overlong Overlong
+}
+
+// MaxPackWindow bounds a packing window: the packer's work is
+// O(window · log window) a document.
+const MaxPackWindow = 1 << 16
+
+// String is the packing as a plan input and in messages.
+func (p Packing) String() string {
+	o := "cut"
+	if p.Overlong == DropOverlong {
+		o = "drop"
+	}
+	if p.Method == Concatenate {
+		return fmt.Sprintf("%s length=%d", p.Method, p.SeqLength)
+	}
+	return fmt.Sprintf("%s length=%d window=%d overlong=%s", p.Method, p.SeqLength, p.Window, o)
+}
+
+// PackShard packs one shard's documents, given by their lengths in the
+// shard's order, as p says. Pieces name documents by their index in
+// lengths. The packs, and so their number, depend only on the lengths and
+// p: shardfeed index counts them once, and a sidecar packing the shard's
+// decoded documents finds the same packs.
+func PackShard(lengths []uint32, p Packing) ([][]Piece, PackStats) {
+	if p.Method == Concatenate {
+		return concatenate(lengths, p.SeqLength)
+	}
+	w := max(p.Window, 1)
+	var packs [][]Piece
+	var st PackStats
+	for start := 0; start < len(lengths); start += w {
+		end := min(start+w, len(lengths))
+		var got [][]Piece
+		var s PackStats
+		if p.Method == FirstFit {
+			got, s = firstFitWindow(lengths[start:end], p.SeqLength, p.Overlong)
+		} else {
+			got, s = PackWindow(lengths[start:end], p.SeqLength, 0, p.Overlong)
+		}
+		for _, pack := range got {
+			for k := range pack {
+				pack[k].Doc += start
+			}
+		}
+		packs = append(packs, got...)
+		st.Tokens += s.Tokens
+		st.Padding += s.Padding
+		st.DroppedDocs += s.DroppedDocs
+		st.DroppedTokens += s.DroppedTokens
+		st.CutDocs += s.CutDocs
+	}
+	for _, n := range lengths {
+		if n == 0 {
+			st.EmptyDocs++
+		}
+	}
+	return packs, st
+}
+
+// concatenate cuts the documents, end to end, every seqLen tokens.
+func concatenate(lengths []uint32, seqLen uint32) ([][]Piece, PackStats) {
+	var st PackStats
+	var packs [][]Piece
+	var room uint32
+	for d, n := range lengths {
+		var off uint32
+		pieces := 0
+		for off < n {
+			if room == 0 {
+				packs = append(packs, nil)
+				room = seqLen
+			}
+			k := min(room, n-off)
+			packs[len(packs)-1] = append(packs[len(packs)-1], Piece{d, off, k})
+			off += k
+			room -= k
+			pieces++
+		}
+		st.Tokens += uint64(n)
+		if n == 0 {
+			st.EmptyDocs++
+		}
+		if pieces > 1 {
+			st.CutDocs++
+		}
+	}
+	st.Padding = uint64(room)
+	return packs, st
+}
+
+// firstFitWindow packs a window's documents in order, each into the first
+// pack (in the order they were opened) with room for it. An overlong
+// document is cut into whole sequences and a rest, or dropped.
+func firstFitWindow(lengths []uint32, seqLen uint32, overlong Overlong) ([][]Piece, PackStats) {
+	var st PackStats
+	var packs [][]Piece
+	var room []uint32
+	place := func(d int, off, n uint32) {
+		i := 0
+		for i < len(room) && room[i] < n {
+			i++
+		}
+		if i == len(room) {
+			packs = append(packs, nil)
+			room = append(room, seqLen)
+		}
+		packs[i] = append(packs[i], Piece{d, off, n})
+		room[i] -= n
+		st.Tokens += uint64(n)
+	}
+	for d, n := range lengths {
+		switch {
+		case n == 0:
+		case n <= seqLen:
+			place(d, 0, n)
+		case overlong == DropOverlong:
+			st.DroppedDocs++
+			st.DroppedTokens += uint64(n)
+		default:
+			st.CutDocs++
+			for off := uint32(0); off < n; off += seqLen {
+				place(d, off, min(seqLen, n-off))
+			}
+		}
+	}
+	for _, r := range room {
+		st.Padding += uint64(r)
+	}
+	return packs, st
 }

@@ -162,3 +162,84 @@ func TestPackWindowExample(t *testing.T) {
 		}
 	}
 }
+
+// Over random shards, every method delivers every token once (the dropped
+// aside) within the sequence length: best-fit in no more packs than
+// first-fit, window by window; concatenation in exactly the packs the
+// tokens need, padding only its last; a window's packs hold only its
+// documents.
+func TestPackShardProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 3))
+	for trial := range 200 {
+		seqLen := uint32(16 + rng.IntN(2048))
+		lengths := make([]uint32, rng.IntN(700))
+		var total uint64
+		for i := range lengths {
+			switch rng.IntN(4) {
+			case 0:
+				lengths[i] = rng.Uint32N(3 * seqLen)
+			case 1:
+				lengths[i] = 0
+			default:
+				lengths[i] = 1 + rng.Uint32N(seqLen/4+1)
+			}
+			total += uint64(lengths[i])
+		}
+		window := 1 + rng.IntN(300)
+		counts := map[PackMethod]int{}
+		for _, m := range []PackMethod{BestFit, FirstFit, Concatenate} {
+			for _, ov := range []Overlong{CutOverlong, DropOverlong} {
+				p := Packing{SeqLength: seqLen, Method: m, Window: window, Overlong: ov}
+				packs, st := PackShard(lengths, p)
+				checkPacks(t, lengths, seqLen, packs, st)
+				if ov == CutOverlong || m == Concatenate {
+					if st.Tokens != total || st.DroppedTokens != 0 {
+						t.Fatalf("trial %d %s: %d of %d tokens", trial, p, st.Tokens, total)
+					}
+				}
+				if m == Concatenate {
+					if need := int((total + uint64(seqLen) - 1) / uint64(seqLen)); len(packs) != need {
+						t.Fatalf("trial %d %s: %d packs, the tokens need %d", trial, p, len(packs), need)
+					}
+					if st.Padding != uint64(len(packs))*uint64(seqLen)-total {
+						t.Fatalf("trial %d %s: padding %d", trial, p, st.Padding)
+					}
+				} else {
+					for i, pack := range packs {
+						if w := pack[0].Doc / window; pack[len(pack)-1].Doc/window != w {
+							t.Fatalf("trial %d %s: pack %d spans windows: %v", trial, p, i, pack)
+						}
+					}
+				}
+				if ov == DropOverlong {
+					counts[m] = len(packs)
+				}
+				again, _ := PackShard(lengths, p)
+				if fmt.Sprint(again) != fmt.Sprint(packs) {
+					t.Fatalf("trial %d %s: two packings differ", trial, p)
+				}
+			}
+		}
+		if counts[BestFit] > counts[FirstFit] {
+			t.Fatalf("trial %d: best-fit %d packs, first-fit %d", trial, counts[BestFit], counts[FirstFit])
+		}
+	}
+}
+
+// Worked examples of the three methods on one shard, a window of 3.
+func TestPackShardExample(t *testing.T) {
+	lengths := []uint32{3, 5, 2, 9, 0, 4}
+	for _, tc := range []struct {
+		m    PackMethod
+		want string
+	}{
+		{BestFit, "[[{0 0 3} {1 0 5}] [{2 0 2}] [{3 0 8}] [{3 8 1} {5 0 4}]]"},
+		{FirstFit, "[[{0 0 3} {1 0 5}] [{2 0 2}] [{3 0 8}] [{3 8 1} {5 0 4}]]"},
+		{Concatenate, "[[{0 0 3} {1 0 5}] [{2 0 2} {3 0 6}] [{3 6 3} {5 0 4}]]"},
+	} {
+		packs, st := PackShard(lengths, Packing{SeqLength: 8, Method: tc.m, Window: 3})
+		if got := fmt.Sprint(packs); got != tc.want || st.EmptyDocs != 1 {
+			t.Errorf("%s: %s (%+v), want %s", tc.m, got, st, tc.want)
+		}
+	}
+}

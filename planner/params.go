@@ -44,6 +44,9 @@ type StreamIndex struct {
 	// when it has one: then each shard's Samples are its matching rows,
 	// and the filter is a plan input. Empty for other streams.
 	Filter string `json:"-"`
+	// Packing is the packing whose packs are the stream's samples
+	// (spec.packing): a plan input. Empty for other streams.
+	Packing string `json:"-"`
 }
 
 // Samples returns the number of samples in the stream.
@@ -427,6 +430,11 @@ func largestRemainder(total int64, weights []*big.Rat) []int64 {
 // for byte) unless they use a feature of a later version, which then
 // shapes the sequence (docs/planner.md, plan versions).
 func (p *Params) version() int {
+	for _, s := range p.Streams {
+		if s.Index.Packing != "" {
+			return 4
+		}
+	}
 	if p.runs() {
 		return 3
 	}
@@ -464,6 +472,9 @@ func (p *Params) fingerprintInputs() []fingerprintInput {
 		}
 		if s.Index.Filter != "" { // only filtered streams
 			in = append(in, fingerprintInput{f + ".filter", s.Index.Filter})
+		}
+		if s.Index.Packing != "" { // only packed datasets
+			in = append(in, fingerprintInput{f + ".packing", s.Index.Packing})
 		}
 	}
 	blockSize := "-"

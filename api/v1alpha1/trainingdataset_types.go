@@ -556,6 +556,8 @@ type SidecarSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.batching) == has(oldSelf.batching) && (!has(self.batching) || self.batching == oldSelf.batching)",message="spec.batching is immutable: it shapes the plan; a different plan is a new TrainingDataset"
 // +kubebuilder:validation:XValidation:rule="has(self.schedule) == has(oldSelf.schedule)",message="spec.schedule cannot be added to or removed from a TrainingDataset: a scheduled plan draws each stream pass after pass from the first step; a different plan is a new TrainingDataset"
 // +kubebuilder:validation:XValidation:rule="has(self.decode) == has(oldSelf.decode) && (!has(self.decode) || self.decode == oldSelf.decode)",message="spec.decode is immutable: every rank of a job must get batches of the same columns; a different decoding is a new TrainingDataset"
+// +kubebuilder:validation:XValidation:rule="has(self.packing) == has(oldSelf.packing) && (!has(self.packing) || self.packing == oldSelf.packing)",message="spec.packing is immutable: its packs are the plan's samples; a different packing is a new TrainingDataset"
+// +kubebuilder:validation:XValidation:rule="!has(self.packing) || !has(self.decode)",message="spec.packing serves only its column's tokens: drop spec.decode"
 // +kubebuilder:validation:XValidation:rule="!has(self.schedule) || self.batching != 'per_stream'",message="a schedule mixes every batch's streams in its phase's proportions: drop batching: per_stream"
 type TrainingDatasetSpec struct {
 	// Streams of the dataset, mixed by their weights.
@@ -612,6 +614,14 @@ type TrainingDatasetSpec struct {
 	// +optional
 	Schedule *Schedule `json:"schedule,omitempty"`
 
+	// Packing packs each stream's documents (the values of a list column
+	// of token ids) into sequences of sequenceLength tokens: the plan's
+	// samples, batches and steps are then packs (docs/planner.md, packing).
+	// shardfeed index --lengths COLUMN --pack-length L counts each shard's
+	// packs beside the index.
+	// +optional
+	Packing *Packing `json:"packing,omitempty"`
+
 	// Decode lists columns the sidecar serves decoded rather than as the
 	// bytes the shards store: images as uint8 tensors (docs/formats.md,
 	// decoding images).
@@ -630,6 +640,84 @@ type TrainingDatasetSpec struct {
 	// Sidecar configures the injected data-loading sidecar.
 	// +optional
 	Sidecar SidecarSpec `json:"sidecar,omitempty"`
+}
+
+// PackingMethod is how documents are packed into sequences.
+// +kubebuilder:validation:Enum=bestFit;firstFit;concatenate
+type PackingMethod string
+
+// The packing methods (docs/planner.md, packing).
+const (
+	// PackingBestFit packs each window of a shard's documents best-fit
+	// decreasing: each document whole, the least padding.
+	PackingBestFit PackingMethod = "bestFit"
+	// PackingFirstFit packs each window's documents in order, each into
+	// the first sequence with room for it.
+	PackingFirstFit PackingMethod = "firstFit"
+	// PackingConcatenate concatenates a shard's documents and cuts them
+	// every sequenceLength tokens: no padding but each shard's last
+	// sequence; documents are cut across sequences, each token once.
+	PackingConcatenate PackingMethod = "concatenate"
+)
+
+// OverlongPolicy says what becomes of a document longer than a sequence.
+// +kubebuilder:validation:Enum=cut;drop
+type OverlongPolicy string
+
+// The overlong policies.
+const (
+	// OverlongCut cuts it into whole sequences and a rest: every token is
+	// delivered.
+	OverlongCut OverlongPolicy = "cut"
+	// OverlongDrop leaves it out, counted (shardfeed plan shows how many).
+	OverlongDrop OverlongPolicy = "drop"
+)
+
+// Defaults of spec.packing.
+const (
+	DefaultPackingMethod = PackingBestFit
+	DefaultPackingWindow = int64(1024)
+	DefaultOverlong      = OverlongCut
+)
+
+// Packing packs documents into fixed-length sequences.
+type Packing struct {
+	// Column is a list column of every stream: each value a document's
+	// token ids.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Column string `json:"column"`
+
+	// SequenceLength is the tokens of a packed sequence.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
+	SequenceLength int64 `json:"sequenceLength"`
+
+	// Method is bestFit, firstFit or concatenate.
+	// +kubebuilder:default=bestFit
+	// +optional
+	Method PackingMethod `json:"method,omitempty"`
+
+	// Window is how many consecutive documents of a shard are packed
+	// together (bestFit, firstFit): more packs tighter and costs more
+	// work per document.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	// +kubebuilder:default=1024
+	// +optional
+	Window *int64 `json:"window,omitempty"`
+
+	// Overlong says what becomes of a document longer than a sequence:
+	// cut into whole sequences and a rest, or dropped (counted).
+	// +kubebuilder:default=cut
+	// +optional
+	Overlong OverlongPolicy `json:"overlong,omitempty"`
+
+	// PadToken is the token id the padding of a sequence holds (its loss
+	// mask is 0 there).
+	// +kubebuilder:default=0
+	// +optional
+	PadToken *int64 `json:"padToken,omitempty"`
 }
 
 // Schedule is a list of phases over the global steps.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,9 +20,11 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/streams"
+	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/iceberg/icebergindex"
@@ -58,7 +61,61 @@ type indexOptions struct {
 	stream        string
 	filter        string
 	lengths       string
+	pack          packFlags
 	indexURI      string
+}
+
+// packFlags are a packing's flags (spec.packing): with --lengths, index
+// counts each shard's packs.
+type packFlags struct {
+	length   int64
+	method   string
+	window   int64
+	overlong string
+}
+
+func (f *packFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.Int64Var(&f.length, "pack-length", 0, "with --lengths: count each shard's packs of the documents into sequences of this many tokens (spec.packing.sequenceLength)")
+	fl.StringVar(&f.method, "pack-method", string(datav1alpha1.DefaultPackingMethod), "with --pack-length: bestFit, firstFit or concatenate (spec.packing.method)")
+	fl.Int64Var(&f.window, "pack-window", datav1alpha1.DefaultPackingWindow, "with --pack-length: documents of a shard packed together (spec.packing.window)")
+	fl.StringVar(&f.overlong, "pack-overlong", string(datav1alpha1.DefaultOverlong), "with --pack-length: cut or drop a document longer than a sequence (spec.packing.overlong)")
+}
+
+// fromSpec takes a manifest's packing.
+func (f *packFlags) fromSpec(p *datav1alpha1.Packing) {
+	if p == nil {
+		return
+	}
+	f.length = p.SequenceLength
+	f.method = string(cmp.Or(p.Method, datav1alpha1.DefaultPackingMethod))
+	f.overlong = string(cmp.Or(p.Overlong, datav1alpha1.DefaultOverlong))
+	if p.Window != nil {
+		f.window = *p.Window
+	}
+}
+
+// spec is the packing the flags give, checked as the CRD checks it; nil
+// without --pack-length.
+func (f *packFlags) spec(column string) (*datav1alpha1.Packing, error) {
+	if f.length == 0 {
+		return nil, nil
+	}
+	p := &datav1alpha1.Packing{Column: column, SequenceLength: f.length, Method: datav1alpha1.PackingMethod(f.method), Window: &f.window,
+		Overlong: datav1alpha1.OverlongPolicy(f.overlong)}
+	switch {
+	case column == "":
+		return nil, errors.New("--pack-length packs the documents of a column: give --lengths COLUMN")
+	case f.length < 1 || f.length > 1<<20:
+		return nil, fmt.Errorf("--pack-length must be 1 to %d tokens, got %d", 1<<20, f.length)
+	case !slices.Contains([]datav1alpha1.PackingMethod{datav1alpha1.PackingBestFit, datav1alpha1.PackingFirstFit, datav1alpha1.PackingConcatenate}, p.Method):
+		return nil, fmt.Errorf("--pack-method is bestFit, firstFit or concatenate, got %q", f.method)
+	case f.window < 1 || f.window > planner.MaxPackWindow:
+		return nil, fmt.Errorf("--pack-window must be 1 to %d documents, got %d", planner.MaxPackWindow, f.window)
+	case p.Overlong != datav1alpha1.OverlongCut && p.Overlong != datav1alpha1.OverlongDrop:
+		return nil, fmt.Errorf("--pack-overlong is cut or drop, got %q", f.overlong)
+	}
+	return p, nil
 }
 
 func newIndexCommand() *cobra.Command {
@@ -133,6 +190,7 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 	o.table.add(cmd)
 	o.lance.add(cmd)
 	o.parts.add(cmd)
+	o.pack.add(cmd)
 	cmd.Flags().StringVar((*string)(&o.kind), "format", "parquet", "format of the stream's objects: "+strings.Join(reg.Kinds(format.IndexesObjects), ", ")+
 		"; or of a table: "+strings.Join(reg.Kinds(format.IsTable), ", ")+" (mds with --filter: MDS keeps its own index)")
 	cmd.Flags().StringVar(&o.shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
@@ -154,6 +212,10 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 		ctx = context.Background()
 	}
 	source, err := o.source(cmd, args)
+	if err != nil {
+		return err
+	}
+	packing, err := o.pack.spec(o.lengths)
 	if err != nil {
 		return err
 	}
@@ -231,7 +293,32 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 	if o.lengths == "" {
 		return nil
 	}
-	return writeLengths(ctx, out, data, ist, l, o.lengths, sel, opts.Progress, verb, o.dryRun)
+	x, values, err := writeLengths(ctx, out, data, ist, l, o.lengths, sel, opts.Progress, verb, o.dryRun)
+	if err != nil || packing == nil {
+		return err
+	}
+	return writePacks(out, ist, x, values, packing, verb, o.dryRun)
+}
+
+// writePacks counts each shard's packs of the documents whose lengths are
+// x and values, and writes them beside the index in ist.
+func writePacks(out io.Writer, ist store.Store, x *index.LengthsIndex, values []byte, spec *datav1alpha1.Packing, verb string, dryRun bool) error {
+	start := time.Now()
+	p := planspec.Packing(spec)
+	px, err := index.Packs(x, values, p)
+	if err != nil {
+		return fmt.Errorf("--pack-length: %w", err)
+	}
+	if !dryRun {
+		if err := index.WritePacks(context.Background(), ist, px, p); err != nil {
+			return err
+		}
+	}
+	t := px.Totals()
+	_, err = fmt.Fprintf(out, "%s %s%s: %d documents (%s) in %d packs of %d tokens, %.2f%% padding; %d documents cut, %d dropped (%d tokens), %d empty (%s)\n", verb,
+		strings.TrimSuffix(ist.URI(), "/")+"/", index.PacksKey(x.Column, x.Filter, p), t.Docs, p, t.Packs, p.SeqLength,
+		100*float64(t.Padding)/float64(max(t.Padding+t.Tokens, 1)), t.CutDocs, t.DroppedDocs, t.DroppedTokens, t.EmptyDocs, time.Since(start).Round(time.Millisecond))
+	return err
 }
 
 // dataStore is where the shards of the stream of layout l are: st, or a
@@ -254,9 +341,16 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 	case o.manifest != "" && len(args) > 0:
 		return store.Source{}, errors.New("give a URI or -f MANIFEST, not both")
 	case o.manifest != "":
-		s, err := indexedStream(cmd, o.manifest, o.stream)
+		s, packing, err := indexedStream(cmd, o.manifest, o.stream)
 		if err != nil {
 			return store.Source{}, err
+		}
+		if packing != nil {
+			if cmd.Flags().Changed("lengths") && o.lengths != packing.Column {
+				return store.Source{}, fmt.Errorf("--lengths %s: the manifest packs column %s: drop --lengths", o.lengths, packing.Column)
+			}
+			o.lengths = packing.Column
+			o.pack.fromSpec(packing)
 		}
 		if cmd.Flags().Changed("index-uri") {
 			return store.Source{}, errors.New("with -f, the stream's source.indexURI says where its index goes: drop --index-uri")
@@ -364,15 +458,15 @@ func writeSelection(ctx context.Context, out io.Writer, data, ist store.Store, l
 // writeLengths measures the samples' lengths in column over the stream of
 // layout l whose shards are in data (the filter's matching rows, with
 // sel) and writes them beside its index in ist.
-func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *index.Layout, column string, sel *format.Selection, progress func(done, total int, object string), verb string, dryRun bool) error {
+func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *index.Layout, column string, sel *format.Selection, progress func(done, total int, object string), verb string, dryRun bool) (*index.LengthsIndex, []byte, error) {
 	start := time.Now()
 	x, values, err := formats.Default().Lengths(ctx, data, l, column, sel, progress)
 	if err != nil {
-		return fmt.Errorf("--lengths: %w", err)
+		return nil, nil, fmt.Errorf("--lengths: %w", err)
 	}
 	if !dryRun {
 		if err := index.WriteLengths(ctx, ist, x, values); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	key, _ := index.LengthsObjects(x.Column, x.Measure, x.Filter)
@@ -384,52 +478,55 @@ func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *
 	_, err = fmt.Fprintf(out, "%s %s%s: lengths of %s (%s) for %d samples, %d %s in all, %.1f a sample, %d at most (%s)\n", verb,
 		strings.TrimSuffix(ist.URI(), "/")+"/", key, column, x.Measure, samples, sum, what, float64(sum)/float64(max(samples, 1)), largest,
 		time.Since(start).Round(time.Millisecond))
-	return err
+	return x, values, err
 }
 
 // streamFlags are the flags -f MANIFEST replaces with the stream's spec.
 var streamFlags = []string{"format", "endpoint", "region", "insecure", "catalog-type", "catalog-uri", "catalog-name",
 	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref", "hive", "select", "partition-columns", "filter",
-	"version", "tag"}
+	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong"}
 
 // indexedStream returns the stream of the manifest that index -f is to
-// index: the one named, or the only one that needs an index of ours.
-func indexedStream(cmd *cobra.Command, manifest, name string) (datav1alpha1.Stream, error) {
+// index: the one named, or the only one that needs an index of ours (or,
+// in a packed dataset, its packs), and the dataset's packing.
+func indexedStream(cmd *cobra.Command, manifest, name string) (datav1alpha1.Stream, *datav1alpha1.Packing, error) {
 	for _, f := range streamFlags {
 		if cmd.Flags().Changed(f) {
-			return datav1alpha1.Stream{}, fmt.Errorf("--%s comes from the manifest's stream with -f: drop the flag, or give the URI instead of -f", f)
+			return datav1alpha1.Stream{}, nil, fmt.Errorf("--%s comes from the manifest's stream with -f: drop the flag, or give the URI instead of -f", f)
 		}
 	}
 	ds, err := readDataset(manifest, cmd.InOrStdin())
 	if err != nil {
-		return datav1alpha1.Stream{}, err
+		return datav1alpha1.Stream{}, nil, err
 	}
+	packing := ds.Spec.Packing
 	var names, candidates []string
 	for _, s := range ds.Spec.Streams {
 		names = append(names, s.Name)
 		mds := s.Format == datav1alpha1.FormatMDS || s.Format == ""
+		ours := !mds || s.Filter != "" || packing != nil
 		if s.Name == name {
-			if mds && s.Filter == "" {
-				return datav1alpha1.Stream{}, fmt.Errorf("stream %q is MDS, which keeps its own index: nothing to write", s.Name)
+			if !ours {
+				return datav1alpha1.Stream{}, nil, fmt.Errorf("stream %q is MDS, which keeps its own index: nothing to write", s.Name)
 			}
 			if mds {
 				s.Format = datav1alpha1.FormatMDS
 			}
-			return s, nil
+			return s, packing, nil
 		}
-		if !mds || s.Filter != "" {
+		if ours {
 			candidates = append(candidates, s.Name)
 		}
 	}
 	switch {
 	case name != "":
-		return datav1alpha1.Stream{}, fmt.Errorf("%s has no stream %q: its streams are %s", manifest, name, strings.Join(names, ", "))
+		return datav1alpha1.Stream{}, nil, fmt.Errorf("%s has no stream %q: its streams are %s", manifest, name, strings.Join(names, ", "))
 	case len(candidates) == 1:
 		return indexedStream(cmd, manifest, candidates[0])
 	case len(candidates) == 0:
-		return datav1alpha1.Stream{}, fmt.Errorf("every stream of %s is MDS, which keeps its own index: nothing to write", manifest)
+		return datav1alpha1.Stream{}, nil, fmt.Errorf("every stream of %s is MDS, which keeps its own index: nothing to write", manifest)
 	}
-	return datav1alpha1.Stream{}, fmt.Errorf("%s has several streams to index (%s): name one with --stream", manifest, strings.Join(candidates, ", "))
+	return datav1alpha1.Stream{}, nil, fmt.Errorf("%s has several streams to index (%s): name one with --stream", manifest, strings.Join(candidates, ", "))
 }
 
 // partitionFlags read a stream as a hive-partitioned tree

@@ -87,6 +87,9 @@ func readDataset(path string, stdin io.Reader) (*datav1alpha1.TrainingDataset, e
 // own directory (file://) or prefix (s3://, with the manifest's endpoint and
 // the credentials of credentialsDir or the default chain).
 func readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset, indexDirs []string, credentialsDir string) ([]planner.StreamIndex, error) {
+	if ds.Spec.Packing != nil {
+		return nil, errors.New("spec.packing: the packs are counted beside each stream's index, which --index-dir does not hold: drop --index-dir")
+	}
 	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
 	for i, s := range ds.Spec.Streams {
 		x, err := readStreamIndex(ctx, i, s, indexDirs, credentialsDir)
@@ -114,7 +117,7 @@ func readStreamIndex(ctx context.Context, i int, s datav1alpha1.Stream, indexDir
 		return planner.StreamIndex{}, err
 	}
 	src := streams.SharedCredentials(s, credentialsDir)
-	st, err := streams.Open(ctx, i, s, src, 0)
+	st, err := streams.Open(ctx, i, s, nil, src, 0)
 	if err != nil {
 		return planner.StreamIndex{}, fmt.Errorf("%w\nor give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
 	}

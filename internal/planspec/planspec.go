@@ -103,3 +103,20 @@ func HandoffBytes(spec *datav1alpha1.TrainingDatasetSpec) int64 {
 	}
 	return datav1alpha1.DefaultHandoffMemory
 }
+
+// Packing returns the planner's packing of spec.packing, defaulted as the
+// API server defaults it.
+func Packing(p *datav1alpha1.Packing) planner.Packing {
+	out := planner.Packing{
+		SeqLength: uint32(p.SequenceLength), //nolint:gosec // the CRD bounds it to 2^20
+		Method:    planner.PackMethod(cmp.Or(p.Method, datav1alpha1.DefaultPackingMethod)),
+		Window:    int(ptr.Deref(p.Window, datav1alpha1.DefaultPackingWindow)),
+	}
+	if cmp.Or(p.Overlong, datav1alpha1.DefaultOverlong) == datav1alpha1.OverlongDrop {
+		out.Overlong = planner.DropOverlong
+	}
+	if out.Method == planner.Concatenate {
+		out.Window = 0 // a shard's documents end to end
+	}
+	return out
+}

@@ -15,8 +15,11 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/utils/ptr"
+
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/planner"
@@ -38,6 +41,20 @@ type Stream struct {
 	// Filter is the selection of the stream's row filter, when it has one:
 	// then Index counts each shard's matching rows (Layout's, all of them).
 	Filter *Filter
+	// Packs are the counts of the dataset's packing (spec.packing), when
+	// it has one: then Index counts each shard's packs, and the
+	// documents are its rows (its matching rows, filtered).
+	Packs *Packs
+}
+
+// Packs is a packed stream's packing and its counts, as shardfeed index
+// --pack-length wrote them beside the stream's index.
+type Packs struct {
+	Packing planner.Packing
+	Column  string
+	// PadToken is the token id of a sequence's padding.
+	PadToken int64
+	Index    *index.PacksIndex
 }
 
 // Filter is a filtered stream's selection, as shardfeed index --filter
@@ -127,8 +144,10 @@ func SharedCredentials(s datav1alpha1.Stream, dir string) store.Source {
 
 // Open opens the store of src and reads the stream's index from it, at
 // most maxIndexBytes of it (0: index.DefaultMaxBytes). An index whose
-// format differs from the one the spec names is refused.
-func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, maxIndexBytes int64) (*Stream, error) {
+// format differs from the one the spec names is refused. With packing
+// (the dataset's spec.packing), the packs counted beside the index are
+// the stream's samples.
+func Open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alpha1.Packing, src store.Source, maxIndexBytes int64) (*Stream, error) {
 	st, err := stores.Open(ctx, src)
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
@@ -161,6 +180,9 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, m
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 	}
 	if out.Layout == nil {
+		if packing != nil {
+			return nil, fmt.Errorf("stream %q: spec.packing packs the documents of the shards, and its index is a plain list of shards: index the stream (%s)", s.Name, PacksCommand(s, packing))
+		}
 		if s.Filter != "" {
 			return nil, fmt.Errorf("stream %q: spec.streams[%d].filter needs the rows of the shards, and its index is a plain list of shards: index the stream (%s)", s.Name, i, IndexCommand(s))
 		}
@@ -181,6 +203,12 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, src store.Source, m
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}
 		out.Index = filtered(out.Index, out.Filter.Index)
+	}
+	if packing != nil {
+		if out.Packs, err = openPacks(ctx, out.IndexStore, s, packing, out.Index, maxIndexBytes); err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+		out.Index = packed(out.Index, out.Packs)
 	}
 	if f, ok := out.Layout.Native.(*index.File); ok && f.Lance != nil {
 		if err := checkLance(i, s, f.Lance); err != nil {
@@ -237,6 +265,52 @@ func filtered(x planner.StreamIndex, f *index.FilterIndex) planner.StreamIndex {
 	}
 	x.Filter = index.FilterHash(f.Filter)
 	return x
+}
+
+// openPacks reads the counts of the dataset's packing beside the stream's
+// index, checked against the index (its matching rows, filtered).
+func openPacks(ctx context.Context, st store.Store, s datav1alpha1.Stream, spec *datav1alpha1.Packing, x planner.StreamIndex, maxIndexBytes int64) (*Packs, error) {
+	p := planspec.Packing(spec)
+	docs := make([]int64, len(x.Shards))
+	for h, sh := range x.Shards {
+		docs[h] = sh.Samples
+	}
+	px, err := index.ReadPacks(ctx, st, spec.Column, s.Filter, p, x.ContentHash(), docs, maxIndexBytes)
+	if errors.Is(err, index.ErrNoPacks) {
+		return nil, fmt.Errorf("spec.packing: %w: count them with: %s", err, PacksCommand(s, spec))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("spec.packing: %w (%s)", err, PacksCommand(s, spec))
+	}
+	return &Packs{Packing: p, Column: spec.Column, PadToken: ptr.Deref(spec.PadToken, 0), Index: px}, nil
+}
+
+// packed is the planner's view of a packed stream: each shard's packs its
+// samples, and the packing a plan input.
+func packed(x planner.StreamIndex, p *Packs) planner.StreamIndex {
+	x.Shards = slices.Clone(x.Shards)
+	for h := range x.Shards {
+		x.Shards[h].Samples = p.Index.Shards[h].Packs
+	}
+	x.Packing = p.Column + ": " + p.Packing.String()
+	return x
+}
+
+// PacksCommand is the shardfeed index command that counts a stream's packs
+// over the index already there (measuring its documents' lengths).
+func PacksCommand(s datav1alpha1.Stream, p *datav1alpha1.Packing) string {
+	pk := planspec.Packing(p)
+	cmd := IndexCommand(s) + " --selection-only --lengths " + shellQuote(p.Column) + fmt.Sprintf(" --pack-length %d", pk.SeqLength)
+	if pk.Method != planner.BestFit {
+		cmd += " --pack-method " + string(pk.Method)
+	}
+	if pk.Method != planner.Concatenate && pk.Window != int(datav1alpha1.DefaultPackingWindow) {
+		cmd += fmt.Sprintf(" --pack-window %d", pk.Window)
+	}
+	if pk.Overlong == planner.DropOverlong {
+		cmd += " --pack-overlong drop"
+	}
+	return cmd
 }
 
 // checkTable refuses the index of a table other than the one the spec

@@ -192,7 +192,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 				src.Identity = workloadidentity.Identity(s.Source, store.TokenFile(workloadidentity.TokenPath(cfg.IdentityDir, s.Name)))
 			}
 		}
-		st, err := streams.Open(ctx, i, s, src, 0)
+		st, err := streams.Open(ctx, i, s, spec.Packing, src, 0)
 		if err != nil {
 			return nil, err
 		}

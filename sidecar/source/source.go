@@ -41,6 +41,12 @@ type Stream struct {
 	// filter is the stream's row filter, when it has one: each shard's
 	// runs of matching rows are one more part, and only they are served.
 	filter *streams.Filter
+	// packs is the dataset's packing, when it has one: then each shard's
+	// documents are packed as decoded, packed is the schema the stream
+	// serves, and docBase[i] the global id of shard i's first document.
+	packs   *streams.Packs
+	packed  *arrow.Schema
+	docBase []int64
 }
 
 // Open reads the stream's schema through its format's reader: from the
@@ -106,7 +112,12 @@ func (s *Stream) cachePart(p format.Part) cache.Shard {
 }
 
 // Schema returns the schema the stream's batches are served with.
-func (s *Stream) Schema() *arrow.Schema { return s.served }
+func (s *Stream) Schema() *arrow.Schema {
+	if s.packed != nil {
+		return s.packed
+	}
+	return s.served
+}
 
 // Shards returns the number of shards.
 func (s *Stream) Shards() int { return len(s.Layout.Index.Shards) }
@@ -114,6 +125,9 @@ func (s *Stream) Shards() int { return len(s.Layout.Index.Shards) }
 // Rows returns the rows shard i serves: the rows its filter matches, in a
 // filtered stream.
 func (s *Stream) Rows(i int) int64 {
+	if s.packs != nil {
+		return s.packs.Index.Shards[i].Packs
+	}
 	if s.filter != nil {
 		return s.filter.Index.Shards[i].Matching
 	}
@@ -147,15 +161,33 @@ func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.Recor
 	if s.filter != nil {
 		parts, runs = parts[:len(parts)-1], parts[len(parts)-1]
 	}
-	want := s.Layout.Index.Shards[i].Samples
 	rec, err := s.decodeAs(ctx, i, parts, s.columns, s.served)
 	if err != nil {
 		return nil, err
 	}
-	if s.filter == nil {
+	if s.filter != nil {
+		kept, err := s.keep(ctx, i, rec, runs)
+		rec.Release()
+		if err != nil {
+			return nil, err
+		}
+		rec = kept
+	}
+	if s.packs == nil {
 		return rec, nil
 	}
 	defer rec.Release()
+	packed, err := s.packShard(i, rec)
+	if err != nil {
+		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: err}
+	}
+	return packed, nil
+}
+
+// keep returns the rows of shard i's record that its filter's runs select.
+func (s *Stream) keep(ctx context.Context, i int, rec arrow.RecordBatch, runs []byte) (arrow.RecordBatch, error) {
+	name := s.Layout.Index.Shards[i].Name
+	want := s.Layout.Index.Shards[i].Samples
 	matching, err := s.filter.Index.ShardRuns(i, runs, want)
 	if err != nil {
 		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: fmt.Errorf("its filter's selection: %w: re-run shardfeed index --filter", err)}
@@ -219,7 +251,7 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // (0, false, empty strings and lists of zeros): what a skipped shard
 // delivers.
 func (s *Stream) Zero(n int64) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, s.served)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, s.Schema())
 	defer b.Release()
 	for _, f := range b.Fields() {
 		f.AppendEmptyValues(int(n))
@@ -270,7 +302,7 @@ func (sh *Shard) Release() {
 // cast to a promoted type, are decoded).
 func (s *Stream) DecodeShard(ctx context.Context, i int, parts [][]byte) (*Shard, error) {
 	rr, ok := s.reader.(format.RawReader)
-	if !ok || s.filter != nil {
+	if !ok || s.filter != nil || s.packs != nil {
 		rec, err := s.Decode(ctx, i, parts)
 		if err != nil {
 			return nil, err
@@ -427,13 +459,33 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, err)
 		}
-		if out[i], err = Open(ctx, s.Spec.Name, layout, reader, s.Spec.Columns, read); err != nil {
+		columns := s.Spec.Columns
+		if s.Packs != nil {
+			columns = []string{s.Packs.Column} // the documents: all a pack holds
+		}
+		if out[i], err = Open(ctx, s.Spec.Name, layout, reader, columns, read); err != nil {
 			return nil, err
 		}
 		out[i].filter = s.Filter
+		out[i].packs = s.Packs
 	}
 	if _, err := Unify(out); err != nil {
 		return nil, err
+	}
+	var docs int64 // the documents of the streams before
+	for _, s := range out {
+		if s.packs == nil {
+			continue
+		}
+		var err error
+		if s.packed, err = packedSchema(s.served.Field(0), s.packs.Packing.SeqLength); err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+		s.docBase = make([]int64, len(s.packs.Index.Shards))
+		for h, sh := range s.packs.Index.Shards {
+			s.docBase[h] = docs
+			docs += sh.Docs
+		}
 	}
 	return out, nil
 }

@@ -119,7 +119,7 @@ func TestAFilteredStreamPlansAndDecodesOnlyItsMatchingRows(t *testing.T) {
 	}
 	const filter = "x % 3 == 0 && id >= 20"
 	spec := datav1alpha1.Stream{Name: "s", Format: datav1alpha1.FormatParquet, Source: datav1alpha1.Source{URI: st.URI()}, Filter: filter}
-	if _, err := streams.Open(ctx, 0, spec, streams.Source(spec), 0); err == nil ||
+	if _, err := streams.Open(ctx, 0, spec, nil, streams.Source(spec), 0); err == nil ||
 		!strings.Contains(err.Error(), "has no selection for its filter") || !strings.Contains(err.Error(), "--filter 'x % 3 == 0 && id >= 20'") {
 		t.Fatalf("a filtered stream without its selection: %v", err)
 	}
@@ -149,7 +149,7 @@ func TestAFilteredStreamPlansAndDecodesOnlyItsMatchingRows(t *testing.T) {
 	if err := index.WriteFilter(ctx, st, sel, runs); err != nil {
 		t.Fatal(err)
 	}
-	opened, err := streams.Open(ctx, 0, spec, streams.Source(spec), 0)
+	opened, err := streams.Open(ctx, 0, spec, nil, streams.Source(spec), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func (l *lake) index(t *testing.T, s datav1alpha1.Stream) *index.File {
 func (l *lake) served(t *testing.T, s datav1alpha1.Stream) []string {
 	t.Helper()
 	ctx := context.Background()
-	opened, err := streams.Open(ctx, 0, s, l.source(s), 0)
+	opened, err := streams.Open(ctx, 0, s, nil, l.source(s), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func testATableThatMovesOn(t *testing.T, l *lake) {
 
 	pinned := l.stream("moving")
 	pinned.Iceberg.SnapshotID = &before.Table.Snapshot
-	_, err := streams.Open(context.Background(), 0, pinned, l.source(pinned), 0)
+	_, err := streams.Open(context.Background(), 0, pinned, nil, l.source(pinned), 0)
 	wantErr := fmt.Sprintf("pins snapshot %d, its index is at snapshot %d", before.Table.Snapshot, after.Table.Snapshot)
 	if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.Contains(err.Error(), "shardfeed index") {
 		t.Fatalf("streams.Open = %v, want a refusal with %q naming the command", err, wantErr)
@@ -282,7 +282,7 @@ func testATableThatMovesOn(t *testing.T, l *lake) {
 func testRefusals(t *testing.T, l *lake) {
 	s := l.stream("plain")
 	s.Source.URI = "s3://" + l.Bucket + "/.shardfeed/never-indexed/"
-	_, err := streams.Open(context.Background(), 0, s, l.source(s), 0)
+	_, err := streams.Open(context.Background(), 0, s, nil, l.source(s), 0)
 	command := "shardfeed index " + s.Source.URI + " --format iceberg --catalog-type " + l.CatalogType + " --catalog-uri " + l.CatalogURI + " --table ml.plain"
 	for _, want := range []string{"has no index", command} {
 		if err == nil || !strings.Contains(err.Error(), want) {

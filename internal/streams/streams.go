@@ -205,7 +205,9 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alph
 		out.Index = filtered(out.Index, out.Filter.Index)
 	}
 	if packing != nil {
-		if out.Packs, err = openPacks(ctx, out.IndexStore, s, packing, out.Index, maxIndexBytes); err != nil {
+		// The packs are of the documents (the index's samples, or their
+		// matching rows), counted over the stream's own index.
+		if out.Packs, err = openPacks(ctx, out.IndexStore, s, packing, out.Layout.Index.ContentHash(), out.Index, maxIndexBytes); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}
 		out.Index = packed(out.Index, out.Packs)
@@ -269,13 +271,13 @@ func filtered(x planner.StreamIndex, f *index.FilterIndex) planner.StreamIndex {
 
 // openPacks reads the counts of the dataset's packing beside the stream's
 // index, checked against the index (its matching rows, filtered).
-func openPacks(ctx context.Context, st store.Store, s datav1alpha1.Stream, spec *datav1alpha1.Packing, x planner.StreamIndex, maxIndexBytes int64) (*Packs, error) {
+func openPacks(ctx context.Context, st store.Store, s datav1alpha1.Stream, spec *datav1alpha1.Packing, contentHash string, x planner.StreamIndex, maxIndexBytes int64) (*Packs, error) {
 	p := planspec.Packing(spec)
 	docs := make([]int64, len(x.Shards))
 	for h, sh := range x.Shards {
 		docs[h] = sh.Samples
 	}
-	px, err := index.ReadPacks(ctx, st, spec.Column, s.Filter, p, x.ContentHash(), docs, maxIndexBytes)
+	px, err := index.ReadPacks(ctx, st, spec.Column, s.Filter, p, contentHash, docs, maxIndexBytes)
 	if errors.Is(err, index.ErrNoPacks) {
 		return nil, fmt.Errorf("spec.packing: %w: count them with: %s", err, PacksCommand(s, spec))
 	}

@@ -1,0 +1,126 @@
+"""Packed sequences (spec.packing) through a real `shardfeed serve`: the
+documents pyarrow reads from the shards, filtered and mixed from two
+streams, come back packed, each document's tokens exactly once per epoch,
+with position ids, loss mask, boundaries and document ids that say so.
+One split: an epoch of S splits leaves out its T mod S packs, as it
+leaves out samples (docs/planner.md); the planner's tests cover splits."""
+
+import subprocess
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import shardfeed
+from conftest import SHARDFEED_BIN
+
+SEQ = 96
+
+
+def _docs(rng: np.random.Generator, n: int) -> list[list[int] | None]:
+    out: list[list[int] | None] = []
+    for i in range(n):
+        kind = rng.integers(10)
+        if kind == 0:
+            out.append(None)  # a null document: no token
+        elif kind == 1:
+            out.append([])
+        else:
+            size = int(rng.integers(1, 2 * SEQ + 20)) if kind == 2 else int(rng.integers(1, SEQ // 3))
+            # Unique tokens (the stream's offset, then the row's) let the
+            # test place each piece in its document.
+            out.append((rng.permutation(200_000)[:size] + 1).tolist())
+    return out
+
+
+def _write(tmp_path, name: str, seed: int, files: int) -> list[pa.Table]:
+    rng = np.random.default_rng(seed)
+    d = tmp_path / name
+    d.mkdir()
+    tables = []
+    for f in range(files):
+        n = 300
+        t = pa.table({"tokens": pa.array(_docs(rng, n), pa.list_(pa.int32())),
+                      "lang": pa.array(["en" if x % 4 else "de" for x in range(n)])})
+        pq.write_table(t, d / f"part-{f}.parquet", row_group_size=120)
+        tables.append(t)
+    return tables
+
+
+def _manifest(tmp_path, method: str) -> str:
+    path = tmp_path / f"{method}.yaml"
+    path.write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {{name: packed-{method.lower()}}}
+spec:
+  streams:
+  - {{name: web, format: parquet, source: {{uri: web/}}, filter: "lang == 'en'"}}
+  - {{name: code, format: parquet, source: {{uri: code/}}}}
+  numSplits: 1
+  globalBatchSize: 8
+  dropLast: false
+  packing: {{column: tokens, sequenceLength: {SEQ}, method: {method}, window: 64, padToken: 7}}
+""")
+    return str(path)
+
+
+def _index(manifest: str, stream: str) -> str:
+    done = subprocess.run([str(SHARDFEED_BIN), "index", "-f", manifest, "--stream", stream], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("method", ["bestFit", "concatenate"])
+def test_packed_batches_hold_every_document_once(tmp_path, method):
+    web = _write(tmp_path, "web", 1, 2)
+    code = _write(tmp_path, "code", 2, 1)
+    manifest = _manifest(tmp_path, method)
+    assert "packs of 96 tokens" in _index(manifest, "web")
+    _index(manifest, "code")
+    # The documents, as pyarrow reads them: the web's matching rows, then
+    # the code's, numbered as the plan numbers samples.
+    docs = [d or [] for t in web for d in t.filter(pc.equal(t["lang"], "en"))["tokens"].to_pylist()]
+    docs += [d or [] for t in code for d in t["tokens"].to_pylist()]
+
+    ds = shardfeed.FeedDataset.from_manifest(manifest, rank=0, world_size=1, binary=str(SHARDFEED_BIN), directory=str(tmp_path), fresh=True)
+    pieces: dict[int, list[tuple[int, list[int]]]] = {}
+    packs, padding = 0, 0
+    for batch in ds:
+        tokens, pos, mask = batch["tokens"].numpy(), batch["position_ids"].numpy(), batch["loss_mask"].numpy()
+        assert tokens.shape[1] == SEQ and tokens.dtype == np.int32
+        for r in range(tokens.shape[0]):
+            if batch["_shardfeed_pad"][r]:
+                continue  # a pad row repeats a pack of the split's start
+            packs += 1
+            cu, ids = batch["cu_seqlens"][r].tolist(), batch["doc_ids"][r].tolist()
+            assert cu[0] == 0 and len(cu) == len(ids) + 1 and cu == sorted(cu) and cu[-1] <= SEQ
+            for k, d in enumerate(ids):
+                seg = tokens[r, cu[k]:cu[k + 1]].tolist()
+                assert pos[r, cu[k]:cu[k + 1]].tolist() == list(range(len(seg)))
+                pieces.setdefault(d, []).append((r, seg))
+            assert mask[r, :cu[-1]].all() and not mask[r, cu[-1]:].any()
+            assert (tokens[r, cu[-1]:] == 7).all() and (pos[r, cu[-1]:] == 0).all()
+            padding += SEQ - cu[-1]
+    # Every token of every document exactly once: each piece sits at its
+    # own place in its document, and the pieces tile it.
+    for d, doc in enumerate(docs):
+        got = pieces.pop(d, [])
+        if not doc:
+            assert not got, f"empty document {d} delivered"
+            continue
+        covered = [0] * len(doc)
+        for _, seg in got:
+            at = doc.index(seg[0])
+            assert doc[at:at + len(seg)] == seg, f"document {d}: a piece not in it"
+            for k in range(at, at + len(seg)):
+                covered[k] += 1
+        assert covered == [1] * len(doc), f"document {d}: tokens delivered {covered}"
+        if method == "bestFit" and len(doc) <= SEQ:
+            assert len(got) == 1, f"document {d} of {len(doc)} tokens cut under bestFit"
+    assert not pieces, f"documents that are not the streams': {sorted(pieces)[:5]}"
+    total = sum(len(d) for d in docs)
+    assert packs * SEQ == total + padding
+    if method == "concatenate":  # a shard's documents end to end: padding only in its last pack
+        assert padding < SEQ * (2 * 3 + 3)

@@ -13,12 +13,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/spf13/cobra"
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/planner"
 )
@@ -115,7 +115,11 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	runtime.ReadMemStats(&after)
 
 	if o.ids {
-		return o.printIDs(stdout, ep)
+		var docs *packDocs
+		if ds.Spec.Packing != nil && served.opened != nil {
+			docs = newPackDocs(ctx, served.opened)
+		}
+		return o.printIDs(stdout, ep, docs)
 	}
 	if o.prefetch < 0 {
 		o.prefetch = int(ptr.Deref(ds.Spec.Sidecar.Prefetch, datav1alpha1.DefaultPrefetch))
@@ -128,11 +132,11 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 			}
 		}
 	}
-	s, err := summarize(ds, ep, o.pods, o.prefetch)
+	s, err := summarize(ds, ep, o.pods, o.prefetch, served.packs)
 	if err != nil {
 		return err
 	}
-	s.Columns = columnsOf(served)
+	s.Columns = columnsOf(served.schema)
 	s.BuildSeconds = build.Seconds()
 	s.BuildAllocBytes = after.TotalAlloc - before.TotalAlloc
 	switch o.output {
@@ -155,7 +159,7 @@ func datasetParams(ctx context.Context, file string, stdin io.Reader, indexDirs 
 
 // datasetPlan is datasetParams with the schema the streams are served in
 // (nil offline, with --index-dir).
-func datasetPlan(ctx context.Context, file string, stdin io.Reader, indexDirs []string, credentials string) (*datav1alpha1.TrainingDataset, planner.Params, *arrow.Schema, error) {
+func datasetPlan(ctx context.Context, file string, stdin io.Reader, indexDirs []string, credentials string) (*datav1alpha1.TrainingDataset, planner.Params, *servedStreams, error) {
 	ds, err := readDataset(file, stdin)
 	if err != nil {
 		return nil, planner.Params{}, nil, err
@@ -163,7 +167,7 @@ func datasetPlan(ctx context.Context, file string, stdin io.Reader, indexDirs []
 	// With the stores at hand, refuse what serve would refuse; with
 	// --index-dir the data may be out of reach: the plan is offline.
 	var indexes []planner.StreamIndex
-	var served *arrow.Schema
+	served := &servedStreams{}
 	if len(indexDirs) == 0 {
 		indexes, served, err = openServable(ctx, ds, credentials)
 	} else {
@@ -205,7 +209,7 @@ func parseSteps(s string, steps int64) (a, b int64, err error) {
 	return a, b, nil
 }
 
-func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan) error {
+func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan, docs *packDocs) error {
 	pl := ep.Plan()
 	var mesh *planner.Mesh
 	if o.mesh != "" {
@@ -253,6 +257,20 @@ func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan) error {
 		dp = mesh.DataParallelRank(r)
 		return dp, mesh.DataParallelSize(), dp
 	}
+	// docsOf lists the documents of a batch's packs (none unpacked).
+	docsOf := func(batch []planner.Sample) ([][]int64, error) {
+		if docs == nil {
+			return nil, nil
+		}
+		out := make([][]int64, len(batch))
+		for i, smp := range batch {
+			var err error
+			if out[i], err = docs.of(smp); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
 	skips := pl.Skips()
 	for k := a; k < b; k++ {
 		worker := (k - a) % int64(o.workers)
@@ -273,7 +291,11 @@ func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan) error {
 							batch = append(batch, smp)
 						}
 					}
-					line = appendIDsLine(line[:0], ep.Epoch(), k, r, o.procsPerPod, worker, batch, idsExtra{dp: shown, phase: sk.Phase, scheduled: true, skipped: true, skipStep: m})
+					docs, err := docsOf(batch)
+					if err != nil {
+						return err
+					}
+					line = appendIDsLine(line[:0], ep.Epoch(), k, r, o.procsPerPod, worker, batch, idsExtra{dp: shown, phase: sk.Phase, scheduled: true, skipped: true, skipStep: m, docs: docs})
 					if _, err := w.Write(line); err != nil {
 						return err
 					}
@@ -296,6 +318,9 @@ func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan) error {
 				batches[dp] = batch
 			}
 			x.dp = shown
+			if x.docs, err = docsOf(batch); err != nil {
+				return err
+			}
 			line = appendIDsLine(line[:0], ep.Epoch(), k, r, o.procsPerPod, worker, batch, x)
 			if _, err := w.Write(line); err != nil {
 				return err
@@ -315,6 +340,8 @@ type idsExtra struct {
 	scheduled, repeated, skipped bool
 	phase                        int
 	skipStep                     int64
+	// docs are the documents of each sample's pack, in a packed dataset.
+	docs [][]int64
 }
 
 // appendIDsLine writes {"epoch":E,"step":k,"rank":r,"worker":w,"ids":[…],"pad":[…]}
@@ -368,7 +395,25 @@ func appendIDsLine(b []byte, epoch, step int64, rank, procsPerPod int, worker in
 			b = strconv.AppendInt(b, int64(i), 10)
 		}
 	}
-	return append(b, "]}\n"...)
+	b = append(b, ']')
+	if x.docs != nil {
+		b = append(b, `,"docs":[`...)
+		for i, ds := range x.docs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '[')
+			for j, d := range ds {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendInt(b, d, 10)
+			}
+			b = append(b, ']')
+		}
+		b = append(b, ']')
+	}
+	return append(b, "}\n"...)
 }
 
 // summary is what `plan --summary` reports.
@@ -392,9 +437,12 @@ type summary struct {
 	Pods     []podSummary    `json:"pods"`
 	Prefetch int             `json:"prefetchShards"`
 	// Phases are the schedule's, when the dataset has one.
-	Phases          []phaseSummary `json:"phases,omitempty"`
-	BuildSeconds    float64        `json:"buildSeconds"`
-	BuildAllocBytes uint64         `json:"buildAllocBytes"`
+	Phases []phaseSummary `json:"phases,omitempty"`
+	// Packing is the dataset's packing (spec.packing), when it has one:
+	// its samples are packs of its column's documents.
+	Packing         string  `json:"packing,omitempty"`
+	BuildSeconds    float64 `json:"buildSeconds"`
+	BuildAllocBytes uint64  `json:"buildAllocBytes"`
 }
 
 type streamSummary struct {
@@ -410,6 +458,9 @@ type streamSummary struct {
 	// in MatchingShards of the Shards (the others are never fetched).
 	Filter         string `json:"filter,omitempty"`
 	MatchingShards int    `json:"matchingShards,omitempty"`
+	// Packing is what packing the stream's documents made (spec.packing):
+	// its Samples are packs.
+	Packing *index.PacksShard `json:"packing,omitempty"`
 }
 
 // phaseSummary is one phase of a schedule: what it changes and its hash.
@@ -429,13 +480,16 @@ type podSummary struct {
 	MinCacheBytesPod int64   `json:"minCacheBytesPerPod"`
 }
 
-func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []int, prefetch int) (*summary, error) {
+func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []int, prefetch int, packs []*index.PacksIndex) (*summary, error) {
 	pl := ep.Plan()
 	p := pl.Params()
 	s := &summary{
 		Dataset: ds.Name, Fingerprint: pl.Fingerprint().Sum, PlanVersion: pl.Version(), Batching: string(cmp.Or(p.Batching, planner.BatchingRandom)), Epoch: ep.Epoch(),
 		Samples: pl.Total(), NumSplits: pl.NumSplits(), SplitLen: pl.SplitLen(), GlobalBatchSize: pl.GlobalBatchSize(),
 		Steps: pl.Steps(), Dropped: pl.DroppedPerEpoch(), Padded: pl.PaddedPerEpoch(), Prefetch: prefetch,
+	}
+	if pk := ds.Spec.Packing; pk != nil {
+		s.Packing = pk.Column + ": " + planspec.Packing(pk).String()
 	}
 	if p.Schedule != nil {
 		s.Batching = "scheduled (stratified)"
@@ -458,6 +512,10 @@ func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []i
 		ss := streamSummary{
 			Name: st.Name, Shards: len(st.Index.Shards), Samples: st.Index.Samples(), Bytes: st.Index.Bytes(), MaxShardBytes: st.Index.MaxShardBytes(),
 			Weight: weight, PerEpoch: counts[i],
+		}
+		if i < len(packs) {
+			t := packs[i].Totals()
+			ss.Packing = &t
 		}
 		if st.Index.Filter != "" {
 			ss.Filter = ds.Spec.Streams[i].Filter
@@ -499,6 +557,16 @@ func (s *summary) write(out io.Writer) error {
 	for _, st := range s.Streams {
 		if st.Filter != "" {
 			p("\nfilter\t%s: %s\n\t%d matching samples in %d of %d shards (the others are never fetched)\n", st.Name, st.Filter, st.Samples, st.MatchingShards, st.Shards)
+		}
+	}
+	if s.Packing != "" {
+		p("\npacking\t%s (a sample is a pack)\n", s.Packing)
+		for _, st := range s.Streams {
+			if t := st.Packing; t != nil {
+				p("\t%s: %d documents in %d packs (%.2f a pack), %d tokens, %.2f%% padding; %d documents cut, %d dropped (%d tokens), %d empty\n",
+					st.Name, t.Docs, t.Packs, float64(t.Docs-t.EmptyDocs-t.DroppedDocs)/float64(max(t.Packs, 1)), t.Tokens,
+					100*float64(t.Padding)/float64(max(t.Padding+t.Tokens, 1)), t.CutDocs, t.DroppedDocs, t.DroppedTokens, t.EmptyDocs)
+			}
 		}
 	}
 	if s.Columns != nil {

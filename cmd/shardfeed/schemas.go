@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
@@ -22,7 +23,7 @@ import (
 // its format reads, the columns of spec.streams[].columns, one schema
 // after the promotions), so that a dataset plan and simulate accept is one
 // serve accepts. It returns the planner's view of the indexes.
-func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credentials string) ([]planner.StreamIndex, *arrow.Schema, error) {
+func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credentials string) ([]planner.StreamIndex, *servedStreams, error) {
 	opened := make([]*streams.Stream, len(ds.Spec.Streams))
 	byName := map[string]store.Store{}
 	servable := true
@@ -35,7 +36,13 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 		opened[i], byName[s.Name] = st, st.Store
 		servable = servable && st.Layout != nil // a plain list of shards plans, and says nothing of its schema
 	}
-	var served *arrow.Schema
+	served := &servedStreams{}
+	for _, st := range opened {
+		if st.Packs != nil {
+			served.packs = append(served.packs, st.Packs.Index)
+			served.opened = opened
+		}
+	}
 	if servable {
 		read := func(ctx context.Context, part cache.Shard) ([]byte, error) {
 			off, n := int64(0), int64(-1)
@@ -53,9 +60,19 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 		if err != nil {
 			return nil, nil, fmt.Errorf("TrainingDataset %q: %w\n(serve would refuse this dataset; plan and simulate check it the same way)", ds.Name, err)
 		}
-		served = all[0].Schema()
+		served.schema = all[0].Schema()
 	}
 	return streams.Indexes(opened), served, nil
+}
+
+// servedStreams is what plan and simulate learn of the streams beyond
+// their indexes: the schema they are served in (nil offline, with
+// --index-dir, or for plain lists of shards) and, in a packed dataset,
+// each stream's packs.
+type servedStreams struct {
+	schema *arrow.Schema
+	packs  []*index.PacksIndex
+	opened []*streams.Stream // a packed dataset's, for plan --ids
 }
 
 // columnSummary is a served column and what the Python client makes of

@@ -100,9 +100,9 @@ func documents(col arrow.Array) (starts []int64, lengths []uint32, values arrow.
 		}
 	}
 	values = array.NewSlice(child, base, end)
-	if values.NullN() > 0 {
+	if nulls := values.NullN(); nulls > 0 {
 		values.Release()
-		return nil, nil, nil, fmt.Errorf("%d null token ids: a token id is never null", values.NullN())
+		return nil, nil, nil, fmt.Errorf("%d null token ids: a token id is never null (filter out the documents that hold one, or rewrite them)", nulls)
 	}
 	return starts, lengths, values, nil
 }

@@ -5,6 +5,7 @@ with position ids, loss mask, boundaries and document ids that say so.
 One split: an epoch of S splits leaves out its T mod S packs, as it
 leaves out samples (docs/planner.md); the planner's tests cover splits."""
 
+import json
 import subprocess
 
 import numpy as np
@@ -85,9 +86,16 @@ def test_packed_batches_hold_every_document_once(tmp_path, method):
     docs += [d or [] for t in code for d in t["tokens"].to_pylist()]
 
     ds = shardfeed.FeedDataset.from_manifest(manifest, rank=0, world_size=1, binary=str(SHARDFEED_BIN), directory=str(tmp_path), fresh=True)
+    planned = subprocess.run([str(SHARDFEED_BIN), "plan", "-f", manifest, "--ids", "--world-size", "1"], capture_output=True, text=True, timeout=120)
+    assert planned.returncode == 0, planned.stderr
+    lineage = [json.loads(line) for line in planned.stdout.splitlines()]
     pieces: dict[int, list[tuple[int, list[int]]]] = {}
     packs, padding = 0, 0
-    for batch in ds:
+    for step, batch in enumerate(ds):
+        # The packs and their documents, as plan --ids says.
+        want = lineage[step]
+        assert batch["_shardfeed_index"].tolist() == want["ids"]
+        assert [d.tolist() for d in batch["doc_ids"]] == want["docs"]
         tokens, pos, mask = batch["tokens"].numpy(), batch["position_ids"].numpy(), batch["loss_mask"].numpy()
         assert tokens.shape[1] == SEQ and tokens.dtype == np.int32
         for r in range(tokens.shape[0]):

@@ -1,0 +1,145 @@
+package source
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/streams"
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+// documentsOf builds a one-column record of documents of type t from
+// JSON, as a decoded shard holds them.
+func documentsOf(t *testing.T, typ arrow.DataType, js string) arrow.RecordBatch {
+	t.Helper()
+	col, _, err := array.FromJSON(memory.DefaultAllocator, typ, strings.NewReader(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer col.Release()
+	return array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "tokens", Type: typ, Nullable: true}}, nil), []arrow.Array{col}, int64(col.Len()))
+}
+
+// packedStream is a stream whose shard 0 has docs, packed as p says and
+// counted as the index would have counted them.
+func packedStream(t *testing.T, typ arrow.DataType, lengths []uint32, p planner.Packing) *Stream {
+	t.Helper()
+	packs, st := planner.PackShard(lengths, p)
+	schema, err := packedSchema(arrow.Field{Name: "tokens", Type: typ}, p.SeqLength)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Stream{Name: "web", packed: schema, docBase: []int64{100},
+		packs: &streams.Packs{Packing: p, Column: "tokens", PadToken: 9, Index: &index.PacksIndex{Shards: []index.PacksShard{index.ShardPacks(len(lengths), st, len(packs))}}}}
+}
+
+// A shard's documents of any list type come out as packed rows: tokens
+// padded with the pad id, positions restarting at each piece, a loss mask
+// over the tokens, the pieces' boundaries and their documents' global ids;
+// null and empty documents in no row.
+func TestPackShardBuildsPackedRows(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		typ     arrow.DataType
+		docs    string
+		lengths []uint32
+		p       planner.Packing
+		want    string
+	}{
+		{"best fit of list<int32>", arrow.ListOf(arrow.PrimitiveTypes.Int32), `[[1,2,3],null,[4,5,6,7,8],[],[9,10]]`, []uint32{3, 0, 5, 0, 2},
+			planner.Packing{SeqLength: 8, Method: planner.BestFit, Window: 8}, `
+[1 2 3 4 5 6 7 8] [0 1 2 0 1 2 3 4] [1 1 1 1 1 1 1 1] [0 3 8] [100 102]
+[9 10 9 9 9 9 9 9] [0 1 0 0 0 0 0 0] [1 1 0 0 0 0 0 0] [0 2] [104]`},
+		{"an overlong document of large_list<int64> cut", arrow.LargeListOf(arrow.PrimitiveTypes.Int64), `[[1,2,3,4,5,6,7,8,9,10],[11]]`, []uint32{10, 1},
+			planner.Packing{SeqLength: 4, Method: planner.FirstFit, Window: 2}, `
+[1 2 3 4] [0 1 2 3] [1 1 1 1] [0 4] [100]
+[5 6 7 8] [0 1 2 3] [1 1 1 1] [0 4] [100]
+[9 10 11 9] [0 1 0 0] [1 1 1 0] [0 2 3] [100 101]`},
+		{"fixed_size_list<uint16> concatenated", arrow.FixedSizeListOf(3, arrow.PrimitiveTypes.Uint16), `[[1,2,3],[4,5,6],[7,8,9]]`, []uint32{3, 3, 3},
+			planner.Packing{SeqLength: 4, Method: planner.Concatenate}, `
+[1 2 3 4] [0 1 2 0] [1 1 1 1] [0 3 4] [100 101]
+[5 6 7 8] [0 1 0 1] [1 1 1 1] [0 2 4] [101 102]
+[9 9 9 9] [0 0 0 0] [1 0 0 0] [0 1] [102]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := packedStream(t, tc.typ, tc.lengths, tc.p)
+			rec := documentsOf(t, tc.typ, tc.docs)
+			defer rec.Release()
+			got, err := s.packShard(0, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer got.Release()
+			if !got.Schema().Equal(s.packed) {
+				t.Fatalf("schema %s, want %s", got.Schema(), s.packed)
+			}
+			if rows := rowsOf(got); strings.TrimSpace(rows) != strings.TrimSpace(tc.want) {
+				t.Fatalf("packed rows:\n%s\nwant:%s", rows, tc.want)
+			}
+		})
+	}
+}
+
+// Documents the index did not count so, null token ids, and columns that
+// are not lists of integers (or take a name packing adds) are refused,
+// saying what to do.
+func TestPackShardRefuses(t *testing.T) {
+	typ := arrow.ListOf(arrow.PrimitiveTypes.Int32)
+	p := planner.Packing{SeqLength: 4, Method: planner.BestFit, Window: 4}
+	for _, tc := range []struct {
+		name, docs string
+		lengths    []uint32
+		want       string
+	}{
+		{"a document grown since the index", `[[1,2],[3,4,5]]`, []uint32{2, 2}, "re-run shardfeed index --lengths --pack-length"},
+		{"a null token id", `[[1,null],[3,4]]`, []uint32{2, 2}, "null token ids"},
+	} {
+		s := packedStream(t, typ, tc.lengths, p)
+		rec := documentsOf(t, typ, tc.docs)
+		_, err := s.packShard(0, rec)
+		rec.Release()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	for _, f := range []arrow.Field{
+		{Name: "tokens", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)},
+		{Name: "tokens", Type: arrow.BinaryTypes.String},
+		{Name: "position_ids", Type: typ},
+	} {
+		if _, err := packedSchema(f, 8); err == nil || !strings.Contains(err.Error(), "spec.packing.column") {
+			t.Errorf("%s %s: %v", f.Name, f.Type, err)
+		}
+	}
+}
+
+func rowsOf(rec arrow.RecordBatch) string {
+	var b strings.Builder
+	for r := range int(rec.NumRows()) {
+		for c := range int(rec.NumCols()) {
+			col := rec.Column(c)
+			var vals arrow.Array
+			switch a := col.(type) {
+			case *array.FixedSizeList:
+				n := int64(a.DataType().(*arrow.FixedSizeListType).Len())
+				vals = array.NewSlice(a.ListValues(), int64(r)*n, int64(r+1)*n)
+			case *array.List:
+				s, e := a.ValueOffsets(r)
+				vals = array.NewSlice(a.ListValues(), s, e)
+			}
+			if c > 0 {
+				b.WriteString(" ")
+			}
+			fmt.Fprint(&b, vals)
+			vals.Release()
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 import shardfeed
 from conftest import SHARDFEED_BIN
@@ -97,6 +98,13 @@ def test_packed_batches_hold_every_document_once(tmp_path, method):
         assert batch["_shardfeed_index"].tolist() == want["ids"]
         assert [d.tolist() for d in batch["doc_ids"]] == want["docs"]
         tokens, pos, mask = batch["tokens"].numpy(), batch["position_ids"].numpy(), batch["loss_mask"].numpy()
+        # The batch flattened for a variable-length attention kernel: every
+        # row's boundaries, offset by the row, its padding a segment.
+        flat, longest = shardfeed.batch_cu_seqlens(batch)
+        assert flat.dtype == torch.int32 and int(flat[-1]) == tokens.size and 0 < longest <= SEQ
+        for r in range(tokens.shape[0]):
+            row = (batch["cu_seqlens"][r].numpy() + r * SEQ).tolist()
+            assert set(row) <= set(flat.tolist()) and r * SEQ in flat.tolist()
         assert tokens.shape[1] == SEQ and tokens.dtype == np.int32
         for r in range(tokens.shape[0]):
             if batch["_shardfeed_pad"][r]:
@@ -132,3 +140,32 @@ def test_packed_batches_hold_every_document_once(tmp_path, method):
     assert packs * SEQ == total + padding
     if method == "concatenate":  # a shard's documents end to end: padding only in its last pack
         assert padding < SEQ * (2 * 3 + 3)
+
+
+def test_the_packed_example_trains_and_resumes(tmp_path):
+    """examples/packed as its docstring runs it: the data, the packs, a run
+    stopped at step 30 as a crash would stop it, and a second run that
+    resumes at the commit, trains the rest of the epoch and learns."""
+    import os
+    import shutil
+
+    root = SHARDFEED_BIN.parent.parent
+    here = tmp_path / "packed"
+    shutil.copytree(root / "examples" / "packed", here, ignore=shutil.ignore_patterns("data", ".shardfeed", "*.pt"))
+    env = dict(os.environ, SHARDFEED_BINARY=str(SHARDFEED_BIN), PYTHONPATH=str(root / "clients" / "python" / "src"))
+    env.pop("SHARDFEED_SOCKET", None)
+    python = str(root / "bin" / "venv" / "bin" / "python")
+
+    def run(*cmd: str) -> str:
+        done = subprocess.run(list(cmd), cwd=here, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    run(python, "make_data.py")
+    assert "6000 documents (bestFit length=128 window=500 overlong=cut) in 2047 packs" in run(str(SHARDFEED_BIN), "index", "-f", "dataset.yaml")
+    first = run(python, "train.py", "--fresh", "--max-steps", "30")
+    second = run(python, "train.py")
+    assert first.splitlines()[0] == "127 steps left in the epoch" and "step 30: loss" in first, first
+    assert second.splitlines()[0] == "97 steps left in the epoch" and "step 127: loss" in second and "step 30:" not in second, second
+    losses = [float(line.split("loss ")[1].split(",")[0]) for line in (first + second).splitlines() if "loss" in line]
+    assert losses[-1] < losses[0] / 4, losses

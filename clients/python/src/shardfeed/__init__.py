@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .dataset import FeedDataset, data_parallel_coordinates
     from .errors import ShardfeedError, SidecarError, SidecarNotReady, StreamCut, TransformError
     from .loader import FeedLoader
+    from .packing import batch_cu_seqlens
 
 # Each name's module, imported on first use (PEP 562): `import shardfeed`
 # and the wheel's `shardfeed` command then cost no torch or pyarrow import.
@@ -27,11 +28,12 @@ _LAZY = {
     "SOCKET_ENV": "._client", "Client": "._client", "BatchStream": "._stream", "Output": "._convert", "Stats": "._stats",
     "FeedDataset": ".dataset", "data_parallel_coordinates": ".dataset", "FeedLoader": ".loader",
     "ShardfeedError": ".errors", "SidecarError": ".errors", "SidecarNotReady": ".errors", "StreamCut": ".errors",
-    "TransformError": ".errors", "index": "._commands", "convert": "._commands",
+    "TransformError": ".errors", "index": "._commands", "convert": "._commands", "batch_cu_seqlens": ".packing",
 }
 
 __all__ = ["SOCKET_ENV", "BatchStream", "Client", "FeedDataset", "FeedLoader", "Output", "ShardfeedError", "SidecarError",
-           "SidecarNotReady", "Stats", "StreamCut", "TransformError", "convert", "data_parallel_coordinates", "index"]
+           "SidecarNotReady", "Stats", "StreamCut", "TransformError", "batch_cu_seqlens", "convert", "data_parallel_coordinates",
+           "index"]
 # The release this source is (or precedes); an installed wheel says its own
 # version, which make dist and the Go binary share.
 _BASE_VERSION = "0.1.0"

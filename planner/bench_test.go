@@ -208,3 +208,20 @@ func BenchmarkPlanSeekScheduled(b *testing.B) {
 	}
 	runtime.KeepAlive(sink)
 }
+
+// BenchmarkPlanBuildPacked is BenchmarkPlanBuild's largest plan packed
+// (spec.packing): 1e10 packs in 1e6 shards, each shard's count its own,
+// as shardfeed index counts them. Packs are samples, so the plan costs
+// what any plan of as many samples does.
+func BenchmarkPlanBuildPacked(b *testing.B) {
+	p := bigParams(1e10, 1e6)
+	r := rand.New(rand.NewPCG(54, 4))
+	for s := range p.Streams {
+		x := &p.Streams[s].Index
+		for h := range x.Shards {
+			x.Shards[h].Samples += r.Int64N(200) - 100
+		}
+		x.Packing = "tokens: bestFit length=4096 window=1024 overlong=cut"
+	}
+	benchBuild(b, p)
+}

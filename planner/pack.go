@@ -219,18 +219,42 @@ func PackShard(lengths []uint32, p Packing) ([][]Piece, PackStats) {
 	w := max(p.Window, 1)
 	var packs [][]Piece
 	var st PackStats
+	var carried []int // the documents of the last window's emptiest pack
 	for start := 0; start < len(lengths); start += w {
 		end := min(start+w, len(lengths))
+		docs := append(carried, make([]int, 0, end-start)...)
+		for d := start; d < end; d++ {
+			docs = append(docs, d)
+		}
+		ls := make([]uint32, len(docs))
+		for i, d := range docs {
+			ls[i] = lengths[d]
+		}
 		var got [][]Piece
 		var s PackStats
 		if p.Method == FirstFit {
-			got, s = firstFitWindow(lengths[start:end], p.SeqLength, p.Overlong)
+			got, s = firstFitWindow(ls, p.SeqLength, p.Overlong)
 		} else {
-			got, s = PackWindow(lengths[start:end], p.SeqLength, 0, p.Overlong)
+			got, s = PackWindow(ls, p.SeqLength, 0, p.Overlong)
+		}
+		carried = nil
+		if end < len(lengths) {
+			// The window's emptiest pack (the latest on a tie) is not
+			// closed: its documents are packed again with the next
+			// window's, so that windows cost no half-empty pack each. A
+			// pack holding part of a cut document is closed.
+			if k := emptiest(got, ls, p.SeqLength); k >= 0 {
+				for _, pc := range got[k] {
+					carried = append(carried, docs[pc.Doc])
+					s.Tokens -= uint64(pc.Len)
+				}
+				s.Padding -= uint64(room(got[k], p.SeqLength))
+				got = slices.Delete(got, k, k+1)
+			}
 		}
 		for _, pack := range got {
 			for k := range pack {
-				pack[k].Doc += start
+				pack[k].Doc = docs[pack[k].Doc]
 			}
 		}
 		packs = append(packs, got...)
@@ -246,6 +270,35 @@ func PackShard(lengths []uint32, p Packing) ([][]Piece, PackStats) {
 		}
 	}
 	return packs, st
+}
+
+// room is what a pack can still hold.
+func room(pack []Piece, seqLen uint32) uint32 {
+	used := uint32(0)
+	for _, pc := range pack {
+		used += pc.Len
+	}
+	return seqLen - used
+}
+
+// emptiest returns the pack with the most room, the latest on a tie, if
+// it has room and holds only whole documents (of lengths); else -1.
+func emptiest(packs [][]Piece, lengths []uint32, seqLen uint32) int {
+	best, most := -1, uint32(0)
+	for k, pack := range packs {
+		if r := room(pack, seqLen); r > 0 && r >= most {
+			best, most = k, r
+		}
+	}
+	if best < 0 {
+		return -1
+	}
+	for _, pc := range packs[best] {
+		if pc.Offset != 0 || pc.Len != lengths[pc.Doc] {
+			return -1
+		}
+	}
+	return best
 }
 
 // concatenate cuts the documents, end to end, every seqLen tokens.

@@ -164,10 +164,9 @@ func TestPackWindowExample(t *testing.T) {
 }
 
 // Over random shards, every method delivers every token once (the dropped
-// aside) within the sequence length: best-fit in no more packs than
-// first-fit, window by window; concatenation in exactly the packs the
-// tokens need, padding only its last; a window's packs hold only its
-// documents.
+// aside) within the sequence length, the same packs every time: best-fit
+// in no more packs than first-fit; concatenation in exactly the packs the
+// tokens need, padding only its last.
 func TestPackShardProperties(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 3))
 	for trial := range 200 {
@@ -204,12 +203,6 @@ func TestPackShardProperties(t *testing.T) {
 					if st.Padding != uint64(len(packs))*uint64(seqLen)-total {
 						t.Fatalf("trial %d %s: padding %d", trial, p, st.Padding)
 					}
-				} else {
-					for i, pack := range packs {
-						if w := pack[0].Doc / window; pack[len(pack)-1].Doc/window != w {
-							t.Fatalf("trial %d %s: pack %d spans windows: %v", trial, p, i, pack)
-						}
-					}
 				}
 				if ov == DropOverlong {
 					counts[m] = len(packs)
@@ -233,8 +226,9 @@ func TestPackShardExample(t *testing.T) {
 		m    PackMethod
 		want string
 	}{
-		{BestFit, "[[{0 0 3} {1 0 5}] [{2 0 2}] [{3 0 8}] [{3 8 1} {5 0 4}]]"},
-		{FirstFit, "[[{0 0 3} {1 0 5}] [{2 0 2}] [{3 0 8}] [{3 8 1} {5 0 4}]]"},
+		// Window 0's emptiest pack, [2], is packed again with window 1.
+		{BestFit, "[[{0 0 3} {1 0 5}] [{3 0 8}] [{2 0 2} {3 8 1} {5 0 4}]]"},
+		{FirstFit, "[[{0 0 3} {1 0 5}] [{2 0 2} {3 8 1} {5 0 4}] [{3 0 8}]]"},
 		{Concatenate, "[[{0 0 3} {1 0 5}] [{2 0 2} {3 0 6}] [{3 6 3} {5 0 4}]]"},
 	} {
 		packs, st := PackShard(lengths, Packing{SeqLength: 8, Method: tc.m, Window: 3})

@@ -18,10 +18,10 @@ func packedStream(r *rand.Rand, p Packing) (StreamIndex, [][]uint32, [][][]Piece
 	for range 1 + r.IntN(5) {
 		ls := make([]uint32, r.IntN(80))
 		for d := range ls {
-			switch {
-			case dist == 0:
+			switch dist {
+			case 0:
 				ls[d] = 1 + r.Uint32N(p.SeqLength/4+1)
-			case dist == 1:
+			case 1:
 				ls[d] = r.Uint32N(p.SeqLength + 1)
 			default:
 				ls[d] = r.Uint32N(3 * p.SeqLength)

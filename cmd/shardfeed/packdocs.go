@@ -106,3 +106,19 @@ func (d *packDocs) shard(s, h int) ([][]int64, error) {
 	}
 	return out, nil
 }
+
+// ofBatch lists the documents of each pack of a batch: none unpacked (a
+// nil packDocs).
+func (d *packDocs) ofBatch(batch []planner.Sample) ([][]int64, error) {
+	if d == nil {
+		return nil, nil
+	}
+	out := make([][]int64, len(batch))
+	for i, smp := range batch {
+		var err error
+		if out[i], err = d.of(smp); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -257,20 +257,7 @@ func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan, docs *pa
 		dp = mesh.DataParallelRank(r)
 		return dp, mesh.DataParallelSize(), dp
 	}
-	// docsOf lists the documents of a batch's packs (none unpacked).
-	docsOf := func(batch []planner.Sample) ([][]int64, error) {
-		if docs == nil {
-			return nil, nil
-		}
-		out := make([][]int64, len(batch))
-		for i, smp := range batch {
-			var err error
-			if out[i], err = docs.of(smp); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
+	docsOf := docs.ofBatch
 	skips := pl.Skips()
 	for k := a; k < b; k++ {
 		worker := (k - a) % int64(o.workers)

@@ -182,6 +182,7 @@ def planner_block(go: GoResults, img: Path) -> str:
     # Issue 24's plans: the same size with stratified batching, and with a
     # filter, stratified batching and a 3-phase schedule (goal: < 1 s, < 100 MB).
     for name, label in (("planner/BenchmarkPlanBuildStratified", "plan build, stratified batching"),
+                        ("planner/BenchmarkPlanBuildPacked", "plan build, packed (spec.packing: a sample is a pack)"),
                         ("planner/BenchmarkPlanBuildScheduled", "plan build, filter + stratified + 3-phase schedule (and each stream's first pass)")):
         t, m = go.stat(name, "ns/op"), go.stat(name, "B/op")
         if t and m:
@@ -207,6 +208,38 @@ def planner_block(go: GoResults, img: Path) -> str:
             ax.legend()
         save(fig, img / "plan-build.png")
     return table(["benchmark", "size", "time", "memory"], rows) + "\n\n![Plan build time and memory vs samples](img/plan-build.png)"
+
+
+def packing_block(packing: dict, go: GoResults | None) -> str:
+    """Issue 54's padding: shardfeed's packers against Grain's and LanceDB's
+    on the same documents (hack/bench/packing.py), and the sidecar's cost
+    of packing a shard (BenchmarkPackShard)."""
+    out = []
+    for d in packing["distributions"]:
+        out.append(f"**{d['name']}**, sequences of {d['seqLength']} tokens, {packing['docs']:,} documents "
+                   f"(mean {d['meanLength']:.0f} tokens):\n")
+        rows = []
+        for r in d["rows"]:
+            dropped = f"{r['dropped']:,}" if r["dropped"] else "0"
+            pad = f"{100 * r['padding']:.2f}%"
+            sep = f"{100 * r.get('separators', 0):.2f}%" if r.get("separators") else "–"
+            rows.append([r["packer"], r["window"], f"{r['packs']:,}", f"**{pad}**" if r["packer"].startswith("shardfeed bestFit") else pad, sep,
+                         f"{r.get('cut', 0):,}", dropped])
+        out.append(table(["packer", "window", "packs", "padding", "separators", "documents cut", "tokens left out"], rows))
+        verdicts = []
+        for bins in packing["bins"]:
+            grain = next(r for r in d["rows"] if r["packer"] == "Grain bestFit" and r["window"] == f"{bins} bins")
+            ours = next(r for r in d["rows"] if r["packer"] == "shardfeed bestFit" and r["window"].endswith(f"(= {bins} bins)"))
+            ok = ours["padding"] <= grain["padding"]
+            verdicts.append(f"{bins} bins: {100 * ours['padding']:.2f}% against {100 * grain['padding']:.2f}% ({'met' if ok else 'NOT met'})")
+        out.append("\nshardfeed's best fit at most Grain's best fit's padding at an equal window: " + "; ".join(verdicts) + ".\n")
+    if go:
+        t = go.stat("sidecar/source/BenchmarkPackShard", "ns/pack")
+        if t:
+            out.append(f"A sidecar packs a decoded shard (8192 documents, mean about 400 tokens, into 4096-token best-fit packs, "
+                       f"with the packed record) in {t.scaled(1e-3).fmt('.1f')} µs a pack, once per shard: a batch of 64 packs "
+                       f"(256 Ki tokens) costs {t.scaled(64e-6).fmt('.2f')} ms of one core.")
+    return "\n".join(out)
 
 
 def decode_block(go: GoResults) -> str:
@@ -640,6 +673,7 @@ def main() -> None:
     ap.add_argument("--go", default=str(ROOT / "bin" / "bench" / "go.txt"))
     ap.add_argument("--loaders", default=str(ROOT / "bin" / "bench" / "loaders.json"))
     ap.add_argument("--egress", default=str(ROOT / "bin" / "bench" / "egress.json"))
+    ap.add_argument("--packing", default=str(ROOT / "bin" / "bench" / "packing.json"))
     ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--img", default=str(ROOT / "docs" / "img"))
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
@@ -665,6 +699,9 @@ def main() -> None:
         doc = fill(doc, "control-plane", control_plane_block(go))
     if go or egress:
         doc = fill(doc, "egress", egress_block(go, egress, img))
+    packing = json.loads(Path(args.packing).read_text()) if Path(args.packing).exists() else None
+    if packing:
+        doc = fill(doc, "packing", packing_block(packing, go))
     if loaders:
         doc = fill(doc, "loaders-setup", loaders_setup_block(loaders))
         for kind in ("tokens", "images", "images-decoded", "tabular"):

@@ -71,7 +71,7 @@ func documents(col arrow.Array) (starts []int64, lengths []uint32, values arrow.
 	starts = make([]int64, n)
 	lengths = make([]uint32, n)
 	var base, end int64
-	bounds := func(r int) (int64, int64) { return 0, 0 }
+	var bounds func(r int) (int64, int64)
 	var child arrow.Array
 	switch c := col.(type) {
 	case *array.List:

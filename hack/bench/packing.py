@@ -1,0 +1,178 @@
+"""The packing benchmark: padding of shardfeed's packers against Grain's
+best-fit and first-fit packers and LanceDB's pack_sequences, on the same
+documents' lengths.
+
+  bin/venv-oracle/bin/python hack/bench/packing.py [--docs N] [--out bin/bench/packing.json]
+
+For each distribution of document lengths (sequences of L tokens; every
+document at most L, so that every packer sees the same ones):
+- Grain (bin/venv-grain: FirstFitPackIterDataset, BestFitPackIterDataset,
+  shuffle_bins off) at num_packing_bins N: the bins of a round are emitted
+  when a document fits none, so a round holds about docs·N/packs documents;
+- shardfeed (`shardfeed index --lengths tokens --pack-length L`, the
+  counts a plan uses) with bestFit and firstFit at that many documents a
+  window (an equal window), and bestFit at its default window;
+- LanceDB (StreamingDataset(pack_sequences=L), one split, in order): it
+  joins documents with an end-of-sequence token and cuts blocks, so it
+  pads little and cuts documents; its budget, blocks_per_epoch, is exact
+  here (all tokens and separators) and "auto" (its estimate).
+Padding is exact, so each figure is one run. The documents' tokens are
+written as Parquet under .cache/bench-packing/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / ".cache" / "bench-packing"
+GRAIN = ROOT / "bin" / "venv-grain" / "bin" / "python"
+SHARDFEED = ROOT / "bin" / "shardfeed"
+BINS = (64, 1024)
+
+
+def log(msg: str) -> None:
+    print(f"[packing] {msg}", file=sys.stderr, flush=True)
+
+
+def distributions(n: int) -> dict[str, tuple[int, np.ndarray]]:
+    """Lengths of n documents, by name, with each one's sequence length."""
+    rng = np.random.default_rng(54)
+    mixed = np.where(rng.random(n) < 0.7, rng.lognormal(5.5, 1.0, n), rng.uniform(1000, 4096, n))
+    return {
+        # Chat and instruction data: a few hundred tokens, a long tail.
+        "sft (lognormal, mean 400)": (2048, rng.lognormal(5.5, 1.0, n)),
+        # Web pretraining: mostly short pages, a third long ones.
+        "pretraining (70% short, 30% long)": (4096, mixed),
+        # Short documents, many to a sequence.
+        "short (lognormal, mean 70)": (1024, rng.lognormal(4.0, 0.7, n)),
+    } | {}
+
+
+def clip(lengths: np.ndarray, seq: int) -> np.ndarray:
+    return np.clip(lengths.astype(np.int64), 1, seq)
+
+
+def grain(lengths_file: str, seq: int, bins: int, method: str) -> dict:
+    """Runs in bin/venv-grain: Grain's packer over the documents."""
+    import grain as g
+    import grain.experimental as ge
+
+    lengths = np.load(lengths_file)
+    cls = ge.BestFitPackIterDataset if method == "bestFit" else ge.FirstFitPackIterDataset
+    src = g.MapDataset.source([{"inputs": np.ones(int(n), np.int32)} for n in lengths]).to_iter_dataset()
+    packs = used = 0
+    start = time.perf_counter()
+    for el in cls(src, length_struct={"inputs": seq}, num_packing_bins=bins, shuffle_bins=False):
+        packs += 1
+        used += int((el["inputs_segment_ids"] > 0).sum())
+    return {"packs": packs, "tokens": used, "seconds": time.perf_counter() - start}
+
+
+def write_docs(name: str, lengths: np.ndarray) -> Path:
+    """The documents as one Parquet row group (one shard): token ids from 2
+    (0 pads and 1 ends a document in LanceDB's packing)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = DATA / "".join(c if c.isalnum() else "-" for c in name)
+    d.mkdir(parents=True, exist_ok=True)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = (np.arange(offsets[-1], dtype=np.int64) % 50_000 + 2).astype(np.int32)
+    table = pa.table({"tokens": pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))})
+    pq.write_table(table, d / "docs.parquet", row_group_size=len(lengths))
+    return d
+
+
+def shardfeed_packs(d: Path, seq: int, window: int, method: str) -> dict:
+    """shardfeed's packs of the documents in d, as the plan counts them."""
+    for old in glob.glob(str(d / "_shardfeed" / "packs-*.json")):
+        Path(old).unlink()
+    start = time.perf_counter()
+    subprocess.run([str(SHARDFEED), "index", f"file://{d}/", "--format", "parquet", "--lengths", "tokens", "--pack-length", str(seq),
+                    "--pack-window", str(window), "--pack-method", method], check=True, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    (packs,) = glob.glob(str(d / "_shardfeed" / "packs-*.json"))
+    shards = json.loads(Path(packs).read_text())["shards"]
+    return {"packs": sum(s["packs"] for s in shards), "tokens": sum(s["tokens"] for s in shards), "cut": sum(s.get("cutDocs", 0) for s in shards),
+            "seconds": seconds}
+
+
+def lance_packs(d: Path, lengths: np.ndarray, seq: int, budget: int | str) -> dict:
+    """LanceDB's StreamingDataset packing the documents of d, in order."""
+    import lancedb
+    import pyarrow.parquet as pq
+    from lancedb.streaming import StreamingDataset
+
+    db = lancedb.connect(str(d / "lance"))
+    if "docs" not in db.list_tables().tables:
+        db.create_table("docs", pq.read_table(d / "docs.parquet"))
+    table = db.open_table("docs")
+    ds = StreamingDataset(table, num_splits=1, shuffle=False, columns=["tokens"], pack_sequences=seq, eos_id=1, pad_id=0,
+                          blocks_per_epoch=budget)
+    blocks = pad = tokens = cut = 0
+    start = time.perf_counter()
+    for item in ds:
+        ids = item["input_ids"]
+        blocks += 1
+        pad += int((ids == 0).sum())
+        tokens += int((ids > 1).sum())
+        cut += int(ids[-1] > 1)  # a block that ends inside a document: it goes on in the next
+    return {"packs": blocks, "tokens": tokens, "padding": pad, "dropped": int(lengths.sum()) - tokens, "cut": cut,
+            "separators": len(lengths), "seconds": time.perf_counter() - start}
+
+
+def main() -> None:
+    if len(sys.argv) == 6 and sys.argv[1] == "grain":
+        print(json.dumps(grain(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])))
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", type=int, default=20_000)
+    ap.add_argument("--out", default=str(ROOT / "bin" / "bench" / "packing.json"))
+    args = ap.parse_args()
+    out: dict = {"docs": args.docs, "bins": list(BINS), "distributions": []}
+    for name, (seq, raw) in distributions(args.docs).items():
+        lengths = clip(raw, seq)
+        total = int(lengths.sum())
+        d = write_docs(name, lengths)
+        np.save(d / "lengths.npy", lengths)
+        rows = []
+
+        def row(packer: str, window: str, r: dict) -> None:
+            padding = r["packs"] * seq - r["tokens"] if "padding" not in r else r["padding"]
+            rows.append({"packer": packer, "window": window, "packs": r["packs"], "padding": padding / (r["packs"] * seq),
+                         "dropped": r.get("dropped", total - r["tokens"]), "cut": r.get("cut", 0),
+                         "separators": r.get("separators", 0) / (r["packs"] * seq), "seconds": r["seconds"]})
+            log(f"{name}: {packer} ({window}): {r['packs']} packs, {100 * padding / (r['packs'] * seq):.2f}% padding")
+
+        for bins in BINS:
+            equal = 0
+            for method in ("firstFit", "bestFit"):
+                done = subprocess.run([str(GRAIN), __file__, "grain", str(d / "lengths.npy"), str(seq), str(bins), method],
+                                      check=True, capture_output=True, text=True)
+                r = json.loads(done.stdout.strip().splitlines()[-1])
+                row(f"Grain {method}", f"{bins} bins", r)
+                equal = max(equal, round(args.docs * bins / r["packs"]))
+            for method in ("firstFit", "bestFit"):
+                row(f"shardfeed {method}", f"{equal} documents (= {bins} bins)", shardfeed_packs(d, seq, equal, method))
+        row("shardfeed bestFit", "1024 documents (default)", shardfeed_packs(d, seq, 1024, "bestFit"))
+        exact = math.ceil((total + len(lengths)) / seq)
+        row("LanceDB pack_sequences", f"blocks_per_epoch {exact} (exact)", lance_packs(d, lengths, seq, exact))
+        row("LanceDB pack_sequences", "blocks_per_epoch auto", lance_packs(d, lengths, seq, "auto"))
+        out["distributions"].append({"name": name, "seqLength": seq, "tokens": total, "meanLength": total / len(lengths), "rows": rows})
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    log(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -362,6 +362,8 @@ type planLine struct {
 	Worker   int64   `json:"worker"`
 	IDs      []int64 `json:"ids"`
 	Pad      []int   `json:"pad"`
+	// Docs are each pack's documents, in a packed dataset.
+	Docs [][]int64 `json:"docs"`
 }
 
 // planIDs runs `shardfeed plan --ids` and maps (step, rank) to its line.

@@ -1,0 +1,263 @@
+//go:build integration
+
+package sidecar_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	pq "github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
+	"github.com/shardfeed/shardfeed/sidecar/pipeline"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
+)
+
+const packedSpec = `  numSplits: 4
+  globalBatchSize: 8
+  shuffle: {seed: 3, blockSize: 16}
+  packing: {column: tokens, sequenceLength: 64, window: 40}
+  schedule:
+    phases:
+    - {startStep: 5, globalBatchSize: 16}
+    - startStep: 12
+      proportions: [{stream: p, proportion: "1"}, {stream: q, proportion: "3"}]
+`
+
+// packedDocs writes n documents of 1 to 90 token ids to Parquet files of
+// 150 rows (row groups of 50): document i's token j is base + 1000·i + j,
+// so that a token names its document and its place in it.
+func packedDocs(t *testing.T, dir string, n int, base int32, seed uint64) []int {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(seed, 54))
+	schema := arrow.NewSchema([]arrow.Field{{Name: "tokens", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32)}}, nil)
+	lengths := make([]int, n)
+	for f := 0; f*150 < n; f++ {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		lb := b.Field(0).(*array.ListBuilder)
+		vb := lb.ValueBuilder().(*array.Int32Builder)
+		for i := f * 150; i < min(n, (f+1)*150); i++ {
+			lengths[i] = 1 + r.IntN(90)
+			lb.Append(true)
+			for j := range lengths[i] {
+				vb.Append(base + int32(1000*i+j))
+			}
+		}
+		rec := b.NewRecordBatch()
+		b.Release()
+		var buf bytes.Buffer
+		w, err := pqarrow.NewFileWriter(schema, &buf, pq.NewWriterProperties(pq.WithMaxRowGroupLength(50)), pqarrow.DefaultWriterProps())
+		if err == nil {
+			err = w.Write(rec)
+		}
+		if err == nil {
+			err = w.Close()
+		}
+		rec.Release()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("part-%d.parquet", f)), buf.Bytes(), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lengths
+}
+
+// packedBatch is a received packed batch: its step, pack ids, pads, and
+// each pack's documents, checked against the tokens it holds.
+type packedBatch struct {
+	step int64
+	ids  []int64
+	pads []bool
+	docs [][]int64
+}
+
+// readPacked reads a worker's packed stream to its end, checking every
+// row: each piece's tokens are a run of its document's, its position ids
+// restart, the loss mask covers the tokens; tokenOf names a document's
+// first token.
+func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, tokenOf func(doc int64) int32, each func(packedBatch) bool) ([]packedBatch, error) {
+	st, err := c.Batches(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = st.Close() }()
+	var out []packedBatch
+	for {
+		rec, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+		b := packedBatch{step: col(pipeline.ColumnStep).(*array.Int64).Value(0),
+			ids: slices.Clone(col(pipeline.ColumnIndex).(*array.Int64).Int64Values())}
+		tokens := col("tokens").(*array.FixedSizeList).ListValues().(*array.Int32).Int32Values()
+		positions := col("position_ids").(*array.FixedSizeList).ListValues().(*array.Int32).Int32Values()
+		mask := col("loss_mask").(*array.FixedSizeList).ListValues().(*array.Uint8).Uint8Values()
+		cu, docs := col("cu_seqlens").(*array.List), col("doc_ids").(*array.List)
+		cuVals, docVals := cu.ListValues().(*array.Int32).Int32Values(), docs.ListValues().(*array.Int64).Int64Values()
+		pads := col(pipeline.ColumnPad).(*array.Boolean)
+		for r := range int(rec.NumRows()) {
+			b.pads = append(b.pads, pads.Value(r))
+			cs, ce := cu.ValueOffsets(r)
+			ds, de := docs.ValueOffsets(r)
+			bounds, ids := cuVals[cs:ce], slices.Clone(docVals[ds:de])
+			b.docs = append(b.docs, ids)
+			row := r * 64
+			if len(bounds) != len(ids)+1 || bounds[0] != 0 {
+				return out, fmt.Errorf("step %d row %d: boundaries %v for documents %v", b.step, r, bounds, ids)
+			}
+			for k, d := range ids {
+				first := tokenOf(d)
+				for j := bounds[k]; j < bounds[k+1]; j++ {
+					want := tokens[row+int(bounds[k])] + (j - bounds[k])
+					if tokens[row+int(j)] != want || positions[row+int(j)] != j-bounds[k] || mask[row+int(j)] != 1 {
+						return out, fmt.Errorf("step %d row %d: piece %d of document %d is not a run of its tokens", b.step, r, k, d)
+					}
+				}
+				if off := tokens[row+int(bounds[k])] - first; off < 0 || off >= 1000 {
+					return out, fmt.Errorf("step %d row %d: piece %d's tokens are not document %d's", b.step, r, k, d)
+				}
+			}
+			for j := int(bounds[len(bounds)-1]); j < 64; j++ {
+				if mask[row+j] != 0 || tokens[row+j] != 0 {
+					return out, fmt.Errorf("step %d row %d: padding at %d is not masked", b.step, r, j)
+				}
+			}
+		}
+		out = append(out, b)
+		if each != nil && !each(b) {
+			return out, nil
+		}
+	}
+}
+
+// TestIntegrationAPackedMixedScheduledDatasetThroughAKillAndARescale:
+// real sidecars serve two streams of documents packed into sequences of
+// 64 tokens, mixed and scheduled (a batch-size ramp-up, a curriculum),
+// through a kill and a 4 → 2 pod rescale: every batch of the committed
+// lineage is `plan --ids`'s, packs and documents, each row's pieces are
+// runs of their documents' tokens, and no token is delivered twice within
+// its stream's pass.
+func TestIntegrationAPackedMixedScheduledDatasetThroughAKillAndARescale(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	bucket, dir := minioServer.Bucket(t), t.TempDir()
+	nP := len(packedDocs(t, filepath.Join(dir, "p"), 500, 0, 1))
+	packedDocs(t, filepath.Join(dir, "q"), 400, 1_000_000_000, 2)
+	upload(t, bucket, "p", filepath.Join(dir, "p"))
+	upload(t, bucket, "q", filepath.Join(dir, "q"))
+	streams := []sampledata.Stream{{Name: "p", Format: "parquet", URI: "s3://" + bucket + "/p/", Endpoint: minioServer.URL()},
+		{Name: "q", Format: "parquet", URI: "s3://" + bucket + "/q/", Endpoint: minioServer.URL()}}
+	manifest := filepath.Join(dir, "dataset.yaml")
+	if err := os.WriteFile(manifest, []byte(sampledata.Manifest("packed", streams, packedSpec)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ds := dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(t)}
+	for _, s := range []string{"p", "q"} {
+		cmd := exec.Command(binary, "index", "-f", manifest, "--stream", s, "--credentials-dir", ds.credentials)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("index %s: %v\n%s", s, err, out)
+		}
+	}
+	tokenOf := func(doc int64) int32 { // a document's first token
+		if doc < int64(nP) {
+			return int32(1000 * doc)
+		}
+		return 1_000_000_000 + int32(1000*(doc-int64(nP)))
+	}
+
+	state := filepath.Join(t.TempDir(), "state.json")
+	pod := func(pods, rank int, attempt string) *server {
+		d := t.TempDir()
+		return startEnv(t, d, credentialsEnv(t, ds), podArgs(ds, d, state, "packed", attempt, pods, rank)...)
+	}
+	plan4, plan2 := planIDs(t, ds, 0, 4, 1), planIDs(t, ds, 0, 2, 1)
+	steps := int64(len(plan4) / 4)
+	if steps < 20 {
+		t.Fatalf("the plan has %d steps", steps)
+	}
+	stop, commitAt := steps*2/3, steps/2
+	lineage := map[[2]int64]packedBatch{}
+	var four []*server
+	for rank := range 4 {
+		four = append(four, pod(4, rank, "a1"))
+	}
+	for rank, srv := range four {
+		got, err := readPacked(ctx, srv.client, shardfeed.Request{Rank: rank, World: 4}, tokenOf, func(b packedBatch) bool { return b.step+1 < stop })
+		if err != nil {
+			t.Fatalf("world 4 rank %d: %v\n%s", rank, err, srv.logs())
+		}
+		for _, b := range got {
+			if b.step < commitAt {
+				lineage[[2]int64{b.step, int64(rank)}] = b
+			}
+		}
+	}
+	if _, err := four[0].client.Commit(ctx, 0, commitAt, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, srv := range four {
+		srv.kill()
+	}
+	for rank := range 2 {
+		srv := pod(2, rank, "a2")
+		got, err := readPacked(ctx, srv.client, shardfeed.Request{Rank: rank, World: 2}, tokenOf, nil)
+		if err != nil {
+			t.Fatalf("world 2 rank %d: %v\n%s", rank, err, srv.logs())
+		}
+		if len(got) == 0 || got[0].step != commitAt {
+			t.Fatalf("world 2 rank %d resumed at step %v, want %d", rank, got[:min(1, len(got))], commitAt)
+		}
+		for _, b := range got {
+			lineage[[2]int64{b.step, int64(rank)}] = b
+		}
+		srv.kill()
+	}
+	// The lineage is plan --ids's, packs and documents; within a pass of
+	// its stream, no document's token twice.
+	seen := map[int64]int{}
+	for k := range steps {
+		world, plan := 4, plan4
+		if k >= commitAt {
+			world, plan = 2, plan2
+		}
+		for rank := range world {
+			got, want := lineage[[2]int64{k, int64(rank)}], plan[[2]int64{k, int64(rank)}]
+			if fmt.Sprint(got.ids) != fmt.Sprint(want.IDs) || fmt.Sprint(got.docs) != fmt.Sprint(want.Docs) {
+				t.Fatalf("step %d rank %d of %d: the lineage trained packs %v of documents %v, plan --ids says %v of %v", k, rank, world, got.ids, got.docs, want.IDs, want.Docs)
+			}
+			for i, id := range got.ids {
+				if !got.pads[i] && !want.Repeated {
+					seen[id]++
+				}
+			}
+		}
+	}
+	for id, n := range seen {
+		if n > 3 { // the passes an epoch window of this schedule starts, at most
+			t.Fatalf("pack %d delivered %d times in one epoch window", id, n)
+		}
+	}
+}

@@ -18,6 +18,13 @@ document at most L, so that every packer sees the same ones):
   here (all tokens and separators) and "auto" (its estimate).
 Padding is exact, so each figure is one run. The documents' tokens are
 written as Parquet under .cache/bench-packing/.
+
+Then the rate: the pretraining distribution's documents into a PyTorch
+loop that reads every value (touch.py), through `shardfeed serve` and the
+Python client, packed (batches of 16 sequences of 4096 tokens) and not
+(batches of 64 documents, each a tensor of its own: about as many
+tokens), an epoch of ten passes over them: tokens per second, RUNS runs
+of at most TIME_BOX seconds each.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ DATA = ROOT / ".cache" / "bench-packing"
 GRAIN = ROOT / "bin" / "venv-grain" / "bin" / "python"
 SHARDFEED = ROOT / "bin" / "shardfeed"
 BINS = (64, 1024)
+RUNS = 3
+TIME_BOX = 8.0
 
 
 def log(msg: str) -> None:
@@ -131,6 +140,48 @@ def lance_packs(d: Path, lengths: np.ndarray, seq: int, budget: int | str) -> di
             "separators": len(lengths), "seconds": time.perf_counter() - start}
 
 
+MANIFEST = """apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {{name: {name}}}
+spec:
+  streams:
+  - {{name: docs, format: parquet, source: {{uri: "file://{data}/"}}, repeat: "10"}}
+  numSplits: 1
+  globalBatchSize: {batch}
+  shuffle: {{seed: 1}}
+{extra}"""
+
+
+def rates(d: Path, seq: int, mean: float) -> list[dict]:
+    """Tokens per second into a loop that reads every value: the documents
+    packed, and as they are."""
+    sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
+    sys.path.insert(0, str(ROOT / "hack" / "bench"))
+    import os
+
+    import shardfeed
+    from touch import touch_loop
+
+    os.environ["SHARDFEED_BINARY"] = str(SHARDFEED)
+    packs = json.loads(Path(glob.glob(str(d / "_shardfeed" / "packs-*.json"))[0]).read_text())["shards"]
+    fill = sum(s["tokens"] for s in packs) / (sum(s["packs"] for s in packs) * seq)
+    out = []
+    for mode, batch, extra, per_row in (
+            ("packed", 16, f"  packing: {{column: tokens, sequenceLength: {seq}}}\n", seq * fill),
+            ("unpacked", 64, "", mean)):
+        manifest = d / f"{mode}.yaml"
+        manifest.write_text(MANIFEST.format(name=f"bench-{mode}", data=d, batch=batch, extra=extra))
+        values = []
+        for run in range(RUNS + 1):  # the first warms the page cache
+            ds = shardfeed.FeedDataset.from_manifest(manifest, rank=0, world_size=1, directory=str(d), fresh=True, epoch=run)
+            t = touch_loop(lambda: ds, TIME_BOX)
+            if run:
+                values.append(t["rest_samples"] * per_row / t["rest"])
+        out.append({"mode": mode, "batch": batch, "tokensPerSecond": values})
+        log(f"{mode}: {', '.join(f'{v / 1e6:.1f}' for v in values)} M tokens/s")
+    return out
+
+
 def main() -> None:
     if len(sys.argv) == 6 and sys.argv[1] == "grain":
         print(json.dumps(grain(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])))
@@ -169,6 +220,9 @@ def main() -> None:
         row("LanceDB pack_sequences", f"blocks_per_epoch {exact} (exact)", lance_packs(d, lengths, seq, exact))
         row("LanceDB pack_sequences", "blocks_per_epoch auto", lance_packs(d, lengths, seq, "auto"))
         out["distributions"].append({"name": name, "seqLength": seq, "tokens": total, "meanLength": total / len(lengths), "rows": rows})
+        if name.startswith("pretraining"):
+            shardfeed_packs(d, seq, 1024, "bestFit")  # the default packing, which the rate's manifest names
+            out["rate"] = {"distribution": name, "seqLength": seq, "timeBox": TIME_BOX, "modes": rates(d, seq, total / len(lengths))}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
     log(f"wrote {args.out}")

@@ -425,3 +425,83 @@ func TestAHiveTreeIndexedWithoutHiveGetsAHint(t *testing.T) {
 		t.Errorf("a flat tree was hinted at --hive: %v\n%s", err, out)
 	}
 }
+
+// A packed dataset whose packs were not counted is refused with the
+// command that counts them over the index already there; once run, plan
+// shows the packing and each pack's documents, and simulate what a
+// sample is. Packing flags are checked as the CRD checks them.
+func TestThePacksFixItCommandCountsThePacks(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "web")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := range 400 {
+		toks := make([]string, 1+i%37)
+		for j := range toks {
+			toks[j] = fmt.Sprint(i*100 + j)
+		}
+		fmt.Fprintf(&b, "{\"id\": %d, \"tokens\": [%s]}\n", i, strings.Join(toks, ", "))
+	}
+	if err := os.WriteFile(filepath.Join(data, "part-0.jsonl"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, "index", "file://"+data+"/", "--format", "jsonl", "--shard-size", "2KiB"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	manifest := filepath.Join(dir, "d.yaml")
+	if err := os.WriteFile(manifest, []byte("apiVersion: data.shardfeed.io/v1alpha1\nkind: TrainingDataset\nmetadata: {name: d}\nspec:\n"+
+		"  numSplits: 2\n  globalBatchSize: 4\n  streams:\n  - {name: web, format: jsonl, source: {uri: web/}}\n"+
+		"  packing: {column: tokens, sequenceLength: 40, window: 16}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runCLI(t, "plan", "-f", manifest)
+	if err == nil || !strings.Contains(err.Error(), "count them with: shardfeed index ") {
+		t.Fatalf("plan without the packs: %v, want the command that counts them", err)
+	}
+	printed, _, _ := strings.Cut(err.Error()[strings.Index(err.Error(), "count them with: ")+len("count them with: "):], "\n")
+	mustHave(t, printed, "--selection-only", "--lengths 'tokens'", "--pack-length 40", "--pack-window 16")
+	if out, err := runCLI(t, shellWords(t, strings.TrimPrefix(printed, "shardfeed "))...); err != nil || !strings.Contains(out, "400 documents") {
+		t.Fatalf("the printed command %q: %v\n%s", printed, err, out)
+	}
+	out, err := runCLI(t, "plan", "-f", manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustHave(t, out, "(version 4,", "packing  tokens: bestFit length=40 window=16 overlong=cut (a sample is a pack)", "web: 400 documents in ")
+	ids, err := runCLI(t, "plan", "-f", manifest, "--ids", "--world-size", "2", "--steps", "0:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustHave(t, ids, `"docs":[[`)
+	sim, err := runCLI(t, "simulate", "-f", manifest, "--pods", "2", "--bandwidth", "100MB/s", "--step-time", "10ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustHave(t, sim, "a sample is a pack; 400 documents in ")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pack-length", "40"}, "give --lengths COLUMN"},
+		{[]string{"--lengths", "tokens", "--pack-length", "40", "--pack-method", "worstFit"}, "--pack-method is bestFit, firstFit or concatenate"},
+		{[]string{"--lengths", "tokens", "--pack-length", "40", "--pack-window", "0"}, "--pack-window must be 1 to 65536"},
+		{[]string{"--lengths", "tokens", "--pack-length", "2000000"}, "--pack-length must be 1 to 1048576"},
+		{[]string{"--lengths", "tokens", "--pack-length", "40", "--pack-overlong", "keep"}, "--pack-overlong is cut or drop"},
+	} {
+		_, err := runCLI(t, append([]string{"index", "file://" + data + "/", "--format", "jsonl", "--selection-only"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("index %v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func mustHave(t *testing.T, s string, subs ...string) {
+	t.Helper()
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			t.Errorf("%q does not say %q", s, sub)
+		}
+	}
+}

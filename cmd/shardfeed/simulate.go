@@ -21,6 +21,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 )
@@ -127,11 +128,12 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	var start startCost
 	heap0 := heapInUse()
 	began := time.Now()
-	ds, params, err := datasetParams(ctx, o.file, stdin, o.indexDirs, o.credentials)
+	ds, params, served, err := datasetPlan(ctx, o.file, stdin, o.indexDirs, o.credentials)
 	if err != nil {
 		return err
 	}
 	start.Indexes = time.Since(began)
+	packing := packingOf(ds, served)
 	began = time.Now()
 	pl, err := planner.New(params)
 	if err != nil {
@@ -176,9 +178,10 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			*planner.Simulation
-			Start    startCost `json:"start"`
-			Warnings []string  `json:"warnings,omitempty"`
-		}{sim, start, warnings})
+			Start    startCost       `json:"start"`
+			Packing  *packingSummary `json:"packing,omitempty"`
+			Warnings []string        `json:"warnings,omitempty"`
+		}{sim, start, packing, warnings})
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
@@ -188,6 +191,9 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	}
 	p("dataset %s, epoch %d: %d steps of %d samples; %d pods × %d ranks%s; %s/s per pod; %s per step\n\n",
 		ds.Name, o.epoch, sim.Steps, pl.GlobalBatchSize(), o.pods, o.procsPerPod, layout, bytesize.Human(int64(bw)), o.stepTime)
+	if packing != nil {
+		p("%s\n", packing)
+	}
 	p("each sidecar at start: %d shards' indexes read in %s, plan built in %s, %s held\n",
 		start.Shards, start.Indexes.Round(time.Millisecond), start.Plan.Round(time.Millisecond), bytesize.Human(start.HeapBytes))
 	for _, w := range warnings {
@@ -287,4 +293,39 @@ func indexWarnings(ds *datav1alpha1.TrainingDataset, indexDirs []string) []strin
 		}
 	}
 	return out
+}
+
+// packingSummary is a packed dataset's packing over all its streams, as
+// simulate shows it.
+type packingSummary struct {
+	Packing string           `json:"packing"`
+	Totals  index.PacksShard `json:"totals"`
+}
+
+// packingOf sums a packed dataset's packs (nil unpacked).
+func packingOf(ds *datav1alpha1.TrainingDataset, served *servedStreams) *packingSummary {
+	if ds.Spec.Packing == nil || len(served.packs) == 0 {
+		return nil
+	}
+	s := &packingSummary{Packing: ds.Spec.Packing.Column + ": " + planspec.Packing(ds.Spec.Packing).String()}
+	for _, x := range served.packs {
+		t := x.Totals()
+		s.Totals.Docs += t.Docs
+		s.Totals.Packs += t.Packs
+		s.Totals.Tokens += t.Tokens
+		s.Totals.Padding += t.Padding
+		s.Totals.CutDocs += t.CutDocs
+		s.Totals.DroppedDocs += t.DroppedDocs
+		s.Totals.DroppedTokens += t.DroppedTokens
+		s.Totals.EmptyDocs += t.EmptyDocs
+	}
+	return s
+}
+
+// String is the line simulate prints: what a sample is, and what packing cost.
+func (s *packingSummary) String() string {
+	t := s.Totals
+	return fmt.Sprintf("packed (%s): a sample is a pack; %d documents in %d packs (%.2f a pack), %.2f%% padding, %d documents cut, %d dropped",
+		s.Packing, t.Docs, t.Packs, float64(t.Docs-t.EmptyDocs-t.DroppedDocs)/float64(max(t.Packs, 1)),
+		100*float64(t.Padding)/float64(max(t.Padding+t.Tokens, 1)), t.CutDocs, t.DroppedDocs)
 }

@@ -150,15 +150,11 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	return fmt.Errorf("--output %q is not supported: use text or json", o.output)
 }
 
-// datasetParams reads a manifest and its streams' indexes into planner
-// parameters, as the operator and the sidecars compute them.
-func datasetParams(ctx context.Context, file string, stdin io.Reader, indexDirs []string, credentials string) (*datav1alpha1.TrainingDataset, planner.Params, error) {
-	ds, params, _, err := datasetPlan(ctx, file, stdin, indexDirs, credentials)
-	return ds, params, err
-}
-
-// datasetPlan is datasetParams with the schema the streams are served in
-// (nil offline, with --index-dir).
+// datasetPlan reads a manifest and its streams' indexes into planner
+// parameters, as the operator and the sidecars compute them, with what
+// plan and simulate show of the streams beyond their indexes (the schema
+// they are served in, nil offline with --index-dir; a packed dataset's
+// packs).
 func datasetPlan(ctx context.Context, file string, stdin io.Reader, indexDirs []string, credentials string) (*datav1alpha1.TrainingDataset, planner.Params, *servedStreams, error) {
 	ds, err := readDataset(file, stdin)
 	if err != nil {

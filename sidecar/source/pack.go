@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -61,6 +62,34 @@ func packedSchema(f arrow.Field, seqLen uint32) (*arrow.Schema, error) {
 		{Name: ColumnCuSeqlens, Type: arrow.ListOfNonNullable(arrow.PrimitiveTypes.Int32)},
 		{Name: ColumnDocIDs, Type: arrow.ListOfNonNullable(arrow.PrimitiveTypes.Int64)},
 	}, nil), nil
+}
+
+// packAll gives the streams of a packed dataset their packed schema and
+// their documents' global ids: every stream's documents are a list column
+// (list, large list or fixed-size list) of one integer type, so that
+// every stream's packs are of one schema.
+func packAll(streams []*Stream) error {
+	var docs int64 // the documents of the streams before
+	var diffs []string
+	for _, s := range streams {
+		var err error
+		if s.packed, err = packedSchema(s.native.Field(0), s.packs.Packing.SeqLength); err != nil {
+			return fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+		if first := streams[0]; !s.packed.Equal(first.packed) {
+			diffs = append(diffs, fmt.Sprintf("stream %q's are %s, stream %q's %s", s.Name, s.native.Field(0).Type, first.Name, first.native.Field(0).Type))
+		}
+		s.docBase = make([]int64, len(s.packs.Index.Shards))
+		for h, sh := range s.packs.Index.Shards {
+			s.docBase[h] = docs
+			docs += sh.Docs
+		}
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("spec.packing.column %q: the streams' token ids are not of one integer type (%s): rewrite a stream with shardfeed convert",
+			streams[0].packs.Column, strings.Join(diffs, "; "))
+	}
+	return nil
 }
 
 // documents returns where each row's tokens start in values and how many

@@ -183,3 +183,31 @@ func BenchmarkPackShard(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(int64(b.N)*packs), "ns/pack")
 }
+
+// The streams of a packed dataset may hold their documents in any list
+// type, of one integer type: their packs are then of one schema, and
+// their documents numbered one stream after the other.
+func TestPackAllNumbersDocumentsAndRefusesMixedTokenTypes(t *testing.T) {
+	p := planner.Packing{SeqLength: 8, Method: planner.BestFit, Window: 4}
+	stream := func(name string, typ arrow.DataType, docs ...int64) *Stream {
+		var shards []index.PacksShard
+		for _, d := range docs {
+			shards = append(shards, index.PacksShard{Docs: d})
+		}
+		return &Stream{Name: name, native: arrow.NewSchema([]arrow.Field{{Name: "tokens", Type: typ}}, nil),
+			packs: &streams.Packs{Packing: p, Column: "tokens", Index: &index.PacksIndex{Shards: shards}}}
+	}
+	a := stream("a", arrow.ListOf(arrow.PrimitiveTypes.Int32), 3, 5)
+	b := stream("b", arrow.FixedSizeListOf(4, arrow.PrimitiveTypes.Int32), 7)
+	if err := packAll([]*Stream{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(a.docBase, b.docBase) != "[0 3] [8]" || !a.packed.Equal(b.packed) {
+		t.Fatalf("document bases %v %v, schemas %s and %s", a.docBase, b.docBase, a.packed, b.packed)
+	}
+	c := stream("c", arrow.LargeListOf(arrow.PrimitiveTypes.Int64), 2)
+	err := packAll([]*Stream{a, c})
+	if err == nil || !strings.Contains(err.Error(), "not of one integer type") || !strings.Contains(err.Error(), `stream "c"`) {
+		t.Fatalf("int32 and int64 token ids: %v", err)
+	}
+}

@@ -469,23 +469,16 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 		out[i].filter = s.Filter
 		out[i].packs = s.Packs
 	}
+	if out[0].packs != nil {
+		// Packed: each stream's documents may be any list of the one
+		// integer type; the packs are what must be one schema.
+		if err := packAll(out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	if _, err := Unify(out); err != nil {
 		return nil, err
-	}
-	var docs int64 // the documents of the streams before
-	for _, s := range out {
-		if s.packs == nil {
-			continue
-		}
-		var err error
-		if s.packed, err = packedSchema(s.served.Field(0), s.packs.Packing.SeqLength); err != nil {
-			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
-		}
-		s.docBase = make([]int64, len(s.packs.Index.Shards))
-		for h, sh := range s.packs.Index.Shards {
-			s.docBase[h] = docs
-			docs += sh.Docs
-		}
 	}
 	return out, nil
 }

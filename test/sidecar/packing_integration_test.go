@@ -5,6 +5,7 @@ package sidecar_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"testing"
 	"time"
 
@@ -35,7 +37,7 @@ const packedSpec = `  numSplits: 4
     phases:
     - {startStep: 5, globalBatchSize: 16}
     - startStep: 12
-      proportions: [{stream: p, proportion: "1"}, {stream: q, proportion: "3"}]
+      proportions: [{stream: p, proportion: "1"}, {stream: q, proportion: "3"}, {stream: m, proportion: "2"}]
 `
 
 // packedDocs writes n documents of 1 to 90 token ids to Parquet files of
@@ -93,8 +95,8 @@ type packedBatch struct {
 // readPacked reads a worker's packed stream to its end, checking every
 // row: each piece's tokens are a run of its document's, its position ids
 // restart, the loss mask covers the tokens; tokenOf names a document's
-// first token.
-func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, tokenOf func(doc int64) int32, each func(packedBatch) bool) ([]packedBatch, error) {
+// first token and its length at most.
+func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, tokenOf func(doc int64) (first, most int32), each func(packedBatch) bool) ([]packedBatch, error) {
 	st, err := c.Batches(ctx, req)
 	if err != nil {
 		return nil, err
@@ -129,14 +131,14 @@ func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request,
 				return out, fmt.Errorf("step %d row %d: boundaries %v for documents %v", b.step, r, bounds, ids)
 			}
 			for k, d := range ids {
-				first := tokenOf(d)
+				first, most := tokenOf(d)
 				for j := bounds[k]; j < bounds[k+1]; j++ {
 					want := tokens[row+int(bounds[k])] + (j - bounds[k])
 					if tokens[row+int(j)] != want || positions[row+int(j)] != j-bounds[k] || mask[row+int(j)] != 1 {
 						return out, fmt.Errorf("step %d row %d: piece %d of document %d is not a run of its tokens", b.step, r, k, d)
 					}
 				}
-				if off := tokens[row+int(bounds[k])] - first; off < 0 || off >= 1000 {
+				if off := tokens[row+int(bounds[k])] - first; off < 0 || off+bounds[k+1]-bounds[k] > most {
 					return out, fmt.Errorf("step %d row %d: piece %d's tokens are not document %d's", b.step, r, k, d)
 				}
 			}
@@ -154,38 +156,48 @@ func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request,
 }
 
 // TestIntegrationAPackedMixedScheduledDatasetThroughAKillAndARescale:
-// real sidecars serve two streams of documents packed into sequences of
-// 64 tokens, mixed and scheduled (a batch-size ramp-up, a curriculum),
+// real sidecars serve three streams of documents (two Parquet, of lists
+// of 1 to 90 tokens, and one MDS, of fixed-size lists of 4) packed into
+// sequences of 64 tokens, mixed and scheduled (a batch-size ramp-up, a curriculum),
 // through a kill and a 4 → 2 pod rescale: every batch of the committed
 // lineage is `plan --ids`'s, packs and documents, each row's pieces are
-// runs of their documents' tokens, and no token is delivered twice within
-// its stream's pass.
+// runs of their documents' tokens, and a pack is drawn at most once a pass
+// of its stream.
 func TestIntegrationAPackedMixedScheduledDatasetThroughAKillAndARescale(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	bucket, dir := minioServer.Bucket(t), t.TempDir()
 	nP := len(packedDocs(t, filepath.Join(dir, "p"), 500, 0, 1))
-	packedDocs(t, filepath.Join(dir, "q"), 400, 1_000_000_000, 2)
+	nQ := len(packedDocs(t, filepath.Join(dir, "q"), 400, 1_000_000_000, 2))
 	upload(t, bucket, "p", filepath.Join(dir, "p"))
 	upload(t, bucket, "q", filepath.Join(dir, "q"))
+	// And MDS: documents of 4 tokens (ndarray:int32:4, a fixed-size list).
+	if err := sampledata.MDS(filepath.Join(dir, "m"), "m", 3000, 8000, "zstd"); err != nil {
+		t.Fatal(err)
+	}
+	upload(t, bucket, "m", filepath.Join(dir, "m"))
 	streams := []sampledata.Stream{{Name: "p", Format: "parquet", URI: "s3://" + bucket + "/p/", Endpoint: minioServer.URL()},
-		{Name: "q", Format: "parquet", URI: "s3://" + bucket + "/q/", Endpoint: minioServer.URL()}}
+		{Name: "q", Format: "parquet", URI: "s3://" + bucket + "/q/", Endpoint: minioServer.URL()},
+		{Name: "m", Format: "mds", URI: "s3://" + bucket + "/m/", Endpoint: minioServer.URL()}}
 	manifest := filepath.Join(dir, "dataset.yaml")
 	if err := os.WriteFile(manifest, []byte(sampledata.Manifest("packed", streams, packedSpec)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ds := dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(t)}
-	for _, s := range []string{"p", "q"} {
+	for _, s := range []string{"p", "q", "m"} {
 		cmd := exec.Command(binary, "index", "-f", manifest, "--stream", s, "--credentials-dir", ds.credentials)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("index %s: %v\n%s", s, err, out)
 		}
 	}
-	tokenOf := func(doc int64) int32 { // a document's first token
-		if doc < int64(nP) {
-			return int32(1000 * doc)
+	tokenOf := func(doc int64) (int32, int32) { // a document's first token, and its most tokens
+		switch {
+		case doc < int64(nP):
+			return int32(1000 * doc), 90
+		case doc < int64(nP+nQ):
+			return 1_000_000_000 + int32(1000*(doc-int64(nP))), 90
 		}
-		return 1_000_000_000 + int32(1000*(doc-int64(nP)))
+		return sampledata.Token(doc-int64(nP+nQ), 0), 4
 	}
 
 	state := filepath.Join(t.TempDir(), "state.json")
@@ -255,9 +267,35 @@ func TestIntegrationAPackedMixedScheduledDatasetThroughAKillAndARescale(t *testi
 			}
 		}
 	}
-	for id, n := range seen {
-		if n > 3 { // the passes an epoch window of this schedule starts, at most
-			t.Fatalf("pack %d delivered %d times in one epoch window", id, n)
+	// Each stream's packs are drawn pass after pass: a pack at most once a
+	// pass, so at most once more than the passes its draws make.
+	out, err := exec.Command(binary, "plan", "-f", manifest, "--credentials-dir", ds.credentials, "-o", "json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		Streams []struct {
+			Samples int64 `json:"samples"`
+		} `json:"streams"`
+	}
+	if err := json.Unmarshal(out, &sum); err != nil {
+		t.Fatal(err)
+	}
+	var first []int64 // each stream's first pack id
+	var n int64
+	for _, st := range sum.Streams {
+		first = append(first, n)
+		n += st.Samples
+	}
+	streamOf := func(id int64) int { return sort.Search(len(first), func(i int) bool { return first[i] > id }) - 1 }
+	draws := make([]int64, len(first))
+	for id, k := range seen {
+		draws[streamOf(id)] += int64(k)
+	}
+	for id, k := range seen {
+		st := streamOf(id)
+		if passes := (draws[st] + sum.Streams[st].Samples - 1) / sum.Streams[st].Samples; int64(k) > passes+1 {
+			t.Fatalf("pack %d of stream %d delivered %d times, its stream's %d draws make %d passes", id, st, k, draws[st], passes)
 		}
 	}
 }

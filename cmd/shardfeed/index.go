@@ -172,6 +172,14 @@ which the planner reads, and lengths-<sha256>.lengths, each sample's
 length as varints, which a pod fetches for its own splits' shards.
 --selection-only with --lengths writes them over the index already there.
 
+With --lengths COLUMN --pack-length L (or -f of a manifest with
+spec.packing), index also packs each shard's documents (COLUMN's token
+lists) into sequences of L tokens as the sidecar will (--pack-method,
+--pack-window, --pack-overlong) and writes beside the index
+packs-<sha256>.json, per shard its documents, packs, tokens, padding and
+what was cut, dropped or empty: the packs a packed plan counts as its
+samples (docs/planner.md, packing).
+
 With -f MANIFEST, the stream (--stream NAME, or the manifest's only stream
 that needs an index) gives the URI, the format, the endpoint and, for a
 table, the catalog, table, snapshot and ref, and the filter; --credentials-dir is read as
@@ -182,7 +190,8 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
   shardfeed index s3://lake/robots.lance/ --format lance --tag train-v3 --columns image,state,action
   shardfeed index -f dataset.yaml --stream events --credentials-dir ./secrets/
   shardfeed index s3://datasets/web/ --format parquet --filter "lang == 'en' && score >= 0.5"
-  shardfeed index s3://datasets/tokens/ --format mds --lengths tokens`,
+  shardfeed index s3://datasets/tokens/ --format mds --lengths tokens
+  shardfeed index s3://datasets/docs/ --format parquet --selection-only --lengths tokens --pack-length 4096`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: o.run,
 	}

@@ -78,6 +78,9 @@ func TestEndToEndTrainingThroughAKillAndARescaleIsExactlyOnce(t *testing.T) {
 	if l := rep.Lineage; l.Repeated != 2*16 || l.ScheduleSkipped != 2*16 {
 		t.Errorf("the schedule's repeated steps count %d samples and its skipped data %d, want 32 each", l.Repeated, l.ScheduleSkipped)
 	}
+	if !rep.Packed.OK() || rep.Packed.Retrained == 0 || len(rep.Packed.Worlds) != 2 {
+		t.Errorf("the packed job (%d packs) through a deleted pod and a rescale: %s", rep.PackedSamples, rep.Packed.Summary())
+	}
 	if rep.HostNetwork == "" {
 		t.Error("the hostNetwork pods were not checked")
 	}

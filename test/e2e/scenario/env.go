@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -95,6 +96,10 @@ type DatasetOptions struct {
 	TextFilter string
 	// Endpoint the dataset reads from instead of MinIO's (a proxy).
 	Endpoint string
+	// PackLength, if set, packs both streams' token lists into sequences
+	// of that many tokens (spec.packing); their packs are counted with the
+	// data.
+	PackLength int
 	// CommitEvery is the trainers' commit interval in steps.
 	CommitEvery int
 	// StepTime is the trainers' time per step.
@@ -139,6 +144,14 @@ func (c *Cluster) NewEnv(ctx context.Context, ns string, o DatasetOptions) (*Env
 	if o.TextFilter != "" {
 		if out, err := c.Cmd(ctx, "shardfeed", "index", "file://"+pqDir+"/", "--format", "parquet", "--filter", o.TextFilter); err != nil {
 			return nil, fmt.Errorf("indexing the text stream's filter: %w\n%s", err, out)
+		}
+	}
+	if o.PackLength > 0 {
+		for _, st := range [][2]string{{mdsDir, "mds"}, {pqDir, "parquet"}} {
+			if out, err := c.Cmd(ctx, "shardfeed", "index", "file://"+st[0]+"/", "--format", st[1], "--selection-only",
+				"--lengths", "tokens", "--pack-length", strconv.Itoa(o.PackLength)); err != nil {
+				return nil, fmt.Errorf("counting the packs of %s: %w\n%s", st[0], err, out)
+			}
 		}
 	}
 	if err := c.upload(ctx, mdsDir, e.Bucket, "tokens/"); err != nil {
@@ -226,8 +239,12 @@ func (e *Env) filterLine() string {
 }
 
 func (e *Env) spec() string {
-	return fmt.Sprintf("  numSplits: %d\n  globalBatchSize: %d\n  shuffle: {seed: 7, blockSize: %d}\n%s",
-		e.ds.NumSplits, e.ds.GlobalBatchSize, max(e.ds.BlockSize, 1), e.ds.Extra)
+	packing := ""
+	if e.ds.PackLength > 0 {
+		packing = fmt.Sprintf("  packing: {column: tokens, sequenceLength: %d}\n", e.ds.PackLength)
+	}
+	return fmt.Sprintf("  numSplits: %d\n  globalBatchSize: %d\n  shuffle: {seed: 7, blockSize: %d}\n%s%s",
+		e.ds.NumSplits, e.ds.GlobalBatchSize, max(e.ds.BlockSize, 1), e.ds.Extra, packing)
 }
 
 // PodsOf lists the pods of a Job.

@@ -66,6 +66,10 @@ type Report struct {
 	CleanedUp bool
 	// HostNetwork says what the hostNetwork pods showed.
 	HostNetwork string
+	// Packed is the packed story's lineage (a sample is a pack), of
+	// PackedSamples packs.
+	Packed        Lineage
+	PackedSamples int64
 }
 
 // Cluster is the local cluster as a test drives it: a client, the tools

@@ -233,15 +233,16 @@ type batch struct {
 	rowIDs  []int64
 }
 
-// readAll reads a worker's stream to its end (or its first error), calling
-// each for every batch; it returns the batches and the stream's error.
-func readAll(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, each func(batch) bool) ([]batch, error) {
+// readStream reads a worker's stream to its end (or its first error),
+// parsing each record and calling each for every batch (false stops it);
+// it returns the batches and the stream's error.
+func readStream[T any](ctx context.Context, c *shardfeed.Client, req shardfeed.Request, parse func(arrow.RecordBatch) (T, error), each func(T) bool) ([]T, error) {
 	st, err := c.Batches(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = st.Close() }()
-	var out []batch
+	var out []T
 	for {
 		rec, err := st.Next()
 		if errors.Is(err, io.EOF) {
@@ -250,6 +251,21 @@ func readAll(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, ea
 		if err != nil {
 			return out, err
 		}
+		b, err := parse(rec)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, b)
+		if each != nil && !each(b) {
+			return out, nil
+		}
+	}
+}
+
+// readAll reads a worker's stream of the test datasets' rows, checking
+// every row's values.
+func readAll(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, each func(batch) bool) ([]batch, error) {
+	return readStream(ctx, c, req, func(rec arrow.RecordBatch) (batch, error) {
 		col := func(name string) any { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
 		b := batch{
 			step: col(pipeline.ColumnStep).(*array.Int64).Value(0),
@@ -260,15 +276,12 @@ func readAll(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, ea
 			b.pads = append(b.pads, pads.Value(i))
 		}
 		if err := checkValues(rec); err != nil {
-			return out, fmt.Errorf("step %d: %w", b.step, err)
+			return b, fmt.Errorf("step %d: %w", b.step, err)
 		}
 		b.streams = append([]int16(nil), col(pipeline.ColumnStream).(*array.Int16).Int16Values()...)
 		b.rowIDs = append([]int64(nil), col("id").(*array.Int64).Int64Values()...)
-		out = append(out, b)
-		if each != nil && !each(b) {
-			return out, nil
-		}
-	}
+		return b, nil
+	}, each)
 }
 
 // streamNames are the streams of the test datasets, in manifest order.

@@ -6,9 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -97,20 +95,7 @@ type packedBatch struct {
 // restart, the loss mask covers the tokens; tokenOf names a document's
 // first token and its length at most.
 func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, tokenOf func(doc int64) (first, most int32), each func(packedBatch) bool) ([]packedBatch, error) {
-	st, err := c.Batches(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = st.Close() }()
-	var out []packedBatch
-	for {
-		rec, err := st.Next()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
+	return readStream(ctx, c, req, func(rec arrow.RecordBatch) (packedBatch, error) {
 		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
 		b := packedBatch{step: col(pipeline.ColumnStep).(*array.Int64).Value(0),
 			ids: slices.Clone(col(pipeline.ColumnIndex).(*array.Int64).Int64Values())}
@@ -128,31 +113,28 @@ func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request,
 			b.docs = append(b.docs, ids)
 			row := r * 64
 			if len(bounds) != len(ids)+1 || bounds[0] != 0 {
-				return out, fmt.Errorf("step %d row %d: boundaries %v for documents %v", b.step, r, bounds, ids)
+				return b, fmt.Errorf("step %d row %d: boundaries %v for documents %v", b.step, r, bounds, ids)
 			}
 			for k, d := range ids {
 				first, most := tokenOf(d)
 				for j := bounds[k]; j < bounds[k+1]; j++ {
 					want := tokens[row+int(bounds[k])] + (j - bounds[k])
 					if tokens[row+int(j)] != want || positions[row+int(j)] != j-bounds[k] || mask[row+int(j)] != 1 {
-						return out, fmt.Errorf("step %d row %d: piece %d of document %d is not a run of its tokens", b.step, r, k, d)
+						return b, fmt.Errorf("step %d row %d: piece %d of document %d is not a run of its tokens", b.step, r, k, d)
 					}
 				}
 				if off := tokens[row+int(bounds[k])] - first; off < 0 || off+bounds[k+1]-bounds[k] > most {
-					return out, fmt.Errorf("step %d row %d: piece %d's tokens are not document %d's", b.step, r, k, d)
+					return b, fmt.Errorf("step %d row %d: piece %d's tokens are not document %d's", b.step, r, k, d)
 				}
 			}
 			for j := int(bounds[len(bounds)-1]); j < 64; j++ {
 				if mask[row+j] != 0 || tokens[row+j] != 0 {
-					return out, fmt.Errorf("step %d row %d: padding at %d is not masked", b.step, r, j)
+					return b, fmt.Errorf("step %d row %d: padding at %d is not masked", b.step, r, j)
 				}
 			}
 		}
-		out = append(out, b)
-		if each != nil && !each(b) {
-			return out, nil
-		}
-	}
+		return b, nil
+	}, each)
 }
 
 // TestIntegrationAPackedMixedScheduledDatasetThroughAKillAndARescale:

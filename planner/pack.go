@@ -222,7 +222,8 @@ func PackShard(lengths []uint32, p Packing) ([][]Piece, PackStats) {
 	var carried []int // the documents of the last window's emptiest pack
 	for start := 0; start < len(lengths); start += w {
 		end := min(start+w, len(lengths))
-		docs := append(carried, make([]int, 0, end-start)...)
+		docs := make([]int, 0, len(carried)+end-start)
+		docs = append(docs, carried...)
 		for d := start; d < end; d++ {
 			docs = append(docs, d)
 		}

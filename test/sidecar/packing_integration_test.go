@@ -99,21 +99,21 @@ func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request,
 		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
 		b := packedBatch{step: col(pipeline.ColumnStep).(*array.Int64).Value(0),
 			ids: slices.Clone(col(pipeline.ColumnIndex).(*array.Int64).Int64Values())}
-		tokens := col("tokens").(*array.FixedSizeList).ListValues().(*array.Int32).Int32Values()
-		positions := col("position_ids").(*array.FixedSizeList).ListValues().(*array.Int32).Int32Values()
-		mask := col("loss_mask").(*array.FixedSizeList).ListValues().(*array.Uint8).Uint8Values()
-		cu, docs := col("cu_seqlens").(*array.List), col("doc_ids").(*array.List)
-		cuVals, docVals := cu.ListValues().(*array.Int32).Int32Values(), docs.ListValues().(*array.Int64).Int64Values()
+		// The Go client's reading of the packed columns.
+		p, err := shardfeed.ReadPacked(rec, "tokens")
+		if err != nil {
+			return b, err
+		}
+		tokens, positions, mask := p.Tokens.(*array.Int32).Int32Values(), p.PositionIDs, p.LossMask
 		pads := col(pipeline.ColumnPad).(*array.Boolean)
-		for r := range int(rec.NumRows()) {
+		for r := range p.Rows {
 			b.pads = append(b.pads, pads.Value(r))
-			cs, ce := cu.ValueOffsets(r)
-			ds, de := docs.ValueOffsets(r)
-			bounds, ids := cuVals[cs:ce], slices.Clone(docVals[ds:de])
+			bounds, docs := p.Row(r)
+			ids := slices.Clone(docs)
 			b.docs = append(b.docs, ids)
-			row := r * 64
-			if len(bounds) != len(ids)+1 || bounds[0] != 0 {
-				return b, fmt.Errorf("step %d row %d: boundaries %v for documents %v", b.step, r, bounds, ids)
+			row := r * p.SeqLen
+			if p.SeqLen != 64 || len(bounds) != len(ids)+1 || bounds[0] != 0 {
+				return b, fmt.Errorf("step %d row %d: boundaries %v for documents %v in %d tokens", b.step, r, bounds, ids, p.SeqLen)
 			}
 			for k, d := range ids {
 				first, most := tokenOf(d)
@@ -127,11 +127,14 @@ func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request,
 					return b, fmt.Errorf("step %d row %d: piece %d's tokens are not document %d's", b.step, r, k, d)
 				}
 			}
-			for j := int(bounds[len(bounds)-1]); j < 64; j++ {
+			for j := int(bounds[len(bounds)-1]); j < p.SeqLen; j++ {
 				if mask[row+j] != 0 || tokens[row+j] != 0 {
 					return b, fmt.Errorf("step %d row %d: padding at %d is not masked", b.step, r, j)
 				}
 			}
+		}
+		if flat, _ := p.FlatCuSeqlens(); flat[len(flat)-1] != int32(p.Rows*p.SeqLen) {
+			return b, fmt.Errorf("step %d: the flattened boundaries end at %d, not at the batch's %d tokens", b.step, flat[len(flat)-1], p.Rows*p.SeqLen)
 		}
 		return b, nil
 	}, each)

@@ -169,3 +169,24 @@ def test_the_packed_example_trains_and_resumes(tmp_path):
     assert second.splitlines()[0] == "97 steps left in the epoch" and "step 127: loss" in second and "step 30:" not in second, second
     losses = [float(line.split("loss ")[1].split(",")[0]) for line in (first + second).splitlines() if "loss" in line]
     assert losses[-1] < losses[0] / 4, losses
+
+
+def test_from_uri_packs_with_no_manifest(tmp_path, monkeypatch):
+    """FeedDataset.from_uri(pack_length=…) indexes the data, counts its packs
+    once and serves packed rows; to_manifest() is the packed dataset."""
+    monkeypatch.delenv("SHARDFEED_SOCKET", raising=False)
+    web = _write(tmp_path, "web", 3, 1)
+    docs = [d for d in web[0]["tokens"].to_pylist() if d]
+    ds = shardfeed.FeedDataset.from_uri(tmp_path / "web", batch_size=4, pack_length=SEQ, binary=str(SHARDFEED_BIN),
+                                        directory=str(tmp_path), rank=0, world_size=1, drop_last=False, num_splits=1)
+    assert "packing:" in ds.to_manifest() and f"sequenceLength: {SEQ}" in ds.to_manifest()
+    tokens, seen = 0, set()
+    for batch in ds:
+        assert batch["tokens"].shape[1] == SEQ
+        for r in range(batch["tokens"].shape[0]):
+            if not batch["_shardfeed_pad"][r]:
+                tokens += int(batch["loss_mask"][r].sum())
+                seen.update(batch["doc_ids"][r].tolist())
+    assert tokens == sum(len(d) for d in docs) and len(seen) == len(docs)
+    with pytest.raises(shardfeed.ShardfeedError, match="pack_length=0"):
+        shardfeed.FeedDataset.from_uri(tmp_path / "web", batch_size=4, pack_length=0, binary=str(SHARDFEED_BIN))

@@ -162,7 +162,8 @@ def dataset_manifest(uri: str | os.PathLike[str], *, batch_size: int, format: st
                      num_splits: int | None = None, shuffle_seed: int | None = None, shuffle_block: int | None = None,
                      columns: list[str] | None = None, filter: str | None = None, drop_last: bool = True,
                      endpoint: str | None = None, region: str | None = None, insecure: bool = False,
-                     credentials_secret: str | None = None, index_uri: str | None = None) -> dict[str, Any]:
+                     credentials_secret: str | None = None, index_uri: str | None = None,
+                     pack_length: int | None = None, pack_column: str = "tokens") -> dict[str, Any]:
     """The TrainingDataset of one stream at uri, as FeedDataset.from_uri
     takes its arguments."""
     if batch_size < 1:
@@ -198,6 +199,10 @@ def dataset_manifest(uri: str | os.PathLike[str], *, batch_size: int, format: st
         if shuffle_block is not None:
             shuffle["blockSize"] = shuffle_block
         spec["shuffle"] = shuffle
+    if pack_length is not None:
+        if not 1 <= pack_length <= 1 << 20:
+            raise ShardfeedError(f"pack_length={pack_length}: a sequence of 1 to {1 << 20} tokens")
+        spec["packing"] = {"column": pack_column, "sequenceLength": pack_length}
     return {"apiVersion": "data.shardfeed.io/v1alpha1", "kind": "TrainingDataset",
             "metadata": {"name": name or _name(src)}, "spec": spec}
 

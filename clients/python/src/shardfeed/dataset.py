@@ -131,7 +131,7 @@ def _timed(raw: Iterator[tuple[int, pa.RecordBatch]], c: Counters) -> Iterator[t
 
 
 # What `shardfeed plan` says of a stream that needs `shardfeed index -f`.
-_NEEDS_INDEX = ("no index at", "has no selection for its filter")
+_NEEDS_INDEX = ("no index at", "has no selection for its filter", "packs were not counted")
 
 
 def _index_when_needed(manifest: Path, binary: str | None) -> None:
@@ -312,7 +312,8 @@ class FeedDataset(_Base):
                  shuffle_seed: int | None = None, shuffle_block: int | None = None, columns: list[str] | None = None,
                  filter: str | None = None, num_splits: int | None = None, drop_last: bool = True, name: str | None = None,
                  endpoint: str | None = None, region: str | None = None, insecure: bool = False,
-                 credentials_secret: str | None = None, index_uri: str | None = None, job: str | None = None,
+                 credentials_secret: str | None = None, index_uri: str | None = None, pack_length: int | None = None,
+                 pack_column: str = "tokens", job: str | None = None,
                  fresh: bool = False, directory: str | os.PathLike[str] | None = None, binary: str | None = None,
                  serve_args: list[str] | None = None, **kwargs: Any) -> FeedDataset:
         """A dataset of the data at uri, with no manifest to write: the
@@ -342,6 +343,12 @@ class FeedDataset(_Base):
                 credentials are used.
             index_uri: where the index goes when the data's prefix is not
                 yours to write (a prefix of the same store).
+            pack_length: pack the documents of pack_column (lists of token
+                ids) into sequences of this many tokens (spec.packing, best
+                fit): each row is then a pack, with position_ids,
+                loss_mask, cu_seqlens and doc_ids, and batch_size counts
+                packs. The packs are counted with the index, once.
+            pack_column: the column of token ids to pack.
             job: the job whose progress to resume or start; default one of
                 this very dataset ("local-" and its manifest's hash), so
                 that other arguments (another filter, seed or batch size)
@@ -355,7 +362,8 @@ class FeedDataset(_Base):
         manifest = dataset_manifest(uri, batch_size=batch_size, format=format, name=name, num_splits=num_splits,
                                     shuffle_seed=shuffle_seed, shuffle_block=shuffle_block, columns=columns, filter=filter,
                                     drop_last=drop_last, endpoint=endpoint, region=region, insecure=insecure,
-                                    credentials_secret=credentials_secret, index_uri=index_uri)
+                                    credentials_secret=credentials_secret, index_uri=index_uri, pack_length=pack_length,
+                                    pack_column=pack_column)
         text = to_yaml(manifest) + "\n"
         folder = Path(directory or os.getcwd()) / STATE_DIR / "datasets"
         folder.mkdir(parents=True, exist_ok=True)

@@ -192,6 +192,20 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			im := datav1alpha1.ImageDecode{Height: 8, Width: 8}
 			d.Spec.Decode = []datav1alpha1.ColumnDecode{{Column: "jpg", Image: im}, {Column: "jpg", Image: im}}
 		}, "spec.decode[1]"},
+		{"packing and decoding", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 64}
+			d.Spec.Decode = []datav1alpha1.ColumnDecode{{Column: "jpg", Image: datav1alpha1.ImageDecode{Height: 8, Width: 8}}}
+		}, "spec.packing serves only its column's tokens"},
+		{"packing and a stream's columns", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 64}
+			d.Spec.Streams[0].Columns = []string{"tokens"}
+		}, "drop spec.streams[].columns"},
+		{"packing into sequences above the bound", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 1<<20 + 1}
+		}, "spec.packing.sequenceLength"},
+		{"an unknown packing method", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 64, Method: "worstFit"}
+		}, "spec.packing.method"},
 		{"an index in another store", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Source.IndexURI = "gs://team-indexes/web/"
 		}, "source.indexURI must use the same store as source.uri"},
@@ -397,6 +411,9 @@ func TestIntegrationFieldsThatShapeThePlanAreImmutable(t *testing.T) {
 		{"decode added", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Decode = []datav1alpha1.ColumnDecode{{Column: "jpg", Image: datav1alpha1.ImageDecode{Height: 8, Width: 8}}}
 		}, "spec.decode is immutable"},
+		{"packing added", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 64}
+		}, "spec.packing is immutable"},
 		{"a schedule added later", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16}}}
 		}, "spec.schedule cannot be added to or removed"},

@@ -558,6 +558,7 @@ type SidecarSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.decode) == has(oldSelf.decode) && (!has(self.decode) || self.decode == oldSelf.decode)",message="spec.decode is immutable: every rank of a job must get batches of the same columns; a different decoding is a new TrainingDataset"
 // +kubebuilder:validation:XValidation:rule="has(self.packing) == has(oldSelf.packing) && (!has(self.packing) || self.packing == oldSelf.packing)",message="spec.packing is immutable: its packs are the plan's samples; a different packing is a new TrainingDataset"
 // +kubebuilder:validation:XValidation:rule="!has(self.packing) || !has(self.decode)",message="spec.packing serves only its column's tokens: drop spec.decode"
+// +kubebuilder:validation:XValidation:rule="!has(self.packing) || self.streams.all(s, !has(s.columns))",message="a packed dataset serves its packing column and what packing adds, no other: drop spec.streams[].columns"
 // +kubebuilder:validation:XValidation:rule="!has(self.schedule) || self.batching != 'per_stream'",message="a schedule mixes every batch's streams in its phase's proportions: drop batching: per_stream"
 type TrainingDatasetSpec struct {
 	// Streams of the dataset, mixed by their weights.

@@ -34,6 +34,11 @@ func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamInde
 	if spec.EpochSize != nil && *spec.EpochSize < 1 {
 		return planner.Params{}, &planner.FieldError{Field: "spec.epochSize", Rule: fmt.Sprintf("must be at least 1, got %d", *spec.EpochSize)}
 	}
+	if spec.Packing != nil {
+		if err := checkPacking(spec); err != nil {
+			return planner.Params{}, err
+		}
+	}
 	for i, s := range spec.Streams {
 		st := planner.Stream{
 			Name:       s.Name,
@@ -102,6 +107,22 @@ func HandoffBytes(spec *datav1alpha1.TrainingDatasetSpec) int64 {
 		return q.Value()
 	}
 	return datav1alpha1.DefaultHandoffMemory
+}
+
+// checkPacking refuses what a packed dataset cannot serve, as the CRD's
+// rules do (for manifests planned from a file): a stream's columns (a
+// pack holds its column's tokens only) and decoding.
+func checkPacking(spec *datav1alpha1.TrainingDatasetSpec) error {
+	for i, s := range spec.Streams {
+		if len(s.Columns) > 0 {
+			return &planner.FieldError{Field: fmt.Sprintf("spec.streams[%d].columns", i),
+				Rule: fmt.Sprintf("a packed dataset serves its packing column %q and what packing adds, no other: drop columns", spec.Packing.Column)}
+		}
+	}
+	if len(spec.Decode) > 0 {
+		return &planner.FieldError{Field: "spec.decode", Rule: "spec.packing serves only its column's tokens: drop spec.decode"}
+	}
+	return nil
 }
 
 // Packing returns the planner's packing of spec.packing, defaulted as the

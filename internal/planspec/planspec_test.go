@@ -76,6 +76,14 @@ func TestParamsRejectsWithTheSpecField(t *testing.T) {
 		{"choose zero", func(s *datav1alpha1.TrainingDatasetSpec) { s.Streams[0].Choose = ptr.To[int64](0) }, "spec.streams[0].choose"},
 		{"epoch size zero", func(s *datav1alpha1.TrainingDatasetSpec) { s.EpochSize = ptr.To[int64](0) }, "spec.epochSize"},
 		{"batch not multiple", func(s *datav1alpha1.TrainingDatasetSpec) { s.GlobalBatchSize = 3 }, "spec.globalBatchSize"},
+		{"packing and a stream's columns", func(s *datav1alpha1.TrainingDatasetSpec) {
+			s.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 8}
+			s.Streams[0].Columns = []string{"tokens", "id"}
+		}, "spec.streams[0].columns"},
+		{"packing and decoding", func(s *datav1alpha1.TrainingDatasetSpec) {
+			s.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 8}
+			s.Decode = []datav1alpha1.ColumnDecode{{Column: "image"}}
+		}, "spec.decode"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,6 +128,9 @@ func TestDefaultsMatchTheCRDSchema(t *testing.T) {
 		{"batching", spec.Properties["batching"], datav1alpha1.DefaultBatching},
 		{"streams[].format", spec.Properties["streams"].Items.Schema.Properties["format"], datav1alpha1.DefaultFormat},
 		{"sidecar.prefetch", spec.Properties["sidecar"].Properties["prefetch"], datav1alpha1.DefaultPrefetch},
+		{"packing.method", spec.Properties["packing"].Properties["method"], datav1alpha1.DefaultPackingMethod},
+		{"packing.window", spec.Properties["packing"].Properties["window"], datav1alpha1.DefaultPackingWindow},
+		{"packing.overlong", spec.Properties["packing"].Properties["overlong"], datav1alpha1.DefaultOverlong},
 	}
 	for _, tt := range tests {
 		want, _ := json.Marshal(tt.goVal)

@@ -224,9 +224,13 @@ func (e *Env) streams() []sampledata.Stream {
 	if ep == "" {
 		ep = e.MinIO.URL()
 	}
+	columns := `columns: ["id", "text"]`
+	if e.ds.PackLength > 0 { // a packed dataset serves its packs' columns
+		columns = ""
+	}
 	return []sampledata.Stream{
-		{Name: "tokens", URI: "s3://" + e.Bucket + "/tokens/", Format: "mds", Endpoint: ep, Extra: `columns: ["id", "text"]`},
-		{Name: "text", URI: "s3://" + e.Bucket + "/text/", Format: "parquet", Endpoint: ep, Extra: `columns: ["id", "text"]` + e.filterLine()},
+		{Name: "tokens", URI: "s3://" + e.Bucket + "/tokens/", Format: "mds", Endpoint: ep, Extra: columns},
+		{Name: "text", URI: "s3://" + e.Bucket + "/text/", Format: "parquet", Endpoint: ep, Extra: columns + e.filterLine()},
 	}
 }
 

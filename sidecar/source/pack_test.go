@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
@@ -209,5 +210,28 @@ func TestPackAllNumbersDocumentsAndRefusesMixedTokenTypes(t *testing.T) {
 	err := packAll([]*Stream{a, c})
 	if err == nil || !strings.Contains(err.Error(), "not of one integer type") || !strings.Contains(err.Error(), `stream "c"`) {
 		t.Fatalf("int32 and int64 token ids: %v", err)
+	}
+}
+
+// A corrupt shard skipped (onCorruptShard: skip) in a packed stream
+// delivers its packs as zeros: all padding, a loss mask of zeros, no
+// piece and no document, in the packed schema.
+func TestASkippedPackedShardIsPacksOfPadding(t *testing.T) {
+	s := packedStream(t, arrow.ListOf(arrow.PrimitiveTypes.Int32), []uint32{3, 4}, planner.Packing{SeqLength: 4, Method: planner.BestFit, Window: 2})
+	rec := s.Zero(2)
+	defer rec.Release()
+	if !rec.Schema().Equal(s.packed) {
+		t.Fatalf("schema %s, want %s", rec.Schema(), s.packed)
+	}
+	if got := rowsOf(rec); got != "[0 0 0 0] [0 0 0 0] [0 0 0 0] [] []\n[0 0 0 0] [0 0 0 0] [0 0 0 0] [] []\n" {
+		t.Fatalf("zero packs:\n%s", got)
+	}
+}
+
+// The packed columns are the names the Go client reads them by.
+func TestPackedColumnsAreTheClients(t *testing.T) {
+	want := []string{shardfeed.ColumnPositionIDs, shardfeed.ColumnLossMask, shardfeed.ColumnCuSeqlens, shardfeed.ColumnDocIDs}
+	if fmt.Sprint(PackedColumns) != fmt.Sprint(want) {
+		t.Fatalf("the sidecar adds %v, the Go client reads %v", PackedColumns, want)
 	}
 }

@@ -61,6 +61,8 @@ type indexOptions struct {
 	stream        string
 	filter        string
 	lengths       string
+	buckets       []int64
+	aspectRatios  []string
 	pack          packFlags
 	indexURI      string
 }
@@ -172,6 +174,13 @@ which the planner reads, and lengths-<sha256>.lengths, each sample's
 length as varints, which a pod fetches for its own splits' shards.
 --selection-only with --lengths writes them over the index already there.
 
+With --lengths COLUMN --buckets B1,B2,… (lengths: elements, or an
+image's pixels) or --aspect-ratios R1,R2,… (an image's width over height,
+e.g. 3/4,4/3), index also writes each bucket's rows as a selection beside
+the index, as a filter's are written (of the filter's matching rows where
+the stream has one), under the bucket's name
+"shardfeed.bucket(COLUMN: … at …)[k]": what bucketing plans with.
+
 With --lengths COLUMN --pack-length L (or -f of a manifest with
 spec.packing), index also packs each shard's documents (COLUMN's token
 lists) into sequences of L tokens as the sidecar will (--pack-method,
@@ -199,7 +208,7 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 	o.table.add(cmd)
 	o.lance.add(cmd)
 	o.parts.add(cmd)
-	o.pack.add(cmd)
+	o.addLengthFlags(cmd)
 	cmd.Flags().StringVar((*string)(&o.kind), "format", "parquet", "format of the stream's objects: "+strings.Join(reg.Kinds(format.IndexesObjects), ", ")+
 		"; or of a table: "+strings.Join(reg.Kinds(format.IsTable), ", ")+" (mds with --filter: MDS keeps its own index)")
 	cmd.Flags().StringVar(&o.shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
@@ -211,8 +220,16 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 	cmd.Flags().BoolVar(&o.selectionOnly, "selection-only", false, "with --filter or --lengths: write only the filter's selection and the lengths, over the index already there (which stays as it is, and so does every plan's fingerprint)")
 	cmd.Flags().StringVar(&o.indexURI, "index-uri", "", "where the index and the filter's selections go, when not under _shardfeed/ in URI (spec.streams[].source.indexURI): a prefix of the same store, for data you may not write to")
 	cmd.Flags().StringVar(&o.filter, "filter", "", "a row filter (spec.streams[].filter): a CEL expression over the stream's columns; writes the rows it matches in each shard beside the index")
-	cmd.Flags().StringVar(&o.lengths, "lengths", "", "a column whose samples' lengths to write beside the index (for packing and bucketing): a list column's elements (tokens), or a binary column's image height and width; of the filter's matching rows where there is a filter")
 	return cmd
+}
+
+// addLengthFlags adds the flags of what index measures beside the index:
+// lengths, buckets and packs.
+func (o *indexOptions) addLengthFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.lengths, "lengths", "", "a column whose samples' lengths to write beside the index (for packing and bucketing): a list column's elements (tokens), or a binary column's image height and width; of the filter's matching rows where there is a filter")
+	cmd.Flags().Int64SliceVar(&o.buckets, "buckets", nil, "with --lengths: write each bucket's rows as a selection beside the index, the buckets cut at these lengths (elements, or an image's pixels), ascending, e.g. 512,1024,2048")
+	cmd.Flags().StringSliceVar(&o.aspectRatios, "aspect-ratios", nil, "with --lengths of images: write each bucket's rows as a selection beside the index, the buckets cut at these ratios of width over height, ascending, e.g. 3/4,4/3")
+	o.pack.add(cmd)
 }
 
 func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
@@ -227,6 +244,9 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 	packing, err := o.pack.spec(o.lengths)
 	if err != nil {
 		return err
+	}
+	if (len(o.buckets) > 0 || len(o.aspectRatios) > 0) && o.lengths == "" {
+		return errors.New("--buckets and --aspect-ratios cut the samples by their lengths: give --lengths COLUMN")
 	}
 	st, ist, err := o.stores(ctx, source)
 	if err != nil {
@@ -303,10 +323,59 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 		return nil
 	}
 	x, values, err := writeLengths(ctx, out, data, ist, l, o.lengths, sel, opts.Progress, verb, o.dryRun)
-	if err != nil || packing == nil {
+	if err != nil {
 		return err
 	}
+	if len(o.buckets) > 0 || len(o.aspectRatios) > 0 {
+		if err := o.writeBuckets(ctx, out, ist, l, x, values, sel, verb); err != nil {
+			return err
+		}
+	}
+	if packing == nil {
+		return nil
+	}
 	return writePacks(out, ist, x, values, packing, verb, o.dryRun)
+}
+
+// writeBuckets writes each bucket's rows of the samples whose lengths are
+// x and values (a filter's matching rows, with sel) as a selection beside
+// the index in ist.
+func (o *indexOptions) writeBuckets(ctx context.Context, out io.Writer, ist store.Store, l *index.Layout, x *index.LengthsIndex, values []byte,
+	sel *format.Selection, verb string) error {
+	ratios, err := index.ParseRatios(o.aspectRatios)
+	if err != nil {
+		return fmt.Errorf("--aspect-ratios: %w", err)
+	}
+	b := index.Buckets{Column: x.Column, Measure: x.Measure, Bounds: o.buckets, Ratios: ratios}
+	var runs func(i int) ([]index.Run, error)
+	if sel != nil {
+		runs = func(i int) ([]index.Run, error) {
+			sh := sel.Index.Shards[i]
+			return sel.Index.ShardRuns(i, sel.Runs[sh.Offset:sh.Offset+sh.Length], l.Index.Shards[i].Samples)
+		}
+	}
+	sels, objects, err := index.BucketSelections(x, values, b, x.Filter, runs)
+	if err != nil {
+		return fmt.Errorf("--buckets: %w", err)
+	}
+	samples, _, _ := x.Totals()
+	for k, s := range sels {
+		if !o.dryRun {
+			if err := index.WriteFilter(ctx, ist, s, objects[k]); err != nil {
+				return err
+			}
+		}
+		var n int64
+		for _, sh := range s.Shards {
+			n += sh.Matching
+		}
+		key, _ := index.FilterObjects(s.Filter)
+		if _, err := fmt.Fprintf(out, "%s %s%s: bucket %d, %s: %d samples (%.1f%%)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key, k, s.Filter,
+			n, 100*float64(n)/float64(max(samples, 1))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writePacks counts each shard's packs of the documents whose lengths are

@@ -89,6 +89,58 @@ func TestIntegrationLengthsAreThoseOfPyarrowAndPillow(t *testing.T) {
 		}
 	}
 
+	// Buckets: by length over the filter's rows, by aspect ratio over all;
+	// each row in the bucket its oracle measure says, rows the filter
+	// leaves out in none.
+	if out, err := runCLI(t, "index", src, "--format", "parquet", "--selection-only", "--filter", filter, "--lengths", "tokens", "--buckets", "8,16"); err != nil ||
+		!strings.Contains(out, "bucket 2, shardfeed.bucket(tokens: elements at 8,16)[2] && (lang == 'en')") {
+		t.Fatalf("index --buckets: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, "index", src, "--format", "parquet", "--selection-only", "--lengths", "image", "--aspect-ratios", "3/4,4/3"); err != nil {
+		t.Fatalf("index --aspect-ratios: %v\n%s", err, out)
+	}
+	ratios, _ := index.ParseRatios([]string{"3/4", "4/3"})
+	for _, c := range []struct {
+		b      index.Buckets
+		filter string
+		want   func(r oracleRow) int
+	}{
+		{index.Buckets{Column: "tokens", Measure: index.Elements, Bounds: []int64{8, 16}}, filter, func(r oracleRow) int {
+			switch {
+			case r.Lang != "en":
+				return -1
+			case r.Tokens < 8:
+				return 0
+			case r.Tokens < 16:
+				return 1
+			}
+			return 2
+		}},
+		{index.Buckets{Column: "image", Measure: index.ImageSize, Ratios: ratios}, "", func(r oracleRow) int {
+			switch { // width/height against 3/4 and 4/3, in integers
+			case 4*r.Width < 3*r.Height:
+				return 0
+			case 3*r.Width < 4*r.Height:
+				return 1
+			}
+			return 2
+		}},
+	} {
+		got := readBuckets(t, src, c.b, c.filter)
+		counts := map[int]int{}
+		for i, r := range rows {
+			if want := c.want(r); got[i] != want {
+				t.Fatalf("%s: row %d (%+v) in bucket %d, pyarrow and Pillow measure bucket %d", c.b.Column, i, r, got[i], want)
+			}
+			counts[got[i]]++
+		}
+		for k := range c.b.Count() {
+			if counts[k] == 0 {
+				t.Errorf("%s: the oracle's rows fill buckets %v, none bucket %d: the test checks too little", c.b.Column, counts, k)
+			}
+		}
+	}
+
 	bad := "file://" + filepath.Join(dir, "bad") + "/"
 	for _, c := range []struct{ args, want []string }{
 		{[]string{"--lengths", "text"}, []string{`column "text" is text`, "tokenizer"}},
@@ -150,6 +202,58 @@ func readLengths(t *testing.T, uri, column string, m index.Measure, filter strin
 			t.Fatalf("shard %d: %v", i, err)
 		}
 		out = append(out, ls...)
+	}
+	return out
+}
+
+// readBuckets reads each bucket's selection as a sidecar reads a filter's
+// and returns each row's bucket, in the stream's order (-1: in none).
+func readBuckets(t *testing.T, uri string, b index.Buckets, filter string) []int {
+	t.Helper()
+	ctx := context.Background()
+	st, err := stores.Open(ctx, store.Source{URI: uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := index.ReadStoreLayout(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples := make([]int64, len(l.Index.Shards))
+	var first []int64 // each shard's first row in the stream
+	var rows int64
+	for i, s := range l.Index.Shards {
+		samples[i] = s.Samples
+		first = append(first, rows)
+		rows += s.Samples
+	}
+	out := make([]int, rows)
+	for i := range out {
+		out[i] = -1
+	}
+	for k := range b.Count() {
+		sel, err := index.ReadFilter(ctx, st, b.Filter(k, filter), l.Index.ContentHash(), samples, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := os.ReadFile(filepath.Join(strings.TrimPrefix(uri, "file://"), sel.RunsKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, sh := range sel.Shards {
+			rs, err := sel.ShardRuns(i, runs[sh.Offset:sh.Offset+sh.Length], samples[i])
+			if err != nil {
+				t.Fatalf("bucket %d shard %d: %v", k, i, err)
+			}
+			for _, r := range rs {
+				for row := r[0]; row < r[1]; row++ {
+					if out[first[i]+row] != -1 {
+						t.Fatalf("row %d in buckets %d and %d", first[i]+row, out[first[i]+row], k)
+					}
+					out[first[i]+row] = k
+				}
+			}
+		}
 	}
 	return out
 }

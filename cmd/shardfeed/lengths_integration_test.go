@@ -166,18 +166,7 @@ func TestIntegrationLengthsAreThoseOfPyarrowAndPillow(t *testing.T) {
 func readLengths(t *testing.T, uri, column string, m index.Measure, filter string) []index.Length {
 	t.Helper()
 	ctx := context.Background()
-	st, err := stores.Open(ctx, store.Source{URI: uri})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := index.ReadStoreLayout(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples := make([]int64, len(l.Index.Shards))
-	for i, s := range l.Index.Shards {
-		samples[i] = s.Samples
-	}
+	st, l, samples := openIndexed(t, uri)
 	if filter != "" {
 		sel, err := index.ReadFilter(ctx, st, filter, l.Index.ContentHash(), samples, 0)
 		if err != nil {
@@ -211,19 +200,10 @@ func readLengths(t *testing.T, uri, column string, m index.Measure, filter strin
 func readBuckets(t *testing.T, uri string, b index.Buckets, filter string) []int {
 	t.Helper()
 	ctx := context.Background()
-	st, err := stores.Open(ctx, store.Source{URI: uri})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := index.ReadStoreLayout(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples := make([]int64, len(l.Index.Shards))
+	st, l, samples := openIndexed(t, uri)
 	var first []int64 // each shard's first row in the stream
 	var rows int64
-	for i, s := range l.Index.Shards {
-		samples[i] = s.Samples
+	for _, s := range l.Index.Shards {
 		first = append(first, rows)
 		rows += s.Samples
 	}
@@ -256,4 +236,24 @@ func readBuckets(t *testing.T, uri string, b index.Buckets, filter string) []int
 		}
 	}
 	return out
+}
+
+// openIndexed opens the store of an indexed stream and reads its layout
+// and each shard's samples.
+func openIndexed(t *testing.T, uri string) (store.Store, *index.Layout, []int64) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := stores.Open(ctx, store.Source{URI: uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := index.ReadStoreLayout(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples := make([]int64, len(l.Index.Shards))
+	for i, s := range l.Index.Shards {
+		samples[i] = s.Samples
+	}
+	return st, l, samples
 }

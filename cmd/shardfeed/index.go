@@ -395,7 +395,7 @@ func writePacks(out io.Writer, ist store.Store, x *index.LengthsIndex, values []
 	t := px.Totals()
 	_, err = fmt.Fprintf(out, "%s %s%s: %d documents (%s) in %d packs of %d tokens, %.2f%% padding; %d documents cut, %d dropped (%d tokens), %d empty (%s)\n", verb,
 		strings.TrimSuffix(ist.URI(), "/")+"/", index.PacksKey(x.Column, x.Filter, p), t.Docs, p, t.Packs, p.SeqLength,
-		100*float64(t.Padding)/float64(max(t.Padding+t.Tokens, 1)), t.CutDocs, t.DroppedDocs, t.DroppedTokens, t.EmptyDocs, time.Since(start).Round(time.Millisecond))
+		t.PaddingPercent(), t.CutDocs, t.DroppedDocs, t.DroppedTokens, t.EmptyDocs, time.Since(start).Round(time.Millisecond))
 	return err
 }
 

@@ -547,8 +547,7 @@ func (s *summary) write(out io.Writer) error {
 		for _, st := range s.Streams {
 			if t := st.Packing; t != nil {
 				p("\t%s: %d documents in %d packs (%.2f a pack), %d tokens, %.2f%% padding; %d documents cut, %d dropped (%d tokens), %d empty\n",
-					st.Name, t.Docs, t.Packs, float64(t.Docs-t.EmptyDocs-t.DroppedDocs)/float64(max(t.Packs, 1)), t.Tokens,
-					100*float64(t.Padding)/float64(max(t.Padding+t.Tokens, 1)), t.CutDocs, t.DroppedDocs, t.DroppedTokens, t.EmptyDocs)
+					st.Name, t.Docs, t.Packs, t.DocsPerPack(), t.Tokens, t.PaddingPercent(), t.CutDocs, t.DroppedDocs, t.DroppedTokens, t.EmptyDocs)
 			}
 		}
 	}

@@ -309,15 +309,7 @@ func packingOf(ds *datav1alpha1.TrainingDataset, served *servedStreams) *packing
 	}
 	s := &packingSummary{Packing: ds.Spec.Packing.Column + ": " + planspec.Packing(ds.Spec.Packing).String()}
 	for _, x := range served.packs {
-		t := x.Totals()
-		s.Totals.Docs += t.Docs
-		s.Totals.Packs += t.Packs
-		s.Totals.Tokens += t.Tokens
-		s.Totals.Padding += t.Padding
-		s.Totals.CutDocs += t.CutDocs
-		s.Totals.DroppedDocs += t.DroppedDocs
-		s.Totals.DroppedTokens += t.DroppedTokens
-		s.Totals.EmptyDocs += t.EmptyDocs
+		s.Totals.Add(x.Totals())
 	}
 	return s
 }
@@ -326,6 +318,5 @@ func packingOf(ds *datav1alpha1.TrainingDataset, served *servedStreams) *packing
 func (s *packingSummary) String() string {
 	t := s.Totals
 	return fmt.Sprintf("packed (%s): a sample is a pack; %d documents in %d packs (%.2f a pack), %.2f%% padding, %d documents cut, %d dropped",
-		s.Packing, t.Docs, t.Packs, float64(t.Docs-t.EmptyDocs-t.DroppedDocs)/float64(max(t.Packs, 1)),
-		100*float64(t.Padding)/float64(max(t.Padding+t.Tokens, 1)), t.CutDocs, t.DroppedDocs)
+		s.Packing, t.Docs, t.Packs, t.DocsPerPack(), t.PaddingPercent(), t.CutDocs, t.DroppedDocs)
 }

@@ -164,14 +164,30 @@ func (x *PacksIndex) Check(contentHash string, samples []int64) error {
 func (x *PacksIndex) Totals() PacksShard {
 	var t PacksShard
 	for _, s := range x.Shards {
-		t.Docs += s.Docs
-		t.Packs += s.Packs
-		t.Tokens += s.Tokens
-		t.Padding += s.Padding
-		t.CutDocs += s.CutDocs
-		t.DroppedDocs += s.DroppedDocs
-		t.DroppedTokens += s.DroppedTokens
-		t.EmptyDocs += s.EmptyDocs
+		t.Add(s)
 	}
 	return t
+}
+
+// Add adds s's counts to t's.
+func (t *PacksShard) Add(s PacksShard) {
+	t.Docs += s.Docs
+	t.Packs += s.Packs
+	t.Tokens += s.Tokens
+	t.Padding += s.Padding
+	t.CutDocs += s.CutDocs
+	t.DroppedDocs += s.DroppedDocs
+	t.DroppedTokens += s.DroppedTokens
+	t.EmptyDocs += s.EmptyDocs
+}
+
+// DocsPerPack is the documents a pack holds on average (a cut document
+// counts once).
+func (t PacksShard) DocsPerPack() float64 {
+	return float64(t.Docs-t.EmptyDocs-t.DroppedDocs) / float64(max(t.Packs, 1))
+}
+
+// PaddingPercent is the share of the packs' room left as padding, in %.
+func (t PacksShard) PaddingPercent() float64 {
+	return 100 * float64(t.Padding) / float64(max(t.Padding+t.Tokens, 1))
 }

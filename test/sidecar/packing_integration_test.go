@@ -14,7 +14,6 @@ import (
 	"slices"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -144,13 +143,12 @@ func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request,
 // real sidecars serve three streams of documents (two Parquet, of lists
 // of 1 to 90 tokens, and one MDS, of fixed-size lists of 4) packed into
 // sequences of 64 tokens, mixed and scheduled (a batch-size ramp-up, a curriculum),
-// through a kill and a 4 → 2 pod rescale: every batch of the committed
+// through a kill and a 4 → 2 pod rescale (trainThroughARescale, which
+// bounds what each resumed pod fetches): every batch of the committed
 // lineage is `plan --ids`'s, packs and documents, each row's pieces are
 // runs of their documents' tokens, and a pack is drawn at most once a pass
 // of its stream.
 func TestIntegrationAPackedMixedScheduledDatasetThroughAKillAndARescale(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
 	bucket, dir := minioServer.Bucket(t), t.TempDir()
 	nP := len(packedDocs(t, filepath.Join(dir, "p"), 500, 0, 1))
 	nQ := len(packedDocs(t, filepath.Join(dir, "q"), 400, 1_000_000_000, 2))
@@ -185,63 +183,20 @@ func TestIntegrationAPackedMixedScheduledDatasetThroughAKillAndARescale(t *testi
 		return sampledata.Token(doc-int64(nP+nQ), 0), 4
 	}
 
-	state := filepath.Join(t.TempDir(), "state.json")
-	pod := func(pods, rank int, attempt string) *server {
-		d := t.TempDir()
-		return startEnv(t, d, credentialsEnv(t, ds), podArgs(ds, d, state, "packed", attempt, pods, rank)...)
+	read := func(ctx context.Context, c *shardfeed.Client, req shardfeed.Request, each func(packedBatch) bool) ([]packedBatch, error) {
+		return readPacked(ctx, c, req, tokenOf, each)
 	}
-	plan4, plan2 := planIDs(t, ds, 0, 4, 1), planIDs(t, ds, 0, 2, 1)
-	steps := int64(len(plan4) / 4)
-	if steps < 20 {
-		t.Fatalf("the plan has %d steps", steps)
-	}
-	stop, commitAt := steps*2/3, steps/2
-	lineage := map[[2]int64]packedBatch{}
-	var four []*server
-	for rank := range 4 {
-		four = append(four, pod(4, rank, "a1"))
-	}
-	for rank, srv := range four {
-		got, err := readPacked(ctx, srv.client, shardfeed.Request{Rank: rank, World: 4}, tokenOf, func(b packedBatch) bool { return b.step+1 < stop })
-		if err != nil {
-			t.Fatalf("world 4 rank %d: %v\n%s", rank, err, srv.logs())
-		}
-		for _, b := range got {
-			if b.step < commitAt {
-				lineage[[2]int64{b.step, int64(rank)}] = b
-			}
-		}
-	}
-	if _, err := four[0].client.Commit(ctx, 0, commitAt, false); err != nil {
-		t.Fatal(err)
-	}
-	for _, srv := range four {
-		srv.kill()
-	}
-	for rank := range 2 {
-		srv := pod(2, rank, "a2")
-		got, err := readPacked(ctx, srv.client, shardfeed.Request{Rank: rank, World: 2}, tokenOf, nil)
-		if err != nil {
-			t.Fatalf("world 2 rank %d: %v\n%s", rank, err, srv.logs())
-		}
-		if len(got) == 0 || got[0].step != commitAt {
-			t.Fatalf("world 2 rank %d resumed at step %v, want %d", rank, got[:min(1, len(got))], commitAt)
-		}
-		for _, b := range got {
-			lineage[[2]int64{b.step, int64(rank)}] = b
-		}
-		srv.kill()
+	r := trainThroughARescale(t, ds, "packed", read, func(b packedBatch) int64 { return b.step })
+	if r.steps < 20 {
+		t.Fatalf("the plan has %d steps", r.steps)
 	}
 	// The lineage is plan --ids's, packs and documents; within a pass of
 	// its stream, no document's token twice.
 	seen := map[int64]int{}
-	for k := range steps {
-		world, plan := 4, plan4
-		if k >= commitAt {
-			world, plan = 2, plan2
-		}
+	for k := range r.steps {
+		world, plan := r.planAt(k)
 		for rank := range world {
-			got, want := lineage[[2]int64{k, int64(rank)}], plan[[2]int64{k, int64(rank)}]
+			got, want := r.lineage[[2]int64{k, int64(rank)}], plan[[2]int64{k, int64(rank)}]
 			if fmt.Sprint(got.ids) != fmt.Sprint(want.IDs) || fmt.Sprint(got.docs) != fmt.Sprint(want.Docs) {
 				t.Fatalf("step %d rank %d of %d: the lineage trained packs %v of documents %v, plan --ids says %v of %v", k, rank, world, got.ids, got.docs, want.IDs, want.Docs)
 			}

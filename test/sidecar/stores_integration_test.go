@@ -156,47 +156,84 @@ func TestIntegrationEveryStoreMixesWithMinIOExactlyOnceThroughAKillAndARescale(t
 	}
 }
 
-// trainKillAndResume serves ds with real sidecar processes, one per pod: 4
-// pods train to 2/3 of the epoch and rank 0 commits half of it; they are
-// killed with SIGKILL, and 2 pods resume from the commit to the epoch's
-// end. It checks that the committed lineage equals `plan --ids` for each
-// world size, that every value is the one written, and that no resumed pod
-// fetches more than the plan's bound for its pod count, and returns the
-// lineage, (step, rank) → batch, and the job's state file.
+// trainKillAndResume serves ds with real sidecar processes, one per pod
+// (trainThroughARescale), and checks that the committed lineage equals
+// `plan --ids` for each world size and that every value is the one
+// written. It returns the lineage, (step, rank) → batch, and the job's
+// state file.
 func trainKillAndResume(t *testing.T, ds dataset, job string) (lineage map[[2]int64]batch, state string) {
+	t.Helper()
+	r := trainThroughARescale(t, ds, job, readAll, func(b batch) int64 { return b.step })
+	for k := range r.steps {
+		world, plan := r.planAt(k)
+		for rank := range world {
+			got, want := r.lineage[[2]int64{k, int64(rank)}].ids, plan[[2]int64{k, int64(rank)}].IDs
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("step %d rank %d of %d: the lineage trained %v, plan --ids says %v", k, rank, world, got, want)
+			}
+		}
+	}
+	return r.lineage, r.state
+}
+
+// rescaled is a job trained through a kill and a 4 → 2 pod rescale.
+type rescaled[T any] struct {
+	// lineage is the committed lineage, (step, rank) → batch.
+	lineage map[[2]int64]T
+	// plan4 and plan2 are `plan --ids` at 4 and 2 ranks.
+	plan4, plan2    map[[2]int64]planLine
+	steps, commitAt int64
+	state           string
+}
+
+// planAt is the world size that trained step k and its plan.
+func (r rescaled[T]) planAt(k int64) (int, map[[2]int64]planLine) {
+	if k >= r.commitAt {
+		return 2, r.plan2
+	}
+	return 4, r.plan4
+}
+
+// trainThroughARescale serves ds with real sidecar processes, one per
+// pod, each rank's batches read with read: 4 pods train to 2/3 of the
+// epoch and rank 0 commits half of it; they are killed with SIGKILL, and 2
+// pods resume from the commit to the epoch's end, none fetching more than
+// the plan's bound for its pod count.
+func trainThroughARescale[T any](t *testing.T, ds dataset, job string,
+	read func(context.Context, *shardfeed.Client, shardfeed.Request, func(T) bool) ([]T, error), step func(T) int64) rescaled[T] {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	state = filepath.Join(t.TempDir(), "state.json")
+	r := rescaled[T]{state: filepath.Join(t.TempDir(), "state.json"), lineage: map[[2]int64]T{}}
 	pod := func(pods, rank int, attempt string) *server {
 		dir := t.TempDir()
-		return startEnv(t, dir, credentialsEnv(t, ds), podArgs(ds, dir, state, job, attempt, pods, rank)...)
+		return startEnv(t, dir, credentialsEnv(t, ds), podArgs(ds, dir, r.state, job, attempt, pods, rank)...)
 	}
-	plan4, plan2 := planIDs(t, ds, 0, 4, 1), planIDs(t, ds, 0, 2, 1)
-	steps := int64(len(plan4) / 4)
-	if steps < 8 || int64(len(plan2)/2) != steps {
-		t.Fatalf("the plan has %d steps at world 4 and %d at world 2", steps, len(plan2)/2)
+	r.plan4, r.plan2 = planIDs(t, ds, 0, 4, 1), planIDs(t, ds, 0, 2, 1)
+	r.steps = int64(len(r.plan4) / 4)
+	if r.steps < 8 || int64(len(r.plan2)/2) != r.steps {
+		t.Fatalf("the plan has %d steps at world 4 and %d at world 2", r.steps, len(r.plan2)/2)
 	}
 
 	// 4 pods train to 2/3 of the epoch; rank 0 commits half of it.
-	stop, commitAt := steps*2/3, steps/2
-	lineage = map[[2]int64]batch{} // (step, rank) → the committed lineage's batch
+	stop := r.steps * 2 / 3
+	r.commitAt = r.steps / 2
 	var four []*server
 	for rank := range 4 {
 		four = append(four, pod(4, rank, "a1"))
 	}
 	for rank, srv := range four {
-		got, err := readAll(ctx, srv.client, shardfeed.Request{Rank: rank, World: 4}, func(b batch) bool { return b.step+1 < stop })
+		got, err := read(ctx, srv.client, shardfeed.Request{Rank: rank, World: 4}, func(b T) bool { return step(b)+1 < stop })
 		if err != nil {
 			t.Fatalf("world 4 rank %d: %v\n%s", rank, err, srv.logs())
 		}
 		for _, b := range got {
-			if b.step < commitAt {
-				lineage[[2]int64{b.step, int64(rank)}] = b
+			if step(b) < r.commitAt {
+				r.lineage[[2]int64{step(b), int64(rank)}] = b
 			}
 		}
 	}
-	if _, err := four[0].client.Commit(ctx, 0, commitAt, false); err != nil {
+	if _, err := four[0].client.Commit(ctx, 0, r.commitAt, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, srv := range four {
@@ -210,15 +247,15 @@ func trainKillAndResume(t *testing.T, ds dataset, job string) (lineage map[[2]in
 	}
 	bound := planSummary(t, ds, 2).bytes
 	for rank, srv := range two {
-		got, err := readAll(ctx, srv.client, shardfeed.Request{Rank: rank, World: 2}, nil)
+		got, err := read(ctx, srv.client, shardfeed.Request{Rank: rank, World: 2}, nil)
 		if err != nil {
 			t.Fatalf("world 2 rank %d: %v\n%s", rank, err, srv.logs())
 		}
-		if len(got) == 0 || got[0].step != commitAt {
-			t.Fatalf("world 2 rank %d resumed at %v, want the committed step %d", rank, got[:min(len(got), 1)], commitAt)
+		if len(got) == 0 || step(got[0]) != r.commitAt {
+			t.Fatalf("world 2 rank %d resumed at %v, want the committed step %d", rank, got[:min(len(got), 1)], r.commitAt)
 		}
 		for _, b := range got {
-			lineage[[2]int64{b.step, int64(rank)}] = b
+			r.lineage[[2]int64{step(b), int64(rank)}] = b
 		}
 		var status struct {
 			Pipeline struct {
@@ -232,23 +269,10 @@ func trainKillAndResume(t *testing.T, ds dataset, job string) (lineage map[[2]in
 			t.Errorf("pod %d of 2 fetched %d bytes, over the plan's bound of %d per pod", rank, status.Pipeline.Cache.FetchedBytes, bound)
 		}
 	}
-	if _, err := two[0].client.Commit(ctx, 0, steps, false); err != nil {
+	if _, err := two[0].client.Commit(ctx, 0, r.steps, false); err != nil {
 		t.Fatal(err)
 	}
-
-	for k := range steps {
-		world, plan := 4, plan4
-		if k >= commitAt {
-			world, plan = 2, plan2
-		}
-		for rank := range world {
-			got, want := lineage[[2]int64{k, int64(rank)}].ids, plan[[2]int64{k, int64(rank)}].IDs
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("step %d rank %d of %d: the lineage trained %v, plan --ids says %v", k, rank, world, got, want)
-			}
-		}
-	}
-	return lineage, state
+	return r
 }
 
 // podArgs are the arguments of the sidecar of pod rank of pods, working

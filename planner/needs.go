@@ -37,6 +37,16 @@ func (pl *Plan) padRows() int64 {
 	return pl.steps*pl.perSplit - pl.splitLen
 }
 
+// object names the object shard of stream is: a bucketed stream's lanes
+// are views of the same objects (those of its first lane), which a pod
+// fetches and caches once.
+func (pl *Plan) object(stream, shard int) [2]int {
+	if b := pl.params.Bucketing; b != nil {
+		stream = stream / b.Buckets * b.Buckets
+	}
+	return [2]int{stream, shard}
+}
+
 func (pl *Plan) shardBytes(stream int, shard int64) int64 {
 	return pl.params.Streams[stream].Index.Shards[shard].Bytes
 }
@@ -212,10 +222,16 @@ func (ep *EpochPlan) EgressOf(ranks [][]int, dataParallel int) (Egress, error) {
 				return Egress{}, fieldErr("data-parallel rank", "%d is outside %d data-parallel ranks", d, dataParallel)
 			}
 		}
+		fetched := map[[2]int]bool{}
 		for _, nd := range ep.NeedsOf(rs, dataParallel) {
+			key := ep.plan.object(nd.Stream, nd.Shard)
+			if fetched[key] {
+				continue // another bucket's lane of a shard the pod fetches
+			}
+			fetched[key] = true
 			e.PodBytes[pod] += nd.Bytes
 			e.PodShards[pod]++
-			if key := [2]int{nd.Stream, nd.Shard}; !seen[key] {
+			if !seen[key] {
 				seen[key] = true
 				sh := ep.plan.params.Streams[nd.Stream].Index.Shards[nd.Shard]
 				e.DistinctBytes += sh.Bytes

@@ -14,7 +14,8 @@ import "fmt"
 //   - lanes (lanes.go): each stream cut on its own, stratified or
 //     per_stream batching;
 //   - schedule (schedule*.go): passes of each stream over training steps,
-//     with phases that change the mix and the batch size.
+//     with phases that change the mix and the batch size;
+//   - buckets (bucket.go): a plan per bucket, every global batch from one.
 type order interface {
 	// epoch builds the order of epoch e (e >= 0).
 	epoch(e int64) (epochOrder, error)
@@ -54,7 +55,7 @@ type orderKind interface {
 
 // orders are the kinds of order, tried in turn: the first that selects the
 // parameters builds the plan's order.
-var orders = []orderKind{scheduleKind{}, laneKind{}, randomKind{}}
+var orders = []orderKind{bucketKind{}, scheduleKind{}, laneKind{}, randomKind{}}
 
 // newOrder builds the order of a plan whose epoch geometry (counts, split
 // length, steps) is set; an order may change the split length and steps.

@@ -139,6 +139,9 @@ type Params struct {
 	// (docs/planner.md, schedules); only its presence is in the
 	// fingerprint.
 	Schedule *Schedule
+	// Bucketing, if set, makes the streams lanes of buckets, stream-major,
+	// and draws every global batch from one bucket (bucket.go).
+	Bucketing *Bucketing
 }
 
 // Batching is how streams share a batch.
@@ -219,9 +222,8 @@ func (p *Params) Validate() error {
 	return err
 }
 
-// samplesPerStream validates the parameters and applies design §3 step 1:
-// weights to samples per stream per epoch.
-func (p *Params) samplesPerStream() ([]int64, error) {
+// streamCounts is samplesPerStream without bucketing.
+func (p *Params) streamCounts() ([]int64, error) {
 	if len(p.Streams) == 0 {
 		return nil, fieldErr("spec.streams", "at least one stream is required")
 	}
@@ -303,6 +305,18 @@ func (p *Params) samplesPerStream() ([]int64, error) {
 		}
 	}
 	return counts, nil
+}
+
+// samplesPerStream validates the parameters and applies design §3 step 1:
+// weights to samples per stream (per lane, bucketed) per epoch.
+func (p *Params) samplesPerStream() ([]int64, error) {
+	if p.Bucketing == nil {
+		return p.streamCounts()
+	}
+	if err := p.validateBucketing(); err != nil {
+		return nil, err
+	}
+	return p.bucketCounts()
 }
 
 // weighCounts turns weights into samples per stream (design §3 step 1).
@@ -430,6 +444,9 @@ func largestRemainder(total int64, weights []*big.Rat) []int64 {
 // for byte) unless they use a feature of a later version, which then
 // shapes the sequence (docs/planner.md, plan versions).
 func (p *Params) version() int {
+	if p.Bucketing != nil {
+		return 5
+	}
 	for _, s := range p.Streams {
 		if s.Index.Packing != "" {
 			return 4
@@ -489,6 +506,9 @@ func (p *Params) fingerprintInputs() []fingerprintInput {
 	}
 	if p.Schedule != nil { // only scheduled datasets; the phases may grow
 		in = append(in, fingerprintInput{"spec.schedule", "per-stream passes"})
+	}
+	if b := p.Bucketing; b != nil { // only bucketed datasets
+		in = append(in, fingerprintInput{"spec.bucketing", strings.Join(b.Labels, "; ")})
 	}
 	return append(in,
 		fingerprintInput{"spec.epochSize", fmt.Sprint(p.EpochSize)},

@@ -667,6 +667,16 @@ func goldenPlans() map[string]Params {
 				{StartStep: 17, RepeatSteps: 3},
 			}},
 		},
+		"bucketed": {
+			Streams: []Stream{
+				{Name: "a[0]", Index: filteredIndex("sha256:a0", 30, 11, 7, 19)},
+				{Name: "a[1]", Index: filteredIndex("sha256:a1", 3, 20, 0, 9)},
+				{Name: "b[0]", Index: filteredIndex("sha256:b0", 20, 0), Repeat: "2"},
+				{Name: "b[1]", Index: filteredIndex("sha256:b1", 5, 25), Repeat: "2"},
+			},
+			Seed: 7, NumSplits: 4, Shuffle: true, BlockSize: 5, GlobalBatchSize: 8,
+			Bucketing: &Bucketing{Buckets: 2, Streams: []string{"a", "b"}, Labels: []string{"length below 128", "length at least 128"}},
+		},
 	}
 }
 
@@ -697,6 +707,9 @@ func TestPlanGoldenVectors(t *testing.T) {
 		},
 		3: {
 			"runs": "bb66bd63a32d35d8bc189884",
+		},
+		5: {
+			"bucketed": "aa754f0f13ae2ce868a1f45d",
 		},
 	}
 	for name, p := range goldenPlans() {
@@ -766,6 +779,13 @@ func TestPlanGoldenFingerprints(t *testing.T) {
 			"runs": {sum: "v3-64a574e4340773322e3f5243b37a6e35", content: map[string]string{
 				"a": "56158dfacba73f4c846c8dcdcbff0f8acc123033516d72226a11678b1d9c11a9",
 				"b": "1ffcfdd496804575d366dded16d57f32332051a451e2d135eb7e5e3d7a752a02"}},
+		},
+		5: {
+			"bucketed": {sum: "v5-f7ebe35cd935273ad610a12443d0fda7", content: map[string]string{
+				"a[0]": "5d0bce3e95ea3b1be0e197d31de29d4cfb81c141e8b3a5cb8a3039252891da6b",
+				"a[1]": "19dbd8c3c3f564b3c5ff75006f53be5257eeca13329167c237f956329af12e75",
+				"b[0]": "ada87c5af0b72e65ed716453de8bac0f2908e5b8a1db4af0f128bfc3b8ba5fc5",
+				"b[1]": "1fe88fe07cb34a86a86594b4e70df6266e0b9dea608a277b00bfd2a05d43bfe6"}},
 		},
 	}
 	for name, p := range goldenPlans() {

@@ -24,13 +24,15 @@ func derive(key, v uint64) uint64 {
 // Purposes separate the random streams of the plan: the same seed never
 // drives two decisions with the same numbers.
 const (
-	purposeUnitOrder  uint64 = 1 // order of shards before the splits are cut (seed only)
-	purposeShardPick  uint64 = 2 // which shards give a stream's partial pass (seed, epoch, stream)
-	purposeLongSplits uint64 = 3 // which splits get one sample more (seed, epoch)
-	purposePieceOrder uint64 = 4 // order of the pieces inside a split (seed, epoch, split)
-	purposeBlock      uint64 = 5 // order of the samples inside a block (seed, epoch, split, block)
-	purposeLane       uint64 = 6 // the seed of a stream cut on its own (seed, stream)
-	purposePass       uint64 = 7 // the seed of a stream's passes under a schedule (seed, stream)
+	purposeUnitOrder   uint64 = 1 // order of shards before the splits are cut (seed only)
+	purposeShardPick   uint64 = 2 // which shards give a stream's partial pass (seed, epoch, stream)
+	purposeLongSplits  uint64 = 3 // which splits get one sample more (seed, epoch)
+	purposePieceOrder  uint64 = 4 // order of the pieces inside a split (seed, epoch, split)
+	purposeBlock       uint64 = 5 // order of the samples inside a block (seed, epoch, split, block)
+	purposeLane        uint64 = 6 // the seed of a stream cut on its own (seed, stream)
+	purposePass        uint64 = 7 // the seed of a stream's passes under a schedule (seed, stream)
+	purposeBucket      uint64 = 8 // the seed of every bucket's plan (seed)
+	purposeBucketOrder uint64 = 9 // the buckets' order in a window of batches (seed, epoch, window)
 )
 
 // feistelRounds is the number of rounds of the permutation. Four rounds of a

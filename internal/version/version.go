@@ -32,7 +32,7 @@ func Image() string {
 // build computes. A change to any plan bumps it; a plan that uses no
 // feature of a newer version keeps its version. A plan's version is part
 // of its fingerprint.
-const PlanVersion = 4
+const PlanVersion = 5
 
 // Info describes a build.
 type Info struct {

@@ -105,6 +105,18 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 		case read.ReadBytes.Load() > budget: // its filter's selection after its index
 			return nil, nil, nil, overBudget(s.Name, budget, nil)
 		}
+		if b := ds.Spec.Bucketing; b != nil {
+			left := budget - read.ReadBytes.Load()
+			err := st.OpenBuckets(ctx, b, min(r.Policy.maxIndexBytes(), left))
+			switch {
+			case errors.As(err, &tooLarge) && left < r.Policy.maxIndexBytes():
+				return nil, nil, nil, overBudget(s.Name, budget, tooLarge)
+			case err != nil:
+				return nil, nil, nil, err
+			case read.ReadBytes.Load() > budget:
+				return nil, nil, nil, overBudget(s.Name, budget, nil)
+			}
+		}
 		out[i] = st.Index
 	}
 	ok = true
@@ -132,6 +144,9 @@ func (r *TrainingDatasetReconciler) reserveIndexBytes(ctx context.Context, ds *d
 		most += r.Policy.maxIndexBytes()
 		if s.Filter != "" {
 			most += r.Policy.maxIndexBytes()
+		}
+		if b := ds.Spec.Bucketing; b != nil { // each bucket's selection
+			most += int64(len(b.Boundaries)+len(b.AspectRatios)+1) * r.Policy.maxIndexBytes()
 		}
 	}
 	n := min(most, r.Policy.datasetBudget(), r.Policy.InFlightBytes)

@@ -330,3 +330,32 @@ func (ep *bucketEpoch) cacheBytes(first, n int) int64 {
 	}
 	return peakBytes(set.needs())
 }
+
+// BucketSummary is one bucket of a bucketed plan, per epoch.
+type BucketSummary struct {
+	Label string `json:"label"`
+	// Samples are the bucket's samples per epoch (before drops); Steps
+	// the global batches drawn from it.
+	Samples int64 `json:"samples"`
+	Steps   int64 `json:"steps"`
+}
+
+// Buckets returns a bucketed plan's buckets (nil for other plans).
+func (pl *Plan) Buckets() []BucketSummary {
+	o, ok := pl.order.(*buckets)
+	if !ok {
+		return nil
+	}
+	b := pl.params.Bucketing
+	out := make([]BucketSummary, b.Buckets)
+	for k := range out {
+		out[k].Label = b.Labels[k]
+		for s := range b.Streams {
+			out[k].Samples += pl.counts[s*b.Buckets+k]
+		}
+		if o.plans[k] != nil {
+			out[k].Steps = o.plans[k].steps
+		}
+	}
+	return out
+}

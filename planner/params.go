@@ -47,6 +47,10 @@ type StreamIndex struct {
 	// Packing is the packing whose packs are the stream's samples
 	// (spec.packing): a plan input. Empty for other streams.
 	Packing string `json:"-"`
+	// Buckets are, in a bucketed dataset (spec.bucketing), the stream's
+	// rows in each bucket: the same shards, each with its rows in the
+	// bucket, filtered by the bucket's selection. The plan's lanes.
+	Buckets []StreamIndex `json:"-"`
 }
 
 // Samples returns the number of samples in the stream.

@@ -560,6 +560,9 @@ type SidecarSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.packing) || !has(self.decode)",message="spec.packing serves only its column's tokens: drop spec.decode"
 // +kubebuilder:validation:XValidation:rule="!has(self.packing) || self.streams.all(s, !has(s.columns))",message="a packed dataset serves its packing column and what packing adds, no other: drop spec.streams[].columns"
 // +kubebuilder:validation:XValidation:rule="!has(self.schedule) || self.batching != 'per_stream'",message="a schedule mixes every batch's streams in its phase's proportions: drop batching: per_stream"
+// +kubebuilder:validation:XValidation:rule="has(self.bucketing) == has(oldSelf.bucketing) && (!has(self.bucketing) || self.bucketing == oldSelf.bucketing)",message="spec.bucketing is immutable: its buckets shape every batch; a different bucketing is a new TrainingDataset"
+// +kubebuilder:validation:XValidation:rule="!has(self.bucketing) || !has(self.schedule)",message="a schedule mixes the streams step by step and bucketing gives each step to one bucket: shardfeed does not plan both yet; drop spec.schedule or spec.bucketing"
+// +kubebuilder:validation:XValidation:rule="!has(self.bucketing) || !has(self.packing)",message="packs all hold sequenceLength slots, so bucketing them by length sorts nothing: pack or bucket, not both"
 type TrainingDatasetSpec struct {
 	// Streams of the dataset, mixed by their weights.
 	// +kubebuilder:validation:MinItems=1
@@ -622,6 +625,13 @@ type TrainingDatasetSpec struct {
 	// packs beside the index.
 	// +optional
 	Packing *Packing `json:"packing,omitempty"`
+
+	// Bucketing draws every global batch from one bucket of samples, cut
+	// by a column's lengths or an image's aspect ratio (docs/planner.md,
+	// bucketing). shardfeed index --lengths COLUMN --buckets … (or
+	// --aspect-ratios …) writes each bucket's rows beside the index.
+	// +optional
+	Bucketing *Bucketing `json:"bucketing,omitempty"`
 
 	// Decode lists columns the sidecar serves decoded rather than as the
 	// bytes the shards store: images as uint8 tensors (docs/formats.md,
@@ -719,6 +729,38 @@ type Packing struct {
 	// +kubebuilder:default=0
 	// +optional
 	PadToken *int64 `json:"padToken,omitempty"`
+}
+
+// Bucketing cuts the samples into buckets by their length (the elements of
+// a list column, or an image's pixels) at boundaries, or an image's by its
+// width over height at aspect ratios: bucket 0 below the first, bucket k
+// at or above the k-th and below the next.
+// +kubebuilder:validation:XValidation:rule="has(self.boundaries) != has(self.aspectRatios)",message="give spec.bucketing boundaries (lengths) or aspectRatios (images), one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.boundaries) || self.boundaries.all(b, b > 0) && self.boundaries.isSorted() && self.boundaries.all(b, self.boundaries.filter(c, c == b).size() == 1)",message="spec.bucketing.boundaries are lengths above 0 in ascending order, each once"
+type Bucketing struct {
+	// Column is the column whose lengths (or images) cut the buckets: a
+	// list column, or a binary column of JPEG or PNG images.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Column string `json:"column"`
+
+	// Boundaries are the lengths between buckets (elements of a list, an
+	// image's pixels), ascending.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=63
+	// +listType=atomic
+	// +optional
+	Boundaries []int64 `json:"boundaries,omitempty"`
+
+	// AspectRatios are the widths over heights between buckets of images,
+	// ascending, as decimals or fractions ("0.75", "4/3").
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=63
+	// +kubebuilder:validation:items:Pattern=`^[0-9]+(\.[0-9]+)?(/[1-9][0-9]*)?$`
+	// +kubebuilder:validation:items:MaxLength=32
+	// +listType=atomic
+	// +optional
+	AspectRatios []string `json:"aspectRatios,omitempty"`
 }
 
 // Schedule is a list of phases over the global steps.

@@ -93,7 +93,7 @@ func TestIntegrationLengthsAreThoseOfPyarrowAndPillow(t *testing.T) {
 	// each row in the bucket its oracle measure says, rows the filter
 	// leaves out in none.
 	if out, err := runCLI(t, "index", src, "--format", "parquet", "--selection-only", "--filter", filter, "--lengths", "tokens", "--buckets", "8,16"); err != nil ||
-		!strings.Contains(out, "bucket 2, shardfeed.bucket(tokens: elements at 8,16)[2] && (lang == 'en')") {
+		!strings.Contains(out, "bucket 2, shardfeed.bucket(tokens: length at 8,16)[2] && (lang == 'en')") {
 		t.Fatalf("index --buckets: %v\n%s", err, out)
 	}
 	if out, err := runCLI(t, "index", src, "--format", "parquet", "--selection-only", "--lengths", "image", "--aspect-ratios", "3/4,4/3"); err != nil {

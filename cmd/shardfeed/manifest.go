@@ -90,6 +90,9 @@ func readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset, indexDir
 	if ds.Spec.Packing != nil {
 		return nil, errors.New("spec.packing: the packs are counted beside each stream's index, which --index-dir does not hold: drop --index-dir")
 	}
+	if ds.Spec.Bucketing != nil {
+		return nil, errors.New("spec.bucketing: each bucket's rows are selected beside each stream's index, which --index-dir does not hold: drop --index-dir")
+	}
 	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
 	for i, s := range ds.Spec.Streams {
 		x, err := readStreamIndex(ctx, i, s, indexDirs, credentialsDir)

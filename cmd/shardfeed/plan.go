@@ -423,9 +423,12 @@ type summary struct {
 	Phases []phaseSummary `json:"phases,omitempty"`
 	// Packing is the dataset's packing (spec.packing), when it has one:
 	// its samples are packs of its column's documents.
-	Packing         string  `json:"packing,omitempty"`
-	BuildSeconds    float64 `json:"buildSeconds"`
-	BuildAllocBytes uint64  `json:"buildAllocBytes"`
+	Packing string `json:"packing,omitempty"`
+	// Buckets are the dataset's buckets (spec.bucketing), when it has
+	// them: every global batch is drawn from one.
+	Buckets         []planner.BucketSummary `json:"buckets,omitempty"`
+	BuildSeconds    float64                 `json:"buildSeconds"`
+	BuildAllocBytes uint64                  `json:"buildAllocBytes"`
 }
 
 type streamSummary struct {
@@ -481,8 +484,15 @@ func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []i
 			s.Phases = append(s.Phases, phaseSummary{StartStep: ph.StartStep, Changes: line, Hash: ph.Hash()})
 		}
 	}
+	if b := ds.Spec.Bucketing; b != nil {
+		s.Buckets = pl.Buckets()
+	}
 	counts := pl.SamplesPerStream()
 	for i, st := range p.Streams {
+		spec := i // the spec's stream of the plan's
+		if b := p.Bucketing; b != nil {
+			spec = i / b.Buckets
+		}
 		weight := "-"
 		switch {
 		case st.Proportion != "":
@@ -501,7 +511,7 @@ func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []i
 			ss.Packing = &t
 		}
 		if st.Index.Filter != "" {
-			ss.Filter = ds.Spec.Streams[i].Filter
+			ss.Filter = ds.Spec.Streams[spec].Filter
 			for _, sh := range st.Index.Shards {
 				if sh.Samples > 0 {
 					ss.MatchingShards++
@@ -550,6 +560,13 @@ func (s *summary) write(out io.Writer) error {
 					st.Name, t.Docs, t.Packs, t.DocsPerPack(), t.Tokens, t.PaddingPercent(), t.CutDocs, t.DroppedDocs, t.DroppedTokens, t.EmptyDocs)
 			}
 		}
+	}
+	if s.Buckets != nil {
+		p("\nBUCKET\tHOLDS\tPER EPOCH\tSTEPS\n")
+		for k, b := range s.Buckets {
+			p("%d\t%s\t%d\t%d\n", k, b.Label, b.Samples, b.Steps)
+		}
+		p("(every global batch is drawn from one bucket; stream[k] is the stream's rows in bucket k)\n")
 	}
 	if s.Columns != nil {
 		p("\nCOLUMN\tTYPE\tIN EVERY BATCH (the Python client)\n")

@@ -33,6 +33,11 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w\nor give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
 		}
+		if ds.Spec.Bucketing != nil {
+			if err := st.OpenBuckets(ctx, ds.Spec.Bucketing, 0); err != nil {
+				return nil, nil, err
+			}
+		}
 		opened[i], byName[s.Name] = st, st.Store
 		servable = servable && st.Layout != nil // a plain list of shards plans, and says nothing of its schema
 	}
@@ -56,7 +61,7 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 			defer func() { _ = r.Close() }()
 			return io.ReadAll(r)
 		}
-		all, err := source.OpenAll(ctx, opened, formats.Default(), read)
+		all, err := source.OpenAll(ctx, streams.PlanStreams(opened), formats.Default(), read)
 		if err != nil {
 			return nil, nil, fmt.Errorf("TrainingDataset %q: %w\n(serve would refuse this dataset; plan and simulate check it the same way)", ds.Name, err)
 		}

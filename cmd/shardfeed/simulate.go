@@ -178,10 +178,11 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			*planner.Simulation
-			Start    startCost       `json:"start"`
-			Packing  *packingSummary `json:"packing,omitempty"`
-			Warnings []string        `json:"warnings,omitempty"`
-		}{sim, start, packing, warnings})
+			Start    startCost               `json:"start"`
+			Packing  *packingSummary         `json:"packing,omitempty"`
+			Buckets  []planner.BucketSummary `json:"buckets,omitempty"`
+			Warnings []string                `json:"warnings,omitempty"`
+		}{sim, start, packing, pl.Buckets(), warnings})
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
@@ -193,6 +194,9 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 		ds.Name, o.epoch, sim.Steps, pl.GlobalBatchSize(), o.pods, o.procsPerPod, layout, bytesize.Human(int64(bw)), o.stepTime)
 	if packing != nil {
 		p("%s\n", packing)
+	}
+	for k, b := range pl.Buckets() {
+		p("bucket %d (%s): %d samples, %d steps an epoch\n", k, b.Label, b.Samples, b.Steps)
 	}
 	p("each sidecar at start: %d shards' indexes read in %s, plan built in %s, %s held\n",
 		start.Shards, start.Indexes.Round(time.Millisecond), start.Plan.Round(time.Millisecond), bytesize.Human(start.HeapBytes))

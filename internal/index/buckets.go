@@ -101,9 +101,10 @@ func (b Buckets) bounds() string {
 
 // Filter is the name of bucket i's selection of the rows filter matches
 // (empty: every row): what the selection is written and read under, and
-// a plan input.
+// a plan input. It leaves the measure out, which the column's type fixes,
+// so that a spec names its buckets' selections without reading a shard.
 func (b Buckets) Filter(i int, filter string) string {
-	kind := string(b.Measure)
+	kind := "length"
 	if len(b.Ratios) > 0 {
 		kind = "aspect ratio"
 	}

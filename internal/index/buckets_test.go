@@ -96,7 +96,7 @@ func TestBucketSelectionsAreFiltersOfTheRowsInEachBucket(t *testing.T) {
 			}
 		}
 	}
-	if name := b.Filter(1, "f"); name != "shardfeed.bucket(tokens: elements at 10,100)[1] && (f)" {
+	if name := b.Filter(1, "f"); name != "shardfeed.bucket(tokens: length at 10,100)[1] && (f)" {
 		t.Errorf("bucket 1's selection is named %q", name)
 	}
 	if _, _, err := BucketSelections(x, values, b, "f", func(int) ([]Run, error) { return []Run{{0, 2}}, nil }); err == nil ||

@@ -6,6 +6,8 @@ package planspec
 import (
 	"cmp"
 	"fmt"
+	"math/big"
+	"strings"
 
 	"k8s.io/utils/ptr"
 
@@ -39,6 +41,13 @@ func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamInde
 			return planner.Params{}, err
 		}
 	}
+	if spec.Bucketing != nil {
+		labels, err := BucketLabels(spec.Bucketing)
+		if err != nil {
+			return planner.Params{}, err
+		}
+		p.Bucketing = &planner.Bucketing{Buckets: len(labels), Labels: labels}
+	}
 	for i, s := range spec.Streams {
 		st := planner.Stream{
 			Name:       s.Name,
@@ -52,13 +61,68 @@ func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamInde
 			}
 			st.Choose = *s.Choose
 		}
-		p.Streams = append(p.Streams, st)
+		b := p.Bucketing
+		if b == nil {
+			p.Streams = append(p.Streams, st)
+			continue
+		}
+		// The stream's lanes: its rows in each bucket.
+		if len(st.Index.Buckets) != b.Buckets {
+			return planner.Params{}, fmt.Errorf("planspec: stream %q has %d buckets' indexes, spec.bucketing %d", s.Name, len(st.Index.Buckets), b.Buckets)
+		}
+		b.Streams = append(b.Streams, s.Name)
+		for k, x := range st.Index.Buckets {
+			lane := st
+			lane.Name, lane.Index = LaneName(s.Name, k), x
+			p.Streams = append(p.Streams, lane)
+		}
 	}
 	p.Schedule = Schedule(spec)
 	if err := p.Validate(); err != nil {
 		return planner.Params{}, err
 	}
 	return p, nil
+}
+
+// LaneName names bucket k of a stream among a bucketed plan's streams.
+func LaneName(stream string, k int) string { return fmt.Sprintf("%s[%d]", stream, k) }
+
+// BucketLabels says what each bucket of spec.bucketing holds, checking
+// what the CRD's rules cannot: that aspect ratios are numbers above 0, in
+// ascending order.
+func BucketLabels(b *datav1alpha1.Bucketing) ([]string, error) {
+	var bounds []string
+	what := "length"
+	switch {
+	case len(b.Boundaries) > 0 == (len(b.AspectRatios) > 0):
+		return nil, &planner.FieldError{Field: "spec.bucketing", Rule: "give boundaries (lengths) or aspectRatios (images), one of them"}
+	case len(b.Boundaries) > 0:
+		for i, v := range b.Boundaries {
+			if v <= 0 || i > 0 && v <= b.Boundaries[i-1] {
+				return nil, &planner.FieldError{Field: "spec.bucketing.boundaries", Rule: fmt.Sprintf("%v: lengths above 0 in ascending order, each once", b.Boundaries)}
+			}
+			bounds = append(bounds, fmt.Sprint(v))
+		}
+	default:
+		what = "aspect ratio"
+		var last *big.Rat
+		for _, v := range b.AspectRatios {
+			r, ok := new(big.Rat).SetString(v)
+			if !ok || r.Sign() <= 0 || last != nil && r.Cmp(last) <= 0 {
+				return nil, &planner.FieldError{Field: "spec.bucketing.aspectRatios", Rule: fmt.Sprintf("%q: widths over heights above 0 (decimals or fractions, e.g. 0.75 or 4/3) in ascending order", strings.Join(b.AspectRatios, ", "))}
+			}
+			last = r
+			bounds = append(bounds, v)
+		}
+	}
+	if len(bounds)+1 > planner.MaxBuckets {
+		return nil, &planner.FieldError{Field: "spec.bucketing", Rule: fmt.Sprintf("%d buckets, at most %d", len(bounds)+1, planner.MaxBuckets)}
+	}
+	labels := []string{fmt.Sprintf("%s below %s", what, bounds[0])}
+	for i := 1; i < len(bounds); i++ {
+		labels = append(labels, fmt.Sprintf("%s from %s below %s", what, bounds[i-1], bounds[i]))
+	}
+	return append(labels, fmt.Sprintf("%s from %s", what, bounds[len(bounds)-1])), nil
 }
 
 // Schedule returns the planner's schedule of spec (nil without one).

@@ -45,6 +45,10 @@ type Stream struct {
 	// it has one: then Index counts each shard's packs, and the
 	// documents are its rows (its matching rows, filtered).
 	Packs *Packs
+	// Lanes are, in a bucketed dataset (spec.bucketing), the stream's rows
+	// in each bucket: the stream with the bucket's selection as its
+	// filter (OpenBuckets). Index.Buckets are their indexes.
+	Lanes []*Stream
 }
 
 // Packs is a packed stream's packing and its counts, as shardfeed index
@@ -229,25 +233,115 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alph
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}
 		if out.Filter != nil { // beside the index, under the table's bucket
-			out.Filter.RunsKey = strings.TrimPrefix(strings.TrimSuffix(s.Source.URI, "/")+"/"+out.Filter.RunsKey, f.Table.Root)
+			out.Filter.RunsKey = out.tableKey(out.Filter.RunsKey)
 		}
 	}
 	return out, nil
 }
 
+// tableKey is the key, in a table's bucket, of an object beside its index.
+func (st *Stream) tableKey(key string) string {
+	f, ok := st.Layout.Native.(*index.File)
+	if !ok || f.Table == nil {
+		return key
+	}
+	return strings.TrimPrefix(strings.TrimSuffix(st.Spec.Source.URI, "/")+"/"+key, f.Table.Root)
+}
+
+// Buckets returns spec.bucketing as shardfeed index cuts the samples (its
+// measure left to the lengths).
+func Buckets(b *datav1alpha1.Bucketing) (index.Buckets, error) {
+	ratios, err := index.ParseRatios(b.AspectRatios)
+	if err != nil {
+		return index.Buckets{}, fmt.Errorf("spec.bucketing.aspectRatios: %w", err)
+	}
+	return index.Buckets{Column: b.Column, Bounds: b.Boundaries, Ratios: ratios}, nil
+}
+
+// BucketsCommand is the shardfeed index command that writes a stream's
+// buckets' selections over the index already there.
+func BucketsCommand(s datav1alpha1.Stream, b *datav1alpha1.Bucketing) string {
+	cmd := IndexCommand(s) + " --selection-only --lengths " + shellQuote(b.Column)
+	if len(b.AspectRatios) > 0 {
+		return cmd + " --aspect-ratios " + strings.Join(b.AspectRatios, ",")
+	}
+	var bounds []string
+	for _, v := range b.Boundaries {
+		bounds = append(bounds, fmt.Sprint(v))
+	}
+	return cmd + " --buckets " + strings.Join(bounds, ",")
+}
+
+// OpenBuckets reads the selections of spec.bucketing's buckets beside the
+// stream's index (of its matching rows, filtered) and makes each a lane:
+// the stream with the bucket's selection as its filter, which the sidecar
+// serves as any filtered stream, its shards' bytes under the stream's own
+// name (fetched and cached once for all its buckets).
+func (st *Stream) OpenBuckets(ctx context.Context, b *datav1alpha1.Bucketing, maxIndexBytes int64) error {
+	if st.Layout == nil {
+		return fmt.Errorf("stream %q: spec.bucketing needs the rows of the shards, and its index is a plain list of shards: index the stream (%s)", st.Spec.Name, BucketsCommand(st.Spec, b))
+	}
+	if st.Packs != nil {
+		return fmt.Errorf("stream %q: spec.bucketing and spec.packing together: pack or bucket, not both", st.Spec.Name)
+	}
+	cut, err := Buckets(b)
+	if err != nil {
+		return err
+	}
+	st.Lanes, st.Index.Buckets = nil, nil
+	for k := range cut.Count() {
+		lane := *st
+		lane.Spec.Filter = cut.Filter(k, st.Spec.Filter)
+		f, err := readFilter(ctx, st.IndexStore, lane.Spec, st.Layout.Index, maxIndexBytes)
+		if errors.Is(err, index.ErrNoSelection) {
+			return fmt.Errorf("stream %q: spec.bucketing: %w: write the buckets' selections with: %s", st.Spec.Name, err, BucketsCommand(st.Spec, b))
+		}
+		if err != nil {
+			return fmt.Errorf("stream %q: spec.bucketing: bucket %d: %w (%s)", st.Spec.Name, k, err, BucketsCommand(st.Spec, b))
+		}
+		f.RunsKey = lane.tableKey(f.RunsKey)
+		lane.Filter, lane.Index, lane.Lanes = f, filtered(st.Layout.Index, f.Index), nil
+		st.Lanes, st.Index.Buckets = append(st.Lanes, &lane), append(st.Index.Buckets, lane.Index)
+	}
+	return nil
+}
+
+// PlanStreams are the streams in the order of the plan's: each stream's
+// lanes in a bucketed dataset, else the streams.
+func PlanStreams(ss []*Stream) []*Stream {
+	var out []*Stream
+	for _, s := range ss {
+		if s.Lanes != nil {
+			out = append(out, s.Lanes...)
+		} else {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // openFilter reads the selection of the stream's filter beside its index,
 // checked against the index.
 func openFilter(ctx context.Context, st store.Store, i int, s datav1alpha1.Stream, x planner.StreamIndex, maxIndexBytes int64) (*Filter, error) {
-	rows := make([]int64, len(x.Shards))
-	for h, sh := range x.Shards {
-		rows[h] = sh.Samples
-	}
-	fi, err := index.ReadFilter(ctx, st, s.Filter, x.ContentHash(), rows, maxIndexBytes)
+	f, err := readFilter(ctx, st, s, x, maxIndexBytes)
 	if errors.Is(err, index.ErrNoSelection) {
 		return nil, fmt.Errorf("spec.streams[%d].filter: %w: write it with: %s", i, err, SelectionCommand(s))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("spec.streams[%d].filter: %w (%s)", i, err, SelectionCommand(s))
+	}
+	return f, nil
+}
+
+// readFilter reads the selection of s.Filter beside the index x.
+func readFilter(ctx context.Context, st store.Store, s datav1alpha1.Stream, x planner.StreamIndex, maxIndexBytes int64) (*Filter, error) {
+	rows := make([]int64, len(x.Shards))
+	for h, sh := range x.Shards {
+		rows[h] = sh.Samples
+	}
+	fi, err := index.ReadFilter(ctx, st, s.Filter, x.ContentHash(), rows, maxIndexBytes)
+	if err != nil {
+		return nil, err
 	}
 	name := s.Name
 	if s.Source.IndexURI != "" {

@@ -199,6 +199,11 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 		if _, err := st.Served(); err != nil {
 			return nil, err
 		}
+		if spec.Bucketing != nil {
+			if err := st.OpenBuckets(ctx, spec.Bucketing, 0); err != nil {
+				return nil, err
+			}
+		}
 		byStream[s.Name], opened[i] = st.Store, st
 		if f := st.Filter; f != nil && f.StoreName != s.Name {
 			byStream[f.StoreName] = st.IndexStore // the runs, where source.indexURI put them
@@ -247,7 +252,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 		defer c.Release(part)
 		return os.ReadFile(path)
 	}
-	sources, err := source.OpenAll(ctx, opened, cfg.formats(), read)
+	sources, err := source.OpenAll(ctx, streams.PlanStreams(opened), cfg.formats(), read)
 	if err != nil {
 		return nil, err
 	}

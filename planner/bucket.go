@@ -324,9 +324,14 @@ func (ep *bucketEpoch) cacheBytes(first, n int) int64 {
 	set := newNeedSet(ep.pl)
 	for _, nd := range ep.needs(first, n) {
 		o := ep.pl.object(nd.Stream, nd.Shard)
+		i, held := set.at[o]
 		set.add(o[0], o[1], nd.FirstStep, nd.LastStep)
-		i := set.at[o] // the lanes' bytes differ by their runs: the most
-		set.out[i].Bytes = max(set.out[i].Bytes, nd.Bytes)
+		if held { // another lane of the shard: its own runs too
+			set.out[i].Bytes += ep.pl.params.Streams[nd.Stream].Index.Shards[nd.Shard].RunsBytes
+		} else {
+			i = set.at[o]
+			set.out[i].Bytes = max(set.out[i].Bytes, nd.Bytes)
+		}
 	}
 	return peakBytes(set.needs())
 }

@@ -215,6 +215,7 @@ func (ep *EpochPlan) EgressOf(ranks [][]int, dataParallel int) (Egress, error) {
 	}
 	e := Egress{PodBytes: make([]int64, len(ranks)), PodShards: make([]int, len(ranks))}
 	seen := map[[2]int]bool{}
+	seenLane := map[[2]int]bool{} // bucketed: the lanes whose runs count
 	sharedSeen := map[sharedKey]bool{}
 	for pod, rs := range ranks {
 		for _, d := range rs {
@@ -224,21 +225,26 @@ func (ep *EpochPlan) EgressOf(ranks [][]int, dataParallel int) (Egress, error) {
 		}
 		fetched := map[[2]int]bool{}
 		for _, nd := range ep.NeedsOf(rs, dataParallel) {
-			key := ep.plan.object(nd.Stream, nd.Shard)
-			if fetched[key] {
-				continue // another bucket's lane of a shard the pod fetches
+			key, lane := ep.plan.object(nd.Stream, nd.Shard), [2]int{nd.Stream, nd.Shard}
+			sh := ep.plan.params.Streams[nd.Stream].Index.Shards[nd.Shard]
+			if fetched[key] { // another bucket's lane of a shard the pod fetches: its runs
+				e.PodBytes[pod] += sh.RunsBytes
+			} else {
+				fetched[key] = true
+				e.PodBytes[pod] += nd.Bytes
+				e.PodShards[pod]++
 			}
-			fetched[key] = true
-			e.PodBytes[pod] += nd.Bytes
-			e.PodShards[pod]++
-			if !seen[key] {
-				seen[key] = true
-				sh := ep.plan.params.Streams[nd.Stream].Index.Shards[nd.Shard]
+			switch {
+			case !seen[key]:
+				seen[key], seenLane[lane] = true, true
 				e.DistinctBytes += sh.Bytes
 				if k := (sharedKey{nd.Stream, sh.Shared}); sh.SharedBytes > 0 && !sharedSeen[k] {
 					sharedSeen[k] = true
 					e.DistinctBytes += sh.SharedBytes
 				}
+			case !seenLane[lane]:
+				seenLane[lane] = true
+				e.DistinctBytes += sh.RunsBytes
 			}
 		}
 		e.FetchedBytes += e.PodBytes[pod]

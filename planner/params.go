@@ -27,6 +27,10 @@ type Shard struct {
 	// cached, counted in what a pod fetches, not in the content hash.
 	Shared      string `json:"-"`
 	SharedBytes int64  `json:"-"`
+	// RunsBytes is the part of Bytes that is the runs of the stream's
+	// filter: a bucketed stream's lanes each fetch their own runs, and the
+	// shard's other bytes once.
+	RunsBytes int64 `json:"-"`
 }
 
 // StreamIndex lists the shards of one stream, in index order.

@@ -419,16 +419,22 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 	case o.manifest != "" && len(args) > 0:
 		return store.Source{}, errors.New("give a URI or -f MANIFEST, not both")
 	case o.manifest != "":
-		s, packing, err := indexedStream(cmd, o.manifest, o.stream)
+		s, spec, err := indexedStream(cmd, o.manifest, o.stream)
 		if err != nil {
 			return store.Source{}, err
 		}
-		if packing != nil {
+		if packing := spec.Packing; packing != nil {
 			if cmd.Flags().Changed("lengths") && o.lengths != packing.Column {
 				return store.Source{}, fmt.Errorf("--lengths %s: the manifest packs column %s: drop --lengths", o.lengths, packing.Column)
 			}
 			o.lengths = packing.Column
 			o.pack.fromSpec(packing)
+		}
+		if b := spec.Bucketing; b != nil {
+			if cmd.Flags().Changed("lengths") && o.lengths != b.Column {
+				return store.Source{}, fmt.Errorf("--lengths %s: the manifest buckets column %s: drop --lengths", o.lengths, b.Column)
+			}
+			o.lengths, o.buckets, o.aspectRatios = b.Column, b.Boundaries, b.AspectRatios
 		}
 		if cmd.Flags().Changed("index-uri") {
 			return store.Source{}, errors.New("with -f, the stream's source.indexURI says where its index goes: drop --index-uri")
@@ -562,12 +568,13 @@ func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *
 // streamFlags are the flags -f MANIFEST replaces with the stream's spec.
 var streamFlags = []string{"format", "endpoint", "region", "insecure", "catalog-type", "catalog-uri", "catalog-name",
 	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref", "hive", "select", "partition-columns", "filter",
-	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong"}
+	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong", "buckets", "aspect-ratios"}
 
 // indexedStream returns the stream of the manifest that index -f is to
 // index: the one named, or the only one that needs an index of ours (or,
-// in a packed dataset, its packs), and the dataset's packing.
-func indexedStream(cmd *cobra.Command, manifest, name string) (datav1alpha1.Stream, *datav1alpha1.Packing, error) {
+// in a packed or bucketed dataset, its packs or buckets), and the
+// dataset's spec.
+func indexedStream(cmd *cobra.Command, manifest, name string) (datav1alpha1.Stream, *datav1alpha1.TrainingDatasetSpec, error) {
 	for _, f := range streamFlags {
 		if cmd.Flags().Changed(f) {
 			return datav1alpha1.Stream{}, nil, fmt.Errorf("--%s comes from the manifest's stream with -f: drop the flag, or give the URI instead of -f", f)
@@ -577,12 +584,11 @@ func indexedStream(cmd *cobra.Command, manifest, name string) (datav1alpha1.Stre
 	if err != nil {
 		return datav1alpha1.Stream{}, nil, err
 	}
-	packing := ds.Spec.Packing
 	var names, candidates []string
 	for _, s := range ds.Spec.Streams {
 		names = append(names, s.Name)
 		mds := s.Format == datav1alpha1.FormatMDS || s.Format == ""
-		ours := !mds || s.Filter != "" || packing != nil
+		ours := !mds || s.Filter != "" || ds.Spec.Packing != nil || ds.Spec.Bucketing != nil
 		if s.Name == name {
 			if !ours {
 				return datav1alpha1.Stream{}, nil, fmt.Errorf("stream %q is MDS, which keeps its own index: nothing to write", s.Name)
@@ -590,7 +596,7 @@ func indexedStream(cmd *cobra.Command, manifest, name string) (datav1alpha1.Stre
 			if mds {
 				s.Format = datav1alpha1.FormatMDS
 			}
-			return s, packing, nil
+			return s, &ds.Spec, nil
 		}
 		if ours {
 			candidates = append(candidates, s.Name)

@@ -358,6 +358,7 @@ func filtered(x planner.StreamIndex, f *index.FilterIndex) planner.StreamIndex {
 	for h := range x.Shards {
 		x.Shards[h].Samples = f.Shards[h].Matching
 		x.Shards[h].Bytes += f.Shards[h].Length
+		x.Shards[h].RunsBytes = f.Shards[h].Length
 	}
 	x.Filter = index.FilterHash(f.Filter)
 	return x

@@ -206,6 +206,29 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"an unknown packing method", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 64, Method: "worstFit"}
 		}, "spec.packing.method"},
+		{"bucketing by lengths and by aspect ratios", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "image", Boundaries: []int64{4096}, AspectRatios: []string{"4/3"}}
+		}, "give spec.bucketing boundaries (lengths) or aspectRatios (images), one of them"},
+		{"bucketing by neither", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "image"}
+		}, "give spec.bucketing boundaries (lengths) or aspectRatios (images), one of them"},
+		{"bucket boundaries out of order", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{512, 128}}
+		}, "spec.bucketing.boundaries are lengths above 0 in ascending order, each once"},
+		{"a bucket boundary twice", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{128, 128}}
+		}, "spec.bucketing.boundaries are lengths above 0 in ascending order, each once"},
+		{"an aspect ratio that is no number", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "image", AspectRatios: []string{"wide"}}
+		}, "spec.bucketing.aspectRatios[0]"},
+		{"bucketing and packing", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 64}
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32}}
+		}, "pack or bucket, not both"},
+		{"bucketing and a schedule", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16}}}
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32}}
+		}, "drop spec.schedule or spec.bucketing"},
 		{"an index in another store", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Source.IndexURI = "gs://team-indexes/web/"
 		}, "source.indexURI must use the same store as source.uri"},
@@ -414,6 +437,9 @@ func TestIntegrationFieldsThatShapeThePlanAreImmutable(t *testing.T) {
 		{"packing added", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 64}
 		}, "spec.packing is immutable"},
+		{"bucketing added", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "image", AspectRatios: []string{"3/4", "4/3"}}
+		}, "spec.bucketing is immutable"},
 		{"a schedule added later", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16}}}
 		}, "spec.schedule cannot be added to or removed"},
@@ -465,6 +491,23 @@ func TestIntegrationFieldsThatShapeThePlanAreImmutable(t *testing.T) {
 				t.Fatalf("the API server took a change of a field that shapes the plan")
 			case tt.wantMsg != "" && !strings.Contains(err.Error(), tt.wantMsg):
 				t.Errorf("error = %v, want it to say %q", err, tt.wantMsg)
+			}
+		})
+	}
+}
+
+// Bucketing by lengths and by aspect ratios, as docs/planner.md writes it,
+// is accepted.
+func TestIntegrationBucketedDatasetsAreAccepted(t *testing.T) {
+	for name, b := range map[string]*datav1alpha1.Bucketing{
+		"lengths":       {Column: "tokens", Boundaries: []int64{512, 1024, 2048}},
+		"aspect ratios": {Column: "image", AspectRatios: []string{"0.75", "1", "4/3"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := validDataset(apiServer.Namespace(t))
+			d.Spec.Bucketing = b
+			if err := apiServer.Client.Create(context.Background(), d); err != nil {
+				t.Fatalf("the API server refused a bucketed dataset: %v", err)
 			}
 		})
 	}

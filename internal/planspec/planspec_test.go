@@ -139,3 +139,52 @@ func TestDefaultsMatchTheCRDSchema(t *testing.T) {
 		}
 	}
 }
+
+// A bucketed spec plans each stream's buckets as lanes, stream-major,
+// with the stream's weight, and its labels say what each bucket holds;
+// what the CRD's rules cannot check of aspect ratios is refused here.
+func TestParamsPlansEachStreamsBucketsAsLanes(t *testing.T) {
+	withBuckets := func(x planner.StreamIndex, lanes ...planner.StreamIndex) planner.StreamIndex {
+		x.Buckets = lanes
+		return x
+	}
+	spec := &datav1alpha1.TrainingDatasetSpec{
+		Streams:         []datav1alpha1.Stream{{Name: "a", Proportion: "2"}, {Name: "b", Proportion: "1"}},
+		NumSplits:       2,
+		GlobalBatchSize: 4,
+		Bucketing:       &datav1alpha1.Bucketing{Column: "image", AspectRatios: []string{"3/4", "4/3"}},
+	}
+	p, err := Params(spec, []planner.StreamIndex{withBuckets(idx(90), idx(30), idx(40), idx(20)), withBuckets(idx(30), idx(10), idx(10), idx(10))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range p.Streams {
+		names = append(names, s.Name+":"+s.Proportion)
+	}
+	if got := strings.Join(names, " "); got != "a[0]:2 a[1]:2 a[2]:2 b[0]:1 b[1]:1 b[2]:1" {
+		t.Errorf("lanes %s", got)
+	}
+	if b := p.Bucketing; b == nil || b.Buckets != 3 || strings.Join(b.Streams, ",") != "a,b" ||
+		strings.Join(b.Labels, "; ") != "aspect ratio below 3/4; aspect ratio from 3/4 below 4/3; aspect ratio from 4/3" {
+		t.Errorf("bucketing %+v", p.Bucketing)
+	}
+	for _, tc := range []struct {
+		b    datav1alpha1.Bucketing
+		want string
+	}{
+		{datav1alpha1.Bucketing{Column: "image", AspectRatios: []string{"4/3", "1.0"}}, "spec.bucketing.aspectRatios: \"4/3, 1.0\": widths over heights above 0"},
+		{datav1alpha1.Bucketing{Column: "image", AspectRatios: []string{"0/1"}}, "spec.bucketing.aspectRatios"},
+		{datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{10, 10}}, "spec.bucketing.boundaries: [10 10]: lengths above 0 in ascending order"},
+		{datav1alpha1.Bucketing{Column: "tokens"}, "spec.bucketing: give boundaries (lengths) or aspectRatios (images)"},
+	} {
+		spec.Bucketing = &tc.b
+		if _, err := Params(spec, []planner.StreamIndex{idx(1), idx(1)}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %q", tc.b, err, tc.want)
+		}
+	}
+	labels, err := BucketLabels(&datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{512, 2048}})
+	if err != nil || strings.Join(labels, "; ") != "length below 512; length from 512 below 2048; length from 2048" {
+		t.Errorf("labels %q, %v", labels, err)
+	}
+}

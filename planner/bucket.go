@@ -19,6 +19,18 @@ type Bucketing struct {
 	// Labels say what each bucket holds ("length in [1024, 4096)"): for
 	// messages, plan --summary and the fingerprint.
 	Labels []string
+	// BatchSizes are each bucket's global batch size (multiples of
+	// NumSplits); nil: GlobalBatchSize for every bucket. A bucket of short
+	// samples may take more of them (a token or pixel budget).
+	BatchSizes []int64
+}
+
+// batchSize is bucket b's global batch size.
+func (b *Bucketing) batchSize(k int, g int64) int64 {
+	if b.BatchSizes == nil {
+		return g
+	}
+	return b.BatchSizes[k]
 }
 
 // MaxBuckets bounds the buckets of a dataset (index.MaxBuckets).
@@ -39,8 +51,15 @@ func (p *Params) validateBucketing() error {
 		return fmt.Errorf("planner: %d lanes for %d streams of %d buckets", len(p.Streams), len(b.Streams), b.Buckets)
 	case len(b.Labels) != b.Buckets:
 		return fmt.Errorf("planner: %d bucket labels for %d buckets", len(b.Labels), b.Buckets)
+	case b.BatchSizes != nil && len(b.BatchSizes) != b.Buckets:
+		return fieldErr("spec.bucketing.batchSizes", "%d batch sizes for %d buckets: give one a bucket", len(b.BatchSizes), b.Buckets)
 	case p.Schedule != nil:
 		return fieldErr("spec.bucketing", "a schedule's phases mix the streams step by step, and bucketing gives each step to one bucket: shardfeed does not plan both yet; drop spec.schedule or spec.bucketing")
+	}
+	for k, g := range b.BatchSizes {
+		if g < 1 || g > maxSamples || g%int64(p.NumSplits) != 0 {
+			return fieldErr(fmt.Sprintf("spec.bucketing.batchSizes[%d]", k), "must be a multiple of spec.numSplits (%d), got %d: every split gives the same number of samples to each batch", p.NumSplits, g)
+		}
 	}
 	for s := range b.Streams {
 		first := p.Streams[s*b.Buckets]
@@ -110,9 +129,10 @@ type buckets struct {
 	plans []*Plan
 	lanes [][]int
 	// which are the buckets with samples, in order; mix interleaves
-	// their batch counts.
+	// their batch counts; per is each one's samples a split gives a step.
 	which []int
 	mix   interleave
+	per   []int64
 }
 
 type bucketKind struct{}
@@ -127,9 +147,10 @@ func cutBuckets(pl *Plan) (*buckets, error) {
 	var steps []int64
 	pl.splitLen, pl.steps = 0, 0
 	for b := range B {
+		g := p.Bucketing.batchSize(b, p.GlobalBatchSize)
 		sub := Params{
 			Seed: derive(p.Seed, purposeBucket), NumSplits: p.NumSplits, Shuffle: p.Shuffle, BlockSize: p.BlockSize, RunLength: p.RunLength,
-			GlobalBatchSize: p.GlobalBatchSize, DropLast: p.DropLast, Batching: p.Batching,
+			GlobalBatchSize: g, DropLast: p.DropLast, Batching: p.Batching,
 		}
 		var total int64
 		for s := range p.Bucketing.Streams {
@@ -145,22 +166,31 @@ func cutBuckets(pl *Plan) (*buckets, error) {
 		if total == 0 {
 			continue // no sample in the bucket: it has no batch
 		}
-		if S := int64(p.NumSplits); total/S < pl.perSplit {
-			return nil, fieldErr("spec.bucketing", "bucket %d (%s) has %d samples per epoch, fewer than one global batch (%d) cut into %d splits: every batch is drawn from one bucket; merge the bucket with a neighbour, lower globalBatchSize, or filter its rows out",
-				b, p.Bucketing.Labels[b], total, p.GlobalBatchSize, S)
+		if S := int64(p.NumSplits); total/S < g/S {
+			return nil, fieldErr("spec.bucketing", "bucket %d (%s) has %d samples per epoch, fewer than one global batch (%d) cut into %d splits: every batch is drawn from one bucket; merge the bucket with a neighbour, lower its batch size, or filter its rows out",
+				b, p.Bucketing.Labels[b], total, g, S)
 		}
 		bp, err := newPlan(sub)
 		if err != nil {
 			return nil, fmt.Errorf("spec.bucketing: bucket %d (%s): %w", b, p.Bucketing.Labels[b], err)
 		}
 		o.plans[b] = bp
-		o.which = append(o.which, b)
+		o.which, o.per = append(o.which, b), append(o.per, bp.perSplit)
 		steps = append(steps, bp.steps)
 		pl.splitLen += bp.splitLen
 		pl.steps += bp.steps
 	}
 	o.mix = newInterleave(steps)
 	return o, nil
+}
+
+// batchSizes is one run of G when every bucket takes G; nil when the
+// size varies by step (EpochPlan.BatchSizeCounts counts them).
+func (o *buckets) batchSizes() []SizeRun {
+	if o.pl.params.Bucketing.BatchSizes == nil {
+		return o.steady.batchSizes()
+	}
+	return nil
 }
 
 func (o *buckets) dropped() int64 {
@@ -290,10 +320,50 @@ func (ep *bucketEpoch) lift(i int, x Sample) Sample {
 	return x
 }
 
+// positions returns the split positions of the global batches before
+// window w (each step a bucket's samples a split).
+func (ep *bucketEpoch) positions(w *window) int64 {
+	var t int64
+	for i, n := range w.before[:len(ep.o.per)] {
+		t += n * ep.o.per[i]
+	}
+	return t
+}
+
+// stepAt returns the step whose positions hold split position t, and
+// where it starts.
+func (ep *bucketEpoch) stepAt(t int64) (k, start int64) {
+	// The last window that starts at or before t.
+	lo, hi := int64(0), (ep.o.mix.total-1)/bucketWindow
+	for lo < hi {
+		m := lo + (hi-lo+1)/2
+		if ep.positions(ep.window(m)) <= t {
+			lo = m
+		} else {
+			hi = m - 1
+		}
+	}
+	w := ep.window(lo)
+	start = ep.positions(w)
+	for q := range w.n {
+		next := start + ep.o.per[w.labels[q]]
+		if t < next {
+			return lo*bucketWindow + int64(q), start
+		}
+		start = next
+	}
+	panic("planner: bucket position out of range")
+}
+
 func (ep *bucketEpoch) at(j int, t int64) Sample {
-	per := ep.pl.perSplit
-	i, m := ep.batchOf(t / per)
-	return ep.lift(i, ep.epochs[i].At(j, m*per+t%per))
+	k, start := ep.stepAt(t)
+	i, m := ep.batchOf(k)
+	return ep.lift(i, ep.epochs[i].At(j, m*ep.o.per[i]+t-start))
+}
+
+func (ep *bucketEpoch) batchSize(k int64) int64 {
+	i, _ := ep.batchOf(k)
+	return ep.o.per[i] * int64(ep.pl.params.NumSplits)
 }
 
 func (ep *bucketEpoch) batch(dst []Sample, k int64, first, n int) []Sample {

@@ -18,8 +18,12 @@ func bucketedParams(r *rand.Rand) Params {
 	p := Params{Seed: r.Uint64(), NumSplits: 12, GlobalBatchSize: int64(12 * (1 + r.IntN(2))), Shuffle: r.IntN(4) != 0, BlockSize: int64(1 + r.IntN(20)),
 		Batching: []Batching{BatchingRandom, BatchingStratified, BatchingPerStream}[r.IntN(3)], DropLast: r.IntN(2) == 0,
 		Bucketing: &Bucketing{Buckets: B}}
+	sized := r.IntN(2) == 0 // a batch size per bucket
 	for b := range B {
 		p.Bucketing.Labels = append(p.Bucketing.Labels, fmt.Sprint("bucket ", b))
+		if sized {
+			p.Bucketing.BatchSizes = append(p.Bucketing.BatchSizes, int64(12*(1+r.IntN(3))))
+		}
 	}
 	for s := range 1 + r.IntN(3) {
 		name := fmt.Sprint("s", s)
@@ -60,7 +64,6 @@ func TestBucketedPlansKeepEveryGuarantee(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 54))
 	worlds := []int{1, 2, 3, 4, 6, 12}
 	planned, refused := 0, 0
-	orders := map[string]bool{}
 	for trial := range 150 {
 		p := bucketedParams(r)
 		pl, err := New(p)
@@ -96,8 +99,8 @@ func TestBucketedPlansKeepEveryGuarantee(t *testing.T) {
 			bucket := -1
 			for rank := range W {
 				local := must(ep.LocalBatch(nil, k, rank, W))
-				if int64(len(local)) != p.GlobalBatchSize/int64(W) {
-					t.Fatalf("trial %d step %d rank %d of %d: %d rows, want %d", trial, k, rank, W, len(local), p.GlobalBatchSize/int64(W))
+				if int64(len(local)) != ep.BatchSize(k)/int64(W) {
+					t.Fatalf("trial %d step %d rank %d of %d: %d rows, want %d", trial, k, rank, W, len(local), ep.BatchSize(k)/int64(W))
 				}
 				for _, smp := range local {
 					got = append(got, smp.ID)
@@ -122,6 +125,9 @@ func TestBucketedPlansKeepEveryGuarantee(t *testing.T) {
 			}
 			fmt.Fprint(&order, bucket)
 			perBucket[bucket]++
+			if g := p.Bucketing.batchSize(bucket, p.GlobalBatchSize); ep.BatchSize(k) != g {
+				t.Fatalf("trial %d step %d: a batch of %d samples from bucket %d, whose batch size is %d", trial, k, ep.BatchSize(k), bucket, g)
+			}
 			slices.Sort(got)
 			if want := sortedIDs(must(ep.GlobalBatch(nil, k))); !slices.Equal(got, want) {
 				t.Fatalf("trial %d step %d (W %d → %d at %d): the ranks' rows are not the global batch", trial, k, W1, W2, resume)
@@ -141,7 +147,26 @@ func TestBucketedPlansKeepEveryGuarantee(t *testing.T) {
 				}
 			}
 		}
-		orders[fmt.Sprint(trial, seq)] = true
+		// A split's positions are its steps' samples in order, each step
+		// at its batch size.
+		j := r.IntN(p.NumSplits)
+		var pos int64
+		for k := range pl.Steps() {
+			for _, want := range must(ep.SplitsBatch(nil, k, j, 1)) {
+				if got := ep.At(j, pos); got != want {
+					t.Fatalf("trial %d: split %d position %d (step %d) is %+v, its step has %+v", trial, j, pos, k, got, want)
+				}
+				pos++
+			}
+		}
+		counts := ep.BatchSizeCounts(0)
+		var steps int64
+		for _, c := range counts {
+			steps += c.Steps
+		}
+		if steps != pl.Steps() || (p.Bucketing.BatchSizes == nil) != (pl.BatchSizes() != nil) {
+			t.Fatalf("trial %d: batch size counts %v for %d steps, runs %v", trial, counts, pl.Steps(), pl.BatchSizes())
+		}
 		checkPodsCover(t, ep)
 		// A shard is fetched at most once per bucket it holds rows of, and
 		// each pod boundary cuts one shard of each bucket's lanes.

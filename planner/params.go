@@ -516,7 +516,11 @@ func (p *Params) fingerprintInputs() []fingerprintInput {
 		in = append(in, fingerprintInput{"spec.schedule", "per-stream passes"})
 	}
 	if b := p.Bucketing; b != nil { // only bucketed datasets
-		in = append(in, fingerprintInput{"spec.bucketing", strings.Join(b.Labels, "; ")})
+		v := strings.Join(b.Labels, "; ")
+		if b.BatchSizes != nil {
+			v += fmt.Sprintf("; batch sizes %v", b.BatchSizes)
+		}
+		in = append(in, fingerprintInput{"spec.bucketing", v})
 	}
 	return append(in,
 		fingerprintInput{"spec.epochSize", fmt.Sprint(p.EpochSize)},

@@ -1,5 +1,10 @@
 package planner
 
+import (
+	"cmp"
+	"slices"
+)
+
 // The steps of a plan: global steps, their batch sizes and phases, and the
 // data a schedule skipped. Without a schedule, every step has batch size G
 // and no phase.
@@ -58,8 +63,33 @@ type SizeRun struct {
 
 // BatchSizes returns the global batch size of every global step as runs
 // (one run of G without a schedule), repeats included: what a client
-// needs to count the rows, or micro-batches, still to come.
+// needs to count the rows, or micro-batches, still to come. It is nil
+// where the size varies with each epoch's order (a bucketed plan with a
+// batch size per bucket): EpochPlan.BatchSizeCounts counts them.
 func (pl *Plan) BatchSizes() []SizeRun { return pl.order.batchSizes() }
+
+// SizeCount is a global batch size and the number of steps of it.
+type SizeCount struct {
+	GlobalBatchSize int64 `json:"globalBatchSize"`
+	Steps           int64 `json:"steps"`
+}
+
+// BatchSizeCounts counts the epoch's steps from step from to its end by
+// their global batch size, smallest first: what a client needs to count
+// the micro-batches still to come where the size varies by step
+// (BatchSizes is nil). It costs O(steps).
+func (ep *EpochPlan) BatchSizeCounts(from int64) []SizeCount {
+	counts := map[int64]int64{}
+	for k := max(from, 0); k < ep.plan.steps; k++ {
+		counts[ep.BatchSize(k)]++
+	}
+	var out []SizeCount
+	for g, n := range counts {
+		out = append(out, SizeCount{g, n})
+	}
+	slices.SortFunc(out, func(a, b SizeCount) int { return cmp.Compare(a.GlobalBatchSize, b.GlobalBatchSize) })
+	return out
+}
 
 // Scheduled reports whether the dataset has a schedule (spec.schedule),
 // even one of no phases yet: phases may be appended while its jobs run.

@@ -563,6 +563,8 @@ type SidecarSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.bucketing) == has(oldSelf.bucketing) && (!has(self.bucketing) || self.bucketing == oldSelf.bucketing)",message="spec.bucketing is immutable: its buckets shape every batch; a different bucketing is a new TrainingDataset"
 // +kubebuilder:validation:XValidation:rule="!has(self.bucketing) || !has(self.schedule)",message="a schedule mixes the streams step by step and bucketing gives each step to one bucket: shardfeed does not plan both yet; drop spec.schedule or spec.bucketing"
 // +kubebuilder:validation:XValidation:rule="!has(self.bucketing) || !has(self.packing)",message="packs all hold sequenceLength slots, so bucketing them by length sorts nothing: pack or bucket, not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.bucketing) || !has(self.bucketing.batchSizes) || self.bucketing.batchSizes.all(b, b % self.numSplits == 0)",message="spec.bucketing.batchSizes must be multiples of numSplits: each step takes a bucket's batch size / numSplits samples from every split"
+// +kubebuilder:validation:XValidation:rule="!has(self.bucketing) || !has(self.bucketing.budget) || self.bucketing.budget >= self.numSplits * (has(self.bucketing.boundaries) ? self.bucketing.boundaries[size(self.bucketing.boundaries) - 1] : 1)",message="spec.bucketing.budget holds numSplits samples of the longest bounded bucket at least: raise it, or lower numSplits"
 type TrainingDatasetSpec struct {
 	// Streams of the dataset, mixed by their weights.
 	// +kubebuilder:validation:MinItems=1
@@ -737,6 +739,9 @@ type Packing struct {
 // at or above the k-th and below the next.
 // +kubebuilder:validation:XValidation:rule="has(self.boundaries) != has(self.aspectRatios)",message="give spec.bucketing boundaries (lengths) or aspectRatios (images), one of them"
 // +kubebuilder:validation:XValidation:rule="!has(self.boundaries) || self.boundaries.all(b, b > 0) && self.boundaries.isSorted() && self.boundaries.all(b, self.boundaries.filter(c, c == b).size() == 1)",message="spec.bucketing.boundaries are lengths above 0 in ascending order, each once"
+// +kubebuilder:validation:XValidation:rule="!(has(self.batchSizes) && has(self.budget))",message="give spec.bucketing batchSizes or a budget, not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.budget) || has(self.boundaries)",message="spec.bucketing.budget sizes each bucket's batches by its longest sample, which boundaries bound: bucket by boundaries, or give batchSizes"
+// +kubebuilder:validation:XValidation:rule="!has(self.batchSizes) || size(self.batchSizes) == (has(self.boundaries) ? size(self.boundaries) : size(self.aspectRatios)) + 1",message="spec.bucketing.batchSizes has one batch size a bucket: one more than the boundaries or aspect ratios"
 type Bucketing struct {
 	// Column is the column whose lengths (or images) cut the buckets: a
 	// list column, or a binary column of JPEG or PNG images.
@@ -761,6 +766,24 @@ type Bucketing struct {
 	// +listType=atomic
 	// +optional
 	AspectRatios []string `json:"aspectRatios,omitempty"`
+
+	// BatchSizes are each bucket's global batch size, multiples of
+	// numSplits (default: globalBatchSize for every bucket): a bucket of
+	// short samples may take more of them.
+	// +kubebuilder:validation:MinItems=2
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Minimum=1
+	// +listType=atomic
+	// +optional
+	BatchSizes []int64 `json:"batchSizes,omitempty"`
+
+	// Budget is the tokens (or pixels) of a global batch: each bucket
+	// below a boundary takes the most samples (a multiple of numSplits)
+	// whose longest possible length, the boundary less one, fits the
+	// budget; the last bucket, unbounded above, takes globalBatchSize.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Budget *int64 `json:"budget,omitempty"`
 }
 
 // Schedule is a list of phases over the global steps.

@@ -47,6 +47,9 @@ func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamInde
 			return planner.Params{}, err
 		}
 		p.Bucketing = &planner.Bucketing{Buckets: len(labels), Labels: labels}
+		if p.Bucketing.BatchSizes, err = BucketBatchSizes(spec); err != nil {
+			return planner.Params{}, err
+		}
 	}
 	for i, s := range spec.Streams {
 		st := planner.Stream{
@@ -123,6 +126,35 @@ func BucketLabels(b *datav1alpha1.Bucketing) ([]string, error) {
 		labels = append(labels, fmt.Sprintf("%s from %s below %s", what, bounds[i-1], bounds[i]))
 	}
 	return append(labels, fmt.Sprintf("%s from %s", what, bounds[len(bounds)-1])), nil
+}
+
+// BucketBatchSizes returns each bucket's global batch size, from
+// spec.bucketing's batchSizes or budget (nil: globalBatchSize for all).
+// A budget gives bucket k below boundary B the most samples, a multiple of
+// numSplits, whose longest possible length (B − 1) fits it; the last
+// bucket, unbounded above, takes globalBatchSize.
+func BucketBatchSizes(spec *datav1alpha1.TrainingDatasetSpec) ([]int64, error) {
+	b := spec.Bucketing
+	S := int64(spec.NumSplits)
+	switch {
+	case b.BatchSizes != nil && b.Budget != nil:
+		return nil, &planner.FieldError{Field: "spec.bucketing", Rule: "give batchSizes or a budget, not both"}
+	case b.BatchSizes != nil:
+		return b.BatchSizes, nil
+	case b.Budget == nil:
+		return nil, nil
+	case len(b.Boundaries) == 0:
+		return nil, &planner.FieldError{Field: "spec.bucketing.budget", Rule: "sizes each bucket's batches by its longest sample, which boundaries bound: bucket by boundaries, or give batchSizes"}
+	}
+	var out []int64
+	for k, bound := range b.Boundaries {
+		g := *b.Budget / max(bound-1, 1) / S * S
+		if g < S {
+			return nil, &planner.FieldError{Field: "spec.bucketing.budget", Rule: fmt.Sprintf("%d holds fewer than numSplits (%d) samples of bucket %d (lengths below %d): raise it, or lower numSplits", *b.Budget, S, k, bound)}
+		}
+		out = append(out, g)
+	}
+	return append(out, spec.GlobalBatchSize), nil
 }
 
 // Schedule returns the planner's schedule of spec (nil without one).

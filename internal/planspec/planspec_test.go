@@ -3,6 +3,7 @@ package planspec
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -186,5 +187,29 @@ func TestParamsPlansEachStreamsBucketsAsLanes(t *testing.T) {
 	labels, err := BucketLabels(&datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{512, 2048}})
 	if err != nil || strings.Join(labels, "; ") != "length below 512; length from 512 below 2048; length from 2048" {
 		t.Errorf("labels %q, %v", labels, err)
+	}
+}
+
+// Each bucket's batch size comes from batchSizes, or from a budget over
+// the bucket's longest possible sample (the last takes globalBatchSize).
+func TestBucketBatchSizesFromSizesOrABudget(t *testing.T) {
+	spec := &datav1alpha1.TrainingDatasetSpec{NumSplits: 4, GlobalBatchSize: 8}
+	for _, tc := range []struct {
+		b    datav1alpha1.Bucketing
+		want string
+	}{
+		{datav1alpha1.Bucketing{Boundaries: []int64{128, 512}}, "[]"},
+		{datav1alpha1.Bucketing{Boundaries: []int64{128, 512}, BatchSizes: []int64{32, 16, 8}}, "[32 16 8]"},
+		// 8192 tokens: 64 of at most 127, 16 of at most 511 (a multiple of 4), then 8.
+		{datav1alpha1.Bucketing{Boundaries: []int64{128, 512}, Budget: ptr.To(int64(8192))}, "[64 16 8]"},
+		{datav1alpha1.Bucketing{Boundaries: []int64{1, 3000}, Budget: ptr.To(int64(8192))}, "spec.bucketing.budget: 8192 holds fewer than numSplits (4) samples of bucket 1 (lengths below 3000)"},
+		{datav1alpha1.Bucketing{AspectRatios: []string{"1"}, Budget: ptr.To(int64(8192))}, "spec.bucketing.budget: sizes each bucket's batches by its longest sample"},
+		{datav1alpha1.Bucketing{Boundaries: []int64{8}, Budget: ptr.To(int64(64)), BatchSizes: []int64{8, 8}}, "give batchSizes or a budget, not both"},
+	} {
+		spec.Bucketing = &tc.b
+		got, err := BucketBatchSizes(spec)
+		if s := fmt.Sprint(got); err != nil && !strings.Contains(err.Error(), tc.want) || err == nil && s != tc.want {
+			t.Errorf("%+v: got %s, %v; want %s", tc.b, s, err, tc.want)
+		}
 	}
 }

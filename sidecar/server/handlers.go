@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shardfeed/shardfeed/internal/progress"
+	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/handoff"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
@@ -455,6 +456,38 @@ func (s *Server) sample(w http.ResponseWriter, req *http.Request) {
 	if err := iw.Write(rec); err == nil {
 		_ = iw.Close()
 	}
+}
+
+// steps counts the steps of an epoch from a step on by their global batch
+// size: what a client counts its micro-batches with where the size varies
+// by step (status's batchSizes is null: a bucketed plan with a batch size
+// per bucket).
+func (s *Server) steps(w http.ResponseWriter, req *http.Request) {
+	q := req.URL.Query()
+	e, _, err := intParam(q, "epoch", 0)
+	if err == nil && e < 0 {
+		err = fmt.Errorf("%d is before epoch 0", e)
+	}
+	if err != nil {
+		badRequest(w, "epoch", "%v", err)
+		return
+	}
+	from, _, err := intParam(q, "from", 0)
+	if err == nil && from < 0 {
+		err = fmt.Errorf("%d is before step 0", from)
+	}
+	if err != nil {
+		badRequest(w, "from", "%v (a step of the epoch)", err)
+		return
+	}
+	ep, err := s.cfg.Pipeline.Plan().Epoch(e)
+	if err != nil {
+		badRequest(w, "epoch", "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		BatchSizes []planner.SizeCount `json:"batchSizes"`
+	}{ep.BatchSizeCounts(from)})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {

@@ -120,6 +120,7 @@ func (s *Server) Handler() http.Handler {
 		{http.MethodGet, "/v1/state", s.state},
 		{http.MethodGet, "/v1/status", s.status},
 		{http.MethodGet, "/v1/sample", s.sample},
+		{http.MethodGet, "/v1/steps", s.steps},
 		{http.MethodGet, "/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }},
 		{http.MethodGet, "/readyz", s.readyz},
 	}

@@ -106,7 +106,8 @@ type Status struct {
 	NumSplits    int    `json:"numSplits"`
 	// GlobalBatchSize is G; Steps the steps per epoch. BatchSizes are the
 	// global batch sizes of the global steps (epoch·Steps + step) as runs:
-	// one run of G without a schedule.
+	// one run of G without a schedule; null where the size varies with
+	// each epoch's order (GET /v1/steps counts them).
 	BatchSizes      []planner.SizeRun `json:"batchSizes"`
 	GlobalBatchSize int64             `json:"globalBatchSize"`
 	Steps           int64             `json:"steps"`

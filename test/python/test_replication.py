@@ -123,3 +123,43 @@ def test_micro_batches_follow_a_schedules_batch_sizes(feed_factory):
         sizes[int(micro["_shardfeed_step"][0])] = int(micro["_shardfeed_micros"])
     assert count == expected
     assert sizes[9] == 1 and sizes[10] == 4 and sizes[21] == 4
+
+
+BUCKETED = """  numSplits: 4
+  globalBatchSize: 8
+  shuffle: {seed: 5, blockSize: 100}
+  bucketing: {column: tokens, boundaries: [4], batchSizes: [16, 8]}
+"""
+
+
+def test_micro_batches_follow_each_buckets_batch_size(feed_factory, minio):
+    """A bucketed plan with a batch size per bucket: every global batch is
+    of one bucket (its documents' lengths, as pyarrow counts them), of that
+    bucket's size; status's batchSizes is null, and len() counts the
+    micro-batches from the sidecar's /v1/steps, as many as come."""
+    rng = np.random.default_rng(54)
+    lengths = rng.integers(1, 8, size=N)
+    tokens = pa.array([list(range(n)) for n in lengths], type=pa.list_(pa.int32()))
+    feed = feed_factory(pa.table({"id": pa.array(np.arange(N, dtype=np.int64)), "tokens": tokens}), BUCKETED, start=False)
+    uri = f"s3://{feed.bucket}/web/"
+    run_shardfeed(minio, "index", uri, "--endpoint", minio.endpoint, "--insecure", "--selection-only", "--lengths", "tokens", "--buckets", "4")
+    feed.start()
+    status = shardfeed.Client(feed.socket).status()
+    assert status["batchSizes"] is None and status["planVersion"] == 5
+    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=2, output="numpy"), micro_batch_size=2)
+    expected = len(loader)
+    short = int((lengths < 4).sum())
+    # Bucket 0 (short documents) in steps of 16 rows, 8 a rank, 4 micro-batches;
+    # bucket 1 in steps of 8 rows, 2 micro-batches.
+    assert expected == (short // 16) * 4 + ((N - short) // 8) * 2
+    count, rows = 0, {}
+    for micro in loader:
+        count += 1
+        k = int(micro["_shardfeed_step"][0])
+        rows.setdefault(k, []).extend(int(i) for i in micro["id"])
+        assert int(micro["_shardfeed_micros"]) in (2, 4)
+    assert count == expected
+    for k, ids in rows.items():
+        short_rows = {bool(lengths[i] < 4) for i in ids}
+        assert len(short_rows) == 1, f"step {k} mixes buckets"
+        assert len(ids) == (8 if short_rows == {True} else 4), f"step {k}: {len(ids)} rows on rank 0"

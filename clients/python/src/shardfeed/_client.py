@@ -185,6 +185,12 @@ class Client:
         """The sidecar's status: the plan, readiness, counters, streams, last errors."""
         return self._json("GET", "/v1/status")
 
+    def steps(self, epoch: int, start: int) -> list[dict[str, int]]:
+        """The steps of epoch from step start to its end, counted by their
+        global batch size: [{"globalBatchSize", "steps"}]."""
+        got = self._json("GET", f"/v1/steps?epoch={int(epoch)}&from={int(start)}")
+        return list(got.get("batchSizes") or [])
+
     def commit(self, epoch: int, step: int, resumed: bool = False, wait: float = COMMIT_WAIT_S) -> dict[str, Any]:
         """Record that every rank finished the steps of epoch before step.
 

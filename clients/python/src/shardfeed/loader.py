@@ -155,6 +155,12 @@ class FeedLoader:
             return left
         # Micro-batches per step follow the step's batch size, which a
         # schedule changes: count them run by run over the global steps.
+        # Where it varies with each epoch's order (bucketed, a batch size per
+        # bucket), the sidecar counts the epoch's steps by size.
+        if "batchSizes" in plan and plan["batchSizes"] is None:
+            counts = self.dataset.client().steps(epoch, start)
+            return sum(int(c["steps"]) * max(int(c["globalBatchSize"]) // self.dataset.dp_size // self.micro_batch_size, 1)
+                       for c in counts)
         runs = plan.get("batchSizes") or [{"fromStep": 0, "globalBatchSize": plan["globalBatchSize"]}]
         first, end = epoch * steps + start, (epoch + 1) * steps
         total = 0

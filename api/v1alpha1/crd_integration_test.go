@@ -229,6 +229,21 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16}}}
 			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32}}
 		}, "drop spec.schedule or spec.bucketing"},
+		{"a bucket batch size that is no multiple of numSplits", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32}, BatchSizes: []int64{int64(d.Spec.NumSplits) * 2, int64(d.Spec.NumSplits) + 1}}
+		}, "spec.bucketing.batchSizes must be multiples of numSplits"},
+		{"a batch size short of a bucket", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32, 64}, BatchSizes: []int64{int64(d.Spec.NumSplits), int64(d.Spec.NumSplits)}}
+		}, "spec.bucketing.batchSizes has one batch size a bucket"},
+		{"batch sizes and a budget", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32}, BatchSizes: []int64{int64(d.Spec.NumSplits), int64(d.Spec.NumSplits)}, Budget: ptr.To(int64(1 << 20))}
+		}, "give spec.bucketing batchSizes or a budget, not both"},
+		{"a budget over aspect ratios", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "image", AspectRatios: []string{"1"}, Budget: ptr.To(int64(1 << 20))}
+		}, "spec.bucketing.budget sizes each bucket's batches by its longest sample"},
+		{"a budget short of the longest bucket", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32, 4096}, Budget: ptr.To(int64(4096))}
+		}, "spec.bucketing.budget holds numSplits samples of the longest bounded bucket"},
 		{"an index in another store", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Source.IndexURI = "gs://team-indexes/web/"
 		}, "source.indexURI must use the same store as source.uri"},
@@ -502,6 +517,8 @@ func TestIntegrationBucketedDatasetsAreAccepted(t *testing.T) {
 	for name, b := range map[string]*datav1alpha1.Bucketing{
 		"lengths":       {Column: "tokens", Boundaries: []int64{512, 1024, 2048}},
 		"aspect ratios": {Column: "image", AspectRatios: []string{"0.75", "1", "4/3"}},
+		"a budget":      {Column: "tokens", Boundaries: []int64{512, 2048}, Budget: ptr.To(int64(1 << 20))},
+		"batch sizes":   {Column: "image", AspectRatios: []string{"1"}, BatchSizes: []int64{64, 16}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := validDataset(apiServer.Namespace(t))

@@ -94,6 +94,8 @@ func FuzzAPI(f *testing.F) {
 		{false, "/v1/status", "", ""},
 		{false, "/v1/sample", "index=3", ""},
 		{false, "/v1/sample", "index=999999", ""},
+		{false, "/v1/steps", "epoch=0&from=3", ""},
+		{false, "/v1/steps", "epoch=-1&from=x", ""},
 		{false, "/readyz", "", ""},
 	} {
 		f.Add(seed.post, seed.path, seed.query, []byte(seed.body))

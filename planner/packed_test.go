@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -149,5 +150,47 @@ func TestPackedPlansDeliverEveryTokenOnce(t *testing.T) {
 	}
 	if planned < 40 {
 		t.Fatalf("only %d of 80 random packed datasets planned", planned)
+	}
+}
+
+// TestProportionsOfTokensWeighEachStreamByItsTokensAPack: with
+// proportions of tokens, a stream of longer packs gives fewer of them, so
+// that the streams' tokens are in the proportions (an epoch's and a
+// curriculum phase's), and the choice is a plan input.
+func TestProportionsOfTokensWeighEachStreamByItsTokensAPack(t *testing.T) {
+	packs := func(n, tokensEach int64) StreamIndex {
+		x := StreamIndex{Packing: "tokens: bestFit 64", Tokens: n * tokensEach}
+		for h := range n / 100 {
+			x.Shards = append(x.Shards, Shard{Name: fmt.Sprint("part-", h), Samples: 100, Bytes: 100})
+		}
+		return x
+	}
+	p := Params{NumSplits: 4, GlobalBatchSize: 8, DropLast: true, EpochSize: 1000, ProportionsOfTokens: true,
+		Streams: []Stream{{Name: "long", Index: packs(1000, 60), Proportion: "1"}, {Name: "short", Index: packs(1000, 20), Proportion: "1"}}}
+	pl := must(New(p))
+	// 60·c_long = 20·c_short, c_long + c_short = 1000.
+	if got := pl.SamplesPerStream(); got[0] != 250 || got[1] != 750 {
+		t.Fatalf("packs per epoch %v, want [250 750]: equal tokens", got)
+	}
+	packsOnly := p
+	packsOnly.ProportionsOfTokens = false
+	if pk := must(New(packsOnly)); pk.Fingerprint().Sum == pl.Fingerprint().Sum || pk.SamplesPerStream()[0] != 500 {
+		t.Fatalf("proportions of packs: %v, the same fingerprint: %v", pk.SamplesPerStream(), pk.Fingerprint().Sum == pl.Fingerprint().Sum)
+	}
+	// A phase of 1 token of long for 3 of short: 1/60 : 3/20 = 1 : 9 packs.
+	w, err := p.phaseWeights("phase", map[string]string{"long": "1", "short": "3"})
+	if err != nil || w[0]*9 != w[1] {
+		t.Fatalf("phase weights %v (%v), want 1 : 9", w, err)
+	}
+	// Token counts whose ratio in lowest terms passes 2^40: rounded to a
+	// billionth of the largest weight.
+	p.Streams[0].Index.Tokens, p.Streams[1].Index.Tokens = 999_999_999_989, 999_999_999_961
+	w, err = p.phaseWeights("phase", map[string]string{"long": "1", "short": "3"})
+	if err != nil || w[1] != 1_000_000_000 || w[0] < 333_333_333 || w[0] > 333_333_334 {
+		t.Fatalf("phase weights %v (%v), want 1 : 3 to a billionth", w, err)
+	}
+	p.Streams[1].Index.Tokens = 0
+	if _, err := New(p); err == nil || !strings.Contains(err.Error(), `stream "short" has no token in its packs`) {
+		t.Fatalf("a stream of no token: %v", err)
 	}
 }

@@ -51,6 +51,9 @@ type StreamIndex struct {
 	// Packing is the packing whose packs are the stream's samples
 	// (spec.packing): a plan input. Empty for other streams.
 	Packing string `json:"-"`
+	// Tokens are, in a packed stream, the tokens of its packs (of its
+	// Samples): what proportions of tokens weigh it by.
+	Tokens int64 `json:"-"`
 	// Buckets are, in a bucketed dataset (spec.bucketing), the stream's
 	// rows in each bucket: the same shards, each with its rows in the
 	// bucket, filtered by the bucket's selection. The plan's lanes.
@@ -147,6 +150,10 @@ type Params struct {
 	// (docs/planner.md, schedules); only its presence is in the
 	// fingerprint.
 	Schedule *Schedule
+	// ProportionsOfTokens says the proportions (the streams' and a
+	// schedule's) are of tokens, in a packed dataset: each stream's packs
+	// are weighed by its packs over its tokens (StreamIndex.Tokens).
+	ProportionsOfTokens bool
 	// Bucketing, if set, makes the streams lanes of buckets, stream-major,
 	// and draws every global batch from one bucket (bucket.go).
 	Bucketing *Bucketing
@@ -363,7 +370,9 @@ func (p *Params) weighCounts(sizes []int64) ([]int64, error) {
 			if err != nil {
 				return nil, err
 			}
-			weights[i] = w
+			if weights[i], err = p.ofTokens(i, w); err != nil {
+				return nil, err
+			}
 		}
 		epoch := p.EpochSize
 		if epoch == 0 {
@@ -414,6 +423,19 @@ func (p *Params) weighCounts(sizes []int64) ([]int64, error) {
 		}
 	}
 	return counts, nil
+}
+
+// ofTokens turns stream i's proportion w of tokens into one of packs,
+// exactly (w·packs/tokens), when the proportions are of tokens.
+func (p *Params) ofTokens(i int, w *big.Rat) (*big.Rat, error) {
+	if !p.ProportionsOfTokens {
+		return w, nil
+	}
+	x := p.Streams[i].Index
+	if x.Tokens < 1 {
+		return nil, fieldErr(fmt.Sprintf("spec.streams[%d]", i), "stream %q has no token in its packs, and spec.packing.proportions is tokens: leave it out", p.Streams[i].Name)
+	}
+	return w.Mul(w, big.NewRat(x.Samples(), x.Tokens)), nil
 }
 
 // largestRemainder splits total in proportion to weights: floor(total·w/Σw)
@@ -511,6 +533,9 @@ func (p *Params) fingerprintInputs() []fingerprintInput {
 	}
 	if p.lanes() { // only datasets that batch otherwise than at random
 		in = append(in, fingerprintInput{"spec.batching", string(p.Batching)})
+	}
+	if p.ProportionsOfTokens { // only packed datasets whose proportions are of tokens
+		in = append(in, fingerprintInput{"spec.packing.proportions", "tokens"})
 	}
 	if p.Schedule != nil { // only scheduled datasets; the phases may grow
 		in = append(in, fingerprintInput{"spec.schedule", "per-stream passes"})

@@ -130,6 +130,32 @@ func (p *Params) validateSchedule() error {
 
 // phaseWeights turns a phase's proportions into integer weights per stream
 // in the ratio of the decimals, reduced.
+// roundWeights rounds each weight to the nearest multiple of a billionth
+// of the largest (a weight above 0 to one at least).
+func roundWeights(rats []*big.Rat) {
+	most := new(big.Rat)
+	for _, r := range rats {
+		if r.Cmp(most) > 0 {
+			most.Set(r)
+		}
+	}
+	if most.Sign() == 0 {
+		return
+	}
+	for i, r := range rats {
+		if r.Sign() == 0 {
+			continue
+		}
+		q := new(big.Rat).Quo(r, most)
+		q.Mul(q, big.NewRat(1_000_000_000, 1))
+		n := new(big.Int).Quo(new(big.Int).Add(new(big.Int).Mul(q.Num(), big.NewInt(2)), q.Denom()), new(big.Int).Mul(q.Denom(), big.NewInt(2)))
+		if n.Sign() == 0 {
+			n.SetInt64(1)
+		}
+		rats[i] = new(big.Rat).SetInt(n)
+	}
+}
+
 func (p *Params) phaseWeights(field string, props map[string]string) ([]int64, error) {
 	rats := make([]*big.Rat, len(p.Streams))
 	for name := range props {
@@ -147,11 +173,22 @@ func (p *Params) phaseWeights(field string, props map[string]string) ([]int64, e
 			return nil, fieldErr(field+"."+st.Name, "%q is not a decimal number of at most 20 characters, e.g. \"0.25\" or \"3\"", v)
 		}
 		rats[s], _ = new(big.Rat).SetString(v)
+		var err error
+		if rats[s], err = p.ofTokens(s, rats[s]); err != nil {
+			return nil, err
+		}
 		sum.Add(sum, rats[s])
 	}
+
 	if sum.Sign() == 0 {
 		return nil, fieldErr(field, "are all 0: give at least one stream a proportion above 0")
 	}
+	return p.integerWeights(field, rats, false)
+}
+
+// integerWeights turns the weights into integers in lowest terms, their
+// sum a period of at most 2^40.
+func (p *Params) integerWeights(field string, rats []*big.Rat, rounded bool) ([]int64, error) {
 	lcm := big.NewInt(1)
 	for _, r := range rats {
 		d := r.Denom()
@@ -171,6 +208,12 @@ func (p *Params) phaseWeights(field string, props map[string]string) ([]int64, e
 		total.Add(total, ints[s])
 	}
 	if total.Cmp(big.NewInt(maxPeriod)) > 0 {
+		if p.ProportionsOfTokens && !rounded {
+			// Packs over tokens may have denominators too large for a
+			// period: each weight to a billionth of the largest.
+			roundWeights(rats)
+			return p.integerWeights(field, rats, true)
+		}
 		return nil, fieldErr(field, "are too fine: their ratio in lowest terms sums to more than 2^40; round them")
 	}
 	for s := range ints {

@@ -731,7 +731,24 @@ type Packing struct {
 	// +kubebuilder:default=0
 	// +optional
 	PadToken *int64 `json:"padToken,omitempty"`
+
+	// Proportions says what the streams' proportions (and a schedule's)
+	// are of: packs (sequence slots, the default) or tokens (what LLM
+	// mixtures mean: each stream's packs weighed by its tokens a pack).
+	// +kubebuilder:default=packs
+	// +optional
+	Proportions ProportionUnit `json:"proportions,omitempty"`
 }
+
+// ProportionUnit is what a packed dataset's proportions are of.
+// +kubebuilder:validation:Enum=packs;tokens
+type ProportionUnit string
+
+// The units of a packed dataset's proportions.
+const (
+	ProportionOfPacks  ProportionUnit = "packs"
+	ProportionOfTokens ProportionUnit = "tokens"
+)
 
 // Bucketing cuts the samples into buckets by their length (the elements of
 // a list column, or an image's pixels) at boundaries, or an image's by its

@@ -495,6 +495,8 @@ func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []i
 		}
 		weight := "-"
 		switch {
+		case st.Proportion != "" && p.ProportionsOfTokens:
+			weight = "proportion " + st.Proportion + " of tokens"
 		case st.Proportion != "":
 			weight = "proportion " + st.Proportion
 		case st.Repeat != "":

@@ -81,6 +81,7 @@ func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamInde
 		}
 	}
 	p.Schedule = Schedule(spec)
+	p.ProportionsOfTokens = spec.Packing != nil && spec.Packing.Proportions == datav1alpha1.ProportionOfTokens
 	if err := p.Validate(); err != nil {
 		return planner.Params{}, err
 	}

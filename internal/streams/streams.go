@@ -386,8 +386,10 @@ func openPacks(ctx context.Context, st store.Store, s datav1alpha1.Stream, spec 
 // samples, and the packing a plan input.
 func packed(x planner.StreamIndex, p *Packs) planner.StreamIndex {
 	x.Shards = slices.Clone(x.Shards)
+	x.Tokens = 0
 	for h := range x.Shards {
 		x.Shards[h].Samples = p.Index.Shards[h].Packs
+		x.Tokens += p.Index.Shards[h].Tokens
 	}
 	x.Packing = p.Column + ": " + p.Packing.String()
 	return x

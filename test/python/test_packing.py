@@ -190,3 +190,45 @@ def test_from_uri_packs_with_no_manifest(tmp_path, monkeypatch):
     assert tokens == sum(len(d) for d in docs) and len(seen) == len(docs)
     with pytest.raises(shardfeed.ShardfeedError, match="pack_length=0"):
         shardfeed.FeedDataset.from_uri(tmp_path / "web", batch_size=4, pack_length=0, binary=str(SHARDFEED_BIN))
+
+
+def test_proportions_of_tokens_give_each_stream_its_share_of_tokens(tmp_path):
+    """spec.packing.proportions: tokens. A stream of documents of 60 tokens
+    packs one a sequence of 96, a stream of documents of 30 three: equal
+    proportions of tokens give the first 3 packs for every 2 of the
+    second, and the served batches hold as many tokens of each (their loss
+    masks, by _shardfeed_stream); proportions of packs give equal packs."""
+    for name, size in (("long", 60), ("short", 30)):
+        (tmp_path / name).mkdir()
+        n = 300 * (96 // size)  # 300 packs
+        pq.write_table(pa.table({"tokens": pa.array([[i + 1] * size for i in range(n)], pa.list_(pa.int32()))}), tmp_path / name / "part-0.parquet")
+
+    def manifest(unit: str) -> str:
+        path = tmp_path / f"{unit}.yaml"
+        path.write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {{name: tokens-{unit}}}
+spec:
+  streams:
+  - {{name: long, format: parquet, source: {{uri: long/}}, proportion: "1"}}
+  - {{name: short, format: parquet, source: {{uri: short/}}, proportion: "1"}}
+  epochSize: 200
+  numSplits: 1
+  globalBatchSize: 8
+  packing: {{column: tokens, sequenceLength: {SEQ}, proportions: {unit}}}
+""")
+        return str(path)
+
+    for unit, want in (("tokens", [120, 80]), ("packs", [100, 100])):
+        m = manifest(unit)
+        for s in ("long", "short"):
+            _index(m, s)
+        summary = subprocess.run([str(SHARDFEED_BIN), "plan", "-f", m, "-o", "json"], capture_output=True, text=True, timeout=120)
+        assert summary.returncode == 0, summary.stderr
+        assert [s["perEpoch"] for s in json.loads(summary.stdout)["streams"]] == want
+    ds = shardfeed.FeedDataset.from_manifest(manifest("tokens"), rank=0, world_size=1, binary=str(SHARDFEED_BIN), directory=str(tmp_path), fresh=True)
+    tokens = [0, 0]
+    for batch in ds:
+        for stream, mask in zip(batch["_shardfeed_stream"].tolist(), batch["loss_mask"].numpy()):
+            tokens[stream] += int(mask.sum())
+    assert tokens[0] == 120 * 60 and abs(tokens[1] - tokens[0]) <= 2 * SEQ, tokens

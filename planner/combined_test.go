@@ -45,8 +45,8 @@ func combinedParams(r *rand.Rand) Params {
 	}
 }
 
-// TestCombinedFeaturesKeepEveryGuarantee: for plans with every feature, a
-// job trains steps at one world size W1 (of {1, 2, 3, 4, 6, 12}, in a 2-D
+// TestCombinedFeaturesKeepEveryGuarantee: for plans with every feature
+// (and bucketed plans, bucketedParams), a job trains steps at one world size W1 (of {1, 2, 3, 4, 6, 12}, in a 2-D
 // or 3-D mesh of replication groups) with w1 DataLoader workers, resumes
 // at a random step at another data-parallel size W2 with w2 workers, over
 // more than one epoch: every step's batches together are the global batch,
@@ -56,8 +56,17 @@ func combinedParams(r *rand.Rand) Params {
 func TestCombinedFeaturesKeepEveryGuarantee(t *testing.T) {
 	r := rand.New(rand.NewPCG(12, 12))
 	worlds := []int{1, 2, 3, 4, 6, 12}
-	for i := range 40 {
-		p := combinedParams(r)
+	for i := range 60 {
+		var p Params
+		if i < 40 {
+			p = combinedParams(r)
+		} else { // bucketed, with a batch size per bucket or not
+			for p = bucketedParams(r); ; p = bucketedParams(r) {
+				if _, err := New(p); err == nil {
+					break
+				}
+			}
+		}
 		pl := must(New(p))
 		W1, W2 := worlds[r.IntN(6)], worlds[r.IntN(6)]
 		w1, w2 := 1+r.IntN(4), 1+r.IntN(4)

@@ -164,6 +164,10 @@ func TestIntegrationABucketedImageDatasetThroughAKillAndARescale(t *testing.T) {
 		t.Fatalf("plan: %v\n%s", err, out)
 	}
 	mustContain(t, string(out), "aspect ratio below 3/4", "aspect ratio from 3/4 below 4/3", "aspect ratio from 4/3", "every global batch is drawn from one bucket")
+	if out, err = exec.Command(binary, "simulate", "-f", manifest, "--credentials-dir", ds.credentials, "--pods", "2").CombinedOutput(); err != nil {
+		t.Fatalf("simulate: %v\n%s", err, out)
+	}
+	mustContain(t, string(out), "bucket 0 (aspect ratio below 3/4): ", "bucket 2 (aspect ratio from 4/3): ")
 
 	r := trainThroughARescale(t, ds, "bucketed", readImages, func(b imageBatch) int64 { return b.step })
 	seen := map[int64]bool{}

@@ -465,17 +465,11 @@ func (s *Server) sample(w http.ResponseWriter, req *http.Request) {
 func (s *Server) steps(w http.ResponseWriter, req *http.Request) {
 	q := req.URL.Query()
 	e, _, err := intParam(q, "epoch", 0)
-	if err == nil && e < 0 {
-		err = fmt.Errorf("%d is before epoch 0", e)
-	}
 	if err != nil {
 		badRequest(w, "epoch", "%v", err)
 		return
 	}
 	from, _, err := intParam(q, "from", 0)
-	if err == nil && from < 0 {
-		err = fmt.Errorf("%d is before step 0", from)
-	}
 	if err != nil {
 		badRequest(w, "from", "%v (a step of the epoch)", err)
 		return

@@ -20,8 +20,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	pq "github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
@@ -73,23 +71,7 @@ func imageRows(t *testing.T, dir string, n int, base int64, seed uint64) {
 			b.Field(0).(*array.Int64Builder).Append(base + int64(i))
 			b.Field(1).(*array.BinaryBuilder).Append(buf.Bytes())
 		}
-		rec := b.NewRecordBatch()
-		b.Release()
-		var buf bytes.Buffer
-		w, err := pqarrow.NewFileWriter(schema, &buf, pq.NewWriterProperties(pq.WithMaxRowGroupLength(50)), pqarrow.DefaultWriterProps())
-		if err == nil {
-			err = w.Write(rec)
-		}
-		if err == nil {
-			err = w.Close()
-		}
-		rec.Release()
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("part-%d.parquet", f)), buf.Bytes(), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		writeParquet(t, filepath.Join(dir, fmt.Sprintf("part-%d.parquet", f)), b)
 	}
 }
 

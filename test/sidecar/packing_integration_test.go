@@ -37,6 +37,29 @@ const packedSpec = `  numSplits: 4
       proportions: [{stream: p, proportion: "1"}, {stream: q, proportion: "3"}, {stream: m, proportion: "2"}]
 `
 
+// writeParquet writes what b holds to path as Parquet, in row groups of
+// 50 rows.
+func writeParquet(t *testing.T, path string, b *array.RecordBuilder) {
+	t.Helper()
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	b.Release()
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, pq.NewWriterProperties(pq.WithMaxRowGroupLength(50)), pqarrow.DefaultWriterProps())
+	if err == nil {
+		err = w.Write(rec)
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	if err == nil {
+		err = os.WriteFile(path, buf.Bytes(), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // packedDocs writes n documents of 1 to 90 token ids to Parquet files of
 // 150 rows (row groups of 50): document i's token j is base + 1000·i + j,
 // so that a token names its document and its place in it.
@@ -59,23 +82,7 @@ func packedDocs(t *testing.T, dir string, n int, base int32, seed uint64) []int 
 				vb.Append(base + int32(1000*i+j))
 			}
 		}
-		rec := b.NewRecordBatch()
-		b.Release()
-		var buf bytes.Buffer
-		w, err := pqarrow.NewFileWriter(schema, &buf, pq.NewWriterProperties(pq.WithMaxRowGroupLength(50)), pqarrow.DefaultWriterProps())
-		if err == nil {
-			err = w.Write(rec)
-		}
-		if err == nil {
-			err = w.Close()
-		}
-		rec.Release()
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("part-%d.parquet", f)), buf.Bytes(), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		writeParquet(t, filepath.Join(dir, fmt.Sprintf("part-%d.parquet", f)), b)
 	}
 	return lengths
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"math/bits"
+	"slices"
 )
 
 // Bucketing (spec.bucketing, docs/planner.md) draws every global batch
@@ -53,8 +54,15 @@ func (p *Params) validateBucketing() error {
 		return fmt.Errorf("planner: %d bucket labels for %d buckets", len(b.Labels), b.Buckets)
 	case b.BatchSizes != nil && len(b.BatchSizes) != b.Buckets:
 		return fieldErr("spec.bucketing.batchSizes", "%d batch sizes for %d buckets: give one a bucket", len(b.BatchSizes), b.Buckets)
-	case p.Schedule != nil:
-		return fieldErr("spec.bucketing", "a schedule's phases mix the streams step by step, and bucketing gives each step to one bucket: shardfeed does not plan both yet; drop spec.schedule or spec.bucketing")
+	case p.Schedule != nil && b.BatchSizes != nil:
+		return fieldErr("spec.bucketing", "a schedule's phases set the global batch size: drop spec.bucketing.batchSizes (or budget), or spec.schedule")
+	}
+	if p.Schedule != nil {
+		for i, ph := range p.Schedule.Phases {
+			if ph.SkipSteps > 0 || ph.RepeatSteps > 0 {
+				return fieldErr(fmt.Sprintf("spec.schedule.phases[%d]", i), "skips and repeats steps, which a bucketed plan does not plan yet (its phases may change the batch size and the proportions): drop the phase, or spec.bucketing")
+			}
+		}
 	}
 	for k, g := range b.BatchSizes {
 		if g < 1 || g > maxSamples || g%int64(p.NumSplits) != 0 {
@@ -133,6 +141,9 @@ type buckets struct {
 	which []int
 	mix   interleave
 	per   []int64
+	// phases[i][q], with a schedule, is the dataset's phase that bucket
+	// which[i]'s phase q is (phases at one step of a bucket merge).
+	phases [][]int
 }
 
 type bucketKind struct{}
@@ -151,6 +162,9 @@ func cutBuckets(pl *Plan) (*buckets, error) {
 		sub := Params{
 			Seed: derive(p.Seed, purposeBucket), NumSplits: p.NumSplits, Shuffle: p.Shuffle, BlockSize: p.BlockSize, RunLength: p.RunLength,
 			GlobalBatchSize: g, DropLast: p.DropLast, Batching: p.Batching,
+		}
+		if p.Schedule != nil {
+			sub.Schedule = &Schedule{} // its phases once the buckets' steps are known (schedule)
 		}
 		var total int64
 		for s := range p.Bucketing.Streams {
@@ -181,13 +195,98 @@ func cutBuckets(pl *Plan) (*buckets, error) {
 		pl.steps += bp.steps
 	}
 	o.mix = newInterleave(steps)
+	if p.Schedule != nil {
+		if err := o.schedule(); err != nil {
+			return nil, err
+		}
+	}
 	return o, nil
+}
+
+// schedule plans each bucket over its own steps with the schedule's
+// phases, each at the bucket's first step at or after the phase's global
+// step: a bucket's steps take the batch size and the proportions (of its
+// lanes) the schedule gives the global steps they are. Each bucket's plan
+// was built with no phase, which changes no step count.
+func (o *buckets) schedule() error {
+	p := &o.pl.params
+	B := p.Bucketing.Buckets
+	o.phases = make([][]int, len(o.which))
+	for i, b := range o.which {
+		var phases []Phase
+		for gi, ph := range p.Schedule.Phases {
+			at := o.before(i, ph.StartStep)
+			local := Phase{StartStep: at, GlobalBatchSize: ph.GlobalBatchSize}
+			if ph.Proportions != nil {
+				local.Proportions = map[string]string{}
+				for _, lane := range o.lanes[b] {
+					local.Proportions[p.Streams[lane].Name] = ph.Proportions[p.Bucketing.Streams[lane/B]]
+				}
+			}
+			if n := len(phases); n > 0 && phases[n-1].StartStep == at { // no step of the bucket between them
+				if local.GlobalBatchSize > 0 {
+					phases[n-1].GlobalBatchSize = local.GlobalBatchSize
+				}
+				if local.Proportions != nil {
+					phases[n-1].Proportions = local.Proportions
+				}
+				o.phases[i][n-1] = gi
+				continue
+			}
+			phases, o.phases[i] = append(phases, local), append(o.phases[i], gi)
+		}
+		sub := o.plans[b].params
+		sub.Schedule = &Schedule{Phases: phases}
+		bp, err := newPlan(sub)
+		if err != nil {
+			return fmt.Errorf("spec.schedule: bucket %d (%s): %w", b, p.Bucketing.Labels[b], err)
+		}
+		if bp.steps != o.plans[b].steps {
+			return fmt.Errorf("planner: internal error: bucket %d's phases changed its steps", b)
+		}
+		o.plans[b] = bp
+	}
+	return nil
+}
+
+// before returns the steps of bucket which[i] before global step g: its
+// steps of the epochs before g's, and those of g's epoch before it.
+func (o *buckets) before(i int, g int64) int64 {
+	K := o.pl.steps
+	e, k := g/K, g%K
+	ep := &bucketEpoch{o: o, key: derive(derive(o.pl.params.Seed, purposeBucketOrder), uint64(e))} //nolint:gosec // e >= 0
+	w := ep.window(k / bucketWindow)
+	n := w.before[i]
+	for _, l := range w.labels[:k%bucketWindow] {
+		if int(l) == i {
+			n++
+		}
+	}
+	return e*o.mix.n[i] + n
+}
+
+// cacheEpochs is steady's, or with a schedule the schedule's: epoch 0, the
+// epochs where a phase starts and the epoch after each.
+func (o *buckets) cacheEpochs() []int64 {
+	if o.pl.params.Schedule == nil {
+		return o.steady.cacheEpochs()
+	}
+	out := []int64{0}
+	for _, ph := range o.pl.params.Schedule.Phases {
+		e := ph.StartStep / o.pl.steps
+		for _, x := range []int64{e, e + 1} {
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
 }
 
 // batchSizes is one run of G when every bucket takes G; nil when the
 // size varies by step (EpochPlan.BatchSizeCounts counts them).
 func (o *buckets) batchSizes() []SizeRun {
-	if o.pl.params.Bucketing.BatchSizes == nil {
+	if o.pl.params.Bucketing.BatchSizes == nil && o.pl.params.Schedule == nil {
 		return o.steady.batchSizes()
 	}
 	return nil
@@ -356,14 +455,51 @@ func (ep *bucketEpoch) stepAt(t int64) (k, start int64) {
 }
 
 func (ep *bucketEpoch) at(j int, t int64) Sample {
+	if ep.o.phases != nil {
+		return ep.scheduledAt(j, t)
+	}
 	k, start := ep.stepAt(t)
 	i, m := ep.batchOf(k)
 	return ep.lift(i, ep.epochs[i].At(j, m*ep.o.per[i]+t-start))
 }
 
+// scheduledAt is at with a schedule, whose steps' sizes vary with the
+// phases: the epoch's steps walked to the one position t falls in, O(steps),
+// as a schedule's own.
+func (ep *bucketEpoch) scheduledAt(j int, t int64) Sample {
+	S := int64(ep.pl.params.NumSplits)
+	for k := range ep.pl.steps {
+		i, m := ep.batchOf(k)
+		size := ep.epochs[i].BatchSize(m) / S
+		if t >= size {
+			t -= size
+			continue
+		}
+		var before int64 // the bucket's positions before its step m
+		for q := range m {
+			before += ep.epochs[i].BatchSize(q) / S
+		}
+		return ep.lift(i, ep.epochs[i].At(j, before+t))
+	}
+	return Sample{}
+}
+
 func (ep *bucketEpoch) batchSize(k int64) int64 {
-	i, _ := ep.batchOf(k)
-	return ep.o.per[i] * int64(ep.pl.params.NumSplits)
+	i, m := ep.batchOf(k)
+	return ep.epochs[i].BatchSize(m)
+}
+
+// phase is the phase of the bucket's step, as the dataset's phase.
+func (ep *bucketEpoch) phase(k int64) (int, bool) {
+	if ep.o.phases == nil {
+		return -1, false
+	}
+	i, m := ep.batchOf(k)
+	q, repeated := ep.epochs[i].Phase(m)
+	if q >= 0 {
+		q = ep.o.phases[i][q]
+	}
+	return q, repeated
 }
 
 func (ep *bucketEpoch) batch(dst []Sample, k int64, first, n int) []Sample {

@@ -232,7 +232,20 @@ func TestBucketingIsRefusedClearly(t *testing.T) {
 		want string
 	}{
 		{"a bucket smaller than a batch", func(*Params) {}, "spec.bucketing: bucket 1 (length at least 10) has 7 samples per epoch, fewer than one global batch (8)"},
-		{"a schedule", func(p *Params) { p.Streams[1].Index = filteredIndex("sha256:b1", 30, 40); p.Schedule = &Schedule{} }, "drop spec.schedule or spec.bucketing"},
+		{"a schedule's skip", func(p *Params) {
+			p.Streams[1].Index = filteredIndex("sha256:b1", 30, 40)
+			p.Schedule = &Schedule{Phases: []Phase{{StartStep: 3, SkipSteps: 2}}}
+		}, "spec.schedule.phases[0]: skips and repeats steps, which a bucketed plan does not plan yet"},
+		{"a schedule and batch sizes", func(p *Params) {
+			p.Streams[1].Index = filteredIndex("sha256:b1", 30, 40)
+			p.Schedule, p.Bucketing.BatchSizes = &Schedule{}, []int64{8, 8}
+		}, "drop spec.bucketing.batchSizes (or budget), or spec.schedule"},
+		{"a curriculum that leaves a bucket no stream", func(p *Params) {
+			p.Streams = append(p.Streams, Stream{Name: "b[0]", Index: filteredIndex("sha256:c0", 50, 50)}, Stream{Name: "b[1]", Index: filteredIndex("sha256:c1", 0, 0)})
+			p.Streams[1].Index = filteredIndex("sha256:b1", 30, 40)
+			p.Bucketing.Streams = []string{"a", "b"}
+			p.Schedule = &Schedule{Phases: []Phase{{StartStep: 3, Proportions: map[string]string{"a": "0", "b": "1"}}}}
+		}, "spec.schedule: bucket 1 (length at least 10)"},
 		{"too many buckets", func(p *Params) { p.Bucketing.Buckets = 65 }, "65 buckets: from 1 to 64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -244,10 +257,128 @@ func TestBucketingIsRefusedClearly(t *testing.T) {
 			}
 		})
 	}
-	// An empty bucket has no batch; the others plan.
+	// Phases that change the batch size and the proportions plan.
 	p := base()
+	p.Streams[1].Index = filteredIndex("sha256:b1", 30, 40)
+	p.Schedule = &Schedule{Phases: []Phase{{StartStep: 3, GlobalBatchSize: 16}, {StartStep: 5, Proportions: map[string]string{"a": "1"}}}}
+	if _, err := New(p); err != nil {
+		t.Fatalf("a bucketed schedule: %v", err)
+	}
+	// An empty bucket has no batch; the others plan.
+	p = base()
 	p.Streams[1].Index = filteredIndex("sha256:b1", 0, 0)
 	if pl, err := New(p); err != nil || pl.Steps() != 25 {
 		t.Fatalf("an empty bucket: %v", err)
+	}
+}
+
+// TestScheduledBucketedPlansKeepEveryGuarantee: bucketed plans with a
+// schedule of batch-size ramp-ups and curricula, over global steps past an
+// epoch, at every world size dividing numSplits 12 with a resume onto
+// another: the same global batches, BatchSize/W rows a rank, one bucket a
+// global batch, each step at the batch size and in the phase the schedule
+// gives its global step, each split drawing each lane pass after pass (no
+// row twice in a pass), and the pods' needs and caches covering what they
+// read in the epochs that size the cache.
+func TestScheduledBucketedPlansKeepEveryGuarantee(t *testing.T) {
+	r := rand.New(rand.NewPCG(38, 54))
+	worlds := []int{1, 2, 3, 4, 6, 12}
+	planned := 0
+	for trial := range 120 {
+		p := bucketedParams(r)
+		if p.Batching == BatchingPerStream {
+			p.Batching = BatchingStratified
+		}
+		p.Bucketing.BatchSizes = nil
+		K := int64(4 + r.IntN(20)) // about an epoch's steps
+		var phases []Phase
+		for a := int64(r.IntN(3)); len(phases) < 4; a += 1 + r.Int64N(K) {
+			ph := Phase{StartStep: a}
+			if r.IntN(2) == 0 {
+				ph.GlobalBatchSize = int64(12 * (1 + r.IntN(3)))
+			} else {
+				ph.Proportions = map[string]string{}
+				for _, name := range p.Bucketing.Streams {
+					ph.Proportions[name] = []string{"1", "2", "0.5"}[r.IntN(3)]
+				}
+			}
+			phases = append(phases, ph)
+		}
+		p.Schedule = &Schedule{Phases: phases}
+		pl, err := New(p)
+		if err != nil {
+			continue
+		}
+		planned++
+		B := p.Bucketing.Buckets
+		horizon := pl.Steps() + r.Int64N(pl.Steps()+1)
+		W1, W2, resume := worlds[r.IntN(6)], worlds[r.IntN(6)], r.Int64N(horizon)
+		seq := map[[2]int][]int64{} // (split, lane) → its draws in order
+		for g := range horizon {
+			ep := must(pl.Epoch(g / pl.Steps()))
+			k := g % pl.Steps()
+			// The phase and batch size the schedule gives step g.
+			want, size := -1, p.GlobalBatchSize
+			for i, ph := range phases {
+				if ph.StartStep <= g {
+					want = i
+					if ph.GlobalBatchSize > 0 {
+						size = ph.GlobalBatchSize
+					}
+				}
+			}
+			if ph, _ := ep.Phase(k); ph != want || ep.BatchSize(k) != size {
+				t.Fatalf("trial %d step %d: phase %d at batch size %d, the schedule gives phase %d at %d", trial, g, ph, ep.BatchSize(k), want, size)
+			}
+			W := W1
+			if g >= resume {
+				W = W2
+			}
+			var got []int64
+			bucket := -1
+			for rank := range W {
+				local := must(ep.LocalBatch(nil, k, rank, W))
+				if int64(len(local)) != size/int64(W) {
+					t.Fatalf("trial %d step %d rank %d of %d: %d rows, want %d", trial, g, rank, W, len(local), size/int64(W))
+				}
+				for _, smp := range local {
+					got = append(got, smp.ID)
+					if b := smp.Stream % B; bucket < 0 {
+						bucket = b
+					} else if b != bucket {
+						t.Fatalf("trial %d step %d: rows of buckets %d and %d in one global batch", trial, g, bucket, b)
+					}
+				}
+			}
+			slices.Sort(got)
+			if want := sortedIDs(must(ep.GlobalBatch(nil, k))); !slices.Equal(got, want) {
+				t.Fatalf("trial %d step %d (W %d → %d at %d): the ranks' rows are not the global batch", trial, g, W1, W2, resume)
+			}
+			for j := range p.NumSplits {
+				for _, smp := range must(ep.SplitsBatch(nil, k, j, 1)) {
+					seq[[2]int{j, smp.Stream}] = append(seq[[2]int{j, smp.Stream}], smp.ID)
+				}
+			}
+		}
+		// Each split draws each lane pass after pass: a pass (the lane's
+		// size div S rows a split) holds no row twice.
+		for key, ids := range seq {
+			pass := p.Streams[key[1]].Index.Samples() / int64(p.NumSplits)
+			for from := int64(0); from < int64(len(ids)); from += pass {
+				chunk := slices.Clone(ids[from:min(from+pass, int64(len(ids)))])
+				slices.Sort(chunk)
+				if len(slices.Compact(chunk)) != len(chunk) {
+					t.Fatalf("trial %d: split %d draws a row of lane %d twice in one pass of %d: %v", trial, key[0], key[1], pass, ids[from:min(from+pass, int64(len(ids)))])
+				}
+			}
+		}
+		for _, e := range pl.CacheEpochs() {
+			if e*pl.Steps() < horizon+pl.Steps() {
+				checkPodsCover(t, must(pl.Epoch(e)))
+			}
+		}
+	}
+	if planned < 60 {
+		t.Fatalf("only %d of 120 random scheduled bucketed datasets planned", planned)
 	}
 }

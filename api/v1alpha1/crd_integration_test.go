@@ -225,10 +225,14 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			d.Spec.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 64}
 			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32}}
 		}, "pack or bucket, not both"},
-		{"bucketing and a schedule", func(d *datav1alpha1.TrainingDataset) {
-			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16}}}
+		{"bucketing and a schedule's skip", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16}, {StartStep: 9, SkipSteps: 3}}}
 			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32}}
-		}, "drop spec.schedule or spec.bucketing"},
+		}, "its skips and repeats are not planned yet"},
+		{"bucket batch sizes and a schedule", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16}}}
+			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32}, BatchSizes: []int64{16, 8}}
+		}, "a schedule's phases set the global batch size"},
 		{"a bucket batch size that is no multiple of numSplits", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32}, BatchSizes: []int64{int64(d.Spec.NumSplits) * 2, int64(d.Spec.NumSplits) + 1}}
 		}, "spec.bucketing.batchSizes must be multiples of numSplits"},
@@ -519,10 +523,15 @@ func TestIntegrationBucketedDatasetsAreAccepted(t *testing.T) {
 		"aspect ratios": {Column: "image", AspectRatios: []string{"0.75", "1", "4/3"}},
 		"a budget":      {Column: "tokens", Boundaries: []int64{512, 2048}, Budget: ptr.To(int64(1 << 20))},
 		"batch sizes":   {Column: "image", AspectRatios: []string{"1"}, BatchSizes: []int64{64, 16}},
+		"scheduled":     {Column: "tokens", Boundaries: []int64{512}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := validDataset(apiServer.Namespace(t))
 			d.Spec.Bucketing = b
+			if name == "scheduled" { // a ramp-up and a curriculum
+				d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16},
+					{StartStep: 9, Proportions: []datav1alpha1.PhaseProportion{{Stream: d.Spec.Streams[0].Name, Proportion: "1"}}}}}
+			}
 			if err := apiServer.Client.Create(context.Background(), d); err != nil {
 				t.Fatalf("the API server refused a bucketed dataset: %v", err)
 			}

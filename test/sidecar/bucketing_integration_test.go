@@ -49,9 +49,10 @@ func bucketOfShape(w, h int) int {
 	return 2
 }
 
-// imageRows writes n rows (id, a PNG image of a random shape) to Parquet
-// files of 100 rows, ids from base.
-func imageRows(t *testing.T, dir string, n int, base int64, seed uint64) {
+// imageRows writes 300 rows (id, a PNG image of a random shape) to
+// Parquet files of 100 rows, ids from base.
+func imageRows(t *testing.T, dir string, base int64, seed uint64) {
+	const n = 300
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -113,8 +114,8 @@ func readImages(ctx context.Context, c *shardfeed.Client, req shardfeed.Request,
 // serves), and each row is delivered at most once in the epoch.
 func TestIntegrationABucketedImageDatasetThroughAKillAndARescale(t *testing.T) {
 	bucket, dir := minioServer.Bucket(t), t.TempDir()
-	imageRows(t, filepath.Join(dir, "a"), 300, 0, 1)
-	imageRows(t, filepath.Join(dir, "b"), 300, 1000, 2)
+	imageRows(t, filepath.Join(dir, "a"), 0, 1)
+	imageRows(t, filepath.Join(dir, "b"), 1000, 2)
 	upload(t, bucket, "a", filepath.Join(dir, "a"))
 	upload(t, bucket, "b", filepath.Join(dir, "b"))
 	streams := []sampledata.Stream{{Name: "a", Format: "parquet", URI: "s3://" + bucket + "/a/", Endpoint: minioServer.URL()},
@@ -184,5 +185,64 @@ func TestIntegrationABucketedImageDatasetThroughAKillAndARescale(t *testing.T) {
 	// batches leave out.
 	if len(seen) < 500-3*(4+8)*2 {
 		t.Fatalf("%d of 500 rows delivered in the epoch", len(seen))
+	}
+}
+
+const bucketedScheduledSpec = `  numSplits: 4
+  globalBatchSize: 8
+  shuffle: {seed: 6, blockSize: 16}
+  bucketing: {column: image, aspectRatios: ["3/4", "4/3"]}
+  schedule:
+    phases:
+    - {startStep: 4, globalBatchSize: 16}
+    - startStep: 9
+      proportions: [{stream: a, proportion: "1"}, {stream: b, proportion: "3"}]
+`
+
+// TestIntegrationABucketedScheduledDatasetThroughAKillAndARescale: the
+// bucketed images of the test above with a schedule (a batch-size ramp-up
+// at step 4, a curriculum at step 9), through a kill and a 4 → 2 rescale:
+// every batch of the committed lineage is `plan --ids`'s, each step at its
+// phase's batch size, and every global batch's images of one bucket.
+func TestIntegrationABucketedScheduledDatasetThroughAKillAndARescale(t *testing.T) {
+	bucket, dir := minioServer.Bucket(t), t.TempDir()
+	imageRows(t, filepath.Join(dir, "a"), 0, 3)
+	imageRows(t, filepath.Join(dir, "b"), 1000, 4)
+	upload(t, bucket, "a", filepath.Join(dir, "a"))
+	upload(t, bucket, "b", filepath.Join(dir, "b"))
+	streams := []sampledata.Stream{{Name: "a", Format: "parquet", URI: "s3://" + bucket + "/a/", Endpoint: minioServer.URL()},
+		{Name: "b", Format: "parquet", URI: "s3://" + bucket + "/b/", Endpoint: minioServer.URL()}}
+	manifest := filepath.Join(dir, "dataset.yaml")
+	if err := os.WriteFile(manifest, []byte(sampledata.Manifest("bucketed-scheduled", streams, bucketedScheduledSpec)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ds := dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(t)}
+	for _, s := range []string{"a", "b"} {
+		if out, err := exec.Command(binary, "index", "-f", manifest, "--stream", s, "--credentials-dir", ds.credentials).CombinedOutput(); err != nil {
+			t.Fatalf("index %s: %v\n%s", s, err, out)
+		}
+	}
+	r := trainThroughARescale(t, ds, "bucketed-scheduled", readImages, func(b imageBatch) int64 { return b.step })
+	for k := range r.steps {
+		world, plan := r.planAt(k)
+		bucketOf, rows := -1, 0
+		for rank := range world {
+			got, want := r.lineage[[2]int64{k, int64(rank)}], plan[[2]int64{k, int64(rank)}]
+			if fmt.Sprint(got.ids) != fmt.Sprint(want.IDs) {
+				t.Fatalf("step %d rank %d of %d: the lineage trained %v, plan --ids says %v", k, rank, world, got.ids, want.IDs)
+			}
+			rows += len(got.ids)
+			for _, b := range got.buckets {
+				if bucketOf < 0 {
+					bucketOf = b
+				}
+				if b != bucketOf {
+					t.Fatalf("step %d: images of buckets %d and %d in one global batch", k, bucketOf, b)
+				}
+			}
+		}
+		if want := map[bool]int{true: 8, false: 16}[k < 4]; rows != want {
+			t.Fatalf("step %d: a global batch of %d images, its phase's is %d", k, rows, want)
+		}
 	}
 }

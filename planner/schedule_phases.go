@@ -263,13 +263,20 @@ func (pl *Plan) PhaseStarts() []int64 {
 // plan summary.
 func (pl *Plan) DescribePhases() []string {
 	p := &pl.params
+	var names []string // the spec's streams: a bucketed plan's are lanes
+	for _, st := range p.Streams {
+		names = append(names, st.Name)
+	}
+	if p.Bucketing != nil {
+		names = p.Bucketing.Streams
+	}
 	var out []string
 	for _, ph := range p.Schedule.phases() {
 		var parts []string
 		if ph.Proportions != nil {
 			var ws []string
-			for _, st := range p.Streams {
-				ws = append(ws, st.Name+"="+ph.Proportions[st.Name])
+			for _, name := range names {
+				ws = append(ws, name+"="+ph.Proportions[name])
 			}
 			parts = append(parts, "proportions "+strings.Join(ws, " "))
 		}

@@ -222,6 +222,11 @@ func TestIntegrationABucketedScheduledDatasetThroughAKillAndARescale(t *testing.
 			t.Fatalf("index %s: %v\n%s", s, err, out)
 		}
 	}
+	out, err := exec.Command(binary, "plan", "-f", manifest, "--credentials-dir", ds.credentials).CombinedOutput()
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	mustContain(t, string(out), "from step 9: proportions a=1 b=3", "from step 4: globalBatchSize 16")
 	r := trainThroughARescale(t, ds, "bucketed-scheduled", readImages, func(b imageBatch) int64 { return b.step })
 	for k := range r.steps {
 		world, plan := r.planAt(k)

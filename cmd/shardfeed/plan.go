@@ -286,6 +286,9 @@ func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan, docs *pa
 			}
 		}
 		x := idsExtra{}
+		if bk := pl.Params().Bucketing; bk != nil {
+			x.buckets = bk.Buckets
+		}
 		if pl.Scheduled() {
 			x.scheduled = true
 			x.phase, x.repeated = ep.Phase(k)
@@ -325,6 +328,9 @@ type idsExtra struct {
 	skipStep                     int64
 	// docs are the documents of each sample's pack, in a packed dataset.
 	docs [][]int64
+	// buckets, in a bucketed dataset, is its number of buckets: the line
+	// says the bucket of its step (every sample's).
+	buckets int
 }
 
 // appendIDsLine writes {"epoch":E,"step":k,"rank":r,"worker":w,"ids":[…],"pad":[…]}
@@ -353,6 +359,10 @@ func appendIDsLine(b []byte, epoch, step int64, rank, procsPerPod int, worker in
 	}
 	if x.repeated {
 		b = append(b, `,"repeated":true`...)
+	}
+	if x.buckets > 0 && len(batch) > 0 {
+		b = append(b, `,"bucket":`...)
+		b = strconv.AppendInt(b, int64(batch[0].Stream%x.buckets), 10)
 	}
 	if x.skipped {
 		b = append(b, `,"skipped":true,"skipStep":`...)

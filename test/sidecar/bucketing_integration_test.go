@@ -162,6 +162,9 @@ func TestIntegrationABucketedImageDatasetThroughAKillAndARescale(t *testing.T) {
 			if fmt.Sprint(got.ids) != fmt.Sprint(want.IDs) {
 				t.Fatalf("step %d rank %d of %d: the lineage trained %v, plan --ids says %v", k, rank, world, got.ids, want.IDs)
 			}
+			if want.Bucket == nil || got.buckets[0] != *want.Bucket {
+				t.Fatalf("step %d rank %d: images of bucket %d, plan --ids says bucket %v", k, rank, got.buckets[0], want.Bucket)
+			}
 			for i, b := range got.buckets {
 				if bucketOf < 0 {
 					bucketOf = b
@@ -235,6 +238,9 @@ func TestIntegrationABucketedScheduledDatasetThroughAKillAndARescale(t *testing.
 			got, want := r.lineage[[2]int64{k, int64(rank)}], plan[[2]int64{k, int64(rank)}]
 			if fmt.Sprint(got.ids) != fmt.Sprint(want.IDs) {
 				t.Fatalf("step %d rank %d of %d: the lineage trained %v, plan --ids says %v", k, rank, world, got.ids, want.IDs)
+			}
+			if want.Bucket == nil || got.buckets[0] != *want.Bucket {
+				t.Fatalf("step %d rank %d: images of bucket %d, plan --ids says bucket %v", k, rank, got.buckets[0], want.Bucket)
 			}
 			rows += len(got.ids)
 			for _, b := range got.buckets {

@@ -377,6 +377,8 @@ type planLine struct {
 	Pad      []int   `json:"pad"`
 	// Docs are each pack's documents, in a packed dataset.
 	Docs [][]int64 `json:"docs"`
+	// Bucket is the step's bucket, in a bucketed dataset.
+	Bucket *int `json:"bucket"`
 }
 
 // planIDs runs `shardfeed plan --ids` and maps (step, rank) to its line.

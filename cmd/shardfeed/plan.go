@@ -285,14 +285,7 @@ func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan, docs *pa
 				}
 			}
 		}
-		x := idsExtra{}
-		if bk := pl.Params().Bucketing; bk != nil {
-			x.buckets = bk.Buckets
-		}
-		if pl.Scheduled() {
-			x.scheduled = true
-			x.phase, x.repeated = ep.Phase(k)
-		}
+		x := stepExtra(ep, k)
 		batches := map[int][]planner.Sample{} // a replication group's, once
 		for r := range o.worldSize {
 			dp, dpSize, shown := coords(r)
@@ -314,6 +307,20 @@ func (o *planOptions) printIDs(stdout io.Writer, ep *planner.EpochPlan, docs *pa
 		}
 	}
 	return w.Flush()
+}
+
+// stepExtra is what the ids lines of step k say beyond every plan's: its
+// phase with a schedule, its bucket with bucketing.
+func stepExtra(ep *planner.EpochPlan, k int64) idsExtra {
+	x := idsExtra{}
+	if bk := ep.Plan().Params().Bucketing; bk != nil {
+		x.buckets = bk.Buckets
+	}
+	if ep.Plan().Scheduled() {
+		x.scheduled = true
+		x.phase, x.repeated = ep.Phase(k)
+	}
+	return x
 }
 
 // idsExtra are the fields of an ids line beyond every plan's.

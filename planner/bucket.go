@@ -57,13 +57,6 @@ func (p *Params) validateBucketing() error {
 	case p.Schedule != nil && b.BatchSizes != nil:
 		return fieldErr("spec.bucketing", "a schedule's phases set the global batch size: drop spec.bucketing.batchSizes (or budget), or spec.schedule")
 	}
-	if p.Schedule != nil {
-		for i, ph := range p.Schedule.Phases {
-			if ph.SkipSteps > 0 || ph.RepeatSteps > 0 {
-				return fieldErr(fmt.Sprintf("spec.schedule.phases[%d]", i), "skips and repeats steps, which a bucketed plan does not plan yet (its phases may change the batch size and the proportions): drop the phase, or spec.bucketing")
-			}
-		}
-	}
 	for k, g := range b.BatchSizes {
 		if g < 1 || g > maxSamples || g%int64(p.NumSplits) != 0 {
 			return fieldErr(fmt.Sprintf("spec.bucketing.batchSizes[%d]", k), "must be a multiple of spec.numSplits (%d), got %d: every split gives the same number of samples to each batch", p.NumSplits, g)
@@ -141,9 +134,10 @@ type buckets struct {
 	which []int
 	mix   interleave
 	per   []int64
-	// phases[i][q], with a schedule, is the dataset's phase that bucket
-	// which[i]'s phase q is (phases at one step of a bucket merge).
-	phases [][]int
+	// steps, with a schedule, map global steps to data steps, whose
+	// data epochs' orders are kept in orders (bucket_schedule.go).
+	steps  *dataSteps
+	orders dataOrders
 }
 
 type bucketKind struct{}
@@ -211,11 +205,15 @@ func cutBuckets(pl *Plan) (*buckets, error) {
 func (o *buckets) schedule() error {
 	p := &o.pl.params
 	B := p.Bucketing.Buckets
-	o.phases = make([][]int, len(o.which))
+	o.steps = newDataSteps(p.Schedule)
 	for i, b := range o.which {
 		var phases []Phase
-		for gi, ph := range p.Schedule.Phases {
-			at := o.before(i, ph.StartStep)
+		for _, ph := range p.Schedule.Phases {
+			if ph.SkipSteps > 0 || ph.RepeatSteps > 0 {
+				continue // the data steps' business (dataSteps)
+			}
+			d, _ := o.steps.data(ph.StartStep)
+			at := o.before(i, d)
 			local := Phase{StartStep: at, GlobalBatchSize: ph.GlobalBatchSize}
 			if ph.Proportions != nil {
 				local.Proportions = map[string]string{}
@@ -230,10 +228,9 @@ func (o *buckets) schedule() error {
 				if local.Proportions != nil {
 					phases[n-1].Proportions = local.Proportions
 				}
-				o.phases[i][n-1] = gi
 				continue
 			}
-			phases, o.phases[i] = append(phases, local), append(o.phases[i], gi)
+			phases = append(phases, local)
 		}
 		sub := o.plans[b].params
 		sub.Schedule = &Schedule{Phases: phases}
@@ -249,8 +246,8 @@ func (o *buckets) schedule() error {
 	return nil
 }
 
-// before returns the steps of bucket which[i] before global step g: its
-// steps of the epochs before g's, and those of g's epoch before it.
+// before returns the steps of bucket which[i] before data step g: its
+// steps of the data epochs before g's, and those of g's before it.
 func (o *buckets) before(i int, g int64) int64 {
 	K := o.pl.steps
 	e, k := g/K, g%K
@@ -292,6 +289,19 @@ func (o *buckets) batchSizes() []SizeRun {
 	return nil
 }
 
+// skips are a schedule's skipped data steps.
+func (o *buckets) skips() []Skip {
+	if o.steps == nil {
+		return nil
+	}
+	out := make([]Skip, len(o.steps.skips))
+	for i, sk := range o.steps.skips {
+		sk.bucketed = o
+		out[i] = sk
+	}
+	return out
+}
+
 func (o *buckets) dropped() int64 {
 	var d int64
 	for _, b := range o.which {
@@ -318,6 +328,14 @@ type bucketEpoch struct {
 }
 
 func (o *buckets) epoch(e int64) (epochOrder, error) {
+	if o.steps != nil {
+		return &scheduledBuckets{o: o, e: e}, nil
+	}
+	return o.bucketEpoch(e)
+}
+
+// bucketEpoch is data epoch e's order, with each bucket's epoch e.
+func (o *buckets) bucketEpoch(e int64) (*bucketEpoch, error) {
 	ep := &bucketEpoch{steady: o.steady, o: o, key: derive(derive(o.pl.params.Seed, purposeBucketOrder), uint64(e))} //nolint:gosec // e >= 0
 	for _, b := range o.which {
 		be, err := o.plans[b].Epoch(e)
@@ -455,51 +473,14 @@ func (ep *bucketEpoch) stepAt(t int64) (k, start int64) {
 }
 
 func (ep *bucketEpoch) at(j int, t int64) Sample {
-	if ep.o.phases != nil {
-		return ep.scheduledAt(j, t)
-	}
 	k, start := ep.stepAt(t)
 	i, m := ep.batchOf(k)
 	return ep.lift(i, ep.epochs[i].At(j, m*ep.o.per[i]+t-start))
 }
 
-// scheduledAt is at with a schedule, whose steps' sizes vary with the
-// phases: the epoch's steps walked to the one position t falls in, O(steps),
-// as a schedule's own.
-func (ep *bucketEpoch) scheduledAt(j int, t int64) Sample {
-	S := int64(ep.pl.params.NumSplits)
-	for k := range ep.pl.steps {
-		i, m := ep.batchOf(k)
-		size := ep.epochs[i].BatchSize(m) / S
-		if t >= size {
-			t -= size
-			continue
-		}
-		var before int64 // the bucket's positions before its step m
-		for q := range m {
-			before += ep.epochs[i].BatchSize(q) / S
-		}
-		return ep.lift(i, ep.epochs[i].At(j, before+t))
-	}
-	return Sample{}
-}
-
 func (ep *bucketEpoch) batchSize(k int64) int64 {
 	i, m := ep.batchOf(k)
 	return ep.epochs[i].BatchSize(m)
-}
-
-// phase is the phase of the bucket's step, as the dataset's phase.
-func (ep *bucketEpoch) phase(k int64) (int, bool) {
-	if ep.o.phases == nil {
-		return -1, false
-	}
-	i, m := ep.batchOf(k)
-	q, repeated := ep.epochs[i].Phase(m)
-	if q >= 0 {
-		q = ep.o.phases[i][q]
-	}
-	return q, repeated
 }
 
 func (ep *bucketEpoch) batch(dst []Sample, k int64, first, n int) []Sample {
@@ -524,16 +505,19 @@ func (ep *bucketEpoch) needs(first, n int) []ShardNeed {
 	return set.needs()
 }
 
-// cacheBytes counts a shard once while any of its buckets holds it: the
-// buckets' lanes are the same objects, which a pod caches once.
-func (ep *bucketEpoch) cacheBytes(first, n int) int64 {
-	set := newNeedSet(ep.pl)
-	for _, nd := range ep.needs(first, n) {
-		o := ep.pl.object(nd.Stream, nd.Shard)
+// cacheBytes counts a shard once while any of its buckets holds it.
+func (ep *bucketEpoch) cacheBytes(first, n int) int64 { return objectPeak(ep.pl, ep.needs(first, n)) }
+
+// objectPeak is peakBytes with each object once: a bucketed stream's lanes
+// are the same objects, which a pod caches once, with each lane's runs.
+func objectPeak(pl *Plan, needs []ShardNeed) int64 {
+	set := newNeedSet(pl)
+	for _, nd := range needs {
+		o := pl.object(nd.Stream, nd.Shard)
 		i, held := set.at[o]
 		set.add(o[0], o[1], nd.FirstStep, nd.LastStep)
 		if held { // another lane of the shard: its own runs too
-			set.out[i].Bytes += ep.pl.params.Streams[nd.Stream].Index.Shards[nd.Shard].RunsBytes
+			set.out[i].Bytes += pl.params.Streams[nd.Stream].Index.Shards[nd.Shard].RunsBytes
 		} else {
 			i = set.at[o]
 			set.out[i].Bytes = max(set.out[i].Bytes, nd.Bytes)

@@ -232,10 +232,6 @@ func TestBucketingIsRefusedClearly(t *testing.T) {
 		want string
 	}{
 		{"a bucket smaller than a batch", func(*Params) {}, "spec.bucketing: bucket 1 (length at least 10) has 7 samples per epoch, fewer than one global batch (8)"},
-		{"a schedule's skip", func(p *Params) {
-			p.Streams[1].Index = filteredIndex("sha256:b1", 30, 40)
-			p.Schedule = &Schedule{Phases: []Phase{{StartStep: 3, SkipSteps: 2}}}
-		}, "spec.schedule.phases[0]: skips and repeats steps, which a bucketed plan does not plan yet"},
 		{"a schedule and batch sizes", func(p *Params) {
 			p.Streams[1].Index = filteredIndex("sha256:b1", 30, 40)
 			p.Schedule, p.Bucketing.BatchSizes = &Schedule{}, []int64{8, 8}
@@ -273,12 +269,13 @@ func TestBucketingIsRefusedClearly(t *testing.T) {
 }
 
 // TestScheduledBucketedPlansKeepEveryGuarantee: bucketed plans with a
-// schedule of batch-size ramp-ups and curricula, over global steps past an
+// schedule of batch-size ramp-ups, curricula, skips and repeats, over global steps past an
 // epoch, at every world size dividing numSplits 12 with a resume onto
 // another: the same global batches, BatchSize/W rows a rank, one bucket a
 // global batch, each step at the batch size and in the phase the schedule
-// gives its global step, each split drawing each lane pass after pass (no
-// row twice in a pass), and the pods' needs and caches covering what they
+// gives its global step, a repeat replaying its steps, each split drawing
+// each lane pass after pass (no row twice in a pass, skipped data
+// included), and the pods' needs and caches covering what they
 // read in the epochs that size the cache.
 func TestScheduledBucketedPlansKeepEveryGuarantee(t *testing.T) {
 	r := rand.New(rand.NewPCG(38, 54))
@@ -292,11 +289,17 @@ func TestScheduledBucketedPlansKeepEveryGuarantee(t *testing.T) {
 		p.Bucketing.BatchSizes = nil
 		K := int64(4 + r.IntN(20)) // about an epoch's steps
 		var phases []Phase
-		for a := int64(r.IntN(3)); len(phases) < 4; a += 1 + r.Int64N(K) {
+		for a := int64(r.IntN(3)); len(phases) < 5; a += 1 + r.Int64N(K) {
 			ph := Phase{StartStep: a}
-			if r.IntN(2) == 0 {
+			switch kind := r.IntN(5); {
+			case kind == 0 && a > 0: // a loss spike's data skipped
+				ph.SkipSteps = 1 + r.Int64N(3)
+			case kind == 1 && a > 0: // replayed
+				ph.RepeatSteps = 1 + r.Int64N(min(a, 3))
+				a += ph.RepeatSteps
+			case kind < 3:
 				ph.GlobalBatchSize = int64(12 * (1 + r.IntN(3)))
-			} else {
+			default:
 				ph.Proportions = map[string]string{}
 				for _, name := range p.Bucketing.Streams {
 					ph.Proportions[name] = []string{"1", "2", "0.5"}[r.IntN(3)]
@@ -313,22 +316,55 @@ func TestScheduledBucketedPlansKeepEveryGuarantee(t *testing.T) {
 		B := p.Bucketing.Buckets
 		horizon := pl.Steps() + r.Int64N(pl.Steps()+1)
 		W1, W2, resume := worlds[r.IntN(6)], worlds[r.IntN(6)], r.Int64N(horizon)
-		seq := map[[2]int][]int64{} // (split, lane) → its draws in order
+		seq := map[[2]int][]int64{} // (split, lane) → its draws in order, skipped ones too
 		for g := range horizon {
 			ep := must(pl.Epoch(g / pl.Steps()))
 			k := g % pl.Steps()
-			// The phase and batch size the schedule gives step g.
-			want, size := -1, p.GlobalBatchSize
+			// The phase and batch size the schedule gives step g: a
+			// repeated step's are those of the step it replays.
+			want, replays, repeated := -1, g, false
 			for i, ph := range phases {
 				if ph.StartStep <= g {
 					want = i
-					if ph.GlobalBatchSize > 0 {
-						size = ph.GlobalBatchSize
+				}
+			}
+			for again := true; again; {
+				again = false
+				for _, ph := range phases {
+					if ph.RepeatSteps > 0 && replays >= ph.StartStep && replays < ph.StartStep+ph.RepeatSteps {
+						replays, repeated, again = replays-ph.RepeatSteps, true, true
 					}
 				}
 			}
-			if ph, _ := ep.Phase(k); ph != want || ep.BatchSize(k) != size {
-				t.Fatalf("trial %d step %d: phase %d at batch size %d, the schedule gives phase %d at %d", trial, g, ph, ep.BatchSize(k), want, size)
+			size := p.GlobalBatchSize
+			for _, ph := range phases {
+				if ph.StartStep <= replays && ph.GlobalBatchSize > 0 {
+					size = ph.GlobalBatchSize
+				}
+			}
+			if ph, rep := ep.Phase(k); ph != want || rep != repeated || ep.BatchSize(k) != size {
+				t.Fatalf("trial %d step %d: phase %d (repeated %v) at batch size %d, the schedule gives phase %d (%v) at %d", trial, g, ph, rep, ep.BatchSize(k), want, repeated, size)
+			}
+			if repeated {
+				if got, want := sortedIDs(must(ep.GlobalBatch(nil, k))), sortedIDs(globalBatchAt(t, pl, replays)); !slices.Equal(got, want) {
+					t.Fatalf("trial %d: step %d does not replay step %d", trial, g, replays)
+				}
+			}
+			// The data a skip drew at this step, never delivered: in each
+			// split's draws before the step's.
+			for _, sk := range pl.Skips() {
+				if sk.At != g {
+					continue
+				}
+				for m := range sk.Steps {
+					for q, smp := range pl.SkippedBatch(nil, sk, m) {
+						if !smp.Skipped {
+							t.Fatalf("trial %d: skipped data not marked", trial)
+						}
+						key := [2]int{q % p.NumSplits, smp.Stream}
+						seq[key] = append(seq[key], smp.ID)
+					}
+				}
 			}
 			W := W1
 			if g >= resume {
@@ -356,7 +392,12 @@ func TestScheduledBucketedPlansKeepEveryGuarantee(t *testing.T) {
 			}
 			for j := range p.NumSplits {
 				for _, smp := range must(ep.SplitsBatch(nil, k, j, 1)) {
-					seq[[2]int{j, smp.Stream}] = append(seq[[2]int{j, smp.Stream}], smp.ID)
+					if smp.Repeated != repeated {
+						t.Fatalf("trial %d step %d: a sample marked repeated %v", trial, g, smp.Repeated)
+					}
+					if !repeated { // a replay draws nothing new
+						seq[[2]int{j, smp.Stream}] = append(seq[[2]int{j, smp.Stream}], smp.ID)
+					}
 				}
 			}
 		}

@@ -55,6 +55,10 @@ type Skip struct {
 	At, Steps int64
 	seg       segment
 	sc        *schedule
+	// bucketed, in a bucketed schedule, draws the skip's data steps from
+	// its data step from (bucket_schedule.go).
+	bucketed *buckets
+	from     int64
 }
 
 // scheduleKind selects a schedule for a dataset with one.

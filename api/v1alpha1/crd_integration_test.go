@@ -225,10 +225,6 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			d.Spec.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 64}
 			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32}}
 		}, "pack or bucket, not both"},
-		{"bucketing and a schedule's skip", func(d *datav1alpha1.TrainingDataset) {
-			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16}, {StartStep: 9, SkipSteps: 3}}}
-			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32}}
-		}, "its skips and repeats are not planned yet"},
 		{"bucket batch sizes and a schedule", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16}}}
 			d.Spec.Bucketing = &datav1alpha1.Bucketing{Column: "tokens", Boundaries: []int64{32}, BatchSizes: []int64{16, 8}}
@@ -528,9 +524,10 @@ func TestIntegrationBucketedDatasetsAreAccepted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d := validDataset(apiServer.Namespace(t))
 			d.Spec.Bucketing = b
-			if name == "scheduled" { // a ramp-up and a curriculum
+			if name == "scheduled" { // a ramp-up, a curriculum, a skip and a repeat
 				d.Spec.Schedule = &datav1alpha1.Schedule{Phases: []datav1alpha1.SchedulePhase{{StartStep: 5, GlobalBatchSize: 16},
-					{StartStep: 9, Proportions: []datav1alpha1.PhaseProportion{{Stream: d.Spec.Streams[0].Name, Proportion: "1"}}}}}
+					{StartStep: 9, Proportions: []datav1alpha1.PhaseProportion{{Stream: d.Spec.Streams[0].Name, Proportion: "1"}}},
+					{StartStep: 12, SkipSteps: 3}, {StartStep: 20, RepeatSteps: 2}}}
 			}
 			if err := apiServer.Client.Create(context.Background(), d); err != nil {
 				t.Fatalf("the API server refused a bucketed dataset: %v", err)

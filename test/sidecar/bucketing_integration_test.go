@@ -200,13 +200,17 @@ const bucketedScheduledSpec = `  numSplits: 4
     - {startStep: 4, globalBatchSize: 16}
     - startStep: 9
       proportions: [{stream: a, proportion: "1"}, {stream: b, proportion: "3"}]
+    - {startStep: 12, repeatSteps: 2}
+    - {startStep: 15, skipSteps: 3}
 `
 
 // TestIntegrationABucketedScheduledDatasetThroughAKillAndARescale: the
 // bucketed images of the test above with a schedule (a batch-size ramp-up
-// at step 4, a curriculum at step 9), through a kill and a 4 → 2 rescale:
-// every batch of the committed lineage is `plan --ids`'s, each step at its
-// phase's batch size, and every global batch's images of one bucket.
+// at step 4, a curriculum at step 9, steps 10–11 repeated at 12, the data
+// of three steps skipped at 15), through a kill and a 4 → 2 rescale: every
+// batch of the committed lineage is `plan --ids`'s, each step at its
+// phase's batch size, steps 12–13 the images of 10–11, and every global
+// batch's images of one bucket.
 func TestIntegrationABucketedScheduledDatasetThroughAKillAndARescale(t *testing.T) {
 	bucket, dir := minioServer.Bucket(t), t.TempDir()
 	imageRows(t, filepath.Join(dir, "a"), 0, 3)
@@ -254,6 +258,18 @@ func TestIntegrationABucketedScheduledDatasetThroughAKillAndARescale(t *testing.
 		}
 		if want := map[bool]int{true: 8, false: 16}[k < 4]; rows != want {
 			t.Fatalf("step %d: a global batch of %d images, its phase's is %d", k, rows, want)
+		}
+	}
+	for k := int64(12); k < 14; k++ {
+		world, _ := r.planAt(k)
+		if before, _ := r.planAt(k - 2); before != world {
+			t.Fatalf("the commit at step %d falls in the repeat", r.commitAt)
+		}
+		for rank := range world {
+			again, first := r.lineage[[2]int64{k, int64(rank)}], r.lineage[[2]int64{k - 2, int64(rank)}]
+			if len(again.rows) == 0 || fmt.Sprint(again.rows) != fmt.Sprint(first.rows) {
+				t.Fatalf("step %d rank %d trained %v, not step %d's %v again", k, rank, again.rows, k-2, first.rows)
+			}
 		}
 	}
 }

@@ -45,8 +45,28 @@ func combinedParams(r *rand.Rand) Params {
 	}
 }
 
+// packedParams draws a packed, mixed and scheduled plan of numSplits 12:
+// 2–3 streams of random documents packed as a random packing, a ramp-up
+// and a curriculum.
+func packedParams(r *rand.Rand) Params {
+	pk := Packing{SeqLength: uint32(16 + r.IntN(100)), Method: []PackMethod{BestFit, FirstFit, Concatenate}[r.IntN(3)], Window: 1 + r.IntN(40)}
+	p := Params{Seed: r.Uint64(), NumSplits: 12, GlobalBatchSize: 12, Shuffle: r.IntN(3) != 0, BlockSize: int64(1 + r.IntN(30)),
+		Batching: BatchingStratified, DropLast: true}
+	props := map[string]string{}
+	for s := range 2 + r.IntN(2) {
+		x, _, _ := packedStream(r, pk)
+		name := fmt.Sprint("s", s)
+		p.Streams = append(p.Streams, Stream{Name: name, Index: x})
+		props[name] = []string{"0.5", "1", "2"}[r.IntN(3)]
+	}
+	a := int64(1 + r.IntN(5))
+	p.Schedule = &Schedule{Phases: []Phase{{StartStep: a, GlobalBatchSize: 24}, {StartStep: a + 4, Proportions: props}}}
+	return p
+}
+
 // TestCombinedFeaturesKeepEveryGuarantee: for plans with every feature
-// (and bucketed plans, bucketedParams), a job trains steps at one world size W1 (of {1, 2, 3, 4, 6, 12}, in a 2-D
+// (and bucketed plans, bucketedParams, and packed ones, packedParams), a
+// job trains steps at one world size W1 (of {1, 2, 3, 4, 6, 12}, in a 2-D
 // or 3-D mesh of replication groups) with w1 DataLoader workers, resumes
 // at a random step at another data-parallel size W2 with w2 workers, over
 // more than one epoch: every step's batches together are the global batch,
@@ -56,12 +76,19 @@ func combinedParams(r *rand.Rand) Params {
 func TestCombinedFeaturesKeepEveryGuarantee(t *testing.T) {
 	r := rand.New(rand.NewPCG(12, 12))
 	worlds := []int{1, 2, 3, 4, 6, 12}
-	for i := range 60 {
+	for i := range 80 {
 		var p Params
-		if i < 40 {
+		switch {
+		case i < 40:
 			p = combinedParams(r)
-		} else { // bucketed, with a batch size per bucket or not
+		case i < 60: // bucketed, with a batch size per bucket or not
 			for p = bucketedParams(r); ; p = bucketedParams(r) {
+				if _, err := New(p); err == nil {
+					break
+				}
+			}
+		default: // packed, and scheduled
+			for p = packedParams(r); ; p = packedParams(r) {
 				if _, err := New(p); err == nil {
 					break
 				}

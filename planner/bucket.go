@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/big"
 	"math/bits"
-	"slices"
 )
 
 // Bucketing (spec.bucketing, docs/planner.md) draws every global batch
@@ -262,22 +261,12 @@ func (o *buckets) before(i int, g int64) int64 {
 	return e*o.mix.n[i] + n
 }
 
-// cacheEpochs is steady's, or with a schedule the schedule's: epoch 0, the
-// epochs where a phase starts and the epoch after each.
+// cacheEpochs is steady's, or with a schedule the schedule's.
 func (o *buckets) cacheEpochs() []int64 {
 	if o.pl.params.Schedule == nil {
 		return o.steady.cacheEpochs()
 	}
-	out := []int64{0}
-	for _, ph := range o.pl.params.Schedule.Phases {
-		e := ph.StartStep / o.pl.steps
-		for _, x := range []int64{e, e + 1} {
-			if !slices.Contains(out, x) {
-				out = append(out, x)
-			}
-		}
-	}
-	return out
+	return phaseEpochs(o.pl.params.Schedule, o.pl.steps)
 }
 
 // batchSizes is one run of G when every bucket takes G; nil when the

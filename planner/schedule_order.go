@@ -29,13 +29,17 @@ func (sc *schedule) padded() int64  { return 0 }
 
 func (sc *schedule) skips() []Skip { return slices.Clone(sc.skipped) }
 
-// cacheEpochs: epoch 0, the epochs where a phase starts and the epoch
+// cacheEpochs: phaseEpochs.
+func (sc *schedule) cacheEpochs() []int64 { return phaseEpochs(sc.pl.params.Schedule, sc.pl.steps) }
+
+// phaseEpochs are the epochs (of steps steps) whose minimum cache bounds
+// every epoch's under sc: epoch 0, the epochs where a phase starts and the epoch
 // after each (a phase's batch size and mix hold until the next, so later
 // epochs read as those do).
-func (sc *schedule) cacheEpochs() []int64 {
+func phaseEpochs(sc *Schedule, steps int64) []int64 {
 	out := []int64{0}
-	for _, ph := range sc.pl.params.Schedule.Phases {
-		e := ph.StartStep / sc.pl.steps
+	for _, ph := range sc.Phases {
+		e := ph.StartStep / steps
 		for _, x := range []int64{e, e + 1} {
 			if !slices.Contains(out, x) {
 				out = append(out, x)

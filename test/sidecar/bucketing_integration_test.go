@@ -76,6 +76,25 @@ func imageRows(t *testing.T, dir string, base int64, seed uint64) {
 	}
 }
 
+// imageDataset uploads two streams of imageRows (a from seed, b from
+// seed+1, ids from 1000, with extra YAML) and writes the manifest of a
+// dataset of them with spec.
+func imageDataset(t *testing.T, name, spec string, seed uint64, bExtra string) dataset {
+	t.Helper()
+	bucket, dir := minioServer.Bucket(t), t.TempDir()
+	imageRows(t, filepath.Join(dir, "a"), 0, seed)
+	imageRows(t, filepath.Join(dir, "b"), 1000, seed+1)
+	upload(t, bucket, "a", filepath.Join(dir, "a"))
+	upload(t, bucket, "b", filepath.Join(dir, "b"))
+	streams := []sampledata.Stream{{Name: "a", Format: "parquet", URI: "s3://" + bucket + "/a/", Endpoint: minioServer.URL()},
+		{Name: "b", Format: "parquet", URI: "s3://" + bucket + "/b/", Endpoint: minioServer.URL(), Extra: bExtra}}
+	manifest := filepath.Join(dir, "dataset.yaml")
+	if err := os.WriteFile(manifest, []byte(sampledata.Manifest(name, streams, spec)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(t)}
+}
+
 // imageBatch is a received batch of images: its step, sample ids, pads,
 // the rows' own ids and their buckets, read from the images' headers.
 type imageBatch struct {
@@ -113,18 +132,8 @@ func readImages(ctx context.Context, c *shardfeed.Client, req shardfeed.Request,
 // batch's images are of one bucket (read from the PNG headers the sidecar
 // serves), and each row is delivered at most once in the epoch.
 func TestIntegrationABucketedImageDatasetThroughAKillAndARescale(t *testing.T) {
-	bucket, dir := minioServer.Bucket(t), t.TempDir()
-	imageRows(t, filepath.Join(dir, "a"), 0, 1)
-	imageRows(t, filepath.Join(dir, "b"), 1000, 2)
-	upload(t, bucket, "a", filepath.Join(dir, "a"))
-	upload(t, bucket, "b", filepath.Join(dir, "b"))
-	streams := []sampledata.Stream{{Name: "a", Format: "parquet", URI: "s3://" + bucket + "/a/", Endpoint: minioServer.URL()},
-		{Name: "b", Format: "parquet", URI: "s3://" + bucket + "/b/", Endpoint: minioServer.URL(), Extra: "filter: \"id % 3 != 0\""}}
-	manifest := filepath.Join(dir, "dataset.yaml")
-	if err := os.WriteFile(manifest, []byte(sampledata.Manifest("bucketed", streams, bucketedSpec)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ds := dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(t)}
+	ds := imageDataset(t, "bucketed", bucketedSpec, 1, "filter: \"id % 3 != 0\"")
+	bucket, manifest := ds.bucket, ds.manifest
 	// Stream b indexed without its buckets: plan names the command that
 	// writes them.
 	if out, err := exec.Command(binary, "index", "-f", manifest, "--stream", "a", "--credentials-dir", ds.credentials).CombinedOutput(); err != nil {
@@ -212,18 +221,8 @@ const bucketedScheduledSpec = `  numSplits: 4
 // phase's batch size, steps 12–13 the images of 10–11, and every global
 // batch's images of one bucket.
 func TestIntegrationABucketedScheduledDatasetThroughAKillAndARescale(t *testing.T) {
-	bucket, dir := minioServer.Bucket(t), t.TempDir()
-	imageRows(t, filepath.Join(dir, "a"), 0, 3)
-	imageRows(t, filepath.Join(dir, "b"), 1000, 4)
-	upload(t, bucket, "a", filepath.Join(dir, "a"))
-	upload(t, bucket, "b", filepath.Join(dir, "b"))
-	streams := []sampledata.Stream{{Name: "a", Format: "parquet", URI: "s3://" + bucket + "/a/", Endpoint: minioServer.URL()},
-		{Name: "b", Format: "parquet", URI: "s3://" + bucket + "/b/", Endpoint: minioServer.URL()}}
-	manifest := filepath.Join(dir, "dataset.yaml")
-	if err := os.WriteFile(manifest, []byte(sampledata.Manifest("bucketed-scheduled", streams, bucketedScheduledSpec)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ds := dataset{bucket: bucket, manifest: manifest, credentials: minioServer.CredentialsDir(t)}
+	ds := imageDataset(t, "bucketed-scheduled", bucketedScheduledSpec, 3, "")
+	manifest := ds.manifest
 	for _, s := range []string{"a", "b"} {
 		if out, err := exec.Command(binary, "index", "-f", manifest, "--stream", s, "--credentials-dir", ds.credentials).CombinedOutput(); err != nil {
 			t.Fatalf("index %s: %v\n%s", s, err, out)

@@ -225,3 +225,42 @@ func BenchmarkPlanBuildPacked(b *testing.B) {
 	}
 	benchBuild(b, p)
 }
+
+// BenchmarkPlanBuildBucketed is BenchmarkPlanBuild's largest plan bucketed
+// (spec.bucketing) in 4 buckets, each shard's rows spread over them at
+// random: a plan per bucket, each over every shard.
+func BenchmarkPlanBuildBucketed(b *testing.B) {
+	base := bigParams(1e10, 1e6)
+	r := rand.New(rand.NewPCG(54, 5))
+	const B = 4
+	p := base
+	p.Streams = nil
+	p.Bucketing = &Bucketing{Buckets: B}
+	for k := range B {
+		p.Bucketing.Labels = append(p.Bucketing.Labels, fmt.Sprint("bucket ", k))
+	}
+	for _, st := range base.Streams {
+		p.Bucketing.Streams = append(p.Bucketing.Streams, st.Name)
+		lanes := make([]Stream, B)
+		for k := range lanes {
+			lanes[k] = st
+			lanes[k].Name = fmt.Sprintf("%s[%d]", st.Name, k)
+			lanes[k].Index.Shards = make([]Shard, len(st.Index.Shards))
+			lanes[k].Index.Filter = fmt.Sprint("sha256:bucket", k)
+		}
+		for h, sh := range st.Index.Shards {
+			left := sh.Samples
+			for k := range lanes {
+				n := left
+				if k < B-1 {
+					n = min(left, sh.Samples/B+r.Int64N(200)-100)
+				}
+				lanes[k].Index.Shards[h] = sh
+				lanes[k].Index.Shards[h].Samples = n
+				left -= n
+			}
+		}
+		p.Streams = append(p.Streams, lanes...)
+	}
+	benchBuild(b, p)
+}

@@ -183,6 +183,7 @@ def planner_block(go: GoResults, img: Path) -> str:
     # filter, stratified batching and a 3-phase schedule (goal: < 1 s, < 100 MB).
     for name, label in (("planner/BenchmarkPlanBuildStratified", "plan build, stratified batching"),
                         ("planner/BenchmarkPlanBuildPacked", "plan build, packed (spec.packing: a sample is a pack)"),
+                        ("planner/BenchmarkPlanBuildBucketed", "plan build, bucketed in 4 buckets (spec.bucketing: a plan per bucket)"),
                         ("planner/BenchmarkPlanBuildScheduled", "plan build, filter + stratified + 3-phase schedule (and each stream's first pass)")):
         t, m = go.stat(name, "ns/op"), go.stat(name, "B/op")
         if t and m:

@@ -76,6 +76,18 @@ func imageRows(t *testing.T, dir string, base int64, seed uint64) {
 	}
 }
 
+// samePlannedBucket fails unless a trained batch is plan --ids's line:
+// its samples, and its images of the line's bucket.
+func samePlannedBucket(t *testing.T, k int64, rank, world int, got imageBatch, want planLine) {
+	t.Helper()
+	if fmt.Sprint(got.ids) != fmt.Sprint(want.IDs) {
+		t.Fatalf("step %d rank %d of %d: the lineage trained %v, plan --ids says %v", k, rank, world, got.ids, want.IDs)
+	}
+	if want.Bucket == nil || len(got.buckets) == 0 || got.buckets[0] != *want.Bucket {
+		t.Fatalf("step %d rank %d: images of buckets %v, plan --ids says bucket %v", k, rank, got.buckets, want.Bucket)
+	}
+}
+
 // imageDataset uploads two streams of imageRows (a from seed, b from
 // seed+1, ids from 1000, with extra YAML) and writes the manifest of a
 // dataset of them with spec.
@@ -167,13 +179,8 @@ func TestIntegrationABucketedImageDatasetThroughAKillAndARescale(t *testing.T) {
 		world, plan := r.planAt(k)
 		bucketOf := -1
 		for rank := range world {
-			got, want := r.lineage[[2]int64{k, int64(rank)}], plan[[2]int64{k, int64(rank)}]
-			if fmt.Sprint(got.ids) != fmt.Sprint(want.IDs) {
-				t.Fatalf("step %d rank %d of %d: the lineage trained %v, plan --ids says %v", k, rank, world, got.ids, want.IDs)
-			}
-			if want.Bucket == nil || got.buckets[0] != *want.Bucket {
-				t.Fatalf("step %d rank %d: images of bucket %d, plan --ids says bucket %v", k, rank, got.buckets[0], want.Bucket)
-			}
+			got := r.lineage[[2]int64{k, int64(rank)}]
+			samePlannedBucket(t, k, rank, world, got, plan[[2]int64{k, int64(rank)}])
 			for i, b := range got.buckets {
 				if bucketOf < 0 {
 					bucketOf = b
@@ -238,13 +245,8 @@ func TestIntegrationABucketedScheduledDatasetThroughAKillAndARescale(t *testing.
 		world, plan := r.planAt(k)
 		bucketOf, rows := -1, 0
 		for rank := range world {
-			got, want := r.lineage[[2]int64{k, int64(rank)}], plan[[2]int64{k, int64(rank)}]
-			if fmt.Sprint(got.ids) != fmt.Sprint(want.IDs) {
-				t.Fatalf("step %d rank %d of %d: the lineage trained %v, plan --ids says %v", k, rank, world, got.ids, want.IDs)
-			}
-			if want.Bucket == nil || got.buckets[0] != *want.Bucket {
-				t.Fatalf("step %d rank %d: images of bucket %d, plan --ids says bucket %v", k, rank, got.buckets[0], want.Bucket)
-			}
+			got := r.lineage[[2]int64{k, int64(rank)}]
+			samePlannedBucket(t, k, rank, world, got, plan[[2]int64{k, int64(rank)}])
 			rows += len(got.ids)
 			for _, b := range got.buckets {
 				if bucketOf < 0 {

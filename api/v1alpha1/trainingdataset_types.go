@@ -32,7 +32,7 @@ const (
 )
 
 // ShardFormat names how the shards of a stream are encoded.
-// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg;lance
+// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg;lance;megatron
 type ShardFormat string
 
 // The shard formats the sidecar reads (design §2).
@@ -51,6 +51,9 @@ const (
 	// FormatLance is a Lance dataset (source.uri its directory) at one
 	// version, one shard per row range of a fragment (spec.streams[].lance).
 	FormatLance ShardFormat = "lance"
+	// FormatMegatron is Megatron-LM's indexed datasets (.bin tokens, each
+	// with its .idx), one shard per run of documents or sequences.
+	FormatMegatron ShardFormat = "megatron"
 )
 
 // CorruptShardPolicy says what the sidecar does with a shard that stays

@@ -65,6 +65,7 @@ type indexOptions struct {
 	aspectRatios  []string
 	pack          packFlags
 	indexURI      string
+	unit          string
 }
 
 // packFlags are a packing's flags (spec.packing): with --lengths, index
@@ -155,6 +156,14 @@ rows' pages and its data files' tails; deleted rows are never served.
 version enters the plan's fingerprint; pin by --tag, which keeps the
 version from Lance's cleanup of old versions.
 
+With --format megatron, URI holds Megatron-LM's indexed datasets: each
+.idx with its .bin. A sample is a document (--unit document, the
+default: the tokens of its sequences) or a sequence (--unit sequence,
+which a multimodal dataset's modes need); a shard is a run of them of
+about --shard-size of tokens. Each .idx is checked whole (its pointers
+against its lengths, its document index against its sequences) and each
+.bin read once to hash the shards' tokens.
+
 With --filter EXPR, index also finds the rows of each shard that the CEL
 expression matches (spec.streams[].filter; an unknown column is refused,
 naming the stream's columns) and writes them beside the index:
@@ -213,6 +222,7 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 		"; or of a table: "+strings.Join(reg.Kinds(format.IsTable), ", ")+" (mds with --filter: MDS keeps its own index)")
 	cmd.Flags().StringVar(&o.shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&o.algo, "hash", "xxh64", "hash algorithm of the shards' content")
+	cmd.Flags().StringVar(&o.unit, "unit", "", "for megatron: what a sample is, a document (default) or a sequence")
 	cmd.Flags().StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "index, but do not write the index")
 	cmd.Flags().StringVarP(&o.manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
@@ -494,7 +504,10 @@ func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, e
 	if err != nil {
 		return format.IndexOptions{}, fmt.Errorf("--shard-size: %w", err)
 	}
-	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Progress: progressPrinter(cmd.ErrOrStderr()),
+	if o.unit != "" && o.kind != datav1alpha1.FormatMegatron {
+		return format.IndexOptions{}, fmt.Errorf("--unit is for --format megatron, not %s", o.kind)
+	}
+	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Unit: o.unit, Progress: progressPrinter(cmd.ErrOrStderr()),
 		Warn: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+msg) }}
 	if opts.Partitions, err = o.parts.options(o.kind); err != nil {
 		return opts, err

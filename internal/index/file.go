@@ -31,6 +31,8 @@ type File struct {
 	// Lance is the Lance dataset of a lance stream, at the version the
 	// index was resolved at.
 	Lance *Lance `json:"lance,omitempty"`
+	// Megatron says how a megatron stream's shards are read.
+	Megatron *Megatron `json:"megatron,omitempty"`
 	// Partitions are the partition columns of a hive-partitioned stream,
 	// and the selection its files were indexed with.
 	Partitions *Partitions `json:"partitions,omitempty"`
@@ -198,6 +200,11 @@ func (f *File) StreamIndex() planner.StreamIndex {
 		if e.FooterLength > 0 {
 			out.Shards[i].Shared, out.Shards[i].SharedBytes = e.Object, e.FooterLength
 		}
+		if f.Megatron != nil { // the shard's .idx ranges are fetched with its tokens
+			for _, r := range e.Ranges {
+				out.Shards[i].Bytes += r.Length
+			}
+		}
 		for k, lf := range e.Files { // the first tail is shared; the others count as the shard's
 			if k == 0 {
 				out.Shards[i].Shared, out.Shards[i].SharedBytes = lf.Tail.Object+"#tail", lf.Tail.Length
@@ -249,6 +256,14 @@ func (f *File) check() error {
 			return fmt.Errorf("shardfeed index lance: %w", err)
 		}
 	}
+	if (f.Format == datav1alpha1.FormatMegatron) != (f.Megatron != nil) {
+		return fmt.Errorf(`shardfeed index of format %q has %s "megatron": a megatron index has one, no other does; re-run shardfeed index`, f.Format, map[bool]string{true: "a", false: "no"}[f.Megatron != nil])
+	}
+	if f.Megatron != nil {
+		if err := f.Megatron.check(); err != nil {
+			return fmt.Errorf("shardfeed index megatron: %w; re-run shardfeed index", err)
+		}
+	}
 	if f.Partitions != nil {
 		if err := f.Partitions.check(f.Shards); err != nil {
 			return fmt.Errorf("shardfeed index: %w; re-run shardfeed index", err)
@@ -272,11 +287,16 @@ func (f *File) check() error {
 		if err := e.checkDeleted(); err != nil {
 			return fmt.Errorf("shardfeed index: shards[%d] %q: %w", i, e.Name, err)
 		}
-		if f.Lance != nil {
+		switch {
+		case f.Lance != nil:
 			if err := e.checkLance(); err != nil {
 				return fmt.Errorf("shardfeed index: shards[%d] %q: %w; re-run shardfeed index", i, e.Name, err)
 			}
-		} else if e.Ranges != nil || e.Files != nil || e.RowStart != 0 {
+		case f.Megatron != nil:
+			if err := e.checkMegatron(f.Megatron); err != nil {
+				return fmt.Errorf("shardfeed index: shards[%d] %q: %w; re-run shardfeed index", i, e.Name, err)
+			}
+		case e.Ranges != nil || e.Files != nil || e.RowStart != 0:
 			return fmt.Errorf("shardfeed index: shards[%d] %q has a lance shard's ranges in a %s index; re-run shardfeed index", i, e.Name, f.Format)
 		}
 	}

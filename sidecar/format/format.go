@@ -94,6 +94,18 @@ type Pruner interface {
 	Stats(ctx context.Context, i int, read ReadFunc) (map[string]expr.Stats, error)
 }
 
+// Measurer is a Reader that knows a list column's lengths from some of a
+// shard's parts without its values (a Megatron shard's .idx ranges): the
+// lengths of packing and bucketing come without reading the data.
+type Measurer interface {
+	// MeasuredParts are the indexes, into Parts(i), of the parts that
+	// give column's lengths; nil when its values must be read.
+	MeasuredParts(i int, column string) []int
+	// Lengths returns each of shard i's samples' lengths in column from
+	// its parts, where only MeasuredParts' are set.
+	Lengths(i int, column string, parts [][]byte) ([]int64, error)
+}
+
 // Part is a range of an object that a shard needs: the whole object, or
 // bytes [Offset, Offset+Size) of it when Range is set.
 type Part struct {
@@ -172,6 +184,9 @@ type IndexOptions struct {
 	// Table names the table of a table format (TableIndexer); set for
 	// no other.
 	Table *TableOptions
+	// Unit is what a sample is where a format can cut its objects two
+	// ways: a megatron stream's "document" (the default) or "sequence".
+	Unit string
 }
 
 // Registry finds formats by kind.

@@ -86,6 +86,17 @@ func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows
 			return nil, err
 		}
 	}
+	keep := func(at int64) bool {
+		for len(runs) > 0 && runs[0][1] <= at {
+			runs = runs[1:]
+		}
+		return sel == nil || (len(runs) > 0 && at >= runs[0][0])
+	}
+	if ms, ok := reader.(Measurer); ok && m == index.Elements {
+		if which := ms.MeasuredParts(i, column); which != nil {
+			return measuredLengths(ctx, ms, reader.Parts(i), read, i, rows, column, which, keep)
+		}
+	}
 	var parts [][]byte
 	for _, p := range reader.Parts(i) {
 		b, err := read(ctx, p)
@@ -106,10 +117,7 @@ func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows
 		col := rec.Column(0)
 		for j := range int(rec.NumRows()) {
 			at := row + int64(j)
-			for len(runs) > 0 && runs[0][1] <= at {
-				runs = runs[1:]
-			}
-			if sel != nil && (len(runs) == 0 || at < runs[0][0]) {
+			if !keep(at) {
 				continue // not a sample of the filtered stream
 			}
 			l, err := lengthOf(col, j, m)
@@ -125,6 +133,37 @@ func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows
 	}
 	if row != rows {
 		return nil, fmt.Errorf("%d rows read, the index says %d: re-run shardfeed index", row, rows)
+	}
+	return out, nil
+}
+
+// measuredLengths measures shard i's samples from the parts a Measurer
+// names alone: the others are not read.
+func measuredLengths(ctx context.Context, ms Measurer, all []Part, read ReadFunc, i int, rows int64, column string, which []int, keep func(int64) bool) ([]index.Length, error) {
+	parts := make([][]byte, len(all))
+	for _, k := range which {
+		b, err := read(ctx, all[k])
+		if err != nil {
+			return nil, err
+		}
+		parts[k] = b
+	}
+	lengths, err := ms.Lengths(i, column, parts)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(lengths)) != rows {
+		return nil, fmt.Errorf("%d rows measured, the index says %d: re-run shardfeed index", len(lengths), rows)
+	}
+	var out []index.Length
+	for at, n := range lengths {
+		if !keep(int64(at)) {
+			continue
+		}
+		if n < 0 || n > index.MaxLength {
+			return nil, fmt.Errorf("row %d, column %q: %d elements, past the bound of %d", at, column, n, index.MaxLength)
+		}
+		out = append(out, index.Length{uint32(n)}) //nolint:gosec // bounded above
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/iceberg"
 	"github.com/shardfeed/shardfeed/sidecar/format/lance"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
+	"github.com/shardfeed/shardfeed/sidecar/format/megatron"
 	"github.com/shardfeed/shardfeed/sidecar/format/orc"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
@@ -29,5 +30,6 @@ func Default() format.Registry {
 		text.TSV,
 		iceberg.Format,
 		lance.Format,
+		megatron.Format{},
 	)
 }

@@ -1,0 +1,287 @@
+//go:build integration
+
+package megatron_test
+
+// Megatron indexed datasets written by megatron-core's own
+// IndexedDatasetBuilder (bin/venv-oracle, test/oracle/megatron_oracle.py),
+// indexed by shardfeed index and read shard by shard as a pod reads them
+// (its parts only): every sample equals megatron-core's IndexedDataset's,
+// token for token, in order; damaged files are refused naming what is
+// wrong.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+)
+
+func oracle(t *testing.T, args ...string) []byte {
+	t.Helper()
+	return testenv.PythonScript(t, "venv-oracle", "test/oracle/megatron_oracle.py", args...)
+}
+
+func oracleRows(t *testing.T, out []byte) []string {
+	t.Helper()
+	var rs []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<28)
+	for sc.Scan() {
+		var m map[string]any
+		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, testenv.Canonical(t, m))
+	}
+	return rs
+}
+
+func openDir(t *testing.T, dir string) store.Store {
+	t.Helper()
+	st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// served indexes the stream and reads every shard from its parts alone.
+func served(t *testing.T, st store.Store, opts format.IndexOptions) (*index.File, []string) {
+	t.Helper()
+	ctx := context.Background()
+	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatMegatron, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := index.ReadLayout(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("the index does not read back: %v", err)
+	}
+	r, err := formats.Default().Open(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Schema(ctx, format.StoreRead(st)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i, e := range f.Shards {
+		var parts [][]byte
+		for _, p := range r.Parts(i) {
+			b, err := format.StoreRead(st)(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			algo, _, _ := strings.Cut(p.Hash, ":")
+			if sum, _ := checksum.Of(algo, b); sum.String() != p.Hash {
+				t.Fatalf("shard %s: part %s@%d hashes to %s, the index says %s", e.Name, p.Key, p.Offset, sum, p.Hash)
+			}
+			parts = append(parts, b)
+		}
+		rr, err := r.Records(ctx, i, parts, nil)
+		if err != nil {
+			t.Fatalf("shard %s: %v", e.Name, err)
+		}
+		n := 0
+		for rr.Next() {
+			rec := rr.RecordBatch()
+			for j := range int(rec.NumRows()) {
+				out = append(out, testenv.Canonical(t, testenv.Row(rec, j, nil)))
+				n++
+			}
+		}
+		rr.Release()
+		if int64(n) != e.Samples {
+			t.Fatalf("shard %s served %d samples, its index says %d", e.Name, n, e.Samples)
+		}
+	}
+	return f, out
+}
+
+func compare(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d samples served, megatron-core reads %d", what, len(got), len(want))
+	}
+	bad := 0
+	for i := range want {
+		if got[i] != want[i] {
+			if bad++; bad <= 2 {
+				t.Errorf("%s: sample %d:\n got %.300s\nwant %.300s", what, i, got[i], want[i])
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%s: %d of %d samples differ", what, bad, len(want))
+	}
+}
+
+func TestMegatronServesMegatronCoreSamples(t *testing.T) {
+	for _, c := range []struct {
+		cases      []string // the stream's pairs, one per case
+		unit       string
+		multimodal bool
+		dtype      string
+	}{
+		{cases: []string{"gpt", "merged"}, unit: "document", dtype: "uint16"},
+		{cases: []string{"int32"}, unit: "document", dtype: "int32"},
+		{cases: []string{"sentences"}, unit: "document", dtype: "uint16"},
+		{cases: []string{"sentences"}, unit: "sequence", dtype: "uint16"},
+		{cases: []string{"multimodal"}, unit: "sequence", multimodal: true, dtype: "uint16"},
+	} {
+		t.Run(strings.Join(c.cases, "+")+"-"+c.unit, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			var want []string
+			for k, kase := range c.cases {
+				prefix := filepath.Join(dir, kase)
+				out := oracle(t, "write", prefix, "--case", kase, "--seed", string(rune('1'+k)), "--read", c.unit)
+				_, samples, _ := bytes.Cut(out, []byte("\n")) // the first line says what was written
+				want = append(want, oracleRows(t, samples)...)
+			}
+			// Small shards: every .bin is cut into many.
+			f, got := served(t, openDir(t, dir), format.IndexOptions{ShardBytes: 4 << 10, Unit: c.unit})
+			if len(f.Shards) < 5 {
+				t.Fatalf("%d shards: the case should cut its .bin files into several", len(f.Shards))
+			}
+			if f.Megatron.DType != c.dtype || f.Megatron.Unit != c.unit || f.Megatron.Modes != c.multimodal {
+				t.Fatalf("indexed as %+v, want %s %ss (modes %t)", *f.Megatron, c.dtype, c.unit, c.multimodal)
+			}
+			compare(t, c.unit+"s", got, want)
+			checkLengths(t, dir, f, want)
+		})
+	}
+}
+
+// checkLengths measures the tokens of each sample for packing and
+// bucketing (shardfeed index --lengths tokens) from the .idx ranges
+// alone: the totals are the oracle's, and no byte of a .bin (or of the
+// modes) is read.
+func checkLengths(t *testing.T, dir string, f *index.File, want []string) {
+	t.Helper()
+	var counts store.Counts
+	st := store.Counted(openDir(t, dir), &counts)
+	l := f.Layout()
+	x, _, err := formats.Default().Lengths(context.Background(), st, l, "tokens", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens, largest int64
+	for _, row := range want {
+		var m struct{ Tokens []int64 }
+		if err := json.Unmarshal([]byte(row), &m); err != nil {
+			t.Fatal(err)
+		}
+		tokens += int64(len(m.Tokens))
+		largest = max(largest, int64(len(m.Tokens)))
+	}
+	samples, sum, most := x.Totals()
+	if samples != int64(len(want)) || sum != tokens || most != largest {
+		t.Fatalf("lengths of %d samples, %d tokens, %d at most; megatron-core reads %d, %d and %d", samples, sum, most, len(want), tokens, largest)
+	}
+	var idxBytes int64
+	for _, e := range f.Shards {
+		idxBytes += e.Ranges[0].Length // the lengths, and a document's sequences (not a multimodal sequence's modes)
+		if f.Megatron.Unit == "document" {
+			idxBytes += e.Ranges[1].Length
+		}
+	}
+	if got := counts.ReadBytes.Load(); got != idxBytes {
+		t.Fatalf("measuring read %d bytes; the shards' .idx ranges are %d (no .bin byte is needed)", got, idxBytes)
+	}
+}
+
+// Damaged pairs are refused when indexed, each naming what is wrong.
+func TestMegatronRefusesDamagedPairs(t *testing.T) {
+	dir := t.TempDir()
+	oracle(t, "write", filepath.Join(dir, "gpt"), "--case", "gpt")
+	idx, err := os.ReadFile(filepath.Join(dir, "gpt.idx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(filepath.Join(dir, "gpt.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := int64(binary.LittleEndian.Uint64(idx[18:]))
+	put64 := func(b []byte, at int64, v uint64) []byte {
+		b = bytes.Clone(b)
+		binary.LittleEndian.PutUint64(b[at:], v)
+		return b
+	}
+	for _, c := range []struct {
+		name     string
+		idx, bin []byte
+		unit     string
+		want     string
+	}{
+		{name: "magic", idx: append([]byte("MMIDIDY"), idx[7:]...), want: "does not start with"},
+		{name: "version", idx: put64(idx, 9, 2), want: "version 2 is not supported"},
+		{name: "dtype", idx: append(append(bytes.Clone(idx[:17]), 9), idx[18:]...), want: "dtype code 9"},
+		{name: "truncated", idx: idx[:len(idx)-3], want: "truncated or corrupt"},
+		{name: "counts", idx: put64(idx, 18, 1<<50), want: "corrupt"},
+		{name: "pointer", idx: put64(idx, 34+4*seqs+8*3, 7), want: "sequence 3 starts at byte 7"},
+		{name: "document index", idx: put64(idx, 34+12*seqs+8*4, 1), want: "document 3 ends at sequence 1"},
+		{name: "first document", idx: put64(idx, 34+12*seqs, 1), want: "starts at sequence 1, not 0"},
+		{name: "short bin", bin: bin[:len(bin)-2], want: "the pair does not match"},
+		{name: "long bin", bin: append(bytes.Clone(bin), 0, 0), want: "the pair does not match"},
+		{name: "unit", unit: "page", want: `not "page"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := t.TempDir()
+			if c.idx == nil {
+				c.idx = idx
+			}
+			if c.bin == nil {
+				c.bin = bin
+			}
+			for name, b := range map[string][]byte{"gpt.idx": c.idx, "gpt.bin": c.bin} {
+				if err := os.WriteFile(filepath.Join(d, name), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := formats.Default().Index(context.Background(), openDir(t, d), datav1alpha1.FormatMegatron, format.IndexOptions{Unit: c.unit})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "gpt.idx") {
+				t.Fatalf("got %v, want an error naming gpt.idx and saying %q", err, c.want)
+			}
+		})
+	}
+	t.Run("no bin", func(t *testing.T) {
+		d := t.TempDir()
+		if err := os.WriteFile(filepath.Join(d, "gpt.idx"), idx, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := formats.Default().Index(context.Background(), openDir(t, d), datav1alpha1.FormatMegatron, format.IndexOptions{})
+		if err == nil || !strings.Contains(err.Error(), "no gpt.bin beside it") {
+			t.Fatalf("got %v, want the missing .bin named", err)
+		}
+	})
+	t.Run("multimodal documents", func(t *testing.T) {
+		d := t.TempDir()
+		oracle(t, "write", filepath.Join(d, "mm"), "--case", "multimodal")
+		_, err := formats.Default().Index(context.Background(), openDir(t, d), datav1alpha1.FormatMegatron, format.IndexOptions{})
+		if err == nil || !strings.Contains(err.Error(), "--unit sequence") {
+			t.Fatalf("got %v, want the multimodal dataset sent to --unit sequence", err)
+		}
+	})
+}

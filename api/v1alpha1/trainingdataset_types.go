@@ -32,7 +32,7 @@ const (
 )
 
 // ShardFormat names how the shards of a stream are encoded.
-// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg;lance;megatron
+// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg;lance;megatron;webdataset
 type ShardFormat string
 
 // The shard formats the sidecar reads (design §2).
@@ -54,6 +54,9 @@ const (
 	// FormatMegatron is Megatron-LM's indexed datasets (.bin tokens, each
 	// with its .idx), one shard per run of documents or sequences.
 	FormatMegatron ShardFormat = "megatron"
+	// FormatWebDataset is WebDataset tar shards: a sample is the members
+	// of a tar that share a key, one shard per run of whole samples.
+	FormatWebDataset ShardFormat = "webdataset"
 )
 
 // CorruptShardPolicy says what the sidecar does with a shard that stays

@@ -18,7 +18,7 @@ const (
 
 // ColumnType is a parsed type of a File's schema. Its grammar:
 //
-//	type   = "bool" | "int64" | "float64" | "utf8"
+//	type   = "bool" | "int64" | "float64" | "utf8" | "binary"
 //	       | "list<" type ">"
 //	       | "struct<" [ field { "," field } ] ">"
 //	field  = name ":" type
@@ -28,7 +28,7 @@ const (
 // spelling an index holds. Kind "null" (only nulls seen) exists while a
 // schema is inferred and is never written.
 type ColumnType struct {
-	Kind   string // bool, int64, float64, utf8, list, struct (or null while inferring)
+	Kind   string // bool, int64, float64, utf8, binary, list, struct (or null while inferring)
 	Elem   *ColumnType
 	Fields []StructField
 }
@@ -45,6 +45,7 @@ var (
 	Int64Type   = &ColumnType{Kind: "int64"}
 	Float64Type = &ColumnType{Kind: "float64"}
 	UTF8Type    = &ColumnType{Kind: "utf8"}
+	BinaryType  = &ColumnType{Kind: "binary"}
 	NullType    = &ColumnType{Kind: "null"}
 )
 
@@ -138,7 +139,7 @@ func ParseColumnType(s string) (*ColumnType, error) {
 		err = p.fail("unexpected %q after the type", p.rest())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("type %q: %w (types are bool, int64, float64, utf8, list<T> and struct<\"name\":T,...>)", clip(s), err)
+		return nil, fmt.Errorf("type %q: %w (types are bool, int64, float64, utf8, binary, list<T> and struct<\"name\":T,...>)", clip(s), err)
 	}
 	return t, nil
 }
@@ -192,6 +193,8 @@ func (p *typeParser) parse(depth int) (*ColumnType, error) {
 		return Float64Type, nil
 	case "utf8":
 		return UTF8Type, nil
+	case "binary":
+		return BinaryType, nil
 	case "list", "struct":
 	case "":
 		return nil, p.fail("want a type, got %q", p.rest())

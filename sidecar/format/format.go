@@ -132,6 +132,14 @@ type Indexer interface {
 	IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts IndexOptions) error
 }
 
+// StreamIndexer is an Indexer that indexes a stream's objects together
+// (many at once, through ranged reads of their headers) rather than one
+// after another: Registry.Index hands it every object it would have
+// indexed.
+type StreamIndexer interface {
+	IndexObjects(ctx context.Context, st store.Store, objects []store.Object, f *index.File, opts IndexOptions) error
+}
+
 // TableIndexer is a Format whose stream is a table (an Iceberg table
 // resolved through its catalog, a Lance dataset at one version), not the
 // objects under a prefix: it indexes the whole stream, st being the
@@ -187,6 +195,13 @@ type IndexOptions struct {
 	// Unit is what a sample is where a format can cut its objects two
 	// ways: a megatron stream's "document" (the default) or "sequence".
 	Unit string
+	// Concurrency bounds the objects a StreamIndexer reads at once (0:
+	// its default).
+	Concurrency int
+	// Shards, if set, is a brace pattern of the stream's objects under
+	// its prefix ("shards-{000000..000999}.tar"), as WebDataset names
+	// shard sets: those objects alone are indexed, and each must exist.
+	Shards string
 }
 
 // Registry finds formats by kind.
@@ -330,8 +345,24 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 			}
 		}
 	}
+	if opts.Shards != "" {
+		var err error
+		if files, err = matchShards(files, opts.Shards, st.URI()); err != nil {
+			return nil, err
+		}
+	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s holds no %s objects (%s)", st.URI(), kind, strings.Join(exts, ", "))
+	}
+	if sx, ok := ix.(StreamIndexer); ok && opts.Partitions == nil {
+		objs := make([]store.Object, len(files))
+		for i, o := range files {
+			objs[i] = o.Object
+		}
+		if err := sx.IndexObjects(ctx, st, objs, out, opts); err != nil {
+			return nil, err
+		}
+		return out, nil
 	}
 	for i, o := range files {
 		first := len(out.Shards)

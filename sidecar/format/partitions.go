@@ -54,6 +54,8 @@ func ArrowOf(t *index.ColumnType) arrow.DataType {
 		return arrow.PrimitiveTypes.Int64
 	case "float64":
 		return arrow.PrimitiveTypes.Float64
+	case "binary":
+		return arrow.BinaryTypes.Binary
 	case "list":
 		return arrow.ListOf(ArrowOf(t.Elem))
 	case "struct":

@@ -15,6 +15,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/orc"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
+	"github.com/shardfeed/shardfeed/sidecar/format/webdataset"
 )
 
 // Default returns a registry of every format shardfeed reads. Each call
@@ -31,5 +32,6 @@ func Default() format.Registry {
 		iceberg.Format,
 		lance.Format,
 		megatron.Format{},
+		webdataset.Format{},
 	)
 }

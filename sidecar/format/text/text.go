@@ -541,6 +541,9 @@ func (in *inference) fields() []index.Field {
 func Schema(fields []index.Field) (*arrow.Schema, error) {
 	out := make([]arrow.Field, len(fields))
 	for i, f := range fields {
+		if strings.Contains(f.Type, "binary") {
+			return nil, fmt.Errorf("column %q: text records hold no binary values; use utf8", f.Name)
+		}
 		t, err := format.ArrowType(f.Type)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", f.Name, err)

@@ -1,0 +1,268 @@
+//go:build integration
+
+package webdataset_test
+
+// WebDataset tars written by webdataset's own TarWriter (bin/venv-oracle,
+// test/oracle/webdataset_oracle.py), indexed by shardfeed index from their
+// headers alone and read shard by shard as a pod reads them (its byte
+// range only): every sample equals webdataset.WebDataset's, value for
+// value, in order.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+)
+
+func oracle(t *testing.T, args ...string) []byte {
+	t.Helper()
+	return testenv.PythonScript(t, "venv-oracle", "test/oracle/webdataset_oracle.py", args...)
+}
+
+type written struct {
+	Tars    []string `json:"tars"`
+	Bytes   int64    `json:"bytes"`
+	Members [][]any  `json:"members"`
+}
+
+// member returns the header offset, data offset and size of the first
+// tar's member k, as tarfile lists them.
+func (w written) member(k int) (start, data, size int) {
+	m := w.Members[k]
+	return int(m[1].(float64)), int(m[2].(float64)), int(m[3].(float64))
+}
+
+func write(t *testing.T, dir string, args ...string) written {
+	t.Helper()
+	var w written
+	if err := json.Unmarshal(oracle(t, append([]string{"write", dir}, args...)...), &w); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func oracleRows(t *testing.T, out []byte) []string {
+	t.Helper()
+	var rs []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<28)
+	for sc.Scan() {
+		var m map[string]any
+		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, testenv.Canonical(t, m))
+	}
+	return rs
+}
+
+func openDir(t *testing.T, dir string) store.Store {
+	t.Helper()
+	st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// served indexes the stream and reads every shard from its range alone:
+// each sample as the oracle prints it (no null columns, JSON parsed).
+func served(t *testing.T, st store.Store, opts format.IndexOptions) (*index.File, []string) {
+	t.Helper()
+	ctx := context.Background()
+	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatWebDataset, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := index.ReadLayout(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("the index does not read back: %v", err)
+	}
+	r, err := formats.Default().Open(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i, e := range f.Shards {
+		var parts [][]byte
+		for _, p := range r.Parts(i) {
+			b, err := format.StoreRead(st)(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts = append(parts, b)
+		}
+		rr, err := r.Records(ctx, i, parts, nil)
+		if err != nil {
+			t.Fatalf("shard %s: %v", e.Name, err)
+		}
+		n := 0
+		for rr.Next() {
+			rec := rr.RecordBatch()
+			for j := range int(rec.NumRows()) {
+				row := testenv.Row(rec, j, nil)
+				for k, v := range row {
+					switch {
+					case v == nil:
+						delete(row, k) // webdataset has no key for a missing member
+					case strings.HasSuffix(k, "json"):
+						var parsed any
+						if err := json.Unmarshal([]byte(v.(string)), &parsed); err != nil {
+							t.Fatalf("shard %s: %s is not JSON: %v", e.Name, k, err)
+						}
+						row[k] = parsed
+					}
+				}
+				out = append(out, testenv.Canonical(t, row))
+				n++
+			}
+		}
+		rr.Release()
+		if int64(n) != e.Samples {
+			t.Fatalf("shard %s served %d samples, its index says %d", e.Name, n, e.Samples)
+		}
+	}
+	return f, out
+}
+
+func compare(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d samples served, webdataset reads %d", what, len(got), len(want))
+	}
+	bad := 0
+	for i := range want {
+		if got[i] != want[i] {
+			if bad++; bad <= 2 {
+				t.Errorf("%s: sample %d:\n got %.300s\nwant %.300s", what, i, got[i], want[i])
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%s: %d of %d samples differ", what, bad, len(want))
+	}
+}
+
+func TestWebDatasetServesWebDatasetSamples(t *testing.T) {
+	for _, kase := range []string{"basic", "ustar", "pax", "gnu", "gz", "mixed"} {
+		t.Run(kase, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			w := write(t, dir, "--tars", "3", "--samples", "25", "--case", kase)
+			var urls []string
+			for _, tar := range w.Tars {
+				urls = append(urls, filepath.Join(dir, tar))
+			}
+			want := oracleRows(t, oracle(t, append([]string{"read"}, urls...)...))
+			// Small shards: each plain tar is cut into several.
+			f, got := served(t, openDir(t, dir), format.IndexOptions{ShardBytes: 16 << 10})
+			if kase != "gz" && len(f.Shards) < 2*len(w.Tars) {
+				t.Fatalf("%d shards of %d tars: each should be cut into several", len(f.Shards), len(w.Tars))
+			}
+			compare(t, kase, got, want)
+		})
+	}
+}
+
+// The index names the stream's schema by webdataset's conventions, each
+// type overridable; a brace pattern keeps the shards it names.
+func TestWebDatasetSchemaAndPatterns(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "--tars", "4", "--samples", "3", "--case", "mixed")
+	st := openDir(t, dir)
+	ctx := context.Background()
+	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatWebDataset, format.IndexOptions{
+		Schema: []index.Field{{Name: "json", Type: "binary"}}, Shards: "shards-{000001..000002}.tar"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []index.Field{{Name: "__key__", Type: "utf8"}, {Name: "cls", Type: "int64"}, {Name: "jpg", Type: "binary"},
+		{Name: "json", Type: "binary"}, {Name: "seg.png", Type: "binary"}, {Name: "txt", Type: "utf8"}}
+	if got, _ := json.Marshal(f.Schema); string(got) != string(must(json.Marshal(want))) {
+		t.Fatalf("schema %s, want %s", got, must(json.Marshal(want)))
+	}
+	var objects []string
+	for _, e := range f.Shards {
+		if len(objects) == 0 || objects[len(objects)-1] != e.Object {
+			objects = append(objects, e.Object)
+		}
+	}
+	if strings.Join(objects, ",") != "shards-000001.tar,shards-000002.tar" {
+		t.Fatalf("the pattern indexed %v", objects)
+	}
+	for _, c := range []struct{ pattern, want string }{
+		{"shards-{000003..000004}.tar", "shards-000004.tar, named by"},
+		{"shards-{000001..000002.tar", "without its '}'"},
+		{"shards-{{1,2}}.tar", "nested braces"},
+		{"shards-{9..1}.tar", "not a range of integers from low to high"},
+	} {
+		_, err := formats.Default().Index(ctx, st, datav1alpha1.FormatWebDataset, format.IndexOptions{Shards: c.pattern})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("pattern %q: got %v, want %q", c.pattern, err, c.want)
+		}
+	}
+	_, err = formats.Default().Index(ctx, st, datav1alpha1.FormatWebDataset, format.IndexOptions{Schema: []index.Field{{Name: "jpg", Type: "float64"}}})
+	if err == nil || !strings.Contains(err.Error(), `"float64"`) {
+		t.Fatalf("a type webdataset columns do not take: got %v", err)
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Damaged tars are refused when indexed, naming the tar and what is wrong.
+func TestWebDatasetRefusesDamagedTars(t *testing.T) {
+	dir := t.TempDir()
+	w := write(t, dir, "--tars", "1", "--samples", "4", "--case", "basic")
+	_, jpgData, jpgSize := w.member(1)
+	txtStart, _, _ := w.member(3)
+	good, err := os.ReadFile(filepath.Join(dir, "shards-000000.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	for _, c := range []struct {
+		name string
+		tar  []byte
+		want string
+	}{
+		{"checksum", edit(func(b []byte) []byte { b[0] ^= 1; return b }), "bad checksum"},
+		{"truncated header", good[:txtStart+100], "cut short"},
+		{"size past the end", good[:jpgData+jpgSize-10], "past the end of the tar"},
+		{"size", edit(func(b []byte) []byte { copy(b[124:136], "99999999999x"); return b }), "bad checksum"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := t.TempDir()
+			if err := os.WriteFile(filepath.Join(d, "a.tar"), c.tar, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := formats.Default().Index(context.Background(), openDir(t, d), datav1alpha1.FormatWebDataset, format.IndexOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "a.tar") {
+				t.Fatalf("got %v, want an error naming a.tar and saying %q", err, c.want)
+			}
+		})
+	}
+}

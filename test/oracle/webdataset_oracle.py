@@ -1,0 +1,152 @@
+"""WebDataset tar shards written and read by webdataset, the WebDataset
+project's own package (bin/venv-oracle), for the tests of shardfeed's
+webdataset reader (sidecar/format/webdataset): every tar is written here at
+test time by webdataset's TarWriter, never vendored.
+
+  webdataset_oracle.py write DIR --tars N --samples K [--case CASE] [--seed S] [--image-bytes B]
+      writes DIR/shards-000000.tar … (N tars of K samples each) and prints
+      one JSON object: {"tars": [...], "bytes": total, "members": [[name,
+      header offset, data offset, size], …] of the first tar, as tarfile
+      lists them}.
+  webdataset_oracle.py read URL… [--decode]
+      prints the samples of the tars as webdataset.WebDataset reads them, one
+      JSON object per line, in order: "__key__", each extension's value with
+      webdataset's default decoders (txt: text, cls: an integer, json: the
+      parsed value) and every other as hex of its bytes. --decode also
+      decodes jpg and png members to RGB arrays (webdataset's "rgb8"),
+      printed as {"shape": [h, w, 3], "sha256": hex of the pixels}.
+
+Cases:
+  basic  a jpg, a json caption, a cls and (most samples) a txt, as
+         TarWriter writes them (PAX headers: its mtimes are fractions);
+  ustar  keys longer than the 100 bytes of a USTAR name, split into its
+         prefix and name fields;
+  pax    the same in PAX headers (TarWriter's own);
+  gnu    the same in GNU long-name headers;
+  gz     basic, gzip-compressed (.tar.gz);
+  mixed  basic, with a directory entry, a __meta__ entry, and names of
+         several dots ("seg.png") that webdataset keeps or skips.
+"""
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import random
+import sys
+import tarfile
+
+import numpy as np
+import webdataset as wds
+from PIL import Image
+
+
+def jpeg(rng: random.Random, nbytes: int) -> bytes:
+    side = max(8, int((nbytes / 1.5) ** 0.5))
+    w, h = side + rng.randrange(8), side + rng.randrange(8)
+    arr = np.random.default_rng(rng.randrange(1 << 30)).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    b = io.BytesIO()
+    Image.fromarray(arr).save(b, format="JPEG", quality=90)
+    return b.getvalue()
+
+
+def png(rng: random.Random) -> bytes:
+    arr = np.random.default_rng(rng.randrange(1 << 30)).integers(0, 256, (6, 9, 3), dtype=np.uint8)
+    b = io.BytesIO()
+    Image.fromarray(arr).save(b, format="PNG")
+    return b.getvalue()
+
+
+def write(d: str, tars: int, samples: int, case: str, seed: int, image_bytes: int) -> dict:
+    rng = random.Random(seed)
+    os.makedirs(d, exist_ok=True)
+    names, total = [], 0
+    fmt = {"gnu": "GNU_FORMAT"}.get(case)
+    ext = ".tar.gz" if case == "gz" else ".tar"
+    for t in range(tars):
+        name = f"shards-{t:06d}{ext}"
+        path = os.path.join(d, name)
+        with open(path, "wb") as f:
+            w = wds.TarWriter(f, compress=case == "gz")
+            if fmt or case == "ustar":
+                # TarWriter takes a format and does not hand it to tarfile
+                # (its tars are PAX, tarfile's default): its stream is
+                # reopened in the case's format, its writing unchanged.
+                w.tarstream = tarfile.open(fileobj=f, mode="w|", format=getattr(tarfile, fmt or "USTAR_FORMAT"))
+                w.mtime = 1_700_000_000
+            if case == "mixed":
+                ti = tarfile.TarInfo("dir")
+                ti.type = tarfile.DIRTYPE
+                w.tarstream.addfile(ti)
+                meta = b'{"note": "skipped"}'
+                ti = tarfile.TarInfo("__meta__")
+                ti.size = len(meta)
+                w.tarstream.addfile(ti, io.BytesIO(meta))
+            for i in range(samples):
+                key = f"s{t:04d}{i:05d}"
+                if case in ("ustar", "pax", "gnu"):
+                    key = f"deep/{'x' * 90}/{key}{'y' * (i % 30)}"
+                s = {
+                    "__key__": key,
+                    "jpg": jpeg(rng, image_bytes),
+                    "json": {"caption": f"a picture {t}/{i} ✓", "i": i, "w": [rng.random(), None]},
+                    "cls": rng.randrange(1000),
+                }
+                if i % 5 != 3:
+                    s["txt"] = f"text of {key} " * rng.randrange(1, 4)
+                if case == "mixed" and i % 2 == 0:
+                    s["seg.png"] = png(rng)
+                w.write(s)
+            w.close()
+        names.append(name)
+        total += os.path.getsize(path)
+    members = []
+    if case != "gz":
+        with tarfile.open(os.path.join(d, names[0])) as tf:
+            members = [[m.name, m.offset, m.offset_data, m.size] for m in tf.getmembers()]
+    return {"tars": names, "bytes": total, "members": members}
+
+
+def read(urls: list[str], decode: bool) -> None:
+    ds = wds.WebDataset(urls, shardshuffle=False, empty_check=False)
+    if decode:
+        ds = ds.decode("rgb8")
+    else:
+        ds = ds.decode()
+    out = sys.stdout
+    for s in ds:
+        row = {}
+        for k, v in s.items():
+            if k in ("__url__", "__local_path__"):
+                continue
+            if isinstance(v, (bytes, bytearray)):
+                v = v.hex()
+            elif isinstance(v, np.ndarray):
+                v = {"shape": list(v.shape), "sha256": hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()}
+            row[k] = v
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("write")
+    w.add_argument("dir")
+    w.add_argument("--tars", type=int, default=2)
+    w.add_argument("--samples", type=int, default=20)
+    w.add_argument("--case", default="basic", choices=["basic", "ustar", "pax", "gnu", "gz", "mixed"])
+    w.add_argument("--seed", type=int, default=1)
+    w.add_argument("--image-bytes", type=int, default=3000)
+    r = sub.add_parser("read")
+    r.add_argument("urls", nargs="+")
+    r.add_argument("--decode", action="store_true")
+    a = ap.parse_args()
+    if a.cmd == "write":
+        print(json.dumps(write(a.dir, a.tars, a.samples, a.case, a.seed, a.image_bytes)))
+    else:
+        read(a.urls, a.decode)
+
+
+if __name__ == "__main__":
+    main()

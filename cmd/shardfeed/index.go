@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
@@ -66,6 +67,8 @@ type indexOptions struct {
 	pack          packFlags
 	indexURI      string
 	unit          string
+	shards        string
+	concurrency   int
 }
 
 // packFlags are a packing's flags (spec.packing): with --lengths, index
@@ -164,6 +167,18 @@ about --shard-size of tokens. Each .idx is checked whole (its pointers
 against its lengths, its document index against its sequences) and each
 .bin read once to hash the shards' tokens.
 
+With --format webdataset, URI holds WebDataset tar shards (or --shards
+names them by a brace pattern): a sample is the members of a tar that
+share a key, each extension a column (txt, text and transcript as text,
+cls, cls2, index, inx and id as integers, json and jsn as their JSON
+text, every other as bytes; --schema gives other types). Only the tars'
+headers are read, by ranged reads of 16 tars at once (--concurrency);
+each tar is cut into shards of whole samples of about --shard-size, and a
+pod fetches its shards' byte ranges, never a whole tar. A compressed tar
+(.tar.gz, .tgz) cannot be read by range: it is read whole, one shard.
+The tars' contents are not hashed (their headers' checksums are checked
+where they are read): the index says how much of the tars it read.
+
 With --filter EXPR, index also finds the rows of each shard that the CEL
 expression matches (spec.streams[].filter; an unknown column is refused,
 naming the stream's columns) and writes them beside the index:
@@ -223,6 +238,8 @@ plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
 	cmd.Flags().StringVar(&o.shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&o.algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	cmd.Flags().StringVar(&o.unit, "unit", "", "for megatron: what a sample is, a document (default) or a sequence")
+	cmd.Flags().StringVar(&o.shards, "shards", "", `a brace pattern of the objects under URI to index, as WebDataset names shard sets ("shards-{000000..012345}.tar"); each must exist`)
+	cmd.Flags().IntVar(&o.concurrency, "concurrency", 0, "for webdataset: how many tars to read at once (default 16)")
 	cmd.Flags().StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "index, but do not write the index")
 	cmd.Flags().StringVarP(&o.manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
@@ -297,7 +314,8 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 			}
 			opts.Table = lt
 		}
-		f, err := formats.Default().Index(ctx, st, o.kind, opts)
+		var counts store.Counts
+		f, err := formats.Default().Index(ctx, store.Counted(st, &counts), o.kind, opts)
 		if err != nil {
 			return err
 		}
@@ -308,6 +326,12 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 		}
 		if _, err := fmt.Fprintf(out, "%s %s%s: %d shards, %d samples (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", index.Key, len(f.Shards), f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
 			return err
+		}
+		if size := objectsSize(f); size > 0 {
+			// What indexing cost: a format that reads headers alone
+			// (webdataset) reads a small share of its objects.
+			_, _ = fmt.Fprintf(out, "read %s of the indexed objects' %s (%.2f%%) in %d requests\n", bytesize.Human(counts.ReadBytes.Load()),
+				bytesize.Human(size), 100*float64(counts.ReadBytes.Load())/float64(size), counts.Requests())
 		}
 		if keys := hiveKeys(f); opts.Partitions == nil && len(keys) > 0 {
 			fix := "index with --hive to read them as columns"
@@ -507,7 +531,7 @@ func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, e
 	if o.unit != "" && o.kind != datav1alpha1.FormatMegatron {
 		return format.IndexOptions{}, fmt.Errorf("--unit is for --format megatron, not %s", o.kind)
 	}
-	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Unit: o.unit, Progress: progressPrinter(cmd.ErrOrStderr()),
+	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Unit: o.unit, Shards: o.shards, Concurrency: o.concurrency, Progress: progressPrinter(cmd.ErrOrStderr()),
 		Warn: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+msg) }}
 	if opts.Partitions, err = o.parts.options(o.kind); err != nil {
 		return opts, err
@@ -576,6 +600,20 @@ func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *
 		strings.TrimSuffix(ist.URI(), "/")+"/", key, column, x.Measure, samples, sum, what, float64(sum)/float64(max(samples, 1)), largest,
 		time.Since(start).Round(time.Millisecond))
 	return x, values, err
+}
+
+// objectsSize sums the sizes of the objects an index's shards are in,
+// where it records them.
+func objectsSize(f *index.File) int64 {
+	seen := map[string]bool{}
+	var n int64
+	for _, e := range f.Shards {
+		if !seen[e.Object] && e.ObjectSize > 0 {
+			seen[e.Object] = true
+			n += e.ObjectSize
+		}
+	}
+	return n
 }
 
 // streamFlags are the flags -f MANIFEST replaces with the stream's spec.

@@ -5,7 +5,8 @@ test time by webdataset's TarWriter, never vendored.
 
   webdataset_oracle.py write DIR --tars N --samples K [--case CASE] [--seed S] [--image-bytes B]
       writes DIR/shards-000000.tar … (N tars of K samples each) and prints
-      one JSON object: {"tars": [...], "bytes": total, "members": [[name,
+      one JSON object: {"tars": [...], "bytes": total, "headers": the
+      bytes of every member's headers, "members": [[name,
       header offset, data offset, size], …] of the first tar, as tarfile
       lists them}.
   webdataset_oracle.py read URL… [--decode]
@@ -61,7 +62,7 @@ def png(rng: random.Random) -> bytes:
 def write(d: str, tars: int, samples: int, case: str, seed: int, image_bytes: int) -> dict:
     rng = random.Random(seed)
     os.makedirs(d, exist_ok=True)
-    names, total = [], 0
+    names, total, headers = [], 0, 0
     fmt = {"gnu": "GNU_FORMAT"}.get(case)
     ext = ".tar.gz" if case == "gz" else ".tar"
     for t in range(tars):
@@ -101,11 +102,14 @@ def write(d: str, tars: int, samples: int, case: str, seed: int, image_bytes: in
             w.close()
         names.append(name)
         total += os.path.getsize(path)
+        if case != "gz":
+            with tarfile.open(path) as tf:
+                headers += sum(m.offset_data - m.offset for m in tf.getmembers())
     members = []
     if case != "gz":
         with tarfile.open(os.path.join(d, names[0])) as tf:
             members = [[m.name, m.offset, m.offset_data, m.size] for m in tf.getmembers()]
-    return {"tars": names, "bytes": total, "members": members}
+    return {"tars": names, "bytes": total, "headers": headers, "members": members}
 
 
 def read(urls: list[str], decode: bool) -> None:

@@ -68,8 +68,8 @@ func TestIntegrationTrainingDatasetRoundTripsWithDefaults(t *testing.T) {
 	if !ptr.Deref(s.Shuffle.Enabled, false) || ptr.Deref(s.Shuffle.BlockSize, 0) != 262144 || ptr.Deref(s.Shuffle.RunLength, 0) != 1 {
 		t.Errorf("shuffle = %+v, want enabled with block size 262144 and runs of 1", s.Shuffle)
 	}
-	if !ptr.Deref(s.DropLast, false) || s.OnCorruptShard != datav1alpha1.CorruptShardFail {
-		t.Errorf("dropLast = %v, onCorruptShard = %q; want true and fail", s.DropLast, s.OnCorruptShard)
+	if !ptr.Deref(s.DropLast, false) || s.OnCorruptShard != datav1alpha1.CorruptShardFail || s.MissingColumns != datav1alpha1.MissingColumnsRefuse {
+		t.Errorf("dropLast = %v, onCorruptShard = %q, missingColumns = %q; want true, fail and refuse", s.DropLast, s.OnCorruptShard, s.MissingColumns)
 	}
 
 	// The status subresource is writable on its own.
@@ -174,6 +174,7 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"runs longer than the default block", func(d *datav1alpha1.TrainingDataset) { d.Spec.Shuffle.RunLength = ptr.To(int64(1 << 19)) }, "runLength must be at most shuffle.blockSize"},
 		{"runs above the bound", func(d *datav1alpha1.TrainingDataset) { d.Spec.Shuffle.RunLength = ptr.To(int64(1<<20 + 1)) }, "spec.shuffle.runLength"},
 		{"unknown policy", func(d *datav1alpha1.TrainingDataset) { d.Spec.OnCorruptShard = "ignore" }, "spec.onCorruptShard"},
+		{"unknown missing columns policy", func(d *datav1alpha1.TrainingDataset) { d.Spec.MissingColumns = "zero" }, "spec.missingColumns"},
 		{"negative prefetch", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Prefetch = ptr.To(int32(-1)) }, "spec.sidecar.prefetch"},
 		{"metrics port out of range", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.MetricsPort = ptr.To(int32(70000)) }, "spec.sidecar.metricsPort"},
 		{"zero cache limit", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.CacheLimit = ptr.To(resource.MustParse("0")) }, "sidecar.cacheLimit must be above 0"},

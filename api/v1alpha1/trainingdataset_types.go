@@ -641,6 +641,16 @@ type TrainingDatasetSpec struct {
 	// +optional
 	Bucketing *Bucketing `json:"bucketing,omitempty"`
 
+	// MissingColumns says what becomes of a column some streams lack:
+	// refuse (the streams must have the same columns, or pick a common
+	// set with spec.streams[].columns) or null (every stream's columns are
+	// served, null in the rows of the streams that lack them: an image and
+	// caption stream beside a token stream). docs/formats.md, promotions.
+	// +kubebuilder:validation:Enum=refuse;null
+	// +kubebuilder:default=refuse
+	// +optional
+	MissingColumns MissingColumnsPolicy `json:"missingColumns,omitempty"`
+
 	// Decode lists columns the sidecar serves decoded rather than as the
 	// bytes the shards store: images as uint8 tensors (docs/formats.md,
 	// decoding images).
@@ -660,6 +670,18 @@ type TrainingDatasetSpec struct {
 	// +optional
 	Sidecar SidecarSpec `json:"sidecar,omitempty"`
 }
+
+// MissingColumnsPolicy says what becomes of a column some streams lack.
+type MissingColumnsPolicy string
+
+// The policies of spec.missingColumns.
+const (
+	// MissingColumnsRefuse refuses streams of different columns.
+	MissingColumnsRefuse MissingColumnsPolicy = "refuse"
+	// MissingColumnsNull serves every stream's columns, null where a
+	// stream lacks one.
+	MissingColumnsNull MissingColumnsPolicy = "null"
+)
 
 // PackingMethod is how documents are packed into sequences.
 // +kubebuilder:validation:Enum=bestFit;firstFit;concatenate

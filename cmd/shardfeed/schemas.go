@@ -61,7 +61,7 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 			defer func() { _ = r.Close() }()
 			return io.ReadAll(r)
 		}
-		all, err := source.OpenAll(ctx, streams.PlanStreams(opened), formats.Default(), read)
+		all, err := source.OpenAll(ctx, streams.PlanStreams(opened), formats.Default(), read, ds.Spec.MissingColumns)
 		if err != nil {
 			return nil, nil, fmt.Errorf("TrainingDataset %q: %w\n(serve would refuse this dataset; plan and simulate check it the same way)", ds.Name, err)
 		}

@@ -252,7 +252,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 		defer c.Release(part)
 		return os.ReadFile(path)
 	}
-	sources, err := source.OpenAll(ctx, streams.PlanStreams(opened), cfg.formats(), read)
+	sources, err := source.OpenAll(ctx, streams.PlanStreams(opened), cfg.formats(), read, spec.MissingColumns)
 	if err != nil {
 		return nil, err
 	}

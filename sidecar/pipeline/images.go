@@ -24,19 +24,22 @@ import (
 type imageColumn struct {
 	spec     images.Spec
 	decoders sync.Pool // *images.Decoder
+	// lacking are the streams without the column (spec.missingColumns:
+	// null): their rows' images are null, not an error.
+	lacking map[int]bool
 }
 
 // imageField is the served field of a decoded image column: uint8,
 // height × width × 3 per row.
 func imageField(f arrow.Field, spec images.Spec) arrow.Field {
 	shape := strconv.Itoa(spec.Height) + "," + strconv.Itoa(spec.Width) + ",3"
-	return arrow.Field{Name: f.Name, Type: arrow.FixedSizeListOf(int32(spec.Bytes()), arrow.PrimitiveTypes.Uint8), //nolint:gosec // bounded by the CRD
+	return arrow.Field{Name: f.Name, Type: arrow.FixedSizeListOf(int32(spec.Bytes()), arrow.PrimitiveTypes.Uint8), Nullable: f.Nullable, //nolint:gosec // bounded by the CRD
 		Metadata: arrow.NewMetadata([]string{format.MetaShape}, []string{shape})}
 }
 
 // imageColumns checks the decode specs against the streams' schema and
 // returns them by column position.
-func imageColumns(schema *arrow.Schema, specs map[string]images.Spec) (map[int]*imageColumn, error) {
+func imageColumns(schema *arrow.Schema, specs map[string]images.Spec, streams []*source.Stream) (map[int]*imageColumn, error) {
 	out := map[int]*imageColumn{}
 	for _, name := range slices.Sorted(maps.Keys(specs)) {
 		spec := specs[name]
@@ -52,7 +55,13 @@ func imageColumns(schema *arrow.Schema, specs map[string]images.Spec) (map[int]*
 		default:
 			return nil, fmt.Errorf("decoding column %q: it is %s, and images are decoded from binary columns (MDS jpeg, png or bytes; Parquet binary)", name, schema.Field(idx[0]).Type)
 		}
-		out[idx[0]] = &imageColumn{spec: spec}
+		ic := &imageColumn{spec: spec, lacking: map[int]bool{}}
+		for k, st := range streams {
+			if !st.Has(name) {
+				ic.lacking[k] = true
+			}
+		}
+		out[idx[0]] = ic
 	}
 	return out, nil
 }
@@ -79,6 +88,16 @@ func (ic *imageColumn) gather(dt arrow.DataType, srcs []column, rows []rowRef, r
 	}
 	// Images are taken in turn, not dealt out: a worker the trainer's
 	// process delays does not hold the batch back.
+	var nulls atomic.Int64
+	var valid []byte // the rows' validity, made at the first null
+	if len(ic.lacking) > 0 {
+		valid = make([]byte, (len(rows)+7)/8)
+		for i := range rows {
+			if !ic.lacking[samples[i].Stream] {
+				valid[i/8] |= 1 << (i % 8)
+			}
+		}
+	}
 	workers := min(runtime.GOMAXPROCS(0), len(rows))
 	var next atomic.Int64
 	errs := make([]error, workers)
@@ -92,6 +111,11 @@ func (ic *imageColumn) gather(dt arrow.DataType, srcs []column, rows []rowRef, r
 			defer ic.decoders.Put(d)
 			errs[w] = GuardFaults(func() error {
 				for i := int(next.Add(1) - 1); i < len(rows); i = int(next.Add(1) - 1) {
+					if ic.lacking[samples[i].Stream] {
+						nulls.Add(1)
+						clear(dst[i*size : (i+1)*size])
+						continue // a row of a stream without images
+					}
 					v, ok := value(i)
 					if !ok {
 						return fmt.Errorf("sample %d has no image (null)", samples[i].ID)
@@ -115,7 +139,11 @@ func (ic *imageColumn) gather(dt arrow.DataType, srcs []column, rows []rowRef, r
 	child := flatChild(l, out, len(rows))
 	out.Release()
 	defer child.Release()
-	data := array.NewData(dt, len(rows), []*memory.Buffer{nil}, []arrow.ArrayData{child}, 0, 0)
+	var validity *memory.Buffer
+	if n := nulls.Load(); n > 0 {
+		validity = memory.NewBufferBytes(valid)
+	}
+	data := array.NewData(dt, len(rows), []*memory.Buffer{validity}, []arrow.ArrayData{child}, int(nulls.Load()), 0)
 	defer data.Release()
 	return array.MakeFromData(data), nil
 }

@@ -109,7 +109,7 @@ func New(opts Options) (*Pipeline, error) {
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	fields := append([]arrow.Field(nil), opts.Streams[0].Schema().Fields()...)
 	var err error
-	if p.images, err = imageColumns(opts.Streams[0].Schema(), opts.Images); err != nil {
+	if p.images, err = imageColumns(opts.Streams[0].Schema(), opts.Images, opts.Streams); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	for c, ic := range p.images {

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
@@ -110,6 +111,10 @@ func (s *Stream) fullSchema(ctx context.Context, read ReadFunc) (*arrow.Schema, 
 func (s *Stream) cachePart(p format.Part) cache.Shard {
 	return cache.Shard{Stream: s.Name, Key: p.Key, Size: p.Size, Hash: p.Hash, Range: p.Range, Offset: p.Offset}
 }
+
+// Has says whether the stream's shards hold column name (with
+// spec.missingColumns: null, a served column may be another stream's).
+func (s *Stream) Has(name string) bool { return len(s.native.FieldIndices(name)) > 0 }
 
 // Schema returns the schema the stream's batches are served with.
 func (s *Stream) Schema() *arrow.Schema {
@@ -312,7 +317,7 @@ func (s *Stream) DecodeShard(ctx context.Context, i int, parts [][]byte) (*Shard
 	name := s.Layout.Index.Shards[i].Name
 	var same []string
 	for _, f := range s.served.Fields() {
-		if arrow.TypeEqual(f.Type, s.native.Field(s.native.FieldIndices(f.Name)[0]).Type) {
+		if k := s.native.FieldIndices(f.Name); len(k) > 0 && arrow.TypeEqual(f.Type, s.native.Field(k[0]).Type) {
 			same = append(same, f.Name)
 		}
 	}
@@ -334,9 +339,11 @@ func (s *Stream) DecodeShard(ctx context.Context, i int, parts [][]byte) (*Shard
 	if len(rest) == 0 {
 		return sh, nil
 	}
-	names := make([]string, len(rest))
-	for k, f := range rest {
-		names[k] = f.Name
+	names := make([]string, 0, len(rest))
+	for _, f := range rest {
+		if len(s.native.FieldIndices(f.Name)) > 0 { // the others are null (conform)
+			names = append(names, f.Name)
+		}
 	}
 	rec, err := s.decodeAs(ctx, i, parts, names, arrow.NewSchema(rest, nil))
 	if err != nil {
@@ -414,18 +421,25 @@ func (s *Stream) conform(ctx context.Context, recs []arrow.RecordBatch, schema *
 	}()
 	for _, f := range schema.Fields() {
 		chunks := make([]arrow.Array, 0, len(recs))
+		lacks := len(s.native.FieldIndices(f.Name)) == 0 // a column of other streams (spec.missingColumns: null)
 		for _, r := range recs {
 			idx := r.Schema().FieldIndices(f.Name)
 			if len(idx) == 0 {
+				if lacks {
+					continue
+				}
 				return nil, fmt.Errorf("decoded data has no column %q", f.Name)
 			}
 			chunks = append(chunks, r.Column(idx[0]))
 		}
 		var col arrow.Array
-		switch len(chunks) {
-		case 0:
+		switch {
+		case lacks:
+			cols = append(cols, array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, int(rows)))
+			continue
+		case len(chunks) == 0:
 			col = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, 0)
-		case 1:
+		case len(chunks) == 1:
 			col = chunks[0]
 			col.Retain()
 		default:
@@ -448,7 +462,10 @@ func (s *Stream) conform(ctx context.Context, recs []arrow.RecordBatch, schema *
 // through their formats' readers and unifies their schemas: what serve
 // checks before it plans, and what plan and simulate check too. read
 // reads a part of any of them (cache.Shard.Stream says which).
-func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Registry, read ReadFunc) ([]*Stream, error) {
+func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Registry, read ReadFunc, missing datav1alpha1.MissingColumnsPolicy) ([]*Stream, error) {
+	if missing != "" && missing != datav1alpha1.MissingColumnsRefuse && missing != datav1alpha1.MissingColumnsNull {
+		return nil, fmt.Errorf("spec.missingColumns %q is %q or %q", missing, datav1alpha1.MissingColumnsRefuse, datav1alpha1.MissingColumnsNull)
+	}
 	out := make([]*Stream, len(opened))
 	for i, s := range opened {
 		layout, err := s.Served()
@@ -477,26 +494,32 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 		}
 		return out, nil
 	}
-	if _, err := Unify(out); err != nil {
+	if _, err := Unify(out, missing == datav1alpha1.MissingColumnsNull); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
 // Unify sets every stream's served schema to the one they share: the same
-// columns, each of one type after the documented promotions. It fails with
-// every difference listed.
-func Unify(streams []*Stream) (*arrow.Schema, error) {
+// columns, each of one type after the documented promotions. With union
+// (spec.missingColumns: null), a column some streams lack is served too,
+// nullable, null in their rows. It fails with every difference listed.
+func Unify(streams []*Stream, union bool) (*arrow.Schema, error) {
 	base := streams[0].native
 	fields := slices.Clone(base.Fields())
 	var diffs []string
 	for _, s := range streams[1:] {
-		if got, want := sortedNames(s.native), sortedNames(base); got != want {
+		if got, want := sortedNames(s.native), sortedNames(base); got != want && !union {
 			diffs = append(diffs, fmt.Sprintf("stream %q has columns [%s], stream %q has [%s]", s.Name, got, streams[0].Name, want))
 			continue
 		}
-		for i := range fields {
-			f := s.native.Field(s.native.FieldIndices(fields[i].Name)[0])
+		for _, f := range s.native.Fields() {
+			i := slices.IndexFunc(fields, func(g arrow.Field) bool { return g.Name == f.Name })
+			if i < 0 { // only with union: a column the streams before lack
+				f.Nullable, f.Metadata = true, arrow.Metadata{}
+				fields = append(fields, f)
+				continue
+			}
 			t, ok := promote.Types(fields[i].Type, f.Type)
 			if !ok {
 				diffs = append(diffs, fmt.Sprintf("column %q is %s in stream %q and %s in stream %q", f.Name, fields[i].Type, streams[0].Name, f.Type, s.Name))
@@ -507,8 +530,17 @@ func Unify(streams []*Stream) (*arrow.Schema, error) {
 			fields[i].Metadata = arrow.Metadata{}
 		}
 	}
+	if union {
+		for i := range fields { // a column some stream lacks is null there
+			for _, s := range streams {
+				if len(s.native.FieldIndices(fields[i].Name)) == 0 {
+					fields[i].Nullable = true
+				}
+			}
+		}
+	}
 	if len(diffs) > 0 {
-		return nil, fmt.Errorf("the streams cannot be served as one schema (docs/formats.md, promotions):\n  %s\npick a common set with spec.streams[].columns, or rewrite a stream with shardfeed convert",
+		return nil, fmt.Errorf("the streams cannot be served as one schema (docs/formats.md, promotions):\n  %s\npick a common set with spec.streams[].columns, serve every stream's columns with spec.missingColumns: null, or rewrite a stream with shardfeed convert",
 			strings.Join(diffs, "\n  "))
 	}
 	served := arrow.NewSchema(fields, nil)

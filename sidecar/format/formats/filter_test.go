@@ -179,7 +179,7 @@ func TestAFilteredStreamPlansAndDecodesOnlyItsMatchingRows(t *testing.T) {
 		}
 		return format.ReadRange(ctx, st, p.Key, p.Offset, p.Size)
 	}
-	srcs, err := source.OpenAll(ctx, []*streams.Stream{opened}, reg, read)
+	srcs, err := source.OpenAll(ctx, []*streams.Stream{opened}, reg, read, "")
 	if err != nil {
 		t.Fatal(err)
 	}

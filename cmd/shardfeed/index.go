@@ -124,13 +124,8 @@ func (f *packFlags) spec(column string) (*datav1alpha1.Packing, error) {
 	return p, nil
 }
 
-func newIndexCommand() *cobra.Command {
-	o := &indexOptions{}
-	reg := formats.Default()
-	cmd := &cobra.Command{
-		Use:   "index (URI --format " + strings.Join(append(reg.Kinds(format.IndexesObjects), reg.Kinds(format.IsTable)...), "|") + " | -f MANIFEST [--stream NAME])",
-		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/_shardfeed/index.json",
-		Long: `index reads a stream's objects under URI (s3://bucket/prefix/ or file:///path/)
+// indexLong is index's help.
+const indexLong = `index reads a stream's objects under URI (s3://bucket/prefix/ or file:///path/)
 and writes _shardfeed/index.json under URI (a folder pyarrow, pandas, Spark
 and Trino skip), or under --index-uri where the data's bucket is not yours
 to write: one shard per Parquet row group (from the
@@ -216,7 +211,15 @@ samples (docs/planner.md, packing).
 With -f MANIFEST, the stream (--stream NAME, or the manifest's only stream
 that needs an index) gives the URI, the format, the endpoint and, for a
 table, the catalog, table, snapshot and ref, and the filter; --credentials-dir is read as
-plan reads it (a stream's Secret's keys in DIR/<secret name>/).`,
+plan reads it (a stream's Secret's keys in DIR/<secret name>/).`
+
+func newIndexCommand() *cobra.Command {
+	o := &indexOptions{}
+	reg := formats.Default()
+	cmd := &cobra.Command{
+		Use:   "index (URI --format " + strings.Join(append(reg.Kinds(format.IndexesObjects), reg.Kinds(format.IsTable)...), "|") + " | -f MANIFEST [--stream NAME])",
+		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/_shardfeed/index.json",
+		Long:  indexLong,
 		Example: `  shardfeed index s3://datasets/web/ --format parquet --endpoint http://minio:9000 --insecure
   shardfeed index file:///data/web/ --format parquet --hash sha256
   shardfeed index s3://lake/.shardfeed/events/ --format iceberg --catalog-type rest --catalog-uri http://iceberg-rest:8181 --table analytics.events --endpoint http://minio:9000 --insecure
@@ -327,12 +330,7 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 		if _, err := fmt.Fprintf(out, "%s %s%s: %d shards, %d samples (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", index.Key, len(f.Shards), f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
 			return err
 		}
-		if size := objectsSize(f); size > 0 {
-			// What indexing cost: a format that reads headers alone
-			// (webdataset) reads a small share of its objects.
-			_, _ = fmt.Fprintf(out, "read %s of the indexed objects' %s (%.2f%%) in %d requests\n", bytesize.Human(counts.ReadBytes.Load()),
-				bytesize.Human(size), 100*float64(counts.ReadBytes.Load())/float64(size), counts.Requests())
-		}
+		printCost(out, f, &counts)
 		if keys := hiveKeys(f); opts.Partitions == nil && len(keys) > 0 {
 			fix := "index with --hive to read them as columns"
 			if k := o.kind; k != datav1alpha1.FormatParquet && k != datav1alpha1.FormatORC {
@@ -600,6 +598,15 @@ func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *
 		strings.TrimSuffix(ist.URI(), "/")+"/", key, column, x.Measure, samples, sum, what, float64(sum)/float64(max(samples, 1)), largest,
 		time.Since(start).Round(time.Millisecond))
 	return x, values, err
+}
+
+// printCost says what indexing read of the indexed objects: a format that
+// reads headers alone (webdataset) reads a small share of them.
+func printCost(out io.Writer, f *index.File, counts *store.Counts) {
+	if size := objectsSize(f); size > 0 {
+		_, _ = fmt.Fprintf(out, "read %s of the indexed objects' %s (%.2f%%) in %d requests\n", bytesize.Human(counts.ReadBytes.Load()),
+			bytesize.Human(size), 100*float64(counts.ReadBytes.Load())/float64(size), counts.Requests())
+	}
 }
 
 // objectsSize sums the sizes of the objects an index's shards are in,

@@ -94,17 +94,17 @@ func ParseHeader(b []byte, size int64) (Header, error) {
 	}
 	b = b[len(Magic):]
 	if v := binary.LittleEndian.Uint64(b); v != 1 {
-		return Header{}, fmt.Errorf("Megatron .idx version %d is not supported: this shardfeed reads version 1", v)
+		return Header{}, fmt.Errorf("version %d of the Megatron .idx format is not supported: this shardfeed reads version 1", v)
 	}
 	code := int(b[8])
 	if code < 1 || code > len(index.MegatronDTypes) {
-		return Header{}, fmt.Errorf("Megatron .idx dtype code %d is not one of 1–%d", code, len(index.MegatronDTypes))
+		return Header{}, fmt.Errorf("the .idx's dtype code %d is not one of 1–%d", code, len(index.MegatronDTypes))
 	}
 	h := Header{DType: index.MegatronDTypes[code-1]}
 	_, h.ItemSize, _ = ArrowType(h.DType)
 	seqs, docs := binary.LittleEndian.Uint64(b[9:]), binary.LittleEndian.Uint64(b[17:])
 	if seqs >= maxCount || docs >= maxCount || docs == 0 {
-		return Header{}, fmt.Errorf("Megatron .idx counts %d sequences and %d document index entries: corrupt (the document index has at least one)", seqs, docs)
+		return Header{}, fmt.Errorf("the .idx counts %d sequences and %d document index entries: corrupt (the document index has at least one)", seqs, docs)
 	}
 	h.Sequences, h.Documents = int64(seqs), int64(docs)-1
 	switch size {
@@ -112,7 +112,7 @@ func ParseHeader(b []byte, size int64) (Header, error) {
 	case h.Size() + h.Sequences:
 		h.Modes = true
 	default:
-		return Header{}, fmt.Errorf("Megatron .idx of %d sequences and %d documents is %d bytes, not %d (or %d with modes): truncated or corrupt",
+		return Header{}, fmt.Errorf("the .idx of %d sequences and %d documents is %d bytes, not %d (or %d with modes): truncated or corrupt",
 			h.Sequences, h.Documents, size, h.Size(), h.Size()+h.Sequences)
 	}
 	return h, nil

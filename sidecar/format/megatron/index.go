@@ -77,16 +77,16 @@ type indexer struct {
 	opts format.IndexOptions
 	f    *index.File
 
-	closers                    []io.Closer
-	lens, ptrs, docs, modes    *section
-	binBody                    io.Reader
-	cum                        int64 // the bytes of the tokens read so far
-	seq                        int64 // the sequences read so far
-	part                       int
-	startByte, startSeq, start int64 // the current shard's
-	startDoc                   int64
-	samples                    int64
-	lenHash, extraHash         hash.Hash
+	closers                 []io.Closer
+	lens, ptrs, docs, modes *section
+	binBody                 io.Reader
+	cum                     int64 // the bytes of the tokens read so far
+	seq                     int64 // the sequences read so far
+	part                    int
+	startByte, startSeq     int64 // the current shard's
+	startDoc                int64
+	samples                 int64
+	lenHash, extraHash      hash.Hash
 }
 
 func (x *indexer) open(name string, key string, off, n int64) (*section, error) {
@@ -269,7 +269,9 @@ func (x *indexer) emit(nextDoc int64) error {
 		return fmt.Errorf("reading %s: %w", x.bin.Key, err)
 	}
 	seqs := x.seq - x.startSeq
-	sum := func(h hash.Hash) string { return checksum.Sum{Algo: x.opts.Hash, Hex: fmt.Sprintf("%x", h.Sum(nil))}.String() }
+	sum := func(h hash.Hash) string {
+		return checksum.Sum{Algo: x.opts.Hash, Hex: fmt.Sprintf("%x", h.Sum(nil))}.String()
+	}
 	e := index.Entry{
 		Name: fmt.Sprintf("%s#%d", x.bin.Key, x.part), Object: x.bin.Key, Part: x.part,
 		Offset: x.startByte, Length: length, Samples: x.samples, Hash: sum(bh), ObjectSize: x.bin.Size,

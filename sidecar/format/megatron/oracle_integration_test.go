@@ -236,7 +236,7 @@ func TestMegatronRefusesDamagedPairs(t *testing.T) {
 		want     string
 	}{
 		{name: "magic", idx: append([]byte("MMIDIDY"), idx[7:]...), want: "does not start with"},
-		{name: "version", idx: put64(idx, 9, 2), want: "version 2 is not supported"},
+		{name: "version", idx: put64(idx, 9, 2), want: "version 2 of the Megatron .idx format is not supported"},
 		{name: "dtype", idx: append(append(bytes.Clone(idx[:17]), 9), idx[18:]...), want: "dtype code 9"},
 		{name: "truncated", idx: idx[:len(idx)-3], want: "truncated or corrupt"},
 		{name: "counts", idx: put64(idx, 18, 1<<50), want: "corrupt"},

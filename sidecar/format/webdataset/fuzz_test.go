@@ -41,7 +41,7 @@ func FuzzWalkAndDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		exts := map[string]bool{}
 		var n int64
-		err := walk(bytesBlocks(data), 0, int64(len(data)), func(s *sample) error {
+		err := walk(bytesBlocks(data), int64(len(data)), func(s *sample) error {
 			n++
 			for _, e := range s.exts {
 				exts[e] = true
@@ -75,7 +75,7 @@ func FuzzWalkAndDecode(f *testing.F) {
 		// The in-memory walk and the ranged one agree.
 		var m int64
 		src := &rangedBlocks{ctx: context.Background(), st: memStore(data), key: "t", size: int64(len(data))}
-		if err := walk(src, 0, int64(len(data)), func(*sample) error { m++; return nil }); err != nil || m != n {
+		if err := walk(src, int64(len(data)), func(*sample) error { m++; return nil }); err != nil || m != n {
 			t.Fatalf("the ranged walk found %d samples (%v), the in-memory one %d", m, err, n)
 		}
 	})

@@ -2,6 +2,7 @@ package webdataset
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -158,7 +159,7 @@ func indexTar(ctx context.Context, st store.Store, o store.Object, opts format.I
 		src = &rangedBlocks{ctx: ctx, st: st, key: o.Key, size: o.Size}
 	}
 	var cur *index.Entry
-	err := walk(src, 0, end, func(s *sample) error {
+	err := walk(src, end, func(s *sample) error {
 		for _, e := range s.exts {
 			out.exts[e] = true
 		}
@@ -207,7 +208,7 @@ func (r *rangedBlocks) at(off int64, n int) ([]byte, error) {
 	}
 	b, err := format.ReadRange(r.ctx, r.st, r.key, off, want)
 	if err != nil {
-		if err == io.ErrUnexpectedEOF {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, fmt.Errorf("%w: the object ends before byte %d", errCorrupt, off+want)
 		}
 		return nil, err

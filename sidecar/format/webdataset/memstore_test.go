@@ -28,6 +28,8 @@ func (m memStore) Stat(context.Context, string) (store.Object, error) {
 func (m memStore) List(context.Context) ([]store.Object, error) {
 	return []store.Object{{Key: "t", Size: int64(len(m))}}, nil
 }
-func (m memStore) ListDir(context.Context, string) (store.Listing, error) { return store.Listing{}, nil }
-func (m memStore) Put(context.Context, string, io.Reader, int64) error    { return nil }
-func (m memStore) Delete(context.Context, string) error                   { return nil }
+func (m memStore) ListDir(context.Context, string) (store.Listing, error) {
+	return store.Listing{}, nil
+}
+func (m memStore) Put(context.Context, string, io.Reader, int64) error { return nil }
+func (m memStore) Delete(context.Context, string) error                { return nil }

@@ -41,12 +41,13 @@ type sample struct {
 func (s *sample) start() int64 { return s.members[0].Start }
 func (s *sample) end() int64   { return s.members[len(s.members)-1].End() }
 
-// walk reads the members of src from off to end and calls fn with each
+// walk reads the members of src from its start to end and calls fn with each
 // sample, grouped as webdataset groups them: consecutive members with one
 // key. Members webdataset skips are read past; two members of one sample
 // with one extension are an error, as there.
-func walk(src blocks, off, end int64, fn func(*sample) error) error {
+func walk(src blocks, end int64, fn func(*sample) error) error {
 	var cur *sample
+	var off int64
 	for {
 		m, done, err := nextMember(src, off, end)
 		if err != nil {

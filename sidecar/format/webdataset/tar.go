@@ -81,7 +81,7 @@ func nextMember(src blocks, off, end int64) (m member, done bool, err error) {
 			return member{}, true, nil
 		}
 		if err := checkSum(h); err != nil {
-			return member{}, false, fmt.Errorf("%w: the header at byte %d (%q): %v", errCorrupt, off, cString(h[:100]), err)
+			return member{}, false, fmt.Errorf("%w: the header at byte %d (%q): %w", errCorrupt, off, cString(h[:100]), err)
 		}
 		size, err := number(h[124:136])
 		if err != nil || size < 0 || size > maxMemberSize {
@@ -104,7 +104,7 @@ func nextMember(src blocks, off, end int64) (m member, done bool, err error) {
 			switch typ {
 			case 'x':
 				if paxPath, paxSize, err = parsePAX(body); err != nil {
-					return member{}, false, fmt.Errorf("%w: the PAX header at byte %d: %v", errCorrupt, off, err)
+					return member{}, false, fmt.Errorf("%w: the PAX header at byte %d: %w", errCorrupt, off, err)
 				}
 			case 'L':
 				longName = cString(body)
@@ -127,7 +127,7 @@ func nextMember(src blocks, off, end int64) (m member, done bool, err error) {
 		if typ == 'S' {
 			return member{}, false, fmt.Errorf("%w: %q is a GNU sparse file, which a tar reader cannot read as a range: rewrite the tar without --sparse", errCorrupt, m.Name)
 		}
-		if m.End() > end && !(m.Regular || typ == '5') || m.Data+m.Size > end {
+		if m.Data+m.Size > end {
 			return member{}, false, fmt.Errorf("%w: %q at byte %d holds %d bytes, past the end of the tar at %d", errCorrupt, m.Name, m.Start, m.Size, end)
 		}
 		if m.End() > end { // the last member's padding may be cut by a range or a truncated archive

@@ -146,11 +146,11 @@ const maxTarSize = 16 << 30
 func gunzip(b []byte) ([]byte, error) {
 	z, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("%w: not gzip: %v", errCorrupt, err)
+		return nil, fmt.Errorf("%w: not gzip: %w", errCorrupt, err)
 	}
 	out, err := io.ReadAll(io.LimitReader(z, maxTarSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: gzip: %v", errCorrupt, err)
+		return nil, fmt.Errorf("%w: gzip: %w", errCorrupt, err)
 	}
 	if len(out) > maxTarSize {
 		return nil, fmt.Errorf("the tar is larger than %d bytes decompressed: store it uncompressed, which is also read by range", maxTarSize)
@@ -190,7 +190,7 @@ func Decode(fields []index.Field, data []byte, samples int64, columns []string) 
 	}(), nil))
 	defer b.Release()
 	var n int64
-	err = walk(bytesBlocks(data), 0, int64(len(data)), func(s *sample) error {
+	err = walk(bytesBlocks(data), int64(len(data)), func(s *sample) error {
 		n++
 		for _, e := range s.exts {
 			if !slices.ContainsFunc(fields, func(f index.Field) bool { return f.Name == e }) {
@@ -210,7 +210,7 @@ func Decode(fields []index.Field, data []byte, samples int64, columns []string) 
 			}
 			m := s.members[at]
 			if err := appendValue(b.Field(k), fl, data[m.Data:m.Data+m.Size]); err != nil {
-				return fmt.Errorf("%w: %q: %v", errCorrupt, m.Name, err)
+				return fmt.Errorf("%w: %q: %w", errCorrupt, m.Name, err)
 			}
 		}
 		return nil

@@ -32,7 +32,7 @@ const (
 )
 
 // ShardFormat names how the shards of a stream are encoded.
-// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg;lance;megatron;webdataset
+// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg;lance;megatron;webdataset;huggingface
 type ShardFormat string
 
 // The shard formats the sidecar reads (design §2).
@@ -57,6 +57,9 @@ const (
 	// FormatWebDataset is WebDataset tar shards: a sample is the members
 	// of a tar that share a key, one shard per run of whole samples.
 	FormatWebDataset ShardFormat = "webdataset"
+	// FormatHuggingFace is Hugging Face datasets as save_to_disk writes
+	// them: Arrow IPC stream files, one shard per run of record batches.
+	FormatHuggingFace ShardFormat = "huggingface"
 )
 
 // CorruptShardPolicy says what the sidecar does with a shard that stays

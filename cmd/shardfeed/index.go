@@ -174,6 +174,11 @@ pod fetches its shards' byte ranges, never a whole tar. A compressed tar
 The tars' contents are not hashed (their headers' checksums are checked
 where they are read): the index says how much of the tars it read.
 
+With --format huggingface, URI is a Hugging Face dataset as save_to_disk
+writes it (or a split of it, or a datasets cache directory): its Arrow
+stream files, each read once to find its record batches; a shard is a run
+of whole batches of about --shard-size, fetched with the file's schema.
+
 With --filter EXPR, index also finds the rows of each shard that the CEL
 expression matches (spec.streams[].filter; an unknown column is refused,
 naming the stream's columns) and writes them beside the index:

@@ -8,6 +8,7 @@ package formats
 import (
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
+	"github.com/shardfeed/shardfeed/sidecar/format/huggingface"
 	"github.com/shardfeed/shardfeed/sidecar/format/iceberg"
 	"github.com/shardfeed/shardfeed/sidecar/format/lance"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
@@ -33,5 +34,6 @@ func Default() format.Registry {
 		lance.Format,
 		megatron.Format{},
 		webdataset.Format{},
+		huggingface.Format{},
 	)
 }

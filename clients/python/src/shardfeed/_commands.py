@@ -23,11 +23,11 @@ from .errors import ShardfeedError
 
 __all__ = ["convert", "dataset_manifest", "index", "to_yaml"]
 
-FORMATS = ("mds", "parquet", "orc", "arrow", "jsonl", "csv", "tsv", "megatron")
+FORMATS = ("mds", "parquet", "orc", "arrow", "jsonl", "csv", "tsv", "megatron", "webdataset", "huggingface")
 # A format by the suffixes of a directory's files.
 _SUFFIXES = {".parquet": "parquet", ".orc": "orc", ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow",
              ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv",
-             ".idx": "megatron"}
+             ".idx": "megatron", ".tar": "webdataset"}
 # How long a command may take: indexing and converting read every object.
 _TIMEOUT_S = 24 * 3600
 
@@ -134,7 +134,7 @@ def guess_format(uri: str) -> str:
     """The format of a local directory's files; a remote stream's format is
     given (format=)."""
     if not uri.startswith("file://"):
-        raise ShardfeedError(f"give the format of {uri} (format='parquet', 'orc', 'arrow', 'jsonl', 'csv', 'tsv', 'megatron' or 'mds')")
+        raise ShardfeedError(f"give the format of {uri} (format='parquet', 'orc', 'arrow', 'jsonl', 'csv', 'tsv', 'megatron', 'webdataset', 'huggingface' or 'mds')")
     root = Path(uri.removeprefix("file://"))
     if not root.is_dir():
         raise ShardfeedError(f"{root} is not a directory: give the directory of the stream's files")

@@ -1,0 +1,108 @@
+package arrowipc
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// writeStream writes an Arrow IPC stream (no footer) of batches of the
+// given sizes, as arrow-go's stream writer lays it out.
+func writeStream(t testing.TB, opts []ipc.Option, batches ...int) []byte {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "s", Type: arrow.BinaryTypes.String}},
+		&arrow.Metadata{})
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, append([]ipc.Option{ipc.WithSchema(schema)}, opts...)...)
+	id := int64(0)
+	for _, n := range batches {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		for range n {
+			b.Field(0).(*array.Int64Builder).Append(id)
+			b.Field(1).(*array.StringBuilder).Append(strings.Repeat("s", int(id%5)))
+			id++
+		}
+		rec := b.NewRecordBatch()
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		b.Release()
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// A stream's batches are found with their rows and disjoint ranges, and a
+// run of them decodes from its bytes and the schema message alone.
+func TestStreamMessagesAndRuns(t *testing.T) {
+	data := writeStream(t, nil, 10, 3, 25)
+	schema, batches, err := StreamMessages(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(batches) != 3 || batches[0].Rows != 10 || batches[1].Rows != 3 || batches[2].Rows != 25 || schema.Offset != 0 || batches[0].Offset != schema.Length {
+		t.Fatalf("schema %+v, batches %+v", schema, batches)
+	}
+	run := data[batches[1].Offset : batches[2].Offset+batches[2].Length]
+	recs, err := ReadStreamBatches(context.Background(), data[:schema.Length], run, []string{"id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, r := range recs {
+		ids = append(ids, r.Column(0).(*array.Int64).Int64Values()...)
+		r.Release()
+	}
+	if len(ids) != 28 || ids[0] != 10 || ids[27] != 37 {
+		t.Fatalf("the run decodes to ids %v", ids)
+	}
+	if _, err := ReadStreamBatches(context.Background(), data[:schema.Length], run, []string{"x"}); err == nil || !strings.Contains(err.Error(), `no column "x"`) {
+		t.Fatalf("an unknown column: %v", err)
+	}
+	if _, _, err := StreamMessages(run); err == nil || !strings.Contains(err.Error(), "does not start with its schema") {
+		t.Fatalf("a stream without its schema: %v", err)
+	}
+}
+
+// FuzzStream: any bytes are walked and decoded as a stream or refused,
+// never a panic or an allocation the bytes do not back.
+func FuzzStream(f *testing.F) {
+	f.Add(writeStream(f, nil, 3, 2))
+	f.Add(writeStream(f, []ipc.Option{ipc.WithZstd()}, 4))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<20 {
+			return
+		}
+		schema, batches, err := StreamMessages(data)
+		if err != nil {
+			return
+		}
+		msg := data[schema.Offset : schema.Offset+schema.Length]
+		if _, err := StreamSchema(msg); err != nil {
+			return
+		}
+		for _, b := range batches {
+			recs, err := ReadStreamBatches(context.Background(), msg, data[b.Offset:b.Offset+b.Length], nil)
+			if err != nil {
+				continue
+			}
+			var n int64
+			for _, r := range recs {
+				n += r.NumRows()
+				r.Release()
+			}
+			if n != b.Rows {
+				t.Fatalf("a batch of %d rows decodes to %d", b.Rows, n)
+			}
+		}
+	})
+}

@@ -1,0 +1,193 @@
+//go:build integration
+
+package huggingface_test
+
+// Hugging Face datasets written by datasets itself (bin/venv-hf,
+// test/oracle/hf_oracle.py): save_to_disk directories, a DatasetDict's
+// split and a cache directory, indexed by shardfeed index and read shard by
+// shard as a pod reads them (its batches' range and the schema message):
+// every row equals what datasets reads, in order.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/format/huggingface"
+)
+
+func oracle(t *testing.T, args ...string) []byte {
+	t.Helper()
+	return testenv.PythonScript(t, "venv-hf", "test/oracle/hf_oracle.py", args...)
+}
+
+func oracleRows(t *testing.T, out []byte) []string {
+	t.Helper()
+	var rs []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<28)
+	for sc.Scan() {
+		var m map[string]any
+		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, testenv.Canonical(t, m))
+	}
+	return rs
+}
+
+func openDir(t *testing.T, dir string) store.Store {
+	t.Helper()
+	st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestHuggingFaceServesDatasetsRows(t *testing.T) {
+	for _, kase := range []string{"disk", "dict", "cache"} {
+		t.Run(kase, func(t *testing.T) {
+			t.Parallel()
+			var w struct {
+				Stream string `json:"stream"`
+				File   string `json:"file"`
+				Files  int    `json:"files"`
+			}
+			if err := json.Unmarshal(oracle(t, "write", t.TempDir(), "--case", kase), &w); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"read", w.Stream}
+			if w.File != "" {
+				args = append(args, "--file", w.File)
+			}
+			want := oracleRows(t, oracle(t, args...))
+			ctx := context.Background()
+			st := openDir(t, w.Stream)
+			// Small shards: a shard a record batch or two.
+			f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatHuggingFace, format.IndexOptions{ShardBytes: 8 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f.Shards) < 2*w.Files {
+				t.Fatalf("%d shards of %d files: each should hold several", len(f.Shards), w.Files)
+			}
+			raw, _ := json.Marshal(f)
+			l, err := index.ReadLayout(bytes.NewReader(raw))
+			if err != nil {
+				t.Fatalf("the index does not read back: %v", err)
+			}
+			r, err := formats.Default().Open(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			schema, err := r.Schema(ctx, format.StoreRead(st))
+			if err != nil {
+				t.Fatal(err)
+			}
+			label := schema.Field(schema.FieldIndices("label")[0])
+			if names, _ := label.Metadata.GetValue(huggingface.MetaClassNames); names != `["cat","dog","bird"]` {
+				t.Fatalf("the ClassLabel's names in its metadata are %q", names)
+			}
+			var got []string
+			for i, e := range f.Shards {
+				var parts [][]byte
+				for _, p := range r.Parts(i) {
+					b, err := format.StoreRead(st)(ctx, p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					parts = append(parts, b)
+				}
+				rr, err := r.Records(ctx, i, parts, nil)
+				if err != nil {
+					t.Fatalf("shard %s: %v", e.Name, err)
+				}
+				n := 0
+				for rr.Next() {
+					rec := rr.RecordBatch()
+					for j := range int(rec.NumRows()) {
+						got = append(got, testenv.Canonical(t, testenv.Row(rec, j, nil)))
+						n++
+					}
+				}
+				rr.Release()
+				if int64(n) != e.Samples {
+					t.Fatalf("shard %s served %d rows, its index says %d", e.Name, n, e.Samples)
+				}
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d rows served, datasets reads %d", len(got), len(want))
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("row %d:\n got %.300s\nwant %.300s", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// A file that is not an Arrow stream, or is cut short, is refused naming
+// it; files of two schemas in one stream are refused.
+func TestHuggingFaceRefusals(t *testing.T) {
+	var w struct{ Stream string }
+	if err := json.Unmarshal(oracle(t, "write", t.TempDir(), "--case", "disk", "--rows", "300"), &w); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(filepath.Join(w.Stream, "data-00000-of-00003.arrow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"truncated", good[:len(good)/2], "past the end"},
+		{"not arrow", []byte("PAR1 not a stream at all"), "not a Hugging Face dataset's Arrow stream file"},
+		{"metadata", append([]byte{0xff, 0xff, 0xff, 0xff, 0x10, 0, 0, 0}, bytes.Repeat([]byte{0xee}, 16)...), "corrupt"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := t.TempDir()
+			if err := os.WriteFile(filepath.Join(d, "data.arrow"), c.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := formats.Default().Index(context.Background(), openDir(t, d), datav1alpha1.FormatHuggingFace, format.IndexOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "data.arrow") {
+				t.Fatalf("got %v, want an error naming data.arrow and saying %q", err, c.want)
+			}
+		})
+	}
+	t.Run("two schemas", func(t *testing.T) {
+		var other struct{ Stream string }
+		if err := json.Unmarshal(oracle(t, "write", t.TempDir(), "--case", "cache", "--rows", "50"), &other); err != nil {
+			t.Fatal(err)
+		}
+		d := t.TempDir()
+		cache, _ := filepath.Glob(filepath.Join(other.Stream, "*.arrow"))
+		_ = os.WriteFile(filepath.Join(d, "a.arrow"), good, 0o600)
+		b, _ := os.ReadFile(cache[0])
+		// A column renamed in the second file's schema: the same bytes
+		// but for the name.
+		_ = os.WriteFile(filepath.Join(d, "b.arrow"), bytes.ReplaceAll(b, []byte("score"), []byte("scorf")), 0o600)
+		_, err := formats.Default().Index(context.Background(), openDir(t, d), datav1alpha1.FormatHuggingFace, format.IndexOptions{})
+		if err == nil || !strings.Contains(err.Error(), "one stream is one dataset split") {
+			t.Fatalf("got %v, want files of two schemas refused", err)
+		}
+	})
+}

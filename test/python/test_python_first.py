@@ -80,6 +80,28 @@ def test_from_uri_indexes_selects_and_serves_a_local_table(tmp_path, monkeypatch
     assert (data / "_shardfeed" / "index.json").stat().st_mtime_ns == before
 
 
+def test_from_uri_reads_a_save_to_disk_directory(tmp_path, monkeypatch):
+    """A directory laid out as datasets' save_to_disk lays it out (Arrow IPC
+    stream files beside state.json and dataset_info.json; datasets itself
+    writes the Go tests' datasets) is read as huggingface, every row once."""
+    data = tmp_path / "hf"
+    data.mkdir()
+    n = 96
+    table = pa.table({"id": pa.array(np.arange(n, dtype=np.int64)), "text": [f"t{i}" for i in range(n)]})
+    for k in range(2):
+        with pa.ipc.new_stream(data / f"data-0000{k}-of-00002.arrow", table.schema) as w:
+            for batch in table.slice(k * 48, 48).to_batches(max_chunksize=16):
+                w.write_batch(batch)
+    (data / "state.json").write_text(json.dumps({"_data_files": [{"filename": f"data-0000{k}-of-00002.arrow"} for k in range(2)]}))
+    (data / "dataset_info.json").write_text(json.dumps({"features": {}}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SHARDFEED_SOCKET", raising=False)
+    ds = shardfeed.FeedDataset.from_uri(data, batch_size=8, shuffle_seed=1, rank=0, world_size=1, output="numpy", binary=str(SHARDFEED_BIN))
+    assert 'format: "huggingface"' in ds.to_manifest()
+    seen = sorted(int(i) for batch in ds for i in batch["id"])
+    assert seen == list(range(n))
+
+
 def test_from_uri_refuses_what_it_cannot_serve_in_python_words(tmp_path):
     empty = tmp_path / "nothing"
     empty.mkdir()

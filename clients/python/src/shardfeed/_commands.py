@@ -140,6 +140,8 @@ def guess_format(uri: str) -> str:
         raise ShardfeedError(f"{root} is not a directory: give the directory of the stream's files")
     if (root / "index.json").is_file() and not (root / "_shardfeed").exists():
         return "mds"  # MDS keeps its index.json beside its shards
+    if (root / "state.json").is_file() and (root / "dataset_info.json").is_file():
+        return "huggingface"  # save_to_disk's Arrow stream files
     seen: dict[str, int] = {}
     for p in root.rglob("*"):
         if p.is_file() and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts):

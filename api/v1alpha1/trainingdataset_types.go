@@ -32,7 +32,7 @@ const (
 )
 
 // ShardFormat names how the shards of a stream are encoded.
-// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg;lance;megatron;webdataset;huggingface
+// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg;lance;megatron;webdataset;huggingface;litdata
 type ShardFormat string
 
 // The shard formats the sidecar reads (design §2).
@@ -60,6 +60,9 @@ const (
 	// FormatHuggingFace is Hugging Face datasets as save_to_disk writes
 	// them: Arrow IPC stream files, one shard per run of record batches.
 	FormatHuggingFace ShardFormat = "huggingface"
+	// FormatLitData is LitData's optimized chunks (litdata.optimize's
+	// index.json and chunk-*.bin), one shard per chunk.
+	FormatLitData ShardFormat = "litdata"
 )
 
 // CorruptShardPolicy says what the sidecar does with a shard that stays

@@ -179,6 +179,10 @@ writes it (or a split of it, or a datasets cache directory): its Arrow
 stream files, each read once to find its record batches; a shard is a run
 of whole batches of about --shard-size, fetched with the file's schema.
 
+With --format litdata, URI is what litdata.optimize wrote: its index.json
+names the chunks, each read and decoded once and hashed; a shard is a
+chunk.
+
 With --filter EXPR, index also finds the rows of each shard that the CEL
 expression matches (spec.streams[].filter; an unknown column is refused,
 naming the stream's columns) and writes them beside the index:

@@ -33,6 +33,8 @@ type File struct {
 	Lance *Lance `json:"lance,omitempty"`
 	// Megatron says how a megatron stream's shards are read.
 	Megatron *Megatron `json:"megatron,omitempty"`
+	// LitData says how a litdata stream's chunks are read.
+	LitData *LitData `json:"litdata,omitempty"`
 	// Partitions are the partition columns of a hive-partitioned stream,
 	// and the selection its files were indexed with.
 	Partitions *Partitions `json:"partitions,omitempty"`
@@ -262,6 +264,14 @@ func (f *File) check() error {
 	if f.Megatron != nil {
 		if err := f.Megatron.check(); err != nil {
 			return fmt.Errorf("shardfeed index megatron: %w; re-run shardfeed index", err)
+		}
+	}
+	if (f.Format == datav1alpha1.FormatLitData) != (f.LitData != nil) {
+		return fmt.Errorf(`shardfeed index of format %q has %s "litdata": a litdata index has one, no other does; re-run shardfeed index`, f.Format, map[bool]string{true: "a", false: "no"}[f.LitData != nil])
+	}
+	if f.LitData != nil {
+		if err := f.LitData.check(); err != nil {
+			return fmt.Errorf("shardfeed index litdata: %w; re-run shardfeed index", err)
 		}
 	}
 	if f.Partitions != nil {

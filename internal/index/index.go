@@ -208,6 +208,9 @@ func ReadStoreIndexOf(ctx context.Context, st store.Store, maxBytes int64, kind 
 	if kind == datav1alpha1.FormatMDS || kind == "" {
 		return readStoreIndex(ctx, st, maxBytes, FileName, Key)
 	}
+	if kind == datav1alpha1.FormatLitData { // the prefix's own index.json is LitData's, not ours
+		return readStoreIndex(ctx, st, maxBytes, Key)
+	}
 	return readStoreIndex(ctx, st, maxBytes, Key, FileName)
 }
 

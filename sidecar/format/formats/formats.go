@@ -11,6 +11,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/huggingface"
 	"github.com/shardfeed/shardfeed/sidecar/format/iceberg"
 	"github.com/shardfeed/shardfeed/sidecar/format/lance"
+	"github.com/shardfeed/shardfeed/sidecar/format/litdata"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 	"github.com/shardfeed/shardfeed/sidecar/format/megatron"
 	"github.com/shardfeed/shardfeed/sidecar/format/orc"
@@ -35,5 +36,6 @@ func Default() format.Registry {
 		megatron.Format{},
 		webdataset.Format{},
 		huggingface.Format{},
+		litdata.Format{},
 	)
 }

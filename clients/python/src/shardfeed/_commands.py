@@ -23,7 +23,7 @@ from .errors import ShardfeedError
 
 __all__ = ["convert", "dataset_manifest", "index", "to_yaml"]
 
-FORMATS = ("mds", "parquet", "orc", "arrow", "jsonl", "csv", "tsv", "megatron", "webdataset", "huggingface")
+FORMATS = ("mds", "parquet", "orc", "arrow", "jsonl", "csv", "tsv", "megatron", "webdataset", "huggingface", "litdata")
 # A format by the suffixes of a directory's files.
 _SUFFIXES = {".parquet": "parquet", ".orc": "orc", ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow",
              ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv",
@@ -134,11 +134,13 @@ def guess_format(uri: str) -> str:
     """The format of a local directory's files; a remote stream's format is
     given (format=)."""
     if not uri.startswith("file://"):
-        raise ShardfeedError(f"give the format of {uri} (format='parquet', 'orc', 'arrow', 'jsonl', 'csv', 'tsv', 'megatron', 'webdataset', 'huggingface' or 'mds')")
+        raise ShardfeedError(f"give the format of {uri} (format='parquet', 'orc', 'arrow', 'jsonl', 'csv', 'tsv', 'megatron', 'webdataset', 'huggingface', 'litdata' or 'mds')")
     root = Path(uri.removeprefix("file://"))
     if not root.is_dir():
         raise ShardfeedError(f"{root} is not a directory: give the directory of the stream's files")
     if (root / "index.json").is_file() and not (root / "_shardfeed").exists():
+        if any(root.glob("chunk-*.bin")):
+            return "litdata"  # litdata.optimize's index.json and chunks
         return "mds"  # MDS keeps its index.json beside its shards
     if (root / "state.json").is_file() and (root / "dataset_info.json").is_file():
         return "huggingface"  # save_to_disk's Arrow stream files

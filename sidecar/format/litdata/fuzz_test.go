@@ -1,0 +1,79 @@
+package litdata
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/index"
+)
+
+// chunk lays items out as LitData's writer does: the count, the offsets,
+// then each item's leaf sizes and leaves (the fuzzer's seeds; the oracle
+// tests read chunks litdata.optimize writes).
+func chunk(items [][][]byte) []byte {
+	n := len(items)
+	header := 4 + 4*(n+1)
+	out := binary.LittleEndian.AppendUint32(nil, uint32(n))
+	var bodies [][]byte
+	off := header
+	out = binary.LittleEndian.AppendUint32(out, uint32(off))
+	for _, leaves := range items {
+		var b []byte
+		for _, l := range leaves {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(l)))
+		}
+		for _, l := range leaves {
+			b = append(b, l...)
+		}
+		bodies = append(bodies, b)
+		off += len(b)
+		out = binary.LittleEndian.AppendUint32(out, uint32(off))
+	}
+	for _, b := range bodies {
+		out = append(out, b...)
+	}
+	return out
+}
+
+var fuzzIndex = &index.LitData{Columns: []string{"id", "name", "tok", "ok"}, DataFormats: []string{"int", "str", "no_header_numpy:2", "bool"}}
+
+// FuzzDecode: any chunk decodes to its items or is refused, never a panic
+// or a short read.
+func FuzzDecode(f *testing.F) {
+	i64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	f.Add(chunk([][][]byte{{i64(1), []byte("a"), {1, 0, 0, 0, 2, 0, 0, 0}, {1}}, {i64(2), []byte(""), nil, {0}}}), int64(2))
+	f.Add(append(chunk(nil), []byte("\x00\x00\x00\x00LDARW01\x00")...), int64(0))
+	f.Fuzz(func(t *testing.T, data []byte, samples int64) {
+		rec, err := Decode(fuzzIndex, data, samples, nil)
+		if err != nil {
+			return
+		}
+		if rec.NumRows() != samples {
+			t.Fatalf("decoded %d items, the index says %d", rec.NumRows(), samples)
+		}
+		rec.Release()
+	})
+}
+
+func TestColumnsOfDataSpecs(t *testing.T) {
+	for _, c := range []struct{ spec, want, err string }{
+		{`[1, {"type": "builtins.dict", "context": "[\"a\", \"b\"]", "children_spec": [{"type": null, "context": null, "children_spec": []}, {"type": null, "context": null, "children_spec": []}]}]`, "[a b]", ""},
+		{`[1, {"type": null, "context": null, "children_spec": []}]`, "[value]", ""},
+		{`[1, {"type": "builtins.tuple", "context": "null", "children_spec": []}]`, "", "builtins.tuple"},
+		{`[1, {"type": "builtins.dict", "context": "[1]", "children_spec": [{"type": null, "context": null, "children_spec": []}]}]`, "", "not a string"},
+		{`{}`, "", "not a pytree spec"},
+	} {
+		got, err := Columns(c.spec)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("Columns(%s) = %v, %v; want an error saying %q", c.spec, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != c.want {
+			t.Errorf("Columns(%s) = %v, %v; want %s", c.spec, got, err, c.want)
+		}
+	}
+}

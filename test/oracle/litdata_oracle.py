@@ -1,0 +1,101 @@
+"""LitData optimized datasets written and read by litdata, the Lightning
+project's own package (bin/venv-oracle), for the tests of shardfeed's
+litdata reader (sidecar/format/litdata): every dataset is written here at
+test time by litdata.optimize, never vendored.
+
+  litdata_oracle.py write DIR --case CASE [--items N]
+      writes DIR/index.json and DIR/chunk-*.bin (small chunks: several).
+  litdata_oracle.py read DIR
+      prints the items of DIR as litdata.StreamingDataset reads them (no
+      shuffle), one JSON object per line, in order: bytes as hex, arrays and
+      tensors as lists, a decoded JPEG as {"shape": [...]}.
+
+Cases:
+  mixed    ints, floats, strings, bytes, booleans, 1-D numpy int32 and
+           uint16 arrays and 1-D torch int64 and float32 tensors;
+  strings  dicts of strings and integers only (LitData also appends its
+           rows as an Arrow IPC file to each chunk: read from there);
+  jpeg     a JPEG image (PIL) and a label;
+  nested   a dict holding a dict (refused by shardfeed);
+  numpy2d  a 2-D numpy array (LitData's "numpy" format: refused).
+"""
+
+import argparse
+import io
+import json
+import sys
+
+import numpy as np
+import torch
+
+
+def item(case: str, i: int):
+    if case == "mixed":
+        return {"id": i, "name": f"n{i} ✓", "score": i / 4, "blob": bytes([i % 256]) * (i % 5), "ok": i % 2 == 0,
+                "tok": np.arange(i % 6, dtype=np.int32), "small": np.arange(3, dtype=np.uint16) + i,
+                "t": torch.arange(4, dtype=torch.int64) + i, "f": torch.arange(2, dtype=torch.float32) / (i + 1)}
+    if case == "strings":
+        return {"text": f"document {i} " * (i % 4 + 1), "lang": ["en", "fr", "de"][i % 3], "n": i}
+    if case == "jpeg":
+        from PIL import Image
+        arr = np.random.default_rng(i).integers(0, 256, (8 + i % 3, 12, 3), dtype=np.uint8)
+        b = io.BytesIO()
+        Image.fromarray(arr).save(b, format="JPEG")
+        b.seek(0)
+        return {"image": Image.open(b), "label": i % 7}
+    if case == "nested":
+        return {"a": {"b": i}, "c": i}
+    return {"x": np.zeros((2, 3), dtype=np.float32) + i}
+
+
+def plain(v):
+    if isinstance(v, (bytes, memoryview)):
+        return bytes(v).hex()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, torch.Tensor):
+        if v.dtype == torch.uint8 and v.dim() == 3:
+            return {"shape": list(v.shape)}
+        return v.tolist()
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    return v
+
+
+def main() -> None:
+    import litdata as ld
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("write")
+    w.add_argument("dir")
+    w.add_argument("--case", required=True, choices=["mixed", "strings", "jpeg", "nested", "numpy2d"])
+    w.add_argument("--items", type=int, default=60)
+    r = sub.add_parser("read")
+    r.add_argument("dir")
+    a = ap.parse_args()
+    if a.cmd == "write":
+        case = a.case
+        ld.optimize(fn=_Fn(case), inputs=list(range(a.items)), output_dir=a.dir, chunk_bytes=900, num_workers=1)
+        print(json.dumps({"dir": a.dir}))
+        return
+    ds = ld.StreamingDataset(a.dir, shuffle=False)
+    for x in ds:
+        sys.stdout.write(json.dumps(plain(x), ensure_ascii=False) + "\n")
+
+
+class _Fn:
+    """A picklable fn for optimize's worker."""
+
+    def __init__(self, case: str) -> None:
+        self.case = case
+
+    def __call__(self, i: int):
+        return item(self.case, i)
+
+
+if __name__ == "__main__":
+    main()

@@ -171,6 +171,8 @@ headers are read, by ranged reads of 16 tars at once (--concurrency);
 each tar is cut into shards of whole samples of about --shard-size, and a
 pod fetches its shards' byte ranges, never a whole tar. A compressed tar
 (.tar.gz, .tgz) cannot be read by range: it is read whole, one shard.
+Where energon prepare left Megatron-Energon's index beside the tars
+(.nv-meta/, *.tar.idx), it is reused and no tar is read.
 The tars' contents are not hashed (their headers' checksums are checked
 where they are read): the index says how much of the tars it read.
 
@@ -539,7 +541,8 @@ func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, e
 		return format.IndexOptions{}, fmt.Errorf("--unit is for --format megatron, not %s", o.kind)
 	}
 	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Unit: o.unit, Shards: o.shards, Concurrency: o.concurrency, Progress: progressPrinter(cmd.ErrOrStderr()),
-		Warn: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+msg) }}
+		Warn: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+msg) },
+		Note: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "note: "+msg) }}
 	if opts.Partitions, err = o.parts.options(o.kind); err != nil {
 		return opts, err
 	}

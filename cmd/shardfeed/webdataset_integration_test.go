@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,7 +22,8 @@ import (
 
 // A WebDataset set of 1000 tars (written by webdataset's TarWriter) on
 // MinIO is indexed from the tars' headers alone: index reports what it
-// read, a small share of the set, and the index plans every sample.
+// read, a small share of the set, and the index plans every sample. With
+// Megatron-Energon's index beside them, no tar is read at all.
 func TestIntegrationIndexAThousandTarsReadingHeadersOnly(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -82,6 +84,44 @@ func TestIntegrationIndexAThousandTarsReadingHeadersOnly(t *testing.T) {
 		t.Fatalf("indexing read %.0f bytes (%.2f%% of the tars), want only their headers (%d bytes):\n%s", read, share, w.Headers, got)
 	}
 
+	// With Megatron-Energon's index beside the tars, index reads no tar:
+	// only .nv-meta and the .tar.idx files, and writes the same index.
+	first := readObject(t, bucket, "wds/_shardfeed/index.json")
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/webdataset_oracle.py", "energon", dir)
+	var energonBytes int64
+	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, ".tar") {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		info, _ := d.Info()
+		energonBytes += info.Size()
+		_, err = minioServer.Client.FPutObject(ctx, bucket, "wds/"+rel, path, minio.PutObjectOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = runCLI(t, "index", uri, "--format", "webdataset", "--endpoint", endpoint, "--insecure", "--credentials-dir", creds)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, got)
+	}
+	if !strings.Contains(got, "note: reused Megatron-Energon's index") {
+		t.Fatalf("index did not reuse Energon's index:\n%s", got)
+	}
+	m = regexp.MustCompile(`read (\S+ \S+) of the indexed objects' \S+ \S+ \(([0-9.]+)%\)`).FindStringSubmatch(got)
+	if m == nil {
+		t.Fatalf("index does not say what it read:\n%s", got)
+	}
+	reread, _ := strconv.ParseFloat(m[2], 64)
+	t.Logf("with Energon's index (%d bytes beside the tars), index read %s (%.2f%% of the tars' size)", energonBytes, m[1], reread)
+	if reread/100*float64(w.Bytes) > 1.01*float64(energonBytes) {
+		t.Fatalf("index read %s with Energon's index beside the tars, more than its %d bytes", m[1], energonBytes)
+	}
+	if second := readObject(t, bucket, "wds/_shardfeed/index.json"); !bytes.Equal(first, second) {
+		t.Fatalf("Energon's index gives another index than the tars' headers")
+	}
+
 	manifest := filepath.Join(t.TempDir(), "ds.yaml")
 	if err := os.WriteFile(manifest, fmt.Appendf(nil, `apiVersion: data.shardfeed.io/v1alpha1
 kind: TrainingDataset
@@ -103,4 +143,19 @@ spec:
 	if !strings.Contains(got, "3000") {
 		t.Fatalf("the plan does not count the set's 3000 samples:\n%s", got)
 	}
+}
+
+// readObject reads an object of the test's MinIO bucket whole.
+func readObject(t *testing.T, bucket, key string) []byte {
+	t.Helper()
+	o, err := minioServer.Client.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = o.Close() }()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(o); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }

@@ -187,6 +187,9 @@ type IndexOptions struct {
 	// Warn, if set, is told what the index will work with but a user
 	// should know (a pinned version cleanup may delete).
 	Warn func(msg string)
+	// Note, if set, is told how the objects were indexed where a format
+	// has several ways (webdataset: Megatron-Energon's index reused).
+	Note func(msg string)
 	// Partitions, if set, read the stream as a hive-partitioned tree.
 	Partitions *PartitionOptions
 	// Table names the table of a table format (TableIndexer); set for

@@ -9,6 +9,11 @@ test time by webdataset's TarWriter, never vendored.
       bytes of every member's headers, "members": [[name,
       header offset, data offset, size], …] of the first tar, as tarfile
       lists them}.
+  webdataset_oracle.py energon DIR
+      runs Megatron-Energon's `energon prepare` on DIR (all tars in one
+      train split, no dataset.yaml): its index (.nv-meta/: .info.json,
+      index.sqlite) and a .tar.idx beside each tar, which shardfeed index
+      reuses instead of reading the tars.
   webdataset_oracle.py read URL… [--decode]
       prints the samples of the tars as webdataset.WebDataset reads them, one
       JSON object per line, in order: "__key__", each extension's value with
@@ -132,6 +137,13 @@ def read(urls: list[str], decode: bool) -> None:
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def energon(d: str) -> None:
+    import subprocess
+    cli = os.path.join(os.path.dirname(sys.executable), "energon")
+    subprocess.run([cli, "prepare", d, "--non-interactive", "--split-ratio", "1,0,0", "--skip-dataset-yaml", "--no-progress"],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -142,12 +154,16 @@ def main() -> None:
     w.add_argument("--case", default="basic", choices=["basic", "ustar", "pax", "gnu", "gz", "mixed"])
     w.add_argument("--seed", type=int, default=1)
     w.add_argument("--image-bytes", type=int, default=3000)
+    e = sub.add_parser("energon")
+    e.add_argument("dir")
     r = sub.add_parser("read")
     r.add_argument("urls", nargs="+")
     r.add_argument("--decode", action="store_true")
     a = ap.parse_args()
     if a.cmd == "write":
         print(json.dumps(write(a.dir, a.tars, a.samples, a.case, a.seed, a.image_bytes)))
+    elif a.cmd == "energon":
+        energon(a.dir)
     else:
         read(a.urls, a.decode)
 

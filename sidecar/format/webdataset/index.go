@@ -38,6 +38,12 @@ var _ format.StreamIndexer = Format{}
 // stream's schema is the key and every extension seen, typed by
 // DefaultType or as opts.Schema says.
 func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.Object, f *index.File, opts format.IndexOptions) error {
+	if reused, exts, ok, err := energonIndex(ctx, st, objects, opts); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		return collect(objects, reused, exts, f, opts)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make([]tarIndex, len(objects))
@@ -87,13 +93,21 @@ feed:
 		return err
 	}
 	exts := map[string]bool{}
+	for _, r := range results {
+		for e := range r.exts {
+			exts[e] = true
+		}
+	}
+	return collect(objects, results, exts, f, opts)
+}
+
+// collect lists the tars' shards in order, named by tar and part, and the
+// stream's schema.
+func collect(objects []store.Object, results []tarIndex, exts map[string]bool, f *index.File, opts format.IndexOptions) error {
 	for i, r := range results {
 		for p, e := range r.shards {
 			e.Name, e.Part = fmt.Sprintf("%s#%d", objects[i].Key, p), p
 			f.Shards = append(f.Shards, e)
-		}
-		for e := range r.exts {
-			exts[e] = true
 		}
 	}
 	schema, err := streamSchema(exts, opts.Schema)

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,7 +227,7 @@ func TestWebDatasetSchemaAndPatterns(t *testing.T) {
 	}
 }
 
-func must(b []byte, err error) []byte {
+func must[T any](b T, err error) T {
 	if err != nil {
 		panic(err)
 	}
@@ -264,5 +265,77 @@ func TestWebDatasetRefusesDamagedTars(t *testing.T) {
 				t.Fatalf("got %v, want an error naming a.tar and saying %q", err, c.want)
 			}
 		})
+	}
+}
+
+// readKeys is a store that records the keys its reads touch.
+type readKeys struct {
+	store.Store
+	keys map[string]int64
+}
+
+func (r *readKeys) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	r.keys[key]++
+	return r.Store.Get(ctx, key, off, n)
+}
+
+// With Megatron-Energon's index beside the tars (energon prepare), index
+// reads no tar: the shards are the ones the tars' headers give, and every
+// sample is served as webdataset reads it.
+func TestWebDatasetReusesEnergonsIndex(t *testing.T) {
+	dir := t.TempDir()
+	w := write(t, dir, "--tars", "3", "--samples", "25", "--case", "basic")
+	ctx := context.Background()
+	fromHeaders, err := formats.Default().Index(ctx, openDir(t, dir), datav1alpha1.FormatWebDataset, format.IndexOptions{ShardBytes: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle(t, "energon", dir)
+	rk := &readKeys{Store: openDir(t, dir), keys: map[string]int64{}}
+	var notes []string
+	reused, err := formats.Default().Index(ctx, rk, datav1alpha1.FormatWebDataset, format.IndexOptions{ShardBytes: 16 << 10,
+		Note: func(msg string) { notes = append(notes, msg) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range rk.keys {
+		if strings.HasSuffix(key, ".tar") {
+			t.Fatalf("indexing with Energon's index read %s (reads: %v)", key, rk.keys)
+		}
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "reused Megatron-Energon's index") {
+		t.Fatalf("notes %q", notes)
+	}
+	a, _ := json.Marshal(fromHeaders)
+	b, _ := json.Marshal(reused)
+	if string(a) != string(b) {
+		t.Fatalf("Energon's index gives other shards than the tars' headers:\n%s\n%s", b, a)
+	}
+	var urls []string
+	for _, tar := range w.Tars {
+		urls = append(urls, filepath.Join(dir, tar))
+	}
+	_, got := served(t, rk, format.IndexOptions{ShardBytes: 16 << 10})
+	compare(t, "energon", got, oracleRows(t, oracle(t, append([]string{"read"}, urls...)...)))
+
+	// A tar Energon's index does not list: its headers are read.
+	if err := os.WriteFile(filepath.Join(dir, "extra.tar"), must(os.ReadFile(filepath.Join(dir, w.Tars[0]))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notes = nil
+	if _, err := formats.Default().Index(ctx, openDir(t, dir), datav1alpha1.FormatWebDataset, format.IndexOptions{Note: func(msg string) { notes = append(notes, msg) }}); err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "does not list extra.tar: reading the tars' headers instead") {
+		t.Fatalf("notes %q", notes)
+	}
+	// A damaged .tar.idx is refused, naming it.
+	_ = os.Remove(filepath.Join(dir, "extra.tar"))
+	idx := filepath.Join(dir, w.Tars[1]+".idx")
+	raw := must(os.ReadFile(idx))
+	copy(raw[16:24], raw[8:16])
+	_ = os.WriteFile(idx, raw, 0o600)
+	if _, err := formats.Default().Index(ctx, openDir(t, dir), datav1alpha1.FormatWebDataset, format.IndexOptions{}); err == nil || !strings.Contains(err.Error(), w.Tars[1]+".idx") || !strings.Contains(err.Error(), "re-run energon prepare") {
+		t.Fatalf("a damaged .tar.idx: %v", err)
 	}
 }

@@ -175,6 +175,20 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"runs above the bound", func(d *datav1alpha1.TrainingDataset) { d.Spec.Shuffle.RunLength = ptr.To(int64(1<<20 + 1)) }, "spec.shuffle.runLength"},
 		{"unknown policy", func(d *datav1alpha1.TrainingDataset) { d.Spec.OnCorruptShard = "ignore" }, "spec.onCorruptShard"},
 		{"unknown missing columns policy", func(d *datav1alpha1.TrainingDataset) { d.Spec.MissingColumns = "zero" }, "spec.missingColumns"},
+		{"webdataset section of another format", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].WebDataset = &datav1alpha1.WebDatasetStream{Shards: "a-{0..9}.tar"}
+		}, "a webdataset section needs format: webdataset"},
+		{"webdataset column of another type", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Format = datav1alpha1.FormatWebDataset
+			d.Spec.Streams[0].WebDataset = &datav1alpha1.WebDatasetStream{Columns: []datav1alpha1.WebDatasetColumn{{Name: "jpg", Type: "float64"}}}
+		}, "spec.streams[0].webdataset.columns[0].type"},
+		{"megatron section of another format", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Megatron = &datav1alpha1.MegatronStream{Unit: "sequence"}
+		}, "a megatron section needs format: megatron"},
+		{"unknown megatron unit", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Format = datav1alpha1.FormatMegatron
+			d.Spec.Streams[0].Megatron = &datav1alpha1.MegatronStream{Unit: "page"}
+		}, "spec.streams[0].megatron.unit"},
 		{"negative prefetch", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Prefetch = ptr.To(int32(-1)) }, "spec.sidecar.prefetch"},
 		{"metrics port out of range", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.MetricsPort = ptr.To(int32(70000)) }, "spec.sidecar.metricsPort"},
 		{"zero cache limit", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.CacheLimit = ptr.To(resource.MustParse("0")) }, "sidecar.cacheLimit must be above 0"},

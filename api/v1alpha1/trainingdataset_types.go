@@ -368,6 +368,8 @@ type Source struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.lance) || has(self.format) && self.format == 'lance'",message="a lance section needs format: lance"
 // +kubebuilder:validation:XValidation:rule="!has(self.source.indexURI) || self.source.indexURI.split('/')[0] == self.source.uri.split('/')[0]",message="source.indexURI must use the same store as source.uri (the same scheme, endpoint and credentials)"
 // +kubebuilder:validation:XValidation:rule="!has(self.partitions) || has(self.format) && (self.format == 'parquet' || self.format == 'orc')",message="partitions apply to a tree of parquet or orc files: set format: parquet or format: orc"
+// +kubebuilder:validation:XValidation:rule="!has(self.webdataset) || has(self.format) && self.format == 'webdataset'",message="a webdataset section needs format: webdataset"
+// +kubebuilder:validation:XValidation:rule="!has(self.megatron) || has(self.format) && self.format == 'megatron'",message="a megatron section needs format: megatron"
 type Stream struct {
 	// Name of the stream, unique in the dataset. Batches carry the stream's
 	// position in spec.streams in the _shardfeed_stream column.
@@ -401,6 +403,16 @@ type Stream struct {
 	// expression (docs/formats.md).
 	// +optional
 	Partitions *Partitions `json:"partitions,omitempty"`
+
+	// WebDataset names a webdataset stream's tars by a brace pattern and
+	// retypes its columns: what shardfeed index -f indexes.
+	// +optional
+	WebDataset *WebDatasetStream `json:"webdataset,omitempty"`
+
+	// Megatron says what a megatron stream's sample is: what shardfeed
+	// index -f indexes.
+	// +optional
+	Megatron *MegatronStream `json:"megatron,omitempty"`
 
 	// Filter is a CEL expression over the stream's columns, e.g.
 	// lang == 'en' && score >= 0.5: only the rows it is true for are in
@@ -443,6 +455,48 @@ type Stream struct {
 	// +kubebuilder:validation:items:XValidation:rule="!self.startsWith('_shardfeed_')",message="column names starting with _shardfeed_ are the ones shardfeed adds to every batch: rename the column"
 	// +optional
 	Columns []string `json:"columns,omitempty"`
+}
+
+// WebDatasetStream is a webdataset stream's tars and column types.
+type WebDatasetStream struct {
+	// Shards is a brace pattern of the stream's tars under source.uri, as
+	// WebDataset names shard sets ("shards-{000000..012345}.tar"): only
+	// those are indexed, and each must exist. Empty: every tar.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Shards string `json:"shards,omitempty"`
+
+	// Columns retype extensions' columns (by default typed by
+	// webdataset's conventions: txt as text, cls as an integer, json as
+	// its text, every other as bytes).
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Columns []WebDatasetColumn `json:"columns,omitempty"`
+}
+
+// WebDatasetColumn is the type of one extension's column.
+type WebDatasetColumn struct {
+	// Name is the extension ("jpg", "seg.png").
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// Type of its values: the bytes, their UTF-8 text, or the integer
+	// they spell.
+	// +kubebuilder:validation:Enum=binary;utf8;int64
+	Type string `json:"type"`
+}
+
+// MegatronStream is what a megatron stream's sample is.
+type MegatronStream struct {
+	// Unit is a document (the tokens of its sequences) or a sequence
+	// (what megatron-core's IndexedDataset[i] returns; a multimodal
+	// dataset's sequences carry their mode).
+	// +kubebuilder:validation:Enum=document;sequence
+	// +kubebuilder:default=document
+	// +optional
+	Unit string `json:"unit,omitempty"`
 }
 
 // ColumnDecode is a column the sidecar serves decoded.

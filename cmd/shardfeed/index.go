@@ -69,6 +69,8 @@ type indexOptions struct {
 	unit          string
 	shards        string
 	concurrency   int
+	// specSchema is a manifest stream's column types (webdataset).
+	specSchema []index.Field
 }
 
 // packFlags are a packing's flags (spec.packing): with --lengths, index
@@ -492,6 +494,15 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 		}
 		o.parts.fromSpec(s.Partitions)
 		o.filter = s.Filter
+		if w := s.WebDataset; w != nil {
+			o.shards = w.Shards
+			for _, c := range w.Columns {
+				o.specSchema = append(o.specSchema, index.Field{Name: c.Name, Type: c.Type})
+			}
+		}
+		if m := s.Megatron; m != nil {
+			o.unit = m.Unit
+		}
 	case len(args) == 0:
 		return store.Source{}, errors.New("give the stream's URI (shardfeed index s3://bucket/prefix/ --format parquet) or its manifest (-f dataset.yaml --stream NAME)")
 	default:
@@ -550,6 +561,12 @@ func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, e
 		if opts.Schema, err = readSchema(o.schema); err != nil {
 			return opts, err
 		}
+	}
+	if o.specSchema != nil {
+		if o.schema != "" {
+			return opts, errors.New("--schema: the manifest's stream types its columns (webdataset.columns): drop --schema")
+		}
+		opts.Schema = o.specSchema
 	}
 	return opts, nil
 }
@@ -638,7 +655,7 @@ func objectsSize(f *index.File) int64 {
 // streamFlags are the flags -f MANIFEST replaces with the stream's spec.
 var streamFlags = []string{"format", "endpoint", "region", "insecure", "catalog-type", "catalog-uri", "catalog-name",
 	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref", "hive", "select", "partition-columns", "filter",
-	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong", "buckets", "aspect-ratios"}
+	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong", "buckets", "aspect-ratios", "shards", "unit"}
 
 // indexedStream returns the stream of the manifest that index -f is to
 // index: the one named, or the only one that needs an index of ours (or,

@@ -88,4 +88,3 @@ spec:
 		t.Fatalf("plan: %v\n%s", err, out)
 	}
 }
-

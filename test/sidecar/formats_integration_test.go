@@ -17,8 +17,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/minio/minio-go/v7"
 
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
@@ -166,4 +168,106 @@ spec:
 	if images < 60 || tokens < 60 {
 		t.Fatalf("%d image rows and %d token rows trained: both streams should be served", images, tokens)
 	}
+}
+
+// TestIntegrationADamagedTarShardIsSkippedUnderThePolicy: a WebDataset
+// tar indexed from its headers (no content hash) whose header is damaged
+// afterwards: its decode fails on the header's checksum, and under
+// onCorruptShard: skip that shard's samples arrive as pad rows with their
+// planned ids, every other sample once, and the state names the shard and
+// the reason.
+func TestIntegrationADamagedTarShardIsSkippedUnderThePolicy(t *testing.T) {
+	bucket, dir := minioServer.Bucket(t), t.TempDir()
+	var w struct {
+		Tars    []string `json:"tars"`
+		Members [][]any  `json:"members"`
+	}
+	if err := json.Unmarshal(testenv.PythonScript(t, "venv-oracle", "test/oracle/webdataset_oracle.py", "write", dir, "--tars", "3", "--samples", "20", "--image-bytes", "600"), &w); err != nil {
+		t.Fatal(err)
+	}
+	upload(t, bucket, "wds", dir)
+	ds := dataset{bucket: bucket, credentials: minioServer.CredentialsDir(t), manifest: filepath.Join(t.TempDir(), "dataset.yaml")}
+	if out, err := exec.Command(binary, "index", "s3://"+bucket+"/wds/", "--format", "webdataset", "--shard-size", "8KiB",
+		"--endpoint", minioServer.URL(), "--insecure", "--credentials-dir", ds.credentials).CombinedOutput(); err != nil {
+		t.Fatalf("index: %v\n%s", err, out)
+	}
+	writeFile(t, ds.manifest, fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: damaged}
+spec:
+  streams:
+  - name: images
+    format: webdataset
+    source: {uri: "s3://%s/wds/", endpoint: %q, insecure: true}
+  numSplits: 2
+  globalBatchSize: 8
+  shuffle: {seed: 2, blockSize: 16}
+  onCorruptShard: skip
+`, bucket, minioServer.URL()))
+	// The first tar's third member's header (its name), after indexing.
+	ctx := context.Background()
+	key := "wds/" + w.Tars[0]
+	data, err := os.ReadFile(filepath.Join(dir, w.Tars[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int(w.Members[2][1].(float64))
+	data[at] ^= 0x20
+	if _, err := minioServer.Client.PutObject(ctx, bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, ds, t.TempDir(), "--prefetch", "0")
+	plan := planIDs(t, ds, 0, 1, 1)
+	got, err := readPads(ctx, srv.client)
+	if err != nil {
+		t.Fatalf("the stream failed: %v\n%s", err, srv.logs())
+	}
+	delivered, skipped := map[int64]int{}, map[int64]int{}
+	for _, b := range got {
+		line := plan[[2]int64{b.step, 0}]
+		if fmt.Sprint(b.ids) != fmt.Sprint(line.IDs) {
+			t.Fatalf("step %d: ids %v, the plan has %v", b.step, b.ids, line.IDs)
+		}
+		for i, id := range b.ids {
+			if b.pads[i] {
+				skipped[id]++
+			} else {
+				delivered[id]++
+			}
+		}
+	}
+	if len(got) != len(plan) || len(skipped) == 0 || len(skipped) > 20 {
+		t.Fatalf("%d steps of %d, %d samples skipped: one shard of the damaged tar should be", len(got), len(plan), len(skipped))
+	}
+	for id, n := range delivered {
+		if n != 1 || skipped[id] != 0 {
+			t.Fatalf("sample %d delivered %d times, skipped %d", id, n, skipped[id])
+		}
+	}
+	var state configmaps.State
+	if err := json.Unmarshal([]byte(get(t, srv.socket, "/v1/state")), &state); err != nil {
+		t.Fatal(err)
+	}
+	if state.SkippedShards != 1 || len(state.Skipped) != 1 || !strings.HasPrefix(state.Skipped[0].Shard, w.Tars[0]+"#") || !strings.Contains(state.Skipped[0].Reason, "checksum") {
+		t.Fatalf("the state records %+v; want one shard of %s skipped for its header's checksum", state.Skipped, w.Tars[0])
+	}
+}
+
+type padBatch struct {
+	step int64
+	ids  []int64
+	pads []bool
+}
+
+// readPads reads rank 0 of 1's epoch 0: steps, ids and pads.
+func readPads(ctx context.Context, c *shardfeed.Client) ([]padBatch, error) {
+	return readStream(ctx, c, shardfeed.Request{Rank: 0, World: 1, Epoch: ptr(int64(0))}, func(rec arrow.RecordBatch) (padBatch, error) {
+		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+		b := padBatch{step: col(pipeline.ColumnStep).(*array.Int64).Value(0), ids: slices.Clone(col(pipeline.ColumnIndex).(*array.Int64).Int64Values())}
+		pads := col(pipeline.ColumnPad).(*array.Boolean)
+		for i := range b.ids {
+			b.pads = append(b.pads, pads.Value(i))
+		}
+		return b, nil
+	}, nil)
 }

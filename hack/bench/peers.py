@@ -12,6 +12,12 @@ in DIR/litdata, Parquet in DIR/parquet). Each peer is used as its docs show.
   peers.py resume-litdata DIR WORKERS BATCH EPOCH TIME_BOX  the same with LitData's StreamingDataLoader
   peers.py decode-mosaic DIR WORKERS BATCH EPOCH TIME_BOX   images decoded and resized in the workers (decode_image)
   peers.py decode-litdata DIR WORKERS BATCH EPOCH TIME_BOX  the same with LitData
+  peers.py read-wds DIR WORKERS BATCH EPOCH TIME_BOX        webdataset: WebDataset (shard and sample shuffles) in its WebLoader
+  peers.py decode-wds DIR WORKERS BATCH EPOCH TIME_BOX      the same, images decoded and resized in the workers
+  peers.py read-megatron DIR WORKERS BATCH EPOCH TIME_BOX   megatron-core's IndexedDataset in a DataLoader, shuffled
+  peers.py read-gpt DIR WORKERS BATCH EPOCH TIME_BOX        megatron-core's GPTDataset (sequences of 2048 tokens) in a DataLoader
+  peers.py prepare-formats IMAGES TOKENS                    write IMAGES/wds/ (tars, webdataset's ShardWriter) and
+                                                            TOKENS/megatron/ (megatron-core's builder) from their Parquet
 
 A read prints touch.touch_loop's timing as JSON: the time from building the
 loader to its first batch, and the rate after it, of a training loop that
@@ -267,12 +273,143 @@ def read_tdu(path, workers, batch, epoch, time_box):
     return touch_loop(make, time_box)
 
 
-READERS = {"read-mosaic": read_mosaic, "read-lance": read_lance, "resume-mosaic": resume_mosaic, "read-litdata": read_litdata,
+def _wds_urls(path):
+    return sorted(str(p) for p in Path(path, "wds").glob("*.tar"))
+
+
+def _wds(path, epoch, batch, decode):
+    """WebDataset as its docs show for a training loop: shards shuffled,
+    a shuffle buffer of samples, split over the loader's workers, batched
+    in the workers (its collation: tensors stacked, bytes as lists)."""
+    import webdataset as wds
+
+    ds = wds.WebDataset(_wds_urls(path), shardshuffle=100, seed=epoch + 1, workersplitter=wds.split_by_worker, empty_check=False)
+    ds = ds.shuffle(1000)
+    if decode:
+        ds = ds.map_dict(jpg=decode_image)
+    return ds.batched(batch, partial=False)
+
+
+def read_wds(path, workers, batch, epoch, time_box):
+    import webdataset as wds
+
+    return touch_loop(lambda: wds.WebLoader(_wds(path, epoch, batch, False), batch_size=None, num_workers=workers), time_box)
+
+
+def decode_wds(path, workers, batch, epoch, time_box):
+    import webdataset as wds
+
+    return touch_loop(lambda: wds.WebLoader(_wds(path, epoch, batch, True), batch_size=None, num_workers=workers), time_box)
+
+
+def read_megatron(path, workers, batch, epoch, time_box):
+    """megatron-core's IndexedDataset (memory-mapped .bin/.idx) read a
+    document a sample in a shuffled DataLoader: what its GPTDataset reads
+    under its sample index (which needs a compiled helper to build)."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    ds = IndexedDataset(str(Path(path, "megatron", "tokens")))
+
+    class Docs(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(ds)
+
+        def __getitem__(self, i):
+            return {"tokens": torch.from_numpy(ds[i])}
+
+    def make():
+        g = torch.Generator().manual_seed(epoch + 1)
+        return torch.utils.data.DataLoader(Docs(), batch_size=batch, shuffle=True, generator=g, num_workers=workers, drop_last=True)
+
+    return touch_loop(make, time_box)
+
+
+def read_gpt(path, workers, batch, epoch, time_box):
+    """megatron-core's GPTDataset as Megatron-LM builds it for pretraining
+    (BlendedMegatronDatasetBuilder, one data path): sequences of 2048 tokens
+    cut across the documents in its shuffled sample index (its compiled
+    helpers), with labels, a loss mask and positions, in a DataLoader."""
+    import tempfile
+
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    from megatron.core.datasets.megatron_tokenizer import MegatronLegacyTokenizer
+
+    class Tokenizer(MegatronLegacyTokenizer):
+        """The special tokens GPTDataset asks of a tokenizer; it tokenizes nothing here."""
+
+        def __init__(self):
+            super().__init__(None)
+
+        def tokenize(self, text):
+            return []
+
+        def detokenize(self, ids):
+            return ""
+
+        vocab = property(lambda self: {})
+        inv_vocab = property(lambda self: {})
+        vocab_size = property(lambda self: 50257)
+        eod = property(lambda self: 0)
+        pad = property(lambda self: 1)
+
+    cache = tempfile.mkdtemp(prefix="gpt-")
+
+    def make():
+        cfg = GPTDatasetConfig(random_seed=epoch + 1, sequence_length=2048, blend=([str(Path(path, "megatron", "tokens"))], None),
+                               split="100,0,0", tokenizer=Tokenizer(), reset_position_ids=False, reset_attention_mask=False,
+                               eod_mask_loss=False, path_to_cache=cache, create_attention_mask=False)
+        train, _, _ = BlendedMegatronDatasetBuilder(GPTDataset, [None, None, None], lambda: True, cfg).build()
+        return torch.utils.data.DataLoader(train, batch_size=batch, num_workers=workers, drop_last=True)
+
+    return touch_loop(make, time_box)
+
+
+def prepare_formats(images_dir, tokens_dir):
+    """The images as WebDataset tars and the tokens as a Megatron indexed
+    dataset, from datasets.py's Parquet, each by its project's writer."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    images, tokens = Path(images_dir), Path(tokens_dir)
+    if images.exists() and not (images / "wds" / ".complete").exists():
+        import webdataset as wds
+
+        (images / "wds").mkdir(exist_ok=True)
+        with wds.ShardWriter(str(images / "wds" / "shards-%06d.tar"), maxsize=64 << 20, verbose=0) as w:
+            for part in sorted((images / "parquet").glob("*.parquet")):
+                for rb in pq.ParquetFile(part).iter_batches(batch_size=256):
+                    for row in rb.to_pylist():
+                        w.write({"__key__": f"{row['id']:09d}", "jpg": row["image"], "cls": row["label"]})
+        (images / "wds" / ".complete").write_text("done")
+    if tokens.exists() and not (tokens / "megatron" / ".complete").exists():
+        from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
+
+        (tokens / "megatron").mkdir(exist_ok=True)
+        b = IndexedDatasetBuilder(str(tokens / "megatron" / "tokens.bin"), dtype=np.int32)
+        for part in sorted((tokens / "parquet").glob("*.parquet")):
+            for rb in pq.ParquetFile(part).iter_batches(batch_size=1024, columns=["tokens"]):
+                col = rb.column(0)
+                flat = col.values.to_numpy() if hasattr(col, "values") else col.flatten().to_numpy()
+                width = len(flat) // len(col)
+                for row in flat.reshape(len(col), width):
+                    b.add_item(torch.from_numpy(row))
+                    b.end_document()
+        b.finalize(str(tokens / "megatron" / "tokens.idx"))
+        (tokens / "megatron" / ".complete").write_text("done")
+    return {"ok": True}
+
+
+READERS = {"read-wds": read_wds, "decode-wds": decode_wds, "read-megatron": read_megatron, "read-gpt": read_gpt,
+           "read-mosaic": read_mosaic, "read-lance": read_lance, "resume-mosaic": resume_mosaic, "read-litdata": read_litdata,
            "resume-litdata": resume_litdata, "read-ray": read_ray, "read-tdu": read_tdu, "decode-mosaic": decode_mosaic,
            "decode-litdata": decode_litdata}
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "prepare-formats":
+        print(json.dumps(prepare_formats(sys.argv[2], sys.argv[3])))
+        return
     fn = READERS.get(sys.argv[1]) if len(sys.argv) == 7 else None
     if fn is None:
         raise SystemExit(__doc__)

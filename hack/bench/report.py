@@ -252,6 +252,49 @@ def packing_block(packing: dict, go: GoResults | None) -> str:
     return "\n".join(out)
 
 
+# The shard formats benchmark's kinds (hack/bench/formats.py), each with
+# its title and the issue's target against the best peer.
+SHARD_FORMAT_KINDS = (("images", "WebDataset images, their bytes", 3), ("images-decoded", "WebDataset images decoded to 224×224", 3),
+                      ("tokens", "Megatron documents (2048 tokens each)", None),
+                      ("sequences", "Megatron sequences of 2048 tokens (shardfeed: spec.packing, concatenate)", 10))
+
+
+def shard_formats_block(data: dict) -> str:
+    """Issue 55's formats: shardfeed serving WebDataset tars and a Megatron
+    indexed dataset beside those formats' own loaders (formats.py)."""
+    v = data["versions"]
+    out = [f"Command: `{data['command']}` (part of `make bench`), data sets at scale {data['scale']:g} "
+           f"({data['datasets']['images']['rows']:,} images, {data['datasets']['tokens']['rows']:,} token documents), {data['runs']} runs "
+           f"of each measurement, interleaved, each reading one shuffled epoch or {data['time_box']:g} s after its first batch († the time box "
+           f"ended it); webdataset {v['webdataset']}, LitData {v['litdata']}, megatron-core {v['megatron-core']}; {data['machine']}. "
+           f"The whole run took {data['seconds'] / 60:.1f} minutes.\n"]
+    for kind, title, target in SHARD_FORMAT_KINDS:
+        rows = [r for r in data["rows"] if r["kind"] == kind]
+        if not rows:
+            continue
+        out.append(f"**{title}**, samples/s after the first batch, median [min–max]:\n")
+        lines, verdicts = [], []
+        for workers in sorted({r["workers"] for r in rows}):
+            at = [r for r in rows if r["workers"] == workers]
+            ours = next(r for r in at if r["loader"] == "shardfeed")
+            peers = [r for r in at if r["loader"] != "shardfeed"]
+            best = max(peers, key=lambda r: r["rate"]["median"])
+            for r in at:
+                st = Stat([r["rate"]["median"], r["rate"]["min"], r["rate"]["max"]])
+                st.median, st.min, st.max = r["rate"]["median"], r["rate"]["min"], r["rate"]["max"]
+                dagger = "" if r.get("complete", True) else " †"
+                lines.append([r["loader"], str(workers), st.fmt(",.0f", r["loader"] == "shardfeed") + dagger,
+                              f"{r['first']['median']:.2f} s", f"{r['rate']['median'] / best['rate']['median']:.2f}×" if r is ours else ""])
+            ratio, low = ours["rate"]["median"] / best["rate"]["median"], ours["rate"]["min"] / best["rate"]["max"]
+            verdict = f"{workers} workers: {ratio:.1f}× {best['loader']} ({low:.1f}× its best run against our worst)"
+            if target:
+                verdict += f", ≥ {target}×: {'met' if ratio >= target else 'NOT met'}"
+            verdicts.append(verdict)
+        out.append(table(["loader", "workers", "samples/s", "first batch", "shardfeed ÷ best peer"], lines))
+        out.append("\n" + "; ".join(verdicts) + ".\n")
+    return "\n".join(out)
+
+
 def decode_block(go: GoResults) -> str:
     """One image decoded and resized on one core, in each build."""
     rows = []
@@ -684,6 +727,7 @@ def main() -> None:
     ap.add_argument("--loaders", default=str(ROOT / "bin" / "bench" / "loaders.json"))
     ap.add_argument("--egress", default=str(ROOT / "bin" / "bench" / "egress.json"))
     ap.add_argument("--packing", default=str(ROOT / "bin" / "bench" / "packing.json"))
+    ap.add_argument("--formats", default=str(ROOT / "bin" / "bench" / "formats.json"))
     ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--img", default=str(ROOT / "docs" / "img"))
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
@@ -712,6 +756,9 @@ def main() -> None:
     packing = json.loads(Path(args.packing).read_text()) if Path(args.packing).exists() else None
     if packing:
         doc = fill(doc, "packing", packing_block(packing, go))
+    shard_formats = json.loads(Path(args.formats).read_text()) if Path(args.formats).exists() else None
+    if shard_formats:
+        doc = fill(doc, "shard-formats", shard_formats_block(shard_formats))
     if loaders:
         doc = fill(doc, "loaders-setup", loaders_setup_block(loaders))
         for kind in ("tokens", "images", "images-decoded", "tabular"):

@@ -3,9 +3,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -13,71 +10,10 @@ import (
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/store"
-	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/format"
-	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
 )
-
-// servedRows indexes a stream (in memory) and reads every row as a pod
-// would, as canonical JSON.
-func servedRows(t *testing.T, dir string, kind datav1alpha1.ShardFormat) []string {
-	t.Helper()
-	ctx := context.Background()
-	st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := formats.Default().Index(ctx, st, kind, format.IndexOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := formats.Default().Open(f.Layout())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for i := range f.Shards {
-		var parts [][]byte
-		for _, p := range r.Parts(i) {
-			b, err := format.StoreRead(st)(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			parts = append(parts, b)
-		}
-		rr, err := r.Records(ctx, i, parts, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rr.Next() {
-			rec := rr.RecordBatch()
-			for j := range int(rec.NumRows()) {
-				out = append(out, testenv.Canonical(t, testenv.Row(rec, j, nil)))
-			}
-		}
-		rr.Release()
-	}
-	return out
-}
-
-func lines(t *testing.T, out []byte) []string {
-	t.Helper()
-	var rs []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<26)
-	for sc.Scan() {
-		var m map[string]any
-		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		d.UseNumber()
-		if err := d.Decode(&m); err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, testenv.Canonical(t, m))
-	}
-	return rs
-}
 
 // Each format of the formats issue converts to Parquet that pyarrow reads
 // row for row as shardfeed serves the source (whose rows the formats' own
@@ -111,12 +47,13 @@ func TestIntegrationConvertTheNewFormats(t *testing.T) {
 		t.Run(string(c.kind), func(t *testing.T) {
 			t.Parallel()
 			src, out := c.write(t, t.TempDir()), t.TempDir()
-			want := servedRows(t, src, c.kind)
+			st := formattest.OpenDir(t, src)
+			want := formattest.Rows(t, st, formattest.Index(t, st, c.kind, format.IndexOptions{}), nil)
 			res, err := runCLI(t, "convert", "file://"+src+"/", "--from", string(c.kind), "--to", "parquet", "--out", "file://"+out+"/", "--shard-size", "16KiB")
 			if err != nil || !strings.Contains(res, fmt.Sprintf("%d samples in", len(want))) {
 				t.Fatalf("convert: %v\n%s", err, res)
 			}
-			got := lines(t, testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", "read-parquet", out))
+			got := formattest.Lines(t, testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", "read-parquet", out))
 			if len(got) != len(want) {
 				t.Fatalf("pyarrow reads %d rows of the Parquet, shardfeed serves %d of the %s stream", len(got), len(want), c.kind)
 			}
@@ -132,7 +69,7 @@ func TestIntegrationConvertTheNewFormats(t *testing.T) {
 			if res, err := runCLI(t, "convert", "file://"+src+"/", "--from", "megatron", "--to", "mds", "--out", "file://"+mdsOut+"/"); err != nil {
 				t.Fatalf("convert to MDS: %v\n%s", err, res)
 			}
-			read := lines(t, testenv.PythonScript(t, "venv-oracle", "test/oracle/mds_oracle.py", "read", mdsOut))
+			read := formattest.Lines(t, testenv.PythonScript(t, "venv-oracle", "test/oracle/mds_oracle.py", "read", mdsOut))
 			if len(read) != len(want) {
 				t.Fatalf("mosaicml-streaming reads %d samples of the MDS, the stream has %d", len(read), len(want))
 			}

@@ -9,7 +9,6 @@ package huggingface_test
 // every row equals what datasets reads, in order.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,44 +18,16 @@ import (
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
-	"github.com/shardfeed/shardfeed/internal/store"
-	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
 	"github.com/shardfeed/shardfeed/sidecar/format/huggingface"
 )
 
 func oracle(t *testing.T, args ...string) []byte {
 	t.Helper()
 	return testenv.PythonScript(t, "venv-hf", "test/oracle/hf_oracle.py", args...)
-}
-
-func oracleRows(t *testing.T, out []byte) []string {
-	t.Helper()
-	var rs []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<28)
-	for sc.Scan() {
-		var m map[string]any
-		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		d.UseNumber()
-		if err := d.Decode(&m); err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, testenv.Canonical(t, m))
-	}
-	return rs
-}
-
-func openDir(t *testing.T, dir string) store.Store {
-	t.Helper()
-	st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
 }
 
 func TestHuggingFaceServesDatasetsRows(t *testing.T) {
@@ -75,23 +46,15 @@ func TestHuggingFaceServesDatasetsRows(t *testing.T) {
 			if w.File != "" {
 				args = append(args, "--file", w.File)
 			}
-			want := oracleRows(t, oracle(t, args...))
+			want := formattest.Lines(t, oracle(t, args...))
 			ctx := context.Background()
-			st := openDir(t, w.Stream)
+			st := formattest.OpenDir(t, w.Stream)
 			// Small shards: a shard a record batch or two.
-			f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatHuggingFace, format.IndexOptions{ShardBytes: 8 << 10})
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := formattest.Index(t, st, datav1alpha1.FormatHuggingFace, format.IndexOptions{ShardBytes: 8 << 10})
 			if len(f.Shards) < 2*w.Files {
 				t.Fatalf("%d shards of %d files: each should hold several", len(f.Shards), w.Files)
 			}
-			raw, _ := json.Marshal(f)
-			l, err := index.ReadLayout(bytes.NewReader(raw))
-			if err != nil {
-				t.Fatalf("the index does not read back: %v", err)
-			}
-			r, err := formats.Default().Open(l)
+			r, err := formats.Default().Open(f.Layout())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,41 +66,7 @@ func TestHuggingFaceServesDatasetsRows(t *testing.T) {
 			if names, _ := label.Metadata.GetValue(huggingface.MetaClassNames); names != `["cat","dog","bird"]` {
 				t.Fatalf("the ClassLabel's names in its metadata are %q", names)
 			}
-			var got []string
-			for i, e := range f.Shards {
-				var parts [][]byte
-				for _, p := range r.Parts(i) {
-					b, err := format.StoreRead(st)(ctx, p)
-					if err != nil {
-						t.Fatal(err)
-					}
-					parts = append(parts, b)
-				}
-				rr, err := r.Records(ctx, i, parts, nil)
-				if err != nil {
-					t.Fatalf("shard %s: %v", e.Name, err)
-				}
-				n := 0
-				for rr.Next() {
-					rec := rr.RecordBatch()
-					for j := range int(rec.NumRows()) {
-						got = append(got, testenv.Canonical(t, testenv.Row(rec, j, nil)))
-						n++
-					}
-				}
-				rr.Release()
-				if int64(n) != e.Samples {
-					t.Fatalf("shard %s served %d rows, its index says %d", e.Name, n, e.Samples)
-				}
-			}
-			if len(got) != len(want) {
-				t.Fatalf("%d rows served, datasets reads %d", len(got), len(want))
-			}
-			for i := range want {
-				if got[i] != want[i] {
-					t.Fatalf("row %d:\n got %.300s\nwant %.300s", i, got[i], want[i])
-				}
-			}
+			formattest.Compare(t, kase, "datasets", formattest.Rows(t, st, f, nil), want)
 		})
 	}
 }
@@ -167,7 +96,7 @@ func TestHuggingFaceRefusals(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(d, "data.arrow"), c.data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := formats.Default().Index(context.Background(), openDir(t, d), datav1alpha1.FormatHuggingFace, format.IndexOptions{})
+			_, err := formats.Default().Index(context.Background(), formattest.OpenDir(t, d), datav1alpha1.FormatHuggingFace, format.IndexOptions{})
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "data.arrow") {
 				t.Fatalf("got %v, want an error naming data.arrow and saying %q", err, c.want)
 			}
@@ -185,7 +114,7 @@ func TestHuggingFaceRefusals(t *testing.T) {
 		// A column renamed in the second file's schema: the same bytes
 		// but for the name.
 		_ = os.WriteFile(filepath.Join(d, "b.arrow"), bytes.ReplaceAll(b, []byte("score"), []byte("scorf")), 0o600)
-		_, err := formats.Default().Index(context.Background(), openDir(t, d), datav1alpha1.FormatHuggingFace, format.IndexOptions{})
+		_, err := formats.Default().Index(context.Background(), formattest.OpenDir(t, d), datav1alpha1.FormatHuggingFace, format.IndexOptions{})
 		if err == nil || !strings.Contains(err.Error(), "one stream is one dataset split") {
 			t.Fatalf("got %v, want files of two schemas refused", err)
 		}

@@ -10,7 +10,6 @@ package megatron_test
 // wrong.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -21,119 +20,17 @@ import (
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
-	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
 )
 
 func oracle(t *testing.T, args ...string) []byte {
 	t.Helper()
 	return testenv.PythonScript(t, "venv-oracle", "test/oracle/megatron_oracle.py", args...)
-}
-
-func oracleRows(t *testing.T, out []byte) []string {
-	t.Helper()
-	var rs []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<28)
-	for sc.Scan() {
-		var m map[string]any
-		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		d.UseNumber()
-		if err := d.Decode(&m); err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, testenv.Canonical(t, m))
-	}
-	return rs
-}
-
-func openDir(t *testing.T, dir string) store.Store {
-	t.Helper()
-	st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// served indexes the stream and reads every shard from its parts alone.
-func served(t *testing.T, st store.Store, opts format.IndexOptions) (*index.File, []string) {
-	t.Helper()
-	ctx := context.Background()
-	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatMegatron, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := json.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := index.ReadLayout(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatalf("the index does not read back: %v", err)
-	}
-	r, err := formats.Default().Open(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Schema(ctx, format.StoreRead(st)); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for i, e := range f.Shards {
-		var parts [][]byte
-		for _, p := range r.Parts(i) {
-			b, err := format.StoreRead(st)(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			algo, _, _ := strings.Cut(p.Hash, ":")
-			if sum, _ := checksum.Of(algo, b); sum.String() != p.Hash {
-				t.Fatalf("shard %s: part %s@%d hashes to %s, the index says %s", e.Name, p.Key, p.Offset, sum, p.Hash)
-			}
-			parts = append(parts, b)
-		}
-		rr, err := r.Records(ctx, i, parts, nil)
-		if err != nil {
-			t.Fatalf("shard %s: %v", e.Name, err)
-		}
-		n := 0
-		for rr.Next() {
-			rec := rr.RecordBatch()
-			for j := range int(rec.NumRows()) {
-				out = append(out, testenv.Canonical(t, testenv.Row(rec, j, nil)))
-				n++
-			}
-		}
-		rr.Release()
-		if int64(n) != e.Samples {
-			t.Fatalf("shard %s served %d samples, its index says %d", e.Name, n, e.Samples)
-		}
-	}
-	return f, out
-}
-
-func compare(t *testing.T, what string, got, want []string) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d samples served, megatron-core reads %d", what, len(got), len(want))
-	}
-	bad := 0
-	for i := range want {
-		if got[i] != want[i] {
-			if bad++; bad <= 2 {
-				t.Errorf("%s: sample %d:\n got %.300s\nwant %.300s", what, i, got[i], want[i])
-			}
-		}
-	}
-	if bad > 0 {
-		t.Fatalf("%s: %d of %d samples differ", what, bad, len(want))
-	}
 }
 
 func TestMegatronServesMegatronCoreSamples(t *testing.T) {
@@ -157,17 +54,19 @@ func TestMegatronServesMegatronCoreSamples(t *testing.T) {
 				prefix := filepath.Join(dir, kase)
 				out := oracle(t, "write", prefix, "--case", kase, "--seed", string(rune('1'+k)), "--read", c.unit)
 				_, samples, _ := bytes.Cut(out, []byte("\n")) // the first line says what was written
-				want = append(want, oracleRows(t, samples)...)
+				want = append(want, formattest.Lines(t, samples)...)
 			}
 			// Small shards: every .bin is cut into many.
-			f, got := served(t, openDir(t, dir), format.IndexOptions{ShardBytes: 4 << 10, Unit: c.unit})
+			st := formattest.OpenDir(t, dir)
+			f := formattest.Index(t, st, datav1alpha1.FormatMegatron, format.IndexOptions{ShardBytes: 4 << 10, Unit: c.unit})
+			got := formattest.Rows(t, st, f, nil)
 			if len(f.Shards) < 5 {
 				t.Fatalf("%d shards: the case should cut its .bin files into several", len(f.Shards))
 			}
 			if f.Megatron.DType != c.dtype || f.Megatron.Unit != c.unit || f.Megatron.Modes != c.multimodal {
 				t.Fatalf("indexed as %+v, want %s %ss (modes %t)", *f.Megatron, c.dtype, c.unit, c.multimodal)
 			}
-			compare(t, c.unit+"s", got, want)
+			formattest.Compare(t, c.unit+"s", "megatron-core", got, want)
 			checkLengths(t, dir, f, want)
 		})
 	}
@@ -180,7 +79,7 @@ func TestMegatronServesMegatronCoreSamples(t *testing.T) {
 func checkLengths(t *testing.T, dir string, f *index.File, want []string) {
 	t.Helper()
 	var counts store.Counts
-	st := store.Counted(openDir(t, dir), &counts)
+	st := store.Counted(formattest.OpenDir(t, dir), &counts)
 	l := f.Layout()
 	x, _, err := formats.Default().Lengths(context.Background(), st, l, "tokens", nil, nil)
 	if err != nil {
@@ -260,7 +159,7 @@ func TestMegatronRefusesDamagedPairs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := formats.Default().Index(context.Background(), openDir(t, d), datav1alpha1.FormatMegatron, format.IndexOptions{Unit: c.unit})
+			_, err := formats.Default().Index(context.Background(), formattest.OpenDir(t, d), datav1alpha1.FormatMegatron, format.IndexOptions{Unit: c.unit})
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "gpt.idx") {
 				t.Fatalf("got %v, want an error naming gpt.idx and saying %q", err, c.want)
 			}
@@ -271,7 +170,7 @@ func TestMegatronRefusesDamagedPairs(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(d, "gpt.idx"), idx, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := formats.Default().Index(context.Background(), openDir(t, d), datav1alpha1.FormatMegatron, format.IndexOptions{})
+		_, err := formats.Default().Index(context.Background(), formattest.OpenDir(t, d), datav1alpha1.FormatMegatron, format.IndexOptions{})
 		if err == nil || !strings.Contains(err.Error(), "no gpt.bin beside it") {
 			t.Fatalf("got %v, want the missing .bin named", err)
 		}
@@ -279,7 +178,7 @@ func TestMegatronRefusesDamagedPairs(t *testing.T) {
 	t.Run("multimodal documents", func(t *testing.T) {
 		d := t.TempDir()
 		oracle(t, "write", filepath.Join(d, "mm"), "--case", "multimodal")
-		_, err := formats.Default().Index(context.Background(), openDir(t, d), datav1alpha1.FormatMegatron, format.IndexOptions{})
+		_, err := formats.Default().Index(context.Background(), formattest.OpenDir(t, d), datav1alpha1.FormatMegatron, format.IndexOptions{})
 		if err == nil || !strings.Contains(err.Error(), "--unit sequence") {
 			t.Fatalf("got %v, want the multimodal dataset sent to --unit sequence", err)
 		}

@@ -9,7 +9,6 @@ package webdataset_test
 // value, in order.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -22,10 +21,10 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
-	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
 )
 
 func oracle(t *testing.T, args ...string) []byte {
@@ -55,112 +54,30 @@ func write(t *testing.T, dir string, args ...string) written {
 	return w
 }
 
-func oracleRows(t *testing.T, out []byte) []string {
-	t.Helper()
-	var rs []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<28)
-	for sc.Scan() {
-		var m map[string]any
-		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		d.UseNumber()
-		if err := d.Decode(&m); err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, testenv.Canonical(t, m))
-	}
-	return rs
-}
-
-func openDir(t *testing.T, dir string) store.Store {
-	t.Helper()
-	st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 // served indexes the stream and reads every shard from its range alone:
 // each sample as the oracle prints it (no null columns, JSON parsed).
 func served(t *testing.T, st store.Store, opts format.IndexOptions) (*index.File, []string) {
 	t.Helper()
-	ctx := context.Background()
-	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatWebDataset, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := json.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := index.ReadLayout(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatalf("the index does not read back: %v", err)
-	}
-	r, err := formats.Default().Open(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for i, e := range f.Shards {
-		var parts [][]byte
-		for _, p := range r.Parts(i) {
-			b, err := format.StoreRead(st)(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			parts = append(parts, b)
-		}
-		rr, err := r.Records(ctx, i, parts, nil)
-		if err != nil {
-			t.Fatalf("shard %s: %v", e.Name, err)
-		}
-		n := 0
-		for rr.Next() {
-			rec := rr.RecordBatch()
-			for j := range int(rec.NumRows()) {
-				row := testenv.Row(rec, j, nil)
-				for k, v := range row {
-					switch {
-					case v == nil:
-						delete(row, k) // webdataset has no key for a missing member
-					case strings.HasSuffix(k, "json"):
-						var parsed any
-						if err := json.Unmarshal([]byte(v.(string)), &parsed); err != nil {
-							t.Fatalf("shard %s: %s is not JSON: %v", e.Name, k, err)
-						}
-						row[k] = parsed
-					}
+	f := formattest.Index(t, st, datav1alpha1.FormatWebDataset, opts)
+	return f, formattest.Rows(t, st, f, func(row map[string]any) {
+		for k, v := range row {
+			switch {
+			case v == nil:
+				delete(row, k) // webdataset has no key for a missing member
+			case strings.HasSuffix(k, "json"):
+				var parsed any
+				if err := json.Unmarshal([]byte(v.(string)), &parsed); err != nil {
+					t.Fatalf("%s is not JSON: %v", k, err)
 				}
-				out = append(out, testenv.Canonical(t, row))
-				n++
+				row[k] = parsed
 			}
 		}
-		rr.Release()
-		if int64(n) != e.Samples {
-			t.Fatalf("shard %s served %d samples, its index says %d", e.Name, n, e.Samples)
-		}
-	}
-	return f, out
+	})
 }
 
 func compare(t *testing.T, what string, got, want []string) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d samples served, webdataset reads %d", what, len(got), len(want))
-	}
-	bad := 0
-	for i := range want {
-		if got[i] != want[i] {
-			if bad++; bad <= 2 {
-				t.Errorf("%s: sample %d:\n got %.300s\nwant %.300s", what, i, got[i], want[i])
-			}
-		}
-	}
-	if bad > 0 {
-		t.Fatalf("%s: %d of %d samples differ", what, bad, len(want))
-	}
+	formattest.Compare(t, what, "webdataset", got, want)
 }
 
 func TestWebDatasetServesWebDatasetSamples(t *testing.T) {
@@ -173,9 +90,9 @@ func TestWebDatasetServesWebDatasetSamples(t *testing.T) {
 			for _, tar := range w.Tars {
 				urls = append(urls, filepath.Join(dir, tar))
 			}
-			want := oracleRows(t, oracle(t, append([]string{"read"}, urls...)...))
+			want := formattest.Lines(t, oracle(t, append([]string{"read"}, urls...)...))
 			// Small shards: each plain tar is cut into several.
-			f, got := served(t, openDir(t, dir), format.IndexOptions{ShardBytes: 16 << 10})
+			f, got := served(t, formattest.OpenDir(t, dir), format.IndexOptions{ShardBytes: 16 << 10})
 			if kase != "gz" && len(f.Shards) < 2*len(w.Tars) {
 				t.Fatalf("%d shards of %d tars: each should be cut into several", len(f.Shards), len(w.Tars))
 			}
@@ -189,7 +106,7 @@ func TestWebDatasetServesWebDatasetSamples(t *testing.T) {
 func TestWebDatasetSchemaAndPatterns(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "--tars", "4", "--samples", "3", "--case", "mixed")
-	st := openDir(t, dir)
+	st := formattest.OpenDir(t, dir)
 	ctx := context.Background()
 	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatWebDataset, format.IndexOptions{
 		Schema: []index.Field{{Name: "json", Type: "binary"}}, Shards: "shards-{000001..000002}.tar"})
@@ -260,7 +177,7 @@ func TestWebDatasetRefusesDamagedTars(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(d, "a.tar"), c.tar, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := formats.Default().Index(context.Background(), openDir(t, d), datav1alpha1.FormatWebDataset, format.IndexOptions{})
+			_, err := formats.Default().Index(context.Background(), formattest.OpenDir(t, d), datav1alpha1.FormatWebDataset, format.IndexOptions{})
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "a.tar") {
 				t.Fatalf("got %v, want an error naming a.tar and saying %q", err, c.want)
 			}
@@ -286,12 +203,12 @@ func TestWebDatasetReusesEnergonsIndex(t *testing.T) {
 	dir := t.TempDir()
 	w := write(t, dir, "--tars", "3", "--samples", "25", "--case", "basic")
 	ctx := context.Background()
-	fromHeaders, err := formats.Default().Index(ctx, openDir(t, dir), datav1alpha1.FormatWebDataset, format.IndexOptions{ShardBytes: 16 << 10})
+	fromHeaders, err := formats.Default().Index(ctx, formattest.OpenDir(t, dir), datav1alpha1.FormatWebDataset, format.IndexOptions{ShardBytes: 16 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	oracle(t, "energon", dir)
-	rk := &readKeys{Store: openDir(t, dir), keys: map[string]int64{}}
+	rk := &readKeys{Store: formattest.OpenDir(t, dir), keys: map[string]int64{}}
 	var notes []string
 	reused, err := formats.Default().Index(ctx, rk, datav1alpha1.FormatWebDataset, format.IndexOptions{ShardBytes: 16 << 10,
 		Note: func(msg string) { notes = append(notes, msg) }})
@@ -316,14 +233,14 @@ func TestWebDatasetReusesEnergonsIndex(t *testing.T) {
 		urls = append(urls, filepath.Join(dir, tar))
 	}
 	_, got := served(t, rk, format.IndexOptions{ShardBytes: 16 << 10})
-	compare(t, "energon", got, oracleRows(t, oracle(t, append([]string{"read"}, urls...)...)))
+	compare(t, "energon", got, formattest.Lines(t, oracle(t, append([]string{"read"}, urls...)...)))
 
 	// A tar Energon's index does not list: its headers are read.
 	if err := os.WriteFile(filepath.Join(dir, "extra.tar"), must(os.ReadFile(filepath.Join(dir, w.Tars[0]))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	notes = nil
-	if _, err := formats.Default().Index(ctx, openDir(t, dir), datav1alpha1.FormatWebDataset, format.IndexOptions{Note: func(msg string) { notes = append(notes, msg) }}); err != nil {
+	if _, err := formats.Default().Index(ctx, formattest.OpenDir(t, dir), datav1alpha1.FormatWebDataset, format.IndexOptions{Note: func(msg string) { notes = append(notes, msg) }}); err != nil {
 		t.Fatal(err)
 	}
 	if len(notes) != 1 || !strings.Contains(notes[0], "does not list extra.tar: reading the tars' headers instead") {
@@ -335,7 +252,7 @@ func TestWebDatasetReusesEnergonsIndex(t *testing.T) {
 	raw := must(os.ReadFile(idx))
 	copy(raw[16:24], raw[8:16])
 	_ = os.WriteFile(idx, raw, 0o600)
-	if _, err := formats.Default().Index(ctx, openDir(t, dir), datav1alpha1.FormatWebDataset, format.IndexOptions{}); err == nil || !strings.Contains(err.Error(), w.Tars[1]+".idx") || !strings.Contains(err.Error(), "re-run energon prepare") {
+	if _, err := formats.Default().Index(ctx, formattest.OpenDir(t, dir), datav1alpha1.FormatWebDataset, format.IndexOptions{}); err == nil || !strings.Contains(err.Error(), w.Tars[1]+".idx") || !strings.Contains(err.Error(), "re-run energon prepare") {
 		t.Fatalf("a damaged .tar.idx: %v", err)
 	}
 }

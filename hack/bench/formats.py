@@ -58,17 +58,7 @@ spec:
   globalBatchSize: {batch}
   shuffle: {{seed: 1, blockSize: {loaders.shuffle_block(batch)}}}
 {decode}""")
-        subprocess.run([str(ROOT / "bin" / binary), "index", "-f", str(manifest), "--stream", "data"], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.socket = str(work / "feed.sock")
-        self.log = open(work / "serve.log", "wb")
-        self.proc = subprocess.Popen([str(ROOT / "bin" / binary), "serve", "-f", str(manifest), "--socket", self.socket,
-                                      "--cache-dir", str(work / "cache"), "--state", str(work / "state.json"),
-                                      "--metrics-addr", ""], stdout=self.log, stderr=subprocess.STDOUT)
-        self.anon = loaders.AnonPeak(self.proc.pid)
-        loaders.shardfeed.Client(self.socket).wait_ready(120)
-        loaders.run_shardfeed(self.socket, 0, 0, None)  # the cache warmed, as every peer reads local files
-        os.sync()
+        self.start(work, manifest, binary, index=True)
 
 
 def main() -> None:

@@ -101,7 +101,12 @@ spec:
   globalBatchSize: {batch}
   shuffle: {{seed: 1, blockSize: {shuffle_block(batch)}{", " + shuffle if shuffle else ""}}}
 {decode}""")
-        if lance:
+        self.start(work, manifest, binary, index=lance)
+
+    def start(self, work: Path, manifest: Path, binary: str, index: bool) -> None:
+        """Serves the manifest's stream (indexed first where index says),
+        its cache warmed by one epoch."""
+        if index:
             subprocess.run([str(ROOT / "bin" / binary), "index", "-f", str(manifest), "--stream", "data"], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.socket = str(work / "feed.sock")

@@ -14,12 +14,29 @@ import (
 
 func writeIPC(t testing.TB, batches ...int) []byte {
 	t.Helper()
-	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "s", Type: arrow.BinaryTypes.String}}, nil)
 	var buf bytes.Buffer
-	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeBatches(t, func(schema *arrow.Schema) batchWriter {
+		w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}, batches)
+	return buf.Bytes()
+}
+
+// batchWriter is an Arrow IPC file or stream writer.
+type batchWriter interface {
+	Write(arrow.RecordBatch) error
+	Close() error
+}
+
+// writeBatches writes batches of the given sizes of (id, s) rows, ids
+// counting from 0, with the writer open makes.
+func writeBatches(t testing.TB, open func(*arrow.Schema) batchWriter, batches []int) {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "s", Type: arrow.BinaryTypes.String}}, nil)
+	w := open(schema)
 	id := int64(0)
 	for _, n := range batches {
 		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
@@ -38,7 +55,6 @@ func writeIPC(t testing.TB, batches ...int) []byte {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return buf.Bytes()
 }
 
 func TestBatchesGiveRowsAndDisjointRanges(t *testing.T) {

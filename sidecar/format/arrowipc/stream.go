@@ -149,14 +149,7 @@ func checkSchemaMessage(meta []byte) error {
 	if err != nil || !ok {
 		return fmt.Errorf("%w: a schema message without its schema", errCorrupt)
 	}
-	if err := schema.tables(1, func(fl fbTable) error { return checkField(fl, 0) }); err != nil {
-		return err
-	}
-	if err := checkKeyValues(schema, 2); err != nil {
-		return err
-	}
-	_, _, err = schema.vector(3, 8)
-	return err
+	return checkSchema(schema)
 }
 
 // batchRows reads a record batch message's row count.

@@ -9,35 +9,16 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // writeStream writes an Arrow IPC stream (no footer) of batches of the
 // given sizes, as arrow-go's stream writer lays it out.
 func writeStream(t testing.TB, opts []ipc.Option, batches ...int) []byte {
 	t.Helper()
-	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "s", Type: arrow.BinaryTypes.String}},
-		&arrow.Metadata{})
 	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, append([]ipc.Option{ipc.WithSchema(schema)}, opts...)...)
-	id := int64(0)
-	for _, n := range batches {
-		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-		for range n {
-			b.Field(0).(*array.Int64Builder).Append(id)
-			b.Field(1).(*array.StringBuilder).Append(strings.Repeat("s", int(id%5)))
-			id++
-		}
-		rec := b.NewRecordBatch()
-		if err := w.Write(rec); err != nil {
-			t.Fatal(err)
-		}
-		rec.Release()
-		b.Release()
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeBatches(t, func(schema *arrow.Schema) batchWriter {
+		return ipc.NewWriter(&buf, append([]ipc.Option{ipc.WithSchema(schema)}, opts...)...)
+	}, batches)
 	return buf.Bytes()
 }
 

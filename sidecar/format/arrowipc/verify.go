@@ -239,13 +239,7 @@ func verifyFooter(footerBytes []byte, size int64, meta func(off, metaLen, body i
 	if err != nil || !ok {
 		return fmt.Errorf("%w: footer without a schema", errCorrupt)
 	}
-	if err := schema.tables(1, func(fl fbTable) error { return checkField(fl, 0) }); err != nil {
-		return err
-	}
-	if err := checkKeyValues(schema, 2); err != nil {
-		return err
-	}
-	if _, _, err := schema.vector(3, 8); err != nil {
+	if err := checkSchema(schema); err != nil {
 		return err
 	}
 	if _, _, err := footer.vector(2, 24); err != nil { // dictionaries
@@ -270,6 +264,19 @@ func verifyFooter(footerBytes []byte, size int64, meta func(off, metaLen, body i
 		}
 	}
 	return nil
+}
+
+// checkSchema checks a Schema table: its fields (recursively), its
+// metadata and its features.
+func checkSchema(schema fbTable) error {
+	if err := schema.tables(1, func(fl fbTable) error { return checkField(fl, 0) }); err != nil {
+		return err
+	}
+	if err := checkKeyValues(schema, 2); err != nil {
+		return err
+	}
+	_, _, err := schema.vector(3, 8)
+	return err
 }
 
 // checkMessage checks a record batch message: its nodes and buffers fit,

@@ -59,6 +59,26 @@ func (f *sqliteFile) page(n int64) ([]byte, error) {
 	return f.read((n-1)*f.pageSize, f.pageSize)
 }
 
+// pageSet is the pages a walk has visited, a bit a page: a database of
+// tens of GB is millions of pages.
+type pageSet []uint64
+
+func newPageSet(pages int64) pageSet { return make(pageSet, pages/64+1) }
+
+// add marks page n (1-based, within the file) and says whether it was
+// new.
+func (s pageSet) add(n int64) bool {
+	if n < 1 || n/64 >= int64(len(s)) {
+		return true // past the file: page() refuses it
+	}
+	w, b := n/64, uint64(1)<<(n%64)
+	if s[w]&b != 0 {
+		return false
+	}
+	s[w] |= b
+	return true
+}
+
 // varint reads an SQLite varint (1–9 bytes, big-endian groups of 7 bits).
 func varint(b []byte) (int64, int, error) {
 	var v uint64
@@ -81,13 +101,12 @@ func varint(b []byte) (int64, int, error) {
 // in rowid order. A cycle, a page of another kind, or a walk past the
 // file's pages is an error.
 func (f *sqliteFile) scanTable(root int64, fn func(rec []any) error) error {
-	seen := map[int64]bool{}
+	seen := newPageSet(f.pages)
 	var walk func(n int64, depth int) error
 	walk = func(n int64, depth int) error {
-		if depth > maxSQLiteDepth || seen[n] {
+		if depth > maxSQLiteDepth || !seen.add(n) {
 			return fmt.Errorf("%w: the b-tree revisits page %d or nests past %d", errSQLite, n, maxSQLiteDepth)
 		}
-		seen[n] = true
 		p, err := f.page(n)
 		if err != nil {
 			return err
@@ -143,7 +162,7 @@ func (f *sqliteFile) scanTable(root int64, fn func(rec []any) error) error {
 
 // leafRecord reads the record of a table leaf cell at at, following its
 // overflow pages.
-func (f *sqliteFile) leafRecord(p []byte, at int, seen map[int64]bool) ([]any, error) {
+func (f *sqliteFile) leafRecord(p []byte, at int, seen pageSet) ([]any, error) {
 	size, k, err := varint(p[at:])
 	if err != nil {
 		return nil, err
@@ -175,10 +194,9 @@ func (f *sqliteFile) leafRecord(p []byte, at int, seen map[int64]bool) ([]any, e
 		}
 		next := int64(binary.BigEndian.Uint32(p[int64(at)+local:]))
 		for int64(len(payload)) < size {
-			if next == 0 || seen[next] {
+			if next == 0 || !seen.add(next) {
 				return nil, fmt.Errorf("%w: an overflow chain ends early or loops", errSQLite)
 			}
-			seen[next] = true
 			op, err := f.page(next)
 			if err != nil {
 				return nil, err

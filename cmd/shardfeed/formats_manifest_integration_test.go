@@ -84,7 +84,17 @@ spec:
 	if out, err := runCLI(t, "index", "-f", manifest, "--stream", "tokens", "--unit", "document"); err == nil || !strings.Contains(out+err.Error(), "--unit comes from the manifest's stream") {
 		t.Fatalf("--unit with -f: %v\n%s", err, out)
 	}
-	if out, err := runCLI(t, "plan", "-f", manifest, "--summary"); err != nil {
+	// plan and simulate read the two streams, their schemas joined
+	// (spec.missingColumns: null) as serve would join them.
+	out, err := runCLI(t, "plan", "-f", manifest, "--summary")
+	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	samples := images.StreamIndex().Samples() + tokens.StreamIndex().Samples()
+	if !strings.Contains(out, fmt.Sprint(samples)) {
+		t.Fatalf("plan --summary does not count the streams' %d samples:\n%s", samples, out)
+	}
+	if out, err := runCLI(t, "simulate", "-f", manifest, "--pods", "2", "--bandwidth", "100MB/s", "--step-time", "10ms"); err != nil || !strings.Contains(out, "dataset sections, epoch 0: ") || !strings.Contains(out, "POD  SHARDS  BYTES/EPOCH") {
+		t.Fatalf("simulate: %v\n%s", err, out)
 	}
 }

@@ -9,7 +9,6 @@ package lance_test
 // columns' bytes.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -28,29 +27,12 @@ import (
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
 )
 
 func oracle(t *testing.T, args ...string) []byte {
 	t.Helper()
 	return testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", args...)
-}
-
-// rows parses the oracle's JSON lines into canonical rows.
-func rows(t *testing.T, out []byte) []string {
-	t.Helper()
-	var rs []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<28)
-	for sc.Scan() {
-		var m map[string]any
-		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		d.UseNumber()
-		if err := d.Decode(&m); err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, testenv.Canonical(t, m))
-	}
-	return rs
 }
 
 // served indexes the dataset and reads every shard from its parts alone,
@@ -144,14 +126,14 @@ func TestLanceStreamsServePylanceRows(t *testing.T) {
 			if f.Lance.Version != w.Latest {
 				t.Fatalf("indexed version %d, the latest is %d", f.Lance.Version, w.Latest)
 			}
-			want := sorted(rows(t, oracle(t, "read", dir)))
+			want := sorted(formattest.Lines(t, oracle(t, "read", dir)))
 			compare(t, "latest", got, want)
 			for tag, v := range w.Tags {
 				f, got, _ := served(t, st, &format.TableOptions{Lance: datav1alpha1.LanceTable{Tag: tag}}, 256<<10)
 				if f.Lance.Version != v || f.Lance.Tag != tag {
 					t.Fatalf("tag %s: indexed version %d (tag %q), want %d", tag, f.Lance.Version, f.Lance.Tag, v)
 				}
-				compare(t, "tag "+tag, got, sorted(rows(t, oracle(t, "read", dir, "--tag", tag))))
+				compare(t, "tag "+tag, got, sorted(formattest.Lines(t, oracle(t, "read", dir, "--tag", tag))))
 			}
 		})
 	}
@@ -170,7 +152,7 @@ func TestLanceProjectionFetchesOnlyItsColumns(t *testing.T) {
 	_, all, allBytes := served(t, st, nil, 1<<20)
 	cols := []string{"id", "caption"}
 	f, got, projBytes := served(t, st, &format.TableOptions{Columns: cols}, 1<<20)
-	compare(t, "projected", got, sorted(rows(t, oracle(t, "read", dir, "--columns", "id,caption"))))
+	compare(t, "projected", got, sorted(formattest.Lines(t, oracle(t, "read", dir, "--columns", "id,caption"))))
 	if len(got) != len(all) {
 		t.Fatalf("%d rows projected, %d in all", len(got), len(all))
 	}
@@ -220,7 +202,7 @@ func TestLanceRefusals(t *testing.T) {
 			}
 			if c.columns != nil {
 				_, got, _ := served(t, st, &format.TableOptions{Columns: c.columns}, 1<<20)
-				compare(t, "projected", got, sorted(rows(t, oracle(t, "read", dir, "--columns", strings.Join(c.columns, ",")))))
+				compare(t, "projected", got, sorted(formattest.Lines(t, oracle(t, "read", dir, "--columns", strings.Join(c.columns, ",")))))
 			}
 		})
 	}
@@ -385,18 +367,5 @@ func listSizes(t *testing.T, st store.Store) []int64 {
 
 func compare(t *testing.T, what string, got, want []string) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d rows served, pylance reads %d", what, len(got), len(want))
-	}
-	bad := 0
-	for i := range want {
-		if got[i] != want[i] {
-			if bad++; bad <= 2 {
-				t.Errorf("%s: row %d:\n got %.400s\nwant %.400s", what, i, got[i], want[i])
-			}
-		}
-	}
-	if bad > 0 {
-		t.Fatalf("%s: %d of %d rows differ", what, bad, len(want))
-	}
+	formattest.Compare(t, what, "pylance", got, want)
 }

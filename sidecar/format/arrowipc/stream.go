@@ -132,16 +132,7 @@ func nextMessage(data []byte, off int64) (m Message, typ int, meta, body []byte,
 // checkSchemaMessage checks a schema message's fields, as a file's footer
 // schema is checked.
 func checkSchemaMessage(meta []byte) error {
-	p := 0
-	if binary.LittleEndian.Uint32(meta) == 0xFFFFFFFF {
-		p = 4
-	}
-	f := &fbuf{b: meta[p+4:]}
-	root, err := f.u32(0)
-	if err != nil {
-		return err
-	}
-	msg, err := f.table(root)
+	msg, err := messageTable(meta)
 	if err != nil {
 		return err
 	}
@@ -152,15 +143,24 @@ func checkSchemaMessage(meta []byte) error {
 	return checkSchema(schema)
 }
 
-// batchRows reads a record batch message's row count.
-func batchRows(meta []byte) (int64, error) {
+// messageTable is the Message table of an encapsulated message's metadata
+// (its continuation marker, if any, and length first).
+func messageTable(meta []byte) (fbTable, error) {
 	p := 0
 	if binary.LittleEndian.Uint32(meta) == 0xFFFFFFFF {
 		p = 4
 	}
 	f := &fbuf{b: meta[p+4:]}
-	root, _ := f.u32(0)
-	msg, err := f.table(root)
+	root, err := f.u32(0)
+	if err != nil {
+		return fbTable{}, err
+	}
+	return f.table(root)
+}
+
+// batchRows reads a record batch message's row count.
+func batchRows(meta []byte) (int64, error) {
+	msg, err := messageTable(meta)
 	if err != nil {
 		return 0, err
 	}
@@ -172,7 +172,7 @@ func batchRows(meta []byte) (int64, error) {
 	if err != nil || lp == 0 {
 		return 0, err
 	}
-	n, _ := f.i64(lp)
+	n, _ := msg.f.i64(lp)
 	if n < 0 {
 		return 0, fmt.Errorf("%w: %d rows", errCorrupt, n)
 	}

@@ -66,8 +66,10 @@ func FuzzIndexAndDecode(f *testing.F) {
 	f.Add([]byte(Magic), []byte{}, false)
 	f.Fuzz(func(t *testing.T, idx, bin []byte, sequences bool) {
 		dir := t.TempDir()
-		if os.WriteFile(filepath.Join(dir, "d.idx"), idx, 0o600) != nil || os.WriteFile(filepath.Join(dir, "d.bin"), bin, 0o600) != nil {
-			t.Skip()
+		for name, b := range map[string][]byte{"d.idx": idx, "d.bin": bin} {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 		u, _ := url.Parse("file://" + dir + "/")
 		st, err := local.Open(context.Background(), store.Source{URI: u.String()}, u)

@@ -36,6 +36,14 @@ from loaders import DECODE, ORACLE, PEERS, ROOT, Serve, log, measure_all, run_ch
 
 BATCH = {"images": 64, "tokens": 512}
 PACKED = "  packing: {column: tokens, sequenceLength: 2048, method: concatenate}\n"
+# What GPTDataset gives a step (tokens, labels: the tokens shifted, the loss
+# mask, positions), as a pack's columns; and the row of every column a pack
+# has (cu_seqlens and doc_ids too: a tensor a row each, which GPTDataset
+# does not give).
+GPT_COLUMNS = "tokens,position_ids,loss_mask"
+DECODE_LIMIT = "the limit: libjpeg-turbo's decode alone on every core (no resize, no loader)"
+LIMIT_WORKERS = -1  # a row of its own: every core, no DataLoader
+EVERY_PACKED_COLUMN = "shardfeed, every packed column (+ cu_seqlens, doc_ids)"
 
 
 class FormatServe(Serve):
@@ -103,11 +111,25 @@ def main() -> None:
                          "tokens": [("megatron-core IndexedDataset", "read-megatron")],
                          "sequences": [("megatron-core GPTDataset", "read-gpt")]}[kind]
                 for workers in (0, 2):
-                    jobs.append((f"{kind}/shardfeed", workers,
-                                 lambda e, b, s=serve, w=workers, r=reader: run_child(r, s.socket, w, e, b), f"{kind}: shardfeed"))
+                    if kind == "sequences":
+                        # GPTDataset's columns (its labels are the tokens
+                        # shifted by one), and every column a pack has.
+                        jobs.append((f"{kind}/shardfeed", workers,
+                                     lambda e, b, s=serve, w=workers: run_child("read-shardfeed-columns", s.socket, w, e, GPT_COLUMNS, b),
+                                     f"{kind}: shardfeed"))
+                        jobs.append((f"{kind}/{EVERY_PACKED_COLUMN}", workers,
+                                     lambda e, b, s=serve, w=workers: run_child("read-shardfeed", s.socket, w, e, b),
+                                     f"{kind}: {EVERY_PACKED_COLUMN}"))
+                    else:
+                        jobs.append((f"{kind}/shardfeed", workers,
+                                     lambda e, b, s=serve, w=workers, r=reader: run_child(r, s.socket, w, e, b), f"{kind}: shardfeed"))
                     for name, cmd in peers:
                         jobs.append((f"{kind}/{name}", workers,
                                      lambda e, b, c=cmd, d=data, w=workers, n=batch: run_peer(c, d, w, n, e, b), f"{kind}: {name}"))
+            # The decode limit: what decoding these JPEGs costs any loader
+            # on this machine's cores (report.py sets the rows against it).
+            jobs.append((f"images-decoded/{DECODE_LIMIT}", LIMIT_WORKERS,
+                         lambda e, b: run_peer("decode-limit", images, 0, 0, e, b), "images-decoded: the decode limit"))
             for m in measure_all(jobs, args.runs, args.time_box):
                 kind, name = m["loader"].split("/", 1)
                 result["rows"].append({**m, "kind": kind, "loader": name})

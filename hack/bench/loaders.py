@@ -139,9 +139,9 @@ spec:
 
 
 def run_shardfeed(socket: str, workers: int, epoch: int, time_box: float | None, handoff: bool = True,
-                  binary_as: str = "bytes") -> dict:
+                  binary_as: str = "bytes", columns: list[str] | None = None) -> dict:
     def make():
-        ds = shardfeed.FeedDataset(socket, rank=0, world_size=1, handoff=handoff, binary_as=binary_as)
+        ds = shardfeed.FeedDataset(socket, rank=0, world_size=1, handoff=handoff, binary_as=binary_as, columns=columns)
         loader = shardfeed.FeedLoader(ds, num_workers=workers)
         loader.set_epoch(epoch)
         return loader
@@ -271,6 +271,8 @@ def child(argv: list[str]) -> None:
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box)
     elif cmd == "read-shardfeed-array":
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, binary_as="array")
+    elif cmd == "read-shardfeed-columns":  # SOCKET WORKERS EPOCH COLUMN,COLUMN… BOX
+        t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, columns=args[3].split(","))
     elif cmd == "read-shardfeed-socket":
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, handoff=False)
     elif cmd == "resume-shardfeed":

@@ -14,6 +14,7 @@ in DIR/litdata, Parquet in DIR/parquet). Each peer is used as its docs show.
   peers.py decode-litdata DIR WORKERS BATCH EPOCH TIME_BOX  the same with LitData
   peers.py read-wds DIR WORKERS BATCH EPOCH TIME_BOX        webdataset: WebDataset (shard and sample shuffles) in its WebLoader
   peers.py decode-wds DIR WORKERS BATCH EPOCH TIME_BOX      the same, images decoded and resized in the workers
+  peers.py decode-limit DIR WORKERS BATCH EPOCH TIME_BOX    the limit: every image decoded alone by libjpeg-turbo, a process a core
   peers.py read-megatron DIR WORKERS BATCH EPOCH TIME_BOX   megatron-core's IndexedDataset in a DataLoader, shuffled
   peers.py read-gpt DIR WORKERS BATCH EPOCH TIME_BOX        megatron-core's GPTDataset (sequences of 2048 tokens) in a DataLoader
   peers.py prepare-formats IMAGES TOKENS                    write IMAGES/wds/ (tars, webdataset's ShardWriter) and
@@ -302,6 +303,43 @@ def decode_wds(path, workers, batch, epoch, time_box):
     return touch_loop(lambda: wds.WebLoader(_wds(path, epoch, batch, True), batch_size=None, num_workers=workers), time_box)
 
 
+def decode_limit(path, workers, batch, epoch, time_box):
+    """The machine's limit for decoded images: each image's JPEG decoded by
+    libjpeg-turbo (Pillow's build, the library every loader here calls) in
+    one process a core, with no resize, no loader and no hand-off: what any
+    loader must spend on these images whatever it does next. Each process
+    decodes every cores-th image for up to time_box seconds; the rate is
+    their images over the slowest one's time."""
+    import multiprocessing
+
+    import pyarrow.parquet as pq
+
+    blobs = [b for part in sorted(Path(path, "parquet").glob("*.parquet"))
+             for b in pq.read_table(part, columns=["image"]).column(0).to_pylist()]
+    cores = os.cpu_count() or 1
+    with multiprocessing.get_context("fork").Pool(cores) as pool:
+        parts = pool.starmap(_decode_part, [(blobs[k::cores], time_box) for k in range(cores)])
+    done, seconds = sum(n for n, _ in parts), max(t for _, t in parts)
+    return {"first": 0.0, "rest": seconds, "samples": done, "rest_samples": done, "checksum": 0.0,
+            "complete": done == len(blobs), "rss_mib": 0.0, "worker_rss_mib": 0.0}
+
+
+def _decode_part(blobs, time_box):
+    """(images decoded, seconds): blobs decoded in order until time_box."""
+    import time
+
+    from PIL import Image
+
+    start = time.perf_counter()
+    n = 0
+    for b in blobs:
+        Image.open(io.BytesIO(b)).load()
+        n += 1
+        if time_box and time.perf_counter() - start > time_box:
+            break
+    return n, time.perf_counter() - start
+
+
 def read_megatron(path, workers, batch, epoch, time_box):
     """megatron-core's IndexedDataset (memory-mapped .bin/.idx) read a
     document a sample in a shuffled DataLoader: what its GPTDataset reads
@@ -400,7 +438,7 @@ def prepare_formats(images_dir, tokens_dir):
     return {"ok": True}
 
 
-READERS = {"read-wds": read_wds, "decode-wds": decode_wds, "read-megatron": read_megatron, "read-gpt": read_gpt,
+READERS = {"read-wds": read_wds, "decode-wds": decode_wds, "decode-limit": decode_limit, "read-megatron": read_megatron, "read-gpt": read_gpt,
            "read-mosaic": read_mosaic, "read-lance": read_lance, "resume-mosaic": resume_mosaic, "read-litdata": read_litdata,
            "resume-litdata": resume_litdata, "read-ray": read_ray, "read-tdu": read_tdu, "decode-mosaic": decode_mosaic,
            "decode-litdata": decode_litdata}

@@ -256,7 +256,7 @@ def packing_block(packing: dict, go: GoResults | None) -> str:
 # its title and the target against the best peer.
 SHARD_FORMAT_KINDS = (("images", "WebDataset images, their bytes", 3), ("images-decoded", "WebDataset images decoded to 224×224", 3),
                       ("tokens", "Megatron documents (2048 tokens each)", None),
-                      ("sequences", "Megatron sequences of 2048 tokens (shardfeed: spec.packing, concatenate)", 10))
+                      ("sequences", "Megatron sequences of 2048 tokens (shardfeed: spec.packing, concatenate; GPTDataset's columns)", 10))
 
 
 def shard_formats_block(data: dict) -> str:
@@ -274,10 +274,11 @@ def shard_formats_block(data: dict) -> str:
             continue
         out.append(f"**{title}**, samples/s after the first batch, median [min–max]:\n")
         lines, verdicts = [], []
-        for workers in sorted({r["workers"] for r in rows}):
+        limit = next((r for r in rows if r["workers"] < 0), None)
+        for workers in sorted({r["workers"] for r in rows if r["workers"] >= 0}):
             at = [r for r in rows if r["workers"] == workers]
             ours = next(r for r in at if r["loader"] == "shardfeed")
-            peers = [r for r in at if r["loader"] != "shardfeed"]
+            peers = [r for r in at if not r["loader"].startswith("shardfeed")]
             best = max(peers, key=lambda r: r["rate"]["median"])
             for r in at:
                 st = Stat([r["rate"]["median"], r["rate"]["min"], r["rate"]["max"]])
@@ -289,7 +290,17 @@ def shard_formats_block(data: dict) -> str:
             verdict = f"{workers} workers: {ratio:.1f}× {best['loader']} ({low:.1f}× its best run against our worst)"
             if target:
                 verdict += f", ≥ {target}×: {'met' if ratio >= target else 'NOT met'}"
+            if limit:
+                bound = limit["rate"]["median"] / best["rate"]["median"]
+                verdict += (f"; shardfeed at {ours['rate']['median'] / limit['rate']['median']:.2f}× the decode limit, which is itself "
+                            f"{bound:.2f}× {best['loader']}")
+                if target and bound < target:
+                    verdict += f" (≥ {target}× is out of any loader's reach on these cores)"
             verdicts.append(verdict)
+        if limit:
+            st = Stat([limit["rate"]["median"], limit["rate"]["min"], limit["rate"]["max"]])
+            st.median, st.min, st.max = limit["rate"]["median"], limit["rate"]["min"], limit["rate"]["max"]
+            lines.append([limit["loader"], "every core", st.fmt(",.0f", False), "–", ""])
         out.append(table(["loader", "workers", "samples/s", "first batch", "shardfeed ÷ best peer"], lines))
         out.append("\n" + "; ".join(verdicts) + ".\n")
     return "\n".join(out)

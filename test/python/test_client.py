@@ -363,6 +363,28 @@ def test_a_column_arrives_as_one_type_in_every_batch_with_rare_nulls(feed_factor
         assert seen == 1, "the batch holding the null must be delivered once"
 
 
+@pytest.mark.parametrize("output", ["numpy", "torch"])
+def test_ragged_columns_split_by_row(output):
+    """Variable-length lists of numbers (packing's cu_seqlens and doc_ids)
+    come out as one array or tensor a row, each viewing the batch: sliced
+    columns (offsets not at 0), empty rows, large lists and empty batches."""
+    lists = pa.array([[1, 2], [], [3], [4, 5, 6], [7]], pa.list_(pa.int32()))
+    large = pa.array([[0.5], [1.5, 2.5], [], [], [3.5]], pa.large_list(pa.float64()))
+    batch = pa.record_batch([lists, large], names=["lists", "large"])
+    for rows in (batch, batch.slice(1, 3), batch.slice(2, 0)):
+        got = _convert.converter(None, rows, output, None)(rows)
+        for name in ("lists", "large"):
+            want = rows.column(name).to_pylist()
+            values = got[name]
+            assert [v.tolist() for v in values] == want, (name, rows.num_rows)
+            for v in values:
+                kind = torch.Tensor if output == "torch" else np.ndarray
+                assert isinstance(v, kind) and v.ndim == 1, (name, v)
+                if output == "numpy":
+                    assert not v.flags.owndata, name
+    assert [v.dtype for v in _convert.converter(None, batch, "torch", None)(batch)["lists"]] == [torch.int32] * 5
+
+
 def test_binary_arrays_view_the_batch():
     """binary_as="array": each binary value a uint8 array over the column's
     data buffer (no copy), sliced columns, large binaries, empty values and

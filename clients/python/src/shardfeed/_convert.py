@@ -135,17 +135,61 @@ def _fixed_dims(t: pa.DataType) -> list[int] | None:
 ColumnConverter = Callable[[pa.Array], Any]
 
 
+class Ragged:
+    """Variable-sized values of a column, one per row, as one array of the
+    values and the rows' bounds in it: made into a list of arrays (numpy
+    output) or of tensors (torch output, by one split) when the batch is
+    delivered, not value by value (a batch of 512 packed rows spent more
+    on its two ragged columns' slices than on the rest of the batch)."""
+
+    __slots__ = ("values", "bounds", "valid")
+
+    def __init__(self, values: np.ndarray, bounds: list[int], valid: np.ndarray | None):
+        self.values, self.bounds, self.valid = values, bounds, valid
+
+    def arrays(self) -> list[np.ndarray | None]:
+        v, b = self.values, self.bounds
+        out: list[np.ndarray | None] = [v[b[i]:b[i + 1]] for i in range(len(b) - 1)]
+        return self._nulls(out)
+
+    def tensors(self) -> list[Any]:
+        import torch
+
+        b = self.bounds
+        if len(b) < 2:
+            return []
+        lengths = [b[i + 1] - b[i] for i in range(len(b) - 1)]
+        values = torch.from_numpy(self.values[b[0]:b[-1]])
+        return self._nulls(list(torch.split(values, lengths)))
+
+    def _nulls(self, out: list[Any]) -> list[Any]:
+        """out with None where the column is null."""
+        if self.valid is None:
+            return out
+        return [v if ok else None for v, ok in zip(out, self.valid)]
+
+
+def _validity(col: pa.Array) -> np.ndarray | None:
+    """Each row's validity, or None if no row is null."""
+    return col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else None
+
+
 def _generic(col: pa.Array) -> Any:
-    """Variable-length lists of numbers as lists of arrays; anything else
-    (strings, binaries, structs, maps, nulls) as Python values."""
+    """Variable-length lists of numbers as Ragged (lists of arrays); anything
+    else (strings, binaries, structs, maps, nulls) as Python values."""
     t = col.type
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         inner = t.value_type
         if (pa.types.is_integer(inner) or pa.types.is_floating(inner)) and not col.null_count:
+            child = col.values
+            if child.null_count == 0:
+                # The child as it is (a view; flatten() would go through a
+                # compute kernel), read at the rows' offsets.
+                offsets = col.offsets.to_numpy()
+                return Ragged(child.to_numpy(zero_copy_only=False), offsets.tolist(), None)
             values = col.flatten().to_numpy(zero_copy_only=False)
             offsets = col.offsets.to_numpy()
-            offsets = offsets - offsets[0]
-            return [values[offsets[i]:offsets[i + 1]] for i in range(len(col))]
+            return Ragged(values, (offsets - offsets[0]).tolist(), None)
     return col.to_pylist()
 
 
@@ -160,7 +204,7 @@ def _nulls_as_none(col: pa.Array, values: Any) -> list[Any]:
     return [v if ok else None for v, ok in zip(values, valid)]
 
 
-def _binary_arrays(col: pa.Array) -> list[np.ndarray | None]:
+def _binary_arrays(col: pa.Array) -> Ragged:
     """Each value of a binary column as a uint8 array viewing its data
     buffer (None where null): no bytes copied, so the values keep the
     batch (and its shared-memory slot) alive as a tensor does."""
@@ -168,10 +212,7 @@ def _binary_arrays(col: pa.Array) -> list[np.ndarray | None]:
     _, offsets_buf, data_buf = col.buffers()[:3]
     n = len(col)
     offsets = np.frombuffer(offsets_buf, dtype=np.int64 if large else np.int32, count=col.offset + n + 1)[col.offset:]
-    data = _uint8(data_buf)
-    bounds = offsets.tolist()
-    out: list[np.ndarray | None] = [data[bounds[i]:bounds[i + 1]] for i in range(n)]
-    return _nulls_as_none(col, out) if col.null_count else out
+    return Ragged(_uint8(data_buf), offsets.tolist(), _validity(col))
 
 
 def _fixed_binary_array(col: pa.Array) -> Any:
@@ -281,6 +322,7 @@ class Converter:
         return bool(batch.schema.equals(self.schema))
 
     def to_numpy(self, batch: pa.RecordBatch) -> dict[str, Any]:
+        """The kept columns, ragged ones (Ragged) not yet split by row."""
         return {name: conv(batch.column(i)) for i, name, conv in self._columns}
 
     def __call__(self, batch: pa.RecordBatch) -> Any:
@@ -289,7 +331,7 @@ class Converter:
             return batch if self._all else batch.select(self._keep)
         out = self.to_numpy(batch)
         if self.output == "numpy":
-            return Batch(out)
+            return Batch(_arrays(out))
         return Batch(_to_torch(out))
 
 
@@ -323,6 +365,11 @@ def _to_torch(values: dict[str, Any]) -> dict[str, Any]:
     return _tensors(values)
 
 
+def _arrays(values: dict[str, Any]) -> dict[str, Any]:
+    """values with each Ragged column split into a list of arrays."""
+    return {name: v.arrays() if isinstance(v, Ragged) else v for name, v in values.items()}
+
+
 def _tensors(values: dict[str, Any]) -> dict[str, Any]:
     import torch
 
@@ -330,6 +377,8 @@ def _tensors(values: dict[str, Any]) -> dict[str, Any]:
     for name, value in values.items():
         if isinstance(value, np.ndarray):
             out[name] = torch.from_numpy(value)
+        elif isinstance(value, Ragged):
+            out[name] = value.tensors()
         elif isinstance(value, list) and isinstance(next((v for v in value if v is not None), None), np.ndarray):
             out[name] = [torch.from_numpy(v) if v is not None else None for v in value]
         else:

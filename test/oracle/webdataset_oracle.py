@@ -14,6 +14,14 @@ test time by webdataset's TarWriter, never vendored.
       train split, no dataset.yaml): its index (.nv-meta/: .info.json,
       index.sqlite) and a .tar.idx beside each tar, which shardfeed index
       reuses instead of reading the tars.
+  webdataset_oracle.py wids DIR
+      runs wids' `widsindex create` in DIR on its tars: DIR/shardindex.json
+      (each tar's url, sample count, size and md5), which shardfeed index
+      reuses instead of reading the tars.
+  webdataset_oracle.py read-wids INDEX CACHE
+      prints the samples of wids' ShardListDataset over INDEX (its cache in
+      CACHE), in order, as read prints them (wids' raw bytes, typed by
+      webdataset's default decoders).
   webdataset_oracle.py read URL… [--decode]
       prints the samples of the tars as webdataset.WebDataset reads them, one
       JSON object per line, in order: "__key__", each extension's value with
@@ -144,6 +152,39 @@ def energon(d: str) -> None:
                    check=True, stdout=subprocess.DEVNULL)
 
 
+def wids_index(d: str) -> None:
+    import subprocess
+    cli = os.path.join(os.path.dirname(sys.executable), "widsindex")
+    tars = sorted(n for n in os.listdir(d) if n.endswith(".tar"))
+    subprocess.run([cli, "create", *tars, "--output", "shardindex.json"], cwd=d, check=True, stdout=subprocess.DEVNULL)
+
+
+def typed(ext: str, data: bytes):
+    """A member's bytes as webdataset's default decoders give them (the
+    extensions these tests write), else hex."""
+    if ext == "txt":
+        return data.decode("utf-8")
+    if ext == "cls":
+        return int(data)
+    if ext == "json":
+        return json.loads(data)
+    return data.hex()
+
+
+def read_wids(index: str, cache: str) -> None:
+    import wids
+
+    ds = wids.ShardListDataset(index, cache_dir=cache, transformations=[])
+    out = sys.stdout
+    for i in range(len(ds)):
+        s = ds[i]
+        row = {"__key__": s["__key__"]}
+        for k, v in s.items():
+            if k.startswith("."):
+                row[k[1:]] = typed(k[1:], bytes(v.read() if hasattr(v, "read") else v))
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -156,6 +197,11 @@ def main() -> None:
     w.add_argument("--image-bytes", type=int, default=3000)
     e = sub.add_parser("energon")
     e.add_argument("dir")
+    x = sub.add_parser("wids")
+    x.add_argument("dir")
+    y = sub.add_parser("read-wids")
+    y.add_argument("index")
+    y.add_argument("cache")
     r = sub.add_parser("read")
     r.add_argument("urls", nargs="+")
     r.add_argument("--decode", action="store_true")
@@ -164,6 +210,10 @@ def main() -> None:
         print(json.dumps(write(a.dir, a.tars, a.samples, a.case, a.seed, a.image_bytes)))
     elif a.cmd == "energon":
         energon(a.dir)
+    elif a.cmd == "wids":
+        wids_index(a.dir)
+    elif a.cmd == "read-wids":
+        read_wids(a.index, a.cache)
     else:
         read(a.urls, a.decode)
 

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/shardfeed/shardfeed/internal/index"
@@ -105,4 +106,29 @@ func TestKeyExtAsWebDataset(t *testing.T) {
 			t.Errorf("keyExt(%q) = %q, %q, %t; want %q, %q", c.name, key, ext, ok, c.key, c.ext)
 		}
 	}
+}
+
+// FuzzWidsIndex: any shardindex.json is read or refused, never a panic, and
+// every url it resolves to a key names one under the stream's root.
+func FuzzWidsIndex(f *testing.F) {
+	f.Add([]byte(`{"__kind__": "wids-shard-index-v1", "wids_version": 1, "shardlist": [{"url": "a.tar", "nsamples": 3, "filesize": 10240}]}`), "")
+	f.Add([]byte(`{"wids_version": 1, "shardlist": [{"url": "../x.tar", "nsamples": 1}, {"url": "/abs/y.tar", "nsamples": 2}]}`), "sub/")
+	f.Add([]byte(`{"wids_version": 1, "base": "mem://", "shardlist": [{"url": "mem://d/./a.tar", "nsamples": 0}], "datasets": []}`), "mem://")
+	f.Fuzz(func(t *testing.T, data []byte, base string) {
+		wf, err := readWids(context.Background(), memStore(data))
+		if err != nil || wf == nil {
+			return
+		}
+		for _, s := range wf.Shardlist {
+			if s.NSamples == nil || *s.NSamples < 0 {
+				t.Fatalf("%q read with a count of %v", s.URL, s.NSamples)
+			}
+			for _, b := range []string{wf.Base, base} {
+				key, ok := widsKey(memStore(nil), b, s.URL)
+				if ok && (key == "" || key == "." || key == ".." || strings.HasPrefix(key, "../") || strings.HasPrefix(key, "/")) {
+					t.Fatalf("%q (base %q) resolved to the key %q, outside the stream", s.URL, b, key)
+				}
+			}
+		}
+	})
 }

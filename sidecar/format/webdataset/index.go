@@ -32,13 +32,20 @@ type tarIndex struct {
 
 var _ format.StreamIndexer = Format{}
 
-// IndexObjects implements format.StreamIndexer: the tars are read
+// IndexObjects implements format.StreamIndexer: an index beside the tars
+// is reused (Megatron-Energon's, else wids'), or the tars are read
 // concurrently, each through ranged reads of its headers alone (a
 // compressed one whole), and their shards listed in key order. The
 // stream's schema is the key and every extension seen, typed by
 // DefaultType or as opts.Schema says.
 func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.Object, f *index.File, opts format.IndexOptions) error {
 	if reused, exts, ok, err := energonIndex(ctx, st, objects, opts); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		return collect(objects, reused, exts, f, opts)
+	}
+	if reused, exts, ok, err := widsIndex(ctx, st, objects, opts); err != nil || ok {
 		if err != nil {
 			return err
 		}

@@ -256,3 +256,118 @@ func TestWebDatasetReusesEnergonsIndex(t *testing.T) {
 		t.Fatalf("a damaged .tar.idx: %v", err)
 	}
 }
+
+// With wids' shard index beside the tars (widsindex create), index reads
+// the first tar's headers alone: every other tar is one shard of the
+// samples wids counts, read whole, and every sample is served as wids'
+// ShardListDataset reads it. An index that does not describe the tars as
+// they are is set aside (the tars' headers read, a note says why); one
+// that is not wids' is refused, naming it.
+func TestWebDatasetReusesWidsIndex(t *testing.T) {
+	dir := t.TempDir()
+	w := write(t, dir, "--tars", "3", "--samples", "25", "--case", "basic")
+	oracle(t, "wids", dir)
+	ctx := context.Background()
+	rk := &readKeys{Store: formattest.OpenDir(t, dir), keys: map[string]int64{}}
+	var notes []string
+	opts := format.IndexOptions{ShardBytes: 16 << 10, Note: func(msg string) { notes = append(notes, msg) }}
+	f, got := served(t, rk, opts)
+	if len(notes) != 1 || !strings.Contains(notes[0], "reused wids' shard index (shardindex.json): a shard per tar") {
+		t.Fatalf("notes %q", notes)
+	}
+	// Only the first tar was read at indexing (then every shard by served).
+	rk.keys = map[string]int64{}
+	if _, err := formats.Default().Index(ctx, rk, datav1alpha1.FormatWebDataset, opts); err != nil {
+		t.Fatal(err)
+	}
+	for key := range rk.keys {
+		if strings.HasSuffix(key, ".tar") && key != w.Tars[0] {
+			t.Fatalf("indexing with wids' index read %s (reads: %v)", key, rk.keys)
+		}
+	}
+	for _, e := range f.Shards {
+		if e.Object == w.Tars[0] {
+			continue
+		}
+		size := must(os.Stat(filepath.Join(dir, e.Object))).Size()
+		if e.Offset != 0 || e.Length != size || e.Samples != 25 {
+			t.Fatalf("shard %s: %d bytes at %d, %d samples; want the whole tar (%d bytes), 25 samples", e.Name, e.Length, e.Offset, e.Samples, size)
+		}
+	}
+	compare(t, "wids", got, formattest.Lines(t, oracle(t, "read-wids", filepath.Join(dir, "shardindex.json"), t.TempDir())))
+
+	index := filepath.Join(dir, "shardindex.json")
+	pristine := must(os.ReadFile(index))
+	edit := func(fn func(doc map[string]any)) {
+		var doc map[string]any
+		if err := json.Unmarshal(pristine, &doc); err != nil {
+			t.Fatal(err)
+		}
+		fn(doc)
+		if err := os.WriteFile(index, must(json.Marshal(doc)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shard := func(doc map[string]any, k int) map[string]any {
+		return doc["shardlist"].([]any)[k].(map[string]any)
+	}
+	for _, tc := range []struct {
+		name, note string
+		edit       func(doc map[string]any)
+	}{
+		{"a tar it does not list", "does not list " + w.Tars[2], func(doc map[string]any) {
+			doc["shardlist"] = doc["shardlist"].([]any)[:2]
+		}},
+		{"a tar of another size", "re-run widsindex create", func(doc map[string]any) { shard(doc, 1)["filesize"] = 12345.0 }},
+		{"a miscount of the first tar", "counts 24 samples in " + w.Tars[0] + ", and its headers 25", func(doc map[string]any) {
+			shard(doc, 0)["nsamples"] = 24.0
+		}},
+		{"a tar elsewhere", "which is not under", func(doc map[string]any) { shard(doc, 1)["url"] = "s3://elsewhere/x.tar" }},
+		{"sub-datasets", "names sub-datasets", func(doc map[string]any) { doc["datasets"] = []any{map[string]any{"source_url": "x.json"}} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			edit(tc.edit)
+			notes = nil
+			f, err := formats.Default().Index(ctx, formattest.OpenDir(t, dir), datav1alpha1.FormatWebDataset, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(notes) != 1 || !strings.Contains(notes[0], tc.note) || !strings.Contains(notes[0], "reading the tars' headers instead") {
+				t.Fatalf("notes %q, want one saying %q", notes, tc.note)
+			}
+			for _, e := range f.Shards {
+				if e.Offset == 0 && e.Length == e.ObjectSize {
+					t.Fatalf("shard %s is a whole tar, not cut by its headers", e.Name)
+				}
+			}
+		})
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"not JSON", "{", "is not wids' shard index"},
+		{"another version", `{"wids_version": 2, "shardlist": []}`, "not a wids shard index of version 1"},
+		{"another kind", `{"__kind__": "x", "wids_version": 1, "shardlist": []}`, `is a "x"`},
+		{"a count missing", `{"wids_version": 1, "shardlist": [{"url": "a.tar"}]}`, "a.tar has no count of samples"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(index, []byte(tc.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := formats.Default().Index(ctx, formattest.OpenDir(t, dir), datav1alpha1.FormatWebDataset, opts)
+			if err == nil || !strings.Contains(err.Error(), "shardindex.json") || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "widsindex create") {
+				t.Fatalf("got %v, want an error naming shardindex.json and saying %q", err, tc.want)
+			}
+		})
+	}
+	// A later tar wids miscounts is a corrupt shard when it is read.
+	edit(func(doc map[string]any) { shard(doc, 2)["nsamples"] = 24.0 })
+	f = formattest.Index(t, formattest.OpenDir(t, dir), datav1alpha1.FormatWebDataset, opts)
+	r, err := formats.Default().Open(f.Layout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := len(f.Shards) - 1
+	data := must(os.ReadFile(filepath.Join(dir, f.Shards[last].Object)))
+	if _, err := r.Records(ctx, last, [][]byte{data}, nil); err == nil || !strings.Contains(err.Error(), "25 samples, the index says 24") {
+		t.Fatalf("a miscounted tar: %v", err)
+	}
+}

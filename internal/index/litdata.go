@@ -14,6 +14,18 @@ type LitData struct {
 	// DataFormats are the leaves' LitData formats ("int", "str",
 	// "no_header_numpy:2", …), one per column.
 	DataFormats []string `json:"dataFormats"`
+	// Arrays are the dtype and shape of each column of LitData's
+	// multi-dimensional arrays ("numpy", "tensor"), which a chunk stores
+	// per item and a column has one of: learnt from the items when
+	// indexed.
+	Arrays map[string]LitArray `json:"arrays,omitempty"`
+}
+
+// LitArray is the dtype (LitData's code for the column's data format:
+// its numpy or torch table) and shape of every value of an array column.
+type LitArray struct {
+	DType int   `json:"dtype"`
+	Shape []int `json:"shape"`
 }
 
 func (l *LitData) check() error {
@@ -26,6 +38,19 @@ func (l *LitData) check() error {
 			return errors.New("the columns need distinct names")
 		}
 		seen[c] = true
+	}
+	for c, a := range l.Arrays {
+		if !seen[c] {
+			return fmt.Errorf("an array of no column %q", c)
+		}
+		if a.DType < 0 {
+			return fmt.Errorf("column %q: dtype %d", c, a.DType)
+		}
+		for _, d := range a.Shape {
+			if d < 0 {
+				return fmt.Errorf("column %q: shape %v", c, a.Shape)
+			}
+		}
 	}
 	return nil
 }

@@ -16,8 +16,11 @@ Cases:
   strings  dicts of strings and integers only (LitData also appends its
            rows as an Arrow IPC file to each chunk: read from there);
   jpeg     a JPEG image (PIL) and a label;
+  arrays   multi-dimensional numpy arrays (LitData's "numpy": a header of
+           dtype and shape per item) and torch tensors ("tensor", its
+           header big-endian), one shape a column, and a 0-d tensor;
   nested   a dict holding a dict (refused by shardfeed);
-  numpy2d  a 2-D numpy array (LitData's "numpy" format: refused).
+  ragged2d 2-D numpy arrays of two shapes in one column (refused).
 """
 
 import argparse
@@ -43,9 +46,13 @@ def item(case: str, i: int):
         Image.fromarray(arr).save(b, format="JPEG")
         b.seek(0)
         return {"image": Image.open(b), "label": i % 7}
+    if case == "arrays":
+        rng = np.random.default_rng(i)
+        return {"id": i, "x": rng.random((2, 3), dtype=np.float32), "m": rng.integers(-9, 9, (3, 2, 2), dtype=np.int16),
+                "img": torch.from_numpy(rng.integers(0, 256, (4, 4), dtype=np.uint8)), "t": torch.tensor(i * 1.5, dtype=torch.float64)}
     if case == "nested":
         return {"a": {"b": i}, "c": i}
-    return {"x": np.zeros((2, 3), dtype=np.float32) + i}
+    return {"x": np.zeros((2, 3 + i % 2), dtype=np.float32) + i}
 
 
 def plain(v):
@@ -54,7 +61,7 @@ def plain(v):
     if isinstance(v, np.ndarray):
         return v.tolist()
     if isinstance(v, torch.Tensor):
-        if v.dtype == torch.uint8 and v.dim() == 3:
+        if v.dtype == torch.uint8 and v.dim() == 3 and v.shape[0] == 3:
             return {"shape": list(v.shape)}
         return v.tolist()
     if isinstance(v, dict):
@@ -72,7 +79,7 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("write")
     w.add_argument("dir")
-    w.add_argument("--case", required=True, choices=["mixed", "strings", "jpeg", "nested", "numpy2d"])
+    w.add_argument("--case", required=True, choices=["mixed", "strings", "jpeg", "arrays", "nested", "ragged2d"])
     w.add_argument("--items", type=int, default=60)
     r = sub.add_parser("read")
     r.add_argument("dir")

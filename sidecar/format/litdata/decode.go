@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -151,13 +152,9 @@ func decodeArrow(schema *arrow.Schema, rows []byte, n int64, keep []int) (arrow.
 // decodeItems reads a chunk's items: offsets after the count, each item
 // its leaves' sizes then the leaves.
 func decodeItems(l *index.LitData, schema *arrow.Schema, chunk []byte, n int, keep []int) (arrow.RecordBatch, error) {
-	header := 4 + 4*(n+1)
-	if n < 0 || header > len(chunk) {
-		return nil, fmt.Errorf("%w: %d items' offsets past its %d bytes", errCorrupt, n, len(chunk))
-	}
 	leaves := make([]leaf, len(l.Columns))
-	for i, df := range l.DataFormats {
-		lf, err := leafOf(df)
+	for i := range l.DataFormats {
+		lf, err := leafFor(l, i)
 		if err != nil {
 			return nil, err
 		}
@@ -169,43 +166,156 @@ func decodeItems(l *index.LitData, schema *arrow.Schema, chunk []byte, n int, ke
 	}
 	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
 	defer b.Release()
-	sizes := make([]int, len(leaves))
+	err := eachItem(l, chunk, n, func(item int, values [][]byte) error {
+		for k, f := range keep {
+			if err := appendLeaf(b.Field(k), leaves[f], values[f]); err != nil {
+				return fmt.Errorf("%w: item %d's %s (%s): %w", errCorrupt, item, l.Columns[f], l.DataFormats[f], err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b.NewRecordBatch(), nil
+}
+
+// eachItem calls fn with each of a chunk's n items' leaves, in order:
+// offsets after the count, each item its leaves' sizes then the leaves.
+func eachItem(l *index.LitData, chunk []byte, n int, fn func(item int, values [][]byte) error) error {
+	header := 4 + 4*(n+1)
+	if n < 0 || header > len(chunk) {
+		return fmt.Errorf("%w: %d items' offsets past its %d bytes", errCorrupt, n, len(chunk))
+	}
+	leaves := len(l.Columns)
+	sizes := make([]int, leaves)
+	values := make([][]byte, leaves)
 	prev := header
 	for item := range n {
 		start, _ := u32(chunk, 4+4*item)
 		end, _ := u32(chunk, 8+4*item)
 		if start != prev || end < start || end > len(chunk) {
-			return nil, fmt.Errorf("%w: item %d at [%d, %d), after %d in %d bytes", errCorrupt, item, start, end, prev, len(chunk))
+			return fmt.Errorf("%w: item %d at [%d, %d), after %d in %d bytes", errCorrupt, item, start, end, prev, len(chunk))
 		}
 		prev = end
 		data := chunk[start:end]
-		at := 4 * len(leaves)
+		at := 4 * leaves
 		if at > len(data) {
-			return nil, fmt.Errorf("%w: item %d of %d bytes holds no sizes of its %d leaves", errCorrupt, item, len(data), len(leaves))
+			return fmt.Errorf("%w: item %d of %d bytes holds no sizes of its %d leaves", errCorrupt, item, len(data), leaves)
 		}
 		for j := range leaves {
 			sizes[j] = int(binary.LittleEndian.Uint32(data[4*j:]))
 		}
-		offs := make([]int, len(leaves)+1)
-		offs[0] = at
 		for j, s := range sizes {
-			if s > len(data)-offs[j] {
-				return nil, fmt.Errorf("%w: item %d's %s of %d bytes runs past the item", errCorrupt, item, l.Columns[j], s)
+			if s > len(data)-at {
+				return fmt.Errorf("%w: item %d's %s of %d bytes runs past the item", errCorrupt, item, l.Columns[j], s)
 			}
-			offs[j+1] = offs[j] + s
+			values[j] = data[at : at+s]
+			at += s
 		}
-		for k, f := range keep {
-			v := data[offs[f]:offs[f+1]]
-			if err := appendLeaf(b.Field(k), leaves[f], v); err != nil {
-				return nil, fmt.Errorf("%w: item %d's %s (%s): %w", errCorrupt, item, l.Columns[f], l.DataFormats[f], err)
-			}
+		if err := fn(item, values); err != nil {
+			return err
 		}
 	}
-	return b.NewRecordBatch(), nil
+	return nil
+}
+
+// LearnArrays records in l.Arrays the dtype and shape of each array column
+// ("numpy", "tensor") from a chunk's items, which must all agree with each
+// other and with what earlier chunks gave: shardfeed serves a column of one
+// shape.
+func LearnArrays(l *index.LitData, chunk []byte) error {
+	var arrays []int
+	for i, df := range l.DataFormats {
+		if df == "numpy" || df == "tensor" {
+			arrays = append(arrays, i)
+		}
+	}
+	if len(arrays) == 0 {
+		return nil
+	}
+	n, err := u32(chunk, 0)
+	if err != nil {
+		return err
+	}
+	if l.Arrays == nil {
+		l.Arrays = map[string]index.LitArray{}
+	}
+	return eachItem(l, chunk, n, func(item int, values [][]byte) error {
+		for _, i := range arrays {
+			c := l.Columns[i]
+			code, shape, _, err := arrayHeader(values[i], l.DataFormats[i] == "tensor")
+			if err != nil {
+				return fmt.Errorf("%w: item %d's %s (%s): %w", errCorrupt, item, c, l.DataFormats[i], err)
+			}
+			a, seen := l.Arrays[c]
+			switch {
+			case !seen:
+				l.Arrays[c] = index.LitArray{DType: code, Shape: shape}
+			case a.DType != code || !slices.Equal(a.Shape, shape):
+				return fmt.Errorf("column %q: item %d is an array of dtype %d and shape %v, earlier ones of dtype %d and shape %v: "+
+					"shardfeed serves a column of one dtype and shape (pad the arrays, or store each flattened, a 1-D no_header_numpy, with its shape beside it)",
+					c, item, code, shape, a.DType, a.Shape)
+			}
+		}
+		return nil
+	})
+}
+
+// maxRank bounds an array value's dimensions.
+const maxRank = 32
+
+// arrayHeader reads a "numpy" or "tensor" value's header: its dtype code,
+// its shape and its elements' bytes, which must be the shape's worth.
+func arrayHeader(v []byte, torch bool) (code int, shape []int, data []byte, err error) {
+	var order binary.ByteOrder = binary.LittleEndian
+	if torch {
+		order = binary.BigEndian
+	}
+	if len(v) < 8 {
+		return 0, nil, nil, fmt.Errorf("%d bytes hold no array header", len(v))
+	}
+	code, rank := int(order.Uint32(v)), int(order.Uint32(v[4:]))
+	if rank > maxRank || 8+4*rank > len(v) {
+		return 0, nil, nil, fmt.Errorf("an array of %d dimensions in %d bytes", rank, len(v))
+	}
+	_, size, ok := elemType(torch, code)
+	if !ok {
+		return 0, nil, nil, fmt.Errorf("its element type (code %d) is not one shardfeed serves; it reads %s", code, Supported)
+	}
+	shape = make([]int, rank)
+	n := 1
+	for k := range shape {
+		shape[k] = int(order.Uint32(v[8+4*k:]))
+		if shape[k] > 0 && n > maxArrayBytes/size/shape[k] {
+			return 0, nil, nil, fmt.Errorf("an array of shape %v: over %d bytes", shape, maxArrayBytes)
+		}
+		n *= shape[k]
+	}
+	data = v[8+4*rank:]
+	if len(data) != n*size {
+		return 0, nil, nil, fmt.Errorf("an array of shape %v in %d bytes, not %d", shape, len(data), n*size)
+	}
+	return code, shape, data, nil
 }
 
 // appendLeaf appends one serialized leaf.
 func appendLeaf(b array.Builder, lf leaf, v []byte) error {
+	if a := lf.array; a != nil {
+		code, shape, data, err := arrayHeader(v, a.bigEndian)
+		if err != nil {
+			return err
+		}
+		if code != a.code || !slices.Equal(shape, a.shape) {
+			return fmt.Errorf("an array of dtype %d and shape %v, the index says %d and %v", code, shape, a.code, a.shape)
+		}
+		if len(shape) == 0 {
+			return appendElems(b, lf.elem, data)
+		}
+		fb := b.(*array.FixedSizeListBuilder)
+		fb.Append(true)
+		return appendElems(fb.ValueBuilder(), lf.elem, data)
+	}
 	if lf.size > 0 && lf.elem == nil && len(v) != lf.size {
 		return fmt.Errorf("%d bytes, not %d", len(v), lf.size)
 	}

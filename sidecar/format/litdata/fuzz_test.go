@@ -77,3 +77,43 @@ func TestColumnsOfDataSpecs(t *testing.T) {
 		}
 	}
 }
+
+// FuzzArrays: any chunk of "numpy" and "tensor" items teaches its arrays'
+// dtypes and shapes or is refused, and one that teaches them decodes to
+// its items or is refused, never a panic or an allocation past the bound.
+func FuzzArrays(f *testing.F) {
+	le, be := binary.LittleEndian, binary.BigEndian
+	numpy := func(code uint32, shape []uint32, data []byte) []byte {
+		b := le.AppendUint32(le.AppendUint32(nil, code), uint32(len(shape)))
+		for _, d := range shape {
+			b = le.AppendUint32(b, d)
+		}
+		return append(b, data...)
+	}
+	tensor := func(code uint32, shape []uint32, data []byte) []byte {
+		b := be.AppendUint32(be.AppendUint32(nil, code), uint32(len(shape)))
+		for _, d := range shape {
+			b = be.AppendUint32(b, d)
+		}
+		return append(b, data...)
+	}
+	f.Add(chunk([][][]byte{
+		{numpy(4, []uint32{2, 2}, []byte{1, 2, 3, 4}), tensor(11, []uint32{1, 3}, []byte{5, 6, 7})},
+		{numpy(4, []uint32{2, 2}, []byte{8, 9, 10, 11}), tensor(11, []uint32{1, 3}, []byte{12, 13, 14})},
+	}), int64(2))
+	f.Add(chunk([][][]byte{{numpy(9, []uint32{1 << 20, 1 << 20}, nil), tensor(2, nil, make([]byte, 8))}}), int64(1))
+	f.Fuzz(func(t *testing.T, data []byte, samples int64) {
+		l := &index.LitData{Columns: []string{"a", "b"}, DataFormats: []string{"numpy", "tensor"}}
+		if err := LearnArrays(l, data); err != nil {
+			return
+		}
+		rec, err := Decode(l, data, samples, nil)
+		if err != nil {
+			return
+		}
+		if rec.NumRows() != samples {
+			t.Fatalf("decoded %d items, the index says %d", rec.NumRows(), samples)
+		}
+		rec.Release()
+	})
+}

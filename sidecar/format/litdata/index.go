@@ -64,8 +64,13 @@ func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.
 		return fmt.Errorf("%s%s: %d leaves and %d data formats", st.URI(), IndexName, len(columns), len(li.Config.DataFormat))
 	}
 	f.LitData = &index.LitData{Columns: columns, DataFormats: li.Config.DataFormat}
-	if _, err := Schema(f.LitData); err != nil {
-		return fmt.Errorf("%s%s: %w", st.URI(), IndexName, err)
+	for i, df := range li.Config.DataFormat {
+		if df == "numpy" || df == "tensor" {
+			continue // their dtype and shape are the items'
+		}
+		if _, err := leafOf(df); err != nil {
+			return fmt.Errorf("%s%s: column %q: %w", st.URI(), IndexName, columns[i], err)
+		}
 	}
 	by := make(map[string]store.Object, len(objects))
 	for _, o := range objects {
@@ -83,16 +88,26 @@ func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.
 		if err != nil {
 			return err
 		}
-		rec, err := Decode(f.LitData, data, c.ChunkSize, nil)
-		if err != nil {
+		if err := LearnArrays(f.LitData, data); err != nil {
 			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
 		}
-		rec.Release()
+		if _, err := Schema(f.LitData); err == nil || c.ChunkSize > 0 {
+			// (An empty chunk before any item told an array's shape is
+			// checked by the chunks after it.)
+			rec, err := Decode(f.LitData, data, c.ChunkSize, nil)
+			if err != nil {
+				return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
+			}
+			rec.Release()
+		}
 		sum, _ := checksum.Of(opts.Hash, data)
 		f.Shards = append(f.Shards, index.Entry{Name: o.Key, Object: o.Key, Length: o.Size, Samples: c.ChunkSize, Hash: sum.String(), ObjectSize: o.Size})
 		if opts.Progress != nil {
 			opts.Progress(i+1, len(li.Chunks), o.Key)
 		}
+	}
+	if _, err := Schema(f.LitData); err != nil {
+		return fmt.Errorf("%s%s: %w (no item holds it)", st.URI(), IndexName, err)
 	}
 	return nil
 }

@@ -76,10 +76,24 @@ func (r *reader) Records(_ context.Context, i int, parts [][]byte, columns []str
 // leaf is how one data format's values are read.
 type leaf struct {
 	typ arrow.DataType
-	// elem is a 1-D array's element type (a list column); nil for a
+	// elem is an array's element type (a list column); nil for a
 	// scalar.
 	elem arrow.DataType
 	size int // an element's (or a fixed scalar's) bytes; 0: variable
+	// array, for LitData's multi-dimensional arrays ("numpy", "tensor"),
+	// is each value's header and shape: the column is a fixed-size list
+	// of its elements (a scalar of its dtype for a 0-d one).
+	array *arrayLeaf
+}
+
+// arrayLeaf is a column of "numpy" or "tensor" values: each a header (the
+// dtype's code, the rank, each dimension: little-endian uint32s for
+// numpy, big-endian for torch) and the elements, little-endian, in C order.
+type arrayLeaf struct {
+	bigEndian bool
+	code      int
+	shape     []int
+	elems     int
 }
 
 // numpyTypes and torchTypes are LitData's dtype codes (its
@@ -99,7 +113,60 @@ var (
 )
 
 // Supported lists the data formats read, for messages.
-const Supported = "int, float, bool, str, text, bytes, jpeg, and 1-D arrays (no_header_numpy, no_header_tensor) of integers, floats and booleans"
+const Supported = "int, float, bool, str, text, bytes, jpeg, 1-D arrays (no_header_numpy, no_header_tensor) and arrays of one shape " +
+	"a column (numpy, tensor) of integers, floats and booleans"
+
+// maxArrayBytes bounds one array value's bytes.
+const maxArrayBytes = 1 << 30
+
+// elemType is the element type of LitData's dtype code for a numpy or a
+// torch data format.
+func elemType(torch bool, code int) (arrow.DataType, int, bool) {
+	types := numpyTypes
+	if torch {
+		types = torchTypes
+	}
+	t, ok := types[code]
+	if !ok {
+		return nil, 0, false
+	}
+	size := 1
+	if fw, ok := t.(arrow.FixedWidthDataType); ok && t.ID() != arrow.BOOL {
+		size = fw.BitWidth() / 8
+	}
+	return t, size, true
+}
+
+// leafFor returns how the values of column i of l are read.
+func leafFor(l *index.LitData, i int) (leaf, error) {
+	df := l.DataFormats[i]
+	if df != "numpy" && df != "tensor" {
+		return leafOf(df)
+	}
+	a, ok := l.Arrays[l.Columns[i]]
+	if !ok {
+		return leaf{}, fmt.Errorf("LitData data format %q without its dtype and shape: re-run shardfeed index", df)
+	}
+	t, size, ok := elemType(df == "tensor", a.DType)
+	if !ok {
+		return leaf{}, fmt.Errorf("LitData data format %q: its element type (code %d) is not one shardfeed serves; it reads %s", df, a.DType, Supported)
+	}
+	n := 1
+	for _, d := range a.Shape {
+		if d < 0 || d > 0 && n > maxArrayBytes/size/d {
+			return leaf{}, fmt.Errorf("LitData %s of shape %v: over %d bytes a value", df, a.Shape, maxArrayBytes)
+		}
+		n *= d
+	}
+	if n == 0 && len(a.Shape) > 0 {
+		return leaf{}, fmt.Errorf("LitData %s of shape %v holds no element: shardfeed serves arrays of one element or more", df, a.Shape)
+	}
+	arr := &arrayLeaf{bigEndian: df == "tensor", code: a.DType, shape: a.Shape, elems: n}
+	if len(a.Shape) == 0 {
+		return leaf{typ: t, elem: t, size: size, array: arr}, nil
+	}
+	return leaf{typ: arrow.FixedSizeListOf(int32(n), t), elem: t, size: size, array: arr}, nil //nolint:gosec // bounded above
+}
 
 // leafOf returns how values of data format df are read.
 func leafOf(df string) (leaf, error) {
@@ -118,31 +185,31 @@ func leafOf(df string) (leaf, error) {
 	name, code, ok := strings.Cut(df, ":")
 	if ok && (name == "no_header_numpy" || name == "no_header_tensor") {
 		n, err := strconv.Atoi(code)
-		types := numpyTypes
-		if name == "no_header_tensor" {
-			types = torchTypes
-		}
-		if t, known := types[n]; err == nil && known {
-			size := 1
-			if fw, ok := t.(arrow.FixedWidthDataType); ok && t.ID() != arrow.BOOL {
-				size = fw.BitWidth() / 8
-			}
+		if t, size, known := elemType(name == "no_header_tensor", n); err == nil && known {
 			return leaf{typ: arrow.ListOf(t), elem: t, size: size}, nil
 		}
 		return leaf{}, fmt.Errorf("LitData data format %q: its element type (code %s) is not one shardfeed serves; it reads %s", df, code, Supported)
 	}
-	return leaf{}, fmt.Errorf("LitData data format %q is not read by shardfeed (it reads %s): store the leaf as one of those, e.g. a multi-dimensional array flattened with its shape beside it", df, Supported)
+	return leaf{}, fmt.Errorf("LitData data format %q is not read by shardfeed (it reads %s): store the leaf as one of those", df, Supported)
 }
 
 // Schema is a litdata stream's Arrow schema: a column per leaf.
 func Schema(l *index.LitData) (*arrow.Schema, error) {
 	fields := make([]arrow.Field, len(l.Columns))
 	for i, c := range l.Columns {
-		lf, err := leafOf(l.DataFormats[i])
+		lf, err := leafFor(l, i)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", c, err)
 		}
 		fields[i] = arrow.Field{Name: c, Type: lf.typ, Nullable: true}
+		if lf.array != nil && len(lf.array.shape) > 1 {
+			// The Python client hands the column over as (rows, *shape).
+			dims := make([]string, len(lf.array.shape))
+			for k, d := range lf.array.shape {
+				dims[k] = strconv.Itoa(d)
+			}
+			fields[i].Metadata = arrow.NewMetadata([]string{format.MetaShape}, []string{strings.Join(dims, ",")})
+		}
 	}
 	return arrow.NewSchema(fields, nil), nil
 }

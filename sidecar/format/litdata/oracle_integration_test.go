@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"image"
 	_ "image/jpeg" // the JPEG leaves' shapes
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,8 +39,25 @@ func oracle(t *testing.T, args ...string) []byte {
 	return testenv.PythonScript(t, "venv-oracle", "test/oracle/litdata_oracle.py", args...)
 }
 
+// shapes are the arrays case's shapes: shardfeed serves an array flat in
+// a fixed-size list (the shape in its field's metadata), the oracle nested.
+var shapes = map[string][]int{"x": {2, 3}, "m": {3, 2, 2}, "img": {4, 4}}
+
+// nest returns flat's values as nested lists of shape.
+func nest(flat []any, shape []int) []any {
+	if len(shape) == 1 {
+		return flat
+	}
+	step := len(flat) / shape[0]
+	out := make([]any, shape[0])
+	for i := range out {
+		out[i] = nest(flat[i*step:(i+1)*step], shape[1:])
+	}
+	return out
+}
+
 func TestLitDataServesStreamingDatasetItems(t *testing.T) {
-	for _, kase := range []string{"mixed", "strings", "jpeg"} {
+	for _, kase := range []string{"mixed", "strings", "jpeg", "arrays"} {
 		t.Run(kase, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -50,7 +68,19 @@ func TestLitDataServesStreamingDatasetItems(t *testing.T) {
 			if len(f.Shards) < 3 {
 				t.Fatalf("%d chunks: the case writes several", len(f.Shards))
 			}
+			if kase == "arrays" {
+				for c, want := range shapes {
+					if got := f.LitData.Arrays[c].Shape; !slices.Equal(got, want) {
+						t.Fatalf("column %s: shape %v in the index, want %v", c, got, want)
+					}
+				}
+			}
 			got := formattest.Rows(t, st, f, func(row map[string]any) {
+				for c, shape := range shapes {
+					if flat, ok := row[c].([]any); ok && kase == "arrays" {
+						row[c] = nest(flat, shape)
+					}
+				}
 				if img, ok := row["image"].(string); ok { // StreamingDataset decodes it: compare shapes
 					cfg, _, err := image.DecodeConfig(hexReader(t, img))
 					if err != nil {
@@ -65,16 +95,16 @@ func TestLitDataServesStreamingDatasetItems(t *testing.T) {
 }
 
 func TestLitDataRefusesWhatItDoesNotRead(t *testing.T) {
-	for _, c := range []struct{ kase, want string }{
-		{"nested", `a sample's "a" is a builtins.dict`},
-		{"numpy2d", `LitData data format "numpy" is not read by shardfeed`},
+	for _, c := range []struct{ kase, where, want string }{
+		{"nested", "index.json", `a sample's "a" is a builtins.dict`},
+		{"ragged2d", "chunk-0-0.bin", `column "x": item 1 is an array of dtype 9 and shape [2 4], earlier ones of dtype 9 and shape [2 3]`},
 	} {
 		t.Run(c.kase, func(t *testing.T) {
 			dir := t.TempDir()
 			oracle(t, "write", dir, "--case", c.kase, "--items", "8")
 			_, err := formats.Default().Index(context.Background(), formattest.OpenDir(t, dir), datav1alpha1.FormatLitData, format.IndexOptions{})
-			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "index.json") {
-				t.Fatalf("got %v, want an error naming index.json and saying %q", err, c.want)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.where) {
+				t.Fatalf("got %v, want an error naming %s and saying %q", err, c.where, c.want)
 			}
 		})
 	}

@@ -189,6 +189,13 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			d.Spec.Streams[0].Format = datav1alpha1.FormatMegatron
 			d.Spec.Streams[0].Megatron = &datav1alpha1.MegatronStream{Unit: "page"}
 		}, "spec.streams[0].megatron.unit"},
+		{"litdata section of another format", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].LitData = &datav1alpha1.LitDataStream{BlockSize: 2048}
+		}, "a litdata section needs format: litdata"},
+		{"zero litdata block size", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Format = datav1alpha1.FormatLitData
+			d.Spec.Streams[0].LitData = &datav1alpha1.LitDataStream{BlockSize: -1}
+		}, "spec.streams[0].litdata.blockSize"},
 		{"negative prefetch", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.Prefetch = ptr.To(int32(-1)) }, "spec.sidecar.prefetch"},
 		{"metrics port out of range", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.MetricsPort = ptr.To(int32(70000)) }, "spec.sidecar.metricsPort"},
 		{"zero cache limit", func(d *datav1alpha1.TrainingDataset) { d.Spec.Sidecar.CacheLimit = ptr.To(resource.MustParse("0")) }, "sidecar.cacheLimit must be above 0"},

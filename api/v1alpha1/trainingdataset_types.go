@@ -370,6 +370,7 @@ type Source struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.partitions) || has(self.format) && (self.format == 'parquet' || self.format == 'orc')",message="partitions apply to a tree of parquet or orc files: set format: parquet or format: orc"
 // +kubebuilder:validation:XValidation:rule="!has(self.webdataset) || has(self.format) && self.format == 'webdataset'",message="a webdataset section needs format: webdataset"
 // +kubebuilder:validation:XValidation:rule="!has(self.megatron) || has(self.format) && self.format == 'megatron'",message="a megatron section needs format: megatron"
+// +kubebuilder:validation:XValidation:rule="!has(self.litdata) || has(self.format) && self.format == 'litdata'",message="a litdata section needs format: litdata"
 type Stream struct {
 	// Name of the stream, unique in the dataset. Batches carry the stream's
 	// position in spec.streams in the _shardfeed_stream column.
@@ -413,6 +414,11 @@ type Stream struct {
 	// index -f indexes.
 	// +optional
 	Megatron *MegatronStream `json:"megatron,omitempty"`
+
+	// LitData gives a litdata stream written with LitData's TokensLoader
+	// its samples' length: what shardfeed index -f indexes.
+	// +optional
+	LitData *LitDataStream `json:"litdata,omitempty"`
 
 	// Filter is a CEL expression over the stream's columns, e.g.
 	// lang == 'en' && score >= 0.5: only the rows it is true for are in
@@ -497,6 +503,18 @@ type MegatronStream struct {
 	// +kubebuilder:default=document
 	// +optional
 	Unit string `json:"unit,omitempty"`
+}
+
+// LitDataStream is how a litdata stream's chunks are cut into samples.
+type LitDataStream struct {
+	// BlockSize is the tokens of a sample of a dataset optimized with
+	// LitData's TokensLoader (its block_size): each chunk's tokens, end
+	// to end, cut every BlockSize tokens, a chunk's rest left out, as
+	// LitData's StreamingDataset(item_loader=TokensLoader(block_size))
+	// reads them. Required for such a dataset; refused for any other.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	BlockSize int64 `json:"blockSize,omitempty"`
 }
 
 // ColumnDecode is a column the sidecar serves decoded.

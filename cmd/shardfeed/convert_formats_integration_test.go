@@ -23,33 +23,40 @@ func TestIntegrationConvertTheNewFormats(t *testing.T) {
 	for _, c := range []struct {
 		kind  datav1alpha1.ShardFormat
 		write func(t *testing.T, dir string) string // the stream's directory
+		opts  format.IndexOptions                   // and convert's flags for them
+		flags []string
 	}{
 		{datav1alpha1.FormatMegatron, func(t *testing.T, dir string) string {
 			testenv.PythonScript(t, "venv-oracle", "test/oracle/megatron_oracle.py", "write", filepath.Join(dir, "docs"), "--case", "sentences", "--docs", "120")
 			return dir
-		}},
+		}, format.IndexOptions{}, nil},
 		{datav1alpha1.FormatWebDataset, func(t *testing.T, dir string) string {
 			testenv.PythonScript(t, "venv-oracle", "test/oracle/webdataset_oracle.py", "write", dir, "--tars", "2", "--samples", "10")
 			return dir
-		}},
+		}, format.IndexOptions{}, nil},
 		{datav1alpha1.FormatHuggingFace, func(t *testing.T, dir string) string {
 			var w struct{ Stream string }
 			if err := json.Unmarshal(testenv.PythonScript(t, "venv-hf", "test/oracle/hf_oracle.py", "write", dir, "--case", "disk", "--rows", "200"), &w); err != nil {
 				t.Fatal(err)
 			}
 			return w.Stream
-		}},
+		}, format.IndexOptions{}, nil},
 		{datav1alpha1.FormatLitData, func(t *testing.T, dir string) string {
 			testenv.PythonScript(t, "venv-oracle", "test/oracle/litdata_oracle.py", "write", dir, "--case", "mixed", "--items", "40")
 			return dir
-		}},
+		}, format.IndexOptions{}, nil},
+		{datav1alpha1.FormatLitData, func(t *testing.T, dir string) string {
+			testenv.PythonScript(t, "venv-oracle", "test/oracle/litdata_oracle.py", "write", dir, "--case", "tokens")
+			return dir
+		}, format.IndexOptions{BlockSize: 64}, []string{"--block-size", "64"}},
 	} {
-		t.Run(string(c.kind), func(t *testing.T) {
+		t.Run(strings.Join(append([]string{string(c.kind)}, c.flags...), " "), func(t *testing.T) {
 			t.Parallel()
 			src, out := c.write(t, t.TempDir()), t.TempDir()
 			st := formattest.OpenDir(t, src)
-			want := formattest.Rows(t, st, formattest.Index(t, st, c.kind, format.IndexOptions{}), nil)
-			res, err := runCLI(t, "convert", "file://"+src+"/", "--from", string(c.kind), "--to", "parquet", "--out", "file://"+out+"/", "--shard-size", "16KiB")
+			want := formattest.Rows(t, st, formattest.Index(t, st, c.kind, c.opts), nil)
+			res, err := runCLI(t, append([]string{"convert", "file://" + src + "/", "--from", string(c.kind), "--to", "parquet", "--out", "file://" + out + "/",
+				"--shard-size", "16KiB"}, c.flags...)...)
 			if err != nil || !strings.Contains(res, fmt.Sprintf("%d samples in", len(want))) {
 				t.Fatalf("convert: %v\n%s", err, res)
 			}

@@ -16,7 +16,8 @@ import (
 )
 
 // index -f takes a webdataset stream's tars (a brace pattern) and column
-// types, and a megatron stream's unit, from the manifest's stream.
+// types, a megatron stream's unit and a litdata stream's block size, from
+// the manifest's stream.
 func TestIntegrationIndexFromManifestTakesTheFormatsSections(t *testing.T) {
 	dir := t.TempDir()
 	wds, meg := filepath.Join(dir, "wds"), filepath.Join(dir, "meg")
@@ -28,6 +29,8 @@ func TestIntegrationIndexFromManifestTakesTheFormatsSections(t *testing.T) {
 	if err := json.Unmarshal(testenv.PythonScript(t, "venv-oracle", "test/oracle/megatron_oracle.py", "write", filepath.Join(meg, "d"), "--case", "sentences", "--docs", "50"), &written); err != nil {
 		t.Fatal(err)
 	}
+	lit := filepath.Join(dir, "lit")
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/litdata_oracle.py", "write", lit, "--case", "tokens")
 	manifest := filepath.Join(dir, "ds.yaml")
 	if err := os.WriteFile(manifest, fmt.Appendf(nil, `apiVersion: data.shardfeed.io/v1alpha1
 kind: TrainingDataset
@@ -44,13 +47,17 @@ spec:
     format: megatron
     source: {uri: "file://%s/"}
     megatron: {unit: sequence}
+  - name: blocks
+    format: litdata
+    source: {uri: "file://%s/"}
+    litdata: {blockSize: 64}
   missingColumns: "null"
   numSplits: 2
   globalBatchSize: 4
-`, wds, meg), 0o600); err != nil {
+`, wds, meg, lit), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"images", "tokens"} {
+	for _, s := range []string{"images", "tokens", "blocks"} {
 		if out, err := runCLI(t, "index", "-f", manifest, "--stream", s); err != nil {
 			t.Fatalf("index %s: %v\n%s", s, err, out)
 		}
@@ -84,13 +91,17 @@ spec:
 	if out, err := runCLI(t, "index", "-f", manifest, "--stream", "tokens", "--unit", "document"); err == nil || !strings.Contains(out+err.Error(), "--unit comes from the manifest's stream") {
 		t.Fatalf("--unit with -f: %v\n%s", err, out)
 	}
+	blocks := read(lit)
+	if blocks.LitData.BlockSize != 64 || blocks.StreamIndex().Samples() != 40 {
+		t.Fatalf("indexed %+v with %d samples; the dataset has 40 blocks of 64 tokens", blocks.LitData, blocks.StreamIndex().Samples())
+	}
 	// plan and simulate read the two streams, their schemas joined
 	// (spec.missingColumns: null) as serve would join them.
 	out, err := runCLI(t, "plan", "-f", manifest, "--summary")
 	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, out)
 	}
-	samples := images.StreamIndex().Samples() + tokens.StreamIndex().Samples()
+	samples := images.StreamIndex().Samples() + tokens.StreamIndex().Samples() + blocks.StreamIndex().Samples()
 	if !strings.Contains(out, fmt.Sprint(samples)) {
 		t.Fatalf("plan --summary does not count the streams' %d samples:\n%s", samples, out)
 	}

@@ -67,6 +67,7 @@ type indexOptions struct {
 	pack          packFlags
 	indexURI      string
 	unit          string
+	blockSize     int64
 	shards        string
 	concurrency   int
 	// specSchema is a manifest stream's column types (webdataset).
@@ -185,7 +186,9 @@ of whole batches of about --shard-size, fetched with the file's schema.
 
 With --format litdata, URI is what litdata.optimize wrote: its index.json
 names the chunks, each read and decoded once and hashed; a shard is a
-chunk.
+chunk. A dataset written with LitData's TokensLoader needs --block-size
+(TokensLoader's block_size): a sample is a block of that many tokens of a
+chunk, as LitData reads it.
 
 With --filter EXPR, index also finds the rows of each shard that the CEL
 expression matches (spec.streams[].filter; an unknown column is refused,
@@ -254,6 +257,7 @@ func newIndexCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&o.algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	cmd.Flags().StringVar(&o.unit, "unit", "", "for megatron: what a sample is, a document (default) or a sequence")
+	cmd.Flags().Int64Var(&o.blockSize, "block-size", 0, "for litdata written with LitData's TokensLoader: the tokens of a sample (its block_size)")
 	cmd.Flags().StringVar(&o.shards, "shards", "", `a brace pattern of the objects under URI to index, as WebDataset names shard sets ("shards-{000000..012345}.tar"); each must exist`)
 	cmd.Flags().IntVar(&o.concurrency, "concurrency", 0, "for webdataset: how many tars to read at once (default 16)")
 	cmd.Flags().StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
@@ -503,6 +507,9 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 		if m := s.Megatron; m != nil {
 			o.unit = m.Unit
 		}
+		if l := s.LitData; l != nil {
+			o.blockSize = l.BlockSize
+		}
 	case len(args) == 0:
 		return store.Source{}, errors.New("give the stream's URI (shardfeed index s3://bucket/prefix/ --format parquet) or its manifest (-f dataset.yaml --stream NAME)")
 	default:
@@ -551,7 +558,10 @@ func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, e
 	if o.unit != "" && o.kind != datav1alpha1.FormatMegatron {
 		return format.IndexOptions{}, fmt.Errorf("--unit is for --format megatron, not %s", o.kind)
 	}
-	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Unit: o.unit, Shards: o.shards, Concurrency: o.concurrency, Progress: progressPrinter(cmd.ErrOrStderr()),
+	if o.blockSize != 0 && o.kind != datav1alpha1.FormatLitData || o.blockSize < 0 {
+		return format.IndexOptions{}, fmt.Errorf("--block-size %d is for --format litdata (a dataset written with LitData's TokensLoader), a number of tokens of 1 or more", o.blockSize)
+	}
+	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Unit: o.unit, BlockSize: o.blockSize, Shards: o.shards, Concurrency: o.concurrency, Progress: progressPrinter(cmd.ErrOrStderr()),
 		Warn: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+msg) },
 		Note: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "note: "+msg) }}
 	if opts.Partitions, err = o.parts.options(o.kind); err != nil {
@@ -655,7 +665,7 @@ func objectsSize(f *index.File) int64 {
 // streamFlags are the flags -f MANIFEST replaces with the stream's spec.
 var streamFlags = []string{"format", "endpoint", "region", "insecure", "catalog-type", "catalog-uri", "catalog-name",
 	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref", "hive", "select", "partition-columns", "filter",
-	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong", "buckets", "aspect-ratios", "shards", "unit"}
+	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong", "buckets", "aspect-ratios", "shards", "unit", "block-size"}
 
 // indexedStream returns the stream of the manifest that index -f is to
 // index: the one named, or the only one that needs an index of ours (or,

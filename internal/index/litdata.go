@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // LitData says how the chunks of a litdata stream (what litdata.optimize
@@ -19,6 +20,10 @@ type LitData struct {
 	// per item and a column has one of: learnt from the items when
 	// indexed.
 	Arrays map[string]LitArray `json:"arrays,omitempty"`
+	// BlockSize, for a dataset written with LitData's TokensLoader, is
+	// the tokens of a sample: each chunk's tokens cut every BlockSize, the
+	// rest left out (0: LitData's default PyTreeLoader, a sample an item).
+	BlockSize int64 `json:"blockSize,omitempty"`
 }
 
 // LitArray is the dtype (LitData's code for the column's data format:
@@ -38,6 +43,9 @@ func (l *LitData) check() error {
 			return errors.New("the columns need distinct names")
 		}
 		seen[c] = true
+	}
+	if l.BlockSize < 0 || l.BlockSize > 0 && (len(l.Columns) != 1 || !strings.HasPrefix(l.DataFormats[0], "no_header_")) {
+		return fmt.Errorf("a block size of %d for %d columns of %v: a TokensLoader dataset has one, a 1-D array", l.BlockSize, len(l.Columns), l.DataFormats)
 	}
 	for c, a := range l.Arrays {
 		if !seen[c] {

@@ -198,6 +198,9 @@ type IndexOptions struct {
 	// Unit is what a sample is where a format can cut its objects two
 	// ways: a megatron stream's "document" (the default) or "sequence".
 	Unit string
+	// BlockSize is the tokens of a sample of a litdata stream written
+	// with LitData's TokensLoader (its block_size); 0 for any other.
+	BlockSize int64
 	// Concurrency bounds the objects a StreamIndexer reads at once (0:
 	// its default).
 	Concurrency int

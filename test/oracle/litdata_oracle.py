@@ -5,10 +5,12 @@ test time by litdata.optimize, never vendored.
 
   litdata_oracle.py write DIR --case CASE [--items N]
       writes DIR/index.json and DIR/chunk-*.bin (small chunks: several).
-  litdata_oracle.py read DIR
+  litdata_oracle.py read DIR [--block-size B]
       prints the items of DIR as litdata.StreamingDataset reads them (no
       shuffle), one JSON object per line, in order: bytes as hex, arrays and
-      tensors as lists, a decoded JPEG as {"shape": [...]}.
+      tensors as lists, a decoded JPEG as {"shape": [...]}; with
+      --block-size, the blocks of B tokens its TokensLoader(block_size=B)
+      reads, each {"value": [...]}.
 
 Cases:
   mixed    ints, floats, strings, bytes, booleans, 1-D numpy int32 and
@@ -19,6 +21,8 @@ Cases:
   arrays   multi-dimensional numpy arrays (LitData's "numpy": a header of
            dtype and shape per item) and torch tensors ("tensor", its
            header big-endian), one shape a column, and a 0-d tensor;
+  tokens   documents of int32 tokens of many lengths, written with
+           item_loader=TokensLoader() (chunks of raw tokens end to end);
   nested   a dict holding a dict (refused by shardfeed);
   ragged2d 2-D numpy arrays of two shapes in one column (refused).
 """
@@ -50,6 +54,9 @@ def item(case: str, i: int):
         rng = np.random.default_rng(i)
         return {"id": i, "x": rng.random((2, 3), dtype=np.float32), "m": rng.integers(-9, 9, (3, 2, 2), dtype=np.int16),
                 "img": torch.from_numpy(rng.integers(0, 256, (4, 4), dtype=np.uint8)), "t": torch.tensor(i * 1.5, dtype=torch.float64)}
+    if case == "tokens":
+        rng = np.random.default_rng(i)
+        return torch.from_numpy(rng.integers(0, 50000, 1 + (i * 37) % 90, dtype=np.int32))
     if case == "nested":
         return {"a": {"b": i}, "c": i}
     return {"x": np.zeros((2, 3 + i % 2), dtype=np.float32) + i}
@@ -79,15 +86,25 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("write")
     w.add_argument("dir")
-    w.add_argument("--case", required=True, choices=["mixed", "strings", "jpeg", "arrays", "nested", "ragged2d"])
+    w.add_argument("--case", required=True, choices=["mixed", "strings", "jpeg", "arrays", "tokens", "nested", "ragged2d"])
     w.add_argument("--items", type=int, default=60)
     r = sub.add_parser("read")
     r.add_argument("dir")
+    r.add_argument("--block-size", type=int, default=0)
     a = ap.parse_args()
     if a.cmd == "write":
         case = a.case
-        ld.optimize(fn=_Fn(case), inputs=list(range(a.items)), output_dir=a.dir, chunk_bytes=900, num_workers=1)
+        if case == "tokens":
+            ld.optimize(fn=_Fn(case), inputs=list(range(a.items)), output_dir=a.dir, chunk_size=700, num_workers=1,
+                        item_loader=ld.TokensLoader())
+        else:
+            ld.optimize(fn=_Fn(case), inputs=list(range(a.items)), output_dir=a.dir, chunk_bytes=900, num_workers=1)
         print(json.dumps({"dir": a.dir}))
+        return
+    if a.block_size:
+        ds = ld.StreamingDataset(a.dir, shuffle=False, item_loader=ld.TokensLoader(block_size=a.block_size))
+        for x in ds:
+            sys.stdout.write(json.dumps({"value": plain(x)}) + "\n")
         return
     ds = ld.StreamingDataset(a.dir, shuffle=False)
     for x in ds:

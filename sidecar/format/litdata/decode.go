@@ -46,6 +46,9 @@ func Decode(l *index.LitData, chunk []byte, samples int64, columns []string) (ar
 	if err != nil {
 		return nil, err
 	}
+	if l.BlockSize > 0 {
+		return decodeTokens(schema.Field(0), l, chunk, samples, keep)
+	}
 	n, err := u32(chunk, 0)
 	if err != nil {
 		return nil, err
@@ -344,4 +347,80 @@ func appendLeaf(b array.Builder, lf leaf, v []byte) error {
 		return fmt.Errorf("type %s", lf.typ)
 	}
 	return nil
+}
+
+// tokensOf returns the tokens of a TokensLoader chunk: its items' bytes,
+// after the count and the offsets, which must be items arrays of dim
+// tokens of size bytes in all, laid end to end.
+func tokensOf(chunk []byte, items, dim int64, size int) ([]byte, error) {
+	n, err := u32(chunk, 0)
+	if err != nil {
+		return nil, err
+	}
+	if int64(n) != items {
+		return nil, fmt.Errorf("%w: %d items, the index says %d", errCorrupt, n, items)
+	}
+	header := 4 + 4*(n+1)
+	if header > len(chunk) {
+		return nil, fmt.Errorf("%w: %d items' offsets past its %d bytes", errCorrupt, n, len(chunk))
+	}
+	prev := header
+	for item := range n + 1 {
+		off, _ := u32(chunk, 4+4*item)
+		if off < prev || item == 0 && off != header || off > len(chunk) {
+			return nil, fmt.Errorf("%w: item %d's offset %d, after %d in %d bytes", errCorrupt, item, off, prev, len(chunk))
+		}
+		if (off-header)%size != 0 {
+			return nil, fmt.Errorf("%w: item %d's offset %d is not a whole number of %d-byte tokens", errCorrupt, item, off, size)
+		}
+		prev = off
+	}
+	data := chunk[header:prev]
+	if dim < 0 || int64(len(data)) != dim*int64(size) {
+		return nil, fmt.Errorf("%w: %d bytes of tokens, the index says %d tokens of %d bytes", errCorrupt, len(data), dim, size)
+	}
+	return data, nil
+}
+
+// decodeTokens reads a TokensLoader chunk's samples: its tokens cut every
+// l.BlockSize, which must be samples blocks, each a fixed-size list.
+func decodeTokens(field arrow.Field, l *index.LitData, chunk []byte, samples int64, keep []int) (arrow.RecordBatch, error) {
+	lf, err := leafOf(l.DataFormats[0])
+	if err != nil {
+		return nil, err
+	}
+	n, err := u32(chunk, 0)
+	if err != nil {
+		return nil, err
+	}
+	// The offsets say how many tokens there are: the index's count of
+	// samples must be their blocks.
+	end, err := u32(chunk, 4+4*n)
+	if err != nil {
+		return nil, err
+	}
+	dim := int64(end-(4+4*(n+1))) / int64(lf.size)
+	data, err := tokensOf(chunk, int64(n), dim, lf.size)
+	if err != nil {
+		return nil, err
+	}
+	if dim/l.BlockSize != samples {
+		return nil, fmt.Errorf("%w: %d tokens make %d blocks of %d, the index says %d", errCorrupt, dim, dim/l.BlockSize, l.BlockSize, samples)
+	}
+	b := array.NewFixedSizeListBuilder(memory.DefaultAllocator, int32(l.BlockSize), lf.elem) //nolint:gosec // checked by the index
+	defer b.Release()
+	width := int(l.BlockSize) * lf.size
+	for k := range int(samples) {
+		b.Append(true)
+		if err := appendElems(b.ValueBuilder(), lf.elem, data[k*width:(k+1)*width]); err != nil {
+			return nil, err
+		}
+	}
+	col := b.NewArray()
+	defer col.Release()
+	fields, cols := []arrow.Field{}, []arrow.Array{}
+	for range keep {
+		fields, cols = append(fields, field), append(cols, col)
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, samples), nil
 }

@@ -117,3 +117,38 @@ func FuzzArrays(f *testing.F) {
 		rec.Release()
 	})
 }
+
+// FuzzTokens: any TokensLoader chunk decodes to its blocks or is refused,
+// never a panic or a short read.
+func FuzzTokens(f *testing.F) {
+	le := binary.LittleEndian
+	tokens := func(docs ...[]int32) []byte {
+		var out []byte
+		header := 4 + 4*(len(docs)+1)
+		out = le.AppendUint32(out, uint32(len(docs)))
+		off := header
+		out = le.AppendUint32(out, uint32(off))
+		var body []byte
+		for _, d := range docs {
+			for _, v := range d {
+				body = le.AppendUint32(body, uint32(v))
+			}
+			off += 4 * len(d)
+			out = le.AppendUint32(out, uint32(off))
+		}
+		return append(out, body...)
+	}
+	f.Add(tokens([]int32{1, 2, 3, 4}, []int32{5, 6, 7}), int64(2))
+	f.Add(tokens(), int64(0))
+	l := &index.LitData{Columns: []string{"value"}, DataFormats: []string{"no_header_numpy:2"}, BlockSize: 3}
+	f.Fuzz(func(t *testing.T, data []byte, samples int64) {
+		rec, err := Decode(l, data, samples, nil)
+		if err != nil {
+			return
+		}
+		if rec.NumRows() != samples {
+			t.Fatalf("decoded %d blocks, the index says %d", rec.NumRows(), samples)
+		}
+		rec.Release()
+	})
+}

@@ -29,6 +29,8 @@ type litIndex struct {
 	Chunks []struct {
 		ChunkSize int64  `json:"chunk_size"`
 		Filename  string `json:"filename"`
+		// Dim is a TokensLoader chunk's tokens (its items' lengths).
+		Dim *int64 `json:"dim"`
 	} `json:"chunks"`
 	Config *struct {
 		Compression *string         `json:"compression"`
@@ -55,6 +57,13 @@ func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.
 	li, err := readIndex(ctx, st)
 	if err != nil {
 		return fmt.Errorf("%s%s: %w", st.URI(), IndexName, err)
+	}
+	if li.Config.ItemLoader == tokensLoader {
+		return indexTokens(ctx, st, objects, li, f, opts)
+	}
+	if opts.BlockSize != 0 {
+		return fmt.Errorf("%s%s: a block size (--block-size, spec.streams[].litdata.blockSize) is for a dataset written with LitData's TokensLoader, "+
+			"and its item loader is %s: drop it", st.URI(), IndexName, li.Config.ItemLoader)
 	}
 	columns, err := Columns(li.Config.DataSpec)
 	if err != nil {
@@ -137,8 +146,8 @@ func readIndex(ctx context.Context, st store.Store) (*litIndex, error) {
 	switch c := li.Config; {
 	case c == nil || len(li.Chunks) == 0:
 		return nil, errors.New(`not LitData's index: it needs "chunks" and "config"`)
-	case c.ItemLoader != "PyTreeLoader":
-		return nil, fmt.Errorf("its item loader is %q: shardfeed reads LitData's default, PyTreeLoader (TokensLoader datasets are not read yet)", c.ItemLoader)
+	case c.ItemLoader != "PyTreeLoader" && c.ItemLoader != tokensLoader:
+		return nil, fmt.Errorf("its item loader is %q: shardfeed reads LitData's default, PyTreeLoader, and TokensLoader", c.ItemLoader)
 	case c.Compression != nil && *c.Compression != "":
 		return nil, fmt.Errorf("its chunks are compressed (%s): optimize without compression (the sidecar's cache holds chunks as they are stored)", *c.Compression)
 	case len(c.Encryption) > 0 && string(c.Encryption) != "null":
@@ -150,4 +159,57 @@ func readIndex(ctx context.Context, st store.Store) (*litIndex, error) {
 		}
 	}
 	return &li, nil
+}
+
+const tokensLoader = "TokensLoader"
+
+// indexTokens indexes a dataset written with LitData's TokensLoader: each
+// chunk's items are 1-D token arrays laid end to end (no per-item
+// header), and a sample is a block of opts.BlockSize tokens of one chunk,
+// as TokensLoader(block_size) reads them (a chunk's rest left out). Each
+// chunk is read once, its layout checked against index.json and hashed.
+func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li *litIndex, f *index.File, opts format.IndexOptions) error {
+	where := st.URI() + IndexName
+	if opts.BlockSize <= 0 {
+		return fmt.Errorf("%s: the dataset was written with LitData's TokensLoader: give its samples' length in tokens, "+
+			"--block-size N or spec.streams[].litdata.blockSize (TokensLoader's block_size)", where)
+	}
+	if len(li.Config.DataFormat) != 1 {
+		return fmt.Errorf("%s: a TokensLoader dataset of %d data formats %v: it has one, the tokens' 1-D array", where, len(li.Config.DataFormat), li.Config.DataFormat)
+	}
+	lf, err := leafOf(li.Config.DataFormat[0])
+	if err != nil || lf.elem == nil {
+		return fmt.Errorf("%s: a TokensLoader dataset's data format is a 1-D array (no_header_numpy:N, no_header_tensor:N), not %q", where, li.Config.DataFormat[0])
+	}
+	f.LitData = &index.LitData{Columns: []string{"value"}, DataFormats: li.Config.DataFormat, BlockSize: opts.BlockSize}
+	by := make(map[string]store.Object, len(objects))
+	for _, o := range objects {
+		by[o.Key] = o
+	}
+	for i, c := range li.Chunks {
+		o, ok := by[c.Filename]
+		if !ok {
+			return fmt.Errorf("%s lists chunk %q, which is not in the stream", where, c.Filename)
+		}
+		if c.Dim == nil || *c.Dim < 0 {
+			return fmt.Errorf("%s: chunk %q has no count of tokens (dim): re-run litdata.optimize with item_loader=TokensLoader()", where, c.Filename)
+		}
+		if o.Size > maxChunkBytes {
+			return fmt.Errorf("%s%s: %d bytes, above the bound of %d on a chunk", st.URI(), o.Key, o.Size, int64(maxChunkBytes))
+		}
+		data, err := format.ReadRange(ctx, st, o.Key, 0, o.Size)
+		if err != nil {
+			return err
+		}
+		if _, err := tokensOf(data, c.ChunkSize, *c.Dim, lf.size); err != nil {
+			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
+		}
+		sum, _ := checksum.Of(opts.Hash, data)
+		f.Shards = append(f.Shards, index.Entry{Name: o.Key, Object: o.Key, Length: o.Size, Samples: *c.Dim / opts.BlockSize,
+			Hash: sum.String(), ObjectSize: o.Size})
+		if opts.Progress != nil {
+			opts.Progress(i+1, len(li.Chunks), o.Key)
+		}
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -195,6 +196,13 @@ func leafOf(df string) (leaf, error) {
 
 // Schema is a litdata stream's Arrow schema: a column per leaf.
 func Schema(l *index.LitData) (*arrow.Schema, error) {
+	if l.BlockSize > 0 {
+		lf, err := leafOf(l.DataFormats[0])
+		if err != nil || lf.elem == nil || len(l.Columns) != 1 || l.BlockSize > math.MaxInt32 {
+			return nil, fmt.Errorf("a TokensLoader dataset of %v and a block size of %d: re-run shardfeed index", l.DataFormats, l.BlockSize)
+		}
+		return arrow.NewSchema([]arrow.Field{{Name: l.Columns[0], Type: arrow.FixedSizeListOf(int32(l.BlockSize), lf.elem), Nullable: true}}, nil), nil
+	}
 	fields := make([]arrow.Field, len(l.Columns))
 	for i, c := range l.Columns {
 		lf, err := leafFor(l, i)

@@ -12,9 +12,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"image"
 	_ "image/jpeg" // the JPEG leaves' shapes
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -107,5 +109,34 @@ func TestLitDataRefusesWhatItDoesNotRead(t *testing.T) {
 				t.Fatalf("got %v, want an error naming %s and saying %q", err, c.where, c.want)
 			}
 		})
+	}
+}
+
+// A dataset written with LitData's TokensLoader is read as its
+// TokensLoader(block_size) reads it: each chunk's tokens cut into blocks,
+// a chunk's rest left out; without a block size it is refused, saying how
+// to give one, and a block size is refused for any other dataset.
+func TestLitDataServesTokensLoaderBlocks(t *testing.T) {
+	dir := t.TempDir()
+	oracle(t, "write", dir, "--case", "tokens")
+	st := formattest.OpenDir(t, dir)
+	for _, block := range []int64{64, 300} {
+		f := formattest.Index(t, st, datav1alpha1.FormatLitData, format.IndexOptions{BlockSize: block})
+		if len(f.Shards) < 3 || f.LitData.BlockSize != block {
+			t.Fatalf("%d chunks, block size %d: the case writes several chunks", len(f.Shards), f.LitData.BlockSize)
+		}
+		got := formattest.Rows(t, st, f, nil)
+		want := formattest.Lines(t, oracle(t, "read", dir, "--block-size", strconv.FormatInt(block, 10)))
+		formattest.Compare(t, fmt.Sprintf("tokens in blocks of %d", block), "litdata", got, want)
+	}
+	_, err := formats.Default().Index(context.Background(), st, datav1alpha1.FormatLitData, format.IndexOptions{})
+	if err == nil || !strings.Contains(err.Error(), "TokensLoader") || !strings.Contains(err.Error(), "--block-size N or spec.streams[].litdata.blockSize") {
+		t.Fatalf("a TokensLoader dataset without a block size: %v", err)
+	}
+	plain := t.TempDir()
+	oracle(t, "write", plain, "--case", "strings", "--items", "8")
+	_, err = formats.Default().Index(context.Background(), formattest.OpenDir(t, plain), datav1alpha1.FormatLitData, format.IndexOptions{BlockSize: 64})
+	if err == nil || !strings.Contains(err.Error(), "its item loader is PyTreeLoader: drop it") {
+		t.Fatalf("a block size for a PyTreeLoader dataset: %v", err)
 	}
 }

@@ -24,6 +24,10 @@ type LitData struct {
 	// the tokens of a sample: each chunk's tokens cut every BlockSize, the
 	// rest left out (0: LitData's default PyTreeLoader, a sample an item).
 	BlockSize int64 `json:"blockSize,omitempty"`
+	// CompressionLevel is how LitData's zstd wraps the chunks: "chunk"
+	// (each one zstd stream), "batch" (framed: zstd frames of runs of
+	// items) or "sample" (each item a frame); "" for none.
+	CompressionLevel string `json:"compressionLevel,omitempty"`
 }
 
 // LitArray is the dtype (LitData's code for the column's data format:
@@ -46,6 +50,11 @@ func (l *LitData) check() error {
 	}
 	if l.BlockSize < 0 || l.BlockSize > 0 && (len(l.Columns) != 1 || !strings.HasPrefix(l.DataFormats[0], "no_header_")) {
 		return fmt.Errorf("a block size of %d for %d columns of %v: a TokensLoader dataset has one, a 1-D array", l.BlockSize, len(l.Columns), l.DataFormats)
+	}
+	switch l.CompressionLevel {
+	case "", "chunk", "batch", "sample":
+	default:
+		return fmt.Errorf("compression level %q", l.CompressionLevel)
 	}
 	for c, a := range l.Arrays {
 		if !seen[c] {

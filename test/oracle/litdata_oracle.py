@@ -3,8 +3,10 @@ project's own package (bin/venv-oracle), for the tests of shardfeed's
 litdata reader (sidecar/format/litdata): every dataset is written here at
 test time by litdata.optimize, never vendored.
 
-  litdata_oracle.py write DIR --case CASE [--items N]
-      writes DIR/index.json and DIR/chunk-*.bin (small chunks: several).
+  litdata_oracle.py write DIR --case CASE [--items N] [--compression LEVEL]
+      writes DIR/index.json and DIR/chunk-*.bin (small chunks: several);
+      --compression: zstd, wrapped as LEVEL says (LitData's
+      compression_level: chunk, batch or sample).
   litdata_oracle.py read DIR [--block-size B]
       prints the items of DIR as litdata.StreamingDataset reads them (no
       shuffle), one JSON object per line, in order: bytes as hex, arrays and
@@ -88,17 +90,19 @@ def main() -> None:
     w.add_argument("dir")
     w.add_argument("--case", required=True, choices=["mixed", "strings", "jpeg", "arrays", "tokens", "nested", "ragged2d"])
     w.add_argument("--items", type=int, default=60)
+    w.add_argument("--compression", choices=["chunk", "batch", "sample"])
     r = sub.add_parser("read")
     r.add_argument("dir")
     r.add_argument("--block-size", type=int, default=0)
     a = ap.parse_args()
     if a.cmd == "write":
         case = a.case
+        packed = {"compression": "zstd", "compression_level": a.compression} if a.compression else {}
         if case == "tokens":
             ld.optimize(fn=_Fn(case), inputs=list(range(a.items)), output_dir=a.dir, chunk_size=700, num_workers=1,
-                        item_loader=ld.TokensLoader())
+                        item_loader=ld.TokensLoader(), **packed)
         else:
-            ld.optimize(fn=_Fn(case), inputs=list(range(a.items)), output_dir=a.dir, chunk_bytes=900, num_workers=1)
+            ld.optimize(fn=_Fn(case), inputs=list(range(a.items)), output_dir=a.dir, chunk_bytes=900, num_workers=1, **packed)
         print(json.dumps({"dir": a.dir}))
         return
     if a.block_size:

@@ -36,8 +36,18 @@ func arrowRows(chunk []byte) ([]byte, error) {
 }
 
 // Decode reads a chunk's items (which must be exactly samples) into the
-// stream's schema, keeping only columns (nil: all).
+// stream's schema, keeping only columns (nil: all): the chunk as stored,
+// inflated first if it is compressed.
 func Decode(l *index.LitData, chunk []byte, samples int64, columns []string) (arrow.RecordBatch, error) {
+	plain, err := Inflate(l, chunk)
+	if err != nil {
+		return nil, err
+	}
+	return decodePlain(l, plain, samples, columns)
+}
+
+// decodePlain is Decode of an uncompressed chunk.
+func decodePlain(l *index.LitData, chunk []byte, samples int64, columns []string) (arrow.RecordBatch, error) {
 	schema, err := Schema(l)
 	if err != nil {
 		return nil, err

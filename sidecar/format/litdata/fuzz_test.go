@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/shardfeed/shardfeed/internal/index"
 )
 
@@ -150,5 +152,45 @@ func FuzzTokens(f *testing.F) {
 			t.Fatalf("decoded %d blocks, the index says %d", rec.NumRows(), samples)
 		}
 		rec.Release()
+	})
+}
+
+// FuzzInflate: any chunk a compressed dataset holds inflates to a chunk
+// of at most the bound, or is refused, never a panic; a framed chunk that
+// inflates holds its directory's items.
+func FuzzInflate(f *testing.F) {
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	plain := chunk([][][]byte{{[]byte("ab")}, {[]byte("cde")}})
+	f.Add(enc.EncodeAll(plain, nil), "chunk")
+	items := chunk([][][]byte{{enc.EncodeAll([]byte("xy"), nil)}, {enc.EncodeAll(nil, nil)}})
+	f.Add(items, "sample")
+	le := binary.LittleEndian
+	frame := enc.EncodeAll([]byte("abcde"), nil)
+	framed := append([]byte("LDFZ01\x00\x00"), 1, 0, 0, 0)
+	framed = le.AppendUint32(le.AppendUint32(le.AppendUint32(framed, 2), 256), 1)
+	framed = le.AppendUint32(le.AppendUint32(le.AppendUint32(framed, 0), 2), 5)
+	table := 24 + 12 + 24
+	framed = le.AppendUint32(le.AppendUint32(framed, 0), 2)
+	framed = le.AppendUint64(framed, uint64(table))
+	framed = le.AppendUint32(le.AppendUint32(framed, uint32(len(frame))), 5)
+	f.Add(append(framed, frame...), "batch")
+	f.Fuzz(func(t *testing.T, data []byte, level string) {
+		l := &index.LitData{Columns: []string{"a"}, DataFormats: []string{"bytes"}, CompressionLevel: level}
+		out, err := Inflate(l, data)
+		if err != nil {
+			return
+		}
+		if len(out) > maxChunkBytes {
+			t.Fatalf("inflated to %d bytes, past the bound", len(out))
+		}
+		if level == "batch" {
+			n, err := u32(out, 0)
+			if err != nil || n != int(le.Uint32(data[12:])) {
+				t.Fatalf("a framed chunk of %d items inflated to %d (%v)", le.Uint32(data[12:]), n, err)
+			}
+		}
 	})
 }

@@ -34,11 +34,14 @@ type litIndex struct {
 	} `json:"chunks"`
 	Config *struct {
 		Compression *string         `json:"compression"`
+		Level       *string         `json:"compression_level"`
 		Encryption  json.RawMessage `json:"encryption"`
 		DataFormat  []string        `json:"data_format"`
 		DataSpec    string          `json:"data_spec"`
 		ItemLoader  string          `json:"item_loader"`
 	} `json:"config"`
+	// wrap is how the chunks are compressed ("": not).
+	wrap string
 }
 
 var _ format.StreamIndexer = Format{}
@@ -72,7 +75,7 @@ func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.
 	if len(columns) != len(li.Config.DataFormat) {
 		return fmt.Errorf("%s%s: %d leaves and %d data formats", st.URI(), IndexName, len(columns), len(li.Config.DataFormat))
 	}
-	f.LitData = &index.LitData{Columns: columns, DataFormats: li.Config.DataFormat}
+	f.LitData = &index.LitData{Columns: columns, DataFormats: li.Config.DataFormat, CompressionLevel: li.wrap}
 	for i, df := range li.Config.DataFormat {
 		if df == "numpy" || df == "tensor" {
 			continue // their dtype and shape are the items'
@@ -93,9 +96,13 @@ func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.
 		if o.Size > maxChunkBytes {
 			return fmt.Errorf("%s%s: %d bytes, above the bound of %d on a chunk", st.URI(), o.Key, o.Size, int64(maxChunkBytes))
 		}
-		data, err := format.ReadRange(ctx, st, o.Key, 0, o.Size)
+		stored, err := format.ReadRange(ctx, st, o.Key, 0, o.Size)
 		if err != nil {
 			return err
+		}
+		data, err := Inflate(f.LitData, stored)
+		if err != nil {
+			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
 		}
 		if err := LearnArrays(f.LitData, data); err != nil {
 			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
@@ -103,13 +110,13 @@ func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.
 		if _, err := Schema(f.LitData); err == nil || c.ChunkSize > 0 {
 			// (An empty chunk before any item told an array's shape is
 			// checked by the chunks after it.)
-			rec, err := Decode(f.LitData, data, c.ChunkSize, nil)
+			rec, err := decodePlain(f.LitData, data, c.ChunkSize, nil)
 			if err != nil {
 				return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
 			}
 			rec.Release()
 		}
-		sum, _ := checksum.Of(opts.Hash, data)
+		sum, _ := checksum.Of(opts.Hash, stored)
 		f.Shards = append(f.Shards, index.Entry{Name: o.Key, Object: o.Key, Length: o.Size, Samples: c.ChunkSize, Hash: sum.String(), ObjectSize: o.Size})
 		if opts.Progress != nil {
 			opts.Progress(i+1, len(li.Chunks), o.Key)
@@ -148,10 +155,11 @@ func readIndex(ctx context.Context, st store.Store) (*litIndex, error) {
 		return nil, errors.New(`not LitData's index: it needs "chunks" and "config"`)
 	case c.ItemLoader != "PyTreeLoader" && c.ItemLoader != tokensLoader:
 		return nil, fmt.Errorf("its item loader is %q: shardfeed reads LitData's default, PyTreeLoader, and TokensLoader", c.ItemLoader)
-	case c.Compression != nil && *c.Compression != "":
-		return nil, fmt.Errorf("its chunks are compressed (%s): optimize without compression (the sidecar's cache holds chunks as they are stored)", *c.Compression)
 	case len(c.Encryption) > 0 && string(c.Encryption) != "null":
 		return nil, errors.New("its chunks are encrypted: shardfeed does not read encrypted LitData chunks")
+	}
+	if li.wrap, err = compressionOf(li.Config.Compression, li.Config.Level); err != nil {
+		return nil, err
 	}
 	for _, c := range li.Chunks {
 		if c.Filename == "" || c.ChunkSize < 0 {
@@ -181,7 +189,7 @@ func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li
 	if err != nil || lf.elem == nil {
 		return fmt.Errorf("%s: a TokensLoader dataset's data format is a 1-D array (no_header_numpy:N, no_header_tensor:N), not %q", where, li.Config.DataFormat[0])
 	}
-	f.LitData = &index.LitData{Columns: []string{"value"}, DataFormats: li.Config.DataFormat, BlockSize: opts.BlockSize}
+	f.LitData = &index.LitData{Columns: []string{"value"}, DataFormats: li.Config.DataFormat, BlockSize: opts.BlockSize, CompressionLevel: li.wrap}
 	by := make(map[string]store.Object, len(objects))
 	for _, o := range objects {
 		by[o.Key] = o
@@ -197,14 +205,18 @@ func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li
 		if o.Size > maxChunkBytes {
 			return fmt.Errorf("%s%s: %d bytes, above the bound of %d on a chunk", st.URI(), o.Key, o.Size, int64(maxChunkBytes))
 		}
-		data, err := format.ReadRange(ctx, st, o.Key, 0, o.Size)
+		stored, err := format.ReadRange(ctx, st, o.Key, 0, o.Size)
 		if err != nil {
 			return err
+		}
+		data, err := Inflate(f.LitData, stored)
+		if err != nil {
+			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
 		}
 		if _, err := tokensOf(data, c.ChunkSize, *c.Dim, lf.size); err != nil {
 			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
 		}
-		sum, _ := checksum.Of(opts.Hash, data)
+		sum, _ := checksum.Of(opts.Hash, stored)
 		f.Shards = append(f.Shards, index.Entry{Name: o.Key, Object: o.Key, Length: o.Size, Samples: *c.Dim / opts.BlockSize,
 			Hash: sum.String(), ObjectSize: o.Size})
 		if opts.Progress != nil {

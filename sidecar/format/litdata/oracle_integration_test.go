@@ -140,3 +140,38 @@ func TestLitDataServesTokensLoaderBlocks(t *testing.T) {
 		t.Fatalf("a block size for a PyTreeLoader dataset: %v", err)
 	}
 }
+
+// Chunks LitData compresses with zstd, each of the three ways it wraps
+// them (compression_level: the whole chunk, frames of runs of items, each
+// item), are read as StreamingDataset reads them.
+func TestLitDataReadsCompressedChunks(t *testing.T) {
+	for _, c := range []struct {
+		kase, level string
+		block       int64
+	}{{"mixed", "chunk", 0}, {"mixed", "batch", 0}, {"arrays", "sample", 0}, {"tokens", "chunk", 64}} {
+		t.Run(c.kase+" "+c.level, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			oracle(t, "write", dir, "--case", c.kase, "--compression", c.level)
+			st := formattest.OpenDir(t, dir)
+			f := formattest.Index(t, st, datav1alpha1.FormatLitData, format.IndexOptions{BlockSize: c.block})
+			if f.LitData.CompressionLevel != c.level || len(f.Shards) < 2 {
+				t.Fatalf("indexed %d chunks compressed %q, want several compressed %q", len(f.Shards), f.LitData.CompressionLevel, c.level)
+			}
+			got := formattest.Rows(t, st, f, func(row map[string]any) {
+				for col, shape := range shapes {
+					if flat, ok := row[col].([]any); ok && c.kase == "arrays" {
+						row[col] = nest(flat, shape)
+					}
+				}
+			})
+			// (StreamingDataset inflates a .zstd.bin chunk in its
+			// directory, in place of it: it reads after shardfeed.)
+			read := []string{"read", dir}
+			if c.block > 0 {
+				read = append(read, "--block-size", strconv.FormatInt(c.block, 10))
+			}
+			formattest.Compare(t, c.kase+" "+c.level, "litdata", got, formattest.Lines(t, oracle(t, read...)))
+		})
+	}
+}

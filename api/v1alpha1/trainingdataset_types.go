@@ -520,7 +520,9 @@ type LitDataStream struct {
 // ColumnDecode is a column the sidecar serves decoded.
 type ColumnDecode struct {
 	// Column to decode: a binary column of the streams (MDS jpeg, png or
-	// bytes; Parquet or ORC binary), kept by spec.streams[].columns.
+	// bytes; Parquet or ORC binary; WebDataset jpg, png), or a struct of
+	// an image's bytes (a Hugging Face Image feature), kept by
+	// spec.streams[].columns.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Column string `json:"column"`

@@ -50,10 +50,9 @@ func imageColumns(schema *arrow.Schema, specs map[string]images.Spec, streams []
 		if len(idx) == 0 {
 			return nil, fmt.Errorf("decoding column %q: the streams have no such column (their columns: %s); name one of them, and keep it in spec.streams[].columns", name, source.ColumnNames(schema))
 		}
-		switch t := schema.Field(idx[0]).Type.ID(); t {
-		case arrow.BINARY, arrow.LARGE_BINARY:
-		default:
-			return nil, fmt.Errorf("decoding column %q: it is %s, and images are decoded from binary columns (MDS jpeg, png or bytes; Parquet binary)", name, schema.Field(idx[0]).Type)
+		if !imageType(schema.Field(idx[0]).Type) {
+			return nil, fmt.Errorf("decoding column %q: it is %s, and images are decoded from binary columns (MDS jpeg, png or bytes; Parquet binary) "+
+				"or a struct of their bytes (a Hugging Face Image feature: {bytes, path})", name, schema.Field(idx[0]).Type)
 		}
 		ic := &imageColumn{spec: spec, lacking: map[int]bool{}}
 		for k, st := range streams {
@@ -66,6 +65,57 @@ func imageColumns(schema *arrow.Schema, specs map[string]images.Spec, streams []
 	return out, nil
 }
 
+// imageType says whether images are decoded from columns of type t: a
+// binary, or a struct whose "bytes" field is one (a Hugging Face Image
+// feature, {bytes, path}).
+func imageType(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.BINARY, arrow.LARGE_BINARY:
+		return true
+	case arrow.STRUCT:
+		f, ok := t.(*arrow.StructType).FieldByName(imageBytes)
+		return ok && (f.Type.ID() == arrow.BINARY || f.Type.ID() == arrow.LARGE_BINARY)
+	}
+	return false
+}
+
+// imageBytes and imagePath are the fields of a Hugging Face Image
+// feature: the image file's bytes, or (bytes null) the path of a file
+// outside the dataset.
+const (
+	imageBytes = "bytes"
+	imagePath  = "path"
+)
+
+// imageValue returns row i of an image column: a binary's value, or a
+// struct's bytes; a struct row with a path and no bytes is an error that
+// says so (what is not in the dataset is not read).
+func imageValue(a arrow.Array, i int) ([]byte, bool, error) {
+	switch a := a.(type) {
+	case *array.Binary:
+		return a.Value(i), a.IsValid(i), nil
+	case *array.LargeBinary:
+		return a.Value(i), a.IsValid(i), nil
+	case *array.Struct:
+		st := a.DataType().(*arrow.StructType)
+		k, _ := st.FieldIdx(imageBytes)
+		if !a.IsValid(i) {
+			return nil, false, nil
+		}
+		v, ok, err := imageValue(a.Field(k), i)
+		if !ok && err == nil {
+			if p, has := st.FieldIdx(imagePath); has {
+				if s, isString := a.Field(p).(*array.String); isString && s.IsValid(i) {
+					return nil, false, fmt.Errorf("its image is the file %q outside the dataset, not bytes in it: save the dataset with the images embedded "+
+						"(datasets' embed_external_files, which push_to_hub and save_to_disk of Image features do)", s.Value(i))
+				}
+			}
+		}
+		return v, ok, err
+	}
+	return nil, false, nil
+}
+
 // gatherImages decodes the batch's images of one column into a fixed-size
 // list array, on every core: a batch's images are independent.
 func (ic *imageColumn) gather(dt arrow.DataType, srcs []column, rows []rowRef, raw [][]byte, samples []planner.Sample) (arrow.Array, error) {
@@ -73,18 +123,12 @@ func (ic *imageColumn) gather(dt arrow.DataType, srcs []column, rows []rowRef, r
 	out := memory.NewResizableBuffer(bufpool.Shared)
 	out.Resize(len(rows) * size)
 	dst := out.Bytes()
-	value := func(i int) ([]byte, bool) {
+	value := func(i int) ([]byte, bool, error) {
 		r := rows[i]
 		if srcs[r.Src].raw {
-			return raw[i], true
+			return raw[i], true, nil
 		}
-		switch a := srcs[r.Src].arr.(type) {
-		case *array.Binary:
-			return a.Value(r.Row), a.IsValid(r.Row)
-		case *array.LargeBinary:
-			return a.Value(r.Row), a.IsValid(r.Row)
-		}
-		return nil, false
+		return imageValue(srcs[r.Src].arr, r.Row)
 	}
 	// Images are taken in turn, not dealt out: a worker the trainer's
 	// process delays does not hold the batch back.
@@ -116,8 +160,11 @@ func (ic *imageColumn) gather(dt arrow.DataType, srcs []column, rows []rowRef, r
 						clear(dst[i*size : (i+1)*size])
 						continue // a row of a stream without images
 					}
-					v, ok := value(i)
-					if !ok {
+					v, ok, err := value(i)
+					switch {
+					case err != nil:
+						return fmt.Errorf("sample %d: %w", samples[i].ID, err)
+					case !ok:
 						return fmt.Errorf("sample %d has no image (null)", samples[i].ID)
 					}
 					if err := d.Decode(dst[i*size:(i+1)*size], v); err != nil {

@@ -1,0 +1,106 @@
+package tokenizer
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+type addedTokenJSON struct {
+	ID         int    `json:"id"`
+	Content    string `json:"content"`
+	SingleWord bool   `json:"single_word"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	Normalized bool   `json:"normalized"`
+	Special    bool   `json:"special"`
+}
+
+// addedToken is a token matched in the text before the model sees it.
+type addedToken struct {
+	content        string
+	id             int32
+	singleWord     bool
+	lstrip, rstrip bool
+}
+
+// addedTokens finds added tokens in a text, leftmost first and the longest
+// at a place, as tokenizers' Aho-Corasick automaton does.
+type addedTokens struct {
+	// byFirst lists the tokens by their first byte, longest first.
+	byFirst map[byte][]addedToken
+}
+
+func (a *addedTokens) add(t addedToken) {
+	if a.byFirst == nil {
+		a.byFirst = map[byte][]addedToken{}
+	}
+	first := t.content[0]
+	a.byFirst[first] = append(a.byFirst[first], t)
+	slices.SortStableFunc(a.byFirst[first], func(x, y addedToken) int { return len(y.content) - len(x.content) })
+}
+
+// segment is a piece of text, or (id 0 or more) an added token.
+type segment struct {
+	text string
+	id   int32
+}
+
+// split cuts s at its added tokens.
+func (a *addedTokens) split(s string) []segment {
+	if len(a.byFirst) == 0 {
+		return []segment{{text: s, id: -1}}
+	}
+	var out []segment
+	from := 0 // the end of the last token: text before it is out
+	for i := 0; i < len(s); {
+		tok, ok := a.at(s, i)
+		if !ok {
+			i++
+			continue
+		}
+		start, stop := i, i+len(tok.content)
+		if tok.singleWord && (wordBefore(s[:start]) || wordAfter(s[stop:])) {
+			i = stop // tokenizers' automaton goes on after the match it skips
+			continue
+		}
+		if tok.lstrip {
+			start = max(len(strings.TrimRightFunc(s[:start], unicode.IsSpace)), from)
+		}
+		if tok.rstrip {
+			stop = len(s) - len(strings.TrimLeftFunc(s[stop:], unicode.IsSpace))
+		}
+		if start > from {
+			out = append(out, segment{text: s[from:start], id: -1})
+		}
+		out = append(out, segment{id: tok.id})
+		from, i = stop, stop
+	}
+	if from < len(s) {
+		out = append(out, segment{text: s[from:], id: -1})
+	}
+	return out
+}
+
+// at returns the longest token at byte i of s.
+func (a *addedTokens) at(s string, i int) (addedToken, bool) {
+	for _, t := range a.byFirst[s[i]] {
+		if strings.HasPrefix(s[i:], t.content) {
+			return t, true
+		}
+	}
+	return addedToken{}, false
+}
+
+func isWordChar(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) || r == '_' }
+
+func wordBefore(s string) bool {
+	r, size := utf8.DecodeLastRuneInString(s)
+	return size > 0 && isWordChar(r)
+}
+
+func wordAfter(s string) bool {
+	r, size := utf8.DecodeRuneInString(s)
+	return size > 0 && isWordChar(r)
+}

@@ -1,0 +1,79 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// fuzzTokenizer is a byte-level BPE tokenizer.json made here: the byte
+// alphabet, a few merges, an added token and a template (the oracle tests
+// check tokenizers that tokenizers itself trains).
+func fuzzTokenizer(tb testing.TB, pre string) *Tokenizer {
+	vocab := map[string]int{}
+	for b := range 256 {
+		vocab[byteChars[b]] = b
+	}
+	merges := [][2]string{{"Ġ", "t"}, {"h", "e"}, {"Ġt", "he"}, {"a", "a"}, {"aa", "aa"}, {"Ġ", "Ġ"}}
+	for _, m := range merges {
+		vocab[m[0]+m[1]] = len(vocab)
+	}
+	vocab["<|end|>"] = len(vocab)
+	doc := map[string]any{
+		"version": "1.0", "truncation": nil, "padding": nil,
+		"added_tokens": []map[string]any{{"id": vocab["<|end|>"], "content": "<|end|>", "single_word": false, "lstrip": false,
+			"rstrip": false, "normalized": false, "special": true}},
+		"normalizer":    map[string]any{"type": "Sequence", "normalizers": []any{map[string]any{"type": "NFKC"}, map[string]any{"type": "Lowercase"}}},
+		"pre_tokenizer": json.RawMessage(pre),
+		"post_processor": map[string]any{"type": "TemplateProcessing", "single": []any{map[string]any{"SpecialToken": map[string]any{"id": "<|end|>", "type_id": 0}},
+			map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}}, "pair": []any{}, "special_tokens": map[string]any{"<|end|>": map[string]any{
+			"id": "<|end|>", "ids": []int{vocab["<|end|>"]}, "tokens": []string{"<|end|>"}}}},
+		"decoder": nil,
+		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil, "end_of_word_suffix": nil,
+			"fuse_unk": false, "byte_fallback": false, "ignore_merges": false, "vocab": vocab, "merges": merges},
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tk, err := Load(data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tk
+}
+
+// FuzzEncode: any text encodes, never a panic, to ids of the vocabulary,
+// in time linear in the text (a generous bound a byte: a quadratic split
+// or merge of a long run shows as seconds).
+func FuzzEncode(f *testing.F) {
+	gpt2 := fuzzTokenizer(f, `{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}`)
+	llama := fuzzTokenizer(f, fmt.Sprintf(`{"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": %q}, "behavior": "Isolated", "invert": false},
+		{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}, {"type": "Digits", "individual_digits": false}]}`,
+		`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`))
+	for _, s := range []string{"the theatre  the", "aaaaaaaaaaaaaaaaaaaaaaaa", "   \n\n  x <|end|>y", "東京 😀 e\u0301 \xff\xfe", "İΣ ΟΣ"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		for _, tk := range []*Tokenizer{gpt2, llama} {
+			start := time.Now()
+			ids := tk.Encode(text, true)
+			if d := time.Since(start); d > time.Second+time.Duration(len(text))*50*time.Microsecond {
+				t.Fatalf("%d bytes took %v", len(text), d)
+			}
+			if len(ids) == 0 {
+				t.Fatal("no ids, not even the template's")
+			}
+			if utf8.ValidString(text) && len(text) > 0 && len(ids) < 2 {
+				t.Fatalf("%q: only the template's ids %v", text, ids)
+			}
+			for _, id := range ids {
+				if id < 0 || int(id) > 256+6 {
+					t.Fatalf("id %d outside the vocabulary", id)
+				}
+			}
+		}
+	})
+}

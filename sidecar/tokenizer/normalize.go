@@ -1,0 +1,229 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// normalizer rewrites a segment's text before it is pre-tokenized.
+type normalizer interface {
+	normalize(s string) string
+}
+
+func newNormalizer(raw json.RawMessage) (normalizer, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	kind, err := typeOf(raw)
+	if err != nil {
+		return nil, fmt.Errorf("normalizer: %w", err)
+	}
+	plain := func(n normalizer) (normalizer, error) {
+		if err := strictUnmarshal(raw, &struct {
+			Type string `json:"type"`
+		}{}); err != nil {
+			return nil, fmt.Errorf("normalizer %s: %w", kind, err)
+		}
+		return n, nil
+	}
+	switch kind {
+	case "NFC":
+		return plain(form{norm.NFC})
+	case "NFD":
+		return plain(form{norm.NFD})
+	case "NFKC":
+		return plain(form{norm.NFKC})
+	case "NFKD":
+		return plain(form{norm.NFKD})
+	case "Lowercase":
+		return plain(lowercase{})
+	case "StripAccents":
+		return plain(stripAccents{})
+	case "Prepend":
+		var j struct {
+			Type    string `json:"type"`
+			Prepend string `json:"prepend"`
+		}
+		if err := strictUnmarshal(raw, &j); err != nil {
+			return nil, fmt.Errorf("normalizer Prepend: %w", err)
+		}
+		return prepend(j.Prepend), nil
+	case "Replace":
+		return newReplace(raw)
+	case "Sequence":
+		var j struct {
+			Type        string            `json:"type"`
+			Normalizers []json.RawMessage `json:"normalizers"`
+		}
+		if err := strictUnmarshal(raw, &j); err != nil {
+			return nil, fmt.Errorf("normalizer Sequence: %w", err)
+		}
+		var seq sequenceNorm
+		for _, r := range j.Normalizers {
+			n, err := newNormalizer(r)
+			if err != nil {
+				return nil, err
+			}
+			if n != nil {
+				seq = append(seq, n)
+			}
+		}
+		return seq, nil
+	}
+	return nil, fmt.Errorf("normalizer %q is not supported (shardfeed reads %s)", kind, supportedNormalizers)
+}
+
+const supportedNormalizers = "NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Replace, Prepend and Sequence"
+
+type sequenceNorm []normalizer
+
+func (s sequenceNorm) normalize(t string) string {
+	for _, n := range s {
+		t = n.normalize(t)
+	}
+	return t
+}
+
+type form struct{ f norm.Form }
+
+func (f form) normalize(s string) string { return f.f.String(s) }
+
+// lowercase is Rust's str::to_lowercase, which tokenizers calls: Unicode's
+// full lowercase mapping, İ to i̇ and a final capital sigma to ς, where
+// Go's strings.ToLower maps rune by rune.
+type lowercase struct{}
+
+func (lowercase) normalize(s string) string {
+	if !strings.ContainsAny(s, "\u0130\u03A3") {
+		return strings.ToLower(s)
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch r {
+		case '\u0130':
+			b.WriteString("i\u0307")
+		case '\u03A3':
+			if finalSigma(s, i) {
+				b.WriteRune('ς')
+			} else {
+				b.WriteRune('σ')
+			}
+		default:
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
+}
+
+// finalSigma is Unicode's Final_Sigma condition for the Σ at byte i of s:
+// a cased letter before it and none after it (case-ignorable characters
+// skipped both ways).
+func finalSigma(s string, i int) bool {
+	before := false
+	for j := i; j > 0; {
+		r, size := utf8.DecodeLastRuneInString(s[:j])
+		j -= size
+		if caseIgnorable(r) {
+			continue
+		}
+		before = cased(r)
+		break
+	}
+	if !before {
+		return false
+	}
+	for j := i + len("Σ"); j < len(s); {
+		r, size := utf8.DecodeRuneInString(s[j:])
+		j += size
+		if caseIgnorable(r) {
+			continue
+		}
+		return !cased(r)
+	}
+	return true
+}
+
+func cased(r rune) bool {
+	return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) || unicode.Is(unicode.Other_Lowercase, r) || unicode.Is(unicode.Other_Uppercase, r)
+}
+
+func caseIgnorable(r rune) bool {
+	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk) || strings.ContainsRune("'.:^`\u00AD\u00B7\u2018\u2019\u2024\u2027", r)
+}
+
+// stripAccents drops combining marks, Unicode's category M (tokenizers'
+// StripAccents, which a tokenizer runs after NFD).
+type stripAccents struct{}
+
+func (stripAccents) normalize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.Is(unicode.M, r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+type prepend string
+
+func (p prepend) normalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return string(p) + s
+}
+
+// replace replaces a string's or a regex's every match.
+type replace struct {
+	literal string
+	re      *pattern
+	content string
+}
+
+func newReplace(raw json.RawMessage) (*replace, error) {
+	var j struct {
+		Type    string `json:"type"`
+		Pattern struct {
+			String *string `json:"String"`
+			Regex  *string `json:"Regex"`
+		} `json:"pattern"`
+		Content string `json:"content"`
+	}
+	if err := strictUnmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("normalizer Replace: %w", err)
+	}
+	switch {
+	case j.Pattern.String != nil:
+		if *j.Pattern.String == "" {
+			return nil, fmt.Errorf("normalizer Replace: an empty pattern")
+		}
+		return &replace{literal: *j.Pattern.String, content: j.Content}, nil
+	case j.Pattern.Regex != nil:
+		p, err := compilePattern(*j.Pattern.Regex)
+		if err != nil {
+			return nil, fmt.Errorf("normalizer Replace: %w", err)
+		}
+		return &replace{re: p, content: j.Content}, nil
+	}
+	return nil, fmt.Errorf("normalizer Replace: a pattern is a String or a Regex")
+}
+
+func (r *replace) normalize(s string) string {
+	if r.re == nil {
+		return strings.ReplaceAll(s, r.literal, r.content)
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range r.re.matches(s) {
+		b.WriteString(s[last:m[0]])
+		b.WriteString(r.content)
+		last = m[1]
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}

@@ -1,0 +1,272 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// preTokenizer cuts a segment's normalized text into the pieces the model
+// tokenizes one by one.
+type preTokenizer interface {
+	preTokenize(pieces []string) []string
+}
+
+func newPreTokenizer(raw json.RawMessage) (preTokenizer, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	kind, err := typeOf(raw)
+	if err != nil {
+		return nil, fmt.Errorf("pre-tokenizer: %w", err)
+	}
+	switch kind {
+	case "ByteLevel":
+		return newByteLevel(raw)
+	case "Split":
+		return newSplit(raw)
+	case "Sequence":
+		var j struct {
+			Type          string            `json:"type"`
+			PreTokenizers []json.RawMessage `json:"pretokenizers"`
+		}
+		if err := strictUnmarshal(raw, &j); err != nil {
+			return nil, fmt.Errorf("pre-tokenizer Sequence: %w", err)
+		}
+		var seq sequencePre
+		for _, r := range j.PreTokenizers {
+			p, err := newPreTokenizer(r)
+			if err != nil {
+				return nil, err
+			}
+			if p != nil {
+				seq = append(seq, p)
+			}
+		}
+		return seq, nil
+	case "Whitespace":
+		if err := strictUnmarshal(raw, &struct {
+			Type string `json:"type"`
+		}{}); err != nil {
+			return nil, fmt.Errorf("pre-tokenizer Whitespace: %w", err)
+		}
+		return whitespace{}, nil
+	case "WhitespaceSplit":
+		if err := strictUnmarshal(raw, &struct {
+			Type string `json:"type"`
+		}{}); err != nil {
+			return nil, fmt.Errorf("pre-tokenizer WhitespaceSplit: %w", err)
+		}
+		return whitespaceSplit{}, nil
+	case "Digits":
+		var j struct {
+			Type             string `json:"type"`
+			IndividualDigits bool   `json:"individual_digits"`
+		}
+		if err := strictUnmarshal(raw, &j); err != nil {
+			return nil, fmt.Errorf("pre-tokenizer Digits: %w", err)
+		}
+		return digits{individual: j.IndividualDigits}, nil
+	}
+	return nil, fmt.Errorf("pre-tokenizer %q is not supported (shardfeed reads %s)", kind, supportedPreTokenizers)
+}
+
+const supportedPreTokenizers = "ByteLevel, Split, Whitespace, WhitespaceSplit, Digits and Sequence"
+
+type sequencePre []preTokenizer
+
+func (s sequencePre) preTokenize(pieces []string) []string {
+	for _, p := range s {
+		pieces = p.preTokenize(pieces)
+	}
+	return pieces
+}
+
+// behavior is what a split does with the pattern's matches (tokenizers'
+// SplitDelimiterBehavior).
+type behavior int
+
+const (
+	removed behavior = iota
+	isolated
+	mergedWithPrevious
+	mergedWithNext
+	contiguous
+)
+
+var behaviors = map[string]behavior{"Removed": removed, "Isolated": isolated, "MergedWithPrevious": mergedWithPrevious,
+	"MergedWithNext": mergedWithNext, "Contiguous": contiguous}
+
+// split is the Split pre-tokenizer: a regex or a string, its matches
+// treated as behavior says (or, inverted, the text between them).
+type split struct {
+	pattern  *pattern
+	behavior behavior
+	invert   bool
+}
+
+func newSplit(raw json.RawMessage) (*split, error) {
+	var j struct {
+		Type    string `json:"type"`
+		Pattern struct {
+			String *string `json:"String"`
+			Regex  *string `json:"Regex"`
+		} `json:"pattern"`
+		Behavior string `json:"behavior"`
+		Invert   bool   `json:"invert"`
+	}
+	if err := strictUnmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("pre-tokenizer Split: %w", err)
+	}
+	b, ok := behaviors[j.Behavior]
+	if !ok {
+		return nil, fmt.Errorf("pre-tokenizer Split: behavior %q (tokenizers has Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous)", j.Behavior)
+	}
+	var src string
+	switch {
+	case j.Pattern.Regex != nil:
+		src = *j.Pattern.Regex
+	case j.Pattern.String != nil:
+		src = regexp.QuoteMeta(*j.Pattern.String)
+	default:
+		return nil, fmt.Errorf("pre-tokenizer Split: a pattern is a String or a Regex")
+	}
+	p, err := compilePattern(src)
+	if err != nil {
+		return nil, fmt.Errorf("pre-tokenizer Split: %w", err)
+	}
+	return &split{pattern: p, behavior: b, invert: j.Invert}, nil
+}
+
+func (s *split) preTokenize(pieces []string) []string {
+	out := make([]string, 0, len(pieces))
+	for _, p := range pieces {
+		out = splitBy(out, p, s.pattern.matches(p), s.behavior, s.invert)
+	}
+	return out
+}
+
+// span is a piece of a string: a match of the pattern, or the text
+// between two.
+type span struct {
+	start, end int
+	match      bool
+}
+
+// splitBy appends to out the pieces of s that the matches and behavior
+// give, as tokenizers' NormalizedString::split cuts them (empty pieces
+// dropped).
+func splitBy(out []string, s string, matches [][2]int, b behavior, invert bool) []string {
+	var spans []span
+	last := 0
+	for _, m := range matches {
+		if m[0] > last {
+			spans = append(spans, span{last, m[0], invert})
+		}
+		spans = append(spans, span{m[0], m[1], !invert})
+		last = m[1]
+	}
+	if last < len(s) {
+		spans = append(spans, span{last, len(s), invert})
+	}
+	var kept []span
+	switch b {
+	case removed:
+		for _, sp := range spans {
+			if !sp.match {
+				kept = append(kept, sp)
+			}
+		}
+	case isolated:
+		kept = spans
+	case contiguous:
+		for _, sp := range spans {
+			if n := len(kept); n > 0 && sp.match && kept[n-1].match {
+				kept[n-1].end = sp.end
+				continue
+			}
+			kept = append(kept, sp)
+		}
+	case mergedWithPrevious:
+		prevMatch := false
+		for _, sp := range spans {
+			if n := len(kept); sp.match && !prevMatch && n > 0 {
+				kept[n-1].end = sp.end
+			} else {
+				kept = append(kept, span{sp.start, sp.end, false})
+			}
+			prevMatch = sp.match
+		}
+	case mergedWithNext:
+		prevMatch := false
+		for k := len(spans) - 1; k >= 0; k-- {
+			sp := spans[k]
+			if n := len(kept); sp.match && !prevMatch && n > 0 {
+				kept[n-1].start = sp.start
+			} else {
+				kept = append(kept, span{sp.start, sp.end, false})
+			}
+			prevMatch = sp.match
+		}
+		for i, j := 0, len(kept)-1; i < j; i, j = i+1, j-1 {
+			kept[i], kept[j] = kept[j], kept[i]
+		}
+	}
+	for _, sp := range kept {
+		if sp.end > sp.start {
+			out = append(out, s[sp.start:sp.end])
+		}
+	}
+	return out
+}
+
+// whitespace is tokenizers' Whitespace: runs of word characters and runs
+// of other non-space characters, the spaces between them dropped.
+type whitespace struct{}
+
+var wordRuns = regexp.MustCompile(`[\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{200C}\x{200D}]+|[^\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{200C}\x{200D}\s\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{0B}]+`)
+
+func (whitespace) preTokenize(pieces []string) []string {
+	var out []string
+	for _, p := range pieces {
+		out = append(out, wordRuns.FindAllString(p, -1)...)
+	}
+	return out
+}
+
+// whitespaceSplit cuts at whitespace, dropping it.
+type whitespaceSplit struct{}
+
+func (whitespaceSplit) preTokenize(pieces []string) []string {
+	var out []string
+	for _, p := range pieces {
+		out = append(out, strings.FieldsFunc(p, unicode.IsSpace)...)
+	}
+	return out
+}
+
+// digits isolates numbers (Unicode category N): each digit alone, or each
+// run.
+type digits struct{ individual bool }
+
+func (d digits) preTokenize(pieces []string) []string {
+	var out []string
+	for _, p := range pieces {
+		var matches [][2]int
+		for i, r := range p {
+			if !unicode.IsNumber(r) {
+				continue
+			}
+			end := i + len(string(r))
+			if n := len(matches); !d.individual && n > 0 && matches[n-1][1] == i {
+				matches[n-1][1] = end
+				continue
+			}
+			matches = append(matches, [2]int{i, end})
+		}
+		out = splitBy(out, p, matches, isolated, false)
+	}
+	return out
+}

@@ -1,0 +1,186 @@
+// Package tokenizer runs Hugging Face tokenizer.json files: the
+// normalizers, pre-tokenizers, models, post-processors and added tokens
+// real models use, each checked against the tokenizers library itself
+// (oracle_integration_test.go), in Go, in time linear in the text. A
+// component it does not run is refused when the file is loaded, named.
+// It gives ids only (no offsets): what a training batch needs.
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// maxID bounds a token id (ids are int32 in a batch).
+const maxID = 1<<31 - 1
+
+// MaxFileBytes bounds a tokenizer.json (the largest real ones, with a
+// vocabulary of 256 k tokens and their merges, are about 35 MB).
+const MaxFileBytes = 256 << 20
+
+// model turns a pre-token into ids.
+type model interface {
+	tokenize(ids []int32, word string) []int32
+}
+
+// Tokenizer is a loaded tokenizer.json. Its methods may be called from
+// several goroutines at once.
+type Tokenizer struct {
+	normalizer normalizer
+	pre        preTokenizer
+	model      model
+	post       postProcessor
+	// raw and normalized are the added tokens matched in the text as it
+	// is, and in its normalized pieces.
+	raw, normalized addedTokens
+}
+
+// fileJSON is a tokenizer.json; its decoder turns ids back into text,
+// which serving never does, so any is taken.
+type fileJSON struct {
+	Version       string           `json:"version"`
+	Truncation    json.RawMessage  `json:"truncation"`
+	Padding       json.RawMessage  `json:"padding"`
+	AddedTokens   []addedTokenJSON `json:"added_tokens"`
+	Normalizer    json.RawMessage  `json:"normalizer"`
+	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage  `json:"post_processor"`
+	Decoder       json.RawMessage  `json:"decoder"`
+	Model         json.RawMessage  `json:"model"`
+}
+
+// Load reads a tokenizer.json, refusing what it cannot run exactly as
+// tokenizers runs it, naming the component.
+func Load(data []byte) (*Tokenizer, error) {
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("tokenizer.json: %d bytes, above the bound of %d", len(data), MaxFileBytes)
+	}
+	var j fileJSON
+	if err := strictUnmarshal(data, &j); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	if !isNull(j.Truncation) {
+		return nil, errors.New("tokenizer.json: truncation is set: a document's tokens are served whole (packing cuts them into sequences); set it to null")
+	}
+	if !isNull(j.Padding) {
+		return nil, errors.New("tokenizer.json: padding is set: a document's tokens are served as they are (packing pads sequences); set it to null")
+	}
+	t := &Tokenizer{}
+	var err error
+	if t.normalizer, err = newNormalizer(j.Normalizer); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	if t.pre, err = newPreTokenizer(j.PreTokenizer); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	if t.model, err = newModel(j.Model); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	if t.post, err = newPostProcessor(j.PostProcessor); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	for i, a := range j.AddedTokens {
+		if a.ID < 0 || a.ID > maxID || a.Content == "" {
+			return nil, fmt.Errorf("tokenizer.json: added token %d (%q) has id %d", i, a.Content, a.ID)
+		}
+		tok := addedToken{content: a.Content, id: int32(a.ID), singleWord: a.SingleWord, lstrip: a.LStrip, rstrip: a.RStrip} //nolint:gosec // bounded above
+		if a.Normalized {
+			// Matched in normalized text, as its own normalized form.
+			if t.normalizer != nil {
+				tok.content = t.normalizer.normalize(tok.content)
+			}
+			t.normalized.add(tok)
+		} else {
+			t.raw.add(tok)
+		}
+	}
+	return t, nil
+}
+
+func newModel(raw json.RawMessage) (model, error) {
+	if isNull(raw) {
+		return nil, errors.New("no model")
+	}
+	kind, err := typeOf(raw)
+	if err != nil {
+		// tokenizers writes a BPE model without "type" in old files.
+		if bytes.Contains(raw, []byte(`"merges"`)) {
+			return newBPE(raw)
+		}
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if kind == "BPE" {
+		return newBPE(raw)
+	}
+	return nil, fmt.Errorf("model %q is not supported (shardfeed reads BPE)", kind)
+}
+
+// Encode returns the ids of text, with the post-processor's special
+// tokens (a template's begin and end tokens) where addSpecial says.
+func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	var ids []int32
+	for _, seg := range t.raw.split(text) {
+		if seg.id >= 0 {
+			ids = append(ids, seg.id)
+			continue
+		}
+		s := seg.text
+		if t.normalizer != nil {
+			s = t.normalizer.normalize(s)
+		}
+		for _, sub := range t.normalized.split(s) {
+			if sub.id >= 0 {
+				ids = append(ids, sub.id)
+				continue
+			}
+			pieces := []string{sub.text}
+			if t.pre != nil {
+				pieces = t.pre.preTokenize(pieces)
+			}
+			for _, p := range pieces {
+				ids = t.model.tokenize(ids, p)
+			}
+		}
+	}
+	if addSpecial && t.post != nil {
+		ids = t.post.process(ids)
+	}
+	return ids
+}
+
+// typeOf reads a component's "type".
+func typeOf(raw json.RawMessage) (string, error) {
+	var j struct {
+		Type *string `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return "", err
+	}
+	if j.Type == nil {
+		return "", errors.New(`it has no "type"`)
+	}
+	return *j.Type, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null"
+}
+
+// strictUnmarshal decodes raw into v, refusing fields v lacks: a field
+// tokenizers added since may change the ids, and is named rather than
+// ignored.
+func strictUnmarshal(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}

@@ -41,9 +41,11 @@ func (a *addedTokens) add(t addedToken) {
 	slices.SortStableFunc(a.byFirst[first], func(x, y addedToken) int { return len(y.content) - len(x.content) })
 }
 
-// segment is a piece of text, or (id 0 or more) an added token.
+// segment is a piece of text (at its byte offset), or (id 0 or more) an
+// added token.
 type segment struct {
 	text string
+	at   int
 	id   int32
 }
 
@@ -72,13 +74,13 @@ func (a *addedTokens) split(s string) []segment {
 			stop = len(s) - len(strings.TrimLeftFunc(s[stop:], unicode.IsSpace))
 		}
 		if start > from {
-			out = append(out, segment{text: s[from:start], id: -1})
+			out = append(out, segment{text: s[from:start], at: from, id: -1})
 		}
 		out = append(out, segment{id: tok.id})
 		from, i = stop, stop
 	}
 	if from < len(s) {
-		out = append(out, segment{text: s[from:], id: -1})
+		out = append(out, segment{text: s[from:], at: from, id: -1})
 	}
 	return out
 }

@@ -69,37 +69,21 @@ func newByteLevel(raw json.RawMessage) (*byteLevel, error) {
 	return b, nil
 }
 
-func (b *byteLevel) preTokenize(pieces []string) []string {
-	out := make([]string, 0, len(pieces))
+func (b *byteLevel) preTokenize(pieces []piece) []piece {
+	out := make([]piece, 0, len(pieces))
 	for _, p := range pieces {
-		if b.addPrefixSpace && !strings.HasPrefix(p, " ") {
-			p = " " + p
+		if b.addPrefixSpace && !strings.HasPrefix(p.s, " ") {
+			p.s = " " + p.s
 		}
 		if b.split == nil {
-			out = append(out, toByteLevel(p))
+			out = append(out, piece{s: toByteLevel(p.s), first: p.first})
 			continue
 		}
-		for _, s := range isolate(b.split, p) {
-			out = append(out, toByteLevel(s))
+		k := len(out)
+		out = splitBy(out, p, b.split.matches(p.s), isolated, false)
+		for i := k; i < len(out); i++ {
+			out[i].s = toByteLevel(out[i].s)
 		}
-	}
-	return out
-}
-
-// isolate splits s into the pattern's matches and the text between them,
-// each its own piece (tokenizers' "Isolated").
-func isolate(p *pattern, s string) []string {
-	var out []string
-	last := 0
-	for _, m := range p.matches(s) {
-		if m[0] > last {
-			out = append(out, s[last:m[0]])
-		}
-		out = append(out, s[m[0]:m[1]])
-		last = m[1]
-	}
-	if last < len(s) {
-		out = append(out, s[last:])
 	}
 	return out
 }

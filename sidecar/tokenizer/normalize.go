@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -55,6 +54,8 @@ func newNormalizer(raw json.RawMessage) (normalizer, error) {
 		return prepend(j.Prepend), nil
 	case "Replace":
 		return newReplace(raw)
+	case "BertNormalizer":
+		return newBertNormalizer(raw)
 	case "Sequence":
 		var j struct {
 			Type        string            `json:"type"`
@@ -78,7 +79,7 @@ func newNormalizer(raw json.RawMessage) (normalizer, error) {
 	return nil, fmt.Errorf("normalizer %q is not supported (shardfeed reads %s)", kind, supportedNormalizers)
 }
 
-const supportedNormalizers = "NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Replace, Prepend and Sequence"
+const supportedNormalizers = "NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Replace, Prepend, BertNormalizer and Sequence"
 
 type sequenceNorm []normalizer
 
@@ -93,67 +94,21 @@ type form struct{ f norm.Form }
 
 func (f form) normalize(s string) string { return f.f.String(s) }
 
-// lowercase is Rust's str::to_lowercase, which tokenizers calls: Unicode's
-// full lowercase mapping, İ to i̇ and a final capital sigma to ς, where
-// Go's strings.ToLower maps rune by rune.
+// lowercase is tokenizers' Lowercase: Rust's char::to_lowercase of each
+// character, Unicode's full mapping (İ to i̇, two characters, where Go's
+// unicode.ToLower gives i) and no context (a final Σ is σ).
 type lowercase struct{}
 
 func (lowercase) normalize(s string) string {
-	if !strings.ContainsAny(s, "\u0130\u03A3") {
-		return strings.ToLower(s)
+	if !strings.ContainsRune(s, '\u0130') {
+		return strings.Map(unicode.ToLower, s)
 	}
-	var b strings.Builder
-	for i, r := range s {
-		switch r {
-		case '\u0130':
-			b.WriteString("i\u0307")
-		case '\u03A3':
-			if finalSigma(s, i) {
-				b.WriteRune('ς')
-			} else {
-				b.WriteRune('σ')
-			}
-		default:
-			b.WriteRune(unicode.ToLower(r))
+	return strings.ReplaceAll(strings.Map(func(r rune) rune {
+		if r == '\u0130' {
+			return r
 		}
-	}
-	return b.String()
-}
-
-// finalSigma is Unicode's Final_Sigma condition for the Σ at byte i of s:
-// a cased letter before it and none after it (case-ignorable characters
-// skipped both ways).
-func finalSigma(s string, i int) bool {
-	before := false
-	for j := i; j > 0; {
-		r, size := utf8.DecodeLastRuneInString(s[:j])
-		j -= size
-		if caseIgnorable(r) {
-			continue
-		}
-		before = cased(r)
-		break
-	}
-	if !before {
-		return false
-	}
-	for j := i + len("Σ"); j < len(s); {
-		r, size := utf8.DecodeRuneInString(s[j:])
-		j += size
-		if caseIgnorable(r) {
-			continue
-		}
-		return !cased(r)
-	}
-	return true
-}
-
-func cased(r rune) bool {
-	return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) || unicode.Is(unicode.Other_Lowercase, r) || unicode.Is(unicode.Other_Uppercase, r)
-}
-
-func caseIgnorable(r rune) bool {
-	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk) || strings.ContainsRune("'.:^`\u00AD\u00B7\u2018\u2019\u2024\u2027", r)
+		return unicode.ToLower(r)
+	}, s), "\u0130", "i\u0307")
 }
 
 // stripAccents drops combining marks, Unicode's category M (tokenizers'

@@ -63,7 +63,7 @@ func idsOf(t *testing.T, out []byte) [][]int32 {
 func TestTokenizerEqualsTokenizers(t *testing.T) {
 	dir := t.TempDir()
 	path, texts := corpus(t, dir)
-	for _, kind := range []string{"gpt2", "llama3", "prefix"} {
+	for _, kind := range []string{"gpt2", "llama3", "prefix", "llama2", "bert", "wordpiece", "t5", "unigram"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			file := filepath.Join(t.TempDir(), kind+".json")

@@ -4,14 +4,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // preTokenizer cuts a segment's normalized text into the pieces the model
 // tokenizes one by one.
 type preTokenizer interface {
-	preTokenize(pieces []string) []string
+	preTokenize(pieces []piece) []piece
+}
+
+// piece is a piece of a text: its string, and whether it starts the text
+// (Metaspace's prepend_scheme "first" prepends to that piece alone).
+type piece struct {
+	s     string
+	first bool
 }
 
 func newPreTokenizer(raw json.RawMessage) (preTokenizer, error) {
@@ -60,6 +67,28 @@ func newPreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 			return nil, fmt.Errorf("pre-tokenizer WhitespaceSplit: %w", err)
 		}
 		return whitespaceSplit{}, nil
+	case "BertPreTokenizer":
+		if err := strictUnmarshal(raw, &struct {
+			Type string `json:"type"`
+		}{}); err != nil {
+			return nil, fmt.Errorf("pre-tokenizer BertPreTokenizer: %w", err)
+		}
+		return bertPre{}, nil
+	case "Punctuation":
+		var j struct {
+			Type     string `json:"type"`
+			Behavior string `json:"behavior"`
+		}
+		if err := strictUnmarshal(raw, &j); err != nil {
+			return nil, fmt.Errorf("pre-tokenizer Punctuation: %w", err)
+		}
+		b, ok := behaviors[j.Behavior]
+		if !ok {
+			return nil, fmt.Errorf("pre-tokenizer Punctuation: behavior %q", j.Behavior)
+		}
+		return punctuation{behavior: b}, nil
+	case "Metaspace":
+		return newMetaspace(raw)
 	case "Digits":
 		var j struct {
 			Type             string `json:"type"`
@@ -73,11 +102,11 @@ func newPreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 	return nil, fmt.Errorf("pre-tokenizer %q is not supported (shardfeed reads %s)", kind, supportedPreTokenizers)
 }
 
-const supportedPreTokenizers = "ByteLevel, Split, Whitespace, WhitespaceSplit, Digits and Sequence"
+const supportedPreTokenizers = "ByteLevel, Split, Whitespace, WhitespaceSplit, Digits, Punctuation, BertPreTokenizer, Metaspace and Sequence"
 
 type sequencePre []preTokenizer
 
-func (s sequencePre) preTokenize(pieces []string) []string {
+func (s sequencePre) preTokenize(pieces []piece) []piece {
 	for _, p := range s {
 		pieces = p.preTokenize(pieces)
 	}
@@ -140,10 +169,10 @@ func newSplit(raw json.RawMessage) (*split, error) {
 	return &split{pattern: p, behavior: b, invert: j.Invert}, nil
 }
 
-func (s *split) preTokenize(pieces []string) []string {
-	out := make([]string, 0, len(pieces))
+func (s *split) preTokenize(pieces []piece) []piece {
+	out := make([]piece, 0, len(pieces))
 	for _, p := range pieces {
-		out = splitBy(out, p, s.pattern.matches(p), s.behavior, s.invert)
+		out = splitBy(out, p, s.pattern.matches(p.s), s.behavior, s.invert)
 	}
 	return out
 }
@@ -158,7 +187,8 @@ type span struct {
 // splitBy appends to out the pieces of s that the matches and behavior
 // give, as tokenizers' NormalizedString::split cuts them (empty pieces
 // dropped).
-func splitBy(out []string, s string, matches [][2]int, b behavior, invert bool) []string {
+func splitBy(out []piece, p piece, matches [][2]int, b behavior, invert bool) []piece {
+	s := p.s
 	var spans []span
 	last := 0
 	for _, m := range matches {
@@ -216,7 +246,7 @@ func splitBy(out []string, s string, matches [][2]int, b behavior, invert bool) 
 	}
 	for _, sp := range kept {
 		if sp.end > sp.start {
-			out = append(out, s[sp.start:sp.end])
+			out = append(out, piece{s: s[sp.start:sp.end], first: p.first && sp.start == 0})
 		}
 	}
 	return out
@@ -228,10 +258,14 @@ type whitespace struct{}
 
 var wordRuns = regexp.MustCompile(`[\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{200C}\x{200D}]+|[^\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{200C}\x{200D}\s\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{0B}]+`)
 
-func (whitespace) preTokenize(pieces []string) []string {
-	var out []string
+func (whitespace) preTokenize(pieces []piece) []piece {
+	var out []piece
 	for _, p := range pieces {
-		out = append(out, wordRuns.FindAllString(p, -1)...)
+		var runs [][2]int
+		for _, m := range wordRuns.FindAllStringIndex(p.s, -1) {
+			runs = append(runs, [2]int{m[0], m[1]})
+		}
+		out = splitBy(out, p, runs, removed, true)
 	}
 	return out
 }
@@ -239,10 +273,32 @@ func (whitespace) preTokenize(pieces []string) []string {
 // whitespaceSplit cuts at whitespace, dropping it.
 type whitespaceSplit struct{}
 
-func (whitespaceSplit) preTokenize(pieces []string) []string {
-	var out []string
+func (whitespaceSplit) preTokenize(pieces []piece) []piece {
+	var out []piece
 	for _, p := range pieces {
-		out = append(out, strings.FieldsFunc(p, unicode.IsSpace)...)
+		out = splitBy(out, p, runsOf(p.s, unicode.IsSpace, false), removed, false)
+	}
+	return out
+}
+
+// runsOf returns where in s the characters are that is says: each alone,
+// or (together) each run of them.
+func runsOf(s string, is func(rune) bool, together bool) [][2]int {
+	var out [][2]int
+	for i, r := range s {
+		if !is(r) {
+			continue
+		}
+		end := i + utf8.RuneLen(r)
+		if r == utf8.RuneError {
+			_, size := utf8.DecodeRuneInString(s[i:])
+			end = i + size
+		}
+		if n := len(out); together && n > 0 && out[n-1][1] == i {
+			out[n-1][1] = end
+			continue
+		}
+		out = append(out, [2]int{i, end})
 	}
 	return out
 }
@@ -251,22 +307,10 @@ func (whitespaceSplit) preTokenize(pieces []string) []string {
 // run.
 type digits struct{ individual bool }
 
-func (d digits) preTokenize(pieces []string) []string {
-	var out []string
+func (d digits) preTokenize(pieces []piece) []piece {
+	var out []piece
 	for _, p := range pieces {
-		var matches [][2]int
-		for i, r := range p {
-			if !unicode.IsNumber(r) {
-				continue
-			}
-			end := i + len(string(r))
-			if n := len(matches); !d.individual && n > 0 && matches[n-1][1] == i {
-				matches[n-1][1] = end
-				continue
-			}
-			matches = append(matches, [2]int{i, end})
-		}
-		out = splitBy(out, p, matches, isolated, false)
+		out = splitBy(out, p, runsOf(p.s, unicode.IsNumber, !d.individual), isolated, false)
 	}
 	return out
 }

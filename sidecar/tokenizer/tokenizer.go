@@ -112,10 +112,15 @@ func newModel(raw json.RawMessage) (model, error) {
 		}
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	if kind == "BPE" {
+	switch kind {
+	case "BPE":
 		return newBPE(raw)
+	case "WordPiece":
+		return newWordPiece(raw)
+	case "Unigram":
+		return newUnigram(raw)
 	}
-	return nil, fmt.Errorf("model %q is not supported (shardfeed reads BPE)", kind)
+	return nil, fmt.Errorf("model %q is not supported (shardfeed reads BPE, WordPiece and Unigram)", kind)
 }
 
 // Encode returns the ids of text, with the post-processor's special
@@ -123,7 +128,7 @@ func newModel(raw json.RawMessage) (model, error) {
 func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
 	text = strings.ToValidUTF8(text, "\uFFFD")
 	var ids []int32
-	for _, seg := range t.raw.split(text) {
+	for k, seg := range t.raw.split(text) {
 		if seg.id >= 0 {
 			ids = append(ids, seg.id)
 			continue
@@ -132,17 +137,17 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
 		if t.normalizer != nil {
 			s = t.normalizer.normalize(s)
 		}
-		for _, sub := range t.normalized.split(s) {
+		for j, sub := range t.normalized.split(s) {
 			if sub.id >= 0 {
 				ids = append(ids, sub.id)
 				continue
 			}
-			pieces := []string{sub.text}
+			pieces := []piece{{s: sub.text, first: k == 0 && j == 0 && seg.at == 0 && sub.at == 0}}
 			if t.pre != nil {
 				pieces = t.pre.preTokenize(pieces)
 			}
 			for _, p := range pieces {
-				ids = t.model.tokenize(ids, p)
+				ids = t.model.tokenize(ids, p.s)
 			}
 		}
 	}

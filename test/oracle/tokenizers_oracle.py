@@ -16,7 +16,16 @@ a corpus made here, never vendored.
         llama3  byte-level BPE after Llama 3's split regex (ignore_merges),
                 a begin-of-text template;
         prefix  byte-level BPE with add_prefix_space, a digits split, and
-                added tokens that strip spaces and match single words.
+                added tokens that strip spaces and match single words;
+        llama2  SentencePiece-style BPE (Llama 2's, Mistral's): a normalizer
+                that prepends ▁ and replaces spaces, no pre-tokenizer, byte
+                fallback, fused unknowns;
+        bert    BERT's normalizer (lowercase, accents, CJK, control
+                characters) and pre-tokenizer, WordPiece, [CLS] $A [SEP];
+        wordpiece  NFD, StripAccents, Lowercase; WhitespaceSplit then
+                Punctuation; WordPiece;
+        t5      NFKC and a regex Replace, Metaspace, Unigram, $A </s>;
+        unigram  Metaspace with prepend_scheme first and no split, Unigram.
   tokenizers_oracle.py encode TOKENIZER CORPUS [--no-special]
       prints each text's ids as tokenizers' Tokenizer.encode_batch gives
       them, a JSON list a line.
@@ -26,7 +35,7 @@ import argparse
 import json
 import random
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 PIECES = [
     "The quick brown fox jumps over the lazy dog.", "I'm sure they'll've done it; we'd   go.", "DON'T Shout, it's 'quoted'",
@@ -86,6 +95,35 @@ def train(kind: str, corpus_path: str, out: str) -> None:
         t.add_tokens([AddedToken("tokens", single_word=True), AddedToken("<special>", normalized=False)])
         t.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", t.token_to_id("<s>")),
                                                                                                ("</s>", t.token_to_id("</s>"))])
+    elif kind == "llama2":
+        t = Tokenizer(models.BPE(byte_fallback=True, fuse_unk=True, unk_token="<unk>"))
+        t.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+        t.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+        bytes_ = [f"<0x{b:02X}>" for b in range(256)]
+        t.train_from_iterator(data, trainers.BpeTrainer(vocab_size=1200, special_tokens=["<unk>", "<s>", "</s>"] + bytes_,
+                                                        limit_alphabet=60))
+        t.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", t.token_to_id("<s>"))])
+    elif kind == "bert":
+        t = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        t.normalizer = normalizers.BertNormalizer(lowercase=True)
+        t.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        t.train_from_iterator(data, trainers.WordPieceTrainer(vocab_size=2000, special_tokens=["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]))
+        t.post_processor = processors.BertProcessing(("[SEP]", t.token_to_id("[SEP]")), ("[CLS]", t.token_to_id("[CLS]")))
+    elif kind == "wordpiece":
+        t = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=40))
+        t.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents(), normalizers.Lowercase()])
+        t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+        t.train_from_iterator(data, trainers.WordPieceTrainer(vocab_size=1500, special_tokens=["[UNK]"]))
+    elif kind == "t5":
+        t = Tokenizer(models.Unigram())
+        t.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
+        t.pre_tokenizer = pre_tokenizers.Metaspace()
+        t.train_from_iterator(data, trainers.UnigramTrainer(vocab_size=1500, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>"))
+        t.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", t.token_to_id("</s>"))])
+    elif kind == "unigram":
+        t = Tokenizer(models.Unigram())
+        t.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first", split=False)
+        t.train_from_iterator(data, trainers.UnigramTrainer(vocab_size=1200, special_tokens=["<unk>"], unk_token="<unk>", max_piece_length=8))
     else:
         raise SystemExit(f"unknown kind {kind}")
     t.save(out)

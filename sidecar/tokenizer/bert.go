@@ -1,0 +1,176 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// bertNormalizer is BERT's normalizer: control characters dropped and
+// whitespace made a space, CJK ideographs set apart by spaces, accents
+// stripped and text lowercased where asked.
+type bertNormalizer struct {
+	cleanText, chinese, strip, lower bool
+}
+
+func newBertNormalizer(raw json.RawMessage) (*bertNormalizer, error) {
+	var j struct {
+		Type               string `json:"type"`
+		CleanText          bool   `json:"clean_text"`
+		HandleChineseChars bool   `json:"handle_chinese_chars"`
+		StripAccents       *bool  `json:"strip_accents"`
+		Lowercase          bool   `json:"lowercase"`
+	}
+	if err := strictUnmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("normalizer BertNormalizer: %w", err)
+	}
+	strip := j.Lowercase // tokenizers' default: strip accents when lowercasing
+	if j.StripAccents != nil {
+		strip = *j.StripAccents
+	}
+	return &bertNormalizer{cleanText: j.CleanText, chinese: j.HandleChineseChars, strip: strip, lower: j.Lowercase}, nil
+}
+
+func (b *bertNormalizer) normalize(s string) string {
+	if b.cleanText {
+		s = strings.Map(func(r rune) rune {
+			switch {
+			case r == 0 || r == '\uFFFD' || isOther(r) && r != '\t' && r != '\n' && r != '\r':
+				return -1
+			case isSpace(r):
+				return ' '
+			}
+			return r
+		}, s)
+	}
+	if b.chinese {
+		var out strings.Builder
+		for _, r := range s {
+			if isCJK(r) {
+				out.WriteByte(' ')
+				out.WriteRune(r)
+				out.WriteByte(' ')
+			} else {
+				out.WriteRune(r)
+			}
+		}
+		s = out.String()
+	}
+	if b.strip {
+		s = stripAccents{}.normalize(norm.NFD.String(s))
+	}
+	if b.lower {
+		s = lowercase{}.normalize(s)
+	}
+	return s
+}
+
+// isOther is Unicode's category C: control, format, private use,
+// surrogate, or unassigned.
+func isOther(r rune) bool {
+	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs) || !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z)
+}
+
+// isCJK is BERT's "Chinese character": the CJK Unified Ideographs blocks
+// and their extensions and compatibility forms.
+func isCJK(r rune) bool {
+	return r >= 0x4E00 && r <= 0x9FFF || r >= 0x3400 && r <= 0x4DBF || r >= 0x20000 && r <= 0x2A6DF || r >= 0x2A700 && r <= 0x2B73F ||
+		r >= 0x2B740 && r <= 0x2B81F || r >= 0x2B920 && r <= 0x2CEAF || r >= 0xF900 && r <= 0xFAFF || r >= 0x2F800 && r <= 0x2FA1F
+}
+
+// isBertPunct is BERT's punctuation: ASCII punctuation (symbols
+// included) and Unicode's category P.
+func isBertPunct(r rune) bool {
+	return r < 0x80 && unicode.IsPunct(r) || r < 0x80 && strings.ContainsRune("$+<=>^`|~", r) || unicode.In(r, unicode.P)
+}
+
+// bertPre is BERT's pre-tokenizer: split at whitespace (dropped), then
+// each punctuation character alone.
+type bertPre struct{}
+
+func (bertPre) preTokenize(pieces []piece) []piece {
+	pieces = whitespaceSplit{}.preTokenize(pieces)
+	out := make([]piece, 0, len(pieces))
+	for _, p := range pieces {
+		out = splitBy(out, p, runsOf(p.s, isBertPunct, false), isolated, false)
+	}
+	return out
+}
+
+// punctuation splits at each punctuation character (BERT's), as behavior
+// says.
+type punctuation struct{ behavior behavior }
+
+func (u punctuation) preTokenize(pieces []piece) []piece {
+	out := make([]piece, 0, len(pieces))
+	for _, p := range pieces {
+		out = splitBy(out, p, runsOf(p.s, isBertPunct, false), u.behavior, false)
+	}
+	return out
+}
+
+// metaspace is SentencePiece's pre-tokenizer: spaces become the
+// replacement character (▁), one is prepended as prepend_scheme says, and
+// the text is split before each.
+type metaspace struct {
+	replacement string
+	prepend     string // always, first, never
+	split       bool
+}
+
+func newMetaspace(raw json.RawMessage) (*metaspace, error) {
+	var j struct {
+		Type           string `json:"type"`
+		Replacement    string `json:"replacement"`
+		PrependScheme  string `json:"prepend_scheme"`
+		Split          *bool  `json:"split"`
+		AddPrefixSpace *bool  `json:"add_prefix_space"`
+		StrRep         string `json:"str_rep"`
+	}
+	if err := strictUnmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("pre-tokenizer Metaspace: %w", err)
+	}
+	m := &metaspace{replacement: j.Replacement, prepend: j.PrependScheme, split: j.Split == nil || *j.Split}
+	if m.prepend == "" { // files before the prepend scheme
+		m.prepend = "always"
+		if j.AddPrefixSpace != nil && !*j.AddPrefixSpace {
+			m.prepend = "never"
+		}
+	}
+	switch {
+	case len([]rune(m.replacement)) != 1:
+		return nil, fmt.Errorf("pre-tokenizer Metaspace: the replacement %q is not one character", m.replacement)
+	case m.prepend != "always" && m.prepend != "first" && m.prepend != "never":
+		return nil, fmt.Errorf("pre-tokenizer Metaspace: prepend_scheme %q (tokenizers has always, first, never)", m.prepend)
+	}
+	return m, nil
+}
+
+func (m *metaspace) preTokenize(pieces []piece) []piece {
+	out := make([]piece, 0, len(pieces))
+	for _, p := range pieces {
+		s := strings.ReplaceAll(p.s, " ", m.replacement)
+		if !strings.HasPrefix(s, m.replacement) && (m.prepend == "always" || m.prepend == "first" && p.first) {
+			s = m.replacement + s
+		}
+		q := piece{s: s, first: p.first}
+		if !m.split {
+			out = append(out, q)
+			continue
+		}
+		var at [][2]int
+		for i := 0; ; {
+			k := strings.Index(s[i:], m.replacement)
+			if k < 0 {
+				break
+			}
+			at = append(at, [2]int{i + k, i + k + len(m.replacement)})
+			i += k + len(m.replacement)
+		}
+		out = splitBy(out, q, at, mergedWithNext, false)
+	}
+	return out
+}

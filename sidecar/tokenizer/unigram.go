@@ -1,0 +1,164 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"unicode/utf8"
+)
+
+// unigram is the Unigram model (SentencePiece's, T5's): the segmentation
+// of a word into vocabulary pieces with the highest sum of scores
+// (Viterbi over its bytes, SentencePiece's optimized encoder as tokenizers
+// runs it), characters no piece covers scored as unk below the lowest
+// piece, runs of them fused into one unk.
+type unigram struct {
+	ids          map[string]int32
+	scores       []float64
+	maxPiece     int // bytes of the longest piece
+	unk          int32
+	unkScore     float64
+	byteFallback bool
+	byteIDs      [256]int32
+}
+
+// unkPenalty is what an unknown character scores below the lowest piece
+// (tokenizers' K_UNK_PENALTY, SentencePiece's kUnkPenalty).
+const unkPenalty = 10.0
+
+func newUnigram(raw json.RawMessage) (*unigram, error) {
+	var j struct {
+		Type         string            `json:"type"`
+		UnkID        *int              `json:"unk_id"`
+		Vocab        []json.RawMessage `json:"vocab"`
+		ByteFallback bool              `json:"byte_fallback"`
+	}
+	if err := strictUnmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("model Unigram: %w", err)
+	}
+	if len(j.Vocab) == 0 || len(j.Vocab) > maxID {
+		return nil, fmt.Errorf("model Unigram: a vocab of %d pieces", len(j.Vocab))
+	}
+	m := &unigram{ids: make(map[string]int32, len(j.Vocab)), scores: make([]float64, len(j.Vocab)), unk: -1, byteFallback: j.ByteFallback}
+	minScore := math.Inf(1)
+	for i, e := range j.Vocab {
+		var pair []any
+		dec := json.NewDecoder(bytes.NewReader(e))
+		dec.UseNumber()
+		if err := dec.Decode(&pair); err != nil || len(pair) != 2 {
+			return nil, fmt.Errorf("model Unigram: vocab entry %d is not [piece, score]", i)
+		}
+		piece, okP := pair[0].(string)
+		num, okS := pair[1].(json.Number)
+		if !okP || !okS {
+			return nil, fmt.Errorf("model Unigram: vocab entry %d is not [piece, score]", i)
+		}
+		score, err := serdeFloat(num)
+		if err != nil {
+			return nil, fmt.Errorf("model Unigram: vocab entry %d: %w", i, err)
+		}
+		if _, dup := m.ids[piece]; !dup {
+			m.ids[piece] = int32(i) //nolint:gosec // bounded above
+		}
+		m.scores[i] = score
+		m.maxPiece = max(m.maxPiece, len(piece))
+		minScore = min(minScore, score)
+	}
+	switch {
+	case j.UnkID == nil:
+		return nil, fmt.Errorf("model Unigram without an unk_id: tokenizers fails on any character its pieces lack; give the model its unk piece")
+	case *j.UnkID < 0 || *j.UnkID >= len(j.Vocab):
+		return nil, fmt.Errorf("model Unigram: unk_id %d outside its %d pieces", *j.UnkID, len(j.Vocab))
+	}
+	m.unk = int32(*j.UnkID) //nolint:gosec // bounded above
+	m.unkScore = minScore - unkPenalty
+	for b := range 256 {
+		m.byteIDs[b] = -1
+		if id, ok := m.ids[fmt.Sprintf("<0x%02X>", b)]; ok {
+			m.byteIDs[b] = id
+		}
+	}
+	return m, nil
+}
+
+type node struct {
+	score float64
+	start int // -1: not reached
+	id    int32
+}
+
+func (m *unigram) tokenize(ids []int32, word string) []int32 {
+	n := len(word)
+	if n == 0 {
+		return ids
+	}
+	best := make([]node, n+1)
+	for i := 1; i <= n; i++ {
+		best[i].start = -1
+	}
+	for at := 0; at < n; {
+		_, charLen := utf8.DecodeRuneInString(word[at:])
+		here := best[at].score
+		single := false
+		// Every piece that starts here: its prefixes of the word, shortest
+		// first (the order of tokenizers' trie search, which keeps the
+		// first of equal scores).
+		for end := at + 1; end <= min(n, at+m.maxPiece); end++ {
+			id, ok := m.ids[word[at:end]]
+			if !ok {
+				continue
+			}
+			if score := here + m.scores[id]; best[end].start < 0 || score > best[end].score {
+				best[end] = node{score: score, start: at, id: id}
+			}
+			if end-at == charLen {
+				single = true
+			}
+		}
+		if !single {
+			end := at + charLen
+			if score := here + m.unkScore; best[end].start < 0 || score > best[end].score {
+				best[end] = node{score: score, start: at, id: m.unk}
+			}
+		}
+		at += charLen
+	}
+	// Back from the end: the pieces, runs of unknown characters fused.
+	var pieces [][2]int
+	lastUnk := false
+	for end := n; end > 0; {
+		nd := best[end]
+		if nd.id == m.unk && lastUnk {
+			pieces[len(pieces)-1][0] = nd.start
+		} else {
+			pieces = append(pieces, [2]int{nd.start, end})
+		}
+		lastUnk = nd.id == m.unk
+		end = nd.start
+	}
+	for k := len(pieces) - 1; k >= 0; k-- {
+		p := word[pieces[k][0]:pieces[k][1]]
+		if id, ok := m.ids[p]; ok {
+			ids = append(ids, id)
+			continue
+		}
+		if m.byteFallback && m.hasBytes(p) {
+			for i := range len(p) {
+				ids = append(ids, m.byteIDs[p[i]])
+			}
+			continue
+		}
+		ids = append(ids, m.unk)
+	}
+	return ids
+}
+
+func (m *unigram) hasBytes(s string) bool {
+	for i := range len(s) {
+		if m.byteIDs[s[i]] < 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -306,6 +306,31 @@ def shard_formats_block(data: dict) -> str:
     return "\n".join(out)
 
 
+def tokenize_block(data: dict) -> str:
+    """The Go tokenizer beside tokenizers' encode_batch (tokenizer_speed.py)."""
+    out = [f"Command: `{data['command']}` (part of `make bench`): {data['texts']:,} texts ({data['bytes'] / 1e6:.1f} MB), {data['runs']} runs of "
+           f"each measurement, each from a fresh tokenizer; tokenizers {data['tokenizers']}; {data['machine']}. "
+           f"The whole run took {data['seconds'] / 60:.1f} minutes.\n"]
+    lines, verdicts = [], []
+    for kind in dict.fromkeys(r["tokenizer"] for r in data["rows"]):
+        rows = [r for r in data["rows"] if r["tokenizer"] == kind]
+        for cores in sorted({r["cores"] for r in rows}):
+            at = [r for r in rows if r["cores"] == cores]
+            ours = next(r for r in at if r["loader"].startswith("shardfeed"))
+            theirs = next(r for r in at if not r["loader"].startswith("shardfeed"))
+            for r in at:
+                mb = Stat(r["mb_per_s"])
+                tok = Stat([t / 1e6 for t in r["tokens_per_s"]])
+                ratio = statistics.median(ours["mb_per_s"]) / statistics.median(theirs["mb_per_s"])
+                lines.append([kind, r["loader"], str(cores), mb.fmt(".1f", r is ours), tok.fmt(".2f"), f"{ratio:.2f}×" if r is ours else ""])
+            if cores == 1:
+                verdicts.append(f"{kind}: {statistics.median(ours['mb_per_s']) / statistics.median(theirs['mb_per_s']):.1f}× tokenizers on one core "
+                                f"(≥ 1×: {'met' if statistics.median(ours['mb_per_s']) >= statistics.median(theirs['mb_per_s']) else 'NOT met'})")
+    out.append(table(["tokenizer.json", "encoder", "cores", "MB/s, median [min–max]", "M tokens/s", "shardfeed ÷ tokenizers"], lines))
+    out.append("\n" + "; ".join(verdicts) + ".\n")
+    return "\n".join(out)
+
+
 def decode_block(go: GoResults) -> str:
     """One image decoded and resized on one core, in each build."""
     rows = []
@@ -739,6 +764,7 @@ def main() -> None:
     ap.add_argument("--egress", default=str(ROOT / "bin" / "bench" / "egress.json"))
     ap.add_argument("--packing", default=str(ROOT / "bin" / "bench" / "packing.json"))
     ap.add_argument("--formats", default=str(ROOT / "bin" / "bench" / "formats.json"))
+    ap.add_argument("--tokenize", default=str(ROOT / "bin" / "bench" / "tokenize.json"))
     ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--img", default=str(ROOT / "docs" / "img"))
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
@@ -770,6 +796,9 @@ def main() -> None:
     shard_formats = json.loads(Path(args.formats).read_text()) if Path(args.formats).exists() else None
     if shard_formats:
         doc = fill(doc, "shard-formats", shard_formats_block(shard_formats))
+    tokenize = json.loads(Path(args.tokenize).read_text()) if Path(args.tokenize).exists() else None
+    if tokenize:
+        doc = fill(doc, "tokenize", tokenize_block(tokenize))
     if loaders:
         doc = fill(doc, "loaders-setup", loaders_setup_block(loaders))
         for kind in ("tokens", "images", "images-decoded", "tabular"):

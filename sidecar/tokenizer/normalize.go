@@ -23,12 +23,7 @@ func newNormalizer(raw json.RawMessage) (normalizer, error) {
 		return nil, fmt.Errorf("normalizer: %w", err)
 	}
 	plain := func(n normalizer) (normalizer, error) {
-		if err := strictUnmarshal(raw, &struct {
-			Type string `json:"type"`
-		}{}); err != nil {
-			return nil, fmt.Errorf("normalizer %s: %w", kind, err)
-		}
-		return n, nil
+		return n, onlyType(raw, "normalizer "+kind)
 	}
 	switch kind {
 	case "NFC":
@@ -57,24 +52,8 @@ func newNormalizer(raw json.RawMessage) (normalizer, error) {
 	case "BertNormalizer":
 		return newBertNormalizer(raw)
 	case "Sequence":
-		var j struct {
-			Type        string            `json:"type"`
-			Normalizers []json.RawMessage `json:"normalizers"`
-		}
-		if err := strictUnmarshal(raw, &j); err != nil {
-			return nil, fmt.Errorf("normalizer Sequence: %w", err)
-		}
-		var seq sequenceNorm
-		for _, r := range j.Normalizers {
-			n, err := newNormalizer(r)
-			if err != nil {
-				return nil, err
-			}
-			if n != nil {
-				seq = append(seq, n)
-			}
-		}
-		return seq, nil
+		seq, err := components(raw, "normalizer", "normalizers", newNormalizer)
+		return sequenceNorm(seq), err
 	}
 	return nil, fmt.Errorf("normalizer %q is not supported (shardfeed reads %s)", kind, supportedNormalizers)
 }

@@ -74,24 +74,8 @@ func newPostProcessor(raw json.RawMessage) (postProcessor, error) {
 		}
 		return around{before: []int32{int32(cls)}, after: []int32{int32(sep)}}, nil
 	case "Sequence":
-		var j struct {
-			Type       string            `json:"type"`
-			Processors []json.RawMessage `json:"processors"`
-		}
-		if err := strictUnmarshal(raw, &j); err != nil {
-			return nil, fmt.Errorf("post-processor Sequence: %w", err)
-		}
-		var seq sequencePost
-		for _, r := range j.Processors {
-			p, err := newPostProcessor(r)
-			if err != nil {
-				return nil, err
-			}
-			if p != nil {
-				seq = append(seq, p)
-			}
-		}
-		return seq, nil
+		seq, err := components(raw, "post-processor", "processors", newPostProcessor)
+		return sequencePost(seq), err
 	}
 	return nil, fmt.Errorf("post-processor %q is not supported (shardfeed reads TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel and Sequence)", kind)
 }

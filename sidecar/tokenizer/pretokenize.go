@@ -35,45 +35,14 @@ func newPreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 	case "Split":
 		return newSplit(raw)
 	case "Sequence":
-		var j struct {
-			Type          string            `json:"type"`
-			PreTokenizers []json.RawMessage `json:"pretokenizers"`
-		}
-		if err := strictUnmarshal(raw, &j); err != nil {
-			return nil, fmt.Errorf("pre-tokenizer Sequence: %w", err)
-		}
-		var seq sequencePre
-		for _, r := range j.PreTokenizers {
-			p, err := newPreTokenizer(r)
-			if err != nil {
-				return nil, err
-			}
-			if p != nil {
-				seq = append(seq, p)
-			}
-		}
-		return seq, nil
+		seq, err := components(raw, "pre-tokenizer", "pretokenizers", newPreTokenizer)
+		return sequencePre(seq), err
 	case "Whitespace":
-		if err := strictUnmarshal(raw, &struct {
-			Type string `json:"type"`
-		}{}); err != nil {
-			return nil, fmt.Errorf("pre-tokenizer Whitespace: %w", err)
-		}
-		return whitespace{}, nil
+		return whitespace{}, onlyType(raw, "pre-tokenizer Whitespace")
 	case "WhitespaceSplit":
-		if err := strictUnmarshal(raw, &struct {
-			Type string `json:"type"`
-		}{}); err != nil {
-			return nil, fmt.Errorf("pre-tokenizer WhitespaceSplit: %w", err)
-		}
-		return whitespaceSplit{}, nil
+		return whitespaceSplit{}, onlyType(raw, "pre-tokenizer WhitespaceSplit")
 	case "BertPreTokenizer":
-		if err := strictUnmarshal(raw, &struct {
-			Type string `json:"type"`
-		}{}); err != nil {
-			return nil, fmt.Errorf("pre-tokenizer BertPreTokenizer: %w", err)
-		}
-		return bertPre{}, nil
+		return bertPre{}, onlyType(raw, "pre-tokenizer BertPreTokenizer")
 	case "Punctuation":
 		var j struct {
 			Type     string `json:"type"`

@@ -189,3 +189,44 @@ func strictUnmarshal(raw []byte, v any) error {
 	}
 	return nil
 }
+
+// onlyType checks that a component without options has nothing but its
+// "type".
+func onlyType(raw json.RawMessage, what string) error {
+	if err := strictUnmarshal(raw, &struct {
+		Type string `json:"type"`
+	}{}); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// components reads a Sequence's components (the list in its field), each
+// made by parse; null ones are left out.
+func components[T comparable](raw json.RawMessage, what, field string, parse func(json.RawMessage) (T, error)) ([]T, error) {
+	var j map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("%s Sequence: %w", what, err)
+	}
+	for k := range j {
+		if k != "type" && k != field {
+			return nil, fmt.Errorf("%s Sequence: json: unknown field %q", what, k)
+		}
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(j[field], &list); err != nil {
+		return nil, fmt.Errorf("%s Sequence: %s: %w", what, field, err)
+	}
+	var out []T
+	var none T
+	for _, r := range list {
+		c, err := parse(r)
+		if err != nil {
+			return nil, err
+		}
+		if c != none {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

@@ -89,20 +89,9 @@ func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.
 		by[o.Key] = o
 	}
 	for i, c := range li.Chunks {
-		o, ok := by[c.Filename]
-		if !ok {
-			return fmt.Errorf("%s%s lists chunk %q, which is not in the stream", st.URI(), IndexName, c.Filename)
-		}
-		if o.Size > maxChunkBytes {
-			return fmt.Errorf("%s%s: %d bytes, above the bound of %d on a chunk", st.URI(), o.Key, o.Size, int64(maxChunkBytes))
-		}
-		stored, err := format.ReadRange(ctx, st, o.Key, 0, o.Size)
+		o, stored, data, err := readChunk(ctx, st, by, c.Filename, f.LitData)
 		if err != nil {
 			return err
-		}
-		data, err := Inflate(f.LitData, stored)
-		if err != nil {
-			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
 		}
 		if err := LearnArrays(f.LitData, data); err != nil {
 			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
@@ -195,23 +184,12 @@ func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li
 		by[o.Key] = o
 	}
 	for i, c := range li.Chunks {
-		o, ok := by[c.Filename]
-		if !ok {
-			return fmt.Errorf("%s lists chunk %q, which is not in the stream", where, c.Filename)
-		}
 		if c.Dim == nil || *c.Dim < 0 {
 			return fmt.Errorf("%s: chunk %q has no count of tokens (dim): re-run litdata.optimize with item_loader=TokensLoader()", where, c.Filename)
 		}
-		if o.Size > maxChunkBytes {
-			return fmt.Errorf("%s%s: %d bytes, above the bound of %d on a chunk", st.URI(), o.Key, o.Size, int64(maxChunkBytes))
-		}
-		stored, err := format.ReadRange(ctx, st, o.Key, 0, o.Size)
+		o, stored, data, err := readChunk(ctx, st, by, c.Filename, f.LitData)
 		if err != nil {
 			return err
-		}
-		data, err := Inflate(f.LitData, stored)
-		if err != nil {
-			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
 		}
 		if _, err := tokensOf(data, c.ChunkSize, *c.Dim, lf.size); err != nil {
 			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
@@ -224,4 +202,23 @@ func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li
 		}
 	}
 	return nil
+}
+
+// readChunk reads the chunk index.json names (which the stream must hold,
+// within the bound on a chunk): as stored, and inflated.
+func readChunk(ctx context.Context, st store.Store, by map[string]store.Object, name string, l *index.LitData) (o store.Object, stored, data []byte, err error) {
+	o, ok := by[name]
+	if !ok {
+		return o, nil, nil, fmt.Errorf("%s%s lists chunk %q, which is not in the stream", st.URI(), IndexName, name)
+	}
+	if o.Size > maxChunkBytes {
+		return o, nil, nil, fmt.Errorf("%s%s: %d bytes, above the bound of %d on a chunk", st.URI(), o.Key, o.Size, int64(maxChunkBytes))
+	}
+	if stored, err = format.ReadRange(ctx, st, o.Key, 0, o.Size); err != nil {
+		return o, nil, nil, err
+	}
+	if data, err = Inflate(l, stored); err != nil {
+		return o, nil, nil, fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
+	}
+	return o, stored, data, nil
 }

@@ -121,30 +121,25 @@ type replace struct {
 
 func newReplace(raw json.RawMessage) (*replace, error) {
 	var j struct {
-		Type    string `json:"type"`
-		Pattern struct {
-			String *string `json:"String"`
-			Regex  *string `json:"Regex"`
-		} `json:"pattern"`
-		Content string `json:"content"`
+		Type    string      `json:"type"`
+		Pattern patternJSON `json:"pattern"`
+		Content string      `json:"content"`
 	}
 	if err := strictUnmarshal(raw, &j); err != nil {
 		return nil, fmt.Errorf("normalizer Replace: %w", err)
 	}
-	switch {
-	case j.Pattern.String != nil:
-		if *j.Pattern.String == "" {
-			return nil, fmt.Errorf("normalizer Replace: an empty pattern")
-		}
+	if j.Pattern.Regex == nil && j.Pattern.String != nil && *j.Pattern.String != "" {
 		return &replace{literal: *j.Pattern.String, content: j.Content}, nil
-	case j.Pattern.Regex != nil:
-		p, err := compilePattern(*j.Pattern.Regex)
-		if err != nil {
-			return nil, fmt.Errorf("normalizer Replace: %w", err)
-		}
-		return &replace{re: p, content: j.Content}, nil
 	}
-	return nil, fmt.Errorf("normalizer Replace: a pattern is a String or a Regex")
+	src, err := j.Pattern.source()
+	if err != nil {
+		return nil, fmt.Errorf("normalizer Replace: %w", err)
+	}
+	p, err := compilePattern(src)
+	if err != nil {
+		return nil, fmt.Errorf("normalizer Replace: %w", err)
+	}
+	return &replace{re: p, content: j.Content}, nil
 }
 
 func (r *replace) normalize(s string) string {

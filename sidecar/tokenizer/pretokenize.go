@@ -107,13 +107,10 @@ type split struct {
 
 func newSplit(raw json.RawMessage) (*split, error) {
 	var j struct {
-		Type    string `json:"type"`
-		Pattern struct {
-			String *string `json:"String"`
-			Regex  *string `json:"Regex"`
-		} `json:"pattern"`
-		Behavior string `json:"behavior"`
-		Invert   bool   `json:"invert"`
+		Type     string      `json:"type"`
+		Pattern  patternJSON `json:"pattern"`
+		Behavior string      `json:"behavior"`
+		Invert   bool        `json:"invert"`
 	}
 	if err := strictUnmarshal(raw, &j); err != nil {
 		return nil, fmt.Errorf("pre-tokenizer Split: %w", err)
@@ -122,14 +119,9 @@ func newSplit(raw json.RawMessage) (*split, error) {
 	if !ok {
 		return nil, fmt.Errorf("pre-tokenizer Split: behavior %q (tokenizers has Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous)", j.Behavior)
 	}
-	var src string
-	switch {
-	case j.Pattern.Regex != nil:
-		src = *j.Pattern.Regex
-	case j.Pattern.String != nil:
-		src = regexp.QuoteMeta(*j.Pattern.String)
-	default:
-		return nil, fmt.Errorf("pre-tokenizer Split: a pattern is a String or a Regex")
+	src, err := j.Pattern.source()
+	if err != nil {
+		return nil, fmt.Errorf("pre-tokenizer Split: %w", err)
 	}
 	p, err := compilePattern(src)
 	if err != nil {

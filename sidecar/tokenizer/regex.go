@@ -211,3 +211,21 @@ func allSpace(s string) bool {
 	}
 	return s != ""
 }
+
+// patternJSON is a component's pattern as tokenizer.json writes it: a
+// literal String or a Regex.
+type patternJSON struct {
+	String *string `json:"String"`
+	Regex  *string `json:"Regex"`
+}
+
+// source returns the pattern as a regex (a String quoted).
+func (p patternJSON) source() (string, error) {
+	switch {
+	case p.Regex != nil:
+		return *p.Regex, nil
+	case p.String != nil && *p.String != "":
+		return regexp.QuoteMeta(*p.String), nil
+	}
+	return "", fmt.Errorf("a pattern is a String (not empty) or a Regex")
+}

@@ -119,6 +119,10 @@ type Stream struct {
 	Repeat string
 	// Choose fixes the stream's samples per epoch (0: not set).
 	Choose int64
+	// Tokenize, for a stream served tokenized, says how: its tokenizer's
+	// content hash and options ("" for none). It enters the fingerprint:
+	// a changed tokenizer serves other tokens, a new plan.
+	Tokenize string
 }
 
 // Params are every input of a plan but the epoch and the ranks.
@@ -522,6 +526,9 @@ func (p *Params) fingerprintInputs() []fingerprintInput {
 		}
 		if s.Index.Packing != "" { // only packed datasets
 			in = append(in, fingerprintInput{f + ".packing", s.Index.Packing})
+		}
+		if s.Tokenize != "" { // only tokenized streams
+			in = append(in, fingerprintInput{f + ".tokenize", s.Tokenize})
 		}
 	}
 	blockSize := "-"

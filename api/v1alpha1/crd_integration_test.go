@@ -189,6 +189,12 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			d.Spec.Streams[0].Format = datav1alpha1.FormatMegatron
 			d.Spec.Streams[0].Megatron = &datav1alpha1.MegatronStream{Unit: "page"}
 		}, "spec.streams[0].megatron.unit"},
+		{"a tokenizer's hash not sha256 hex", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Tokenize = &datav1alpha1.Tokenize{Tokenizer: datav1alpha1.TokenizerFile{URI: "s3://b/tokenizer.json", SHA256: "ABC"}, Column: "text"}
+		}, "spec.tokenize.tokenizer.sha256"},
+		{"a stream's tokenization without its column", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Tokenize = &datav1alpha1.Tokenize{Tokenizer: datav1alpha1.TokenizerFile{URI: "s3://b/t.json", SHA256: strings.Repeat("0", 64)}}
+		}, "spec.streams[0].tokenize.column"},
 		{"litdata section of another format", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].LitData = &datav1alpha1.LitDataStream{BlockSize: 2048}
 		}, "a litdata section needs format: litdata"},

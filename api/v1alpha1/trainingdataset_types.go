@@ -420,6 +420,11 @@ type Stream struct {
 	// +optional
 	LitData *LitDataStream `json:"litdata,omitempty"`
 
+	// Tokenize serves a text column of the stream as token ids, tokenized
+	// in the sidecar; it replaces spec.tokenize for this stream.
+	// +optional
+	Tokenize *Tokenize `json:"tokenize,omitempty"`
+
 	// Filter is a CEL expression over the stream's columns, e.g.
 	// lang == 'en' && score >= 0.5: only the rows it is true for are in
 	// the plan (its counts, weights and batches), and a shard with none is
@@ -515,6 +520,56 @@ type LitDataStream struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	BlockSize int64 `json:"blockSize,omitempty"`
+}
+
+// Tokenize serves a text column as token ids: a Hugging Face
+// tokenizer.json's, exactly as the tokenizers library gives them.
+type Tokenize struct {
+	// Tokenizer is the tokenizer.json.
+	Tokenizer TokenizerFile `json:"tokenizer"`
+
+	// Column is the text column (utf8) tokenized.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Column string `json:"column"`
+
+	// Output is the column of the ids: a list of int32 a row. It is added
+	// beside the text column.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:default=input_ids
+	// +optional
+	Output string `json:"output,omitempty"`
+
+	// AddSpecialTokens adds the tokenizer's special tokens around each
+	// document (its post-processor's: a begin-of-text token, BERT's [CLS]
+	// and [SEP]), as tokenizers' encode does by default.
+	// +kubebuilder:default=true
+	// +optional
+	AddSpecialTokens *bool `json:"addSpecialTokens,omitempty"`
+
+	// EndOfDocument, if set, is a token of the tokenizer (its content,
+	// e.g. <|endoftext|>) appended to each document's ids: what separates
+	// documents in a pretraining corpus.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	EndOfDocument string `json:"endOfDocument,omitempty"`
+}
+
+// TokenizerFile is where a tokenizer.json is, and its content's hash.
+type TokenizerFile struct {
+	// URI of the tokenizer.json, in a store shardfeed reads (s3://,
+	// gs://, az://, file://), reached with the stream's source settings
+	// and credentials.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	URI string `json:"uri"`
+
+	// SHA256 pins the file's content (hex, as sha256sum prints it): the
+	// sidecar refuses a file of another content, and the plan's
+	// fingerprint holds it, so a changed tokenizer is a new plan.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	SHA256 string `json:"sha256"`
 }
 
 // ColumnDecode is a column the sidecar serves decoded.
@@ -739,6 +794,12 @@ type TrainingDatasetSpec struct {
 	// +listMapKey=column
 	// +optional
 	Decode []ColumnDecode `json:"decode,omitempty"`
+
+	// Tokenize is every stream's tokenization, unless the stream gives its
+	// own (spec.streams[].tokenize): a text column served as token ids,
+	// tokenized in the sidecar (docs/tokenize.md).
+	// +optional
+	Tokenize *Tokenize `json:"tokenize,omitempty"`
 
 	// OnCorruptShard says what happens to a shard that stays corrupt after
 	// its retries.

@@ -10,6 +10,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
@@ -33,6 +34,7 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w\nor give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
 		}
+		st.Tokenize = planspec.TokenizeOf(&ds.Spec, i)
 		if ds.Spec.Bucketing != nil {
 			if err := st.OpenBuckets(ctx, ds.Spec.Bucketing, 0); err != nil {
 				return nil, nil, err

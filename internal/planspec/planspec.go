@@ -57,6 +57,7 @@ func Params(spec *datav1alpha1.TrainingDatasetSpec, indexes []planner.StreamInde
 			Index:      indexes[i],
 			Proportion: s.Proportion,
 			Repeat:     s.Repeat,
+			Tokenize:   TokenizeKey(TokenizeOf(spec, i)),
 		}
 		if s.Choose != nil {
 			if *s.Choose < 1 {
@@ -237,4 +238,27 @@ func Packing(p *datav1alpha1.Packing) planner.Packing {
 		out.Window = 0 // a shard's documents end to end
 	}
 	return out
+}
+
+// TokenizeOf is stream i's tokenization: its own, else the dataset's
+// (spec.tokenize), else nil.
+func TokenizeOf(spec *datav1alpha1.TrainingDatasetSpec, i int) *datav1alpha1.Tokenize {
+	if t := spec.Streams[i].Tokenize; t != nil {
+		return t
+	}
+	return spec.Tokenize
+}
+
+// TokenizeOutput is the column a tokenization serves its ids in.
+func TokenizeOutput(t *datav1alpha1.Tokenize) string { return cmp.Or(t.Output, "input_ids") }
+
+// TokenizeKey is what of a tokenization enters the plan's fingerprint:
+// the tokenizer's content hash and every option that changes the ids
+// ("" for none).
+func TokenizeKey(t *datav1alpha1.Tokenize) string {
+	if t == nil {
+		return ""
+	}
+	return fmt.Sprintf("sha256=%s column=%s output=%s special=%t eod=%q", t.Tokenizer.SHA256, t.Column, TokenizeOutput(t),
+		ptr.Deref(t.AddSpecialTokens, true), t.EndOfDocument)
 }

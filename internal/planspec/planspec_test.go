@@ -213,3 +213,54 @@ func TestBucketBatchSizesFromSizesOrABudget(t *testing.T) {
 		}
 	}
 }
+
+// A tokenized stream's tokenizer (its pinned hash) and options enter the
+// fingerprint, the stream's own over the dataset's; a dataset that does
+// not tokenize keeps the fingerprint it had.
+func TestTokenizationEntersTheFingerprint(t *testing.T) {
+	sum := func(c byte) string { return strings.Repeat(string(c), 64) }
+	base := func() *datav1alpha1.TrainingDatasetSpec {
+		return &datav1alpha1.TrainingDatasetSpec{Streams: []datav1alpha1.Stream{{Name: "a"}, {Name: "b"}}, NumSplits: 2, GlobalBatchSize: 2}
+	}
+	fingerprint := func(spec *datav1alpha1.TrainingDatasetSpec) string {
+		p, err := Params(spec, []planner.StreamIndex{idx(10), idx(10)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := planner.New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl.Fingerprint().Sum
+	}
+	plain := fingerprint(base())
+	tok := func(c byte, column string) *datav1alpha1.Tokenize {
+		return &datav1alpha1.Tokenize{Tokenizer: datav1alpha1.TokenizerFile{URI: "s3://b/tokenizer.json", SHA256: sum(c)}, Column: column}
+	}
+	withDefault := base()
+	withDefault.Tokenize = tok('a', "text")
+	otherFile := base()
+	otherFile.Tokenize = tok('b', "text")
+	otherColumn := base()
+	otherColumn.Tokenize = tok('a', "body")
+	noSpecial := base()
+	noSpecial.Tokenize = tok('a', "text")
+	noSpecial.Tokenize.AddSpecialTokens = ptr.To(false)
+	ownOverDefault := base()
+	ownOverDefault.Tokenize = tok('a', "text")
+	ownOverDefault.Streams[1].Tokenize = tok('b', "text")
+	seen := map[string]string{"plain": plain}
+	for name, spec := range map[string]*datav1alpha1.TrainingDatasetSpec{"default": withDefault, "other file": otherFile, "other column": otherColumn,
+		"no special tokens": noSpecial, "a stream's own": ownOverDefault} {
+		f := fingerprint(spec)
+		for other, g := range seen {
+			if f == g {
+				t.Errorf("%s has the fingerprint of %s", name, other)
+			}
+		}
+		seen[name] = f
+	}
+	if TokenizeOf(ownOverDefault, 1).Tokenizer.SHA256 != sum('b') || TokenizeOf(ownOverDefault, 0).Tokenizer.SHA256 != sum('a') || TokenizeOf(base(), 0) != nil {
+		t.Error("TokenizeOf: a stream's own, else the dataset's, else none")
+	}
+}

@@ -49,6 +49,28 @@ type Stream struct {
 	// in each bucket: the stream with the bucket's selection as its
 	// filter (OpenBuckets). Index.Buckets are their indexes.
 	Lanes []*Stream
+	// Source is how the stream's store was reached (its settings and
+	// credentials): a tokenizer.json in the stream's store is read so.
+	Source store.Source
+	// Tokenize is the stream's tokenization (its own or the dataset's),
+	// when it has one: set by whoever holds the spec (planspec.TokenizeOf).
+	Tokenize *datav1alpha1.Tokenize
+}
+
+// TokenizerFile returns where a tokenization's tokenizer.json is: a store
+// of the stream's settings and credentials (the same scheme as the
+// stream's, and in Azure the same account, as source.indexURI must be),
+// and the file's key in it.
+func TokenizerFile(s datav1alpha1.Stream, src store.Source, uri string) (store.Source, string, error) {
+	cut := strings.LastIndex(uri, "/")
+	if cut < 0 || cut == len(uri)-1 {
+		return store.Source{}, "", fmt.Errorf("tokenize.tokenizer.uri %q names no file (…/tokenizer.json)", uri)
+	}
+	if err := CheckIndexURI(datav1alpha1.Source{URI: s.Source.URI, IndexURI: uri[:cut+1]}); err != nil {
+		return store.Source{}, "", fmt.Errorf("tokenize.tokenizer.uri: %s", strings.Replace(err.Error(), "source.indexURI", "the tokenizer", 1))
+	}
+	src.URI = uri[:cut+1]
+	return src, uri[cut+1:], nil
 }
 
 // Packs is a packed stream's packing and its counts, as shardfeed index
@@ -156,7 +178,7 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alph
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 	}
-	out := &Stream{Spec: s, Store: st, IndexStore: st}
+	out := &Stream{Spec: s, Store: st, IndexStore: st, Source: src}
 	if s.Source.IndexURI != "" {
 		isrc, err := IndexSource(s, src)
 		if err != nil {

@@ -196,6 +196,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 		if err != nil {
 			return nil, err
 		}
+		st.Tokenize = planspec.TokenizeOf(spec, i)
 		if _, err := st.Served(); err != nil {
 			return nil, err
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/promote"
+	"github.com/shardfeed/shardfeed/sidecar/tokenizer"
 )
 
 // ReadFunc returns the bytes of a cached object range.
@@ -48,6 +49,9 @@ type Stream struct {
 	packs   *streams.Packs
 	packed  *arrow.Schema
 	docBase []int64
+	// tok, when the stream is tokenized, adds its text column's ids to
+	// each decoded shard.
+	tok *tokenized
 }
 
 // Open reads the stream's schema through its format's reader: from the
@@ -166,7 +170,11 @@ func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.Recor
 	if s.filter != nil {
 		parts, runs = parts[:len(parts)-1], parts[len(parts)-1]
 	}
-	rec, err := s.decodeAs(ctx, i, parts, s.columns, s.served)
+	served := s.served
+	if s.tok != nil {
+		served = s.tok.decoded(served)
+	}
+	rec, err := s.decodeAs(ctx, i, parts, s.columns, served)
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +185,14 @@ func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.Recor
 			return nil, err
 		}
 		rec = kept
+	}
+	if s.tok != nil { // the rows served alone
+		tokens, err := s.tok.add(rec, s.served)
+		rec.Release()
+		if err != nil {
+			return nil, &DecodeError{Stream: s.Name, Shard: name, Err: err}
+		}
+		rec = tokens
 	}
 	if s.packs == nil {
 		return rec, nil
@@ -307,7 +323,7 @@ func (sh *Shard) Release() {
 // cast to a promoted type, are decoded).
 func (s *Stream) DecodeShard(ctx context.Context, i int, parts [][]byte) (*Shard, error) {
 	rr, ok := s.reader.(format.RawReader)
-	if !ok || s.filter != nil || s.packs != nil {
+	if !ok || s.filter != nil || s.packs != nil || s.tok != nil {
 		rec, err := s.Decode(ctx, i, parts)
 		if err != nil {
 			return nil, err
@@ -467,6 +483,7 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 		return nil, fmt.Errorf("spec.missingColumns %q is %q or %q", missing, datav1alpha1.MissingColumnsRefuse, datav1alpha1.MissingColumnsNull)
 	}
 	out := make([]*Stream, len(opened))
+	loaded := map[string]*tokenizer.Tokenizer{}
 	for i, s := range opened {
 		layout, err := s.Served()
 		if err != nil {
@@ -485,6 +502,18 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 		}
 		out[i].filter = s.Filter
 		out[i].packs = s.Packs
+		if t := s.Tokenize; t != nil {
+			if s.Packs != nil {
+				return nil, fmt.Errorf("stream %q: spec.packing of a tokenized stream needs its token counts at index time, which shardfeed index does not write yet: pack a stream of token ids", s.Spec.Name)
+			}
+			tk, err := loadTokenizer(ctx, s, t, loaded)
+			if err != nil {
+				return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, err)
+			}
+			if err := out[i].tokenizeWith(tk, t); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if out[0].packs != nil {
 		// Packed: each stream's documents may be any list of the one

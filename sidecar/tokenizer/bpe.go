@@ -314,3 +314,8 @@ func (h *pairHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
+
+func (m *bpe) id(token string) (int32, bool) {
+	id, ok := m.vocab[token]
+	return id, ok
+}

@@ -24,6 +24,8 @@ const MaxFileBytes = 256 << 20
 // model turns a pre-token into ids.
 type model interface {
 	tokenize(ids []int32, word string) []int32
+	// id is a token's id in the model's vocabulary.
+	id(token string) (int32, bool)
 }
 
 // Tokenizer is a loaded tokenizer.json. Its methods may be called from
@@ -121,6 +123,22 @@ func newModel(raw json.RawMessage) (model, error) {
 		return newUnigram(raw)
 	}
 	return nil, fmt.Errorf("model %q is not supported (shardfeed reads BPE, WordPiece and Unigram)", kind)
+}
+
+// TokenID returns the id of a token (an added token's content, or a
+// token of the model's vocabulary).
+func (t *Tokenizer) TokenID(token string) (int32, bool) {
+	for _, a := range []*addedTokens{&t.raw, &t.normalized} {
+		if token == "" {
+			break
+		}
+		for _, at := range a.byFirst[token[0]] {
+			if at.content == token {
+				return at.id, true
+			}
+		}
+	}
+	return t.model.id(token)
 }
 
 // Encode returns the ids of text, with the post-processor's special

@@ -162,3 +162,8 @@ func (m *unigram) hasBytes(s string) bool {
 	}
 	return true
 }
+
+func (m *unigram) id(token string) (int32, bool) {
+	id, ok := m.ids[token]
+	return id, ok
+}

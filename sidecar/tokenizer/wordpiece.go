@@ -74,3 +74,8 @@ func (m *wordPiece) tokenize(ids []int32, word string) []int32 {
 	}
 	return ids
 }
+
+func (m *wordPiece) id(token string) (int32, bool) {
+	id, ok := m.vocab[token]
+	return id, ok
+}

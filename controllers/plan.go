@@ -92,7 +92,7 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 			return nil, nil, nil, err
 		}
 		capBytes := min(r.Policy.maxIndexBytes(), left)
-		st, err := streams.Open(ctx, i, *s, ds.Spec.Packing, src, capBytes)
+		st, err := streams.Open(ctx, i, planspec.Resolved(&ds.Spec, i), ds.Spec.Packing, src, capBytes)
 		var tooLarge *index.TooLargeError
 		switch {
 		case errors.As(err, &tooLarge) && capBytes < r.Policy.maxIndexBytes():

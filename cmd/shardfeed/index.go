@@ -30,6 +30,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/iceberg/icebergindex"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
+	streamsource "github.com/shardfeed/shardfeed/sidecar/source"
 )
 
 // sourceFlags are how the CLI reaches a stream outside a manifest.
@@ -72,6 +73,12 @@ type indexOptions struct {
 	concurrency   int
 	// specSchema is a manifest stream's column types (webdataset).
 	specSchema []index.Field
+	// tokenize is a manifest stream's tokenization (its own or the
+	// dataset's): lengths of its output column are its text's tokens.
+	tokenize *datav1alpha1.Tokenize
+	// spec is the manifest's stream, whose store and credentials reach
+	// its tokenizer.
+	spec datav1alpha1.Stream
 }
 
 // packFlags are a packing's flags (spec.packing): with --lengths, index
@@ -371,7 +378,7 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 	if o.lengths == "" {
 		return nil
 	}
-	x, values, err := writeLengths(ctx, out, data, ist, l, o.lengths, sel, opts.Progress, verb, o.dryRun)
+	x, values, err := o.writeLengths(ctx, out, data, ist, l, source, sel, opts.Progress, verb)
 	if err != nil {
 		return err
 	}
@@ -443,7 +450,7 @@ func writePacks(out io.Writer, ist store.Store, x *index.LengthsIndex, values []
 	}
 	t := px.Totals()
 	_, err = fmt.Fprintf(out, "%s %s%s: %d documents (%s) in %d packs of %d tokens, %.2f%% padding; %d documents cut, %d dropped (%d tokens), %d empty (%s)\n", verb,
-		strings.TrimSuffix(ist.URI(), "/")+"/", index.PacksKey(x.Column, x.Filter, p), t.Docs, p, t.Packs, p.SeqLength,
+		strings.TrimSuffix(ist.URI(), "/")+"/", index.PacksKey(x.Column, x.Filter, x.Tokenize, p), t.Docs, p, t.Packs, p.SeqLength,
 		t.PaddingPercent(), t.CutDocs, t.DroppedDocs, t.DroppedTokens, t.EmptyDocs, time.Since(start).Round(time.Millisecond))
 	return err
 }
@@ -472,6 +479,7 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 		if err != nil {
 			return store.Source{}, err
 		}
+		o.spec, o.tokenize = s, cmp.Or(s.Tokenize, spec.Tokenize)
 		if packing := spec.Packing; packing != nil {
 			if cmd.Flags().Changed("lengths") && o.lengths != packing.Column {
 				return store.Source{}, fmt.Errorf("--lengths %s: the manifest packs column %s: drop --lengths", o.lengths, packing.Column)
@@ -613,12 +621,59 @@ func writeSelection(ctx context.Context, out io.Writer, data, ist store.Store, l
 	return &format.Selection{Index: sel, Runs: runs}, err
 }
 
+// tokenCounting is a tokenized column's measure: its tokenization and how
+// its text's tokens are counted.
+type tokenCounting struct {
+	tokenize *datav1alpha1.Tokenize
+	count    format.TokenCount
+}
+
+// tokenCount returns how the lengths column is measured when it is the
+// output of the stream's tokenization (nil otherwise): the tokenizer read
+// as the sidecar reads it (the stream's store and credentials, its pinned
+// hash).
+func (o *indexOptions) tokenCount(ctx context.Context, src store.Source) (*tokenCounting, error) {
+	t := o.tokenize
+	if t == nil || o.lengths != planspec.TokenizeOutput(t) {
+		return nil, nil
+	}
+	tk, err := streamsource.LoadTokenizer(ctx, o.spec, src, t)
+	if err != nil {
+		return nil, err
+	}
+	count, err := streamsource.TokenCount(tk, t)
+	if err != nil {
+		return nil, err
+	}
+	return &tokenCounting{tokenize: t, count: count}, nil
+}
+
+// writeLengths writes the lengths of o.lengths, a tokenized column's in
+// tokens (its tokenizer read through src).
+func (o *indexOptions) writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *index.Layout, src store.Source, sel *format.Selection,
+	progress func(done, total int, object string), verb string) (*index.LengthsIndex, []byte, error) {
+	count, err := o.tokenCount(ctx, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	return writeLengths(ctx, out, data, ist, l, o.lengths, count, sel, progress, verb, o.dryRun)
+}
+
 // writeLengths measures the samples' lengths in column over the stream of
 // layout l whose shards are in data (the filter's matching rows, with
-// sel) and writes them beside its index in ist.
-func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *index.Layout, column string, sel *format.Selection, progress func(done, total int, object string), verb string, dryRun bool) (*index.LengthsIndex, []byte, error) {
+// sel; a tokenized column's by its text's tokens, with tc) and writes them
+// beside its index in ist.
+func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *index.Layout, column string, tc *tokenCounting, sel *format.Selection,
+	progress func(done, total int, object string), verb string, dryRun bool) (*index.LengthsIndex, []byte, error) {
 	start := time.Now()
-	x, values, err := formats.Default().Lengths(ctx, data, l, column, sel, progress)
+	var x *index.LengthsIndex
+	var values []byte
+	var err error
+	if tc != nil {
+		x, values, err = formats.Default().TokenLengths(ctx, data, l, tc.tokenize.Column, column, planspec.TokenizeKey(tc.tokenize), tc.count, sel, progress)
+	} else {
+		x, values, err = formats.Default().Lengths(ctx, data, l, column, sel, progress)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("--lengths: %w", err)
 	}
@@ -627,7 +682,7 @@ func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *
 			return nil, nil, err
 		}
 	}
-	key, _ := index.LengthsObjects(x.Column, x.Measure, x.Filter)
+	key, _ := index.LengthsObjects(x.Column, x.Measure, x.Filter, x.Tokenize)
 	samples, sum, largest := x.Totals()
 	what := "elements"
 	if x.Measure == index.ImageSize {

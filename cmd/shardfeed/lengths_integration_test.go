@@ -176,7 +176,7 @@ func readLengths(t *testing.T, uri, column string, m index.Measure, filter strin
 			samples[i] = s.Matching
 		}
 	}
-	x, err := index.ReadLengths(ctx, st, column, m, filter, l.Index.ContentHash(), samples, 0)
+	x, err := index.ReadLengths(ctx, st, column, m, filter, "", l.Index.ContentHash(), samples, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

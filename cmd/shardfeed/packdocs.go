@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
 )
@@ -68,7 +69,7 @@ func (d *packDocs) shard(s, h int) ([][]int64, error) {
 		for i, sh := range st.Packs.Index.Shards {
 			docs[i] = sh.Docs
 		}
-		x, err := index.ReadLengths(d.ctx, st.IndexStore, st.Packs.Column, index.Elements, st.Spec.Filter, st.Layout.Index.ContentHash(), docs, 0)
+		x, err := index.ReadLengths(d.ctx, st.IndexStore, st.Packs.Column, index.Elements, st.Spec.Filter, planspec.TokenizeKey(st.Tokenize), st.Layout.Index.ContentHash(), docs, 0)
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: --ids shows each pack's documents from their lengths: %w", st.Spec.Name, err)
 		}

@@ -30,11 +30,10 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 	servable := true
 	for i, s := range ds.Spec.Streams {
 		src := streams.SharedCredentials(s, credentials)
-		st, err := streams.Open(ctx, i, s, ds.Spec.Packing, src, 0)
+		st, err := streams.Open(ctx, i, planspec.Resolved(&ds.Spec, i), ds.Spec.Packing, src, 0)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w\nor give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
 		}
-		st.Tokenize = planspec.TokenizeOf(&ds.Spec, i)
 		if ds.Spec.Bucketing != nil {
 			if err := st.OpenBuckets(ctx, ds.Spec.Bucketing, 0); err != nil {
 				return nil, nil, err

@@ -72,8 +72,12 @@ type LengthsIndex struct {
 	Filter string `json:"filter,omitempty"`
 	// Index is the content hash of the stream index the rows were
 	// measured in: lengths of another index are refused.
-	Index  string         `json:"index"`
-	Shards []LengthsShard `json:"shards"`
+	Index string `json:"index"`
+	// Tokenize, for a column of token ids the sidecar makes from a text
+	// column (spec.tokenize), is the tokenization measured
+	// (planspec.TokenizeKey): each row's ids counted as it tokenizes them.
+	Tokenize string         `json:"tokenize,omitempty"`
+	Shards   []LengthsShard `json:"shards"`
 }
 
 // LengthsShard is one shard's lengths: how many samples, the sum and the
@@ -93,8 +97,8 @@ type LengthsShard struct {
 // LengthsObjects are the keys of a column's lengths beside its stream's
 // index: the lengths' index and the lengths. They are keyed by the column,
 // the measure and the filter, so that each combination has its own.
-func LengthsObjects(column string, m Measure, filter string) (indexKey, valuesKey string) {
-	sum := sha256.Sum256([]byte(string(m) + "\x00" + column + "\x00" + filter))
+func LengthsObjects(column string, m Measure, filter, tokenize string) (indexKey, valuesKey string) {
+	sum := sha256.Sum256([]byte(string(m) + "\x00" + column + "\x00" + filter + tokenizedSuffix(tokenize)))
 	name := Dir + "/lengths-" + hex.EncodeToString(sum[:])
 	return name + ".json", name + ".lengths"
 }
@@ -134,7 +138,7 @@ func (x *LengthsIndex) AppendShard(object []byte, lengths []Length) []byte {
 // WriteLengths stores lengths beside their stream's index: the values
 // first, so that a reader never finds an index without them.
 func WriteLengths(ctx context.Context, st store.Store, x *LengthsIndex, values []byte) error {
-	indexKey, valuesKey := LengthsObjects(x.Column, x.Measure, x.Filter)
+	indexKey, valuesKey := LengthsObjects(x.Column, x.Measure, x.Filter, x.Tokenize)
 	return putBeside(ctx, st, indexKey, valuesKey, x, values)
 }
 
@@ -148,8 +152,8 @@ var errLengths = errors.New("corrupt lengths")
 // DefaultMaxBytes), and checks them against the stream's index (its
 // content hash, and samples: each shard's samples, its matching rows where
 // the stream is filtered) and the size of the lengths object.
-func ReadLengths(ctx context.Context, st store.Store, column string, m Measure, filter, contentHash string, samples []int64, maxBytes int64) (*LengthsIndex, error) {
-	indexKey, valuesKey := LengthsObjects(column, m, filter)
+func ReadLengths(ctx context.Context, st store.Store, column string, m Measure, filter, tokenize, contentHash string, samples []int64, maxBytes int64) (*LengthsIndex, error) {
+	indexKey, valuesKey := LengthsObjects(column, m, filter, tokenize)
 	data, err := readObject(ctx, st, indexKey, maxBytes)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s is missing", ErrNoLengths, objectURI(st, indexKey))
@@ -255,4 +259,14 @@ func (x *LengthsIndex) ShardLengths(i int, b []byte) ([]Length, error) {
 		return nil, fmt.Errorf("%w: %d bytes left over, sum %d and max %d where the index says %d and %d", errLengths, len(b), sum, largest, s.Sum, s.Max)
 	}
 	return out, nil
+}
+
+// tokenizedSuffix is what a tokenization adds to the name of a column's
+// lengths and packs: nothing for none, so that the keys of other columns
+// stay what they were.
+func tokenizedSuffix(tokenize string) string {
+	if tokenize == "" {
+		return ""
+	}
+	return "\x00tokenize=" + tokenize
 }

@@ -27,7 +27,7 @@ func TestWriteAndReadLengths(t *testing.T) {
 		t.Fatal(err)
 	}
 	samples := []int64{5, 0, 1}
-	got, err := ReadLengths(ctx, st, "tokens", Elements, "lang == 'en'", "abc", samples, 0)
+	got, err := ReadLengths(ctx, st, "tokens", Elements, "lang == 'en'", "", "abc", samples, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestWriteAndReadLengths(t *testing.T) {
 	if _, err := got.ShardLengths(2, values[got.Shards[0].Offset:got.Shards[0].Length]); err == nil {
 		t.Fatal("shard 0's lengths accepted as shard 2's")
 	}
-	indexKey, valuesKey := LengthsObjects("tokens", Elements, "lang == 'en'")
+	indexKey, valuesKey := LengthsObjects("tokens", Elements, "lang == 'en'", "")
 	for _, tc := range []struct {
 		name         string
 		column       string
@@ -91,7 +91,7 @@ func TestWriteAndReadLengths(t *testing.T) {
 		}, "not a shardfeed lengths index"},
 	} {
 		tc.prepare()
-		if _, err := ReadLengths(ctx, st, tc.column, tc.m, tc.filter, tc.hash, tc.samples, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := ReadLengths(ctx, st, tc.column, tc.m, tc.filter, "", tc.hash, tc.samples, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}

@@ -32,8 +32,11 @@ type PacksIndex struct {
 	Packing        string `json:"packing"`
 	SequenceLength uint32 `json:"sequenceLength"`
 	// Index is the content hash of the stream index the documents are of.
-	Index  string       `json:"index"`
-	Shards []PacksShard `json:"shards"`
+	Index string `json:"index"`
+	// Tokenize is the tokenization that made the column's ids, for a
+	// column the sidecar tokenizes (LengthsIndex.Tokenize).
+	Tokenize string       `json:"tokenize,omitempty"`
+	Shards   []PacksShard `json:"shards"`
 }
 
 // PacksShard is what packing one shard's documents made.
@@ -54,8 +57,8 @@ type PacksShard struct {
 
 // PacksKey is the key of a packing's counts beside its stream's index,
 // keyed by the column, the filter and the packing.
-func PacksKey(column, filter string, p planner.Packing) string {
-	sum := sha256.Sum256([]byte(column + "\x00" + filter + "\x00" + p.String()))
+func PacksKey(column, filter, tokenize string, p planner.Packing) string {
+	sum := sha256.Sum256([]byte(column + "\x00" + filter + "\x00" + p.String() + tokenizedSuffix(tokenize)))
 	return Dir + "/packs-" + hex.EncodeToString(sum[:]) + ".json"
 }
 
@@ -71,7 +74,7 @@ func Packs(x *LengthsIndex, values []byte, p planner.Packing) (*PacksIndex, erro
 	if x.Measure != Elements {
 		return nil, fmt.Errorf("column %q holds images (%s): packing takes a list column of token ids", x.Column, x.Measure)
 	}
-	out := &PacksIndex{Shardfeed: Version, Column: x.Column, Filter: x.Filter, Packing: p.String(), SequenceLength: p.SeqLength, Index: x.Index}
+	out := &PacksIndex{Shardfeed: Version, Column: x.Column, Filter: x.Filter, Packing: p.String(), SequenceLength: p.SeqLength, Index: x.Index, Tokenize: x.Tokenize}
 	for i, s := range x.Shards {
 		if s.Offset < 0 || s.Length < 0 || s.Offset > int64(len(values))-s.Length {
 			return nil, fmt.Errorf("%w: shard %d's lengths are past the object's %d bytes", errLengths, i, len(values))
@@ -96,7 +99,7 @@ func WritePacks(ctx context.Context, st store.Store, x *PacksIndex, p planner.Pa
 	if err != nil {
 		return err
 	}
-	return st.Put(ctx, PacksKey(x.Column, x.Filter, p), bytes.NewReader(data), int64(len(data)))
+	return st.Put(ctx, PacksKey(x.Column, x.Filter, x.Tokenize, p), bytes.NewReader(data), int64(len(data)))
 }
 
 // ErrNoPacks is a stream whose packs were not counted.
@@ -107,8 +110,8 @@ var ErrNoPacks = errors.New("the stream's packs were not counted")
 // DefaultMaxBytes), and checks them against the stream's index: its
 // content hash and each shard's samples (its matching rows where the
 // stream is filtered).
-func ReadPacks(ctx context.Context, st store.Store, column, filter string, p planner.Packing, contentHash string, samples []int64, maxBytes int64) (*PacksIndex, error) {
-	key := PacksKey(column, filter, p)
+func ReadPacks(ctx context.Context, st store.Store, column, filter, tokenize string, p planner.Packing, contentHash string, samples []int64, maxBytes int64) (*PacksIndex, error) {
+	key := PacksKey(column, filter, tokenize, p)
 	data, err := readObject(ctx, st, key, maxBytes)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s is missing", ErrNoPacks, objectURI(st, key))
@@ -120,7 +123,7 @@ func ReadPacks(ctx context.Context, st store.Store, column, filter string, p pla
 	if err := decodeStrict(data, &x); err != nil {
 		return nil, fmt.Errorf("%s: not a shardfeed packs index (%w): re-run shardfeed index --lengths --pack-length", objectURI(st, key), err)
 	}
-	if x.Column != column || x.Filter != filter || x.Packing != p.String() || x.SequenceLength != p.SeqLength {
+	if x.Column != column || x.Filter != filter || x.Tokenize != tokenize || x.Packing != p.String() || x.SequenceLength != p.SeqLength {
 		return nil, fmt.Errorf("%s holds the packs of column %q (%s, filter %q), not of %q (%s, filter %q): re-run shardfeed index --lengths --pack-length",
 			objectURI(st, key), x.Column, x.Packing, x.Filter, column, p, filter)
 	}

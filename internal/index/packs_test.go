@@ -45,14 +45,14 @@ func TestWriteAndReadPacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	samples := []int64{5, 0, 3}
-	got, err := ReadPacks(ctx, st, "tokens", "lang == 'en'", p, "abc", samples, 0)
+	got, err := ReadPacks(ctx, st, "tokens", "lang == 'en'", "", p, "abc", samples, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tot := got.Totals(); tot.Packs != 5 || tot.Tokens != 31 || tot.Docs != 8 {
 		t.Fatalf("totals %+v", tot)
 	}
-	key := PacksKey("tokens", "lang == 'en'", p)
+	key := PacksKey("tokens", "lang == 'en'", "", p)
 	rewrite := func(f func(*PacksIndex)) func() {
 		return func() {
 			bad := *px
@@ -95,7 +95,7 @@ func TestWriteAndReadPacks(t *testing.T) {
 		}, "not a shardfeed packs index"},
 	} {
 		tc.prepare()
-		_, err := ReadPacks(ctx, st, tc.column, tc.filter, tc.p, tc.hash, tc.samples, 0)
+		_, err := ReadPacks(ctx, st, tc.column, tc.filter, "", tc.p, tc.hash, tc.samples, 0)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "shardfeed index") && !strings.Contains(err.Error(), "missing") {
 			t.Errorf("%s: %v, want %q and the command", tc.name, err, tc.want)
 		}

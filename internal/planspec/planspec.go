@@ -262,3 +262,11 @@ func TokenizeKey(t *datav1alpha1.Tokenize) string {
 	return fmt.Sprintf("sha256=%s column=%s output=%s special=%t eod=%q", t.Tokenizer.SHA256, t.Column, TokenizeOutput(t),
 		ptr.Deref(t.AddSpecialTokens, true), t.EndOfDocument)
 }
+
+// Resolved is stream i of spec with the dataset's tokenization where the
+// stream has none of its own: what streams.Open opens.
+func Resolved(spec *datav1alpha1.TrainingDatasetSpec, i int) datav1alpha1.Stream {
+	s := spec.Streams[i]
+	s.Tokenize = TokenizeOf(spec, i)
+	return s
+}

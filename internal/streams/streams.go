@@ -52,8 +52,9 @@ type Stream struct {
 	// Source is how the stream's store was reached (its settings and
 	// credentials): a tokenizer.json in the stream's store is read so.
 	Source store.Source
-	// Tokenize is the stream's tokenization (its own or the dataset's),
-	// when it has one: set by whoever holds the spec (planspec.TokenizeOf).
+	// Tokenize is the stream's tokenization, when it has one: Open's
+	// Spec.Tokenize, which the caller sets to the dataset's where the
+	// stream has none (planspec.Resolved).
 	Tokenize *datav1alpha1.Tokenize
 }
 
@@ -178,7 +179,7 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alph
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 	}
-	out := &Stream{Spec: s, Store: st, IndexStore: st, Source: src}
+	out := &Stream{Spec: s, Store: st, IndexStore: st, Source: src, Tokenize: s.Tokenize}
 	if s.Source.IndexURI != "" {
 		isrc, err := IndexSource(s, src)
 		if err != nil {
@@ -394,7 +395,7 @@ func openPacks(ctx context.Context, st store.Store, s datav1alpha1.Stream, spec 
 	for h, sh := range x.Shards {
 		docs[h] = sh.Samples
 	}
-	px, err := index.ReadPacks(ctx, st, spec.Column, s.Filter, p, contentHash, docs, maxIndexBytes)
+	px, err := index.ReadPacks(ctx, st, spec.Column, s.Filter, planspec.TokenizeKey(s.Tokenize), p, contentHash, docs, maxIndexBytes)
 	if errors.Is(err, index.ErrNoPacks) {
 		return nil, fmt.Errorf("spec.packing: %w: count them with: %s", err, PacksCommand(s, spec))
 	}

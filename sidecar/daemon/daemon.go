@@ -192,11 +192,10 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 				src.Identity = workloadidentity.Identity(s.Source, store.TokenFile(workloadidentity.TokenPath(cfg.IdentityDir, s.Name)))
 			}
 		}
-		st, err := streams.Open(ctx, i, s, spec.Packing, src, 0)
+		st, err := streams.Open(ctx, i, planspec.Resolved(spec, i), spec.Packing, src, 0)
 		if err != nil {
 			return nil, err
 		}
-		st.Tokenize = planspec.TokenizeOf(spec, i)
 		if _, err := st.Served(); err != nil {
 			return nil, err
 		}

@@ -58,9 +58,43 @@ func (r Registry) Lengths(ctx context.Context, st store.Store, l *index.Layout, 
 	if sel != nil {
 		out.Filter = sel.Index.Filter
 	}
+	return measureAll(ctx, reader, read, l, out, column, m, nil, sel, progress)
+}
+
+// TokenCount counts a text's tokens as the sidecar tokenizes it
+// (spec.tokenize): its ids, with the special and end-of-document tokens.
+type TokenCount func(text string) int
+
+// TokenLengths measures each sample's length in tokens: its text column's
+// tokens as count counts them, recorded as the lengths of output (the
+// column of ids the sidecar serves) made by the tokenization key. The rest
+// is Lengths'.
+func (r Registry) TokenLengths(ctx context.Context, st store.Store, l *index.Layout, text, output, key string, count TokenCount, sel *Selection,
+	progress func(done, total int, shard string)) (*index.LengthsIndex, []byte, error) {
+	reader, read, schema, err := r.openScan(ctx, st, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	idx := schema.FieldIndices(text)
+	if len(idx) == 0 {
+		return nil, nil, fmt.Errorf("the stream has no column %q (tokenize.column); its columns are %s", text, columnNames(schema))
+	}
+	if t := schema.Field(idx[0]).Type.ID(); t != arrow.STRING && t != arrow.LARGE_STRING {
+		return nil, nil, fmt.Errorf("tokenize.column %q is %s, and text is tokenized from a string column", text, schema.Field(idx[0]).Type)
+	}
+	out := &index.LengthsIndex{Shardfeed: index.Version, Column: output, Measure: index.Elements, Index: l.Index.ContentHash(), Tokenize: key}
+	if sel != nil {
+		out.Filter = sel.Index.Filter
+	}
+	return measureAll(ctx, reader, read, l, out, text, index.Elements, count, sel, progress)
+}
+
+// measureAll measures every shard's samples into out and its object.
+func measureAll(ctx context.Context, reader Reader, read ReadFunc, l *index.Layout, out *index.LengthsIndex, column string, m index.Measure, count TokenCount,
+	sel *Selection, progress func(done, total int, shard string)) (*index.LengthsIndex, []byte, error) {
 	var object []byte
 	for i, sh := range l.Index.Shards {
-		lengths, err := shardLengths(ctx, reader, read, i, sh.Samples, column, m, sel)
+		lengths, err := shardLengths(ctx, reader, read, i, sh.Samples, column, m, count, sel)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", sh.Name, err)
 		}
@@ -74,7 +108,7 @@ func (r Registry) Lengths(ctx context.Context, st store.Store, l *index.Layout, 
 
 // shardLengths measures shard i's samples: its rows, or those of its
 // selection's runs.
-func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows int64, column string, m index.Measure, sel *Selection) ([]index.Length, error) {
+func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows int64, column string, m index.Measure, count TokenCount, sel *Selection) ([]index.Length, error) {
 	var runs []index.Run
 	if sel != nil {
 		s := sel.Index.Shards[i]
@@ -92,7 +126,7 @@ func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows
 		}
 		return sel == nil || (len(runs) > 0 && at >= runs[0][0])
 	}
-	if ms, ok := reader.(Measurer); ok && m == index.Elements {
+	if ms, ok := reader.(Measurer); ok && m == index.Elements && count == nil {
 		if which := ms.MeasuredParts(i, column); which != nil {
 			return measuredLengths(ctx, ms, reader.Parts(i), read, i, rows, column, which, keep)
 		}
@@ -120,7 +154,7 @@ func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows
 			if !keep(at) {
 				continue // not a sample of the filtered stream
 			}
-			l, err := lengthOf(col, j, m)
+			l, err := lengthOf(col, j, m, count)
 			if err != nil {
 				return nil, fmt.Errorf("row %d, column %q: %w", at, column, err)
 			}
@@ -168,8 +202,26 @@ func measuredLengths(ctx context.Context, ms Measurer, all []Part, read ReadFunc
 	return out, nil
 }
 
-// lengthOf measures row j of col.
-func lengthOf(col arrow.Array, j int, m index.Measure) (index.Length, error) {
+// lengthOf measures row j of col: with count, a text's tokens.
+func lengthOf(col arrow.Array, j int, m index.Measure, count TokenCount) (index.Length, error) {
+	if count != nil {
+		if col.IsNull(j) {
+			return index.Length{}, nil // a null text has no ids
+		}
+		var n int
+		switch c := col.(type) {
+		case *array.String:
+			n = count(c.Value(j))
+		case *array.LargeString:
+			n = count(c.Value(j))
+		default:
+			return index.Length{}, fmt.Errorf("a %s column is not text", col.DataType())
+		}
+		if n > index.MaxLength {
+			return index.Length{}, fmt.Errorf("%d tokens, past the bound of %d", n, index.MaxLength)
+		}
+		return index.Length{uint32(n)}, nil //nolint:gosec // bounded above
+	}
 	if m == index.ImageSize {
 		if col.IsNull(j) {
 			return index.Length{}, errors.New("no image (a null): filter such rows out (spec.streams[].filter), or write an image")

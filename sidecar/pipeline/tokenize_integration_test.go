@@ -17,15 +17,19 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
+	"github.com/shardfeed/shardfeed/sidecar/source"
 )
 
 // textStream writes the tokenizer tests' Unicode corpus as a JSON Lines
@@ -90,7 +94,7 @@ func textStream(t *testing.T) (sampledata.Stream, string, string, [][]int32) {
 }
 
 func tokenizeSpec(tok, sum string) string {
-	return fmt.Sprintf("  numSplits: 2\n  globalBatchSize: 20\n  tokenize:\n    tokenizer: {uri: %q, sha256: %s}\n    column: text\n    endOfDocument: \"<|endoftext|>\"\n",
+	return fmt.Sprintf("  numSplits: 2\n  globalBatchSize: 20\n  tokenize:\n    tokenizer: {uri: %q, sha256: \"%s\"}\n    column: text\n    endOfDocument: \"<|endoftext|>\"\n",
 		"file://"+tok, sum)
 }
 
@@ -150,4 +154,106 @@ func TestIntegrationTokenizationRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Raw text packed: the tokens' counts are measured at index time by the
+// sidecar's own tokenizer (format.Registry.TokenLengths, as shardfeed
+// index -f does for a tokenized stream), the packs counted from them, and
+// the sidecar tokenizes and packs each shard: every document's tokens
+// (tokenizers' ids and the end token) are served once, each piece of a
+// pack a run of its document's ids.
+func TestIntegrationRawTextIsPackedAfterTokenization(t *testing.T) {
+	ctx := context.Background()
+	stream, tok, sum, want := textStream(t)
+	data := formattest.OpenDir(t, strings.TrimSuffix(strings.TrimPrefix(stream.URI, "file://"), "/"))
+	layout, _, err := index.ReadStoreIndexOf(ctx, data, 0, datav1alpha1.FormatJSONL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One split and every batch served (dropLast: false): every pack is
+	// in the epoch.
+	spec := strings.Replace(tokenizeSpec(tok, sum), "  numSplits: 2\n  globalBatchSize: 20\n", "  numSplits: 1\n  globalBatchSize: 8\n  dropLast: false\n", 1) +
+		"  packing: {column: input_ids, sequenceLength: 64, method: concatenate}\n"
+	var ds datav1alpha1.TrainingDataset
+	if err := yaml.UnmarshalStrict([]byte(sampledata.Manifest("ds", []sampledata.Stream{stream}, spec)), &ds); err != nil {
+		t.Fatal(err)
+	}
+	tz := ds.Spec.Tokenize
+	tk, err := source.LoadTokenizer(ctx, ds.Spec.Streams[0], streams.Source(ds.Spec.Streams[0]), tz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, err := source.TokenCount(tk, tz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, values, err := formats.Default().TokenLengths(ctx, data, layout, "text", "input_ids", planspec.TokenizeKey(tz), count, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := planspec.Packing(ds.Spec.Packing)
+	px, err := index.Packs(x, values, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.WritePacks(ctx, data, px, p); err != nil {
+		t.Fatal(err)
+	}
+	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, spec), 0)
+	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	eod, ok := tk.TokenID("<|endoftext|>")
+	if !ok {
+		t.Fatal("the tokenizer has no <|endoftext|>")
+	}
+	served := make([]int, len(want)) // tokens served of each document
+	for range feed.Plan.Steps() {
+		batch, err := b.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := batch.Record
+		col := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
+		tokens := rec.Column(col("input_ids")).(*array.FixedSizeList).ListValues().(*array.Int32).Int32Values()
+		cu := rec.Column(col("cu_seqlens")).(*array.List)
+		cuv := cu.ListValues().(*array.Int32).Int32Values()
+		docs := rec.Column(col("doc_ids")).(*array.List)
+		docv := docs.ListValues().(*array.Int64).Int64Values()
+		pad := rec.Column(col(pipeline.ColumnPad)).(*array.Boolean)
+		for r := range int(rec.NumRows()) {
+			if pad.Value(r) {
+				continue // the last batch's filler
+			}
+			row := tokens[r*64 : (r+1)*64]
+			bounds := cuv[cu.Offsets()[r]:cu.Offsets()[r+1]]
+			ids := docv[docs.Offsets()[r]:docs.Offsets()[r+1]]
+			for k, doc := range ids {
+				piece := row[bounds[k]:bounds[k+1]]
+				full := append(slices.Clone(want[doc]), eod)
+				if !containsRun(full, piece) {
+					t.Fatalf("document %d: a piece %v is not a run of its ids and end token %v", doc, piece, full)
+				}
+				served[doc] += len(piece)
+			}
+		}
+		batch.Release()
+	}
+	for doc, n := range served {
+		if n != len(want[doc])+1 {
+			t.Fatalf("document %d: %d tokens served, it has %d and the end token", doc, n, len(want[doc]))
+		}
+	}
+}
+
+// containsRun says whether piece is a run of consecutive values of full.
+func containsRun(full, piece []int32) bool {
+	for i := 0; i+len(piece) <= len(full); i++ {
+		if slices.Equal(full[i:i+len(piece)], piece) {
+			return true
+		}
+	}
+	return false
 }

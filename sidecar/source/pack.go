@@ -73,11 +73,11 @@ func packAll(streams []*Stream) error {
 	var diffs []string
 	for _, s := range streams {
 		var err error
-		if s.packed, err = packedSchema(s.native.Field(0), s.packs.Packing.SeqLength); err != nil {
+		if s.packed, err = packedSchema(s.docsField(), s.packs.Packing.SeqLength); err != nil {
 			return fmt.Errorf("stream %q: %w", s.Name, err)
 		}
 		if first := streams[0]; !s.packed.Equal(first.packed) {
-			diffs = append(diffs, fmt.Sprintf("stream %q's are %s, stream %q's %s", s.Name, s.native.Field(0).Type, first.Name, first.native.Field(0).Type))
+			diffs = append(diffs, fmt.Sprintf("stream %q's are %s, stream %q's %s", s.Name, s.docsField().Type, first.Name, first.docsField().Type))
 		}
 		s.docBase = make([]int64, len(s.packs.Index.Shards))
 		for h, sh := range s.packs.Index.Shards {
@@ -90,6 +90,15 @@ func packAll(streams []*Stream) error {
 			streams[0].packs.Column, strings.Join(diffs, "; "))
 	}
 	return nil
+}
+
+// docsField is the column of a packed stream's documents: the one it
+// decodes, or (tokenized) the ids it makes of its text.
+func (s *Stream) docsField() arrow.Field {
+	if k := s.native.FieldIndices(s.packs.Column); len(k) > 0 {
+		return s.native.Field(k[0])
+	}
+	return s.native.Field(0)
 }
 
 // documents returns where each row's tokens start in values and how many
@@ -140,7 +149,11 @@ func documents(col arrow.Array) (starts []int64, lengths []uint32, values arrow.
 // the stream's packing says, and checks that they make the packs the
 // index counted: a record of the packed schema, a pack a row.
 func (s *Stream) packShard(i int, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	starts, lengths, values, err := documents(rec.Column(0))
+	docs := rec.Column(0)
+	if k := rec.Schema().FieldIndices(s.packs.Column); len(k) > 0 {
+		docs = rec.Column(k[0])
+	}
+	starts, lengths, values, err := documents(docs)
 	if err != nil {
 		return nil, fmt.Errorf("spec.packing.column %q: %w", s.packs.Column, err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -496,6 +497,9 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 		columns := s.Spec.Columns
 		if s.Packs != nil {
 			columns = []string{s.Packs.Column} // the documents: all a pack holds
+			if t := s.Tokenize; t != nil && s.Packs.Column == planspec.TokenizeOutput(t) {
+				columns = []string{t.Column} // the text its ids are made of
+			}
 		}
 		if out[i], err = Open(ctx, s.Spec.Name, layout, reader, columns, read); err != nil {
 			return nil, err
@@ -503,9 +507,6 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 		out[i].filter = s.Filter
 		out[i].packs = s.Packs
 		if t := s.Tokenize; t != nil {
-			if s.Packs != nil {
-				return nil, fmt.Errorf("stream %q: spec.packing of a tokenized stream needs its token counts at index time, which shardfeed index does not write yet: pack a stream of token ids", s.Spec.Name)
-			}
 			tk, err := loadTokenizer(ctx, s, t, loaded)
 			if err != nil {
 				return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, err)

@@ -15,8 +15,10 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/streams"
+	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/tokenizer"
 )
 
@@ -30,18 +32,30 @@ type tokenized struct {
 	eod     int32 // -1: none
 }
 
-// loadTokenizer reads a tokenization's tokenizer.json from the stream's
-// store (bounded, its content checked against the pinned hash) and loads
-// it; loaded keeps each file loaded once, by hash.
+// loadTokenizer is LoadTokenizer for stream s, each file loaded once (by
+// its hash) in loaded.
 func loadTokenizer(ctx context.Context, s *streams.Stream, t *datav1alpha1.Tokenize, loaded map[string]*tokenizer.Tokenizer) (*tokenizer.Tokenizer, error) {
 	if tk, ok := loaded[t.Tokenizer.SHA256]; ok {
 		return tk, nil
 	}
-	src, key, err := streams.TokenizerFile(s.Spec, s.Source, t.Tokenizer.URI)
+	tk, err := LoadTokenizer(ctx, s.Spec, s.Source, t)
 	if err != nil {
 		return nil, err
 	}
-	st, err := stores.Open(ctx, src)
+	loaded[t.Tokenizer.SHA256] = tk
+	return tk, nil
+}
+
+// LoadTokenizer reads a tokenization's tokenizer.json from the store of
+// stream s (reached as src: its settings and credentials), at most
+// tokenizer.MaxFileBytes, refuses a content of another sha256 than the
+// pinned one, and loads it.
+func LoadTokenizer(ctx context.Context, s datav1alpha1.Stream, src store.Source, t *datav1alpha1.Tokenize) (*tokenizer.Tokenizer, error) {
+	tsrc, key, err := streams.TokenizerFile(s, src, t.Tokenizer.URI)
+	if err != nil {
+		return nil, err
+	}
+	st, err := stores.Open(ctx, tsrc)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize.tokenizer.uri: %w", err)
 	}
@@ -66,8 +80,22 @@ func loadTokenizer(ctx context.Context, s *streams.Stream, t *datav1alpha1.Token
 	if err != nil {
 		return nil, fmt.Errorf("tokenize.tokenizer.uri %s: %w", t.Tokenizer.URI, err)
 	}
-	loaded[t.Tokenizer.SHA256] = tk
 	return tk, nil
+}
+
+// TokenCount counts a text's ids as a stream tokenized by t serves them:
+// its special tokens and end-of-document token included. The end token
+// must be one of the tokenizer's.
+func TokenCount(tk *tokenizer.Tokenizer, t *datav1alpha1.Tokenize) (format.TokenCount, error) {
+	eod := 0
+	if t.EndOfDocument != "" {
+		if _, ok := tk.TokenID(t.EndOfDocument); !ok {
+			return nil, fmt.Errorf("tokenize.endOfDocument %q is not a token of the tokenizer", t.EndOfDocument)
+		}
+		eod = 1
+	}
+	special := ptr.Deref(t.AddSpecialTokens, true)
+	return func(text string) int { return len(tk.Encode(text, special)) + eod }, nil
 }
 
 // tokenizeWith makes the stream serve its text column's ids: the text

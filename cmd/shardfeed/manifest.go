@@ -143,6 +143,21 @@ func localPaths(ds *datav1alpha1.TrainingDataset, manifest string) error {
 		}
 		ds.Spec.Streams[i].Source.URI = uri
 	}
+	// A tokenizer.json by a plain path: the file's URI, as the streams'.
+	tokenizations := []*datav1alpha1.Tokenize{ds.Spec.Tokenize}
+	for i := range ds.Spec.Streams {
+		tokenizations = append(tokenizations, ds.Spec.Streams[i].Tokenize)
+	}
+	for _, t := range tokenizations {
+		if t == nil || t.Tokenizer.URI == "" || strings.Contains(t.Tokenizer.URI, "://") {
+			continue
+		}
+		dir, err := localURI(filepath.Dir(t.Tokenizer.URI), base)
+		if err != nil {
+			return fmt.Errorf("tokenize.tokenizer.uri: %w", err)
+		}
+		t.Tokenizer.URI = dir + filepath.Base(t.Tokenizer.URI)
+	}
 	return nil
 }
 

@@ -7,6 +7,9 @@ resumes where the first committed.
     python3 train.py --max-steps 30     # stops after step 30, as a crash would
     python3 train.py                    # resumes at the last commit
 
+examples/raw_text trains it on raw text the sidecar tokenizes and packs
+(--column input_ids --vocab 257, run in that directory).
+
 Each row holds several documents. Attention stays inside a document: the
 mask is block-diagonal over the row's pieces (position_ids restart at 0 at
 each, and cu_seqlens are their boundaries: what flash-attention's
@@ -26,7 +29,6 @@ import torch.nn.functional as F
 
 import shardfeed
 
-VOCAB = 1000
 SEQ = 128
 CHECKPOINT = "ckpt.pt"
 
@@ -34,12 +36,12 @@ CHECKPOINT = "ckpt.pt"
 class TinyLM(torch.nn.Module):
     """One attention layer over token and position embeddings."""
 
-    def __init__(self) -> None:
+    def __init__(self, vocab: int) -> None:
         super().__init__()
-        self.tok = torch.nn.Embedding(VOCAB, 64)
+        self.tok = torch.nn.Embedding(vocab, 64)
         self.pos = torch.nn.Embedding(SEQ, 64)
         self.qkv = torch.nn.Linear(64, 3 * 64)
-        self.out = torch.nn.Linear(64, VOCAB)
+        self.out = torch.nn.Linear(64, vocab)
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         x = self.tok(tokens) + self.pos(positions)
@@ -58,13 +60,15 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="start a new job instead of resuming the last one")
     parser.add_argument("--commit-every", type=int, default=10)
     parser.add_argument("--max-steps", type=int, default=0, help="stop after this step, as a crash would")
+    parser.add_argument("--column", default="tokens", help="the packed column of token ids (spec.packing.column)")
+    parser.add_argument("--vocab", type=int, default=1000, help="the token ids' range")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
 
     dataset = shardfeed.FeedDataset.from_manifest("dataset.yaml", fresh=args.fresh)
     loader = shardfeed.FeedLoader(dataset)
     torch.manual_seed(0)
-    model = TinyLM()
+    model = TinyLM(args.vocab)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     if os.path.exists(CHECKPOINT) and not args.fresh:
         ckpt = torch.load(CHECKPOINT, weights_only=False)
@@ -75,7 +79,7 @@ def main() -> None:
     print(f"{len(loader)} steps left in the epoch", flush=True)
     documents = 0
     for batch in loader:
-        tokens, positions = batch["tokens"].long(), batch["position_ids"].long()
+        tokens, positions = batch[args.column].long(), batch["position_ids"].long()
         mask = batch["loss_mask"].bool()
         # Token t+1 is predicted from t where it is a document's token and
         # not the first of its piece.
@@ -89,7 +93,7 @@ def main() -> None:
         step = int(batch["_shardfeed_step"][0])
         done = step + 1
         if step == 0 or done % args.commit_every == 0 or len(loader) == 0:
-            cu, longest = shardfeed.batch_cu_seqlens(batch)
+            cu, longest = shardfeed.batch_cu_seqlens(batch, args.column)
             padding = 1 - mask.float().mean().item()
             torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "loader": loader.state_dict()},
                        CHECKPOINT + ".tmp")

@@ -171,6 +171,39 @@ def test_the_packed_example_trains_and_resumes(tmp_path):
     assert losses[-1] < losses[0] / 4, losses
 
 
+def test_the_raw_text_example_tokenizes_packs_and_resumes(tmp_path):
+    """examples/raw_text as its manifest runs it: raw JSON Lines and a
+    tokenizer.json, the packs counted with the tokenizer (index -f), the
+    packed example's training on input_ids stopped at step 30, and a second
+    run that resumes at the commit and learns on."""
+    import os
+    import shutil
+
+    root = SHARDFEED_BIN.parent.parent
+    here = tmp_path / "raw_text"
+    shutil.copytree(root / "examples" / "raw_text", here, ignore=shutil.ignore_patterns("data", ".shardfeed", "*.pt"))
+    shutil.copytree(root / "examples" / "packed", tmp_path / "packed", ignore=shutil.ignore_patterns("data", ".shardfeed", "*.pt"))
+    env = dict(os.environ, SHARDFEED_BINARY=str(SHARDFEED_BIN), PYTHONPATH=str(root / "clients" / "python" / "src"))
+    env.pop("SHARDFEED_SOCKET", None)
+    python = str(root / "bin" / "venv" / "bin" / "python")
+
+    def run(*cmd: str) -> str:
+        done = subprocess.run(list(cmd), cwd=here, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    run(python, "make_data.py")
+    indexed = run(str(SHARDFEED_BIN), "index", "-f", "dataset.yaml")
+    assert "lengths of input_ids" in indexed and "6000 documents (bestFit length=128 window=500 overlong=cut) in 7479 packs" in indexed, indexed
+    train = [python, "../packed/train.py", "--column", "input_ids", "--vocab", "257"]
+    first = run(*train, "--fresh", "--max-steps", "30")
+    second = run(*train, "--max-steps", "60")
+    assert first.splitlines()[0] == "467 steps left in the epoch" and "step 30: loss" in first, first
+    assert second.splitlines()[0] == "437 steps left in the epoch" and "step 60: loss" in second and "step 30:" not in second, second
+    losses = [float(line.split("loss ")[1].split(",")[0]) for line in (first + second).splitlines() if "loss" in line]
+    assert losses[-1] < losses[0] / 2, losses
+
+
 def test_from_uri_packs_with_no_manifest(tmp_path, monkeypatch):
     """FeedDataset.from_uri(pack_length=…) indexes the data, counts its packs
     once and serves packed rows; to_manifest() is the packed dataset."""

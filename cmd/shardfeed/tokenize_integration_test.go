@@ -3,11 +3,8 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,35 +20,17 @@ import (
 // refused.
 func TestIntegrationIndexCountsTheTokensOfATokenizedStream(t *testing.T) {
 	dir := t.TempDir()
-	corpus := filepath.Join(dir, "corpus.jsonl")
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "300")
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	corpus := filepath.Join(data, "part-0.jsonl") // {id, text} rows: the stream
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "300", "--ids")
 	tok := filepath.Join(dir, "tok", "tokenizer.json")
 	if err := os.MkdirAll(filepath.Dir(tok), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "train", "llama3", corpus, tok)
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(corpus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows bytes.Buffer
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(nil, 1<<20)
-	for i := 0; sc.Scan(); i++ {
-		var row struct{ Text string }
-		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-			t.Fatal(err)
-		}
-		line, _ := json.Marshal(map[string]any{"id": i, "text": row.Text})
-		rows.Write(append(line, '\n'))
-	}
-	if err := os.WriteFile(filepath.Join(data, "part-0.jsonl"), rows.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	file, err := os.ReadFile(tok)
 	if err != nil {
 		t.Fatal(err)

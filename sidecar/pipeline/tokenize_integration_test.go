@@ -3,7 +3,6 @@
 package pipeline_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -40,8 +39,12 @@ import (
 func textStream(t *testing.T) (sampledata.Stream, string, string, [][]int32) {
 	t.Helper()
 	dir := t.TempDir()
-	corpus := filepath.Join(dir, "corpus.jsonl")
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "600")
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	corpus := filepath.Join(data, "part-0.jsonl") // {id, text} rows: the stream
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "600", "--ids")
 	tok := filepath.Join(dir, "tok", "tokenizer.json")
 	if err := os.MkdirAll(filepath.Dir(tok), 0o755); err != nil {
 		t.Fatal(err)
@@ -54,28 +57,6 @@ func textStream(t *testing.T) (sampledata.Stream, string, string, [][]int32) {
 			t.Fatal(err)
 		}
 		want = append(want, ids)
-	}
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(corpus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows bytes.Buffer
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(nil, 1<<20)
-	for i := 0; sc.Scan(); i++ {
-		var row struct{ Text string }
-		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-			t.Fatal(err)
-		}
-		line, _ := json.Marshal(map[string]any{"id": i, "text": row.Text})
-		rows.Write(append(line, '\n'))
-	}
-	if err := os.WriteFile(filepath.Join(data, "part-0.jsonl"), rows.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
 	}
 	st := formattest.OpenDir(t, data)
 	f, err := formats.Default().Index(context.Background(), st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 16 << 10})

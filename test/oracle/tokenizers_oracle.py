@@ -3,8 +3,9 @@
 (sidecar/tokenizer): every tokenizer.json is trained here at test time on
 a corpus made here, never vendored.
 
-  tokenizers_oracle.py corpus FILE [--rows N]
-      writes FILE: N texts as JSON lines, {"text": ...}, that exercise
+  tokenizers_oracle.py corpus FILE [--rows N] [--ids]
+      writes FILE: N texts as JSON lines, {"text": ...} (with --ids,
+      {"id": row, "text": ...}: a stream of them), that exercise
       Unicode (CJK, emoji and their joiners, combining marks, right-to-left
       scripts, control characters, runs of whitespace and newlines, text
       decoded from invalid UTF-8 with its replacement characters,
@@ -48,7 +49,7 @@ PIECES = [
 ]
 
 
-def corpus(path: str, rows: int) -> None:
+def corpus(path: str, rows: int, ids: bool = False) -> None:
     rng = random.Random(7)
     bad = [b"caf\xe9 latin-1", b"\xff\xfe bytes", b"cut \xe6\x97", b"\xed\xa0\x80 surrogate"]
     with open(path, "w", encoding="utf-8") as f:
@@ -56,7 +57,9 @@ def corpus(path: str, rows: int) -> None:
             parts = [rng.choice(PIECES) for _ in range(rng.randint(1, 4))]
             if i % 17 == 0:
                 parts.append(rng.choice(bad).decode("utf-8", errors="replace"))
-            f.write(json.dumps({"text": rng.choice(["", " ", "\n"]).join(parts)}, ensure_ascii=False) + "\n")
+            row = {"id": i} if ids else {}
+            row["text"] = rng.choice(["", " ", "\n"]).join(parts)
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def texts(path: str) -> list[str]:
@@ -147,6 +150,7 @@ def main() -> None:
     c = sub.add_parser("corpus")
     c.add_argument("file")
     c.add_argument("--rows", type=int, default=2000)
+    c.add_argument("--ids", action="store_true")
     t = sub.add_parser("train")
     t.add_argument("kind")
     t.add_argument("corpus")
@@ -157,7 +161,7 @@ def main() -> None:
     e.add_argument("--no-special", action="store_true")
     a = ap.parse_args()
     if a.cmd == "corpus":
-        corpus(a.file, a.rows)
+        corpus(a.file, a.rows, a.ids)
     elif a.cmd == "train":
         train(a.kind, a.corpus, a.out)
     else:

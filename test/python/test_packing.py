@@ -142,32 +142,43 @@ def test_packed_batches_hold_every_document_once(tmp_path, method):
         assert padding < SEQ * (2 * 3 + 3)
 
 
-def test_the_packed_example_trains_and_resumes(tmp_path):
-    """examples/packed as its docstring runs it: the data, the packs, a run
-    stopped at step 30 as a crash would stop it, and a second run that
-    resumes at the commit, trains the rest of the epoch and learns."""
+def example(tmp_path, name: str):
+    """A copy of examples/<name> (and of examples/packed, whose train.py
+    the others run) without its data, and a runner of commands in it as
+    its docstring runs them: the command's stdout, or a failed test."""
     import os
     import shutil
 
     root = SHARDFEED_BIN.parent.parent
-    here = tmp_path / "packed"
-    shutil.copytree(root / "examples" / "packed", here, ignore=shutil.ignore_patterns("data", ".shardfeed", "*.pt"))
+    for d in {name, "packed"}:
+        shutil.copytree(root / "examples" / d, tmp_path / d, ignore=shutil.ignore_patterns("data", ".shardfeed", "*.pt"))
     env = dict(os.environ, SHARDFEED_BINARY=str(SHARDFEED_BIN), PYTHONPATH=str(root / "clients" / "python" / "src"))
     env.pop("SHARDFEED_SOCKET", None)
-    python = str(root / "bin" / "venv" / "bin" / "python")
 
     def run(*cmd: str) -> str:
-        done = subprocess.run(list(cmd), cwd=here, env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(list(cmd), cwd=tmp_path / name, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
+    return run, str(root / "bin" / "venv" / "bin" / "python")
+
+
+def losses_of(out: str) -> list[float]:
+    return [float(line.split("loss ")[1].split(",")[0]) for line in out.splitlines() if "loss" in line]
+
+
+def test_the_packed_example_trains_and_resumes(tmp_path):
+    """examples/packed as its docstring runs it: the data, the packs, a run
+    stopped at step 30 as a crash would stop it, and a second run that
+    resumes at the commit, trains the rest of the epoch and learns."""
+    run, python = example(tmp_path, "packed")
     run(python, "make_data.py")
     assert "6000 documents (bestFit length=128 window=500 overlong=cut) in 2047 packs" in run(str(SHARDFEED_BIN), "index", "-f", "dataset.yaml")
     first = run(python, "train.py", "--fresh", "--max-steps", "30")
     second = run(python, "train.py")
     assert first.splitlines()[0] == "127 steps left in the epoch" and "step 30: loss" in first, first
     assert second.splitlines()[0] == "97 steps left in the epoch" and "step 127: loss" in second and "step 30:" not in second, second
-    losses = [float(line.split("loss ")[1].split(",")[0]) for line in (first + second).splitlines() if "loss" in line]
+    losses = losses_of(first + second)
     assert losses[-1] < losses[0] / 4, losses
 
 
@@ -176,22 +187,7 @@ def test_the_raw_text_example_tokenizes_packs_and_resumes(tmp_path):
     tokenizer.json, the packs counted with the tokenizer (index -f), the
     packed example's training on input_ids stopped at step 30, and a second
     run that resumes at the commit and learns on."""
-    import os
-    import shutil
-
-    root = SHARDFEED_BIN.parent.parent
-    here = tmp_path / "raw_text"
-    shutil.copytree(root / "examples" / "raw_text", here, ignore=shutil.ignore_patterns("data", ".shardfeed", "*.pt"))
-    shutil.copytree(root / "examples" / "packed", tmp_path / "packed", ignore=shutil.ignore_patterns("data", ".shardfeed", "*.pt"))
-    env = dict(os.environ, SHARDFEED_BINARY=str(SHARDFEED_BIN), PYTHONPATH=str(root / "clients" / "python" / "src"))
-    env.pop("SHARDFEED_SOCKET", None)
-    python = str(root / "bin" / "venv" / "bin" / "python")
-
-    def run(*cmd: str) -> str:
-        done = subprocess.run(list(cmd), cwd=here, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
-
+    run, python = example(tmp_path, "raw_text")
     run(python, "make_data.py")
     indexed = run(str(SHARDFEED_BIN), "index", "-f", "dataset.yaml")
     assert "lengths of input_ids" in indexed and "6000 documents (bestFit length=128 window=500 overlong=cut) in 7479 packs" in indexed, indexed
@@ -200,7 +196,7 @@ def test_the_raw_text_example_tokenizes_packs_and_resumes(tmp_path):
     second = run(*train, "--max-steps", "60")
     assert first.splitlines()[0] == "467 steps left in the epoch" and "step 30: loss" in first, first
     assert second.splitlines()[0] == "437 steps left in the epoch" and "step 60: loss" in second and "step 30:" not in second, second
-    losses = [float(line.split("loss ")[1].split(",")[0]) for line in (first + second).splitlines() if "loss" in line]
+    losses = losses_of(first + second)
     assert losses[-1] < losses[0] / 2, losses
 
 

@@ -83,19 +83,37 @@ func LoadTokenizer(ctx context.Context, s datav1alpha1.Stream, src store.Source,
 	return tk, nil
 }
 
-// TokenCount counts a text's ids as a stream tokenized by t serves them:
-// its special tokens and end-of-document token included. The end token
-// must be one of the tokenizer's.
-func TokenCount(tk *tokenizer.Tokenizer, t *datav1alpha1.Tokenize) (format.TokenCount, error) {
-	eod := 0
+// newTokenized is tokenization t with tokenizer tk: the end-of-document
+// token must be one of its tokens.
+func newTokenized(tk *tokenizer.Tokenizer, t *datav1alpha1.Tokenize) (*tokenized, error) {
+	z := &tokenized{tk: tk, text: t.Column, output: planspec.TokenizeOutput(t), special: ptr.Deref(t.AddSpecialTokens, true), eod: -1}
 	if t.EndOfDocument != "" {
-		if _, ok := tk.TokenID(t.EndOfDocument); !ok {
+		id, ok := tk.TokenID(t.EndOfDocument)
+		if !ok {
 			return nil, fmt.Errorf("tokenize.endOfDocument %q is not a token of the tokenizer", t.EndOfDocument)
 		}
-		eod = 1
+		z.eod = id
 	}
-	special := ptr.Deref(t.AddSpecialTokens, true)
-	return func(text string) int { return len(tk.Encode(text, special)) + eod }, nil
+	return z, nil
+}
+
+// ids are a document's ids: its text's, then the end-of-document token.
+func (z *tokenized) ids(text string) []int32 {
+	ids := z.tk.Encode(text, z.special)
+	if z.eod >= 0 {
+		ids = append(ids, z.eod)
+	}
+	return ids
+}
+
+// TokenCount counts a text's ids as a stream tokenized by t serves them
+// (index counts by it what the sidecar will make).
+func TokenCount(tk *tokenizer.Tokenizer, t *datav1alpha1.Tokenize) (format.TokenCount, error) {
+	z, err := newTokenized(tk, t)
+	if err != nil {
+		return nil, err
+	}
+	return func(text string) int { return len(z.ids(text)) }, nil
 }
 
 // tokenizeWith makes the stream serve its text column's ids: the text
@@ -111,13 +129,9 @@ func (s *Stream) tokenizeWith(tk *tokenizer.Tokenizer, t *datav1alpha1.Tokenize)
 	case len(s.native.FieldIndices(out)) > 0:
 		return fmt.Errorf("stream %q: tokenize.output %q is a column the stream has: name another", s.Name, out)
 	}
-	z := &tokenized{tk: tk, text: t.Column, output: out, special: ptr.Deref(t.AddSpecialTokens, true), eod: -1}
-	if t.EndOfDocument != "" {
-		id, ok := tk.TokenID(t.EndOfDocument)
-		if !ok {
-			return fmt.Errorf("stream %q: tokenize.endOfDocument %q is not a token of the tokenizer", s.Name, t.EndOfDocument)
-		}
-		z.eod = id
+	z, err := newTokenized(tk, t)
+	if err != nil {
+		return fmt.Errorf("stream %q: %w", s.Name, err)
 	}
 	s.tok = z
 	s.native = arrow.NewSchema(append(slices.Clone(s.native.Fields()), arrow.Field{Name: out, Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true}), nil)
@@ -139,7 +153,6 @@ func (z *tokenized) add(rec arrow.RecordBatch, served *arrow.Schema) (arrow.Reco
 	b := array.NewListBuilder(memory.DefaultAllocator, arrow.PrimitiveTypes.Int32)
 	defer b.Release()
 	vb := b.ValueBuilder().(*array.Int32Builder)
-	var ids []int32
 	for r := range text.Len() {
 		if text.IsNull(r) {
 			b.AppendNull()
@@ -154,12 +167,8 @@ func (z *tokenized) add(rec arrow.RecordBatch, served *arrow.Schema) (arrow.Reco
 		default:
 			return nil, fmt.Errorf("tokenize.column %q is %s", z.text, text.DataType())
 		}
-		ids = z.tk.Encode(s, z.special)
-		if z.eod >= 0 {
-			ids = append(ids, z.eod)
-		}
 		b.Append(true)
-		vb.AppendValues(ids, nil)
+		vb.AppendValues(z.ids(s), nil)
 	}
 	tokens := b.NewArray()
 	defer tokens.Release()

@@ -22,8 +22,8 @@ type bpe struct {
 	ignoreMerges bool
 	prefix       string // continuing_subword_prefix
 	suffix       string // end_of_word_suffix
-	// byteIDs are the ids of <0x00>…<0xFF> (byte_fallback).
-	byteIDs [256]int32
+	// bytes are the ids of <0x00>…<0xFF> (byte_fallback).
+	bytes byteTokens
 
 	cache wordCache
 }
@@ -110,12 +110,7 @@ func newBPE(raw json.RawMessage) (*bpe, error) {
 	if j.EndOfWordSuffix != nil {
 		m.suffix = *j.EndOfWordSuffix
 	}
-	for b := range 256 {
-		m.byteIDs[b] = -1
-		if id, ok := m.vocab[fmt.Sprintf("<0x%02X>", b)]; ok {
-			m.byteIDs[b] = id
-		}
-	}
+	m.bytes = byteTokensOf(m.vocab)
 	pairs, err := mergePairs(j.Merges)
 	if err != nil {
 		return nil, fmt.Errorf("model BPE: %w", err)
@@ -213,12 +208,11 @@ func (m *bpe) symbols(word string) []int32 {
 			lastUnk = false
 			continue
 		}
-		if m.byteFallback && m.hasBytes(word[i:i+size]) {
-			for k := i; k < i+size; k++ {
-				out = append(out, m.byteIDs[word[k]])
+		if m.byteFallback {
+			if ids, ok := m.bytes.appendTo(out, word[i:i+size]); ok {
+				out, lastUnk = ids, false
+				continue
 			}
-			lastUnk = false
-			continue
 		}
 		if m.unk >= 0 && (!m.fuseUnk || !lastUnk) {
 			out = append(out, m.unk)
@@ -228,14 +222,33 @@ func (m *bpe) symbols(word string) []int32 {
 	return out
 }
 
-// hasBytes says whether every byte of s has its <0xXX> token.
-func (m *bpe) hasBytes(s string) bool {
-	for k := range len(s) {
-		if m.byteIDs[s[k]] < 0 {
-			return false
+// byteTokens are a vocabulary's ids of <0x00>…<0xFF> (-1: missing), which
+// byte fallback spells an unknown character in.
+type byteTokens [256]int32
+
+func byteTokensOf(vocab map[string]int32) byteTokens {
+	var out byteTokens
+	for b := range out {
+		out[b] = -1
+		if id, ok := vocab[fmt.Sprintf("<0x%02X>", b)]; ok {
+			out[b] = id
 		}
 	}
-	return true
+	return out
+}
+
+// appendTo appends the byte tokens of s to ids, if every byte has its
+// token (tokenizers falls back to unk otherwise).
+func (t *byteTokens) appendTo(ids []int32, s string) ([]int32, bool) {
+	for k := range len(s) {
+		if t[s[k]] < 0 {
+			return ids, false
+		}
+	}
+	for k := range len(s) {
+		ids = append(ids, t[s[k]])
+	}
+	return ids, true
 }
 
 // merge applies the merges to syms, lowest rank first (the leftmost on a

@@ -20,7 +20,7 @@ type unigram struct {
 	unk          int32
 	unkScore     float64
 	byteFallback bool
-	byteIDs      [256]int32
+	bytes        byteTokens
 }
 
 // unkPenalty is what an unknown character scores below the lowest piece
@@ -73,12 +73,7 @@ func newUnigram(raw json.RawMessage) (*unigram, error) {
 	}
 	m.unk = int32(*j.UnkID) //nolint:gosec // bounded above
 	m.unkScore = minScore - unkPenalty
-	for b := range 256 {
-		m.byteIDs[b] = -1
-		if id, ok := m.ids[fmt.Sprintf("<0x%02X>", b)]; ok {
-			m.byteIDs[b] = id
-		}
-	}
+	m.bytes = byteTokensOf(m.ids)
 	return m, nil
 }
 
@@ -143,24 +138,15 @@ func (m *unigram) tokenize(ids []int32, word string) []int32 {
 			ids = append(ids, id)
 			continue
 		}
-		if m.byteFallback && m.hasBytes(p) {
-			for i := range len(p) {
-				ids = append(ids, m.byteIDs[p[i]])
+		if m.byteFallback {
+			if out, ok := m.bytes.appendTo(ids, p); ok {
+				ids = out
+				continue
 			}
-			continue
 		}
 		ids = append(ids, m.unk)
 	}
 	return ids
-}
-
-func (m *unigram) hasBytes(s string) bool {
-	for i := range len(s) {
-		if m.byteIDs[s[i]] < 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func (m *unigram) id(token string) (int32, bool) {

@@ -3,9 +3,10 @@
 (sidecar/tokenizer): every tokenizer.json is trained here at test time on
 a corpus made here, never vendored.
 
-  tokenizers_oracle.py corpus FILE [--rows N] [--ids]
+  tokenizers_oracle.py corpus FILE [--rows N] [--ids] [--seed S]
       writes FILE: N texts as JSON lines, {"text": ...} (with --ids,
-      {"id": row, "text": ...}: a stream of them), that exercise
+      {"id": row, "text": ...}: a stream of them; another seed, other
+      texts), that exercise
       Unicode (CJK, emoji and their joiners, combining marks, right-to-left
       scripts, control characters, runs of whitespace and newlines, text
       decoded from invalid UTF-8 with its replacement characters,
@@ -49,8 +50,8 @@ PIECES = [
 ]
 
 
-def corpus(path: str, rows: int, ids: bool = False) -> None:
-    rng = random.Random(7)
+def corpus(path: str, rows: int, ids: bool = False, seed: int = 7) -> None:
+    rng = random.Random(seed)
     bad = [b"caf\xe9 latin-1", b"\xff\xfe bytes", b"cut \xe6\x97", b"\xed\xa0\x80 surrogate"]
     with open(path, "w", encoding="utf-8") as f:
         for i in range(rows):
@@ -151,6 +152,7 @@ def main() -> None:
     c.add_argument("file")
     c.add_argument("--rows", type=int, default=2000)
     c.add_argument("--ids", action="store_true")
+    c.add_argument("--seed", type=int, default=7)
     t = sub.add_parser("train")
     t.add_argument("kind")
     t.add_argument("corpus")
@@ -161,7 +163,7 @@ def main() -> None:
     e.add_argument("--no-special", action="store_true")
     a = ap.parse_args()
     if a.cmd == "corpus":
-        corpus(a.file, a.rows, a.ids)
+        corpus(a.file, a.rows, a.ids, a.seed)
     elif a.cmd == "train":
         train(a.kind, a.corpus, a.out)
     else:

@@ -500,9 +500,13 @@ func runShardfeed(args ...string) (string, error) {
 type podSummary struct {
 	shards int
 	bytes  int64
+	// samples and dropped are the epoch's, and what it drops to even
+	// its splits.
+	samples, dropped int64
 }
 
-// planSummary returns the shards and bytes one pod of pods fetches.
+// planSummary returns the shards and bytes one pod of pods fetches, and
+// the epoch's samples and drops.
 func planSummary(t testing.TB, ds dataset, pods int) podSummary {
 	t.Helper()
 	out, err := exec.Command(binary, "plan", "-f", ds.manifest, "--credentials-dir", ds.credentials, "-o", "json", "--pods", fmt.Sprint(pods)).Output()
@@ -510,7 +514,9 @@ func planSummary(t testing.TB, ds dataset, pods int) podSummary {
 		t.Fatal(err)
 	}
 	var s struct {
-		Pods []struct {
+		Samples int64 `json:"samples"`
+		Dropped int64 `json:"dropped"`
+		Pods    []struct {
 			Pods            int   `json:"pods"`
 			MaxShardsPerPod int   `json:"maxShardsPerPod"`
 			PodBytes        int64 `json:"maxBytesPerPod"`
@@ -519,7 +525,7 @@ func planSummary(t testing.TB, ds dataset, pods int) podSummary {
 	if err := json.Unmarshal(out, &s); err != nil {
 		t.Fatal(err)
 	}
-	return podSummary{shards: s.Pods[0].MaxShardsPerPod, bytes: s.Pods[0].PodBytes}
+	return podSummary{shards: s.Pods[0].MaxShardsPerPod, bytes: s.Pods[0].PodBytes, samples: s.Samples, dropped: s.Dropped}
 }
 
 func ptr[T any](v T) *T { return &v }

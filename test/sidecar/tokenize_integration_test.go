@@ -122,7 +122,7 @@ func TestIntegrationATokenizedPackedDatasetThroughAKillAndARescale(t *testing.T)
 	}
 	r := trainThroughARescale(t, ds, "raw", read, func(b tokenBatch) int64 { return b.step })
 	served := make([]int, len(refs)) // each document's tokens served in the epoch
-	whole := make([]bool, len(refs))  // served in one piece
+	whole := make([]bool, len(refs)) // served in one piece
 	packs := map[int64]bool{}
 	for k := range r.steps {
 		world, plan := r.planAt(k)

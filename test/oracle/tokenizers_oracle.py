@@ -11,9 +11,10 @@ a corpus made here, never vendored.
       scripts, control characters, runs of whitespace and newlines, text
       decoded from invalid UTF-8 with its replacement characters,
       contractions, digits, added tokens in the text).
-  tokenizers_oracle.py train KIND CORPUS OUT
+  tokenizers_oracle.py train KIND CORPUS OUT [--special T1,T2,...]
       trains a tokenizer of KIND on CORPUS's texts and saves OUT (a
-      tokenizer.json), as the models that use it build theirs:
+      tokenizer.json), as the models that use it build theirs (and adds
+      the special tokens given, a chat template's):
         gpt2    byte-level BPE with GPT-2's split;
         llama3  byte-level BPE after Llama 3's split regex (ignore_merges),
                 a begin-of-text template;
@@ -71,9 +72,10 @@ def texts(path: str) -> list[str]:
 LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 
-def train(kind: str, corpus_path: str, out: str, vocab_size: int = 0) -> None:
+def train(kind: str, corpus_path: str, out: str, vocab_size: int = 0, special: list[str] | None = None) -> None:
     """Trains a tokenizer of kind on the texts of corpus_path into out;
-    vocab_size, if given, instead of the kind's small one."""
+    vocab_size, if given, instead of the kind's small one; special, added
+    special tokens (a chat template's)."""
     data = texts(corpus_path)
 
     def size(n: int) -> int:
@@ -136,6 +138,8 @@ def train(kind: str, corpus_path: str, out: str, vocab_size: int = 0) -> None:
         t.train_from_iterator(data, trainers.UnigramTrainer(vocab_size=size(1200), special_tokens=["<unk>"], unk_token="<unk>", max_piece_length=8))
     else:
         raise SystemExit(f"unknown kind {kind}")
+    if special:
+        t.add_special_tokens(special)
     t.save(out)
 
 
@@ -157,6 +161,7 @@ def main() -> None:
     t.add_argument("kind")
     t.add_argument("corpus")
     t.add_argument("out")
+    t.add_argument("--special", default="", help="comma-separated special tokens to add")
     e = sub.add_parser("encode")
     e.add_argument("tokenizer")
     e.add_argument("corpus")
@@ -165,7 +170,7 @@ def main() -> None:
     if a.cmd == "corpus":
         corpus(a.file, a.rows, a.ids, a.seed)
     elif a.cmd == "train":
-        train(a.kind, a.corpus, a.out)
+        train(a.kind, a.corpus, a.out, special=[x for x in a.special.split(",") if x])
     else:
         encode(a.tokenizer, a.corpus, not a.no_special)
 

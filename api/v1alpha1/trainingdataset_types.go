@@ -554,6 +554,46 @@ type Tokenize struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	EndOfDocument string `json:"endOfDocument,omitempty"`
+
+	// Chat, if set, makes column a conversation (a list of {role,
+	// content} messages, or a string of their JSON) rendered with a chat
+	// template, then tokenized (without the post-processor's special
+	// tokens: the template writes its own), with a loss mask that keeps
+	// the assistant's tokens.
+	// +optional
+	Chat *ChatTemplate `json:"chat,omitempty"`
+}
+
+// ChatTemplate renders conversations as transformers' apply_chat_template
+// does (docs/tokenize.md, chat).
+type ChatTemplate struct {
+	// Template is the Jinja chat template: a model's own (tokenizer_config
+	// .json's chat_template) where its constructs are supported, else the
+	// sidecar refuses it naming the construct. `{% generation %}` …
+	// `{% endgeneration %}` marks what the assistant says: the tokens of
+	// the loss mask.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=262144
+	Template string `json:"template"`
+
+	// BOSToken is the template's bos_token (BOSToken and EOSToken are
+	// tokenizer_config.json's).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	BOSToken string `json:"bosToken,omitempty"`
+	// EOSToken is the template's eos_token.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	EOSToken string `json:"eosToken,omitempty"`
+
+	// LossMask is the column of the mask: a list of uint8 a row, 1 at the
+	// assistant's tokens (what {% generation %} wrote) and 0 elsewhere.
+	// In a packed dataset it is the packed loss_mask instead.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:default=assistant_masks
+	// +optional
+	LossMask string `json:"lossMask,omitempty"`
 }
 
 // TokenizerFile is where a tokenizer.json is, and its content's hash.

@@ -5,6 +5,7 @@ package planspec
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"fmt"
 	"math/big"
 	"strings"
@@ -259,9 +260,17 @@ func TokenizeKey(t *datav1alpha1.Tokenize) string {
 	if t == nil {
 		return ""
 	}
-	return fmt.Sprintf("sha256=%s column=%s output=%s special=%t eod=%q", t.Tokenizer.SHA256, t.Column, TokenizeOutput(t),
+	key := fmt.Sprintf("sha256=%s column=%s output=%s special=%t eod=%q", t.Tokenizer.SHA256, t.Column, TokenizeOutput(t),
 		ptr.Deref(t.AddSpecialTokens, true), t.EndOfDocument)
+	if c := t.Chat; c != nil { // only chat datasets' keys change: the others' plans stay
+		sum := sha256.Sum256([]byte(c.Template))
+		key += fmt.Sprintf(" chat=%x bos=%q eos=%q mask=%s", sum, c.BOSToken, c.EOSToken, ChatLossMask(c))
+	}
+	return key
 }
+
+// ChatLossMask is the column a chat tokenization serves its loss mask in.
+func ChatLossMask(c *datav1alpha1.ChatTemplate) string { return cmp.Or(c.LossMask, "assistant_masks") }
 
 // Resolved is stream i of spec with the dataset's tokenization where the
 // stream has none of its own: what streams.Open opens.

@@ -249,9 +249,16 @@ func TestTokenizationEntersTheFingerprint(t *testing.T) {
 	ownOverDefault := base()
 	ownOverDefault.Tokenize = tok('a', "text")
 	ownOverDefault.Streams[1].Tokenize = tok('b', "text")
+	chat := func(template, eos string) *datav1alpha1.TrainingDatasetSpec {
+		s := base()
+		s.Tokenize = tok('a', "text")
+		s.Tokenize.Chat = &datav1alpha1.ChatTemplate{Template: template, EOSToken: eos}
+		return s
+	}
 	seen := map[string]string{"plain": plain}
 	for name, spec := range map[string]*datav1alpha1.TrainingDatasetSpec{"default": withDefault, "other file": otherFile, "other column": otherColumn,
-		"no special tokens": noSpecial, "a stream's own": ownOverDefault} {
+		"no special tokens": noSpecial, "a stream's own": ownOverDefault, "chat": chat("{{ x }}", "</s>"),
+		"another chat template": chat("{{ y }}", "</s>"), "another eos token": chat("{{ x }}", "<eos>")} {
 		f := fingerprint(spec)
 		for other, g := range seen {
 			if f == g {

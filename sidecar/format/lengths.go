@@ -61,9 +61,10 @@ func (r Registry) Lengths(ctx context.Context, st store.Store, l *index.Layout, 
 	return measureAll(ctx, reader, read, l, out, column, m, nil, sel, progress)
 }
 
-// TokenCount counts a text's tokens as the sidecar tokenizes it
-// (spec.tokenize): its ids, with the special and end-of-document tokens.
-type TokenCount func(text string) int
+// TokenCount counts the tokens of row j of a text (or conversation)
+// column as the sidecar tokenizes it (spec.tokenize): its ids, with the
+// special and end-of-document tokens.
+type TokenCount func(col arrow.Array, j int) (int, error)
 
 // TokenLengths measures each sample's length in tokens: its text column's
 // tokens as count counts them, recorded as the lengths of output (the
@@ -78,9 +79,6 @@ func (r Registry) TokenLengths(ctx context.Context, st store.Store, l *index.Lay
 	idx := schema.FieldIndices(text)
 	if len(idx) == 0 {
 		return nil, nil, fmt.Errorf("the stream has no column %q (tokenize.column); its columns are %s", text, columnNames(schema))
-	}
-	if t := schema.Field(idx[0]).Type.ID(); t != arrow.STRING && t != arrow.LARGE_STRING {
-		return nil, nil, fmt.Errorf("tokenize.column %q is %s, and text is tokenized from a string column", text, schema.Field(idx[0]).Type)
 	}
 	out := &index.LengthsIndex{Shardfeed: index.Version, Column: output, Measure: index.Elements, Index: l.Index.ContentHash(), Tokenize: key}
 	if sel != nil {
@@ -208,14 +206,9 @@ func lengthOf(col arrow.Array, j int, m index.Measure, count TokenCount) (index.
 		if col.IsNull(j) {
 			return index.Length{}, nil // a null text has no ids
 		}
-		var n int
-		switch c := col.(type) {
-		case *array.String:
-			n = count(c.Value(j))
-		case *array.LargeString:
-			n = count(c.Value(j))
-		default:
-			return index.Length{}, fmt.Errorf("a %s column is not text", col.DataType())
+		n, err := count(col, j)
+		if err != nil {
+			return index.Length{}, err
 		}
 		if n > index.MaxLength {
 			return index.Length{}, fmt.Errorf("%d tokens, past the bound of %d", n, index.MaxLength)

@@ -88,7 +88,7 @@ func TestIntegrationAHuggingFaceImageFeatureIsServedDecoded(t *testing.T) {
 // naming what is decoded.
 func TestIntegrationADecodedStructNeedsItsBytes(t *testing.T) {
 	_, err := openFeedErr(t, sampledata.Manifest("ds", []sampledata.Stream{hfStream(t, 20)},
-		"  numSplits: 2\n  globalBatchSize: 4\n  decode:\n  - column: meta\n    image: {height: 2, width: 2, resize: 2}\n"), 0)
+		"  numSplits: 2\n  globalBatchSize: 4\n  decode:\n  - column: meta\n    image: {height: 2, width: 2, resize: 2}\n"))
 	if err == nil || !strings.Contains(err.Error(), `decoding column "meta"`) || !strings.Contains(err.Error(), "a struct of their bytes (a Hugging Face Image feature") {
 		t.Fatalf("decoding a struct without bytes: %v", err)
 	}

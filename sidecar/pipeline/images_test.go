@@ -82,7 +82,7 @@ func TestDecodingWhatIsNotAnImageColumnIsRefused(t *testing.T) {
 		{"  decode:\n  - column: jpg\n    image: {height: 8, width: 8}\n", `column "jpg": the streams have no such column (their columns: blob, id)`},
 		{"  decode:\n  - column: id\n    image: {height: 8, width: 8}\n", `column "id": it is int64, and images are decoded from binary columns`},
 	} {
-		if _, err := openFeedErr(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, "  numSplits: 1\n  globalBatchSize: 4\n"+tc.decode), 0); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := openFeedErr(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, "  numSplits: 1\n  globalBatchSize: 4\n"+tc.decode)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.decode, err, tc.want)
 		}
 	}

@@ -39,9 +39,9 @@ func openFeedIn(t *testing.T, manifest string, cacheLimit int64, cacheDir string
 	return feed
 }
 
-func openFeedErr(t *testing.T, manifest string, cacheLimit int64) (*daemon.Feed, error) {
+func openFeedErr(t *testing.T, manifest string) (*daemon.Feed, error) {
 	t.Helper()
-	return openFeedErrIn(t, manifest, cacheLimit, t.TempDir())
+	return openFeedErrIn(t, manifest, 0, t.TempDir())
 }
 
 func openFeedErrIn(t *testing.T, manifest string, cacheLimit int64, cacheDir string) (*daemon.Feed, error) {

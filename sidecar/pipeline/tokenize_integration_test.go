@@ -129,7 +129,7 @@ func TestIntegrationTokenizationRefusals(t *testing.T) {
 		{"a number column", strings.Replace(tokenizeSpec(tok, sum), "column: text", "column: id", 1), "text is tokenized from a string column"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := openFeedErr(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, c.spec), 0)
+			_, err := openFeedErr(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, c.spec))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want an error saying %q", err, c.want)
 			}

@@ -2,6 +2,7 @@ package source
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -164,12 +165,27 @@ func (s *Stream) packShard(i int, rec arrow.RecordBatch) (arrow.RecordBatch, err
 		return nil, fmt.Errorf("its documents pack into %d sequences of %d tokens, the packs index counted %d of %d: re-run shardfeed index --lengths --pack-length",
 			len(packs), st.Tokens, want.Packs, want.Tokens)
 	}
-	return s.packedRecord(packs, starts, values, s.docBase[i]), nil
+	// A chat's loss mask, a list of the same lengths as its ids: the
+	// packed loss_mask keeps the assistant's tokens only.
+	var chatMask []uint8
+	if s.tok != nil && s.tok.chat != nil {
+		_, mlen, mvalues, err := documents(rec.Column(rec.Schema().FieldIndices(s.tok.mask)[0]))
+		if err != nil {
+			return nil, fmt.Errorf("tokenize.chat.lossMask: %w", err)
+		}
+		defer mvalues.Release()
+		if !slices.Equal(mlen, lengths) {
+			return nil, errors.New("a chat's loss mask is not as long as its ids")
+		}
+		chatMask = mvalues.(*array.Uint8).Uint8Values()
+	}
+	return s.packedRecord(packs, starts, values, chatMask, s.docBase[i]), nil
 }
 
 // packedRecord builds the packed rows: tokens padded to the sequence
-// length, position ids, loss mask, boundaries and document ids.
-func (s *Stream) packedRecord(packs [][]planner.Piece, starts []int64, values arrow.Array, docBase int64) arrow.RecordBatch {
+// length, position ids, loss mask (chatMask's where a chat gives one, else
+// 1 at every token), boundaries and document ids.
+func (s *Stream) packedRecord(packs [][]planner.Piece, starts []int64, values arrow.Array, chatMask []uint8, docBase int64) arrow.RecordBatch {
 	seqLen := int(s.packs.Packing.SeqLength)
 	n := len(packs)
 	elem := s.packed.Field(0).Type.(*arrow.FixedSizeListType).Elem()
@@ -194,6 +210,10 @@ func (s *Stream) packedRecord(packs [][]planner.Piece, starts []int64, values ar
 			for j := range int(pc.Len) {
 				positions[row+at+j] = int32(j) //nolint:gosec // below the sequence length
 				mask[row+at+j] = 1
+			}
+			if chatMask != nil {
+				from := int(starts[pc.Doc]) + int(pc.Offset)
+				copy(mask[row+at:row+at+int(pc.Len)], chatMask[from:from+int(pc.Len)])
 			}
 			at += int(pc.Len)
 			cu = append(cu, int32(at)) //nolint:gosec // as above

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/streams"
+	"github.com/shardfeed/shardfeed/sidecar/chat"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/tokenizer"
 )
@@ -30,6 +32,11 @@ type tokenized struct {
 	output  string
 	special bool
 	eod     int32 // -1: none
+	// chat, when the column is a conversation: its template, the
+	// template's variables, and the loss mask's column.
+	chat *chat.Template
+	vars map[string]any
+	mask string
 }
 
 // loadTokenizer is LoadTokenizer for stream s, each file loaded once (by
@@ -94,7 +101,36 @@ func newTokenized(tk *tokenizer.Tokenizer, t *datav1alpha1.Tokenize) (*tokenized
 		}
 		z.eod = id
 	}
+	if c := t.Chat; c != nil {
+		tpl, err := chat.Parse(c.Template)
+		if err != nil {
+			return nil, fmt.Errorf("tokenize.chat.template: %w", err)
+		}
+		if !tpl.MarksAssistant() {
+			return nil, errors.New("tokenize.chat.template has no {% generation %} block: wrap what the assistant says " +
+				"({{ message['content'] }} and its end token) in {% generation %} … {% endgeneration %}, as transformers' return_assistant_tokens_mask needs")
+		}
+		z.chat, z.mask, z.special = tpl, planspec.ChatLossMask(c), false
+		z.vars = map[string]any{"bos_token": c.BOSToken, "eos_token": c.EOSToken}
+	}
 	return z, nil
+}
+
+// conversation is a chat document's ids and loss mask: its messages
+// rendered, tokenized, then the end-of-document token (masked out).
+func (z *tokenized) conversation(messages []any) ([]int32, []uint8, error) {
+	text, spans, err := z.chat.Render(messages, z.vars)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids, mask, err := chat.Tokenize(z.tk, text, spans)
+	if err != nil {
+		return nil, nil, err
+	}
+	if z.eod >= 0 {
+		ids, mask = append(ids, z.eod), append(mask, 0)
+	}
+	return ids, mask, nil
 }
 
 // ids are a document's ids: its text's, then the end-of-document token.
@@ -106,14 +142,31 @@ func (z *tokenized) ids(text string) []int32 {
 	return ids
 }
 
-// TokenCount counts a text's ids as a stream tokenized by t serves them
-// (index counts by it what the sidecar will make).
+// TokenCount counts a row's ids as a stream tokenized by t serves them
+// (index counts by it what the sidecar will make): a string column's text,
+// or a chat's conversation.
 func TokenCount(tk *tokenizer.Tokenizer, t *datav1alpha1.Tokenize) (format.TokenCount, error) {
 	z, err := newTokenized(tk, t)
 	if err != nil {
 		return nil, err
 	}
-	return func(text string) int { return len(z.ids(text)) }, nil
+	return func(col arrow.Array, j int) (int, error) {
+		if z.chat != nil {
+			msgs, err := messagesAt(col, j)
+			if err != nil {
+				return 0, err
+			}
+			ids, _, err := z.conversation(msgs)
+			return len(ids), err
+		}
+		switch c := col.(type) {
+		case *array.String:
+			return len(z.ids(c.Value(j))), nil
+		case *array.LargeString:
+			return len(z.ids(c.Value(j))), nil
+		}
+		return 0, fmt.Errorf("tokenize.column is %s, and text is tokenized from a string column", col.DataType())
+	}, nil
 }
 
 // tokenizeWith makes the stream serve its text column's ids: the text
@@ -124,39 +177,79 @@ func (s *Stream) tokenizeWith(tk *tokenizer.Tokenizer, t *datav1alpha1.Tokenize)
 	switch {
 	case len(k) == 0:
 		return fmt.Errorf("stream %q: tokenize.column %q is not one of its columns (%s); keep it in spec.streams[].columns", s.Name, t.Column, ColumnNames(s.native))
-	case !slices.Contains([]arrow.Type{arrow.STRING, arrow.LARGE_STRING}, s.native.Field(k[0]).Type.ID()):
+	case t.Chat == nil && !isString(s.native.Field(k[0]).Type):
 		return fmt.Errorf("stream %q: tokenize.column %q is %s, and text is tokenized from a string column", s.Name, t.Column, s.native.Field(k[0]).Type)
+	case t.Chat != nil && !isString(s.native.Field(k[0]).Type) && !isConversation(s.native.Field(k[0]).Type):
+		return fmt.Errorf("stream %q: tokenize.column %q is %s; a chat is a list of {role, content} structs, or a string of their JSON", s.Name, t.Column, s.native.Field(k[0]).Type)
 	case len(s.native.FieldIndices(out)) > 0:
 		return fmt.Errorf("stream %q: tokenize.output %q is a column the stream has: name another", s.Name, out)
+	case t.Chat != nil && (len(s.native.FieldIndices(planspec.ChatLossMask(t.Chat))) > 0 || planspec.ChatLossMask(t.Chat) == out):
+		return fmt.Errorf("stream %q: tokenize.chat.lossMask %q is a column the stream has, or the output's: name another", s.Name, planspec.ChatLossMask(t.Chat))
 	}
 	z, err := newTokenized(tk, t)
 	if err != nil {
 		return fmt.Errorf("stream %q: %w", s.Name, err)
 	}
 	s.tok = z
-	s.native = arrow.NewSchema(append(slices.Clone(s.native.Fields()), arrow.Field{Name: out, Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true}), nil)
+	fields := append(slices.Clone(s.native.Fields()), arrow.Field{Name: out, Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true})
+	if z.chat != nil {
+		fields = append(fields, arrow.Field{Name: z.mask, Type: arrow.ListOf(arrow.PrimitiveTypes.Uint8), Nullable: true})
+	}
+	s.native = arrow.NewSchema(fields, nil)
 	s.served = s.native
 	return nil
+}
+
+func isString(t arrow.DataType) bool {
+	return slices.Contains([]arrow.Type{arrow.STRING, arrow.LARGE_STRING}, t.ID())
+}
+
+// isConversation says whether t is a list of structs (messages).
+func isConversation(t arrow.DataType) bool {
+	l, ok := t.(arrow.ListLikeType)
+	return ok && l.Elem().ID() == arrow.STRUCT
 }
 
 // decoded is the schema shard records decode to before tokenization: the
 // served one without the output column.
 func (z *tokenized) decoded(served *arrow.Schema) *arrow.Schema {
-	fields := slices.DeleteFunc(slices.Clone(served.Fields()), func(f arrow.Field) bool { return f.Name == z.output })
+	fields := slices.DeleteFunc(slices.Clone(served.Fields()), func(f arrow.Field) bool {
+		return f.Name == z.output || (z.chat != nil && f.Name == z.mask)
+	})
 	return arrow.NewSchema(fields, nil)
 }
 
-// add returns rec (of decoded's schema) with the output column, in the
-// served schema's order: each row's text encoded (a null text, null ids).
+// add returns rec (of decoded's schema) with the output column (and a
+// chat's loss mask), in the served schema's order: each row's text
+// encoded, or its conversation rendered and encoded (a null, null ids).
 func (z *tokenized) add(rec arrow.RecordBatch, served *arrow.Schema) (arrow.RecordBatch, error) {
 	text := rec.Column(rec.Schema().FieldIndices(z.text)[0])
 	b := array.NewListBuilder(memory.DefaultAllocator, arrow.PrimitiveTypes.Int32)
 	defer b.Release()
 	vb := b.ValueBuilder().(*array.Int32Builder)
+	mb := array.NewListBuilder(memory.DefaultAllocator, arrow.PrimitiveTypes.Uint8)
+	defer mb.Release()
+	mvb := mb.ValueBuilder().(*array.Uint8Builder)
 	for r := range text.Len() {
 		if text.IsNull(r) {
 			b.AppendNull()
+			mb.AppendNull()
 			continue
+		}
+		if z.chat != nil {
+			msgs, err := messagesAt(text, r)
+			if err == nil {
+				var ids []int32
+				var mask []uint8
+				if ids, mask, err = z.conversation(msgs); err == nil {
+					b.Append(true)
+					vb.AppendValues(ids, nil)
+					mb.Append(true)
+					mvb.AppendValues(mask, nil)
+					continue
+				}
+			}
+			return nil, fmt.Errorf("row %d of tokenize.column %q: %w (a row filter, spec.streams[].filter, can leave such rows out)", r, z.text, err)
 		}
 		var s string
 		switch a := text.(type) {
@@ -172,13 +265,102 @@ func (z *tokenized) add(rec arrow.RecordBatch, served *arrow.Schema) (arrow.Reco
 	}
 	tokens := b.NewArray()
 	defer tokens.Release()
+	masks := mb.NewArray()
+	defer masks.Release()
 	cols := make([]arrow.Array, served.NumFields())
 	for c, f := range served.Fields() {
-		if f.Name == z.output {
+		switch {
+		case f.Name == z.output:
 			cols[c] = tokens
-			continue
+		case z.chat != nil && f.Name == z.mask:
+			cols[c] = masks
+		default:
+			cols[c] = rec.Column(rec.Schema().FieldIndices(f.Name)[0])
 		}
-		cols[c] = rec.Column(rec.Schema().FieldIndices(f.Name)[0])
 	}
 	return array.NewRecordBatch(served, cols, rec.NumRows()), nil
+}
+
+// messagesAt reads row r of a conversation column: a list of structs, or
+// a string of their JSON.
+func messagesAt(col arrow.Array, r int) ([]any, error) {
+	var v any
+	var err error
+	switch a := col.(type) {
+	case *array.String:
+		v, err = chat.FromJSON([]byte(a.Value(r)))
+	case *array.LargeString:
+		v, err = chat.FromJSON([]byte(a.Value(r)))
+	default:
+		v, err = arrowValue(col, r, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	msgs, ok := v.([]any)
+	if !ok {
+		return nil, errors.New("the conversation is not a list of messages")
+	}
+	return msgs, nil
+}
+
+// arrowValue is an Arrow value as a chat template sees it: a struct a
+// dict of its fields in order (a null field None, as Hugging Face datasets
+// gives it), a list a list.
+func arrowValue(col arrow.Array, r, depth int) (any, error) {
+	if depth > chat.MaxDepth {
+		return nil, fmt.Errorf("a value nested more than %d deep", chat.MaxDepth)
+	}
+	if col.IsNull(r) {
+		return nil, nil
+	}
+	switch a := col.(type) {
+	case *array.String:
+		return a.Value(r), nil
+	case *array.LargeString:
+		return a.Value(r), nil
+	case *array.Boolean:
+		return a.Value(r), nil
+	case *array.Int8:
+		return int64(a.Value(r)), nil
+	case *array.Int16:
+		return int64(a.Value(r)), nil
+	case *array.Int32:
+		return int64(a.Value(r)), nil
+	case *array.Int64:
+		return a.Value(r), nil
+	case *array.Uint8:
+		return int64(a.Value(r)), nil
+	case *array.Uint16:
+		return int64(a.Value(r)), nil
+	case *array.Uint32:
+		return int64(a.Value(r)), nil
+	case *array.Float32:
+		return float64(a.Value(r)), nil
+	case *array.Float64:
+		return a.Value(r), nil
+	case *array.Struct:
+		d := chat.NewDict()
+		st := a.DataType().(*arrow.StructType)
+		for i := range a.NumField() {
+			v, err := arrowValue(a.Field(i), r, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			d.Set(st.Field(i).Name, v)
+		}
+		return d, nil
+	case array.ListLike:
+		from, to := a.ValueOffsets(r)
+		out := make([]any, 0, to-from)
+		for i := from; i < to; i++ {
+			v, err := arrowValue(a.ListValues(), int(i), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("a %s value is not read by chat templates", col.DataType())
 }

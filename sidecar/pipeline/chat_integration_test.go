@@ -1,0 +1,271 @@
+//go:build integration
+
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"sigs.k8s.io/yaml"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/streams"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
+	"github.com/shardfeed/shardfeed/sidecar/pipeline"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
+	"github.com/shardfeed/shardfeed/sidecar/source"
+)
+
+// chatRow is a conversation as transformers' apply_chat_template gives it.
+type chatRow struct {
+	IDs  []int32 `json:"ids"`
+	Mask []uint8 `json:"mask"`
+}
+
+// chatStream writes conversations of the tokenizer tests' Unicode texts
+// as a JSON Lines stream of {id, messages}, a ChatML template, and a
+// GPT-2-like tokenizer.json with ChatML's tokens that tokenizers trains,
+// and returns the stream, the tokenizer's path and sha256, the template,
+// and each conversation's ids and assistant mask as transformers gives
+// them.
+func chatStream(t *testing.T) (sampledata.Stream, string, string, string, []chatRow) {
+	t.Helper()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	for _, d := range []string{data, filepath.Join(dir, "tok")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	convs := filepath.Join(data, "part-0.jsonl")
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/chat_oracle.py", "conversations", convs, "--rows", "300")
+	corpus := filepath.Join(dir, "corpus.jsonl")
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "600")
+	tok := filepath.Join(dir, "tok", "tokenizer.json")
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "train", "gpt2", corpus, tok, "--special", "<|im_start|>,<|im_end|>")
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tplPath := filepath.Join(root, "test", "oracle", "chat_templates", "chatml.jinja")
+	template, err := os.ReadFile(tplPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []chatRow
+	for line := range bytes.Lines(testenv.PythonScript(t, "venv-oracle", "test/oracle/chat_oracle.py", "render", tok, tplPath, convs, "--eos", "<|endoftext|>")) {
+		var row chatRow
+		if err := json.Unmarshal(line, &row); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, row)
+	}
+	st := formattest.OpenDir(t, data)
+	f, err := formats.Default().Index(context.Background(), st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Write(context.Background(), st, f); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(file)
+	return sampledata.Stream{Name: "chat", Format: "jsonl", URI: "file://" + data + "/"}, tok, hex.EncodeToString(sum[:]), string(template), want
+}
+
+func chatSpec(tok, sum, template string) string {
+	quoted, _ := json.Marshal(template)
+	return fmt.Sprintf(`  numSplits: 2
+  globalBatchSize: 20
+  tokenize:
+    tokenizer: {uri: %q, sha256: "%s"}
+    column: messages
+    endOfDocument: "<|endoftext|>"
+    chat:
+      template: %s
+      eosToken: "<|endoftext|>"
+`, "file://"+tok, sum, quoted)
+}
+
+// A conversation column is served as transformers' apply_chat_template
+// ids and assistant mask (then the end-of-document token, masked out),
+// every row once.
+func TestIntegrationAChatIsServedWithItsAssistantMask(t *testing.T) {
+	ctx := context.Background()
+	stream, tok, sum, template, want := chatStream(t)
+	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, chatSpec(tok, sum, template)), 0)
+	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	seen, assistant := map[int64]bool{}, 0
+	for range feed.Plan.Steps() {
+		batch, err := b.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := batch.Record
+		col := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
+		ids := rec.Column(col("id")).(*array.Int64)
+		tokens, masks := rec.Column(col("input_ids")).(*array.List), rec.Column(col("assistant_masks")).(*array.List)
+		tv, mv := tokens.ListValues().(*array.Int32).Int32Values(), masks.ListValues().(*array.Uint8).Uint8Values()
+		for r := range int(rec.NumRows()) {
+			id := ids.Value(r)
+			got, mask := tv[tokens.Offsets()[r]:tokens.Offsets()[r+1]], mv[masks.Offsets()[r]:masks.Offsets()[r+1]]
+			n := len(want[id].IDs)
+			if len(got) != n+1 || !slices.Equal(got[:n], want[id].IDs) || !slices.Equal(mask[:n], want[id].Mask) || mask[n] != 0 {
+				t.Fatalf("conversation %d: ids %v mask %v; transformers gives %v and %v, then <|endoftext|> masked out", id, got, mask, want[id].IDs, want[id].Mask)
+			}
+			if slices.Contains(mask, 1) {
+				assistant++
+			}
+			seen[id] = true
+		}
+		batch.Release()
+	}
+	if len(seen) != len(want) || assistant < len(want)/2 {
+		t.Fatalf("%d conversations served of %d, %d with assistant tokens", len(seen), len(want), assistant)
+	}
+}
+
+// Conversations packed: index counts each conversation's tokens with the
+// chat template, and the packed loss_mask is the assistant mask of each
+// piece's tokens.
+func TestIntegrationChatsArePackedWithTheirAssistantMask(t *testing.T) {
+	ctx := context.Background()
+	stream, tok, sum, template, want := chatStream(t)
+	data := formattest.OpenDir(t, strings.TrimSuffix(strings.TrimPrefix(stream.URI, "file://"), "/"))
+	layout, _, err := index.ReadStoreIndexOf(ctx, data, 0, datav1alpha1.FormatJSONL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := strings.Replace(chatSpec(tok, sum, template), "  numSplits: 2\n  globalBatchSize: 20\n", "  numSplits: 1\n  globalBatchSize: 8\n  dropLast: false\n", 1) +
+		"  packing: {column: input_ids, sequenceLength: 256}\n"
+	var ds datav1alpha1.TrainingDataset
+	if err := yaml.UnmarshalStrict([]byte(sampledata.Manifest("ds", []sampledata.Stream{stream}, spec)), &ds); err != nil {
+		t.Fatal(err)
+	}
+	tz := ds.Spec.Tokenize
+	tk, err := source.LoadTokenizer(ctx, ds.Spec.Streams[0], streams.Source(ds.Spec.Streams[0]), tz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, err := source.TokenCount(tk, tz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, values, err := formats.Default().TokenLengths(ctx, data, layout, "messages", "input_ids", planspec.TokenizeKey(tz), count, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := planspec.Packing(ds.Spec.Packing)
+	px, err := index.Packs(x, values, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.WritePacks(ctx, data, px, p); err != nil {
+		t.Fatal(err)
+	}
+	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, spec), 0)
+	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	eod, _ := tk.TokenID("<|endoftext|>")
+	served, masked := make([]int, len(want)), 0
+	for range feed.Plan.Steps() {
+		batch, err := b.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := batch.Record
+		col := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
+		tokens := rec.Column(col("input_ids")).(*array.FixedSizeList).ListValues().(*array.Int32).Int32Values()
+		lossMask := rec.Column(col("loss_mask")).(*array.FixedSizeList).ListValues().(*array.Uint8).Uint8Values()
+		cu := rec.Column(col("cu_seqlens")).(*array.List)
+		cuv := cu.ListValues().(*array.Int32).Int32Values()
+		docs := rec.Column(col("doc_ids")).(*array.List)
+		docv := docs.ListValues().(*array.Int64).Int64Values()
+		pad := rec.Column(col(pipeline.ColumnPad)).(*array.Boolean)
+		for r := range int(rec.NumRows()) {
+			if pad.Value(r) {
+				continue
+			}
+			bounds := cuv[cu.Offsets()[r]:cu.Offsets()[r+1]]
+			for k, doc := range docv[docs.Offsets()[r]:docs.Offsets()[r+1]] {
+				from, to := r*256+int(bounds[k]), r*256+int(bounds[k+1])
+				full, fullMask := append(slices.Clone(want[doc].IDs), eod), append(slices.Clone(want[doc].Mask), 0)
+				if !runWithMask(full, fullMask, tokens[from:to], lossMask[from:to]) {
+					t.Fatalf("conversation %d: a piece %v with loss mask %v is not a run of its ids %v with their mask %v", doc, tokens[from:to], lossMask[from:to], full, fullMask)
+				}
+				if slices.Contains(lossMask[from:to], 1) {
+					masked++
+				}
+				served[doc] += to - from
+			}
+			if slices.Contains(lossMask[r*256+int(bounds[len(bounds)-1]):(r+1)*256], 1) {
+				t.Fatalf("row %d: its padding is in the loss mask", r)
+			}
+		}
+		batch.Release()
+	}
+	for doc, n := range served {
+		if n != len(want[doc].IDs)+1 {
+			t.Fatalf("conversation %d: %d tokens served, it has %d and the end token", doc, n, len(want[doc].IDs))
+		}
+	}
+	if masked == 0 {
+		t.Fatal("no piece holds an assistant token")
+	}
+}
+
+// runWithMask says whether piece, with its mask, is a run of full at some
+// place, with full's mask there.
+func runWithMask(full []int32, fullMask []uint8, piece []int32, mask []uint8) bool {
+	for i := 0; i+len(piece) <= len(full); i++ {
+		if slices.Equal(full[i:i+len(piece)], piece) && slices.Equal(fullMask[i:i+len(piece)], mask) {
+			return true
+		}
+	}
+	return false
+}
+
+// A template without a {% generation %} block, one with a construct the
+// sidecar does not run, a column that is not a conversation, and a mask
+// column the stream has are refused, saying what to do.
+func TestIntegrationChatRefusals(t *testing.T) {
+	stream, tok, sum, template, _ := chatStream(t)
+	for _, c := range []struct{ name, spec, want string }{
+		{"no generation block", chatSpec(tok, sum, "{% for m in messages %}{{ m.content }}{% endfor %}"), "has no {% generation %} block"},
+		{"a macro", chatSpec(tok, sum, "{% macro f() %}{% endmacro %}{% generation %}{% endgeneration %}"), "{% macro %} is not supported"},
+		{"a number column", strings.Replace(chatSpec(tok, sum, template), "column: messages", "column: id", 1), "a chat is a list of {role, content} structs"},
+		{"a mask the stream has", strings.Replace(chatSpec(tok, sum, template), `eosToken: "<|endoftext|>"`, `eosToken: "<|endoftext|>"`+"\n      lossMask: id", 1), `tokenize.chat.lossMask "id" is a column the stream has`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := openFeedErr(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, c.spec))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+}

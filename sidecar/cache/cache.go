@@ -110,6 +110,11 @@ type Stats struct {
 	LimitBytes int64
 	// PeakBytes is the most the cache held (on disk and reserved) at once.
 	PeakBytes int64
+	// DerivedHits and DerivedMisses count derived files (a shard's
+	// tokenized columns) found and not found; DerivedStored those kept.
+	DerivedHits   int64
+	DerivedMisses int64
+	DerivedStored int64
 }
 
 type state int

@@ -269,3 +269,85 @@ func TestIntegrationChatRefusals(t *testing.T) {
 		})
 	}
 }
+
+// Each shard's tokens are kept in the pod's cache beside the shards and
+// counted in its bytes: a restarted sidecar on the same cache serves the
+// same ids and masks without tokenizing a shard again, and a kept file
+// whose bytes changed is not used: the shard is tokenized again.
+func TestIntegrationTokenizedShardsAreCachedBesideTheShards(t *testing.T) {
+	ctx := context.Background()
+	stream, tok, sum, template, want := chatStream(t)
+	manifest := sampledata.Manifest("ds", []sampledata.Stream{stream}, chatSpec(tok, sum, template))
+	dir := t.TempDir()
+	serve := func() pipeline.Stats {
+		feed := openFeedIn(t, manifest, 0, dir)
+		b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range feed.Plan.Steps() {
+			batch, err := b.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := batch.Record
+			col := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
+			ids := rec.Column(col("id")).(*array.Int64)
+			tokens, masks := rec.Column(col("input_ids")).(*array.List), rec.Column(col("assistant_masks")).(*array.List)
+			tv, mv := tokens.ListValues().(*array.Int32).Int32Values(), masks.ListValues().(*array.Uint8).Uint8Values()
+			for r := range int(rec.NumRows()) {
+				id := ids.Value(r)
+				got, mask := tv[tokens.Offsets()[r]:tokens.Offsets()[r+1]], mv[masks.Offsets()[r]:masks.Offsets()[r+1]]
+				if n := len(want[id].IDs); len(got) != n+1 || !slices.Equal(got[:n], want[id].IDs) || !slices.Equal(mask[:n], want[id].Mask) {
+					t.Fatalf("conversation %d: ids %v mask %v; transformers gives %v and %v", id, got, mask, want[id].IDs, want[id].Mask)
+				}
+			}
+			batch.Release()
+		}
+		b.Close()
+		st := feed.Pipeline.Stats()
+		feed.Pipeline.Close()
+		return st
+	}
+	kept := func() []string {
+		files, err := filepath.Glob(filepath.Join(dir, ".derived", "chat", "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	first := serve()
+	files := kept()
+	if len(files) < 2 || first.Cache.DerivedStored != int64(len(files)) || first.Cache.DerivedHits != 0 {
+		t.Fatalf("first run: %d files kept, stats %+v", len(files), first.Cache)
+	}
+	var derivedBytes int64
+	for _, f := range files {
+		info, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		derivedBytes += info.Size()
+	}
+	if first.Cache.UsedBytes < derivedBytes {
+		t.Fatalf("the cache counts %d bytes, its tokenized shards alone are %d", first.Cache.UsedBytes, derivedBytes)
+	}
+	second := serve()
+	if second.Cache.DerivedHits < int64(len(files)) || second.Cache.DerivedStored != 0 {
+		t.Fatalf("restarted: %d tokenized shards kept, stats %+v: every shard's tokens should come from the cache", len(files), second.Cache)
+	}
+	for _, f := range files { // another content than the one kept
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0xff
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third := serve()
+	if third.Cache.DerivedHits != 0 || third.Cache.DerivedStored != int64(len(files)) {
+		t.Fatalf("after the files changed: stats %+v: each shard should be tokenized and kept again", third.Cache)
+	}
+}

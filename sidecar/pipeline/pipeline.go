@@ -132,6 +132,10 @@ func New(opts Options) (*Pipeline, error) {
 			return nil, fmt.Errorf("pipeline: stream %q has %d shards in its source and %d in the plan", st.Name, opts.Streams[i].Shards(), len(st.Index.Shards))
 		}
 	}
+	for _, s := range opts.Streams {
+		// A tokenized stream keeps each shard's tokens beside the shard.
+		s.SetDerivedCache(opts.Cache)
+	}
 	p.decoded = newDecodedTable(opts.Streams, opts.Cache, opts.DecodedLimitBytes, opts.Decoders, &p.stats)
 	p.decoded.skipCorrupt, p.decoded.onSkip = opts.SkipCorrupt, opts.OnSkip
 	p.decoded.needed = p.needed

@@ -51,8 +51,11 @@ type Stream struct {
 	packed  *arrow.Schema
 	docBase []int64
 	// tok, when the stream is tokenized, adds its text column's ids to
-	// each decoded shard.
-	tok *tokenized
+	// each decoded shard; tokKey is what makes them (planspec.TokenizeKey),
+	// and derived, when set, keeps them for the next decode.
+	tok     *tokenized
+	tokKey  string
+	derived DerivedCache
 }
 
 // Open reads the stream's schema through its format's reader: from the
@@ -188,7 +191,7 @@ func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.Recor
 		rec = kept
 	}
 	if s.tok != nil { // the rows served alone
-		tokens, err := s.tok.add(rec, s.served)
+		tokens, err := s.tokenizeShard(i, rec)
 		rec.Release()
 		if err != nil {
 			return nil, &DecodeError{Stream: s.Name, Shard: name, Err: err}

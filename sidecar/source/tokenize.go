@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"k8s.io/utils/ptr"
 
@@ -190,7 +192,7 @@ func (s *Stream) tokenizeWith(tk *tokenizer.Tokenizer, t *datav1alpha1.Tokenize)
 	if err != nil {
 		return fmt.Errorf("stream %q: %w", s.Name, err)
 	}
-	s.tok = z
+	s.tok, s.tokKey = z, planspec.TokenizeKey(t)
 	fields := append(slices.Clone(s.native.Fields()), arrow.Field{Name: out, Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true})
 	if z.chat != nil {
 		fields = append(fields, arrow.Field{Name: z.mask, Type: arrow.ListOf(arrow.PrimitiveTypes.Uint8), Nullable: true})
@@ -219,10 +221,133 @@ func (z *tokenized) decoded(served *arrow.Schema) *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
-// add returns rec (of decoded's schema) with the output column (and a
-// chat's loss mask), in the served schema's order: each row's text
-// encoded, or its conversation rendered and encoded (a null, null ids).
-func (z *tokenized) add(rec arrow.RecordBatch, served *arrow.Schema) (arrow.RecordBatch, error) {
+// DerivedCache keeps what the sidecar made of a shard (the pod's shard
+// cache: sidecar/cache), under its budget.
+type DerivedCache interface {
+	LoadDerived(stream, key string) ([]byte, bool)
+	StoreDerived(stream, key string, data []byte) bool
+}
+
+// SetDerivedCache makes a tokenized stream keep each shard's token
+// columns in c, keyed by the shard's content hash, the tokenization (the
+// tokenizer's and the template's hashes, the options) and the row
+// filter: a later epoch, a restarted sidecar or another pod reading the
+// same cache tokenizes each shard once.
+func (s *Stream) SetDerivedCache(c DerivedCache) { s.derived = c }
+
+// tokenKeyOf is the cache key of shard i's tokens, "" when the shard has
+// no content hash to key them by.
+func (s *Stream) tokenKeyOf(i int) string {
+	sh := s.Layout.Index.Shards[i]
+	if sh.Hash == "" {
+		return ""
+	}
+	h := sha256.New()
+	_, _ = fmt.Fprintf(h, "tokens v1\n%s\n%s\n%s\n%s\n%d\n", s.tokKey, s.Layout.Index.Filter, sh.Name, sh.Hash, sh.Samples)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// tokenizeShard adds shard i's token columns to rec: from the cache when
+// it has them for rec's rows, else made and kept there.
+func (s *Stream) tokenizeShard(i int, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	key := ""
+	if s.derived != nil {
+		key = s.tokenKeyOf(i)
+	}
+	if key != "" {
+		if data, ok := s.derived.LoadDerived(s.Name, key); ok {
+			if cols, err := s.tok.readColumns(data, rec.NumRows()); err == nil {
+				defer releaseAll(cols)
+				return s.tok.with(rec, cols, s.served), nil
+			}
+		}
+	}
+	cols, err := s.tok.columns(rec)
+	if err != nil {
+		return nil, err
+	}
+	defer releaseAll(cols)
+	if key != "" {
+		if data, err := s.tok.writeColumns(cols); err == nil {
+			s.derived.StoreDerived(s.Name, key, data)
+		}
+	}
+	return s.tok.with(rec, cols, s.served), nil
+}
+
+func releaseAll(cols []arrow.Array) {
+	for _, c := range cols {
+		c.Release()
+	}
+}
+
+// tokenSchema is the schema of the token columns: the ids, and a chat's
+// mask.
+func (z *tokenized) tokenSchema() *arrow.Schema {
+	fields := []arrow.Field{{Name: z.output, Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true}}
+	if z.chat != nil {
+		fields = append(fields, arrow.Field{Name: z.mask, Type: arrow.ListOf(arrow.PrimitiveTypes.Uint8), Nullable: true})
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// writeColumns writes the token columns as an Arrow IPC stream.
+func (z *tokenized) writeColumns(cols []arrow.Array) ([]byte, error) {
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(z.tokenSchema()))
+	rec := array.NewRecordBatch(z.tokenSchema(), cols, int64(cols[0].Len()))
+	defer rec.Release()
+	if err := w.Write(rec); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// readColumns reads writeColumns' bytes: the token columns of rows rows.
+func (z *tokenized) readColumns(data []byte, rows int64) ([]arrow.Array, error) {
+	r, err := ipc.NewReader(bytes.NewReader(data), ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	if !r.Schema().Equal(z.tokenSchema()) || !r.Next() {
+		return nil, errors.New("not this tokenization's columns")
+	}
+	rec := r.RecordBatch()
+	if rec.NumRows() != rows {
+		return nil, fmt.Errorf("%d rows, the shard has %d", rec.NumRows(), rows)
+	}
+	cols := make([]arrow.Array, rec.NumCols())
+	for c := range cols {
+		cols[c] = rec.Column(c)
+		cols[c].Retain()
+	}
+	return cols, nil
+}
+
+// with returns rec (of decoded's schema) with the token columns, in the
+// served schema's order.
+func (z *tokenized) with(rec arrow.RecordBatch, cols []arrow.Array, served *arrow.Schema) arrow.RecordBatch {
+	out := make([]arrow.Array, served.NumFields())
+	for c, f := range served.Fields() {
+		switch {
+		case f.Name == z.output:
+			out[c] = cols[0]
+		case z.chat != nil && f.Name == z.mask:
+			out[c] = cols[1]
+		default:
+			out[c] = rec.Column(rec.Schema().FieldIndices(f.Name)[0])
+		}
+	}
+	return array.NewRecordBatch(served, out, rec.NumRows())
+}
+
+// columns makes rec's token columns: each row's text encoded, or its
+// conversation rendered and encoded (a null, null ids).
+func (z *tokenized) columns(rec arrow.RecordBatch) ([]arrow.Array, error) {
 	text := rec.Column(rec.Schema().FieldIndices(z.text)[0])
 	b := array.NewListBuilder(memory.DefaultAllocator, arrow.PrimitiveTypes.Int32)
 	defer b.Release()
@@ -263,22 +388,10 @@ func (z *tokenized) add(rec arrow.RecordBatch, served *arrow.Schema) (arrow.Reco
 		b.Append(true)
 		vb.AppendValues(z.ids(s), nil)
 	}
-	tokens := b.NewArray()
-	defer tokens.Release()
-	masks := mb.NewArray()
-	defer masks.Release()
-	cols := make([]arrow.Array, served.NumFields())
-	for c, f := range served.Fields() {
-		switch {
-		case f.Name == z.output:
-			cols[c] = tokens
-		case z.chat != nil && f.Name == z.mask:
-			cols[c] = masks
-		default:
-			cols[c] = rec.Column(rec.Schema().FieldIndices(f.Name)[0])
-		}
+	if z.chat == nil {
+		return []arrow.Array{b.NewArray()}, nil
 	}
-	return array.NewRecordBatch(served, cols, rec.NumRows()), nil
+	return []arrow.Array{b.NewArray(), mb.NewArray()}, nil
 }
 
 // messagesAt reads row r of a conversation column: a list of structs, or

@@ -493,6 +493,11 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 			}
 			o.lengths, o.buckets, o.aspectRatios = b.Column, b.Boundaries, b.AspectRatios
 		}
+		if o.tokenize != nil && o.lengths == "" {
+			// A tokenized stream's tokens are counted whether or not it
+			// packs or buckets: plan --summary reports them.
+			o.lengths = planspec.TokenizeOutput(o.tokenize)
+		}
 		if cmd.Flags().Changed("index-uri") {
 			return store.Source{}, errors.New("with -f, the stream's source.indexURI says where its index goes: drop --index-uri")
 		}

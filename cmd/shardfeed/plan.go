@@ -137,6 +137,17 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 		return err
 	}
 	s.Columns = columnsOf(served.schema)
+	for i := range s.Streams {
+		if t := planspec.TokenizeOf(&ds.Spec, i); t == nil || ds.Spec.Packing != nil || ds.Spec.Bucketing != nil {
+			continue
+		}
+		ts := &tokensSummary{}
+		if i < len(served.tokens) && served.tokens[i] != nil {
+			ts.Documents, ts.Tokens, ts.Max = served.tokens[i].Totals()
+			ts.Counted = true
+		}
+		s.Streams[i].Tokens = ts
+	}
 	s.BuildSeconds = build.Seconds()
 	s.BuildAllocBytes = after.TotalAlloc - before.TotalAlloc
 	switch o.output {
@@ -464,6 +475,17 @@ type streamSummary struct {
 	// Packing is what packing the stream's documents made (spec.packing):
 	// its Samples are packs.
 	Packing *index.PacksShard `json:"packing,omitempty"`
+	// Tokens are a tokenized, unpacked stream's tokens, as shardfeed
+	// index -f counted them with its tokenizer (Counted false: not yet).
+	Tokens *tokensSummary `json:"tokens,omitempty"`
+}
+
+// tokensSummary is what a tokenized stream's documents hold in tokens.
+type tokensSummary struct {
+	Counted   bool  `json:"counted"`
+	Documents int64 `json:"documents"`
+	Tokens    int64 `json:"tokens"`
+	Max       int64 `json:"max"`
 }
 
 // phaseSummary is one phase of a schedule: what it changes and its hash.
@@ -578,6 +600,22 @@ func (s *summary) write(out io.Writer) error {
 				p("\t%s: %d documents in %d packs (%.2f a pack), %d tokens, %.2f%% padding; %d documents cut, %d dropped (%d tokens), %d empty\n",
 					st.Name, t.Docs, t.Packs, t.DocsPerPack(), t.Tokens, t.PaddingPercent(), t.CutDocs, t.DroppedDocs, t.DroppedTokens, t.EmptyDocs)
 			}
+		}
+	}
+	for k, st := range s.Streams {
+		t := st.Tokens
+		if t == nil {
+			continue
+		}
+		label := ""
+		if k == 0 || s.Streams[k-1].Tokens == nil {
+			label = "tokens"
+		}
+		if t.Counted {
+			p("\n%s\t%s: %d tokens in %d documents (%.1f a document, %d at most), as the sidecar tokenizes them\n",
+				label, st.Name, t.Tokens, t.Documents, float64(t.Tokens)/float64(max(t.Documents, 1)), t.Max)
+		} else {
+			p("\n%s\t%s: not counted yet: shardfeed index -f DATASET.yaml --stream %s counts them\n", label, st.Name, st.Name)
 		}
 	}
 	if s.Buckets != nil {

@@ -42,11 +42,23 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 		opened[i], byName[s.Name] = st, st.Store
 		servable = servable && st.Layout != nil // a plain list of shards plans, and says nothing of its schema
 	}
-	served := &servedStreams{}
-	for _, st := range opened {
+	served := &servedStreams{tokens: make([]*index.LengthsIndex, len(opened))}
+	for i, st := range opened {
 		if st.Packs != nil {
 			served.packs = append(served.packs, st.Packs.Index)
 			served.opened = opened
+		}
+		if st.Tokenize != nil && st.Packs == nil && st.Layout != nil && ds.Spec.Bucketing == nil {
+			// The tokens shardfeed index -f counted, if it has.
+			samples := make([]int64, len(st.Index.Shards))
+			for h, sh := range st.Index.Shards {
+				samples[h] = sh.Samples
+			}
+			x, err := index.ReadLengths(ctx, st.IndexStore, planspec.TokenizeOutput(st.Tokenize), index.Elements, st.Spec.Filter,
+				planspec.TokenizeKey(st.Tokenize), st.Layout.Index.ContentHash(), samples, 0)
+			if err == nil {
+				served.tokens[i] = x
+			}
 		}
 	}
 	if servable {
@@ -79,6 +91,9 @@ type servedStreams struct {
 	schema *arrow.Schema
 	packs  []*index.PacksIndex
 	opened []*streams.Stream // a packed dataset's, for plan --ids
+	// tokens are a tokenized, unpacked stream's token counts (nil where
+	// shardfeed index -f has not counted them).
+	tokens []*index.LengthsIndex
 }
 
 // columnSummary is a served column and what the Python client makes of

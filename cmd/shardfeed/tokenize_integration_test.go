@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -36,8 +37,12 @@ func TestIntegrationIndexCountsTheTokensOfATokenizedStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(file)
-	manifest := func(hash string) string {
-		path := filepath.Join(dir, hash[:8]+".yaml")
+	manifest := func(hash string, packing ...string) string {
+		pack := "  packing: {column: input_ids, sequenceLength: 128, method: bestFit}\n"
+		if len(packing) > 0 {
+			pack = packing[0]
+		}
+		path := filepath.Join(dir, hash[:8]+fmt.Sprint(len(packing))+".yaml")
 		if err := os.WriteFile(path, fmt.Appendf(nil, `apiVersion: data.shardfeed.io/v1alpha1
 kind: TrainingDataset
 metadata: {name: raw}
@@ -50,10 +55,9 @@ spec:
     tokenizer: {uri: "file://%s", sha256: "%s"}
     column: text
     endOfDocument: "<|end_of_text|>"
-  packing: {column: input_ids, sequenceLength: 128, method: bestFit}
-  numSplits: 2
+%s  numSplits: 2
   globalBatchSize: 4
-`, data, tok, hash), 0o600); err != nil {
+`, data, tok, hash, pack), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return path
@@ -61,6 +65,12 @@ spec:
 	good := manifest(hex.EncodeToString(sum[:]))
 	if out, err := runCLI(t, "index", "file://"+data+"/", "--format", "jsonl"); err != nil {
 		t.Fatalf("index: %v\n%s", err, out)
+	}
+	// plan --summary of an unpacked tokenized stream before index -f
+	// says that its tokens are not counted yet.
+	plain := manifest(hex.EncodeToString(sum[:]), "")
+	if out, err := runCLI(t, "plan", "-f", plain, "--summary"); err != nil || !strings.Contains(out, "web: not counted yet: shardfeed index -f") {
+		t.Fatalf("plan of an uncounted tokenized stream: %v\n%s", err, out)
 	}
 	out, err := runCLI(t, "index", "-f", good)
 	if err != nil || !strings.Contains(out, "lengths of input_ids") || !strings.Contains(out, "300 documents") || !strings.Contains(out, "packs of 128 tokens") {
@@ -71,5 +81,14 @@ spec:
 	}
 	if out, err := runCLI(t, "index", "-f", manifest(strings.Repeat("0", 64))); err == nil || !strings.Contains(out+err.Error(), "the file changed") {
 		t.Fatalf("index -f with another tokenizer's hash: %v\n%s", err, out)
+	}
+	// Unpacked, the tokens are counted too, and plan --summary reports
+	// them.
+	if out, err := runCLI(t, "index", "-f", plain); err != nil || !strings.Contains(out, "lengths of input_ids") {
+		t.Fatalf("index -f of a tokenized stream: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "plan", "-f", plain, "--summary")
+	if err != nil || !regexp.MustCompile(`web: \d+ tokens in 300 documents \(`).MatchString(out) {
+		t.Fatalf("plan of a counted tokenized stream: %v\n%s", err, out)
 	}
 }

@@ -202,10 +202,12 @@ bench: tools-go tools-kube tools-minio tools-debian tools-python build build-lib
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) $(PYTHON) hack/bench/formats.py --out $(BENCH_OUT)/formats.json
 	@echo "bench: the Go tokenizer beside tokenizers → $(BENCH_OUT)/tokenize.json"
 	$(BIN)/venv-oracle/bin/python hack/bench/tokenizer_speed.py --out $(BENCH_OUT)/tokenize.json
+	@echo "bench: raw JSON Lines to packed input_ids, the sidecar beside datasets' streaming map → $(BENCH_OUT)/rawtext.json"
+	$(BIN)/venv-oracle/bin/python hack/bench/rawtext.py --runs $(BENCH_RUNS) --out $(BENCH_OUT)/rawtext.json
 	@echo "bench: egress of the peers over MinIO → $(BENCH_OUT)/egress.json"
 	hack/minio.sh --bucket bench -- $(BIN)/venv-oracle/bin/python hack/bench/egress.py --out $(BENCH_OUT)/egress.json
 	$(BIN)/venv-oracle/bin/python hack/bench/report.py --go $(BENCH_OUT)/go.txt --loaders $(BENCH_OUT)/loaders.json \
-		--egress $(BENCH_OUT)/egress.json --packing $(BENCH_OUT)/packing.json --formats $(BENCH_OUT)/formats.json --tokenize $(BENCH_OUT)/tokenize.json --command "make bench BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX)"
+		--egress $(BENCH_OUT)/egress.json --packing $(BENCH_OUT)/packing.json --formats $(BENCH_OUT)/formats.json --tokenize $(BENCH_OUT)/tokenize.json --rawtext $(BENCH_OUT)/rawtext.json --command "make bench BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX)"
 	@echo "bench: docs/benchmarks.md, docs/img/*.png and the README's figures rewritten"
 
 # Time each fuzz target runs for in make fuzz.

@@ -331,6 +331,26 @@ def tokenize_block(data: dict) -> str:
     return "\n".join(out)
 
 
+def rawtext_block(data: dict) -> str:
+    """Raw JSON Lines to packed input_ids, shardfeed's sidecar beside
+    datasets' streaming map (rawtext.py)."""
+    out = [f"Command: `{data['command']}` (part of `make bench`): {data['texts']:,} texts ({data['bytes'] / 1e6:.1f} MB) in JSON Lines, "
+           f"sequences of {data['seqLength']} tokens, {data['batch']} a batch; {data['runs']} runs of at most {data['timeBox']:.0f} s each; "
+           f"datasets {data['datasets']}; {data['machine']}. The whole run took {data['seconds'] / 60:.1f} minutes.\n"]
+    rows = data["rows"]
+    peer = statistics.median(rows[-1]["tokensPerSecond"])
+    lines = []
+    for r in rows:
+        st = Stat([v / 1e6 for v in r["tokensPerSecond"]])
+        ratio = statistics.median(r["tokensPerSecond"]) / peer
+        lines.append([r["loader"], st.fmt(".2f", r is rows[0]), f"{ratio:.1f}×"])
+    out.append(table(["loader", "M tokens/s, median [min–max]", "÷ datasets"], lines))
+    uncached, cached = (statistics.median(r["tokensPerSecond"]) for r in rows[:2])
+    out.append(f"\nshardfeed from raw text: {uncached / peer:.1f}× datasets' streaming map (≥ 3×: {'met' if uncached >= 3 * peer else 'NOT met'}); "
+               f"an epoch from the cache of tokenized shards: {cached / uncached:.1f}× an uncached one.\n")
+    return "\n".join(out)
+
+
 def decode_block(go: GoResults) -> str:
     """One image decoded and resized on one core, in each build."""
     rows = []
@@ -765,6 +785,7 @@ def main() -> None:
     ap.add_argument("--packing", default=str(ROOT / "bin" / "bench" / "packing.json"))
     ap.add_argument("--formats", default=str(ROOT / "bin" / "bench" / "formats.json"))
     ap.add_argument("--tokenize", default=str(ROOT / "bin" / "bench" / "tokenize.json"))
+    ap.add_argument("--rawtext", default=str(ROOT / "bin" / "bench" / "rawtext.json"))
     ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--img", default=str(ROOT / "docs" / "img"))
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
@@ -799,6 +820,9 @@ def main() -> None:
     tokenize = json.loads(Path(args.tokenize).read_text()) if Path(args.tokenize).exists() else None
     if tokenize:
         doc = fill(doc, "tokenize", tokenize_block(tokenize))
+    rawtext = json.loads(Path(args.rawtext).read_text()) if Path(args.rawtext).exists() else None
+    if rawtext:
+        doc = fill(doc, "rawtext", rawtext_block(rawtext))
     if loaders:
         doc = fill(doc, "loaders-setup", loaders_setup_block(loaders))
         for kind in ("tokens", "images", "images-decoded", "tabular"):

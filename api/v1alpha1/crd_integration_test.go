@@ -192,6 +192,17 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"a tokenizer's hash not sha256 hex", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Tokenize = &datav1alpha1.Tokenize{Tokenizer: datav1alpha1.TokenizerFile{URI: "s3://b/tokenizer.json", SHA256: "ABC"}, Column: "text"}
 		}, "spec.tokenize.tokenizer.sha256"},
+		{"a tokenizer of a uri and a ConfigMap", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Tokenize = &datav1alpha1.Tokenize{Tokenizer: datav1alpha1.TokenizerFile{URI: "s3://b/tokenizer.json", SHA256: strings.Repeat("0", 64),
+				ConfigMapRef: &datav1alpha1.ConfigMapKey{Name: "tok", Key: "tokenizer.json"}}, Column: "text"}
+		}, "give the tokenizer's uri or its configMapRef, one of them"},
+		{"a tokenizer of neither", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Tokenize = &datav1alpha1.Tokenize{Tokenizer: datav1alpha1.TokenizerFile{SHA256: strings.Repeat("0", 64)}, Column: "text"}
+		}, "give the tokenizer's uri or its configMapRef, one of them"},
+		{"a ConfigMap key with a slash", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Tokenize = &datav1alpha1.Tokenize{Tokenizer: datav1alpha1.TokenizerFile{SHA256: strings.Repeat("0", 64),
+				ConfigMapRef: &datav1alpha1.ConfigMapKey{Name: "tok", Key: "../tokenizer.json"}}, Column: "text"}
+		}, "spec.tokenize.tokenizer.configMapRef.key"},
 		{"a stream's tokenization without its column", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Tokenize = &datav1alpha1.Tokenize{Tokenizer: datav1alpha1.TokenizerFile{URI: "s3://b/t.json", SHA256: strings.Repeat("0", 64)}}
 		}, "spec.streams[0].tokenize.column"},

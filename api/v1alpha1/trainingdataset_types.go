@@ -597,19 +597,42 @@ type ChatTemplate struct {
 }
 
 // TokenizerFile is where a tokenizer.json is, and its content's hash.
+// +kubebuilder:validation:XValidation:rule="has(self.uri) != has(self.configMapRef)",message="give the tokenizer's uri or its configMapRef, one of them"
 type TokenizerFile struct {
 	// URI of the tokenizer.json, in a store shardfeed reads (s3://,
 	// gs://, az://, file://), reached with the stream's source settings
 	// and credentials.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	URI string `json:"uri"`
+	// +optional
+	URI string `json:"uri,omitempty"`
+
+	// ConfigMapRef is a key of a ConfigMap in the dataset's namespace
+	// that holds the tokenizer.json (a key ending in .gz: gzipped, in
+	// binaryData, for a file over the ConfigMap's 1 MiB), mounted into the
+	// sidecar read-only.
+	// +optional
+	ConfigMapRef *ConfigMapKey `json:"configMapRef,omitempty"`
 
 	// SHA256 pins the file's content (hex, as sha256sum prints it): the
 	// sidecar refuses a file of another content, and the plan's
 	// fingerprint holds it, so a changed tokenizer is a new plan.
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	SHA256 string `json:"sha256"`
+}
+
+// ConfigMapKey names a key of a ConfigMap.
+type ConfigMapKey struct {
+	// Name of the ConfigMap, in the dataset's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// Key of the file in the ConfigMap (data or binaryData).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
 }
 
 // ColumnDecode is a column the sidecar serves decoded.

@@ -36,7 +36,9 @@ import (
 // sourceFlags are how the CLI reaches a stream outside a manifest.
 type sourceFlags struct {
 	endpoint, region, credentialsDir string
-	insecure                         bool
+	// configMapsDir: where a manifest's ConfigMaps are (a tokenizer's).
+	configMapsDir string
+	insecure      bool
 }
 
 func (s *sourceFlags) add(cmd *cobra.Command) {
@@ -255,6 +257,7 @@ func newIndexCommand() *cobra.Command {
 		RunE: o.run,
 	}
 	o.src.add(cmd)
+	cmd.Flags().StringVar(&o.src.configMapsDir, "configmaps-dir", "", "with -f: directory of the ConfigMaps the dataset names, as DIR/<name>/<key> (a tokenizer's configMapRef)")
 	o.table.add(cmd)
 	o.lance.add(cmd)
 	o.parts.add(cmd)
@@ -502,6 +505,7 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 			return store.Source{}, errors.New("with -f, the stream's source.indexURI says where its index goes: drop --index-uri")
 		}
 		source, o.kind, o.indexURI = streams.SharedCredentials(s, o.src.credentialsDir), s.Format, s.Source.IndexURI
+		source.ConfigMapsDir = o.src.configMapsDir
 		o.table.fromSpec(s.Iceberg)
 		o.lance.fromSpec(s.Lance)
 		if s.Format == datav1alpha1.FormatLance && o.lance.columns == nil {

@@ -38,6 +38,7 @@ type planOptions struct {
 	pods        []int
 	prefetch    int
 	credentials string
+	configMaps  string
 }
 
 func newPlanCommand() *cobra.Command {
@@ -85,6 +86,7 @@ step of --steps. With --mesh, each line also has the rank's data-parallel rank
 	f.IntVar(&o.workers, "workers", 1, "DataLoader workers per rank")
 	f.IntSliceVar(&o.pods, "pods", nil, "pod counts for the summary (default: 1 and the powers of two up to 16 that divide numSplits)")
 	f.StringVar(&o.credentials, "credentials-dir", "", "for s3:// streams: directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; empty: the default chain")
+	f.StringVar(&o.configMaps, "configmaps-dir", "", "directory of the ConfigMaps the dataset names, as DIR/<name>/<key> (a tokenizer's configMapRef)")
 	f.IntVar(&o.prefetch, "prefetch", -1, "shards each pod prefetches, for the minimum cache (default: spec.sidecar.prefetch, else 2)")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
@@ -94,7 +96,7 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	if o.summary && o.ids {
 		return fmt.Errorf("--summary and --ids exclude each other: pick one")
 	}
-	ds, params, served, err := datasetPlan(ctx, o.file, stdin, o.indexDirs, o.credentials)
+	ds, params, served, err := datasetPlan(ctx, o.file, stdin, o.indexDirs, o.credentials, o.configMaps)
 	if err != nil {
 		return err
 	}
@@ -166,7 +168,7 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 // plan and simulate show of the streams beyond their indexes (the schema
 // they are served in, nil offline with --index-dir; a packed dataset's
 // packs).
-func datasetPlan(ctx context.Context, file string, stdin io.Reader, indexDirs []string, credentials string) (*datav1alpha1.TrainingDataset, planner.Params, *servedStreams, error) {
+func datasetPlan(ctx context.Context, file string, stdin io.Reader, indexDirs []string, credentials, configMaps string) (*datav1alpha1.TrainingDataset, planner.Params, *servedStreams, error) {
 	ds, err := readDataset(file, stdin)
 	if err != nil {
 		return nil, planner.Params{}, nil, err
@@ -176,7 +178,7 @@ func datasetPlan(ctx context.Context, file string, stdin io.Reader, indexDirs []
 	var indexes []planner.StreamIndex
 	served := &servedStreams{}
 	if len(indexDirs) == 0 {
-		indexes, served, err = openServable(ctx, ds, credentials)
+		indexes, served, err = openServable(ctx, ds, credentials, configMaps)
 	} else {
 		indexes, err = readIndexes(ctx, ds, indexDirs, credentials)
 	}

@@ -24,12 +24,13 @@ import (
 // its format reads, the columns of spec.streams[].columns, one schema
 // after the promotions), so that a dataset plan and simulate accept is one
 // serve accepts. It returns the planner's view of the indexes.
-func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credentials string) ([]planner.StreamIndex, *servedStreams, error) {
+func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credentials, configMaps string) ([]planner.StreamIndex, *servedStreams, error) {
 	opened := make([]*streams.Stream, len(ds.Spec.Streams))
 	byName := map[string]store.Store{}
 	servable := true
 	for i, s := range ds.Spec.Streams {
 		src := streams.SharedCredentials(s, credentials)
+		src.ConfigMapsDir = configMaps
 		st, err := streams.Open(ctx, i, planspec.Resolved(&ds.Spec, i), ds.Spec.Packing, src, 0)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w\nor give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)

@@ -37,6 +37,7 @@ type feedOptions struct {
 	handoffSlots         int
 	prefetch             int
 	credentials          string
+	configMaps           string
 	state                string
 	contract             sidecarconfig.Config
 	// placement is the ranks served, from the flags.
@@ -99,6 +100,7 @@ directory needs no setting; elsewhere, set SHARDFEED_SOCKET.`,
 	f.StringVarP(&o.file, "filename", "f", "", "TrainingDataset manifest")
 	f.StringVar(&o.state, "state", "", "state file of the job's commits (default .shardfeed/<dataset>/<job>/state.json)")
 	f.StringVar(&o.credentials, "credentials-dir", "", "for s3:// streams: directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; empty: the default chain")
+	f.StringVar(&o.configMaps, "configmaps-dir", "", "directory of the ConfigMaps the dataset names, as DIR/<name>/<key> (a tokenizer's configMapRef)")
 	f.StringVar(&o.job, "job", o.job, "the job: its commits are its own state, so another --job starts from the beginning and leaves this one's alone")
 	f.BoolVar(&o.fresh, "fresh", false, "start a new job from the beginning: named --job plus the time (local-20261123-195900); no earlier job's state is read or touched")
 	f.BoolVar(&o.mustResume, "resume", false, "refuse to start unless the job has committed progress to resume (default: resume if it has, start from the beginning if not)")
@@ -159,6 +161,7 @@ audience "shardfeed"; SHARDFEED_GENERATION fences replaced attempts), or to
 	f.StringVar(&o.namespace, "namespace", contract.Namespace, "the pod's namespace")
 	f.StringVar(&o.image, "image", contract.Image, "the sidecar image, pinned in the job's state")
 	f.StringVar(&o.credentials, "credentials-dir", env(sidecarconfig.EnvCredentialsDir, sidecarconfig.CredentialsDir), "directory with one sub-directory per credentials Secret")
+	f.StringVar(&o.configMaps, "configmaps-dir", sidecarconfig.ConfigMapsDir, "directory with one sub-directory per ConfigMap the dataset names (a tokenizer's)")
 	f.StringVar(&o.state, "state", "", "state file instead of the operator (no cluster)")
 	f.StringVar(&o.operator.URL, "operator-url", contract.OperatorURL, "the operator's progress endpoint, https://SERVICE.NAMESPACE.svc:PORT")
 	f.StringVar(&o.operator.Addr, "operator-addr", contract.OperatorAddr, "HOST:PORT dialled first (the Service's cluster IP), the URL's host if it does not answer")
@@ -191,6 +194,7 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		Socket: o.socket, MetricsAddr: o.metricsAddr, MetricsTLS: o.metricsTLS, Pprof: o.pprof, CacheDir: o.cacheDir, Prefetch: o.prefetch,
 		Placement: o.placement, Job: o.job, Attempt: o.attempt,
 		HandoffBytes: -1, HandoffSlots: o.handoffSlots, SidecarImage: o.image, CredentialsDir: o.credentials, CredentialsPerSecret: inPod, Log: log,
+		ConfigMapsDir: o.configMaps,
 	}
 	if inPod {
 		cfg.IdentityDir = workloadidentity.TokenDir

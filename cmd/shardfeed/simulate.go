@@ -28,6 +28,7 @@ import (
 
 type simulateOptions struct {
 	file, credentials string
+	configMaps        string
 	indexDirs         []string
 	pods, procsPerPod int
 	podsGiven         bool
@@ -77,6 +78,7 @@ shuffle.blockSize (quality vs. cache), numSplits and cacheLimit.`,
 	f.StringVarP(&o.file, "filename", "f", "", "TrainingDataset manifest (- for stdin)")
 	f.StringArrayVar(&o.indexDirs, "index-dir", nil, "directory with stream indexes as <stream>/index.json or <stream>.json (repeatable)")
 	f.StringVar(&o.credentials, "credentials-dir", "", "for s3:// streams: directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; empty: the default chain")
+	f.StringVar(&o.configMaps, "configmaps-dir", "", "directory of the ConfigMaps the dataset names, as DIR/<name>/<key> (a tokenizer's configMapRef)")
 	f.IntVar(&o.pods, "pods", 1, "pods of the job")
 	f.IntVar(&o.procsPerPod, "procs-per-pod", 1, "training processes (ranks) per pod")
 	f.StringVar(&o.mesh, "mesh", "", "the job's rank layout as torch's DeviceMesh has it (e.g. pp=2,dp=4,tp=8): a pod fetches for its ranks' data-parallel coordinates; --pods defaults to its size / --procs-per-pod")
@@ -128,7 +130,7 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	var start startCost
 	heap0 := heapInUse()
 	began := time.Now()
-	ds, params, served, err := datasetPlan(ctx, o.file, stdin, o.indexDirs, o.credentials)
+	ds, params, served, err := datasetPlan(ctx, o.file, stdin, o.indexDirs, o.credentials, o.configMaps)
 	if err != nil {
 		return err
 	}

@@ -227,6 +227,20 @@ func Inject(in Input) (*corev1.Pod, error) {
 			Secret: &corev1.SecretVolumeSource{SecretName: ref.Name, DefaultMode: ptr.To(int32(0o444))}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: CredentialsDir + "/" + ref.Name, ReadOnly: true})
 	}
+	// A tokenizer.json from a ConfigMap: the ConfigMap mounted read-only
+	// into the sidecar alone, one directory per ConfigMap.
+	cms := map[string]bool{}
+	for _, t := range tokenizations(ds) {
+		ref := t.Tokenizer.ConfigMapRef
+		if ref == nil || cms[ref.Name] {
+			continue
+		}
+		cms[ref.Name] = true
+		vol := "shardfeed-cm-" + strconv.Itoa(len(cms))
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: sidecarconfig.ConfigMapsDir + "/" + ref.Name, ReadOnly: true})
+	}
 	if vol, mount, err := identityVolume(pod, ds, in.Audiences); err != nil {
 		return nil, err
 	} else if vol != nil {
@@ -280,6 +294,21 @@ func Inject(in Input) (*corev1.Pod, error) {
 	}
 	pod.Annotations[AnnotationInjected] = image
 	return pod, nil
+}
+
+// tokenizations are the dataset's tokenizations: its default and its
+// streams' own.
+func tokenizations(ds *datav1alpha1.TrainingDataset) []*datav1alpha1.Tokenize {
+	var out []*datav1alpha1.Tokenize
+	if ds.Spec.Tokenize != nil {
+		out = append(out, ds.Spec.Tokenize)
+	}
+	for _, s := range ds.Spec.Streams {
+		if s.Tokenize != nil {
+			out = append(out, s.Tokenize)
+		}
+	}
+	return out
 }
 
 // checkPrivateVolumes refuses a pod whose containers mount the volumes

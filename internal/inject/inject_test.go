@@ -398,3 +398,51 @@ func TestInjectRefusesAPodThatMountsTheSidecarsOwnVolumes(t *testing.T) {
 		t.Fatalf("a trainer mounting the socket volume: %v", err)
 	}
 }
+
+// A tokenizer from a ConfigMap: each ConfigMap the dataset's
+// tokenizations name is mounted once, read-only, into the sidecar alone,
+// where its --configmaps-dir default reads it.
+func TestInjectMountsTheTokenizersConfigMapsIntoTheSidecarOnly(t *testing.T) {
+	ds := dataset()
+	tok := func(name string) *datav1alpha1.Tokenize {
+		return &datav1alpha1.Tokenize{Column: "text", Tokenizer: datav1alpha1.TokenizerFile{SHA256: strings.Repeat("0", 64),
+			ConfigMapRef: &datav1alpha1.ConfigMapKey{Name: name, Key: "tokenizer.json.gz"}}}
+	}
+	ds.Spec.Tokenize = tok("llama")
+	ds.Spec.Streams[0].Tokenize = tok("llama")
+	ds.Spec.Streams[1].Tokenize = tok("qwen")
+	in := Input{Pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"}), Dataset: ds,
+		Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2}, Images: ImagePolicy{Default: "shardfeed:v1"}, MaxShardBytes: 1 << 30}
+	got, err := Inject(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byVolume := map[string]string{} // volume → its ConfigMap
+	for _, v := range got.Spec.Volumes {
+		if v.ConfigMap != nil && strings.HasPrefix(v.Name, "shardfeed-cm-") {
+			byVolume[v.Name] = v.ConfigMap.Name
+		}
+	}
+	if len(byVolume) != 2 {
+		t.Fatalf("ConfigMap volumes %v, want one for llama and one for qwen", byVolume)
+	}
+	mounted := map[string]bool{}
+	for _, m := range got.Spec.InitContainers[0].VolumeMounts {
+		if cm, ok := byVolume[m.Name]; ok {
+			if !m.ReadOnly || m.MountPath != sidecarconfig.ConfigMapsDir+"/"+cm {
+				t.Fatalf("mount %+v of ConfigMap %s", m, cm)
+			}
+			mounted[cm] = true
+		}
+	}
+	if !mounted["llama"] || !mounted["qwen"] {
+		t.Fatalf("the sidecar mounts %v", mounted)
+	}
+	for _, c := range append(got.Spec.Containers, got.Spec.InitContainers[1:]...) {
+		for _, m := range c.VolumeMounts {
+			if _, ok := byVolume[m.Name]; ok {
+				t.Fatalf("container %s mounts the tokenizer's ConfigMap", c.Name)
+			}
+		}
+	}
+}

@@ -36,6 +36,9 @@ const (
 	PlanDir     = "/etc/shardfeed/plan"
 	// CredentialsDir holds one directory per credentials Secret, by name.
 	CredentialsDir = "/var/run/shardfeed-credentials"
+	// ConfigMapsDir holds the ConfigMaps the dataset names (a tokenizer's),
+	// one directory each, mounted by the webhook.
+	ConfigMapsDir = "/etc/shardfeed/configmaps"
 	// TokenDir holds the projected ServiceAccount token (audience
 	// "shardfeed") the sidecar shows the operator's progress endpoint.
 	TokenDir = "/var/run/secrets/shardfeed"

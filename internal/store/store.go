@@ -97,6 +97,10 @@ type Source struct {
 	// Credentials, when not nil, are those keys' values (a Secret's data
 	// read through the API) and take the place of CredentialsDir.
 	Credentials map[string][]byte
+	// ConfigMapsDir is where ConfigMaps the stream names are, as files
+	// DIR/<name>/<key> (the sidecar's mounts, the CLI's
+	// --configmaps-dir): a tokenizer.json from a ConfigMap is read there.
+	ConfigMapsDir string
 	// Identity, when not nil, is a workload identity: the store exchanges
 	// a Kubernetes ServiceAccount token for the cloud's credentials, and
 	// uses nothing else (no Secret, no ambient chain).

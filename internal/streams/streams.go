@@ -61,8 +61,19 @@ type Stream struct {
 // TokenizerFile returns where a tokenization's tokenizer.json is: a store
 // of the stream's settings and credentials (the same scheme as the
 // stream's, and in Azure the same account, as source.indexURI must be),
-// and the file's key in it.
-func TokenizerFile(s datav1alpha1.Stream, src store.Source, uri string) (store.Source, string, error) {
+// or the directory its ConfigMap is mounted in, and the file's key in it.
+func TokenizerFile(s datav1alpha1.Stream, src store.Source, tf datav1alpha1.TokenizerFile) (store.Source, string, error) {
+	if ref := tf.ConfigMapRef; ref != nil {
+		if src.ConfigMapsDir == "" {
+			return store.Source{}, "", fmt.Errorf("tokenize.tokenizer.configMapRef %s/%s: no directory of ConfigMaps here: give --configmaps-dir DIR, with the file as DIR/%s/%s",
+				ref.Name, ref.Key, ref.Name, ref.Key)
+		}
+		if strings.ContainsAny(ref.Name, `/\`) || strings.ContainsAny(ref.Key, `/\`) || strings.HasPrefix(ref.Name, ".") || strings.HasPrefix(ref.Key, "..") {
+			return store.Source{}, "", fmt.Errorf("tokenize.tokenizer.configMapRef %q/%q is not a ConfigMap's name and key", ref.Name, ref.Key)
+		}
+		return store.Source{URI: "file://" + filepath.ToSlash(filepath.Join(src.ConfigMapsDir, ref.Name)) + "/"}, ref.Key, nil
+	}
+	uri := tf.URI
 	cut := strings.LastIndex(uri, "/")
 	if cut < 0 || cut == len(uri)-1 {
 		return store.Source{}, "", fmt.Errorf("tokenize.tokenizer.uri %q names no file (…/tokenizer.json)", uri)

@@ -55,7 +55,10 @@ type Config struct {
 	PlannedFingerprint *planner.Fingerprint
 	// CredentialsDir holds the store credentials: directly (serve) or, with
 	// CredentialsPerSecret, one directory per Secret name (the pod).
-	CredentialsDir       string
+	CredentialsDir string
+	// ConfigMapsDir holds the ConfigMaps the dataset names, as
+	// DIR/<name>/<key> (a tokenizer.json's).
+	ConfigMapsDir        string
 	CredentialsPerSecret bool
 	// IdentityDir, in a pod, holds the projected workload identity token
 	// of each stream that reads with one (workloadidentity.TokenDir).
@@ -182,7 +185,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	counts := &store.Counts{}
 	for i, s := range spec.Streams {
 		src := streams.SharedCredentials(s, cfg.CredentialsDir)
-		src.Counts = counts
+		src.Counts, src.ConfigMapsDir = counts, cfg.ConfigMapsDir
 		if cfg.CredentialsPerSecret {
 			src.CredentialsDir, src.CredentialsOptional = "", false
 			if s.Source.CredentialsSecretRef != nil {

@@ -4,6 +4,7 @@ package pipeline_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,6 +24,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
@@ -237,4 +239,80 @@ func containsRun(full, piece []int32) bool {
 		}
 	}
 	return false
+}
+
+// A tokenizer from a ConfigMap, gzipped (binaryData, for a file over a
+// ConfigMap's 1 MiB), read where the sidecar's ConfigMaps are mounted:
+// the same ids; a key that is not gzip, or without the directory, is
+// refused saying so.
+func TestIntegrationATokenizerFromAConfigMap(t *testing.T) {
+	ctx := context.Background()
+	stream, tok, sum, want := textStream(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "llama"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	if _, err := w.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"tokenizer.json.gz": gz.Bytes(), "plain.gz": raw} {
+		if err := os.WriteFile(filepath.Join(dir, "llama", name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := func(key string) datav1alpha1.TrainingDataset {
+		var ds datav1alpha1.TrainingDataset
+		m := sampledata.Manifest("ds", []sampledata.Stream{stream}, fmt.Sprintf("  numSplits: 2\n  globalBatchSize: 20\n  tokenize:\n    tokenizer: {configMapRef: {name: llama, key: %s}, sha256: \"%s\"}\n    column: text\n", key, sum))
+		if err := yaml.UnmarshalStrict([]byte(m), &ds); err != nil {
+			t.Fatal(err)
+		}
+		return ds
+	}
+	ds := spec("tokenizer.json.gz")
+	feed, err := daemon.Open(ctx, daemon.Config{Dataset: ds.Name, Spec: ds.Spec, CacheDir: t.TempDir(), Prefetch: -1, ConfigMapsDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feed.Pipeline.Close()
+	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	batch, err := b.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := batch.Record
+	ids := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
+	tokens := rec.Column(rec.Schema().FieldIndices("input_ids")[0]).(*array.List)
+	values := tokens.ListValues().(*array.Int32).Int32Values()
+	for r := range int(rec.NumRows()) {
+		if got := values[tokens.Offsets()[r]:tokens.Offsets()[r+1]]; !slices.Equal(got, want[ids.Value(r)]) {
+			t.Fatalf("row %d: %v, tokenizers gives %v", ids.Value(r), got, want[ids.Value(r)])
+		}
+	}
+	batch.Release()
+	for _, c := range []struct {
+		name, key, dir, want string
+	}{
+		{"not gzip", "plain.gz", dir, "not gzip"},
+		{"no directory", "tokenizer.json.gz", "", "no directory of ConfigMaps here: give --configmaps-dir DIR"},
+		{"no such key", "other.json", dir, "tokenize.tokenizer.configMapRef llama/other.json"},
+	} {
+		ds := spec(c.key)
+		_, err := daemon.Open(ctx, daemon.Config{Dataset: ds.Name, Spec: ds.Spec, CacheDir: t.TempDir(), Prefetch: -1, ConfigMapsDir: c.dir})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: got %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -60,34 +62,46 @@ func loadTokenizer(ctx context.Context, s *streams.Stream, t *datav1alpha1.Token
 // tokenizer.MaxFileBytes, refuses a content of another sha256 than the
 // pinned one, and loads it.
 func LoadTokenizer(ctx context.Context, s datav1alpha1.Stream, src store.Source, t *datav1alpha1.Tokenize) (*tokenizer.Tokenizer, error) {
-	tsrc, key, err := streams.TokenizerFile(s, src, t.Tokenizer.URI)
+	tsrc, key, err := streams.TokenizerFile(s, src, t.Tokenizer)
 	if err != nil {
 		return nil, err
 	}
+	where := "tokenize.tokenizer.uri " + t.Tokenizer.URI
+	if ref := t.Tokenizer.ConfigMapRef; ref != nil {
+		where = fmt.Sprintf("tokenize.tokenizer.configMapRef %s/%s", ref.Name, ref.Key)
+	}
 	st, err := stores.Open(ctx, tsrc)
 	if err != nil {
-		return nil, fmt.Errorf("tokenize.tokenizer.uri: %w", err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	r, err := st.Get(ctx, key, 0, -1)
 	if err != nil {
-		return nil, fmt.Errorf("tokenize.tokenizer.uri %s: %w", t.Tokenizer.URI, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	data, err := io.ReadAll(io.LimitReader(r, tokenizer.MaxFileBytes+1))
-	_ = r.Close()
+	defer func() { _ = r.Close() }()
+	var in io.Reader = r
+	if strings.HasSuffix(key, ".gz") { // a ConfigMap's binaryData holds a large one gzipped
+		z, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: not gzip (a key ending in .gz is gunzipped): %w", where, err)
+		}
+		in = z
+	}
+	data, err := io.ReadAll(io.LimitReader(in, tokenizer.MaxFileBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("tokenize.tokenizer.uri %s: %w", t.Tokenizer.URI, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	if len(data) > tokenizer.MaxFileBytes {
-		return nil, fmt.Errorf("tokenize.tokenizer.uri %s is larger than %d bytes", t.Tokenizer.URI, tokenizer.MaxFileBytes)
+		return nil, fmt.Errorf("%s is larger than %d bytes", where, tokenizer.MaxFileBytes)
 	}
 	sum := sha256.Sum256(data)
 	if got := hex.EncodeToString(sum[:]); got != t.Tokenizer.SHA256 {
-		return nil, fmt.Errorf("tokenize.tokenizer.uri %s has the sha256 %s, and tokenize.tokenizer.sha256 pins %s: the file changed; "+
-			"a new tokenizer is a new plan: set its sha256 (sha256sum tokenizer.json)", t.Tokenizer.URI, got, t.Tokenizer.SHA256)
+		return nil, fmt.Errorf("%s has the sha256 %s, and tokenize.tokenizer.sha256 pins %s: the file changed; "+
+			"a new tokenizer is a new plan: set its sha256 (sha256sum tokenizer.json, of the file gunzipped)", where, got, t.Tokenizer.SHA256)
 	}
 	tk, err := tokenizer.Load(data)
 	if err != nil {
-		return nil, fmt.Errorf("tokenize.tokenizer.uri %s: %w", t.Tokenizer.URI, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	return tk, nil
 }

@@ -50,7 +50,6 @@ func TestIntegrationATokenizedPackedDatasetThroughAKillAndARescale(t *testing.T)
 		t.Fatal(err)
 	}
 	var refs [][]int32 // each document's ids, stream a's then b's
-	var counts []int
 	for i, s := range []string{"a", "b"} {
 		data := filepath.Join(dir, s)
 		if err := os.MkdirAll(data, 0o755); err != nil {
@@ -61,16 +60,13 @@ func TestIntegrationATokenizedPackedDatasetThroughAKillAndARescale(t *testing.T)
 		if i == 0 {
 			testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "train", "gpt2", corpus, filepath.Join(dir, "tok", "tokenizer.json"))
 		}
-		n := 0
 		for line := range bytes.Lines(testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "encode", filepath.Join(dir, "tok", "tokenizer.json"), corpus)) {
 			var ids []int32
 			if err := json.Unmarshal(line, &ids); err != nil {
 				t.Fatal(err)
 			}
 			refs = append(refs, ids)
-			n++
 		}
-		counts = append(counts, n)
 		upload(t, bucket, s, data)
 	}
 	upload(t, bucket, "tok", filepath.Join(dir, "tok"))

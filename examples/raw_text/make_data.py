@@ -42,14 +42,19 @@ def tokenizer() -> dict:
     }
 
 
-here = Path(__file__).resolve().parent / "data"
-(here / "docs").mkdir(parents=True, exist_ok=True)
-(here / "tokenizer.json").write_text(json.dumps(tokenizer(), sort_keys=True, ensure_ascii=False), encoding="utf-8")
-rng = np.random.default_rng(0)
-for part in range(3):
-    with open(here / "docs" / f"part-{part}.jsonl", "w", encoding="utf-8") as f:
-        for _ in range(2000):
-            start, n = int(rng.integers(len(WORDS))), int(rng.integers(2, 60))
-            text = " ".join(WORDS[(start + j) % len(WORDS)] for j in range(n))
-            f.write(json.dumps({"text": text}) + "\n")
-print(f"wrote 6000 documents to {here / 'docs'} and {here / 'tokenizer.json'}")
+def main() -> None:
+    here = Path(__file__).resolve().parent / "data"
+    (here / "docs").mkdir(parents=True, exist_ok=True)
+    (here / "tokenizer.json").write_text(json.dumps(tokenizer(), sort_keys=True, ensure_ascii=False), encoding="utf-8")
+    rng = np.random.default_rng(0)
+    for part in range(3):
+        with open(here / "docs" / f"part-{part}.jsonl", "w", encoding="utf-8") as f:
+            for _ in range(2000):
+                start, n = int(rng.integers(len(WORDS))), int(rng.integers(2, 60))
+                text = " ".join(WORDS[(start + j) % len(WORDS)] for j in range(n))
+                f.write(json.dumps({"text": text}) + "\n")
+    print(f"wrote 6000 documents to {here / 'docs'} and {here / 'tokenizer.json'}")
+
+
+if __name__ == "__main__":  # examples/chat imports its tokenizer
+    main()

@@ -150,7 +150,7 @@ def example(tmp_path, name: str):
     import shutil
 
     root = SHARDFEED_BIN.parent.parent
-    for d in {name, "packed"}:
+    for d in {name, "packed", "raw_text"}:  # the chat example takes raw_text's tokenizer
         shutil.copytree(root / "examples" / d, tmp_path / d, ignore=shutil.ignore_patterns("data", ".shardfeed", "*.pt"))
     env = dict(os.environ, SHARDFEED_BINARY=str(SHARDFEED_BIN), PYTHONPATH=str(root / "clients" / "python" / "src"))
     env.pop("SHARDFEED_SOCKET", None)
@@ -198,6 +198,53 @@ def test_the_raw_text_example_tokenizes_packs_and_resumes(tmp_path):
     assert second.splitlines()[0] == "437 steps left in the epoch" and "step 60: loss" in second and "step 30:" not in second, second
     losses = losses_of(first + second)
     assert losses[-1] < losses[0] / 2, losses
+
+
+def test_the_chat_example_trains_on_the_assistants_tokens_and_resumes(tmp_path):
+    """examples/chat as its manifest runs it: conversations rendered with
+    the chat template and packed, the packs counted as rendered (index
+    -f); the packed loss_mask keeps the assistant's tokens only (never a
+    role's token, never what the user wrote); the packed example trains on
+    them to step 20, and a second run resumes at the commit and learns on."""
+    import torch
+
+    import shardfeed
+
+    run, python = example(tmp_path, "chat")
+    run(python, "make_data.py")
+    indexed = run(str(SHARDFEED_BIN), "index", "-f", "dataset.yaml")
+    assert "lengths of input_ids" in indexed and "3000 documents (bestFit length=128 window=500 overlong=cut) in 3573 packs" in indexed, indexed
+    user, assistant, end = 257, 258, 259
+    ds = shardfeed.FeedDataset.from_manifest(tmp_path / "chat" / "dataset.yaml", job="check", fresh=True, directory=str(tmp_path / "chat"))
+    checked = 0
+    for batch in ds:
+        tokens, mask = batch["input_ids"].long(), batch["loss_mask"].bool()
+        assert not mask[(tokens == user) | (tokens == assistant)].any(), "a role's token is in the loss"
+        # What the user wrote: from <|user|> to its <|end|>.
+        for row in range(tokens.shape[0]):
+            inside = False
+            for t, m in zip(tokens[row].tolist(), mask[row].tolist()):
+                if t == user:
+                    inside = True
+                elif t == end and inside:
+                    assert not m, "the user's <|end|> is in the loss"
+                    inside = False
+                elif t == assistant:
+                    inside = False
+                assert not (inside and m), "the user's words are in the loss"
+        assert mask.any() and (tokens[mask] == end).any(), "no assistant token, or no assistant <|end|>, in the loss"
+        checked += 1
+        if checked == 5:
+            break
+    del ds
+    train = [python, "../packed/train.py", "--column", "input_ids", "--vocab", "260"]
+    first = run(*train, "--fresh", "--max-steps", "20")
+    second = run(*train, "--max-steps", "60")
+    assert first.splitlines()[0] == "223 steps left in the epoch" and "step 20: loss" in first, first
+    assert second.splitlines()[0] == "203 steps left in the epoch" and "step 60: loss" in second and "step 20:" not in second, second
+    losses = losses_of(first + second)
+    assert losses[-1] < losses[0] / 2, losses
+    assert torch.is_tensor(batch["loss_mask"])
 
 
 def test_from_uri_packs_with_no_manifest(tmp_path, monkeypatch):

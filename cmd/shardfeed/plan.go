@@ -140,7 +140,8 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	}
 	s.Columns = columnsOf(served.schema)
 	for i := range s.Streams {
-		if t := planspec.TokenizeOf(&ds.Spec, i); t == nil || ds.Spec.Packing != nil || ds.Spec.Bucketing != nil {
+		// Unpacked, unbucketed: the plan's streams are the spec's.
+		if ds.Spec.Packing != nil || ds.Spec.Bucketing != nil || i >= len(ds.Spec.Streams) || planspec.TokenizeOf(&ds.Spec, i) == nil {
 			continue
 		}
 		ts := &tokensSummary{}

@@ -93,6 +93,9 @@ func newPipelineCollector(ns string, stats func() pipeline.Stats) *pipelineColle
 	add("cache_bytes", "Bytes of the shard cache on disk.", gauge, func(s *pipeline.Stats) float64 { return float64(s.Cache.UsedBytes) })
 	add("cache_limit_bytes", "The shard cache's budget.", gauge, func(s *pipeline.Stats) float64 { return float64(s.Cache.LimitBytes) })
 	add("cache_peak_bytes", "The most the shard cache held at once.", gauge, func(s *pipeline.Stats) float64 { return float64(s.Cache.PeakBytes) })
+	add("tokenized_shards_cached_total", "Shards whose tokens were read back from the cache (spec.tokenize), not tokenized again.", counter,
+		func(s *pipeline.Stats) float64 { return float64(s.Cache.DerivedHits) })
+	add("tokenized_shards_stored_total", "Shards whose tokens were kept in the cache.", counter, func(s *pipeline.Stats) float64 { return float64(s.Cache.DerivedStored) })
 	add("decoded_bytes", "Heap memory of decoded shards' columns.", gauge, func(s *pipeline.Stats) float64 { return float64(s.DecodedBytes) })
 	add("mapped_bytes", "Cached shard files the decoded shards map (page cache).", gauge, func(s *pipeline.Stats) float64 { return float64(s.MappedBytes) })
 	// The queue between the cache and the batches: decoded shards in

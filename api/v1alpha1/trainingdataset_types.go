@@ -586,6 +586,21 @@ type ChatTemplate struct {
 	// +optional
 	EOSToken string `json:"eosToken,omitempty"`
 
+	// AssistantStart and AssistantEnd mark what the assistant says in a
+	// template without {% generation %} (a model's own, as it is): the
+	// mask holds the text after each AssistantStart (its header, e.g.
+	// "<|im_start|>assistant\n") through the AssistantEnd that follows
+	// (its end of turn, e.g. "<|im_end|>"), as TRL's completion-only
+	// collator marks a response. A template with a generation block takes
+	// neither.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	AssistantStart string `json:"assistantStart,omitempty"`
+	// AssistantEnd ends what AssistantStart starts (empty: the text's end).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	AssistantEnd string `json:"assistantEnd,omitempty"`
+
 	// LossMask is the column of the mask: a list of uint8 a row, 1 at the
 	// assistant's tokens (what {% generation %} wrote) and 0 elsewhere.
 	// In a packed dataset it is the packed loss_mask instead.

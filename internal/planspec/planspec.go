@@ -265,6 +265,9 @@ func TokenizeKey(t *datav1alpha1.Tokenize) string {
 	if c := t.Chat; c != nil { // only chat datasets' keys change: the others' plans stay
 		sum := sha256.Sum256([]byte(c.Template))
 		key += fmt.Sprintf(" chat=%x bos=%q eos=%q mask=%s", sum, c.BOSToken, c.EOSToken, ChatLossMask(c))
+		if c.AssistantStart != "" || c.AssistantEnd != "" {
+			key += fmt.Sprintf(" start=%q end=%q", c.AssistantStart, c.AssistantEnd)
+		}
 	}
 	return key
 }

@@ -1,6 +1,7 @@
 package chat_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -119,6 +120,23 @@ func TestTokenizeMasksTheSpans(t *testing.T) {
 	}
 	if _, _, err := chat.Tokenize(byteEncoder{}, "abc", [][2]int{{2, 9}}); err == nil {
 		t.Fatal("a span outside the text was taken")
+	}
+}
+
+func TestMarkerSpans(t *testing.T) {
+	for _, c := range []struct {
+		text, start, end string
+		want             [][2]int
+	}{
+		{"<u>hi<e><a>yo<e><u>q<e><a>ok<e>", "<a>", "<e>", [][2]int{{11, 16}, {26, 31}}},
+		{"<a>cut short", "<a>", "<e>", [][2]int{{3, 12}}},
+		{"<u>no reply<e>", "<a>", "<e>", nil},
+		{"<a><e>", "<a>", "<e>", [][2]int{{3, 6}}},
+		{"<a>", "<a>", "<e>", nil},
+	} {
+		if got := chat.MarkerSpans(c.text, c.start, c.end); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("MarkerSpans(%q) = %v, want %v", c.text, got, c.want)
+		}
 	}
 }
 

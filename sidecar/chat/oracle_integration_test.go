@@ -51,12 +51,19 @@ func TestTemplatesEqualTransformers(t *testing.T) {
 		// a span whose first character has no token, leaving that turn
 		// and every later one unmasked; shardfeed marks them.
 		stops bool
+		// plain, when set, is the template rendered here: template
+		// without its generation blocks, the assistant's text marked by
+		// start and end.
+		plain, start, end string
 	}{
-		{"chatml", "gpt2", "chatml.jinja", "<|im_start|>,<|im_end|>", "<s>", "<|endoftext|>", false},
-		{"llama3", "llama3", "llama3.jinja", "<|start_header_id|>,<|end_header_id|>,<|eot_id|>", "<|begin_of_text|>", "<|end_of_text|>", false},
-		{"mistral", "llama2", "mistral.jinja", "", "<s>", "</s>", false},
-		{"tools", "gpt2", "tools.jinja", "<|system|>,<|user|>,<|assistant|>", "<s>", "<|endoftext|>", false},
-		{"t5 chatml", "t5", "chatml.jinja", "<|im_start|>,<|im_end|>", "<s>", "</s>", true},
+		{"chatml", "gpt2", "chatml.jinja", "<|im_start|>,<|im_end|>", "<s>", "<|endoftext|>", false, "", "", ""},
+		{"llama3", "llama3", "llama3.jinja", "<|start_header_id|>,<|end_header_id|>,<|eot_id|>", "<|begin_of_text|>", "<|end_of_text|>", false, "", "", ""},
+		{"mistral", "llama2", "mistral.jinja", "", "<s>", "</s>", false, "", "", ""},
+		{"tools", "gpt2", "tools.jinja", "<|system|>,<|user|>,<|assistant|>", "<s>", "<|endoftext|>", false, "", "", ""},
+		{"t5 chatml", "t5", "chatml.jinja", "<|im_start|>,<|im_end|>", "<s>", "</s>", true, "", "", ""},
+		{"chatml marked", "gpt2", "chatml.jinja", "<|im_start|>,<|im_end|>", "<s>", "<|endoftext|>", false, "chatml-plain.jinja", "<|im_start|>assistant\n", "<|im_end|>"},
+		{"llama3 marked", "llama3", "llama3.jinja", "<|start_header_id|>,<|end_header_id|>,<|eot_id|>", "<|begin_of_text|>", "<|end_of_text|>", false,
+			"llama3-plain.jinja", "<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tok := filepath.Join(t.TempDir(), "tokenizer.json")
@@ -71,6 +78,17 @@ func TestTemplatesEqualTransformers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if c.plain != "" {
+				// The template without its generation blocks, as a
+				// model ships it, marked by its assistant's header
+				// and end of turn instead.
+				if tpl, err = chat.Parse(string(must(os.ReadFile(filepath.Join(root, "test", "oracle", "chat_templates", c.plain))))); err != nil {
+					t.Fatal(err)
+				}
+				if tpl.MarksAssistant() {
+					t.Fatalf("%s has a generation block", c.plain)
+				}
+			}
 			vars := map[string]any{"bos_token": c.bos, "eos_token": c.eos}
 			row, refused, masked, stopped := 0, 0, 0, 0
 			for line := range bytes.Lines(out) {
@@ -79,6 +97,9 @@ func TestTemplatesEqualTransformers(t *testing.T) {
 					t.Fatal(err)
 				}
 				text, spans, err := tpl.Render(messages[row], vars)
+				if c.plain != "" && err == nil {
+					spans = chat.MarkerSpans(text, c.start, c.end)
+				}
 				var te *chat.TemplateError
 				switch {
 				case want.Error != "":

@@ -3,6 +3,7 @@ package chat
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Render renders a conversation (messages, a list of *Dict with role and
@@ -24,6 +25,32 @@ func (t *Template) Render(messages []any, vars map[string]any) (string, [][2]int
 // MarksAssistant says whether the template marks what the assistant says
 // with {% generation %}, which the loss mask needs.
 func (t *Template) MarksAssistant() bool { return t.hasGeneration }
+
+// MarkerSpans are the spans of text that a role's markers bound, for a
+// template without {% generation %}: from the end of each start (the
+// assistant's header, e.g. "<|im_start|>assistant\n") through the end
+// that follows it (its end-of-turn, e.g. "<|im_end|>"), or to the text's
+// end when none follows, as TRL's completion-only collator marks the
+// response after its template.
+func MarkerSpans(text, start, end string) [][2]int {
+	var spans [][2]int
+	for at := 0; start != "" && at < len(text); {
+		i := strings.Index(text[at:], start)
+		if i < 0 {
+			break
+		}
+		from := at + i + len(start)
+		to := len(text)
+		if j := strings.Index(text[from:], end); end != "" && j >= 0 {
+			to = from + j + len(end)
+		}
+		if to > from {
+			spans = append(spans, [2]int{from, to})
+		}
+		at = to
+	}
+	return spans
+}
 
 // Encoder tokenizes text (sidecar/tokenizer's Tokenizer).
 type Encoder interface {

@@ -147,6 +147,49 @@ func TestIntegrationAChatIsServedWithItsAssistantMask(t *testing.T) {
 	}
 }
 
+// A model's template as it ships, without {% generation %}, with the
+// assistant's header and end of turn as markers: the same ids and mask as
+// transformers gives with the generation block.
+func TestIntegrationAChatMarkedByTheAssistantsHeader(t *testing.T) {
+	ctx := context.Background()
+	stream, tok, sum, _, want := chatStream(t)
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := os.ReadFile(filepath.Join(root, "test", "oracle", "chat_templates", "chatml-plain.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := strings.Replace(chatSpec(tok, sum, string(plain)), `eosToken: "<|endoftext|>"`,
+		`eosToken: "<|endoftext|>"`+"\n      assistantStart: \"<|im_start|>assistant\\n\"\n      assistantEnd: \"<|im_end|>\"", 1)
+	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, spec), 0)
+	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for range feed.Plan.Steps() {
+		batch, err := b.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := batch.Record
+		col := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
+		ids := rec.Column(col("id")).(*array.Int64)
+		tokens, masks := rec.Column(col("input_ids")).(*array.List), rec.Column(col("assistant_masks")).(*array.List)
+		tv, mv := tokens.ListValues().(*array.Int32).Int32Values(), masks.ListValues().(*array.Uint8).Uint8Values()
+		for r := range int(rec.NumRows()) {
+			id := ids.Value(r)
+			got, mask := tv[tokens.Offsets()[r]:tokens.Offsets()[r+1]], mv[masks.Offsets()[r]:masks.Offsets()[r+1]]
+			if n := len(want[id].IDs); len(got) != n+1 || !slices.Equal(got[:n], want[id].IDs) || !slices.Equal(mask[:n], want[id].Mask) {
+				t.Fatalf("conversation %d: ids %v mask %v; transformers gives %v and %v", id, got, mask, want[id].IDs, want[id].Mask)
+			}
+		}
+		batch.Release()
+	}
+}
+
 // Conversations packed: index counts each conversation's tokens with the
 // chat template, and the packed loss_mask is the assistant mask of each
 // piece's tokens.
@@ -258,6 +301,8 @@ func TestIntegrationChatRefusals(t *testing.T) {
 	for _, c := range []struct{ name, spec, want string }{
 		{"no generation block", chatSpec(tok, sum, "{% for m in messages %}{{ m.content }}{% endfor %}"), "has no {% generation %} block"},
 		{"a macro", chatSpec(tok, sum, "{% macro f() %}{% endmacro %}{% generation %}{% endgeneration %}"), "{% macro %} is not supported"},
+		{"generation and markers", strings.Replace(chatSpec(tok, sum, template), `eosToken: "<|endoftext|>"`, `eosToken: "<|endoftext|>"`+"\n      assistantStart: \"<|im_start|>assistant\"", 1),
+			"marks what the assistant says with {% generation %}, and assistantStart marks it too"},
 		{"a number column", strings.Replace(chatSpec(tok, sum, template), "column: messages", "column: id", 1), "a chat is a list of {role, content} structs"},
 		{"a mask the stream has", strings.Replace(chatSpec(tok, sum, template), `eosToken: "<|endoftext|>"`, `eosToken: "<|endoftext|>"`+"\n      lossMask: id", 1), `tokenize.chat.lossMask "id" is a column the stream has`},
 	} {

@@ -41,6 +41,9 @@ type tokenized struct {
 	chat *chat.Template
 	vars map[string]any
 	mask string
+	// start and end: the markers of the assistant's text, for a template
+	// without {% generation %}.
+	start, end string
 }
 
 // loadTokenizer is LoadTokenizer for stream s, each file loaded once (by
@@ -122,11 +125,16 @@ func newTokenized(tk *tokenizer.Tokenizer, t *datav1alpha1.Tokenize) (*tokenized
 		if err != nil {
 			return nil, fmt.Errorf("tokenize.chat.template: %w", err)
 		}
-		if !tpl.MarksAssistant() {
-			return nil, errors.New("tokenize.chat.template has no {% generation %} block: wrap what the assistant says " +
-				"({{ message['content'] }} and its end token) in {% generation %} … {% endgeneration %}, as transformers' return_assistant_tokens_mask needs")
+		switch {
+		case tpl.MarksAssistant() && c.AssistantStart != "":
+			return nil, errors.New("tokenize.chat: the template marks what the assistant says with {% generation %}, and assistantStart marks it too: give one")
+		case !tpl.MarksAssistant() && c.AssistantStart == "":
+			return nil, errors.New("tokenize.chat.template has no {% generation %} block, and no tokenize.chat.assistantStart is given: wrap what the assistant says " +
+				"({{ message['content'] }} and its end token) in {% generation %} … {% endgeneration %}, as transformers' return_assistant_tokens_mask needs, " +
+				"or keep the model's template as it is and give the assistant's header and end of turn (assistantStart, assistantEnd)")
 		}
 		z.chat, z.mask, z.special = tpl, planspec.ChatLossMask(c), false
+		z.start, z.end = c.AssistantStart, c.AssistantEnd
 		z.vars = map[string]any{"bos_token": c.BOSToken, "eos_token": c.EOSToken}
 	}
 	return z, nil
@@ -138,6 +146,9 @@ func (z *tokenized) conversation(messages []any) ([]int32, []uint8, error) {
 	text, spans, err := z.chat.Render(messages, z.vars)
 	if err != nil {
 		return nil, nil, err
+	}
+	if z.start != "" {
+		spans = chat.MarkerSpans(text, z.start, z.end)
 	}
 	ids, mask, err := chat.Tokenize(z.tk, text, spans)
 	if err != nil {

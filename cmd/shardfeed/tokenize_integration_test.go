@@ -5,6 +5,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,5 +91,60 @@ spec:
 	out, err = runCLI(t, "plan", "-f", plain, "--summary")
 	if err != nil || !regexp.MustCompile(`web: \d+ tokens in 300 documents \(`).MatchString(out) {
 		t.Fatalf("plan of a counted tokenized stream: %v\n%s", err, out)
+	}
+}
+
+// index -f of a chat stream renders every conversation as the sidecar
+// will: one the template refuses (its raise_exception) fails the index
+// before any job starts, naming the row and the template's words.
+func TestIntegrationIndexRefusesAConversationTheTemplateRefuses(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	convs := filepath.Join(data, "part-0.jsonl")
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/chat_oracle.py", "conversations", convs, "--rows", "30")
+	corpus := filepath.Join(dir, "corpus.jsonl")
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "300")
+	tok := filepath.Join(dir, "tokenizer.json")
+	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "train", "llama2", corpus, tok)
+	file, err := os.ReadFile(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(file)
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	template, err := os.ReadFile(filepath.Join(root, "test", "oracle", "chat_templates", "mistral.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted, _ := json.Marshal(string(template))
+	manifest := filepath.Join(dir, "chat.yaml")
+	if err := os.WriteFile(manifest, fmt.Appendf(nil, `apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: chat}
+spec:
+  streams:
+  - name: chats
+    format: jsonl
+    source: {uri: "file://%s/"}
+  tokenize:
+    tokenizer: {uri: "file://%s", sha256: "%s"}
+    column: messages
+    chat: {template: %s, bosToken: "<s>", eosToken: "</s>"}
+  numSplits: 1
+  globalBatchSize: 2
+`, data, tok, hex.EncodeToString(sum[:]), quoted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "index", "-f", manifest)
+	// The conversations with two user turns in a row are rows 5 and 28
+	// (chat_oracle.py: every 23rd from 5), of which 28 has two turns.
+	if err == nil || !regexp.MustCompile(`row (5|28), column "messages": the chat template refused the conversation: Conversation roles must alternate`).MatchString(out+err.Error()) {
+		t.Fatalf("index -f of a chat with a conversation the template refuses: %v\n%s", err, out)
 	}
 }

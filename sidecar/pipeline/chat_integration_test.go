@@ -16,19 +16,15 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
-	"github.com/shardfeed/shardfeed/internal/planspec"
-	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
-	"github.com/shardfeed/shardfeed/sidecar/source"
 )
 
 // chatRow is a conversation as transformers' apply_chat_template gives it.
@@ -109,14 +105,28 @@ func chatSpec(tok, sum, template string) string {
 // ids and assistant mask (then the end-of-document token, masked out),
 // every row once.
 func TestIntegrationAChatIsServedWithItsAssistantMask(t *testing.T) {
-	ctx := context.Background()
 	stream, tok, sum, template, want := chatStream(t)
-	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, chatSpec(tok, sum, template)), 0)
+	if _, assistant := serveChats(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, chatSpec(tok, sum, template)), "", want); assistant < len(want)/2 {
+		t.Fatalf("%d of %d conversations with assistant tokens", assistant, len(want))
+	}
+}
+
+// serveChats serves manifest's epoch through one feed on cacheDir (a new
+// one when empty) and checks every row's input_ids and assistant_masks
+// against transformers' (then the end-of-document token, masked out); it
+// returns the pipeline's statistics and the rows with assistant tokens.
+func serveChats(t *testing.T, manifest, cacheDir string, want []chatRow) (pipeline.Stats, int) {
+	t.Helper()
+	ctx := context.Background()
+	if cacheDir == "" {
+		cacheDir = t.TempDir()
+	}
+	feed := openFeedIn(t, manifest, 0, cacheDir)
+	defer feed.Pipeline.Close()
 	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
 	seen, assistant := map[int64]bool{}, 0
 	for range feed.Plan.Steps() {
 		batch, err := b.Next(ctx)
@@ -142,16 +152,17 @@ func TestIntegrationAChatIsServedWithItsAssistantMask(t *testing.T) {
 		}
 		batch.Release()
 	}
-	if len(seen) != len(want) || assistant < len(want)/2 {
-		t.Fatalf("%d conversations served of %d, %d with assistant tokens", len(seen), len(want), assistant)
+	b.Close()
+	if len(seen) != len(want) {
+		t.Fatalf("%d conversations served of %d", len(seen), len(want))
 	}
+	return feed.Pipeline.Stats(), assistant
 }
 
 // A model's template as it ships, without {% generation %}, with the
 // assistant's header and end of turn as markers: the same ids and mask as
 // transformers gives with the generation block.
 func TestIntegrationAChatMarkedByTheAssistantsHeader(t *testing.T) {
-	ctx := context.Background()
 	stream, tok, sum, _, want := chatStream(t)
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -163,31 +174,7 @@ func TestIntegrationAChatMarkedByTheAssistantsHeader(t *testing.T) {
 	}
 	spec := strings.Replace(chatSpec(tok, sum, string(plain)), `eosToken: "<|endoftext|>"`,
 		`eosToken: "<|endoftext|>"`+"\n      assistantStart: \"<|im_start|>assistant\\n\"\n      assistantEnd: \"<|im_end|>\"", 1)
-	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, spec), 0)
-	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	for range feed.Plan.Steps() {
-		batch, err := b.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := batch.Record
-		col := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
-		ids := rec.Column(col("id")).(*array.Int64)
-		tokens, masks := rec.Column(col("input_ids")).(*array.List), rec.Column(col("assistant_masks")).(*array.List)
-		tv, mv := tokens.ListValues().(*array.Int32).Int32Values(), masks.ListValues().(*array.Uint8).Uint8Values()
-		for r := range int(rec.NumRows()) {
-			id := ids.Value(r)
-			got, mask := tv[tokens.Offsets()[r]:tokens.Offsets()[r+1]], mv[masks.Offsets()[r]:masks.Offsets()[r+1]]
-			if n := len(want[id].IDs); len(got) != n+1 || !slices.Equal(got[:n], want[id].IDs) || !slices.Equal(mask[:n], want[id].Mask) {
-				t.Fatalf("conversation %d: ids %v mask %v; transformers gives %v and %v", id, got, mask, want[id].IDs, want[id].Mask)
-			}
-		}
-		batch.Release()
-	}
+	serveChats(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, spec), "", want)
 }
 
 // Conversations packed: index counts each conversation's tokens with the
@@ -196,38 +183,9 @@ func TestIntegrationAChatMarkedByTheAssistantsHeader(t *testing.T) {
 func TestIntegrationChatsArePackedWithTheirAssistantMask(t *testing.T) {
 	ctx := context.Background()
 	stream, tok, sum, template, want := chatStream(t)
-	data := formattest.OpenDir(t, strings.TrimSuffix(strings.TrimPrefix(stream.URI, "file://"), "/"))
-	layout, _, err := index.ReadStoreIndexOf(ctx, data, 0, datav1alpha1.FormatJSONL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	spec := strings.Replace(chatSpec(tok, sum, template), "  numSplits: 2\n  globalBatchSize: 20\n", "  numSplits: 1\n  globalBatchSize: 8\n  dropLast: false\n", 1) +
 		"  packing: {column: input_ids, sequenceLength: 256}\n"
-	var ds datav1alpha1.TrainingDataset
-	if err := yaml.UnmarshalStrict([]byte(sampledata.Manifest("ds", []sampledata.Stream{stream}, spec)), &ds); err != nil {
-		t.Fatal(err)
-	}
-	tz := ds.Spec.Tokenize
-	tk, err := source.LoadTokenizer(ctx, ds.Spec.Streams[0], streams.Source(ds.Spec.Streams[0]), tz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	count, err := source.TokenCount(tk, tz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, values, err := formats.Default().TokenLengths(ctx, data, layout, "messages", "input_ids", planspec.TokenizeKey(tz), count, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := planspec.Packing(ds.Spec.Packing)
-	px, err := index.Packs(x, values, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := index.WritePacks(ctx, data, px, p); err != nil {
-		t.Fatal(err)
-	}
+	tk := indexTokenPacks(t, stream, spec)
 	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, spec), 0)
 	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
 	if err != nil {
@@ -320,38 +278,11 @@ func TestIntegrationChatRefusals(t *testing.T) {
 // same ids and masks without tokenizing a shard again, and a kept file
 // whose bytes changed is not used: the shard is tokenized again.
 func TestIntegrationTokenizedShardsAreCachedBesideTheShards(t *testing.T) {
-	ctx := context.Background()
 	stream, tok, sum, template, want := chatStream(t)
 	manifest := sampledata.Manifest("ds", []sampledata.Stream{stream}, chatSpec(tok, sum, template))
 	dir := t.TempDir()
 	serve := func() pipeline.Stats {
-		feed := openFeedIn(t, manifest, 0, dir)
-		b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range feed.Plan.Steps() {
-			batch, err := b.Next(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec := batch.Record
-			col := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
-			ids := rec.Column(col("id")).(*array.Int64)
-			tokens, masks := rec.Column(col("input_ids")).(*array.List), rec.Column(col("assistant_masks")).(*array.List)
-			tv, mv := tokens.ListValues().(*array.Int32).Int32Values(), masks.ListValues().(*array.Uint8).Uint8Values()
-			for r := range int(rec.NumRows()) {
-				id := ids.Value(r)
-				got, mask := tv[tokens.Offsets()[r]:tokens.Offsets()[r+1]], mv[masks.Offsets()[r]:masks.Offsets()[r+1]]
-				if n := len(want[id].IDs); len(got) != n+1 || !slices.Equal(got[:n], want[id].IDs) || !slices.Equal(mask[:n], want[id].Mask) {
-					t.Fatalf("conversation %d: ids %v mask %v; transformers gives %v and %v", id, got, mask, want[id].IDs, want[id].Mask)
-				}
-			}
-			batch.Release()
-		}
-		b.Close()
-		st := feed.Pipeline.Stats()
-		feed.Pipeline.Close()
+		st, _ := serveChats(t, manifest, dir, want)
 		return st
 	}
 	kept := func() []string {

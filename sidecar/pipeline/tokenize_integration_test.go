@@ -31,6 +31,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 	"github.com/shardfeed/shardfeed/sidecar/source"
+	"github.com/shardfeed/shardfeed/sidecar/tokenizer"
 )
 
 // textStream writes the tokenizer tests' Unicode corpus as a JSON Lines
@@ -148,40 +149,11 @@ func TestIntegrationTokenizationRefusals(t *testing.T) {
 func TestIntegrationRawTextIsPackedAfterTokenization(t *testing.T) {
 	ctx := context.Background()
 	stream, tok, sum, want := textStream(t)
-	data := formattest.OpenDir(t, strings.TrimSuffix(strings.TrimPrefix(stream.URI, "file://"), "/"))
-	layout, _, err := index.ReadStoreIndexOf(ctx, data, 0, datav1alpha1.FormatJSONL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// One split and every batch served (dropLast: false): every pack is
 	// in the epoch.
 	spec := strings.Replace(tokenizeSpec(tok, sum), "  numSplits: 2\n  globalBatchSize: 20\n", "  numSplits: 1\n  globalBatchSize: 8\n  dropLast: false\n", 1) +
 		"  packing: {column: input_ids, sequenceLength: 64, method: concatenate}\n"
-	var ds datav1alpha1.TrainingDataset
-	if err := yaml.UnmarshalStrict([]byte(sampledata.Manifest("ds", []sampledata.Stream{stream}, spec)), &ds); err != nil {
-		t.Fatal(err)
-	}
-	tz := ds.Spec.Tokenize
-	tk, err := source.LoadTokenizer(ctx, ds.Spec.Streams[0], streams.Source(ds.Spec.Streams[0]), tz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	count, err := source.TokenCount(tk, tz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, values, err := formats.Default().TokenLengths(ctx, data, layout, "text", "input_ids", planspec.TokenizeKey(tz), count, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := planspec.Packing(ds.Spec.Packing)
-	px, err := index.Packs(x, values, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := index.WritePacks(ctx, data, px, p); err != nil {
-		t.Fatal(err)
-	}
+	tk := indexTokenPacks(t, stream, spec)
 	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, spec), 0)
 	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
 	if err != nil {
@@ -229,6 +201,46 @@ func TestIntegrationRawTextIsPackedAfterTokenization(t *testing.T) {
 			t.Fatalf("document %d: %d tokens served, it has %d and the end token", doc, n, len(want[doc]))
 		}
 	}
+}
+
+// indexTokenPacks counts the tokens of stream's column as the manifest of
+// spec tokenizes them (format.Registry.TokenLengths, as shardfeed index
+// -f does) and writes the packs its packing makes of them beside the
+// stream's index; it returns the tokenizer.
+func indexTokenPacks(t *testing.T, stream sampledata.Stream, spec string) *tokenizer.Tokenizer {
+	t.Helper()
+	ctx := context.Background()
+	data := formattest.OpenDir(t, strings.TrimSuffix(strings.TrimPrefix(stream.URI, "file://"), "/"))
+	layout, _, err := index.ReadStoreIndexOf(ctx, data, 0, datav1alpha1.FormatJSONL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds datav1alpha1.TrainingDataset
+	if err := yaml.UnmarshalStrict([]byte(sampledata.Manifest("ds", []sampledata.Stream{stream}, spec)), &ds); err != nil {
+		t.Fatal(err)
+	}
+	tz := ds.Spec.Tokenize
+	tk, err := source.LoadTokenizer(ctx, ds.Spec.Streams[0], streams.Source(ds.Spec.Streams[0]), tz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, err := source.TokenCount(tk, tz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, values, err := formats.Default().TokenLengths(ctx, data, layout, tz.Column, planspec.TokenizeOutput(tz), planspec.TokenizeKey(tz), count, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := planspec.Packing(ds.Spec.Packing)
+	px, err := index.Packs(x, values, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.WritePacks(ctx, data, px, p); err != nil {
+		t.Fatal(err)
+	}
+	return tk
 }
 
 // containsRun says whether piece is a run of consecutive values of full.

@@ -5,8 +5,6 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,12 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/testenv"
-	"github.com/shardfeed/shardfeed/sidecar/format"
-	"github.com/shardfeed/shardfeed/sidecar/format/formats"
-	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
@@ -71,20 +64,7 @@ func chatStream(t *testing.T) (sampledata.Stream, string, string, string, []chat
 		}
 		want = append(want, row)
 	}
-	st := formattest.OpenDir(t, data)
-	f, err := formats.Default().Index(context.Background(), st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 16 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := index.Write(context.Background(), st, f); err != nil {
-		t.Fatal(err)
-	}
-	file, err := os.ReadFile(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(file)
-	return sampledata.Stream{Name: "chat", Format: "jsonl", URI: "file://" + data + "/"}, tok, hex.EncodeToString(sum[:]), string(template), want
+	return sampledata.Stream{Name: "chat", Format: "jsonl", URI: "file://" + data + "/"}, tok, indexJSONL(t, data, tok), string(template), want
 }
 
 func chatSpec(tok, sum, template string) string {

@@ -61,6 +61,13 @@ func textStream(t *testing.T) (sampledata.Stream, string, string, [][]int32) {
 		}
 		want = append(want, ids)
 	}
+	return sampledata.Stream{Name: "text", Format: "jsonl", URI: "file://" + data + "/"}, tok, indexJSONL(t, data, tok), want
+}
+
+// indexJSONL indexes the JSON Lines stream in data, in shards of 16 KiB,
+// and returns the sha256 of the tokenizer.json tok.
+func indexJSONL(t *testing.T, data, tok string) string {
+	t.Helper()
 	st := formattest.OpenDir(t, data)
 	f, err := formats.Default().Index(context.Background(), st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 16 << 10})
 	if err != nil {
@@ -74,7 +81,7 @@ func textStream(t *testing.T) (sampledata.Stream, string, string, [][]int32) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(file)
-	return sampledata.Stream{Name: "text", Format: "jsonl", URI: "file://" + data + "/"}, tok, hex.EncodeToString(sum[:]), want
+	return hex.EncodeToString(sum[:])
 }
 
 func tokenizeSpec(tok, sum string) string {

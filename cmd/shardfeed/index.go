@@ -73,6 +73,8 @@ type indexOptions struct {
 	blockSize     int64
 	shards        string
 	concurrency   int
+	// listParallel bounds the directories listed at once.
+	listParallel int
 	// specSchema is a manifest stream's column types (webdataset).
 	specSchema []index.Field
 	// tokenize is a manifest stream's tokenization (its own or the
@@ -270,6 +272,7 @@ func newIndexCommand() *cobra.Command {
 	cmd.Flags().Int64Var(&o.blockSize, "block-size", 0, "for litdata written with LitData's TokensLoader: the tokens of a sample (its block_size)")
 	cmd.Flags().StringVar(&o.shards, "shards", "", `a brace pattern of the objects under URI to index, as WebDataset names shard sets ("shards-{000000..012345}.tar"); each must exist`)
 	cmd.Flags().IntVar(&o.concurrency, "concurrency", 0, "for webdataset: how many tars to read at once (default 16)")
+	cmd.Flags().IntVar(&o.listParallel, "list-parallel", 16, "directories of the stream's tree listed at once (each a request stream of its own)")
 	cmd.Flags().StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "index, but do not write the index")
 	cmd.Flags().StringVarP(&o.manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
@@ -546,6 +549,12 @@ func (o *indexOptions) stores(ctx context.Context, source store.Source) (st, ist
 	if err != nil {
 		return nil, nil, err
 	}
+	if o.listParallel < 1 {
+		return nil, nil, fmt.Errorf("--list-parallel %d: list at least one directory at a time", o.listParallel)
+	}
+	// The stream's tree is listed a directory per request stream, many at
+	// once: a prefix of many directories in a fraction of the time.
+	st = store.ParallelList{Store: st, Parallel: o.listParallel}
 	ist = st // where the index and the selections go
 	if o.indexURI != "" {
 		if o.indexURI, err = localURI(o.indexURI, "."); err != nil {

@@ -73,6 +73,34 @@ func Conformance(t *testing.T, d store.Descriptor, st store.Store) {
 			}
 		}
 	})
+	t.Run("list the tree in parallel", func(t *testing.T) {
+		// A deeper tree, and List's keys, sorted, from ListTree at once.
+		nested := []string{"tree/a/1.bin", "tree/a/b/2.bin", "tree/c/3.bin", "tree/c/d/e/4.bin", "tree/5.bin"}
+		for _, key := range nested {
+			if err := st.Put(ctx, key, strings.NewReader("x"), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defer func() {
+			for _, key := range nested {
+				_ = st.Delete(ctx, key)
+			}
+		}()
+		want, err := st.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, parallel := range []int{1, 3, 16} {
+			var seen int64
+			got, err := store.ListTree(ctx, st, parallel, func(n int64) { seen = max(seen, n) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) || seen != int64(len(want)) {
+				t.Errorf("ListTree(%d) = %v (progress %d), List = %v", parallel, got, seen, want)
+			}
+		}
+	})
 	t.Run("stat", func(t *testing.T) {
 		o, err := st.Stat(ctx, "shards/shard.00001.mds")
 		if err != nil || o.Size != int64(len(payload)) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/objectlist"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
@@ -75,6 +77,11 @@ type indexOptions struct {
 	concurrency   int
 	// listParallel bounds the directories listed at once.
 	listParallel int
+	// objectList and objectListForm: the stream's objects from a file
+	// instead of a listing; objects, the file's.
+	objectList, objectListForm string
+	objects                    []store.Object
+	out                        io.Writer
 	// specSchema is a manifest stream's column types (webdataset).
 	specSchema []index.Field
 	// tokenize is a manifest stream's tokenization (its own or the
@@ -273,6 +280,8 @@ func newIndexCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.shards, "shards", "", `a brace pattern of the objects under URI to index, as WebDataset names shard sets ("shards-{000000..012345}.tar"); each must exist`)
 	cmd.Flags().IntVar(&o.concurrency, "concurrency", 0, "for webdataset: how many tars to read at once (default 16)")
 	cmd.Flags().IntVar(&o.listParallel, "list-parallel", 16, "directories of the stream's tree listed at once (each a request stream of its own)")
+	cmd.Flags().StringVar(&o.objectList, "object-list", "", "a file of the stream's objects (keys and sizes) read instead of listing its prefix: an S3 Inventory report's CSV data file, or rows of key,size (keys as the bucket names them; others are skipped)")
+	cmd.Flags().StringVar(&o.objectListForm, "object-list-form", string(objectlist.CSV), "the object list's form: csv (key,size) or s3-inventory-csv")
 	cmd.Flags().StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "index, but do not write the index")
 	cmd.Flags().StringVarP(&o.manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
@@ -348,7 +357,7 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 			opts.Table = lt
 		}
 		var counts store.Counts
-		f, err := formats.Default().Index(ctx, store.Counted(st, &counts), o.kind, opts)
+		f, err := formats.Default().Index(ctx, o.listing(store.Counted(st, &counts)), o.kind, opts)
 		if err != nil {
 			return err
 		}
@@ -476,6 +485,7 @@ func dataStore(ctx context.Context, st store.Store, source store.Source, l *inde
 // gives the format, the index's place, the table, the partitions and the
 // filter), or from URI and the flags.
 func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, error) {
+	o.out = cmd.OutOrStdout()
 	var source store.Source
 	switch {
 	case o.manifest != "" && len(args) > 0:
@@ -552,9 +562,11 @@ func (o *indexOptions) stores(ctx context.Context, source store.Source) (st, ist
 	if o.listParallel < 1 {
 		return nil, nil, fmt.Errorf("--list-parallel %d: list at least one directory at a time", o.listParallel)
 	}
-	// The stream's tree is listed a directory per request stream, many at
-	// once: a prefix of many directories in a fraction of the time.
-	st = store.ParallelList{Store: st, Parallel: o.listParallel}
+	if o.objectList != "" {
+		if o.objects, err = o.readObjectList(source.URI); err != nil {
+			return nil, nil, err
+		}
+	}
 	ist = st // where the index and the selections go
 	if o.indexURI != "" {
 		if o.indexURI, err = localURI(o.indexURI, "."); err != nil {
@@ -572,6 +584,40 @@ func (o *indexOptions) stores(ctx context.Context, source store.Source) (st, ist
 		}
 	}
 	return st, ist, nil
+}
+
+// listing is st as the indexer lists it: the object list's objects, with
+// no request, or its tree a directory per request stream, many at once (a
+// prefix of many directories in a fraction of one listing's time).
+func (o *indexOptions) listing(st store.Store) store.Store {
+	if o.objects != nil {
+		return store.Listed{Store: st, Objects: o.objects}
+	}
+	return store.ParallelList{Store: st, Parallel: o.listParallel}
+}
+
+// readObjectList reads --object-list: the objects under the stream's
+// prefix (uri's), relative to it.
+func (o *indexOptions) readObjectList(uri string) ([]store.Object, error) {
+	bucket, prefix := "", ""
+	if u, err := url.Parse(uri); err == nil && u.Scheme != "file" && u.Scheme != "" {
+		bucket, prefix = u.Host, strings.TrimPrefix(u.Path, "/")
+	}
+	f, err := os.Open(o.objectList)
+	if err != nil {
+		return nil, fmt.Errorf("--object-list: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	start := time.Now()
+	objs, outside, err := objectlist.Parse(f, objectlist.Form(o.objectListForm), bucket, prefix, 0)
+	if err != nil {
+		return nil, fmt.Errorf("--object-list %s: %w", o.objectList, err)
+	}
+	if o.out != nil {
+		_, _ = fmt.Fprintf(o.out, "%d objects under %s from %s, no listing (%d rows of other prefixes skipped) (%s)\n",
+			len(objs), uri, o.objectList, outside, time.Since(start).Round(time.Millisecond))
+	}
+	return objs, nil
 }
 
 // formatOptions are the format's options: hash, shard size, progress,
@@ -716,8 +762,8 @@ func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *
 // reads headers alone (webdataset) reads a small share of them.
 func printCost(out io.Writer, f *index.File, counts *store.Counts) {
 	if size := objectsSize(f); size > 0 {
-		_, _ = fmt.Fprintf(out, "read %s of the indexed objects' %s (%.2f%%) in %d requests\n", bytesize.Human(counts.ReadBytes.Load()),
-			bytesize.Human(size), 100*float64(counts.ReadBytes.Load())/float64(size), counts.Requests())
+		_, _ = fmt.Fprintf(out, "read %s of the indexed objects' %s (%.2f%%) in %d requests (%d of them lists)\n", bytesize.Human(counts.ReadBytes.Load()),
+			bytesize.Human(size), 100*float64(counts.ReadBytes.Load())/float64(size), counts.Requests(), counts.Lists.Load())
 	}
 }
 

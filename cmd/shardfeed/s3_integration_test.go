@@ -157,3 +157,61 @@ func TestIntegrationIndexAndPlanTextAndArrowStreamsInMinIO(t *testing.T) {
 		})
 	}
 }
+
+// index --object-list: the stream's objects from an S3 Inventory report's
+// CSV (keys URL-encoded, other prefixes' rows skipped) instead of a
+// listing: no list request, and the very index a listing makes. A row of
+// another bucket is refused, naming it.
+func TestIntegrationIndexFromAnInventoryWithoutListing(t *testing.T) {
+	ctx := context.Background()
+	bucket := minioServer.Bucket(t)
+	var inventory strings.Builder
+	for i, name := range []string{"web/a part-0.parquet", "web/sub/part-1.parquet", "web/sub/deeper/part-2.parquet", "other/x.parquet"} {
+		data := parquetFile(t, i*1000, 150, 100)
+		if _, err := minioServer.Client.PutObject(ctx, bucket, name, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&inventory, "%q,%q,\"%d\",\"2026-11-29T00:00:00.000Z\",\"etag\"\n", bucket, strings.ReplaceAll(name, " ", "%20"), len(data))
+	}
+	list := filepath.Join(t.TempDir(), "inventory.csv")
+	if err := os.WriteFile(list, []byte(inventory.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	creds := minioServer.CredentialsDir(t)
+	endpoint := "http://" + minioServer.Endpoint
+	uri := "s3://" + bucket + "/web/"
+	index := func(args ...string) (string, []byte) {
+		out, err := runCLI(t, append([]string{"index", uri, "--endpoint", endpoint, "--insecure", "--credentials-dir", creds}, args...)...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		obj, err := minioServer.Client.GetObject(ctx, bucket, "web/_shardfeed/index.json", minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if _, err := b.ReadFrom(obj); err != nil {
+			t.Fatal(err)
+		}
+		return out, b.Bytes()
+	}
+	listedOut, listed := index("--list-parallel", "4")
+	if !strings.Contains(listedOut, "6 shards, 450 samples") {
+		t.Fatalf("index by listing:\n%s", listedOut)
+	}
+	out, fromInventory := index("--object-list", list, "--object-list-form", "s3-inventory-csv")
+	if !strings.Contains(out, "3 objects under "+uri+" from "+list+", no listing (1 rows of other prefixes skipped)") || !strings.Contains(out, "(0 of them lists)") {
+		t.Fatalf("index from an inventory:\n%s", out)
+	}
+	if !bytes.Equal(listed, fromInventory) {
+		t.Fatalf("the index from the inventory differs from the listing's:\n%s\n%s", fromInventory, listed)
+	}
+	other := strings.Replace(inventory.String(), fmt.Sprintf("%q", bucket), `"another"`, 1)
+	if err := os.WriteFile(list, []byte(other), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, "index", uri, "--endpoint", endpoint, "--insecure", "--credentials-dir", creds, "--object-list", list, "--object-list-form", "s3-inventory-csv"); err == nil ||
+		!strings.Contains(out+err.Error(), `row 1: an object of bucket "another"`) {
+		t.Fatalf("an inventory of another bucket: %v\n%s", err, out)
+	}
+}

@@ -73,3 +73,40 @@ type ParallelList struct {
 func (p ParallelList) List(ctx context.Context) ([]Object, error) {
 	return ListTree(ctx, p.Store, p.Parallel, p.Progress)
 }
+
+// Listed is a store whose objects are given (an inventory's, say): List
+// and ListDir answer from them, with no request.
+type Listed struct {
+	Store
+	// Objects are the store's objects, sorted by key.
+	Objects []Object
+}
+
+// List returns the given objects.
+func (l Listed) List(context.Context) ([]Object, error) { return slices.Clone(l.Objects), nil }
+
+// ListDir returns one level of the given objects' tree.
+func (l Listed) ListDir(_ context.Context, dir string) (Listing, error) {
+	if dir != "" {
+		if err := CheckKey(strings.TrimSuffix(dir, "/")); err != nil || !strings.HasSuffix(dir, "/") {
+			return Listing{}, fmt.Errorf("directory %q is not a plain relative path ending in /", dir)
+		}
+	}
+	var out Listing
+	for _, o := range l.Objects {
+		rest, ok := strings.CutPrefix(o.Key, dir)
+		if !ok {
+			continue
+		}
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			if d := dir + rest[:i+1]; len(out.Dirs) == 0 || out.Dirs[len(out.Dirs)-1] != d {
+				out.Dirs = append(out.Dirs, d)
+			}
+			continue
+		}
+		out.Objects = append(out.Objects, o)
+	}
+	slices.Sort(out.Dirs)
+	out.Dirs = slices.Compact(out.Dirs)
+	return out, nil
+}

@@ -174,42 +174,16 @@ func TestIntegrationChatsArePackedWithTheirAssistantMask(t *testing.T) {
 	defer b.Close()
 	eod, _ := tk.TokenID("<|endoftext|>")
 	served, masked := make([]int, len(want)), 0
-	for range feed.Plan.Steps() {
-		batch, err := b.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
+	eachPiece(t, feed, b, "input_ids", func(doc int64, tokens []int32, mask []uint8) {
+		full, fullMask := append(slices.Clone(want[doc].IDs), eod), append(slices.Clone(want[doc].Mask), 0)
+		if !runWithMask(full, fullMask, tokens, mask) {
+			t.Fatalf("conversation %d: a piece %v with loss mask %v is not a run of its ids %v with their mask %v", doc, tokens, mask, full, fullMask)
 		}
-		rec := batch.Record
-		col := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
-		tokens := rec.Column(col("input_ids")).(*array.FixedSizeList).ListValues().(*array.Int32).Int32Values()
-		lossMask := rec.Column(col("loss_mask")).(*array.FixedSizeList).ListValues().(*array.Uint8).Uint8Values()
-		cu := rec.Column(col("cu_seqlens")).(*array.List)
-		cuv := cu.ListValues().(*array.Int32).Int32Values()
-		docs := rec.Column(col("doc_ids")).(*array.List)
-		docv := docs.ListValues().(*array.Int64).Int64Values()
-		pad := rec.Column(col(pipeline.ColumnPad)).(*array.Boolean)
-		for r := range int(rec.NumRows()) {
-			if pad.Value(r) {
-				continue
-			}
-			bounds := cuv[cu.Offsets()[r]:cu.Offsets()[r+1]]
-			for k, doc := range docv[docs.Offsets()[r]:docs.Offsets()[r+1]] {
-				from, to := r*256+int(bounds[k]), r*256+int(bounds[k+1])
-				full, fullMask := append(slices.Clone(want[doc].IDs), eod), append(slices.Clone(want[doc].Mask), 0)
-				if !runWithMask(full, fullMask, tokens[from:to], lossMask[from:to]) {
-					t.Fatalf("conversation %d: a piece %v with loss mask %v is not a run of its ids %v with their mask %v", doc, tokens[from:to], lossMask[from:to], full, fullMask)
-				}
-				if slices.Contains(lossMask[from:to], 1) {
-					masked++
-				}
-				served[doc] += to - from
-			}
-			if slices.Contains(lossMask[r*256+int(bounds[len(bounds)-1]):(r+1)*256], 1) {
-				t.Fatalf("row %d: its padding is in the loss mask", r)
-			}
+		if slices.Contains(mask, 1) {
+			masked++
 		}
-		batch.Release()
-	}
+		served[doc] += len(tokens)
+	})
 	for doc, n := range served {
 		if n != len(want[doc].IDs)+1 {
 			t.Fatalf("conversation %d: %d tokens served, it has %d and the end token", doc, n, len(want[doc].IDs))

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/streams"
@@ -172,37 +173,13 @@ func TestIntegrationRawTextIsPackedAfterTokenization(t *testing.T) {
 		t.Fatal("the tokenizer has no <|endoftext|>")
 	}
 	served := make([]int, len(want)) // tokens served of each document
-	for range feed.Plan.Steps() {
-		batch, err := b.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
+	eachPiece(t, feed, b, "input_ids", func(doc int64, tokens []int32, _ []uint8) {
+		full := append(slices.Clone(want[doc]), eod)
+		if !containsRun(full, tokens) {
+			t.Fatalf("document %d: a piece %v is not a run of its ids and end token %v", doc, tokens, full)
 		}
-		rec := batch.Record
-		col := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
-		tokens := rec.Column(col("input_ids")).(*array.FixedSizeList).ListValues().(*array.Int32).Int32Values()
-		cu := rec.Column(col("cu_seqlens")).(*array.List)
-		cuv := cu.ListValues().(*array.Int32).Int32Values()
-		docs := rec.Column(col("doc_ids")).(*array.List)
-		docv := docs.ListValues().(*array.Int64).Int64Values()
-		pad := rec.Column(col(pipeline.ColumnPad)).(*array.Boolean)
-		for r := range int(rec.NumRows()) {
-			if pad.Value(r) {
-				continue // the last batch's filler
-			}
-			row := tokens[r*64 : (r+1)*64]
-			bounds := cuv[cu.Offsets()[r]:cu.Offsets()[r+1]]
-			ids := docv[docs.Offsets()[r]:docs.Offsets()[r+1]]
-			for k, doc := range ids {
-				piece := row[bounds[k]:bounds[k+1]]
-				full := append(slices.Clone(want[doc]), eod)
-				if !containsRun(full, piece) {
-					t.Fatalf("document %d: a piece %v is not a run of its ids and end token %v", doc, piece, full)
-				}
-				served[doc] += len(piece)
-			}
-		}
-		batch.Release()
-	}
+		served[doc] += len(tokens)
+	})
 	for doc, n := range served {
 		if n != len(want[doc])+1 {
 			t.Fatalf("document %d: %d tokens served, it has %d and the end token", doc, n, len(want[doc]))
@@ -248,6 +225,42 @@ func indexTokenPacks(t *testing.T, stream sampledata.Stream, spec string) *token
 		t.Fatal(err)
 	}
 	return tk
+}
+
+// eachPiece reads an epoch of packed batches from b and calls each with
+// every piece of a row that is not padding (through the Go client's
+// ReadPacked): its document, tokens and loss mask. A row's padding must
+// be out of the loss.
+func eachPiece(t *testing.T, feed *daemon.Feed, b *pipeline.Batches, column string, each func(doc int64, tokens []int32, mask []uint8)) {
+	t.Helper()
+	ctx := context.Background()
+	for range feed.Plan.Steps() {
+		batch, err := b.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := batch.Record
+		p, err := shardfeed.ReadPacked(rec, column)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens := p.Tokens.(*array.Int32).Int32Values()
+		pad := rec.Column(rec.Schema().FieldIndices(pipeline.ColumnPad)[0]).(*array.Boolean)
+		for r := range p.Rows {
+			if pad.Value(r) {
+				continue // the last batch's filler
+			}
+			bounds, docs := p.Row(r)
+			for k, doc := range docs {
+				from, to := r*p.SeqLen+int(bounds[k]), r*p.SeqLen+int(bounds[k+1])
+				each(doc, tokens[from:to], p.LossMask[from:to])
+			}
+			if slices.Contains(p.LossMask[r*p.SeqLen+int(bounds[len(bounds)-1]):(r+1)*p.SeqLen], 1) {
+				t.Fatalf("row %d: its padding is in the loss mask", r)
+			}
+		}
+		batch.Release()
+	}
 }
 
 // containsRun says whether piece is a run of consecutive values of full.

@@ -540,7 +540,10 @@ func TestIntegrationDatasetWebhookRejectsWhatCELCannotCheck(t *testing.T) {
 				_ = c.Delete(ctx, tt.ds.DeepCopy())
 				time.Sleep(200 * time.Millisecond)
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.says) {
+			if err == nil {
+				t.Fatalf("admitted for 10 s, want a rejection saying %q: the API server never sent it to the webhook (does the namespace carry %s?)", tt.says, validatedNamespace)
+			}
+			if !strings.Contains(err.Error(), tt.says) {
 				t.Fatalf("got %v, want a rejection saying %q", err, tt.says)
 			}
 		})

@@ -26,6 +26,9 @@ LIBJPEG_BUILD := CGO_ENABLED=1 go build -trimpath -tags libjpeg,netgo,osusergo \
 # The Go tests find etcd, kube-apiserver, kubectl and minio in bin/.
 export KUBEBUILDER_ASSETS := $(BIN)
 export SHARDFEED_BIN := $(BIN)
+# Every JSON index a test writes is also encoded compact and read back,
+# and must be the same index (internal/index.WriteForm).
+export SHARDFEED_CHECK_COMPACT_INDEX := 1
 export PATH := $(BIN):$(PATH)
 # Helm keeps its cache and settings in the clone, not in the home directory.
 export HELM_CACHE_HOME := $(ROOT)/.cache/helm

@@ -80,8 +80,10 @@ type indexOptions struct {
 	// objectList and objectListForm: the stream's objects from a file
 	// instead of a listing; objects, the file's.
 	objectList, objectListForm string
-	objects                    []store.Object
-	out                        io.Writer
+	// indexForm is the form of the index written (index.Form).
+	indexForm string
+	objects   []store.Object
+	out       io.Writer
 	// specSchema is a manifest stream's column types (webdataset).
 	specSchema []index.Field
 	// tokenize is a manifest stream's tokenization (its own or the
@@ -281,6 +283,7 @@ func newIndexCommand() *cobra.Command {
 	cmd.Flags().IntVar(&o.concurrency, "concurrency", 0, "for webdataset: how many tars to read at once (default 16)")
 	cmd.Flags().IntVar(&o.listParallel, "list-parallel", 16, "directories of the stream's tree listed at once (each a request stream of its own)")
 	cmd.Flags().StringVar(&o.objectList, "object-list", "", "a file of the stream's objects (keys and sizes) read instead of listing its prefix: an S3 Inventory report's CSV data file, or rows of key,size (keys as the bucket names them; others are skipped)")
+	cmd.Flags().StringVar(&o.indexForm, "index-form", string(index.FormAuto), fmt.Sprintf("the form of the index written: json (%s), compact (%s, read in parts), or auto: compact above %d shards", index.Key, index.CompactKey, index.CompactAbove))
 	cmd.Flags().StringVar(&o.objectListForm, "object-list-form", string(objectlist.CSV), "the object list's form: csv (key,size) or s3-inventory-csv")
 	cmd.Flags().StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "index, but do not write the index")
@@ -314,8 +317,8 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if (len(o.buckets) > 0 || len(o.aspectRatios) > 0) && o.lengths == "" {
-		return errors.New("--buckets and --aspect-ratios cut the samples by their lengths: give --lengths COLUMN")
+	if err := o.checkFlags(); err != nil {
+		return err
 	}
 	st, ist, err := o.stores(ctx, source)
 	if err != nil {
@@ -361,12 +364,11 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 		if err != nil {
 			return err
 		}
-		if !o.dryRun {
-			if err := index.Write(ctx, ist, f); err != nil {
-				return err
-			}
+		key, err := o.writeIndex(ctx, ist, f)
+		if err != nil {
+			return err
 		}
-		if _, err := fmt.Fprintf(out, "%s %s%s: %d shards, %d samples (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", index.Key, len(f.Shards), f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
+		if _, err := fmt.Fprintf(out, "%s %s%s: %d shards, %d samples (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key, len(f.Shards), f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
 			return err
 		}
 		printCost(out, f, &counts)
@@ -484,6 +486,27 @@ func dataStore(ctx context.Context, st store.Store, source store.Source, l *inde
 // source is the stream's source: from the manifest's stream (which also
 // gives the format, the index's place, the table, the partitions and the
 // filter), or from URI and the flags.
+// writeIndex writes the index in the form asked for, unless a dry run:
+// the key it is (or would be) at.
+func (o *indexOptions) writeIndex(ctx context.Context, ist store.Store, f *index.File) (string, error) {
+	form := index.Form(o.indexForm).Of(f)
+	if o.dryRun {
+		return form.Key(), nil
+	}
+	return index.WriteForm(ctx, ist, f, form)
+}
+
+// checkFlags refuses flags that do not go together, before any work.
+func (o *indexOptions) checkFlags() error {
+	if (len(o.buckets) > 0 || len(o.aspectRatios) > 0) && o.lengths == "" {
+		return errors.New("--buckets and --aspect-ratios cut the samples by their lengths: give --lengths COLUMN")
+	}
+	if !slices.Contains(index.Forms, index.Form(o.indexForm)) {
+		return fmt.Errorf("--index-form %q is not one of auto, json, compact", o.indexForm)
+	}
+	return nil
+}
+
 func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, error) {
 	o.out = cmd.OutOrStdout()
 	var source store.Source

@@ -104,9 +104,15 @@ func readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset, indexDir
 	return out, nil
 }
 
+// indexFiles are where --index-dir DIR may hold a stream's index, in the
+// order looked at.
+func indexFiles(dir, stream string) []string {
+	return []string{filepath.Join(dir, stream, index.FileName), filepath.Join(dir, stream, index.CompactFileName), filepath.Join(dir, stream+".json"), filepath.Join(dir, stream+".sfi")}
+}
+
 func readStreamIndex(ctx context.Context, i int, s datav1alpha1.Stream, indexDirs []string, credentialsDir string) (planner.StreamIndex, error) {
 	for _, dir := range indexDirs {
-		for _, p := range []string{filepath.Join(dir, s.Name, index.FileName), filepath.Join(dir, s.Name+".json")} {
+		for _, p := range indexFiles(dir, s.Name) {
 			if _, err := os.Stat(p); err == nil {
 				return index.ReadFile(p)
 			}
@@ -122,7 +128,7 @@ func readStreamIndex(ctx context.Context, i int, s datav1alpha1.Stream, indexDir
 	src := streams.SharedCredentials(s, credentialsDir)
 	st, err := streams.Open(ctx, i, s, nil, src, 0)
 	if err != nil {
-		return planner.StreamIndex{}, fmt.Errorf("%w\nor give the index with --index-dir DIR (as DIR/%s/index.json or DIR/%s.json)", err, s.Name, s.Name)
+		return planner.StreamIndex{}, fmt.Errorf("%w\nor give the index with --index-dir DIR (as DIR/%s/index.json, DIR/%s/index.sfi or DIR/%s.json)", err, s.Name, s.Name, s.Name)
 	}
 	return st.Index, nil
 }

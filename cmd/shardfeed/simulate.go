@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"slices"
@@ -287,12 +286,17 @@ func indexWarnings(ds *datav1alpha1.TrainingDataset, indexDirs []string) []strin
 	var out []string
 	for _, s := range ds.Spec.Streams {
 		for _, dir := range indexDirs {
-			fi, err := os.Stat(filepath.Join(dir, s.Name, index.FileName))
-			if err != nil {
-				fi, err = os.Stat(filepath.Join(dir, s.Name+".json"))
+			var (
+				fi  os.FileInfo
+				err = os.ErrNotExist
+			)
+			for _, p := range indexFiles(dir, s.Name) {
+				if fi, err = os.Stat(p); err == nil {
+					break
+				}
 			}
 			if err == nil && fi.Size() > index.DefaultMaxBytes {
-				out = append(out, fmt.Sprintf("stream %q: its index is %s, more than the %s a sidecar reads of one stream's index (the manager reads --max-index-bytes, 16Mi by default): split the stream's shards into several streams of fewer shards each",
+				out = append(out, fmt.Sprintf("stream %q: its index is %s, more than the %s a sidecar reads of one stream's index (the manager reads --max-index-bytes, 16Mi by default): write it compact (shardfeed index --index-form compact: about a tenth of the JSON's size), or split the stream's shards into several streams of fewer shards each",
 					s.Name, bytesize.Human(fi.Size()), bytesize.Human(index.DefaultMaxBytes)))
 				break
 			}

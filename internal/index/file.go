@@ -228,6 +228,17 @@ func (f *File) StreamIndex() planner.StreamIndex {
 }
 
 func (f *File) check() error {
+	if err := f.checkHead(); err != nil {
+		return err
+	}
+	if len(f.Shards) == 0 {
+		return errors.New(`shardfeed index lists no shards ("shards" is empty)`)
+	}
+	return f.checkShards()
+}
+
+// checkHead checks what the index says besides its shards.
+func (f *File) checkHead() error {
 	if f.Shardfeed != Version {
 		return fmt.Errorf("shardfeed index version %d is not supported: this shardfeed reads version %d; re-run shardfeed index", f.Shardfeed, Version)
 	}
@@ -238,9 +249,6 @@ func (f *File) check() error {
 		if err := fl.check(); err != nil {
 			return fmt.Errorf("shardfeed index schema: %w", err)
 		}
-	}
-	if len(f.Shards) == 0 {
-		return errors.New(`shardfeed index lists no shards ("shards" is empty)`)
 	}
 	if (f.Format == datav1alpha1.FormatIceberg) != (f.Table != nil) {
 		return fmt.Errorf(`shardfeed index of format %q has %s "table": an iceberg index has one, no other does; re-run shardfeed index`, f.Format, map[bool]string{true: "a", false: "no"}[f.Table != nil])
@@ -274,6 +282,11 @@ func (f *File) check() error {
 			return fmt.Errorf("shardfeed index litdata: %w; re-run shardfeed index", err)
 		}
 	}
+	return nil
+}
+
+// checkShards checks the shards against each other and the head.
+func (f *File) checkShards() error {
 	if f.Partitions != nil {
 		if err := f.Partitions.check(f.Shards); err != nil {
 			return fmt.Errorf("shardfeed index: %w; re-run shardfeed index", err)

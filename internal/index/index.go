@@ -12,6 +12,7 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -79,6 +81,9 @@ func readMDS(data []byte) (*Layout, error) {
 // readLayout parses data in the form its keys say; a plain list of shards
 // is ErrNoLayout.
 func readLayout(data []byte) (*Layout, error) {
+	if IsCompact(data) {
+		return readCompact(data)
+	}
 	// The top-level keys, walked in place: decoding the document twice
 	// (once to learn its form) cost a fifth of reading a large index.
 	present, err := topKeys(data)
@@ -141,11 +146,17 @@ func readList(data []byte) (planner.StreamIndex, error) {
 	return x, nil
 }
 
-// ReadDir reads dir/_shardfeed/index.json, else dir/index.json.
+// ReadDir reads dir/_shardfeed/index.json, else dir/_shardfeed/index.sfi,
+// else dir/index.json.
 func ReadDir(dir string) (planner.StreamIndex, error) {
-	x, err := ReadFile(filepath.Join(dir, Dir, FileName))
-	if errors.Is(err, os.ErrNotExist) {
-		return ReadFile(filepath.Join(dir, FileName))
+	var (
+		x   planner.StreamIndex
+		err error
+	)
+	for _, key := range []string{Key, CompactKey, FileName} {
+		if x, err = ReadFile(filepath.Join(dir, filepath.FromSlash(key))); !errors.Is(err, os.ErrNotExist) {
+			break
+		}
 	}
 	return x, err
 }
@@ -176,7 +187,7 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("%s is larger than the cap of %d bytes (%s) on index reads: split the stream into several, or raise the cap (the manager's --max-index-bytes, chart value maxIndexBytes)",
+	return fmt.Sprintf("%s is larger than the cap of %d bytes (%s) on index reads: write the index compact (shardfeed index --index-form compact: about a tenth of the JSON's size), split the stream into several, or raise the cap (the manager's --max-index-bytes, chart value maxIndexBytes)",
 		e.URI, e.Limit, humanBytes(e.Limit))
 }
 
@@ -198,7 +209,7 @@ func humanBytes(n int64) string {
 // (nil for a plain list of shards, which plans but cannot be served:
 // NoLayout says why).
 func ReadStoreIndex(ctx context.Context, st store.Store, maxBytes int64) (*Layout, planner.StreamIndex, error) {
-	return readStoreIndex(ctx, st, maxBytes, Key, FileName)
+	return readStoreIndex(ctx, st, maxBytes, Key, CompactKey, FileName)
 }
 
 // ReadStoreIndexOf is ReadStoreIndex for a stream of format kind: an MDS
@@ -206,12 +217,12 @@ func ReadStoreIndex(ctx context.Context, st store.Store, maxBytes int64) (*Layou
 // there first (one request, not a miss under Dir before it).
 func ReadStoreIndexOf(ctx context.Context, st store.Store, maxBytes int64, kind datav1alpha1.ShardFormat) (*Layout, planner.StreamIndex, error) {
 	if kind == datav1alpha1.FormatMDS || kind == "" {
-		return readStoreIndex(ctx, st, maxBytes, FileName, Key)
+		return readStoreIndex(ctx, st, maxBytes, FileName, Key, CompactKey)
 	}
 	if kind == datav1alpha1.FormatLitData { // the prefix's own index.json is LitData's, not ours
-		return readStoreIndex(ctx, st, maxBytes, Key)
+		return readStoreIndex(ctx, st, maxBytes, Key, CompactKey)
 	}
-	return readStoreIndex(ctx, st, maxBytes, Key, FileName)
+	return readStoreIndex(ctx, st, maxBytes, Key, CompactKey, FileName)
 }
 
 func readStoreIndex(ctx context.Context, st store.Store, maxBytes int64, keys ...string) (*Layout, planner.StreamIndex, error) {
@@ -322,11 +333,105 @@ func missingIndex(err error, st store.Store, keys []string) error {
 	return e
 }
 
-// Write stores the index as _shardfeed/index.json in the stream's prefix.
-func Write(ctx context.Context, st store.Store, f *File) error {
-	data, err := json.MarshalIndent(f, "", " ")
+// Form is the form an index is written in.
+type Form string
+
+// The forms of a shardfeed index: JSON (index.json), compact
+// (index.sfi), or compact only above CompactAbove shards.
+const (
+	FormAuto    Form = "auto"
+	FormJSON    Form = "json"
+	FormCompact Form = "compact"
+)
+
+// Forms lists the forms, as flags spell them.
+var Forms = []Form{FormAuto, FormJSON, FormCompact}
+
+// CompactAbove is the number of shards above which FormAuto writes the
+// compact form: a JSON index of that many is about 2 MiB.
+const CompactAbove = 10_000
+
+// CheckCompactEnv names a variable that, set, makes WriteForm encode every JSON index it
+// writes in the compact form too, and refuse it unless it reads back the
+// same: the test suite sets it, so that every format's indexes, as their
+// real writers make them, are checked against the compact form.
+const CheckCompactEnv = "SHARDFEED_CHECK_COMPACT_INDEX"
+
+func checkCompact(data []byte) error {
+	l, err := readLayout(data)
 	if err != nil {
 		return err
 	}
-	return st.Put(ctx, Key, strings.NewReader(string(data)), int64(len(data)))
+	c, err := EncodeCompact(l.Native.(*File))
+	if err != nil {
+		return fmt.Errorf("%s: the index does not encode compact: %w", CheckCompactEnv, err)
+	}
+	back, err := readLayout(c)
+	if err != nil {
+		return fmt.Errorf("%s: the compact index does not read back: %w", CheckCompactEnv, err)
+	}
+	if !reflect.DeepEqual(back.Native, l.Native) || !reflect.DeepEqual(back.Index, l.Index) {
+		return fmt.Errorf("%s: the compact index reads back other than its JSON", CheckCompactEnv)
+	}
+	return nil
+}
+
+// Of is the form f is written in: FormAuto's choice by its shards.
+func (form Form) Of(f *File) Form {
+	if form != FormAuto && form != "" {
+		return form
+	}
+	if len(f.Shards) > CompactAbove {
+		return FormCompact
+	}
+	return FormJSON
+}
+
+// Key is where an index of the form is, in a stream's prefix.
+func (form Form) Key() string {
+	if form == FormCompact {
+		return CompactKey
+	}
+	return Key
+}
+
+// Write stores the index in the stream's prefix under _shardfeed, as JSON
+// or compact by its number of shards (FormAuto).
+func Write(ctx context.Context, st store.Store, f *File) error {
+	_, err := WriteForm(ctx, st, f, FormAuto)
+	return err
+}
+
+// WriteForm stores the index in the form given and removes the other
+// form's object, once the new one is in place (a reader looks for the
+// JSON first: it finds the old index or the new, never a mix). It
+// returns the key written.
+func WriteForm(ctx context.Context, st store.Store, f *File, form Form) (string, error) {
+	form = form.Of(f)
+	var (
+		data       []byte
+		err        error
+		key, stale = Key, CompactKey
+	)
+	switch form {
+	case FormJSON:
+		if data, err = json.MarshalIndent(f, "", " "); err == nil && os.Getenv(CheckCompactEnv) != "" {
+			err = checkCompact(data)
+		}
+	case FormCompact:
+		key, stale = CompactKey, Key
+		data, err = EncodeCompact(f)
+	default:
+		return "", fmt.Errorf("index form %q is not one of auto, json, compact", form)
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := st.Put(ctx, key, bytes.NewReader(data), int64(len(data))); err != nil {
+		return "", err
+	}
+	if err := st.Delete(ctx, stale); err != nil {
+		return "", fmt.Errorf("removing the index's other form %s: %w", objectURI(st, stale), err)
+	}
+	return key, nil
 }

@@ -1,6 +1,8 @@
 package planspec
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -24,6 +26,7 @@ func TestGoldenIndexesAndFingerprints(t *testing.T) {
 		"notes.list.json":   "d90359b14f78a529a6fc2f9590035eafa06d9a584edf7c5e2ed6dbfa55b28214",
 	}
 	indexes := map[string]planner.StreamIndex{}
+	compacted := 0
 	for file, want := range content {
 		x, err := index.ReadFile(filepath.Join("testdata", file))
 		if err != nil {
@@ -33,6 +36,31 @@ func TestGoldenIndexesAndFingerprints(t *testing.T) {
 		if got := x.ContentHash(); got != want {
 			t.Errorf("%s: content hash %s, want %s: reading this index changed", file, got, want)
 		}
+		// A shardfeed index written compact has the same content hash:
+		// the fingerprint is of the content, not of the form.
+		data, err := os.ReadFile(filepath.Join("testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := index.ReadLayout(bytes.NewReader(data))
+		if err != nil {
+			continue // not shardfeed's own form
+		}
+		f, ok := l.Native.(*index.File)
+		if !ok {
+			continue
+		}
+		compact, err := index.EncodeCompact(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cx, err := index.Read(bytes.NewReader(compact)); err != nil || cx.ContentHash() != want {
+			t.Errorf("%s written compact: content hash %s (%v), want %s", file, cx.ContentHash(), err, want)
+		}
+		compacted++
+	}
+	if compacted != 2 {
+		t.Errorf("%d golden indexes were shardfeed's own, want 2 (code, chat)", compacted)
 	}
 	streams := []datav1alpha1.Stream{
 		{Name: "web", Format: datav1alpha1.FormatMDS},

@@ -280,7 +280,7 @@ func newIndexCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.unit, "unit", "", "for megatron: what a sample is, a document (default) or a sequence")
 	cmd.Flags().Int64Var(&o.blockSize, "block-size", 0, "for litdata written with LitData's TokensLoader: the tokens of a sample (its block_size)")
 	cmd.Flags().StringVar(&o.shards, "shards", "", `a brace pattern of the objects under URI to index, as WebDataset names shard sets ("shards-{000000..012345}.tar"); each must exist`)
-	cmd.Flags().IntVar(&o.concurrency, "concurrency", 0, "for webdataset: how many tars to read at once (default 16)")
+	cmd.Flags().IntVar(&o.concurrency, "concurrency", 0, "how many objects to read at once (default 16; webdataset's tars through their headers)")
 	cmd.Flags().IntVar(&o.listParallel, "list-parallel", 16, "directories of the stream's tree listed at once (each a request stream of its own)")
 	cmd.Flags().StringVar(&o.objectList, "object-list", "", "a file of the stream's objects (keys and sizes) read instead of listing its prefix: an S3 Inventory report's CSV data file, or rows of key,size (keys as the bucket names them; others are skipped)")
 	cmd.Flags().StringVar(&o.indexForm, "index-form", string(index.FormAuto), fmt.Sprintf("the form of the index written: json (%s), compact (%s, read in parts), or auto: compact above %d shards", index.Key, index.CompactKey, index.CompactAbove))
@@ -1026,20 +1026,36 @@ func progressPrinter(w io.Writer) func(done, total int, object string) {
 	if f, ok := w.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
 	}
+	start := time.Now()
 	return func(done, total int, object string) {
+		rate := progressRate(done, total, time.Since(start))
 		switch {
 		case tty:
 			const width = 30
 			filled := width * done / max(total, 1)
 			bar := strings.Repeat("=", filled) + strings.Repeat(" ", width-filled)
-			_, _ = fmt.Fprintf(w, "\r\033[K[%s] %d/%d %s", bar, done, total, object)
+			_, _ = fmt.Fprintf(w, "\r\033[K[%s] %d/%d%s %s", bar, done, total, rate, object)
 			if done == total {
 				_, _ = fmt.Fprintln(w)
 			}
 		case done == total || done%max(1, total/10) == 0:
-			_, _ = fmt.Fprintf(w, "indexed %d/%d objects\n", done, total)
+			_, _ = fmt.Fprintf(w, "indexed %d/%d objects%s\n", done, total, rate)
 		}
 	}
+}
+
+// progressRate says how fast objects are indexed and when the last will
+// be, once there is a second of them to go by.
+func progressRate(done, total int, took time.Duration) string {
+	if done == 0 || took < time.Second {
+		return ""
+	}
+	perSecond := float64(done) / took.Seconds()
+	if done == total {
+		return fmt.Sprintf(" (%.0f/s, %s)", perSecond, took.Round(time.Second))
+	}
+	eta := time.Duration(float64(total-done) / perSecond * float64(time.Second))
+	return fmt.Sprintf(" (%.0f/s, %s left)", perSecond, eta.Round(time.Second))
 }
 
 // parseBytes reads sizes like 64MiB, 64Mi, 1GB, 512k or 1048576.

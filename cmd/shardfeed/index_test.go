@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
@@ -502,6 +503,25 @@ func mustHave(t *testing.T, s string, subs ...string) {
 	for _, sub := range subs {
 		if !strings.Contains(s, sub) {
 			t.Errorf("%q does not say %q", s, sub)
+		}
+	}
+}
+
+func TestProgressRateSaysHowFastAndWhen(t *testing.T) {
+	tests := []struct {
+		done, total int
+		took        time.Duration
+		want        string
+	}{
+		{0, 100, 5 * time.Second, ""},
+		{10, 100, 500 * time.Millisecond, ""},
+		{10, 100, 2 * time.Second, " (5/s, 18s left)"},
+		{250, 1000, 10 * time.Second, " (25/s, 30s left)"},
+		{1000, 1000, 40 * time.Second, " (25/s, 40s)"},
+	}
+	for _, tt := range tests {
+		if got := progressRate(tt.done, tt.total, tt.took); got != tt.want {
+			t.Errorf("progressRate(%d, %d, %s) = %q, want %q", tt.done, tt.total, tt.took, got, tt.want)
 		}
 	}
 }

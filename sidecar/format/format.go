@@ -132,6 +132,16 @@ type Indexer interface {
 	IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts IndexOptions) error
 }
 
+// Merger is an Indexer whose objects' indexes say more of the stream than
+// their shards (a text stream's schema, inferred from each object): the
+// objects are indexed at once, each into an index of its own that starts
+// as the stream's first object's, and Merge folds each into the stream's
+// in key order. An Indexer that is not one adds nothing to that head but
+// its shards.
+type Merger interface {
+	Merge(dst, obj *index.File) error
+}
+
 // StreamIndexer is an Indexer that indexes a stream's objects together
 // (many at once, through ranged reads of their headers) rather than one
 // after another: Registry.Index hands it every object it would have
@@ -201,8 +211,8 @@ type IndexOptions struct {
 	// BlockSize is the tokens of a sample of a litdata stream written
 	// with LitData's TokensLoader (its block_size); 0 for any other.
 	BlockSize int64
-	// Concurrency bounds the objects a StreamIndexer reads at once (0:
-	// its default).
+	// Concurrency bounds the objects read at once (0: a StreamIndexer's
+	// default, else DefaultIndexConcurrency).
 	Concurrency int
 	// Shards, if set, is a brace pattern of the stream's objects under
 	// its prefix ("shards-{000000..000999}.tar"), as WebDataset names
@@ -370,17 +380,8 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 		}
 		return out, nil
 	}
-	for i, o := range files {
-		first := len(out.Shards)
-		if err := ix.IndexObject(ctx, st, o.Object, out, opts); err != nil {
-			return nil, err
-		}
-		for k := first; k < len(out.Shards); k++ {
-			out.Shards[k].Partition = o.values
-		}
-		if opts.Progress != nil {
-			opts.Progress(i+1, len(files), o.Key)
-		}
+	if err := indexEach(ctx, st, ix, files, out, opts); err != nil {
+		return nil, err
 	}
 	if out.Partitions != nil {
 		// A column of the files named as a partition column is refused

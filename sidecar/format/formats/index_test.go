@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,6 +109,68 @@ func TestBuildRefusesWhatItCannotIndex(t *testing.T) {
 	for _, tt := range tests {
 		if _, err := Default().Index(ctx, st, tt.format, tt.opts); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Build(%s) = %v, want %q", tt.format, err, tt.want)
+		}
+	}
+}
+
+// Objects indexed at once give the index of objects indexed one after
+// another, into one index: the same shards in key order, and the same
+// schema widened object by object (new columns in the order they come).
+func TestIndexingAtOnceGivesTheIndexOfOneAfterAnother(t *testing.T) {
+	dir := t.TempDir()
+	var keys []string
+	for k := range 40 {
+		var b strings.Builder
+		if k >= 2 { // two empty objects first: no shard, no schema
+			for i := range 20 + k {
+				switch k % 4 {
+				case 0:
+					fmt.Fprintf(&b, "{\"id\": %d, \"x\": %d}\n", i, i)
+				case 1:
+					fmt.Fprintf(&b, "{\"id\": %d, \"x\": %d.5, \"c%d\": \"v\"}\n", i, i, k%7)
+				case 2:
+					fmt.Fprintf(&b, "{\"id\": %d, \"c%d\": %d}\n", i, k%5, i)
+				default:
+					fmt.Fprintf(&b, "{\"id\": %d, \"x\": null, \"y\": [%d]}\n", i, i)
+				}
+			}
+		}
+		key := fmt.Sprintf("part-%03d.jsonl", k)
+		keys = append(keys, key)
+		if err := os.WriteFile(filepath.Join(dir, key), []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := format.IndexOptions{ShardBytes: 300, Hash: "xxh64"}
+	want := &index.File{Shardfeed: index.Version, Format: datav1alpha1.FormatJSONL}
+	ix := Default()[datav1alpha1.FormatJSONL].(format.Indexer)
+	for _, key := range keys {
+		o, err := st.Stat(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ix.IndexObject(ctx, st, o, want, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, workers := range []int{1, 3, 16} {
+		opts.Concurrency = workers
+		var done []int
+		opts.Progress = func(n, total int, _ string) { done = append(done, n) }
+		got, err := Default().Index(ctx, st, datav1alpha1.FormatJSONL, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d at once: schema %v and %d shards, one after another: %v and %d", workers, got.Schema, len(got.Shards), want.Schema, len(want.Shards))
+		}
+		if !slices.IsSorted(done) || len(done) != len(keys) || done[len(done)-1] != len(keys) {
+			t.Fatalf("%d at once: progress %v", workers, done)
 		}
 	}
 }

@@ -119,6 +119,16 @@ func (t *Format) indexObject(ctx context.Context, st store.Store, o store.Object
 
 // mergeSchema widens the stream's schema with one object's; CSV objects
 // must have the same columns.
+// Merge implements format.Merger: an object's inferred schema widens the
+// stream's, its shards follow the stream's.
+func (t *Format) Merge(dst, obj *index.File) error {
+	if err := t.mergeSchema(dst, obj.Schema); err != nil {
+		return err
+	}
+	dst.Shards = append(dst.Shards, obj.Shards...)
+	return nil
+}
+
 func (t *Format) mergeSchema(f *index.File, fields []index.Field) error {
 	if f.Schema == nil {
 		f.Schema = fields

@@ -58,10 +58,31 @@ type StreamIndex struct {
 	// rows in each bucket: the same shards, each with its rows in the
 	// bucket, filtered by the bucket's selection. The plan's lanes.
 	Buckets []StreamIndex `json:"-"`
+	// Summary, for an index read as its header says it and no more (a
+	// compact index's), stands for Shards, which is then empty: a plan of
+	// it has its fingerprint, counts and steps, and no epoch.
+	Summary *Summary `json:"-"`
+}
+
+// Summary is what an index's header says of its shards.
+type Summary struct {
+	Shards, Samples, Bytes, MaxShardBytes int64
+	ContentHash                          string
+}
+
+// Len returns the number of shards.
+func (x StreamIndex) Len() int64 {
+	if x.Summary != nil {
+		return x.Summary.Shards
+	}
+	return int64(len(x.Shards))
 }
 
 // Samples returns the number of samples in the stream.
 func (x StreamIndex) Samples() int64 {
+	if x.Summary != nil {
+		return x.Summary.Samples
+	}
 	var n int64
 	for _, s := range x.Shards {
 		n += s.Samples
@@ -71,6 +92,9 @@ func (x StreamIndex) Samples() int64 {
 
 // Bytes returns the number of bytes of the stream's shards.
 func (x StreamIndex) Bytes() int64 {
+	if x.Summary != nil {
+		return x.Summary.Bytes
+	}
 	var n int64
 	for _, s := range x.Shards {
 		n += s.Bytes
@@ -80,6 +104,9 @@ func (x StreamIndex) Bytes() int64 {
 
 // MaxShardBytes returns the size of the largest shard.
 func (x StreamIndex) MaxShardBytes() int64 {
+	if x.Summary != nil {
+		return x.Summary.MaxShardBytes
+	}
 	var n int64
 	for _, s := range x.Shards {
 		n = max(n, s.Bytes)
@@ -90,6 +117,9 @@ func (x StreamIndex) MaxShardBytes() int64 {
 // ContentHash identifies the index: two indexes with the same shards (names,
 // sample counts, sizes and hashes, in order) have the same content hash.
 func (x StreamIndex) ContentHash() string {
+	if x.Summary != nil {
+		return x.Summary.ContentHash
+	}
 	h := sha256.New()
 	var buf [8]byte
 	put := func(v int64) {
@@ -283,6 +313,12 @@ func (p *Params) streamCounts() ([]int64, error) {
 			return nil, fieldErr(field+".name", "%q is also the name of spec.streams[%d]: stream names must be unique", s.Name, j)
 		}
 		names[s.Name] = i
+		if sum := s.Index.Summary; sum != nil {
+			if len(s.Index.Shards) > 0 || sum.Samples < 0 || sum.Bytes < 0 || sum.Samples > maxSamples || s.Index.Filter != "" || s.Index.Packing != "" || s.Index.Buckets != nil {
+				return nil, fieldErr(field, "stream %q: a summary of its index stands for its shards alone, with non-negative counts, and no filter, packing or buckets", s.Name)
+			}
+			sizes[i] = sum.Samples
+		}
 		for h, sh := range s.Index.Shards {
 			if sh.Samples < 0 || sh.Bytes < 0 {
 				return nil, fieldErr(field, "stream %q: shard %d (%s) has a negative sample count or size in its index: rebuild the index", s.Name, h, sh.Name)
@@ -292,10 +328,10 @@ func (p *Params) streamCounts() ([]int64, error) {
 			}
 		}
 		if sizes[i] == 0 && s.Index.Filter != "" {
-			return nil, fieldErr(field+".filter", "stream %q: the filter matches no row of its %d shards: loosen the filter, or leave the stream out", s.Name, len(s.Index.Shards))
+			return nil, fieldErr(field+".filter", "stream %q: the filter matches no row of its %d shards: loosen the filter, or leave the stream out", s.Name, s.Index.Len())
 		}
 		if sizes[i] == 0 {
-			return nil, fieldErr(field, "stream %q has no samples: its index lists %d shards and none has a sample; check the source URI", s.Name, len(s.Index.Shards))
+			return nil, fieldErr(field, "stream %q has no samples: its index lists %d shards and none has a sample; check the source URI", s.Name, s.Index.Len())
 		}
 		if total += sizes[i]; total > maxSamples {
 			return nil, fieldErr("spec.streams", "the streams hold more than 2^60 samples together")

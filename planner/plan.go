@@ -37,6 +37,8 @@ type Plan struct {
 	// h, with the stream size at the end.
 	shardFirst    [][]int64
 	maxShardBytes int64
+	// summarized is a plan of a StreamIndex.Summary: no epoch.
+	summarized bool
 	fingerprint   Fingerprint
 	// order is how the epochs order the samples (order.go).
 	order order
@@ -71,7 +73,13 @@ func newPlan(p Params) (*Plan, error) {
 	var offset int64
 	for s, st := range p.Streams {
 		pl.streamOffset[s] = offset
-		pl.shardBase[s+1] = pl.shardBase[s] + int64(len(st.Index.Shards))
+		pl.shardBase[s+1] = pl.shardBase[s] + st.Index.Len()
+		if sum := st.Index.Summary; sum != nil {
+			pl.summarized = true
+			pl.maxShardBytes = max(pl.maxShardBytes, sum.MaxShardBytes)
+			offset += sum.Samples
+			continue
+		}
 		first := make([]int64, len(st.Index.Shards)+1)
 		for h, sh := range st.Index.Shards {
 			first[h+1] = first[h] + sh.Samples
@@ -98,8 +106,19 @@ func newPlan(p Params) (*Plan, error) {
 	if pl.order, err = newOrder(pl); err != nil {
 		return nil, err
 	}
+	if _, random := pl.order.(*randomOrder); pl.summarized && !random {
+		return nil, fieldErr("spec", "a plan of index summaries (compact indexes read by their headers) orders its samples at random only: the dataset's order needs every shard's counts")
+	}
 	return pl, nil
 }
+
+// Summarized says whether the plan was made of index summaries (a compact
+// index's header, StreamIndex.Summary): it has its fingerprint, counts and
+// steps, and no epoch.
+func (pl *Plan) Summarized() bool { return pl.summarized }
+
+// errSummarized is an epoch of a summarized plan.
+var errSummarized = fieldErr("spec.streams", "the plan was made of the indexes' summaries (their headers), which have no shards to order: read the indexes whole")
 
 // Params returns the parameters the plan was built from.
 func (pl *Plan) Params() Params { return pl.params }
@@ -182,6 +201,9 @@ type EpochPlan struct {
 func (pl *Plan) Epoch(e int64) (*EpochPlan, error) {
 	if e < 0 {
 		return nil, fieldErr("epoch", "must be at least 0, got %d", e)
+	}
+	if pl.summarized {
+		return nil, errSummarized
 	}
 	o, err := pl.order.epoch(e)
 	if err != nil {

@@ -82,8 +82,10 @@ type indexOptions struct {
 	objectList, objectListForm string
 	// indexForm is the form of the index written (index.Form).
 	indexForm string
-	objects   []store.Object
-	out       io.Writer
+	// appendTo indexes only the objects the index there does not list.
+	appendTo bool
+	objects  []store.Object
+	out      io.Writer
 	// specSchema is a manifest stream's column types (webdataset).
 	specSchema []index.Field
 	// tokenize is a manifest stream's tokenization (its own or the
@@ -283,6 +285,7 @@ func newIndexCommand() *cobra.Command {
 	cmd.Flags().IntVar(&o.concurrency, "concurrency", 0, "how many objects to read at once (default 16; webdataset's tars through their headers)")
 	cmd.Flags().IntVar(&o.listParallel, "list-parallel", 16, "directories of the stream's tree listed at once (each a request stream of its own)")
 	cmd.Flags().StringVar(&o.objectList, "object-list", "", "a file of the stream's objects (keys and sizes) read instead of listing its prefix: an S3 Inventory report's CSV data file, or rows of key,size (keys as the bucket names them; others are skipped)")
+	cmd.Flags().BoolVar(&o.appendTo, "append", false, "index only the objects the stream's index does not list yet, their shards after its own (which stay as they are); a new index, so a new plan fingerprint")
 	cmd.Flags().StringVar(&o.indexForm, "index-form", string(index.FormAuto), fmt.Sprintf("the form of the index written: json (%s), compact (%s, read in parts), or auto: compact above %d shards", index.Key, index.CompactKey, index.CompactAbove))
 	cmd.Flags().StringVar(&o.objectListForm, "object-list-form", string(objectlist.CSV), "the object list's form: csv (key,size) or s3-inventory-csv")
 	cmd.Flags().StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
@@ -352,35 +355,9 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 			return err
 		}
 	default:
-		opts.Table = o.table.options(source)
-		if lt, err := o.lance.options(o.kind); err != nil || lt != nil {
-			if err != nil {
-				return err
-			}
-			opts.Table = lt
-		}
-		var counts store.Counts
-		f, err := formats.Default().Index(ctx, o.listing(store.Counted(st, &counts)), o.kind, opts)
-		if err != nil {
+		if l, err = o.indexStream(ctx, cmd, st, ist, source, opts, verb, start); err != nil {
 			return err
 		}
-		key, err := o.writeIndex(ctx, ist, f)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(out, "%s %s%s: %d shards, %d samples (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key, len(f.Shards), f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
-			return err
-		}
-		printCost(out, f, &counts)
-		if keys := hiveKeys(f); opts.Partitions == nil && len(keys) > 0 {
-			fix := "index with --hive to read them as columns"
-			if k := o.kind; k != datav1alpha1.FormatParquet && k != datav1alpha1.FormatORC {
-				fix = "--hive reads Parquet and ORC trees: put the values in the records, or convert the tree to Parquet and index that with --hive"
-			}
-			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "note: every object is under key=value folders (%s): their values are not columns of this index; %s\n",
-				strings.Join(keys, ", "), fix)
-		}
-		l = f.Layout()
 	}
 	data, err := dataStore(ctx, st, source, l)
 	if err != nil {
@@ -486,6 +463,69 @@ func dataStore(ctx context.Context, st store.Store, source store.Source, l *inde
 // source is the stream's source: from the manifest's stream (which also
 // gives the format, the index's place, the table, the partitions and the
 // filter), or from URI and the flags.
+// indexStream indexes the stream's objects and writes its index: all of
+// them, or (--append) those the index there does not list yet. A long run
+// keeps checkpoints beside the index, which the same command run again
+// goes on from.
+func (o *indexOptions) indexStream(ctx context.Context, cmd *cobra.Command, st, ist store.Store, source store.Source, opts format.IndexOptions, verb string, start time.Time) (*index.Layout, error) {
+	out := o.out
+	opts.Table = o.table.options(source)
+	if lt, err := o.lance.options(o.kind); err != nil || lt != nil {
+		if err != nil {
+			return nil, err
+		}
+		opts.Table = lt
+	}
+	var before int
+	if o.appendTo {
+		l, err := index.ReadStoreLayout(ctx, ist)
+		if err != nil {
+			return nil, fmt.Errorf("--append: %w", err)
+		}
+		f, ok := l.Native.(*index.File)
+		if !ok || f.Format != o.kind {
+			return nil, fmt.Errorf("--append adds to a shardfeed index of a %s stream, and %s holds %s's: index the stream without --append", o.kind, ist.URI(), l.Format)
+		}
+		opts.Append, before = f, len(f.Shards)
+	}
+	var cp *index.Checkpoint
+	if !o.dryRun {
+		cp = &index.Checkpoint{Store: ist, Options: opts.Key(o.kind), Note: opts.Note}
+		opts.Checkpoints = cp
+	}
+	var counts store.Counts
+	f, err := formats.Default().Index(ctx, o.listing(store.Counted(st, &counts)), o.kind, opts)
+	if err != nil {
+		return nil, err
+	}
+	key, err := o.writeIndex(ctx, ist, f)
+	if err != nil {
+		return nil, err
+	}
+	if cp != nil {
+		if err := cp.Remove(ctx); err != nil {
+			return nil, fmt.Errorf("removing the checkpoint of the index written: %w", err)
+		}
+	}
+	added := ""
+	if opts.Append != nil {
+		added = fmt.Sprintf(", %d of them new", len(f.Shards)-before)
+	}
+	if _, err := fmt.Fprintf(out, "%s %s%s: %d shards%s, %d samples (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key, len(f.Shards), added, f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
+		return nil, err
+	}
+	printCost(out, f, &counts)
+	if keys := hiveKeys(f); opts.Partitions == nil && len(keys) > 0 {
+		fix := "index with --hive to read them as columns"
+		if k := o.kind; k != datav1alpha1.FormatParquet && k != datav1alpha1.FormatORC {
+			fix = "--hive reads Parquet and ORC trees: put the values in the records, or convert the tree to Parquet and index that with --hive"
+		}
+		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "note: every object is under key=value folders (%s): their values are not columns of this index; %s\n",
+			strings.Join(keys, ", "), fix)
+	}
+	return f.Layout(), nil
+}
+
 // writeIndex writes the index in the form asked for, unless a dry run:
 // the key it is (or would be) at.
 func (o *indexOptions) writeIndex(ctx context.Context, ist store.Store, f *index.File) (string, error) {
@@ -500,6 +540,9 @@ func (o *indexOptions) writeIndex(ctx context.Context, ist store.Store, f *index
 func (o *indexOptions) checkFlags() error {
 	if (len(o.buckets) > 0 || len(o.aspectRatios) > 0) && o.lengths == "" {
 		return errors.New("--buckets and --aspect-ratios cut the samples by their lengths: give --lengths COLUMN")
+	}
+	if o.appendTo && (o.selectionOnly || o.kind == datav1alpha1.FormatMDS) {
+		return errors.New("--append adds new objects' shards to a shardfeed index: not with --selection-only, nor to an MDS stream (MDS writes its own index)")
 	}
 	if !slices.Contains(index.Forms, index.Form(o.indexForm)) {
 		return fmt.Errorf("--index-form %q is not one of auto, json, compact", o.indexForm)

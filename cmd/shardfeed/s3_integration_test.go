@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -20,6 +21,9 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/minio/minio-go/v7"
 
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 )
 
@@ -213,5 +217,75 @@ func TestIntegrationIndexFromAnInventoryWithoutListing(t *testing.T) {
 	if out, err := runCLI(t, "index", uri, "--endpoint", endpoint, "--insecure", "--credentials-dir", creds, "--object-list", list, "--object-list-form", "s3-inventory-csv"); err == nil ||
 		!strings.Contains(out+err.Error(), `row 1: an object of bucket "another"`) {
 		t.Fatalf("an inventory of another bucket: %v\n%s", err, out)
+	}
+}
+
+// A stream indexed compact on S3 reads back as its JSON index, with its
+// content hash; --append indexes only the new objects, and the shards
+// indexed before stay as they were.
+func TestIntegrationIndexCompactAndAppendOnS3(t *testing.T) {
+	ctx := context.Background()
+	bucket := minioServer.Bucket(t)
+	put := func(names ...string) {
+		for i, name := range names {
+			data := parquetFile(t, i*1000, 150, 75)
+			if _, err := minioServer.Client.PutObject(ctx, bucket, name, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put("web/a.parquet", "web/c.parquet", "web/e.parquet")
+	creds := minioServer.CredentialsDir(t)
+	src := store.Source{URI: "s3://" + bucket + "/web/", Endpoint: "http://" + minioServer.Endpoint, Insecure: true, CredentialsDir: creds}
+	st, err := stores.Open(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		out, err := runCLI(t, append([]string{"index", src.URI, "--endpoint", src.Endpoint, "--insecure", "--credentials-dir", creds}, args...)...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return out
+	}
+	exists := func(key string) bool {
+		_, err := st.Stat(ctx, key)
+		return err == nil
+	}
+	read := func() *index.File {
+		l, _, err := index.ReadStoreIndex(ctx, st, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Native.(*index.File)
+	}
+	run("--index-form", "json")
+	asJSON := read()
+	if out := run("--index-form", "compact"); !strings.Contains(out, "_shardfeed/index.sfi: 6 shards") || !exists(index.CompactKey) || exists(index.Key) {
+		t.Fatalf("index --index-form compact:\n%s", out)
+	}
+	compact := read()
+	if !reflect.DeepEqual(compact, asJSON) || compact.StreamIndex().ContentHash() != asJSON.StreamIndex().ContentHash() {
+		t.Fatal("the compact index does not read back as the JSON index")
+	}
+
+	put("web/b.parquet", "web/f.parquet")
+	if out := run("--append", "--index-form", "compact"); !strings.Contains(out, "10 shards, 4 of them new") {
+		t.Fatalf("index --append:\n%s", out)
+	}
+	appended := read()
+	if !reflect.DeepEqual(appended.Shards[:6], compact.Shards) || appended.Shards[6].Object != "b.parquet" || appended.Shards[9].Object != "f.parquet" {
+		t.Fatalf("appended: %+v", appended.Shards)
+	}
+	if exists(index.CheckpointMetaKey) || exists(index.CheckpointKey) {
+		t.Fatal("a checkpoint is left beside a written index")
+	}
+	data := parquetFile(t, 0, 170, 100) // c rewritten, with 170 rows
+	if _, err := minioServer.Client.PutObject(ctx, bucket, "web/c.parquet", bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, "index", src.URI, "--endpoint", src.Endpoint, "--insecure", "--credentials-dir", creds, "--append"); err == nil ||
+		!strings.Contains(out+err.Error(), "index the stream again, without --append") {
+		t.Fatalf("append over a rewritten object: %v\n%s", err, out)
 	}
 }

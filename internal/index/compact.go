@@ -18,6 +18,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/planner"
 )
 
 // The compact form of a shardfeed index (docs/formats.md, "The compact
@@ -71,7 +72,11 @@ type compactMeta struct {
 	Shards      int64  `json:"shards"`
 	Samples     int64  `json:"samples"`
 	ContentHash string `json:"contentHash"`
-	BlockSize   int64  `json:"blockSize"`
+	// Bytes and MaxShardBytes are the planner's: the bytes a pod fetches
+	// for the shards, and for the largest shard that has a sample.
+	Bytes         int64 `json:"bytes"`
+	MaxShardBytes int64 `json:"maxShardBytes"`
+	BlockSize     int64 `json:"blockSize"`
 	// Names is a name rule, or "" for NameTable.
 	Names     string          `json:"names,omitempty"`
 	NameTable *compactStrings `json:"nameTable,omitempty"`
@@ -170,7 +175,7 @@ func EncodeCompact(f *File) ([]byte, error) {
 	n := len(f.Shards)
 	w := &compactWriter{blockSize: CompactBlockSize}
 	x := f.StreamIndex()
-	meta := &compactMeta{Shards: int64(n), Samples: x.Samples(), ContentHash: x.ContentHash(), BlockSize: w.blockSize}
+	meta := &compactMeta{Shards: int64(n), Samples: x.Samples(), ContentHash: x.ContentHash(), Bytes: x.Bytes(), MaxShardBytes: maxShardBytes(x), BlockSize: w.blockSize}
 
 	meta.Names = nameRule(f.Shards)
 	if meta.Names == "" {
@@ -424,6 +429,26 @@ func (r *CompactReader) Samples() int64 { return r.meta.Samples }
 // says (planner.StreamIndex.ContentHash).
 func (r *CompactReader) ContentHash() string { return r.meta.ContentHash }
 
+// Summary is the planner's view of the index as its header says it: its
+// counts and content hash, and no shard (planner.StreamIndex.Summary).
+func (r *CompactReader) Summary() planner.StreamIndex {
+	x := r.File.StreamIndex()
+	x.Summary = &planner.Summary{Shards: r.meta.Shards, Samples: r.meta.Samples, Bytes: r.meta.Bytes,
+		MaxShardBytes: r.meta.MaxShardBytes, ContentHash: r.meta.ContentHash}
+	return x
+}
+
+// maxShardBytes is the planner's largest shard: of those with a sample.
+func maxShardBytes(x planner.StreamIndex) int64 {
+	var most int64
+	for _, s := range x.Shards {
+		if s.Samples > 0 {
+			most = max(most, s.Bytes)
+		}
+	}
+	return most
+}
+
 // compactError is a malformed compact index.
 func compactError(format string, args ...any) error {
 	return fmt.Errorf("compact shardfeed index: "+format+"; re-run shardfeed index", args...)
@@ -512,8 +537,8 @@ func (r *CompactReader) checkMeta() error {
 		// claims more is not to be believed with an allocation.
 		return compactError("%d shards in %d bytes of columns", m.Shards, r.size)
 	}
-	if m.Samples < 0 {
-		return compactError("samples %d is negative", m.Samples)
+	if m.Samples < 0 || m.Bytes < 0 || m.MaxShardBytes < 0 || m.MaxShardBytes > m.Bytes {
+		return compactError("samples %d, bytes %d and maxShardBytes %d are not counts of its shards", m.Samples, m.Bytes, m.MaxShardBytes)
 	}
 	if m.BlockSize < 1<<10 || m.BlockSize > 64<<20 {
 		return compactError("block size %d is not in [1 KiB, 64 MiB]", m.BlockSize)
@@ -815,6 +840,9 @@ func (r *CompactReader) ReadAll() (*File, error) {
 	}
 	if got := x.Samples(); got != r.meta.Samples {
 		return nil, compactError("its shards hold %d samples, its header says %d", got, r.meta.Samples)
+	}
+	if b, most := x.Bytes(), maxShardBytes(x); b != r.meta.Bytes || most != r.meta.MaxShardBytes {
+		return nil, compactError("its shards are %d bytes, the largest %d, its header says %d and %d", b, most, r.meta.Bytes, r.meta.MaxShardBytes)
 	}
 	return &f, nil
 }

@@ -209,28 +209,64 @@ func humanBytes(n int64) string {
 // (nil for a plain list of shards, which plans but cannot be served:
 // NoLayout says why).
 func ReadStoreIndex(ctx context.Context, st store.Store, maxBytes int64) (*Layout, planner.StreamIndex, error) {
-	return readStoreIndex(ctx, st, maxBytes, Key, CompactKey, FileName)
+	return readStoreIndex(ctx, st, maxBytes, false, Key, CompactKey, FileName)
 }
 
 // ReadStoreIndexOf is ReadStoreIndex for a stream of format kind: an MDS
 // stream's index is MDS's own, in the prefix itself, so it is looked for
 // there first (one request, not a miss under Dir before it).
 func ReadStoreIndexOf(ctx context.Context, st store.Store, maxBytes int64, kind datav1alpha1.ShardFormat) (*Layout, planner.StreamIndex, error) {
-	if kind == datav1alpha1.FormatMDS || kind == "" {
-		return readStoreIndex(ctx, st, maxBytes, FileName, Key, CompactKey)
-	}
-	if kind == datav1alpha1.FormatLitData { // the prefix's own index.json is LitData's, not ours
-		return readStoreIndex(ctx, st, maxBytes, Key, CompactKey)
-	}
-	return readStoreIndex(ctx, st, maxBytes, Key, CompactKey, FileName)
+	return readStoreIndex(ctx, st, maxBytes, false, keysOf(kind)...)
 }
 
-func readStoreIndex(ctx context.Context, st store.Store, maxBytes int64, keys ...string) (*Layout, planner.StreamIndex, error) {
-	data, key, err := readStore(ctx, st, maxBytes, keys)
-	if err != nil {
-		return nil, planner.StreamIndex{}, err
+// ReadStoreSummaryOf is ReadStoreIndexOf for a reader that plans and
+// serves nothing (the operator): a compact index is read by its header
+// alone, at most maxBytes of it; its layout has no shards and its planner
+// view is the header's Summary. Other forms are read whole.
+func ReadStoreSummaryOf(ctx context.Context, st store.Store, maxBytes int64, kind datav1alpha1.ShardFormat) (*Layout, planner.StreamIndex, error) {
+	return readStoreIndex(ctx, st, maxBytes, true, keysOf(kind)...)
+}
+
+// keysOf are the keys a stream's index may be at, in the order looked at:
+// an MDS stream's index is MDS's own, in the prefix itself, so it is
+// looked for there first (one request, not a miss under Dir before it).
+func keysOf(kind datav1alpha1.ShardFormat) []string {
+	switch kind {
+	case datav1alpha1.FormatMDS, "":
+		return []string{FileName, Key, CompactKey}
+	case datav1alpha1.FormatLitData: // the prefix's own index.json is LitData's, not ours
+		return []string{Key, CompactKey}
 	}
-	where := objectURI(st, key)
+	return []string{Key, CompactKey, FileName}
+}
+
+func readStoreIndex(ctx context.Context, st store.Store, maxBytes int64, summary bool, keys ...string) (*Layout, planner.StreamIndex, error) {
+	for _, key := range keys {
+		if summary && key == CompactKey {
+			r, err := OpenCompact(ctx, st, key, maxBytes)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, planner.StreamIndex{}, err
+			}
+			x := r.Summary()
+			return &Layout{Format: r.File.Format, Index: x, Native: r.File}, x, nil
+		}
+		data, err := readObject(ctx, st, key, maxBytes)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, planner.StreamIndex{}, err
+		}
+		return parseStoreIndex(data, objectURI(st, key))
+	}
+	return nil, planner.StreamIndex{}, missingIndex(store.ErrNotFound, st, keys)
+}
+
+// parseStoreIndex parses an index read from where.
+func parseStoreIndex(data []byte, where string) (*Layout, planner.StreamIndex, error) {
 	l, err := readLayout(data)
 	if err == nil {
 		return l, l.Index, nil
@@ -263,18 +299,6 @@ func ReadStoreLayout(ctx context.Context, st store.Store) (*Layout, error) {
 		err = NoLayout(st)
 	}
 	return l, err
-}
-
-// readStore reads the first of keys that exists: the data and its key.
-func readStore(ctx context.Context, st store.Store, maxBytes int64, keys []string) ([]byte, string, error) {
-	var err error
-	for _, key := range keys {
-		var data []byte
-		if data, err = readObject(ctx, st, key, maxBytes); !errors.Is(err, store.ErrNotFound) {
-			return data, key, err
-		}
-	}
-	return nil, "", missingIndex(err, st, keys)
 }
 
 // readObject reads the object at key whole, at most maxBytes of it (0:

@@ -18,7 +18,9 @@ package format
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -218,6 +220,44 @@ type IndexOptions struct {
 	// its prefix ("shards-{000000..000999}.tar"), as WebDataset names
 	// shard sets: those objects alone are indexed, and each must exist.
 	Shards string
+	// Checkpoints, if set, keep the progress of a long index of objects
+	// indexed one by one, and give it back to a run after an interruption.
+	Checkpoints Checkpointer
+	// Append, if set, is the stream's index: only the objects it does not
+	// list are indexed, their shards after its own, which stay as they are.
+	Append *index.File
+}
+
+// Checkpointer keeps the index of a stream's first objects (index.Checkpoint).
+type Checkpointer interface {
+	// Load returns the index of the first n of objects an earlier run
+	// kept, or nil and 0.
+	Load(ctx context.Context, objects []store.Object) (*index.File, int, error)
+	// Save keeps f, the index of the objects done, when it is time to
+	// (now: whenever).
+	Save(ctx context.Context, f *index.File, done []store.Object, now bool) error
+}
+
+// Key identifies the index the options make of a stream of kind: a
+// checkpoint of other options is not resumed.
+func (o IndexOptions) Key(kind datav1alpha1.ShardFormat) string {
+	appendTo := ""
+	if o.Append != nil {
+		appendTo = o.Append.StreamIndex().ContentHash()
+	}
+	data, _ := json.Marshal(struct {
+		Kind       datav1alpha1.ShardFormat
+		Hash       string
+		ShardBytes int64
+		Schema     []index.Field
+		Partitions *PartitionOptions
+		Unit       string
+		BlockSize  int64
+		Shards     string
+		Append     string
+	}{kind, o.Hash, o.ShardBytes, o.Schema, o.Partitions, o.Unit, o.BlockSize, o.Shards, appendTo})
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // Registry finds formats by kind.
@@ -312,13 +352,10 @@ func isIndexer(f Format) bool {
 func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.ShardFormat, opts IndexOptions) (*index.File, error) {
 	f, ok := r[kind]
 	if tx, isTable := f.(TableIndexer); ok && isTable {
-		if opts.Hash == "" {
-			opts.Hash = "xxh64"
+		if opts.Append != nil {
+			return nil, fmt.Errorf("--append: a %s stream's index is of one version of its table: index it again", kind)
 		}
-		if opts.ShardBytes <= 0 {
-			opts.ShardBytes = 64 << 20
-		}
-		if _, err := checksum.Of(opts.Hash, nil); err != nil {
+		if err := opts.defaults(); err != nil {
 			return nil, err
 		}
 		return tx.IndexTable(ctx, st, opts)
@@ -330,13 +367,7 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 	if opts.Table != nil {
 		return nil, fmt.Errorf("shardfeed index: a table (--table) is for a table format, and %s is not one", kind)
 	}
-	if opts.Hash == "" {
-		opts.Hash = "xxh64"
-	}
-	if opts.ShardBytes <= 0 {
-		opts.ShardBytes = 64 << 20
-	}
-	if _, err := checksum.Of(opts.Hash, nil); err != nil {
+	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
 	exts := ix.Suffixes()
@@ -370,18 +401,25 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s holds no %s objects (%s)", st.URI(), kind, strings.Join(exts, ", "))
 	}
+	if opts.Append != nil {
+		var err error
+		if files, out, err = appendTo(kind, files, &opts, keep, st.URI()); err != nil || len(files) == 0 {
+			return out, err
+		}
+	}
 	if sx, ok := ix.(StreamIndexer); ok && opts.Partitions == nil {
-		objs := make([]store.Object, len(files))
-		for i, o := range files {
-			objs[i] = o.Object
-		}
-		if err := sx.IndexObjects(ctx, st, objs, out, opts); err != nil {
-			return nil, err
-		}
-		return out, nil
+		return indexTogether(ctx, st, sx, objectsOf(files), out, opts)
 	}
 	if err := indexEach(ctx, st, ix, files, out, opts); err != nil {
+		if opts.Append != nil {
+			return nil, fmt.Errorf("--append: %w (a new object must fit the stream's index as it is; or index the stream again, without --append)", err)
+		}
 		return nil, err
+	}
+	if opts.Append != nil {
+		if err := sameHead(out, opts.Append); err != nil {
+			return nil, err
+		}
 	}
 	if out.Partitions != nil {
 		// A column of the files named as a partition column is refused
@@ -390,6 +428,36 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 			return nil, err
 		}
 	}
+	return out, nil
+}
+
+// defaults sets the hash and shard size where the options leave them, and
+// checks the hash.
+func (o *IndexOptions) defaults() error {
+	if o.Hash == "" {
+		o.Hash = "xxh64"
+	}
+	if o.ShardBytes <= 0 {
+		o.ShardBytes = 64 << 20
+	}
+	_, err := checksum.Of(o.Hash, nil)
+	return err
+}
+
+// indexTogether indexes objects with a StreamIndexer into out; appended,
+// into an index of their own, which must read as out's does.
+func indexTogether(ctx context.Context, st store.Store, sx StreamIndexer, objs []store.Object, out *index.File, opts IndexOptions) (*index.File, error) {
+	if opts.Append == nil {
+		return out, sx.IndexObjects(ctx, st, objs, out, opts)
+	}
+	into := &index.File{Shardfeed: index.Version, Format: out.Format}
+	if err := sx.IndexObjects(ctx, st, objs, into, opts); err != nil {
+		return nil, err
+	}
+	if err := sameHead(into, opts.Append); err != nil {
+		return nil, err
+	}
+	out.Shards = append(out.Shards, into.Shards...)
 	return out, nil
 }
 

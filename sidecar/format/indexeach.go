@@ -21,26 +21,61 @@ const DefaultIndexConcurrency = 16
 // indexed one after another, into out: they set what the stream's later
 // objects are checked against (a schema, a token type). Each later object
 // is indexed into a copy of that head, with its first shard (against which
-// some formats check the others), and folded into out in order.
-func indexEach(ctx context.Context, st store.Store, ix Indexer, files []partitionFile, out *index.File, opts IndexOptions) error {
-	progress := func(done int, key string) {
+// some formats check the others), and folded into out in order. With
+// opts.Checkpoints, the objects a checkpoint kept are not indexed again,
+// and the index of those folded is kept now and then, and when the run
+// stops short.
+func indexEach(ctx context.Context, st store.Store, ix Indexer, files []partitionFile, out *index.File, opts IndexOptions) (err error) {
+	progress := func(done int) {
 		if opts.Progress != nil {
-			opts.Progress(done, len(files), key)
+			opts.Progress(done, len(files), files[done-1].Key)
 		}
 	}
-	i := 0
-	for ; i < len(files) && len(out.Shards) == 0; i++ {
-		if err := ix.IndexObject(ctx, st, files[i].Object, out, opts); err != nil {
+	objs := objectsOf(files)
+	done := 0 // files folded into out
+	cp := opts.Checkpoints
+	if cp != nil {
+		kept, n, lerr := cp.Load(ctx, objs)
+		if lerr != nil {
+			return lerr
+		}
+		if kept != nil {
+			*out, done = *kept, n
+			progress(done)
+		}
+		resumed := done
+		defer func() {
+			if err == nil || done == resumed {
+				return
+			}
+			// Interrupted, or an object refused: keep what was indexed.
+			switch serr := cp.Save(context.WithoutCancel(ctx), out, objs[:done], true); {
+			case serr != nil:
+				err = fmt.Errorf("%w (and the objects indexed were not kept: %w)", err, serr)
+			case opts.Note != nil:
+				opts.Note(fmt.Sprintf("the index of the first %d of %d objects is kept in a checkpoint: the same command goes on from there", done, len(files)))
+			}
+		}()
+	}
+	for ; done < len(files) && len(out.Shards) == 0; done++ {
+		if err := ix.IndexObject(ctx, st, files[done].Object, out, opts); err != nil {
 			return err
 		}
 		for k := range out.Shards {
-			out.Shards[k].Partition = files[i].values
+			out.Shards[k].Partition = files[done].values
 		}
-		progress(i+1, files[i].Key)
+		progress(done + 1)
 	}
-	if i == len(files) {
+	if done == len(files) {
 		return nil
 	}
+	return indexRest(ctx, st, ix, files, out, opts, &done)
+}
+
+// indexRest indexes files[*done:] into out, which has a shard, at once,
+// folding each into out in order and counting it in *done.
+func indexRest(ctx context.Context, st store.Store, ix Indexer, files []partitionFile, out *index.File, opts IndexOptions, done *int) error {
+	objs := objectsOf(files)
 	head := *out
 	head.Schema = append([]index.Field(nil), out.Schema...) // out's is widened in place as objects fold
 	head.Shards = out.Shards[:1:1]
@@ -65,15 +100,14 @@ func indexEach(ctx context.Context, st store.Store, ix Indexer, files []partitio
 	var (
 		mu      sync.Mutex
 		results = make([]*index.File, len(files))
-		next    = i
 	)
-	for k := i; k < len(files); k++ {
+	for k := *done; k < len(files); k++ {
 		if gctx.Err() != nil {
 			break
 		}
 		g.Go(func() error {
 			part := head
-			part.Schema = append([]index.Field(nil), head.Schema...) // a merge widens it in place
+			part.Schema = append([]index.Field(nil), head.Schema...)
 			part.Shards = append([]index.Entry(nil), head.Shards...)
 			if err := ix.IndexObject(gctx, st, files[k].Object, &part, opts); err != nil {
 				return err
@@ -85,16 +119,31 @@ func indexEach(ctx context.Context, st store.Store, ix Indexer, files []partitio
 			mu.Lock()
 			defer mu.Unlock()
 			results[k] = &part
-			for next < len(files) && results[next] != nil {
-				if err := fold(results[next], files[next].Key); err != nil {
+			for *done < len(files) && results[*done] != nil {
+				if err := fold(results[*done], files[*done].Key); err != nil {
 					return err
 				}
-				results[next] = nil
-				next++
-				progress(next, files[next-1].Key)
+				results[*done] = nil
+				*done++
+				if opts.Progress != nil {
+					opts.Progress(*done, len(files), files[*done-1].Key)
+				}
+				if cp := opts.Checkpoints; cp != nil {
+					if err := cp.Save(gctx, out, objs[:*done], false); err != nil {
+						return err
+					}
+				}
 			}
 			return nil
 		})
 	}
 	return g.Wait()
+}
+
+func objectsOf(files []partitionFile) []store.Object {
+	out := make([]store.Object, len(files))
+	for k := range files {
+		out[k] = files[k].Object
+	}
+	return out
 }

@@ -174,3 +174,155 @@ func TestIndexingAtOnceGivesTheIndexOfOneAfterAnother(t *testing.T) {
 		}
 	}
 }
+
+// jsonlObjects writes objects key → rows of {"id": i} under dir.
+func jsonlObjects(t *testing.T, dir string, rows map[string]int) {
+	t.Helper()
+	for key, n := range rows {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "{\"id\": %d, \"x\": %d}\n", i, i*3)
+		}
+		if err := os.WriteFile(filepath.Join(dir, key), []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// --append indexes only the objects the index does not list, their shards
+// after its own, which stay as they were; a change to what was indexed is
+// refused, saying to index again.
+func TestAppendIndexesOnlyNewObjects(t *testing.T) {
+	dir := t.TempDir()
+	jsonlObjects(t, dir, map[string]int{"a.jsonl": 30, "c.jsonl": 40, "e.jsonl": 20})
+	ctx := context.Background()
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := format.IndexOptions{ShardBytes: 200, Hash: "xxh64"}
+	first, err := Default().Index(ctx, st, datav1alpha1.FormatJSONL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonlObjects(t, dir, map[string]int{"b.jsonl": 10, "f.jsonl": 15})
+	opts.Append = first
+	var counts store.Counts
+	got, err := Default().Index(ctx, store.Counted(st, &counts), datav1alpha1.FormatJSONL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Shards[:len(first.Shards)], first.Shards) || !reflect.DeepEqual(got.Schema, first.Schema) {
+		t.Fatal("the shards indexed before changed")
+	}
+	var added []string
+	for _, e := range got.Shards[len(first.Shards):] {
+		if len(added) == 0 || added[len(added)-1] != e.Object {
+			added = append(added, e.Object)
+		}
+	}
+	if fmt.Sprint(added) != "[b.jsonl f.jsonl]" || got.StreamIndex().Samples() != 115 || counts.Gets.Load() != 2 {
+		t.Fatalf("appended %v, %d samples in all, %d objects read", added, got.StreamIndex().Samples(), counts.Gets.Load())
+	}
+	if again, err := Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 200, Hash: "xxh64", Append: got}); err != nil || !reflect.DeepEqual(again, got) {
+		t.Fatalf("nothing new: %v", err)
+	}
+
+	tests := []struct {
+		name    string
+		change  func()
+		wantErr string
+	}{
+		{"an indexed object grew", func() { jsonlObjects(t, dir, map[string]int{"c.jsonl": 41}) }, "bytes, and was"},
+		{"an indexed object is gone", func() { _ = os.Remove(filepath.Join(dir, "e.jsonl")) }, "e.jsonl is in the index and no longer in the stream"},
+		{"a new object of another column", func() {
+			_ = os.WriteFile(filepath.Join(dir, "g.jsonl"), []byte("{\"id\": 1, \"x\": \"text\"}\n"), 0o600)
+		}, "index the stream again, without --append"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fresh := t.TempDir()
+			dir = fresh
+			jsonlObjects(t, dir, map[string]int{"a.jsonl": 30, "c.jsonl": 40, "e.jsonl": 20})
+			st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			base, err := Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 200, Hash: "xxh64"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.change()
+			_, err = Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 200, Hash: "xxh64", Append: base})
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("append = %v, want an error with %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// An index stopped short by an object it refuses keeps the index of the
+// objects before it in a checkpoint; run again, it reads only the objects
+// after them, and writes the index a run from the start writes.
+func TestACheckpointResumesAnIndexStoppedShort(t *testing.T) {
+	dir := t.TempDir()
+	rows := map[string]int{}
+	for k := range 40 {
+		rows[fmt.Sprintf("part-%03d.jsonl", k)] = 10 + k
+	}
+	jsonlObjects(t, dir, rows)
+	bad := filepath.Join(dir, "part-030.jsonl")
+	good, _ := os.ReadFile(bad)
+	if err := os.WriteFile(bad, []byte("{\"id\": 1,\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	opts := format.IndexOptions{ShardBytes: 200, Hash: "xxh64", Concurrency: 4, Note: func(s string) { notes = append(notes, s) }}
+	opts.Checkpoints = &index.Checkpoint{Store: st, Options: opts.Key(datav1alpha1.FormatJSONL), Note: opts.Note}
+	if _, err := Default().Index(ctx, st, datav1alpha1.FormatJSONL, opts); err == nil || !strings.Contains(err.Error(), "part-030.jsonl") {
+		t.Fatalf("index = %v, want the bad object refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(index.CheckpointMetaKey))); err != nil {
+		t.Fatalf("no checkpoint kept: %v (notes %q)", err, notes)
+	}
+	if err := os.WriteFile(bad, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var counts store.Counts
+	cst := store.Counted(st, &counts)
+	notes = nil
+	opts.Checkpoints = &index.Checkpoint{Store: cst, Options: opts.Key(datav1alpha1.FormatJSONL), Note: opts.Note}
+	got, err := Default().Index(ctx, cst, datav1alpha1.FormatJSONL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept int
+	if len(notes) == 0 || !strings.HasPrefix(notes[0], "resuming from a checkpoint of ") {
+		t.Fatalf("notes %q, want the resume said", notes)
+	}
+	_, _ = fmt.Sscanf(notes[0], "resuming from a checkpoint of %d objects", &kept)
+	// The checkpoint's two objects, and one Get for each object not kept.
+	if kept < 1 || kept > 30 || counts.Gets.Load() != int64(2+40-kept) {
+		t.Fatalf("resumed from %d objects and read %d objects", kept, counts.Gets.Load())
+	}
+	want, err := Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 200, Hash: "xxh64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatal("the resumed index is not the index of a run from the start")
+	}
+	// Another run's options do not resume it.
+	notes = nil
+	other := opts
+	other.ShardBytes = 300
+	other.Checkpoints = &index.Checkpoint{Store: st, Options: other.Key(datav1alpha1.FormatJSONL), Note: opts.Note}
+	if _, err := Default().Index(ctx, st, datav1alpha1.FormatJSONL, other); err != nil || len(notes) == 0 || !strings.Contains(notes[0], "of other options") {
+		t.Fatalf("other options: %v, notes %q", err, notes)
+	}
+}

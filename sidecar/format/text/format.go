@@ -117,8 +117,6 @@ func (t *Format) indexObject(ctx context.Context, st store.Store, o store.Object
 	return nil
 }
 
-// mergeSchema widens the stream's schema with one object's; CSV objects
-// must have the same columns.
 // Merge implements format.Merger: an object's inferred schema widens the
 // stream's, its shards follow the stream's.
 func (t *Format) Merge(dst, obj *index.File) error {
@@ -129,6 +127,8 @@ func (t *Format) Merge(dst, obj *index.File) error {
 	return nil
 }
 
+// mergeSchema widens the stream's schema with one object's; CSV objects
+// must have the same columns.
 func (t *Format) mergeSchema(f *index.File, fields []index.Field) error {
 	if f.Schema == nil {
 		f.Schema = fields

@@ -92,7 +92,13 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 			return nil, nil, nil, err
 		}
 		capBytes := min(r.Policy.maxIndexBytes(), left)
-		st, err := streams.Open(ctx, i, planspec.Resolved(&ds.Spec, i), ds.Spec.Packing, src, capBytes)
+		open := streams.Open
+		if ds.Spec.Bucketing == nil {
+			// A compact index by its header alone: the operator plans
+			// with its counts and content hash, and sidecars read the rest.
+			open = streams.OpenSummary
+		}
+		st, err := open(ctx, i, planspec.Resolved(&ds.Spec, i), ds.Spec.Packing, src, capBytes)
 		var tooLarge *index.TooLargeError
 		switch {
 		case errors.As(err, &tooLarge) && capBytes < r.Policy.maxIndexBytes():
@@ -161,7 +167,7 @@ func (r *TrainingDatasetReconciler) setTotals(ds *datav1alpha1.TrainingDataset, 
 	ds.Status.Streams = ds.Status.Streams[:0]
 	for i, x := range indexes {
 		ds.Status.Streams = append(ds.Status.Streams, datav1alpha1.StreamTotals{
-			Name: ds.Spec.Streams[i].Name, Samples: x.Samples(), Bytes: x.Bytes(), Shards: int64(len(x.Shards)),
+			Name: ds.Spec.Streams[i].Name, Samples: x.Samples(), Bytes: x.Bytes(), Shards: x.Len(),
 		})
 	}
 }
@@ -201,11 +207,14 @@ func (r *TrainingDatasetReconciler) applyPlan(ctx context.Context, ds *datav1alp
 	p := &configmaps.Plan{Spec: *planned, Fingerprint: pl.Fingerprint(), MinCacheBytes: map[int]int64{}}
 	for i, x := range indexes {
 		p.Streams = append(p.Streams, configmaps.StreamDigest{Name: ds.Spec.Streams[i].Name, ContentHash: x.ContentHash(),
-			Shards: len(x.Shards), Samples: x.Samples(), Bytes: x.Bytes(), MaxShardBytes: x.MaxShardBytes()})
+			Shards: int(x.Len()), Samples: x.Samples(), Bytes: x.Bytes(), MaxShardBytes: x.MaxShardBytes()})
 	}
 	var err error
 	prefetch := planspec.Prefetch(&ds.Spec)
 	for _, pods := range minCachePods(pl.NumSplits()) {
+		if pl.Summarized() {
+			break // no shard to size a cache by: the webhook does not check spec.sidecar.cacheLimit
+		}
 		if p.MinCacheBytes[pods], err = pl.MinCacheBytes(pods, prefetch); err != nil {
 			return dataDigest{}, err
 		}

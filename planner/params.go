@@ -67,7 +67,7 @@ type StreamIndex struct {
 // Summary is what an index's header says of its shards.
 type Summary struct {
 	Shards, Samples, Bytes, MaxShardBytes int64
-	ContentHash                          string
+	ContentHash                           string
 }
 
 // Len returns the number of shards.

@@ -38,8 +38,8 @@ type Plan struct {
 	shardFirst    [][]int64
 	maxShardBytes int64
 	// summarized is a plan of a StreamIndex.Summary: no epoch.
-	summarized bool
-	fingerprint   Fingerprint
+	summarized  bool
+	fingerprint Fingerprint
 	// order is how the epochs order the samples (order.go).
 	order order
 }

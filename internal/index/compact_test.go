@@ -315,3 +315,30 @@ func FuzzReadCompact(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkReadCompact reads a compact index of a million shards whole,
+// as a sidecar does: its bytes, and the heap it leaves.
+func BenchmarkReadCompact(b *testing.B) {
+	data, err := EncodeCompact(bigFile(1_000_000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(data)), "index-bytes")
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := readLayout(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEncodeCompact writes it.
+func BenchmarkEncodeCompact(b *testing.B) {
+	f := bigFile(1_000_000)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := EncodeCompact(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -186,6 +186,19 @@ func SharedCredentials(s datav1alpha1.Stream, dir string) store.Source {
 // (the dataset's spec.packing), the packs counted beside the index are
 // the stream's samples.
 func Open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alpha1.Packing, src store.Source, maxIndexBytes int64) (*Stream, error) {
+	return open(ctx, i, s, packing, src, maxIndexBytes, false)
+}
+
+// OpenSummary is Open for a reader that plans and serves nothing (the
+// operator): a compact index of a stream with no filter or packing is
+// read by its header alone, at most maxIndexBytes of it, and the stream's
+// Index is its summary (planner.StreamIndex.Summary), its Layout's File
+// without shards. Other indexes are read as Open reads them.
+func OpenSummary(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alpha1.Packing, src store.Source, maxIndexBytes int64) (*Stream, error) {
+	return open(ctx, i, s, packing, src, maxIndexBytes, s.Filter == "" && packing == nil)
+}
+
+func open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alpha1.Packing, src store.Source, maxIndexBytes int64, summary bool) (*Stream, error) {
 	st, err := stores.Open(ctx, src)
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
@@ -204,7 +217,11 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alph
 	if s.Format == datav1alpha1.FormatMDS || s.Format == "" {
 		own = st
 	}
-	if out.Layout, out.Index, err = index.ReadStoreIndexOf(ctx, own, maxIndexBytes, s.Format); err != nil {
+	read := index.ReadStoreIndexOf
+	if summary {
+		read = index.ReadStoreSummaryOf
+	}
+	if out.Layout, out.Index, err = read(ctx, own, maxIndexBytes, s.Format); err != nil {
 		if missing := (*index.MissingError)(nil); errors.As(err, &missing) {
 			missing.Command = IndexCommand(s)
 			if s.Format == datav1alpha1.FormatMDS || s.Format == "" { // MDS writes its own

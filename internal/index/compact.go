@@ -2,23 +2,17 @@ package index
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
-	"github.com/shardfeed/shardfeed/internal/store"
-	"github.com/shardfeed/shardfeed/planner"
 )
 
 // The compact form of a shardfeed index (docs/formats.md, "The compact
@@ -47,7 +41,7 @@ const (
 	// blocks' hashes, a 4 GiB index at the default block size.
 	MaxCompactHeader = 8 << 20
 	// CompactBlockSize is the block the writer cuts sections into.
-	CompactBlockSize = 64 << 10
+	CompactBlockSize = 16 << 10
 	maxCompactShards = 1 << 34
 )
 
@@ -65,7 +59,7 @@ type compactHeader struct {
 	Compact *compactMeta `json:"compact"`
 }
 
-// compactMeta says what the columns hold and where they are.
+// compactMeta says what the sections hold and where they are.
 type compactMeta struct {
 	// Shards and Samples are the index's counts; ContentHash is
 	// planner.StreamIndex.ContentHash of its shards.
@@ -77,16 +71,19 @@ type compactMeta struct {
 	Bytes         int64 `json:"bytes"`
 	MaxShardBytes int64 `json:"maxShardBytes"`
 	BlockSize     int64 `json:"blockSize"`
+	// SampleCounts are each shard's samples: what a planner reads whole.
+	SampleCounts compactColumn `json:"sampleCounts"`
+	// Records are each shard's other integers and its hash, fixed-width
+	// rows: one ranged read has a run of shards' whole entries.
+	Records compactRecords `json:"records"`
 	// Names is a name rule, or "" for NameTable.
 	Names     string          `json:"names,omitempty"`
 	NameTable *compactStrings `json:"nameTable,omitempty"`
-	// Objects are the shards' objects, each once; Object each shard's.
+	// Objects are the shards' objects, each once (records.fields.object
+	// is each shard's, an index into them).
 	Objects compactStrings `json:"objects"`
-	Ints    compactInts    `json:"ints"`
-	// Hashes are fixed-width digests of HashAlgo, where every shard's hash
-	// is one of them in canonical form; else HashTable has the strings.
-	HashAlgo  string          `json:"hashAlgo,omitempty"`
-	Hashes    *compactSection `json:"hashes,omitempty"`
+	// HashTable has the shards' hashes where the records have none (not
+	// all of one algorithm and width, in canonical form).
 	HashTable *compactStrings `json:"hashTable,omitempty"`
 	// Extras are each shard's other fields (deleted rows, partition
 	// values, a Lance shard's ranges and files) as JSON, "" for none;
@@ -94,13 +91,32 @@ type compactMeta struct {
 	Extras *compactStrings `json:"extras,omitempty"`
 }
 
-// compactInts are the integer columns, one value per shard each.
+// compactRecords are fixed-width rows, one a shard: each field's Width
+// bytes in the order of compactInts' fields, then the shard's digest of
+// HashAlgo, HashWidth bytes (none without HashAlgo).
+type compactRecords struct {
+	Fields    compactInts     `json:"fields"`
+	HashAlgo  string          `json:"hashAlgo,omitempty"`
+	HashWidth int             `json:"hashWidth,omitempty"`
+	Section   *compactSection `json:"section,omitempty"`
+}
+
+// width is a record's bytes.
+func (c *compactRecords) width() int64 {
+	w := int64(c.HashWidth)
+	for _, f := range intFields {
+		w += int64(f.col(&c.Fields).Width)
+	}
+	return w
+}
+
+// compactInts are the integer fields of a record: each a frame of
+// reference (a column with no section of its own).
 type compactInts struct {
 	Object       compactColumn `json:"object"`
 	Part         compactColumn `json:"part"`
 	Offset       compactColumn `json:"offset"`
 	Length       compactColumn `json:"length"`
-	Samples      compactColumn `json:"samples"`
 	ObjectSize   compactColumn `json:"objectSize"`
 	FooterOffset compactColumn `json:"footerOffset"`
 	FooterLength compactColumn `json:"footerLength"`
@@ -121,7 +137,6 @@ var intFields = []intField{
 	{"part", func(c *compactInts) *compactColumn { return &c.Part }, func(e *Entry) int64 { return int64(e.Part) }, func(e *Entry, v int64) { e.Part = int(v) }},
 	{"offset", func(c *compactInts) *compactColumn { return &c.Offset }, func(e *Entry) int64 { return e.Offset }, func(e *Entry, v int64) { e.Offset = v }},
 	{"length", func(c *compactInts) *compactColumn { return &c.Length }, func(e *Entry) int64 { return e.Length }, func(e *Entry, v int64) { e.Length = v }},
-	{"samples", func(c *compactInts) *compactColumn { return &c.Samples }, func(e *Entry) int64 { return e.Samples }, func(e *Entry, v int64) { e.Samples = v }},
 	{"objectSize", func(c *compactInts) *compactColumn { return &c.ObjectSize }, func(e *Entry) int64 { return e.ObjectSize }, func(e *Entry, v int64) { e.ObjectSize = v }},
 	{"footerOffset", func(c *compactInts) *compactColumn { return &c.FooterOffset }, func(e *Entry) int64 { return e.FooterOffset }, func(e *Entry, v int64) { e.FooterOffset = v }},
 	{"footerLength", func(c *compactInts) *compactColumn { return &c.FooterLength }, func(e *Entry) int64 { return e.FooterLength }, func(e *Entry, v int64) { e.FooterLength = v }},
@@ -130,7 +145,8 @@ var intFields = []intField{
 }
 
 // compactColumn is one integer per shard: value i is Base + Step·i plus
-// the i-th unsigned Width-byte integer of Section (none for Width 0).
+// the i-th unsigned Width-byte integer of Section (none for Width 0), or
+// of a record's field.
 type compactColumn struct {
 	Width   int             `json:"width,omitempty"`
 	Base    int64           `json:"base,omitempty"`
@@ -199,51 +215,16 @@ func EncodeCompact(f *File) ([]byte, error) {
 		ids[i] = id
 	}
 	meta.Objects = *w.strings(objects)
-	values := make([]int64, n)
-	for _, fl := range intFields {
-		vs := ids
-		if fl.get != nil {
-			for i := range f.Shards {
-				values[i] = fl.get(&f.Shards[i])
-			}
-			vs = values
-		}
-		*fl.col(&meta.Ints) = w.ints(vs)
+	samples := make([]int64, n)
+	for i := range f.Shards {
+		samples[i] = f.Shards[i].Samples
 	}
+	meta.SampleCounts = w.ints(samples)
 
-	if algo, width := hashForm(f.Shards); algo != "" {
-		meta.HashAlgo = algo
-		digests := make([]byte, 0, n*width)
-		for i := range f.Shards {
-			_, h, _ := strings.Cut(f.Shards[i].Hash, ":")
-			d, _ := hex.DecodeString(h)
-			digests = append(digests, d...)
-		}
-		s := w.section(digests)
-		meta.Hashes = &s
-	} else {
-		hashes := make([]string, n)
-		for i := range f.Shards {
-			hashes[i] = f.Shards[i].Hash
-		}
-		meta.HashTable = w.strings(hashes)
-	}
-
-	extras := make([]string, n)
-	some := false
-	for i, e := range f.Shards {
-		x := entryExtras{Deleted: e.Deleted, Partition: e.Partition, Ranges: e.Ranges, Files: e.Files}
-		if x.empty() {
-			continue
-		}
-		b, err := json.Marshal(x)
-		if err != nil {
-			return nil, err
-		}
-		extras[i], some = string(b), true
-	}
-	if some {
-		meta.Extras = w.strings(extras)
+	w.records(meta, f.Shards, ids)
+	var err error
+	if meta.Extras, err = w.extras(f.Shards); err != nil {
+		return nil, err
 	}
 
 	head := *f
@@ -260,6 +241,76 @@ func EncodeCompact(f *File) ([]byte, error) {
 	binary.LittleEndian.PutUint32(out[8:], uint32(len(header))) //nolint:gosec // capped above
 	out = append(out, header...)
 	return append(out, w.data.Bytes()...), nil
+}
+
+// records writes the shards' records: each field a frame of reference,
+// then the hashes where they are of one form (else a table of them).
+func (w *compactWriter) records(meta *compactMeta, shards []Entry, ids []int64) {
+	n := len(shards)
+	rec := &meta.Records
+	fields := make([][]int64, len(intFields))
+	for k, fl := range intFields {
+		vs := ids
+		if fl.get != nil {
+			vs = make([]int64, n)
+			for i := range shards {
+				vs[i] = fl.get(&shards[i])
+			}
+		}
+		fields[k] = vs
+		*fl.col(&rec.Fields) = frameOf(vs)
+	}
+	algo, hashWidth := hashForm(shards)
+	if algo == "" {
+		hashes := make([]string, n)
+		for i := range shards {
+			hashes[i] = shards[i].Hash
+		}
+		meta.HashTable = w.strings(hashes)
+	}
+	rec.HashAlgo, rec.HashWidth = algo, hashWidth
+	width := rec.width()
+	if width == 0 {
+		return
+	}
+	rows := make([]byte, 0, int64(n)*width)
+	var buf [8]byte
+	for i := range shards {
+		for k, fl := range intFields {
+			c := fl.col(&rec.Fields)
+			putUint(buf[:], c.Width, uint64(fields[k][i]-c.Base-c.Step*int64(i))) //nolint:gosec // ≥ 0 by frameOf
+			rows = append(rows, buf[:c.Width]...)
+		}
+		if algo != "" {
+			_, h, _ := strings.Cut(shards[i].Hash, ":")
+			d, _ := hex.DecodeString(h)
+			rows = append(rows, d...)
+		}
+	}
+	sec := w.section(rows)
+	rec.Section = &sec
+}
+
+// extras writes each shard's fields no record holds, as JSON; nil where
+// no shard has any.
+func (w *compactWriter) extras(shards []Entry) (*compactStrings, error) {
+	extras := make([]string, len(shards))
+	some := false
+	for i, e := range shards {
+		x := entryExtras{Deleted: e.Deleted, Partition: e.Partition, Ranges: e.Ranges, Files: e.Files}
+		if x.empty() {
+			continue
+		}
+		b, err := json.Marshal(x)
+		if err != nil {
+			return nil, err
+		}
+		extras[i], some = string(b), true
+	}
+	if !some {
+		return nil, nil
+	}
+	return w.strings(extras), nil
 }
 
 // nameRule returns the rule every shard's name follows, or "".
@@ -322,9 +373,25 @@ func (w *compactWriter) section(b []byte) compactSection {
 	return s
 }
 
-// ints encodes vs as a column: a constant or a count from a base in no
-// bytes, else each value less the least in the fewest bytes.
+// ints encodes vs as a column: its frame of reference, and a section of
+// the values less it where it is not all of them.
 func (w *compactWriter) ints(vs []int64) compactColumn {
+	c := frameOf(vs)
+	if c.Width == 0 {
+		return c
+	}
+	b := make([]byte, len(vs)*c.Width)
+	for i, v := range vs {
+		putUint(b[i*c.Width:], c.Width, uint64(v-c.Base)) //nolint:gosec // v ≥ c.Base
+	}
+	s := w.section(b)
+	c.Section = &s
+	return c
+}
+
+// frameOf is the frame of reference of vs: a constant or a count from a
+// base in no bytes, else each value less the least in the fewest bytes.
+func frameOf(vs []int64) compactColumn {
 	if len(vs) == 0 {
 		return compactColumn{}
 	}
@@ -344,14 +411,7 @@ func (w *compactWriter) ints(vs []int64) compactColumn {
 	for _, v := range vs {
 		lo, hi = min(lo, v), max(hi, v)
 	}
-	c := compactColumn{Base: lo, Width: widthOf(uint64(hi - lo))} //nolint:gosec // hi ≥ lo
-	b := make([]byte, len(vs)*c.Width)
-	for i, v := range vs {
-		putUint(b[i*c.Width:], c.Width, uint64(v-lo)) //nolint:gosec // v ≥ lo
-	}
-	s := w.section(b)
-	c.Section = &s
-	return c
+	return compactColumn{Base: lo, Width: widthOf(uint64(hi - lo))} //nolint:gosec // hi ≥ lo
 }
 
 func (w *compactWriter) strings(ss []string) *compactStrings {
@@ -401,503 +461,4 @@ func getUint(b []byte, width int) uint64 {
 		return uint64(binary.LittleEndian.Uint32(b))
 	}
 	return binary.LittleEndian.Uint64(b)
-}
-
-// IsCompact says whether data starts as a compact index does.
-func IsCompact(data []byte) bool { return bytes.HasPrefix(data, []byte(compactMagic[:7])) }
-
-// CompactReader reads a compact index in parts: its header at once, and
-// then the shards asked for, each section's blocks fetched by ranged reads
-// and checked against the header's hashes.
-type CompactReader struct {
-	// File is the header's File, with no shards.
-	File *File
-	meta *compactMeta
-	at   func(off, n int64) ([]byte, error) // reads n bytes of the sections from off
-	size int64                              // of the sections
-	// Read counts the bytes read, the header's included.
-	Read int64
-}
-
-// Shards is the number of shards the index lists.
-func (r *CompactReader) Shards() int64 { return r.meta.Shards }
-
-// Samples is the number of samples of the index's shards.
-func (r *CompactReader) Samples() int64 { return r.meta.Samples }
-
-// ContentHash is the content hash of the index's shards, as its header
-// says (planner.StreamIndex.ContentHash).
-func (r *CompactReader) ContentHash() string { return r.meta.ContentHash }
-
-// Summary is the planner's view of the index as its header says it: its
-// counts and content hash, and no shard (planner.StreamIndex.Summary).
-func (r *CompactReader) Summary() planner.StreamIndex {
-	x := r.File.StreamIndex()
-	x.Summary = &planner.Summary{Shards: r.meta.Shards, Samples: r.meta.Samples, Bytes: r.meta.Bytes,
-		MaxShardBytes: r.meta.MaxShardBytes, ContentHash: r.meta.ContentHash}
-	return x
-}
-
-// maxShardBytes is the planner's largest shard: of those with a sample.
-func maxShardBytes(x planner.StreamIndex) int64 {
-	var most int64
-	for _, s := range x.Shards {
-		if s.Samples > 0 {
-			most = max(most, s.Bytes)
-		}
-	}
-	return most
-}
-
-// compactError is a malformed compact index.
-func compactError(format string, args ...any) error {
-	return fmt.Errorf("compact shardfeed index: "+format+"; re-run shardfeed index", args...)
-}
-
-// NewCompactReader reads the prelude and header of a compact index of size
-// bytes, reading through readAt (ranged reads of the object), at most
-// maxHeader bytes of header (0: MaxCompactHeader).
-func NewCompactReader(size int64, readAt func(off, n int64) ([]byte, error), maxHeader int64) (*CompactReader, error) {
-	if maxHeader <= 0 {
-		maxHeader = MaxCompactHeader
-	}
-	if size < compactPrelude {
-		return nil, compactError("%d bytes is shorter than its %d-byte prelude", size, compactPrelude)
-	}
-	head, err := readAt(0, min(size, compactPrelude+min(maxHeader, 64<<10)))
-	if err != nil {
-		return nil, err
-	}
-	if string(head[:8]) != compactMagic {
-		if IsCompact(head) {
-			return nil, fmt.Errorf("compact shardfeed index version %d is not supported: this shardfeed reads version %d; re-run shardfeed index", head[7], compactMagic[7])
-		}
-		return nil, compactError("it does not start with %q", compactMagic)
-	}
-	hlen := int64(binary.LittleEndian.Uint32(head[8:]))
-	if binary.LittleEndian.Uint32(head[12:]) != 0 {
-		return nil, compactError("bytes 12-15 are not zero")
-	}
-	if hlen > maxHeader {
-		return nil, &TooLargeError{URI: "the compact index's header", Limit: maxHeader}
-	}
-	if compactPrelude+hlen > size {
-		return nil, compactError("its header of %d bytes runs past its end (%d bytes)", hlen, size)
-	}
-	r := &CompactReader{size: size - compactPrelude - hlen, Read: int64(len(head))}
-	header := head[compactPrelude:]
-	if int64(len(header)) >= hlen {
-		header = header[:hlen]
-	} else {
-		rest, err := readAt(int64(len(head)), compactPrelude+hlen-int64(len(head)))
-		if err != nil {
-			return nil, err
-		}
-		r.Read += int64(len(rest))
-		header = append(header, rest...)
-	}
-	var h compactHeader
-	if err := decodeStrict(header, &h); err != nil {
-		return nil, compactError("header: %v", err)
-	}
-	if h.File == nil || h.Compact == nil {
-		return nil, compactError(`its header needs "index" and "compact"`)
-	}
-	if h.File.Shards != nil {
-		return nil, compactError(`its header lists shards: they are in its columns`)
-	}
-	r.File, r.meta = h.File, h.Compact
-	if err := r.checkMeta(); err != nil {
-		return nil, err
-	}
-	base := compactPrelude + hlen
-	r.at = func(off, n int64) ([]byte, error) {
-		b, err := readAt(base+off, n)
-		if err == nil && int64(len(b)) != n {
-			err = compactError("a read of %d bytes at %d gave %d", n, base+off, len(b))
-		}
-		r.Read += int64(len(b))
-		return b, err
-	}
-	return r, nil
-}
-
-// checkMeta checks the header's counts and sections against each other and
-// the index's size, before a byte of them is read.
-func (r *CompactReader) checkMeta() error {
-	m := r.meta
-	if err := r.File.checkHead(); err != nil {
-		return err
-	}
-	if m.Shards <= 0 || m.Shards > maxCompactShards {
-		return compactError("%d shards is not in [1, %d]", m.Shards, int64(maxCompactShards))
-	}
-	if m.Shards > r.size {
-		// Each shard takes a byte at least (its hash); a header that
-		// claims more is not to be believed with an allocation.
-		return compactError("%d shards in %d bytes of columns", m.Shards, r.size)
-	}
-	if m.Samples < 0 || m.Bytes < 0 || m.MaxShardBytes < 0 || m.MaxShardBytes > m.Bytes {
-		return compactError("samples %d, bytes %d and maxShardBytes %d are not counts of its shards", m.Samples, m.Bytes, m.MaxShardBytes)
-	}
-	if m.BlockSize < 1<<10 || m.BlockSize > 64<<20 {
-		return compactError("block size %d is not in [1 KiB, 64 MiB]", m.BlockSize)
-	}
-	if len(m.ContentHash) != 64 {
-		return compactError("content hash %q is not a SHA-256 in hex", m.ContentHash)
-	}
-	if _, err := hex.DecodeString(m.ContentHash); err != nil {
-		return compactError("content hash %q is not a SHA-256 in hex", m.ContentHash)
-	}
-	switch m.Names {
-	case namesObject, namesObjectPart:
-		if m.NameTable != nil {
-			return compactError("names follow the rule %q and a table of names too", m.Names)
-		}
-	case "":
-		if m.NameTable == nil {
-			return compactError("it has neither a name rule nor a table of names")
-		}
-		if err := r.checkStrings("nameTable", m.NameTable, m.Shards); err != nil {
-			return err
-		}
-	default:
-		return compactError("name rule %q is not %q or %q", m.Names, namesObject, namesObjectPart)
-	}
-	if m.Objects.Count <= 0 || m.Objects.Count > m.Shards {
-		return compactError("%d objects for %d shards", m.Objects.Count, m.Shards)
-	}
-	if err := r.checkStrings("objects", &m.Objects, m.Objects.Count); err != nil {
-		return err
-	}
-	for _, f := range intFields {
-		if err := r.checkColumn("ints."+f.name, f.col(&m.Ints), m.Shards); err != nil {
-			return err
-		}
-	}
-	switch {
-	case (m.Hashes == nil) == (m.HashTable == nil):
-		return compactError("it needs exactly one of hashes and hashTable")
-	case m.Hashes != nil:
-		if _, err := checksum.Parse(m.HashAlgo + ":00"); err != nil || m.HashAlgo == "" {
-			return compactError("hashAlgo %q is not one of %s", m.HashAlgo, strings.Join(checksum.Algorithms(), ", "))
-		}
-		if m.Hashes.Length%m.Shards != 0 || m.Hashes.Length == 0 || m.Hashes.Length/m.Shards > 64 {
-			return compactError("hashes of %d bytes are not a digest of 1 to 64 bytes for each of %d shards", m.Hashes.Length, m.Shards)
-		}
-		if err := r.checkSection("hashes", m.Hashes); err != nil {
-			return err
-		}
-	default:
-		if m.HashAlgo != "" {
-			return compactError("hashAlgo is set for a table of hashes")
-		}
-		if err := r.checkStrings("hashTable", m.HashTable, m.Shards); err != nil {
-			return err
-		}
-	}
-	if m.Extras != nil {
-		if err := r.checkStrings("extras", m.Extras, m.Shards); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (r *CompactReader) checkSection(name string, s *compactSection) error {
-	if s.Offset < 0 || s.Length < 0 || s.Offset > r.size || s.Length > r.size-s.Offset {
-		return compactError("section %s [%d, +%d) is not within its %d bytes of columns", name, s.Offset, s.Length, r.size)
-	}
-	blocks := (s.Length + r.meta.BlockSize - 1) / r.meta.BlockSize
-	sums, err := base64.StdEncoding.DecodeString(s.Blocks)
-	if err != nil || int64(len(sums)) != blocks*sha256.Size {
-		return compactError("section %s has not the %d block hashes of its %d bytes", name, blocks, s.Length)
-	}
-	return nil
-}
-
-func (r *CompactReader) checkColumn(name string, c *compactColumn, n int64) error {
-	if c.Base < 0 || (c.Step != 0 && c.Step != 1) {
-		return compactError("column %s: base %d and step %d: a base is not negative and a step is 0 or 1", name, c.Base, c.Step)
-	}
-	if c.Step == 1 && c.Base > math.MaxInt64-n {
-		return compactError("column %s counts past the largest integer", name)
-	}
-	switch c.Width {
-	case 0:
-		if c.Section != nil {
-			return compactError("column %s of width 0 has a section", name)
-		}
-		return nil
-	case 1, 2, 4, 8:
-	default:
-		return compactError("column %s: width %d is not 0, 1, 2, 4 or 8", name, c.Width)
-	}
-	if c.Section == nil || c.Section.Length/int64(c.Width) != n || c.Section.Length%int64(c.Width) != 0 {
-		return compactError("column %s needs %d values of %d bytes", name, n, c.Width)
-	}
-	return r.checkSection(name, c.Section)
-}
-
-func (r *CompactReader) checkStrings(name string, s *compactStrings, n int64) error {
-	if s.Count != n {
-		return compactError("%s has %d strings for %d", name, s.Count, n)
-	}
-	if err := r.checkColumn(name+".offsets", &s.Offsets, n+1); err != nil {
-		return err
-	}
-	return r.checkSection(name+".data", &s.Data)
-}
-
-// block reads bytes [lo, hi) of a section, checking every block it reads.
-func (r *CompactReader) block(name string, s *compactSection, lo, hi int64) ([]byte, error) {
-	if lo < 0 || hi < lo || hi > s.Length {
-		return nil, compactError("a read of %s [%d, %d) past its %d bytes", name, lo, hi, s.Length)
-	}
-	if lo == hi {
-		return nil, nil
-	}
-	bs := r.meta.BlockSize
-	first, last := lo/bs, (hi-1)/bs
-	start := first * bs
-	b, err := r.at(s.Offset+start, min((last+1)*bs, s.Length)-start)
-	if err != nil {
-		return nil, err
-	}
-	sums, _ := base64.StdEncoding.DecodeString(s.Blocks) // checked by checkSection
-	for k := first; k <= last; k++ {
-		blk := b[(k-first)*bs : min((k+1-first)*bs, int64(len(b)))]
-		if sum := sha256.Sum256(blk); !bytes.Equal(sum[:], sums[k*sha256.Size:(k+1)*sha256.Size]) {
-			return nil, compactError("block %d of %s does not hash to its header's hash: the index changed while read, or is corrupt", k, name)
-		}
-	}
-	return b[lo-start : hi-start], nil
-}
-
-// values reads values [lo, hi) of a column.
-func (r *CompactReader) values(name string, c *compactColumn, lo, hi int64) ([]int64, error) {
-	out := make([]int64, hi-lo)
-	var b []byte
-	if c.Width > 0 {
-		var err error
-		if b, err = r.block(name, c.Section, lo*int64(c.Width), hi*int64(c.Width)); err != nil {
-			return nil, err
-		}
-	}
-	for i := range out {
-		v := c.Base + c.Step*(lo+int64(i))
-		if c.Width > 0 {
-			d := getUint(b[i*c.Width:], c.Width)
-			if d > uint64(math.MaxInt64-v) { //nolint:gosec // v ≥ 0
-				return nil, compactError("column %s: value %d is past the largest integer", name, lo+int64(i))
-			}
-			v += int64(d) //nolint:gosec // checked above
-		}
-		out[i] = v
-	}
-	return out, nil
-}
-
-// strings reads strings [lo, hi) of a table.
-func (r *CompactReader) strings(name string, s *compactStrings, lo, hi int64) ([]string, error) {
-	offs, err := r.values(name+".offsets", &s.Offsets, lo, hi+1)
-	if err != nil {
-		return nil, err
-	}
-	if lo == 0 && offs[0] != 0 {
-		return nil, compactError("%s's first string does not start at 0", name)
-	}
-	if hi == s.Count && offs[len(offs)-1] != s.Data.Length {
-		return nil, compactError("%s's last string does not end its %d bytes", name, s.Data.Length)
-	}
-	for i := 1; i < len(offs); i++ {
-		if offs[i] < offs[i-1] {
-			return nil, compactError("%s's offsets go back at %d", name, lo+int64(i))
-		}
-	}
-	data, err := r.block(name+".data", &s.Data, offs[0], offs[len(offs)-1])
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, hi-lo)
-	for i := range out {
-		v := data[offs[i]-offs[0] : offs[i+1]-offs[0]]
-		if !utf8.Valid(v) {
-			return nil, compactError("%s[%d] is not UTF-8", name, lo+int64(i))
-		}
-		out[i] = string(v)
-	}
-	return out, nil
-}
-
-// Entries reads shards [lo, hi) of the index, fetching only the blocks of
-// each column that hold them.
-func (r *CompactReader) Entries(lo, hi int64) ([]Entry, error) {
-	m := r.meta
-	if lo < 0 || hi < lo || hi > m.Shards {
-		return nil, fmt.Errorf("shards [%d, %d) of an index of %d", lo, hi, m.Shards)
-	}
-	out := make([]Entry, hi-lo)
-	ids, err := r.values("ints.object", &m.Ints.Object, lo, hi)
-	if err != nil {
-		return nil, err
-	}
-	// The objects of the range: a run of ids, usually; read it in one.
-	idLo, idHi := int64(math.MaxInt64), int64(-1)
-	for _, id := range ids {
-		if id >= m.Objects.Count {
-			return nil, compactError("shard %d's object %d is not one of its %d", lo, id, m.Objects.Count)
-		}
-		idLo, idHi = min(idLo, id), max(idHi, id)
-	}
-	objects, err := r.strings("objects", &m.Objects, idLo, idHi+1)
-	if err != nil {
-		return nil, err
-	}
-	for i, id := range ids {
-		out[i].Object = objects[id-idLo]
-	}
-	for _, f := range intFields[1:] {
-		vs, err := r.values("ints."+f.name, f.col(&m.Ints), lo, hi)
-		if err != nil {
-			return nil, err
-		}
-		for i, v := range vs {
-			if f.name == "part" && v > math.MaxInt32 {
-				return nil, compactError("shard %d's part %d is too large", lo+int64(i), v)
-			}
-			f.set(&out[i], v)
-		}
-	}
-	if m.NameTable != nil {
-		names, err := r.strings("nameTable", m.NameTable, lo, hi)
-		if err != nil {
-			return nil, err
-		}
-		for i := range out {
-			out[i].Name = names[i]
-		}
-	} else {
-		for i := range out {
-			out[i].Name = ruleName(m.Names, out[i].Object, out[i].Part)
-		}
-	}
-	if m.Hashes != nil {
-		width := m.Hashes.Length / m.Shards
-		b, err := r.block("hashes", m.Hashes, lo*width, hi*width)
-		if err != nil {
-			return nil, err
-		}
-		for i := range out {
-			out[i].Hash = m.HashAlgo + ":" + hex.EncodeToString(b[int64(i)*width:int64(i+1)*width])
-		}
-	} else {
-		hashes, err := r.strings("hashTable", m.HashTable, lo, hi)
-		if err != nil {
-			return nil, err
-		}
-		for i := range out {
-			out[i].Hash = hashes[i]
-		}
-	}
-	if m.Extras != nil {
-		extras, err := r.strings("extras", m.Extras, lo, hi)
-		if err != nil {
-			return nil, err
-		}
-		for i, s := range extras {
-			if s == "" {
-				continue
-			}
-			var x entryExtras
-			if err := decodeStrict([]byte(s), &x); err != nil {
-				return nil, compactError("shard %d's extras: %v", lo+int64(i), err)
-			}
-			if x.empty() {
-				return nil, compactError("shard %d's extras are empty, not \"\"", lo+int64(i))
-			}
-			out[i].Deleted, out[i].Partition, out[i].Ranges, out[i].Files = x.Deleted, x.Partition, x.Ranges, x.Files
-		}
-	}
-	return out, nil
-}
-
-// ReadAll reads the whole index: every shard, checked as a JSON index is,
-// and their content hash against the header's.
-func (r *CompactReader) ReadAll() (*File, error) {
-	shards, err := r.Entries(0, r.meta.Shards)
-	if err != nil {
-		return nil, err
-	}
-	f := *r.File
-	f.Shards = shards
-	if err := f.check(); err != nil {
-		return nil, err
-	}
-	x := f.StreamIndex()
-	if got := x.ContentHash(); got != r.meta.ContentHash {
-		return nil, compactError("its shards hash to %s, its header says %s", got, r.meta.ContentHash)
-	}
-	if got := x.Samples(); got != r.meta.Samples {
-		return nil, compactError("its shards hold %d samples, its header says %d", got, r.meta.Samples)
-	}
-	if b, most := x.Bytes(), maxShardBytes(x); b != r.meta.Bytes || most != r.meta.MaxShardBytes {
-		return nil, compactError("its shards are %d bytes, the largest %d, its header says %d and %d", b, most, r.meta.Bytes, r.meta.MaxShardBytes)
-	}
-	return &f, nil
-}
-
-// readCompact parses a whole compact index in memory.
-func readCompact(data []byte) (*Layout, error) {
-	r, err := NewCompactReader(int64(len(data)), func(off, n int64) ([]byte, error) {
-		if off < 0 || n < 0 || off > int64(len(data)) || n > int64(len(data))-off {
-			return nil, io.ErrUnexpectedEOF
-		}
-		return data[off : off+n], nil
-	}, int64(len(data)))
-	if err != nil {
-		return nil, err
-	}
-	f, err := r.ReadAll()
-	if err != nil {
-		return nil, err
-	}
-	return f.Layout(), nil
-}
-
-// OpenCompact opens the compact index at key in st for reading in parts:
-// its header only, at most maxHeader bytes of it (0: MaxCompactHeader).
-func OpenCompact(ctx context.Context, st store.Store, key string, maxHeader int64) (*CompactReader, error) {
-	o, err := st.Stat(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	where := objectURI(st, key)
-	r, err := NewCompactReader(o.Size, func(off, n int64) ([]byte, error) {
-		return readRange(ctx, st, key, off, n)
-	}, maxHeader)
-	if err != nil {
-		var tl *TooLargeError
-		if errors.As(err, &tl) {
-			tl.URI = where + "'s header"
-			return nil, tl
-		}
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	return r, nil
-}
-
-// readRange reads bytes [off, off+n) of an object, no more whatever the
-// store sends.
-func readRange(ctx context.Context, st store.Store, key string, off, n int64) ([]byte, error) {
-	rc, err := st.Get(ctx, key, off, n)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rc.Close() }()
-	b := make([]byte, n)
-	if _, err := io.ReadFull(rc, b); err != nil {
-		return nil, fmt.Errorf("reading %s [%d, +%d): %w", objectURI(st, key), off, n, err)
-	}
-	return b, nil
 }

@@ -80,7 +80,7 @@ func TestCompactIndexReadsBackAsItsJSON(t *testing.T) {
 // The compact form holds every field of an Entry: a field added to Entry
 // must be given a column or a place among the extras.
 func TestCompactIndexHoldsEveryFieldOfAnEntry(t *testing.T) {
-	held := []string{"Name", "Object", "Hash"}
+	held := []string{"Name", "Object", "Hash", "Samples"}
 	for _, f := range intFields[1:] {
 		held = append(held, strings.ToUpper(f.name[:1])+f.name[1:])
 	}
@@ -217,19 +217,23 @@ func TestCompactIndexRefusesWhatItsWriterNeverWrites(t *testing.T) {
 		}, "its header says 0000"},
 		{"a width of 3", func() []byte {
 			return corrupt(t, good, func(h map[string]any, s []byte) []byte {
-				metaOf(h)["ints"].(map[string]any)["samples"].(map[string]any)["width"] = 3
+				metaOf(h)["sampleCounts"].(map[string]any)["width"] = 3
 				return s
 			})
 		}, "width 3 is not 0, 1, 2, 4 or 8"},
 		{"a rehashed object id past the objects", func() []byte {
 			return corrupt(t, good, func(h map[string]any, s []byte) []byte {
-				// Object ids 0, 0, 1 in a column of width 1: make the last 7,
-				// and hash its block again, as a careful forger would.
-				col := metaOf(h)["ints"].(map[string]any)["object"].(map[string]any)
-				sec := col["section"].(map[string]any)
+				// Object ids 0, 0, 1, the first byte of records of 24
+				// bytes: make the last 7, and hash its block again, as
+				// a careful forger would.
+				rec := metaOf(h)["records"].(map[string]any)
+				sec := rec["section"].(map[string]any)
 				off := int(sec["offset"].(float64))
-				s[off+2] = 7
-				sum := sha256.Sum256(s[off : off+3])
+				if n := int(sec["length"].(float64)); n != 3*24 {
+					t.Fatalf("records of %d bytes, want 3 of 24", n)
+				}
+				s[off+2*24] = 7
+				sum := sha256.Sum256(s[off : off+3*24])
 				sec["blocks"] = base64.StdEncoding.EncodeToString(sum[:])
 				return s
 			})

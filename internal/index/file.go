@@ -292,7 +292,7 @@ func (f *File) checkShards() error {
 			return fmt.Errorf("shardfeed index: %w; re-run shardfeed index", err)
 		}
 	}
-	seen := map[string]int{}
+	seen := make(map[string]int, len(f.Shards))
 	for i, e := range f.Shards {
 		if f.Partitions == nil && e.Partition != nil {
 			return fmt.Errorf("shardfeed index: shards[%d] %q has partition values and the index no partition columns; re-run shardfeed index", i, e.Name)

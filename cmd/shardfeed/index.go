@@ -22,7 +22,6 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/index"
-	"github.com/shardfeed/shardfeed/internal/objectlist"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
@@ -32,6 +31,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/iceberg/icebergindex"
 	"github.com/shardfeed/shardfeed/sidecar/format/text"
+	"github.com/shardfeed/shardfeed/sidecar/objectlist"
 	streamsource "github.com/shardfeed/shardfeed/sidecar/source"
 )
 
@@ -287,7 +287,7 @@ func newIndexCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.objectList, "object-list", "", "a file of the stream's objects (keys and sizes) read instead of listing its prefix: an S3 Inventory report's CSV data file, or rows of key,size (keys as the bucket names them; others are skipped)")
 	cmd.Flags().BoolVar(&o.appendTo, "append", false, "index only the objects the stream's index does not list yet, their shards after its own (which stay as they are); a new index, so a new plan fingerprint")
 	cmd.Flags().StringVar(&o.indexForm, "index-form", string(index.FormAuto), fmt.Sprintf("the form of the index written: json (%s), compact (%s, read in parts), or auto: compact above %d shards", index.Key, index.CompactKey, index.CompactAbove))
-	cmd.Flags().StringVar(&o.objectListForm, "object-list-form", string(objectlist.CSV), "the object list's form: csv (key,size) or s3-inventory-csv")
+	cmd.Flags().StringVar(&o.objectListForm, "object-list-form", string(objectlist.CSV), "the object list's form: csv (rows of key,size), s3-inventory-csv (a report's CSV data file, .gz too), parquet (columns key and size, and bucket: a report's Parquet data file) or s3-inventory (a report's manifest.json, its data files beside it or in ../data/)")
 	cmd.Flags().StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "index, but do not write the index")
 	cmd.Flags().StringVarP(&o.manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
@@ -669,13 +669,8 @@ func (o *indexOptions) readObjectList(uri string) ([]store.Object, error) {
 	if u, err := url.Parse(uri); err == nil && u.Scheme != "file" && u.Scheme != "" {
 		bucket, prefix = u.Host, strings.TrimPrefix(u.Path, "/")
 	}
-	f, err := os.Open(o.objectList)
-	if err != nil {
-		return nil, fmt.Errorf("--object-list: %w", err)
-	}
-	defer func() { _ = f.Close() }()
 	start := time.Now()
-	objs, outside, err := objectlist.Parse(f, objectlist.Form(o.objectListForm), bucket, prefix, 0)
+	objs, outside, err := objectlist.ReadFile(o.objectList, objectlist.Form(o.objectListForm), bucket, prefix, 0)
 	if err != nil {
 		return nil, fmt.Errorf("--object-list %s: %w", o.objectList, err)
 	}

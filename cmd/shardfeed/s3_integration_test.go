@@ -4,7 +4,9 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/md5" //nolint:gosec // as S3 Inventory's manifest
 	"encoding/json"
 	"fmt"
 	"os"
@@ -209,6 +211,27 @@ func TestIntegrationIndexFromAnInventoryWithoutListing(t *testing.T) {
 	}
 	if !bytes.Equal(listed, fromInventory) {
 		t.Fatalf("the index from the inventory differs from the listing's:\n%s\n%s", fromInventory, listed)
+	}
+	// The whole report, as `aws s3 sync` of its destination copies it: a
+	// manifest and its gzipped data files, checked by their MD5.
+	report := t.TempDir()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(inventory.String()))
+	_ = zw.Close()
+	_ = os.MkdirAll(filepath.Join(report, "data"), 0o755)
+	_ = os.MkdirAll(filepath.Join(report, "2026-11-29T01-00Z"), 0o755)
+	if err := os.WriteFile(filepath.Join(report, "data", "1.csv.gz"), gz.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := md5.Sum(gz.Bytes()) //nolint:gosec // as S3 Inventory's manifest
+	manifest := filepath.Join(report, "2026-11-29T01-00Z", "manifest.json")
+	if err := os.WriteFile(manifest, fmt.Appendf(nil, `{"sourceBucket": %q, "fileFormat": "CSV", "fileSchema": "Bucket, Key, Size, LastModifiedDate, ETag",
+		"files": [{"key": "inv/%s/cfg/data/1.csv.gz", "size": %d, "MD5checksum": "%x"}]}`, bucket, bucket, gz.Len(), sum), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, fromReport := index("--object-list", manifest, "--object-list-form", "s3-inventory"); !bytes.Equal(listed, fromReport) || !strings.Contains(out, "(0 of them lists)") {
+		t.Fatalf("the index from the inventory's manifest differs from the listing's:\n%s\n%s", out, fromReport)
 	}
 	other := strings.Replace(inventory.String(), fmt.Sprintf("%q", bucket), `"another"`, 1)
 	if err := os.WriteFile(list, []byte(other), 0o600); err != nil {

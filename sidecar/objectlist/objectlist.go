@@ -29,10 +29,22 @@ const (
 	// S3InventoryCSV is an S3 Inventory report's CSV data file: bucket,
 	// key (URL-encoded), size, then any other fields, no header.
 	S3InventoryCSV Form = "s3-inventory-csv"
+
+	// Parquet is a Parquet file of columns key and size (and bucket,
+	// checked where there is one): an S3 Inventory report's Parquet data
+	// file, or a list a query wrote.
+	Parquet Form = "parquet"
+	// S3Inventory is an S3 Inventory report's manifest.json: its data
+	// files (CSV, gzipped, or Parquet), looked for beside it and in the
+	// report's data/ folder, each checked against the manifest's MD5.
+	S3Inventory Form = "s3-inventory"
 )
 
-// Forms are the forms Parse reads.
-var Forms = []Form{CSV, S3InventoryCSV}
+// Forms are the forms ReadFile reads; csvForms those Parse reads.
+var (
+	Forms    = []Form{CSV, S3InventoryCSV, Parquet, S3Inventory}
+	csvForms = []Form{CSV, S3InventoryCSV}
+)
 
 // Bounds of a list.
 const (
@@ -49,17 +61,13 @@ const (
 // does not parse, a negative size, a key twice or a row of another
 // bucket is an error naming its row.
 func Parse(r io.Reader, form Form, bucket, prefix string, maxObjects int) ([]store.Object, int, error) {
-	if maxObjects <= 0 {
-		maxObjects = DefaultMaxObjects
+	if !slices.Contains(csvForms, form) {
+		return nil, 0, fmt.Errorf("object list form %q: use one of %v", form, csvForms)
 	}
-	if !slices.Contains(Forms, form) {
-		return nil, 0, fmt.Errorf("object list form %q: use one of %v", form, Forms)
-	}
+	c := newCollector(prefix, maxObjects)
 	cr := csv.NewReader(&lineLimit{r: bufio.NewReaderSize(r, 64<<10)})
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
-	var out []store.Object
-	outside := 0
 	for row := 1; ; row++ {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -75,26 +83,55 @@ func Parse(r io.Reader, form Form, bucket, prefix string, maxObjects int) ([]sto
 			}
 			return nil, 0, fmt.Errorf("object list, row %d: %w", row, err)
 		}
-		rel, ok := strings.CutPrefix(key, prefix)
-		if !ok || rel == "" || strings.HasSuffix(rel, "/") {
-			outside++ // another prefix's, or a directory's marker
-			continue
-		}
-		if err := store.CheckKey(rel); err != nil {
+		if err := c.add(key, size); err != nil {
 			return nil, 0, fmt.Errorf("object list, row %d: %w", row, err)
 		}
-		if len(out) == maxObjects {
-			return nil, 0, fmt.Errorf("object list: more than %d objects under %q", maxObjects, prefix)
-		}
-		out = append(out, store.Object{Key: rel, Size: size})
 	}
-	slices.SortFunc(out, func(a, b store.Object) int { return strings.Compare(a.Key, b.Key) })
-	for i := 1; i < len(out); i++ {
-		if out[i].Key == out[i-1].Key {
-			return nil, 0, fmt.Errorf("object list: %s is listed twice", out[i].Key)
+	return c.done()
+}
+
+// collector gathers a list's objects under a prefix, bounded.
+type collector struct {
+	prefix  string
+	max     int
+	out     []store.Object
+	outside int
+}
+
+func newCollector(prefix string, maxObjects int) *collector {
+	if maxObjects <= 0 {
+		maxObjects = DefaultMaxObjects
+	}
+	return &collector{prefix: prefix, max: maxObjects}
+}
+
+// add takes an object of the bucket, if under the prefix.
+func (c *collector) add(key string, size int64) error {
+	rel, ok := strings.CutPrefix(key, c.prefix)
+	if !ok || rel == "" || strings.HasSuffix(rel, "/") {
+		c.outside++ // another prefix's, or a directory's marker
+		return nil
+	}
+	if err := store.CheckKey(rel); err != nil {
+		return err
+	}
+	if len(c.out) == c.max {
+		return fmt.Errorf("more than %d objects under %q", c.max, c.prefix)
+	}
+	c.out = append(c.out, store.Object{Key: rel, Size: size})
+	return nil
+}
+
+// done returns the objects sorted by key, refusing a key listed twice,
+// and how many were outside the prefix.
+func (c *collector) done() ([]store.Object, int, error) {
+	slices.SortFunc(c.out, func(a, b store.Object) int { return strings.Compare(a.Key, b.Key) })
+	for i := 1; i < len(c.out); i++ {
+		if c.out[i].Key == c.out[i-1].Key {
+			return nil, 0, fmt.Errorf("object list: %s is listed twice", c.out[i].Key)
 		}
 	}
-	return out, outside, nil
+	return c.out, c.outside, nil
 }
 
 // fields reads a row's key and size.

@@ -131,7 +131,8 @@ spec:
 }
 
 // writeLargeIndex writes an index of d's shards (one Parquet row group an
-// object) to path, as `shardfeed index` does, and returns its size.
+// object) to path's directory, as `shardfeed index` does (index.json, or
+// index.sfi above index.CompactAbove shards), and returns its size.
 func writeLargeIndex(t *testing.T, path string, d dataPlane) int64 {
 	t.Helper()
 	per := d.samples / d.shards
@@ -141,7 +142,13 @@ func writeLargeIndex(t *testing.T, path string, d dataPlane) int64 {
 		f.Shards[i] = index.Entry{Name: object + "#0", Object: object, Offset: 4, Length: per * d.sampleBytes, Samples: per,
 			Hash: fmt.Sprintf("xxh64:%016x", i), ObjectSize: per*d.sampleBytes + 1024}
 	}
+	// In the form shardfeed index writes by default: compact above
+	// index.CompactAbove shards.
 	data, err := json.MarshalIndent(f, "", " ")
+	if index.FormAuto.Of(f) == index.FormCompact {
+		data, err = index.EncodeCompact(f)
+		path = filepath.Join(filepath.Dir(path), index.CompactFileName)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,9 @@ func (ep *EpochPlan) GlobalBatch(dst []Sample, k int64) ([]Sample, error) {
 	if err := ep.checkStep(k); err != nil {
 		return dst, err
 	}
+	if err := ep.whole(); err != nil {
+		return dst, err
+	}
 	return ep.o.batch(dst, k, 0, ep.plan.params.NumSplits), nil
 }
 
@@ -84,6 +87,9 @@ func (ep *EpochPlan) SplitsBatch(dst []Sample, k int64, first, n int) ([]Sample,
 	}
 	if first < 0 || n < 0 || first+n > ep.plan.params.NumSplits {
 		return dst, fieldErr("splits", "[%d, %d) is outside the %d splits", first, first+n, ep.plan.params.NumSplits)
+	}
+	if n > 0 && !ep.Holds(first, n) {
+		return dst, fieldErr("splits", "[%d, %d) are not the epoch's: it was built for splits [%d, %d) alone (EpochOf)", first, first+n, ep.lo, ep.hi)
 	}
 	return ep.o.batch(dst, k, first, n), nil
 }

@@ -264,3 +264,37 @@ func BenchmarkPlanBuildBucketed(b *testing.B) {
 	}
 	benchBuild(b, p)
 }
+
+// BenchmarkEpochOfAPod builds epoch e of the plan of 1e10 samples in 1e6
+// shards for one pod of 1024 (EpochOf) and whole (Epoch): time and the
+// memory each keeps.
+func BenchmarkEpochOfAPod(b *testing.B) {
+	pl, err := New(bigParams(1e10, 1e6))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		build func(e int64) (*EpochPlan, error)
+	}{
+		{"whole", pl.Epoch},
+		{"pod=512of1024", func(e int64) (*EpochPlan, error) {
+			first, n, err := pl.PodSplits(512, 1024)
+			if err != nil {
+				return nil, err
+			}
+			return pl.EpochOf(e, first, n)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var ep *EpochPlan
+			for i := 0; b.Loop(); i++ {
+				if ep, err = c.build(int64(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.KeepAlive(ep)
+		})
+	}
+}

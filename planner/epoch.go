@@ -43,6 +43,13 @@ type randomEpoch struct {
 }
 
 func (o *randomOrder) epoch(e int64) (epochOrder, error) {
+	return o.epochOf(e, 0, o.pl.params.NumSplits)
+}
+
+// epochOf builds epoch e with the pieces of splits [lo, hi) alone: every
+// shard is still walked in the epoch's order (the splits before lo end
+// where their samples do), but only those splits' pieces are kept.
+func (o *randomOrder) epochOf(e int64, lo, hi int) (epochOrder, error) {
 	pl := o.pl
 	p := &pl.params
 	seed := p.Seed
@@ -80,8 +87,10 @@ func (o *randomOrder) epoch(e int64) (epochOrder, error) {
 	// with shuffle, in (stream, shard) order without; cut into S splits.
 	numShards := pl.shardBase[len(p.Streams)]
 	unitOrder := newPermutation(uint64(numShards), derive(seed, purposeUnitOrder))
-	ep.pieces = make([]piece, 0, numShards+int64(p.NumSplits))
-	ep.pieceEnd = make([]int64, 0, numShards+int64(p.NumSplits))
+	if lo == 0 && hi == p.NumSplits {
+		ep.pieces = make([]piece, 0, numShards+int64(p.NumSplits))
+		ep.pieceEnd = make([]int64, 0, numShards+int64(p.NumSplits))
+	}
 	split, pos := 0, int64(0)
 	splitLen := ep.orderedLen(0)
 	stream := 0
@@ -103,10 +112,12 @@ func (o *randomOrder) epoch(e int64) (epochOrder, error) {
 		}
 		for from := int64(0); from < length; {
 			take := min(length-from, splitLen-pos)
-			ep.pieces = append(ep.pieces, piece{shard: int32(g), stream: int32(stream), from: from})
+			if split >= lo && split < hi {
+				ep.pieces = append(ep.pieces, piece{shard: int32(g), stream: int32(stream), from: from})
+				ep.pieceEnd = append(ep.pieceEnd, pos+take)
+			}
 			pos += take
 			from += take
-			ep.pieceEnd = append(ep.pieceEnd, pos)
 			if pos == splitLen {
 				split++
 				ep.pieceOff[split] = int64(len(ep.pieces))
@@ -116,8 +127,14 @@ func (o *randomOrder) epoch(e int64) (epochOrder, error) {
 				}
 			}
 		}
+		if split >= hi && hi < p.NumSplits {
+			break // the splits asked for are cut
+		}
 	}
-	if split != p.NumSplits || pos != 0 {
+	for j := split + 1; j <= p.NumSplits && hi < p.NumSplits; j++ {
+		ep.pieceOff[j] = int64(len(ep.pieces)) // the splits after hi: none kept
+	}
+	if hi == p.NumSplits && (split != p.NumSplits || pos != 0) {
 		return nil, fmt.Errorf("planner: internal error: epoch %d cut into %d splits (+%d samples), want %d", e, split, pos, p.NumSplits)
 	}
 

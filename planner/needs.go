@@ -54,7 +54,10 @@ func (pl *Plan) shardBytes(stream int, shard int64) int64 {
 // ShardsNeeded lists the shards that splits [first, first+n) read in the
 // epoch, each once, in the order they are first needed: what a rank (or a
 // pod, with PodSplits) prefetches.
-func (ep *EpochPlan) ShardsNeeded(first, n int) []ShardNeed { return ep.o.needs(first, n) }
+func (ep *EpochPlan) ShardsNeeded(first, n int) []ShardNeed {
+	ep.mustHold(first, n)
+	return ep.o.needs(first, n)
+}
 
 // addShared adds to the first shard of each object in needs the object's
 // shared part (a Parquet footer), which it brings.
@@ -83,6 +86,9 @@ type sharedKey struct {
 // prefetchShards of the largest shard. It is an upper bound: the splits'
 // peaks are added as if they fell on one step.
 func (ep *EpochPlan) MinCacheBytes(pods, prefetchShards int) (int64, error) {
+	if err := ep.whole(); err != nil {
+		return 0, err
+	}
 	if err := ep.plan.CheckWorld(pods); err != nil {
 		return 0, err
 	}
@@ -96,7 +102,10 @@ func (ep *EpochPlan) MinCacheBytes(pods, prefetchShards int) (int64, error) {
 
 // rangeCacheBytes is MinCacheBytes's need of splits [first, first+n),
 // without the prefetch.
-func (ep *EpochPlan) rangeCacheBytes(first, n int) int64 { return ep.o.cacheBytes(first, n) }
+func (ep *EpochPlan) rangeCacheBytes(first, n int) int64 {
+	ep.mustHold(first, n)
+	return ep.o.cacheBytes(first, n)
+}
 
 // MinCacheBytesOf is MinCacheBytes for a pod that serves the data-parallel
 // ranks ranks of dataParallel (a job with replication groups): the sum of
@@ -210,6 +219,9 @@ func (ep *EpochPlan) Egress(pods int) (Egress, error) {
 // the data-parallel ranks ranks[i] of dataParallel (a job with replication
 // groups: a group's ranks on different pods fetch the same shards).
 func (ep *EpochPlan) EgressOf(ranks [][]int, dataParallel int) (Egress, error) {
+	if err := ep.whole(); err != nil {
+		return Egress{}, err
+	}
 	if err := ep.plan.CheckWorld(dataParallel); err != nil {
 		return Egress{}, err
 	}

@@ -194,6 +194,58 @@ type EpochPlan struct {
 	plan  *Plan
 	epoch int64
 	o     epochOrder
+	// lo and hi are the splits it holds: [0, S) unless built by EpochOf.
+	lo, hi int
+}
+
+// EpochOf builds epoch e for splits [first, first+n) alone (a pod's,
+// Plan.PodSplits): what a sidecar serves. The random order walks every
+// shard, as Epoch does, and keeps only those splits' pieces: O(shards)
+// time, O(their pieces) memory. Other orders build the whole epoch. The
+// epoch answers for those splits only: a batch or the needs of another
+// split panics, and what takes every split (GlobalBatch, MinCacheBytes,
+// Egress, Simulate) is refused.
+func (pl *Plan) EpochOf(e int64, first, n int) (*EpochPlan, error) {
+	S := pl.params.NumSplits
+	if first < 0 || n < 1 || first+n > S {
+		return nil, fieldErr("splits", "[%d, %d) is not a range of the %d splits", first, first+n, S)
+	}
+	ro, random := pl.order.(*randomOrder)
+	if !random || (first == 0 && n == S) {
+		return pl.Epoch(e)
+	}
+	if e < 0 {
+		return nil, fieldErr("epoch", "must be at least 0, got %d", e)
+	}
+	if pl.summarized {
+		return nil, errSummarized
+	}
+	o, err := ro.epochOf(e, first, first+n)
+	if err != nil {
+		return nil, err
+	}
+	return &EpochPlan{plan: pl, epoch: e, o: o, lo: first, hi: first + n}, nil
+}
+
+// Holds says whether the epoch holds splits [first, first+n).
+func (ep *EpochPlan) Holds(first, n int) bool {
+	return first >= ep.lo && first+n <= ep.hi
+}
+
+// mustHold panics on splits the epoch does not hold: a caller's mistake
+// (EpochOf's splits are the caller's own).
+func (ep *EpochPlan) mustHold(first, n int) {
+	if n > 0 && !ep.Holds(first, n) {
+		panic(fmt.Sprintf("planner: splits [%d, %d) of an epoch built for splits [%d, %d) alone (EpochOf)", first, first+n, ep.lo, ep.hi))
+	}
+}
+
+// whole refuses what needs every split of a partial epoch.
+func (ep *EpochPlan) whole() error {
+	if ep.lo != 0 || ep.hi != ep.plan.params.NumSplits {
+		return fieldErr("splits", "the epoch was built for splits [%d, %d) alone (EpochOf): build it whole (Epoch) for every pod's figures", ep.lo, ep.hi)
+	}
+	return nil
 }
 
 // Epoch builds the order of epoch e (design §3 steps 1–4) in O(shards +
@@ -209,7 +261,7 @@ func (pl *Plan) Epoch(e int64) (*EpochPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &EpochPlan{plan: pl, epoch: e, o: o}, nil
+	return &EpochPlan{plan: pl, epoch: e, o: o, hi: pl.params.NumSplits}, nil
 }
 
 // Plan returns the epoch-independent plan.
@@ -241,4 +293,7 @@ type Sample struct {
 // (under a schedule, the positions of the epoch's steps in order, each
 // step at its batch size). Positions from L on are pad rows: the split's
 // start again, marked. It allocates nothing.
-func (ep *EpochPlan) At(j int, t int64) Sample { return ep.o.at(j, t) }
+func (ep *EpochPlan) At(j int, t int64) Sample {
+	ep.mustHold(j, 1)
+	return ep.o.at(j, t)
+}

@@ -110,6 +110,9 @@ type Simulation struct {
 // needs no store: bytes come from the indexes, times from o.Bandwidth and
 // o.StepTime.
 func (ep *EpochPlan) Simulate(o SimOptions) (*Simulation, error) {
+	if err := ep.whole(); err != nil {
+		return nil, err
+	}
 	if o.ProcsPerPod < 1 {
 		o.ProcsPerPod = 1
 	}

@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -73,5 +74,82 @@ func TestAPlanOfSummariesIsThePlanOfTheShardsWithoutEpochs(t *testing.T) {
 	p.Streams[0].Index.Shards = index(1, 2).Shards
 	if _, err := New(p); err == nil || !strings.Contains(err.Error(), "stands for its shards alone") {
 		t.Fatalf("a summary with shards: %v", err)
+	}
+}
+
+// An epoch built for some splits (a pod's) gives, for those splits, the
+// samples, batches, needs and cache of the whole epoch, and holds no
+// other split's pieces.
+func TestAnEpochOfSomeSplitsIsThoseSplitsOfTheWholeEpoch(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	compared := 0
+	for range 600 {
+		p := randomParams(r)
+		pl, err := New(p)
+		if err != nil {
+			continue
+		}
+		if _, random := pl.order.(*randomOrder); !random {
+			continue
+		}
+		e := int64(r.IntN(3))
+		whole, err := pl.Epoch(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods := []int{1, 2, 3, 4, 6, 8, 12}[r.IntN(7)]
+		if p.NumSplits%pods != 0 {
+			continue
+		}
+		pod := r.IntN(pods)
+		first, n, err := pl.PodSplits(pod, pods)
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, err := pl.EpochOf(e, first, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compared++
+		for k := range pl.Steps() {
+			a, errA := whole.SplitsBatch(nil, k, first, n)
+			b, errB := part.SplitsBatch(nil, k, first, n)
+			if errA != nil || errB != nil || !slices.Equal(a, b) {
+				t.Fatalf("step %d of splits [%d, %d): %v %v, whole epoch %v %v", k, first, first+n, b, errB, a, errA)
+			}
+		}
+		if a, b := whole.ShardsNeeded(first, n), part.ShardsNeeded(first, n); !slices.Equal(a, b) {
+			t.Fatalf("needs of splits [%d, %d): %v, whole epoch %v", first, first+n, b, a)
+		}
+		if a, b := whole.rangeCacheBytes(first, n), part.rangeCacheBytes(first, n); a != b {
+			t.Fatalf("cache of splits [%d, %d): %d, whole epoch %d", first, first+n, b, a)
+		}
+		w, pt := randomOf(whole), randomOf(part)
+		if held := int64(len(pt.pieces)); held != w.pieceOff[first+n]-w.pieceOff[first] {
+			t.Fatalf("the partial epoch holds %d pieces, its splits have %d", held, w.pieceOff[first+n]-w.pieceOff[first])
+		}
+		if pods > 1 {
+			if _, err := part.GlobalBatch(nil, 0); err == nil || !strings.Contains(err.Error(), "EpochOf") {
+				t.Fatalf("a global batch of a partial epoch: %v", err)
+			}
+			if _, err := part.MinCacheBytes(pods, 1); err == nil {
+				t.Fatal("a partial epoch sized every pod's cache")
+			}
+			other := (pod + 1) % pods * n
+			if _, err := part.SplitsBatch(nil, 0, other, n); err == nil {
+				t.Fatalf("splits [%d, %d) of an epoch of [%d, %d)", other, other+n, first, first+n)
+			}
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Fatalf("At(%d) of an epoch of splits [%d, %d) did not panic", other, first, first+n)
+					}
+				}()
+				part.At(other, 0)
+			}()
+		}
+	}
+	if compared < 100 {
+		t.Fatalf("%d epochs compared, want 100", compared)
 	}
 }

@@ -66,18 +66,18 @@ func (o *randomOrder) epochOf(e int64, lo, hi int) (epochOrder, error) {
 	full := make([]int64, len(p.Streams))
 	extra := make([][]int64, len(p.Streams))
 	for s := range p.Streams {
-		size := pl.shardFirst[s][len(pl.shardFirst[s])-1]
+		size := pl.streamSamples(s)
 		full[s] = pl.counts[s] / size
 		rem := pl.counts[s] % size
 		if rem == 0 {
 			continue
 		}
-		shards := p.Streams[s].Index.Shards
-		extra[s] = make([]int64, len(shards))
-		order := newPermutation(uint64(len(shards)), derive(derive(derive(seed, purposeShardPick), uint64(e)), uint64(s)))
+		x := &p.Streams[s].Index
+		extra[s] = make([]int64, x.Len())
+		order := newPermutation(uint64(x.Len()), derive(derive(derive(seed, purposeShardPick), uint64(e)), uint64(s)))
 		for i := uint64(0); rem > 0; i++ {
 			h := order.Apply(i)
-			take := min(rem, shards[h].Samples)
+			take := min(rem, x.shardSamples(int64(h)))
 			extra[s][h] = take
 			rem -= take
 		}
@@ -105,7 +105,7 @@ func (o *randomOrder) epochOf(e int64, lo, hi int) (epochOrder, error) {
 			}
 		}
 		h := g - pl.shardBase[stream]
-		n := pl.shardFirst[stream][h+1] - pl.shardFirst[stream][h]
+		n := p.Streams[stream].Index.shardSamples(h)
 		length := full[stream] * n
 		if extra[stream] != nil {
 			length += extra[stream][h]
@@ -262,8 +262,7 @@ func (ep *randomEpoch) sampleAtInner(j int, inner int64) Sample {
 	pl := ep.pl
 	s := int(pc.stream)
 	h := int64(pc.shard) - pl.shardBase[s]
-	first := pl.shardFirst[s][h]
-	size := pl.shardFirst[s][h+1] - first
+	first, size := pl.first(s, h)
 	x := pc.from + inner - start
 	return Sample{ID: pl.streamOffset[s] + first + x%size, Stream: s, Shard: int(h)}
 }

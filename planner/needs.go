@@ -48,7 +48,7 @@ func (pl *Plan) object(stream, shard int) [2]int {
 }
 
 func (pl *Plan) shardBytes(stream int, shard int64) int64 {
-	return pl.params.Streams[stream].Index.Shards[shard].Bytes
+	return pl.params.Streams[stream].Index.shard(shard).Bytes
 }
 
 // ShardsNeeded lists the shards that splits [first, first+n) read in the
@@ -64,7 +64,7 @@ func (ep *EpochPlan) ShardsNeeded(first, n int) []ShardNeed {
 func (pl *Plan) addShared(needs []ShardNeed) {
 	shared := map[sharedKey]bool{}
 	for i, nd := range needs {
-		if sh := pl.params.Streams[nd.Stream].Index.Shards[nd.Shard]; sh.SharedBytes > 0 {
+		if sh := pl.params.Streams[nd.Stream].Index.shard(int64(nd.Shard)); sh.SharedBytes > 0 {
 			if k := (sharedKey{nd.Stream, sh.Shared}); !shared[k] {
 				shared[k] = true
 				needs[i].Bytes += sh.SharedBytes
@@ -238,7 +238,7 @@ func (ep *EpochPlan) EgressOf(ranks [][]int, dataParallel int) (Egress, error) {
 		fetched := map[[2]int]bool{}
 		for _, nd := range ep.NeedsOf(rs, dataParallel) {
 			key, lane := ep.plan.object(nd.Stream, nd.Shard), [2]int{nd.Stream, nd.Shard}
-			sh := ep.plan.params.Streams[nd.Stream].Index.Shards[nd.Shard]
+			sh := ep.plan.params.Streams[nd.Stream].Index.shard(int64(nd.Shard))
 			if fetched[key] { // another bucket's lane of a shard the pod fetches: its runs
 				e.PodBytes[pod] += sh.RunsBytes
 			} else {

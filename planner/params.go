@@ -60,8 +60,40 @@ type StreamIndex struct {
 	Buckets []StreamIndex `json:"-"`
 	// Summary, for an index read as its header says it and no more (a
 	// compact index's), stands for Shards, which is then empty: a plan of
-	// it has its fingerprint, counts and steps, and no epoch.
+	// it has its fingerprint, counts and steps, and no epoch, unless
+	// Counts gives each shard's samples.
 	Summary *Summary `json:"-"`
+	// Counts, with Summary, are the shards' sample counts held apart from
+	// Shards (a compact index's column, a few bytes a shard): a plan of
+	// them has epochs of the random order.
+	Counts ShardCounts `json:"-"`
+}
+
+// ShardCounts are a stream's shards as a plan reads them, held apart from
+// StreamIndex.Shards.
+type ShardCounts interface {
+	// Samples is shard h's samples (0 ≤ h < Summary.Shards).
+	Samples(h int64) int64
+	// Shard is the planner's view of shard h: its samples, bytes and
+	// shared part (its name and hash may be empty), for the needs and the
+	// cache of the pods that read it.
+	Shard(h int64) Shard
+}
+
+// shard is shard h of the index, however it is held.
+func (x *StreamIndex) shard(h int64) Shard {
+	if x.Counts != nil {
+		return x.Counts.Shard(h)
+	}
+	return x.Shards[h]
+}
+
+// shardSamples is shard h's samples, however it is held.
+func (x *StreamIndex) shardSamples(h int64) int64 {
+	if x.Counts != nil {
+		return x.Counts.Samples(h)
+	}
+	return x.Shards[h].Samples
 }
 
 // Summary is what an index's header says of its shards.
@@ -318,6 +350,19 @@ func (p *Params) streamCounts() ([]int64, error) {
 				return nil, fieldErr(field, "stream %q: a summary of its index stands for its shards alone, with non-negative counts, and no filter, packing or buckets", s.Name)
 			}
 			sizes[i] = sum.Samples
+			if s.Index.Counts != nil {
+				var n int64
+				for h := range sum.Shards {
+					c := s.Index.Counts.Samples(h)
+					if c < 0 || n+c > sum.Samples {
+						return nil, fieldErr(field, "stream %q: shard %d's samples (%d) are negative or pass the index's %d: rebuild the index", s.Name, h, c, sum.Samples)
+					}
+					n += c
+				}
+				if n != sum.Samples {
+					return nil, fieldErr(field, "stream %q: its shards' samples add to %d, its index says %d: rebuild the index", s.Name, n, sum.Samples)
+				}
+			}
 		}
 		for h, sh := range s.Index.Shards {
 			if sh.Samples < 0 || sh.Bytes < 0 {

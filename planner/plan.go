@@ -7,6 +7,7 @@ package planner
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/shardfeed/shardfeed/internal/version"
 )
@@ -35,7 +36,9 @@ type Plan struct {
 	shardBase []int64
 	// shardFirst[s][h] is the index in stream s of the first sample of shard
 	// h, with the stream size at the end.
-	shardFirst    [][]int64
+	shardFirst [][]int64
+	// sparseFirst stands for shardFirst[s] for a stream of ShardCounts.
+	sparseFirst   []*sparseFirst
 	maxShardBytes int64
 	// summarized is a plan of a StreamIndex.Summary: no epoch.
 	summarized  bool
@@ -69,14 +72,18 @@ func newPlan(p Params) (*Plan, error) {
 		streamOffset: make([]int64, len(p.Streams)),
 		shardBase:    make([]int64, len(p.Streams)+1),
 		shardFirst:   make([][]int64, len(p.Streams)),
+		sparseFirst:  make([]*sparseFirst, len(p.Streams)),
 	}
 	var offset int64
 	for s, st := range p.Streams {
 		pl.streamOffset[s] = offset
 		pl.shardBase[s+1] = pl.shardBase[s] + st.Index.Len()
 		if sum := st.Index.Summary; sum != nil {
-			pl.summarized = true
+			pl.summarized = pl.summarized || st.Index.Counts == nil
 			pl.maxShardBytes = max(pl.maxShardBytes, sum.MaxShardBytes)
+			if st.Index.Counts != nil {
+				pl.sparseFirst[s] = newSparseFirst(st.Index.Counts, sum.Shards)
+			}
 			offset += sum.Samples
 			continue
 		}
@@ -106,10 +113,57 @@ func newPlan(p Params) (*Plan, error) {
 	if pl.order, err = newOrder(pl); err != nil {
 		return nil, err
 	}
-	if _, random := pl.order.(*randomOrder); pl.summarized && !random {
+	if _, random := pl.order.(*randomOrder); !random && slices.ContainsFunc(p.Streams, func(s Stream) bool { return s.Index.Summary != nil }) {
 		return nil, fieldErr("spec", "a plan of index summaries (compact indexes read by their headers) orders its samples at random only: the dataset's order needs every shard's counts")
 	}
 	return pl, nil
+}
+
+// first returns the index in stream s of shard h's first sample, and
+// shard h's samples.
+func (pl *Plan) first(s int, h int64) (first, samples int64) {
+	if f := pl.shardFirst[s]; f != nil {
+		return f[h], f[h+1] - f[h]
+	}
+	return pl.sparseFirst[s].first(h), pl.params.Streams[s].Index.Counts.Samples(h)
+}
+
+// streamSamples is stream s's samples.
+func (pl *Plan) streamSamples(s int) int64 {
+	if f := pl.shardFirst[s]; f != nil {
+		return f[len(f)-1]
+	}
+	return pl.params.Streams[s].Index.Summary.Samples
+}
+
+// sparseFirst is the first sample of every sparseEvery-th shard of a
+// stream of ShardCounts: a shard's first sample is the nearest one's plus
+// the counts between, a few bytes a shard instead of eight.
+type sparseFirst struct {
+	counts ShardCounts
+	every  []int64
+}
+
+const sparseEvery = 64
+
+func newSparseFirst(c ShardCounts, shards int64) *sparseFirst {
+	sf := &sparseFirst{counts: c, every: make([]int64, 0, shards/sparseEvery+1)}
+	var n int64
+	for h := range shards {
+		if h%sparseEvery == 0 {
+			sf.every = append(sf.every, n)
+		}
+		n += c.Samples(h)
+	}
+	return sf
+}
+
+func (sf *sparseFirst) first(h int64) int64 {
+	n := sf.every[h/sparseEvery]
+	for g := h / sparseEvery * sparseEvery; g < h; g++ {
+		n += sf.counts.Samples(g)
+	}
+	return n
 }
 
 // Summarized says whether the plan was made of index summaries (a compact

@@ -153,3 +153,95 @@ func TestAnEpochOfSomeSplitsIsThoseSplitsOfTheWholeEpoch(t *testing.T) {
 		t.Fatalf("%d epochs compared, want 100", compared)
 	}
 }
+
+// sliceCounts are ShardCounts over a slice of shards.
+type sliceCounts []Shard
+
+func (c sliceCounts) Samples(h int64) int64 { return c[h].Samples }
+func (c sliceCounts) Shard(h int64) Shard   { return c[h] }
+
+// A plan of summaries with their shards' counts (a compact index's
+// column) is the plan of the shards: the same fingerprint and, epoch by
+// epoch, the same batches, needs and cache, whole or a pod's.
+func TestAPlanOfCountsIsThePlanOfTheShards(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	compared := 0
+	for range 600 {
+		p := randomParams(r)
+		for i := range p.Streams {
+			p.Streams[i].Index.Filter = ""
+		}
+		full, err := New(p)
+		if err != nil {
+			continue
+		}
+		if _, random := full.order.(*randomOrder); !random {
+			continue
+		}
+		lean := summarize(p)
+		for i := range lean.Streams {
+			lean.Streams[i].Index.Counts = sliceCounts(p.Streams[i].Index.Shards)
+		}
+		pl, err := New(lean)
+		if err != nil {
+			t.Fatalf("a plan of counts: %v", err)
+		}
+		if pl.Summarized() || pl.Fingerprint().Sum != full.Fingerprint().Sum || pl.Steps() != full.Steps() {
+			t.Fatalf("counts: %v, %d steps; shards: %v, %d steps", pl.Fingerprint().Sum, pl.Steps(), full.Fingerprint().Sum, full.Steps())
+		}
+		compared++
+		e := int64(r.IntN(3))
+		a, err := full.Epoch(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := pl.Epoch(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		S := p.NumSplits
+		for k := range pl.Steps() {
+			x, _ := a.GlobalBatch(nil, k)
+			y, err := b.GlobalBatch(nil, k)
+			if err != nil || !slices.Equal(x, y) {
+				t.Fatalf("step %d: %v %v, of the shards %v", k, y, err, x)
+			}
+		}
+		if x, y := a.ShardsNeeded(0, S), b.ShardsNeeded(0, S); !slices.Equal(x, y) {
+			t.Fatalf("needs %v, of the shards %v", y, x)
+		}
+		x, _ := a.MinCacheBytes(1, 2)
+		y, err := b.MinCacheBytes(1, 2)
+		if err != nil || x != y {
+			t.Fatalf("cache %d %v, of the shards %d", y, err, x)
+		}
+	}
+	if compared < 100 {
+		t.Fatalf("%d plans compared, want 100", compared)
+	}
+	// Counts that do not add up to the summary are refused.
+	p := summarize(baseParams())
+	p.Streams[0].Index.Counts = sliceCounts(index(100, 100, 99).Shards)
+	if _, err := New(p); err == nil || !strings.Contains(err.Error(), "add to 299, its index says 300") {
+		t.Fatalf("counts short of the summary: %v", err)
+	}
+}
+
+// The first sample of a shard of counts, from every 64th shard's and the
+// counts between, is the running sum's, past many blocks of 64.
+func TestSparseFirstIsTheRunningSum(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var shards []int64
+	for range 1000 {
+		shards = append(shards, int64(r.IntN(50)))
+	}
+	x := index(shards...)
+	sf := newSparseFirst(sliceCounts(x.Shards), int64(len(shards)))
+	var n int64
+	for h, c := range shards {
+		if got := sf.first(int64(h)); got != n {
+			t.Fatalf("first(%d) = %d, want %d", h, got, n)
+		}
+		n += c
+	}
+}

@@ -59,6 +59,35 @@ func (ep *EpochPlan) ShardsNeeded(first, n int) []ShardNeed {
 	return ep.o.needs(first, n)
 }
 
+// ShardRef names a shard of a stream.
+type ShardRef struct {
+	Stream, Shard int
+}
+
+// ShardsOf lists the shards of the pieces of splits [first, first+n) in
+// the epoch, each once, in the order of their pieces, without their bytes
+// (those of ShardsNeeded, and any whose only samples are dropped): what
+// to fetch the entries of before asking for the splits' needs when a
+// stream's shards are held apart (StreamIndex.Counts).
+func (ep *EpochPlan) ShardsOf(first, n int) []ShardRef {
+	ep.mustHold(first, n)
+	var out []ShardRef
+	if re, ok := ep.o.(*randomEpoch); ok {
+		seen := map[int32]bool{}
+		for _, pc := range re.pieces[re.pieceOff[first]:re.pieceOff[first+n]] {
+			if !seen[pc.shard] {
+				seen[pc.shard] = true
+				out = append(out, ShardRef{Stream: int(pc.stream), Shard: int(int64(pc.shard) - ep.plan.shardBase[pc.stream])})
+			}
+		}
+		return out
+	}
+	for _, nd := range ep.o.needs(first, n) {
+		out = append(out, ShardRef{Stream: nd.Stream, Shard: nd.Shard})
+	}
+	return out
+}
+
 // addShared adds to the first shard of each object in needs the object's
 // shared part (a Parquet footer), which it brings.
 func (pl *Plan) addShared(needs []ShardNeed) {

@@ -41,7 +41,7 @@ const (
 	// blocks' hashes, a 4 GiB index at the default block size.
 	MaxCompactHeader = 8 << 20
 	// CompactBlockSize is the block the writer cuts sections into.
-	CompactBlockSize = 16 << 10
+	CompactBlockSize = 4 << 10
 	maxCompactShards = 1 << 34
 )
 

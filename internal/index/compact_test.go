@@ -6,13 +6,16 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/planner"
 )
 
 // compactCases are indexes of every shape a writer makes: name rules,
@@ -344,5 +347,105 @@ func BenchmarkEncodeCompact(b *testing.B) {
 		if _, err := EncodeCompact(f); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A sidecar's plan from a compact index's header and counts alone, with
+// the entries of its own pod's shards fetched as it needs them, is the
+// plan of the whole index, for a few percent of the index's bytes.
+func TestAPodPlansFromTheCountsAndItsShardsEntries(t *testing.T) {
+	const n = 200_000
+	f := bigFile(n)
+	data, err := EncodeCompact(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &memReader{data: data}
+	r, err := NewCompactReader(int64(len(data)), m.readAt, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lean, counts, err := r.Lean()
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := r.Read
+	params := func(x planner.StreamIndex) planner.Params {
+		return planner.Params{Streams: []planner.Stream{{Name: "web", Index: x}}, Seed: 3, NumSplits: 64, Shuffle: true,
+			BlockSize: 1 << 16, GlobalBatchSize: 64 * 8, DropLast: true}
+	}
+	whole, err := planner.New(params(f.StreamIndex()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := planner.New(params(lean))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Fingerprint().Sum != whole.Fingerprint().Sum || pl.Steps() != whole.Steps() {
+		t.Fatalf("the plan of the counts: %s, %d steps; of the index: %s, %d steps", pl.Fingerprint().Sum, pl.Steps(), whole.Fingerprint().Sum, whole.Steps())
+	}
+	first, splits, err := pl.PodSplits(5, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := pl.EpochOf(1, first, splits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At start: the shards of the pod's first two steps.
+	var early []int64
+	for k := range int64(2) {
+		batch, _ := ep.SplitsBatch(nil, k, first, splits)
+		for _, x := range batch {
+			early = append(early, int64(x.Shard))
+		}
+	}
+	if err := counts.Resolve(early); err != nil {
+		t.Fatal(err)
+	}
+	started := r.Read
+	for _, h := range early {
+		if e, ok := counts.Entry(h); !ok || !reflect.DeepEqual(e, f.Shards[h]) {
+			t.Fatalf("shard %d resolved as %+v", h, e)
+		}
+	}
+	// Over the epoch: every shard of the pod's pieces.
+	var hs []int64
+	for _, s := range ep.ShardsOf(first, splits) {
+		hs = append(hs, int64(s.Shard))
+	}
+	// Resolved by four goroutines at once, as a sidecar's fetchers do.
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for g := range 4 {
+		wg.Go(func() { errs[g] = counts.Resolve(hs[g*len(hs)/4 : (g+1)*len(hs)/4]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	wep, err := whole.Epoch(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ep.ShardsNeeded(first, splits), wep.ShardsNeeded(first, splits); !slices.Equal(got, want) {
+		t.Fatalf("the pod's needs from its resolved shards differ from the whole index's")
+	}
+	for k := int64(0); k < pl.Steps(); k += pl.Steps() / 7 {
+		got, _ := ep.SplitsBatch(nil, k, first, splits)
+		want, _ := wep.SplitsBatch(nil, k, first, splits)
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d of the pod differs", k)
+		}
+	}
+	distinct := int64(len(slices.Compact(slices.Sorted(slices.Values(early)))))
+	t.Logf("%d shards, %d bytes compact: %d read to plan (header and counts), %d with the entries of the %d shards of the pod's first 2 steps, %d with all %d of its epoch's (%d requests)",
+		n, len(data), planned, started, distinct, r.Read, counts.Resolved(), m.requests)
+	// A shard's entry: a block of records, of the objects' offsets and of
+	// their keys, at most; every block once over the epoch (a few twice,
+	// where two fetchers asked for it at once).
+	if started-planned > 3*CompactBlockSize*distinct || r.Read > int64(len(data))+16*CompactBlockSize {
+		t.Errorf("a pod of 16 read %d bytes at start (%d to plan) and %d in all of an index of %d", started, planned, r.Read, len(data))
 	}
 }

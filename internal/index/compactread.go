@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
@@ -33,7 +34,16 @@ type CompactReader struct {
 	size int64                              // of the sections
 	// Read counts the bytes read, the header's included.
 	Read int64
+
+	mu     sync.Mutex
+	sums   map[int64][]byte // each section's block hashes, decoded, by its offset
+	blocks map[int64][]byte // checked blocks, by their offset, the last cacheBlocks read
+	fifo   []int64
 }
+
+// cacheBlocks bounds the checked blocks a reader keeps: 4 MiB of 4 KiB
+// blocks, so that shards read one by one read each block once.
+const cacheBlocks = 1024
 
 // Shards is the number of shards the index lists.
 func (r *CompactReader) Shards() int64 { return r.meta.Shards }
@@ -132,7 +142,9 @@ func NewCompactReader(size int64, readAt func(off, n int64) ([]byte, error), max
 		if err == nil && int64(len(b)) != n {
 			err = compactError("a read of %d bytes at %d gave %d", n, base+off, len(b))
 		}
+		r.mu.Lock()
 		r.Read += int64(len(b))
+		r.mu.Unlock()
 		return b, err
 	}
 	return r, nil
@@ -304,18 +316,104 @@ func (r *CompactReader) block(name string, s *compactSection, lo, hi int64) ([]b
 	bs := r.meta.BlockSize
 	first, last := lo/bs, (hi-1)/bs
 	start := first * bs
+	if last-first >= cacheBlocks/4 { // a long read: the cache would only churn
+		b, err := r.fetch(name, s, first, last, false)
+		if err != nil {
+			return nil, err
+		}
+		return b[lo-start : hi-start], nil
+	}
+	parts := make([][]byte, last-first+1)
+	miss := int64(-1)
+	for k := first; k <= last; k++ {
+		if parts[k-first] = r.cached(s.Offset + k*bs); parts[k-first] == nil {
+			if miss < 0 {
+				miss = k
+			}
+		}
+	}
+	if miss >= 0 { // from the first block not held to the last
+		lastMiss := last
+		for parts[lastMiss-first] != nil {
+			lastMiss--
+		}
+		b, err := r.fetch(name, s, miss, lastMiss, true)
+		if err != nil {
+			return nil, err
+		}
+		for k := miss; k <= lastMiss; k++ {
+			parts[k-first] = b[(k-miss)*bs : min((k+1-miss)*bs, int64(len(b)))]
+		}
+	}
+	if len(parts) == 1 {
+		return parts[0][lo-start : hi-start], nil
+	}
+	b := make([]byte, 0, (last-first+1)*bs)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b[lo-start : hi-start], nil
+}
+
+// fetch reads blocks [first, last] of a section and checks each against
+// its hash, keeping them in the cache where asked.
+func (r *CompactReader) fetch(name string, s *compactSection, first, last int64, keep bool) ([]byte, error) {
+	bs := r.meta.BlockSize
+	start := first * bs
 	b, err := r.at(s.Offset+start, min((last+1)*bs, s.Length)-start)
 	if err != nil {
 		return nil, err
 	}
-	sums, _ := base64.StdEncoding.DecodeString(s.Blocks) // checked by checkSection
+	sums := r.blockSums(s)
 	for k := first; k <= last; k++ {
 		blk := b[(k-first)*bs : min((k+1-first)*bs, int64(len(b)))]
 		if sum := sha256.Sum256(blk); !bytes.Equal(sum[:], sums[k*sha256.Size:(k+1)*sha256.Size]) {
 			return nil, compactError("block %d of %s does not hash to its header's hash: the index changed while read, or is corrupt", k, name)
 		}
+		if keep {
+			r.keep(s.Offset+k*bs, blk)
+		}
 	}
-	return b[lo-start : hi-start], nil
+	return b, nil
+}
+
+// blockSums are a section's block hashes, decoded once.
+func (r *CompactReader) blockSums(s *compactSection) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sums == nil {
+		r.sums = map[int64][]byte{}
+	}
+	sums, ok := r.sums[s.Offset]
+	if !ok {
+		sums, _ = base64.StdEncoding.DecodeString(s.Blocks) // checked by checkSection
+		r.sums[s.Offset] = sums
+	}
+	return sums
+}
+
+func (r *CompactReader) cached(off int64) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.blocks[off]
+}
+
+// keep caches a checked block, forgetting the oldest past cacheBlocks.
+func (r *CompactReader) keep(off int64, blk []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.blocks == nil {
+		r.blocks = map[int64][]byte{}
+	}
+	if _, ok := r.blocks[off]; ok {
+		return
+	}
+	if len(r.fifo) == cacheBlocks {
+		delete(r.blocks, r.fifo[0])
+		r.fifo = r.fifo[1:]
+	}
+	r.blocks[off] = blk
+	r.fifo = append(r.fifo, off)
 }
 
 // values reads values [lo, hi) of a column.
@@ -390,14 +488,28 @@ func (r *CompactReader) strings(name string, s *compactStrings, lo, hi int64) ([
 // Entries reads shards [lo, hi) of the index, fetching only the blocks of
 // each column that hold them.
 func (r *CompactReader) Entries(lo, hi int64) ([]Entry, error) {
+	return r.entries(lo, hi, nil)
+}
+
+// entries is Entries with the shards' samples from counts where given
+// (CompactCounts), not read again.
+func (r *CompactReader) entries(lo, hi int64, counts func(h int64) int64) ([]Entry, error) {
 	m := r.meta
 	if lo < 0 || hi < lo || hi > m.Shards {
 		return nil, fmt.Errorf("shards [%d, %d) of an index of %d", lo, hi, m.Shards)
 	}
 	out := make([]Entry, hi-lo)
-	samples, err := r.values("sampleCounts", &m.SampleCounts, lo, hi)
-	if err != nil {
-		return nil, err
+	var samples []int64
+	if counts == nil {
+		var err error
+		if samples, err = r.values("sampleCounts", &m.SampleCounts, lo, hi); err != nil {
+			return nil, err
+		}
+	} else {
+		samples = make([]int64, hi-lo)
+		for i := range samples {
+			samples[i] = counts(lo + int64(i))
+		}
 	}
 	ids, err := r.records(out, lo, hi)
 	if err != nil {

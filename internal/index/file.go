@@ -194,26 +194,32 @@ func (e Entry) LiveRows() []int64 {
 // Count is the number of rows in the run.
 func (r Run) Count() int64 { return r[1] - r[0] }
 
+// shardOf is the planner's view of one of the index's shards.
+func (f *File) shardOf(e *Entry) planner.Shard {
+	out := planner.Shard{Name: e.Name, Samples: e.Samples, Bytes: e.Length, Hash: e.Hash}
+	if e.FooterLength > 0 {
+		out.Shared, out.SharedBytes = e.Object, e.FooterLength
+	}
+	if f.Megatron != nil { // the shard's .idx ranges are fetched with its tokens
+		for _, r := range e.Ranges {
+			out.Bytes += r.Length
+		}
+	}
+	for k, lf := range e.Files { // the first tail is shared; the others count as the shard's
+		if k == 0 {
+			out.Shared, out.SharedBytes = lf.Tail.Object+"#tail", lf.Tail.Length
+		} else {
+			out.Bytes += lf.Tail.Length
+		}
+	}
+	return out
+}
+
 // StreamIndex returns the planner's view of the index.
 func (f *File) StreamIndex() planner.StreamIndex {
 	out := planner.StreamIndex{Shards: make([]planner.Shard, len(f.Shards))}
-	for i, e := range f.Shards {
-		out.Shards[i] = planner.Shard{Name: e.Name, Samples: e.Samples, Bytes: e.Length, Hash: e.Hash}
-		if e.FooterLength > 0 {
-			out.Shards[i].Shared, out.Shards[i].SharedBytes = e.Object, e.FooterLength
-		}
-		if f.Megatron != nil { // the shard's .idx ranges are fetched with its tokens
-			for _, r := range e.Ranges {
-				out.Shards[i].Bytes += r.Length
-			}
-		}
-		for k, lf := range e.Files { // the first tail is shared; the others count as the shard's
-			if k == 0 {
-				out.Shards[i].Shared, out.Shards[i].SharedBytes = lf.Tail.Object+"#tail", lf.Tail.Length
-			} else {
-				out.Shards[i].Bytes += lf.Tail.Length
-			}
-		}
+	for i := range f.Shards {
+		out.Shards[i] = f.shardOf(&f.Shards[i])
 	}
 	if f.Table != nil {
 		out.Snapshot = strconv.FormatInt(f.Table.Snapshot, 10)

@@ -1,0 +1,135 @@
+package index
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+// CompactCounts are a compact index's shards as a planner reads them
+// (planner.ShardCounts): every shard's samples, from its sampleCounts
+// column read once (a few bytes a shard), and the entries of the shards
+// Resolve was given, fetched together by ranged reads and kept.
+type CompactCounts struct {
+	r      *CompactReader
+	col    compactColumn
+	values []byte // the column's stored values (none for width 0)
+
+	mu      sync.Mutex
+	entries map[int64]*Entry
+}
+
+// Counts reads the index's sample counts whole, each block checked, and
+// checks that they add up to the header's samples.
+func (r *CompactReader) Counts() (*CompactCounts, error) {
+	c := &CompactCounts{r: r, col: r.meta.SampleCounts, entries: map[int64]*Entry{}}
+	if c.col.Width > 0 {
+		var err error
+		if c.values, err = r.block("sampleCounts", c.col.Section, 0, c.col.Section.Length); err != nil {
+			return nil, err
+		}
+	}
+	var sum int64
+	for h := range r.meta.Shards {
+		v, ok := c.col.value(h, c.values[h*int64(c.col.Width):])
+		if !ok || v > r.meta.Samples-sum {
+			return nil, compactError("its shards' samples pass its header's %d at shard %d", r.meta.Samples, h)
+		}
+		sum += v
+	}
+	if sum != r.meta.Samples {
+		return nil, compactError("its shards' samples add to %d, its header says %d", sum, r.meta.Samples)
+	}
+	return c, nil
+}
+
+// Lean is the planner's view of the index with its counts and no shard
+// held (planner.StreamIndex.Summary and Counts): what a sidecar plans
+// with, reading its shards' entries as it needs them (Resolve).
+func (r *CompactReader) Lean() (planner.StreamIndex, *CompactCounts, error) {
+	c, err := r.Counts()
+	if err != nil {
+		return planner.StreamIndex{}, nil, err
+	}
+	x := r.Summary()
+	x.Counts = c
+	return x, c, nil
+}
+
+// Samples implements planner.ShardCounts.
+func (c *CompactCounts) Samples(h int64) int64 {
+	v, _ := c.col.value(h, c.values[h*int64(c.col.Width):]) // checked by Counts
+	return v
+}
+
+// Shard implements planner.ShardCounts, for a shard Resolve was given:
+// asking for another is the caller's mistake.
+func (c *CompactCounts) Shard(h int64) planner.Shard {
+	e, ok := c.Entry(h)
+	if !ok {
+		panic(fmt.Sprintf("index: shard %d of a compact index was not resolved before it was asked for", h))
+	}
+	return c.r.File.shardOf(&e)
+}
+
+// Entry is shard h's entry, if Resolve was given it.
+func (c *CompactCounts) Entry(h int64) (Entry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[h]
+	if !ok {
+		return Entry{}, false
+	}
+	return *e, true
+}
+
+// Resolve fetches the entries of shards not fetched yet: the records of
+// shards close together (in one block of records) in one ranged read,
+// each entry checked as a reader of the whole index checks it.
+func (c *CompactCounts) Resolve(shards []int64) error {
+	c.mu.Lock()
+	var need []int64
+	for _, h := range shards {
+		if _, ok := c.entries[h]; !ok && h >= 0 && h < c.r.meta.Shards {
+			need = append(need, h)
+		}
+	}
+	c.mu.Unlock()
+	slices.Sort(need)
+	need = slices.Compact(need)
+	span := max(1, c.r.meta.BlockSize/max(1, c.r.meta.Records.width()))
+	for i := 0; i < len(need); {
+		j := i + 1
+		for j < len(need) && need[j]-need[i] < span {
+			j++
+		}
+		lo, hi := need[i], need[j-1]+1
+		got, err := c.r.entries(lo, hi, c.Samples)
+		if err != nil {
+			return err
+		}
+		head := *c.r.File
+		c.mu.Lock()
+		for _, h := range need[i:j] {
+			e := got[h-lo]
+			head.Shards = []Entry{e}
+			if err := head.checkShards(); err != nil {
+				c.mu.Unlock()
+				return err
+			}
+			c.entries[h] = &e
+		}
+		c.mu.Unlock()
+		i = j
+	}
+	return nil
+}
+
+// Resolved is how many shards' entries are held.
+func (c *CompactCounts) Resolved() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}

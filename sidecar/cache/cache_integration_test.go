@@ -103,8 +103,8 @@ func TestIntegrationCacheFetchesEachShardOnceFromMinIO(t *testing.T) {
 }
 
 // slowStore delays every read, so that a download is still running when
-// the test stops MinIO under it.
-// slowStore reads at most 32 KiB per 5 ms, and counts what it read.
+// the test stops MinIO under it: at most 128 KiB per 5 ms, counting what
+// it read.
 type slowStore struct {
 	store.Store
 	read *atomic.Int64
@@ -125,13 +125,16 @@ type slowReader struct {
 
 func (r slowReader) Read(p []byte) (int, error) {
 	time.Sleep(5 * time.Millisecond)
-	n, err := r.ReadCloser.Read(p[:min(len(p), 32<<10)])
+	n, err := r.ReadCloser.Read(p[:min(len(p), 128<<10)])
 	r.read.Add(int64(n))
 	return n, err
 }
 
 func TestIntegrationDownloadSurvivesMinIOStoppingMidway(t *testing.T) {
-	st, shards, data := upload(t, 16<<20)
+	// Larger than what the sockets hold in flight (Linux lets a
+	// receive buffer grow to tcp_rmem's 32 MiB): a 16 MiB shard was
+	// sometimes all sent before MinIO was stopped.
+	st, shards, data := upload(t, 64<<20)
 	read := &atomic.Int64{}
 	c, err := New(Options{Dir: t.TempDir()}, map[string]store.Store{"web": slowStore{st, read}})
 	if err != nil {
@@ -139,7 +142,7 @@ func TestIntegrationDownloadSurvivesMinIOStoppingMidway(t *testing.T) {
 	}
 	ctx := context.Background()
 	go func() {
-		// About 3 MB into the 16 MB shard, whenever the download began (a
+		// About 3 MB into the 64 MB shard, whenever the download began (a
 		// fixed delay killed MinIO before the request on a loaded machine).
 		for deadline := time.Now().Add(time.Minute); read.Load() < 3<<20 && time.Now().Before(deadline); {
 			time.Sleep(5 * time.Millisecond)

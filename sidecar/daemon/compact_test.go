@@ -1,9 +1,7 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,11 +12,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
-	"github.com/shardfeed/shardfeed/internal/store"
-	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/daemon/daemontest"
-	"github.com/shardfeed/shardfeed/sidecar/format"
-	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 )
 
 // A stream whose index is compact (_shardfeed/index.sfi, no index.json)
@@ -28,31 +22,11 @@ func TestACompactIndexIsServedAsItsJSONIndexIs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	next := int64(0)
+	var sizes []int
 	for i := range 12 {
-		var b bytes.Buffer
-		for range 3 + i%4 {
-			fmt.Fprintf(&b, "%d\n", 1000+next)
-			next++
-		}
-		if err := os.WriteFile(filepath.Join(data, fmt.Sprintf("part-%02d.toy", i)), b.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		sizes = append(sizes, 3+i%4)
 	}
-	reg := formats.Default()
-	reg.Register(toy{})
-	st, err := stores.Open(ctx, store.Source{URI: "file://" + data + "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := reg.Index(ctx, st, "toy", format.IndexOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, reg, st, f := toyStream(ctx, t, dir, sizes)
 	spec := datav1alpha1.TrainingDatasetSpec{
 		Streams:   []datav1alpha1.Stream{{Name: "t", Format: "toy", Source: datav1alpha1.Source{URI: "file://" + data + "/"}}},
 		NumSplits: 2, GlobalBatchSize: 4, Shuffle: datav1alpha1.Shuffle{BlockSize: ptr.To[int64](4)},

@@ -91,33 +91,28 @@ func (toyReader) Records(_ context.Context, _ int, parts [][]byte, _ []string) (
 	return format.RecordsOf([]arrow.RecordBatch{array.NewRecordBatch(toySchema, []arrow.Array{col}, int64(col.Len()))})
 }
 
-// TestAFormatRegisteredFromATestIsIndexedPlannedAndServed registers the toy
-// format in a registry of its own and takes a stream of it through the
-// steps of a real one: indexed (as shardfeed index does), planned from its
-// index, and served by the sidecar to two ranks, every batch the plan's.
-func TestAFormatRegisteredFromATestIsIndexedPlannedAndServed(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dir := t.TempDir()
+// toyStream writes objects of sizes samples under dir/data, the value of
+// each sample 1000 + its id, and indexes them with a registry that has the
+// toy format: the data's directory, the registry, its store and its index.
+func toyStream(ctx context.Context, t *testing.T, dir string, sizes []int) (string, format.Registry, store.Store, *index.File) {
+	t.Helper()
 	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	next := int64(0)
-	for i, n := range []int{10, 7, 5} {
+	for i, n := range sizes {
 		var b bytes.Buffer
 		for range n {
 			fmt.Fprintf(&b, "%d\n", 1000+next) // value = 1000 + the sample's id
 			next++
 		}
-		if err := os.MkdirAll(data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(data, fmt.Sprintf("part-%d.toy", i)), b.Bytes(), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(data, fmt.Sprintf("part-%02d.toy", i)), b.Bytes(), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	reg := formats.Default()
 	reg.Register(toy{})
-
-	// Indexed.
 	st, err := stores.Open(ctx, store.Source{URI: "file://" + data + "/"})
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +121,18 @@ func TestAFormatRegisteredFromATestIsIndexedPlannedAndServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return data, reg, st, f
+}
+
+// TestAFormatRegisteredFromATestIsIndexedPlannedAndServed registers the toy
+// format in a registry of its own and takes a stream of it through the
+// steps of a real one: indexed (as shardfeed index does), planned from its
+// index, and served by the sidecar to two ranks, every batch the plan's.
+func TestAFormatRegisteredFromATestIsIndexedPlannedAndServed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	data, reg, st, f := toyStream(ctx, t, dir, []int{10, 7, 5})
 	if err := index.Write(ctx, st, f); err != nil {
 		t.Fatal(err)
 	}

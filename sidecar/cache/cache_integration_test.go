@@ -162,7 +162,8 @@ func TestIntegrationDownloadSurvivesMinIOStoppingMidway(t *testing.T) {
 		t.Fatalf("read %d bytes back (%v), want the %d bytes uploaded", len(got), err, len(data[0]))
 	}
 	if s := c.Stats(); s.FetchedBytes <= int64(len(data[0])) || s.Downloads != 1 {
-		t.Errorf("stats = %+v: want one completed download after a cut-short one", s)
+		t.Errorf("stats = %+v: want one completed download after a cut-short one (fetched %d bytes of a %d-byte shard: more means the first download was cut and redone; equal, that MinIO had sent it all before it stopped)",
+			s, s.FetchedBytes, len(data[0]))
 	}
 }
 

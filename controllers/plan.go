@@ -93,7 +93,7 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 		}
 		capBytes := min(r.Policy.maxIndexBytes(), left)
 		open := streams.Open
-		if ds.Spec.Bucketing == nil {
+		if planspec.InParts(&ds.Spec) {
 			// A compact index by its header alone: the operator plans
 			// with its counts and content hash, and sidecars read the rest.
 			open = streams.OpenSummary

@@ -483,8 +483,8 @@ func (ep *bucketEpoch) batch(dst []Sample, k int64, first, n int) []Sample {
 }
 
 // needs maps each bucket's needs, in its batches, to the global steps.
-func (ep *bucketEpoch) needs(first, n int) []ShardNeed {
-	set := newNeedSet(ep.pl)
+func (ep *bucketEpoch) needs(first, n int, sized bool) []ShardNeed {
+	set := newNeedSet(ep.pl, sized)
 	for i, be := range ep.epochs {
 		b := ep.o.which[i]
 		for _, nd := range be.ShardsNeeded(first, n) {
@@ -495,12 +495,14 @@ func (ep *bucketEpoch) needs(first, n int) []ShardNeed {
 }
 
 // cacheBytes counts a shard once while any of its buckets holds it.
-func (ep *bucketEpoch) cacheBytes(first, n int) int64 { return objectPeak(ep.pl, ep.needs(first, n)) }
+func (ep *bucketEpoch) cacheBytes(first, n int) int64 {
+	return objectPeak(ep.pl, ep.needs(first, n, true))
+}
 
 // objectPeak is peakBytes with each object once: a bucketed stream's lanes
 // are the same objects, which a pod caches once, with each lane's runs.
 func objectPeak(pl *Plan, needs []ShardNeed) int64 {
-	set := newNeedSet(pl)
+	set := newNeedSet(pl, true)
 	for _, nd := range needs {
 		o := pl.object(nd.Stream, nd.Shard)
 		i, held := set.at[o]

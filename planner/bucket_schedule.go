@@ -155,9 +155,9 @@ func (ep *scheduledBuckets) at(j int, t int64) Sample {
 // part of them as each bucket's steps, their needs clipped to those steps
 // and mapped back to the global steps that read them (a repeat's again at
 // its own).
-func (ep *scheduledBuckets) needs(first, n int) []ShardNeed {
+func (ep *scheduledBuckets) needs(first, n int, sized bool) []ShardNeed {
 	o, K := ep.o, ep.o.pl.steps
-	set := newNeedSet(o.pl)
+	set := newNeedSet(o.pl, sized)
 	sub := map[[2]int64][]ShardNeed{} // (data epoch, bucket) → needs
 	g0 := o.pl.GlobalStep(ep.e, 0)
 	for k := int64(0); k < K; {
@@ -195,7 +195,7 @@ func (ep *scheduledBuckets) needs(first, n int) []ShardNeed {
 }
 
 func (ep *scheduledBuckets) cacheBytes(first, n int) int64 {
-	return objectPeak(ep.o.pl, ep.needs(first, n))
+	return objectPeak(ep.o.pl, ep.needs(first, n, true))
 }
 
 // skippedBatch is SkippedBatch of a bucketed schedule: data step

@@ -293,7 +293,7 @@ func (ep *randomEpoch) stepsReading(j int, lo, hi int64) (first, last int64, ok 
 // needs lists the shards splits [first, first+n) read, each once, in
 // the order they are first needed, each from the first step that may read
 // it to the last.
-func (ep *randomEpoch) needs(first, n int) []ShardNeed {
+func (ep *randomEpoch) needs(first, n int, sized bool) []ShardNeed {
 	type need struct {
 		ShardNeed
 		split int
@@ -313,8 +313,12 @@ func (ep *randomEpoch) needs(first, n int) []ShardNeed {
 				continue
 			}
 			h := int64(pc.shard) - ep.pl.shardBase[pc.stream]
+			var bytes int64
+			if sized {
+				bytes = ep.pl.shardBytes(int(pc.stream), h)
+			}
 			all = append(all, need{
-				ShardNeed: ShardNeed{Stream: int(pc.stream), Shard: int(h), Bytes: ep.pl.shardBytes(int(pc.stream), h), FirstStep: f, LastStep: l},
+				ShardNeed: ShardNeed{Stream: int(pc.stream), Shard: int(h), Bytes: bytes, FirstStep: f, LastStep: l},
 				split:     j, order: i, g: pc.shard,
 			})
 		}
@@ -332,7 +336,9 @@ func (ep *randomEpoch) needs(first, n int) []ShardNeed {
 		at[nd.g] = len(out)
 		out = append(out, nd.ShardNeed)
 	}
-	ep.pl.addShared(out)
+	if sized {
+		ep.pl.addShared(out)
+	}
 	return out
 }
 
@@ -405,7 +411,7 @@ func (ep *randomEpoch) cacheBytes(first, n int) int64 {
 	}
 	// Never more than every shard the splits read; the shared parts of
 	// their objects (footers) stay with their shards.
-	for _, nd := range ep.needs(first, n) {
+	for _, nd := range ep.needs(first, n, true) {
 		all += nd.Bytes
 		need += nd.Bytes - ep.pl.shardBytes(nd.Stream, int64(nd.Shard))
 	}

@@ -182,13 +182,13 @@ func (ep *laneEpoch) batch(dst []Sample, k int64, first, n int) []Sample {
 }
 
 // cacheBytes is the most the needs hold at any one step.
-func (ep *laneEpoch) cacheBytes(first, n int) int64 { return peakBytes(ep.needs(first, n)) }
+func (ep *laneEpoch) cacheBytes(first, n int) int64 { return peakBytes(ep.needs(first, n, true)) }
 
 // needs is ShardsNeeded with lanes: each lane's needs, in lane positions,
 // mapped to the steps that read them.
-func (ep *laneEpoch) needs(first, n int) []ShardNeed {
+func (ep *laneEpoch) needs(first, n int, sized bool) []ShardNeed {
 	l, pl := ep.l, ep.pl
-	set := newNeedSet(pl)
+	set := newNeedSet(pl, sized)
 	for s, le := range ep.lanes {
 		for j := first; j < first+n; j++ {
 			for _, nd := range le.ShardsNeeded(j, 1) {

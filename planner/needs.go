@@ -56,7 +56,42 @@ func (pl *Plan) shardBytes(stream int, shard int64) int64 {
 // pod, with PodSplits) prefetches.
 func (ep *EpochPlan) ShardsNeeded(first, n int) []ShardNeed {
 	ep.mustHold(first, n)
-	return ep.o.needs(first, n)
+	return ep.o.needs(first, n, true)
+}
+
+// ShardsAhead is ShardsNeeded without the needs' bytes (each Bytes 0):
+// what a sidecar whose streams' shards are held apart (StreamIndex.Counts)
+// prefetches by, resolving the entries of the needs a window ahead and
+// sizing them then (NeedSizer), not every shard of its epoch at its start.
+func (ep *EpochPlan) ShardsAhead(first, n int) []ShardNeed {
+	ep.mustHold(first, n)
+	return ep.o.needs(first, n, false)
+}
+
+// NeedSizer sets the bytes of the needs of ShardsAhead, a run at a time in
+// their order, as ShardsNeeded has them: each object's shared part on its
+// first shard.
+type NeedSizer struct {
+	pl     *Plan
+	shared map[sharedKey]bool
+}
+
+// NeedSizer returns a sizer of one list of needs.
+func (pl *Plan) NeedSizer() *NeedSizer { return &NeedSizer{pl: pl, shared: map[sharedKey]bool{}} }
+
+// Size sets the bytes of needs, the next run of the list: their shards
+// must be at hand (a held-apart stream's resolved).
+func (z *NeedSizer) Size(needs []ShardNeed) {
+	for i, nd := range needs {
+		sh := z.pl.params.Streams[nd.Stream].Index.shard(int64(nd.Shard))
+		needs[i].Bytes = sh.Bytes
+		if sh.SharedBytes > 0 {
+			if k := (sharedKey{nd.Stream, sh.Shared}); !z.shared[k] {
+				z.shared[k] = true
+				needs[i].Bytes += sh.SharedBytes
+			}
+		}
+	}
 }
 
 // ShardRef names a shard of a stream.
@@ -82,7 +117,7 @@ func (ep *EpochPlan) ShardsOf(first, n int) []ShardRef {
 		}
 		return out
 	}
-	for _, nd := range ep.o.needs(first, n) {
+	for _, nd := range ep.o.needs(first, n, false) {
 		out = append(out, ShardRef{Stream: nd.Stream, Shard: nd.Shard})
 	}
 	return out
@@ -173,9 +208,13 @@ type needSet struct {
 	pl  *Plan
 	out []ShardNeed
 	at  map[[2]int]int // (stream, shard) → its need in out
+	// sized: with the needs' bytes (not for ShardsAhead).
+	sized bool
 }
 
-func newNeedSet(pl *Plan) *needSet { return &needSet{pl: pl, at: map[[2]int]int{}} }
+func newNeedSet(pl *Plan, sized bool) *needSet {
+	return &needSet{pl: pl, sized: sized, at: map[[2]int]int{}}
+}
 
 // add notes that shard of stream s is read from step first to step last.
 func (n *needSet) add(s, shard int, first, last int64) {
@@ -185,14 +224,20 @@ func (n *needSet) add(s, shard int, first, last int64) {
 		return
 	}
 	n.at[key] = len(n.out)
-	n.out = append(n.out, ShardNeed{Stream: s, Shard: shard, Bytes: n.pl.shardBytes(s, int64(shard)), FirstStep: first, LastStep: last})
+	var bytes int64
+	if n.sized {
+		bytes = n.pl.shardBytes(s, int64(shard))
+	}
+	n.out = append(n.out, ShardNeed{Stream: s, Shard: shard, Bytes: bytes, FirstStep: first, LastStep: last})
 }
 
 // needs are the needs in the order they are first needed (ties in the
 // order they were added), each object's shared part on its first shard.
 func (n *needSet) needs() []ShardNeed {
 	slices.SortStableFunc(n.out, func(a, b ShardNeed) int { return cmp.Compare(a.FirstStep, b.FirstStep) })
-	n.pl.addShared(n.out)
+	if n.sized {
+		n.pl.addShared(n.out)
+	}
 	return n.out
 }
 
@@ -204,7 +249,7 @@ func (ep *EpochPlan) NeedsOf(ranks []int, dataParallel int) []ShardNeed {
 	if len(ranks) == 1 {
 		return ep.ShardsNeeded(ranks[0]*per, per)
 	}
-	set := newNeedSet(ep.plan)
+	set := newNeedSet(ep.plan, true)
 	for _, d := range ranks {
 		for _, nd := range ep.ShardsNeeded(d*per, per) {
 			set.add(nd.Stream, nd.Shard, nd.FirstStep, nd.LastStep)

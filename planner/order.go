@@ -36,8 +36,9 @@ type epochOrder interface {
 	// batch appends step k's samples of splits [first, first+n),
 	// position-major; k and the splits are checked.
 	batch(dst []Sample, k int64, first, n int) []Sample
-	// needs is EpochPlan.ShardsNeeded.
-	needs(first, n int) []ShardNeed
+	// needs is EpochPlan.ShardsNeeded; unsized, without the needs' bytes
+	// (EpochPlan.ShardsAhead).
+	needs(first, n int, sized bool) []ShardNeed
 	// cacheBytes is the cache splits [first, first+n) need so that no
 	// shard is fetched twice, without the prefetch (EpochPlan.MinCacheBytes).
 	cacheBytes(first, n int) int64

@@ -80,6 +80,13 @@ type ShardCounts interface {
 	Shard(h int64) Shard
 }
 
+// Shard is shard h of the index, however it is held: of one held apart
+// (Counts), a shard whose entry its holder has.
+func (x *StreamIndex) Shard(h int64) Shard { return x.shard(h) }
+
+// ShardSamples is shard h's samples, however the index is held.
+func (x *StreamIndex) ShardSamples(h int64) int64 { return x.shardSamples(h) }
+
 // shard is shard h of the index, however it is held.
 func (x *StreamIndex) shard(h int64) Shard {
 	if x.Counts != nil {

@@ -119,8 +119,11 @@ func newPlan(p Params) (*Plan, error) {
 	return pl, nil
 }
 
-// first returns the index in stream s of shard h's first sample, and
+// ShardFirst returns the index in stream s of shard h's first sample, and
 // shard h's samples.
+func (pl *Plan) ShardFirst(s int, h int64) (first, samples int64) { return pl.first(s, h) }
+
+// first is ShardFirst.
 func (pl *Plan) first(s int, h int64) (first, samples int64) {
 	if f := pl.shardFirst[s]; f != nil {
 		return f[h], f[h+1] - f[h]

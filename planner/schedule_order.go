@@ -122,11 +122,11 @@ func (ep *scheduleEpoch) phase(k int64) (int, bool) {
 // needs: for every split of the range and every run of the epoch's steps,
 // the positions each stream gives, as passes' positions, and the shards
 // those read, with the steps that read them.
-func (ep *scheduleEpoch) needs(first, n int) []ShardNeed {
+func (ep *scheduleEpoch) needs(first, n int, sized bool) []ShardNeed {
 	pl := ep.sc.pl
 	g0 := pl.GlobalStep(ep.epoch, 0)
 	g1 := g0 + pl.steps
-	set := newNeedSet(pl)
+	set := newNeedSet(pl, sized)
 	for j := first; j < first+n; j++ {
 		ep.sc.stepNeeds(j, g0, g1, 0, func(s, shard int, f, l int64) { set.add(s, shard, f-g0, l-g0) })
 	}
@@ -134,7 +134,7 @@ func (ep *scheduleEpoch) needs(first, n int) []ShardNeed {
 }
 
 // cacheBytes is the most the needs hold at any one step.
-func (ep *scheduleEpoch) cacheBytes(first, n int) int64 { return peakBytes(ep.needs(first, n)) }
+func (ep *scheduleEpoch) cacheBytes(first, n int) int64 { return peakBytes(ep.needs(first, n, true)) }
 
 // stepNeeds calls need for every shard split j reads in global steps
 // [x, y), with the first and last of those steps (plus shift: a repeat

@@ -121,6 +121,16 @@ func TestAnEpochOfSomeSplitsIsThoseSplitsOfTheWholeEpoch(t *testing.T) {
 		if a, b := whole.ShardsNeeded(first, n), part.ShardsNeeded(first, n); !slices.Equal(a, b) {
 			t.Fatalf("needs of splits [%d, %d): %v, whole epoch %v", first, first+n, b, a)
 		}
+		// Sized a few at a time, as a sidecar reading its entries as it goes
+		// does, the needs without their bytes are the needs.
+		ahead := part.ShardsAhead(first, n)
+		z, run := pl.NeedSizer(), 1+r.IntN(4)
+		for i := 0; i < len(ahead); i += run {
+			z.Size(ahead[i:min(i+run, len(ahead))])
+		}
+		if a := whole.ShardsNeeded(first, n); !slices.Equal(a, ahead) {
+			t.Fatalf("needs of splits [%d, %d) sized %d at a time: %v, whole epoch %v", first, first+n, run, ahead, a)
+		}
 		if a, b := whole.rangeCacheBytes(first, n), part.rangeCacheBytes(first, n); a != b {
 			t.Fatalf("cache of splits [%d, %d): %d, whole epoch %d", first, first+n, b, a)
 		}

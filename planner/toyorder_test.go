@@ -54,9 +54,9 @@ func (ep *sequentialEpoch) batch(dst []Sample, k int64, first, n int) []Sample {
 	return positionMajor(dst, ep.at, k, ep.pl.perSplit, first, n)
 }
 
-func (ep *sequentialEpoch) needs(first, n int) []ShardNeed {
+func (ep *sequentialEpoch) needs(first, n int, sized bool) []ShardNeed {
 	pl := ep.pl
-	set := newNeedSet(pl)
+	set := newNeedSet(pl, sized)
 	for j := first; j < first+n; j++ {
 		lo, hi := int64(j)*pl.splitLen, int64(j+1)*pl.splitLen
 		for s := range pl.params.Streams {
@@ -77,7 +77,7 @@ func (ep *sequentialEpoch) needs(first, n int) []ShardNeed {
 	return set.needs()
 }
 
-func (ep *sequentialEpoch) cacheBytes(first, n int) int64 { return peakBytes(ep.needs(first, n)) }
+func (ep *sequentialEpoch) cacheBytes(first, n int) int64 { return peakBytes(ep.needs(first, n, true)) }
 
 // TestAnOrderFromOneFile: the toy order serves a plan with nothing else
 // changed: every sample at most once (dropLast drops each split's tail),

@@ -58,6 +58,31 @@ func (r *CompactReader) Lean() (planner.StreamIndex, *CompactCounts, error) {
 	return x, c, nil
 }
 
+// LeanLayout is the index as a sidecar reads it: its header's File, whose
+// shards (File.Shard) are those the returned counts resolved, and the
+// planner's view of it with those counts (Lean). The first shard is
+// resolved at once: readers take a stream's schema from it.
+func (r *CompactReader) LeanLayout() (*Layout, *CompactCounts, error) {
+	x, c, err := r.Lean()
+	if err != nil {
+		return nil, nil, err
+	}
+	f := *r.File
+	f.lean = c
+	if r.meta.Shards > 0 {
+		if err := c.Resolve([]int64{0}); err != nil {
+			return nil, nil, err
+		}
+	}
+	return &Layout{Format: f.Format, Index: x, Native: &f}, c, nil
+}
+
+// Shards is the number of shards of the index.
+func (c *CompactCounts) Shards() int64 { return c.r.meta.Shards }
+
+// BytesRead is the bytes of the index read so far, its header's included.
+func (c *CompactCounts) BytesRead() int64 { return c.r.BytesRead() }
+
 // Samples implements planner.ShardCounts.
 func (c *CompactCounts) Samples(h int64) int64 {
 	v, _ := c.col.value(h, c.values[h*int64(c.col.Width):]) // checked by Counts
@@ -67,11 +92,7 @@ func (c *CompactCounts) Samples(h int64) int64 {
 // Shard implements planner.ShardCounts, for a shard Resolve was given:
 // asking for another is the caller's mistake.
 func (c *CompactCounts) Shard(h int64) planner.Shard {
-	e, ok := c.Entry(h)
-	if !ok {
-		panic(fmt.Sprintf("index: shard %d of a compact index was not resolved before it was asked for", h))
-	}
-	return c.r.File.shardOf(&e)
+	return c.r.File.shardOf(c.mustEntry(h))
 }
 
 // Entry is shard h's entry, if Resolve was given it.
@@ -83,6 +104,17 @@ func (c *CompactCounts) Entry(h int64) (Entry, bool) {
 		return Entry{}, false
 	}
 	return *e, true
+}
+
+// mustEntry is shard h's entry, which Resolve was given.
+func (c *CompactCounts) mustEntry(h int64) *Entry {
+	c.mu.Lock()
+	e, ok := c.entries[h]
+	c.mu.Unlock()
+	if !ok {
+		panic(fmt.Sprintf("index: shard %d of a compact index was not resolved before it was asked for", h))
+	}
+	return e
 }
 
 // Resolve fetches the entries of shards not fetched yet: the records of
@@ -125,6 +157,21 @@ func (c *CompactCounts) Resolve(shards []int64) error {
 		i = j
 	}
 	return nil
+}
+
+// ResolvedShards yields the shards whose entries are held, in no order.
+func (c *CompactCounts) ResolvedShards(yield func(int) bool) {
+	c.mu.Lock()
+	held := make([]int, 0, len(c.entries))
+	for h := range c.entries {
+		held = append(held, int(h))
+	}
+	c.mu.Unlock()
+	for _, h := range held {
+		if !yield(h) {
+			return
+		}
+	}
 }
 
 // Resolved is how many shards' entries are held.

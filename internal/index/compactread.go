@@ -45,6 +45,13 @@ type CompactReader struct {
 // blocks, so that shards read one by one read each block once.
 const cacheBlocks = 1024
 
+// BytesRead is the bytes read so far, the header's included.
+func (r *CompactReader) BytesRead() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.Read
+}
+
 // Shards is the number of shards the index lists.
 func (r *CompactReader) Shards() int64 { return r.meta.Shards }
 

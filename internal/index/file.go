@@ -39,7 +39,32 @@ type File struct {
 	// and the selection its files were indexed with.
 	Partitions *Partitions `json:"partitions,omitempty"`
 	Shards     []Entry     `json:"shards"`
+	// lean, for an index read in parts (CompactReader.LeanLayout), holds
+	// the entries of the shards resolved so far, in place of Shards.
+	lean *CompactCounts
 }
+
+// Len is the number of shards the index lists.
+func (f *File) Len() int {
+	if f.lean != nil {
+		return int(f.lean.r.meta.Shards)
+	}
+	return len(f.Shards)
+}
+
+// Shard is shard i's entry, not to be changed. An index read in parts
+// (Lean) has the entries of the shards it resolved: asking for another is
+// the caller's mistake, and panics.
+func (f *File) Shard(i int) *Entry {
+	if f.lean != nil {
+		return f.lean.mustEntry(int64(i))
+	}
+	return &f.Shards[i]
+}
+
+// Lean is the shards of an index read in parts (CompactReader.LeanLayout),
+// which resolves them; nil for an index read whole.
+func (f *File) Lean() *CompactCounts { return f.lean }
 
 // Partitions describe a hive-partitioned stream's index.
 type Partitions struct {

@@ -209,14 +209,14 @@ func humanBytes(n int64) string {
 // (nil for a plain list of shards, which plans but cannot be served:
 // NoLayout says why).
 func ReadStoreIndex(ctx context.Context, st store.Store, maxBytes int64) (*Layout, planner.StreamIndex, error) {
-	return readStoreIndex(ctx, st, maxBytes, false, Key, CompactKey, FileName)
+	return readStoreIndex(ctx, st, maxBytes, readWhole, Key, CompactKey, FileName)
 }
 
 // ReadStoreIndexOf is ReadStoreIndex for a stream of format kind: an MDS
 // stream's index is MDS's own, in the prefix itself, so it is looked for
 // there first (one request, not a miss under Dir before it).
 func ReadStoreIndexOf(ctx context.Context, st store.Store, maxBytes int64, kind datav1alpha1.ShardFormat) (*Layout, planner.StreamIndex, error) {
-	return readStoreIndex(ctx, st, maxBytes, false, keysOf(kind)...)
+	return readStoreIndex(ctx, st, maxBytes, readWhole, keysOf(kind)...)
 }
 
 // ReadStoreSummaryOf is ReadStoreIndexOf for a reader that plans and
@@ -224,8 +224,26 @@ func ReadStoreIndexOf(ctx context.Context, st store.Store, maxBytes int64, kind 
 // alone, at most maxBytes of it; its layout has no shards and its planner
 // view is the header's Summary. Other forms are read whole.
 func ReadStoreSummaryOf(ctx context.Context, st store.Store, maxBytes int64, kind datav1alpha1.ShardFormat) (*Layout, planner.StreamIndex, error) {
-	return readStoreIndex(ctx, st, maxBytes, true, keysOf(kind)...)
+	return readStoreIndex(ctx, st, maxBytes, readSummary, keysOf(kind)...)
 }
+
+// ReadStoreLeanOf is ReadStoreIndexOf for a reader that serves a few of
+// the shards (a sidecar): a compact index is read in parts
+// (CompactReader.LeanLayout), its header at most maxBytes; its layout's
+// File resolves the shards asked for (File.Lean) and its planner view
+// counts them (StreamIndex.Counts). Other forms are read whole.
+func ReadStoreLeanOf(ctx context.Context, st store.Store, maxBytes int64, kind datav1alpha1.ShardFormat) (*Layout, planner.StreamIndex, error) {
+	return readStoreIndex(ctx, st, maxBytes, readLean, keysOf(kind)...)
+}
+
+// readMode is how much of a compact index a reader reads.
+type readMode int
+
+const (
+	readWhole   readMode = iota // every shard
+	readSummary                 // the header
+	readLean                    // the header, the counts, and shards as asked
+)
 
 // keysOf are the keys a stream's index may be at, in the order looked at:
 // an MDS stream's index is MDS's own, in the prefix itself, so it is
@@ -240,15 +258,22 @@ func keysOf(kind datav1alpha1.ShardFormat) []string {
 	return []string{Key, CompactKey, FileName}
 }
 
-func readStoreIndex(ctx context.Context, st store.Store, maxBytes int64, summary bool, keys ...string) (*Layout, planner.StreamIndex, error) {
+func readStoreIndex(ctx context.Context, st store.Store, maxBytes int64, mode readMode, keys ...string) (*Layout, planner.StreamIndex, error) {
 	for _, key := range keys {
-		if summary && key == CompactKey {
+		if mode != readWhole && key == CompactKey {
 			r, err := OpenCompact(ctx, st, key, maxBytes)
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
 			if err != nil {
 				return nil, planner.StreamIndex{}, err
+			}
+			if mode == readLean {
+				l, _, err := r.LeanLayout()
+				if err != nil {
+					return nil, planner.StreamIndex{}, fmt.Errorf("%s: %w", objectURI(st, key), err)
+				}
+				return l, l.Index, nil
 			}
 			x := r.Summary()
 			return &Layout{Format: r.File.Format, Index: x, Native: r.File}, x, nil

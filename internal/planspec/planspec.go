@@ -160,6 +160,16 @@ func BucketBatchSizes(spec *datav1alpha1.TrainingDatasetSpec) ([]int64, error) {
 	return append(out, spec.GlobalBatchSize), nil
 }
 
+// InParts says whether the dataset's order plans from its compact indexes'
+// headers and counts alone (planner.StreamIndex.Summary and Counts): the
+// random order, with no schedule, lanes or buckets. The operator reads
+// the indexes of such a dataset by their headers, and a sidecar in parts;
+// the indexes of other datasets are read whole.
+func InParts(spec *datav1alpha1.TrainingDatasetSpec) bool {
+	b := cmp.Or(spec.Batching, datav1alpha1.DefaultBatching)
+	return spec.Bucketing == nil && spec.Schedule == nil && b == datav1alpha1.BatchingRandom
+}
+
 // Schedule returns the planner's schedule of spec (nil without one).
 func Schedule(spec *datav1alpha1.TrainingDatasetSpec) *planner.Schedule {
 	if spec.Schedule == nil {

@@ -186,7 +186,21 @@ func SharedCredentials(s datav1alpha1.Stream, dir string) store.Source {
 // (the dataset's spec.packing), the packs counted beside the index are
 // the stream's samples.
 func Open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alpha1.Packing, src store.Source, maxIndexBytes int64) (*Stream, error) {
-	return open(ctx, i, s, packing, src, maxIndexBytes, false)
+	return open(ctx, i, s, packing, src, maxIndexBytes, index.ReadStoreIndexOf)
+}
+
+// OpenLean is Open for a sidecar that serves a few of the shards: a
+// compact index of a stream with no filter or packing is read in parts
+// (index.ReadStoreLeanOf): its header and counts now, each shard's entry
+// when the sidecar resolves it (its Layout's File.Lean). Other indexes are
+// read as Open reads them. A bucketed dataset's streams are read whole
+// (Open): their buckets' selections are checked against every shard.
+func OpenLean(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alpha1.Packing, src store.Source, maxIndexBytes int64) (*Stream, error) {
+	read := index.ReadStoreIndexOf
+	if s.Filter == "" && packing == nil {
+		read = index.ReadStoreLeanOf
+	}
+	return open(ctx, i, s, packing, src, maxIndexBytes, read)
 }
 
 // OpenSummary is Open for a reader that plans and serves nothing (the
@@ -195,10 +209,18 @@ func Open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alph
 // Index is its summary (planner.StreamIndex.Summary), its Layout's File
 // without shards. Other indexes are read as Open reads them.
 func OpenSummary(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alpha1.Packing, src store.Source, maxIndexBytes int64) (*Stream, error) {
-	return open(ctx, i, s, packing, src, maxIndexBytes, s.Filter == "" && packing == nil)
+	read := index.ReadStoreIndexOf
+	if s.Filter == "" && packing == nil {
+		read = index.ReadStoreSummaryOf
+	}
+	return open(ctx, i, s, packing, src, maxIndexBytes, read)
 }
 
-func open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alpha1.Packing, src store.Source, maxIndexBytes int64, summary bool) (*Stream, error) {
+// indexReader reads a stream's index from its store (index.ReadStoreIndexOf
+// and its lean and summary forms).
+type indexReader func(ctx context.Context, st store.Store, maxBytes int64, kind datav1alpha1.ShardFormat) (*index.Layout, planner.StreamIndex, error)
+
+func open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alpha1.Packing, src store.Source, maxIndexBytes int64, read indexReader) (*Stream, error) {
 	st, err := stores.Open(ctx, src)
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
@@ -216,10 +238,6 @@ func open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alph
 	own := out.IndexStore // where an index of shardfeed's is; MDS's is in the data
 	if s.Format == datav1alpha1.FormatMDS || s.Format == "" {
 		own = st
-	}
-	read := index.ReadStoreIndexOf
-	if summary {
-		read = index.ReadStoreSummaryOf
 	}
 	if out.Layout, out.Index, err = read(ctx, own, maxIndexBytes, s.Format); err != nil {
 		if missing := (*index.MissingError)(nil); errors.As(err, &missing) {

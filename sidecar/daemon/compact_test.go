@@ -2,17 +2,25 @@ package daemon_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/daemon/daemontest"
+	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 )
 
 // A stream whose index is compact (_shardfeed/index.sfi, no index.json)
@@ -65,5 +73,109 @@ func TestACompactIndexIsServedAsItsJSONIndexIs(t *testing.T) {
 		if len(j) == 0 || !slices.Equal(j, c) {
 			t.Fatalf("rank %d: served %d rows from the compact index, %d from the JSON one, or other rows", rank, len(c), len(j))
 		}
+	}
+}
+
+// A pod's sidecar reads a compact index in parts: its header and counts,
+// and the entries of the shards its pod's ranks read, not every shard's.
+// It serves each of its ranks what a sidecar of the JSON index serves,
+// and refuses a rank of another pod.
+func TestAPodsSidecarReadsACompactIndexInParts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	var sizes []int
+	for i := range 96 {
+		sizes = append(sizes, 2+i%5)
+	}
+	data, reg, st, f := toyStream(ctx, t, dir, sizes)
+	spec := datav1alpha1.TrainingDatasetSpec{
+		Streams:   []datav1alpha1.Stream{{Name: "t", Format: "toy", Source: datav1alpha1.Source{URI: "file://" + data + "/"}}},
+		NumSplits: 8, GlobalBatchSize: 16, Shuffle: datav1alpha1.Shuffle{BlockSize: ptr.To[int64](4)},
+	}
+	const pods, procs = 4, 2
+	served := map[index.Form][][]daemontest.Row{}
+	for _, form := range []index.Form{index.FormJSON, index.FormCompact} {
+		if _, err := index.WriteForm(ctx, st, f, form); err != nil {
+			t.Fatal(err)
+		}
+		for pod := range pods {
+			cfg := daemon.Config{Dataset: "test", Spec: spec, Formats: reg, CacheDir: filepath.Join(dir, string(form), fmt.Sprint(pod)), Prefetch: -1,
+				Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pod: pod, Pods: pods, ProcsPerPod: procs}}
+			feed, err := daemon.Open(ctx, cfg)
+			if err != nil {
+				t.Fatalf("%s, pod %d: %v", form, pod, err)
+			}
+			shards := map[int64]bool{}
+			for rank := pod * procs; rank < (pod+1)*procs; rank++ {
+				rows := pipelineRows(ctx, t, feed.Pipeline, rank, pods*procs)
+				for _, r := range rows {
+					if r.Value != 1000+r.Index {
+						t.Fatalf("%s: sample %d has value %d", form, r.Index, r.Value)
+					}
+					shards[shardOf(sizes, r.Index)] = true
+				}
+				served[form] = append(served[form], rows)
+			}
+			read, entries := feed.IndexBytes()
+			switch form {
+			case index.FormJSON:
+				if read != 0 || entries != 0 {
+					t.Fatalf("a JSON index read in parts: %d bytes, %d entries", read, entries)
+				}
+			case index.FormCompact:
+				// Its shards', and the first (the schema's).
+				if held := int64(len(shards) + 1); entries == 0 || entries > held || entries >= int64(len(sizes)) {
+					t.Fatalf("pod %d resolved %d entries of %d shards; its ranks read %d", pod, entries, len(sizes), len(shards))
+				}
+				t.Logf("pod %d: %d bytes of the index read, %d entries of %d", pod, read, entries, len(sizes))
+				other := (pod + 1) % pods * procs
+				if _, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: other, World: pods * procs, Workers: 1}); err == nil || !strings.Contains(err.Error(), "ask the sidecar of the rank's pod") {
+					t.Fatalf("pod %d served rank %d: %v", pod, other, err)
+				}
+			}
+			feed.Pipeline.Close()
+		}
+	}
+	if j, c := served[index.FormJSON], served[index.FormCompact]; len(j) != pods*procs || !slices.EqualFunc(j, c, slices.Equal) {
+		t.Fatal("the ranks were served other rows from the compact index read in parts than from the JSON one")
+	}
+}
+
+// shardOf is the shard of sizes that sample id is in.
+func shardOf(sizes []int, id int64) int64 {
+	for h, n := range sizes {
+		if id < int64(n) {
+			return int64(h)
+		}
+		id -= int64(n)
+	}
+	return -1
+}
+
+// pipelineRows reads the epoch a rank of world is served by p.
+func pipelineRows(ctx context.Context, t *testing.T, p *pipeline.Pipeline, rank, world int) []daemontest.Row {
+	t.Helper()
+	b, err := p.Batches(ctx, pipeline.Request{Rank: rank, World: world, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var out []daemontest.Row
+	for {
+		batch, err := b.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := batch.Record
+		col := func(name string) *array.Int64 { return rec.Column(rec.Schema().FieldIndices(name)[0]).(*array.Int64) }
+		value, idx, step := col("value"), col(pipeline.ColumnIndex), col(pipeline.ColumnStep)
+		for j := range int(rec.NumRows()) {
+			out = append(out, daemontest.Row{Step: step.Value(j), Index: idx.Value(j), Value: value.Value(j)})
+		}
+		batch.Release()
 	}
 }

@@ -29,6 +29,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
@@ -173,6 +174,21 @@ type Feed struct {
 	// StoreCounts are the requests the streams' stores made, the indexes'
 	// reads at Open included.
 	StoreCounts *store.Counts
+	// Opened are the streams as opened, their indexes' readers with them.
+	Opened []*streams.Stream
+}
+
+// IndexBytes is the bytes of the streams' indexes read in parts so far
+// (header, counts, and the entries resolved), and their shards' count; 0,
+// 0 where every index was read whole.
+func (f *Feed) IndexBytes() (read, entries int64) {
+	for _, st := range f.Opened {
+		if l, ok := st.Layout.Native.(*index.File); ok && l.Lean() != nil {
+			read += l.Lean().BytesRead()
+			entries += int64(l.Lean().Resolved())
+		}
+	}
+	return read, entries
 }
 
 // Open reads the streams' indexes, computes the plan and opens the cache
@@ -195,7 +211,11 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 				src.Identity = workloadidentity.Identity(s.Source, store.TokenFile(workloadidentity.TokenPath(cfg.IdentityDir, s.Name)))
 			}
 		}
-		st, err := streams.Open(ctx, i, planspec.Resolved(spec, i), spec.Packing, src, 0)
+		open := streams.Open
+		if planspec.InParts(spec) {
+			open = streams.OpenLean // a compact index: the entries of the pod's shards alone
+		}
+		st, err := open(ctx, i, planspec.Resolved(spec, i), spec.Packing, src, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -234,7 +254,12 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	if limit <= 0 && spec.Sidecar.CacheLimit != nil {
 		limit = spec.Sidecar.CacheLimit.Value()
 	}
-	if limit > 0 {
+	lean := slices.ContainsFunc(opened, func(st *streams.Stream) bool { return st.Index.Counts != nil })
+	if limit > 0 && lean {
+		// The minimum would read the entry of every shard the pod reads in
+		// the epoch, which an index read in parts reads as it goes.
+		cmp.Or(cfg.Log, slog.Default()).Info("The cache limit is taken as given: a stream's index is read in parts, and the cache a pod needs is not computed from it", "cacheLimit", limit)
+	} else if limit > 0 {
 		need, what, err := cfg.minCache(pl, prefetch)
 		if err != nil {
 			return nil, err
@@ -259,12 +284,20 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
-	pipe, err := pipeline.New(pipeline.Options{Plan: pl, Streams: sources, Cache: c, PrefetchShards: prefetch, DecodedLimitBytes: cfg.DecodedLimitBytes,
-		SkipCorrupt: spec.OnCorruptShard == datav1alpha1.CorruptShardSkip, OnSkip: cfg.recordSkip, Images: imageSpecs(spec.Decode)})
+	opts := pipeline.Options{Plan: pl, Streams: sources, Cache: c, PrefetchShards: prefetch, DecodedLimitBytes: cfg.DecodedLimitBytes,
+		SkipCorrupt: spec.OnCorruptShard == datav1alpha1.CorruptShardSkip, OnSkip: cfg.recordSkip, Images: imageSpecs(spec.Decode)}
+	if cfg.PodScoped() {
+		// A pod's sidecar serves its pod's splits: with an index read in
+		// parts, it builds each epoch for them alone.
+		if opts.FirstSplit, opts.Splits, err = pl.PodSplits(cfg.Pod, cfg.Pods); err != nil {
+			return nil, err
+		}
+	}
+	pipe, err := pipeline.New(opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Feed{Plan: pl, Cache: c, Pipeline: pipe, Prefetch: prefetch, StoreCounts: counts}, nil
+	return &Feed{Plan: pl, Cache: c, Pipeline: pipe, Prefetch: prefetch, StoreCounts: counts, Opened: opened}, nil
 }
 
 // imageSpecs are spec.decode's image columns.
@@ -370,7 +403,8 @@ func becomeReady(ctx context.Context, cfg Config, feed *Feed, state *configmaps.
 			}
 		}
 		srv.SetReady()
-		cfg.Log.Info("Ready", "epoch", epoch, "step", step, "after", time.Since(start).Round(time.Millisecond))
+		read, entries := feed.IndexBytes()
+		cfg.Log.Info("Ready", "epoch", epoch, "step", step, "after", time.Since(start).Round(time.Millisecond), "indexBytes", read, "indexEntries", entries)
 	}()
 	return nil
 }
@@ -417,6 +451,9 @@ func Run(ctx context.Context, cfg Config) error {
 		"samples", pl.Total(), "steps", pl.Steps(), "numSplits", pl.NumSplits(), "globalBatchSize", pl.GlobalBatchSize(),
 		"rankMode", cfg.RankMode, "job", cfg.Job, "attempt", cfg.Attempt, "committedEpoch", state.Epoch, "committedStep", state.Step,
 		"startup", time.Since(start).Round(time.Millisecond))
+	if read, entries := feed.IndexBytes(); read > 0 {
+		log.Info("Indexes read in parts", "bytes", read, "entries", entries)
+	}
 	if len(cfg.Spec.Decode) > 0 {
 		log.Info("Decoding images", "columns", len(cfg.Spec.Decode), "jpegDecoder", images.JPEGDecoder)
 	}

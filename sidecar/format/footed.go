@@ -77,7 +77,7 @@ type footedReader struct {
 func (r footedReader) Parts(i int) []Part { return FileParts(r.file, i, true) }
 
 func (r footedReader) Schema(ctx context.Context, read ReadFunc) (*arrow.Schema, error) {
-	e := r.file.Shards[0]
+	e := r.file.Shard(0)
 	tail, err := read(ctx, r.Parts(0)[1])
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func (r footedReader) Stats(ctx context.Context, i int, read ReadFunc) (map[stri
 	if r.f.Stats == nil {
 		return nil, nil
 	}
-	e := r.file.Shards[i]
+	e := r.file.Shard(i)
 	tail, err := read(ctx, r.Parts(i)[1])
 	if err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func (r footedReader) Stats(ctx context.Context, i int, read ReadFunc) (map[stri
 }
 
 func (r footedReader) Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
-	e := r.file.Shards[i]
+	e := r.file.Shard(i)
 	recs, err := r.f.Decode(ctx, FootedPart{Size: e.ObjectSize, Tail: parts[1], Offset: e.Offset, Data: parts[0], Index: e.Part}, columns)
 	if err != nil {
 		return nil, err

@@ -555,7 +555,7 @@ func FileOf(l *index.Layout) (*index.File, error) {
 // the object, and with footer the object's footer range, without which
 // formats such as Parquet and Arrow IPC do not decode a range.
 func FileParts(f *index.File, i int, footer bool) []Part {
-	e := f.Shards[i]
+	e := f.Shard(i)
 	parts := []Part{{Key: e.Object, Size: e.Length, Hash: e.Hash, Range: true, Offset: e.Offset}}
 	if footer {
 		parts = append(parts, Part{Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset})

@@ -99,7 +99,7 @@ func (p partitioned) Stats(ctx context.Context, i int, read ReadFunc) (map[strin
 		maps.Copy(out, st)
 	}
 	for k, c := range p.file.Partitions.Columns {
-		v := p.file.Shards[i].Partition[k]
+		v := p.file.Shard(i).Partition[k]
 		if v == nil {
 			continue // a null partition: all its rows null, said nowhere
 		}
@@ -139,7 +139,7 @@ func (p partitioned) Records(ctx context.Context, i int, parts [][]byte, columns
 		}
 	}()
 	for rr.Next() {
-		rec, err := p.appendPartitions(rr.RecordBatch(), p.file.Shards[i].Partition, columns)
+		rec, err := p.appendPartitions(rr.RecordBatch(), p.file.Shard(i).Partition, columns)
 		if err != nil {
 			return nil, err
 		}

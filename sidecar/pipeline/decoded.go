@@ -212,7 +212,7 @@ func (t *decodedTable) decodeOrSkip(ctx context.Context, k shardKey) (*source.Sh
 		t.stats.skippedShards.Add(1)
 		t.stats.skippedRows.Add(rows)
 		if t.onSkip != nil {
-			t.onSkip(Skip{Stream: s.Name, Shard: s.Layout.Index.Shards[k.shard].Name, Index: k.shard, Samples: rows, Reason: err.Error()})
+			t.onSkip(Skip{Stream: s.Name, Shard: s.Layout.Index.Shard(int64(k.shard)).Name, Index: k.shard, Samples: rows, Reason: err.Error()})
 		}
 	}
 	return source.ShardOf(s.Zero(rows)), nil, true, nil

@@ -12,6 +12,7 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -66,6 +67,11 @@ type Options struct {
 	// Images are the binary columns served decoded (spec.decode): each
 	// value an image, each row height × width × 3 uint8.
 	Images map[string]images.Spec
+	// FirstSplit and Splits are the splits the pipeline serves (a pod's):
+	// where a stream's index is read in parts (source.Stream.Lean), each
+	// epoch is built for them alone (planner.Plan.EpochOf), and a request
+	// for another split is refused. Splits 0: every split.
+	FirstSplit, Splits int
 }
 
 // Pipeline serves the batches of one plan.
@@ -77,8 +83,9 @@ type Pipeline struct {
 	// images are the decoded image columns by position.
 	images map[int]*imageColumn
 	stats  counters
-	// shardStart[s][i] is the first row of shard i in stream s.
-	shardStart [][]int64
+	// lean says a stream's index is read in parts: its shards' entries
+	// are resolved before their parts are fetched or decoded.
+	lean bool
 
 	mu     sync.Mutex
 	epochs map[int64]*planner.EpochPlan
@@ -105,6 +112,11 @@ func New(opts Options) (*Pipeline, error) {
 	if opts.Fetchers <= 0 {
 		opts.Fetchers = 4
 	}
+	if S := opts.Plan.NumSplits(); opts.Splits == 0 {
+		opts.FirstSplit, opts.Splits = 0, S
+	} else if opts.FirstSplit < 0 || opts.Splits < 0 || opts.FirstSplit+opts.Splits > S {
+		return nil, fmt.Errorf("pipeline: splits [%d, %d) are not splits of the plan's %d", opts.FirstSplit, opts.FirstSplit+opts.Splits, S)
+	}
 	p := &Pipeline{opts: opts, plan: opts.Plan, epochs: map[int64]*planner.EpochPlan{}, scopes: map[scopeKey]*scope{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	fields := append([]arrow.Field(nil), opts.Streams[0].Schema().Fields()...)
@@ -123,14 +135,10 @@ func New(opts Options) (*Pipeline, error) {
 	)
 	p.schema = arrow.NewSchema(fields, nil)
 	for i, st := range opts.Plan.Params().Streams {
-		starts := make([]int64, len(st.Index.Shards)+1)
-		for j, sh := range st.Index.Shards {
-			starts[j+1] = starts[j] + sh.Samples
+		if int64(opts.Streams[i].Shards()) != st.Index.Len() {
+			return nil, fmt.Errorf("pipeline: stream %q has %d shards in its source and %d in the plan", st.Name, opts.Streams[i].Shards(), st.Index.Len())
 		}
-		p.shardStart = append(p.shardStart, starts)
-		if opts.Streams[i].Shards() != len(st.Index.Shards) {
-			return nil, fmt.Errorf("pipeline: stream %q has %d shards in its source and %d in the plan", st.Name, opts.Streams[i].Shards(), len(st.Index.Shards))
-		}
+		p.lean = p.lean || opts.Streams[i].Lean() != nil
 	}
 	for _, s := range opts.Streams {
 		// A tokenized stream keeps each shard's tokens beside the shard.
@@ -166,14 +174,19 @@ func (p *Pipeline) Close() {
 }
 
 // Epoch returns the order of epoch e, computed once and kept for the two
-// newest epochs asked for.
+// newest epochs asked for: of the pipeline's splits alone where a stream's
+// index is read in parts.
 func (p *Pipeline) Epoch(e int64) (*planner.EpochPlan, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if ep, ok := p.epochs[e]; ok {
 		return ep, nil
 	}
-	ep, err := p.plan.Epoch(e)
+	build := p.plan.Epoch
+	if p.lean {
+		build = func(e int64) (*planner.EpochPlan, error) { return p.plan.EpochOf(e, p.opts.FirstSplit, p.opts.Splits) }
+	}
+	ep, err := build(e)
 	if err != nil {
 		return nil, err
 	}
@@ -260,6 +273,10 @@ func (p *Pipeline) Batches(ctx context.Context, req Request) (*Batches, error) {
 	if req.ScopeSplits == 0 {
 		req.ScopeFirst, req.ScopeSplits = first, n
 	}
+	if !ep.Holds(first, n) || !ep.Holds(req.ScopeFirst, req.ScopeSplits) {
+		return nil, fmt.Errorf("rank %d of %d reads splits [%d, %d), and this sidecar serves splits [%d, %d) alone (its pod's): ask the sidecar of the rank's pod",
+			req.Rank, req.World, first, first+n, p.opts.FirstSplit, p.opts.FirstSplit+p.opts.Splits)
+	}
 	sc := p.scope(ep, req.ScopeFirst, req.ScopeSplits, req.Start)
 	ctx, cancel := context.WithCancel(ctx)
 	b := &Batches{ch: make(chan batchOrErr, p.opts.QueueBatches), cancel: cancel, done: make(chan struct{})}
@@ -327,6 +344,9 @@ func (p *Pipeline) assemble(ctx context.Context, ep *planner.EpochPlan, k int64,
 		return batch, err
 	}
 	rows, keys := p.rowsOf(samples, scratch)
+	if err := p.resolve(keys); err != nil {
+		return batch, fmt.Errorf("step %d: %w", k, err)
+	}
 	shards := make([]*decodedShard, len(keys))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.opts.Fetchers)
@@ -375,6 +395,7 @@ type scratch struct {
 	samples []planner.Sample
 	rows    []rowRef
 	keys    []shardKey
+	starts  []int64 // of keys' shards, their first rows
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
@@ -386,7 +407,7 @@ var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
 // of the sidecar's time at batches of 512).
 func (p *Pipeline) rowsOf(samples []planner.Sample, scratch *scratch) ([]rowRef, []shardKey) {
 	rows := slices.Grow(scratch.rows[:0], len(samples))[:len(samples)]
-	keys := scratch.keys[:0]
+	keys, starts := scratch.keys[:0], scratch.starts[:0]
 	last := -1
 	for i, s := range samples {
 		key := shardKey{s.Stream, s.Shard}
@@ -395,12 +416,13 @@ func (p *Pipeline) rowsOf(samples []planner.Sample, scratch *scratch) ([]rowRef,
 			if last < 0 {
 				last = len(keys)
 				keys = append(keys, key)
+				first, _ := p.plan.ShardFirst(s.Stream, int64(s.Shard))
+				starts = append(starts, p.plan.StreamOffset(s.Stream)+first)
 			}
 		}
-		row := s.ID - p.plan.StreamOffset(s.Stream) - p.shardStart[s.Stream][s.Shard]
-		rows[i] = rowRef{Src: last, Row: int(row)}
+		rows[i] = rowRef{Src: last, Row: int(s.ID - starts[last])}
 	}
-	scratch.rows, scratch.keys = rows, keys
+	scratch.rows, scratch.keys, scratch.starts = rows, keys, starts
 	return rows, keys
 }
 
@@ -486,18 +508,22 @@ func metaColumns(samples []planner.Sample, rows []rowRef, shards []*decodedShard
 // Sample returns the one-row batch of global sample id g (step -1).
 func (p *Pipeline) Sample(ctx context.Context, g int64) (arrow.RecordBatch, error) {
 	params := p.plan.Params()
-	for s := range params.Streams {
+	for s, st := range params.Streams {
 		off := p.plan.StreamOffset(s)
-		starts := p.shardStart[s]
-		if g < off || g >= off+starts[len(starts)-1] {
+		if g < off || g >= off+st.Index.Samples() {
 			continue
 		}
 		row := g - off
-		shard := 0
-		for shard+1 < len(starts) && starts[shard+1] <= row {
-			shard++
-		}
+		// The last shard that starts at or before row and holds a sample.
+		n := int(st.Index.Len())
+		shard := sort.Search(n, func(h int) bool {
+			first, samples := p.plan.ShardFirst(s, int64(h))
+			return first+samples > row
+		})
 		key := shardKey{s, shard}
+		if err := p.resolve([]shardKey{key}); err != nil {
+			return nil, err
+		}
 		d, err := p.decoded.acquire(ctx, key, read)
 		if err != nil {
 			return nil, err
@@ -516,7 +542,26 @@ func (p *Pipeline) Sample(ctx context.Context, g int64) (arrow.RecordBatch, erro
 }
 
 func (p *Pipeline) lastID() int64 {
-	s := len(p.shardStart) - 1
-	starts := p.shardStart[s]
-	return p.plan.StreamOffset(s) + starts[len(starts)-1] - 1
+	streams := p.plan.Params().Streams
+	s := len(streams) - 1
+	return p.plan.StreamOffset(s) + streams[s].Index.Samples() - 1
+}
+
+// resolve fetches the entries of the shards of streams read in parts
+// (source.Stream.Lean) that are not at hand: before a batch or a
+// prefetch asks for their parts.
+func (p *Pipeline) resolve(keys []shardKey) error {
+	if !p.lean {
+		return nil
+	}
+	by := map[int][]int64{}
+	for _, k := range keys {
+		by[k.stream] = append(by[k.stream], int64(k.shard))
+	}
+	for s, shards := range by {
+		if err := p.opts.Streams[s].Resolve(shards); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -27,6 +27,12 @@ type scope struct {
 	p     *Pipeline
 	key   scopeKey
 	needs []planner.ShardNeed
+	// sized is how many of needs are at hand: their entries resolved and
+	// their bytes set, where the streams' indexes are read in parts (the
+	// run's goroutine sizes them, a window ahead of what it fetches);
+	// all of them otherwise.
+	sized int
+	sizer *planner.NeedSizer
 	// last is the last step that reads each shard of needs.
 	last   map[shardKey]int64
 	cancel context.CancelFunc
@@ -66,8 +72,14 @@ func (p *Pipeline) scope(ep *planner.EpochPlan, first, n int, start int64) *scop
 			}
 		}
 		ctx, cancel := context.WithCancel(p.ctx)
-		sc = &scope{p: p, key: key, needs: ep.ShardsNeeded(first, n), last: map[shardKey]int64{}, cancel: cancel, done: make(chan struct{}),
+		sc = &scope{p: p, key: key, last: map[shardKey]int64{}, cancel: cancel, done: make(chan struct{}),
 			front: start, readers: map[int]reader{}, left: make([]int64, n), low: start, wake: make(chan struct{}, 1)}
+		if p.lean {
+			sc.needs, sc.sizer = ep.ShardsAhead(first, n), p.plan.NeedSizer()
+		} else {
+			sc.needs = ep.ShardsNeeded(first, n)
+			sc.sized = len(sc.needs)
+		}
 		for i := range sc.left {
 			sc.left[i] = start
 		}
@@ -173,7 +185,7 @@ func (s *scope) readAhead(group []int, next int) []cache.Shard {
 		i      int
 	}
 	var cands []cand
-	for j := next; j < min(len(s.needs), next+aheadScan); j++ {
+	for j := next; j < min(s.sized, next+aheadScan); j++ {
 		nd := s.needs[j]
 		if nd.Stream != first.Stream || s.p.decoded.has(shardKey{nd.Stream, nd.Shard}) {
 			continue
@@ -334,6 +346,7 @@ func (s *scope) run(ctx context.Context) {
 		ahead := s.releaseBehind(f, front)
 		room, freed := s.p.decoded.room()
 		for {
+			s.sizeTo(next + aheadScan + maxGroup + s.p.opts.PrefetchShards)
 			var group []int
 			if group, next = s.nextGroup(f, next, front, &ahead, room); group == nil {
 				break
@@ -385,13 +398,13 @@ func (s *scope) releaseBehind(f *inFlight, front int64) (ahead int) {
 // is for a later step and the prefetch window (ahead of the front, and the
 // memory for decoded shards: room) is full.
 func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room bool) ([]int, int) {
-	for next < len(s.needs) && s.needs[next].LastStep < front {
+	for next < s.sized && s.needs[next].LastStep < front {
 		next++
 	}
 	wait := func(nd planner.ShardNeed) bool {
 		return nd.FirstStep > front && (*ahead >= s.p.opts.PrefetchShards || !room)
 	}
-	if next == len(s.needs) || wait(s.needs[next]) {
+	if next == s.sized || wait(s.needs[next]) {
 		return nil, next
 	}
 	select {
@@ -404,7 +417,7 @@ func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room b
 	}
 	group := []int{next}
 	next++
-	for len(group) < maxGroup && next < len(s.needs) {
+	for len(group) < maxGroup && next < s.sized {
 		nx := s.needs[next]
 		if nx.LastStep < front || wait(nx) || !s.p.neighbours(s.needs[group[len(group)-1]], nx) {
 			break
@@ -416,6 +429,27 @@ func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room b
 		next++
 	}
 	return group, next
+}
+
+// sizeTo resolves the entries of needs up to the hi-th and sets their
+// bytes, where the streams' indexes are read in parts. A failed read
+// leaves them unsized, to try again at the next wake; the readers, which
+// resolve their batches' shards themselves, meet the error.
+func (s *scope) sizeTo(hi int) {
+	hi = min(hi, len(s.needs))
+	if s.sized >= hi {
+		return
+	}
+	keys := make([]shardKey, 0, hi-s.sized)
+	for _, nd := range s.needs[s.sized:hi] {
+		keys = append(keys, shardKey{nd.Stream, nd.Shard})
+	}
+	if err := s.p.resolve(keys); err != nil {
+		s.p.stats.prefetchErrors.Add(1)
+		return
+	}
+	s.sizer.Size(s.needs[s.sized:hi])
+	s.sized = hi
 }
 
 // fetch brings a group's shards (and parts, read ahead into the cache)

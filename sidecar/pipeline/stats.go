@@ -58,12 +58,24 @@ func (p *Pipeline) Stats() Stats {
 }
 
 // FetchedRows returns the rows of the shards in the cache that are not
-// decoded now. It looks at every shard of the plan: for /v1/status, not
-// for every metrics scrape.
+// decoded now. It looks at every shard of the plan (of a stream read in
+// parts, every shard resolved): for /v1/status, not for every metrics
+// scrape.
 func (p *Pipeline) FetchedRows() int64 {
 	var fetched int64
 	for i, st := range p.opts.Streams {
-		for j, sh := range p.plan.Params().Streams[i].Index.Shards {
+		x := &p.plan.Params().Streams[i].Index
+		shards := func(yield func(int) bool) {
+			for j := range x.Len() {
+				if !yield(int(j)) {
+					return
+				}
+			}
+		}
+		if c := st.Lean(); c != nil {
+			shards = c.ResolvedShards
+		}
+		for j := range shards {
 			if p.decoded.has(shardKey{i, j}) {
 				continue
 			}
@@ -72,7 +84,7 @@ func (p *Pipeline) FetchedRows() int64 {
 				on = on && p.opts.Cache.Present(part)
 			}
 			if on {
-				fetched += sh.Samples
+				fetched += x.ShardSamples(int64(j))
 			}
 		}
 	}

@@ -474,7 +474,7 @@ func (s *Server) steps(w http.ResponseWriter, req *http.Request) {
 		badRequest(w, "from", "%v (a step of the epoch)", err)
 		return
 	}
-	ep, err := s.cfg.Pipeline.Plan().Epoch(e)
+	ep, err := s.cfg.Pipeline.Epoch(e)
 	if err != nil {
 		badRequest(w, "epoch", "%v", err)
 		return

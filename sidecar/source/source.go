@@ -20,6 +20,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/streams"
+	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/promote"
@@ -133,7 +134,34 @@ func (s *Stream) Schema() *arrow.Schema {
 }
 
 // Shards returns the number of shards.
-func (s *Stream) Shards() int { return len(s.Layout.Index.Shards) }
+func (s *Stream) Shards() int { return int(s.Layout.Index.Len()) }
+
+// shard is the planner's view of shard i (of a stream read in parts, one
+// resolved: Resolve).
+func (s *Stream) shard(i int) planner.Shard { return s.Layout.Index.Shard(int64(i)) }
+
+// Lean is the shards of a stream whose index is read in parts, which
+// Resolve fetches; nil for one read whole.
+func (s *Stream) Lean() *index.CompactCounts {
+	if f, ok := s.Layout.Native.(*index.File); ok {
+		return f.Lean()
+	}
+	return nil
+}
+
+// Resolve fetches the entries of the shards of a stream read in parts
+// (Lean) that it has not yet: before their parts or decoding are asked
+// for. Nothing for a stream read whole.
+func (s *Stream) Resolve(shards []int64) error {
+	c := s.Lean()
+	if c == nil {
+		return nil
+	}
+	if err := c.Resolve(shards); err != nil {
+		return fmt.Errorf("stream %q: reading its index's entries: %w", s.Name, err)
+	}
+	return nil
+}
 
 // Rows returns the rows shard i serves: the rows its filter matches, in a
 // filtered stream.
@@ -144,7 +172,7 @@ func (s *Stream) Rows(i int) int64 {
 	if s.filter != nil {
 		return s.filter.Index.Shards[i].Matching
 	}
-	return s.Layout.Index.Shards[i].Samples
+	return s.Layout.Index.ShardSamples(int64(i))
 }
 
 // Parts returns the object ranges shard i needs in the cache, as its
@@ -169,7 +197,7 @@ func (s *Stream) Parts(i int) []cache.Shard {
 // Bytes that do not decode, or decode to another row count than the index
 // says, are a *DecodeError.
 func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.RecordBatch, error) {
-	name := s.Layout.Index.Shards[i].Name
+	name := s.shard(i).Name
 	var runs []byte
 	if s.filter != nil {
 		parts, runs = parts[:len(parts)-1], parts[len(parts)-1]
@@ -211,8 +239,8 @@ func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.Recor
 
 // keep returns the rows of shard i's record that its filter's runs select.
 func (s *Stream) keep(ctx context.Context, i int, rec arrow.RecordBatch, runs []byte) (arrow.RecordBatch, error) {
-	name := s.Layout.Index.Shards[i].Name
-	want := s.Layout.Index.Shards[i].Samples
+	name := s.shard(i).Name
+	want := s.shard(i).Samples
 	matching, err := s.filter.Index.ShardRuns(i, runs, want)
 	if err != nil {
 		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: fmt.Errorf("its filter's selection: %w: re-run shardfeed index --filter", err)}
@@ -334,7 +362,7 @@ func (s *Stream) DecodeShard(ctx context.Context, i int, parts [][]byte) (*Shard
 		}
 		return ShardOf(rec), nil
 	}
-	name := s.Layout.Index.Shards[i].Name
+	name := s.shard(i).Name
 	var same []string
 	for _, f := range s.served.Fields() {
 		if k := s.native.FieldIndices(f.Name); len(k) > 0 && arrow.TypeEqual(f.Type, s.native.Field(k[0]).Type) {
@@ -345,7 +373,7 @@ func (s *Stream) DecodeShard(ctx context.Context, i int, parts [][]byte) (*Shard
 	if err != nil {
 		return nil, s.decodeError(ctx, name, err)
 	}
-	sh := &Shard{Rows: s.Layout.Index.Shards[i].Samples, Arrays: make([]arrow.Array, s.served.NumFields()), Raw: raw, RawIndex: notRaw(s.served.NumFields())}
+	sh := &Shard{Rows: s.shard(i).Samples, Arrays: make([]arrow.Array, s.served.NumFields()), Raw: raw, RawIndex: notRaw(s.served.NumFields())}
 	var rawNames []string
 	if raw != nil {
 		rawNames = raw.Columns()
@@ -383,7 +411,7 @@ func (s *Stream) DecodeShard(ctx context.Context, i int, parts [][]byte) (*Shard
 // decodeAs decodes columns of shard i (all of a filtered shard's rows) into
 // one record of schema, which must hold the index's row count.
 func (s *Stream) decodeAs(ctx context.Context, i int, parts [][]byte, columns []string, schema *arrow.Schema) (arrow.RecordBatch, error) {
-	name := s.Layout.Index.Shards[i].Name
+	name := s.shard(i).Name
 	recs, err := s.decodeColumns(ctx, i, parts, columns)
 	if err != nil {
 		return nil, s.decodeError(ctx, name, err)
@@ -397,7 +425,7 @@ func (s *Stream) decodeAs(ctx context.Context, i int, parts [][]byte, columns []
 	if err != nil {
 		return nil, s.decodeError(ctx, name, err)
 	}
-	if want := s.Layout.Index.Shards[i].Samples; rec.NumRows() != want {
+	if want := s.shard(i).Samples; rec.NumRows() != want {
 		rec.Release()
 		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: fmt.Errorf("decoded to %d rows, the index says %d: re-run shardfeed index", rec.NumRows(), want)}
 	}

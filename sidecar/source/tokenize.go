@@ -263,7 +263,7 @@ func (s *Stream) SetDerivedCache(c DerivedCache) { s.derived = c }
 // tokenKeyOf is the cache key of shard i's tokens, "" when the shard has
 // no content hash to key them by.
 func (s *Stream) tokenKeyOf(i int) string {
-	sh := s.Layout.Index.Shards[i]
+	sh := s.shard(i)
 	if sh.Hash == "" {
 		return ""
 	}

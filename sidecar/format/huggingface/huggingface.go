@@ -129,13 +129,13 @@ type reader struct{ f *index.File }
 
 // Parts are the shard's batches, then its file's schema message.
 func (r *reader) Parts(i int) []format.Part {
-	e := r.f.Shards[i]
+	e := r.f.Shard(i)
 	return []format.Part{{Key: e.Object, Size: e.Length, Hash: e.Hash, Range: true, Offset: e.Offset},
 		{Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset}}
 }
 
 func (r *reader) Schema(ctx context.Context, read format.ReadFunc) (*arrow.Schema, error) {
-	e := r.f.Shards[0]
+	e := r.f.Shard(0)
 	msg, err := read(ctx, r.Parts(0)[1])
 	if err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func (r *reader) Schema(ctx context.Context, read format.ReadFunc) (*arrow.Schem
 func (r *reader) Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
 	recs, err := arrowipc.ReadStreamBatches(ctx, parts[1], parts[0], columns)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r.f.Shards[i].Name, err)
+		return nil, fmt.Errorf("%s: %w", r.f.Shard(i).Name, err)
 	}
 	for k, rec := range recs { // the served schema carries the features' metadata
 		s, err := WithFeatures(rec.Schema())

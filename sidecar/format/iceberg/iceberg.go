@@ -101,7 +101,7 @@ func (r *reader) Schema(context.Context, format.ReadFunc) (*arrow.Schema, error)
 
 // Records implements format.Reader.
 func (r *reader) Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
-	e := r.file.Shards[i]
+	e := r.file.Shard(i)
 	fileSchema, err := parquet.Schema(e.ObjectSize, parts[1])
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", e.Object, err)

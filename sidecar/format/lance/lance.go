@@ -100,7 +100,7 @@ type reader struct {
 
 // Parts are the shard's ranges, then each data file's tail.
 func (r *reader) Parts(i int) []format.Part {
-	e := r.file.Shards[i]
+	e := r.file.Shard(i)
 	out := make([]format.Part, 0, len(e.Ranges)+len(e.Files))
 	for _, g := range e.Ranges {
 		out = append(out, format.Part{Key: g.Object, Size: g.Length, Hash: g.Hash, Range: true, Offset: g.Offset})
@@ -138,11 +138,11 @@ func (s *sparse) ReadAt(off, n uint64) ([]byte, error) {
 }
 
 func (r *reader) Records(_ context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
-	e := r.file.Shards[i]
+	e := r.file.Shard(i)
 	if len(parts) != len(e.Ranges)+len(e.Files) {
 		return nil, fmt.Errorf("shard %s: %d parts, want %d", e.Name, len(parts), len(e.Ranges)+len(e.Files))
 	}
-	files, err := views(e, parts)
+	files, err := views(*e, parts)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", e.Name, err)
 	}

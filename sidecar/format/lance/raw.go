@@ -14,11 +14,11 @@ import (
 
 // RawShard implements format.RawReader.
 func (r *reader) RawShard(i int, parts [][]byte, columns []string) (format.RawShard, error) {
-	e := r.file.Shards[i]
+	e := r.file.Shard(i)
 	if len(parts) != len(e.Ranges)+len(e.Files) {
 		return nil, nil // Records says what is wrong
 	}
-	files, err := views(e, parts)
+	files, err := views(*e, parts)
 	if err != nil {
 		return nil, nil //nolint:nilerr // Records refuses the shard with the error
 	}

@@ -66,7 +66,7 @@ func (r *reader) Schema(context.Context, format.ReadFunc) (*arrow.Schema, error)
 }
 
 func (r *reader) Records(_ context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
-	e := r.f.Shards[i]
+	e := r.f.Shard(i)
 	rec, err := Decode(r.f.LitData, parts[0], e.Samples, columns)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", e.Name, err)

@@ -74,7 +74,7 @@ type reader struct {
 // Parts are the shard's tokens (a range of the .bin), then its ranges of
 // the .idx.
 func (r *reader) Parts(i int) []format.Part {
-	e := r.f.Shards[i]
+	e := r.f.Shard(i)
 	parts := format.FileParts(r.f, i, false)
 	for _, g := range e.Ranges {
 		parts = append(parts, format.Part{Key: g.Object, Size: g.Length, Hash: g.Hash, Range: true, Offset: g.Offset})
@@ -87,8 +87,8 @@ func (r *reader) Schema(context.Context, format.ReadFunc) (*arrow.Schema, error)
 }
 
 func (r *reader) Records(_ context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
-	e := r.f.Shards[i]
-	rec, err := Decode(r.f.Megatron, e, parts, columns)
+	e := r.f.Shard(i)
+	rec, err := Decode(r.f.Megatron, *e, parts, columns)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", e.Name, err)
 	}
@@ -246,12 +246,12 @@ func (r *reader) MeasuredParts(i int, column string) []int {
 // Lengths implements format.Measurer: each sample's tokens, from the .idx
 // ranges alone (parts[0], the tokens, is not read).
 func (r *reader) Lengths(i int, _ string, parts [][]byte) ([]int64, error) {
-	e := r.f.Shards[i]
+	e := r.f.Shard(i)
 	_, itemSize, err := ArrowType(r.f.Megatron.DType)
 	if err != nil {
 		return nil, err
 	}
-	offsets, err := sampleOffsets(r.f.Megatron, e, parts[1:], e.Length/itemSize)
+	offsets, err := sampleOffsets(r.f.Megatron, *e, parts[1:], e.Length/itemSize)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", e.Name, err)
 	}

@@ -113,7 +113,7 @@ type reader struct {
 }
 
 func (r *reader) Parts(i int) []format.Part {
-	e := r.f.Shards[i]
+	e := r.f.Shard(i)
 	if compressed(e.Object) {
 		return []format.Part{{Key: e.Object, Size: e.Length, Hash: e.Hash}}
 	}
@@ -125,7 +125,7 @@ func (r *reader) Schema(context.Context, format.ReadFunc) (*arrow.Schema, error)
 }
 
 func (r *reader) Records(_ context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
-	e := r.f.Shards[i]
+	e := r.f.Shard(i)
 	data := parts[0]
 	if compressed(e.Object) {
 		var err error

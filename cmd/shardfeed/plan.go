@@ -174,6 +174,12 @@ func datasetPlan(ctx context.Context, file string, stdin io.Reader, indexDirs []
 	if err != nil {
 		return nil, planner.Params{}, nil, err
 	}
+	return datasetPlanOf(ctx, ds, indexDirs, credentials, configMaps)
+}
+
+// datasetPlanOf is datasetPlan of a dataset read.
+func datasetPlanOf(ctx context.Context, ds *datav1alpha1.TrainingDataset, indexDirs []string, credentials, configMaps string) (*datav1alpha1.TrainingDataset, planner.Params, *servedStreams, error) {
+	var err error
 	// With the stores at hand, refuse what serve would refuse; with
 	// --index-dir the data may be out of reach: the plan is offline.
 	var indexes []planner.StreamIndex

@@ -124,12 +124,31 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	if o.output != "text" && o.output != "json" {
 		return fmt.Errorf("--output %q is not supported: use text or json", o.output)
 	}
+	ds, err := readDataset(o.file, stdin)
+	if err != nil {
+		return err
+	}
+	if o.prefetch < 0 {
+		o.prefetch = int(ptr.Deref(ds.Spec.Sidecar.Prefetch, datav1alpha1.DefaultPrefetch))
+	}
+	// Where the indexes are read in parts, a pod's sidecar reads what its
+	// pod needs first: measured first, apart from the whole plan below.
+	parts, err := o.startInParts(ctx, ds, 0, o.pods, 0, o.prefetch)
+	if err != nil {
+		return fmt.Errorf("a sidecar's start with the indexes read in parts: %w", err)
+	}
+	var rescaleParts *partsStart
+	if parts != nil && o.rescaleTo > 0 {
+		if rescaleParts, err = o.rescaleStartInParts(ctx, ds); err != nil {
+			return fmt.Errorf("a new pod's start with the indexes read in parts: %w", err)
+		}
+	}
 	// What each sidecar does at start, timed: the indexes read and parsed,
 	// the plan and the epoch built; and the heap they hold.
 	var start startCost
 	heap0 := heapInUse()
 	began := time.Now()
-	ds, params, served, err := datasetPlan(ctx, o.file, stdin, o.indexDirs, o.credentials, o.configMaps)
+	ds, params, served, err := datasetPlanOf(ctx, ds, o.indexDirs, o.credentials, o.configMaps)
 	if err != nil {
 		return err
 	}
@@ -149,9 +168,6 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	start.HeapBytes = max(heapInUse()-heap0, 0)
 	for _, x := range params.Streams {
 		start.Shards += len(x.Index.Shards)
-	}
-	if o.prefetch < 0 {
-		o.prefetch = int(ptr.Deref(ds.Spec.Sidecar.Prefetch, datav1alpha1.DefaultPrefetch))
 	}
 	so := planner.SimOptions{Pods: o.pods, ProcsPerPod: o.procsPerPod, Bandwidth: bw, StepTime: o.stepTime, Prefetch: o.prefetch,
 		PartBytes: cache.DefaultPartBytes, RescaleTo: o.rescaleTo, RescaleAt: o.rescaleAt}
@@ -179,11 +195,13 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			*planner.Simulation
-			Start    startCost               `json:"start"`
-			Packing  *packingSummary         `json:"packing,omitempty"`
-			Buckets  []planner.BucketSummary `json:"buckets,omitempty"`
-			Warnings []string                `json:"warnings,omitempty"`
-		}{sim, start, packing, pl.Buckets(), warnings})
+			Start        startCost               `json:"start"`
+			InParts      *partsStart             `json:"startInParts,omitempty"`
+			RescaleParts *partsStart             `json:"rescaleStartInParts,omitempty"`
+			Packing      *packingSummary         `json:"packing,omitempty"`
+			Buckets      []planner.BucketSummary `json:"buckets,omitempty"`
+			Warnings     []string                `json:"warnings,omitempty"`
+		}{sim, start, parts, rescaleParts, packing, pl.Buckets(), warnings})
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
@@ -201,6 +219,11 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	}
 	p("each sidecar at start: %d shards' indexes read in %s, plan built in %s, %s held\n",
 		start.Shards, start.Indexes.Round(time.Millisecond), start.Plan.Round(time.Millisecond), bytesize.Human(start.HeapBytes))
+	for _, ps := range []*partsStart{parts, rescaleParts} {
+		if ps != nil {
+			p("%s\n", ps)
+		}
+	}
 	for _, w := range warnings {
 		p("warning: %s\n", w)
 	}

@@ -77,6 +77,14 @@ func (r *CompactReader) LeanLayout() (*Layout, *CompactCounts, error) {
 	return &Layout{Format: f.Format, Index: x, Native: &f}, c, nil
 }
 
+// StreamIndex is the planner's view of the index with these counts
+// (Lean's).
+func (c *CompactCounts) StreamIndex() planner.StreamIndex {
+	x := c.r.Summary()
+	x.Counts = c
+	return x
+}
+
 // Shards is the number of shards of the index.
 func (c *CompactCounts) Shards() int64 { return c.r.meta.Shards }
 

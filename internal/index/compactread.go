@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -682,6 +683,33 @@ func OpenCompact(ctx context.Context, st store.Store, key string, maxHeader int6
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	return r, nil
+}
+
+// OpenCompactFile opens a compact index file for reading in parts, its
+// header at most maxHeader bytes (0: MaxCompactHeader). Close the file
+// when done with the reader.
+func OpenCompactFile(path string, maxHeader int64) (*CompactReader, *os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	r, err := NewCompactReader(fi.Size(), func(off, n int64) ([]byte, error) {
+		b := make([]byte, n)
+		if _, err := f.ReadAt(b, off); err != nil {
+			return nil, fmt.Errorf("reading %s [%d, +%d): %w", path, off, n, err)
+		}
+		return b, nil
+	}, maxHeader)
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, f, nil
 }
 
 // readRange reads bytes [off, off+n) of an object, no more whatever the

@@ -156,7 +156,14 @@ func shardOf(sizes []int, id int64) int64 {
 // pipelineRows reads the epoch a rank of world is served by p.
 func pipelineRows(ctx context.Context, t *testing.T, p *pipeline.Pipeline, rank, world int) []daemontest.Row {
 	t.Helper()
-	b, err := p.Batches(ctx, pipeline.Request{Rank: rank, World: world, Workers: 1})
+	return pipelineRowsFrom(ctx, t, p, rank, world, 0)
+}
+
+// pipelineRowsFrom reads the epoch a rank of world is served by p from
+// step start.
+func pipelineRowsFrom(ctx context.Context, t *testing.T, p *pipeline.Pipeline, rank, world int, start int64) []daemontest.Row {
+	t.Helper()
+	b, err := p.Batches(ctx, pipeline.Request{Rank: rank, World: world, Workers: 1, Start: start})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,5 +184,71 @@ func pipelineRows(ctx context.Context, t *testing.T, p *pipeline.Pipeline, rank,
 			out = append(out, daemontest.Row{Step: step.Value(j), Index: idx.Value(j), Value: value.Value(j)})
 		}
 		batch.Release()
+	}
+}
+
+// A pod's sidecar started in the middle of an epoch (a rescale's new pod,
+// a resumed job) over an index read in parts passes over the shards its
+// pod read before the step, resolving none of them, and is ready.
+func TestAPodStartedMidEpochReadsTheEntriesFromItsStep(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	sizes := make([]int, 1200)
+	for i := range sizes {
+		sizes[i] = 1 + i%2
+	}
+	data, reg, st, f := toyStream(ctx, t, dir, sizes)
+	if _, err := index.WriteForm(ctx, st, f, index.FormCompact); err != nil {
+		t.Fatal(err)
+	}
+	spec := datav1alpha1.TrainingDatasetSpec{
+		Streams:   []datav1alpha1.Stream{{Name: "t", Format: "toy", Source: datav1alpha1.Source{URI: "file://" + data + "/"}}},
+		NumSplits: 4, GlobalBatchSize: 8, Shuffle: datav1alpha1.Shuffle{BlockSize: ptr.To[int64](4)},
+	}
+	feed, err := daemon.Open(ctx, daemon.Config{Dataset: "test", Spec: spec, Formats: reg, CacheDir: filepath.Join(dir, "cache"), Prefetch: -1,
+		Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pod: 1, Pods: 2, ProcsPerPod: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feed.Pipeline.Close()
+	first, n, err := feed.Plan.PodSplits(1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := feed.Plan.Steps() * 3 / 4
+	if err := feed.Pipeline.Prefetch(0, first, n, step); err != nil {
+		t.Fatal(err)
+	}
+	for !feed.Pipeline.Ready(0, first, n, step) {
+		if ctx.Err() != nil {
+			t.Fatalf("not ready at step %d of %d: %+v", step, feed.Plan.Steps(), feed.Pipeline.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ep, err := feed.Pipeline.Epoch(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The entries of the shards from the step on, not of those before.
+	before := map[int]bool{}
+	for _, nd := range ep.ShardsAhead(first, n) {
+		if nd.LastStep < step {
+			before[nd.Shard] = true
+		}
+	}
+	_, entries := feed.IndexBytes()
+	if left := int64(len(sizes) - len(before)); entries > left/2 {
+		t.Fatalf("resolved %d entries from step %d of %d; %d shards are read from it on, %d before", entries, step, feed.Plan.Steps(), left, len(before))
+	}
+	t.Logf("ready at step %d of %d with %d entries resolved of %d shards", step, feed.Plan.Steps(), entries, len(sizes))
+	rows := pipelineRowsFrom(ctx, t, feed.Pipeline, 2, 4, step)
+	if len(rows) == 0 {
+		t.Fatal("no rows from the step")
+	}
+	for _, r := range rows {
+		if r.Value != 1000+r.Index || r.Step < step {
+			t.Fatalf("row %+v from step %d", r, step)
+		}
 	}
 }

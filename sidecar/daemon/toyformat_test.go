@@ -107,7 +107,7 @@ func toyStream(ctx context.Context, t *testing.T, dir string, sizes []int) (stri
 			fmt.Fprintf(&b, "%d\n", 1000+next) // value = 1000 + the sample's id
 			next++
 		}
-		if err := os.WriteFile(filepath.Join(data, fmt.Sprintf("part-%02d.toy", i)), b.Bytes(), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(data, fmt.Sprintf("part-%05d.toy", i)), b.Bytes(), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -165,8 +165,9 @@ const (
 
 // readAhead returns the parts of the needs among the aheadScan from next
 // that continue the group's ranges in their object, up to maxGroup needs in
-// all; none if the cache lacks room for them.
-func (s *scope) readAhead(group []int, next int) []cache.Shard {
+// all; none if the cache lacks room for them. Needs no step from front on
+// reads are passed over (nor are their entries at hand).
+func (s *scope) readAhead(group []int, next int, front int64) []cache.Shard {
 	first := s.needs[group[0]]
 	ps := s.p.opts.Streams[first.Stream]
 	fp := ps.Parts(first.Shard)
@@ -187,7 +188,7 @@ func (s *scope) readAhead(group []int, next int) []cache.Shard {
 	var cands []cand
 	for j := next; j < min(s.sized, next+aheadScan); j++ {
 		nd := s.needs[j]
-		if nd.Stream != first.Stream || s.p.decoded.has(shardKey{nd.Stream, nd.Shard}) {
+		if nd.Stream != first.Stream || nd.LastStep < front || s.p.decoded.has(shardKey{nd.Stream, nd.Shard}) {
 			continue
 		}
 		parts := ps.Parts(nd.Shard)
@@ -346,15 +347,18 @@ func (s *scope) run(ctx context.Context) {
 		ahead := s.releaseBehind(f, front)
 		room, freed := s.p.decoded.room()
 		for {
-			s.sizeTo(next + aheadScan + maxGroup + s.p.opts.PrefetchShards)
+			sized := s.sizeTo(next+SizedAhead(s.p.opts.PrefetchShards), front)
 			var group []int
 			if group, next = s.nextGroup(f, next, front, &ahead, room); group == nil {
+				if next == s.sized && sized {
+					continue // it passed over every need sized: size more
+				}
 				break
 			}
 			// Their neighbours among the needs further on come in the same
 			// GET, into the cache only (not decoded: the window bounds
 			// memory), while the cache has room for them without evicting.
-			parts := s.readAhead(group, next)
+			parts := s.readAhead(group, next, front)
 			f.mu.Lock()
 			for _, i := range group {
 				f.held[i] = nil
@@ -431,25 +435,40 @@ func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room b
 	return group, next
 }
 
+// SizedAhead is how many needs past the next one to fetch a prefetcher
+// has at hand (their entries resolved, where the streams' indexes are read
+// in parts): those its next group and read-ahead look at, and the
+// prefetched shards.
+func SizedAhead(prefetchShards int) int { return maxGroup + aheadScan + prefetchShards }
+
 // sizeTo resolves the entries of needs up to the hi-th and sets their
-// bytes, where the streams' indexes are read in parts. A failed read
-// leaves them unsized, to try again at the next wake; the readers, which
-// resolve their batches' shards themselves, meet the error.
-func (s *scope) sizeTo(hi int) {
+// bytes, where the streams' indexes are read in parts: those no step from
+// front on reads are passed over (never fetched, their bytes left 0). A
+// failed read leaves them unsized, to try again at the next wake; the
+// readers, which resolve their batches' shards themselves, meet the error.
+// It says whether it sized more.
+func (s *scope) sizeTo(hi int, front int64) (more bool) {
 	hi = min(hi, len(s.needs))
 	if s.sized >= hi {
-		return
+		return false
 	}
-	keys := make([]shardKey, 0, hi-s.sized)
+	var keys []shardKey
 	for _, nd := range s.needs[s.sized:hi] {
-		keys = append(keys, shardKey{nd.Stream, nd.Shard})
+		if nd.LastStep >= front {
+			keys = append(keys, shardKey{nd.Stream, nd.Shard})
+		}
 	}
 	if err := s.p.resolve(keys); err != nil {
 		s.p.stats.prefetchErrors.Add(1)
-		return
+		return false
 	}
-	s.sizer.Size(s.needs[s.sized:hi])
+	for i := s.sized; i < hi; i++ {
+		if s.needs[i].LastStep >= front {
+			s.sizer.Size(s.needs[i : i+1])
+		}
+	}
 	s.sized = hi
+	return true
 }
 
 // fetch brings a group's shards (and parts, read ahead into the cache)

@@ -30,11 +30,13 @@ type dataPlane struct {
 }
 
 var (
-	shortDataPlane = dataPlane{samples: 1e8, shards: 1e4, sampleBytes: 4096, pods: 128, ranks: 8, rescaleTo: 96,
+	// Above index.CompactAbove shards: the index is compact, and simulate
+	// measures a sidecar's start with it read in parts.
+	shortDataPlane = dataPlane{samples: 1e8, shards: 2e4, sampleBytes: 4096, pods: 128, ranks: 8, rescaleTo: 96,
 		blockSizes: []int64{1 << 18, 1 << 14}, bandwidth: "1GB/s", stepTime: time.Second}
-	// The issue's job: 1024 pods of 8 ranks over 1e10 samples in 1e6
-	// shards (2048 tokens of 2 bytes a sample: 41 MB shards, 41 TB).
-	fullDataPlane = dataPlane{samples: 1e10, shards: 1e6, sampleBytes: 4096, pods: 1024, ranks: 8, rescaleTo: 768,
+	// The issue's job: 1024 pods of 8 ranks over 1e10 samples in 1e7
+	// shards (2048 tokens of 2 bytes a sample: 4 MB shards, 41 TB).
+	fullDataPlane = dataPlane{samples: 1e10, shards: 1e7, sampleBytes: 4096, pods: 1024, ranks: 8, rescaleTo: 768,
 		blockSizes: []int64{1 << 18, 1 << 14}, bandwidth: "1GB/s", stepTime: time.Second}
 )
 
@@ -58,8 +60,31 @@ type simulated struct {
 		Plan      time.Duration `json:"planNanos"`
 		HeapBytes int64
 	}
-	Rescale  *planner.Rescale
-	Warnings []string
+	Rescale *planner.Rescale
+	// A pod's sidecar's start, the indexes read in parts, at step 0 and
+	// as a rescale's new pod.
+	InParts      *partsStart `json:"startInParts"`
+	RescaleParts *partsStart `json:"rescaleStartInParts"`
+	Warnings     []string
+}
+
+// partsStart is simulate's startInParts.
+type partsStart struct {
+	Pods       int
+	AtStep     int64
+	IndexBytes int64
+	Entries    int64
+	Indexes    time.Duration `json:"indexesNanos"`
+	Plan       time.Duration `json:"planNanos"`
+	Resolve    time.Duration `json:"resolveNanos"`
+	HeapBytes  int64
+}
+
+func (p *partsStart) String() string {
+	if p == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%s (%d entries), %s, %s", bytesize.Human(p.IndexBytes), p.Entries, (p.Indexes + p.Plan + p.Resolve).Round(time.Millisecond), bytesize.Human(p.HeapBytes))
 }
 
 // TestIntegrationDataPlane sizes a large job's data plane with the planner
@@ -117,8 +142,8 @@ spec:
 	}
 	report := fmt.Sprintf("%d pods × %d ranks (then %d pods), %.0e samples of %d bytes in %.0e shards of %s (%s), numSplits %d, global batch %d, %s per pod from the store, %s per step. "+
 		"The index as `shardfeed index` writes it: %s (the sidecar reads at most %s of a stream's index, the manager %s by default).\n\n"+
-		"| shuffle block | each sidecar at start: index parsed, plan built, heap | per pod and epoch: shards, bytes, GETs (min–max) | cache per pod | first batch | rescale %d → %d pods mid-epoch: the new pods fetch, of which refetched | their first batch | simulate took |\n"+
-		"| --- | --- | --- | --- | --- | --- | --- | --- |\n%s",
+		"| shuffle block | reading the whole index: parsed, plan built, heap | a pod's sidecar reading the index in parts: read (entries), start, heap; a rescale's new pod | per pod and epoch: shards, bytes, GETs (min–max) | cache per pod | first batch | rescale %d → %d pods mid-epoch: the new pods fetch, of which refetched | their first batch | simulate took |\n"+
+		"| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n%s",
 		d.pods, d.ranks, d.rescaleTo, float64(d.samples), d.sampleBytes, float64(d.shards), bytesize.Human(d.samples/d.shards*d.sampleBytes), bytesize.Human(d.samples*d.sampleBytes),
 		splits, 2*splits, d.bandwidth, d.stepTime, bytesize.Human(indexBytes), bytesize.Human(index.DefaultMaxBytes), "16 MiB",
 		d.pods, d.rescaleTo, strings.Join(rows, ""))
@@ -179,6 +204,15 @@ func checkDataPlane(t *testing.T, d dataPlane, sim simulated) {
 	if fetched < d.samples*d.sampleBytes {
 		t.Errorf("the pods fetch %d bytes in an epoch, less than the dataset's %d", fetched, d.samples*d.sampleBytes)
 	}
+	// A compact index is read in parts by a pod's sidecar: a part of it.
+	if compact := d.shards > index.CompactAbove; compact != (sim.InParts != nil && sim.RescaleParts != nil) {
+		t.Fatalf("an index of %d shards: simulate measured a start in parts %+v, a rescale's %+v", d.shards, sim.InParts, sim.RescaleParts)
+	}
+	for _, ps := range []*partsStart{sim.InParts, sim.RescaleParts} {
+		if ps != nil && (ps.Entries < 1 || ps.Entries > d.shards/int64(min(d.pods, d.rescaleTo)) || ps.IndexBytes <= 0) {
+			t.Errorf("a start in parts resolved %d entries of %d shards (reading %d bytes): not the part of a pod", ps.Entries, d.shards, ps.IndexBytes)
+		}
+	}
 	r := sim.Rescale
 	if r == nil || r.ToPods != d.rescaleTo || r.Before+r.Unchanged != fetched || r.Refetched <= 0 || r.Refetched > r.After {
 		t.Fatalf("rescale %+v: before + unchanged must be the epoch's %d bytes, something refetched, no more than after", r, fetched)
@@ -200,8 +234,8 @@ func dataPlaneRow(block int64, sim simulated, took time.Duration) string {
 	}
 	r := sim.Rescale
 	epoch := r.Before + r.Unchanged
-	return fmt.Sprintf("| %d | %s + %s, %s | %d–%d shards, %s–%s, %d–%d GETs | %s | %s (slowest pod) | %s (%s had it kept its size), %s refetched (%.2f%% of the epoch's %s) | %s | %s |\n",
-		block, sim.Start.Indexes.Round(10*time.Millisecond), sim.Start.Plan.Round(10*time.Millisecond), bytesize.Human(sim.Start.HeapBytes),
+	return fmt.Sprintf("| %d | %s + %s, %s | %s; %s | %d–%d shards, %s–%s, %d–%d GETs | %s | %s (slowest pod) | %s (%s had it kept its size), %s refetched (%.2f%% of the epoch's %s) | %s | %s |\n",
+		block, sim.Start.Indexes.Round(10*time.Millisecond), sim.Start.Plan.Round(10*time.Millisecond), bytesize.Human(sim.Start.HeapBytes), sim.InParts, sim.RescaleParts,
 		lo.Shards, hi.Shards, bytesize.Human(lo.Bytes), bytesize.Human(hi.Bytes), lo.Requests, hi.Requests,
 		bytesize.Human(cache), firstMax.Round(100*time.Millisecond),
 		bytesize.Human(r.After), bytesize.Human(r.Unchanged), bytesize.Human(r.Refetched), 100*float64(r.Refetched)/float64(epoch), bytesize.Human(epoch),

@@ -2,8 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/index"
 )
 
 func TestParseBandwidth(t *testing.T) {
@@ -97,5 +102,87 @@ func TestSimulateCommand(t *testing.T) {
 	if len(sim.Pods) != 2 || sim.Pods[0].Bytes+sim.Pods[1].Bytes != summary.Pods[0].FetchedBytes ||
 		sim.Pods[0].MinCacheBytes != summary.Pods[0].MinCacheBytesPod {
 		t.Errorf("simulate %+v disagrees with plan %+v", sim, summary)
+	}
+}
+
+// Where a stream's index is compact, simulate measures a pod's sidecar
+// reading it in parts, at the job's start and as a rescale's new pod: a
+// part of the entries, and the bytes it read (its header's first read, and
+// at most a block of each section an entry). A JSON index is read whole.
+func TestSimulateMeasuresAPodsStartWithItsIndexInParts(t *testing.T) {
+	const shards = 20000
+	f := &index.File{Shardfeed: index.Version, Format: "parquet", Shards: make([]index.Entry, shards)}
+	for h := range f.Shards {
+		object := fmt.Sprintf("part-%05d.parquet", h)
+		f.Shards[h] = index.Entry{Name: object + "#0", Object: object, Offset: 4, Length: 4096 * 100, Samples: 100,
+			Hash: fmt.Sprintf("xxh64:%016x", h), ObjectSize: 4096*100 + 512}
+	}
+	dir := t.TempDir()
+	manifest := filepath.Join(dir, "dataset.yaml")
+	if err := os.WriteFile(manifest, []byte(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: pretrain}
+spec:
+  streams:
+  - name: tokens
+    format: parquet
+    source: {uri: "s3://corpus/tokens/"}
+  numSplits: 32
+  globalBatchSize: 64
+  shuffle: {blockSize: 512, seed: 7}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, form := range []index.Form{index.FormCompact, index.FormJSON} {
+		idx := filepath.Join(dir, string(form))
+		data, err := json.Marshal(f)
+		name := index.FileName
+		if form == index.FormCompact {
+			data, err = index.EncodeCompact(f)
+			name = index.CompactFileName
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(idx, "tokens"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(idx, "tokens", name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"simulate", "-f", manifest, "--index-dir", idx, "--pods", "8", "--procs-per-pod", "2", "--rescale-to", "4"}
+		out, err := runCLI(t, append(args, "-o", "json")...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", form, err, out)
+		}
+		var sim struct {
+			InParts      *partsStart `json:"startInParts"`
+			RescaleParts *partsStart `json:"rescaleStartInParts"`
+		}
+		if err := json.Unmarshal([]byte(out), &sim); err != nil {
+			t.Fatal(err)
+		}
+		if form == index.FormJSON {
+			if sim.InParts != nil || sim.RescaleParts != nil {
+				t.Fatalf("a JSON index measured read in parts: %s", out)
+			}
+			continue
+		}
+		for _, ps := range []struct {
+			pods int
+			got  *partsStart
+		}{{8, sim.InParts}, {4, sim.RescaleParts}} {
+			if ps.got == nil || ps.got.Pods != ps.pods || ps.got.Entries < 1 || ps.got.Entries > shards/int64(ps.pods) ||
+				ps.got.IndexBytes <= 0 || ps.got.IndexBytes > 32<<10+4*index.CompactBlockSize*(ps.got.Entries+1) {
+				t.Fatalf("pods %d: a start in parts %+v, of an index of %d bytes and %d shards", ps.pods, ps.got, len(data), shards)
+			}
+		}
+		if sim.RescaleParts.AtStep == 0 {
+			t.Fatal("the rescale's pod started at step 0, not the middle of the epoch")
+		}
+		text, err := runCLI(t, args...)
+		if err != nil || !strings.Contains(text, "pod 0 of 8 at step 0, its indexes read in parts") || !strings.Contains(text, "pod 0 of 4 at step") {
+			t.Fatalf("text: %v\n%s", err, text)
+		}
 	}
 }

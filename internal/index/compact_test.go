@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -113,11 +114,11 @@ func bigFile(n int) *File {
 // memReader reads a compact index in memory, counting requests.
 type memReader struct {
 	data     []byte
-	requests int
+	requests atomic.Int64
 }
 
 func (m *memReader) readAt(off, n int64) ([]byte, error) {
-	m.requests++
+	m.requests.Add(1)
 	if off < 0 || n < 0 || off+n > int64(len(m.data)) {
 		return nil, fmt.Errorf("read [%d, +%d) past %d", off, n, len(m.data))
 	}
@@ -159,7 +160,7 @@ func TestCompactIndexIsReadInParts(t *testing.T) {
 		if limit := head + 2*6*CompactBlockSize; cr.Read > limit {
 			t.Errorf("shards [%d, %d): read %d bytes (header %d), more than %d", r.lo, r.hi, cr.Read, head, limit)
 		}
-		t.Logf("shards [%d, %d): %d bytes read (%d of them the header) of %d, in %d requests", r.lo, r.hi, cr.Read, head, len(data), m.requests)
+		t.Logf("shards [%d, %d): %d bytes read (%d of them the header) of %d, in %d requests", r.lo, r.hi, cr.Read, head, len(data), m.requests.Load())
 	}
 }
 
@@ -441,7 +442,7 @@ func TestAPodPlansFromTheCountsAndItsShardsEntries(t *testing.T) {
 	}
 	distinct := int64(len(slices.Compact(slices.Sorted(slices.Values(early)))))
 	t.Logf("%d shards, %d bytes compact: %d read to plan (header and counts), %d with the entries of the %d shards of the pod's first 2 steps, %d with all %d of its epoch's (%d requests)",
-		n, len(data), planned, started, distinct, r.Read, counts.Resolved(), m.requests)
+		n, len(data), planned, started, distinct, r.Read, counts.Resolved(), m.requests.Load())
 	// A shard's entry: a block of records, of the objects' offsets and of
 	// their keys, at most; every block once over the epoch (a few twice,
 	// where two fetchers asked for it at once).

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -125,9 +127,13 @@ func (c *CompactCounts) mustEntry(h int64) *Entry {
 	return e
 }
 
+// resolveAtOnce bounds the runs of shards Resolve reads at once.
+const resolveAtOnce = 32
+
 // Resolve fetches the entries of shards not fetched yet: the records of
-// shards close together (in one block of records) in one ranged read,
-// each entry checked as a reader of the whole index checks it.
+// shards close together (in one block of records) in one ranged read, up
+// to resolveAtOnce such runs at once, each entry checked as a reader of
+// the whole index checks it.
 func (c *CompactCounts) Resolve(shards []int64) error {
 	c.mu.Lock()
 	var need []int64
@@ -140,29 +146,38 @@ func (c *CompactCounts) Resolve(shards []int64) error {
 	slices.Sort(need)
 	need = slices.Compact(need)
 	span := max(1, c.r.meta.BlockSize/max(1, c.r.meta.Records.width()))
+	var g errgroup.Group
+	g.SetLimit(resolveAtOnce)
 	for i := 0; i < len(need); {
 		j := i + 1
 		for j < len(need) && need[j]-need[i] < span {
 			j++
 		}
-		lo, hi := need[i], need[j-1]+1
-		got, err := c.r.entries(lo, hi, c.Samples)
-		if err != nil {
+		run := need[i:j]
+		g.Go(func() error { return c.resolveRun(run) })
+		i = j
+	}
+	return g.Wait()
+}
+
+// resolveRun fetches the entries of a run of shards, sorted, in one block
+// of records.
+func (c *CompactCounts) resolveRun(run []int64) error {
+	lo, hi := run[0], run[len(run)-1]+1
+	got, err := c.r.entries(lo, hi, c.Samples)
+	if err != nil {
+		return err
+	}
+	head := *c.r.File
+	for _, h := range run {
+		e := got[h-lo]
+		head.Shards = []Entry{e}
+		if err := head.checkShards(); err != nil {
 			return err
 		}
-		head := *c.r.File
 		c.mu.Lock()
-		for _, h := range need[i:j] {
-			e := got[h-lo]
-			head.Shards = []Entry{e}
-			if err := head.checkShards(); err != nil {
-				c.mu.Unlock()
-				return err
-			}
-			c.entries[h] = &e
-		}
+		c.entries[h] = &e
 		c.mu.Unlock()
-		i = j
 	}
 	return nil
 }

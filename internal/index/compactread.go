@@ -40,6 +40,9 @@ type CompactReader struct {
 	sums   map[int64][]byte // each section's block hashes, decoded, by its offset
 	blocks map[int64][]byte // checked blocks, by their offset, the last cacheBlocks read
 	fifo   []int64
+	// inflight are the blocks a reader fetches now, by offset: closed
+	// when it is done (claim).
+	inflight map[int64]chan struct{}
 }
 
 // cacheBlocks bounds the checked blocks a reader keeps: 4 MiB of 4 KiB
@@ -145,7 +148,16 @@ func NewCompactReader(size int64, readAt func(off, n int64) ([]byte, error), max
 		return nil, err
 	}
 	base := compactPrelude + hlen
+	// The first read's bytes past the header are the sections' first
+	// bytes: read once (a small index's sections all).
+	var pre []byte
+	if int64(len(head)) > base {
+		pre = head[base:]
+	}
 	r.at = func(off, n int64) ([]byte, error) {
+		if off >= 0 && n >= 0 && off+n <= int64(len(pre)) {
+			return pre[off : off+n], nil
+		}
 		b, err := readAt(base+off, n)
 		if err == nil && int64(len(b)) != n {
 			err = compactError("a read of %d bytes at %d gave %d", n, base+off, len(b))
@@ -332,26 +344,25 @@ func (r *CompactReader) block(name string, s *compactSection, lo, hi int64) ([]b
 		return b[lo-start : hi-start], nil
 	}
 	parts := make([][]byte, last-first+1)
-	miss := int64(-1)
-	for k := first; k <= last; k++ {
-		if parts[k-first] = r.cached(s.Offset + k*bs); parts[k-first] == nil {
-			if miss < 0 {
-				miss = k
-			}
+	for {
+		miss, lastMiss, wait := r.claim(s, first, last, parts)
+		if wait != nil { // another reader brings some: take them from the cache
+			<-wait
+			continue
 		}
-	}
-	if miss >= 0 { // from the first block not held to the last
-		lastMiss := last
-		for parts[lastMiss-first] != nil {
-			lastMiss--
+		if miss < 0 {
+			break
 		}
+		// From the first block not held to the last, in one read.
 		b, err := r.fetch(name, s, miss, lastMiss, true)
+		r.unclaim(s, miss, lastMiss)
 		if err != nil {
 			return nil, err
 		}
 		for k := miss; k <= lastMiss; k++ {
 			parts[k-first] = b[(k-miss)*bs : min((k+1-miss)*bs, int64(len(b)))]
 		}
+		break
 	}
 	if len(parts) == 1 {
 		return parts[0][lo-start : hi-start], nil
@@ -400,10 +411,52 @@ func (r *CompactReader) blockSums(s *compactSection) []byte {
 	return sums
 }
 
-func (r *CompactReader) cached(off int64) []byte {
+// claim sets parts to the blocks [first, last] of s the cache holds, and
+// claims those from the first it lacks to the last for the caller to
+// fetch (miss < 0: none lacking); or, where another reader fetches one of
+// them now, claims none and returns what closes when it is done, so that
+// readers at once read each block once.
+func (r *CompactReader) claim(s *compactSection, first, last int64, parts [][]byte) (miss, lastMiss int64, wait <-chan struct{}) {
+	bs := r.meta.BlockSize
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.blocks[off]
+	miss, lastMiss = -1, -1
+	for k := first; k <= last; k++ {
+		if parts[k-first] = r.blocks[s.Offset+k*bs]; parts[k-first] == nil {
+			if miss < 0 {
+				miss = k
+			}
+			lastMiss = k
+		}
+	}
+	if miss < 0 {
+		return -1, -1, nil
+	}
+	for k := miss; k <= lastMiss; k++ {
+		if ch, ok := r.inflight[s.Offset+k*bs]; ok {
+			return -1, -1, ch
+		}
+	}
+	if r.inflight == nil {
+		r.inflight = map[int64]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	for k := miss; k <= lastMiss; k++ {
+		r.inflight[s.Offset+k*bs] = ch
+	}
+	return miss, lastMiss, nil
+}
+
+// unclaim ends a claim: the readers waiting on its blocks look again.
+func (r *CompactReader) unclaim(s *compactSection, miss, lastMiss int64) {
+	bs := r.meta.BlockSize
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := r.inflight[s.Offset+miss*bs]
+	for k := miss; k <= lastMiss; k++ {
+		delete(r.inflight, s.Offset+k*bs)
+	}
+	close(ch)
 }
 
 // keep caches a checked block, forgetting the oldest past cacheBlocks.

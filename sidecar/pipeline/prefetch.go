@@ -347,7 +347,7 @@ func (s *scope) run(ctx context.Context) {
 		ahead := s.releaseBehind(f, front)
 		room, freed := s.p.decoded.room()
 		for {
-			sized := s.sizeTo(next+SizedAhead(s.p.opts.PrefetchShards), front)
+			sized := s.sizeTo(next, SizedAhead(s.p.opts.PrefetchShards), front)
 			var group []int
 			if group, next = s.nextGroup(f, next, front, &ahead, room); group == nil {
 				if next == s.sized && sized {
@@ -441,17 +441,19 @@ func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room b
 // prefetched shards.
 func SizedAhead(prefetchShards int) int { return maxGroup + aheadScan + prefetchShards }
 
-// sizeTo resolves the entries of needs up to the hi-th and sets their
-// bytes, where the streams' indexes are read in parts: those no step from
-// front on reads are passed over (never fetched, their bytes left 0). A
-// failed read leaves them unsized, to try again at the next wake; the
-// readers, which resolve their batches' shards themselves, meet the error.
-// It says whether it sized more.
-func (s *scope) sizeTo(hi int, front int64) (more bool) {
-	hi = min(hi, len(s.needs))
-	if s.sized >= hi {
+// sizeTo resolves the entries of the window of needs past next, where the
+// streams' indexes are read in parts and fewer are at hand, and sets their
+// bytes: those no step from front on reads are passed over (never
+// fetched, their bytes left 0). A failed read leaves them unsized, to try
+// again at the next wake; the readers, which resolve their batches' shards
+// themselves, meet the error. It says whether it sized more.
+func (s *scope) sizeTo(next, window int, front int64) (more bool) {
+	if s.sized >= min(next+window, len(s.needs)) {
 		return false
 	}
+	// Twice the window: its entries in a few reads at once, not one need's
+	// at a time as the window moves.
+	hi := min(next+2*window, len(s.needs))
 	var keys []shardKey
 	for _, nd := range s.needs[s.sized:hi] {
 		if nd.LastStep >= front {

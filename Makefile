@@ -176,11 +176,11 @@ test-python: tools build ## Run the Python tests with pytest (real MinIO, kube-a
 # 1024-pod job's data plane to bin/scale-dataplane.md ("The data plane at a
 # cluster's scale"). `make test` runs the short ones.
 .PHONY: test-scale
-test-scale: tools-go tools-kube tools-minio tools-debian ## Run the control plane at a GPU cluster's scale on KWOK's simulated nodes and size a 1024-pod job's data plane with shardfeed simulate (about 12 min); figures in bin/scale.md and bin/scale-dataplane.md.
-	SHARDFEED_SCALE=full SCALE_REPORT=$(BIN)/scale.md SCALE_DATAPLANE_REPORT=$(BIN)/scale-dataplane.md \
-		go test -count=1 -tags integration -timeout 60m -run 'TestIntegrationScale$$|TestIntegrationDataPlane$$' -v ./test/scale/ 2>&1 | \
+test-scale: tools-go tools-kube tools-minio tools-debian ## Run the control plane at a GPU cluster's scale on KWOK's simulated nodes and size a 1024-pod job's data plane with shardfeed simulate over 1e7 shards, and start its sidecars over that index on MinIO (about 16 min); figures in bin/scale.md, bin/scale-dataplane.md and bin/scale-sidecar.md.
+	SHARDFEED_SCALE=full SCALE_REPORT=$(BIN)/scale.md SCALE_DATAPLANE_REPORT=$(BIN)/scale-dataplane.md SCALE_SIDECAR_REPORT=$(BIN)/scale-sidecar.md \
+		go test -count=1 -tags integration -timeout 60m -run 'TestIntegrationScale$$|TestIntegrationDataPlane$$|TestIntegrationSidecarStartsFromAnIndexInParts$$' -v ./test/scale/ 2>&1 | \
 		grep --line-buffered -v '^[IWE][0-9]\{4\} ' | grep --line-buffered -v '"level":"info"'
-	@echo "test-scale: figures in $(BIN)/scale.md and $(BIN)/scale-dataplane.md"
+	@echo "test-scale: figures in $(BIN)/scale.md, $(BIN)/scale-dataplane.md and $(BIN)/scale-sidecar.md"
 
 # Runs of each benchmark (docs/benchmarks.md reports their median and
 # min–max), the size of the loaders' data sets (1: about 1 GB each; full: 4)

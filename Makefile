@@ -182,6 +182,13 @@ test-scale: tools-go tools-kube tools-minio tools-debian ## Run the control plan
 		grep --line-buffered -v '^[IWE][0-9]\{4\} ' | grep --line-buffered -v '"level":"info"'
 	@echo "test-scale: figures in $(BIN)/scale.md, $(BIN)/scale-dataplane.md and $(BIN)/scale-sidecar.md"
 
+.PHONY: test-listing
+test-listing: tools-go tools-kube tools-minio tools-debian ## Index a stream of a million Parquet objects on MinIO by listing it and from an inventory (about 30 min; most of it writing the objects); figures in bin/scale-listing.md.
+	SHARDFEED_LISTING=full SCALE_LISTING_REPORT=$(BIN)/scale-listing.md \
+		go test -count=1 -tags integration -timeout 120m -run 'TestIntegrationIndexesAStreamOfManyObjects$$' -v ./test/scale/ 2>&1 | \
+		grep --line-buffered -v '^[IWE][0-9]\{4\} ' | grep --line-buffered -v '"level":"info"'
+	@echo "test-listing: figures in $(BIN)/scale-listing.md"
+
 # Runs of each benchmark (docs/benchmarks.md reports their median and
 # min–max), the size of the loaders' data sets (1: about 1 GB each; full: 4)
 # and the seconds a loader measurement reads after its first batch, at most.

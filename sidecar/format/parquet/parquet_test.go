@@ -3,6 +3,7 @@ package parquet
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -68,7 +70,7 @@ func TestFooterGivesRowGroupsAndTheirRanges(t *testing.T) {
 	if err := st.Put(context.Background(), "part-0.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
-	md, err := readFooter(context.Background(), st, "part-0.parquet", int64(len(data)))
+	md, err := footerOf(context.Background(), st, "part-0.parquet", int64(len(data)), data[len(data)-8:])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,9 +141,9 @@ func TestBrokenFilesAreRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st, _ := stores.Open(context.Background(), store.Source{URI: "file://" + t.TempDir() + "/"})
 			_ = st.Put(context.Background(), "f.parquet", bytes.NewReader(tt.data), int64(len(tt.data)))
-			_, err := readFooter(context.Background(), st, "f.parquet", int64(len(tt.data)))
+			err := indexObject(context.Background(), st, store.Object{Key: "f.parquet", Size: int64(len(tt.data))}, &index.File{}, format.IndexOptions{Hash: "xxh64"})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("readFooter = %v, want %q", err, tt.want)
+				t.Fatalf("indexObject = %v, want %q", err, tt.want)
 			}
 		})
 	}
@@ -227,4 +229,62 @@ func FuzzReadRowGroup(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Indexing reads an object's end once: a small object's footer and row
+// groups come in one GET; a larger one's row groups before the tail, and a
+// footer longer than the tail, in more. The entries are those of reading
+// each part apart.
+func TestIndexingReadsAnObjectsTailOnce(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name           string
+		rows, rowGroup int
+		most           int64
+	}{
+		{"small: one GET", 100, 30, 1},
+		{"row groups before the tail", 60000, 20000, 4},
+		{"a footer past the tail", 40000, 8, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := writeParquet(t, tt.rows, tt.rowGroup)
+			var counts store.Counts
+			st, err := stores.Open(ctx, store.Source{URI: "file://" + t.TempDir() + "/", Counts: &counts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Put(ctx, "p.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
+				t.Fatal(err)
+			}
+			gets := counts.Gets.Load()
+			var f index.File
+			if err := indexObject(ctx, st, store.Object{Key: "p.parquet", Size: int64(len(data))}, &f, format.IndexOptions{Hash: "xxh64"}); err != nil {
+				t.Fatal(err)
+			}
+			gets = counts.Gets.Load() - gets
+			n := int64(binary.LittleEndian.Uint32(data[len(data)-8:]))
+			md, err := ParseFooter("p.parquet", data[int64(len(data))-8-n:len(data)-8], int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rgs, err := RowGroups("p.parquet", md, int64(len(data)))
+			if err != nil || len(rgs) != len(f.Shards) {
+				t.Fatalf("%d row groups (%v), %d shards", len(rgs), err, len(f.Shards))
+			}
+			for p, rg := range rgs {
+				sum, err := format.HashRange(ctx, st, "p.parquet", rg.Offset, rg.Length, "xxh64")
+				if e := f.Shards[p]; err != nil || e.Hash != sum || e.Offset != rg.Offset || e.Length != rg.Length || e.Samples != rg.Rows {
+					t.Fatalf("shard %d: %+v, row group %+v hashed %s (%v)", p, e, rg, sum, err)
+				}
+			}
+			switch {
+			case tt.most > 0 && gets > tt.most:
+				t.Fatalf("%d GETs for a %d-byte object, want at most %d", gets, len(data), tt.most)
+			case tt.most < 0 && n <= tailBytes-8:
+				t.Fatalf("a footer of %d bytes is not past the tail", n)
+			}
+			t.Logf("%d bytes, footer %d, %d row groups: %d GETs", len(data), n, len(rgs), gets)
+		})
+	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -111,6 +112,10 @@ func TestIntegrationSidecarStartsFromAnIndexInParts(t *testing.T) {
 	// what the manager reads: the header.
 	base := lean(t, data).BytesRead()
 	header := headerBytes(t, data)
+	op := operatorPlan(ctx, t, spec, creds)
+	if op.read > header+64<<10 {
+		t.Errorf("the operator's plan read %d bytes of the index, its header is %d", op.read, header)
+	}
 	var rows []string
 	for i, s := range starts {
 		var opened, took []time.Duration
@@ -128,15 +133,51 @@ func TestIntegrationSidecarStartsFromAnIndexInParts(t *testing.T) {
 		rows = append(rows, fmt.Sprintf("| pod 0 of %d at step %d | %s | %s | %s (%s) | %s |\n", s.pods, s.step,
 			durations(opened), durations(took), byteRange(read), countRange(entries), byteRange(heaps)))
 	}
-	report := fmt.Sprintf("A pod's sidecar over a compact index of %.0e shards of %d samples (%s, its header %s: what the manager reads) on MinIO, numSplits %d, global batch %d, shuffle block %d; %d run(s) each, fresh caches.\n\n"+
+	report := fmt.Sprintf("A pod's sidecar over a compact index of %.0e shards of %d samples (%s, its header %s) on MinIO, numSplits %d, global batch %d, shuffle block %d; %d run(s) each, fresh caches. "+
+		"The operator's plan of it (streams.OpenSummary under the default 16 MiB cap, planspec, planner.New: what a reconcile does) read %s in %d requests in %s, %s of heap.\n\n"+
 		"| sidecar | opened: index header and counts, plan | ready: and its epoch, its start step's shards fetched and decoded | index bytes read (entries resolved) | heap at ready |\n| --- | --- | --- | --- | --- |\n%s",
-		float64(d.shards), d.perShard, bytesize.Human(int64(len(data))), bytesize.Human(header), splits, 2*splits, d.blockSize, d.runs, strings.Join(rows, ""))
+		float64(d.shards), d.perShard, bytesize.Human(int64(len(data))), bytesize.Human(header), splits, 2*splits, d.blockSize, d.runs,
+		bytesize.Human(op.read), op.requests, op.took.Round(time.Millisecond), bytesize.Human(op.heap), strings.Join(rows, ""))
 	t.Logf("sidecar start:\n%s", report)
 	if path := os.Getenv("SCALE_SIDECAR_REPORT"); path != "" {
 		if err := os.WriteFile(path, []byte(report), 0o644); err != nil { //nolint:gosec // a report
 			t.Error(err)
 		}
 	}
+}
+
+// operatorRead is what the operator's plan of the dataset read and took.
+type operatorRead struct {
+	read, requests, heap int64
+	took                 time.Duration
+}
+
+// operatorPlan plans the dataset as the operator's reconcile does: each
+// stream's index by its header (streams.OpenSummary, under the default
+// --max-index-bytes), its params and plan.
+func operatorPlan(ctx context.Context, t *testing.T, spec datav1alpha1.TrainingDatasetSpec, creds string) operatorRead {
+	t.Helper()
+	var counts store.Counts
+	heap0 := liveHeap()
+	began := time.Now()
+	src := streams.Source(spec.Streams[0])
+	src.CredentialsDir, src.Counts = creds, &counts
+	st, err := streams.OpenSummary(ctx, 0, planspec.Resolved(&spec, 0), nil, src, 16<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planspec.Params(&spec, []planner.StreamIndex{st.Index})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := planner.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := operatorRead{read: counts.ReadBytes.Load(), requests: counts.Requests(), took: time.Since(began)}
+	r.heap = max(liveHeap()-heap0, 0)
+	runtime.KeepAlive(pl)
+	return r
 }
 
 // podStart is what one sidecar's start measured.

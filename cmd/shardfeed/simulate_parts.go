@@ -125,16 +125,10 @@ func (o *simulateOptions) startInParts(ctx context.Context, ds *datav1alpha1.Tra
 	defer closeAll()
 	ps.Indexes = time.Since(began)
 	began = time.Now()
-	xs := make([]planner.StreamIndex, len(counts))
-	for i, c := range counts {
-		xs[i] = c.StreamIndex()
+	for _, c := range counts {
 		ps.Shards += c.Shards()
 	}
-	params, err := planspec.Params(&ds.Spec, xs)
-	if err != nil {
-		return nil, err
-	}
-	pl, err := planner.New(params)
+	pl, err := planOfCounts(ds, counts)
 	if err != nil {
 		return nil, err
 	}
@@ -192,15 +186,7 @@ func (o *simulateOptions) rescaleStartInParts(ctx context.Context, ds *datav1alp
 			return nil, err
 		}
 		defer closeAll()
-		xs := make([]planner.StreamIndex, len(counts))
-		for i, c := range counts {
-			xs[i] = c.StreamIndex()
-		}
-		params, err := planspec.Params(&ds.Spec, xs)
-		if err != nil {
-			return nil, err
-		}
-		pl, err := planner.New(params)
+		pl, err := planOfCounts(ds, counts)
 		if err != nil {
 			return nil, err
 		}
@@ -213,4 +199,17 @@ func (p *partsStart) String() string {
 	return fmt.Sprintf("pod %d of %d at step %d, its indexes read in parts: %s read (%d entries of %d shards) in %s, plan and its epoch in %s, first shards' entries in %s: %s, %s held",
 		p.Pod, p.Pods, p.AtStep, bytesize.Human(p.IndexBytes), p.Entries, p.Shards, p.Indexes.Round(time.Millisecond), p.Plan.Round(time.Millisecond),
 		p.Resolve.Round(time.Millisecond), p.Total().Round(time.Millisecond), bytesize.Human(p.HeapBytes))
+}
+
+// planOfCounts is the dataset's plan over its indexes read in parts.
+func planOfCounts(ds *datav1alpha1.TrainingDataset, counts []*index.CompactCounts) (*planner.Plan, error) {
+	xs := make([]planner.StreamIndex, len(counts))
+	for i, c := range counts {
+		xs[i] = c.StreamIndex()
+	}
+	params, err := planspec.Params(&ds.Spec, xs)
+	if err != nil {
+		return nil, err
+	}
+	return planner.New(params)
 }

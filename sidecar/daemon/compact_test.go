@@ -252,3 +252,70 @@ func TestAPodStartedMidEpochReadsTheEntriesFromItsStep(t *testing.T) {
 		}
 	}
 }
+
+// A reader that comes at an earlier step than the pod's prefetcher
+// started at (its front moves back) is served its batches: the needs the
+// prefetcher passed over are not fetched by it unresolved, and the
+// reader resolves its own.
+func TestAReaderBehindThePrefetchersStartIsServed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	sizes := make([]int, 1200)
+	for i := range sizes {
+		sizes[i] = 1 + i%3
+	}
+	data, reg, st, f := toyStream(ctx, t, dir, sizes)
+	if _, err := index.WriteForm(ctx, st, f, index.FormCompact); err != nil {
+		t.Fatal(err)
+	}
+	spec := datav1alpha1.TrainingDatasetSpec{
+		Streams:   []datav1alpha1.Stream{{Name: "t", Format: "toy", Source: datav1alpha1.Source{URI: "file://" + data + "/"}}},
+		NumSplits: 4, GlobalBatchSize: 8, Shuffle: datav1alpha1.Shuffle{BlockSize: ptr.To[int64](4)},
+	}
+	feed, err := daemon.Open(ctx, daemon.Config{Dataset: "test", Spec: spec, Formats: reg, CacheDir: filepath.Join(dir, "cache"), Prefetch: -1,
+		Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pod: 0, Pods: 1, ProcsPerPod: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feed.Pipeline.Close()
+	late := feed.Plan.Steps() / 2
+	if err := feed.Pipeline.Prefetch(0, 0, 4, late); err != nil {
+		t.Fatal(err)
+	}
+	for !feed.Pipeline.Ready(0, 0, 4, late) {
+		if ctx.Err() != nil {
+			t.Fatalf("not ready at step %d", late)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for rank := range 4 {
+		b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: rank, World: 4, Workers: 1, Start: late / 4, ScopeFirst: 0, ScopeSplits: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := 0
+		for {
+			batch, err := b.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("rank %d: %v", rank, err)
+			}
+			rec := batch.Record
+			value, idx := rec.Column(rec.Schema().FieldIndices("value")[0]).(*array.Int64), rec.Column(rec.Schema().FieldIndices(pipeline.ColumnIndex)[0]).(*array.Int64)
+			for j := range int(rec.NumRows()) {
+				if value.Value(j) != 1000+idx.Value(j) {
+					t.Fatalf("rank %d: sample %d has value %d", rank, idx.Value(j), value.Value(j))
+				}
+			}
+			rows += int(rec.NumRows())
+			batch.Release()
+		}
+		b.Close()
+		if want := int(feed.Plan.Steps()-late/4) * 2; rows != want {
+			t.Fatalf("rank %d read %d rows from step %d, want %d", rank, rows, late/4, want)
+		}
+	}
+}

@@ -188,7 +188,7 @@ func (s *scope) readAhead(group []int, next int, front int64) []cache.Shard {
 	var cands []cand
 	for j := next; j < min(s.sized, next+aheadScan); j++ {
 		nd := s.needs[j]
-		if nd.Stream != first.Stream || nd.LastStep < front || s.p.decoded.has(shardKey{nd.Stream, nd.Shard}) {
+		if nd.Stream != first.Stream || nd.LastStep < front || passed(nd) || s.p.decoded.has(shardKey{nd.Stream, nd.Shard}) {
 			continue
 		}
 		parts := ps.Parts(nd.Shard)
@@ -402,7 +402,7 @@ func (s *scope) releaseBehind(f *inFlight, front int64) (ahead int) {
 // is for a later step and the prefetch window (ahead of the front, and the
 // memory for decoded shards: room) is full.
 func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room bool) ([]int, int) {
-	for next < s.sized && s.needs[next].LastStep < front {
+	for next < s.sized && (s.needs[next].LastStep < front || passed(s.needs[next])) {
 		next++
 	}
 	wait := func(nd planner.ShardNeed) bool {
@@ -423,7 +423,7 @@ func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room b
 	next++
 	for len(group) < maxGroup && next < s.sized {
 		nx := s.needs[next]
-		if nx.LastStep < front || wait(nx) || !s.p.neighbours(s.needs[group[len(group)-1]], nx) {
+		if nx.LastStep < front || passed(nx) || wait(nx) || !s.p.neighbours(s.needs[group[len(group)-1]], nx) {
 			break
 		}
 		if nx.FirstStep > front {
@@ -443,10 +443,11 @@ func SizedAhead(prefetchShards int) int { return maxGroup + aheadScan + prefetch
 
 // sizeTo resolves the entries of the window of needs past next, where the
 // streams' indexes are read in parts and fewer are at hand, and sets their
-// bytes: those no step from front on reads are passed over (never
-// fetched, their bytes left 0). A failed read leaves them unsized, to try
-// again at the next wake; the readers, which resolve their batches' shards
-// themselves, meet the error. It says whether it sized more.
+// bytes: those no step from front on reads are passed over, marked so
+// (passed) and never fetched by the prefetcher, even should a reader come
+// at an earlier step (the readers resolve their batches' shards). A failed
+// read leaves them unsized, to try again at the next wake; the readers
+// meet the error themselves. It says whether it sized more.
 func (s *scope) sizeTo(next, window int, front int64) (more bool) {
 	if s.sized >= min(next+window, len(s.needs)) {
 		return false
@@ -467,11 +468,16 @@ func (s *scope) sizeTo(next, window int, front int64) (more bool) {
 	for i := s.sized; i < hi; i++ {
 		if s.needs[i].LastStep >= front {
 			s.sizer.Size(s.needs[i : i+1])
+		} else {
+			s.needs[i].Bytes = -1
 		}
 	}
 	s.sized = hi
 	return true
 }
+
+// passed says whether sizeTo passed over the need, its entry not resolved.
+func passed(nd planner.ShardNeed) bool { return nd.Bytes < 0 }
 
 // fetch brings a group's shards (and parts, read ahead into the cache)
 // and decodes them, holding each until the front passes it; it gives its

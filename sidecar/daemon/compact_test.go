@@ -193,24 +193,11 @@ func pipelineRowsFrom(ctx context.Context, t *testing.T, p *pipeline.Pipeline, r
 func TestAPodStartedMidEpochReadsTheEntriesFromItsStep(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dir := t.TempDir()
 	sizes := make([]int, 1200)
 	for i := range sizes {
 		sizes[i] = 1 + i%2
 	}
-	data, reg, st, f := toyStream(ctx, t, dir, sizes)
-	if _, err := index.WriteForm(ctx, st, f, index.FormCompact); err != nil {
-		t.Fatal(err)
-	}
-	spec := datav1alpha1.TrainingDatasetSpec{
-		Streams:   []datav1alpha1.Stream{{Name: "t", Format: "toy", Source: datav1alpha1.Source{URI: "file://" + data + "/"}}},
-		NumSplits: 4, GlobalBatchSize: 8, Shuffle: datav1alpha1.Shuffle{BlockSize: ptr.To[int64](4)},
-	}
-	feed, err := daemon.Open(ctx, daemon.Config{Dataset: "test", Spec: spec, Formats: reg, CacheDir: filepath.Join(dir, "cache"), Prefetch: -1,
-		Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pod: 1, Pods: 2, ProcsPerPod: 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	feed := compactPodFeed(ctx, t, sizes, 1, 2, 2)
 	defer feed.Pipeline.Close()
 	first, n, err := feed.Plan.PodSplits(1, 2)
 	if err != nil {
@@ -260,24 +247,11 @@ func TestAPodStartedMidEpochReadsTheEntriesFromItsStep(t *testing.T) {
 func TestAReaderBehindThePrefetchersStartIsServed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dir := t.TempDir()
 	sizes := make([]int, 1200)
 	for i := range sizes {
 		sizes[i] = 1 + i%3
 	}
-	data, reg, st, f := toyStream(ctx, t, dir, sizes)
-	if _, err := index.WriteForm(ctx, st, f, index.FormCompact); err != nil {
-		t.Fatal(err)
-	}
-	spec := datav1alpha1.TrainingDatasetSpec{
-		Streams:   []datav1alpha1.Stream{{Name: "t", Format: "toy", Source: datav1alpha1.Source{URI: "file://" + data + "/"}}},
-		NumSplits: 4, GlobalBatchSize: 8, Shuffle: datav1alpha1.Shuffle{BlockSize: ptr.To[int64](4)},
-	}
-	feed, err := daemon.Open(ctx, daemon.Config{Dataset: "test", Spec: spec, Formats: reg, CacheDir: filepath.Join(dir, "cache"), Prefetch: -1,
-		Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pod: 0, Pods: 1, ProcsPerPod: 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	feed := compactPodFeed(ctx, t, sizes, 0, 1, 4)
 	defer feed.Pipeline.Close()
 	late := feed.Plan.Steps() / 2
 	if err := feed.Pipeline.Prefetch(0, 0, 4, late); err != nil {
@@ -318,4 +292,26 @@ func TestAReaderBehindThePrefetchersStartIsServed(t *testing.T) {
 			t.Fatalf("rank %d read %d rows from step %d, want %d", rank, rows, late/4, want)
 		}
 	}
+}
+
+// compactPodFeed opens the sidecar of pod of pods (of procs ranks each)
+// over a toy stream of sizes whose index is compact, in 4 splits, a
+// global batch of 8 and shuffle blocks of 4.
+func compactPodFeed(ctx context.Context, t *testing.T, sizes []int, pod, pods, procs int) *daemon.Feed {
+	t.Helper()
+	dir := t.TempDir()
+	data, reg, st, f := toyStream(ctx, t, dir, sizes)
+	if _, err := index.WriteForm(ctx, st, f, index.FormCompact); err != nil {
+		t.Fatal(err)
+	}
+	spec := datav1alpha1.TrainingDatasetSpec{
+		Streams:   []datav1alpha1.Stream{{Name: "t", Format: "toy", Source: datav1alpha1.Source{URI: "file://" + data + "/"}}},
+		NumSplits: 4, GlobalBatchSize: 8, Shuffle: datav1alpha1.Shuffle{BlockSize: ptr.To[int64](4)},
+	}
+	feed, err := daemon.Open(ctx, daemon.Config{Dataset: "test", Spec: spec, Formats: reg, CacheDir: filepath.Join(dir, "cache"), Prefetch: -1,
+		Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pod: pod, Pods: pods, ProcsPerPod: procs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return feed
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
 )
@@ -31,7 +32,8 @@ func (c *Cache) Fits(n int64) bool {
 
 // AcquireRun holds the shards as Acquire does, fetching with one ranged GET
 // each run of them that are ranges of one object, not yet cached, and
-// follow each other directly in it (up to PartBytes a GET). A
+// follow each other directly in it (up to PartBytes a GET), the runs at
+// once. A
 // shard another caller is fetching is left to it. It returns the shards it
 // holds, to Release, and the first error; a shard that failed is not held.
 func (c *Cache) AcquireRun(ctx context.Context, shards []Shard) ([]Shard, error) {
@@ -69,8 +71,12 @@ func (c *Cache) AcquireRun(ctx context.Context, shards []Shard) ([]Shard, error)
 		return cmp.Or(cmp.Compare(a.e.shard.Stream, b.e.shard.Stream), cmp.Compare(a.e.shard.Key, b.e.shard.Key),
 			cmp.Compare(a.e.shard.Offset, b.e.shard.Offset))
 	})
-	var first error
-	failed := map[string]bool{}
+	var (
+		mu     sync.Mutex // guards first and failed
+		first  error
+		failed = map[string]bool{}
+		wg     sync.WaitGroup
+	)
 	for len(fetch) > 0 {
 		n, bytes := 1, fetch[0].e.shard.Size
 		for n < len(fetch) {
@@ -88,15 +94,23 @@ func (c *Cache) AcquireRun(ctx context.Context, shards []Shard) ([]Shard, error)
 		for i, it := range run {
 			entries[i], wants[i] = it.e, it.want
 		}
-		for i, err := range c.downloadRun(ctx, entries, wants) {
-			if err != nil {
-				failed[entries[i].shard.id()] = true
-				if first == nil {
-					first = err
+		// The runs at once (the cache's download slots bound them): a
+		// shard's row group and its footer apart are not two round trips
+		// one after the other.
+		wg.Go(func() {
+			for i, err := range c.downloadRun(ctx, entries, wants) {
+				if err != nil {
+					mu.Lock()
+					failed[entries[i].shard.id()] = true
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
 				}
 			}
-		}
+		})
 	}
+	wg.Wait()
 	if len(failed) > 0 {
 		held = slices.DeleteFunc(held, func(s Shard) bool { return failed[s.id()] })
 	}

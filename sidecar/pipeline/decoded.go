@@ -238,6 +238,17 @@ func (t *decodedTable) decode(ctx context.Context, k shardKey) (sh *source.Shard
 		}
 	}()
 	start := time.Now()
+	if missing := missingParts(t.cache, parts); len(missing) > 1 {
+		// A shard's parts at once, those next to each other in one GET (a
+		// Parquet file's last row group and its footer): each would
+		// otherwise be a request's round trip after the other.
+		held, _ := t.cache.AcquireRun(ctx, missing) // Map meets each error below
+		defer func() {
+			for _, h := range held {
+				t.cache.Release(h)
+			}
+		}()
+	}
 	for i, p := range parts {
 		m, err := t.cache.Map(ctx, p)
 		if err != nil {
@@ -265,6 +276,17 @@ func (t *decodedTable) decode(ctx context.Context, k shardKey) (sh *source.Shard
 	t.stats.decodedShards.Add(1)
 	t.stats.decodedRows.Add(sh.Rows)
 	return sh, maps, nil
+}
+
+// missingParts are the parts the cache lacks.
+func missingParts(c *cache.Cache, parts []cache.Shard) []cache.Shard {
+	var out []cache.Shard
+	for _, p := range parts {
+		if !c.Present(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func unmap(maps []*cache.Mapped) {

@@ -553,6 +553,45 @@ func TestARankAheadOfItsPodMateFetchesEachShardOnceInThePredictedCache(t *testin
 	}
 }
 
+// A shard's parts that follow each other in its object come in one ranged
+// GET, and the others at once: a Parquet file of one row group is its row
+// group and its footer, the footer right after it. An epoch of such files
+// costs a GET a file, not two one after the other.
+func TestAShardsRowGroupAndFooterComeInOneRequest(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	const n, fileRows = 400, 50
+	if err := sampledata.Parquet(ctx, filepath.Join(dir, "p"), "p", n, fileRows, fileRows); err != nil {
+		t.Fatal(err)
+	}
+	streams := []sampledata.Stream{{Name: "p", Format: "parquet", URI: "file://" + filepath.Join(dir, "p") + "/"}}
+	feed := openFeed(t, sampledata.Manifest("ds", streams, "  numSplits: 2\n  globalBatchSize: 20\n  shuffle: {blockSize: 100, seed: 5}\n"), 0)
+	before := feed.StoreCounts.Gets.Load() // the index's and shard 0's footer (the schema)
+	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rows := 0
+	for {
+		batch, err := b.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows += int(batch.Record.NumRows())
+		batch.Release()
+	}
+	gets, st := feed.StoreCounts.Gets.Load()-before, feed.Pipeline.Stats()
+	const files = n / fileRows
+	// Shard 0's footer came with the schema: its row group alone later.
+	if rows != n || st.Cache.Downloads != 2*files || gets != files {
+		t.Fatalf("%d rows, %d parts downloaded in %d GETs: want %d rows, %d parts in %d GETs", rows, st.Cache.Downloads, gets, n, 2*files, files)
+	}
+}
+
 // A prefetcher fetches the neighbouring row groups it needs together with
 // one ranged GET: an epoch of a Parquet stream of small row groups costs
 // far fewer requests than row groups, and serves every row once.

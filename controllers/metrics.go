@@ -99,6 +99,21 @@ var DatasetPlans = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Reconciles that read a dataset's indexes and planned it (the others only gathered its jobs' progress).",
 }, []string{"namespace", "dataset"})
 
+// DatasetIndexReadBytes and DatasetIndexReadRequests count what the
+// reconciles that planned a dataset read of its streams' indexes (and
+// their filters' selections): a compact index is read by its header, a few
+// MiB for ten million shards, a JSON index whole. They go with the dataset.
+var (
+	DatasetIndexReadBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shardfeed_dataset_index_read_bytes_total",
+		Help: "Bytes of the dataset's indexes its planning reconciles read from object storage.",
+	}, []string{"namespace", "dataset"})
+	DatasetIndexReadRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shardfeed_dataset_index_read_requests_total",
+		Help: "Requests to object storage the dataset's planning reconciles made for its indexes.",
+	}, []string{"namespace", "dataset"})
+)
+
 // CountAdmissionRequests wraps the transport of the pod webhook's clients
 // to count their requests in AdmissionAPIRequests.
 func CountAdmissionRequests(rt http.RoundTripper) http.RoundTripper {

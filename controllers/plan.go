@@ -48,13 +48,15 @@ func (e *notAllowedError) Unwrap() error { return e.err }
 // the dataset's together, InFlight all reconciles' at once) and time (per
 // request and for all of them), since the author picks the endpoint.
 //
+// read counts the bytes and requests the reads took.
+//
 // It returns the indexes and the spec the plan carries: ds's, with each
 // workload identity as its ServiceAccount's annotations resolve it
 // (workloadidentity.Resolve), which is what the sidecars read with; and
 // the release of the dataset's share of the bytes in flight, which the
 // caller holds while it plans (planning a dataset at its budget holds as
 // much again as its parsed indexes).
-func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset) ([]planner.StreamIndex, *datav1alpha1.TrainingDatasetSpec, func(), error) {
+func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset, read *store.Counts) ([]planner.StreamIndex, *datav1alpha1.TrainingDatasetSpec, func(), error) {
 	if err := r.Policy.CheckAll(ds.Namespace, &ds.Spec); err != nil {
 		return nil, nil, nil, &notAllowedError{err}
 	}
@@ -71,7 +73,7 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 			release()
 		}
 	}()
-	budget, read := r.Policy.datasetBudget(), &store.Counts{}
+	budget := r.Policy.datasetBudget()
 	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
 	planned := ds.Spec.DeepCopy()
 	for i := range planned.Streams {

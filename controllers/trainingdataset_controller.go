@@ -30,6 +30,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -94,6 +95,8 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 		if apierrors.IsNotFound(err) {
 			r.applied.forget(req.NamespacedName)
 			DatasetPlans.DeleteLabelValues(req.Namespace, req.Name)
+			DatasetIndexReadBytes.DeleteLabelValues(req.Namespace, req.Name)
+			DatasetIndexReadRequests.DeleteLabelValues(req.Namespace, req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -123,7 +126,10 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	}
 	r.applied.forget(req.NamespacedName)
 	DatasetPlans.WithLabelValues(req.Namespace, req.Name).Inc()
-	indexes, planned, release, err := r.readIndexes(ctx, &ds)
+	var read store.Counts
+	indexes, planned, release, err := r.readIndexes(ctx, &ds, &read)
+	DatasetIndexReadBytes.WithLabelValues(req.Namespace, req.Name).Add(float64(read.ReadBytes.Load()))
+	DatasetIndexReadRequests.WithLabelValues(req.Namespace, req.Name).Add(float64(read.Requests()))
 	if err == nil {
 		defer release()
 	}

@@ -567,3 +567,72 @@ func TestIntegrationDatasetReportsUnreachableIndexesAndRecovers(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue
 	})
 }
+
+// A compact index is planned from its header and sample counts: the
+// reconcile of a dataset that orders its samples at random reads a small
+// part of it (shardfeed_dataset_index_read_bytes_total counts what it
+// read), and one that needs every shard's entry to plan (stratified
+// batching) reads it whole. Both plan every sample.
+func TestIntegrationACompactIndexIsPlannedFromItsHeader(t *testing.T) {
+	startManager(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	bucket := minioServer.Bucket(t)
+	const shards = 20000
+	f := &index.File{Shardfeed: index.Version, Format: datav1alpha1.FormatParquet, Shards: make([]index.Entry, shards)}
+	var samples int64
+	for h := range f.Shards {
+		n := int64(100 + h%7)
+		samples += n
+		f.Shards[h] = index.Entry{Name: fmt.Sprintf("part-%05d.parquet#0", h), Object: fmt.Sprintf("part-%05d.parquet", h),
+			Offset: 4, Length: 4000, Samples: n, Hash: fmt.Sprintf("xxh64:%016x", h), ObjectSize: 5000}
+	}
+	data, err := index.EncodeCompact(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := minioServer.Client.PutObject(ctx, bucket, "c/"+index.CompactKey, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := index.NewCompactReader(int64(len(data)), func(off, n int64) ([]byte, error) { return data[off : off+n], nil }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := r.BytesRead()
+	credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
+	for _, tc := range []struct {
+		name     string
+		batching datav1alpha1.Batching
+		most     int64 // bytes of the index a reconcile may read
+		least    int64
+	}{
+		{"random", datav1alpha1.BatchingRandom, header + 64<<10, 1},
+		{"stratified", datav1alpha1.BatchingStratified, int64(len(data)) + 64<<10, int64(len(data))},
+	} {
+		ds := dataset(ns, "s3://"+bucket+"/c/", "minio", 8, 64)
+		ds.Name = tc.name
+		ds.Spec.Streams[0].Format = datav1alpha1.FormatParquet
+		ds.Spec.Batching = tc.batching
+		if err := apiServer.Client.Create(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+		got := waitFor(t, client.ObjectKeyFromObject(ds), "Ready", func(d *datav1alpha1.TrainingDataset) bool {
+			c := condition(d, datav1alpha1.ConditionReady)
+			return c != nil && c.Status == metav1.ConditionTrue && d.Status.ObservedGeneration == d.Generation
+		})
+		if got.Status.Samples != samples || len(got.Status.Streams) != 1 || got.Status.Streams[0].Shards != shards {
+			t.Errorf("%s: planned %d samples, streams %+v; want %d samples in %d shards", tc.name, got.Status.Samples, got.Status.Streams, samples, shards)
+		}
+		time.Sleep(time.Second) // the reconciles of the dataset's creation are over
+		plans := testutil.ToFloat64(controllers.DatasetPlans.WithLabelValues(ns, ds.Name))
+		read := int64(testutil.ToFloat64(controllers.DatasetIndexReadBytes.WithLabelValues(ns, ds.Name)))
+		requests := testutil.ToFloat64(controllers.DatasetIndexReadRequests.WithLabelValues(ns, ds.Name))
+		// Each planning reconcile reads the same; the first may have been
+		// retried on a missing Secret or a conflict.
+		if perPlan := read / int64(max(plans, 1)); perPlan > tc.most || perPlan < tc.least || requests < plans {
+			t.Errorf("%s: %v planning reconciles read %d bytes of an index of %d (its header %d) in %v requests: %d each, want %d to %d",
+				tc.name, plans, read, len(data), header, requests, perPlan, tc.least, tc.most)
+		}
+		t.Logf("%s: %v planning reconcile(s) read %d bytes of an index of %d (its header %d) in %v requests", tc.name, plans, read, len(data), header, requests)
+	}
+}

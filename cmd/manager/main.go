@@ -266,7 +266,8 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range []prometheus.Collector{controllers.AdmissionAPIRequests, controllers.DatasetPlans} {
+	for _, c := range []prometheus.Collector{controllers.AdmissionAPIRequests, controllers.DatasetPlans,
+		controllers.DatasetIndexReadBytes, controllers.DatasetIndexReadRequests} {
 		if err := ctrlmetrics.Registry.Register(c); err != nil {
 			return err
 		}

@@ -114,6 +114,13 @@ var (
 	}, []string{"namespace", "dataset"})
 )
 
+// forgetDatasetMetrics drops a deleted dataset's series.
+func forgetDatasetMetrics(namespace, name string) {
+	for _, m := range []*prometheus.CounterVec{DatasetPlans, DatasetIndexReadBytes, DatasetIndexReadRequests} {
+		m.DeleteLabelValues(namespace, name)
+	}
+}
+
 // CountAdmissionRequests wraps the transport of the pod webhook's clients
 // to count their requests in AdmissionAPIRequests.
 func CountAdmissionRequests(rt http.RoundTripper) http.RoundTripper {

@@ -48,7 +48,8 @@ func (e *notAllowedError) Unwrap() error { return e.err }
 // the dataset's together, InFlight all reconciles' at once) and time (per
 // request and for all of them), since the author picks the endpoint.
 //
-// read counts the bytes and requests the reads took.
+// What the reads took is counted in DatasetIndexReadBytes and
+// DatasetIndexReadRequests.
 //
 // It returns the indexes and the spec the plan carries: ds's, with each
 // workload identity as its ServiceAccount's annotations resolve it
@@ -56,7 +57,7 @@ func (e *notAllowedError) Unwrap() error { return e.err }
 // the release of the dataset's share of the bytes in flight, which the
 // caller holds while it plans (planning a dataset at its budget holds as
 // much again as its parsed indexes).
-func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset, read *store.Counts) ([]planner.StreamIndex, *datav1alpha1.TrainingDatasetSpec, func(), error) {
+func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset) ([]planner.StreamIndex, *datav1alpha1.TrainingDatasetSpec, func(), error) {
 	if err := r.Policy.CheckAll(ds.Namespace, &ds.Spec); err != nil {
 		return nil, nil, nil, &notAllowedError{err}
 	}
@@ -73,7 +74,11 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 			release()
 		}
 	}()
-	budget := r.Policy.datasetBudget()
+	budget, read := r.Policy.datasetBudget(), &store.Counts{}
+	defer func() {
+		DatasetIndexReadBytes.WithLabelValues(ds.Namespace, ds.Name).Add(float64(read.ReadBytes.Load()))
+		DatasetIndexReadRequests.WithLabelValues(ds.Namespace, ds.Name).Add(float64(read.Requests()))
+	}()
 	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
 	planned := ds.Spec.DeepCopy()
 	for i := range planned.Streams {

@@ -30,7 +30,6 @@ import (
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
-	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -94,9 +93,7 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	if err := r.Get(ctx, req.NamespacedName, &ds); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.applied.forget(req.NamespacedName)
-			DatasetPlans.DeleteLabelValues(req.Namespace, req.Name)
-			DatasetIndexReadBytes.DeleteLabelValues(req.Namespace, req.Name)
-			DatasetIndexReadRequests.DeleteLabelValues(req.Namespace, req.Name)
+			forgetDatasetMetrics(req.Namespace, req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -126,10 +123,7 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	}
 	r.applied.forget(req.NamespacedName)
 	DatasetPlans.WithLabelValues(req.Namespace, req.Name).Inc()
-	var read store.Counts
-	indexes, planned, release, err := r.readIndexes(ctx, &ds, &read)
-	DatasetIndexReadBytes.WithLabelValues(req.Namespace, req.Name).Add(float64(read.ReadBytes.Load()))
-	DatasetIndexReadRequests.WithLabelValues(req.Namespace, req.Name).Add(float64(read.Requests()))
+	indexes, planned, release, err := r.readIndexes(ctx, &ds)
 	if err == nil {
 		defer release()
 	}

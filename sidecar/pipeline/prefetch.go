@@ -27,6 +27,9 @@ type scope struct {
 	p     *Pipeline
 	key   scopeKey
 	needs []planner.ShardNeed
+	// urgent is how many of needs, first in it, the steps from the
+	// scope's start read (startFirst): sized and fetched before the rest.
+	urgent int
 	// sized is how many of needs are at hand: their entries resolved and
 	// their bytes set, where the streams' indexes are read in parts (the
 	// run's goroutine sizes them, a window ahead of what it fetches);
@@ -76,9 +79,16 @@ func (p *Pipeline) scope(ep *planner.EpochPlan, first, n int, start int64) *scop
 			front: start, readers: map[int]reader{}, left: make([]int64, n), low: start, wake: make(chan struct{}, 1)}
 		if p.lean {
 			sc.needs, sc.sizer = ep.ShardsAhead(first, n), p.plan.NeedSizer()
+			sc.urgent = startFirst(sc.needs, ep, p.plan.Steps(), start, first, n)
 		} else {
 			sc.needs = ep.ShardsNeeded(first, n)
 			sc.sized = len(sc.needs)
+			sc.urgent = startFirst(sc.needs, ep, p.plan.Steps(), start, first, n)
+			// The objects' shared parts on their first shards in the new order.
+			sizer := p.plan.NeedSizer()
+			for i := range sc.urgent {
+				sizer.Size(sc.needs[i : i+1])
+			}
 		}
 		for i := range sc.left {
 			sc.left[i] = start
@@ -128,6 +138,72 @@ func (p *Pipeline) Ready(e int64, first, n int, k int64) bool {
 		}
 	}
 	return true
+}
+
+// urgentSteps are the steps from a prefetcher's start whose shards it
+// fetches first, in the order those steps read them.
+const urgentSteps = 8
+
+// urgentRun is how many of those needs a prefetcher sizes at once, where
+// the streams' indexes are read in parts: as many entries as one round of
+// an index's concurrent reads resolves.
+const urgentRun = 32
+
+// startFirst moves to the front of needs the shards that the steps
+// [start, start+urgentSteps) of splits [first, first+n) read, in the order
+// they first read them, and returns how many it moved. With shuffle a
+// need's FirstStep is its block's first step: every shard of a split's
+// block is needed from there on, a split's share of hundreds of shards for
+// a pod, in no order; and a pod is ready when its start step's shards are
+// decoded, a few of them.
+func startFirst(needs []planner.ShardNeed, ep *planner.EpochPlan, steps, start int64, first, n int) int {
+	last := min(start+urgentSteps, steps)
+	order := map[shardKey]int{}
+	var batch []planner.Sample
+	for k := start; k < last; k++ {
+		var err error
+		if batch, err = ep.SplitsBatch(batch[:0], k, first, n); err != nil {
+			return 0 // the prefetcher keeps the plan's order
+		}
+		for _, smp := range batch {
+			if key := (shardKey{smp.Stream, smp.Shard}); !hasKey(order, key) {
+				order[key] = len(order)
+			}
+		}
+	}
+	// Needs are in the order of their first step: those of the steps
+	// before last are a prefix.
+	end := 0
+	for end < len(needs) && needs[end].FirstStep < last {
+		end++
+	}
+	prefix := needs[:end]
+	slices.SortStableFunc(prefix, func(a, b planner.ShardNeed) int {
+		ra, oka := order[shardKey{a.Stream, a.Shard}]
+		rb, okb := order[shardKey{b.Stream, b.Shard}]
+		switch {
+		case oka && okb:
+			return cmp.Compare(ra, rb)
+		case oka:
+			return -1
+		case okb:
+			return 1
+		}
+		return 0
+	})
+	moved := 0
+	for moved < len(prefix) {
+		if _, ok := order[shardKey{prefix[moved].Stream, prefix[moved].Shard}]; !ok {
+			break
+		}
+		moved++
+	}
+	return moved
+}
+
+func hasKey(m map[shardKey]int, k shardKey) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // needed reports whether the readers of a prefetch scope have yet to read
@@ -449,12 +525,18 @@ func SizedAhead(prefetchShards int) int { return maxGroup + aheadScan + prefetch
 // read leaves them unsized, to try again at the next wake; the readers
 // meet the error themselves. It says whether it sized more.
 func (s *scope) sizeTo(next, window int, front int64) (more bool) {
-	if s.sized >= min(next+window, len(s.needs)) {
-		return false
-	}
 	// Twice the window: its entries in a few reads at once, not one need's
 	// at a time as the window moves.
-	hi := min(next+2*window, len(s.needs))
+	want, hi := min(next+window, len(s.needs)), min(next+2*window, len(s.needs))
+	if next < s.urgent {
+		// The needs of the start's steps, in runs of urgentRun as they are
+		// fetched: a pod is ready when the first few are decoded, and
+		// sizing them all first would have it wait for all their entries.
+		want, hi = min(want, s.urgent, next+1), min(hi, s.urgent, next+urgentRun)
+	}
+	if s.sized >= want {
+		return false
+	}
 	var keys []shardKey
 	for _, nd := range s.needs[s.sized:hi] {
 		if nd.LastStep >= front {

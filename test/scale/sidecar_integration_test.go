@@ -21,7 +21,11 @@ import (
 	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
@@ -116,6 +120,11 @@ func TestIntegrationSidecarStartsFromAnIndexInParts(t *testing.T) {
 	if op.read > header+64<<10 {
 		t.Errorf("the operator's plan read %d bytes of the index, its header is %d", op.read, header)
 	}
+	mgr := managerPlan(t, spec)
+	if mgr.read > header+64<<10 || mgr.peak > managerMemoryLimit {
+		t.Errorf("the manager read %d bytes of the index (its header is %d), its peak resident memory %s (the chart's limit %s)",
+			mgr.read, header, bytesize.Human(mgr.peak), bytesize.Human(managerMemoryLimit))
+	}
 	var rows []string
 	for i, s := range starts {
 		var opened, took []time.Duration
@@ -134,10 +143,12 @@ func TestIntegrationSidecarStartsFromAnIndexInParts(t *testing.T) {
 			durations(opened), durations(took), byteRange(read), countRange(entries), byteRange(heaps)))
 	}
 	report := fmt.Sprintf("A pod's sidecar over a compact index of %.0e shards of %d samples (%s, its header %s) on MinIO, numSplits %d, global batch %d, shuffle block %d; %d run(s) each, fresh caches. "+
-		"The operator's plan of it (streams.OpenSummary under the default 16 MiB cap, planspec, planner.New: what a reconcile does) read %s in %d requests in %s, %s of heap.\n\n"+
+		"The operator's plan of it (streams.OpenSummary under the default 16 MiB cap, planspec, planner.New: what a reconcile does) read %s in %d requests in %s, %s of heap. "+
+		"The manager (one replica, its default flags) made a TrainingDataset of it Ready in %s, its reconcile reading %s of the index in %d requests (shardfeed_dataset_index_read_bytes_total), at a peak resident memory of %s (the chart's limit: %s).\n\n"+
 		"| sidecar | opened: index header and counts, plan | ready: and its epoch, its start step's shards fetched and decoded | index bytes read (entries resolved) | heap at ready |\n| --- | --- | --- | --- | --- |\n%s",
 		float64(d.shards), d.perShard, bytesize.Human(int64(len(data))), bytesize.Human(header), splits, 2*splits, d.blockSize, d.runs,
-		bytesize.Human(op.read), op.requests, op.took.Round(time.Millisecond), bytesize.Human(op.heap), strings.Join(rows, ""))
+		bytesize.Human(op.read), op.requests, op.took.Round(time.Millisecond), bytesize.Human(op.heap),
+		mgr.ready.Round(time.Millisecond), bytesize.Human(mgr.read), mgr.requests, bytesize.Human(mgr.peak), bytesize.Human(managerMemoryLimit), strings.Join(rows, ""))
 	t.Logf("sidecar start:\n%s", report)
 	if path := os.Getenv("SCALE_SIDECAR_REPORT"); path != "" {
 		if err := os.WriteFile(path, []byte(report), 0o644); err != nil { //nolint:gosec // a report
@@ -177,6 +188,57 @@ func operatorPlan(ctx context.Context, t *testing.T, spec datav1alpha1.TrainingD
 	r := operatorRead{read: counts.ReadBytes.Load(), requests: counts.Requests(), took: time.Since(began)}
 	r.heap = max(liveHeap()-heap0, 0)
 	runtime.KeepAlive(pl)
+	return r
+}
+
+// managerMemoryLimit is the chart's memory limit of a manager replica
+// (resources.limits.memory).
+const managerMemoryLimit = 384 << 20
+
+// managerRead is what the manager's reconcile of a dataset read and took.
+type managerRead struct {
+	read, requests, peak int64
+	ready                time.Duration
+}
+
+// managerPlan starts a manager replica and creates a TrainingDataset of
+// spec, with the bucket's credentials in a Secret, and waits until it is
+// Ready: the real reconcile over the index, its bytes read as the
+// manager's metrics count them and the replica's peak resident memory.
+func managerPlan(t *testing.T, spec datav1alpha1.TrainingDatasetSpec) managerRead {
+	t.Helper()
+	ctx := context.Background()
+	c := apiServer.Client
+	for _, ns := range []string{operatorNS, "index-in-parts"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: "index-in-parts"},
+		Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte(minioServer.AccessKey), "AWS_SECRET_ACCESS_KEY": []byte(minioServer.SecretKey)}}); err != nil {
+		t.Fatal(err)
+	}
+	reps := startReplicas(t, 1, listen(t))
+	key := client.ObjectKey{Namespace: "index-in-parts", Name: "tokens"}
+	ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}, Spec: *spec.DeepCopy()}
+	ds.Spec.Streams[0].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: "s3"}
+	began := time.Now()
+	if err := c.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), ds) })
+	waitDatasetsReady(t, []client.ObjectKey{key})
+	r := managerRead{ready: time.Since(began)}
+	time.Sleep(time.Second) // the reconciles of the dataset's creation are over
+	match := []string{`namespace="index-in-parts"`, `dataset="tokens"`}
+	plans := int64(metrics(t, reps, "shardfeed_dataset_plans_total", match...))
+	read := int64(metrics(t, reps, "shardfeed_dataset_index_read_bytes_total", match...))
+	if plans < 1 || read == 0 {
+		t.Fatalf("the manager planned the dataset %d times, reading %d bytes of its index", plans, read)
+	}
+	// What one reconcile read (each reads the same).
+	r.read, r.requests = read/plans, int64(metrics(t, reps, "shardfeed_dataset_index_read_requests_total", match...))/plans
+	r.peak = measure(t, reps).maxPeak()
 	return r
 }
 

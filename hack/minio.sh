@@ -95,8 +95,18 @@ for attempt in 1 2 3; do
 done
 
 # curl signs the request itself (SigV4), so no S3 client is needed here.
-curl -fsS -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" --user "$user:$password" "$endpoint/$bucket" >/dev/null ||
-	die "could not create bucket $bucket"
+# On a loaded machine MinIO may still answer 503 (its object layer not
+# initialized) for a moment after its readiness probe passes: retry that
+# for up to 30 s; any other status is an error at once.
+for ((try = 1; ; try++)); do
+	status=$(curl -sS -o "$dir/bucket.out" -w '%{http_code}' -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" \
+		--user "$user:$password" "$endpoint/$bucket" 2>"$dir/bucket.err") || status=000
+	[[ $status == 200 ]] && break
+	if [[ $status != 503 && $status != 000 ]] || ((try >= 60)); then
+		die "could not create bucket $bucket: HTTP $status after $try attempt(s) $(head -c 300 "$dir/bucket.err")"
+	fi
+	sleep 0.5
+done
 log "created bucket $bucket"
 
 cat >"$dir/env" <<EOF

@@ -623,15 +623,21 @@ func TestIntegrationACompactIndexIsPlannedFromItsHeader(t *testing.T) {
 		if got.Status.Samples != samples || len(got.Status.Streams) != 1 || got.Status.Streams[0].Shards != shards {
 			t.Errorf("%s: planned %d samples, streams %+v; want %d samples in %d shards", tc.name, got.Status.Samples, got.Status.Streams, samples, shards)
 		}
-		time.Sleep(time.Second) // the reconciles of the dataset's creation are over
-		plans := testutil.ToFloat64(controllers.DatasetPlans.WithLabelValues(ns, ds.Name))
-		read := int64(testutil.ToFloat64(controllers.DatasetIndexReadBytes.WithLabelValues(ns, ds.Name)))
-		requests := testutil.ToFloat64(controllers.DatasetIndexReadRequests.WithLabelValues(ns, ds.Name))
-		// Each planning reconcile reads the same; the first may have been
-		// retried on a missing Secret or a conflict.
-		if perPlan := read / int64(max(plans, 1)); perPlan > tc.most || perPlan < tc.least || requests < plans {
-			t.Errorf("%s: %v planning reconciles read %d bytes of an index of %d (its header %d) in %v requests: %d each, want %d to %d",
-				tc.name, plans, read, len(data), header, requests, perPlan, tc.least, tc.most)
+		// A reconcile counts its plan before its reads: poll until the
+		// reconciles of the dataset's creation are over.
+		var plans, requests float64
+		var read, perPlan int64
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			plans = testutil.ToFloat64(controllers.DatasetPlans.WithLabelValues(ns, ds.Name))
+			read = int64(testutil.ToFloat64(controllers.DatasetIndexReadBytes.WithLabelValues(ns, ds.Name)))
+			requests = testutil.ToFloat64(controllers.DatasetIndexReadRequests.WithLabelValues(ns, ds.Name))
+			if perPlan = read / int64(max(plans, 1)); perPlan <= tc.most && perPlan >= tc.least && requests >= plans {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v planning reconciles read %d bytes of an index of %d (its header %d) in %v requests: %d each, want %d to %d",
+					tc.name, plans, read, len(data), header, requests, perPlan, tc.least, tc.most)
+			}
 		}
 		t.Logf("%s: %v planning reconcile(s) read %d bytes of an index of %d (its header %d) in %v requests", tc.name, plans, read, len(data), header, requests)
 	}

@@ -85,10 +85,7 @@ func (p *Pipeline) scope(ep *planner.EpochPlan, first, n int, start int64) *scop
 			sc.sized = len(sc.needs)
 			sc.urgent = startFirst(sc.needs, ep, p.plan.Steps(), start, first, n)
 			// The objects' shared parts on their first shards in the new order.
-			sizer := p.plan.NeedSizer()
-			for i := range sc.urgent {
-				sizer.Size(sc.needs[i : i+1])
-			}
+			p.plan.NeedSizer().Size(sc.needs)
 		}
 		for i := range sc.left {
 			sc.left[i] = start

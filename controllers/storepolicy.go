@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -64,12 +63,7 @@ type StorePolicy struct {
 // credential (a Secret, a workload identity, or the operator's own), and
 // an author-chosen host would receive it; the platform team adds
 // in-cluster stores (--allowed-endpoints), and "*" allows any host.
-var CloudEndpoints = []string{
-	"*.amazonaws.com",                                 // S3, regional STS, Glue
-	"storage.googleapis.com", "oauth2.googleapis.com", // GCS and a key's token exchange
-	"sts.googleapis.com", "iamcredentials.googleapis.com", // GCS workload identity
-	"*.blob.core.windows.net", "*.dfs.core.windows.net", "login.microsoftonline.com", // Azure
-}
+var CloudEndpoints = store.CloudEndpoints
 
 // AnyEndpoint in AllowedEndpoints allows every host.
 const AnyEndpoint = "*"
@@ -267,18 +261,5 @@ func (p StorePolicy) anyEndpoint() bool {
 }
 
 func (p StorePolicy) endpointAllowed(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	for _, e := range p.AllowedEndpoints {
-		e = strings.ToLower(strings.TrimSpace(e))
-		switch {
-		case e == hostport || e == host:
-			return true
-		case strings.HasPrefix(e, "*.") && strings.HasSuffix(host, e[1:]) && len(host) > len(e)-1:
-			return true
-		}
-	}
-	return false
+	return store.HostAllowed(p.AllowedEndpoints, hostport)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/handoff"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache"
 )
 
 // feedOptions are the flags `serve` and `sidecar` share.
@@ -48,9 +49,12 @@ type feedOptions struct {
 	namespace, image  string
 	logFormat         string
 	pprof             bool
-	metricsTLS        bool
-	generation        int64
-	operator          progress.Remote
+	// nodeAgent is the node agent's socket (the sidecar's, #58).
+	nodeAgent, nodeAgentToken string
+	nodeAgentWait             time.Duration
+	metricsTLS                bool
+	generation                int64
+	operator                  progress.Remote
 }
 
 // DefaultSocket is the socket inside a pod (design §1).
@@ -167,6 +171,9 @@ audience "shardfeed"; SHARDFEED_GENERATION fences replaced attempts), or to
 	f.StringVar(&o.operator.Addr, "operator-addr", contract.OperatorAddr, "HOST:PORT dialled first (the Service's cluster IP), the URL's host if it does not answer")
 	f.StringVar(&o.operator.CAFile, "operator-ca", "", "the operator's CA bundle (default: operator-ca.crt in --plan-dir)")
 	f.StringVar(&o.operator.TokenFile, "token-file", sidecarconfig.TokenPath, "the projected ServiceAccount token (audience shardfeed)")
+	f.StringVar(&o.nodeAgent, "node-agent", env(sidecarconfig.EnvNodeAgent, ""), "the node agent's socket (the node cache); \"\": none. Any failure of the agent reads the store")
+	f.StringVar(&o.nodeAgentToken, "node-agent-token", sidecarconfig.NodeAgentTokenPath, "the projected ServiceAccount token (audience shardfeed-agent) shown to the node agent")
+	f.DurationVar(&o.nodeAgentWait, "node-agent-wait", nodecache.DefaultWait, "how long to wait for the node agent's answer to begin before reading the store")
 	f.DurationVar(&o.phasesPoll, "schedule-poll", 10*time.Second, "how often the sidecar rereads the plan's schedule (it restarts when phases are appended)")
 	o.addFlags(f)
 	f.Lookup("socket").DefValue = DefaultSocket
@@ -198,6 +205,10 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 	}
 	if inPod {
 		cfg.IdentityDir = workloadidentity.TokenDir
+	}
+	if o.nodeAgent != "" {
+		cfg.NodeAgent = nodecache.NewClient(o.nodeAgent, o.nodeAgentToken, o.nodeAgentWait, 0)
+		log.Info("Shards are asked of the node agent first", "socket", o.nodeAgent, "wait", o.nodeAgentWait.String())
 	}
 	for _, q := range []struct {
 		flag, value string

@@ -47,6 +47,14 @@ const (
 	TokenPath     = TokenDir + "/token"
 	// OperatorCAPath is the operator's CA bundle, a key of the plan.
 	OperatorCAPath = PlanDir + "/operator-ca.crt"
+	// NodeAgentDir is the node agent's socket directory (a hostPath the
+	// webhook mounts when the chart runs the agent), NodeAgentSocket its
+	// socket; NodeAgentTokenDir holds the projected token (audience
+	// "shardfeed-agent") the sidecar shows it.
+	NodeAgentDir       = "/var/run/shardfeed-agent"
+	NodeAgentSocket    = NodeAgentDir + "/agent.sock"
+	NodeAgentTokenDir  = "/var/run/secrets/shardfeed-agent"
+	NodeAgentTokenPath = NodeAgentTokenDir + "/token"
 	// MetricsPort is the sidecar's metrics port unless
 	// spec.sidecar.metricsPort says otherwise.
 	MetricsPort int32 = 9464
@@ -71,6 +79,9 @@ const (
 	EnvOperatorURL    = "SHARDFEED_OPERATOR_URL"
 	EnvOperatorAddr   = "SHARDFEED_OPERATOR_ADDR"
 	EnvNamespace      = "POD_NAMESPACE"
+	// EnvNodeAgent is the node agent's socket, set when the webhook
+	// mounts it.
+	EnvNodeAgent = "SHARDFEED_NODE_AGENT"
 )
 
 // Config is what the webhook tells a sidecar.

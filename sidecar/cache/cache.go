@@ -90,6 +90,10 @@ type Options struct {
 	// do, and a large shard is the first batch's wait.
 	PartBytes     int64
 	PartsParallel int
+	// Node, when set, is asked first for every shard with a hash (the
+	// node agent); OnNodeMiss hears why it could not give one.
+	Node       NodeFetch
+	OnNodeMiss func(Shard, error)
 }
 
 // DefaultPartBytes is the size of a ranged GET of a large shard
@@ -115,6 +119,8 @@ type Stats struct {
 	DerivedHits   int64
 	DerivedMisses int64
 	DerivedStored int64
+	// Node counts the shards the node's cache gave.
+	Node NodeStats
 }
 
 type state int
@@ -268,12 +274,19 @@ func (c *Cache) check(s Shard) error {
 // needed, and holds it: it is not evicted until Release. Concurrent calls
 // for one shard share one download.
 func (c *Cache) Acquire(ctx context.Context, s Shard) (string, error) {
+	p, _, err := c.AcquireFetched(ctx, s)
+	return p, err
+}
+
+// AcquireFetched is Acquire, and says whether this call downloaded the
+// shard (false: it was on disk, or another call's download gave it).
+func (c *Cache) AcquireFetched(ctx context.Context, s Shard) (path string, fetched bool, err error) {
 	if err := c.check(s); err != nil {
-		return "", err
+		return "", false, err
 	}
 	want, err := checksum.Parse(s.Hash)
 	if err != nil {
-		return "", fmt.Errorf("stream %q: %s: %w", s.Stream, s.Key, err)
+		return "", false, fmt.Errorf("stream %q: %s: %w", s.Stream, s.Key, err)
 	}
 	c.mu.Lock()
 	for {
@@ -283,9 +296,9 @@ func (c *Cache) Acquire(ctx context.Context, s Shard) (string, error) {
 			c.entries[s.id()] = e
 			c.mu.Unlock()
 			if err := c.download(ctx, e, want); err != nil {
-				return "", err
+				return "", false, err
 			}
-			return c.path(s), nil
+			return c.path(s), true, nil
 		}
 		switch e.state {
 		case present:
@@ -293,18 +306,18 @@ func (c *Cache) Acquire(ctx context.Context, s Shard) (string, error) {
 			e.lastUse = time.Now()
 			c.stats.Hits++
 			c.mu.Unlock()
-			return c.path(s), nil
+			return c.path(s), false, nil
 		case unverified:
 			// Check the earlier run's file as if it were a download.
 			e.state, e.holds, e.done, e.shard = downloading, 1, make(chan struct{}), s
 			c.mu.Unlock()
 			if c.reuse(e, want) {
-				return c.path(s), nil
+				return c.path(s), false, nil
 			}
 			if err := c.download(ctx, e, want); err != nil {
-				return "", err
+				return "", false, err
 			}
-			return c.path(s), nil
+			return c.path(s), true, nil
 		case downloading:
 			e.holds++
 			done := e.done
@@ -313,7 +326,7 @@ func (c *Cache) Acquire(ctx context.Context, s Shard) (string, error) {
 			case <-done:
 			case <-ctx.Done():
 				c.Release(s)
-				return "", context.Cause(ctx)
+				return "", false, context.Cause(ctx)
 			}
 			c.mu.Lock()
 			if e.err != nil && e.aborted && ctx.Err() == nil {
@@ -324,11 +337,11 @@ func (c *Cache) Acquire(ctx context.Context, s Shard) (string, error) {
 			if e.err != nil {
 				err := e.err
 				c.mu.Unlock()
-				return "", err
+				return "", false, err
 			}
 			c.stats.Hits++
 			c.mu.Unlock()
-			return c.path(s), nil
+			return c.path(s), false, nil
 		}
 	}
 }
@@ -446,6 +459,9 @@ func (c *Cache) download(ctx context.Context, e *entry, want checksum.Sum) (err 
 	dst := c.path(e.shard)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("cache: %w", err)
+	}
+	if c.opts.Node != nil && !want.IsZero() && c.fromNode(ctx, e.shard, size, want, dst) {
+		return nil
 	}
 	var last *CorruptError
 	for attempt := 1; attempt <= c.opts.CorruptAttempts; attempt++ {

@@ -42,6 +42,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/handoff"
 	"github.com/shardfeed/shardfeed/sidecar/images"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/server"
 	"github.com/shardfeed/shardfeed/sidecar/source"
@@ -66,6 +67,10 @@ type Config struct {
 	// Outside a pod such streams read with CredentialsDir or the
 	// platform's chain, as the author's CLI does.
 	IdentityDir string
+
+	// NodeAgent, when set, is asked for each shard before the store (the
+	// node's cache, #58).
+	NodeAgent *nodecache.Client
 
 	Socket      string
 	MetricsAddr string
@@ -197,6 +202,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	spec := &cfg.Spec
 
 	byStream := map[string]store.Store{}
+	storeSources := map[string]store.Source{}
 	opened := make([]*streams.Stream, len(spec.Streams))
 	counts := &store.Counts{}
 	for i, s := range spec.Streams {
@@ -227,7 +233,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 				return nil, err
 			}
 		}
-		byStream[s.Name], opened[i] = st.Store, st
+		byStream[s.Name], opened[i], storeSources[s.Name] = st.Store, st, src
 		if f := st.Filter; f != nil && f.StoreName != s.Name {
 			byStream[f.StoreName] = st.IndexStore // the runs, where source.indexURI put them
 		}
@@ -268,7 +274,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 			return nil, fmt.Errorf("the cache limit of %d bytes is below the %d bytes %s needs to never stall (with %d shards prefetched): raise spec.sidecar.cacheLimit, or lower the prefetch or blockSize", limit, need, what, prefetch)
 		}
 	}
-	c, err := cache.New(cache.Options{Dir: cfg.CacheDir, LimitBytes: limit}, byStream)
+	c, err := cache.New(cache.Options{Dir: cfg.CacheDir, LimitBytes: limit, Node: cfg.nodeFetch(storeSources), OnNodeMiss: cfg.nodeMiss}, byStream)
 	if err != nil {
 		return nil, err
 	}
@@ -476,4 +482,20 @@ func Run(ctx context.Context, cfg Config) error {
 		err = nil
 	}
 	return err
+}
+
+// nodeFetch asks the node agent for the streams' shards; nil without
+// an agent.
+func (cfg Config) nodeFetch(sources map[string]store.Source) cache.NodeFetch {
+	if cfg.NodeAgent == nil {
+		return nil
+	}
+	return cfg.NodeAgent.Fetch(sources)
+}
+
+// nodeMiss logs why the node agent did not give a shard, which the
+// sidecar then reads from the store.
+func (cfg Config) nodeMiss(s cache.Shard, err error) {
+	cfg.NodeAgent.Fallback()
+	cmp.Or(cfg.Log, slog.Default()).Debug("The node agent did not give a shard; reading the store", "stream", s.Stream, "key", s.Key, "reason", err.Error())
 }

@@ -84,6 +84,11 @@ func newPipelineCollector(ns string, stats func() pipeline.Stats) *pipelineColle
 	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
 	add("fetched_bytes_total", "Bytes downloaded from object storage, retries included.", counter, func(s *pipeline.Stats) float64 { return float64(s.Cache.FetchedBytes) })
 	add("downloads_total", "Shard downloads.", counter, func(s *pipeline.Stats) float64 { return float64(s.Cache.Downloads) })
+	add("node_cache_hits_total", "Shards the node agent gave, checked against the index (#58): not fetched from the store by this pod.", counter,
+		func(s *pipeline.Stats) float64 { return float64(s.Cache.Node.Hits) })
+	add("node_cache_bytes_total", "Bytes of the shards the node agent gave.", counter, func(s *pipeline.Stats) float64 { return float64(s.Cache.Node.Bytes) })
+	add("node_cache_misses_total", "Shards the node agent could not give (gone, slow, refused, or bytes that did not check), read from the store.", counter,
+		func(s *pipeline.Stats) float64 { return float64(s.Cache.Node.Misses) })
 	add("fetch_seconds_total", "Time spent fetching shards.", counter, func(s *pipeline.Stats) float64 { return s.FetchSeconds })
 	add("decode_seconds_total", "Time spent decoding shards.", counter, func(s *pipeline.Stats) float64 { return s.DecodeSeconds })
 	add("assemble_seconds_total", "Time spent assembling batches.", counter, func(s *pipeline.Stats) float64 { return s.AssembleSeconds })

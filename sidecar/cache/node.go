@@ -1,0 +1,84 @@
+package cache
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/shardfeed/shardfeed/internal/checksum"
+)
+
+// NodeFetch asks the node's cache (the node agent) for a shard's bytes;
+// any error sends the download to the store, and a nil reader with no
+// error says the shard is not one to ask the node for.
+type NodeFetch func(ctx context.Context, s Shard) (io.ReadCloser, error)
+
+// NodeStats count what came of the node's cache.
+type NodeStats struct {
+	// Hits are shards the node's cache gave, checked; Bytes their bytes.
+	Hits, Bytes int64
+	// Misses are shards it could not give (or gave wrong), then read
+	// from the store.
+	Misses int64
+}
+
+var errNotAsked = errors.New("not asked")
+
+// fromNode tries the node's cache for the shard: true when its bytes are
+// the shard's (size and hash) and installed at dst. The node's word is
+// checked like the store's, and a wrong answer costs a download from the
+// store, never a corrupt attempt.
+func (c *Cache) fromNode(ctx context.Context, s Shard, size int64, want checksum.Sum, dst string) bool {
+	err := c.tryNode(ctx, s, size, want, dst)
+	if errors.Is(err, errNotAsked) {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.stats.Node.Misses++
+		if c.opts.OnNodeMiss != nil {
+			c.opts.OnNodeMiss(s, err)
+		}
+		return false
+	}
+	c.stats.Node.Hits++
+	c.stats.Node.Bytes += size
+	c.stats.Downloads++
+	return true
+}
+
+func (c *Cache) tryNode(ctx context.Context, s Shard, size int64, want checksum.Sum, dst string) error {
+	s.Size = size
+	body, err := c.opts.Node(ctx, s)
+	if err != nil {
+		return err
+	}
+	if body == nil {
+		return errNotAsked
+	}
+	defer func() { _ = body.Close() }()
+	tmp, err := os.CreateTemp(c.tmpDir(), "node-*")
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	h := want.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(body, size+1))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return err
+	case n != size:
+		return fmt.Errorf("the node's cache gave %d bytes, want %d", n, size)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want.Hex {
+		return fmt.Errorf("the node's cache gave bytes of %s %s, the index says %s", want.Algo, short(got), short(want.Hex))
+	}
+	return os.Rename(tmp.Name(), dst)
+}

@@ -1,0 +1,483 @@
+package nodecache
+
+import (
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/sidecar/cache"
+)
+
+// Caller is who a request comes from, as its token says.
+type Caller struct {
+	Namespace      string
+	ServiceAccount string
+	Pod            string
+	// Node is the caller's node where its token names it ("" if not).
+	Node string
+}
+
+// Authenticator says who a bearer token belongs to.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (Caller, error)
+}
+
+// Options configure an Agent.
+type Options struct {
+	// Dir is the node's cache directory, kept across restarts.
+	Dir string
+	// LimitBytes is the node's byte budget for cached shards (0: none).
+	LimitBytes int64
+	// Node is the agent's node: a caller whose token names another node
+	// is refused.
+	Node string
+	Auth Authenticator
+	// AllowedEndpoints are the store endpoints the agent reaches (store.
+	// HostAllowed's patterns; "*" any). Empty: store.CloudEndpoints.
+	AllowedEndpoints []string
+	// SharedSources are URI prefixes ("s3://public-data/") whose entries
+	// every pod of the node may read, whatever its namespace and
+	// credentials: data the platform team marks as readable by all.
+	SharedSources []string
+	// Retry bounds the agent's requests to a store (default: 30 s).
+	Retry store.Retry
+	// MaxInFlight bounds the requests served at once; more are answered
+	// 503 at once, and their sidecars read the store (default 64).
+	MaxInFlight int
+	// Open opens a request's store (default stores.Open).
+	Open func(context.Context, store.Source) (store.Store, error)
+	Log  *slog.Logger
+}
+
+// Stats are the agent's counters.
+type Stats struct {
+	Requests int64
+	// Hits were served from the node's cache; Fills fetched for the
+	// request first.
+	Hits, Fills int64
+	// Refused requests failed authentication or were not servable;
+	// Failed could not be filled (the store refused or failed).
+	Refused, Failed int64
+	// HitBytes are the bytes served from the cache, which no pod fetched:
+	// the egress saved. FilledBytes were served as they were filled.
+	HitBytes, FilledBytes int64
+	// ByNamespace are the counters of each caller namespace.
+	ByNamespace map[string]NamespaceStats
+	Cache       cache.Stats
+}
+
+// NamespaceStats are one namespace's counters.
+type NamespaceStats struct {
+	Hits, Fills         int64
+	HitBytes, FillBytes int64
+}
+
+// Agent serves a node's cached shards.
+type Agent struct {
+	opts    Options
+	cache   *cache.Cache
+	key     []byte // keys the hash of a request's credentials
+	slots   chan struct{}
+	allowed []string
+
+	mu    sync.Mutex
+	stats Stats
+}
+
+// The agent's cache holds every entry in one stream, by address.
+const entries = "shards"
+
+// NewAgent opens the cache directory, keeping the verified entries of an
+// earlier run (each is checked again when first read).
+func NewAgent(opts Options) (*Agent, error) {
+	if opts.Auth == nil {
+		return nil, errors.New("node agent: an authenticator is required")
+	}
+	if opts.Open == nil {
+		opts.Open = stores.Open
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 64
+	}
+	if opts.Retry.MaxElapsed == 0 {
+		opts.Retry = store.Retry{MaxElapsed: 30 * time.Second, RequestTimeout: 5 * time.Minute}
+	}
+	opts.Log = cmp.Or(opts.Log, slog.Default())
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("node agent: cache directory: %w", err)
+	}
+	key, err := loadKey(filepath.Join(opts.Dir, "agent.key"))
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.New(cache.Options{Dir: opts.Dir, LimitBytes: opts.LimitBytes, Parallel: 16, CorruptAttempts: 2},
+		map[string]store.Store{entries: requestStore{}})
+	if err != nil {
+		return nil, fmt.Errorf("node agent: %w", err)
+	}
+	a := &Agent{opts: opts, cache: c, key: key, slots: make(chan struct{}, opts.MaxInFlight), allowed: opts.AllowedEndpoints}
+	if len(a.allowed) == 0 {
+		a.allowed = store.CloudEndpoints
+	}
+	a.stats.ByNamespace = map[string]NamespaceStats{}
+	return a, nil
+}
+
+// loadKey reads the agent's key, or makes one: it keys the hashes of
+// credentials in entries' addresses, so they cannot be guessed from a
+// credential, and survives restarts so the entries do.
+func loadKey(path string) ([]byte, error) {
+	if b, err := os.ReadFile(path); err == nil && len(b) == 32 {
+		return b, nil
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, key, 0o600); err != nil {
+		return nil, fmt.Errorf("node agent: writing its key: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("node agent: writing its key: %w", err)
+	}
+	return key, nil
+}
+
+// Stats returns the counters.
+func (a *Agent) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.stats
+	st.ByNamespace = make(map[string]NamespaceStats, len(a.stats.ByNamespace))
+	for k, v := range a.stats.ByNamespace {
+		st.ByNamespace[k] = v
+	}
+	st.Cache = a.cache.Stats()
+	return st
+}
+
+func (a *Agent) count(f func(*Stats)) {
+	a.mu.Lock()
+	f(&a.stats)
+	a.mu.Unlock()
+}
+
+// httpError is an answer with a status and a message for the caller.
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func refuse(status int, format string, args ...any) error {
+	return &httpError{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+// ServeHTTP answers a shard request.
+func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != ShardPath {
+		http.Error(w, "not found: the node agent answers POST "+ShardPath, http.StatusNotFound)
+		return
+	}
+	if r.Method != http.MethodPost {
+		http.Error(w, "method not allowed: POST a request to "+ShardPath, http.StatusMethodNotAllowed)
+		return
+	}
+	select {
+	case a.slots <- struct{}{}:
+		defer func() { <-a.slots }()
+	default:
+		http.Error(w, "the node agent is busy: read the store", http.StatusServiceUnavailable)
+		return
+	}
+	a.count(func(s *Stats) { s.Requests++ })
+	if err := a.serve(w, r); err != nil {
+		status := http.StatusBadGateway
+		var he *httpError
+		if errors.As(err, &he) {
+			status = he.status
+		}
+		if status == http.StatusBadGateway {
+			a.count(func(s *Stats) { s.Failed++ })
+		} else {
+			a.count(func(s *Stats) { s.Refused++ })
+		}
+		a.opts.Log.Info("A shard request was not served", "status", status, "reason", err.Error())
+		http.Error(w, err.Error(), status)
+	}
+}
+
+func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		return refuse(http.StatusUnauthorized, "no bearer token: present the pod's projected ServiceAccount token of audience %q", Audience)
+	}
+	caller, err := a.opts.Auth.Authenticate(r.Context(), token)
+	if errors.Is(err, ErrTooManyReviews) {
+		return refuse(http.StatusTooManyRequests, "%v: read the store", err)
+	}
+	if err != nil {
+		return refuse(http.StatusUnauthorized, "the token was not accepted: %v", err)
+	}
+	if caller.Node != "" && a.opts.Node != "" && caller.Node != a.opts.Node {
+		return refuse(http.StatusForbidden, "pod %s/%s runs on node %q, and this agent serves node %q", caller.Namespace, caller.Pod, caller.Node, a.opts.Node)
+	}
+	var req Request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return refuse(http.StatusBadRequest, "the request is not a shard request (JSON of at most %d bytes): %v", MaxRequestBytes, err)
+	}
+	if err := req.Check(); err != nil {
+		return refuse(http.StatusBadRequest, "%v", err)
+	}
+	if err := a.checkEndpoint(req.Source); err != nil {
+		return refuse(http.StatusForbidden, "%v", err)
+	}
+	shard, err := a.entry(caller, req)
+	if err != nil {
+		return refuse(http.StatusBadRequest, "%v", err)
+	}
+	src := req.Source.storeSource(a.opts.Retry, a.allowHost)
+	f := &fill{open: func(ctx context.Context) (store.Store, error) { return a.opts.Open(ctx, src) }, key: req.Key, size: req.Size}
+	if req.Range {
+		f.base, f.ranged = req.Offset, true
+	}
+	p, fetched, err := a.cache.AcquireFetched(withFill(r.Context(), f), shard)
+	if err != nil {
+		return fillError(req, err)
+	}
+	hit := !fetched
+	defer a.cache.Release(shard)
+	file, err := os.Open(p)
+	if err != nil {
+		return fmt.Errorf("node agent: %w", err)
+	}
+	defer func() { _ = file.Close() }()
+	how := CacheFilled
+	if hit {
+		how = CacheHit
+	}
+	w.Header().Set(HeaderCache, how)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(req.Size, 10))
+	n, _ := io.Copy(w, io.LimitReader(file, req.Size))
+	a.count(func(s *Stats) {
+		ns := s.ByNamespace[caller.Namespace]
+		if hit {
+			s.Hits++
+			s.HitBytes += n
+			ns.Hits++
+			ns.HitBytes += n
+		} else {
+			s.Fills++
+			s.FilledBytes += n
+			ns.Fills++
+			ns.FillBytes += n
+		}
+		s.ByNamespace[caller.Namespace] = ns
+	})
+	return nil
+}
+
+// fillError says why a request's shard could not be filled, in the terms
+// of the request (not of the agent's cache entry).
+func fillError(req Request, err error) error {
+	var corrupt *cache.CorruptError
+	if errors.As(err, &corrupt) {
+		return fmt.Errorf("%s%s: the store's bytes are not those of %s (%s): the index is out of date, or the request names bytes the store does not have",
+			req.Source.URI, req.Key, req.Hash, corrupt.Reason)
+	}
+	var full *cache.FullError
+	if errors.As(err, &full) {
+		return refuse(http.StatusInsufficientStorage, "%s%s: the node cache has no room for %d bytes (%d of its %d held by reads in flight)",
+			req.Source.URI, req.Key, full.Need, full.Held, full.Limit)
+	}
+	return errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("stream %q: ", entries)))
+}
+
+// checkEndpoint refuses a store host the platform does not allow: the
+// agent would send it the job's credentials from the node.
+func (a *Agent) checkEndpoint(s Source) error {
+	host := ""
+	if s.Endpoint != "" {
+		u, err := store.EndpointURL(s.Endpoint, s.Insecure)
+		if err != nil {
+			return err
+		}
+		host = u.Host
+	} else {
+		h, err := stores.DefaultHost(s.URI)
+		if err != nil {
+			return err
+		}
+		host = h
+	}
+	return a.allowHost(host)
+}
+
+func (a *Agent) allowHost(hostport string) error {
+	h := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		h = hh
+	}
+	if ip := net.ParseIP(h); ip != nil && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified()) {
+		return fmt.Errorf("endpoint %s is link-local (a node's metadata service): the node agent never reaches it", hostport)
+	}
+	if !store.HostAllowed(a.allowed, hostport) {
+		return fmt.Errorf("endpoint %s is not one the node agent may reach (the chart's datasets.allowedEndpoints: %s)", hostport, strings.Join(a.allowed, ", "))
+	}
+	return nil
+}
+
+// entry is the cache entry of a request: its address says who may read
+// it, from which store, and which bytes.
+func (a *Agent) entry(c Caller, r Request) (cache.Shard, error) {
+	sum, err := checksum.Parse(r.Hash)
+	if err != nil {
+		return cache.Shard{}, err
+	}
+	u, err := url.Parse(r.Source.URI)
+	if err != nil {
+		return cache.Shard{}, fmt.Errorf("source.uri %q: %w", r.Source.URI, err)
+	}
+	endpoint := strings.ToLower(strings.TrimRight(r.Source.Endpoint, "/"))
+	if endpoint != "" && !strings.Contains(endpoint, "://") {
+		endpoint = "https://" + endpoint
+		if r.Source.Insecure {
+			endpoint = "http://" + strings.ToLower(r.Source.Endpoint)
+		}
+	}
+	h := sha256.New()
+	field := func(s string) {
+		_ = binary.Write(h, binary.BigEndian, uint32(len(s)))
+		_, _ = io.WriteString(h, s)
+	}
+	field(a.group(c, r))
+	field(strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + "@" + endpoint)
+	field(sum.String())
+	field(strconv.FormatInt(r.Size, 10))
+	if sum.Algo != "sha256" {
+		// A weak hash names no content on its own: the object does.
+		field(strings.TrimPrefix(u.Path, "/") + r.Key)
+		field(fmt.Sprintf("%t@%d", r.Range, r.Offset))
+	}
+	addr := hex.EncodeToString(h.Sum(nil))
+	return cache.Shard{Stream: entries, Key: addr[:2] + "/" + addr, Size: r.Size, Hash: r.Hash}, nil
+}
+
+// group is who may read an entry: a shared source's readers are every pod;
+// otherwise a namespace, and in it the holders of the same Secret's keys
+// (keyed, so an address reveals nothing of them) or the same
+// ServiceAccount taking the same workload identity.
+func (a *Agent) group(c Caller, r Request) string {
+	object := strings.TrimSuffix(r.Source.URI, "/") + "/" + r.Key
+	for _, p := range a.opts.SharedSources {
+		if p != "" && strings.HasPrefix(object, p) {
+			return "shared"
+		}
+	}
+	if id := r.Source.Identity; id != nil {
+		return strings.Join([]string{"ns", c.Namespace, "sa", c.ServiceAccount, "identity", id.Audience, id.RoleARN, id.ServiceAccountEmail, id.ClientID, id.TenantID}, "\x00")
+	}
+	mac := hmac.New(sha256.New, a.key)
+	keys := make([]string, 0, len(r.Source.Credentials))
+	for k := range r.Source.Credentials {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := []byte(strings.TrimSpace(string(r.Source.Credentials[k])))
+		_ = binary.Write(mac, binary.BigEndian, uint32(len(k)))
+		_, _ = io.WriteString(mac, k)
+		_ = binary.Write(mac, binary.BigEndian, uint32(len(v)))
+		_, _ = mac.Write(v)
+	}
+	return "ns\x00" + c.Namespace + "\x00secret\x00" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// fill is what a request's cache miss reads: the object of the request,
+// with its credentials, through the store opened for it alone.
+type fill struct {
+	open   func(context.Context) (store.Store, error)
+	key    string
+	base   int64
+	size   int64
+	ranged bool
+
+	once sync.Once
+	st   store.Store
+	err  error
+}
+
+type fillKey struct{}
+
+func withFill(ctx context.Context, f *fill) context.Context {
+	return context.WithValue(ctx, fillKey{}, f)
+}
+
+// requestStore is the agent cache's one store: each read goes to the store
+// of the request it is filled for (the context's fill).
+type requestStore struct{}
+
+var errNoFill = errors.New("node agent: a read outside a request")
+
+func (requestStore) URI() string { return "node-cache:///" }
+
+func (requestStore) Get(ctx context.Context, _ string, off, n int64) (io.ReadCloser, error) {
+	f, ok := ctx.Value(fillKey{}).(*fill)
+	if !ok {
+		return nil, errNoFill
+	}
+	f.once.Do(func() { f.st, f.err = f.open(ctx) })
+	if f.err != nil {
+		return nil, f.err
+	}
+	if f.ranged {
+		// The cache asks one byte more of a whole object's end, to see it
+		// grew; a range's next byte is another range's.
+		if n < 0 || off+n > f.size {
+			n = f.size - off
+		}
+		return f.st.Get(ctx, f.key, f.base+off, n)
+	}
+	return f.st.Get(ctx, f.key, off, n)
+}
+
+func (requestStore) Stat(context.Context, string) (store.Object, error) {
+	return store.Object{}, errNoFill
+}
+
+func (requestStore) List(context.Context) ([]store.Object, error) { return nil, errNoFill }
+
+func (requestStore) ListDir(context.Context, string) (store.Listing, error) {
+	return store.Listing{}, errNoFill
+}
+
+func (requestStore) Put(context.Context, string, io.Reader, int64) error { return errNoFill }
+
+func (requestStore) Delete(context.Context, string) error { return errNoFill }

@@ -1,0 +1,541 @@
+//go:build integration
+
+package nodecache_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/cache"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache"
+)
+
+var (
+	apiServer   *testenv.APIServer
+	minioServer *testenv.MinIO
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if apiServer, err = testenv.StartAPIServer(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := testenv.RunWithMinIO(m, &minioServer)
+	_ = apiServer.Stop()
+	os.Exit(code)
+}
+
+const node = "node-a"
+
+// dataset is shards of random bytes in a fresh bucket, hashed as an index
+// hashes them.
+type dataset struct {
+	bucket string
+	shards []cache.Shard
+	data   map[string][]byte
+}
+
+func newDataset(t *testing.T, algo string, sizes ...int) *dataset {
+	t.Helper()
+	d := &dataset{bucket: minioServer.Bucket(t), data: map[string][]byte{}}
+	r := rand.New(rand.NewPCG(uint64(len(sizes)), 11))
+	for i, n := range sizes {
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		key := fmt.Sprintf("shard.%05d.mds", i)
+		if _, err := minioServer.Client.PutObject(context.Background(), d.bucket, "web/"+key, bytes.NewReader(b), int64(n), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sum, err := checksum.Of(algo, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.shards = append(d.shards, cache.Shard{Stream: "web", Key: key, Size: int64(n), Hash: sum.String()})
+		d.data[key] = b
+	}
+	return d
+}
+
+// source is the stream's store as a sidecar has it: a mounted Secret.
+func (d *dataset) source(credentialsDir string) store.Source {
+	return store.Source{URI: "s3://" + d.bucket + "/web/", Endpoint: minioServer.URL(), Insecure: true, CredentialsDir: credentialsDir,
+		Retry: store.Retry{MaxElapsed: 5 * time.Second, RequestTimeout: 20 * time.Second}}
+}
+
+// agent runs a node agent on a socket of its own until the test ends.
+type agent struct {
+	*nodecache.Agent
+	socket string
+	dir    string
+	stop   func()
+}
+
+func startAgent(t *testing.T, dir string, edit func(*nodecache.Options)) *agent {
+	t.Helper()
+	reviewer, err := nodecache.NewTokenReviewer(apiServer.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := nodecache.Options{Dir: dir, Node: node, Auth: reviewer, AllowedEndpoints: []string{minioServer.Endpoint},
+		Retry: store.Retry{MaxElapsed: 2 * time.Second, RequestTimeout: 20 * time.Second}, Log: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	if edit != nil {
+		edit(&opts)
+	}
+	a, err := nodecache.NewAgent(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockDir, err := os.MkdirTemp("", "nc") // a socket's path has at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(sockDir, nodecache.SocketName)
+	l, err := nodecache.Listen(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, l) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("the agent: %v", err)
+			}
+		})
+	}
+	t.Cleanup(func() { stop(); _ = os.RemoveAll(sockDir) })
+	return &agent{Agent: a, socket: socket, dir: dir, stop: stop}
+}
+
+// pod is a pod on a node, with its projected token for the agent.
+type pod struct {
+	ns, name, token string
+}
+
+func newPod(t *testing.T, ns, nodeName string) pod {
+	t.Helper()
+	const sa = "trainer"
+	ctx := context.Background()
+	acct := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}}
+	if err := apiServer.Client.Create(ctx, acct); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "trainer-", Namespace: ns},
+		Spec: corev1.PodSpec{ServiceAccountName: sa, NodeName: nodeName, Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}}}
+	if err := apiServer.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	return pod{ns: ns, name: p.Name, token: requestToken(t, ns, sa, p, nodecache.Audience)}
+}
+
+// requestToken asks for a token as the kubelet does for a projected
+// volume, bound to p if given, and writes it to a file.
+func requestToken(t *testing.T, ns, sa string, p *corev1.Pod, audience string) string {
+	t.Helper()
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: ptr.To[int64](600)}}
+	if p != nil {
+		tr.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}
+	}
+	if err := apiServer.Client.SubResource("token").Create(context.Background(),
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}}, tr); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte(tr.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// sidecar is a pod's shard cache, asking the agent first.
+type sidecar struct {
+	cache  *cache.Cache
+	client *nodecache.Client
+	misses []error
+	mu     sync.Mutex
+}
+
+func newSidecar(t *testing.T, d *dataset, a *agent, p pod, credentialsDir string, wait time.Duration) *sidecar {
+	t.Helper()
+	src := d.source(credentialsDir)
+	st, err := stores.Open(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sidecar{client: nodecache.NewClient(a.socket, p.token, wait, 0)}
+	s.cache, err = cache.New(cache.Options{Dir: t.TempDir(), Node: s.client.Fetch(map[string]store.Source{"web": src}),
+		OnNodeMiss: func(_ cache.Shard, err error) {
+			s.mu.Lock()
+			s.misses = append(s.misses, err)
+			s.mu.Unlock()
+		}, CorruptAttempts: 1, Retry: store.Retry{MaxElapsed: time.Second}}, map[string]store.Store{"web": st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// readAll reads every shard through the sidecar's cache and checks its
+// bytes are the object's.
+func (s *sidecar) readAll(t *testing.T, d *dataset) {
+	t.Helper()
+	for _, sh := range d.shards {
+		p, err := s.cache.Acquire(context.Background(), sh)
+		if err != nil {
+			t.Fatalf("%s: %v", sh.Key, err)
+		}
+		got, err := os.ReadFile(p)
+		s.cache.Release(sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, d.data[sh.Key]) {
+			t.Fatalf("%s: the sidecar got bytes that are not the object's", sh.Key)
+		}
+	}
+}
+
+func (s *sidecar) missReasons() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, err := range s.misses {
+		out = append(out, err.Error())
+	}
+	return strings.Join(out, "\n")
+}
+
+func total(d *dataset) int64 {
+	n := int64(0)
+	for _, s := range d.shards {
+		n += s.Size
+	}
+	return n
+}
+
+// Two jobs of one namespace and Secret on one node: the second's shards
+// all come from the node, with no byte fetched from the store, and every
+// byte checked.
+func TestIntegrationASecondJobReadsTheNodesCopy(t *testing.T) {
+	d := newDataset(t, "xxh64", 3<<20, 1<<20, 40<<20, 100, 2<<20)
+	a := startAgent(t, t.TempDir(), nil)
+	ns := apiServer.Namespace(t)
+	creds := minioServer.CredentialsDir(t)
+
+	first := newSidecar(t, d, a, newPod(t, ns, node), creds, 0)
+	first.readAll(t, d)
+	st := a.Stats()
+	if st.Fills != int64(len(d.shards)) || st.Hits != 0 || st.Cache.FetchedBytes != total(d) {
+		t.Fatalf("the first job: agent fills %d, hits %d, fetched %d bytes; want %d fills of %d bytes (misses: %s)",
+			st.Fills, st.Hits, st.Cache.FetchedBytes, len(d.shards), total(d), first.missReasons())
+	}
+	if fs := first.cache.Stats(); fs.FetchedBytes != 0 || fs.Node.Hits != int64(len(d.shards)) {
+		t.Fatalf("the first job's sidecar fetched %d bytes from the store and took %d shards from the node; want 0 and %d", fs.FetchedBytes, fs.Node.Hits, len(d.shards))
+	}
+
+	second := newSidecar(t, d, a, newPod(t, ns, node), creds, 0)
+	second.readAll(t, d)
+	st2 := a.Stats()
+	if st2.Cache.FetchedBytes != st.Cache.FetchedBytes {
+		t.Errorf("the second job cost %d bytes of egress, want 0", st2.Cache.FetchedBytes-st.Cache.FetchedBytes)
+	}
+	if st2.Hits != int64(len(d.shards)) || st2.HitBytes != total(d) || st2.ByNamespace[ns].HitBytes != total(d) {
+		t.Errorf("the second job: %d hits of %d bytes (namespace %s: %d); want %d of %d", st2.Hits, st2.HitBytes, ns, st2.ByNamespace[ns].HitBytes, len(d.shards), total(d))
+	}
+	if ss := second.cache.Stats(); ss.FetchedBytes != 0 || second.client.Stats().Hits != int64(len(d.shards)) {
+		t.Errorf("the second sidecar fetched %d bytes from the store, %d node hits", ss.FetchedBytes, second.client.Stats().Hits)
+	}
+}
+
+// Entries are shared within a namespace and its Secret's keys: a pod of
+// another namespace, or one with other keys, gets none of them; a source
+// the platform marks shared is read by all.
+func TestIntegrationTheNodeCacheKeepsNamespacesAndCredentialsApart(t *testing.T) {
+	d := newDataset(t, "xxh64", 1<<20, 2<<20)
+	a := startAgent(t, t.TempDir(), nil)
+	creds := minioServer.CredentialsDir(t)
+	owner := apiServer.Namespace(t)
+	newSidecar(t, d, a, newPod(t, owner, node), creds, 0).readAll(t, d)
+	filled := a.Stats()
+
+	// Another namespace, the same keys: not one hit; its own fill.
+	other := apiServer.Namespace(t)
+	s := newSidecar(t, d, a, newPod(t, other, node), creds, 0)
+	s.readAll(t, d)
+	st := a.Stats()
+	if st.Hits != filled.Hits || st.ByNamespace[other].Hits != 0 || st.ByNamespace[other].Fills != int64(len(d.shards)) {
+		t.Errorf("a pod of another namespace got %d hits (%d fills); want none of the owner's entries", st.ByNamespace[other].Hits, st.ByNamespace[other].Fills)
+	}
+
+	// The owner's namespace with keys that do not read the bucket: no
+	// entry is served; the agent's fill is refused by the store.
+	wrong := t.TempDir()
+	for name, v := range map[string]string{"AWS_ACCESS_KEY_ID": minioServer.AccessKey, "AWS_SECRET_ACCESS_KEY": "not-the-secret"} {
+		if err := os.WriteFile(filepath.Join(wrong, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thief := newPod(t, owner, node)
+	body, err := nodecache.NewClient(a.socket, thief.token, 0, 0).Get(context.Background(), request(t, d, d.shards[0], wrong))
+	if err == nil {
+		_ = body.Close()
+		t.Fatal("a pod with keys that cannot read the bucket was served its shard from the node cache")
+	}
+	if !strings.Contains(err.Error(), "502") || !strings.Contains(err.Error(), "HTTP 403") {
+		t.Errorf("the refusal: %v; want the store's own refusal of the keys", err)
+	}
+	if got := a.Stats().Hits; got != st.Hits {
+		t.Errorf("hits went from %d to %d for keys that cannot read the bucket", st.Hits, got)
+	}
+
+	// A source the platform marks shared: another namespace reads the
+	// entries the first filled.
+	shared := startAgent(t, t.TempDir(), func(o *nodecache.Options) { o.SharedSources = []string{"s3://" + d.bucket + "/web/"} })
+	newSidecar(t, d, shared, newPod(t, owner, node), creds, 0).readAll(t, d)
+	newSidecar(t, d, shared, newPod(t, other, node), creds, 0).readAll(t, d)
+	if sst := shared.Stats(); sst.ByNamespace[other].Hits != int64(len(d.shards)) || sst.Cache.FetchedBytes != total(d) {
+		t.Errorf("a shared source: the other namespace got %d hits, the agent fetched %d bytes; want %d and %d", sst.ByNamespace[other].Hits, sst.Cache.FetchedBytes, len(d.shards), total(d))
+	}
+}
+
+func request(t *testing.T, d *dataset, s cache.Shard, credentialsDir string) nodecache.Request {
+	t.Helper()
+	src, err := nodecache.SourceOf(context.Background(), d.source(credentialsDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodecache.Request{Source: src, Key: s.Key, Size: s.Size, Hash: s.Hash}
+}
+
+// A pod that names a shard with another hash (bytes it forged) fills
+// nothing: the agent reads the store, and the store's bytes do not match.
+// A cache directory tampered with on the node is checked again: the
+// agent serves the store's bytes, not the file's.
+func TestIntegrationTheNodeCacheBelievesOnlyTheStore(t *testing.T) {
+	d := newDataset(t, "sha256", 1<<20, 3<<20)
+	dir := t.TempDir()
+	a := startAgent(t, dir, nil)
+	ns := apiServer.Namespace(t)
+	creds := minioServer.CredentialsDir(t)
+	forger := newPod(t, ns, node)
+
+	forged := bytes.Repeat([]byte("forged"), int(d.shards[0].Size)/6+1)[:d.shards[0].Size]
+	sum, _ := checksum.Of("sha256", forged)
+	req := request(t, d, d.shards[0], creds)
+	req.Hash = sum.String()
+	body, err := nodecache.NewClient(a.socket, forger.token, 0, 0).Get(context.Background(), req)
+	if err == nil {
+		_ = body.Close()
+		t.Fatal("the agent served a shard under a hash its store's bytes do not have")
+	}
+	if !strings.Contains(err.Error(), "the store's bytes are not those of "+req.Hash) {
+		t.Errorf("the refusal: %v; want the hash mismatch", err)
+	}
+	if got := a.Stats().Cache.UsedBytes; got != 0 {
+		t.Errorf("the forged request left %d bytes in the node cache", got)
+	}
+
+	// The true shards, then the files on the node replaced: garbage of
+	// the same size, and a truncated one.
+	s := newSidecar(t, d, a, newPod(t, ns, node), creds, 0)
+	s.readAll(t, d)
+	a.stop()
+	var files []string
+	_ = filepath.WalkDir(filepath.Join(dir, "shards"), func(p string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			files = append(files, p)
+		}
+		return err
+	})
+	if len(files) != len(d.shards) {
+		t.Fatalf("%d entry files on the node, want %d", len(files), len(d.shards))
+	}
+	for i, f := range files {
+		info, _ := os.Stat(f)
+		garbage := bytes.Repeat([]byte{0xAB}, int(info.Size())-i*1000)
+		if err := os.WriteFile(f, garbage, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "shards", "zz"), []byte("not an entry"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	restarted := startAgent(t, dir, nil)
+	s2 := newSidecar(t, d, restarted, newPod(t, ns, node), creds, 0)
+	s2.readAll(t, d)
+	st := restarted.Stats()
+	if st.Hits != 0 || st.Fills != int64(len(d.shards)) || st.Cache.Reused != 0 || s2.cache.Stats().Node.Hits != int64(len(d.shards)) {
+		t.Errorf("after the files were replaced: %d hits, %d fills, %d reused, the sidecar took %d from the node; want every shard filled again from the store (misses: %s)",
+			st.Hits, st.Fills, st.Cache.Reused, s2.cache.Stats().Node.Hits, s2.missReasons())
+	}
+	// Untouched, they are reused after a restart.
+	restarted.stop()
+	again := startAgent(t, dir, nil)
+	newSidecar(t, d, again, newPod(t, ns, node), creds, 0).readAll(t, d)
+	if st := again.Stats(); st.Hits != int64(len(d.shards)) || st.Cache.Reused != int64(len(d.shards)) || st.Cache.FetchedBytes != 0 {
+		t.Errorf("after a restart: %d hits, %d reused, %d bytes fetched; want every shard from the node, checked", st.Hits, st.Cache.Reused, st.Cache.FetchedBytes)
+	}
+}
+
+// Without an agent, with one that never answers or stops mid-answer, or
+// one that answers wrong bytes, a sidecar reads the store and gets the
+// right bytes.
+func TestIntegrationASidecarReadsTheStoreWhenTheAgentFails(t *testing.T) {
+	d := newDataset(t, "xxh64", 1<<20, 6<<20)
+	ns := apiServer.Namespace(t)
+	creds := minioServer.CredentialsDir(t)
+	p := newPod(t, ns, node)
+	sockDir, err := os.MkdirTemp("", "nc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+
+	serve := func(name string, h http.HandlerFunc) *agent {
+		socket := filepath.Join(sockDir, name)
+		l, err := net.Listen("unix", socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h}
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		return &agent{socket: socket}
+	}
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	for _, tt := range []struct {
+		name  string
+		agent *agent
+		want  string
+	}{
+		{"no agent", &agent{socket: filepath.Join(sockDir, "gone.sock")}, "no such file"},
+		{"an agent that never answers", serve("hang.sock", func(http.ResponseWriter, *http.Request) { <-hang }), "did not answer in time"},
+		{"an agent that stops mid-answer", serve("half.sock", func(w http.ResponseWriter, r *http.Request) {
+			var req nodecache.Request
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			w.Header().Set("Content-Length", fmt.Sprint(req.Size))
+			_, _ = w.Write(make([]byte, req.Size/2))
+			w.(http.Flusher).Flush()
+			<-hang
+		}), "did not answer in time"},
+		{"an agent that lies", serve("lie.sock", func(w http.ResponseWriter, r *http.Request) {
+			var req nodecache.Request
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			w.Header().Set("Content-Length", fmt.Sprint(req.Size))
+			_, _ = w.Write(bytes.Repeat([]byte{1}, int(req.Size)))
+		}), "the index says"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSidecar(t, d, tt.agent, p, creds, 300*time.Millisecond)
+			start := time.Now()
+			s.readAll(t, d)
+			st := s.cache.Stats()
+			if st.Node.Hits != 0 || st.Node.Misses != int64(len(d.shards)) || st.FetchedBytes != total(d) {
+				t.Errorf("node hits %d, misses %d, fetched %d bytes from the store; want every shard from the store", st.Node.Hits, st.Node.Misses, st.FetchedBytes)
+			}
+			if r := s.missReasons(); !strings.Contains(r, tt.want) {
+				t.Errorf("why the agent was passed by: %s; want %q", r, tt.want)
+			}
+			t.Logf("%d shards read in %s", len(d.shards), time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// The agent serves only pods of its node that show a token bound to them
+// and meant for it, and reaches only endpoints the platform allows.
+func TestIntegrationTheAgentKnowsWhoAsks(t *testing.T) {
+	d := newDataset(t, "xxh64", 4096)
+	a := startAgent(t, t.TempDir(), nil)
+	ns := apiServer.Namespace(t)
+	creds := minioServer.CredentialsDir(t)
+	good := newPod(t, ns, node)
+	elsewhere := newPod(t, ns, "node-b")
+	unbound := requestToken(t, ns, "trainer", nil, nodecache.Audience)
+	operatorToken := requestToken(t, ns, "trainer", nil, "shardfeed")
+	empty := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := request(t, d, d.shards[0], creds)
+	at := func(endpoint string) nodecache.Request {
+		r := ok
+		r.Source.Endpoint = endpoint
+		return r
+	}
+	fileURI := ok
+	fileURI.Source.URI = "file:///etc/"
+	fileURI.Key = "passwd"
+	noCreds := ok
+	noCreds.Source.Credentials = nil
+	for _, tt := range []struct {
+		name  string
+		token string
+		req   nodecache.Request
+		want  string // "": served
+	}{
+		{"the pod's own token", good.token, ok, ""},
+		{"no token", empty, ok, "401"},
+		{"a token not bound to a pod", unbound, ok, "not bound to a pod"},
+		{"a token for the operator", operatorToken, ok, "401"},
+		{"a pod of another node", elsewhere.token, ok, `runs on node "node-b"`},
+		{"an endpoint the platform does not allow", good.token, at("http://127.0.0.2:9000"), "not one the node agent may reach"},
+		{"a node's metadata service", good.token, at("http://169.254.169.254"), "link-local"},
+		{"a file", good.token, fileURI, "not files"},
+		{"no credentials", good.token, noCreds, "never its own"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body, err := nodecache.NewClient(a.socket, tt.token, 0, 0).Get(context.Background(), tt.req)
+			if err == nil {
+				got, rerr := io.ReadAll(body)
+				_ = body.Close()
+				if tt.want != "" {
+					t.Fatalf("served; want refused with %q", tt.want)
+				}
+				if rerr != nil || !bytes.Equal(got, d.data[d.shards[0].Key]) {
+					t.Fatalf("served %d bytes (%v), not the object's", len(got), rerr)
+				}
+				return
+			}
+			if tt.want == "" || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("%v; want %q", err, cmp(tt.want, "served"))
+			}
+		})
+	}
+}
+
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

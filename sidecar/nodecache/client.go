@@ -1,0 +1,241 @@
+package nodecache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/sidecar/cache"
+)
+
+// Defaults of a Client's bounds.
+const (
+	// DefaultWait bounds how long a sidecar waits for the agent's answer
+	// to begin: a hit begins at once, a fill when the agent has the shard.
+	DefaultWait = 10 * time.Second
+	// DefaultIdle bounds a pause in the answer's bytes.
+	DefaultIdle = 5 * time.Second
+)
+
+// Client is a sidecar's way to its node's agent. Every failure of it (no
+// agent, a slow or refusing one) is an error the caller answers by reading
+// the store itself.
+type Client struct {
+	tokenFile  string
+	wait, idle time.Duration
+	http       *http.Client
+
+	hits, fills, fallbacks, bytes atomic.Int64
+}
+
+// ClientStats are a client's counters.
+type ClientStats struct {
+	// Hits and Fills are shards the agent served from its cache and
+	// fetched for this request; Fallbacks those read from the store
+	// because the agent could not serve them.
+	Hits, Fills, Fallbacks int64
+	// Bytes is what the agent served.
+	Bytes int64
+}
+
+// NewClient reaches the agent at socket, presenting the token in
+// tokenFile (the pod's projected token, read at each request since the
+// kubelet rotates it). wait and idle of 0 take the defaults.
+func NewClient(socket, tokenFile string, wait, idle time.Duration) *Client {
+	if wait <= 0 {
+		wait = DefaultWait
+	}
+	if idle <= 0 {
+		idle = DefaultIdle
+	}
+	dialer := &net.Dialer{Timeout: time.Second}
+	transport := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	return &Client{tokenFile: tokenFile, wait: wait, idle: idle, http: &http.Client{Transport: transport}}
+}
+
+// Stats returns the counters.
+func (c *Client) Stats() ClientStats {
+	return ClientStats{Hits: c.hits.Load(), Fills: c.fills.Load(), Fallbacks: c.fallbacks.Load(), Bytes: c.bytes.Load()}
+}
+
+// Fallback counts a shard the caller read from the store after the agent
+// failed it (or served bytes that did not check).
+func (c *Client) Fallback() { c.fallbacks.Add(1) }
+
+var errSlow = errors.New("the node agent did not answer in time")
+
+// Get asks the agent for a shard. The body must be closed; its bytes are
+// the agent's word, for the caller to check against the index.
+func (c *Client) Get(ctx context.Context, r Request) (io.ReadCloser, error) {
+	token, err := readBounded(c.tokenFile, 64<<10)
+	if err != nil {
+		return nil, fmt.Errorf("node agent: the pod's token: %w", err)
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	slow := time.AfterFunc(c.wait, func() { cancel(errSlow) })
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+ShardPath, strings.NewReader(string(body)))
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	slow.Stop()
+	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errSlow) {
+			err = fmt.Errorf("%w (%s)", cause, c.wait)
+		}
+		cancel(nil)
+		return nil, fmt.Errorf("node agent: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		_ = resp.Body.Close()
+		cancel(nil)
+		return nil, fmt.Errorf("node agent: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	if resp.ContentLength != r.Size {
+		_ = resp.Body.Close()
+		cancel(nil)
+		return nil, fmt.Errorf("node agent: %d bytes offered for a shard of %d", resp.ContentLength, r.Size)
+	}
+	if resp.Header.Get(HeaderCache) == CacheHit {
+		c.hits.Add(1)
+	} else {
+		c.fills.Add(1)
+	}
+	return &idleBody{body: resp.Body, cancel: cancel, idle: c.idle, timer: time.AfterFunc(c.idle, func() { cancel(errSlow) }), counted: &c.bytes}, nil
+}
+
+// idleBody cancels its request when no byte comes for idle.
+type idleBody struct {
+	body    io.ReadCloser
+	cancel  context.CancelCauseFunc
+	idle    time.Duration
+	timer   *time.Timer
+	counted *atomic.Int64
+	once    sync.Once
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	b.timer.Reset(b.idle)
+	b.counted.Add(int64(n))
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	err := b.body.Close()
+	b.once.Do(func() {
+		b.timer.Stop()
+		b.cancel(nil)
+	})
+	return err
+}
+
+// Fetch is the cache's way to the agent for the shards of the streams
+// whose sources are given (by stream name), with each stream's
+// credentials as they are at the request; other shards (a filter's runs)
+// are not asked for.
+func (c *Client) Fetch(sources map[string]store.Source) cache.NodeFetch {
+	return func(ctx context.Context, s cache.Shard) (io.ReadCloser, error) {
+		src, ok := sources[s.Stream]
+		if !ok {
+			return nil, nil
+		}
+		ns, err := SourceOf(ctx, src)
+		if err != nil {
+			return nil, fmt.Errorf("node agent: the stream's credentials: %w", err)
+		}
+		return c.Get(ctx, Request{Source: ns, Key: s.Key, Range: s.Range, Offset: s.Offset, Size: s.Size, Hash: s.Hash})
+	}
+}
+
+// SourceOf is what a sidecar's store source hands the agent for one
+// request: the Secret's keys as mounted now (the kubelet updates a
+// rotated Secret's files), or the workload identity's current token.
+func SourceOf(ctx context.Context, src store.Source) (Source, error) {
+	out := Source{URI: src.URI, Endpoint: src.Endpoint, Region: src.Region, Insecure: src.Insecure}
+	switch {
+	case src.Identity != nil:
+		token, err := src.Identity.Token(ctx)
+		if err != nil {
+			return Source{}, err
+		}
+		id := src.Identity
+		out.Identity = &Identity{Token: token, Audience: id.Audience, RoleARN: id.RoleARN,
+			ServiceAccountEmail: id.ServiceAccountEmail, ClientID: id.ClientID, TenantID: id.TenantID}
+	case src.Credentials != nil:
+		out.Credentials = src.Credentials
+	case src.CredentialsDir != "":
+		creds, err := readSecretDir(src.CredentialsDir)
+		if err != nil {
+			return Source{}, err
+		}
+		out.Credentials = creds
+	}
+	return out, nil
+}
+
+// readSecretDir reads a mounted Secret's keys: its plain files (the
+// kubelet's "..data" names are its own).
+func readSecretDir(dir string) (map[string][]byte, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") || e.IsDir() {
+			continue
+		}
+		if len(out) == 32 {
+			return nil, fmt.Errorf("credentials %s: more than 32 keys", dir)
+		}
+		b, err := readBounded(filepath.Join(dir, e.Name()), 64<<10)
+		if err != nil {
+			return nil, err
+		}
+		out[e.Name()] = b
+	}
+	return out, nil
+}
+
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is over %s bytes", path, strconv.FormatInt(limit, 10))
+	}
+	return b, nil
+}

@@ -1,0 +1,129 @@
+// Package nodecache is the node cache (#58): an agent on each node (the
+// opt-in DaemonSet `shardfeed agent`) that keeps verified shards in a
+// directory of the node and serves them to the sidecars of its node over a
+// Unix socket, and the sidecar's client of it.
+//
+// The agent trusts no pod. It fills its cache itself, with the credentials
+// a sidecar hands it for that one request (never stored, never logged),
+// and checks each shard against the index's hash. An entry is addressed by
+// who may read it (the caller's namespace and a keyed hash of its
+// credentials, or its ServiceAccount and role for a workload identity), the
+// store it came from and the shard's hash, so a pod reads only what its own
+// credentials could read, and a pod that lies about a shard's bytes or
+// hash fills nothing another pod reads. The sidecar checks every byte
+// again, and reads the store itself when the agent is gone, slow or wrong.
+package nodecache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"strings"
+
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/store"
+)
+
+// The agent's API: one POST of a Request to ShardPath, with the pod's
+// projected ServiceAccount token (audience Audience) as a bearer token,
+// answered with the shard's bytes.
+const (
+	ShardPath = "/v1/shard"
+	// Audience is the audience of the token a sidecar presents: a token
+	// for the agent is no good to the API server's other clients.
+	Audience = "shardfeed-agent"
+	// HeaderCache says where the agent's answer came from: CacheHit (the
+	// node held it) or CacheFilled (the agent fetched it for this request).
+	HeaderCache = "Shardfeed-Node-Cache"
+	CacheHit    = "hit"
+	CacheFilled = "filled"
+	// MaxRequestBytes caps a request's body: a source, its credentials
+	// (a service account's JSON key is a few KiB) and a key.
+	MaxRequestBytes = 256 << 10
+	// SocketName is the agent's socket in the directory the webhook mounts.
+	SocketName = "agent.sock"
+)
+
+// Request asks the agent for one shard: bytes [Offset, Offset+Size) of the
+// object Key under Source's prefix when Range is set, else the whole
+// object of Size bytes, which must hash to Hash.
+type Request struct {
+	Source Source `json:"source"`
+	Key    string `json:"key"`
+	Range  bool   `json:"range,omitempty"`
+	Offset int64  `json:"offset,omitempty"`
+	Size   int64  `json:"size"`
+	Hash   string `json:"hash"`
+}
+
+// Source is the store a shard is read from and the credentials to read it
+// with, for this request only.
+type Source struct {
+	URI      string `json:"uri"`
+	Endpoint string `json:"endpoint,omitempty"`
+	Region   string `json:"region,omitempty"`
+	Insecure bool   `json:"insecure,omitempty"`
+	// Credentials are the keys of the job's Secret (store.Source's).
+	Credentials map[string][]byte `json:"credentials,omitempty"`
+	// Identity is a workload identity: the pod's token for the cloud and
+	// the role it takes.
+	Identity *Identity `json:"identity,omitempty"`
+}
+
+// Identity is a workload identity with its current token.
+type Identity struct {
+	Token               string `json:"token"`
+	Audience            string `json:"audience,omitempty"`
+	RoleARN             string `json:"roleARN,omitempty"`
+	ServiceAccountEmail string `json:"serviceAccountEmail,omitempty"`
+	ClientID            string `json:"clientID,omitempty"`
+	TenantID            string `json:"tenantID,omitempty"`
+}
+
+// Check refuses a request the agent cannot serve safely, saying why.
+func (r Request) Check() error {
+	if r.Source.URI == "" {
+		return errors.New("source.uri is empty")
+	}
+	if strings.HasPrefix(r.Source.URI, "file:") {
+		return fmt.Errorf("source %s: the node agent reads object stores, not files (it would read its own node's filesystem)", r.Source.URI)
+	}
+	if r.Key == "" || strings.HasPrefix(r.Key, "/") || path.Clean(r.Key) != r.Key || r.Key == ".." || strings.HasPrefix(r.Key, "../") {
+		return fmt.Errorf("key %q is not a plain relative path", r.Key)
+	}
+	if r.Size < 0 || r.Offset < 0 {
+		return fmt.Errorf("%s: size %d and offset %d must not be negative", r.Key, r.Size, r.Offset)
+	}
+	sum, err := checksum.Parse(r.Hash)
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.Key, err)
+	}
+	if sum.IsZero() {
+		return fmt.Errorf("%s: no hash: the node cache keeps only shards an index hashes (shardfeed index --hash)", r.Key)
+	}
+	if len(r.Source.Credentials) == 0 && r.Source.Identity == nil {
+		return fmt.Errorf("source %s: no credentials: the node agent reads only with the job's own (a Secret or a workload identity), never its own", r.Source.URI)
+	}
+	if id := r.Source.Identity; id != nil && id.Token == "" {
+		return fmt.Errorf("source %s: the workload identity's token is empty", r.Source.URI)
+	}
+	return nil
+}
+
+// storeSource is the store.Source the agent opens for the request.
+func (s Source) storeSource(retry store.Retry, allowHost func(string) error) store.Source {
+	src := store.Source{URI: s.URI, Endpoint: s.Endpoint, Region: s.Region, Insecure: s.Insecure,
+		Credentials: maps.Clone(s.Credentials), Retry: retry, AllowHost: allowHost}
+	if src.Credentials == nil && s.Identity == nil {
+		src.Credentials = map[string][]byte{} // never the agent's own chain
+	}
+	if id := s.Identity; id != nil {
+		token := id.Token
+		src.Identity = &store.Identity{Audience: id.Audience, RoleARN: id.RoleARN, ServiceAccountEmail: id.ServiceAccountEmail,
+			ClientID: id.ClientID, TenantID: id.TenantID,
+			Token: func(context.Context) (string, error) { return token, nil }}
+	}
+	return src
+}

@@ -59,6 +59,9 @@ type PodInjector struct {
 	// Audiences are the workload identity audiences the platform allows
 	// beside the clouds' own.
 	Audiences []string
+	// NodeAgentDir, when set, is the node agent's socket directory on the
+	// nodes (the chart's nodeCache.enabled): sidecars ask it first.
+	NodeAgentDir string
 	// OperatorNamespace is never injected (the webhook configuration
 	// excludes it too): the operator must start whatever the webhook does.
 	OperatorNamespace string
@@ -120,7 +123,8 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources, Audiences: p.Audiences}
+	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources, Audiences: p.Audiences,
+		NodeAgentDir: p.NodeAgentDir}
 	var planned *configmaps.Plan
 	if plan != nil {
 		if pl, err := configmaps.PlanFromData(plan.Data); err == nil {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -73,6 +74,7 @@ type options struct {
 	allowedEndpoints       string
 	allowCloudEndpoints    bool
 	allowedAudiences       string
+	nodeAgentDir           string
 	maxIndexBytes          string
 	maxDatasetIndexBytes   string
 	indexBytesInFlight     string
@@ -112,6 +114,7 @@ func main() {
 	flag.DurationVar(&o.policy.RequestTimeout, "store-request-timeout", controllers.DefaultStoreRequestTimeout, "bound on one request to a dataset's store, its body included")
 	flag.DurationVar(&o.policy.ReadTimeout, "index-read-timeout", controllers.DefaultIndexReadTimeout, "bound on all the index reads of one reconcile")
 	flag.StringVar(&o.ambientNamespaces, "ambient-credentials-namespaces", "", "comma-separated namespaces whose datasets may read without a credentialsSecretRef, with the manager's own cloud identity; * for all; empty: none")
+	flag.StringVar(&o.nodeAgentDir, "node-agent-dir", "", "the node agent's socket directory on every node (the chart's nodeCache.socketDir, when nodeCache.enabled); the webhook mounts it into sidecars, which then ask the agent for shards before the store. Empty: no node cache")
 	flag.StringVar(&o.allowedAudiences, "allowed-audiences", "", "comma-separated workload identity audiences datasets may name beside the clouds' own (sts.amazonaws.com, api://AzureADTokenExchange, a Google pool provider's name); never the API server's")
 	flag.StringVar(&o.allowedEndpoints, "allowed-endpoints", "", "comma-separated store endpoints datasets may name beside the clouds' own (host, host:port, *.domain), e.g. in-cluster stores; * allows any host, and sends each stream's credentials wherever its author says")
 	flag.BoolVar(&o.allowCloudEndpoints, "allow-cloud-endpoints", true, "allow the clouds' own stores and token exchanges ("+strings.Join(controllers.CloudEndpoints, ", ")+") beside --allowed-endpoints")
@@ -173,6 +176,9 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("--allow-cloud-endpoints=false and no --allowed-endpoints: no dataset could be read; list the store endpoints datasets may name")
 	}
 	o.policy.AllowedAudiences = list(o.allowedAudiences)
+	if o.nodeAgentDir != "" && !path.IsAbs(o.nodeAgentDir) {
+		return fmt.Errorf("--node-agent-dir=%q: give the agent's socket directory on the nodes as an absolute path, such as /var/run/shardfeed-agent", o.nodeAgentDir)
+	}
 	if soft, err := memlimit.Apply(memlimit.CgroupFile); err != nil {
 		log.Info("No Go memory limit from the container's", "err", err.Error())
 	} else if soft > 0 {
@@ -274,7 +280,7 @@ func run(ctx context.Context, o options) error {
 	}
 	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
 		Cache: mgr.GetCache(), Reader: admissionReader, ConfigMaps: admissionClients.CoreV1(), Decoder: decoder, Images: images,
-		Operator: operator, Resources: resources, OperatorNamespace: o.namespace, Audiences: o.policy.AllowedAudiences,
+		Operator: operator, Resources: resources, OperatorNamespace: o.namespace, Audiences: o.policy.AllowedAudiences, NodeAgentDir: o.nodeAgentDir,
 	}})
 	// The progress endpoint shares the webhook server: its certificate,
 	// its Service and its TLS settings.

@@ -66,6 +66,10 @@ const (
 	CacheVolume  = "shardfeed-cache"
 	PlanVolume   = "shardfeed-plan"
 	TokenVolume  = "shardfeed-token"
+	// NodeAgentVolume is the node agent's socket directory (a hostPath),
+	// NodeAgentTokenVolume the token the sidecar shows the agent.
+	NodeAgentVolume      = "shardfeed-node-agent"
+	NodeAgentTokenVolume = "shardfeed-node-agent-token"
 	// The paths of the sidecar contract (internal/sidecarconfig).
 	SocketDir        = sidecarconfig.SocketDir
 	SocketPath       = sidecarconfig.SocketPath
@@ -123,6 +127,10 @@ type Input struct {
 	// Audiences are the workload identity audiences the platform allows
 	// beside the clouds' own (workloadidentity.CheckAudience).
 	Audiences []string
+	// NodeAgentDir, when set, is the node agent's socket directory on
+	// every node (the chart's nodeCache): the sidecar mounts it read-only
+	// and asks the agent for shards before the store.
+	NodeAgentDir string
 }
 
 // Operator is the operator's progress endpoint as sidecars reach it.
@@ -241,6 +249,13 @@ func Inject(in Input) (*corev1.Pod, error) {
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: sidecarconfig.ConfigMapsDir + "/" + ref.Name, ReadOnly: true})
 	}
+	var env []corev1.EnvVar
+	if in.NodeAgentDir != "" {
+		vols, agentMounts := nodeAgentVolumes(in.NodeAgentDir)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
+		mounts = append(mounts, agentMounts...)
+		env = append(env, corev1.EnvVar{Name: sidecarconfig.EnvNodeAgent, Value: sidecarconfig.NodeAgentSocket})
+	}
 	if vol, mount, err := identityVolume(pod, ds, in.Audiences); err != nil {
 		return nil, err
 	} else if vol != nil {
@@ -262,7 +277,7 @@ func Inject(in Input) (*corev1.Pod, error) {
 		Image:         image,
 		Command:       []string{"/shardfeed"},
 		Args:          contract.Args(),
-		Env:           contract.Env(),
+		Env:           append(contract.Env(), env...),
 		VolumeMounts:  mounts,
 		Resources:     sidecarResources(pod, ds, in.Resources),
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
@@ -296,6 +311,23 @@ func Inject(in Input) (*corev1.Pod, error) {
 	return pod, nil
 }
 
+// nodeAgentVolumes are the node agent's socket directory, read-only, and
+// the sidecar's identity toward the agent: a token of the pod's
+// ServiceAccount, bound to the pod, for the agent's audience alone.
+func nodeAgentVolumes(dir string) ([]corev1.Volume, []corev1.VolumeMount) {
+	return []corev1.Volume{
+			{Name: NodeAgentVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: dir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}},
+			{Name: NodeAgentTokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				DefaultMode: ptr.To(int32(0o444)),
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+					Audience: sidecarconfig.NodeAgentAudience, ExpirationSeconds: ptr.To(int64(tokenExpiry)), Path: "token"}}}}}},
+		}, []corev1.VolumeMount{
+			{Name: NodeAgentVolume, MountPath: sidecarconfig.NodeAgentDir, ReadOnly: true},
+			{Name: NodeAgentTokenVolume, MountPath: sidecarconfig.NodeAgentTokenDir, ReadOnly: true},
+		}
+}
+
 // tokenizations are the dataset's tokenizations: its default and its
 // streams' own.
 func tokenizations(ds *datav1alpha1.TrainingDataset) []*datav1alpha1.Tokenize {
@@ -316,7 +348,7 @@ func tokenizations(ds *datav1alpha1.TrainingDataset) []*datav1alpha1.Tokenize {
 // container that rewrote them would change batches under it) and its
 // token. The training containers reach the data through the socket.
 func checkPrivateVolumes(pod *corev1.Pod) error {
-	private := map[string]bool{CacheVolume: true, TokenVolume: true}
+	private := map[string]bool{CacheVolume: true, TokenVolume: true, NodeAgentTokenVolume: true}
 	for _, v := range pod.Spec.Volumes {
 		if private[v.Name] {
 			return deny("the pod declares a volume named %q, which shardfeed injects for its sidecar: rename it", v.Name)

@@ -55,6 +55,7 @@ const (
 	NodeAgentSocket    = NodeAgentDir + "/agent.sock"
 	NodeAgentTokenDir  = "/var/run/secrets/shardfeed-agent"
 	NodeAgentTokenPath = NodeAgentTokenDir + "/token"
+	NodeAgentAudience  = "shardfeed-agent"
 	// MetricsPort is the sidecar's metrics port unless
 	// spec.sidecar.metricsPort says otherwise.
 	MetricsPort int32 = 9464

@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
@@ -33,7 +34,7 @@ const (
 	ShardPath = "/v1/shard"
 	// Audience is the audience of the token a sidecar presents: a token
 	// for the agent is no good to the API server's other clients.
-	Audience = "shardfeed-agent"
+	Audience = sidecarconfig.NodeAgentAudience
 	// HeaderCache says where the agent's answer came from: CacheHit (the
 	// node held it) or CacheFilled (the agent fetched it for this request).
 	HeaderCache = "Shardfeed-Node-Cache"

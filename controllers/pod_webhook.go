@@ -60,8 +60,12 @@ type PodInjector struct {
 	// beside the clouds' own.
 	Audiences []string
 	// NodeAgentDir, when set, is the node agent's socket directory on the
-	// nodes (the chart's nodeCache.enabled): sidecars ask it first.
-	NodeAgentDir string
+	// nodes (the chart's nodeCache.enabled): sidecars of the pods of
+	// NodeAgentNamespaces ("*": all) mount it and ask the agent first. A
+	// hostPath, which the baseline and restricted Pod Security levels
+	// refuse: the platform team names the namespaces that allow it.
+	NodeAgentDir        string
+	NodeAgentNamespaces []string
 	// OperatorNamespace is never injected (the webhook configuration
 	// excludes it too): the operator must start whatever the webhook does.
 	OperatorNamespace string
@@ -123,8 +127,10 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources, Audiences: p.Audiences,
-		NodeAgentDir: p.NodeAgentDir}
+	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources, Audiences: p.Audiences}
+	if slices.Contains(p.NodeAgentNamespaces, "*") || slices.Contains(p.NodeAgentNamespaces, ns) {
+		in.NodeAgentDir = p.NodeAgentDir
+	}
 	var planned *configmaps.Plan
 	if plan != nil {
 		if pl, err := configmaps.PlanFromData(plan.Data); err == nil {

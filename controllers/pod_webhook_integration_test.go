@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -714,5 +715,50 @@ func TestIntegrationPodWebhookWiresJobSetAndPyTorchJobPods(t *testing.T) {
 	env = sidecarEnv(worker)
 	if env["SHARDFEED_POD_RANK"] != "2" || env["SHARDFEED_PODS"] != "4" || env["SHARDFEED_JOB"] != "pt" || env["SHARDFEED_ATTEMPT"] != string(ptj.GetUID()) {
 		t.Errorf("PyTorchJob worker wired as %v", env)
+	}
+}
+
+// With the node cache, only the pods of the namespaces the platform names
+// mount the agent's hostPath: a namespace enforcing the restricted Pod
+// Security level keeps admitting its pods (the pod security admission runs
+// after the webhook and would refuse a hostPath).
+func TestIntegrationPodWebhookMountsTheNodeAgentInTheNamedNamespacesOnly(t *testing.T) {
+	ctx := context.Background()
+	named, other := apiServer.Namespace(t), apiServer.Namespace(t)
+	if err := apiServer.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}, client.Merge); err != nil {
+		t.Fatal(err)
+	}
+	injector := testInjector(apiServer.Client, kubernetes.NewForConfigOrDie(apiServer.Config).CoreV1())
+	injector.NodeAgentDir, injector.NodeAgentNamespaces = "/var/run/shardfeed-agent", []string{named}
+	serveWebhookWith(t, injector)
+	for _, tt := range []struct {
+		ns    string
+		agent bool
+	}{{named, true}, {other, false}} {
+		ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: tt.ns}, Spec: datav1alpha1.TrainingDatasetSpec{
+			Streams:   []datav1alpha1.Stream{{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/"}}},
+			NumSplits: 8, GlobalBatchSize: 64,
+		}}
+		if err := apiServer.Client.Create(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+		writePlan(t, ds, []configmaps.StreamDigest{{Name: "a", MaxShardBytes: 1 << 20}})
+		pod := indexedJobPod(tt.ns, createJob(t, tt.ns, "train", 4), 0, "web")
+		pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(1000)),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+		for i := range pod.Spec.Containers {
+			pod.Spec.Containers[i].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+		}
+		if err := apiServer.Client.Create(ctx, pod); err != nil {
+			t.Fatalf("namespace %s: %v", tt.ns, err)
+		}
+		mounted := slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool {
+			return v.Name == inject.NodeAgentVolume && v.HostPath != nil && v.HostPath.Path == "/var/run/shardfeed-agent"
+		})
+		if mounted != tt.agent {
+			t.Errorf("namespace %s (named: %v): the agent's hostPath mounted %v", tt.ns, tt.agent, mounted)
+		}
 	}
 }

@@ -75,6 +75,7 @@ type options struct {
 	allowCloudEndpoints    bool
 	allowedAudiences       string
 	nodeAgentDir           string
+	nodeAgentNamespaces    string
 	maxIndexBytes          string
 	maxDatasetIndexBytes   string
 	indexBytesInFlight     string
@@ -115,6 +116,7 @@ func main() {
 	flag.DurationVar(&o.policy.ReadTimeout, "index-read-timeout", controllers.DefaultIndexReadTimeout, "bound on all the index reads of one reconcile")
 	flag.StringVar(&o.ambientNamespaces, "ambient-credentials-namespaces", "", "comma-separated namespaces whose datasets may read without a credentialsSecretRef, with the manager's own cloud identity; * for all; empty: none")
 	flag.StringVar(&o.nodeAgentDir, "node-agent-dir", "", "the node agent's socket directory on every node (the chart's nodeCache.socketDir, when nodeCache.enabled); the webhook mounts it into sidecars, which then ask the agent for shards before the store. Empty: no node cache")
+	flag.StringVar(&o.nodeAgentNamespaces, "node-agent-namespaces", "", "comma-separated namespaces whose pods' sidecars use the node agent (--node-agent-dir), \"*\" for all: the socket directory is a hostPath, which namespaces enforcing the baseline or restricted Pod Security level refuse")
 	flag.StringVar(&o.allowedAudiences, "allowed-audiences", "", "comma-separated workload identity audiences datasets may name beside the clouds' own (sts.amazonaws.com, api://AzureADTokenExchange, a Google pool provider's name); never the API server's")
 	flag.StringVar(&o.allowedEndpoints, "allowed-endpoints", "", "comma-separated store endpoints datasets may name beside the clouds' own (host, host:port, *.domain), e.g. in-cluster stores; * allows any host, and sends each stream's credentials wherever its author says")
 	flag.BoolVar(&o.allowCloudEndpoints, "allow-cloud-endpoints", true, "allow the clouds' own stores and token exchanges ("+strings.Join(controllers.CloudEndpoints, ", ")+") beside --allowed-endpoints")
@@ -178,6 +180,9 @@ func run(ctx context.Context, o options) error {
 	o.policy.AllowedAudiences = list(o.allowedAudiences)
 	if o.nodeAgentDir != "" && !path.IsAbs(o.nodeAgentDir) {
 		return fmt.Errorf("--node-agent-dir=%q: give the agent's socket directory on the nodes as an absolute path, such as /var/run/shardfeed-agent", o.nodeAgentDir)
+	}
+	if o.nodeAgentDir != "" && len(list(o.nodeAgentNamespaces)) == 0 {
+		return fmt.Errorf("--node-agent-dir is set but --node-agent-namespaces is empty: name the namespaces whose training pods may mount the agent's hostPath (the chart's nodeCache.namespaces), or \"*\"")
 	}
 	if soft, err := memlimit.Apply(memlimit.CgroupFile); err != nil {
 		log.Info("No Go memory limit from the container's", "err", err.Error())
@@ -280,7 +285,7 @@ func run(ctx context.Context, o options) error {
 	}
 	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
 		Cache: mgr.GetCache(), Reader: admissionReader, ConfigMaps: admissionClients.CoreV1(), Decoder: decoder, Images: images,
-		Operator: operator, Resources: resources, OperatorNamespace: o.namespace, Audiences: o.policy.AllowedAudiences, NodeAgentDir: o.nodeAgentDir,
+		Operator: operator, Resources: resources, OperatorNamespace: o.namespace, Audiences: o.policy.AllowedAudiences, NodeAgentDir: o.nodeAgentDir, NodeAgentNamespaces: list(o.nodeAgentNamespaces),
 	}})
 	// The progress endpoint shares the webhook server: its certificate,
 	// its Service and its TLS settings.

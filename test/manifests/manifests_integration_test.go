@@ -77,7 +77,7 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		},
 		{
 			name:  "helm chart with the node cache",
-			cmd:   append(append([]string{}, helm...), "--set", "nodeCache.enabled=true", "--set", "nodeCache.sharedSources={s3://public-data/}"),
+			cmd:   append(append([]string{}, helm...), "--set", "nodeCache.enabled=true", "--set", "nodeCache.namespaces={ml}", "--set", "nodeCache.sharedSources={s3://public-data/}"),
 			kinds: append([]string{"DaemonSet", "ClusterRole", "ClusterRoleBinding", "Deployment"}, webhooks...),
 		},
 	}

@@ -477,7 +477,9 @@ func Run(ctx context.Context, cfg Config) error {
 		go watchPhases(ctx, cfg, pl.PhaseHashes(), stop, log)
 	}
 	err = srv.Serve(ctx, l)
-	log.Info("Stopped", "err", err)
+	cs := feed.Cache.Stats()
+	log.Info("Stopped", "err", err, "storeBytes", cs.FetchedBytes, "downloads", cs.Downloads,
+		"nodeCacheHits", cs.Node.Hits, "nodeCacheBytes", cs.Node.Bytes, "nodeCacheMisses", cs.Node.Misses)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -56,8 +56,8 @@ func (c *Cluster) chart() string {
 }
 
 // InstallOperator installs (or upgrades) the chart with the e2e image and
-// waits for the manager.
-func (c *Cluster) InstallOperator(ctx context.Context) error {
+// the values of extra ("--set", "k=v", …), and waits for the manager.
+func (c *Cluster) InstallOperator(ctx context.Context, extra ...string) error {
 	args := []string{"upgrade", "--install", "shardfeed", c.chart(), "--namespace", operatorNS, "--create-namespace"}
 	if operatorChart == "" { // the release's chart pins its image
 		args = append(args, "--set", "image.repository="+OperatorRepository, "--set", "image.tag=e2e")
@@ -68,8 +68,8 @@ func (c *Cluster) InstallOperator(ctx context.Context) error {
 		"--set", "sidecar.resources.requests.cpu=50m", "--set", "sidecar.resources.requests.memory=256Mi",
 		// MinIO, and the chaos scenarios' slow proxy in front of it, run
 		// on the node's address: the platform team's in-cluster store.
-		"--set", "datasets.allowedEndpoints={"+c.o.NodeIP+"}",
-		"--wait", "--timeout", "180s")
+		"--set", "datasets.allowedEndpoints={"+c.o.NodeIP+"}")
+	args = append(append(args, extra...), "--wait", "--timeout", "180s")
 	_, err := c.Cmd(ctx, "helm", args...)
 	return err
 }
@@ -119,7 +119,28 @@ type Env struct {
 	// manifest is the dataset's YAML, for `shardfeed plan`.
 	manifest string
 	obj      datav1alpha1.TrainingDataset
+	// job is the shardfeed.io/job of the story's Jobs ("": jobName), and
+	// sub the trainers' directory under dir ("": dir itself).
+	job, sub string
 }
+
+// ForJob is the story's env for another job of its dataset: its Jobs are
+// named after it, and its trainers record under their own directory.
+func (e *Env) ForJob(name string) (*Env, error) {
+	o := *e
+	o.job, o.sub = name, name
+	dir := filepath.Join(e.dir, name)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, err
+	}
+	return &o, os.Chmod(dir, 0o777)
+}
+
+// jobName is the env's shardfeed.io/job.
+func (e *Env) jobName() string { return cmp.Or(e.job, jobName) }
+
+// recordsDir is where the env's trainers write their records.
+func (e *Env) recordsDir() string { return filepath.Join(e.dir, e.sub, "records") }
 
 // NewEnv writes the data, (re)creates namespace ns with the credentials
 // Secret and applies the TrainingDataset, and waits until it is Ready.

@@ -72,7 +72,7 @@ type record = e2erecord.Record
 // committed state and `shardfeed plan --ids` (epoch 0).
 func (e *Env) CheckLineage(ctx context.Context, st *configmaps.State) (Lineage, error) {
 	var l Lineage
-	recs, err := readRecords(filepath.Join(e.dir, "records"))
+	recs, err := readRecords(e.recordsDir())
 	if err != nil {
 		return l, err
 	}
@@ -95,7 +95,7 @@ func (e *Env) CheckLineage(ctx context.Context, st *configmaps.State) (Lineage, 
 	}
 	slices.Sort(l.Worlds)
 	if len(l.Worlds) == 0 {
-		return l, fmt.Errorf("no trainer recorded a step in %s", filepath.Join(e.dir, "records"))
+		return l, fmt.Errorf("no trainer recorded a step in %s", e.recordsDir())
 	}
 	// The global batch of step s for world w.
 	global := func(w int, s int64) []int64 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -318,24 +319,24 @@ func (e *Env) WaitJobDone(ctx context.Context, job *batchv1.Job, timeout time.Du
 	})
 }
 
-// StartJob creates Indexed Job train-<pods> running the e2e trainer.
+// StartJob creates Indexed Job <job>-<pods> running the e2e trainer.
 func (e *Env) StartJob(ctx context.Context, pods int) (*batchv1.Job, error) {
 	env := []corev1.EnvVar{
 		{Name: "E2E_WORLD", Value: strconv.Itoa(pods)},
-		{Name: "E2E_DIR", Value: "/e2e"},
+		{Name: "E2E_DIR", Value: path.Join("/e2e", e.sub)},
 		{Name: "E2E_STEP_MS", Value: strconv.Itoa(int(e.ds.StepTime / time.Millisecond))},
 		{Name: "E2E_COMMIT_EVERY", Value: strconv.Itoa(e.ds.CommitEvery)},
 		{Name: "E2E_ATTEMPT", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['batch.kubernetes.io/controller-uid']"}}},
 	}
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", jobName, pods), Namespace: e.NS},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", e.jobName(), pods), Namespace: e.NS},
 		Spec: batchv1.JobSpec{
 			Completions: ptr.To(int32(pods)), Parallelism: ptr.To(int32(pods)), CompletionMode: ptr.To(batchv1.IndexedCompletion),
 			BackoffLimit: ptr.To(int32(30)), // the chaos suite kills trainers on purpose
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      map[string]string{inject.LabelDataset: datasetName},
-					Annotations: map[string]string{inject.AnnotationJob: jobName},
+					Annotations: map[string]string{inject.AnnotationJob: e.jobName()},
 				},
 				Spec: corev1.PodSpec{
 					RestartPolicy:                 corev1.RestartPolicyNever,
@@ -428,7 +429,7 @@ func (e *Env) CheckInjected(ctx context.Context, job *batchv1.Job) ([]string, bo
 // State returns the job's committed state, from its state ConfigMap.
 func (e *Env) State(ctx context.Context) (*configmaps.State, error) {
 	var cm corev1.ConfigMap
-	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: configmaps.StateName(datasetName, jobName)}, &cm); err != nil {
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: configmaps.StateName(datasetName, e.jobName())}, &cm); err != nil {
 		return nil, err
 	}
 	return configmaps.StateFromData(cm.Data)

@@ -1,0 +1,76 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/test/e2e/scenario"
+)
+
+// Two jobs of one dataset on the node with the chart's node cache: the
+// first through a deleted pod and a rescale 4→2, the second after it.
+// Every shard comes from the store once, fetched by the node agent; no
+// sidecar reads a shard from the store; every value is checked (by the
+// sidecars, against the index) and both lineages are exactly once.
+func TestEndToEndTheNodeCacheServesRestartsRescalesAndASecondJob(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, nodeIP := os.Getenv("KUBECONFIG"), os.Getenv("SHARDFEED_CLUSTER_NODE_IP")
+	if kubeconfig == "" || nodeIP == "" {
+		t.Fatal("no cluster: run this through hack/e2e.sh (make test-e2e), which brings the local cluster up")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	rep, err := scenario.RunNodeCache(ctx, scenario.Options{Root: root, Bin: filepath.Join(root, "bin"), Kubeconfig: kubeconfig, NodeIP: nodeIP,
+		Out: logWriter{t}, Samples: 800})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []struct {
+		name string
+		l    scenario.Lineage
+	}{{"first", rep.FirstLineage}, {"second", rep.SecondLineage}} {
+		for _, p := range j.l.Problems {
+			t.Errorf("job %s: %s", j.name, p)
+		}
+		if !j.l.OK() {
+			t.Errorf("job %s: the committed lineage is not exactly the plan: %s", j.name, j.l.Summary())
+		}
+	}
+	if len(rep.FirstLineage.Worlds) != 2 || rep.FirstLineage.Retrained == 0 {
+		t.Errorf("the first job trained in worlds %v with %d steps retrained: the rescale or the deletion did not happen mid-epoch", rep.FirstLineage.Worlds, rep.FirstLineage.Retrained)
+	}
+	for _, r := range []struct {
+		name  string
+		reads scenario.SidecarReads
+	}{{"the first job's 4 pods", rep.First}, {"the rescaled pods", rep.Rescaled}, {"the second job", rep.Second}} {
+		t.Logf("%s: %d sidecars, %d bytes from the store, %d shards (%d bytes) from the node, %d passed by; ready after %v",
+			r.name, r.reads.Sidecars, r.reads.StoreBytes, r.reads.NodeHits, r.reads.NodeBytes, r.reads.NodeMisses, r.reads.Ready)
+		if r.reads.Sidecars == 0 || r.reads.NodeHits == 0 {
+			t.Errorf("%s: %d sidecars counted, %d shards from the node", r.name, r.reads.Sidecars, r.reads.NodeHits)
+		}
+		if r.reads.StoreBytes != 0 || r.reads.NodeMisses != 0 {
+			t.Errorf("%s read %d bytes from the store (%d shards the agent did not give)", r.name, r.reads.StoreBytes, r.reads.NodeMisses)
+		}
+	}
+	first, second := rep.AgentAfterFirst, rep.AgentAfterSecond
+	t.Logf("the node agent: %d bytes fetched (the dataset's shards: %d), %d fills, %d hits after the first job; %d bytes, %d hits (%d bytes) after the second",
+		first.FetchedBytes, rep.DatasetBytes, first.Fills, first.Hits, second.FetchedBytes, second.Hits, second.HitBytes)
+	if first.FetchedBytes == 0 || first.FetchedBytes > rep.DatasetBytes {
+		t.Errorf("the agent fetched %d bytes for a dataset of %d: a shard already on the node was fetched again", first.FetchedBytes, rep.DatasetBytes)
+	}
+	if second.FetchedBytes != first.FetchedBytes {
+		t.Errorf("the second job cost %d bytes of egress, want 0", second.FetchedBytes-first.FetchedBytes)
+	}
+	if second.Hits-first.Hits < rep.Second.NodeHits {
+		t.Errorf("the agent counts %d hits for the second job, whose sidecars took %d shards from the node", second.Hits-first.Hits, rep.Second.NodeHits)
+	}
+}

@@ -1,0 +1,321 @@
+package scenario
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// nodeCacheNamespace is the node cache story's namespace: privileged, as
+// the agent's hostPath needs (the chart's nodeCache.namespaces names it).
+const nodeCacheNamespace = "e2e-nodecache"
+
+// NodeCacheReport is what the node cache story measured.
+type NodeCacheReport struct {
+	// The first job (4 pods, one deleted mid-epoch, rescaled to 2) and a
+	// second job of the same dataset on the node after it.
+	First, Rescaled, Second SidecarReads
+	// Lineage of each job.
+	FirstLineage, SecondLineage Lineage
+	// Agent's counters after the first job and after the second.
+	AgentAfterFirst, AgentAfterSecond AgentCounters
+	// DatasetBytes is the bytes of every shard of the dataset.
+	DatasetBytes int64
+}
+
+// SidecarReads sums what a job's sidecars said they read when they
+// stopped (their last log line), and when each became ready.
+type SidecarReads struct {
+	Sidecars                                    int
+	StoreBytes, NodeHits, NodeBytes, NodeMisses int64
+	Ready                                       []time.Duration
+}
+
+// AgentCounters are the node agent's metrics that matter here.
+type AgentCounters struct {
+	FetchedBytes, Hits, Fills, HitBytes int64
+}
+
+// NodeCacheStory enables the chart's node cache for one namespace and
+// trains two jobs of one dataset there on the node: the first through a
+// deleted pod and a rescale 4→2, the second after it. Every shard is
+// fetched from the store once, by the agent; no sidecar reads the store;
+// both lineages are exactly once.
+func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) {
+	rep := &NodeCacheReport{}
+	c.Step("Enabling the node cache for namespace %s: helm upgrade --set nodeCache.enabled=true (the agent's DaemonSet)", nodeCacheNamespace)
+	agentDir := filepath.Join(c.work, "node-agent")
+	if err := c.InstallOperator(ctx, "--set", "nodeCache.enabled=true", "--set", "nodeCache.namespaces={"+nodeCacheNamespace+"}",
+		"--set", "nodeCache.hostPath="+filepath.Join(agentDir, "cache"), "--set", "nodeCache.socketDir="+filepath.Join(agentDir, "sock"),
+		"--set", "nodeCache.limit=1Gi", "--set", "nodeCache.resources.requests.cpu=50m"); err != nil {
+		return rep, err
+	}
+	e, err := c.NewEnv(ctx, nodeCacheNamespace, DatasetOptions{PodSecurity: "privileged", Samples: c.o.Samples, NumSplits: numSplits,
+		GlobalBatchSize: globalBatch, BlockSize: 256, CommitEvery: commitEvery, StepTime: c.o.StepTime})
+	if err != nil {
+		return rep, err
+	}
+	if rep.DatasetBytes, err = dirBytes(filepath.Join(e.dir, "data")); err != nil {
+		return rep, err
+	}
+	first, err := e.ForJob("first")
+	if err != nil {
+		return rep, err
+	}
+	c.Step("Job first-4 on the node's cache: 4 pods; pod 2 deleted mid-epoch; rescaled to 2")
+	job, err := first.StartJob(ctx, 4)
+	if err != nil {
+		return rep, err
+	}
+	if err := first.WaitPodsRunning(ctx, job, 4); err != nil {
+		return rep, err
+	}
+	at, err := first.WaitCommitted(ctx, 3*commitEvery)
+	if err != nil {
+		return rep, err
+	}
+	// A sidecar's counters go with its pod: pod 2's are read before it
+	// is deleted, the others' (and its replacement's) before the rescale.
+	deleted, err := first.PodAt(ctx, job, 2)
+	if err != nil {
+		return rep, err
+	}
+	if rep.First, err = first.scrape(ctx, []corev1.Pod{*deleted}); err != nil {
+		return rep, err
+	}
+	if err := first.DeletePod(ctx, job, 2); err != nil {
+		return rep, err
+	}
+	if _, err = first.WaitCommitted(ctx, at+3*commitEvery); err != nil {
+		return rep, err
+	}
+	pods, err := first.PodsOf(ctx, job.Name)
+	if err != nil {
+		return rep, err
+	}
+	live, err := first.scrape(ctx, pods)
+	if err != nil {
+		return rep, err
+	}
+	rep.First.add(live)
+	if ready, err := first.sidecarReads(ctx, job); err == nil {
+		rep.First.Ready = ready.Ready
+	}
+	second, err := first.Rescale(ctx, job, 2)
+	if err != nil {
+		return rep, err
+	}
+	if err := first.WaitJobDone(ctx, second, 10*time.Minute); err != nil {
+		return rep, err
+	}
+	if rep.Rescaled, err = first.sidecarReads(ctx, second); err != nil {
+		return rep, err
+	}
+	st, err := first.State(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if rep.FirstLineage, err = first.CheckLineage(ctx, st); err != nil {
+		return rep, err
+	}
+	if rep.AgentAfterFirst, err = c.agentCounters(ctx); err != nil {
+		return rep, err
+	}
+	c.Detail("first: %s; agent fetched %d of the dataset's %d bytes, %d hits", rep.FirstLineage.Summary(), rep.AgentAfterFirst.FetchedBytes, rep.DatasetBytes, rep.AgentAfterFirst.Hits)
+
+	again, err := e.ForJob("second")
+	if err != nil {
+		return rep, err
+	}
+	c.Step("Job second-2, the same dataset on the same node: its shards are the node's")
+	job2, err := again.StartJob(ctx, 2)
+	if err != nil {
+		return rep, err
+	}
+	if err := again.WaitJobDone(ctx, job2, 10*time.Minute); err != nil {
+		return rep, err
+	}
+	if rep.Second, err = again.sidecarReads(ctx, job2); err != nil {
+		return rep, err
+	}
+	st2, err := again.State(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if rep.SecondLineage, err = again.CheckLineage(ctx, st2); err != nil {
+		return rep, err
+	}
+	if rep.AgentAfterSecond, err = c.agentCounters(ctx); err != nil {
+		return rep, err
+	}
+	c.Detail("second: %s; the agent fetched %d more bytes; sidecars read %d bytes from the store, %d shards from the node",
+		rep.SecondLineage.Summary(), rep.AgentAfterSecond.FetchedBytes-rep.AgentAfterFirst.FetchedBytes, rep.Second.StoreBytes, rep.Second.NodeHits)
+	c.Detail("ready after: first %v, rescaled %v, second %v", rep.First.Ready, rep.Rescaled.Ready, rep.Second.Ready)
+	// The chart as the other stories had it.
+	return rep, c.InstallOperator(ctx)
+}
+
+var (
+	stoppedLine = regexp.MustCompile(`msg=Stopped .*storeBytes=(\d+) .*nodeCacheHits=(\d+) nodeCacheBytes=(\d+) nodeCacheMisses=(\d+)`)
+	readyLine   = regexp.MustCompile(`msg=Ready .*after=(\S+)`)
+)
+
+// sidecarReads sums the sidecars' last log lines of job's pods (the
+// current and previous container of each pod still there).
+func (e *Env) sidecarReads(ctx context.Context, job *batchv1.Job) (SidecarReads, error) {
+	var r SidecarReads
+	logs, err := e.SidecarLogs(ctx, job)
+	if err != nil {
+		return r, err
+	}
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if m := stoppedLine.FindStringSubmatch(sc.Text()); m != nil {
+			r.Sidecars++
+			for i, to := range []*int64{&r.StoreBytes, &r.NodeHits, &r.NodeBytes, &r.NodeMisses} {
+				n, _ := strconv.ParseInt(m[i+1], 10, 64)
+				*to += n
+			}
+		}
+		if m := readyLine.FindStringSubmatch(sc.Text()); m != nil {
+			if d, err := time.ParseDuration(m[1]); err == nil {
+				r.Ready = append(r.Ready, d)
+			}
+		}
+	}
+	return r, nil
+}
+
+func (r *SidecarReads) add(o SidecarReads) {
+	r.Sidecars += o.Sidecars
+	r.StoreBytes += o.StoreBytes
+	r.NodeHits += o.NodeHits
+	r.NodeBytes += o.NodeBytes
+	r.NodeMisses += o.NodeMisses
+	r.Ready = append(r.Ready, o.Ready...)
+}
+
+// scrape sums the running sidecars' counters of pods (their metrics
+// port: HTTPS with a certificate each sidecar makes).
+func (e *Env) scrape(ctx context.Context, pods []corev1.Pod) (SidecarReads, error) {
+	var r SidecarReads
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the sidecar's own certificate
+	for _, p := range pods {
+		if p.Status.PodIP == "" {
+			return r, fmt.Errorf("pod %s has no address to scrape", p.Name)
+		}
+		m, err := metrics(ctx, client, "https://"+net.JoinHostPort(p.Status.PodIP, "9464")+"/metrics")
+		if err != nil {
+			return r, fmt.Errorf("pod %s's sidecar: %w", p.Name, err)
+		}
+		r.Sidecars++
+		r.StoreBytes += int64(m["shardfeed_sidecar_fetched_bytes_total"])
+		r.NodeHits += int64(m["shardfeed_sidecar_node_cache_hits_total"])
+		r.NodeBytes += int64(m["shardfeed_sidecar_node_cache_bytes_total"])
+		r.NodeMisses += int64(m["shardfeed_sidecar_node_cache_misses_total"])
+	}
+	return r, nil
+}
+
+// metrics reads a Prometheus text page into series → value.
+func metrics(ctx context.Context, client *http.Client, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(value, 64); err == nil {
+			out[name] = f
+		}
+	}
+	return out, nil
+}
+
+// agentCounters reads the node agent's metrics (its pod's port 9465).
+func (c *Cluster) agentCounters(ctx context.Context) (AgentCounters, error) {
+	var out AgentCounters
+	var pods corev1.PodList
+	if err := c.Client.List(ctx, &pods, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/component": "node-agent"}); err != nil {
+		return out, err
+	}
+	if len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
+		return out, fmt.Errorf("%d node agent pods, want one running", len(pods.Items))
+	}
+	m, err := metrics(ctx, http.DefaultClient, "http://"+net.JoinHostPort(pods.Items[0].Status.PodIP, "9465")+"/metrics")
+	if err != nil {
+		return out, err
+	}
+	out.FetchedBytes = int64(m["shardfeed_node_cache_fetched_bytes_total"])
+	out.Hits = int64(m[`shardfeed_node_cache_requests_total{result="hit"}`])
+	out.Fills = int64(m[`shardfeed_node_cache_requests_total{result="fill"}`])
+	out.HitBytes = int64(m[`shardfeed_node_cache_served_bytes_total{how="hit"}`])
+	return out, nil
+}
+
+// dirBytes is the bytes of the shards under dir.
+func dirBytes(dir string) (int64, error) {
+	var n int64
+	err := filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && info.IsDir() && info.Name() == "_shardfeed" {
+			return filepath.SkipDir // the indexes, which sidecars read from the store
+		}
+		if err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+		return err
+	})
+	return n, err
+}
+
+// RunNodeCache plays the node cache story on its own: MinIO on the node,
+// the operator with the node cache, the two jobs.
+func RunNodeCache(ctx context.Context, o Options) (*NodeCacheReport, error) {
+	if o.Samples == 0 {
+		o.Samples = 1200
+	}
+	if o.StepTime == 0 {
+		o.StepTime = 40 * time.Millisecond
+	}
+	c, err := NewCluster(o)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.Step("Starting MinIO on the node address")
+	if err := c.StartMinIO(ctx); err != nil {
+		return nil, err
+	}
+	return c.NodeCacheStory(ctx)
+}

@@ -1,0 +1,63 @@
+package nodecache
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/store"
+)
+
+type anyPod struct{}
+
+func (anyPod) Authenticate(context.Context, string) (Caller, error) {
+	return Caller{Namespace: "ml", ServiceAccount: "trainer", Pod: "p", Node: "n"}, nil
+}
+
+// FuzzAgentRequest: whatever a pod sends, the agent answers with a status
+// (never a panic), serves nothing it did not fill from a store, and never
+// opens a store for a request it refuses.
+func FuzzAgentRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"source":{"uri":"s3://b/p/","endpoint":"minio:9000","credentials":{"AWS_ACCESS_KEY_ID":"YQ=="}},"key":"a.mds","size":10,"hash":"xxh64:00ff"}`,
+		`{"source":{"uri":"file:///etc/"},"key":"passwd","size":1,"hash":"sha256:00"}`,
+		`{"source":{"uri":"s3://b/"},"key":"../x","size":-1}`,
+		`{"source":{"uri":"s3://b/","identity":{"token":"t"}},"key":"k","size":1,"hash":"md5:00","range":true,"offset":5}`,
+		`{"key":` + strings.Repeat("[", 1000),
+		``, `null`, `[]`, `{"unknown":1}`,
+	} {
+		f.Add(seed)
+	}
+	var opened atomic.Int64
+	a, err := NewAgent(Options{Dir: f.TempDir(), Auth: anyPod{}, Node: "n", AllowedEndpoints: []string{"minio:9000"}, LimitBytes: 1 << 20,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Open: func(context.Context, store.Source) (store.Store, error) {
+			opened.Add(1)
+			return nil, errors.New("no store in this test")
+		}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		req := httptest.NewRequest(http.MethodPost, ShardPath, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer token")
+		w := httptest.NewRecorder()
+		before := opened.Load()
+		a.ServeHTTP(w, req)
+		if (w.Code == http.StatusBadRequest || w.Code == http.StatusForbidden) && opened.Load() != before {
+			t.Fatalf("a refused request (%d) opened a store: %q", w.Code, body)
+		}
+		if w.Code == http.StatusOK {
+			t.Fatalf("served %d bytes with no store to fill from: %q", w.Body.Len(), body)
+		}
+		if w.Code < 400 {
+			t.Fatalf("status %d", w.Code)
+		}
+	})
+}

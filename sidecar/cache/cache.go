@@ -40,6 +40,9 @@ type Shard struct {
 	// Parquet row group, a run of text records) rather than all of it.
 	Range  bool
 	Offset int64
+	// Version, for a shard without a hash, names the object's version for
+	// the node's cache (format.Part's); not part of the file's name.
+	Version string
 }
 
 // file is the shard's file name under its stream's directory: the key, and
@@ -460,7 +463,7 @@ func (c *Cache) download(ctx context.Context, e *entry, want checksum.Sum) (err 
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
-	if c.opts.Node != nil && !want.IsZero() && c.fromNode(ctx, e.shard, size, want, dst) {
+	if c.opts.Node != nil && (!want.IsZero() || e.shard.Version != "") && c.fromNode(ctx, e.shard, size, want, dst) {
 		return nil
 	}
 	var last *CorruptError

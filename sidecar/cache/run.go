@@ -124,7 +124,9 @@ func (c *Cache) AcquireRun(ctx context.Context, shards []Shard) ([]Shard, error)
 func (c *Cache) downloadRun(ctx context.Context, entries []*entry, wants []checksum.Sum) []error {
 	errs := make([]error, len(entries))
 	installed := make([]bool, len(entries))
-	if len(entries) > 1 {
+	// With the node's cache, each range is asked of it first: a run
+	// from the store would pass it by.
+	if len(entries) > 1 && c.opts.Node == nil {
 		c.fetchRun(ctx, entries, wants, installed)
 	}
 	for i, e := range entries {

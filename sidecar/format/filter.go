@@ -136,12 +136,14 @@ func lastFooter(read ReadFunc) ReadFunc {
 	var last Part
 	var data []byte
 	return func(ctx context.Context, p Part) ([]byte, error) {
-		if p.Hash == "" && data != nil && p == last {
+		p0 := p
+		p0.Version = "" // each row group names its own; the footer is one
+		if p.Hash == "" && data != nil && p0 == last {
 			return data, nil
 		}
 		b, err := read(ctx, p)
 		if err == nil && p.Hash == "" {
-			last, data = p, b
+			last, data = p0, b
 		}
 		return b, err
 	}

@@ -118,6 +118,10 @@ type Part struct {
 	Hash   string
 	Range  bool
 	Offset int64
+	// Version, for a part with no hash of its own (a Parquet file's
+	// footer), is a hash of the object's that changes when the object
+	// does (its row group's): the node cache keys the part by it.
+	Version string
 }
 
 // ReadFunc returns the bytes of a part (through the sidecar's cache, or the
@@ -558,7 +562,7 @@ func FileParts(f *index.File, i int, footer bool) []Part {
 	e := f.Shard(i)
 	parts := []Part{{Key: e.Object, Size: e.Length, Hash: e.Hash, Range: true, Offset: e.Offset}}
 	if footer {
-		parts = append(parts, Part{Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset})
+		parts = append(parts, Part{Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset, Version: e.Hash})
 	}
 	return parts
 }

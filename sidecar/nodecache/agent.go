@@ -285,18 +285,26 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set(HeaderCache, how)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(req.Size, 10))
-	n, _ := io.Copy(w, io.LimitReader(file, req.Size))
+	// Counted before the answer: a caller that has the headers sees it.
 	a.count(func(s *Stats) {
 		ns := s.ByNamespace[caller.Namespace]
 		if hit {
 			s.Hits++
-			s.HitBytes += n
 			ns.Hits++
-			ns.HitBytes += n
 		} else {
 			s.Fills++
-			s.FilledBytes += n
 			ns.Fills++
+		}
+		s.ByNamespace[caller.Namespace] = ns
+	})
+	n, _ := io.Copy(w, io.LimitReader(file, req.Size))
+	a.count(func(s *Stats) {
+		ns := s.ByNamespace[caller.Namespace]
+		if hit {
+			s.HitBytes += n
+			ns.HitBytes += n
+		} else {
+			s.FilledBytes += n
 			ns.FillBytes += n
 		}
 		s.ByNamespace[caller.Namespace] = ns
@@ -381,6 +389,7 @@ func (a *Agent) entry(c Caller, r Request) (cache.Shard, error) {
 	field(strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + "@" + endpoint)
 	field(sum.String())
 	field(strconv.FormatInt(r.Size, 10))
+	field(r.Version)
 	if sum.Algo != "sha256" {
 		// A weak hash names no content on its own: the object does.
 		field(strings.TrimPrefix(u.Path, "/") + r.Key)

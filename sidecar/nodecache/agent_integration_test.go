@@ -264,7 +264,13 @@ func TestIntegrationASecondJobReadsTheNodesCopy(t *testing.T) {
 
 	second := newSidecar(t, d, a, newPod(t, ns, node), creds, 0)
 	second.readAll(t, d)
+	// The agent counts an answer's bytes once it has written them, which
+	// the reader may have before: wait for the count a moment.
 	st2 := a.Stats()
+	for i := 0; i < 100 && st2.HitBytes < total(d); i++ {
+		time.Sleep(20 * time.Millisecond)
+		st2 = a.Stats()
+	}
 	if st2.Cache.FetchedBytes != st.Cache.FetchedBytes {
 		t.Errorf("the second job cost %d bytes of egress, want 0", st2.Cache.FetchedBytes-st.Cache.FetchedBytes)
 	}
@@ -538,4 +544,62 @@ func cmp(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// A Parquet file's row group and its footer, next to each other: the
+// sidecar asks the agent for each (never one run from the store past it),
+// the footer, which the index does not hash, keyed by its row group's hash
+// as its version; a second pod reads both from the node.
+func TestIntegrationARowGroupAndItsFooterComeFromTheNode(t *testing.T) {
+	d := newDataset(t, "xxh64", 3<<20)
+	obj := d.data[d.shards[0].Key]
+	rgSum, _ := checksum.Of("xxh64", obj[:2<<20])
+	parts := []cache.Shard{
+		{Stream: "web", Key: d.shards[0].Key, Range: true, Offset: 0, Size: 2 << 20, Hash: rgSum.String()},
+		{Stream: "web", Key: d.shards[0].Key, Range: true, Offset: 2 << 20, Size: 1 << 20, Version: rgSum.String()},
+	}
+	a := startAgent(t, t.TempDir(), nil)
+	ns := apiServer.Namespace(t)
+	creds := minioServer.CredentialsDir(t)
+	read := func(s *sidecar) {
+		t.Helper()
+		held, err := s.cache.AcquireRun(context.Background(), parts)
+		if err != nil || len(held) != 2 {
+			t.Fatalf("held %d parts: %v", len(held), err)
+		}
+		for _, p := range parts {
+			path, err := s.cache.Acquire(context.Background(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(path)
+			if !bytes.Equal(got, obj[p.Offset:p.Offset+p.Size]) {
+				t.Fatalf("part at %d: not the object's bytes", p.Offset)
+			}
+			s.cache.Release(p)
+			s.cache.Release(p)
+		}
+	}
+	for i, want := range []struct{ fills, hits int64 }{{2, 0}, {2, 2}} {
+		s := newSidecar(t, d, a, newPod(t, ns, node), creds, 0)
+		read(s)
+		st := a.Stats()
+		if cs := s.cache.Stats(); cs.FetchedBytes != 0 || cs.Node.Hits != 2 {
+			t.Errorf("pod %d read %d bytes from the store and %d parts from the node; want 0 and 2 (misses: %s)", i, cs.FetchedBytes, cs.Node.Hits, s.missReasons())
+		}
+		if st.Fills != want.fills || st.Hits != want.hits {
+			t.Errorf("after pod %d: %d fills and %d hits, want %d and %d", i, st.Fills, st.Hits, want.fills, want.hits)
+		}
+	}
+	// Another version of the object is another footer.
+	parts[0].Hash, parts[1].Version = "xxh64:0000000000000001", "xxh64:0000000000000001"
+	body, err := nodecache.NewClient(a.socket, newPod(t, ns, node).token, 0, 0).Get(context.Background(), nodecache.Request{
+		Source: request(t, d, d.shards[0], creds).Source, Key: parts[1].Key, Range: true, Offset: parts[1].Offset, Size: parts[1].Size, Version: parts[1].Version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = body.Close()
+	if st := a.Stats(); st.Fills != 3 || st.Hits != 2 {
+		t.Errorf("a footer of another version: %d fills, %d hits; want it filled anew", st.Fills, st.Hits)
+	}
 }

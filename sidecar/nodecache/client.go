@@ -170,7 +170,7 @@ func (c *Client) Fetch(sources map[string]store.Source) cache.NodeFetch {
 		if err != nil {
 			return nil, fmt.Errorf("node agent: the stream's credentials: %w", err)
 		}
-		return c.Get(ctx, Request{Source: ns, Key: s.Key, Range: s.Range, Offset: s.Offset, Size: s.Size, Hash: s.Hash})
+		return c.Get(ctx, Request{Source: ns, Key: s.Key, Range: s.Range, Offset: s.Offset, Size: s.Size, Hash: s.Hash, Version: s.Version})
 	}
 }
 

@@ -56,7 +56,11 @@ type Request struct {
 	Range  bool   `json:"range,omitempty"`
 	Offset int64  `json:"offset,omitempty"`
 	Size   int64  `json:"size"`
-	Hash   string `json:"hash"`
+	Hash   string `json:"hash,omitempty"`
+	// Version, for a part the index does not hash (a Parquet footer), is
+	// a hash of the object's that changes with it: the entry is keyed by
+	// it, and kept as the store gave it.
+	Version string `json:"version,omitempty"`
 }
 
 // Source is the store a shard is read from and the credentials to read it
@@ -101,8 +105,12 @@ func (r Request) Check() error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.Key, err)
 	}
-	if sum.IsZero() {
-		return fmt.Errorf("%s: no hash: the node cache keeps only shards an index hashes (shardfeed index --hash)", r.Key)
+	version, err := checksum.Parse(r.Version)
+	if err != nil {
+		return fmt.Errorf("%s: version: %w", r.Key, err)
+	}
+	if sum.IsZero() && version.IsZero() {
+		return fmt.Errorf("%s: no hash and no version: the node cache keeps only shards an index hashes (shardfeed index --hash)", r.Key)
 	}
 	if len(r.Source.Credentials) == 0 && r.Source.Identity == nil {
 		return fmt.Errorf("source %s: no credentials: the node agent reads only with the job's own (a Secret or a workload identity), never its own", r.Source.URI)

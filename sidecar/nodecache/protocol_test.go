@@ -30,7 +30,9 @@ func TestARequestTheAgentCannotServeSafelyIsRefused(t *testing.T) {
 		{"a key with dots inside", edit(func(r *Request) { r.Key = "a/../../x" }), "not a plain relative path"},
 		{"a negative size", edit(func(r *Request) { r.Size = -1 }), "must not be negative"},
 		{"a negative offset", edit(func(r *Request) { r.Range, r.Offset = true, -5 }), "must not be negative"},
-		{"no hash", edit(func(r *Request) { r.Hash = "" }), "no hash"},
+		{"no hash", edit(func(r *Request) { r.Hash = "" }), "no hash and no version"},
+		{"a footer: no hash, its row group's as the version", edit(func(r *Request) { r.Hash, r.Version = "", "xxh64:00ff" }), ""},
+		{"a version that is not a hash", edit(func(r *Request) { r.Hash, r.Version = "", "v2" }), "version"},
 		{"an unknown hash", edit(func(r *Request) { r.Hash = "crc0:00" }), "not supported"},
 		{"no credentials", edit(func(r *Request) { r.Source.Credentials = nil }), "never its own"},
 		{"an identity without a token", edit(func(r *Request) { r.Source.Credentials, r.Source.Identity = nil, &Identity{RoleARN: "arn"} }), "token is empty"},
@@ -112,6 +114,7 @@ func TestAnEntrysAddressSaysWhoMayReadIt(t *testing.T) {
 		{"another key", owner, func(r *Request) { r.Key = "y.mds" }},
 		{"another hash", owner, func(r *Request) { r.Hash = "xxh64:00fe" }},
 		{"a range of the object", owner, func(r *Request) { r.Range = true }},
+		{"a version", owner, func(r *Request) { r.Version = "xxh64:0001" }},
 	} {
 		if addr(tt.c, tt.f) == same {
 			t.Errorf("%s: the same address", tt.name)

@@ -118,7 +118,7 @@ func (s *Stream) fullSchema(ctx context.Context, read ReadFunc) (*arrow.Schema, 
 }
 
 func (s *Stream) cachePart(p format.Part) cache.Shard {
-	return cache.Shard{Stream: s.Name, Key: p.Key, Size: p.Size, Hash: p.Hash, Range: p.Range, Offset: p.Offset}
+	return cache.Shard{Stream: s.Name, Key: p.Key, Size: p.Size, Hash: p.Hash, Range: p.Range, Offset: p.Offset, Version: p.Version}
 }
 
 // Has says whether the stream's shards hold column name (with

@@ -131,7 +131,7 @@ type reader struct{ f *index.File }
 func (r *reader) Parts(i int) []format.Part {
 	e := r.f.Shard(i)
 	return []format.Part{{Key: e.Object, Size: e.Length, Hash: e.Hash, Range: true, Offset: e.Offset},
-		{Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset}}
+		{Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset, Version: e.Hash}}
 }
 
 func (r *reader) Schema(ctx context.Context, read format.ReadFunc) (*arrow.Schema, error) {

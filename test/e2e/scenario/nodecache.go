@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -169,13 +169,9 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 	return rep, c.InstallOperator(ctx)
 }
 
-var (
-	stoppedLine = regexp.MustCompile(`msg=Stopped .*storeBytes=(\d+) .*nodeCacheHits=(\d+) nodeCacheBytes=(\d+) nodeCacheMisses=(\d+)`)
-	readyLine   = regexp.MustCompile(`msg=Ready .*after=(\S+)`)
-)
-
 // sidecarReads sums the sidecars' last log lines of job's pods (the
-// current and previous container of each pod still there).
+// current and previous container of each pod still there): JSON, as the
+// webhook has them log.
 func (e *Env) sidecarReads(ctx context.Context, job *batchv1.Job) (SidecarReads, error) {
 	var r SidecarReads
 	logs, err := e.SidecarLogs(ctx, job)
@@ -185,17 +181,24 @@ func (e *Env) sidecarReads(ctx context.Context, job *batchv1.Job) (SidecarReads,
 	sc := bufio.NewScanner(strings.NewReader(logs))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if m := stoppedLine.FindStringSubmatch(sc.Text()); m != nil {
-			r.Sidecars++
-			for i, to := range []*int64{&r.StoreBytes, &r.NodeHits, &r.NodeBytes, &r.NodeMisses} {
-				n, _ := strconv.ParseInt(m[i+1], 10, 64)
-				*to += n
-			}
+		var line struct {
+			Msg                                       string
+			After                                     time.Duration
+			StoreBytes, NodeCacheHits, NodeCacheBytes int64
+			NodeCacheMisses                           int64
 		}
-		if m := readyLine.FindStringSubmatch(sc.Text()); m != nil {
-			if d, err := time.ParseDuration(m[1]); err == nil {
-				r.Ready = append(r.Ready, d)
-			}
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
+			continue
+		}
+		switch line.Msg {
+		case "Stopped":
+			r.Sidecars++
+			r.StoreBytes += line.StoreBytes
+			r.NodeHits += line.NodeCacheHits
+			r.NodeBytes += line.NodeCacheBytes
+			r.NodeMisses += line.NodeCacheMisses
+		case "Ready":
+			r.Ready = append(r.Ready, line.After)
 		}
 	}
 	return r, nil

@@ -35,6 +35,9 @@ type NodeCacheReport struct {
 	AgentAfterFirst, AgentAfterSecond AgentCounters
 	// DatasetBytes is the bytes of every shard of the dataset.
 	DatasetBytes int64
+	// Entries and EntryBytes are the agent's cache entries on the node
+	// after the first job, and their bytes.
+	Entries, EntryBytes int64
 }
 
 // SidecarReads sums what a job's sidecars said they read when they
@@ -135,7 +138,11 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 	if rep.AgentAfterFirst, err = c.agentCounters(ctx); err != nil {
 		return rep, err
 	}
-	c.Detail("first: %s; agent fetched %d of the dataset's %d bytes, %d hits", rep.FirstLineage.Summary(), rep.AgentAfterFirst.FetchedBytes, rep.DatasetBytes, rep.AgentAfterFirst.Hits)
+	if rep.Entries, rep.EntryBytes, err = files(filepath.Join(agentDir, "cache", "shards")); err != nil {
+		return rep, err
+	}
+	c.Detail("first: %s; the agent fetched %d bytes (%d entries of %d bytes on the node; the dataset's files: %d bytes), %d hits",
+		rep.FirstLineage.Summary(), rep.AgentAfterFirst.FetchedBytes, rep.Entries, rep.EntryBytes, rep.DatasetBytes, rep.AgentAfterFirst.Hits)
 
 	again, err := e.ForJob("second")
 	if err != nil {
@@ -222,9 +229,14 @@ func (e *Env) scrape(ctx context.Context, pods []corev1.Pod) (SidecarReads, erro
 		if p.Status.PodIP == "" {
 			return r, fmt.Errorf("pod %s has no address to scrape", p.Name)
 		}
-		m, err := metrics(ctx, client, "https://"+net.JoinHostPort(p.Status.PodIP, "9464")+"/metrics")
+		var m map[string]float64
+		err := WaitFor(ctx, 20*time.Second, "pod "+p.Name+"'s sidecar metrics", func() (bool, error) {
+			var err error
+			m, err = metrics(ctx, client, "https://"+net.JoinHostPort(p.Status.PodIP, "9464")+"/metrics")
+			return err == nil, err
+		})
 		if err != nil {
-			return r, fmt.Errorf("pod %s's sidecar: %w", p.Name, err)
+			return r, err
 		}
 		r.Sidecars++
 		r.StoreBytes += int64(m["shardfeed_sidecar_fetched_bytes_total"])
@@ -285,6 +297,18 @@ func (c *Cluster) agentCounters(ctx context.Context) (AgentCounters, error) {
 	out.Fills = int64(m[`shardfeed_node_cache_requests_total{result="fill"}`])
 	out.HitBytes = int64(m[`shardfeed_node_cache_served_bytes_total{how="hit"}`])
 	return out, nil
+}
+
+// files counts the files under dir and their bytes.
+func files(dir string) (n, bytes int64, err error) {
+	err = filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && info.Mode().IsRegular() {
+			n++
+			bytes += info.Size()
+		}
+		return err
+	})
+	return n, bytes, err
 }
 
 // dirBytes is the bytes of the shards under dir.

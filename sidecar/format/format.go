@@ -119,8 +119,10 @@ type Part struct {
 	Range  bool
 	Offset int64
 	// Version, for a part with no hash of its own (a Parquet file's
-	// footer), is a hash of the object's that changes when the object
-	// does (its row group's): the node cache keys the part by it.
+	// footer), is a hash that changes when the object does (its row
+	// group's; the sidecar's source puts the index's content hash in its
+	// place, the same for every row group of the file): the node's cache
+	// keys the part by it.
 	Version string
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -35,7 +36,10 @@ type Stream struct {
 	// Name is the stream's name, also its cache directory.
 	Name   string
 	Layout *index.Layout
-	reader format.Reader
+	// version is indexVersion's, computed once.
+	versionOnce sync.Once
+	version     string
+	reader      format.Reader
 	// columns projected, in order; nil: all.
 	columns []string
 	// native is the projected schema the shards decode to; served the one
@@ -118,7 +122,19 @@ func (s *Stream) fullSchema(ctx context.Context, read ReadFunc) (*arrow.Schema, 
 }
 
 func (s *Stream) cachePart(p format.Part) cache.Shard {
+	if p.Hash == "" && p.Version != "" {
+		// A part with no hash of its own (a footer every row group of its
+		// file shares) is keyed in the node's cache by the index, which
+		// changes when any of its objects does: one entry per file.
+		p.Version = s.indexVersion()
+	}
 	return cache.Shard{Stream: s.Name, Key: p.Key, Size: p.Size, Hash: p.Hash, Range: p.Range, Offset: p.Offset, Version: p.Version}
+}
+
+// indexVersion is the stream index's content hash, as a checksum.
+func (s *Stream) indexVersion() string {
+	s.versionOnce.Do(func() { s.version = "sha256:" + s.Layout.Index.ContentHash() })
+	return s.version
 }
 
 // Has says whether the stream's shards hold column name (with

@@ -232,8 +232,8 @@ func (c *Cache) scan() error {
 			return err
 		}
 		if d.IsDir() {
-			if p == c.tmpDir() {
-				return filepath.SkipDir
+			if p == c.tmpDir() || (filepath.Dir(p) == c.opts.Dir && strings.HasPrefix(d.Name(), ".") && d.Name() != derivedStream) {
+				return filepath.SkipDir // downloads in flight, or not the cache's (the node agent's sums)
 			}
 			return nil
 		}
@@ -360,6 +360,23 @@ func (c *Cache) Release(s Shard) {
 			c.changed.Broadcast()
 		}
 	}
+}
+
+// Discard removes a shard found wrong on disk after it was verified (its
+// file changed under the cache), so that the next Acquire downloads it
+// again; false if another reader holds it still.
+func (c *Cache) Discard(s Shard) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[s.id()]
+	if !ok || e.state != present || e.holds > 0 {
+		return !ok
+	}
+	_ = os.Remove(c.path(e.shard))
+	c.used -= e.size
+	delete(c.entries, e.shard.id())
+	c.changed.Broadcast()
+	return true
 }
 
 // Present reports whether the shard is on disk and verified.

@@ -80,6 +80,9 @@ type Stats struct {
 	// Refused requests failed authentication or were not servable;
 	// Failed could not be filled (the store refused or failed).
 	Refused, Failed int64
+	// Discarded are entries found changed on disk since they were
+	// verified, and filled again.
+	Discarded int64
 	// HitBytes are the bytes served from the cache, which no pod fetched:
 	// the egress saved. FilledBytes were served as they were filled.
 	HitBytes, FilledBytes int64
@@ -104,6 +107,11 @@ type Agent struct {
 
 	mu    sync.Mutex
 	stats Stats
+
+	// sumMu guards filled (the entries filled since the agent started)
+	// and the sums of unhashed entries.
+	sumMu  sync.Mutex
+	filled map[string]bool
 }
 
 // The agent's cache holds every entry in one stream, by address.
@@ -142,6 +150,8 @@ func NewAgent(opts Options) (*Agent, error) {
 		a.allowed = store.CloudEndpoints
 	}
 	a.stats.ByNamespace = map[string]NamespaceStats{}
+	a.filled = map[string]bool{}
+	a.dropStaleSums()
 	return a, nil
 }
 
@@ -262,21 +272,11 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return refuse(http.StatusBadRequest, "%v", err)
 	}
-	src := req.Source.storeSource(a.opts.Retry, a.allowHost)
-	f := &fill{open: func(ctx context.Context) (store.Store, error) { return a.opts.Open(ctx, src) }, key: req.Key, size: req.Size}
-	if req.Range {
-		f.base, f.ranged = req.Offset, true
-	}
-	p, fetched, err := a.cache.AcquireFetched(withFill(r.Context(), f), shard)
+	file, hit, err := a.acquire(r.Context(), req, shard)
 	if err != nil {
-		return fillError(req, err)
+		return err
 	}
-	hit := !fetched
 	defer a.cache.Release(shard)
-	file, err := os.Open(p)
-	if err != nil {
-		return fmt.Errorf("node agent: %w", err)
-	}
 	defer func() { _ = file.Close() }()
 	how := CacheFilled
 	if hit {
@@ -310,6 +310,138 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
 		s.ByNamespace[caller.Namespace] = ns
 	})
 	return nil
+}
+
+// acquire holds the request's entry, filling it from the store if needed,
+// and opens it checked: a file that changed on the node's disk since it
+// was verified (the index's hash, or for an unhashed part the sum the
+// agent took when it filled it) is discarded and filled again once. hit
+// says the entry was on the node already.
+func (a *Agent) acquire(ctx context.Context, req Request, shard cache.Shard) (file *os.File, hit bool, err error) {
+	src := req.Source.storeSource(a.opts.Retry, a.allowHost)
+	for attempt := 0; ; attempt++ {
+		f := &fill{open: func(ctx context.Context) (store.Store, error) { return a.opts.Open(ctx, src) }, key: req.Key, size: req.Size,
+			filling: func() { a.filling(shard.Key) }}
+		if req.Range {
+			f.base, f.ranged = req.Offset, true
+		}
+		p, fetched, err := a.cache.AcquireFetched(withFill(ctx, f), shard)
+		if err != nil {
+			return nil, false, fillError(req, err)
+		}
+		file, err := a.checked(p, shard)
+		if err == nil {
+			return file, !fetched && attempt == 0, nil
+		}
+		a.cache.Release(shard)
+		a.count(func(s *Stats) { s.Discarded++ })
+		a.opts.Log.Warn("A node cache entry changed on disk since it was verified; filling it again", "entry", shard.Key, "reason", err.Error())
+		if !a.cache.Discard(shard) || attempt > 0 {
+			return nil, false, fmt.Errorf("%s%s: the node's copy is damaged (%w): read the store", req.Source.URI, req.Key, err)
+		}
+	}
+}
+
+// checked opens an entry's file and checks its bytes: against the index's
+// hash, or, for an unhashed part, the sum the agent took when it filled it
+// (kept under .sums/ in its directory, across restarts).
+func (a *Agent) checked(p string, shard cache.Shard) (*os.File, error) {
+	want, err := checksum.Parse(shard.Hash)
+	if err != nil {
+		return nil, err
+	}
+	if want.IsZero() {
+		if want, err = a.sumOf(p, shard.Key); err != nil {
+			return nil, err
+		}
+	}
+	file, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	h := want.New()
+	if _, err := io.Copy(h, file); err != nil {
+		_ = file.Close()
+		return nil, err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want.Hex {
+		_ = file.Close()
+		return nil, fmt.Errorf("%s %s on disk, %s when verified", want.Algo, got, want.Hex)
+	}
+	if _, err := file.Seek(0, io.SeekStart); err != nil {
+		_ = file.Close()
+		return nil, err
+	}
+	return file, nil
+}
+
+// sumOf returns the sum of an unhashed entry: the one kept, or, for an
+// entry this agent filled since it started, one taken now and kept. An
+// entry of an earlier run without its sum is not believed.
+func (a *Agent) sumOf(p, key string) (checksum.Sum, error) {
+	a.sumMu.Lock()
+	defer a.sumMu.Unlock()
+	path := filepath.Join(a.opts.Dir, ".sums", filepath.Base(key))
+	if b, err := os.ReadFile(path); err == nil {
+		if sum, err := checksum.Parse(strings.TrimSpace(string(b))); err == nil && !sum.IsZero() {
+			return sum, nil
+		}
+	}
+	if !a.filled[key] {
+		return checksum.Sum{}, errors.New("no sum was kept for it")
+	}
+	sum, err := sha256File(p)
+	if err != nil {
+		return checksum.Sum{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return checksum.Sum{}, err
+	}
+	if err := os.WriteFile(path+".tmp", []byte(sum.String()), 0o600); err != nil {
+		return checksum.Sum{}, err
+	}
+	return sum, os.Rename(path+".tmp", path)
+}
+
+// dropStaleSums removes the kept sums of entries no longer on disk
+// (evicted, or removed by hand), so they do not pile up across restarts.
+func (a *Agent) dropStaleSums() {
+	dir := filepath.Join(a.opts.Dir, ".sums")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := strings.TrimSuffix(e.Name(), ".tmp")
+		if len(name) < 2 || name != e.Name() {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(a.opts.Dir, entries, name[:2], name)); errors.Is(err, os.ErrNotExist) {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+func sha256File(p string) (checksum.Sum, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return checksum.Sum{}, err
+	}
+	defer func() { _ = f.Close() }()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return checksum.Sum{}, err
+	}
+	return checksum.Sum{Algo: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// filling notes that the entry is being filled by this agent: its bytes
+// are the store's, so its sum may be taken.
+func (a *Agent) filling(key string) {
+	a.sumMu.Lock()
+	a.filled[key] = true
+	a.sumMu.Unlock()
 }
 
 // fillError says why a request's shard could not be filled, in the terms
@@ -437,6 +569,8 @@ type fill struct {
 	base   int64
 	size   int64
 	ranged bool
+	// filling, if set, hears that the fill reads the store.
+	filling func()
 
 	once sync.Once
 	st   store.Store
@@ -462,7 +596,12 @@ func (requestStore) Get(ctx context.Context, _ string, off, n int64) (io.ReadClo
 	if !ok {
 		return nil, errNoFill
 	}
-	f.once.Do(func() { f.st, f.err = f.open(ctx) })
+	f.once.Do(func() {
+		if f.filling != nil {
+			f.filling()
+		}
+		f.st, f.err = f.open(ctx)
+	})
 	if f.err != nil {
 		return nil, f.err
 	}

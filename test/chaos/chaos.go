@@ -51,6 +51,12 @@ const (
 	// the upgraded webhook must give it the sidecar image the job started
 	// with, and the job keeps its state and progress.
 	UpgradeOperator Fault = "operator upgrade"
+	// KillAgent kills the node agent (Scenario.NodeCache) while the store
+	// is slowed, so that fills and answers are in flight; GarbleNodeCache
+	// overwrites half its entries on the node with garbage and truncates
+	// the others.
+	KillAgent       Fault = "node agent SIGKILL"
+	GarbleNodeCache Fault = "node cache garbled"
 )
 
 // upgradeTag is the image tag UpgradeOperator upgrades to.
@@ -77,6 +83,10 @@ type Scenario struct {
 	// 0.7): a slow fault needs the job still running when it ends.
 	StepTime time.Duration
 	Latest   float64
+	// NodeCache runs the job with the chart's node cache, its directory
+	// on the node a tmpfs of NodeDiskBytes when set (a disk that fills).
+	NodeCache     bool
+	NodeDiskBytes int64
 }
 
 // Options of a suite run.
@@ -182,6 +192,8 @@ type play struct {
 	samples int
 	// corruptFirst is the first step that reads the corrupt shard.
 	corruptFirst int64
+	// nodeCache is the node cache of a NodeCache scenario.
+	nodeCache *scenario.NodeCache
 }
 
 // Run plays sc with the suite's seed (mixed with the scenario's name, so
@@ -217,9 +229,18 @@ func (p *play) run(ctx context.Context) error {
 	if sc.StepTime > 0 {
 		step = sc.StepTime
 	}
-	p.env, err = c.NewEnv(ctx, "chaos-"+sc.Name, scenario.DatasetOptions{Samples: p.samples, NumSplits: numSplits,
+	ns, podSecurity := "chaos-"+sc.Name, ""
+	if sc.NodeCache {
+		if p.nodeCache, err = c.EnableNodeCache(ctx, ns, sc.NodeDiskBytes); err != nil {
+			return err
+		}
+		defer func() { _ = p.nodeCache.Disable(context.WithoutCancel(ctx)) }()
+		podSecurity = "privileged" // the agent's socket directory is a hostPath
+		c.Detail("the node cache on for namespace %s (its directory a tmpfs of %d bytes: 0 for none)", ns, sc.NodeDiskBytes)
+	}
+	p.env, err = c.NewEnv(ctx, ns, scenario.DatasetOptions{Samples: p.samples, NumSplits: numSplits,
 		GlobalBatchSize: globalBatch, BlockSize: 64, Extra: extra, Endpoint: "http://" + p.s.proxy.Addr,
-		CommitEvery: commitEvery, StepTime: step})
+		CommitEvery: commitEvery, StepTime: step, PodSecurity: podSecurity})
 	if err != nil {
 		return err
 	}
@@ -322,6 +343,17 @@ func (p *play) run(ctx context.Context) error {
 
 // check asserts what the scenario's faults must have left behind.
 func (p *play) check(ctx context.Context) error {
+	if p.nodeCache != nil {
+		// The node cache served the job: not a scenario passed by it.
+		ag, err := p.nodeCache.Agent(ctx)
+		if err != nil {
+			return err
+		}
+		p.s.c.Detail("the node agent since its last restart: %d fills, %d hits (%d bytes), %d bytes fetched", ag.Fills, ag.Hits, ag.HitBytes, ag.FetchedBytes)
+		if ag.Fills+ag.Hits == 0 {
+			return fmt.Errorf("the node agent served nothing since its last restart: the job did not use the node cache")
+		}
+	}
 	if slices.Contains(p.sc.Faults, UpgradeOperator) {
 		// Pods of the job's last attempt, whenever admitted, ran the
 		// sidecar the job started with.
@@ -419,6 +451,27 @@ func (p *play) inject(ctx context.Context, f Fault) (string, error) {
 		return fmt.Sprintf("the manager's Deployment rolled (in %s)", time.Since(began).Round(100*time.Millisecond)), nil
 	case UpgradeOperator:
 		return p.upgrade(ctx)
+	case KillAgent:
+		if p.nodeCache == nil {
+			return "", fmt.Errorf("%s in a scenario without the node cache", f)
+		}
+		p.s.proxy.SetDelay(20 * time.Millisecond)
+		time.Sleep(2 * time.Second) // fills from the slowed store in flight
+		err := p.nodeCache.KillAgent(ctx, env)
+		p.s.proxy.SetDelay(0)
+		if err != nil {
+			return "", err
+		}
+		return "SIGKILL of the node agent with the store slowed (fills and answers in flight); restarted", nil
+	case GarbleNodeCache:
+		if p.nodeCache == nil {
+			return "", fmt.Errorf("%s in a scenario without the node cache", f)
+		}
+		garbled, truncated, err := p.nodeCache.Garble()
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("the node cache's entries garbled (%d) and truncated (%d) on the node", garbled, truncated), nil
 	case SlowStore:
 		d := 10*time.Second + time.Duration(p.rng.Int64N(int64(20*time.Second)))
 		d = d.Round(time.Second)

@@ -40,6 +40,11 @@ var full = []chaos.Scenario{
 	{Name: "slow-store", Worlds: []int{4}, Faults: []chaos.Fault{chaos.SlowStore}},
 	{Name: "manager-kill", Worlds: []int{4}, Faults: []chaos.Fault{chaos.KillManager, chaos.KillManager}},
 	{Name: "manager-roll", Worlds: []int{4}, Faults: []chaos.Fault{chaos.RollManager}},
+	// The node cache (#58): its agent killed mid-fill, its entries garbled
+	// and truncated on the node, its disk (a 256 KiB tmpfs) full; the job
+	// reads the store where the node fails it.
+	{Name: "node-cache", Worlds: []int{4, 2}, NodeCache: true, NodeDiskBytes: 256 << 10,
+		Faults: []chaos.Fault{chaos.KillAgent, chaos.GarbleNodeCache, chaos.KillAgent}},
 	upgrade,
 	// Ten injections, some of them long (the store down for up to a
 	// minute while the sidecars' caches carry the job on): a long epoch.

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -345,4 +346,122 @@ func RunNodeCache(ctx context.Context, o Options) (*NodeCacheReport, error) {
 		return nil, err
 	}
 	return c.NodeCacheStory(ctx)
+}
+
+// NodeCache is the chart's node cache as a story turned it on.
+type NodeCache struct {
+	c *Cluster
+	// Dir is the agent's cache directory on the node.
+	Dir     string
+	mounted bool
+}
+
+// EnableNodeCache turns the chart's node cache on for namespace ns, its
+// cache directory on the node a tmpfs of diskBytes when that is above 0
+// (a node disk that fills); Disable turns it off again.
+func (c *Cluster) EnableNodeCache(ctx context.Context, ns string, diskBytes int64) (*NodeCache, error) {
+	base := filepath.Join(c.work, "node-agent-"+ns)
+	nc := &NodeCache{c: c, Dir: filepath.Join(base, "cache")}
+	if err := os.MkdirAll(nc.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if diskBytes > 0 {
+		if out, err := execCommand(ctx, "mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", diskBytes), "tmpfs", nc.Dir); err != nil {
+			return nil, fmt.Errorf("mount a tmpfs of %d bytes at %s: %w: %s", diskBytes, nc.Dir, err, out)
+		}
+		nc.mounted = true
+	}
+	err := c.InstallOperator(ctx, "--set", "nodeCache.enabled=true", "--set", "nodeCache.namespaces={"+ns+"}",
+		"--set", "nodeCache.hostPath="+nc.Dir, "--set", "nodeCache.socketDir="+filepath.Join(base, "sock"),
+		"--set", "nodeCache.limit=1Gi", "--set", "nodeCache.resources.requests.cpu=50m")
+	if err != nil {
+		nc.Disable(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return nc, nil
+}
+
+// Disable reinstalls the chart without the node cache and unmounts the
+// tmpfs it was given.
+func (nc *NodeCache) Disable(ctx context.Context) error {
+	err := nc.c.InstallOperator(ctx)
+	if nc.mounted {
+		if out, uerr := execCommand(ctx, "umount", "-l", nc.Dir); uerr != nil && err == nil {
+			err = fmt.Errorf("umount %s: %w: %s", nc.Dir, uerr, out)
+		}
+	}
+	return err
+}
+
+// KillAgent kills the node agent's container (SIGKILL, through
+// containerd) and waits until the kubelet restarted it.
+func (nc *NodeCache) KillAgent(ctx context.Context, e *Env) error {
+	pod, err := nc.agentPod(ctx)
+	if err != nil {
+		return err
+	}
+	cs := pod.Status.ContainerStatuses
+	if len(cs) != 1 || cs[0].State.Running == nil {
+		return fmt.Errorf("the node agent's pod %s runs no container", pod.Name)
+	}
+	restarts := cs[0].RestartCount
+	if err := e.sigkill(ctx, strings.TrimPrefix(cs[0].ContainerID, "containerd://")); err != nil {
+		return err
+	}
+	return WaitFor(ctx, 2*time.Minute, "the node agent to restart", func() (bool, error) {
+		p, err := nc.agentPod(ctx)
+		if err != nil {
+			return false, err
+		}
+		s := p.Status.ContainerStatuses
+		return len(s) == 1 && s[0].RestartCount > restarts && s[0].Ready, nil
+	})
+}
+
+func (nc *NodeCache) agentPod(ctx context.Context) (*corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := nc.c.Client.List(ctx, &pods, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/component": "node-agent"}); err != nil {
+		return nil, err
+	}
+	if len(pods.Items) != 1 {
+		return nil, fmt.Errorf("%d node agent pods, want one", len(pods.Items))
+	}
+	return &pods.Items[0], nil
+}
+
+// Garble overwrites half the agent's entries on the node with garbage of
+// their size and truncates the other half; it returns how many of each.
+func (nc *NodeCache) Garble() (garbled, truncated int, err error) {
+	var files []string
+	err = filepath.Walk(filepath.Join(nc.Dir, "shards"), func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.Mode().IsRegular() {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	for i, f := range files {
+		info, err := os.Stat(f)
+		if err != nil {
+			return garbled, truncated, err
+		}
+		if i%2 == 0 {
+			err = os.WriteFile(f, bytes.Repeat([]byte{0xA5}, int(info.Size())), 0o644)
+			garbled++
+		} else {
+			err = os.Truncate(f, info.Size()/2)
+			truncated++
+		}
+		if err != nil {
+			return garbled, truncated, err
+		}
+	}
+	return garbled, truncated, nil
+}
+
+// Agent returns the node agent's counters (its metrics).
+func (nc *NodeCache) Agent(ctx context.Context) (AgentCounters, error) {
+	return nc.c.agentCounters(ctx)
 }

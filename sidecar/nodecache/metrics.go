@@ -28,12 +28,14 @@ var (
 		"The node's cache budget (0: none).", nil, nil)
 	descEvictions = prometheus.NewDesc("shardfeed_node_cache_evictions_total",
 		"Entries evicted from the node's cache to make room.", nil, nil)
+	descDiscarded = prometheus.NewDesc("shardfeed_node_cache_discarded_total",
+		"Entries found changed on the node's disk since they were verified (garbled, truncated), discarded and filled again.", nil, nil)
 	descReused = prometheus.NewDesc("shardfeed_node_cache_reused_total",
 		"Entries of an earlier run of the agent found on disk and verified again.", nil, nil)
 )
 
 func (agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRequests, descServed, descNamespaceHits, descNamespaceSaved, descFetched, descUsed, descLimit, descEvictions, descReused} {
+	for _, d := range []*prometheus.Desc{descRequests, descServed, descNamespaceHits, descNamespaceSaved, descFetched, descUsed, descLimit, descEvictions, descDiscarded, descReused} {
 		ch <- d
 	}
 }
@@ -56,6 +58,7 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descFetched, st.Cache.FetchedBytes)
 	counter(descEvictions, st.Cache.Evictions)
 	counter(descReused, st.Cache.Reused)
+	counter(descDiscarded, st.Discarded)
 	ch <- prometheus.MustNewConstMetric(descUsed, prometheus.GaugeValue, float64(st.Cache.UsedBytes))
 	ch <- prometheus.MustNewConstMetric(descLimit, prometheus.GaugeValue, float64(st.Cache.LimitBytes))
 }

@@ -54,7 +54,8 @@ const (
 	// KillAgent kills the node agent (Scenario.NodeCache) while the store
 	// is slowed, so that fills and answers are in flight; GarbleNodeCache
 	// overwrites half its entries on the node with garbage and truncates
-	// the others.
+	// the others, then replaces a pod of the job (a trainer SIGKILL), whose
+	// new sidecar reads its window from the node.
 	KillAgent       Fault = "node agent SIGKILL"
 	GarbleNodeCache Fault = "node cache garbled"
 )
@@ -349,7 +350,8 @@ func (p *play) check(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p.s.c.Detail("the node agent since its last restart: %d fills, %d hits (%d bytes), %d bytes fetched", ag.Fills, ag.Hits, ag.HitBytes, ag.FetchedBytes)
+		p.s.c.Detail("the node agent since its last restart: %d fills, %d hits (%d bytes), %d bytes fetched, %d entries found changed on disk and filled again",
+			ag.Fills, ag.Hits, ag.HitBytes, ag.FetchedBytes, ag.Discarded)
 		if ag.Fills+ag.Hits == 0 {
 			return fmt.Errorf("the node agent served nothing since its last restart: the job did not use the node cache")
 		}
@@ -471,7 +473,13 @@ func (p *play) inject(ctx context.Context, f Fault) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("the node cache's entries garbled (%d) and truncated (%d) on the node", garbled, truncated), nil
+		// A new pod, with an empty cache of its own, reads its window from
+		// the node.
+		idx := p.rng.IntN(pods)
+		if err := env.KillTrainer(ctx, job, idx); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("the node cache's entries garbled (%d) and truncated (%d) on the node; pod %d replaced (its trainer SIGKILLed) to read them", garbled, truncated, idx), nil
 	case SlowStore:
 		d := 10*time.Second + time.Duration(p.rng.Int64N(int64(20*time.Second)))
 		d = d.Round(time.Second)

@@ -51,7 +51,7 @@ type SidecarReads struct {
 
 // AgentCounters are the node agent's metrics that matter here.
 type AgentCounters struct {
-	FetchedBytes, Hits, Fills, HitBytes int64
+	FetchedBytes, Hits, Fills, HitBytes, Discarded int64
 }
 
 // NodeCacheStory enables the chart's node cache for one namespace and
@@ -297,6 +297,7 @@ func (c *Cluster) agentCounters(ctx context.Context) (AgentCounters, error) {
 	out.Hits = int64(m[`shardfeed_node_cache_requests_total{result="hit"}`])
 	out.Fills = int64(m[`shardfeed_node_cache_requests_total{result="fill"}`])
 	out.HitBytes = int64(m[`shardfeed_node_cache_served_bytes_total{how="hit"}`])
+	out.Discarded = int64(m["shardfeed_node_cache_discarded_total"])
 	return out, nil
 }
 

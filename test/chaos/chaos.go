@@ -193,8 +193,10 @@ type play struct {
 	samples int
 	// corruptFirst is the first step that reads the corrupt shard.
 	corruptFirst int64
-	// nodeCache is the node cache of a NodeCache scenario.
+	// nodeCache is the node cache of a NodeCache scenario, and agent its
+	// agent's counters summed over the agent's lives before the last.
 	nodeCache *scenario.NodeCache
+	agent     scenario.AgentCounters
 }
 
 // Run plays sc with the suite's seed (mixed with the scenario's name, so
@@ -350,10 +352,11 @@ func (p *play) check(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p.s.c.Detail("the node agent since its last restart: %d fills, %d hits (%d bytes), %d bytes fetched, %d entries found changed on disk and filled again",
+		ag.Add(p.agent)
+		p.s.c.Detail("the node agent over its lives: %d fills, %d hits (%d bytes), %d bytes fetched, %d entries found changed on disk and filled again",
 			ag.Fills, ag.Hits, ag.HitBytes, ag.FetchedBytes, ag.Discarded)
 		if ag.Fills+ag.Hits == 0 {
-			return fmt.Errorf("the node agent served nothing since its last restart: the job did not use the node cache")
+			return fmt.Errorf("the node agent served nothing: the job did not use the node cache")
 		}
 	}
 	if slices.Contains(p.sc.Faults, UpgradeOperator) {
@@ -458,8 +461,14 @@ func (p *play) inject(ctx context.Context, f Fault) (string, error) {
 			return "", fmt.Errorf("%s in a scenario without the node cache", f)
 		}
 		p.s.proxy.SetDelay(20 * time.Millisecond)
-		time.Sleep(2 * time.Second) // fills from the slowed store in flight
-		err := p.nodeCache.KillAgent(ctx, env)
+		time.Sleep(2 * time.Second)       // fills from the slowed store in flight
+		ag, err := p.nodeCache.Agent(ctx) // its counters die with it
+		if err != nil {
+			p.s.proxy.SetDelay(0)
+			return "", err
+		}
+		p.agent.Add(ag)
+		err = p.nodeCache.KillAgent(ctx, env)
 		p.s.proxy.SetDelay(0)
 		if err != nil {
 			return "", err

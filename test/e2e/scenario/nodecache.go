@@ -54,6 +54,15 @@ type AgentCounters struct {
 	FetchedBytes, Hits, Fills, HitBytes, Discarded int64
 }
 
+// Add sums the counters of another life of the agent.
+func (a *AgentCounters) Add(o AgentCounters) {
+	a.FetchedBytes += o.FetchedBytes
+	a.Hits += o.Hits
+	a.Fills += o.Fills
+	a.HitBytes += o.HitBytes
+	a.Discarded += o.Discarded
+}
+
 // NodeCacheStory enables the chart's node cache for one namespace and
 // trains two jobs of one dataset there on the node: the first through a
 // deleted pod and a rescale 4→2, the second after it. Every shard is

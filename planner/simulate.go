@@ -34,6 +34,15 @@ type SimOptions struct {
 	// caches, as a Job made again with another size has.
 	RescaleTo int
 	RescaleAt int64
+	// NodeBandwidth, if above 0, also predicts the job with the node
+	// cache (the chart's node agent), one pod to a node: a shard on the
+	// node comes at NodeBandwidth, and NodeCacheBytes (0: no limit)
+	// bounds what a node keeps.
+	NodeBandwidth  float64
+	NodeCacheBytes int64
+	// Trials, above 1, is a sweep: that many jobs of this plan and size,
+	// one after another on the same nodes (hyperparameter trials).
+	Trials int
 }
 
 // PodSim is what one pod of the job fetches and waits for in an epoch.
@@ -81,6 +90,40 @@ type Rescale struct {
 	FirstBatch time.Duration `json:"firstBatchNanos"`
 	// MinCacheBytes is the new pods' minimum cache.
 	MinCacheBytes int64 `json:"minCacheBytes"`
+	// NodeCache is the same rescale with the node cache, the new pod i
+	// on the node of old pod i.
+	NodeCache *RescaleOnNodes `json:"nodeCache,omitempty"`
+}
+
+// RescaleOnNodes is a rescale with the node cache: a new pod reads from
+// its node what the old pod there fetched before the step.
+type RescaleOnNodes struct {
+	// FromNodes is what the new pods read from their nodes; FromStore
+	// the rest of After, and Refetched the part of it old pods had
+	// fetched (on other nodes).
+	FromNodes int64 `json:"fromNodesBytes"`
+	FromStore int64 `json:"fromStoreBytes"`
+	Refetched int64 `json:"refetchedBytes"`
+	// FirstBatch is the slowest new pod's time to its first batch, the
+	// shards on its node at SimOptions.NodeBandwidth.
+	FirstBatch time.Duration `json:"firstBatchNanos"`
+}
+
+// Sweep is SimOptions.Trials jobs of the plan, one after another on the
+// same nodes, with and without the node cache.
+type Sweep struct {
+	Trials int `json:"trials"`
+	// Egress is what the trials fetch from the store: each trial the
+	// whole epoch without the node cache; with it, the first trial's,
+	// and again every trial whose pod's epoch does not fit its node's
+	// cache (its shards are evicted, least recently used, before the
+	// next trial reads them).
+	Egress         int64 `json:"egressBytes"`
+	EgressWithNode int64 `json:"egressWithNodeCacheBytes"`
+	// FirstBatch is the slowest pod's time to its first batch from the
+	// store; FirstBatchFromNode that of a later trial, from its node.
+	FirstBatch         time.Duration `json:"firstBatchNanos"`
+	FirstBatchFromNode time.Duration `json:"firstBatchFromNodeNanos"`
 }
 
 // Quality says how well the plan mixes samples.
@@ -103,6 +146,7 @@ type Simulation struct {
 	Pods    []PodSim `json:"pods"`
 	Quality Quality  `json:"quality"`
 	Rescale *Rescale `json:"rescale,omitempty"`
+	Sweep   *Sweep   `json:"sweep,omitempty"`
 }
 
 // Simulate predicts, for each pod of a job of o.Pods pods, what it fetches
@@ -124,6 +168,9 @@ func (ep *EpochPlan) Simulate(o SimOptions) (*Simulation, error) {
 	}
 	if o.StepTime < 0 {
 		return nil, fmt.Errorf("step time must not be negative, got %s", o.StepTime)
+	}
+	if o.Trials > 1 && o.NodeBandwidth <= 0 {
+		return nil, fmt.Errorf("a sweep of %d trials is compared with the node cache: give its bandwidth", o.Trials)
 	}
 	podRanks, dp, err := ep.layout(o.Pods, o.ProcsPerPod, o.Mesh)
 	if err != nil {
@@ -150,8 +197,57 @@ func (ep *EpochPlan) Simulate(o SimOptions) (*Simulation, error) {
 			return nil, err
 		}
 	}
+	if o.Trials > 1 {
+		sim.Sweep = sweep(o, needs, sim.Pods, steps)
+	}
 	sim.Quality, err = ep.quality(o.QualitySteps)
 	return sim, err
+}
+
+// sweep predicts o.Trials jobs of the plan on the same nodes, pod i of
+// every trial on node i: with the node cache, a later trial's pod reads
+// its node's copy of what the first trial's pod there fetched, if that
+// fits the node's cache; one that does not is evicted as it is read (least
+// recently used first) and fetched again by every trial.
+func sweep(o SimOptions, needs [][]ShardNeed, pods []PodSim, steps int64) *Sweep {
+	sw := &Sweep{Trials: o.Trials}
+	all := func(ShardNeed) bool { return true }
+	for i, ps := range pods {
+		sw.Egress += int64(o.Trials) * ps.Bytes
+		sw.FirstBatch = max(sw.FirstBatch, ps.FirstBatch)
+		if o.NodeCacheBytes > 0 && ps.Bytes > o.NodeCacheBytes {
+			sw.EgressWithNode += int64(o.Trials) * ps.Bytes
+			sw.FirstBatchFromNode = max(sw.FirstBatchFromNode, ps.FirstBatch)
+			continue
+		}
+		sw.EgressWithNode += ps.Bytes
+		_, _, first, _, _ := fetchTimesFrom(needs[i], 0, steps, o, all)
+		sw.FirstBatchFromNode = max(sw.FirstBatchFromNode, first)
+	}
+	return sw
+}
+
+// heldOnNode is what a node keeps of the shards its pod fetched before
+// step at: all of them, or within o.NodeCacheBytes the most recently
+// fetched.
+func heldOnNode(o SimOptions, pod []ShardNeed, at int64) map[[2]int]bool {
+	var before []ShardNeed
+	for _, nd := range pod {
+		if nd.FirstStep < at {
+			before = append(before, nd)
+		}
+	}
+	slices.SortStableFunc(before, func(a, b ShardNeed) int { return cmp.Compare(b.FirstStep, a.FirstStep) })
+	held := map[[2]int]bool{}
+	var bytes int64
+	for _, nd := range before {
+		if o.NodeCacheBytes > 0 && bytes+nd.Bytes > o.NodeCacheBytes {
+			break
+		}
+		bytes += nd.Bytes
+		held[[2]int{nd.Stream, nd.Shard}] = true
+	}
+	return held
 }
 
 // layout is the data-parallel ranks each pod serves, of how many: its own
@@ -196,18 +292,30 @@ func (ep *EpochPlan) minCacheOf(podRanks [][]int, dp, prefetch int, needs [][]Sh
 // it to the epoch's end: step k waits for the shards first needed at k
 // (or, for the first step, before it) to be in the cache.
 func fetchTimes(needs []ShardNeed, from, steps int64, o SimOptions) (bytes, requests int64, first, stall, epoch time.Duration) {
+	return fetchTimesFrom(needs, from, steps, o, nil)
+}
+
+// fetchTimesFrom is fetchTimes where the shards onNode says are on the
+// pod's node come at o.NodeBandwidth.
+func fetchTimesFrom(needs []ShardNeed, from, steps int64, o SimOptions, onNode func(ShardNeed) bool) (bytes, requests int64, first, stall, epoch time.Duration) {
 	type ready struct {
 		step int64
 		at   time.Duration
 	}
 	var events []ready
+	var clock time.Duration
 	for _, nd := range needs {
 		if nd.LastStep < from {
 			continue
 		}
+		rate := o.Bandwidth
+		if onNode != nil && onNode(nd) {
+			rate = o.NodeBandwidth
+		}
 		bytes += nd.Bytes
 		requests += shardRequests(nd.Bytes, o.PartBytes)
-		events = append(events, ready{max(nd.FirstStep, from), time.Duration(float64(bytes) / o.Bandwidth * float64(time.Second))})
+		clock += time.Duration(float64(nd.Bytes) / rate * float64(time.Second))
+		events = append(events, ready{max(nd.FirstStep, from), clock})
 	}
 	// Needs come in the order they are first needed; a step waits for the
 	// last of its shards whatever the order.
@@ -291,7 +399,39 @@ func (ep *EpochPlan) rescale(o SimOptions, needs [][]ShardNeed) (*Rescale, error
 	if r.MinCacheBytes, err = ep.minCacheOf(podRanks, dp, o.Prefetch, after); err != nil {
 		return nil, err
 	}
+	if o.NodeBandwidth > 0 {
+		r.NodeCache = rescaleOnNodes(o, needs, after, fetched, at, steps)
+	}
 	return r, nil
+}
+
+// rescaleOnNodes is the rescale with the node cache: new pod i on the node
+// of old pod i (a new node past the old pods' count), which holds what old
+// pod i fetched before the step.
+func rescaleOnNodes(o SimOptions, before, after [][]ShardNeed, fetched map[[2]int]bool, at, steps int64) *RescaleOnNodes {
+	rn := &RescaleOnNodes{}
+	for i, pod := range after {
+		held := map[[2]int]bool{}
+		if i < len(before) {
+			held = heldOnNode(o, before[i], at)
+		}
+		onNode := func(nd ShardNeed) bool { return held[[2]int{nd.Stream, nd.Shard}] }
+		_, _, first, _, _ := fetchTimesFrom(pod, at, steps, o, onNode)
+		rn.FirstBatch = max(rn.FirstBatch, first)
+		for _, nd := range pod {
+			switch k := [2]int{nd.Stream, nd.Shard}; {
+			case nd.LastStep < at:
+			case held[k]:
+				rn.FromNodes += nd.Bytes
+			default:
+				rn.FromStore += nd.Bytes
+				if fetched[k] {
+					rn.Refetched += nd.Bytes
+				}
+			}
+		}
+	}
+	return rn
 }
 
 // quality measures, on up to n steps spread over the epoch,

@@ -140,6 +140,7 @@ func TestSimulateRejectsWhatCannotRun(t *testing.T) {
 		{SimOptions{Pods: 4, Bandwidth: 1, RescaleTo: 3, RescaleAt: 1}, "rescaling to 3 pods"},
 		{SimOptions{Pods: 4, Bandwidth: 1, RescaleTo: 2, RescaleAt: 1 << 40}, "outside the epoch"},
 		{SimOptions{Pods: 4, ProcsPerPod: 1, Mesh: &Mesh{Dims: []MeshDim{{Name: "dp", Size: 4}}}, Bandwidth: 1, RescaleTo: 2}, "without a mesh"},
+		{SimOptions{Pods: 4, Bandwidth: 1, Trials: 20}, "give its bandwidth"},
 	} {
 		if _, err := ep.Simulate(o.o); err == nil || !strings.Contains(err.Error(), o.says) {
 			t.Errorf("%+v: got %v, want %q", o.o, err, o.says)
@@ -250,5 +251,53 @@ func TestSimulateARescale(t *testing.T) {
 				t.Errorf("mid-epoch: %+v, want the shards in use refetched and a first batch to wait for", r)
 			}
 		})
+	}
+}
+
+// With the node cache, a sweep's later trials read their nodes' copies
+// (unless a pod's epoch does not fit its node's cache), and a rescale's new
+// pods read from their nodes what the old pods there fetched.
+func TestSimulateTheNodeCache(t *testing.T) {
+	ep := simEpoch(t, true)
+	steps := ep.plan.Steps()
+	plain := must(ep.Simulate(SimOptions{Pods: 4, Bandwidth: 1e6, Prefetch: 2}))
+	var epoch, largest int64
+	for _, ps := range plain.Pods {
+		epoch += ps.Bytes
+		largest = max(largest, ps.Bytes)
+	}
+	for _, tt := range []struct {
+		name     string
+		limit    int64
+		wantWith int64
+	}{{"every pod's epoch fits its node", 0, epoch}, {"no pod's epoch fits", 1, 20 * epoch}} {
+		t.Run(tt.name, func(t *testing.T) {
+			sw := must(ep.Simulate(SimOptions{Pods: 4, Bandwidth: 1e6, NodeBandwidth: 1e8, NodeCacheBytes: tt.limit, Prefetch: 2, Trials: 20})).Sweep
+			if sw == nil || sw.Egress != 20*epoch || sw.EgressWithNode != tt.wantWith {
+				t.Fatalf("sweep %+v; want %d bytes without the node cache and %d with", sw, 20*epoch, tt.wantWith)
+			}
+			if tt.limit == 0 && (sw.FirstBatchFromNode <= 0 || sw.FirstBatchFromNode >= sw.FirstBatch) {
+				t.Errorf("a later trial's first batch %s, the first's %s: want it sooner from the node", sw.FirstBatchFromNode, sw.FirstBatch)
+			}
+		})
+	}
+	for _, at := range []int64{0, steps / 2} {
+		r := must(ep.Simulate(SimOptions{Pods: 4, Bandwidth: 1e6, NodeBandwidth: 1e8, Prefetch: 2, RescaleTo: 2, RescaleAt: at})).Rescale
+		n := r.NodeCache
+		if n == nil || n.FromNodes+n.FromStore != r.After || n.Refetched > r.Refetched || n.FirstBatch > r.FirstBatch {
+			t.Fatalf("at step %d: %+v with the node cache, %+v without", at, n, r)
+		}
+		if at > 0 && (n.FromNodes == 0 || n.Refetched >= r.Refetched) {
+			t.Errorf("mid-epoch: %+v; want the new pods to read what their nodes held, refetching less than %d", n, r.Refetched)
+		}
+		if at == 0 && n.FromNodes != 0 {
+			t.Errorf("at step 0 the nodes held nothing, yet %d bytes came from them", n.FromNodes)
+		}
+	}
+	// A node cache of one shard keeps less than an unbounded one.
+	small := must(ep.Simulate(SimOptions{Pods: 4, Bandwidth: 1e6, NodeBandwidth: 1e8, NodeCacheBytes: largest / 8, Prefetch: 2, RescaleTo: 2, RescaleAt: steps / 2})).Rescale.NodeCache
+	big := must(ep.Simulate(SimOptions{Pods: 4, Bandwidth: 1e6, NodeBandwidth: 1e8, Prefetch: 2, RescaleTo: 2, RescaleAt: steps / 2})).Rescale.NodeCache
+	if small.FromNodes >= big.FromNodes {
+		t.Errorf("a node cache of %d bytes gave %d bytes, an unbounded one %d", largest/8, small.FromNodes, big.FromNodes)
 	}
 }

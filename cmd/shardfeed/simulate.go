@@ -39,6 +39,11 @@ type simulateOptions struct {
 	rescaleTo         int
 	rescaleAt         int64
 	output            string
+	// The node cache (#58): predicted beside the store when set.
+	nodeCache      bool
+	nodeBandwidth  string
+	nodeCacheLimit string
+	trials         int
 }
 
 func newSimulateCommand() *cobra.Command {
@@ -87,9 +92,36 @@ shuffle.blockSize (quality vs. cache), numSplits and cacheLimit.`,
 	f.Int64Var(&o.epoch, "epoch", 0, "epoch")
 	f.IntVar(&o.rescaleTo, "rescale-to", 0, "also predict a rescale to this many pods (new pods, empty caches), as a Job made again with another size: the bytes refetched")
 	f.Int64Var(&o.rescaleAt, "rescale-at-step", -1, "the step of the rescale (default: the middle of the epoch)")
+	f.BoolVar(&o.nodeCache, "node-cache", false, "also predict with the chart's node cache, one pod to a node: a rescale's new pods read from their nodes, a sweep's later trials too")
+	f.StringVar(&o.nodeBandwidth, "node-bandwidth", "2GB/s", "with --node-cache: the rate a pod reads its node's cache")
+	f.StringVar(&o.nodeCacheLimit, "node-cache-limit", "", "with --node-cache: a node's cache budget (nodeCache.limit), e.g. 500Gi; default: no limit")
+	f.IntVar(&o.trials, "trials", 0, "with --node-cache: a sweep of this many jobs of the plan one after another on the same nodes: the egress and first batch with and without the node cache")
 	f.StringVarP(&o.output, "output", "o", "text", "text or json")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
+}
+
+// nodeOptions sets the node cache's part of so from the flags.
+func (o *simulateOptions) nodeOptions(so *planner.SimOptions) error {
+	if !o.nodeCache {
+		if o.trials > 1 {
+			return fmt.Errorf("--trials %d compares a sweep with and without the node cache: add --node-cache", o.trials)
+		}
+		return nil
+	}
+	bw, err := parseBandwidth(o.nodeBandwidth)
+	if err != nil {
+		return fmt.Errorf("--node-bandwidth: %w", err)
+	}
+	so.NodeBandwidth, so.Trials = bw, o.trials
+	if o.nodeCacheLimit != "" {
+		q, err := resource.ParseQuantity(o.nodeCacheLimit)
+		if err != nil || q.Sign() <= 0 {
+			return fmt.Errorf("--node-cache-limit %q: write bytes such as 500Gi", o.nodeCacheLimit)
+		}
+		so.NodeCacheBytes = q.Value()
+	}
+	return nil
 }
 
 // parseBandwidth reads "1GB/s", "500MB/s", "10Gbit/s", "1GiB/s" or a plain
@@ -171,6 +203,9 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 	}
 	so := planner.SimOptions{Pods: o.pods, ProcsPerPod: o.procsPerPod, Bandwidth: bw, StepTime: o.stepTime, Prefetch: o.prefetch,
 		PartBytes: cache.DefaultPartBytes, RescaleTo: o.rescaleTo, RescaleAt: o.rescaleAt}
+	if err := o.nodeOptions(&so); err != nil {
+		return err
+	}
 	if o.rescaleTo > 0 && o.rescaleAt < 0 {
 		so.RescaleAt = pl.Steps() / 2
 	}
@@ -252,6 +287,16 @@ func (o *simulateOptions) run(ctx context.Context, stdin io.Reader, stdout io.Wr
 		p("\tof which %s refetched (the shards in use at the step, %.1f%% of the epoch's %s); first batch %s; min cache %s\n",
 			bytesize.Human(r.Refetched), 100*float64(r.Refetched)/float64(max(r.Before+r.Unchanged, 1)), bytesize.Human(r.Before+r.Unchanged),
 			r.FirstBatch.Round(time.Millisecond), bytesize.Human(r.MinCacheBytes))
+	}
+	if r := sim.Rescale; r != nil && r.NodeCache != nil {
+		n := r.NodeCache
+		p("\twith the node cache (new pod i on old pod i's node): %s from the nodes, %s from the store, of which %s refetched; first batch %s\n",
+			bytesize.Human(n.FromNodes), bytesize.Human(n.FromStore), bytesize.Human(n.Refetched), n.FirstBatch.Round(time.Millisecond))
+	}
+	if sw := sim.Sweep; sw != nil {
+		p("\nsweep\t%d trials of this job one after another on the same nodes: %s from the store without the node cache, %s with it;\n",
+			sw.Trials, bytesize.Human(sw.Egress), bytesize.Human(sw.EgressWithNode))
+		p("\tfirst batch %s from the store, %s from the node (a later trial)\n", sw.FirstBatch.Round(time.Millisecond), sw.FirstBatchFromNode.Round(time.Millisecond))
 	}
 	q := sim.Quality
 	p("\nshuffle\tmean gap between consecutive samples of a split: %.0f (a uniform shuffle: %.0f, %.0f%%)\n",

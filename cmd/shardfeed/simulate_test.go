@@ -44,6 +44,10 @@ func TestSimulateCommand(t *testing.T) {
 		{"a mesh whose dp does not divide", []string{"--mesh", "dp=3", "--procs-per-pod", "1"}, []string{"3 does not divide spec.numSplits (4)"}, true},
 		{"a bandwidth that is not one", []string{"--pods", "1", "--bandwidth", "quick"}, []string{"--bandwidth", "1GB/s"}, true},
 		{"an unknown output", []string{"--pods", "1", "-o", "yaml"}, []string{"text or json"}, true},
+		{"the node cache", []string{"--pods", "4", "--bandwidth", "1MB/s", "--node-cache", "--trials", "20", "--rescale-to", "2"},
+			[]string{"20 trials of this job", "with the node cache (new pod i on old pod i's node)"}, false},
+		{"a sweep without the node cache", []string{"--pods", "2", "--trials", "20"}, []string{"add --node-cache"}, true},
+		{"a node cache limit that is not one", []string{"--pods", "2", "--node-cache", "--node-cache-limit", "lots"}, []string{"--node-cache-limit", "500Gi"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -61,6 +61,7 @@ type simulated struct {
 		HeapBytes int64
 	}
 	Rescale *planner.Rescale
+	Sweep   *planner.Sweep
 	// A pod's sidecar's start, the indexes read in parts, at step 0 and
 	// as a rescale's new pod.
 	InParts      *partsStart `json:"startInParts"`
@@ -100,7 +101,7 @@ func TestIntegrationDataPlane(t *testing.T) {
 	idx := filepath.Join(dir, "indexes", "tokens", index.FileName)
 	indexBytes := writeLargeIndex(t, idx, d)
 	splits := d.splits()
-	var rows []string
+	var rows, nodeRows []string
 	for _, block := range d.blockSizes {
 		manifest := filepath.Join(dir, fmt.Sprintf("dataset-%d.yaml", block))
 		if err := os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
@@ -120,7 +121,8 @@ spec:
 		began := time.Now()
 		out, err := exec.Command(shardfeedBinary, "simulate", "-f", manifest, "--index-dir", filepath.Join(dir, "indexes"),
 			"--pods", fmt.Sprint(d.pods), "--procs-per-pod", fmt.Sprint(d.ranks), "--bandwidth", d.bandwidth,
-			"--step-time", d.stepTime.String(), "--rescale-to", fmt.Sprint(d.rescaleTo), "-o", "json").Output()
+			"--step-time", d.stepTime.String(), "--rescale-to", fmt.Sprint(d.rescaleTo),
+			"--node-cache", "--node-bandwidth", nodeBandwidth, "--trials", fmt.Sprint(trials), "-o", "json").Output()
 		if err != nil {
 			var stderr []byte
 			if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
@@ -139,6 +141,7 @@ spec:
 			t.Errorf("an index of %d bytes: warnings %q", indexBytes, sim.Warnings)
 		}
 		rows = append(rows, dataPlaneRow(block, sim, took))
+		nodeRows = append(nodeRows, nodeCacheRow(block, sim))
 	}
 	report := fmt.Sprintf("%d pods × %d ranks (then %d pods), %.0e samples of %d bytes in %.0e shards of %s (%s), numSplits %d, global batch %d, %s per pod from the store, %s per step. "+
 		"The index as `shardfeed index` writes it: %s (the sidecar reads at most %s of a stream's index, the manager %s by default).\n\n"+
@@ -147,6 +150,10 @@ spec:
 		d.pods, d.ranks, d.rescaleTo, float64(d.samples), d.sampleBytes, float64(d.shards), bytesize.Human(d.samples/d.shards*d.sampleBytes), bytesize.Human(d.samples*d.sampleBytes),
 		splits, 2*splits, d.bandwidth, d.stepTime, bytesize.Human(indexBytes), bytesize.Human(index.DefaultMaxBytes), "16 MiB",
 		d.pods, d.rescaleTo, strings.Join(rows, ""))
+	report += fmt.Sprintf("\nWith the node cache (#58; `simulate --node-cache`, one pod to a node, %s from a node's cache, no node budget): "+
+		"a sweep of %d trials of the job one after another on the same nodes, and the rescale above with new pod i on old pod i's node.\n\n"+
+		"| shuffle block | sweep: from the store without / with the node cache | first batch from the store / a later trial's from its node | rescale: the new pods read from their nodes, from the store (of which refetched) | their first batch without / with |\n"+
+		"| --- | --- | --- | --- | --- |\n%s", nodeBandwidth, trials, strings.Join(nodeRows, ""))
 	t.Logf("data plane:\n%s", report)
 	if path := os.Getenv("SCALE_DATAPLANE_REPORT"); path != "" {
 		if err := os.WriteFile(path, []byte(report), 0o644); err != nil { //nolint:gosec // a report
@@ -219,6 +226,29 @@ func checkDataPlane(t *testing.T, d dataPlane, sim simulated) {
 	if r == nil || r.ToPods != d.rescaleTo || r.Before+r.Unchanged != fetched || r.Refetched <= 0 || r.Refetched > r.After {
 		t.Fatalf("rescale %+v: before + unchanged must be the epoch's %d bytes, something refetched, no more than after", r, fetched)
 	}
+	// The node cache: a sweep's later trials fetch nothing (no node
+	// budget); a rescale's new pods read part of their window from their
+	// nodes and refetch less.
+	if sw := sim.Sweep; sw == nil || sw.Egress != trials*fetched || sw.EgressWithNode != fetched || sw.FirstBatchFromNode >= sw.FirstBatch {
+		t.Errorf("sweep %+v: want %d trials × the epoch's %d bytes without the node cache, one epoch with it, and a first batch sooner from the node", sim.Sweep, trials, fetched)
+	}
+	if n := r.NodeCache; n == nil || n.FromNodes+n.FromStore != r.After || n.FromNodes <= 0 || n.Refetched >= r.Refetched {
+		t.Errorf("a rescale with the node cache %+v, without %+v: want the window split between the nodes and the store, less refetched", r.NodeCache, r)
+	}
+}
+
+// The node cache's figures: a sweep of trials, a node's read rate.
+const (
+	trials        = 20
+	nodeBandwidth = "2GB/s"
+)
+
+func nodeCacheRow(block int64, sim simulated) string {
+	sw, r := sim.Sweep, sim.Rescale
+	n := r.NodeCache
+	return fmt.Sprintf("| %d | %s / %s | %s / %s | %s, %s (%s) | %s / %s |\n", block,
+		bytesize.Human(sw.Egress), bytesize.Human(sw.EgressWithNode), sw.FirstBatch.Round(100*time.Millisecond), sw.FirstBatchFromNode.Round(100*time.Millisecond),
+		bytesize.Human(n.FromNodes), bytesize.Human(n.FromStore), bytesize.Human(n.Refetched), r.FirstBatch.Round(100*time.Millisecond), n.FirstBatch.Round(100*time.Millisecond))
 }
 
 func dataPlaneRow(block int64, sim simulated, took time.Duration) string {

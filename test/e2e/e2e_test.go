@@ -23,7 +23,10 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func TestEndToEndTrainingThroughAKillAndARescaleIsExactlyOnce(t *testing.T) {
+// clusterOptions are the local cluster's, as hack/e2e.sh sets them up,
+// and a context of 15 minutes for a story.
+func clusterOptions(t *testing.T, samples int) (scenario.Options, context.Context) {
+	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -33,10 +36,15 @@ func TestEndToEndTrainingThroughAKillAndARescaleIsExactlyOnce(t *testing.T) {
 		t.Fatal("no cluster: run this through hack/e2e.sh (make test-e2e), which brings the local cluster up")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
+	return scenario.Options{Root: root, Bin: filepath.Join(root, "bin"), Kubeconfig: kubeconfig, NodeIP: nodeIP,
+		Out: logWriter{t}, Samples: samples}, ctx
+}
+
+func TestEndToEndTrainingThroughAKillAndARescaleIsExactlyOnce(t *testing.T) {
 	const samples = 1600
-	rep, err := scenario.Run(ctx, scenario.Options{Root: root, Bin: filepath.Join(root, "bin"), Kubeconfig: kubeconfig, NodeIP: nodeIP,
-		Out: logWriter{t}, Samples: samples})
+	o, ctx := clusterOptions(t, samples)
+	rep, err := scenario.Run(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,13 +3,8 @@
 package e2e
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/test/e2e/scenario"
 )
 
@@ -19,18 +14,8 @@ import (
 // sidecar reads a shard from the store; every value is checked (by the
 // sidecars, against the index) and both lineages are exactly once.
 func TestEndToEndTheNodeCacheServesRestartsRescalesAndASecondJob(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, nodeIP := os.Getenv("KUBECONFIG"), os.Getenv("SHARDFEED_CLUSTER_NODE_IP")
-	if kubeconfig == "" || nodeIP == "" {
-		t.Fatal("no cluster: run this through hack/e2e.sh (make test-e2e), which brings the local cluster up")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	rep, err := scenario.RunNodeCache(ctx, scenario.Options{Root: root, Bin: filepath.Join(root, "bin"), Kubeconfig: kubeconfig, NodeIP: nodeIP,
-		Out: logWriter{t}, Samples: 800})
+	o, ctx := clusterOptions(t, 800)
+	rep, err := scenario.RunNodeCache(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}

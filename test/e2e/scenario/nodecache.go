@@ -340,13 +340,7 @@ func dirBytes(dir string) (int64, error) {
 // RunNodeCache plays the node cache story on its own: MinIO on the node,
 // the operator with the node cache, the two jobs.
 func RunNodeCache(ctx context.Context, o Options) (*NodeCacheReport, error) {
-	if o.Samples == 0 {
-		o.Samples = 1200
-	}
-	if o.StepTime == 0 {
-		o.StepTime = 40 * time.Millisecond
-	}
-	c, err := NewCluster(o)
+	c, err := NewCluster(o.withDefaults())
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +379,7 @@ func (c *Cluster) EnableNodeCache(ctx context.Context, ns string, diskBytes int6
 		"--set", "nodeCache.hostPath="+nc.Dir, "--set", "nodeCache.socketDir="+filepath.Join(base, "sock"),
 		"--set", "nodeCache.limit=1Gi", "--set", "nodeCache.resources.requests.cpu=50m")
 	if err != nil {
-		nc.Disable(context.WithoutCancel(ctx))
+		_ = nc.Disable(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	return nc, nil

@@ -8,6 +8,7 @@
 package scenario
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -126,24 +127,22 @@ func (c *Cluster) Close() {
 // with an error (as far as it got).
 func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{}
-	if o.Pods == 0 {
-		o.Pods = 4
-	}
-	if o.RescaledPods == 0 {
-		o.RescaledPods = 2
-	}
-	if o.Samples == 0 {
-		o.Samples = 1200
-	}
-	if o.StepTime == 0 {
-		o.StepTime = 40 * time.Millisecond
-	}
-	c, err := NewCluster(o)
+	c, err := NewCluster(o.withDefaults())
 	if err != nil {
 		return rep, err
 	}
 	defer c.Close()
 	return rep, c.play(ctx, rep)
+}
+
+// withDefaults fills the options left zero: 4 pods rescaled to 2, 1200
+// samples a stream, 40 ms a step.
+func (o Options) withDefaults() Options {
+	o.Pods = cmp.Or(o.Pods, 4)
+	o.RescaledPods = cmp.Or(o.RescaledPods, 2)
+	o.Samples = cmp.Or(o.Samples, 1200)
+	o.StepTime = cmp.Or(o.StepTime, 40*time.Millisecond)
+	return o
 }
 
 // Step narrates one step of the story.

@@ -329,7 +329,7 @@ func (a *Agent) acquire(ctx context.Context, req Request, shard cache.Shard) (fi
 		if err != nil {
 			return nil, false, fillError(req, err)
 		}
-		file, err := a.checked(p, shard)
+		file, err := a.checked(p, shard, fetched)
 		if err == nil {
 			return file, !fetched && attempt == 0, nil
 		}
@@ -345,10 +345,16 @@ func (a *Agent) acquire(ctx context.Context, req Request, shard cache.Shard) (fi
 // checked opens an entry's file and checks its bytes: against the index's
 // hash, or, for an unhashed part, the sum the agent took when it filled it
 // (kept under .sums/ in its directory, across restarts).
-func (a *Agent) checked(p string, shard cache.Shard) (*os.File, error) {
+//
+// A shard this request just filled was checked against the index's hash
+// by the cache as it came in: it is not read twice.
+func (a *Agent) checked(p string, shard cache.Shard, filled bool) (*os.File, error) {
 	want, err := checksum.Parse(shard.Hash)
 	if err != nil {
 		return nil, err
+	}
+	if filled && !want.IsZero() {
+		return os.Open(p)
 	}
 	if want.IsZero() {
 		if want, err = a.sumOf(p, shard.Key); err != nil {

@@ -546,18 +546,26 @@ func cmp(a, b string) string {
 	return b
 }
 
+// rowGroupAndFooter is an object of 3 MiB read as a Parquet file's row
+// group (2 MiB, hashed) and its footer (1 MiB, unhashed, versioned by the
+// row group's hash).
+func rowGroupAndFooter(t *testing.T) (*dataset, []byte, []cache.Shard) {
+	t.Helper()
+	d := newDataset(t, "xxh64", 3<<20)
+	obj := d.data[d.shards[0].Key]
+	rgSum, _ := checksum.Of("xxh64", obj[:2<<20])
+	return d, obj, []cache.Shard{
+		{Stream: "web", Key: d.shards[0].Key, Range: true, Offset: 0, Size: 2 << 20, Hash: rgSum.String()},
+		{Stream: "web", Key: d.shards[0].Key, Range: true, Offset: 2 << 20, Size: 1 << 20, Version: rgSum.String()},
+	}
+}
+
 // A Parquet file's row group and its footer, next to each other: the
 // sidecar asks the agent for each (never one run from the store past it),
 // the footer, which the index does not hash, keyed by its row group's hash
 // as its version; a second pod reads both from the node.
 func TestIntegrationARowGroupAndItsFooterComeFromTheNode(t *testing.T) {
-	d := newDataset(t, "xxh64", 3<<20)
-	obj := d.data[d.shards[0].Key]
-	rgSum, _ := checksum.Of("xxh64", obj[:2<<20])
-	parts := []cache.Shard{
-		{Stream: "web", Key: d.shards[0].Key, Range: true, Offset: 0, Size: 2 << 20, Hash: rgSum.String()},
-		{Stream: "web", Key: d.shards[0].Key, Range: true, Offset: 2 << 20, Size: 1 << 20, Version: rgSum.String()},
-	}
+	d, obj, parts := rowGroupAndFooter(t)
 	a := startAgent(t, t.TempDir(), nil)
 	ns := apiServer.Namespace(t)
 	creds := minioServer.CredentialsDir(t)
@@ -609,13 +617,7 @@ func TestIntegrationARowGroupAndItsFooterComeFromTheNode(t *testing.T) {
 // next served, discarded and filled again from the store; an unhashed
 // entry of an earlier run without the sum the agent kept is not believed.
 func TestIntegrationTheAgentChecksEveryEntryItServes(t *testing.T) {
-	d := newDataset(t, "xxh64", 3<<20)
-	obj := d.data[d.shards[0].Key]
-	rgSum, _ := checksum.Of("xxh64", obj[:2<<20])
-	parts := []cache.Shard{
-		{Stream: "web", Key: d.shards[0].Key, Range: true, Offset: 0, Size: 2 << 20, Hash: rgSum.String()},
-		{Stream: "web", Key: d.shards[0].Key, Range: true, Offset: 2 << 20, Size: 1 << 20, Version: rgSum.String()},
-	}
+	d, obj, parts := rowGroupAndFooter(t)
 	dir := t.TempDir()
 	a := startAgent(t, dir, nil)
 	ns := apiServer.Namespace(t)

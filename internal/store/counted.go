@@ -14,7 +14,20 @@ type Counts struct {
 	Gets, Stats, Lists, Puts, Deletes, Retries atomic.Int64
 	// ReadBytes are the bytes read from the bodies of Gets.
 	ReadBytes atomic.Int64
+	// AheadGets are the Gets made ahead of any reader's need (Ahead).
+	AheadGets atomic.Int64
 }
+
+type aheadKey struct{}
+
+// Ahead marks the reads made with ctx as ahead of any reader's need (a
+// sidecar's fetch of the next epoch's first shards): counted apart, so
+// that the plan's reads stay what the plan says and what reading ahead
+// cost is seen.
+func Ahead(ctx context.Context) context.Context { return context.WithValue(ctx, aheadKey{}, true) }
+
+// IsAhead says whether ctx was marked by Ahead.
+func IsAhead(ctx context.Context) bool { return ctx.Value(aheadKey{}) != nil }
 
 // Requests is every request made, retries included.
 func (c *Counts) Requests() int64 {
@@ -32,6 +45,9 @@ type counted struct {
 func Counted(st Store, c *Counts) Store { return counted{Store: st, c: c} }
 
 func (s counted) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if IsAhead(ctx) {
+		s.c.AheadGets.Add(1)
+	}
 	s.c.Gets.Add(1)
 	r, err := s.Store.Get(ctx, key, off, n)
 	if err != nil {

@@ -124,6 +124,11 @@ type Stats struct {
 	DerivedStored int64
 	// Node counts the shards the node's cache gave.
 	Node NodeStats
+	// AheadDownloads and AheadBytes are the part of Downloads and
+	// FetchedBytes fetched ahead of any reader's need (store.Ahead): the
+	// next epoch's first shards.
+	AheadDownloads int64
+	AheadBytes     int64
 }
 
 type state int
@@ -616,9 +621,7 @@ func (c *Cache) fetchOnce(ctx context.Context, st store.Store, s Shard, size int
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
-	c.mu.Lock()
-	c.stats.Downloads++
-	c.mu.Unlock()
+	c.downloaded(ctx)
 	return nil
 }
 
@@ -640,7 +643,7 @@ func (c *Cache) fetchWhole(ctx context.Context, st store.Store, s Shard, size in
 	}
 	// One byte more than expected shows an object that grew.
 	n, err := io.Copy(w, io.LimitReader(body, size+1))
-	c.fetched(n)
+	c.fetched(ctx, n)
 	return n, err
 }
 
@@ -669,7 +672,7 @@ func (c *Cache) fetchParts(ctx context.Context, st store.Store, s Shard, size in
 			defer func() { _ = body.Close() }()
 			got, err := io.Copy(io.NewOffsetWriter(f, off), io.LimitReader(body, ask))
 			total.Add(got)
-			c.fetched(got)
+			c.fetched(ctx, got)
 			if err == nil && got != want {
 				// Each part checks its own length: a short part and a long
 				// last one must not add up to the right size.
@@ -682,10 +685,26 @@ func (c *Cache) fetchParts(ctx context.Context, st store.Store, s Shard, size in
 	return total.Load(), err
 }
 
-func (c *Cache) fetched(n int64) {
+func (c *Cache) fetched(ctx context.Context, n int64) {
 	c.mu.Lock()
 	c.stats.FetchedBytes += n
+	if store.IsAhead(ctx) {
+		c.stats.AheadBytes += n
+	}
 	c.mu.Unlock()
+}
+
+func (c *Cache) downloaded(ctx context.Context) {
+	c.mu.Lock()
+	c.downloadedLocked(ctx)
+	c.mu.Unlock()
+}
+
+func (c *Cache) downloadedLocked(ctx context.Context) {
+	c.stats.Downloads++
+	if store.IsAhead(ctx) {
+		c.stats.AheadDownloads++
+	}
 }
 
 func short(h string) string {

@@ -47,7 +47,7 @@ func (c *Cache) fromNode(ctx context.Context, s Shard, size int64, want checksum
 	}
 	c.stats.Node.Hits++
 	c.stats.Node.Bytes += size
-	c.stats.Downloads++
+	c.downloadedLocked(ctx)
 	return true
 }
 

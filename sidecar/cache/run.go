@@ -30,6 +30,24 @@ func (c *Cache) Fits(n int64) bool {
 	return c.opts.LimitBytes == 0 || c.used+n <= c.opts.LimitBytes
 }
 
+// FitsBesideHeld reports whether n more bytes fit the cache beside the
+// shards held and those being fetched: room that evicting shards no one
+// holds (least recently used first) makes, with no holder asked to let go.
+func (c *Cache) FitsBesideHeld(n int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.opts.LimitBytes == 0 {
+		return true
+	}
+	busy := n
+	for _, e := range c.entries {
+		if e.holds > 0 || e.state == downloading {
+			busy += e.size
+		}
+	}
+	return busy <= c.opts.LimitBytes
+}
+
 // AcquireRun holds the shards as Acquire does, fetching with one ranged GET
 // each run of them that are ranges of one object, not yet cached, and
 // follow each other directly in it (up to PartBytes a GET), the runs at
@@ -170,7 +188,7 @@ func (c *Cache) fetchRun(ctx context.Context, entries []*entry, wants []checksum
 			return // AcquireRun makes runs of ranges that follow each other
 		}
 		at = e.shard.Offset + e.shard.Size
-		ok, err := c.installFrom(body, e, wants[i])
+		ok, err := c.installFrom(ctx, body, e, wants[i])
 		if err != nil {
 			return
 		}
@@ -181,7 +199,7 @@ func (c *Cache) fetchRun(ctx context.Context, entries []*entry, wants []checksum
 // installFrom writes the entry's shard from the next Size bytes of r into
 // its place: false if they do not match its hash, an error if they could
 // not be read or written.
-func (c *Cache) installFrom(r io.Reader, e *entry, want checksum.Sum) (bool, error) {
+func (c *Cache) installFrom(ctx context.Context, r io.Reader, e *entry, want checksum.Sum) (bool, error) {
 	dst := c.path(e.shard)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return false, err
@@ -198,7 +216,7 @@ func (c *Cache) installFrom(r io.Reader, e *entry, want checksum.Sum) (bool, err
 		w = io.MultiWriter(tmp, h)
 	}
 	n, err := io.CopyN(w, r, e.shard.Size)
-	c.fetched(n)
+	c.fetched(ctx, n)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -211,8 +229,6 @@ func (c *Cache) installFrom(r io.Reader, e *entry, want checksum.Sum) (bool, err
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return false, err
 	}
-	c.mu.Lock()
-	c.stats.Downloads++
-	c.mu.Unlock()
+	c.downloaded(ctx)
 	return true, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -350,6 +351,26 @@ func (t *decodedTable) dropLocked(d *decodedShard) {
 	t.stats.decodedEvictions.Add(1)
 }
 
+// dropUnneeded drops mapped shards that nothing holds and no reader needs
+// again, least recently used first and none of keep, until fits says the
+// cache has room; it reports whether it has. Unlike reclaim it copies no
+// shard onto the heap: what it makes room for is not needed yet.
+func (t *decodedTable) dropUnneeded(keep map[shardKey]bool, fits func() bool) bool {
+	tried := maps.Clone(keep)
+	for !fits() {
+		t.mu.Lock()
+		d, done := t.reclaimableLocked(tried)
+		if d == nil || !done {
+			t.mu.Unlock()
+			return false
+		}
+		t.dropLocked(d)
+		t.freedLocked()
+		t.mu.Unlock()
+	}
+	return true
+}
+
 // reclaim gives the cache back the parts of one mapped shard, for a cache
 // full of them (cache.OnFull); false if there is none to give. A shard
 // nothing holds and no reader needs again is dropped. One that is still
@@ -508,5 +529,6 @@ type counters struct {
 	decodedEvictions, batches, batchRows    atomic.Int64
 	heapCopies                              atomic.Int64
 	prefetched, prefetchErrors              atomic.Int64
+	warmedNext                              atomic.Int64
 	skippedShards, skippedRows              atomic.Int64
 }

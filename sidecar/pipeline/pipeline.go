@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"sort"
@@ -92,6 +93,10 @@ type Pipeline struct {
 	scopes map[scopeKey]*scope
 	ctx    context.Context
 	cancel context.CancelFunc
+	// warms are the prefetchers' fetches of the next epoch's first steps;
+	// warmed the parts they hold, by epoch and shard (keepWarm).
+	warms  sync.WaitGroup
+	warmed map[int64]map[shardKey][]cache.Shard
 }
 
 // New returns a pipeline; it starts nothing until asked for batches or to
@@ -117,7 +122,7 @@ func New(opts Options) (*Pipeline, error) {
 	} else if opts.FirstSplit < 0 || opts.Splits < 0 || opts.FirstSplit+opts.Splits > S {
 		return nil, fmt.Errorf("pipeline: splits [%d, %d) are not splits of the plan's %d", opts.FirstSplit, opts.FirstSplit+opts.Splits, S)
 	}
-	p := &Pipeline{opts: opts, plan: opts.Plan, epochs: map[int64]*planner.EpochPlan{}, scopes: map[scopeKey]*scope{}}
+	p := &Pipeline{opts: opts, plan: opts.Plan, epochs: map[int64]*planner.EpochPlan{}, scopes: map[scopeKey]*scope{}, warmed: map[int64]map[shardKey][]cache.Shard{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	fields := append([]arrow.Field(nil), opts.Streams[0].Schema().Fields()...)
 	var err error
@@ -169,6 +174,8 @@ func (p *Pipeline) Close() {
 	for _, s := range scopes {
 		s.stop()
 	}
+	p.warms.Wait()
+	p.unwarmBefore(math.MaxInt64)
 	p.opts.Cache.OnFull(nil)
 	p.decoded.close()
 }

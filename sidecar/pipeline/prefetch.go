@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 )
@@ -40,6 +41,8 @@ type scope struct {
 	last   map[shardKey]int64
 	cancel context.CancelFunc
 	done   chan struct{}
+	// warmed says the next epoch's first steps were warmed (warmNext).
+	warmed bool
 
 	mu      sync.Mutex
 	front   int64
@@ -99,6 +102,9 @@ func (p *Pipeline) scope(ep *planner.EpochPlan, first, n int, start int64) *scop
 	p.mu.Unlock()
 	for _, old := range stale {
 		old.stop()
+	}
+	if len(stale) > 0 {
+		p.unwarmBefore(key.epoch)
 	}
 	return sc
 }
@@ -398,6 +404,18 @@ type inFlight struct {
 	done chan struct{} // a fetch ended
 }
 
+// idle says no fetch is in flight.
+func (f *inFlight) idle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, d := range f.held {
+		if d == nil {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *scope) run(ctx context.Context) {
 	defer close(s.done)
 	f := &inFlight{held: map[int]*decodedShard{}, sem: make(chan struct{}, s.p.opts.Fetchers), done: make(chan struct{}, 1)}
@@ -440,6 +458,11 @@ func (s *scope) run(ctx context.Context) {
 			f.wg.Add(1)
 			go s.fetch(ctx, f, group, parts)
 		}
+		if next == len(s.needs) && !s.warmed && f.idle() {
+			s.warmed = true
+			s.p.warms.Add(1)
+			go s.warmNext()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -447,6 +470,128 @@ func (s *scope) run(ctx context.Context) {
 		case <-f.done:
 		case <-freed:
 		}
+	}
+}
+
+// warmNext fetches into the cache the shards the next epoch's first
+// urgentSteps steps read from the scope's splits, once the scope has
+// fetched every shard of its own (none in flight: they would evict
+// these): the epoch's first batch then waits for no store. They are not
+// decoded (the readers' window bounds memory) but held until that epoch's
+// prefetcher takes them, and fetched only while the cache has room for
+// them without evicting a shard a reader still needs (those this epoch's
+// readers have passed give way, decoded or not), in the order the steps
+// read them. It runs on the pipeline's context, not the scope's: the next
+// epoch's readers stop this scope and join its fetches in flight.
+func (s *scope) warmNext() {
+	defer s.p.warms.Done()
+	ctx := store.Ahead(s.p.ctx)
+	ep, err := s.p.Epoch(s.key.epoch + 1)
+	if err != nil {
+		return
+	}
+	var keys []shardKey
+	seen := map[shardKey]bool{}
+	var batch []planner.Sample
+	for k := range min(int64(urgentSteps), s.p.plan.Steps()) {
+		if batch, err = ep.SplitsBatch(batch[:0], k, s.key.first, s.key.n); err != nil {
+			return
+		}
+		for _, smp := range batch {
+			if key := (shardKey{smp.Stream, smp.Shard}); !seen[key] {
+				seen[key] = true
+				keys = append(keys, key)
+			}
+		}
+	}
+	if err := s.p.resolve(keys); err != nil {
+		return // the readers meet the error themselves
+	}
+	c := s.p.opts.Cache
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			return
+		}
+		if s.p.decoded.has(k) {
+			s.p.stats.warmedNext.Add(1)
+			continue
+		}
+		parts := s.p.opts.Streams[k.stream].Parts(k.shard)
+		var missing int64
+		for _, part := range parts {
+			if !c.Present(part) {
+				missing += max(part.Size, 0)
+			}
+		}
+		if missing > 0 && !s.p.decoded.dropUnneeded(seen, func() bool { return c.FitsBesideHeld(missing) }) {
+			return
+		}
+		// Held until the next epoch's prefetcher takes them (unwarm): the
+		// cache would evict them first otherwise, nothing else holding them.
+		var held []cache.Shard
+		for _, part := range parts {
+			if _, err := c.Acquire(ctx, part); err != nil {
+				break // the readers meet the error themselves
+			}
+			held = append(held, part)
+		}
+		if len(held) < len(parts) || !s.p.keepWarm(s.key.epoch+1, k, held) {
+			for _, part := range held {
+				c.Release(part)
+			}
+			return
+		}
+		s.p.stats.warmedNext.Add(1)
+	}
+}
+
+// keepWarm records the parts warmed for epoch e's shard k, held until a
+// prefetcher of that epoch has the shard decoded (unwarm), or one of a
+// later epoch starts; false if the pipeline closed meanwhile or they are
+// kept already.
+func (p *Pipeline) keepWarm(e int64, k shardKey, parts []cache.Shard) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx.Err() != nil {
+		return false
+	}
+	if p.warmed[e] == nil {
+		p.warmed[e] = map[shardKey][]cache.Shard{}
+	}
+	if _, ok := p.warmed[e][k]; ok {
+		return false
+	}
+	p.warmed[e][k] = parts
+	return true
+}
+
+// unwarm lets go of the parts warmed for epoch e's shard k.
+func (p *Pipeline) unwarm(e int64, k shardKey) {
+	p.mu.Lock()
+	parts := p.warmed[e][k]
+	delete(p.warmed[e], k)
+	p.mu.Unlock()
+	for _, part := range parts {
+		p.opts.Cache.Release(part)
+	}
+}
+
+// unwarmBefore lets go of the parts warmed for epochs before e (every
+// epoch: math.MaxInt64) that no prefetcher took.
+func (p *Pipeline) unwarmBefore(e int64) {
+	p.mu.Lock()
+	var parts []cache.Shard
+	for we, keys := range p.warmed {
+		if we < e {
+			for _, ps := range keys {
+				parts = append(parts, ps...)
+			}
+			delete(p.warmed, we)
+		}
+	}
+	p.mu.Unlock()
+	for _, part := range parts {
+		p.opts.Cache.Release(part)
 	}
 }
 
@@ -579,6 +724,7 @@ func (s *scope) fetch(ctx context.Context, f *inFlight, group []int, parts []cac
 	for _, i := range group {
 		nd := s.needs[i]
 		d, err := s.p.decoded.acquire(ctx, shardKey{nd.Stream, nd.Shard}, keep)
+		s.p.unwarm(s.key.epoch, shardKey{nd.Stream, nd.Shard})
 		f.mu.Lock()
 		switch {
 		case errors.Is(err, errNotNeeded):

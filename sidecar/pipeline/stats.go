@@ -29,6 +29,11 @@ type Stats struct {
 	HeapCopies     int64 `json:"heapCopies"`
 	Prefetched     int64 `json:"prefetched"`
 	PrefetchErrors int64 `json:"prefetchErrors"`
+	// WarmedNext counts the shards of the next epoch's first steps a
+	// prefetcher had at hand (fetched into the cache, found there or
+	// decoded) before that epoch's readers came.
+	// (Their downloads are the cache's AheadDownloads.)
+	WarmedNext int64 `json:"warmedNext"`
 	// SkippedShards and SkippedRows count the shards delivered as pad
 	// rows under onCorruptShard: skip.
 	SkippedShards   int64   `json:"skippedShards"`
@@ -49,7 +54,8 @@ func (p *Pipeline) Stats() Stats {
 		DecodedBytes: b, MappedBytes: mapped, DecodedShards: n, DecodedRows: rows,
 		ShardsDecoded: s.decodedShards.Load(), RowsDecoded: s.decodedRows.Load(), DecodeHits: s.decodedHits.Load(),
 		DecodedEvictions: s.decodedEvictions.Load(), HeapCopies: s.heapCopies.Load(), Prefetched: s.prefetched.Load(), PrefetchErrors: s.prefetchErrors.Load(),
-		Batches: s.batches.Load(), BatchRows: s.batchRows.Load(),
+		WarmedNext: s.warmedNext.Load(),
+		Batches:    s.batches.Load(), BatchRows: s.batchRows.Load(),
 		SkippedShards: s.skippedShards.Load(), SkippedRows: s.skippedRows.Load(),
 		FetchSeconds:    time.Duration(s.fetchNanos.Load()).Seconds(),
 		DecodeSeconds:   time.Duration(s.decodeNanos.Load()).Seconds(),

@@ -83,6 +83,10 @@ func newPipelineCollector(ns string, stats func() pipeline.Stats) *pipelineColle
 	}
 	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
 	add("fetched_bytes_total", "Bytes downloaded from object storage, retries included.", counter, func(s *pipeline.Stats) float64 { return float64(s.Cache.FetchedBytes) })
+	add("fetched_ahead_bytes_total", "Of those, the bytes of the next epoch's first shards, fetched before that epoch began.", counter,
+		func(s *pipeline.Stats) float64 { return float64(s.Cache.AheadBytes) })
+	add("next_epoch_warmed_shards_total", "Shards of the next epoch's first steps at hand (fetched ahead, or found in the cache) before that epoch began.", counter,
+		func(s *pipeline.Stats) float64 { return float64(s.WarmedNext) })
 	add("downloads_total", "Shard downloads.", counter, func(s *pipeline.Stats) float64 { return float64(s.Cache.Downloads) })
 	add("node_cache_hits_total", "Shards the node agent gave, checked against the index (#58): not fetched from the store by this pod.", counter,
 		func(s *pipeline.Stats) float64 { return float64(s.Cache.Node.Hits) })

@@ -16,7 +16,8 @@ func TestPipelineMetricsReadTheStatsOncePerScrape(t *testing.T) {
 	stats := func() pipeline.Stats {
 		calls++
 		return pipeline.Stats{Cache: cache.Stats{FetchedBytes: 1000, Downloads: 4, UsedBytes: 700, LimitBytes: 900, PeakBytes: 800, DerivedHits: 5, DerivedStored: 6,
-			Node: cache.NodeStats{Hits: 7, Bytes: 7 << 20, Misses: 2}},
+			Node: cache.NodeStats{Hits: 7, Bytes: 7 << 20, Misses: 2}, AheadBytes: 300, AheadDownloads: 1},
+			WarmedNext:   9,
 			FetchSeconds: 1.5, DecodeSeconds: 2.5, AssembleSeconds: 0.5, ShardsDecoded: 3, SkippedShards: 1, SkippedRows: 82, DecodedBytes: 4096, MappedBytes: 8192, DecodedShards: 2, DecodedRows: 640}
 	}
 	reg := prometheus.NewRegistry()
@@ -36,6 +37,7 @@ func TestPipelineMetricsReadTheStatsOncePerScrape(t *testing.T) {
 		"shardfeed_sidecar_decoded_shards": 2, "shardfeed_sidecar_decoded_rows": 640,
 		"shardfeed_sidecar_tokenized_shards_cached_total": 5, "shardfeed_sidecar_tokenized_shards_stored_total": 6,
 		"shardfeed_sidecar_node_cache_hits_total": 7, "shardfeed_sidecar_node_cache_bytes_total": 7 << 20, "shardfeed_sidecar_node_cache_misses_total": 2,
+		"shardfeed_sidecar_fetched_ahead_bytes_total": 300, "shardfeed_sidecar_next_epoch_warmed_shards_total": 9,
 	}
 	for _, f := range families {
 		m := f.GetMetric()[0]

@@ -142,6 +142,9 @@ type StoreStatus struct {
 	Lists     int64 `json:"lists"`
 	Retries   int64 `json:"retries"`
 	ReadBytes int64 `json:"readBytes"`
+	// AheadGets are the Gets among them made ahead of any reader's need:
+	// the next epoch's first shards.
+	AheadGets int64 `json:"aheadGets"`
 }
 
 func storeStatus(c *store.Counts) *StoreStatus {
@@ -149,7 +152,7 @@ func storeStatus(c *store.Counts) *StoreStatus {
 		return nil
 	}
 	return &StoreStatus{Requests: c.Requests(), Gets: c.Gets.Load(), Stats: c.Stats.Load(), Lists: c.Lists.Load(), Retries: c.Retries.Load(),
-		ReadBytes: c.ReadBytes.Load()}
+		ReadBytes: c.ReadBytes.Load(), AheadGets: c.AheadGets.Load()}
 }
 
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) {

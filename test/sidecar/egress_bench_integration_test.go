@@ -143,13 +143,14 @@ func podResumes(b *testing.B, ds dataset, at float64) (bytes int64, first time.D
 	}
 	var status struct {
 		Pipeline struct {
-			Cache struct{ FetchedBytes int64 } `json:"cache"`
+			Cache struct{ FetchedBytes, AheadBytes int64 } `json:"cache"`
 		} `json:"pipeline"`
 	}
 	if err := srv.client.Status(ctx, &status); err != nil {
 		b.Fatal(err)
 	}
-	return status.Pipeline.Cache.FetchedBytes, first
+	// The epoch's bytes: not the next epoch's first shards, fetched ahead.
+	return status.Pipeline.Cache.FetchedBytes - status.Pipeline.Cache.AheadBytes, first
 }
 
 // podFetches runs pod `pod` of a job of `pods` one-rank pods, reads its
@@ -175,12 +176,15 @@ func podFetches(b *testing.B, ds dataset, dir string, pods, pod int) (bytes, req
 	}
 	var status struct {
 		Pipeline struct {
-			Cache struct{ FetchedBytes int64 } `json:"cache"`
+			Cache struct{ FetchedBytes, AheadBytes int64 } `json:"cache"`
 		} `json:"pipeline"`
-		Store struct{ Requests int64 } `json:"store"`
+		Store struct{ Requests, AheadGets int64 } `json:"store"`
 	}
 	if err := srv.client.Status(ctx, &status); err != nil {
 		b.Fatal(err)
 	}
-	return status.Pipeline.Cache.FetchedBytes, status.Store.Requests, first
+	// The epoch's bytes and requests: not the next epoch's first shards,
+	// fetched ahead.
+	c := status.Pipeline.Cache
+	return c.FetchedBytes - c.AheadBytes, status.Store.Requests - status.Store.AheadGets, first
 }

@@ -82,6 +82,10 @@ type Options struct {
 	// CorruptAttempts is how many downloads of a shard that does not match
 	// its hash or size are made before it is declared corrupt (default 3).
 	CorruptAttempts int
+	// Keep, if set, names shards to evict only when no other will do
+	// (the node agent's: those its pods read next); least recently used
+	// first either way. It is called with the cache's lock held.
+	Keep func(Shard) bool
 	// FullTimeout is how long a download waits for held shards to be
 	// released when the cache is full, before failing (default 1 minute).
 	FullTimeout time.Duration
@@ -97,6 +101,9 @@ type Options struct {
 	// node agent); OnNodeMiss hears why it could not give one.
 	Node       NodeFetch
 	OnNodeMiss func(Shard, error)
+	// NodeWarm, if set, is where Hint names the shards a reader needs
+	// next (the node agent's warm requests).
+	NodeWarm NodeWarm
 }
 
 // DefaultPartBytes is the size of a ranged GET of a large shard
@@ -158,6 +165,8 @@ type Cache struct {
 	opts   Options
 	stores map[string]store.Store
 	sem    chan struct{}
+	// hinting says a hint to the node is in flight (Hint).
+	hinting atomic.Bool
 
 	mu      sync.Mutex
 	changed *sync.Cond // holds released, entries evicted, downloads ended
@@ -566,13 +575,24 @@ func (c *Cache) reserve(ctx context.Context, e *entry, size int64) error {
 	return nil
 }
 
-// evictOne removes the least recently used shard no one holds.
+// evictOne removes the least recently used shard no one holds, one
+// Options.Keep keeps only when there is no other.
 func (c *Cache) evictOne() bool {
-	var victim *entry
+	var victim, kept *entry
 	for _, e := range c.entries {
-		if e.holds == 0 && (e.state == present || e.state == unverified) && (victim == nil || e.lastUse.Before(victim.lastUse)) {
+		if e.holds > 0 || (e.state != present && e.state != unverified) {
+			continue
+		}
+		if c.opts.Keep != nil && c.opts.Keep(e.shard) {
+			if kept == nil || e.lastUse.Before(kept.lastUse) {
+				kept = e
+			}
+		} else if victim == nil || e.lastUse.Before(victim.lastUse) {
 			victim = e
 		}
+	}
+	if victim == nil {
+		victim = kept
 	}
 	if victim == nil {
 		return false

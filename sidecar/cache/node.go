@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
 )
@@ -16,10 +17,60 @@ import (
 // error says the shard is not one to ask the node for.
 type NodeFetch func(ctx context.Context, s Shard) (io.ReadCloser, error)
 
+// NodeWarm names to the node's cache the shards a reader needs next, for
+// it to fetch ahead and keep.
+type NodeWarm func(ctx context.Context, shards []Shard) error
+
+// Hint names the shards to the node's cache (Options.NodeWarm), those of
+// them not on disk here and that the node keeps (hashed, or versioned),
+// without waiting: a hint while the last is still in flight is not taken
+// (false: name them again later), and an error only counted (the reads go
+// on as they would).
+func (c *Cache) Hint(shards []Shard) bool {
+	if c.opts.NodeWarm == nil {
+		return false
+	}
+	var ask []Shard
+	c.mu.Lock()
+	for _, s := range shards {
+		if e, ok := c.entries[s.id()]; (ok && e.state == present) || (s.Hash == "" && s.Version == "") {
+			continue
+		}
+		ask = append(ask, s)
+	}
+	c.mu.Unlock()
+	if len(ask) == 0 {
+		return true
+	}
+	if !c.hinting.CompareAndSwap(false, true) {
+		return false
+	}
+	go func() {
+		defer c.hinting.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err := c.opts.NodeWarm(ctx, ask)
+		c.mu.Lock()
+		if err != nil {
+			c.stats.Node.HintErrors++
+		} else {
+			c.stats.Node.Hinted += int64(len(ask))
+		}
+		c.mu.Unlock()
+	}()
+	return true
+}
+
+// Hints says whether Hint names shards to anyone.
+func (c *Cache) Hints() bool { return c.opts.NodeWarm != nil }
+
 // NodeStats count what came of the node's cache.
 type NodeStats struct {
 	// Hits are shards the node's cache gave, checked; Bytes their bytes.
 	Hits, Bytes int64
+	// Hinted are the shards named to it ahead (Hint); HintErrors the
+	// hints it did not take.
+	Hinted, HintErrors int64
 	// Misses are shards it could not give (or gave wrong), then read
 	// from the store.
 	Misses int64

@@ -31,8 +31,9 @@ func (c *Cache) Fits(n int64) bool {
 }
 
 // FitsBesideHeld reports whether n more bytes fit the cache beside the
-// shards held and those being fetched: room that evicting shards no one
-// holds (least recently used first) makes, with no holder asked to let go.
+// shards held, those being fetched and those Options.Keep keeps: room
+// that evicting the others (least recently used first) makes, with no
+// holder asked to let go.
 func (c *Cache) FitsBesideHeld(n int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -41,7 +42,7 @@ func (c *Cache) FitsBesideHeld(n int64) bool {
 	}
 	busy := n
 	for _, e := range c.entries {
-		if e.holds > 0 || e.state == downloading {
+		if e.holds > 0 || e.state == downloading || (c.opts.Keep != nil && c.opts.Keep(e.shard)) {
 			busy += e.size
 		}
 	}

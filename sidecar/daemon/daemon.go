@@ -274,7 +274,8 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 			return nil, fmt.Errorf("the cache limit of %d bytes is below the %d bytes %s needs to never stall (with %d shards prefetched): raise spec.sidecar.cacheLimit, or lower the prefetch or blockSize", limit, need, what, prefetch)
 		}
 	}
-	c, err := cache.New(cache.Options{Dir: cfg.CacheDir, LimitBytes: limit, Node: cfg.nodeFetch(storeSources), OnNodeMiss: cfg.nodeMiss}, byStream)
+	c, err := cache.New(cache.Options{Dir: cfg.CacheDir, LimitBytes: limit, Node: cfg.nodeFetch(storeSources), OnNodeMiss: cfg.nodeMiss,
+		NodeWarm: cfg.nodeWarm(storeSources)}, byStream)
 	if err != nil {
 		return nil, err
 	}
@@ -493,6 +494,15 @@ func (cfg Config) nodeFetch(sources map[string]store.Source) cache.NodeFetch {
 		return nil
 	}
 	return cfg.NodeAgent.Fetch(sources)
+}
+
+// nodeWarm names to the node agent the shards of the streams the pod
+// reads next; nil without an agent.
+func (cfg Config) nodeWarm(sources map[string]store.Source) cache.NodeWarm {
+	if cfg.NodeAgent == nil {
+		return nil
+	}
+	return cfg.NodeAgent.Warmer(sources)
 }
 
 // nodeMiss logs why the node agent did not give a shard, which the

@@ -24,6 +24,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
@@ -69,6 +71,16 @@ type Options struct {
 	// Open opens a request's store (default stores.Open).
 	Open func(context.Context, store.Source) (store.Store, error)
 	Log  *slog.Logger
+	// WantedFor is how long the shards of a warm request are kept before
+	// plain recency (default 10 minutes; a pod names its next ones again
+	// as it reads).
+	WantedFor time.Duration
+	// WarmFillers bound the warm fills at once (default 4), WarmQueue the
+	// fills waiting (default 1024: more are dropped), and WarmMaxAge how
+	// long one waits before it is dropped, its credentials with it
+	// (default 1 minute).
+	WarmFillers, WarmQueue int
+	WarmMaxAge             time.Duration
 }
 
 // Stats are the agent's counters.
@@ -86,6 +98,16 @@ type Stats struct {
 	// HitBytes are the bytes served from the cache, which no pod fetched:
 	// the egress saved. FilledBytes were served as they were filled.
 	HitBytes, FilledBytes int64
+	// WarmRequests are the warm requests taken; WarmFills the shards they
+	// had fetched, WarmFailed those the store refused or failed, and
+	// WarmDropped those not fetched (the queue full, waiting too long, or
+	// no room beside the shards wanted). WarmHits are hits on a shard a
+	// warm fill fetched, LeadSeconds the time they were on the node before
+	// (the pre-warm lead time, summed).
+	WarmRequests, WarmFills, WarmFailed, WarmDropped, WarmHits int64
+	LeadSeconds                                                float64
+	// Wanted are the entries kept before plain recency now.
+	Wanted int
 	// ByNamespace are the counters of each caller namespace.
 	ByNamespace map[string]NamespaceStats
 	Cache       cache.Stats
@@ -112,6 +134,23 @@ type Agent struct {
 	// and the sums of unhashed entries.
 	sumMu  sync.Mutex
 	filled map[string]bool
+
+	// wantMu guards wanted (the entries warm requests named, until when
+	// they are kept), queued (those waiting for a warm fill) and warmed
+	// (when a warm fill fetched each, until it is first served).
+	wantMu sync.Mutex
+	wanted map[string]time.Time
+	queued map[string]bool
+	warmed map[string]time.Time
+	warmQ  chan warmJob
+	lead   prometheus.Histogram
+}
+
+// warmJob is a shard a warm request named that the node lacks.
+type warmJob struct {
+	req   Request
+	shard cache.Shard
+	at    time.Time
 }
 
 // The agent's cache holds every entry in one stream, by address.
@@ -129,6 +168,10 @@ func NewAgent(opts Options) (*Agent, error) {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 64
 	}
+	opts.WantedFor = cmp.Or(opts.WantedFor, 10*time.Minute)
+	opts.WarmFillers = cmp.Or(opts.WarmFillers, 4)
+	opts.WarmQueue = cmp.Or(opts.WarmQueue, 1024)
+	opts.WarmMaxAge = cmp.Or(opts.WarmMaxAge, time.Minute)
 	if opts.Retry.MaxElapsed == 0 {
 		opts.Retry = store.Retry{MaxElapsed: 30 * time.Second, RequestTimeout: 5 * time.Minute}
 	}
@@ -140,12 +183,17 @@ func NewAgent(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cache.New(cache.Options{Dir: opts.Dir, LimitBytes: opts.LimitBytes, Parallel: 16, CorruptAttempts: 2},
+	a := &Agent{opts: opts, key: key, slots: make(chan struct{}, opts.MaxInFlight), allowed: opts.AllowedEndpoints,
+		wanted: map[string]time.Time{}, queued: map[string]bool{}, warmed: map[string]time.Time{}, warmQ: make(chan warmJob, opts.WarmQueue),
+		lead: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shardfeed_node_cache_prewarm_lead_seconds",
+			Help:    "How long a shard a warm request had fetched was on the node before a pod first asked for it: the pre-warm lead time.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)})}
+	c, err := cache.New(cache.Options{Dir: opts.Dir, LimitBytes: opts.LimitBytes, Parallel: 16, CorruptAttempts: 2, Keep: a.keep},
 		map[string]store.Store{entries: requestStore{}})
 	if err != nil {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
-	a := &Agent{opts: opts, cache: c, key: key, slots: make(chan struct{}, opts.MaxInFlight), allowed: opts.AllowedEndpoints}
+	a.cache = c
 	if len(a.allowed) == 0 {
 		a.allowed = store.CloudEndpoints
 	}
@@ -186,6 +234,14 @@ func (a *Agent) Stats() Stats {
 		st.ByNamespace[k] = v
 	}
 	st.Cache = a.cache.Stats()
+	a.wantMu.Lock()
+	now := time.Now()
+	for _, until := range a.wanted {
+		if now.Before(until) {
+			st.Wanted++
+		}
+	}
+	a.wantMu.Unlock()
 	return st
 }
 
@@ -207,14 +263,14 @@ func refuse(status int, format string, args ...any) error {
 	return &httpError{status: status, msg: fmt.Sprintf(format, args...)}
 }
 
-// ServeHTTP answers a shard request.
+// ServeHTTP answers a shard request or a warm request.
 func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != ShardPath {
-		http.Error(w, "not found: the node agent answers POST "+ShardPath, http.StatusNotFound)
+	if r.URL.Path != ShardPath && r.URL.Path != WarmPath {
+		http.Error(w, "not found: the node agent answers POST "+ShardPath+" and "+WarmPath, http.StatusNotFound)
 		return
 	}
 	if r.Method != http.MethodPost {
-		http.Error(w, "method not allowed: POST a request to "+ShardPath, http.StatusMethodNotAllowed)
+		http.Error(w, "method not allowed: POST a request to "+r.URL.Path, http.StatusMethodNotAllowed)
 		return
 	}
 	select {
@@ -224,8 +280,13 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the node agent is busy: read the store", http.StatusServiceUnavailable)
 		return
 	}
-	a.count(func(s *Stats) { s.Requests++ })
-	if err := a.serve(w, r); err != nil {
+	serve := a.serve
+	if r.URL.Path == WarmPath {
+		serve = a.warm
+	} else {
+		a.count(func(s *Stats) { s.Requests++ })
+	}
+	if err := serve(w, r); err != nil {
 		status := http.StatusBadGateway
 		var he *httpError
 		if errors.As(err, &he) {
@@ -236,25 +297,34 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			a.count(func(s *Stats) { s.Refused++ })
 		}
-		a.opts.Log.Info("A shard request was not served", "status", status, "reason", err.Error())
+		a.opts.Log.Info("A request was not served", "path", r.URL.Path, "status", status, "reason", err.Error())
 		http.Error(w, err.Error(), status)
 	}
 }
 
-func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
+// authenticate says who sent the request: a pod of this node.
+func (a *Agent) authenticate(r *http.Request) (Caller, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
-		return refuse(http.StatusUnauthorized, "no bearer token: present the pod's projected ServiceAccount token of audience %q", Audience)
+		return Caller{}, refuse(http.StatusUnauthorized, "no bearer token: present the pod's projected ServiceAccount token of audience %q", Audience)
 	}
 	caller, err := a.opts.Auth.Authenticate(r.Context(), token)
 	if errors.Is(err, ErrTooManyReviews) {
-		return refuse(http.StatusTooManyRequests, "%v: read the store", err)
+		return Caller{}, refuse(http.StatusTooManyRequests, "%v: read the store", err)
 	}
 	if err != nil {
-		return refuse(http.StatusUnauthorized, "the token was not accepted: %v", err)
+		return Caller{}, refuse(http.StatusUnauthorized, "the token was not accepted: %v", err)
 	}
 	if caller.Node != "" && a.opts.Node != "" && caller.Node != a.opts.Node {
-		return refuse(http.StatusForbidden, "pod %s/%s runs on node %q, and this agent serves node %q", caller.Namespace, caller.Pod, caller.Node, a.opts.Node)
+		return Caller{}, refuse(http.StatusForbidden, "pod %s/%s runs on node %q, and this agent serves node %q", caller.Namespace, caller.Pod, caller.Node, a.opts.Node)
+	}
+	return caller, nil
+}
+
+func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
+	caller, err := a.authenticate(r)
+	if err != nil {
+		return err
 	}
 	var req Request
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
@@ -285,8 +355,13 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set(HeaderCache, how)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(req.Size, 10))
+	lead, warmed := a.servedWarm(shard, hit)
 	// Counted before the answer: a caller that has the headers sees it.
 	a.count(func(s *Stats) {
+		if warmed {
+			s.WarmHits++
+			s.LeadSeconds += lead.Seconds()
+		}
 		ns := s.ByNamespace[caller.Namespace]
 		if hit {
 			s.Hits++

@@ -193,6 +193,7 @@ func newSidecar(t *testing.T, d *dataset, a *agent, p pod, credentialsDir string
 	}
 	s := &sidecar{client: nodecache.NewClient(a.socket, p.token, wait, 0)}
 	s.cache, err = cache.New(cache.Options{Dir: t.TempDir(), Node: s.client.Fetch(map[string]store.Source{"web": src}),
+		NodeWarm: s.client.Warmer(map[string]store.Source{"web": src}),
 		OnNodeMiss: func(_ cache.Shard, err error) {
 			s.mu.Lock()
 			s.misses = append(s.misses, err)
@@ -305,11 +306,7 @@ func TestIntegrationTheNodeCacheKeepsNamespacesAndCredentialsApart(t *testing.T)
 	// The owner's namespace with keys that do not read the bucket: no
 	// entry is served; the agent's fill is refused by the store.
 	wrong := t.TempDir()
-	for name, v := range map[string]string{"AWS_ACCESS_KEY_ID": minioServer.AccessKey, "AWS_SECRET_ACCESS_KEY": "not-the-secret"} {
-		if err := os.WriteFile(filepath.Join(wrong, name), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeKeys(t, wrong, "not-the-secret")
 	thief := newPod(t, owner, node)
 	body, err := nodecache.NewClient(a.socket, thief.token, 0, 0).Get(context.Background(), request(t, d, d.shards[0], wrong))
 	if err == nil {
@@ -330,6 +327,17 @@ func TestIntegrationTheNodeCacheKeepsNamespacesAndCredentialsApart(t *testing.T)
 	newSidecar(t, d, shared, newPod(t, other, node), creds, 0).readAll(t, d)
 	if sst := shared.Stats(); sst.ByNamespace[other].Hits != int64(len(d.shards)) || sst.Cache.FetchedBytes != total(d) {
 		t.Errorf("a shared source: the other namespace got %d hits, the agent fetched %d bytes; want %d and %d", sst.ByNamespace[other].Hits, sst.Cache.FetchedBytes, len(d.shards), total(d))
+	}
+}
+
+// writeKeys writes a Secret's keys as mounted: MinIO's access key with the
+// secret given.
+func writeKeys(t *testing.T, dir, secret string) {
+	t.Helper()
+	for name, v := range map[string]string{"AWS_ACCESS_KEY_ID": minioServer.AccessKey, "AWS_SECRET_ACCESS_KEY": secret} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,6 +129,75 @@ func (c *Client) Get(ctx context.Context, r Request) (io.ReadCloser, error) {
 		c.fills.Add(1)
 	}
 	return &idleBody{body: resp.Body, cancel: cancel, idle: c.idle, timer: time.AfterFunc(c.idle, func() { cancel(errSlow) }), counted: &c.bytes}, nil
+}
+
+// Warm names shards the pod reads next, for the agent to fetch ahead and
+// keep; it returns what the agent made of them.
+func (c *Client) Warm(ctx context.Context, w WarmRequest) (WarmAnswer, error) {
+	token, err := readBounded(c.tokenFile, 64<<10)
+	if err != nil {
+		return WarmAnswer{}, fmt.Errorf("node agent: the pod's token: %w", err)
+	}
+	body, err := json.Marshal(w)
+	if err != nil {
+		return WarmAnswer{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.wait)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+WarmPath, strings.NewReader(string(body)))
+	if err != nil {
+		return WarmAnswer{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return WarmAnswer{}, fmt.Errorf("node agent: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	msg, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if err != nil {
+		return WarmAnswer{}, fmt.Errorf("node agent: %w", err)
+	}
+	if resp.StatusCode != http.StatusAccepted {
+		return WarmAnswer{}, fmt.Errorf("node agent: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	var ans WarmAnswer
+	if err := json.Unmarshal(msg, &ans); err != nil {
+		return WarmAnswer{}, fmt.Errorf("node agent: a warm answer that is not one: %w", err)
+	}
+	return ans, nil
+}
+
+// Warmer is the cache's way to name to the agent the shards of the
+// streams whose sources are given that the pod reads next, a warm request
+// per stream and MaxWarmShards; others are not named.
+func (c *Client) Warmer(sources map[string]store.Source) cache.NodeWarm {
+	return func(ctx context.Context, shards []cache.Shard) error {
+		byStream := map[string][]WarmShard{}
+		var order []string
+		for _, s := range shards {
+			if _, ok := sources[s.Stream]; !ok {
+				continue
+			}
+			if _, ok := byStream[s.Stream]; !ok {
+				order = append(order, s.Stream)
+			}
+			byStream[s.Stream] = append(byStream[s.Stream], WarmShard{Key: s.Key, Range: s.Range, Offset: s.Offset, Size: s.Size, Hash: s.Hash, Version: s.Version})
+		}
+		for _, name := range order {
+			src, err := SourceOf(ctx, sources[name])
+			if err != nil {
+				return fmt.Errorf("node agent: the stream's credentials: %w", err)
+			}
+			for ws := range slices.Chunk(byStream[name], MaxWarmShards) {
+				if _, err := c.Warm(ctx, WarmRequest{Source: src, Shards: ws}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 }
 
 // idleBody cancels its request when no byte comes for idle.

@@ -32,12 +32,23 @@ var (
 		"Entries found changed on the node's disk since they were verified (garbled, truncated), discarded and filled again.", nil, nil)
 	descReused = prometheus.NewDesc("shardfeed_node_cache_reused_total",
 		"Entries of an earlier run of the agent found on disk and verified again.", nil, nil)
+	descWarmRequests = prometheus.NewDesc("shardfeed_node_cache_warm_requests_total",
+		"Warm requests taken: the shards a pod reads next, named by its sidecar.", nil, nil)
+	descWarmShards = prometheus.NewDesc("shardfeed_node_cache_warm_shards_total",
+		"Shards warm requests named that the node lacked, by result: filled (fetched ahead), failed (the store refused or failed), dropped (the queue full, waited too long, or no room beside the shards wanted).",
+		[]string{"result"}, nil)
+	descWarmHits = prometheus.NewDesc("shardfeed_node_cache_warm_hits_total",
+		"Shards served that a warm fill had fetched before the pod asked.", nil, nil)
+	descWanted = prometheus.NewDesc("shardfeed_node_cache_wanted_entries",
+		"Entries the node's pods read next (named in warm requests lately): evicted only when no other will do.", nil, nil)
 )
 
-func (agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRequests, descServed, descNamespaceHits, descNamespaceSaved, descFetched, descUsed, descLimit, descEvictions, descDiscarded, descReused} {
+func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRequests, descServed, descNamespaceHits, descNamespaceSaved, descFetched, descUsed, descLimit, descEvictions, descDiscarded, descReused,
+		descWarmRequests, descWarmShards, descWarmHits, descWanted} {
 		ch <- d
 	}
+	c.a.lead.Describe(ch)
 }
 
 func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
@@ -61,4 +72,11 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDiscarded, st.Discarded)
 	ch <- prometheus.MustNewConstMetric(descUsed, prometheus.GaugeValue, float64(st.Cache.UsedBytes))
 	ch <- prometheus.MustNewConstMetric(descLimit, prometheus.GaugeValue, float64(st.Cache.LimitBytes))
+	counter(descWarmRequests, st.WarmRequests)
+	counter(descWarmShards, st.WarmFills, "filled")
+	counter(descWarmShards, st.WarmFailed, "failed")
+	counter(descWarmShards, st.WarmDropped, "dropped")
+	counter(descWarmHits, st.WarmHits)
+	ch <- prometheus.MustNewConstMetric(descWanted, prometheus.GaugeValue, float64(st.Wanted))
+	c.a.lead.Collect(ch)
 }

@@ -45,7 +45,65 @@ const (
 	MaxRequestBytes = 256 << 10
 	// SocketName is the agent's socket in the directory the webhook mounts.
 	SocketName = "agent.sock"
+	// WarmPath takes a WarmRequest, with the same token: the shards a pod
+	// reads next. It is answered at once (202, a WarmAnswer); the agent
+	// fetches the absent ones in the background and keeps them all before
+	// plain recency for WantedFor.
+	WarmPath = "/v1/warm"
+	// MaxWarmShards bounds the shards of one WarmRequest.
+	MaxWarmShards = 256
 )
+
+// WarmRequest names shards of one source that a pod reads next, in the
+// order it reads them: the agent fetches those it lacks ahead of the
+// pod's requests, with the credentials given for this request only (held
+// in memory until its fills are done or dropped, never written).
+type WarmRequest struct {
+	Source Source      `json:"source"`
+	Shards []WarmShard `json:"shards"`
+}
+
+// WarmShard is one shard of a WarmRequest: a Request's fields but the
+// source.
+type WarmShard struct {
+	Key     string `json:"key"`
+	Range   bool   `json:"range,omitempty"`
+	Offset  int64  `json:"offset,omitempty"`
+	Size    int64  `json:"size"`
+	Hash    string `json:"hash,omitempty"`
+	Version string `json:"version,omitempty"`
+}
+
+// WarmAnswer says what the agent made of a WarmRequest: how many shards
+// it holds already, how many it queued to fetch, and how many it dropped
+// (its queue full, or no room beside the shards its pods read next).
+type WarmAnswer struct {
+	Present int `json:"present"`
+	Queued  int `json:"queued"`
+	Dropped int `json:"dropped"`
+}
+
+// Requests are the warm request's shards as shard requests.
+func (w WarmRequest) Requests() []Request {
+	out := make([]Request, len(w.Shards))
+	for i, s := range w.Shards {
+		out[i] = Request{Source: w.Source, Key: s.Key, Range: s.Range, Offset: s.Offset, Size: s.Size, Hash: s.Hash, Version: s.Version}
+	}
+	return out
+}
+
+// Check refuses a warm request the agent cannot serve safely, saying why.
+func (w WarmRequest) Check() error {
+	if len(w.Shards) == 0 || len(w.Shards) > MaxWarmShards {
+		return fmt.Errorf("a warm request names %d shards: 1 to %d", len(w.Shards), MaxWarmShards)
+	}
+	for _, r := range w.Requests() {
+		if err := r.Check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Request asks the agent for one shard: bytes [Offset, Offset+Size) of the
 // object Key under Source's prefix when Range is set, else the whole

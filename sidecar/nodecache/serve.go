@@ -32,9 +32,10 @@ func Listen(path string) (net.Listener, error) {
 }
 
 // Serve answers requests on l until ctx ends, then lets the answers in
-// flight finish for up to 10 seconds.
+// flight finish for up to 10 seconds; it runs the warm fills meanwhile.
 func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{Handler: a, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: time.Minute}
+	a.warmFills(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	select {

@@ -404,6 +404,31 @@ type inFlight struct {
 	done chan struct{} // a fetch ended
 }
 
+// hintAhead is how many needs from the next one a prefetcher names to the
+// node's cache (cache.Hint): fetched there while the pod reads the ones
+// before, and kept there before plain recency.
+const hintAhead = 64
+
+// hint names the needs [next, next+hintAhead) not named yet (hinted is
+// where the last hint ended) once half of the last window is fetched, and
+// returns where this one ends.
+func (s *scope) hint(next, hinted int) int {
+	end := min(next+hintAhead, s.sized)
+	if hinted-next >= hintAhead/2 || end <= hinted {
+		return hinted
+	}
+	var parts []cache.Shard
+	for _, nd := range s.needs[max(next, hinted):end] {
+		if !passed(nd) {
+			parts = append(parts, s.p.opts.Streams[nd.Stream].Parts(nd.Shard)...)
+		}
+	}
+	if !s.p.opts.Cache.Hint(parts) {
+		return hinted // the last one is in flight: at the next wake
+	}
+	return end
+}
+
 // idle says no fetch is in flight.
 func (f *inFlight) idle() bool {
 	f.mu.Lock()
@@ -427,7 +452,7 @@ func (s *scope) run(ctx context.Context) {
 			}
 		}
 	}()
-	next := 0
+	next, hinted := 0, 0
 	for {
 		s.mu.Lock()
 		front := s.front
@@ -457,6 +482,9 @@ func (s *scope) run(ctx context.Context) {
 			f.mu.Unlock()
 			f.wg.Add(1)
 			go s.fetch(ctx, f, group, parts)
+		}
+		if s.p.opts.Cache.Hints() {
+			hinted = s.hint(next, hinted)
 		}
 		if next == len(s.needs) && !s.warmed && f.idle() {
 			s.warmed = true
@@ -508,6 +536,13 @@ func (s *scope) warmNext() {
 		return // the readers meet the error themselves
 	}
 	c := s.p.opts.Cache
+	if c.Hints() {
+		var parts []cache.Shard
+		for _, k := range keys {
+			parts = append(parts, s.p.opts.Streams[k.stream].Parts(k.shard)...)
+		}
+		c.Hint(parts) // the node fetches them while this one asks
+	}
 	for _, k := range keys {
 		if ctx.Err() != nil {
 			return

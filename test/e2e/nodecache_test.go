@@ -47,13 +47,15 @@ func TestEndToEndTheNodeCacheServesRestartsRescalesAndASecondJob(t *testing.T) {
 		}
 	}
 	first, second := rep.AgentAfterFirst, rep.AgentAfterSecond
-	t.Logf("the node agent: %d bytes fetched (%d entries of %d bytes on the node; the dataset's files: %d bytes), %d fills, %d hits after the first job; %d bytes, %d hits (%d bytes) after the second",
-		first.FetchedBytes, rep.Entries, rep.EntryBytes, rep.DatasetBytes, first.Fills, first.Hits, second.FetchedBytes, second.Hits, second.HitBytes)
-	// Each entry filled once: no shard already on the node was fetched
-	// again, through a deleted pod and a rescale.
-	if first.Fills == 0 || first.Fills != rep.Entries || first.FetchedBytes != rep.EntryBytes {
+	t.Logf("the node agent: %d bytes fetched (%d entries of %d bytes on the node; the dataset's files: %d bytes), %d fills for requests and %d ahead (warm), %d hits after the first job; %d bytes, %d hits (%d bytes) after the second; %d hits on entries fetched ahead, on the node %.3f s on average before",
+		first.FetchedBytes, rep.Entries, rep.EntryBytes, rep.DatasetBytes, first.Fills, first.WarmFills, first.Hits, second.FetchedBytes, second.Hits, second.HitBytes,
+		second.WarmHits, second.LeadSeconds/float64(max(second.WarmHits, 1)))
+	// Each entry filled once, for a request or ahead of one: no shard
+	// already on the node was fetched again, through a deleted pod and a
+	// rescale.
+	if fills := first.Fills + first.WarmFills; fills == 0 || fills != rep.Entries || first.FetchedBytes != rep.EntryBytes {
 		t.Errorf("the agent filled %d times and fetched %d bytes for %d entries of %d bytes: a shard already on the node was fetched again",
-			first.Fills, first.FetchedBytes, rep.Entries, rep.EntryBytes)
+			fills, first.FetchedBytes, rep.Entries, rep.EntryBytes)
 	}
 	if second.FetchedBytes != first.FetchedBytes {
 		t.Errorf("the second job cost %d bytes of egress, want 0", second.FetchedBytes-first.FetchedBytes)

@@ -52,6 +52,11 @@ type SidecarReads struct {
 // AgentCounters are the node agent's metrics that matter here.
 type AgentCounters struct {
 	FetchedBytes, Hits, Fills, HitBytes, Discarded int64
+	// WarmFills are the entries fetched ahead, as the sidecars named them;
+	// WarmHits the requests they answered, LeadSeconds how long those
+	// were on the node before (summed).
+	WarmFills, WarmHits int64
+	LeadSeconds         float64
 }
 
 // Add sums the counters of another life of the agent.
@@ -61,6 +66,9 @@ func (a *AgentCounters) Add(o AgentCounters) {
 	a.Fills += o.Fills
 	a.HitBytes += o.HitBytes
 	a.Discarded += o.Discarded
+	a.WarmFills += o.WarmFills
+	a.WarmHits += o.WarmHits
+	a.LeadSeconds += o.LeadSeconds
 }
 
 // NodeCacheStory enables the chart's node cache for one namespace and
@@ -307,6 +315,9 @@ func (c *Cluster) agentCounters(ctx context.Context) (AgentCounters, error) {
 	out.Fills = int64(m[`shardfeed_node_cache_requests_total{result="fill"}`])
 	out.HitBytes = int64(m[`shardfeed_node_cache_served_bytes_total{how="hit"}`])
 	out.Discarded = int64(m["shardfeed_node_cache_discarded_total"])
+	out.WarmFills = int64(m[`shardfeed_node_cache_warm_shards_total{result="filled"}`])
+	out.WarmHits = int64(m["shardfeed_node_cache_warm_hits_total"])
+	out.LeadSeconds = m["shardfeed_node_cache_prewarm_lead_seconds_sum"]
 	return out, nil
 }
 

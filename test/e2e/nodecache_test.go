@@ -12,7 +12,9 @@ import (
 // first through a deleted pod and a rescale 4→2, the second after it.
 // Every shard comes from the store once, fetched by the node agent; no
 // sidecar reads a shard from the store; every value is checked (by the
-// sidecars, against the index) and both lineages are exactly once.
+// sidecars, against the index) and both lineages are exactly once. The
+// first job's story runs again in a namespace without the agent, for the
+// time to first batch side by side, and works as it did before the agent.
 func TestEndToEndTheNodeCacheServesRestartsRescalesAndASecondJob(t *testing.T) {
 	o, ctx := clusterOptions(t, 800)
 	rep, err := scenario.RunNodeCache(ctx, o)
@@ -22,7 +24,7 @@ func TestEndToEndTheNodeCacheServesRestartsRescalesAndASecondJob(t *testing.T) {
 	for _, j := range []struct {
 		name string
 		l    scenario.Lineage
-	}{{"first", rep.FirstLineage}, {"second", rep.SecondLineage}} {
+	}{{"first", rep.FirstLineage}, {"second", rep.SecondLineage}, {"first, without the agent", rep.WithoutLineage}} {
 		for _, p := range j.l.Problems {
 			t.Errorf("job %s: %s", j.name, p)
 		}
@@ -46,6 +48,19 @@ func TestEndToEndTheNodeCacheServesRestartsRescalesAndASecondJob(t *testing.T) {
 			t.Errorf("%s read %d bytes from the store (%d shards the agent did not give)", r.name, r.reads.StoreBytes, r.reads.NodeMisses)
 		}
 	}
+	// Without the agent: the sidecars read the store, as before it.
+	for _, r := range []struct {
+		name  string
+		reads scenario.SidecarReads
+	}{{"the first job's 4 pods without the agent", rep.WithoutFirst}, {"the rescaled pods without the agent", rep.WithoutRescaled}} {
+		t.Logf("%s: %d sidecars, %d bytes from the store, %d shards from the node; ready after %v", r.name, r.reads.Sidecars, r.reads.StoreBytes, r.reads.NodeHits, r.reads.Ready)
+		if r.reads.Sidecars == 0 || r.reads.StoreBytes == 0 || r.reads.NodeHits+r.reads.NodeMisses != 0 {
+			t.Errorf("%s: %d sidecars, %d bytes from the store, %d node hits, %d misses: want the store's bytes and no agent", r.name,
+				r.reads.Sidecars, r.reads.StoreBytes, r.reads.NodeHits, r.reads.NodeMisses)
+		}
+	}
+	t.Logf("time from sidecar start to first batch ready: rescaled pods %v with the agent, %v without; first pods %v with, %v without",
+		rep.Rescaled.Ready, rep.WithoutRescaled.Ready, rep.First.Ready, rep.WithoutFirst.Ready)
 	first, second := rep.AgentAfterFirst, rep.AgentAfterSecond
 	t.Logf("the node agent: %d bytes fetched (%d entries of %d bytes on the node; the dataset's files: %d bytes), %d fills for requests and %d ahead (warm), %d hits after the first job; %d bytes, %d hits (%d bytes) after the second; %d hits on entries fetched ahead, on the node %.3f s on average before",
 		first.FetchedBytes, rep.Entries, rep.EntryBytes, rep.DatasetBytes, first.Fills, first.WarmFills, first.Hits, second.FetchedBytes, second.Hits, second.HitBytes,

@@ -23,7 +23,12 @@ import (
 
 // nodeCacheNamespace is the node cache story's namespace: privileged, as
 // the agent's hostPath needs (the chart's nodeCache.namespaces names it).
-const nodeCacheNamespace = "e2e-nodecache"
+const (
+	nodeCacheNamespace = "e2e-nodecache"
+	// withoutNamespace is not one of the chart's nodeCache.namespaces: its
+	// pods run without the agent, for the side-by-side.
+	withoutNamespace = "e2e-nodecache-off"
+)
 
 // NodeCacheReport is what the node cache story measured.
 type NodeCacheReport struct {
@@ -39,6 +44,11 @@ type NodeCacheReport struct {
 	// Entries and EntryBytes are the agent's cache entries on the node
 	// after the first job, and their bytes.
 	Entries, EntryBytes int64
+	// WithoutFirst and WithoutRescaled are the first job's story again in
+	// a namespace without the agent (the same data from the store), and
+	// WithoutLineage its lineage.
+	WithoutFirst, WithoutRescaled SidecarReads
+	WithoutLineage                Lineage
 }
 
 // SidecarReads sums what a job's sidecars said they read when they
@@ -93,64 +103,8 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 	if rep.DatasetBytes, err = dirBytes(filepath.Join(e.dir, "data")); err != nil {
 		return rep, err
 	}
-	first, err := e.ForJob("first")
-	if err != nil {
-		return rep, err
-	}
 	c.Step("Job first-4 on the node's cache: 4 pods; pod 2 deleted mid-epoch; rescaled to 2")
-	job, err := first.StartJob(ctx, 4)
-	if err != nil {
-		return rep, err
-	}
-	if err := first.WaitPodsRunning(ctx, job, 4); err != nil {
-		return rep, err
-	}
-	at, err := first.WaitCommitted(ctx, 3*commitEvery)
-	if err != nil {
-		return rep, err
-	}
-	// A sidecar's counters go with its pod: pod 2's are read before it
-	// is deleted, the others' (and its replacement's) before the rescale.
-	deleted, err := first.PodAt(ctx, job, 2)
-	if err != nil {
-		return rep, err
-	}
-	if rep.First, err = first.scrape(ctx, []corev1.Pod{*deleted}); err != nil {
-		return rep, err
-	}
-	if err := first.DeletePod(ctx, job, 2); err != nil {
-		return rep, err
-	}
-	if _, err = first.WaitCommitted(ctx, at+3*commitEvery); err != nil {
-		return rep, err
-	}
-	pods, err := first.PodsOf(ctx, job.Name)
-	if err != nil {
-		return rep, err
-	}
-	live, err := first.scrape(ctx, pods)
-	if err != nil {
-		return rep, err
-	}
-	rep.First.add(live)
-	if ready, err := first.sidecarReads(ctx, job); err == nil {
-		rep.First.Ready = ready.Ready
-	}
-	second, err := first.Rescale(ctx, job, 2)
-	if err != nil {
-		return rep, err
-	}
-	if err := first.WaitJobDone(ctx, second, 10*time.Minute); err != nil {
-		return rep, err
-	}
-	if rep.Rescaled, err = first.sidecarReads(ctx, second); err != nil {
-		return rep, err
-	}
-	st, err := first.State(ctx)
-	if err != nil {
-		return rep, err
-	}
-	if rep.FirstLineage, err = first.CheckLineage(ctx, st); err != nil {
+	if rep.First, rep.Rescaled, rep.FirstLineage, err = e.rescaleStory(ctx, "first"); err != nil {
 		return rep, err
 	}
 	if rep.AgentAfterFirst, err = c.agentCounters(ctx); err != nil {
@@ -190,6 +144,18 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 	c.Detail("second: %s; the agent fetched %d more bytes; sidecars read %d bytes from the store, %d shards from the node",
 		rep.SecondLineage.Summary(), rep.AgentAfterSecond.FetchedBytes-rep.AgentAfterFirst.FetchedBytes, rep.Second.StoreBytes, rep.Second.NodeHits)
 	c.Detail("ready after: first %v, rescaled %v, second %v", rep.First.Ready, rep.Rescaled.Ready, rep.Second.Ready)
+
+	c.Step("The first job's story again in namespace %s, without the agent: every shard from the store", withoutNamespace)
+	off, err := c.NewEnv(ctx, withoutNamespace, DatasetOptions{PodSecurity: "privileged", Samples: c.o.Samples, NumSplits: numSplits,
+		GlobalBatchSize: globalBatch, BlockSize: 256, CommitEvery: commitEvery, StepTime: c.o.StepTime})
+	if err != nil {
+		return rep, err
+	}
+	if rep.WithoutFirst, rep.WithoutRescaled, rep.WithoutLineage, err = off.rescaleStory(ctx, "first"); err != nil {
+		return rep, err
+	}
+	c.Detail("without the agent: %s; ready after: first %v, rescaled %v; sidecars read %d bytes from the store",
+		rep.WithoutLineage.Summary(), rep.WithoutFirst.Ready, rep.WithoutRescaled.Ready, rep.WithoutFirst.StoreBytes+rep.WithoutRescaled.StoreBytes)
 	// The chart as the other stories had it.
 	return rep, c.InstallOperator(ctx)
 }
@@ -479,4 +445,71 @@ func (nc *NodeCache) Garble() (garbled, truncated int, err error) {
 // Agent returns the node agent's counters (its metrics).
 func (nc *NodeCache) Agent(ctx context.Context) (AgentCounters, error) {
 	return nc.c.agentCounters(ctx)
+}
+
+// rescaleStory trains job name of e's dataset on 4 pods, deletes pod 2
+// mid-epoch, rescales to 2 and trains to the end: what the first 4 pods'
+// sidecars (and the deleted one's replacement) read, what the rescaled
+// pods' read, and the lineage.
+func (e *Env) rescaleStory(ctx context.Context, name string) (reads, rescaled SidecarReads, lineage Lineage, err error) {
+	first, err := e.ForJob(name)
+	if err != nil {
+		return reads, rescaled, lineage, err
+	}
+	job, err := first.StartJob(ctx, 4)
+	if err != nil {
+		return reads, rescaled, lineage, err
+	}
+	if err := first.WaitPodsRunning(ctx, job, 4); err != nil {
+		return reads, rescaled, lineage, err
+	}
+	at, err := first.WaitCommitted(ctx, 3*commitEvery)
+	if err != nil {
+		return reads, rescaled, lineage, err
+	}
+	// A sidecar's counters go with its pod: pod 2's are read before it
+	// is deleted, the others' (and its replacement's) before the rescale.
+	deleted, err := first.PodAt(ctx, job, 2)
+	if err != nil {
+		return reads, rescaled, lineage, err
+	}
+	if reads, err = first.scrape(ctx, []corev1.Pod{*deleted}); err != nil {
+		return reads, rescaled, lineage, err
+	}
+	if err := first.DeletePod(ctx, job, 2); err != nil {
+		return reads, rescaled, lineage, err
+	}
+	if _, err = first.WaitCommitted(ctx, at+3*commitEvery); err != nil {
+		return reads, rescaled, lineage, err
+	}
+	pods, err := first.PodsOf(ctx, job.Name)
+	if err != nil {
+		return reads, rescaled, lineage, err
+	}
+	live, err := first.scrape(ctx, pods)
+	if err != nil {
+		return reads, rescaled, lineage, err
+	}
+	reads.add(live)
+	if ready, err := first.sidecarReads(ctx, job); err == nil {
+		reads.Ready = ready.Ready
+	}
+	second, err := first.Rescale(ctx, job, 2)
+	if err != nil {
+		return reads, rescaled, lineage, err
+	}
+	if err := first.WaitJobDone(ctx, second, 10*time.Minute); err != nil {
+		return reads, rescaled, lineage, err
+	}
+	if rescaled, err = first.sidecarReads(ctx, second); err != nil {
+		return reads, rescaled, lineage, err
+	}
+	st, err := first.State(ctx)
+	if err != nil {
+		return reads, rescaled, lineage, err
+	}
+	if lineage, err = first.CheckLineage(ctx, st); err != nil {
+		return reads, rescaled, lineage, err
+	}
+	return reads, rescaled, lineage, nil
 }

@@ -251,17 +251,53 @@ func TestIntegrationEveryMetricTheDashboardAndAlertsNameIsInARealScrape(t *testi
 		_ = resp.Body.Close()
 	}
 
-	manager := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
-	sidecar := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", sidecarMetrics))
+	// A node agent (the chart's nodeCache), reviewing tokens with the
+	// same API server.
+	agentMetrics := freePort(t)
+	sockDir, err := os.MkdirTemp("", "agent") // a socket's path has at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := exec.Command(cli, "agent", "--kubeconfig", apiServer.Kubeconfig(t), "--cache-dir", filepath.Join(work, "node-cache"),
+		"--socket", filepath.Join(sockDir, "agent.sock"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", agentMetrics), "--node", "node-a",
+		"--allowed-endpoints", mio.Endpoint)
+	agentLogs, _ := os.Create(filepath.Join(work, "agent.log"))
+	agent.Stdout, agent.Stderr = agentLogs, agentLogs
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = agent.Process.Kill()
+		_ = agent.Wait()
+		_ = os.RemoveAll(sockDir)
+		if t.Failed() {
+			out, _ := os.ReadFile(filepath.Join(work, "agent.log"))
+			t.Logf("agent log:\n%s", out)
+		}
+	})
+
+	scrapes := map[string]map[string]bool{
+		"manager": scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)),
+		"sidecar": scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", sidecarMetrics)),
+		"agent":   scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", agentMetrics)),
+	}
+	scraped := func(name string) bool {
+		for _, m := range scrapes {
+			if m[name] {
+				return true
+			}
+		}
+		return false
+	}
 	for name, files := range names {
 		base := name
 		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			if b, ok := strings.CutSuffix(name, suffix); ok && (manager[b] || sidecar[b]) {
+			if b, ok := strings.CutSuffix(name, suffix); ok && scraped(b) {
 				base = b
 			}
 		}
-		if !manager[base] && !sidecar[base] {
-			t.Errorf("%s names %s, which neither the manager's nor the sidecar's scrape has", strings.Join(files, " and "), name)
+		if !scraped(base) {
+			t.Errorf("%s names %s, which neither the manager's, the sidecar's nor the node agent's scrape has", strings.Join(files, " and "), name)
 		}
 	}
 	t.Logf("%d metrics named by the dashboard and the alerts, all scraped", len(names))

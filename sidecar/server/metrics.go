@@ -51,8 +51,15 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 	if reg == nil {
 		return m
 	}
+	// A constant 1 naming the pod's dataset and job, to join the pod's
+	// other series on (per-job views); not "job", which Prometheus sets to
+	// the scrape's own.
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "job_info",
+		Help:        "A constant 1, labelled with the pod's dataset and training job: join a pod's series on it for a job's view.",
+		ConstLabels: prometheus.Labels{"dataset": s.cfg.Job.Dataset, "training_job": s.cfg.Job.Job}})
+	info.Set(1)
 	reg.MustRegister(m.batchesServed, m.consumedRows, m.streamErrors, m.badRequests, m.commits, m.commitsRefused, m.activeStreams, m.batchWait, m.rowsServed,
-		m.dataWait, m.committedEpoch, m.committedStep, version.BuildInfo(ns), newPipelineCollector(ns, s.cfg.Pipeline.Stats))
+		m.dataWait, m.committedEpoch, m.committedStep, version.BuildInfo(ns), newPipelineCollector(ns, s.cfg.Pipeline.Stats), info)
 	if c := s.cfg.StoreCounts; c != nil {
 		for op, n := range map[string]*atomic.Int64{"get": &c.Gets, "stat": &c.Stats, "list": &c.Lists, "retry": &c.Retries} {
 			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "store_requests_total",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -273,6 +274,13 @@ func (r *TrainingDatasetReconciler) aggregateJobs(ctx context.Context, ds *datav
 		if st.Committed != nil {
 			t := metav1.NewTime(*st.Committed)
 			jp.LastCommitTime = &t
+		}
+		if rd := st.Reads; rd != nil {
+			jp.Reads = &datav1alpha1.JobReads{StoreBytes: rd.StoreBytes, NodeCacheHits: rd.NodeCacheHits, NodeCacheBytes: rd.NodeCacheBytes,
+				NodeCacheMisses: rd.NodeCacheMisses}
+			if all := rd.StoreBytes + rd.NodeCacheBytes; all > 0 {
+				jp.Reads.NodeCacheShare = strconv.FormatFloat(100*float64(rd.NodeCacheBytes)/float64(all), 'f', 1, 64) + "%"
+			}
 		}
 		r.reportSkips(ds, jp, st)
 		jobs = append(jobs, jp)

@@ -299,6 +299,20 @@ func TestIntegrationDatasetConvergesToReadyWithItsPlanConfigMap(t *testing.T) {
 	if j := got.Status.Jobs[0]; j.SkippedSamples != 41 {
 		t.Fatalf("job %+v: want 41 skipped samples", j)
 	}
+	// The job's sidecars reported what they read: status.jobs shows it,
+	// with the share of shard bytes that came from the node cache.
+	data, _ = configmaps.StateData(&configmaps.State{Dataset: "web", Job: "train-1", Epoch: 2, Step: 17, Committed: &now,
+		SkippedShards: 1, SkippedSamples: 41, Reads: &configmaps.Reads{StoreBytes: 1 << 20, NodeCacheHits: 12, NodeCacheBytes: 3 << 20, NodeCacheMisses: 2}})
+	state.Data = data
+	if err := apiServer.Client.Update(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	got = waitFor(t, client.ObjectKeyFromObject(ds), "the job's reads in status", func(d *datav1alpha1.TrainingDataset) bool {
+		return len(d.Status.Jobs) == 1 && d.Status.Jobs[0].Reads != nil
+	})
+	if r := got.Status.Jobs[0].Reads; *r != (datav1alpha1.JobReads{StoreBytes: 1 << 20, NodeCacheHits: 12, NodeCacheBytes: 3 << 20, NodeCacheMisses: 2, NodeCacheShare: "75.0%"}) {
+		t.Fatalf("status.jobs[0].reads = %+v, want the state's with 75.0%% from the node", *r)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var events eventsv1.EventList

@@ -1154,6 +1154,33 @@ type JobProgress struct {
 	// SkippedSamples is the number of samples of the skipped shards.
 	// +optional
 	SkippedSamples int64 `json:"skippedSamples,omitempty"`
+	// Reads is what the job's sidecars read, summed over every attempt's
+	// reports (each sidecar reports every minute and as it stops).
+	// +optional
+	Reads *JobReads `json:"reads,omitempty"`
+}
+
+// JobReads is what a job's sidecars read: from the object stores, and
+// from the node cache (the chart's nodeCache).
+type JobReads struct {
+	// StoreBytes were downloaded from the object stores, retries included.
+	// +optional
+	StoreBytes int64 `json:"storeBytes,omitempty"`
+	// NodeCacheHits are the shards the node agents gave (each checked
+	// against the index), NodeCacheBytes their bytes: egress the job did
+	// not cost.
+	// +optional
+	NodeCacheHits int64 `json:"nodeCacheHits,omitempty"`
+	// +optional
+	NodeCacheBytes int64 `json:"nodeCacheBytes,omitempty"`
+	// NodeCacheMisses are the shards the node agents could not give,
+	// read from the store instead.
+	// +optional
+	NodeCacheMisses int64 `json:"nodeCacheMisses,omitempty"`
+	// NodeCacheShare is the share of the shard bytes that came from the
+	// node, in percent (of NodeCacheBytes and StoreBytes).
+	// +optional
+	NodeCacheShare string `json:"nodeCacheShare,omitempty"`
 }
 
 // TrainingDatasetStatus is what the operator observed of a TrainingDataset.

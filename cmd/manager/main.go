@@ -14,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
@@ -76,6 +77,7 @@ type options struct {
 	allowedAudiences       string
 	nodeAgentDir           string
 	nodeAgentNamespaces    string
+	readsFlush             time.Duration
 	maxIndexBytes          string
 	maxDatasetIndexBytes   string
 	indexBytesInFlight     string
@@ -115,6 +117,7 @@ func main() {
 	flag.DurationVar(&o.policy.RequestTimeout, "store-request-timeout", controllers.DefaultStoreRequestTimeout, "bound on one request to a dataset's store, its body included")
 	flag.DurationVar(&o.policy.ReadTimeout, "index-read-timeout", controllers.DefaultIndexReadTimeout, "bound on all the index reads of one reconcile")
 	flag.StringVar(&o.ambientNamespaces, "ambient-credentials-namespaces", "", "comma-separated namespaces whose datasets may read without a credentialsSecretRef, with the manager's own cloud identity; * for all; empty: none")
+	flag.DurationVar(&o.readsFlush, "progress-reads-flush", progressapi.DefaultReadsFlush, "how long the sidecars' reads reports of a job are summed before they are written into its state (status.jobs[].reads)")
 	flag.StringVar(&o.nodeAgentDir, "node-agent-dir", "", "the node agent's socket directory on every node (the chart's nodeCache.socketDir, when nodeCache.enabled); the webhook mounts it into sidecars, which then ask the agent for shards before the store. Empty: no node cache")
 	flag.StringVar(&o.nodeAgentNamespaces, "node-agent-namespaces", "", "comma-separated namespaces whose pods' sidecars use the node agent (--node-agent-dir), \"*\" for all: the socket directory is a hostPath, which namespaces enforcing the baseline or restricted Pod Security level refuse")
 	flag.StringVar(&o.allowedAudiences, "allowed-audiences", "", "comma-separated workload identity audiences datasets may name beside the clouds' own (sts.amazonaws.com, api://AzureADTokenExchange, a Google pool provider's name); never the API server's")
@@ -289,10 +292,15 @@ func run(ctx context.Context, o options) error {
 	}})
 	// The progress endpoint shares the webhook server: its certificate,
 	// its Service and its TLS settings.
-	(&progressapi.Endpoint{
+	endpoint := &progressapi.Endpoint{
 		Reviews: clientset.AuthenticationV1().TokenReviews(), Pods: mgr.GetAPIReader(), ConfigMaps: clientset.CoreV1(),
-		Log: ctrl.Log.WithName("progress"),
-	}).Register(hooks)
+		Log: ctrl.Log.WithName("progress"), ReadsFlush: o.readsFlush,
+	}
+	endpoint.Register(hooks)
+	// Its flush of the sidecars' reads reports into the jobs' states.
+	if err := mgr.Add(endpoint); err != nil {
+		return err
+	}
 	hooks.Register(controllers.DatasetWebhookPath, admission.WithValidator(scheme, &controllers.DatasetValidator{
 		Reader: mgr.GetAPIReader(), Access: clientset.AuthorizationV1().SubjectAccessReviews(), Policy: o.policy, Images: images,
 	}))

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -43,13 +44,13 @@ type progressFixture struct {
 	caFile     string
 }
 
-func newProgressFixture(t *testing.T) *progressFixture {
+func newProgressFixture(t *testing.T, extra ...string) *progressFixture {
 	t.Helper()
 	ctx := context.Background()
 	operatorNS, ns := apiServer.Namespace(t), apiServer.Namespace(t)
 	f := &progressFixture{t: t, ns: ns, operatorNS: operatorNS, port: freePort(t)}
 	installWebhooks(t, f.port, operatorNS)
-	startManagerProcess(t, operatorNS, f.port, fmt.Sprintf("--progress-url=https://127.0.0.1:%d", f.port), "--allowed-endpoints=127.0.0.1")
+	startManagerProcess(t, operatorNS, f.port, append([]string{fmt.Sprintf("--progress-url=https://127.0.0.1:%d", f.port), "--allowed-endpoints=127.0.0.1"}, extra...)...)
 	ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
 		Streams: []datav1alpha1.Stream{{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/", Endpoint: "http://127.0.0.1:1",
 			CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "store"}}}},
@@ -364,4 +365,55 @@ func post(t *testing.T, f *progressFixture, pod *corev1.Pod, path, body string) 
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
 	return resp.StatusCode, b.String()
+}
+
+// TestIntegrationEachJobsStateSumsWhatItsSidecarsRead: every sidecar of a
+// job reports what it read (from the store, from the node cache); the
+// operator sums the reports of each job and writes them into its state
+// (which status.jobs shows: the controllers' tests). A pod adds to its own
+// job only, and a report out of bounds is refused.
+func TestIntegrationEachJobsStateSumsWhatItsSidecarsRead(t *testing.T) {
+	f := newProgressFixture(t, "--progress-reads-flush=300ms")
+	ctx := context.Background()
+	jobA, jobB := f.job("train-a"), f.job("train-b")
+	a0, a1, b0 := f.sidecar(f.pod(jobA, "train-a", 0, "default")), f.sidecar(f.pod(jobA, "train-a", 1, "default")), f.sidecar(f.pod(jobB, "train-b", 0, "default"))
+	for _, r := range []*progress.Remote{a0, a1, b0} {
+		registered(t, r)
+	}
+	reports := []struct {
+		r  *progress.Remote
+		rd configmaps.Reads
+	}{
+		{a0, configmaps.Reads{StoreBytes: 1000, NodeCacheHits: 3, NodeCacheBytes: 3000, NodeCacheMisses: 1}},
+		{a1, configmaps.Reads{NodeCacheHits: 5, NodeCacheBytes: 5000}},
+		{a0, configmaps.Reads{StoreBytes: 500}},
+		{b0, configmaps.Reads{StoreBytes: 7}},
+	}
+	for _, rep := range reports {
+		if err := rep.r.Reads(ctx, rep.rd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := configmaps.Reads{StoreBytes: 1500, NodeCacheHits: 8, NodeCacheBytes: 8000, NodeCacheMisses: 1}
+	var a, b *configmaps.Reads
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if a, b = f.state("train-a").Reads, f.state("train-b").Reads; a != nil && b != nil && *a == want {
+			break
+		}
+	}
+	if a == nil || b == nil || *a != want || *b != (configmaps.Reads{StoreBytes: 7}) {
+		t.Fatalf("the states count job A %+v and job B %+v; want the sums of each job's own pods' reports, %+v and 7 store bytes", a, b, want)
+	}
+	// Out of bounds, or not a report: refused, nothing added.
+	pod := f.pod(jobA, "train-a", 2, "default")
+	registered(t, f.sidecar(pod))
+	for _, body := range []string{`{"storeBytes": -1}`, fmt.Sprintf(`{"nodeCacheBytes": %d}`, int64(progress.MaxReadsDelta)+1), `{"job": "train-b", "storeBytes": 1}`, `[]`} {
+		if status, text := post(t, f, pod, progress.PathReads, body); status != http.StatusBadRequest {
+			t.Errorf("reads body %s: %d %s, want 400", body, status, text)
+		}
+	}
+	time.Sleep(time.Second) // a flush or more
+	if st := f.state("train-a"); *st.Reads != want {
+		t.Fatalf("after refused reports, job A's state counts %+v, want %+v", st.Reads, want)
+	}
 }

@@ -7,6 +7,7 @@ package configmaps
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -283,7 +284,43 @@ type State struct {
 	// schedule must begin with them, so that a resume reproduces the
 	// batches.
 	Phases []string `json:"phases,omitempty"`
+	// Reads sums what the job's sidecars reported reading, every attempt's.
+	Reads *Reads `json:"reads,omitempty"`
 }
+
+// Reads is what sidecars read: bytes from the stores (retries and the
+// next epoch's first shards included), and the shards and bytes the node
+// cache gave, and those it could not.
+type Reads struct {
+	StoreBytes      int64 `json:"storeBytes,omitempty"`
+	NodeCacheHits   int64 `json:"nodeCacheHits,omitempty"`
+	NodeCacheBytes  int64 `json:"nodeCacheBytes,omitempty"`
+	NodeCacheMisses int64 `json:"nodeCacheMisses,omitempty"`
+}
+
+// Add adds o, saturating rather than overflowing.
+func (r *Reads) Add(o Reads) {
+	add := func(a *int64, b int64) {
+		if b > 0 && *a > math.MaxInt64-b {
+			*a = math.MaxInt64
+			return
+		}
+		*a += b
+	}
+	add(&r.StoreBytes, o.StoreBytes)
+	add(&r.NodeCacheHits, o.NodeCacheHits)
+	add(&r.NodeCacheBytes, o.NodeCacheBytes)
+	add(&r.NodeCacheMisses, o.NodeCacheMisses)
+}
+
+// Sub returns r - o: what a sidecar read since its last report.
+func (r Reads) Sub(o Reads) Reads {
+	return Reads{StoreBytes: r.StoreBytes - o.StoreBytes, NodeCacheHits: r.NodeCacheHits - o.NodeCacheHits,
+		NodeCacheBytes: r.NodeCacheBytes - o.NodeCacheBytes, NodeCacheMisses: r.NodeCacheMisses - o.NodeCacheMisses}
+}
+
+// IsZero says nothing was read.
+func (r Reads) IsZero() bool { return r == Reads{} }
 
 // ResumeAt is where a job reads next from this committed state: the
 // committed step, or the next epoch's first step when the committed epoch

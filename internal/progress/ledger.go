@@ -19,6 +19,8 @@ type Ledger interface {
 	Skip(ctx context.Context, sk configmaps.SkippedShard) error
 	// Load returns the job's state.
 	Load(ctx context.Context) (*configmaps.State, error)
+	// Reads adds what the sidecar read since its last report.
+	Reads(ctx context.Context, r configmaps.Reads) error
 }
 
 // Local applies the rules to a Store in this process.
@@ -42,3 +44,9 @@ func (l Local) Skip(ctx context.Context, sk configmaps.SkippedShard) error {
 
 // Load implements Ledger.
 func (l Local) Load(ctx context.Context) (*configmaps.State, error) { return l.Store.Load(ctx) }
+
+// Reads implements Ledger.
+func (l Local) Reads(ctx context.Context, r configmaps.Reads) error {
+	_, err := RecordReads(ctx, l.Store, nil, r)
+	return err
+}

@@ -314,6 +314,29 @@ func RecordAdmittedSkip(ctx context.Context, st Store, j Job, sk configmaps.Skip
 	return recordSkip(ctx, st, &j, sk)
 }
 
+// RecordReads adds what sidecars read to the job's state. It is not
+// fenced (a fenced attempt's reads were reads all the same); j, if not
+// nil, must be an attempt the operator admitted.
+func RecordReads(ctx context.Context, st Store, j *Job, r configmaps.Reads) (*configmaps.State, error) {
+	if err := CheckReads(r); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	return st.Update(ctx, func(s *configmaps.State) error {
+		if j != nil {
+			jj := *j
+			jj.Admitted = true
+			if err := checkAdmitted(s, jj); err != nil {
+				return err
+			}
+		}
+		if s.Reads == nil {
+			s.Reads = &configmaps.Reads{}
+		}
+		s.Reads.Add(r)
+		return nil
+	})
+}
+
 func recordSkip(ctx context.Context, st Store, j *Job, sk configmaps.SkippedShard) (*configmaps.State, error) {
 	if sk.Samples < 0 || sk.Samples > maxSkippedSamples {
 		return nil, fmt.Errorf("%w: a skipped shard of %d samples: a shard holds 0 to %d", ErrRefused, sk.Samples, maxSkippedSamples)

@@ -125,6 +125,12 @@ func (r *Remote) Skip(ctx context.Context, sk configmaps.SkippedShard) error {
 	return err
 }
 
+// Reads implements Ledger.
+func (r *Remote) Reads(ctx context.Context, rd configmaps.Reads) error {
+	_, err := r.call(ctx, http.MethodPost, PathReads, rd)
+	return err
+}
+
 // Load implements Ledger.
 func (r *Remote) Load(ctx context.Context) (*configmaps.State, error) {
 	return r.call(ctx, http.MethodGet, PathState, nil)

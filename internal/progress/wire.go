@@ -19,12 +19,15 @@ import (
 // the path: an operator serves its own version and the one before, so a
 // sidecar pinned by a running job keeps committing across an upgrade.
 const (
-	APIVersion    = "v1"
-	APIPrefix     = "/progress/" + APIVersion + "/"
-	PathRegister  = APIPrefix + "register"
-	PathCommit    = APIPrefix + "commit"
-	PathSkip      = APIPrefix + "skip"
-	PathState     = APIPrefix + "state"
+	APIVersion   = "v1"
+	APIPrefix    = "/progress/" + APIVersion + "/"
+	PathRegister = APIPrefix + "register"
+	PathCommit   = APIPrefix + "commit"
+	PathSkip     = APIPrefix + "skip"
+	PathState    = APIPrefix + "state"
+	// PathReads takes a ReadsRequest: what the sidecar read since its
+	// last report (each sidecar every minute, and as it stops).
+	PathReads     = APIPrefix + "reads"
 	Audience      = sidecarconfig.TokenAudience
 	RequestLimit  = 64 << 10
 	ResponseLimit = 1 << 20
@@ -57,6 +60,22 @@ type CommitRequest struct {
 
 // SkipRequest is the body of PathSkip.
 type SkipRequest = configmaps.SkippedShard
+
+// ReadsRequest is the body of PathReads: deltas, each 0 to MaxReadsDelta.
+type ReadsRequest = configmaps.Reads
+
+// MaxReadsDelta bounds each count of a reads report (a petabyte).
+const MaxReadsDelta = 1 << 50
+
+// CheckReads refuses a reads report with a count out of bounds.
+func CheckReads(r configmaps.Reads) error {
+	for _, v := range []int64{r.StoreBytes, r.NodeCacheHits, r.NodeCacheBytes, r.NodeCacheMisses} {
+		if v < 0 || v > MaxReadsDelta {
+			return fmt.Errorf("a reads report counts %d: each count is 0 to %d, what was read since the last report", v, int64(MaxReadsDelta))
+		}
+	}
+	return nil
+}
 
 // ErrorResponse is the body of every refusal.
 type ErrorResponse struct {

@@ -51,6 +51,10 @@ type Endpoint struct {
 	// resourceVersion: several replicas serve the endpoint.
 	ConfigMaps corev1client.ConfigMapsGetter
 	Log        logr.Logger
+	// ReadsFlush is how long the sidecars' reads reports of a job are
+	// summed before they are written into its state (default
+	// DefaultReadsFlush).
+	ReadsFlush time.Duration
 
 	// identities caches who a token is for a minute (like the API
 	// server's own token cache): a commit is a TokenReview and a pod read
@@ -63,6 +67,10 @@ type Endpoint struct {
 	// the endpoint can send one.
 	refused   map[[sha256.Size]byte]refusal
 	reviewers map[string]*rate.Limiter
+
+	// pending are the reads reports not yet written (reads.go).
+	readsMu sync.Mutex
+	pending map[readsKey]*pendingReads
 }
 
 // refusal is a token's refusal, until it expires.
@@ -108,6 +116,7 @@ func (e *Endpoint) Register(mux interface {
 	mux.Register(progress.PathCommit, e.handler(http.MethodPost, e.commit))
 	mux.Register(progress.PathSkip, e.handler(http.MethodPost, e.skip))
 	mux.Register(progress.PathState, e.handler(http.MethodGet, e.state))
+	mux.Register(progress.PathReads, e.handler(http.MethodPost, e.reads))
 	// A sidecar of another version: say what this operator serves.
 	mux.Register("/progress/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		writeEndpoint(w, http.StatusNotFound, progress.ErrorResponse{Error: fmt.Sprintf(

@@ -89,6 +89,9 @@ type Config struct {
 	HandoffSlots int
 	// Prefetch overrides spec.sidecar.prefetch when >= 0.
 	Prefetch int
+	// ReadsEvery is how often the sidecar reports what it read to the
+	// job's state (default a minute).
+	ReadsEvery time.Duration
 
 	// Placement is the ranks the sidecar serves.
 	sidecarconfig.Placement
@@ -477,7 +480,10 @@ func Run(ctx context.Context, cfg Config) error {
 		defer stop()
 		go watchPhases(ctx, cfg, pl.PhaseHashes(), stop, log)
 	}
+	stopReports := reportReads(ctx, cfg.Progress, feed.Cache, cfg.ReadsEvery, log)
 	err = srv.Serve(ctx, l)
+	pipe.Close() // nothing more is fetched: the last report and the log count it all
+	stopReports()
 	cs := feed.Cache.Stats()
 	log.Info("Stopped", "err", err, "storeBytes", cs.FetchedBytes, "downloads", cs.Downloads,
 		"nodeCacheHits", cs.Node.Hits, "nodeCacheBytes", cs.Node.Bytes, "nodeCacheMisses", cs.Node.Misses)
@@ -485,6 +491,58 @@ func Run(ctx context.Context, cfg Config) error {
 		err = nil
 	}
 	return err
+}
+
+// readsOf is what a cache's counters say the sidecar read.
+func readsOf(s cache.Stats) configmaps.Reads {
+	return configmaps.Reads{StoreBytes: s.FetchedBytes, NodeCacheHits: s.Node.Hits, NodeCacheBytes: s.Node.Bytes, NodeCacheMisses: s.Node.Misses}
+}
+
+// reportReads tells the job's state what the sidecar read since its last
+// report, every interval (default a minute) and once more when stopped:
+// status.jobs sums every sidecar's. A report that fails is counted in the
+// next.
+func reportReads(ctx context.Context, ledger progress.Ledger, c *cache.Cache, every time.Duration, log *slog.Logger) (stop func()) {
+	if every <= 0 {
+		every = time.Minute
+	}
+	var last configmaps.Reads
+	report := func(ctx context.Context) {
+		now := readsOf(c.Stats())
+		d := now.Sub(last)
+		if d.IsZero() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := ledger.Reads(ctx, d); err != nil {
+			log.Debug("The job's state did not take this sidecar's reads; the next report counts them", "err", err)
+			return
+		}
+		last = now
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				report(ctx)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer fcancel()
+		report(fctx)
+	}
 }
 
 // nodeFetch asks the node agent for the streams' shards; nil without

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -136,6 +137,14 @@ func TestIntegrationSIGTERMEndsStreamsAfterTheBatchInFlightAndRemovesTheSocket(t
 	s, err := configmaps.ParseState(data)
 	if err != nil || s.Step != 2 {
 		t.Fatalf("state after SIGTERM: %+v, %v", s, err)
+	}
+	// What it read, reported as it stopped: its last log line's count.
+	m := regexp.MustCompile(`"Stopped".*storeBytes=(\d+)|msg=Stopped.*storeBytes=(\d+)`).FindStringSubmatch(srv.logs())
+	if m == nil {
+		t.Fatalf("no Stopped line with storeBytes in the log:\n%s", srv.logs())
+	}
+	if want := m[1] + m[2]; s.Reads == nil || fmt.Sprint(s.Reads.StoreBytes) != want || want == "0" {
+		t.Fatalf("the state's reads after SIGTERM: %+v, want the %s store bytes the sidecar logged", s.Reads, want)
 	}
 }
 

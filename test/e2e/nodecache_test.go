@@ -61,6 +61,12 @@ func TestEndToEndTheNodeCacheServesRestartsRescalesAndASecondJob(t *testing.T) {
 	}
 	t.Logf("time from sidecar start to first batch ready: rescaled pods %v with the agent, %v without; first pods %v with, %v without",
 		rep.Rescaled.Ready, rep.WithoutRescaled.Ready, rep.First.Ready, rep.WithoutFirst.Ready)
+	// What the second job's sidecars reported, in status.jobs.
+	if r := rep.SecondStatus; r == nil || r.StoreBytes != rep.Second.StoreBytes || r.NodeCacheHits != rep.Second.NodeHits ||
+		r.NodeCacheBytes != rep.Second.NodeBytes || r.NodeCacheShare != "100.0%" {
+		t.Errorf("the second job's status.jobs reads %+v; want its sidecars' %d store bytes, %d node hits of %d bytes, 100.0%% from the node",
+			r, rep.Second.StoreBytes, rep.Second.NodeHits, rep.Second.NodeBytes)
+	}
 	first, second := rep.AgentAfterFirst, rep.AgentAfterSecond
 	t.Logf("the node agent: %d bytes fetched (%d entries of %d bytes on the node; the dataset's files: %d bytes), %d fills for requests and %d ahead (warm), %d hits after the first job; %d bytes, %d hits (%d bytes) after the second; %d hits on entries fetched ahead, on the node %.3f s on average before",
 		first.FetchedBytes, rep.Entries, rep.EntryBytes, rep.DatasetBytes, first.Fills, first.WarmFills, first.Hits, second.FetchedBytes, second.Hits, second.HitBytes,

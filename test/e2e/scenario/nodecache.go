@@ -19,6 +19,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 )
 
 // nodeCacheNamespace is the node cache story's namespace: privileged, as
@@ -49,6 +51,9 @@ type NodeCacheReport struct {
 	// WithoutLineage its lineage.
 	WithoutFirst, WithoutRescaled SidecarReads
 	WithoutLineage                Lineage
+	// SecondStatus is the second job's status.jobs[].reads, as its
+	// sidecars reported them to the operator.
+	SecondStatus *datav1alpha1.JobReads
 }
 
 // SidecarReads sums what a job's sidecars said they read when they
@@ -156,6 +161,26 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 	}
 	c.Detail("without the agent: %s; ready after: first %v, rescaled %v; sidecars read %d bytes from the store",
 		rep.WithoutLineage.Summary(), rep.WithoutFirst.Ready, rep.WithoutRescaled.Ready, rep.WithoutFirst.StoreBytes+rep.WithoutRescaled.StoreBytes)
+
+	// The second job's sidecars reported what they read as they stopped;
+	// the operator writes a job's reports every 30 s.
+	err = WaitFor(ctx, 2*time.Minute, "the second job's reads in status.jobs", func() (bool, error) {
+		ds, err := again.Dataset(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, j := range ds.Status.Jobs {
+			if j.Job == again.jobName() && j.Reads != nil && j.Reads.NodeCacheHits >= rep.Second.NodeHits {
+				rep.SecondStatus = j.Reads
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	c.Detail("second: status.jobs reads %+v", *rep.SecondStatus)
 	// The chart as the other stories had it.
 	return rep, c.InstallOperator(ctx)
 }

@@ -42,6 +42,12 @@ func (a *Agent) warm(w http.ResponseWriter, r *http.Request) error {
 			return refuse(http.StatusBadRequest, "%v", err)
 		}
 	}
+	// Asked before wantMu is taken: the cache asks keep, which takes it,
+	// with its own lock held.
+	present := make([]bool, len(shards))
+	for i, sh := range shards {
+		present[i] = a.cache.Present(sh)
+	}
 	var ans WarmAnswer
 	now := time.Now()
 	a.wantMu.Lock()
@@ -58,7 +64,7 @@ func (a *Agent) warm(w http.ResponseWriter, r *http.Request) error {
 	for i, sh := range shards {
 		a.wanted[sh.Key] = now.Add(a.opts.WantedFor)
 		switch {
-		case a.cache.Present(sh):
+		case present[i]:
 			ans.Present++
 		case a.queued[sh.Key]:
 			ans.Queued++
@@ -83,7 +89,8 @@ func (a *Agent) warm(w http.ResponseWriter, r *http.Request) error {
 }
 
 // keep says an entry is wanted: a pod named it in a warm request lately.
-// The cache asks it with its lock held.
+// The cache asks it with its lock held: nothing holding wantMu may call
+// the cache.
 func (a *Agent) keep(s cache.Shard) bool {
 	a.wantMu.Lock()
 	defer a.wantMu.Unlock()

@@ -321,22 +321,42 @@ func (a *Agent) authenticate(r *http.Request) (Caller, error) {
 	return caller, nil
 }
 
-func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
+// checkable is a request the agent checks before it does anything.
+type checkable interface {
+	Check() error
+	source() Source
+}
+
+func (r Request) source() Source     { return r.Source }
+func (w WarmRequest) source() Source { return w.Source }
+
+// admit authenticates the caller and reads its request (what, for the
+// refusal) into req, checked: refused with why, before any store is
+// opened.
+func (a *Agent) admit(w http.ResponseWriter, r *http.Request, what string, req checkable) (Caller, error) {
 	caller, err := a.authenticate(r)
 	if err != nil {
-		return err
+		return Caller{}, err
 	}
-	var req Request
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return refuse(http.StatusBadRequest, "the request is not a shard request (JSON of at most %d bytes): %v", MaxRequestBytes, err)
+	if err := dec.Decode(req); err != nil {
+		return Caller{}, refuse(http.StatusBadRequest, "the request is not a %s request (JSON of at most %d bytes): %v", what, MaxRequestBytes, err)
 	}
 	if err := req.Check(); err != nil {
-		return refuse(http.StatusBadRequest, "%v", err)
+		return Caller{}, refuse(http.StatusBadRequest, "%v", err)
 	}
-	if err := a.checkEndpoint(req.Source); err != nil {
-		return refuse(http.StatusForbidden, "%v", err)
+	if err := a.checkEndpoint(req.source()); err != nil {
+		return Caller{}, refuse(http.StatusForbidden, "%v", err)
+	}
+	return caller, nil
+}
+
+func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
+	var req Request
+	caller, err := a.admit(w, r, "shard", &req)
+	if err != nil {
+		return err
 	}
 	shard, err := a.entry(caller, req)
 	if err != nil {

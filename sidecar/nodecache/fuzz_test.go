@@ -21,6 +21,22 @@ func (anyPod) Authenticate(context.Context, string) (Caller, error) {
 	return Caller{Namespace: "ml", ServiceAccount: "trainer", Pod: "p", Node: "n"}, nil
 }
 
+// storelessAgent is an agent whose every store fails to open, counting
+// the tries, with a warm queue of 8 and no fill running.
+func storelessAgent(f *testing.F) (*Agent, *atomic.Int64) {
+	var opened atomic.Int64
+	a, err := NewAgent(Options{Dir: f.TempDir(), Auth: anyPod{}, Node: "n", AllowedEndpoints: []string{"minio:9000"}, LimitBytes: 1 << 20,
+		WarmQueue: 8, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Open: func(context.Context, store.Source) (store.Store, error) {
+			opened.Add(1)
+			return nil, errors.New("no store in this test")
+		}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	return a, &opened
+}
+
 // FuzzAgentRequest: whatever a pod sends, the agent answers with a status
 // (never a panic), serves nothing it did not fill from a store, and never
 // opens a store for a request it refuses.
@@ -35,16 +51,7 @@ func FuzzAgentRequest(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	var opened atomic.Int64
-	a, err := NewAgent(Options{Dir: f.TempDir(), Auth: anyPod{}, Node: "n", AllowedEndpoints: []string{"minio:9000"}, LimitBytes: 1 << 20,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Open: func(context.Context, store.Source) (store.Store, error) {
-			opened.Add(1)
-			return nil, errors.New("no store in this test")
-		}})
-	if err != nil {
-		f.Fatal(err)
-	}
+	a, opened := storelessAgent(f)
 	f.Fuzz(func(t *testing.T, body string) {
 		req := httptest.NewRequest(http.MethodPost, ShardPath, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer token")
@@ -79,16 +86,7 @@ func FuzzAgentWarmRequest(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	var opened atomic.Int64
-	a, err := NewAgent(Options{Dir: f.TempDir(), Auth: anyPod{}, Node: "n", AllowedEndpoints: []string{"minio:9000"}, LimitBytes: 1 << 20,
-		WarmQueue: 8, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Open: func(context.Context, store.Source) (store.Store, error) {
-			opened.Add(1)
-			return nil, errors.New("no store in this test")
-		}})
-	if err != nil {
-		f.Fatal(err)
-	}
+	a, opened := storelessAgent(f)
 	f.Fuzz(func(t *testing.T, body string) {
 		req := httptest.NewRequest(http.MethodPost, WarmPath, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer token")

@@ -19,21 +19,10 @@ import (
 // warm takes a warm request: it marks its shards wanted and queues the
 // fills of those the node lacks, answering at once.
 func (a *Agent) warm(w http.ResponseWriter, r *http.Request) error {
-	caller, err := a.authenticate(r)
+	var req WarmRequest
+	caller, err := a.admit(w, r, "warm", &req)
 	if err != nil {
 		return err
-	}
-	var req WarmRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return refuse(http.StatusBadRequest, "the request is not a warm request (JSON of at most %d bytes): %v", MaxRequestBytes, err)
-	}
-	if err := req.Check(); err != nil {
-		return refuse(http.StatusBadRequest, "%v", err)
-	}
-	if err := a.checkEndpoint(req.Source); err != nil {
-		return refuse(http.StatusForbidden, "%v", err)
 	}
 	reqs := req.Requests()
 	shards := make([]cache.Shard, len(reqs))

@@ -297,7 +297,8 @@ func (c *Cluster) agentCounters(ctx context.Context) (AgentCounters, error) {
 	if len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
 		return out, fmt.Errorf("%d node agent pods, want one running", len(pods.Items))
 	}
-	m, err := metrics(ctx, http.DefaultClient, "http://"+net.JoinHostPort(pods.Items[0].Status.PodIP, "9465")+"/metrics")
+	// Bounded: an agent that does not answer is a finding, not a hang.
+	m, err := metrics(ctx, &http.Client{Timeout: 30 * time.Second}, "http://"+net.JoinHostPort(pods.Items[0].Status.PodIP, "9465")+"/metrics")
 	if err != nil {
 		return out, err
 	}

@@ -1166,11 +1166,12 @@ type JobReads struct {
 	// StoreBytes were downloaded from the object stores, retries included.
 	// +optional
 	StoreBytes int64 `json:"storeBytes,omitempty"`
-	// NodeCacheHits are the shards the node agents gave (each checked
-	// against the index), NodeCacheBytes their bytes: egress the job did
-	// not cost.
+	// NodeCacheHits are the shards the node agents gave, each checked
+	// against the index.
 	// +optional
 	NodeCacheHits int64 `json:"nodeCacheHits,omitempty"`
+	// NodeCacheBytes are the bytes of those shards: egress the job did
+	// not cost.
 	// +optional
 	NodeCacheBytes int64 `json:"nodeCacheBytes,omitempty"`
 	// NodeCacheMisses are the shards the node agents could not give,

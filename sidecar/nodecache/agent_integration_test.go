@@ -347,7 +347,7 @@ func request(t *testing.T, d *dataset, s cache.Shard, credentialsDir string) nod
 	if err != nil {
 		t.Fatal(err)
 	}
-	return nodecache.Request{Source: src, Key: s.Key, Size: s.Size, Hash: s.Hash}
+	return nodecache.Request{Source: src, Part: nodecache.Part{Key: s.Key, Size: s.Size, Hash: s.Hash}}
 }
 
 // A pod that names a shard with another hash (bytes it forged) fills
@@ -610,7 +610,7 @@ func TestIntegrationARowGroupAndItsFooterComeFromTheNode(t *testing.T) {
 	// Another version of the object is another footer.
 	parts[0].Hash, parts[1].Version = "xxh64:0000000000000001", "xxh64:0000000000000001"
 	body, err := nodecache.NewClient(a.socket, newPod(t, ns, node).token, 0, 0).Get(context.Background(), nodecache.Request{
-		Source: request(t, d, d.shards[0], creds).Source, Key: parts[1].Key, Range: true, Offset: parts[1].Offset, Size: parts[1].Size, Version: parts[1].Version})
+		Source: request(t, d, d.shards[0], creds).Source, Part: nodecache.Part{Key: parts[1].Key, Range: true, Offset: parts[1].Offset, Size: parts[1].Size, Version: parts[1].Version}})
 	if err != nil {
 		t.Fatal(err)
 	}

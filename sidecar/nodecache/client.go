@@ -174,7 +174,7 @@ func (c *Client) Warm(ctx context.Context, w WarmRequest) (WarmAnswer, error) {
 // per stream and MaxWarmShards; others are not named.
 func (c *Client) Warmer(sources map[string]store.Source) cache.NodeWarm {
 	return func(ctx context.Context, shards []cache.Shard) error {
-		byStream := map[string][]WarmShard{}
+		byStream := map[string][]Part{}
 		var order []string
 		for _, s := range shards {
 			if _, ok := sources[s.Stream]; !ok {
@@ -183,7 +183,7 @@ func (c *Client) Warmer(sources map[string]store.Source) cache.NodeWarm {
 			if _, ok := byStream[s.Stream]; !ok {
 				order = append(order, s.Stream)
 			}
-			byStream[s.Stream] = append(byStream[s.Stream], WarmShard{Key: s.Key, Range: s.Range, Offset: s.Offset, Size: s.Size, Hash: s.Hash, Version: s.Version})
+			byStream[s.Stream] = append(byStream[s.Stream], PartOf(s))
 		}
 		for _, name := range order {
 			src, err := SourceOf(ctx, sources[name])
@@ -240,7 +240,7 @@ func (c *Client) Fetch(sources map[string]store.Source) cache.NodeFetch {
 		if err != nil {
 			return nil, fmt.Errorf("node agent: the stream's credentials: %w", err)
 		}
-		return c.Get(ctx, Request{Source: ns, Key: s.Key, Range: s.Range, Offset: s.Offset, Size: s.Size, Hash: s.Hash, Version: s.Version})
+		return c.Get(ctx, Request{Source: ns, Part: PartOf(s)})
 	}
 }
 

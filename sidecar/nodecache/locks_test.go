@@ -41,7 +41,7 @@ func TestWarmRequestsAndEvictionsAtOnceNeverDeadlock(t *testing.T) {
 		}
 		sum, _ := checksum.Of("xxh64", b)
 		reqs = append(reqs, Request{Source: Source{URI: "s3://b/", Endpoint: "minio:9000", Credentials: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("k")}},
-			Key: key, Size: size, Hash: sum.String()})
+			Part: Part{Key: key, Size: size, Hash: sum.String()}})
 	}
 	a, err := NewAgent(Options{Dir: t.TempDir(), Auth: anyPod{}, Node: "n", AllowedEndpoints: []string{"minio:9000"}, LimitBytes: 4 * size,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Open: func(context.Context, store.Source) (store.Store, error) { return st, nil }})
@@ -68,7 +68,7 @@ func TestWarmRequestsAndEvictionsAtOnceNeverDeadlock(t *testing.T) {
 				if i%2 == 0 {
 					w := WarmRequest{Source: reqs[k].Source}
 					for _, r := range reqs[k:min(k+6, shards)] {
-						w.Shards = append(w.Shards, WarmShard{Key: r.Key, Size: r.Size, Hash: r.Hash})
+						w.Shards = append(w.Shards, r.Part)
 					}
 					post(WarmPath, w)
 				} else {

@@ -25,6 +25,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/sidecar/cache"
 )
 
 // The agent's API: one POST of a Request to ShardPath, with the pod's
@@ -59,19 +60,8 @@ const (
 // pod's requests, with the credentials given for this request only (held
 // in memory until its fills are done or dropped, never written).
 type WarmRequest struct {
-	Source Source      `json:"source"`
-	Shards []WarmShard `json:"shards"`
-}
-
-// WarmShard is one shard of a WarmRequest: a Request's fields but the
-// source.
-type WarmShard struct {
-	Key     string `json:"key"`
-	Range   bool   `json:"range,omitempty"`
-	Offset  int64  `json:"offset,omitempty"`
-	Size    int64  `json:"size"`
-	Hash    string `json:"hash,omitempty"`
-	Version string `json:"version,omitempty"`
+	Source Source `json:"source"`
+	Shards []Part `json:"shards"`
 }
 
 // WarmAnswer says what the agent made of a WarmRequest: how many shards
@@ -87,7 +77,7 @@ type WarmAnswer struct {
 func (w WarmRequest) Requests() []Request {
 	out := make([]Request, len(w.Shards))
 	for i, s := range w.Shards {
-		out[i] = Request{Source: w.Source, Key: s.Key, Range: s.Range, Offset: s.Offset, Size: s.Size, Hash: s.Hash, Version: s.Version}
+		out[i] = Request{Source: w.Source, Part: s}
 	}
 	return out
 }
@@ -105,11 +95,16 @@ func (w WarmRequest) Check() error {
 	return nil
 }
 
-// Request asks the agent for one shard: bytes [Offset, Offset+Size) of the
-// object Key under Source's prefix when Range is set, else the whole
-// object of Size bytes, which must hash to Hash.
+// Request asks the agent for one shard: Part of an object of Source.
 type Request struct {
 	Source Source `json:"source"`
+	Part
+}
+
+// Part is the bytes of a shard: [Offset, Offset+Size) of the object Key
+// under a source's prefix when Range is set, else the whole object of
+// Size bytes, which must hash to Hash.
+type Part struct {
 	Key    string `json:"key"`
 	Range  bool   `json:"range,omitempty"`
 	Offset int64  `json:"offset,omitempty"`
@@ -119,6 +114,11 @@ type Request struct {
 	// a hash of the object's that changes with it: the entry is keyed by
 	// it, and kept as the store gave it.
 	Version string `json:"version,omitempty"`
+}
+
+// PartOf is the part of a shard as the sidecar's cache names it.
+func PartOf(s cache.Shard) Part {
+	return Part{Key: s.Key, Range: s.Range, Offset: s.Offset, Size: s.Size, Hash: s.Hash, Version: s.Version}
 }
 
 // Source is the store a shard is read from and the credentials to read it

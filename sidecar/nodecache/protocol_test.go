@@ -8,7 +8,7 @@ import (
 )
 
 func TestARequestTheAgentCannotServeSafelyIsRefused(t *testing.T) {
-	good := Request{Source: Source{URI: "s3://b/p/", Credentials: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("k")}}, Key: "a/b.mds", Size: 10, Hash: "xxh64:00ff"}
+	good := Request{Source: Source{URI: "s3://b/p/", Credentials: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("k")}}, Part: Part{Key: "a/b.mds", Size: 10, Hash: "xxh64:00ff"}}
 	edit := func(f func(*Request)) Request {
 		r := good
 		f(&r)
@@ -83,7 +83,7 @@ func TestOnlyAPodBoundTokenForTheAgentIsAccepted(t *testing.T) {
 func TestAnEntrysAddressSaysWhoMayReadIt(t *testing.T) {
 	a := &Agent{key: []byte("k"), opts: Options{SharedSources: []string{"s3://public/"}}}
 	base := Request{Source: Source{URI: "s3://b/p/", Endpoint: "minio:9000", Credentials: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("id"), "AWS_SECRET_ACCESS_KEY": []byte("s")}},
-		Key: "x.mds", Size: 10, Hash: "xxh64:00ff"}
+		Part: Part{Key: "x.mds", Size: 10, Hash: "xxh64:00ff"}}
 	owner := Caller{Namespace: "ml", ServiceAccount: "trainer"}
 	addr := func(c Caller, f func(*Request)) string {
 		r := base

@@ -18,7 +18,7 @@ func warmOf(t *testing.T, d *dataset, credentialsDir string, shards ...cache.Sha
 	t.Helper()
 	w := nodecache.WarmRequest{Source: request(t, d, d.shards[0], credentialsDir).Source}
 	for _, s := range shards {
-		w.Shards = append(w.Shards, nodecache.WarmShard{Key: s.Key, Size: s.Size, Hash: s.Hash})
+		w.Shards = append(w.Shards, nodecache.Part{Key: s.Key, Size: s.Size, Hash: s.Hash})
 	}
 	return w
 }

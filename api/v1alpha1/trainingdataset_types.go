@@ -687,6 +687,15 @@ type ImageDecode struct {
 	// +kubebuilder:validation:Maximum=8192
 	// +optional
 	Resize *int32 `json:"resize,omitempty"`
+
+	// Draft decodes a JPEG at 1/2, 1/4 or 1/8 of its size in the inverse
+	// DCT wherever the resize shrinks it at least that much, then resizes
+	// that, as Pillow's Image.draft: faster on images much larger than
+	// resize, with pixels a few levels from a full decode's. Only the
+	// sidecar built with libjpeg-turbo (the image's, the x86-64 wheel's)
+	// reduces; the portable build decodes in full.
+	// +optional
+	Draft bool `json:"draft,omitempty"`
 }
 
 // Shuffle configures how samples are shuffled.

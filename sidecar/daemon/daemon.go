@@ -314,7 +314,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 func imageSpecs(decode []datav1alpha1.ColumnDecode) map[string]images.Spec {
 	out := map[string]images.Spec{}
 	for _, d := range decode {
-		spec := images.Spec{Height: int(d.Image.Height), Width: int(d.Image.Width)}
+		spec := images.Spec{Height: int(d.Image.Height), Width: int(d.Image.Width), Draft: d.Image.Draft}
 		spec.Resize = max(spec.Height, spec.Width)
 		if d.Image.Resize != nil {
 			spec.Resize = int(*d.Image.Resize)

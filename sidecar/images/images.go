@@ -28,6 +28,12 @@ type Spec struct {
 	// Height and Width of the centre crop taken from the resized image;
 	// at most Resize each.
 	Height, Width int
+	// Draft decodes a JPEG at 1/2, 1/4 or 1/8 of its size in libjpeg-turbo's
+	// inverse DCT where the resized image is no larger (Pillow's
+	// Image.draft), then resizes that: fewer pixels transformed, converted
+	// and resized, a few levels from a full decode. The portable build
+	// (Go's image/jpeg) always decodes at full size.
+	Draft bool
 }
 
 // Check says what is wrong with the spec.
@@ -131,10 +137,32 @@ func (d *Decoder) resizeInGo(dst, src []byte, g goDecoder) error {
 
 // kernels are the resize's weights for a w×h image: torchvision's Resize
 // of the shorter side, then the centre crop's window of it.
-func (d *Decoder) kernels(w, h int) (kx, ky kernel) {
+func (d *Decoder) kernels(w, h int) (kx, ky kernel) { return d.kernelsFrom(w, h, w, h) }
+
+// kernelsFrom are the weights of the resize of a w×h image when it was
+// decoded at dw×dh (reduced by the DCT): the output is the full image's.
+func (d *Decoder) kernelsFrom(w, h, dw, dh int) (kx, ky kernel) {
 	s := d.spec
 	rw, rh := resizedSize(w, h, s.Resize)
-	return newKernel(w, rw, centre(rw, s.Width), s.Width), newKernel(h, rh, centre(rh, s.Height), s.Height)
+	return newKernel(dw, rw, centre(rw, s.Width), s.Width), newKernel(dh, rh, centre(rh, s.Height), s.Height)
+}
+
+// dctScale is the m of the m/8 scale a JPEG of w×h decodes at in draft
+// mode: Pillow's Image.draft to the resized size (the largest reduction of
+// 1/2, 1/4 and 1/8 that both sides allow, whole). 8, the full size, when
+// the spec is not a draft.
+func (d *Decoder) dctScale(w, h int) int {
+	if !d.spec.Draft {
+		return 8
+	}
+	rw, rh := resizedSize(w, h, d.spec.Resize)
+	scale := min(w/rw, h/rh)
+	for _, s := range []int{8, 4, 2} {
+		if scale >= s {
+			return 8 / s
+		}
+	}
+	return 8
 }
 
 func checkSize(w, h int) error {

@@ -3,6 +3,7 @@ package images
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -118,9 +119,23 @@ func TestResizeCropOfAFlatAndASplitImage(t *testing.T) {
 	}
 }
 
-// A photo-sized JPEG (448×360, noisy) to 224×224: the bench's images.
+// A photo-sized JPEG (448×360, noisy: the bench's images) and a larger
+// one to 224×224, the larger also in draft mode.
 func BenchmarkDecodeResizeCrop(b *testing.B) {
-	img := image.NewRGBA(image.Rect(0, 0, 448, 360))
+	for _, tc := range []struct {
+		w, h  int
+		draft bool
+	}{{448, 360, false}, {1024, 768, false}, {1024, 768, true}} {
+		name := fmt.Sprintf("%dx%d", tc.w, tc.h)
+		if tc.draft {
+			name += "/draft" // decoded at 1/2 by the DCT in the cgo build
+		}
+		b.Run(name, func(b *testing.B) { benchDecode(b, tc.w, tc.h, tc.draft) })
+	}
+}
+
+func benchDecode(b *testing.B, w, h int, draft bool) {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	for i := range img.Pix {
 		img.Pix[i] = byte(i*7 + i/1000*13)
 	}
@@ -128,7 +143,7 @@ func BenchmarkDecodeResizeCrop(b *testing.B) {
 	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90}); err != nil {
 		b.Fatal(err)
 	}
-	d := NewDecoder(Spec{Resize: 256, Height: 224, Width: 224})
+	d := NewDecoder(Spec{Resize: 256, Height: 224, Width: 224, Draft: draft})
 	dst := make([]byte, 224*224*3)
 	b.SetBytes(int64(buf.Len()))
 	for b.Loop() {

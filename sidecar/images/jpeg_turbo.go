@@ -71,6 +71,17 @@ static int sf_open(sf_jpeg *j, const unsigned char *src, unsigned long n, int *w
 
 static void sf_close(sf_jpeg *j) { jpeg_destroy_decompress(&j->cinfo); }
 
+// sf_scale asks libjpeg-turbo to decode at m/8 of the image's size (its
+// reduced inverse DCT: fewer pixels transformed, converted and resized)
+// and says the size it will decode at.
+static void sf_scale(sf_jpeg *j, int m, int *w, int *h) {
+	j->cinfo.scale_num = (unsigned int)m;
+	j->cinfo.scale_denom = 8;
+	jpeg_calc_output_dimensions(&j->cinfo);
+	*w = (int)j->cinfo.output_width;
+	*h = (int)j->cinfo.output_height;
+}
+
 // sf_read decodes rows [y0, y1) of at least columns [x0, x1) into dst as
 // RGBX rows of *cw pixels starting at column *cx (libjpeg widens the
 // columns to whole blocks); the rest of the image is skipped, not
@@ -226,7 +237,12 @@ func (d *Decoder) decodeJPEG(dst, src []byte) error {
 	if err := checkSize(w, h); err != nil {
 		return err
 	}
-	kx, ky := d.kernels(w, h)
+	// Decoded smaller by the DCT where the resize shrinks the image
+	// anyway; the resize then maps the smaller image onto the same output.
+	var sw, sh C.int
+	C.sf_scale(j, C.int(d.dctScale(w, h)), &sw, &sh)
+	kx, ky := d.kernelsFrom(w, h, int(sw), int(sh))
+	w, h = int(sw), int(sh)
 	x0, x1 := kx.span()
 	y0, y1 := ky.span()
 	x0, x1 = max(x0-blockMargin, 0), min(x1+blockMargin, w)
@@ -243,6 +259,7 @@ func (d *Decoder) decodeJPEG(dst, src []byte) error {
 		d.rgb = make([]byte, int(cwidth)*4*(y1-y0))
 		C.sf_close(j)
 		if rc = C.sf_open(j, (*C.uchar)(unsafe.SliceData(src)), C.ulong(len(src)), &cw, &ch, &msg[0]); rc == C.SF_OK {
+			C.sf_scale(j, C.int(d.dctScale(int(cw), int(ch))), &sw, &sh)
 			rc = read()
 		}
 	}

@@ -3,13 +3,17 @@
 Runs in bin/venv-oracle, whose Pillow (from PyPI, with its libjpeg-turbo)
 is what training code decodes images with.
 
-  images_oracle.py OUT RESIZE HEIGHT WIDTH
+  images_oracle.py OUT RESIZE HEIGHT WIDTH [draft]
       writes test images (photo-like gradients with noise and edges, in
       JPEG at several chroma subsamplings and qualities, greyscale, CMYK, PNG
       with alpha) as OUT/NAME.img, and beside each OUT/NAME.rgb: the bytes
       of torchvision's Resize(RESIZE) then CenterCrop((HEIGHT, WIDTH)) on
       the image opened by Pillow and converted to RGB (bilinear,
-      antialiased), height x width x 3 uint8. Prints the names.
+      antialiased), height x width x 3 uint8. Prints the names. With
+      draft, each RGB or grey JPEG is first opened with
+      Image.draft("RGB", resized size): libjpeg-turbo decodes it at 1/2,
+      1/4 or 1/8 of its size where the resize allows (CMYK ones stay whole,
+      as shardfeed decodes them).
 """
 
 import io
@@ -36,15 +40,17 @@ def photo(w: int, h: int, seed: int) -> Image.Image:
     return img
 
 
-def reference(data: bytes, resize: int, height: int, width: int) -> bytes:
-    img = Image.open(io.BytesIO(data)).convert("RGB")
+def reference(data: bytes, resize: int, height: int, width: int, draft: bool = False) -> bytes:
+    img = Image.open(io.BytesIO(data))
     w, h = img.size
     # torchvision.transforms.Resize(resize) on a PIL image.
     if w <= h:
         size = (resize, int(resize * h / w))
     else:
         size = (int(resize * w / h), resize)
-    img = img.resize(size, Image.Resampling.BILINEAR)
+    if draft and img.format == "JPEG" and img.mode in ("RGB", "L"):
+        img.draft("RGB", size)
+    img = img.convert("RGB").resize(size, Image.Resampling.BILINEAR)
     # torchvision.transforms.CenterCrop((height, width)).
     top = int(round((size[1] - height) / 2.0))
     left = int(round((size[0] - width) / 2.0))
@@ -54,6 +60,7 @@ def reference(data: bytes, resize: int, height: int, width: int) -> bytes:
 def main() -> None:
     out = Path(sys.argv[1])
     resize, height, width = (int(a) for a in sys.argv[2:5])
+    draft = sys.argv[5:] == ["draft"]
     out.mkdir(parents=True, exist_ok=True)
     cases = []
     for i, (w, h) in enumerate([(96, 96), (160, 120), (121, 203), (640, 427), (57, 300)]):
@@ -75,7 +82,7 @@ def main() -> None:
         cases.append((f"png-{w}x{h}", b.getvalue()))
     for name, data in cases:
         (out / f"{name}.img").write_bytes(data)
-        (out / f"{name}.rgb").write_bytes(reference(data, resize, height, width))
+        (out / f"{name}.rgb").write_bytes(reference(data, resize, height, width, draft))
         print(name)
 
 

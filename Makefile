@@ -119,12 +119,25 @@ $(BUILD_VENV)/.complete: hack/requirements-build.txt
 	$(BUILD_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r hack/requirements-build.txt
 	@touch $@
 
+# The wheel's binary links libjpeg-turbo, as the image's sidecar, where this
+# machine can build it (a C compiler and libjpeg-turbo's static library:
+# Debian's libjpeg62-turbo-dev); otherwise, or with SHARDFEED_JPEG=go, it is
+# the portable binary, which decodes JPEGs in Go, several times slower.
+WHEEL_LIBJPEG = $(shell [ "$${SHARDFEED_JPEG:-libjpeg}" != go ] && [ -f /usr/include/jpeglib.h ] && \
+	command -v cc >/dev/null && [ -f "$$(cc -print-file-name=libjpeg.a)" ] && echo yes)
+
 .PHONY: wheel
-wheel: $(BUILD_VENV)/.complete ## Build the Python client's platform wheel, bundling the static shardfeed binary, into bin/wheel/ (needs Go and python3 only).
+wheel: $(BUILD_VENV)/.complete ## Build the Python client's platform wheel, bundling the static shardfeed binary (with libjpeg-turbo where gcc and libjpeg62-turbo-dev are installed), into bin/wheel/ (needs Go and python3 only).
 	@rm -rf $(BIN)/wheel-build $(WHEEL_DIR) && mkdir -p $(WHEEL_DIR)
 	cp -r clients/python $(BIN)/wheel-build
 	rm -rf $(BIN)/wheel-build/build $(BIN)/wheel-build/src/*.egg-info
+ifeq ($(WHEEL_LIBJPEG),yes)
+	@echo "the wheel's binary links libjpeg-turbo (cgo, static) for spec.decode's JPEGs"
+	$(LIBJPEG_BUILD) -o $(BIN)/wheel-build/src/shardfeed/_bin/shardfeed ./cmd/shardfeed
+else
+	@echo "the wheel's binary is the portable one: JPEGs decode in Go, several times slower (install gcc and libjpeg62-turbo-dev for libjpeg-turbo's; SHARDFEED_JPEG=$${SHARDFEED_JPEG:-})"
 	$(GO_BUILD) -o $(BIN)/wheel-build/src/shardfeed/_bin/shardfeed ./cmd/shardfeed
+endif
 	SHARDFEED_VERSION=$(VERSION) $(BUILD_VENV)/bin/python -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation -w $(WHEEL_DIR) $(BIN)/wheel-build
 	@rm -rf $(BIN)/wheel-build
 	@ls $(WHEEL_DIR)/*.whl

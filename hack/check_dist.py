@@ -112,6 +112,9 @@ def main() -> None:
         cli = subprocess.run([f"{tmp}/bin/shardfeed", "--version"], capture_output=True, text=True, check=True).stdout
         if not cli.startswith(f"shardfeed v{v} "):
             fail(f"the wheel's shardfeed --version says {cli.strip()!r}, want v{v}")
+        jpeg = subprocess.run([f"{tmp}/bin/shardfeed", "version"], capture_output=True, text=True, check=True).stdout
+        if os.uname().machine == "x86_64" and "JPEG decoder: libjpeg-turbo" not in jpeg:
+            fail(f"the x86_64 wheel's shardfeed decodes JPEGs without libjpeg-turbo: {jpeg.strip()!r}")
         got = subprocess.run([f"{tmp}/bin/python", "-c", "import shardfeed; print(shardfeed.__version__)"],
                              capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]}).stdout.strip()
         if got != py:
@@ -166,6 +169,14 @@ def main() -> None:
         fail(f"the SBOM lacks {missing[:5]} of the binary's {len(deps)} modules")
     if f"pkg:pypi/shardfeed@{v}" not in purls:
         fail("the SBOM names no wheel")
+    # The x86_64 wheel bundles the sidecar's build, libjpeg-turbo linked in.
+    ids = {p["SPDXID"]: p for p in sbom["packages"]}
+    contains = {ids[r["spdxElementId"]]["packageFileName"]: r["relatedSpdxElement"] for r in sbom["relationships"]
+                if r["relationshipType"] == "CONTAINS" and r["spdxElementId"] in ids}
+    linked = {(r["spdxElementId"], ids[r["relatedSpdxElement"]]["name"]) for r in sbom["relationships"]
+              if r["relationshipType"] == "STATIC_LINK" and r["relatedSpdxElement"] in ids}
+    if (contains.get(wheels["x86_64"].name), "libjpeg-turbo") not in linked:
+        fail(f"the SBOM does not say the x86_64 wheel's binary links libjpeg-turbo ({contains.get(wheels['x86_64'].name)})")
     print(f"check_dist: shardfeed {v}: {len(artifacts)} artifacts verified; wheel {py}, image {top['digest'][:19]}…, "
           f"chart {v}, SBOM of {len(sbom['packages'])} packages")
 

@@ -3,6 +3,7 @@
 # container engine or a registry (docs/releasing.md):
 #   shardfeed-<v>-py3-none-manylinux_2_17_{x86_64,aarch64}.whl
 #                                   the Python client with the static CLI inside
+#                                   (the sidecar's build: libjpeg-turbo on amd64)
 #   shardfeed-image-<v>.tar         the image (manager + sidecar) as an OCI
 #                                   archive: an index of linux/amd64 and
 #                                   linux/arm64, named <repository>:<v>
@@ -17,8 +18,9 @@
 # The version: DIST_VERSION (1.2.3 or 1.2.3-rc.1), else the tag v1.2.3 at
 # HEAD, else a development build of VERSION: <VERSION>-dev.<commits>.g<sha>.
 # IMAGE_REPOSITORY (default ghcr.io/shardfeed/shardfeed) names the image.
-# The amd64 sidecar links libjpeg-turbo (make tools installs its headers);
-# the arm64 one decodes JPEG in Go (SHARDFEED_JPEG=go builds both so).
+# The amd64 sidecar links libjpeg-turbo (make tools installs its headers),
+# and so does the x86_64 wheel's CLI, the same binary; the arm64 ones
+# decode JPEG in Go (SHARDFEED_JPEG=go builds both so).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -80,7 +82,8 @@ for arch in amd64 arm64; do
 	cp -r clients/python "$w"
 	rm -rf "$w/build" "$w"/src/*.egg-info "$w/src/shardfeed/_bin"
 	mkdir -p "$w/src/shardfeed/_bin"
-	cp "$STAGE/linux-$arch/shardfeed" "$w/src/shardfeed/_bin/shardfeed"
+	# The sidecar's build: libjpeg-turbo linked in for amd64, as the image's.
+	cp "$STAGE/linux-$arch/sidecar" "$w/src/shardfeed/_bin/shardfeed"
 	machine=x86_64
 	[[ $arch == arm64 ]] && machine=aarch64
 	SHARDFEED_VERSION=$V SHARDFEED_WHEEL_MACHINE=$machine "$BIN/venv-build/bin/python" -m pip wheel --quiet --disable-pip-version-check \
@@ -109,7 +112,9 @@ grep -q "digest: \"$DIGEST\"" "$STAGE/chart/values.yaml" || die "the chart's val
 # The SBOM and the checksums.
 wheels=()
 for w in "$OUT"/*.whl; do wheels+=(-wheel "$w"); done
-go run ./hack/sbom -version "$V" -created "$CREATED" -out "$OUT/shardfeed-$V.spdx.json" "${wheels[@]}" \
+# The libjpeg-turbo the amd64 sidecar (and wheel) link: Debian's.
+libjpeg=$(dpkg-query -W -f '${Version}' libjpeg62-turbo-dev 2>/dev/null | sed -E 's/^[0-9]+://; s/-[^-]*$//') || true
+go run ./hack/sbom -version "$V" -created "$CREATED" -libjpeg "${libjpeg:-unknown}" -out "$OUT/shardfeed-$V.spdx.json" "${wheels[@]}" \
 	"$STAGE/linux-amd64/shardfeed" "$STAGE/linux-amd64/manager" "$STAGE/linux-amd64/sidecar" \
 	"$STAGE/linux-arm64/shardfeed" "$STAGE/linux-arm64/manager"
 (cd "$OUT" && sha256sum -- *.whl *.tar *.tgz *.spdx.json >SHA256SUMS)

@@ -7,19 +7,28 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardfeed/shardfeed/internal/version"
+	"github.com/shardfeed/shardfeed/sidecar/images"
 )
+
+// buildInfo is the version and what this binary was built with that a
+// user asks about: the JPEG decoder of spec.decode (the cgo build links
+// libjpeg-turbo, the portable one decodes in Go).
+type buildInfo struct {
+	version.Info
+	JPEGDecoder string `json:"jpegDecoder"`
+}
 
 func newVersionCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of shardfeed and of its plan algorithm",
+		Short: "Print the version of shardfeed, of its plan algorithm and its JPEG decoder",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			info := version.Get()
+			info := buildInfo{Info: version.Get(), JPEGDecoder: images.JPEGDecoder}
 			switch output {
 			case "text":
-				_, err := fmt.Fprintln(cmd.OutOrStdout(), info)
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s\nJPEG decoder: %s\n", info.Info, info.JPEGDecoder)
 				return err
 			case "json":
 				enc := json.NewEncoder(cmd.OutOrStdout())

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/shardfeed/shardfeed/internal/version"
+	"github.com/shardfeed/shardfeed/sidecar/images"
 )
 
 func TestVersionCommand(t *testing.T) {
@@ -20,8 +21,8 @@ func TestVersionCommand(t *testing.T) {
 			name: "text",
 			args: []string{"version"},
 			check: func(t *testing.T, out string) {
-				if !strings.HasPrefix(out, "shardfeed ") {
-					t.Errorf("output %q does not start with %q", out, "shardfeed ")
+				if !strings.HasPrefix(out, "shardfeed ") || !strings.Contains(out, "\nJPEG decoder: "+images.JPEGDecoder+"\n") {
+					t.Errorf("output %q does not start with %q and name the JPEG decoder", out, "shardfeed ")
 				}
 			},
 		},
@@ -38,11 +39,14 @@ func TestVersionCommand(t *testing.T) {
 			name: "json",
 			args: []string{"version", "-o", "json"},
 			check: func(t *testing.T, out string) {
-				var info version.Info
+				var info struct {
+					version.Info
+					JPEGDecoder string `json:"jpegDecoder"`
+				}
 				if err := json.Unmarshal([]byte(out), &info); err != nil {
 					t.Fatalf("output is not JSON: %v\n%s", err, out)
 				}
-				if info.PlanVersion != version.PlanVersion || info.GoVersion == "" {
+				if info.PlanVersion != version.PlanVersion || info.GoVersion == "" || info.JPEGDecoder != images.JPEGDecoder {
 					t.Errorf("info = %+v, want plan version %d and a Go version", info, version.PlanVersion)
 				}
 			},

@@ -1,13 +1,15 @@
 // Command sbom writes the SPDX 2.3 software bill of materials of a
 // shardfeed release: each Go binary, with the module versions the Go
-// toolchain recorded in it (debug/buildinfo), and the Python client's
-// wheel with the binary it bundles. make dist runs it.
+// toolchain recorded in it (debug/buildinfo) and, for the builds that link
+// libjpeg-turbo (-tags libjpeg), that C library; and the Python client's
+// wheels, each with the binary it bundles. make dist runs it.
 //
-//	sbom -version 0.2.0 -out shardfeed-0.2.0.spdx.json -created 2026-11-27T10:00:00Z \
+//	sbom -version 0.2.0 -out shardfeed-0.2.0.spdx.json -created 2026-11-27T10:00:00Z -libjpeg 2.1.5 \
 //	  -wheel shardfeed-0.2.0-py3-none-manylinux_2_17_x86_64.whl dist/bin/linux-amd64/shardfeed ...
 package main
 
 import (
+	"archive/zip"
 	"crypto/sha256"
 	"debug/buildinfo"
 	"encoding/base64"
@@ -16,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -27,10 +30,11 @@ func main() {
 	version := flag.String("version", "", "the release's version (0.2.0)")
 	out := flag.String("out", "", "the SBOM to write (SPDX 2.3 JSON)")
 	created := flag.String("created", "", "the creation time (RFC 3339; the commit's, so the SBOM is reproducible)")
+	libjpeg := flag.String("libjpeg", "", "the version of the libjpeg-turbo the -tags libjpeg binaries link statically")
 	var wheels multi
 	flag.Var(&wheels, "wheel", "a wheel of the release (repeatable)")
 	flag.Parse()
-	if err := run(*version, *out, *created, wheels, flag.Args()); err != nil {
+	if err := run(*version, *out, *created, *libjpeg, wheels, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "sbom:", err)
 		os.Exit(1)
 	}
@@ -88,23 +92,26 @@ func fileSum(path string) ([]sum, error) {
 	return []sum{{"SHA256", hex.EncodeToString(h[:])}}, nil
 }
 
-func run(version, out, created string, wheels, binaries []string) error {
+func run(version, out, created, libjpeg string, wheels, binaries []string) error {
 	if version == "" || out == "" || created == "" || len(binaries) == 0 {
 		return errors.New("give -version, -out, -created and the release's Go binaries")
 	}
 	var pkgs []pkg
 	var rels []relationship
 	modules := map[string]pkg{}
-	var binIDs []string
+	binIDs := map[string]string{} // a binary's SHA-256 → its id
 	for _, path := range binaries {
 		info, err := buildinfo.ReadFile(path)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		goarch := ""
+		goarch, cgoJPEG := "", false
 		for _, s := range info.Settings {
-			if s.Key == "GOARCH" {
+			switch s.Key {
+			case "GOARCH":
 				goarch = s.Value
+			case "-tags":
+				cgoJPEG = strings.Contains(","+s.Value+",", ",libjpeg,")
 			}
 		}
 		name := filepath.Base(path)
@@ -117,8 +124,20 @@ func run(version, out, created string, wheels, binaries []string) error {
 			LicenseDeclared: "Apache-2.0", CopyrightText: "NOASSERTION", PrimaryPurpose: "APPLICATION",
 			ExternalRefs: []extRef{{"PACKAGE-MANAGER", "purl", fmt.Sprintf("pkg:golang/%s@v%s?goarch=%s", info.Main.Path, version, goarch)}}}
 		pkgs = append(pkgs, bin)
-		binIDs = append(binIDs, bin.SPDXID)
+		binIDs[sums[0].ChecksumValue] = bin.SPDXID
 		rels = append(rels, relationship{"SPDXRef-DOCUMENT", "DESCRIBES", bin.SPDXID})
+		if cgoJPEG {
+			if libjpeg == "" {
+				return fmt.Errorf("%s links libjpeg-turbo (-tags libjpeg): give its version with -libjpeg", path)
+			}
+			jid := id("C", "libjpeg-turbo", libjpeg)
+			if _, ok := modules[jid]; !ok {
+				modules[jid] = pkg{Name: "libjpeg-turbo", SPDXID: jid, VersionInfo: libjpeg, DownloadLocation: "https://libjpeg-turbo.org/",
+					LicenseConcluded: "NOASSERTION", LicenseDeclared: "IJG AND BSD-3-Clause AND Zlib", CopyrightText: "NOASSERTION",
+					PrimaryPurpose: "LIBRARY", ExternalRefs: []extRef{{"PACKAGE-MANAGER", "purl", "pkg:generic/libjpeg-turbo@" + libjpeg}}}
+			}
+			rels = append(rels, relationship{bin.SPDXID, "STATIC_LINK", jid})
+		}
 		goID := id("Go", "stdlib", info.GoVersion)
 		if _, ok := modules[goID]; !ok {
 			modules[goID] = pkg{Name: "stdlib", SPDXID: goID, VersionInfo: info.GoVersion, DownloadLocation: "https://go.dev/dl/",
@@ -158,11 +177,15 @@ func run(version, out, created string, wheels, binaries []string) error {
 			ExternalRefs: []extRef{{"PACKAGE-MANAGER", "purl", "pkg:pypi/shardfeed@" + version}}}
 		pkgs = append(pkgs, p)
 		rels = append(rels, relationship{"SPDXRef-DOCUMENT", "DESCRIBES", p.SPDXID})
-		for _, b := range binIDs { // the wheel bundles the CLI of its architecture
-			if strings.Contains(b, "shardfeed") && strings.Contains(b, wheelArch(base)) {
-				rels = append(rels, relationship{p.SPDXID, "CONTAINS", b})
-			}
+		bundled, err := bundledSum(w)
+		if err != nil {
+			return err
 		}
+		b, ok := binIDs[bundled]
+		if !ok {
+			return fmt.Errorf("%s bundles a binary that is none of those given", base)
+		}
+		rels = append(rels, relationship{p.SPDXID, "CONTAINS", b})
 	}
 	ids := make([]string, 0, len(modules))
 	for k := range modules {
@@ -202,10 +225,21 @@ func h1(s string) []sum {
 	return []sum{{"SHA256", hex.EncodeToString(raw)}}
 }
 
-// wheelArch is the Go architecture of a wheel's platform tag.
-func wheelArch(name string) string {
-	if strings.Contains(name, "aarch64") {
-		return "arm64"
+// bundledSum is the SHA-256 of the binary a wheel bundles.
+func bundledSum(wheel string) (string, error) {
+	z, err := zip.OpenReader(wheel)
+	if err != nil {
+		return "", err
 	}
-	return "amd64"
+	defer z.Close()
+	f, err := z.Open("shardfeed/_bin/shardfeed")
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", wheel, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", wheel, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -258,3 +258,66 @@ def test_the_quickstarts_python_first_path_runs_as_written(installed, tmp_path):
                  "samples match"]:
         assert want in out, f"{want!r} not in the output:\n{out}"
     assert (examples / "data" / "chat-parquet" / "_shardfeed" / "index.json").is_file()
+
+
+DECODE = '''
+import json, sys
+import shardfeed
+
+dataset = shardfeed.FeedDataset.from_manifest("images.yaml", rank=0, world_size=1, columns=["name", "jpg"])
+out = {}
+for batch in shardfeed.FeedLoader(dataset):
+    for name, img in zip(batch["name"], batch["jpg"]):
+        out[name] = img.numpy().tobytes().hex()
+print(json.dumps(out))
+'''
+
+
+def test_the_wheels_binary_decodes_jpegs_with_libjpeg_turbo(installed, tmp_path):
+    """On this machine (x86-64, gcc and libjpeg62-turbo-dev, as make tools
+    installs them) `make wheel` bundles the libjpeg-turbo build: the
+    installed command says so, and spec.decode through it gives Pillow's
+    pixels exactly (images and references from test/oracle/images_oracle.py,
+    Pillow from PyPI)."""
+    env, py = installed.env, installed.python
+    run([py, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--force-reinstall", str(installed.wheel)], env=env)
+    assert "JPEG decoder: libjpeg-turbo" in run(["shardfeed", "version"], env=env), "the wheel's binary decodes JPEGs in Go"
+
+    here = tmp_path / "project"
+    refs = tmp_path / "refs"
+    oracle = ROOT / "bin" / "venv-oracle" / "bin" / "python"
+    names = run([str(oracle), str(ROOT / "test" / "oracle" / "images_oracle.py"), str(refs), "80", "64", "64"]).split()
+    jpegs = [n for n in names if n.startswith(("jpeg-", "grey-"))]
+    assert len(jpegs) >= 15, names
+    (here / "data").mkdir(parents=True)
+    pq.write_table(pa.table({"name": jpegs, "jpg": [(refs / f"{n}.img").read_bytes() for n in jpegs]}),
+                   here / "data" / "part-0.parquet")
+    run(["shardfeed", "index", "data/"], env=env, cwd=here)
+    (here / "images.yaml").write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {{name: images}}
+spec:
+  streams:
+  - name: photos
+    format: parquet
+    source: {{uri: "file://{here / 'data'}/"}}
+  numSplits: 1
+  globalBatchSize: 4
+  shuffle: {{enabled: false}}
+  decode:
+  - column: jpg
+    image: {{resize: 80, height: 64, width: 64}}
+""")
+    (here / "decode.py").write_text(DECODE)
+    got = json.loads(run([py, "decode.py"], env=env, cwd=here).splitlines()[-1])
+    log = (here / ".shardfeed" / "serve-local.log").read_text()
+    decoding = [line for line in log.splitlines() if "Decoding images" in line]
+    assert decoding and "libjpeg-turbo" in decoding[0], log
+    assert sorted(got) == sorted(jpegs[: len(got)]) and len(got) >= len(jpegs) - len(jpegs) % 4, sorted(got)
+    for name, hexed in got.items():
+        pixels = np.frombuffer(bytes.fromhex(hexed), np.uint8).astype(int)
+        want = np.frombuffer((refs / f"{name}.rgb").read_bytes(), np.uint8).astype(int)
+        assert pixels.shape == want.shape, name
+        # libjpeg-turbo decodes as Pillow's does; only the resize's rounding differs.
+        diff = np.abs(pixels - want)
+        assert diff.mean() <= 0.25 and diff.max() <= 1, f"{name}: {diff.mean():.3f} on average, {diff.max()} at most from Pillow"

@@ -138,11 +138,17 @@ spec:
         self.log.close()
 
 
+def _in_workers(_worker_id: int) -> None:
+    """A worker_init_fn: code for the workers, so FeedLoader starts them."""
+
+
 def run_shardfeed(socket: str, workers: int, epoch: int, time_box: float | None, handoff: bool = True,
-                  binary_as: str = "bytes", columns: list[str] | None = None) -> dict:
+                  binary_as: str = "bytes", columns: list[str] | None = None, relay: bool = False) -> dict:
     def make():
         ds = shardfeed.FeedDataset(socket, rank=0, world_size=1, handoff=handoff, binary_as=binary_as, columns=columns)
-        loader = shardfeed.FeedLoader(ds, num_workers=workers)
+        # relay: the workers run (a worker_init_fn) and pass each batch on;
+        # without code of the user's, FeedLoader reads in this process.
+        loader = shardfeed.FeedLoader(ds, num_workers=workers, **({"worker_init_fn": _in_workers} if relay else {}))
         loader.set_epoch(epoch)
         return loader
 
@@ -248,6 +254,31 @@ def one_gather(n: int, width: int, block: int, run: int = 1):
         yield {"tokens": out}
 
 
+def one_copy_tabular(data: Path, batch: int):
+    """The machine's limit for a loader of tabular rows: the data set in
+    memory (its Parquet read whole), each batch one copy of its rows (a
+    contiguous slice, the best case) into reused tensors, a column each,
+    and each string column made into a list of str, as every loader here
+    hands strings over, then the same loop."""
+    table = pa.concat_tables(pq.read_table(p) for p in sorted((data / "parquet").glob("*.parquet"))).combine_chunks()
+    bufs: list[dict[str, torch.Tensor]] = [{}, {}]
+    for i in range(table.num_rows // batch):
+        rb = table.slice(i * batch, batch)
+        out: dict = {}
+        for name, col in zip(rb.column_names, rb.columns):
+            arr = col.chunk(0) if col.num_chunks == 1 else pa.concat_arrays(col.chunks)
+            if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+                out[name] = arr.to_pylist()
+                continue
+            src = torch.from_numpy(arr.values.to_numpy().reshape(len(arr), -1) if pa.types.is_fixed_size_list(arr.type)
+                                   else arr.to_numpy(zero_copy_only=False))
+            buf = bufs[i % 2].get(name)
+            if buf is None or buf.shape != src.shape:
+                buf = bufs[i % 2][name] = torch.empty_like(src)
+            out[name] = buf.copy_(src)
+        yield out
+
+
 def run_limit(n: int, time_box: float | None, gather: bool = False, run: int = 1) -> dict:
     if gather:
         return touch_loop(lambda: one_gather(n, 2048, shuffle_block(BATCH["tokens"]), run), time_box)
@@ -273,6 +304,10 @@ def child(argv: list[str]) -> None:
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, binary_as="array")
     elif cmd == "read-shardfeed-columns":  # SOCKET WORKERS EPOCH COLUMN,COLUMN… BOX
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, columns=args[3].split(","))
+    elif cmd == "read-shardfeed-relay":  # SOCKET WORKERS EPOCH BINARY_AS BOX: workers that pass batches on
+        t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, binary_as=args[3], relay=True)
+    elif cmd == "limit-tabular":  # DATA BATCH BOX
+        t = touch_loop(lambda: one_copy_tabular(Path(args[0]), int(args[1])), box)
     elif cmd == "read-shardfeed-socket":
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, handoff=False)
     elif cmd == "resume-shardfeed":
@@ -347,6 +382,8 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
                 ("lancedb", 0, peer("read-lance", 0)), ("pyarrow (Parquet, in order)", 0, pyarrow)]
     workers = (0, 1, 2) if kind == "tokens" else (0, 2)
     out = [("shardfeed", w, read(w)) for w in workers]
+    binary_as = "array" if kind in ARRAY_KINDS else "bytes"
+    out += [(RELAY_ROW, 2, lambda e, b: run_child("read-shardfeed-relay", serve.socket, 2, e, binary_as, b))]
     if kind in ARRAY_KINDS:
         out += [(BYTES_ROW, 0, lambda e, b: run_child("read-shardfeed", serve.socket, 0, e, b))]
     out += [("shardfeed, through the socket", 0, lambda e, b: run_child("read-shardfeed-socket", serve.socket, 0, e, b))]
@@ -357,6 +394,8 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
     if kind in ARRAY_KINDS:
         size = int(sample_bytes)
         out += [(LIMIT, 0, lambda e, b: run_child("limit-images", n, size, b))]
+    if kind == "tabular":
+        out += [(LIMIT, 0, lambda e, b: run_child("limit-tabular", data, batch, b))]
     if kind == "tokens":
         out += [("shardfeed, resumed at 90 %", 0, lambda e, b: run_child("resume-shardfeed", serve.socket, 0, e, b)),
                 ("mosaicml-streaming, resumed at 90 %", 0, peer("resume-mosaic", 0)),
@@ -376,6 +415,10 @@ RUN = 16
 # build-libjpeg links libjpeg-turbo; the tokens are also shuffled in runs.
 BUILDS = {"images-decoded": [("shardfeed-libjpeg", "libjpeg-turbo build (cgo)", "")],
           "tokens": [("shardfeed", f"shuffled in runs of {RUN} samples", f"runLength: {RUN}")]}
+
+# FeedLoader's workers made to run (a worker_init_fn), each batch passed on
+# from them: what num_workers costs where workers run the user's code.
+RELAY_ROW = "shardfeed, batches passed on by the workers (a worker_init_fn)"
 
 # The kinds whose binary values shardfeed hands over as uint8 arrays
 # (FeedDataset(binary_as="array")), and the row that copies them to bytes.

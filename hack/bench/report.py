@@ -649,7 +649,49 @@ def targets_block(data: dict) -> str:
     sock = rows.get(("shardfeed, through the socket", 0))
     if sock:
         lines.append(f"- The hand-off through shared memory against the socket: **{sf.median / sock['rate']['median']:.2f}×**.")
-    return "\n".join(lines)
+    return "\n".join(lines + workers_lines(data) + tabular_lines(data))
+
+
+RELAY_ROW = "shardfeed, batches passed on by the workers (a worker_init_fn)"
+
+
+def workers_lines(data: dict) -> list[str]:
+    """Round three's workers target: with 2 DataLoader workers, ≥ 0.8× the
+    rate with none, on tokens, images and tabular; and what workers that
+    run (a worker_init_fn) and pass each batch on cost."""
+    lines = []
+    for kind in ("tokens", "images", "tabular"):
+        rows = {(r["loader"], r["workers"]): r for r in data["rows"] if r["kind"] == kind}
+        none, two, relay = rows.get(("shardfeed", 0)), rows.get(("shardfeed", 2)), rows.get((RELAY_ROW, 2))
+        if not none or not two:
+            continue
+        x = two["rate"]["median"] / none["rate"]["median"]
+        line = (f"- {kind.capitalize()}, `FeedLoader(num_workers=2)` against no workers: **{x:.2f}×** "
+                f"({num(two['rate']['median'])} against {num(none['rate']['median'])} samples/s; ≥ 0.8×: {'met' if x >= 0.8 else 'NOT met'})")
+        if relay:
+            line += f"; with the workers started and passing each batch on: {relay['rate']['median'] / none['rate']['median']:.2f}×"
+        lines.append(line + ".")
+    return lines
+
+
+def tabular_lines(data: dict) -> list[str]:
+    """Round three's tabular target, no workers: ≥ 0.8× the one-copy limit
+    and ≥ 3× the best peer."""
+    listed = [r for r in data["rows"] if r["kind"] == "tabular"]
+    rows = {(r["loader"], r["workers"]): r for r in listed}
+    sf, limit, best = rows.get(("shardfeed", 0)), rows.get((LIMIT, 0)), best_peer(listed, None)
+    if not sf:
+        return []
+    x = Stat.of(sf["rate"])
+    parts = []
+    if limit:
+        y = x.median / limit["rate"]["median"]
+        parts.append(f"**{y:.2f}×** [{x.min / limit['rate']['median']:.2f}–{x.max / limit['rate']['median']:.2f}] the one-copy limit "
+                     f"({num(limit['rate']['median'])}; ≥ 0.8×: {'met' if y >= 0.8 else 'NOT met'})")
+    if best:
+        y = x.median / best[1]
+        parts.append(f"**{y:.1f}×** the best peer ({best[0]}, {num(best[1])} at its best worker count; ≥ 3×: {'met' if y >= 3 else 'NOT met'})")
+    return [f"- Tabular, {num(x.median)} samples/s: " + ", ".join(parts) + "."] if parts else []
 
 
 def loader_plots(data: dict, img: Path) -> None:

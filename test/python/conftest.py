@@ -270,3 +270,14 @@ spec:
     yield make
     for f in feeds:
         f.stop()
+
+
+def in_workers(_worker_id: int) -> None:
+    """A worker_init_fn: code for DataLoader workers, so a FeedLoader with
+    num_workers runs them (without it, an untransformed dataset is read in
+    the training process) and a test exercises the workers' relay."""
+
+
+def relay(workers: int) -> dict:
+    """FeedLoader arguments that make its workers run (see in_workers)."""
+    return {"worker_init_fn": in_workers} if workers else {}

@@ -2,6 +2,7 @@
 real MinIO, read the way training loops read: torch DataLoaders with 0-3
 workers, torchdata's StatefulDataLoader, checkpoints, kills and restarts."""
 
+import logging
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import torch
 
 import shardfeed
 from shardfeed import _convert
-from conftest import ROOT
+from conftest import ROOT, in_workers, relay
 
 N = 2400
 SPEC = """  numSplits: 6
@@ -46,13 +47,41 @@ def test_every_rank_and_worker_count_reads_the_plan_exactly_once(feed_factory, w
     seen = []
     for rank in range(world):
         ds = shardfeed.FeedDataset(feed.socket, rank=rank, world_size=world)
-        got = read_epoch(shardfeed.FeedLoader(ds, num_workers=workers))
+        got = read_epoch(shardfeed.FeedLoader(ds, num_workers=workers, **relay(workers)))
         # The DataLoader yields the steps in order, whatever the workers.
         assert [k for k, _ in got] == list(range(STEPS))
         for k, ids in got:
             assert ids == plan[(k, rank)]
             seen.extend(ids)
     assert sorted(seen) == list(range(N))
+
+
+def test_workers_with_nothing_to_run_are_not_started(feed_factory, caplog):
+    """FeedLoader(num_workers=2) over an untransformed dataset reads in the
+    training process (no child process, the same batches and state), says
+    so once, and a worker_init_fn or a transform makes the workers run."""
+    import multiprocessing
+
+    feed = feed_factory(tokens_table(), SPEC)
+    plan = feed.plan_ids(1)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)
+    loader = shardfeed.FeedLoader(ds, num_workers=2, prefetch_factor=4, persistent_workers=True)
+    assert loader.workers == 0
+    got, children = [], set()
+    with caplog.at_level(logging.INFO, logger="shardfeed"):
+        for batch in loader:
+            got.append((int(batch["_shardfeed_step"][0]), batch["_shardfeed_index"].tolist()))
+            children |= {p.pid for p in multiprocessing.active_children()}
+            if len(got) == 3:
+                assert loader.state_dict()["step"] == 3
+        said = [r.getMessage() for r in caplog.records if "nothing to run in DataLoader workers" in r.getMessage()]
+        read_epoch(loader)  # the next epoch says nothing more
+    assert got == [(k, plan[(k, 0)]) for k in range(STEPS)]
+    assert not children and len(said) == 1, (children, said)
+    assert loader.stats().batches == 2 * STEPS
+    assert shardfeed.FeedLoader(ds, num_workers=2, worker_init_fn=in_workers).workers == 2
+    assert shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, transform=lambda rb: rb), num_workers=2).workers == 2
+    assert shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, handoff=False), num_workers=2).workers == 2
 
 
 def test_tensors_are_the_samples_values(feed_factory):
@@ -74,7 +103,7 @@ def test_resume_after_killing_the_trainer_and_the_server(feed_factory, stop_at):
     # Rank 1 trains to step stop_at with 2 workers, checkpoints, and the
     # job commits; then the trainer and the sidecar die (SIGKILL).
     ds = shardfeed.FeedDataset(feed.socket, rank=1, world_size=world)
-    loader = shardfeed.FeedLoader(ds, num_workers=2)
+    loader = shardfeed.FeedLoader(ds, num_workers=2, worker_init_fn=in_workers)
     got = []
     for batch in loader:
         got.append(int(batch["_shardfeed_step"][0]))
@@ -90,7 +119,7 @@ def test_resume_after_killing_the_trainer_and_the_server(feed_factory, stop_at):
 
     # From the checkpoint, with 3 workers now: the steps go on from stop_at.
     ds = shardfeed.FeedDataset(feed.socket, rank=1, world_size=world)
-    loader = shardfeed.FeedLoader(ds, num_workers=3)
+    loader = shardfeed.FeedLoader(ds, num_workers=3, worker_init_fn=in_workers)
     loader.load_state_dict(checkpoint)
     rest = read_epoch(loader)
     assert [k for k, _ in rest] == list(range(stop_at, STEPS))
@@ -99,7 +128,7 @@ def test_resume_after_killing_the_trainer_and_the_server(feed_factory, stop_at):
 
     # Without a checkpoint of its own, a fresh trainer starts at the commit.
     ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=world)
-    first = next(iter(shardfeed.FeedLoader(ds, num_workers=2)))
+    first = next(iter(shardfeed.FeedLoader(ds, num_workers=2, worker_init_fn=in_workers)))
     assert int(first["_shardfeed_step"][0]) == stop_at
 
 
@@ -110,7 +139,7 @@ def test_the_loader_reads_the_epoch_the_dataset_asks_for(feed_factory, workers):
     feed = feed_factory(tokens_table(), SPEC)
     assert shardfeed.Client(feed.socket).commit(0, 10)["step"] == 10
     plan1 = feed.plan_ids(1, epoch=1)
-    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=1), num_workers=workers)
+    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=1), num_workers=workers, **relay(workers))
     assert loader.state_dict()["epoch"] == 1 and loader.state_dict()["step"] == 0
     assert len(loader) == STEPS
     got = []
@@ -121,7 +150,7 @@ def test_the_loader_reads_the_epoch_the_dataset_asks_for(feed_factory, workers):
     assert got == [(k, plan1[(k, 0)]) for k in range(3)]
     assert loader.state_dict()["epoch"] == 1
     # The epoch the job is in resumes at its committed step.
-    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0), num_workers=workers)
+    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0), num_workers=workers, **relay(workers))
     assert len(loader) == STEPS - 10
     assert int(next(iter(loader))["_shardfeed_step"][0]) == 10
 
@@ -136,7 +165,7 @@ def expected_tokens(ids, width):
 def test_batches_the_loop_keeps_are_never_overwritten(feed_factory):
     feed = feed_factory(tokens_table(960, WIDE), SPEC, row_group_size=40)
     plan = feed.plan_ids(1)
-    for make in (lambda ds: shardfeed.FeedLoader(ds, num_workers=2),
+    for make in (lambda ds: shardfeed.FeedLoader(ds, num_workers=2, worker_init_fn=in_workers),
                  lambda ds: torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)):
         kept = list(make(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0)))
         assert len(kept) == 40
@@ -227,7 +256,7 @@ def test_micro_batches_split_a_step_and_count_it_once(feed_factory):
     feed = feed_factory(tokens_table(), SPEC)
     plan = feed.plan_ids(2)
     ds = shardfeed.FeedDataset(feed.socket, rank=1, world_size=2)
-    loader = shardfeed.FeedLoader(ds, num_workers=2, micro_batch_size=4)
+    loader = shardfeed.FeedLoader(ds, num_workers=2, micro_batch_size=4, worker_init_fn=in_workers)
     parts = []
     for micro in loader:
         parts.append(micro)
@@ -347,7 +376,7 @@ def test_a_column_arrives_as_one_type_in_every_batch_with_rare_nulls(feed_factor
                          ({"score": -1.0, "count": -7, "ok": True, "vec": 0.25}, {"score": -1.0, "count": -7, "ok": True, "vec": 0.25})]:
         ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0, fill_null=fill)
         seen = 0
-        for batch in shardfeed.FeedLoader(ds, num_workers=workers):
+        for batch in shardfeed.FeedLoader(ds, num_workers=workers, **relay(workers)):
             for name, dtype in want.items():
                 assert isinstance(batch[name], torch.Tensor) and batch[name].dtype == dtype, (name, type(batch[name]))
             where = (batch["id"] == 1000).nonzero()
@@ -424,7 +453,7 @@ def test_binary_arrays_over_shared_memory(feed_factory, workers):
     feed = feed_factory(table, "  numSplits: 2\n  globalBatchSize: 32\n", row_group_size=64)
     ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0, binary_as="array")
     seen = []
-    for batch in shardfeed.FeedLoader(ds, num_workers=workers):
+    for batch in shardfeed.FeedLoader(ds, num_workers=workers, **relay(workers)):
         for i, image in zip(batch["id"].tolist(), batch["image"]):
             assert isinstance(image, torch.Tensor) and image.dtype == torch.uint8
             assert bytes(image.numpy()) == blobs[i], i
@@ -472,7 +501,7 @@ def test_mistakes_in_the_loop_are_errors_that_name_the_fix(feed_factory):
     # numpy asked, numpy given, through a FeedLoader too.
     for workers in (0, 1):
         ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, output="numpy")
-        batch = next(iter(shardfeed.FeedLoader(ds, num_workers=workers)))
+        batch = next(iter(shardfeed.FeedLoader(ds, num_workers=workers, **relay(workers))))
         assert isinstance(batch["id"], np.ndarray) and isinstance(batch["tokens"], np.ndarray), {k: type(v) for k, v in batch.items()}
     # A sidecar's refusal keeps its type through a DataLoader worker.
     bad = torch.utils.data.DataLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=4), batch_size=None, num_workers=1)

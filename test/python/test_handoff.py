@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import shardfeed
-from conftest import ROOT
+from conftest import ROOT, in_workers, relay
 
 SPEC = """  numSplits: 6
   globalBatchSize: 24
@@ -74,7 +74,7 @@ def test_batches_are_views_of_the_sidecars_shared_memory(feed_factory, workers):
     feed = feed_factory(table(), SPEC, row_group_size=40)
     plan = feed.plan_ids(1)
     client = shardfeed.Client(feed.socket)
-    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1), num_workers=workers)
+    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1), num_workers=workers, **relay(workers))
     steps, most = [], 0
     for batch in loader:
         steps.append(check(batch, plan))
@@ -97,7 +97,7 @@ def test_batches_are_views_of_the_sidecars_shared_memory(feed_factory, workers):
 def test_a_batch_the_loop_keeps_is_never_overwritten(feed_factory, workers):
     feed = feed_factory(table(), SPEC, row_group_size=40)
     plan = feed.plan_ids(1)
-    kept = list(shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0), num_workers=workers))
+    kept = list(shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0), num_workers=workers, **relay(workers)))
     assert [check(b, plan) for b in kept] == list(range(STEPS))
     handoff = shardfeed.Client(feed.socket).status()["handoff"]
     # The loop held every slot: the sidecar sent the rest in the stream
@@ -130,7 +130,7 @@ def test_without_shared_memory_the_batches_are_the_same(feed_factory):
     for handoff in (True, False):
         ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0, handoff=handoff)
         got = []
-        for batch in shardfeed.FeedLoader(ds, num_workers=2):
+        for batch in shardfeed.FeedLoader(ds, num_workers=2, worker_init_fn=in_workers):
             got.append(check(batch, plan))
             assert not in_segment(batch["tokens"])
         assert got == list(range(STEPS))
@@ -193,7 +193,8 @@ TRAINER = textwrap.dedent("""
     import os, sys, time
     import shardfeed
     ds = shardfeed.FeedDataset(sys.argv[1], rank=0, world_size=1)
-    loader = shardfeed.FeedLoader(ds, num_workers=int(sys.argv[2]))
+    workers = int(sys.argv[2])  # with a worker_init_fn, so that they run
+    loader = shardfeed.FeedLoader(ds, num_workers=workers, **({"worker_init_fn": lambda _: None} if workers else {}))
     for batch in loader:
         if int(batch["_shardfeed_step"][0]) == 6:
             loader.commit()
@@ -223,7 +224,7 @@ def test_a_trainer_kill_returns_its_memory_and_the_job_resumes_exactly_once(feed
         threading.Event().wait(0.1)
         deadline -= 1
     assert client.status()["handoff"] == {**client.status()["handoff"], "bytes": 0, "segments": 0}
-    rest = [check(b, plan) for b in shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1), num_workers=workers)]
+    rest = [check(b, plan) for b in shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1), num_workers=workers, **relay(workers))]
     assert rest == list(range(7, STEPS))
 
 

@@ -24,6 +24,10 @@ RESUMES: tuple[Resume, ...] = ("auto", "must", "fresh")
 
 _END = object()
 
+# DataLoader arguments that only workers take (torch refuses them with
+# num_workers=0).
+WORKER_ONLY = ("persistent_workers", "prefetch_factor", "worker_init_fn", "multiprocessing_context")
+
 MICRO = "_shardfeed_micro"
 MICROS = "_shardfeed_micros"
 
@@ -68,6 +72,10 @@ class FeedLoader:
     Args:
         dataset: the FeedDataset to read.
         num_workers: DataLoader worker processes (0: read in this process).
+            Workers run the dataset's transform (or a worker_init_fn given
+            here); without either they would only pass on batches the
+            sidecar already made, so the loader reads in this process, the
+            fast path, and says so once.
         micro_batch_size: rows per micro-batch, a divisor of the local batch
             (globalBatchSize / data-parallel size); None: whole local batches.
         resume: where a loader with no checkpoint loaded starts. "auto"
@@ -105,27 +113,47 @@ class FeedLoader:
         # pipelines count in a shared table, a row each.
         self._counters = Counters()
         self._table: Any = None
+        self._said_in_process = False
         dataset.report_waits = False  # the loop's waits are measured here
 
+    @property
+    def workers(self) -> int:
+        """The DataLoader workers the loader runs: num_workers where they
+        have code to run (the dataset's transform, a worker_init_fn, or
+        batches to copy from the socket with handoff=False), else 0. A
+        worker with none would only pass each batch on (in shared memory,
+        but through the DataLoader's queues and pickling, on the cores the
+        sidecar and the loop need): half the rate on two cores."""
+        ds = self.dataset
+        if ds.transform is not None or not ds.handoff or self.dataloader_kwargs.get("worker_init_fn") is not None:
+            return self.num_workers
+        return 0
+
     def _loader(self) -> Any:
-        if torch is None or not self.num_workers and not self.dataloader_kwargs:
+        workers = self.workers
+        if workers != self.num_workers and not self._said_in_process:
+            self._said_in_process = True
+            log.info("FeedLoader(num_workers=%d): nothing to run in DataLoader workers (no transform, no worker_init_fn): "
+                     "reading the sidecar's batches in this process, the fast path (they are made already, in parallel, "
+                     "by the sidecar); give the dataset a transform to run per-batch code in workers", self.num_workers)
+        kwargs = {k: v for k, v in self.dataloader_kwargs.items() if workers or k not in WORKER_ONLY}
+        if torch is None or not workers and not kwargs:
             # Nothing a DataLoader would add in this process: its per-batch
             # bookkeeping is tens of microseconds the loop can keep.
             return iter(self.dataset)
-        kwargs = dict(self.dataloader_kwargs)
-        if self.num_workers:
+        if workers:
             kwargs.setdefault("persistent_workers", False)
         # The batches are made already; batch_size=None would otherwise walk
         # every value (and turn numpy arrays into tensors).
         kwargs.setdefault("collate_fn", _as_is)
-        return torch.utils.data.DataLoader(self.dataset, batch_size=None, num_workers=self.num_workers, **kwargs)
+        return torch.utils.data.DataLoader(self.dataset, batch_size=None, num_workers=workers, **kwargs)
 
     def _stats_table(self) -> None:
         """With workers, a fresh shared table of their counters."""
         self.dataset.use_stats_table(None)
         self._table = None
-        if self.num_workers and torch is not None:
-            self._table = torch.zeros((self.num_workers, len(FIELDS)), dtype=torch.float64)
+        if self.workers and torch is not None:
+            self._table = torch.zeros((self.workers, len(FIELDS)), dtype=torch.float64)
             self._table.share_memory_()
             self.dataset.use_stats_table(self._table)
 

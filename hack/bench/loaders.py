@@ -270,8 +270,11 @@ def one_copy_tabular(data: Path, batch: int):
             if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
                 out[name] = arr.to_pylist()
                 continue
-            src = torch.from_numpy(arr.values.to_numpy().reshape(len(arr), -1) if pa.types.is_fixed_size_list(arr.type)
-                                   else arr.to_numpy(zero_copy_only=False))
+            if pa.types.is_fixed_size_list(arr.type):  # its child sliced to the batch's rows
+                width = arr.type.list_size
+                src = torch.from_numpy(arr.values.slice(arr.offset * width, len(arr) * width).to_numpy().reshape(len(arr), width))
+            else:
+                src = torch.from_numpy(arr.to_numpy(zero_copy_only=False))
             buf = bufs[i % 2].get(name)
             if buf is None or buf.shape != src.shape:
                 buf = bufs[i % 2][name] = torch.empty_like(src)

@@ -44,6 +44,9 @@ type counted struct {
 // retries are counted by Registry.Open, which sees the retry policy.
 func Counted(st Store, c *Counts) Store { return counted{Store: st, c: c} }
 
+// Unwrap returns the store counted.
+func (s counted) Unwrap() Store { return s.Store }
+
 func (s counted) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	if IsAhead(ctx) {
 		s.c.AheadGets.Add(1)

@@ -54,6 +54,29 @@ type Store interface {
 	Delete(ctx context.Context, key string) error
 }
 
+// Local is a store on this machine's disk: its objects are files.
+type Local interface {
+	// LocalPath returns the file of the object at key.
+	LocalPath(key string) (string, error)
+}
+
+// LocalPath returns the file of the object at key when st (or the store
+// it wraps) is Local.
+func LocalPath(st Store, key string) (string, bool) {
+	for st != nil {
+		if l, ok := st.(Local); ok {
+			p, err := l.LocalPath(key)
+			return p, err == nil
+		}
+		w, ok := st.(interface{ Unwrap() Store })
+		if !ok {
+			break
+		}
+		st = w.Unwrap()
+	}
+	return "", false
+}
+
 // Listing is one level of a store's tree.
 type Listing struct {
 	Dirs    []string

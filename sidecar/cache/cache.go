@@ -104,6 +104,10 @@ type Options struct {
 	// NodeWarm, if set, is where Hint names the shards a reader needs
 	// next (the node agent's warm requests).
 	NodeWarm NodeWarm
+	// InPlace serves the shards of streams on this machine's disk
+	// (store.Local: file://) from their own files, mapped and verified
+	// once, instead of copying them into the cache (inplace.go).
+	InPlace bool
 }
 
 // DefaultPartBytes is the size of a ranged GET of a large shard
@@ -136,6 +140,11 @@ type Stats struct {
 	// next epoch's first shards.
 	AheadDownloads int64
 	AheadBytes     int64
+	// InPlaceVerified and InPlaceVerifiedBytes count the verifications of
+	// shards served in place (Options.InPlace): once each, and again when
+	// a file changed.
+	InPlaceVerified      int64
+	InPlaceVerifiedBytes int64
 }
 
 type state int
@@ -171,7 +180,8 @@ type Cache struct {
 	mu      sync.Mutex
 	changed *sync.Cond // holds released, entries evicted, downloads ended
 	entries map[string]*entry
-	used    int64 // bytes on disk + reserved
+	placed  map[string]*placed // shards served in place (inplace.go)
+	used    int64              // bytes on disk + reserved
 	stats   Stats
 	// reclaim, when set, is asked to let go of held shards it can do
 	// without when the cache is full (see OnFull).
@@ -218,6 +228,7 @@ func New(opts Options, stores map[string]store.Store) (*Cache, error) {
 		stores:  stores,
 		sem:     make(chan struct{}, opts.Parallel),
 		entries: map[string]*entry{},
+		placed:  map[string]*placed{},
 	}
 	c.changed = sync.NewCond(&c.mu)
 	c.stats.LimitBytes = opts.LimitBytes
@@ -296,10 +307,22 @@ func (c *Cache) Acquire(ctx context.Context, s Shard) (string, error) {
 }
 
 // AcquireFetched is Acquire, and says whether this call downloaded the
-// shard (false: it was on disk, or another call's download gave it).
+// shard (false: it was on disk, or another call's download gave it). A
+// shard served in place (Options.InPlace) is verified, not copied: its
+// path is its own file, and a range of a file has none of its own (""):
+// read it with Map.
 func (c *Cache) AcquireFetched(ctx context.Context, s Shard) (path string, fetched bool, err error) {
 	if err := c.check(s); err != nil {
 		return "", false, err
+	}
+	if src, ok := c.inPlace(s); ok {
+		if err := c.verifyInPlace(ctx, s, src); err != nil {
+			return "", false, err
+		}
+		if s.Range {
+			return "", false, nil
+		}
+		return src, false, nil
 	}
 	want, err := checksum.Parse(s.Hash)
 	if err != nil {
@@ -382,6 +405,10 @@ func (c *Cache) Release(s Shard) {
 func (c *Cache) Discard(s Shard) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, ok := c.placed[s.id()]; ok {
+		delete(c.placed, s.id()) // verified again when next read
+		return true
+	}
 	e, ok := c.entries[s.id()]
 	if !ok || e.state != present || e.holds > 0 {
 		return !ok
@@ -397,6 +424,9 @@ func (c *Cache) Discard(s Shard) bool {
 func (c *Cache) Present(s Shard) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if p, ok := c.placed[s.id()]; ok {
+		return p.verified.Load()
+	}
 	e, ok := c.entries[s.id()]
 	return ok && e.state == present
 }

@@ -15,10 +15,28 @@ type Mapped struct {
 	c    *Cache
 	s    Shard
 	data []byte
+	// whole is the mapping of a shard served in place (data is its
+	// range); nil for a cached file's.
+	whole []byte
 }
 
-// Map acquires the shard (downloading it if needed) and maps its file.
+// Map acquires the shard (downloading it if needed) and maps its file, or
+// for a shard served in place (Options.InPlace) its bytes in its own file,
+// verified.
 func (c *Cache) Map(ctx context.Context, s Shard) (*Mapped, error) {
+	if err := c.check(s); err != nil {
+		return nil, err
+	}
+	if src, ok := c.inPlace(s); ok {
+		if err := c.verifyInPlace(ctx, s, src); err != nil {
+			return nil, err
+		}
+		data, whole, err := mapInPlace(src, s)
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: mapping %s: %w", s.Stream, s.Key, err)
+		}
+		return &Mapped{c: c, s: s, data: data, whole: whole}, nil
+	}
 	path, err := c.Acquire(ctx, s)
 	if err != nil {
 		return nil, err
@@ -55,6 +73,11 @@ func (m *Mapped) Bytes() []byte { return m.data }
 
 // Close unmaps the shard and releases it to the cache.
 func (m *Mapped) Close() {
+	if m.whole != nil {
+		_ = syscall.Munmap(m.whole)
+		m.whole, m.data = nil, nil
+		return
+	}
 	if len(m.data) > 0 {
 		_ = syscall.Munmap(m.data)
 	}

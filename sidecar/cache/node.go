@@ -36,6 +36,9 @@ func (c *Cache) Hint(shards []Shard) bool {
 		if e, ok := c.entries[s.id()]; (ok && e.state == present) || (s.Hash == "" && s.Version == "") {
 			continue
 		}
+		if _, ok := c.inPlace(s); ok {
+			continue // on this machine's disk already
+		}
 		ask = append(ask, s)
 	}
 	c.mu.Unlock()

@@ -67,6 +67,9 @@ func (c *Cache) AcquireRun(ctx context.Context, shards []Shard) ([]Shard, error)
 		if c.check(s) != nil || !s.Range || s.Size < 0 {
 			continue // Acquire reports it, on its own
 		}
+		if _, ok := c.inPlace(s); ok {
+			continue // nothing to fetch: Map verifies it in its file
+		}
 		want, err := checksum.Parse(s.Hash)
 		if err != nil {
 			continue

@@ -6,6 +6,7 @@
 package daemon
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -17,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -81,7 +81,11 @@ type Config struct {
 	Pprof    bool
 	CacheDir string
 	// CacheLimitBytes overrides spec.sidecar.cacheLimit when > 0.
-	CacheLimitBytes   int64
+	CacheLimitBytes int64
+	// CopyLocalShards copies the shards of file:// streams into the cache
+	// as a remote store's; by default they are read in place, from their
+	// own files (tests of the cache's downloads set it).
+	CopyLocalShards   bool
 	DecodedLimitBytes int64
 	// HandoffBytes bounds the shared memory batches are handed over in (0:
 	// through the socket), HandoffSlots segments per stream.
@@ -139,6 +143,16 @@ func (cfg *Config) minCache(pl *planner.Plan, prefetch int) (int64, string, erro
 	}
 	ranks := min(max(cfg.ProcsPerPod, 1), cfg.DataParallel)
 	return int64(ranks)*perRank + int64(prefetch)*pl.MaxShardBytes(), fmt.Sprintf("a pod serving %d of %d data-parallel ranks", ranks, cfg.DataParallel), nil
+}
+
+// allLocal says every stream is on this machine's disk (read in place).
+func allLocal(stores map[string]store.Store) bool {
+	for _, st := range stores {
+		if _, ok := store.LocalPath(st, "shard"); !ok {
+			return false
+		}
+	}
+	return len(stores) > 0
 }
 
 // watchPhases stops the sidecar once the schedule's phases are no longer
@@ -268,6 +282,8 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 		// The minimum would read the entry of every shard the pod reads in
 		// the epoch, which an index read in parts reads as it goes.
 		cmp.Or(cfg.Log, slog.Default()).Info("The cache limit is taken as given: a stream's index is read in parts, and the cache a pod needs is not computed from it", "cacheLimit", limit)
+	} else if limit > 0 && !cfg.CopyLocalShards && allLocal(byStream) {
+		// Every shard is read in place: the cache holds none of them.
 	} else if limit > 0 {
 		need, what, err := cfg.minCache(pl, prefetch)
 		if err != nil {
@@ -277,18 +293,25 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 			return nil, fmt.Errorf("the cache limit of %d bytes is below the %d bytes %s needs to never stall (with %d shards prefetched): raise spec.sidecar.cacheLimit, or lower the prefetch or blockSize", limit, need, what, prefetch)
 		}
 	}
+	// Streams on this machine's disk (file://) are read in place, not
+	// copied into the cache (cache.Options.InPlace).
 	c, err := cache.New(cache.Options{Dir: cfg.CacheDir, LimitBytes: limit, Node: cfg.nodeFetch(storeSources), OnNodeMiss: cfg.nodeMiss,
-		NodeWarm: cfg.nodeWarm(storeSources)}, byStream)
+		NodeWarm: cfg.nodeWarm(storeSources), InPlace: !cfg.CopyLocalShards}, byStream)
 	if err != nil {
 		return nil, err
 	}
 	read := func(ctx context.Context, part cache.Shard) ([]byte, error) {
-		path, err := c.Acquire(ctx, part)
+		m, err := c.Map(ctx, part)
 		if err != nil {
 			return nil, err
 		}
-		defer c.Release(part)
-		return os.ReadFile(path)
+		defer m.Close()
+		var out []byte
+		err = pipeline.GuardFaults(func() error {
+			out = bytes.Clone(m.Bytes())
+			return nil
+		})
+		return out, err
 	}
 	sources, err := source.OpenAll(ctx, streams.PlanStreams(opened), cfg.formats(), read, spec.MissingColumns)
 	if err != nil {

@@ -50,7 +50,10 @@ func openFeedErrIn(t *testing.T, manifest string, cacheLimit int64, cacheDir str
 	if err := yaml.UnmarshalStrict([]byte(manifest), &ds); err != nil {
 		t.Fatal(err)
 	}
-	feed, err := daemon.Open(context.Background(), daemon.Config{Dataset: ds.Name, Spec: ds.Spec, CacheDir: cacheDir, CacheLimitBytes: cacheLimit, Prefetch: -1})
+	// The file:// fixtures stand in for a remote store: copied into the
+	// cache, whose downloads these tests check (in place: inplace_test.go).
+	feed, err := daemon.Open(context.Background(), daemon.Config{Dataset: ds.Name, Spec: ds.Spec, CacheDir: cacheDir, CacheLimitBytes: cacheLimit, Prefetch: -1,
+		CopyLocalShards: true})
 	if err != nil {
 		return nil, err
 	}

@@ -74,6 +74,9 @@ func (s *fileStore) path(key string) (string, error) {
 	return filepath.Join(s.dir, filepath.FromSlash(key)), nil
 }
 
+// LocalPath is the file of the object at key (store.Local).
+func (s *fileStore) LocalPath(key string) (string, error) { return s.path(key) }
+
 func (s *fileStore) wrap(key string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s%s: %w", s.URI(), key, store.ErrNotFound)

@@ -1,0 +1,118 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/store"
+)
+
+// A file:// stream with InPlace is mapped from its own files: verified
+// once (size and hash), again only when a file changed, never copied into
+// the cache's directory, and a file that no longer matches its index is
+// refused.
+func TestLocalShardsAreServedInPlaceAndVerifiedOnce(t *testing.T) {
+	ctx := context.Background()
+	st, shards, data := fixture(t, 10000, 3000)
+	dir := t.TempDir()
+	c := newCache(t, dir, st, Options{InPlace: true, LimitBytes: 1})
+	src, ok := store.LocalPath(st, shards[0].Key)
+	if !ok {
+		t.Fatal("the file store names no file")
+	}
+	// A range that starts inside a page: a Parquet row group's.
+	whole := data[0]
+	sum, _ := checksum.Of("xxh64", whole[4097:9000])
+	part := Shard{Stream: "web", Key: shards[0].Key, Range: true, Offset: 4097, Size: 9000 - 4097, Hash: sum.String()}
+
+	for round := range 2 {
+		for _, tc := range []struct {
+			s    Shard
+			want []byte
+		}{{shards[0], data[0]}, {shards[1], data[1]}, {part, whole[4097:9000]}} {
+			m, err := c.Map(ctx, tc.s)
+			if err != nil {
+				t.Fatalf("round %d: %s: %v", round, tc.s.file(), err)
+			}
+			if !bytes.Equal(m.Bytes(), tc.want) {
+				t.Errorf("round %d: %s: %d bytes, not the file's", round, tc.s.file(), len(m.Bytes()))
+			}
+			m.Close()
+			if !c.Present(tc.s) {
+				t.Errorf("%s is not present once verified", tc.s.file())
+			}
+		}
+	}
+	if st := c.Stats(); st.InPlaceVerified != 3 || st.Downloads != 0 || st.FetchedBytes != 0 || st.UsedBytes != 0 || st.Hits != 3 {
+		t.Errorf("stats %+v: want 3 verifications, 3 hits, nothing downloaded or on the cache's disk", st)
+	}
+	if got, _ := filepath.Glob(filepath.Join(dir, "web", "*")); len(got) != 0 {
+		t.Errorf("the cache holds copies: %v", got)
+	}
+	if p, err := c.Acquire(ctx, shards[1]); err != nil || p != filepath.Clean(filepath.Join(filepath.Dir(src), shards[1].Key)) {
+		t.Errorf("Acquire = %q, %v: want the shard's own file", p, err)
+	}
+	if p, err := c.Acquire(ctx, part); err != nil || p != "" {
+		t.Errorf("Acquire of a range = %q, %v: want no file of its own", p, err)
+	}
+
+	// The file is rewritten with other bytes: verified again, refused.
+	later := time.Now().Add(time.Minute)
+	if err := os.WriteFile(src, bytes.Repeat([]byte{'z'}, len(whole)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chtimes(src, later, later)
+	for _, s := range []Shard{shards[0], part} {
+		var ce *CorruptError
+		if _, err := c.Map(ctx, s); !errors.As(err, &ce) {
+			t.Errorf("%s rewritten: %v, want a CorruptError", s.file(), err)
+		}
+	}
+	// Cut short: refused by its size before any byte is hashed.
+	if err := os.Truncate(src, 100); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []Shard{shards[0], part} {
+		var ce *CorruptError
+		if _, err := c.Map(ctx, s); !errors.As(err, &ce) || ce.Attempts != 1 {
+			t.Errorf("%s truncated: %v, want a CorruptError", s.file(), err)
+		}
+	}
+	if c.Present(shards[0]) {
+		t.Error("a shard whose file changed is still present")
+	}
+	// Restored: served again after one more verification.
+	if err := os.WriteFile(src, whole, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Map(ctx, shards[0])
+	if err != nil || !bytes.Equal(m.Bytes(), whole) {
+		t.Fatalf("restored: %v", err)
+	}
+	m.Close()
+}
+
+// Without InPlace, or for a store that is not on this machine's disk, a
+// shard is copied into the cache as before.
+func TestWithoutInPlaceLocalShardsAreCopied(t *testing.T) {
+	st, shards, data := fixture(t, 5000)
+	dir := t.TempDir()
+	c := newCache(t, dir, st, Options{})
+	m, err := c.Map(context.Background(), shards[0])
+	if err != nil || !bytes.Equal(m.Bytes(), data[0]) {
+		t.Fatal(err)
+	}
+	m.Close()
+	if st := c.Stats(); st.Downloads != 1 || st.InPlaceVerified != 0 {
+		t.Errorf("stats %+v: want one download", st)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "web", shards[0].Key)); err != nil {
+		t.Errorf("no copy in the cache: %v", err)
+	}
+}

@@ -83,7 +83,7 @@ class Serve:
     """A `shardfeed serve` of a data set's MDS, its cache warmed by one epoch."""
 
     def __init__(self, work: Path, data: Path, batch: int, decode: str = "", binary: str = "shardfeed", shuffle: str = "",
-                 lance: bool = False):
+                 lance: bool = False, warm: bool = True):
         work.mkdir(parents=True, exist_ok=True)
         manifest = work / "dataset.yaml"
         # The Lance table lancedb wrote (datasets.py), read natively: its
@@ -101,11 +101,11 @@ spec:
   globalBatchSize: {batch}
   shuffle: {{seed: 1, blockSize: {shuffle_block(batch)}{", " + shuffle if shuffle else ""}}}
 {decode}""")
-        self.start(work, manifest, binary, index=lance)
+        self.start(work, manifest, binary, index=lance, warm=warm)
 
-    def start(self, work: Path, manifest: Path, binary: str, index: bool) -> None:
+    def start(self, work: Path, manifest: Path, binary: str, index: bool, warm: bool = True) -> None:
         """Serves the manifest's stream (indexed first where index says),
-        its cache warmed by one epoch."""
+        its cache warmed by one epoch unless not warm."""
         if index:
             subprocess.run([str(ROOT / "bin" / binary), "index", "-f", str(manifest), "--stream", "data"], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -117,6 +117,8 @@ spec:
                                       "--metrics-addr", ""], stdout=self.log, stderr=subprocess.STDOUT)
         self.anon = AnonPeak(self.proc.pid)
         shardfeed.Client(self.socket).wait_ready(120)
+        if not warm:
+            return
         run_shardfeed(self.socket, 0, 0, None)  # every other loader reads local files: so does this one
         # The warming epoch left the cache's copy of the data set dirty (a
         # GB a sidecar): written back now, not under the measurements.
@@ -282,6 +284,19 @@ def one_copy_tabular(data: Path, batch: int):
         yield out
 
 
+def run_first_epoch(data: Path, batch: int, time_box: float | None) -> dict:
+    """The first epoch of a new `shardfeed serve`: nothing verified or
+    cached yet, each local shard verified (one pass over its bytes) and
+    mapped in place as the epoch first reads it. The data set's files are
+    in the page cache, as they are for every loader's local files."""
+    with tempfile.TemporaryDirectory(prefix="first-epoch-", dir=ROOT / "bin") as tmp:
+        serve = Serve(Path(tmp), data, batch, warm=False)
+        try:
+            return run_shardfeed(serve.socket, 0, 0, time_box)
+        finally:
+            serve.stop()
+
+
 def run_limit(n: int, time_box: float | None, gather: bool = False, run: int = 1) -> dict:
     if gather:
         return touch_loop(lambda: one_gather(n, 2048, shuffle_block(BATCH["tokens"]), run), time_box)
@@ -309,6 +324,8 @@ def child(argv: list[str]) -> None:
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, columns=args[3].split(","))
     elif cmd == "read-shardfeed-relay":  # SOCKET WORKERS EPOCH BINARY_AS BOX: workers that pass batches on
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, binary_as=args[3], relay=True)
+    elif cmd == "first-epoch":  # DATA BATCH BOX
+        t = run_first_epoch(Path(args[0]), int(args[1]), box)
     elif cmd == "limit-tabular":  # DATA BATCH BOX
         t = touch_loop(lambda: one_copy_tabular(Path(args[0]), int(args[1])), box)
     elif cmd == "read-shardfeed-socket":
@@ -400,6 +417,7 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
     if kind == "tabular":
         out += [(LIMIT, 0, lambda e, b: run_child("limit-tabular", data, batch, b))]
     if kind == "tokens":
+        out += [(FIRST_EPOCH_ROW, 0, lambda e, b: run_child("first-epoch", data, batch, b))]
         out += [("shardfeed, resumed at 90 %", 0, lambda e, b: run_child("resume-shardfeed", serve.socket, 0, e, b)),
                 ("mosaicml-streaming, resumed at 90 %", 0, peer("resume-mosaic", 0)),
                 ("LitData, resumed at 90 %", 0, peer("resume-litdata", 0))]
@@ -418,6 +436,9 @@ RUN = 16
 # build-libjpeg links libjpeg-turbo; the tokens are also shuffled in runs.
 BUILDS = {"images-decoded": [("shardfeed-libjpeg", "libjpeg-turbo build (cgo)", "")],
           "tokens": [("shardfeed", f"shuffled in runs of {RUN} samples", f"runLength: {RUN}")]}
+
+# A new serve's first epoch: the local shards verified as it reads them.
+FIRST_EPOCH_ROW = "shardfeed, first epoch of a new sidecar (files verified and read in place)"
 
 # FeedLoader's workers made to run (a worker_init_fn), each batch passed on
 # from them: what num_workers costs where workers run the user's code.

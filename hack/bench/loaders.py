@@ -284,12 +284,20 @@ def one_copy_tabular(data: Path, batch: int):
         yield out
 
 
-def run_first_epoch(data: Path, batch: int, time_box: float | None) -> dict:
+def run_first_epoch(data: Path, batch: int, time_box: float | None, rerun: bool = False) -> dict:
     """The first epoch of a new `shardfeed serve`: nothing verified or
     cached yet, each local shard verified (one pass over its bytes) and
-    mapped in place as the epoch first reads it. The data set's files are
-    in the page cache, as they are for every loader's local files."""
+    mapped in place as the epoch first reads it; with rerun, a serve before
+    it read the epoch on the same cache directory (the next run of a
+    script: its verifications are taken). The data set's files are in the
+    page cache, as they are for every loader's local files."""
     with tempfile.TemporaryDirectory(prefix="first-epoch-", dir=ROOT / "bin") as tmp:
+        if rerun:
+            serve = Serve(Path(tmp), data, batch, warm=False)
+            try:
+                run_shardfeed(serve.socket, 0, 0, None)
+            finally:
+                serve.stop()
         serve = Serve(Path(tmp), data, batch, warm=False)
         try:
             return run_shardfeed(serve.socket, 0, 0, time_box)
@@ -324,8 +332,8 @@ def child(argv: list[str]) -> None:
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, columns=args[3].split(","))
     elif cmd == "read-shardfeed-relay":  # SOCKET WORKERS EPOCH BINARY_AS BOX: workers that pass batches on
         t = run_shardfeed(args[0], int(args[1]), int(args[2]), box, binary_as=args[3], relay=True)
-    elif cmd == "first-epoch":  # DATA BATCH BOX
-        t = run_first_epoch(Path(args[0]), int(args[1]), box)
+    elif cmd in ("first-epoch", "first-epoch-rerun"):  # DATA BATCH BOX
+        t = run_first_epoch(Path(args[0]), int(args[1]), box, rerun=cmd.endswith("rerun"))
     elif cmd == "limit-tabular":  # DATA BATCH BOX
         t = touch_loop(lambda: one_copy_tabular(Path(args[0]), int(args[1])), box)
     elif cmd == "read-shardfeed-socket":
@@ -417,7 +425,8 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
     if kind == "tabular":
         out += [(LIMIT, 0, lambda e, b: run_child("limit-tabular", data, batch, b))]
     if kind == "tokens":
-        out += [(FIRST_EPOCH_ROW, 0, lambda e, b: run_child("first-epoch", data, batch, b))]
+        out += [(FIRST_EPOCH_ROW, 0, lambda e, b: run_child("first-epoch", data, batch, b)),
+                (FIRST_EPOCH_RERUN_ROW, 0, lambda e, b: run_child("first-epoch-rerun", data, batch, b))]
         out += [("shardfeed, resumed at 90 %", 0, lambda e, b: run_child("resume-shardfeed", serve.socket, 0, e, b)),
                 ("mosaicml-streaming, resumed at 90 %", 0, peer("resume-mosaic", 0)),
                 ("LitData, resumed at 90 %", 0, peer("resume-litdata", 0))]
@@ -439,6 +448,10 @@ BUILDS = {"images-decoded": [("shardfeed-libjpeg", "libjpeg-turbo build (cgo)", 
 
 # A new serve's first epoch: the local shards verified as it reads them.
 FIRST_EPOCH_ROW = "shardfeed, first epoch of a new sidecar (files verified and read in place)"
+
+# …and of the next run's sidecar, on the same cache directory: the files
+# verified before are not hashed again.
+FIRST_EPOCH_RERUN_ROW = "shardfeed, first epoch of the next run's sidecar (files verified before)"
 
 # FeedLoader's workers made to run (a worker_init_fn), each batch passed on
 # from them: what num_workers costs where workers run the user's code.

@@ -145,6 +145,9 @@ type Stats struct {
 	// a file changed.
 	InPlaceVerified      int64
 	InPlaceVerifiedBytes int64
+	// InPlaceReused counts in-place shards an earlier run verified, their
+	// files unchanged since (not hashed again).
+	InPlaceReused int64
 }
 
 type state int
@@ -181,8 +184,11 @@ type Cache struct {
 	changed *sync.Cond // holds released, entries evicted, downloads ended
 	entries map[string]*entry
 	placed  map[string]*placed // shards served in place (inplace.go)
-	used    int64              // bytes on disk + reserved
-	stats   Stats
+	// recorded is the in-place verifications of earlier runs (.inplace).
+	recorded map[string]verifiedFile
+	logMu    sync.Mutex // appends to .inplace
+	used     int64      // bytes on disk + reserved
+	stats    Stats
 	// reclaim, when set, is asked to let go of held shards it can do
 	// without when the cache is full (see OnFull).
 	reclaim func(context.Context) bool
@@ -224,11 +230,12 @@ func New(opts Options, stores map[string]store.Store) (*Cache, error) {
 		return nil, fmt.Errorf("cache: limit %d bytes is negative", opts.LimitBytes)
 	}
 	c := &Cache{
-		opts:    opts,
-		stores:  stores,
-		sem:     make(chan struct{}, opts.Parallel),
-		entries: map[string]*entry{},
-		placed:  map[string]*placed{},
+		opts:     opts,
+		stores:   stores,
+		sem:      make(chan struct{}, opts.Parallel),
+		entries:  map[string]*entry{},
+		placed:   map[string]*placed{},
+		recorded: map[string]verifiedFile{},
 	}
 	c.changed = sync.NewCond(&c.mu)
 	c.stats.LimitBytes = opts.LimitBytes
@@ -240,6 +247,9 @@ func New(opts Options, stores map[string]store.Store) (*Cache, error) {
 	}
 	if err := c.scan(); err != nil {
 		return nil, err
+	}
+	if opts.InPlace {
+		c.loadVerified()
 	}
 	return c, nil
 }
@@ -406,7 +416,9 @@ func (c *Cache) Discard(s Shard) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.placed[s.id()]; ok {
-		delete(c.placed, s.id()) // verified again when next read
+		// Verified again when next read, whatever an earlier run recorded.
+		delete(c.placed, s.id())
+		delete(c.recorded, s.id())
 		return true
 	}
 	e, ok := c.entries[s.id()]

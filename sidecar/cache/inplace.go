@@ -1,11 +1,17 @@
 package cache
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,10 +24,13 @@ import (
 // A stream on this machine's disk (file://) is served in place with
 // Options.InPlace: each shard is mapped from its own file, never copied
 // into the cache. It is verified (size and hash) the first time it is
-// read, and again whenever its file's size, modification time or inode
-// changed since; a shard that does not match its index is a CorruptError
-// at once (a local file does not change by reading it again). In-place
-// shards take nothing of the cache's budget and are never evicted.
+// read, and again whenever its file's size, modification or change time
+// or inode changed since; a shard that does not match its index is a
+// CorruptError at once (a local file does not change by reading it
+// again). In-place shards take nothing of the cache's budget and are never
+// evicted. Each verification is recorded in the cache directory
+// (.inplace), so a later sidecar on the same files and cache directory
+// (the next run) verifies only what changed.
 
 // placed is one in-place shard's verification.
 type placed struct {
@@ -30,19 +39,88 @@ type placed struct {
 	stamp    fileStamp
 }
 
-// fileStamp is what says a file is the one verified.
+// fileStamp is what says a file is the one verified: its change time
+// moves with any write (a modification time can be set back).
 type fileStamp struct {
-	size  int64
-	mtime time.Time
-	ino   uint64
+	Size  int64  `json:"size"`
+	Mtime int64  `json:"mtime"`
+	Ctime int64  `json:"ctime"`
+	Ino   uint64 `json:"ino"`
 }
 
 func stampOf(fi os.FileInfo) fileStamp {
-	st := fileStamp{size: fi.Size(), mtime: fi.ModTime()}
+	st := fileStamp{Size: fi.Size(), Mtime: fi.ModTime().UnixNano()}
 	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.ino = sys.Ino
+		st.Ino = sys.Ino
+		st.Ctime = time.Unix(sys.Ctim.Unix()).UnixNano()
 	}
 	return st
+}
+
+// verifiedFile is a verification as .inplace records it: the shard, the
+// hash it was verified against, and its file's stamp then.
+type verifiedFile struct {
+	ID    string    `json:"id"`
+	Hash  string    `json:"hash"`
+	Stamp fileStamp `json:"stamp"`
+}
+
+// inplaceLog is the file of the verifications, one JSON line each, in the
+// cache directory (a hidden name the cache's scan skips).
+func (c *Cache) inplaceLog() string { return filepath.Join(c.opts.Dir, ".inplace") }
+
+// loadVerified reads the verifications an earlier run recorded; a line
+// that does not parse ends the reading (a run killed mid-write), and the
+// file is written again without what was not read and without the
+// verifications later lines replaced.
+func (c *Cache) loadVerified() {
+	f, err := os.Open(c.inplaceLog())
+	if err != nil {
+		return
+	}
+	defer func() { _ = f.Close() }()
+	lines, broken := 0, false
+	sc := bufio.NewScanner(io.LimitReader(f, maxInplaceLog))
+	for sc.Scan() {
+		var v verifiedFile
+		if json.Unmarshal(sc.Bytes(), &v) != nil || v.ID == "" {
+			broken = true
+			break
+		}
+		lines++
+		c.recorded[v.ID] = v
+	}
+	if broken || lines > 2*len(c.recorded) || sc.Err() != nil {
+		var b bytes.Buffer
+		for _, v := range c.recorded {
+			line, _ := json.Marshal(v)
+			b.Write(append(line, '\n'))
+		}
+		tmp := c.inplaceLog() + ".tmp"
+		if os.WriteFile(tmp, b.Bytes(), 0o644) == nil {
+			_ = os.Rename(tmp, c.inplaceLog())
+		}
+	}
+}
+
+// maxInplaceLog bounds what is read of .inplace (about a million shards).
+const maxInplaceLog = 256 << 20
+
+// record appends a verification to .inplace (best effort: without it the
+// next run verifies again).
+func (c *Cache) record(v verifiedFile) {
+	line, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	f, err := os.OpenFile(c.inplaceLog(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	_, _ = f.Write(append(line, '\n'))
+	_ = f.Close()
 }
 
 // inPlace returns the file of s when its stream is served in place.
@@ -80,6 +158,18 @@ func (c *Cache) verifyInPlace(ctx context.Context, s Shard, path string) error {
 		c.mu.Unlock()
 		return nil
 	}
+	c.mu.Lock()
+	earlier, ok := c.recorded[s.id()]
+	c.mu.Unlock()
+	if ok && earlier.Stamp == stamp && earlier.Hash == s.Hash && s.Hash != "" && !p.verified.Load() {
+		// An earlier run verified this very file against this hash.
+		p.stamp = stamp
+		p.verified.Store(true)
+		c.mu.Lock()
+		c.stats.InPlaceReused++
+		c.mu.Unlock()
+		return nil
+	}
 	p.verified.Store(false)
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
@@ -97,27 +187,55 @@ func (c *Cache) verifyInPlace(ctx context.Context, s Shard, path string) error {
 		size = fi.Size()
 	}
 	if !want.IsZero() {
-		f, err := os.Open(path)
+		got, err := hashInPlace(path, Shard{Range: true, Offset: off, Size: size}, want)
 		if err != nil {
 			return fmt.Errorf("stream %q: %s: %w", s.Stream, s.Key, err)
 		}
-		h := want.New()
-		_, err = io.Copy(h, io.NewSectionReader(f, off, size))
-		_ = f.Close()
-		if err != nil {
-			return fmt.Errorf("stream %q: %s: %w", s.Stream, s.Key, err)
-		}
-		if got := hex.EncodeToString(h.Sum(nil)); got != want.Hex {
+		if got != want.Hex {
 			return &CorruptError{Shard: s, Reason: fmt.Sprintf("%s %s, want %s", want.Algo, short(got), short(want.Hex)), Attempts: 1}
 		}
 	}
 	p.stamp = stamp
 	p.verified.Store(true)
+	if s.Hash != "" {
+		c.record(verifiedFile{ID: s.id(), Hash: s.Hash, Stamp: stamp})
+	}
 	c.mu.Lock()
 	c.stats.InPlaceVerified++
 	c.stats.InPlaceVerifiedBytes += size
 	c.mu.Unlock()
 	return nil
+}
+
+// hashInPlace hashes the bytes of s in its file through a mapping (no
+// copy through a buffer: the pass is the first epoch's cost); a file cut
+// short meanwhile is an error, not a fault.
+func hashInPlace(path string, s Shard, want checksum.Sum) (sum string, err error) {
+	data, whole, err := mapInPlace(path, s)
+	if err != nil {
+		return "", err
+	}
+	if whole != nil {
+		defer func() { _ = syscall.Munmap(whole) }()
+	}
+	h := want.New()
+	old := debug.SetPanicOnFault(true)
+	defer debug.SetPanicOnFault(old)
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(runtime.Error); !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("the file changed while it was verified: %v", r)
+		}
+	}()
+	// Large writes: the hash keeps no copy.
+	for len(data) > 0 {
+		n := min(len(data), 1<<20)
+		_, _ = h.Write(data[:n])
+		data = data[n:]
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // mapInPlace maps the bytes of a verified in-place shard from its file.
@@ -148,7 +266,8 @@ func mapInPlace(path string, s Shard) ([]byte, []byte, error) {
 	if n != int64(int(n)) {
 		return nil, nil, fmt.Errorf("%d bytes do not fit the address space", n)
 	}
-	m, err := syscall.Mmap(int(f.Fd()), start, int(n), syscall.PROT_READ, syscall.MAP_SHARED)
+	// Populated in one call: faulting in each page costs the first epoch more.
+	m, err := syscall.Mmap(int(f.Fd()), start, int(n), syscall.PROT_READ, syscall.MAP_SHARED|syscall.MAP_POPULATE)
 	if err != nil {
 		return nil, nil, err
 	}

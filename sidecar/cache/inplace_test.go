@@ -116,3 +116,82 @@ func TestWithoutInPlaceLocalShardsAreCopied(t *testing.T) {
 		t.Errorf("no copy in the cache: %v", err)
 	}
 }
+
+// A later cache on the same files and directory (the next run) takes the
+// earlier run's verifications of unchanged files, hashes a changed one
+// again, and reads past a record cut short.
+func TestInPlaceVerificationsOutliveTheRun(t *testing.T) {
+	ctx := context.Background()
+	st, shards, data := fixture(t, 7000, 5000)
+	dir := t.TempDir()
+	read := func(c *Cache, s Shard, want []byte) error {
+		m, err := c.Map(ctx, s)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		if !bytes.Equal(m.Bytes(), want) {
+			t.Errorf("%s: not the file's bytes", s.file())
+		}
+		return nil
+	}
+	first := newCache(t, dir, st, Options{InPlace: true})
+	for i, s := range shards {
+		if err := read(first, s, data[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := first.Stats(); got.InPlaceVerified != 2 || got.InPlaceReused != 0 {
+		t.Fatalf("first run: %+v", got)
+	}
+
+	second := newCache(t, dir, st, Options{InPlace: true})
+	for i, s := range shards {
+		if err := read(second, s, data[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := second.Stats(); got.InPlaceVerified != 0 || got.InPlaceReused != 2 {
+		t.Fatalf("second run: %+v, want both shards taken as verified", got)
+	}
+
+	// Rewritten with other bytes of the same size, its times set back:
+	// its change time moved, so the next run hashes it and refuses it.
+	src, _ := store.LocalPath(st, shards[1].Key)
+	fi, _ := os.Stat(src)
+	if err := os.WriteFile(src, bytes.Repeat([]byte{'q'}, len(data[1])), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chtimes(src, fi.ModTime(), fi.ModTime())
+	// A run killed mid-write left half a line.
+	f, _ := os.OpenFile(filepath.Join(dir, ".inplace"), os.O_WRONLY|os.O_APPEND, 0)
+	_, _ = f.WriteString(`{"id":"web/x","ha`)
+	_ = f.Close()
+	third := newCache(t, dir, st, Options{InPlace: true})
+	if err := read(third, shards[0], data[0]); err != nil {
+		t.Fatal(err)
+	}
+	var ce *CorruptError
+	if err := read(third, shards[1], nil); !errors.As(err, &ce) {
+		t.Fatalf("a changed file: %v, want a CorruptError", err)
+	}
+	if got := third.Stats(); got.InPlaceReused != 1 {
+		t.Errorf("third run: %+v, want the unchanged shard taken as verified", got)
+	}
+	// The half line is gone: what the third run records is read by the next.
+	if err := os.WriteFile(src, data[1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := read(third, shards[1], data[1]); err != nil {
+		t.Fatal(err)
+	}
+	fourth := newCache(t, dir, st, Options{InPlace: true})
+	for i, s := range shards {
+		if err := read(fourth, s, data[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fourth.Stats(); got.InPlaceReused != 2 || got.InPlaceVerified != 0 {
+		t.Errorf("fourth run: %+v, want both shards taken as verified", got)
+	}
+}

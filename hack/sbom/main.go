@@ -127,16 +127,11 @@ func run(version, out, created, libjpeg string, wheels, binaries []string) error
 		binIDs[sums[0].ChecksumValue] = bin.SPDXID
 		rels = append(rels, relationship{"SPDXRef-DOCUMENT", "DESCRIBES", bin.SPDXID})
 		if cgoJPEG {
-			if libjpeg == "" {
-				return fmt.Errorf("%s links libjpeg-turbo (-tags libjpeg): give its version with -libjpeg", path)
+			rel, err := linkLibjpeg(modules, bin.SPDXID, path, libjpeg)
+			if err != nil {
+				return err
 			}
-			jid := id("C", "libjpeg-turbo", libjpeg)
-			if _, ok := modules[jid]; !ok {
-				modules[jid] = pkg{Name: "libjpeg-turbo", SPDXID: jid, VersionInfo: libjpeg, DownloadLocation: "https://libjpeg-turbo.org/",
-					LicenseConcluded: "NOASSERTION", LicenseDeclared: "IJG AND BSD-3-Clause AND Zlib", CopyrightText: "NOASSERTION",
-					PrimaryPurpose: "LIBRARY", ExternalRefs: []extRef{{"PACKAGE-MANAGER", "purl", "pkg:generic/libjpeg-turbo@" + libjpeg}}}
-			}
-			rels = append(rels, relationship{bin.SPDXID, "STATIC_LINK", jid})
+			rels = append(rels, rel)
 		}
 		goID := id("Go", "stdlib", info.GoVersion)
 		if _, ok := modules[goID]; !ok {
@@ -166,26 +161,12 @@ func run(version, out, created, libjpeg string, wheels, binaries []string) error
 		}
 	}
 	for _, w := range wheels {
-		sums, err := fileSum(w)
+		p, contains, err := wheelPackage(w, version, binIDs)
 		if err != nil {
 			return err
 		}
-		base := filepath.Base(w)
-		p := pkg{Name: "shardfeed (" + base + ")", SPDXID: id("Wheel", base, version), VersionInfo: version, PackageFileName: base,
-			DownloadLocation: "NOASSERTION", Checksums: sums, LicenseConcluded: "NOASSERTION", LicenseDeclared: "Apache-2.0",
-			CopyrightText: "NOASSERTION", PrimaryPurpose: "LIBRARY",
-			ExternalRefs: []extRef{{"PACKAGE-MANAGER", "purl", "pkg:pypi/shardfeed@" + version}}}
 		pkgs = append(pkgs, p)
-		rels = append(rels, relationship{"SPDXRef-DOCUMENT", "DESCRIBES", p.SPDXID})
-		bundled, err := bundledSum(w)
-		if err != nil {
-			return err
-		}
-		b, ok := binIDs[bundled]
-		if !ok {
-			return fmt.Errorf("%s bundles a binary that is none of those given", base)
-		}
-		rels = append(rels, relationship{p.SPDXID, "CONTAINS", b})
+		rels = append(rels, relationship{"SPDXRef-DOCUMENT", "DESCRIBES", p.SPDXID}, contains)
 	}
 	ids := make([]string, 0, len(modules))
 	for k := range modules {
@@ -225,18 +206,56 @@ func h1(s string) []sum {
 	return []sum{{"SHA256", hex.EncodeToString(raw)}}
 }
 
+// wheelPackage is a wheel's package, and its relationship to the binary
+// it bundles (among binIDs, by checksum).
+func wheelPackage(w, version string, binIDs map[string]string) (pkg, relationship, error) {
+	sums, err := fileSum(w)
+	if err != nil {
+		return pkg{}, relationship{}, err
+	}
+	base := filepath.Base(w)
+	p := pkg{Name: "shardfeed (" + base + ")", SPDXID: id("Wheel", base, version), VersionInfo: version, PackageFileName: base,
+		DownloadLocation: "NOASSERTION", Checksums: sums, LicenseConcluded: "NOASSERTION", LicenseDeclared: "Apache-2.0",
+		CopyrightText: "NOASSERTION", PrimaryPurpose: "LIBRARY",
+		ExternalRefs: []extRef{{"PACKAGE-MANAGER", "purl", "pkg:pypi/shardfeed@" + version}}}
+	bundled, err := bundledSum(w)
+	if err != nil {
+		return pkg{}, relationship{}, err
+	}
+	b, ok := binIDs[bundled]
+	if !ok {
+		return pkg{}, relationship{}, fmt.Errorf("%s bundles a binary that is none of those given", base)
+	}
+	return p, relationship{p.SPDXID, "CONTAINS", b}, nil
+}
+
+// linkLibjpeg adds libjpeg-turbo to modules (once) and says that the
+// binary bin (at path) links it statically.
+func linkLibjpeg(modules map[string]pkg, bin, path, version string) (relationship, error) {
+	if version == "" {
+		return relationship{}, fmt.Errorf("%s links libjpeg-turbo (-tags libjpeg): give its version with -libjpeg", path)
+	}
+	jid := id("C", "libjpeg-turbo", version)
+	if _, ok := modules[jid]; !ok {
+		modules[jid] = pkg{Name: "libjpeg-turbo", SPDXID: jid, VersionInfo: version, DownloadLocation: "https://libjpeg-turbo.org/",
+			LicenseConcluded: "NOASSERTION", LicenseDeclared: "IJG AND BSD-3-Clause AND Zlib", CopyrightText: "NOASSERTION",
+			PrimaryPurpose: "LIBRARY", ExternalRefs: []extRef{{"PACKAGE-MANAGER", "purl", "pkg:generic/libjpeg-turbo@" + version}}}
+	}
+	return relationship{bin, "STATIC_LINK", jid}, nil
+}
+
 // bundledSum is the SHA-256 of the binary a wheel bundles.
 func bundledSum(wheel string) (string, error) {
 	z, err := zip.OpenReader(wheel)
 	if err != nil {
 		return "", err
 	}
-	defer z.Close()
+	defer func() { _ = z.Close() }()
 	f, err := z.Open("shardfeed/_bin/shardfeed")
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", wheel, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("%s: %w", wheel, err)

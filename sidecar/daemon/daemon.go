@@ -145,6 +145,35 @@ func (cfg *Config) minCache(pl *planner.Plan, prefetch int) (int64, string, erro
 	return int64(ranks)*perRank + int64(prefetch)*pl.MaxShardBytes(), fmt.Sprintf("a pod serving %d of %d data-parallel ranks", ranks, cfg.DataParallel), nil
 }
 
+// cacheLimit is the cache's byte budget (the flag's, else the spec's; 0:
+// none), refused when below what a pod needs to never stall.
+func (cfg *Config) cacheLimit(spec *datav1alpha1.TrainingDatasetSpec, pl *planner.Plan, opened []*streams.Stream, byStream map[string]store.Store,
+	prefetch int) (int64, error) {
+	limit := cfg.CacheLimitBytes
+	if limit <= 0 && spec.Sidecar.CacheLimit != nil {
+		limit = spec.Sidecar.CacheLimit.Value()
+	}
+	lean := slices.ContainsFunc(opened, func(st *streams.Stream) bool { return st.Index.Counts != nil })
+	switch {
+	case limit <= 0:
+	case lean:
+		// The minimum would read the entry of every shard the pod reads in
+		// the epoch, which an index read in parts reads as it goes.
+		cmp.Or(cfg.Log, slog.Default()).Info("The cache limit is taken as given: a stream's index is read in parts, and the cache a pod needs is not computed from it", "cacheLimit", limit)
+	case !cfg.CopyLocalShards && allLocal(byStream):
+		// Every shard is read in place: the cache holds none of them.
+	default:
+		need, what, err := cfg.minCache(pl, prefetch)
+		if err != nil {
+			return 0, err
+		}
+		if need > limit {
+			return 0, fmt.Errorf("the cache limit of %d bytes is below the %d bytes %s needs to never stall (with %d shards prefetched): raise spec.sidecar.cacheLimit, or lower the prefetch or blockSize", limit, need, what, prefetch)
+		}
+	}
+	return limit, nil
+}
+
 // allLocal says every stream is on this machine's disk (read in place).
 func allLocal(stores map[string]store.Store) bool {
 	for _, st := range stores {
@@ -273,25 +302,9 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	if cfg.Prefetch >= 0 {
 		prefetch = cfg.Prefetch
 	}
-	limit := cfg.CacheLimitBytes
-	if limit <= 0 && spec.Sidecar.CacheLimit != nil {
-		limit = spec.Sidecar.CacheLimit.Value()
-	}
-	lean := slices.ContainsFunc(opened, func(st *streams.Stream) bool { return st.Index.Counts != nil })
-	if limit > 0 && lean {
-		// The minimum would read the entry of every shard the pod reads in
-		// the epoch, which an index read in parts reads as it goes.
-		cmp.Or(cfg.Log, slog.Default()).Info("The cache limit is taken as given: a stream's index is read in parts, and the cache a pod needs is not computed from it", "cacheLimit", limit)
-	} else if limit > 0 && !cfg.CopyLocalShards && allLocal(byStream) {
-		// Every shard is read in place: the cache holds none of them.
-	} else if limit > 0 {
-		need, what, err := cfg.minCache(pl, prefetch)
-		if err != nil {
-			return nil, err
-		}
-		if need > limit {
-			return nil, fmt.Errorf("the cache limit of %d bytes is below the %d bytes %s needs to never stall (with %d shards prefetched): raise spec.sidecar.cacheLimit, or lower the prefetch or blockSize", limit, need, what, prefetch)
-		}
+	limit, err := cfg.cacheLimit(spec, pl, opened, byStream, prefetch)
+	if err != nil {
+		return nil, err
 	}
 	// Streams on this machine's disk (file://) are read in place, not
 	// copied into the cache (cache.Options.InPlace).

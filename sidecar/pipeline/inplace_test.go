@@ -8,9 +8,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"sigs.k8s.io/yaml"
 
-	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
@@ -19,15 +17,10 @@ import (
 // place from their own files.
 func openInPlace(t *testing.T, manifest, cacheDir string) *daemon.Feed {
 	t.Helper()
-	var ds datav1alpha1.TrainingDataset
-	if err := yaml.UnmarshalStrict([]byte(manifest), &ds); err != nil {
-		t.Fatal(err)
-	}
-	feed, err := daemon.Open(context.Background(), daemon.Config{Dataset: ds.Name, Spec: ds.Spec, CacheDir: cacheDir, Prefetch: -1})
+	feed, err := openWith(t, manifest, daemon.Config{CacheDir: cacheDir, Prefetch: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(feed.Pipeline.Close)
 	return feed
 }
 

@@ -46,14 +46,21 @@ func openFeedErr(t *testing.T, manifest string) (*daemon.Feed, error) {
 
 func openFeedErrIn(t *testing.T, manifest string, cacheLimit int64, cacheDir string) (*daemon.Feed, error) {
 	t.Helper()
+	// The file:// fixtures stand in for a remote store: copied into the
+	// cache, whose downloads these tests check (in place: inplace_test.go).
+	return openWith(t, manifest, daemon.Config{CacheDir: cacheDir, CacheLimitBytes: cacheLimit, Prefetch: -1, CopyLocalShards: true})
+}
+
+// openWith opens the manifest's feed with cfg (its dataset and spec set
+// from the manifest), closed when the test ends.
+func openWith(t *testing.T, manifest string, cfg daemon.Config) (*daemon.Feed, error) {
+	t.Helper()
 	var ds datav1alpha1.TrainingDataset
 	if err := yaml.UnmarshalStrict([]byte(manifest), &ds); err != nil {
 		t.Fatal(err)
 	}
-	// The file:// fixtures stand in for a remote store: copied into the
-	// cache, whose downloads these tests check (in place: inplace_test.go).
-	feed, err := daemon.Open(context.Background(), daemon.Config{Dataset: ds.Name, Spec: ds.Spec, CacheDir: cacheDir, CacheLimitBytes: cacheLimit, Prefetch: -1,
-		CopyLocalShards: true})
+	cfg.Dataset, cfg.Spec = ds.Name, ds.Spec
+	feed, err := daemon.Open(context.Background(), cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,20 @@ print(json.dumps({"done": True}), flush=True)
 '''
 
 
+def local_manifest(name, stream, data, rest):
+    """A TrainingDataset of one Parquet stream in the local folder data;
+    rest is the spec's lines after the streams."""
+    return f"""apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {{name: {name}}}
+spec:
+  streams:
+  - name: {stream}
+    format: parquet
+    source: {{uri: "file://{data}/"}}
+""" + rest
+
+
 def run(cmd, **kw):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
     assert done.returncode == 0, f"{cmd}: {done.stdout}\n{done.stderr}"
@@ -124,18 +138,10 @@ def test_the_wheel_installs_and_trains_from_a_manifest_then_resumes_exactly(inst
     assert done.returncode == 0 and "shardfeed" in done.stdout, done.stdout + done.stderr
     assert not imported & {"torch", "pyarrow", "numpy"}, f"the shardfeed command imported {sorted(imported & {'torch', 'pyarrow', 'numpy'})}"
     run(["shardfeed", "index", "data/"], env=env, cwd=here)
-    (here / "dataset.yaml").write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
-kind: TrainingDataset
-metadata: {{name: regression}}
-spec:
-  streams:
-  - name: points
-    format: parquet
-    source: {{uri: "file://{here / 'data'}/"}}
-  numSplits: 2
+    (here / "dataset.yaml").write_text(local_manifest("regression", "points", here / "data", f"""  numSplits: 2
   globalBatchSize: {BATCH}
   shuffle: {{seed: 7, blockSize: 120}}
-""")
+"""))
     (here / "train.py").write_text(TRAIN)
 
     def train(stop):
@@ -293,21 +299,13 @@ def test_the_wheels_binary_decodes_jpegs_with_libjpeg_turbo(installed, tmp_path)
     pq.write_table(pa.table({"name": jpegs, "jpg": [(refs / f"{n}.img").read_bytes() for n in jpegs]}),
                    here / "data" / "part-0.parquet")
     run(["shardfeed", "index", "data/"], env=env, cwd=here)
-    (here / "images.yaml").write_text(f"""apiVersion: data.shardfeed.io/v1alpha1
-kind: TrainingDataset
-metadata: {{name: images}}
-spec:
-  streams:
-  - name: photos
-    format: parquet
-    source: {{uri: "file://{here / 'data'}/"}}
-  numSplits: 1
+    (here / "images.yaml").write_text(local_manifest("images", "photos", here / "data", """  numSplits: 1
   globalBatchSize: 4
-  shuffle: {{enabled: false}}
+  shuffle: {enabled: false}
   decode:
   - column: jpg
-    image: {{resize: 80, height: 64, width: 64}}
-""")
+    image: {resize: 80, height: 64, width: 64}
+"""))
     (here / "decode.py").write_text(DECODE)
     got = json.loads(run([py, "decode.py"], env=env, cwd=here).splitlines()[-1])
     log = (here / ".shardfeed" / "serve-local.log").read_text()

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/planner"
@@ -444,6 +445,8 @@ func (f *inFlight) idle() bool {
 func (s *scope) run(ctx context.Context) {
 	defer close(s.done)
 	f := &inFlight{held: map[int]*decodedShard{}, sem: make(chan struct{}, s.p.opts.Fetchers), done: make(chan struct{}, 1)}
+	next, hinted := 0, 0
+	ended := false // the readers finished the epoch
 	defer func() {
 		f.wg.Wait()
 		for _, d := range f.held {
@@ -451,13 +454,23 @@ func (s *scope) run(ctx context.Context) {
 				s.p.decoded.release(d, keep)
 			}
 		}
+		// The readers finished the epoch before this loop saw it fetch
+		// every shard (they fetched the last ones themselves, or the last
+		// fetch had not ended): the next epoch's first steps are still to
+		// warm, now that nothing is in flight (unless that epoch stopped
+		// this scope).
+		if ended && !s.warmed && ctx.Err() == nil {
+			s.warmed = true
+			s.p.warms.Add(1)
+			go s.warmNext()
+		}
 	}()
-	next, hinted := 0, 0
 	for {
 		s.mu.Lock()
 		front := s.front
 		s.mu.Unlock()
 		if front >= s.p.plan.Steps() {
+			ended = true
 			return
 		}
 		ahead := s.releaseBehind(f, front)
@@ -558,8 +571,13 @@ func (s *scope) warmNext() {
 				missing += max(part.Size, 0)
 			}
 		}
-		if missing > 0 && !s.p.decoded.dropUnneeded(seen, func() bool { return c.FitsBesideHeld(missing) }) {
-			return
+		// No room yet while this epoch's readers still read the shards the
+		// cache holds: try again as they pass them, until the next epoch's
+		// prefetcher starts (it fetches what is left itself).
+		for missing > 0 && !s.p.decoded.dropUnneeded(seen, func() bool { return c.FitsBesideHeld(missing) }) {
+			if s.p.epochStarted(s.key.epoch+1) || !sleepCtx(ctx, warmRetry) {
+				return
+			}
 		}
 		// Held until the next epoch's prefetcher takes them (unwarm): the
 		// cache would evict them first otherwise, nothing else holding them.
@@ -577,6 +595,33 @@ func (s *scope) warmNext() {
 			return
 		}
 		s.p.stats.warmedNext.Add(1)
+	}
+}
+
+// warmRetry is how often warmNext looks again for room.
+const warmRetry = 25 * time.Millisecond
+
+// epochStarted says a prefetcher of epoch e or later was started.
+func (p *Pipeline) epochStarted(e int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.scopes {
+		if k.epoch >= e {
+			return true
+		}
+	}
+	return false
+}
+
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

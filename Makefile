@@ -204,10 +204,12 @@ test-listing: tools-go tools-kube tools-minio tools-debian ## Index a stream of 
 
 # Runs of each benchmark (docs/benchmarks.md reports their median and
 # min–max), the size of the loaders' data sets (1: about 1 GB each; full: 4)
-# and the seconds a loader measurement reads after its first batch, at most.
+# and the seconds a loader measurement reads after its first batch, at most
+# (a peer's: long enough for its steady rate).
 BENCH_RUNS ?= 3
 BENCH_SCALE ?= 1
 BENCH_TIME_BOX ?= 3
+BENCH_PEER_TIME_BOX ?= 8
 BENCH_OUT := $(BIN)/bench
 
 .PHONY: bench
@@ -218,7 +220,7 @@ bench: tools-go tools-kube tools-minio tools-debian tools-python build build-lib
 	CGO_ENABLED=1 go test -tags libjpeg -run '^$$' -bench DecodeResizeCrop -benchmem -count $(BENCH_RUNS) ./sidecar/images/ | \
 		sed 's/^BenchmarkDecodeResizeCrop/BenchmarkDecodeResizeCropLibjpeg/' | tee -a $(BENCH_OUT)/go.txt
 	@echo "bench: loaders into PyTorch, shardfeed and its peers → $(BENCH_OUT)/loaders.json"
-	BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) $(PYTHON) hack/bench/loaders.py --out $(BENCH_OUT)/loaders.json
+	BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) BENCH_PEER_TIME_BOX=$(BENCH_PEER_TIME_BOX) $(PYTHON) hack/bench/loaders.py --out $(BENCH_OUT)/loaders.json
 	@echo "bench: packing padding, shardfeed against Grain and LanceDB → $(BENCH_OUT)/packing.json"
 	$(BIN)/venv-oracle/bin/python hack/bench/packing.py --out $(BENCH_OUT)/packing.json
 	@echo "bench: WebDataset and Megatron, shardfeed and the formats' own loaders → $(BENCH_OUT)/formats.json"
@@ -230,8 +232,12 @@ bench: tools-go tools-kube tools-minio tools-debian tools-python build build-lib
 	@echo "bench: egress of the peers over MinIO → $(BENCH_OUT)/egress.json"
 	hack/minio.sh --bucket bench -- $(BIN)/venv-oracle/bin/python hack/bench/egress.py --out $(BENCH_OUT)/egress.json
 	$(BIN)/venv-oracle/bin/python hack/bench/report.py --go $(BENCH_OUT)/go.txt --loaders $(BENCH_OUT)/loaders.json \
-		--egress $(BENCH_OUT)/egress.json --packing $(BENCH_OUT)/packing.json --formats $(BENCH_OUT)/formats.json --tokenize $(BENCH_OUT)/tokenize.json --rawtext $(BENCH_OUT)/rawtext.json --command "make bench BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX)"
+		--egress $(BENCH_OUT)/egress.json --packing $(BENCH_OUT)/packing.json --formats $(BENCH_OUT)/formats.json --tokenize $(BENCH_OUT)/tokenize.json --rawtext $(BENCH_OUT)/rawtext.json --command "make bench BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) BENCH_PEER_TIME_BOX=$(BENCH_PEER_TIME_BOX)"
 	@echo "bench: docs/benchmarks.md, docs/img/*.png and the README's figures rewritten"
+
+.PHONY: bench-peers
+bench-peers: tools-python build ## Sweep each peer's throughput knobs (hack/bench/peer_knobs.py) and write the fastest to hack/bench/peer-settings.json, which make bench runs the peers with (about 45 min).
+	$(PYTHON) hack/bench/peer_sweep.py
 
 # Time each fuzz target runs for in make fuzz.
 FUZZ_TIME ?= 60s

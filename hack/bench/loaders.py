@@ -4,12 +4,15 @@ torch-dataloader-utils) and pyarrow, on the same data, with the machine's
 limit as a row: each batch copied once in memory, then the same loop.
 
   bin/venv/bin/python hack/bench/loaders.py [--kinds tokens,images,images-decoded,tabular] [--scale S]
-      [--runs R] [--time-box SECONDS] [--only REGEX] [--out bin/bench/loaders.json]
+      [--runs R] [--time-box SECONDS] [--peer-time-box SECONDS] [--only REGEX] [--out bin/bench/loaders.json]
 
 Data: datasets.py's data sets (about 1 GB each at scale 1; BENCH_SCALE),
 each in every tool's own format. Every loop reads a shuffled epoch (pyarrow:
 the Parquet file in order) and reads every value it gets (touch.py), for at
-most --time-box seconds after its first batch (BENCH_TIME_BOX). Every
+most --time-box seconds after its first batch (BENCH_TIME_BOX; a peer's
+--peer-time-box, BENCH_PEER_TIME_BOX, long enough for its steady rate).
+Each peer runs with the knobs peer_sweep.py found fastest for it
+(peer-settings.json; its defaults where the sweep has not run). Every
 measurement runs R times (BENCH_RUNS, default 3), each in its own process;
 the results (median, min, max of each) go to --out as JSON, from which
 report.py writes the tables and plots of docs/benchmarks.md.
@@ -44,6 +47,8 @@ from zygote import Zygote  # noqa: E402
 
 ORACLE = ROOT / "bin" / "venv-oracle" / "bin" / "python"
 HERE = ROOT / "hack" / "bench"
+# The peers' knobs at their best, as the last peer_sweep.py found them.
+PEER_SETTINGS = HERE / "peer-settings.json"
 DATA = ROOT / ".cache" / "bench-data"
 # Batch sizes: 4 MiB of tokens, 6 MB of images, 8192 rows of tabular data.
 BATCH = {"tokens": 512, "images": 64, "tabular": 8192, "images-decoded": 64}
@@ -71,7 +76,18 @@ def dataset(kind: str, scale: float) -> tuple[Path, dict]:
                          check=True, stdout=subprocess.PIPE, text=True).stdout
     path = Path(out.strip().splitlines()[-1])
     os.sync()  # the data set's writeback would otherwise run under the first measurements
+    warm_page_cache(path)
     return path, json.loads((path / "meta.json").read_text())
+
+
+def warm_page_cache(path: Path) -> None:
+    """Reads every file of a data set once, so that no loader's first
+    measurement pays for reading it from the disk (the data sets were read
+    warm, from the page cache, in every measurement after the first)."""
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        with f.open("rb", buffering=0) as src:
+            while src.read(8 << 20):
+                pass
 
 
 def shuffle_block(batch: int) -> int:
@@ -371,19 +387,19 @@ def run_child(*args) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_peer(cmd: str, data: Path, workers: int, batch: int, epoch: int, box: float) -> dict:
-    """One peer measurement in the oracle venv; a failed start (Ray's, now
-    and then) is tried once more, and a second failure shows its error. A
-    peer that printed its result and then failed in its teardown (Ray's,
-    now and then) has its result."""
-    argv = [cmd, str(data), str(workers), str(batch), str(epoch), str(box)]
+def run_peer(cmd: str, data: Path, workers: int, batch: int, epoch: int, box: float, knobs: dict | None = None) -> dict:
+    """One peer measurement in the oracle venv, with its knobs; a failed
+    start (Ray's, now and then) is tried once more, and a second failure
+    shows its error. A peer that printed its result and then failed in its
+    teardown (Ray's, now and then) has its result."""
+    argv = [cmd, str(data), str(workers), str(batch), str(epoch), str(box)] + ([json.dumps(knobs)] if knobs else [])
     for attempt in (1, 2):
         done = PEERS.run(argv, timeout=900)
         out = done.stdout.strip().splitlines()
         if done.returncode == 0 or out and out[-1].startswith("{"):
             if done.returncode:
                 log(f"{cmd} exited {done.returncode} after printing its result (in its teardown): the result stands")
-            return json.loads(out[-1])
+            return {**json.loads(out[-1]), "knobs": knobs or {}}
         tail = "\n".join(done.stderr.strip().splitlines()[-8:])
         log(f"{cmd} failed (attempt {attempt}, exit {done.returncode}):\n{tail}")
     raise SystemExit(f"{cmd} on {data} failed twice; its error is above")
@@ -398,7 +414,7 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
     # beside a row of the same values copied into bytes, as the peers give.
     reader = "read-shardfeed-array" if kind in ARRAY_KINDS else "read-shardfeed"
     read = lambda w: lambda e, b: run_child(reader, serve.socket, w, e, b)  # noqa: E731
-    peer = lambda cmd, w: lambda e, b: run_peer(cmd, data, w, batch, e, b)  # noqa: E731
+    peer = lambda cmd, w: lambda e, b: run_peer(cmd, data, w, batch, e, PEER_BOX.get("box") or b, peer_knobs_of(kind, cmd, w))  # noqa: E731
     pyarrow = lambda e, b: run_child("pyarrow", data, batch, b)  # noqa: E731
     if build:  # a variant of the sidecar: shardfeed's rows alone
         return [] if sweep else [(f"shardfeed, {build}", 0, read(0))]
@@ -478,6 +494,19 @@ LIMIT_GATHER = "one gathered copy of each shuffled batch + the loop"
 LIMIT_GATHER_RUNS = f"one gathered copy of each batch shuffled in runs of {RUN} + the loop"
 
 
+# A peer's time box (--peer-time-box), set by main.
+PEER_BOX: dict[str, float] = {}
+
+
+def peer_knobs_of(kind: str, cmd: str, workers: int) -> dict:
+    """The knobs the last sweep found fastest for this peer, data set and
+    worker count ({}: the peer's defaults)."""
+    if not PEER_SETTINGS.exists():
+        return {}
+    chosen = json.loads(PEER_SETTINGS.read_text()).get("chosen", {})
+    return chosen.get(f"{kind}/{cmd}/{workers}", {}).get("knobs", {})
+
+
 def summary(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
@@ -520,6 +549,7 @@ def rate_of(t: dict) -> float:
 
 def summarize(name: str, workers: int, ts: list[dict]) -> dict:
     return {"loader": name, "workers": workers, "rate": summary([rate_of(t) for t in ts]),
+            "steady": summary([t.get("steady", rate_of(t)) for t in ts]), **({"knobs": ts[0]["knobs"]} if "knobs" in ts[0] else {}),
             "first": summary([t["first"] for t in ts]),
             "epoch_rate": summary([t["samples"] / (t["first"] + t["rest"]) for t in ts]),
             "rss_mib": max(t.get("rss_mib", 0.0) for t in ts), "worker_rss_mib": max(t.get("worker_rss_mib", 0.0) for t in ts),
@@ -536,15 +566,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", "3")))
     parser.add_argument("--time-box", type=float, default=float(os.environ.get("BENCH_TIME_BOX", "3")),
                         help="seconds a measurement reads after its first batch, at most")
+    parser.add_argument("--peer-time-box", type=float, default=float(os.environ.get("BENCH_PEER_TIME_BOX", "8")),
+                        help="seconds a peer's measurement reads after its first batch, at most (long enough for its steady rate)")
     parser.add_argument("--only", default="", help="run only the measurements whose 'KIND/LOADER/WORKERS' matches this regular expression")
     parser.add_argument("--out", default=str(ROOT / "bin" / "bench" / "loaders.json"))
     args = parser.parse_args()
     if not ORACLE.exists():
         raise SystemExit(f"{ORACLE} is missing: run make tools-python")
     scale = scale_of(args.scale)
+    PEER_BOX["box"] = args.peer_time_box
     started = time.monotonic()
     result = {"command": " ".join(["bin/venv/bin/python", "hack/bench/loaders.py", *sys.argv[1:]]) or "",
               "scale": scale, "runs": args.runs, "short_runs": SHORT_RUNS * args.runs, "time_box": args.time_box,
+              "peer_time_box": args.peer_time_box,
               "machine": f"{platform.machine()}, {os.cpu_count()} cores",
               "versions": {"python": platform.python_version(), "torch": torch.__version__, "pyarrow": pa.__version__,
                            **peer_versions()},

@@ -20,6 +20,10 @@ in DIR/litdata, Parquet in DIR/parquet). Each peer is used as its docs show.
   peers.py prepare-formats IMAGES TOKENS                    write IMAGES/wds/ (tars, webdataset's ShardWriter) and
                                                             TOKENS/megatron/ (megatron-core's builder) from their Parquet
 
+A read takes an optional last argument, a JSON object of the peer's
+throughput knobs (peer_knobs.py: what peer_sweep.py found fastest; its
+defaults without it).
+
 A read prints touch.touch_loop's timing as JSON: the time from building the
 loader to its first batch, and the rate after it, of a training loop that
 reads every value.
@@ -55,7 +59,16 @@ def decode_image(data: bytes) -> torch.Tensor:
     return torch.from_numpy(np.array(img.crop((left, top, left + CROP, top + CROP))))
 
 
-def read_mosaic(path, workers, batch, epoch, time_box):
+def _loader_knobs(knobs, workers):
+    """The DataLoader's share of a peer's knobs (prefetch_factor needs workers)."""
+    return {"prefetch_factor": knobs["prefetch_factor"]} if workers and "prefetch_factor" in knobs else {}
+
+
+def _mosaic_knobs(knobs):
+    return {"shuffle_algo": knobs["shuffle_algo"]} if "shuffle_algo" in knobs else {}
+
+
+def read_mosaic(path, workers, batch, epoch, time_box, knobs):
     from streaming import StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
 
@@ -66,13 +79,13 @@ def read_mosaic(path, workers, batch, epoch, time_box):
     clean_stale_shared_memory()
 
     def make():
-        ds = StreamingDataset(local=f"{path}/mds", batch_size=batch, shuffle=True, shuffle_seed=epoch + 1)
-        return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
+        ds = StreamingDataset(local=f"{path}/mds", batch_size=batch, shuffle=True, shuffle_seed=epoch + 1, **_mosaic_knobs(knobs))
+        return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers, **_loader_knobs(knobs, workers))
 
     return touch_loop(make, time_box)
 
 
-def decode_mosaic(path, workers, batch, epoch, time_box):
+def decode_mosaic(path, workers, batch, epoch, time_box, knobs):
     """mosaicml-streaming with the image decoded in __getitem__, as its
     docs show for transforms (a subclass), in the DataLoader's workers."""
     from streaming import StreamingDataset
@@ -89,13 +102,13 @@ def decode_mosaic(path, workers, batch, epoch, time_box):
             return sample
 
     def make():
-        ds = Decoded(local=f"{path}/mds", batch_size=batch, shuffle=True, shuffle_seed=epoch + 1)
-        return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
+        ds = Decoded(local=f"{path}/mds", batch_size=batch, shuffle=True, shuffle_seed=epoch + 1, **_mosaic_knobs(knobs))
+        return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers, **_loader_knobs(knobs, workers))
 
     return touch_loop(make, time_box)
 
 
-def resume_mosaic(path, workers, batch, epoch, time_box):
+def resume_mosaic(path, workers, batch, epoch, time_box, knobs):
     """Time from building a StreamingDataset restored at 90 % of an epoch to
     its first batch."""
     from streaming import StreamingDataset
@@ -127,7 +140,7 @@ def lance_token_rows(b):
     return [{"id": i, "tokens": t} for i, t in zip(ids, tokens)]
 
 
-def read_lance(path, workers, batch, epoch, time_box):
+def read_lance(path, workers, batch, epoch, time_box, knobs):
     import lancedb
     from lancedb.streaming import StreamingDataset
 
@@ -142,8 +155,8 @@ def read_lance(path, workers, batch, epoch, time_box):
         # Tokens get a transform to tensors; other data sets lancedb's
         # default, a Python dict per row, which the DataLoader collates.
         transform = lance_token_rows if "tokens" in table.schema.names else None
-        ds = StreamingDataset(table, num_splits=max(1, workers), shuffle=True, shuffle_seed=1, epoch=epoch,
-                              read_batch_size=batch, transform=transform)
+        ds = StreamingDataset(table, num_splits=knobs.get("num_splits", max(1, workers)), shuffle=True, shuffle_seed=1, epoch=epoch,
+                              read_batch_size=knobs.get("read_batch_size", batch), transform=transform)
         # lancedb's runtime does not survive fork (it warns, and its workers
         # die here): spawn them, as it recommends.
         context = "spawn" if workers else None
@@ -152,17 +165,61 @@ def read_lance(path, workers, batch, epoch, time_box):
     return touch_loop(make, time_box)
 
 
-def read_litdata(path, workers, batch, epoch, time_box):
+def read_litdata(path, workers, batch, epoch, time_box, knobs):
     import litdata
 
+    where, extra = f"{path}/litdata", {}
+    if knobs.get("item_loader") == "tokens":
+        # LitData's recipe for LLM pretraining: the tokens written as one
+        # stream (optimize with a TokensLoader) and read back in blocks.
+        from litdata.streaming.item_loader import TokensLoader
+
+        where, extra = str(litdata_tokens(Path(path))), {"item_loader": TokensLoader(block_size=WIDTH)}
+
     def make():
-        ds = litdata.StreamingDataset(f"{path}/litdata", shuffle=True, seed=epoch + 1)
-        return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers)
+        ds = litdata.StreamingDataset(where, shuffle=True, seed=epoch + 1, **_litdata_knobs(knobs), **extra)
+        return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers, **_loader_knobs(knobs, workers))
 
     return touch_loop(make, time_box)
 
 
-def decode_litdata(path, workers, batch, epoch, time_box):
+def _litdata_knobs(knobs):
+    return {"max_pre_download": knobs["max_pre_download"]} if "max_pre_download" in knobs else {}
+
+
+class _LitdataTokenRows:
+    """optimize's function (picklable: optimize runs it in worker
+    processes): a row group's token rows as 1-D tensors."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def __call__(self, group):
+        import pyarrow.parquet as pq
+
+        col = pq.ParquetFile(self.source).read_row_group(group, columns=["tokens"]).column(0).combine_chunks()
+        for row in col.values.to_numpy().reshape(len(col), -1):
+            yield torch.from_numpy(row.copy())
+
+
+def litdata_tokens(tokens: Path) -> Path:
+    """TOKENS/litdata-tokens: the tokens data set as LitData's token stream
+    (litdata.optimize with a TokensLoader, chunks of 8 MiB), written once."""
+    import litdata
+    import pyarrow.parquet as pq
+    from litdata.streaming.item_loader import TokensLoader
+
+    out = tokens / "litdata-tokens"
+    if not (out / ".complete").exists():
+        source = str(tokens / "parquet" / "part-00000.parquet")
+        litdata.optimize(fn=_LitdataTokenRows(source), inputs=list(range(pq.ParquetFile(source).num_row_groups)),
+                         output_dir=str(out), chunk_size=WIDTH * 1024, item_loader=TokensLoader(), num_workers=os.cpu_count() or 1,
+                         mode="overwrite")
+        (out / ".complete").write_text("done")
+    return out
+
+
+def decode_litdata(path, workers, batch, epoch, time_box, knobs):
     """LitData with the image decoded in __getitem__ (a subclass, as its
     docs show for transforms), in its StreamingDataLoader's workers."""
     import litdata
@@ -174,13 +231,13 @@ def decode_litdata(path, workers, batch, epoch, time_box):
             return sample
 
     def make():
-        ds = Decoded(f"{path}/litdata", shuffle=True, seed=epoch + 1)
-        return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers)
+        ds = Decoded(f"{path}/litdata", shuffle=True, seed=epoch + 1, **_litdata_knobs(knobs))
+        return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers, **_loader_knobs(knobs, workers))
 
     return touch_loop(make, time_box)
 
 
-def resume_litdata(path, workers, batch, epoch, time_box):
+def resume_litdata(path, workers, batch, epoch, time_box, knobs):
     """Time from building a StreamingDataLoader restored at 90 % of an epoch
     (its state_dict after reading that far) to its first batch."""
     import litdata
@@ -205,7 +262,7 @@ def resume_litdata(path, workers, batch, epoch, time_box):
     return touch_loop(make, time_box)
 
 
-def read_ray(path, workers, batch, epoch, time_box):
+def read_ray(path, workers, batch, epoch, time_box, knobs):
     """Ray Data as Ray Train feeds a rank: the Parquet files in a shuffled
     order, streaming_split into one iterator, a local shuffle buffer of a
     few batches. Its workers are Ray's tasks (workers: not used)."""
@@ -216,10 +273,11 @@ def read_ray(path, workers, batch, epoch, time_box):
     ray.data.DataContext.get_current().enable_progress_bars = False
     try:
         def make():
-            ds = ray.data.read_parquet(f"{path}/parquet/", shuffle="files")
+            blocks = {"override_num_blocks": knobs["override_num_blocks"]} if knobs.get("override_num_blocks") else {}
+            ds = ray.data.read_parquet(f"{path}/parquet/", shuffle="files", **blocks)
             split = ds.streaming_split(1, equal=True)[0]
             return split.iter_torch_batches(batch_size=batch, local_shuffle_buffer_size=4 * batch, local_shuffle_seed=epoch + 1,
-                                            collate_fn=_ray_collate())
+                                            collate_fn=_ray_collate(), prefetch_batches=knobs.get("prefetch_batches", 1))
 
         t = touch_loop(make, time_box)
         # Ray's teardown now and then ends the process from a thread of its
@@ -261,13 +319,15 @@ def _arrow_to_torch(rb):
     return out
 
 
-def read_tdu(path, workers, batch, epoch, time_box):
+def read_tdu(path, workers, batch, epoch, time_box, knobs):
     from torch_dataloader_utils import StructuredDataset
+
+    split = {"split_bytes": knobs["split_bytes"]} if knobs.get("split_bytes") else {}
 
     def make():
         loader, ds = StructuredDataset.create_dataloader(path=f"{path}/parquet/", format="parquet", shuffle=True, shuffle_seed=1,
                                                          num_workers=workers, batch_size=batch, output_format="arrow",
-                                                         collate_fn=_arrow_to_torch)
+                                                         collate_fn=_arrow_to_torch, **split)
         ds.set_epoch(epoch)
         return loader
 
@@ -291,19 +351,19 @@ def _wds(path, epoch, batch, decode):
     return ds.batched(batch, partial=False)
 
 
-def read_wds(path, workers, batch, epoch, time_box):
+def read_wds(path, workers, batch, epoch, time_box, knobs):
     import webdataset as wds
 
     return touch_loop(lambda: wds.WebLoader(_wds(path, epoch, batch, False), batch_size=None, num_workers=workers), time_box)
 
 
-def decode_wds(path, workers, batch, epoch, time_box):
+def decode_wds(path, workers, batch, epoch, time_box, knobs):
     import webdataset as wds
 
     return touch_loop(lambda: wds.WebLoader(_wds(path, epoch, batch, True), batch_size=None, num_workers=workers), time_box)
 
 
-def decode_limit(path, workers, batch, epoch, time_box):
+def decode_limit(path, workers, batch, epoch, time_box, knobs):
     """The machine's limit for decoded images: each image's JPEG decoded by
     libjpeg-turbo (Pillow's build, the library every loader here calls) in
     one process a core, with no resize, no loader and no hand-off: what any
@@ -340,7 +400,7 @@ def _decode_part(blobs, time_box):
     return n, time.perf_counter() - start
 
 
-def read_megatron(path, workers, batch, epoch, time_box):
+def read_megatron(path, workers, batch, epoch, time_box, knobs):
     """megatron-core's IndexedDataset (memory-mapped .bin/.idx) read a
     document a sample in a shuffled DataLoader: what its GPTDataset reads
     under its sample index (which needs a compiled helper to build)."""
@@ -362,7 +422,7 @@ def read_megatron(path, workers, batch, epoch, time_box):
     return touch_loop(make, time_box)
 
 
-def read_gpt(path, workers, batch, epoch, time_box):
+def read_gpt(path, workers, batch, epoch, time_box, knobs):
     """megatron-core's GPTDataset as Megatron-LM builds it for pretraining
     (BlendedMegatronDatasetBuilder, one data path): sequences of 2048 tokens
     cut across the documents in its shuffled sample index (its compiled
@@ -448,10 +508,11 @@ def main():
     if len(sys.argv) == 4 and sys.argv[1] == "prepare-formats":
         print(json.dumps(prepare_formats(sys.argv[2], sys.argv[3])))
         return
-    fn = READERS.get(sys.argv[1]) if len(sys.argv) == 7 else None
+    fn = READERS.get(sys.argv[1]) if len(sys.argv) in (7, 8) else None
     if fn is None:
         raise SystemExit(__doc__)
-    print(json.dumps(fn(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))))
+    knobs = json.loads(sys.argv[7]) if len(sys.argv) == 8 else {}
+    print(json.dumps(fn(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), knobs)))
 
 
 if __name__ == "__main__":

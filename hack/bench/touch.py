@@ -9,7 +9,10 @@ the cores the loaders' processes need (every loader alike).
 
 A measurement is time-boxed: the loop stops reading once `time_box`
 seconds have passed after the first batch (the rate is over what it read),
-so a slow loader costs the benchmark a bounded time."""
+so a slow loader costs the benchmark a bounded time. The rate over the
+window's second half is reported too ("steady"): a loader still ramping
+up (workers filling their queues, a first shard's download) reaches it
+there."""
 
 import os
 import threading
@@ -48,8 +51,9 @@ def touch_loop(make, time_box=None):
     """Build a loader with make() and read one epoch of it, or until
     time_box seconds after the first batch: {"first": seconds from building
     it to the first batch, "rest": seconds after it, "samples": all
-    samples, "rest_samples": samples after the first batch, "checksum",
-    "complete": whether the epoch was read to its end, "rss_mib": this
+    samples, "rest_samples": samples after the first batch, "steady": the
+    rate over the second half of the time after the first batch (samples/s),
+    "checksum", "complete": whether the epoch was read to its end, "rss_mib": this
     process's peak, "worker_rss_mib": the largest peak of its child
     processes (DataLoader workers)}."""
     torch.set_num_threads(1)
@@ -59,6 +63,7 @@ def touch_loop(make, time_box=None):
     samples = first_samples = 0
     checksum = 0.0
     complete = True
+    marks: list[tuple[float, int]] = []
     loader = make()
     for batch in loader:
         rows, acc = touch(batch)
@@ -67,16 +72,32 @@ def touch_loop(make, time_box=None):
         now = time.perf_counter()
         if first_at is None:
             first_at, first_samples = now, samples
-        elif time_box and now - first_at > time_box:
-            complete = False
-            break
+        else:
+            marks.append((now - first_at, samples - first_samples))
+            if time_box and now - first_at > time_box:
+                complete = False
+                break
     end = time.perf_counter()
     del loader
     watch.stop()
     first_at = first_at or end
     return {"first": first_at - start, "rest": end - first_at, "samples": samples,
-            "rest_samples": samples - first_samples, "checksum": checksum, "complete": complete,
+            "rest_samples": samples - first_samples, "steady": steady_rate(marks), "checksum": checksum, "complete": complete,
             "rss_mib": peak_rss_mib(), "worker_rss_mib": watch.peak}
+
+
+def steady_rate(marks: list[tuple[float, int]]) -> float:
+    """Samples/s over the second half of the time the marks (seconds and
+    samples after the first batch, one per batch) span; over all of it
+    when fewer than two batches fall in that half."""
+    if not marks:
+        return 0.0
+    end, total = marks[-1]
+    half = [(t, n) for t, n in marks if t >= end / 2]
+    if len(half) < 3 or end == half[0][0]:
+        return total / end if end else 0.0
+    t0, n0 = half[0]
+    return (total - n0) / (end - t0)
 
 
 def peak_rss_mib(pid="self") -> float:

@@ -175,7 +175,7 @@ class _Mapped:
     """One shared-memory segment this process maps, with its descriptor
     (kept to hand to the training process from a DataLoader worker)."""
 
-    __slots__ = ("fd", "map", "serial", "__weakref__")
+    __slots__ = ("fd", "map", "serial", "addr", "__weakref__")
 
     def __init__(self, fd: int, size: int, serial: int):
         self.fd, self.serial = fd, serial
@@ -185,7 +185,22 @@ class _Mapped:
         except BaseException:
             os.close(fd)
             raise
+        self.addr = int(np.frombuffer(self.map, dtype=np.uint8).ctypes.data) if size else 0
         weakref.finalize(self, os.close, fd)
+        _LIVE.add(self)
+
+
+# Every segment this process maps, while it does: where a tensor's bytes
+# are, for the device hand-off (which page-locks the segments it copies from).
+_LIVE: weakref.WeakSet[_Mapped] = weakref.WeakSet()
+
+
+def segment_of(address: int) -> _Mapped | None:
+    """The mapped segment holding the byte at address, if any."""
+    for seg in list(_LIVE):
+        if seg.addr <= address < seg.addr + len(seg.map):
+            return seg
+    return None
 
 
 _DESCRIPTOR_KEYS = {"gen", "size", "slot"}

@@ -8,6 +8,7 @@ import time
 from typing import Any, Iterator, Literal
 
 from ._client import Client
+from ._device import ToDevice, backend_for, checked
 from ._stats import FIELDS, Counters, Stats, WaitReporter, to_stats
 from .dataset import STEP_COLUMN, FeedDataset, batch_step, resume_position
 from .errors import ShardfeedError
@@ -86,13 +87,30 @@ class FeedLoader:
             shardfeed.io/job, or shardfeed serve --fresh / --job).
             A FeedDataset made with epoch=e reads epoch e instead: from its
             first step, or from the committed step when the job is in e.
-        **dataloader_kwargs: passed to torch's DataLoader (e.g. pin_memory).
+        device: where the loop wants its tensors ("cuda", "cuda:1", …);
+            None (default): on the CPU, as the dataset makes them. On CUDA
+            each batch is one DMA from its shared-memory slot, page-locked
+            once, on a side stream, the next batch copied while the loop
+            runs a step (docs/python-client.md, "Batches on the GPU");
+            use it instead of pin_memory=True, which copies each batch
+            once more. The loader's own columns stay on the CPU.
+        **dataloader_kwargs: passed to torch's DataLoader.
     """
 
     def __init__(self, dataset: FeedDataset, *, num_workers: int = 0, micro_batch_size: int | None = None,
-                 resume: Resume = "auto", **dataloader_kwargs: Any):
+                 resume: Resume = "auto", device: Any = None, **dataloader_kwargs: Any):
         if micro_batch_size is not None and micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be at least 1, got {micro_batch_size}")
+        if device is not None:
+            if torch is None:
+                raise ValueError(f"device={device!r} needs torch; install it or leave device=None")
+            if dataset.output != "torch":
+                raise ValueError(f"device={device!r} moves tensors: make the dataset with output='torch' (it has {dataset.output!r})")
+            if dataloader_kwargs.get("pin_memory"):
+                raise ValueError(f"device={device!r} copies each batch straight from its page-locked slot; "
+                                 "pin_memory=True would copy it once more first: leave pin_memory out")
+            checked(device)  # refuses a malformed device, or CUDA without one, here rather than at the first batch
+        self.device = device
         if resume not in RESUMES:
             raise ValueError(f"resume={resume!r}: use one of {', '.join(map(repr, RESUMES))}")
         self.resume: Resume = resume
@@ -211,6 +229,9 @@ class FeedLoader:
         reporter = WaitReporter(Client(client.socket, timeout=2), self.dataset.rank)
         c = self._counters
         batches = iter(self._loader())
+        if self.device is not None:
+            # Before the counting: a batch copied ahead has not reached the loop.
+            batches = iter(ToDevice(batches, backend_for(self.device)))
         try:
             yield from self._received(batches, reporter, c)
         finally:

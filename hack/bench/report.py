@@ -597,7 +597,7 @@ def lance_block(data: dict) -> str:
     for kind in ("tokens", "images", "tabular"):
         rows = {(r["loader"], r["workers"]): r for r in data["rows"] if r["kind"] == kind}
         lance, mds = rows.get((LANCE, 0)), rows.get(("shardfeed", 0))
-        peer = [r["rate"]["median"] for (name, _), r in rows.items() if name == "lancedb"]
+        peer = [peer_rate(r) for (name, _), r in rows.items() if name == "lancedb"]
         if not lance or not mds:
             continue
         x = Stat.of(lance["rate"])

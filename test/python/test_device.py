@@ -7,10 +7,6 @@ hack/gpu/handoff.py; here the same loader runs with device="cpu" (copies
 made at once) and with a backend whose copies complete when the test says,
 which is what a DMA in flight looks like to the slots."""
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 import threading
 
@@ -18,9 +14,9 @@ import pytest
 import torch
 
 import shardfeed
-from conftest import ROOT, relay
+from conftest import relay
 from shardfeed._device import SyncBackend, ToDevice
-from test_handoff import SLOTS, SPEC, STEPS, check, in_segment, table
+from test_handoff import SLOTS, SPEC, STEPS, check, in_segment, kill_after_commit, table
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -151,22 +147,7 @@ TRAINER = textwrap.dedent("""
 def test_a_trainer_kill_with_batches_copied_ahead_resumes_exactly_once(feed_factory, workers):
     feed = feed_factory(table(), SPEC, row_group_size=40)
     plan = feed.plan_ids(1)
-    client = shardfeed.Client(feed.socket)
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "clients" / "python" / "src"))
-    proc = subprocess.Popen([sys.executable, "-c", TRAINER, feed.socket, str(workers)], stdout=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
-    try:
-        assert proc.stdout.readline().strip() == "committed"
-        assert client.state()["step"] == 7
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
-    deadline = 50
-    while client.status()["handoff"]["bytes"] and deadline:
-        threading.Event().wait(0.1)
-        deadline -= 1
-    assert client.status()["handoff"]["segments"] == 0
+    kill_after_commit(feed, TRAINER, workers)  # committed step 7: the batch copied ahead did not count
     rest = [check(b, plan) for b in shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1),
                                                          num_workers=workers, device="cpu", **relay(workers))]
     assert rest == list(range(7, STEPS))

@@ -203,17 +203,18 @@ TRAINER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_a_trainer_kill_returns_its_memory_and_the_job_resumes_exactly_once(feed_factory, workers):
-    feed = feed_factory(table(), SPEC, row_group_size=40)
-    plan = feed.plan_ids(1)
+def kill_after_commit(feed, script: str, workers: int) -> shardfeed.Client:
+    """Run a trainer script (socket and workers as its arguments) until it
+    prints "committed", check what the sidecar then holds for it, SIGKILL
+    it with its workers, and wait for the sidecar to unmap its segments."""
     client = shardfeed.Client(feed.socket)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "clients" / "python" / "src"))
-    proc = subprocess.Popen([sys.executable, "-c", TRAINER, feed.socket, str(workers)], stdout=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([sys.executable, "-c", script, feed.socket, str(workers)], stdout=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
     try:
         assert proc.stdout.readline().strip() == "committed"
         assert client.status()["handoff"]["segments"] > 0
+        assert client.state()["step"] == 7, "the commit after batch 6 records step 7"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its workers
         proc.wait()
@@ -224,6 +225,14 @@ def test_a_trainer_kill_returns_its_memory_and_the_job_resumes_exactly_once(feed
         threading.Event().wait(0.1)
         deadline -= 1
     assert client.status()["handoff"] == {**client.status()["handoff"], "bytes": 0, "segments": 0}
+    return client
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_trainer_kill_returns_its_memory_and_the_job_resumes_exactly_once(feed_factory, workers):
+    feed = feed_factory(table(), SPEC, row_group_size=40)
+    plan = feed.plan_ids(1)
+    kill_after_commit(feed, TRAINER, workers)
     rest = [check(b, plan) for b in shardfeed.FeedLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1), num_workers=workers, **relay(workers))]
     assert rest == list(range(7, STEPS))
 

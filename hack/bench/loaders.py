@@ -21,6 +21,7 @@ report.py writes the tables and plots of docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -498,13 +499,15 @@ LIMIT_GATHER_RUNS = f"one gathered copy of each batch shuffled in runs of {RUN} 
 PEER_BOX: dict[str, float] = {}
 
 
+@functools.cache
+def _chosen_knobs() -> dict:
+    return json.loads(PEER_SETTINGS.read_text()).get("chosen", {}) if PEER_SETTINGS.exists() else {}
+
+
 def peer_knobs_of(kind: str, cmd: str, workers: int) -> dict:
     """The knobs the last sweep found fastest for this peer, data set and
     worker count ({}: the peer's defaults)."""
-    if not PEER_SETTINGS.exists():
-        return {}
-    chosen = json.loads(PEER_SETTINGS.read_text()).get("chosen", {})
-    return chosen.get(f"{kind}/{cmd}/{workers}", {}).get("knobs", {})
+    return _chosen_knobs().get(f"{kind}/{cmd}/{workers}", {}).get("knobs", {})
 
 
 def summary(values: list[float]) -> dict:

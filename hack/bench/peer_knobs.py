@@ -24,8 +24,6 @@ says the same for readers):
 
 from __future__ import annotations
 
-import itertools
-
 ANY = "any"  # the knob applies to every data set and worker count
 WORKERS = "workers"  # …only with DataLoader workers
 TOKENS = "tokens"  # …only to the tokens data set
@@ -55,17 +53,11 @@ def resolve(value, batch: int, workers: int):
     return value
 
 
-def combos(cmd: str, kind: str, workers: int, batch: int) -> list[dict]:
-    """Every combination of cmd's knobs that applies to kind with that many
-    workers, the peer's defaults first; [{}] for a peer without knobs."""
-    knobs = [(name, values) for name, values, where in GRID.get(cmd, [])
-             if where == ANY or where == WORKERS and workers > 0 or where == TOKENS and kind == "tokens"]
-    out = []
-    for values in itertools.product(*(vs for _, vs in knobs)):
-        combo = {name: resolve(v, batch, workers) for (name, _), v in zip(knobs, values)}
-        if combo not in out:
-            out.append(combo)
-    return out or [{}]
+def grid(cmd: str, kind: str, workers: int, batch: int) -> list[tuple[str, list]]:
+    """cmd's knobs that apply to kind with that many workers, each with its
+    values resolved (the peer's default first)."""
+    return [(name, [resolve(v, batch, workers) for v in values]) for name, values, where in GRID.get(cmd, [])
+            if where == ANY or where == WORKERS and workers > 0 or where == TOKENS and kind == "tokens"]
 
 
 def label(knobs: dict) -> str:

@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -46,10 +45,7 @@ def sweep_kind(kind: str, runs: int, box: float, tried: list[dict]) -> dict:
     best: dict[str, dict] = {}
     grids = {}
     for cmd, w in SWEPT[kind]:
-        grids[(cmd, w)] = [(name, [peer_knobs.resolve(v, batch, w) for v in values])
-                           for name, values, where in peer_knobs.GRID.get(cmd, [])
-                           if where == peer_knobs.ANY or where == peer_knobs.WORKERS and w > 0
-                           or where == peer_knobs.TOKENS and kind == "tokens"]
+        grids[(cmd, w)] = peer_knobs.grid(cmd, kind, w, batch)
         defaults = {name: values[0] for name, values in grids[(cmd, w)]}
         best[key(kind, cmd, w)] = {"knobs": defaults, "rate": None}
     # Step 0 measures every peer's defaults; step i > 0 the other values of
@@ -100,7 +96,7 @@ def main() -> None:
     out.write_text(json.dumps(result, indent=1) + "\n")
     for k, v in result["chosen"].items():
         gain = f", {v['rate'] / v['default_rate']:.2f}× its defaults" if v.get("default_rate") else ""
-        loaders.log(f"{k}: {peer_knobs.label(v['knobs'])}: {statistics.median([v['rate']]):,.0f} samples/s{gain}")
+        loaders.log(f"{k}: {peer_knobs.label(v['knobs'])}: {v['rate']:,.0f} samples/s{gain}")
     loaders.log(f"peer sweep: {len(tried)} settings in {result['minutes']} min, written to {out}")
 
 

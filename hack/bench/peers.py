@@ -59,13 +59,14 @@ def decode_image(data: bytes) -> torch.Tensor:
     return torch.from_numpy(np.array(img.crop((left, top, left + CROP, top + CROP))))
 
 
+def _pick(knobs, *names):
+    """The knobs of those names that were given, as keyword arguments."""
+    return {n: knobs[n] for n in names if n in knobs}
+
+
 def _loader_knobs(knobs, workers):
     """The DataLoader's share of a peer's knobs (prefetch_factor needs workers)."""
-    return {"prefetch_factor": knobs["prefetch_factor"]} if workers and "prefetch_factor" in knobs else {}
-
-
-def _mosaic_knobs(knobs):
-    return {"shuffle_algo": knobs["shuffle_algo"]} if "shuffle_algo" in knobs else {}
+    return _pick(knobs, "prefetch_factor") if workers else {}
 
 
 def read_mosaic(path, workers, batch, epoch, time_box, knobs):
@@ -79,7 +80,7 @@ def read_mosaic(path, workers, batch, epoch, time_box, knobs):
     clean_stale_shared_memory()
 
     def make():
-        ds = StreamingDataset(local=f"{path}/mds", batch_size=batch, shuffle=True, shuffle_seed=epoch + 1, **_mosaic_knobs(knobs))
+        ds = StreamingDataset(local=f"{path}/mds", batch_size=batch, shuffle=True, shuffle_seed=epoch + 1, **_pick(knobs, "shuffle_algo"))
         return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers, **_loader_knobs(knobs, workers))
 
     return touch_loop(make, time_box)
@@ -102,7 +103,7 @@ def decode_mosaic(path, workers, batch, epoch, time_box, knobs):
             return sample
 
     def make():
-        ds = Decoded(local=f"{path}/mds", batch_size=batch, shuffle=True, shuffle_seed=epoch + 1, **_mosaic_knobs(knobs))
+        ds = Decoded(local=f"{path}/mds", batch_size=batch, shuffle=True, shuffle_seed=epoch + 1, **_pick(knobs, "shuffle_algo"))
         return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers, **_loader_knobs(knobs, workers))
 
     return touch_loop(make, time_box)
@@ -177,14 +178,10 @@ def read_litdata(path, workers, batch, epoch, time_box, knobs):
         where, extra = str(litdata_tokens(Path(path))), {"item_loader": TokensLoader(block_size=WIDTH)}
 
     def make():
-        ds = litdata.StreamingDataset(where, shuffle=True, seed=epoch + 1, **_litdata_knobs(knobs), **extra)
+        ds = litdata.StreamingDataset(where, shuffle=True, seed=epoch + 1, **_pick(knobs, "max_pre_download"), **extra)
         return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers, **_loader_knobs(knobs, workers))
 
     return touch_loop(make, time_box)
-
-
-def _litdata_knobs(knobs):
-    return {"max_pre_download": knobs["max_pre_download"]} if "max_pre_download" in knobs else {}
 
 
 class _LitdataTokenRows:
@@ -231,7 +228,7 @@ def decode_litdata(path, workers, batch, epoch, time_box, knobs):
             return sample
 
     def make():
-        ds = Decoded(f"{path}/litdata", shuffle=True, seed=epoch + 1, **_litdata_knobs(knobs))
+        ds = Decoded(f"{path}/litdata", shuffle=True, seed=epoch + 1, **_pick(knobs, "max_pre_download"))
         return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers, **_loader_knobs(knobs, workers))
 
     return touch_loop(make, time_box)

@@ -132,7 +132,10 @@ class CudaBackend:
         main.wait_event(event)
         # The tensors were made on the side stream: the allocator must not
         # reuse their memory before the loop's stream is done with them.
-        _map_tensors(batch, lambda t: t.record_stream(main) if t.is_cuda else None)
+        for v in batch.values():
+            for t in v if isinstance(v, list) else [v]:
+                if isinstance(t, self.torch.Tensor) and t.is_cuda:
+                    t.record_stream(main)
 
     def wait(self, event: Any) -> None:
         event.synchronize()

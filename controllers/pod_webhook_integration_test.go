@@ -693,6 +693,25 @@ func TestIntegrationPodWebhookWiresJobSetAndPyTorchJobPods(t *testing.T) {
 		t.Errorf("JobSet pod wired as %v", env)
 	}
 
+	// A TrainJob's node 1 of 2 (Kubeflow Trainer v2's torch runtime): the
+	// third Job of its JobSet after two initializers, torchrun starting 4
+	// processes: rank 1 of 2 pods, 4 processes each.
+	job = createJob(t, ns, "tj-node-0", 2)
+	p = indexedJobPod(ns, job, 1, "web")
+	p.Name = "tj-node-0-1"
+	p.Labels[inject.JobSetName], p.Labels[inject.JobSetUID] = "tj", "tj-uid"
+	p.Labels[inject.JobSetJobGlobalIndex], p.Labels[inject.JobSetGlobalReplicas] = "2", "3"
+	p.Labels[inject.JobSetJobIndex], p.Labels[inject.JobSetReplicas] = "0", "1"
+	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: inject.TrainerNumNodes, Value: "2"}, {Name: inject.TrainerNumProcPerNode, Value: "4"},
+		{Name: inject.TrainerNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + inject.JobCompletionIndex + "']"}}}}
+	if err := apiServer.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	env = sidecarEnv(p)
+	if env["SHARDFEED_POD_RANK"] != "1" || env["SHARDFEED_PODS"] != "2" || env["SHARDFEED_PROCS_PER_POD"] != "4" || env["SHARDFEED_JOB"] != "tj" || env["SHARDFEED_ATTEMPT"] != "tj-uid-0" {
+		t.Errorf("TrainJob node wired as %v", env)
+	}
+
 	// A PyTorchJob with 1 master and 3 workers: worker 1 is rank 2 of 4.
 	ptj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",

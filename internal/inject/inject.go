@@ -54,6 +54,14 @@ const (
 	JobSetGlobalReplicas = "jobset.sigs.k8s.io/global-replicas"
 	JobSetRestartAttempt = "jobset.sigs.k8s.io/restart-attempt"
 
+	// What Kubeflow Trainer v2's torch runtime sets on a TrainJob's node
+	// containers (trainer.kubeflow.org/v1alpha1): the node count, the
+	// processes torchrun starts in each, and the node's rank (the Job's
+	// completion index, through the downward API).
+	TrainerNumNodes       = "PET_NNODES"
+	TrainerNumProcPerNode = "PET_NPROC_PER_NODE"
+	TrainerNodeRank       = "PET_NODE_RANK"
+
 	// Kubeflow's labels on a PyTorchJob's pods (kubeflow.org/v1).
 	KubeflowReplicaType  = "training.kubeflow.org/replica-type"
 	KubeflowReplicaIndex = "training.kubeflow.org/replica-index"
@@ -516,6 +524,13 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 		}
 		w.dataParallel = n
 	}
+	trainJob, err := trainJobNode(pod)
+	if err != nil {
+		return w, err
+	}
+	if trainJob != nil && a[AnnotationProcsPerPod] == "" {
+		w.procs = trainJob.procs
+	}
 	if a[AnnotationRankMode] == string(sidecarconfig.RankModeClient) {
 		return w, nil
 	}
@@ -538,6 +553,20 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 		}
 		if r >= w.pods {
 			return w, deny("annotation %s=%d is outside the job's %d pods", AnnotationRank, r, w.pods)
+		}
+	case trainJob != nil:
+		// A TrainJob's node: its Job's completion index of the nodes
+		// Kubeflow Trainer gives torchrun (the JobSet's other Jobs, the
+		// initializers, are no ranks).
+		if trainJob.nodes != owner.Replicas && owner.Kind == KindJob {
+			return w, deny("TrainJob pod with %s=%d, but its Job has %d completions: set the annotations %s and %s", TrainerNumNodes, trainJob.nodes, owner.Replicas, AnnotationRank, AnnotationPods)
+		}
+		if w.pods == 0 {
+			w.pods = trainJob.nodes
+		}
+		w.rank = trainJob.rank
+		if w.rank >= w.pods {
+			return w, deny("TrainJob pod with %s=%d outside its %d nodes", JobCompletionIndex, w.rank, w.pods)
 		}
 	case l[JobSetName] != "":
 		// A JobSet's pod: job index × pods per Job + completion index,
@@ -616,6 +645,73 @@ func jobSetRank(pod *corev1.Pod, owner Owner) (rank, pods int, err error) {
 		return 0, 0, deny("JobSet pod with %s and %s=%d outside %d Jobs of %d pods", jobKey, JobCompletionIndex, completion, jobs, per)
 	}
 	return job*per + completion, jobs * per, nil
+}
+
+// trainJobWiring is what Kubeflow Trainer v2 told a TrainJob's node.
+type trainJobWiring struct{ nodes, procs, rank int }
+
+// trainJobNode reads the rank wiring Kubeflow Trainer v2's torch runtime
+// gives a TrainJob's node pod (a JobSet's pod whose container has
+// PET_NNODES and PET_NODE_RANK from the completion index); nil for any
+// other pod. PET_NPROC_PER_NODE is the processes torchrun starts: a
+// number, or "auto" (Trainer leaves it so only for GPU nodes: torchrun
+// then starts one per GPU, the container's GPU limit).
+func trainJobNode(pod *corev1.Pod) (*trainJobWiring, error) {
+	if pod.Labels[JobSetName] == "" {
+		return nil, nil
+	}
+	for _, c := range pod.Spec.Containers {
+		nodes, rank := envOf(c, TrainerNumNodes), envOf(c, TrainerNodeRank)
+		if nodes == nil || rank == nil || rank.ValueFrom == nil || rank.ValueFrom.FieldRef == nil ||
+			rank.ValueFrom.FieldRef.FieldPath != "metadata.annotations['"+JobCompletionIndex+"']" {
+			continue
+		}
+		w := &trainJobWiring{}
+		var err error
+		if w.nodes, err = strconv.Atoi(nodes.Value); err != nil || w.nodes < 1 {
+			return nil, deny("TrainJob container %q with %s=%q: expected a positive node count; or set the annotations %s and %s", c.Name, TrainerNumNodes, nodes.Value, AnnotationRank, AnnotationPods)
+		}
+		v, ok := pod.Annotations[JobCompletionIndex]
+		if !ok {
+			v = pod.Labels[JobCompletionIndex]
+		}
+		if w.rank, err = strconv.Atoi(v); err != nil || w.rank < 0 {
+			return nil, deny("TrainJob pod without a valid %s (%q): set the annotations %s and %s", JobCompletionIndex, v, AnnotationRank, AnnotationPods)
+		}
+		w.procs = 1
+		if p := envOf(c, TrainerNumProcPerNode); p != nil {
+			if w.procs, err = strconv.Atoi(p.Value); err != nil || w.procs < 1 {
+				w.procs = gpus(c)
+			}
+			if w.procs < 1 {
+				return nil, deny("TrainJob container %q with %s=%q and no GPU limit: cannot tell how many processes torchrun starts; set the annotation %s", c.Name, TrainerNumProcPerNode, p.Value, AnnotationProcsPerPod)
+			}
+		}
+		return w, nil
+	}
+	return nil, nil
+}
+
+// envOf is the container's variable name, nil if it has none.
+func envOf(c corev1.Container, name string) *corev1.EnvVar {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			return &c.Env[i]
+		}
+	}
+	return nil
+}
+
+// gpus is the container's GPU limit (any vendor's "<vendor>/gpu"): the
+// processes torchrun's nproc_per_node=auto starts on a GPU node.
+func gpus(c corev1.Container) int {
+	n := int64(0)
+	for name, q := range c.Resources.Limits {
+		if strings.HasSuffix(string(name), "/gpu") {
+			n += q.Value()
+		}
+	}
+	return int(n)
 }
 
 // pyTorchJobRank: the masters first (rank = master index), then the workers

@@ -42,6 +42,28 @@ func pod(labels, annotations map[string]string) *corev1.Pod {
 	}
 }
 
+// trainJobPod is a node pod of a TrainJob as Kubeflow Trainer v2's torch
+// runtime makes it (pkg/runtime/framework/plugins/torch): the JobSet's
+// labels, the completion index, and the PET_ variables in the "node"
+// container, nproc its PET_NPROC_PER_NODE ("" for none).
+func trainJobPod(nodes, index, nproc string, gpus int64) *corev1.Pod {
+	p := pod(map[string]string{LabelDataset: "web", JobSetName: "llm", JobSetUID: "js1", JobSetJobIndex: "0", JobSetReplicas: "1",
+		JobSetJobGlobalIndex: "2", JobSetGlobalReplicas: "3", JobCompletionIndex: index}, map[string]string{JobCompletionIndex: index})
+	node := corev1.Container{Name: "node", Image: "pytorch", Env: []corev1.EnvVar{
+		{Name: TrainerNumNodes, Value: nodes},
+		{Name: TrainerNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + JobCompletionIndex + "']"}}},
+		{Name: "PET_MASTER_ADDR", Value: "llm-node-0-0.llm"}, {Name: "PET_MASTER_PORT", Value: "29400"},
+	}}
+	if nproc != "" {
+		node.Env = append(node.Env, corev1.EnvVar{Name: TrainerNumProcPerNode, Value: nproc})
+	}
+	if gpus > 0 {
+		node.Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}
+	}
+	p.Spec.Containers = []corev1.Container{node}
+	return p
+}
+
 func env(c corev1.Container, name string) *corev1.EnvVar {
 	for i := range c.Env {
 		if c.Env[i].Name == name {
@@ -84,6 +106,19 @@ func TestInjectWiresTheRankOfEveryKindOfOwner(t *testing.T) {
 		{name: "JobSet with global indexes", pod: pod(map[string]string{LabelDataset: "web", JobSetName: "llm", JobSetJobIndex: "0", JobSetReplicas: "1",
 			JobSetJobGlobalIndex: "1", JobSetGlobalReplicas: "2"}, map[string]string{JobCompletionIndex: "0"}), owner: Owner{Kind: KindJob, Name: "llm-b-0", UID: "u5", Replicas: 4},
 			want: pods(podMode, 4, 8, 1), job: "llm", attempt: "jobset-llm-0"},
+		// A TrainJob's node 3 of 4 (its JobSet's third Job, after two
+		// initializers: the global index is not the rank), torchrun
+		// starting 2 processes in it.
+		{name: "TrainJob", pod: trainJobPod("4", "3", "2", 0), owner: Owner{Kind: KindJob, Name: "llm-node-0", UID: "u7", Replicas: 4},
+			want: pods(podMode, 3, 4, 2), job: "llm", attempt: "js1-0"},
+		// nproc_per_node "auto" on a GPU node: one process per GPU.
+		{name: "TrainJob on GPUs", pod: trainJobPod("1", "0", "auto", 8), owner: Owner{Kind: KindJob, Name: "llm-node-0", UID: "u7", Replicas: 1},
+			want: pods(podMode, 0, 1, 8), job: "llm", attempt: "js1-0"},
+		{name: "TrainJob, processes annotated", pod: func() *corev1.Pod {
+			p := trainJobPod("2", "1", "8", 0)
+			p.Annotations[AnnotationProcsPerPod] = "4"
+			return p
+		}(), owner: Owner{Kind: KindJob, Name: "llm-node-0", UID: "u7", Replicas: 2}, want: pods(podMode, 1, 2, 4), job: "llm", attempt: "js1-0"},
 		{name: "PyTorchJob master", pod: pod(map[string]string{LabelDataset: "web", KubeflowReplicaType: "master", KubeflowReplicaIndex: "0"}, nil),
 			owner: Owner{Kind: KindPyTorchJob, Name: "pt", UID: "u6", Replicas: 4, Masters: 1}, want: pods(podMode, 0, 4, 1), job: "pt", attempt: "u6"},
 		{name: "PyTorchJob worker", pod: pod(map[string]string{LabelDataset: "web", KubeflowReplicaType: "Worker", KubeflowReplicaIndex: "2"}, nil),
@@ -230,6 +265,12 @@ func TestInjectDeniesPodsThatCannotBeServed(t *testing.T) {
 			Owner{Kind: "Job", Replicas: 4}, nil, "use completionMode Indexed"},
 		{"JobSet index outside", pod(map[string]string{JobSetName: "llm", JobSetJobIndex: "2", JobSetReplicas: "2"}, map[string]string{JobCompletionIndex: "0"}),
 			Owner{Kind: "Job", Replicas: 4}, nil, "outside 2 Jobs of 4 pods"},
+		{"TrainJob node count not a number", trainJobPod("x", "0", "1", 0), Owner{Kind: "Job", Replicas: 2}, nil, `PET_NNODES="x": expected a positive node count`},
+		{"TrainJob auto processes without GPUs", trainJobPod("2", "0", "auto", 0), Owner{Kind: "Job", Replicas: 2}, nil,
+			`PET_NPROC_PER_NODE="auto" and no GPU limit: cannot tell how many processes`},
+		{"TrainJob nodes other than its Job's", trainJobPod("2", "0", "1", 0), Owner{Kind: "Job", Replicas: 4}, nil, "PET_NNODES=2, but its Job has 4 completions"},
+		{"TrainJob node outside", trainJobPod("2", "2", "1", 0), Owner{}, nil, "job-completion-index=2 outside its 2 nodes"},
+		{"TrainJob node without an index", trainJobPod("2", "", "1", 0), Owner{}, nil, "TrainJob pod without a valid batch.kubernetes.io/job-completion-index"},
 		{"PyTorchJob replica type unknown", pod(map[string]string{KubeflowReplicaType: "ps", KubeflowReplicaIndex: "0"}, nil),
 			Owner{Kind: "PyTorchJob", Replicas: 4, Masters: 1}, nil, `replica type "ps"`},
 		{"PyTorchJob bad index", pod(map[string]string{KubeflowReplicaType: "worker", KubeflowReplicaIndex: "x"}, nil),

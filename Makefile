@@ -93,8 +93,9 @@ verify-generated: manifests generate ## Fail when generated files differ from th
 ##@ Build
 
 .PHONY: build
-build: ## Build the shardfeed CLI and the manager into bin/.
+build: ## Build the shardfeed CLI, the kubectl plugin (kubectl-shardfeed) and the manager into bin/.
 	$(GO_BUILD) -o $(BIN)/shardfeed ./cmd/shardfeed
+	$(GO_BUILD) -o $(BIN)/kubectl-shardfeed ./cmd/kubectl-shardfeed
 	$(GO_BUILD) -o $(BIN)/manager ./cmd/manager
 
 .PHONY: build-libjpeg

@@ -273,13 +273,15 @@ tools-python: ; @hack/tools.sh python
 
 ##@ Local cluster
 
-.PHONY: cluster-up cluster-down images
+.PHONY: cluster-up cluster-down images controllers
 cluster-up: tools ## Start a real single-node Kubernetes in .cache/cluster (root; see hack/cluster-up.sh).
 	hack/cluster-up.sh
 cluster-down: ## Stop the local cluster and remove everything it made.
 	hack/cluster-down.sh
 images: ## Build the OCI image archives (manager+sidecar, e2e trainer, pause) into .cache/images and import them into the cluster if up; IMAGE_REPOSITORY and IMAGE_TAG name the shardfeed image for your registry.
 	hack/images.sh
+controllers: tools ## Install JobSet, Kubeflow Trainer v2, the Kubeflow training operator and Kueue into the local cluster, built from their modules (hack/controllers.sh; versions in hack/versions.sh).
+	hack/controllers.sh
 
 .PHONY: test-e2e demo
 test-e2e: tools build dist ## Run the end-to-end test and the short chaos run on the local cluster with make dist's image and chart (brings it up and down; root).

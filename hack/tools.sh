@@ -8,7 +8,8 @@
 # The Python virtual environment is cached the same way, keyed by the hash of
 # hack/requirements.txt, and linked as bin/venv.
 #
-# Usage: hack/tools.sh [all|go|kube|minio|catalogs|debian|python]...
+# Usage: hack/tools.sh [all|go|kube|minio|catalogs|debian|python|controllers]...
+# (all is everything but controllers, which only the cluster suites need.)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -73,6 +74,37 @@ install_go_tools() {
 	go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 	go_tool golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "$GOLANGCI_LINT_VERSION"
 	go_tool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION"
+}
+
+# module_build NAME MODULE VERSION PACKAGE MANIFESTS: a controller built from
+# its released module in the module's own directory (its go.mod and go.sum,
+# not a go install's resolution), static, into the cache, with the module's
+# MANIFESTS directory (its kustomize tree) beside it; bin/controllers/NAME
+# links to both (bin/controllers/NAME/manager, .../manifests).
+module_build() {
+	local name=$1 module=$2 version=$3 pkg=$4 manifests=$5
+	local dir=$CACHE/tools/$name-$version
+	if ! cached "$dir"; then
+		doing "building $name $version from $module@$version"
+		local start=$SECONDS src
+		rm -rf "$dir" && mkdir -p "$dir"
+		src=$(go mod download -json "$module@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+		[[ -d $src ]] || die "could not download $module@$version from the Go module proxy"
+		(cd "$src" && CGO_ENABLED=0 GOFLAGS="-buildvcs=false -mod=readonly" go build -trimpath -ldflags "-s -w" -o "$dir/manager" "$pkg") ||
+			die "building $name from $module@$version failed"
+		cp -r "$src/$manifests" "$dir/manifests" && chmod -R u+w "$dir/manifests"
+		touch "$dir/.complete"
+		log "built $name in $((SECONDS - start)) s"
+	fi
+	mkdir -p "$BIN/controllers"
+	ln -sfn "$dir" "$BIN/controllers/$name"
+}
+
+install_controllers() {
+	module_build jobset sigs.k8s.io/jobset "$JOBSET_VERSION" . config
+	module_build trainer github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" ./cmd/trainer-controller-manager manifests
+	module_build training-operator github.com/kubeflow/training-operator "$TRAINING_OPERATOR_VERSION" ./cmd/training-operator.v1 manifests
+	module_build kueue sigs.k8s.io/kueue "$KUEUE_VERSION" ./cmd/kueue config
 }
 
 install_minio() {
@@ -276,7 +308,8 @@ main() {
 		catalogs) install_catalogs ;;
 		debian) install_debian ;;
 		python) install_python ;;
-		*) die "unknown tool set '$w' (want all, go, kube, minio, catalogs, debian or python)" ;;
+		controllers) install_controllers ;;
+		*) die "unknown tool set '$w' (want all, go, kube, minio, catalogs, debian, python or controllers)" ;;
 		esac
 	done
 	[[ ${what[*]} != all ]] || log "tools ready in $BIN (cache: $CACHE)"

@@ -237,8 +237,9 @@ python_venv() {
 	local name=$1 req=$2
 	local hash
 	# Keyed by the requirements and the pins of versions.sh, less the pins no
-	# venv depends on (Java's, KWOK's), so that adding a tool does not remake 12 GB of venvs.
-	hash=$( (cat "$req" && grep -v -e '^ICEBERG_REST_' -e '^KWOK_VERSION' "$ROOT/hack/versions.sh") | sha256sum | cut -c1-16)
+	# venv depends on (Java's, KWOK's, the training controllers'), so that adding a tool does not remake 12 GB of venvs.
+	hash=$( (cat "$req" && grep -v -e '^ICEBERG_REST_' -e '^KWOK_VERSION' -e '^JOBSET_VERSION' -e '^TRAINER_VERSION' \
+		-e '^TRAINING_OPERATOR_VERSION' -e '^KUEUE_VERSION' "$ROOT/hack/versions.sh") | sha256sum | cut -c1-16)
 	local dir=$CACHE/$name-$hash
 	if ! cached "$dir"; then
 		doing "creating the Python venv $dir from ${req#"$ROOT"/} (the tests' venv pulls torch, several GB of GPU libraries: a few minutes cold)"

@@ -8,14 +8,10 @@ CONTROLLER_TOOLS_VERSION=v0.21.0        # controller-gen; built against k8s.io v
 HELM_VERSION=v3.22.0
 GOLANGCI_LINT_VERSION=v2.15.0
 PROMETHEUS_VERSION=v0.316.0              # promtool (Prometheus 3.16), checks the chart's alert rules
-# The training controllers the end-to-end and chaos suites run (hack/controllers.sh),
-# each built from its released module with its own go.sum, its manifests from the same
-# module: JobSet, Kubeflow Trainer v2 (TrainJob; it runs on JobSet), the Kubeflow
-# training operator (PyTorchJob; its final release) and Kueue.
-JOBSET_VERSION=v0.12.0                   # k8s.io v0.36, controller-runtime v0.24
-TRAINER_VERSION=v2.3.0                   # github.com/kubeflow/trainer/v2; requires JobSet v0.12.0
-TRAINING_OPERATOR_VERSION=v1.9.3
-KUEUE_VERSION=v0.17.1
+JOBSET_VERSION=v0.12.0                   # the cluster suites' training controllers (hack/controllers.sh), each built from its released module: JobSet
+TRAINER_VERSION=v2.3.0                   # Kubeflow Trainer v2 (TrainJob), github.com/kubeflow/trainer/v2: it runs on JobSet v0.12
+TRAINING_OPERATOR_VERSION=v1.9.3         # the Kubeflow training operator (PyTorchJob), its final release
+KUEUE_VERSION=v0.17.1                    # Kueue
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 FAKE_GCS_VERSION=v1.56.1                 # fake-gcs-server: the GCS store's tests
 AZURITE_VERSION=3.35.0                   # Azurite (npm): the Azure store's tests; 3.36+ need a newer Node than 20

@@ -126,7 +126,11 @@ launch kube-apiserver "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ET
 	--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
 	--kubelet-client-certificate="$P/apiserver-kubelet-client.crt" --kubelet-client-key="$P/apiserver-kubelet-client.key" \
 	--kubelet-certificate-authority="$P/ca.crt" --kubelet-preferred-address-types=InternalIP \
-	--enable-aggregator-routing=true --service-cluster-ip-range="$SERVICE_CIDR" --allow-privileged=true
+	--enable-aggregator-routing=true --service-cluster-ip-range="$SERVICE_CIDR" --allow-privileged=true \
+	--requestheader-client-ca-file="$P/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+	--requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+	--requestheader-extra-headers-prefix=X-Remote-Extra- \
+	--proxy-client-cert-file="$P/front-proxy-client.crt" --proxy-client-key-file="$P/front-proxy-client.key"
 wait_until 120 "kube-apiserver" curl -sf --cacert "$P/ca.crt" "https://$NODE_IP:$APISERVER_PORT/readyz" ||
 	die "kube-apiserver is not ready: $(tail -5 "$LOGS/kube-apiserver.log")"
 

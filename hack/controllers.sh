@@ -86,21 +86,12 @@ overlay() {
 	kubectl kustomize --load-restrictor LoadRestrictionsNone "$dir" 2> >(grep -v "is deprecated" >&2) >"$work/$name.yaml"
 }
 
-# apply NAME NAMESPACE DEPLOYMENT: installs the rendered manifests and waits
-# for the controller.
-apply() {
-	local name=$1 ns=$2 deploy=$3
-	kubectl apply --server-side --force-conflicts -f "$work/$name.yaml" >/dev/null
-	kubectl -n "$ns" rollout status "deploy/$deploy" --timeout=240s >/dev/null ||
-		die "$name did not become ready: kubectl -n $ns logs deploy/$deploy"
-	log "$name is running (namespace $ns)"
-}
-
 # until_admitted WHAT FILE: retries a server-side dry run of FILE until the
-# controller's webhooks answer (their certificates are made at start).
+# controller's webhooks answer (their certificates are made at start, and
+# reach the pod when the kubelet next syncs its Secret volume).
 until_admitted() {
 	local what=$1 file=$2 i out
-	for i in $(seq 1 60); do
+	for i in $(seq 1 90); do
 		if out=$(kubectl create --dry-run=server -f "$file" 2>&1); then
 			return 0
 		fi
@@ -109,11 +100,13 @@ until_admitted() {
 	die "$what's webhooks do not answer: $out"
 }
 
-install_jobset() {
+# prepare_NAME: the controller's image and manifests ($work/NAME.yaml), and
+# its probe ($work/NAME-probe.yaml: what a server-side dry run admits once
+# its webhooks answer).
+prepare_jobset() {
 	local m=$BIN/controllers/jobset/manifests
 	image jobset "$JOBSET_VERSION"
 	overlay jobset "$JOBSET_VERSION" us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset "" "$m/default"
-	apply jobset jobset-system jobset-controller-manager
 	cat >"$work/jobset-probe.yaml" <<-'EOF'
 		apiVersion: jobset.x-k8s.io/v1alpha2
 		kind: JobSet
@@ -128,10 +121,9 @@ install_jobset() {
 		            restartPolicy: Never
 		            containers: [{name: c, image: registry.local/pause:e2e}]
 	EOF
-	until_admitted JobSet "$work/jobset-probe.yaml"
 }
 
-install_trainer() {
+prepare_trainer() {
 	local m=$BIN/controllers/trainer/manifests
 	image trainer "$TRAINER_VERSION"
 	# The module's manager overlay, less its JobSet (a download: ours is
@@ -148,18 +140,16 @@ install_trainer() {
 			    options: {disableNameSuffixHash: true}
 		EOF
 	)" "$m/overlays/manager/namespace.yaml" "$m/base/crds" "$m/base/manager" "$m/base/rbac" "$m/base/webhook"
-	apply trainer kubeflow-system kubeflow-trainer-controller-manager
-	until_admitted "Kubeflow Trainer" "$m/base/runtimes/torch_distributed.yaml"
-	kubectl apply --server-side --force-conflicts -f "$m/base/runtimes/torch_distributed.yaml" >/dev/null
-	log "ClusterTrainingRuntime torch-distributed installed"
+	# Its probe is the runtime the stories train with, installed once
+	# admitted.
+	cp "$m/base/runtimes/torch_distributed.yaml" "$work/trainer-probe.yaml"
 }
 
-install_training_operator() {
+prepare_training-operator() {
 	local m=$BIN/controllers/training-operator/manifests
 	image training-operator "$TRAINING_OPERATOR_VERSION"
 	overlay training-operator "$TRAINING_OPERATOR_VERSION" ghcr.io/kubeflow/training-v1/training-operator "" "$m/overlays/standalone"
-	apply training-operator kubeflow training-operator
-	cat >"$work/pytorchjob-probe.yaml" <<-'EOF'
+	cat >"$work/training-operator-probe.yaml" <<-'EOF'
 		apiVersion: kubeflow.org/v1
 		kind: PyTorchJob
 		metadata: {name: probe, namespace: default}
@@ -171,30 +161,56 @@ install_training_operator() {
 		        spec:
 		          containers: [{name: pytorch, image: registry.local/pause:e2e}]
 	EOF
-	until_admitted "the training operator" "$work/pytorchjob-probe.yaml"
 }
 
-install_kueue() {
+prepare_kueue() {
 	local m=$BIN/controllers/kueue/manifests
 	image kueue "$KUEUE_VERSION"
 	overlay kueue "$KUEUE_VERSION" us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue "" "$m/default"
-	apply kueue kueue-system kueue-controller-manager
 	cat >"$work/kueue-probe.yaml" <<-'EOF'
 		apiVersion: kueue.x-k8s.io/v1beta2
 		kind: ResourceFlavor
 		metadata: {name: probe}
 	EOF
-	until_admitted Kueue "$work/kueue-probe.yaml"
+}
+
+# Each controller's namespace and Deployment.
+declare -A NAMESPACE=([jobset]=jobset-system [trainer]=kubeflow-system [training-operator]=kubeflow [kueue]=kueue-system)
+declare -A DEPLOYMENT=([jobset]=jobset-controller-manager [trainer]=kubeflow-trainer-controller-manager
+	[training-operator]=training-operator [kueue]=kueue-controller-manager)
+
+# ready NAME: waits for the controller and its webhooks.
+ready() {
+	local name=$1 ns=${NAMESPACE[$1]} deploy=${DEPLOYMENT[$1]}
+	kubectl -n "$ns" rollout status "deploy/$deploy" --timeout=240s >/dev/null ||
+		die "$name did not become ready: kubectl -n $ns logs deploy/$deploy"
+	until_admitted "$name" "$work/$name-probe.yaml"
+	if [[ $name == trainer ]]; then
+		kubectl apply --server-side --force-conflicts -f "$work/trainer-probe.yaml" >/dev/null
+	fi
+	log "$name is running (namespace $ns)"
 }
 
 what=("$@")
 ((${#what[@]})) || what=(jobset trainer training-operator kueue)
 for w in "${what[@]}"; do
-	case $w in
-	jobset) install_jobset ;;
-	trainer) install_trainer ;;
-	training-operator) install_training_operator ;;
-	kueue) install_kueue ;;
-	*) die "unknown controller '$w': jobset, trainer, training-operator or kueue" ;;
-	esac
+	[[ -n ${NAMESPACE[$w]:-} ]] || die "unknown controller '$w': jobset, trainer, training-operator or kueue"
+	"prepare_$w"
 done
+# Applied in order (JobSet's CRDs first: Trainer's manager watches JobSets
+# from its start), then waited for side by side: most of the wait is each
+# one's certificates reaching its pod.
+for w in "${what[@]}"; do
+	kubectl apply --server-side --force-conflicts -f "$work/$w.yaml" >/dev/null
+	if [[ $w == jobset ]]; then
+		kubectl wait --for condition=established --timeout=60s crd/jobsets.jobset.x-k8s.io >/dev/null
+	fi
+done
+pids=()
+for w in "${what[@]}"; do
+	ready "$w" &
+	pids+=($!)
+done
+failed=0
+for p in "${pids[@]}"; do wait "$p" || failed=1; done
+((failed == 0)) || die "a controller did not become ready (above)"

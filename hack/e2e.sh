@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # e2e.sh runs the end-to-end test (test/e2e) and the fault-injection suite
 # (test/chaos) on the local cluster: it brings the cluster up if it is not
-# (hack/cluster-up.sh), builds and imports the images (hack/images.sh), runs
-# the tests, and takes the cluster down again unless it was already up or
-# KEEP_CLUSTER=1.
+# (hack/cluster-up.sh), builds and imports the images (hack/images.sh),
+# installs the training controllers the e2e stories use (JobSet and
+# Kubeflow Trainer: hack/controllers.sh), runs the tests, and takes the
+# cluster down again unless it was already up or KEEP_CLUSTER=1.
 #
 # Usage: hack/e2e.sh
 #   DEMO=1        plays the narrated demo instead of the tests
@@ -67,7 +68,12 @@ if [[ ${DEMO:-0} == 1 ]]; then
 	exit 0
 fi
 case ${CHAOS:-} in
-"" | short) go test -tags e2e -count=1 -v -timeout 20m ./test/e2e/ ;;
+"" | short)
+	# The training controllers the e2e stories run jobs of (built from
+	# their modules, hack/controllers.sh).
+	"$ROOT/hack/controllers.sh" jobset trainer
+	go test -tags e2e -count=1 -v -timeout 25m ./test/e2e/
+	;;
 full) ;;
 *) die "CHAOS=${CHAOS} is not short or full" ;;
 esac

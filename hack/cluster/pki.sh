@@ -2,6 +2,7 @@
 # pki.sh makes the local cluster's certificates and credentials in
 # $WORK/pki: a CA, the API server's serving certificate, its client
 # certificate for the kubelet, the kubelet's serving certificate, the
+# aggregation layer's front-proxy CA and client certificate, the
 # ServiceAccount signing key, a static token per component and a
 # kubeconfig each. Run by hack/cluster-up.sh.
 set -euo pipefail
@@ -29,6 +30,16 @@ sign apiserver "/CN=kube-apiserver" \
 	"DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:$KUBERNETES_SERVICE_IP,IP:$NODE_IP"
 sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
 sign kubelet "/CN=$NODE" "DNS:$NODE,DNS:localhost,IP:127.0.0.1,IP:$NODE_IP"
+# The aggregation layer's front proxy (as kubeadm makes it): a CA of its
+# own and the client certificate the API server shows aggregated APIs
+# (Kueue's visibility API): without it, their discovery fails and a
+# namespace's deletion waits on it for ever.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout front-proxy-ca.key -out front-proxy-ca.crt -days 3650 -subj "/CN=shardfeed-e2e-front-proxy-ca" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -keyout front-proxy-client.key -out front-proxy-client.csr -subj "/CN=front-proxy-client" 2>/dev/null
+printf 'extendedKeyUsage=clientAuth\n' >front-proxy-client.ext
+openssl x509 -req -in front-proxy-client.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key -CAcreateserial \
+	-out front-proxy-client.crt -days 3650 -extfile front-proxy-client.ext 2>/dev/null
+rm -f front-proxy-client.csr front-proxy-client.ext
 openssl genrsa -out sa.key 2048 2>/dev/null
 openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
 

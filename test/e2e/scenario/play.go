@@ -321,41 +321,48 @@ func (e *Env) WaitJobDone(ctx context.Context, job *batchv1.Job, timeout time.Du
 
 // StartJob creates Indexed Job <job>-<pods> running the e2e trainer.
 func (e *Env) StartJob(ctx context.Context, pods int) (*batchv1.Job, error) {
-	env := []corev1.EnvVar{
-		{Name: "E2E_WORLD", Value: strconv.Itoa(pods)},
-		{Name: "E2E_DIR", Value: path.Join("/e2e", e.sub)},
-		{Name: "E2E_STEP_MS", Value: strconv.Itoa(int(e.ds.StepTime / time.Millisecond))},
-		{Name: "E2E_COMMIT_EVERY", Value: strconv.Itoa(e.ds.CommitEvery)},
-		{Name: "E2E_ATTEMPT", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['batch.kubernetes.io/controller-uid']"}}},
-	}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", e.jobName(), pods), Namespace: e.NS},
 		Spec: batchv1.JobSpec{
 			Completions: ptr.To(int32(pods)), Parallelism: ptr.To(int32(pods)), CompletionMode: ptr.To(batchv1.IndexedCompletion),
 			BackoffLimit: ptr.To(int32(30)), // the chaos suite kills trainers on purpose
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      map[string]string{inject.LabelDataset: datasetName},
-					Annotations: map[string]string{inject.AnnotationJob: e.jobName()},
-				},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                 corev1.RestartPolicyNever,
-					TerminationGracePeriodSeconds: ptr.To(int64(5)),
-					Containers: []corev1.Container{{
-						Name: "trainer", Image: "registry.local/shardfeed-trainer:e2e", ImagePullPolicy: corev1.PullNever,
-						Env: env, VolumeMounts: []corev1.VolumeMount{{Name: "e2e", MountPath: "/e2e"}},
-						SecurityContext: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)),
-							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-					}},
-					Volumes: []corev1.Volume{{Name: "e2e", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: recordsClaim}}}},
-					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-				},
-			},
+			Template:     e.trainerPod(pods, "metadata.labels['batch.kubernetes.io/controller-uid']"),
 		},
 	}
 	return job, e.Client.Create(ctx, job)
+}
+
+// trainerPod is the pod template of the e2e trainer in a job of world
+// ranks, labelled for the dataset; attemptField is the pod's field that
+// names its job's attempt (shared by every pod of the attempt).
+func (e *Env) trainerPod(world int, attemptField string, env ...corev1.EnvVar) corev1.PodTemplateSpec {
+	env = append([]corev1.EnvVar{
+		{Name: "E2E_WORLD", Value: strconv.Itoa(world)},
+		{Name: "E2E_DIR", Value: path.Join("/e2e", e.sub)},
+		{Name: "E2E_STEP_MS", Value: strconv.Itoa(int(e.ds.StepTime / time.Millisecond))},
+		{Name: "E2E_COMMIT_EVERY", Value: strconv.Itoa(e.ds.CommitEvery)},
+		{Name: "E2E_ATTEMPT", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: attemptField}}},
+	}, env...)
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{
+			Labels:      map[string]string{inject.LabelDataset: datasetName},
+			Annotations: map[string]string{inject.AnnotationJob: e.jobName()},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: ptr.To(int64(5)),
+			Containers: []corev1.Container{{
+				Name: "trainer", Image: "registry.local/shardfeed-trainer:e2e", ImagePullPolicy: corev1.PullNever,
+				Env: env, VolumeMounts: []corev1.VolumeMount{{Name: "e2e", MountPath: "/e2e"}},
+				SecurityContext: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)),
+					AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+			}},
+			Volumes: []corev1.Volume{{Name: "e2e", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: recordsClaim}}}},
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		},
+	}
 }
 
 // WaitPodsRunning waits until n pods of job run (or have succeeded).

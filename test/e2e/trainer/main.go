@@ -53,6 +53,10 @@ type config struct {
 	readyTimeout         time.Duration
 	barrierPoll          time.Duration
 	barrierStuckWarnings time.Duration
+	// rankFromSidecar: the rank and world are the pod's as the webhook
+	// wired its sidecar (E2E_RANK_FROM=sidecar: a JobSet's pods, whose
+	// completion index is their Job's, not the JobSet's).
+	rankFromSidecar bool
 }
 
 func main() {
@@ -62,6 +66,11 @@ func main() {
 		log.Fatalf("trainer: %v", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	if cfg.rankFromSidecar {
+		if err := rankOfPod(ctx, &cfg); err != nil {
+			log.Fatalf("trainer: %v", err)
+		}
+	}
 	err = train(ctx, cfg)
 	stop()
 	if err != nil {
@@ -90,6 +99,9 @@ func load() (config, error) {
 	var epochs, stepMS, every int
 	atoi("JOB_COMPLETION_INDEX", &c.rank, -1)
 	atoi("E2E_WORLD", &c.world, 0)
+	if c.rankFromSidecar = os.Getenv("E2E_RANK_FROM") == "sidecar"; c.rankFromSidecar {
+		c.rank, c.world = 0, 1 // rankOfPod reads them
+	}
 	atoi("E2E_EPOCHS", &epochs, 1)
 	atoi("E2E_STEP_MS", &stepMS, 20)
 	atoi("E2E_COMMIT_EVERY", &every, 10)
@@ -108,6 +120,29 @@ func load() (config, error) {
 		return c, errors.New("E2E_COMMIT_EVERY must be at least 1")
 	}
 	return c, nil
+}
+
+// rankOfPod takes the rank and world the webhook gave the pod's sidecar.
+func rankOfPod(ctx context.Context, cfg *config) error {
+	client := shardfeed.New(cfg.socket)
+	waitCtx, cancel := context.WithTimeout(ctx, cfg.readyTimeout)
+	defer cancel()
+	if err := client.WaitReady(waitCtx); err != nil {
+		return fmt.Errorf("the sidecar on %s is not ready: %w", cfg.socket, err)
+	}
+	var st struct {
+		RankMode  string `json:"rankMode"`
+		Pod, Pods int
+	}
+	if err := client.Status(ctx, &st); err != nil {
+		return err
+	}
+	if st.RankMode != "pod" || st.Pods < 1 || st.Pod >= st.Pods {
+		return fmt.Errorf("E2E_RANK_FROM=sidecar, but the sidecar has rank mode %q, pod %d of %d", st.RankMode, st.Pod, st.Pods)
+	}
+	cfg.rank, cfg.world = st.Pod, st.Pods
+	log.Printf("rank %d of %d, from the sidecar's wiring", cfg.rank, cfg.world)
+	return nil
 }
 
 // errRestart: the barrier's generation moved, every rank starts again from

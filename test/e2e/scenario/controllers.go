@@ -270,7 +270,7 @@ func (e *Env) trainJob(nodes int) *unstructured.Unstructured {
 		"metadata": map[string]any{"labels": map[string]any{inject.LabelDataset: datasetName}},
 		"spec": map[string]any{
 			"securityContext": map[string]any{"runAsNonRoot": true, "seccompProfile": map[string]any{"type": "RuntimeDefault"}},
-			"volumes": []any{map[string]any{"name": "e2e", "persistentVolumeClaim": map[string]any{"claimName": recordsClaim}}},
+			"volumes":         []any{map[string]any{"name": "e2e", "persistentVolumeClaim": map[string]any{"claimName": recordsClaim}}},
 			"containers": []any{map[string]any{"name": "node", "securityContext": restricted,
 				"volumeMounts": []any{map[string]any{"name": "e2e", "mountPath": "/e2e"}}}},
 		},

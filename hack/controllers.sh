@@ -52,8 +52,8 @@ image() {
 
 # overlay NAME VERSION UPSTREAM_IMAGE EXTRA RESOURCES...: a kustomization
 # over the module's manifests with our image and small
-# requests, and EXTRA (more kustomization lines), rendered to
-# $work/NAME.yaml.
+# requests, and EXTRA (more kustomization lines) and $PATCHES (more
+# patches), rendered to $work/NAME.yaml.
 overlay() {
 	local name=$1 version=$2 upstream=$3 extra=$4
 	shift 4
@@ -81,6 +81,7 @@ overlay() {
 			        path: /spec/template/spec/containers/0/resources
 			        value: {requests: {cpu: 10m, memory: 64Mi}}
 		EOF
+		[[ -z ${PATCHES:-} ]] || echo "$PATCHES"
 	} >"$dir/kustomization.yaml"
 	# (the modules' own kustomizations warn of fields kustomize deprecated: not ours to fix)
 	kubectl kustomize --load-restrictor LoadRestrictionsNone "$dir" 2> >(grep -v "is deprecated" >&2) >"$work/$name.yaml"
@@ -140,15 +141,44 @@ prepare_trainer() {
 			    options: {disableNameSuffixHash: true}
 		EOF
 	)" "$m/overlays/manager/namespace.yaml" "$m/base/crds" "$m/base/manager" "$m/base/rbac" "$m/base/webhook"
-	# Its probe is the runtime the stories train with, installed once
+	# Its probe: the runtime the stories train with under another name
+	# (a dry run of one that exists fails); the runtime is installed once
 	# admitted.
-	cp "$m/base/runtimes/torch_distributed.yaml" "$work/trainer-probe.yaml"
+	sed 's/^  name: torch-distributed$/  name: probe/' "$m/base/runtimes/torch_distributed.yaml" >"$work/trainer-probe.yaml"
+	grep -q '^  name: probe$' "$work/trainer-probe.yaml" || die "Trainer's torch-distributed runtime has moved: update hack/controllers.sh"
 }
 
 prepare_training-operator() {
 	local m=$BIN/controllers/training-operator/manifests
 	image training-operator "$TRAINING_OPERATOR_VERSION"
-	overlay training-operator "$TRAINING_OPERATOR_VERSION" ghcr.io/kubeflow/training-v1/training-operator "" "$m/overlays/standalone"
+	# A PyTorchJob's workers get an init container that waits for the
+	# master's DNS name with alpine's nslookup: this cluster has no DNS and
+	# pulls nothing (and the restricted Pod Security level refuses that
+	# container). The operator's own setting for it, an init container
+	# template file, is given one that adds none.
+	PATCHES=$(
+		cat <<-'EOF'
+			  - target: {kind: Deployment, name: training-operator}
+			    patch: |-
+			      - op: add
+			        path: /spec/template/spec/containers/0/args
+			        value: [--pytorch-init-container-template-file=/etc/training-operator/init-pytorch.yaml]
+			      - op: add
+			        path: /spec/template/spec/volumes/-
+			        value: {name: init-pytorch, configMap: {name: training-operator-init-pytorch}}
+			      - op: add
+			        path: /spec/template/spec/containers/0/volumeMounts/-
+			        value: {name: init-pytorch, mountPath: /etc/training-operator}
+		EOF
+	) overlay training-operator "$TRAINING_OPERATOR_VERSION" ghcr.io/kubeflow/training-v1/training-operator "$(
+		cat <<-'EOF'
+			configMapGenerator:
+			  - name: training-operator-init-pytorch
+			    namespace: kubeflow
+			    literals: ["init-pytorch.yaml=[]"]
+			    options: {disableNameSuffixHash: true}
+		EOF
+	)" "$m/overlays/standalone"
 	cat >"$work/training-operator-probe.yaml" <<-'EOF'
 		apiVersion: kubeflow.org/v1
 		kind: PyTorchJob
@@ -186,7 +216,7 @@ ready() {
 		die "$name did not become ready: kubectl -n $ns logs deploy/$deploy"
 	until_admitted "$name" "$work/$name-probe.yaml"
 	if [[ $name == trainer ]]; then
-		kubectl apply --server-side --force-conflicts -f "$work/trainer-probe.yaml" >/dev/null
+		kubectl apply --server-side --force-conflicts -f "$BIN/controllers/trainer/manifests/base/runtimes/torch_distributed.yaml" >/dev/null
 	fi
 	log "$name is running (namespace $ns)"
 }

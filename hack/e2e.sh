@@ -71,7 +71,7 @@ case ${CHAOS:-} in
 "" | short)
 	# The training controllers the e2e stories run jobs of (built from
 	# their modules, hack/controllers.sh).
-	"$ROOT/hack/controllers.sh" jobset trainer
+	"$ROOT/hack/controllers.sh" jobset trainer training-operator
 	go test -tags e2e -count=1 -v -timeout 25m ./test/e2e/
 	;;
 full) ;;

@@ -11,7 +11,8 @@ import (
 )
 
 // The training controllers platform teams run, built from their released
-// modules (hack/controllers.sh): a JobSet of 2 Jobs of 2 pods through a
+// modules (hack/controllers.sh): a PyTorchJob of the training operator (a
+// master and 3 workers) through a deleted worker pod; a JobSet of 2 Jobs of 2 pods through a
 // deleted pod and a rescale to 1 Job, each pod's rank the webhook's
 // (Job index × 2 + completion index); a Kubeflow Trainer v2 TrainJob on the
 // torch-distributed runtime trains on a TrainingDataset through a deleted
@@ -37,6 +38,23 @@ func TestEndToEndTheTrainingControllersTrainExactlyOnce(t *testing.T) {
 		var job, index, rank int
 		if _, err := fmt.Sscanf(w, "job %d index %d: %d/4×1 train ", &job, &index, &rank); err != nil || rank != 2*job+index {
 			t.Errorf("a JobSet pod wired as %q: want rank = Job index × 2 + completion index, of 4 pods", w)
+		}
+	}
+	for _, p := range rep.PyTorchJob.Problems {
+		t.Errorf("PyTorchJob: %s", p)
+	}
+	if !rep.PyTorchJob.OK() || rep.PyTorchJob.Retrained == 0 {
+		t.Errorf("PyTorchJob: not exactly once through a deleted worker pod: %s", rep.PyTorchJob.Summary())
+	}
+	if len(rep.PyTorchJobWiring) != 4 {
+		t.Errorf("PyTorchJob pods wired as %v, want 4", rep.PyTorchJobWiring)
+	}
+	for _, w := range rep.PyTorchJobWiring {
+		var typ string
+		var index, rank int
+		if _, err := fmt.Sscanf(w, "%s %d: %d/4×1 train ", &typ, &index, &rank); err != nil ||
+			(typ == "master" && rank != index) || (typ == "worker" && rank != 1+index) {
+			t.Errorf("a PyTorchJob pod wired as %q: want the master rank 0, worker i rank 1 + i, of 4 pods", w)
 		}
 	}
 	for _, p := range rep.TrainJob.Problems {

@@ -25,6 +25,7 @@ import (
 const (
 	trainJobNamespace = "e2e-trainjob"
 	jobSetNamespace   = "e2e-jobset"
+	pyTorchNamespace  = "e2e-pytorchjob"
 )
 
 // ControllersReport is what the controllers' stories saw.
@@ -37,6 +38,10 @@ type ControllersReport struct {
 	// Job; JobSetWiring its first pods' wiring.
 	JobSet       Lineage
 	JobSetWiring []string
+	// PyTorchJob is the lineage of a training operator PyTorchJob (a
+	// master and 3 workers); PyTorchJobWiring its pods' wiring.
+	PyTorchJob       Lineage
+	PyTorchJobWiring []string
 }
 
 // RunControllers plays the controllers' stories on the local cluster.
@@ -60,7 +65,10 @@ func RunControllers(ctx context.Context, o Options) (*ControllersReport, error) 
 	if err := c.jobSetStory(ctx, rep); err != nil {
 		return rep, err
 	}
-	return rep, c.trainJobStory(ctx, rep)
+	if err := c.trainJobStory(ctx, rep); err != nil {
+		return rep, err
+	}
+	return rep, c.pyTorchJobStory(ctx, rep)
 }
 
 // jobSetStory: a JobSet of 2 replicated Jobs of 2 pods (4 ranks: a pod's
@@ -117,9 +125,7 @@ func (c *Cluster) jobSetStory(ctx context.Context, rep *ControllersReport) error
 	if err != nil {
 		return err
 	}
-	if err := WaitFor(ctx, 10*time.Minute, "JobSet "+second.GetName()+" to complete", func() (bool, error) {
-		return jobSetDone(ctx, e.Client, second)
-	}); err != nil {
+	if err := waitCondition(ctx, e.Client, second, "Completed", "Failed"); err != nil {
 		return err
 	}
 	st, err := e.State(ctx)
@@ -178,22 +184,35 @@ func (e *Env) waitJobSetRunning(ctx context.Context, js *unstructured.Unstructur
 	return running, err
 }
 
-// jobSetDone says the JobSet completed; a failed one is an error.
-func jobSetDone(ctx context.Context, cl client.Client, js *unstructured.Unstructured) (bool, error) {
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(js), js); err != nil {
-		return false, err
-	}
-	conds, _, _ := unstructured.NestedSlice(js.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		switch {
-		case m["type"] == "Completed" && m["status"] == "True":
-			return true, nil
-		case m["type"] == "Failed" && m["status"] == "True":
-			return false, fmt.Errorf("JobSet %s failed: %v", js.GetName(), m["message"])
+// waitCondition waits (10 min at most) until obj has condition done, and
+// fails at once when it has condition failed (a terminal state WaitFor
+// would poll on).
+func waitCondition(ctx context.Context, cl client.Client, obj *unstructured.Unstructured, done, failed string) error {
+	var terminal error
+	err := WaitFor(ctx, 10*time.Minute, fmt.Sprintf("%s %s to be %s", obj.GetKind(), obj.GetName(), done), func() (bool, error) {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return false, err
 		}
+		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["status"] != "True" {
+				continue
+			}
+			switch m["type"] {
+			case done:
+				return true, nil
+			case failed:
+				terminal = fmt.Errorf("%s %s is %s: %v", obj.GetKind(), obj.GetName(), failed, m["message"])
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return err
 	}
-	return false, nil
+	return terminal
 }
 
 // trainJobStory: a TrainJob of 2 nodes on the torch-distributed runtime
@@ -287,6 +306,82 @@ func (e *Env) trainJob(nodes int) *unstructured.Unstructured {
 					"name": "node", "template": map[string]any{"spec": map[string]any{"template": pod}}}}}}}}},
 		},
 	}}
+}
+
+// pyTorchJobStory: a PyTorchJob of the Kubeflow training operator, a
+// master and 3 workers (ranks: the master 0, worker i 1 + i), worker 1's
+// pod deleted mid-epoch (the operator makes another).
+func (c *Cluster) pyTorchJobStory(ctx context.Context, rep *ControllersReport) error {
+	e, err := c.NewEnv(ctx, pyTorchNamespace, DatasetOptions{Samples: c.o.Samples, NumSplits: numSplits,
+		GlobalBatchSize: globalBatch, BlockSize: 256, CommitEvery: commitEvery, StepTime: c.o.StepTime})
+	if err != nil {
+		return err
+	}
+	c.Step("PyTorchJob %s: a master and 3 workers", e.jobName())
+	tmpl := e.trainerPod(4, "metadata.labels['training.kubeflow.org/job-name']", corev1.EnvVar{Name: "E2E_RANK_FROM", Value: "sidecar"})
+	tmpl.Spec.Containers[0].Name = "pytorch" // the operator's container
+	pod, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&tmpl)
+	if err != nil {
+		return err
+	}
+	replica := func(n int64) map[string]any {
+		// OnFailure: a replica's pod that fails or goes is made again (with
+		// Never, one deleted pod fails the whole job).
+		return map[string]any{"replicas": n, "restartPolicy": "OnFailure", "template": pod}
+	}
+	ptj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+		"metadata": map[string]any{"name": e.jobName(), "namespace": e.NS},
+		"spec": map[string]any{"runPolicy": map[string]any{"backoffLimit": int64(30)},
+			"pytorchReplicaSpecs": map[string]any{"Master": replica(1), "Worker": replica(3)}},
+	}}
+	if err := e.Client.Create(ctx, ptj); err != nil {
+		return fmt.Errorf("creating the PyTorchJob: %w", err)
+	}
+	selector := client.MatchingLabels{"training.kubeflow.org/job-name": e.jobName()}
+	var running []corev1.Pod
+	if err := WaitFor(ctx, 3*time.Minute, "4 running pods of the PyTorchJob", func() (bool, error) {
+		var list corev1.PodList
+		err := e.Client.List(ctx, &list, client.InNamespace(e.NS), selector)
+		running = running[:0]
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running = append(running, p)
+			}
+		}
+		return len(running) >= 4, err
+	}); err != nil {
+		return err
+	}
+	for _, p := range running {
+		rep.PyTorchJobWiring = append(rep.PyTorchJobWiring, fmt.Sprintf("%s %s: %s", p.Labels[inject.KubeflowReplicaType],
+			p.Labels[inject.KubeflowReplicaIndex], wiringOf(&p)))
+	}
+	c.Detail("pods wired as %v", rep.PyTorchJobWiring)
+	at, err := e.WaitCommitted(ctx, 3*commitEvery)
+	if err != nil {
+		return err
+	}
+	c.Step("Deleting worker 1's pod after the commit of step %d", at)
+	for _, p := range running {
+		if p.Labels[inject.KubeflowReplicaType] == "worker" && p.Labels[inject.KubeflowReplicaIndex] == "1" {
+			if err := e.Client.Delete(ctx, &p, client.GracePeriodSeconds(0)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := waitCondition(ctx, e.Client, ptj, "Succeeded", "Failed"); err != nil {
+		return err
+	}
+	st, err := e.State(ctx)
+	if err != nil {
+		return err
+	}
+	if rep.PyTorchJob, err = e.CheckLineage(ctx, st); err != nil {
+		return err
+	}
+	c.Detail("PyTorchJob: %s", rep.PyTorchJob.Summary())
+	return nil
 }
 
 // wiringOf is the rank wiring a pod's sidecar was given, as

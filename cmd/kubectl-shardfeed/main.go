@@ -74,8 +74,18 @@ func (c *cluster) client() (client.Client, string, error) {
 	return cl, ns, err
 }
 
-func (c *cluster) withTimeout(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(cmd.Context(), c.timeout)
+// runE is a command's RunE: do, connected as kubectl would, within
+// --request-timeout.
+func (c *cluster) runE(do func(ctx context.Context, cl client.Client, ns string, cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		cl, ns, err := c.client()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), c.timeout)
+		defer cancel()
+		return do(ctx, cl, ns, cmd, args)
+	}
 }
 
 // report writes a command's text and keeps the first error (a closed

@@ -27,16 +27,10 @@ func newPlanCommand(c *cluster) *cobra.Command {
 		Use:   "plan DATASET",
 		Short: "Summarize a TrainingDataset's plan: streams, samples, steps per epoch, the cache a pod needs, its conditions and jobs",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: c.runE(func(ctx context.Context, cl client.Client, ns string, cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("--output %q: use text or json", output)
 			}
-			cl, ns, err := c.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := c.withTimeout(cmd)
-			defer cancel()
 			s, err := readPlan(ctx, cl, ns, args[0])
 			if err != nil {
 				return err
@@ -47,7 +41,7 @@ func newPlanCommand(c *cluster) *cobra.Command {
 				return enc.Encode(s)
 			}
 			return writePlan(cmd.OutOrStdout(), s)
-		},
+		}),
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
@@ -159,19 +153,13 @@ func newManifestCommand(c *cluster) *cobra.Command {
 		Use:   "manifest DATASET",
 		Short: "Print the TrainingDataset as its plan was made, for shardfeed plan -f - (the sample ids of a job's lineage: shardfeed plan --ids)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, ns, err := c.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := c.withTimeout(cmd)
-			defer cancel()
+		RunE: c.runE(func(ctx context.Context, cl client.Client, ns string, cmd *cobra.Command, args []string) error {
 			s, err := readPlan(ctx, cl, ns, args[0])
 			if err != nil {
 				return err
 			}
 			return writeManifest(cmd.OutOrStdout(), s)
-		},
+		}),
 	}
 }
 

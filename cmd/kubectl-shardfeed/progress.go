@@ -32,19 +32,13 @@ samples trained exactly once so far are the plan's ids for the committed
 steps, and it prints the command that lists them. It exits 1 when a check
 fails.`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, ns, err := c.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := c.withTimeout(cmd)
-			defer cancel()
+		RunE: c.runE(func(ctx context.Context, cl client.Client, ns string, cmd *cobra.Command, args []string) error {
 			job := ""
 			if len(args) == 2 {
 				job = args[1]
 			}
 			return progress(ctx, cl, ns, args[0], job, cmd.OutOrStdout())
-		},
+		}),
 	}
 }
 

@@ -37,13 +37,7 @@ For an owner (job/NAME, jobset/NAME, statefulset/NAME, pytorchjob/NAME, ...)
 whose pods were never created, it prints the webhook's refusals from the
 owner's events: each says what is wrong and how to fix it.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, ns, err := c.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := c.withTimeout(cmd)
-			defer cancel()
+		RunE: c.runE(func(ctx context.Context, cl client.Client, ns string, cmd *cobra.Command, args []string) error {
 			if kind, name, ok := strings.Cut(args[0], "/"); ok {
 				if strings.EqualFold(kind, "pod") || strings.EqualFold(kind, "pods") {
 					return whyPod(ctx, cl, ns, name, cmd.OutOrStdout())
@@ -51,7 +45,7 @@ owner's events: each says what is wrong and how to fix it.`,
 				return whyOwner(ctx, cl, ns, kind, name, cmd.OutOrStdout())
 			}
 			return whyPod(ctx, cl, ns, args[0], cmd.OutOrStdout())
-		},
+		}),
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/planner"
 )
 
 func newPlanCommand(c *cluster) *cobra.Command {
@@ -61,6 +62,9 @@ type planSummary struct {
 	Conditions      []metav1.Condition         `json:"conditions,omitempty"`
 	Jobs            []datav1alpha1.JobProgress `json:"jobs,omitempty"`
 	spec            datav1alpha1.TrainingDatasetSpec
+	// inputs are the plan's fingerprint with its inputs (the plan
+	// ConfigMap's), to name what changed for a job on another plan.
+	inputs planner.Fingerprint
 }
 
 // readPlan reads a dataset and its plan ConfigMap. A dataset not planned
@@ -92,7 +96,7 @@ func readPlan(ctx context.Context, cl client.Client, ns, name string) (*planSumm
 	if err != nil {
 		return nil, fmt.Errorf("plan ConfigMap %s/%s: %w", ns, cmName, err)
 	}
-	s.Fingerprint, s.Streams, s.MinCacheBytes, s.spec = p.Fingerprint.Sum, p.Streams, p.MinCacheBytes, p.Spec
+	s.Fingerprint, s.Streams, s.MinCacheBytes, s.spec, s.inputs = p.Fingerprint.Sum, p.Streams, p.MinCacheBytes, p.Spec, p.Fingerprint
 	s.NumSplits, s.GlobalBatchSize = p.Spec.NumSplits, p.Spec.GlobalBatchSize
 	return s, nil
 }

@@ -158,7 +158,11 @@ func TestIntegrationPluginChecksAJobsLineage(t *testing.T) {
 		state *configmaps.State
 		want  string
 	}{
-		{"another plan", state("moved", "v1-bbbb", commit(0, 10, "a2", false)), "trains on plan v1-bbbb, the dataset's is now v1-aaaa"},
+		{"another plan", func() *configmaps.State {
+			s := state("moved", "v1-bbbb", commit(0, 10, "a2", false))
+			s.Fingerprint.Inputs = map[string]string{"spec.numSplits": "4"}
+			return s
+		}(), "trains on plan v1-bbbb, the dataset's is now v1-aaaa: its ids are not the current plan's (a changed dataset is a new TrainingDataset); changed: spec.numSplits: 4, now 8"},
 		{"a step back", state("back", "v1-aaaa", commit(0, 20, "a2", false), commit(0, 10, "a2", false)), "commit 1: epoch 0 step 10 after step 20, not a resume"},
 		{"a fenced attempt", state("fenced", "v1-aaaa", commit(0, 10, "a2", false), commit(0, 12, "a1", false)), "attempt a1 (generation 1) after generation 2"},
 		{"past the epoch", state("past", "v1-aaaa", commit(0, 41, "a2", false)), "step 41 passes the epoch's 40 steps"},

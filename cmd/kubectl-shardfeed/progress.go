@@ -185,8 +185,8 @@ func lineageProblems(plan *planSummary, s *configmaps.State) []string {
 	if plan.Fingerprint == "" {
 		out = append(out, "the dataset has no plan yet: nothing to check against (kubectl shardfeed plan "+plan.Dataset+")")
 	} else if s.Fingerprint.Sum != plan.Fingerprint {
-		out = append(out, fmt.Sprintf("the job trains on plan %s, the dataset's is now %s: its ids are not the current plan's (a changed dataset is a new TrainingDataset)",
-			s.Fingerprint.Sum, plan.Fingerprint))
+		out = append(out, fmt.Sprintf("the job trains on plan %s, the dataset's is now %s: its ids are not the current plan's (a changed dataset is a new TrainingDataset); changed: %s",
+			s.Fingerprint.Sum, plan.Fingerprint, strings.Join(s.Fingerprint.Diff(plan.inputs), "; ")))
 	}
 	steps := plan.StepsPerEpoch
 	var prev *configmaps.Commit

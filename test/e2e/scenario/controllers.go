@@ -87,7 +87,7 @@ func (c *Cluster) jobSetStory(ctx context.Context, rep *ControllersReport) error
 	if err != nil {
 		return err
 	}
-	pods, err := e.waitJobSetRunning(ctx, first, 4)
+	pods, err := e.waitRunning(ctx, client.MatchingLabels{inject.JobSetName: first.GetName()}, 4, "JobSet "+first.GetName())
 	if err != nil {
 		return err
 	}
@@ -168,13 +168,14 @@ func (e *Env) jobSetPods(ctx context.Context, name string) ([]corev1.Pod, error)
 	return list.Items, err
 }
 
-// waitJobSetRunning waits until n pods of the JobSet run, and returns them.
-func (e *Env) waitJobSetRunning(ctx context.Context, js *unstructured.Unstructured, n int) ([]corev1.Pod, error) {
+// waitRunning waits until n pods of the selector run, and returns them.
+func (e *Env) waitRunning(ctx context.Context, selector client.MatchingLabels, n int, what string) ([]corev1.Pod, error) {
 	var running []corev1.Pod
-	err := WaitFor(ctx, 3*time.Minute, fmt.Sprintf("%d running pods of JobSet %s", n, js.GetName()), func() (bool, error) {
-		pods, err := e.jobSetPods(ctx, js.GetName())
+	err := WaitFor(ctx, 3*time.Minute, fmt.Sprintf("%d running pods of %s", n, what), func() (bool, error) {
+		var list corev1.PodList
+		err := e.Client.List(ctx, &list, client.InNamespace(e.NS), selector)
 		running = running[:0]
-		for _, p := range pods {
+		for _, p := range list.Items {
 			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
 				running = append(running, p)
 			}
@@ -338,19 +339,8 @@ func (c *Cluster) pyTorchJobStory(ctx context.Context, rep *ControllersReport) e
 	if err := e.Client.Create(ctx, ptj); err != nil {
 		return fmt.Errorf("creating the PyTorchJob: %w", err)
 	}
-	selector := client.MatchingLabels{"training.kubeflow.org/job-name": e.jobName()}
-	var running []corev1.Pod
-	if err := WaitFor(ctx, 3*time.Minute, "4 running pods of the PyTorchJob", func() (bool, error) {
-		var list corev1.PodList
-		err := e.Client.List(ctx, &list, client.InNamespace(e.NS), selector)
-		running = running[:0]
-		for _, p := range list.Items {
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				running = append(running, p)
-			}
-		}
-		return len(running) >= 4, err
-	}); err != nil {
+	running, err := e.waitRunning(ctx, client.MatchingLabels{"training.kubeflow.org/job-name": e.jobName()}, 4, "PyTorchJob "+e.jobName())
+	if err != nil {
 		return err
 	}
 	for _, p := range running {

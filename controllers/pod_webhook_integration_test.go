@@ -108,6 +108,7 @@ func serveWebhookWith(t testing.TB, pods *controllers.PodInjector) {
 	host, port, certDir := apiServer.Webhooks()
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir})
 	srv.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: pods})
+	srv.Register(controllers.JobWebhookPath, &webhook.Admission{Handler: &controllers.JobReserver{Pods: pods}})
 	srv.Register(controllers.DatasetWebhookPath, admission.WithValidator(apiServer.Scheme, &controllers.DatasetValidator{
 		Reader: apiServer.Client, Access: kubernetes.NewForConfigOrDie(apiServer.Config).AuthorizationV1().SubjectAccessReviews(),
 		Policy: controllers.StorePolicy{AmbientNamespaces: []string{"*"}},

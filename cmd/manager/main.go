@@ -286,10 +286,12 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: &controllers.PodInjector{
+	injector := &controllers.PodInjector{
 		Cache: mgr.GetCache(), Reader: admissionReader, ConfigMaps: admissionClients.CoreV1(), Decoder: decoder, Images: images,
 		Operator: operator, Resources: resources, OperatorNamespace: o.namespace, Audiences: o.policy.AllowedAudiences, NodeAgentDir: o.nodeAgentDir, NodeAgentNamespaces: list(o.nodeAgentNamespaces),
-	}})
+	}
+	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: injector})
+	hooks.Register(controllers.JobWebhookPath, &webhook.Admission{Handler: &controllers.JobReserver{Pods: injector}})
 	// The progress endpoint shares the webhook server: its certificate,
 	// its Service and its TLS settings.
 	endpoint := &progressapi.Endpoint{

@@ -161,10 +161,11 @@ func (d *Denied) Error() string { return d.Reason }
 
 func deny(format string, args ...any) error { return &Denied{Reason: fmt.Sprintf(format, args...)} }
 
-// Injected reports whether the pod already has the sidecar.
+// Injected reports whether the pod already has the sidecar (a template's
+// reservation is not one: Inject replaces it).
 func Injected(pod *corev1.Pod) bool {
 	for _, c := range pod.Spec.InitContainers {
-		if c.Name == SidecarName {
+		if c.Name == SidecarName && !IsReservation(&c) {
 			return true
 		}
 	}
@@ -178,6 +179,7 @@ func Inject(in Input) (*corev1.Pod, error) {
 	if Injected(pod) {
 		return pod, nil
 	}
+	withoutReservation(pod)
 	ds := in.Dataset
 	if err := checkPrivateVolumes(pod); err != nil {
 		return nil, err

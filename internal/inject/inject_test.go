@@ -351,13 +351,32 @@ func TestInjectGivesTheSidecarResourcesThatKeepThePodsQoS(t *testing.T) {
 			if tt.handoff != "" {
 				ds.Spec.Sidecar.HandoffMemory = ptr.To(q(tt.handoff))
 			}
-			got, err := Inject(Input{Pod: p, Dataset: ds, Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2},
-				Images: ImagePolicy{Default: "shardfeed:v1"}, Resources: defaults})
+			in := Input{Pod: p, Dataset: ds, Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2},
+				Images: ImagePolicy{Default: "shardfeed:v1"}, Resources: defaults}
+			got, err := Inject(in)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if res := got.Spec.InitContainers[0].Resources; !equality.Semantic.DeepEqual(res, tt.want) {
 				t.Errorf("sidecar resources %v, want %v", res, tt.want)
+			}
+			// A queued job's template reserves the same resources, and its
+			// pods are injected as if it had not.
+			r := Reservation(&corev1.PodTemplateSpec{Spec: p.Spec}, ds, in.Images, defaults)
+			if r == nil || !equality.Semantic.DeepEqual(r.Resources, tt.want) {
+				t.Fatalf("reservation %+v, want resources %v", r, tt.want)
+			}
+			in.Pod = p.DeepCopy()
+			in.Pod.Spec.InitContainers = append([]corev1.Container{*r}, in.Pod.Spec.InitContainers...)
+			if Injected(in.Pod) {
+				t.Error("a pod with a reservation counts as injected")
+			}
+			reserved, err := Inject(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(reserved, got) {
+				t.Errorf("the pod of a reserved template was injected as\n%+v\nwant\n%+v", reserved.Spec.InitContainers, got.Spec.InitContainers)
 			}
 		})
 	}
@@ -552,5 +571,35 @@ func TestInjectGivesTheSidecarAloneTheNodeAgent(t *testing.T) {
 	thief.Spec.Volumes = append(thief.Spec.Volumes, corev1.Volume{Name: NodeAgentTokenVolume})
 	if _, err := Inject(in("/run/shardfeed-agent", thief)); err == nil || !strings.Contains(err.Error(), NodeAgentTokenVolume) {
 		t.Errorf("a pod declaring the agent's token volume: %v", err)
+	}
+}
+
+func TestReservationIsMadeOnceWithTheImageThePodsWillRun(t *testing.T) {
+	images := ImagePolicy{Default: "shardfeed:v1", Allowed: []string{"registry.example/team/sidecar:*"}}
+	tests := []struct {
+		name      string
+		image     string
+		inits     []corev1.Container
+		wantImage string
+	}{
+		{"the default image", "", nil, "shardfeed:v1"},
+		{"the dataset's allowed image", "registry.example/team/sidecar:v2", nil, "registry.example/team/sidecar:v2"},
+		{"an image the policy refuses: the default (the pods are refused)", "evil.example/sidecar", nil, "shardfeed:v1"},
+		{"a template with the sidecar: none", "", []corev1.Container{{Name: SidecarName, Image: "x"}}, ""},
+		{"a template with a reservation: none", "", []corev1.Container{{Name: SidecarName, Image: "x", Command: ReservedCommand}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds := dataset()
+			ds.Spec.Sidecar.Image = tt.image
+			tmpl := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{InitContainers: tt.inits, Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}}}
+			r := Reservation(tmpl, ds, images, corev1.ResourceRequirements{})
+			switch {
+			case tt.wantImage == "" && r != nil:
+				t.Errorf("reservation %+v, want none", r)
+			case tt.wantImage != "" && (r == nil || r.Image != tt.wantImage || !IsReservation(r) || ptr.Deref(r.RestartPolicy, "") != corev1.ContainerRestartPolicyAlways):
+				t.Errorf("reservation %+v, want a native sidecar of image %s running %v", r, tt.wantImage, ReservedCommand)
+			}
+		})
 	}
 }

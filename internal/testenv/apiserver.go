@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
+	"strconv"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,6 +47,33 @@ func StartAPIServer() (*APIServer, error) {
 func (a *APIServer) Webhooks() (host string, port int, certDir string) {
 	o := a.env.WebhookInstallOptions
 	return o.LocalServingHost, o.LocalServingPort, o.LocalServingCertDir
+}
+
+// InstallMutatingWebhook creates cfg (as a chart renders it) with each
+// webhook's client config pointed at the test process, where the webhooks
+// of StartAPIServerWithWebhooks are served, by its service path; the
+// configuration is deleted when the test ends. The API server takes it up
+// within moments, not at once.
+func (a *APIServer) InstallMutatingWebhook(t testing.TB, cfg *admissionregistrationv1.MutatingWebhookConfiguration) {
+	t.Helper()
+	o := a.env.WebhookInstallOptions
+	for i := range cfg.Webhooks {
+		cc := &cfg.Webhooks[i].ClientConfig
+		if cc.Service == nil || cc.Service.Path == nil {
+			t.Fatalf("webhook %s has no service path", cfg.Webhooks[i].Name)
+		}
+		url := fmt.Sprintf("https://%s%s", net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort)), *cc.Service.Path)
+		*cc = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: o.LocalServingCAData}
+	}
+	ctx := context.Background()
+	if err := a.Client.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := a.Client.Delete(ctx, cfg); err != nil {
+			t.Errorf("deleting webhook configuration %s: %v", cfg.Name, err)
+		}
+	})
 }
 
 // StartAPIServerWithWebhooks is StartAPIServer with webhook configurations

@@ -33,8 +33,8 @@ import (
 	"github.com/shardfeed/shardfeed/internal/testenv"
 )
 
-// chartQueuedJobsWebhook is the chart's queued-jobs webhook configuration,
-// as helm renders it (its selectors and match conditions are the ones
+// chartQueuedJobsWebhook is the chart's queued-jobs webhooks, as helm
+// renders them (its selectors and match conditions are the ones
 // under test).
 func chartQueuedJobsWebhook(t *testing.T) *admissionregistrationv1.MutatingWebhookConfiguration {
 	t.Helper()
@@ -58,11 +58,21 @@ func chartQueuedJobsWebhook(t *testing.T) *admissionregistrationv1.MutatingWebho
 	for {
 		var cfg admissionregistrationv1.MutatingWebhookConfiguration
 		if err := dec.Decode(&cfg); err != nil {
-			t.Fatalf("the chart renders no shardfeed-queued-jobs webhook configuration: %v", err)
+			t.Fatalf("the chart renders no shardfeed-pod-injection webhook configuration: %v", err)
 		}
-		if cfg.Kind == "MutatingWebhookConfiguration" && cfg.Name == "shardfeed-queued-jobs" {
-			return &cfg
+		if cfg.Kind != "MutatingWebhookConfiguration" || cfg.Name != "shardfeed-pod-injection" {
+			continue
 		}
+		// The queued jobs' webhooks alone (the tests install their own pod
+		// webhook under the configuration's name).
+		cfg.Name = "shardfeed-queued-jobs"
+		cfg.Webhooks = slices.DeleteFunc(cfg.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool {
+			return !strings.HasSuffix(w.Name, ".queued-jobs.shardfeed.io")
+		})
+		if len(cfg.Webhooks) != 3 {
+			t.Fatalf("the chart's queued-jobs webhooks: %d, want 3 (Jobs, JobSets, PyTorchJobs)", len(cfg.Webhooks))
+		}
+		return &cfg
 	}
 }
 

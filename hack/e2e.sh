@@ -2,9 +2,10 @@
 # e2e.sh runs the end-to-end test (test/e2e) and the fault-injection suite
 # (test/chaos) on the local cluster: it brings the cluster up if it is not
 # (hack/cluster-up.sh), builds and imports the images (hack/images.sh),
-# installs the training controllers the e2e stories use (JobSet and
-# Kubeflow Trainer: hack/controllers.sh), runs the tests, and takes the
-# cluster down again unless it was already up or KEEP_CLUSTER=1.
+# installs the training controllers and the queue the e2e stories use
+# (JobSet, Kubeflow Trainer, the training operator and Kueue:
+# hack/controllers.sh), runs the tests, and takes the cluster down again
+# unless it was already up or KEEP_CLUSTER=1.
 #
 # Usage: hack/e2e.sh
 #   DEMO=1        plays the narrated demo instead of the tests
@@ -69,9 +70,10 @@ if [[ ${DEMO:-0} == 1 ]]; then
 fi
 case ${CHAOS:-} in
 "" | short)
-	# The training controllers the e2e stories run jobs of (built from
-	# their modules, hack/controllers.sh).
-	"$ROOT/hack/controllers.sh" jobset trainer training-operator
+	# The training controllers and the queue the e2e stories run jobs of
+	# (built from their modules, hack/controllers.sh); every story runs
+	# with Kueue installed, as on a platform's cluster.
+	"$ROOT/hack/controllers.sh" jobset trainer training-operator kueue
 	go test -tags e2e -count=1 -v -timeout 25m ./test/e2e/
 	;;
 full) ;;

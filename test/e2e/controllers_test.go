@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/shardfeed/shardfeed/test/e2e/scenario"
 )
 
@@ -75,5 +78,41 @@ func TestEndToEndTheTrainingControllersTrainExactlyOnce(t *testing.T) {
 			}
 			seen[rank] = true
 		}
+	}
+}
+
+// Kueue: a queued Indexed Job of 2 pods, preempted mid-epoch by a job of a
+// higher priority (Kueue suspends it: its pods go), admitted again once
+// that one is done, ends exactly once, under the one attempt its Job's UID
+// names. Kueue counts for it what its pods ask for, sidecars included (the
+// reservation in its template): the quota is exactly that, so the
+// preempting job fits only once the first is suspended.
+func TestEndToEndKueuePreemptsAndResumesAQueuedJobExactlyOnce(t *testing.T) {
+	o, ctx := clusterOptions(t, 800)
+	rep, err := scenario.RunKueue(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Lineage.Problems {
+		t.Error(p)
+	}
+	if !rep.Lineage.OK() || rep.Lineage.Retrained == 0 {
+		t.Errorf("not exactly once through a preemption: %s", rep.Lineage.Summary())
+	}
+	if rep.Evicted != "Preempted" || !rep.Suspended {
+		t.Errorf("the queued job was evicted for %q (suspended: %v): want Preempted, its Job suspended", rep.Evicted, rep.Suspended)
+	}
+	sidecars := resource.MustParse("100m") // 2 sidecars of 50m; the trainers ask for none
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		usage, asked := rep.Usage[name], rep.PodRequests[name]
+		if usage.Cmp(asked) != 0 {
+			t.Errorf("Kueue counted %s %s for the job; its pods ask for %s", name, usage.String(), asked.String())
+		}
+	}
+	if cpu := rep.Usage[corev1.ResourceCPU]; cpu.Cmp(sidecars) != 0 {
+		t.Errorf("Kueue counted cpu %s: want the sidecars' %s", cpu.String(), sidecars.String())
+	}
+	if len(rep.Attempts) != 1 {
+		t.Errorf("the job's pods had attempts %v: a suspended Job keeps its UID, its attempt", rep.Attempts)
 	}
 }

@@ -163,7 +163,7 @@ func TestIntegrationQueuedJobsReserveTheSidecarsRequestsInTheirTemplates(t *test
 		!equality.Semantic.DeepEqual(sidecars[0].Resources, r.Resources) {
 		t.Errorf("the pod of a reserved template has init containers %+v: want one sidecar, with the reservation's resources %v", pod.Spec.InitContainers, r.Resources)
 	}
-	if contract := sidecarOf(t, pod); contract.Placement.Pods != 2 {
+	if contract := sidecarOf(t, pod); contract.Pods != 2 {
 		t.Errorf("the pod is wired as %+v", contract.Placement)
 	}
 

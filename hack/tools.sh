@@ -9,7 +9,8 @@
 # hack/requirements.txt, and linked as bin/venv.
 #
 # Usage: hack/tools.sh [all|go|kube|minio|catalogs|debian|python|controllers]...
-# (all is everything but controllers, which only the cluster suites need.)
+# (all is everything but controllers: the training controllers and the
+# Prometheus server, which only the cluster suites need.)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -105,6 +106,10 @@ install_controllers() {
 	module_build trainer github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" ./cmd/trainer-controller-manager manifests
 	module_build training-operator github.com/kubeflow/training-operator "$TRAINING_OPERATOR_VERSION" ./cmd/training-operator.v1 manifests
 	module_build kueue sigs.k8s.io/kueue "$KUEUE_VERSION" ./cmd/kueue config
+	# The Prometheus server that scrapes the end-to-end run (the same
+	# release as promtool; its web UI's assets are not built in: the tests
+	# use its API).
+	go_tool prometheus github.com/prometheus/prometheus/cmd/prometheus "$PROMETHEUS_VERSION"
 }
 
 install_minio() {

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/testenv"
@@ -240,7 +241,6 @@ func TestIntegrationEveryMetricTheDashboardAndAlertsNameIsInARealScrape(t *testi
 		{http.MethodGet, "/v1/batches?rank=0&world=1", ""},
 		{http.MethodPost, "/v1/commit", `{"epoch": 0, "step": 2}`},
 		{http.MethodPost, "/v1/commit", `{"epoch": 0, "step": 1}`}, // refused: behind
-		{http.MethodPost, "/v1/waits", `{"rank": 0, "seconds": [0.001, 0.2]}`},
 	} {
 		req, _ := http.NewRequestWithContext(ctx, r.method, "http://sidecar"+r.path, strings.NewReader(r.body))
 		resp, err := sock.Do(req)
@@ -249,6 +249,11 @@ func TestIntegrationEveryMetricTheDashboardAndAlertsNameIsInARealScrape(t *testi
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
+	}
+
+	// The trainer's waits, as the Go client reports them.
+	if err := shardfeed.New(socket).ReportWaits(ctx, 0, []float64{0.001, 0.2}); err != nil {
+		t.Fatalf("reporting waits: %v", err)
 	}
 
 	// A node agent (the chart's nodeCache), reviewing tokens with the

@@ -84,4 +84,14 @@ func TestEndToEndTheNodeCacheServesRestartsRescalesAndASecondJob(t *testing.T) {
 	if second.Hits-first.Hits < rep.Second.NodeHits {
 		t.Errorf("the agent counts %d hits for the second job, whose sidecars took %d shards from the node", second.Hits-first.Hits, rep.Second.NodeHits)
 	}
+	// The dashboard's node cache row, from a real Prometheus scraping the
+	// agent and the sidecars while the second job trained.
+	if len(rep.Dashboard) < 8 {
+		t.Errorf("only %d queries of the dashboard's node cache row run", len(rep.Dashboard))
+	}
+	for q, n := range rep.Dashboard {
+		if n == 0 {
+			t.Errorf("dashboard panel %q: no series for %s", q.Panel, q.Expr)
+		}
+	}
 }

@@ -315,6 +315,24 @@ func (c *Client) Commit(ctx context.Context, epoch, step int64, resumed bool) (*
 // CommitWait is how long Commit waits for a sidecar that is away.
 var CommitWait = 2 * time.Minute
 
+// ReportWaits sends the seconds a rank's training loop waited for each of
+// its batches since its last report (POST /v1/waits): the sidecar's
+// shardfeed_sidecar_data_wait_seconds{rank}, which the dashboard and the
+// ShardfeedTrainingStarved alert read. Report every few seconds, at most
+// 4096 waits at a time; a lost report is a gap in a graph, so callers
+// need not retry.
+func (c *Client) ReportWaits(ctx context.Context, rank int, seconds []float64) error {
+	body, err := json.Marshal(map[string]any{"rank": rank, "seconds": seconds})
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/waits", nil, strings.NewReader(string(body)))
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
 // State returns the job's committed state.
 func (c *Client) State(ctx context.Context) (*State, error) {
 	var st State

@@ -54,6 +54,9 @@ type NodeCacheReport struct {
 	// SecondStatus is the second job's status.jobs[].reads, as its
 	// sidecars reported them to the operator.
 	SecondStatus *datav1alpha1.JobReads
+	// Dashboard is each query of the dashboard's node cache row and its
+	// series while the second job trained.
+	Dashboard map[DashboardQuery]int
 }
 
 // SidecarReads sums what a job's sidecars said they read when they
@@ -100,6 +103,13 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 		"--set", "nodeCache.limit=1Gi", "--set", "nodeCache.resources.requests.cpu=50m"); err != nil {
 		return rep, err
 	}
+	// Prometheus scrapes the agent and the sidecars: the dashboard's node
+	// cache row is read while the second job trains.
+	prom, err := c.StartPrometheus(ctx, alertFor)
+	if err != nil {
+		return rep, err
+	}
+	defer prom.Close()
 	e, err := c.NewEnv(ctx, nodeCacheNamespace, DatasetOptions{PodSecurity: "privileged", Samples: c.o.Samples, NumSplits: numSplits,
 		GlobalBatchSize: globalBatch, BlockSize: 256, CommitEvery: commitEvery, StepTime: c.o.StepTime})
 	if err != nil {
@@ -125,9 +135,17 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 	if err != nil {
 		return rep, err
 	}
+	// Steps long enough for the dashboard's rates to see it train.
+	again.ds.StepTime = 4 * c.o.StepTime
 	c.Step("Job second-2, the same dataset on the same node: its shards are the node's")
 	job2, err := again.StartJob(ctx, 2)
 	if err != nil {
+		return rep, err
+	}
+	if err := again.WaitPodsRunning(ctx, job2, 2); err != nil {
+		return rep, err
+	}
+	if rep.Dashboard, err = c.nodeCacheDashboard(ctx, prom, again.NS); err != nil {
 		return rep, err
 	}
 	if err := again.WaitJobDone(ctx, job2, 10*time.Minute); err != nil {
@@ -538,4 +556,42 @@ func (e *Env) rescaleStory(ctx context.Context, name string) (reads, rescaled Si
 		return reads, rescaled, lineage, err
 	}
 	return reads, rescaled, lineage, nil
+}
+
+// nodeCacheDashboard runs the node cache row's queries once Prometheus has
+// scraped the agent and the sidecars of ns for a rate interval.
+func (c *Cluster) nodeCacheDashboard(ctx context.Context, p *Prometheus, ns string) (map[DashboardQuery]int, error) {
+	if err := WaitFor(ctx, time.Minute, "Prometheus to scrape the node agent and the sidecars of "+ns, func() (bool, error) {
+		targets, err := p.Targets(ctx)
+		if err != nil {
+			return false, err
+		}
+		up := map[string]int{}
+		for _, t := range targets {
+			if t.Health == "up" && (t.Job == "shardfeed-node-agents" || t.Labels["namespace"] == ns) {
+				up[t.Job]++
+			}
+		}
+		return up["shardfeed-node-agents"] >= 1 && up["shardfeed-sidecars"] >= 2, nil
+	}); err != nil {
+		return nil, err
+	}
+	time.Sleep(rateInterval)
+	queries, err := c.DashboardQueries(rateInterval)
+	if err != nil {
+		return nil, err
+	}
+	out := map[DashboardQuery]int{}
+	for _, q := range queries {
+		if !NodeCacheQuery(q) {
+			continue
+		}
+		series, err := p.Query(ctx, q.Expr)
+		if err != nil {
+			return nil, err
+		}
+		out[q] = len(series)
+	}
+	c.Detail("the dashboard's node cache row: %d queries run while the job trains", len(out))
+	return out, nil
 }

@@ -251,8 +251,12 @@ func trainEpoch(ctx context.Context, cfg config, client *shardfeed.Client, b *ba
 
 func readStream(ctx context.Context, cfg config, client *shardfeed.Client, b *barrier, gen int, out *os.File,
 	stream *shardfeed.Stream, epoch int64, step *int64) error {
+	waits := &waitReporter{client: client, rank: cfg.rank, last: time.Now()}
+	defer waits.flush(ctx)
 	for {
+		asked := time.Now()
 		rec, err := stream.Next()
+		waits.add(ctx, time.Since(asked).Seconds())
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -447,4 +451,27 @@ func (b *barrier) wait(ctx context.Context, gen int, epoch, step int64) error {
 		case <-time.After(b.poll):
 		}
 	}
+}
+
+// waitReporter sends the rank's data waits (how long each Next took) to
+// its sidecar every 2 s, as the Python client does: best effort.
+type waitReporter struct {
+	client *shardfeed.Client
+	rank   int
+	waits  []float64
+	last   time.Time
+}
+
+func (w *waitReporter) add(ctx context.Context, seconds float64) {
+	w.waits = append(w.waits, seconds)
+	if len(w.waits) >= 4096 || time.Since(w.last) >= 2*time.Second {
+		w.flush(ctx)
+	}
+}
+
+func (w *waitReporter) flush(ctx context.Context) {
+	if len(w.waits) > 0 {
+		_ = w.client.ReportWaits(ctx, w.rank, w.waits) // a lost report is a gap in a graph
+	}
+	w.waits, w.last = w.waits[:0], time.Now()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -28,10 +29,14 @@ const (
 	// alertFor replaces the alerts' `for` (10 minutes for the starved
 	// alert): long enough that a moment's wait at a job's start fires
 	// nothing, short enough for a test.
-	alertFor = 10 * time.Second
+	alertFor = 6 * time.Second
+	// alertWindow replaces the rules' 5-minute windows.
+	alertWindow = 20 * time.Second
 	// rateInterval is the dashboard's $__rate_interval here: Grafana makes
 	// it 4 scrape intervals at least.
 	rateInterval = 4 * scrapeInterval
+	// slowStoreDelay is how late the slow store's every 32 KiB is.
+	slowStoreDelay = 4 * time.Second
 )
 
 // MonitoringReport is what the monitoring story saw.
@@ -52,8 +57,8 @@ type MonitoringReport struct {
 	Dashboard map[DashboardQuery]int
 	// Starved is the ShardfeedTrainingStarved alert that fired for the
 	// slow store's job (nil if none), StarvedWaitShare its ranks' share
-	// of time waiting, and StarvedAfter how long after the job's start it
-	// fired.
+	// of time waiting, and StarvedAfter how long after the store slowed
+	// down it fired.
 	Starved          *PromAlert
 	StarvedWaitShare float64
 	StarvedAfter     time.Duration
@@ -80,11 +85,19 @@ func RunMonitoring(ctx context.Context, o Options) (*MonitoringReport, error) {
 	}
 	opts := DatasetOptions{Samples: c.o.Samples, NumSplits: numSplits, GlobalBatchSize: globalBatch, BlockSize: 256,
 		CommitEvery: commitEvery, StepTime: c.o.StepTime}
-	healthy, err := c.NewEnv(ctx, monitoredNamespace, opts)
+	// The healthy job's steps are long enough that it trains a while after
+	// Prometheus finds its pods (its discovery sends targets every 5 s)
+	// and the dashboard's rates have their samples.
+	healthyOpts := opts
+	healthyOpts.StepTime = 4 * c.o.StepTime
+	healthy, err := c.NewEnv(ctx, monitoredNamespace, healthyOpts)
 	if err != nil {
 		return nil, err
 	}
-	opts.Endpoint = "http://" + proxy.Addr
+	// The starved job's dataset: through the proxy, an epoch three times
+	// as long, one shard fetched ahead per stream (so that a slow store
+	// shows in the steps, not only in a cache filling ahead).
+	opts.Endpoint, opts.Samples, opts.Extra = "http://"+proxy.Addr, 3*c.o.Samples, "  sidecar:\n    prefetch: 1\n"
 	starved, err := c.NewEnv(ctx, starvedNamespace, opts)
 	if err != nil {
 		return nil, err
@@ -101,8 +114,8 @@ func RunMonitoring(ctx context.Context, o Options) (*MonitoringReport, error) {
 		return nil, err
 	}
 
-	c.Step("Prometheus (bin/prometheus) scraping the manager and the sidecars as the chart's monitors say, with its rules (each `for` %s)", alertFor)
-	p, err := c.StartPrometheus(ctx, alertFor)
+	c.Step("Prometheus (bin/prometheus) scraping the manager and the sidecars as the chart's monitors say, with its rules (each `for` %s, each 5-minute window %s)", alertFor, alertWindow)
+	p, err := c.StartPrometheus(ctx, alertFor, alertWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +162,7 @@ func (c *Cluster) healthyMonitoredJob(ctx context.Context, p *Prometheus, e *Env
 		}
 		return up["shardfeed-manager"] >= 1 && up["shardfeed-sidecars"] >= 2, nil
 	}); err != nil {
-		return err
+		return fmt.Errorf("%w; targets: %s", err, targetsText(rep.Targets))
 	}
 	time.Sleep(rateInterval)
 	queries, err := c.DashboardQueries(rateInterval)
@@ -201,17 +214,23 @@ func (c *Cluster) healthyMonitoredJob(ctx context.Context, p *Prometheus, e *Env
 	return nil
 }
 
-// starvedJob trains a job of 2 pods through the slow proxy (every 32 KiB
-// of the store's answers 600 ms late) until ShardfeedTrainingStarved fires
-// for it, then deletes it.
+// starvedJob trains a job of 2 pods through the proxy; once it has
+// committed, the store slows down (every 32 KiB of its answers 4 s late)
+// until ShardfeedTrainingStarved fires for the job; then the job goes.
 func (c *Cluster) starvedJob(ctx context.Context, p *Prometheus, proxy *testenv.SlowProxy, e *Env, rep *MonitoringReport) error {
-	proxy.SetDelay(600 * time.Millisecond)
-	c.Step("A job of 2 pods in %s reading through the slow store (600 ms per 32 KiB)", e.NS)
+	c.Step("A job of 2 pods in %s, reading through the proxy", e.NS)
 	job, err := e.StartJob(ctx, 2)
 	if err != nil {
 		return err
 	}
+	at, err := e.WaitCommitted(ctx, commitEvery)
+	if err != nil {
+		return err
+	}
+	proxy.SetDelay(slowStoreDelay)
+	c.Step("The store slows down after the commit of step %d: %s per 32 KiB", at, slowStoreDelay)
 	start := time.Now()
+	var terminal error
 	err = WaitFor(ctx, 4*time.Minute, "ShardfeedTrainingStarved to fire for "+e.NS, func() (bool, error) {
 		alerts, err := p.Alerts(ctx)
 		if err != nil {
@@ -230,17 +249,29 @@ func (c *Cluster) starvedJob(ctx context.Context, p *Prometheus, proxy *testenv.
 		}
 		done, err := e.jobDone(ctx, job)
 		if done {
-			err = errors.New("it completed")
+			terminal = errors.New("it completed")
 		}
-		if err != nil {
-			return false, fmt.Errorf("the starved job ended before the alert fired (its ranks waited at most %.0f%% of their time): %w", 100*rep.StarvedWaitShare, err)
-		}
-		return false, nil
+		return done, err
 	})
+	if err == nil && terminal != nil {
+		// What the sidecars were told of the waits, and their own.
+		var seen []string
+		for _, q := range []string{"shardfeed_sidecar_data_wait_seconds_sum", "shardfeed_sidecar_data_wait_seconds_count", "shardfeed_sidecar_batch_wait_seconds_sum"} {
+			series, qerr := p.Query(ctx, `max_over_time(`+q+`{namespace="`+e.NS+`"}[10m])`)
+			for _, s := range series {
+				seen = append(seen, fmt.Sprintf("%s{pod=%s,rank=%s}=%s", q, s.Labels["pod"], s.Labels["rank"], s.Value))
+			}
+			if qerr != nil {
+				seen = append(seen, qerr.Error())
+			}
+		}
+		err = fmt.Errorf("the starved job ended before the alert fired (its ranks waited at most %.0f%% of their time): %w; %s",
+			100*rep.StarvedWaitShare, terminal, strings.Join(seen, ", "))
+	}
 	if err != nil {
 		return err
 	}
-	c.Detail("ShardfeedTrainingStarved fired for %s after %s (its ranks waited %.0f%% of their time)", rep.Starved.Labels["pod"],
+	c.Detail("ShardfeedTrainingStarved fired for %s %s after the store slowed (its ranks waited %.0f%% of their time)", rep.Starved.Labels["pod"],
 		rep.StarvedAfter.Round(time.Second), 100*rep.StarvedWaitShare)
 	proxy.SetDelay(0)
 	return e.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground))
@@ -273,4 +304,13 @@ func maxValue(ctx context.Context, p *Prometheus, q string) (float64, error) {
 		}
 	}
 	return best, nil
+}
+
+// targetsText says each target's pool, namespace/pod, health and error.
+func targetsText(targets []PromTarget) string {
+	var b strings.Builder
+	for _, t := range targets {
+		fmt.Fprintf(&b, "\n  %s %s/%s %s %s", t.Job, t.Labels["namespace"], t.Labels["pod"], t.Health, t.LastError)
+	}
+	return b.String()
 }

@@ -105,7 +105,7 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 	}
 	// Prometheus scrapes the agent and the sidecars: the dashboard's node
 	// cache row is read while the second job trains.
-	prom, err := c.StartPrometheus(ctx, alertFor)
+	prom, err := c.StartPrometheus(ctx, alertFor, alertWindow)
 	if err != nil {
 		return rep, err
 	}
@@ -561,9 +561,10 @@ func (e *Env) rescaleStory(ctx context.Context, name string) (reads, rescaled Si
 // nodeCacheDashboard runs the node cache row's queries once Prometheus has
 // scraped the agent and the sidecars of ns for a rate interval.
 func (c *Cluster) nodeCacheDashboard(ctx context.Context, p *Prometheus, ns string) (map[DashboardQuery]int, error) {
+	var targets []PromTarget
 	if err := WaitFor(ctx, time.Minute, "Prometheus to scrape the node agent and the sidecars of "+ns, func() (bool, error) {
-		targets, err := p.Targets(ctx)
-		if err != nil {
+		var err error
+		if targets, err = p.Targets(ctx); err != nil {
 			return false, err
 		}
 		up := map[string]int{}
@@ -574,7 +575,7 @@ func (c *Cluster) nodeCacheDashboard(ctx context.Context, p *Prometheus, ns stri
 		}
 		return up["shardfeed-node-agents"] >= 1 && up["shardfeed-sidecars"] >= 2, nil
 	}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w; targets: %s", err, targetsText(targets))
 	}
 	time.Sleep(rateInterval)
 	queries, err := c.DashboardQueries(rateInterval)

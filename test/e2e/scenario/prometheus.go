@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,9 +48,10 @@ const monitoringNamespace = "e2e-monitoring"
 const scrapeInterval = 2 * time.Second
 
 // StartPrometheus starts Prometheus with the chart's rule file, each
-// alert's `for` replaced by alertFor (a test cannot wait 10 minutes for a
-// starved job; the expressions are the chart's own).
-func (c *Cluster) StartPrometheus(ctx context.Context, alertFor time.Duration) (*Prometheus, error) {
+// alert's `for` replaced by alertFor and each 5-minute window by window (a
+// test cannot wait 10 minutes for a starved job, nor 5 for a rate over a
+// young series to stop underrating it; the expressions are the chart's).
+func (c *Cluster) StartPrometheus(ctx context.Context, alertFor, window time.Duration) (*Prometheus, error) {
 	dir := filepath.Join(c.work, "prometheus")
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
@@ -69,6 +71,7 @@ func (c *Cluster) StartPrometheus(ctx context.Context, alertFor time.Duration) (
 		return nil, err
 	}
 	rules = regexp.MustCompile(`(?m)^(\s+)for: \S+$`).ReplaceAll(rules, []byte("${1}for: "+alertFor.String()))
+	rules = []byte(strings.ReplaceAll(string(rules), "[5m]", "["+model.Duration(window).String()+"]"))
 	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o600); err != nil {
 		return nil, err
 	}

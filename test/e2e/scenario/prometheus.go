@@ -37,6 +37,7 @@ type Prometheus struct {
 
 	cmd  *exec.Cmd
 	done chan error
+	exit error
 	dir  string
 }
 
@@ -102,7 +103,7 @@ func (c *Cluster) StartPrometheus(ctx context.Context, alertFor, window time.Dur
 		case err := <-p.done:
 			p.done <- err
 			out, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
-			return false, fmt.Errorf("prometheus exited (%v):\n%s", err, out)
+			return false, fmt.Errorf("prometheus exited (%w):\n%s", err, out)
 		default:
 		}
 		resp, err := http.Get(p.URL + "/-/ready") //nolint:gosec,noctx // the local server's readiness
@@ -122,7 +123,7 @@ func (c *Cluster) StartPrometheus(ctx context.Context, alertFor, window time.Dur
 func (p *Prometheus) Close() {
 	if p.cmd.Process != nil {
 		_ = p.cmd.Process.Kill()
-		<-p.done
+		p.exit = <-p.done // killed: a signal's exit status
 	}
 }
 

@@ -365,6 +365,9 @@ func TestIntegrationChartTakesWhatAPlatformSetsOnACriticalComponent(t *testing.T
 	}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue // a recording rule: no runbook
+			}
 			const base = "https://github.com/shardfeed/shardfeed/blob/main/docs/operations.md#"
 			url := r.Annotations["runbook_url"]
 			if url != base+strings.ToLower(r.Alert) || !strings.Contains(string(ops), "\n### "+r.Alert+"\n") {

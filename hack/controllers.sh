@@ -36,13 +36,14 @@ source "$WORK/env"
 "$ROOT/hack/tools.sh" controllers
 work=$IMAGES/controllers
 mkdir -p "$work"
-(cd "$ROOT" && CGO_ENABLED=0 go build -o "$IMAGES/bin/ociarchive" ./hack/images/ociarchive)
+# Its own ociarchive: hack/e2e.sh runs this beside hack/images.sh.
+(cd "$ROOT" && CGO_ENABLED=0 go build -o "$work/ociarchive" ./hack/images/ociarchive)
 
 # image NAME VERSION: the controller's image, imported into containerd.
 image() {
 	local name=$1 version=$2 ref=registry.local/$1:$2
 	if ! ctr -a "$SOCKET" -n k8s.io images ls -q | grep -qx "$ref"; then
-		"$IMAGES/bin/ociarchive" -ref "$ref" -out "$work/$name.tar" -entrypoint /manager -user 65532:65532 \
+		"$work/ociarchive" -ref "$ref" -out "$work/$name.tar" -entrypoint /manager -user 65532:65532 \
 			"$BIN/controllers/$name/manager:/manager"
 		ctr -a "$SOCKET" -n k8s.io images import --no-unpack=false "$work/$name.tar" >/dev/null ||
 			die "importing $name's image into the cluster's containerd failed"

@@ -33,6 +33,8 @@ if ! cluster_running; then
 fi
 cleanup() {
 	local rc=$?
+	# The controllers' installation, if it still runs.
+	[[ -z ${controllers:-} ]] || kill "$controllers" 2>/dev/null || true
 	if ((owned)) && [[ ${KEEP_CLUSTER:-0} != 1 ]]; then
 		"$ROOT/hack/cluster-down.sh" || rc=1
 	elif ((owned)); then
@@ -42,6 +44,15 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# The training controllers and the queue the e2e stories run jobs of
+# (built from their modules, hack/controllers.sh), installed while the
+# images build: most of their wait is their pods starting. Every story
+# runs with Kueue installed, as on a platform's cluster.
+controllers=
+if [[ ${DEMO:-0} != 1 && ${CHAOS:-} != full ]]; then
+	"$ROOT/hack/controllers.sh" jobset trainer training-operator kueue >"$WORK/controllers.log" 2>&1 &
+	controllers=$!
+fi
 if [[ ${USE_DIST:-0} == 1 ]]; then
 	# The release make dist wrote: its image archive and chart are what
 	# the tests install (the scenarios read DIST_* from the environment).
@@ -70,10 +81,10 @@ if [[ ${DEMO:-0} == 1 ]]; then
 fi
 case ${CHAOS:-} in
 "" | short)
-	# The training controllers and the queue the e2e stories run jobs of
-	# (built from their modules, hack/controllers.sh); every story runs
-	# with Kueue installed, as on a platform's cluster.
-	"$ROOT/hack/controllers.sh" jobset trainer training-operator kueue
+	rc=0
+	wait "$controllers" || rc=$?
+	cat "$WORK/controllers.log"
+	((rc == 0)) || die "installing the training controllers failed (above)"
 	go test -tags e2e -count=1 -v -timeout 25m ./test/e2e/
 	;;
 full) ;;

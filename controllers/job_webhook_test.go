@@ -1,8 +1,18 @@
 package controllers
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/inject"
 )
 
 func TestPodTemplatesOfEachKindAQueueAdmits(t *testing.T) {
@@ -75,4 +85,41 @@ func containsChanged(v any) bool {
 		}
 	}
 	return false
+}
+
+// FuzzJobReserver: whatever a job's author writes (any JSON, any shape
+// under the kinds' template paths), the webhook answers without panicking:
+// allowed, patched or an error, never a half-written object.
+func FuzzJobReserver(f *testing.F) {
+	scheme := runtime.NewScheme()
+	if err := datav1alpha1.AddToScheme(scheme); err != nil {
+		f.Fatal(err)
+	}
+	ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ml"}}
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ds).Build()
+	r := &JobReserver{Pods: &PodInjector{Reader: reader, Images: inject.ImagePolicy{Default: "shardfeed:v1"}}}
+	labelled := `{"metadata": {"labels": {"shardfeed.io/dataset": "web"}}, "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}}}]}}`
+	for _, seed := range []struct{ kind, obj string }{
+		{"Job", `{"spec": {"template": ` + labelled + `}}`},
+		{"JobSet", `{"spec": {"replicatedJobs": [{"template": {"spec": {"template": ` + labelled + `}}}]}}`},
+		{"PyTorchJob", `{"spec": {"pytorchReplicaSpecs": {"Worker": {"template": ` + labelled + `}}}}`},
+		{"Job", `{"spec": {"template": {"metadata": {"labels": {"shardfeed.io/dataset": "gone"}}, "spec": {"initContainers": 7}}}}`},
+		{"JobSet", `[]`},
+	} {
+		f.Add(seed.kind, []byte(seed.obj))
+	}
+	groups := map[string]string{"Job": "batch", "JobSet": "jobset.x-k8s.io", "PyTorchJob": "kubeflow.org"}
+	f.Fuzz(func(t *testing.T, kind string, raw []byte) {
+		req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Namespace: "ml", Name: "x", Kind: metav1.GroupVersionKind{Group: groups[kind], Kind: kind},
+			Object: runtime.RawExtension{Raw: raw}}}
+		resp := r.Handle(context.Background(), req)
+		if resp.Allowed && len(resp.Patches) > 0 {
+			// A patch applies to what was sent and leaves JSON.
+			var obj any
+			if err := json.Unmarshal(raw, &obj); err != nil {
+				t.Fatalf("a patch for a body that is not JSON: %v", err)
+			}
+		}
+	})
 }

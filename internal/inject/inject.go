@@ -297,14 +297,7 @@ func Inject(in Input) (*corev1.Pod, error) {
 			PeriodSeconds:    1,
 			FailureThreshold: 600,
 		},
-		SecurityContext: &corev1.SecurityContext{
-			RunAsNonRoot:             ptr.To(true),
-			RunAsUser:                ptr.To(SidecarUID),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		SecurityContext: sidecarSecurityContext(),
 	}
 	// Native sidecar: first among the init containers, so the socket is up
 	// before any other init container or app container starts.
@@ -319,6 +312,19 @@ func Inject(in Input) (*corev1.Pod, error) {
 	}
 	pod.Annotations[AnnotationInjected] = image
 	return pod, nil
+}
+
+// sidecarSecurityContext is the sidecar's (and its reservation's): the
+// restricted Pod Security level's, as user 65532 on a read-only root.
+func sidecarSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		RunAsUser:                ptr.To(SidecarUID),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
 }
 
 // nodeAgentVolumes are the node agent's socket directory, read-only, and

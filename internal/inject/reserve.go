@@ -47,14 +47,7 @@ func Reservation(tmpl *corev1.PodTemplateSpec, ds *datav1alpha1.TrainingDataset,
 		Command:       ReservedCommand,
 		Resources:     sidecarResources(pod, ds, defaults),
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
-		SecurityContext: &corev1.SecurityContext{
-			RunAsNonRoot:             ptr.To(true),
-			RunAsUser:                ptr.To(SidecarUID),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		SecurityContext: sidecarSecurityContext(),
 	}
 	return &reservation
 }

@@ -51,14 +51,7 @@ func RunControllers(ctx context.Context, o Options) (*ControllersReport, error) 
 		return nil, err
 	}
 	defer c.Close()
-	if err := c.installed(ctx, "trainer.kubeflow.org/v1alpha1", "TrainJob"); err != nil {
-		return nil, err
-	}
-	c.Step("Starting MinIO on the node address; the operator's chart")
-	if err := c.StartMinIO(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.InstallOperator(ctx); err != nil {
+	if err := c.startOn(ctx, "trainer.kubeflow.org/v1alpha1", "TrainJob"); err != nil {
 		return nil, err
 	}
 	rep := &ControllersReport{}
@@ -386,6 +379,19 @@ func wiringOf(p *corev1.Pod) string {
 		}
 	}
 	return fmt.Sprintf("%s/%s×%s %s %s", env["SHARDFEED_POD_RANK"], env["SHARDFEED_PODS"], env["SHARDFEED_PROCS_PER_POD"], env["SHARDFEED_JOB"], env["SHARDFEED_ATTEMPT"])
+}
+
+// startOn starts a controller's story: once the API server serves its
+// kind, MinIO on the node's address and the operator's chart.
+func (c *Cluster) startOn(ctx context.Context, apiVersion, kind string) error {
+	if err := c.installed(ctx, apiVersion, kind); err != nil {
+		return err
+	}
+	c.Step("Starting MinIO on the node address; the operator's chart")
+	if err := c.StartMinIO(ctx); err != nil {
+		return err
+	}
+	return c.InstallOperator(ctx)
 }
 
 // installed says whether the API server serves a kind (a controller's CRD).

@@ -56,14 +56,7 @@ func RunKueue(ctx context.Context, o Options) (*KueueReport, error) {
 		return nil, err
 	}
 	defer c.Close()
-	if err := c.installed(ctx, "kueue.x-k8s.io/v1beta2", "ClusterQueue"); err != nil {
-		return nil, err
-	}
-	c.Step("Starting MinIO on the node address; the operator's chart")
-	if err := c.StartMinIO(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.InstallOperator(ctx); err != nil {
+	if err := c.startOn(ctx, "kueue.x-k8s.io/v1beta2", "ClusterQueue"); err != nil {
 		return nil, err
 	}
 	// The manager publishes its CA into every webhook of its configuration

@@ -42,11 +42,11 @@ func Reservation(tmpl *corev1.PodTemplateSpec, ds *datav1alpha1.TrainingDataset,
 	}
 	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
 	reservation := corev1.Container{
-		Name:          SidecarName,
-		Image:         image,
-		Command:       ReservedCommand,
-		Resources:     sidecarResources(pod, ds, defaults),
-		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		Name:            SidecarName,
+		Image:           image,
+		Command:         ReservedCommand,
+		Resources:       sidecarResources(pod, ds, defaults),
+		RestartPolicy:   ptr.To(corev1.ContainerRestartPolicyAlways),
 		SecurityContext: sidecarSecurityContext(),
 	}
 	return &reservation

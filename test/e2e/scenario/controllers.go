@@ -370,14 +370,7 @@ func (c *Cluster) pyTorchJobStory(ctx context.Context, rep *ControllersReport) e
 // wiringOf is the rank wiring a pod's sidecar was given, as
 // "rank/pods×procs job attempt".
 func wiringOf(p *corev1.Pod) string {
-	env := map[string]string{}
-	for _, c := range p.Spec.InitContainers {
-		if c.Name == inject.SidecarName {
-			for _, v := range c.Env {
-				env[v.Name] = v.Value
-			}
-		}
-	}
+	env := sidecarEnv(p)
 	return fmt.Sprintf("%s/%s×%s %s %s", env["SHARDFEED_POD_RANK"], env["SHARDFEED_PODS"], env["SHARDFEED_PROCS_PER_POD"], env["SHARDFEED_JOB"], env["SHARDFEED_ATTEMPT"])
 }
 
@@ -392,6 +385,19 @@ func (c *Cluster) startOn(ctx context.Context, apiVersion, kind string) error {
 		return err
 	}
 	return c.InstallOperator(ctx)
+}
+
+// sidecarEnv is the literal environment of a pod's sidecar.
+func sidecarEnv(p *corev1.Pod) map[string]string {
+	env := map[string]string{}
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == inject.SidecarName {
+			for _, v := range c.Env {
+				env[v.Name] = v.Value
+			}
+		}
+	}
+	return env
 }
 
 // installed says whether the API server serves a kind (a controller's CRD).

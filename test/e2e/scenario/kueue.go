@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -140,7 +141,9 @@ func (c *Cluster) kueueStory(ctx context.Context, rep *KueueReport) error {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		rep.Attempts = appendNew(rep.Attempts, wiringOf(&p))
+		if a := sidecarEnv(&p)["SHARDFEED_ATTEMPT"]; !slices.Contains(rep.Attempts, a) {
+			rep.Attempts = append(rep.Attempts, a)
+		}
 		for _, ct := range append(append([]corev1.Container{}, p.Spec.Containers...), p.Spec.InitContainers...) {
 			for name, q := range ct.Resources.Requests {
 				sum := rep.PodRequests[name]
@@ -195,21 +198,20 @@ func (c *Cluster) kueueStory(ctx context.Context, rep *KueueReport) error {
 		return err
 	}
 	c.Step("Job urgent done; waiting for Kueue to admit %s again", low.Name)
-	var resumed []corev1.Pod
 	if err := WaitFor(ctx, 3*time.Minute, "Kueue to resume "+low.Name, func() (bool, error) {
-		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(low), low); err != nil {
-			return false, err
-		}
-		if ptr.Deref(low.Spec.Suspend, false) {
-			return false, nil
-		}
-		resumed, err = e.waitRunningNow(ctx, low.Name)
-		return len(resumed) == kueuePods, err
+		err := e.Client.Get(ctx, client.ObjectKeyFromObject(low), low)
+		return err == nil && !ptr.Deref(low.Spec.Suspend, false), err
 	}); err != nil {
 		return err
 	}
+	resumed, err := e.waitRunning(ctx, client.MatchingLabels{"job-name": low.Name}, kueuePods, "Job "+low.Name)
+	if err != nil {
+		return err
+	}
 	for _, p := range resumed {
-		rep.Attempts = appendNew(rep.Attempts, wiringOf(&p))
+		if a := sidecarEnv(&p)["SHARDFEED_ATTEMPT"]; !slices.Contains(rep.Attempts, a) {
+			rep.Attempts = append(rep.Attempts, a)
+		}
 	}
 	if err := e.WaitJobDone(ctx, low, 10*time.Minute); err != nil {
 		return err
@@ -300,34 +302,4 @@ func workloadCondition(wl *unstructured.Unstructured, typ string) map[string]any
 		}
 	}
 	return nil
-}
-
-// waitRunningNow are the job's pods that run now, not going.
-func (e *Env) waitRunningNow(ctx context.Context, job string) ([]corev1.Pod, error) {
-	pods, err := e.PodsOf(ctx, job)
-	var running []corev1.Pod
-	for _, p := range pods {
-		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-			running = append(running, p)
-		}
-	}
-	return running, err
-}
-
-// appendNew appends the attempt of a wiring line (its last field) to
-// attempts unless it is there.
-func appendNew(attempts []string, wiring string) []string {
-	var attempt string
-	for i := len(wiring) - 1; i >= 0; i-- {
-		if wiring[i] == ' ' {
-			attempt = wiring[i+1:]
-			break
-		}
-	}
-	for _, a := range attempts {
-		if a == attempt {
-			return attempts
-		}
-	}
-	return append(attempts, attempt)
 }

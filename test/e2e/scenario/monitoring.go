@@ -10,7 +10,9 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -146,39 +148,11 @@ func (c *Cluster) healthyMonitoredJob(ctx context.Context, p *Prometheus, e *Env
 	if err := e.WaitPodsRunning(ctx, job, 2); err != nil {
 		return err
 	}
-	// Both sidecars and the manager scraped, and for long enough that a
-	// rate over the dashboard's interval has two samples.
-	if err := WaitFor(ctx, time.Minute, "Prometheus to scrape the manager and both sidecars", func() (bool, error) {
-		targets, err := p.Targets(ctx)
-		if err != nil {
-			return false, err
-		}
-		rep.Targets = targets
-		up := map[string]int{}
-		for _, t := range targets {
-			if t.Health == "up" && (t.Job == "shardfeed-manager" || t.Labels["namespace"] == e.NS) {
-				up[t.Job]++
-			}
-		}
-		return up["shardfeed-manager"] >= 1 && up["shardfeed-sidecars"] >= 2, nil
-	}); err != nil {
-		return fmt.Errorf("%w; targets: %s", err, targetsText(rep.Targets))
-	}
-	time.Sleep(rateInterval)
-	queries, err := c.DashboardQueries(rateInterval)
-	if err != nil {
+	// Both sidecars and the manager scraped: every query but the node
+	// cache row's.
+	if rep.Dashboard, rep.Targets, err = c.dashboardWhileTraining(ctx, p, e.NS, "shardfeed-manager",
+		func(q DashboardQuery) bool { return !NodeCacheQuery(q) }); err != nil {
 		return err
-	}
-	rep.Dashboard = map[DashboardQuery]int{}
-	for _, q := range queries {
-		if NodeCacheQuery(q) {
-			continue
-		}
-		series, err := p.Query(ctx, q.Expr)
-		if err != nil {
-			return err
-		}
-		rep.Dashboard[q] = len(series)
 	}
 	c.Detail("%d dashboard queries run while the job trains", len(rep.Dashboard))
 	watchErr := WaitFor(ctx, 10*time.Minute, "Job "+job.Name+" to complete, watched", func() (bool, error) {
@@ -284,11 +258,11 @@ func (e *Env) jobDone(ctx context.Context, job *batchv1.Job) (bool, error) {
 		return false, err
 	}
 	for _, c := range job.Status.Conditions {
-		if c.Type == batchv1.JobFailed && c.Status == "True" {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
 			return false, fmt.Errorf("job %s failed: %s", job.Name, c.Message)
 		}
 	}
-	return job.Status.Succeeded == *job.Spec.Completions, nil
+	return job.Status.Succeeded == ptr.Deref(job.Spec.Completions, 1), nil
 }
 
 // maxValue is the largest value of a query's series (0 for none).
@@ -313,4 +287,43 @@ func targetsText(targets []PromTarget) string {
 		fmt.Fprintf(&b, "\n  %s %s/%s %s %s", t.Job, t.Labels["namespace"], t.Labels["pod"], t.Health, t.LastError)
 	}
 	return b.String()
+}
+
+// dashboardWhileTraining runs the dashboard's queries that want picks once
+// Prometheus scrapes two sidecars of ns and a target of pool, and has done
+// so for a rate interval; it returns each query's series and the targets.
+func (c *Cluster) dashboardWhileTraining(ctx context.Context, p *Prometheus, ns, pool string, want func(DashboardQuery) bool) (map[DashboardQuery]int, []PromTarget, error) {
+	var targets []PromTarget
+	if err := WaitFor(ctx, time.Minute, "Prometheus to scrape "+pool+" and the sidecars of "+ns, func() (bool, error) {
+		var err error
+		if targets, err = p.Targets(ctx); err != nil {
+			return false, err
+		}
+		up := map[string]int{}
+		for _, t := range targets {
+			if t.Health == "up" && (t.Job == pool || t.Labels["namespace"] == ns) {
+				up[t.Job]++
+			}
+		}
+		return up[pool] >= 1 && up["shardfeed-sidecars"] >= 2, nil
+	}); err != nil {
+		return nil, targets, fmt.Errorf("%w; targets: %s", err, targetsText(targets))
+	}
+	time.Sleep(rateInterval)
+	queries, err := c.DashboardQueries(rateInterval)
+	if err != nil {
+		return nil, targets, err
+	}
+	out := map[DashboardQuery]int{}
+	for _, q := range queries {
+		if !want(q) {
+			continue
+		}
+		series, err := p.Query(ctx, q.Expr)
+		if err != nil {
+			return nil, targets, err
+		}
+		out[q] = len(series)
+	}
+	return out, targets, nil
 }

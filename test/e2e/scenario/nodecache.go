@@ -561,38 +561,9 @@ func (e *Env) rescaleStory(ctx context.Context, name string) (reads, rescaled Si
 // nodeCacheDashboard runs the node cache row's queries once Prometheus has
 // scraped the agent and the sidecars of ns for a rate interval.
 func (c *Cluster) nodeCacheDashboard(ctx context.Context, p *Prometheus, ns string) (map[DashboardQuery]int, error) {
-	var targets []PromTarget
-	if err := WaitFor(ctx, time.Minute, "Prometheus to scrape the node agent and the sidecars of "+ns, func() (bool, error) {
-		var err error
-		if targets, err = p.Targets(ctx); err != nil {
-			return false, err
-		}
-		up := map[string]int{}
-		for _, t := range targets {
-			if t.Health == "up" && (t.Job == "shardfeed-node-agents" || t.Labels["namespace"] == ns) {
-				up[t.Job]++
-			}
-		}
-		return up["shardfeed-node-agents"] >= 1 && up["shardfeed-sidecars"] >= 2, nil
-	}); err != nil {
-		return nil, fmt.Errorf("%w; targets: %s", err, targetsText(targets))
+	out, _, err := c.dashboardWhileTraining(ctx, p, ns, "shardfeed-node-agents", NodeCacheQuery)
+	if err == nil {
+		c.Detail("the dashboard's node cache row: %d queries run while the job trains", len(out))
 	}
-	time.Sleep(rateInterval)
-	queries, err := c.DashboardQueries(rateInterval)
-	if err != nil {
-		return nil, err
-	}
-	out := map[DashboardQuery]int{}
-	for _, q := range queries {
-		if !NodeCacheQuery(q) {
-			continue
-		}
-		series, err := p.Query(ctx, q.Expr)
-		if err != nil {
-			return nil, err
-		}
-		out[q] = len(series)
-	}
-	c.Detail("the dashboard's node cache row: %d queries run while the job trains", len(out))
-	return out, nil
+	return out, err
 }

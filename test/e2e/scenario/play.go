@@ -306,17 +306,7 @@ func (e *Env) Rescale(ctx context.Context, job *batchv1.Job, pods int) (*batchv1
 // WaitJobDone waits until every pod of job succeeded; a failed Job is an
 // error with its message.
 func (e *Env) WaitJobDone(ctx context.Context, job *batchv1.Job, timeout time.Duration) error {
-	return WaitFor(ctx, timeout, "Job "+job.Name+" to complete", func() (bool, error) {
-		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
-			return false, err
-		}
-		for _, c := range job.Status.Conditions {
-			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-				return false, fmt.Errorf("job %s failed: %s", job.Name, c.Message)
-			}
-		}
-		return job.Status.Succeeded == ptr.Deref(job.Spec.Completions, 1), nil
-	})
+	return WaitFor(ctx, timeout, "Job "+job.Name+" to complete", func() (bool, error) { return e.jobDone(ctx, job) })
 }
 
 // StartJob creates Indexed Job <job>-<pods> running the e2e trainer.

@@ -44,14 +44,17 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-# The training controllers and the queue the e2e stories run jobs of
-# (built from their modules, hack/controllers.sh), installed while the
-# images build and the other stories run: most of their two minutes is
-# their pods starting. Their stories, then the chaos run, run with Kueue
-# installed, as on a platform's cluster.
+# The training controllers the e2e stories run jobs of (built from their
+# modules, hack/controllers.sh), installed while the images build and the
+# other stories run: most of their two minutes is their pods starting.
+# Their webhooks see only their own kinds. Kueue's do not (they mutate
+# every Deployment, failing while its pod does not yet serve them), so it
+# is installed once the other stories are done; its and the controllers'
+# stories, then the chaos run, run with Kueue installed, as on a
+# platform's cluster.
 controllers=
 if [[ ${DEMO:-0} != 1 && ${CHAOS:-} != full ]]; then
-	"$ROOT/hack/controllers.sh" jobset trainer training-operator kueue >"$WORK/controllers.log" 2>&1 &
+	"$ROOT/hack/controllers.sh" jobset trainer training-operator >"$WORK/controllers.log" 2>&1 &
 	controllers=$!
 fi
 if [[ ${USE_DIST:-0} == 1 ]]; then
@@ -88,6 +91,7 @@ case ${CHAOS:-} in
 	wait "$controllers" || rc=$?
 	cat "$WORK/controllers.log"
 	((rc == 0)) || die "installing the training controllers failed (above)"
+	"$ROOT/hack/controllers.sh" kueue
 	go test -tags e2e -count=1 -v -timeout 25m -run "$stories" ./test/e2e/
 	;;
 full) ;;

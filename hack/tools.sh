@@ -75,6 +75,11 @@ install_go_tools() {
 	go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 	go_tool golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "$GOLANGCI_LINT_VERSION"
 	go_tool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION"
+	# The Prometheus server that scrapes the end-to-end run (promtool's
+	# release, whose packages it shares in the build cache; its web UI's
+	# assets are not built in: the tests use its API). Here, not with the
+	# controllers: the monitoring story runs before they are installed.
+	go_tool prometheus github.com/prometheus/prometheus/cmd/prometheus "$PROMETHEUS_VERSION"
 }
 
 # module_build NAME MODULE VERSION PACKAGE MANIFESTS: a controller built from
@@ -106,10 +111,6 @@ install_controllers() {
 	module_build trainer github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" ./cmd/trainer-controller-manager manifests
 	module_build training-operator github.com/kubeflow/training-operator "$TRAINING_OPERATOR_VERSION" ./cmd/training-operator.v1 manifests
 	module_build kueue sigs.k8s.io/kueue "$KUEUE_VERSION" ./cmd/kueue config
-	# The Prometheus server that scrapes the end-to-end run (the same
-	# release as promtool; its web UI's assets are not built in: the tests
-	# use its API).
-	go_tool prometheus github.com/prometheus/prometheus/cmd/prometheus "$PROMETHEUS_VERSION"
 }
 
 install_minio() {

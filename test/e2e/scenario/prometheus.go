@@ -94,7 +94,7 @@ func (c *Cluster) StartPrometheus(ctx context.Context, alertFor, window time.Dur
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		_ = logs.Close()
-		return nil, fmt.Errorf("starting %s (hack/tools.sh controllers builds it): %w", cmd.Path, err)
+		return nil, fmt.Errorf("starting %s (hack/tools.sh go builds it: make tools): %w", cmd.Path, err)
 	}
 	p := &Prometheus{URL: "http://" + addr, cmd: cmd, done: make(chan error, 1), dir: dir}
 	go func() { p.done <- cmd.Wait(); _ = logs.Close() }()

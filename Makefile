@@ -181,7 +181,7 @@ test-go: tools-go tools-kube tools-minio tools-debian
 
 .PHONY: test-python
 test-python: tools build ## Run the Python tests with pytest (real MinIO, kube-apiserver, pyarrow, torch).
-	$(PYTHON) -m pytest -q test/python
+	$(PYTHON) -m pytest -q --durations=15 test/python
 
 # The scale harness's full scenario (test/scale): 1000 KWOK nodes, 100
 # datasets in 20 namespaces, 17 536 pods in waves, 20 000 unrelated

@@ -54,16 +54,16 @@ link() { ln -sfn "$2" "$BIN/$1"; }
 # cached DIR: true when a previous run finished installing into DIR.
 cached() { [[ -f "$1/.complete" ]]; }
 
-# go_tool NAME PACKAGE VERSION [BINARY]: go install PACKAGE@VERSION into the
-# cache and link its binary.
+# go_tool NAME PACKAGE VERSION [BINARY [TAGS]]: go install PACKAGE@VERSION
+# (with the build tags TAGS) into the cache and link its binary.
 go_tool() {
-	local name=$1 pkg=$2 version=$3 binary=${4:-$1}
-	local dir=$CACHE/tools/$name-$version
+	local name=$1 pkg=$2 version=$3 binary=${4:-$1} tags=${5:-}
+	local dir=$CACHE/tools/$name-$version${tags:+-${tags//,/-}}
 	if ! cached "$dir"; then
-		doing "building $name $version (go install $pkg@$version)"
+		doing "building $name $version (go install${tags:+ -tags $tags} $pkg@$version)"
 		local start=$SECONDS
 		rm -rf "$dir" && mkdir -p "$dir/bin"
-		GOBIN=$dir/bin CGO_ENABLED=0 GOFLAGS=-buildvcs=false go install "$pkg@$version"
+		GOBIN=$dir/bin CGO_ENABLED=0 GOFLAGS=-buildvcs=false go install -tags "$tags" "$pkg@$version"
 		touch "$dir/.complete"
 		log "built $name in $((SECONDS - start)) s"
 	fi
@@ -74,12 +74,16 @@ install_go_tools() {
 	go_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION"
 	go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 	go_tool golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "$GOLANGCI_LINT_VERSION"
-	go_tool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION"
+	# Prometheus's own build tags leave out every service discovery but
+	# Kubernetes' (the clouds' SDKs were most of a cold build: promtool
+	# checks rules, the server discovers the local cluster's pods).
+	local sd=remove_all_sd,enable_kubernetes_sd
+	go_tool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION" promtool "$sd"
 	# The Prometheus server that scrapes the end-to-end run (promtool's
 	# release, whose packages it shares in the build cache; its web UI's
 	# assets are not built in: the tests use its API). Here, not with the
 	# controllers: the monitoring story runs before they are installed.
-	go_tool prometheus github.com/prometheus/prometheus/cmd/prometheus "$PROMETHEUS_VERSION"
+	go_tool prometheus github.com/prometheus/prometheus/cmd/prometheus "$PROMETHEUS_VERSION" prometheus "$sd"
 }
 
 # module_build NAME MODULE VERSION PACKAGE MANIFESTS: a controller built from

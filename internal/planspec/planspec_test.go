@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -105,8 +104,9 @@ func TestParamsRejectsWithTheSpecField(t *testing.T) {
 // The Go defaults must be the CRD's, or a manifest planned from a file and
 // the same manifest applied to a cluster would get different plans.
 func TestDefaultsMatchTheCRDSchema(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	crdPath := filepath.Join(filepath.Dir(file), "..", "..", "config", "crd", "bases", "data.shardfeed.io_trainingdatasets.yaml")
+	// go test runs in the package's directory (runtime.Caller's path is
+	// not a file's under -trimpath, which make exports).
+	crdPath := filepath.Join("..", "..", "config", "crd", "bases", "data.shardfeed.io_trainingdatasets.yaml")
 	data, err := os.ReadFile(crdPath)
 	if err != nil {
 		t.Fatal(err)

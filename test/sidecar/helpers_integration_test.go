@@ -64,6 +64,9 @@ func TestMain(m *testing.M) {
 		}
 		cmd := exec.Command("go", append(args, "./cmd/shardfeed")...)
 		cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+		if os.Getenv("SHARDFEED_TEST_RACE") != "" {
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=1") // the race detector needs cgo (make exports CGO_ENABLED=0)
+		}
 		err = cmd.Run()
 	}
 	if err != nil {

@@ -311,12 +311,17 @@ func (e *Env) WaitJobDone(ctx context.Context, job *batchv1.Job, timeout time.Du
 
 // StartJob creates Indexed Job <job>-<pods> running the e2e trainer.
 func (e *Env) StartJob(ctx context.Context, pods int) (*batchv1.Job, error) {
+	return e.startJob(ctx, pods)
+}
+
+// startJob is StartJob with env added to the trainers' environment.
+func (e *Env) startJob(ctx context.Context, pods int, env ...corev1.EnvVar) (*batchv1.Job, error) {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", e.jobName(), pods), Namespace: e.NS},
 		Spec: batchv1.JobSpec{
 			Completions: ptr.To(int32(pods)), Parallelism: ptr.To(int32(pods)), CompletionMode: ptr.To(batchv1.IndexedCompletion),
 			BackoffLimit: ptr.To(int32(30)), // the chaos suite kills trainers on purpose
-			Template:     e.trainerPod(pods, "metadata.labels['batch.kubernetes.io/controller-uid']"),
+			Template:     e.trainerPod(pods, "metadata.labels['batch.kubernetes.io/controller-uid']", env...),
 		},
 	}
 	return job, e.Client.Create(ctx, job)

@@ -19,7 +19,10 @@
 //
 // Environment: SHARDFEED_SOCKET (the webhook sets it), JOB_COMPLETION_INDEX
 // (Kubernetes sets it), E2E_WORLD, E2E_DIR, E2E_ATTEMPT (the Job's UID),
-// E2E_EPOCHS (1), E2E_STEP_MS (20), E2E_COMMIT_EVERY (10).
+// E2E_EPOCHS (1), E2E_STEP_MS (20), E2E_COMMIT_EVERY (10), E2E_HOLD_AT
+// (0: none; a step of the first epoch the ranks stop before until the
+// barrier's generation moves or the pod is deleted, so that a story's
+// rescale always comes mid-epoch, however slow the node).
 package main
 
 import (
@@ -50,6 +53,7 @@ type config struct {
 	epochs               int64
 	stepTime             time.Duration
 	commitEvery          int64
+	holdAt               int64
 	readyTimeout         time.Duration
 	barrierPoll          time.Duration
 	barrierStuckWarnings time.Duration
@@ -105,6 +109,9 @@ func load() (config, error) {
 	atoi("E2E_EPOCHS", &epochs, 1)
 	atoi("E2E_STEP_MS", &stepMS, 20)
 	atoi("E2E_COMMIT_EVERY", &every, 10)
+	var hold int
+	atoi("E2E_HOLD_AT", &hold, 0)
+	c.holdAt = int64(hold)
 	if err != nil {
 		return c, err
 	}
@@ -270,6 +277,10 @@ func readStream(ctx context.Context, cfg config, client *shardfeed.Client, b *ba
 		if k != *step {
 			return fmt.Errorf("got step %d, expected %d", k, *step)
 		}
+		if cfg.holdAt > 0 && epoch == 0 && k >= cfg.holdAt {
+			log.Printf("rank %d: holding before step %d (E2E_HOLD_AT) until a rank restarts or the pod goes", cfg.rank, k)
+			return b.hold(ctx, gen)
+		}
 		time.Sleep(cfg.stepTime) // the "training"
 		line, err := json.Marshal(record.Record{Attempt: cfg.attempt, Gen: gen, Rank: cfg.rank, World: cfg.world, Epoch: epoch, Step: k, IDs: ids, Pad: pads, Time: time.Now(), HandedOff: stream.HandedOff()})
 		if err != nil {
@@ -422,6 +433,18 @@ func (b *barrier) agree(ctx context.Context, gen int, epoch, step int64) (int64,
 		case <-time.After(b.poll):
 		}
 	}
+}
+
+// hold waits until the generation moves (errRestart) or ctx ends.
+func (b *barrier) hold(ctx context.Context, gen int) error {
+	for b.current() == gen {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(b.poll):
+		}
+	}
+	return errRestart
 }
 
 // wait marks (epoch, step) done for this rank and waits for every rank; it

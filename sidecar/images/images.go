@@ -147,24 +147,6 @@ func (d *Decoder) kernelsFrom(w, h, dw, dh int) (kx, ky kernel) {
 	return newKernel(dw, rw, centre(rw, s.Width), s.Width), newKernel(dh, rh, centre(rh, s.Height), s.Height)
 }
 
-// dctScale is the m of the m/8 scale a JPEG of w×h decodes at in draft
-// mode: Pillow's Image.draft to the resized size (the largest reduction of
-// 1/2, 1/4 and 1/8 that both sides allow, whole). 8, the full size, when
-// the spec is not a draft.
-func (d *Decoder) dctScale(w, h int) int {
-	if !d.spec.Draft {
-		return 8
-	}
-	rw, rh := resizedSize(w, h, d.spec.Resize)
-	scale := min(w/rw, h/rh)
-	for _, s := range []int{8, 4, 2} {
-		if scale >= s {
-			return 8 / s
-		}
-	}
-	return 8
-}
-
 func checkSize(w, h int) error {
 	if w < 1 || h < 1 {
 		return fmt.Errorf("the image is %d×%d pixels", w, h)

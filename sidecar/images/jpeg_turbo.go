@@ -285,3 +285,29 @@ func (d *Decoder) resizeInC(dst []byte, stride int, kx, ky *kernel) {
 }
 
 func cInts(v []int32) *C.int { return (*C.int)(unsafe.SliceData(v)) }
+
+// dctScale is the m of the m/8 scale a JPEG of w×h decodes at in draft
+// mode: Pillow's Image.draft to the resized size (the largest reduction of
+// 1/2, 1/4 and 1/8 that both sides allow, whole). 8, the full size, when
+// the spec is not a draft.
+func (d *Decoder) dctScale(w, h int) int {
+	if !d.spec.Draft {
+		return 8
+	}
+	rw, rh := resizedSize(w, h, d.spec.Resize)
+	scale := min(w/rw, h/rh)
+	for _, s := range []int{8, 4, 2} {
+		if scale >= s {
+			return 8 / s
+		}
+	}
+	return 8
+}
+
+// shift moves the input positions by d (when the input is a region that
+// begins at -d).
+func (k *kernel) shift(d int) {
+	for i := range k.first {
+		k.first[i] += int32(d)
+	}
+}

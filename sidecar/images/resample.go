@@ -30,14 +30,6 @@ func (k *kernel) rows() int {
 	return hi - lo
 }
 
-// shift moves the input positions by d (when the input is a region that
-// begins at -d).
-func (k *kernel) shift(d int) {
-	for i := range k.first {
-		k.first[i] += int32(d)
-	}
-}
-
 // newKernel computes the weights of output positions [out0, out0+n) when
 // inSize positions are resized to outSize.
 func newKernel(inSize, outSize, out0, n int) kernel {

@@ -253,7 +253,7 @@ python_venv() {
 		-e '^TRAINING_OPERATOR_VERSION' -e '^KUEUE_VERSION' "$ROOT/hack/versions.sh") | sha256sum | cut -c1-16)
 	local dir=$CACHE/$name-$hash
 	if ! cached "$dir"; then
-		doing "creating the Python venv $dir from ${req#"$ROOT"/} (the tests' venv pulls torch, several GB of GPU libraries: a few minutes cold)"
+		doing "creating the Python venv $dir from ${req#"$ROOT"/} (those with torch pull several GB of GPU libraries: minutes cold)"
 		local start=$SECONDS
 		rm -rf "$dir"
 		"$PYTHON" -m venv "$dir" || die "could not create the venv $dir"

@@ -100,7 +100,7 @@ func load() (config, error) {
 		}
 		*into = n
 	}
-	var epochs, stepMS, every int
+	var epochs, stepMS, every, hold int
 	atoi("JOB_COMPLETION_INDEX", &c.rank, -1)
 	atoi("E2E_WORLD", &c.world, 0)
 	if c.rankFromSidecar = os.Getenv("E2E_RANK_FROM") == "sidecar"; c.rankFromSidecar {
@@ -109,13 +109,11 @@ func load() (config, error) {
 	atoi("E2E_EPOCHS", &epochs, 1)
 	atoi("E2E_STEP_MS", &stepMS, 20)
 	atoi("E2E_COMMIT_EVERY", &every, 10)
-	var hold int
 	atoi("E2E_HOLD_AT", &hold, 0)
-	c.holdAt = int64(hold)
 	if err != nil {
 		return c, err
 	}
-	c.epochs, c.stepTime, c.commitEvery = int64(epochs), time.Duration(stepMS)*time.Millisecond, int64(every)
+	c.epochs, c.stepTime, c.commitEvery, c.holdAt = int64(epochs), time.Duration(stepMS)*time.Millisecond, int64(every), int64(hold)
 	switch {
 	case c.socket == "":
 		return c, errors.New("SHARDFEED_SOCKET is not set: is the pod labelled shardfeed.io/dataset?")

@@ -326,7 +326,7 @@ func (c *Cache) AcquireFetched(ctx context.Context, s Shard) (path string, fetch
 		return "", false, err
 	}
 	if src, ok := c.inPlace(s); ok {
-		if err := c.verifyInPlace(ctx, s, src); err != nil {
+		if err := c.verifyInPlace(ctx, s, src, hashInPlace); err != nil {
 			return "", false, err
 		}
 		if s.Range {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,5 +188,31 @@ func TestInPlaceVerificationsOutliveTheRun(t *testing.T) {
 	}
 	if v, r := runOnce(); v != 0 || r != 2 {
 		t.Errorf("fourth run: %d verified, %d taken: want both shards taken as verified", v, r)
+	}
+}
+
+// A shard verified through its mapping: a file cut short under the
+// mapping faults as it is hashed, and that is an error, not a crash.
+func TestHashingAMappingCutShortIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shard")
+	data := bytes.Repeat([]byte("0123456789abcdef"), 4*os.Getpagesize())
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := Shard{Key: "shard", Size: int64(len(data))}
+	want, _ := checksum.Of("xxh64", data)
+	mapped, whole, err := mapInPlace(path, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Munmap(whole) }()
+	if got, err := hashMapped(mapped, want); err != nil || got != want.Hex {
+		t.Fatalf("hash of the whole mapping = %s, %v; want %s", got, err, want.Hex)
+	}
+	if err := os.Truncate(path, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hashMapped(mapped, want); err == nil || !strings.Contains(err.Error(), "changed while it was verified") {
+		t.Fatalf("hashing a mapping whose file was cut short: %v, want an error saying it changed", err)
 	}
 }

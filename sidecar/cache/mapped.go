@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+
+	"github.com/shardfeed/shardfeed/internal/checksum"
 )
 
 // Mapped is a cached shard mapped read-only into memory and held (not
@@ -28,12 +30,31 @@ func (c *Cache) Map(ctx context.Context, s Shard) (*Mapped, error) {
 		return nil, err
 	}
 	if src, ok := c.inPlace(s); ok {
-		if err := c.verifyInPlace(ctx, s, src); err != nil {
+		// A shard not yet verified is hashed through the mapping that
+		// then serves it: one pass over its bytes, where reading them for
+		// the hash and mapping them again took two.
+		var data, whole []byte
+		hash := func(path string, off, size int64, want checksum.Sum) (string, error) {
+			var err error
+			if data, whole, err = mapInPlace(path, s); err != nil {
+				return "", err
+			}
+			if int64(len(data)) != size {
+				return "", fmt.Errorf("the file changed while it was verified: %d of %d bytes mapped", len(data), size)
+			}
+			return hashMapped(data, want)
+		}
+		if err := c.verifyInPlace(ctx, s, src, hash); err != nil {
+			if whole != nil {
+				_ = syscall.Munmap(whole)
+			}
 			return nil, err
 		}
-		data, whole, err := mapInPlace(src, s)
-		if err != nil {
-			return nil, fmt.Errorf("stream %q: mapping %s: %w", s.Stream, s.Key, err)
+		if data == nil {
+			var err error
+			if data, whole, err = mapInPlace(src, s); err != nil {
+				return nil, fmt.Errorf("stream %q: mapping %s: %w", s.Stream, s.Key, err)
+			}
 		}
 		return &Mapped{c: c, s: s, data: data, whole: whole}, nil
 	}

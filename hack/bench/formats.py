@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import loaders  # noqa: E402
-from loaders import DECODE, ORACLE, PEERS, ROOT, Serve, log, measure_all, run_child, run_peer, scale_of  # noqa: E402
+from loaders import DECODE, DECODE_LIMIT, ORACLE, PEERS, ROOT, Serve, log, measure_all, run_child, run_peer, scale_of  # noqa: E402
 
 BATCH = {"images": 64, "tokens": 512}
 PACKED = "  packing: {column: tokens, sequenceLength: 2048, method: concatenate}\n"
@@ -41,8 +41,6 @@ PACKED = "  packing: {column: tokens, sequenceLength: 2048, method: concatenate}
 # has (cu_seqlens and doc_ids too: a tensor a row each, which GPTDataset
 # does not give).
 GPT_COLUMNS = "tokens,position_ids,loss_mask"
-DECODE_LIMIT = "the limit: libjpeg-turbo's decode alone on every core (no resize, no loader)"
-LIMIT_WORKERS = -1  # a row of its own: every core, no DataLoader
 EVERY_PACKED_COLUMN = "shardfeed, every packed column (+ cu_seqlens, doc_ids)"
 
 
@@ -128,7 +126,7 @@ def main() -> None:
                                      lambda e, b, c=cmd, d=data, w=workers, n=batch: run_peer(c, d, w, n, e, b), f"{kind}: {name}"))
             # The decode limit: what decoding these JPEGs costs any loader
             # on this machine's cores (report.py sets the rows against it).
-            jobs.append((f"images-decoded/{DECODE_LIMIT}", LIMIT_WORKERS,
+            jobs.append((f"images-decoded/{DECODE_LIMIT}", loaders.EVERY_CORE,
                          lambda e, b: run_peer("decode-limit", images, 0, 0, e, b), "images-decoded: the decode limit"))
             for m in measure_all(jobs, args.runs, args.time_box):
                 kind, name = m["loader"].split("/", 1)

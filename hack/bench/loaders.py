@@ -420,8 +420,12 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
     if build:  # a variant of the sidecar: shardfeed's rows alone
         return [] if sweep else [(f"shardfeed, {build}", 0, read(0))]
     if kind == "images-decoded":
+        # The decode limit: each JPEG decoded in full by libjpeg-turbo on
+        # every core, nothing else (no resize, no loader): what decoding
+        # these images costs any loader, above what decode + resize allow.
         return [("shardfeed, portable build (Go's image/jpeg)", 0, read(0))] + [
-            (name, w, peer(cmd, w)) for name, cmd in (("LitData", "decode-litdata"), ("mosaicml-streaming", "decode-mosaic")) for w in (0, 2)]
+            (name, w, peer(cmd, w)) for name, cmd in (("LitData", "decode-litdata"), ("mosaicml-streaming", "decode-mosaic")) for w in (0, 2)] + [
+            (DECODE_LIMIT, EVERY_CORE, lambda e, b: run_peer("decode-limit", data, 0, 0, e, b))]
     if sweep:
         return [("shardfeed", 0, read(0)), ("LitData", 0, peer("read-litdata", 0)), ("mosaicml-streaming", 0, peer("read-mosaic", 0)),
                 ("lancedb", 0, peer("read-lance", 0)), ("pyarrow (Parquet, in order)", 0, pyarrow)]
@@ -489,6 +493,10 @@ PEER_READERS = (("LitData", "read-litdata"), ("mosaicml-streaming", "read-mosaic
                 ("Ray Data", "read-ray"), ("torch-dataloader-utils", "read-tdu"))
 # The machine's limit: each batch copied once in memory, then the same loop.
 LIMIT = "one copy of each batch + the loop (the limit)"
+# The decoded images' limit (peers.decode_limit), a row of its own: every
+# core, no DataLoader.
+DECODE_LIMIT = "the limit: libjpeg-turbo's decode alone on every core (no resize, no loader)"
+EVERY_CORE = -1
 # The same for a shuffled epoch: each batch's rows gathered in plan order.
 LIMIT_GATHER = "one gathered copy of each shuffled batch + the loop"
 # …and with the rows shuffled in runs, as the runs variant's plan.

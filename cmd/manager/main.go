@@ -231,7 +231,12 @@ func run(ctx context.Context, o options) error {
 		// The operator's namespace, where its Role allows leases; named, so
 		// that a manager run outside a pod elects its leader there too.
 		LeaderElectionNamespace: o.namespace,
-		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.certDir, TLSOpts: tlsOptions(o)}),
+		// A manager that stops (an upgrade's rollout, a drained node)
+		// hands the lease over at once instead of leaving its successor
+		// to wait out the lease (15 s without a leader): the process ends
+		// as soon as Start returns, so nothing runs after the release.
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.certDir, TLSOpts: tlsOptions(o)}),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

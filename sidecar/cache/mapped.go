@@ -36,7 +36,7 @@ func (c *Cache) Map(ctx context.Context, s Shard) (*Mapped, error) {
 		var data, whole []byte
 		hash := func(path string, off, size int64, want checksum.Sum) (string, error) {
 			var err error
-			if data, whole, err = mapInPlace(path, s); err != nil {
+			if data, whole, err = mapInPlace(path, s, false); err != nil {
 				return "", err
 			}
 			if int64(len(data)) != size {
@@ -52,7 +52,7 @@ func (c *Cache) Map(ctx context.Context, s Shard) (*Mapped, error) {
 		}
 		if data == nil {
 			var err error
-			if data, whole, err = mapInPlace(src, s); err != nil {
+			if data, whole, err = mapInPlace(src, s, true); err != nil {
 				return nil, fmt.Errorf("stream %q: mapping %s: %w", s.Stream, s.Key, err)
 			}
 		}

@@ -716,26 +716,10 @@ def tabular_lines(data: dict) -> list[str]:
     and ≥ 3× the best peer."""
     listed = [r for r in data["rows"] if r["kind"] == "tabular"]
     rows = {(r["loader"], r["workers"]): r for r in listed}
-    sf, limit, best = rows.get(("shardfeed", 0)), rows.get((LIMIT, 0)), best_peer(listed, None)
-    if not sf:
-        return []
-    x = Stat.of(sf["rate"])
-    parts = []
-    if limit:
-        y = x.median / limit["rate"]["median"]
-        parts.append(f"**{y:.2f}×** [{x.min / limit['rate']['median']:.2f}–{x.max / limit['rate']['median']:.2f}] the one-copy limit "
-                     f"({num(limit['rate']['median'])}; ≥ 0.8×: {'met' if y >= 0.8 else 'NOT met'})")
-    if best:
-        y = x.median / best[1]
-        verdict = f"**{y:.1f}×** the best peer ({best[0]}, {num(best[1])} at its best worker count; ≥ 3×: {'met' if y >= 3 else 'NOT met'}"
-        if limit and y < 3:
-            # The limit makes the same Python strings every loader here
-            # hands over: what no loader can beat with that output.
-            bound = limit["rate"]["median"] / best[1]
-            verdict += f"; the limit itself is {bound:.1f}× that peer" + (
-                ", so ≥ 3× is out of any loader's reach that hands strings over as Python objects" if bound < 3 else "")
-        parts.append(verdict + ")")
-    return [f"- Tabular, {num(x.median)} samples/s: " + ", ".join(parts) + "."] if parts else []
+    # The limit makes the same Python strings every loader here hands
+    # over: what no loader can beat with that output.
+    return target_line("Tabular", rows.get(("shardfeed", 0)), rows.get((LIMIT, 0)), best_peer(listed, None),
+                       "the one-copy limit", "", "that hands strings over as Python objects", limit_first=True)
 
 
 def decoded_lines(data: dict) -> list[str]:
@@ -743,25 +727,35 @@ def decoded_lines(data: dict) -> list[str]:
     ≥ 3× the best peer and ≥ 0.8× the decode limit."""
     listed = [r for r in data["rows"] if r["kind"] == "images-decoded"]
     rows = {r["loader"]: r for r in listed}
-    sf, limit, best = rows.get("shardfeed, libjpeg-turbo build (cgo)"), rows.get(DECODE_LIMIT), best_peer(listed, None)
+    # Decoding each JPEG in full is what no loader here skips.
+    return target_line("Images decoded and resized in the sidecar (libjpeg-turbo build)", rows.get("shardfeed, libjpeg-turbo build (cgo)"),
+                       rows.get(DECODE_LIMIT), best_peer(listed, None), "the decode limit",
+                       "libjpeg-turbo's decode alone on every core, ", "that decodes each image in full")
+
+
+def target_line(title: str, sf: dict | None, limit: dict | None, best: tuple[str, float] | None, limit_name: str, limit_what: str,
+                bound_why: str, limit_first: bool = False) -> list[str]:
+    """A round three target line: shardfeed's row against its limit
+    (≥ 0.8×) and the best peer (≥ 3×), saying where the limit itself puts
+    3× out of reach (no loader passes it in the way bound_why says)."""
     if not sf:
         return []
     x = Stat.of(sf["rate"])
     parts = []
+    if limit:
+        lim = limit["rate"]["median"]
+        y = x.median / lim
+        parts.append(f"**{y:.2f}×** [{x.min / lim:.2f}–{x.max / lim:.2f}] {limit_name} "
+                     f"({limit_what}{num(lim)}; ≥ 0.8×: {'met' if y >= 0.8 else 'NOT met'})")
     if best:
         y = x.median / best[1]
         verdict = f"**{y:.1f}×** the best peer ({best[0]}, {num(best[1])} at its best worker count; ≥ 3×: {'met' if y >= 3 else 'NOT met'}"
         if limit and y < 3:
-            # Decoding each JPEG in full is what no loader here skips.
             bound = limit["rate"]["median"] / best[1]
-            verdict += f"; the decode limit itself is {bound:.1f}× that peer" + (
-                ", so ≥ 3× is out of reach of any loader that decodes each image in full" if bound < 3 else "")
-        parts.append(verdict + ")")
-    if limit:
-        y = x.median / limit["rate"]["median"]
-        parts.append(f"**{y:.2f}×** [{x.min / limit['rate']['median']:.2f}–{x.max / limit['rate']['median']:.2f}] the decode limit "
-                     f"(libjpeg-turbo's decode alone on every core, {num(limit['rate']['median'])}; ≥ 0.8×: {'met' if y >= 0.8 else 'NOT met'})")
-    return [f"- Images decoded and resized in the sidecar (libjpeg-turbo build), {num(x.median)} samples/s: " + ", ".join(parts) + "."] if parts else []
+            verdict += f"; {limit_name} itself is {bound:.1f}× that peer" + (
+                f", so ≥ 3× is out of reach of any loader {bound_why}" if bound < 3 else "")
+        parts.insert(len(parts) if limit_first else 0, verdict + ")")
+    return [f"- {title}, {num(x.median)} samples/s: " + ", ".join(parts) + "."] if parts else []
 
 
 def loader_plots(data: dict, img: Path) -> None:

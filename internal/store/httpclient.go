@@ -40,17 +40,20 @@ func ObjectBody(ctx context.Context) context.Context {
 // HTTPClient is the client of every request a store and its credentials
 // make: response bodies capped (above), no redirect to another host (a
 // redirect would take the request's credentials, or the token it
-// exchanges, where the policy never looked), and, where allow is not nil,
-// no request to a host it refuses. allow sees host[:port] as the request
-// names it, lower-cased.
-func HTTPClient(allow func(hostport string) error) *http.Client {
-	return &http.Client{Transport: Transport(allow), CheckRedirect: sameHostRedirect}
+// exchanges, where the policy never looked), and, where gate is not nil,
+// no request to a host it refuses nor a connection to an address its
+// policy refuses.
+func HTTPClient(gate *Gate) *http.Client {
+	return &http.Client{Transport: Transport(gate), CheckRedirect: sameHostRedirect}
 }
 
 // Transport is HTTPClient's transport, for SDKs that take a transport
 // rather than a client (they follow no redirects of their own).
-func Transport(allow func(hostport string) error) http.RoundTripper {
-	return &guard{rt: baseTransport(), allow: allow}
+func Transport(gate *Gate) http.RoundTripper {
+	if gate == nil {
+		return &guard{rt: baseTransport()}
+	}
+	return &guard{rt: gate.policy.transportOf(), gate: gate}
 }
 
 var (
@@ -79,19 +82,21 @@ func sameHostRedirect(req *http.Request, via []*http.Request) error {
 }
 
 type guard struct {
-	rt    http.RoundTripper
-	allow func(string) error
+	rt   http.RoundTripper
+	gate *Gate
 }
 
 func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 	host := strings.ToLower(req.URL.Host)
-	if g.allow != nil {
-		if err := g.allow(host); err != nil {
+	if g.gate != nil {
+		r, err := g.gate.check(req.URL.Scheme, host)
+		if err != nil {
 			if req.Body != nil {
 				_ = req.Body.Close()
 			}
 			return nil, err
 		}
+		req = req.WithContext(context.WithValue(req.Context(), reachKey{}, r))
 	}
 	resp, err := g.rt.RoundTrip(req)
 	if err != nil || resp.Body == nil || resp.Body == http.NoBody {

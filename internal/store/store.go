@@ -128,11 +128,12 @@ type Source struct {
 	// a Kubernetes ServiceAccount token for the cloud's credentials, and
 	// uses nothing else (no Secret, no ambient chain).
 	Identity *Identity
-	// AllowHost, when not nil, is asked before every request of the
-	// store's workload identity exchange (STS, token endpoints): an error
-	// refuses it. The operator sets it from the platform's allowed
-	// endpoints, which the store's own endpoint already passed.
-	AllowHost func(hostport string) error
+	// Endpoints, when not nil, is the platform's policy on hosts and
+	// addresses: every request of the store, its token exchanges
+	// included, goes only where it allows for that request's use (the
+	// manager, the sidecar and the node agent set it; the CLI on a user's
+	// own machine does not).
+	Endpoints *Endpoints
 	// Retry is the retry policy of every request; zero: DefaultRetry.
 	Retry Retry
 	// Counts, when not nil, counts the store's requests (see Counted).
@@ -277,11 +278,27 @@ type Descriptor struct {
 	// Complete: it takes no credentials (file://).
 	SecretKeys SecretKeys
 	// DefaultHost is the host a source whose URI parsed as u reaches when
-	// it names no endpoint, lower-cased; nil: it reaches no network.
-	DefaultHost func(u *url.URL) string
+	// it names no endpoint, lower-cased (region: the source's); nil: it
+	// reaches no network.
+	DefaultHost func(u *url.URL, region string) (string, error)
+	// Account is the storage account a URI names, to which the stream's
+	// credentials are bound ("": none, the store's credentials are not
+	// an account's); nil: none.
+	Account func(u *url.URL) string
 	// Audience is the token audience of a workload identity that names
 	// none; "": the source must name its own (a Google pool provider).
 	Audience string
+	// AudienceAllowed reports whether a workload identity's audience is
+	// one of this store's cloud's token exchanges.
+	AudienceAllowed func(audience string) bool
+	// Cloud names the cloud whose hosts CloudHosts are ("aws"); "" for a
+	// store of no cloud.
+	Cloud string
+	// CloudHosts are the hosts the cloud operates for the store and its
+	// token exchange, per partition and use; CloudDomains the domains it
+	// owns, where plain HTTP is refused.
+	CloudHosts   []CloudHost
+	CloudDomains []string
 }
 
 // Registry maps URI schemes to the stores that open them.

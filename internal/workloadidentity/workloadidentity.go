@@ -49,26 +49,33 @@ func Audience(src datav1alpha1.Source) string {
 	return stores.DefaultAudience(src.URI) // gs:// names its pool provider (the CRD requires it)
 }
 
-// gcpProvider is the audience of a Google workload identity pool
-// provider: its full resource name.
-var gcpProvider = regexp.MustCompile(`^//iam\.googleapis\.com/projects/[0-9]{1,20}/locations/global/workloadIdentityPools/[a-z0-9-]{1,63}/providers/[a-z0-9-]{1,63}$`)
-
-// CheckAudience refuses a token audience that is not a cloud's token
-// exchange: a token for any other audience is a credential wherever that
-// audience is accepted (for the API server's, a credential of the
-// ServiceAccount itself), and its receiver is the dataset author's choice.
-// Allowed: the AWS and Azure defaults, a Google pool provider's name, and
-// the platform team's own (the chart's datasets.allowedAudiences), never
-// one of the API server's.
-func CheckAudience(audience string, allowed []string) error {
+// CheckAudience refuses a token audience that is not the token exchange
+// of the cloud of the store at uri: a token for any other audience is a
+// credential wherever that audience is accepted (for the API server's, a
+// credential of the ServiceAccount itself; for another cloud's, an
+// identity there), and its receiver is the dataset author's choice.
+// Allowed: the store's cloud's (AWS STS's for s3://, Entra's for az:// and
+// abfss://, a Google pool provider's name for gs://), and the platform
+// team's own (the chart's datasets.allowedAudiences), never one of the
+// API server's.
+func CheckAudience(uri, audience string, allowed []string) error {
+	d, _, err := stores.Lookup(uri)
+	if err != nil {
+		return err
+	}
 	switch {
 	case strings.Contains(strings.ToLower(audience), "kubernetes.default"):
 		return fmt.Errorf("workloadIdentity.audience %q is the Kubernetes API server's: a token for it is a credential of the ServiceAccount itself, which shardfeed never requests", audience)
-	case audience == AudienceAWS || audience == AudienceAzure || gcpProvider.MatchString(audience) || slices.Contains(allowed, audience):
+	case d.AudienceAllowed != nil && d.AudienceAllowed(audience) || slices.Contains(allowed, audience):
 		return nil
 	}
-	return fmt.Errorf("workloadIdentity.audience %q is not a cloud's token exchange: use %s (AWS), %s (Azure), a Google pool provider's name (//iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>), or ask the platform team to add it to the chart's datasets.allowedAudiences",
-		audience, AudienceAWS, AudienceAzure)
+	want := map[string]string{s3.Scheme: AudienceAWS + " (AWS STS)", azure.Scheme: AudienceAzure + " (Microsoft Entra)", azure.SchemeABFSS: AudienceAzure + " (Microsoft Entra)",
+		"gs": "a Google pool provider's name (//iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>)"}[d.Scheme]
+	if want == "" {
+		return fmt.Errorf("workloadIdentity.audience %q: a %s:// store has no workload identity", audience, d.Scheme)
+	}
+	return fmt.Errorf("workloadIdentity.audience %q is not the token exchange of the cloud of %s: use %s, or ask the platform team to add it to the chart's datasets.allowedAudiences",
+		audience, uri, want)
 }
 
 // Identity is the store identity of a source's workload identity, with the

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -47,14 +48,15 @@ const Audience = "api://AzureADTokenExchange"
 // and abfss://container@account.dfs.core.windows.net/prefix, both read
 // through the account's blob endpoint.
 var (
-	Descriptor = store.Descriptor{Scheme: Scheme, Open: Open, SecretKeys: SecretKeys, Audience: Audience,
-		DefaultHost: func(u *url.URL) string { return strings.ToLower(u.Host) + ".blob.core.windows.net" }}
-	DescriptorABFSS = store.Descriptor{Scheme: SchemeABFSS, Open: Open, SecretKeys: SecretKeys, Audience: Audience,
-		DefaultHost: func(u *url.URL) string {
-			account, _, _ := strings.Cut(u.Hostname(), ".")
-			return strings.ToLower(account) + ".blob.core.windows.net"
-		}}
+	Descriptor      = descriptor(Scheme)
+	DescriptorABFSS = descriptor(SchemeABFSS)
 )
+
+func descriptor(scheme string) store.Descriptor {
+	return store.Descriptor{Scheme: scheme, Open: Open, SecretKeys: SecretKeys, Audience: Audience, AudienceAllowed: AudienceAllowed,
+		DefaultHost: func(u *url.URL, _ string) (string, error) { return Account(u) + ".blob.core.windows.net", nil },
+		Account:     Account, Cloud: Cloud, CloudHosts: CloudHosts, CloudDomains: CloudDomains}
+}
 
 // Open returns the store of an az:// or abfss:// source.
 func Open(ctx context.Context, src store.Source, u *url.URL) (store.Store, error) {
@@ -71,6 +73,7 @@ func Open(ctx context.Context, src store.Source, u *url.URL) (store.Store, error
 		// Emulators address the account by the path's first segment.
 		serviceURL = e.Scheme + "://" + e.Host + "/" + account + "/"
 	}
+	account = strings.ToLower(account)
 	client, err := newClient(src, account, serviceURL)
 	if err != nil {
 		return nil, err
@@ -78,6 +81,9 @@ func Open(ctx context.Context, src store.Source, u *url.URL) (store.Store, error
 	return &azStore{client: client.ServiceClient().NewContainerClient(containerName), account: account, container: containerName,
 		prefix: prefix, retry: src.Retry.WithDefaults()}, nil
 }
+
+// accountName is a storage account's name, as Azure allows it.
+var accountName = regexp.MustCompile(`^[a-zA-Z0-9]{3,24}$`)
 
 // parse reads az://account/container/prefix/ and
 // abfss://container@account.dfs.core.windows.net/prefix/.
@@ -89,10 +95,13 @@ func parse(uri string, u *url.URL) (account, containerName, prefix string, err e
 		if account == "" || containerName == "" {
 			return "", "", "", fmt.Errorf("source URI %q: write az://<account>/<container>/<prefix>/", uri)
 		}
+		if !accountName.MatchString(account) {
+			return "", "", "", fmt.Errorf("source URI %q: %q is not a storage account's name (3 to 24 lower-case letters and digits): write az://<account>/<container>/<prefix>/", uri, account)
+		}
 		return account, containerName, store.CleanPrefix(rest), nil
 	case SchemeABFSS:
 		host, found := strings.CutSuffix(u.Hostname(), ".dfs.core.windows.net")
-		if u.User == nil || u.User.Username() == "" || !found || host == "" {
+		if u.User == nil || u.User.Username() == "" || !found || !accountName.MatchString(host) {
 			return "", "", "", fmt.Errorf("source URI %q: write abfss://<container>@<account>.dfs.core.windows.net/<prefix>/ or az://<account>/<container>/<prefix>/", uri)
 		}
 		return host, u.User.Username(), store.CleanPrefix(u.Path), nil
@@ -103,15 +112,18 @@ func parse(uri string, u *url.URL) (account, containerName, prefix string, err e
 // clientOptions leaves retries to store.Retry (one attempt per request)
 // and sends every request through the store's client (store.HTTPClient:
 // bodies capped, no redirect to another host, where the SharedKey
-// signature or the SAS token would follow).
-func clientOptions() *azblob.ClientOptions {
-	return &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}, Transport: store.HTTPClient(nil)}}
+// signature or the SAS token would follow), to the account's hosts (or
+// the platform's) only.
+func clientOptions(src store.Source, account string) *azblob.ClientOptions {
+	return &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1},
+		Transport: store.HTTPClient(src.Endpoints.Gate(Cloud, store.UseStorage, account))}}
 }
 
-// identityOptions are the options of an Entra credential: its token
-// requests through the store's client, to hosts allow accepts.
-func identityOptions(allow func(string) error) azcore.ClientOptions {
-	return azcore.ClientOptions{Transport: store.HTTPClient(allow)}
+// identityOptions are the options of a workload identity's Entra
+// credential: its token requests through the store's client, to Entra's
+// hosts (or the platform's) only.
+func identityOptions(src store.Source) azcore.ClientOptions {
+	return azcore.ClientOptions{Transport: store.HTTPClient(src.Endpoints.Gate(Cloud, store.UseToken, ""))}
 }
 
 // newClient picks the credential: a connection string, a shared key or a
@@ -122,11 +134,11 @@ func newClient(src store.Source, account, serviceURL string) (*azblob.Client, er
 		// Microsoft Entra Workload ID: the ServiceAccount token is the
 		// client assertion of the federated application.
 		cred, err := azidentity.NewClientAssertionCredential(id.TenantID, id.ClientID, id.Token,
-			&azidentity.ClientAssertionCredentialOptions{ClientOptions: identityOptions(src.AllowHost)})
+			&azidentity.ClientAssertionCredentialOptions{ClientOptions: identityOptions(src)})
 		if err != nil {
 			return nil, fmt.Errorf("workload identity (tenant %q, client %q): %w", id.TenantID, id.ClientID, err)
 		}
-		return azblob.NewClient(serviceURL, cred, clientOptions())
+		return azblob.NewClient(serviceURL, cred, clientOptions(src, account))
 	}
 	creds, err := secretKeys(src)
 	if err != nil {
@@ -134,7 +146,10 @@ func newClient(src store.Source, account, serviceURL string) (*azblob.Client, er
 	}
 	switch {
 	case creds[ConnectionStringFile] != "":
-		c, err := azblob.NewClientFromConnectionString(creds[ConnectionStringFile], clientOptions())
+		if err := checkConnectionString(src, account, creds[ConnectionStringFile]); err != nil {
+			return nil, err
+		}
+		c, err := azblob.NewClientFromConnectionString(creds[ConnectionStringFile], clientOptions(src, account))
 		if err != nil {
 			return nil, fmt.Errorf("credentials: %s is not a connection string Azure accepts", ConnectionStringFile)
 		}
@@ -144,18 +159,21 @@ func newClient(src store.Source, account, serviceURL string) (*azblob.Client, er
 		if err != nil {
 			return nil, fmt.Errorf("credentials: %s is not a storage account key (base64)", KeyFile)
 		}
-		return azblob.NewClientWithSharedKeyCredential(serviceURL, key, clientOptions())
+		return azblob.NewClientWithSharedKeyCredential(serviceURL, key, clientOptions(src, account))
 	case creds[SASFile] != "":
-		return azblob.NewClientWithNoCredential(serviceURL+"?"+strings.TrimPrefix(creds[SASFile], "?"), clientOptions())
+		return azblob.NewClientWithNoCredential(serviceURL+"?"+strings.TrimPrefix(creds[SASFile], "?"), clientOptions(src, account))
 	case src.Credentials != nil || src.CredentialsDir != "" && !src.CredentialsOptional:
 		return nil, fmt.Errorf("credentials: the Secret needs one of the keys %s, %s or %s", KeyFile, SASFile, ConnectionStringFile)
 	}
-	cred, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: identityOptions(src.AllowHost)})
+	// The platform's own identity: its token hosts are the environment's
+	// (managed identity's metadata address, the federated token's
+	// authority), never the author's, so only its store requests are gated.
+	cred, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: azcore.ClientOptions{Transport: store.HTTPClient(nil)}})
 	if err != nil {
 		return nil, fmt.Errorf("no credentials for %s: name a Secret with %s, %s or %s, or give the pod a workload identity (%w)",
 			serviceURL, KeyFile, SASFile, ConnectionStringFile, err)
 	}
-	return azblob.NewClient(serviceURL, cred, clientOptions())
+	return azblob.NewClient(serviceURL, cred, clientOptions(src, account))
 }
 
 // SecretKeys is what the store needs of a credentials Secret.

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"cloud.google.com/go/auth"
@@ -34,7 +35,16 @@ const Scheme = "gs"
 // Descriptor is the store's entry in stores.Default. A workload identity
 // names its pool provider: Google's token audience has no default.
 var Descriptor = store.Descriptor{Scheme: Scheme, Open: Open, SecretKeys: SecretKeys,
-	DefaultHost: func(*url.URL) string { return "storage.googleapis.com" }}
+	DefaultHost:     func(*url.URL, string) (string, error) { return "storage.googleapis.com", nil },
+	AudienceAllowed: AudienceAllowed, Cloud: Cloud, CloudHosts: CloudHosts, CloudDomains: CloudDomains}
+
+// poolProvider is the audience of a Google workload identity pool
+// provider: its full resource name.
+var poolProvider = regexp.MustCompile(`^//iam\.googleapis\.com/projects/[0-9]{1,20}/locations/global/workloadIdentityPools/[a-z0-9-]{1,63}/providers/[a-z0-9-]{1,63}$`)
+
+// AudienceAllowed is whether a workload identity's audience is a Google
+// pool provider's.
+func AudienceAllowed(audience string) bool { return poolProvider.MatchString(audience) }
 
 // KeyFile is the key of a Secret (and the file of a credentials directory)
 // holding a service account's JSON key.
@@ -77,7 +87,7 @@ func clientOptions(src store.Source) ([]option.ClientOption, error) {
 	if err != nil {
 		return nil, err
 	}
-	hopts := &httptransport.Options{BaseRoundTripper: store.Transport(nil), Credentials: creds, DisableAuthentication: creds == nil,
+	hopts := &httptransport.Options{BaseRoundTripper: store.Transport(src.Endpoints.Gate(Cloud, store.UseStorage, "")), Credentials: creds, DisableAuthentication: creds == nil,
 		DisableTelemetry: true}
 	client, err := httptransport.NewClient(hopts)
 	if err != nil {
@@ -90,7 +100,7 @@ func clientOptions(src store.Source) ([]option.ClientOption, error) {
 // credentialsOf returns the source's Google credentials; nil for none.
 func credentialsOf(src store.Source) (*auth.Credentials, error) {
 	if id := src.Identity; id != nil {
-		return federated(id, src.AllowHost)
+		return federated(id, src.Endpoints.Gate(Cloud, store.UseToken, ""))
 	}
 	key, err := serviceAccountKey(src)
 	if err != nil {
@@ -99,9 +109,12 @@ func credentialsOf(src store.Source) (*auth.Credentials, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	detect := &credentials.DetectOptions{Scopes: []string{storageScope}, Client: store.HTTPClient(src.AllowHost)}
+	// A key's assertion goes to Google's token hosts only; the platform's
+	// own identity (the metadata server) to where its environment says.
+	detect := &credentials.DetectOptions{Scopes: []string{storageScope}, Client: store.HTTPClient(nil)}
 	switch {
 	case key != nil:
+		detect.Client = store.HTTPClient(src.Endpoints.Gate(Cloud, store.UseToken, ""))
 		creds, err := credentials.NewCredentialsFromJSON(credentials.ServiceAccount, key, detect)
 		if err != nil {
 			return nil, fmt.Errorf("credentials: %s is not a service account's JSON key Google's library accepts", KeyFile)
@@ -135,9 +148,9 @@ const (
 // federated exchanges the ServiceAccount token for Google credentials:
 // Workload Identity Federation with Kubernetes as the OIDC provider, then
 // optionally impersonating a Google service account.
-func federated(id *store.Identity, allow func(string) error) (*auth.Credentials, error) {
+func federated(id *store.Identity, gate *store.Gate) (*auth.Credentials, error) {
 	opts := &externalaccount.Options{
-		Client:               store.HTTPClient(allow),
+		Client:               store.HTTPClient(gate),
 		Audience:             id.Audience,
 		SubjectTokenType:     jwtTokenType,
 		TokenURL:             stsURL,

@@ -31,7 +31,11 @@ const Audience = "sts.amazonaws.com"
 
 // Descriptor is the store's entry in stores.Default.
 var Descriptor = store.Descriptor{Scheme: Scheme, Open: Open, SecretKeys: SecretKeys,
-	DefaultHost: func(*url.URL) string { return "s3.amazonaws.com" }, Audience: Audience}
+	DefaultHost: DefaultHost, Audience: Audience, AudienceAllowed: AudienceAllowed,
+	Cloud: Cloud, CloudHosts: CloudHosts, CloudDomains: CloudDomains}
+
+// Cloud is the name of AWS's hosts in a policy (store.CloudHost.Cloud).
+const Cloud = "aws"
 
 // Open returns the store of an s3:// source.
 func Open(ctx context.Context, src store.Source, u *url.URL) (store.Store, error) {
@@ -58,7 +62,13 @@ func newS3Store(_ context.Context, src store.Source, bucket, prefix string) (*s3
 		return nil, err
 	}
 	endpoint, secure, lookup := "s3.amazonaws.com", true, minio.BucketLookupAuto
-	if src.Endpoint != "" {
+	if src.Endpoint == "" {
+		// The region selects the partition, and with it the hosts minio-go
+		// reaches: a region of none is refused here, before any request.
+		if _, err := DefaultHost(nil, src.Region); err != nil {
+			return nil, err
+		}
+	} else {
 		endpoint, secure, err = parseEndpoint(src.Endpoint)
 		if err != nil {
 			return nil, err
@@ -77,9 +87,10 @@ func newS3Store(_ context.Context, src store.Source, bucket, prefix string) (*s3
 		Secure:       secure,
 		Region:       src.Region,
 		BucketLookup: lookup,
-		// Bodies capped (an endpoint is the author's choice); minio-go
-		// follows no redirects.
-		Transport: store.Transport(nil),
+		// Bodies capped (an endpoint is the author's choice), each request
+		// to S3's hosts or the platform's only; minio-go follows no
+		// redirects.
+		Transport: store.Transport(src.Endpoints.Gate(Cloud, store.UseStorage, "")),
 		// Retries are ours (Retry): one attempt per request here.
 		MaxRetries: 1,
 	})
@@ -134,18 +145,19 @@ func CheckRegion(region string) error {
 }
 
 // STSURL is where a web identity is exchanged: an S3-compatible store's
-// own endpoint (MinIO and Ceph serve STS there), else AWS's regional STS,
-// else its global one.
+// own endpoint (MinIO and Ceph serve STS there), else AWS's regional STS
+// in the region's partition, else its global one. An endpoint of AWS's
+// own (s3.eu-west-1.amazonaws.com) exchanges at AWS STS, never at S3.
 func STSURL(src store.Source) (*url.URL, error) {
 	if src.Endpoint != "" {
-		return store.EndpointURL(src.Endpoint, src.Insecure)
+		u, err := store.EndpointURL(src.Endpoint, src.Insecure)
+		if err != nil || !isAWSHost(u.Hostname()) {
+			return u, err
+		}
 	}
-	if err := CheckRegion(src.Region); err != nil {
+	host, err := partitionHost("sts", src.Region)
+	if err != nil {
 		return nil, err
-	}
-	host := "sts.amazonaws.com"
-	if src.Region != "" {
-		host = "sts." + src.Region + ".amazonaws.com"
 	}
 	return &url.URL{Scheme: "https", Host: host}, nil
 }
@@ -163,10 +175,9 @@ func webIdentity(src store.Source, id *store.Identity) (*credentials.Credentials
 	}
 	// Checked here too, so that a refused STS is said before any token is
 	// requested; the client checks every request again.
-	if src.AllowHost != nil {
-		if err := src.AllowHost(sts.Host); err != nil {
-			return nil, fmt.Errorf("workload identity: AWS STS at %s: %w", sts.Host, err)
-		}
+	gate := src.Endpoints.Gate(Cloud, store.UseToken, "")
+	if err := gate.Check(sts.Scheme, sts.Host); err != nil {
+		return nil, fmt.Errorf("workload identity: AWS STS at %s: %w", sts.Host, err)
 	}
 	creds, err := credentials.NewSTSWebIdentity(sts.String(), func() (*credentials.WebIdentityToken, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), tokenTimeout)
@@ -178,7 +189,7 @@ func webIdentity(src store.Source, id *store.Identity) (*credentials.Credentials
 		return &credentials.WebIdentityToken{Token: token}, nil
 	}, func(w *credentials.STSWebIdentity) {
 		w.RoleARN = id.RoleARN
-		w.Client = store.HTTPClient(src.AllowHost)
+		w.Client = store.HTTPClient(gate)
 	})
 	if err != nil {
 		return nil, err

@@ -183,17 +183,17 @@ func TestRedirectsNeverLeaveTheEndpoint(t *testing.T) {
 	}
 }
 
-// TestTheExchangeReachesOnlyAllowedHosts: a source's AllowHost refuses the
-// STS exchange before any token is sent.
+// TestTheExchangeReachesOnlyAllowedHosts: a policy that does not list the
+// STS host refuses the exchange before any token is sent.
 func TestTheExchangeReachesOnlyAllowedHosts(t *testing.T) {
 	var reached atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { reached.Add(1) }))
 	defer srv.Close()
 	src := hostileSources(srv.URL)["sts"]
-	refused := errors.New("not an allowed endpoint")
-	src.AllowHost = func(string) error { return refused }
+	src.Endpoints = Policy([]string{"minio.storage:9000"}, true)
 	_, err := Open(context.Background(), src)
-	if !errors.Is(err, refused) {
+	var refused *store.HostError
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "is not one the platform team allows") {
 		t.Fatalf("Open = %v, want the host refused", err)
 	}
 	if reached.Load() != 0 {

@@ -67,9 +67,10 @@ func SecretKeysOf(uri string) (store.SecretKeys, bool) {
 }
 
 // DefaultHost returns the host the store of uri reaches when its source
-// names no endpoint; an unknown scheme, or a store that reaches no
+// names no endpoint (in region, where the store's cloud has regions); an
+// unknown scheme, a region of no partition, or a store that reaches no
 // network, is an error.
-func DefaultHost(uri string) (string, error) {
+func DefaultHost(uri, region string) (string, error) {
 	d, u, err := Lookup(uri)
 	if err != nil {
 		return "", err
@@ -77,7 +78,39 @@ func DefaultHost(uri string) (string, error) {
 	if d.DefaultHost == nil {
 		return "", fmt.Errorf("source URI %q: a %s:// store reaches no network", uri, d.Scheme)
 	}
-	return d.DefaultHost(u), nil
+	return d.DefaultHost(u, region)
+}
+
+// Policy is the platform's endpoint policy: the hosts it lists, and,
+// where clouds is set, every store's cloud hosts.
+func Policy(listed []string, clouds bool) *store.Endpoints {
+	p := &store.Endpoints{Listed: listed}
+	seen := map[string]bool{}
+	for _, d := range Descriptors {
+		if d.Cloud == "" || seen[d.Cloud] { // az:// and abfss:// share Azure's hosts
+			continue
+		}
+		seen[d.Cloud] = true
+		p.Domains = append(p.Domains, d.CloudDomains...)
+		if clouds {
+			p.Cloud = append(p.Cloud, d.CloudHosts...)
+		}
+	}
+	return p
+}
+
+// Gate returns the gate of a source's requests of use u under policy:
+// its store's cloud, bound to the account its URI names.
+func Gate(policy *store.Endpoints, uri string, u store.Use) (*store.Gate, error) {
+	d, parsed, err := Lookup(uri)
+	if err != nil {
+		return nil, err
+	}
+	account := ""
+	if d.Account != nil {
+		account = d.Account(parsed)
+	}
+	return policy.Gate(d.Cloud, u, account), nil
 }
 
 // DefaultAudience returns the token audience of a workload identity of

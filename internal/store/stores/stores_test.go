@@ -60,23 +60,30 @@ func TestDescriptors(t *testing.T) {
 			}
 		})
 	}
-	for _, tt := range []struct{ uri, host, audience string }{
-		{"s3://b/p/", "s3.amazonaws.com", "sts.amazonaws.com"},
-		{"gs://b/p/", "storage.googleapis.com", ""},
-		{"az://Acct/c/p/", "acct.blob.core.windows.net", "api://AzureADTokenExchange"},
-		{"abfss://c@Acct.dfs.core.windows.net/p/", "acct.blob.core.windows.net", "api://AzureADTokenExchange"},
+	for _, tt := range []struct{ uri, region, host, audience string }{
+		{"s3://b/p/", "", "s3.amazonaws.com", "sts.amazonaws.com"},
+		{"s3://b/p/", "eu-west-1", "s3.eu-west-1.amazonaws.com", "sts.amazonaws.com"},
+		// The region selects the partition, and the host with it.
+		{"s3://b/p/", "cn-north-1", "s3.cn-north-1.amazonaws.com.cn", "sts.amazonaws.com"},
+		{"s3://b/p/", "us-gov-west-1", "s3.us-gov-west-1.amazonaws.com", "sts.amazonaws.com"},
+		{"gs://b/p/", "", "storage.googleapis.com", ""},
+		{"az://Acct/c/p/", "", "acct.blob.core.windows.net", "api://AzureADTokenExchange"},
+		{"abfss://c@Acct.dfs.core.windows.net/p/", "", "acct.blob.core.windows.net", "api://AzureADTokenExchange"},
 	} {
-		if h, err := DefaultHost(tt.uri); err != nil || h != tt.host {
-			t.Errorf("DefaultHost(%s) = %q, %v; want %q", tt.uri, h, err, tt.host)
+		if h, err := DefaultHost(tt.uri, tt.region); err != nil || h != tt.host {
+			t.Errorf("DefaultHost(%s, %s) = %q, %v; want %q", tt.uri, tt.region, h, err, tt.host)
 		}
 		if a := DefaultAudience(tt.uri); a != tt.audience {
 			t.Errorf("DefaultAudience(%s) = %q, want %q", tt.uri, a, tt.audience)
 		}
 	}
 	for _, uri := range []string{"hdfs://nn/p/", "minio://b/p/", "file:///data/"} {
-		if h, err := DefaultHost(uri); err == nil {
+		if h, err := DefaultHost(uri, ""); err == nil {
 			t.Errorf("DefaultHost(%s) = %q, want an error", uri, h)
 		}
+	}
+	if h, err := DefaultHost("s3://b/p/", "moon-base-1x"); err == nil || !strings.Contains(err.Error(), "no AWS partition") {
+		t.Errorf("a region of no partition reaches %q (%v), want it refused", h, err)
 	}
 	if _, _, err := Lookup("hdfs://nn/p/"); err == nil || !strings.Contains(err.Error(), `scheme "hdfs" is not supported: use s3://, gs://, az://, abfss://, file://`) {
 		t.Errorf("Lookup of an unknown scheme: %v", err)

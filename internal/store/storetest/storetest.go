@@ -197,9 +197,27 @@ func CheckDescriptor(t *testing.T, d store.Descriptor) {
 		t.Errorf("%s://: an empty Secret has every key it needs", d.Scheme)
 	}
 	if d.DefaultHost != nil {
-		u, _ := url.Parse(d.Scheme + "://acct.dfs.core.windows.net/c/p/")
-		if h := d.DefaultHost(u); h == "" || h != strings.ToLower(h) || strings.Contains(h, "/") {
-			t.Errorf("%s://: default host %q is not a lower-case host", d.Scheme, h)
+		uri := d.Scheme + "://acct.dfs.core.windows.net/c/p/" // a bucket, or abfss://'s account
+		if strings.HasPrefix(d.Scheme, "az") {
+			uri = d.Scheme + "://acct/c/p/"
+		}
+		u, _ := url.Parse(uri)
+		h, err := d.DefaultHost(u, "")
+		if err != nil || h == "" || h != strings.ToLower(h) || strings.Contains(h, "/") {
+			t.Errorf("%s://: default host %q (%v) is not a lower-case host", d.Scheme, h, err)
+		}
+		// The host a source reaches without an endpoint is its own
+		// cloud's storage host, for the URI's account.
+		policy := &store.Endpoints{Cloud: d.CloudHosts, Domains: d.CloudDomains}
+		account := ""
+		if d.Account != nil {
+			account = d.Account(u)
+		}
+		if err := policy.Gate(d.Cloud, store.UseStorage, account).Check("https", h); err != nil {
+			t.Errorf("%s://: default host %q is not one of its cloud's storage hosts: %v", d.Scheme, h, err)
+		}
+		if d.AudienceAllowed == nil || d.Audience != "" && !d.AudienceAllowed(d.Audience) {
+			t.Errorf("%s://: its default audience %q is not one it allows", d.Scheme, d.Audience)
 		}
 	}
 }

@@ -94,7 +94,7 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 		src := streams.Source(*s)
 		// A reconcile does not wait minutes for a store: it comes back.
 		src.Retry = store.Retry{MaxElapsed: r.Policy.requestTimeout(), RequestTimeout: r.Policy.requestTimeout()}
-		src.AllowHost = r.Policy.AllowHost()
+		src.Endpoints = r.Policy.Endpoints()
 		src.Counts = read
 		if src.Credentials, src.Identity, err = r.streamCredentials(ctx, ds.Namespace, *s); err != nil {
 			return nil, nil, nil, err

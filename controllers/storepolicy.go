@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -45,28 +46,23 @@ type StorePolicy struct {
 	// with the operator's own identity (IRSA, instance metadata, its
 	// environment); "*" allows every namespace. Empty: none may.
 	AmbientNamespaces []string
-	// AllowedEndpoints, when not empty, are the only store endpoints a
-	// stream may name: "host" or "host:port", "*.example.com" for any
-	// subdomain, "*" for any host. A stream without an endpoint reaches
-	// its cloud's: s3.amazonaws.com, storage.googleapis.com or
-	// <account>.blob.core.windows.net. The manager's default is
-	// CloudEndpoints; empty here (tests, embedding) allows any.
+	// AllowedEndpoints are the store endpoints a stream may name beside
+	// the clouds' own (AllowCloudEndpoints): "host" or "host:port",
+	// "*.example.com" for any subdomain, an IP address or CIDR, "*" for
+	// any host (no private, loopback or metadata address though). With
+	// neither (tests, embedding) any endpoint is allowed, unchecked.
 	AllowedEndpoints []string
+	// AllowCloudEndpoints allows the hosts the clouds operate for their
+	// stores and token exchanges (each store's CloudHosts), each for its
+	// own cloud, use and account. The manager's default.
+	AllowCloudEndpoints bool
 	// AllowedAudiences are workload identity audiences allowed beside the
 	// clouds' own (workloadidentity.CheckAudience).
 	AllowedAudiences []string
 }
 
-// CloudEndpoints are the hosts the manager allows by default
-// (--allow-cloud-endpoints, the chart's datasets.allowCloudEndpoints): the
-// clouds' own stores and token exchanges. Every stream carries a
-// credential (a Secret, a workload identity, or the operator's own), and
-// an author-chosen host would receive it; the platform team adds
-// in-cluster stores (--allowed-endpoints), and "*" allows any host.
-var CloudEndpoints = store.CloudEndpoints
-
-// AnyEndpoint in AllowedEndpoints allows every host.
-const AnyEndpoint = "*"
+// AnyEndpoint in AllowedEndpoints allows every host name.
+const AnyEndpoint = store.AnyHost
 
 // Defaults of the bounds on index reads.
 const (
@@ -119,11 +115,16 @@ func (p StorePolicy) Check(ns string, i int, s datav1alpha1.Stream) error {
 			field, s.Name, ns, field, field)
 	}
 	if s.Source.WorkloadIdentity != nil {
-		if err := workloadidentity.CheckAudience(workloadidentity.Audience(s.Source), p.AllowedAudiences); err != nil {
+		if err := workloadidentity.CheckAudience(s.Source.URI, workloadidentity.Audience(s.Source), p.AllowedAudiences); err != nil {
 			return fmt.Errorf("%s (%q): %w", field, s.Name, err)
 		}
 	}
+	endpoints := p.Endpoints()
 	sts, err := stsHost(s.Source)
+	if err != nil {
+		return fmt.Errorf("%s (%q): %w", field, s.Name, err)
+	}
+	host, err := endpointHost(s.Source)
 	if err != nil {
 		return fmt.Errorf("%s (%q): %w", field, s.Name, err)
 	}
@@ -132,20 +133,24 @@ func (p StorePolicy) Check(ns string, i int, s datav1alpha1.Stream) error {
 			return fmt.Errorf("%s (%q): iceberg.catalog.region: %w", field, s.Name, err)
 		}
 	}
-	if p.anyEndpoint() {
+	if endpoints == nil {
 		return nil
 	}
-	if sts != "" && !p.endpointAllowed(sts) {
-		return fmt.Errorf("%s (%q): the workload identity's token exchange goes to AWS STS at %q, which is not one the platform team allows (the chart's datasets.allowedEndpoints: %s): ask for it to be added",
-			field, s.Name, sts, strings.Join(p.AllowedEndpoints, ", "))
+	scheme := "https"
+	if s.Source.Insecure && s.Source.Endpoint != "" && !strings.HasPrefix(strings.ToLower(s.Source.Endpoint), "https://") {
+		scheme = "http"
 	}
-	host, err := endpointHost(s.Source)
+	gate, err := stores.Gate(endpoints, s.Source.URI, store.UseStorage)
 	if err != nil {
 		return fmt.Errorf("%s (%q): %w", field, s.Name, err)
 	}
-	if !p.endpointAllowed(host) {
-		return fmt.Errorf("%s (%q): endpoint %q is not one the platform team allows (the chart's datasets.allowedEndpoints: %s): use one of them, or ask for it to be added",
-			field, s.Name, host, strings.Join(p.AllowedEndpoints, ", "))
+	if err := gate.Check(scheme, host); err != nil {
+		return fmt.Errorf("%s (%q): endpoint %w", field, s.Name, err)
+	}
+	if sts != "" {
+		if err := endpoints.Gate(s3.Cloud, store.UseToken, "").Check("https", sts); err != nil {
+			return fmt.Errorf("%s (%q): the workload identity's token exchange goes to AWS STS at %q: %w", field, s.Name, sts, err)
+		}
 	}
 	if s.Iceberg == nil {
 		return nil
@@ -156,9 +161,11 @@ func (p StorePolicy) Check(ns string, i int, s datav1alpha1.Stream) error {
 	if err != nil {
 		return fmt.Errorf("%s (%q): %w", field, s.Name, err)
 	}
-	if host != "" && !p.endpointAllowed(host) {
-		return fmt.Errorf("%s (%q): the Iceberg catalog's endpoint %q is not one the platform team allows (the chart's datasets.allowedEndpoints: %s): use a catalog there, or ask for it to be added",
-			field, s.Name, host, strings.Join(p.AllowedEndpoints, ", "))
+	if host == "" {
+		return nil
+	}
+	if err := endpoints.Gate(s3.Cloud, store.UseCatalog, "").Check("https", host); err != nil {
+		return fmt.Errorf("%s (%q): the Iceberg catalog's endpoint %w", field, s.Name, err)
 	}
 	return nil
 }
@@ -175,26 +182,28 @@ func stsHost(src datav1alpha1.Source) (string, error) {
 	}
 	sts, err := s3.STSURL(store.Source{Endpoint: src.Endpoint, Insecure: src.Insecure, Region: src.Region})
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("source.region: %w", err)
 	}
 	return strings.ToLower(sts.Host), nil
 }
 
-// AllowHost is what the policy gives a store.Source's AllowHost: every
-// request of a token exchange goes only to an allowed endpoint. Nil when
-// the platform allows every endpoint.
-func (p StorePolicy) AllowHost() func(hostport string) error {
-	if p.anyEndpoint() {
+// Endpoints is the policy's endpoint policy, which every store the
+// manager opens is given (store.Source.Endpoints): nil where the policy
+// lists nothing and allows no cloud (tests, embedding: unchecked). One
+// policy value is made per list, so that its connections are pooled.
+func (p StorePolicy) Endpoints() *store.Endpoints {
+	if len(p.AllowedEndpoints) == 0 && !p.AllowCloudEndpoints {
 		return nil
 	}
-	return func(hostport string) error {
-		if p.endpointAllowed(strings.ToLower(hostport)) {
-			return nil
-		}
-		return fmt.Errorf("host %q is not one the platform team allows (the chart's datasets.allowedEndpoints: %s)",
-			hostport, strings.Join(p.AllowedEndpoints, ", "))
+	key := fmt.Sprintf("%t\x00%s", p.AllowCloudEndpoints, strings.Join(p.AllowedEndpoints, "\x00"))
+	if e, ok := endpointPolicies.Load(key); ok {
+		return e.(*store.Endpoints)
 	}
+	e, _ := endpointPolicies.LoadOrStore(key, stores.Policy(p.AllowedEndpoints, p.AllowCloudEndpoints))
+	return e.(*store.Endpoints)
 }
+
+var endpointPolicies sync.Map
 
 // catalogHost returns the host[:port] an Iceberg catalog is reached at,
 // lower-cased, or "" for a SQLite file (the author's own disk).
@@ -203,10 +212,11 @@ func catalogHost(c datav1alpha1.IcebergCatalog) (string, error) {
 		if c.Region == "" {
 			return "", fmt.Errorf("the Glue catalog names no region, so its endpoint cannot be checked against the platform's allowed endpoints: set iceberg.catalog.region")
 		}
-		if err := s3.CheckRegion(c.Region); err != nil {
+		host, err := s3.GlueHost(c.Region)
+		if err != nil {
 			return "", fmt.Errorf("iceberg.catalog.region: %w", err)
 		}
-		return "glue." + c.Region + ".amazonaws.com", nil
+		return host, nil
 	}
 	u, err := url.Parse(c.URI)
 	if err != nil {
@@ -240,7 +250,11 @@ func (p StorePolicy) ambient(ns string) bool {
 func endpointHost(src datav1alpha1.Source) (string, error) {
 	endpoint := src.Endpoint
 	if endpoint == "" {
-		return stores.DefaultHost(src.URI) // an unknown scheme is refused, never taken for AWS
+		host, err := stores.DefaultHost(src.URI, src.Region) // an unknown scheme is refused, never taken for AWS
+		if err != nil {
+			return "", fmt.Errorf("source.region: %w", err)
+		}
+		return host, nil
 	}
 	host := endpoint
 	if strings.Contains(endpoint, "://") {
@@ -253,13 +267,3 @@ func endpointHost(src datav1alpha1.Source) (string, error) {
 	return strings.ToLower(host), nil
 }
 
-// endpointAllowed matches host[:port] against the allow-list: an entry
-// without a port allows every port of its host.
-// anyEndpoint says whether the policy allows every host.
-func (p StorePolicy) anyEndpoint() bool {
-	return len(p.AllowedEndpoints) == 0 || slices.Contains(p.AllowedEndpoints, AnyEndpoint)
-}
-
-func (p StorePolicy) endpointAllowed(hostport string) bool {
-	return store.HostAllowed(p.AllowedEndpoints, hostport)
-}

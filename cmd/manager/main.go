@@ -121,8 +121,8 @@ func main() {
 	flag.StringVar(&o.nodeAgentDir, "node-agent-dir", "", "the node agent's socket directory on every node (the chart's nodeCache.socketDir, when nodeCache.enabled); the webhook mounts it into sidecars, which then ask the agent for shards before the store. Empty: no node cache")
 	flag.StringVar(&o.nodeAgentNamespaces, "node-agent-namespaces", "", "comma-separated namespaces whose pods' sidecars use the node agent (--node-agent-dir), \"*\" for all: the socket directory is a hostPath, which namespaces enforcing the baseline or restricted Pod Security level refuse")
 	flag.StringVar(&o.allowedAudiences, "allowed-audiences", "", "comma-separated workload identity audiences datasets may name beside the clouds' own (sts.amazonaws.com, api://AzureADTokenExchange, a Google pool provider's name); never the API server's")
-	flag.StringVar(&o.allowedEndpoints, "allowed-endpoints", "", "comma-separated store endpoints datasets may name beside the clouds' own (host, host:port, *.domain), e.g. in-cluster stores; * allows any host, and sends each stream's credentials wherever its author says")
-	flag.BoolVar(&o.allowCloudEndpoints, "allow-cloud-endpoints", true, "allow the clouds' own stores and token exchanges ("+strings.Join(controllers.CloudEndpoints, ", ")+") beside --allowed-endpoints")
+	flag.StringVar(&o.allowedEndpoints, "allowed-endpoints", "", "comma-separated store endpoints datasets may name beside the clouds' own (host, host:port, *.domain, an IP address or CIDR), e.g. in-cluster stores; a listed name may resolve to a private or loopback address, a metadata address must be listed as an address; * allows any host name, and sends each stream's credentials wherever its author says (public addresses only)")
+	flag.BoolVar(&o.allowCloudEndpoints, "allow-cloud-endpoints", true, "allow the hosts the clouds operate for their stores and token exchanges (S3, STS and Glue in aws, aws-us-gov and aws-cn; Azure Blob Storage and Entra in the public, China and Government clouds; Cloud Storage and Google's token services), each for its own cloud's credentials, beside --allowed-endpoints")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine) // --zap-log-level=debug|info|error, --zap-devel, …
 	flag.Parse()
@@ -174,10 +174,8 @@ func run(ctx context.Context, o options) error {
 	}
 	o.policy.InFlight = semaphore.NewWeighted(o.policy.InFlightBytes)
 	o.policy.AmbientNamespaces, o.policy.AllowedEndpoints = list(o.ambientNamespaces), list(o.allowedEndpoints)
-	if o.allowCloudEndpoints {
-		o.policy.AllowedEndpoints = append(o.policy.AllowedEndpoints, controllers.CloudEndpoints...)
-	}
-	if len(o.policy.AllowedEndpoints) == 0 {
+	o.policy.AllowCloudEndpoints = o.allowCloudEndpoints
+	if len(o.policy.AllowedEndpoints) == 0 && !o.allowCloudEndpoints {
 		return fmt.Errorf("--allow-cloud-endpoints=false and no --allowed-endpoints: no dataset could be read; list the store endpoints datasets may name")
 	}
 	o.policy.AllowedAudiences = list(o.allowedAudiences)

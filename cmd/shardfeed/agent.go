@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
-	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/nodecache"
 )
 
@@ -57,11 +56,8 @@ docs/operations.md#the-node-cache, docs/security.md.`,
 				}
 				opts.LimitBytes = q.Value()
 			}
-			opts.AllowedEndpoints = allowedEndpoints
-			if allowCloud {
-				opts.AllowedEndpoints = append(opts.AllowedEndpoints, store.CloudEndpoints...)
-			}
-			if len(opts.AllowedEndpoints) == 0 {
+			opts.AllowedEndpoints, opts.AllowCloudEndpoints = allowedEndpoints, allowCloud
+			if len(opts.AllowedEndpoints) == 0 && !allowCloud {
 				return errors.New("no endpoint is allowed: give --allowed-endpoints (the manager's datasets.allowedEndpoints) or --allow-cloud-endpoints")
 			}
 			opts.SharedSources = sharedSrcs
@@ -100,8 +96,8 @@ docs/operations.md#the-node-cache, docs/security.md.`,
 	f.StringVar(&limit, "cache-limit", "", "the node's byte budget for shards, e.g. 200Gi (default: no limit)")
 	f.StringVar(&socket, "socket", sidecarconfig.NodeAgentSocket, "the Unix socket the sidecars of the node reach")
 	f.StringVar(&opts.Node, "node", "", "the agent's node (the downward API's spec.nodeName): a token of a pod on another node is refused")
-	f.StringSliceVar(&allowedEndpoints, "allowed-endpoints", nil, `store endpoints the agent may reach: "host", "host:port", "*.example.com", "*" any (the manager's --allowed-endpoints)`)
-	f.BoolVar(&allowCloud, "allow-cloud-endpoints", true, "allow the clouds' own stores and token exchanges beside --allowed-endpoints")
+	f.StringSliceVar(&allowedEndpoints, "allowed-endpoints", nil, `store endpoints the agent may reach beside the clouds' own: "host", "host:port", "*.example.com", an IP address or CIDR, "*" any name (public addresses only) (the manager's --allowed-endpoints)`)
+	f.BoolVar(&allowCloud, "allow-cloud-endpoints", true, "allow the hosts the clouds operate for their stores and token exchanges, each for its own cloud's credentials, beside --allowed-endpoints")
 	f.StringSliceVar(&sharedSrcs, "shared-source", nil, "a URI prefix (s3://bucket/prefix/) whose shards every pod of the node may read from the cache, whatever its namespace: data the platform marks readable by all")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster, else $KUBECONFIG)")
 	f.StringVar(&metricsAddr, "metrics-addr", ":9465", `TCP address of the Prometheus metrics ("" for none)`)

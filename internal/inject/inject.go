@@ -802,7 +802,7 @@ func identityVolume(pod *corev1.Pod, ds *datav1alpha1.TrainingDataset, audiences
 		// Checked here too: a dataset admitted before the check, or past
 		// the validating webhook, must not get a pod's token projected for
 		// an audience of the author's choosing.
-		if err := workloadidentity.CheckAudience(workloadidentity.Audience(s.Source), audiences); err != nil {
+		if err := workloadidentity.CheckAudience(s.Source.URI, workloadidentity.Audience(s.Source), audiences); err != nil {
 			return nil, nil, deny("TrainingDataset %q: spec.streams[%d] (%q): %v", ds.Name, i, s.Name, err)
 		}
 		sources = append(sources, corev1.VolumeProjection{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{

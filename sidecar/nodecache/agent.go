@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -56,9 +55,12 @@ type Options struct {
 	// is refused.
 	Node string
 	Auth Authenticator
-	// AllowedEndpoints are the store endpoints the agent reaches (store.
-	// HostAllowed's patterns; "*" any). Empty: store.CloudEndpoints.
-	AllowedEndpoints []string
+	// AllowedEndpoints are the store endpoints the agent reaches beside
+	// the clouds' own (store.Endpoints.Listed's entries; "*" any name),
+	// and AllowCloudEndpoints allows the clouds' own hosts, each for its
+	// own cloud's credentials. Neither: the clouds' own.
+	AllowedEndpoints    []string
+	AllowCloudEndpoints bool
 	// SharedSources are URI prefixes ("s3://public-data/") whose entries
 	// every pod of the node may read, whatever its namespace and
 	// credentials: data the platform team marks as readable by all.
@@ -125,7 +127,9 @@ type Agent struct {
 	cache   *cache.Cache
 	key     []byte // keys the hash of a request's credentials
 	slots   chan struct{}
-	allowed []string
+	// endpoints is where the agent's requests may go, every store's and
+	// every address's.
+	endpoints *store.Endpoints
 
 	mu    sync.Mutex
 	stats Stats
@@ -183,7 +187,7 @@ func NewAgent(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: opts, key: key, slots: make(chan struct{}, opts.MaxInFlight), allowed: opts.AllowedEndpoints,
+	a := &Agent{opts: opts, key: key, slots: make(chan struct{}, opts.MaxInFlight),
 		wanted: map[string]time.Time{}, queued: map[string]bool{}, warmed: map[string]time.Time{}, warmQ: make(chan warmJob, opts.WarmQueue),
 		lead: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shardfeed_node_cache_prewarm_lead_seconds",
 			Help:    "How long a shard a warm request had fetched was on the node before a pod first asked for it: the pre-warm lead time.",
@@ -194,9 +198,7 @@ func NewAgent(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
 	a.cache = c
-	if len(a.allowed) == 0 {
-		a.allowed = store.CloudEndpoints
-	}
+	a.endpoints = stores.Policy(opts.AllowedEndpoints, opts.AllowCloudEndpoints || len(opts.AllowedEndpoints) == 0)
 	a.stats.ByNamespace = map[string]NamespaceStats{}
 	a.filled = map[string]bool{}
 	a.dropStaleSums()
@@ -413,7 +415,7 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
 // agent took when it filled it) is discarded and filled again once. hit
 // says the entry was on the node already.
 func (a *Agent) acquire(ctx context.Context, req Request, shard cache.Shard) (file *os.File, hit bool, err error) {
-	src := req.Source.storeSource(a.opts.Retry, a.allowHost)
+	src := req.Source.storeSource(a.opts.Retry, a.endpoints)
 	for attempt := 0; ; attempt++ {
 		f := &fill{open: func(ctx context.Context) (store.Store, error) { return a.opts.Open(ctx, src) }, key: req.Key, size: req.Size,
 			filling: func() { a.filling(shard.Key) }}
@@ -561,36 +563,31 @@ func fillError(req Request, err error) error {
 	return errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("stream %q: ", entries)))
 }
 
-// checkEndpoint refuses a store host the platform does not allow: the
-// agent would send it the job's credentials from the node.
+// checkEndpoint refuses a store host the platform does not allow for the
+// source's cloud and account: the agent would send it the job's
+// credentials from the node. Each request and each address it connects
+// to are checked again as the store makes them.
 func (a *Agent) checkEndpoint(s Source) error {
-	host := ""
+	host, scheme := "", "https"
 	if s.Endpoint != "" {
 		u, err := store.EndpointURL(s.Endpoint, s.Insecure)
 		if err != nil {
 			return err
 		}
-		host = u.Host
+		host, scheme = u.Host, u.Scheme
 	} else {
-		h, err := stores.DefaultHost(s.URI)
+		h, err := stores.DefaultHost(s.URI, s.Region)
 		if err != nil {
 			return err
 		}
 		host = h
 	}
-	return a.allowHost(host)
-}
-
-func (a *Agent) allowHost(hostport string) error {
-	h := hostport
-	if hh, _, err := net.SplitHostPort(hostport); err == nil {
-		h = hh
+	gate, err := stores.Gate(a.endpoints, s.URI, store.UseStorage)
+	if err != nil {
+		return err
 	}
-	if ip := net.ParseIP(h); ip != nil && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified()) {
-		return fmt.Errorf("endpoint %s is link-local (a node's metadata service): the node agent never reaches it", hostport)
-	}
-	if !store.HostAllowed(a.allowed, hostport) {
-		return fmt.Errorf("endpoint %s is not one the node agent may reach (the chart's datasets.allowedEndpoints: %s)", hostport, strings.Join(a.allowed, ", "))
+	if err := gate.Check(scheme, host); err != nil {
+		return fmt.Errorf("the node agent may not reach this endpoint: %w", err)
 	}
 	return nil
 }

@@ -180,9 +180,9 @@ func (r Request) Check() error {
 }
 
 // storeSource is the store.Source the agent opens for the request.
-func (s Source) storeSource(retry store.Retry, allowHost func(string) error) store.Source {
+func (s Source) storeSource(retry store.Retry, endpoints *store.Endpoints) store.Source {
 	src := store.Source{URI: s.URI, Endpoint: s.Endpoint, Region: s.Region, Insecure: s.Insecure,
-		Credentials: maps.Clone(s.Credentials), Retry: retry, AllowHost: allowHost}
+		Credentials: maps.Clone(s.Credentials), Retry: retry, Endpoints: endpoints}
 	if src.Credentials == nil && s.Identity == nil {
 		src.Credentials = map[string][]byte{} // never the agent's own chain
 	}

@@ -266,4 +266,3 @@ func endpointHost(src datav1alpha1.Source) (string, error) {
 	}
 	return strings.ToLower(host), nil
 }
-

@@ -281,8 +281,8 @@ func (e *Endpoints) addressAllowed(host string, a netip.Addr, r reach) error {
 	if ok {
 		return nil
 	}
-	return fmt.Errorf("%s resolves to %s, %s, which shardfeed does not connect to unless the platform team lists that address (datasets.allowedEndpoints, e.g. %q)",
-		host, a, classNames[c], a.String())
+	return &HostError{Host: host, Why: fmt.Sprintf("%s resolves to %s, %s, which shardfeed does not connect to unless the platform team lists that address (datasets.allowedEndpoints, e.g. %q)",
+		host, a, classNames[c], a.String())}
 }
 
 type reachKey struct{}

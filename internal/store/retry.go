@@ -61,6 +61,11 @@ func Retryable(err error) bool {
 	if err == nil || errors.Is(err, ErrNotFound) {
 		return false
 	}
+	// A host or address the policy refuses is refused on every attempt.
+	var refused *HostError
+	if errors.As(err, &refused) {
+		return false
+	}
 	// A name that does not resolve will not resolve on the next attempt.
 	var dns *net.DNSError
 	if errors.As(err, &dns) && dns.IsNotFound {

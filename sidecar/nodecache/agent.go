@@ -123,10 +123,10 @@ type NamespaceStats struct {
 
 // Agent serves a node's cached shards.
 type Agent struct {
-	opts    Options
-	cache   *cache.Cache
-	key     []byte // keys the hash of a request's credentials
-	slots   chan struct{}
+	opts  Options
+	cache *cache.Cache
+	key   []byte // keys the hash of a request's credentials
+	slots chan struct{}
 	// endpoints is where the agent's requests may go, every store's and
 	// every address's.
 	endpoints *store.Endpoints

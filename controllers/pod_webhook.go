@@ -59,6 +59,11 @@ type PodInjector struct {
 	// Audiences are the workload identity audiences the platform allows
 	// beside the clouds' own.
 	Audiences []string
+	// AllowedEndpoints and AllowCloudEndpoints are the platform's endpoint
+	// policy (StorePolicy's), which sidecars check their requests and the
+	// addresses they connect to against.
+	AllowedEndpoints    []string
+	AllowCloudEndpoints bool
 	// NodeAgentDir, when set, is the node agent's socket directory on the
 	// nodes (the chart's nodeCache.enabled): sidecars of the pods of
 	// NodeAgentNamespaces ("*": all) mount it and ask the agent first. A
@@ -127,7 +132,8 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources, Audiences: p.Audiences}
+	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources, Audiences: p.Audiences,
+		AllowedEndpoints: p.AllowedEndpoints, AllowCloudEndpoints: p.AllowCloudEndpoints}
 	if slices.Contains(p.NodeAgentNamespaces, "*") || slices.Contains(p.NodeAgentNamespaces, ns) {
 		in.NodeAgentDir = p.NodeAgentDir
 	}

@@ -291,7 +291,8 @@ func run(ctx context.Context, o options) error {
 	}
 	injector := &controllers.PodInjector{
 		Cache: mgr.GetCache(), Reader: admissionReader, ConfigMaps: admissionClients.CoreV1(), Decoder: decoder, Images: images,
-		Operator: operator, Resources: resources, OperatorNamespace: o.namespace, Audiences: o.policy.AllowedAudiences, NodeAgentDir: o.nodeAgentDir, NodeAgentNamespaces: list(o.nodeAgentNamespaces),
+		Operator: operator, Resources: resources, OperatorNamespace: o.namespace, Audiences: o.policy.AllowedAudiences,
+		AllowedEndpoints: o.policy.AllowedEndpoints, AllowCloudEndpoints: o.policy.AllowCloudEndpoints, NodeAgentDir: o.nodeAgentDir, NodeAgentNamespaces: list(o.nodeAgentNamespaces),
 	}
 	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: injector})
 	hooks.Register(controllers.JobWebhookPath, &webhook.Admission{Handler: &controllers.JobReserver{Pods: injector}})

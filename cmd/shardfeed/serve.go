@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/handoff"
@@ -51,6 +53,10 @@ type feedOptions struct {
 	pprof             bool
 	// nodeAgent is the node agent's socket (the sidecar's, #58).
 	nodeAgent, nodeAgentToken string
+	// allowedEndpoints and allowCloudEndpoints are the platform's endpoint
+	// policy (the sidecar's, from the webhook).
+	allowedEndpoints    []string
+	allowCloudEndpoints bool
 	nodeAgentWait             time.Duration
 	metricsTLS                bool
 	generation                int64
@@ -174,6 +180,8 @@ audience "shardfeed"; SHARDFEED_GENERATION fences replaced attempts), or to
 	f.StringVar(&o.nodeAgent, "node-agent", env(sidecarconfig.EnvNodeAgent, ""), "the node agent's socket (the node cache); \"\": none. Any failure of the agent reads the store")
 	f.StringVar(&o.nodeAgentToken, "node-agent-token", sidecarconfig.NodeAgentTokenPath, "the projected ServiceAccount token (audience shardfeed-agent) shown to the node agent")
 	f.DurationVar(&o.nodeAgentWait, "node-agent-wait", nodecache.DefaultWait, "how long to wait for the node agent's answer to begin before reading the store")
+	f.StringSliceVar(&o.allowedEndpoints, "allowed-endpoints", splitList(env(sidecarconfig.EnvAllowedEndpoints, "")), "the platform's store endpoints beside the clouds' own (the manager's --allowed-endpoints, set by the webhook): every request and every address the sidecar connects to is checked")
+	f.BoolVar(&o.allowCloudEndpoints, "allow-cloud-endpoints", env(sidecarconfig.EnvAllowCloudEndpoints, "") == "true", "allow the clouds' own storage and token hosts (the manager's --allow-cloud-endpoints, set by the webhook)")
 	f.DurationVar(&o.phasesPoll, "schedule-poll", 10*time.Second, "how often the sidecar rereads the plan's schedule (it restarts when phases are appended)")
 	o.addFlags(f)
 	f.Lookup("socket").DefValue = DefaultSocket
@@ -205,6 +213,9 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 	}
 	if inPod {
 		cfg.IdentityDir = workloadidentity.TokenDir
+	}
+	if len(o.allowedEndpoints) > 0 || o.allowCloudEndpoints {
+		cfg.Endpoints = stores.Policy(o.allowedEndpoints, o.allowCloudEndpoints)
 	}
 	if o.nodeAgent != "" {
 		cfg.NodeAgent = nodecache.NewClient(o.nodeAgent, o.nodeAgentToken, o.nodeAgentWait, 0)
@@ -346,4 +357,15 @@ func (o *feedOptions) sayWhatRuns(w io.Writer, st *progress.FileStore, dataset s
 	_, err = fmt.Fprintf(w, "shardfeed serve: job %q of TrainingDataset %q resumes at epoch %d, step %d, committed %s (state: %s); --fresh starts a new job instead\n",
 		o.job, dataset, s.Epoch, s.Step, s.Committed.Format(time.RFC3339), o.state)
 	return err
+}
+
+// splitList reads a comma-separated list, empty entries dropped.
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -135,6 +135,12 @@ type Input struct {
 	// Audiences are the workload identity audiences the platform allows
 	// beside the clouds' own (workloadidentity.CheckAudience).
 	Audiences []string
+	// AllowedEndpoints and AllowCloudEndpoints are the platform's endpoint
+	// policy: the sidecar checks each request and each address it connects
+	// to against it (sidecarconfig.EnvAllowedEndpoints). Neither: none
+	// given, the sidecar checks nothing (a manager that checks nothing).
+	AllowedEndpoints    []string
+	AllowCloudEndpoints bool
 	// NodeAgentDir, when set, is the node agent's socket directory on
 	// every node (the chart's nodeCache): the sidecar mounts it read-only
 	// and asks the agent for shards before the store.
@@ -265,6 +271,10 @@ func Inject(in Input) (*corev1.Pod, error) {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 		mounts = append(mounts, agentMounts...)
 		env = append(env, corev1.EnvVar{Name: sidecarconfig.EnvNodeAgent, Value: sidecarconfig.NodeAgentSocket})
+	}
+	if len(in.AllowedEndpoints) > 0 || in.AllowCloudEndpoints {
+		env = append(env, corev1.EnvVar{Name: sidecarconfig.EnvAllowedEndpoints, Value: strings.Join(in.AllowedEndpoints, ",")},
+			corev1.EnvVar{Name: sidecarconfig.EnvAllowCloudEndpoints, Value: strconv.FormatBool(in.AllowCloudEndpoints)})
 	}
 	if vol, mount, err := identityVolume(pod, ds, in.Audiences); err != nil {
 		return nil, err

@@ -603,3 +603,33 @@ func TestReservationIsMadeOnceWithTheImageThePodsWillRun(t *testing.T) {
 		})
 	}
 }
+
+// The sidecar is told the platform's endpoint policy, which it checks
+// every request and every address it connects to against; a manager that
+// checks nothing tells it nothing.
+func TestInjectTellsTheSidecarThePlatformsEndpoints(t *testing.T) {
+	in := Input{Pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"}), Dataset: dataset(),
+		Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2}, Images: ImagePolicy{Default: "shardfeed:v1"}, MaxShardBytes: 1 << 30,
+		AllowedEndpoints: []string{"minio.storage:9000", "10.0.0.0/8"}, AllowCloudEndpoints: true}
+	got, err := Inject(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := got.Spec.InitContainers[0].Env
+	for _, want := range []corev1.EnvVar{{Name: sidecarconfig.EnvAllowedEndpoints, Value: "minio.storage:9000,10.0.0.0/8"},
+		{Name: sidecarconfig.EnvAllowCloudEndpoints, Value: "true"}} {
+		if !slices.Contains(env, want) {
+			t.Errorf("the sidecar is not told %s=%s: %v", want.Name, want.Value, env)
+		}
+	}
+	in.Pod = pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"})
+	in.AllowedEndpoints, in.AllowCloudEndpoints = nil, false
+	if got, err = Inject(in); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range got.Spec.InitContainers[0].Env {
+		if e.Name == sidecarconfig.EnvAllowedEndpoints || e.Name == sidecarconfig.EnvAllowCloudEndpoints {
+			t.Errorf("a manager that checks nothing told the sidecar %s=%q", e.Name, e.Value)
+		}
+	}
+}

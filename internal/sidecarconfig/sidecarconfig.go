@@ -83,6 +83,12 @@ const (
 	// EnvNodeAgent is the node agent's socket, set when the webhook
 	// mounts it.
 	EnvNodeAgent = "SHARDFEED_NODE_AGENT"
+	// EnvAllowedEndpoints (comma-separated) and EnvAllowCloudEndpoints
+	// ("true") are the platform's endpoint policy, as the manager's
+	// --allowed-endpoints and --allow-cloud-endpoints say it: the sidecar
+	// checks every request and every address it connects to against it.
+	EnvAllowedEndpoints    = "SHARDFEED_ALLOWED_ENDPOINTS"
+	EnvAllowCloudEndpoints = "SHARDFEED_ALLOW_CLOUD_ENDPOINTS"
 )
 
 // Config is what the webhook tells a sidecar.

@@ -68,6 +68,10 @@ type Config struct {
 	// platform's chain, as the author's CLI does.
 	IdentityDir string
 
+	// Endpoints, when set, is the platform's endpoint policy: every
+	// request of the streams' stores and every address it connects to
+	// are checked against it (the webhook passes the manager's).
+	Endpoints *store.Endpoints
 	// NodeAgent, when set, is asked for each shard before the store (the
 	// node's cache, #58).
 	NodeAgent *nodecache.Client
@@ -253,7 +257,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	counts := &store.Counts{}
 	for i, s := range spec.Streams {
 		src := streams.SharedCredentials(s, cfg.CredentialsDir)
-		src.Counts, src.ConfigMapsDir = counts, cfg.ConfigMapsDir
+		src.Counts, src.ConfigMapsDir, src.Endpoints = counts, cfg.ConfigMapsDir, cfg.Endpoints
 		if cfg.CredentialsPerSecret {
 			src.CredentialsDir, src.CredentialsOptional = "", false
 			if s.Source.CredentialsSecretRef != nil {

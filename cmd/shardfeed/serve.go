@@ -57,10 +57,10 @@ type feedOptions struct {
 	// policy (the sidecar's, from the webhook).
 	allowedEndpoints    []string
 	allowCloudEndpoints bool
-	nodeAgentWait             time.Duration
-	metricsTLS                bool
-	generation                int64
-	operator                  progress.Remote
+	nodeAgentWait       time.Duration
+	metricsTLS          bool
+	generation          int64
+	operator            progress.Remote
 }
 
 // DefaultSocket is the socket inside a pod (design §1).

@@ -30,6 +30,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -133,12 +134,18 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 			ce       *credentialsError
 			na       *notAllowedError
 			tooLarge *index.TooLargeError
+			refused  *store.HostError
 		)
 		switch {
 		case errors.As(err, &ce):
 			reason = datav1alpha1.ReasonCredentials
 		case errors.As(err, &na):
 			reason = datav1alpha1.ReasonSourceNotAllowed
+		case errors.As(err, &refused):
+			// A host the policy refuses as the store reaches it (a
+			// connection string's endpoint, an address a name resolves
+			// to): not retried until the spec or the policy changes.
+			reason, na = datav1alpha1.ReasonSourceNotAllowed, &notAllowedError{err}
 		case errors.As(err, &tooLarge):
 			reason = datav1alpha1.ReasonIndexTooLarge
 		}

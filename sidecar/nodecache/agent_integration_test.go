@@ -522,7 +522,7 @@ func TestIntegrationTheAgentKnowsWhoAsks(t *testing.T) {
 		{"a token not bound to a pod", unbound, ok, "not bound to a pod"},
 		{"a token for the operator", operatorToken, ok, "401"},
 		{"a pod of another node", elsewhere.token, ok, `runs on node "node-b"`},
-		{"an endpoint the platform does not allow", good.token, at("http://127.0.0.2:9000"), "not one the node agent may reach"},
+		{"an endpoint the platform does not allow", good.token, at("http://127.0.0.2:9000"), "the node agent may not reach this endpoint"},
 		{"a node's metadata service", good.token, at("http://169.254.169.254"), "link-local"},
 		{"a file", good.token, fileURI, "not files"},
 		{"no credentials", good.token, noCreds, "never its own"},

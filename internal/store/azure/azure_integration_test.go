@@ -96,11 +96,11 @@ func TestIntegrationRefusals(t *testing.T) {
 	}{
 		{"no container", "az://acct/", store.Source{}, "write az://<account>/<container>/<prefix>/"},
 		{"abfss without a container", "abfss://acct.dfs.core.windows.net/x/", store.Source{}, "write abfss://<container>@<account>.dfs.core.windows.net/<prefix>/"},
-		{"plain HTTP not allowed", "az://a/c/", store.Source{Endpoint: server.URL, Credentials: sharedKey()}, "plain HTTP: set insecure: true"},
-		{"not an endpoint", "az://a/c/", store.Source{Endpoint: "http://azurite:10000/devstoreaccount1", Insecure: true}, "with no path"},
-		{"a Secret without a key", "az://a/c/", store.Source{Credentials: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("x")}},
+		{"plain HTTP not allowed", "az://acct/c/", store.Source{Endpoint: server.URL, Credentials: sharedKey()}, "plain HTTP: set insecure: true"},
+		{"not an endpoint", "az://acct/c/", store.Source{Endpoint: "http://azurite:10000/devstoreaccount1", Insecure: true}, "with no path"},
+		{"a Secret without a key", "az://acct/c/", store.Source{Credentials: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("x")}},
 			"the Secret needs one of the keys AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING"},
-		{"a key that is not base64", "az://a/c/", store.Source{Credentials: map[string][]byte{azure.KeyFile: []byte("not base64!")}},
+		{"a key that is not base64", "az://acct/c/", store.Source{Credentials: map[string][]byte{azure.KeyFile: []byte("not base64!")}},
 			"AZURE_STORAGE_KEY is not a storage account key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,7 +23,16 @@ import (
 
 var minioServer *testenv.MinIO
 
-func TestMain(m *testing.M) { os.Exit(testenv.RunWithMinIO(m, &minioServer)) }
+func TestMain(m *testing.M) {
+	cleanup, err := trustCloudNames() // before any TLS: the system roots are read once
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := testenv.RunWithMinIO(m, &minioServer)
+	cleanup()
+	os.Exit(code)
+}
 
 // credentialsDir writes a Secret's files, as the webhook mounts them.
 func credentialsDir(t *testing.T, key, secret string) string {

@@ -129,30 +129,11 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 		defer release()
 	}
 	if err != nil {
-		reason := datav1alpha1.ReasonIndexUnreachable
-		var (
-			ce       *credentialsError
-			na       *notAllowedError
-			tooLarge *index.TooLargeError
-			refused  *store.HostError
-		)
-		switch {
-		case errors.As(err, &ce):
-			reason = datav1alpha1.ReasonCredentials
-		case errors.As(err, &na):
-			reason = datav1alpha1.ReasonSourceNotAllowed
-		case errors.As(err, &refused):
-			// A host the policy refuses as the store reaches it (a
-			// connection string's endpoint, an address a name resolves
-			// to): not retried until the spec or the policy changes.
-			reason, na = datav1alpha1.ReasonSourceNotAllowed, &notAllowedError{err}
-		case errors.As(err, &tooLarge):
-			reason = datav1alpha1.ReasonIndexTooLarge
-		}
+		reason, notAllowed := indexErrorReason(err)
 		r.setCondition(&ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionFalse, reason, err.Error())
 		r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionFalse, datav1alpha1.ReasonWaitingForIndex, "the plan needs every stream's index")
 		r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, err.Error())
-		if na != nil {
+		if notAllowed {
 			return reconcile.Result{}, nil // a spec change (or a new policy, with a restart) triggers the next try
 		}
 		logger.Info("Index unreachable, retrying", "err", err.Error())
@@ -309,4 +290,29 @@ func (r *TrainingDatasetReconciler) workers() int {
 		return r.Workers
 	}
 	return 4
+}
+
+// indexErrorReason is the condition reason of an error reading a dataset's
+// indexes, and whether it is one the policy refused (not retried until
+// the spec or the policy changes).
+func indexErrorReason(err error) (reason string, notAllowed bool) {
+	var (
+		ce       *credentialsError
+		na       *notAllowedError
+		tooLarge *index.TooLargeError
+		refused  *store.HostError
+	)
+	switch {
+	case errors.As(err, &ce):
+		return datav1alpha1.ReasonCredentials, false
+	case errors.As(err, &na):
+		return datav1alpha1.ReasonSourceNotAllowed, true
+	case errors.As(err, &refused):
+		// A host the policy refuses as the store reaches it (a connection
+		// string's endpoint, an address a name resolves to).
+		return datav1alpha1.ReasonSourceNotAllowed, true
+	case errors.As(err, &tooLarge):
+		return datav1alpha1.ReasonIndexTooLarge, false
+	}
+	return datav1alpha1.ReasonIndexUnreachable, false
 }

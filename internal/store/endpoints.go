@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -30,17 +31,23 @@ type Endpoints struct {
 	// private or loopback address; a metadata or link-local address is
 	// reached only where its IP (or a CIDR holding it) is listed.
 	Listed []string
-	// Cloud are the clouds' own hosts allowed beside Listed (every store's
-	// CloudHosts; nil: none), and Domains the domains those clouds own,
-	// where plain HTTP is never allowed.
-	Cloud   []CloudHost
-	Domains []string
+	// Cloud are the clouds' own hosts (every store's CloudHosts): allowed
+	// beside Listed where CloudAllowed, each for its cloud, use and
+	// account; refused to any other cloud, use or account even where
+	// Listed holds "*". Domains are the domains those clouds own, where
+	// plain HTTP is never allowed.
+	Cloud        []CloudHost
+	CloudAllowed bool
+	Domains      []string
 	// LookupNetIP resolves a host's addresses (default
 	// net.DefaultResolver's) and Dial connects to an address the policy
 	// allowed (default a net.Dialer's): tests stand a loopback listener in
 	// for a cloud's host with them.
 	LookupNetIP func(ctx context.Context, network, host string) ([]netip.Addr, error)
 	Dial        func(ctx context.Context, network, address string) (net.Conn, error)
+	// Proxy picks a request's egress proxy (default the environment's,
+	// HTTPS_PROXY and the like, as http.DefaultTransport does).
+	Proxy func(*http.Request) (*url.URL, error)
 
 	once      sync.Once
 	transport *http.Transport
@@ -64,6 +71,9 @@ type Gate struct {
 	cloud   string
 	use     Use
 	account string
+	// partition binds an account's credential to one partition of its
+	// cloud: an account's name is unique within one only.
+	partition string
 }
 
 // Gate returns the gate of requests of use u to cloud's hosts; account,
@@ -73,7 +83,25 @@ func (e *Endpoints) Gate(cloud string, u Use, account string) *Gate {
 	if e == nil {
 		return nil
 	}
-	return &Gate{policy: e, cloud: cloud, use: u, account: strings.ToLower(account)}
+	g := &Gate{policy: e, cloud: cloud, use: u, account: strings.ToLower(account)}
+	if g.account != "" {
+		// The cloud's first partition (its public cloud), unless InPartition.
+		if i := slices.IndexFunc(e.Cloud, func(h CloudHost) bool { return h.Cloud == cloud }); i >= 0 {
+			g.partition = e.Cloud[i].Partition
+		}
+	}
+	return g
+}
+
+// InPartition binds the gate's account to another partition of its cloud
+// (one a connection string's EndpointSuffix names).
+func (g *Gate) InPartition(partition string) *Gate {
+	if g == nil {
+		return nil
+	}
+	c := *g
+	c.partition = partition
+	return &c
 }
 
 // HostError is a host a policy refuses, with the value a platform team
@@ -100,11 +128,14 @@ func (g *Gate) check(scheme, hostport string) (reach, error) {
 	}
 	e := g.policy
 	hostport = strings.ToLower(strings.TrimSuffix(hostport, "."))
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
+	host, port := hostport, ""
+	if h, p, err := net.SplitHostPort(hostport); err == nil {
+		host, port = h, p
 	}
 	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
 	refuse := func(format string, a ...any) (reach, error) {
 		return 0, &HostError{Host: hostport, Why: fmt.Sprintf(format, a...)}
 	}
@@ -116,40 +147,57 @@ func (g *Gate) check(scheme, hostport string) (reach, error) {
 			return refuse("%q is refused over plain HTTP: it is under %s, a cloud's domain, where HTTP would carry the stream's credentials in the clear to whoever answers (drop source.insecure and use https)", hostport, d)
 		}
 	}
-	if addr, err := netip.ParseAddr(host); err == nil {
-		if e.addressListed(addr) {
-			return reachListed, nil
-		}
-		if c := classify(addr); c == classMetadata || c == classLinkLocal {
-			return refuse("%q is a link-local or metadata address, which shardfeed reaches only where the platform team lists that address", hostport)
-		}
+	addr, err := netip.ParseAddr(host)
+	switch {
+	case err == nil && e.addressListed(addr, port):
+		return reachListed, nil
+	case err == nil && classify(addr) != classPublic:
+		return refuse("%q is %s, which shardfeed reaches only where the platform team lists that address (a link-local or metadata address never otherwise)", hostport, classNames[classify(addr)])
+	case err != nil && numericName.MatchString(host):
+		// 2852039166 or 0xa9.0xfe.0xa9.0xfe: an address in a form a
+		// resolver or proxy may read as one, which no host name has.
+		return refuse("%q is neither a host name nor an IP address in standard form", hostport)
 	}
 	if e.nameListed(hostport, host) {
 		return reachListed, nil
 	}
 	var other *CloudHost
+	own := false
 	for i, h := range e.Cloud {
 		account, ok := h.Match(host)
 		if !ok {
 			continue
 		}
-		if h.Cloud == g.cloud && h.Use == g.use && (g.account == "" || account == "" || account == g.account) {
-			return reachPrivate, nil
+		if h.Cloud == g.cloud && h.Use == g.use && (g.account == "" || account == "" || account == g.account && h.Partition == g.partition) {
+			if port != "443" {
+				return refuse("%q: the clouds' own hosts are reached over HTTPS on port 443 only", hostport)
+			}
+			if e.CloudAllowed {
+				return reachPrivate, nil
+			}
+			own = true
+			continue
 		}
 		if other == nil {
 			other = &e.Cloud[i]
 		}
 	}
-	if slices.Contains(e.Listed, AnyHost) {
-		return reachPublic, nil
+	if own {
+		other = nil // the host is the gate's own cloud's, for its use
 	}
+	// A cloud's own host is refused to another cloud's credential, use or
+	// account, "*" or not: "*" is for hosts of no cloud.
 	switch {
 	case other != nil && other.Cloud != g.cloud:
 		return refuse("%q is %s's %s host (%s), and this request carries a credential of %s's: each cloud's credentials go to that cloud's hosts only", hostport, other.Cloud, other.Use, other.Partition, g.cloud)
 	case other != nil && other.Use != g.use:
 		return refuse("%q is %s's %s host, and this request is for its %s: a credential goes only to the hosts of its own use", hostport, other.Cloud, other.Use, g.use)
+	case other != nil && other.Partition != g.partition:
+		return refuse("%q is a storage host of %s, and the stream's account is one of %s (an account's name is unique within its cloud only): name a connection string with the account's EndpointSuffix, or ask the platform team to list the host", hostport, other.Partition, g.partition)
 	case other != nil:
 		return refuse("%q is the storage host of another account than %s: a storage account's credentials go to that account's hosts only", hostport, g.account)
+	case slices.Contains(e.Listed, AnyHost):
+		return reachPublic, nil
 	}
 	why := fmt.Sprintf("%q is not one the platform team allows (the chart's datasets.allowedEndpoints: %s)", hostport, e.describe())
 	if d := e.cloudDomain(host); d != "" {
@@ -158,10 +206,14 @@ func (g *Gate) check(scheme, hostport string) (reach, error) {
 	return refuse("%s: if it is a store the platform runs, add %q to datasets.allowedEndpoints", why, hostport)
 }
 
+// numericName is a name whose last label is a number: an IPv4 address in
+// a non-standard form (decimal, octal, hexadecimal), never a host name.
+var numericName = regexp.MustCompile(`(^|\.)(0x[0-9a-f]*|[0-9]+)$`)
+
 // describe lists the policy for messages.
 func (e *Endpoints) describe() string {
 	parts := slices.Clone(e.Listed)
-	if len(e.Cloud) > 0 {
+	if e.CloudAllowed {
 		parts = append(parts, "the clouds' own storage and token hosts (datasets.allowCloudEndpoints)")
 	}
 	if len(parts) == 0 {
@@ -197,13 +249,18 @@ func (e *Endpoints) nameListed(hostport, host string) bool {
 	return false
 }
 
-// addressListed says whether an IP or CIDR entry holds addr.
-func (e *Endpoints) addressListed(addr netip.Addr) bool {
-	addr = addr.Unmap()
+// addressListed says whether an IP or CIDR entry holds addr on port
+// ("": any port); an entry with a port allows that port only.
+func (e *Endpoints) addressListed(addr netip.Addr, port string) bool {
+	addr = addr.Unmap().WithZone("")
 	for _, entry := range e.Listed {
 		entry = strings.TrimSpace(entry)
-		if h, _, err := net.SplitHostPort(entry); err == nil {
-			entry = h
+		entryPort := ""
+		if h, p, err := net.SplitHostPort(entry); err == nil {
+			entry, entryPort = h, p
+		}
+		if entryPort != "" && port != "" && entryPort != port {
+			continue
 		}
 		if a, err := netip.ParseAddr(strings.Trim(entry, "[]")); err == nil && a.Unmap() == addr {
 			return true
@@ -234,16 +291,29 @@ const (
 
 var (
 	// AWS's instance metadata, DNS and time over IPv6 (fd00:ec2::254 …),
-	// Alibaba's metadata, and Azure's WireServer (a public address).
-	metadataPrefixes = []netip.Prefix{netip.MustParsePrefix("fd00:ec2::/32"), netip.MustParsePrefix("100.100.100.200/32"),
-		netip.MustParsePrefix("168.63.129.16/32")}
-	sharedSpace = netip.MustParsePrefix("100.64.0.0/10") // carrier-grade NAT, some clusters' pods
-	nat64       = netip.MustParsePrefix("64:ff9b::/96")
-	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
-	reserved    = netip.MustParsePrefix("240.0.0.0/4")
+	// Google's over IPv6, Alibaba's and Oracle's metadata, and Azure's
+	// WireServer (a public address).
+	metadataPrefixes = []netip.Prefix{netip.MustParsePrefix("fd00:ec2::/32"), netip.MustParsePrefix("fd20:ce::254/128"),
+		netip.MustParsePrefix("100.100.100.200/32"), netip.MustParsePrefix("168.63.129.16/32"), netip.MustParsePrefix("192.0.0.192/32")}
+	// Forms no store is reached at: IPv6 site-local (deprecated),
+	// IPv4-compatible IPv6, NAT64's local-use prefix (whose IPv4 address
+	// sits elsewhere in it).
+	unusablePrefixes = []netip.Prefix{netip.MustParsePrefix("fec0::/10"), netip.MustParsePrefix("::/96"), netip.MustParsePrefix("64:ff9b:1::/48")}
+	sharedSpace      = netip.MustParsePrefix("100.64.0.0/10") // carrier-grade NAT, some clusters' pods
+	nat64            = netip.MustParsePrefix("64:ff9b::/96")
+	thisNetwork      = netip.MustParsePrefix("0.0.0.0/8")
+	reserved         = netip.MustParsePrefix("240.0.0.0/4")
 )
 
 func classify(a netip.Addr) addrClass {
+	if a.Zone() != "" {
+		// A zone is ignored by the kernel for any but a link-local
+		// address, and hides the address from prefix checks.
+		if a.WithZone("").IsLinkLocalUnicast() {
+			return classLinkLocal
+		}
+		return classUnusable
+	}
 	a = a.Unmap()
 	if nat64.Contains(a) { // the IPv4 address behind a NAT64 prefix
 		b := a.As16()
@@ -259,6 +329,8 @@ func classify(a netip.Addr) addrClass {
 		return classLinkLocal
 	case a.IsLoopback():
 		return classLoopback
+	case slices.ContainsFunc(unusablePrefixes, func(p netip.Prefix) bool { return p.Contains(a) }):
+		return classUnusable
 	case a.IsUnspecified() || a.IsMulticast() || thisNetwork.Contains(a) || reserved.Contains(a) || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return classUnusable
 	case a.IsPrivate() || sharedSpace.Contains(a):
@@ -268,12 +340,12 @@ func classify(a netip.Addr) addrClass {
 }
 
 var classNames = map[addrClass]string{classPrivate: "a private address", classLoopback: "a loopback address",
-	classLinkLocal: "a link-local address (a node's metadata service)", classMetadata: "a cloud's metadata service", classUnusable: "no unicast address"}
+	classLinkLocal: "a link-local address (a node's metadata service)", classMetadata: "a cloud's metadata service", classUnusable: "no address a store is reached at", classPublic: "a public address"}
 
 // addressAllowed refuses an address a host that passed with r may not
 // connect to.
-func (e *Endpoints) addressAllowed(host string, a netip.Addr, r reach) error {
-	if e.addressListed(a) {
+func (e *Endpoints) addressAllowed(host, port string, a netip.Addr, r reach) error {
+	if e.addressListed(a, port) {
 		return nil
 	}
 	c := classify(a)
@@ -293,15 +365,25 @@ func (e *Endpoints) transportOf() *http.Transport {
 	e.once.Do(func() {
 		t := baseTransport().Clone()
 		proxy := t.Proxy
+		if e.Proxy != nil {
+			proxy = e.Proxy
+		}
 		t.Proxy = func(req *http.Request) (*url.URL, error) {
 			if proxy == nil {
 				return nil, nil
 			}
 			u, err := proxy(req)
-			if u != nil {
-				e.proxies.Store(canonicalAddr(u), true)
+			if u == nil || err != nil {
+				return u, err
 			}
-			return u, err
+			// The proxy resolves the name and connects wherever it
+			// points: only names the clouds or the platform control go
+			// through it, never one allowed by "*" alone.
+			if r, _ := req.Context().Value(reachKey{}).(reach); r < reachPrivate {
+				return nil, &HostError{Host: req.URL.Host, Why: fmt.Sprintf("%s is allowed only by \"*\", and the egress proxy (HTTPS_PROXY) would resolve it unchecked: the platform team lists it by name or address in datasets.allowedEndpoints", req.URL.Host)}
+			}
+			e.proxies.Store(canonicalAddr(u), true)
+			return u, nil
 		}
 		t.DialContext = e.dialContext
 		e.transport = t
@@ -350,7 +432,7 @@ func (e *Endpoints) dialContext(ctx context.Context, network, address string) (n
 	}
 	var errs []error
 	for _, a := range addrs {
-		if err := e.addressAllowed(host, a, r); err != nil {
+		if err := e.addressAllowed(host, port, a, r); err != nil {
 			errs = append(errs, err)
 			continue
 		}

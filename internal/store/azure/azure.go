@@ -114,9 +114,9 @@ func parse(uri string, u *url.URL) (account, containerName, prefix string, err e
 // bodies capped, no redirect to another host, where the SharedKey
 // signature or the SAS token would follow), to the account's hosts (or
 // the platform's) only.
-func clientOptions(src store.Source, account string) *azblob.ClientOptions {
+func clientOptions(gate *store.Gate) *azblob.ClientOptions {
 	return &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1},
-		Transport: store.HTTPClient(src.Endpoints.Gate(Cloud, store.UseStorage, account))}}
+		Transport: store.HTTPClient(gate)}}
 }
 
 // identityOptions are the options of a workload identity's Entra
@@ -130,6 +130,7 @@ func identityOptions(src store.Source) azcore.ClientOptions {
 // SAS token from the source's Secret or directory; else the platform's
 // identity (workload identity, managed identity, the environment).
 func newClient(src store.Source, account, serviceURL string) (*azblob.Client, error) {
+	gate := src.Endpoints.Gate(Cloud, store.UseStorage, account)
 	if id := src.Identity; id != nil {
 		// Microsoft Entra Workload ID: the ServiceAccount token is the
 		// client assertion of the federated application.
@@ -138,7 +139,7 @@ func newClient(src store.Source, account, serviceURL string) (*azblob.Client, er
 		if err != nil {
 			return nil, fmt.Errorf("workload identity (tenant %q, client %q): %w", id.TenantID, id.ClientID, err)
 		}
-		return azblob.NewClient(serviceURL, cred, clientOptions(src, account))
+		return azblob.NewClient(serviceURL, cred, clientOptions(gate))
 	}
 	creds, err := secretKeys(src)
 	if err != nil {
@@ -146,10 +147,12 @@ func newClient(src store.Source, account, serviceURL string) (*azblob.Client, er
 	}
 	switch {
 	case creds[ConnectionStringFile] != "":
-		if err := checkConnectionString(src, account, creds[ConnectionStringFile]); err != nil {
+		partition, err := checkConnectionString(src, account, creds[ConnectionStringFile])
+		if err != nil {
 			return nil, err
 		}
-		c, err := azblob.NewClientFromConnectionString(creds[ConnectionStringFile], clientOptions(src, account))
+		gate = gate.InPartition(partition)
+		c, err := azblob.NewClientFromConnectionString(creds[ConnectionStringFile], clientOptions(gate))
 		if err != nil {
 			return nil, fmt.Errorf("credentials: %s is not a connection string Azure accepts", ConnectionStringFile)
 		}
@@ -159,9 +162,9 @@ func newClient(src store.Source, account, serviceURL string) (*azblob.Client, er
 		if err != nil {
 			return nil, fmt.Errorf("credentials: %s is not a storage account key (base64)", KeyFile)
 		}
-		return azblob.NewClientWithSharedKeyCredential(serviceURL, key, clientOptions(src, account))
+		return azblob.NewClientWithSharedKeyCredential(serviceURL, key, clientOptions(gate))
 	case creds[SASFile] != "":
-		return azblob.NewClientWithNoCredential(serviceURL+"?"+strings.TrimPrefix(creds[SASFile], "?"), clientOptions(src, account))
+		return azblob.NewClientWithNoCredential(serviceURL+"?"+strings.TrimPrefix(creds[SASFile], "?"), clientOptions(gate))
 	case src.Credentials != nil || src.CredentialsDir != "" && !src.CredentialsOptional:
 		return nil, fmt.Errorf("credentials: the Secret needs one of the keys %s, %s or %s", KeyFile, SASFile, ConnectionStringFile)
 	}
@@ -173,7 +176,7 @@ func newClient(src store.Source, account, serviceURL string) (*azblob.Client, er
 		return nil, fmt.Errorf("no credentials for %s: name a Secret with %s, %s or %s, or give the pod a workload identity (%w)",
 			serviceURL, KeyFile, SASFile, ConnectionStringFile, err)
 	}
-	return azblob.NewClient(serviceURL, cred, clientOptions(src, account))
+	return azblob.NewClient(serviceURL, cred, clientOptions(gate))
 }
 
 // SecretKeys is what the store needs of a credentials Secret.

@@ -24,18 +24,20 @@ var partitions = []store.Partition{
 var CloudDomains = []string{"windows.net", "chinacloudapi.cn", "usgovcloudapi.net", "microsoftonline.com", "microsoftonline.us", "storage.azure.net"}
 
 // CloudHosts are the hosts Azure operates for Blob Storage (an account's
-// blob and dfs endpoints, its read-access secondary, and the DNS-zone
-// endpoints of storage.azure.net) and Microsoft Entra's token service, in
-// the public cloud, Azure China and Azure Government. A storage host names
-// its account: a key, SAS token or connection string goes to its own
-// account's hosts only. Static websites (web.core.windows.net), App
-// Service and the other hosts customers run under the same domains match
-// no row.
+// blob and dfs endpoints and its read-access secondary) and Microsoft
+// Entra's token service, in the public cloud, Azure China and Azure
+// Government. A storage host names its account: a key, SAS token or
+// connection string goes to its own account's hosts only, in the public
+// cloud unless a connection string's EndpointSuffix names another (an
+// account's name is unique within one cloud only). Static websites
+// (web.core.windows.net), App Service and the other hosts customers run
+// under the same domains match no row, nor do the DNS-zone endpoints of
+// storage.azure.net, where an account's name is unique within its zone
+// only.
 var CloudHosts = store.ExpandHosts(Cloud, partitions, []store.CloudHost{
 	{Use: store.UseStorage, Pattern: "{account}.blob.{domain}"},
 	{Use: store.UseStorage, Pattern: "{account}.dfs.{domain}"},
 	{Use: store.UseStorage, Pattern: "{account}-secondary.blob.{domain}"},
-	{Use: store.UseStorage, Pattern: "{account}.{label}.blob.storage.azure.net", Partition: "azure"},
 	{Use: store.UseToken, Pattern: "login.microsoftonline.com", Partition: "azure"},
 	{Use: store.UseToken, Pattern: "login.chinacloudapi.cn", Partition: "azure-china"},
 	{Use: store.UseToken, Pattern: "login.microsoftonline.us", Partition: "azure-us-gov"},
@@ -102,20 +104,28 @@ func parseConnectionString(s string) (connectionString, error) {
 // checkConnectionString refuses a connection string whose endpoint the
 // policy does not allow for the URI's account, or that names another
 // account than the URI, or plain HTTP without source.insecure: its
-// endpoint is checked like every other, before any request.
-func checkConnectionString(src store.Source, account, raw string) error {
+// endpoint is checked like every other, before any request. It returns
+// the partition of Azure's its endpoint is in ("": none of Azure's).
+func checkConnectionString(src store.Source, account, raw string) (string, error) {
 	cs, err := parseConnectionString(raw)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if cs.account != "" && cs.account != account {
-		return fmt.Errorf("credentials: %s names the account %q, and the stream's URI the account %q: name the same account in both", ConnectionStringFile, cs.account, account)
+		return "", fmt.Errorf("credentials: %s names the account %q, and the stream's URI the account %q: name the same account in both", ConnectionStringFile, cs.account, account)
 	}
 	if cs.endpoint.Scheme == "http" && !src.Insecure {
-		return fmt.Errorf("credentials: %s names a plain-HTTP blob endpoint (%s): set insecure: true on the stream's source to allow it", ConnectionStringFile, cs.endpoint.Host)
+		return "", fmt.Errorf("credentials: %s names a plain-HTTP blob endpoint (%s): set insecure: true on the stream's source to allow it", ConnectionStringFile, cs.endpoint.Host)
 	}
-	if err := src.Endpoints.Gate(Cloud, store.UseStorage, account).Check(cs.endpoint.Scheme, cs.endpoint.Host); err != nil {
-		return fmt.Errorf("credentials: the blob endpoint of %s: %w", ConnectionStringFile, err)
+	partition := ""
+	for _, h := range CloudHosts {
+		if _, ok := h.Match(strings.ToLower(cs.endpoint.Hostname())); ok {
+			partition = h.Partition
+			break
+		}
 	}
-	return nil
+	if err := src.Endpoints.Gate(Cloud, store.UseStorage, account).InPartition(partition).Check(cs.endpoint.Scheme, cs.endpoint.Host); err != nil {
+		return "", fmt.Errorf("credentials: the blob endpoint of %s: %w", ConnectionStringFile, err)
+	}
+	return partition, nil
 }

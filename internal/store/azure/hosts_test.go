@@ -11,8 +11,8 @@ import (
 // (the third security review's finding 2: its BlobEndpoint bypassed every
 // allow-list), and it names the URI's account or none.
 func TestAConnectionStringsEndpointIsCheckedLikeAnyOther(t *testing.T) {
-	clouds := &store.Endpoints{Cloud: CloudHosts, Domains: CloudDomains}
-	listed := &store.Endpoints{Listed: []string{"127.0.0.1:10000"}, Cloud: CloudHosts, Domains: CloudDomains}
+	clouds := &store.Endpoints{Cloud: CloudHosts, CloudAllowed: true, Domains: CloudDomains}
+	listed := &store.Endpoints{Listed: []string{"127.0.0.1:10000"}, Cloud: CloudHosts, CloudAllowed: true, Domains: CloudDomains}
 	tests := []struct {
 		name     string
 		policy   *store.Endpoints
@@ -41,7 +41,7 @@ func TestAConnectionStringsEndpointIsCheckedLikeAnyOther(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := checkConnectionString(store.Source{Insecure: tt.insecure, Endpoints: tt.policy}, "acct", tt.cs)
+			_, err := checkConnectionString(store.Source{Insecure: tt.insecure, Endpoints: tt.policy}, "acct", tt.cs)
 			if tt.says == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -65,9 +65,9 @@ func FuzzConnectionString(f *testing.F) {
 		"DefaultEndpointsProtocol=https;AccountName=a;EndpointSuffix=core.windows.net", ";;=;", "BlobEndpoint=%zz"} {
 		f.Add(s)
 	}
-	policy := &store.Endpoints{Listed: []string{"*"}, Cloud: CloudHosts, Domains: CloudDomains}
+	policy := &store.Endpoints{Listed: []string{"*"}, Cloud: CloudHosts, CloudAllowed: true, Domains: CloudDomains}
 	f.Fuzz(func(t *testing.T, s string) {
-		err := checkConnectionString(store.Source{Endpoints: policy, Insecure: true}, "acct", s+";AccountKey=SECRETKEYVALUE")
+		_, err := checkConnectionString(store.Source{Endpoints: policy, Insecure: true}, "acct", s+";AccountKey=SECRETKEYVALUE")
 		if err != nil && strings.Contains(err.Error(), "SECRETKEYVALUE") {
 			t.Fatalf("the error quotes the key: %v", err)
 		}

@@ -9,7 +9,7 @@ const Cloud = "google"
 
 // CloudDomains are the domains Google owns for its APIs: plain HTTP is
 // refused under them.
-var CloudDomains = []string{"googleapis.com"}
+var CloudDomains = []string{"googleapis.com", "google.com"}
 
 // CloudHosts are the hosts Google operates for Cloud Storage (its JSON
 // and XML API, virtual-hosted buckets, regional endpoints and Private

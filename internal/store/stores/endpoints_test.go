@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -81,9 +83,10 @@ func TestACredentialGoesOnlyToItsCloudsHostsForItsUse(t *testing.T) {
 		{"an account's blob host", clouds, "az://acct/c/", store.UseStorage, "https", "acct.blob.core.windows.net", ""},
 		{"an account's dfs host", clouds, "abfss://c@acct.dfs.core.windows.net/", store.UseStorage, "https", "acct.dfs.core.windows.net", ""},
 		{"an account's secondary", clouds, "az://acct/c/", store.UseStorage, "https", "acct-secondary.blob.core.windows.net", ""},
-		{"an account in a DNS zone", clouds, "az://acct/c/", store.UseStorage, "https", "acct.z12.blob.storage.azure.net", ""},
-		{"Azure China's blob host", clouds, "az://acct/c/", store.UseStorage, "https", "acct.blob.core.chinacloudapi.cn", ""},
-		{"Azure Government's blob host", clouds, "az://acct/c/", store.UseStorage, "https", "acct.blob.core.usgovcloudapi.net", ""},
+		// An account's name is unique within its zone or its cloud only.
+		{"an account's name in a DNS zone", clouds, "az://acct/c/", store.UseStorage, "https", "acct.z12.blob.storage.azure.net", "is not one the platform team allows"},
+		{"the account's name in Azure China", clouds, "az://acct/c/", store.UseStorage, "https", "acct.blob.core.chinacloudapi.cn", "is a storage host of azure-china"},
+		{"the account's name in Azure Government", clouds, "az://acct/c/", store.UseStorage, "https", "acct.blob.core.usgovcloudapi.net", "is a storage host of azure-us-gov"},
 		{"another account", clouds, "az://acct/c/", store.UseStorage, "https", "other.blob.core.windows.net", "the storage host of another account than acct"},
 		{"a static website", clouds, "az://acct/c/", store.UseStorage, "https", "acct.z13.web.core.windows.net", "under windows.net"},
 		{"an App Service", clouds, "az://acct/c/", store.UseStorage, "https", "myapp.azurewebsites.net", "is not one the platform team allows"},
@@ -116,6 +119,22 @@ func TestACredentialGoesOnlyToItsCloudsHostsForItsUse(t *testing.T) {
 		{"the metadata address, IPv4-mapped with a port", any, "s3://b/", store.UseStorage, "https", "[::ffff:169.254.169.254]:80", "link-local or metadata address"},
 		{"AWS's IPv6 metadata address", any, "s3://b/", store.UseStorage, "https", "[fd00:ec2::254]", "link-local or metadata address"},
 		{"the metadata address listed on purpose", Policy([]string{"169.254.169.254"}, false), "s3://b/", store.UseStorage, "https", "169.254.169.254", ""},
+		// The red team's: addresses no resolver should be trusted with,
+		// cloud hosts on other ports, "*" against a cloud's bindings.
+		{"an address as one decimal number", any, "s3://b/", store.UseStorage, "https", "2852039166", "neither a host name nor an IP address in standard form"},
+		{"an address in hexadecimal", any, "s3://b/", store.UseStorage, "https", "0xa9.0xfe.0xa9.0xfe:80", "standard form"},
+		{"a private address literal", any, "s3://b/", store.UseStorage, "https", "10.0.0.1", "a private address"},
+		{"NAT64 with a zone", any, "s3://b/", store.UseStorage, "https", "[64:ff9b::a00:1%1]", "no address a store is reached at"},
+		{"NAT64's local-use prefix", any, "s3://b/", store.UseStorage, "https", "[64:ff9b:1::a00:1]", "no address a store is reached at"},
+		{"Google's IPv6 metadata address", any, "gs://b/", store.UseStorage, "https", "[fd20:ce::254]", "a cloud's metadata service"},
+		{"a cloud's host on another port", clouds, "s3://b/", store.UseStorage, "https", "vpce-0attacker.s3.us-east-1.vpce.amazonaws.com:6443", "on port 443 only"},
+		{"* does not unbind an Azure account", any, "az://acct/c/", store.UseStorage, "https", "other.blob.core.windows.net", "another account than acct"},
+		{"* does not send S3 keys to Azure", any, "s3://b/", store.UseStorage, "https", "acct.blob.core.windows.net", "is azure's storage host"},
+		{"* does not send a token to storage", any, "gs://b/", store.UseToken, "https", "storage.googleapis.com", "for its token service"},
+		{"* reaches a public address literal", any, "s3://b/", store.UseStorage, "https", "52.216.0.10", ""},
+		{"plain HTTP to Google's accounts host", clouds, "gs://b/", store.UseToken, "http", "accounts.google.com", "refused over plain HTTP"},
+		{"a listed address and port", Policy([]string{"10.0.0.5:9000"}, false), "s3://b/", store.UseStorage, "http", "10.0.0.5:9000", ""},
+		{"a listed address, another port", Policy([]string{"10.0.0.5:9000"}, false), "s3://b/", store.UseStorage, "http", "10.0.0.5:22", "a private address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -202,7 +221,10 @@ func TestEveryAddressIsCheckedWhereItIsDialled(t *testing.T) {
 				t.Fatal(err)
 			}
 			req, _ := http.NewRequest(http.MethodGet, "https://"+tt.host+"/b/k", nil)
-			_, err = store.HTTPClient(gate).Do(req)
+			resp, err := store.HTTPClient(gate).Do(req)
+			if resp != nil {
+				_ = resp.Body.Close()
+			}
 			if dialled != tt.dials {
 				t.Fatalf("dialled %q, want %q (%v)", dialled, tt.dials, err)
 			}
@@ -210,5 +232,45 @@ func TestEveryAddressIsCheckedWhereItIsDialled(t *testing.T) {
 				t.Fatalf("got %v, want an error saying %q", err, tt.says)
 			}
 		})
+	}
+}
+
+// An egress proxy resolves the names it is given and connects wherever
+// they point, unchecked: a name allowed by "*" alone never goes through
+// it, a name the platform lists does (the red team's: through a proxy,
+// 169.254.169.254.nip.io reached the metadata service).
+func TestAProxyCarriesOnlyNamesTheCloudsOrThePlatformControl(t *testing.T) {
+	var asked []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.Host)
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	defer proxy.Close()
+	proxyURL, _ := url.Parse(proxy.URL)
+	policy := Policy([]string{"*", "minio.storage"}, true)
+	policy.Proxy = http.ProxyURL(proxyURL)
+	gate, err := Gate(policy, "s3://b/", store.UseStorage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(u string) (int, error) {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		resp, err := store.HTTPClient(gate).Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	_, err = get("http://169.254.169.254.nip.io/latest/meta-data/")
+	var refused *store.HostError
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "egress proxy") {
+		t.Fatalf("a name allowed by * alone went through the proxy: %v", err)
+	}
+	if len(asked) != 0 {
+		t.Fatalf("the proxy was asked for %v", asked)
+	}
+	if status, err := get("http://minio.storage/b/k"); err != nil || status != http.StatusTeapot || len(asked) != 1 || asked[0] != "minio.storage" {
+		t.Fatalf("a listed name through the proxy: HTTP %d, %v (asked %v)", status, err, asked)
 	}
 }

@@ -82,9 +82,10 @@ func DefaultHost(uri, region string) (string, error) {
 }
 
 // Policy is the platform's endpoint policy: the hosts it lists, and,
-// where clouds is set, every store's cloud hosts.
+// where clouds is set, every store's cloud hosts (which it knows either
+// way, to keep each to its own cloud's credentials).
 func Policy(listed []string, clouds bool) *store.Endpoints {
-	p := &store.Endpoints{Listed: listed}
+	p := &store.Endpoints{Listed: listed, CloudAllowed: clouds}
 	seen := map[string]bool{}
 	for _, d := range Descriptors {
 		if d.Cloud == "" || seen[d.Cloud] { // az:// and abfss:// share Azure's hosts
@@ -92,9 +93,7 @@ func Policy(listed []string, clouds bool) *store.Endpoints {
 		}
 		seen[d.Cloud] = true
 		p.Domains = append(p.Domains, d.CloudDomains...)
-		if clouds {
-			p.Cloud = append(p.Cloud, d.CloudHosts...)
-		}
+		p.Cloud = append(p.Cloud, d.CloudHosts...)
 	}
 	return p
 }

@@ -208,7 +208,7 @@ func CheckDescriptor(t *testing.T, d store.Descriptor) {
 		}
 		// The host a source reaches without an endpoint is its own
 		// cloud's storage host, for the URI's account.
-		policy := &store.Endpoints{Cloud: d.CloudHosts, Domains: d.CloudDomains}
+		policy := &store.Endpoints{Cloud: d.CloudHosts, CloudAllowed: true, Domains: d.CloudDomains}
 		account := ""
 		if d.Account != nil {
 			account = d.Account(u)

@@ -152,7 +152,7 @@ func (g *Gate) check(scheme, hostport string) (reach, error) {
 	case err == nil && e.addressListed(addr, port):
 		return reachListed, nil
 	case err == nil && classify(addr) != classPublic:
-		return refuse("%q is %s, which shardfeed reaches only where the platform team lists that address (a link-local or metadata address never otherwise)", hostport, classNames[classify(addr)])
+		return refuse("%q is %s, which shardfeed reaches only where the platform team lists that address in datasets.allowedEndpoints (a link-local or metadata address never otherwise)", hostport, classNames[classify(addr)])
 	case err != nil && numericName.MatchString(host):
 		// 2852039166 or 0xa9.0xfe.0xa9.0xfe: an address in a form a
 		// resolver or proxy may read as one, which no host name has.

@@ -127,12 +127,18 @@ func (g *Gate) check(scheme, hostport string) (reach, error) {
 		return reachListed, nil
 	}
 	e := g.policy
+	if strings.Contains(hostport, "..") {
+		return 0, &HostError{Host: hostport, Why: fmt.Sprintf("%q is not a host name (an empty label)", hostport)}
+	}
 	hostport = strings.ToLower(strings.TrimSuffix(hostport, "."))
 	host, port := hostport, ""
 	if h, p, err := net.SplitHostPort(hostport); err == nil {
 		host, port = h, p
 	}
 	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.HasSuffix(host, ".") {
+		return 0, &HostError{Host: hostport, Why: fmt.Sprintf("%q is not a host name (an empty label)", hostport)}
+	}
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[scheme]
 	}
@@ -196,6 +202,12 @@ func (g *Gate) check(scheme, hostport string) (reach, error) {
 		return refuse("%q is a storage host of %s, and the stream's account is one of %s (an account's name is unique within its cloud only): name a connection string with the account's EndpointSuffix, or ask the platform team to list the host", hostport, other.Partition, g.partition)
 	case other != nil:
 		return refuse("%q is the storage host of another account than %s: a storage account's credentials go to that account's hosts only", hostport, g.account)
+	case slices.Contains(e.Listed, AnyHost) && g.use == UseToken:
+		// A token is a credential at the cloud's own token service,
+		// wherever it was sent first.
+		return refuse("%q: a token exchange goes only to a cloud's token service or a host the platform team lists by name (\"*\" does not allow it): add %q to datasets.allowedEndpoints if it is your own token service", hostport, hostport)
+	case slices.Contains(e.Listed, AnyHost) && e.cloudDomain(host) != "" && !own:
+		return refuse("%q is under %s, a cloud's domain, but is none of the hosts it runs for this stream's credentials (\"*\" allows hosts of no cloud): list it by name if it is one you run", hostport, e.cloudDomain(host))
 	case slices.Contains(e.Listed, AnyHost):
 		return reachPublic, nil
 	}
@@ -301,6 +313,7 @@ var (
 	unusablePrefixes = []netip.Prefix{netip.MustParsePrefix("fec0::/10"), netip.MustParsePrefix("::/96"), netip.MustParsePrefix("64:ff9b:1::/48")}
 	sharedSpace      = netip.MustParsePrefix("100.64.0.0/10") // carrier-grade NAT, some clusters' pods
 	nat64            = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour        = netip.MustParsePrefix("2002::/16")
 	thisNetwork      = netip.MustParsePrefix("0.0.0.0/8")
 	reserved         = netip.MustParsePrefix("240.0.0.0/4")
 )
@@ -315,9 +328,11 @@ func classify(a netip.Addr) addrClass {
 		return classUnusable
 	}
 	a = a.Unmap()
-	if nat64.Contains(a) { // the IPv4 address behind a NAT64 prefix
-		b := a.As16()
+	switch b := a.As16(); {
+	case nat64.Contains(a): // the IPv4 address behind a NAT64 prefix
 		a = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	case sixToFour.Contains(a): // 6to4: the IPv4 address after 2002::/16
+		a = netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})
 	}
 	for _, p := range metadataPrefixes {
 		if p.Contains(a) {

@@ -167,6 +167,10 @@ func newClient(src store.Source, account, serviceURL string) (*azblob.Client, er
 		return azblob.NewClientWithNoCredential(serviceURL+"?"+strings.TrimPrefix(creds[SASFile], "?"), clientOptions(gate))
 	case src.Credentials != nil || src.CredentialsDir != "" && !src.CredentialsOptional:
 		return nil, fmt.Errorf("credentials: the Secret needs one of the keys %s, %s or %s", KeyFile, SASFile, ConnectionStringFile)
+	case src.Endpoint != "":
+		// An endpoint of the author's (an emulator, a public container)
+		// never gets the platform's own identity's token: anonymous.
+		return azblob.NewClientWithNoCredential(serviceURL, clientOptions(gate))
 	}
 	// The platform's own identity: its token hosts are the environment's
 	// (managed identity's metadata address, the federated token's

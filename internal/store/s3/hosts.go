@@ -23,7 +23,8 @@ var CloudDomains = []string{"amazonaws.com", "amazonaws.com.cn", "api.aws"}
 // partition, as its endpoint references name them: path-style and
 // virtual-hosted buckets, regional, legacy, dual-stack and FIPS
 // endpoints, access points (and multi-region ones), S3 Express directory
-// buckets, and the interface VPC endpoints of S3 and STS. Names AWS's
+// buckets, Transfer Acceleration, and the interface VPC endpoints of S3
+// and STS. Names AWS's
 // customers operate under amazonaws.com (API Gateway's execute-api, EC2's
 // compute names, load balancers, S3 website and Object Lambda endpoints,
 // other PrivateLink services) match no row.
@@ -33,6 +34,8 @@ var CloudHosts = store.ExpandHosts("aws", Partitions, []store.CloudHost{
 	{Use: store.UseStorage, Pattern: "s3-external-1.amazonaws.com", Partition: "aws"},
 	{Use: store.UseStorage, Pattern: "{bucket}.s3-external-1.amazonaws.com", Partition: "aws"},
 	{Use: store.UseStorage, Pattern: "{bucket}.accesspoint.s3-global.amazonaws.com", Partition: "aws"},
+	{Use: store.UseStorage, Pattern: "{bucket}.s3-accelerate.amazonaws.com", Partition: "aws"},
+	{Use: store.UseStorage, Pattern: "{bucket}.s3-accelerate.dualstack.amazonaws.com", Partition: "aws"},
 	{Use: store.UseStorage, Pattern: "s3.{region}.{domain}"},
 	{Use: store.UseStorage, Pattern: "{bucket}.s3.{region}.{domain}"},
 	{Use: store.UseStorage, Pattern: "s3-{region}.{domain}"},

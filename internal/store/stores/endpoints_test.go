@@ -135,6 +135,18 @@ func TestACredentialGoesOnlyToItsCloudsHostsForItsUse(t *testing.T) {
 		{"plain HTTP to Google's accounts host", clouds, "gs://b/", store.UseToken, "http", "accounts.google.com", "refused over plain HTTP"},
 		{"a listed address and port", Policy([]string{"10.0.0.5:9000"}, false), "s3://b/", store.UseStorage, "http", "10.0.0.5:9000", ""},
 		{"a listed address, another port", Policy([]string{"10.0.0.5:9000"}, false), "s3://b/", store.UseStorage, "http", "10.0.0.5:22", "a private address"},
+		// The second round: "*" sends no token anywhere, and no credential
+		// to a cloud's host it runs for another purpose.
+		{"* sends no web identity to an author's host", any, "s3://b/", store.UseToken, "https", "sts.attacker.example", "a token exchange goes only to a cloud's token service"},
+		{"a listed host may exchange a token (MinIO's STS)", listedToo, "s3://b/", store.UseToken, "https", "minio.storage:9000", ""},
+		{"* and Azure Files of another account", Policy([]string{"*"}, true), "s3://b/", store.UseStorage, "https", "victim.file.core.windows.net", "under windows.net, a cloud's domain"},
+		{"* and a private-link name of another account", Policy([]string{"*"}, true), "az://mine/c/", store.UseStorage, "https", "victim.privatelink.blob.core.windows.net", "a cloud's domain"},
+		{"* and a DNS-zone account", Policy([]string{"*"}, true), "az://mine/c/", store.UseStorage, "https", "victim.z13.blob.storage.azure.net", "a cloud's domain"},
+		{"* and Google's API host for an S3 key", Policy([]string{"*"}, true), "s3://b/", store.UseStorage, "https", "www.googleapis.com", "under googleapis.com"},
+		{"Transfer Acceleration", clouds, "s3://b/", store.UseStorage, "https", "my-bucket.s3-accelerate.amazonaws.com", ""},
+		{"* and Transfer Acceleration for a Google key", Policy([]string{"*"}, true), "gs://b/", store.UseStorage, "https", "my-bucket.s3-accelerate.amazonaws.com", "is aws's storage host"},
+		{"an empty label", clouds, "s3://b/", store.UseStorage, "https", "bucket.s3.us-east-1.amazonaws.com..", "an empty label"},
+		{"6to4 around the metadata address", any, "s3://b/", store.UseStorage, "https", "[2002:a9fe:a9fe::1]", "link-local"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

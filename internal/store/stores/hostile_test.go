@@ -200,3 +200,53 @@ func TestTheExchangeReachesOnlyAllowedHosts(t *testing.T) {
 		t.Fatalf("the STS host got %d requests", reached.Load())
 	}
 }
+
+// The second red-team round: an S3-compatible endpoint serves STS for its
+// own store, and only a host the platform lists by name may receive a lent
+// ServiceAccount's AWS token; with "*" the author's host hears nothing
+// (the token works at AWS STS wherever it was sent first).
+func TestAWebIdentitysTokenGoesOnlyToAListedOrAWSTokenService(t *testing.T) {
+	var heard atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { heard.Add(1) }))
+	defer srv.Close()
+	src := hostileSources(srv.URL)["sts"]
+	src.Endpoints = Policy([]string{"*"}, true)
+	src.Endpoint = strings.Replace(srv.URL, "127.0.0.1", "sts.attacker.example", 1)
+	_, err := Open(context.Background(), src)
+	var refused *store.HostError
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "a token exchange goes only to a cloud's token service") {
+		t.Fatalf("Open = %v, want the token exchange refused", err)
+	}
+	if heard.Load() != 0 {
+		t.Fatalf("the author's host heard %d requests", heard.Load())
+	}
+}
+
+// With an endpoint and no Secret or workload identity, an Azure store reads
+// anonymously: the platform's own identity's token (the manager's, in an
+// ambient namespace) never goes to an endpoint the author names.
+func TestAnAzureEndpointNeverGetsThePlatformsIdentity(t *testing.T) {
+	auth := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth <- r.Header.Get("Authorization")
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	defer srv.Close()
+	t.Setenv("AZURE_CLIENT_ID", "00000000-0000-0000-0000-000000000000")
+	st, err := Open(context.Background(), store.Source{URI: "az://acct/c/web/", Endpoint: srv.URL, Insecure: true,
+		Retry: store.Retry{MaxElapsed: time.Millisecond, RequestTimeout: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Stat(context.Background(), "index.json"); err == nil {
+		t.Fatal("a missing blob was found")
+	}
+	select {
+	case a := <-auth:
+		if a != "" {
+			t.Fatalf("the endpoint got Authorization %q", a)
+		}
+	default:
+		t.Fatal("the endpoint heard no request")
+	}
+}

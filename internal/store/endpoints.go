@@ -193,6 +193,7 @@ func (g *Gate) check(scheme, hostport string) (reach, error) {
 	}
 	// A cloud's own host is refused to another cloud's credential, use or
 	// account, "*" or not: "*" is for hosts of no cloud.
+	anyHost := slices.Contains(e.Listed, AnyHost)
 	switch {
 	case other != nil && other.Cloud != g.cloud:
 		return refuse("%q is %s's %s host (%s), and this request carries a credential of %s's: each cloud's credentials go to that cloud's hosts only", hostport, other.Cloud, other.Use, other.Partition, g.cloud)
@@ -202,13 +203,13 @@ func (g *Gate) check(scheme, hostport string) (reach, error) {
 		return refuse("%q is a storage host of %s, and the stream's account is one of %s (an account's name is unique within its cloud only): name a connection string with the account's EndpointSuffix, or ask the platform team to list the host", hostport, other.Partition, g.partition)
 	case other != nil:
 		return refuse("%q is the storage host of another account than %s: a storage account's credentials go to that account's hosts only", hostport, g.account)
-	case slices.Contains(e.Listed, AnyHost) && g.use == UseToken:
+	case anyHost && g.use == UseToken:
 		// A token is a credential at the cloud's own token service,
 		// wherever it was sent first.
 		return refuse("%q: a token exchange goes only to a cloud's token service or a host the platform team lists by name (\"*\" does not allow it): add %q to datasets.allowedEndpoints if it is your own token service", hostport, hostport)
-	case slices.Contains(e.Listed, AnyHost) && e.cloudDomain(host) != "" && !own:
+	case anyHost && e.cloudDomain(host) != "" && !own:
 		return refuse("%q is under %s, a cloud's domain, but is none of the hosts it runs for this stream's credentials (\"*\" allows hosts of no cloud): list it by name if it is one you run", hostport, e.cloudDomain(host))
-	case slices.Contains(e.Listed, AnyHost):
+	case anyHost:
 		return reachPublic, nil
 	}
 	why := fmt.Sprintf("%q is not one the platform team allows (the chart's datasets.allowedEndpoints: %s)", hostport, e.describe())

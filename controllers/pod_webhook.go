@@ -64,12 +64,10 @@ type PodInjector struct {
 	// addresses they connect to against.
 	AllowedEndpoints    []string
 	AllowCloudEndpoints bool
-	// NodeAgentDir, when set, is the node agent's socket directory on the
-	// nodes (the chart's nodeCache.enabled): sidecars of the pods of
-	// NodeAgentNamespaces ("*": all) mount it and ask the agent first. A
-	// hostPath, which the baseline and restricted Pod Security levels
-	// refuse: the platform team names the namespaces that allow it.
-	NodeAgentDir        string
+	// NodeAgent, when its URL is set, is the node agent (the chart's
+	// nodeCache.enabled): sidecars of the pods of NodeAgentNamespaces
+	// ("*": all) ask it first, over TLS through its node-local Service.
+	NodeAgent           inject.NodeAgent
 	NodeAgentNamespaces []string
 	// OperatorNamespace is never injected (the webhook configuration
 	// excludes it too): the operator must start whatever the webhook does.
@@ -135,7 +133,7 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources, Audiences: p.Audiences,
 		AllowedEndpoints: p.AllowedEndpoints, AllowCloudEndpoints: p.AllowCloudEndpoints}
 	if slices.Contains(p.NodeAgentNamespaces, "*") || slices.Contains(p.NodeAgentNamespaces, ns) {
-		in.NodeAgentDir = p.NodeAgentDir
+		in.NodeAgent = p.NodeAgent
 	}
 	var planned *configmaps.Plan
 	if plan != nil {

@@ -739,18 +739,21 @@ func TestIntegrationPodWebhookWiresJobSetAndPyTorchJobPods(t *testing.T) {
 }
 
 // With the node cache, only the pods of the namespaces the platform names
-// mount the agent's hostPath: a namespace enforcing the restricted Pod
-// Security level keeps admitting its pods (the pod security admission runs
-// after the webhook and would refuse a hostPath).
-func TestIntegrationPodWebhookMountsTheNodeAgentInTheNamedNamespacesOnly(t *testing.T) {
+// are told the agent, and no pod needs a hostPath for it: namespaces
+// enforcing the restricted Pod Security level (whose admission runs after
+// the webhook and refuses any hostPath) admit them.
+func TestIntegrationPodWebhookGivesTheNodeAgentToTheNamedNamespacesOnly(t *testing.T) {
 	ctx := context.Background()
 	named, other := apiServer.Namespace(t), apiServer.Namespace(t)
-	if err := apiServer.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other,
-		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}, client.Merge); err != nil {
-		t.Fatal(err)
+	for _, ns := range []string{named, other} {
+		if err := apiServer.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}, client.Merge); err != nil {
+			t.Fatal(err)
+		}
 	}
 	injector := testInjector(apiServer.Client, kubernetes.NewForConfigOrDie(apiServer.Config).CoreV1())
-	injector.NodeAgentDir, injector.NodeAgentNamespaces = "/var/run/shardfeed-agent", []string{named}
+	agent := inject.NodeAgent{URL: "https://shardfeed-node-agent.shardfeed-system.svc:9466", Addr: "198.19.0.9:9466"}
+	injector.NodeAgent, injector.NodeAgentNamespaces = agent, []string{named}
 	serveWebhookWith(t, injector)
 	for _, tt := range []struct {
 		ns    string
@@ -774,11 +777,15 @@ func TestIntegrationPodWebhookMountsTheNodeAgentInTheNamedNamespacesOnly(t *test
 		if err := apiServer.Client.Create(ctx, pod); err != nil {
 			t.Fatalf("namespace %s: %v", tt.ns, err)
 		}
-		mounted := slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool {
-			return v.Name == inject.NodeAgentVolume && v.HostPath != nil && v.HostPath.Path == "/var/run/shardfeed-agent"
-		})
-		if mounted != tt.agent {
-			t.Errorf("namespace %s (named: %v): the agent's hostPath mounted %v", tt.ns, tt.agent, mounted)
+		told := slices.Contains(pod.Spec.InitContainers[0].Env, corev1.EnvVar{Name: sidecarconfig.EnvNodeAgent, Value: agent.URL}) &&
+			slices.Contains(pod.Spec.InitContainers[0].Env, corev1.EnvVar{Name: sidecarconfig.EnvNodeAgentAddr, Value: agent.Addr})
+		if told != tt.agent {
+			t.Errorf("namespace %s (named: %v): the sidecar is told the agent: %v", tt.ns, tt.agent, told)
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.HostPath != nil {
+				t.Errorf("namespace %s: the pod mounts hostPath %s", tt.ns, v.HostPath.Path)
+			}
 		}
 	}
 }

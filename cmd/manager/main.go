@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +42,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/memlimit"
 	"github.com/shardfeed/shardfeed/internal/progressapi"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/version"
 )
 
@@ -75,7 +76,8 @@ type options struct {
 	allowedEndpoints       string
 	allowCloudEndpoints    bool
 	allowedAudiences       string
-	nodeAgentDir           string
+	nodeAgentService       string
+	nodeAgentSecret        string
 	nodeAgentNamespaces    string
 	readsFlush             time.Duration
 	maxIndexBytes          string
@@ -118,8 +120,9 @@ func main() {
 	flag.DurationVar(&o.policy.ReadTimeout, "index-read-timeout", controllers.DefaultIndexReadTimeout, "bound on all the index reads of one reconcile")
 	flag.StringVar(&o.ambientNamespaces, "ambient-credentials-namespaces", "", "comma-separated namespaces whose datasets may read without a credentialsSecretRef, with the manager's own cloud identity; * for all; empty: none")
 	flag.DurationVar(&o.readsFlush, "progress-reads-flush", progressapi.DefaultReadsFlush, "how long the sidecars' reads reports of a job are summed before they are written into its state (status.jobs[].reads)")
-	flag.StringVar(&o.nodeAgentDir, "node-agent-dir", "", "the node agent's socket directory on every node (the chart's nodeCache.socketDir, when nodeCache.enabled); the webhook mounts it into sidecars, which then ask the agent for shards before the store. Empty: no node cache")
-	flag.StringVar(&o.nodeAgentNamespaces, "node-agent-namespaces", "", "comma-separated namespaces whose pods' sidecars use the node agent (--node-agent-dir), \"*\" for all: the socket directory is a hostPath, which namespaces enforcing the baseline or restricted Pod Security level refuse")
+	flag.StringVar(&o.nodeAgentService, "node-agent-service", "", "the node agent's Service in the operator's namespace (the chart's nodeCache.enabled; internalTrafficPolicy Local, port \"agent\"): sidecars ask the agent of their node for shards before the store, over TLS, verifying the certificate the operator's CA signs for <service>.<namespace>.svc. Empty: no node cache")
+	flag.StringVar(&o.nodeAgentSecret, "node-agent-secret", "shardfeed-node-agent-cert", "the Secret the node agent's certificate is kept in (with --cert-mode=self; with cert-manager, its Certificate's)")
+	flag.StringVar(&o.nodeAgentNamespaces, "node-agent-namespaces", "", "comma-separated namespaces whose pods' sidecars use the node agent (--node-agent-service), \"*\" for all")
 	flag.StringVar(&o.allowedAudiences, "allowed-audiences", "", "comma-separated workload identity audiences datasets may name beside the clouds' own (sts.amazonaws.com, api://AzureADTokenExchange, a Google pool provider's name); never the API server's")
 	flag.StringVar(&o.allowedEndpoints, "allowed-endpoints", "", "comma-separated store endpoints datasets may name beside the clouds' own (host, host:port, *.domain, an IP address or CIDR), e.g. in-cluster stores; a listed name may resolve to a private or loopback address, a metadata address must be listed as an address; * allows any host name, and sends each stream's credentials wherever its author says (public addresses only)")
 	flag.BoolVar(&o.allowCloudEndpoints, "allow-cloud-endpoints", true, "allow the hosts the clouds operate for their stores and token exchanges (S3, STS and Glue in aws, aws-us-gov and aws-cn; Azure Blob Storage and Entra in the public, China and Government clouds; Cloud Storage and Google's token services), each for its own cloud's credentials, beside --allowed-endpoints")
@@ -179,11 +182,8 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("--allow-cloud-endpoints=false and no --allowed-endpoints: no dataset could be read; list the store endpoints datasets may name")
 	}
 	o.policy.AllowedAudiences = list(o.allowedAudiences)
-	if o.nodeAgentDir != "" && !path.IsAbs(o.nodeAgentDir) {
-		return fmt.Errorf("--node-agent-dir=%q: give the agent's socket directory on the nodes as an absolute path, such as /var/run/shardfeed-agent", o.nodeAgentDir)
-	}
-	if o.nodeAgentDir != "" && len(list(o.nodeAgentNamespaces)) == 0 {
-		return fmt.Errorf("--node-agent-dir is set but --node-agent-namespaces is empty: name the namespaces whose training pods may mount the agent's hostPath (the chart's nodeCache.namespaces), or \"*\"")
+	if o.nodeAgentService != "" && len(list(o.nodeAgentNamespaces)) == 0 {
+		return fmt.Errorf("--node-agent-service is set but --node-agent-namespaces is empty: name the namespaces whose training pods use the node cache (the chart's nodeCache.namespaces), or \"*\"")
 	}
 	if soft, err := memlimit.Apply(memlimit.CgroupFile); err != nil {
 		log.Info("No Go memory limit from the container's", "err", err.Error())
@@ -292,7 +292,7 @@ func run(ctx context.Context, o options) error {
 	injector := &controllers.PodInjector{
 		Cache: mgr.GetCache(), Reader: admissionReader, ConfigMaps: admissionClients.CoreV1(), Decoder: decoder, Images: images,
 		Operator: operator, Resources: resources, OperatorNamespace: o.namespace, Audiences: o.policy.AllowedAudiences,
-		AllowedEndpoints: o.policy.AllowedEndpoints, AllowCloudEndpoints: o.policy.AllowCloudEndpoints, NodeAgentDir: o.nodeAgentDir, NodeAgentNamespaces: list(o.nodeAgentNamespaces),
+		AllowedEndpoints: o.policy.AllowedEndpoints, AllowCloudEndpoints: o.policy.AllowCloudEndpoints, NodeAgent: nodeAgent(ctx, o, clientset), NodeAgentNamespaces: list(o.nodeAgentNamespaces),
 	}
 	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: injector})
 	hooks.Register(controllers.JobWebhookPath, &webhook.Admission{Handler: &controllers.JobReserver{Pods: injector}})
@@ -404,6 +404,38 @@ func progressEndpoint(ctx context.Context, o options, cs kubernetes.Interface) i
 	return op
 }
 
+// nodeAgent is where sidecars reach the node agent: its Service by the
+// name its certificate carries, and the cluster IP and port dialled
+// (clusters without DNS). The Service's traffic stays on the node.
+func nodeAgent(ctx context.Context, o options, cs kubernetes.Interface) inject.NodeAgent {
+	if o.nodeAgentService == "" {
+		return inject.NodeAgent{}
+	}
+	port := int32(sidecarconfig.NodeAgentPort)
+	svc, err := cs.CoreV1().Services(o.namespace).Get(ctx, o.nodeAgentService, metav1.GetOptions{})
+	addr := ""
+	if err == nil {
+		for _, p := range svc.Spec.Ports {
+			if p.Name == "agent" {
+				port = p.Port
+			}
+		}
+		if svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			addr = net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port)))
+		}
+	} else {
+		ctrl.Log.WithName("setup").Info("Sidecars will reach the node agent by name only", "service", o.nodeAgentService, "err", err.Error())
+	}
+	return inject.NodeAgent{URL: "https://" + net.JoinHostPort(nodeAgentName(o), strconv.Itoa(int(port))), Addr: addr}
+}
+
+// nodeAgentName is the name on the node agent's certificate.
+func nodeAgentName(o options) string { return o.nodeAgentService + "." + o.namespace + ".svc" }
+
+// The node agent's Service (its cluster IP) and its certificate's Secret.
+// +kubebuilder:rbac:groups="",namespace=shardfeed-system,resources=services,resourceNames=shardfeed-node-agent,verbs=get
+// +kubebuilder:rbac:groups="",namespace=shardfeed-system,resources=secrets,resourceNames=shardfeed-node-agent-cert,verbs=get;update
+
 // The webhook Service's cluster IP, in the operator's namespace only.
 // +kubebuilder:rbac:groups="",namespace=shardfeed-system,resources=services,resourceNames=shardfeed-webhook,verbs=get
 
@@ -439,6 +471,10 @@ func certOptions(o options) certs.Options {
 		} else {
 			c.DNSNames = append(c.DNSNames, h)
 		}
+	}
+	if o.nodeAgentService != "" {
+		name := nodeAgentName(o)
+		c.Leaves = append(c.Leaves, certs.Leaf{SecretName: o.nodeAgentSecret, DNSNames: []string{name, name + ".cluster.local"}})
 	}
 	return c
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,11 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/sidecar/nodecache"
@@ -24,9 +28,10 @@ import (
 func newAgentCommand() *cobra.Command {
 	var (
 		opts                         nodecache.Options
-		socket, limit, kubeconfig    string
+		listen, limit, kubeconfig    string
+		cert                         nodecache.Certificate
 		metricsAddr, logFormat       string
-		allowCloud                   bool
+		allowCloud, metricsSecure    bool
 		allowedEndpoints, sharedSrcs []string
 	)
 	cmd := &cobra.Command{
@@ -34,7 +39,9 @@ func newAgentCommand() *cobra.Command {
 		Short: "Run the node cache agent: verified shards shared by the training pods of a node",
 		Long: `agent is the node cache (the chart's nodeCache.enabled, a DaemonSet). It keeps
 shards in a directory of the node, within a byte budget, and serves them to
-the sidecars of its node over a Unix socket. It fills the cache itself with
+the sidecars of its node over TLS, through a Service whose traffic stays on
+the node, with a certificate the operator's CA signs (the sidecars verify
+it before they send anything). It fills the cache itself with
 the credentials each request carries (never stored), checks every shard
 against the index's hash, and serves an entry only to pods of the namespace
 and credentials that filled it (or any pod, for --shared-source prefixes).
@@ -74,47 +81,86 @@ docs/operations.md#the-node-cache, docs/security.md.`,
 			if err != nil {
 				return err
 			}
+			if err := cert.Load(); err != nil {
+				return fmt.Errorf("%w: mount the Secret the operator keeps it in (the chart's nodeCache)", err)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			if metricsAddr != "" {
-				if err := serveAgentMetrics(ctx, metricsAddr, agent, log); err != nil {
+				m := agentMetrics{addr: metricsAddr, agent: agent, log: log}
+				if metricsSecure {
+					m.config, m.cert = cfg, &cert
+				}
+				if err := m.serve(ctx); err != nil {
 					return err
 				}
 			}
-			l, err := nodecache.Listen(socket)
+			l, err := nodecache.Listen(listen)
 			if err != nil {
 				return err
 			}
 			st := agent.Stats()
-			log.Info("Node agent serving", "socket", socket, "node", opts.Node, "cacheDir", opts.Dir, "limitBytes", opts.LimitBytes,
+			log.Info("Node agent serving", "listen", listen, "node", opts.Node, "cacheDir", opts.Dir, "limitBytes", opts.LimitBytes,
 				"entriesOnDisk", st.Cache.UsedBytes)
-			return agent.Serve(ctx, l)
+			return agent.Serve(ctx, l, &cert)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Dir, "cache-dir", "/var/cache/shardfeed-agent", "the node's cache directory (a hostPath or local volume), kept across restarts")
 	f.StringVar(&limit, "cache-limit", "", "the node's byte budget for shards, e.g. 200Gi (default: no limit)")
-	f.StringVar(&socket, "socket", sidecarconfig.NodeAgentSocket, "the Unix socket the sidecars of the node reach")
+	f.StringVar(&listen, "listen", fmt.Sprintf(":%d", sidecarconfig.NodeAgentPort), "the TCP address the sidecars of the node reach (through the node-local Service)")
+	f.StringVar(&cert.CertFile, "tls-cert-file", "/etc/shardfeed-agent/tls/tls.crt", "the agent's certificate (the operator's CA signs it for the Service's name), read again when it changes")
+	f.StringVar(&cert.KeyFile, "tls-key-file", "/etc/shardfeed-agent/tls/tls.key", "the certificate's key")
 	f.StringVar(&opts.Node, "node", "", "the agent's node (the downward API's spec.nodeName): a token of a pod on another node is refused")
 	f.StringSliceVar(&allowedEndpoints, "allowed-endpoints", nil, `store endpoints the agent may reach beside the clouds' own: "host", "host:port", "*.example.com", an IP address or CIDR, "*" any name (public addresses only) (the manager's --allowed-endpoints)`)
 	f.BoolVar(&allowCloud, "allow-cloud-endpoints", true, "allow the hosts the clouds operate for their stores and token exchanges, each for its own cloud's credentials, beside --allowed-endpoints")
 	f.StringSliceVar(&sharedSrcs, "shared-source", nil, "a URI prefix (s3://bucket/prefix/) whose shards every pod of the node may read from the cache, whatever its namespace: data the platform marks readable by all")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster, else $KUBECONFIG)")
 	f.StringVar(&metricsAddr, "metrics-addr", ":9465", `TCP address of the Prometheus metrics ("" for none)`)
+	f.BoolVar(&metricsSecure, "metrics-secure", true, "serve the metrics over TLS (the agent's certificate) to clients whose token the API server authenticates and allows to get the non-resource URL /metrics; false: plain HTTP to anyone, which shows each namespace's activity to every pod")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
 }
 
-func serveAgentMetrics(ctx context.Context, addr string, agent *nodecache.Agent, log *slog.Logger) error {
+// agentMetrics serves the agent's metrics: over TLS to clients the API
+// server authenticates and authorizes (TokenReview, SubjectAccessReview:
+// the manager's metrics' rule) when config is set, else plain HTTP.
+type agentMetrics struct {
+	addr   string
+	agent  *nodecache.Agent
+	log    *slog.Logger
+	config *rest.Config
+	cert   *nodecache.Certificate
+}
+
+func (m agentMetrics) serve(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(agent.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.agent.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	handler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if m.config != nil {
+		hc, err := rest.HTTPClientFor(m.config)
+		if err != nil {
+			return err
+		}
+		filter, err := filters.WithAuthenticationAndAuthorization(m.config, hc)
+		if err != nil {
+			return fmt.Errorf("the metrics' authorization: %w", err)
+		}
+		if handler, err = filter(logr.FromSlogHandler(m.log.Handler()), handler); err != nil {
+			return fmt.Errorf("the metrics' authorization: %w", err)
+		}
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	l, err := net.Listen("tcp", addr)
+	mux.Handle("/metrics", handler)
+	l, err := net.Listen("tcp", m.addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	if m.cert != nil {
+		l = tls.NewListener(l, m.cert.TLSConfig())
+	}
+	log := m.log
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("The metrics server stopped", "err", err)

@@ -51,8 +51,9 @@ type feedOptions struct {
 	namespace, image  string
 	logFormat         string
 	pprof             bool
-	// nodeAgent is the node agent's socket (the sidecar's, #58).
-	nodeAgent, nodeAgentToken string
+	// nodeAgent is the node agent's URL, nodeAgentAddr the address
+	// dialled (the sidecar's, #58, #85).
+	nodeAgent, nodeAgentAddr, nodeAgentToken string
 	// allowedEndpoints and allowCloudEndpoints are the platform's endpoint
 	// policy (the sidecar's, from the webhook).
 	allowedEndpoints    []string
@@ -177,7 +178,8 @@ audience "shardfeed"; SHARDFEED_GENERATION fences replaced attempts), or to
 	f.StringVar(&o.operator.Addr, "operator-addr", contract.OperatorAddr, "HOST:PORT dialled first (the Service's cluster IP), the URL's host if it does not answer")
 	f.StringVar(&o.operator.CAFile, "operator-ca", "", "the operator's CA bundle (default: operator-ca.crt in --plan-dir)")
 	f.StringVar(&o.operator.TokenFile, "token-file", sidecarconfig.TokenPath, "the projected ServiceAccount token (audience shardfeed)")
-	f.StringVar(&o.nodeAgent, "node-agent", env(sidecarconfig.EnvNodeAgent, ""), "the node agent's socket (the node cache); \"\": none. Any failure of the agent reads the store")
+	f.StringVar(&o.nodeAgent, "node-agent", env(sidecarconfig.EnvNodeAgent, ""), "the node agent's URL, https://SERVICE.NAMESPACE.svc:PORT (the node cache; set by the webhook): its certificate must chain to the operator's CA (--operator-ca) and carry that name. \"\": none. Any failure of the agent reads the store")
+	f.StringVar(&o.nodeAgentAddr, "node-agent-addr", env(sidecarconfig.EnvNodeAgentAddr, ""), "HOST:PORT dialled for the node agent (its node-local Service's cluster IP), the URL's host if empty")
 	f.StringVar(&o.nodeAgentToken, "node-agent-token", sidecarconfig.NodeAgentTokenPath, "the projected ServiceAccount token (audience shardfeed-agent) shown to the node agent")
 	f.DurationVar(&o.nodeAgentWait, "node-agent-wait", nodecache.DefaultWait, "how long to wait for the node agent's answer to begin before reading the store")
 	f.StringSliceVar(&o.allowedEndpoints, "allowed-endpoints", splitList(env(sidecarconfig.EnvAllowedEndpoints, "")), "the platform's store endpoints beside the clouds' own (the manager's --allowed-endpoints, set by the webhook): every request and every address the sidecar connects to is checked")
@@ -218,8 +220,16 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		cfg.Endpoints = stores.Policy(o.allowedEndpoints, o.allowCloudEndpoints)
 	}
 	if o.nodeAgent != "" {
-		cfg.NodeAgent = nodecache.NewClient(o.nodeAgent, o.nodeAgentToken, o.nodeAgentWait, 0)
-		log.Info("Shards are asked of the node agent first", "socket", o.nodeAgent, "wait", o.nodeAgentWait.String())
+		caFile := o.operator.CAFile
+		if caFile == "" {
+			caFile = filepath.Join(o.planDir, configmaps.KeyOperatorCA)
+		}
+		agent, err := nodecache.NewClient(nodecache.ClientOptions{URL: o.nodeAgent, Addr: o.nodeAgentAddr, CAFile: caFile, TokenFile: o.nodeAgentToken, Wait: o.nodeAgentWait})
+		if err != nil {
+			return fmt.Errorf("--node-agent: %w", err)
+		}
+		cfg.NodeAgent = agent
+		log.Info("Shards are asked of the node agent first", "url", o.nodeAgent, "addr", o.nodeAgentAddr, "wait", o.nodeAgentWait.String())
 	}
 	for _, q := range []struct {
 		flag, value string

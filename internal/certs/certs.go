@@ -93,8 +93,20 @@ type Options struct {
 	// OnChange is called with the new bundle when it changes after the
 	// first Ensure (the plan ConfigMaps carry it to the sidecars).
 	OnChange func(caBundle []byte)
+	// Leaves are other servers' certificates the CA signs, each kept in a
+	// Secret of its own (the node agent's: the sidecars verify it with the
+	// same bundle as the progress endpoint).
+	Leaves []Leaf
 	// Now is the clock (tests move it).
 	Now func() time.Time
+}
+
+// Leaf is a serving certificate for another server of the operator,
+// kept in Secret SecretName of the Keeper's namespace as a TLS Secret
+// (tls.crt, tls.key, and ca.crt: the bundle), covering DNSNames.
+type Leaf struct {
+	SecretName string
+	DNSNames   []string
 }
 
 // Keeper keeps the certificate. Ensure once before the webhook server
@@ -174,6 +186,11 @@ func (k *Keeper) Ensure(ctx context.Context) error {
 	if err := k.injectCABundle(ctx, bundle.caBundle); err != nil {
 		return err
 	}
+	for _, leaf := range k.Leaves {
+		if err := k.ensureLeaf(ctx, leaf, bundle); err != nil {
+			return err
+		}
+	}
 	k.mu.Lock()
 	old := k.caBundle
 	k.caBundle = bundle.caBundle
@@ -195,6 +212,9 @@ func (k *Keeper) CABundle() []byte {
 
 type bundle struct {
 	certPEM, keyPEM, caBundle []byte
+	// ca signs, with caKey.
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
 }
 
 // ensureSecret reads the Secret and renews what is missing or ageing.
@@ -283,7 +303,7 @@ func (k *Keeper) ensureSecret(ctx context.Context) (*bundle, error) {
 		why = fmt.Sprintf("the certificate covers %v %v, not %v %v", cert.DNSNames, cert.IPAddresses, k.DNSNames, k.IPs)
 	}
 	if why != "" {
-		certPEM, keyPEM, err := k.newCert(ca, caKey, now)
+		certPEM, keyPEM, err := k.issue(ca, caKey, now, k.DNSNames, k.IPs)
 		if err != nil {
 			return nil, err
 		}
@@ -328,7 +348,79 @@ func (k *Keeper) ensureSecret(ctx context.Context) (*bundle, error) {
 	// The bundle follows from the Secret alone: every replica publishes
 	// the same one.
 	caBundle := slices.Concat(data[KeyCACert], data[KeyNextCACert], data[KeyPreviousCACert])
-	return &bundle{certPEM: data[KeyCert], keyPEM: data[KeyKey], caBundle: caBundle}, nil
+	return &bundle{certPEM: data[KeyCert], keyPEM: data[KeyKey], caBundle: caBundle, ca: ca, caKey: caKey}, nil
+}
+
+// ensureLeaf makes leaf's Secret hold a certificate the signing CA signed
+// that covers its names and is not ageing, and the current bundle. A
+// conflict (another replica wrote first) is read again.
+func (k *Keeper) ensureLeaf(ctx context.Context, leaf Leaf, b *bundle) error {
+	for range 5 {
+		err := k.writeLeaf(ctx, leaf, b)
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		return err
+	}
+	return fmt.Errorf("secret %s/%s: too many conflicting writes", k.Namespace, leaf.SecretName)
+}
+
+func (k *Keeper) writeLeaf(ctx context.Context, leaf Leaf, b *bundle) error {
+	var secret corev1.Secret
+	err := k.Client.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: leaf.SecretName}, &secret)
+	create := apierrors.IsNotFound(err)
+	if err != nil && !create {
+		return fmt.Errorf("reading Secret %s/%s: %w", k.Namespace, leaf.SecretName, err)
+	}
+	now := k.Now()
+	data := maps.Clone(secret.Data)
+	if data == nil {
+		data = map[string][]byte{}
+	}
+	cert, _, certErr := parsePair(data[KeyCert], data[KeyKey])
+	why := ""
+	switch {
+	case certErr != nil:
+		why = "no valid certificate: " + certErr.Error()
+	case cert.CheckSignatureFrom(b.ca) != nil:
+		why = "the certificate is not signed by the signing CA"
+	case k.ageing(cert, now):
+		why = fmt.Sprintf("the certificate expires on %s", cert.NotAfter.Format(time.RFC3339))
+	case !coversNames(cert, leaf.DNSNames):
+		why = fmt.Sprintf("the certificate covers %v, not %v", cert.DNSNames, leaf.DNSNames)
+	}
+	changed := false
+	if why != "" {
+		certPEM, keyPEM, err := k.issue(b.ca, b.caKey, now, leaf.DNSNames, nil)
+		if err != nil {
+			return err
+		}
+		data[KeyCert], data[KeyKey], changed = certPEM, keyPEM, true
+		log.FromContext(ctx).Info("Made a new serving certificate", "secret", k.Namespace+"/"+leaf.SecretName, "why", why)
+	}
+	if !bytes.Equal(data[KeyCACert], b.caBundle) {
+		data[KeyCACert], changed = b.caBundle, true
+	}
+	if !changed {
+		return nil
+	}
+	secret.Data = data
+	if create {
+		secret.ObjectMeta = metav1.ObjectMeta{Name: leaf.SecretName, Namespace: k.Namespace,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "shardfeed", "app.kubernetes.io/component": "serving-certificate"}}
+		secret.Type = corev1.SecretTypeTLS
+		return k.Client.Create(ctx, &secret)
+	}
+	return k.Client.Update(ctx, &secret) // carries the resourceVersion read
+}
+
+func coversNames(c *x509.Certificate, names []string) bool {
+	for _, name := range names {
+		if !slices.Contains(c.DNSNames, name) {
+			return false
+		}
+	}
+	return true
 }
 
 func clearNext(data map[string][]byte, annotations map[string]string) {
@@ -383,10 +475,8 @@ func (k *Keeper) ageing(c *x509.Certificate, now time.Time) bool {
 }
 
 func (k *Keeper) covers(c *x509.Certificate) bool {
-	for _, name := range k.DNSNames {
-		if !slices.Contains(c.DNSNames, name) {
-			return false
-		}
+	if !coversNames(c, k.DNSNames) {
+		return false
 	}
 	for _, ip := range k.IPs {
 		if !slices.ContainsFunc(c.IPAddresses, ip.Equal) {
@@ -422,7 +512,8 @@ func (k *Keeper) newCA(now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, err
 	return ca, key, err
 }
 
-func (k *Keeper) newCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time.Time) (certPEM, keyPEM []byte, err error) {
+// issue makes a serving certificate for names and ips that ca signs.
+func (k *Keeper) issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time.Time, names []string, ips []net.IP) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -432,8 +523,8 @@ func (k *Keeper) newCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time
 		return nil, nil, err
 	}
 	cn := "shardfeed-webhook"
-	if len(k.DNSNames) > 0 {
-		cn = k.DNSNames[0]
+	if len(names) > 0 {
+		cn = names[0]
 	}
 	notAfter := now.Add(k.CertValidity)
 	if notAfter.After(ca.NotAfter) {
@@ -442,8 +533,8 @@ func (k *Keeper) newCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time
 	tmpl := &x509.Certificate{
 		SerialNumber: sn,
 		Subject:      pkix.Name{CommonName: cn, Organization: []string{"shardfeed"}},
-		DNSNames:     k.DNSNames,
-		IPAddresses:  k.IPs,
+		DNSNames:     names,
+		IPAddresses:  ips,
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -451,7 +542,7 @@ func (k *Keeper) newCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
 	if err != nil {
-		return nil, nil, fmt.Errorf("making the webhook serving certificate: %w", err)
+		return nil, nil, fmt.Errorf("making the serving certificate of %v: %w", names, err)
 	}
 	if keyPEM, err = encodeKey(key); err != nil {
 		return nil, nil, err

@@ -423,3 +423,76 @@ func TestIntegrationACARotationNeverLeavesAReplicaUntrusted(t *testing.T) {
 		}
 	}
 }
+
+// The node agent's certificate: signed by the webhook's CA, kept in a
+// Secret of its own with the bundle, renewed when the CA that signs
+// changes, and never written when nothing changed.
+func TestIntegrationKeeperSignsTheLeavesWithItsCA(t *testing.T) {
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	const agentName = "shardfeed-node-agent." + "ns.svc"
+	t0 := time.Now()
+	now := t0
+	k := &certs.Keeper{Client: apiServer.Client, Options: certs.Options{
+		Namespace: ns, SecretName: "webhook-cert", DNSNames: []string{dnsName}, CertDir: t.TempDir(),
+		CAValidity: 90 * 24 * time.Hour, CertValidity: 9 * 24 * time.Hour, TrustDelay: time.Minute, Now: func() time.Time { return now },
+		Leaves: []certs.Leaf{{SecretName: "agent-cert", DNSNames: []string{agentName}}},
+	}}
+	leaf := func() (*corev1.Secret, *x509.Certificate) {
+		t.Helper()
+		var s corev1.Secret
+		if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agent-cert"}, &s); err != nil {
+			t.Fatal(err)
+		}
+		pair, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
+		if err != nil {
+			t.Fatalf("the leaf's Secret holds no certificate and key: %v", err)
+		}
+		cert, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(k.CABundle()) {
+			t.Fatal("no bundle")
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{DNSName: agentName, Roots: pool, CurrentTime: now}); err != nil {
+			t.Fatalf("the leaf does not verify under the bundle for %s: %v", agentName, err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{DNSName: dnsName, Roots: pool, CurrentTime: now}); err == nil {
+			t.Fatal("the leaf is good for the webhook's name too")
+		}
+		if !bytes.Equal(s.Data["ca.crt"], k.CABundle()) {
+			t.Fatal("the leaf's ca.crt is not the bundle")
+		}
+		return &s, cert
+	}
+	steps := []struct {
+		name    string
+		at      time.Duration
+		newLeaf bool
+		written bool
+	}{
+		{name: "the first call makes it", newLeaf: true, written: true},
+		{name: "a second call writes nothing", at: time.Hour},
+		{name: "ageing, it is renewed", at: 7 * 24 * time.Hour, newLeaf: true, written: true},
+		{name: "a next CA enters the bundle: the leaf's ca.crt follows (the leaf has expired meanwhile)", at: 70 * 24 * time.Hour, newLeaf: true, written: true},
+		{name: "the next CA signs: a new leaf", at: 70*24*time.Hour + time.Minute, newLeaf: true, written: true},
+	}
+	var prev *x509.Certificate
+	var prevRV string
+	for _, st := range steps {
+		now = t0.Add(st.at)
+		if err := k.Ensure(ctx); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		s, cert := leaf()
+		if got := prev == nil || !cert.Equal(prev); got != st.newLeaf {
+			t.Errorf("%s: new leaf %v, want %v", st.name, got, st.newLeaf)
+		}
+		if got := s.ResourceVersion != prevRV; got != st.written {
+			t.Errorf("%s: written %v, want %v", st.name, got, st.written)
+		}
+		prev, prevRV = cert, s.ResourceVersion
+	}
+}

@@ -74,9 +74,7 @@ const (
 	CacheVolume  = "shardfeed-cache"
 	PlanVolume   = "shardfeed-plan"
 	TokenVolume  = "shardfeed-token"
-	// NodeAgentVolume is the node agent's socket directory (a hostPath),
-	// NodeAgentTokenVolume the token the sidecar shows the agent.
-	NodeAgentVolume      = "shardfeed-node-agent"
+	// NodeAgentTokenVolume is the token the sidecar shows the node agent.
 	NodeAgentTokenVolume = "shardfeed-node-agent-token"
 	// The paths of the sidecar contract (internal/sidecarconfig).
 	SocketDir        = sidecarconfig.SocketDir
@@ -141,10 +139,19 @@ type Input struct {
 	// given, the sidecar checks nothing (a manager that checks nothing).
 	AllowedEndpoints    []string
 	AllowCloudEndpoints bool
-	// NodeAgentDir, when set, is the node agent's socket directory on
-	// every node (the chart's nodeCache): the sidecar mounts it read-only
-	// and asks the agent for shards before the store.
-	NodeAgentDir string
+	// NodeAgent, when its URL is set, is the node agent (the chart's
+	// nodeCache): the sidecar asks it for shards before the store.
+	NodeAgent NodeAgent
+}
+
+// NodeAgent is how sidecars reach their node's agent: over TLS, through a
+// Service whose traffic stays on the node, verifying the certificate the
+// operator's CA signed for the URL's host. No hostPath: the namespaces
+// of training pods may enforce the restricted Pod Security level.
+type NodeAgent struct {
+	// URL is https://<Service>.<namespace>.svc:<port>; Addr the Service's
+	// cluster IP and port, dialled first ("": the name).
+	URL, Addr string
 }
 
 // Operator is the operator's progress endpoint as sidecars reach it.
@@ -266,11 +273,14 @@ func Inject(in Input) (*corev1.Pod, error) {
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: sidecarconfig.ConfigMapsDir + "/" + ref.Name, ReadOnly: true})
 	}
 	var env []corev1.EnvVar
-	if in.NodeAgentDir != "" {
-		vols, agentMounts := nodeAgentVolumes(in.NodeAgentDir)
-		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
-		mounts = append(mounts, agentMounts...)
-		env = append(env, corev1.EnvVar{Name: sidecarconfig.EnvNodeAgent, Value: sidecarconfig.NodeAgentSocket})
+	if in.NodeAgent.URL != "" {
+		vol, agentMount := nodeAgentToken()
+		pod.Spec.Volumes = append(pod.Spec.Volumes, vol)
+		mounts = append(mounts, agentMount)
+		env = append(env, corev1.EnvVar{Name: sidecarconfig.EnvNodeAgent, Value: in.NodeAgent.URL})
+		if in.NodeAgent.Addr != "" {
+			env = append(env, corev1.EnvVar{Name: sidecarconfig.EnvNodeAgentAddr, Value: in.NodeAgent.Addr})
+		}
 	}
 	if len(in.AllowedEndpoints) > 0 || in.AllowCloudEndpoints {
 		env = append(env, corev1.EnvVar{Name: sidecarconfig.EnvAllowedEndpoints, Value: strings.Join(in.AllowedEndpoints, ",")},
@@ -337,21 +347,15 @@ func sidecarSecurityContext() *corev1.SecurityContext {
 	}
 }
 
-// nodeAgentVolumes are the node agent's socket directory, read-only, and
-// the sidecar's identity toward the agent: a token of the pod's
-// ServiceAccount, bound to the pod, for the agent's audience alone.
-func nodeAgentVolumes(dir string) ([]corev1.Volume, []corev1.VolumeMount) {
-	return []corev1.Volume{
-			{Name: NodeAgentVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-				Path: dir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}},
-			{Name: NodeAgentTokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-				DefaultMode: ptr.To(int32(0o444)),
-				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-					Audience: sidecarconfig.NodeAgentAudience, ExpirationSeconds: ptr.To(int64(tokenExpiry)), Path: "token"}}}}}},
-		}, []corev1.VolumeMount{
-			{Name: NodeAgentVolume, MountPath: sidecarconfig.NodeAgentDir, ReadOnly: true},
-			{Name: NodeAgentTokenVolume, MountPath: sidecarconfig.NodeAgentTokenDir, ReadOnly: true},
-		}
+// nodeAgentToken is the sidecar's identity toward the node agent: a
+// token of the pod's ServiceAccount, bound to the pod, for the agent's
+// audience alone.
+func nodeAgentToken() (corev1.Volume, corev1.VolumeMount) {
+	return corev1.Volume{Name: NodeAgentTokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: ptr.To(int32(0o444)),
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: sidecarconfig.NodeAgentAudience, ExpirationSeconds: ptr.To(int64(tokenExpiry)), Path: "token"}}}}}},
+		corev1.VolumeMount{Name: NodeAgentTokenVolume, MountPath: sidecarconfig.NodeAgentTokenDir, ReadOnly: true}
 }
 
 // tokenizations are the dataset's tokenizations: its default and its

@@ -508,27 +508,28 @@ func TestInjectMountsTheTokenizersConfigMapsIntoTheSidecarOnly(t *testing.T) {
 	}
 }
 
-// With the chart's node cache, the sidecar alone mounts the agent's socket
-// directory (read-only) and a pod-bound token for the agent's audience,
-// and is told the socket; without it, nothing of the agent is injected.
+// With the chart's node cache, the sidecar alone mounts a pod-bound token
+// for the agent's audience, and is told the agent's URL and address; no
+// hostPath. Without it, nothing of the agent is injected.
 func TestInjectGivesTheSidecarAloneTheNodeAgent(t *testing.T) {
-	in := func(dir string, p *corev1.Pod) Input {
+	agent := NodeAgent{URL: "https://shardfeed-node-agent.shardfeed-system.svc:9466", Addr: "198.19.0.9:9466"}
+	in := func(a NodeAgent, p *corev1.Pod) Input {
 		return Input{Pod: p, Dataset: dataset(), Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2},
-			Images: ImagePolicy{Default: "shardfeed:v1"}, MaxShardBytes: 1 << 30, NodeAgentDir: dir}
+			Images: ImagePolicy{Default: "shardfeed:v1"}, MaxShardBytes: 1 << 30, NodeAgent: a}
 	}
 	trainer := func() *corev1.Pod {
 		return pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"})
 	}
-	got, err := Inject(in("/run/shardfeed-agent", trainer()))
+	got, err := Inject(in(agent, trainer()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	vols := map[string]corev1.Volume{}
 	for _, v := range got.Spec.Volumes {
 		vols[v.Name] = v
-	}
-	if hp := vols[NodeAgentVolume].HostPath; hp == nil || hp.Path != "/run/shardfeed-agent" {
-		t.Fatalf("the agent's volume: %+v", vols[NodeAgentVolume])
+		if v.HostPath != nil {
+			t.Errorf("volume %s is a hostPath", v.Name)
+		}
 	}
 	tok := vols[NodeAgentTokenVolume].Projected
 	if tok == nil || len(tok.Sources) != 1 || tok.Sources[0].ServiceAccountToken == nil || tok.Sources[0].ServiceAccountToken.Audience != sidecarconfig.NodeAgentAudience {
@@ -539,29 +540,27 @@ func TestInjectGivesTheSidecarAloneTheNodeAgent(t *testing.T) {
 	for _, m := range side.VolumeMounts {
 		mounts[m.Name] = m
 	}
-	if m := mounts[NodeAgentVolume]; !m.ReadOnly || m.MountPath != sidecarconfig.NodeAgentDir {
-		t.Errorf("the sidecar mounts the agent's directory as %+v", m)
-	}
 	if m := mounts[NodeAgentTokenVolume]; !m.ReadOnly || m.MountPath != sidecarconfig.NodeAgentTokenDir {
 		t.Errorf("the sidecar mounts the agent's token as %+v", m)
 	}
-	if !slices.Contains(side.Env, corev1.EnvVar{Name: sidecarconfig.EnvNodeAgent, Value: sidecarconfig.NodeAgentSocket}) {
-		t.Errorf("the sidecar is not told the agent's socket: %v", side.Env)
+	if !slices.Contains(side.Env, corev1.EnvVar{Name: sidecarconfig.EnvNodeAgent, Value: agent.URL}) ||
+		!slices.Contains(side.Env, corev1.EnvVar{Name: sidecarconfig.EnvNodeAgentAddr, Value: agent.Addr}) {
+		t.Errorf("the sidecar is not told the agent: %v", side.Env)
 	}
 	for _, c := range got.Spec.Containers {
 		for _, m := range c.VolumeMounts {
-			if m.Name == NodeAgentVolume || m.Name == NodeAgentTokenVolume {
+			if m.Name == NodeAgentTokenVolume {
 				t.Errorf("container %s mounts %s", c.Name, m.Name)
 			}
 		}
 	}
 
-	plain, err := Inject(in("", trainer()))
+	plain, err := Inject(in(NodeAgent{}, trainer()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range plain.Spec.Volumes {
-		if v.Name == NodeAgentVolume || v.Name == NodeAgentTokenVolume {
+		if v.Name == NodeAgentTokenVolume {
 			t.Errorf("without the node cache, %s is injected", v.Name)
 		}
 	}
@@ -569,7 +568,7 @@ func TestInjectGivesTheSidecarAloneTheNodeAgent(t *testing.T) {
 	// A training container may not take the sidecar's token for the agent.
 	thief := trainer()
 	thief.Spec.Volumes = append(thief.Spec.Volumes, corev1.Volume{Name: NodeAgentTokenVolume})
-	if _, err := Inject(in("/run/shardfeed-agent", thief)); err == nil || !strings.Contains(err.Error(), NodeAgentTokenVolume) {
+	if _, err := Inject(in(agent, thief)); err == nil || !strings.Contains(err.Error(), NodeAgentTokenVolume) {
 		t.Errorf("a pod declaring the agent's token volume: %v", err)
 	}
 }

@@ -3,8 +3,6 @@ package progress
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/trust"
 )
 
 // Remote records progress through the operator's progress endpoint. It
@@ -69,13 +68,9 @@ func NewRemote(r Remote) (*Remote, error) {
 			}
 			return dialer.DialContext(ctx, network, addr)
 		},
-		TLSClientConfig: &tls.Config{
-			MinVersion: tls.VersionTLS12,
-			// Verified below against the CA file as it is now: the
-			// standard verification would need the pool fixed at start.
-			InsecureSkipVerify: true, //nolint:gosec // VerifyConnection verifies the chain and the name
-			VerifyConnection:   r.verify,
-		},
+		// Verified against the CA file as it is now: the standard
+		// verification would need the pool fixed at start.
+		TLSClientConfig:       trust.Verifier{CAFile: r.CAFile, Name: r.host, Peer: "the operator"}.Config(),
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 30 * time.Second,
 		IdleConnTimeout:       90 * time.Second,
@@ -88,26 +83,6 @@ func NewRemote(r Remote) (*Remote, error) {
 // is using (a load generator that plays thousands of sidecars from one
 // process).
 func (r *Remote) CloseIdleConnections() { r.client.CloseIdleConnections() }
-
-func (r *Remote) verify(cs tls.ConnectionState) error {
-	pem, err := os.ReadFile(r.CAFile)
-	if err != nil {
-		return fmt.Errorf("the operator's CA bundle: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return fmt.Errorf("the operator's CA bundle %s holds no PEM certificate", r.CAFile)
-	}
-	if len(cs.PeerCertificates) == 0 {
-		return errors.New("the operator sent no certificate")
-	}
-	inter := x509.NewCertPool()
-	for _, c := range cs.PeerCertificates[1:] {
-		inter.AddCert(c)
-	}
-	_, err = cs.PeerCertificates[0].Verify(x509.VerifyOptions{DNSName: r.host, Roots: pool, Intermediates: inter})
-	return err
-}
 
 // Register implements Ledger.
 func (r *Remote) Register(ctx context.Context, j Job) (*configmaps.State, error) {

@@ -47,15 +47,13 @@ const (
 	TokenPath     = TokenDir + "/token"
 	// OperatorCAPath is the operator's CA bundle, a key of the plan.
 	OperatorCAPath = PlanDir + "/operator-ca.crt"
-	// NodeAgentDir is the node agent's socket directory (a hostPath the
-	// webhook mounts when the chart runs the agent), NodeAgentSocket its
-	// socket; NodeAgentTokenDir holds the projected token (audience
-	// "shardfeed-agent") the sidecar shows it.
-	NodeAgentDir       = "/var/run/shardfeed-agent"
-	NodeAgentSocket    = NodeAgentDir + "/agent.sock"
+	// NodeAgentTokenDir holds the projected token (audience
+	// "shardfeed-agent") the sidecar shows the node agent.
 	NodeAgentTokenDir  = "/var/run/secrets/shardfeed-agent"
 	NodeAgentTokenPath = NodeAgentTokenDir + "/token"
 	NodeAgentAudience  = "shardfeed-agent"
+	// NodeAgentPort is the node agent's port (its Service's "agent").
+	NodeAgentPort = 9466
 	// MetricsPort is the sidecar's metrics port unless
 	// spec.sidecar.metricsPort says otherwise.
 	MetricsPort int32 = 9464
@@ -80,9 +78,12 @@ const (
 	EnvOperatorURL    = "SHARDFEED_OPERATOR_URL"
 	EnvOperatorAddr   = "SHARDFEED_OPERATOR_ADDR"
 	EnvNamespace      = "POD_NAMESPACE"
-	// EnvNodeAgent is the node agent's socket, set when the webhook
-	// mounts it.
-	EnvNodeAgent = "SHARDFEED_NODE_AGENT"
+	// EnvNodeAgent is the node agent's URL (https://<Service>.<namespace>
+	// .svc:<port>, the name its certificate carries) and EnvNodeAgentAddr
+	// the address dialled (the node-local Service's cluster IP), set when
+	// the pod's namespace uses the node cache.
+	EnvNodeAgent     = "SHARDFEED_NODE_AGENT"
+	EnvNodeAgentAddr = "SHARDFEED_NODE_AGENT_ADDR"
 	// EnvAllowedEndpoints (comma-separated) and EnvAllowCloudEndpoints
 	// ("true") are the platform's endpoint policy, as the manager's
 	// --allowed-endpoints and --allow-cloud-endpoints say it: the sidecar

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -88,12 +89,23 @@ func (d *dataset) source(credentialsDir string) store.Source {
 		Retry: store.Retry{MaxElapsed: 5 * time.Second, RequestTimeout: 20 * time.Second}}
 }
 
-// agent runs a node agent on a socket of its own until the test ends.
+// agent runs a node agent on a port of its own until the test ends,
+// with a certificate of pki's CA for agentName.
 type agent struct {
 	*nodecache.Agent
-	socket string
-	dir    string
-	stop   func()
+	addr, caFile string
+	dir          string
+	stop         func()
+}
+
+// client is a sidecar's client of the agent, presenting token.
+func (a *agent) client(t *testing.T, token string, wait time.Duration) *nodecache.Client {
+	t.Helper()
+	c, err := nodecache.NewClient(nodecache.ClientOptions{URL: "https://" + agentName + ":9466", Addr: a.addr, CAFile: a.caFile, TokenFile: token, Wait: wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func startAgent(t *testing.T, dir string, edit func(*nodecache.Options)) *agent {
@@ -111,18 +123,15 @@ func startAgent(t *testing.T, dir string, edit func(*nodecache.Options)) *agent 
 	if err != nil {
 		t.Fatal(err)
 	}
-	sockDir, err := os.MkdirTemp("", "nc") // a socket's path has at most 107 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(sockDir, nodecache.SocketName)
-	l, err := nodecache.Listen(socket)
+	p := newPKI(t)
+	certFile, keyFile := p.issue(t, false, agentName)
+	l, err := nodecache.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, l) }()
+	go func() { done <- a.Serve(ctx, l, &nodecache.Certificate{CertFile: certFile, KeyFile: keyFile}) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -132,8 +141,8 @@ func startAgent(t *testing.T, dir string, edit func(*nodecache.Options)) *agent 
 			}
 		})
 	}
-	t.Cleanup(func() { stop(); _ = os.RemoveAll(sockDir) })
-	return &agent{Agent: a, socket: socket, dir: dir, stop: stop}
+	t.Cleanup(stop)
+	return &agent{Agent: a, addr: l.Addr().String(), caFile: p.caFile, dir: dir, stop: stop}
 }
 
 // pod is a pod on a node, with its projected token for the agent.
@@ -191,7 +200,7 @@ func newSidecar(t *testing.T, d *dataset, a *agent, p pod, credentialsDir string
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &sidecar{client: nodecache.NewClient(a.socket, p.token, wait, 0)}
+	s := &sidecar{client: a.client(t, p.token, wait)}
 	s.cache, err = cache.New(cache.Options{Dir: t.TempDir(), Node: s.client.Fetch(map[string]store.Source{"web": src}),
 		NodeWarm: s.client.Warmer(map[string]store.Source{"web": src}),
 		OnNodeMiss: func(_ cache.Shard, err error) {
@@ -308,7 +317,7 @@ func TestIntegrationTheNodeCacheKeepsNamespacesAndCredentialsApart(t *testing.T)
 	wrong := t.TempDir()
 	writeKeys(t, wrong, "not-the-secret")
 	thief := newPod(t, owner, node)
-	body, err := nodecache.NewClient(a.socket, thief.token, 0, 0).Get(context.Background(), request(t, d, d.shards[0], wrong))
+	body, err := a.client(t, thief.token, 0).Get(context.Background(), request(t, d, d.shards[0], wrong))
 	if err == nil {
 		_ = body.Close()
 		t.Fatal("a pod with keys that cannot read the bucket was served its shard from the node cache")
@@ -366,7 +375,7 @@ func TestIntegrationTheNodeCacheBelievesOnlyTheStore(t *testing.T) {
 	sum, _ := checksum.Of("sha256", forged)
 	req := request(t, d, d.shards[0], creds)
 	req.Hash = sum.String()
-	body, err := nodecache.NewClient(a.socket, forger.token, 0, 0).Get(context.Background(), req)
+	body, err := a.client(t, forger.token, 0).Get(context.Background(), req)
 	if err == nil {
 		_ = body.Close()
 		t.Fatal("the agent served a shard under a hash its store's bytes do not have")
@@ -428,33 +437,57 @@ func TestIntegrationASidecarReadsTheStoreWhenTheAgentFails(t *testing.T) {
 	ns := apiServer.Namespace(t)
 	creds := minioServer.CredentialsDir(t)
 	p := newPod(t, ns, node)
-	sockDir, err := os.MkdirTemp("", "nc")
-	if err != nil {
-		t.Fatal(err)
+	ca := newPKI(t)
+	agentCert, agentKey := ca.issue(t, false, agentName)
+	type fake struct {
+		certFile, keyFile string // "": plain HTTP
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
-
-	serve := func(name string, h http.HandlerFunc) *agent {
-		socket := filepath.Join(sockDir, name)
-		l, err := net.Listen("unix", socket)
+	var mu sync.Mutex
+	var asked []string // what impersonators were sent: any request at all
+	serve := func(f fake, h http.HandlerFunc) *agent {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := &http.Server{Handler: h}
-		go func() { _ = srv.Serve(l) }()
+		srv := &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)}
+		if f.certFile == "" {
+			go func() { _ = srv.Serve(l) }()
+		} else {
+			go func() { _ = srv.ServeTLS(l, f.certFile, f.keyFile) }()
+		}
 		t.Cleanup(func() { _ = srv.Close() })
-		return &agent{socket: socket}
+		return &agent{addr: l.Addr().String(), caFile: ca.caFile}
 	}
+	// An impersonator answers every request with the shard's size of
+	// zeros, and writes down what it was sent.
+	impersonator := func(f fake) *agent {
+		return serve(f, func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			asked = append(asked, r.Header.Get("Authorization")+" "+string(body))
+			mu.Unlock()
+			http.Error(w, "no", http.StatusTeapot)
+		})
+	}
+	agentTLS := fake{agentCert, agentKey}
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goneAddr := gone.Addr().String()
+	_ = gone.Close()
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) })
+	selfCert, selfKey := ca.issue(t, true, agentName)
+	otherCert, otherKey := ca.issue(t, false, "shardfeed-webhook.shardfeed-system.svc")
 	for _, tt := range []struct {
 		name  string
 		agent *agent
 		want  string
 	}{
-		{"no agent", &agent{socket: filepath.Join(sockDir, "gone.sock")}, "no such file"},
-		{"an agent that never answers", serve("hang.sock", func(http.ResponseWriter, *http.Request) { <-hang }), "did not answer in time"},
-		{"an agent that stops mid-answer", serve("half.sock", func(w http.ResponseWriter, r *http.Request) {
+		{"no agent", &agent{addr: goneAddr, caFile: ca.caFile}, "connection refused"},
+		{"an agent that never answers", serve(agentTLS, func(http.ResponseWriter, *http.Request) { <-hang }), "did not answer in time"},
+		{"an agent that stops mid-answer", serve(agentTLS, func(w http.ResponseWriter, r *http.Request) {
 			var req nodecache.Request
 			_ = json.NewDecoder(r.Body).Decode(&req)
 			w.Header().Set("Content-Length", fmt.Sprint(req.Size))
@@ -462,12 +495,17 @@ func TestIntegrationASidecarReadsTheStoreWhenTheAgentFails(t *testing.T) {
 			w.(http.Flusher).Flush()
 			<-hang
 		}), "did not answer in time"},
-		{"an agent that lies", serve("lie.sock", func(w http.ResponseWriter, r *http.Request) {
+		{"an agent that lies", serve(agentTLS, func(w http.ResponseWriter, r *http.Request) {
 			var req nodecache.Request
 			_ = json.NewDecoder(r.Body).Decode(&req)
 			w.Header().Set("Content-Length", fmt.Sprint(req.Size))
 			_, _ = w.Write(bytes.Repeat([]byte{1}, int(req.Size)))
 		}), "the index says"},
+		// Whoever holds the agent's address without its certificate is
+		// sent nothing: not the token, not the stream's keys.
+		{"a plain-HTTP impostor", impersonator(fake{}), "server gave HTTP response to HTTPS client"},
+		{"an impostor with a self-signed certificate for the agent's name", impersonator(fake{selfCert, selfKey}), "certificate is not the operator's"},
+		{"an impostor with the operator CA's certificate for another name", impersonator(fake{otherCert, otherKey}), "certificate is not the operator's"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSidecar(t, d, tt.agent, p, creds, 300*time.Millisecond)
@@ -482,6 +520,11 @@ func TestIntegrationASidecarReadsTheStoreWhenTheAgentFails(t *testing.T) {
 			}
 			t.Logf("%d shards read in %s", len(d.shards), time.Since(start).Round(time.Millisecond))
 		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) > 0 {
+		t.Errorf("impostors were sent %d requests, the first: %.200q", len(asked), asked[0])
 	}
 }
 
@@ -528,7 +571,7 @@ func TestIntegrationTheAgentKnowsWhoAsks(t *testing.T) {
 		{"no credentials", good.token, noCreds, "never its own"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			body, err := nodecache.NewClient(a.socket, tt.token, 0, 0).Get(context.Background(), tt.req)
+			body, err := a.client(t, tt.token, 0).Get(context.Background(), tt.req)
 			if err == nil {
 				got, rerr := io.ReadAll(body)
 				_ = body.Close()
@@ -609,7 +652,7 @@ func TestIntegrationARowGroupAndItsFooterComeFromTheNode(t *testing.T) {
 	}
 	// Another version of the object is another footer.
 	parts[0].Hash, parts[1].Version = "xxh64:0000000000000001", "xxh64:0000000000000001"
-	body, err := nodecache.NewClient(a.socket, newPod(t, ns, node).token, 0, 0).Get(context.Background(), nodecache.Request{
+	body, err := a.client(t, newPod(t, ns, node).token, 0).Get(context.Background(), nodecache.Request{
 		Source: request(t, d, d.shards[0], creds).Source, Part: nodecache.Part{Key: parts[1].Key, Range: true, Offset: parts[1].Offset, Size: parts[1].Size, Version: parts[1].Version}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/trust"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 )
 
@@ -31,12 +33,23 @@ const (
 )
 
 // Client is a sidecar's way to its node's agent. Every failure of it (no
-// agent, a slow or refusing one) is an error the caller answers by reading
-// the store itself.
+// agent, a slow or refusing one, one that cannot prove it is the agent)
+// is an error the caller answers by reading the store itself.
+//
+// The agent proves who it is before anything is sent: TLS with a
+// certificate the operator's CA signed for the agent's name, verified
+// against the bundle the pod's plan carries. The pod's token and the
+// stream's credentials go to nobody else.
 type Client struct {
 	tokenFile  string
 	wait, idle time.Duration
+	base       string
 	http       *http.Client
+
+	// down is when the agent last could not be reached: the next dials
+	// wait for backoff, so a node without an agent costs no dial per shard.
+	downMu sync.Mutex
+	down   time.Time
 
 	hits, fills, fallbacks, bytes atomic.Int64
 }
@@ -51,25 +64,89 @@ type ClientStats struct {
 	Bytes int64
 }
 
-// NewClient reaches the agent at socket, presenting the token in
-// tokenFile (the pod's projected token, read at each request since the
-// kubelet rotates it). wait and idle of 0 take the defaults.
-func NewClient(socket, tokenFile string, wait, idle time.Duration) *Client {
-	if wait <= 0 {
-		wait = DefaultWait
+// ClientOptions say where the agent is and how it is trusted.
+type ClientOptions struct {
+	// URL is https://<Service>.<namespace>.svc:<port>: its host is the
+	// name the agent's certificate must carry.
+	URL string
+	// Addr, if set, is the host:port dialled (the node-local Service's
+	// cluster IP), the URL's host if it is empty.
+	Addr string
+	// CAFile is the operator's CA bundle, read at each handshake.
+	CAFile string
+	// TokenFile is the pod's projected token (audience Audience), read at
+	// each request since the kubelet rotates it.
+	TokenFile string
+	// Wait and Idle bound the answer's start and its pauses (0: the
+	// defaults).
+	Wait, Idle time.Duration
+}
+
+// backoff is how long a client leaves an agent it could not reach alone.
+const backoff = 30 * time.Second
+
+// NewClient checks the options and returns the client.
+func NewClient(o ClientOptions) (*Client, error) {
+	u, err := url.Parse(o.URL)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.User != nil {
+		return nil, fmt.Errorf("node agent URL %q: want https://HOST:PORT (the agent's Service): the agent is reached over TLS only", o.URL)
 	}
-	if idle <= 0 {
-		idle = DefaultIdle
+	if o.CAFile == "" || o.TokenFile == "" {
+		return nil, errors.New("the node agent needs the operator's CA bundle file and the token file")
 	}
+	if o.Wait <= 0 {
+		o.Wait = DefaultWait
+	}
+	if o.Idle <= 0 {
+		o.Idle = DefaultIdle
+	}
+	c := &Client{tokenFile: o.TokenFile, wait: o.Wait, idle: o.Idle, base: "https://" + u.Host}
 	dialer := &net.Dialer{Timeout: time.Second}
 	transport := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return dialer.DialContext(ctx, "unix", socket)
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if !c.up() {
+				return nil, errAway
+			}
+			if o.Addr != "" {
+				addr = o.Addr
+			}
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				c.away()
+			}
+			return conn, err
 		},
+		TLSClientConfig:     trust.Verifier{CAFile: o.CAFile, Name: u.Hostname(), Peer: "the node agent"}.Config(),
+		TLSHandshakeTimeout: 5 * time.Second,
+		ForceAttemptHTTP2:   false,
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	return &Client{tokenFile: tokenFile, wait: wait, idle: idle, http: &http.Client{Transport: transport}}
+	c.http = &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return c, nil
+}
+
+var errAway = errors.New("the node agent was not reachable a moment ago")
+
+func (c *Client) up() bool {
+	c.downMu.Lock()
+	defer c.downMu.Unlock()
+	return time.Since(c.down) >= backoff
+}
+
+// failed notes a request that got no answer (no agent, a slow one, one
+// that could not prove it is the agent): the agent is left alone for a
+// while. A caller that went away says nothing of the agent.
+func (c *Client) failed(ctx context.Context) {
+	if ctx.Err() == nil || errors.Is(context.Cause(ctx), errSlow) {
+		c.away()
+	}
+}
+
+func (c *Client) away() {
+	c.downMu.Lock()
+	c.down = time.Now()
+	c.downMu.Unlock()
 }
 
 // Stats returns the counters.
@@ -96,7 +173,7 @@ func (c *Client) Get(ctx context.Context, r Request) (io.ReadCloser, error) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	slow := time.AfterFunc(c.wait, func() { cancel(errSlow) })
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+ShardPath, strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+ShardPath, strings.NewReader(string(body)))
 	if err != nil {
 		cancel(nil)
 		return nil, err
@@ -106,6 +183,7 @@ func (c *Client) Get(ctx context.Context, r Request) (io.ReadCloser, error) {
 	resp, err := c.http.Do(req)
 	slow.Stop()
 	if err != nil {
+		c.failed(ctx)
 		if cause := context.Cause(ctx); errors.Is(cause, errSlow) {
 			err = fmt.Errorf("%w (%s)", cause, c.wait)
 		}
@@ -144,7 +222,7 @@ func (c *Client) Warm(ctx context.Context, w WarmRequest) (WarmAnswer, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.wait)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+WarmPath, strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+WarmPath, strings.NewReader(string(body)))
 	if err != nil {
 		return WarmAnswer{}, err
 	}
@@ -152,6 +230,7 @@ func (c *Client) Warm(ctx context.Context, w WarmRequest) (WarmAnswer, error) {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
+		c.failed(ctx)
 		return WarmAnswer{}, fmt.Errorf("node agent: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()

@@ -65,12 +65,12 @@ func TestIntegrationWarmedShardsAreOnTheNodeBeforeThePodAsks(t *testing.T) {
 	t.Logf("%d shards warmed, then read: pre-warm lead %.3f s in all", len(d.shards), st.LeadSeconds)
 
 	// The same namespace and keys again: the node holds them all.
-	c := nodecache.NewClient(a.socket, newPod(t, ns, node).token, 0, 0)
+	c := a.client(t, newPod(t, ns, node).token, 0)
 	if ans, err := c.Warm(context.Background(), warmOf(t, d, creds, d.shards...)); err != nil || ans.Present != len(d.shards) {
 		t.Fatalf("warming what the node holds: %+v, %v; want all present", ans, err)
 	}
 	// Another namespace: none is its own; its warm fills its own entries.
-	other := nodecache.NewClient(a.socket, newPod(t, apiServer.Namespace(t), node).token, 0, 0)
+	other := a.client(t, newPod(t, apiServer.Namespace(t), node).token, 0)
 	ans, err := other.Warm(context.Background(), warmOf(t, d, creds, d.shards[:2]...))
 	if err != nil || ans.Present != 0 || ans.Queued != 2 {
 		t.Fatalf("another namespace's warm: %+v, %v; want none present, both queued", ans, err)
@@ -108,7 +108,7 @@ func TestIntegrationTheShardsPodsReadNextAreEvictedLast(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // a distinct use time each
 	}
 	// Shard 0, the least recently used, is named as a pod's next.
-	c := nodecache.NewClient(a.socket, newPod(t, ns, node).token, 0, 0)
+	c := a.client(t, newPod(t, ns, node).token, 0)
 	if ans, err := c.Warm(context.Background(), warmOf(t, d, creds, d.shards[0])); err != nil || ans.Present != 1 {
 		t.Fatalf("naming a held shard: %+v, %v", ans, err)
 	}
@@ -173,7 +173,7 @@ func TestIntegrationTheAgentRefusesAWarmRequestItCannotServeSafely(t *testing.T)
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := a.Stats()
-			_, err := nodecache.NewClient(a.socket, tt.token, 0, 0).Warm(context.Background(), tt.req)
+			_, err := a.client(t, tt.token, 0).Warm(context.Background(), tt.req)
 			after := a.Stats()
 			if tt.want == "" {
 				if err != nil || after.WarmRequests != before.WarmRequests+1 {

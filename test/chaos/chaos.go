@@ -232,18 +232,17 @@ func (p *play) run(ctx context.Context) error {
 	if sc.StepTime > 0 {
 		step = sc.StepTime
 	}
-	ns, podSecurity := "chaos-"+sc.Name, ""
+	ns := "chaos-" + sc.Name
 	if sc.NodeCache {
 		if p.nodeCache, err = c.EnableNodeCache(ctx, ns, sc.NodeDiskBytes); err != nil {
 			return err
 		}
 		defer func() { _ = p.nodeCache.Disable(context.WithoutCancel(ctx)) }()
-		podSecurity = "privileged" // the agent's socket directory is a hostPath
 		c.Detail("the node cache on for namespace %s (its directory a tmpfs of %d bytes: 0 for none)", ns, sc.NodeDiskBytes)
 	}
 	p.env, err = c.NewEnv(ctx, ns, scenario.DatasetOptions{Samples: p.samples, NumSplits: numSplits,
 		GlobalBatchSize: globalBatch, BlockSize: 64, Extra: extra, Endpoint: "http://" + p.s.proxy.Addr,
-		CommitEvery: commitEvery, StepTime: step, PodSecurity: podSecurity})
+		CommitEvery: commitEvery, StepTime: step})
 	if err != nil {
 		return err
 	}

@@ -78,12 +78,14 @@ func TestIntegrationInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		{
 			name:  "helm chart with the node cache",
 			cmd:   append(append([]string{}, helm...), "--set", "nodeCache.enabled=true", "--set", "nodeCache.namespaces={ml}", "--set", "nodeCache.sharedSources={s3://public-data/}"),
-			kinds: append([]string{"DaemonSet", "ClusterRole", "ClusterRoleBinding", "Deployment"}, webhooks...),
+			kinds: append([]string{"DaemonSet", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"}, webhooks...),
 		},
 	}
-	// The node agent's one rule (docs/security.md, "The node agent"): it
-	// reviews tokens and reads nothing of the cluster.
-	agentRules := []any{map[string]any{"apiGroups": []any{"authentication.k8s.io"}, "resources": []any{"tokenreviews"}, "verbs": []any{"create"}}}
+	// The node agent's rules (docs/security.md, "The node agent"): it
+	// reviews tokens and its metrics' clients, and reads nothing of the
+	// cluster.
+	agentRules := []any{map[string]any{"apiGroups": []any{"authentication.k8s.io"}, "resources": []any{"tokenreviews"}, "verbs": []any{"create"}},
+		map[string]any{"apiGroups": []any{"authorization.k8s.io"}, "resources": []any{"subjectaccessreviews"}, "verbs": []any{"create"}}}
 	// The manager's rules as controller-gen generates them from the
 	// markers: one ClusterRole, and one Role in the operator's namespace.
 	wantRules := map[string]any{}

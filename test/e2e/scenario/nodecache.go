@@ -23,8 +23,9 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 )
 
-// nodeCacheNamespace is the node cache story's namespace: privileged, as
-// the agent's hostPath needs (the chart's nodeCache.namespaces names it).
+// nodeCacheNamespace is the node cache story's namespace (the chart's
+// nodeCache.namespaces names it): it enforces the restricted Pod Security
+// level, as every story's, since its pods need no hostPath for the agent.
 const (
 	nodeCacheNamespace = "e2e-nodecache"
 	// withoutNamespace is not one of the chart's nodeCache.namespaces: its
@@ -99,7 +100,7 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 	c.Step("Enabling the node cache for namespace %s: helm upgrade --set nodeCache.enabled=true (the agent's DaemonSet)", nodeCacheNamespace)
 	agentDir := filepath.Join(c.work, "node-agent")
 	if err := c.InstallOperator(ctx, "--set", "nodeCache.enabled=true", "--set", "nodeCache.namespaces={"+nodeCacheNamespace+"}",
-		"--set", "nodeCache.hostPath="+filepath.Join(agentDir, "cache"), "--set", "nodeCache.socketDir="+filepath.Join(agentDir, "sock"),
+		"--set", "nodeCache.hostPath="+filepath.Join(agentDir, "cache"),
 		"--set", "nodeCache.limit=1Gi", "--set", "nodeCache.resources.requests.cpu=50m"); err != nil {
 		return rep, err
 	}
@@ -110,7 +111,7 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 		return rep, err
 	}
 	defer prom.Close()
-	e, err := c.NewEnv(ctx, nodeCacheNamespace, DatasetOptions{PodSecurity: "privileged", Samples: c.o.Samples, NumSplits: numSplits,
+	e, err := c.NewEnv(ctx, nodeCacheNamespace, DatasetOptions{Samples: c.o.Samples, NumSplits: numSplits,
 		GlobalBatchSize: globalBatch, BlockSize: 256, CommitEvery: commitEvery, StepTime: c.o.StepTime})
 	if err != nil {
 		return rep, err
@@ -169,7 +170,7 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 	c.Detail("ready after: first %v, rescaled %v, second %v", rep.First.Ready, rep.Rescaled.Ready, rep.Second.Ready)
 
 	c.Step("The first job's story again in namespace %s, without the agent: every shard from the store", withoutNamespace)
-	off, err := c.NewEnv(ctx, withoutNamespace, DatasetOptions{PodSecurity: "privileged", Samples: c.o.Samples, NumSplits: numSplits,
+	off, err := c.NewEnv(ctx, withoutNamespace, DatasetOptions{Samples: c.o.Samples, NumSplits: numSplits,
 		GlobalBatchSize: globalBatch, BlockSize: 256, CommitEvery: commitEvery, StepTime: c.o.StepTime})
 	if err != nil {
 		return rep, err
@@ -305,7 +306,8 @@ func metrics(ctx context.Context, client *http.Client, url string) (map[string]f
 	return out, nil
 }
 
-// agentCounters reads the node agent's metrics (its pod's port 9465).
+// agentCounters reads the node agent's metrics (its pod's port 9465:
+// HTTPS, with a token allowed to get /metrics).
 func (c *Cluster) agentCounters(ctx context.Context) (AgentCounters, error) {
 	var out AgentCounters
 	var pods corev1.PodList
@@ -315,8 +317,14 @@ func (c *Cluster) agentCounters(ctx context.Context) (AgentCounters, error) {
 	if len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
 		return out, fmt.Errorf("%d node agent pods, want one running", len(pods.Items))
 	}
+	token, err := c.prometheusToken(ctx)
+	if err != nil {
+		return out, err
+	}
 	// Bounded: an agent that does not answer is a finding, not a hang.
-	m, err := metrics(ctx, &http.Client{Timeout: 30 * time.Second}, "http://"+net.JoinHostPort(pods.Items[0].Status.PodIP, "9465")+"/metrics")
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &bearer{token: token,
+		next: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}} //nolint:gosec // the scrape's rule, as the PodMonitor's
+	m, err := metrics(ctx, hc, "https://"+net.JoinHostPort(pods.Items[0].Status.PodIP, "9465")+"/metrics")
 	if err != nil {
 		return out, err
 	}
@@ -329,6 +337,18 @@ func (c *Cluster) agentCounters(ctx context.Context) (AgentCounters, error) {
 	out.WarmHits = int64(m["shardfeed_node_cache_warm_hits_total"])
 	out.LeadSeconds = m["shardfeed_node_cache_prewarm_lead_seconds_sum"]
 	return out, nil
+}
+
+// bearer adds a bearer token to each request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 // files counts the files under dir and their bytes.
@@ -397,7 +417,7 @@ func (c *Cluster) EnableNodeCache(ctx context.Context, ns string, diskBytes int6
 		nc.mounted = true
 	}
 	err := c.InstallOperator(ctx, "--set", "nodeCache.enabled=true", "--set", "nodeCache.namespaces={"+ns+"}",
-		"--set", "nodeCache.hostPath="+nc.Dir, "--set", "nodeCache.socketDir="+filepath.Join(base, "sock"),
+		"--set", "nodeCache.hostPath="+nc.Dir,
 		"--set", "nodeCache.limit=1Gi", "--set", "nodeCache.resources.requests.cpu=50m")
 	if err != nil {
 		_ = nc.Disable(context.WithoutCancel(ctx))

@@ -186,8 +186,12 @@ scrape_configs:
       - {source_labels: [__meta_kubernetes_pod_labelpresent_shardfeed_io_dataset], regex: "true", action: keep}
       - {source_labels: [__meta_kubernetes_pod_container_port_name], regex: sf-metrics, action: keep}
       - {source_labels: [__meta_kubernetes_pod_phase], regex: Running, action: keep}
-%[4]s  # The node agents' PodMonitor (nodeCache.enabled): plain HTTP.
+%[4]s  # The node agents' PodMonitor (nodeCache.enabled): HTTPS, a token
+  # allowed to get /metrics, as the manager's.
   - job_name: shardfeed-node-agents
+    scheme: https
+    tls_config: {insecure_skip_verify: true}
+    authorization: {credentials_file: %[1]s/token}
     kubernetes_sd_configs:
       - {role: pod, kubeconfig_file: %[2]s, namespaces: {names: [shardfeed-system]}}
     relabel_configs:

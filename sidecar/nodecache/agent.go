@@ -593,7 +593,10 @@ func (a *Agent) checkEndpoint(s Source) error {
 }
 
 // entry is the cache entry of a request: its address says who may read
-// it, from which store, and which bytes.
+// it, from which store, and which bytes. The store is everything that
+// selects the bytes: the scheme, the bucket or account, the endpoint or
+// the host the source's region and partition give, and the region itself
+// (a bucket's name is unique within a partition only).
 func (a *Agent) entry(c Caller, r Request) (cache.Shard, error) {
 	sum, err := checksum.Parse(r.Hash)
 	if err != nil {
@@ -610,13 +613,20 @@ func (a *Agent) entry(c Caller, r Request) (cache.Shard, error) {
 			endpoint = "http://" + strings.ToLower(r.Source.Endpoint)
 		}
 	}
+	if endpoint == "" {
+		// The host the region (and so the partition) reaches.
+		if host, err := stores.DefaultHost(r.Source.URI, r.Source.Region); err == nil {
+			endpoint = "https://" + strings.ToLower(host)
+		}
+	}
 	h := sha256.New()
 	field := func(s string) {
 		_ = binary.Write(h, binary.BigEndian, uint32(len(s)))
 		_, _ = io.WriteString(h, s)
 	}
-	field(a.group(c, r))
+	field(a.group(c, r, sum))
 	field(strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + "@" + endpoint)
+	field(strings.ToLower(strings.TrimSpace(r.Source.Region)))
 	field(sum.String())
 	field(strconv.FormatInt(r.Size, 10))
 	field(r.Version)
@@ -629,14 +639,16 @@ func (a *Agent) entry(c Caller, r Request) (cache.Shard, error) {
 	return cache.Shard{Stream: entries, Key: addr[:2] + "/" + addr, Size: r.Size, Hash: r.Hash}, nil
 }
 
-// group is who may read an entry: a shared source's readers are every pod;
-// otherwise a namespace, and in it the holders of the same Secret's keys
-// (keyed, so an address reveals nothing of them) or the same
-// ServiceAccount taking the same workload identity.
-func (a *Agent) group(c Caller, r Request) string {
+// group is who may read an entry: a shared source's readers are every pod,
+// for the parts the index hashes (whoever filled them, the agent checked
+// the bytes); otherwise, and for a part no hash checks (a Parquet footer),
+// a namespace, and in it the holders of the same Secret's keys (keyed, so
+// an address reveals nothing of them) or the same ServiceAccount taking
+// the same workload identity.
+func (a *Agent) group(c Caller, r Request, sum checksum.Sum) string {
 	object := strings.TrimSuffix(r.Source.URI, "/") + "/" + r.Key
 	for _, p := range a.opts.SharedSources {
-		if p != "" && strings.HasPrefix(object, p) {
+		if p != "" && strings.HasPrefix(object, p) && !sum.IsZero() {
 			return "shared"
 		}
 	}

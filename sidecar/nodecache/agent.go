@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -40,9 +41,10 @@ type Caller struct {
 	Node string
 }
 
-// Authenticator says who a bearer token belongs to.
+// Authenticator says who a bearer token belongs to; peer is the address
+// the request came from (a budget of reviews per pod).
 type Authenticator interface {
-	Authenticate(ctx context.Context, token string) (Caller, error)
+	Authenticate(ctx context.Context, token, peer string) (Caller, error)
 }
 
 // Options configure an Agent.
@@ -69,7 +71,16 @@ type Options struct {
 	Retry store.Retry
 	// MaxInFlight bounds the requests served at once; more are answered
 	// 503 at once, and their sidecars read the store (default 64).
-	MaxInFlight int
+	// MaxInFlightPerPod bounds one pod's (default 8): more are answered
+	// 429, so that one pod cannot hold every slot.
+	MaxInFlight, MaxInFlightPerPod int
+	// WriteIdle drops an answer none of whose bytes the caller took for
+	// that long, freeing its slot (default 15 s).
+	WriteIdle time.Duration
+	// MaxWanted bounds the entries warm requests keep before plain
+	// recency (default 65536), MaxWantedPerPod one pod's share of them
+	// (default 8192: its oldest are let go first).
+	MaxWanted, MaxWantedPerPod int
 	// Open opens a request's store (default stores.Open).
 	Open func(context.Context, store.Source) (store.Store, error)
 	Log  *slog.Logger
@@ -127,6 +138,10 @@ type Agent struct {
 	cache *cache.Cache
 	key   []byte // keys the hash of a request's credentials
 	slots chan struct{}
+	// admitting bounds the requests being authenticated and read at once.
+	admitting chan struct{}
+	podMu     sync.Mutex
+	podSlots  map[string]int
 	// endpoints is where the agent's requests may go, every store's and
 	// every address's.
 	endpoints *store.Endpoints
@@ -143,11 +158,15 @@ type Agent struct {
 	// they are kept), queued (those waiting for a warm fill) and warmed
 	// (when a warm fill fetched each, until it is first served).
 	wantMu sync.Mutex
-	wanted map[string]time.Time
-	queued map[string]bool
-	warmed map[string]time.Time
-	warmQ  chan warmJob
-	lead   prometheus.Histogram
+	wanted map[string]want
+	// wantedBy is each pod's wanted entries, oldest first; swept is when
+	// the expired entries were last dropped.
+	wantedBy map[string]*podWants
+	swept    time.Time
+	queued   map[string]bool
+	warmed   map[string]time.Time
+	warmQ    chan warmJob
+	lead     prometheus.Histogram
 }
 
 // warmJob is a shard a warm request named that the node lacks.
@@ -172,6 +191,10 @@ func NewAgent(opts Options) (*Agent, error) {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 64
 	}
+	opts.MaxInFlightPerPod = cmp.Or(opts.MaxInFlightPerPod, 8)
+	opts.WriteIdle = cmp.Or(opts.WriteIdle, 15*time.Second)
+	opts.MaxWanted = cmp.Or(opts.MaxWanted, 65536)
+	opts.MaxWantedPerPod = cmp.Or(opts.MaxWantedPerPod, 8192)
 	opts.WantedFor = cmp.Or(opts.WantedFor, 10*time.Minute)
 	opts.WarmFillers = cmp.Or(opts.WarmFillers, 4)
 	opts.WarmQueue = cmp.Or(opts.WarmQueue, 1024)
@@ -187,8 +210,8 @@ func NewAgent(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: opts, key: key, slots: make(chan struct{}, opts.MaxInFlight),
-		wanted: map[string]time.Time{}, queued: map[string]bool{}, warmed: map[string]time.Time{}, warmQ: make(chan warmJob, opts.WarmQueue),
+	a := &Agent{opts: opts, key: key, slots: make(chan struct{}, opts.MaxInFlight), admitting: make(chan struct{}, 2*opts.MaxInFlight),
+		podSlots: map[string]int{}, wanted: map[string]want{}, wantedBy: map[string]*podWants{}, queued: map[string]bool{}, warmed: map[string]time.Time{}, warmQ: make(chan warmJob, opts.WarmQueue),
 		lead: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shardfeed_node_cache_prewarm_lead_seconds",
 			Help:    "How long a shard a warm request had fetched was on the node before a pod first asked for it: the pre-warm lead time.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)})}
@@ -238,8 +261,8 @@ func (a *Agent) Stats() Stats {
 	st.Cache = a.cache.Stats()
 	a.wantMu.Lock()
 	now := time.Now()
-	for _, until := range a.wanted {
-		if now.Before(until) {
+	for _, w := range a.wanted {
+		if now.Before(w.until) {
 			st.Wanted++
 		}
 	}
@@ -276,12 +299,25 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	select {
-	case a.slots <- struct{}{}:
-		defer func() { <-a.slots }()
+	case a.admitting <- struct{}{}:
 	default:
 		http.Error(w, "the node agent is busy: read the store", http.StatusServiceUnavailable)
 		return
 	}
+	admitted := false
+	defer func() {
+		if !admitted {
+			<-a.admitting
+		}
+	}()
+	// admitted lets go of the admission slot once the request is read:
+	// serving it takes a slot of the pod's and one of the agent's.
+	r = r.WithContext(context.WithValue(r.Context(), admittedKey{}, func() {
+		if !admitted {
+			admitted = true
+			<-a.admitting
+		}
+	}))
 	serve := a.serve
 	if r.URL.Path == WarmPath {
 		serve = a.warm
@@ -310,7 +346,8 @@ func (a *Agent) authenticate(r *http.Request) (Caller, error) {
 	if !ok || token == "" {
 		return Caller{}, refuse(http.StatusUnauthorized, "no bearer token: present the pod's projected ServiceAccount token of audience %q", Audience)
 	}
-	caller, err := a.opts.Auth.Authenticate(r.Context(), token)
+	peer, _, _ := net.SplitHostPort(r.RemoteAddr)
+	caller, err := a.opts.Auth.Authenticate(r.Context(), token, peer)
 	if errors.Is(err, ErrTooManyReviews) {
 		return Caller{}, refuse(http.StatusTooManyRequests, "%v: read the store", err)
 	}
@@ -351,7 +388,65 @@ func (a *Agent) admit(w http.ResponseWriter, r *http.Request, what string, req c
 	if err := a.checkEndpoint(req.source()); err != nil {
 		return Caller{}, refuse(http.StatusForbidden, "%v", err)
 	}
+	if done, ok := r.Context().Value(admittedKey{}).(func()); ok {
+		done()
+	}
 	return caller, nil
+}
+
+type admittedKey struct{}
+
+// hold takes a serving slot of the caller's pod and one of the agent's,
+// refusing at once when either has none left; release gives them back.
+func (a *Agent) hold(c Caller) (release func(), err error) {
+	pod := c.Namespace + "/" + c.Pod
+	a.podMu.Lock()
+	if a.podSlots[pod] >= a.opts.MaxInFlightPerPod {
+		a.podMu.Unlock()
+		return nil, refuse(http.StatusTooManyRequests, "pod %s has %d requests in flight, the most one pod may: read the store", pod, a.opts.MaxInFlightPerPod)
+	}
+	a.podSlots[pod]++
+	a.podMu.Unlock()
+	unpod := func() {
+		a.podMu.Lock()
+		if a.podSlots[pod]--; a.podSlots[pod] <= 0 {
+			delete(a.podSlots, pod)
+		}
+		a.podMu.Unlock()
+	}
+	select {
+	case a.slots <- struct{}{}:
+		return func() { <-a.slots; unpod() }, nil
+	default:
+		unpod()
+		return nil, refuse(http.StatusServiceUnavailable, "the node agent is busy: read the store")
+	}
+}
+
+// copyOut writes n bytes of r to w, each write given WriteIdle: a caller
+// that takes no byte for that long loses the answer (and its slots).
+func (a *Agent) copyOut(w http.ResponseWriter, r io.Reader, n int64) (int64, error) {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 256<<10)
+	var done int64
+	for done < n {
+		k, err := r.Read(buf[:min(int64(len(buf)), n-done)])
+		if k > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(a.opts.WriteIdle))
+			m, werr := w.Write(buf[:k])
+			done += int64(m)
+			if werr != nil {
+				return done, werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return done, nil
+		}
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
 }
 
 func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
@@ -364,6 +459,11 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return refuse(http.StatusBadRequest, "%v", err)
 	}
+	release, err := a.hold(caller)
+	if err != nil {
+		return err
+	}
+	defer release()
 	file, hit, err := a.acquire(r.Context(), req, shard)
 	if err != nil {
 		return err
@@ -394,7 +494,10 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		s.ByNamespace[caller.Namespace] = ns
 	})
-	n, _ := io.Copy(w, io.LimitReader(file, req.Size))
+	n, err := a.copyOut(w, file, req.Size)
+	if err != nil {
+		a.opts.Log.Info("An answer was dropped", "namespace", caller.Namespace, "pod", caller.Pod, "sent", n, "of", req.Size, "reason", err.Error())
+	}
 	a.count(func(s *Stats) {
 		ns := s.ByNamespace[caller.Namespace]
 		if hit {

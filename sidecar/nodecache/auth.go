@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,10 +40,17 @@ type TokenReviewer struct {
 
 	// limit bounds the reviews of tokens not seen: a pod sending random
 	// tokens must not flood the API server (each is one TokenReview).
-	limit *rate.Limiter
+	// perPeer bounds one address's share of it, so that one pod's random
+	// tokens do not starve the new pods of the node.
+	limit   *rate.Limiter
+	peerMu  sync.Mutex
+	perPeer map[string]*peerBudget
 
 	mu   sync.Mutex
 	seen map[[32]byte]reviewed
+	// inFlight coalesces the reviews of one token: a sidecar asks for
+	// many shards at once with the same token.
+	inFlight singleflight.Group
 }
 
 // ErrTooManyReviews is a token not reviewed because too many new tokens
@@ -55,8 +63,24 @@ type reviewed struct {
 	at     time.Time
 }
 
-// maxReviewed bounds the answers remembered.
-const maxReviewed = 4096
+// maxReviewed bounds the answers remembered, maxPeers the addresses whose
+// budgets are remembered.
+const (
+	maxReviewed = 4096
+	maxPeers    = 4096
+)
+
+// A peer's budget of new tokens: a pod shows one token at a time (the
+// kubelet rotates it hourly), so a few a second are plenty.
+const (
+	peerRate  = 2
+	peerBurst = 10
+)
+
+type peerBudget struct {
+	limit *rate.Limiter
+	used  time.Time
+}
 
 // NewTokenReviewer reviews tokens with the API server of config.
 func NewTokenReviewer(config *rest.Config) (*TokenReviewer, error) {
@@ -66,11 +90,11 @@ func NewTokenReviewer(config *rest.Config) (*TokenReviewer, error) {
 	}
 	client.Timeout = 10 * time.Second
 	return &TokenReviewer{config: config, client: client, TTL: time.Minute, seen: map[[32]byte]reviewed{},
-		limit: rate.NewLimiter(20, 50)}, nil
+		limit: rate.NewLimiter(20, 50), perPeer: map[string]*peerBudget{}}, nil
 }
 
-// Authenticate reviews the token.
-func (t *TokenReviewer) Authenticate(ctx context.Context, token string) (Caller, error) {
+// Authenticate reviews the token, which came from peer.
+func (t *TokenReviewer) Authenticate(ctx context.Context, token, peer string) (Caller, error) {
 	id := sha256.Sum256([]byte(token))
 	t.mu.Lock()
 	if r, ok := t.seen[id]; ok && time.Since(r.at) < t.TTL {
@@ -78,13 +102,28 @@ func (t *TokenReviewer) Authenticate(ctx context.Context, token string) (Caller,
 		return r.caller, r.err
 	}
 	t.mu.Unlock()
-	if !t.limit.Allow() {
-		return Caller{}, ErrTooManyReviews
+	type answer struct {
+		caller Caller
+		err    error
 	}
-	caller, err := t.review(ctx, token)
-	if ctx.Err() != nil {
-		return caller, err // the caller's going away says nothing of the token
-	}
+	v, _, _ := t.inFlight.Do(string(id[:]), func() (any, error) {
+		if !t.peerAllows(peer) || !t.limit.Allow() {
+			return answer{err: ErrTooManyReviews}, nil
+		}
+		// The review outlives one caller's going away: others may wait.
+		caller, err := t.review(context.WithoutCancel(ctx), token)
+		if errors.Is(err, context.Canceled) {
+			return answer{caller, err}, nil
+		}
+		t.remember(id, caller, err)
+		return answer{caller, err}, nil
+	})
+	a := v.(answer)
+	return a.caller, a.err
+}
+
+// remember keeps a review's answer for TTL.
+func (t *TokenReviewer) remember(id [32]byte, caller Caller, err error) {
 	t.mu.Lock()
 	if len(t.seen) >= maxReviewed {
 		for k, r := range t.seen {
@@ -95,7 +134,31 @@ func (t *TokenReviewer) Authenticate(ctx context.Context, token string) (Caller,
 	}
 	t.seen[id] = reviewed{caller: caller, err: err, at: time.Now()}
 	t.mu.Unlock()
-	return caller, err
+}
+
+// peerAllows takes one review from peer's budget.
+func (t *TokenReviewer) peerAllows(peer string) bool {
+	t.peerMu.Lock()
+	defer t.peerMu.Unlock()
+	if t.perPeer == nil {
+		t.perPeer = map[string]*peerBudget{}
+	}
+	b := t.perPeer[peer]
+	if b == nil {
+		if len(t.perPeer) >= maxPeers {
+			// The budgets used longest ago go: a full one is refilled
+			// in peerBurst/peerRate seconds anyway.
+			for k, old := range t.perPeer {
+				if time.Since(old.used) > peerBurst*time.Second/peerRate || len(t.perPeer) >= maxPeers {
+					delete(t.perPeer, k)
+				}
+			}
+		}
+		b = &peerBudget{limit: rate.NewLimiter(peerRate, peerBurst)}
+		t.perPeer[peer] = b
+	}
+	b.used = time.Now()
+	return b.limit.Allow()
 }
 
 func (t *TokenReviewer) review(ctx context.Context, token string) (Caller, error) {

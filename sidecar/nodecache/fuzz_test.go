@@ -17,7 +17,7 @@ import (
 
 type anyPod struct{}
 
-func (anyPod) Authenticate(context.Context, string) (Caller, error) {
+func (anyPod) Authenticate(context.Context, string, string) (Caller, error) {
 	return Caller{Namespace: "ml", ServiceAccount: "trainer", Pod: "p", Node: "n"}, nil
 }
 

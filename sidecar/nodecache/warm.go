@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/shardfeed/shardfeed/sidecar/cache"
@@ -39,19 +40,14 @@ func (a *Agent) warm(w http.ResponseWriter, r *http.Request) error {
 	}
 	var ans WarmAnswer
 	now := time.Now()
+	pod := caller.Namespace + "/" + caller.Pod
 	a.wantMu.Lock()
-	for addr, until := range a.wanted {
-		if now.After(until) {
-			delete(a.wanted, addr)
-		}
-	}
-	for addr, at := range a.warmed {
-		if now.Sub(at) > a.opts.WantedFor {
-			delete(a.warmed, addr) // never asked for: no lead time
-		}
-	}
+	a.sweepWanted(now)
 	for i, sh := range shards {
-		a.wanted[sh.Key] = now.Add(a.opts.WantedFor)
+		if !a.markWanted(pod, sh.Key, now) {
+			ans.Dropped++ // no room in the wanted set
+			continue
+		}
 		switch {
 		case present[i]:
 			ans.Present++
@@ -77,14 +73,86 @@ func (a *Agent) warm(w http.ResponseWriter, r *http.Request) error {
 	return json.NewEncoder(w).Encode(ans)
 }
 
+// want is a wanted entry: until when, and the pod that named it last.
+type want struct {
+	until time.Time
+	by    string
+}
+
+// podWants are a pod's wanted entries, oldest first, and when it last
+// named one.
+type podWants struct {
+	addrs []string
+	last  time.Time
+}
+
+// sweepInterval spaces the sweeps of expired wanted entries: a sweep
+// reads them all.
+const sweepInterval = 30 * time.Second
+
+// sweepWanted drops the expired wanted entries and the pods that named
+// none lately, at most every sweepInterval, or at once when the set is
+// full. wantMu is held.
+func (a *Agent) sweepWanted(now time.Time) {
+	if now.Sub(a.swept) < sweepInterval && len(a.wanted) < a.opts.MaxWanted {
+		return
+	}
+	a.swept = now
+	for addr, w := range a.wanted {
+		if now.After(w.until) {
+			delete(a.wanted, addr)
+		}
+	}
+	for pod, pw := range a.wantedBy {
+		if now.Sub(pw.last) > a.opts.WantedFor {
+			delete(a.wantedBy, pod)
+			continue
+		}
+		pw.addrs = slices.DeleteFunc(pw.addrs, func(addr string) bool { return a.wanted[addr].by != pod })
+	}
+	for addr, at := range a.warmed {
+		if now.Sub(at) > a.opts.WantedFor {
+			delete(a.warmed, addr) // never asked for: no lead time
+		}
+	}
+}
+
+// markWanted keeps addr before plain recency for WantedFor, named by
+// pod: within the pod's share (its oldest let go first) and the set's
+// bound. false: no room. wantMu is held.
+func (a *Agent) markWanted(pod, addr string, now time.Time) bool {
+	w, ok := a.wanted[addr]
+	if !ok && len(a.wanted) >= a.opts.MaxWanted {
+		return false
+	}
+	pw := a.wantedBy[pod]
+	if pw == nil {
+		pw = &podWants{}
+		a.wantedBy[pod] = pw
+	}
+	pw.last = now
+	if !ok || w.by != pod {
+		pw.addrs = append(pw.addrs, addr)
+	}
+	a.wanted[addr] = want{until: now.Add(a.opts.WantedFor), by: pod}
+	for len(pw.addrs) > a.opts.MaxWantedPerPod {
+		old := pw.addrs[0]
+		pw.addrs = pw.addrs[1:]
+		if a.wanted[old].by == pod {
+			delete(a.wanted, old)
+		}
+	}
+	return true
+}
+
 // keep says an entry is wanted: a pod named it in a warm request lately.
 // The cache asks it with its lock held: nothing holding wantMu may call
 // the cache.
 func (a *Agent) keep(s cache.Shard) bool {
 	a.wantMu.Lock()
 	defer a.wantMu.Unlock()
-	until, ok := a.wanted[s.Key]
-	return ok && time.Now().Before(until)
+	w, ok := a.wanted[s.Key]
+	return ok && time.Now().Before(w.until)
 }
 
 // warmFills runs the warm fills until ctx ends.

@@ -224,12 +224,14 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		if caFile == "" {
 			caFile = filepath.Join(o.planDir, configmaps.KeyOperatorCA)
 		}
-		agent, err := nodecache.NewClient(nodecache.ClientOptions{URL: o.nodeAgent, Addr: o.nodeAgentAddr, CAFile: caFile, TokenFile: o.nodeAgentToken, Wait: o.nodeAgentWait})
-		if err != nil {
-			return fmt.Errorf("--node-agent: %w", err)
+		// The node cache only saves reads: a value this sidecar cannot use
+		// (an older webhook's socket path) leaves it out, said once.
+		if agent, err := nodecache.NewClient(nodecache.ClientOptions{URL: o.nodeAgent, Addr: o.nodeAgentAddr, CAFile: caFile, TokenFile: o.nodeAgentToken, Wait: o.nodeAgentWait}); err != nil {
+			log.Warn("Not asking the node agent: every shard is read from the store", "reason", err.Error())
+		} else {
+			cfg.NodeAgent = agent
+			log.Info("Shards are asked of the node agent first", "url", o.nodeAgent, "addr", o.nodeAgentAddr, "wait", o.nodeAgentWait.String())
 		}
-		cfg.NodeAgent = agent
-		log.Info("Shards are asked of the node agent first", "url", o.nodeAgent, "addr", o.nodeAgentAddr, "wait", o.nodeAgentWait.String())
 	}
 	for _, q := range []struct {
 		flag, value string

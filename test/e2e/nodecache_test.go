@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/shardfeed/shardfeed/test/e2e/scenario"
@@ -84,6 +85,34 @@ func TestEndToEndTheNodeCacheServesRestartsRescalesAndASecondJob(t *testing.T) {
 	if second.Hits-first.Hits < rep.Second.NodeHits {
 		t.Errorf("the agent counts %d hits for the second job, whose sidecars took %d shards from the node", second.Hits-first.Hits, rep.Second.NodeHits)
 	}
+	// The hostile tenant beside the second job (#85): no way onto the
+	// agent's files, nobody talks to its fake agent, none of the victim's
+	// bytes for keys that read nothing, its random tokens and garbage
+	// bounded; the second job above stayed exactly once, all from the node.
+	h := rep.Hostile
+	if h == nil {
+		t.Fatal("no report of the hostile tenant")
+	}
+	if !strings.Contains(h.HostPathRefused, "node cache protects") {
+		t.Errorf("a pod of a node cache namespace that allows hostPath mounting the agent's cache directory: %q; want the chart's policy's refusal", h.HostPathRefused)
+	}
+	if h.FakeAgentRequests != 0 {
+		t.Errorf("the hostile pod's listener for the agent's name was sent %d requests", h.FakeAgentRequests)
+	}
+	if h.Served != 0 || h.VictimBytes != 0 || h.Statuses[200] != 0 {
+		t.Errorf("the hostile pod was served %d of the victim's shards (%d bytes) with keys that read nothing: %v", h.Served, h.VictimBytes, h.Statuses)
+	}
+	if n := h.Statuses[502] + h.Statuses[429] + h.Statuses[503]; n == 0 || h.Statuses[502] == 0 {
+		t.Errorf("the agent's answers to the hostile flood: %v; want its fills refused by the store (502), beyond its share 429", h.Statuses)
+	}
+	if h.RandomTokens[200] != 0 || h.RandomTokens[429] == 0 {
+		t.Errorf("the agent's answers to random tokens: %v; want none served and most refused before review (429)", h.RandomTokens)
+	}
+	if second.Wanted > 8192+int64(rep.Second.NodeHits)+64 {
+		t.Errorf("the agent keeps %d entries wanted after %d garbage shards from one pod; want at most its share, 8192, beside the jobs'", second.Wanted, 40*256)
+	}
+	t.Logf("the hostile tenant: hostPath refused (%s); its listener was sent %d requests; the agent answered its flood of %d shards %v, its random tokens %v, its garbage warms %+v; %d entries wanted after",
+		h.HostPathRefused, h.FakeAgentRequests, h.Shards, h.Statuses, h.RandomTokens, h.Warm, second.Wanted)
 	// The dashboard's node cache row, from a real Prometheus scraping the
 	// agent and the sidecars while the second job trained.
 	if len(rep.Dashboard) < 8 {

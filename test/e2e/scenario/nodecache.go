@@ -58,6 +58,9 @@ type NodeCacheReport struct {
 	// Dashboard is each query of the dashboard's node cache row and its
 	// series while the second job trained.
 	Dashboard map[DashboardQuery]int
+	// Hostile is what a hostile tenant's pod on the node saw while the
+	// second job trained.
+	Hostile *HostileReport
 }
 
 // SidecarReads sums what a job's sidecars said they read when they
@@ -76,6 +79,8 @@ type AgentCounters struct {
 	// were on the node before (summed).
 	WarmFills, WarmHits int64
 	LeadSeconds         float64
+	// Wanted are the entries kept before plain recency (a gauge).
+	Wanted int64
 }
 
 // Add sums the counters of another life of the agent.
@@ -99,7 +104,7 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 	rep := &NodeCacheReport{}
 	c.Step("Enabling the node cache for namespace %s: helm upgrade --set nodeCache.enabled=true (the agent's DaemonSet)", nodeCacheNamespace)
 	agentDir := filepath.Join(c.work, "node-agent")
-	if err := c.InstallOperator(ctx, "--set", "nodeCache.enabled=true", "--set", "nodeCache.namespaces={"+nodeCacheNamespace+"}",
+	if err := c.InstallOperator(ctx, "--set", "nodeCache.enabled=true", "--set", "nodeCache.namespaces={"+nodeCacheNamespace+","+hostileNamespace+"}",
 		"--set", "nodeCache.hostPath="+filepath.Join(agentDir, "cache"),
 		"--set", "nodeCache.limit=1Gi", "--set", "nodeCache.resources.requests.cpu=50m"); err != nil {
 		return rep, err
@@ -138,11 +143,17 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 	}
 	// Steps long enough for the dashboard's rates to see it train.
 	again.ds.StepTime = 4 * c.o.StepTime
-	c.Step("Job second-2, the same dataset on the same node: its shards are the node's")
+	c.Step("Job second-2, the same dataset on the same node: its shards are the node's; beside it a hostile tenant's pod mounts the agent's directory, listens as the agent, floods it and warms garbage")
 	job2, err := again.StartJob(ctx, 2)
 	if err != nil {
 		return rep, err
 	}
+	hostileDone := make(chan error, 1)
+	go func() {
+		var err error
+		rep.Hostile, err = c.hostileTenant(ctx, e, filepath.Join(agentDir, "cache"))
+		hostileDone <- err
+	}()
 	if err := again.WaitPodsRunning(ctx, job2, 2); err != nil {
 		return rep, err
 	}
@@ -152,6 +163,12 @@ func (c *Cluster) NodeCacheStory(ctx context.Context) (*NodeCacheReport, error) 
 	if err := again.WaitJobDone(ctx, job2, 10*time.Minute); err != nil {
 		return rep, err
 	}
+	if err := <-hostileDone; err != nil {
+		return rep, fmt.Errorf("the hostile tenant: %w", err)
+	}
+	c.Detail("the hostile tenant: hostPath refused: %t; its listener for the agent's name was sent %d requests; the agent answered its %d-shard flood %v (%d served, %d bytes), its random tokens %v, its garbage warm requests %+v",
+		rep.Hostile.HostPathRefused != "", rep.Hostile.FakeAgentRequests, rep.Hostile.Shards, rep.Hostile.Statuses, rep.Hostile.Served, rep.Hostile.VictimBytes,
+		rep.Hostile.RandomTokens, rep.Hostile.Warm)
 	if rep.Second, err = again.sidecarReads(ctx, job2); err != nil {
 		return rep, err
 	}
@@ -336,6 +353,7 @@ func (c *Cluster) agentCounters(ctx context.Context) (AgentCounters, error) {
 	out.WarmFills = int64(m[`shardfeed_node_cache_warm_shards_total{result="filled"}`])
 	out.WarmHits = int64(m["shardfeed_node_cache_warm_hits_total"])
 	out.LeadSeconds = m["shardfeed_node_cache_prewarm_lead_seconds_sum"]
+	out.Wanted = int64(m["shardfeed_node_cache_wanted_entries"])
 	return out, nil
 }
 

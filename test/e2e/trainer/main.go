@@ -65,6 +65,12 @@ type config struct {
 
 func main() {
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	if os.Getenv("E2E_HOSTILE") != "" {
+		if err := hostile(); err != nil {
+			log.Fatalf("hostile: %v", err)
+		}
+		return
+	}
 	cfg, err := load()
 	if err != nil {
 		log.Fatalf("trainer: %v", err)

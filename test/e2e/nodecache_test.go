@@ -108,7 +108,7 @@ func TestEndToEndTheNodeCacheServesRestartsRescalesAndASecondJob(t *testing.T) {
 	if h.RandomTokens[200] != 0 || h.RandomTokens[429] == 0 {
 		t.Errorf("the agent's answers to random tokens: %v; want none served and most refused before review (429)", h.RandomTokens)
 	}
-	if second.Wanted > 8192+int64(rep.Second.NodeHits)+64 {
+	if second.Wanted > 8192+rep.Second.NodeHits+64 {
 		t.Errorf("the agent keeps %d entries wanted after %d garbage shards from one pod; want at most its share, 8192, beside the jobs'", second.Wanted, 40*256)
 	}
 	t.Logf("the hostile tenant: hostPath refused (%s); its listener was sent %d requests; the agent answered its flood of %d shards %v, its random tokens %v, its garbage warms %+v; %d entries wanted after",

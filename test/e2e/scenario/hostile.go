@@ -68,7 +68,7 @@ func (c *Cluster) hostileTenant(ctx context.Context, e *Env, agentCache string) 
 	// The way in of #58's design: a hostPath onto the agent's files.
 	squat := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "squatter", Namespace: hostileNamespace}, Spec: corev1.PodSpec{
 		Containers: []corev1.Container{{Name: "c", Image: "registry.local/shardfeed-trainer:e2e", ImagePullPolicy: corev1.PullNever}},
-		Volumes: []corev1.Volume{{Name: "agent", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: agentCache}}}}}}
+		Volumes:    []corev1.Volume{{Name: "agent", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: agentCache}}}}}}
 	if err := c.Client.Create(ctx, squat); err != nil {
 		rep.HostPathRefused = err.Error()
 	}
@@ -134,7 +134,7 @@ func victimRequests(e *Env) ([]nodecache.Request, error) {
 	dir := filepath.Join(e.dir, "data", "tokens")
 	files, err := filepath.Glob(filepath.Join(dir, "*.mds"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no MDS shards in %s: %v", dir, err)
+		return nil, fmt.Errorf("no MDS shards in %s (%d): %w", dir, len(files), err)
 	}
 	src := nodecache.Source{URI: "s3://" + e.Bucket + "/tokens/", Endpoint: e.MinIO.URL(), Insecure: true,
 		Credentials: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("hostile"), "AWS_SECRET_ACCESS_KEY": []byte("not-the-victims-key")}}

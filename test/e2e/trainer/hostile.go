@@ -52,7 +52,7 @@ func hostile() error {
 	addr, name, tokenFile := os.Getenv("E2E_AGENT_ADDR"), os.Getenv("E2E_AGENT_NAME"), os.Getenv("E2E_AGENT_TOKEN")
 	var victim []json.RawMessage
 	if err := json.Unmarshal([]byte(os.Getenv("E2E_VICTIM")), &victim); err != nil || len(victim) == 0 {
-		return fmt.Errorf("E2E_VICTIM: a JSON array of shard requests: %v", err)
+		return fmt.Errorf("E2E_VICTIM: want a JSON array of shard requests (%d): %w", len(victim), err)
 	}
 	token, err := os.ReadFile(tokenFile)
 	if err != nil {
@@ -63,7 +63,9 @@ func hostile() error {
 		return err
 	}
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext:       func(ctx context.Context, network, _ string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, network, addr) },
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
 		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a hostile pod trusts anyone
 		DisableKeepAlives: true,
 	}}
@@ -75,94 +77,18 @@ func hostile() error {
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(tok))
 		return client.Do(req)
 	}
-	rep := hostileReport{Statuses: map[int]int{}, RandomTokens: map[int]int{}}
-	var mu sync.Mutex
+	h := &hostileRun{post: post, token: string(token), victim: victim,
+		rep: hostileReport{Statuses: map[int]int{}, RandomTokens: map[int]int{}}}
 	var wg sync.WaitGroup
-	ctx := context.Background()
-	// The flood: 32 at once, every victim shard again and again with keys
-	// that read nothing; half the answers that come are never read.
-	var unread []*http.Response
-	for w := range 32 {
-		wg.Go(func() {
-			for i := range 12 {
-				body := victim[(w*12+i)%len(victim)]
-				resp, err := post(ctx, "/v1/shard", string(token), body)
-				if err != nil {
-					continue
-				}
-				mu.Lock()
-				rep.Statuses[resp.StatusCode]++
-				if resp.StatusCode == http.StatusOK && i%2 == 0 {
-					rep.Served++
-					unread = append(unread, resp) //nolint:bodyclose // held unread on purpose, closed at the end
-					mu.Unlock()
-					continue
-				}
-				mu.Unlock()
-				b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-				_ = resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					mu.Lock()
-					rep.Served++
-					rep.VictimBytes += int64(len(b))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	// Random tokens, from the same address.
-	for range 4 {
-		wg.Go(func() {
-			for range 50 {
-				b := make([]byte, 24)
-				_, _ = rand.Read(b)
-				resp, err := post(ctx, "/v1/shard", "forged."+hex.EncodeToString(b), victim[0])
-				if err != nil {
-					continue
-				}
-				_ = resp.Body.Close()
-				mu.Lock()
-				rep.RandomTokens[resp.StatusCode]++
-				mu.Unlock()
-			}
-		})
-	}
-	// Garbage to warm: 40 requests of 256 made-up shards.
-	var source json.RawMessage
-	var first struct {
-		Source json.RawMessage `json:"source"`
-	}
-	if err := json.Unmarshal(victim[0], &first); err == nil {
-		source = first.Source
-	}
-	for i := range 40 {
-		shards := make([]map[string]any, 256)
-		for j := range shards {
-			b := make([]byte, 32)
-			_, _ = rand.Read(b)
-			shards[j] = map[string]any{"key": fmt.Sprintf("garbage/%d/%d", i, j), "size": 1 << 30, "hash": "sha256:" + hex.EncodeToString(b)}
-		}
-		body, _ := json.Marshal(map[string]any{"source": source, "shards": shards})
-		resp, err := post(ctx, "/v1/warm", string(token), body)
-		if err != nil {
-			continue
-		}
-		var ans struct{ Present, Queued, Dropped int }
-		if resp.StatusCode == http.StatusAccepted {
-			_ = json.NewDecoder(resp.Body).Decode(&ans)
-			rep.Warm.Present += ans.Present
-			rep.Warm.Queued += ans.Queued
-			rep.Warm.Dropped += ans.Dropped
-		} else {
-			rep.Warm.Refused++
-		}
-		_ = resp.Body.Close()
-	}
+	h.flood(&wg)
+	h.randomTokens(&wg)
+	h.warmGarbage()
 	wg.Wait()
 	time.Sleep(20 * time.Second) // the unread answers stall the agent's writes
-	for _, resp := range unread {
+	for _, resp := range h.unread {
 		_ = resp.Body.Close()
 	}
+	rep := h.rep
 	rep.FakeAgentRequests = fake.Load()
 	out, err := json.Marshal(rep)
 	if err != nil {
@@ -170,6 +96,103 @@ func hostile() error {
 	}
 	fmt.Println("HOSTILE " + string(out))
 	return nil
+}
+
+// hostileRun is the hostile pod's attack in progress.
+type hostileRun struct {
+	post   func(ctx context.Context, path, tok string, body []byte) (*http.Response, error)
+	token  string
+	victim []json.RawMessage
+
+	mu     sync.Mutex
+	rep    hostileReport
+	unread []*http.Response
+}
+
+// flood asks for the victim's shards, 32 at once, again and again, with
+// keys that read nothing; half the answers that come are never read.
+func (h *hostileRun) flood(wg *sync.WaitGroup) {
+	ctx := context.Background()
+	for w := range 32 {
+		wg.Go(func() {
+			for i := range 12 {
+				resp, err := h.post(ctx, "/v1/shard", h.token, h.victim[(w*12+i)%len(h.victim)])
+				if err != nil {
+					continue
+				}
+				h.mu.Lock()
+				h.rep.Statuses[resp.StatusCode]++
+				if resp.StatusCode == http.StatusOK && i%2 == 0 {
+					h.rep.Served++
+					h.unread = append(h.unread, resp) //nolint:bodyclose // held unread on purpose, closed at the end
+					h.mu.Unlock()
+					continue
+				}
+				h.mu.Unlock()
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+				_ = resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					h.mu.Lock()
+					h.rep.Served++
+					h.rep.VictimBytes += int64(len(b))
+					h.mu.Unlock()
+				}
+			}
+		})
+	}
+}
+
+// randomTokens sends requests with made-up tokens, from the same address.
+func (h *hostileRun) randomTokens(wg *sync.WaitGroup) {
+	for range 4 {
+		wg.Go(func() {
+			for range 50 {
+				b := make([]byte, 24)
+				_, _ = rand.Read(b)
+				resp, err := h.post(context.Background(), "/v1/shard", "forged."+hex.EncodeToString(b), h.victim[0])
+				if err != nil {
+					continue
+				}
+				_ = resp.Body.Close()
+				h.mu.Lock()
+				h.rep.RandomTokens[resp.StatusCode]++
+				h.mu.Unlock()
+			}
+		})
+	}
+}
+
+// warmGarbage sends 40 warm requests of 256 made-up shards each.
+func (h *hostileRun) warmGarbage() {
+	var first struct {
+		Source json.RawMessage `json:"source"`
+	}
+	_ = json.Unmarshal(h.victim[0], &first)
+	for i := range 40 {
+		shards := make([]map[string]any, 256)
+		for j := range shards {
+			b := make([]byte, 32)
+			_, _ = rand.Read(b)
+			shards[j] = map[string]any{"key": fmt.Sprintf("garbage/%d/%d", i, j), "size": 1 << 30, "hash": "sha256:" + hex.EncodeToString(b)}
+		}
+		body, _ := json.Marshal(map[string]any{"source": first.Source, "shards": shards})
+		resp, err := h.post(context.Background(), "/v1/warm", h.token, body)
+		if err != nil {
+			continue
+		}
+		var ans struct{ Present, Queued, Dropped int }
+		h.mu.Lock()
+		if resp.StatusCode == http.StatusAccepted {
+			_ = json.NewDecoder(resp.Body).Decode(&ans)
+			h.rep.Warm.Present += ans.Present
+			h.rep.Warm.Queued += ans.Queued
+			h.rep.Warm.Dropped += ans.Dropped
+		} else {
+			h.rep.Warm.Refused++
+		}
+		h.mu.Unlock()
+		_ = resp.Body.Close()
+	}
 }
 
 // fakeAgent serves TLS on :9466 with a self-made certificate for name,

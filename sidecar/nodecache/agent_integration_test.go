@@ -485,7 +485,7 @@ func TestIntegrationASidecarReadsTheStoreWhenTheAgentFails(t *testing.T) {
 		agent *agent
 		want  string
 	}{
-		{"no agent", &agent{addr: goneAddr, caFile: ca.caFile}, "connection refused"},
+		{"no agent", &agent{addr: goneAddr, caFile: ca.caFile}, "dial tcp"},
 		{"an agent that never answers", serve(agentTLS, func(http.ResponseWriter, *http.Request) { <-hang }), "did not answer in time"},
 		{"an agent that stops mid-answer", serve(agentTLS, func(w http.ResponseWriter, r *http.Request) {
 			var req nodecache.Request

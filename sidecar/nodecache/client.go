@@ -69,8 +69,8 @@ type ClientOptions struct {
 	// URL is https://<Service>.<namespace>.svc:<port>: its host is the
 	// name the agent's certificate must carry.
 	URL string
-	// Addr, if set, is the host:port dialled (the node-local Service's
-	// cluster IP), the URL's host if it is empty.
+	// Addr, if set, is the host:port dialled first (the node-local
+	// Service's cluster IP), the URL's host if it does not answer.
 	Addr string
 	// CAFile is the operator's CA bundle, read at each handshake.
 	CAFile string
@@ -107,8 +107,12 @@ func NewClient(o ClientOptions) (*Client, error) {
 			if !c.up() {
 				return nil, errAway
 			}
+			// The Service's cluster IP first (clusters without DNS), its
+			// name if that does not answer (the Service was recreated).
 			if o.Addr != "" {
-				addr = o.Addr
+				if conn, err := dialer.DialContext(ctx, network, o.Addr); err == nil {
+					return conn, nil
+				}
 			}
 			conn, err := dialer.DialContext(ctx, network, addr)
 			if err != nil {

@@ -4,6 +4,8 @@ package main_test
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,6 +30,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
+	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/testenv"
@@ -109,6 +112,27 @@ func referencedMetrics(t *testing.T) map[string][]string {
 }
 
 // scrape reads a Prometheus text exposition into its family names.
+// agentCertificate writes a certificate and key for the node agent to dir.
+func agentCertificate(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	pair, err := certs.SelfSigned("shardfeed-node-agent.shardfeed-system.svc", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(pair.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pair.Certificate[0]}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
 func scrape(t *testing.T, url string) map[string]bool {
 	t.Helper()
 	var body []byte
@@ -259,12 +283,11 @@ func TestIntegrationEveryMetricTheDashboardAndAlertsNameIsInARealScrape(t *testi
 	// A node agent (the chart's nodeCache), reviewing tokens with the
 	// same API server.
 	agentMetrics := freePort(t)
-	sockDir, err := os.MkdirTemp("", "agent") // a socket's path has at most 107 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile := agentCertificate(t, work)
 	agent := exec.Command(cli, "agent", "--kubeconfig", apiServer.Kubeconfig(t), "--cache-dir", filepath.Join(work, "node-cache"),
-		"--socket", filepath.Join(sockDir, "agent.sock"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", agentMetrics), "--node", "node-a",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--tls-cert-file", certFile, "--tls-key-file", keyFile,
+		// The names are what matter here; the secure port is the e2e's.
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", agentMetrics), "--metrics-secure=false", "--node", "node-a",
 		"--allowed-endpoints", mio.Endpoint)
 	agentLogs, _ := os.Create(filepath.Join(work, "agent.log"))
 	agent.Stdout, agent.Stderr = agentLogs, agentLogs
@@ -274,7 +297,6 @@ func TestIntegrationEveryMetricTheDashboardAndAlertsNameIsInARealScrape(t *testi
 	t.Cleanup(func() {
 		_ = agent.Process.Kill()
 		_ = agent.Wait()
-		_ = os.RemoveAll(sockDir)
 		if t.Failed() {
 			out, _ := os.ReadFile(filepath.Join(work, "agent.log"))
 			t.Logf("agent log:\n%s", out)

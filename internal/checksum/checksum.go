@@ -73,6 +73,18 @@ func Parse(s string) (Sum, error) {
 // IsZero reports a Sum that checks nothing.
 func (s Sum) IsZero() bool { return s.Algo == "" }
 
+// CollisionResistant says whether bytes of the sum can be trusted to be
+// the ones the sum was taken of, against someone who chooses them: the
+// SHA-2 and SHA-3 families. xxh64, xxh3, md5 and sha1 detect corruption,
+// not forgery (a second preimage of xxh64 takes a moment).
+func (s Sum) CollisionResistant() bool {
+	switch s.Algo {
+	case "sha224", "sha256", "sha384", "sha512", "sha3_224", "sha3_256", "sha3_384", "sha3_512":
+		return true
+	}
+	return false
+}
+
 func (s Sum) String() string {
 	if s.IsZero() {
 		return ""

@@ -52,3 +52,22 @@ func TestParseRejectsClearly(t *testing.T) {
 		t.Errorf("Parse(\"\") = %v, %v", s, err)
 	}
 }
+
+// Only the SHA-2 and SHA-3 families name bytes someone could not forge;
+// every algorithm an index may record is one or the other.
+func TestOnlyTheSHAFamiliesAreCollisionResistant(t *testing.T) {
+	strong := map[string]bool{"sha224": true, "sha256": true, "sha384": true, "sha512": true,
+		"sha3_224": true, "sha3_256": true, "sha3_384": true, "sha3_512": true}
+	for algo := range algorithms {
+		sum, err := Of(algo, []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sum.CollisionResistant(); got != strong[algo] {
+			t.Errorf("%s: collision resistant %v, want %v", algo, got, strong[algo])
+		}
+	}
+	if (Sum{}).CollisionResistant() {
+		t.Error("no sum is collision resistant")
+	}
+}

@@ -3,6 +3,7 @@ package nodecache
 import (
 	"log/slog"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
@@ -17,7 +18,7 @@ import (
 // checks is kept per namespace and credential, whatever the source.
 func TestAnEntryIsAddressedByEverythingThatSelectsItsBytes(t *testing.T) {
 	a, err := NewAgent(Options{Dir: t.TempDir(), Auth: anyPod{}, AllowCloudEndpoints: true, Log: slog.New(slog.DiscardHandler),
-		SharedSources: []string{"s3://public-data/"}})
+		SharedSources: []string{"s3://public-data"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,6 +27,10 @@ func TestAnEntryIsAddressedByEverythingThatSelectsItsBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	weak, err := checksum.Of("xxh64", []byte("row group"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	strong512, err := checksum.Of("sha512", []byte("row group"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +66,27 @@ func TestAnEntryIsAddressedByEverythingThatSelectsItsBytes(t *testing.T) {
 		{"another endpoint", alice, alice, with(footer, func(r *Request) { r.Source.Endpoint = "https://s3.example.com" }), footer, false},
 		{"another object's footer of the same version", alice, alice, with(footer, func(r *Request) { r.Key = "b.parquet" }), footer, false},
 		{"another version of the footer", alice, alice, with(footer, func(r *Request) { r.Version = weak.String() }), footer, false},
+		// The red team's: a shard hashed with xxh64 in a shared source,
+		// filled through an Azure connection string naming an account of
+		// the same name in another cloud (its bytes forged to the hash),
+		// was a hit for every namespace. Only a collision-resistant hash
+		// shares an entry now.
+		{"a shared source's xxh64 shard: one entry per namespace", alice, bob, with(rowGroup, func(r *Request) { r.Hash = weak.String() }),
+			with(rowGroup, func(r *Request) { r.Hash = weak.String() }), false},
+		{"a shared source's sha512 shard: one entry for all", alice, bob, with(rowGroup, func(r *Request) { r.Hash = strong512.String() }),
+			with(rowGroup, func(r *Request) { r.Hash = strong512.String() }), true},
+		// A prefix is whole segments: s3://public-data/ shares nothing of
+		// s3://public-data-private/.
+		{"a bucket whose name begins with a shared one", alice, bob, with(rowGroup, func(r *Request) { r.Source.URI = "s3://public-data-private/web/" }),
+			with(rowGroup, func(r *Request) { r.Source.URI = "s3://public-data-private/web/" }), false},
+		{"the shared bucket through userinfo", alice, bob, with(rowGroup, func(r *Request) { r.Source.URI = "s3://public-data@evil/web/" }),
+			with(rowGroup, func(r *Request) { r.Source.URI = "s3://public-data@evil/web/" }), false},
+		{"the shared bucket written in capitals", alice, bob, with(rowGroup, func(r *Request) { r.Source.URI = "S3://Public-Data/web/" }), rowGroup, true},
+		// The key is the store's: prefix "p/" and key "a", not "pa".
+		{"a prefix without its slash and a key", alice, alice, with(footer, func(r *Request) { r.Source.URI, r.Key = "s3://public-data/p", "a" }),
+			with(footer, func(r *Request) { r.Source.URI, r.Key = "s3://public-data/", "pa" }), false},
+		{"a prefix with and without its slash", alice, alice, with(footer, func(r *Request) { r.Source.URI, r.Key = "s3://public-data/p", "a" }),
+			with(footer, func(r *Request) { r.Source.URI, r.Key = "s3://public-data/p/", "a" }), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e1, err := a.entry(tt.c1, tt.r1)
@@ -75,5 +101,34 @@ func TestAnEntryIsAddressedByEverythingThatSelectsItsBytes(t *testing.T) {
 				t.Errorf("one entry: %v, want %v", got, tt.same)
 			}
 		})
+	}
+}
+
+// A shared source is a store's bucket and a prefix of whole segments;
+// anything else is refused when the agent starts, saying how to write it.
+func TestASharedSourceIsABucketAndAPrefix(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want sharedPrefix
+		err  bool
+	}{
+		{in: "s3://public-data/", want: sharedPrefix{"s3", "public-data", ""}},
+		{in: "s3://public-data", want: sharedPrefix{"s3", "public-data", ""}},
+		{in: "S3://Public-Data/web", want: sharedPrefix{"s3", "public-data", "web/"}},
+		{in: "gs://b/a/./c/../d/", want: sharedPrefix{"gs", "b", "a/d/"}},
+		{in: "public-data/", err: true},
+		{in: "s3:///web/", err: true},
+		{in: "s3://user@public-data/", err: true},
+		{in: "s3://public-data/?x=1", err: true},
+		{in: "s3://public-data/#x", err: true},
+	} {
+		got, err := parseShared(tt.in)
+		if (err != nil) != tt.err || (!tt.err && got != tt.want) {
+			t.Errorf("%q: %+v, %v; want %+v (error %v)", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+	if _, err := NewAgent(Options{Dir: t.TempDir(), Auth: anyPod{}, Log: slog.New(slog.DiscardHandler), SharedSources: []string{"public-data"}}); err == nil ||
+		!strings.Contains(err.Error(), "scheme://bucket/prefix/") {
+		t.Errorf("an agent with a shared source of no scheme: %v", err)
 	}
 }

@@ -145,6 +145,8 @@ type Agent struct {
 	// endpoints is where the agent's requests may go, every store's and
 	// every address's.
 	endpoints *store.Endpoints
+	// shared are the prefixes of Options.SharedSources.
+	shared []sharedPrefix
 
 	mu    sync.Mutex
 	stats Stats
@@ -222,6 +224,16 @@ func NewAgent(opts Options) (*Agent, error) {
 	}
 	a.cache = c
 	a.endpoints = stores.Policy(opts.AllowedEndpoints, opts.AllowCloudEndpoints || len(opts.AllowedEndpoints) == 0)
+	for _, s := range opts.SharedSources {
+		if s == "" {
+			continue
+		}
+		p, err := parseShared(s)
+		if err != nil {
+			return nil, fmt.Errorf("node agent: %w", err)
+		}
+		a.shared = append(a.shared, p)
+	}
 	a.stats.ByNamespace = map[string]NamespaceStats{}
 	a.filled = map[string]bool{}
 	a.dropStaleSums()
@@ -727,15 +739,16 @@ func (a *Agent) entry(c Caller, r Request) (cache.Shard, error) {
 		_ = binary.Write(h, binary.BigEndian, uint32(len(s)))
 		_, _ = io.WriteString(h, s)
 	}
-	field(a.group(c, r, sum))
+	field(a.group(c, r, u, sum))
 	field(strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + "@" + endpoint)
 	field(strings.ToLower(strings.TrimSpace(r.Source.Region)))
 	field(sum.String())
 	field(strconv.FormatInt(r.Size, 10))
 	field(r.Version)
-	if sum.Algo != "sha256" {
-		// A weak hash names no content on its own: the object does.
-		field(strings.TrimPrefix(u.Path, "/") + r.Key)
+	if !sum.CollisionResistant() {
+		// A weak hash names no content on its own: the object does, as
+		// the store reads it.
+		field(store.CleanPrefix(u.Path) + r.Key)
 		field(fmt.Sprintf("%t@%d", r.Range, r.Offset))
 	}
 	addr := hex.EncodeToString(h.Sum(nil))
@@ -743,17 +756,16 @@ func (a *Agent) entry(c Caller, r Request) (cache.Shard, error) {
 }
 
 // group is who may read an entry: a shared source's readers are every pod,
-// for the parts the index hashes (whoever filled them, the agent checked
-// the bytes); otherwise, and for a part no hash checks (a Parquet footer),
-// a namespace, and in it the holders of the same Secret's keys (keyed, so
-// an address reveals nothing of them) or the same ServiceAccount taking
-// the same workload identity.
-func (a *Agent) group(c Caller, r Request, sum checksum.Sum) string {
-	object := strings.TrimSuffix(r.Source.URI, "/") + "/" + r.Key
-	for _, p := range a.opts.SharedSources {
-		if p != "" && strings.HasPrefix(object, p) && !sum.IsZero() {
-			return "shared"
-		}
+// for the parts the index hashes with a collision-resistant hash (whoever
+// filled them, from whichever store their credentials reached, the agent
+// checked the bytes are those the hash names); otherwise, and for a part
+// no such hash checks (a Parquet footer, an xxh64 shard), a namespace, and
+// in it the holders of the same Secret's keys (keyed, so an address
+// reveals nothing of them) or the same ServiceAccount taking the same
+// workload identity.
+func (a *Agent) group(c Caller, r Request, u *url.URL, sum checksum.Sum) string {
+	if sum.CollisionResistant() && slices.ContainsFunc(a.shared, func(p sharedPrefix) bool { return p.holds(u, r.Key) }) {
+		return "shared"
 	}
 	if id := r.Source.Identity; id != nil {
 		return strings.Join([]string{"ns", c.Namespace, "sa", c.ServiceAccount, "identity", id.Audience, id.RoleARN, id.ServiceAccountEmail, id.ClientID, id.TenantID}, "\x00")
@@ -772,6 +784,29 @@ func (a *Agent) group(c Caller, r Request, sum checksum.Sum) string {
 		_, _ = mac.Write(v)
 	}
 	return "ns\x00" + c.Namespace + "\x00secret\x00" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// sharedPrefix is a prefix of nodeCache.sharedSources: a store's scheme
+// and bucket (or account), and a path within it, whole segments.
+type sharedPrefix struct {
+	scheme, host, path string
+}
+
+// parseShared reads a shared source prefix, "scheme://bucket/prefix/".
+func parseShared(s string) (sharedPrefix, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return sharedPrefix{}, fmt.Errorf("shared source %q: write scheme://bucket/prefix/ (a whole bucket: scheme://bucket/)", s)
+	}
+	return sharedPrefix{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Host), path: store.CleanPrefix(u.Path)}, nil
+}
+
+// holds says whether key under the source u is within the prefix, as the
+// store reads it: the same scheme and bucket, and the prefix's whole
+// segments ("s3://public/a/" holds nothing of "s3://public/ab/").
+func (p sharedPrefix) holds(u *url.URL, key string) bool {
+	return strings.EqualFold(u.Scheme, p.scheme) && strings.EqualFold(u.Host, p.host) && u.User == nil &&
+		strings.HasPrefix(store.CleanPrefix(u.Path)+key, p.path)
 }
 
 // fill is what a request's cache miss reads: the object of the request,

@@ -329,13 +329,23 @@ func TestIntegrationTheNodeCacheKeepsNamespacesAndCredentialsApart(t *testing.T)
 		t.Errorf("hits went from %d to %d for keys that cannot read the bucket", st.Hits, got)
 	}
 
-	// A source the platform marks shared: another namespace reads the
-	// entries the first filled.
-	shared := startAgent(t, t.TempDir(), func(o *nodecache.Options) { o.SharedSources = []string{"s3://" + d.bucket + "/web/"} })
+	// A source the platform marks shared, its shards hashed with sha256:
+	// another namespace reads the entries the first filled.
+	ds := newDataset(t, "sha256", 1<<20, 2<<20)
+	shared := startAgent(t, t.TempDir(), func(o *nodecache.Options) {
+		o.SharedSources = []string{"s3://" + ds.bucket + "/web/", "s3://" + d.bucket + "/web/"}
+	})
+	newSidecar(t, ds, shared, newPod(t, owner, node), creds, 0).readAll(t, ds)
+	newSidecar(t, ds, shared, newPod(t, other, node), creds, 0).readAll(t, ds)
+	if sst := shared.Stats(); sst.ByNamespace[other].Hits != int64(len(ds.shards)) || sst.Cache.FetchedBytes != total(ds) {
+		t.Errorf("a shared source: the other namespace got %d hits, the agent fetched %d bytes; want %d and %d", sst.ByNamespace[other].Hits, sst.Cache.FetchedBytes, len(ds.shards), total(ds))
+	}
+	// Its xxh64 shards are kept per namespace: a forger could match
+	// xxh64 with bytes of its own.
 	newSidecar(t, d, shared, newPod(t, owner, node), creds, 0).readAll(t, d)
 	newSidecar(t, d, shared, newPod(t, other, node), creds, 0).readAll(t, d)
-	if sst := shared.Stats(); sst.ByNamespace[other].Hits != int64(len(d.shards)) || sst.Cache.FetchedBytes != total(d) {
-		t.Errorf("a shared source: the other namespace got %d hits, the agent fetched %d bytes; want %d and %d", sst.ByNamespace[other].Hits, sst.Cache.FetchedBytes, len(d.shards), total(d))
+	if sst := shared.Stats(); sst.ByNamespace[other].Hits != int64(len(ds.shards)) || sst.ByNamespace[other].Fills != int64(len(d.shards)) {
+		t.Errorf("a shared source's xxh64 shards: the other namespace got %d hits and %d fills; want its own fills", sst.ByNamespace[other].Hits-int64(len(ds.shards)), sst.ByNamespace[other].Fills)
 	}
 }
 

@@ -88,12 +88,13 @@ type Options struct {
 	// plain recency (default 10 minutes; a pod names its next ones again
 	// as it reads).
 	WantedFor time.Duration
-	// WarmFillers bound the warm fills at once (default 4), WarmQueue the
-	// fills waiting (default 1024: more are dropped), and WarmMaxAge how
+	// WarmFillers bound the warm fills at once (default 4; one pod's, half
+	// of them), WarmQueue the fills waiting (default 1024: more are
+	// dropped; one pod's, WarmQueuePerPod, default 256), and WarmMaxAge how
 	// long one waits before it is dropped, its credentials with it
 	// (default 1 minute).
-	WarmFillers, WarmQueue int
-	WarmMaxAge             time.Duration
+	WarmFillers, WarmQueue, WarmQueuePerPod int
+	WarmMaxAge                              time.Duration
 }
 
 // Stats are the agent's counters.
@@ -138,7 +139,7 @@ type Agent struct {
 	cache *cache.Cache
 	key   []byte // keys the hash of a request's credentials
 	slots chan struct{}
-	// admitting bounds the requests being authenticated and read at once.
+	// admitting bounds the requests being authenticated at once.
 	admitting chan struct{}
 	podMu     sync.Mutex
 	podSlots  map[string]int
@@ -167,7 +168,7 @@ type Agent struct {
 	swept    time.Time
 	queued   map[string]bool
 	warmed   map[string]time.Time
-	warmQ    chan warmJob
+	warmQ    *warmQueue
 	lead     prometheus.Histogram
 }
 
@@ -176,6 +177,7 @@ type warmJob struct {
 	req   Request
 	shard cache.Shard
 	at    time.Time
+	pod   string
 }
 
 // The agent's cache holds every entry in one stream, by address.
@@ -200,6 +202,7 @@ func NewAgent(opts Options) (*Agent, error) {
 	opts.WantedFor = cmp.Or(opts.WantedFor, 10*time.Minute)
 	opts.WarmFillers = cmp.Or(opts.WarmFillers, 4)
 	opts.WarmQueue = cmp.Or(opts.WarmQueue, 1024)
+	opts.WarmQueuePerPod = cmp.Or(opts.WarmQueuePerPod, MaxWarmShards)
 	opts.WarmMaxAge = cmp.Or(opts.WarmMaxAge, time.Minute)
 	if opts.Retry.MaxElapsed == 0 {
 		opts.Retry = store.Retry{MaxElapsed: 30 * time.Second, RequestTimeout: 5 * time.Minute}
@@ -213,7 +216,8 @@ func NewAgent(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{opts: opts, key: key, slots: make(chan struct{}, opts.MaxInFlight), admitting: make(chan struct{}, 2*opts.MaxInFlight),
-		podSlots: map[string]int{}, wanted: map[string]want{}, wantedBy: map[string]*podWants{}, queued: map[string]bool{}, warmed: map[string]time.Time{}, warmQ: make(chan warmJob, opts.WarmQueue),
+		podSlots: map[string]int{}, wanted: map[string]want{}, wantedBy: map[string]*podWants{}, queued: map[string]bool{}, warmed: map[string]time.Time{},
+		warmQ: newWarmQueue(opts.WarmQueue, opts.WarmQueuePerPod, max(1, opts.WarmFillers/2)),
 		lead: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shardfeed_node_cache_prewarm_lead_seconds",
 			Help:    "How long a shard a warm request had fetched was on the node before a pod first asked for it: the pre-warm lead time.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)})}
@@ -322,8 +326,9 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			<-a.admitting
 		}
 	}()
-	// admitted lets go of the admission slot once the request is read:
-	// serving it takes a slot of the pod's and one of the agent's.
+	// admitted lets go of the admission slot once the caller is known and
+	// holds a slot of its pod's: reading and serving the request count
+	// against the pod's share (and serving against the agent's slots).
 	r = r.WithContext(context.WithValue(r.Context(), admittedKey{}, func() {
 		if !admitted {
 			admitted = true
@@ -381,56 +386,84 @@ type checkable interface {
 func (r Request) source() Source     { return r.Source }
 func (w WarmRequest) source() Source { return w.Source }
 
-// admit authenticates the caller and reads its request (what, for the
-// refusal) into req, checked: refused with why, before any store is
-// opened.
-func (a *Agent) admit(w http.ResponseWriter, r *http.Request, what string, req checkable) (Caller, error) {
+// bodyTimeout bounds the reading of a request's body (256 KiB at most):
+// a pod that trickles one holds its share of slots no longer.
+const bodyTimeout = 5 * time.Second
+
+// admit authenticates the caller (from the headers alone), takes one of
+// its pod's slots, and reads its request (what, for the refusal) into
+// req, checked: refused with why, before any store is opened. release
+// gives the pod's slot back once the request is answered.
+func (a *Agent) admit(w http.ResponseWriter, r *http.Request, what string, req checkable) (Caller, func(), error) {
 	caller, err := a.authenticate(r)
 	if err != nil {
-		return Caller{}, err
+		return Caller{}, nil, err
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(req); err != nil {
-		return Caller{}, refuse(http.StatusBadRequest, "the request is not a %s request (JSON of at most %d bytes): %v", what, MaxRequestBytes, err)
+	release, err := a.holdPod(caller)
+	if err != nil {
+		return Caller{}, nil, err
 	}
-	if err := req.Check(); err != nil {
-		return Caller{}, refuse(http.StatusBadRequest, "%v", err)
-	}
-	if err := a.checkEndpoint(req.source()); err != nil {
-		return Caller{}, refuse(http.StatusForbidden, "%v", err)
-	}
+	// From here the pod's own share bounds it: the admission slot (one of
+	// those that bound the requests not yet authenticated) goes back.
 	if done, ok := r.Context().Value(admittedKey{}).(func()); ok {
 		done()
 	}
-	return caller, nil
+	if err := a.read(w, r, what, req); err != nil {
+		release()
+		return Caller{}, nil, err
+	}
+	return caller, release, nil
+}
+
+// read reads and checks the request's body, within bodyTimeout.
+func (a *Agent) read(w http.ResponseWriter, r *http.Request, what string, req checkable) error {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(req)
+	_ = rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		return refuse(http.StatusBadRequest, "the request is not a %s request (JSON of at most %d bytes, sent within %s): %v", what, MaxRequestBytes, bodyTimeout, err)
+	}
+	if err := req.Check(); err != nil {
+		return refuse(http.StatusBadRequest, "%v", err)
+	}
+	if err := a.checkEndpoint(req.source()); err != nil {
+		return refuse(http.StatusForbidden, "%v", err)
+	}
+	return nil
 }
 
 type admittedKey struct{}
 
-// hold takes a serving slot of the caller's pod and one of the agent's,
-// refusing at once when either has none left; release gives them back.
-func (a *Agent) hold(c Caller) (release func(), err error) {
+// holdPod takes one of the caller's pod's slots, from its request's
+// reading to its answer's end, refusing at once when it has none left;
+// release gives it back.
+func (a *Agent) holdPod(c Caller) (release func(), err error) {
 	pod := c.Namespace + "/" + c.Pod
 	a.podMu.Lock()
+	defer a.podMu.Unlock()
 	if a.podSlots[pod] >= a.opts.MaxInFlightPerPod {
-		a.podMu.Unlock()
 		return nil, refuse(http.StatusTooManyRequests, "pod %s has %d requests in flight, the most one pod may: read the store", pod, a.opts.MaxInFlightPerPod)
 	}
 	a.podSlots[pod]++
-	a.podMu.Unlock()
-	unpod := func() {
+	return func() {
 		a.podMu.Lock()
 		if a.podSlots[pod]--; a.podSlots[pod] <= 0 {
 			delete(a.podSlots, pod)
 		}
 		a.podMu.Unlock()
-	}
+	}, nil
+}
+
+// holdSlot takes one of the agent's serving slots, refusing at once when
+// none is left; release gives it back.
+func (a *Agent) holdSlot() (release func(), err error) {
 	select {
 	case a.slots <- struct{}{}:
-		return func() { <-a.slots; unpod() }, nil
+		return func() { <-a.slots }, nil
 	default:
-		unpod()
 		return nil, refuse(http.StatusServiceUnavailable, "the node agent is busy: read the store")
 	}
 }
@@ -463,19 +496,20 @@ func (a *Agent) copyOut(w http.ResponseWriter, r io.Reader, n int64) (int64, err
 
 func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
 	var req Request
-	caller, err := a.admit(w, r, "shard", &req)
-	if err != nil {
-		return err
-	}
-	shard, err := a.entry(caller, req)
-	if err != nil {
-		return refuse(http.StatusBadRequest, "%v", err)
-	}
-	release, err := a.hold(caller)
+	caller, release, err := a.admit(w, r, "shard", &req)
 	if err != nil {
 		return err
 	}
 	defer release()
+	shard, err := a.entry(caller, req)
+	if err != nil {
+		return refuse(http.StatusBadRequest, "%v", err)
+	}
+	unslot, err := a.holdSlot()
+	if err != nil {
+		return err
+	}
+	defer unslot()
 	file, hit, err := a.acquire(r.Context(), req, shard)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/trust"
 	"github.com/shardfeed/shardfeed/sidecar/nodecache"
 )
@@ -226,4 +229,139 @@ func TestIntegrationRandomTokensFromOnePodDoNotStarveOthers(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, d.data[d.shards[0].Key]) {
 		t.Fatalf("a new pod after another pod's random tokens: %d %.200s; want its shard", resp.StatusCode, got)
 	}
+}
+
+// The red team's: one pod opened 128 connections whose bodies it
+// trickled, and held every admission slot (503 to everyone) until the
+// server's read timeout. A pod's bodies are read within its own share
+// now, each within 5 s, and another namespace is served meanwhile.
+func TestIntegrationAPodThatTricklesItsBodiesHoldsOnlyItsShare(t *testing.T) {
+	d := newDataset(t, "xxh64", 4096)
+	a := startAgent(t, t.TempDir(), func(o *nodecache.Options) { o.MaxInFlight, o.MaxInFlightPerPod = 4, 2 })
+	creds := minioServer.CredentialsDir(t)
+	hostile := newPod(t, apiServer.Namespace(t), node)
+	token, err := os.ReadFile(hostile.token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := trust.Verifier{CAFile: a.caFile, Name: agentName, Peer: "the node agent"}.Config()
+	var conns []net.Conn
+	statuses := make(chan string, 64)
+	for range 12 {
+		conn, err := tlsDial(a.addr, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+		_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 300000\r\n\r\n{",
+			nodecache.ShardPath, agentName, strings.TrimSpace(string(token)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			b := make([]byte, 512)
+			n, _ := conn.Read(b)
+			statuses <- strings.SplitN(string(b[:n]), "\r\n", 2)[0]
+		}()
+	}
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // the trickles are being read
+	other := newSidecar(t, d, a, newPod(t, apiServer.Namespace(t), node), creds, 0)
+	other.readAll(t, d)
+	if st := other.cache.Stats(); st.Node.Hits != 1 {
+		t.Errorf("another namespace's pod took %d shards from the node while one pod trickled 12 bodies (misses: %s); want 1", st.Node.Hits, other.missReasons())
+	}
+	// Each trickled body is cut off after 5 s: the pod's share is free
+	// again, and the pod itself is served.
+	again := a.client(t, hostile.token, 0)
+	if err := waitUntil(15*time.Second, func() bool {
+		body, err := again.Get(context.Background(), request(t, d, d.shards[0], creds))
+		if err != nil {
+			return false
+		}
+		_ = body.Close()
+		return true
+	}); err != nil {
+		t.Fatal("the trickling pod's share was not given back once its bodies were cut off")
+	}
+	refused := 0
+	for range 10 {
+		if s := <-statuses; strings.Contains(s, "429") {
+			refused++
+		}
+	}
+	if refused < 10-2 {
+		t.Errorf("of one pod's 12 trickled requests, %d were refused beyond its share of 2", refused)
+	}
+}
+
+func tlsDial(addr string, cfg *tls.Config) (net.Conn, error) {
+	return tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+}
+
+// The red team's: slow warm fills of one pod (large objects of its own)
+// filled the warm queue and every filler, and another namespace's warm
+// request was dropped. A pod has a share of the queue and half of the
+// fillers now.
+func TestIntegrationOnePodsSlowWarmFillsLeaveOthersTheirs(t *testing.T) {
+	d := newDataset(t, "xxh64", 4096)
+	slow := make(chan struct{})
+	t.Cleanup(func() { close(slow) })
+	a := startAgent(t, t.TempDir(), func(o *nodecache.Options) {
+		o.WarmFillers, o.WarmQueue, o.WarmQueuePerPod = 2, 64, 16
+		o.Open = func(ctx context.Context, src store.Source) (store.Store, error) {
+			if string(src.Credentials["AWS_ACCESS_KEY_ID"]) == "slow" {
+				select { // a fill that takes as long as it may
+				case <-slow:
+				case <-ctx.Done():
+				}
+				return nil, context.Cause(ctx)
+			}
+			return stores.Open(ctx, src)
+		}
+	})
+	creds := minioServer.CredentialsDir(t)
+	src := request(t, d, d.shards[0], creds).Source
+	slowSrc := src
+	slowSrc.Credentials = map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("slow"), "AWS_SECRET_ACCESS_KEY": []byte("x")}
+	hostile := a.client(t, newPod(t, apiServer.Namespace(t), node).token, 0)
+	dropped := 0
+	for i := range 5 {
+		shards := make([]nodecache.Part, nodecache.MaxWarmShards)
+		for j := range shards {
+			shards[j] = nodecache.Part{Key: fmt.Sprintf("big-%d-%d", i, j), Size: 1 << 20, Hash: "xxh64:00000000000000" + fmt.Sprintf("%02x", j%256)}
+		}
+		ans, err := hostile.Warm(context.Background(), nodecache.WarmRequest{Source: slowSrc, Shards: shards})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropped += ans.Dropped
+	}
+	if dropped < 4*nodecache.MaxWarmShards {
+		t.Errorf("one pod's 5 warm requests of 256 shards: %d dropped; want most beyond its share of 16", dropped)
+	}
+	good := a.client(t, newPod(t, apiServer.Namespace(t), node).token, 0)
+	ans, err := good.Warm(context.Background(), nodecache.WarmRequest{Source: src, Shards: []nodecache.Part{nodecache.PartOf(d.shards[0])}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Queued != 1 {
+		t.Fatalf("another pod's warm request beside the slow fills: %+v; want its shard queued", ans)
+	}
+	if err := waitUntil(20*time.Second, func() bool { return a.Stats().WarmFills >= 1 }); err != nil {
+		t.Fatalf("another pod's warm fill did not run beside one pod's slow fills: %+v", a.Stats())
+	}
+}
+
+func waitUntil(limit time.Duration, ok func() bool) error {
+	for deadline := time.Now().Add(limit); !ok(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return context.DeadlineExceeded
+		}
+	}
+	return nil
 }

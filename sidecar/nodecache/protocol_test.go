@@ -81,7 +81,7 @@ func TestOnlyAPodBoundTokenForTheAgentIsAccepted(t *testing.T) {
 // differs with the namespace, the Secret's keys, the identity, the store
 // and the hash, and not with what a shared source's readers bring.
 func TestAnEntrysAddressSaysWhoMayReadIt(t *testing.T) {
-	a := &Agent{key: []byte("k"), opts: Options{SharedSources: []string{"s3://public/"}}}
+	a := &Agent{key: []byte("k"), shared: []sharedPrefix{{scheme: "s3", host: "public"}}}
 	base := Request{Source: Source{URI: "s3://b/p/", Endpoint: "minio:9000", Credentials: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("id"), "AWS_SECRET_ACCESS_KEY": []byte("s")}},
 		Part: Part{Key: "x.mds", Size: 10, Hash: "xxh64:00ff"}}
 	owner := Caller{Namespace: "ml", ServiceAccount: "trainer"}
@@ -134,9 +134,14 @@ func TestAnEntrysAddressSaysWhoMayReadIt(t *testing.T) {
 	if addr(owner, sha("x.mds")) != addr(owner, sha("copy/x.mds")) {
 		t.Error("a sha256-hashed shard has two addresses")
 	}
-	// Shared: every namespace and key reads the same entry.
-	shared := func(r *Request) { r.Source.URI = "s3://public/" }
+	// Shared: every namespace and key reads the same entry of a shard a
+	// collision-resistant hash checks; of an xxh64 one, each its own.
+	shared := func(r *Request) { sha("x.mds")(r); r.Source.URI = "s3://public/" }
 	if addr(owner, shared) != addr(Caller{Namespace: "other"}, func(r *Request) { shared(r); r.Source.Credentials = map[string][]byte{"x": []byte("y")} }) {
 		t.Error("a shared source's entry differs by reader")
+	}
+	weak := func(r *Request) { r.Source.URI = "s3://public/" }
+	if addr(owner, weak) == addr(Caller{Namespace: "other"}, weak) {
+		t.Error("a shared source's xxh64 entry is shared")
 	}
 }

@@ -88,7 +88,10 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener, cert *Certificate) er
 	}
 	srv := &http.Server{Handler: a, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: time.Minute,
 		TLSConfig: cert.TLSConfig()}
-	a.warmFills(ctx)
+	fillCtx, stopFills := context.WithCancel(ctx)
+	fillsDone := a.warmFills(fillCtx)
+	defer fillsDone() // no fill writes to the cache once Serve returns
+	defer stopFills() // (deferred calls run last first: stop, then wait)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(tls.NewListener(l, srv.TLSConfig)) }()
 	select {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/shardfeed/shardfeed/sidecar/cache"
@@ -21,10 +22,11 @@ import (
 // fills of those the node lacks, answering at once.
 func (a *Agent) warm(w http.ResponseWriter, r *http.Request) error {
 	var req WarmRequest
-	caller, err := a.admit(w, r, "warm", &req)
+	caller, release, err := a.admit(w, r, "warm", &req)
 	if err != nil {
 		return err
 	}
+	defer release()
 	reqs := req.Requests()
 	shards := make([]cache.Shard, len(reqs))
 	for i, sr := range reqs {
@@ -53,14 +55,11 @@ func (a *Agent) warm(w http.ResponseWriter, r *http.Request) error {
 			ans.Present++
 		case a.queued[sh.Key]:
 			ans.Queued++
+		case a.warmQ.push(warmJob{req: reqs[i], shard: sh, at: now, pod: pod}):
+			a.queued[sh.Key] = true
+			ans.Queued++
 		default:
-			select {
-			case a.warmQ <- warmJob{req: reqs[i], shard: sh, at: now}:
-				a.queued[sh.Key] = true
-				ans.Queued++
-			default:
-				ans.Dropped++
-			}
+			ans.Dropped++ // the queue, or the pod's share of it, is full
 		}
 	}
 	a.wantMu.Unlock()
@@ -155,20 +154,110 @@ func (a *Agent) keep(s cache.Shard) bool {
 	return ok && time.Now().Before(w.until)
 }
 
-// warmFills runs the warm fills until ctx ends.
-func (a *Agent) warmFills(ctx context.Context) {
+// warmFills runs the warm fills until ctx ends; wait returns once every
+// filler has stopped.
+func (a *Agent) warmFills(ctx context.Context) (wait func()) {
+	context.AfterFunc(ctx, a.warmQ.close)
+	var wg sync.WaitGroup
 	for range a.opts.WarmFillers {
-		go func() {
+		wg.Go(func() {
 			for {
-				select {
-				case <-ctx.Done():
+				job, ok := a.warmQ.pop()
+				if !ok {
 					return
-				case job := <-a.warmQ:
-					a.warmFill(ctx, job)
 				}
+				a.warmFill(ctx, job)
+				a.warmQ.done(job.pod)
 			}
-		}()
+		})
 	}
+	return wg.Wait
+}
+
+// warmQueue holds the warm fills waiting, each pod's apart, and hands
+// them to the fillers in turn, pod after pod: one pod's many fills, or its
+// slow ones, take at most its share of the queue and of the fillers, and
+// the next pod's fill runs beside them.
+type warmQueue struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	byPod   map[string][]warmJob
+	order   []string // the pods with fills waiting, in turn
+	next    int
+	running map[string]int
+	total   int
+	closed  bool
+	// max and perPod bound the fills waiting; fillers bounds one pod's
+	// running.
+	max, perPod, fillers int
+}
+
+func newWarmQueue(maxJobs, perPod, fillers int) *warmQueue {
+	q := &warmQueue{byPod: map[string][]warmJob{}, running: map[string]int{}, max: maxJobs, perPod: perPod, fillers: fillers}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+// push queues job, false when the queue or its pod's share is full.
+func (q *warmQueue) push(job warmJob) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.total >= q.max || len(q.byPod[job.pod]) >= q.perPod {
+		return false
+	}
+	if len(q.byPod[job.pod]) == 0 {
+		q.order = append(q.order, job.pod)
+	}
+	q.byPod[job.pod] = append(q.byPod[job.pod], job)
+	q.total++
+	q.cond.Signal()
+	return true
+}
+
+// pop waits for the next pod in turn with a fill waiting and a filler to
+// spare; false once the queue is closed.
+func (q *warmQueue) pop() (warmJob, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for !q.closed {
+		for i := range q.order {
+			idx := (q.next + i) % len(q.order)
+			pod := q.order[idx]
+			if q.running[pod] >= q.fillers {
+				continue
+			}
+			job := q.byPod[pod][0]
+			q.byPod[pod] = q.byPod[pod][1:]
+			q.total--
+			q.running[pod]++
+			q.next = idx + 1
+			if len(q.byPod[pod]) == 0 {
+				delete(q.byPod, pod)
+				q.order = slices.Delete(q.order, idx, idx+1)
+				q.next = idx
+			}
+			return job, true
+		}
+		q.cond.Wait()
+	}
+	return warmJob{}, false
+}
+
+// done notes that a fill of pod's ended.
+func (q *warmQueue) done(pod string) {
+	q.mu.Lock()
+	if q.running[pod]--; q.running[pod] <= 0 {
+		delete(q.running, pod)
+	}
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}
+
+func (q *warmQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.cond.Broadcast()
+	q.mu.Unlock()
 }
 
 // warmFill fetches one shard a warm request named, unless it waited too

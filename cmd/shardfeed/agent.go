@@ -119,12 +119,26 @@ docs/operations.md#the-node-cache, docs/security.md.`,
 	f.DurationVar(&opts.WriteIdle, "write-idle", 15*time.Second, "an answer none of whose bytes the pod takes for this long is dropped, freeing its slot")
 	f.IntVar(&opts.MaxWanted, "max-wanted", 65536, "entries warm requests may keep ahead of plain recency")
 	f.IntVar(&opts.MaxWantedPerPod, "max-wanted-per-pod", 8192, "one pod's share of --max-wanted (its oldest are let go first)")
-	f.StringSliceVar(&sharedSrcs, "shared-source", nil, "a URI prefix (s3://bucket/prefix/) whose shards every pod of the node may read from the cache, whatever its namespace: data the platform marks readable by all")
+	f.StringSliceVar(&sharedSrcs, "shared-source", nil, "a URI prefix (s3://bucket/prefix/) whose shards every pod of the node may read from the cache, whatever its namespace: data the platform marks readable by all (shards hashed with SHA-2 or SHA-3 only)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster, else $KUBECONFIG)")
 	f.StringVar(&metricsAddr, "metrics-addr", ":9465", `TCP address of the Prometheus metrics ("" for none)`)
 	f.BoolVar(&metricsSecure, "metrics-secure", true, "serve the metrics over TLS (the agent's certificate) to clients whose token the API server authenticates and allows to get the non-resource URL /metrics; false: plain HTTP to anyone, which shows each namespace's activity to every pod")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
+}
+
+// budgetReviews answers 429 to a client beyond its budget before the
+// filter reviews its token: each review is a request to the API server,
+// and any pod can reach the port (a scraper asks every 30 s or so).
+func budgetReviews(next http.Handler, budget *nodecache.PeerBudget) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		peer, _, _ := net.SplitHostPort(r.RemoteAddr)
+		if !budget.Allow(peer) {
+			http.Error(w, "too many requests", http.StatusTooManyRequests)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // agentMetrics serves the agent's metrics: over TLS to clients the API
@@ -154,6 +168,7 @@ func (m agentMetrics) serve(ctx context.Context) error {
 		if handler, err = filter(logr.FromSlogHandler(m.log.Handler()), handler); err != nil {
 			return fmt.Errorf("the metrics' authorization: %w", err)
 		}
+		handler = budgetReviews(handler, nodecache.NewPeerBudget(1, 5, 10, 20))
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", handler)

@@ -63,9 +63,10 @@ type Options struct {
 	// own cloud's credentials. Neither: the clouds' own.
 	AllowedEndpoints    []string
 	AllowCloudEndpoints bool
-	// SharedSources are URI prefixes ("s3://public-data/") whose entries
-	// every pod of the node may read, whatever its namespace and
-	// credentials: data the platform team marks as readable by all.
+	// SharedSources are URI prefixes ("s3://public-data/", whole path
+	// segments) whose entries every pod of the node may read, whatever its
+	// namespace and credentials: data the platform team marks as readable
+	// by all. Only shards a collision-resistant hash checks are shared.
 	SharedSources []string
 	// Retry bounds the agent's requests to a store (default: 30 s).
 	Retry store.Retry

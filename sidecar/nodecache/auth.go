@@ -38,13 +38,10 @@ type TokenReviewer struct {
 	client *http.Client
 	TTL    time.Duration
 
-	// limit bounds the reviews of tokens not seen: a pod sending random
-	// tokens must not flood the API server (each is one TokenReview).
-	// perPeer bounds one address's share of it, so that one pod's random
-	// tokens do not starve the new pods of the node.
-	limit   *rate.Limiter
-	peerMu  sync.Mutex
-	perPeer map[string]*peerBudget
+	// reviews bounds the reviews of tokens not seen: a pod sending random
+	// tokens must not flood the API server (each is one TokenReview), nor
+	// use up the reviews of the node's other pods.
+	reviews *PeerBudget
 
 	mu   sync.Mutex
 	seen map[[32]byte]reviewed
@@ -63,23 +60,63 @@ type reviewed struct {
 	at     time.Time
 }
 
-// maxReviewed bounds the answers remembered, maxPeers the addresses whose
-// budgets are remembered.
-const (
-	maxReviewed = 4096
-	maxPeers    = 4096
-)
+// maxReviewed bounds the answers remembered.
+const maxReviewed = 4096
 
 // A peer's budget of new tokens: a pod shows one token at a time (the
-// kubelet rotates it hourly), so a few a second are plenty.
+// kubelet rotates it hourly), so a few a second are plenty; the node's
+// pods together, 20 a second (50 at once).
 const (
 	peerRate  = 2
 	peerBurst = 10
 )
 
+// PeerBudget bounds what each address may cost, and all of them together:
+// token reviews, which each cost the API server a request.
+type PeerBudget struct {
+	rate  rate.Limit
+	burst int
+	all   *rate.Limiter
+
+	mu    sync.Mutex
+	peers map[string]*peerBudget
+}
+
 type peerBudget struct {
 	limit *rate.Limiter
 	used  time.Time
+}
+
+// maxPeers bounds the addresses whose budgets are remembered.
+const maxPeers = 4096
+
+// NewPeerBudget allows each address perSecond (burst at once), and all
+// of them allPerSecond (allBurst).
+func NewPeerBudget(perSecond float64, burst int, allPerSecond float64, allBurst int) *PeerBudget {
+	return &PeerBudget{rate: rate.Limit(perSecond), burst: burst, all: rate.NewLimiter(rate.Limit(allPerSecond), allBurst), peers: map[string]*peerBudget{}}
+}
+
+// Allow takes one from peer's budget and the whole's.
+func (b *PeerBudget) Allow(peer string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.peers[peer]
+	if p == nil {
+		if len(b.peers) >= maxPeers {
+			// The budgets used longest ago go: a full one refills in
+			// burst/rate seconds anyway.
+			refill := time.Duration(float64(b.burst) / float64(b.rate) * float64(time.Second))
+			for k, old := range b.peers {
+				if time.Since(old.used) > refill || len(b.peers) >= maxPeers {
+					delete(b.peers, k)
+				}
+			}
+		}
+		p = &peerBudget{limit: rate.NewLimiter(b.rate, b.burst)}
+		b.peers[peer] = p
+	}
+	p.used = time.Now()
+	return p.limit.Allow() && b.all.Allow()
 }
 
 // NewTokenReviewer reviews tokens with the API server of config.
@@ -90,7 +127,7 @@ func NewTokenReviewer(config *rest.Config) (*TokenReviewer, error) {
 	}
 	client.Timeout = 10 * time.Second
 	return &TokenReviewer{config: config, client: client, TTL: time.Minute, seen: map[[32]byte]reviewed{},
-		limit: rate.NewLimiter(20, 50), perPeer: map[string]*peerBudget{}}, nil
+		reviews: NewPeerBudget(peerRate, peerBurst, 20, 50)}, nil
 }
 
 // Authenticate reviews the token, which came from peer.
@@ -107,7 +144,7 @@ func (t *TokenReviewer) Authenticate(ctx context.Context, token, peer string) (C
 		err    error
 	}
 	v, _, _ := t.inFlight.Do(string(id[:]), func() (any, error) {
-		if !t.peerAllows(peer) || !t.limit.Allow() {
+		if !t.reviews.Allow(peer) {
 			return answer{err: ErrTooManyReviews}, nil
 		}
 		// The review outlives one caller's going away: others may wait.
@@ -134,31 +171,6 @@ func (t *TokenReviewer) remember(id [32]byte, caller Caller, err error) {
 	}
 	t.seen[id] = reviewed{caller: caller, err: err, at: time.Now()}
 	t.mu.Unlock()
-}
-
-// peerAllows takes one review from peer's budget.
-func (t *TokenReviewer) peerAllows(peer string) bool {
-	t.peerMu.Lock()
-	defer t.peerMu.Unlock()
-	if t.perPeer == nil {
-		t.perPeer = map[string]*peerBudget{}
-	}
-	b := t.perPeer[peer]
-	if b == nil {
-		if len(t.perPeer) >= maxPeers {
-			// The budgets used longest ago go: a full one is refilled
-			// in peerBurst/peerRate seconds anyway.
-			for k, old := range t.perPeer {
-				if time.Since(old.used) > peerBurst*time.Second/peerRate || len(t.perPeer) >= maxPeers {
-					delete(t.perPeer, k)
-				}
-			}
-		}
-		b = &peerBudget{limit: rate.NewLimiter(peerRate, peerBurst)}
-		t.perPeer[peer] = b
-	}
-	b.used = time.Now()
-	return b.limit.Allow()
 }
 
 func (t *TokenReviewer) review(ctx context.Context, token string) (Caller, error) {

@@ -72,6 +72,13 @@ func TestIntegrationChartPinsHostPathInTheNodeCacheNamespaces(t *testing.T) {
 		{"the kubelet's pods (the agent's key)", training, "/var/lib/kubelet/pods", "reaches /var/lib/kubelet/"},
 		{"a path written with repeated slashes", training, "//var//cache/shardfeed-agent", "not written plainly"},
 		{"a path written with a . element", training, "/var/./cache/shardfeed-agent", "not written plainly"},
+		// The red team's: the node's root again through /proc, and paths
+		// relative to whatever the runtime takes.
+		{"the node's root through /proc/1/root", training, "/proc/1/root/var/cache/shardfeed-agent", "reaches /proc/"},
+		{"the kubelet's through /proc/self/root", training, "/proc/self/root/var/lib/kubelet", "reaches /proc/"},
+		{"/proc", training, "/proc", "reaches /proc/"},
+		{"a relative path", training, "var/lib/kubelet", "not written plainly"},
+		{".", training, ".", "not written plainly"},
 		{"a sibling with the same prefix", training, "/var/cache/shardfeed-agent-other", ""},
 		{"a node's local disk", training, "/mnt/nvme0/datasets", ""},
 		{"no hostPath", training, "", ""},

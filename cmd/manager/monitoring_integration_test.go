@@ -5,8 +5,8 @@ package main_test
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"

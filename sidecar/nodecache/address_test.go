@@ -18,7 +18,7 @@ import (
 // checks is kept per namespace and credential, whatever the source.
 func TestAnEntryIsAddressedByEverythingThatSelectsItsBytes(t *testing.T) {
 	a, err := NewAgent(Options{Dir: t.TempDir(), Auth: anyPod{}, AllowCloudEndpoints: true, Log: slog.New(slog.DiscardHandler),
-		SharedSources: []string{"s3://public-data"}})
+		SharedSources: []string{"s3://public-data", "s3://mirror/?endpoint=https://minio.internal:9000", "az://publicacct/"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +82,19 @@ func TestAnEntryIsAddressedByEverythingThatSelectsItsBytes(t *testing.T) {
 		{"the shared bucket through userinfo", alice, bob, with(rowGroup, func(r *Request) { r.Source.URI = "s3://public-data@evil/web/" }),
 			with(rowGroup, func(r *Request) { r.Source.URI = "s3://public-data@evil/web/" }), false},
 		{"the shared bucket written in capitals", alice, bob, with(rowGroup, func(r *Request) { r.Source.URI = "S3://Public-Data/web/" }), rowGroup, true},
+		// The second round's: a shared prefix is the cloud's own store
+		// unless it names an endpoint; a bucket of the same name behind
+		// another endpoint, or reached through an Azure connection
+		// string, is another store, kept per namespace.
+		{"the shared bucket's name behind another endpoint", alice, bob, with(rowGroup, func(r *Request) { r.Source.Endpoint = "https://minio.internal:9000" }),
+			with(rowGroup, func(r *Request) { r.Source.Endpoint = "https://minio.internal:9000" }), false},
+		{"a shared bucket behind its named endpoint", alice, bob, with(rowGroup, func(r *Request) { r.Source.URI, r.Source.Endpoint = "s3://mirror/web/", "MINIO.internal:9000/" }),
+			with(rowGroup, func(r *Request) { r.Source.URI, r.Source.Endpoint = "s3://mirror/web/", "https://minio.internal:9000" }), true},
+		{"a shared account through a connection string", alice, bob, with(rowGroup, func(r *Request) {
+			r.Source.URI, r.Source.Credentials = "az://publicacct/data/", map[string][]byte{"AZURE_STORAGE_CONNECTION_STRING": []byte("AccountName=publicacct;EndpointSuffix=core.chinacloudapi.cn")}
+		}), with(rowGroup, func(r *Request) { r.Source.URI = "az://publicacct/data/" }), false},
+		{"abfss containers of one account", alice, alice, with(footer, func(r *Request) { r.Source.URI = "abfss://scratch@acct.dfs.core.windows.net/p/" }),
+			with(footer, func(r *Request) { r.Source.URI = "abfss://datasets@acct.dfs.core.windows.net/p/" }), false},
 		// The key is the store's: prefix "p/" and key "a", not "pa".
 		{"a prefix without its slash and a key", alice, alice, with(footer, func(r *Request) { r.Source.URI, r.Key = "s3://public-data/p", "a" }),
 			with(footer, func(r *Request) { r.Source.URI, r.Key = "s3://public-data/", "pa" }), false},
@@ -112,14 +125,17 @@ func TestASharedSourceIsABucketAndAPrefix(t *testing.T) {
 		want sharedPrefix
 		err  bool
 	}{
-		{in: "s3://public-data/", want: sharedPrefix{"s3", "public-data", ""}},
-		{in: "s3://public-data", want: sharedPrefix{"s3", "public-data", ""}},
-		{in: "S3://Public-Data/web", want: sharedPrefix{"s3", "public-data", "web/"}},
-		{in: "gs://b/a/./c/../d/", want: sharedPrefix{"gs", "b", "a/d/"}},
+		{in: "s3://public-data/", want: sharedPrefix{scheme: "s3", host: "public-data"}},
+		{in: "s3://public-data", want: sharedPrefix{scheme: "s3", host: "public-data"}},
+		{in: "S3://Public-Data/web", want: sharedPrefix{scheme: "s3", host: "public-data", path: "web/"}},
+		{in: "gs://b/a/./c/../d/", want: sharedPrefix{scheme: "gs", host: "b", path: "a/d/"}},
+		{in: "s3://datasets/?endpoint=minio.internal:9000", want: sharedPrefix{scheme: "s3", host: "datasets", endpoint: "https://minio.internal:9000"}},
+		{in: "s3://datasets/?endpoint=http://10.0.0.5:9000/", want: sharedPrefix{scheme: "s3", host: "datasets", endpoint: "http://10.0.0.5:9000"}},
+		{in: "s3://datasets/?region=x", err: true},
+		{in: "s3://datasets/?endpoint=a&endpoint=b", err: true},
 		{in: "public-data/", err: true},
 		{in: "s3:///web/", err: true},
 		{in: "s3://user@public-data/", err: true},
-		{in: "s3://public-data/?x=1", err: true},
 		{in: "s3://public-data/#x", err: true},
 	} {
 		got, err := parseShared(tt.in)
@@ -130,5 +146,32 @@ func TestASharedSourceIsABucketAndAPrefix(t *testing.T) {
 	if _, err := NewAgent(Options{Dir: t.TempDir(), Auth: anyPod{}, Log: slog.New(slog.DiscardHandler), SharedSources: []string{"public-data"}}); err == nil ||
 		!strings.Contains(err.Error(), "scheme://bucket/prefix/") {
 		t.Errorf("an agent with a shared source of no scheme: %v", err)
+	}
+}
+
+// The second round's: "az://acct/scratch/../datasets/" is container
+// scratch to Azure and datasets once cleaned; a request names its prefix
+// plainly or is refused.
+func TestARequestNamesItsPrefixPlainly(t *testing.T) {
+	ok := Request{Source: Source{URI: "az://acct/datasets/p/", Credentials: map[string][]byte{"k": []byte("v")}},
+		Part: Part{Key: "x", Size: 1, Hash: "sha256:" + strings.Repeat("00", 32)}}
+	for _, tt := range []struct {
+		uri  string
+		want string // "": taken
+	}{
+		{"az://acct/datasets/p/", ""},
+		{"s3://b/", ""},
+		{"s3://b", ""},
+		{"az://acct/scratch/../datasets/p/", "segments"},
+		{"s3://b/a/./c/", "segments"},
+		{"s3://b/a//c/", "segments"},
+		{"s3:///p/", "not scheme://bucket/prefix/"},
+	} {
+		r := ok
+		r.Source.URI = tt.uri
+		err := r.Check()
+		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s: %v; want %q", tt.uri, err, tt.want)
+		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/azure"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 )
@@ -144,6 +145,11 @@ type Agent struct {
 	admitting chan struct{}
 	podMu     sync.Mutex
 	podSlots  map[string]int
+	// podBytes are the bytes of each pod's answers in flight: the cache
+	// cannot evict an entry while it is served.
+	podBytes map[string]int64
+	// peerAdmitting counts each address's requests being authenticated.
+	peerAdmitting map[string]int
 	// endpoints is where the agent's requests may go, every store's and
 	// every address's.
 	endpoints *store.Endpoints
@@ -217,12 +223,16 @@ func NewAgent(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{opts: opts, key: key, slots: make(chan struct{}, opts.MaxInFlight), admitting: make(chan struct{}, 2*opts.MaxInFlight),
-		podSlots: map[string]int{}, wanted: map[string]want{}, wantedBy: map[string]*podWants{}, queued: map[string]bool{}, warmed: map[string]time.Time{},
+		podSlots: map[string]int{}, podBytes: map[string]int64{}, peerAdmitting: map[string]int{}, wanted: map[string]want{}, wantedBy: map[string]*podWants{}, queued: map[string]bool{}, warmed: map[string]time.Time{},
 		warmQ: newWarmQueue(opts.WarmQueue, opts.WarmQueuePerPod, max(1, opts.WarmFillers/2)),
 		lead: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shardfeed_node_cache_prewarm_lead_seconds",
 			Help:    "How long a shard a warm request had fetched was on the node before a pod first asked for it: the pre-warm lead time.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)})}
-	c, err := cache.New(cache.Options{Dir: opts.Dir, LimitBytes: opts.LimitBytes, Parallel: 16, CorruptAttempts: 2, Keep: a.keep},
+	// A fill finds room at once or not at all (507: its sidecar reads the
+	// store): waiting for held entries would let one pod's slow reads
+	// stall every other pod's fills, each holding a slot.
+	c, err := cache.New(cache.Options{Dir: opts.Dir, LimitBytes: opts.LimitBytes, Parallel: 16, CorruptAttempts: 2, Keep: a.keep,
+		FullTimeout: time.Millisecond},
 		map[string]store.Store{entries: requestStore{}})
 	if err != nil {
 		return nil, fmt.Errorf("node agent: %w", err)
@@ -315,9 +325,15 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed: POST a request to "+r.URL.Path, http.StatusMethodNotAllowed)
 		return
 	}
+	peer, _, _ := net.SplitHostPort(r.RemoteAddr)
+	if !a.admitPeer(peer) {
+		http.Error(w, "too many requests from this address being authenticated at once: read the store", http.StatusTooManyRequests)
+		return
+	}
 	select {
 	case a.admitting <- struct{}{}:
 	default:
+		a.unadmitPeer(peer)
 		http.Error(w, "the node agent is busy: read the store", http.StatusServiceUnavailable)
 		return
 	}
@@ -325,6 +341,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if !admitted {
 			<-a.admitting
+			a.unadmitPeer(peer)
 		}
 	}()
 	// admitted lets go of the admission slot once the caller is known and
@@ -334,6 +351,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !admitted {
 			admitted = true
 			<-a.admitting
+			a.unadmitPeer(peer)
 		}
 	}))
 	serve := a.serve
@@ -458,6 +476,53 @@ func (a *Agent) holdPod(c Caller) (release func(), err error) {
 	}, nil
 }
 
+// holdBytes counts size against the caller's pod's answers in flight, at
+// most an eighth of the node's budget: entries being served cannot be
+// evicted, so a pod reading slowly must not hold the node's room.
+func (a *Agent) holdBytes(c Caller, size int64) (release func(), err error) {
+	if a.opts.LimitBytes <= 0 {
+		return func() {}, nil
+	}
+	pod := c.Namespace + "/" + c.Pod
+	limit := max(a.opts.LimitBytes/8, size)
+	a.podMu.Lock()
+	defer a.podMu.Unlock()
+	if a.podBytes[pod] > 0 && a.podBytes[pod]+size > limit {
+		return nil, refuse(http.StatusTooManyRequests, "pod %s has %d bytes of answers in flight, the most one pod may hold of the node's %d: read the store", pod, a.podBytes[pod], a.opts.LimitBytes)
+	}
+	a.podBytes[pod] += size
+	return func() {
+		a.podMu.Lock()
+		if a.podBytes[pod] -= size; a.podBytes[pod] <= 0 {
+			delete(a.podBytes, pod)
+		}
+		a.podMu.Unlock()
+	}, nil
+}
+
+// maxAdmittingPerPeer bounds one address's requests being authenticated
+// at once: waiting on one slow review, they would hold every admission
+// slot.
+const maxAdmittingPerPeer = 16
+
+func (a *Agent) admitPeer(peer string) bool {
+	a.podMu.Lock()
+	defer a.podMu.Unlock()
+	if a.peerAdmitting[peer] >= maxAdmittingPerPeer {
+		return false
+	}
+	a.peerAdmitting[peer]++
+	return true
+}
+
+func (a *Agent) unadmitPeer(peer string) {
+	a.podMu.Lock()
+	if a.peerAdmitting[peer]--; a.peerAdmitting[peer] <= 0 {
+		delete(a.peerAdmitting, peer)
+	}
+	a.podMu.Unlock()
+}
+
 // holdSlot takes one of the agent's serving slots, refusing at once when
 // none is left; release gives it back.
 func (a *Agent) holdSlot() (release func(), err error) {
@@ -506,6 +571,11 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return refuse(http.StatusBadRequest, "%v", err)
 	}
+	unbytes, err := a.holdBytes(caller, req.Size)
+	if err != nil {
+		return err
+	}
+	defer unbytes()
 	unslot, err := a.holdSlot()
 	if err != nil {
 		return err
@@ -756,13 +826,7 @@ func (a *Agent) entry(c Caller, r Request) (cache.Shard, error) {
 	if err != nil {
 		return cache.Shard{}, fmt.Errorf("source.uri %q: %w", r.Source.URI, err)
 	}
-	endpoint := strings.ToLower(strings.TrimRight(r.Source.Endpoint, "/"))
-	if endpoint != "" && !strings.Contains(endpoint, "://") {
-		endpoint = "https://" + endpoint
-		if r.Source.Insecure {
-			endpoint = "http://" + strings.ToLower(r.Source.Endpoint)
-		}
-	}
+	endpoint := normalEndpoint(r.Source.Endpoint, r.Source.Insecure)
 	if endpoint == "" {
 		// The host the region (and so the partition) reaches.
 		if host, err := stores.DefaultHost(r.Source.URI, r.Source.Region); err == nil {
@@ -775,7 +839,8 @@ func (a *Agent) entry(c Caller, r Request) (cache.Shard, error) {
 		_, _ = io.WriteString(h, s)
 	}
 	field(a.group(c, r, u, sum))
-	field(strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + "@" + endpoint)
+	// The user part names abfss://'s container.
+	field(strings.ToLower(u.Scheme) + "://" + u.User.String() + "@" + strings.ToLower(u.Host) + "@" + endpoint)
 	field(strings.ToLower(strings.TrimSpace(r.Source.Region)))
 	field(sum.String())
 	field(strconv.FormatInt(r.Size, 10))
@@ -799,7 +864,7 @@ func (a *Agent) entry(c Caller, r Request) (cache.Shard, error) {
 // reveals nothing of them) or the same ServiceAccount taking the same
 // workload identity.
 func (a *Agent) group(c Caller, r Request, u *url.URL, sum checksum.Sum) string {
-	if sum.CollisionResistant() && slices.ContainsFunc(a.shared, func(p sharedPrefix) bool { return p.holds(u, r.Key) }) {
+	if sum.CollisionResistant() && slices.ContainsFunc(a.shared, func(p sharedPrefix) bool { return p.holds(u, r.Key, r.Source) }) {
 		return "shared"
 	}
 	if id := r.Source.Identity; id != nil {
@@ -821,27 +886,54 @@ func (a *Agent) group(c Caller, r Request, u *url.URL, sum checksum.Sum) string 
 	return "ns\x00" + c.Namespace + "\x00secret\x00" + hex.EncodeToString(mac.Sum(nil))
 }
 
-// sharedPrefix is a prefix of nodeCache.sharedSources: a store's scheme
-// and bucket (or account), and a path within it, whole segments.
+// sharedPrefix is a prefix of nodeCache.sharedSources: a store (the
+// cloud's own, or the endpoint named), its scheme and bucket (or
+// account), and a path within it, whole segments.
 type sharedPrefix struct {
 	scheme, host, path string
+	// endpoint is the store's endpoint as normalEndpoint writes it, ""
+	// for the cloud's own.
+	endpoint string
 }
 
-// parseShared reads a shared source prefix, "scheme://bucket/prefix/".
+// parseShared reads a shared source prefix, "scheme://bucket/prefix/",
+// with "?endpoint=URL" for a store other than the cloud's own.
 func parseShared(s string) (sharedPrefix, error) {
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return sharedPrefix{}, fmt.Errorf("shared source %q: write scheme://bucket/prefix/ (a whole bucket: scheme://bucket/)", s)
+	if err != nil {
+		return sharedPrefix{}, fmt.Errorf("shared source %q: %w", s, err)
 	}
-	return sharedPrefix{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Host), path: store.CleanPrefix(u.Path)}, nil
+	q := u.Query()
+	if u.Scheme == "" || u.Host == "" || u.User != nil || u.Fragment != "" || len(q) > 1 || (len(q) == 1 && len(q["endpoint"]) != 1) {
+		return sharedPrefix{}, fmt.Errorf("shared source %q: write scheme://bucket/prefix/ (a whole bucket: scheme://bucket/), and ?endpoint=https://host:port for a store other than the cloud's own", s)
+	}
+	return sharedPrefix{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Host), path: store.CleanPrefix(u.Path),
+		endpoint: normalEndpoint(q.Get("endpoint"), false)}, nil
 }
 
-// holds says whether key under the source u is within the prefix, as the
-// store reads it: the same scheme and bucket, and the prefix's whole
-// segments ("s3://public/a/" holds nothing of "s3://public/ab/").
-func (p sharedPrefix) holds(u *url.URL, key string) bool {
-	return strings.EqualFold(u.Scheme, p.scheme) && strings.EqualFold(u.Host, p.host) && u.User == nil &&
+// holds says whether key under the source src (u, parsed) is within the
+// prefix, as the store reads it: the same store (a credential that names
+// an endpoint of its own, an Azure connection string, is another store),
+// scheme and bucket, and the prefix's whole segments ("s3://public/a/"
+// holds nothing of "s3://public/ab/").
+func (p sharedPrefix) holds(u *url.URL, key string, src Source) bool {
+	_, connectionString := src.Credentials[azure.ConnectionStringFile]
+	return !connectionString && normalEndpoint(src.Endpoint, src.Insecure) == p.endpoint &&
+		strings.EqualFold(u.Scheme, p.scheme) && strings.EqualFold(u.Host, p.host) && u.User == nil &&
 		strings.HasPrefix(store.CleanPrefix(u.Path)+key, p.path)
+}
+
+// normalEndpoint writes an endpoint one way: lower case, with its scheme
+// (https unless insecure and none given), no trailing slash.
+func normalEndpoint(endpoint string, insecure bool) string {
+	e := strings.ToLower(strings.TrimRight(strings.TrimSpace(endpoint), "/"))
+	if e == "" || strings.Contains(e, "://") {
+		return e
+	}
+	if insecure {
+		return "http://" + e
+	}
+	return "https://" + e
 }
 
 // fill is what a request's cache miss reads: the object of the request,

@@ -333,7 +333,7 @@ func TestIntegrationTheNodeCacheKeepsNamespacesAndCredentialsApart(t *testing.T)
 	// another namespace reads the entries the first filled.
 	ds := newDataset(t, "sha256", 1<<20, 2<<20)
 	shared := startAgent(t, t.TempDir(), func(o *nodecache.Options) {
-		o.SharedSources = []string{"s3://" + ds.bucket + "/web/", "s3://" + d.bucket + "/web/"}
+		o.SharedSources = []string{"s3://" + ds.bucket + "/web/?endpoint=" + minioServer.URL(), "s3://" + d.bucket + "/web/?endpoint=" + minioServer.URL()}
 	})
 	newSidecar(t, ds, shared, newPod(t, owner, node), creds, 0).readAll(t, ds)
 	newSidecar(t, ds, shared, newPod(t, other, node), creds, 0).readAll(t, ds)

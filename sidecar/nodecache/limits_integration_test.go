@@ -365,3 +365,40 @@ func waitUntil(limit time.Duration, ok func() bool) error {
 	}
 	return nil
 }
+
+// The second round's: an entry being served cannot be evicted, and a pod
+// reading a large answer just fast enough held the node's room while
+// every other pod's fill waited for it (a minute, each with a slot). A
+// fill finds room at once or is refused (507), and its sidecar reads the
+// store; a pod's answers in flight are bounded.
+func TestIntegrationAPodReadingSlowlyHoldsNoOtherPodsFill(t *testing.T) {
+	big := newDataset(t, "sha256", 7<<20)
+	small := newDataset(t, "sha256", 2<<20)
+	a := startAgent(t, t.TempDir(), func(o *nodecache.Options) { o.LimitBytes, o.WriteIdle = 8<<20, 10*time.Second })
+	creds := minioServer.CredentialsDir(t)
+	hostile := newPod(t, apiServer.Namespace(t), node)
+	c := rawClient(a, "")
+	resp, err := post(context.Background(), t, c, hostile.token, request(t, big, big.shards[0], creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the large answer: %d", resp.StatusCode)
+	}
+	// A second answer of the pod's beyond an eighth of the budget: 429.
+	again, err := post(context.Background(), t, c, hostile.token, request(t, small, small.shards[0], creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(again.Body)
+	_ = again.Body.Close()
+	if again.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(msg), "bytes of answers in flight") {
+		t.Errorf("a second answer of the slow pod: %d %s; want 429", again.StatusCode, msg)
+	}
+	other := newSidecar(t, small, a, newPod(t, apiServer.Namespace(t), node), creds, 0)
+	other.readAll(t, small)
+	if r := other.missReasons(); !strings.Contains(r, "507") || !strings.Contains(r, "no room") {
+		t.Errorf("another pod's fill beside the held room: %q; want refused at once for want of room (507), read from the store", r)
+	}
+}

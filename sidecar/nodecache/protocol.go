@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"path"
 	"strings"
 
@@ -152,6 +153,16 @@ func (r Request) Check() error {
 	}
 	if strings.HasPrefix(r.Source.URI, "file:") {
 		return fmt.Errorf("source %s: the node agent reads object stores, not files (it would read its own node's filesystem)", r.Source.URI)
+	}
+	u, err := url.Parse(r.Source.URI)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return fmt.Errorf("source.uri %q is not scheme://bucket/prefix/", r.Source.URI)
+	}
+	// Stores read a prefix's segments differently ("a/../b" is a container
+	// "a" to Azure, cleaned away elsewhere): an entry's address must name
+	// what the store reads, so only a plain prefix is taken.
+	if p := "/" + strings.Trim(u.Path, "/") + "/"; p != "//" && (strings.Contains(p, "//") || strings.Contains(p, "/./") || strings.Contains(p, "/../")) {
+		return fmt.Errorf("source.uri %q: write its prefix without empty, \".\" or \"..\" segments", r.Source.URI)
 	}
 	if r.Key == "" || strings.HasPrefix(r.Key, "/") || path.Clean(r.Key) != r.Key || r.Key == ".." || strings.HasPrefix(r.Key, "../") {
 		return fmt.Errorf("key %q is not a plain relative path", r.Key)

@@ -81,7 +81,7 @@ func TestOnlyAPodBoundTokenForTheAgentIsAccepted(t *testing.T) {
 // differs with the namespace, the Secret's keys, the identity, the store
 // and the hash, and not with what a shared source's readers bring.
 func TestAnEntrysAddressSaysWhoMayReadIt(t *testing.T) {
-	a := &Agent{key: []byte("k"), shared: []sharedPrefix{{scheme: "s3", host: "public"}}}
+	a := &Agent{key: []byte("k"), shared: []sharedPrefix{{scheme: "s3", host: "public", endpoint: "https://minio:9000"}}}
 	base := Request{Source: Source{URI: "s3://b/p/", Endpoint: "minio:9000", Credentials: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("id"), "AWS_SECRET_ACCESS_KEY": []byte("s")}},
 		Part: Part{Key: "x.mds", Size: 10, Hash: "xxh64:00ff"}}
 	owner := Caller{Namespace: "ml", ServiceAccount: "trainer"}

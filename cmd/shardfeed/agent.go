@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -84,6 +85,9 @@ docs/operations.md#the-node-cache, docs/security.md.`,
 			if err := cert.Load(); err != nil {
 				return fmt.Errorf("%w: mount the Secret the operator keeps it in (the chart's nodeCache)", err)
 			}
+			if err := notDumpable(); err != nil {
+				log.Warn("The agent could not make itself not dumpable", "err", err.Error())
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			if metricsAddr != "" {
@@ -114,17 +118,22 @@ docs/operations.md#the-node-cache, docs/security.md.`,
 	f.StringVar(&opts.Node, "node", "", "the agent's node (the downward API's spec.nodeName): a token of a pod on another node is refused")
 	f.StringSliceVar(&allowedEndpoints, "allowed-endpoints", nil, `store endpoints the agent may reach beside the clouds' own: "host", "host:port", "*.example.com", an IP address or CIDR, "*" any name (public addresses only) (the manager's --allowed-endpoints)`)
 	f.BoolVar(&allowCloud, "allow-cloud-endpoints", true, "allow the hosts the clouds operate for their stores and token exchanges, each for its own cloud's credentials, beside --allowed-endpoints")
-	f.IntVar(&opts.MaxInFlight, "max-in-flight", 64, "shard requests served at once; more are answered 503 and their sidecars read the store")
-	f.IntVar(&opts.MaxInFlightPerPod, "max-in-flight-per-pod", 8, "shard requests one pod may have served at once; more are answered 429")
-	f.DurationVar(&opts.WriteIdle, "write-idle", 15*time.Second, "an answer none of whose bytes the pod takes for this long is dropped, freeing its slot")
-	f.IntVar(&opts.MaxWanted, "max-wanted", 65536, "entries warm requests may keep ahead of plain recency")
-	f.IntVar(&opts.MaxWantedPerPod, "max-wanted-per-pod", 8192, "one pod's share of --max-wanted (its oldest are let go first)")
+	addAgentLimitFlags(f, &opts)
 	f.StringSliceVar(&sharedSrcs, "shared-source", nil, "a URI prefix (s3://bucket/prefix/) whose shards every pod of the node may read from the cache, whatever its namespace: data the platform marks readable by all (shards hashed with SHA-2 or SHA-3 only)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster, else $KUBECONFIG)")
 	f.StringVar(&metricsAddr, "metrics-addr", ":9465", `TCP address of the Prometheus metrics ("" for none)`)
 	f.BoolVar(&metricsSecure, "metrics-secure", true, "serve the metrics over TLS (the agent's certificate) to clients whose token the API server authenticates and allows to get the non-resource URL /metrics; false: plain HTTP to anyone, which shows each namespace's activity to every pod")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
+}
+
+// addAgentLimitFlags are the agent's bounds on each pod and on all.
+func addAgentLimitFlags(f *pflag.FlagSet, opts *nodecache.Options) {
+	f.IntVar(&opts.MaxInFlight, "max-in-flight", 64, "shard requests served at once; more are answered 503 and their sidecars read the store")
+	f.IntVar(&opts.MaxInFlightPerPod, "max-in-flight-per-pod", 8, "shard requests one pod may have read and served at once; more are answered 429")
+	f.DurationVar(&opts.WriteIdle, "write-idle", 15*time.Second, "an answer none of whose bytes the pod takes for this long is dropped, freeing its slot")
+	f.IntVar(&opts.MaxWanted, "max-wanted", 65536, "entries warm requests may keep ahead of plain recency")
+	f.IntVar(&opts.MaxWantedPerPod, "max-wanted-per-pod", 8192, "one pod's share of --max-wanted (its oldest are let go first)")
 }
 
 // budgetReviews answers 429 to a client beyond its budget before the

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
+	"github.com/shardfeed/shardfeed/internal/budget"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/sidecar/nodecache"
 )
@@ -139,10 +140,9 @@ func addAgentLimitFlags(f *pflag.FlagSet, opts *nodecache.Options) {
 // budgetReviews answers 429 to a client beyond its budget before the
 // filter reviews its token: each review is a request to the API server,
 // and any pod can reach the port (a scraper asks every 30 s or so).
-func budgetReviews(next http.Handler, budget *nodecache.PeerBudget) http.Handler {
+func budgetReviews(next http.Handler, reviews *budget.PerSource) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		peer, _, _ := net.SplitHostPort(r.RemoteAddr)
-		if !budget.Allow(peer) {
+		if !reviews.Allow(r.RemoteAddr) {
 			http.Error(w, "too many requests", http.StatusTooManyRequests)
 			return
 		}
@@ -177,7 +177,7 @@ func (m agentMetrics) serve(ctx context.Context) error {
 		if handler, err = filter(logr.FromSlogHandler(m.log.Handler()), handler); err != nil {
 			return fmt.Errorf("the metrics' authorization: %w", err)
 		}
-		handler = budgetReviews(handler, nodecache.NewPeerBudget(1, 5, 10, 20))
+		handler = budgetReviews(handler, budget.New(1, 5, 4096).WithTotal(10, 20))
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", handler)

@@ -5,7 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/shardfeed/shardfeed/sidecar/nodecache"
+	"github.com/shardfeed/shardfeed/internal/budget"
 )
 
 // The red team's: random tokens at the agent's metrics port were each a
@@ -13,7 +13,7 @@ import (
 // address is still served.
 func TestTheMetricsPortBoundsEachAddresssReviews(t *testing.T) {
 	reviewed := 0
-	h := budgetReviews(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reviewed++ }), nodecache.NewPeerBudget(1, 5, 10, 20))
+	h := budgetReviews(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reviewed++ }), budget.New(1, 5, 4096).WithTotal(10, 20))
 	status := map[int]int{}
 	for range 30 {
 		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)

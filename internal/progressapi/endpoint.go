@@ -9,14 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +24,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/shardfeed/shardfeed/internal/budget"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/progress"
@@ -61,12 +60,13 @@ type Endpoint struct {
 	// only once a minute.
 	mu         sync.Mutex
 	identities map[[sha256.Size]byte]*identity
-	// refused remembers a refused token briefly, and reviewers bounds the
+	// refused remembers a refused token briefly, and reviews bounds the
 	// TokenReviews each source may cause: a token the operator does not
 	// know costs a request to the API server, and anything that reaches
 	// the endpoint can send one.
-	refused   map[[sha256.Size]byte]refusal
-	reviewers map[string]*rate.Limiter
+	refused     map[[sha256.Size]byte]refusal
+	reviews     *budget.PerSource
+	reviewsOnce sync.Once
 
 	// pending are the reads reports not yet written (reads.go).
 	readsMu sync.Mutex
@@ -200,7 +200,7 @@ func (e *Endpoint) authenticate(ctx context.Context, req *http.Request) (*identi
 		return nil, err
 	}
 	if !e.mayReview(req.RemoteAddr) {
-		return nil, refuse(http.StatusTooManyRequests, "too many requests with tokens the operator has not seen from %s: retry later", sourceOf(req.RemoteAddr))
+		return nil, refuse(http.StatusTooManyRequests, "too many requests with tokens the operator has not seen from %s: retry later", budget.Source(req.RemoteAddr))
 	}
 	who, err := e.review(ctx, token)
 	var ee *endpointError
@@ -283,36 +283,8 @@ func (e *Endpoint) rememberRefusal(key [sha256.Size]byte, err error) {
 
 // mayReview takes one review from the source's budget.
 func (e *Endpoint) mayReview(remoteAddr string) bool {
-	src := sourceOf(remoteAddr)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.reviewers == nil {
-		e.reviewers = map[string]*rate.Limiter{}
-	}
-	l, ok := e.reviewers[src]
-	if !ok {
-		if len(e.reviewers) >= maxSources {
-			// Full: forget the sources whose budget is whole again.
-			for k, v := range e.reviewers {
-				if v.Tokens() >= reviewBurst {
-					delete(e.reviewers, k)
-				}
-			}
-		}
-		l = rate.NewLimiter(reviewsPerSecond, reviewBurst)
-		if len(e.reviewers) < maxSources {
-			e.reviewers[src] = l
-		}
-	}
-	return l.Allow()
-}
-
-// sourceOf is the address a request came from, without its port.
-func sourceOf(remoteAddr string) string {
-	if host, _, err := net.SplitHostPort(remoteAddr); err == nil {
-		return host
-	}
-	return remoteAddr
+	e.reviewsOnce.Do(func() { e.reviews = budget.New(reviewsPerSecond, reviewBurst, maxSources) })
+	return e.reviews.Allow(remoteAddr)
 }
 
 func (e *Endpoint) cached(key [sha256.Size]byte) *identity {

@@ -15,10 +15,11 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
-	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/shardfeed/shardfeed/internal/budget"
 )
 
 // The keys of a pod-bound ServiceAccount token's extra information in a
@@ -41,7 +42,7 @@ type TokenReviewer struct {
 	// reviews bounds the reviews of tokens not seen: a pod sending random
 	// tokens must not flood the API server (each is one TokenReview), nor
 	// use up the reviews of the node's other pods.
-	reviews *PeerBudget
+	reviews *budget.PerSource
 
 	mu   sync.Mutex
 	seen map[[32]byte]reviewed
@@ -71,53 +72,8 @@ const (
 	peerBurst = 10
 )
 
-// PeerBudget bounds what each address may cost, and all of them together:
-// token reviews, which each cost the API server a request.
-type PeerBudget struct {
-	rate  rate.Limit
-	burst int
-	all   *rate.Limiter
-
-	mu    sync.Mutex
-	peers map[string]*peerBudget
-}
-
-type peerBudget struct {
-	limit *rate.Limiter
-	used  time.Time
-}
-
 // maxPeers bounds the addresses whose budgets are remembered.
 const maxPeers = 4096
-
-// NewPeerBudget allows each address perSecond (burst at once), and all
-// of them allPerSecond (allBurst).
-func NewPeerBudget(perSecond float64, burst int, allPerSecond float64, allBurst int) *PeerBudget {
-	return &PeerBudget{rate: rate.Limit(perSecond), burst: burst, all: rate.NewLimiter(rate.Limit(allPerSecond), allBurst), peers: map[string]*peerBudget{}}
-}
-
-// Allow takes one from peer's budget and the whole's.
-func (b *PeerBudget) Allow(peer string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p := b.peers[peer]
-	if p == nil {
-		if len(b.peers) >= maxPeers {
-			// The budgets used longest ago go: a full one refills in
-			// burst/rate seconds anyway.
-			refill := time.Duration(float64(b.burst) / float64(b.rate) * float64(time.Second))
-			for k, old := range b.peers {
-				if time.Since(old.used) > refill || len(b.peers) >= maxPeers {
-					delete(b.peers, k)
-				}
-			}
-		}
-		p = &peerBudget{limit: rate.NewLimiter(b.rate, b.burst)}
-		b.peers[peer] = p
-	}
-	p.used = time.Now()
-	return p.limit.Allow() && b.all.Allow()
-}
 
 // NewTokenReviewer reviews tokens with the API server of config.
 func NewTokenReviewer(config *rest.Config) (*TokenReviewer, error) {
@@ -127,7 +83,7 @@ func NewTokenReviewer(config *rest.Config) (*TokenReviewer, error) {
 	}
 	client.Timeout = 10 * time.Second
 	return &TokenReviewer{config: config, client: client, TTL: time.Minute, seen: map[[32]byte]reviewed{},
-		reviews: NewPeerBudget(peerRate, peerBurst, 20, 50)}, nil
+		reviews: budget.New(peerRate, peerBurst, maxPeers).WithTotal(20, 50)}, nil
 }
 
 // Authenticate reviews the token, which came from peer.

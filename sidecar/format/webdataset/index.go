@@ -161,6 +161,11 @@ func streamSchema(exts map[string]bool, given []index.Field) ([]index.Field, err
 // indexTar cuts one tar into shards of whole samples.
 func indexTar(ctx context.Context, st store.Store, o store.Object, opts format.IndexOptions) (tarIndex, error) {
 	out := tarIndex{exts: map[string]bool{}}
+	if o.Size == 0 {
+		// Not a tar of no samples (a tar holds at least its end-of-archive
+		// blocks) but a failed upload, as webdataset says (ReadError).
+		return out, errors.New("the file is empty (0 bytes), not a tar: re-upload it, or remove it from the stream's prefix")
+	}
 	var src blocks
 	end := o.Size
 	hash := ""

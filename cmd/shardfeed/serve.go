@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -113,7 +114,7 @@ directory needs no setting; elsewhere, set SHARDFEED_SOCKET.`,
 	f.StringVar(&o.credentials, "credentials-dir", "", "for s3:// streams: directory with the files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; empty: the default chain")
 	f.StringVar(&o.configMaps, "configmaps-dir", "", "directory of the ConfigMaps the dataset names, as DIR/<name>/<key> (a tokenizer's configMapRef)")
 	f.StringVar(&o.job, "job", o.job, "the job: its commits are its own state, so another --job starts from the beginning and leaves this one's alone")
-	f.BoolVar(&o.fresh, "fresh", false, "start a new job from the beginning: named --job plus the time (local-20261123-195900); no earlier job's state is read or touched")
+	f.BoolVar(&o.fresh, "fresh", false, "start the job from the beginning: its earlier state, if any, is kept as the job named --job plus the time (local-20261123-195900), and the next run without --fresh resumes this one")
 	f.BoolVar(&o.mustResume, "resume", false, "refuse to start unless the job has committed progress to resume (default: resume if it has, start from the beginning if not)")
 	o.addFlags(f)
 	f.Lookup("socket").DefValue = sidecarconfig.LocalSocket
@@ -304,11 +305,13 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		if o.fresh && o.mustResume {
 			return fmt.Errorf("--fresh and --resume exclude each other: a fresh job has nothing to resume")
 		}
-		if o.fresh {
-			o.job = fmt.Sprintf("%s-%s", o.job, time.Now().UTC().Format("20060102-150405"))
-		}
 		if o.state == "" {
 			o.state = filepath.Join(".shardfeed", cfg.Dataset, o.job, "state.json")
+		}
+		if o.fresh {
+			if err := o.setAside(cmd.ErrOrStderr(), cfg.Dataset); err != nil {
+				return err
+			}
 		}
 	}
 	if cfg.Attempt == "" {
@@ -368,6 +371,42 @@ func (o *feedOptions) sayWhatRuns(w io.Writer, st *progress.FileStore, dataset s
 	}
 	_, err = fmt.Fprintf(w, "shardfeed serve: job %q of TrainingDataset %q resumes at epoch %d, step %d, committed %s (state: %s); --fresh starts a new job instead\n",
 		o.job, dataset, s.Epoch, s.Step, s.Committed.Format(time.RFC3339), o.state)
+	return err
+}
+
+// setAside starts the job afresh under its own name (--fresh): its
+// earlier state, if any, is moved to the job named job-<time> beside it,
+// which `shardfeed jobs` lists, so nothing is lost and the next run without
+// --fresh resumes this one. (A fresh run once took the name job-<time>
+// itself, and the next run without --fresh resumed the old job's progress,
+// training its steps again.)
+func (o *feedOptions) setAside(w io.Writer, dataset string) error {
+	old, err := os.ReadFile(o.state)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	stamp := time.Now().UTC().Format("20060102-150405")
+	dir, base := filepath.Split(o.state)
+	moved := filepath.Join(filepath.Dir(filepath.Clean(dir)), o.job+"-"+stamp, base)
+	if filepath.Base(filepath.Clean(dir)) != o.job { // a --state of the caller's: beside it
+		ext := filepath.Ext(base)
+		moved = filepath.Join(dir, strings.TrimSuffix(base, ext)+"-"+stamp+ext)
+	}
+	if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
+		return err
+	}
+	if err := os.Rename(o.state, moved); err != nil {
+		return fmt.Errorf("--fresh: setting job %q's earlier state aside: %w", o.job, err)
+	}
+	where := "its earlier state"
+	if s, err := configmaps.ParseState(old); err == nil && s.Committed != nil {
+		where = fmt.Sprintf("its earlier progress (epoch %d, step %d)", s.Epoch, s.Step)
+	}
+	_, err = fmt.Fprintf(w, "shardfeed serve: --fresh: job %q of TrainingDataset %q starts again; %s is kept in %s (shardfeed jobs lists it)\n",
+		o.job, dataset, where, moved)
 	return err
 }
 

@@ -90,10 +90,24 @@ def test_a_run_says_which_job_it_resumes_and_jobs_keep_their_own_state(project):
     assert next(iter(shardfeed.FeedLoader(shardfeed.FeedDataset(rank=0, world_size=1), resume="fresh")))["_shardfeed_step"][0] == 0
     project.stop()
 
+    # --fresh starts the job again under its own name (it once committed to
+    # local-<time>, and the next run without --fresh resumed the old
+    # progress, training its steps again); the earlier state is kept aside.
     fresh = project.start("--fresh")
-    assert 'job "local-' in fresh and "starts from the beginning" in fresh, fresh
+    assert '--fresh: job "local" of TrainingDataset "web" starts again; its earlier progress (epoch 0, step 5) is kept in' in fresh, fresh
+    kept = list((project.here / ".shardfeed" / "web").glob("local-*/state.json"))
+    assert len(kept) == 1 and kept[0].read_bytes() == before, "the earlier progress is kept whole"
+    assert 'job "local" of TrainingDataset "web" starts from the beginning' in project.log.read_text().splitlines()[1]
+    loader = shardfeed.FeedLoader(shardfeed.FeedDataset(rank=0, world_size=1))
+    for i, _ in enumerate(loader):
+        if i == 2:
+            break
+    assert loader.commit()["step"] == 3
     project.stop()
-    assert state.read_bytes() == before, "another job, or --fresh, touched job local's state"
+    again = project.start()
+    assert 'job "local" of TrainingDataset "web" resumes at epoch 0, step 3' in again, again
+    project.stop()
+    assert "local-" in subprocess.run([str(SHARDFEED_BIN), "jobs"], cwd=project.here, capture_output=True, text=True).stdout
 
     code, out = project.run("--resume", "--job", "nothing")
     assert code != 0 and 'job "nothing" of TrainingDataset "web" has no committed progress' in out, out

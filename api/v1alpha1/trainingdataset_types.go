@@ -371,6 +371,7 @@ type Source struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.webdataset) || has(self.format) && self.format == 'webdataset'",message="a webdataset section needs format: webdataset"
 // +kubebuilder:validation:XValidation:rule="!has(self.megatron) || has(self.format) && self.format == 'megatron'",message="a megatron section needs format: megatron"
 // +kubebuilder:validation:XValidation:rule="!has(self.litdata) || has(self.format) && self.format == 'litdata'",message="a litdata section needs format: litdata"
+// +kubebuilder:validation:XValidation:rule="!has(self.huggingface) || has(self.format) && self.format == 'huggingface'",message="a huggingface section needs format: huggingface"
 type Stream struct {
 	// Name of the stream, unique in the dataset. Batches carry the stream's
 	// position in spec.streams in the _shardfeed_stream column.
@@ -419,6 +420,12 @@ type Stream struct {
 	// its samples' length: what shardfeed index -f indexes.
 	// +optional
 	LitData *LitDataStream `json:"litdata,omitempty"`
+
+	// HuggingFace chooses the split of a huggingface stream whose source
+	// holds several (a DatasetDict's folder, a datasets cache folder):
+	// what shardfeed index -f indexes.
+	// +optional
+	HuggingFace *HuggingFaceStream `json:"huggingface,omitempty"`
 
 	// Tokenize serves a text column of the stream as token ids, tokenized
 	// in the sidecar; it replaces spec.tokenize for this stream.
@@ -520,6 +527,20 @@ type LitDataStream struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	BlockSize int64 `json:"blockSize,omitempty"`
+}
+
+// HuggingFaceStream is which split of a Hugging Face dataset a stream is.
+type HuggingFaceStream struct {
+	// Split is the split to serve ("train"): of a DatasetDict saved with
+	// save_to_disk (its dataset_dict.json lists them, each in a folder of
+	// its name), or of a datasets cache folder (files named
+	// <builder>-<split>[-NNNNN-of-NNNNN].arrow). A source of several
+	// splits is refused without one: splits are never mixed.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^\w+(\.\w+)*$`
+	// +optional
+	Split string `json:"split,omitempty"`
 }
 
 // Tokenize serves a text column as token ids: a Hugging Face

@@ -73,6 +73,7 @@ type indexOptions struct {
 	indexURI      string
 	unit          string
 	blockSize     int64
+	split         string
 	shards        string
 	concurrency   int
 	// listParallel bounds the directories listed at once.
@@ -204,7 +205,9 @@ where they are read): the index says how much of the tars it read.
 With --format huggingface, URI is a Hugging Face dataset as save_to_disk
 writes it (or a split of it, or a datasets cache directory): its Arrow
 stream files, each read once to find its record batches; a shard is a run
-of whole batches of about --shard-size, fetched with the file's schema.
+of whole batches of about --shard-size, fetched with the file's schema. A
+DatasetDict's folder (dataset_dict.json) or a cache folder of several
+splits (<builder>-<split>.arrow) needs --split: splits are never mixed.
 
 With --format litdata, URI is what litdata.optimize wrote: its index.json
 names the chunks, each read and decoded once and hashed; a shard is a
@@ -281,6 +284,7 @@ func newIndexCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	cmd.Flags().StringVar(&o.unit, "unit", "", "for megatron: what a sample is, a document (default) or a sequence")
 	cmd.Flags().Int64Var(&o.blockSize, "block-size", 0, "for litdata written with LitData's TokensLoader: the tokens of a sample (its block_size)")
+	cmd.Flags().StringVar(&o.split, "split", "", "for huggingface: the split to index where URI holds several (a DatasetDict's folder, a datasets cache folder); refused without one there")
 	cmd.Flags().StringVar(&o.shards, "shards", "", `a brace pattern of the objects under URI to index, as WebDataset names shard sets ("shards-{000000..012345}.tar"); each must exist`)
 	cmd.Flags().IntVar(&o.concurrency, "concurrency", 0, "how many objects to read at once (default 16; webdataset's tars through their headers)")
 	cmd.Flags().IntVar(&o.listParallel, "list-parallel", 16, "directories of the stream's tree listed at once (each a request stream of its own)")
@@ -606,6 +610,9 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 		if l := s.LitData; l != nil {
 			o.blockSize = l.BlockSize
 		}
+		if h := s.HuggingFace; h != nil {
+			o.split = h.Split
+		}
 	case len(args) == 0:
 		return store.Source{}, errors.New("give the stream's URI (shardfeed index s3://bucket/prefix/ --format parquet) or its manifest (-f dataset.yaml --stream NAME)")
 	default:
@@ -694,7 +701,10 @@ func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, e
 	if o.blockSize != 0 && o.kind != datav1alpha1.FormatLitData || o.blockSize < 0 {
 		return format.IndexOptions{}, fmt.Errorf("--block-size %d is for --format litdata (a dataset written with LitData's TokensLoader), a number of tokens of 1 or more", o.blockSize)
 	}
-	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Unit: o.unit, BlockSize: o.blockSize, Shards: o.shards, Concurrency: o.concurrency, Progress: progressPrinter(cmd.ErrOrStderr()),
+	if o.split != "" && o.kind != datav1alpha1.FormatHuggingFace {
+		return format.IndexOptions{}, fmt.Errorf("--split is for --format huggingface (a DatasetDict's or a datasets cache's split), not %s", o.kind)
+	}
+	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Unit: o.unit, BlockSize: o.blockSize, Split: o.split, Shards: o.shards, Concurrency: o.concurrency, Progress: progressPrinter(cmd.ErrOrStderr()),
 		Warn: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+msg) },
 		Note: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "note: "+msg) }}
 	if opts.Partitions, err = o.parts.options(o.kind); err != nil {

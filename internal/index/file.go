@@ -35,6 +35,9 @@ type File struct {
 	Megatron *Megatron `json:"megatron,omitempty"`
 	// LitData says how a litdata stream's chunks are read.
 	LitData *LitData `json:"litdata,omitempty"`
+	// HuggingFace names the split a huggingface stream's index is of,
+	// where its source holds several.
+	HuggingFace *HuggingFace `json:"huggingface,omitempty"`
 	// Partitions are the partition columns of a hive-partitioned stream,
 	// and the selection its files were indexed with.
 	Partitions *Partitions `json:"partitions,omitempty"`

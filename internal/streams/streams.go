@@ -285,6 +285,11 @@ func open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alph
 		}
 		out.Index = packed(out.Index, out.Packs)
 	}
+	if f, ok := out.Layout.Native.(*index.File); ok && s.HuggingFace != nil && s.HuggingFace.Split != "" {
+		if err := checkSplit(i, s, f.HuggingFace); err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
+		}
+	}
 	if f, ok := out.Layout.Native.(*index.File); ok && f.Lance != nil {
 		if err := checkLance(i, s, f.Lance); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
@@ -527,6 +532,20 @@ func checkLance(i int, s datav1alpha1.Stream, l *index.Lance) error {
 	return nil
 }
 
+// checkSplit refuses the index of another split of a Hugging Face dataset
+// than the spec chooses, or of files of no split chosen.
+func checkSplit(i int, s datav1alpha1.Stream, got *index.HuggingFace) error {
+	want := s.HuggingFace.Split
+	rerun := "re-run shardfeed index (" + IndexCommand(s) + ")"
+	if got == nil {
+		return fmt.Errorf("spec.streams[%d].huggingface.split is %s, and its index was written with no split chosen: %s", i, want, rerun)
+	}
+	if got.Split != want {
+		return fmt.Errorf("spec.streams[%d].huggingface.split is %s, its index is of split %s: %s", i, want, got.Split, rerun)
+	}
+	return nil
+}
+
 // checkPartitions refuses an index of a partitioned tree the spec does not
 // partition so, or of another selection or other columns.
 func checkPartitions(i int, s datav1alpha1.Stream, got *index.Partitions) error {
@@ -593,6 +612,15 @@ func IndexCommand(s datav1alpha1.Stream) string {
 		if l.Tag != "" {
 			cmd += " --tag " + l.Tag
 		}
+	}
+	if m := s.Megatron; m != nil && m.Unit != "" {
+		cmd += " --unit " + m.Unit
+	}
+	if l := s.LitData; l != nil && l.BlockSize > 0 {
+		cmd += fmt.Sprintf(" --block-size %d", l.BlockSize)
+	}
+	if h := s.HuggingFace; h != nil && h.Split != "" {
+		cmd += " --split " + h.Split
 	}
 	if s.Format == datav1alpha1.FormatLance && len(s.Columns) > 0 {
 		cmd += " --columns " + shellQuote(strings.Join(s.Columns, ","))

@@ -150,6 +150,15 @@ type Merger interface {
 	Merge(dst, obj *index.File) error
 }
 
+// Selector is an Indexer whose source may hold several data sets, told
+// apart by files beside the objects (a Hugging Face DatasetDict's splits):
+// Select keeps those of the one opts choose, or refuses a source of
+// several without a choice. listing is every object under the prefix;
+// files those with the format's suffixes. out records the choice.
+type Selector interface {
+	Select(ctx context.Context, st store.Store, listing, files []store.Object, out *index.File, opts IndexOptions) ([]store.Object, error)
+}
+
 // StreamIndexer is an Indexer that indexes a stream's objects together
 // (many at once, through ranged reads of their headers) rather than one
 // after another: Registry.Index hands it every object it would have
@@ -219,6 +228,9 @@ type IndexOptions struct {
 	// BlockSize is the tokens of a sample of a litdata stream written
 	// with LitData's TokensLoader (its block_size); 0 for any other.
 	BlockSize int64
+	// Split is the split of a huggingface stream whose source holds
+	// several; "" for any other.
+	Split string
 	// Concurrency bounds the objects read at once (0: a StreamIndexer's
 	// default, else DefaultIndexConcurrency).
 	Concurrency int
@@ -259,9 +271,10 @@ func (o IndexOptions) Key(kind datav1alpha1.ShardFormat) string {
 		Partitions *PartitionOptions
 		Unit       string
 		BlockSize  int64
+		Split      string
 		Shards     string
 		Append     string
-	}{kind, o.Hash, o.ShardBytes, o.Schema, o.Partitions, o.Unit, o.BlockSize, o.Shards, appendTo})
+	}{kind, o.Hash, o.ShardBytes, o.Schema, o.Partitions, o.Unit, o.BlockSize, o.Split, o.Shards, appendTo})
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }
@@ -396,6 +409,18 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 			if !index.Own(o.Key) && keep(o.Key) {
 				files = append(files, partitionFile{Object: o})
 			}
+		}
+		if sel, ok := ix.(Selector); ok {
+			kept, err := sel.Select(ctx, st, objs, objectsOf(files), out, opts)
+			if err != nil {
+				return nil, err
+			}
+			files = files[:0]
+			for _, o := range kept {
+				files = append(files, partitionFile{Object: o})
+			}
+		} else if opts.Split != "" {
+			return nil, fmt.Errorf("shardfeed index: a split (--split) is for a huggingface stream, and %s is not one", kind)
 		}
 	}
 	if opts.Shards != "" {

@@ -15,9 +15,17 @@ Cases:
   disk   save_to_disk of text (some null), a ClassLabel, a list of int32, a
          float32, a struct, and an Image feature (PNG bytes), in 3 files of
          record batches of 64 rows;
-  dict   a DatasetDict of train and test splits: the stream is DIR/train;
+  dict   a DatasetDict of train and test splits: the stream is DIR/train
+         ("dict" is the DatasetDict's own folder, "split" its train split);
   cache  the datasets cache of Dataset.from_generator (cache_dir=DIR):
-         the stream is the cache directory of its generator-train.arrow.
+         the stream is the cache directory of its generator-train.arrow;
+  builder
+         the datasets cache of load_dataset("parquet") over a train and a
+         test file: one folder of parquet-train.arrow and
+         parquet-test.arrow ("file" the train one, "test_file" the other).
+
+The output also has "dict" (a DatasetDict's folder) and "test_file" where
+the case has them.
 """
 
 import argparse
@@ -71,10 +79,21 @@ def write(d: str, case: str, n: int) -> dict:
         path = ds.cache_files[0]["filename"]
         return {"stream": os.path.dirname(path), "file": os.path.basename(path), "files": 1}
     ds = Dataset.from_generator(rows, gen_kwargs={"n": n}, features=FEATURES, cache_dir=os.path.join(d, ".gen"), writer_batch_size=64)
+    if case == "builder":
+        test = Dataset.from_generator(rows, gen_kwargs={"n": n // 4, "base": 10_000}, features=FEATURES, cache_dir=os.path.join(d, ".gen2"))
+        src = os.path.join(d, "src")
+        os.makedirs(src)
+        ds.to_parquet(os.path.join(src, "train.parquet"))
+        test.to_parquet(os.path.join(src, "test.parquet"))
+        built = datasets.load_dataset("parquet", data_files={"train": os.path.join(src, "train.parquet"), "test": os.path.join(src, "test.parquet")},
+                                      features=FEATURES, cache_dir=os.path.join(d, "cache"))
+        train, test_path = built["train"].cache_files[0]["filename"], built["test"].cache_files[0]["filename"]
+        return {"stream": os.path.dirname(train), "file": os.path.basename(train), "test_file": os.path.basename(test_path), "files": 1}
     if case == "dict":
         test = Dataset.from_generator(rows, gen_kwargs={"n": n // 4, "base": 10_000}, features=FEATURES, cache_dir=os.path.join(d, ".gen2"))
         DatasetDict({"train": ds, "test": test}).save_to_disk(os.path.join(d, "out"), num_shards={"train": 2, "test": 1})
         stream = os.path.join(d, "out", "train")
+        return {"stream": stream, "dict": os.path.join(d, "out"), "files": len(glob.glob(os.path.join(stream, "*.arrow")))}
     else:
         ds.save_to_disk(os.path.join(d, "out"), num_shards=3)
         stream = os.path.join(d, "out")
@@ -104,7 +123,7 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("write")
     w.add_argument("dir")
-    w.add_argument("--case", required=True, choices=["disk", "dict", "cache"])
+    w.add_argument("--case", required=True, choices=["disk", "dict", "cache", "builder"])
     w.add_argument("--rows", type=int, default=700)
     r = sub.add_parser("read")
     r.add_argument("dir")

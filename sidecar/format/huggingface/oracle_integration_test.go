@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
@@ -119,4 +120,64 @@ func TestHuggingFaceRefusals(t *testing.T) {
 			t.Fatalf("got %v, want files of two schemas refused", err)
 		}
 	})
+}
+
+// A DatasetDict's folder and a datasets cache folder of two splits were
+// indexed as one stream: train and test served together (234 of 1,234
+// rows served were test rows). A split is chosen, and the rows are that
+// split's alone, as datasets reads it; without a choice the source is
+// refused, naming its splits.
+func TestHuggingFaceSplitsAreNeverMixed(t *testing.T) {
+	type written struct {
+		Stream   string `json:"stream"`
+		Dict     string `json:"dict"`
+		File     string `json:"file"`
+		TestFile string `json:"test_file"`
+	}
+	write := func(kase string) written {
+		var w written
+		if err := json.Unmarshal(oracle(t, "write", t.TempDir(), "--case", kase, "--rows", "400"), &w); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	dict, built := write("dict"), write("builder")
+	indexOf := func(dir, split string) (*index.File, error) {
+		return formats.Default().Index(context.Background(), formattest.OpenDir(t, dir), datav1alpha1.FormatHuggingFace,
+			format.IndexOptions{ShardBytes: 8 << 10, Split: split})
+	}
+	for _, c := range []struct {
+		name, dir, split string
+		want             []string // the oracle's read of the split
+		refused          string
+	}{
+		{"dict, no split", dict.Dict, "", nil, "holds the splits test, train (a DatasetDict: dataset_dict.json): choose one, --split train"},
+		{"dict, train", dict.Dict, "train", []string{"read", filepath.Join(dict.Dict, "train")}, ""},
+		{"dict, test", dict.Dict, "test", []string{"read", filepath.Join(dict.Dict, "test")}, ""},
+		{"dict, no such split", dict.Dict, "validation", nil, "has no such split; its splits are test, train"},
+		{"dict's train folder", dict.Stream, "train", []string{"read", dict.Stream}, ""},
+		{"dict's train folder, another split", dict.Stream, "test", nil, "holds one dataset, not splits"},
+		{"cache, no split", built.Stream, "", nil, "holds the splits test, train (files named <builder>-<split>.arrow"},
+		{"cache, train", built.Stream, "train", []string{"read", built.Stream, "--file", built.File}, ""},
+		{"cache, test", built.Stream, "test", []string{"read", built.Stream, "--file", built.TestFile}, ""},
+		{"not a split's name", built.Stream, "a/b", nil, "is not a split's name"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := indexOf(c.dir, c.split)
+			if c.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), c.refused) {
+					t.Fatalf("got %v, want a refusal saying %q", err, c.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.HuggingFace == nil || f.HuggingFace.Split != c.split {
+				t.Fatalf("the index records split %+v, want %q", f.HuggingFace, c.split)
+			}
+			want := formattest.Lines(t, oracle(t, c.want...))
+			formattest.Compare(t, c.name, "datasets", formattest.Rows(t, formattest.OpenDir(t, c.dir), f, nil), want)
+		})
+	}
 }

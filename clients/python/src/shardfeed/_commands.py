@@ -32,12 +32,23 @@ _SUFFIXES = {".parquet": "parquet", ".orc": "orc", ".arrow": "arrow", ".feather"
 _TIMEOUT_S = 24 * 3600
 
 
+# The command's flags and the arguments that set them here.
+_FLAGS = {"--index-uri": "index_uri", "--filter": "filter", "--format": "format", "--endpoint": "endpoint",
+          "--shard-size": "shard_size", "--split": "split"}
+_FLAG_VALUE = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, _FLAGS)) + r")(?:[ =]('[^']*'|\"[^\"]*\"|[^\s,;()]+))?")
+
+
 def _words(text: str) -> str:
-    """The command's message with flags named as this module's arguments."""
-    for flag, arg in (("--index-uri", "index_uri="), ("--filter", "filter="), ("--format", "format="), ("--hive", "hive=True"),
-                      ("--endpoint", "endpoint="), ("--shard-size", "shard_size=")):
-        text = text.replace(flag, arg)
-    return text
+    """The command's message with flags named as this module's arguments:
+    `--format parquet` as format="parquet", `--hive` as hive=True."""
+    def arg(m: re.Match[str]) -> str:
+        name, value = _FLAGS[m.group(1)], m.group(2)
+        if value is None:
+            return f"{name}="
+        if value[0] in "'\"":
+            return f"{name}={value}"
+        return f'{name}="{value}"'
+    return _FLAG_VALUE.sub(arg, text).replace("--hive", "hive=True")
 
 
 def _run(args: list[str], *, binary: str | None, env: dict[str, str] | None = None) -> str:
@@ -79,7 +90,7 @@ def _store_flags(endpoint: str | None, region: str | None, insecure: bool) -> li
 
 def index(uri: str | os.PathLike[str], *, format: str = "parquet", filter: str | None = None, hive: bool = False,
           index_uri: str | None = None, endpoint: str | None = None, region: str | None = None, insecure: bool = False,
-          binary: str | None = None) -> str:
+          split: str | None = None, binary: str | None = None) -> str:
     """Writes the shardfeed index of a stream (shardfeed index): its shards,
     sample counts, byte ranges and hashes, under _shardfeed/ in the
     stream's prefix (or under index_uri), and with filter the rows the
@@ -95,9 +106,13 @@ def index(uri: str | os.PathLike[str], *, format: str = "parquet", filter: str |
         index_uri: where the index goes when not beside the data: a prefix
             of the same store, for data you may not write to.
         endpoint, region, insecure: an S3-compatible store's (MinIO's).
+        split: a Hugging Face dataset's split, where uri holds several (a
+            DatasetDict's folder, a datasets cache folder).
         binary: the shardfeed command; default the wheel's own.
     """
     args = ["index", _uri(uri), "--format", format, *_store_flags(endpoint, region, insecure)]
+    if split:
+        args += ["--split", split]
     if filter:
         args += ["--filter", filter]
     if hive:
@@ -142,8 +157,8 @@ def guess_format(uri: str) -> str:
         if any(root.glob("chunk-*.bin")):
             return "litdata"  # litdata.optimize's index.json and chunks
         return "mds"  # MDS keeps its index.json beside its shards
-    if (root / "state.json").is_file() and (root / "dataset_info.json").is_file():
-        return "huggingface"  # save_to_disk's Arrow stream files
+    if (root / "dataset_info.json").is_file() or (root / "dataset_dict.json").is_file():
+        return "huggingface"  # save_to_disk's Arrow stream files, a DatasetDict's, or the datasets cache's
     seen: dict[str, int] = {}
     for p in root.rglob("*"):
         if p.is_file() and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts):
@@ -168,7 +183,7 @@ def dataset_manifest(uri: str | os.PathLike[str], *, batch_size: int, format: st
                      columns: list[str] | None = None, filter: str | None = None, drop_last: bool = True,
                      endpoint: str | None = None, region: str | None = None, insecure: bool = False,
                      credentials_secret: str | None = None, index_uri: str | None = None,
-                     pack_length: int | None = None, pack_column: str = "tokens") -> dict[str, Any]:
+                     pack_length: int | None = None, pack_column: str = "tokens", split: str | None = None) -> dict[str, Any]:
     """The TrainingDataset of one stream at uri, as FeedDataset.from_uri
     takes its arguments."""
     if batch_size < 1:
@@ -198,6 +213,10 @@ def dataset_manifest(uri: str | os.PathLike[str], *, batch_size: int, format: st
         stream["columns"] = list(columns)
     if filter:
         stream["filter"] = filter
+    if split is not None:
+        if fmt != "huggingface":
+            raise ShardfeedError(f"split={split!r} chooses a Hugging Face dataset's split, and the format is {fmt}")
+        stream["huggingface"] = {"split": split}
     spec: dict[str, Any] = {"streams": [stream], "numSplits": splits, "globalBatchSize": batch_size, "dropLast": drop_last}
     if shuffle_seed is not None or shuffle_block is not None:
         shuffle: dict[str, Any] = {"seed": shuffle_seed if shuffle_seed is not None else 0}

@@ -10,8 +10,10 @@ for integers, False for booleans, or the dataset's fill_null), so that a
 column's type is the dataset's, never the batch's. Strings become lists of
 str; binaries lists of bytes, or with binary_as="array" lists of uint8 arrays
 viewing the batch's buffer (no copy: what torchvision.io.decode_jpeg
-takes, and io.BytesIO too); variable-length lists become lists of arrays;
-anything else (structs, maps) becomes Python values.
+takes, and io.BytesIO too); variable-length lists of numbers or booleans
+become lists of arrays in every batch (None for a null row, fill for a null
+value); anything else (structs, maps, nested lists, lists of strings)
+becomes Python values, None for a null.
 """
 
 from __future__ import annotations
@@ -175,22 +177,33 @@ def _validity(col: pa.Array) -> np.ndarray | None:
 
 
 def _generic(col: pa.Array) -> Any:
-    """Variable-length lists of numbers as Ragged (lists of arrays); anything
-    else (strings, binaries, structs, maps, nulls) as Python values."""
-    t = col.type
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        inner = t.value_type
-        if (pa.types.is_integer(inner) or pa.types.is_floating(inner)) and not col.null_count:
-            child = col.values
-            if child.null_count == 0:
-                # The child as it is (a view; flatten() would go through a
-                # compute kernel), read at the rows' offsets.
-                offsets = col.offsets.to_numpy()
-                return Ragged(child.to_numpy(zero_copy_only=False), offsets.tolist(), None)
-            values = col.flatten().to_numpy(zero_copy_only=False)
-            offsets = col.offsets.to_numpy()
-            return Ragged(values, (offsets - offsets[0]).tolist(), None)
+    """Anything without a converter of its own (strings, binaries, structs,
+    maps, nested lists, nulls) as Python values, None for a null."""
     return col.to_pylist()
+
+
+def _is_ragged(t: pa.DataType) -> bool:
+    """A variable-length list of numbers or booleans."""
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return False
+    inner = t.value_type
+    return bool(pa.types.is_integer(inner) or pa.types.is_floating(inner) or pa.types.is_boolean(inner))
+
+
+def _ragged(name: str, fill: float | int | bool) -> ColumnConverter:
+    """A variable-length list of numbers as Ragged (a list of arrays, or of
+    tensors), whatever the batch: a null row is None, a null value inside a
+    row is fill, so that a batch with a null has the type of one without."""
+    def ragged(col: pa.Array) -> Ragged:
+        # The child as it is, read at the rows' offsets (a view where the
+        # layout allows; flatten() would go through a compute kernel).
+        child = col.values
+        if child.null_count:
+            _note_nulls(name, fill)
+            child = pc.fill_null(child, pa.scalar(fill, type=child.type))
+        offsets = col.offsets.to_numpy()
+        return Ragged(child.to_numpy(zero_copy_only=False), offsets.tolist(), _validity(col))
+    return ragged
 
 
 def _uint8(buf: pa.Buffer | None) -> np.ndarray:
@@ -251,6 +264,8 @@ def column_converter(field: pa.Field, fill: float | int | bool | None = None, bi
                 return _filled_fixed(col, dims, shape, leaf_fill)
             return values.reshape((len(col), *shape))
         return fixed
+    if _is_ragged(t):
+        return _ragged(name, _default_fill(t.value_type) if fill is None else fill)
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
         value = _default_fill(t) if fill is None else fill
         copy = pa.types.is_boolean(t)  # bits: unpacked, so never a view

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import subprocess
 import sys
@@ -10,10 +11,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generator, Iterator, Mapping
 
+import numpy as np
 import pyarrow as pa
 
 from . import _convert
 from ._client import DEFAULT_WAIT_S, Client
+from ._passes import Passes
 from ._stream import BatchStream
 from ._convert import Output
 from ._stats import Counters, Stats, WaitReporter
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
     _Base = _tud.IterableDataset[Any]
 else:
     _Base = _tud.IterableDataset if torch is not None else object
+
+log = logging.getLogger("shardfeed")
 
 STEP_COLUMN = "_shardfeed_step"
 
@@ -101,7 +106,10 @@ def batch_step(batch: Any) -> int:
     """The step of a batch in any output form: a dict of tensors or arrays,
     or a record batch."""
     if isinstance(batch, dict):
-        return int(batch[STEP_COLUMN][0])
+        steps = batch[STEP_COLUMN]
+        if isinstance(steps, (int, np.integer)) or getattr(steps, "ndim", 1) == 0:
+            return int(steps)
+        return int(steps[0])
     first = batch.column(STEP_COLUMN)[0]
     return int(first.as_py() if hasattr(first, "as_py") else first)
 
@@ -130,8 +138,10 @@ def _timed(raw: Iterator[tuple[int, pa.RecordBatch]], c: Counters) -> Iterator[t
         yield item
 
 
-# What `shardfeed plan` says of a stream that needs `shardfeed index -f`.
-_NEEDS_INDEX = ("no index at", "has no selection for its filter", "packs were not counted")
+# What `shardfeed plan` says of a stream that needs `shardfeed index -f`,
+# and whether the index there stays (only the filter's rows selected).
+_NEEDS_INDEX = (("no index at", False), ("its index was written with no split chosen", False), ("its index is of split", False),
+                ("has no selection for its filter", True), ("packs were not counted", True))
 
 
 def _index_when_needed(manifest: Path, binary: str | None) -> None:
@@ -144,10 +154,11 @@ def _index_when_needed(manifest: Path, binary: str | None) -> None:
     done = subprocess.run([cmd, "plan", "-f", str(manifest)], capture_output=True, text=True, timeout=600)
     if done.returncode == 0:
         return
-    if not any(m in done.stderr for m in _NEEDS_INDEX):
+    needs = [over for said, over in _NEEDS_INDEX if said in done.stderr]
+    if not needs:
         raise ShardfeedError(f"the data cannot be planned: {_words(done.stderr.strip().removeprefix('shardfeed: '))}")
     args = ["index", "-f", str(manifest)]
-    if "no index at" not in done.stderr:  # the index is there: only the filter's rows, over it
+    if all(needs):  # the index is there: only the filter's rows, over it
         args.append("--selection-only")
     sys.stderr.write(_run(args, binary=binary))  # what it wrote, as the command says
 
@@ -265,12 +276,19 @@ class FeedDataset(_Base):
         self.output: Output = output
         self.wait = wait
         self._rank, self._world = rank, world_size
+        # The epochs of this dataset's passes, agreed with its DataLoader
+        # workers: each new pass is the next epoch unless one is set.
+        self._passes = Passes()
         self._epoch = epoch
-        # Where the next stream starts: k0 for every worker (worker w at
-        # k0 + w, a plain DataLoader restarted at k0), or this worker's own
-        # next step (StatefulDataLoader restores each worker's).
+        if epoch is not None:
+            self._passes.request(epoch, None)
+        # Where this process's pass started: k0 for every worker (worker w
+        # at k0 + w), and this worker's next step; _restored: they are a
+        # StatefulDataLoader's restored state, for the next pass.
         self._start: int | None = None
         self._next: int | None = None
+        self._restored = False
+        self._reading = False
         self._fingerprint: str | None = None
         self._stream: BatchStream | None = None
         # A FeedLoader's table of counters, a row per DataLoader worker.
@@ -313,7 +331,7 @@ class FeedDataset(_Base):
                  filter: str | None = None, num_splits: int | None = None, drop_last: bool = True, name: str | None = None,
                  endpoint: str | None = None, region: str | None = None, insecure: bool = False,
                  credentials_secret: str | None = None, index_uri: str | None = None, pack_length: int | None = None,
-                 pack_column: str = "tokens", job: str | None = None,
+                 pack_column: str = "tokens", split: str | None = None, job: str | None = None,
                  fresh: bool = False, directory: str | os.PathLike[str] | None = None, binary: str | None = None,
                  serve_args: list[str] | None = None, **kwargs: Any) -> FeedDataset:
         """A dataset of the data at uri, with no manifest to write: the
@@ -349,6 +367,10 @@ class FeedDataset(_Base):
                 loss_mask, cu_seqlens and doc_ids, and batch_size counts
                 packs. The packs are counted with the index, once.
             pack_column: the column of token ids to pack.
+            split: the split of a Hugging Face dataset whose folder holds
+                several (a DatasetDict's, or a datasets cache folder): one
+                is served, never several together; such a folder without
+                a split is refused, naming its splits.
             job: the job whose progress to resume or start; default one of
                 this very dataset ("local-" and its manifest's hash), so
                 that other arguments (another filter, seed or batch size)
@@ -363,7 +385,7 @@ class FeedDataset(_Base):
                                     shuffle_seed=shuffle_seed, shuffle_block=shuffle_block, columns=columns, filter=filter,
                                     drop_last=drop_last, endpoint=endpoint, region=region, insecure=insecure,
                                     credentials_secret=credentials_secret, index_uri=index_uri, pack_length=pack_length,
-                                    pack_column=pack_column)
+                                    pack_column=pack_column, split=split)
         text = to_yaml(manifest) + "\n"
         folder = Path(directory or os.getcwd()) / STATE_DIR / "datasets"
         folder.mkdir(parents=True, exist_ok=True)
@@ -426,30 +448,47 @@ class FeedDataset(_Base):
 
     def __len__(self) -> int:
         """The steps left in the epoch this dataset reads next: from where
-        it resumes (its state, else the job's committed step) to the end."""
+        its pass is (while one is read in this process), else where the next
+        pass starts (a restored state, the epoch set, the epoch after the
+        last pass, else the job's committed step), to the epoch's end."""
         client = self.client()
         steps = int(client.status().get("steps", 0))
-        if self._next is not None:
+        if self._reading and self._next is not None:
             start = self._next
-        elif self._start is not None:
-            start = self._start
+        elif self._restored:
+            start = self._next if self._next is not None else self._start or 0
         else:
-            state = client.state()
-            epoch, step = resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), steps)
-            start = step if self._epoch is None or self._epoch == epoch else 0
+            upcoming = self._passes.peek()
+            if upcoming is not None and upcoming[1] is not None:
+                start = upcoming[1]
+            else:
+                state = client.state()
+                epoch, step = resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), steps)
+                start = step if upcoming is None or upcoming[0] == epoch else 0
         return max(steps - start, 0)
 
+    @property
+    def epoch(self) -> int | None:
+        """The epoch of the latest pass over this dataset (in this process
+        or its DataLoader workers), or the one set for the first; None
+        before either."""
+        latest = self._passes.latest()
+        return latest.epoch if latest is not None else self._epoch
+
     def set_epoch(self, epoch: int) -> None:
-        """Read epoch next, from its first step.
+        """Read epoch next, from its first step: the next pass over the
+        dataset (in this process or in DataLoader workers, persistent ones
+        too) reads it, whatever the passes before.
 
         Args:
             epoch: the epoch to read.
         """
         self._epoch = int(epoch)
-        self._start, self._next = None, None
+        self._start, self._next, self._restored = None, None, False
+        self._passes.request(self._epoch, 0)
 
     def resume(self, epoch: int, step: int, fingerprint: str | None = None) -> None:
-        """Start the next iteration at (epoch, step): worker w at step + w.
+        """Start the next pass at (epoch, step): worker w at step + w.
 
         Args:
             epoch: the epoch to read.
@@ -457,18 +496,17 @@ class FeedDataset(_Base):
             fingerprint: the plan the position is in; the sidecar refuses
                 another (None: not checked).
         """
-        self._epoch, self._start, self._next = int(epoch), int(step), None
+        self._epoch, self._start, self._next, self._restored = int(epoch), int(step), None, False
         self._fingerprint = fingerprint
+        self._passes.request(self._epoch, self._start)
 
     def resolve_epoch(self, client: Client) -> int:
-        """The epoch to read: the one set, else the committed one (the next
-        one when the committed epoch is complete).
+        """The epoch the job resumes in: the committed one (the next one
+        when the committed epoch is complete).
 
         Args:
             client: a client of the sidecar, to ask for the committed state.
         """
-        if self._epoch is not None:
-            return self._epoch
         state = client.state()
         steps = int(client.status().get("steps", 0))
         return resume_position(int(state.get("epoch", 0)), int(state.get("step", 0)), steps)[0]
@@ -489,6 +527,9 @@ class FeedDataset(_Base):
         self._next = state.get("next_step")
         self._start = state.get("start")
         self._fingerprint = state.get("fingerprint")
+        # The next pass continues there (a state taken before any pass has
+        # no epoch: the next pass is then chosen as any other).
+        self._restored = self._epoch is not None
 
     def __iter__(self) -> Iterator[Any]:
         worker, workers = 0, 1
@@ -526,6 +567,7 @@ class FeedDataset(_Base):
         if self.report_waits and not in_worker:
             reporter = WaitReporter(Client(client.socket, timeout=2), _rank_and_world(self._rank, self._world)[0])
         conv: _convert.Converter | None = None
+        self._reading = True
         try:
             while True:
                 start = time.perf_counter()
@@ -548,12 +590,32 @@ class FeedDataset(_Base):
                 self._next = k + workers
                 yield batch
         finally:
+            self._reading = False
             if reporter is not None:
                 reporter.flush()
             close = getattr(items, "close", None)
             if close is not None:
                 close()
             raw.close()
+
+    def _begin_pass(self, client: Client, worker: int, workers: int) -> int | None:
+        """Start this worker's next pass (its epoch agreed with the pass's
+        other workers, see _passes) and return its first step (None: the
+        job's committed step, where the sidecar counts it)."""
+        restored: tuple[int, int | None] | None = None
+        if self._restored and self._epoch is not None:
+            own = self._next if self._next is not None else (self._start + worker if self._start is not None else None)
+            restored = (int(self._epoch), own)
+        pos = self._passes.begin(worker, workers, lambda: self.resolve_epoch(client), restored)
+        self._restored = False
+        self._epoch = pos.epoch
+        if pos.source == "state":
+            return restored[1] if restored is not None else None
+        self._start, self._next = pos.start, None
+        if pos.source == "next" and pos.number > 0:
+            log.info("pass %d over the dataset reads epoch %d from its first step (each new pass reads the next epoch; "
+                     "set_epoch(e) chooses one)", pos.number, pos.epoch)
+        return None if pos.start is None else pos.start + worker
 
     def _raw(self, client: Client, worker: int, workers: int, release_here: bool,
              handoff: bool) -> Generator[tuple[int, pa.RecordBatch], None, None]:
@@ -562,8 +624,7 @@ class FeedDataset(_Base):
         stream being read."""
         rank, world = _rank_and_world(self._rank, self._world)
         client.wait_ready(self.wait)
-        self._epoch = self.resolve_epoch(client)
-        step = self._next if self._next is not None else (self._start + worker if self._start is not None else None)
+        step = self._begin_pass(client, worker, workers)
         cut: StreamCut | None = None
         while True:
             if cut is not None:

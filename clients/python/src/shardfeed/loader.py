@@ -35,8 +35,43 @@ MICROS = "_shardfeed_micros"
 
 def _rows(batch: Any) -> int:
     if isinstance(batch, dict):
-        return len(batch[STEP_COLUMN])
+        steps = batch[STEP_COLUMN]
+        return len(steps) if getattr(steps, "ndim", 1) and hasattr(steps, "__len__") else 1
     return int(batch.num_rows)
+
+
+def _inner_dataset(source: Any) -> FeedDataset:
+    """The FeedDataset source reads: source itself, or the one a dataset of
+    the user's holds as an attribute (looked for a few levels down)."""
+    if isinstance(source, FeedDataset):
+        return source
+    found: list[FeedDataset] = []
+    seen: set[int] = set()
+
+    def look(obj: Any, depth: int) -> None:
+        if id(obj) in seen or depth > 3:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, FeedDataset):
+            if all(f is not obj for f in found):
+                found.append(obj)
+            return
+        values = list(vars(obj).values()) if hasattr(obj, "__dict__") else []
+        if isinstance(obj, (list, tuple)):
+            values = list(obj)
+        for value in values:
+            if isinstance(value, (FeedDataset, list, tuple)) or hasattr(value, "__dict__") and not isinstance(value, type):
+                look(value, depth + 1)
+
+    look(source, 0)
+    name = type(source).__name__
+    if not found:
+        raise TypeError(f"FeedLoader reads a FeedDataset, or a dataset of yours that holds one as an attribute "
+                        f"(self.source = shardfeed.FeedDataset(...)); the {name} it was given holds none")
+    if len(found) > 1:
+        raise TypeError(f"the {name} given to FeedLoader holds {len(found)} FeedDatasets: a loader counts the steps of "
+                        f"one; give each its own loader")
+    return found[0]
 
 
 def _split(batch: Any, m: int) -> list[Any]:
@@ -71,7 +106,10 @@ class FeedLoader:
     micro-batch is out.
 
     Args:
-        dataset: the FeedDataset to read.
+        dataset: the FeedDataset to read, or a dataset of yours that holds
+            one as an attribute and yields an item per batch with the
+            batch's _shardfeed_step (it is what the DataLoader iterates,
+            in the workers when num_workers is given).
         num_workers: DataLoader worker processes (0: read in this process).
             Workers run the dataset's transform (or a worker_init_fn given
             here); without either they would only pass on batches the
@@ -97,15 +135,20 @@ class FeedLoader:
         **dataloader_kwargs: passed to torch's DataLoader.
     """
 
-    def __init__(self, dataset: FeedDataset, *, num_workers: int = 0, micro_batch_size: int | None = None,
+    def __init__(self, dataset: Any, *, num_workers: int = 0, micro_batch_size: int | None = None,
                  resume: Resume = "auto", device: Any = None, **dataloader_kwargs: Any):
+        # A dataset of the user's over a FeedDataset (to decode or augment
+        # in the workers) is what the DataLoader iterates; the FeedDataset
+        # inside it is where the loader's positions and commits go.
+        self.source = dataset
+        inner: FeedDataset = _inner_dataset(dataset)
         if micro_batch_size is not None and micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be at least 1, got {micro_batch_size}")
         if device is not None:
             if torch is None:
                 raise ValueError(f"device={device!r} needs torch; install it or leave device=None")
-            if dataset.output != "torch":
-                raise ValueError(f"device={device!r} moves tensors: make the dataset with output='torch' (it has {dataset.output!r})")
+            if inner.output != "torch":
+                raise ValueError(f"device={device!r} moves tensors: make the dataset with output='torch' (it has {inner.output!r})")
             if dataloader_kwargs.get("pin_memory"):
                 raise ValueError(f"device={device!r} copies each batch straight from its page-locked slot; "
                                  "pin_memory=True would copy it once more first: leave pin_memory out")
@@ -116,13 +159,13 @@ class FeedLoader:
         self.resume: Resume = resume
         if num_workers and torch is None:
             raise ValueError("DataLoader workers need torch; install it or use num_workers=0")
-        self.dataset = dataset
+        self.dataset = inner
         self.num_workers = num_workers
         self.micro_batch_size = micro_batch_size
         self.dataloader_kwargs = dataloader_kwargs
         # The epoch the dataset was made to read (FeedDataset(epoch=e)):
         # the loader starts there, not at the committed epoch.
-        self._asked_epoch: int | None = dataset._epoch
+        self._asked_epoch: int | None = inner._epoch
         self._epoch: int | None = None
         self._step: int | None = None
         self._resumed = False
@@ -132,7 +175,7 @@ class FeedLoader:
         self._counters = Counters()
         self._table: Any = None
         self._said_in_process = False
-        dataset.report_waits = False  # the loop's waits are measured here
+        inner.report_waits = False  # the loop's waits are measured here
 
     @property
     def workers(self) -> int:
@@ -143,7 +186,8 @@ class FeedLoader:
         but through the DataLoader's queues and pickling, on the cores the
         sidecar and the loop need): half the rate on two cores."""
         ds = self.dataset
-        if ds.transform is not None or not ds.handoff or self.dataloader_kwargs.get("worker_init_fn") is not None:
+        if (self.source is not ds or ds.transform is not None or not ds.handoff
+                or self.dataloader_kwargs.get("worker_init_fn") is not None):
             return self.num_workers
         return 0
 
@@ -158,13 +202,13 @@ class FeedLoader:
         if torch is None or not workers and not kwargs:
             # Nothing a DataLoader would add in this process: its per-batch
             # bookkeeping is tens of microseconds the loop can keep.
-            return iter(self.dataset)
+            return iter(self.source)
         if workers:
             kwargs.setdefault("persistent_workers", False)
         # The batches are made already; batch_size=None would otherwise walk
         # every value (and turn numpy arrays into tensors).
         kwargs.setdefault("collate_fn", _as_is)
-        return torch.utils.data.DataLoader(self.dataset, batch_size=None, num_workers=workers, **kwargs)
+        return torch.utils.data.DataLoader(self.source, batch_size=None, num_workers=workers, **kwargs)
 
     def _stats_table(self) -> None:
         """With workers, a fresh shared table of their counters."""
@@ -248,7 +292,7 @@ class FeedLoader:
                 return
             waited = time.perf_counter() - start
             reporter.add(waited)
-            k = batch_step(batch)
+            k = self._step_of(batch)
             c.batch(_rows(batch), waited)
             # A batch counts as received once handed to the loop (the loop
             # may stop right after it); a step, once its last micro-batch is.
@@ -261,6 +305,18 @@ class FeedLoader:
             else:
                 self._step = k + 1
                 yield batch
+
+    def _step_of(self, item: Any) -> int:
+        """The step of what the loop received, which a dataset of the user's
+        must carry on from the batch it read."""
+        try:
+            return batch_step(item)
+        except (KeyError, TypeError, IndexError, AttributeError) as err:
+            raise ShardfeedError(
+                f"the items {type(self.source).__name__} yields carry no {STEP_COLUMN}: yield one item per batch read, and "
+                f"keep the batch's {STEP_COLUMN} in it (the column, or its int under that key), so that the loader knows "
+                f"the step the loop is at for state_dict() and commit() (docs/python-client.md, \"Epochs, restarts, "
+                f"wrappers and commits\")") from err
 
     def _committed_position(self, client: Client) -> tuple[int, int]:
         """Where the job is: the committed step (the next epoch's start when

@@ -1,0 +1,285 @@
+"""The user's own path, where an ordinary training loop or data set meets a
+default nobody chose on purpose (issue 86): each test reproduces what a new
+user saw go silently wrong, against a real `shardfeed serve` on MinIO."""
+
+import logging
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+import shardfeed
+from shardfeed import _convert
+from conftest import ROOT, SHARDFEED_BIN
+
+N = 960
+SPEC = """  numSplits: 4
+  globalBatchSize: 24
+  shuffle: {seed: 11, blockSize: 120}
+"""
+STEPS = N // 24  # 40
+
+
+def table(n=N):
+    return pa.table({"id": pa.array(np.arange(n, dtype=np.int64))})
+
+
+def steps_and_ids(loader):
+    return [(int(b["_shardfeed_step"][0]), b["_shardfeed_index"].tolist()) for b in loader]
+
+
+def planned(feed, epoch, world=1, rank=0, start=0):
+    plan = feed.plan_ids(world, epoch=epoch)
+    return [(k, plan[(k, rank)]) for k in range(start, STEPS)]
+
+
+# --- 1. The ordinary multi-epoch loop -------------------------------------
+
+
+@pytest.mark.parametrize("workers,persistent", [(0, False), (2, False), (2, True)])
+def test_the_plain_multi_epoch_loop_reads_the_next_epoch_each_pass(feed_factory, caplog, workers, persistent):
+    # With workers=0 every epoch after the first yielded 0 batches; with 2,
+    # every epoch repeated epoch 0 in its order; nothing was logged.
+    feed = feed_factory(table(), SPEC)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)
+    extra = {"persistent_workers": True} if persistent else {}
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers, **extra)
+    epochs = []
+    with caplog.at_level(logging.INFO, logger="shardfeed"):
+        for epoch in range(3):
+            epochs.append(steps_and_ids(loader))
+            assert ds.epoch == epoch
+    for epoch, got in enumerate(epochs):
+        assert got == planned(feed, epoch), f"pass {epoch}"
+    assert epochs[0] != epochs[1], "the shuffle differs by epoch: a repeated epoch would show"
+    if workers == 0:  # workers log in their own processes
+        assert "pass 2 over the dataset reads epoch 2" in caplog.text
+
+
+@pytest.mark.parametrize("workers,persistent", [(0, False), (2, False), (2, True)])
+def test_set_epoch_wins_over_the_pass_count(feed_factory, workers, persistent):
+    feed = feed_factory(table(), SPEC)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)
+    extra = {"persistent_workers": True} if persistent else {}
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers, **extra)
+    assert steps_and_ids(loader) == planned(feed, 0)
+    ds.set_epoch(5)  # persistent workers see it too
+    assert len(ds) == STEPS
+    assert steps_and_ids(loader) == planned(feed, 5)
+    assert steps_and_ids(loader) == planned(feed, 6)  # and the passes go on from it
+    ds.set_epoch(6)  # a loop that sets every epoch reads each once
+    assert steps_and_ids(loader) == planned(feed, 6)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_first_pass_after_a_restart_resumes_the_committed_epoch(feed_factory, workers):
+    feed = feed_factory(table(), SPEC)
+    client = shardfeed.Client(feed.socket)
+    client.commit(0, STEPS)  # epoch 0 done
+    client.commit(1, 15)  # and 15 steps of epoch 1: the trainer restarts
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)
+    assert len(ds) == STEPS - 15
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers)
+    assert steps_and_ids(loader) == planned(feed, 1, start=15)
+    assert steps_and_ids(loader) == planned(feed, 2)
+    assert len(ds) == STEPS
+
+
+def test_a_pass_left_early_is_followed_by_the_next_epoch(feed_factory):
+    # As mosaic's and LitData's datasets do: each new pass is the next
+    # epoch, however much of the last one the loop read.
+    feed = feed_factory(table(), SPEC)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)
+    for i, _ in enumerate(ds):
+        if i == 4:
+            break
+    assert steps_and_ids(ds) == planned(feed, 1)
+
+
+def test_every_rank_agrees_on_each_pass(feed_factory):
+    feed = feed_factory(table(), SPEC)
+    world = 2
+    sets = [shardfeed.FeedDataset(feed.socket, rank=r, world_size=world) for r in range(world)]
+    loaders = [torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2) for ds in sets]
+    for epoch in range(2):
+        seen = []
+        for rank, loader in enumerate(loaders):
+            got = steps_and_ids(loader)
+            assert got == planned(feed, epoch, world=world, rank=rank)
+            seen.extend(i for _, ids in got for i in ids)
+        assert sorted(seen) == list(range(N)), f"epoch {epoch}: every sample once over the ranks"
+
+
+def test_a_stateful_dataloader_restored_mid_epoch_then_goes_on(feed_factory):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    feed = feed_factory(table(), SPEC)
+    dl = StatefulDataLoader(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1), batch_size=None, num_workers=2)
+    first = []
+    for b in dl:
+        first.append(int(b["_shardfeed_step"][0]))
+        if len(first) == 7:
+            break
+    state = dl.state_dict()
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)
+    dl = StatefulDataLoader(ds, batch_size=None, num_workers=2)
+    dl.load_state_dict(state)
+    assert [k for k, _ in steps_and_ids(dl)] == list(range(7, STEPS))
+    assert steps_and_ids(dl) == planned(feed, 1)
+
+
+# --- 3. One type per column, ragged lists and structs included ------------
+
+
+def _kind(value):
+    """The type a loop meets: tensors and arrays by dtype and rank, lists by
+    their first non-None element."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", value.dtype, value.dim())
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype, value.ndim)
+    if isinstance(value, list):
+        return ("list", _kind(next((v for v in value if v is not None), None)))
+    return type(value).__name__
+
+
+COLUMNS = {
+    "ints": (pa.list_(pa.int32()), [[1, 2], [3]], [[1, None], None]),
+    "floats": (pa.list_(pa.float32()), [[0.5], [1.5, 2.5]], [None, [None, 2.5]]),
+    "large": (pa.large_list(pa.float64()), [[0.5], []], [[], None]),
+    "flags": (pa.list_(pa.bool_()), [[True], [False, True]], [[None, True], None]),
+    "fixed": (pa.list_(pa.float32(), 2), [[1, 2], [3, 4]], [None, [3, None]]),
+    "fixed_flags": (pa.list_(pa.bool_(), 2), [[True, False], [False, False]], [None, [True, None]]),
+    "struct": (pa.struct([("a", pa.int64()), ("b", pa.utf8())]), [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}],
+               [None, {"a": None, "b": "y"}]),
+    "words": (pa.list_(pa.utf8()), [["a"], ["b", "c"]], [None, ["b", None]]),
+    "nested": (pa.list_(pa.list_(pa.int64())), [[[1]], [[2, 3]]], [None, [[2], None]]),
+}
+
+
+@pytest.mark.parametrize("output", ["numpy", "torch"])
+def test_a_null_never_changes_a_columns_type(output):
+    # A batch holding one null row gave plain Python lists for every row of
+    # a ragged column; a batch without nulls, a list of tensors.
+    names = list(COLUMNS)
+    schema = pa.schema([(n, COLUMNS[n][0]) for n in names] + [("_shardfeed_step", pa.int64())])
+    clean = pa.record_batch([pa.array(COLUMNS[n][1], COLUMNS[n][0]) for n in names] + [pa.array([0, 0])], schema=schema)
+    holed = pa.record_batch([pa.array(COLUMNS[n][2], COLUMNS[n][0]) for n in names] + [pa.array([1, 1])], schema=schema)
+    conv = _convert.converter(None, clean, output, None)
+    a, b = conv(clean), conv(holed)
+    for name in names:
+        assert _kind(a[name]) == _kind(b[name]), (name, _kind(a[name]), _kind(b[name]))
+    tensor = torch.Tensor if output == "torch" else np.ndarray
+    assert b["ints"][1] is None and b["ints"][0].tolist() == [1, 0], "a null row is None, a null value filled"
+    assert isinstance(b["floats"][1], tensor) and np.isnan(float(b["floats"][1][0])) and b["floats"][0] is None
+    assert b["flags"][0].tolist() == [False, True]
+    assert b["large"][0].tolist() == [] and b["large"][1] is None
+    assert b["struct"] == [None, {"a": None, "b": "y"}]
+    chosen = _convert.converter(None, holed, output, None, {"ints": -1, "floats": 9.0})(holed)
+    assert chosen["ints"][0].tolist() == [1, -1] and chosen["floats"][1].tolist() == [9.0, 2.5]
+
+
+# --- 7. A dataset of the user's own over a FeedDataset ---------------------
+
+
+class Doubled(torch.utils.data.IterableDataset):
+    """The documented wrapper: per-batch code of the user's, in the workers,
+    keeping the batch's step."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def __iter__(self):
+        for b in self.source:
+            yield {"_shardfeed_step": int(b["_shardfeed_step"][0]), "ids": b["_shardfeed_index"].clone(), "twice": b["id"] * 2}
+
+
+class Stepless(Doubled):
+    def __iter__(self):
+        for b in self.source:
+            yield {"twice": b["id"] * 2}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_loader_over_a_dataset_of_the_users_own(feed_factory, workers):
+    # FeedLoader(my_wrapper) failed with AttributeError: '_epoch'.
+    feed = feed_factory(table(), SPEC)
+    loader = shardfeed.FeedLoader(Doubled(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)), num_workers=workers)
+    assert loader.workers == workers, "a wrapper's code runs in the workers asked for"
+    want = planned(feed, 0)
+    got = []
+    for b in loader:
+        got.append((b["_shardfeed_step"], b["ids"].tolist()))
+        assert b["twice"].tolist() == [2 * i for i in b["ids"].tolist()]
+        if len(got) == 10:
+            break
+    assert got == want[:10]
+    assert loader.state_dict()["step"] == 10
+    assert loader.commit()["step"] == 10
+    # A restarted trainer resumes through its wrapper, then reads epoch 1.
+    again = shardfeed.FeedLoader(Doubled(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)), num_workers=workers)
+    assert [(b["_shardfeed_step"], b["ids"].tolist()) for b in again] == want[10:]
+    assert [(b["_shardfeed_step"], b["ids"].tolist()) for b in again] == planned(feed, 1)
+
+
+def test_a_wrapper_that_drops_the_step_or_holds_no_dataset_is_refused(feed_factory):
+    feed = feed_factory(table(), SPEC)
+    with pytest.raises(shardfeed.ShardfeedError, match="carry no _shardfeed_step"):
+        next(iter(shardfeed.FeedLoader(Stepless(shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)))))
+    with pytest.raises(TypeError, match="holds none"):
+        shardfeed.FeedLoader(Stepless([1, 2]))
+
+
+# --- The guide's section on epochs, restarts, wrappers and commits --------
+
+
+def guide_examples():
+    text = (ROOT / "docs" / "python-client.md").read_text()
+    section = text.split("\n## Epochs, restarts, wrappers and commits\n")[1].split("\n## ")[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+def test_the_guides_examples_run_as_written(feed_factory):
+    blocks = guide_examples()
+    assert len(blocks) == 3
+    outs = []
+    for i, code in enumerate(blocks):
+        feed = feed_factory(table(), SPEC, name=f"guide{i}")  # each example a job of its own
+        env = dict(os.environ, SHARDFEED_SOCKET=feed.socket, PYTHONPATH=str(ROOT / "clients" / "python" / "src"),
+                   RANK="0", WORLD_SIZE="1", OMP_NUM_THREADS="1")
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"example {i}:\n{code}\n{done.stdout}{done.stderr}"
+        outs.append(done.stdout)
+    last = STEPS - 1
+    assert outs[0] == f"pass 0: epoch 0, steps 0 to {last}\npass 1: epoch 1, steps 0 to {last}\n"
+    assert outs[1] == "committed epoch 0, step 5\nresumes at step 5\n"
+    assert outs[2] == "state 3 committed 3\n"
+
+
+# --- 2. A DatasetDict's splits are never served together ------------------
+
+
+def test_from_uri_serves_one_split_of_a_dataset_dict(tmp_path, monkeypatch):
+    # `shardfeed index` of a DatasetDict's folder served train and test
+    # together (234 of 1,234 rows served were test rows).
+    written = subprocess.run([str(ROOT / "bin" / "venv-hf" / "bin" / "python"), str(ROOT / "test" / "oracle" / "hf_oracle.py"),
+                              "write", str(tmp_path / "hf"), "--case", "dict", "--rows", "400"],
+                             capture_output=True, text=True, timeout=600, check=True)
+    import json
+
+    folder = json.loads(written.stdout)["dict"]
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(shardfeed.ShardfeedError, match=r"holds the splits test, train .*split=\"train\""):
+        shardfeed.FeedDataset.from_uri(folder, batch_size=20, columns=["text"], rank=0, world_size=1, binary=str(SHARDFEED_BIN))
+    for split, rows in (("train", range(400)), ("test", range(10_000, 10_100))):
+        ds = shardfeed.FeedDataset.from_uri(folder, batch_size=20, columns=["text", "label"], split=split, rank=0, world_size=1,
+                                            binary=str(SHARDFEED_BIN))
+        assert "huggingface:\n" in ds.to_manifest() and f'split: "{split}"' in ds.to_manifest()
+        labels = [int(v) for b in ds for v in b["label"]]
+        assert len(labels) == len(rows), f"{split}: {len(labels)} rows, want {len(rows)}: one split's rows, every one"
+        assert sorted(labels) == sorted(i % 3 for i in rows)

@@ -832,9 +832,16 @@ func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *
 // printCost says what indexing read of the indexed objects: a format that
 // reads headers alone (webdataset) reads a small share of them.
 func printCost(out io.Writer, f *index.File, counts *store.Counts) {
-	if size := objectsSize(f); size > 0 {
-		_, _ = fmt.Fprintf(out, "read %s of the indexed objects' %s (%.2f%%) in %d requests (%d of them lists)\n", bytesize.Human(counts.ReadBytes.Load()),
-			bytesize.Human(size), 100*float64(counts.ReadBytes.Load())/float64(size), counts.Requests(), counts.Lists.Load())
+	size, read := objectsSize(f), counts.ReadBytes.Load()
+	switch {
+	case size > 0 && read <= size:
+		_, _ = fmt.Fprintf(out, "read %s of the indexed objects' %s (%.2f%%) in %d requests (%d of them lists)\n", bytesize.Human(read),
+			bytesize.Human(size), 100*float64(read)/float64(size), counts.Requests(), counts.Lists.Load())
+	case size > 0:
+		// More than the objects hold: what was read beside them (an index
+		// or metadata reused, a compressed object read whole), not a share.
+		_, _ = fmt.Fprintf(out, "read %s in %d requests (%d of them lists): the indexed objects' %s, and %s of the files beside them\n", bytesize.Human(read),
+			counts.Requests(), counts.Lists.Load(), bytesize.Human(size), bytesize.Human(read-size))
 	}
 }
 

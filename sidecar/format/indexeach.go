@@ -52,8 +52,12 @@ func indexEach(ctx context.Context, st store.Store, ix Indexer, files []partitio
 			switch serr := cp.Save(context.WithoutCancel(ctx), out, objs[:done], true); {
 			case serr != nil:
 				err = fmt.Errorf("%w (and the objects indexed were not kept: %w)", err, serr)
-			case opts.Note != nil:
+			case opts.Note != nil && ctx.Err() != nil:
 				opts.Note(fmt.Sprintf("the index of the first %d of %d objects is kept in a checkpoint: the same command goes on from there", done, len(files)))
+			case opts.Note != nil:
+				// Run as it is, the same command meets the same object: the
+				// note says so rather than promise it goes on.
+				opts.Note(fmt.Sprintf("the index of the first %d of %d objects is kept in a checkpoint: once the object refused (below) is fixed or removed, the same command goes on from there", done, len(files)))
 			}
 		}()
 	}

@@ -290,6 +290,11 @@ func TestACheckpointResumesAnIndexStoppedShort(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(index.CheckpointMetaKey))); err != nil {
 		t.Fatalf("no checkpoint kept: %v (notes %q)", err, notes)
 	}
+	// Run as it is, the command meets the same object: the note says to
+	// fix it first, not that the same command goes on.
+	if len(notes) == 0 || !strings.Contains(notes[len(notes)-1], "once the object refused (below) is fixed or removed") {
+		t.Fatalf("notes %q, want the kept checkpoint said with what to fix first", notes)
+	}
 	if err := os.WriteFile(bad, good, 0o600); err != nil {
 		t.Fatal(err)
 	}

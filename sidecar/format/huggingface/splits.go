@@ -128,8 +128,11 @@ func readDict(ctx context.Context, st store.Store) ([]string, error) {
 	if len(data) > maxDictBytes {
 		return nil, fmt.Errorf("%s%s is over %d bytes: not a DatasetDict's list of splits", st.URI(), dictFile, maxDictBytes)
 	}
-	if err := json.Unmarshal(data, &dict); err != nil || len(dict.Splits) == 0 {
-		return nil, fmt.Errorf("%s%s is not a DatasetDict's {\"splits\": [...]} (%v): save the DatasetDict again, or index one split's folder", st.URI(), dictFile, err)
+	if err := json.Unmarshal(data, &dict); err != nil {
+		return nil, fmt.Errorf("%s%s is not a DatasetDict's {\"splits\": [...]} (%w): save the DatasetDict again, or index one split's folder", st.URI(), dictFile, err)
+	}
+	if len(dict.Splits) == 0 {
+		return nil, fmt.Errorf("%s%s is not a DatasetDict's {\"splits\": [...]}: it names no split; save the DatasetDict again, or index one split's folder", st.URI(), dictFile)
 	}
 	for _, s := range dict.Splits {
 		if !splitName.MatchString(s) {

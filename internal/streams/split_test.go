@@ -1,0 +1,29 @@
+package streams
+
+import (
+	"strings"
+	"testing"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
+)
+
+// A stream that chooses a split plans only over an index of that split,
+// and the command it asks for indexes that split.
+func TestASplitIsCheckedAgainstItsIndex(t *testing.T) {
+	s := datav1alpha1.Stream{Name: "web", Format: datav1alpha1.FormatHuggingFace, Source: datav1alpha1.Source{URI: "s3://b/dict/"},
+		HuggingFace: &datav1alpha1.HuggingFaceStream{Split: "train"}}
+	for _, c := range []struct {
+		got  *index.HuggingFace
+		want string
+	}{
+		{&index.HuggingFace{Split: "train"}, ""},
+		{&index.HuggingFace{Split: "test"}, "its index is of split test: re-run shardfeed index (shardfeed index s3://b/dict/ --format huggingface --split train)"},
+		{nil, "its index was written with no split chosen"},
+	} {
+		err := checkSplit(0, s, c.got)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("index of %+v: %v, want %q", c.got, err, c.want)
+		}
+	}
+}

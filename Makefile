@@ -82,8 +82,9 @@ vet: ## Run go vet, with the integration tests (and the cgo build's libjpeg file
 	CGO_ENABLED=1 go vet -tags integration,libjpeg,netgo,osusergo ./sidecar/images/
 
 .PHONY: lint
-lint: tools-go tools-python tools-debian ## Run golangci-lint (see .golangci.yml), gofmt, mypy --strict on the Python client, shellcheck on the scripts, helm lint, promtool on the chart's alert rules, and check that no tracked file is over 1 MiB.
+lint: tools-go tools-python tools-debian ## Run golangci-lint (see .golangci.yml), gofmt, mypy --strict on the Python client, shellcheck on the scripts, helm lint, promtool on the chart's alert rules, check that no tracked file is over 1 MiB, and that the README's measured figures are its benchmark tables'.
 	hack/check-file-sizes.sh
+	python3 hack/bench/readme_figures.py --check
 	shellcheck -x -S warning .ci/run $$(git ls-files '*.sh')
 	cd clients/python && $(BIN)/venv-lint/bin/mypy --python-executable $(PYTHON) --cache-dir $(BIN)/mypy-cache src
 	@out=$$(gofmt -l -s $$(git ls-files '*.go')); if [ -n "$$out" ]; then \

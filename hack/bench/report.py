@@ -808,65 +808,6 @@ def sweep_block(data: dict) -> str:
         "\n\n![Throughput vs batch size](img/loaders-batch.png)"
 
 
-def readme_block(go: GoResults, loaders: dict, egress: dict) -> str:
-    """The README's figures, each linked to its table."""
-    doc = "docs/benchmarks.md"
-    rows = {(r["kind"], r["loader"], r["workers"]): r for r in loaders["rows"]}
-    out = [f"On this project's 2-core machines, side by side in one run ([{doc}]({doc}), `make bench`):", ""]
-
-    def rate(kind, name, w):
-        r = rows.get((kind, name, w))
-        return r["rate"]["median"] if r else None
-
-    tok = loaders["datasets"].get("tokens")
-    if tok and rate("tokens", "shardfeed", 0):
-        sf0 = rate("tokens", "shardfeed", 0)
-        x = lambda a, b: f"{a / b:.1f}×" if a and b else "–"  # noqa: E731
-        listed = [r for r in loaders["rows"] if r["kind"] == "tokens"]
-        best, limit, gather = best_peer(listed, None), rate("tokens", LIMIT, 0), rate("tokens", LIMIT_GATHER, 0)
-        limits = ([f"{sf0 / limit:.2f}× the machine's one-copy limit"] if limit else []) + (
-            [f"{sf0 / gather:.2f}× its one-copy gather of shuffled rows"] if gather else [])
-        vs_limit = f" ({', '.join(limits)})" if limits else ""
-        runs = rate("tokens", RUNS, 0)
-        in_runs = (f"; shuffled in runs of {RUN} samples, **{gbps(rows[('tokens', RUNS, 0)], tok).median:.2f} GB/s**"
-                   + (f" ({runs / limit:.2f}× the limit)" if limit else "")) if runs else ""
-        out.append(f"- Into a PyTorch loop, tokens: **{gbps(rows[('tokens', 'shardfeed', 0)], tok).median:.2f} GB/s** with no "
-                   f"DataLoader workers{vs_limit}, {x(sf0, best[1] if best else None)} the best peer"
-                   f"{f' ({best[0]})' if best else ''}{in_runs} ([tokens table]({doc}#tokens)).")
-        for kind in ("images", "tabular"):
-            a = rate(kind, "shardfeed", 0)
-            best = best_peer([r for r in loaders["rows"] if r["kind"] == kind], None)
-            if a and best:
-                out.append(f"- {kind.capitalize()}: {x(a, best[1])} the best peer ({best[0]}) with no workers "
-                           f"([{kind} table]({doc}#{kind})).")
-        decoded = [r for r in loaders["rows"] if r["kind"] == "images-decoded"]
-        best = best_peer(decoded, None)
-        builds = [(r["loader"].removeprefix("shardfeed, "), r["rate"]["median"]) for r in decoded if r["loader"].startswith("shardfeed")]
-        if best and builds:
-            out.append("- Images decoded and resized to 224 × 224 in the sidecar: " + ", ".join(
-                f"**{x(rate, best[1])}** the best peer with the {build}" for build, rate in builds) +
-                f" ({best[0]}, decoding with Pillow in its workers on the same cores; "
-                f"[images, decoded]({doc}#images-decoded-and-resized)).")
-        a, b = rows.get(("tokens", "shardfeed, resumed at 90 %", 0)), rows.get(("tokens", "mosaicml-streaming, resumed at 90 %", 0))
-        if a and b:
-            out.append(f"- Resume at 90 % of an epoch: the first batch in {a['first']['median']:.2f} s, against "
-                       f"{b['first']['median']:.2f} s for mosaicml-streaming ([tokens table]({doc}#tokens)).")
-    sf = go.stat("test/sidecar/BenchmarkEgress/world=16", "shardfeed-egress-x")
-    e16 = egress.get("worlds", {}).get("16", {})
-    if sf and e16:
-        out.append(f"- What 16 pods fetch per epoch: **{sf.median:.2f}×** the dataset (mosaicml-streaming: "
-                   f"{e16['mosaicml-streaming']:.2f}×), against {e16['DistributedSampler']:.0f}× for a per-sample "
-                   f"`DistributedSampler` ([egress]({doc}#egress-bytes-fetched-per-epoch--dataset-bytes)).")
-    t = go.stat("planner/BenchmarkPlanBuild/samples=1e+10/shards=1e+06", "ns/op")
-    m = go.stat("planner/BenchmarkPlanBuild/samples=1e+10/shards=1e+06", "B/op")
-    p99 = go.stat("controllers/BenchmarkPodAdmission", "p99-ms")
-    if t and m and p99:
-        out.append(f"- Plans of 1e10 samples built in {t.median / 1e9:.2f} s with {m.median / 1e6:.0f} MB "
-                   f"([planner]({doc}#planner)); 1000 training pods admitted at p99 {p99.median:.0f} ms "
-                   f"([control plane]({doc}#control-plane-admission-and-reconcile)).")
-    return "\n".join(out)
-
-
 # --- plumbing -----------------------------------------------------------------------------------
 
 
@@ -947,12 +888,13 @@ def main() -> None:
         loader_plots(loaders, img)
     Path(args.doc).write_text(doc)
     log(f"wrote {args.doc}")
-    if go and loaders and egress:
-        readme = fill(Path(args.readme).read_text(), "readme", readme_block(go, loaders, egress))
-        Path(args.readme).write_text(readme)
-        log(f"wrote the figures of {args.readme}")
-    else:
-        log(f"{args.readme} left as it is: its figures need the Go, loader and egress results of one run")
+    # The README's figures are read from the tables just written (whichever
+    # blocks this run filled): they are always the linked tables' own.
+    import readme_figures
+
+    readme = readme_figures.readme_with(Path(args.readme).read_text(), readme_figures.figures(doc))
+    Path(args.readme).write_text(readme)
+    log(f"wrote the figures of {args.readme} from {args.doc}'s tables")
 
 
 # The knobs the last peer sweep found fastest (hack/bench/peer_sweep.py).

@@ -283,3 +283,20 @@ def test_from_uri_serves_one_split_of_a_dataset_dict(tmp_path, monkeypatch):
         labels = [int(v) for b in ds for v in b["label"]]
         assert len(labels) == len(rows), f"{split}: {len(labels)} rows, want {len(rows)}: one split's rows, every one"
         assert sorted(labels) == sorted(i % 3 for i in rows)
+
+
+# --- 10. The README's figures are its benchmark tables' --------------------
+
+
+def test_the_readmes_figures_are_checked_against_the_tables(tmp_path):
+    # The README said 9.11 GB/s, 1.12× the limit and 9.3× the best peer
+    # while the tables it links said 2.91 GB/s, 0.75× and 5.6×.
+    script = ROOT / "hack" / "bench" / "readme_figures.py"
+    ok = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    readme = (ROOT / "README.md").read_text()
+    tok = re.search(r"tokens: \*\*([\d.]+) GB/s\*\*", readme)
+    assert tok, "the README's block names the tokens rate"
+    (tmp_path / "README.md").write_text(readme.replace(tok.group(0), "tokens: **9.11 GB/s**"))
+    bad = subprocess.run([sys.executable, str(script), "--check", "--readme", str(tmp_path / "README.md")], capture_output=True, text=True)
+    assert bad.returncode == 1 and "not those of docs/benchmarks.md's tables" in bad.stderr and "9.11" in bad.stderr

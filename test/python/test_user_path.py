@@ -300,3 +300,19 @@ def test_the_readmes_figures_are_checked_against_the_tables(tmp_path):
     (tmp_path / "README.md").write_text(readme.replace(tok.group(0), "tokens: **9.11 GB/s**"))
     bad = subprocess.run([sys.executable, str(script), "--check", "--readme", str(tmp_path / "README.md")], capture_output=True, text=True)
     assert bad.returncode == 1 and "not those of docs/benchmarks.md's tables" in bad.stderr and "9.11" in bad.stderr
+
+
+# --- 8. Messages in a Python caller's words --------------------------------
+
+
+@pytest.mark.parametrize("said,want", [
+    # After `index --hive`, from_uri suggested a garbled `format= parquet`.
+    ("index it: shardfeed index s3://b/p/ --format parquet --hive", 'index it: shardfeed index s3://b/p/ format="parquet" hive=True'),
+    ("choose one, --split train (spec.streams[].huggingface.split)", 'choose one, split="train" (spec.streams[].huggingface.split)'),
+    ("--filter 'lang == \"en\"' matches no row", "filter='lang == \"en\"' matches no row"),
+    ("give --index-uri, a prefix you may write", "give index_uri=, a prefix you may write"),
+])
+def test_the_commands_flags_reach_python_as_arguments(said, want):
+    from shardfeed._commands import _words
+
+    assert _words(said) == want

@@ -54,6 +54,6 @@ Documentation: docs/ in https://github.com/shardfeed/shardfeed`,
 		setRetryLog(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)), *storeTimeout)
 		return nil
 	}
-	root.AddCommand(newAgentCommand(), newCheckInstallCommand(), newConvertCommand(), newIndexCommand(), newJobsCommand(), newPlanCommand(), newProbeCommand(), newReservedCommand(), newServeCommand(), newSidecarCommand(), newSimulateCommand(), newVersionCommand())
+	root.AddCommand(newAgentCommand(), newCheckInstallCommand(), newConvertCommand(), newFormatsCommand(), newIndexCommand(), newJobsCommand(), newPlanCommand(), newProbeCommand(), newReservedCommand(), newServeCommand(), newSidecarCommand(), newSimulateCommand(), newVersionCommand())
 	return root
 }

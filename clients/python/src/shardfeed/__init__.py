@@ -28,12 +28,12 @@ _LAZY = {
     "SOCKET_ENV": "._client", "Client": "._client", "BatchStream": "._stream", "Output": "._convert", "Stats": "._stats",
     "FeedDataset": ".dataset", "data_parallel_coordinates": ".dataset", "FeedLoader": ".loader",
     "ShardfeedError": ".errors", "SidecarError": ".errors", "SidecarNotReady": ".errors", "StreamCut": ".errors",
-    "TransformError": ".errors", "index": "._commands", "convert": "._commands", "batch_cu_seqlens": ".packing",
+    "TransformError": ".errors", "index": "._commands", "convert": "._commands", "formats": "._commands", "batch_cu_seqlens": ".packing",
 }
 
 __all__ = ["SOCKET_ENV", "BatchStream", "Client", "FeedDataset", "FeedLoader", "Output", "ShardfeedError", "SidecarError",
            "SidecarNotReady", "Stats", "StreamCut", "TransformError", "batch_cu_seqlens", "convert", "data_parallel_coordinates",
-           "index"]
+           "formats", "index"]
 # The release this source is (or precedes); an installed wheel says its own
 # version, which make dist and the Go binary share.
 _BASE_VERSION = "0.1.0"

@@ -21,13 +21,32 @@ from typing import Any
 from ._binary import find_binary
 from .errors import ShardfeedError
 
-__all__ = ["convert", "dataset_manifest", "index", "to_yaml"]
+__all__ = ["convert", "dataset_manifest", "formats", "index", "to_yaml"]
 
-FORMATS = ("mds", "parquet", "orc", "arrow", "jsonl", "csv", "tsv", "megatron", "webdataset", "huggingface", "litdata")
-# A format by the suffixes of a directory's files.
-_SUFFIXES = {".parquet": "parquet", ".orc": "orc", ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow",
-             ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv",
-             ".idx": "megatron", ".tar": "webdataset"}
+# A suffix several formats index, and the one a folder of such files is
+# guessed to be (the others have files of their own to tell them: see
+# guess_format).
+_SUFFIX_OWNER = {".arrow": "arrow"}
+_formats_cache: dict[str, list[dict[str, Any]]] = {}
+
+
+def formats(binary: str | None = None) -> list[dict[str, Any]]:
+    """The formats the shardfeed command reads, as it lists them itself
+    (shardfeed formats --json): [{"name", "index", "suffixes"}], "index"
+    being how a stream is indexed: "objects" (its files with those
+    suffixes), "table" (a table at one version) or "own" (its own index)."""
+    cmd = find_binary(binary)
+    if cmd not in _formats_cache:
+        done = subprocess.run([cmd, "formats", "--json"], capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise ShardfeedError(f"{cmd} formats --json failed: {done.stderr.strip()} (a shardfeed older than this client?)")
+        _formats_cache[cmd] = list(json.loads(done.stdout))
+    return _formats_cache[cmd]
+
+
+def format_names(binary: str | None = None) -> list[str]:
+    """The names of the formats the shardfeed command reads."""
+    return [f["name"] for f in formats(binary)]
 # How long a command may take: indexing and converting read every object.
 _TIMEOUT_S = 24 * 3600
 
@@ -145,25 +164,36 @@ def convert(source: str | os.PathLike[str], out: str | os.PathLike[str], *, from
     return _run(args, binary=binary)
 
 
-def guess_format(uri: str) -> str:
+def guess_format(uri: str, binary: str | None = None) -> str:
     """The format of a local directory's files; a remote stream's format is
     given (format=)."""
+    names = format_names(binary)
     if not uri.startswith("file://"):
-        raise ShardfeedError(f"give the format of {uri} (format='parquet', 'orc', 'arrow', 'jsonl', 'csv', 'tsv', 'megatron', 'webdataset', 'huggingface', 'litdata' or 'mds')")
+        raise ShardfeedError(f"give the format of {uri} (format=, one of {', '.join(map(repr, names))})")
     root = Path(uri.removeprefix("file://"))
     if not root.is_dir():
         raise ShardfeedError(f"{root} is not a directory: give the directory of the stream's files")
+    if (root / "_versions").is_dir() and any((root / "_versions").glob("*.manifest")):
+        return "lance"  # a Lance dataset: its versions' manifests
+    if (root / "metadata").is_dir() and any((root / "metadata").glob("*.metadata.json")):
+        raise ShardfeedError(f"{root} is an Iceberg table: give format='iceberg' and iceberg={{'catalog': {{...}}, 'table': 'db.name'}} "
+                             "(spec.streams[].iceberg)")
     if (root / "index.json").is_file() and not (root / "_shardfeed").exists():
         if any(root.glob("chunk-*.bin")):
             return "litdata"  # litdata.optimize's index.json and chunks
         return "mds"  # MDS keeps its index.json beside its shards
     if (root / "dataset_info.json").is_file() or (root / "dataset_dict.json").is_file():
         return "huggingface"  # save_to_disk's Arrow stream files, a DatasetDict's, or the datasets cache's
+    by_suffix: dict[str, str] = dict(_SUFFIX_OWNER)
+    for f in formats(binary):
+        for suffix in f.get("suffixes") or []:
+            by_suffix.setdefault(suffix, f["name"])
     seen: dict[str, int] = {}
     for p in root.rglob("*"):
         if p.is_file() and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts):
-            fmt = _SUFFIXES.get(p.suffix.lower())
-            if fmt:
+            name = p.name.lower()
+            fmt = next((f for suffix, f in sorted(by_suffix.items(), key=lambda x: -len(x[0])) if name.endswith(suffix)), None)
+            if fmt and fmt != "litdata":  # litdata's chunks are told by its index.json, above
                 seen[fmt] = seen.get(fmt, 0) + 1
     if len(seen) != 1:
         found = ", ".join(f"{n} {f}" for f, n in sorted(seen.items())) or "no file of a format shardfeed reads"
@@ -183,15 +213,27 @@ def dataset_manifest(uri: str | os.PathLike[str], *, batch_size: int, format: st
                      columns: list[str] | None = None, filter: str | None = None, drop_last: bool = True,
                      endpoint: str | None = None, region: str | None = None, insecure: bool = False,
                      credentials_secret: str | None = None, index_uri: str | None = None,
-                     pack_length: int | None = None, pack_column: str = "tokens", split: str | None = None) -> dict[str, Any]:
+                     pack_length: int | None = None, pack_column: str = "tokens", split: str | None = None,
+                     hive: bool = False, block_size: int | None = None, iceberg: dict[str, Any] | None = None,
+                     binary: str | None = None) -> dict[str, Any]:
     """The TrainingDataset of one stream at uri, as FeedDataset.from_uri
     takes its arguments."""
     if batch_size < 1:
         raise ShardfeedError(f"batch_size={batch_size}: give the global batch (over every rank), 1 or more")
     src = _uri(uri)
-    fmt = format or guess_format(src)
-    if fmt not in FORMATS:
-        raise ShardfeedError(f"format={fmt!r} is not one of {', '.join(FORMATS)}")
+    if iceberg is not None and format is None:
+        format = "iceberg"
+    fmt = format or guess_format(src, binary)
+    names = format_names(binary)
+    if fmt not in names:
+        raise ShardfeedError(f"format={fmt!r} is not one of {', '.join(names)}")
+    if (fmt == "iceberg") != (iceberg is not None):
+        raise ShardfeedError("format='iceberg' goes with iceberg={'catalog': {...}, 'table': 'db.name'} (spec.streams[].iceberg), "
+                             "and iceberg= with format='iceberg'")
+    if hive and fmt not in ("parquet", "orc"):
+        raise ShardfeedError(f"hive=True reads a tree of key=value folders of parquet or orc files, and the format is {fmt}")
+    if block_size is not None and (fmt != "litdata" or block_size < 1):
+        raise ShardfeedError(f"block_size={block_size} is the tokens of a sample of a litdata dataset written with LitData's TokensLoader")
     # Every world size the job runs at must divide numSplits, and numSplits
     # the global batch: up to 8 ranks by default.
     splits = num_splits or math.gcd(batch_size, 8)
@@ -213,6 +255,12 @@ def dataset_manifest(uri: str | os.PathLike[str], *, batch_size: int, format: st
         stream["columns"] = list(columns)
     if filter:
         stream["filter"] = filter
+    if hive:
+        stream["partitions"] = {}
+    if block_size is not None:
+        stream["litdata"] = {"blockSize": block_size}
+    if iceberg is not None:
+        stream["iceberg"] = dict(iceberg)
     if split is not None:
         if fmt != "huggingface":
             raise ShardfeedError(f"split={split!r} chooses a Hugging Face dataset's split, and the format is {fmt}")

@@ -331,7 +331,8 @@ class FeedDataset(_Base):
                  filter: str | None = None, num_splits: int | None = None, drop_last: bool = True, name: str | None = None,
                  endpoint: str | None = None, region: str | None = None, insecure: bool = False,
                  credentials_secret: str | None = None, index_uri: str | None = None, pack_length: int | None = None,
-                 pack_column: str = "tokens", split: str | None = None, job: str | None = None,
+                 pack_column: str = "tokens", split: str | None = None, hive: bool = False,
+                 block_size: int | None = None, iceberg: dict[str, Any] | None = None, job: str | None = None,
                  fresh: bool = False, directory: str | os.PathLike[str] | None = None, binary: str | None = None,
                  serve_args: list[str] | None = None, **kwargs: Any) -> FeedDataset:
         """A dataset of the data at uri, with no manifest to write: the
@@ -344,8 +345,12 @@ class FeedDataset(_Base):
             uri: the data's prefix (s3://bucket/prefix/, gs://…, az://…) or
                 local directory.
             batch_size: the global batch: samples per step over every rank.
-            format: parquet, orc, arrow, jsonl, csv, tsv or mds; a local
-                directory's is read from its files.
+            format: one of the formats the shardfeed command reads
+                (shardfeed.formats() lists them, as `shardfeed formats`
+                does); a local directory's is read from its files (a Lance
+                dataset by its _versions/, MDS and LitData by their
+                index.json, Hugging Face by its dataset_info.json or
+                dataset_dict.json, the others by their suffixes).
             shuffle_seed: shuffle the samples with this seed (none: in
                 order); shuffle_block: how many consecutive samples of a
                 split are shuffled together.
@@ -371,6 +376,13 @@ class FeedDataset(_Base):
                 several (a DatasetDict's, or a datasets cache folder): one
                 is served, never several together; such a folder without
                 a split is refused, naming its splits.
+            hive: read uri as a tree of key=value folders of parquet or
+                orc files, the folders' values as columns (--hive).
+            block_size: the tokens of a sample of a litdata dataset written
+                with LitData's TokensLoader (its block_size).
+            iceberg: an Iceberg table's section, {"catalog": {...},
+                "table": "db.name"} (spec.streams[].iceberg); format is
+                then iceberg, and uri where its index goes.
             job: the job whose progress to resume or start; default one of
                 this very dataset ("local-" and its manifest's hash), so
                 that other arguments (another filter, seed or batch size)
@@ -385,7 +397,8 @@ class FeedDataset(_Base):
                                     shuffle_seed=shuffle_seed, shuffle_block=shuffle_block, columns=columns, filter=filter,
                                     drop_last=drop_last, endpoint=endpoint, region=region, insecure=insecure,
                                     credentials_secret=credentials_secret, index_uri=index_uri, pack_length=pack_length,
-                                    pack_column=pack_column, split=split)
+                                    pack_column=pack_column, split=split, hive=hive, block_size=block_size,
+                                    iceberg=iceberg, binary=binary)
         text = to_yaml(manifest) + "\n"
         folder = Path(directory or os.getcwd()) / STATE_DIR / "datasets"
         folder.mkdir(parents=True, exist_ok=True)

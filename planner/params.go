@@ -382,6 +382,10 @@ func (p *Params) streamCounts() ([]int64, error) {
 		if sizes[i] == 0 && s.Index.Filter != "" {
 			return nil, fieldErr(field+".filter", "stream %q: the filter matches no row of its %d shards: loosen the filter, or leave the stream out", s.Name, s.Index.Len())
 		}
+		if sizes[i] == 0 && s.Index.Packing != "" {
+			// The documents are there; none makes a pack.
+			return nil, fieldErr("spec.packing", "stream %q makes no pack of its %d shards' documents: every document is empty, or cut or dropped by the packing (%s); check the packed column, and spec.packing's sequenceLength and overlong (drop leaves out every document longer than a sequence)", s.Name, s.Index.Len(), s.Index.Packing)
+		}
 		if sizes[i] == 0 {
 			return nil, fieldErr(field, "stream %q has no samples: its index lists %d shards and none has a sample; check the source URI", s.Name, s.Index.Len())
 		}

@@ -45,6 +45,12 @@ func TestValidateRejectsWithFieldAndRule(t *testing.T) {
 		{"negative epoch size", func(p *Params) { p.EpochSize = -1 }, "spec.epochSize", "at least 1"},
 		{"empty stream", func(p *Params) { p.Streams[1].Index = index() }, "spec.streams[1]", `"code" has no samples`},
 		{"stream of empty shards", func(p *Params) { p.Streams[1].Index = index(0, 0) }, "spec.streams[1]", "no samples"},
+		// A packed stream whose documents make no pack once said to check
+		// the source URI: its documents are there.
+		{"packed stream of no pack", func(p *Params) {
+			p.Streams[1].Index = index(0, 0)
+			p.Streams[1].Index.Packing = "tokens: best-fit 2048"
+		}, "spec.packing", `"code" makes no pack of its 2 shards' documents: every document is empty, or cut or dropped`},
 		{"negative shard", func(p *Params) { p.Streams[0].Index = index(5, -1) }, "spec.streams[0]", "negative"},
 		{"duplicate names", func(p *Params) { p.Streams[1].Name = "web" }, "spec.streams[1].name", "unique"},
 		{"missing name", func(p *Params) { p.Streams[0].Name = "" }, "spec.streams[0].name", "required"},

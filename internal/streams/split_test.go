@@ -27,3 +27,23 @@ func TestASplitIsCheckedAgainstItsIndex(t *testing.T) {
 		}
 	}
 }
+
+// A Lance stream asking for a column its index did not keep names the
+// command that indexes it (the reader alone said "re-run shardfeed index
+// --columns with it").
+func TestALanceColumnNotIndexedNamesTheCommand(t *testing.T) {
+	s := datav1alpha1.Stream{Name: "t", Format: datav1alpha1.FormatLance, Source: datav1alpha1.Source{URI: "s3://b/t.lance/"}, Columns: []string{"id", "text"}}
+	l := &index.Lance{Root: "s3://b/t.lance/", Columns: []string{"id"}}
+	err := checkLance(0, s, l)
+	if err == nil || !strings.Contains(err.Error(), `asks for "text", which its index did not keep (it keeps id): re-run shardfeed index (shardfeed index s3://b/t.lance/ --format lance --columns 'id,text')`) {
+		t.Fatalf("got %v", err)
+	}
+	s.Columns = nil
+	if err := checkLance(0, s, l); err == nil || !strings.Contains(err.Error(), "asks for every column") {
+		t.Fatalf("every column: %v", err)
+	}
+	s.Columns = []string{"id"}
+	if err := checkLance(0, s, l); err != nil {
+		t.Fatalf("a column kept: %v", err)
+	}
+}

@@ -528,6 +528,15 @@ func checkLance(i int, s datav1alpha1.Stream, l *index.Lance) error {
 		return fmt.Errorf("%s.version pins version %d, its index is at version %d: %s", field, *want.Version, l.Version, rerun)
 	case want.Tag != l.Tag:
 		return fmt.Errorf("%s.tag is %q, its index was resolved from %q (version %d): %s", field, want.Tag, l.Tag, l.Version, rerun)
+	case len(l.Columns) > 0 && len(s.Columns) == 0:
+		return fmt.Errorf("its index keeps the columns %s alone, and spec.streams[%d].columns asks for every column: %s", strings.Join(l.Columns, ", "), i, rerun)
+	}
+	if len(l.Columns) > 0 {
+		for _, c := range s.Columns {
+			if !slices.Contains(l.Columns, c) {
+				return fmt.Errorf("spec.streams[%d].columns asks for %q, which its index did not keep (it keeps %s): %s", i, c, strings.Join(l.Columns, ", "), rerun)
+			}
+		}
 	}
 	return nil
 }

@@ -311,6 +311,18 @@ func (p *Params) Validate() error {
 }
 
 // streamCounts is samplesPerStream without bucketing.
+// emptyStream says why a stream has no sample, by what its index holds.
+func emptyStream(field string, s Stream) error {
+	switch {
+	case s.Index.Filter != "":
+		return fieldErr(field+".filter", "stream %q: the filter matches no row of its %d shards: loosen the filter, or leave the stream out", s.Name, s.Index.Len())
+	case s.Index.Packing != "":
+		// The documents are there; none makes a pack.
+		return fieldErr("spec.packing", "stream %q makes no pack of its %d shards' documents: every document is empty, or cut or dropped by the packing (%s); check the packed column, and spec.packing's sequenceLength and overlong (drop leaves out every document longer than a sequence)", s.Name, s.Index.Len(), s.Index.Packing)
+	}
+	return fieldErr(field, "stream %q has no samples: its index lists %d shards and none has a sample; check the source URI", s.Name, s.Index.Len())
+}
+
 func (p *Params) streamCounts() ([]int64, error) {
 	if len(p.Streams) == 0 {
 		return nil, fieldErr("spec.streams", "at least one stream is required")
@@ -379,15 +391,8 @@ func (p *Params) streamCounts() ([]int64, error) {
 				return nil, fieldErr(field, "stream %q has more than 2^60 samples", s.Name)
 			}
 		}
-		if sizes[i] == 0 && s.Index.Filter != "" {
-			return nil, fieldErr(field+".filter", "stream %q: the filter matches no row of its %d shards: loosen the filter, or leave the stream out", s.Name, s.Index.Len())
-		}
-		if sizes[i] == 0 && s.Index.Packing != "" {
-			// The documents are there; none makes a pack.
-			return nil, fieldErr("spec.packing", "stream %q makes no pack of its %d shards' documents: every document is empty, or cut or dropped by the packing (%s); check the packed column, and spec.packing's sequenceLength and overlong (drop leaves out every document longer than a sequence)", s.Name, s.Index.Len(), s.Index.Packing)
-		}
 		if sizes[i] == 0 {
-			return nil, fieldErr(field, "stream %q has no samples: its index lists %d shards and none has a sample; check the source URI", s.Name, s.Index.Len())
+			return nil, emptyStream(field, s)
 		}
 		if total += sizes[i]; total > maxSamples {
 			return nil, fieldErr("spec.streams", "the streams hold more than 2^60 samples together")

@@ -102,6 +102,14 @@ func cutSchedule(pl *Plan) (*schedule, error) {
 	cur := sc.open(0, perSplit, weights, used, -1)
 	for i, ph := range p.Schedule.Phases {
 		a := ph.StartStep
+		// The epoch the phase starts in and the one after it (which a plan
+		// is sized by, cacheEpochs) must end within the 2^60 steps a
+		// schedule addresses (a start of 2^60 itself was let through and
+		// refused later as an epoch "past" them).
+		if last := (maxSamples-pl.steps)/pl.steps - 1; a/pl.steps > last {
+			return nil, fieldErr(fmt.Sprintf("spec.schedule.phases[%d].startStep", i), "%d is in epoch %d of %d steps, past the last epoch a phase may start in (epoch %d: it and the epoch after end within 2^60 steps): start the phase at step %d or earlier",
+				a, a/pl.steps, pl.steps, last, (last+1)*pl.steps-1)
+		}
 		if cur.repeat == 0 {
 			v, ok := positions(a-cur.start, cur.perSplit)
 			if !ok {

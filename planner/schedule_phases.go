@@ -92,7 +92,7 @@ func (p *Params) validateSchedule() error {
 	for i, ph := range sc.Phases {
 		f := fmt.Sprintf("spec.schedule.phases[%d]", i)
 		if ph.StartStep < 0 || ph.StartStep > maxSamples {
-			return fieldErr(f+".startStep", "must be from 0 to 2^60, got %d", ph.StartStep)
+			return fieldErr(f+".startStep", "must be from 0 to 2^60 (and in an epoch that ends by step 2^60), got %d", ph.StartStep)
 		}
 		if i > 0 {
 			prev := sc.Phases[i-1]

@@ -487,3 +487,31 @@ func (pl *Plan) mustEpoch(t *testing.T, e int64) *EpochPlan {
 	}
 	return ep
 }
+
+// A phase may start up to 2^60, and the message said so, but a start in
+// an epoch that ends past 2^60 steps was refused as an epoch "past the
+// 2^60 steps a schedule addresses": it is refused at the phase, naming
+// the last step it may start at, and that step plans.
+func TestAPhaseStartPastTheLastAddressableEpochNamesTheLastStart(t *testing.T) {
+	params := func(start int64) Params {
+		return Params{Seed: 7, NumSplits: 4, Shuffle: true, BlockSize: 4, GlobalBatchSize: 8, DropLast: true,
+			Streams:  []Stream{{Name: "a", Index: index(10, 30, 7, 25)}},
+			Schedule: &Schedule{Phases: []Phase{{StartStep: start, GlobalBatchSize: 16}}}}
+	}
+	_, err := New(params(1 << 60))
+	if err == nil || !strings.Contains(err.Error(), "spec.schedule.phases[0].startStep") || !strings.Contains(err.Error(), "start the phase at step") {
+		t.Fatalf("New = %v, want the phase's start refused with the last step it may start at", err)
+	}
+	var last int64
+	_, tail, _ := strings.Cut(err.Error(), "start the phase at step ")
+	if _, serr := fmt.Sscanf(tail, "%d", &last); serr != nil {
+		t.Fatal(serr)
+	}
+	pl, err := New(params(last))
+	if err != nil {
+		t.Fatalf("the last start it names: %v", err)
+	}
+	if _, err := pl.Epoch(0); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -47,3 +47,20 @@ func TestALanceColumnNotIndexedNamesTheCommand(t *testing.T) {
 		t.Fatalf("a column kept: %v", err)
 	}
 }
+
+// A tokenized stream's packs are counted by index -f, which loads (and
+// checks) the tokenizer: the command of flags alone it once suggested read
+// the source's column of the packed name and failed ("no column
+// input_ids"), hiding the tokenizer's wrong sha256.
+func TestThePacksOfATokenizedStreamAreCountedFromTheManifest(t *testing.T) {
+	s := datav1alpha1.Stream{Name: "web", Format: datav1alpha1.FormatParquet, Source: datav1alpha1.Source{URI: "s3://b/web/"},
+		Tokenize: &datav1alpha1.Tokenize{Column: "text"}}
+	p := &datav1alpha1.Packing{Column: "input_ids", SequenceLength: 2048}
+	if got := PacksCommand(s, p); got != "shardfeed index -f <the TrainingDataset's manifest> --stream web --selection-only" {
+		t.Errorf("tokenized: %q", got)
+	}
+	s.Tokenize = nil
+	if got := PacksCommand(s, p); !strings.HasPrefix(got, "shardfeed index s3://b/web/ --format parquet --selection-only --lengths 'input_ids' --pack-length 2048") {
+		t.Errorf("plain: %q", got)
+	}
+}

@@ -472,6 +472,13 @@ func packed(x planner.StreamIndex, p *Packs) planner.StreamIndex {
 // PacksCommand is the shardfeed index command that counts a stream's packs
 // over the index already there (measuring its documents' lengths).
 func PacksCommand(s datav1alpha1.Stream, p *datav1alpha1.Packing) string {
+	if s.Tokenize != nil {
+		// The packed column is made by the tokenizer the manifest names
+		// (and checks by its sha256): only index -f knows it. A command of
+		// flags alone read the source's column of that name, which it has
+		// not ("no column input_ids").
+		return fmt.Sprintf("shardfeed index -f <the TrainingDataset's manifest> --stream %s --selection-only", s.Name)
+	}
 	pk := planspec.Packing(p)
 	cmd := IndexCommand(s) + " --selection-only --lengths " + shellQuote(p.Column) + fmt.Sprintf(" --pack-length %d", pk.SeqLength)
 	if pk.Method != planner.BestFit {

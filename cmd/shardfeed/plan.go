@@ -21,6 +21,8 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/source"
 )
 
 type planOptions struct {
@@ -69,7 +71,7 @@ step of --steps. With --mesh, each line also has the rank's data-parallel rank
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			return o.run(ctx, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.Flags().Changed("pods"))
+			return o.run(ctx, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cmd.Flags().Changed("pods"))
 		},
 	}
 	f := cmd.Flags()
@@ -92,7 +94,7 @@ step of --steps. With --mesh, each line also has the rank's data-parallel rank
 	return cmd
 }
 
-func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer, podsGiven bool) error {
+func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, podsGiven bool) error {
 	if o.summary && o.ids {
 		return fmt.Errorf("--summary and --ids exclude each other: pick one")
 	}
@@ -100,6 +102,10 @@ func (o *planOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	if err != nil {
 		return err
 	}
+	// A plan is of the indexes: a source that changed since is said,
+	// since nothing else would say it (the new objects are simply not
+	// read).
+	warnChanged(stderr, o.file, ds, source.Changes(ctx, formats.Default(), served.opened))
 
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)

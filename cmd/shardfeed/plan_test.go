@@ -696,3 +696,69 @@ func TestIndexWithAGivenNestedSchema(t *testing.T) {
 		t.Fatalf("a type that does not parse: %v", err)
 	}
 }
+
+// plan of a folder that grew since it was indexed plans the index as it
+// is and says what it does not read, with the command that indexes the
+// folder again; after that command, the plan reads it all and says
+// nothing.
+func TestPlanSaysASourceChangedSinceItWasIndexed(t *testing.T) {
+	dir := t.TempDir()
+	rows := func(key string, from, n int) {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "{\"id\": %d}\n", from+i)
+		}
+		if err := os.WriteFile(filepath.Join(dir, key), []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows("part-0.jsonl", 0, 800)
+	manifest := filepath.Join(dir, "ds.yaml")
+	_ = os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: grown}
+spec:
+  streams:
+    - name: text
+      format: jsonl
+      source: {uri: "file://%s/"}
+  numSplits: 4
+  globalBatchSize: 8
+`, dir)), 0o600)
+	if out, err := runCLI(t, "index", "-f", manifest); err != nil {
+		t.Fatalf("index: %v\n%s", err, out)
+	}
+	planned := func() (int, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		cmd := newRootCommand()
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&stderr)
+		cmd.SetArgs([]string{"plan", "-f", manifest, "--ids", "--world-size", "1"})
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("plan: %v\n%s", err, stderr.String())
+		}
+		n := 0
+		for _, l := range readIDs(t, stdout.String()) {
+			n += len(l.IDs)
+		}
+		return n, stderr.String()
+	}
+	if n, said := planned(); n != 800 || said != "" {
+		t.Fatalf("as indexed: %d ids, said %q", n, said)
+	}
+	rows("part-1.jsonl", 800, 200)
+	n, said := planned()
+	want := fmt.Sprintf(`warning: stream "text": its source changed since it was indexed: 1 object added (part-1.jsonl).`+
+		` The plan is of the index as it was written: it reads no object added since, and a shard of an object removed or changed fails its read;`+
+		` to read the source as it is now, index it again (shardfeed index -f %s --stream text) and start a new job`+"\n", manifest)
+	if n != 800 || said != want {
+		t.Fatalf("grown: %d ids, said\n%s\nwant\n%s", n, said, want)
+	}
+	if out, err := runCLI(t, "index", "-f", manifest, "--stream", "text"); err != nil {
+		t.Fatalf("index again: %v\n%s", err, out)
+	}
+	if n, said := planned(); n != 1000 || said != "" {
+		t.Fatalf("indexed again: %d ids, said %q", n, said)
+	}
+}

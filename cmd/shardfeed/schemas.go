@@ -43,11 +43,10 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 		opened[i], byName[s.Name] = st, st.Store
 		servable = servable && st.Layout != nil // a plain list of shards plans, and says nothing of its schema
 	}
-	served := &servedStreams{tokens: make([]*index.LengthsIndex, len(opened))}
+	served := &servedStreams{tokens: make([]*index.LengthsIndex, len(opened)), opened: opened}
 	for i, st := range opened {
 		if st.Packs != nil {
 			served.packs = append(served.packs, st.Packs.Index)
-			served.opened = opened
 		}
 		if st.Tokenize != nil && st.Packs == nil && st.Layout != nil && ds.Spec.Bucketing == nil {
 			// The tokens shardfeed index -f counted, if it has.
@@ -91,7 +90,9 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 type servedStreams struct {
 	schema *arrow.Schema
 	packs  []*index.PacksIndex
-	opened []*streams.Stream // a packed dataset's, for plan --ids
+	// opened are the streams (nil offline): a packed dataset's packs for
+	// plan --ids, and the sources plan compares with their indexes.
+	opened []*streams.Stream
 	// tokens are a tokenized, unpacked stream's token counts (nil where
 	// shardfeed index -f has not counted them).
 	tokens []*index.LengthsIndex
@@ -159,4 +160,26 @@ func columnsOf(s *arrow.Schema) []columnSummary {
 		out = append(out, columnSummary{Name: f.Name, Type: f.Type.String(), Delivered: delivered(f.Type)})
 	}
 	return out
+}
+
+// warnChanged tells w of each stream whose source changed since it was
+// indexed, with the command that indexes it again.
+func warnChanged(w io.Writer, file string, ds *datav1alpha1.TrainingDataset, changed []source.Changed) {
+	for _, c := range changed {
+		_, _ = fmt.Fprintln(w, "warning: "+c.Message(reindexCommand(file, ds, c.Stream)))
+	}
+}
+
+// reindexCommand indexes stream of ds again: from its manifest file when
+// there is one, else with the stream's settings as flags.
+func reindexCommand(file string, ds *datav1alpha1.TrainingDataset, stream string) string {
+	if file != "" && file != "-" {
+		return fmt.Sprintf("shardfeed index -f %s --stream %s", file, stream)
+	}
+	for _, s := range ds.Spec.Streams {
+		if s.Name == stream {
+			return streams.IndexCommand(s)
+		}
+	}
+	return "shardfeed index"
 }

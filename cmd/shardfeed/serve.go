@@ -259,6 +259,8 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 			return err
 		}
 		cfg.Dataset, cfg.Spec = ds.Name, ds.Spec
+		cfg.CheckSource = true // a job keeps its plan, and says what it ignores
+		cfg.ReindexCommand = func(stream string) string { return reindexCommand(o.file, ds, stream) }
 	case o.planDir != "":
 		p, err := configmaps.PlanFromDir(o.planDir)
 		if err != nil {

@@ -41,7 +41,10 @@ type File struct {
 	// Partitions are the partition columns of a hive-partitioned stream,
 	// and the selection its files were indexed with.
 	Partitions *Partitions `json:"partitions,omitempty"`
-	Shards     []Entry     `json:"shards"`
+	// Listing is what the stream's objects were when they were indexed:
+	// a later listing that differs means the source changed.
+	Listing *Listing `json:"listing,omitempty"`
+	Shards  []Entry  `json:"shards"`
 	// lean, for an index read in parts (CompactReader.LeanLayout), holds
 	// the entries of the shards resolved so far, in place of Shards.
 	lean *CompactCounts
@@ -68,6 +71,19 @@ func (f *File) Shard(i int) *Entry {
 // Lean is the shards of an index read in parts (CompactReader.LeanLayout),
 // which resolves them; nil for an index read whole.
 func (f *File) Lean() *CompactCounts { return f.lean }
+
+// Listing sums up the objects an index was made of. It is not part of
+// the plan: two indexes of the same bytes listed at other times plan the
+// same.
+type Listing struct {
+	// Objects is how many there were.
+	Objects int `json:"objects"`
+	// Digest is the sha256 of their keys, sizes and version tags (a
+	// store's ETag, a local file's modification time), in key order.
+	Digest string `json:"digest"`
+	// Shards is the brace pattern that named them (--shards), if one did.
+	Shards string `json:"shards,omitempty"`
+}
 
 // Partitions describe a hive-partitioned stream's index.
 type Partitions struct {

@@ -113,6 +113,15 @@ type Config struct {
 	// Formats the streams are read with; nil: formats.Default().
 	Formats format.Registry
 
+	// CheckSource compares each stream's source with its index at start
+	// and logs what changed since it was indexed (serve -f: the job keeps
+	// the plan it started with and says what that plan ignores). Not in
+	// a pod, where every sidecar would list the bucket.
+	CheckSource bool
+	// ReindexCommand, with CheckSource, is the command that indexes a
+	// stream again, by its name.
+	ReindexCommand func(stream string) string
+
 	// Phases, if set, reads the phase hashes of the schedule as they are
 	// now (the mounted plan ConfigMap's), every PhasesPoll: when they are
 	// no longer the plan's, the sidecar drains and exits, and restarts
@@ -296,6 +305,15 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	pl, err := planner.New(params)
 	if err != nil {
 		return nil, fmt.Errorf("TrainingDataset %q: %w", cfg.Dataset, err)
+	}
+	if cfg.CheckSource {
+		for _, c := range source.Changes(ctx, cfg.formats(), opened) {
+			command := "shardfeed index"
+			if cfg.ReindexCommand != nil {
+				command = cfg.ReindexCommand(c.Stream)
+			}
+			cmp.Or(cfg.Log, slog.Default()).Warn(c.Message(command), "stream", c.Stream, "plan", pl.Fingerprint().Sum)
+		}
 	}
 	if f := cfg.PlannedFingerprint; f != nil && f.Sum != pl.Fingerprint().Sum {
 		return nil, fmt.Errorf("the indexes changed since the operator planned TrainingDataset %q (%s, now %s): %v; a changed dataset is a new TrainingDataset",

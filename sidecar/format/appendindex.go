@@ -80,6 +80,7 @@ func cloneIndex(f *index.File) *index.File {
 func sameHead(got, was *index.File) error {
 	a, b := *got, *was
 	a.Shards, b.Shards = nil, nil
+	a.Listing, b.Listing = nil, nil // the listing is the whole stream's, set once indexed
 	if len(a.Schema) == 0 && len(b.Schema) == 0 {
 		a.Schema, b.Schema = nil, nil
 	}

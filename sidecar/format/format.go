@@ -394,37 +394,11 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 		return slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(key, ext) })
 	}
 	out := &index.File{Shardfeed: index.Version, Format: kind}
-	var files []partitionFile
-	if opts.Partitions != nil {
-		var err error
-		if files, out.Partitions, err = walkPartitions(ctx, st, *opts.Partitions, keep); err != nil {
-			return nil, err
-		}
-	} else {
-		objs, err := st.List(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			if !index.Own(o.Key) && keep(o.Key) {
-				files = append(files, partitionFile{Object: o})
-			}
-		}
-		if sel, ok := ix.(Selector); ok {
-			kept, err := sel.Select(ctx, st, objs, objectsOf(files), out, opts)
-			if err != nil {
-				return nil, err
-			}
-			files = files[:0]
-			for _, o := range kept {
-				files = append(files, partitionFile{Object: o})
-			}
-		} else if opts.Split != "" {
-			return nil, fmt.Errorf("shardfeed index: a split (--split) is for a huggingface stream, and %s is not one", kind)
-		}
+	files, err := sourceFiles(ctx, st, ix, keep, out, opts)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Shards != "" {
-		var err error
 		if files, err = matchShards(files, opts.Shards, st.URI()); err != nil {
 			return nil, err
 		}
@@ -432,6 +406,18 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s holds no %s objects (%s)", st.URI(), kind, strings.Join(exts, ", "))
 	}
+	listing := listingOf(objectsOf(files), opts.Shards)
+	done, err := r.indexFiles(ctx, st, kind, ix, files, out, opts, keep)
+	if err != nil {
+		return nil, err
+	}
+	done.Listing = listing
+	return done, nil
+}
+
+// indexFiles indexes files, the stream's objects, into out.
+func (r Registry) indexFiles(ctx context.Context, st store.Store, kind datav1alpha1.ShardFormat, ix Indexer, files []partitionFile, out *index.File,
+	opts IndexOptions, keep func(string) bool) (*index.File, error) {
 	if opts.Append != nil {
 		var err error
 		if files, out, err = appendTo(kind, files, &opts, keep, st.URI()); err != nil || len(files) == 0 {
@@ -460,6 +446,43 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 		}
 	}
 	return out, nil
+}
+
+// sourceFiles lists the objects of a stream that its index is made of:
+// those keep takes, or the files of the partitions selected, less the
+// splits not chosen. out's head records the partitions and the split.
+func sourceFiles(ctx context.Context, st store.Store, ix Indexer, keep func(string) bool, out *index.File, opts IndexOptions) ([]partitionFile, error) {
+	var files []partitionFile
+	if opts.Partitions != nil {
+		var err error
+		files, out.Partitions, err = walkPartitions(ctx, st, *opts.Partitions, keep)
+		return files, err
+	}
+	objs, err := st.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if !index.Own(o.Key) && keep(o.Key) {
+			files = append(files, partitionFile{Object: o})
+		}
+	}
+	sel, ok := ix.(Selector)
+	if !ok {
+		if opts.Split != "" {
+			return nil, fmt.Errorf("shardfeed index: a split (--split) is for a huggingface stream, and %s is not one", out.Format)
+		}
+		return files, nil
+	}
+	kept, err := sel.Select(ctx, st, objs, objectsOf(files), out, opts)
+	if err != nil {
+		return nil, err
+	}
+	files = files[:0]
+	for _, o := range kept {
+		files = append(files, partitionFile{Object: o})
+	}
+	return files, nil
 }
 
 // defaults sets the hash and shard size where the options leave them, and

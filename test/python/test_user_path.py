@@ -285,6 +285,76 @@ def test_from_uri_serves_one_split_of_a_dataset_dict(tmp_path, monkeypatch):
         assert sorted(labels) == sorted(i % 3 for i in rows)
 
 
+# --- 4. A grown folder is never silently ignored ---------------------------
+
+# A user's script, run anew each time: from_uri over a folder, one pass,
+# and a commit after step commit_at when asked.
+USER_RUN = """
+import json, sys, shardfeed
+folder, job, fresh, commit_at = sys.argv[1], sys.argv[2] or None, sys.argv[3] == "1", int(sys.argv[4])
+ds = shardfeed.FeedDataset.from_uri(folder, batch_size=8, num_splits=4, drop_last=False, columns=["id"], job=job, fresh=fresh,
+                                    rank=0, world_size=1, output="numpy", binary=sys.argv[5])
+ids = []
+for batch in ds:
+    ids += [int(i) for i, pad in zip(batch["id"], batch["_shardfeed_pad"]) if not pad]
+    step = int(batch["_shardfeed_step"][0])
+    if step == commit_at:
+        ds.client().commit(epoch=ds.epoch, step=step + 1)
+        break
+print(json.dumps(ids))
+"""
+
+
+def test_a_grown_folder_is_indexed_again_or_said(tmp_path):
+    # A folder that grew from 20 000 to 25 000 rows after the first
+    # from_uri served 20 000, with no message.
+    import json
+
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "data"
+    data.mkdir()
+
+    def part(k):
+        pq.write_table(pa.table({"id": pa.array(range(480 * k, 480 * (k + 1)), pa.int64())}), data / f"part-{k}.parquet", row_group_size=120)
+
+    def run(job="", fresh=False, commit_at=-1):
+        done = subprocess.run([sys.executable, "-c", USER_RUN, str(data), job, "1" if fresh else "0", str(commit_at), str(SHARDFEED_BIN)],
+                              cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT / "clients" / "python" / "src")),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout), done.stderr
+
+    for k in range(4):
+        part(k)
+    ids, said = run()
+    assert sorted(ids) == list(range(1920)) and "changed" not in said
+    part(4)  # the folder grows: a new run indexes it again, and says so
+    ids, said = run()
+    assert "its source changed since it was indexed: 1 object added (part-4.parquet): indexing it again" in said, said
+    assert sorted(ids) == list(range(2400)), "every row of the grown folder, once"
+    ids, said = run()
+    assert sorted(ids) == list(range(2400)) and "changed" not in said
+
+    # A job that committed progress keeps the plan it started with, and
+    # says what it does not read.
+    first, _ = run(job="kept", commit_at=9)
+    assert len(first) == 80
+    part(5)
+    rest, said = run(job="kept")
+    assert re.search(r"its source changed since it was indexed: 1 object added \(part-5\.parquet\)\. Job kept resumes the plan it "
+                     r"started with and reads none of it: pass fresh=True", said), said
+    assert sorted(first + rest) == list(range(2400)), "the job's plan, exactly once, none of the new rows"
+    ids, said = run(job="kept", fresh=True)
+    assert "indexing it again" in said and sorted(ids) == list(range(2880))
+
+    # Rewritten in place with the same size: the plan would fail its
+    # hash check on read; it is indexed again first.
+    pq.write_table(pa.table({"id": pa.array(range(5000, 5480), pa.int64())}), data / "part-0.parquet", row_group_size=120)
+    ids, said = run()
+    assert "indexing it again" in said and sorted(ids) == sorted(list(range(5000, 5480)) + list(range(480, 2880))), said
+
+
 # --- 10. The README's figures are its benchmark tables' --------------------
 
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/shardfeed/shardfeed/internal/store"
@@ -120,7 +121,7 @@ func (s *fileStore) Stat(_ context.Context, key string) (store.Object, error) {
 	if fi.IsDir() {
 		return store.Object{}, s.wrap(key, fmt.Errorf("is a directory: %w", store.ErrNotFound))
 	}
-	return store.Object{Key: key, Size: fi.Size()}, nil
+	return store.Object{Key: key, Size: fi.Size(), ETag: modTag(fi)}, nil
 }
 
 func (s *fileStore) List(_ context.Context) ([]store.Object, error) {
@@ -143,7 +144,7 @@ func (s *fileStore) List(_ context.Context) ([]store.Object, error) {
 		if err != nil {
 			return err
 		}
-		out = append(out, store.Object{Key: filepath.ToSlash(rel), Size: info.Size()})
+		out = append(out, store.Object{Key: filepath.ToSlash(rel), Size: info.Size(), ETag: modTag(info)})
 		return nil
 	})
 	if err != nil {
@@ -175,7 +176,7 @@ func (s *fileStore) ListDir(_ context.Context, dir string) (store.Listing, error
 			if err != nil {
 				return out, fmt.Errorf("listing %s%s: %w", s.URI(), dir, err)
 			}
-			out.Objects = append(out.Objects, store.Object{Key: dir + e.Name(), Size: info.Size()})
+			out.Objects = append(out.Objects, store.Object{Key: dir + e.Name(), Size: info.Size(), ETag: modTag(info)})
 		}
 	}
 	return out, nil
@@ -230,4 +231,10 @@ func (s *fileStore) Put(_ context.Context, key string, r io.Reader, size int64) 
 		return s.wrap(key, err)
 	}
 	return nil
+}
+
+// modTag is a file's version tag, as a store's ETag: its modification
+// time, which a rewrite changes.
+func modTag(fi fs.FileInfo) string {
+	return strconv.FormatInt(fi.ModTime().UnixNano(), 36)
 }

@@ -166,6 +166,10 @@ func TestIndexingAtOnceGivesTheIndexOfOneAfterAnother(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if got.Listing == nil || got.Listing.Objects != len(keys) {
+			t.Fatalf("%d at once: listing %+v", workers, got.Listing)
+		}
+		got.Listing = nil // what was listed; the rest is the objects' own
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%d at once: schema %v and %d shards, one after another: %v and %d", workers, got.Schema, len(got.Shards), want.Schema, len(want.Shards))
 		}

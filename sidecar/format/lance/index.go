@@ -488,3 +488,20 @@ func coalesce(rs [][2]uint64) [][2]uint64 {
 	}
 	return out
 }
+
+// TableChange implements format.TableChanger: an index of a dataset not
+// pinned to a version number is of an older version than the one its
+// pin (a tag, or none: the latest) names now.
+func (lanceFormat) TableChange(ctx context.Context, st store.Store, f *index.File, pin format.TableOptions) (string, error) {
+	if f.Lance == nil || pin.Lance.Version != nil {
+		return "", nil // versions do not change
+	}
+	now, err := (&dataset{st: st}).resolve(ctx, pin.Lance)
+	if err != nil || now == f.Lance.Version {
+		return "", err
+	}
+	if pin.Lance.Tag != "" {
+		return fmt.Sprintf("tag %q now names version %d, and the index is of version %d", pin.Lance.Tag, now, f.Lance.Version), nil
+	}
+	return fmt.Sprintf("the dataset's latest version is %d, and the index is of version %d", now, f.Lance.Version), nil
+}

@@ -369,3 +369,35 @@ func compare(t *testing.T, what string, got, want []string) {
 	t.Helper()
 	formattest.Compare(t, what, "pylance", got, want)
 }
+
+// A Lance dataset that moved on since it was indexed is a changed source
+// for an index of its latest version, and not for one pinned by number or
+// by a tag that did not move.
+func TestLanceANewerVersionIsAChangedSource(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "p.lance")
+	oracle(t, "write", dir, "--case", "train", "--version", "2.2") // versions 1–4, tag "pinned" at 4
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	four := int64(4)
+	pins := []datav1alpha1.LanceTable{{}, {Tag: "pinned"}, {Version: &four}}
+	indexes := make([]*index.File, len(pins))
+	for i, pin := range pins {
+		opts := format.IndexOptions{ShardBytes: 1 << 20, TempDir: t.TempDir(), Table: &format.TableOptions{Lance: pin}}
+		if indexes[i], err = formats.Default().Index(ctx, st, datav1alpha1.FormatLance, opts); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := formats.Default().Changes(ctx, st, indexes[i], format.TableOptions{Lance: pin}); err != nil || !c.None() {
+			t.Fatalf("pin %+v, as indexed: %v, %v", pin, c, err)
+		}
+	}
+	oracle(t, "write", dir, "--case", "train-append") // version 5
+	for i, want := range []string{"the dataset's latest version is 5, and the index is of version 4", "", ""} {
+		c, err := formats.Default().Changes(ctx, st, indexes[i], format.TableOptions{Lance: pins[i]})
+		if err != nil || c.String() != want {
+			t.Fatalf("pin %+v: %q, %v; want %q", pins[i], c, err, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import subprocess
@@ -144,16 +145,35 @@ _NEEDS_INDEX = (("no index at", False), ("its index was written with no split ch
                 ("has no selection for its filter", True), ("packs were not counted", True))
 
 
-def _index_when_needed(manifest: Path, binary: str | None) -> None:
+# What `shardfeed plan` warns of a stream whose source changed since its
+# index was written (objects added, removed, resized or rewritten).
+_SOURCE_CHANGED = "its source changed since it was indexed"
+
+
+def _index_when_needed(manifest: Path, binary: str | None, state: Path | None = None) -> bool:
     """Indexes the manifest's stream (and selects its filter's rows) when
-    shardfeed plan finds no index: once, where the manifest says."""
+    shardfeed plan finds no index, or finds that the source changed since
+    it was indexed: once, where the manifest says. A job whose state is
+    state and has committed progress keeps the plan it started with
+    (said, with what it ignores). True when the source was indexed again
+    under a job that committed nothing: that job starts afresh."""
     from ._binary import find_binary
     from ._commands import _run, _words
 
     cmd = find_binary(binary)
     done = subprocess.run([cmd, "plan", "-f", str(manifest)], capture_output=True, text=True, timeout=600)
     if done.returncode == 0:
-        return
+        changed = [line.removeprefix("warning: ") for line in done.stderr.splitlines() if _SOURCE_CHANGED in line]
+        if not changed:
+            return False
+        if state is not None and _committed(state):
+            for line in changed:
+                log.warning("%s. Job %s resumes the plan it started with and reads none of it: pass fresh=True (or another job=) "
+                            "to index the source again and start a new job.", line.split(". The plan is of the index")[0], state.parent.name)
+            return False
+        sys.stderr.write("".join(f"shardfeed: {line.split('. The plan is of the index')[0]}: indexing it again\n" for line in changed))
+        sys.stderr.write(_run(["index", "-f", str(manifest)], binary=binary))
+        return state is not None and state.exists()
     needs = [over for said, over in _NEEDS_INDEX if said in done.stderr]
     if not needs:
         raise ShardfeedError(f"the data cannot be planned: {_words(done.stderr.strip().removeprefix('shardfeed: '))}")
@@ -161,6 +181,16 @@ def _index_when_needed(manifest: Path, binary: str | None) -> None:
     if all(needs):  # the index is there: only the filter's rows, over it
         args.append("--selection-only")
     sys.stderr.write(_run(args, binary=binary))  # what it wrote, as the command says
+    return False
+
+
+def _committed(state: Path) -> bool:
+    """Whether the job whose state file is state committed progress."""
+    try:
+        data = json.loads(state.read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(data.get("committed") or data.get("step") or data.get("epoch"))
 
 
 class FeedDataset(_Base):
@@ -341,6 +371,12 @@ class FeedDataset(_Base):
         TrainingDataset it describes is to_manifest(), which a cluster
         takes unchanged.
 
+        A source that changed since it was indexed (objects added,
+        removed, resized or rewritten, as `shardfeed plan` says) is indexed
+        again, unless the job committed progress on the index before: that
+        job keeps the plan it started with, and a warning names what it
+        does not read (fresh=True indexes again and starts anew).
+
         Args:
             uri: the data's prefix (s3://bucket/prefix/, gs://…, az://…) or
                 local directory.
@@ -408,9 +444,11 @@ class FeedDataset(_Base):
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_text(text)
             os.replace(tmp, path)
-        _index_when_needed(path, binary)
-        return cls.from_manifest(path, job=job or f"local-{digest[:8]}", fresh=fresh, directory=directory, binary=binary,
-                                 serve_args=serve_args, **kwargs)
+        job = job or f"local-{digest[:8]}"
+        state = Path(directory or os.getcwd()) / STATE_DIR / manifest["metadata"]["name"] / job / "state.json"
+        if _index_when_needed(path, binary, None if fresh else state):
+            fresh = True  # its state was of the index before, with nothing committed
+        return cls.from_manifest(path, job=job, fresh=fresh, directory=directory, binary=binary, serve_args=serve_args, **kwargs)
 
     def to_manifest(self) -> str:
         """The TrainingDataset this dataset serves, as YAML: what

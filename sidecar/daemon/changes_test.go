@@ -1,0 +1,85 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/sidecar/daemon"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+)
+
+// A job on one machine keeps the plan of the index it started with when
+// its folder grows, and says at start what that plan does not read; a
+// pod's sidecar (no CheckSource) lists nothing.
+func TestAJobSaysWhatItsPlanIgnoresOfAGrownSource(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data := t.TempDir()
+	rows := func(key string, n int) {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "{\"id\": %d}\n", i)
+		}
+		if err := os.WriteFile(filepath.Join(data, key), []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows("a.jsonl", 64)
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + data + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Write(ctx, st, f); err != nil {
+		t.Fatal(err)
+	}
+	rows("b.jsonl", 16)
+	spec := datav1alpha1.TrainingDatasetSpec{
+		Streams:   []datav1alpha1.Stream{{Name: "t", Format: datav1alpha1.FormatJSONL, Source: datav1alpha1.Source{URI: "file://" + data + "/"}}},
+		NumSplits: 4, GlobalBatchSize: 8,
+	}
+	for _, check := range []bool{true, false} {
+		var logged bytes.Buffer
+		feed, err := daemon.Open(ctx, daemon.Config{Dataset: "test", Spec: spec, CacheDir: filepath.Join(t.TempDir(), "cache"), Prefetch: -1,
+			Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pods: 1, ProcsPerPod: 1}, CheckSource: check,
+			ReindexCommand: func(stream string) string { return "shardfeed index -f ds.yaml --stream " + stream },
+			Log:            slog.New(slog.NewTextHandler(&logged, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples := feed.Plan.Steps() * 8
+		feed.Pipeline.Close()
+		if samples != 64 {
+			t.Fatalf("the plan has %d samples, the index 64", samples)
+		}
+		said := logged.String()
+		if !check {
+			if strings.Contains(said, "changed") {
+				t.Fatalf("a pod's sidecar compared its source: %s", said)
+			}
+			continue
+		}
+		for _, want := range []string{`stream \"t\": its source changed since it was indexed: 1 object added (b.jsonl)`, "reads no object added since",
+			"shardfeed index -f ds.yaml --stream t", "level=WARN"} {
+			if !strings.Contains(said, want) {
+				t.Fatalf("the log does not say %q:\n%s", want, said)
+			}
+		}
+	}
+}

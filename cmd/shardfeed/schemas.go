@@ -76,7 +76,15 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 		}
 		all, err := source.OpenAll(ctx, streams.PlanStreams(opened), formats.Default(), read, ds.Spec.MissingColumns)
 		if err != nil {
-			return nil, nil, fmt.Errorf("TrainingDataset %q: %w\n(serve would refuse this dataset; plan and simulate check it the same way)", ds.Name, err)
+			// An object that changed since it was indexed fails as a
+			// corrupt one would: say the cause.
+			why := ""
+			for _, c := range source.Changes(ctx, formats.Default(), opened) {
+				if c.Err == nil {
+					why += "\n" + c.Message(reindexCommand("", ds, c.Stream))
+				}
+			}
+			return nil, nil, fmt.Errorf("TrainingDataset %q: %w%s\n(serve would refuse this dataset; plan and simulate check it the same way)", ds.Name, err, why)
 		}
 		served.schema = all[0].Schema()
 	}

@@ -162,18 +162,23 @@ def _index_when_needed(manifest: Path, binary: str | None, state: Path | None = 
 
     cmd = find_binary(binary)
     done = subprocess.run([cmd, "plan", "-f", str(manifest)], capture_output=True, text=True, timeout=600)
-    if done.returncode == 0:
-        changed = [line.removeprefix("warning: ") for line in done.stderr.splitlines() if _SOURCE_CHANGED in line]
-        if not changed:
-            return False
+    changed = [line.removeprefix("warning: ").split(". The plan is of the index")[0] for line in done.stderr.splitlines()
+               if _SOURCE_CHANGED in line]
+    if changed:
         if state is not None and _committed(state):
+            if done.returncode != 0:  # an object of its plan changed: the job cannot go on
+                raise ShardfeedError(f"{'; '.join(changed)}: job {state.parent.name} committed progress on the index before, and its "
+                                     "plan can no longer be read; pass fresh=True (or another job=) to index the source again and start a "
+                                     "new job, or restore the objects")
             for line in changed:
                 log.warning("%s. Job %s resumes the plan it started with and reads none of it: pass fresh=True (or another job=) "
-                            "to index the source again and start a new job.", line.split(". The plan is of the index")[0], state.parent.name)
+                            "to index the source again and start a new job.", line, state.parent.name)
             return False
-        sys.stderr.write("".join(f"shardfeed: {line.split('. The plan is of the index')[0]}: indexing it again\n" for line in changed))
+        sys.stderr.write("".join(f"shardfeed: {line}: indexing it again\n" for line in changed))
         sys.stderr.write(_run(["index", "-f", str(manifest)], binary=binary))
         return state is not None and state.exists()
+    if done.returncode == 0:
+        return False
     needs = [over for said, over in _NEEDS_INDEX if said in done.stderr]
     if not needs:
         raise ShardfeedError(f"the data cannot be planned: {_words(done.stderr.strip().removeprefix('shardfeed: '))}")

@@ -205,6 +205,18 @@ def test_the_readmes_try_the_cli_runs_as_written(installed, tmp_path):
                  "rank 0: 75 steps left in the epoch", "step 125: loss"]:
         assert want in out, f"{want!r} not in the output:\n{out}"
     assert out.count("step 25: loss") == 1 and "step 75: loss" in out, "the second run must resume at step 50, not restart"
+    # Then the README's Python-first lines, in the same folder.
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("Python first, with no YAML"):]
+    script = section[section.index("```python\n") + 10:]
+    done = subprocess.run([installed.python, "-c", script[:script.index("```")]], cwd=repo / "examples", env=installed.env,
+                          capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    steps = re.findall(r"^epoch (\d+): (\d+) steps$", done.stdout, re.M)
+    assert [e for e, _ in steps] == ["0", "1"] and steps[0][1] == steps[1][1] != "0", out
+    for want in ['kind: "TrainingDataset"', 'format: "parquet"', 'filter: "size(text) > 20"', "globalBatchSize: 32"]:
+        assert want in out, f"{want!r} not in the output:\n{out}"
 
 
 def test_a_tools_run_that_waits_says_who_holds_the_lock_and_what_it_does(tmp_path):
@@ -319,3 +331,90 @@ def test_the_wheels_binary_decodes_jpegs_with_libjpeg_turbo(installed, tmp_path)
         # libjpeg-turbo decodes as Pillow's does; only the resize's rounding differs.
         diff = np.abs(pixels - want)
         assert diff.mean() <= 0.25 and diff.max() <= 1, f"{name}: {diff.mean():.3f} on average, {diff.max()} at most from Pillow"
+
+
+# Each format written by its own project (pyarrow, mosaicml-streaming,
+# megatron-core, webdataset, litdata, datasets, pylance, pyiceberg), then
+# read by from_uri of the installed wheel: a new user's first call.
+WRITE_ARROW = '''
+import json, sys
+from pathlib import Path
+import pyarrow as pa, pyarrow.csv as csv, pyarrow.ipc as ipc, pyarrow.orc as orc, pyarrow.parquet as pq
+root, n = Path(sys.argv[1]), int(sys.argv[2])
+t = pa.table({"id": pa.array(range(n), pa.int64()), "text": [f"row {i}" for i in range(n)]})
+for name in ("parquet", "orc", "arrow", "jsonl", "csv", "tsv"):
+    (root / name).mkdir()
+pq.write_table(t, root / "parquet" / "part-0.parquet", row_group_size=20)
+orc.write_table(t, str(root / "orc" / "part-0.orc"), stripe_size=4096)
+with ipc.new_file(str(root / "arrow" / "part-0.arrow"), t.schema) as w:
+    w.write_table(t, max_chunksize=25)
+(root / "jsonl" / "part-0.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in t.to_pylist()))
+csv.write_csv(t, root / "csv" / "part-0.csv")
+csv.write_csv(t, root / "tsv" / "part-0.tsv", csv.WriteOptions(delimiter="\\t"))
+'''
+
+WRITE_LANCE = '''
+import sys, lance, pyarrow as pa
+lance.write_dataset(pa.table({"id": pa.array(range(int(sys.argv[2])), pa.int64())}), sys.argv[1], max_rows_per_file=40)
+'''
+
+WRITE_ICEBERG = '''
+import sys, pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
+root, n = sys.argv[1], int(sys.argv[2])
+catalog = SqlCatalog("default", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse")
+catalog.create_namespace("ml")
+t = pa.table({"id": pa.array(range(n), pa.int64())})
+catalog.create_table("ml.events", schema=t.schema).append(t)
+'''
+
+READ_EACH = '''
+import json, sys
+import shardfeed
+out = {}
+for name, uri, kwargs in json.loads(sys.argv[1]):
+    ds = shardfeed.FeedDataset.from_uri(uri, batch_size=4, drop_last=False, rank=0, world_size=1, output="numpy", **kwargs)
+    rows, ids = 0, []
+    for batch in ds:
+        keep = [not p for p in batch["_shardfeed_pad"]]
+        rows += sum(keep)
+        if "id" in batch:
+            ids += [int(i) for i, k in zip(batch["id"], keep) if k]
+    out[name] = {"rows": rows, "ids": sorted(ids)}
+print(json.dumps(out))
+'''
+
+
+def test_from_uri_serves_every_format_from_the_wheel(installed, tmp_path):
+    """from_uri of the installed wheel over data each format's own project
+    wrote, every format the command reads: each row once (by id where the
+    writer keeps one, by count where it makes its own rows)."""
+    run([installed.python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(installed.wheel)], env=installed.env)
+    n, data = 100, tmp_path / "data"
+    data.mkdir()
+    oracle, hf, iceberg = (str(ROOT / "bin" / v / "bin" / "python") for v in ("venv-oracle", "venv-hf", "venv-iceberg"))
+    run([sys.executable, "-c", WRITE_ARROW, str(data), str(n)])
+    run([oracle, "-c", WRITE_LANCE, str(data / "t.lance"), str(n)])
+    (data / "iceberg").mkdir()
+    run([iceberg, "-c", WRITE_ICEBERG, str(data / "iceberg"), str(n)])
+    run([oracle, str(ROOT / "test" / "oracle" / "mds_oracle.py"), "write", str(data / "mds"), "--columns", "id=int", "--samples", str(n)])
+    docs = json.loads(run([oracle, str(ROOT / "test" / "oracle" / "megatron_oracle.py"), "write", str(data / "megatron" / "corpus"),
+                           "--case", "gpt", "--docs", str(n)]))["documents"]
+    run([oracle, str(ROOT / "test" / "oracle" / "webdataset_oracle.py"), "write", str(data / "webdataset"), "--tars", "2", "--samples",
+         str(n // 2)])
+    run([oracle, str(ROOT / "test" / "oracle" / "litdata_oracle.py"), "write", str(data / "litdata"), "--case", "strings", "--items", str(n)])
+    stream = json.loads(run([hf, str(ROOT / "test" / "oracle" / "hf_oracle.py"), "write", str(data / "hf"), "--case", "disk", "--rows",
+                             str(n)]))["stream"]
+    catalog = {"type": "sql", "uri": f"sqlite:///{data}/iceberg/catalog.db", "name": "default", "warehouse": f"file://{data}/iceberg/warehouse"}
+    cases = [[name, str(data / name), {}] for name in ("parquet", "orc", "arrow", "jsonl", "csv", "tsv", "mds", "megatron", "webdataset",
+                                                       "litdata")]
+    cases += [["lance", str(data / "t.lance"), {}], ["huggingface", stream, {}],
+              ["iceberg", str(tmp_path / "iceberg-index"), {"iceberg": {"catalog": catalog, "table": "ml.events"}}]]
+    listed = json.loads(run([installed.python, "-c", "import json, shardfeed; print(json.dumps([f[\"name\"] for f in shardfeed.formats()]))"], env=installed.env))
+    assert sorted(c[0] for c in cases) == sorted(listed), "a format the command reads is not tried here"
+    got = json.loads(run([installed.python, "-c", READ_EACH, json.dumps(cases)], env=installed.env, cwd=tmp_path))
+    for name, uri, _ in cases:
+        rows = docs if name == "megatron" else n
+        assert got[name]["rows"] == rows, f"{name}: {got[name]['rows']} rows served, {rows} written"
+        if name in ("parquet", "orc", "arrow", "jsonl", "csv", "tsv", "lance", "iceberg"):
+            assert got[name]["ids"] == list(range(n)), f"{name}: not every id once"

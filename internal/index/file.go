@@ -83,6 +83,9 @@ type Listing struct {
 	Digest string `json:"digest"`
 	// Shards is the brace pattern that named them (--shards), if one did.
 	Shards string `json:"shards,omitempty"`
+	// Empty are the objects listed that hold no sample (no shard names
+	// them): listed, so not new.
+	Empty []string `json:"empty,omitempty"`
 }
 
 // Partitions describe a hive-partitioned stream's index.

@@ -145,6 +145,11 @@ func compareListing(f *index.File, listed []store.Object, keep func(string) bool
 			see(r.Object, -1)
 		}
 	}
+	if f.Listing != nil {
+		for _, key := range f.Listing.Empty {
+			see(key, -1)
+		}
+	}
 	out := &Change{}
 	now := map[string]bool{}
 	for _, o := range listed {
@@ -180,6 +185,25 @@ func listingOf(objs []store.Object, shards string) *index.Listing {
 		_, _ = fmt.Fprintf(h, "%q %d %q\n", o.Key, o.Size, o.ETag)
 	}
 	return &index.Listing{Objects: len(objs), Digest: "sha256:" + hex.EncodeToString(h.Sum(nil)), Shards: shards}
+}
+
+// emptyObjects are the objects listed that no shard of f names.
+func emptyObjects(listed []store.Object, f *index.File) []string {
+	named := map[string]bool{}
+	for i := range f.Shards {
+		named[f.Shards[i].Object] = true
+		for _, r := range f.Shards[i].Ranges {
+			named[r.Object] = true
+		}
+	}
+	var out []string
+	for _, o := range listed {
+		if !named[o.Key] {
+			out = append(out, o.Key)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // namedOnly keeps the objects a brace pattern names (those missing are

@@ -411,6 +411,7 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 	if err != nil {
 		return nil, err
 	}
+	listing.Empty = emptyObjects(objectsOf(files), done)
 	done.Listing = listing
 	return done, nil
 }

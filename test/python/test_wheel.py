@@ -413,6 +413,12 @@ def test_from_uri_serves_every_format_from_the_wheel(installed, tmp_path):
     listed = json.loads(run([installed.python, "-c", "import json, shardfeed; print(json.dumps([f[\"name\"] for f in shardfeed.formats()]))"], env=installed.env))
     assert sorted(c[0] for c in cases) == sorted(listed), "a format the command reads is not tried here"
     got = json.loads(run([installed.python, "-c", READ_EACH, json.dumps(cases)], env=installed.env, cwd=tmp_path))
+    # Read again, nothing changed: no source is said to have changed
+    # (no format lists an object its index does not account for).
+    again = subprocess.run([installed.python, "-c", READ_EACH, json.dumps(cases)], env=installed.env, cwd=tmp_path, capture_output=True,
+                           text=True, timeout=600)
+    assert again.returncode == 0 and json.loads(again.stdout) == got, again.stderr
+    assert "changed since it was indexed" not in again.stderr and "indexing it again" not in again.stderr, again.stderr
     for name, uri, _ in cases:
         rows = docs if name == "megatron" else n
         assert got[name]["rows"] == rows, f"{name}: {got[name]['rows']} rows served, {rows} written"

@@ -180,3 +180,29 @@ func writeBytes(t *testing.T, dir, key string, b []byte) {
 		t.Fatal(fmt.Errorf("writing %s: %w", key, err))
 	}
 }
+
+// An object that holds no sample (an empty file) is listed, not new: a
+// folder with one is unchanged run after run.
+func TestAnEmptyObjectIsNoChange(t *testing.T) {
+	dir := t.TempDir()
+	jsonlObjects(t, dir, map[string]int{"a.jsonl": 30, "b.jsonl": 0})
+	ctx := context.Background()
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(f.Listing.Empty) != "[b.jsonl]" {
+		t.Fatalf("empty = %v", f.Listing.Empty)
+	}
+	if got, err := Default().Changes(ctx, st, f, format.TableOptions{}); err != nil || !got.None() {
+		t.Fatalf("unchanged: %v, %v", got, err)
+	}
+	jsonlObjects(t, dir, map[string]int{"c.jsonl": 0})
+	if got, err := Default().Changes(ctx, st, f, format.TableOptions{}); err != nil || got.String() != "1 object added (c.jsonl)" {
+		t.Fatalf("a new empty file: %v, %v", got, err)
+	}
+}

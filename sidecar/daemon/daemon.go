@@ -134,6 +134,18 @@ type Config struct {
 	Started func(*server.Server)
 }
 
+// sayChanges logs what changed in each stream's source since it was
+// indexed: what the plan pl, of the indexes, does not read.
+func (cfg *Config) sayChanges(ctx context.Context, opened []*streams.Stream, pl *planner.Plan) {
+	for _, c := range source.Changes(ctx, cfg.formats(), opened) {
+		command := "shardfeed index"
+		if cfg.ReindexCommand != nil {
+			command = cfg.ReindexCommand(c.Stream)
+		}
+		cmp.Or(cfg.Log, slog.Default()).Warn(c.Message(command), "stream", c.Stream, "plan", pl.Fingerprint().Sum)
+	}
+}
+
 func (cfg *Config) formats() format.Registry {
 	if cfg.Formats != nil {
 		return cfg.Formats
@@ -307,13 +319,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 		return nil, fmt.Errorf("TrainingDataset %q: %w", cfg.Dataset, err)
 	}
 	if cfg.CheckSource {
-		for _, c := range source.Changes(ctx, cfg.formats(), opened) {
-			command := "shardfeed index"
-			if cfg.ReindexCommand != nil {
-				command = cfg.ReindexCommand(c.Stream)
-			}
-			cmp.Or(cfg.Log, slog.Default()).Warn(c.Message(command), "stream", c.Stream, "plan", pl.Fingerprint().Sum)
-		}
+		cfg.sayChanges(ctx, opened, pl)
 	}
 	if f := cfg.PlannedFingerprint; f != nil && f.Sum != pl.Fingerprint().Sum {
 		return nil, fmt.Errorf("the indexes changed since the operator planned TrainingDataset %q (%s, now %s): %v; a changed dataset is a new TrainingDataset",

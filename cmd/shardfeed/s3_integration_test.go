@@ -209,7 +209,9 @@ func TestIntegrationIndexFromAnInventoryWithoutListing(t *testing.T) {
 	if !strings.Contains(out, "3 objects under "+uri+" from "+list+", no listing (1 rows of other prefixes skipped)") || !strings.Contains(out, "(0 of them lists)") {
 		t.Fatalf("index from an inventory:\n%s", out)
 	}
-	if !bytes.Equal(listed, fromInventory) {
+	// The same index but its listing's record: an inventory gives sizes,
+	// and no ETags to tell a rewrite by.
+	if !bytes.Equal(listed, fromInventory) && !bytes.Equal(withoutListing(t, listed), withoutListing(t, fromInventory)) {
 		t.Fatalf("the index from the inventory differs from the listing's:\n%s\n%s", fromInventory, listed)
 	}
 	// The whole report, as `aws s3 sync` of its destination copies it: a
@@ -230,7 +232,7 @@ func TestIntegrationIndexFromAnInventoryWithoutListing(t *testing.T) {
 		"files": [{"key": "inv/%s/cfg/data/1.csv.gz", "size": %d, "MD5checksum": "%x"}]}`, bucket, bucket, gz.Len(), sum), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, fromReport := index("--object-list", manifest, "--object-list-form", "s3-inventory"); !bytes.Equal(listed, fromReport) || !strings.Contains(out, "(0 of them lists)") {
+	if out, fromReport := index("--object-list", manifest, "--object-list-form", "s3-inventory"); !bytes.Equal(fromInventory, fromReport) || !strings.Contains(out, "(0 of them lists)") {
 		t.Fatalf("the index from the inventory's manifest differs from the listing's:\n%s\n%s", out, fromReport)
 	}
 	other := strings.Replace(inventory.String(), fmt.Sprintf("%q", bucket), `"another"`, 1)
@@ -311,4 +313,22 @@ func TestIntegrationIndexCompactAndAppendOnS3(t *testing.T) {
 		!strings.Contains(out+err.Error(), "index the stream again, without --append") {
 		t.Fatalf("append over a rewritten object: %v\n%s", err, out)
 	}
+}
+
+// withoutListing is an index's JSON without its listing's record.
+func withoutListing(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f["listing"]; !ok {
+		t.Fatalf("the index records no listing: %s", b)
+	}
+	delete(f, "listing")
+	out, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -81,6 +81,9 @@ type Listing struct {
 	// Digest is the sha256 of their keys, sizes and version tags (a
 	// store's ETag, a local file's modification time), in key order.
 	Digest string `json:"digest"`
+	// Untagged says the listing had no version tags (an object list
+	// from a file): the digest is of keys and sizes.
+	Untagged bool `json:"untagged,omitempty"`
 	// Shards is the brace pattern that named them (--shards), if one did.
 	Shards string `json:"shards,omitempty"`
 	// Empty are the objects listed that hold no sample (no shard names

@@ -170,21 +170,34 @@ func compareListing(f *index.File, listed []store.Object, keep func(string) bool
 	slices.Sort(out.Added)
 	slices.Sort(out.Removed)
 	slices.Sort(out.Resized)
-	if out.None() && f.Listing != nil && f.Listing.Digest != listingOf(listed, f.Listing.Shards).Digest {
+	if out.None() && f.Listing != nil && f.Listing.Digest != digest(listed, !f.Listing.Untagged) {
 		out.Rewritten = true
 	}
 	return out
 }
 
-// listingOf sums up the objects an index is made of.
+// listingOf sums up the objects an index is made of. Their version tags
+// count where the listing has any (an object list from a file, an S3
+// Inventory's, gives sizes alone).
 func listingOf(objs []store.Object, shards string) *index.Listing {
+	tagged := slices.ContainsFunc(objs, func(o store.Object) bool { return o.ETag != "" })
+	return &index.Listing{Objects: len(objs), Digest: digest(objs, tagged), Untagged: !tagged, Shards: shards}
+}
+
+// digest is the SHA-256 of the objects' keys, sizes and (tagged) version
+// tags, in key order.
+func digest(objs []store.Object, tagged bool) string {
 	sorted := slices.Clone(objs)
 	slices.SortFunc(sorted, func(a, b store.Object) int { return strings.Compare(a.Key, b.Key) })
 	h := sha256.New()
 	for _, o := range sorted {
-		_, _ = fmt.Fprintf(h, "%q %d %q\n", o.Key, o.Size, o.ETag)
+		tag := ""
+		if tagged {
+			tag = o.ETag
+		}
+		_, _ = fmt.Fprintf(h, "%q %d %q\n", o.Key, o.Size, tag)
 	}
-	return &index.Listing{Objects: len(objs), Digest: "sha256:" + hex.EncodeToString(h.Sum(nil)), Shards: shards}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // emptyObjects are the objects listed that no shard of f names.

@@ -81,9 +81,10 @@ type Listing struct {
 	// Digest is the sha256 of their keys, sizes and version tags (a
 	// store's ETag, a local file's modification time), in key order.
 	Digest string `json:"digest"`
-	// Untagged says the listing had no version tags (an object list
-	// from a file): the digest is of keys and sizes.
-	Untagged bool `json:"untagged,omitempty"`
+	// ObjectList says the objects came from an object list (an S3
+	// Inventory's), not a listing: the digest is of keys and sizes, and
+	// a source that large is not listed again to compare.
+	ObjectList bool `json:"objectList,omitempty"`
 	// Shards is the brace pattern that named them (--shards), if one did.
 	Shards string `json:"shards,omitempty"`
 	// Empty are the objects listed that hold no sample (no shard names

@@ -80,10 +80,11 @@ type TableChanger interface {
 // Changes compares a stream's source with its index f, as `shardfeed
 // index` would list it now with the options the index records (its
 // split, its partitions, its shards pattern): nil when nothing can be
-// compared (a table format that cannot tell, an index read in parts).
+// compared (a table format that cannot tell, an index read in parts, an
+// index of objects from an object list: a source too large to list).
 // pin is the stream's table section, for a table format.
 func (r Registry) Changes(ctx context.Context, st store.Store, f *index.File, pin TableOptions) (*Change, error) {
-	if f == nil || f.Lean() != nil {
+	if f == nil || f.Lean() != nil || f.Listing != nil && f.Listing.ObjectList {
 		return nil, nil
 	}
 	fm, ok := r[f.Format]
@@ -170,18 +171,17 @@ func compareListing(f *index.File, listed []store.Object, keep func(string) bool
 	slices.Sort(out.Added)
 	slices.Sort(out.Removed)
 	slices.Sort(out.Resized)
-	if out.None() && f.Listing != nil && f.Listing.Digest != digest(listed, !f.Listing.Untagged) {
+	if out.None() && f.Listing != nil && f.Listing.Digest != digest(listed, !f.Listing.ObjectList) {
 		out.Rewritten = true
 	}
 	return out
 }
 
 // listingOf sums up the objects an index is made of. Their version tags
-// count where the listing has any (an object list from a file, an S3
-// Inventory's, gives sizes alone).
-func listingOf(objs []store.Object, shards string) *index.Listing {
-	tagged := slices.ContainsFunc(objs, func(o store.Object) bool { return o.ETag != "" })
-	return &index.Listing{Objects: len(objs), Digest: digest(objs, tagged), Untagged: !tagged, Shards: shards}
+// count unless they come from an object list (an S3 Inventory gives
+// sizes alone).
+func listingOf(objs []store.Object, shards string, objectList bool) *index.Listing {
+	return &index.Listing{Objects: len(objs), Digest: digest(objs, !objectList), ObjectList: objectList, Shards: shards}
 }
 
 // digest is the SHA-256 of the objects' keys, sizes and (tagged) version

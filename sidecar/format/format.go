@@ -406,7 +406,8 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s holds no %s objects (%s)", st.URI(), kind, strings.Join(exts, ", "))
 	}
-	listing := listingOf(objectsOf(files), opts.Shards)
+	_, fromList := st.(store.Listed)
+	listing := listingOf(objectsOf(files), opts.Shards, fromList)
 	done, err := r.indexFiles(ctx, st, kind, ix, files, out, opts, keep)
 	if err != nil {
 		return nil, err

@@ -407,6 +407,27 @@ def test_the_clients_formats_are_the_commands():
         shardfeed.FeedDataset.from_uri("s3://b/p/", format="jsonl", hive=True, batch_size=8, binary=str(SHARDFEED_BIN))
 
 
+def test_a_folders_own_index_tells_its_format_after_shardfeed_indexed_it(tmp_path):
+    # A LitData folder read once by from_uri was "jsonl" the second time:
+    # the guess skipped a format's own index.json once _shardfeed/ was there.
+    from shardfeed._commands import guess_format
+
+    def folder(name, own, files):
+        root = tmp_path / name
+        (root / "_shardfeed").mkdir(parents=True)
+        (root / "_shardfeed" / "index.json").write_text('{"shardfeed": 1}')
+        (root / "index.json").write_text(own)
+        for f in files:
+            (root / f).write_bytes(b"")
+        return f"file://{root}"
+
+    assert guess_format(folder("lit", '{"chunks": [{"filename": "chunk-0-0.bin"}], "config": {}}', ["chunk-0-0.bin"]),
+                        binary=str(SHARDFEED_BIN)) == "litdata"
+    assert guess_format(folder("mds", '{"shards": [], "version": 2}', ["shard.00000.mds"]), binary=str(SHARDFEED_BIN)) == "mds"
+    # shardfeed's own index where an earlier release wrote it: the files say.
+    assert guess_format(folder("old", '{"shardfeed": 1, "format": "parquet"}', ["part-0.parquet"]), binary=str(SHARDFEED_BIN)) == "parquet"
+
+
 def test_from_uri_serves_a_lance_folder_and_a_hive_tree(tmp_path, monkeypatch):
     # A .lance folder was "no file of a format shardfeed reads", and
     # format="lance" was refused.

@@ -164,6 +164,22 @@ def convert(source: str | os.PathLike[str], out: str | os.PathLike[str], *, from
     return _run(args, binary=binary)
 
 
+def _own_index(path: Path) -> str | None:
+    """The format whose own index path is: "litdata" (litdata.optimize's
+    chunks), "mds" (MDS's shards), or None (none there, or shardfeed's
+    own, where an earlier release wrote it)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    if b'"shardfeed"' in head:
+        return None
+    if b'"chunks"' in head or any(path.parent.glob("chunk-*.bin")):
+        return "litdata"
+    return "mds"
+
+
 def guess_format(uri: str, binary: str | None = None) -> str:
     """The format of a local directory's files; a remote stream's format is
     given (format=)."""
@@ -178,10 +194,9 @@ def guess_format(uri: str, binary: str | None = None) -> str:
     if (root / "metadata").is_dir() and any((root / "metadata").glob("*.metadata.json")):
         raise ShardfeedError(f"{root} is an Iceberg table: give format='iceberg' and iceberg={{'catalog': {{...}}, 'table': 'db.name'}} "
                              "(spec.streams[].iceberg)")
-    if (root / "index.json").is_file() and not (root / "_shardfeed").exists():
-        if any(root.glob("chunk-*.bin")):
-            return "litdata"  # litdata.optimize's index.json and chunks
-        return "mds"  # MDS keeps its index.json beside its shards
+    own = _own_index(root / "index.json")
+    if own is not None:
+        return own
     if (root / "dataset_info.json").is_file() or (root / "dataset_dict.json").is_file():
         return "huggingface"  # save_to_disk's Arrow stream files, a DatasetDict's, or the datasets cache's
     by_suffix: dict[str, str] = dict(_SUFFIX_OWNER)
@@ -190,7 +205,8 @@ def guess_format(uri: str, binary: str | None = None) -> str:
             by_suffix.setdefault(suffix, f["name"])
     seen: dict[str, int] = {}
     for p in root.rglob("*"):
-        if p.is_file() and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts):
+        rel = p.relative_to(root)
+        if p.is_file() and rel != Path("index.json") and not any(part.startswith(("_", ".")) for part in rel.parts):
             name = p.name.lower()
             fmt = next((f for suffix, f in sorted(by_suffix.items(), key=lambda x: -len(x[0])) if name.endswith(suffix)), None)
             if fmt and fmt != "litdata":  # litdata's chunks are told by its index.json, above

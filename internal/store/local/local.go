@@ -66,7 +66,9 @@ func newFileStore(dir string) *fileStore {
 	return &fileStore{dir: filepath.Clean(dir)}
 }
 
-func (s *fileStore) URI() string { return "file://" + filepath.ToSlash(s.dir) + "/" }
+// URI is the directory's file:// URI, ending in one "/" (the root's is
+// file:///, as store.Root names it).
+func (s *fileStore) URI() string { return "file://" + strings.TrimSuffix(filepath.ToSlash(s.dir), "/") + "/" }
 
 func (s *fileStore) path(key string) (string, error) {
 	if err := store.CheckKey(key); err != nil {

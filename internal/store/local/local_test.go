@@ -35,3 +35,14 @@ func TestDir(t *testing.T) {
 		t.Errorf("error for s3:// is not ErrNotLocal: %v", err)
 	}
 }
+
+// A store's URI ends in one "/", the filesystem root's too: file:///, the
+// root store.Root names (an Iceberg table in a local warehouse is read
+// from there).
+func TestURIEndsInOneSlash(t *testing.T) {
+	for dir, want := range map[string]string{"/": "file:///", "/data/web": "file:///data/web/"} {
+		if got := newFileStore(dir).URI(); got != want {
+			t.Errorf("URI of %s = %q, want %q", dir, got, want)
+		}
+	}
+}

@@ -68,7 +68,9 @@ func newFileStore(dir string) *fileStore {
 
 // URI is the directory's file:// URI, ending in one "/" (the root's is
 // file:///, as store.Root names it).
-func (s *fileStore) URI() string { return "file://" + strings.TrimSuffix(filepath.ToSlash(s.dir), "/") + "/" }
+func (s *fileStore) URI() string {
+	return "file://" + strings.TrimSuffix(filepath.ToSlash(s.dir), "/") + "/"
+}
 
 func (s *fileStore) path(key string) (string, error) {
 	if err := store.CheckKey(key); err != nil {

@@ -61,6 +61,18 @@ def test_the_plain_multi_epoch_loop_reads_the_next_epoch_each_pass(feed_factory,
         assert "pass 2 over the dataset reads epoch 2" in caplog.text
 
 
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_the_plain_loop_with_spawned_workers(feed_factory, context):
+    # A FeedDataset did not pickle (a counter's lock): a DataLoader of
+    # spawn or forkserver workers (Python 3.14's default on Linux) failed
+    # with "cannot pickle '_thread.lock' object".
+    feed = feed_factory(table(), SPEC)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=context)
+    for epoch in range(2):
+        assert steps_and_ids(loader) == planned(feed, epoch), f"pass {epoch}"
+
+
 @pytest.mark.parametrize("workers,persistent", [(0, False), (2, False), (2, True)])
 def test_set_epoch_wins_over_the_pass_count(feed_factory, workers, persistent):
     feed = feed_factory(table(), SPEC)

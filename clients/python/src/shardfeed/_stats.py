@@ -63,6 +63,14 @@ class Counters:
         self.row = row if row is not None else np.zeros(len(FIELDS), dtype=np.float64)
         self._lock = threading.Lock()  # the transform's threads count too
 
+    # Pickled for a worker that torch's DataLoader spawns (or starts from
+    # a forkserver): the counts go, and the worker takes a lock of its own.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"row": self.row}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.row, self._lock = state["row"], threading.Lock()
+
     def add(self, name: str, value: float) -> None:
         i = _INDEX[name]
         with self._lock:

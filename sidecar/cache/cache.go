@@ -548,8 +548,7 @@ func (c *Cache) download(ctx context.Context, e *entry, want checksum.Sum) (err 
 		var ce *CorruptError
 		if !errors.As(err, &ce) {
 			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("stream %q: %s: %w: it was deleted after the index was written (a Lance dataset's cleanup_old_versions deletes the files of old versions no tag holds); re-run shardfeed index, or pin a Lance version by tag",
-					e.shard.Stream, e.shard.Key, err)
+				return goneSinceIndexed(e.shard, err)
 			}
 			if err != nil {
 				return fmt.Errorf("stream %q: %w", e.shard.Stream, err)
@@ -798,4 +797,11 @@ type FullError struct {
 func (e *FullError) Error() string {
 	return fmt.Sprintf("cache: stream %q: %s needs %d bytes, but the cache limit is %d bytes and %d are held by shards still needed: raise cacheLimit to at least %d (shardfeed plan --summary prints the minimum per pod)",
 		e.Shard.Stream, e.Shard.Key, e.Need, e.Limit, e.Held, e.Held+e.Need)
+}
+
+// goneSinceIndexed is the error of a shard whose object is no longer
+// there: what deletes one, and what to do.
+func goneSinceIndexed(s Shard, err error) error {
+	return fmt.Errorf("stream %q: %s: %w: it was deleted after the index was written (a Lance dataset's cleanup_old_versions deletes the files of old versions no tag holds); re-run shardfeed index, or pin a Lance version by tag",
+		s.Stream, s.Key, err)
 }

@@ -137,20 +137,24 @@ func TestCorruptShardFailsWithItsNameAndHashes(t *testing.T) {
 // cleanup of an untagged old version, a lifecycle rule) fails naming it
 // and what to do.
 func TestDeletedShardSaysReRunIndex(t *testing.T) {
-	st, shards, _ := fixture(t, 1000)
-	ctx := context.Background()
-	if err := os.Remove(strings.TrimPrefix(st.URI(), "file://") + shards[0].Key); err != nil {
-		t.Fatal(err)
-	}
-	c := newCache(t, t.TempDir(), st, Options{})
-	_, err := c.Acquire(ctx, shards[0])
-	if !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("Acquire = %v, want a not-found error", err)
-	}
-	for _, w := range []string{`stream "web": shard.00000.mds`, "deleted after the index was written", "re-run shardfeed index", "pin a Lance version by tag"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q lacks %q", err, w)
-		}
+	for _, inPlace := range []bool{false, true} { // copied into the cache, or read in place
+		t.Run(fmt.Sprintf("in place %t", inPlace), func(t *testing.T) {
+			st, shards, _ := fixture(t, 1000)
+			ctx := context.Background()
+			if err := os.Remove(strings.TrimPrefix(st.URI(), "file://") + shards[0].Key); err != nil {
+				t.Fatal(err)
+			}
+			c := newCache(t, t.TempDir(), st, Options{InPlace: inPlace})
+			_, err := c.Acquire(ctx, shards[0])
+			if err == nil {
+				t.Fatal("a deleted shard was acquired")
+			}
+			for _, w := range []string{`stream "web": shard.00000.mds`, "deleted after the index was written", "re-run shardfeed index", "pin a Lance version by tag"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
 	}
 }
 

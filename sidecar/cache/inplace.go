@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -151,6 +153,9 @@ func (c *Cache) verifyInPlace(ctx context.Context, s Shard, path string, hash ha
 	}
 	c.mu.Unlock()
 	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return goneSinceIndexed(s, err)
+	}
 	if err != nil {
 		return fmt.Errorf("stream %q: %s: %w", s.Stream, s.Key, err)
 	}

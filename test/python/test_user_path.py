@@ -330,12 +330,12 @@ def test_a_grown_folder_is_indexed_again_or_said(tmp_path):
     def part(k):
         pq.write_table(pa.table({"id": pa.array(range(480 * k, 480 * (k + 1)), pa.int64())}), data / f"part-{k}.parquet", row_group_size=120)
 
-    def run(job="", fresh=False, commit_at=-1):
+    def run(job="", fresh=False, commit_at=-1, ok=True):
         done = subprocess.run([sys.executable, "-c", USER_RUN, str(data), job, "1" if fresh else "0", str(commit_at), str(SHARDFEED_BIN)],
                               cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT / "clients" / "python" / "src")),
                               capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout), done.stderr
+        assert (done.returncode == 0) == ok, done.stderr
+        return json.loads(done.stdout) if ok else None, done.stderr
 
     for k in range(4):
         part(k)
@@ -357,6 +357,12 @@ def test_a_grown_folder_is_indexed_again_or_said(tmp_path):
     assert re.search(r"its source changed since it was indexed: 1 object added \(part-5\.parquet\)\. Job kept resumes the plan it "
                      r"started with and reads none of it: pass fresh=True", said), said
     assert sorted(first + rest) == list(range(2400)), "the job's plan, exactly once, none of the new rows"
+    # An object its plan reads, rewritten: the job cannot go on, and says
+    # so before it starts (it failed mid-epoch on the shard's hash).
+    pq.write_table(pa.table({"id": pa.array(range(480, 960), pa.int64())}), data / "part-1.parquet", row_group_size=60)
+    _, said = run(job="kept", ok=False)
+    assert re.search(r"1 object (of another size|rewritten).*job kept committed progress on the index before, and its plan can no "
+                     r"longer be read; pass fresh=True", said), said
     ids, said = run(job="kept", fresh=True)
     assert "indexing it again" in said and sorted(ids) == list(range(2880))
 

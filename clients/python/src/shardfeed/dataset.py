@@ -146,8 +146,10 @@ _NEEDS_INDEX = (("no index at", False), ("its index was written with no split ch
 
 
 # What `shardfeed plan` warns of a stream whose source changed since its
-# index was written (objects added, removed, resized or rewritten).
+# index was written (objects added, removed, resized or rewritten), and
+# the changes to objects a plan of that index reads.
 _SOURCE_CHANGED = "its source changed since it was indexed"
+_PLAN_CHANGED = (" removed (", " of another size (", "rewritten in place")
 
 
 def _index_when_needed(manifest: Path, binary: str | None, state: Path | None = None) -> bool:
@@ -166,7 +168,8 @@ def _index_when_needed(manifest: Path, binary: str | None, state: Path | None = 
                if _SOURCE_CHANGED in line]
     if changed:
         if state is not None and _committed(state):
-            if done.returncode != 0:  # an object of its plan changed: the job cannot go on
+            if done.returncode != 0 or any(said in line for line in changed for said in _PLAN_CHANGED):
+                # An object of its plan changed: the job cannot go on.
                 raise ShardfeedError(f"{'; '.join(changed)}: job {state.parent.name} committed progress on the index before, and its "
                                      "plan can no longer be read; pass fresh=True (or another job=) to index the source again and start a "
                                      "new job, or restore the objects")

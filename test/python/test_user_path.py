@@ -295,6 +295,17 @@ def test_from_uri_serves_one_split_of_a_dataset_dict(tmp_path, monkeypatch):
         labels = [int(v) for b in ds for v in b["label"]]
         assert len(labels) == len(rows), f"{split}: {len(labels)} rows, want {len(rows)}: one split's rows, every one"
         assert sorted(labels) == sorted(i % 3 for i in rows)
+    # Each split saved on its own (dd[s].save_to_disk(f"sep/{s}")): no
+    # dataset_dict.json, and the splits were served together (or the
+    # folder's format was "2 arrow, 4 jsonl").
+    import shutil
+
+    sep = tmp_path / "sep"
+    shutil.copytree(folder, sep, ignore=shutil.ignore_patterns("dataset_dict.json", "_shardfeed"))
+    with pytest.raises(shardfeed.ShardfeedError, match=r"holds the splits test, train \(folders each saved by save_to_disk"):
+        shardfeed.FeedDataset.from_uri(sep, batch_size=20, columns=["text"], rank=0, world_size=1, binary=str(SHARDFEED_BIN))
+    ds = shardfeed.FeedDataset.from_uri(sep, batch_size=20, columns=["label"], split="train", rank=0, world_size=1, binary=str(SHARDFEED_BIN))
+    assert sorted(int(v) for b in ds for v in b["label"]) == sorted(i % 3 for i in range(400))
 
 
 # --- 4. A grown folder is never silently ignored ---------------------------
@@ -399,6 +410,9 @@ def test_the_readmes_figures_are_checked_against_the_tables(tmp_path):
     ("choose one, --split train (spec.streams[].huggingface.split)", 'choose one, split="train" (spec.streams[].huggingface.split)'),
     ("--filter 'lang == \"en\"' matches no row", "filter='lang == \"en\"' matches no row"),
     ("give --index-uri, a prefix you may write", "give index_uri=, a prefix you may write"),
+    # A value ending a clause: the colon was the value's (split="train:").
+    ("--split train: s3://b/p/ holds one dataset", 'split="train": s3://b/p/ holds one dataset'),
+    ("--format v1.2. Then", 'format="v1.2". Then'),
 ])
 def test_the_commands_flags_reach_python_as_arguments(said, want):
     from shardfeed._commands import _words

@@ -101,6 +101,17 @@ func splitsOf(ctx context.Context, st store.Store, listing, files []store.Object
 		}
 		return groups, "a DatasetDict: " + dictFile, nil
 	}
+	if saved := savedFolders(listing); len(saved) > 1 {
+		// Datasets saved side by side (each split's save_to_disk, with no
+		// dataset_dict.json): each folder is one.
+		for _, o := range files {
+			dir := path.Dir(o.Key)
+			if saved[dir] {
+				groups[dir] = append(groups[dir], o)
+			}
+		}
+		return groups, "folders each saved by save_to_disk (state.json), with no dataset_dict.json", nil
+	}
 	for _, o := range files {
 		name := ""
 		if m := cacheName.FindStringSubmatch(path.Base(o.Key)); m != nil {
@@ -109,6 +120,18 @@ func splitsOf(ctx context.Context, st store.Store, listing, files []store.Object
 		groups[name] = append(groups[name], o)
 	}
 	return groups, "files named <builder>-<split>.arrow, as the datasets cache names them", nil
+}
+
+// savedFolders are the folders below the stream's (not itself) that hold a
+// dataset save_to_disk wrote: its state.json.
+func savedFolders(listing []store.Object) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range listing {
+		if dir, base := path.Split(o.Key); base == "state.json" && dir != "" {
+			out[strings.TrimSuffix(dir, "/")] = true
+		}
+	}
+	return out
 }
 
 // readDict reads the splits a DatasetDict's dataset_dict.json names.
@@ -135,8 +158,11 @@ func readDict(ctx context.Context, st store.Store) ([]string, error) {
 		return nil, fmt.Errorf("%s%s is not a DatasetDict's {\"splits\": [...]}: it names no split; save the DatasetDict again, or index one split's folder", st.URI(), dictFile)
 	}
 	for _, s := range dict.Splits {
-		if !splitName.MatchString(s) {
-			return nil, fmt.Errorf("%s%s names a split %q, which is not a split's name", st.URI(), dictFile, s)
+		// Kept as a folder's name: one the datasets package would not
+		// name a split (train-clean-100) is still listed, and refused
+		// only when chosen.
+		if s == "" || s == "." || s == ".." || strings.ContainsAny(s, "/\\\x00") {
+			return nil, fmt.Errorf("%s%s names a split %q, which is not a folder's name", st.URI(), dictFile, s)
 		}
 	}
 	return dict.Splits, nil

@@ -30,6 +30,16 @@ func TestSelectKeepsOneSplit(t *testing.T) {
 		"json-validation.arrow": "", "my-data-test-00000-of-00001.arrow": "",
 	}
 	disk := map[string]string{"data-00000-of-00002.arrow": "", "data-00001-of-00002.arrow": "", "state.json": "{}"}
+	// Each split saved on its own (dd[s].save_to_disk(f"out/{s}")): no
+	// dataset_dict.json; its splits were served together.
+	saved := map[string]string{
+		"train/data-00000-of-00001.arrow": "", "train/state.json": "{}", "train/dataset_info.json": "{}",
+		"test/data-00000-of-00001.arrow": "", "test/state.json": "{}", "test/dataset_info.json": "{}",
+	}
+	hyphen := map[string]string{
+		"dataset_dict.json":               `{"splits": ["train", "train-clean-100"]}`,
+		"train/data-00000-of-00001.arrow": "", "train-clean-100/data-00000-of-00001.arrow": "",
+	}
 	for _, c := range []struct {
 		name  string
 		files map[string]string
@@ -44,7 +54,7 @@ func TestSelectKeepsOneSplit(t *testing.T) {
 		{name: "dict, test", files: dict, split: "test", want: []string{"test/data-00000-of-00001.arrow"}, rec: "test"},
 		{name: "dict, unknown", files: dict, split: "dev", err: "has no such split; its splits are test, train"},
 		{name: "dict, not json", files: map[string]string{"dataset_dict.json": "{", "a/x.arrow": ""}, err: "is not a DatasetDict's"},
-		{name: "dict, bad name", files: map[string]string{"dataset_dict.json": `{"splits": ["../x"]}`, "a/x.arrow": ""}, err: "which is not a split's name"},
+		{name: "dict, bad name", files: map[string]string{"dataset_dict.json": `{"splits": ["../x"]}`, "a/x.arrow": ""}, err: "which is not a folder's name"},
 		{name: "cache, no split", files: cache, err: "holds the splits test, train, validation (files named"},
 		{name: "cache, train", files: cache, split: "train", want: []string{"json-train-00000-of-00002.arrow", "json-train-00001-of-00002.arrow"}, rec: "train"},
 		{name: "cache, hyphenated builder", files: cache, split: "test", want: []string{"my-data-test-00000-of-00001.arrow"}, rec: "test"},
@@ -53,6 +63,9 @@ func TestSelectKeepsOneSplit(t *testing.T) {
 		{name: "save_to_disk, a split", files: disk, split: "train", err: "holds one dataset, not splits"},
 		{name: "a split's own folder", files: disk, dir: "train", split: "train", want: []string{"data-00000-of-00002.arrow", "data-00001-of-00002.arrow"}, rec: "train"},
 		{name: "a name that is none", files: cache, split: "a/b", err: "is not a split's name"},
+		{name: "saved side by side, no split", files: saved, err: "holds the splits test, train (folders each saved by save_to_disk"},
+		{name: "saved side by side, train", files: saved, split: "train", want: []string{"train/data-00000-of-00001.arrow"}, rec: "train"},
+		{name: "dict of a name datasets would not split by", files: hyphen, split: "train", want: []string{"train/data-00000-of-00001.arrow"}, rec: "train"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), c.dir)

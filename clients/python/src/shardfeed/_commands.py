@@ -54,7 +54,7 @@ _TIMEOUT_S = 24 * 3600
 # The command's flags and the arguments that set them here.
 _FLAGS = {"--index-uri": "index_uri", "--filter": "filter", "--format": "format", "--endpoint": "endpoint",
           "--shard-size": "shard_size", "--split": "split"}
-_FLAG_VALUE = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, _FLAGS)) + r")(?:[ =]('[^']*'|\"[^\"]*\"|[^\s,;()]+))?")
+_FLAG_VALUE = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, _FLAGS)) + r")(?:[ =]('[^']*'|\"[^\"]*\"|[^\s,;()]*[^\s,;():.]))?")
 
 
 def _words(text: str) -> str:
@@ -199,6 +199,8 @@ def guess_format(uri: str, binary: str | None = None) -> str:
         return own
     if (root / "dataset_info.json").is_file() or (root / "dataset_dict.json").is_file():
         return "huggingface"  # save_to_disk's Arrow stream files, a DatasetDict's, or the datasets cache's
+    if any(p.is_file() for p in root.glob("*/state.json")) and any(p.is_file() for p in root.glob("*/dataset_info.json")):
+        return "huggingface"  # splits saved side by side, each by its own save_to_disk
     by_suffix: dict[str, str] = dict(_SUFFIX_OWNER)
     for f in formats(binary):
         for suffix in f.get("suffixes") or []:

@@ -196,6 +196,25 @@ def test_a_null_never_changes_a_columns_type(output):
     assert chosen["ints"][0].tolist() == [1, -1] and chosen["floats"][1].tolist() == [9.0, 2.5]
 
 
+@pytest.mark.parametrize("fill,column,want", [
+    (0, pa.array([True, None], pa.bool_()), [True, False]),  # 0 and 1 fill booleans as False and True
+    (1, pa.array([None, 2], pa.int32()), [1, 2]),
+    (0.5, pa.array([None, 2.0], pa.float32()), [0.5, 2.0]),
+    (0.5, pa.array([None, 2], pa.int64()), "cannot fill column 'c' of type int64"),
+    (-1, pa.array([None, True], pa.bool_()), "cannot fill column 'c' of type bool"),
+    (float("nan"), pa.array([[1, None]], pa.list_(pa.int32())), "cannot fill column 'c' of type int32"),
+])
+def test_one_fill_null_for_every_column_fits_each_or_is_refused_at_once(fill, column, want):
+    # fill_null=0 over a dataset with a nullable bool column crashed at the
+    # first batch holding a null, mid-epoch ("tried to convert to boolean").
+    if isinstance(want, str):
+        with pytest.raises(shardfeed.ShardfeedError, match=re.escape(want) + ".*give fill_null a dict by column"):
+            _convert.column_converter(pa.field("c", column.type), fill)  # made at the first batch, null or not
+        return
+    got = _convert.column_converter(pa.field("c", column.type), fill)(column)
+    assert np.asarray(got).tolist() == want
+
+
 # --- 7. A dataset of the user's own over a FeedDataset ---------------------
 
 

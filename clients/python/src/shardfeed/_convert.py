@@ -27,6 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .errors import ShardfeedError
+
 log = logging.getLogger("shardfeed")
 
 FillNull = Union[float, int, bool, Mapping[str, Union[float, int, bool]], None]
@@ -45,6 +47,23 @@ def _default_fill(t: pa.DataType) -> float | int | bool:
     if pa.types.is_boolean(t):
         return False
     return 0
+
+
+def _fitted(name: str, fill: float | int | bool, t: pa.DataType) -> float | int | bool:
+    """fill as a value of type t, checked when the column's converter is
+    made (the first batch), not at its first null mid-epoch: 0 and 1 fill a
+    boolean column as False and True; a value no value of t can be is
+    refused, naming the column."""
+    if pa.types.is_boolean(t) and not isinstance(fill, bool) and isinstance(fill, (int, float)) and fill in (0, 1):
+        return bool(fill)
+    try:
+        got = pa.scalar(fill, type=t).as_py()
+        if pa.types.is_integer(t) and got != fill:  # pyarrow truncates 0.5 to 0
+            raise TypeError(f"{fill!r} is not an integer")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
+        raise ShardfeedError(f"fill_null={fill!r} cannot fill column {name!r} of type {t} ({e}): give fill_null a dict by column, "
+                             f"e.g. fill_null={{{name!r}: ...}}, or leave the column out of it for its default") from None
+    return fill
 
 
 def fill_for(fill: FillNull, name: str) -> float | int | bool | None:
@@ -255,7 +274,7 @@ def column_converter(field: pa.Field, fill: float | int | bool | None = None, bi
         shape = _shape(field)
         if shape is None or int(np.prod(shape)) != dims[0] or len(dims) > 1:
             shape = tuple(dims)
-        leaf_fill = _default_fill(_leaf(t)) if fill is None else fill
+        leaf_fill = _default_fill(_leaf(t)) if fill is None else _fitted(name, fill, _leaf(t))
 
         def fixed(col: pa.Array) -> Any:
             values = _flat_fixed(col, dims)
@@ -265,9 +284,9 @@ def column_converter(field: pa.Field, fill: float | int | bool | None = None, bi
             return values.reshape((len(col), *shape))
         return fixed
     if _is_ragged(t):
-        return _ragged(name, _default_fill(t.value_type) if fill is None else fill)
+        return _ragged(name, _default_fill(t.value_type) if fill is None else _fitted(name, fill, t.value_type))
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
-        value = _default_fill(t) if fill is None else fill
+        value = _default_fill(t) if fill is None else _fitted(name, fill, t)
         copy = pa.types.is_boolean(t)  # bits: unpacked, so never a view
 
         def numeric(col: pa.Array) -> Any:

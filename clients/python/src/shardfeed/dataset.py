@@ -252,7 +252,9 @@ class FeedDataset(_Base):
             fixed-size lists of numbers) become, so that a column arrives
             as one array type in every batch: a value for all such
             columns, a dict of values by column, or None for NaN (floats),
-            0 (integers) and False (booleans).
+            0 (integers) and False (booleans). 0 and 1 fill booleans as
+            False and True; a value a column cannot hold (0.5 for
+            integers) is refused at the first batch, naming the column.
         binary_as: what a value of a binary column becomes: "bytes" (default;
             a copy of the value), or "array": a uint8 tensor (numpy array
             with output="numpy") viewing the batch, no copy made. Images go
@@ -395,9 +397,10 @@ class FeedDataset(_Base):
                 dataset by its _versions/, MDS and LitData by their
                 index.json, Hugging Face by its dataset_info.json or
                 dataset_dict.json, the others by their suffixes).
-            shuffle_seed: shuffle the samples with this seed (none: in
-                order); shuffle_block: how many consecutive samples of a
-                split are shuffled together.
+            shuffle_seed: shuffle the samples with this seed (none: the
+                TrainingDataset's default, shuffled with seed 0; the manifest
+                then names no shuffle); shuffle_block: how many consecutive
+                samples of a split are shuffled together.
             columns: the columns to deliver (default all).
             filter: a row filter, a CEL expression over the columns.
             num_splits: how many splits the epoch is cut into; every world

@@ -95,17 +95,8 @@ func TestASourceChangedSinceItsIndexSaysHow(t *testing.T) {
 // An index written before indexes recorded their listing still tells a
 // grown folder from its own objects; a rewrite in place it cannot tell.
 func TestAnIndexWithNoListingComparesKeysAndSizes(t *testing.T) {
-	dir := t.TempDir()
-	jsonlObjects(t, dir, map[string]int{"a.jsonl": 30, "c.jsonl": 40})
 	ctx := context.Background()
-	st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, st, f := indexedFolder(t, map[string]int{"a.jsonl": 30, "c.jsonl": 40})
 	f.Listing = nil
 	later := time.Now().Add(time.Hour)
 	if err := os.Chtimes(filepath.Join(dir, "a.jsonl"), later, later); err != nil {
@@ -165,6 +156,23 @@ func TestAChangeNamesItsFirstObjects(t *testing.T) {
 	}
 }
 
+// indexedFolder is a new folder of JSON Lines objects (key → rows) and
+// its index.
+func indexedFolder(t *testing.T, rows map[string]int) (string, store.Store, *index.File) {
+	t.Helper()
+	dir := t.TempDir()
+	jsonlObjects(t, dir, rows)
+	st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Default().Index(context.Background(), st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, st, f
+}
+
 func write(t *testing.T, dir, key, content string) {
 	t.Helper()
 	writeBytes(t, dir, key, []byte(content))
@@ -184,17 +192,8 @@ func writeBytes(t *testing.T, dir, key string, b []byte) {
 // An object that holds no sample (an empty file) is listed, not new: a
 // folder with one is unchanged run after run.
 func TestAnEmptyObjectIsNoChange(t *testing.T) {
-	dir := t.TempDir()
-	jsonlObjects(t, dir, map[string]int{"a.jsonl": 30, "b.jsonl": 0})
 	ctx := context.Background()
-	st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{ShardBytes: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, st, f := indexedFolder(t, map[string]int{"a.jsonl": 30, "b.jsonl": 0})
 	if fmt.Sprint(f.Listing.Empty) != "[b.jsonl]" {
 		t.Fatalf("empty = %v", f.Listing.Empty)
 	}

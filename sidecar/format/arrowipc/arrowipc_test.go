@@ -94,6 +94,14 @@ func TestBrokenFilesAreRefused(t *testing.T) {
 			t.Errorf("%s: Batches accepted it", name)
 		}
 	}
+	// An IPC stream (a Hugging Face datasets .arrow file) read as a file
+	// says what it is, from its head or its tail.
+	stream := writeStream(t, nil, 10, 3)
+	for _, err := range []error{verify(stream), func() error { _, err := FooterLength(stream[len(stream)-10:], int64(len(stream))); return err }()} {
+		if err == nil || !strings.Contains(err.Error(), "an Arrow IPC stream, not a file") || !strings.Contains(err.Error(), "format huggingface") {
+			t.Errorf("a stream as a file: %v", err)
+		}
+	}
 	if _, err := ReadBatch(data, 5, nil); err == nil || !strings.Contains(err.Error(), "outside") {
 		t.Errorf("batch 5 of 1: %v", err)
 	}

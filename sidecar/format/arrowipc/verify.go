@@ -196,6 +196,9 @@ func Verify(data []byte) error { return verify(data) }
 
 // verify checks an IPC file's footer, schema and record batch messages.
 func verify(data []byte) error {
+	if len(data) >= 4 && binary.LittleEndian.Uint32(data) == continuation {
+		return errStream
+	}
 	if len(data) < 18 || string(data[:6]) != magic {
 		return fmt.Errorf("%w: no ARROW1 at the start", errCorrupt)
 	}
@@ -210,8 +213,19 @@ func verify(data []byte) error {
 
 const magic = "ARROW1"
 
+// continuation starts each message of an IPC stream, and so the stream.
+const continuation = 0xFFFFFFFF
+
+// errStream is an IPC stream given as a file: what Hugging Face datasets
+// writes as .arrow.
+var errStream = fmt.Errorf("%w: it is an Arrow IPC stream, not a file (Hugging Face datasets writes its .arrow files so): "+
+	"read a datasets folder with format huggingface, or write an IPC file (pyarrow.ipc.new_file)", errCorrupt)
+
 // footerLen reads the footer length from a file's last 10 bytes.
 func footerLen(last10 []byte, size int64) (int, error) {
+	if len(last10) == 10 && binary.LittleEndian.Uint32(last10[2:]) == continuation && binary.LittleEndian.Uint32(last10[6:]) == 0 {
+		return 0, errStream // a stream's end-of-stream marker
+	}
 	if len(last10) != 10 || string(last10[4:]) != magic {
 		return 0, fmt.Errorf("%w: no ARROW1 at the end", errCorrupt)
 	}

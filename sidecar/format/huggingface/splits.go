@@ -28,6 +28,11 @@ const maxDictBytes = 1 << 20
 // letter or _, so a save_to_disk file's data-NNNNN-of-NNNNN is none).
 var cacheName = regexp.MustCompile(`^(.+?)-([A-Za-z_][\w.]*?)(?:-\d{5}-of-\d{5})?\.arrow$`)
 
+// mapCache is the name of a file Dataset.map or .filter wrote into the
+// cache (cache-<fingerprint>.arrow): rows of some split, made over, not a
+// split of its own name.
+var mapCache = regexp.MustCompile(`^cache-[0-9a-f]{16}(_\d{5}_of_\d{5})?\.arrow$`)
+
 // splitName is a split's name as datasets allows it.
 var splitName = regexp.MustCompile(`^\w+(\.\w+)*$`)
 
@@ -114,7 +119,7 @@ func splitsOf(ctx context.Context, st store.Store, listing, files []store.Object
 	}
 	for _, o := range files {
 		name := ""
-		if m := cacheName.FindStringSubmatch(path.Base(o.Key)); m != nil {
+		if m := cacheName.FindStringSubmatch(path.Base(o.Key)); m != nil && !mapCache.MatchString(path.Base(o.Key)) {
 			name = m[2]
 		}
 		groups[name] = append(groups[name], o)

@@ -502,6 +502,11 @@ func (o *indexOptions) indexStream(ctx context.Context, cmd *cobra.Command, st, 
 	if err != nil {
 		return nil, err
 	}
+	if !o.dryRun {
+		if err := keepReplaced(ctx, cmd.ErrOrStderr(), ist, f); err != nil {
+			return nil, err
+		}
+	}
 	key, err := o.writeIndex(ctx, ist, f)
 	if err != nil {
 		return nil, err
@@ -528,6 +533,26 @@ func (o *indexOptions) indexStream(ctx context.Context, cmd *cobra.Command, st, 
 			strings.Join(keys, ", "), fix)
 	}
 	return f.Layout(), nil
+}
+
+// keepReplaced keeps the index at ist, with its side files, when f is of
+// other content (index.Keep): a job that committed on it resumes there.
+func keepReplaced(ctx context.Context, w io.Writer, ist store.Store, f *index.File) error {
+	old, _, err := index.ReadStoreIndex(ctx, ist, 0)
+	if err != nil || old == nil {
+		return nil //nolint:nilerr // no index there (or none readable): nothing a job can resume on
+	}
+	was, now := old.Index.ContentHash(), f.StreamIndex().ContentHash()
+	if was == now {
+		return nil
+	}
+	n, err := index.Keep(ctx, ist, was)
+	if err != nil || n == 0 { // an index beside the data, where an earlier release wrote it
+		return err
+	}
+	_, _ = fmt.Fprintf(w, "note: kept the index this one replaces, and %d files beside it, under %s%s%s/: a job that committed on it resumes there\n",
+		n-1, ist.URI(), index.KeptDir, was)
+	return nil
 }
 
 // writeIndex writes the index in the form asked for, unless a dry run:

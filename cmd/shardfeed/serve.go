@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,13 +19,16 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/memlimit"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/handoff"
@@ -334,6 +338,9 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 			if err := o.sayWhatRuns(cmd.ErrOrStderr(), st, cfg.Dataset); err != nil {
 				return err
 			}
+			if err := resumeOnKept(cmd.Context(), cmd.ErrOrStderr(), st, &cfg); err != nil {
+				return err
+			}
 		}
 		cfg.Progress = progress.Local{Store: st}
 	case o.operator.URL != "":
@@ -374,6 +381,47 @@ func (o *feedOptions) sayWhatRuns(w io.Writer, st *progress.FileStore, dataset s
 	_, err = fmt.Fprintf(w, "shardfeed serve: job %q of TrainingDataset %q resumes at epoch %d, step %d, committed %s (state: %s); --fresh starts a new job instead\n",
 		o.job, dataset, s.Epoch, s.Step, s.Committed.Format(time.RFC3339), o.state)
 	return err
+}
+
+// resumeOnKept points each stream whose index the job registered under
+// was replaced since (shardfeed index keeps it: index.Keep) at the index
+// kept for it: the job resumes on the plan it started with. A new job
+// reads the new index.
+func resumeOnKept(ctx context.Context, w io.Writer, st *progress.FileStore, cfg *daemon.Config) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	s, err := st.Load(ctx)
+	if err != nil || s.Fingerprint.Sum == "" {
+		return err
+	}
+	for i := range cfg.Spec.Streams {
+		stream := &cfg.Spec.Streams[i]
+		want := s.Fingerprint.Inputs[fmt.Sprintf("spec.streams[%d].index", i)]
+		if want == "" || stream.Format == datav1alpha1.FormatMDS || stream.Format == "" {
+			continue // MDS keeps its own index, in the data
+		}
+		uri, err := index.KeptURI(cmp.Or(stream.Source.IndexURI, stream.Source.URI), want)
+		if err != nil {
+			continue // not an index hash: nothing kept by it
+		}
+		src := streams.SharedCredentials(*stream, cfg.CredentialsDir)
+		src.URI, src.Endpoints = uri, cfg.Endpoints
+		kst, err := stores.Open(ctx, src)
+		if err != nil {
+			return fmt.Errorf("stream %q: the index job %q committed on: %w", stream.Name, s.Job, err)
+		}
+		if ok, err := index.HasKept(ctx, kst); err != nil || !ok {
+			if err != nil {
+				return fmt.Errorf("stream %q: the index job %q committed on: %w", stream.Name, s.Job, err)
+			}
+			continue
+		}
+		stream.Source.IndexURI = uri
+		_, _ = fmt.Fprintf(w, "warning: stream %q was indexed again since job %q began: the job resumes on the index it began on, kept at %s; a new job (--fresh, or another --job) reads the new one\n",
+			stream.Name, s.Job, uri)
+	}
+	return nil
 }
 
 // setAside starts the job afresh under its own name (--fresh): its

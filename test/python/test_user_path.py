@@ -360,9 +360,10 @@ def test_a_grown_folder_is_indexed_again_or_said(tmp_path):
     def part(k):
         pq.write_table(pa.table({"id": pa.array(range(480 * k, 480 * (k + 1)), pa.int64())}), data / f"part-{k}.parquet", row_group_size=120)
 
-    def run(job="", fresh=False, commit_at=-1, ok=True):
+    def run(job="", fresh=False, commit_at=-1, ok=True, cwd=tmp_path):
+        cwd.mkdir(exist_ok=True)
         done = subprocess.run([sys.executable, "-c", USER_RUN, str(data), job, "1" if fresh else "0", str(commit_at), str(SHARDFEED_BIN)],
-                              cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT / "clients" / "python" / "src")),
+                              cwd=cwd, env=dict(os.environ, PYTHONPATH=str(ROOT / "clients" / "python" / "src")),
                               capture_output=True, text=True, timeout=300)
         assert (done.returncode == 0) == ok, done.stderr
         return json.loads(done.stdout) if ok else None, done.stderr
@@ -387,6 +388,15 @@ def test_a_grown_folder_is_indexed_again_or_said(tmp_path):
     assert re.search(r"its source changed since it was indexed: 1 object added \(part-5\.parquet\)\. Job kept resumes the plan it "
                      r"started with and reads none of it: pass fresh=True", said), said
     assert sorted(first + rest) == list(range(2400)), "the job's plan, exactly once, none of the new rows"
+    # Another run (another folder, another user) indexes the grown folder
+    # again: the job that committed on the index before still resumes on
+    # it, kept for it, and says so (it was refused for good).
+    again, said = run(cwd=tmp_path / "elsewhere")
+    assert "indexing it again" in said and sorted(again) == list(range(2880))
+    assert "note: kept the index this one replaces" in said, said
+    more, said = run(job="kept")
+    assert sorted(first + more) == list(range(2400)), "the job's own plan, from its commit, still"
+    assert re.search(r'stream "data" was indexed again since job "kept" began: the job resumes on the index it began on', said), said
     # An object its plan reads, rewritten: the job cannot go on, and says
     # so before it starts (it failed mid-epoch on the shard's hash).
     pq.write_table(pa.table({"id": pa.array(range(480, 960), pa.int64())}), data / "part-1.parquet", row_group_size=60)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -192,6 +193,21 @@ def _index_when_needed(manifest: Path, binary: str | None, state: Path | None = 
     return False
 
 
+def _warnings(text: str) -> list[str]:
+    """The warnings of a shardfeed serve log: its "warning: " lines and
+    its WARN records' messages."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("warning: "):
+            out.append(line.removeprefix("warning: "))
+        elif " level=WARN " in line and (m := re.search(r' msg=("(?:[^"\\]|\\.)*")', line)):
+            try:
+                out.append(json.loads(m.group(1)))
+            except ValueError:
+                out.append(m.group(1))
+    return out
+
+
 def _committed(state: Path) -> bool:
     """Whether the job whose state file is state committed progress."""
     try:
@@ -361,6 +377,9 @@ class FeedDataset(_Base):
 
         server = serve_manifest(manifest, job=job, fresh=fresh, directory=directory, binary=binary, args=serve_args)
         server.wait_ready(kwargs.get("wait", DEFAULT_WAIT_S))
+        if server.proc is not None:  # started here: what it warned of at start, in this process's log
+            for said in _warnings(server.log()):
+                log.warning("shardfeed serve: %s", said)
         ds = cls(server.socket, **kwargs)
         ds._manifest_text = Path(manifest).read_text()
         return ds

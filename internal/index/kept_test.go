@@ -1,0 +1,77 @@
+package index
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
+)
+
+// Keep copies an index and the files beside it (not a checkpoint, not
+// what was kept before) under the kept folder of its content hash, which
+// KeptURI names and HasKept finds.
+func TestKeepCopiesAnIndexAndItsSideFiles(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"part-0.parquet": "data", Key: `{"shardfeed": 1}`, Dir + "/filter-ab.json": "sel", Dir + "/index.partial.json": "cp",
+		KeptDir + "0000000000000000000000000000000000000000000000000000000000000000/" + Key: "older",
+	}
+	for key, body := range files {
+		p := filepath.Join(dir, filepath.FromSlash(key))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := strings.Repeat("ab", 32)
+	if n, err := Keep(ctx, st, hash); err != nil || n != 2 {
+		t.Fatalf("Keep = %d, %v; want the index and its selection", n, err)
+	}
+	uri, err := KeptURI("file://"+dir, hash)
+	if err != nil || uri != "file://"+dir+"/"+KeptDir+hash+"/" {
+		t.Fatalf("KeptURI = %q, %v", uri, err)
+	}
+	kept, err := stores.Open(ctx, store.Source{URI: uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := HasKept(ctx, kept); err != nil || !ok {
+		t.Fatalf("HasKept = %t, %v", ok, err)
+	}
+	for key, want := range map[string]string{Key: `{"shardfeed": 1}`, Dir + "/filter-ab.json": "sel"} {
+		r, err := kept.Get(ctx, key, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(r)
+		_ = r.Close()
+		if string(got) != want {
+			t.Fatalf("kept %s = %q, want %q", key, got, want)
+		}
+	}
+	if _, err := kept.Stat(ctx, Dir+"/index.partial.json"); err == nil {
+		t.Fatal("a checkpoint was kept")
+	}
+	if _, err := KeptURI("file:///x/", "../../etc"); err == nil {
+		t.Fatal("a hash that is a path was taken")
+	}
+	if _, err := Keep(ctx, st, "not-a-hash"); err == nil {
+		t.Fatal("Keep took a hash that is none")
+	}
+	other, _ := stores.Open(ctx, store.Source{URI: "file://" + dir + "/" + KeptDir + strings.Repeat("cd", 32) + "/"})
+	if ok, err := HasKept(ctx, other); err != nil || ok {
+		t.Fatalf("HasKept of nothing = %t, %v", ok, err)
+	}
+}

@@ -386,7 +386,9 @@ func (o *feedOptions) sayWhatRuns(w io.Writer, st *progress.FileStore, dataset s
 // resumeOnKept points each stream whose index the job registered under
 // was replaced since (shardfeed index keeps it: index.Keep) at the index
 // kept for it: the job resumes on the plan it started with. A new job
-// reads the new index.
+// reads the new index. The index is told by the planner's view of it (a
+// filtered stream's counts its matching rows), as the job's fingerprint
+// records it.
 func resumeOnKept(ctx context.Context, w io.Writer, st *progress.FileStore, cfg *daemon.Config) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -395,33 +397,60 @@ func resumeOnKept(ctx context.Context, w io.Writer, st *progress.FileStore, cfg 
 	if err != nil || s.Fingerprint.Sum == "" {
 		return err
 	}
+	cfg.Resuming = s.Committed != nil
 	for i := range cfg.Spec.Streams {
 		stream := &cfg.Spec.Streams[i]
 		want := s.Fingerprint.Inputs[fmt.Sprintf("spec.streams[%d].index", i)]
 		if want == "" || stream.Format == datav1alpha1.FormatMDS || stream.Format == "" {
 			continue // MDS keeps its own index, in the data
 		}
-		uri, err := index.KeptURI(cmp.Or(stream.Source.IndexURI, stream.Source.URI), want)
-		if err != nil {
-			continue // not an index hash: nothing kept by it
-		}
 		src := streams.SharedCredentials(*stream, cfg.CredentialsDir)
-		src.URI, src.Endpoints = uri, cfg.Endpoints
-		kst, err := stores.Open(ctx, src)
-		if err != nil {
-			return fmt.Errorf("stream %q: the index job %q committed on: %w", stream.Name, s.Job, err)
-		}
-		if ok, err := index.HasKept(ctx, kst); err != nil || !ok {
+		src.Endpoints, src.ConfigMapsDir = cfg.Endpoints, cfg.ConfigMapsDir
+		view := func(indexURI string) string { // the planner's view's hash of the index at indexURI, or ""
+			one := planspec.Resolved(&cfg.Spec, i)
+			one.Source.IndexURI = indexURI
+			opened, err := streams.Open(ctx, i, one, cfg.Spec.Packing, src, 0)
 			if err != nil {
-				return fmt.Errorf("stream %q: the index job %q committed on: %w", stream.Name, s.Job, err)
+				return ""
 			}
-			continue
+			return opened.Index.ContentHash()
+		}
+		if view(stream.Source.IndexURI) == want {
+			continue // the job's index is the stream's still
+		}
+		uri, err := keptIndexOf(ctx, src, cmp.Or(stream.Source.IndexURI, stream.Source.URI), func(uri string) bool { return view(uri) == want })
+		if err != nil {
+			return fmt.Errorf("stream %q: the indexes kept for the jobs that began on them: %w", stream.Name, err)
+		}
+		if uri == "" {
+			continue // none: the job is refused, naming what changed
 		}
 		stream.Source.IndexURI = uri
 		_, _ = fmt.Fprintf(w, "warning: stream %q was indexed again since job %q began: the job resumes on the index it began on, kept at %s; a new job (--fresh, or another --job) reads the new one\n",
 			stream.Name, s.Job, uri)
 	}
 	return nil
+}
+
+// keptIndexOf is the index URI of the index kept under root's
+// _shardfeed/kept/ that is: "" for none.
+func keptIndexOf(ctx context.Context, src store.Source, root string, is func(uri string) bool) (string, error) {
+	root = strings.TrimSuffix(root, "/") + "/"
+	src.URI = root
+	st, err := stores.Open(ctx, src)
+	if err != nil {
+		return "", err
+	}
+	l, err := st.ListDir(ctx, index.KeptDir)
+	if err != nil {
+		return "", err
+	}
+	for _, dir := range l.Dirs {
+		if is(root + dir) {
+			return root + dir, nil
+		}
+	}
+	return "", nil
 }
 
 // setAside starts the job afresh under its own name (--fresh): its

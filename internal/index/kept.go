@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -13,24 +12,12 @@ import (
 
 // KeptDir holds the indexes `shardfeed index` replaced, each with the
 // files beside it (its selections, lengths and packs), under the content
-// hash of its shards: a job that committed on one resumes on it
-// (KeptURI), whatever indexed the stream again since.
+// hash of its shards: a job that committed on one resumes on it (shardfeed
+// serve points the stream's index URI there), whatever indexed the stream
+// again since.
 const KeptDir = Dir + "/kept/"
 
 var contentHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// KeptURI is the index URI of the index of content hash that indexURI's
-// stream had before it was indexed again: the index and its side files
-// are under it as under any index URI.
-func KeptURI(indexURI, hash string) (string, error) {
-	if !contentHash.MatchString(hash) {
-		return "", fmt.Errorf("%q is not an index's content hash", hash)
-	}
-	if indexURI == "" || indexURI[len(indexURI)-1] != '/' {
-		indexURI += "/"
-	}
-	return indexURI + KeptDir + hash + "/", nil
-}
 
 // Keep copies the files of the index at st (those directly in
 // _shardfeed/) under KeptDir/<hash>/_shardfeed/, before an index of other
@@ -67,16 +54,4 @@ func copyObject(ctx context.Context, st store.Store, o store.Object, to string) 
 		return err
 	}
 	return nil
-}
-
-// HasKept says whether st (a KeptURI's store) holds a kept index.
-func HasKept(ctx context.Context, st store.Store) (bool, error) {
-	for _, key := range []string{Key, CompactKey} {
-		if _, err := st.Stat(ctx, key); err == nil {
-			return true, nil
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return false, err
-		}
-	}
-	return false, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -80,6 +81,53 @@ func TestAJobSaysWhatItsPlanIgnoresOfAGrownSource(t *testing.T) {
 			if !strings.Contains(said, want) {
 				t.Fatalf("the log does not say %q:\n%s", want, said)
 			}
+		}
+	}
+}
+
+// A job that committed progress (Resuming) is refused at start when an
+// object its plan reads was removed since it was indexed: it could not go
+// on from its commit. A new job would only be told.
+func TestAResumingJobWhosePlannedObjectIsGoneIsRefusedAtStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data := t.TempDir()
+	for _, key := range []string{"a.jsonl", "b.jsonl"} {
+		if err := os.WriteFile(filepath.Join(data, key), []byte("{\"id\": 1}\n{\"id\": 2}\n{\"id\": 3}\n{\"id\": 4}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + data + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Write(ctx, st, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(data, "b.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	spec := datav1alpha1.TrainingDatasetSpec{
+		Streams:   []datav1alpha1.Stream{{Name: "t", Format: datav1alpha1.FormatJSONL, Source: datav1alpha1.Source{URI: "file://" + data + "/"}}},
+		NumSplits: 2, GlobalBatchSize: 2,
+	}
+	for _, resuming := range []bool{false, true} {
+		feed, err := daemon.Open(ctx, daemon.Config{Dataset: "test", Job: "j", Spec: spec, CacheDir: filepath.Join(t.TempDir(), "cache"), Prefetch: -1,
+			Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pods: 1, ProcsPerPod: 1}, CheckSource: true, Resuming: resuming,
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if !resuming {
+			if err != nil {
+				t.Fatalf("a new job: %v", err)
+			}
+			feed.Pipeline.Close()
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), `objects of the plan job "j" committed on changed since they were indexed: 1 object removed (b.jsonl)`) {
+			t.Fatalf("a resuming job: %v", err)
 		}
 	}
 }

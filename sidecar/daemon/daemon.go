@@ -121,6 +121,10 @@ type Config struct {
 	// ReindexCommand, with CheckSource, is the command that indexes a
 	// stream again, by its name.
 	ReindexCommand func(stream string) string
+	// Resuming, with CheckSource, says the job committed progress: an
+	// object its plan reads that was removed, resized or rewritten since
+	// it was indexed is refused at start, not when its shard is read.
+	Resuming bool
 
 	// Phases, if set, reads the phase hashes of the schedule as they are
 	// now (the mounted plan ConfigMap's), every PhasesPoll: when they are
@@ -136,14 +140,20 @@ type Config struct {
 
 // sayChanges logs what changed in each stream's source since it was
 // indexed: what the plan pl, of the indexes, does not read.
-func (cfg *Config) sayChanges(ctx context.Context, opened []*streams.Stream, pl *planner.Plan) {
+// A resuming job whose plan reads an object changed since is refused.
+func (cfg *Config) sayChanges(ctx context.Context, opened []*streams.Stream, pl *planner.Plan) error {
 	for _, c := range source.Changes(ctx, cfg.formats(), opened) {
+		if cfg.Resuming && c.Change != nil && c.Change.OfIndexed() {
+			return fmt.Errorf("stream %q: objects of the plan job %q committed on changed since they were indexed: %s; the job cannot go on from its commit: "+
+				"start a new job (--fresh, or another --job), which reads the stream as it is, or restore the objects", c.Stream, cfg.Job, c.Change)
+		}
 		command := "shardfeed index"
 		if cfg.ReindexCommand != nil {
 			command = cfg.ReindexCommand(c.Stream)
 		}
 		cmp.Or(cfg.Log, slog.Default()).Warn(c.Message(command), "stream", c.Stream, "plan", pl.Fingerprint().Sum)
 	}
+	return nil
 }
 
 func (cfg *Config) formats() format.Registry {
@@ -319,7 +329,9 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 		return nil, fmt.Errorf("TrainingDataset %q: %w", cfg.Dataset, err)
 	}
 	if cfg.CheckSource {
-		cfg.sayChanges(ctx, opened, pl)
+		if err := cfg.sayChanges(ctx, opened, pl); err != nil {
+			return nil, err
+		}
 	}
 	if f := cfg.PlannedFingerprint; f != nil && f.Sum != pl.Fingerprint().Sum {
 		return nil, fmt.Errorf("the indexes changed since the operator planned TrainingDataset %q (%s, now %s): %v; a changed dataset is a new TrainingDataset",

@@ -35,6 +35,12 @@ func (c *Change) None() bool {
 	return c == nil || len(c.Added)+len(c.Removed)+len(c.Resized) == 0 && !c.Rewritten && c.Table == ""
 }
 
+// OfIndexed says an object the index lists changed: removed, resized or
+// rewritten (an index of it no longer reads as it did).
+func (c *Change) OfIndexed() bool {
+	return c != nil && (len(c.Removed)+len(c.Resized) > 0 || c.Rewritten)
+}
+
 // String says what changed, naming the first few objects of each kind.
 func (c *Change) String() string {
 	var parts []string

@@ -215,6 +215,16 @@ def test_one_fill_null_for_every_column_fits_each_or_is_refused_at_once(fill, co
     assert np.asarray(got).tolist() == want
 
 
+def test_one_fill_null_leaves_shardfeeds_own_columns_alone(feed_factory):
+    # fill_null=nan was refused for _shardfeed_index (int64), a column of
+    # shardfeed's that holds no null, whatever the user's columns.
+    f = pa.array([None if i % 7 == 0 else float(i) for i in range(N)], pa.float32())
+    feed = feed_factory(pa.table({"id": pa.array(np.arange(N, dtype=np.int64)), "f": f}), SPEC)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, columns=["f"], fill_null=float("nan"), output="numpy")
+    values = np.concatenate([b["f"] for b in ds])
+    assert len(values) == N and np.isnan(values).sum() == len(range(0, N, 7))
+
+
 # --- 7. A dataset of the user's own over a FeedDataset ---------------------
 
 
@@ -335,7 +345,7 @@ USER_RUN = """
 import json, sys, shardfeed
 folder, job, fresh, commit_at = sys.argv[1], sys.argv[2] or None, sys.argv[3] == "1", int(sys.argv[4])
 ds = shardfeed.FeedDataset.from_uri(folder, batch_size=8, num_splits=4, drop_last=False, columns=["id"], job=job, fresh=fresh,
-                                    rank=0, world_size=1, output="numpy", binary=sys.argv[5])
+                                    rank=0, world_size=1, output="numpy", binary=sys.argv[5], **json.loads(sys.argv[6]))
 ids = []
 for batch in ds:
     ids += [int(i) for i, pad in zip(batch["id"], batch["_shardfeed_pad"]) if not pad]
@@ -347,14 +357,13 @@ print(json.dumps(ids))
 """
 
 
-def test_a_grown_folder_is_indexed_again_or_said(tmp_path):
-    # A folder that grew from 20 000 to 25 000 rows after the first
-    # from_uri served 20 000, with no message.
+def user_runs(tmp_path, data, **kwargs):
+    """part(k) writes ids 480k … 480k+479 as data/part-k.parquet; run(…)
+    is one run of USER_RUN over data, in cwd."""
     import json
 
     import pyarrow.parquet as pq
 
-    data = tmp_path / "data"
     data.mkdir()
 
     def part(k):
@@ -362,11 +371,22 @@ def test_a_grown_folder_is_indexed_again_or_said(tmp_path):
 
     def run(job="", fresh=False, commit_at=-1, ok=True, cwd=tmp_path):
         cwd.mkdir(exist_ok=True)
-        done = subprocess.run([sys.executable, "-c", USER_RUN, str(data), job, "1" if fresh else "0", str(commit_at), str(SHARDFEED_BIN)],
+        done = subprocess.run([sys.executable, "-c", USER_RUN, str(data), job, "1" if fresh else "0", str(commit_at), str(SHARDFEED_BIN),
+                               json.dumps(kwargs)],
                               cwd=cwd, env=dict(os.environ, PYTHONPATH=str(ROOT / "clients" / "python" / "src")),
                               capture_output=True, text=True, timeout=300)
         assert (done.returncode == 0) == ok, done.stderr
         return json.loads(done.stdout) if ok else None, done.stderr
+    return part, run
+
+
+def test_a_grown_folder_is_indexed_again_or_said(tmp_path):
+    # A folder that grew from 20 000 to 25 000 rows after the first
+    # from_uri served 20 000, with no message.
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "data"
+    part, run = user_runs(tmp_path, data)
 
     for k in range(4):
         part(k)
@@ -411,6 +431,27 @@ def test_a_grown_folder_is_indexed_again_or_said(tmp_path):
     pq.write_table(pa.table({"id": pa.array(range(5000, 5480), pa.int64())}), data / "part-0.parquet", row_group_size=120)
     ids, said = run()
     assert "indexing it again" in said and sorted(ids) == sorted(list(range(5000, 5480)) + list(range(480, 2880))), said
+
+
+def test_a_filtered_job_resumes_on_its_kept_index_until_its_objects_change(tmp_path):
+    # A filtered job was refused after another run indexed the grown folder
+    # again (its fingerprint counts the matching rows, not the index's);
+    # a job on a kept index whose object was then removed failed mid-epoch.
+    part, run = user_runs(tmp_path, tmp_path / "data", filter="id % 2 == 0")
+    part(0), part(1)
+    first, _ = run(job="J", commit_at=4)
+    assert len(first) == 40
+    part(2)
+    again, said = run(cwd=tmp_path / "elsewhere")
+    assert "indexing it again" in said and sorted(again) == list(range(0, 1440, 2))
+    rest, said = run(job="J")
+    assert sorted(first + rest) == list(range(0, 960, 2)), "the job's own plan, from its commit"
+    assert 'was indexed again since job "J" began' in said, said
+    (tmp_path / "data" / "part-1.parquet").unlink()
+    run(cwd=tmp_path / "another")  # indexed again, without part-1
+    _, said = run(job="J", ok=False)
+    assert re.search(r'objects of the plan job "J" committed on changed since they were indexed: [^\n]*1 object removed \(part-1\.parquet\)'
+                     r"[^\n]*start a new job \(fresh=True, or another job=\)", said), said
 
 
 # --- 10. The README's figures are its benchmark tables' --------------------

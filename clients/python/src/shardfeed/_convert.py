@@ -67,10 +67,11 @@ def _fitted(name: str, fill: float | int | bool, t: pa.DataType) -> float | int 
 
 
 def fill_for(fill: FillNull, name: str) -> float | int | bool | None:
-    """The fill of column name: its own, the one for all, or None."""
+    """The fill of column name: its own, the one for all (not for the
+    _shardfeed_ columns, which hold no null), or None."""
     if isinstance(fill, Mapping):
         return fill.get(name)
-    return fill
+    return None if name.startswith("_shardfeed_") else fill
 
 
 _noted: set[str] = set()

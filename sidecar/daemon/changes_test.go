@@ -39,17 +39,7 @@ func TestAJobSaysWhatItsPlanIgnoresOfAGrownSource(t *testing.T) {
 		}
 	}
 	rows("a.jsonl", 64)
-	st, err := stores.Open(ctx, store.Source{URI: "file://" + data + "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := index.Write(ctx, st, f); err != nil {
-		t.Fatal(err)
-	}
+	indexJSONL(ctx, t, data)
 	rows("b.jsonl", 16)
 	spec := datav1alpha1.TrainingDatasetSpec{
 		Streams:   []datav1alpha1.Stream{{Name: "t", Format: datav1alpha1.FormatJSONL, Source: datav1alpha1.Source{URI: "file://" + data + "/"}}},
@@ -97,17 +87,7 @@ func TestAResumingJobWhosePlannedObjectIsGoneIsRefusedAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := stores.Open(ctx, store.Source{URI: "file://" + data + "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := index.Write(ctx, st, f); err != nil {
-		t.Fatal(err)
-	}
+	indexJSONL(ctx, t, data)
 	if err := os.Remove(filepath.Join(data, "b.jsonl")); err != nil {
 		t.Fatal(err)
 	}
@@ -129,5 +109,22 @@ func TestAResumingJobWhosePlannedObjectIsGoneIsRefusedAtStart(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `objects of the plan job "j" committed on changed since they were indexed: 1 object removed (b.jsonl)`) {
 			t.Fatalf("a resuming job: %v", err)
 		}
+	}
+}
+
+// indexJSONL writes the index of the JSON Lines objects in data beside
+// them.
+func indexJSONL(ctx context.Context, t *testing.T, data string) {
+	t.Helper()
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + data + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatJSONL, format.IndexOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Write(ctx, st, f); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package format
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -30,22 +31,7 @@ func appendTo(kind datav1alpha1.ShardFormat, files []partitionFile, opts *IndexO
 // gone, or whose size is not the one indexed. The shards of what was
 // indexed must stay what they are, sample for sample.
 func newObjects(files []partitionFile, f *index.File, keep func(string) bool, uri string) ([]partitionFile, error) {
-	indexed := map[string]int64{} // key: its size where the index has it, else -1
-	see := func(key string, size int64) {
-		if old, ok := indexed[key]; !ok || old < 0 {
-			indexed[key] = size
-		}
-	}
-	for _, e := range f.Shards {
-		size := int64(-1)
-		if e.ObjectSize > 0 {
-			size = e.ObjectSize
-		}
-		see(e.Object, size)
-		for _, r := range e.Ranges {
-			see(r.Object, -1)
-		}
-	}
+	indexed := indexedSizes(f, false)
 	var out []partitionFile
 	listed := map[string]bool{}
 	for _, o := range files {
@@ -64,6 +50,31 @@ func newObjects(files []partitionFile, f *index.File, keep func(string) bool, ur
 		}
 	}
 	return out, nil
+}
+
+// indexedSizes maps each object an index names to its size where the
+// index has it, else -1; with listed, the objects its listing recorded as
+// holding no sample too.
+func indexedSizes(f *index.File, listed bool) map[string]int64 {
+	indexed := map[string]int64{}
+	see := func(key string, size int64) {
+		if old, ok := indexed[key]; !ok || old < 0 {
+			indexed[key] = size
+		}
+	}
+	for i := range f.Shards {
+		e := &f.Shards[i]
+		see(e.Object, cmp.Or(max(e.ObjectSize, 0), -1))
+		for _, r := range e.Ranges {
+			see(r.Object, -1)
+		}
+	}
+	if listed && f.Listing != nil {
+		for _, key := range f.Listing.Empty {
+			see(key, -1)
+		}
+	}
+	return indexed
 }
 
 // cloneIndex copies an index deep enough that appending to it leaves the

@@ -1,7 +1,6 @@
 package format
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -139,24 +138,7 @@ func (r Registry) Changes(ctx context.Context, st store.Store, f *index.File, pi
 // index f lists, by key and size, and by the digest of their version tags
 // where f recorded one.
 func compareListing(f *index.File, listed []store.Object, keep func(string) bool) *Change {
-	indexed := map[string]int64{} // key: its size where the index has it, else -1
-	see := func(key string, size int64) {
-		if old, ok := indexed[key]; !ok || old < 0 {
-			indexed[key] = size
-		}
-	}
-	for i := range f.Shards {
-		e := &f.Shards[i]
-		see(e.Object, cmp.Or(max(e.ObjectSize, 0), -1))
-		for _, r := range e.Ranges {
-			see(r.Object, -1)
-		}
-	}
-	if f.Listing != nil {
-		for _, key := range f.Listing.Empty {
-			see(key, -1)
-		}
-	}
+	indexed := indexedSizes(f, true)
 	out := &Change{}
 	now := map[string]bool{}
 	for _, o := range listed {

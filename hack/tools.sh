@@ -295,6 +295,7 @@ install_python() {
 	python_venv venv-iceberg "$ROOT/hack/requirements-iceberg.txt" || { wait "$main"; return 1; }
 	python_venv venv-grain "$ROOT/hack/requirements-grain.txt" || { wait "$main"; return 1; }
 	python_venv venv-hf "$ROOT/hack/requirements-hf.txt" || { wait "$main"; return 1; }
+	python_venv venv-tok "$ROOT/hack/requirements-tokenizers.txt" || { wait "$main"; return 1; }
 	install_tokenizer_files || { wait "$main"; return 1; }
 	wait "$main"
 }

@@ -27,12 +27,12 @@ func TestIntegrationIndexCountsTheTokensOfATokenizedStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	corpus := filepath.Join(data, "part-0.jsonl") // {id, text} rows: the stream
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "300", "--ids")
+	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "300", "--ids")
 	tok := filepath.Join(dir, "tok", "tokenizer.json")
 	if err := os.MkdirAll(filepath.Dir(tok), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "train", "llama3", corpus, tok)
+	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "train", "llama3", corpus, tok)
 	file, err := os.ReadFile(tok)
 	if err != nil {
 		t.Fatal(err)
@@ -104,11 +104,11 @@ func TestIntegrationIndexRefusesAConversationTheTemplateRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	convs := filepath.Join(data, "part-0.jsonl")
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/chat_oracle.py", "conversations", convs, "--rows", "30")
+	testenv.PythonScript(t, "venv-tok", "test/oracle/chat_oracle.py", "conversations", convs, "--rows", "30")
 	corpus := filepath.Join(dir, "corpus.jsonl")
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "300")
+	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "300")
 	tok := filepath.Join(dir, "tokenizer.json")
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "train", "llama2", corpus, tok)
+	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "train", "llama2", corpus, tok)
 	file, err := os.ReadFile(tok)
 	if err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func TestJinjaEqualsTransformers(t *testing.T) {
 	if err := os.WriteFile(path, in.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	lines := bytes.Split(bytes.TrimSpace(testenv.PythonScript(t, "venv-oracle", "test/oracle/chat_oracle.py", "jinja", path)), []byte("\n"))
+	lines := bytes.Split(bytes.TrimSpace(testenv.PythonScript(t, "venv-tok", "test/oracle/chat_oracle.py", "jinja", path)), []byte("\n"))
 	if len(lines) != len(jinjaCases) {
 		t.Fatalf("%d answers for %d cases", len(lines), len(jinjaCases))
 	}

@@ -32,8 +32,8 @@ type oracle struct {
 func TestTemplatesEqualTransformers(t *testing.T) {
 	dir := t.TempDir()
 	corpus, convs := filepath.Join(dir, "corpus.jsonl"), filepath.Join(dir, "conversations.jsonl")
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "1000")
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/chat_oracle.py", "conversations", convs, "--rows", "300")
+	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "1000")
+	testenv.PythonScript(t, "venv-tok", "test/oracle/chat_oracle.py", "conversations", convs, "--rows", "300")
 	var messages [][]any
 	for line := range bytes.Lines(must(os.ReadFile(convs))) {
 		v, err := chat.FromJSON(line)
@@ -67,9 +67,9 @@ func TestTemplatesEqualTransformers(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tok := filepath.Join(t.TempDir(), "tokenizer.json")
-			testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "train", c.kind, corpus, tok, "--special", c.special)
+			testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "train", c.kind, corpus, tok, "--special", c.special)
 			tplPath := filepath.Join(root, "test", "oracle", "chat_templates", c.template)
-			out := testenv.PythonScript(t, "venv-oracle", "test/oracle/chat_oracle.py", "render", tok, tplPath, convs, "--bos", c.bos, "--eos", c.eos)
+			out := testenv.PythonScript(t, "venv-tok", "test/oracle/chat_oracle.py", "render", tok, tplPath, convs, "--bos", c.bos, "--eos", c.eos)
 			tk, err := tokenizer.Load(must(os.ReadFile(tok)))
 			if err != nil {
 				t.Fatal(err)

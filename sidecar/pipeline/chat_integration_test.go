@@ -42,11 +42,11 @@ func chatStream(t *testing.T) (sampledata.Stream, string, string, string, []chat
 		}
 	}
 	convs := filepath.Join(data, "part-0.jsonl")
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/chat_oracle.py", "conversations", convs, "--rows", "300")
+	testenv.PythonScript(t, "venv-tok", "test/oracle/chat_oracle.py", "conversations", convs, "--rows", "300")
 	corpus := filepath.Join(dir, "corpus.jsonl")
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "600")
+	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "600")
 	tok := filepath.Join(dir, "tok", "tokenizer.json")
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "train", "gpt2", corpus, tok, "--special", "<|im_start|>,<|im_end|>")
+	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "train", "gpt2", corpus, tok, "--special", "<|im_start|>,<|im_end|>")
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func chatStream(t *testing.T) (sampledata.Stream, string, string, string, []chat
 		t.Fatal(err)
 	}
 	var want []chatRow
-	for line := range bytes.Lines(testenv.PythonScript(t, "venv-oracle", "test/oracle/chat_oracle.py", "render", tok, tplPath, convs, "--eos", "<|endoftext|>")) {
+	for line := range bytes.Lines(testenv.PythonScript(t, "venv-tok", "test/oracle/chat_oracle.py", "render", tok, tplPath, convs, "--eos", "<|endoftext|>")) {
 		var row chatRow
 		if err := json.Unmarshal(line, &row); err != nil {
 			t.Fatal(err)

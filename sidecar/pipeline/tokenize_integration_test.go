@@ -48,14 +48,14 @@ func textStream(t *testing.T) (sampledata.Stream, string, string, [][]int32) {
 		t.Fatal(err)
 	}
 	corpus := filepath.Join(data, "part-0.jsonl") // {id, text} rows: the stream
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "600", "--ids")
+	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "600", "--ids")
 	tok := filepath.Join(dir, "tok", "tokenizer.json")
 	if err := os.MkdirAll(filepath.Dir(tok), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "train", "gpt2", corpus, tok)
+	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "train", "gpt2", corpus, tok)
 	var want [][]int32
-	for line := range bytes.Lines(testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "encode", tok, corpus)) {
+	for line := range bytes.Lines(testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "encode", tok, corpus)) {
 		var ids []int32
 		if err := json.Unmarshal(line, &ids); err != nil {
 			t.Fatal(err)

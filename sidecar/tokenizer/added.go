@@ -49,7 +49,12 @@ type segment struct {
 	id   int32
 }
 
-// split cuts s at its added tokens.
+// split cuts s at its added tokens as tokenizers' AddedVocabulary does:
+// the automaton finds the tokens leftmost-longest in the text as it is;
+// then each found token that must be a single word and is not is
+// skipped, and lstrip and rstrip widen the others over the spaces beside
+// them (a widened token may overlap the next one found: the text between
+// is then nothing).
 func (a *addedTokens) split(s string) []segment {
 	if len(a.byFirst) == 0 {
 		return []segment{{text: s, id: -1}}
@@ -63,21 +68,21 @@ func (a *addedTokens) split(s string) []segment {
 			continue
 		}
 		start, stop := i, i+len(tok.content)
+		i = stop // the automaton goes on after the match, whatever is done with it
 		if tok.singleWord && (wordBefore(s[:start]) || wordAfter(s[stop:])) {
-			i = stop // tokenizers' automaton goes on after the match it skips
 			continue
 		}
 		if tok.lstrip {
-			start = max(len(strings.TrimRightFunc(s[:start], unicode.IsSpace)), from)
+			start = max(len(strings.TrimRightFunc(s[:start], isWordSpace)), from)
 		}
 		if tok.rstrip {
-			stop = len(s) - len(strings.TrimLeftFunc(s[stop:], unicode.IsSpace))
+			stop = len(s) - len(strings.TrimLeftFunc(s[stop:], isWordSpace))
 		}
 		if start > from {
 			out = append(out, segment{text: s[from:start], at: from, id: -1})
 		}
 		out = append(out, segment{id: tok.id})
-		from, i = stop, stop
+		from = stop
 	}
 	if from < len(s) {
 		out = append(out, segment{text: s[from:], at: from, id: -1})
@@ -95,7 +100,10 @@ func (a *addedTokens) at(s string, i int) (addedToken, bool) {
 	return addedToken{}, false
 }
 
-func isWordChar(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) || r == '_' }
+// isWordChar and isWordSpace are the regex crate's \w and \s, which
+// tokenizers' single_word, lstrip and rstrip use.
+func isWordChar(r rune) bool  { return unicode.Is(wordChar, r) }
+func isWordSpace(r rune) bool { return unicode.Is(spaceChar, r) }
 
 func wordBefore(s string) bool {
 	r, size := utf8.DecodeLastRuneInString(s)

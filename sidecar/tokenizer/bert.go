@@ -34,13 +34,11 @@ func newBertNormalizer(raw json.RawMessage) (*bertNormalizer, error) {
 	return &bertNormalizer{cleanText: j.CleanText, chinese: j.HandleChineseChars, strip: strip, lower: j.Lowercase}, nil
 }
 
-func (b *bertNormalizer) normalize(s string) string {
+func (b *bertNormalizer) normalize(s string, lead bool) (string, bool) {
 	if b.cleanText {
+		s, lead = dropLeading(s, lead, func(r rune) bool { return unicode.Is(bertDropped, r) })
 		s = strings.Map(func(r rune) rune {
-			switch {
-			case r == 0 || r == '\uFFFD' || isOther(r) && r != '\t' && r != '\n' && r != '\r':
-				return -1
-			case isSpace(r):
+			if unicode.Is(bertSpace, r) {
 				return ' '
 			}
 			return r
@@ -59,19 +57,14 @@ func (b *bertNormalizer) normalize(s string) string {
 		}
 		s = out.String()
 	}
-	if b.strip {
-		s = stripAccents{}.normalize(norm.NFD.String(s))
+	if b.strip && !isASCII(s) {
+		s, lead = form{norm.NFD}.normalize(s, lead)
+		s, lead = dropLeading(s, lead, func(r rune) bool { return unicode.Is(bertAccent, r) })
 	}
 	if b.lower {
-		s = lowercase{}.normalize(s)
+		s = lower(s)
 	}
-	return s
-}
-
-// isOther is Unicode's category C: control, format, private use,
-// surrogate, or unassigned.
-func isOther(r rune) bool {
-	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs) || !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z)
+	return s, lead
 }
 
 // isCJK is BERT's "Chinese character": the CJK Unified Ideographs blocks
@@ -82,10 +75,8 @@ func isCJK(r rune) bool {
 }
 
 // isBertPunct is BERT's punctuation: ASCII punctuation (symbols
-// included) and Unicode's category P.
-func isBertPunct(r rune) bool {
-	return r < 0x80 && unicode.IsPunct(r) || r < 0x80 && strings.ContainsRune("$+<=>^`|~", r) || unicode.In(r, unicode.P)
-}
+// included) and what tokenizers takes for Unicode's category P.
+func isBertPunct(r rune) bool { return unicode.Is(punctuationChar, r) }
 
 // bertPre is BERT's pre-tokenizer: split at whitespace (dropped), then
 // each punctuation character alone.
@@ -152,6 +143,9 @@ func newMetaspace(raw json.RawMessage) (*metaspace, error) {
 func (m *metaspace) preTokenize(pieces []piece) []piece {
 	out := make([]piece, 0, len(pieces))
 	for _, p := range pieces {
+		if p.s == "" {
+			continue // tokenizers prepends nothing to an empty piece
+		}
 		s := strings.ReplaceAll(p.s, " ", m.replacement)
 		if !strings.HasPrefix(s, m.replacement) && (m.prepend == "always" || m.prepend == "first" && p.first) {
 			s = m.replacement + s

@@ -72,7 +72,7 @@ func newByteLevel(raw json.RawMessage) (*byteLevel, error) {
 func (b *byteLevel) preTokenize(pieces []piece) []piece {
 	out := make([]piece, 0, len(pieces))
 	for _, p := range pieces {
-		if b.addPrefixSpace && !strings.HasPrefix(p.s, " ") {
+		if b.addPrefixSpace && p.s != "" && !strings.HasPrefix(p.s, " ") {
 			p.s = " " + p.s
 		}
 		if b.split == nil {

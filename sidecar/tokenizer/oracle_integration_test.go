@@ -2,7 +2,7 @@
 
 package tokenizer_test
 
-// Tokenizers trained by the tokenizers library itself (bin/venv-oracle,
+// Tokenizers trained by the tokenizers library itself (bin/venv-tok,
 // test/oracle/tokenizers_oracle.py) on a corpus that exercises Unicode:
 // every text's ids from this package equal tokenizers' own, with and
 // without the special tokens.
@@ -24,7 +24,7 @@ import (
 
 func oracle(t *testing.T, args ...string) []byte {
 	t.Helper()
-	return testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", args...)
+	return testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", args...)
 }
 
 // corpus writes the oracle's corpus and returns its path and texts.

@@ -119,11 +119,7 @@ func newSplit(raw json.RawMessage) (*split, error) {
 	if !ok {
 		return nil, fmt.Errorf("pre-tokenizer Split: behavior %q (tokenizers has Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous)", j.Behavior)
 	}
-	src, err := j.Pattern.source()
-	if err != nil {
-		return nil, fmt.Errorf("pre-tokenizer Split: %w", err)
-	}
-	p, err := compilePattern(src)
+	p, err := j.Pattern.compile()
 	if err != nil {
 		return nil, fmt.Errorf("pre-tokenizer Split: %w", err)
 	}
@@ -138,75 +134,77 @@ func (s *split) preTokenize(pieces []piece) []piece {
 	return out
 }
 
-// span is a piece of a string: a match of the pattern, or the text
-// between two.
+// span is a piece of a string: a match of the pattern (perhaps empty), or
+// the text between two.
 type span struct {
 	start, end int
 	match      bool
 }
 
 // splitBy appends to out the pieces of s that the matches and behavior
-// give, as tokenizers' NormalizedString::split cuts them (empty pieces
-// dropped).
+// give, as tokenizers' NormalizedString::split cuts them, step for step
+// (its handling of empty matches included), empty pieces dropped.
 func splitBy(out []piece, p piece, matches [][2]int, b behavior, invert bool) []piece {
 	s := p.s
-	var spans []span
+	spans := make([]span, 0, 2*len(matches)+1)
 	last := 0
 	for _, m := range matches {
-		if m[0] > last {
+		if m[0] != last {
 			spans = append(spans, span{last, m[0], invert})
 		}
 		spans = append(spans, span{m[0], m[1], !invert})
 		last = m[1]
 	}
-	if last < len(s) {
+	if last != len(s) || len(spans) == 0 {
 		spans = append(spans, span{last, len(s), invert})
 	}
+	// kept: the spans that become pieces (match now means "remove").
 	var kept []span
 	switch b {
 	case removed:
-		for _, sp := range spans {
-			if !sp.match {
-				kept = append(kept, sp)
-			}
-		}
+		kept = spans
 	case isolated:
 		kept = spans
-	case contiguous:
-		for _, sp := range spans {
-			if n := len(kept); n > 0 && sp.match && kept[n-1].match {
-				kept[n-1].end = sp.end
-				continue
-			}
-			kept = append(kept, sp)
+		for i := range kept {
+			kept[i].match = false
 		}
-	case mergedWithPrevious:
-		prevMatch := false
+	case contiguous:
+		prev := false
 		for _, sp := range spans {
-			if n := len(kept); sp.match && !prevMatch && n > 0 {
+			if n := len(kept); sp.match == prev && n > 0 {
 				kept[n-1].end = sp.end
 			} else {
 				kept = append(kept, span{sp.start, sp.end, false})
 			}
-			prevMatch = sp.match
+			prev = sp.match
+		}
+	case mergedWithPrevious:
+		prev := false
+		for _, sp := range spans {
+			if n := len(kept); sp.match && !prev && n > 0 {
+				kept[n-1].end = sp.end
+			} else {
+				kept = append(kept, span{sp.start, sp.end, false})
+			}
+			prev = sp.match
 		}
 	case mergedWithNext:
-		prevMatch := false
+		prev := false
 		for k := len(spans) - 1; k >= 0; k-- {
 			sp := spans[k]
-			if n := len(kept); sp.match && !prevMatch && n > 0 {
+			if n := len(kept); sp.match && !prev && n > 0 {
 				kept[n-1].start = sp.start
 			} else {
 				kept = append(kept, span{sp.start, sp.end, false})
 			}
-			prevMatch = sp.match
+			prev = sp.match
 		}
 		for i, j := 0, len(kept)-1; i < j; i, j = i+1, j-1 {
 			kept[i], kept[j] = kept[j], kept[i]
 		}
 	}
 	for _, sp := range kept {
-		if sp.end > sp.start {
+		if !sp.match && sp.end > sp.start {
 			out = append(out, piece{s: s[sp.start:sp.end], first: p.first && sp.start == 0})
 		}
 	}
@@ -214,10 +212,11 @@ func splitBy(out []piece, p piece, matches [][2]int, b behavior, invert bool) []
 }
 
 // whitespace is tokenizers' Whitespace: runs of word characters and runs
-// of other non-space characters, the spaces between them dropped.
+// of other non-space characters (its regex \w+|[^\w\s]+, the regex
+// crate's classes), the spaces between them dropped.
 type whitespace struct{}
 
-var wordRuns = regexp.MustCompile(`[\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{200C}\x{200D}]+|[^\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{200C}\x{200D}\s\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{0B}]+`)
+var wordRuns = regexp.MustCompile(`[` + ranges(wordChar) + `]+|[^` + ranges(wordChar) + ranges(spaceChar) + `]+`)
 
 func (whitespace) preTokenize(pieces []piece) []piece {
 	var out []piece
@@ -237,7 +236,7 @@ type whitespaceSplit struct{}
 func (whitespaceSplit) preTokenize(pieces []piece) []piece {
 	var out []piece
 	for _, p := range pieces {
-		out = splitBy(out, p, runsOf(p.s, unicode.IsSpace, false), removed, false)
+		out = splitBy(out, p, runsOf(p.s, isRustSpace, false), removed, false)
 	}
 	return out
 }
@@ -264,14 +263,20 @@ func runsOf(s string, is func(rune) bool, together bool) [][2]int {
 	return out
 }
 
-// digits isolates numbers (Unicode category N): each digit alone, or each
-// run.
+// isRustSpace is Rust's char::is_whitespace, as tokenizers has it.
+func isRustSpace(r rune) bool { return unicode.Is(whitespaceRust, r) }
+
+// isNumeric is Rust's char::is_numeric, as tokenizers has it.
+func isNumeric(r rune) bool { return unicode.Is(numericChar, r) }
+
+// digits isolates numbers (Rust's char::is_numeric): each digit alone, or
+// each run.
 type digits struct{ individual bool }
 
 func (d digits) preTokenize(pieces []piece) []piece {
 	var out []piece
 	for _, p := range pieces {
-		out = splitBy(out, p, runsOf(p.s, unicode.IsNumber, !d.individual), isolated, false)
+		out = splitBy(out, p, runsOf(p.s, isNumeric, !d.individual), isolated, false)
 	}
 	return out
 }

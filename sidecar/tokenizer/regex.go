@@ -3,19 +3,26 @@ package tokenizer
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
-// pattern is a tokenizer.json regex (Oniguruma's syntax, as Hugging Face
-// tokenizers runs it) compiled for Go's RE2 engine, which runs in time
-// linear in the text: the Unicode meaning of \s, \w and \d is spelled
-// out, and the one lookahead real tokenizers use, the alternative
-// `\s+(?!\S)` (GPT-2's, cl100k's, Llama 3's and o200k's "whitespace not
-// before a word"), is matched as `\s+` and given back its last character
-// when a non-space follows. Any other construct RE2 lacks is refused,
-// naming it.
+// pattern is a tokenizer.json regex (Oniguruma's Ruby syntax, as Hugging
+// Face tokenizers runs it) compiled for Go's RE2 engine, which runs in
+// time linear in the text:
+//   - every class (\s, \w, \d, \h, \p{..}) is spelled out as the code
+//     points tokenizers' own Oniguruma matches (tables.go), not Go's;
+//   - ^ and $ match at lines, as in Ruby; a class nested in a class is
+//     its union (BLOOM's [^(\s|[.,!?…])]);
+//   - the one lookahead real tokenizers use, the alternative `\s+(?!\S)`
+//     (GPT-2's, cl100k's, Llama 3's and o200k's "whitespace not before a
+//     word"), is matched as `\s+` and gives back its last character when
+//     a non-space follows.
+//
+// Any other construct RE2 lacks, or that means another thing in Go, is
+// refused, naming it.
 type pattern struct {
 	re *regexp.Regexp
 	// trim: the pattern had `\s+(?!\S)`; a match of whitespace alone
@@ -31,16 +38,6 @@ type pattern struct {
 // in must hold `\s+` after it (as every pattern with it does), so that a
 // single space before a word still matches there.
 const lookaheadSpaces = `\s+(?!\S)`
-
-// unicodeSpace is Oniguruma's \s in Unicode mode: the White_Space
-// property.
-const unicodeSpace = `\t\n\x{0B}\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}`
-
-// Oniguruma's \w and \d in Unicode mode.
-const (
-	unicodeWord  = `\p{L}\p{M}\p{Nd}\p{Pc}`
-	unicodeDigit = `\p{Nd}`
-)
 
 func compilePattern(src string) (*pattern, error) {
 	p := &pattern{}
@@ -59,13 +56,21 @@ func compilePattern(src string) (*pattern, error) {
 		p.trim = true
 		break
 	}
-	for _, bad := range []string{"(?=", "(?!", "(?<=", "(?<!", "(?>", `\G`, `\K`, `\R`, `\X`} {
-		if strings.Contains(src, bad) {
-			return nil, fmt.Errorf("regex %q: %s is not supported (shardfeed runs tokenizer patterns in linear time)", src, bad)
+	for _, bad := range []struct{ construct, why string }{
+		{"(?=", "a lookahead"}, {"(?!", "a lookahead"}, {"(?<=", "a lookbehind"}, {"(?<!", "a lookbehind"},
+		{"(?>", "an atomic group"}, {`\G`, "a search-start anchor"}, {`\K`, "a match-start reset"}, {`\R`, "a line-break class"},
+		{`\X`, "a grapheme cluster"}, {`\b`, "a word boundary"}, {`\B`, "a word boundary"}, {`\Z`, "an end-before-newline anchor"},
+		{"[:", "a POSIX bracket"}, {"&&", "a class intersection"}, {`\1`, "a back-reference"}, {`\k<`, "a back-reference"},
+	} {
+		if strings.Contains(src, bad.construct) {
+			return nil, fmt.Errorf("regex %q: %s (%s) is not supported (shardfeed runs tokenizer patterns in linear time, as tokenizers' Oniguruma means them)", src, bad.construct, bad.why)
 		}
 	}
+	if p.trim && anchored(src) {
+		return nil, fmt.Errorf("regex %q: ^ or $ beside GPT-2's %s is not supported", src, lookaheadSpaces)
+	}
 	compile := func(src string) (*regexp.Regexp, error) {
-		translated, err := translateClasses(src)
+		translated, err := translate(src)
 		if err != nil {
 			return nil, err
 		}
@@ -76,27 +81,48 @@ func compilePattern(src string) (*pattern, error) {
 		return nil, fmt.Errorf("regex %q: %w", src, err)
 	}
 	if len(before) > 0 {
-		if p.before, err = compile(`^(?:` + strings.Join(before, "|") + `)`); err != nil {
+		if p.before, err = compile(`\A(?:` + strings.Join(before, "|") + `)`); err != nil {
 			return nil, fmt.Errorf("regex %q: %w", src, err)
 		}
 	}
 	return p, nil
 }
 
-// alternatives splits a regex at its top-level |.
-func alternatives(src string) []string {
-	var out []string
-	depth, inClass, start := 0, false, 0
+// anchored says whether src has ^ or $ outside brackets.
+func anchored(src string) bool {
+	inClass := 0
 	for i := 0; i < len(src); i++ {
 		switch c := src[i]; {
 		case c == '\\':
 			i++
-		case inClass:
-			if c == ']' {
-				inClass = false
+		case c == '[':
+			inClass++
+		case c == ']' && inClass > 0:
+			inClass--
+		case (c == '^' || c == '$') && inClass == 0:
+			return true
+		}
+	}
+	return false
+}
+
+// alternatives splits a regex at its top-level |.
+func alternatives(src string) []string {
+	var out []string
+	depth, inClass, start := 0, 0, 0
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; {
+		case c == '\\':
+			i++
+		case inClass > 0:
+			switch c {
+			case '[':
+				inClass++
+			case ']':
+				inClass--
 			}
 		case c == '[':
-			inClass = true
+			inClass = 1
 			if i+1 < len(src) && src[i+1] == '^' {
 				i++
 			}
@@ -115,42 +141,81 @@ func alternatives(src string) []string {
 	return append(out, src[start:])
 }
 
-// translateClasses rewrites \s, \S, \w, \W, \d and \D to their Unicode
-// classes, inside brackets and out.
-func translateClasses(src string) (string, error) {
+// classAliases are the long names of general categories Oniguruma takes.
+var classAliases = map[string]string{
+	"letter": "L", "uppercaseletter": "Lu", "lowercaseletter": "Ll", "titlecaseletter": "Lt", "modifierletter": "Lm", "otherletter": "Lo",
+	"mark": "M", "nonspacingmark": "Mn", "spacingmark": "Mc", "enclosingmark": "Me", "number": "N", "decimalnumber": "Nd",
+	"letternumber": "Nl", "othernumber": "No", "punctuation": "P", "connectorpunctuation": "Pc", "dashpunctuation": "Pd",
+	"openpunctuation": "Ps", "closepunctuation": "Pe", "initialpunctuation": "Pi", "finalpunctuation": "Pf", "otherpunctuation": "Po",
+	"symbol": "S", "mathsymbol": "Sm", "currencysymbol": "Sc", "modifiersymbol": "Sk", "othersymbol": "So", "separator": "Z",
+	"spaceseparator": "Zs", "lineseparator": "Zl", "paragraphseparator": "Zp", "other": "C", "control": "Cc", "format": "Cf",
+	"privateuse": "Co", "unassigned": "Cn",
+}
+
+// classTable returns the table of a \p{name} as tokenizers' Oniguruma
+// matches it (names compared as Oniguruma compares them: case, spaces,
+// hyphens and underscores aside).
+func classTable(name string) (*unicode.RangeTable, error) {
+	key := strings.Map(func(r rune) rune {
+		if r == ' ' || r == '_' || r == '-' {
+			return -1
+		}
+		return unicode.ToLower(r)
+	}, name)
+	if alias, ok := classAliases[key]; ok {
+		return regexClasses["p{"+alias+"}"], nil
+	}
+	for k, t := range regexClasses {
+		if strings.HasPrefix(k, "p{") && strings.EqualFold(k[2:len(k)-1], key) {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf(`\p{%s} is not supported (shardfeed has tokenizers' general categories and the scripts Han, Hiragana, Katakana, Hangul, Latin, Greek, Cyrillic, Arabic, Hebrew, Thai and Devanagari)`, name)
+}
+
+// translate rewrites an Oniguruma pattern as Go's regexp means the same:
+// each class spelled out from tokenizers' tables, line anchors, nested
+// classes flattened, \uHHHH as \x{HHHH}.
+func translate(src string) (string, error) {
 	var b strings.Builder
-	inClass := false
+	depth := 0 // brackets open
 	for i := 0; i < len(src); i++ {
 		c := src[i]
 		switch {
 		case c == '\\' && i+1 < len(src):
-			esc := src[i+1]
-			i++
-			set, neg := "", false
-			switch esc {
-			case 's', 'S':
-				set, neg = unicodeSpace, esc == 'S'
-			case 'w', 'W':
-				set, neg = unicodeWord, esc == 'W'
-			case 'd', 'D':
-				set, neg = unicodeDigit, esc == 'D'
-			default:
-				b.WriteByte('\\')
-				b.WriteByte(esc)
+			table, neg, n, err := escapeClass(src[i:])
+			if err != nil {
+				return "", err
+			}
+			if table == nil {
+				if src[i+1] == 'u' && i+6 <= len(src) && isHex(src[i+2:i+6]) {
+					b.WriteString(`\x{` + src[i+2:i+6] + `}`)
+					i += 5
+					continue
+				}
+				b.WriteString(src[i : i+2])
+				i++
 				continue
 			}
+			i += n - 1
 			switch {
-			case !neg && inClass:
-				b.WriteString(set)
-			case !neg:
-				b.WriteString("[" + set + "]")
-			case inClass:
-				return "", fmt.Errorf(`\%c inside brackets is not supported`, esc)
+			case depth > 0 && neg:
+				b.WriteString(ranges(complement(table)))
+			case depth > 0:
+				b.WriteString(ranges(table))
+			case neg:
+				b.WriteString("[^" + ranges(table) + "]")
 			default:
-				b.WriteString("[^" + set + "]")
+				b.WriteString("[" + ranges(table) + "]")
 			}
-		case c == '[' && !inClass:
-			inClass = true
+		case c == '[' && depth > 0:
+			// A class inside a class is its union with it.
+			if i+1 < len(src) && src[i+1] == '^' {
+				return "", fmt.Errorf("a negated class inside a class is not supported")
+			}
+			depth++
+		case c == '[':
+			depth = 1
 			b.WriteByte(c)
 			if i+1 < len(src) && src[i+1] == '^' {
 				b.WriteByte('^')
@@ -160,9 +225,15 @@ func translateClasses(src string) (string, error) {
 				b.WriteString(`\]`)
 				i++
 			}
-		case c == ']' && inClass:
-			inClass = false
+		case c == ']' && depth > 1:
+			depth--
+		case c == ']' && depth == 1:
+			depth = 0
 			b.WriteByte(c)
+		case depth == 0 && c == '^':
+			b.WriteString("(?m:^)")
+		case depth == 0 && c == '$':
+			b.WriteString("(?m:$)")
 		default:
 			b.WriteByte(c)
 		}
@@ -170,27 +241,114 @@ func translateClasses(src string) (string, error) {
 	return b.String(), nil
 }
 
-// isSpace is unicodeSpace as a predicate.
-func isSpace(r rune) bool { return unicode.Is(unicode.White_Space, r) }
+// escapeClass reads the class escape at the start of s (\s, \S, \w, \W,
+// \d, \D, \h, \H, \p{..}, \P{..}, \p{^..}, \pL): its table, whether it is
+// negated, and its length; a nil table for any other escape.
+func escapeClass(s string) (*unicode.RangeTable, bool, int, error) {
+	switch e := s[1]; e {
+	case 's', 'S', 'w', 'W', 'd', 'D', 'h', 'H':
+		return regexClasses[string(unicode.ToLower(rune(e)))], unicode.IsUpper(rune(e)), 2, nil
+	case 'p', 'P':
+		neg := e == 'P'
+		if len(s) > 2 && s[2] != '{' {
+			t, err := classTable(s[2:3])
+			return t, neg, 3, err
+		}
+		end := strings.IndexByte(s, '}')
+		if end < 0 {
+			return nil, false, 0, fmt.Errorf(`%s: an unclosed \%c{`, s, e)
+		}
+		name := s[3:end]
+		if strings.HasPrefix(name, "^") {
+			neg, name = !neg, name[1:]
+		}
+		t, err := classTable(name)
+		return t, neg, end + 1, err
+	}
+	return nil, false, 0, nil
+}
 
-// matches returns the [start, end) byte ranges of the pattern's matches
-// in s, leftmost first, as Oniguruma finds them: one at a time, each
-// searched from the end of the last, so a trimmed match's last character
-// is matched again.
+func isHex(s string) bool {
+	_, err := strconv.ParseUint(s, 16, 32)
+	return err == nil
+}
+
+// ranges writes a table's code points as the inside of a bracket.
+func ranges(t *unicode.RangeTable) string {
+	var b strings.Builder
+	add := func(lo, hi uint32) {
+		fmt.Fprintf(&b, `\x{%x}`, lo)
+		if hi > lo {
+			fmt.Fprintf(&b, `-\x{%x}`, hi)
+		}
+	}
+	for _, r := range t.R16 {
+		add(uint32(r.Lo), uint32(r.Hi))
+	}
+	for _, r := range t.R32 {
+		add(r.Lo, r.Hi)
+	}
+	return b.String()
+}
+
+// complement is every code point t lacks.
+func complement(t *unicode.RangeTable) *unicode.RangeTable {
+	out := &unicode.RangeTable{}
+	next := uint32(0)
+	add := func(lo, hi uint32) {
+		if lo > hi {
+			return
+		}
+		if hi <= 0xFFFF {
+			out.R16 = append(out.R16, unicode.Range16{Lo: uint16(lo), Hi: uint16(hi), Stride: 1})
+		} else {
+			out.R32 = append(out.R32, unicode.Range32{Lo: lo, Hi: hi, Stride: 1})
+		}
+	}
+	for _, r := range t.R16 {
+		add(next, uint32(r.Lo)-1)
+		next = uint32(r.Hi) + 1
+	}
+	for _, r := range t.R32 {
+		add(next, r.Lo-1)
+		next = r.Hi + 1
+	}
+	add(next, unicode.MaxRune)
+	return out
+}
+
+// isSpace is Oniguruma's \s as tokenizers has it.
+func isSpace(r rune) bool { return unicode.Is(regexClasses["s"], r) }
+
+// matches returns the pattern's matches in s as tokenizers' Oniguruma
+// finds them: leftmost first, each searched from the end of the last, an
+// empty match kept unless it ends where the last match ended (then the
+// search moves on a character). A trimmed match's last character is
+// matched again.
 func (p *pattern) matches(s string) [][2]int {
+	if !p.trim {
+		// Go's FindAll keeps and skips empty matches as Oniguruma's
+		// iterator does, and sees the whole text (anchors are the text's).
+		var out [][2]int
+		for _, m := range p.re.FindAllStringIndex(s, -1) {
+			out = append(out, [2]int{m[0], m[1]})
+		}
+		return out
+	}
 	var out [][2]int
-	for pos := 0; pos < len(s); {
+	lastEnd := -1
+	for pos := 0; pos <= len(s); {
 		loc := p.re.FindStringIndex(s[pos:])
 		if loc == nil {
 			break
 		}
 		start, end := pos+loc[0], pos+loc[1]
-		if end == start { // an empty match: none is a piece
+		if end == start && start == lastEnd {
 			_, size := utf8.DecodeRuneInString(s[end:])
 			pos = end + max(size, 1)
 			continue
 		}
-		if p.trim && end < len(s) && allSpace(s[start:end]) {
+		if end > start && p.trim && end < len(s) && allSpace(s[start:end]) {
 			next, _ := utf8.DecodeRuneInString(s[end:])
 			_, last := utf8.DecodeLastRuneInString(s[start:end])
 			if !isSpace(next) && end-last > start && (p.before == nil || !p.before.MatchString(s[start:])) {
@@ -198,6 +356,12 @@ func (p *pattern) matches(s string) [][2]int {
 			}
 		}
 		out = append(out, [2]int{start, end})
+		lastEnd = end
+		if end == start {
+			_, size := utf8.DecodeRuneInString(s[end:])
+			pos = end + max(size, 1)
+			continue
+		}
 		pos = end
 	}
 	return out
@@ -219,13 +383,18 @@ type patternJSON struct {
 	Regex  *string `json:"Regex"`
 }
 
-// source returns the pattern as a regex (a String quoted).
-func (p patternJSON) source() (string, error) {
+// compile compiles the pattern: a Regex as Oniguruma means it, a String
+// as itself (an empty String matches nothing, as in tokenizers).
+func (p patternJSON) compile() (*pattern, error) {
 	switch {
+	case p.Regex != nil && p.String != nil:
+		return nil, fmt.Errorf("a pattern is a String or a Regex, not both")
 	case p.Regex != nil:
-		return *p.Regex, nil
-	case p.String != nil && *p.String != "":
-		return regexp.QuoteMeta(*p.String), nil
+		return compilePattern(*p.Regex)
+	case p.String != nil && *p.String == "":
+		return &pattern{re: regexp.MustCompile(`[^\x00-\x{10FFFF}]`)}, nil
+	case p.String != nil:
+		return &pattern{re: regexp.MustCompile(regexp.QuoteMeta(*p.String))}, nil
 	}
-	return "", fmt.Errorf("a pattern is a String (not empty) or a Regex")
+	return nil, fmt.Errorf("a pattern is a String or a Regex")
 }

@@ -92,7 +92,7 @@ func Load(data []byte) (*Tokenizer, error) {
 		if a.Normalized {
 			// Matched in normalized text, as its own normalized form.
 			if t.normalizer != nil {
-				tok.content = t.normalizer.normalize(tok.content)
+				tok.content, _ = t.normalizer.normalize(tok.content, true)
 			}
 			t.normalized.add(tok)
 		} else {
@@ -146,21 +146,23 @@ func (t *Tokenizer) TokenID(token string) (int32, bool) {
 func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
 	text = strings.ToValidUTF8(text, "\uFFFD")
 	var ids []int32
-	for k, seg := range t.raw.split(text) {
+	for _, seg := range t.raw.split(text) {
 		if seg.id >= 0 {
 			ids = append(ids, seg.id)
 			continue
 		}
-		s := seg.text
+		s, lead := seg.text, true
 		if t.normalizer != nil {
-			s = t.normalizer.normalize(s)
+			s, lead = t.normalizer.normalize(s, lead)
 		}
-		for j, sub := range t.normalized.split(s) {
+		for _, sub := range t.normalized.split(s) {
 			if sub.id >= 0 {
 				ids = append(ids, sub.id)
 				continue
 			}
-			pieces := []piece{{s: sub.text, first: k == 0 && j == 0 && seg.at == 0 && sub.at == 0}}
+			// Metaspace's "first" is the piece where the original text
+			// starts: not after a stripped space.
+			pieces := []piece{{s: sub.text, first: seg.at == 0 && sub.at == 0 && lead}}
 			if t.pre != nil {
 				pieces = t.pre.preTokenize(pieces)
 			}

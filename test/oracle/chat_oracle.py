@@ -1,5 +1,5 @@
 """Chat templates rendered and tokenized by transformers itself
-(bin/venv-oracle), for the tests of shardfeed's chat templates
+(bin/venv-tok), for the tests of shardfeed's chat templates
 (sidecar/chat): apply_chat_template with the template given, and the
 assistant tokens' mask of return_assistant_tokens_mask.
 

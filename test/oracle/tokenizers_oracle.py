@@ -1,5 +1,5 @@
 """Tokenizers trained and run by tokenizers, the Hugging Face library itself
-(bin/venv-oracle), for the tests of shardfeed's Go tokenizer
+(bin/venv-tok), for the tests of shardfeed's Go tokenizer
 (sidecar/tokenizer): every tokenizer.json is trained here at test time on
 a corpus made here, never vendored.
 

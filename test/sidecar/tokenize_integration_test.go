@@ -56,11 +56,11 @@ func TestIntegrationATokenizedPackedDatasetThroughAKillAndARescale(t *testing.T)
 			t.Fatal(err)
 		}
 		corpus := filepath.Join(data, "part-0.jsonl")
-		testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "300", "--ids", "--seed", fmt.Sprint(11+i))
+		testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "300", "--ids", "--seed", fmt.Sprint(11+i))
 		if i == 0 {
-			testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "train", "gpt2", corpus, filepath.Join(dir, "tok", "tokenizer.json"))
+			testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "train", "gpt2", corpus, filepath.Join(dir, "tok", "tokenizer.json"))
 		}
-		for line := range bytes.Lines(testenv.PythonScript(t, "venv-oracle", "test/oracle/tokenizers_oracle.py", "encode", filepath.Join(dir, "tok", "tokenizer.json"), corpus)) {
+		for line := range bytes.Lines(testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "encode", filepath.Join(dir, "tok", "tokenizer.json"), corpus)) {
 			var ids []int32
 			if err := json.Unmarshal(line, &ids); err != nil {
 				t.Fatal(err)

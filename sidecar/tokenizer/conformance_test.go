@@ -1,0 +1,172 @@
+package tokenizer
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The conformance matrix (test/oracle/tokenizer_matrix.py records it with
+// the pinned tokenizers; `make golden` re-records it): tokenizer.json
+// files of every family (transformers' conversions of locally trained
+// sentencepiece models and vocabularies, and pipelines mirroring named
+// model families, with added tokens of every flag) and texts of every
+// kind, each text's ids as tokenizers gave them. Every text encodes to
+// the same ids, with and without the special tokens.
+
+const conformanceDir = "testdata/conformance"
+
+func gunzip(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return data
+}
+
+type conformanceText struct {
+	Class string `json:"class"`
+	Text  string `json:"text"`
+}
+
+func conformanceTexts(t *testing.T) []conformanceText {
+	t.Helper()
+	var out []conformanceText
+	for line := range bytes.Lines(gunzip(t, filepath.Join(conformanceDir, "texts.jsonl.gz"))) {
+		var c conformanceText
+		if err := json.Unmarshal(line, &c); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+var charsmapRef = regexp.MustCompile(`"sha256:([0-9a-f]{16})"`)
+
+// conformanceFile reads a recorded tokenizer.json, its charsmap put back.
+func conformanceFile(t *testing.T, name string) []byte {
+	t.Helper()
+	data := gunzip(t, filepath.Join(conformanceDir, name+".json.gz"))
+	return charsmapRef.ReplaceAllFunc(data, func(ref []byte) []byte {
+		sha := charsmapRef.FindSubmatch(ref)[1]
+		return []byte(strconv.Quote(string(gunzip(t, filepath.Join(conformanceDir, "charsmaps", string(sha)+".b64.gz")))))
+	})
+}
+
+// idsHash is the recorded hash of a text's ids: Python's json.dumps of
+// [with special tokens, without].
+func idsHash(with, without []int32) string {
+	var b strings.Builder
+	list := func(ids []int32) {
+		b.WriteByte('[')
+		for i, id := range ids {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(strconv.Itoa(int(id)))
+		}
+		b.WriteByte(']')
+	}
+	b.WriteByte('[')
+	list(with)
+	b.WriteString(", ")
+	list(without)
+	b.WriteByte(']')
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])[:8]
+}
+
+func TestConformanceMatrix(t *testing.T) {
+	texts := conformanceTexts(t)
+	files, err := filepath.Glob(filepath.Join(conformanceDir, "*.ids.gz"))
+	if err != nil || len(files) < 50 {
+		t.Fatalf("the matrix has %d files (%v): re-record it with make golden", len(files), err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".ids.gz")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tk, err := Load(conformanceFile(t, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(bytes.NewReader(gunzip(t, f)))
+			sc.Buffer(nil, 1<<24)
+			i, bad := 0, map[string]int{}
+			for ; sc.Scan(); i++ {
+				if i >= len(texts) {
+					t.Fatalf("more recorded lines than the %d texts", len(texts))
+				}
+				want, full, _ := strings.Cut(sc.Text(), " ")
+				with, without := tk.Encode(texts[i].Text, true), tk.Encode(texts[i].Text, false)
+				if idsHash(with, without) == want {
+					continue
+				}
+				bad[texts[i].Class]++
+				if len(bad) <= 3 && bad[texts[i].Class] == 1 {
+					t.Errorf("text %d (%s) %q:\n got %v / %v\nwant %s", i, texts[i].Class, texts[i].Text, with, without, or(full, "(see its hash "+want+")"))
+				}
+			}
+			if i != len(texts) {
+				t.Fatalf("%d recorded lines for %d texts", i, len(texts))
+			}
+			if len(bad) > 0 {
+				t.Fatalf("texts that differ from tokenizers' ids, by class: %v", bad)
+			}
+		})
+	}
+}
+
+func or(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
+}
+
+// The sampled texts' full ids agree with their hashes (a check of the
+// recording itself).
+func TestConformanceSamplesMatchTheirHashes(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(conformanceDir, "*.ids.gz"))
+	for _, f := range files {
+		n := 0
+		for line := range bytes.Lines(gunzip(t, f)) {
+			hash, full, ok := strings.Cut(strings.TrimSpace(string(line)), " ")
+			if !ok {
+				continue
+			}
+			var ids [2][]int32
+			if err := json.Unmarshal([]byte(full), &ids); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if got := idsHash(ids[0], ids[1]); got != hash {
+				t.Fatalf("%s: %s hashes to %s, recorded %s", f, full, got, hash)
+			}
+			n++
+		}
+		if n == 0 {
+			t.Fatalf("%s holds no sampled ids", f)
+		}
+	}
+}

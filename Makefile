@@ -165,8 +165,27 @@ dist: tools-go tools-debian $(BUILD_VENV)/.complete ## Build a release into dist
 .PHONY: test
 test: ## Run every test (the CI entry point): tools, lint, generated files, Go and Python tests, the end-to-end test and the short chaos run.
 	@hack/check-clean.sh snapshot
-	$(MAKE) --no-print-directory tools lint vet verify-generated test-go test-python test-dist test-e2e
+	$(MAKE) --no-print-directory tools lint vet verify-generated test-golden test-go test-python test-dist test-e2e
 	@hack/check-clean.sh verify
+
+# The recorded oracles (sidecar/tokenizer/testdata, tables.go): what the
+# pinned tokenizers does, read by the unit tests without Python.
+TOK_PYTHON := $(BIN)/venv-tok/bin/python
+.PHONY: golden test-golden
+golden: tools-python ## Re-record the oracles the unit tests read: the tokenizer's Unicode tables and its conformance matrix (pinned tokenizers, bin/venv-tok).
+	@mkdir -p $(BIN)/golden
+	go run ./hack/tokgen pairs > $(BIN)/golden/pairs.json
+	$(TOK_PYTHON) hack/tokgen/probe.py $(BIN)/golden/pairs.json $(BIN)/golden/probe.json
+	go run ./hack/tokgen $(BIN)/golden/probe.json > sidecar/tokenizer/tables.go
+	rm -rf sidecar/tokenizer/testdata/conformance
+	$(TOK_PYTHON) test/oracle/tokenizer_matrix.py record sidecar/tokenizer/testdata/conformance
+test-golden: tools-python ## Fail when the pinned oracles no longer give what the unit tests read (about 2 min).
+	@mkdir -p $(BIN)/golden
+	go run ./hack/tokgen pairs > $(BIN)/golden/pairs.json
+	$(TOK_PYTHON) hack/tokgen/probe.py $(BIN)/golden/pairs.json $(BIN)/golden/probe.json
+	go run ./hack/tokgen $(BIN)/golden/probe.json > $(BIN)/golden/tables.go
+	@diff -q $(BIN)/golden/tables.go sidecar/tokenizer/tables.go >/dev/null || { echo "test-golden: tokenizers sees Unicode otherwise than sidecar/tokenizer/tables.go says: run make golden"; exit 1; }
+	$(TOK_PYTHON) test/oracle/tokenizer_matrix.py check sidecar/tokenizer/testdata/conformance
 
 .PHONY: test-unit
 test-unit: ## Run the Go unit tests (no servers).
@@ -241,7 +260,7 @@ bench: tools-go tools-kube tools-minio tools-debian tools-python build build-lib
 	@echo "bench: WebDataset and Megatron, shardfeed and the formats' own loaders → $(BENCH_OUT)/formats.json"
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) $(PYTHON) hack/bench/formats.py --out $(BENCH_OUT)/formats.json
 	@echo "bench: the Go tokenizer beside tokenizers → $(BENCH_OUT)/tokenize.json"
-	$(BIN)/venv-oracle/bin/python hack/bench/tokenizer_speed.py --out $(BENCH_OUT)/tokenize.json
+	$(BIN)/venv-tok/bin/python hack/bench/tokenizer_speed.py --out $(BENCH_OUT)/tokenize.json
 	@echo "bench: raw JSON Lines to packed input_ids, the sidecar beside datasets' streaming map → $(BENCH_OUT)/rawtext.json"
 	$(BIN)/venv-oracle/bin/python hack/bench/rawtext.py --runs $(BENCH_RUNS) --out $(BENCH_OUT)/rawtext.json
 	@echo "bench: egress of the peers over MinIO → $(BENCH_OUT)/egress.json"

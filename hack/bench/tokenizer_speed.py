@@ -2,13 +2,15 @@
 through hack/tokbench) beside Hugging Face tokenizers' encode_batch on the
 same tokenizer.json files and texts, on one core and on every core.
 
-  bin/venv-oracle/bin/python hack/bench/tokenizer_speed.py [--texts N] [--runs R] [--out bin/bench/tokenize.json]
+  bin/venv-tok/bin/python hack/bench/tokenizer_speed.py [--texts N] [--runs R] [--out bin/bench/tokenize.json]
 
 The texts: N sentences of words drawn from a Zipf distribution over a
 synthetic vocabulary in Latin, Cyrillic, Greek, Arabic and CJK scripts,
 with digits, punctuation, emoji and the Unicode pieces of the tokenizer
-tests (test/oracle/tokenizers_oracle.py). The tokenizers: GPT-2's and Llama
-3's kinds, trained by tokenizers on those texts (vocabulary 8,000). Each
+tests (test/oracle/tokenizers_oracle.py). The tokenizers: GPT-2's, Llama
+3's and BERT's kinds, trained by tokenizers on those texts (vocabulary
+8,000), and T5's as transformers converts a sentencepiece model trained on
+them (nmt_nfkc: a Precompiled normalizer, Metaspace, Unigram). Each
 run starts from a fresh tokenizer (an empty cache of words), tokenizers'
 runs in processes of their own, one core being RAYON_NUM_THREADS=1.
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "test" / "oracle"))
 
+import tokenizer_matrix  # noqa: E402
 import tokenizers_oracle  # noqa: E402
 
 SCRIPTS = ["abcdefghijklmnopqrstuvwxyz", "абвгдежзийклмнопрстуфхцчшщыэюя", "αβγδεζηθικλμνξοπρστυφχψω", "ابتثجحخدذرزسشصضطظعغفقكلمنهوي",
@@ -97,7 +100,7 @@ def main() -> None:
     cores = os.cpu_count() or 1
     import tokenizers
 
-    result = {"command": " ".join(["bin/venv-oracle/bin/python", "hack/bench/tokenizer_speed.py", *sys.argv[1:]]), "runs": args.runs,
+    result = {"command": " ".join(["bin/venv-tok/bin/python", "hack/bench/tokenizer_speed.py", *sys.argv[1:]]), "runs": args.runs,
               "machine": f"{platform.machine()}, {cores} cores", "tokenizers": tokenizers.__version__, "rows": []}
     with tempfile.TemporaryDirectory(prefix="shardfeed-tokenize-", dir=ROOT / "bin") as tmp:
         texts = Path(tmp) / "texts.jsonl"
@@ -105,9 +108,13 @@ def main() -> None:
         result["texts"] = args.texts
         tokbench = Path(tmp) / "tokbench"
         subprocess.run(["go", "build", "-o", str(tokbench), "./hack/tokbench"], cwd=ROOT, check=True)
-        for kind in ("gpt2", "llama3"):
+        for kind in ("gpt2", "llama3", "bert", "t5-precompiled"):
             file = Path(tmp) / f"{kind}.json"
-            tokenizers_oracle.train(kind, str(texts), str(file), vocab_size=8000)
+            if kind == "t5-precompiled":
+                lines = [json.loads(line)["text"] for line in texts.open(encoding="utf-8")]
+                tokenizer_matrix.t5_from(lines, tmp).save(str(file))
+            else:
+                tokenizers_oracle.train(kind, str(texts), str(file), vocab_size=8000)
             ours = json.loads(subprocess.run([str(tokbench), "-tokenizer", str(file), "-corpus", str(texts), "-runs", str(args.runs)],
                                              check=True, capture_output=True, text=True).stdout)
             for r in ours:

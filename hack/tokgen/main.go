@@ -52,8 +52,15 @@ type probe struct {
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "pairs" {
+		if err := json.NewEncoder(os.Stdout).Encode(compositionPairs()); err != nil {
+			fmt.Fprintln(os.Stderr, "tokgen:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: tokgen probe.json > sidecar/tokenizer/tables.go")
+		fmt.Fprintln(os.Stderr, "usage: tokgen pairs > pairs.json; tokgen probe.json > sidecar/tokenizer/tables.go")
 		os.Exit(2)
 	}
 	if err := run(os.Args[1]); err != nil {
@@ -118,6 +125,26 @@ func run(path string) error {
 	}
 	_, err = os.Stdout.Write(src)
 	return err
+}
+
+// compositionPairs are the pairs Go's NFC composes into one character
+// (its primary composites, Hangul aside), for the probe to ask tokenizers.
+func compositionPairs() [][2]string {
+	var out [][2]string
+	for c := range rune(unicode.MaxRune + 1) {
+		if c >= 0xAC00 && c <= 0xD7A3 || c >= 0xD800 && c <= 0xDFFF {
+			continue
+		}
+		d := []rune(norm.NFD.String(string(c)))
+		if len(d) < 2 || norm.NFC.String(string(d)) != string(c) {
+			continue
+		}
+		first := norm.NFC.String(string(d[:len(d)-1]))
+		if norm.NFC.String(first+string(d[len(d)-1])) == string(c) {
+			out = append(out, [2]string{first, string(d[len(d)-1])})
+		}
+	}
+	return out
 }
 
 // table writes ranges as a unicode.RangeTable literal.
@@ -243,6 +270,49 @@ func unknownToNorm(b *bytes.Buffer, raw map[string]json.RawMessage) error {
 			unknown = append(unknown, [2]rune{c, c})
 		}
 	}
+	// A pair Go composes and tokenizers does not holds a character
+	// Unicode 9.0 lacked: the second, if no pair with it composes in
+	// tokenizers, else the first.
+	var pairs []struct {
+		Pair       [2]string `json:"pair"`
+		Tokenizers string    `json:"tokenizers"`
+	}
+	if err := json.Unmarshal(raw["pairs"], &pairs); err != nil {
+		return fmt.Errorf("normalization pairs: %w", err)
+	}
+	composes := map[rune]bool{}
+	for _, p := range pairs {
+		if p.Tokenizers != p.Pair[0]+p.Pair[1] {
+			composes[[]rune(p.Pair[1])[0]] = true
+		}
+	}
+	extra := map[rune]bool{}
+	for _, p := range pairs {
+		if p.Tokenizers != p.Pair[0]+p.Pair[1] {
+			continue
+		}
+		first, second := []rune(p.Pair[0]), []rune(p.Pair[1])[0]
+		if !composes[second] {
+			extra[second] = true
+		} else if len(first) == 1 {
+			extra[first[0]] = true
+		} else {
+			return fmt.Errorf("the pair %+q composes in Go, not in tokenizers, and neither part is new", p.Pair)
+		}
+	}
+	for c := range extra {
+		unknown = append(unknown, [2]rune{c, c})
+	}
+	slices.SortFunc(unknown, func(a, b [2]rune) int { return int(a[0] - b[0]) })
+	merged := unknown[:0]
+	for _, r := range unknown {
+		if n := len(merged); n > 0 && merged[n-1][1] >= r[0]-1 {
+			merged[n-1][1] = max(merged[n-1][1], r[1])
+			continue
+		}
+		merged = append(merged, r)
+	}
+	unknown = merged
 	fmt.Fprintf(b, "// unknownToNorm: the code points tokenizers' normalizers leave alone\n// (Unicode 9.0 had not assigned them) that Go's normalize; a text is\n// normalized piece by piece between them.\nvar unknownToNorm = %s\n", table(unknown))
 	return nil
 }

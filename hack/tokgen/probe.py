@@ -7,7 +7,11 @@ generator (hack/tokgen/main.go) turns this into the tables of
 sidecar/tokenizer/tables.go, so that the Go tokenizer sees Unicode as the
 pinned tokenizers sees it, whatever Unicode version Go's own tables have.
 
-  probe.py OUT.json
+  probe.py PAIRS.json OUT.json
+
+PAIRS.json holds the pairs Go's NFC composes (go run ./hack/tokgen pairs):
+tokenizers' NFC of each is recorded, so that a pair it does not compose
+(a character Unicode 9.0 lacked) is known.
 
 Nothing here is written by hand from the Unicode data: each set is what a
 component of tokenizers did to the code points.
@@ -175,6 +179,10 @@ def main() -> None:
     before = per_char(normalizers.NFD().normalize_str, lambda c: "\u0345" + c)
     forms["after_0334"] = sorted(c for c, o in after.items() if o != nfd[c] + "\u0334")
     forms["before_0345"] = sorted(c for c, o in before.items() if o != "\u0345" + nfd[c])
+    with open(sys.argv[1], encoding="utf-8") as f:
+        pairs = json.load(f)
+    nfc = normalizers.NFC()
+    forms["pairs"] = [{"pair": p, "tokenizers": nfc.normalize_str(p[0] + p[1])} for p in pairs]
     out["normalization"] = forms
 
     out["punctuation"] = ranges(removed_by(pre_tokenizers.Punctuation(behavior="removed")))
@@ -193,7 +201,7 @@ def main() -> None:
     out["word"] = ranges(word)
     out["space"] = ranges(space)
     out["graphemes"] = graphemes()
-    with open(sys.argv[1], "w", encoding="utf-8") as f:
+    with open(sys.argv[2], "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
 
 

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -87,4 +88,39 @@ func FuzzEncode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A Unigram model whose pieces are a, aa, …, a run of 256 (the bound):
+// encoding a run of a's stays linear in the text (the pieces that start
+// at a place are found a byte at a time, never by hashing each prefix).
+func TestUnigramIsLinearInTheText(t *testing.T) {
+	vocab := []any{[]any{"<unk>", 0.0}}
+	for n := 1; n <= maxUnigramPiece; n++ {
+		vocab = append(vocab, []any{strings.Repeat("a", n), -float64(n)})
+	}
+	tk := loadJSON(t, map[string]any{"version": "1.0", "truncation": nil, "padding": nil, "added_tokens": []any{}, "decoder": nil,
+		"post_processor": nil, "normalizer": nil, "pre_tokenizer": nil, "model": map[string]any{"type": "Unigram", "unk_id": 0, "byte_fallback": false, "vocab": vocab}})
+	cost := func(n int) time.Duration {
+		text := strings.Repeat("a", n)
+		best := time.Duration(1 << 62)
+		for range 3 {
+			start := time.Now()
+			tk.Encode(text, false)
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	small, large := cost(4<<10), cost(64<<10)
+	t.Logf("4 KiB: %v, 64 KiB: %v", small, large)
+	// 16 times the text: about 16 times the work; a quadratic encoder
+	// takes 256 times.
+	if large > 64*small+50*time.Millisecond {
+		t.Fatalf("4 KiB took %v, 64 KiB %v: not linear", small, large)
+	}
+	bad := append(vocab, []any{strings.Repeat("b", maxUnigramPiece+1), -1.0})
+	data, _ := json.Marshal(map[string]any{"version": "1.0", "truncation": nil, "padding": nil, "added_tokens": []any{}, "decoder": nil,
+		"post_processor": nil, "normalizer": nil, "pre_tokenizer": nil, "model": map[string]any{"type": "Unigram", "unk_id": 0, "byte_fallback": false, "vocab": bad}})
+	if _, err := Load(data); err == nil || !strings.Contains(err.Error(), "above the bound of 256") {
+		t.Fatalf("a piece above the bound: %v", err)
+	}
 }

@@ -2,10 +2,10 @@
 
 package tokenizer_test
 
-// Tokenizers trained by the tokenizers library itself (bin/venv-tok,
-// test/oracle/tokenizers_oracle.py) on a corpus that exercises Unicode:
-// every text's ids from this package equal tokenizers' own, with and
-// without the special tokens.
+// The real tokenizer.json files that packages on PyPI ship, run by the
+// tokenizers library itself (bin/venv-tok): every text's ids from this
+// package equal tokenizers' own. (Tokenizers of every family trained here
+// are the conformance matrix, conformance_test.go, recorded.)
 
 import (
 	"archive/zip"
@@ -60,47 +60,6 @@ func idsOf(t *testing.T, out []byte) [][]int32 {
 		rows = append(rows, ids)
 	}
 	return rows
-}
-
-func TestTokenizerEqualsTokenizers(t *testing.T) {
-	dir := t.TempDir()
-	path, texts := corpus(t, dir)
-	for _, kind := range []string{"gpt2", "llama3", "prefix", "llama2", "bert", "wordpiece", "t5", "unigram"} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			file := filepath.Join(t.TempDir(), kind+".json")
-			oracle(t, "train", kind, path, file)
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tk, err := tokenizer.Load(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, special := range []bool{true, false} {
-				args := []string{"encode", file, path}
-				if !special {
-					args = append(args, "--no-special")
-				}
-				want := idsOf(t, oracle(t, args...))
-				if len(want) != len(texts) {
-					t.Fatalf("tokenizers encoded %d texts of %d", len(want), len(texts))
-				}
-				bad := 0
-				for i, text := range texts {
-					if got := tk.Encode(text, special); !slices.Equal(got, want[i]) {
-						if bad++; bad <= 3 {
-							t.Errorf("special %v, text %d %q:\n got %v\nwant %v", special, i, text, got, want[i])
-						}
-					}
-				}
-				if bad > 0 {
-					t.Fatalf("special %v: %d of %d texts differ from tokenizers' ids", special, bad, len(texts))
-				}
-			}
-		})
-	}
 }
 
 // Every tokenizer.json a package on PyPI ships (the wheels hack/tools.sh

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
+	"sort"
 	"unicode/utf8"
 )
 
@@ -14,14 +16,24 @@ import (
 // runs it), characters no piece covers scored as unk below the lowest
 // piece, runs of them fused into one unk.
 type unigram struct {
-	ids          map[string]int32
-	scores       []float64
+	ids    map[string]int32
+	scores []float64
+	// pieces are the vocabulary's pieces sorted by their bytes, each with
+	// its id (the first of duplicates): the pieces that start a word at a
+	// place are found by narrowing a range of them a byte at a time.
+	pieces       []string
+	pieceIDs     []int32
 	maxPiece     int // bytes of the longest piece
 	unk          int32
 	unkScore     float64
 	byteFallback bool
 	bytes        byteTokens
 }
+
+// maxUnigramPiece bounds a piece's bytes, which bound the work a byte of
+// text costs (SentencePiece's pieces are at most 16 characters, 64
+// bytes, by default).
+const maxUnigramPiece = 256
 
 // unkPenalty is what an unknown character scores below the lowest piece
 // (tokenizers' K_UNK_PENALTY, SentencePiece's kUnkPenalty).
@@ -58,8 +70,12 @@ func newUnigram(raw json.RawMessage) (*unigram, error) {
 		if err != nil {
 			return nil, fmt.Errorf("model Unigram: vocab entry %d: %w", i, err)
 		}
+		if len(piece) > maxUnigramPiece {
+			return nil, fmt.Errorf("model Unigram: piece %d is %d bytes, above the bound of %d that keeps encoding linear in the text", i, len(piece), maxUnigramPiece)
+		}
 		if _, dup := m.ids[piece]; !dup {
 			m.ids[piece] = int32(i) //nolint:gosec // bounded above
+			m.pieces = append(m.pieces, piece)
 		}
 		m.scores[i] = score
 		m.maxPiece = max(m.maxPiece, len(piece))
@@ -72,6 +88,11 @@ func newUnigram(raw json.RawMessage) (*unigram, error) {
 		return nil, fmt.Errorf("model Unigram: unk_id %d outside its %d pieces", *j.UnkID, len(j.Vocab))
 	}
 	m.unk = int32(*j.UnkID) //nolint:gosec // bounded above
+	slices.Sort(m.pieces)
+	m.pieceIDs = make([]int32, len(m.pieces))
+	for k, p := range m.pieces {
+		m.pieceIDs[k] = m.ids[p]
+	}
 	m.unkScore = minScore - unkPenalty
 	m.bytes = byteTokensOf(m.ids)
 	return m, nil
@@ -98,12 +119,19 @@ func (m *unigram) tokenize(ids []int32, word string) []int32 {
 		single := false
 		// Every piece that starts here: its prefixes of the word, shortest
 		// first (the order of tokenizers' trie search, which keeps the
-		// first of equal scores).
-		for end := at + 1; end <= min(n, at+m.maxPiece); end++ {
-			id, ok := m.ids[word[at:end]]
-			if !ok {
+		// first of equal scores), found by narrowing the sorted pieces
+		// that share the prefix read so far.
+		lo, hi := 0, len(m.pieces)
+		for k := 0; at+k < n && k < m.maxPiece && lo < hi; k++ {
+			c := word[at+k]
+			piecesAt := m.pieces[lo:hi]
+			from := sort.Search(len(piecesAt), func(x int) bool { p := piecesAt[x]; return len(p) > k && p[k] >= c })
+			to := sort.Search(len(piecesAt), func(x int) bool { p := piecesAt[x]; return len(p) > k && p[k] > c })
+			lo, hi = lo+from, lo+to
+			if lo >= hi || len(m.pieces[lo]) != k+1 {
 				continue
 			}
+			end, id := at+k+1, m.pieceIDs[lo]
 			if score := here + m.scores[id]; best[end].start < 0 || score > best[end].score {
 				best[end] = node{score: score, start: at, id: id}
 			}

@@ -344,6 +344,24 @@ def converted() -> dict[str, Callable[[str], Tokenizer]]:
     }
 
 
+def t5_from(lines: list[str], d: str, vocab_size: int = 8000) -> Tokenizer:
+    """T5's tokenizer as transformers converts a sentencepiece model
+    trained on lines (the tokenizer benchmark's Precompiled pipeline)."""
+    path = os.path.join(d, "t5-corpus.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(line.replace("\n", " ") for line in lines))
+    prefix = os.path.join(d, "t5-bench")
+    sentencepiece.SentencePieceTrainer.train(input=path, model_prefix=prefix, vocab_size=vocab_size, model_type="unigram", minloglevel=2,
+                                             hard_vocab_limit=False, input_sentence_size=200_000, shuffle_input_sentence=True)
+    folder = tempfile.mkdtemp(dir=d)
+    for name in SPM_NAMES:
+        shutil.copy(prefix + ".model", os.path.join(folder, name))
+    t: Tokenizer = transformers.T5Tokenizer.from_pretrained(folder).backend_tokenizer
+    t.no_truncation()
+    t.no_padding()
+    return t
+
+
 # --- recording -----------------------------------------------------------
 
 
@@ -431,14 +449,15 @@ def load(dir_: str, name: str) -> Tokenizer:
 
 
 def check(dir_: str) -> None:
-    ts = [json.loads(line)["text"] for line in read_gz(os.path.join(dir_, "texts.jsonl.gz")).splitlines()]
+    # Lines end in \n alone: a text may hold U+2028 and its kin.
+    ts = [json.loads(line)["text"] for line in read_gz(os.path.join(dir_, "texts.jsonl.gz")).split("\n") if line]
     bad = 0
     for f in sorted(os.listdir(dir_)):
         if not f.endswith(".ids.gz"):
             continue
         name = f[: -len(".ids.gz")]
-        want = [line.split(" ")[0] for line in read_gz(os.path.join(dir_, f)).splitlines()]
-        got = [line.split(" ")[0] for line in encoded(load(dir_, name), ts).splitlines()]
+        want = [line.split(" ")[0] for line in read_gz(os.path.join(dir_, f)).split("\n") if line]
+        got = [line.split(" ")[0] for line in encoded(load(dir_, name), ts).split("\n") if line]
         diff = sum(1 for a, b in zip(want, got) if a != b) + abs(len(want) - len(got))
         if diff:
             print(f"{name}: tokenizers gives other ids for {diff} of {len(ts)} texts than recorded (run make golden)", file=sys.stderr)

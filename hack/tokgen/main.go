@@ -270,35 +270,9 @@ func unknownToNorm(b *bytes.Buffer, raw map[string]json.RawMessage) error {
 			unknown = append(unknown, [2]rune{c, c})
 		}
 	}
-	// A pair Go composes and tokenizers does not holds a character
-	// Unicode 9.0 lacked: the second, if no pair with it composes in
-	// tokenizers, else the first.
-	var pairs []struct {
-		Pair       [2]string `json:"pair"`
-		Tokenizers string    `json:"tokenizers"`
-	}
-	if err := json.Unmarshal(raw["pairs"], &pairs); err != nil {
-		return fmt.Errorf("normalization pairs: %w", err)
-	}
-	composes := map[rune]bool{}
-	for _, p := range pairs {
-		if p.Tokenizers != p.Pair[0]+p.Pair[1] {
-			composes[[]rune(p.Pair[1])[0]] = true
-		}
-	}
-	extra := map[rune]bool{}
-	for _, p := range pairs {
-		if p.Tokenizers != p.Pair[0]+p.Pair[1] {
-			continue
-		}
-		first, second := []rune(p.Pair[0]), []rune(p.Pair[1])[0]
-		if !composes[second] {
-			extra[second] = true
-		} else if len(first) == 1 {
-			extra[first[0]] = true
-		} else {
-			return fmt.Errorf("the pair %+q composes in Go, not in tokenizers, and neither part is new", p.Pair)
-		}
+	extra, err := pairsUnknown(raw["pairs"])
+	if err != nil {
+		return err
 	}
 	for c := range extra {
 		unknown = append(unknown, [2]rune{c, c})
@@ -315,4 +289,40 @@ func unknownToNorm(b *bytes.Buffer, raw map[string]json.RawMessage) error {
 	unknown = merged
 	fmt.Fprintf(b, "// unknownToNorm: the code points tokenizers' normalizers leave alone\n// (Unicode 9.0 had not assigned them) that Go's normalize; a text is\n// normalized piece by piece between them.\nvar unknownToNorm = %s\n", table(unknown))
 	return nil
+}
+
+// pairsUnknown reads the composition pairs the probe asked tokenizers
+// about. A pair Go composes and tokenizers does not holds a character
+// Unicode 9.0 lacked: the second, if no pair with it composes in
+// tokenizers, else the first.
+func pairsUnknown(raw json.RawMessage) (map[rune]bool, error) {
+	var pairs []struct {
+		Pair       [2]string `json:"pair"`
+		Tokenizers string    `json:"tokenizers"`
+	}
+	if err := json.Unmarshal(raw, &pairs); err != nil {
+		return nil, fmt.Errorf("normalization pairs: %w", err)
+	}
+	composes := map[rune]bool{}
+	for _, p := range pairs {
+		if p.Tokenizers != p.Pair[0]+p.Pair[1] {
+			composes[[]rune(p.Pair[1])[0]] = true
+		}
+	}
+	extra := map[rune]bool{}
+	for _, p := range pairs {
+		if p.Tokenizers != p.Pair[0]+p.Pair[1] {
+			continue
+		}
+		first, second := []rune(p.Pair[0]), []rune(p.Pair[1])[0]
+		switch {
+		case !composes[second]:
+			extra[second] = true
+		case len(first) == 1:
+			extra[first[0]] = true
+		default:
+			return nil, fmt.Errorf("the pair %+q composes in Go, not in tokenizers, and neither part is new", p.Pair)
+		}
+	}
+	return extra, nil
 }

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,7 +118,7 @@ func TestUnigramIsLinearInTheText(t *testing.T) {
 	if large > 64*small+50*time.Millisecond {
 		t.Fatalf("4 KiB took %v, 64 KiB %v: not linear", small, large)
 	}
-	bad := append(vocab, []any{strings.Repeat("b", maxUnigramPiece+1), -1.0})
+	bad := append(slices.Clone(vocab), []any{strings.Repeat("b", maxUnigramPiece+1), -1.0})
 	data, _ := json.Marshal(map[string]any{"version": "1.0", "truncation": nil, "padding": nil, "added_tokens": []any{}, "decoder": nil,
 		"post_processor": nil, "normalizer": nil, "pre_tokenizer": nil, "model": map[string]any{"type": "Unigram", "unk_id": 0, "byte_fallback": false, "vocab": bad}})
 	if _, err := Load(data); err == nil || !strings.Contains(err.Error(), "above the bound of 256") {

@@ -270,8 +270,8 @@ func TokenizeKey(t *datav1alpha1.Tokenize) string {
 	if t == nil {
 		return ""
 	}
-	key := fmt.Sprintf("sha256=%s column=%s output=%s special=%t eod=%q", t.Tokenizer.SHA256, t.Column, TokenizeOutput(t),
-		ptr.Deref(t.AddSpecialTokens, true), t.EndOfDocument)
+	key := fmt.Sprintf("sha256=%s column=%s output=%s special=%t eod=%q ids=%q", t.Tokenizer.SHA256, t.Column, TokenizeOutput(t),
+		ptr.Deref(t.AddSpecialTokens, true), t.EndOfDocument, TokenizerReference)
 	if c := t.Chat; c != nil { // only chat datasets' keys change: the others' plans stay
 		sum := sha256.Sum256([]byte(c.Template))
 		key += fmt.Sprintf(" chat=%x bos=%q eos=%q mask=%s", sum, c.BOSToken, c.EOSToken, ChatLossMask(c))
@@ -281,6 +281,12 @@ func TokenizeKey(t *datav1alpha1.Tokenize) string {
 	}
 	return key
 }
+
+// TokenizerReference names the library whose ids the sidecar's tokenizer
+// gives (sidecar/tokenizer, checked against it): in every tokenization's
+// key, so that token lengths and cached tokens made by a tokenizer that
+// gave other ids are made again, never served.
+const TokenizerReference = "tokenizers 0.23.3"
 
 // ChatLossMask is the column a chat tokenization serves its loss mask in.
 func ChatLossMask(c *datav1alpha1.ChatTemplate) string { return cmp.Or(c.LossMask, "assistant_masks") }

@@ -11,6 +11,8 @@ import (
 	"unicode"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/shardfeed/shardfeed/internal/planspec"
 )
 
 // Worked examples of each component, one per defect an outside matrix
@@ -92,6 +94,14 @@ func TestPreTokenizersAsTokenizers(t *testing.T) {
 				t.Fatalf("%+q\n got %+q\nwant %+q", c.text, got, c.want)
 			}
 		})
+	}
+}
+
+// A tokenization's key names the tokenizers whose ids these are, the one
+// the tables and the matrix were recorded with.
+func TestTheKeyNamesTheReference(t *testing.T) {
+	if planspec.TokenizerReference != "tokenizers "+tablesTokenizers {
+		t.Fatalf("planspec.TokenizerReference is %q, the tables were made with tokenizers %s", planspec.TokenizerReference, tablesTokenizers)
 	}
 }
 

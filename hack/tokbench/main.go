@@ -4,6 +4,11 @@
 // and the rate printed as JSON.
 //
 //	go run ./hack/tokbench -tokenizer gpt2.json -corpus corpus.jsonl [-runs 3]
+//	go run ./hack/tokbench -tokenizer gpt2.json -corpus corpus.jsonl -ids
+//
+// With -ids it measures nothing: it prints each text's ids, with and
+// without the special tokens, as a JSON line [[...], [...]] (to compare
+// with tokenizers' own by hand).
 package main
 
 import (
@@ -29,7 +34,15 @@ func main() {
 	file := flag.String("tokenizer", "", "a tokenizer.json")
 	corpus := flag.String("corpus", "", "JSON lines of {\"text\": …}")
 	runs := flag.Int("runs", 3, "runs of each measurement")
+	ids := flag.Bool("ids", false, "print each text's ids instead of measuring")
 	flag.Parse()
+	if *ids {
+		if err := printIDs(*file, *corpus); err != nil {
+			fmt.Fprintln(os.Stderr, "tokbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*file, *corpus, *runs); err != nil {
 		fmt.Fprintln(os.Stderr, "tokbench:", err)
 		os.Exit(1)
@@ -64,6 +77,30 @@ func run(file, corpus string, runs int) error {
 		out = append(out, r)
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+func printIDs(file, corpus string) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	tk, err := tokenizer.Load(data)
+	if err != nil {
+		return err
+	}
+	texts, _, err := readCorpus(corpus)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(os.Stdout)
+	enc := json.NewEncoder(w)
+	for _, t := range texts {
+		with, without := append([]int32{}, tk.Encode(t, true)...), append([]int32{}, tk.Encode(t, false)...)
+		if err := enc.Encode([2][]int32{with, without}); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
 }
 
 // encodeAll encodes every text on cores goroutines and counts the tokens.

@@ -60,6 +60,8 @@ func TestTemplatesEqualTransformers(t *testing.T) {
 		{"llama3", "llama3", "llama3.jinja", "<|start_header_id|>,<|end_header_id|>,<|eot_id|>", "<|begin_of_text|>", "<|end_of_text|>", false, "", "", ""},
 		{"mistral", "llama2", "mistral.jinja", "", "<s>", "</s>", false, "", "", ""},
 		{"tools", "gpt2", "tools.jinja", "<|system|>,<|user|>,<|assistant|>", "<s>", "<|endoftext|>", false, "", "", ""},
+		{"gemma", "gpt2", "gemma.jinja", "<bos>,<eos>,<start_of_turn>,<end_of_turn>", "<bos>", "<eos>", false, "", "", ""},
+		{"qwen2.5 tool calls", "gpt2", "qwen-tools.jinja", "<|im_start|>,<|im_end|>,<tool_call>,</tool_call>,<tool_response>,</tool_response>", "<s>", "<|im_end|>", false, "", "", ""},
 		{"t5 chatml", "t5", "chatml.jinja", "<|im_start|>,<|im_end|>", "<s>", "</s>", true, "", "", ""},
 		{"chatml marked", "gpt2", "chatml.jinja", "<|im_start|>,<|im_end|>", "<s>", "<|endoftext|>", false, "chatml-plain.jinja", "<|im_start|>assistant\n", "<|im_end|>"},
 		{"llama3 marked", "llama3", "llama3.jinja", "<|start_header_id|>,<|end_header_id|>,<|eot_id|>", "<|begin_of_text|>", "<|end_of_text|>", false,

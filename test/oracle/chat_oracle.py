@@ -8,7 +8,8 @@ assistant tokens' mask of return_assistant_tokens_mask.
       [{"role", "content"}, ...]}: an optional system message, then one to
       four user and assistant turns whose contents are the tokenizer
       tests' Unicode texts; every 23rd has two user turns in a row (a
-      template may refuse it).
+      template may refuse it); every 5th has assistant turns with
+      tool_calls and the tool turns of their results.
   chat_oracle.py render TOKENIZER TEMPLATE CONVERSATIONS [--bos B] [--eos E]
       prints, for each conversation, a JSON line {"text", "ids", "mask"}
       as apply_chat_template gives them (rendered, then tokenized with
@@ -42,6 +43,15 @@ def conversations(path: str, rows: int, seed: int) -> None:
                 msgs.append({"role": "system", "content": text()})
             for _ in range(rng.randint(1, 4)):
                 msgs.append({"role": "user", "content": text()})
+                if i % 5 == 2:
+                    # A tool call or two, their results, then the answer.
+                    calls = [{"type": "function", "function": {"name": rng.choice(["get_weather", "search", "wörterbuch"]),
+                                                               "arguments": {"query": text(), "days": rng.randint(0, 9), "units": ["c", "f"],
+                                                                             "strict": rng.random() < 0.5}}}
+                             for _ in range(rng.randint(1, 2))]
+                    msgs.append({"role": "assistant", "content": rng.choice(["", text()]), "tool_calls": calls})
+                    for _ in calls:
+                        msgs.append({"role": "tool", "content": text()})
                 if i % 23 != 5:
                     msgs.append({"role": "assistant", "content": text()})
             f.write(json.dumps({"id": i, "messages": msgs}, ensure_ascii=False) + "\n")

@@ -11,8 +11,10 @@ gives each text, recorded for the Go tokenizer's unit tests
                                    its recorded ids (the oracle drifted)
 
 The files are made two ways, as real models' files are:
-  - transformers' slow-to-fast converters (every one that can be fed a
-    locally trained sentencepiece model or vocabulary) run on models
+  - transformers' conversions (every family's tokenizer class that can be
+    fed a locally trained sentencepiece model or vocabulary, and the
+    converter classes themselves for ALBERT and Pegasus, whose
+    from_pretrained fails in transformers 5.22) run on models
     sentencepiece and tokenizers train here on a multilingual corpus;
   - tokenizers pipelines mirroring named model families' tokenizer.json.
 Each gets added tokens with every flag. DIR holds, gzipped:
@@ -29,6 +31,7 @@ Each gets added tokens with every flag. DIR holds, gzipped:
 import base64
 import gzip
 import hashlib
+import importlib
 import json
 import os
 import random
@@ -144,6 +147,32 @@ def spm_model(d: str, kind: str, rule: str = "nmt_nfkc", byte_fallback: bool = F
     args.update(extra or {})
     sentencepiece.SentencePieceTrainer.train(**args)
     return prefix + ".model"
+
+
+class Slow:
+    """What transformers' converter classes read of a slow tokenizer, for a
+    sentencepiece model (for the families whose from_pretrained fails in
+    transformers 5.22: ALBERT, Pegasus)."""
+
+    def __init__(self, model: str, **options: Any) -> None:
+        self.vocab_file = model
+        self.sp = sentencepiece.SentencePieceProcessor(model_file=model)
+        self.keep_accents, self.do_lower_case, self.offset = False, False, 103
+        self.mask_token_sent, self.mask_token = "<mask_1>", "<mask_2>"
+        self.unk_token, self.pad_token, self.eos_token = "<unk>", "<pad>", "</s>"
+        for k, v in options.items():
+            setattr(self, k, v)
+
+    def convert_tokens_to_ids(self, token: str) -> int:
+        return int(self.sp.piece_to_id(token))
+
+    def convert_ids_to_tokens(self, i: int) -> str:
+        return str(self.sp.id_to_piece(i))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.endswith("_token_id"):
+            return self.convert_tokens_to_ids(getattr(self, name[: -len("_id")]))
+        raise AttributeError(name)
 
 
 def trained(model: Any, pre: Any, trainer: Any, norm: Any = None, specials: list[str] | None = None) -> Tokenizer:
@@ -317,13 +346,18 @@ def converted() -> dict[str, Callable[[str], Tokenizer]]:
     def wp() -> Tokenizer:
         return wordpiece(normalizers.BertNormalizer(), pre_tokenizers.BertPreTokenizer())
 
+    def converter(name: str, **opts: Any) -> Callable[[str], Tokenizer]:
+        cls = getattr(importlib.import_module("transformers.convert_slow_tokenizer"), name)
+        return lambda d: cls(Slow(spm_model(d, "unigram"), **opts)).converted()
+
     return {
+        "conv-albert": converter("AlbertConverter", do_lower_case=True), "conv-albert-keep-accents": converter("AlbertConverter", keep_accents=True),
+        "conv-pegasus": converter("PegasusConverter"),
         "conv-t5": spm("T5Tokenizer"), "conv-mt5-identity": spm("T5Tokenizer", rule="identity"),
-        "conv-xlm-roberta": spm("XLMRobertaTokenizer"), "conv-albert": spm("AlbertTokenizer", do_lower_case=True),
-        "conv-albert-keep-accents": spm("AlbertTokenizer", keep_accents=True), "conv-xlnet": spm("XLNetTokenizer"),
+        "conv-xlm-roberta": spm("XLMRobertaTokenizer"), "conv-xlnet": spm("XLNetTokenizer"),
         "conv-camembert": spm("CamembertTokenizer"), "conv-barthez": spm("BarthezTokenizer"),
         "conv-mbart": spm("MBartTokenizer"), "conv-mbart50": spm("MBart50Tokenizer"), "conv-nllb": spm("NllbTokenizer"),
-        "conv-seamless-m4t": spm("SeamlessM4TTokenizer"), "conv-pegasus": spm("PegasusTokenizer"),
+        "conv-seamless-m4t": spm("SeamlessM4TTokenizer"),
         "conv-bigbird": spm("BigBirdTokenizer"), "conv-rembert": spm("RemBertTokenizer"), "conv-fnet": spm("FNetTokenizer"),
         "conv-reformer": spm("ReformerTokenizer"), "conv-xglm": spm("XGLMTokenizer"),
         "conv-deberta-v2": spm("DebertaV2Tokenizer", split_by_punct=True), "conv-deberta-v3-lower": spm("DebertaV2Tokenizer", do_lower_case=True),

@@ -125,3 +125,49 @@ func TestUnigramIsLinearInTheText(t *testing.T) {
 		t.Fatalf("a piece above the bound: %v", err)
 	}
 }
+
+// FuzzPrecompiled: any charsmap either loads or is refused, and a loaded
+// one normalizes any text without a panic (a trie that points outside
+// itself is no match), in time linear in the text.
+func FuzzPrecompiled(f *testing.F) {
+	f.Add([]byte{8, 0, 0, 0, 0x00, 0x04, 0, 0, 0x61, 0x01, 0, 0, 'X', 0}, "a\u0301 ab")
+	f.Add([]byte{4, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0}, "ＡＢ")
+	f.Add([]byte{0xff, 0, 0, 0}, "x")
+	f.Fuzz(func(t *testing.T, charsmap []byte, text string) {
+		p, err := parseCharsmap(charsmap)
+		if err != nil {
+			return
+		}
+		start := time.Now()
+		out, _ := p.normalize(text, true)
+		if d := time.Since(start); d > time.Second+time.Duration(len(text))*50*time.Microsecond {
+			t.Fatalf("%d bytes took %v", len(text), d)
+		}
+		// Each byte of the text becomes at most one replacement.
+		if len(out) > len(text)*(len(p.text)+4) {
+			t.Fatalf("%d bytes of text made %d", len(text), len(out))
+		}
+	})
+}
+
+// FuzzPattern: any regex either compiles or is refused, naming why, and
+// a compiled one finds matches inside the text, in order, without a
+// panic.
+func FuzzPattern(f *testing.F) {
+	for _, s := range []string{gpt2Pattern, `(?i:'s|'t)|\p{L}+|\s+(?!\S)|\s+`, ` ?[^(\s|[.,!?…])]+`, `\A▁`, `^ |$`, `x*`, `[\S\p{^L}]`, `\uFFFD`, `\p{Han}+`} {
+		f.Add(s, "Hello, world! 東京 ▁x\n y  ")
+	}
+	f.Fuzz(func(t *testing.T, src, text string) {
+		p, err := compilePattern(src)
+		if err != nil {
+			return
+		}
+		last := 0
+		for _, m := range p.matches(text) {
+			if m[0] < last || m[1] < m[0] || m[1] > len(text) {
+				t.Fatalf("%q in %q: match %v after %d", src, text, m, last)
+			}
+			last = m[1]
+		}
+	})
+}

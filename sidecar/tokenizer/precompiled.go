@@ -137,8 +137,10 @@ func (p *precompiled) normalize(s string, lead bool) (string, bool) {
 				continue
 			}
 		}
-		for k, r := range g {
-			c := g[k : k+utf8.RuneLen(r)]
+		for k := 0; k < len(g); {
+			_, size := utf8.DecodeRuneInString(g[k:])
+			c := g[k : k+size]
+			k += size
 			if rep, ok := p.lookup(c); ok {
 				c = rep
 			}

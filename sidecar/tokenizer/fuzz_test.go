@@ -171,3 +171,30 @@ func FuzzPattern(f *testing.F) {
 		}
 	})
 }
+
+// A WordPiece model that allows words of a billion characters: a word of
+// 64 KiB costs about 16 times one of 4 KiB (no piece longer than the
+// longest token is looked up).
+func TestWordPieceIsLinearInTheWord(t *testing.T) {
+	tk := loadJSON(t, map[string]any{"version": "1.0", "truncation": nil, "padding": nil, "added_tokens": []any{}, "decoder": nil,
+		"post_processor": nil, "normalizer": nil, "pre_tokenizer": map[string]any{"type": "WhitespaceSplit"},
+		"model": map[string]any{"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 1 << 30,
+			"vocab": map[string]int{"[UNK]": 0, "a": 1, "##a": 2, "##aa": 3}}})
+	cost := func(n int) time.Duration {
+		text := strings.Repeat("a", n)
+		best := time.Duration(1 << 62)
+		for range 3 {
+			start := time.Now()
+			if ids := tk.Encode(text, false); len(ids) != 1+(n-1+1)/2 {
+				t.Fatalf("%d a's: %d ids", n, len(ids))
+			}
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	small, large := cost(4<<10), cost(64<<10)
+	t.Logf("4 KiB: %v, 64 KiB: %v", small, large)
+	if large > 64*small+50*time.Millisecond {
+		t.Fatalf("4 KiB took %v, 64 KiB %v: not linear", small, large)
+	}
+}

@@ -15,6 +15,10 @@ type wordPiece struct {
 	unk      int32
 	prefix   string
 	maxChars int
+	// longest is the bytes of the longest token: no longer piece is
+	// looked up, which keeps a word's cost linear in it whatever
+	// max_input_chars_per_word says.
+	longest int
 }
 
 func newWordPiece(raw json.RawMessage) (*wordPiece, error) {
@@ -34,6 +38,7 @@ func newWordPiece(raw json.RawMessage) (*wordPiece, error) {
 			return nil, fmt.Errorf("model WordPiece: token %q has id %d, outside [0, %d]", tok, id, maxID)
 		}
 		m.vocab[tok] = int32(id) //nolint:gosec // bounded above
+		m.longest = max(m.longest, len(tok))
 	}
 	unk, ok := m.vocab[j.UnkToken]
 	if !ok {
@@ -53,6 +58,12 @@ func (m *wordPiece) tokenize(ids []int32, word string) []int32 {
 	first := len(ids)
 	for start := 0; start < len(word); {
 		end := len(word)
+		if limit := start + m.longest; limit < end {
+			// No token is longer (a continuation's prefix only makes the
+			// piece it can match shorter): back to a character boundary.
+			for end = limit; end > start && !utf8.RuneStart(word[end]); end-- {
+			}
+		}
 		found := int32(-1)
 		for start < end {
 			sub := word[start:end]

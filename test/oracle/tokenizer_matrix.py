@@ -373,7 +373,12 @@ def converted() -> dict[str, Callable[[str], Tokenizer]]:
         "conv-deberta": vocab("DebertaTokenizer", bytelevel_bpe), "conv-qwen2": vocab("Qwen2Tokenizer", bytelevel_bpe),
         "conv-clip": vocab("CLIPTokenizer", lambda: bpe(bytelevel(regex=True), end_of_word_suffix="</w>")),
         "conv-whisper": vocab("WhisperTokenizer", bytelevel_bpe), "conv-bart": vocab("BartTokenizer", bytelevel_bpe),
-        "conv-codegen": vocab("CodeGenTokenizer", bytelevel_bpe),
+        "conv-codegen": vocab("CodeGenTokenizer", bytelevel_bpe), "conv-blenderbot": vocab("BlenderbotTokenizer", bytelevel_bpe),
+        "conv-markuplm": vocab("MarkupLMTokenizer", bytelevel_bpe, tags_dict={"html": 0, "body": 1}), "conv-longformer": vocab("LongformerTokenizer", bytelevel_bpe),
+        "conv-layoutlmv3": vocab("LayoutLMv3Tokenizer", bytelevel_bpe), "conv-splinter": vocab("SplinterTokenizer", wp),
+        "conv-herbert": vocab("HerbertTokenizer", lambda: bpe(pre_tokenizers.BertPreTokenizer(), end_of_word_suffix="</w>")),
+        "conv-videoprism": spm("VideoPrismTokenizer"),
+        "conv-phi3": spm("Phi3Tokenizer", kind="bpe", rule="identity", byte_fallback=True),
         "conv-openai-gpt": vocab("OpenAIGPTTokenizer", lambda: bpe(pre_tokenizers.BertPreTokenizer(), end_of_word_suffix="</w>")),
     }
 

@@ -53,15 +53,31 @@ def ranges(points: set[int]) -> list[list[int]]:
     return out
 
 
-def removed_by(pre: pre_tokenizers.PreTokenizer) -> set[int]:
-    """The code points a pre-tokenizer removes from the text of them all."""
-    kept = set()
-    for piece, _ in pre.pre_tokenize_str(TEXT):
-        kept.update(map(ord, piece))
-    return set(ALL) - kept
+def removed_by(pre: pre_tokenizers.PreTokenizer) -> list[list[int]]:
+    """The code points a pre-tokenizer removes from the text of them all,
+    as ranges: what lies outside the pieces it keeps (their offsets are
+    indexes into ALL)."""
+    out: list[list[int]] = []
+    at = 0
+
+    def removed(lo: int, hi: int) -> None:  # ALL[lo:hi] were removed
+        if lo >= hi:
+            return
+        a, b = ALL[lo], ALL[hi - 1]
+        if b - a == hi - 1 - lo:
+            out.append([a, b])
+        else:  # across the surrogates' gap
+            gap = ALL.index(0xE000, lo, hi)
+            out.extend([[a, ALL[gap - 1]], [0xE000, b]])
+
+    for _, (start, end) in pre.pre_tokenize_str(TEXT):
+        removed(at, start)
+        at = end
+    removed(at, len(ALL))
+    return out
 
 
-def regex_class(pattern: str) -> set[int]:
+def regex_class(pattern: str) -> list[list[int]]:
     return removed_by(pre_tokenizers.Split(Regex(pattern), behavior="removed"))
 
 
@@ -150,11 +166,11 @@ def main() -> None:
     out: dict[str, object] = {"tokenizers": tokenizers.__version__}
     classes = {}
     for cat in CATEGORIES:
-        classes["p{" + cat + "}"] = ranges(regex_class(r"\p{" + cat + "}"))
+        classes["p{" + cat + "}"] = regex_class(r"\p{" + cat + "}")
     for script in SCRIPTS:
-        classes["p{" + script + "}"] = ranges(regex_class(r"\p{" + script + "}"))
+        classes["p{" + script + "}"] = regex_class(r"\p{" + script + "}")
     for name, pattern in ESCAPES.items():
-        classes[name] = ranges(regex_class(pattern))
+        classes[name] = regex_class(pattern)
     out["regex"] = classes
 
     bert_clean = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False)
@@ -185,8 +201,8 @@ def main() -> None:
     forms["pairs"] = [{"pair": p, "tokenizers": nfc.normalize_str(p[0] + p[1])} for p in pairs]
     out["normalization"] = forms
 
-    out["punctuation"] = ranges(removed_by(pre_tokenizers.Punctuation(behavior="removed")))
-    out["whitespace_split"] = ranges(removed_by(pre_tokenizers.WhitespaceSplit()))
+    out["punctuation"] = removed_by(pre_tokenizers.Punctuation(behavior="removed"))
+    out["whitespace_split"] = removed_by(pre_tokenizers.WhitespaceSplit())
     out["numeric"] = ranges(isolated_by(pre_tokenizers.Digits(individual_digits=True)))
     # Whitespace's \w+|[^\w\s]+ (the regex crate): word characters come
     # out alone between two "!", spaces are dropped.

@@ -42,7 +42,6 @@ from typing import Any, Callable
 
 import sentencepiece
 import shutil
-import transformers
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 SAMPLE_EVERY = 97
@@ -317,6 +316,8 @@ def converted() -> dict[str, Callable[[str], Tokenizer]]:
     each family's tokenizer class loading a folder with a locally trained
     sentencepiece model, or a vocabulary, under its file names."""
 
+    import transformers  # only to record: its import is slow and noisy
+
     def spm(cls: str, kind: str = "unigram", rule: str = "nmt_nfkc", byte_fallback: bool = False, **opts: Any) -> Callable[[str], Tokenizer]:
         def make(d: str) -> Tokenizer:
             model = spm_model(d, kind, rule, byte_fallback)
@@ -392,6 +393,8 @@ def t5_from(lines: list[str], d: str, vocab_size: int = 8000) -> Tokenizer:
     prefix = os.path.join(d, "t5-bench")
     sentencepiece.SentencePieceTrainer.train(input=path, model_prefix=prefix, vocab_size=vocab_size, model_type="unigram", minloglevel=2,
                                              hard_vocab_limit=False, input_sentence_size=200_000, shuffle_input_sentence=True)
+    import transformers
+
     folder = tempfile.mkdtemp(dir=d)
     for name in SPM_NAMES:
         shutil.copy(prefix + ".model", os.path.join(folder, name))

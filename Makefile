@@ -172,13 +172,15 @@ test: ## Run every test (the CI entry point): tools, lint, generated files, Go a
 # pinned tokenizers does, read by the unit tests without Python.
 TOK_PYTHON := $(BIN)/venv-tok/bin/python
 .PHONY: golden test-golden
-golden: tools-python ## Re-record the oracles the unit tests read: the tokenizer's Unicode tables and its conformance matrix (pinned tokenizers, bin/venv-tok).
+golden: tools-python ## Re-record the oracles the unit tests read: the tokenizer's Unicode tables, its conformance matrix and the chat templates' record (pinned tokenizers and transformers, bin/venv-tok).
 	@mkdir -p $(BIN)/golden
 	go run ./hack/tokgen pairs > $(BIN)/golden/pairs.json
 	$(TOK_PYTHON) hack/tokgen/probe.py $(BIN)/golden/pairs.json $(BIN)/golden/probe.json
 	go run ./hack/tokgen $(BIN)/golden/probe.json > sidecar/tokenizer/tables.go
 	rm -rf sidecar/tokenizer/testdata/conformance
 	$(TOK_PYTHON) test/oracle/tokenizer_matrix.py record sidecar/tokenizer/testdata/conformance
+	rm -rf sidecar/chat/testdata/conformance
+	$(TOK_PYTHON) test/oracle/chat_oracle.py record sidecar/chat/testdata/conformance
 test-golden: tools-python ## Fail when the pinned oracles no longer give what the unit tests read (hack/test-golden.sh; a minute the first time).
 	hack/test-golden.sh
 

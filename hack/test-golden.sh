@@ -4,7 +4,9 @@
 #   - the pinned tokenizers (bin/venv-tok) run over every code point must
 #     regenerate sidecar/tokenizer/tables.go byte for byte (hack/tokgen);
 #   - it must encode the conformance matrix's texts to the recorded ids
-#     (test/oracle/tokenizer_matrix.py check).
+#     (test/oracle/tokenizer_matrix.py check);
+#   - the pinned transformers must render the chat record's conversations
+#     as recorded (test/oracle/chat_oracle.py check).
 # The first takes a minute of CPU; once it has passed for the same
 # inputs (the pins, the generator, the tables, this Go) it is not run
 # again: a stamp in the tools' cache says so.
@@ -35,3 +37,5 @@ else
 fi
 echo "test-golden: encoding the conformance matrix with the pinned tokenizers"
 "$PY" test/oracle/tokenizer_matrix.py check sidecar/tokenizer/testdata/conformance
+echo "test-golden: rendering the chat record with the pinned transformers"
+"$PY" test/oracle/chat_oracle.py check sidecar/chat/testdata/conformance

@@ -129,3 +129,10 @@ func equalSpans(a, b [][2]int) bool {
 	}
 	return true
 }
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

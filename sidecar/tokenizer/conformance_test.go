@@ -170,3 +170,52 @@ func TestConformanceSamplesMatchTheirHashes(t *testing.T) {
 		}
 	}
 }
+
+// The defects an outside matrix found in whole pipelines, each a text of
+// the recorded matrix with the file it showed in: each now encodes to
+// tokenizers' ids.
+func TestTheMatrixHoldsEachDefect(t *testing.T) {
+	texts := conformanceTexts(t)
+	index := map[string]int{}
+	for i, c := range texts {
+		if _, seen := index[c.Text]; !seen {
+			index[c.Text] = i
+		}
+	}
+	for _, c := range []struct{ defect, file, text string }{
+		{"Metaspace's first is where the original text starts (after a Strip)", "metaspace-first", " hello"},
+		{"Metaspace's first after a stripped ideographic space", "metaspace-first", "\u3000hello"},
+		{"an empty text is no ids (Metaspace, no template)", "metaspace-first", ""},
+		{"a text normalized to nothing is no ids", "metaspace-first", "   \n\n  "},
+		{"single_word: a mark after the word makes it no single word", "bert-cased", "tokens\u0301"},
+		{"single_word: a joiner after the word makes it no single word", "gpt2", "tokens\u200d"},
+		{"a widened added token overlaps the next one found", "gpt2", "<special>  x"},
+		{"\\A in a Replace matches once (two leading spaces)", "metaspace-first", "  hello"},
+		{"Precompiled (nmt_nfkc) with full-width forms and ligatures", "conv-t5", "Ⅻ ① ﬁ ㎏ full-width ＡＢＣ１２３"},
+		{"Strip and Replace of DeBERTa-v2's conversion", "conv-deberta-v2", "   two  spaces  "},
+	} {
+		t.Run(c.defect, func(t *testing.T) {
+			i, ok := index[c.text]
+			if !ok {
+				t.Fatalf("the matrix has no text %q: re-record it", c.text)
+			}
+			tk, err := Load(conformanceFile(t, c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want string
+			k := 0
+			for line := range bytes.Lines(gunzip(t, filepath.Join(conformanceDir, c.file+".ids.gz"))) {
+				if k == i {
+					want, _, _ = strings.Cut(strings.TrimSpace(string(line)), " ")
+					break
+				}
+				k++
+			}
+			with, without := tk.Encode(c.text, true), tk.Encode(c.text, false)
+			if got := idsHash(with, without); got != want {
+				t.Fatalf("%q: %v / %v, not tokenizers' ids (hash %s, recorded %s)", c.text, with, without, got, want)
+			}
+		})
+	}
+}

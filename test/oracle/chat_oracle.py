@@ -36,7 +36,6 @@ assistant tokens' mask of return_assistant_tokens_mask.
 """
 
 import argparse
-import gzip
 import hashlib
 import json
 import os
@@ -149,17 +148,8 @@ def outcomes(tokenizer: str, template: str, convs: list[list[dict]], bos: str, e
     return out
 
 
-def write_gz(path: str, text: str) -> None:
-    with gzip.GzipFile(path, "wb", mtime=0) as f:
-        f.write(text.encode())
-
-
-def read_gz(path: str) -> str:
-    with gzip.open(path, "rb") as f:
-        return f.read().decode()
-
-
 def record(out: str) -> None:
+    from tokenizer_matrix import write_gz  # type: ignore[import-not-found]
     from tokenizers_oracle import corpus, train  # type: ignore[import-not-found]
 
     os.makedirs(out, exist_ok=True)
@@ -188,6 +178,8 @@ def record(out: str) -> None:
 
 
 def check(dir_: str) -> None:
+    from tokenizer_matrix import read_gz  # type: ignore[import-not-found]
+
     convs = [json.loads(line)["messages"] for line in read_gz(os.path.join(dir_, "conversations.jsonl.gz")).split("\n") if line]
     with open(os.path.join(dir_, "cases.json"), encoding="utf-8") as f:
         cases = json.load(f)

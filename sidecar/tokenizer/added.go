@@ -78,10 +78,15 @@ func (a *addedTokens) split(s string) []segment {
 		if tok.rstrip {
 			stop = len(s) - len(strings.TrimLeftFunc(s[stop:], isWordSpace))
 		}
+		if stop < start {
+			continue // a span turned inside out (tokenizers panics here)
+		}
 		if start > from {
 			out = append(out, segment{text: s[from:start], at: from, id: -1})
 		}
-		out = append(out, segment{id: tok.id})
+		if stop > start { // tokenizers drops a token whose span a widened one took
+			out = append(out, segment{id: tok.id})
+		}
 		from = stop
 	}
 	if from < len(s) {

@@ -128,9 +128,8 @@ func newBPE(raw json.RawMessage) (*bpe, error) {
 		if !okA || !okB || !okM {
 			return nil, fmt.Errorf("merge %d (%q %q) names a token its vocab lacks", rank, pr[0], pr[1])
 		}
-		if _, dup := m.merges[[2]int32{a, b}]; !dup {
-			m.merges[[2]int32{a, b}] = merge{rank: int32(rank), id: id} //nolint:gosec // a JSON list's index
-		}
+		// A pair merged twice keeps its last rank, as tokenizers' map does.
+		m.merges[[2]int32{a, b}] = merge{rank: int32(rank), id: id} //nolint:gosec // a JSON list's index
 	}
 	return m, nil
 }
@@ -190,12 +189,12 @@ func (m *bpe) tokenize(ids []int32, word string) []int32 {
 // the unk token.
 func (m *bpe) symbols(word string) []int32 {
 	var out []int32
-	lastUnk := false
-	for i, r := range word {
-		size := utf8.RuneLen(r)
-		if r == utf8.RuneError {
-			_, size = utf8.DecodeRuneInString(word[i:])
-		}
+	// unk is an unknown run not yet written (-1: none): tokenizers writes
+	// it before the next known character, fuses the next unknown one into
+	// it, and lets byte-fallback tokens go before it.
+	unk := int32(-1)
+	for i := 0; i < len(word); {
+		_, size := utf8.DecodeRuneInString(word[i:])
 		s := word[i : i+size]
 		if i > 0 && m.prefix != "" {
 			s = m.prefix + s
@@ -203,21 +202,31 @@ func (m *bpe) symbols(word string) []int32 {
 		if i+size == len(word) && m.suffix != "" {
 			s += m.suffix
 		}
+		i += size
 		if id, ok := m.vocab[s]; ok {
+			if unk >= 0 {
+				out, unk = append(out, unk), -1
+			}
 			out = append(out, id)
-			lastUnk = false
 			continue
 		}
 		if m.byteFallback {
-			if ids, ok := m.bytes.appendTo(out, word[i:i+size]); ok {
-				out, lastUnk = ids, false
+			// The bytes of the piece as looked up, prefix and suffix too.
+			if ids, ok := m.bytes.appendTo(out, s); ok {
+				out = ids
 				continue
 			}
 		}
-		if m.unk >= 0 && (!m.fuseUnk || !lastUnk) {
-			out = append(out, m.unk)
+		if m.unk < 0 {
+			continue
 		}
-		lastUnk = m.unk >= 0
+		if unk >= 0 && !m.fuseUnk {
+			out = append(out, unk)
+		}
+		unk = m.unk
+	}
+	if unk >= 0 {
+		out = append(out, unk)
 	}
 	return out
 }
@@ -332,3 +341,5 @@ func (m *bpe) id(token string) (int32, bool) {
 	id, ok := m.vocab[token]
 	return id, ok
 }
+
+func (m *bpe) size() int { return len(m.vocab) }

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -28,14 +29,31 @@ func serdeFloat(n json.Number) (float64, error) {
 	if s != "" && s[0] == '-' {
 		neg, s = true, s[1:]
 	}
+	// The significand takes digits while it fits a u64; past that,
+	// serde_json drops the digits (an integer's raise the exponent).
 	var sig uint64
+	full := false
 	exp, digits, i := 0, 0, 0
+	take := func(d uint64) bool {
+		if full || sig > (math.MaxUint64-d)/10 {
+			full = true
+			return false
+		}
+		sig = sig*10 + d
+		return true
+	}
 	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-		sig, digits = sig*10+uint64(s[i]-'0'), digits+1
+		digits++
+		if !take(uint64(s[i] - '0')) {
+			exp++
+		}
 	}
 	if i < len(s) && s[i] == '.' {
 		for i++; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-			sig, digits, exp = sig*10+uint64(s[i]-'0'), digits+1, exp-1
+			digits++
+			if take(uint64(s[i] - '0')) {
+				exp--
+			}
 		}
 	}
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
@@ -48,9 +66,6 @@ func serdeFloat(n json.Number) (float64, error) {
 	}
 	if i != len(s) || digits == 0 {
 		return 0, fmt.Errorf("the number %q", string(n))
-	}
-	if digits > 19 { // past a u64 serde_json takes another path; so does this
-		return strconv.ParseFloat(string(n), 64)
 	}
 	f := float64(sig)
 	for {

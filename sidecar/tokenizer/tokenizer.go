@@ -26,6 +26,9 @@ type model interface {
 	tokenize(ids []int32, word string) []int32
 	// id is a token's id in the model's vocabulary.
 	id(token string) (int32, bool)
+	// size is the vocabulary's size as tokenizers counts it (its
+	// entries), where added tokens it lacks are numbered from.
+	size() int
 }
 
 // Tokenizer is a loaded tokenizer.json. Its methods may be called from
@@ -36,8 +39,9 @@ type Tokenizer struct {
 	model      model
 	post       postProcessor
 	// raw and normalized are the added tokens matched in the text as it
-	// is, and in its normalized pieces.
+	// is, and in its normalized pieces; added maps each to its id.
 	raw, normalized addedTokens
+	added           map[string]int32
 }
 
 // fileJSON is a tokenizer.json; its decoder turns ids back into text,
@@ -70,7 +74,7 @@ func Load(data []byte) (*Tokenizer, error) {
 	if !isNull(j.Padding) {
 		return nil, errors.New("tokenizer.json: padding is set: a document's tokens are served as they are (packing pads sequences); set it to null")
 	}
-	t := &Tokenizer{}
+	t := &Tokenizer{added: map[string]int32{}}
 	var err error
 	if t.normalizer, err = newNormalizer(j.Normalizer); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
@@ -84,22 +88,62 @@ func Load(data []byte) (*Tokenizer, error) {
 	if t.post, err = newPostProcessor(j.PostProcessor); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
-	for i, a := range j.AddedTokens {
-		if a.ID < 0 || a.ID > maxID || a.Content == "" {
-			return nil, fmt.Errorf("tokenizer.json: added token %d (%q) has id %d", i, a.Content, a.ID)
-		}
-		tok := addedToken{content: a.Content, id: int32(a.ID), singleWord: a.SingleWord, lstrip: a.LStrip, rstrip: a.RStrip} //nolint:gosec // bounded above
-		if a.Normalized {
-			// Matched in normalized text, as its own normalized form.
-			if t.normalizer != nil {
-				tok.content, _ = t.normalizer.normalize(tok.content, true)
-			}
-			t.normalized.add(tok)
-		} else {
-			t.raw.add(tok)
-		}
+	if err := t.addTokens(j.AddedTokens); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
 	return t, nil
+}
+
+// addTokens adds the file's added tokens as tokenizers does when it loads
+// one: the file's ids are not used. A token the model has takes the
+// model's id, another the next id after the vocabulary (in the file's
+// order); an empty one is skipped, and a token named twice keeps its
+// first id and its last flags. One whose normalized form is empty never
+// matches.
+func (t *Tokenizer) addTokens(list []addedTokenJSON) error {
+	ids := map[string]int32{}
+	byID := map[int32]addedTokenJSON{}
+	var order []int32
+	next := t.model.size()
+	for _, a := range list {
+		if a.Content == "" {
+			continue
+		}
+		id, seen := ids[a.Content]
+		if !seen {
+			if mid, ok := t.model.id(a.Content); ok {
+				id = mid
+			} else {
+				if next > maxID {
+					return fmt.Errorf("added token %q: no id left below %d", a.Content, maxID)
+				}
+				id = int32(next) //nolint:gosec // bounded above
+				next++
+			}
+			ids[a.Content] = id
+			t.added[a.Content] = id
+		}
+		if _, had := byID[id]; !had {
+			order = append(order, id)
+		}
+		byID[id] = a
+	}
+	for _, id := range order {
+		a := byID[id]
+		tok := addedToken{content: a.Content, id: id, singleWord: a.SingleWord, lstrip: a.LStrip, rstrip: a.RStrip}
+		if !a.Normalized {
+			t.raw.add(tok)
+			continue
+		}
+		// Matched in normalized text, as its own normalized form.
+		if t.normalizer != nil {
+			tok.content, _ = t.normalizer.normalize(tok.content, true)
+		}
+		if tok.content != "" {
+			t.normalized.add(tok)
+		}
+	}
+	return nil
 }
 
 func newModel(raw json.RawMessage) (model, error) {
@@ -128,15 +172,8 @@ func newModel(raw json.RawMessage) (model, error) {
 // TokenID returns the id of a token (an added token's content, or a
 // token of the model's vocabulary).
 func (t *Tokenizer) TokenID(token string) (int32, bool) {
-	for _, a := range []*addedTokens{&t.raw, &t.normalized} {
-		if token == "" {
-			break
-		}
-		for _, at := range a.byFirst[token[0]] {
-			if at.content == token {
-				return at.id, true
-			}
-		}
+	if id, ok := t.added[token]; ok {
+		return id, true
 	}
 	return t.model.id(token)
 }

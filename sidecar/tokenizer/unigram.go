@@ -19,7 +19,7 @@ type unigram struct {
 	ids    map[string]int32
 	scores []float64
 	// pieces are the vocabulary's pieces sorted by their bytes, each with
-	// its id (the first of duplicates): the pieces that start a word at a
+	// its id (the last of duplicates, as tokenizers): the pieces that start a word at a
 	// place are found by narrowing a range of them a byte at a time.
 	pieces       []string
 	pieceIDs     []int32
@@ -74,9 +74,10 @@ func newUnigram(raw json.RawMessage) (*unigram, error) {
 			return nil, fmt.Errorf("model Unigram: piece %d is %d bytes, above the bound of %d that keeps encoding linear in the text", i, len(piece), maxUnigramPiece)
 		}
 		if _, dup := m.ids[piece]; !dup {
-			m.ids[piece] = int32(i) //nolint:gosec // bounded above
 			m.pieces = append(m.pieces, piece)
 		}
+		m.ids[piece] = int32(i) //nolint:gosec // bounded above; tokenizers keeps a duplicate's last id
+
 		m.scores[i] = score
 		m.maxPiece = max(m.maxPiece, len(piece))
 		minScore = min(minScore, score)
@@ -181,3 +182,5 @@ func (m *unigram) id(token string) (int32, bool) {
 	id, ok := m.ids[token]
 	return id, ok
 }
+
+func (m *unigram) size() int { return len(m.scores) }

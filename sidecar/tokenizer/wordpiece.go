@@ -90,3 +90,5 @@ func (m *wordPiece) id(token string) (int32, bool) {
 	id, ok := m.vocab[token]
 	return id, ok
 }
+
+func (m *wordPiece) size() int { return len(m.vocab) }

@@ -48,6 +48,15 @@ type probe struct {
 		Prepend      [][2]rune `json:"prepend"`
 		Control      [][2]rune `json:"control"`
 		Pictographic [][2]rune `json:"pictographic"`
+		HangulL      [][2]rune `json:"hangul_l"`
+		HangulV      [][2]rune `json:"hangul_v"`
+		HangulT      [][2]rune `json:"hangul_t"`
+		HangulLV     [][2]rune `json:"hangul_lv"`
+		HangulLVT    [][2]rune `json:"hangul_lvt"`
+		Regional     [][2]rune `json:"regional"`
+		Consonant    [][2]rune `json:"incb_consonant"`
+		Linker       [][2]rune `json:"incb_linker"`
+		IncbExtend   [][2]rune `json:"incb_extend"`
 	} `json:"graphemes"`
 }
 
@@ -109,6 +118,15 @@ func run(path string) error {
 		{"graphemePrepend", "a grapheme cluster holds before any character (Prepend), as Precompiled sees them", p.Graphemes.Prepend},
 		{"graphemeControl", "break a grapheme cluster on both sides (Control, CR, LF), as Precompiled sees them", p.Graphemes.Control},
 		{"pictographic", "Extended_Pictographic (emoji joined by ZWJ make one grapheme cluster)", p.Graphemes.Pictographic},
+		{"hangulL", "are Hangul leading jamo (Grapheme_Cluster_Break L)", p.Graphemes.HangulL},
+		{"hangulV", "are Hangul vowel jamo (V)", p.Graphemes.HangulV},
+		{"hangulT", "are Hangul trailing jamo (T)", p.Graphemes.HangulT},
+		{"hangulLV", "are Hangul LV syllables", p.Graphemes.HangulLV},
+		{"hangulLVT", "are Hangul LVT syllables", p.Graphemes.HangulLVT},
+		{"regionalIndicator", "are regional indicators (flags are pairs of them)", p.Graphemes.Regional},
+		{"incbConsonant", "are Indic conjunct consonants (InCB=Consonant)", p.Graphemes.Consonant},
+		{"incbLinker", "are Indic conjunct linkers, viramas (InCB=Linker)", p.Graphemes.Linker},
+		{"incbExtend", "extend an Indic conjunct (InCB=Extend)", p.Graphemes.IncbExtend},
 		{"spaceChar", "the Whitespace pre-tokenizer and added tokens' lstrip and rstrip take for spaces (the regex crate's \\s)", p.Space},
 	} {
 		fmt.Fprintf(&b, "// %s: the code points %s.\nvar %s = %s\n\n", t.name, t.doc, t.name, table(t.r))

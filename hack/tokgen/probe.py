@@ -137,8 +137,8 @@ def graphemes() -> dict[str, object]:
     cluster after "a" (Extend, ZWJ, SpacingMark), before "a" (Prepend),
     and what a combining mark does not join (Control, CR, LF, among the
     characters of at most 3 bytes: longer ones make clusters of 6 bytes or
-    more, looked up a character at a time). Extended_Pictographic, which
-    only clusters of 6 bytes or more hold beside a joiner, is the regex
+    more, looked up a character at a time). The Hangul, regional
+    indicator, emoji and Indic conjunct properties are the regex
     module's."""
     a = normalizers.Precompiled(charsmap({"a": "X"}))
     joins_after, joins_before = set(), set()
@@ -158,8 +158,15 @@ def graphemes() -> dict[str, object]:
     breaks = {c for c in short if each.normalize_str(chr(c) + "\u0301") == "Y\u0301"}
     # NUL, tab, LF and CR cannot be rules of the TSV: the regex module's.
     breaks |= {c for c in (0x0, 0x9, 0xA, 0xD) if regex.match(r"\p{GCB=Control}|\p{GCB=CR}|\p{GCB=LF}", chr(c))}
-    pict = {c for c in ALL if regex.match(r"\p{Extended_Pictographic}", chr(c))}
-    return {"extend": ranges(joins_after), "prepend": ranges(joins_before), "control": ranges(breaks), "pictographic": ranges(pict)}
+    out = {"extend": ranges(joins_after), "prepend": ranges(joins_before), "control": ranges(breaks)}
+    # The rest join only characters of 3 bytes or more, in clusters whose
+    # length decides whether they are looked up whole: the regex module's.
+    for name, prop in [("pictographic", "Extended_Pictographic"), ("hangul_l", "GCB=L"), ("hangul_v", "GCB=V"), ("hangul_t", "GCB=T"),
+                       ("hangul_lv", "GCB=LV"), ("hangul_lvt", "GCB=LVT"), ("regional", "GCB=Regional_Indicator"),
+                       ("incb_consonant", "InCB=Consonant"), ("incb_linker", "InCB=Linker"), ("incb_extend", "InCB=Extend")]:
+        pat = regex.compile(r"\p{" + prop + "}")
+        out[name] = ranges({c for c in ALL if pat.match(chr(c))})
+    return out
 
 
 def main() -> None:
@@ -171,6 +178,12 @@ def main() -> None:
         classes["p{" + script + "}"] = regex_class(r"\p{" + script + "}")
     for name, pattern in ESCAPES.items():
         classes[name] = regex_class(pattern)
+        # Inside brackets Oniguruma's \w is another class ([\w] lacks ²).
+        classes["[" + name + "]"] = regex_class("[" + pattern + "]")
+    for cat in CATEGORIES + SCRIPTS:
+        inside = regex_class(r"[\p{" + cat + "}]")
+        if inside != classes["p{" + cat + "}"]:
+            classes["[p{" + cat + "}]"] = inside
     out["regex"] = classes
 
     bert_clean = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False)

@@ -34,11 +34,19 @@ func newBertNormalizer(raw json.RawMessage) (*bertNormalizer, error) {
 	return &bertNormalizer{cleanText: j.CleanText, chinese: j.HandleChineseChars, strip: strip, lower: j.Lowercase}, nil
 }
 
-func (b *bertNormalizer) normalize(s string, lead bool) (string, bool) {
+func (b *bertNormalizer) normalize(s string, lead int) (string, int) {
+	return b.apply(s), prefixLead(b.apply, s, lead)
+}
+
+// apply is BertNormalizer's steps in its order; each maps or drops
+// characters one by one (a CJK ideograph's spaces are aligned with it).
+func (b *bertNormalizer) apply(s string) string {
 	if b.cleanText {
-		s, lead = dropLeading(s, lead, func(r rune) bool { return unicode.Is(bertDropped, r) })
 		s = strings.Map(func(r rune) rune {
-			if unicode.Is(bertSpace, r) {
+			switch {
+			case unicode.Is(bertDropped, r):
+				return -1
+			case unicode.Is(bertSpace, r):
 				return ' '
 			}
 			return r
@@ -58,13 +66,17 @@ func (b *bertNormalizer) normalize(s string, lead bool) (string, bool) {
 		s = out.String()
 	}
 	if b.strip && !isASCII(s) {
-		s, lead = form{norm.NFD}.normalize(s, lead)
-		s, lead = dropLeading(s, lead, func(r rune) bool { return unicode.Is(bertAccent, r) })
+		s = strings.Map(func(r rune) rune {
+			if unicode.Is(bertAccent, r) {
+				return -1
+			}
+			return r
+		}, form{norm.NFD}.apply(s))
 	}
 	if b.lower {
 		s = lower(s)
 	}
-	return s, lead
+	return s
 }
 
 // isCJK is BERT's "Chinese character": the CJK Unified Ideographs blocks
@@ -147,10 +159,17 @@ func (m *metaspace) preTokenize(pieces []piece) []piece {
 			continue // tokenizers prepends nothing to an empty piece
 		}
 		s := strings.ReplaceAll(p.s, " ", m.replacement)
-		if !strings.HasPrefix(s, m.replacement) && (m.prepend == "always" || m.prepend == "first" && p.first) {
-			s = m.replacement + s
+		lead := 0
+		if p.lead > 0 {
+			lead = len(strings.ReplaceAll(p.s[:min(p.lead, len(p.s))], " ", m.replacement))
 		}
-		q := piece{s: s, first: p.first}
+		if !strings.HasPrefix(s, m.replacement) && (m.prepend == "always" || m.prepend == "first" && p.lead > 0) {
+			s = m.replacement + s
+			if lead > 0 {
+				lead += len(m.replacement)
+			}
+		}
+		q := piece{s: s, lead: lead}
 		if !m.split {
 			out = append(out, q)
 			continue

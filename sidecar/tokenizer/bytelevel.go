@@ -76,13 +76,13 @@ func (b *byteLevel) preTokenize(pieces []piece) []piece {
 			p.s = " " + p.s
 		}
 		if b.split == nil {
-			out = append(out, piece{s: toByteLevel(p.s), first: p.first})
+			out = append(out, piece{s: toByteLevel(p.s), lead: prefixLead(toByteLevel, p.s, p.lead)})
 			continue
 		}
 		k := len(out)
 		out = splitBy(out, p, b.split.matches(p.s), isolated, false)
 		for i := k; i < len(out); i++ {
-			out[i].s = toByteLevel(out[i].s)
+			out[i].s, out[i].lead = toByteLevel(out[i].s), prefixLead(toByteLevel, out[i].s, out[i].lead)
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -11,12 +12,22 @@ import (
 )
 
 // normalizer rewrites a segment's text before it is pre-tokenized. lead
-// says whether the text's first character is still where the original
-// text starts (tokenizers' alignments): a normalizer that removes leading
-// characters makes it false, and Metaspace's prepend_scheme "first" then
-// prepends nothing.
+// is how many of the text's first bytes tokenizers' alignments put where
+// the original text starts (the first character's, and what was inserted
+// before it or made of it): Metaspace's prepend_scheme "first" prepends
+// to a piece that starts among them. A normalizer that removes leading
+// characters leaves none.
 type normalizer interface {
-	normalize(s string, lead bool) (string, bool)
+	normalize(s string, lead int) (string, int)
+}
+
+// prefixLead is the lead of a normalizer that maps characters one by one
+// (or drops them): the bytes it makes of the lead's.
+func prefixLead(f func(string) string, s string, lead int) int {
+	if lead <= 0 {
+		return 0
+	}
+	return len(f(s[:min(lead, len(s))]))
 }
 
 func newNormalizer(raw json.RawMessage) (normalizer, error) {
@@ -81,7 +92,7 @@ const supportedNormalizers = "NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Str
 
 type sequenceNorm []normalizer
 
-func (s sequenceNorm) normalize(t string, lead bool) (string, bool) {
+func (s sequenceNorm) normalize(t string, lead int) (string, int) {
 	for _, n := range s {
 		t, lead = n.normalize(t, lead)
 	}
@@ -96,9 +107,16 @@ func (s sequenceNorm) normalize(t string, lead bool) (string, bool) {
 // combining marks.
 type form struct{ f norm.Form }
 
-func (f form) normalize(s string, lead bool) (string, bool) {
+func (f form) normalize(s string, lead int) (string, int) {
 	if isASCII(s) {
 		return s, lead // every form leaves ASCII alone
+	}
+	return f.apply(s), prefixLead(f.apply, s, lead)
+}
+
+func (f form) apply(s string) string {
+	if isASCII(s) {
+		return s
 	}
 	var b strings.Builder
 	b.Grow(len(s))
@@ -112,7 +130,7 @@ func (f form) normalize(s string, lead bool) (string, bool) {
 		start = i + utf8.RuneLen(r)
 	}
 	f.piece(&b, s[start:])
-	return b.String(), lead
+	return b.String()
 }
 
 // piece writes s in the form, without stream-safe joiners.
@@ -144,8 +162,8 @@ func isASCII(s string) bool {
 // Unicode version of the pinned tokenizers (lowercaseExceptions).
 type lowercase struct{}
 
-func (lowercase) normalize(s string, lead bool) (string, bool) {
-	return lower(s), lead
+func (lowercase) normalize(s string, lead int) (string, int) {
+	return lower(s), prefixLead(lower, s, lead)
 }
 
 func lower(s string) string {
@@ -170,28 +188,25 @@ func lower(s string) string {
 // marks (a tokenizer runs it after NFD).
 type stripAccents struct{}
 
-func (stripAccents) normalize(s string, lead bool) (string, bool) {
+func (stripAccents) normalize(s string, lead int) (string, int) {
 	if isASCII(s) {
 		return s, lead
 	}
 	return dropLeading(s, lead, func(r rune) bool { return unicode.Is(combiningMark, r) })
 }
 
-// dropLeading drops the characters drop says, and says whether the first
-// character left is the first of s.
-func dropLeading(s string, lead bool, drop func(rune) bool) (string, bool) {
-	var b strings.Builder
-	b.Grow(len(s))
-	for i, r := range s {
-		if drop(r) {
-			if b.Len() == 0 && i == 0 {
-				lead = false
+// dropLeading drops the characters drop says; the lead keeps what it
+// kept of its own (tokenizers aligns a kept character with itself).
+func dropLeading(s string, lead int, drop func(rune) bool) (string, int) {
+	f := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if drop(r) {
+				return -1
 			}
-			continue
-		}
-		b.WriteRune(r)
+			return r
+		}, s)
 	}
-	return b.String(), lead
+	return f(s), prefixLead(f, s, lead)
 }
 
 // nmt is tokenizers' Nmt: SentencePiece's nmt_nfkc control characters
@@ -199,49 +214,52 @@ func dropLeading(s string, lead bool, drop func(rune) bool) (string, bool) {
 // normalizer).
 type nmt struct{}
 
-func (nmt) normalize(s string, lead bool) (string, bool) {
-	s, lead = dropLeading(s, lead, func(r rune) bool {
-		return r >= 0x1 && r <= 0x8 || r == 0xB || r >= 0xE && r <= 0x1F || r == 0x7F || r == 0x8F || r == 0x9F
-	})
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == '\t', r == '\n', r == '\f', r == '\r', r == 0x1680, r >= 0x200B && r <= 0x200F, r == 0x2028, r == 0x2029,
-			r == 0x2581, r == 0xFEFF, r == 0xFFFD:
-			return ' '
-		}
-		return r
-	}, s), lead
+func (nmt) normalize(s string, lead int) (string, int) {
+	f := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			switch {
+			case r >= 0x1 && r <= 0x8 || r == 0xB || r >= 0xE && r <= 0x1F || r == 0x7F || r == 0x8F || r == 0x9F:
+				return -1
+			case r == '\t', r == '\n', r == '\f', r == '\r', r == 0x1680, r >= 0x200B && r <= 0x200F, r == 0x2028, r == 0x2029,
+				r == 0x2581, r == 0xFEFF, r == 0xFFFD:
+				return ' '
+			}
+			return r
+		}, s)
+	}
+	return f(s), prefixLead(f, s, lead)
 }
 
 // strip is tokenizers' Strip: Rust's whitespace off either end.
 type strip struct{ left, right bool }
 
-func (t strip) normalize(s string, lead bool) (string, bool) {
+func (t strip) normalize(s string, lead int) (string, int) {
 	isWS := func(r rune) bool { return unicode.Is(whitespaceRust, r) }
 	if t.left {
 		trimmed := strings.TrimLeftFunc(s, isWS)
-		if len(trimmed) < len(s) {
-			lead = false
-		}
+		lead = max(0, lead-(len(s)-len(trimmed)))
 		s = trimmed
 	}
 	if t.right {
 		s = strings.TrimRightFunc(s, isWS)
 	}
-	return s, lead
+	return s, min(lead, len(s))
 }
 
 type prepend string
 
-func (p prepend) normalize(s string, lead bool) (string, bool) {
+func (p prepend) normalize(s string, lead int) (string, int) {
 	if s == "" {
 		return s, lead
+	}
+	// The prepended text is aligned with the first character.
+	if lead > 0 {
+		lead += len(p)
 	}
 	return string(p) + s, lead
 }
 
-// replace replaces a string's or a regex's every match (an empty match
-// too, as tokenizers does: the content is inserted there).
+// replace replaces a string's or a regex's every match (none empty).
 type replace struct {
 	re      *pattern
 	content string
@@ -260,10 +278,15 @@ func newReplace(raw json.RawMessage) (*replace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("normalizer Replace: %w", err)
 	}
+	if p.re.MatchString("") {
+		// tokenizers inserts the content there, aligned with no character
+		// of the text, and a later pre-tokenizer may then repeat it.
+		return nil, errors.New("normalizer Replace: a pattern that matches an empty string (it inserts between characters) is not supported")
+	}
 	return &replace{re: p, content: j.Content}, nil
 }
 
-func (r *replace) normalize(s string, lead bool) (string, bool) {
+func (r *replace) normalize(s string, lead int) (string, int) {
 	if s == "" {
 		return s, lead
 	}
@@ -273,17 +296,25 @@ func (r *replace) normalize(s string, lead bool) (string, bool) {
 	}
 	var b strings.Builder
 	last := 0
+	newLead, open := 0, lead > 0 // the lead's bytes so far, and whether it goes on
 	for _, m := range ms {
 		b.WriteString(s[last:m[0]])
+		if open {
+			newLead += min(m[0], lead) - min(last, lead)
+			// tokenizers aligns the content with the match's last
+			// character: in the lead if that one is.
+			_, size := utf8.DecodeLastRuneInString(s[m[0]:m[1]])
+			open = m[0] < lead && m[1]-size < lead
+			if open {
+				newLead += len(r.content)
+			}
+		}
 		b.WriteString(r.content)
 		last = m[1]
 	}
 	b.WriteString(s[last:])
-	// tokenizers aligns the content with the match's last character, and
-	// what follows an emptied match with itself.
-	if first := ms[0]; first[0] == 0 && first[1] > 0 {
-		_, size := utf8.DecodeRuneInString(s)
-		lead = lead && r.content != "" && first[1] == size
+	if open {
+		newLead += max(0, lead-last)
 	}
-	return b.String(), lead
+	return b.String(), newLead
 }

@@ -124,7 +124,11 @@ func (p *precompiled) lookup(key string) (string, bool) {
 	return "", false
 }
 
-func (p *precompiled) normalize(s string, lead bool) (string, bool) {
+func (p *precompiled) normalize(s string, lead int) (string, int) {
+	return p.apply(s), prefixLead(p.apply, s, lead)
+}
+
+func (p *precompiled) apply(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
 	for i := 0; i < len(s); {
@@ -147,52 +151,84 @@ func (p *precompiled) normalize(s string, lead bool) (string, bool) {
 			b.WriteString(c)
 		}
 	}
-	// tokenizers aligns what follows a removed first character with it:
-	// the text still starts where it did.
-	return b.String(), lead
+	return b.String()
 }
 
 // clusterLen is the length in bytes of the extended grapheme cluster s
-// starts with (UAX #29), as far as tokenizers' Precompiled can tell:
-// CR LF, no break after or before a control, none before an extending
-// character nor after a prepended one, emoji joined by ZWJ. Hangul
-// syllables, regional-indicator pairs and Indic conjuncts join only
-// characters of 3 bytes or more, whose clusters of two or more are 6
-// bytes or more and looked up a character at a time anyway: they are
-// left out, to the same result.
+// starts with (UAX #29's rules, with the properties tokenizers' segmenter
+// has: tables.go).
 func clusterLen(s string) int {
 	prev, n := utf8.DecodeRuneInString(s)
-	pict := unicode.Is(pictographic, prev) // an emoji, then extending characters
+	var st clusterState
+	st.see(prev)
 	for n < len(s) {
 		r, size := utf8.DecodeRuneInString(s[n:])
-		if !joins(prev, r, pict) {
+		if !st.joins(prev, r) {
 			break
 		}
-		switch {
-		case unicode.Is(pictographic, r):
-			pict = true
-		case r != '\u200D' && !unicode.Is(graphemeExtend, r):
-			pict = false
-		}
+		st.see(r)
 		prev = r
 		n += size
 	}
 	return n
 }
 
+// clusterState is what the rules that look further back than one
+// character need: an emoji then extending characters (GB11), a run of
+// regional indicators (GB12, GB13), an Indic consonant then extending
+// characters and linkers (GB9c).
+type clusterState struct {
+	pict      bool // ExtPict Extend*: a ZWJ then an emoji joins
+	regional  int  // regional indicators in a row
+	consonant bool // InCB Consonant [Extend Linker]*
+	linked    bool // … with a Linker among them
+}
+
+func (st *clusterState) see(r rune) {
+	switch {
+	case unicode.Is(pictographic, r):
+		st.pict = true
+	case r != '\u200D' && !unicode.Is(graphemeExtend, r):
+		st.pict = false
+	}
+	if unicode.Is(regionalIndicator, r) {
+		st.regional++
+	} else {
+		st.regional = 0
+	}
+	switch {
+	case unicode.Is(incbConsonant, r):
+		st.consonant, st.linked = true, false
+	case unicode.Is(incbLinker, r):
+		st.linked = st.consonant
+	case !unicode.Is(incbExtend, r):
+		st.consonant, st.linked = false, false
+	}
+}
+
 // joins says whether no cluster break falls between prev and r.
-func joins(prev, r rune, pict bool) bool {
+func (st *clusterState) joins(prev, r rune) bool {
 	switch {
 	case prev == '\r' && r == '\n':
 		return true // GB3
 	case unicode.Is(graphemeControl, prev) || unicode.Is(graphemeControl, r):
 		return false // GB4, GB5
+	case unicode.Is(hangulL, prev) && (unicode.Is(hangulL, r) || unicode.Is(hangulV, r) || unicode.Is(hangulLV, r) || unicode.Is(hangulLVT, r)):
+		return true // GB6
+	case (unicode.Is(hangulLV, prev) || unicode.Is(hangulV, prev)) && (unicode.Is(hangulV, r) || unicode.Is(hangulT, r)):
+		return true // GB7
+	case (unicode.Is(hangulLVT, prev) || unicode.Is(hangulT, prev)) && unicode.Is(hangulT, r):
+		return true // GB8
 	case unicode.Is(graphemeExtend, r):
 		return true // GB9, GB9a
 	case unicode.Is(graphemePrepend, prev):
 		return true // GB9b
-	case prev == '\u200D' && pict && unicode.Is(pictographic, r):
+	case st.linked && unicode.Is(incbConsonant, r):
+		return true // GB9c
+	case prev == '\u200D' && st.pict && unicode.Is(pictographic, r):
 		return true // GB11
+	case st.regional%2 == 1 && unicode.Is(regionalIndicator, r):
+		return true // GB12, GB13
 	}
 	return false
 }

@@ -14,11 +14,12 @@ type preTokenizer interface {
 	preTokenize(pieces []piece) []piece
 }
 
-// piece is a piece of a text: its string, and whether it starts the text
-// (Metaspace's prepend_scheme "first" prepends to that piece alone).
+// piece is a piece of a text: its string, and how many of its first
+// bytes tokenizers aligns where the original text starts (Metaspace's
+// prepend_scheme "first" prepends to a piece with some).
 type piece struct {
-	s     string
-	first bool
+	s    string
+	lead int
 }
 
 func newPreTokenizer(raw json.RawMessage) (preTokenizer, error) {
@@ -205,7 +206,7 @@ func splitBy(out []piece, p piece, matches [][2]int, b behavior, invert bool) []
 	}
 	for _, sp := range kept {
 		if !sp.match && sp.end > sp.start {
-			out = append(out, piece{s: s[sp.start:sp.end], first: p.first && sp.start == 0})
+			out = append(out, piece{s: s[sp.start:sp.end], lead: max(0, min(p.lead, sp.end)-sp.start)})
 		}
 	}
 	return out

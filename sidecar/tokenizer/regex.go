@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -40,6 +41,7 @@ type pattern struct {
 const lookaheadSpaces = `\s+(?!\S)`
 
 func compilePattern(src string) (*pattern, error) {
+	orig := src
 	p := &pattern{}
 	alts := alternatives(src)
 	var before []string
@@ -48,7 +50,7 @@ func compilePattern(src string) (*pattern, error) {
 			continue
 		}
 		if k+1 >= len(alts) || alts[k+1] != `\s+` {
-			return nil, fmt.Errorf("regex %q: a lookahead other than GPT-2's %s|\\s+ is not supported", src, lookaheadSpaces)
+			return nil, fmt.Errorf("regex %q: a lookahead other than GPT-2's %s|\\s+ is not supported", orig, lookaheadSpaces)
 		}
 		before = alts[:k]
 		alts[k] = `\s+`
@@ -61,13 +63,20 @@ func compilePattern(src string) (*pattern, error) {
 		{"(?>", "an atomic group"}, {`\G`, "a search-start anchor"}, {`\K`, "a match-start reset"}, {`\R`, "a line-break class"},
 		{`\X`, "a grapheme cluster"}, {`\b`, "a word boundary"}, {`\B`, "a word boundary"}, {`\Z`, "an end-before-newline anchor"},
 		{"[:", "a POSIX bracket"}, {"&&", "a class intersection"}, {`\1`, "a back-reference"}, {`\k<`, "a back-reference"},
+		{`\Q`, "a quoted run (Ruby's syntax has none: it is the letter Q)"},
 	} {
 		if strings.Contains(src, bad.construct) {
-			return nil, fmt.Errorf("regex %q: %s (%s) is not supported (shardfeed runs tokenizer patterns in linear time, as tokenizers' Oniguruma means them)", src, bad.construct, bad.why)
+			return nil, fmt.Errorf("regex %q: %s (%s) is not supported (shardfeed runs tokenizer patterns in linear time, as tokenizers' Oniguruma means them)", orig, bad.construct, bad.why)
 		}
 	}
-	if p.trim && anchored(src) {
-		return nil, fmt.Errorf("regex %q: ^ or $ beside GPT-2's %s is not supported", src, lookaheadSpaces)
+	if p.trim && (anchored(src) || strings.Contains(src, `\A`)) {
+		return nil, fmt.Errorf("regex %q: ^, $ or \\A beside GPT-2's %s is not supported", orig, lookaheadSpaces)
+	}
+	if m := fixedLazy.FindString(src); m != "" {
+		return nil, fmt.Errorf("regex %q: %s is not supported (in Ruby's syntax a fixed count then ? makes it optional, in Go lazy)", orig, m)
+	}
+	if err := caseFolded(src); err != nil {
+		return nil, fmt.Errorf("regex %q: %w", orig, err)
 	}
 	compile := func(src string) (*regexp.Regexp, error) {
 		translated, err := translate(src)
@@ -78,14 +87,71 @@ func compilePattern(src string) (*pattern, error) {
 	}
 	var err error
 	if p.re, err = compile(src); err != nil {
-		return nil, fmt.Errorf("regex %q: %w", src, err)
+		return nil, fmt.Errorf("regex %q: %w", orig, err)
 	}
 	if len(before) > 0 {
 		if p.before, err = compile(`\A(?:` + strings.Join(before, "|") + `)`); err != nil {
-			return nil, fmt.Errorf("regex %q: %w", src, err)
+			return nil, fmt.Errorf("regex %q: %w", orig, err)
 		}
 	}
 	return p, nil
+}
+
+// fixedLazy is a fixed count then ?: Ruby's syntax makes it optional,
+// Go's lazy.
+var fixedLazy = regexp.MustCompile(`\{[0-9]+\}\?`)
+
+// caseFolded refuses, where (?i) applies, what Oniguruma folds otherwise
+// than Go: classes (it does not fold \p{Lu}; Go does), letters beyond
+// ASCII, and the pairs some character folds to (ß to ss, ﬁ to fi).
+func caseFolded(src string) error {
+	for at := strings.Index(src, "(?"); at >= 0; {
+		flags := src[at+2:]
+		end := strings.IndexAny(flags, ":)")
+		if end < 0 {
+			break
+		}
+		if on, _, _ := strings.Cut(flags[:end], "-"); strings.Contains(on, "i") {
+			scope := flags[end:]
+			if flags[end] == ':' {
+				scope = scope[:groupEnd(scope)]
+			}
+			lower := strings.ToLower(scope)
+			for _, bad := range []string{`\p`, `\P`, `\w`, `\W`, `[`, "ss", "st", "ff", "fi", "fl"} {
+				if strings.Contains(lower, strings.ToLower(bad)) {
+					return fmt.Errorf("%q under (?i) is not supported (Oniguruma and Go fold it differently)", bad)
+				}
+			}
+			if !isASCII(scope) {
+				return errors.New("a letter beyond ASCII under (?i) is not supported (Oniguruma and Go fold it differently)")
+			}
+		}
+		next := strings.Index(src[at+2:], "(?")
+		if next < 0 {
+			break
+		}
+		at += 2 + next
+	}
+	return nil
+}
+
+// groupEnd is the index of the ) that closes the group s is inside of.
+func groupEnd(s string) int {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '(':
+			depth++
+		case ')':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		}
+	}
+	return len(s)
 }
 
 // anchored says whether src has ^ or $ outside brackets.
@@ -198,6 +264,9 @@ func translate(src string) (string, error) {
 				continue
 			}
 			i += n - 1
+			if depth > 0 {
+				table = insideBrackets(src[i-n+1:i+1], table)
+			}
 			switch {
 			case depth > 0 && neg:
 				b.WriteString(ranges(complement(table)))
@@ -230,6 +299,20 @@ func translate(src string) (string, error) {
 		case c == ']' && depth == 1:
 			depth = 0
 			b.WriteByte(c)
+		case depth == 0 && c == '(' && strings.HasPrefix(src[i:], "(?") && i+2 < len(src) && strings.IndexByte("imx-", src[i+2]) >= 0:
+			// Ruby's flags: m is Go's s (. matches a newline); x has no Go.
+			end := strings.IndexAny(src[i+2:], ":)")
+			if end < 0 {
+				return "", fmt.Errorf("an unclosed group of flags")
+			}
+			flags := src[i+2 : i+2+end]
+			if strings.ContainsAny(flags, "xsU") || strings.Trim(flags, "im-") != "" {
+				return "", fmt.Errorf("the flags (?%s) are not supported (shardfeed reads Ruby's i and m)", flags)
+			}
+			b.WriteString("(?" + strings.ReplaceAll(flags, "m", "s"))
+			i += 1 + end
+		case depth == 0 && c == '{' && i+1 < len(src) && src[i+1] == ',':
+			b.WriteString("{0") // Ruby's {,n} is {0,n}
 		case depth == 0 && c == '^':
 			b.WriteString("(?m:^)")
 		case depth == 0 && c == '$':
@@ -250,9 +333,8 @@ func escapeClass(s string) (*unicode.RangeTable, bool, int, error) {
 		return regexClasses[string(unicode.ToLower(rune(e)))], unicode.IsUpper(rune(e)), 2, nil
 	case 'p', 'P':
 		neg := e == 'P'
-		if len(s) > 2 && s[2] != '{' {
-			t, err := classTable(s[2:3])
-			return t, neg, 3, err
+		if len(s) < 3 || s[2] != '{' {
+			return nil, false, 0, fmt.Errorf(`\%c without braces is not supported (Ruby's syntax has no \pL: it is the letters)`, e)
 		}
 		end := strings.IndexByte(s, '}')
 		if end < 0 {
@@ -266,6 +348,28 @@ func escapeClass(s string) (*unicode.RangeTable, bool, int, error) {
 		return t, neg, end + 1, err
 	}
 	return nil, false, 0, nil
+}
+
+// insideBrackets is the table of a class escape written inside brackets,
+// where Oniguruma's differs from outside (its [\w] lacks ², which \w
+// has).
+func insideBrackets(escape string, outside *unicode.RangeTable) *unicode.RangeTable {
+	var key string
+	switch e := escape[1]; e {
+	case 's', 'S', 'w', 'W', 'd', 'D', 'h', 'H':
+		key = "[" + string(unicode.ToLower(rune(e))) + "]"
+	default:
+		for k, t := range regexClasses {
+			if t == outside && !strings.HasPrefix(k, "[") {
+				key = "[" + k + "]"
+				break
+			}
+		}
+	}
+	if t, ok := regexClasses[key]; ok {
+		return t
+	}
+	return outside
 }
 
 func isHex(s string) bool {
@@ -384,7 +488,7 @@ type patternJSON struct {
 }
 
 // compile compiles the pattern: a Regex as Oniguruma means it, a String
-// as itself (an empty String matches nothing, as in tokenizers).
+// as itself.
 func (p patternJSON) compile() (*pattern, error) {
 	switch {
 	case p.Regex != nil && p.String != nil:
@@ -392,7 +496,9 @@ func (p patternJSON) compile() (*pattern, error) {
 	case p.Regex != nil:
 		return compilePattern(*p.Regex)
 	case p.String != nil && *p.String == "":
-		return &pattern{re: regexp.MustCompile(`[^\x00-\x{10FFFF}]`)}, nil
+		// tokenizers makes a String a regex: the empty one matches
+		// between every two characters.
+		return &pattern{re: regexp.MustCompile(``)}, nil
 	case p.String != nil:
 		return &pattern{re: regexp.MustCompile(regexp.QuoteMeta(*p.String))}, nil
 	}

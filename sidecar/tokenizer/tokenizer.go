@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxID bounds a token id (ids are int32 in a batch).
@@ -137,7 +138,7 @@ func (t *Tokenizer) addTokens(list []addedTokenJSON) error {
 		}
 		// Matched in normalized text, as its own normalized form.
 		if t.normalizer != nil {
-			tok.content, _ = t.normalizer.normalize(tok.content, true)
+			tok.content, _ = t.normalizer.normalize(tok.content, 0)
 		}
 		if tok.content != "" {
 			t.normalized.add(tok)
@@ -188,7 +189,10 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
 			ids = append(ids, seg.id)
 			continue
 		}
-		s, lead := seg.text, true
+		s, lead := seg.text, 0
+		if seg.at == 0 && s != "" {
+			_, lead = utf8.DecodeRuneInString(s)
+		}
 		if t.normalizer != nil {
 			s, lead = t.normalizer.normalize(s, lead)
 		}
@@ -197,9 +201,9 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
 				ids = append(ids, sub.id)
 				continue
 			}
-			// Metaspace's "first" is the piece where the original text
+			// Metaspace's "first" is a piece where the original text
 			// starts: not after a stripped space.
-			pieces := []piece{{s: sub.text, first: seg.at == 0 && sub.at == 0 && lead}}
+			pieces := []piece{{s: sub.text, lead: max(0, min(lead, sub.at+len(sub.text))-sub.at)}}
 			if t.pre != nil {
 				pieces = t.pre.preTokenize(pieces)
 			}

@@ -283,10 +283,10 @@ def pipelines() -> dict[str, Callable[[], Tokenizer]]:
     def mixed() -> Tokenizer:
         # Every other component once: Whitespace, WhitespaceSplit,
         # Punctuation behaviors, Strip, Nmt, NFKD, StripAccents, Replace of
-        # empty matches and anchors.
+        # anchors, Split on empty matches.
         norm = normalizers.Sequence([normalizers.Nmt(), normalizers.NFKD(), normalizers.StripAccents(), normalizers.Lowercase(),
-                                     normalizers.Strip(left=True, right=False), normalizers.Replace(Regex(r"^\s*"), "^"),
-                                     normalizers.Replace(Regex(r"x*"), "-")])
+                                     normalizers.Strip(left=True, right=False), normalizers.Replace(Regex(r"^\s+"), "^"),
+                                     normalizers.Replace(Regex(r"x+"), "-")])
         pre = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.Punctuation("merged_with_previous"),
                                        split(r"\d", "merged_with_next"), split(r"$|^a", "contiguous")])
         return added(wordpiece(norm, pre))

@@ -61,6 +61,9 @@ func (a *addedTokens) split(s string) []segment {
 	}
 	var out []segment
 	from := 0 // the end of the last token: text before it is out
+	// runFrom, runEnd: the last run of spaces rstrip measured, so that
+	// tokens inside one run do not measure it again (linear in the text).
+	runFrom, runEnd := -1, -1
 	for i := 0; i < len(s); {
 		tok, ok := a.at(s, i)
 		if !ok {
@@ -73,10 +76,14 @@ func (a *addedTokens) split(s string) []segment {
 			continue
 		}
 		if tok.lstrip {
-			start = max(len(strings.TrimRightFunc(s[:start], isWordSpace)), from)
+			// No further back than the last token's end.
+			start = max(from+len(strings.TrimRightFunc(s[min(from, start):start], isWordSpace)), from)
 		}
 		if tok.rstrip {
-			stop = len(s) - len(strings.TrimLeftFunc(s[stop:], isWordSpace))
+			if stop < runFrom || stop > runEnd {
+				runFrom, runEnd = stop, len(s)-len(strings.TrimLeftFunc(s[stop:], isWordSpace))
+			}
+			stop = runEnd
 		}
 		if stop < start {
 			continue // a span turned inside out (tokenizers panics here)

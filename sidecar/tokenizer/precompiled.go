@@ -125,7 +125,14 @@ func (p *precompiled) lookup(key string) (string, bool) {
 }
 
 func (p *precompiled) normalize(s string, lead int) (string, int) {
-	return p.apply(s), prefixLead(p.apply, s, lead)
+	out := p.apply(s)
+	newLead := prefixLead(p.apply, s, lead)
+	if lead > 0 && newLead == 0 && out != "" {
+		// tokenizers aligns the first character written with the text's
+		// first, even when the rules removed that one.
+		_, newLead = utf8.DecodeRuneInString(out)
+	}
+	return out, newLead
 }
 
 func (p *precompiled) apply(s string) string {

@@ -97,6 +97,9 @@ func compilePattern(src string) (*pattern, error) {
 	return p, nil
 }
 
+// lowInterval is Ruby's {,n}.
+var lowInterval = regexp.MustCompile(`^\{,[0-9]+\}`)
+
 // fixedLazy is a fixed count then ?: Ruby's syntax makes it optional,
 // Go's lazy.
 var fixedLazy = regexp.MustCompile(`\{[0-9]+\}\?`)
@@ -116,10 +119,17 @@ func caseFolded(src string) error {
 			if flags[end] == ':' {
 				scope = scope[:groupEnd(scope)]
 			}
-			lower := strings.ToLower(scope)
-			for _, bad := range []string{`\p`, `\P`, `\w`, `\W`, `[`, "ss", "st", "ff", "fi", "fl"} {
-				if strings.Contains(lower, strings.ToLower(bad)) {
-					return fmt.Errorf("%q under (?i) is not supported (Oniguruma and Go fold it differently)", bad)
+			if k := strings.IndexByte(scope, '\\'); k >= 0 && k+1 < len(scope) && isAlnum(scope[k+1]) {
+				return fmt.Errorf("the escape \\%c under (?i) is not supported (Oniguruma and Go fold it differently)", scope[k+1])
+			}
+			if strings.Contains(scope, "[") {
+				return errors.New("a class under (?i) is not supported (Oniguruma and Go fold it differently)")
+			}
+			// The letters as they may follow one another, groups aside.
+			letters := strings.ToLower(strings.NewReplacer("(?:", "", "(", "", ")", "").Replace(scope))
+			for _, bad := range []string{"ss", "st", "ff", "fi", "fl"} {
+				if strings.Contains(letters, bad) {
+					return fmt.Errorf("%q under (?i) is not supported (Oniguruma folds ß, ﬁ and their kin to such pairs; Go does not)", bad)
 				}
 			}
 			if !isASCII(scope) {
@@ -133,6 +143,10 @@ func caseFolded(src string) error {
 		at += 2 + next
 	}
 	return nil
+}
+
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // groupEnd is the index of the ) that closes the group s is inside of.
@@ -311,8 +325,8 @@ func translate(src string) (string, error) {
 			}
 			b.WriteString("(?" + strings.ReplaceAll(flags, "m", "s"))
 			i += 1 + end
-		case depth == 0 && c == '{' && i+1 < len(src) && src[i+1] == ',':
-			b.WriteString("{0") // Ruby's {,n} is {0,n}
+		case depth == 0 && c == '{' && lowInterval.MatchString(src[i:]):
+			b.WriteString("{0") // Ruby's {,n} is {0,n} (other braces are literal)
 		case depth == 0 && c == '^':
 			b.WriteString("(?m:^)")
 		case depth == 0 && c == '$':

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -83,6 +84,9 @@ func Load(data []byte) (*Tokenizer, error) {
 	if t.pre, err = newPreTokenizer(j.PreTokenizer); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
+	if firstAfterSplit(t.pre) && reorders(t.normalizer) {
+		return nil, errors.New("tokenizer.json: a Metaspace with prepend_scheme first after another pre-tokenizer, behind a normalizer that decomposes, reorders or composes characters (NFC, NFD, NFKC, NFKD, BERT's accent stripping), is not supported: which piece tokenizers takes for the first then turns on its character alignments")
+	}
 	if t.model, err = newModel(j.Model); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
@@ -93,6 +97,36 @@ func Load(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
 	return t, nil
+}
+
+// firstAfterSplit says whether a Metaspace with prepend_scheme first
+// comes after another pre-tokenizer (which may cut the text's first
+// characters apart).
+func firstAfterSplit(p preTokenizer) bool {
+	seq, ok := p.(sequencePre)
+	if !ok {
+		return false
+	}
+	for k, c := range seq {
+		if m, ok := c.(*metaspace); ok && m.prepend == "first" && k > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// reorders says whether a normalizer decomposes, reorders or composes
+// characters.
+func reorders(n normalizer) bool {
+	switch n := n.(type) {
+	case form:
+		return true
+	case *bertNormalizer:
+		return n.strip
+	case sequenceNorm:
+		return slices.ContainsFunc(n, reorders)
+	}
+	return false
 }
 
 // addTokens adds the file's added tokens as tokenizers does when it loads
@@ -129,6 +163,7 @@ func (t *Tokenizer) addTokens(list []addedTokenJSON) error {
 		}
 		byID[id] = a
 	}
+	normalizedTo := map[string]string{}
 	for _, id := range order {
 		a := byID[id]
 		tok := addedToken{content: a.Content, id: id, singleWord: a.SingleWord, lstrip: a.LStrip, rstrip: a.RStrip}
@@ -140,9 +175,14 @@ func (t *Tokenizer) addTokens(list []addedTokenJSON) error {
 		if t.normalizer != nil {
 			tok.content, _ = t.normalizer.normalize(tok.content, 0)
 		}
-		if tok.content != "" {
-			t.normalized.add(tok)
+		switch other, dup := normalizedTo[tok.content]; {
+		case tok.content == "":
+			return fmt.Errorf("added token %q normalizes to nothing (tokenizers then splits the text at every character, or hangs); make it normalized=false", a.Content)
+		case dup:
+			return fmt.Errorf("added tokens %q and %q normalize to the same text (tokenizers picks either, differently from run to run); make one normalized=false", other, a.Content)
 		}
+		normalizedTo[tok.content] = a.Content
+		t.normalized.add(tok)
 	}
 	return nil
 }

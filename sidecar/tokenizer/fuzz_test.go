@@ -198,3 +198,32 @@ func TestWordPieceIsLinearInTheWord(t *testing.T) {
 		t.Fatalf("4 KiB took %v, 64 KiB %v: not linear", small, large)
 	}
 }
+
+// A pattern whose alternative before the last scans a run to its end and
+// then fails ([^\n]*\n|\S+ on a text without a newline) makes finding its
+// matches quadratic: refused, while the families' own patterns, whose
+// next alternative takes such a run, load.
+func TestAPatternThatScansFarIsRefused(t *testing.T) {
+	for _, c := range []struct {
+		src string
+		ok  bool
+	}{
+		{`[^\n]*\n|\S+`, false},
+		{`.*x|\S`, false},
+		{`a+b|a`, false},
+		{`(?:x|[^\n]*\n)|\S+`, false},
+		{`\s*[\r\n]+|\s+(?!\S)|\s+`, true},
+		{`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, true},
+		{`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\s+`, true},
+		{`[^\n]*\n`, true}, // alone it is the last alternative: one search, linear
+		{gpt2Pattern, true},
+	} {
+		_, err := compilePattern(c.src)
+		if ok := err == nil; ok != c.ok {
+			t.Errorf("%q: loaded %v (%v), want %v", c.src, ok, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "quadratic") {
+			t.Errorf("%q: %v does not say why", c.src, err)
+		}
+	}
+}

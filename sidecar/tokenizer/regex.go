@@ -83,6 +83,9 @@ func compilePattern(src string) (*pattern, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := scansFar(translated); err != nil {
+			return nil, err
+		}
 		return regexp.Compile(translated)
 	}
 	var err error

@@ -6,6 +6,12 @@ here at test time, never vendored.
   hf_oracle.py write DIR --case CASE [--rows N]
       writes a dataset under DIR and prints one JSON object: {"stream": the
       directory of the stream's Arrow files, "files": N}.
+  hf_oracle.py record DIR
+      records the golden tests' oracle (sidecar/format/huggingface/
+      testdata/golden): each case's stream folders copied out of datasets'
+      caches under DIR/CASE/ (what write printed, relative to it, in
+      DIR/CASE.written.json), and what datasets reads of each stream or
+      split in DIR/CASE.jsonl or DIR/CASE-SPLIT.jsonl (test/oracle/golden.py).
   hf_oracle.py read DIR [--file NAME]
       prints the rows of the dataset datasets.load_from_disk(DIR) reads (or,
       with --file, Dataset.from_file of a cache file), one JSON object per
@@ -33,11 +39,15 @@ import glob
 import io
 import json
 import os
-import sys
-import zlib
+import shutil
 import struct
+import sys
+import tempfile
+import zlib
+from typing import Any, Iterator
 
 import datasets
+import golden
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Image, Sequence, Value
 
 
@@ -110,12 +120,48 @@ def plain(v):
     return v
 
 
-def read(d: str, file: str | None) -> None:
+def read_rows(d: str, file: str | None) -> Iterator[Any]:
     ds = Dataset.from_file(os.path.join(d, file)) if file else datasets.load_from_disk(d)
-    out = sys.stdout
     for table in ds.with_format("arrow").iter(batch_size=100):
         for row in table.to_pylist():
-            out.write(json.dumps(plain(row), ensure_ascii=False) + "\n")
+            yield plain(row)
+
+
+def read(d: str, file: str | None) -> None:
+    for row in read_rows(d, file):
+        sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def record(dir_: str) -> None:
+    golden.fresh(dir_)
+    cases = {}
+    # Rows a case: save_to_disk writes record batches of 100 rows (its
+    # size for image features), and each file should hold two.
+    for case, n in (("disk", 450), ("dict", 300), ("cache", 200), ("builder", 300)):
+        with tempfile.TemporaryDirectory() as tmp:
+            w = write(tmp, case, n)
+            # The stream's folder (for a DatasetDict, the dict's own)
+            # copied out of the caches, without datasets' lock files.
+            top = w.get("dict", w["stream"])
+            shutil.copytree(top, os.path.join(dir_, case), ignore=shutil.ignore_patterns("*.lock"))
+            if "dict" in w:
+                w["stream"] = os.path.join(case, os.path.relpath(w["stream"], top))
+                w["dict"] = case
+            else:
+                w["stream"] = case
+            copy = os.path.join(dir_, case)
+            if case == "dict":
+                for split in ("train", "test"):
+                    golden.write_answers(os.path.join(dir_, f"{case}-{split}.jsonl"), read_rows(os.path.join(copy, split), None))
+            elif case == "builder":
+                golden.write_answers(os.path.join(dir_, f"{case}-train.jsonl"), read_rows(copy, w["file"]))
+                golden.write_answers(os.path.join(dir_, f"{case}-test.jsonl"), read_rows(copy, w["test_file"]))
+            else:
+                golden.write_answers(os.path.join(dir_, f"{case}.jsonl"), read_rows(copy, w.get("file")))
+        with open(os.path.join(dir_, case + ".written.json"), "w") as f:
+            f.write(golden.line(w) + "\n")
+        cases[case] = {"rows": n}
+    golden.write_manifest(dir_, ["datasets", "pyarrow"], cases)
 
 
 def main() -> None:
@@ -125,6 +171,8 @@ def main() -> None:
     w.add_argument("dir")
     w.add_argument("--case", required=True, choices=["disk", "dict", "cache", "builder"])
     w.add_argument("--rows", type=int, default=700)
+    rec = sub.add_parser("record")
+    rec.add_argument("dir")
     r = sub.add_parser("read")
     r.add_argument("dir")
     r.add_argument("--file")
@@ -132,6 +180,8 @@ def main() -> None:
     datasets.disable_progress_bars()
     if a.cmd == "write":
         print(json.dumps(write(a.dir, a.case, a.rows)))
+    elif a.cmd == "record":
+        record(a.dir)
     else:
         read(a.dir, a.file)
 

@@ -7,6 +7,11 @@ test time by litdata.optimize, never vendored.
       writes DIR/index.json and DIR/chunk-*.bin (small chunks: several);
       --compression: zstd, wrapped as LEVEL says (LitData's
       compression_level: chunk, batch or sample).
+  litdata_oracle.py record DIR
+      records the golden tests' oracle (sidecar/format/litdata/testdata/
+      golden): each dataset of RECORDED under DIR/NAME/, and what
+      StreamingDataset reads of it in DIR/NAME.jsonl (with a block size,
+      DIR/NAME.blockB.jsonl) (test/oracle/golden.py).
   litdata_oracle.py read DIR [--block-size B]
       prints the items of DIR as litdata.StreamingDataset reads them (no
       shuffle), one JSON object per line, in order: bytes as hex, arrays and
@@ -32,8 +37,13 @@ Cases:
 import argparse
 import io
 import json
+import os
+import shutil
 import sys
+import tempfile
+from typing import Any, Iterator
 
+import golden
 import numpy as np
 import torch
 
@@ -82,8 +92,63 @@ def plain(v):
     return v
 
 
-def main() -> None:
+def write(dir_: str, case: str, items: int, compression: str | None) -> None:
     import litdata as ld
+    packed = {"compression": "zstd", "compression_level": compression} if compression else {}
+    if case == "tokens":
+        ld.optimize(fn=_Fn(case), inputs=list(range(items)), output_dir=dir_, chunk_size=700, num_workers=1,
+                    item_loader=ld.TokensLoader(), **packed)
+    else:
+        ld.optimize(fn=_Fn(case), inputs=list(range(items)), output_dir=dir_, chunk_bytes=900, num_workers=1, **packed)
+
+
+def items(dir_: str, block_size: int) -> Iterator[Any]:
+    import litdata as ld
+    if block_size:
+        ds = ld.StreamingDataset(dir_, shuffle=False, item_loader=ld.TokensLoader(block_size=block_size))
+        for x in ds:
+            yield {"value": plain(x)}
+        return
+    for x in ld.StreamingDataset(dir_, shuffle=False):
+        yield plain(x)
+
+
+# The golden datasets: name, case, items, compression, and the block
+# sizes read (0: items, not TokensLoader blocks). nested and ragged2d are
+# refused by shardfeed: they have no answers.
+RECORDED = [
+    ("mixed", "mixed", 60, None, [0]),
+    ("strings", "strings", 60, None, [0]),
+    ("jpeg", "jpeg", 60, None, [0]),
+    ("arrays", "arrays", 60, None, [0]),
+    ("tokens", "tokens", 60, None, [64, 300]),
+    ("nested", "nested", 8, None, []),
+    ("ragged2d", "ragged2d", 8, None, []),
+    ("mixed-zstd-chunk", "mixed", 60, "chunk", [0]),
+    ("mixed-zstd-batch", "mixed", 60, "batch", [0]),
+    ("arrays-zstd-sample", "arrays", 60, "sample", [0]),
+    ("tokens-zstd-chunk", "tokens", 60, "chunk", [64]),
+]
+
+
+def record(dir_: str) -> None:
+    golden.fresh(dir_)
+    cases = {}
+    for name, case, n, compression, blocks in RECORDED:
+        write(os.path.join(dir_, name), case, n, compression)
+        for block in blocks:
+            # StreamingDataset inflates a compressed chunk in its folder and
+            # keeps a cache: it reads a copy.
+            with tempfile.TemporaryDirectory() as tmp:
+                copy = os.path.join(tmp, name)
+                shutil.copytree(os.path.join(dir_, name), copy)
+                answers = os.path.join(dir_, name + (f".block{block}" if block else "") + ".jsonl")
+                golden.write_answers(answers, items(copy, block))
+        cases[name] = {"case": case, "items": n, "compression": compression, "blocks": blocks}
+    golden.write_manifest(dir_, ["litdata", "numpy", "torch", "pillow"], cases)
+
+
+def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("write")
@@ -91,28 +156,20 @@ def main() -> None:
     w.add_argument("--case", required=True, choices=["mixed", "strings", "jpeg", "arrays", "tokens", "nested", "ragged2d"])
     w.add_argument("--items", type=int, default=60)
     w.add_argument("--compression", choices=["chunk", "batch", "sample"])
+    rec = sub.add_parser("record")
+    rec.add_argument("dir")
     r = sub.add_parser("read")
     r.add_argument("dir")
     r.add_argument("--block-size", type=int, default=0)
     a = ap.parse_args()
     if a.cmd == "write":
-        case = a.case
-        packed = {"compression": "zstd", "compression_level": a.compression} if a.compression else {}
-        if case == "tokens":
-            ld.optimize(fn=_Fn(case), inputs=list(range(a.items)), output_dir=a.dir, chunk_size=700, num_workers=1,
-                        item_loader=ld.TokensLoader(), **packed)
-        else:
-            ld.optimize(fn=_Fn(case), inputs=list(range(a.items)), output_dir=a.dir, chunk_bytes=900, num_workers=1, **packed)
+        write(a.dir, a.case, a.items, a.compression)
         print(json.dumps({"dir": a.dir}))
-        return
-    if a.block_size:
-        ds = ld.StreamingDataset(a.dir, shuffle=False, item_loader=ld.TokensLoader(block_size=a.block_size))
-        for x in ds:
-            sys.stdout.write(json.dumps({"value": plain(x)}) + "\n")
-        return
-    ds = ld.StreamingDataset(a.dir, shuffle=False)
-    for x in ds:
-        sys.stdout.write(json.dumps(plain(x), ensure_ascii=False) + "\n")
+    elif a.cmd == "record":
+        record(a.dir)
+    else:
+        for x in items(a.dir, a.block_size):
+            sys.stdout.write(json.dumps(x, ensure_ascii=False) + "\n")
 
 
 class _Fn:

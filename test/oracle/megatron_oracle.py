@@ -7,6 +7,11 @@ written here at test time by IndexedDatasetBuilder, never vendored.
       writes PREFIX.bin and PREFIX.idx and prints one JSON object:
       {"sequences": N, "documents": N, "dtype": "uint16"}; with --read,
       then prints its samples as read does (one start of torch, not two).
+  megatron_oracle.py record DIR
+      records the golden tests' oracle (sidecar/format/megatron/testdata/
+      golden): each case's pair written by IndexedDatasetBuilder under
+      DIR/STREAM/, and what IndexedDataset reads of each stream in
+      DIR/STREAM.UNIT.jsonl (test/oracle/golden.py).
   megatron_oracle.py read PREFIX [--unit document|sequence] [--multimodal]
       prints the samples of PREFIX as megatron-core's IndexedDataset reads
       them, one JSON object per line, in order: {"tokens": [...]} (a
@@ -31,7 +36,9 @@ import os
 import random
 import sys
 import tempfile
+from typing import Iterator
 
+import golden
 import numpy as np
 import torch
 
@@ -76,22 +83,51 @@ def build(prefix: str, case: str, seed: int, docs: int) -> dict:
     return {"sequences": len(ds), "documents": len(ds.document_indices) - 1, "dtype": np.dtype(dtype).name}
 
 
-def read(prefix: str, unit: str, multimodal: bool) -> None:
+def samples(prefix: str, unit: str, multimodal: bool) -> Iterator[dict]:
     ds = IndexedDataset(prefix, multimodal=multimodal)
-    out = sys.stdout
     if unit == "sequence":
         for i in range(len(ds)):
             if multimodal:
                 seq, mode = ds[i]
-                out.write(json.dumps({"tokens": seq.tolist(), "mode": int(mode)}) + "\n")
+                yield {"tokens": seq.tolist(), "mode": int(mode)}
             else:
-                out.write(json.dumps({"tokens": ds[i].tolist()}) + "\n")
+                yield {"tokens": ds[i].tolist()}
         return
     di = ds.document_indices
     for d in range(len(di) - 1):
         seqs = [ds[int(s)] for s in range(int(di[d]), int(di[d + 1]))]
-        toks = np.concatenate(seqs).tolist() if seqs else []
-        out.write(json.dumps({"tokens": toks}) + "\n")
+        yield {"tokens": np.concatenate(seqs).tolist() if seqs else []}
+
+
+def read(prefix: str, unit: str, multimodal: bool) -> None:
+    for s in samples(prefix, unit, multimodal):
+        sys.stdout.write(json.dumps(s) + "\n")
+
+
+# The golden streams: a stream's pairs (case, seed), its documents a pair,
+# and the units its answers are read in. Small: the answers are committed.
+STREAMS = {
+    "gpt-merged": ([("gpt", 1), ("merged", 2)], 40, ["document"]),
+    "int32": ([("int32", 1)], 40, ["document"]),
+    "sentences": ([("sentences", 1)], 60, ["document", "sequence"]),
+    "multimodal": ([("multimodal", 1)], 80, ["sequence"]),
+}
+
+
+def record(dir_: str) -> None:
+    golden.fresh(dir_)
+    cases = {}
+    for stream, (pairs, docs, units) in STREAMS.items():
+        os.makedirs(os.path.join(dir_, stream))
+        written = {}
+        for case, seed in pairs:
+            written[case] = build(os.path.join(dir_, stream, case), case, seed, docs)
+        for unit in units:
+            multimodal = stream == "multimodal"
+            rows = [s for case, _ in pairs for s in samples(os.path.join(dir_, stream, case), unit, multimodal)]
+            golden.write_answers(os.path.join(dir_, f"{stream}.{unit}.jsonl"), rows)
+        cases[stream] = {"pairs": written, "units": units}
+    golden.write_manifest(dir_, ["megatron-core", "numpy", "torch"], cases)
 
 
 def main() -> None:
@@ -103,6 +139,8 @@ def main() -> None:
     w.add_argument("--seed", type=int, default=1)
     w.add_argument("--docs", type=int, default=400)
     w.add_argument("--read", choices=["document", "sequence"])
+    rec = sub.add_parser("record")
+    rec.add_argument("dir")
     r = sub.add_parser("read")
     r.add_argument("prefix")
     r.add_argument("--unit", default="document", choices=["document", "sequence"])
@@ -112,6 +150,8 @@ def main() -> None:
         print(json.dumps(build(a.prefix, a.case, a.seed, a.docs)))
         if a.read:
             read(a.prefix, a.read, a.case == "multimodal")
+    elif a.cmd == "record":
+        record(a.dir)
     else:
         read(a.prefix, a.unit, a.multimodal)
 

@@ -22,6 +22,14 @@ test time by webdataset's TarWriter, never vendored.
       prints the samples of wids' ShardListDataset over INDEX (its cache in
       CACHE), in order, as read prints them (wids' raw bytes, typed by
       webdataset's default decoders).
+  webdataset_oracle.py record DIR
+      records the golden tests' oracle (sidecar/format/webdataset/testdata/
+      golden): each stream of RECORDED under DIR/NAME/, what
+      webdataset.WebDataset reads of its tars in DIR/NAME.jsonl, what
+      TarWriter wrote in DIR/NAME.written.json (write's object), and, for
+      basic, Energon's and wids' indexes beside copies of its tars
+      (DIR/energon/, DIR/wids/, and what wids reads in DIR/wids.jsonl)
+      (test/oracle/golden.py).
   webdataset_oracle.py read URL… [--decode]
       prints the samples of the tars as webdataset.WebDataset reads them, one
       JSON object per line, in order: "__key__", each extension's value with
@@ -48,9 +56,13 @@ import io
 import json
 import os
 import random
+import shutil
 import sys
 import tarfile
+import tempfile
+from typing import Iterator
 
+import golden
 import numpy as np
 import webdataset as wds
 from PIL import Image
@@ -125,13 +137,12 @@ def write(d: str, tars: int, samples: int, case: str, seed: int, image_bytes: in
     return {"tars": names, "bytes": total, "headers": headers, "members": members}
 
 
-def read(urls: list[str], decode: bool) -> None:
+def samples(urls: list[str], decode: bool) -> Iterator[dict]:
     ds = wds.WebDataset(urls, shardshuffle=False, empty_check=False)
     if decode:
         ds = ds.decode("rgb8")
     else:
         ds = ds.decode()
-    out = sys.stdout
     for s in ds:
         row = {}
         for k, v in s.items():
@@ -142,7 +153,12 @@ def read(urls: list[str], decode: bool) -> None:
             elif isinstance(v, np.ndarray):
                 v = {"shape": list(v.shape), "sha256": hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()}
             row[k] = v
-        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        yield row
+
+
+def read(urls: list[str], decode: bool) -> None:
+    for row in samples(urls, decode):
+        sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def energon(d: str) -> None:
@@ -171,18 +187,61 @@ def typed(ext: str, data: bytes):
     return data.hex()
 
 
-def read_wids(index: str, cache: str) -> None:
+def wids_samples(index: str, cache: str) -> Iterator[dict]:
     import wids
 
     ds = wids.ShardListDataset(index, cache_dir=cache, transformations=[])
-    out = sys.stdout
     for i in range(len(ds)):
         s = ds[i]
         row = {"__key__": s["__key__"]}
         for k, v in s.items():
             if k.startswith("."):
                 row[k[1:]] = typed(k[1:], bytes(v.read() if hasattr(v, "read") else v))
-        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        yield row
+
+
+def read_wids(index: str, cache: str) -> None:
+    for row in wids_samples(index, cache):
+        sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+# The golden streams: name, case, tars, samples a tar, seed, image bytes.
+# Small (the tars are committed): a plain tar is still several 16 KiB
+# shards.
+RECORDED = [
+    ("basic", "basic", 3, 8, 1, 400),
+    ("ustar", "ustar", 2, 6, 2, 400),
+    ("pax", "pax", 2, 6, 3, 400),
+    ("gnu", "gnu", 2, 6, 4, 400),
+    ("gz", "gz", 2, 8, 5, 400),
+    ("mixed", "mixed", 4, 3, 6, 400),
+    ("damaged", "basic", 1, 4, 7, 3000),
+]
+
+
+def record(dir_: str) -> None:
+    golden.fresh(dir_)
+    cases = {}
+    for name, case, tars, n, seed, image_bytes in RECORDED:
+        d = os.path.join(dir_, name)
+        w = write(d, tars, n, case, seed, image_bytes)
+        with open(os.path.join(dir_, name + ".written.json"), "w") as f:
+            f.write(golden.line(w) + "\n")
+        golden.write_answers(os.path.join(dir_, name + ".jsonl"), samples([os.path.join(d, t) for t in w["tars"]], False))
+        cases[name] = {"case": case, "tars": tars, "samples": n}
+    # Energon's and wids' indexes of basic's tars, without the tars (the
+    # tests lay them over a copy of basic).
+    for tool in ("energon", "wids"):
+        with tempfile.TemporaryDirectory() as tmp:
+            d = os.path.join(tmp, tool)
+            shutil.copytree(os.path.join(dir_, "basic"), d)
+            (energon if tool == "energon" else wids_index)(d)
+            if tool == "wids":
+                with tempfile.TemporaryDirectory() as cache:
+                    golden.write_answers(os.path.join(dir_, "wids.jsonl"), wids_samples(os.path.join(d, "shardindex.json"), cache))
+            shutil.copytree(d, os.path.join(dir_, tool), ignore=shutil.ignore_patterns("*.tar"))
+        cases[tool] = {"case": "basic", "index": tool}
+    golden.write_manifest(dir_, ["webdataset", "megatron-energon", "wids", "pillow", "numpy"], cases)
 
 
 def main() -> None:
@@ -202,6 +261,8 @@ def main() -> None:
     y = sub.add_parser("read-wids")
     y.add_argument("index")
     y.add_argument("cache")
+    rec = sub.add_parser("record")
+    rec.add_argument("dir")
     r = sub.add_parser("read")
     r.add_argument("urls", nargs="+")
     r.add_argument("--decode", action="store_true")
@@ -214,6 +275,8 @@ def main() -> None:
         wids_index(a.dir)
     elif a.cmd == "read-wids":
         read_wids(a.index, a.cache)
+    elif a.cmd == "record":
+        record(a.dir)
     else:
         read(a.urls, a.decode)
 

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -21,9 +22,14 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 )
 
-// OpenDir opens a local directory as a stream's store.
+// OpenDir opens a local directory (absolute, or relative to the test's
+// own) as a stream's store.
 func OpenDir(t testing.TB, dir string) store.Store {
 	t.Helper()
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# timed.sh runs make's test targets one after another (make test), keeps
+# each one's output in bin/test-times/TARGET.log, and prints where the time
+# went: each target's seconds, the slowest Go packages and Python tests.
+# It fails when the targets after `tools` (whose cold build is the tool
+# set-up, not the tests) took longer than TEST_BUDGET seconds by more than
+# TEST_BUDGET_NOISE percent: each feature states and pays its share
+# (docs/development.md, "Test time").
+#
+# Usage: hack/timed.sh TARGET...
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=$ROOT/bin/test-times
+BUDGET=${TEST_BUDGET:-1500}
+NOISE=${TEST_BUDGET_NOISE:-10}
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+table=$OUT/targets.tsv
+: >"$table"
+for target in "$@"; do
+	start=$(date +%s)
+	# pipefail: the target's status, not tee's.
+	if ! make --no-print-directory -C "$ROOT" "$target" 2>&1 | tee "$OUT/$target.log"; then
+		printf '%s\t%s\tfailed\n' "$target" $(($(date +%s) - start)) >>"$table"
+		echo "timed: $target failed after $(($(date +%s) - start)) s (its output: $OUT/$target.log)" >&2
+		exit 1
+	fi
+	printf '%s\t%s\tok\n' "$target" $(($(date +%s) - start)) >>"$table"
+done
+
+{
+	echo "## Where make test's time went ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores)"
+	echo
+	echo "| target | seconds |"
+	echo "|---|---:|"
+	awk -F'\t' '{printf "| %s | %d |\n", $1, $2}' "$table"
+	echo
+	echo "Slowest Go packages (go test's own figure; several run at once):"
+	echo
+	cat "$OUT"/*.log | awk '$1 == "ok" && $3 ~ /s$/ {t = $3; sub(/s$/, "", t); printf "%8.1f s  %s\n", t, $2}' |
+		sort -rn | head -25
+	echo
+	echo "Slowest Python tests (pytest --durations):"
+	echo
+	grep -hE '^[0-9.]+s (call|setup|teardown) ' "$OUT"/*.log | sort -rn | head -15 || true
+} | tee "$OUT/summary.md"
+
+spent=$(awk -F'\t' '$1 != "tools" {s += $2} END {print s + 0}' "$table")
+limit=$((BUDGET + BUDGET * NOISE / 100))
+echo "timed: the tests took ${spent} s after the tools; the budget is ${BUDGET} s (+${NOISE} % noise: ${limit} s)"
+if ((spent > limit)); then
+	echo "timed: over the test-time budget by $((spent - BUDGET)) s: find what grew in $OUT/summary.md and pay for it (docs/development.md, \"Test time\"), or raise TEST_BUDGET in the Makefile with the reason" >&2
+	exit 1
+fi

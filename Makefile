@@ -180,6 +180,10 @@ golden: tools-python ## Re-record the oracles the unit tests read: the tokenizer
 test-golden: tools-python ## Fail when the pinned oracles no longer give what the unit tests read: re-record into a temporary folder, compare, and run the golden tests on the fresh inputs (hack/golden.sh; a few minutes the first time).
 	hack/golden.sh check
 
+.PHONY: test-mutants
+test-mutants: ## Prove the parsers' unit tests bite: break one decoding step of each parser at a time and fail unless its package's unit tests fail (hack/mutants; Go only, about a minute).
+	go run ./hack/mutants
+
 .PHONY: test-unit
 test-unit: ## Run the Go unit tests (no servers).
 	go test -count=1 -timeout $(GO_TEST_TIMEOUT) $(GOTEST_FLAGS) ./...

@@ -38,6 +38,7 @@ FORMATS=(
 	"test/oracle/litdata_oracle.py venv-oracle sidecar/format/litdata TestLitData"
 	"test/oracle/webdataset_oracle.py venv-oracle sidecar/format/webdataset TestWebDataset"
 	"test/oracle/hf_oracle.py venv-hf sidecar/format/huggingface TestHuggingFace"
+	"test/oracle/mds_oracle.py venv-oracle sidecar/format/mds TestReadsWhatMosaicMLStreamingWrites"
 )
 
 say() { printf 'golden: %s\n' "$*"; }

@@ -10,6 +10,10 @@ mosaicml-streaming package from PyPI.
   mds_oracle.py read DIR
       reads a dataset with streaming.StreamingDataset and prints its samples
       the same way.
+  mds_oracle.py record DIR
+      records the golden tests' oracle (sidecar/format/mds/testdata/golden):
+      each dataset of RECORDED written by MDSWriter under DIR/NAME/, and
+      every sample as MDS stores it in DIR/NAME.jsonl (test/oracle/golden.py).
 
 Canonical values: integers and strings as JSON; floats as JSON numbers
 (float16 and float32 widened exactly); str_decimal as its text; json as the
@@ -23,11 +27,14 @@ import base64
 import fcntl
 import io
 import json
+import os
 import random
 import sys
 from decimal import Decimal
 from pathlib import Path
+from typing import Any, Iterator
 
+import golden
 import numpy as np
 from PIL import Image
 from streaming import MDSWriter, StreamingDataset
@@ -124,19 +131,53 @@ def pixels(img: Image.Image) -> dict:
     return {"mode": img.mode, "size": list(img.size), **b64(img.tobytes())}
 
 
-def write(args) -> None:
-    columns = dict(c.split("=", 1) for c in args.columns.split(";"))
-    rng = random.Random(args.seed)
-    kwargs = {"out": args.out, "columns": columns, "size_limit": args.size_limit}
-    if args.compression:
-        kwargs["compression"] = args.compression
-    if args.hashes:
-        kwargs["hashes"] = args.hashes.split(",")
+def written(out: str, columns_: str, samples: int, compression: str | None, hashes: str | None, size_limit: int,
+            seed: int) -> Iterator[dict]:
+    """Writes a dataset with MDSWriter and yields each sample as MDS stores it."""
+    columns = dict(c.split("=", 1) for c in columns_.split(";"))
+    rng = random.Random(seed)
+    kwargs: dict[str, Any] = {"out": out, "columns": columns, "size_limit": size_limit}
+    if compression:
+        kwargs["compression"] = compression
+    if hashes:
+        kwargs["hashes"] = hashes.split(",")
     with MDSWriter(**kwargs) as w:
-        for _ in range(args.samples):
+        for _ in range(samples):
             sample = {name: make_value(enc, rng) for name, enc in columns.items()}
             w.write(sample)
-            print(json.dumps({name: canonical(enc, sample[name], True) for name, enc in columns.items()}))
+            yield {name: canonical(enc, sample[name], True) for name, enc in columns.items()}
+
+
+def write(args) -> None:
+    for row in written(args.out, args.columns, args.samples, args.compression, args.hashes, args.size_limit, args.seed):
+        print(json.dumps(row))
+
+
+# Every encoding MDS has, in one dataset.
+ALL_ENCODINGS = ("b=bytes;s=str;i=int;u8=uint8;u16=uint16;u32=uint32;u64=uint64;i8=int8;i16=int16;i32=int32;i64=int64;"
+                 "f16=float16;f32=float32;f64=float64;si=str_int;sf=str_float;sd=str_decimal;j=json;img=jpeg;pn=png;p=pil;"
+                 "lj=list[jpeg];lp=list[png];lpil=list[pil];ja=jpeg_array;tok=ndarray:int32:8;mat=ndarray:float16:2,3;dyn=ndarray:uint16;any=ndarray")
+
+# The golden datasets: name, compression, hashes, shard size limit. Each
+# holds every encoding (ALL_ENCODINGS), 12 samples.
+RECORDED = [
+    ("raw", None, "md5,sha1,sha256,xxh3_64,xxh64", 1 << 26),
+    ("zstd7", "zstd:7", "xxh64", 2048),
+    ("gz", "gz", "sha256", 1 << 26),
+    ("bz2", "bz2", None, 4096),
+    ("br5", "br:5", None, 1 << 26),
+    ("snappy", "snappy", "xxh3_64", 3000),
+]
+
+
+def record(dir_: str) -> None:
+    golden.fresh(dir_)
+    cases = {}
+    for seed, (name, compression, hashes, limit) in enumerate(RECORDED):
+        rows = written(os.path.join(dir_, name), ALL_ENCODINGS, 12, compression, hashes, limit, seed)
+        golden.write_answers(os.path.join(dir_, name + ".jsonl"), list(rows))
+        cases[name] = {"compression": compression, "hashes": hashes, "size_limit": limit, "seed": seed}
+    golden.write_manifest(dir_, ["mosaicml-streaming", "pillow", "numpy"], {"columns": ALL_ENCODINGS, "datasets": cases})
 
 
 def read(args) -> None:
@@ -169,8 +210,13 @@ def main() -> None:
     w.add_argument("--seed", type=int, default=0)
     r = sub.add_parser("read")
     r.add_argument("dir")
+    rec = sub.add_parser("record")
+    rec.add_argument("dir")
     args = p.parse_args()
-    {"write": write, "read": read}[args.cmd](args)
+    if args.cmd == "record":
+        record(args.dir)
+    else:
+        {"write": write, "read": read}[args.cmd](args)
     sys.stdout.flush()
 
 

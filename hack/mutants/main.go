@@ -1,0 +1,125 @@
+// Command mutants proves that the parsers' unit tests bite: for each
+// mutant below it breaks one decoding step of one parser (through go
+// test -overlay: the working tree is never edited), runs that package's
+// unit tests, and fails unless they fail. A mutant whose text is no longer
+// in its file fails too: move it to the step's new form.
+//
+// Usage: go run ./hack/mutants [-run REGEXP]   (make test-mutants)
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// A mutant replaces from, which must occur once in file, with to.
+type mutant struct {
+	name     string // parser/step
+	file     string
+	from, to string
+}
+
+var mutants = []mutant{
+	{"megatron/sequence-lengths", "sidecar/format/megatron/megatron.go",
+		"n := int32(binary.LittleEndian.Uint32(lens[4*s:]))", "n := int32(binary.BigEndian.Uint32(lens[4*s:]))"},
+	{"litdata/arrow-footer", "sidecar/format/litdata/decode.go",
+		"size := int(binary.LittleEndian.Uint32(chunk[n-12:]))", "size := int(binary.LittleEndian.Uint32(chunk[n-12:])) - 1"},
+	{"litdata/item-sizes", "sidecar/format/litdata/decode.go",
+		"sizes[j] = int(binary.LittleEndian.Uint32(data[4*j:]))", "sizes[j] = int(binary.LittleEndian.Uint32(data[4*j:])) + j%2"},
+	{"webdataset/octal-fields", "sidecar/format/webdataset/tar.go",
+		"return strconv.ParseInt(s, 8, 64)", "return strconv.ParseInt(s, 10, 64)"},
+	{"huggingface/shard-batches", "sidecar/format/huggingface/huggingface.go",
+		"e.Length = batches[i].Offset + batches[i].Length - first.Offset", "e.Length = batches[i].Offset - first.Offset"},
+	{"mds/int16", "sidecar/format/mds/encoding.go",
+		"bb.UnsafeAppend(int16(binary.LittleEndian.Uint16(data[2*i:])))", "bb.UnsafeAppend(int16(binary.BigEndian.Uint16(data[2*i:])))"},
+}
+
+func main() {
+	run := flag.String("run", "", "only the mutants whose name matches this regular expression")
+	flag.Parse()
+	only, err := regexp.Compile(*run)
+	if err != nil {
+		fail("-run: %v", err)
+	}
+	tmp, err := os.MkdirTemp("", "mutants-")
+	if err != nil {
+		fail("%v", err)
+	}
+	defer os.RemoveAll(tmp)
+	survived := 0
+	for i, m := range mutants {
+		if !only.MatchString(m.name) {
+			continue
+		}
+		start := time.Now()
+		killed, detail, err := try(tmp, i, m)
+		switch {
+		case err != nil:
+			fail("mutant %s: %v", m.name, err)
+		case killed:
+			fmt.Printf("mutants: %-32s killed in %4.1f s by %s\n", m.name, time.Since(start).Seconds(), detail)
+		default:
+			survived++
+			fmt.Printf("mutants: %-32s SURVIVED: the unit tests of %s pass with %q in place of %q: they do not check this step\n",
+				m.name, filepath.Dir(m.file), m.to, m.from)
+		}
+	}
+	if survived > 0 {
+		fail("%d mutants survived", survived)
+	}
+}
+
+// try runs the package's unit tests with the mutant in place and says
+// whether they failed, and the first failing test.
+func try(tmp string, i int, m mutant) (bool, string, error) {
+	src, err := os.ReadFile(m.file)
+	if err != nil {
+		return false, "", err
+	}
+	if n := bytes.Count(src, []byte(m.from)); n != 1 {
+		return false, "", fmt.Errorf("%q occurs %d times in %s, want once: the step changed; move the mutant to its new form", m.from, n, m.file)
+	}
+	mutated := filepath.Join(tmp, fmt.Sprintf("%d-%s", i, filepath.Base(m.file)))
+	if err := os.WriteFile(mutated, bytes.Replace(src, []byte(m.from), []byte(m.to), 1), 0o600); err != nil {
+		return false, "", err
+	}
+	abs, err := filepath.Abs(m.file)
+	if err != nil {
+		return false, "", err
+	}
+	overlay, err := json.Marshal(map[string]any{"Replace": map[string]string{abs: mutated}})
+	if err != nil {
+		return false, "", err
+	}
+	ov := filepath.Join(tmp, fmt.Sprintf("%d-overlay.json", i))
+	if err := os.WriteFile(ov, overlay, 0o600); err != nil {
+		return false, "", err
+	}
+	cmd := exec.Command("go", "test", "-count=1", "-overlay", ov, "./"+filepath.Dir(m.file)+"/")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return false, "", nil
+	}
+	if bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("[setup failed]")) {
+		return false, "", fmt.Errorf("the mutant does not build:\n%s", out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if t := strings.TrimSpace(line); strings.HasPrefix(t, "--- FAIL: ") {
+			return true, strings.Fields(t)[2], nil
+		}
+	}
+	return true, "a failing run", nil
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "mutants: "+format+"\n", args...)
+	os.Exit(1)
+}

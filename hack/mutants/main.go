@@ -40,6 +40,13 @@ var mutants = []mutant{
 		"e.Length = batches[i].Offset + batches[i].Length - first.Offset", "e.Length = batches[i].Offset - first.Offset"},
 	{"mds/int16", "sidecar/format/mds/encoding.go",
 		"bb.UnsafeAppend(int16(binary.LittleEndian.Uint16(data[2*i:])))", "bb.UnsafeAppend(int16(binary.BigEndian.Uint16(data[2*i:])))"},
+	{"tokenizer/bpe-ties", "sidecar/tokenizer/bpe.go",
+		"return h[a].pos < h[b].pos", "return h[a].pos > h[b].pos"},
+	{"tokenizer/unigram-best", "sidecar/tokenizer/unigram.go",
+		"if score := here + m.scores[id]; best[end].start < 0 || score > best[end].score {",
+		"if score := here + m.scores[id]; best[end].start < 0 || score >= best[end].score {"},
+	{"chat/trim-blocks", "sidecar/chat/lex.go",
+		`trimNext = open != "{{"`, `trimNext = false`},
 }
 
 func main() {

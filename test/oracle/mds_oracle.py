@@ -7,9 +7,10 @@ mosaicml-streaming package from PyPI.
                 [--hashes sha1,xxh64] [--size-limit BYTES] [--seed S]
       writes a dataset with streaming.MDSWriter and prints every sample, as
       MDS stores it, one JSON object per line (see canonical()).
-  mds_oracle.py read DIR
-      reads a dataset with streaming.StreamingDataset and prints its samples
-      the same way.
+  mds_oracle.py read DIR...
+      reads each dataset with streaming.StreamingDataset and prints its
+      samples the same way; with several, each one's samples end with a
+      line {"__end__": DIR}.
   mds_oracle.py record DIR
       records the golden tests' oracle (sidecar/format/mds/testdata/golden):
       each dataset of RECORDED written by MDSWriter under DIR/NAME/, and
@@ -181,20 +182,23 @@ def record(dir_: str) -> None:
 
 
 def read(args) -> None:
-    with open(f"{args.dir}/index.json") as f:
-        shard = json.load(f)["shards"][0]
-    columns = dict(zip(shard["column_names"], shard["column_encodings"]))
-    # StreamingDataset names its shared memory after the first free prefix
-    # it finds in /dev/shm; two processes starting at once can pick the same
-    # one (FileExistsError). The tests run oracles side by side, so readers
-    # take turns, machine-wide.
-    with open(Path(__file__).resolve().parents[2] / "bin" / ".mds-oracle-read.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        ds = StreamingDataset(local=args.dir, shuffle=False, batch_size=1)
-        for i in range(len(ds)):
-            sample = ds[i]
-            print(json.dumps({name: canonical(enc, sample[name], False) for name, enc in columns.items()}))
-        del ds
+    for d in args.dirs:
+        with open(f"{d}/index.json") as f:
+            shard = json.load(f)["shards"][0]
+        columns = dict(zip(shard["column_names"], shard["column_encodings"]))
+        # StreamingDataset names its shared memory after the first free prefix
+        # it finds in /dev/shm; two processes starting at once can pick the same
+        # one (FileExistsError). The tests run oracles side by side, so readers
+        # take turns, machine-wide.
+        with open(Path(__file__).resolve().parents[2] / "bin" / ".mds-oracle-read.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            ds = StreamingDataset(local=d, shuffle=False, batch_size=1)
+            for i in range(len(ds)):
+                sample = ds[i]
+                print(json.dumps({name: canonical(enc, sample[name], False) for name, enc in columns.items()}))
+            del ds
+        if len(args.dirs) > 1:
+            print(json.dumps({"__end__": d}))
 
 
 def main() -> None:
@@ -209,7 +213,7 @@ def main() -> None:
     w.add_argument("--size-limit", type=int, default=1 << 26)
     w.add_argument("--seed", type=int, default=0)
     r = sub.add_parser("read")
-    r.add_argument("dir")
+    r.add_argument("dirs", nargs="+")
     rec = sub.add_parser("record")
     rec.add_argument("dir")
     args = p.parse_args()

@@ -5,6 +5,23 @@
 // each document. A sample is a document (the tokens of its sequences) or a
 // sequence; a shard is a run of them, a byte range of the .bin fetched with
 // the ranges of the .idx that say where its samples end.
+//
+// An .idx file, every integer little-endian (S sequences, D documents):
+//
+//	offset            bytes  field
+//	0                 9      magic "MMIDIDX\x00\x00"
+//	9                 8      version: 1
+//	17                1      dtype code: 1 uint8, 2 int8, 3 int16, 4 int32,
+//	                         5 int64, 6 float64, 7 float32, 8 uint16
+//	18                8      S
+//	26                8      D+1 (the document index's entries)
+//	34                4·S    each sequence's length in tokens (int32)
+//	34+4S             8·S    each sequence's byte offset in the .bin (int64)
+//	34+12S            8·(D+1) each document's first sequence, then S (int64)
+//	34+12S+8(D+1)     S      multimodal only: each sequence's mode (int8)
+//
+// The .bin holds the sequences' tokens end to end, in the dtype, nothing
+// else. worked_test.go builds a pair byte by byte.
 package megatron
 
 import (

@@ -1,6 +1,20 @@
 // Package mds reads and writes MosaicML Streaming's MDS shards, version 2:
 // decoding a shard to Arrow, writing shards from Arrow records. The index
 // they are listed in is read by internal/index/mdsindex.
+//
+// A raw shard (the bytes after decompression), every integer a
+// little-endian uint32, N samples:
+//
+//	N
+//	N+1 offsets, each from the shard's first byte: sample i is
+//	        [offset i, offset i+1)
+//	sample 0, sample 1, …
+//
+// A sample: the size of each variable-size column's value, in column order
+// (the index's column_sizes is null for them), then every column's value
+// end to end, in column order. Fixed-size values (int: int64, float32,
+// uint8, …, ndarray with a shape) have no size. worked_test.go builds a
+// shard byte by byte.
 package mds
 
 import (

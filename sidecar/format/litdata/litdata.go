@@ -4,6 +4,23 @@
 // header of its leaves' sizes and the leaves, serialized by their LitData
 // data formats; or, for chunks of dicts of plain values, the rows as an
 // Arrow IPC file appended to the chunk. A shard is a chunk.
+//
+// A chunk (as litdata.optimize writes it with the default PyTreeLoader,
+// uncompressed), every integer a little-endian uint32, N items of L leaves
+// (index.json's data_format lists each leaf's format, in order):
+//
+//	N
+//	N+1 offsets, each from the chunk's first byte: item i is
+//	        [offset i, offset i+1)
+//	item 0, item 1, …
+//	optional: an Arrow IPC file of the same rows, its length (uint32)
+//	        and "LDARW01\x00"
+//
+// An item: L sizes, then the L leaves' bytes end to end, each serialized
+// by its format (int: int64, str: UTF-8, numpy: a dtype-and-shape header
+// and the values, …). A TokensLoader chunk is N and N+1 offsets, then the
+// items' tokens end to end with no per-item header. worked_test.go builds
+// a chunk byte by byte.
 package litdata
 
 import (

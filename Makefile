@@ -163,8 +163,11 @@ dist: tools-go tools-debian $(BUILD_VENV)/.complete ## Build a release into dist
 ##@ Test
 
 # Seconds make test may take after the tools are built (hack/timed.sh fails
-# past it by more than its noise; docs/development.md, "Test time").
-TEST_BUDGET ?= 1500
+# past it by more than its noise; docs/development.md, "Test time"). The
+# target is 1500 (25 min, issue #88); the budget stands at what a warm run
+# on a busy machine of the reference kind takes today and comes down with
+# each cut, so that nothing grows unnoticed meanwhile.
+TEST_BUDGET ?= 2400
 .PHONY: test
 test: ## Run every test (the CI entry point): tools, lint, generated files, Go and Python tests, the end-to-end test and the short chaos run.
 	@hack/check-clean.sh snapshot

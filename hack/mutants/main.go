@@ -52,15 +52,22 @@ var mutants = []mutant{
 func main() {
 	run := flag.String("run", "", "only the mutants whose name matches this regular expression")
 	flag.Parse()
-	only, err := regexp.Compile(*run)
+	if err := runMutants(*run); err != nil {
+		fmt.Fprintf(os.Stderr, "mutants: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func runMutants(run string) error {
+	only, err := regexp.Compile(run)
 	if err != nil {
-		fail("-run: %v", err)
+		return fmt.Errorf("-run: %w", err)
 	}
 	tmp, err := os.MkdirTemp("", "mutants-")
 	if err != nil {
-		fail("%v", err)
+		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	survived := 0
 	for i, m := range mutants {
 		if !only.MatchString(m.name) {
@@ -70,7 +77,7 @@ func main() {
 		killed, detail, err := try(tmp, i, m)
 		switch {
 		case err != nil:
-			fail("mutant %s: %v", m.name, err)
+			return fmt.Errorf("mutant %s: %w", m.name, err)
 		case killed:
 			fmt.Printf("mutants: %-32s killed in %4.1f s by %s\n", m.name, time.Since(start).Seconds(), detail)
 		default:
@@ -80,8 +87,9 @@ func main() {
 		}
 	}
 	if survived > 0 {
-		fail("%d mutants survived", survived)
+		return fmt.Errorf("%d mutants survived", survived)
 	}
+	return nil
 }
 
 // try runs the package's unit tests with the mutant in place and says
@@ -124,9 +132,4 @@ func try(tmp string, i int, m mutant) (bool, string, error) {
 		}
 	}
 	return true, "a failing run", nil
-}
-
-func fail(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "mutants: "+format+"\n", args...)
-	os.Exit(1)
 }

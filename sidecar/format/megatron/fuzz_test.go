@@ -53,6 +53,24 @@ func pair(docs [][][]uint16, modes bool) (idx, bin []byte) {
 	return idx, bin
 }
 
+// pairStore writes a pair as d.idx and d.bin in a temporary folder and
+// opens it as a stream's store.
+func pairStore(t *testing.T, idx, bin []byte) store.Store {
+	t.Helper()
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{"d.idx": idx, "d.bin": bin} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, _ := url.Parse("file://" + dir + "/")
+	st, err := local.Open(context.Background(), store.Source{URI: u.String()}, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // FuzzIndexAndDecode: any .idx and .bin is indexed or refused, never a
 // panic, and every shard of a pair that indexes decodes to the samples its
 // index counts.
@@ -65,17 +83,7 @@ func FuzzIndexAndDecode(f *testing.F) {
 	f.Add(idx, bin, true)
 	f.Add([]byte(Magic), []byte{}, false)
 	f.Fuzz(func(t *testing.T, idx, bin []byte, sequences bool) {
-		dir := t.TempDir()
-		for name, b := range map[string][]byte{"d.idx": idx, "d.bin": bin} {
-			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		u, _ := url.Parse("file://" + dir + "/")
-		st, err := local.Open(context.Background(), store.Source{URI: u.String()}, u)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := pairStore(t, idx, bin)
 		unit := index.MegatronDocument
 		if sequences {
 			unit = index.MegatronSequence

@@ -3,16 +3,12 @@ package megatron
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
-	"github.com/shardfeed/shardfeed/internal/store/local"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
 
@@ -54,17 +50,7 @@ func TestAWorkedHeader(t *testing.T) {
 // Each unit's samples from the worked pair, as megatron-core reads them:
 // a document is its sequences' tokens end to end.
 func TestAWorkedPairDecodes(t *testing.T) {
-	dir := t.TempDir()
-	for name, b := range map[string][]byte{"d.idx": workedIdx, "d.bin": workedBin} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	u, _ := url.Parse("file://" + dir + "/")
-	st, err := local.Open(context.Background(), store.Source{URI: u.String()}, u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := pairStore(t, workedIdx, workedBin)
 	for _, c := range []struct {
 		unit string
 		want string

@@ -39,6 +39,7 @@ FORMATS=(
 	"test/oracle/webdataset_oracle.py venv-oracle sidecar/format/webdataset TestWebDataset"
 	"test/oracle/hf_oracle.py venv-hf sidecar/format/huggingface TestHuggingFace"
 	"test/oracle/mds_oracle.py venv-oracle sidecar/format/mds TestReadsWhatMosaicMLStreamingWrites"
+	"test/oracle/lance_oracle.py venv-oracle sidecar/format/lance/lancetable TestPylanceTables"
 )
 
 say() { printf 'golden: %s\n' "$*"; }

@@ -1,6 +1,10 @@
 package testenv
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -80,4 +84,63 @@ func GoldenCopy(t testing.TB, dir string, names ...string) string {
 		}
 	}
 	return to
+}
+
+// GoldenHash is the first 16 hex digits of sha256 over a canonical line
+// (Canonical): the hashed answer test/oracle/golden.py's go_hash records
+// for a row too large to keep whole.
+func GoldenHash(line string) string {
+	sum := sha256.Sum256([]byte(line))
+	return hex.EncodeToString(sum[:8])
+}
+
+// CompareHashed compares rows (canonical lines, Canonical) with a hashed
+// answer file (golden.hashed: one JSON line a row, its hash, or the row
+// itself as {"row": ...}), failing with the first differences: the rows
+// the file keeps whole are shown, the others named by index.
+func CompareHashed(t testing.TB, what string, got []string, answers []byte) {
+	t.Helper()
+	lines := bytes.Split(bytes.TrimSuffix(answers, []byte("\n")), []byte("\n"))
+	if len(answers) == 0 {
+		lines = nil
+	}
+	if len(got) != len(lines) {
+		t.Fatalf("%s: %d rows, the oracle read %d", what, len(got), len(lines))
+	}
+	bad, whole := 0, 0
+	for i, l := range lines {
+		var hash string
+		if err := json.Unmarshal(l, &hash); err == nil {
+			if GoldenHash(got[i]) != hash {
+				if bad++; bad <= 3 {
+					t.Errorf("%s: row %d differs from the oracle's (hash %s, got %s)", what, i, hash, trimmed(got[i]))
+				}
+			}
+			continue
+		}
+		var kept struct {
+			Row any `json:"row"`
+		}
+		d := json.NewDecoder(bytes.NewReader(l))
+		d.UseNumber()
+		if err := d.Decode(&kept); err != nil || kept.Row == nil {
+			t.Fatalf("%s: answer %d is neither a hash nor a row: %.200s", what, i, l)
+		}
+		whole++
+		if want := Canonical(t, kept.Row); got[i] != want {
+			if bad++; bad <= 3 {
+				t.Errorf("%s: row %d:\n got %s\nwant %s", what, i, trimmed(got[i]), trimmed(want))
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%s: %d of %d rows differ from the oracle's (%d kept whole)", what, bad, len(lines), whole)
+	}
+}
+
+func trimmed(s string) string {
+	if len(s) > 600 {
+		return s[:600] + "…"
+	}
+	return s
 }

@@ -1,7 +1,7 @@
 """Lance tables written and read by pylance, the Lance project's own package
 (bin/venv-oracle), for the tests of shardfeed's Lance reader
-(sidecar/format/lance): every fixture is written here at test time, never
-vendored.
+(sidecar/format/lance): the integration tests write their tables here at
+test time; the unit tests read the small recording (record).
 
   lance_oracle.py write DIR --case CASE [--version V]
       writes table DIR (a CASE of the fixture matrix below, in Lance file
@@ -17,6 +17,12 @@ vendored.
   lance_oracle.py read-parquet DIR
       prints the rows of the Parquet files in DIR (shardfeed convert's
       output) as read prints a table's, without "_rowaddr".
+  lance_oracle.py record DIR
+      records the golden tests' oracle: each RECORDED case in each file
+      version under DIR/VERSION/CASE/, and the rows pylance reads of each
+      version the test reads in DIR/VERSION/CASE.vN.jsonl, hashed
+      (test/oracle/golden.py); a small table in each file version
+      shardfeed refuses under DIR/refused/VERSION/.
   lance_oracle.py cleanup DIR
       deletes the tag "pinned" and every version but the latest, as a
       table's owner would (cleanup_old_versions).
@@ -33,10 +39,14 @@ import datetime
 import decimal
 import functools
 import json
+import os
 import random
+import shutil
 import sys
+from typing import Iterator
 
 import lance
+import golden
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,9 +59,9 @@ def text(rng: random.Random, lo: int, hi: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
 
 
-def tab_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
+def tab_batch(start: int, n: int, seed: int, run: int = 500) -> pa.RecordBatch:
     """Rows start..start+n of the tabular case: one column per type and
-    encoding path a table of this kind takes."""
+    encoding path a table of this kind takes ("runs" of run rows each)."""
     rng = random.Random(seed)
     ids = list(range(start, start + n))
     meta_rle = {"lance-encoding:rle-threshold": "0.9"}
@@ -81,23 +91,31 @@ def tab_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
         "fsb": pa.array([bytes(rng.getrandbits(8) for _ in range(4)) for _ in ids], pa.binary(4)),
         "lstr": pa.array([text(rng, 1, 4) for _ in ids], pa.large_string()),
         "bin": pa.array([bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 12))) for _ in ids], pa.binary()),
-        "runs": pa.array([i // 500 for i in ids], pa.int32()),
+        "runs": pa.array([i // run for i in ids], pa.int32()),
     }
     fields = [pa.field(k, v.type, metadata=meta_rle if k == "runs" else None) for k, v in cols.items()]
     return pa.RecordBatch.from_arrays(list(cols.values()), schema=pa.schema(fields))
 
 
-def media_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
+def media_batch(start: int, n: int, seed: int, small: bool = False, compressed: bool = True) -> pa.RecordBatch:
     """Rows of the media case: tensors and images of full-zip size, values
-    over 32 KiB (compressed one by one), captions."""
+    over 32 KiB (compressed one by one), captions. Small (the recording's):
+    smaller images, and the large values a short random run repeated, so
+    that they compress to little; a file version that does not compress
+    them (not compressed) gets them under 8 KiB."""
     rng = random.Random(seed)
     ids = list(range(start, start + n))
+
+    def big() -> bytes:
+        size = rng.randint(40960, 81920) if compressed else rng.randint(4096, 8192)
+        return (rng.randbytes(251) * (size // 251 + 1))[:size] if small else rng.randbytes(size)
+
+    lo, hi = (600, 3000) if small else (2048, 20480)
     return pa.RecordBatch.from_pydict({
         "id": pa.array(ids, pa.int64()),
         "emb768": pa.array([[rng.uniform(-1, 1) for _ in range(768)] for _ in ids], pa.list_(pa.float32(), 768)),
-        "image": pa.array([rng.randbytes(rng.randint(2048, 20480)) for _ in ids], pa.binary()),
-        "big": pa.array([rng.randbytes(rng.randint(40960, 81920)) if i % 3 == 0 else b"\x00" * 100 for i in ids],
-                        pa.large_binary()),
+        "image": pa.array([rng.randbytes(rng.randint(lo, hi)) for _ in ids], pa.binary()),
+        "big": pa.array([big() if i % 3 == 0 else b"\x00" * 100 for i in ids], pa.large_binary()),
         "caption": pa.array([text(rng, 3, 30) for _ in ids], pa.string()),
     })
 
@@ -133,9 +151,11 @@ def nested_batch(start: int, n: int, seed: int, null_structs: bool = True) -> pa
     })
 
 
-def opts_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
+def opts_batch(start: int, n: int, seed: int, small: bool = False) -> pa.RecordBatch:
     """Rows of the options case: each column asks the writer, through field
-    metadata, for an encoding it would not pick from the data alone."""
+    metadata, for an encoding it would not pick from the data alone. Small
+    (the recording's): one mini-block binary in eight of 300 bytes, the
+    others empty."""
     rng = random.Random(seed)
     ids = list(range(start, start + n))
     cols = [
@@ -144,7 +164,8 @@ def opts_batch(start: int, n: int, seed: int) -> pa.RecordBatch:
         ("lz", pa.array([rng.random() for _ in ids], pa.float32()), {"lance-encoding:compression": "lz4"}),
         ("bss", pa.array([rng.gauss(0, 1) for _ in ids], pa.float64()),
          {"lance-encoding:bss": "on", "lance-encoding:compression": "zstd"}),
-        ("mb", pa.array([rng.randbytes(300) for _ in ids], pa.binary()), {"lance-encoding:structural-encoding": "miniblock"}),
+        ("mb", pa.array([(rng.randbytes(300) if i % 8 == 0 else b"") if small else rng.randbytes(300) for i in ids], pa.binary()),
+         {"lance-encoding:structural-encoding": "miniblock"}),
         ("nd", pa.array([text(rng, 1, 2) for _ in ids], pa.string()), {"lance-encoding:dict-divisor": "100000"}),
         ("fz", pa.array([None if i % 4 == 0 else text(rng, 1, 3) for i in ids], pa.string()),
          {"lance-encoding:structural-encoding": "fullzip"}),
@@ -174,64 +195,102 @@ def reader(make, start: int, n: int, batch: int, seed: int) -> pa.RecordBatchRea
     return pa.RecordBatchReader.from_batches(first.schema, gen())
 
 
+# The recorded cases (record): the cases of the full matrix at a size the
+# repository keeps, each still forcing every encoding its full form does
+# (the golden test fails on one no case exercised), and "dels", whose
+# dense deletion is a roaring bitmap (over 5,000 rows of one fragment).
+RECORDED = ("tab", "media", "nested", "opts", "evolve", "dels")
+VERSIONS = ("2.0", "2.1", "2.2")
+PAGE_BYTES = 1024
+
+
 def write(args) -> None:
-    version = args.version
-    kw = {"data_storage_version": version, "enable_v2_manifest_paths": not args.v1_names}
-    uri = args.dir
-    if args.case == "tab":
-        lance.write_dataset(reader(tab_batch, 0, 20000, 1000, 1), uri, max_rows_per_file=8000, **kw)
-        ds = lance.write_dataset(pa.Table.from_batches([tab_batch(20000, 5000, 2)]), uri, mode="append")
-        ds.delete("id % 997 = 0")  # sparse: an Arrow deletion file
+    w = write_case(args.dir, args.case, args.version, small=False, v1_names=args.v1_names, text_prefix=args.text_prefix)
+    print(json.dumps(w))
+
+
+def write_case(uri: str, case: str, version: str, small: bool, v1_names: bool = False, text_prefix: str = "p") -> dict:
+    """Writes table uri (a case of the matrix, small for the recording) and
+    returns its versions, tags and latest version."""
+    # small: pages of a KiB, so that a column of a few hundred rows has
+    # several and readers cross their boundaries; not tab's, whose text
+    # pages must be over 32 KiB for FSST
+    pages = {"data_cache_bytes": PAGE_BYTES * 4, "max_page_bytes": PAGE_BYTES} if small and case != "tab" else {}
+    kw = {"data_storage_version": version, "enable_v2_manifest_paths": not v1_names, **pages}
+    if case == "tab":
+        # rows, batch, rows per file, appends, the dense deletion's ranges
+        n, batch, per_file, a1, a2 = (400, 100, 300, 100, 50) if small else (20000, 1000, 8000, 5000, 2000)
+        make = functools.partial(tab_batch, run=50 if small else 500)
+        lance.write_dataset(reader(make, 0, n, batch, 1), uri, max_rows_per_file=per_file, **kw)
+        ds = lance.write_dataset(pa.Table.from_batches([make(n, a1, 2)]), uri, mode="append", **pages)
+        ds.delete("id % 97 = 0" if small else "id % 997 = 0")  # sparse: an Arrow deletion file
         ds.tags.create("pinned", ds.version)
-        ds = lance.write_dataset(pa.Table.from_batches([tab_batch(25000, 2000, 3)]), uri, mode="append")
-        # dense: over 5,000 rows of one fragment, a roaring bitmap
-        ds.delete("(id >= 9000 AND id < 15500) OR (id >= 20500 AND id < 21000)")
-    elif args.case == "media":
-        lance.write_dataset(pa.Table.from_batches([media_batch(0, 150, 1)]), uri, max_rows_per_file=60, **kw)
-        ds = lance.write_dataset(reader(media_batch, 150, 100, 10, 2), uri, mode="append")
+        ds = lance.write_dataset(pa.Table.from_batches([make(n + a1, a2, 3)]), uri, mode="append", **pages)
+        if small:
+            ds.delete("id >= 160 AND id < 260")
+        else:  # dense: over 5,000 rows of one fragment, a roaring bitmap
+            ds.delete("(id >= 9000 AND id < 15500) OR (id >= 20500 AND id < 21000)")
+    elif case == "dels":  # deletions of both kinds, in a narrow table
+        lance.write_dataset(pa.Table.from_batches([small_batch(0, 10400).select(["id"])]), uri, max_rows_per_file=5200, **kw)
+        ds = lance.dataset(uri)
+        ds.delete("id % 3 = 1 AND id < 5200")  # 1,733 rows of fragment 0: an Arrow file
+        ds.delete("id >= 5250 AND id < 10350")  # 5,100 rows of fragment 1: a roaring bitmap
+    elif case == "media":
+        # small: values over 32 KiB stay (compressed one by one), fewer rows
+        n, per_file, a1, batch = (24, 10, 12, 4) if small else (150, 60, 100, 10)
+        make = functools.partial(media_batch, small=small, compressed=version != "2.0")
+        lance.write_dataset(pa.Table.from_batches([make(0, n, 1)]), uri, max_rows_per_file=per_file, **kw)
+        ds = lance.write_dataset(reader(make, n, a1, batch, 2), uri, mode="append", **pages)
         ds.delete("id % 13 = 5")
         ds.tags.create("pinned", ds.version)
-    elif args.case == "nested":
+    elif case == "nested":
+        n, batch, per_file, a1 = (900, 250, 400, 300) if small else (6000, 700, 2500, 3000)
         make = functools.partial(nested_batch, null_structs=version != "2.0")
-        lance.write_dataset(reader(make, 0, 6000, 700, 1), uri, max_rows_per_file=2500, **kw)
-        ds = lance.write_dataset(pa.Table.from_batches([make(6000, 3000, 2)]), uri, mode="append")
+        lance.write_dataset(reader(make, 0, n, batch, 1), uri, max_rows_per_file=per_file, **kw)
+        ds = lance.write_dataset(pa.Table.from_batches([make(n, a1, 2)]), uri, mode="append", **pages)
         ds.delete("id % 10 = 3")
-    elif args.case == "opts":
-        lance.write_dataset(pa.Table.from_batches([opts_batch(0, 5000, 1)]), uri, **kw)
-        lance.write_dataset(reader(opts_batch, 5000, 3000, 256, 2), uri, mode="append")
-    elif args.case == "evolve":
-        lance.write_dataset(reader(tab_batch, 0, 6000, 1000, 1), uri, max_rows_per_file=2000, **kw)
+    elif case == "opts":
+        # small: 2.1's lz4 from 2,000 rows (2.0 has none)
+        n, a1, batch = ((700 if version == "2.0" else 2000), 300, 100) if small else (5000, 3000, 256)
+        make = functools.partial(opts_batch, small=small)
+        lance.write_dataset(pa.Table.from_batches([make(0, n, 1)]), uri, **kw)
+        lance.write_dataset(reader(make, n, a1, batch, 2), uri, mode="append", **pages)
+    elif case == "evolve":
+        n, per_file, a1, target = (600, 200, 200, 500) if small else (6000, 2000, 1500, 5000)
+        # small: the columns the schema's changes touch, and a few others
+        make = (lambda *a: tab_batch(*a).select(["id", "label", "cat", "text", "maybe", "pt"])) if small else tab_batch
+        lance.write_dataset(reader(make, 0, n, min(n, 1000), 1), uri, max_rows_per_file=per_file, **kw)
         ds = lance.dataset(uri)
         ds.add_columns({"twice": "id * 2", "note": "concat('n', CAST(label AS VARCHAR))"})  # a second data file per fragment
         ds.tags.create("widened", ds.version)
         ds.drop_columns(["text"])
         ds.alter_columns({"path": "cat", "name": "kind"})
-        ds = lance.write_dataset(pa.Table.from_batches([tab_batch(6000, 1500, 2)]).drop(["text"]).rename_columns(
-            [c if c != "cat" else "kind" for c in tab_batch(0, 1, 0).schema.names if c != "text"]).append_column(
-            "twice", pa.array([2 * i for i in range(6000, 7500)], pa.int64())).append_column(
-            "note", pa.array([None] * 1500, pa.string())), uri, mode="append")
+        ds = lance.write_dataset(pa.Table.from_batches([make(n, a1, 2)]).drop(["text"]).rename_columns(
+            [c if c != "cat" else "kind" for c in make(0, 1, 0).schema.names if c != "text"]).append_column(
+            "twice", pa.array([2 * i for i in range(n, n + a1)], pa.int64())).append_column(
+            "note", pa.array([None] * a1, pa.string())), uri, mode="append", **pages)
         ds.delete("id % 5 = 0")
-        ds.optimize.compact_files(target_rows_per_fragment=5000)
-    elif args.case == "tiny":  # the fuzzers' seeds: every kind of nesting and null, small files
+        ds.optimize.compact_files(target_rows_per_fragment=target)
+    elif case == "tiny":  # small files of every kind of nesting and null
         make = functools.partial(nested_batch, null_structs=version != "2.0")
         lance.write_dataset(pa.Table.from_batches([make(0, 300, 1)]), uri, **kw)
         lance.write_dataset(pa.Table.from_batches([tab_batch(0, 300, 1)]), uri + "-tab", **kw)
-    elif args.case == "train":  # the sidecar tests' stream "p": text "p-<id>" and a heavy column never served
+    elif case == "train":  # the sidecar tests' stream "p": text "p-<id>" and a heavy column never served
         def train_batch(start: int, n: int) -> pa.RecordBatch:
             ids = list(range(start, start + n))
             return pa.RecordBatch.from_pydict({
-                "id": pa.array(ids, pa.int64()), "text": pa.array([f"{args.text_prefix}-{i}" for i in ids]),
+                "id": pa.array(ids, pa.int64()), "text": pa.array([f"{text_prefix}-{i}" for i in ids]),
                 "pixels": pa.array([bytes([i % 251]) * 4096 for i in ids], pa.binary())})
         lance.write_dataset(pa.Table.from_batches([train_batch(0, 200)]), uri, max_rows_per_file=70, **kw)
         ds = lance.write_dataset(pa.Table.from_batches([train_batch(200, 100)]), uri, mode="append")
         ds.delete("id % 7 = 3")  # sparse: Arrow deletion files
         ds.delete("id >= 210 AND id < 260")  # dense: a roaring bitmap
         ds.tags.create("pinned", ds.version)
-    elif args.case == "train-append":  # the train table moves on
+    elif case == "train-append":  # the train table moves on
         lance.write_dataset(pa.RecordBatch.from_pydict({
-            "id": pa.array(range(300, 400), pa.int64()), "text": pa.array([f"{args.text_prefix}-{i}" for i in range(300, 400)]),
+            "id": pa.array(range(300, 400), pa.int64()), "text": pa.array([f"{text_prefix}-{i}" for i in range(300, 400)]),
             "pixels": pa.array([bytes([i % 251]) * 4096 for i in range(300, 400)], pa.binary())}), uri, mode="append")
-    elif args.case == "tokens":  # the first-batch benchmark's: 16,384 rows of 2,048 int32 tokens (128 MiB), as its MDS
+    elif case == "tokens":  # the first-batch benchmark's: 16,384 rows of 2,048 int32 tokens (128 MiB), as its MDS
         def token_batch(start: int, n: int) -> pa.RecordBatch:
             ids = np.arange(start, start + n, dtype=np.int64)
             toks = (ids[:, None] * 10 + np.arange(2048, dtype=np.int64)[None, :]).astype(np.int32)
@@ -239,27 +298,27 @@ def write(args) -> None:
                                                "tokens": pa.FixedSizeListArray.from_arrays(pa.array(toks.ravel()), 2048)})
         lance.write_dataset(pa.RecordBatchReader.from_batches(token_batch(0, 1).schema,
                                                               (token_batch(s, 1024) for s in range(0, 16384, 1024))), uri, **kw)
-    elif args.case == "small":  # the refusals of file versions: legacy, 2.3
+    elif case == "small":  # the refusals of file versions: legacy, 2.3
         lance.write_dataset(pa.Table.from_batches([small_batch(0, 300)]), uri, **kw)
-    elif args.case == "blob":  # a blob column, stored out of line
+    elif case == "blob":  # a blob column, stored out of line
         tbl = pa.Table.from_batches([small_batch(0, 50)]).append_column(
             pa.field("payload", pa.large_binary(), metadata={"lance-encoding:blob": "true"}),
             pa.array([bytes([i % 256]) * 5000 for i in range(50)], pa.large_binary()))
         lance.write_dataset(tbl, uri, **kw)
-    elif args.case == "deep":  # a list of structs: nesting two deep
+    elif case == "deep":  # a list of structs: nesting two deep
         tbl = pa.Table.from_batches([small_batch(0, 50)]).append_column(
             "points", pa.array([[{"x": i, "y": -i}] * (i % 3) for i in range(50)],
                                pa.list_(pa.struct([("x", pa.int32()), ("y", pa.int32())]))))
         lance.write_dataset(tbl, uri, **kw)
-    elif args.case == "bases":  # data files under a second base path
+    elif case == "bases":  # data files under a second base path
         other = uri.rstrip("/") + "-bucket2"
         lance.write_dataset(pa.Table.from_batches([small_batch(0, 100)]), uri,
                             initial_bases=[lance.DatasetBasePath(other, name="bucket2")], target_bases=["bucket2"], **kw)
     else:
-        raise SystemExit(f"unknown case {args.case}")
+        raise SystemExit(f"unknown case {case}")
     ds = lance.dataset(uri)
-    print(json.dumps({"versions": [v["version"] for v in ds.versions()],
-                      "tags": {k: v["version"] for k, v in ds.tags.list().items()}, "latest": ds.version}))
+    return {"versions": [v["version"] for v in ds.versions()],
+            "tags": {k: v["version"] for k, v in ds.tags.list().items()}, "latest": ds.version}
 
 
 def plain(v, typ: pa.DataType):
@@ -287,17 +346,9 @@ def storage(col: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def read(args) -> None:
-    ds = lance.dataset(args.dir, version=args.tag or (int(args.version) if args.version else None))
-    columns = args.columns.split(",") if args.columns else None
-    table = ds.to_table(columns=columns, filter=args.filter, with_row_address=True)
-    table = table.sort_by("_rowaddr")
-    cols = {name: storage(table.column(name)) for name in table.column_names}
-    types = {name: c.type for name, c in cols.items()}
-    pylists = {name: c.to_pylist() for name, c in cols.items()}
-    out = sys.stdout
-    for i in range(table.num_rows):
-        row = {name: plain(pylists[name][i], types[name]) for name in cols}
-        out.write(json.dumps(row, default=str) + "\n")
+    for row in rows(args.dir, version=int(args.version) if args.version else None, tag=args.tag,
+                    columns=args.columns.split(",") if args.columns else None, filter_=args.filter):
+        sys.stdout.write(json.dumps(row, default=str) + "\n")
 
 
 def read_parquet(args) -> None:
@@ -312,6 +363,47 @@ def read_parquet(args) -> None:
         for i in range(table.num_rows):
             row = {name: plain(pylists[name][i], cols[name].type) for name in cols}
             sys.stdout.write(json.dumps(row, default=str) + "\n")
+
+
+def rows(uri: str, version: int | None = None, tag: str | None = None, columns: list[str] | None = None,
+         filter_: str | None = None) -> Iterator[dict]:
+    """The rows of table uri at a version (default: the latest) or tag, in
+    (fragment, offset) order, with "_rowaddr" and each value as
+    testenv.Plain writes it."""
+    ds = lance.dataset(uri, version=tag or version)
+    table = ds.to_table(columns=columns, filter=filter_, with_row_address=True)
+    table = table.sort_by("_rowaddr")
+    cols = {name: storage(table.column(name)) for name in table.column_names}
+    types = {name: c.type for name, c in cols.items()}
+    pylists = {name: c.to_pylist() for name, c in cols.items()}
+    for i in range(table.num_rows):
+        yield {name: plain(pylists[name][i], types[name]) for name in cols}
+
+
+def record(dir_: str) -> None:
+    """The golden tests' oracle (sidecar/format/lance/lancetable/
+    testdata/golden): each RECORDED case in each file version, written by
+    pylance as VERSION/CASE/ (its manifests, data and deletion files), and
+    the rows pylance reads of each version the test reads (the latest and
+    each tag's) in VERSION/CASE.vN.jsonl, hashed (golden.hashed); and a
+    small table in each file version shardfeed refuses, refused/VERSION/."""
+    golden.fresh(dir_)
+    cases = {}
+    for version in VERSIONS:
+        for case in RECORDED:
+            uri = os.path.join(dir_, version, case)
+            w = write_case(uri, case, version, small=True, v1_names=case == "dels")  # both manifest namings
+            shutil.rmtree(os.path.join(uri, "_transactions"), ignore_errors=True)  # the reader never opens them
+            reads = sorted({w["latest"], *w["tags"].values()})
+            for v in reads:
+                golden.write_answers(os.path.join(dir_, version, f"{case}.v{v}.jsonl"), golden.hashed(rows(uri, version=v)))
+            cases[f"{version}/{case}"] = {"versions": w["versions"], "tags": w["tags"], "latest": w["latest"], "read": reads}
+    for version in ("2.3", "legacy"):  # the file versions shardfeed refuses, for its refusals and fuzzers
+        uri = os.path.join(dir_, "refused", version)
+        write_case(uri, "small", version, small=True)
+        shutil.rmtree(os.path.join(uri, "_transactions"), ignore_errors=True)
+        cases[f"refused/{version}"] = {"rows": 300}
+    golden.write_manifest(dir_, ["pylance", "pyarrow"], cases)
 
 
 def cleanup(args) -> None:
@@ -340,7 +432,12 @@ def main() -> None:
     c.add_argument("dir")
     q = sub.add_parser("read-parquet")
     q.add_argument("dir")
+    rec = sub.add_parser("record")
+    rec.add_argument("dir")
     args = p.parse_args()
+    if args.cmd == "record":
+        record(args.dir)
+        return
     {"write": write, "read": read, "cleanup": cleanup, "read-parquet": read_parquet}[args.cmd](args)
 
 

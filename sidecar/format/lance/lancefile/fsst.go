@@ -3,11 +3,11 @@ package lancefile
 import "encoding/binary"
 
 // FSST (Fast Static Symbol Table) strings: each code is a symbol of up to
-// 8 bytes from the page's table, or 255 and one literal byte. The table is
-// a u64 header (the symbol count in its low byte; "FSST" in its high 32
-// bits), 256 u64 symbols (their bytes in order from the low byte) and 256
-// u8 lengths, of which the first n of each are used; bit 24 of the
-// header off means the values were stored uncompressed.
+// 8 bytes from the page's table, or 255 and one literal byte. The table
+// (a buffer of fsstTableSize bytes) is a u64 header (the symbol count n in
+// its low byte; "FSST" in its high 32 bits), n u64 symbols (their bytes in
+// order from the low byte), then their n u8 lengths; bit 24 of the header
+// off means the values were stored uncompressed.
 
 const (
 	fsstEscape    = 255

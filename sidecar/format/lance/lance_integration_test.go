@@ -2,17 +2,13 @@
 
 package lance_test
 
-// Lance datasets written by pylance, indexed by shardfeed index and read
-// shard by shard as a pod reads them (its parts only, through
-// format.StoreRead): every live row equals pylance's read of the pinned
-// version, no deleted row is served, and a projection fetches only its
-// columns' bytes.
+// Lance tables pylance writes at test time (golden_test.go reads the
+// recorded ones): the tables shardfeed refuses, the raw columns, and
+// tables that move on after they were indexed.
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,110 +31,6 @@ func oracle(t *testing.T, args ...string) []byte {
 	return testenv.PythonScript(t, "venv-oracle", "test/oracle/lance_oracle.py", args...)
 }
 
-// served indexes the dataset and reads every shard from its parts alone,
-// returning the rows (with their row addresses) and the bytes fetched.
-func served(t *testing.T, st store.Store, table *format.TableOptions, shardBytes int64) (*index.File, []string, int64) {
-	t.Helper()
-	ctx := context.Background()
-	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatLance, format.IndexOptions{Table: table, ShardBytes: shardBytes, TempDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The index round-trips through its JSON and its strict reader.
-	raw, err := json.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := index.ReadLayout(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatalf("the index does not read back: %v", err)
-	}
-	r, err := formats.Default().Open(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	var fetched int64
-	for i, e := range f.Shards {
-		var parts [][]byte
-		for _, p := range r.Parts(i) {
-			b, err := format.StoreRead(st)(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fetched += int64(len(b))
-			parts = append(parts, b)
-		}
-		rr, err := r.Records(ctx, i, parts, nil)
-		if err != nil {
-			t.Fatalf("shard %s: %v", e.Name, err)
-		}
-		live := e.LiveRows()
-		k := 0
-		for rr.Next() {
-			rec := rr.RecordBatch()
-			for j := range int(rec.NumRows()) {
-				row := testenv.Row(rec, j, nil)
-				row["_rowaddr"] = uint64(e.Part)<<32 | uint64(live[k])
-				k++
-				out = append(out, testenv.Canonical(t, row))
-			}
-		}
-		rr.Release()
-		if int64(k) != e.Samples {
-			t.Fatalf("shard %s served %d rows, its index says %d", e.Name, k, e.Samples)
-		}
-	}
-	slices.Sort(out)
-	return f, out, fetched
-}
-
-func sorted(rs []string) []string { slices.Sort(rs); return rs }
-
-func TestLanceStreamsServePylanceRows(t *testing.T) {
-	for _, c := range []struct {
-		kase, version string
-		v1Names       bool // the older manifest naming, _versions/N.manifest
-	}{{"tab", "2.2", false}, {"evolve", "2.1", true}, {"nested", "2.0", false}} { // the encodings matrix is lancetable's
-		t.Run(c.kase+"-"+c.version, func(t *testing.T) {
-			t.Parallel()
-			dir := filepath.Join(t.TempDir(), "ds.lance")
-			var w struct {
-				Tags   map[string]uint64 `json:"tags"`
-				Latest uint64            `json:"latest"`
-			}
-			args := []string{"write", dir, "--case", c.kase, "--version", c.version}
-			if c.v1Names {
-				args = append(args, "--v1-names")
-			}
-			if err := json.Unmarshal(oracle(t, args...), &w); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := os.Stat(filepath.Join(dir, "_versions", "1.manifest")); (err == nil) != c.v1Names {
-				t.Fatalf("the table's manifests are not named as the case asks (v1 names: %v): %v", c.v1Names, err)
-			}
-			st, err := stores.Open(context.Background(), store.Source{URI: "file://" + dir + "/"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Small shards: most fragments are cut into several.
-			f, got, _ := served(t, st, nil, 256<<10)
-			if f.Lance.Version != w.Latest {
-				t.Fatalf("indexed version %d, the latest is %d", f.Lance.Version, w.Latest)
-			}
-			want := sorted(formattest.Lines(t, oracle(t, "read", dir)))
-			compare(t, "latest", got, want)
-			for tag, v := range w.Tags {
-				f, got, _ := served(t, st, &format.TableOptions{Lance: datav1alpha1.LanceTable{Tag: tag}}, 256<<10)
-				if f.Lance.Version != v || f.Lance.Tag != tag {
-					t.Fatalf("tag %s: indexed version %d (tag %q), want %d", tag, f.Lance.Version, f.Lance.Tag, v)
-				}
-				compare(t, "tag "+tag, got, sorted(formattest.Lines(t, oracle(t, "read", dir, "--tag", tag))))
-			}
-		})
-	}
-}
-
 // A projection's shards fetch its columns' bytes and nothing of the
 // others': the media table's images and tensors are never read for its
 // captions.
@@ -152,7 +44,7 @@ func TestLanceProjectionFetchesOnlyItsColumns(t *testing.T) {
 	_, all, allBytes := served(t, st, nil, 1<<20)
 	cols := []string{"id", "caption"}
 	f, got, projBytes := served(t, st, &format.TableOptions{Columns: cols}, 1<<20)
-	compare(t, "projected", got, sorted(formattest.Lines(t, oracle(t, "read", dir, "--columns", "id,caption"))))
+	compare(t, "projected", sorted(got), sorted(formattest.Lines(t, oracle(t, "read", dir, "--columns", "id,caption"))))
 	if len(got) != len(all) {
 		t.Fatalf("%d rows projected, %d in all", len(got), len(all))
 	}
@@ -202,7 +94,7 @@ func TestLanceRefusals(t *testing.T) {
 			}
 			if c.columns != nil {
 				_, got, _ := served(t, st, &format.TableOptions{Columns: c.columns}, 1<<20)
-				compare(t, "projected", got, sorted(formattest.Lines(t, oracle(t, "read", dir, "--columns", strings.Join(c.columns, ",")))))
+				compare(t, "projected", sorted(got), sorted(formattest.Lines(t, oracle(t, "read", dir, "--columns", strings.Join(c.columns, ",")))))
 			}
 		})
 	}
@@ -364,6 +256,8 @@ func listSizes(t *testing.T, st store.Store) []int64 {
 	}
 	return out
 }
+
+func sorted(rs []string) []string { slices.Sort(rs); return rs }
 
 func compare(t *testing.T, what string, got, want []string) {
 	t.Helper()

@@ -7,7 +7,12 @@
 # TEST_BUDGET_NOISE percent: each feature states and pays its share
 # (docs/development.md, "Test time").
 #
-# Usage: hack/timed.sh TARGET...
+# A quoted argument of several targets ("test-python test-e2e") is a group:
+# one make runs them side by side (-j, their shared prerequisites once),
+# each one's output printed whole when it ends (--output-sync), the
+# group's time one line of the table.
+#
+# Usage: hack/timed.sh TARGET|"TARGET TARGET..."...
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/bin/test-times
@@ -20,8 +25,14 @@ table=$OUT/targets.tsv
 : >"$table"
 for target in "$@"; do
 	start=$(date +%s)
+	read -r -a group <<<"$target"
+	flags=()
+	if ((${#group[@]} > 1)); then
+		flags=(-j"${#group[@]}" --output-sync=target)
+		echo "timed: ${group[*]} side by side; each one's output follows when it ends"
+	fi
 	# pipefail: the target's status, not tee's.
-	if ! make --no-print-directory -C "$ROOT" "$target" 2>&1 | tee "$OUT/$target.log"; then
+	if ! make --no-print-directory "${flags[@]}" -C "$ROOT" "${group[@]}" 2>&1 | tee "$OUT/${target// /+}.log"; then
 		printf '%s\t%s\tfailed\n' "$target" $(($(date +%s) - start)) >>"$table"
 		echo "timed: $target failed after $(($(date +%s) - start)) s (its output: $OUT/$target.log)" >&2
 		exit 1
@@ -44,12 +55,16 @@ done
 	echo "Slowest Python tests (pytest --durations):"
 	echo
 	grep -hE '^[0-9.]+s (call|setup|teardown) ' "$OUT"/*.log | sort -rn | head -15 || true
-	if [[ -f $OUT/test-e2e.log ]]; then
+	if grep -qs 'TestEndToEnd' "$OUT"/*test-e2e*.log; then
 		echo
 		echo "The end-to-end stories and the chaos run (each top-level test):"
 		echo
-		grep -hE '^--- (PASS|FAIL): [^ ]+ \([0-9.]+s\)' "$OUT/test-e2e.log" |
+		grep -hE '^--- (PASS|FAIL): Test(EndToEnd|Chaos)[^ ]* \([0-9.]+s\)' "$OUT"/*test-e2e*.log |
 			sed -E 's/^--- (PASS|FAIL): ([^ ]+) \(([0-9.]+)s\)/\3 s  \2 (\1)/' | sort -rn || true
+	fi
+	if grep -qhE '^[0-9]+ (passed|failed).* in [0-9.]+s' "$OUT"/*.log; then
+		echo
+		echo "pytest's own time: $(grep -hE '^[0-9]+ (passed|failed).* in [0-9.]+s' "$OUT"/*.log | tail -1)"
 	fi
 } | tee "$OUT/summary.md"
 

@@ -144,8 +144,8 @@ spec:
 	if err != nil {
 		t.Fatalf("%v\n%s", err, got)
 	}
-	if !strings.Contains(got, "3000") {
-		t.Fatalf("the plan does not count the set's 3000 samples:\n%s", got)
+	if !regexp.MustCompile(fmt.Sprintf(`(?m)^\s*epoch\s+%d samples in 4 splits`, 3*indexedTars)).MatchString(got) {
+		t.Fatalf("the plan does not count the set's %d samples:\n%s", 3*indexedTars, got)
 	}
 }
 

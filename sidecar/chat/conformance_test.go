@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/shardfeed/shardfeed/sidecar/chat"
@@ -225,4 +226,80 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// One parsed template and tokenizer serve a sidecar's workers at once: from
+// several goroutines each conversation renders and tokenizes as it does
+// alone (the race pass runs this; the record above runs one goroutine a
+// template and is skipped there).
+func TestOneTemplateRendersFromManyGoroutines(t *testing.T) {
+	var cases []chatCase
+	raw, err := os.ReadFile(filepath.Join(chatDir, "cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	var convs [][]any
+	for line := range bytes.Lines(gz(t, "conversations.jsonl.gz")) {
+		v, err := chat.FromJSON(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := v.(*chat.Dict).Values["messages"].([]any)
+		if convs = append(convs, m); len(convs) == 80 {
+			break
+		}
+	}
+	for _, c := range cases[:min(3, len(cases))] {
+		t.Run(c.Name, func(t *testing.T) {
+			tk, err := tokenizer.Load(gz(t, c.Name+".tokenizer.json.gz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := os.ReadFile(filepath.Join(chatDir, "templates", cmpOr(c.Plain, c.Template)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tpl, err := chat.Parse(string(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vars := map[string]any{"bos_token": c.Bos, "eos_token": c.Eos}
+			outcome := func(conv []any) string {
+				text, spans, err := tpl.Render(conv, vars)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				ids, mask, err := chat.Tokenize(tk, text, spans)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				return fmt.Sprint(hashOf(text, ids), mask)
+			}
+			want := make([]string, len(convs))
+			for i, conv := range convs {
+				want[i] = outcome(conv)
+			}
+			var wg sync.WaitGroup
+			errs := make(chan string, 4)
+			for g := range 4 {
+				wg.Go(func() {
+					for k := range convs {
+						i := (k + g*len(convs)/4) % len(convs)
+						if got := outcome(convs[i]); got != want[i] {
+							errs <- fmt.Sprintf("conversation %d from goroutine %d: %s, alone %s", i, g, got, want[i])
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for e := range errs {
+				t.Error(e)
+			}
+		})
+	}
 }

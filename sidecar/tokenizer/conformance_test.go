@@ -7,12 +7,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -215,6 +217,44 @@ func TestTheMatrixHoldsEachDefect(t *testing.T) {
 			with, without := tk.Encode(c.text, true), tk.Encode(c.text, false)
 			if got := idsHash(with, without); got != want {
 				t.Fatalf("%q: %v / %v, not tokenizers' ids (hash %s, recorded %s)", c.text, with, without, got, want)
+			}
+		})
+	}
+}
+
+// One tokenizer serves a sidecar's workers at once: from several
+// goroutines it gives each text the ids it gives it alone (the race pass
+// runs this; the matrix above runs one goroutine a tokenizer and is
+// skipped there).
+func TestOneTokenizerEncodesFromManyGoroutines(t *testing.T) {
+	texts := conformanceTexts(t)[:300]
+	for _, name := range []string{"conv-gpt2", "conv-llama", "bert-uncased", "conv-albert", "bloom"} {
+		t.Run(name, func(t *testing.T) {
+			tk, err := Load(conformanceFile(t, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]string, len(texts))
+			for i, x := range texts {
+				want[i] = idsHash(tk.Encode(x.Text, true), tk.Encode(x.Text, false))
+			}
+			var wg sync.WaitGroup
+			errs := make(chan string, 4)
+			for g := range 4 {
+				wg.Go(func() {
+					for k := range texts {
+						i := (k + g*len(texts)/4) % len(texts) // each goroutine from another text
+						if got := idsHash(tk.Encode(texts[i].Text, true), tk.Encode(texts[i].Text, false)); got != want[i] {
+							errs <- fmt.Sprintf("text %d %q: ids %s from goroutine %d, %s alone", i, texts[i].Text, got, g, want[i])
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for e := range errs {
+				t.Error(e)
 			}
 		})
 	}

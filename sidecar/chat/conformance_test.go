@@ -276,7 +276,7 @@ func TestOneTemplateRendersFromManyGoroutines(t *testing.T) {
 				if err != nil {
 					return "error: " + err.Error()
 				}
-				return fmt.Sprint(hashOf(text, ids), mask)
+				return fmt.Sprintf("%s %v", hashOf(text, ids), mask)
 			}
 			want := make([]string, len(convs))
 			for i, conv := range convs {

@@ -40,6 +40,7 @@ FORMATS=(
 	"test/oracle/hf_oracle.py venv-hf sidecar/format/huggingface TestHuggingFace"
 	"test/oracle/mds_oracle.py venv-oracle sidecar/format/mds TestReadsWhatMosaicMLStreamingWrites"
 	"test/oracle/lance_oracle.py venv-oracle sidecar/format/lance/lancetable TestPylanceTables"
+	"test/orc/files.py venv sidecar/format/orc/orcfile TestPyarrowFiles"
 )
 
 say() { printf 'golden: %s\n' "$*"; }
@@ -144,7 +145,7 @@ check() {
 	fi
 	for row in "${FORMATS[@]}"; do
 		read -r script venv pkg tests <<<"$row"
-		key=${pkg##*/}-$(digest "hack/requirements-${venv#venv-}.txt" "$script" test/oracle/golden.py "$pkg/testdata/golden" "$pkg"/*.go)
+		key=${pkg##*/}-$(digest "hack/requirements${venv#venv}.txt" "$script" test/oracle/golden.py "$pkg/testdata/golden" "$pkg"/*.go)
 		if passed "$key"; then
 			say "$pkg: checked before with these pins, this recording and this reader"
 			continue

@@ -1,25 +1,36 @@
 """Writes the ORC test files of shardfeed with pyarrow, and what pyarrow
-reads back of them: the oracle of the ORC reader's tests.
+reads back of them: the recorded oracle of the ORC reader's unit tests
+(sidecar/format/orc/orcfile/testdata/golden; make golden).
 
-    files.py DIR [ROWS]
+    files.py record DIR
 
 writes DIR/<name>.orc for each compression pyarrow's ORC writer offers
 (uncompressed, zlib, snappy, zstd, lz4), and two more: dictionary
 (zstd, strings dictionary-encoded) and v0.11 (zlib, file version 0.11:
-RLE v1). Each has several stripes; DIR/<name>.jsonl holds the rows
-pyarrow reads of it, one JSON object per row, binary values as hex and
-dates as days.
+RLE v1): the uncompressed and dictionary files in several stripes, the
+compressed ones' streams in several compression chunks. The rows pyarrow
+reads of each (binary values as hex, dates as days, hashed:
+test/oracle/golden.py) are in the .jsonl file its manifest entry names
+(one for all, as they hold one table). DIR/unsupported.orc has a type
+shardfeed does not read, inside a struct.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import sys
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.orc as orc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "oracle"))
+import golden  # noqa: E402
+
+ROWS = 8000  # several stripes of STRIPE_BYTES, streams of several compression chunks
+STRIPE_BYTES = 16 * 1024
 
 FILES: dict[str, dict[str, Any]] = {
     "uncompressed": {"compression": "uncompressed"},
@@ -68,23 +79,35 @@ def plain(v: Any) -> Any:
     return v
 
 
-def main() -> None:
-    out = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
-    t = table(n)
+def record(out: str) -> None:
+    golden.fresh(out)
+    t = table(ROWS)
+    cases: dict[str, Any] = {}
+    read: dict[str, list[str]] = {}
     for name, opts in FILES.items():
         path = f"{out}/{name}.orc"
-        orc.write_table(t, path, stripe_size=64 * 1024, compression_block_size=64 * 1024, **opts)
+        orc.write_table(t, path, stripe_size=STRIPE_BYTES, compression_block_size=64 * 1024, **opts)
         back = orc.read_table(path)
-        with open(f"{out}/{name}.jsonl", "w") as f:
-            for row in back.to_pylist():
-                f.write(json.dumps(plain(row), sort_keys=True) + "\n")
-        print(name, orc.ORCFile(path).nstripes)
+        # Every file holds one table: pyarrow's reads of them are one
+        # answer file unless one reads otherwise.
+        rows = [golden.line(r) for r in golden.hashed(plain(row) for row in back.to_pylist())]
+        answers = next((a for a, seen in read.items() if seen == rows), f"{name}.jsonl")
+        if answers not in read:
+            read[answers] = rows
+            golden.write_answers(f"{out}/{answers}", (json.loads(r) for r in rows))
+        cases[name] = {"rows": back.num_rows, "stripes": orc.ORCFile(path).nstripes, "answers": answers, **opts}
     # A type shardfeed does not read yet, inside a struct: refused naming
     # the column by its path.
     stamps = pa.table({"id": pa.array([1, 2], pa.int64()),
                        "meta": pa.array([{"at": datetime.datetime(2026, 1, 1)}, None], pa.struct([("at", pa.timestamp("ns"))]))})
     orc.write_table(stamps, f"{out}/unsupported.orc")
+    golden.write_manifest(out, ["pyarrow"], cases)
+
+
+def main() -> None:
+    if len(sys.argv) != 3 or sys.argv[1] != "record":
+        raise SystemExit("usage: files.py record DIR")
+    record(sys.argv[2])
 
 
 if __name__ == "__main__":

@@ -6,6 +6,28 @@
 // fetches the byte range of its shards' samples, never a whole tar.
 // Compressed tars (.tar.gz, .tgz) cannot be read by range: each is one
 // shard, fetched and read whole.
+//
+// # Byte layout
+//
+// A tar is 512-byte blocks: each member a header block, then its bytes
+// padded to whole blocks; two zero blocks end the archive.
+//
+//	header: name [0,100) NUL-ended, mode [100,108), uid, gid, size
+//	  [124,136), mtime, checksum [148,156), type [156] ('0' or NUL a
+//	  file; 'x' a PAX header, 'L' a GNU long name, for the member after
+//	  it), link name, magic [257,263) "ustar\0" (POSIX; "ustar  \0" GNU),
+//	  prefix [345,500) joined before the name as "prefix/name" (ustar).
+//	numbers: octal text, spaces or NULs around it; or base-256 when the
+//	  first byte's high bit is set (GNU, for sizes of 8 GiB and more).
+//	checksum: the sum of the header's bytes, its own field as spaces
+//	  (unsigned, or signed as old tars summed).
+//	PAX records: "LEN key=value\n", LEN the record's whole length; path
+//	  and size override the member header's.
+//
+// A sample is the members whose names share a key (the name up to the
+// first dot of its base name), each extension a column (lower-cased);
+// names of the form __…__ are skipped, as webdataset skips them. The
+// worked examples (worked_test.go) state each from a few blocks.
 package webdataset
 
 import (

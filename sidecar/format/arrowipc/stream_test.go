@@ -3,6 +3,7 @@ package arrowipc
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"strings"
 	"testing"
 
@@ -86,4 +87,38 @@ func FuzzStream(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The stream's framing, byte by byte: each message a continuation marker
+// (0xFFFFFFFF), an int32 metadata length, the Message flatbuffer padded to
+// 8 bytes, then its body; the stream ends in the marker and a zero length.
+// A pre-1.0 stream (no marker: the length first) reads alike.
+func TestWorkedStreamFraming(t *testing.T) {
+	data := writeStream(t, nil, 2, 1)
+	schema, batches, err := StreamMessages(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	for i, m := range append([]Message{schema}, batches...) {
+		b := data[m.Offset:]
+		n := int64(le.Uint32(b[4:]))
+		if le.Uint32(b) != 0xFFFFFFFF || (8+n)%8 != 0 || n > m.Length-8 {
+			t.Fatalf("message %d at %d: marker %#x, metadata of %d bytes in a message of %d", i, m.Offset, le.Uint32(b), n, m.Length)
+		}
+	}
+	last := batches[len(batches)-1]
+	if end := data[last.Offset+last.Length:]; !bytes.Equal(end, []byte{0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0}) {
+		t.Fatalf("the stream ends in % x, want the end-of-stream marker", end)
+	}
+	// Without markers: each message's length word alone.
+	var old []byte
+	for _, m := range append([]Message{schema}, batches...) {
+		old = append(old, data[m.Offset+4:m.Offset+m.Length]...)
+	}
+	old = append(old, 0, 0, 0, 0)
+	s2, b2, err := StreamMessages(old)
+	if err != nil || len(b2) != 2 || b2[0].Rows != 2 || b2[1].Rows != 1 || s2.Length != schema.Length-4 {
+		t.Fatalf("the stream without markers: schema %+v, batches %+v, %v", s2, b2, err)
+	}
 }

@@ -5,6 +5,25 @@
 // is a run of whole batches, fetched with the file's schema message. The
 // features the files carry in their schema metadata give the columns'
 // meaning: a ClassLabel's names go into its field's metadata.
+//
+// # Layout
+//
+//	save_to_disk:   DIR/data-00000-of-0000N.arrow, state.json (its files),
+//	                dataset_info.json (the features)
+//	a DatasetDict:  DIR/dataset_dict.json {"splits": [...]}, a folder
+//	                of each split as save_to_disk writes one
+//	the cache:      DIR/<builder>-<split>[-NNNNN-of-NNNNN].arrow; a map's
+//	                cache-<fingerprint>.arrow files are derived rows and
+//	                not read as a split
+//
+// Each .arrow file is an Arrow IPC stream (arrowipc.StreamMessages: the
+// framing, byte by byte, in its worked example): a schema message, whose
+// metadata holds the features as JSON under "huggingface", then record
+// batches, then the end-of-stream marker. A stream is read once at
+// indexing for its messages' ranges; a shard is a run of whole batches,
+// fetched with the schema message. The splits are never mixed: a source
+// of several is read for the split the stream names, and refused without
+// one (splits.go).
 package huggingface
 
 import (

@@ -3,6 +3,22 @@
 // a version's manifest (schema, fragments, data files, deletion files,
 // feature flags) and its deletion files, written from Lance's table format
 // specification and the bytes pylance writes.
+//
+// # Layout
+//
+//	TABLE/_versions/N.manifest, or (u64 max − N, 20 digits).manifest
+//	TABLE/_refs/tags/NAME.json      {"version": N, ...}
+//	TABLE/data/UUID.lance           the fragments' data files (lancefile)
+//	TABLE/_deletions/FRAGMENT-READVERSION-ID.arrow or .bin
+//
+//	manifest file: [...][u32 n][Manifest protobuf, n bytes]
+//	  [u64 where the u32 begins][u16 major][u16 minor]"LANC"
+//	deletion file: an Arrow IPC file of one 32-bit column of deleted row
+//	  offsets (.arrow), or a roaring bitmap, portable form (.bin; pylance
+//	  writes one once a fragment has over 5,000 deletions)
+//
+// A row's address is fragment << 32 | its offset in the fragment. The
+// recorded oracle (testdata/golden) holds tables of each layout.
 package lancetable
 
 import (

@@ -127,7 +127,9 @@ func pyJSONString(s string) string {
 	return b.String()
 }
 
-func TestChatConformance(t *testing.T) {
+// chatRecord reads the record's cases and its conversations' messages.
+func chatRecord(t *testing.T) ([]chatCase, [][]any) {
+	t.Helper()
 	var cases []chatCase
 	raw, err := os.ReadFile(filepath.Join(chatDir, "cases.json"))
 	if err != nil {
@@ -145,6 +147,11 @@ func TestChatConformance(t *testing.T) {
 		m, _ := v.(*chat.Dict).Values["messages"].([]any)
 		convs = append(convs, m)
 	}
+	return cases, convs
+}
+
+func TestChatConformance(t *testing.T) {
+	cases, convs := chatRecord(t)
 	if len(cases) < 9 || len(convs) < 300 {
 		t.Fatalf("%d cases, %d conversations: re-record with make golden", len(cases), len(convs))
 	}
@@ -233,25 +240,8 @@ func cmpOr(a, b string) string {
 // alone (the race pass runs this; the record above runs one goroutine a
 // template and is skipped there).
 func TestOneTemplateRendersFromManyGoroutines(t *testing.T) {
-	var cases []chatCase
-	raw, err := os.ReadFile(filepath.Join(chatDir, "cases.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &cases); err != nil {
-		t.Fatal(err)
-	}
-	var convs [][]any
-	for line := range bytes.Lines(gz(t, "conversations.jsonl.gz")) {
-		v, err := chat.FromJSON(line)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _ := v.(*chat.Dict).Values["messages"].([]any)
-		if convs = append(convs, m); len(convs) == 80 {
-			break
-		}
-	}
+	cases, convs := chatRecord(t)
+	convs = convs[:min(80, len(convs))]
 	for _, c := range cases[:min(3, len(cases))] {
 		t.Run(c.Name, func(t *testing.T) {
 			tk, err := tokenizer.Load(gz(t, c.Name+".tokenizer.json.gz"))

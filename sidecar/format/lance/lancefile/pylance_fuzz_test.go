@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/testenv"
 )
 
 // recording is the Lance tables pylance wrote for the table reader's
@@ -58,20 +60,6 @@ func TestPylanceFilesMutated(t *testing.T) {
 	files := pylanceFiles(t)
 	rng := rand.New(rand.NewSource(1))
 	for range 20000 {
-		b := append([]byte(nil), files[rng.Intn(len(files))]...)
-		for range 1 + rng.Intn(6) {
-			i := rng.Intn(len(b))
-			switch rng.Intn(4) {
-			case 0:
-				b[i] = byte(rng.Intn(256))
-			case 1:
-				b = append(b[:i], b[min(len(b), i+1+rng.Intn(8)):]...)
-			case 2:
-				b = append(b[:i], append(make([]byte, 1+rng.Intn(8)), b[i:]...)...)
-			case 3:
-				b[i] ^= 1 << rng.Intn(8)
-			}
-		}
-		fuzzFile(t, b)
+		fuzzFile(t, testenv.Mutate(rng, files[rng.Intn(len(files))], 6, true))
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/testenv"
 )
 
 // pylanceTableFiles returns the manifests of the recording's tables
@@ -82,24 +84,7 @@ func FuzzPylanceDeleted(f *testing.F) {
 func TestPylanceTableFilesMutated(t *testing.T) {
 	ms, ds := pylanceTableFiles(t)
 	rng := rand.New(rand.NewSource(1))
-	mutate := func(b []byte) []byte {
-		b = append([]byte(nil), b...)
-		for range 1 + rng.Intn(4) {
-			i := rng.Intn(len(b))
-			switch rng.Intn(3) {
-			case 0:
-				b[i] = byte(rng.Intn(256))
-			case 1:
-				b = append(b[:i], b[min(len(b), i+1+rng.Intn(8)):]...)
-			case 2:
-				b[i] ^= 1 << rng.Intn(8)
-			}
-			if len(b) == 0 {
-				break
-			}
-		}
-		return b
-	}
+	mutate := func(b []byte) []byte { return testenv.Mutate(rng, b, 4, false) }
 	for range 20000 {
 		fuzzManifest(t, mutate(ms[rng.Intn(len(ms))]))
 		d := ds[rng.Intn(len(ds))]

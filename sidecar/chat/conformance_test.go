@@ -127,6 +127,25 @@ func pyJSONString(s string) string {
 	return b.String()
 }
 
+// load reads a case's tokenizer and parses its template, with the
+// variables it renders with.
+func (c chatCase) load(t *testing.T) (*tokenizer.Tokenizer, *chat.Template, map[string]any) {
+	t.Helper()
+	tk, err := tokenizer.Load(gz(t, c.Name+".tokenizer.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(chatDir, "templates", cmpOr(c.Plain, c.Template)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := chat.Parse(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk, tpl, map[string]any{"bos_token": c.Bos, "eos_token": c.Eos}
+}
+
 // chatRecord reads the record's cases and its conversations' messages.
 func chatRecord(t *testing.T) ([]chatCase, [][]any) {
 	t.Helper()
@@ -158,20 +177,7 @@ func TestChatConformance(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			t.Parallel()
-			tk, err := tokenizer.Load(gz(t, c.Name+".tokenizer.json.gz"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			name := cmpOr(c.Plain, c.Template)
-			src, err := os.ReadFile(filepath.Join(chatDir, "templates", name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tpl, err := chat.Parse(string(src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			vars := map[string]any{"bos_token": c.Bos, "eos_token": c.Eos}
+			tk, tpl, vars := c.load(t)
 			row, refused, stopped := 0, 0, 0
 			for line := range bytes.Lines(gz(t, c.Name+".out.gz")) {
 				var want chatOutcome
@@ -244,19 +250,7 @@ func TestOneTemplateRendersFromManyGoroutines(t *testing.T) {
 	convs = convs[:min(80, len(convs))]
 	for _, c := range cases[:min(3, len(cases))] {
 		t.Run(c.Name, func(t *testing.T) {
-			tk, err := tokenizer.Load(gz(t, c.Name+".tokenizer.json.gz"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, err := os.ReadFile(filepath.Join(chatDir, "templates", cmpOr(c.Plain, c.Template)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tpl, err := chat.Parse(string(src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			vars := map[string]any{"bos_token": c.Bos, "eos_token": c.Eos}
+			tk, tpl, vars := c.load(t)
 			outcome := func(conv []any) string {
 				text, spans, err := tpl.Render(conv, vars)
 				if err != nil {

@@ -24,9 +24,15 @@ const GoldenEnv = "SHARDFEED_GOLDEN"
 // golden test that finds nothing to read proves nothing.
 func Golden(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv(GoldenEnv)
-	if dir == "" {
-		dir = filepath.Join("testdata", "golden")
+	return GoldenAt(t, filepath.Join("testdata", "golden"))
+}
+
+// GoldenAt is Golden for a recording another package owns (dir, relative
+// to the test's package), or the folder GoldenEnv names.
+func GoldenAt(t testing.TB, dir string) string {
+	t.Helper()
+	if env := os.Getenv(GoldenEnv); env != "" {
+		dir = env
 	}
 	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err != nil {
 		t.Fatalf("no recorded oracle in %s (%v): make golden records it", dir, err)
@@ -113,7 +119,7 @@ func CompareHashed(t testing.TB, what string, got []string, answers []byte) {
 		if err := json.Unmarshal(l, &hash); err == nil {
 			if GoldenHash(got[i]) != hash {
 				if bad++; bad <= 3 {
-					t.Errorf("%s: row %d differs from the oracle's (hash %s, got %s)", what, i, hash, trimmed(got[i]))
+					t.Errorf("%s: row %d differs from the oracle's (hash %s, got %.600s)", what, i, hash, got[i])
 				}
 			}
 			continue
@@ -129,18 +135,11 @@ func CompareHashed(t testing.TB, what string, got []string, answers []byte) {
 		whole++
 		if want := Canonical(t, kept.Row); got[i] != want {
 			if bad++; bad <= 3 {
-				t.Errorf("%s: row %d:\n got %s\nwant %s", what, i, trimmed(got[i]), trimmed(want))
+				t.Errorf("%s: row %d:\n got %.600s\nwant %.600s", what, i, got[i], want)
 			}
 		}
 	}
 	if bad > 0 {
 		t.Fatalf("%s: %d of %d rows differ from the oracle's (%d kept whole)", what, bad, len(lines), whole)
 	}
-}
-
-func trimmed(s string) string {
-	if len(s) > 600 {
-		return s[:600] + "…"
-	}
-	return s
 }

@@ -31,14 +31,7 @@ import (
 // (lancetable), or the folder SHARDFEED_GOLDEN names.
 func recording(t *testing.T) string {
 	t.Helper()
-	if os.Getenv(testenv.GoldenEnv) != "" {
-		return testenv.Golden(t)
-	}
-	dir := filepath.Join("lancetable", "testdata", "golden")
-	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err != nil {
-		t.Fatalf("no recorded oracle in %s (%v): make golden records it", dir, err)
-	}
-	return dir
+	return testenv.GoldenAt(t, filepath.Join("lancetable", "testdata", "golden"))
 }
 
 // open opens a table folder as the local store a pod's sidecar would.

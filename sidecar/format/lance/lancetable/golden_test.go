@@ -29,8 +29,7 @@ import (
 // recorded is the recording's manifest: each case (VERSION/CASE) and the
 // table versions its answers were read at.
 type recorded struct {
-	Oracle map[string]string `json:"oracle"`
-	Cases  map[string]struct {
+	Cases map[string]struct {
 		Tags   map[string]uint64 `json:"tags"`
 		Latest uint64            `json:"latest"`
 		Read   []uint64          `json:"read"`

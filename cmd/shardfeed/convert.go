@@ -237,7 +237,7 @@ func (c *converter) layout() (*index.Layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &index.Layout{Format: c.from, Index: x.StreamIndex(), Native: x}, nil
+	return &index.Layout{Format: c.from, Index: x.StreamIndex(), File: x}, nil
 }
 
 // each calls fn with every record batch of the source, in order, each

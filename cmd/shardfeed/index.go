@@ -456,7 +456,7 @@ func writePacks(out io.Writer, ist store.Store, x *index.LengthsIndex, values []
 // dataStore is where the shards of the stream of layout l are: st, or a
 // table's bucket, read with the stream's credentials.
 func dataStore(ctx context.Context, st store.Store, source store.Source, l *index.Layout) (store.Store, error) {
-	if f, ok := l.Native.(*index.File); ok && f.Table != nil {
+	if f := l.File; f != nil && f.Table != nil {
 		root := source
 		root.URI = f.Table.Root
 		return stores.Open(ctx, root)
@@ -486,8 +486,8 @@ func (o *indexOptions) indexStream(ctx context.Context, cmd *cobra.Command, st, 
 		if err != nil {
 			return nil, fmt.Errorf("--append: %w", err)
 		}
-		f, ok := l.Native.(*index.File)
-		if !ok || f.Format != o.kind {
+		f := l.File
+		if f == nil || f.Format != o.kind {
 			return nil, fmt.Errorf("--append adds to a shardfeed index of a %s stream, and %s holds %s's: index the stream without --append", o.kind, ist.URI(), l.Format)
 		}
 		opts.Append, before = f, len(f.Shards)

@@ -50,8 +50,8 @@ func TestIndexOnJSONLinesRunsTwiceCoversEveryRecordAndConvertsAfter(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, ok := layout.Native.(*index.File)
-	if !ok || len(f.Schema) != 1 || f.Schema[0].Type != "float64" || layout.Index.Samples() != 3001 {
+	f := layout.File
+	if f == nil || len(f.Schema) != 1 || f.Schema[0].Type != "float64" || layout.Index.Samples() != 3001 {
 		t.Fatalf("index: schema %+v; want 3001 samples and x float64 (the float is record 3001)", f)
 	}
 	out := t.TempDir()

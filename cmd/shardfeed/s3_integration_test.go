@@ -282,7 +282,7 @@ func TestIntegrationIndexCompactAndAppendOnS3(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return l.Native.(*index.File)
+		return l.File
 	}
 	run("--index-form", "json")
 	asJSON := read()

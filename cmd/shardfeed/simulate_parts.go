@@ -58,8 +58,8 @@ func (o *simulateOptions) leanIndexes(ctx context.Context, ds *datav1alpha1.Trai
 				closeAll()
 				return nil, nil, err
 			}
-			f, ok := st.Layout.Native.(*index.File)
-			if !ok || f.Lean() == nil {
+			f := st.Layout.File
+			if f == nil || f.Lean() == nil {
 				closeAll()
 				return nil, nil, nil
 			}

@@ -103,12 +103,15 @@ func (c *Checkpoint) Load(ctx context.Context, objects []store.Object) (*File, i
 		return nil, 0, fmt.Errorf("reading the checkpoint: %w", err)
 	}
 	l, err := readCompact(data)
+	if err == nil && l.File == nil {
+		err = errors.New("not a shardfeed index")
+	}
 	if err != nil || l.Index.ContentHash() != m.ContentHash {
 		c.note("the checkpoint at %s does not read back as it was saved (%v): indexing from the first object", objectURI(c.Store, CheckpointKey), err)
 		return nil, 0, nil
 	}
-	c.note("resuming from a checkpoint of %d objects (%d shards) saved %s", m.Objects, len(l.Native.(*File).Shards), m.Saved.UTC().Format(time.RFC3339))
-	return l.Native.(*File), m.Objects, nil
+	c.note("resuming from a checkpoint of %d objects (%d shards) saved %s", m.Objects, len(l.File.Shards), m.Saved.UTC().Format(time.RFC3339))
+	return l.File, m.Objects, nil
 }
 
 // Save keeps f, the index of the first len(done) objects, unless a save

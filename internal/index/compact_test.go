@@ -48,7 +48,7 @@ func mustFile(t testing.TB, data string) *File {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l.Native.(*File)
+	return l.File
 }
 
 // Every shape of index reads back from its compact form as it was, with
@@ -66,7 +66,7 @@ func TestCompactIndexReadsBackAsItsJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := l.Native.(*File)
+			got := l.File
 			if !reflect.DeepEqual(got, want) {
 				a, _ := json.Marshal(got)
 				b, _ := json.Marshal(want)
@@ -272,7 +272,7 @@ func TestWriteFormReplacesTheOtherForm(t *testing.T) {
 			t.Fatalf("WriteForm(%s) = %q, %v; %s there: %t, %s there: %t", tt.form, key, err, tt.want, exists(tt.want), tt.gone, exists(tt.gone))
 		}
 		l, x, err := ReadStoreIndexOf(ctx, st, 0, datav1alpha1.FormatParquet)
-		if err != nil || !reflect.DeepEqual(l.Native, f) || x.ContentHash() != f.StreamIndex().ContentHash() {
+		if err != nil || !reflect.DeepEqual(l.File, f) || x.ContentHash() != f.StreamIndex().ContentHash() {
 			t.Fatalf("read back after WriteForm(%s): %v", tt.form, err)
 		}
 	}
@@ -312,13 +312,13 @@ func FuzzReadCompact(f *testing.F) {
 		if err != nil {
 			return
 		}
-		fl := l.Native.(*File)
+		fl := l.File
 		again, err := EncodeCompact(fl)
 		if err != nil {
 			t.Fatalf("an index read back does not encode: %v", err)
 		}
 		l2, err := readLayout(again)
-		if err != nil || !reflect.DeepEqual(l2.Native, fl) {
+		if err != nil || !reflect.DeepEqual(l2.File, fl) {
 			t.Fatalf("an index read back does not read back again: %v", err)
 		}
 	})

@@ -76,7 +76,7 @@ func (r *CompactReader) LeanLayout() (*Layout, *CompactCounts, error) {
 			return nil, nil, err
 		}
 	}
-	return &Layout{Format: f.Format, Index: x, Native: &f}, c, nil
+	return &Layout{Format: f.Format, Index: x, File: &f}, c, nil
 }
 
 // StreamIndex is the planner's view of the index with these counts

@@ -435,5 +435,5 @@ func readFile(data []byte) (*Layout, error) {
 
 // Layout returns how to read the shards the index lists.
 func (f *File) Layout() *Layout {
-	return &Layout{Format: f.Format, Index: f.StreamIndex(), Native: f}
+	return &Layout{Format: f.Format, Index: f.StreamIndex(), File: f}
 }

@@ -47,10 +47,22 @@ type Layout struct {
 	// Format is the format of the stream's shards, as the index says.
 	Format datav1alpha1.ShardFormat
 	Index  planner.StreamIndex
-	// Native is the index as its form parsed it: *File for shardfeed's own,
-	// *mdsindex.Index for MDS. The format's reader takes what it needs
-	// from it (sidecar/format).
-	Native any
+	// The index as its form parsed it, one of the two set: File for
+	// shardfeed's own, MDS for MDS's index.json. The format's reader takes
+	// what it needs from it (sidecar/format).
+	File *File
+	MDS  *mdsindex.Index
+}
+
+// Form names the form the index was read in, for errors.
+func (l *Layout) Form() string {
+	switch {
+	case l.File != nil:
+		return "a shardfeed index"
+	case l.MDS != nil:
+		return "an MDS index.json"
+	}
+	return "no index"
 }
 
 // ErrNoLayout is returned for a plain list of shards: it has the counts a
@@ -75,7 +87,7 @@ func readMDS(data []byte) (*Layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Layout{Format: datav1alpha1.FormatMDS, Index: x.StreamIndex(), Native: x}, nil
+	return &Layout{Format: datav1alpha1.FormatMDS, Index: x.StreamIndex(), MDS: x}, nil
 }
 
 // readLayout parses data in the form its keys say; a plain list of shards
@@ -276,7 +288,7 @@ func readStoreIndex(ctx context.Context, st store.Store, maxBytes int64, mode re
 				return l, l.Index, nil
 			}
 			x := r.Summary()
-			return &Layout{Format: r.File.Format, Index: x, Native: r.File}, x, nil
+			return &Layout{Format: r.File.Format, Index: x, File: r.File}, x, nil
 		}
 		data, err := readObject(ctx, st, key, maxBytes)
 		if errors.Is(err, store.ErrNotFound) {
@@ -411,7 +423,10 @@ func checkCompact(data []byte) error {
 	if err != nil {
 		return err
 	}
-	c, err := EncodeCompact(l.Native.(*File))
+	if l.File == nil {
+		return fmt.Errorf("%s: the index is %s, which has no compact form", CheckCompactEnv, l.Form())
+	}
+	c, err := EncodeCompact(l.File)
 	if err != nil {
 		return fmt.Errorf("%s: the index does not encode compact: %w", CheckCompactEnv, err)
 	}
@@ -419,7 +434,7 @@ func checkCompact(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: the compact index does not read back: %w", CheckCompactEnv, err)
 	}
-	if !reflect.DeepEqual(back.Native, l.Native) || !reflect.DeepEqual(back.Index, l.Index) {
+	if !reflect.DeepEqual(back.File, l.File) || !reflect.DeepEqual(back.Index, l.Index) {
 		return fmt.Errorf("%s: the compact index reads back other than its JSON", CheckCompactEnv)
 	}
 	return nil

@@ -59,3 +59,23 @@ func TestReadDirNamesTheFileOnError(t *testing.T) {
 		t.Fatalf("ReadDir = %v, want an error naming the file and the version", err)
 	}
 }
+
+// An MDS index.json has no compact form: the check names that rather than
+// failing a type assertion (it once panicked).
+func TestCheckCompactRefusesAnMDSIndex(t *testing.T) {
+	mds := `{"version": 2, "shards": [{"column_encodings": ["int"], "column_names": ["x"], "column_sizes": [8], "compression": null, "format": "mds",
+		"hashes": [], "raw_data": {"basename": "shard.00000.mds", "bytes": 100, "hashes": {}}, "samples": 4, "size_limit": 1, "version": 2, "zip_data": null}]}`
+	tests := []struct{ name, data, wantErr string }{
+		{name: "mds", data: mds, wantErr: "an MDS index.json, which has no compact form"},
+		{name: "shardfeed", data: `{"shardfeed": 1, "format": "parquet", "shards": [
+			{"name": "a.parquet#0", "object": "a.parquet", "part": 0, "offset": 4, "length": 100, "samples": 10, "hash": "xxh64:0123456789abcdef", "objectSize": 300, "footerOffset": 204, "footerLength": 96}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkCompact([]byte(tt.data))
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("checkCompact = %v, want error %q", err, tt.wantErr)
+			}
+		})
+	}
+}

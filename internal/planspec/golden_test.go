@@ -46,8 +46,8 @@ func TestGoldenIndexesAndFingerprints(t *testing.T) {
 		if err != nil {
 			continue // not shardfeed's own form
 		}
-		f, ok := l.Native.(*index.File)
-		if !ok {
+		f := l.File
+		if f == nil {
 			continue
 		}
 		compact, err := index.EncodeCompact(f)

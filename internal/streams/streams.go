@@ -264,7 +264,7 @@ func open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alph
 	if want := s.Format; want != "" && want != out.Layout.Format {
 		return nil, fmt.Errorf("stream %q: spec.streams[%d].format is %s, its index is %s: fix the format or the source", s.Name, i, want, out.Layout.Format)
 	}
-	if f, ok := out.Layout.Native.(*index.File); ok {
+	if f := out.Layout.File; f != nil {
 		if err := checkPartitions(i, s, f.Partitions); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}
@@ -285,17 +285,17 @@ func open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alph
 		}
 		out.Index = packed(out.Index, out.Packs)
 	}
-	if f, ok := out.Layout.Native.(*index.File); ok && s.HuggingFace != nil && s.HuggingFace.Split != "" {
+	if f := out.Layout.File; f != nil && s.HuggingFace != nil && s.HuggingFace.Split != "" {
 		if err := checkSplit(i, s, f.HuggingFace); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}
 	}
-	if f, ok := out.Layout.Native.(*index.File); ok && f.Lance != nil {
+	if f := out.Layout.File; f != nil && f.Lance != nil {
 		if err := checkLance(i, s, f.Lance); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}
 	}
-	if f, ok := out.Layout.Native.(*index.File); ok && f.Table != nil {
+	if f := out.Layout.File; f != nil && f.Table != nil {
 		if err := checkTable(i, s, f.Table); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 		}
@@ -315,8 +315,8 @@ func open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alph
 
 // tableKey is the key, in a table's bucket, of an object beside its index.
 func (st *Stream) tableKey(key string) string {
-	f, ok := st.Layout.Native.(*index.File)
-	if !ok || f.Table == nil {
+	f := st.Layout.File
+	if f == nil || f.Table == nil {
 		return key
 	}
 	return strings.TrimPrefix(strings.TrimSuffix(st.Spec.Source.URI, "/")+"/"+key, f.Table.Root)

@@ -29,7 +29,6 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
-	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
@@ -269,7 +268,7 @@ type Feed struct {
 // 0 where every index was read whole.
 func (f *Feed) IndexBytes() (read, entries int64) {
 	for _, st := range f.Opened {
-		if l, ok := st.Layout.Native.(*index.File); ok && l.Lean() != nil {
+		if l := st.Layout.File; l != nil && l.Lean() != nil {
 			read += l.Lean().BytesRead()
 			entries += int64(l.Lean().Resolved())
 		}

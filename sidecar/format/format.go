@@ -519,7 +519,7 @@ func indexTogether(ctx context.Context, st store.Store, sx StreamIndexer, objs [
 
 // checkSchema reads the schema of an index's stream from its store.
 func checkSchema(ctx context.Context, r Registry, st store.Store, f *index.File) error {
-	reader, err := r.Open(&index.Layout{Format: f.Format, Index: f.StreamIndex(), Native: f})
+	reader, err := r.Open(&index.Layout{Format: f.Format, Index: f.StreamIndex(), File: f})
 	if err != nil {
 		return err
 	}
@@ -600,11 +600,10 @@ func RecordsOf(recs []arrow.RecordBatch) (array.RecordReader, error) {
 // FileOf returns the shardfeed index a layout was read from, for the
 // formats whose shards it lists.
 func FileOf(l *index.Layout) (*index.File, error) {
-	f, ok := l.Native.(*index.File)
-	if !ok || f == nil {
-		return nil, fmt.Errorf("a %s stream is read through a shardfeed index (shardfeed index --format %s), not %T", l.Format, l.Format, l.Native)
+	if l.File == nil {
+		return nil, fmt.Errorf("a %s stream is read through a shardfeed index (shardfeed index --format %s), not %s", l.Format, l.Format, l.Form())
 	}
-	return f, nil
+	return l.File, nil
 }
 
 // FileParts are the parts of shard i of a shardfeed index: its range of

@@ -23,8 +23,8 @@ type partitioned struct {
 
 // withPartitions wraps the reader of a partitioned stream's index.
 func withPartitions(r Reader, l *index.Layout) Reader {
-	f, ok := l.Native.(*index.File)
-	if !ok || f.Partitions == nil {
+	f := l.File
+	if f == nil || f.Partitions == nil {
 		return r
 	}
 	return partitioned{Reader: r, file: f}

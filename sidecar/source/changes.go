@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
@@ -28,8 +27,8 @@ func Changes(ctx context.Context, reg format.Registry, opened []*streams.Stream)
 		if st == nil || st.Layout == nil {
 			continue
 		}
-		f, ok := st.Layout.Native.(*index.File)
-		if !ok {
+		f := st.Layout.File
+		if f == nil {
 			continue
 		}
 		c, err := reg.Changes(ctx, st.Store, f, format.TableChangeOptions(st.Spec))

@@ -159,7 +159,7 @@ func (s *Stream) shard(i int) planner.Shard { return s.Layout.Index.Shard(int64(
 // Lean is the shards of a stream whose index is read in parts, which
 // Resolve fetches; nil for one read whole.
 func (s *Stream) Lean() *index.CompactCounts {
-	if f, ok := s.Layout.Native.(*index.File); ok {
+	if f := s.Layout.File; f != nil {
 		return f.Lean()
 	}
 	return nil

@@ -133,7 +133,7 @@ func TestIntegrationIndexesAStreamOfManyObjects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		files[i] = l.Native.(*index.File)
+		files[i] = l.File
 	}
 	if files[0].Listing == nil || files[0].Listing.ObjectList || files[1].Listing == nil || !files[1].Listing.ObjectList {
 		t.Errorf("listings %+v and %+v: the second is the object list's", files[0].Listing, files[1].Listing)

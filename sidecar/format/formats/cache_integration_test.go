@@ -170,7 +170,7 @@ func TestIntegrationEveryFormatReadsBackThroughTheCacheByRange(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				layout = &index.Layout{Format: format, Index: x.StreamIndex(), Native: x}
+				layout = &index.Layout{Format: format, Index: x.StreamIndex(), File: x}
 			} else {
 				data := read(cache.Shard{Stream: "s", Key: "index.json", Size: -1})
 				if layout, err = index.ReadLayout(bytes.NewReader(data)); err != nil {

@@ -50,7 +50,7 @@ func TestIntegrationAChangedPrefixIsSaid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := reg.Changes(ctx, st, l.Native.(*index.File), fmtpkg.TableOptions{})
+		c, err := reg.Changes(ctx, st, l.File, fmtpkg.TableOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -81,7 +81,7 @@ func TestASourceChangedSinceItsIndexSaysHow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := Default().Changes(ctx, st, l.Native.(*index.File), format.TableOptions{})
+			got, err := Default().Changes(ctx, st, l.File, format.TableOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

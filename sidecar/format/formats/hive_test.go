@@ -170,7 +170,7 @@ func TestHivePartitionsAreSelectedBeforeTheyAreListed(t *testing.T) {
 	}
 
 	// Read back: each row has its partition's values, typed.
-	reader, err := Default().Open(&index.Layout{Format: f.Format, Index: f.StreamIndex(), Native: f})
+	reader, err := Default().Open(&index.Layout{Format: f.Format, Index: f.StreamIndex(), File: f})
 	if err != nil {
 		t.Fatal(err)
 	}

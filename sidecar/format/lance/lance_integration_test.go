@@ -158,7 +158,7 @@ func TestLanceRawColumnsAreTheDecodedValues(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l := &index.Layout{Format: datav1alpha1.FormatLance, Index: f.StreamIndex(), Native: f}
+			l := &index.Layout{Format: datav1alpha1.FormatLance, Index: f.StreamIndex(), File: f}
 			r, err := formats.Default().Open(l)
 			if err != nil {
 				t.Fatal(err)

@@ -28,11 +28,10 @@ func (Format) Kind() datav1alpha1.ShardFormat { return datav1alpha1.FormatMDS }
 
 // Open implements format.Format.
 func (Format) Open(l *index.Layout) (format.Reader, error) {
-	x, ok := l.Native.(*mdsindex.Index)
-	if !ok || x == nil {
-		return nil, fmt.Errorf("an MDS stream is read through its MDS index.json, not %T", l.Native)
+	if l.MDS == nil {
+		return nil, fmt.Errorf("an MDS stream is read through its MDS index.json, not %s", l.Form())
 	}
-	return reader{x: x, planned: l.Index}, nil
+	return reader{x: l.MDS, planned: l.Index}, nil
 }
 
 type reader struct {

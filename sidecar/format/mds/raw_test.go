@@ -41,7 +41,7 @@ func writeShards(t *testing.T, comp string, sizeLimit int64, n int, hashes ...st
 
 func rawReader(t *testing.T, x *mdsindex.Index) format.RawReader {
 	t.Helper()
-	r, err := Format{}.Open(&index.Layout{Native: x, Index: x.StreamIndex()})
+	r, err := Format{}.Open(&index.Layout{MDS: x, Index: x.StreamIndex()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
@@ -394,13 +395,13 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 // writeBuckets writes each bucket's rows of the samples whose lengths are
 // x and values (a filter's matching rows, with sel) as a selection beside
 // the index in ist.
-func (o *indexOptions) writeBuckets(ctx context.Context, out io.Writer, ist store.Store, l *index.Layout, x *index.LengthsIndex, values []byte,
+func (o *indexOptions) writeBuckets(ctx context.Context, out io.Writer, ist store.Store, l *index.Layout, x *sidefile.LengthsIndex, values []byte,
 	sel *format.Selection, verb string) error {
-	ratios, err := index.ParseRatios(o.aspectRatios)
+	ratios, err := sidefile.ParseRatios(o.aspectRatios)
 	if err != nil {
 		return fmt.Errorf("--aspect-ratios: %w", err)
 	}
-	b := index.Buckets{Column: x.Column, Measure: x.Measure, Bounds: o.buckets, Ratios: ratios}
+	b := sidefile.Buckets{Column: x.Column, Measure: x.Measure, Bounds: o.buckets, Ratios: ratios}
 	var runs func(i int) ([]index.Run, error)
 	if sel != nil {
 		runs = func(i int) ([]index.Run, error) {
@@ -408,14 +409,14 @@ func (o *indexOptions) writeBuckets(ctx context.Context, out io.Writer, ist stor
 			return sel.Index.ShardRuns(i, sel.Runs[sh.Offset:sh.Offset+sh.Length], l.Index.Shards[i].Samples)
 		}
 	}
-	sels, objects, err := index.BucketSelections(x, values, b, x.Filter, runs)
+	sels, objects, err := sidefile.BucketSelections(x, values, b, x.Filter, runs)
 	if err != nil {
 		return fmt.Errorf("--buckets: %w", err)
 	}
 	samples, _, _ := x.Totals()
 	for k, s := range sels {
 		if !o.dryRun {
-			if err := index.WriteFilter(ctx, ist, s, objects[k]); err != nil {
+			if err := sidefile.WriteFilter(ctx, ist, s, objects[k]); err != nil {
 				return err
 			}
 		}
@@ -423,7 +424,7 @@ func (o *indexOptions) writeBuckets(ctx context.Context, out io.Writer, ist stor
 		for _, sh := range s.Shards {
 			n += sh.Matching
 		}
-		key, _ := index.FilterObjects(s.Filter)
+		key, _ := sidefile.FilterObjects(s.Filter)
 		if _, err := fmt.Fprintf(out, "%s %s%s: bucket %d, %s: %d samples (%.1f%%)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key, k, s.Filter,
 			n, 100*float64(n)/float64(max(samples, 1))); err != nil {
 			return err
@@ -434,21 +435,21 @@ func (o *indexOptions) writeBuckets(ctx context.Context, out io.Writer, ist stor
 
 // writePacks counts each shard's packs of the documents whose lengths are
 // x and values, and writes them beside the index in ist.
-func writePacks(out io.Writer, ist store.Store, x *index.LengthsIndex, values []byte, spec *datav1alpha1.Packing, verb string, dryRun bool) error {
+func writePacks(out io.Writer, ist store.Store, x *sidefile.LengthsIndex, values []byte, spec *datav1alpha1.Packing, verb string, dryRun bool) error {
 	start := time.Now()
 	p := planspec.Packing(spec)
-	px, err := index.Packs(x, values, p)
+	px, err := sidefile.Packs(x, values, p)
 	if err != nil {
 		return fmt.Errorf("--pack-length: %w", err)
 	}
 	if !dryRun {
-		if err := index.WritePacks(context.Background(), ist, px, p); err != nil {
+		if err := sidefile.WritePacks(context.Background(), ist, px, p); err != nil {
 			return err
 		}
 	}
 	t := px.Totals()
 	_, err = fmt.Fprintf(out, "%s %s%s: %d documents (%s) in %d packs of %d tokens, %.2f%% padding; %d documents cut, %d dropped (%d tokens), %d empty (%s)\n", verb,
-		strings.TrimSuffix(ist.URI(), "/")+"/", index.PacksKey(x.Column, x.Filter, x.Tokenize, p), t.Docs, p, t.Packs, p.SeqLength,
+		strings.TrimSuffix(ist.URI(), "/")+"/", sidefile.PacksKey(x.Column, x.Filter, x.Tokenize, p), t.Docs, p, t.Packs, p.SeqLength,
 		t.PaddingPercent(), t.CutDocs, t.DroppedDocs, t.DroppedTokens, t.EmptyDocs, time.Since(start).Round(time.Millisecond))
 	return err
 }
@@ -536,7 +537,7 @@ func (o *indexOptions) indexStream(ctx context.Context, cmd *cobra.Command, st, 
 }
 
 // keepReplaced keeps the index at ist, with its side files, when f is of
-// other content (index.Keep): a job that committed on it resumes there.
+// other content (sidefile.Keep): a job that committed on it resumes there.
 func keepReplaced(ctx context.Context, w io.Writer, ist store.Store, f *index.File) error {
 	old, _, err := index.ReadStoreIndex(ctx, ist, 0)
 	if err != nil || old == nil {
@@ -546,12 +547,12 @@ func keepReplaced(ctx context.Context, w io.Writer, ist store.Store, f *index.Fi
 	if was == now {
 		return nil
 	}
-	n, err := index.Keep(ctx, ist, was)
+	n, err := sidefile.Keep(ctx, ist, was)
 	if err != nil || n == 0 { // an index beside the data, where an earlier release wrote it
 		return err
 	}
 	_, _ = fmt.Fprintf(w, "note: kept the index this one replaces, and %d files beside it, under %s%s%s/: a job that committed on it resumes there\n",
-		n-1, ist.URI(), index.KeptDir, was)
+		n-1, ist.URI(), sidefile.KeptDir, was)
 	return nil
 }
 
@@ -758,7 +759,7 @@ func writeSelection(ctx context.Context, out io.Writer, data, ist store.Store, l
 		return nil, fmt.Errorf("--filter: %w", err)
 	}
 	if !dryRun {
-		if err := index.WriteFilter(ctx, ist, sel, runs); err != nil {
+		if err := sidefile.WriteFilter(ctx, ist, sel, runs); err != nil {
 			return nil, err
 		}
 	}
@@ -770,7 +771,7 @@ func writeSelection(ctx context.Context, out io.Writer, data, ist store.Store, l
 			shards++
 		}
 	}
-	key, _ := index.FilterObjects(filter)
+	key, _ := sidefile.FilterObjects(filter)
 	total := l.Index.Samples()
 	pruned := ""
 	if sel.Pruned > 0 {
@@ -811,7 +812,7 @@ func (o *indexOptions) tokenCount(ctx context.Context, src store.Source) (*token
 // writeLengths writes the lengths of o.lengths, a tokenized column's in
 // tokens (its tokenizer read through src).
 func (o *indexOptions) writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *index.Layout, src store.Source, sel *format.Selection,
-	progress func(done, total int, object string), verb string) (*index.LengthsIndex, []byte, error) {
+	progress func(done, total int, object string), verb string) (*sidefile.LengthsIndex, []byte, error) {
 	count, err := o.tokenCount(ctx, src)
 	if err != nil {
 		return nil, nil, err
@@ -824,9 +825,9 @@ func (o *indexOptions) writeLengths(ctx context.Context, out io.Writer, data, is
 // sel; a tokenized column's by its text's tokens, with tc) and writes them
 // beside its index in ist.
 func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *index.Layout, column string, tc *tokenCounting, sel *format.Selection,
-	progress func(done, total int, object string), verb string, dryRun bool) (*index.LengthsIndex, []byte, error) {
+	progress func(done, total int, object string), verb string, dryRun bool) (*sidefile.LengthsIndex, []byte, error) {
 	start := time.Now()
-	var x *index.LengthsIndex
+	var x *sidefile.LengthsIndex
 	var values []byte
 	var err error
 	if tc != nil {
@@ -838,14 +839,14 @@ func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *
 		return nil, nil, fmt.Errorf("--lengths: %w", err)
 	}
 	if !dryRun {
-		if err := index.WriteLengths(ctx, ist, x, values); err != nil {
+		if err := sidefile.WriteLengths(ctx, ist, x, values); err != nil {
 			return nil, nil, err
 		}
 	}
-	key, _ := index.LengthsObjects(x.Column, x.Measure, x.Filter, x.Tokenize)
+	key, _ := sidefile.LengthsObjects(x.Column, x.Measure, x.Filter, x.Tokenize)
 	samples, sum, largest := x.Totals()
 	what := "elements"
-	if x.Measure == index.ImageSize {
+	if x.Measure == sidefile.ImageSize {
 		what = "pixels"
 	}
 	_, err = fmt.Fprintf(out, "%s %s%s: lengths of %s (%s) for %d samples, %d %s in all, %.1f a sample, %d at most (%s)\n", verb,

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
@@ -65,23 +66,23 @@ func TestIntegrationLengthsAreThoseOfPyarrowAndPillow(t *testing.T) {
 	}
 	for _, c := range []struct {
 		column string
-		m      index.Measure
+		m      sidefile.Measure
 		filter string
 		want   []oracleRow
 	}{
-		{"tokens", index.Elements, filter, english},
-		{"image", index.ImageSize, filter, english},
-		{"tokens", index.Elements, "", rows},
-		{"image", index.ImageSize, "", rows},
+		{"tokens", sidefile.Elements, filter, english},
+		{"image", sidefile.ImageSize, filter, english},
+		{"tokens", sidefile.Elements, "", rows},
+		{"image", sidefile.ImageSize, "", rows},
 	} {
 		got := readLengths(t, src, c.column, c.m, c.filter)
 		if len(got) != len(c.want) {
 			t.Fatalf("%s (filter %q): %d lengths, want %d", c.column, c.filter, len(got), len(c.want))
 		}
 		for i, l := range got {
-			want := index.Length{c.want[i].Tokens}
-			if c.m == index.ImageSize {
-				want = index.Length{c.want[i].Height, c.want[i].Width}
+			want := sidefile.Length{c.want[i].Tokens}
+			if c.m == sidefile.ImageSize {
+				want = sidefile.Length{c.want[i].Height, c.want[i].Width}
 			}
 			if l != want {
 				t.Fatalf("%s (filter %q): sample %d measures %v, pyarrow and Pillow %v", c.column, c.filter, i, l, want)
@@ -99,13 +100,13 @@ func TestIntegrationLengthsAreThoseOfPyarrowAndPillow(t *testing.T) {
 	if out, err := runCLI(t, "index", src, "--format", "parquet", "--selection-only", "--lengths", "image", "--aspect-ratios", "3/4,4/3"); err != nil {
 		t.Fatalf("index --aspect-ratios: %v\n%s", err, out)
 	}
-	ratios, _ := index.ParseRatios([]string{"3/4", "4/3"})
+	ratios, _ := sidefile.ParseRatios([]string{"3/4", "4/3"})
 	for _, c := range []struct {
-		b      index.Buckets
+		b      sidefile.Buckets
 		filter string
 		want   func(r oracleRow) int
 	}{
-		{index.Buckets{Column: "tokens", Measure: index.Elements, Bounds: []int64{8, 16}}, filter, func(r oracleRow) int {
+		{sidefile.Buckets{Column: "tokens", Measure: sidefile.Elements, Bounds: []int64{8, 16}}, filter, func(r oracleRow) int {
 			switch {
 			case r.Lang != "en":
 				return -1
@@ -116,7 +117,7 @@ func TestIntegrationLengthsAreThoseOfPyarrowAndPillow(t *testing.T) {
 			}
 			return 2
 		}},
-		{index.Buckets{Column: "image", Measure: index.ImageSize, Ratios: ratios}, "", func(r oracleRow) int {
+		{sidefile.Buckets{Column: "image", Measure: sidefile.ImageSize, Ratios: ratios}, "", func(r oracleRow) int {
 			switch { // width/height against 3/4 and 4/3, in integers
 			case 4*r.Width < 3*r.Height:
 				return 0
@@ -163,12 +164,12 @@ func TestIntegrationLengthsAreThoseOfPyarrowAndPillow(t *testing.T) {
 // readLengths reads a stream's lengths of column as a sidecar does: the
 // lengths' index checked against the stream's index (and its filter's
 // selection), each shard's lengths decoded from their byte range.
-func readLengths(t *testing.T, uri, column string, m index.Measure, filter string) []index.Length {
+func readLengths(t *testing.T, uri, column string, m sidefile.Measure, filter string) []sidefile.Length {
 	t.Helper()
 	ctx := context.Background()
 	st, l, samples := openIndexed(t, uri)
 	if filter != "" {
-		sel, err := index.ReadFilter(ctx, st, filter, l.Index.ContentHash(), samples, 0)
+		sel, err := sidefile.ReadFilter(ctx, st, filter, l.Index.ContentHash(), samples, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +177,7 @@ func readLengths(t *testing.T, uri, column string, m index.Measure, filter strin
 			samples[i] = s.Matching
 		}
 	}
-	x, err := index.ReadLengths(ctx, st, column, m, filter, "", l.Index.ContentHash(), samples, 0)
+	x, err := sidefile.ReadLengths(ctx, st, column, m, filter, "", l.Index.ContentHash(), samples, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func readLengths(t *testing.T, uri, column string, m index.Measure, filter strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []index.Length
+	var out []sidefile.Length
 	for i, s := range x.Shards {
 		ls, err := x.ShardLengths(i, values[s.Offset:s.Offset+s.Length])
 		if err != nil {
@@ -197,7 +198,7 @@ func readLengths(t *testing.T, uri, column string, m index.Measure, filter strin
 
 // readBuckets reads each bucket's selection as a sidecar reads a filter's
 // and returns each row's bucket, in the stream's order (-1: in none).
-func readBuckets(t *testing.T, uri string, b index.Buckets, filter string) []int {
+func readBuckets(t *testing.T, uri string, b sidefile.Buckets, filter string) []int {
 	t.Helper()
 	ctx := context.Background()
 	st, l, samples := openIndexed(t, uri)
@@ -212,7 +213,7 @@ func readBuckets(t *testing.T, uri string, b index.Buckets, filter string) []int
 		out[i] = -1
 	}
 	for k := range b.Count() {
-		sel, err := index.ReadFilter(ctx, st, b.Filter(k, filter), l.Index.ContentHash(), samples, 0)
+		sel, err := sidefile.ReadFilter(ctx, st, b.Filter(k, filter), l.Index.ContentHash(), samples, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
@@ -20,13 +20,13 @@ type packDocs struct {
 	offsets []int64   // each stream's first sample (pack) id
 	first   [][]int64 // each shard's first pack in its stream
 	docBase [][]int64 // each shard's first document id
-	lengths []*index.LengthsIndex
+	lengths []*sidefile.LengthsIndex
 	packs   map[[2]int][][]int64
 }
 
 func newPackDocs(ctx context.Context, opened []*streams.Stream) *packDocs {
 	d := &packDocs{ctx: ctx, opened: opened, offsets: make([]int64, len(opened)), first: make([][]int64, len(opened)),
-		docBase: make([][]int64, len(opened)), lengths: make([]*index.LengthsIndex, len(opened)), packs: map[[2]int][][]int64{}}
+		docBase: make([][]int64, len(opened)), lengths: make([]*sidefile.LengthsIndex, len(opened)), packs: map[[2]int][][]int64{}}
 	var packs, docs int64
 	for s, st := range opened {
 		d.offsets[s] = packs
@@ -69,7 +69,7 @@ func (d *packDocs) shard(s, h int) ([][]int64, error) {
 		for i, sh := range st.Packs.Index.Shards {
 			docs[i] = sh.Docs
 		}
-		x, err := index.ReadLengths(d.ctx, st.IndexStore, st.Packs.Column, index.Elements, st.Spec.Filter, planspec.TokenizeKey(st.Tokenize), st.Layout.Index.ContentHash(), docs, 0)
+		x, err := sidefile.ReadLengths(d.ctx, st.IndexStore, st.Packs.Column, sidefile.Elements, st.Spec.Filter, planspec.TokenizeKey(st.Tokenize), st.Layout.Index.ContentHash(), docs, 0)
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: --ids shows each pack's documents from their lengths: %w", st.Spec.Name, err)
 		}

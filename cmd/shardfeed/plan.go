@@ -18,7 +18,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
@@ -489,7 +489,7 @@ type streamSummary struct {
 	MatchingShards int    `json:"matchingShards,omitempty"`
 	// Packing is what packing the stream's documents made (spec.packing):
 	// its Samples are packs.
-	Packing *index.PacksShard `json:"packing,omitempty"`
+	Packing *sidefile.PacksShard `json:"packing,omitempty"`
 	// Tokens are a tokenized, unpacked stream's tokens, as shardfeed
 	// index -f counted them with its tokenizer (Counted false: not yet).
 	Tokens *tokensSummary `json:"tokens,omitempty"`
@@ -520,7 +520,7 @@ type podSummary struct {
 	MinCacheBytesPod int64   `json:"minCacheBytesPerPod"`
 }
 
-func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []int, prefetch int, packs []*index.PacksIndex) (*summary, error) {
+func summarize(ds *datav1alpha1.TrainingDataset, ep *planner.EpochPlan, pods []int, prefetch int, packs []*sidefile.PacksIndex) (*summary, error) {
 	pl := ep.Plan()
 	p := pl.Params()
 	s := &summary{

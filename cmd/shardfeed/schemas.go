@@ -9,7 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/streams"
@@ -43,7 +43,7 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 		opened[i], byName[s.Name] = st, st.Store
 		servable = servable && st.Layout != nil // a plain list of shards plans, and says nothing of its schema
 	}
-	served := &servedStreams{tokens: make([]*index.LengthsIndex, len(opened)), opened: opened}
+	served := &servedStreams{tokens: make([]*sidefile.LengthsIndex, len(opened)), opened: opened}
 	for i, st := range opened {
 		if st.Packs != nil {
 			served.packs = append(served.packs, st.Packs.Index)
@@ -54,7 +54,7 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 			for h, sh := range st.Index.Shards {
 				samples[h] = sh.Samples
 			}
-			x, err := index.ReadLengths(ctx, st.IndexStore, planspec.TokenizeOutput(st.Tokenize), index.Elements, st.Spec.Filter,
+			x, err := sidefile.ReadLengths(ctx, st.IndexStore, planspec.TokenizeOutput(st.Tokenize), sidefile.Elements, st.Spec.Filter,
 				planspec.TokenizeKey(st.Tokenize), st.Layout.Index.ContentHash(), samples, 0)
 			if err == nil {
 				served.tokens[i] = x
@@ -97,13 +97,13 @@ func openServable(ctx context.Context, ds *datav1alpha1.TrainingDataset, credent
 // each stream's packs.
 type servedStreams struct {
 	schema *arrow.Schema
-	packs  []*index.PacksIndex
+	packs  []*sidefile.PacksIndex
 	// opened are the streams (nil offline): a packed dataset's packs for
 	// plan --ids, and the sources plan compares with their indexes.
 	opened []*streams.Stream
 	// tokens are a tokenized, unpacked stream's token counts (nil where
 	// shardfeed index -f has not counted them).
-	tokens []*index.LengthsIndex
+	tokens []*sidefile.LengthsIndex
 }
 
 // columnSummary is a served column and what the Python client makes of

@@ -21,7 +21,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/memlimit"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/progress"
@@ -384,7 +384,7 @@ func (o *feedOptions) sayWhatRuns(w io.Writer, st *progress.FileStore, dataset s
 }
 
 // resumeOnKept points each stream whose index the job registered under
-// was replaced since (shardfeed index keeps it: index.Keep) at the index
+// was replaced since (shardfeed index keeps it: sidefile.Keep) at the index
 // kept for it: the job resumes on the plan it started with. A new job
 // reads the new index. The index is told by the planner's view of it (a
 // filtered stream's counts its matching rows), as the job's fingerprint
@@ -441,7 +441,7 @@ func keptIndexOf(ctx context.Context, src store.Source, root string, is func(uri
 	if err != nil {
 		return "", err
 	}
-	l, err := st.ListDir(ctx, index.KeptDir)
+	l, err := st.ListDir(ctx, sidefile.KeptDir)
 	if err != nil {
 		return "", err
 	}

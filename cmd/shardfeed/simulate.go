@@ -20,6 +20,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
@@ -376,8 +377,8 @@ func indexWarnings(ds *datav1alpha1.TrainingDataset, indexDirs []string) []strin
 // packingSummary is a packed dataset's packing over all its streams, as
 // simulate shows it.
 type packingSummary struct {
-	Packing string           `json:"packing"`
-	Totals  index.PacksShard `json:"totals"`
+	Packing string              `json:"packing"`
+	Totals  sidefile.PacksShard `json:"totals"`
 }
 
 // packingOf sums a packed dataset's packs (nil unpacked).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/strictjson"
 )
 
 // The checkpoint of a long `shardfeed index`, beside the index: the index
@@ -78,7 +79,7 @@ func (c *Checkpoint) note(format string, args ...any) {
 // keeps, or nil and 0 where there is none to resume (the reason told to
 // Note).
 func (c *Checkpoint) Load(ctx context.Context, objects []store.Object) (*File, int, error) {
-	data, err := readObject(ctx, c.Store, CheckpointMetaKey, 64<<10)
+	data, err := ReadObject(ctx, c.Store, CheckpointMetaKey, 64<<10)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, 0, nil
 	}
@@ -86,19 +87,19 @@ func (c *Checkpoint) Load(ctx context.Context, objects []store.Object) (*File, i
 		return nil, 0, err
 	}
 	var m checkpointMeta
-	if err := decodeStrict(data, &m); err != nil {
-		c.note("the checkpoint at %s is not one shardfeed wrote (%v): indexing from the first object", objectURI(c.Store, CheckpointMetaKey), err)
+	if err := strictjson.Decode(data, &m); err != nil {
+		c.note("the checkpoint at %s is not one shardfeed wrote (%v): indexing from the first object", ObjectURI(c.Store, CheckpointMetaKey), err)
 		return nil, 0, nil
 	}
 	switch {
 	case m.Options != c.Options:
-		c.note("the checkpoint at %s is of other options: indexing from the first object", objectURI(c.Store, CheckpointMetaKey))
+		c.note("the checkpoint at %s is of other options: indexing from the first object", ObjectURI(c.Store, CheckpointMetaKey))
 		return nil, 0, nil
 	case m.Objects <= 0 || m.Objects > len(objects) || prefixHash(objects[:m.Objects]) != m.Prefix:
-		c.note("the checkpoint at %s is of %d objects that are not the stream's first now (one changed, or was removed): indexing from the first object", objectURI(c.Store, CheckpointMetaKey), m.Objects)
+		c.note("the checkpoint at %s is of %d objects that are not the stream's first now (one changed, or was removed): indexing from the first object", ObjectURI(c.Store, CheckpointMetaKey), m.Objects)
 		return nil, 0, nil
 	}
-	data, err = readObject(ctx, c.Store, CheckpointKey, maxCheckpointBytes)
+	data, err = ReadObject(ctx, c.Store, CheckpointKey, maxCheckpointBytes)
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the checkpoint: %w", err)
 	}
@@ -107,7 +108,7 @@ func (c *Checkpoint) Load(ctx context.Context, objects []store.Object) (*File, i
 		err = errors.New("not a shardfeed index")
 	}
 	if err != nil || l.Index.ContentHash() != m.ContentHash {
-		c.note("the checkpoint at %s does not read back as it was saved (%v): indexing from the first object", objectURI(c.Store, CheckpointKey), err)
+		c.note("the checkpoint at %s does not read back as it was saved (%v): indexing from the first object", ObjectURI(c.Store, CheckpointKey), err)
 		return nil, 0, nil
 	}
 	c.note("resuming from a checkpoint of %d objects (%d shards) saved %s", m.Objects, len(l.File.Shards), m.Saved.UTC().Format(time.RFC3339))

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/store/local"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -256,7 +257,7 @@ func TestCompactIndexRefusesWhatItsWriterNeverWrites(t *testing.T) {
 // WriteForm writes one form and removes the other; the store's readers
 // find either; auto writes JSON for a small index.
 func TestWriteFormReplacesTheOtherForm(t *testing.T) {
-	st, _ := localStore(t)
+	st := local.OpenDir(t.TempDir())
 	ctx := context.Background()
 	f := mustFile(t, compactCases[0].json)
 	exists := func(key string) bool {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/strictjson"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -134,7 +135,7 @@ func NewCompactReader(size int64, readAt func(off, n int64) ([]byte, error), max
 		header = append(header, rest...)
 	}
 	var h compactHeader
-	if err := decodeStrict(header, &h); err != nil {
+	if err := strictjson.Decode(header, &h); err != nil {
 		return nil, compactError("header: %v", err)
 	}
 	if h.File == nil || h.Compact == nil {
@@ -623,7 +624,7 @@ func (r *CompactReader) entries(lo, hi int64, counts func(h int64) int64) ([]Ent
 				continue
 			}
 			var x entryExtras
-			if err := decodeStrict([]byte(s), &x); err != nil {
+			if err := strictjson.Decode([]byte(s), &x); err != nil {
 				return nil, compactError("shard %d's extras: %v", lo+int64(i), err)
 			}
 			if x.empty() {
@@ -723,7 +724,7 @@ func OpenCompact(ctx context.Context, st store.Store, key string, maxHeader int6
 	if err != nil {
 		return nil, err
 	}
-	where := objectURI(st, key)
+	where := ObjectURI(st, key)
 	r, err := NewCompactReader(o.Size, func(off, n int64) ([]byte, error) {
 		return readRange(ctx, st, key, off, n)
 	}, maxHeader)
@@ -775,7 +776,7 @@ func readRange(ctx context.Context, st store.Store, key string, off, n int64) ([
 	defer func() { _ = rc.Close() }()
 	b := make([]byte, n)
 	if _, err := io.ReadFull(rc, b); err != nil {
-		return nil, fmt.Errorf("reading %s [%d, +%d): %w", objectURI(st, key), off, n, err)
+		return nil, fmt.Errorf("reading %s [%d, +%d): %w", ObjectURI(st, key), off, n, err)
 	}
 	return b, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/strictjson"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -424,7 +425,7 @@ func (f Field) check() error {
 // readFile parses a shardfeed index, strictly.
 func readFile(data []byte) (*Layout, error) {
 	var f File
-	if err := decodeStrict(data, &f); err != nil {
+	if err := strictjson.Decode(data, &f); err != nil {
 		return nil, fmt.Errorf("shardfeed index: %w", err)
 	}
 	if err := f.check(); err != nil {

@@ -1,14 +1,22 @@
-// Package index reads the index of a stream: the list of its shards with
-// their sample counts, sizes and hashes that the planner needs, and, for the
-// sidecar, where each shard's bytes are. It decodes no shard: the control
-// plane reads indexes with it and links no decoder.
+// Package index reads and writes the index of a stream: the list of its
+// shards with their sample counts, sizes and hashes that the planner
+// needs, and, for the sidecar, where each shard's bytes are. It decodes no
+// shard: the control plane reads indexes with it and links no decoder.
 //
 // Three forms are read, each recognised by a key of its JSON object (the
 // forms table): shardfeed's own index (written by `shardfeed index`, see
-// File); MDS's index.json (version 2, internal/index/mdsindex); and a plain
-// JSON list of shards, {"shards": [{"name": …, "samples": …, "bytes": …,
-// "hash": …}]}, for indexes written by hand or by tools, which plans but
-// does not say how to read its shards.
+// File, in JSON or compact, compact.go and compactread.go); MDS's
+// index.json (version 2, internal/index/mdsindex); and a plain JSON list
+// of shards, {"shards": [{"name": …, "samples": …, "bytes": …, "hash":
+// …}]}, for indexes written by hand or by tools, which plans but does not
+// say how to read its shards. A Layout holds the index as its form parsed
+// it.
+//
+// The per-format sections of File (table.go, lance.go, megatron.go,
+// litdata.go, huggingface.go; the column types of coltype.go) are what a
+// format's reader needs beyond the byte ranges, written by its indexer.
+// Checkpoint keeps a long indexing run's progress. The files kept beside
+// the index (selections, lengths, packs, buckets) are package sidefile's.
 package index
 
 import (
@@ -26,6 +34,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index/mdsindex"
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/strictjson"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -98,7 +107,7 @@ func readLayout(data []byte) (*Layout, error) {
 	}
 	// The top-level keys, walked in place: decoding the document twice
 	// (once to learn its form) cost a fifth of reading a large index.
-	present, err := topKeys(data)
+	present, err := strictjson.TopKeys(data)
 	if err != nil {
 		// Let encoding/json say what is wrong, as it does everywhere.
 		var v map[string]json.RawMessage
@@ -144,7 +153,7 @@ func Read(r io.Reader) (planner.StreamIndex, error) {
 // readList parses a plain list of shards.
 func readList(data []byte) (planner.StreamIndex, error) {
 	var x planner.StreamIndex
-	if err := decodeStrict(data, &x); err != nil {
+	if err := strictjson.Decode(data, &x); err != nil {
 		return planner.StreamIndex{}, fmt.Errorf("index is neither MDS (no \"version\") nor a list of shards: %w", err)
 	}
 	if len(x.Shards) == 0 {
@@ -283,21 +292,21 @@ func readStoreIndex(ctx context.Context, st store.Store, maxBytes int64, mode re
 			if mode == readLean {
 				l, _, err := r.LeanLayout()
 				if err != nil {
-					return nil, planner.StreamIndex{}, fmt.Errorf("%s: %w", objectURI(st, key), err)
+					return nil, planner.StreamIndex{}, fmt.Errorf("%s: %w", ObjectURI(st, key), err)
 				}
 				return l, l.Index, nil
 			}
 			x := r.Summary()
 			return &Layout{Format: r.File.Format, Index: x, File: r.File}, x, nil
 		}
-		data, err := readObject(ctx, st, key, maxBytes)
+		data, err := ReadObject(ctx, st, key, maxBytes)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, planner.StreamIndex{}, err
 		}
-		return parseStoreIndex(data, objectURI(st, key))
+		return parseStoreIndex(data, ObjectURI(st, key))
 	}
 	return nil, planner.StreamIndex{}, missingIndex(store.ErrNotFound, st, keys)
 }
@@ -340,7 +349,7 @@ func ReadStoreLayout(ctx context.Context, st store.Store) (*Layout, error) {
 
 // readObject reads the object at key whole, at most maxBytes of it (0:
 // DefaultMaxBytes), whatever the store sends.
-func readObject(ctx context.Context, st store.Store, key string, maxBytes int64) ([]byte, error) {
+func ReadObject(ctx context.Context, st store.Store, key string, maxBytes int64) ([]byte, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
@@ -351,19 +360,19 @@ func readObject(ctx context.Context, st store.Store, key string, maxBytes int64)
 	defer func() { _ = r.Close() }()
 	data, err := io.ReadAll(io.LimitReader(r, maxBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", objectURI(st, key), err)
+		return nil, fmt.Errorf("reading %s: %w", ObjectURI(st, key), err)
 	}
 	if int64(len(data)) > maxBytes {
-		return nil, &TooLargeError{URI: objectURI(st, key), Limit: maxBytes}
+		return nil, &TooLargeError{URI: ObjectURI(st, key), Limit: maxBytes}
 	}
 	return data, nil
 }
 
 // indexURI is where a store's index is (path.Join would fold the "//"
 // of the scheme).
-func indexURI(st store.Store) string { return objectURI(st, Key) }
+func indexURI(st store.Store) string { return ObjectURI(st, Key) }
 
-func objectURI(st store.Store, key string) string {
+func ObjectURI(st store.Store, key string) string {
 	return strings.TrimSuffix(st.URI(), "/") + "/" + key
 }
 
@@ -389,7 +398,7 @@ func missingIndex(err error, st store.Store, keys []string) error {
 	}
 	e := &MissingError{Command: "shardfeed index " + st.URI()}
 	for _, k := range keys {
-		e.Tried = append(e.Tried, objectURI(st, k))
+		e.Tried = append(e.Tried, ObjectURI(st, k))
 	}
 	return e
 }
@@ -495,7 +504,7 @@ func WriteForm(ctx context.Context, st store.Store, f *File, form Form) (string,
 		return "", err
 	}
 	if err := st.Delete(ctx, stale); err != nil {
-		return "", fmt.Errorf("removing the index's other form %s: %w", objectURI(st, stale), err)
+		return "", fmt.Errorf("removing the index's other form %s: %w", ObjectURI(st, stale), err)
 	}
 	return key, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
@@ -92,13 +93,13 @@ type Packs struct {
 	Column  string
 	// PadToken is the token id of a sequence's padding.
 	PadToken int64
-	Index    *index.PacksIndex
+	Index    *sidefile.PacksIndex
 }
 
 // Filter is a filtered stream's selection, as shardfeed index --filter
 // wrote it beside the stream's index.
 type Filter struct {
-	Index *index.FilterIndex
+	Index *sidefile.FilterIndex
 	// RunsKey is the key of the selection's runs in the store StoreName
 	// names: the stream's own, or its index's (IndexStoreName).
 	RunsKey   string
@@ -324,12 +325,12 @@ func (st *Stream) tableKey(key string) string {
 
 // Buckets returns spec.bucketing as shardfeed index cuts the samples (its
 // measure left to the lengths).
-func Buckets(b *datav1alpha1.Bucketing) (index.Buckets, error) {
-	ratios, err := index.ParseRatios(b.AspectRatios)
+func Buckets(b *datav1alpha1.Bucketing) (sidefile.Buckets, error) {
+	ratios, err := sidefile.ParseRatios(b.AspectRatios)
 	if err != nil {
-		return index.Buckets{}, fmt.Errorf("spec.bucketing.aspectRatios: %w", err)
+		return sidefile.Buckets{}, fmt.Errorf("spec.bucketing.aspectRatios: %w", err)
 	}
-	return index.Buckets{Column: b.Column, Bounds: b.Boundaries, Ratios: ratios}, nil
+	return sidefile.Buckets{Column: b.Column, Bounds: b.Boundaries, Ratios: ratios}, nil
 }
 
 // BucketsCommand is the shardfeed index command that writes a stream's
@@ -367,7 +368,7 @@ func (st *Stream) OpenBuckets(ctx context.Context, b *datav1alpha1.Bucketing, ma
 		lane := *st
 		lane.Spec.Filter = cut.Filter(k, st.Spec.Filter)
 		f, err := readFilter(ctx, st.IndexStore, lane.Spec, st.Layout.Index, maxIndexBytes)
-		if errors.Is(err, index.ErrNoSelection) {
+		if errors.Is(err, sidefile.ErrNoSelection) {
 			return fmt.Errorf("stream %q: spec.bucketing: %w: write the buckets' selections with: %s", st.Spec.Name, err, BucketsCommand(st.Spec, b))
 		}
 		if err != nil {
@@ -398,7 +399,7 @@ func PlanStreams(ss []*Stream) []*Stream {
 // checked against the index.
 func openFilter(ctx context.Context, st store.Store, i int, s datav1alpha1.Stream, x planner.StreamIndex, maxIndexBytes int64) (*Filter, error) {
 	f, err := readFilter(ctx, st, s, x, maxIndexBytes)
-	if errors.Is(err, index.ErrNoSelection) {
+	if errors.Is(err, sidefile.ErrNoSelection) {
 		return nil, fmt.Errorf("spec.streams[%d].filter: %w: write it with: %s", i, err, SelectionCommand(s))
 	}
 	if err != nil {
@@ -413,7 +414,7 @@ func readFilter(ctx context.Context, st store.Store, s datav1alpha1.Stream, x pl
 	for h, sh := range x.Shards {
 		rows[h] = sh.Samples
 	}
-	fi, err := index.ReadFilter(ctx, st, s.Filter, x.ContentHash(), rows, maxIndexBytes)
+	fi, err := sidefile.ReadFilter(ctx, st, s.Filter, x.ContentHash(), rows, maxIndexBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -427,14 +428,14 @@ func readFilter(ctx context.Context, st store.Store, s datav1alpha1.Stream, x pl
 // filtered is the planner's view of a filtered stream: each shard's
 // matching rows, its bytes with its runs' (a pod fetches both), and the
 // filter a plan input.
-func filtered(x planner.StreamIndex, f *index.FilterIndex) planner.StreamIndex {
+func filtered(x planner.StreamIndex, f *sidefile.FilterIndex) planner.StreamIndex {
 	x.Shards = slices.Clone(x.Shards)
 	for h := range x.Shards {
 		x.Shards[h].Samples = f.Shards[h].Matching
 		x.Shards[h].Bytes += f.Shards[h].Length
 		x.Shards[h].RunsBytes = f.Shards[h].Length
 	}
-	x.Filter = index.FilterHash(f.Filter)
+	x.Filter = sidefile.FilterHash(f.Filter)
 	return x
 }
 
@@ -446,8 +447,8 @@ func openPacks(ctx context.Context, st store.Store, s datav1alpha1.Stream, spec 
 	for h, sh := range x.Shards {
 		docs[h] = sh.Samples
 	}
-	px, err := index.ReadPacks(ctx, st, spec.Column, s.Filter, planspec.TokenizeKey(s.Tokenize), p, contentHash, docs, maxIndexBytes)
-	if errors.Is(err, index.ErrNoPacks) {
+	px, err := sidefile.ReadPacks(ctx, st, spec.Column, s.Filter, planspec.TokenizeKey(s.Tokenize), p, contentHash, docs, maxIndexBytes)
+	if errors.Is(err, sidefile.ErrNoPacks) {
 		return nil, fmt.Errorf("spec.packing: %w: count them with: %s", err, PacksCommand(s, spec))
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
@@ -35,7 +36,7 @@ func unreadable(err error, schema *arrow.Schema) error {
 // its runs object, written beside the stream's index under the filter's
 // hash. An unknown column is refused before any shard is read, naming the
 // columns.
-func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, filter string, progress func(done, total int, shard string)) (*index.FilterIndex, []byte, error) {
+func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, filter string, progress func(done, total int, shard string)) (*sidefile.FilterIndex, []byte, error) {
 	reader, read, schema, err := r.openScan(ctx, st, l)
 	if err != nil {
 		return nil, nil, err
@@ -49,7 +50,7 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	out := &index.FilterIndex{Shardfeed: index.Version, Filter: filter, Nulls: expr.Nulls, Index: l.Index.ContentHash()}
+	out := &sidefile.FilterIndex{Shardfeed: index.Version, Filter: filter, Nulls: expr.Nulls, Index: l.Index.ContentHash()}
 	pruner, _ := reader.(Pruner)
 	var runsObject []byte
 	for i, sh := range l.Index.Shards {

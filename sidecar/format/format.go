@@ -34,6 +34,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
@@ -465,7 +466,7 @@ func sourceFiles(ctx context.Context, st store.Store, ix Indexer, keep func(stri
 		return nil, err
 	}
 	for _, o := range objs {
-		if !index.Own(o.Key) && keep(o.Key) {
+		if !sidefile.Own(o.Key) && keep(o.Key) {
 			files = append(files, partitionFile{Object: o})
 		}
 	}

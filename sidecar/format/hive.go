@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
@@ -63,7 +64,7 @@ func walkPartitions(ctx context.Context, st store.Store, opts PartitionOptions, 
 			}
 			var objs []store.Object
 			for _, o := range l.Objects {
-				if name := path.Base(o.Key); !ignored(name) && !index.Own(name) && keep(o.Key) {
+				if name := path.Base(o.Key); !ignored(name) && !sidefile.Own(name) && keep(o.Key) {
 					objs = append(objs, o)
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/images"
 )
@@ -16,19 +17,19 @@ import (
 // Selection is a row filter's selection with its runs object: the rows
 // whose lengths are measured, where a stream is filtered.
 type Selection struct {
-	Index *index.FilterIndex
+	Index *sidefile.FilterIndex
 	Runs  []byte
 }
 
 // MeasureOf says how a column of type t is measured: a list's elements,
 // an image's height and width; an error for any other type, saying what
 // would be measured.
-func MeasureOf(name string, t arrow.DataType) (index.Measure, error) {
+func MeasureOf(name string, t arrow.DataType) (sidefile.Measure, error) {
 	switch t.ID() {
 	case arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST, arrow.LIST_VIEW, arrow.LARGE_LIST_VIEW:
-		return index.Elements, nil
+		return sidefile.Elements, nil
 	case arrow.BINARY, arrow.LARGE_BINARY:
-		return index.ImageSize, nil
+		return sidefile.ImageSize, nil
 	case arrow.STRING, arrow.LARGE_STRING:
 		return "", fmt.Errorf("column %q is text: its length in tokens needs a tokenizer, which this build does not run; measure a list column of token ids", name)
 	}
@@ -41,7 +42,7 @@ func MeasureOf(name string, t arrow.DataType) (index.Measure, error) {
 // filtered stream), only its matching rows are measured, so that a
 // shard's lengths are those of its samples. It returns the lengths' index
 // and object, written beside the stream's index.
-func (r Registry) Lengths(ctx context.Context, st store.Store, l *index.Layout, column string, sel *Selection, progress func(done, total int, shard string)) (*index.LengthsIndex, []byte, error) {
+func (r Registry) Lengths(ctx context.Context, st store.Store, l *index.Layout, column string, sel *Selection, progress func(done, total int, shard string)) (*sidefile.LengthsIndex, []byte, error) {
 	reader, read, schema, err := r.openScan(ctx, st, l)
 	if err != nil {
 		return nil, nil, err
@@ -54,7 +55,7 @@ func (r Registry) Lengths(ctx context.Context, st store.Store, l *index.Layout, 
 	if err != nil {
 		return nil, nil, err
 	}
-	out := &index.LengthsIndex{Shardfeed: index.Version, Column: column, Measure: m, Index: l.Index.ContentHash()}
+	out := &sidefile.LengthsIndex{Shardfeed: index.Version, Column: column, Measure: m, Index: l.Index.ContentHash()}
 	if sel != nil {
 		out.Filter = sel.Index.Filter
 	}
@@ -71,7 +72,7 @@ type TokenCount func(col arrow.Array, j int) (int, error)
 // column of ids the sidecar serves) made by the tokenization key. The rest
 // is Lengths'.
 func (r Registry) TokenLengths(ctx context.Context, st store.Store, l *index.Layout, text, output, key string, count TokenCount, sel *Selection,
-	progress func(done, total int, shard string)) (*index.LengthsIndex, []byte, error) {
+	progress func(done, total int, shard string)) (*sidefile.LengthsIndex, []byte, error) {
 	reader, read, schema, err := r.openScan(ctx, st, l)
 	if err != nil {
 		return nil, nil, err
@@ -80,16 +81,16 @@ func (r Registry) TokenLengths(ctx context.Context, st store.Store, l *index.Lay
 	if len(idx) == 0 {
 		return nil, nil, fmt.Errorf("the stream has no column %q (tokenize.column); its columns are %s", text, columnNames(schema))
 	}
-	out := &index.LengthsIndex{Shardfeed: index.Version, Column: output, Measure: index.Elements, Index: l.Index.ContentHash(), Tokenize: key}
+	out := &sidefile.LengthsIndex{Shardfeed: index.Version, Column: output, Measure: sidefile.Elements, Index: l.Index.ContentHash(), Tokenize: key}
 	if sel != nil {
 		out.Filter = sel.Index.Filter
 	}
-	return measureAll(ctx, reader, read, l, out, text, index.Elements, count, sel, progress)
+	return measureAll(ctx, reader, read, l, out, text, sidefile.Elements, count, sel, progress)
 }
 
 // measureAll measures every shard's samples into out and its object.
-func measureAll(ctx context.Context, reader Reader, read ReadFunc, l *index.Layout, out *index.LengthsIndex, column string, m index.Measure, count TokenCount,
-	sel *Selection, progress func(done, total int, shard string)) (*index.LengthsIndex, []byte, error) {
+func measureAll(ctx context.Context, reader Reader, read ReadFunc, l *index.Layout, out *sidefile.LengthsIndex, column string, m sidefile.Measure, count TokenCount,
+	sel *Selection, progress func(done, total int, shard string)) (*sidefile.LengthsIndex, []byte, error) {
 	var object []byte
 	for i, sh := range l.Index.Shards {
 		lengths, err := shardLengths(ctx, reader, read, i, sh.Samples, column, m, count, sel)
@@ -106,7 +107,7 @@ func measureAll(ctx context.Context, reader Reader, read ReadFunc, l *index.Layo
 
 // shardLengths measures shard i's samples: its rows, or those of its
 // selection's runs.
-func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows int64, column string, m index.Measure, count TokenCount, sel *Selection) ([]index.Length, error) {
+func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows int64, column string, m sidefile.Measure, count TokenCount, sel *Selection) ([]sidefile.Length, error) {
 	var runs []index.Run
 	if sel != nil {
 		s := sel.Index.Shards[i]
@@ -124,7 +125,7 @@ func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows
 		}
 		return sel == nil || (len(runs) > 0 && at >= runs[0][0])
 	}
-	if ms, ok := reader.(Measurer); ok && m == index.Elements && count == nil {
+	if ms, ok := reader.(Measurer); ok && m == sidefile.Elements && count == nil {
 		if which := ms.MeasuredParts(i, column); which != nil {
 			return measuredLengths(ctx, ms, reader.Parts(i), read, i, rows, column, which, keep)
 		}
@@ -142,7 +143,7 @@ func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows
 		return nil, err
 	}
 	defer rr.Release()
-	var out []index.Length
+	var out []sidefile.Length
 	var row int64
 	for rr.Next() {
 		rec := rr.RecordBatch()
@@ -171,7 +172,7 @@ func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows
 
 // measuredLengths measures shard i's samples from the parts a Measurer
 // names alone: the others are not read.
-func measuredLengths(ctx context.Context, ms Measurer, all []Part, read ReadFunc, i int, rows int64, column string, which []int, keep func(int64) bool) ([]index.Length, error) {
+func measuredLengths(ctx context.Context, ms Measurer, all []Part, read ReadFunc, i int, rows int64, column string, which []int, keep func(int64) bool) ([]sidefile.Length, error) {
 	parts := make([][]byte, len(all))
 	for _, k := range which {
 		b, err := read(ctx, all[k])
@@ -187,37 +188,37 @@ func measuredLengths(ctx context.Context, ms Measurer, all []Part, read ReadFunc
 	if int64(len(lengths)) != rows {
 		return nil, fmt.Errorf("%d rows measured, the index says %d: re-run shardfeed index", len(lengths), rows)
 	}
-	var out []index.Length
+	var out []sidefile.Length
 	for at, n := range lengths {
 		if !keep(int64(at)) {
 			continue
 		}
-		if n < 0 || n > index.MaxLength {
-			return nil, fmt.Errorf("row %d, column %q: %d elements, past the bound of %d", at, column, n, index.MaxLength)
+		if n < 0 || n > sidefile.MaxLength {
+			return nil, fmt.Errorf("row %d, column %q: %d elements, past the bound of %d", at, column, n, sidefile.MaxLength)
 		}
-		out = append(out, index.Length{uint32(n)}) //nolint:gosec // bounded above
+		out = append(out, sidefile.Length{uint32(n)}) //nolint:gosec // bounded above
 	}
 	return out, nil
 }
 
 // lengthOf measures row j of col: with count, a text's tokens.
-func lengthOf(col arrow.Array, j int, m index.Measure, count TokenCount) (index.Length, error) {
+func lengthOf(col arrow.Array, j int, m sidefile.Measure, count TokenCount) (sidefile.Length, error) {
 	if count != nil {
 		if col.IsNull(j) {
-			return index.Length{}, nil // a null text has no ids
+			return sidefile.Length{}, nil // a null text has no ids
 		}
 		n, err := count(col, j)
 		if err != nil {
-			return index.Length{}, err
+			return sidefile.Length{}, err
 		}
-		if n > index.MaxLength {
-			return index.Length{}, fmt.Errorf("%d tokens, past the bound of %d", n, index.MaxLength)
+		if n > sidefile.MaxLength {
+			return sidefile.Length{}, fmt.Errorf("%d tokens, past the bound of %d", n, sidefile.MaxLength)
 		}
-		return index.Length{uint32(n)}, nil //nolint:gosec // bounded above
+		return sidefile.Length{uint32(n)}, nil //nolint:gosec // bounded above
 	}
-	if m == index.ImageSize {
+	if m == sidefile.ImageSize {
 		if col.IsNull(j) {
-			return index.Length{}, errors.New("no image (a null): filter such rows out (spec.streams[].filter), or write an image")
+			return sidefile.Length{}, errors.New("no image (a null): filter such rows out (spec.streams[].filter), or write an image")
 		}
 		var b []byte
 		switch c := col.(type) {
@@ -228,26 +229,26 @@ func lengthOf(col arrow.Array, j int, m index.Measure, count TokenCount) (index.
 		}
 		h, w, err := images.Size(b)
 		if err != nil {
-			return index.Length{}, err
+			return sidefile.Length{}, err
 		}
-		if h > index.MaxSide || w > index.MaxSide {
-			return index.Length{}, fmt.Errorf("the image is %d×%d pixels, a side above %d", h, w, index.MaxSide)
+		if h > sidefile.MaxSide || w > sidefile.MaxSide {
+			return sidefile.Length{}, fmt.Errorf("the image is %d×%d pixels, a side above %d", h, w, sidefile.MaxSide)
 		}
-		return index.Length{uint32(h), uint32(w)}, nil //nolint:gosec // bounded above
+		return sidefile.Length{uint32(h), uint32(w)}, nil //nolint:gosec // bounded above
 	}
 	if col.IsNull(j) {
-		return index.Length{}, nil // no elements
+		return sidefile.Length{}, nil // no elements
 	}
 	list, ok := col.(array.ListLike)
 	if !ok {
-		return index.Length{}, fmt.Errorf("a %s column has no elements to count", col.DataType())
+		return sidefile.Length{}, fmt.Errorf("a %s column has no elements to count", col.DataType())
 	}
 	start, end := list.ValueOffsets(j)
 	n := end - start
-	if n < 0 || n > index.MaxLength {
-		return index.Length{}, fmt.Errorf("%d elements, past the bound of %d", n, index.MaxLength)
+	if n < 0 || n > sidefile.MaxLength {
+		return sidefile.Length{}, fmt.Errorf("%d elements, past the bound of %d", n, sidefile.MaxLength)
 	}
-	return index.Length{uint32(n)}, nil
+	return sidefile.Length{uint32(n)}, nil
 }
 
 // columnNames lists a schema's columns for a message.

@@ -22,6 +22,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/internal/testenv"
@@ -217,11 +218,11 @@ func indexTokenPacks(t *testing.T, stream sampledata.Stream, spec string) *token
 		t.Fatal(err)
 	}
 	p := planspec.Packing(ds.Spec.Packing)
-	px, err := index.Packs(x, values, p)
+	px, err := sidefile.Packs(x, values, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := index.WritePacks(ctx, data, px, p); err != nil {
+	if err := sidefile.WritePacks(ctx, data, px, p); err != nil {
 		t.Fatal(err)
 	}
 	return tk

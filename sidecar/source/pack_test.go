@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shardfeed/shardfeed/clients/go/shardfeed"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
 )
@@ -39,7 +39,7 @@ func packedStream(t testing.TB, typ arrow.DataType, lengths []uint32, p planner.
 		t.Fatal(err)
 	}
 	return &Stream{Name: "web", packed: schema, docBase: []int64{100},
-		packs: &streams.Packs{Packing: p, Column: "tokens", PadToken: 9, Index: &index.PacksIndex{Shards: []index.PacksShard{index.ShardPacks(len(lengths), st, len(packs))}}}}
+		packs: &streams.Packs{Packing: p, Column: "tokens", PadToken: 9, Index: &sidefile.PacksIndex{Shards: []sidefile.PacksShard{sidefile.ShardPacks(len(lengths), st, len(packs))}}}}
 }
 
 // A shard's documents of any list type come out as packed rows: tokens
@@ -191,12 +191,12 @@ func BenchmarkPackShard(b *testing.B) {
 func TestPackAllNumbersDocumentsAndRefusesMixedTokenTypes(t *testing.T) {
 	p := planner.Packing{SeqLength: 8, Method: planner.BestFit, Window: 4}
 	stream := func(name string, typ arrow.DataType, docs ...int64) *Stream {
-		var shards []index.PacksShard
+		var shards []sidefile.PacksShard
 		for _, d := range docs {
-			shards = append(shards, index.PacksShard{Docs: d})
+			shards = append(shards, sidefile.PacksShard{Docs: d})
 		}
 		return &Stream{Name: name, native: arrow.NewSchema([]arrow.Field{{Name: "tokens", Type: typ}}, nil),
-			packs: &streams.Packs{Packing: p, Column: "tokens", Index: &index.PacksIndex{Shards: shards}}}
+			packs: &streams.Packs{Packing: p, Column: "tokens", Index: &sidefile.PacksIndex{Shards: shards}}}
 	}
 	a := stream("a", arrow.ListOf(arrow.PrimitiveTypes.Int32), 3, 5)
 	b := stream("b", arrow.FixedSizeListOf(4, arrow.PrimitiveTypes.Int32), 7)

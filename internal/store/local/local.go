@@ -37,6 +37,10 @@ func Open(_ context.Context, src store.Source, u *url.URL) (store.Store, error) 
 	return newFileStore(dir), nil
 }
 
+// OpenDir returns the store of the folder dir (tests and tools that hold
+// a path, not a source).
+func OpenDir(dir string) store.Store { return newFileStore(dir) }
+
 // Dir returns the directory of a file:// URI.
 func Dir(uri string) (string, error) {
 	u, err := url.Parse(uri)

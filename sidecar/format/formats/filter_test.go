@@ -14,6 +14,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
@@ -50,7 +51,7 @@ func TestSelectFindsTheMatchingRowsOfEveryShard(t *testing.T) {
 	var matched []int64
 	var first int64
 	for i, s := range sel.Shards {
-		rs, covered, err := index.DecodeRuns(runs[s.Offset:s.Offset+s.Length], samples[i])
+		rs, covered, err := sidefile.DecodeRuns(runs[s.Offset:s.Offset+s.Length], samples[i])
 		if err != nil || covered != s.Matching {
 			t.Fatalf("shard %d: %v, %d covered of %d", i, err, covered, s.Matching)
 		}
@@ -146,7 +147,7 @@ func TestAFilteredStreamPlansAndDecodesOnlyItsMatchingRows(t *testing.T) {
 			t.Errorf("%s's footer read %d times, want once", e.Object, reads[footer])
 		}
 	}
-	if err := index.WriteFilter(ctx, st, sel, runs); err != nil {
+	if err := sidefile.WriteFilter(ctx, st, sel, runs); err != nil {
 		t.Fatal(err)
 	}
 	opened, err := streams.Open(ctx, 0, spec, nil, streams.Source(spec), 0)
@@ -169,7 +170,7 @@ func TestAFilteredStreamPlansAndDecodesOnlyItsMatchingRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pl.Version() != 2 || pl.Total() != 13 || pl.Fingerprint().Inputs["spec.streams[0].filter"] != index.FilterHash(filter) || !strings.HasPrefix(pl.Fingerprint().Sum, "v2-") {
+	if pl.Version() != 2 || pl.Total() != 13 || pl.Fingerprint().Inputs["spec.streams[0].filter"] != sidefile.FilterHash(filter) || !strings.HasPrefix(pl.Fingerprint().Sum, "v2-") {
 		t.Fatalf("plan version %d, %d samples, fingerprint %+v", pl.Version(), pl.Total(), pl.Fingerprint())
 	}
 

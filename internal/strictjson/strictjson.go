@@ -1,4 +1,4 @@
-package index
+package strictjson
 
 import (
 	"encoding/json"
@@ -10,14 +10,14 @@ import (
 	"unicode/utf8"
 )
 
-// decodeStrict decodes data into v and refuses a key v has no field for,
+// Decode decodes data into v and refuses a key v has no field for,
 // as a Decoder with DisallowUnknownFields would, but without a second copy
 // of data: json.Unmarshal decodes from data itself, and the key check
 // walks data in place (a Decoder over the whole document would first
 // buffer all of it, and its tokens cost ten times the walk: most of the
 // time to read an index of a million shards). An index is the largest
 // document the operator and each sidecar read.
-func decodeStrict(data []byte, v any) error {
+func Decode(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		return err
 	}
@@ -145,10 +145,10 @@ func (c *keyChecker) value(t reflect.Type) error {
 	}
 }
 
-// topKeys returns the keys of the top-level object whose value is not
+// TopKeys returns the keys of the top-level object whose value is not
 // null, walking past their values; an error if data is not an object or
 // not valid where walked.
-func topKeys(data []byte) (map[string]bool, error) {
+func TopKeys(data []byte) (map[string]bool, error) {
 	c := keyChecker{data: data}
 	if c.peek() != '{' {
 		return nil, errors.New("not an object")

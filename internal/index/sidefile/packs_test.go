@@ -1,4 +1,4 @@
-package index
+package sidefile
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/strictjson"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -19,7 +21,7 @@ func TestWriteAndReadPacks(t *testing.T) {
 	ctx := context.Background()
 	st, dir := localStore(t)
 	shards := [][]Length{{{3}, {0}, {5}, {2}, {9}}, nil, {{4}, {4}, {4}}}
-	x := &LengthsIndex{Shardfeed: Version, Column: "tokens", Measure: Elements, Filter: "lang == 'en'", Index: "abc"}
+	x := &LengthsIndex{Shardfeed: index.Version, Column: "tokens", Measure: Elements, Filter: "lang == 'en'", Index: "abc"}
 	var values []byte
 	for _, s := range shards {
 		values = x.AppendShard(values, s)
@@ -113,13 +115,13 @@ func TestWriteAndReadPacks(t *testing.T) {
 // FuzzPacksCheck: a packs index of any bytes is decoded strictly and
 // checked without a panic; one it accepts holds together.
 func FuzzPacksCheck(f *testing.F) {
-	good, _ := json.Marshal(&PacksIndex{Shardfeed: Version, Column: "t", Packing: "x", SequenceLength: 8, Index: "h",
+	good, _ := json.Marshal(&PacksIndex{Shardfeed: index.Version, Column: "t", Packing: "x", SequenceLength: 8, Index: "h",
 		Shards: []PacksShard{{Docs: 3, Packs: 2, Tokens: 12, Padding: 4}}})
 	f.Add(good)
 	f.Add([]byte(`{"shardfeed":1,"sequenceLength":1,"index":"h","shards":[{"docs":3,"packs":9223372036854775807,"tokens":1}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var x PacksIndex
-		if decodeStrict(data, &x) != nil || len(x.Shards) != 1 {
+		if strictjson.Decode(data, &x) != nil || len(x.Shards) != 1 {
 			return
 		}
 		if x.Check("h", []int64{x.Shards[0].Docs}) != nil {

@@ -1,4 +1,4 @@
-package index
+package strictjson
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func TestDecodeStrictNamesTheFirstUnknownKey(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var v strictDoc
-			err := decodeStrict([]byte(tt.doc), &v)
+			err := Decode([]byte(tt.doc), &v)
 			if tt.says == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -73,7 +73,7 @@ func FuzzDecodeStrict(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var got strictDoc
-		err := decodeStrict(data, &got)
+		err := Decode(data, &got)
 		var want strictDoc
 		r := bytes.NewReader(data)
 		dec := json.NewDecoder(r)
@@ -83,10 +83,10 @@ func FuzzDecodeStrict(f *testing.F) {
 			return // trailing data: Unmarshal refuses it, a Decoder stops before it
 		}
 		if err == nil && werr != nil {
-			t.Fatalf("decodeStrict took %q, which a strict Decoder refuses: %v", data, werr)
+			t.Fatalf("Decode took %q, which a strict Decoder refuses: %v", data, werr)
 		}
 		if err != nil && werr == nil && !strings.Contains(err.Error(), "unknown field") {
-			t.Fatalf("decodeStrict refused %q, which a strict Decoder takes: %v", data, err)
+			t.Fatalf("Decode refused %q, which a strict Decoder takes: %v", data, err)
 		}
 	})
 }
@@ -115,7 +115,7 @@ func TestTopKeysOfAnyDocument(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := topKeys([]byte(tt.doc))
+			got, err := TopKeys([]byte(tt.doc))
 			if tt.want == nil {
 				if err == nil {
 					t.Fatalf("took %.40q: %v", tt.doc, got)
@@ -144,7 +144,7 @@ func FuzzTopKeys(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := topKeys(data)
+		got, err := TopKeys(data)
 		var m map[string]json.RawMessage
 		if json.Unmarshal(data, &m) != nil || m == nil {
 			return

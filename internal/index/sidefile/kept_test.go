@@ -1,4 +1,4 @@
-package index
+package sidefile
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 )
@@ -17,8 +18,8 @@ import (
 func TestKeepCopiesAnIndexAndItsSideFiles(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
-		"part-0.parquet": "data", Key: `{"shardfeed": 1}`, Dir + "/filter-ab.json": "sel", Dir + "/index.partial.json": "cp",
-		KeptDir + "0000000000000000000000000000000000000000000000000000000000000000/" + Key: "older",
+		"part-0.parquet": "data", index.Key: `{"shardfeed": 1}`, index.Dir + "/filter-ab.json": "sel", index.Dir + "/index.partial.json": "cp",
+		KeptDir + "0000000000000000000000000000000000000000000000000000000000000000/" + index.Key: "older",
 	}
 	for key, body := range files {
 		p := filepath.Join(dir, filepath.FromSlash(key))
@@ -43,7 +44,7 @@ func TestKeepCopiesAnIndexAndItsSideFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string]string{Key: `{"shardfeed": 1}`, Dir + "/filter-ab.json": "sel"} {
+	for key, want := range map[string]string{index.Key: `{"shardfeed": 1}`, index.Dir + "/filter-ab.json": "sel"} {
 		r, err := kept.Get(ctx, key, 0, -1)
 		if err != nil {
 			t.Fatal(err)
@@ -54,7 +55,7 @@ func TestKeepCopiesAnIndexAndItsSideFiles(t *testing.T) {
 			t.Fatalf("kept %s = %q, want %q", key, got, want)
 		}
 	}
-	if _, err := kept.Stat(ctx, Dir+"/index.partial.json"); err == nil {
+	if _, err := kept.Stat(ctx, index.Dir+"/index.partial.json"); err == nil {
 		t.Fatal("a checkpoint was kept")
 	}
 	if _, err := Keep(ctx, st, "not-a-hash"); err == nil {

@@ -143,3 +143,54 @@ func CompareHashed(t testing.TB, what string, got []string, answers []byte) {
 		t.Fatalf("%s: %d of %d rows differ from the oracle's (%d kept whole)", what, bad, len(lines), whole)
 	}
 }
+
+// RewriteEnv, set to 1, makes MatchRecording write what the Go code made
+// instead of comparing it: for recordings whose oracle is this project's
+// own code (the hand-off's frames, which the clients' tests replay), not a
+// format's project (those are make golden's).
+const RewriteEnv = "SHARDFEED_REWRITE"
+
+// MatchRecording fails unless dir holds exactly files (names to bytes);
+// with RewriteEnv=1 it writes them there instead, removing any other file.
+// what names the recording in the failure, with how to re-record it.
+func MatchRecording(t testing.TB, dir, what string, files map[string][]byte) {
+	t.Helper()
+	if os.Getenv(RewriteEnv) == "1" {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("%s: %v (%s=1 records it)", what, err, RewriteEnv)
+	}
+	for _, e := range entries {
+		if _, ok := files[e.Name()]; !ok {
+			t.Errorf("%s: %s is recorded, and no longer made", what, e.Name())
+		}
+	}
+	for name, data := range files {
+		had, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("%s: %s is made, and not recorded: %v", what, name, err)
+			continue
+		}
+		if !bytes.Equal(had, data) {
+			at := 0
+			for at < min(len(had), len(data)) && had[at] == data[at] {
+				at++
+			}
+			t.Errorf("%s: %s differs from the recording at byte %d of %d (recorded %d): if on purpose, %s=1 re-records it",
+				what, name, at, len(data), len(had), RewriteEnv)
+		}
+	}
+}

@@ -32,8 +32,9 @@ func fuzzServer(f *testing.F) http.Handler {
 	return testServer(f, nil)
 }
 
-// testServer is fuzzServer's sidecar with its metrics in reg (if not nil).
-func testServer(f testing.TB, reg prometheus.Registerer) http.Handler {
+// testServer is fuzzServer's sidecar with its metrics in reg (if not nil),
+// its configuration changed by each of opts.
+func testServer(f testing.TB, reg prometheus.Registerer, opts ...func(*server.Config)) http.Handler {
 	f.Helper()
 	dir := f.TempDir()
 	if err := sampledata.MDS(filepath.Join(dir, "m"), "m", 64, 1<<10, ""); err != nil {
@@ -58,8 +59,12 @@ func testServer(f testing.TB, reg prometheus.Registerer) http.Handler {
 	if _, err := progress.Register(context.Background(), st, job); err != nil {
 		f.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Pipeline: feed.Pipeline, Progress: progress.Local{Store: st}, Job: job,
-		Placement: sidecarconfig.Placement{RankMode: server.RankModePod, Pod: 0, Pods: 2, ProcsPerPod: 2}, Log: slog.New(slog.DiscardHandler), Registry: reg})
+	cfg := server.Config{Pipeline: feed.Pipeline, Progress: progress.Local{Store: st}, Job: job,
+		Placement: sidecarconfig.Placement{RankMode: server.RankModePod, Pod: 0, Pods: 2, ProcsPerPod: 2}, Log: slog.New(slog.DiscardHandler), Registry: reg}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		f.Fatal(err)
 	}

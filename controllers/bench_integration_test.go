@@ -26,6 +26,7 @@ import (
 	"github.com/shardfeed/shardfeed/controllers"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
@@ -230,9 +231,9 @@ func BenchmarkReconcile100kShards(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f := &index.File{Shardfeed: index.Version, Format: "parquet", Shards: make([]index.Entry, shards)}
+	f := &indexfile.File{Shardfeed: indexfile.Version, Format: "parquet", Shards: make([]indexfile.Entry, shards)}
 	for i := range f.Shards {
-		f.Shards[i] = index.Entry{Name: fmt.Sprintf("part-%06d.parquet#0", i), Object: fmt.Sprintf("part-%06d.parquet", i),
+		f.Shards[i] = indexfile.Entry{Name: fmt.Sprintf("part-%06d.parquet#0", i), Object: fmt.Sprintf("part-%06d.parquet", i),
 			Offset: 4, Length: 64 << 20, Samples: 10_000, Hash: fmt.Sprintf("xxh64:%016x", i), ObjectSize: 64<<20 + 1024}
 	}
 	if err := index.Write(ctx, st, f); err != nil {

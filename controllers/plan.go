@@ -17,7 +17,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/streams"
@@ -107,7 +107,7 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 			open = streams.OpenSummary
 		}
 		st, err := open(ctx, i, planspec.Resolved(&ds.Spec, i), ds.Spec.Packing, src, capBytes)
-		var tooLarge *index.TooLargeError
+		var tooLarge *indexfile.TooLargeError
 		switch {
 		case errors.As(err, &tooLarge) && capBytes < r.Policy.maxIndexBytes():
 			return nil, nil, nil, overBudget(s.Name, budget, tooLarge)
@@ -138,10 +138,10 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 }
 
 // overBudget is a dataset whose indexes together pass its budget, at
-// stream name; a *index.TooLargeError for the condition's reason.
-func overBudget(name string, budget int64, read *index.TooLargeError) error {
+// stream name; a *indexfile.TooLargeError for the condition's reason.
+func overBudget(name string, budget int64, read *indexfile.TooLargeError) error {
 	if read == nil {
-		read = &index.TooLargeError{URI: "stream " + name, Limit: budget}
+		read = &indexfile.TooLargeError{URI: "stream " + name, Limit: budget}
 	}
 	return fmt.Errorf("the indexes of the dataset's streams and filters together pass its budget of %d bytes at stream %q (the manager's --max-dataset-index-bytes, chart value datasets.maxDatasetIndexBytes): split the dataset into several, or raise the budget: %w",
 		budget, name, read)

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/local"
 	"github.com/shardfeed/shardfeed/internal/store/s3"
@@ -26,7 +26,7 @@ import (
 // memory, so it reads only what the policy allows, bounded in bytes and
 // time.
 type StorePolicy struct {
-	// MaxIndexBytes caps one index read (0: index.DefaultMaxBytes).
+	// MaxIndexBytes caps one index read (0: indexfile.DefaultMaxBytes).
 	MaxIndexBytes int64
 	// MaxDatasetIndexBytes caps the index bytes one dataset's reconcile
 	// reads, its streams' indexes and filters' selections together (0:
@@ -75,7 +75,7 @@ func (p StorePolicy) maxIndexBytes() int64 {
 	if p.MaxIndexBytes > 0 {
 		return p.MaxIndexBytes
 	}
-	return index.DefaultMaxBytes
+	return indexfile.DefaultMaxBytes
 }
 
 func (p StorePolicy) datasetBudget() int64 {

@@ -28,7 +28,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/planner"
@@ -299,7 +299,7 @@ func indexErrorReason(err error) (reason string, notAllowed bool) {
 	var (
 		ce       *credentialsError
 		na       *notAllowedError
-		tooLarge *index.TooLargeError
+		tooLarge *indexfile.TooLargeError
 		refused  *store.HostError
 	)
 	switch {

@@ -37,6 +37,8 @@ import (
 	"github.com/shardfeed/shardfeed/controllers"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/compact"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/planner"
@@ -599,22 +601,22 @@ func TestIntegrationACompactIndexIsPlannedFromItsHeader(t *testing.T) {
 	ns := apiServer.Namespace(t)
 	bucket := minioServer.Bucket(t)
 	const shards = 20000
-	f := &index.File{Shardfeed: index.Version, Format: datav1alpha1.FormatParquet, Shards: make([]index.Entry, shards)}
+	f := &indexfile.File{Shardfeed: indexfile.Version, Format: datav1alpha1.FormatParquet, Shards: make([]indexfile.Entry, shards)}
 	var samples int64
 	for h := range f.Shards {
 		n := int64(100 + h%7)
 		samples += n
-		f.Shards[h] = index.Entry{Name: fmt.Sprintf("part-%05d.parquet#0", h), Object: fmt.Sprintf("part-%05d.parquet", h),
+		f.Shards[h] = indexfile.Entry{Name: fmt.Sprintf("part-%05d.parquet#0", h), Object: fmt.Sprintf("part-%05d.parquet", h),
 			Offset: 4, Length: 4000, Samples: n, Hash: fmt.Sprintf("xxh64:%016x", h), ObjectSize: 5000}
 	}
-	data, err := index.EncodeCompact(f)
+	data, err := compact.Encode(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := minioServer.Client.PutObject(ctx, bucket, "c/"+index.CompactKey, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+	if _, err := minioServer.Client.PutObject(ctx, bucket, "c/"+compact.Key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := index.NewCompactReader(int64(len(data)), func(off, n int64) ([]byte, error) { return data[off : off+n], nil }, 0)
+	r, err := compact.NewReader(int64(len(data)), func(off, n int64) ([]byte, error) { return data[off : off+n], nil }, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

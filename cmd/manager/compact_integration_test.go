@@ -17,7 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/compact"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // TestIntegrationTheManagerPlansACompactIndexFromItsHeader: a stream of
@@ -31,17 +32,17 @@ func TestIntegrationTheManagerPlansACompactIndexFromItsHeader(t *testing.T) {
 	mio := operatorWithMinIO(t, operatorNS)
 	bucket := mio.Bucket(t)
 	const shards = 400_000
-	f := &index.File{Shardfeed: index.Version, Format: datav1alpha1.FormatParquet}
+	f := &indexfile.File{Shardfeed: indexfile.Version, Format: datav1alpha1.FormatParquet}
 	for i := range shards {
 		obj := fmt.Sprintf("part-%07d.parquet", i/4)
-		f.Shards = append(f.Shards, index.Entry{Name: fmt.Sprintf("%s#%d", obj, i%4), Object: obj, Part: i % 4, Offset: 4 + int64(i%4)*5000,
+		f.Shards = append(f.Shards, indexfile.Entry{Name: fmt.Sprintf("%s#%d", obj, i%4), Object: obj, Part: i % 4, Offset: 4 + int64(i%4)*5000,
 			Length: 5000, Samples: 900 + int64(i%200), Hash: fmt.Sprintf("xxh64:%016x", uint64(i)*0x9e3779b97f4a7c15), ObjectSize: 20200, FooterOffset: 20004, FooterLength: 196})
 	}
-	body, err := index.EncodeCompact(f)
+	body, err := compact.Encode(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mio.Client.PutObject(ctx, bucket, "web/"+index.CompactKey, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+	if _, err := mio.Client.PutObject(ctx, bucket, "web/"+compact.Key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	port := freePort(t)

@@ -22,6 +22,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/arrowsize"
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -202,7 +203,7 @@ type converter struct {
 	formats format.Registry
 	stderr  io.Writer
 	tmp     string
-	schema  []index.Field // given, for text sources
+	schema  []indexfile.Field // given, for text sources
 	// partitions read a hive-partitioned source, its partition values
 	// written as columns.
 	partitions *format.PartitionOptions

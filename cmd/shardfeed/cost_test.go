@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
 // What index says it read is a share of the indexed objects only when it
 // is one: reading files beside them once printed 100 % and more.
 func TestIndexSaysWhatItReadOfTheObjects(t *testing.T) {
-	f := &index.File{Shards: []index.Entry{{Object: "a.tar", ObjectSize: 1000}, {Object: "a.tar", ObjectSize: 1000}, {Object: "b.tar", ObjectSize: 1000}}}
+	f := &indexfile.File{Shards: []indexfile.Entry{{Object: "a.tar", ObjectSize: 1000}, {Object: "a.tar", ObjectSize: 1000}, {Object: "b.tar", ObjectSize: 1000}}}
 	for _, c := range []struct {
 		read      int64
 		want, not string

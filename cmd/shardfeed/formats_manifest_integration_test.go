@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 )
 
@@ -62,8 +62,8 @@ spec:
 			t.Fatalf("index %s: %v\n%s", s, err, out)
 		}
 	}
-	read := func(d string) *index.File {
-		var f index.File
+	read := func(d string) *indexfile.File {
+		var f indexfile.File
 		data, err := os.ReadFile(filepath.Join(d, "_shardfeed", "index.json"))
 		if err != nil {
 			t.Fatal(err)
@@ -81,7 +81,7 @@ spec:
 	if strings.Join(objects, ",") != "shards-000001.tar,shards-000002.tar" {
 		t.Fatalf("the pattern indexed %v", objects)
 	}
-	if i := slices.IndexFunc(images.Schema, func(f index.Field) bool { return f.Name == "json" }); i < 0 || images.Schema[i].Type != "binary" {
+	if i := slices.IndexFunc(images.Schema, func(f indexfile.Field) bool { return f.Name == "json" }); i < 0 || images.Schema[i].Type != "binary" {
 		t.Fatalf("schema %v: json should be binary, as the manifest types it", images.Schema)
 	}
 	tokens := read(meg)

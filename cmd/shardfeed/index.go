@@ -22,6 +22,8 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/compact"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
@@ -89,7 +91,7 @@ type indexOptions struct {
 	objects  []store.Object
 	out      io.Writer
 	// specSchema is a manifest stream's column types (webdataset).
-	specSchema []index.Field
+	specSchema []indexfile.Field
 	// tokenize is a manifest stream's tokenization (its own or the
 	// dataset's): lengths of its output column are its text's tokens.
 	tokenize *datav1alpha1.Tokenize
@@ -291,7 +293,7 @@ func newIndexCommand() *cobra.Command {
 	cmd.Flags().IntVar(&o.listParallel, "list-parallel", 16, "directories of the stream's tree listed at once (each a request stream of its own)")
 	cmd.Flags().StringVar(&o.objectList, "object-list", "", "a file of the stream's objects (keys and sizes) read instead of listing its prefix: an S3 Inventory report's CSV data file, or rows of key,size (keys as the bucket names them; others are skipped)")
 	cmd.Flags().BoolVar(&o.appendTo, "append", false, "index only the objects the stream's index does not list yet, their shards after its own (which stay as they are); a new index, so a new plan fingerprint")
-	cmd.Flags().StringVar(&o.indexForm, "index-form", string(index.FormAuto), fmt.Sprintf("the form of the index written: json (%s), compact (%s, read in parts), or auto: compact above %d shards", index.Key, index.CompactKey, index.CompactAbove))
+	cmd.Flags().StringVar(&o.indexForm, "index-form", string(index.FormAuto), fmt.Sprintf("the form of the index written: json (%s), compact (%s, read in parts), or auto: compact above %d shards", indexfile.Key, compact.Key, index.CompactAbove))
 	cmd.Flags().StringVar(&o.objectListForm, "object-list-form", string(objectlist.CSV), "the object list's form: csv (rows of key,size), s3-inventory-csv (a report's CSV data file, .gz too), parquet (columns key and size, and bucket: a report's Parquet data file) or s3-inventory (a report's manifest.json, its data files beside it or in ../data/)")
 	cmd.Flags().StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "index, but do not write the index")
@@ -402,9 +404,9 @@ func (o *indexOptions) writeBuckets(ctx context.Context, out io.Writer, ist stor
 		return fmt.Errorf("--aspect-ratios: %w", err)
 	}
 	b := sidefile.Buckets{Column: x.Column, Measure: x.Measure, Bounds: o.buckets, Ratios: ratios}
-	var runs func(i int) ([]index.Run, error)
+	var runs func(i int) ([]indexfile.Run, error)
 	if sel != nil {
-		runs = func(i int) ([]index.Run, error) {
+		runs = func(i int) ([]indexfile.Run, error) {
 			sh := sel.Index.Shards[i]
 			return sel.Index.ShardRuns(i, sel.Runs[sh.Offset:sh.Offset+sh.Length], l.Index.Shards[i].Samples)
 		}
@@ -533,12 +535,12 @@ func (o *indexOptions) indexStream(ctx context.Context, cmd *cobra.Command, st, 
 		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "note: every object is under key=value folders (%s): their values are not columns of this index; %s\n",
 			strings.Join(keys, ", "), fix)
 	}
-	return f.Layout(), nil
+	return index.LayoutOf(f), nil
 }
 
 // keepReplaced keeps the index at ist, with its side files, when f is of
 // other content (sidefile.Keep): a job that committed on it resumes there.
-func keepReplaced(ctx context.Context, w io.Writer, ist store.Store, f *index.File) error {
+func keepReplaced(ctx context.Context, w io.Writer, ist store.Store, f *indexfile.File) error {
 	old, _, err := index.ReadStoreIndex(ctx, ist, 0)
 	if err != nil || old == nil {
 		return nil //nolint:nilerr // no index there (or none readable): nothing a job can resume on
@@ -558,7 +560,7 @@ func keepReplaced(ctx context.Context, w io.Writer, ist store.Store, f *index.Fi
 
 // writeIndex writes the index in the form asked for, unless a dry run:
 // the key it is (or would be) at.
-func (o *indexOptions) writeIndex(ctx context.Context, ist store.Store, f *index.File) (string, error) {
+func (o *indexOptions) writeIndex(ctx context.Context, ist store.Store, f *indexfile.File) (string, error) {
 	form := index.Form(o.indexForm).Of(f)
 	if o.dryRun {
 		return form.Key(), nil
@@ -627,7 +629,7 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 		if w := s.WebDataset; w != nil {
 			o.shards = w.Shards
 			for _, c := range w.Columns {
-				o.specSchema = append(o.specSchema, index.Field{Name: c.Name, Type: c.Type})
+				o.specSchema = append(o.specSchema, indexfile.Field{Name: c.Name, Type: c.Type})
 			}
 		}
 		if m := s.Megatron; m != nil {
@@ -857,7 +859,7 @@ func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *
 
 // printCost says what indexing read of the indexed objects: a format that
 // reads headers alone (webdataset) reads a small share of them.
-func printCost(out io.Writer, f *index.File, counts *store.Counts) {
+func printCost(out io.Writer, f *indexfile.File, counts *store.Counts) {
 	size, read := objectsSize(f), counts.ReadBytes.Load()
 	switch {
 	case size > 0 && read <= size:
@@ -873,7 +875,7 @@ func printCost(out io.Writer, f *index.File, counts *store.Counts) {
 
 // objectsSize sums the sizes of the objects an index's shards are in,
 // where it records them.
-func objectsSize(f *index.File) int64 {
+func objectsSize(f *indexfile.File) int64 {
 	seen := map[string]bool{}
 	var n int64
 	for _, e := range f.Shards {
@@ -976,10 +978,10 @@ func (p *partitionFlags) options(kind datav1alpha1.ShardFormat) (*format.Partiti
 	}
 	for _, c := range strings.Split(p.cols, ",") {
 		name, typ, ok := strings.Cut(strings.TrimSpace(c), ":")
-		if !ok || name == "" || !slices.Contains(index.PartitionTypes, typ) {
-			return nil, fmt.Errorf("--partition-columns %q: each column is name:type, the type one of %s", c, strings.Join(index.PartitionTypes, ", "))
+		if !ok || name == "" || !slices.Contains(indexfile.PartitionTypes, typ) {
+			return nil, fmt.Errorf("--partition-columns %q: each column is name:type, the type one of %s", c, strings.Join(indexfile.PartitionTypes, ", "))
 		}
-		opts.Columns = append(opts.Columns, index.Field{Name: name, Type: typ})
+		opts.Columns = append(opts.Columns, indexfile.Field{Name: name, Type: typ})
 	}
 	return opts, nil
 }
@@ -1080,7 +1082,7 @@ func (l *lanceFlags) options(kind datav1alpha1.ShardFormat) (*format.TableOption
 // hiveKeys returns the partition keys of a tree whose every object sits
 // under key=value folders (a hive-partitioned tree indexed without
 // --hive, whose partition values would not be columns), else nil.
-func hiveKeys(f *index.File) []string {
+func hiveKeys(f *indexfile.File) []string {
 	var keys []string
 	for i, e := range f.Shards {
 		dirs := strings.Split(e.Object, "/")
@@ -1165,12 +1167,12 @@ func parseBytes(s string) (int64, error) {
 }
 
 // readSchema reads a schema file: [{"name": …, "type": …}, …].
-func readSchema(path string) ([]index.Field, error) {
+func readSchema(path string) ([]indexfile.Field, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var fields []index.Field
+	var fields []indexfile.Field
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fields); err != nil {
@@ -1180,7 +1182,7 @@ func readSchema(path string) ([]index.Field, error) {
 		return nil, fmt.Errorf("--schema %s lists no columns", path)
 	}
 	for i, f := range fields {
-		t, err := index.ParseColumnType(f.Type)
+		t, err := indexfile.ParseColumnType(f.Type)
 		if err != nil {
 			return nil, fmt.Errorf("--schema %s: column %q: %w", path, f.Name, err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
@@ -41,7 +42,7 @@ func TestIndexOnJSONLinesRunsTwiceCoversEveryRecordAndConvertsAfter(t *testing.T
 			t.Fatalf("index, run %d (the second reads its own index.json as data on the old code): %v\n%s", run, err, out)
 		}
 	}
-	fh, err := os.Open(filepath.Join(dir, index.Dir, index.FileName))
+	fh, err := os.Open(filepath.Join(dir, indexfile.Dir, indexfile.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestIndexOnJSONLinesRunsTwiceCoversEveryRecordAndConvertsAfter(t *testing.T
 	// Trap 6: what convert and index write is readable by others, and a
 	// second convert into the same output neither mixes stale shards with
 	// the new ones nor deletes anything unasked.
-	for _, p := range []string{filepath.Join(dir, index.Dir, index.FileName), filepath.Join(out, index.Dir, index.FileName)} {
+	for _, p := range []string{filepath.Join(dir, indexfile.Dir, indexfile.FileName), filepath.Join(out, indexfile.Dir, indexfile.FileName)} {
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o644 {
 			t.Errorf("%s: mode %v (%v), want 0644", p, fi.Mode().Perm(), err)
 		}
@@ -72,7 +73,7 @@ func TestIndexOnJSONLinesRunsTwiceCoversEveryRecordAndConvertsAfter(t *testing.T
 	if err == nil || !strings.Contains(err.Error(), "already holds") || !strings.Contains(err.Error(), "--overwrite") {
 		t.Fatalf("convert into a non-empty output: %v\n%s", err, res)
 	}
-	if _, err := os.Stat(filepath.Join(out, index.Dir, index.FileName)); err != nil {
+	if _, err := os.Stat(filepath.Join(out, indexfile.Dir, indexfile.FileName)); err != nil {
 		t.Fatalf("the refused convert touched the output: %v", err)
 	}
 	res, err = runCLI(t, "convert", src, "--from", "jsonl", "--to", "mds", "--out", "file://"+out+"/", "--overwrite")
@@ -90,7 +91,7 @@ func TestIndexOnJSONLinesRunsTwiceCoversEveryRecordAndConvertsAfter(t *testing.T
 	}
 
 	schema := filepath.Join(t.TempDir(), "schema.json")
-	b, _ := json.Marshal([]index.Field{{Name: "x", Type: "int64"}})
+	b, _ := json.Marshal([]indexfile.Field{{Name: "x", Type: "int64"}})
 	if err := os.WriteFile(schema, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestIndexAStreamOfAManifest(t *testing.T) {
 	if out, err := runCLI(t, "index", "-f", one); err != nil || !strings.Contains(out, "11 samples") {
 		t.Fatalf("index -f with one stream to index: %v\n%s", err, out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "a", index.Dir, index.FileName)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "a", indexfile.Dir, indexfile.FileName)); err != nil {
 		t.Fatalf("index -f wrote no index beside the stream's data (paths are relative to the manifest): %v", err)
 	}
 	if out, err := runCLI(t, "index", "-f", two, "--stream", "b"); err != nil || !strings.Contains(out, filepath.Join(dir, "b")) {
@@ -292,7 +293,7 @@ func TestTheFilterFixItCommandKeepsTheIndex(t *testing.T) {
 	if out, err := runCLI(t, "index", "file://"+data+"/", "--format", "jsonl", "--shard-size", "1KiB"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	before, err := os.ReadFile(filepath.Join(data, index.Dir, index.FileName))
+	before, err := os.ReadFile(filepath.Join(data, indexfile.Dir, indexfile.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func TestTheFilterFixItCommandKeepsTheIndex(t *testing.T) {
 	if out, err := runCLI(t, args...); err != nil {
 		t.Fatalf("the printed command %q: %v\n%s", printed, err, out)
 	}
-	after, err := os.ReadFile(filepath.Join(data, index.Dir, index.FileName))
+	after, err := os.ReadFile(filepath.Join(data, indexfile.Dir, indexfile.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +413,7 @@ func TestAHiveTreeIndexedWithoutHiveGetsAHint(t *testing.T) {
 	if err := sampledata.Parquet(context.Background(), filepath.Join(pq, "day=1"), "p", 10, 10, 10); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(filepath.Join(pq, "day=1", index.Dir)); err != nil {
+	if err := os.RemoveAll(filepath.Join(pq, "day=1", indexfile.Dir)); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := runCLI(t, "index", "file://"+pq+"/", "--format", "parquet"); err != nil || !strings.Contains(out, "(day): their values are not columns of this index; index with --hive") {

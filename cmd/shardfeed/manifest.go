@@ -16,6 +16,8 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/compact"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store/local"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
@@ -107,7 +109,7 @@ func readIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset, indexDir
 // indexFiles are where --index-dir DIR may hold a stream's index, in the
 // order looked at.
 func indexFiles(dir, stream string) []string {
-	return []string{filepath.Join(dir, stream, index.FileName), filepath.Join(dir, stream, index.CompactFileName), filepath.Join(dir, stream+".json"), filepath.Join(dir, stream+".sfi")}
+	return []string{filepath.Join(dir, stream, indexfile.FileName), filepath.Join(dir, stream, compact.FileName), filepath.Join(dir, stream+".json"), filepath.Join(dir, stream+".sfi")}
 }
 
 func readStreamIndex(ctx context.Context, i int, s datav1alpha1.Stream, indexDirs []string, credentialsDir string) (planner.StreamIndex, error) {

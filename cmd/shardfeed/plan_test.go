@@ -17,8 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // writeMDSIndex writes an MDS index.json (format version 2, as
@@ -677,11 +676,11 @@ func TestIndexWithAGivenNestedSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f index.File
+	var f indexfile.File
 	if err := json.Unmarshal(data, &f); err != nil {
 		t.Fatal(err)
 	}
-	want := []index.Field{{Name: "id", Type: "int64"}, {Name: "meta", Type: `struct<"lang":utf8,"tags":list<utf8>>`}, {Name: "later", Type: "float64"}}
+	want := []indexfile.Field{{Name: "id", Type: "int64"}, {Name: "meta", Type: `struct<"lang":utf8,"tags":list<utf8>>`}, {Name: "later", Type: "float64"}}
 	if !reflect.DeepEqual(f.Schema, want) {
 		t.Fatalf("schema = %v, want %v", f.Schema, want)
 	}

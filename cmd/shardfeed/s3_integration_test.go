@@ -24,6 +24,8 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/compact"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
@@ -277,7 +279,7 @@ func TestIntegrationIndexCompactAndAppendOnS3(t *testing.T) {
 		_, err := st.Stat(ctx, key)
 		return err == nil
 	}
-	read := func() *index.File {
+	read := func() *indexfile.File {
 		l, _, err := index.ReadStoreIndex(ctx, st, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -286,7 +288,7 @@ func TestIntegrationIndexCompactAndAppendOnS3(t *testing.T) {
 	}
 	run("--index-form", "json")
 	asJSON := read()
-	if out := run("--index-form", "compact"); !strings.Contains(out, "_shardfeed/index.sfi: 6 shards") || !exists(index.CompactKey) || exists(index.Key) {
+	if out := run("--index-form", "compact"); !strings.Contains(out, "_shardfeed/index.sfi: 6 shards") || !exists(compact.Key) || exists(indexfile.Key) {
 		t.Fatalf("index --index-form compact:\n%s", out)
 	}
 	compact := read()

@@ -19,7 +19,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/planner"
@@ -364,9 +364,9 @@ func indexWarnings(ds *datav1alpha1.TrainingDataset, indexDirs []string) []strin
 					break
 				}
 			}
-			if err == nil && fi.Size() > index.DefaultMaxBytes {
+			if err == nil && fi.Size() > indexfile.DefaultMaxBytes {
 				out = append(out, fmt.Sprintf("stream %q: its index is %s, more than the %s a sidecar reads of one stream's index (the manager reads --max-index-bytes, 16Mi by default): write it compact (shardfeed index --index-form compact: about a tenth of the JSON's size), or split the stream's shards into several streams of fewer shards each",
-					s.Name, bytesize.Human(fi.Size()), bytesize.Human(index.DefaultMaxBytes)))
+					s.Name, bytesize.Human(fi.Size()), bytesize.Human(indexfile.DefaultMaxBytes)))
 				break
 			}
 		}

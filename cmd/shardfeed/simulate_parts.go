@@ -9,7 +9,8 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/compact"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	localstore "github.com/shardfeed/shardfeed/internal/store/local"
 	"github.com/shardfeed/shardfeed/internal/streams"
@@ -42,14 +43,14 @@ func (p *partsStart) Total() time.Duration { return p.Indexes + p.Plan + p.Resol
 
 // leanIndexes opens every stream's index in parts; nil where one is not
 // compact (a sidecar reads it whole).
-func (o *simulateOptions) leanIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset) ([]*index.CompactCounts, func(), error) {
+func (o *simulateOptions) leanIndexes(ctx context.Context, ds *datav1alpha1.TrainingDataset) ([]*compact.Counts, func(), error) {
 	var files []*os.File
 	closeAll := func() {
 		for _, f := range files {
 			_ = f.Close()
 		}
 	}
-	out := make([]*index.CompactCounts, len(ds.Spec.Streams))
+	out := make([]*compact.Counts, len(ds.Spec.Streams))
 	for i, s := range ds.Spec.Streams {
 		path, local, _ := o.compactFile(s)
 		if !local {
@@ -58,21 +59,20 @@ func (o *simulateOptions) leanIndexes(ctx context.Context, ds *datav1alpha1.Trai
 				closeAll()
 				return nil, nil, err
 			}
-			f := st.Layout.File
-			if f == nil || f.Lean() == nil {
+			if st.Layout.Lean == nil {
 				closeAll()
 				return nil, nil, nil
 			}
-			out[i] = f.Lean()
+			out[i] = st.Layout.Lean
 			continue
 		}
-		r, f, err := index.OpenCompactFile(path, 0)
+		r, f, err := compact.OpenFile(path, 0)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
 		files = append(files, f)
-		if _, out[i], err = r.LeanLayout(); err != nil {
+		if _, _, out[i], err = r.LeanFile(); err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -83,13 +83,13 @@ func (o *simulateOptions) leanIndexes(ctx context.Context, ds *datav1alpha1.Trai
 // compactFile is where the stream's index is on this machine, in
 // --index-dir or in a local stream's directory (local: whether it is), and
 // whether it is compact; not local: it is read from the stream's store.
-func (o *simulateOptions) compactFile(s datav1alpha1.Stream) (path string, local, compact bool) {
+func (o *simulateOptions) compactFile(s datav1alpha1.Stream) (path string, local, isCompact bool) {
 	var candidates []string
 	for _, dir := range o.indexDirs {
 		candidates = append(candidates, indexFiles(dir, s.Name)...)
 	}
 	if dir, err := localstore.Dir(s.Source.URI); err == nil {
-		for _, key := range []string{index.Key, index.CompactKey, index.FileName} {
+		for _, key := range []string{indexfile.Key, compact.Key, indexfile.FileName} {
 			candidates = append(candidates, filepath.Join(dir, filepath.FromSlash(key)))
 		}
 	} else if len(o.indexDirs) == 0 {
@@ -111,7 +111,7 @@ func (o *simulateOptions) startInParts(ctx context.Context, ds *datav1alpha1.Tra
 		return nil, nil
 	}
 	for _, s := range ds.Spec.Streams {
-		if _, _, compact := o.compactFile(s); s.Filter != "" || !compact {
+		if _, _, isCompact := o.compactFile(s); s.Filter != "" || !isCompact {
 			return nil, nil
 		}
 	}
@@ -202,7 +202,7 @@ func (p *partsStart) String() string {
 }
 
 // planOfCounts is the dataset's plan over its indexes read in parts.
-func planOfCounts(ds *datav1alpha1.TrainingDataset, counts []*index.CompactCounts) (*planner.Plan, error) {
+func planOfCounts(ds *datav1alpha1.TrainingDataset, counts []*compact.Counts) (*planner.Plan, error) {
 	xs := make([]planner.StreamIndex, len(counts))
 	for i, c := range counts {
 		xs[i] = c.StreamIndex()

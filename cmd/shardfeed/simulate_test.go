@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/compact"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 func TestParseBandwidth(t *testing.T) {
@@ -115,10 +117,10 @@ func TestSimulateCommand(t *testing.T) {
 // at most a block of each section an entry). A JSON index is read whole.
 func TestSimulateMeasuresAPodsStartWithItsIndexInParts(t *testing.T) {
 	const shards = 20000
-	f := &index.File{Shardfeed: index.Version, Format: "parquet", Shards: make([]index.Entry, shards)}
+	f := &indexfile.File{Shardfeed: indexfile.Version, Format: "parquet", Shards: make([]indexfile.Entry, shards)}
 	for h := range f.Shards {
 		object := fmt.Sprintf("part-%05d.parquet", h)
-		f.Shards[h] = index.Entry{Name: object + "#0", Object: object, Offset: 4, Length: 4096 * 100, Samples: 100,
+		f.Shards[h] = indexfile.Entry{Name: object + "#0", Object: object, Offset: 4, Length: 4096 * 100, Samples: 100,
 			Hash: fmt.Sprintf("xxh64:%016x", h), ObjectSize: 4096*100 + 512}
 	}
 	dir := t.TempDir()
@@ -140,10 +142,10 @@ spec:
 	for _, form := range []index.Form{index.FormCompact, index.FormJSON} {
 		idx := filepath.Join(dir, string(form))
 		data, err := json.Marshal(f)
-		name := index.FileName
+		name := indexfile.FileName
 		if form == index.FormCompact {
-			data, err = index.EncodeCompact(f)
-			name = index.CompactFileName
+			data, err = compact.Encode(f)
+			name = compact.FileName
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -177,7 +179,7 @@ spec:
 			got  *partsStart
 		}{{8, sim.InParts}, {4, sim.RescaleParts}} {
 			if ps.got == nil || ps.got.Pods != ps.pods || ps.got.Entries < 1 || ps.got.Entries > shards/int64(ps.pods) ||
-				ps.got.IndexBytes <= 0 || ps.got.IndexBytes > 32<<10+4*index.CompactBlockSize*(ps.got.Entries+1) {
+				ps.got.IndexBytes <= 0 || ps.got.IndexBytes > 32<<10+4*compact.BlockSize*(ps.got.Entries+1) {
 				t.Fatalf("pods %d: a start in parts %+v, of an index of %d bytes and %d shards", ps.pods, ps.got, len(data), shards)
 			}
 		}

@@ -32,7 +32,7 @@ const MaxLength = 4096
 const maxCost = 1_000_000
 
 // Types are the column types an expression reads, by shardfeed's type
-// names (those of index.Field): integers are CEL ints, floats doubles,
+// names (those of indexfile.Field): integers are CEL ints, floats doubles,
 // utf8 strings, binary bytes.
 var Types = []string{"bool", "int32", "int64", "float64", "utf8", "binary"}
 

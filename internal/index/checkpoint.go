@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shardfeed/shardfeed/internal/index/compact"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/strictjson"
 )
@@ -18,8 +20,8 @@ import (
 // The checkpoint of a long `shardfeed index`, beside the index: the index
 // of the stream's first objects (compact) and what it is of.
 const (
-	CheckpointKey     = Dir + "/index.partial.sfi"
-	CheckpointMetaKey = Dir + "/index.partial.json"
+	CheckpointKey     = indexfile.Dir + "/index.partial.sfi"
+	CheckpointMetaKey = indexfile.Dir + "/index.partial.json"
 
 	// maxCheckpointBytes bounds a checkpoint read: about 50 million shards.
 	maxCheckpointBytes = 1 << 30
@@ -78,8 +80,8 @@ func (c *Checkpoint) note(format string, args ...any) {
 // Load returns the index of the first n of objects that a checkpoint
 // keeps, or nil and 0 where there is none to resume (the reason told to
 // Note).
-func (c *Checkpoint) Load(ctx context.Context, objects []store.Object) (*File, int, error) {
-	data, err := ReadObject(ctx, c.Store, CheckpointMetaKey, 64<<10)
+func (c *Checkpoint) Load(ctx context.Context, objects []store.Object) (*indexfile.File, int, error) {
+	data, err := indexfile.ReadObject(ctx, c.Store, CheckpointMetaKey, 64<<10)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, 0, nil
 	}
@@ -88,36 +90,36 @@ func (c *Checkpoint) Load(ctx context.Context, objects []store.Object) (*File, i
 	}
 	var m checkpointMeta
 	if err := strictjson.Decode(data, &m); err != nil {
-		c.note("the checkpoint at %s is not one shardfeed wrote (%v): indexing from the first object", ObjectURI(c.Store, CheckpointMetaKey), err)
+		c.note("the checkpoint at %s is not one shardfeed wrote (%v): indexing from the first object", indexfile.ObjectURI(c.Store, CheckpointMetaKey), err)
 		return nil, 0, nil
 	}
 	switch {
 	case m.Options != c.Options:
-		c.note("the checkpoint at %s is of other options: indexing from the first object", ObjectURI(c.Store, CheckpointMetaKey))
+		c.note("the checkpoint at %s is of other options: indexing from the first object", indexfile.ObjectURI(c.Store, CheckpointMetaKey))
 		return nil, 0, nil
 	case m.Objects <= 0 || m.Objects > len(objects) || prefixHash(objects[:m.Objects]) != m.Prefix:
-		c.note("the checkpoint at %s is of %d objects that are not the stream's first now (one changed, or was removed): indexing from the first object", ObjectURI(c.Store, CheckpointMetaKey), m.Objects)
+		c.note("the checkpoint at %s is of %d objects that are not the stream's first now (one changed, or was removed): indexing from the first object", indexfile.ObjectURI(c.Store, CheckpointMetaKey), m.Objects)
 		return nil, 0, nil
 	}
-	data, err = ReadObject(ctx, c.Store, CheckpointKey, maxCheckpointBytes)
+	data, err = indexfile.ReadObject(ctx, c.Store, CheckpointKey, maxCheckpointBytes)
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the checkpoint: %w", err)
 	}
-	l, err := readCompact(data)
-	if err == nil && l.File == nil {
-		err = errors.New("not a shardfeed index")
+	f, err := compact.Parse(data)
+	if err == nil && f.StreamIndex().ContentHash() != m.ContentHash {
+		err = errors.New("its content hash is not the one saved")
 	}
-	if err != nil || l.Index.ContentHash() != m.ContentHash {
-		c.note("the checkpoint at %s does not read back as it was saved (%v): indexing from the first object", ObjectURI(c.Store, CheckpointKey), err)
+	if err != nil {
+		c.note("the checkpoint at %s does not read back as it was saved (%v): indexing from the first object", indexfile.ObjectURI(c.Store, CheckpointKey), err)
 		return nil, 0, nil
 	}
-	c.note("resuming from a checkpoint of %d objects (%d shards) saved %s", m.Objects, len(l.File.Shards), m.Saved.UTC().Format(time.RFC3339))
-	return l.File, m.Objects, nil
+	c.note("resuming from a checkpoint of %d objects (%d shards) saved %s", m.Objects, len(f.Shards), m.Saved.UTC().Format(time.RFC3339))
+	return f, m.Objects, nil
 }
 
 // Save keeps f, the index of the first len(done) objects, unless a save
 // was made less than Every ago (now: whenever).
-func (c *Checkpoint) Save(ctx context.Context, f *File, done []store.Object, now bool) error {
+func (c *Checkpoint) Save(ctx context.Context, f *indexfile.File, done []store.Object, now bool) error {
 	if c.start.IsZero() {
 		c.start = time.Now()
 	}
@@ -130,7 +132,7 @@ func (c *Checkpoint) Save(ctx context.Context, f *File, done []store.Object, now
 		return nil
 	}
 	began := time.Now()
-	data, err := EncodeCompact(f)
+	data, err := compact.Encode(f)
 	if err != nil {
 		return err
 	}

@@ -32,21 +32,12 @@ import (
 	"strings"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index/compact"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/mdsindex"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/strictjson"
 	"github.com/shardfeed/shardfeed/planner"
-)
-
-// FileName is the name of a stream's index. shardfeed writes its own under
-// Dir in the stream's prefix (Key), where the data's readers do not look:
-// pyarrow.dataset, pandas, Spark and Trino skip names that start with "_".
-// MDS's index.json, and a shardfeed index written before, sit in the
-// prefix itself; readers look under Dir first, then there.
-const (
-	FileName = "index.json"
-	Dir      = "_shardfeed"
-	Key      = Dir + "/" + FileName
 )
 
 // Layout is a stream's index as its form read it: the planner's view, and
@@ -59,8 +50,11 @@ type Layout struct {
 	// The index as its form parsed it, one of the two set: File for
 	// shardfeed's own, MDS for MDS's index.json. The format's reader takes
 	// what it needs from it (sidecar/format).
-	File *File
+	File *indexfile.File
 	MDS  *mdsindex.Index
+	// Lean, for an index read in parts (LeanLayout), resolves its
+	// shards' entries as a sidecar needs them; File reads them through it.
+	Lean *compact.Counts
 }
 
 // Form names the form the index was read in, for errors.
@@ -91,6 +85,38 @@ var forms = []form{
 	{key: "version", read: readMDS},
 }
 
+// LayoutOf is how to read the shards f lists.
+func LayoutOf(f *indexfile.File) *Layout {
+	return &Layout{Format: f.Format, Index: f.StreamIndex(), File: f}
+}
+
+// LeanLayout is the index r reads as a sidecar reads it
+// (compact.Reader.LeanFile): the first shard's entry resolved, the
+// others as the returned counts resolve them.
+func LeanLayout(r *compact.Reader) (*Layout, *compact.Counts, error) {
+	f, x, c, err := r.LeanFile()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &Layout{Format: f.Format, Index: x, File: f, Lean: c}, c, nil
+}
+
+func readFile(data []byte) (*Layout, error) {
+	f, err := indexfile.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return LayoutOf(f), nil
+}
+
+func readCompact(data []byte) (*Layout, error) {
+	f, err := compact.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return LayoutOf(f), nil
+}
+
 func readMDS(data []byte) (*Layout, error) {
 	x, err := mdsindex.Parse(data)
 	if err != nil {
@@ -102,7 +128,7 @@ func readMDS(data []byte) (*Layout, error) {
 // readLayout parses data in the form its keys say; a plain list of shards
 // is ErrNoLayout.
 func readLayout(data []byte) (*Layout, error) {
-	if IsCompact(data) {
+	if compact.HasMagic(data) {
 		return readCompact(data)
 	}
 	// The top-level keys, walked in place: decoding the document twice
@@ -174,7 +200,7 @@ func ReadDir(dir string) (planner.StreamIndex, error) {
 		x   planner.StreamIndex
 		err error
 	)
-	for _, key := range []string{Key, CompactKey, FileName} {
+	for _, key := range []string{indexfile.Key, compact.Key, indexfile.FileName} {
 		if x, err = ReadFile(filepath.Join(dir, filepath.FromSlash(key))); !errors.Is(err, os.ErrNotExist) {
 			break
 		}
@@ -196,41 +222,13 @@ func ReadFile(path string) (planner.StreamIndex, error) {
 	return x, nil
 }
 
-// DefaultMaxBytes is the cap of an index read when the caller sets none:
-// about 250 000 shards of shardfeed's own index.
-const DefaultMaxBytes = 64 << 20
-
-// TooLargeError is an index over the cap of its read: the reader stops at
-// the cap, whatever the store sends (an endless body included).
-type TooLargeError struct {
-	URI   string
-	Limit int64
-}
-
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("%s is larger than the cap of %d bytes (%s) on index reads: write the index compact (shardfeed index --index-form compact: about a tenth of the JSON's size), split the stream into several, or raise the cap (the manager's --max-index-bytes, chart value maxIndexBytes)",
-		e.URI, e.Limit, humanBytes(e.Limit))
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 // ReadStoreIndex reads the index of a stream's prefix once, in any form
 // (_shardfeed/index.json, else the prefix's own index.json), reading at
 // most maxBytes (0: DefaultMaxBytes): its planner view, and its layout
 // (nil for a plain list of shards, which plans but cannot be served:
 // NoLayout says why).
 func ReadStoreIndex(ctx context.Context, st store.Store, maxBytes int64) (*Layout, planner.StreamIndex, error) {
-	return readStoreIndex(ctx, st, maxBytes, readWhole, Key, CompactKey, FileName)
+	return readStoreIndex(ctx, st, maxBytes, readWhole, indexfile.Key, compact.Key, indexfile.FileName)
 }
 
 // ReadStoreIndexOf is ReadStoreIndex for a stream of format kind: an MDS
@@ -250,7 +248,7 @@ func ReadStoreSummaryOf(ctx context.Context, st store.Store, maxBytes int64, kin
 
 // ReadStoreLeanOf is ReadStoreIndexOf for a reader that serves a few of
 // the shards (a sidecar): a compact index is read in parts
-// (CompactReader.LeanLayout), its header at most maxBytes; its layout's
+// (LeanLayout), its header at most maxBytes; its layout's
 // File resolves the shards asked for (File.Lean) and its planner view
 // counts them (StreamIndex.Counts). Other forms are read whole.
 func ReadStoreLeanOf(ctx context.Context, st store.Store, maxBytes int64, kind datav1alpha1.ShardFormat) (*Layout, planner.StreamIndex, error) {
@@ -272,17 +270,17 @@ const (
 func keysOf(kind datav1alpha1.ShardFormat) []string {
 	switch kind {
 	case datav1alpha1.FormatMDS, "":
-		return []string{FileName, Key, CompactKey}
+		return []string{indexfile.FileName, indexfile.Key, compact.Key}
 	case datav1alpha1.FormatLitData: // the prefix's own index.json is LitData's, not ours
-		return []string{Key, CompactKey}
+		return []string{indexfile.Key, compact.Key}
 	}
-	return []string{Key, CompactKey, FileName}
+	return []string{indexfile.Key, compact.Key, indexfile.FileName}
 }
 
 func readStoreIndex(ctx context.Context, st store.Store, maxBytes int64, mode readMode, keys ...string) (*Layout, planner.StreamIndex, error) {
 	for _, key := range keys {
-		if mode != readWhole && key == CompactKey {
-			r, err := OpenCompact(ctx, st, key, maxBytes)
+		if mode != readWhole && key == compact.Key {
+			r, err := compact.Open(ctx, st, key, maxBytes)
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
@@ -290,23 +288,23 @@ func readStoreIndex(ctx context.Context, st store.Store, maxBytes int64, mode re
 				return nil, planner.StreamIndex{}, err
 			}
 			if mode == readLean {
-				l, _, err := r.LeanLayout()
+				l, _, err := LeanLayout(r)
 				if err != nil {
-					return nil, planner.StreamIndex{}, fmt.Errorf("%s: %w", ObjectURI(st, key), err)
+					return nil, planner.StreamIndex{}, fmt.Errorf("%s: %w", indexfile.ObjectURI(st, key), err)
 				}
 				return l, l.Index, nil
 			}
 			x := r.Summary()
 			return &Layout{Format: r.File.Format, Index: x, File: r.File}, x, nil
 		}
-		data, err := ReadObject(ctx, st, key, maxBytes)
+		data, err := indexfile.ReadObject(ctx, st, key, maxBytes)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, planner.StreamIndex{}, err
 		}
-		return parseStoreIndex(data, ObjectURI(st, key))
+		return parseStoreIndex(data, indexfile.ObjectURI(st, key))
 	}
 	return nil, planner.StreamIndex{}, missingIndex(store.ErrNotFound, st, keys)
 }
@@ -347,34 +345,9 @@ func ReadStoreLayout(ctx context.Context, st store.Store) (*Layout, error) {
 	return l, err
 }
 
-// readObject reads the object at key whole, at most maxBytes of it (0:
-// DefaultMaxBytes), whatever the store sends.
-func ReadObject(ctx context.Context, st store.Store, key string, maxBytes int64) ([]byte, error) {
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxBytes
-	}
-	r, err := st.Get(ctx, key, 0, -1)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = r.Close() }()
-	data, err := io.ReadAll(io.LimitReader(r, maxBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", ObjectURI(st, key), err)
-	}
-	if int64(len(data)) > maxBytes {
-		return nil, &TooLargeError{URI: ObjectURI(st, key), Limit: maxBytes}
-	}
-	return data, nil
-}
-
 // indexURI is where a store's index is (path.Join would fold the "//"
 // of the scheme).
-func indexURI(st store.Store) string { return ObjectURI(st, Key) }
-
-func ObjectURI(st store.Store, key string) string {
-	return strings.TrimSuffix(st.URI(), "/") + "/" + key
-}
+func indexURI(st store.Store) string { return indexfile.ObjectURI(st, indexfile.Key) }
 
 // MissingError is a stream with no index where it was looked for.
 type MissingError struct {
@@ -398,7 +371,7 @@ func missingIndex(err error, st store.Store, keys []string) error {
 	}
 	e := &MissingError{Command: "shardfeed index " + st.URI()}
 	for _, k := range keys {
-		e.Tried = append(e.Tried, ObjectURI(st, k))
+		e.Tried = append(e.Tried, indexfile.ObjectURI(st, k))
 	}
 	return e
 }
@@ -435,7 +408,7 @@ func checkCompact(data []byte) error {
 	if l.File == nil {
 		return fmt.Errorf("%s: the index is %s, which has no compact form", CheckCompactEnv, l.Form())
 	}
-	c, err := EncodeCompact(l.File)
+	c, err := compact.Encode(l.File)
 	if err != nil {
 		return fmt.Errorf("%s: the index does not encode compact: %w", CheckCompactEnv, err)
 	}
@@ -450,7 +423,7 @@ func checkCompact(data []byte) error {
 }
 
 // Of is the form f is written in: FormAuto's choice by its shards.
-func (form Form) Of(f *File) Form {
+func (form Form) Of(f *indexfile.File) Form {
 	if form != FormAuto && form != "" {
 		return form
 	}
@@ -463,14 +436,14 @@ func (form Form) Of(f *File) Form {
 // Key is where an index of the form is, in a stream's prefix.
 func (form Form) Key() string {
 	if form == FormCompact {
-		return CompactKey
+		return compact.Key
 	}
-	return Key
+	return indexfile.Key
 }
 
 // Write stores the index in the stream's prefix under _shardfeed, as JSON
 // or compact by its number of shards (FormAuto).
-func Write(ctx context.Context, st store.Store, f *File) error {
+func Write(ctx context.Context, st store.Store, f *indexfile.File) error {
 	_, err := WriteForm(ctx, st, f, FormAuto)
 	return err
 }
@@ -479,12 +452,12 @@ func Write(ctx context.Context, st store.Store, f *File) error {
 // form's object, once the new one is in place (a reader looks for the
 // JSON first: it finds the old index or the new, never a mix). It
 // returns the key written.
-func WriteForm(ctx context.Context, st store.Store, f *File, form Form) (string, error) {
+func WriteForm(ctx context.Context, st store.Store, f *indexfile.File, form Form) (string, error) {
 	form = form.Of(f)
 	var (
 		data       []byte
 		err        error
-		key, stale = Key, CompactKey
+		key, stale = indexfile.Key, compact.Key
 	)
 	switch form {
 	case FormJSON:
@@ -492,8 +465,8 @@ func WriteForm(ctx context.Context, st store.Store, f *File, form Form) (string,
 			err = checkCompact(data)
 		}
 	case FormCompact:
-		key, stale = CompactKey, Key
-		data, err = EncodeCompact(f)
+		key, stale = compact.Key, indexfile.Key
+		data, err = compact.Encode(f)
 	default:
 		return "", fmt.Errorf("index form %q is not one of auto, json, compact", form)
 	}
@@ -504,7 +477,7 @@ func WriteForm(ctx context.Context, st store.Store, f *File, form Form) (string,
 		return "", err
 	}
 	if err := st.Delete(ctx, stale); err != nil {
-		return "", fmt.Errorf("removing the index's other form %s: %w", ObjectURI(st, stale), err)
+		return "", fmt.Errorf("removing the index's other form %s: %w", indexfile.ObjectURI(st, stale), err)
 	}
 	return key, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/compact"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -50,7 +51,7 @@ func TestGoldenIndexesAndFingerprints(t *testing.T) {
 		if f == nil {
 			continue
 		}
-		compact, err := index.EncodeCompact(f)
+		compact, err := compact.Encode(f)
 		if err != nil {
 			t.Fatal(err)
 		}

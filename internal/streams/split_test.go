@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // A stream that chooses a split plans only over an index of that split,
@@ -14,11 +14,11 @@ func TestASplitIsCheckedAgainstItsIndex(t *testing.T) {
 	s := datav1alpha1.Stream{Name: "web", Format: datav1alpha1.FormatHuggingFace, Source: datav1alpha1.Source{URI: "s3://b/dict/"},
 		HuggingFace: &datav1alpha1.HuggingFaceStream{Split: "train"}}
 	for _, c := range []struct {
-		got  *index.HuggingFace
+		got  *indexfile.HuggingFace
 		want string
 	}{
-		{&index.HuggingFace{Split: "train"}, ""},
-		{&index.HuggingFace{Split: "test"}, "its index is of split test: re-run shardfeed index (shardfeed index s3://b/dict/ --format huggingface --split train)"},
+		{&indexfile.HuggingFace{Split: "train"}, ""},
+		{&indexfile.HuggingFace{Split: "test"}, "its index is of split test: re-run shardfeed index (shardfeed index s3://b/dict/ --format huggingface --split train)"},
 		{nil, "its index was written with no split chosen"},
 	} {
 		err := checkSplit(0, s, c.got)
@@ -33,7 +33,7 @@ func TestASplitIsCheckedAgainstItsIndex(t *testing.T) {
 // --columns with it").
 func TestALanceColumnNotIndexedNamesTheCommand(t *testing.T) {
 	s := datav1alpha1.Stream{Name: "t", Format: datav1alpha1.FormatLance, Source: datav1alpha1.Source{URI: "s3://b/t.lance/"}, Columns: []string{"id", "text"}}
-	l := &index.Lance{Root: "s3://b/t.lance/", Columns: []string{"id"}}
+	l := &indexfile.Lance{Root: "s3://b/t.lance/", Columns: []string{"id"}}
 	err := checkLance(0, s, l)
 	if err == nil || !strings.Contains(err.Error(), `asks for "text", which its index did not keep (it keeps id): re-run shardfeed index (shardfeed index s3://b/t.lance/ --format lance --columns 'id,text')`) {
 		t.Fatalf("got %v", err)

@@ -19,6 +19,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
@@ -182,7 +183,7 @@ func SharedCredentials(s datav1alpha1.Stream, dir string) store.Source {
 }
 
 // Open opens the store of src and reads the stream's index from it, at
-// most maxIndexBytes of it (0: index.DefaultMaxBytes). An index whose
+// most maxIndexBytes of it (0: indexfile.DefaultMaxBytes). An index whose
 // format differs from the one the spec names is refused. With packing
 // (the dataset's spec.packing), the packs counted beside the index are
 // the stream's samples.
@@ -249,7 +250,7 @@ func open(ctx context.Context, i int, s datav1alpha1.Stream, packing *datav1alph
 		}
 		if s.Iceberg != nil && errors.Is(err, store.ErrNotFound) {
 			// A table's index names its catalog and table: say them all.
-			return nil, fmt.Errorf("stream %q: the Iceberg table %s has no index at %s%s: write it with: %s", s.Name, s.Iceberg.Table, st.URI(), index.Key, IndexCommand(s))
+			return nil, fmt.Errorf("stream %q: the Iceberg table %s has no index at %s%s: write it with: %s", s.Name, s.Iceberg.Table, st.URI(), indexfile.Key, IndexCommand(s))
 		}
 		return nil, fmt.Errorf("stream %q: %w", s.Name, err)
 	}
@@ -496,7 +497,7 @@ func PacksCommand(s datav1alpha1.Stream, p *datav1alpha1.Packing) string {
 
 // checkTable refuses the index of a table other than the one the spec
 // names, at another snapshot than it pins, or in another bucket.
-func checkTable(i int, s datav1alpha1.Stream, t *index.Table) error {
+func checkTable(i int, s datav1alpha1.Stream, t *indexfile.Table) error {
 	field := fmt.Sprintf("spec.streams[%d].iceberg", i)
 	rerun := "re-run shardfeed index (" + IndexCommand(s) + ")"
 	switch want := s.Iceberg; {
@@ -521,7 +522,7 @@ func checkTable(i int, s datav1alpha1.Stream, t *index.Table) error {
 
 // checkLance refuses the index of another dataset than source.uri, or at
 // another version or tag than the spec pins.
-func checkLance(i int, s datav1alpha1.Stream, l *index.Lance) error {
+func checkLance(i int, s datav1alpha1.Stream, l *indexfile.Lance) error {
 	field := fmt.Sprintf("spec.streams[%d].lance", i)
 	rerun := "re-run shardfeed index (" + IndexCommand(s) + ")"
 	if strings.TrimSuffix(s.Source.URI, "/")+"/" != l.Root {
@@ -551,7 +552,7 @@ func checkLance(i int, s datav1alpha1.Stream, l *index.Lance) error {
 
 // checkSplit refuses the index of another split of a Hugging Face dataset
 // than the spec chooses, or of files of no split chosen.
-func checkSplit(i int, s datav1alpha1.Stream, got *index.HuggingFace) error {
+func checkSplit(i int, s datav1alpha1.Stream, got *indexfile.HuggingFace) error {
 	want := s.HuggingFace.Split
 	rerun := "re-run shardfeed index (" + IndexCommand(s) + ")"
 	if got == nil {
@@ -565,7 +566,7 @@ func checkSplit(i int, s datav1alpha1.Stream, got *index.HuggingFace) error {
 
 // checkPartitions refuses an index of a partitioned tree the spec does not
 // partition so, or of another selection or other columns.
-func checkPartitions(i int, s datav1alpha1.Stream, got *index.Partitions) error {
+func checkPartitions(i int, s datav1alpha1.Stream, got *indexfile.Partitions) error {
 	field := fmt.Sprintf("spec.streams[%d].partitions", i)
 	rerun := "re-run shardfeed index (" + IndexCommand(s) + ")"
 	want := s.Partitions
@@ -582,14 +583,16 @@ func checkPartitions(i int, s datav1alpha1.Stream, got *index.Partitions) error 
 		return fmt.Errorf("%s.columns %s, and its index's types were %s: %s", field, map[bool]string{true: "are given", false: "are not given"}[len(want.Columns) > 0],
 			map[bool]string{true: "given", false: "inferred"}[got.Given], rerun)
 	}
-	same := func(c datav1alpha1.PartitionColumn, f index.Field) bool { return c.Name == f.Name && c.Type == f.Type }
+	same := func(c datav1alpha1.PartitionColumn, f indexfile.Field) bool {
+		return c.Name == f.Name && c.Type == f.Type
+	}
 	if len(want.Columns) > 0 && !slices.EqualFunc(want.Columns, got.Columns, same) {
 		return fmt.Errorf("%s.columns differ from its index's (%s): %s", field, fieldNames(got.Columns), rerun)
 	}
 	return nil
 }
 
-func fieldNames(fs []index.Field) string {
+func fieldNames(fs []indexfile.Field) string {
 	var b strings.Builder
 	for j, f := range fs {
 		if j > 0 {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // The command a missing index names carries every field of the stream
@@ -86,8 +86,8 @@ func TestCheckIndexURI(t *testing.T) {
 // An index of a partitioned tree is read only by a stream that partitions
 // it the same way: the same selection, and the same given columns.
 func TestCheckPartitions(t *testing.T) {
-	inferred := &index.Partitions{Columns: []index.Field{{Name: "date", Type: "utf8"}, {Name: "bucket", Type: "int32"}}, Select: "bucket < 2"}
-	given := &index.Partitions{Columns: inferred.Columns, Given: true, Select: "bucket < 2"}
+	inferred := &indexfile.Partitions{Columns: []indexfile.Field{{Name: "date", Type: "utf8"}, {Name: "bucket", Type: "int32"}}, Select: "bucket < 2"}
+	given := &indexfile.Partitions{Columns: inferred.Columns, Given: true, Select: "bucket < 2"}
 	cols := []datav1alpha1.PartitionColumn{{Name: "date", Type: "utf8"}, {Name: "bucket", Type: "int32"}}
 	stream := func(p *datav1alpha1.Partitions) datav1alpha1.Stream {
 		return datav1alpha1.Stream{Format: datav1alpha1.FormatParquet, Source: datav1alpha1.Source{URI: "s3://b/p/"}, Partitions: p}
@@ -95,7 +95,7 @@ func TestCheckPartitions(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		spec *datav1alpha1.Partitions
-		got  *index.Partitions
+		got  *indexfile.Partitions
 		want string
 	}{
 		{"neither", nil, nil, ""},
@@ -121,22 +121,22 @@ func TestCheckPartitions(t *testing.T) {
 // spec pins: a dataset that moved on is refused naming both versions.
 func TestCheckLance(t *testing.T) {
 	v5, v6 := int64(5), int64(6)
-	idx := &index.Lance{Root: "s3://lake/robots.lance/", Version: 5, Tag: "train"}
+	idx := &indexfile.Lance{Root: "s3://lake/robots.lance/", Version: 5, Tag: "train"}
 	tests := []struct {
 		name   string
 		stream datav1alpha1.Stream
-		index  *index.Lance
+		index  *indexfile.Lance
 		want   string // "" for none
 	}{
 		{"the tag pinned", datav1alpha1.Stream{Source: datav1alpha1.Source{URI: "s3://lake/robots.lance"}, Lance: &datav1alpha1.LanceTable{Tag: "train"}}, idx, ""},
 		{"another tag", datav1alpha1.Stream{Source: datav1alpha1.Source{URI: "s3://lake/robots.lance/"}, Lance: &datav1alpha1.LanceTable{Tag: "eval"}}, idx,
 			`lance.tag is "eval", its index was resolved from "train" (version 5)`},
 		{"the version pinned", datav1alpha1.Stream{Source: datav1alpha1.Source{URI: "s3://lake/robots.lance/"}, Lance: &datav1alpha1.LanceTable{Version: &v5}},
-			&index.Lance{Root: "s3://lake/robots.lance/", Version: 5}, ""},
+			&indexfile.Lance{Root: "s3://lake/robots.lance/", Version: 5}, ""},
 		{"a moved dataset", datav1alpha1.Stream{Source: datav1alpha1.Source{URI: "s3://lake/robots.lance/"}, Lance: &datav1alpha1.LanceTable{Version: &v6}},
-			&index.Lance{Root: "s3://lake/robots.lance/", Version: 5}, "lance.version pins version 6, its index is at version 5"},
+			&indexfile.Lance{Root: "s3://lake/robots.lance/", Version: 5}, "lance.version pins version 6, its index is at version 5"},
 		{"no pin, an untagged index", datav1alpha1.Stream{Source: datav1alpha1.Source{URI: "s3://lake/robots.lance/"}},
-			&index.Lance{Root: "s3://lake/robots.lance/", Version: 9}, ""},
+			&indexfile.Lance{Root: "s3://lake/robots.lance/", Version: 9}, ""},
 		{"another dataset", datav1alpha1.Stream{Source: datav1alpha1.Source{URI: "s3://lake/other.lance/"}}, idx, "its index is of the Lance dataset s3://lake/robots.lance/"},
 	}
 	for _, tt := range tests {

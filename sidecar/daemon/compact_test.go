@@ -17,6 +17,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/daemon/daemontest"
@@ -65,7 +66,7 @@ func TestACompactIndexIsServedAsItsJSONIndexIs(t *testing.T) {
 		}
 		stop()
 	}
-	if _, err := os.Stat(filepath.Join(data, filepath.FromSlash(index.Key))); err == nil {
+	if _, err := os.Stat(filepath.Join(data, filepath.FromSlash(indexfile.Key))); err == nil {
 		t.Fatal("index.json is left beside the compact index")
 	}
 	for rank := range 2 {

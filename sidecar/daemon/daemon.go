@@ -268,9 +268,9 @@ type Feed struct {
 // 0 where every index was read whole.
 func (f *Feed) IndexBytes() (read, entries int64) {
 	for _, st := range f.Opened {
-		if l := st.Layout.File; l != nil && l.Lean() != nil {
-			read += l.Lean().BytesRead()
-			entries += int64(l.Lean().Resolved())
+		if c := st.Layout.Lean; c != nil {
+			read += c.BytesRead()
+			entries += int64(c.Resolved())
 		}
 	}
 	return read, entries

@@ -21,6 +21,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
@@ -46,7 +47,7 @@ func (toy) Open(l *index.Layout) (format.Reader, error) {
 	return toyReader{f}, nil
 }
 
-func (toy) IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func (toy) IndexObject(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	r, err := st.Get(ctx, o.Key, 0, -1)
 	if err != nil {
 		return err
@@ -60,12 +61,12 @@ func (toy) IndexObject(ctx context.Context, st store.Store, o store.Object, f *i
 	if err != nil {
 		return err
 	}
-	f.Shards = append(f.Shards, index.Entry{Name: o.Key, Object: o.Key, Length: int64(len(data)),
+	f.Shards = append(f.Shards, indexfile.Entry{Name: o.Key, Object: o.Key, Length: int64(len(data)),
 		Samples: int64(bytes.Count(data, []byte("\n"))), Hash: sum.String(), ObjectSize: o.Size})
 	return nil
 }
 
-type toyReader struct{ f *index.File }
+type toyReader struct{ f *indexfile.File }
 
 var toySchema = arrow.NewSchema([]arrow.Field{{Name: "value", Type: arrow.PrimitiveTypes.Int64}}, nil)
 
@@ -94,7 +95,7 @@ func (toyReader) Records(_ context.Context, _ int, parts [][]byte, _ []string) (
 // toyStream writes objects of sizes samples under dir/data, the value of
 // each sample 1000 + its id, and indexes them with a registry that has the
 // toy format: the data's directory, the registry, its store and its index.
-func toyStream(ctx context.Context, t *testing.T, dir string, sizes []int) (string, format.Registry, store.Store, *index.File) {
+func toyStream(ctx context.Context, t *testing.T, dir string, sizes []int) (string, format.Registry, store.Store, *indexfile.File) {
 	t.Helper()
 	data := filepath.Join(dir, "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {

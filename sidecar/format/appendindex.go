@@ -7,12 +7,12 @@ import (
 	"reflect"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // appendTo returns the files opts.Append does not list, and the index
 // they are to be appended to; opts takes its schema, which they must fit.
-func appendTo(kind datav1alpha1.ShardFormat, files []partitionFile, opts *IndexOptions, keep func(string) bool, uri string) ([]partitionFile, *index.File, error) {
+func appendTo(kind datav1alpha1.ShardFormat, files []partitionFile, opts *IndexOptions, keep func(string) bool, uri string) ([]partitionFile, *indexfile.File, error) {
 	if kind == datav1alpha1.FormatLitData {
 		return nil, nil, errors.New("--append: a litdata stream's chunks are those its own index.json lists: index the stream again")
 	}
@@ -30,7 +30,7 @@ func appendTo(kind datav1alpha1.ShardFormat, files []partitionFile, opts *IndexO
 // change to one it lists: an object of the format it indexed that is
 // gone, or whose size is not the one indexed. The shards of what was
 // indexed must stay what they are, sample for sample.
-func newObjects(files []partitionFile, f *index.File, keep func(string) bool, uri string) ([]partitionFile, error) {
+func newObjects(files []partitionFile, f *indexfile.File, keep func(string) bool, uri string) ([]partitionFile, error) {
 	indexed := indexedSizes(f, false)
 	var out []partitionFile
 	listed := map[string]bool{}
@@ -55,7 +55,7 @@ func newObjects(files []partitionFile, f *index.File, keep func(string) bool, ur
 // indexedSizes maps each object an index names to its size where the
 // index has it, else -1; with listed, the objects its listing recorded as
 // holding no sample too.
-func indexedSizes(f *index.File, listed bool) map[string]int64 {
+func indexedSizes(f *indexfile.File, listed bool) map[string]int64 {
 	indexed := map[string]int64{}
 	see := func(key string, size int64) {
 		if old, ok := indexed[key]; !ok || old < 0 {
@@ -79,16 +79,16 @@ func indexedSizes(f *index.File, listed bool) map[string]int64 {
 
 // cloneIndex copies an index deep enough that appending to it leaves the
 // original as it was.
-func cloneIndex(f *index.File) *index.File {
+func cloneIndex(f *indexfile.File) *indexfile.File {
 	out := *f
-	out.Shards = append([]index.Entry(nil), f.Shards...)
-	out.Schema = append([]index.Field(nil), f.Schema...)
+	out.Shards = append([]indexfile.Entry(nil), f.Shards...)
+	out.Schema = append([]indexfile.Field(nil), f.Schema...)
 	return &out
 }
 
 // sameHead refuses an appended index whose facts beyond its shards (a
 // schema, a token type) are not the index's it was appended to.
-func sameHead(got, was *index.File) error {
+func sameHead(got, was *indexfile.File) error {
 	a, b := *got, *was
 	a.Shards, b.Shards = nil, nil
 	a.Listing, b.Listing = nil, nil // the listing is the whole stream's, set once indexed
@@ -101,7 +101,7 @@ func sameHead(got, was *index.File) error {
 	return nil
 }
 
-func headDiff(a, b *index.File) string {
+func headDiff(a, b *indexfile.File) string {
 	switch {
 	case !reflect.DeepEqual(a.Schema, b.Schema):
 		return fmt.Sprintf("columns %v, indexed %v", a.Schema, b.Schema)

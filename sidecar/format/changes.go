@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
@@ -79,7 +79,7 @@ func firstKeys(keys []string, n int) string {
 type TableChanger interface {
 	// TableChange says how the table the index f is of differs from what
 	// pin resolves to now ("" when it does not).
-	TableChange(ctx context.Context, st store.Store, f *index.File, pin TableOptions) (string, error)
+	TableChange(ctx context.Context, st store.Store, f *indexfile.File, pin TableOptions) (string, error)
 }
 
 // Changes compares a stream's source with its index f, as `shardfeed
@@ -88,8 +88,8 @@ type TableChanger interface {
 // compared (a table format that cannot tell, an index read in parts, an
 // index of objects from an object list: a source too large to list).
 // pin is the stream's table section, for a table format.
-func (r Registry) Changes(ctx context.Context, st store.Store, f *index.File, pin TableOptions) (*Change, error) {
-	if f == nil || f.Lean() != nil || f.Listing != nil && f.Listing.ObjectList {
+func (r Registry) Changes(ctx context.Context, st store.Store, f *indexfile.File, pin TableOptions) (*Change, error) {
+	if f == nil || f.Parts() != nil || f.Listing != nil && f.Listing.ObjectList {
 		return nil, nil
 	}
 	fm, ok := r[f.Format]
@@ -121,7 +121,7 @@ func (r Registry) Changes(ctx context.Context, st store.Store, f *index.File, pi
 	keep := func(key string) bool {
 		return slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(key, ext) })
 	}
-	files, err := sourceFiles(ctx, st, ix, keep, &index.File{Shardfeed: index.Version, Format: f.Format}, opts)
+	files, err := sourceFiles(ctx, st, ix, keep, &indexfile.File{Shardfeed: indexfile.Version, Format: f.Format}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (r Registry) Changes(ctx context.Context, st store.Store, f *index.File, pi
 // compareListing compares the objects a source lists now with those the
 // index f lists, by key and size, and by the digest of their version tags
 // where f recorded one.
-func compareListing(f *index.File, listed []store.Object, keep func(string) bool) *Change {
+func compareListing(f *indexfile.File, listed []store.Object, keep func(string) bool) *Change {
 	indexed := indexedSizes(f, true)
 	out := &Change{}
 	now := map[string]bool{}
@@ -168,8 +168,8 @@ func compareListing(f *index.File, listed []store.Object, keep func(string) bool
 // listingOf sums up the objects an index is made of. Their version tags
 // count unless they come from an object list (an S3 Inventory gives
 // sizes alone).
-func listingOf(objs []store.Object, shards string, objectList bool) *index.Listing {
-	return &index.Listing{Objects: len(objs), Digest: digest(objs, !objectList), ObjectList: objectList, Shards: shards}
+func listingOf(objs []store.Object, shards string, objectList bool) *indexfile.Listing {
+	return &indexfile.Listing{Objects: len(objs), Digest: digest(objs, !objectList), ObjectList: objectList, Shards: shards}
 }
 
 // digest is the SHA-256 of the objects' keys, sizes and (tagged) version
@@ -189,7 +189,7 @@ func digest(objs []store.Object, tagged bool) string {
 }
 
 // emptyObjects are the objects listed that no shard of f names.
-func emptyObjects(listed []store.Object, f *index.File) []string {
+func emptyObjects(listed []store.Object, f *indexfile.File) []string {
 	named := map[string]bool{}
 	for i := range f.Shards {
 		named[f.Shards[i].Object] = true

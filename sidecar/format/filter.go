@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
@@ -50,7 +51,7 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	out := &sidefile.FilterIndex{Shardfeed: index.Version, Filter: filter, Nulls: expr.Nulls, Index: l.Index.ContentHash()}
+	out := &sidefile.FilterIndex{Shardfeed: indexfile.Version, Filter: filter, Nulls: expr.Nulls, Index: l.Index.ContentHash()}
 	pruner, _ := reader.(Pruner)
 	var runsObject []byte
 	for i, sh := range l.Index.Shards {
@@ -80,7 +81,7 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", sh.Name, err)
 		}
-		var runs []index.Run
+		var runs []indexfile.Run
 		var row int64
 		for rr.Next() {
 			rec := rr.RecordBatch()
@@ -93,7 +94,7 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 				if n := len(runs); n > 0 && runs[n-1][1] == row+m[0] {
 					runs[n-1][1] = row + m[1]
 				} else {
-					runs = append(runs, index.Run{row + m[0], row + m[1]})
+					runs = append(runs, indexfile.Run{row + m[0], row + m[1]})
 				}
 			}
 			row += rec.NumRows()

@@ -10,6 +10,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
@@ -26,7 +27,7 @@ type Footed struct {
 	// Decode decodes a part of an object, keeping columns (nil: all).
 	Decode func(ctx context.Context, p FootedPart, columns []string) ([]arrow.RecordBatch, error)
 	// Index appends the parts of an object, with their footer range, to f.
-	Index func(ctx context.Context, st store.Store, o store.Object, f *index.File, opts IndexOptions) error
+	Index func(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts IndexOptions) error
 	// Stats, if set, returns the statistics of part's columns from the
 	// footer range of an object of size bytes (Pruner).
 	Stats func(size int64, tail []byte, part int) (map[string]expr.Stats, error)
@@ -56,7 +57,7 @@ func (f *Footed) Kind() datav1alpha1.ShardFormat { return f.Name }
 func (f *Footed) Suffixes() []string { return f.Exts }
 
 // IndexObject implements Indexer.
-func (f *Footed) IndexObject(ctx context.Context, st store.Store, o store.Object, out *index.File, opts IndexOptions) error {
+func (f *Footed) IndexObject(ctx context.Context, st store.Store, o store.Object, out *indexfile.File, opts IndexOptions) error {
 	return f.Index(ctx, st, o, out, opts)
 }
 
@@ -71,7 +72,7 @@ func (f *Footed) Open(l *index.Layout) (Reader, error) {
 
 type footedReader struct {
 	f    *Footed
-	file *index.File
+	file *indexfile.File
 }
 
 func (r footedReader) Parts(i int) []Part { return FileParts(r.file, i, true) }

@@ -34,6 +34,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
@@ -138,7 +139,7 @@ type Indexer interface {
 	Suffixes() []string
 	// IndexObject appends the shards of one object to f (whose Format is
 	// set), hashing each shard's bytes with opts.Hash.
-	IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts IndexOptions) error
+	IndexObject(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts IndexOptions) error
 }
 
 // Merger is an Indexer whose objects' indexes say more of the stream than
@@ -148,7 +149,7 @@ type Indexer interface {
 // in key order. An Indexer that is not one adds nothing to that head but
 // its shards.
 type Merger interface {
-	Merge(dst, obj *index.File) error
+	Merge(dst, obj *indexfile.File) error
 }
 
 // Selector is an Indexer whose source may hold several data sets, told
@@ -157,7 +158,7 @@ type Merger interface {
 // several without a choice. listing is every object under the prefix;
 // files those with the format's suffixes. out records the choice.
 type Selector interface {
-	Select(ctx context.Context, st store.Store, listing, files []store.Object, out *index.File, opts IndexOptions) ([]store.Object, error)
+	Select(ctx context.Context, st store.Store, listing, files []store.Object, out *indexfile.File, opts IndexOptions) ([]store.Object, error)
 }
 
 // StreamIndexer is an Indexer that indexes a stream's objects together
@@ -165,7 +166,7 @@ type Selector interface {
 // after another: Registry.Index hands it every object it would have
 // indexed.
 type StreamIndexer interface {
-	IndexObjects(ctx context.Context, st store.Store, objects []store.Object, f *index.File, opts IndexOptions) error
+	IndexObjects(ctx context.Context, st store.Store, objects []store.Object, f *indexfile.File, opts IndexOptions) error
 }
 
 // TableIndexer is a Format whose stream is a table (an Iceberg table
@@ -173,7 +174,7 @@ type StreamIndexer interface {
 // objects under a prefix: it indexes the whole stream, st being the
 // stream's source and IndexOptions.Table naming the table.
 type TableIndexer interface {
-	IndexTable(ctx context.Context, st store.Store, opts IndexOptions) (*index.File, error)
+	IndexTable(ctx context.Context, st store.Store, opts IndexOptions) (*indexfile.File, error)
 }
 
 // TableOptions name a table format's table and how to read its catalog.
@@ -209,7 +210,7 @@ type IndexOptions struct {
 	TempDir string
 	// Schema, for formats whose objects carry none, is used instead of the
 	// inferred one; the records must fit it.
-	Schema []index.Field
+	Schema []indexfile.Field
 	// Progress, if set, is called after each object.
 	Progress func(done, total int, object string)
 	// Warn, if set, is told what the index will work with but a user
@@ -244,17 +245,17 @@ type IndexOptions struct {
 	Checkpoints Checkpointer
 	// Append, if set, is the stream's index: only the objects it does not
 	// list are indexed, their shards after its own, which stay as they are.
-	Append *index.File
+	Append *indexfile.File
 }
 
 // Checkpointer keeps the index of a stream's first objects (index.Checkpoint).
 type Checkpointer interface {
 	// Load returns the index of the first n of objects an earlier run
 	// kept, or nil and 0.
-	Load(ctx context.Context, objects []store.Object) (*index.File, int, error)
+	Load(ctx context.Context, objects []store.Object) (*indexfile.File, int, error)
 	// Save keeps f, the index of the objects done, when it is time to
 	// (now: whenever).
-	Save(ctx context.Context, f *index.File, done []store.Object, now bool) error
+	Save(ctx context.Context, f *indexfile.File, done []store.Object, now bool) error
 }
 
 // Key identifies the index the options make of a stream of kind: a
@@ -268,7 +269,7 @@ func (o IndexOptions) Key(kind datav1alpha1.ShardFormat) string {
 		Kind       datav1alpha1.ShardFormat
 		Hash       string
 		ShardBytes int64
-		Schema     []index.Field
+		Schema     []indexfile.Field
 		Partitions *PartitionOptions
 		Unit       string
 		BlockSize  int64
@@ -369,7 +370,7 @@ func isIndexer(f Format) bool {
 // object whose name has one of the format's suffixes, in key order, each
 // shard's bytes hashed; never the stream's own index.json. A table
 // format's stream is its table at one snapshot (opts.Table).
-func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.ShardFormat, opts IndexOptions) (*index.File, error) {
+func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.ShardFormat, opts IndexOptions) (*indexfile.File, error) {
 	f, ok := r[kind]
 	if tx, isTable := f.(TableIndexer); ok && isTable {
 		if opts.Append != nil {
@@ -394,7 +395,7 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 	keep := func(key string) bool {
 		return slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(key, ext) })
 	}
-	out := &index.File{Shardfeed: index.Version, Format: kind}
+	out := &indexfile.File{Shardfeed: indexfile.Version, Format: kind}
 	files, err := sourceFiles(ctx, st, ix, keep, out, opts)
 	if err != nil {
 		return nil, err
@@ -419,8 +420,8 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 }
 
 // indexFiles indexes files, the stream's objects, into out.
-func (r Registry) indexFiles(ctx context.Context, st store.Store, kind datav1alpha1.ShardFormat, ix Indexer, files []partitionFile, out *index.File,
-	opts IndexOptions, keep func(string) bool) (*index.File, error) {
+func (r Registry) indexFiles(ctx context.Context, st store.Store, kind datav1alpha1.ShardFormat, ix Indexer, files []partitionFile, out *indexfile.File,
+	opts IndexOptions, keep func(string) bool) (*indexfile.File, error) {
 	if opts.Append != nil {
 		var err error
 		if files, out, err = appendTo(kind, files, &opts, keep, st.URI()); err != nil || len(files) == 0 {
@@ -454,7 +455,7 @@ func (r Registry) indexFiles(ctx context.Context, st store.Store, kind datav1alp
 // sourceFiles lists the objects of a stream that its index is made of:
 // those keep takes, or the files of the partitions selected, less the
 // splits not chosen. out's head records the partitions and the split.
-func sourceFiles(ctx context.Context, st store.Store, ix Indexer, keep func(string) bool, out *index.File, opts IndexOptions) ([]partitionFile, error) {
+func sourceFiles(ctx context.Context, st store.Store, ix Indexer, keep func(string) bool, out *indexfile.File, opts IndexOptions) ([]partitionFile, error) {
 	var files []partitionFile
 	if opts.Partitions != nil {
 		var err error
@@ -503,11 +504,11 @@ func (o *IndexOptions) defaults() error {
 
 // indexTogether indexes objects with a StreamIndexer into out; appended,
 // into an index of their own, which must read as out's does.
-func indexTogether(ctx context.Context, st store.Store, sx StreamIndexer, objs []store.Object, out *index.File, opts IndexOptions) (*index.File, error) {
+func indexTogether(ctx context.Context, st store.Store, sx StreamIndexer, objs []store.Object, out *indexfile.File, opts IndexOptions) (*indexfile.File, error) {
 	if opts.Append == nil {
 		return out, sx.IndexObjects(ctx, st, objs, out, opts)
 	}
-	into := &index.File{Shardfeed: index.Version, Format: out.Format}
+	into := &indexfile.File{Shardfeed: indexfile.Version, Format: out.Format}
 	if err := sx.IndexObjects(ctx, st, objs, into, opts); err != nil {
 		return nil, err
 	}
@@ -519,7 +520,7 @@ func indexTogether(ctx context.Context, st store.Store, sx StreamIndexer, objs [
 }
 
 // checkSchema reads the schema of an index's stream from its store.
-func checkSchema(ctx context.Context, r Registry, st store.Store, f *index.File) error {
+func checkSchema(ctx context.Context, r Registry, st store.Store, f *indexfile.File) error {
 	reader, err := r.Open(&index.Layout{Format: f.Format, Index: f.StreamIndex(), File: f})
 	if err != nil {
 		return err
@@ -600,7 +601,7 @@ func RecordsOf(recs []arrow.RecordBatch) (array.RecordReader, error) {
 
 // FileOf returns the shardfeed index a layout was read from, for the
 // formats whose shards it lists.
-func FileOf(l *index.Layout) (*index.File, error) {
+func FileOf(l *index.Layout) (*indexfile.File, error) {
 	if l.File == nil {
 		return nil, fmt.Errorf("a %s stream is read through a shardfeed index (shardfeed index --format %s), not %s", l.Format, l.Format, l.Form())
 	}
@@ -610,7 +611,7 @@ func FileOf(l *index.Layout) (*index.File, error) {
 // FileParts are the parts of shard i of a shardfeed index: its range of
 // the object, and with footer the object's footer range, without which
 // formats such as Parquet and Arrow IPC do not decode a range.
-func FileParts(f *index.File, i int, footer bool) []Part {
+func FileParts(f *indexfile.File, i int, footer bool) []Part {
 	e := f.Shard(i)
 	parts := []Part{{Key: e.Object, Size: e.Length, Hash: e.Hash, Range: true, Offset: e.Offset}}
 	if footer {
@@ -622,7 +623,7 @@ func FileParts(f *index.File, i int, footer bool) []Part {
 // Undeleted returns the slices of rec, whose first row is row start of
 // its part, that hold no deleted row (deleted: sorted runs of the part's
 // rows), each a new reference.
-func Undeleted(rec arrow.RecordBatch, start int64, deleted []index.Run) []arrow.RecordBatch {
+func Undeleted(rec arrow.RecordBatch, start int64, deleted []indexfile.Run) []arrow.RecordBatch {
 	end := start + rec.NumRows()
 	var out []arrow.RecordBatch
 	from := start

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/shardfeed/shardfeed/internal/expr"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
@@ -21,7 +21,7 @@ type PartitionOptions struct {
 	Select string
 	// Columns are the partition columns with their types, in the tree's
 	// order; nil: named by the tree, typed as pyarrow infers them.
-	Columns []index.Field
+	Columns []indexfile.Field
 }
 
 // partitionFile is an object to index, with the values of its partition
@@ -44,8 +44,8 @@ func ignored(name string) bool { return strings.HasPrefix(name, ".") || strings.
 // the directories the selection may keep: a directory whose values already
 // decide the selection false is never listed. It returns the files (those
 // keep takes) of the selected partitions, and the partition columns.
-func walkPartitions(ctx context.Context, st store.Store, opts PartitionOptions, keep func(key string) bool) ([]partitionFile, *index.Partitions, error) {
-	parts := &index.Partitions{Columns: slices.Clone(opts.Columns), Given: opts.Columns != nil, Select: opts.Select}
+func walkPartitions(ctx context.Context, st store.Store, opts PartitionOptions, keep func(key string) bool) ([]partitionFile, *indexfile.Partitions, error) {
+	parts := &indexfile.Partitions{Columns: slices.Clone(opts.Columns), Given: opts.Columns != nil, Select: opts.Select}
 	if opts.Select != "" {
 		if err := expr.Check(opts.Select); err != nil {
 			return nil, nil, fmt.Errorf("partitions.select: %w", err)
@@ -98,7 +98,7 @@ func walkPartitions(ctx context.Context, st store.Store, opts PartitionOptions, 
 					return nil, nil, err
 				}
 				var value *string
-				if v != index.NullPartition {
+				if v != indexfile.NullPartition {
 					value = &v
 					values = append(values, v)
 				}
@@ -136,7 +136,7 @@ func walkPartitions(ctx context.Context, st store.Store, opts PartitionOptions, 
 
 // nameColumn checks (or, when the columns are not given, records) the
 // column of the directories at depth.
-func nameColumn(parts *index.Partitions, depth int, key, dir string) error {
+func nameColumn(parts *indexfile.Partitions, depth int, key, dir string) error {
 	switch {
 	case depth < len(parts.Columns) && parts.Columns[depth].Name != key:
 		return fmt.Errorf("%s: partition column %d is %q, and %q here", dir, depth+1, parts.Columns[depth].Name, key)
@@ -145,10 +145,10 @@ func nameColumn(parts *index.Partitions, depth int, key, dir string) error {
 	case parts.Given:
 		return fmt.Errorf("%s: a partition column %q beyond the %d given", dir, key, len(parts.Columns))
 	}
-	if slices.ContainsFunc(parts.Columns, func(f index.Field) bool { return f.Name == key }) {
+	if slices.ContainsFunc(parts.Columns, func(f indexfile.Field) bool { return f.Name == key }) {
 		return fmt.Errorf("%s: partition column %q at two depths", dir, key)
 	}
-	parts.Columns = append(parts.Columns, index.Field{Name: key})
+	parts.Columns = append(parts.Columns, indexfile.Field{Name: key})
 	return nil
 }
 
@@ -159,7 +159,7 @@ func inferType(values []string) string {
 		return "utf8"
 	}
 	for _, v := range values {
-		if _, err := index.ParsePartitionValue(v, "int32"); err != nil {
+		if _, err := indexfile.ParsePartitionValue(v, "int32"); err != nil {
 			return "utf8"
 		}
 	}
@@ -167,7 +167,7 @@ func inferType(values []string) string {
 }
 
 // prune keeps the branches at depth whose values may be selected.
-func prune(parts *index.Partitions, depth int, next []branch, root string) ([]branch, error) {
+func prune(parts *indexfile.Partitions, depth int, next []branch, root string) ([]branch, error) {
 	known := exprColumns(parts.Columns[:depth+1])
 	var e *expr.Expr
 	if parts.Select != "" {
@@ -184,7 +184,7 @@ func prune(parts *index.Partitions, depth int, next []branch, root string) ([]br
 				vals[c.Name] = nil
 				continue
 			}
-			v, err := index.ParsePartitionValue(*b.values[j], c.Type)
+			v, err := indexfile.ParsePartitionValue(*b.values[j], c.Type)
 			if err != nil {
 				return nil, fmt.Errorf("%s%s: partition %s: %w (give its type in partitions.columns)", root, b.dir, c.Name, err)
 			}
@@ -204,7 +204,7 @@ func prune(parts *index.Partitions, depth int, next []branch, root string) ([]br
 	return kept, nil
 }
 
-func exprColumns(fields []index.Field) []expr.Column {
+func exprColumns(fields []indexfile.Field) []expr.Column {
 	out := make([]expr.Column, len(fields))
 	for i, f := range fields {
 		out[i] = expr.Column{Name: f.Name, Type: f.Type}

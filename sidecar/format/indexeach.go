@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
@@ -25,7 +25,7 @@ const DefaultIndexConcurrency = 16
 // opts.Checkpoints, the objects a checkpoint kept are not indexed again,
 // and the index of those folded is kept now and then, and when the run
 // stops short.
-func indexEach(ctx context.Context, st store.Store, ix Indexer, files []partitionFile, out *index.File, opts IndexOptions) (err error) {
+func indexEach(ctx context.Context, st store.Store, ix Indexer, files []partitionFile, out *indexfile.File, opts IndexOptions) (err error) {
 	progress := func(done int) {
 		if opts.Progress != nil {
 			opts.Progress(done, len(files), files[done-1].Key)
@@ -78,13 +78,13 @@ func indexEach(ctx context.Context, st store.Store, ix Indexer, files []partitio
 
 // indexRest indexes files[*done:] into out, which has a shard, at once,
 // folding each into out in order and counting it in *done.
-func indexRest(ctx context.Context, st store.Store, ix Indexer, files []partitionFile, out *index.File, opts IndexOptions, done *int) error {
+func indexRest(ctx context.Context, st store.Store, ix Indexer, files []partitionFile, out *indexfile.File, opts IndexOptions, done *int) error {
 	objs := objectsOf(files)
 	head := *out
-	head.Schema = append([]index.Field(nil), out.Schema...) // out's is widened in place as objects fold
+	head.Schema = append([]indexfile.Field(nil), out.Schema...) // out's is widened in place as objects fold
 	head.Shards = out.Shards[:1:1]
 	merger, _ := ix.(Merger)
-	fold := func(part *index.File, key string) error {
+	fold := func(part *indexfile.File, key string) error {
 		if merger != nil {
 			if err := merger.Merge(out, part); err != nil {
 				return fmt.Errorf("%s%s: %w", st.URI(), key, err)
@@ -103,7 +103,7 @@ func indexRest(ctx context.Context, st store.Store, ix Indexer, files []partitio
 	g.SetLimit(workers)
 	var (
 		mu      sync.Mutex
-		results = make([]*index.File, len(files))
+		results = make([]*indexfile.File, len(files))
 	)
 	for k := *done; k < len(files); k++ {
 		if gctx.Err() != nil {
@@ -111,8 +111,8 @@ func indexRest(ctx context.Context, st store.Store, ix Indexer, files []partitio
 		}
 		g.Go(func() error {
 			part := head
-			part.Schema = append([]index.Field(nil), head.Schema...)
-			part.Shards = append([]index.Entry(nil), head.Shards...)
+			part.Schema = append([]indexfile.Field(nil), head.Schema...)
+			part.Shards = append([]indexfile.Entry(nil), head.Shards...)
 			if err := ix.IndexObject(gctx, st, files[k].Object, &part, opts); err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/images"
@@ -55,7 +56,7 @@ func (r Registry) Lengths(ctx context.Context, st store.Store, l *index.Layout, 
 	if err != nil {
 		return nil, nil, err
 	}
-	out := &sidefile.LengthsIndex{Shardfeed: index.Version, Column: column, Measure: m, Index: l.Index.ContentHash()}
+	out := &sidefile.LengthsIndex{Shardfeed: indexfile.Version, Column: column, Measure: m, Index: l.Index.ContentHash()}
 	if sel != nil {
 		out.Filter = sel.Index.Filter
 	}
@@ -81,7 +82,7 @@ func (r Registry) TokenLengths(ctx context.Context, st store.Store, l *index.Lay
 	if len(idx) == 0 {
 		return nil, nil, fmt.Errorf("the stream has no column %q (tokenize.column); its columns are %s", text, columnNames(schema))
 	}
-	out := &sidefile.LengthsIndex{Shardfeed: index.Version, Column: output, Measure: sidefile.Elements, Index: l.Index.ContentHash(), Tokenize: key}
+	out := &sidefile.LengthsIndex{Shardfeed: indexfile.Version, Column: output, Measure: sidefile.Elements, Index: l.Index.ContentHash(), Tokenize: key}
 	if sel != nil {
 		out.Filter = sel.Index.Filter
 	}
@@ -108,7 +109,7 @@ func measureAll(ctx context.Context, reader Reader, read ReadFunc, l *index.Layo
 // shardLengths measures shard i's samples: its rows, or those of its
 // selection's runs.
 func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows int64, column string, m sidefile.Measure, count TokenCount, sel *Selection) ([]sidefile.Length, error) {
-	var runs []index.Run
+	var runs []indexfile.Run
 	if sel != nil {
 		s := sel.Index.Shards[i]
 		if s.Matching == 0 {

@@ -12,13 +12,14 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/expr"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // partitioned reads a hive-partitioned stream: its files' columns, then
 // its partition columns, each a constant of the shard's directory.
 type partitioned struct {
 	Reader
-	file *index.File
+	file *indexfile.File
 }
 
 // withPartitions wraps the reader of a partitioned stream's index.
@@ -31,13 +32,13 @@ func withPartitions(r Reader, l *index.Layout) Reader {
 }
 
 // ArrowType is the Arrow type of a type name of shardfeed's indexes: a
-// text stream's schema (index.ColumnType) or a partition column's
-// (index.PartitionTypes, which adds int32).
+// text stream's schema (indexfile.ColumnType) or a partition column's
+// (indexfile.PartitionTypes, which adds int32).
 func ArrowType(name string) (arrow.DataType, error) {
 	if name == "int32" {
 		return arrow.PrimitiveTypes.Int32, nil
 	}
-	t, err := index.ParseColumnType(name)
+	t, err := indexfile.ParseColumnType(name)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +47,7 @@ func ArrowType(name string) (arrow.DataType, error) {
 
 // ArrowOf is the Arrow type of a column type; every struct field is
 // nullable, as every column is.
-func ArrowOf(t *index.ColumnType) arrow.DataType {
+func ArrowOf(t *indexfile.ColumnType) arrow.DataType {
 	switch t.Kind {
 	case "bool":
 		return arrow.FixedWidthTypes.Boolean
@@ -103,7 +104,7 @@ func (p partitioned) Stats(ctx context.Context, i int, read ReadFunc) (map[strin
 		if v == nil {
 			continue // a null partition: all its rows null, said nowhere
 		}
-		x, err := index.ParsePartitionValue(*v, c.Type)
+		x, err := indexfile.ParsePartitionValue(*v, c.Type)
 		if err != nil {
 			return nil, err
 		}
@@ -116,7 +117,7 @@ func (p partitioned) Stats(ctx context.Context, i int, read ReadFunc) (map[strin
 func (p partitioned) Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
 	cols := p.file.Partitions.Columns
 	isPartition := func(name string) bool {
-		return slices.ContainsFunc(cols, func(f index.Field) bool { return f.Name == name })
+		return slices.ContainsFunc(cols, func(f indexfile.Field) bool { return f.Name == name })
 	}
 	var data []string // the files' columns asked for (nil: all)
 	if columns != nil {
@@ -169,7 +170,7 @@ func (p partitioned) appendPartitions(rec arrow.RecordBatch, values []*string, c
 		arrays = append(arrays, a)
 	}
 	partition := func(name string) error {
-		j := slices.IndexFunc(p.file.Partitions.Columns, func(f index.Field) bool { return f.Name == name })
+		j := slices.IndexFunc(p.file.Partitions.Columns, func(f indexfile.Field) bool { return f.Name == name })
 		c := p.file.Partitions.Columns[j]
 		a, err := constant(c.Type, values[j], n)
 		if err != nil {
@@ -217,7 +218,7 @@ func constant(typ string, v *string, n int) (arrow.Array, error) {
 		b.AppendNulls(n)
 		return b.NewArray(), nil
 	}
-	val, err := index.ParsePartitionValue(*v, typ)
+	val, err := indexfile.ParsePartitionValue(*v, typ)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,8 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/compact"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/streams"
 	"github.com/shardfeed/shardfeed/planner"
@@ -158,12 +160,7 @@ func (s *Stream) shard(i int) planner.Shard { return s.Layout.Index.Shard(int64(
 
 // Lean is the shards of a stream whose index is read in parts, which
 // Resolve fetches; nil for one read whole.
-func (s *Stream) Lean() *index.CompactCounts {
-	if f := s.Layout.File; f != nil {
-		return f.Lean()
-	}
-	return nil
-}
+func (s *Stream) Lean() *compact.Counts { return s.Layout.Lean }
 
 // Resolve fetches the entries of the shards of a stream read in parts
 // (Lean) that it has not yet: before their parts or decoding are asked
@@ -270,8 +267,8 @@ func (s *Stream) keep(ctx context.Context, i int, rec arrow.RecordBatch, runs []
 
 // keepRuns returns the rows of rec that runs (sorted, disjoint, within
 // its rows) cover, in order.
-func keepRuns(ctx context.Context, rec arrow.RecordBatch, runs []index.Run) (arrow.RecordBatch, error) {
-	if len(runs) == 1 && runs[0] == (index.Run{0, rec.NumRows()}) {
+func keepRuns(ctx context.Context, rec arrow.RecordBatch, runs []indexfile.Run) (arrow.RecordBatch, error) {
+	if len(runs) == 1 && runs[0] == (indexfile.Run{0, rec.NumRows()}) {
 		rec.Retain()
 		return rec, nil
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/compact"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -98,7 +100,7 @@ func TestIntegrationDataPlane(t *testing.T) {
 		d = fullDataPlane
 	}
 	dir := t.TempDir()
-	idx := filepath.Join(dir, "indexes", "tokens", index.FileName)
+	idx := filepath.Join(dir, "indexes", "tokens", indexfile.FileName)
 	indexBytes := writeLargeIndex(t, idx, d)
 	splits := d.splits()
 	var rows, nodeRows []string
@@ -137,7 +139,7 @@ spec:
 		}
 		checkDataPlane(t, d, sim)
 		// A stream's index larger than a sidecar reads is named.
-		if over := indexBytes > index.DefaultMaxBytes; over != (len(sim.Warnings) == 1 && strings.Contains(sim.Warnings[0], "more than the 64.0 MiB a sidecar reads")) {
+		if over := indexBytes > indexfile.DefaultMaxBytes; over != (len(sim.Warnings) == 1 && strings.Contains(sim.Warnings[0], "more than the 64.0 MiB a sidecar reads")) {
 			t.Errorf("an index of %d bytes: warnings %q", indexBytes, sim.Warnings)
 		}
 		rows = append(rows, dataPlaneRow(block, sim, took))
@@ -148,7 +150,7 @@ spec:
 		"| shuffle block | reading the whole index: parsed, plan built, heap | a pod's sidecar reading the index in parts: read (entries), start, heap; a rescale's new pod | per pod and epoch: shards, bytes, GETs (min–max) | cache per pod | first batch | rescale %d → %d pods mid-epoch: the new pods fetch, of which refetched | their first batch | simulate took |\n"+
 		"| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n%s",
 		d.pods, d.ranks, d.rescaleTo, float64(d.samples), d.sampleBytes, float64(d.shards), bytesize.Human(d.samples/d.shards*d.sampleBytes), bytesize.Human(d.samples*d.sampleBytes),
-		splits, 2*splits, d.bandwidth, d.stepTime, bytesize.Human(indexBytes), bytesize.Human(index.DefaultMaxBytes), "16 MiB",
+		splits, 2*splits, d.bandwidth, d.stepTime, bytesize.Human(indexBytes), bytesize.Human(indexfile.DefaultMaxBytes), "16 MiB",
 		d.pods, d.rescaleTo, strings.Join(rows, ""))
 	report += fmt.Sprintf("\nWith the node cache (#58; `simulate --node-cache`, one pod to a node, %s from a node's cache, no node budget): "+
 		"a sweep of %d trials of the job one after another on the same nodes, and the rescale above with new pod i on old pod i's node.\n\n"+
@@ -168,18 +170,18 @@ spec:
 func writeLargeIndex(t *testing.T, path string, d dataPlane) int64 {
 	t.Helper()
 	per := d.samples / d.shards
-	f := &index.File{Shardfeed: index.Version, Format: "parquet", Shards: make([]index.Entry, d.shards)}
+	f := &indexfile.File{Shardfeed: indexfile.Version, Format: "parquet", Shards: make([]indexfile.Entry, d.shards)}
 	for i := range f.Shards {
 		object := fmt.Sprintf("part-%07d.parquet", i)
-		f.Shards[i] = index.Entry{Name: object + "#0", Object: object, Offset: 4, Length: per * d.sampleBytes, Samples: per,
+		f.Shards[i] = indexfile.Entry{Name: object + "#0", Object: object, Offset: 4, Length: per * d.sampleBytes, Samples: per,
 			Hash: fmt.Sprintf("xxh64:%016x", i), ObjectSize: per*d.sampleBytes + 1024}
 	}
 	// In the form shardfeed index writes by default: compact above
 	// index.CompactAbove shards.
 	data, err := json.MarshalIndent(f, "", " ")
 	if index.FormAuto.Of(f) == index.FormCompact {
-		data, err = index.EncodeCompact(f)
-		path = filepath.Join(filepath.Dir(path), index.CompactFileName)
+		data, err = compact.Encode(f)
+		path = filepath.Join(filepath.Dir(path), compact.FileName)
 	}
 	if err != nil {
 		t.Fatal(err)

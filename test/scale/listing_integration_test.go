@@ -22,6 +22,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // listing is a stream of many small Parquet objects in a tree of dirs
@@ -127,7 +128,7 @@ func TestIntegrationIndexesAStreamOfManyObjects(t *testing.T) {
 	}
 	// The same index but its listing's record, which says the inventory's
 	// came from an object list (of keys and sizes, with no ETags).
-	var files [2]*index.File
+	var files [2]*indexfile.File
 	for i, b := range indexes {
 		l, err := index.ReadLayout(bytes.NewReader(b))
 		if err != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/inject"
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
@@ -259,9 +260,9 @@ func writeIndex(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &index.File{Shardfeed: index.Version, Format: "parquet", Shards: make([]index.Entry, 64)}
+	f := &indexfile.File{Shardfeed: indexfile.Version, Format: "parquet", Shards: make([]indexfile.Entry, 64)}
 	for i := range f.Shards {
-		f.Shards[i] = index.Entry{Name: fmt.Sprintf("part-%03d.parquet#0", i), Object: fmt.Sprintf("part-%03d.parquet", i),
+		f.Shards[i] = indexfile.Entry{Name: fmt.Sprintf("part-%03d.parquet#0", i), Object: fmt.Sprintf("part-%03d.parquet", i),
 			Offset: 4, Length: 64 << 20, Samples: 65536, Hash: fmt.Sprintf("xxh64:%016x", i), ObjectSize: 64<<20 + 1024}
 	}
 	if err := index.Write(context.Background(), st, f); err != nil {

@@ -29,7 +29,8 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/compact"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
@@ -84,7 +85,7 @@ func TestIntegrationSidecarStartsFromAnIndexInParts(t *testing.T) {
 	object, entry := parquetShard(ctx, t, d.perShard)
 	began := time.Now()
 	data := manyShards(t, entry, d.shards)
-	if err := st.Put(ctx, index.CompactKey, bytes.NewReader(data), int64(len(data))); err != nil {
+	if err := st.Put(ctx, compact.Key, bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("a compact index of %d shards: %s, written in %s", d.shards, bytesize.Human(int64(len(data))), time.Since(began).Round(time.Millisecond))
@@ -134,7 +135,7 @@ func TestIntegrationSidecarStartsFromAnIndexInParts(t *testing.T) {
 			opened, took, heaps, read, entries = append(opened, r.opened), append(took, r.ready), append(heaps, r.heap), append(read, r.indexBytes), append(entries, r.entries)
 			// Its part: the entries of the shards it fetches first (and
 			// shard 0's), each at most a block of each of its sections.
-			if most := int64(len(firsts[i])) + 1; r.entries > most || r.indexBytes > base+4*index.CompactBlockSize*r.entries {
+			if most := int64(len(firsts[i])) + 1; r.entries > most || r.indexBytes > base+4*compact.BlockSize*r.entries {
 				t.Errorf("pod 0 of %d read %d bytes of an index of %d (%d to plan), %d entries, of shards it fetches first %d: more than its part",
 					s.pods, r.indexBytes, len(data), base, r.entries, most)
 			}
@@ -296,7 +297,7 @@ func startPod(ctx context.Context, t *testing.T, d sidecarStart, spec datav1alph
 // parquetShard writes a Parquet object of rows rows (a token id column)
 // and indexes it with shardfeed's own Parquet indexer: the object, and its
 // one shard's entry.
-func parquetShard(ctx context.Context, t *testing.T, rows int64) ([]byte, index.Entry) {
+func parquetShard(ctx context.Context, t *testing.T, rows int64) ([]byte, indexfile.Entry) {
 	t.Helper()
 	schema := arrow.NewSchema([]arrow.Field{{Name: "token", Type: arrow.PrimitiveTypes.Int64}}, nil)
 	b := array.NewInt64Builder(memory.DefaultAllocator)
@@ -339,17 +340,17 @@ func parquetShard(ctx context.Context, t *testing.T, rows int64) ([]byte, index.
 
 // manyShards is the compact index of shards copies of entry, each an
 // object of its own (part-%08d.parquet, the same bytes).
-func manyShards(t *testing.T, entry index.Entry, shards int64) []byte {
+func manyShards(t *testing.T, entry indexfile.Entry, shards int64) []byte {
 	t.Helper()
 	suffix := strings.TrimPrefix(entry.Name, entry.Object)
-	f := &index.File{Shardfeed: index.Version, Format: datav1alpha1.FormatParquet, Shards: make([]index.Entry, shards)}
+	f := &indexfile.File{Shardfeed: indexfile.Version, Format: datav1alpha1.FormatParquet, Shards: make([]indexfile.Entry, shards)}
 	for h := range f.Shards {
 		e := entry
 		e.Object = fmt.Sprintf("part-%08d.parquet", h)
 		e.Name = e.Object + suffix
 		f.Shards[h] = e
 	}
-	data, err := index.EncodeCompact(f)
+	data, err := compact.Encode(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,13 +358,13 @@ func manyShards(t *testing.T, entry index.Entry, shards int64) []byte {
 }
 
 // lean reads a compact index in parts from memory.
-func lean(t *testing.T, data []byte) *index.CompactCounts {
+func lean(t *testing.T, data []byte) *compact.Counts {
 	t.Helper()
-	r, err := index.NewCompactReader(int64(len(data)), func(off, n int64) ([]byte, error) { return data[off : off+n], nil }, 0)
+	r, err := compact.NewReader(int64(len(data)), func(off, n int64) ([]byte, error) { return data[off : off+n], nil }, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, c, err := r.LeanLayout()
+	_, _, c, err := r.LeanFile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +374,7 @@ func lean(t *testing.T, data []byte) *index.CompactCounts {
 // headerBytes is the bytes a reader of a compact index's header reads.
 func headerBytes(t *testing.T, data []byte) int64 {
 	t.Helper()
-	r, err := index.NewCompactReader(int64(len(data)), func(off, n int64) ([]byte, error) { return data[off : off+n], nil }, 0)
+	r, err := compact.NewReader(int64(len(data)), func(off, n int64) ([]byte, error) { return data[off : off+n], nil }, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"math/big"
 	"strings"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // Buckets (spec.bucketing, docs/planner.md, sample lengths): each sample of
@@ -123,7 +123,7 @@ func (b Buckets) Filter(i int, filter string) string {
 // hash contentHash. With a row filter, the lengths are of its matching
 // rows, which runs(i) gives for shard i in order; rows are numbered among
 // all of the shard's rows.
-func BucketSelections(x *LengthsIndex, values []byte, b Buckets, filter string, runs func(i int) ([]index.Run, error)) ([]*FilterIndex, [][]byte, error) {
+func BucketSelections(x *LengthsIndex, values []byte, b Buckets, filter string, runs func(i int) ([]indexfile.Run, error)) ([]*FilterIndex, [][]byte, error) {
 	if err := b.Check(); err != nil {
 		return nil, nil, err
 	}
@@ -134,7 +134,7 @@ func BucketSelections(x *LengthsIndex, values []byte, b Buckets, filter string, 
 	sels := make([]*FilterIndex, n)
 	objects := make([][]byte, n)
 	for k := range sels {
-		sels[k] = &FilterIndex{Shardfeed: index.Version, Filter: b.Filter(k, filter), Nulls: "three-valued", Index: x.Index}
+		sels[k] = &FilterIndex{Shardfeed: indexfile.Version, Filter: b.Filter(k, filter), Nulls: "three-valued", Index: x.Index}
 	}
 	for i, s := range x.Shards {
 		if s.Offset < 0 || s.Length < 0 || s.Offset > int64(len(values))-s.Length {
@@ -144,13 +144,13 @@ func BucketSelections(x *LengthsIndex, values []byte, b Buckets, filter string, 
 		if err != nil {
 			return nil, nil, fmt.Errorf("shard %d: %w", i, err)
 		}
-		rows := []index.Run{{0, int64(len(ls))}}
+		rows := []indexfile.Run{{0, int64(len(ls))}}
 		if runs != nil {
 			if rows, err = runs(i); err != nil {
 				return nil, nil, fmt.Errorf("shard %d: %w", i, err)
 			}
 		}
-		per := make([][]index.Run, n)
+		per := make([][]indexfile.Run, n)
 		j := 0
 		for _, r := range rows {
 			for row := r[0]; row < r[1]; row++ {
@@ -161,7 +161,7 @@ func BucketSelections(x *LengthsIndex, values []byte, b Buckets, filter string, 
 				if last := len(per[k]) - 1; last >= 0 && per[k][last][1] == row {
 					per[k][last][1]++
 				} else {
-					per[k] = append(per[k], index.Run{row, row + 1})
+					per[k] = append(per[k], indexfile.Run{row, row + 1})
 				}
 				j++
 			}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // Samples fall in the bucket their length (or an image's aspect ratio,
@@ -65,15 +65,15 @@ func TestBucketSelectionsAreFiltersOfTheRowsInEachBucket(t *testing.T) {
 	st, _ := localStore(t)
 	// Two shards of 6 and 4 rows; the filter matches rows 0-1 and 3-5 of
 	// shard 0, and rows 1-3 of shard 1: the lengths are of those.
-	matching := [][]index.Run{{{0, 2}, {3, 6}}, {{1, 4}}}
+	matching := [][]indexfile.Run{{{0, 2}, {3, 6}}, {{1, 4}}}
 	shards := [][]Length{{{5}, {50}, {500}, {7}, {60}}, {{60}, {61}, {1}}}
-	x := &LengthsIndex{Shardfeed: index.Version, Column: "tokens", Measure: Elements, Filter: "f", Index: "abc"}
+	x := &LengthsIndex{Shardfeed: indexfile.Version, Column: "tokens", Measure: Elements, Filter: "f", Index: "abc"}
 	var values []byte
 	for _, s := range shards {
 		values = x.AppendShard(values, s)
 	}
 	b := Buckets{Column: "tokens", Measure: Elements, Bounds: []int64{10, 100}}
-	sels, objects, err := BucketSelections(x, values, b, "f", func(i int) ([]index.Run, error) { return matching[i], nil })
+	sels, objects, err := BucketSelections(x, values, b, "f", func(i int) ([]indexfile.Run, error) { return matching[i], nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestBucketSelectionsAreFiltersOfTheRowsInEachBucket(t *testing.T) {
 	if name := b.Filter(1, "f"); name != "shardfeed.bucket(tokens: length at 10,100)[1] && (f)" {
 		t.Errorf("bucket 1's selection is named %q", name)
 	}
-	if _, _, err := BucketSelections(x, values, b, "f", func(int) ([]index.Run, error) { return []index.Run{{0, 2}}, nil }); err == nil ||
+	if _, _, err := BucketSelections(x, values, b, "f", func(int) ([]indexfile.Run, error) { return []indexfile.Run{{0, 2}}, nil }); err == nil ||
 		!strings.Contains(err.Error(), "the lengths are of 5") {
 		t.Errorf("a filter that matches fewer rows than the lengths: %v", err)
 	}

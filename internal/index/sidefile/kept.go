@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
@@ -16,7 +16,7 @@ import (
 // hash of its shards: a job that committed on one resumes on it (shardfeed
 // serve points the stream's index URI there), whatever indexed the stream
 // again since.
-const KeptDir = index.Dir + "/kept/"
+const KeptDir = indexfile.Dir + "/kept/"
 
 var contentHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
@@ -28,13 +28,13 @@ func Keep(ctx context.Context, st store.Store, hash string) (int, error) {
 	if !contentHash.MatchString(hash) {
 		return 0, fmt.Errorf("%q is not an index's content hash", hash)
 	}
-	l, err := st.ListDir(ctx, index.Dir+"/")
+	l, err := st.ListDir(ctx, indexfile.Dir+"/")
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, o := range l.Objects {
-		if strings.HasPrefix(o.Key, index.Dir+"/index.partial") {
+		if strings.HasPrefix(o.Key, indexfile.Dir+"/index.partial") {
 			continue // a checkpoint of an index not written
 		}
 		n++

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 )
@@ -18,8 +18,8 @@ import (
 func TestKeepCopiesAnIndexAndItsSideFiles(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
-		"part-0.parquet": "data", index.Key: `{"shardfeed": 1}`, index.Dir + "/filter-ab.json": "sel", index.Dir + "/index.partial.json": "cp",
-		KeptDir + "0000000000000000000000000000000000000000000000000000000000000000/" + index.Key: "older",
+		"part-0.parquet": "data", indexfile.Key: `{"shardfeed": 1}`, indexfile.Dir + "/filter-ab.json": "sel", indexfile.Dir + "/index.partial.json": "cp",
+		KeptDir + "0000000000000000000000000000000000000000000000000000000000000000/" + indexfile.Key: "older",
 	}
 	for key, body := range files {
 		p := filepath.Join(dir, filepath.FromSlash(key))
@@ -44,7 +44,7 @@ func TestKeepCopiesAnIndexAndItsSideFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string]string{index.Key: `{"shardfeed": 1}`, index.Dir + "/filter-ab.json": "sel"} {
+	for key, want := range map[string]string{indexfile.Key: `{"shardfeed": 1}`, indexfile.Dir + "/filter-ab.json": "sel"} {
 		r, err := kept.Get(ctx, key, 0, -1)
 		if err != nil {
 			t.Fatal(err)
@@ -55,7 +55,7 @@ func TestKeepCopiesAnIndexAndItsSideFiles(t *testing.T) {
 			t.Fatalf("kept %s = %q, want %q", key, got, want)
 		}
 	}
-	if _, err := kept.Stat(ctx, index.Dir+"/index.partial.json"); err == nil {
+	if _, err := kept.Stat(ctx, indexfile.Dir+"/index.partial.json"); err == nil {
 		t.Fatal("a checkpoint was kept")
 	}
 	if _, err := Keep(ctx, st, "not-a-hash"); err == nil {

@@ -9,7 +9,7 @@ import (
 	"fmt"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/strictjson"
 )
@@ -101,7 +101,7 @@ type LengthsShard struct {
 // the measure and the filter, so that each combination has its own.
 func LengthsObjects(column string, m Measure, filter, tokenize string) (indexKey, valuesKey string) {
 	sum := sha256.Sum256([]byte(string(m) + "\x00" + column + "\x00" + filter + tokenizedSuffix(tokenize)))
-	name := index.Dir + "/lengths-" + hex.EncodeToString(sum[:])
+	name := indexfile.Dir + "/lengths-" + hex.EncodeToString(sum[:])
 	return name + ".json", name + ".lengths"
 }
 
@@ -151,35 +151,35 @@ var errLengths = errors.New("corrupt lengths")
 
 // ReadLengths reads the lengths of column (measure m, over the rows filter
 // matches) beside a stream's index, at most maxBytes of their index (0:
-// index.DefaultMaxBytes), and checks them against the stream's index (its
+// indexfile.DefaultMaxBytes), and checks them against the stream's index (its
 // content hash, and samples: each shard's samples, its matching rows where
 // the stream is filtered) and the size of the lengths object.
 func ReadLengths(ctx context.Context, st store.Store, column string, m Measure, filter, tokenize, contentHash string, samples []int64, maxBytes int64) (*LengthsIndex, error) {
 	indexKey, valuesKey := LengthsObjects(column, m, filter, tokenize)
-	data, err := index.ReadObject(ctx, st, indexKey, maxBytes)
+	data, err := indexfile.ReadObject(ctx, st, indexKey, maxBytes)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s is missing", ErrNoLengths, index.ObjectURI(st, indexKey))
+		return nil, fmt.Errorf("%w: %s is missing", ErrNoLengths, indexfile.ObjectURI(st, indexKey))
 	}
 	if err != nil {
 		return nil, err
 	}
 	var x LengthsIndex
 	if err := strictjson.Decode(data, &x); err != nil {
-		return nil, fmt.Errorf("%s: not a shardfeed lengths index (%w): re-run shardfeed index --lengths", index.ObjectURI(st, indexKey), err)
+		return nil, fmt.Errorf("%s: not a shardfeed lengths index (%w): re-run shardfeed index --lengths", indexfile.ObjectURI(st, indexKey), err)
 	}
 	if x.Column != column || x.Measure != m || x.Filter != filter {
 		return nil, fmt.Errorf("%s holds the lengths of column %q (%s, filter %q), not of %q (%s, filter %q): re-run shardfeed index --lengths",
-			index.ObjectURI(st, indexKey), x.Column, x.Measure, x.Filter, column, m, filter)
+			indexfile.ObjectURI(st, indexKey), x.Column, x.Measure, x.Filter, column, m, filter)
 	}
 	o, err := st.Stat(ctx, valuesKey)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s is missing", ErrNoLengths, index.ObjectURI(st, valuesKey))
+		return nil, fmt.Errorf("%w: %s is missing", ErrNoLengths, indexfile.ObjectURI(st, valuesKey))
 	}
 	if err != nil {
 		return nil, err
 	}
 	if err := x.Check(contentHash, samples, o.Size); err != nil {
-		return nil, fmt.Errorf("%s: %w", index.ObjectURI(st, indexKey), err)
+		return nil, fmt.Errorf("%s: %w", indexfile.ObjectURI(st, indexKey), err)
 	}
 	x.ValuesKey = valuesKey
 	return &x, nil
@@ -189,7 +189,7 @@ func ReadLengths(ctx context.Context, st store.Store, column string, m Measure, 
 // content hash and each shard's samples) and the size of its object.
 func (x *LengthsIndex) Check(contentHash string, samples []int64, size int64) error {
 	switch {
-	case x.Shardfeed != index.Version:
+	case x.Shardfeed != indexfile.Version:
 		return fmt.Errorf("lengths index version %d is not supported: re-run shardfeed index --lengths", x.Shardfeed)
 	case x.Measure != Elements && x.Measure != ImageSize:
 		return fmt.Errorf("lengths measured as %q, which this build does not know (%s or %s): re-run shardfeed index --lengths", x.Measure, Elements, ImageSize)

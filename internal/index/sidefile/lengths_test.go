@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // Lengths written beside an index read back checked and decode to what was
@@ -20,7 +20,7 @@ func TestWriteAndReadLengths(t *testing.T) {
 	ctx := context.Background()
 	st, dir := localStore(t)
 	shards := [][]Length{{{3}, {0}, {1 << 20}, {127}, {128}}, nil, {{MaxLength}}}
-	x := &LengthsIndex{Shardfeed: index.Version, Column: "tokens", Measure: Elements, Filter: "lang == 'en'", Index: "abc"}
+	x := &LengthsIndex{Shardfeed: indexfile.Version, Column: "tokens", Measure: Elements, Filter: "lang == 'en'", Index: "abc"}
 	var values []byte
 	for _, s := range shards {
 		values = x.AppendShard(values, s)
@@ -102,7 +102,7 @@ func TestWriteAndReadLengths(t *testing.T) {
 // An image's length is its pixels: sums and maxima are of height × width,
 // and a side above MaxSide is refused.
 func TestImageLengthsCountPixels(t *testing.T) {
-	x := &LengthsIndex{Shardfeed: index.Version, Column: "image", Measure: ImageSize, Index: "abc"}
+	x := &LengthsIndex{Shardfeed: indexfile.Version, Column: "image", Measure: ImageSize, Index: "abc"}
 	values := x.AppendShard(nil, []Length{{480, 640}, {1, 1}, {MaxSide, MaxSide}})
 	s := x.Shards[0]
 	if s.Sum != 480*640+1+MaxSide*MaxSide || s.Max != MaxSide*MaxSide || s.Samples != 3 {
@@ -114,7 +114,7 @@ func TestImageLengthsCountPixels(t *testing.T) {
 	if ls, err := x.ShardLengths(0, values); err != nil || ls[0] != (Length{480, 640}) {
 		t.Fatalf("%v, %v", ls, err)
 	}
-	big := &LengthsIndex{Shardfeed: index.Version, Column: "image", Measure: ImageSize, Index: "abc"}
+	big := &LengthsIndex{Shardfeed: indexfile.Version, Column: "image", Measure: ImageSize, Index: "abc"}
 	values = big.AppendShard(nil, []Length{{MaxSide + 1, 1}})
 	if _, err := big.ShardLengths(0, values); err == nil || !strings.Contains(err.Error(), "past") {
 		t.Fatalf("a side of %d: %v", MaxSide+1, err)
@@ -161,7 +161,7 @@ func FuzzShardLengths(f *testing.F) {
 		if image {
 			m = ImageSize
 		}
-		x := &LengthsIndex{Shardfeed: index.Version, Measure: m, Index: "h",
+		x := &LengthsIndex{Shardfeed: indexfile.Version, Measure: m, Index: "h",
 			Shards: []LengthsShard{{Samples: samples, Sum: sum, Max: most, Length: int64(len(b)), Hash: "xxh64:0000000000000000"}}}
 		if x.Check("h", []int64{samples}, int64(len(b))) != nil {
 			return // a reader never decodes a shard its index refuses

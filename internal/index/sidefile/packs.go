@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/strictjson"
 	"github.com/shardfeed/shardfeed/planner"
@@ -61,7 +61,7 @@ type PacksShard struct {
 // keyed by the column, the filter and the packing.
 func PacksKey(column, filter, tokenize string, p planner.Packing) string {
 	sum := sha256.Sum256([]byte(column + "\x00" + filter + "\x00" + p.String() + tokenizedSuffix(tokenize)))
-	return index.Dir + "/packs-" + hex.EncodeToString(sum[:]) + ".json"
+	return indexfile.Dir + "/packs-" + hex.EncodeToString(sum[:]) + ".json"
 }
 
 // ShardPacks is the record of one shard's packing.
@@ -76,7 +76,7 @@ func Packs(x *LengthsIndex, values []byte, p planner.Packing) (*PacksIndex, erro
 	if x.Measure != Elements {
 		return nil, fmt.Errorf("column %q holds images (%s): packing takes a list column of token ids", x.Column, x.Measure)
 	}
-	out := &PacksIndex{Shardfeed: index.Version, Column: x.Column, Filter: x.Filter, Packing: p.String(), SequenceLength: p.SeqLength, Index: x.Index, Tokenize: x.Tokenize}
+	out := &PacksIndex{Shardfeed: indexfile.Version, Column: x.Column, Filter: x.Filter, Packing: p.String(), SequenceLength: p.SeqLength, Index: x.Index, Tokenize: x.Tokenize}
 	for i, s := range x.Shards {
 		if s.Offset < 0 || s.Length < 0 || s.Offset > int64(len(values))-s.Length {
 			return nil, fmt.Errorf("%w: shard %d's lengths are past the object's %d bytes", errLengths, i, len(values))
@@ -109,28 +109,28 @@ var ErrNoPacks = errors.New("the stream's packs were not counted")
 
 // ReadPacks reads the counts of packing column as p says (over the rows
 // filter matches) beside a stream's index, at most maxBytes (0:
-// index.DefaultMaxBytes), and checks them against the stream's index: its
+// indexfile.DefaultMaxBytes), and checks them against the stream's index: its
 // content hash and each shard's samples (its matching rows where the
 // stream is filtered).
 func ReadPacks(ctx context.Context, st store.Store, column, filter, tokenize string, p planner.Packing, contentHash string, samples []int64, maxBytes int64) (*PacksIndex, error) {
 	key := PacksKey(column, filter, tokenize, p)
-	data, err := index.ReadObject(ctx, st, key, maxBytes)
+	data, err := indexfile.ReadObject(ctx, st, key, maxBytes)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s is missing", ErrNoPacks, index.ObjectURI(st, key))
+		return nil, fmt.Errorf("%w: %s is missing", ErrNoPacks, indexfile.ObjectURI(st, key))
 	}
 	if err != nil {
 		return nil, err
 	}
 	var x PacksIndex
 	if err := strictjson.Decode(data, &x); err != nil {
-		return nil, fmt.Errorf("%s: not a shardfeed packs index (%w): re-run shardfeed index --lengths --pack-length", index.ObjectURI(st, key), err)
+		return nil, fmt.Errorf("%s: not a shardfeed packs index (%w): re-run shardfeed index --lengths --pack-length", indexfile.ObjectURI(st, key), err)
 	}
 	if x.Column != column || x.Filter != filter || x.Tokenize != tokenize || x.Packing != p.String() || x.SequenceLength != p.SeqLength {
 		return nil, fmt.Errorf("%s holds the packs of column %q (%s, filter %q), not of %q (%s, filter %q): re-run shardfeed index --lengths --pack-length",
-			index.ObjectURI(st, key), x.Column, x.Packing, x.Filter, column, p, filter)
+			indexfile.ObjectURI(st, key), x.Column, x.Packing, x.Filter, column, p, filter)
 	}
 	if err := x.Check(contentHash, samples); err != nil {
-		return nil, fmt.Errorf("%s: %w", index.ObjectURI(st, key), err)
+		return nil, fmt.Errorf("%s: %w", indexfile.ObjectURI(st, key), err)
 	}
 	return &x, nil
 }
@@ -141,7 +141,7 @@ func ReadPacks(ctx context.Context, st store.Store, column, filter, tokenize str
 func (x *PacksIndex) Check(contentHash string, samples []int64) error {
 	const rerun = "re-run shardfeed index --lengths --pack-length"
 	switch {
-	case x.Shardfeed != index.Version:
+	case x.Shardfeed != indexfile.Version:
 		return fmt.Errorf("packs index version %d is not supported: %s", x.Shardfeed, rerun)
 	case x.SequenceLength == 0:
 		return fmt.Errorf("packs of sequences of 0 tokens: %s", rerun)

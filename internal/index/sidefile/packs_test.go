@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/strictjson"
 	"github.com/shardfeed/shardfeed/planner"
 )
@@ -21,7 +21,7 @@ func TestWriteAndReadPacks(t *testing.T) {
 	ctx := context.Background()
 	st, dir := localStore(t)
 	shards := [][]Length{{{3}, {0}, {5}, {2}, {9}}, nil, {{4}, {4}, {4}}}
-	x := &LengthsIndex{Shardfeed: index.Version, Column: "tokens", Measure: Elements, Filter: "lang == 'en'", Index: "abc"}
+	x := &LengthsIndex{Shardfeed: indexfile.Version, Column: "tokens", Measure: Elements, Filter: "lang == 'en'", Index: "abc"}
 	var values []byte
 	for _, s := range shards {
 		values = x.AppendShard(values, s)
@@ -115,7 +115,7 @@ func TestWriteAndReadPacks(t *testing.T) {
 // FuzzPacksCheck: a packs index of any bytes is decoded strictly and
 // checked without a panic; one it accepts holds together.
 func FuzzPacksCheck(f *testing.F) {
-	good, _ := json.Marshal(&PacksIndex{Shardfeed: index.Version, Column: "t", Packing: "x", SequenceLength: 8, Index: "h",
+	good, _ := json.Marshal(&PacksIndex{Shardfeed: indexfile.Version, Column: "t", Packing: "x", SequenceLength: 8, Index: "h",
 		Shards: []PacksShard{{Docs: 3, Packs: 2, Tokens: 12, Padding: 4}}})
 	f.Add(good)
 	f.Add([]byte(`{"shardfeed":1,"sequenceLength":1,"index":"h","shards":[{"docs":3,"packs":9223372036854775807,"tokens":1}]}`))

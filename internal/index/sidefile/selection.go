@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/strictjson"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
@@ -33,8 +33,8 @@ func FilterHash(expr string) string {
 // FilterIndex lists, per shard of a stream's index, the rows a filter
 // matches.
 type FilterIndex struct {
-	// RunsKey is where ReadFilter found the runs (under index.Dir, or beside
-	// the index where a selection was written before index.Dir).
+	// RunsKey is where ReadFilter found the runs (under indexfile.Dir, or beside
+	// the index where a selection was written before indexfile.Dir).
 	RunsKey   string `json:"-"`
 	Shardfeed int    `json:"shardfeed"`
 	// Filter is the CEL expression; FilterHash(Filter) names the files.
@@ -66,21 +66,21 @@ type FilterShard struct {
 // FilterObjects are the keys of a filter's selection beside its stream's
 // index: the selection's index and its runs.
 func FilterObjects(expr string) (indexKey, runsKey string) {
-	name := index.Dir + "/filter-" + strings.TrimPrefix(FilterHash(expr), "sha256:")
+	name := indexfile.Dir + "/filter-" + strings.TrimPrefix(FilterHash(expr), "sha256:")
 	return name + ".json", name + ".runs"
 }
 
-// legacyFilterObjects are where a selection was written before index.Dir.
+// legacyFilterObjects are where a selection was written before indexfile.Dir.
 func legacyFilterObjects(expr string) (indexKey, runsKey string) {
 	indexKey, runsKey = FilterObjects(expr)
-	return strings.TrimPrefix(indexKey, index.Dir+"/"), strings.TrimPrefix(runsKey, index.Dir+"/")
+	return strings.TrimPrefix(indexKey, indexfile.Dir+"/"), strings.TrimPrefix(runsKey, indexfile.Dir+"/")
 }
 
 // Own reports whether key is an object shardfeed index writes beside a
 // stream's data, never data itself: its index.json, or a filter's
 // selection (".json" is a JSON Lines suffix).
 func Own(key string) bool {
-	if key == index.FileName || strings.HasPrefix(key, index.Dir+"/") {
+	if key == indexfile.FileName || strings.HasPrefix(key, indexfile.Dir+"/") {
 		return true
 	}
 	name, ok := strings.CutPrefix(key, "filter-")
@@ -91,7 +91,7 @@ func Own(key string) bool {
 
 // AppendShard appends one shard's matching runs to a selection's runs
 // object and records them in f.
-func (f *FilterIndex) AppendShard(object []byte, runs []index.Run) []byte {
+func (f *FilterIndex) AppendShard(object []byte, runs []indexfile.Run) []byte {
 	start := int64(len(object))
 	object = EncodeRuns(object, runs)
 	var matching int64
@@ -127,17 +127,17 @@ func putBeside(ctx context.Context, st store.Store, indexKey, objectKey string, 
 var ErrNoSelection = errors.New("the stream has no selection for its filter")
 
 // ReadFilter reads the selection of filter expr beside a stream's index
-// (at most maxBytes of its index, 0: index.DefaultMaxBytes) and checks it against
+// (at most maxBytes of its index, 0: indexfile.DefaultMaxBytes) and checks it against
 // the index (its content hash and shards' rows) and the size of its runs.
 func ReadFilter(ctx context.Context, st store.Store, expr, contentHash string, samples []int64, maxBytes int64) (*FilterIndex, error) {
 	indexKey, runsKey := FilterObjects(expr)
-	data, err := index.ReadObject(ctx, st, indexKey, maxBytes)
-	if errors.Is(err, store.ErrNotFound) { // written before index.Dir?
+	data, err := indexfile.ReadObject(ctx, st, indexKey, maxBytes)
+	if errors.Is(err, store.ErrNotFound) { // written before indexfile.Dir?
 		oldIndex, oldRuns := legacyFilterObjects(expr)
-		if data, err = index.ReadObject(ctx, st, oldIndex, maxBytes); err == nil {
+		if data, err = indexfile.ReadObject(ctx, st, oldIndex, maxBytes); err == nil {
 			indexKey, runsKey = oldIndex, oldRuns
 		} else if errors.Is(err, store.ErrNotFound) {
-			return nil, fmt.Errorf("%w: %s is missing", ErrNoSelection, index.ObjectURI(st, indexKey))
+			return nil, fmt.Errorf("%w: %s is missing", ErrNoSelection, indexfile.ObjectURI(st, indexKey))
 		}
 	}
 	if err != nil {
@@ -145,20 +145,20 @@ func ReadFilter(ctx context.Context, st store.Store, expr, contentHash string, s
 	}
 	var f FilterIndex
 	if err := strictjson.Decode(data, &f); err != nil {
-		return nil, fmt.Errorf("%s: not a shardfeed filter index (%w): re-run shardfeed index --filter", index.ObjectURI(st, indexKey), err)
+		return nil, fmt.Errorf("%s: not a shardfeed filter index (%w): re-run shardfeed index --filter", indexfile.ObjectURI(st, indexKey), err)
 	}
 	if f.Filter != expr {
-		return nil, fmt.Errorf("%s is the selection of filter %q, not %q: re-run shardfeed index --filter", index.ObjectURI(st, indexKey), f.Filter, expr)
+		return nil, fmt.Errorf("%s is the selection of filter %q, not %q: re-run shardfeed index --filter", indexfile.ObjectURI(st, indexKey), f.Filter, expr)
 	}
 	o, err := st.Stat(ctx, runsKey)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s is missing", ErrNoSelection, index.ObjectURI(st, runsKey))
+		return nil, fmt.Errorf("%w: %s is missing", ErrNoSelection, indexfile.ObjectURI(st, runsKey))
 	}
 	if err != nil {
 		return nil, err
 	}
 	if err := f.Check(contentHash, samples, o.Size); err != nil {
-		return nil, fmt.Errorf("%s: %w", index.ObjectURI(st, indexKey), err)
+		return nil, fmt.Errorf("%s: %w", indexfile.ObjectURI(st, indexKey), err)
 	}
 	f.RunsKey = runsKey
 	return &f, nil
@@ -166,7 +166,7 @@ func ReadFilter(ctx context.Context, st store.Store, expr, contentHash string, s
 
 // ShardRuns decodes shard i's runs from their bytes and checks that they
 // cover its matching rows, of its rows.
-func (f *FilterIndex) ShardRuns(i int, b []byte, rows int64) ([]index.Run, error) {
+func (f *FilterIndex) ShardRuns(i int, b []byte, rows int64) ([]indexfile.Run, error) {
 	runs, covered, err := DecodeRuns(b, rows)
 	if err != nil {
 		return nil, err
@@ -184,7 +184,7 @@ const maxRunBytes = 64 << 20
 // EncodeRuns appends runs (sorted, disjoint, non-empty) to dst: their
 // number, then each run's gap from the previous run's end and its length,
 // as unsigned varints.
-func EncodeRuns(dst []byte, runs []index.Run) []byte {
+func EncodeRuns(dst []byte, runs []indexfile.Run) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(runs)))
 	var end int64
 	for _, r := range runs {
@@ -200,7 +200,7 @@ var errRuns = errors.New("corrupt selection runs")
 // DecodeRuns decodes the runs of a shard of rows rows, exactly as
 // EncodeRuns wrote them: sorted, disjoint, non-empty, within the rows, and
 // no byte left over. It returns the runs and the rows they cover.
-func DecodeRuns(b []byte, rows int64) ([]index.Run, int64, error) {
+func DecodeRuns(b []byte, rows int64) ([]indexfile.Run, int64, error) {
 	if len(b) > maxRunBytes {
 		return nil, 0, fmt.Errorf("%w: %d bytes, above the bound of %d", errRuns, len(b), maxRunBytes)
 	}
@@ -224,7 +224,7 @@ func DecodeRuns(b []byte, rows int64) ([]index.Run, int64, error) {
 	if n > int64(len(b))/2 { // two bytes at least per run
 		return nil, 0, fmt.Errorf("%w: %d runs in %d bytes", errRuns, n, len(b))
 	}
-	runs := make([]index.Run, 0, n)
+	runs := make([]indexfile.Run, 0, n)
 	var end, covered int64
 	for range n {
 		gap, err := uv()
@@ -239,7 +239,7 @@ func DecodeRuns(b []byte, rows int64) ([]index.Run, int64, error) {
 		if (gap == 0 && len(runs) > 0) || length == 0 || start > rows-length {
 			return nil, 0, fmt.Errorf("%w: run [%d, +%d) after %d, in %d rows", errRuns, start, length, end, rows)
 		}
-		runs = append(runs, index.Run{start, start + length})
+		runs = append(runs, indexfile.Run{start, start + length})
 		end, covered = start+length, covered+length
 	}
 	if len(b) != 0 {
@@ -251,17 +251,17 @@ func DecodeRuns(b []byte, rows int64) ([]index.Run, int64, error) {
 // Complement returns the rows of [0, rows) that runs do not cover, as
 // runs: a filter's unmatched rows are served as a table's deleted rows
 // are, never.
-func Complement(runs []index.Run, rows int64) []index.Run {
-	var out []index.Run
+func Complement(runs []indexfile.Run, rows int64) []indexfile.Run {
+	var out []indexfile.Run
 	var end int64
 	for _, r := range runs {
 		if r[0] > end {
-			out = append(out, index.Run{end, r[0]})
+			out = append(out, indexfile.Run{end, r[0]})
 		}
 		end = r[1]
 	}
 	if end < rows {
-		out = append(out, index.Run{end, rows})
+		out = append(out, indexfile.Run{end, rows})
 	}
 	return out
 }
@@ -270,7 +270,7 @@ func Complement(runs []index.Run, rows int64) []index.Run {
 // content hash and shards' rows) and the size of its selection object.
 func (f *FilterIndex) Check(contentHash string, samples []int64, selectionSize int64) error {
 	switch {
-	case f.Shardfeed != index.Version:
+	case f.Shardfeed != indexfile.Version:
 		return fmt.Errorf("filter index version %d is not supported: re-run shardfeed index --filter", f.Shardfeed)
 	case f.Index != contentHash:
 		return fmt.Errorf("the filter's selection was computed over another index (%s, the stream's is %s): re-run shardfeed index --filter", f.Index, contentHash)

@@ -11,22 +11,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardfeed/shardfeed/internal/index"
-
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/local"
 )
 
 func TestRunsRoundTripAndComplement(t *testing.T) {
 	for _, tc := range []struct {
-		runs       []index.Run
+		runs       []indexfile.Run
 		rows       int64
 		complement string
 	}{
 		{nil, 10, "[[0 10]]"},
-		{[]index.Run{{0, 10}}, 10, "[]"},
-		{[]index.Run{{2, 3}, {5, 9}}, 10, "[[0 2] [3 5] [9 10]]"},
-		{[]index.Run{{0, 1}, {1 << 40, 1<<40 + 7}}, 1 << 41, fmt.Sprint([]index.Run{{1, 1 << 40}, {1<<40 + 7, 1 << 41}})},
+		{[]indexfile.Run{{0, 10}}, 10, "[]"},
+		{[]indexfile.Run{{2, 3}, {5, 9}}, 10, "[[0 2] [3 5] [9 10]]"},
+		{[]indexfile.Run{{0, 1}, {1 << 40, 1<<40 + 7}}, 1 << 41, fmt.Sprint([]indexfile.Run{{1, 1 << 40}, {1<<40 + 7, 1 << 41}})},
 		{nil, 0, "[]"},
 	} {
 		b := EncodeRuns(nil, tc.runs)
@@ -35,10 +34,10 @@ func TestRunsRoundTripAndComplement(t *testing.T) {
 		for _, r := range tc.runs {
 			want += r.Count()
 		}
-		if err != nil || fmt.Sprint(got) != fmt.Sprint(append([]index.Run{}, tc.runs...)) || covered != want {
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(append([]indexfile.Run{}, tc.runs...)) || covered != want {
 			t.Fatalf("%v: decoded %v (%d rows), %v", tc.runs, got, covered, err)
 		}
-		if c := Complement(tc.runs, tc.rows); fmt.Sprint(append([]index.Run{}, c...)) != tc.complement {
+		if c := Complement(tc.runs, tc.rows); fmt.Sprint(append([]indexfile.Run{}, c...)) != tc.complement {
 			t.Fatalf("Complement(%v) = %v, want %s", tc.runs, c, tc.complement)
 		}
 	}
@@ -76,7 +75,7 @@ func TestDecodeRunsRefusesWhatEncodeRunsNeverWrites(t *testing.T) {
 
 func TestFilterIndexCheck(t *testing.T) {
 	ok := func() *FilterIndex {
-		return &FilterIndex{Shardfeed: index.Version, Filter: "lang == 'en'", Index: "abc", Shards: []FilterShard{{Matching: 3, Offset: 0, Length: 5, Hash: "xxh64:0123456789abcdef"}, {Matching: 0, Offset: 5, Length: 1, Hash: "xxh64:0123456789abcdef"}}}
+		return &FilterIndex{Shardfeed: indexfile.Version, Filter: "lang == 'en'", Index: "abc", Shards: []FilterShard{{Matching: 3, Offset: 0, Length: 5, Hash: "xxh64:0123456789abcdef"}, {Matching: 0, Offset: 5, Length: 1, Hash: "xxh64:0123456789abcdef"}}}
 	}
 	samples := []int64{10, 4}
 	if err := ok().Check("abc", samples, 6); err != nil {
@@ -123,9 +122,9 @@ func TestWriteAndReadFilter(t *testing.T) {
 	st, dir := localStore(t)
 	const expr = "lang == 'en'"
 	samples := []int64{10, 4}
-	f := &FilterIndex{Shardfeed: index.Version, Filter: expr, Index: "abc"}
+	f := &FilterIndex{Shardfeed: indexfile.Version, Filter: expr, Index: "abc"}
 	var runs []byte
-	runs = f.AppendShard(runs, []index.Run{{1, 3}, {7, 8}})
+	runs = f.AppendShard(runs, []indexfile.Run{{1, 3}, {7, 8}})
 	runs = f.AppendShard(runs, nil)
 	if err := WriteFilter(ctx, st, f, runs); err != nil {
 		t.Fatal(err)
@@ -181,7 +180,7 @@ func TestOwnObjects(t *testing.T) {
 	indexKey, runsKey := FilterObjects("lang == 'en'")
 	oldIndex, oldRuns := legacyFilterObjects("lang == 'en'")
 	for key, want := range map[string]bool{
-		index.FileName: true, index.Key: true, indexKey: true, runsKey: true, oldIndex: true, oldRuns: true, index.Dir + "/anything": true,
+		indexfile.FileName: true, indexfile.Key: true, indexKey: true, runsKey: true, oldIndex: true, oldRuns: true, indexfile.Dir + "/anything": true,
 		"part-0.json": false, "filter-abc.json": false, "filter-" + strings.Repeat("g", 64) + ".json": false,
 		"sub/" + oldIndex: false, oldIndex + "l": false, "_shardfeedx/part-0.json": false,
 	} {
@@ -198,8 +197,8 @@ func TestIndexesWrittenBesideTheDataAreStillRead(t *testing.T) {
 	ctx := context.Background()
 	st, _ := localStore(t)
 	const expr = "lang == 'en'"
-	f := &FilterIndex{Shardfeed: index.Version, Filter: expr, Index: "abc"}
-	runs := f.AppendShard(nil, []index.Run{{0, 2}})
+	f := &FilterIndex{Shardfeed: indexfile.Version, Filter: expr, Index: "abc"}
+	runs := f.AppendShard(nil, []indexfile.Run{{0, 2}})
 	data, err := json.Marshal(f)
 	if err != nil {
 		t.Fatal(err)

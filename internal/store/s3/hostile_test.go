@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
@@ -105,7 +106,7 @@ func TestIndexReadsStopAtTheCapOfAnEndlessBody(t *testing.T) {
 		}
 	}, store.Retry{})
 	_, _, err := index.ReadStoreIndex(context.Background(), st, 1<<20)
-	var tooLarge *index.TooLargeError
+	var tooLarge *indexfile.TooLargeError
 	if !errors.As(err, &tooLarge) || tooLarge.Limit != 1<<20 {
 		t.Fatalf("got %v, want the cap's error", err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
@@ -20,7 +20,7 @@ var Format = &format.Footed{Name: datav1alpha1.FormatArrow, Exts: []string{".arr
 
 // indexObject is the format's Indexer: the object is read once for its
 // record batches, their ranges and hashes, and its footer range.
-func indexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func indexObject(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	body, err := st.Get(ctx, o.Key, 0, -1)
 	if err != nil {
 		return err
@@ -41,7 +41,7 @@ func indexObject(ctx context.Context, st store.Store, o store.Object, f *index.F
 	}
 	for p, b := range batches {
 		sum, _ := checksum.Of(opts.Hash, data[b.Offset:b.Offset+b.Length])
-		f.Shards = append(f.Shards, index.Entry{
+		f.Shards = append(f.Shards, indexfile.Entry{
 			Name: fmt.Sprintf("%s#%d", o.Key, p), Object: o.Key, Part: p,
 			Offset: b.Offset, Length: b.Length, Samples: b.Rows, Hash: sum.String(),
 			ObjectSize: size, FooterOffset: size - tail, FooterLength: tail,

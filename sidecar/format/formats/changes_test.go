@@ -11,6 +11,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -158,7 +159,7 @@ func TestAChangeNamesItsFirstObjects(t *testing.T) {
 
 // indexedFolder is a new folder of JSON Lines objects (key → rows) and
 // its index.
-func indexedFolder(t *testing.T, rows map[string]int) (string, store.Store, *index.File) {
+func indexedFolder(t *testing.T, rows map[string]int) (string, store.Store, *indexfile.File) {
 	t.Helper()
 	dir := t.TempDir()
 	jsonlObjects(t, dir, rows)

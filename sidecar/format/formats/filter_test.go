@@ -37,7 +37,7 @@ func TestSelectFindsTheMatchingRowsOfEveryShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel, runs, err := reg.Select(ctx, st, f.Layout(), "(id % 4 == 0 || x >= 55) && part == 1", nil)
+	sel, runs, err := reg.Select(ctx, st, index.LayoutOf(f), "(id % 4 == 0 || x >= 55) && part == 1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestSelectFindsTheMatchingRowsOfEveryShard(t *testing.T) {
 	if fmt.Sprint(matched) != fmt.Sprint(want) {
 		t.Fatalf("matched %v, want %v", matched, want)
 	}
-	if _, _, err := reg.Select(ctx, st, f.Layout(), "lang == 'en'", nil); err == nil || !strings.Contains(err.Error(), "no column lang: the columns are id, x, part") {
+	if _, _, err := reg.Select(ctx, st, index.LayoutOf(f), "lang == 'en'", nil); err == nil || !strings.Contains(err.Error(), "no column lang: the columns are id, x, part") {
 		t.Fatalf("an unknown column: %v", err)
 	}
 }
@@ -92,11 +92,11 @@ func TestAFilterOnAStructColumnSaysWhyNotNoColumn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = reg.Select(ctx, st, f.Layout(), "meta.lang == 'en'", nil)
+	_, _, err = reg.Select(ctx, st, index.LayoutOf(f), "meta.lang == 'en'", nil)
 	if err == nil || !strings.Contains(err.Error(), `column "meta" is struct<lang: utf8`) || !strings.Contains(err.Error(), "which a filter cannot read") {
 		t.Fatalf("a filter on a struct column: %v", err)
 	}
-	if _, _, err := reg.Select(ctx, st, f.Layout(), "lang == 'en'", nil); err == nil || !strings.Contains(err.Error(), "no column lang: the columns are id") {
+	if _, _, err := reg.Select(ctx, st, index.LayoutOf(f), "lang == 'en'", nil); err == nil || !strings.Contains(err.Error(), "no column lang: the columns are id") {
 		t.Fatalf("an unknown column: %v", err)
 	}
 }
@@ -125,7 +125,7 @@ func TestAFilteredStreamPlansAndDecodesOnlyItsMatchingRows(t *testing.T) {
 		t.Fatalf("a filtered stream without its selection: %v", err)
 	}
 	st.ranges = nil
-	sel, runs, err := reg.Select(ctx, st, f.Layout(), filter, nil)
+	sel, runs, err := reg.Select(ctx, st, index.LayoutOf(f), filter, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,11 +254,11 @@ func TestANaNFailsAFilterInEveryLayoutAndItsGuardPrunes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = reg.Select(ctx, st, f.Layout(), "score != null && score > 0.5", nil)
+		_, _, err = reg.Select(ctx, st, index.LayoutOf(f), "score != null && score > 0.5", nil)
 		if err == nil || !strings.Contains(err.Error(), "test x == x first") {
 			t.Errorf("row groups of %d: %v, want the NaN's error with the advice x == x", rowGroup, err)
 		}
-		sel, _, err := reg.Select(ctx, st, f.Layout(), "score == score && score > 0.5", nil)
+		sel, _, err := reg.Select(ctx, st, index.LayoutOf(f), "score == score && score > 0.5", nil)
 		if err != nil {
 			t.Fatalf("row groups of %d, guarded: %v", rowGroup, err)
 		}

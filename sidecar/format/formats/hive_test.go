@@ -20,6 +20,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -121,7 +122,7 @@ func threeLevels(t *testing.T) map[string][]byte {
 	files := map[string][]byte{}
 	id := 0
 	for _, date := range []string{"2024-01-01", "2024-01-02", "2024-01-03"} {
-		for _, region := range []string{"eu", "us", index.NullPartition, "a%2Fb"} {
+		for _, region := range []string{"eu", "us", indexfile.NullPartition, "a%2Fb"} {
 			for _, bucket := range []string{"0", "1", "2"} {
 				files[fmt.Sprintf("date=%s/region=%s/bucket=%s/part-0.parquet", date, region, bucket)] = parquetFile(t, id, 20, "")
 				id += 20
@@ -161,7 +162,7 @@ func TestHivePartitionsAreSelectedBeforeTheyAreListed(t *testing.T) {
 	// first date, not another region, not the third bucket.
 	for _, k := range st.seen {
 		if k == "*" || strings.Contains(k, "2024-01-01") || strings.Contains(k, "region=us") || strings.Contains(k, "region=a%2Fb") ||
-			strings.Contains(k, index.NullPartition+"/") || strings.Contains(k, "bucket=2") {
+			strings.Contains(k, indexfile.NullPartition+"/") || strings.Contains(k, "bucket=2") {
 			t.Errorf("%s: an unselected partition was touched", k)
 		}
 	}
@@ -237,7 +238,7 @@ func TestHiveTypesNullsAndEscapes(t *testing.T) {
 	ctx := context.Background()
 	st := hiveTree(t, threeLevels(t))
 	// Given types; every partition; the null and the escaped value.
-	given := []index.Field{{Name: "date", Type: "utf8"}, {Name: "region", Type: "utf8"}, {Name: "bucket", Type: "int64"}}
+	given := []indexfile.Field{{Name: "date", Type: "utf8"}, {Name: "region", Type: "utf8"}, {Name: "bucket", Type: "int64"}}
 	f, err := Default().Index(ctx, st, datav1alpha1.FormatParquet, format.IndexOptions{Partitions: &format.PartitionOptions{Columns: given, Select: "region == null || region == 'a/b'"}})
 	if err != nil {
 		t.Fatal(err)
@@ -267,14 +268,14 @@ func TestHiveTypesNullsAndEscapes(t *testing.T) {
 func TestANullPartitionIsSelectedOnlyByANullTest(t *testing.T) {
 	ctx := context.Background()
 	ok := parquetFile(t, 0, 5, "")
-	files := map[string][]byte{"a=" + index.NullPartition + "/a.parquet": ok, "a=1/a.parquet": ok, "a=2/a.parquet": ok}
+	files := map[string][]byte{"a=" + indexfile.NullPartition + "/a.parquet": ok, "a=1/a.parquet": ok, "a=2/a.parquet": ok}
 	for sel, want := range map[string]string{
 		"a > 0":                 "[a=1/a.parquet a=2/a.parquet]",
 		"a != 2":                "[a=1/a.parquet]",
 		"!(a == 2)":             "[a=1/a.parquet]",
-		"a == null":             "[a=" + index.NullPartition + "/a.parquet]",
-		"a == null || a == 2":   "[a=2/a.parquet a=" + index.NullPartition + "/a.parquet]",
-		"!(a != null && a < 2)": "[a=2/a.parquet a=" + index.NullPartition + "/a.parquet]", // NOT (false AND null)
+		"a == null":             "[a=" + indexfile.NullPartition + "/a.parquet]",
+		"a == null || a == 2":   "[a=2/a.parquet a=" + indexfile.NullPartition + "/a.parquet]",
+		"!(a != null && a < 2)": "[a=2/a.parquet a=" + indexfile.NullPartition + "/a.parquet]", // NOT (false AND null)
 		"!(a < 2)":              "[a=2/a.parquet]",
 	} {
 		t.Run(sel, func(t *testing.T) {
@@ -312,9 +313,9 @@ func TestHiveRefusals(t *testing.T) {
 		{"a syntax error", map[string][]byte{"a=1/a.parquet": ok}, format.PartitionOptions{Select: "a =="}, "not a CEL expression"},
 		{"a wrong type", map[string][]byte{"a=1/a.parquet": ok}, format.PartitionOptions{Select: "a == 'x'"}, "no matching overload"},
 		{"nothing selected", map[string][]byte{"a=1/a.parquet": ok}, format.PartitionOptions{Select: "a == 2"}, "selects no partition's files"},
-		{"a value not of its given type", map[string][]byte{"a=x/a.parquet": ok}, format.PartitionOptions{Columns: []index.Field{{Name: "a", Type: "int64"}}}, `partition a: "x" is not a int64 (give its type`},
-		{"more levels than given", map[string][]byte{"a=1/b=2/a.parquet": ok}, format.PartitionOptions{Columns: []index.Field{{Name: "a", Type: "int64"}}}, `a partition column "b" beyond the 1 given`},
-		{"fewer levels than given", map[string][]byte{"a=1/a.parquet": ok}, format.PartitionOptions{Columns: []index.Field{{Name: "a", Type: "int64"}, {Name: "b", Type: "utf8"}}}, "files are under 1 partition directories, and 2 partition columns are given"},
+		{"a value not of its given type", map[string][]byte{"a=x/a.parquet": ok}, format.PartitionOptions{Columns: []indexfile.Field{{Name: "a", Type: "int64"}}}, `partition a: "x" is not a int64 (give its type`},
+		{"more levels than given", map[string][]byte{"a=1/b=2/a.parquet": ok}, format.PartitionOptions{Columns: []indexfile.Field{{Name: "a", Type: "int64"}}}, `a partition column "b" beyond the 1 given`},
+		{"fewer levels than given", map[string][]byte{"a=1/a.parquet": ok}, format.PartitionOptions{Columns: []indexfile.Field{{Name: "a", Type: "int64"}, {Name: "b", Type: "utf8"}}}, "files are under 1 partition directories, and 2 partition columns are given"},
 		{"a column of the files", map[string][]byte{"a=1/a.parquet": parquetFile(t, 0, 5, "a")}, format.PartitionOptions{}, `"a" is both a column of the files and a partition column`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -147,7 +148,7 @@ func TestIndexingAtOnceGivesTheIndexOfOneAfterAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := format.IndexOptions{ShardBytes: 300, Hash: "xxh64"}
-	want := &index.File{Shardfeed: index.Version, Format: datav1alpha1.FormatJSONL}
+	want := &indexfile.File{Shardfeed: indexfile.Version, Format: datav1alpha1.FormatJSONL}
 	ix := Default()[datav1alpha1.FormatJSONL].(format.Indexer)
 	for _, key := range keys {
 		o, err := st.Stat(ctx, key)

@@ -15,6 +15,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
@@ -57,7 +58,7 @@ func Lines(t testing.TB, out []byte) []string {
 
 // Index indexes a stream of kind, checking that the index reads back
 // through its JSON and its strict reader.
-func Index(t testing.TB, st store.Store, kind datav1alpha1.ShardFormat, opts format.IndexOptions) *index.File {
+func Index(t testing.TB, st store.Store, kind datav1alpha1.ShardFormat, opts format.IndexOptions) *indexfile.File {
 	t.Helper()
 	f, err := formats.Default().Index(context.Background(), st, kind, opts)
 	if err != nil {
@@ -73,17 +74,24 @@ func Index(t testing.TB, st store.Store, kind datav1alpha1.ShardFormat, opts for
 	return f
 }
 
+// Open opens the reader of the index f, as a pod does.
+func Open(t testing.TB, f *indexfile.File) format.Reader {
+	t.Helper()
+	r, err := formats.Default().Open(index.LayoutOf(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // Rows reads every shard of an index from its parts alone, as a pod
 // does, and returns its rows in order as canonical JSON, each passed
 // through edit first where it is set (to put a row in the oracle's
 // terms). A shard of another row count than its index says fails.
-func Rows(t testing.TB, st store.Store, f *index.File, edit func(row map[string]any)) []string {
+func Rows(t testing.TB, st store.Store, f *indexfile.File, edit func(row map[string]any)) []string {
 	t.Helper()
 	ctx := context.Background()
-	r, err := formats.Default().Open(f.Layout())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := Open(t, f)
 	if _, err := r.Schema(ctx, format.StoreRead(st)); err != nil {
 		t.Fatal(err)
 	}

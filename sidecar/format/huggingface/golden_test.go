@@ -17,7 +17,7 @@ import (
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
@@ -71,10 +71,7 @@ func TestHuggingFaceServesDatasetsRows(t *testing.T) {
 			if len(f.Shards) < 2*w.Files {
 				t.Fatalf("%d shards of %d files: each should hold several", len(f.Shards), w.Files)
 			}
-			r, err := formats.Default().Open(f.Layout())
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := formattest.Open(t, f)
 			schema, err := r.Schema(ctx, format.StoreRead(st))
 			if err != nil {
 				t.Fatal(err)
@@ -141,7 +138,7 @@ func TestHuggingFaceRefusals(t *testing.T) {
 func TestHuggingFaceSplitsAreNeverMixed(t *testing.T) {
 	golden := testenv.Golden(t)
 	dict, built := recorded(t, golden, "dict"), recorded(t, golden, "builder")
-	indexOf := func(dir, split string) (*index.File, error) {
+	indexOf := func(dir, split string) (*indexfile.File, error) {
 		return formats.Default().Index(context.Background(), formattest.OpenDir(t, dir), datav1alpha1.FormatHuggingFace,
 			format.IndexOptions{ShardBytes: 8 << 10, Split: split})
 	}

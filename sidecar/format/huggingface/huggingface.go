@@ -38,6 +38,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
@@ -68,14 +69,14 @@ func (Format) Suffixes() []string { return []string{".arrow"} }
 // IndexObject implements format.Indexer: the file is read once, its
 // messages walked and checked, and its record batches cut into shards of
 // about opts.ShardBytes, each hashed.
-func (Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func (Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	if err := indexFile(ctx, st, o, f, opts); err != nil {
 		return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
 	}
 	return nil
 }
 
-func indexFile(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func indexFile(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	if o.Size > maxFileBytes {
 		return fmt.Errorf("%d bytes, above the bound of %d on one file: save the dataset with a smaller max_shard_size", o.Size, int64(maxFileBytes))
 	}
@@ -105,7 +106,7 @@ func indexFile(ctx context.Context, st store.Store, o store.Object, f *index.Fil
 	part := 0
 	for i := 0; i < len(batches); {
 		first := batches[i]
-		e := index.Entry{Name: fmt.Sprintf("%s#%d", o.Key, part), Object: o.Key, Part: part, Offset: first.Offset,
+		e := indexfile.Entry{Name: fmt.Sprintf("%s#%d", o.Key, part), Object: o.Key, Part: part, Offset: first.Offset,
 			ObjectSize: int64(len(data)), FooterOffset: schema.Offset, FooterLength: schema.Length}
 		for ; i < len(batches) && (e.Length == 0 || e.Length < opts.ShardBytes); i++ {
 			e.Length = batches[i].Offset + batches[i].Length - first.Offset
@@ -120,7 +121,7 @@ func indexFile(ctx context.Context, st store.Store, o store.Object, f *index.Fil
 }
 
 // sameSchema refuses a file whose schema is not the stream's first file's.
-func sameSchema(ctx context.Context, st store.Store, e index.Entry, sch *arrow.Schema) error {
+func sameSchema(ctx context.Context, st store.Store, e indexfile.Entry, sch *arrow.Schema) error {
 	first, err := format.ReadRange(ctx, st, e.Object, e.FooterOffset, e.FooterLength)
 	if err != nil {
 		return err
@@ -144,7 +145,7 @@ func (Format) Open(l *index.Layout) (format.Reader, error) {
 	return &reader{f: f}, nil
 }
 
-type reader struct{ f *index.File }
+type reader struct{ f *indexfile.File }
 
 // Parts are the shard's batches, then its file's schema message.
 func (r *reader) Parts(i int) []format.Part {

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
@@ -44,7 +44,7 @@ var _ format.Selector = Format{}
 // one opts.Split names is kept, a source of one split is that split, and a
 // source of several is refused without a choice, naming them: a split's
 // rows are never served with another's (a test split in training).
-func (Format) Select(ctx context.Context, st store.Store, listing, files []store.Object, out *index.File, opts format.IndexOptions) ([]store.Object, error) {
+func (Format) Select(ctx context.Context, st store.Store, listing, files []store.Object, out *indexfile.File, opts format.IndexOptions) ([]store.Object, error) {
 	groups, how, err := splitsOf(ctx, st, listing, files)
 	if err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func (Format) Select(ctx context.Context, st store.Store, listing, files []store
 	switch {
 	case chosen == "" && len(names) <= 1:
 		if len(names) == 1 && names[0] != "" {
-			out.HuggingFace = &index.HuggingFace{Split: names[0]}
+			out.HuggingFace = &indexfile.HuggingFace{Split: names[0]}
 			return groups[names[0]], nil
 		}
 		return files, nil
@@ -69,13 +69,13 @@ func (Format) Select(ctx context.Context, st store.Store, listing, files []store
 		return nil, fmt.Errorf("--split %q is not a split's name (letters, digits and _, parts joined by dots: train, validation, test)", chosen)
 	}
 	if kept, ok := groups[chosen]; ok && chosen != "" {
-		out.HuggingFace = &index.HuggingFace{Split: chosen}
+		out.HuggingFace = &indexfile.HuggingFace{Split: chosen}
 		return kept, nil
 	}
 	if len(names) == 1 && names[0] == "" && path.Base(strings.TrimSuffix(st.URI(), "/")) == chosen {
 		// The split's own folder (a DatasetDict's train/): its files are
 		// that split's.
-		out.HuggingFace = &index.HuggingFace{Split: chosen}
+		out.HuggingFace = &indexfile.HuggingFace{Split: chosen}
 		return files, nil
 	}
 	if len(names) == 1 && names[0] == "" {

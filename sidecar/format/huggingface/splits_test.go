@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
@@ -93,7 +93,7 @@ func TestSelectKeepsOneSplit(t *testing.T) {
 					files = append(files, o)
 				}
 			}
-			out := &index.File{}
+			out := &indexfile.File{}
 			kept, err := huggingface.Format{}.Select(context.Background(), st, listing, files, out, format.IndexOptions{Split: c.split})
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {

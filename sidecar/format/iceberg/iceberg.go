@@ -22,6 +22,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 )
@@ -88,7 +89,7 @@ func fieldID(f arrow.Field) (int, bool) {
 }
 
 type reader struct {
-	file   *index.File
+	file   *indexfile.File
 	schema *arrow.Schema
 	ids    []int
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
 
@@ -29,15 +29,15 @@ func TestKeepSlicesOutTheDeletedRuns(t *testing.T) {
 	tests := []struct {
 		name    string
 		start   int64
-		deleted []index.Run
+		deleted []indexfile.Run
 		want    []int64
 	}{
 		{"none", 0, nil, []int64{0, 1, 2, 3, 4, 5}},
-		{"inside", 0, []index.Run{{1, 3}}, []int64{0, 3, 4, 5}},
-		{"edges", 0, []index.Run{{0, 1}, {5, 6}}, []int64{1, 2, 3, 4}},
-		{"all", 0, []index.Run{{0, 6}}, nil},
-		{"a later batch", 10, []index.Run{{2, 11}, {13, 14}, {20, 30}}, []int64{1, 2, 4, 5}},
-		{"runs before and after", 10, []index.Run{{0, 5}, {16, 18}}, []int64{0, 1, 2, 3, 4, 5}},
+		{"inside", 0, []indexfile.Run{{1, 3}}, []int64{0, 3, 4, 5}},
+		{"edges", 0, []indexfile.Run{{0, 1}, {5, 6}}, []int64{1, 2, 3, 4}},
+		{"all", 0, []indexfile.Run{{0, 6}}, nil},
+		{"a later batch", 10, []indexfile.Run{{2, 11}, {13, 14}, {20, 30}}, []int64{1, 2, 4, 5}},
+		{"runs before and after", 10, []indexfile.Run{{0, 5}, {16, 18}}, []int64{0, 1, 2, 3, 4, 5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

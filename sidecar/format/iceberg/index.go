@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/iceberg/icebergindex"
@@ -12,7 +12,7 @@ import (
 
 // IndexTable implements format.TableIndexer: the table, resolved through
 // its catalog at its snapshot, as the stream's index (icebergindex).
-func (icebergFormat) IndexTable(ctx context.Context, _ store.Store, opts format.IndexOptions) (*index.File, error) {
+func (icebergFormat) IndexTable(ctx context.Context, _ store.Store, opts format.IndexOptions) (*indexfile.File, error) {
 	t := opts.Table
 	if t == nil {
 		return nil, errors.New("shardfeed index: iceberg streams are tables: name the table and its catalog (--table, --catalog-type; spec.streams[].iceberg)")

@@ -20,6 +20,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
@@ -100,7 +101,7 @@ func TestLanceStreamsServePylanceRows(t *testing.T) {
 // served indexes the dataset and reads every shard from its parts alone,
 // returning the rows (with their row addresses, in their order) and the
 // bytes fetched.
-func served(t *testing.T, st store.Store, table *format.TableOptions, shardBytes int64) (*index.File, []string, int64) {
+func served(t *testing.T, st store.Store, table *format.TableOptions, shardBytes int64) (*indexfile.File, []string, int64) {
 	t.Helper()
 	ctx := context.Background()
 	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatLance, format.IndexOptions{Table: table, ShardBytes: shardBytes, TempDir: t.TempDir()})

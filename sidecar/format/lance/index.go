@@ -17,7 +17,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/lance/lancefile"
@@ -33,7 +33,7 @@ const coalesceGap = 64 << 10
 
 // IndexTable indexes the dataset at st (a stream's source.uri, the
 // dataset's directory) at the version opts.Table.Lance pins, or its latest.
-func (lanceFormat) IndexTable(ctx context.Context, st store.Store, opts format.IndexOptions) (*index.File, error) {
+func (lanceFormat) IndexTable(ctx context.Context, st store.Store, opts format.IndexOptions) (*indexfile.File, error) {
 	var pin datav1alpha1.LanceTable
 	var columns []string
 	if opts.Table != nil {
@@ -68,14 +68,14 @@ func (lanceFormat) IndexTable(ctx context.Context, st store.Store, opts format.I
 	if err := lancefile.Readable(nodes); err != nil {
 		return nil, fmt.Errorf("version %d: %w", version, err)
 	}
-	out := &index.File{Shardfeed: index.Version, Format: datav1alpha1.FormatLance}
-	lx := &index.Lance{Root: st.URI(), Version: version, Tag: pin.Tag, DataFormat: m.DataFormat, Columns: columns}
+	out := &indexfile.File{Shardfeed: indexfile.Version, Format: datav1alpha1.FormatLance}
+	lx := &indexfile.Lance{Root: st.URI(), Version: version, Tag: pin.Tag, DataFormat: m.DataFormat, Columns: columns}
 	schema := arrowSchema(nodes)
 	if lx.ArrowSchema, err = encodeSchema(schema); err != nil {
 		return nil, err
 	}
 	for _, f := range m.Fields {
-		lx.Fields = append(lx.Fields, index.LanceField{Name: f.Name, ID: f.ID, Parent: f.Parent, LogicalType: f.LogicalType, Nullable: f.Nullable})
+		lx.Fields = append(lx.Fields, indexfile.LanceField{Name: f.Name, ID: f.ID, Parent: f.Parent, LogicalType: f.LogicalType, Nullable: f.Nullable})
 	}
 	out.Lance = lx
 	ix := indexer{ds: ds, opts: opts, nodes: nodes}
@@ -325,7 +325,7 @@ func (ix *indexer) open(ctx context.Context, df lancetable.DataFile) (*openFile,
 }
 
 // fragment cuts one fragment into shards of about ShardBytes.
-func (ix *indexer) fragment(ctx context.Context, frag lancetable.Fragment) ([]index.Entry, error) {
+func (ix *indexer) fragment(ctx context.Context, frag lancetable.Fragment) ([]indexfile.Entry, error) {
 	var files []*openFile
 	defer func() {
 		for _, f := range files {
@@ -349,7 +349,7 @@ func (ix *indexer) fragment(ctx context.Context, frag lancetable.Fragment) ([]in
 		return nil, err
 	}
 	step := ix.rowsPerShard(frag, files)
-	var out []index.Entry
+	var out []indexfile.Entry
 	for r0 := uint64(0); r0 < frag.PhysicalRows; r0 += step {
 		r1 := min(r0+step, frag.PhysicalRows)
 		e, err := ix.shard(frag, files, views, deleted, r0, r1)
@@ -407,35 +407,35 @@ func (ix *indexer) deleted(ctx context.Context, frag lancetable.Fragment) ([]uin
 
 // shard decodes rows [r0, r1) of a fragment, recording the byte ranges
 // the decoding reads: the shard's parts.
-func (ix *indexer) shard(frag lancetable.Fragment, files []*openFile, views []lancetable.FileView, deleted []uint32, r0, r1 uint64) (index.Entry, error) {
+func (ix *indexer) shard(frag lancetable.Fragment, files []*openFile, views []lancetable.FileView, deleted []uint32, r0, r1 uint64) (indexfile.Entry, error) {
 	for _, f := range files {
 		f.reads = f.reads[:0]
 	}
 	for _, n := range ix.nodes {
 		arr, err := lancetable.ReadRows(n, views, r0, r1)
 		if err != nil {
-			return index.Entry{}, fmt.Errorf("rows [%d, %d) of column %q: %w", r0, r1, n.Name, err)
+			return indexfile.Entry{}, fmt.Errorf("rows [%d, %d) of column %q: %w", r0, r1, n.Name, err)
 		}
 		arr.Release()
 	}
-	e := index.Entry{Name: fmt.Sprintf("fragment-%d-rows-%d", frag.ID, r0), Part: int(frag.ID), RowStart: int64(r0), Rows: int64(r1 - r0)} //nolint:gosec // bounded
+	e := indexfile.Entry{Name: fmt.Sprintf("fragment-%d-rows-%d", frag.ID, r0), Part: int(frag.ID), RowStart: int64(r0), Rows: int64(r1 - r0)} //nolint:gosec // bounded
 	h := checksum.Sum{Algo: ix.opts.Hash}.New()
 	for _, f := range files {
 		for _, g := range coalesce(f.reads) {
 			b, err := f.ReadAt(g[0], g[1]-g[0])
 			if err != nil {
-				return index.Entry{}, err
+				return indexfile.Entry{}, err
 			}
 			rh := checksum.Sum{Algo: ix.opts.Hash}.New()
 			_, _ = rh.Write(b)
 			_, _ = h.Write(b)
-			e.Ranges = append(e.Ranges, index.Range{Object: f.key, Offset: int64(g[0]), Length: int64(g[1] - g[0]), //nolint:gosec // file offsets
+			e.Ranges = append(e.Ranges, indexfile.Range{Object: f.key, Offset: int64(g[0]), Length: int64(g[1] - g[0]), //nolint:gosec // file offsets
 				Hash: ix.opts.Hash + ":" + hex.EncodeToString(rh.Sum(nil))})
 			e.Length += int64(g[1] - g[0]) //nolint:gosec // file offsets
 		}
 		tail, err := f.ReadAt(uint64(f.tail.Start), uint64(f.tail.Size)) //nolint:gosec // non-negative
 		if err != nil {
-			return index.Entry{}, err
+			return indexfile.Entry{}, err
 		}
 		th := checksum.Sum{Algo: ix.opts.Hash}.New()
 		_, _ = th.Write(tail)
@@ -445,7 +445,7 @@ func (ix *indexer) shard(frag lancetable.Fragment, files []*openFile, views []la
 				cols = append(cols, int32(k)) //nolint:gosec // bounded
 			}
 		}
-		e.Files = append(e.Files, index.LanceFile{Tail: index.Range{Object: f.key, Offset: f.tail.Start, Length: f.tail.Size,
+		e.Files = append(e.Files, indexfile.LanceFile{Tail: indexfile.Range{Object: f.key, Offset: f.tail.Start, Length: f.tail.Size,
 			Hash: ix.opts.Hash + ":" + hex.EncodeToString(th.Sum(nil))}, Size: f.size, Fields: fields, Columns: cols})
 	}
 	if len(e.Ranges) > 0 {
@@ -463,7 +463,7 @@ func (ix *indexer) shard(frag lancetable.Fragment, files []*openFile, views []la
 		if n := len(e.Deleted); n > 0 && e.Deleted[n-1][1] == off {
 			e.Deleted[n-1][1]++
 		} else {
-			e.Deleted = append(e.Deleted, index.Run{off, off + 1})
+			e.Deleted = append(e.Deleted, indexfile.Run{off, off + 1})
 		}
 	}
 	e.Samples = e.Rows
@@ -492,7 +492,7 @@ func coalesce(rs [][2]uint64) [][2]uint64 {
 // TableChange implements format.TableChanger: an index of a dataset not
 // pinned to a version number is of an older version than the one its
 // pin (a tag, or none: the latest) names now.
-func (lanceFormat) TableChange(ctx context.Context, st store.Store, f *index.File, pin format.TableOptions) (string, error) {
+func (lanceFormat) TableChange(ctx context.Context, st store.Store, f *indexfile.File, pin format.TableOptions) (string, error) {
 	if f.Lance == nil || pin.Lance.Version != nil {
 		return "", nil // versions do not change
 	}

@@ -21,6 +21,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/lance/lancefile"
 	"github.com/shardfeed/shardfeed/sidecar/format/lance/lancetable"
@@ -62,7 +63,7 @@ func (lanceFormat) Open(l *index.Layout) (format.Reader, error) {
 	return &reader{file: f, schema: schema, nodes: nodes}, nil
 }
 
-func fieldsOf(fs []index.LanceField) []lancefile.Field {
+func fieldsOf(fs []indexfile.LanceField) []lancefile.Field {
 	out := make([]lancefile.Field, len(fs))
 	for i, f := range fs {
 		out[i] = lancefile.Field{Name: f.Name, ID: f.ID, Parent: f.Parent, LogicalType: f.LogicalType, Nullable: f.Nullable}
@@ -93,7 +94,7 @@ func encodeSchema(s *arrow.Schema) (string, error) {
 }
 
 type reader struct {
-	file   *index.File
+	file   *indexfile.File
 	schema *arrow.Schema
 	nodes  []*lancefile.Node
 }
@@ -189,7 +190,7 @@ func (r *reader) wanted(columns []string) ([]*lancefile.Node, []arrow.Field, err
 
 // views opens a shard's data files from its parts: its ranges, then each
 // file's tail.
-func views(e index.Entry, parts [][]byte) ([]lancetable.FileView, error) {
+func views(e indexfile.Entry, parts [][]byte) ([]lancetable.FileView, error) {
 	byObject := map[string]*sparse{}
 	for k, g := range e.Ranges {
 		if int64(len(parts[k])) != g.Length {

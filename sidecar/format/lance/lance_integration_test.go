@@ -18,6 +18,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/testenv"
@@ -277,7 +278,7 @@ func TestLanceANewerVersionIsAChangedSource(t *testing.T) {
 	}
 	four := int64(4)
 	pins := []datav1alpha1.LanceTable{{}, {Tag: "pinned"}, {Version: &four}}
-	indexes := make([]*index.File, len(pins))
+	indexes := make([]*indexfile.File, len(pins))
 	for i, pin := range pins {
 		opts := format.IndexOptions{ShardBytes: 1 << 20, TempDir: t.TempDir(), Table: &format.TableOptions{Lance: pin}}
 		if indexes[i], err = formats.Default().Index(ctx, st, datav1alpha1.FormatLance, opts); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/format/arrowipc"
 )
 
@@ -38,7 +38,7 @@ func arrowRows(chunk []byte) ([]byte, error) {
 // Decode reads a chunk's items (which must be exactly samples) into the
 // stream's schema, keeping only columns (nil: all): the chunk as stored,
 // inflated first if it is compressed.
-func Decode(l *index.LitData, chunk []byte, samples int64, columns []string) (arrow.RecordBatch, error) {
+func Decode(l *indexfile.LitData, chunk []byte, samples int64, columns []string) (arrow.RecordBatch, error) {
 	plain, err := Inflate(l, chunk)
 	if err != nil {
 		return nil, err
@@ -47,7 +47,7 @@ func Decode(l *index.LitData, chunk []byte, samples int64, columns []string) (ar
 }
 
 // decodePlain is Decode of an uncompressed chunk.
-func decodePlain(l *index.LitData, chunk []byte, samples int64, columns []string) (arrow.RecordBatch, error) {
+func decodePlain(l *indexfile.LitData, chunk []byte, samples int64, columns []string) (arrow.RecordBatch, error) {
 	schema, err := Schema(l)
 	if err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ func decodeArrow(schema *arrow.Schema, rows []byte, n int64, keep []int) (arrow.
 
 // decodeItems reads a chunk's items: offsets after the count, each item
 // its leaves' sizes then the leaves.
-func decodeItems(l *index.LitData, schema *arrow.Schema, chunk []byte, n int, keep []int) (arrow.RecordBatch, error) {
+func decodeItems(l *indexfile.LitData, schema *arrow.Schema, chunk []byte, n int, keep []int) (arrow.RecordBatch, error) {
 	leaves := make([]leaf, len(l.Columns))
 	for i := range l.DataFormats {
 		lf, err := leafFor(l, i)
@@ -195,7 +195,7 @@ func decodeItems(l *index.LitData, schema *arrow.Schema, chunk []byte, n int, ke
 
 // eachItem calls fn with each of a chunk's n items' leaves, in order:
 // offsets after the count, each item its leaves' sizes then the leaves.
-func eachItem(l *index.LitData, chunk []byte, n int, fn func(item int, values [][]byte) error) error {
+func eachItem(l *indexfile.LitData, chunk []byte, n int, fn func(item int, values [][]byte) error) error {
 	header := 4 + 4*(n+1)
 	if n < 0 || header > len(chunk) {
 		return fmt.Errorf("%w: %d items' offsets past its %d bytes", errCorrupt, n, len(chunk))
@@ -237,7 +237,7 @@ func eachItem(l *index.LitData, chunk []byte, n int, fn func(item int, values []
 // ("numpy", "tensor") from a chunk's items, which must all agree with each
 // other and with what earlier chunks gave: shardfeed serves a column of one
 // shape.
-func LearnArrays(l *index.LitData, chunk []byte) error {
+func LearnArrays(l *indexfile.LitData, chunk []byte) error {
 	var arrays []int
 	for i, df := range l.DataFormats {
 		if df == "numpy" || df == "tensor" {
@@ -252,7 +252,7 @@ func LearnArrays(l *index.LitData, chunk []byte) error {
 		return err
 	}
 	if l.Arrays == nil {
-		l.Arrays = map[string]index.LitArray{}
+		l.Arrays = map[string]indexfile.LitArray{}
 	}
 	return eachItem(l, chunk, n, func(item int, values [][]byte) error {
 		for _, i := range arrays {
@@ -264,7 +264,7 @@ func LearnArrays(l *index.LitData, chunk []byte) error {
 			a, seen := l.Arrays[c]
 			switch {
 			case !seen:
-				l.Arrays[c] = index.LitArray{DType: code, Shape: shape}
+				l.Arrays[c] = indexfile.LitArray{DType: code, Shape: shape}
 			case a.DType != code || !slices.Equal(a.Shape, shape):
 				return fmt.Errorf("column %q: item %d is an array of dtype %d and shape %v, earlier ones of dtype %d and shape %v: "+
 					"shardfeed serves a column of one dtype and shape (pad the arrays, or store each flattened, a 1-D no_header_numpy, with its shape beside it)",
@@ -394,7 +394,7 @@ func tokensOf(chunk []byte, items, dim int64, size int) ([]byte, error) {
 
 // decodeTokens reads a TokensLoader chunk's samples: its tokens cut every
 // l.BlockSize, which must be samples blocks, each a fixed-size list.
-func decodeTokens(field arrow.Field, l *index.LitData, chunk []byte, samples int64, keep []int) (arrow.RecordBatch, error) {
+func decodeTokens(field arrow.Field, l *indexfile.LitData, chunk []byte, samples int64, keep []int) (arrow.RecordBatch, error) {
 	lf, err := leafOf(l.DataFormats[0])
 	if err != nil {
 		return nil, err

@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
-
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // chunk lays items out as LitData's writer does: the count, the offsets,
@@ -39,7 +38,7 @@ func chunk(items [][][]byte) []byte {
 	return out
 }
 
-var fuzzIndex = &index.LitData{Columns: []string{"id", "name", "tok", "ok"}, DataFormats: []string{"int", "str", "no_header_numpy:2", "bool"}}
+var fuzzIndex = &indexfile.LitData{Columns: []string{"id", "name", "tok", "ok"}, DataFormats: []string{"int", "str", "no_header_numpy:2", "bool"}}
 
 // FuzzDecode: any chunk decodes to its items or is refused, never a panic
 // or a short read.
@@ -105,7 +104,7 @@ func FuzzArrays(f *testing.F) {
 	}), int64(2))
 	f.Add(chunk([][][]byte{{numpy(9, []uint32{1 << 20, 1 << 20}, nil), tensor(2, nil, make([]byte, 8))}}), int64(1))
 	f.Fuzz(func(t *testing.T, data []byte, samples int64) {
-		l := &index.LitData{Columns: []string{"a", "b"}, DataFormats: []string{"numpy", "tensor"}}
+		l := &indexfile.LitData{Columns: []string{"a", "b"}, DataFormats: []string{"numpy", "tensor"}}
 		if err := LearnArrays(l, data); err != nil {
 			return
 		}
@@ -142,7 +141,7 @@ func FuzzTokens(f *testing.F) {
 	}
 	f.Add(tokens([]int32{1, 2, 3, 4}, []int32{5, 6, 7}), int64(2))
 	f.Add(tokens(), int64(0))
-	l := &index.LitData{Columns: []string{"value"}, DataFormats: []string{"no_header_numpy:2"}, BlockSize: 3}
+	l := &indexfile.LitData{Columns: []string{"value"}, DataFormats: []string{"no_header_numpy:2"}, BlockSize: 3}
 	f.Fuzz(func(t *testing.T, data []byte, samples int64) {
 		rec, err := Decode(l, data, samples, nil)
 		if err != nil {
@@ -178,7 +177,7 @@ func FuzzInflate(f *testing.F) {
 	framed = le.AppendUint32(le.AppendUint32(framed, uint32(len(frame))), 5)
 	f.Add(append(framed, frame...), "batch")
 	f.Fuzz(func(t *testing.T, data []byte, level string) {
-		l := &index.LitData{Columns: []string{"a"}, DataFormats: []string{"bytes"}, CompressionLevel: level}
+		l := &indexfile.LitData{Columns: []string{"a"}, DataFormats: []string{"bytes"}, CompressionLevel: level}
 		out, err := Inflate(l, data)
 		if err != nil {
 			return

@@ -8,7 +8,7 @@ import (
 	"io"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
@@ -48,7 +48,7 @@ var _ format.StreamIndexer = Format{}
 
 // IndexObject implements format.Indexer for one chunk (Registry.Index
 // hands the stream's chunks to IndexObjects).
-func (x Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func (x Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	return x.IndexObjects(ctx, st, []store.Object{o}, f, opts)
 }
 
@@ -56,7 +56,7 @@ func (x Format) IndexObject(ctx context.Context, st store.Store, o store.Object,
 // which chunks the stream has, in order, and how their items are written;
 // each chunk is read once, decoded whole (so that what the sidecar will
 // not read is refused now) and hashed. A shard is a chunk.
-func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.Object, f *index.File, opts format.IndexOptions) error {
+func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	li, err := readIndex(ctx, st)
 	if err != nil {
 		return fmt.Errorf("%s%s: %w", st.URI(), IndexName, err)
@@ -75,7 +75,7 @@ func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.
 	if len(columns) != len(li.Config.DataFormat) {
 		return fmt.Errorf("%s%s: %d leaves and %d data formats", st.URI(), IndexName, len(columns), len(li.Config.DataFormat))
 	}
-	f.LitData = &index.LitData{Columns: columns, DataFormats: li.Config.DataFormat, CompressionLevel: li.wrap}
+	f.LitData = &indexfile.LitData{Columns: columns, DataFormats: li.Config.DataFormat, CompressionLevel: li.wrap}
 	for i, df := range li.Config.DataFormat {
 		if df == "numpy" || df == "tensor" {
 			continue // their dtype and shape are the items'
@@ -106,7 +106,7 @@ func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.
 			rec.Release()
 		}
 		sum, _ := checksum.Of(opts.Hash, stored)
-		f.Shards = append(f.Shards, index.Entry{Name: o.Key, Object: o.Key, Length: o.Size, Samples: c.ChunkSize, Hash: sum.String(), ObjectSize: o.Size})
+		f.Shards = append(f.Shards, indexfile.Entry{Name: o.Key, Object: o.Key, Length: o.Size, Samples: c.ChunkSize, Hash: sum.String(), ObjectSize: o.Size})
 		if opts.Progress != nil {
 			opts.Progress(i+1, len(li.Chunks), o.Key)
 		}
@@ -165,7 +165,7 @@ const tokensLoader = "TokensLoader"
 // header), and a sample is a block of opts.BlockSize tokens of one chunk,
 // as TokensLoader(block_size) reads them (a chunk's rest left out). Each
 // chunk is read once, its layout checked against index.json and hashed.
-func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li *litIndex, f *index.File, opts format.IndexOptions) error {
+func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li *litIndex, f *indexfile.File, opts format.IndexOptions) error {
 	where := st.URI() + IndexName
 	if opts.BlockSize <= 0 {
 		return fmt.Errorf("%s: the dataset was written with LitData's TokensLoader: give its samples' length in tokens, "+
@@ -178,7 +178,7 @@ func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li
 	if err != nil || lf.elem == nil {
 		return fmt.Errorf("%s: a TokensLoader dataset's data format is a 1-D array (no_header_numpy:N, no_header_tensor:N), not %q", where, li.Config.DataFormat[0])
 	}
-	f.LitData = &index.LitData{Columns: []string{"value"}, DataFormats: li.Config.DataFormat, BlockSize: opts.BlockSize, CompressionLevel: li.wrap}
+	f.LitData = &indexfile.LitData{Columns: []string{"value"}, DataFormats: li.Config.DataFormat, BlockSize: opts.BlockSize, CompressionLevel: li.wrap}
 	by := make(map[string]store.Object, len(objects))
 	for _, o := range objects {
 		by[o.Key] = o
@@ -195,7 +195,7 @@ func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li
 			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
 		}
 		sum, _ := checksum.Of(opts.Hash, stored)
-		f.Shards = append(f.Shards, index.Entry{Name: o.Key, Object: o.Key, Length: o.Size, Samples: *c.Dim / opts.BlockSize,
+		f.Shards = append(f.Shards, indexfile.Entry{Name: o.Key, Object: o.Key, Length: o.Size, Samples: *c.Dim / opts.BlockSize,
 			Hash: sum.String(), ObjectSize: o.Size})
 		if opts.Progress != nil {
 			opts.Progress(i+1, len(li.Chunks), o.Key)
@@ -206,7 +206,7 @@ func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li
 
 // readChunk reads the chunk index.json names (which the stream must hold,
 // within the bound on a chunk): as stored, and inflated.
-func readChunk(ctx context.Context, st store.Store, by map[string]store.Object, name string, l *index.LitData) (o store.Object, stored, data []byte, err error) {
+func readChunk(ctx context.Context, st store.Store, by map[string]store.Object, name string, l *indexfile.LitData) (o store.Object, stored, data []byte, err error) {
 	o, ok := by[name]
 	if !ok {
 		return o, nil, nil, fmt.Errorf("%s%s lists chunk %q, which is not in the stream", st.URI(), IndexName, name)

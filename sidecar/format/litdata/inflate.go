@@ -9,8 +9,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
-
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // LitData's zstd compression (index.json's "compression": "zstd" or
@@ -88,7 +87,7 @@ func unzstd(b []byte, most, want int) ([]byte, error) {
 
 // Inflate returns a chunk as LitData wrote it before compressing it (the
 // chunk itself if l says it is not compressed).
-func Inflate(l *index.LitData, chunk []byte) ([]byte, error) {
+func Inflate(l *indexfile.LitData, chunk []byte) ([]byte, error) {
 	switch l.CompressionLevel {
 	case "":
 		return chunk, nil

@@ -38,6 +38,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
 
@@ -72,7 +73,7 @@ func (Format) Open(l *index.Layout) (format.Reader, error) {
 }
 
 type reader struct {
-	f      *index.File
+	f      *indexfile.File
 	schema *arrow.Schema
 }
 
@@ -156,7 +157,7 @@ func elemType(torch bool, code int) (arrow.DataType, int, bool) {
 }
 
 // leafFor returns how the values of column i of l are read.
-func leafFor(l *index.LitData, i int) (leaf, error) {
+func leafFor(l *indexfile.LitData, i int) (leaf, error) {
 	df := l.DataFormats[i]
 	if df != "numpy" && df != "tensor" {
 		return leafOf(df)
@@ -212,7 +213,7 @@ func leafOf(df string) (leaf, error) {
 }
 
 // Schema is a litdata stream's Arrow schema: a column per leaf.
-func Schema(l *index.LitData) (*arrow.Schema, error) {
+func Schema(l *indexfile.LitData) (*arrow.Schema, error) {
 	if l.BlockSize > 0 {
 		lf, err := leafOf(l.DataFormats[0])
 		if err != nil || lf.elem == nil || len(l.Columns) != 1 || l.BlockSize > math.MaxInt32 {

@@ -5,8 +5,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
-
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // A chunk written byte by byte (the layout in the package doc): two items
@@ -23,7 +22,7 @@ var workedChunk = []byte{
 	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // id -1
 }
 
-var workedLayout = &index.LitData{Columns: []string{"id", "name"}, DataFormats: []string{"int", "str"}}
+var workedLayout = &indexfile.LitData{Columns: []string{"id", "name"}, DataFormats: []string{"int", "str"}}
 
 func TestAWorkedChunkDecodes(t *testing.T) {
 	rec, err := Decode(workedLayout, workedChunk, 2, nil)

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/local"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -84,11 +84,11 @@ func FuzzIndexAndDecode(f *testing.F) {
 	f.Add([]byte(Magic), []byte{}, false)
 	f.Fuzz(func(t *testing.T, idx, bin []byte, sequences bool) {
 		st := pairStore(t, idx, bin)
-		unit := index.MegatronDocument
+		unit := indexfile.MegatronDocument
 		if sequences {
-			unit = index.MegatronSequence
+			unit = indexfile.MegatronSequence
 		}
-		x := &index.File{Shardfeed: index.Version, Format: Format{}.Kind()}
+		x := &indexfile.File{Shardfeed: indexfile.Version, Format: Format{}.Kind()}
 		o := store.Object{Key: "d.idx", Size: int64(len(idx))}
 		if err := (Format{}).IndexObject(context.Background(), st, o, x, format.IndexOptions{Hash: "xxh64", ShardBytes: 4, Unit: unit}); err != nil {
 			return
@@ -129,8 +129,8 @@ func FuzzIndexAndDecode(f *testing.F) {
 // Decode refuses parts that do not fit the shard, naming the mismatch.
 func TestDecodeRefusesPartsThatDoNotFit(t *testing.T) {
 	idx, bin := pair([][][]uint16{{{1, 2}}, {{3}}}, false)
-	m := &index.Megatron{DType: "uint16", Unit: index.MegatronDocument}
-	e := index.Entry{Length: int64(len(bin)), Samples: 2, Ranges: []index.Range{{Offset: int64(HeaderSize), Length: 8}, {Offset: int64(HeaderSize) + 8 + 16, Length: 24}}}
+	m := &indexfile.Megatron{DType: "uint16", Unit: indexfile.MegatronDocument}
+	e := indexfile.Entry{Length: int64(len(bin)), Samples: 2, Ranges: []indexfile.Range{{Offset: int64(HeaderSize), Length: 8}, {Offset: int64(HeaderSize) + 8 + 16, Length: 24}}}
 	lens, docs := idx[HeaderSize:HeaderSize+8], idx[HeaderSize+24:HeaderSize+48]
 	if rec, err := Decode(m, e, [][]byte{bin, lens, docs}, nil); err != nil || rec.NumRows() != 2 {
 		t.Fatalf("the shard does not decode: %v", err)

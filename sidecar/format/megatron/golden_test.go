@@ -19,6 +19,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -64,11 +65,11 @@ func TestMegatronServesMegatronCoreSamples(t *testing.T) {
 // bucketing (shardfeed index --lengths tokens) from the .idx ranges
 // alone: the totals are the oracle's, and no byte of a .bin (or of the
 // modes) is read.
-func checkLengths(t *testing.T, dir string, f *index.File, want []string) {
+func checkLengths(t *testing.T, dir string, f *indexfile.File, want []string) {
 	t.Helper()
 	var counts store.Counts
 	st := store.Counted(formattest.OpenDir(t, dir), &counts)
-	l := f.Layout()
+	l := index.LayoutOf(f)
 	x, _, err := formats.Default().Lengths(context.Background(), st, l, "tokens", nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -33,8 +33,7 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
-
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // Magic opens every .idx file; version 1 follows it.
@@ -50,7 +49,7 @@ const maxCount = 1 << 40
 
 // Header is an .idx file's header, checked against the file's size.
 type Header struct {
-	// DType is the tokens' type (index.MegatronDTypes).
+	// DType is the tokens' type (indexfile.MegatronDTypes).
 	DType string
 	// ItemSize is a token's bytes.
 	ItemSize int64
@@ -97,7 +96,7 @@ func ArrowType(dtype string) (arrow.DataType, int64, error) {
 	case "float64":
 		return arrow.PrimitiveTypes.Float64, 8, nil
 	}
-	return nil, 0, fmt.Errorf("token type %q is not one of %v", dtype, index.MegatronDTypes)
+	return nil, 0, fmt.Errorf("token type %q is not one of %v", dtype, indexfile.MegatronDTypes)
 }
 
 // ParseHeader reads the header of an .idx file of size bytes from its first
@@ -114,10 +113,10 @@ func ParseHeader(b []byte, size int64) (Header, error) {
 		return Header{}, fmt.Errorf("version %d of the Megatron .idx format is not supported: this shardfeed reads version 1", v)
 	}
 	code := int(b[8])
-	if code < 1 || code > len(index.MegatronDTypes) {
-		return Header{}, fmt.Errorf("the .idx's dtype code %d is not one of 1–%d", code, len(index.MegatronDTypes))
+	if code < 1 || code > len(indexfile.MegatronDTypes) {
+		return Header{}, fmt.Errorf("the .idx's dtype code %d is not one of 1–%d", code, len(indexfile.MegatronDTypes))
 	}
-	h := Header{DType: index.MegatronDTypes[code-1]}
+	h := Header{DType: indexfile.MegatronDTypes[code-1]}
 	_, h.ItemSize, _ = ArrowType(h.DType)
 	seqs, docs := binary.LittleEndian.Uint64(b[9:]), binary.LittleEndian.Uint64(b[17:])
 	if seqs >= maxCount || docs >= maxCount || docs == 0 {

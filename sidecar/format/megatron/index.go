@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
@@ -20,20 +20,20 @@ import (
 // every pointer checked against the lengths before it and the document
 // index against the sequences, and the .bin beside it is read once to hash
 // each shard's tokens. Memory does not grow with the dataset.
-func (Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func (Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	if err := indexPair(ctx, st, o, f, opts); err != nil {
 		return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
 	}
 	return nil
 }
 
-func indexPair(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func indexPair(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	unit := opts.Unit
 	if unit == "" {
-		unit = index.MegatronDocument
+		unit = indexfile.MegatronDocument
 	}
-	if unit != index.MegatronDocument && unit != index.MegatronSequence {
-		return fmt.Errorf("a megatron sample is a %q or a %q, not %q", index.MegatronDocument, index.MegatronSequence, unit)
+	if unit != indexfile.MegatronDocument && unit != indexfile.MegatronSequence {
+		return fmt.Errorf("a megatron sample is a %q or a %q, not %q", indexfile.MegatronDocument, indexfile.MegatronSequence, unit)
 	}
 	head, err := format.ReadRange(ctx, st, o.Key, 0, min(int64(HeaderSize), o.Size))
 	if err != nil {
@@ -43,8 +43,8 @@ func indexPair(ctx context.Context, st store.Store, o store.Object, f *index.Fil
 	if err != nil {
 		return err
 	}
-	m := &index.Megatron{DType: h.DType, Unit: unit, Modes: h.Modes}
-	if unit == index.MegatronDocument && h.Modes {
+	m := &indexfile.Megatron{DType: h.DType, Unit: unit, Modes: h.Modes}
+	if unit == indexfile.MegatronDocument && h.Modes {
 		return errors.New("the .idx records a mode per sequence (a multimodal dataset), whose samples are sequences: index it with --unit sequence")
 	}
 	if f.Megatron == nil {
@@ -75,7 +75,7 @@ type indexer struct {
 	idx  string
 	bin  store.Object
 	opts format.IndexOptions
-	f    *index.File
+	f    *indexfile.File
 
 	closers                 []io.Closer
 	lens, ptrs, docs, modes *section
@@ -143,7 +143,7 @@ func (x *indexer) run(unit string) error {
 		return fmt.Errorf("the document index starts at sequence %d, not 0: corrupt", first)
 	}
 	x.begin(first)
-	if unit == index.MegatronDocument {
+	if unit == indexfile.MegatronDocument {
 		err = x.documents()
 	} else {
 		err = x.sequences()
@@ -167,7 +167,7 @@ func (x *indexer) begin(docStart int64) {
 	if x.modes != nil {
 		x.modes.w = x.extraHash
 	}
-	if x.f.Megatron.Unit == index.MegatronDocument {
+	if x.f.Megatron.Unit == indexfile.MegatronDocument {
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], uint64(docStart)) //nolint:gosec // checked non-negative
 		_, _ = x.extraHash.Write(b[:])
@@ -272,18 +272,18 @@ func (x *indexer) emit(nextDoc int64) error {
 	sum := func(h hash.Hash) string {
 		return checksum.Sum{Algo: x.opts.Hash, Hex: fmt.Sprintf("%x", h.Sum(nil))}.String()
 	}
-	e := index.Entry{
+	e := indexfile.Entry{
 		Name: fmt.Sprintf("%s#%d", x.bin.Key, x.part), Object: x.bin.Key, Part: x.part,
 		Offset: x.startByte, Length: length, Samples: x.samples, Hash: sum(bh), ObjectSize: x.bin.Size,
-		Ranges: []index.Range{{Object: x.idx, Offset: x.h.lengthsAt() + 4*x.startSeq, Length: 4 * seqs, Hash: sum(x.lenHash)}},
+		Ranges: []indexfile.Range{{Object: x.idx, Offset: x.h.lengthsAt() + 4*x.startSeq, Length: 4 * seqs, Hash: sum(x.lenHash)}},
 	}
 	switch {
-	case x.f.Megatron.Unit == index.MegatronDocument:
+	case x.f.Megatron.Unit == indexfile.MegatronDocument:
 		// The document index from the shard's first document's start to
 		// its last one's end: one entry more than its documents.
-		e.Ranges = append(e.Ranges, index.Range{Object: x.idx, Offset: x.h.docsAt() + 8*x.startDoc, Length: 8 * (x.samples + 1), Hash: sum(x.extraHash)})
+		e.Ranges = append(e.Ranges, indexfile.Range{Object: x.idx, Offset: x.h.docsAt() + 8*x.startDoc, Length: 8 * (x.samples + 1), Hash: sum(x.extraHash)})
 	case x.modes != nil:
-		e.Ranges = append(e.Ranges, index.Range{Object: x.idx, Offset: x.h.modesAt() + x.startSeq, Length: seqs, Hash: sum(x.extraHash)})
+		e.Ranges = append(e.Ranges, indexfile.Range{Object: x.idx, Offset: x.h.modesAt() + x.startSeq, Length: seqs, Hash: sum(x.extraHash)})
 	}
 	x.f.Shards = append(x.f.Shards, e)
 	x.part++

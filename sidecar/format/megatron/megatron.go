@@ -12,6 +12,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
 
@@ -54,7 +55,7 @@ func (Format) Open(l *index.Layout) (format.Reader, error) {
 
 // Schema is a megatron stream's Arrow schema: its samples' tokens, as a
 // list of the .idx's token type, and a multimodal sequence's mode.
-func Schema(m *index.Megatron) (*arrow.Schema, error) {
+func Schema(m *indexfile.Megatron) (*arrow.Schema, error) {
 	t, _, err := ArrowType(m.DType)
 	if err != nil {
 		return nil, err
@@ -67,7 +68,7 @@ func Schema(m *index.Megatron) (*arrow.Schema, error) {
 }
 
 type reader struct {
-	f      *index.File
+	f      *indexfile.File
 	schema *arrow.Schema
 }
 
@@ -98,7 +99,7 @@ func (r *reader) Records(_ context.Context, i int, parts [][]byte, columns []str
 // Decode builds shard e's samples from its parts (Parts' order), keeping
 // only columns (nil: all). The tokens are not copied: the record's value
 // buffer is the .bin range's bytes.
-func Decode(m *index.Megatron, e index.Entry, parts [][]byte, columns []string) (arrow.RecordBatch, error) {
+func Decode(m *indexfile.Megatron, e indexfile.Entry, parts [][]byte, columns []string) (arrow.RecordBatch, error) {
 	schema, err := Schema(m)
 	if err != nil {
 		return nil, err
@@ -173,7 +174,7 @@ func columnNames(s *arrow.Schema) string {
 // sampleOffsets reads where each of shard e's samples ends, in tokens, from
 // its .idx ranges (Parts' order, after the tokens): one offset more than
 // its samples, from 0. Lengths past most tokens are corrupt.
-func sampleOffsets(m *index.Megatron, e index.Entry, ranges [][]byte, most int64) ([]int32, error) {
+func sampleOffsets(m *indexfile.Megatron, e indexfile.Entry, ranges [][]byte, most int64) ([]int32, error) {
 	lens := ranges[0]
 	if len(lens)%4 != 0 {
 		return nil, fmt.Errorf("a lengths range of %d bytes: they are 4 bytes each", len(lens))
@@ -193,7 +194,7 @@ func sampleOffsets(m *index.Megatron, e index.Entry, ranges [][]byte, most int64
 		}
 		return nil
 	}
-	if m.Unit != index.MegatronDocument {
+	if m.Unit != indexfile.MegatronDocument {
 		if int64(seqs) != e.Samples {
 			return nil, fmt.Errorf("the shard has %d sequences, its index says %d", seqs, e.Samples)
 		}
@@ -237,7 +238,7 @@ func (r *reader) MeasuredParts(i int, column string) []int {
 	if column != ColumnTokens {
 		return nil
 	}
-	if r.f.Megatron.Unit == index.MegatronDocument {
+	if r.f.Megatron.Unit == indexfile.MegatronDocument {
 		return []int{1, 2}
 	}
 	return []int{1}

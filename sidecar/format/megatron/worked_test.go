@@ -7,7 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
@@ -55,11 +55,11 @@ func TestAWorkedPairDecodes(t *testing.T) {
 		unit string
 		want string
 	}{
-		{index.MegatronDocument, "[[7 8 9] [10]]"},
-		{index.MegatronSequence, "[[7 8] [9] [10]]"},
+		{indexfile.MegatronDocument, "[[7 8 9] [10]]"},
+		{indexfile.MegatronSequence, "[[7 8] [9] [10]]"},
 	} {
 		t.Run(c.unit, func(t *testing.T) {
-			x := &index.File{Shardfeed: index.Version, Format: Format{}.Kind()}
+			x := &indexfile.File{Shardfeed: indexfile.Version, Format: Format{}.Kind()}
 			o := store.Object{Key: "d.idx", Size: int64(len(workedIdx))}
 			if err := (Format{}).IndexObject(context.Background(), st, o, x, format.IndexOptions{Hash: "xxh64", ShardBytes: 1 << 20, Unit: c.unit}); err != nil {
 				t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/orc/orcfile"
@@ -53,7 +53,7 @@ func ReadStripeRange(_ context.Context, p format.FootedPart, columns []string) (
 
 // indexObject is the format's Indexer: the object's stripes, from its tail
 // (one ranged read, two for a tail beyond orcfile.TailSize), each hashed.
-func indexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func indexObject(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	if o.Size < 4 {
 		return fmt.Errorf("%s: %d bytes is too short for ORC", o.Key, o.Size)
 	}
@@ -81,7 +81,7 @@ func indexObject(ctx context.Context, st store.Store, o store.Object, f *index.F
 		if err != nil {
 			return err
 		}
-		f.Shards = append(f.Shards, index.Entry{
+		f.Shards = append(f.Shards, indexfile.Entry{
 			Name: fmt.Sprintf("%s#%d", o.Key, p), Object: o.Key, Part: p,
 			Offset: off, Length: length, Samples: int64(s.Rows), Hash: sum, //nolint:gosec // bounded by the stripe's bytes
 			ObjectSize: o.Size, FooterOffset: o.Size - n, FooterLength: n,

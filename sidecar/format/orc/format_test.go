@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -35,7 +35,7 @@ func pyarrowFile(t *testing.T) []byte {
 	return []byte(s)
 }
 
-func indexDir(t *testing.T, files map[string][]byte) (*index.File, error) {
+func indexDir(t *testing.T, files map[string][]byte) (*indexfile.File, error) {
 	t.Helper()
 	dir := t.TempDir()
 	for name, b := range files {

@@ -9,7 +9,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
@@ -27,7 +27,7 @@ const tailBytes = 64 << 10
 // footer, each hashed. The object's last tailBytes come in one ranged read;
 // a footer longer than they hold takes a second, a row group before them
 // one more.
-func indexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func indexObject(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	if o.Size < 12 {
 		return fmt.Errorf("%s: %d bytes is too short for Parquet", o.Key, o.Size)
 	}
@@ -55,7 +55,7 @@ func indexObject(ctx context.Context, st store.Store, o store.Object, f *index.F
 		} else if sum, err = format.HashRange(ctx, st, o.Key, rg.Offset, rg.Length, opts.Hash); err != nil {
 			return err
 		}
-		f.Shards = append(f.Shards, index.Entry{
+		f.Shards = append(f.Shards, indexfile.Entry{
 			Name: fmt.Sprintf("%s#%d", o.Key, p), Object: o.Key, Part: p,
 			Offset: rg.Offset, Length: rg.Length, Samples: rg.Rows, Hash: sum,
 			ObjectSize: o.Size, FooterOffset: o.Size - 8 - int64(md.Size()), FooterLength: 8 + int64(md.Size()),

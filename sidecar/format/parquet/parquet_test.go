@@ -15,7 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -141,7 +141,7 @@ func TestBrokenFilesAreRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st, _ := stores.Open(context.Background(), store.Source{URI: "file://" + t.TempDir() + "/"})
 			_ = st.Put(context.Background(), "f.parquet", bytes.NewReader(tt.data), int64(len(tt.data)))
-			err := indexObject(context.Background(), st, store.Object{Key: "f.parquet", Size: int64(len(tt.data))}, &index.File{}, format.IndexOptions{Hash: "xxh64"})
+			err := indexObject(context.Background(), st, store.Object{Key: "f.parquet", Size: int64(len(tt.data))}, &indexfile.File{}, format.IndexOptions{Hash: "xxh64"})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("indexObject = %v, want %q", err, tt.want)
 			}
@@ -258,7 +258,7 @@ func TestIndexingReadsAnObjectsTailOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			gets := counts.Gets.Load()
-			var f index.File
+			var f indexfile.File
 			if err := indexObject(ctx, st, store.Object{Key: "p.parquet", Size: int64(len(data))}, &f, format.IndexOptions{Hash: "xxh64"}); err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
@@ -62,14 +63,14 @@ func (t *Format) Open(l *index.Layout) (format.Reader, error) {
 // IndexObject implements format.Indexer: the object is downloaded to a
 // temporary file once, cut into shards at record boundaries, and its
 // inferred schema merged into the stream's (or checked against the given).
-func (t *Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func (t *Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	if err := t.indexObject(ctx, st, o, f, opts); err != nil {
 		return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
 	}
 	return nil
 }
 
-func (t *Format) indexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func (t *Format) indexObject(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	body, err := st.Get(ctx, o.Key, 0, -1)
 	if err != nil {
 		return err
@@ -108,7 +109,7 @@ func (t *Format) indexObject(ctx context.Context, st store.Store, o store.Object
 		if _, err := io.Copy(h, io.NewSectionReader(tmp, c.Offset, c.Length)); err != nil {
 			return err
 		}
-		f.Shards = append(f.Shards, index.Entry{
+		f.Shards = append(f.Shards, indexfile.Entry{
 			Name: fmt.Sprintf("%s#%d", o.Key, p), Object: o.Key, Part: p,
 			Offset: c.Offset, Length: c.Length, Samples: c.Records,
 			Hash: opts.Hash + ":" + hex.EncodeToString(h.Sum(nil)), ObjectSize: o.Size,
@@ -119,7 +120,7 @@ func (t *Format) indexObject(ctx context.Context, st store.Store, o store.Object
 
 // Merge implements format.Merger: an object's inferred schema widens the
 // stream's, its shards follow the stream's.
-func (t *Format) Merge(dst, obj *index.File) error {
+func (t *Format) Merge(dst, obj *indexfile.File) error {
 	if err := t.mergeSchema(dst, obj.Schema); err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func (t *Format) Merge(dst, obj *index.File) error {
 
 // mergeSchema widens the stream's schema with one object's; CSV objects
 // must have the same columns.
-func (t *Format) mergeSchema(f *index.File, fields []index.Field) error {
+func (t *Format) mergeSchema(f *indexfile.File, fields []indexfile.Field) error {
 	if f.Schema == nil {
 		f.Schema = fields
 		return nil
@@ -163,7 +164,7 @@ func (t *Format) mergeSchema(f *index.File, fields []index.Field) error {
 // fitsSchema checks an object's header against a given schema, column for
 // column (Scan has checked every value against the given types: a column
 // of only nulls, inferred as utf8, fits any).
-func (t *Format) fitsSchema(inferred, given []index.Field) error {
+func (t *Format) fitsSchema(inferred, given []indexfile.Field) error {
 	if _, err := Schema(given); err != nil {
 		return fmt.Errorf("the given schema: %w", err)
 	}
@@ -183,7 +184,7 @@ func (t *Format) fitsSchema(inferred, given []index.Field) error {
 
 type reader struct {
 	t      *Format
-	f      *index.File
+	f      *indexfile.File
 	schema *arrow.Schema
 }
 

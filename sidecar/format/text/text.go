@@ -22,8 +22,8 @@ import (
 	arrowcsv "github.com/apache/arrow-go/v18/arrow/csv"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 
-	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
 
@@ -49,7 +49,7 @@ type Chunk struct {
 // column) widens the column, never fails a read later. With a given
 // schema, a value its column's type cannot hold is an error naming the
 // line. A CSV/TSV header row is not part of any chunk.
-func Scan(r io.Reader, kind *Format, target int64, given []index.Field) ([]index.Field, []Chunk, error) {
+func Scan(r io.Reader, kind *Format, target int64, given []indexfile.Field) ([]indexfile.Field, []Chunk, error) {
 	inf, err := newInference(given)
 	if err != nil {
 		return nil, nil, err
@@ -60,7 +60,7 @@ func Scan(r io.Reader, kind *Format, target int64, given []index.Field) ([]index
 	return scanCSV(r, kind.comma, target, inf)
 }
 
-func scanJSONL(r io.Reader, target int64, inf *inference) ([]index.Field, []Chunk, error) {
+func scanJSONL(r io.Reader, target int64, inf *inference) ([]indexfile.Field, []Chunk, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var chunks []Chunk
 	var cur Chunk
@@ -112,7 +112,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func scanCSV(r io.Reader, comma rune, target int64, inf *inference) ([]index.Field, []Chunk, error) {
+func scanCSV(r io.Reader, comma rune, target int64, inf *inference) ([]indexfile.Field, []Chunk, error) {
 	cr := csv.NewReader(bufio.NewReaderSize(r, 1<<20))
 	cr.Comma = comma
 	cr.ReuseRecord = true
@@ -163,9 +163,9 @@ func scanCSV(r io.Reader, comma rune, target int64, inf *inference) ([]index.Fie
 	if len(chunks) == 0 {
 		return nil, nil, nil // a header and no rows: no shard, and no types to merge
 	}
-	fields := make([]index.Field, len(names))
+	fields := make([]indexfile.Field, len(names))
 	for i, n := range names {
-		fields[i] = index.Field{Name: n, Type: inf.typeOf(n)}
+		fields[i] = indexfile.Field{Name: n, Type: inf.typeOf(n)}
 	}
 	return fields, chunks, nil
 }
@@ -174,17 +174,17 @@ func scanCSV(r io.Reader, comma rune, target int64, inf *inference) ([]index.Fie
 // against a given schema.
 type inference struct {
 	order []string
-	types map[string]*index.ColumnType
-	given map[string]*index.ColumnType
+	types map[string]*indexfile.ColumnType
+	given map[string]*indexfile.ColumnType
 	rows  int
 }
 
-func newInference(given []index.Field) (*inference, error) {
-	in := &inference{types: map[string]*index.ColumnType{}}
+func newInference(given []indexfile.Field) (*inference, error) {
+	in := &inference{types: map[string]*indexfile.ColumnType{}}
 	if given != nil {
-		in.given = map[string]*index.ColumnType{}
+		in.given = map[string]*indexfile.ColumnType{}
 		for _, f := range given {
-			t, err := index.ParseColumnType(f.Type)
+			t, err := indexfile.ParseColumnType(f.Type)
 			if err != nil {
 				return nil, fmt.Errorf("the given schema: column %q: %w", f.Name, err)
 			}
@@ -194,7 +194,7 @@ func newInference(given []index.Field) (*inference, error) {
 	return in, nil
 }
 
-func (in *inference) note(name string, typ *index.ColumnType) error {
+func (in *inference) note(name string, typ *indexfile.ColumnType) error {
 	if want, ok := in.given[name]; ok && !fits(want, typ) {
 		return fmt.Errorf("column %q has a %s value, the given schema says %s", name, describe(final(typ)), describe(want))
 	}
@@ -209,7 +209,7 @@ func (in *inference) note(name string, typ *index.ColumnType) error {
 }
 
 // describe spells a type for a message, cut short if long.
-func describe(t *index.ColumnType) string {
+func describe(t *indexfile.ColumnType) string {
 	s := t.String()
 	if len(s) > 80 {
 		return s[:80] + "…"
@@ -220,11 +220,11 @@ func describe(t *index.ColumnType) string {
 // Widen returns the narrowest type holding values of both type names (see
 // widen); a name that does not parse widens to utf8.
 func Widen(a, b string) string {
-	ta, err := index.ParseColumnType(a)
+	ta, err := indexfile.ParseColumnType(a)
 	if err != nil {
 		return "utf8"
 	}
-	tb, err := index.ParseColumnType(b)
+	tb, err := indexfile.ParseColumnType(b)
 	if err != nil {
 		return "utf8"
 	}
@@ -234,10 +234,10 @@ func Widen(a, b string) string {
 // widen returns the narrowest type holding both: int64 < float64; lists
 // widen their elements; structs merge their fields (in the order first
 // seen); "null" (only nulls seen) gives way to any; anything else mixed is
-// utf8 (each value's JSON text), as is a type past index.MaxTypeDepth or
-// index.MaxTypeNodes. It returns a itself when a already holds b, and
+// utf8 (each value's JSON text), as is a type past indexfile.MaxTypeDepth or
+// indexfile.MaxTypeNodes. It returns a itself when a already holds b, and
 // never changes either.
-func widen(a, b *index.ColumnType) *index.ColumnType {
+func widen(a, b *indexfile.ColumnType) *indexfile.ColumnType {
 	switch {
 	case a == b:
 		return a
@@ -252,7 +252,7 @@ func widen(a, b *index.ColumnType) *index.ColumnType {
 			if e == a.Elem {
 				return a
 			}
-			return bounded(index.ListOf(e))
+			return bounded(indexfile.ListOf(e))
 		case "struct":
 			return mergeStruct(a, b)
 		}
@@ -262,12 +262,12 @@ func widen(a, b *index.ColumnType) *index.ColumnType {
 	case a.Kind == "float64" && b.Kind == "int64":
 		return a
 	}
-	return index.UTF8Type
+	return indexfile.UTF8Type
 }
 
 // mergeStruct widens a's fields by b's and adds b's others after them.
-func mergeStruct(a, b *index.ColumnType) *index.ColumnType {
-	var out []index.StructField // a's fields, copied on the first change
+func mergeStruct(a, b *indexfile.ColumnType) *indexfile.ColumnType {
+	var out []indexfile.StructField // a's fields, copied on the first change
 	fields := a.Fields
 	for i, f := range b.Fields {
 		j := i
@@ -295,10 +295,10 @@ func mergeStruct(a, b *index.ColumnType) *index.ColumnType {
 	if out == nil {
 		return a
 	}
-	return bounded(index.StructOf(out...))
+	return bounded(indexfile.StructOf(out...))
 }
 
-func fieldIndex(fields []index.StructField, name string) int {
+func fieldIndex(fields []indexfile.StructField, name string) int {
 	for i, f := range fields {
 		if f.Name == name {
 			return i
@@ -308,9 +308,9 @@ func fieldIndex(fields []index.StructField, name string) int {
 }
 
 // bounded is t, or utf8 where t is past the type bounds.
-func bounded(t *index.ColumnType) *index.ColumnType {
+func bounded(t *indexfile.ColumnType) *indexfile.ColumnType {
 	if !t.WithinBounds() {
-		return index.UTF8Type
+		return indexfile.UTF8Type
 	}
 	return t
 }
@@ -318,7 +318,7 @@ func bounded(t *index.ColumnType) *index.ColumnType {
 // fits says whether values of type got decode under want: want holds got
 // as widen would, and a struct's fields that want does not name are left
 // out, as a record's keys the schema does not name are.
-func fits(want, got *index.ColumnType) bool {
+func fits(want, got *indexfile.ColumnType) bool {
 	switch {
 	case got.Kind == "null", want.Kind == "utf8", want == got:
 		return true
@@ -340,19 +340,19 @@ func fits(want, got *index.ColumnType) bool {
 
 // final is an inferred type as an index records it: a column or field of
 // only nulls is utf8, a list of only empty lists or nulls list<int64>.
-func final(t *index.ColumnType) *index.ColumnType {
+func final(t *indexfile.ColumnType) *indexfile.ColumnType {
 	switch t.Kind {
 	case "null":
-		return index.UTF8Type
+		return indexfile.UTF8Type
 	case "list":
 		if t.Elem.Kind == "null" {
-			return index.ListOf(index.Int64Type)
+			return indexfile.ListOf(indexfile.Int64Type)
 		}
 		if e := final(t.Elem); e != t.Elem {
-			return index.ListOf(e)
+			return indexfile.ListOf(e)
 		}
 	case "struct":
-		var out []index.StructField
+		var out []indexfile.StructField
 		for i, f := range t.Fields {
 			if ft := final(f.Type); ft != f.Type {
 				if out == nil {
@@ -362,7 +362,7 @@ func final(t *index.ColumnType) *index.ColumnType {
 			}
 		}
 		if out != nil {
-			return index.StructOf(out...)
+			return indexfile.StructOf(out...)
 		}
 	}
 	return t
@@ -406,12 +406,12 @@ func (in *inference) addObject(line []byte) error {
 
 // valueType reads the next JSON value and returns its type: objects are
 // structs of their keys in order, arrays lists of their elements' widened
-// type. A value nested past index.MaxTypeDepth, or whose type holds more
-// than index.MaxTypeNodes types, is utf8 (its JSON text).
-func valueType(dec *json.Decoder, depth int) (*index.ColumnType, error) {
-	if depth >= index.MaxTypeDepth {
+// type. A value nested past indexfile.MaxTypeDepth, or whose type holds more
+// than indexfile.MaxTypeNodes types, is utf8 (its JSON text).
+func valueType(dec *json.Decoder, depth int) (*indexfile.ColumnType, error) {
+	if depth >= indexfile.MaxTypeDepth {
 		var skip json.RawMessage
-		return index.UTF8Type, dec.Decode(&skip)
+		return indexfile.UTF8Type, dec.Decode(&skip)
 	}
 	tok, err := dec.Token()
 	if err != nil {
@@ -419,19 +419,19 @@ func valueType(dec *json.Decoder, depth int) (*index.ColumnType, error) {
 	}
 	switch v := tok.(type) {
 	case nil:
-		return index.NullType, nil
+		return indexfile.NullType, nil
 	case bool:
-		return index.BoolType, nil
+		return indexfile.BoolType, nil
 	case json.Number:
 		if _, err := v.Int64(); err == nil {
-			return index.Int64Type, nil
+			return indexfile.Int64Type, nil
 		}
-		return index.Float64Type, nil
+		return indexfile.Float64Type, nil
 	case string:
-		return index.UTF8Type, nil
+		return indexfile.UTF8Type, nil
 	case json.Delim:
 		if v == '[' {
-			elem := index.NullType
+			elem := indexfile.NullType
 			for dec.More() {
 				e, err := valueType(dec, depth+1)
 				if err != nil {
@@ -442,9 +442,9 @@ func valueType(dec *json.Decoder, depth int) (*index.ColumnType, error) {
 			if _, err := dec.Token(); err != nil {
 				return nil, err
 			}
-			return bounded(index.ListOf(elem)), nil
+			return bounded(indexfile.ListOf(elem)), nil
 		}
-		t := index.StructOf()
+		t := indexfile.StructOf()
 		nodes := 1
 		var keys keySet
 		for dec.More() {
@@ -460,10 +460,10 @@ func valueType(dec *json.Decoder, depth int) (*index.ColumnType, error) {
 			if err != nil {
 				return nil, err
 			}
-			if nodes > index.MaxTypeNodes {
+			if nodes > indexfile.MaxTypeNodes {
 				continue // past the bounds already: read on, keep nothing
 			}
-			t.Fields = append(t.Fields, index.StructField{Name: key, Type: ft})
+			t.Fields = append(t.Fields, indexfile.StructField{Name: key, Type: ft})
 			nodes += ft.Nodes()
 		}
 		if _, err := dec.Token(); err != nil {
@@ -504,17 +504,17 @@ func (k *keySet) add(key string) bool {
 }
 
 func (in *inference) addCSV(name, v string) error {
-	t := index.UTF8Type
+	t := indexfile.UTF8Type
 	switch v {
 	case "":
-		t = index.NullType
+		t = indexfile.NullType
 	case "true", "false", "True", "False", "TRUE", "FALSE": // pyarrow's CSV booleans (1 and 0 are integers first)
-		t = index.BoolType
+		t = indexfile.BoolType
 	default:
 		if _, err := strconv.ParseInt(v, 10, 64); err == nil {
-			t = index.Int64Type
+			t = indexfile.Int64Type
 		} else if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsInf(f, 0) {
-			t = index.Float64Type
+			t = indexfile.Float64Type
 		}
 	}
 	return in.note(name, t)
@@ -528,17 +528,17 @@ func (in *inference) typeOf(name string) string {
 	return final(t).String()
 }
 
-func (in *inference) fields() []index.Field {
-	out := make([]index.Field, len(in.order))
+func (in *inference) fields() []indexfile.Field {
+	out := make([]indexfile.Field, len(in.order))
 	for i, n := range in.order {
-		out[i] = index.Field{Name: n, Type: in.typeOf(n)}
+		out[i] = indexfile.Field{Name: n, Type: in.typeOf(n)}
 	}
 	return out
 }
 
 // Schema returns the Arrow schema of fields (types as index.FieldTypes
 // names them); every column is nullable.
-func Schema(fields []index.Field) (*arrow.Schema, error) {
+func Schema(fields []indexfile.Field) (*arrow.Schema, error) {
 	out := make([]arrow.Field, len(fields))
 	for i, f := range fields {
 		if strings.Contains(f.Type, "binary") {
@@ -555,7 +555,7 @@ func Schema(fields []index.Field) (*arrow.Schema, error) {
 
 // Decode reads the records of one chunk into Arrow with the stream's
 // schema, keeping only columns (nil: all).
-func Decode(data []byte, kind *Format, fields []index.Field, columns []string) (recs []arrow.RecordBatch, err error) {
+func Decode(data []byte, kind *Format, fields []indexfile.Field, columns []string) (recs []arrow.RecordBatch, err error) {
 	schema, err := Schema(fields)
 	if err != nil {
 		return nil, err
@@ -594,10 +594,10 @@ func Decode(data []byte, kind *Format, fields []index.Field, columns []string) (
 // columns and fields that are not strings (objects, arrays, mixed values)
 // into their JSON text, as the schema says. Lines it need not change are
 // passed on as they are.
-func normalizeJSONL(data []byte, fields []index.Field) ([]byte, error) {
-	types := map[string]*index.ColumnType{}
+func normalizeJSONL(data []byte, fields []indexfile.Field) ([]byte, error) {
+	types := map[string]*indexfile.ColumnType{}
 	for _, f := range fields {
-		t, err := index.ParseColumnType(f.Type)
+		t, err := indexfile.ParseColumnType(f.Type)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", f.Name, err)
 		}
@@ -644,7 +644,7 @@ func normalizeJSONL(data []byte, fields []index.Field) ([]byte, error) {
 // every value a utf8 type holds that is not a string turned into its JSON
 // text (changed says whether it did). path names the value in an error:
 // "m", "m"."a", "m"[].
-func conform(v json.RawMessage, want *index.ColumnType, path string) (json.RawMessage, bool, error) {
+func conform(v json.RawMessage, want *indexfile.ColumnType, path string) (json.RawMessage, bool, error) {
 	v = bytes.TrimSpace(v)
 	if len(v) == 0 || string(v) == "null" {
 		return v, false, nil

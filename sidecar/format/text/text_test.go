@@ -8,11 +8,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
-func decodeAll(t *testing.T, data []byte, kind *Format, fields []index.Field, chunks []Chunk, columns []string) []arrow.RecordBatch {
+func decodeAll(t *testing.T, data []byte, kind *Format, fields []indexfile.Field, chunks []Chunk, columns []string) []arrow.RecordBatch {
 	t.Helper()
 	var out []arrow.RecordBatch
 	for _, c := range chunks {
@@ -80,7 +79,7 @@ func TestJSONLChunksAndSchema(t *testing.T) {
 }
 
 func TestJSONLRecordThatDisagreesWithTheSchemaFailsClearly(t *testing.T) {
-	fields := []index.Field{{Name: "id", Type: "int64"}}
+	fields := []indexfile.Field{{Name: "id", Type: "int64"}}
 	_, err := Decode([]byte("{\"id\": 1}\n{\"id\": \"two\"}\n"), JSONL, fields, nil)
 	if err == nil || !strings.Contains(err.Error(), `record 2: column "id" holds a utf8, the stream's schema says int64`) {
 		t.Fatalf("Decode = %v", err)
@@ -132,11 +131,11 @@ func TestCSVAndTSVWithQuotedNewlines(t *testing.T) {
 }
 
 func TestScanRejectsBadInput(t *testing.T) {
-	given := []index.Field{{Name: "x", Type: "int64"}}
+	given := []indexfile.Field{{Name: "x", Type: "int64"}}
 	tests := []struct {
 		kind       *Format
 		data, want string
-		given      []index.Field
+		given      []indexfile.Field
 	}{
 		{JSONL, "{\"a\": 1}\n[1, 2]\n", "line 2: not a JSON object", nil},
 		{CSV, "a,a\n1,2\n", "unique and non-empty", nil},
@@ -266,10 +265,10 @@ func TestJSONLNestedValuesInferTheirTypes(t *testing.T) {
 		{"list of bools", `{"m": [true, null]}`, `list<bool>`},
 		{"object beside a number", `{"m": {"a": 1}}` + "\n" + `{"m": 3}`, `utf8`},
 		{"odd field names", `{"m": {"a b": 1, "q\"": [null]}}`, `struct<"a b":int64,"q\"":list<int64>>`},
-		{"deeper than the bound: JSON text there", `{"m": ` + strings.Repeat(`{"a": `, index.MaxTypeDepth+1) + "1" + strings.Repeat("}", index.MaxTypeDepth+1) + "}",
-			strings.Repeat(`struct<"a":`, index.MaxTypeDepth) + "utf8" + strings.Repeat(">", index.MaxTypeDepth)},
-		{"too many fields", `{"m": {` + manyKeys(index.MaxTypeNodes) + `}}`, `utf8`},
-		{"too many fields over records", `{"m": {` + manyKeys(index.MaxTypeNodes/2) + "}}\n" + `{"m": {"z": {` + manyKeys(index.MaxTypeNodes/2) + `}}}`, `utf8`},
+		{"deeper than the bound: JSON text there", `{"m": ` + strings.Repeat(`{"a": `, indexfile.MaxTypeDepth+1) + "1" + strings.Repeat("}", indexfile.MaxTypeDepth+1) + "}",
+			strings.Repeat(`struct<"a":`, indexfile.MaxTypeDepth) + "utf8" + strings.Repeat(">", indexfile.MaxTypeDepth)},
+		{"too many fields", `{"m": {` + manyKeys(indexfile.MaxTypeNodes) + `}}`, `utf8`},
+		{"too many fields over records", `{"m": {` + manyKeys(indexfile.MaxTypeNodes/2) + "}}\n" + `{"m": {"z": {` + manyKeys(indexfile.MaxTypeNodes/2) + `}}}`, `utf8`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			data := []byte(tt.lines + "\n")
@@ -280,7 +279,7 @@ func TestJSONLNestedValuesInferTheirTypes(t *testing.T) {
 			if len(fields) != 1 || fields[0].Type != tt.want {
 				t.Fatalf("fields = %v, want m %s", fields, tt.want)
 			}
-			if _, err := index.CheckColumnType(fields[0].Type); err != nil {
+			if _, err := indexfile.CheckColumnType(fields[0].Type); err != nil {
 				t.Fatalf("the inferred type is not one an index holds: %v", err)
 			}
 			release(decodeAll(t, data, JSONL, fields, chunks, nil))
@@ -304,7 +303,7 @@ func TestJSONLStructValuesDecode(t *testing.T) {
 {"m": null}
 {}
 `)
-	fields := []index.Field{{Name: "m", Type: `struct<"a":int64,"t":utf8,"l":list<struct<"x":int64>>>`}}
+	fields := []indexfile.Field{{Name: "m", Type: `struct<"a":int64,"t":utf8,"l":list<struct<"x":int64>>>`}}
 	recs := decodeAll(t, data, JSONL, fields, []Chunk{{Length: int64(len(data)), Records: 4}}, nil)
 	defer release(recs)
 	got, err := recs[0].Column(0).MarshalJSON()
@@ -340,7 +339,7 @@ func TestJSONLStructMismatchNamesThePath(t *testing.T) {
 		{`utf8`, ``},
 		{`struct<"a":utf8>`, ``},
 	} {
-		recs, err := Decode(data, JSONL, []index.Field{{Name: "m", Type: tt.typ}}, nil)
+		recs, err := Decode(data, JSONL, []indexfile.Field{{Name: "m", Type: tt.typ}}, nil)
 		if tt.err == "" {
 			if err != nil {
 				t.Errorf("%s: %v", tt.typ, err)
@@ -368,7 +367,7 @@ func TestJSONLNumberListsAtTheEdges(t *testing.T) {
 		{`{"m": [1, [2]]}`, "list<int64>", `column "m"[] holds a list`},
 	} {
 		data := []byte(tt.line + "\n")
-		recs, err := Decode(data, JSONL, []index.Field{{Name: "m", Type: tt.typ}}, nil)
+		recs, err := Decode(data, JSONL, []indexfile.Field{{Name: "m", Type: tt.typ}}, nil)
 		if tt.err == "" {
 			if err != nil {
 				t.Errorf("%s: %v", tt.line, err)
@@ -387,7 +386,7 @@ func TestJSONLNumberListsAtTheEdges(t *testing.T) {
 // a column or field of only nulls fits any type.
 func TestJSONLGivenStructSchema(t *testing.T) {
 	data := []byte(`{"m": {"a": 1, "extra": "x"}, "n": null}` + "\n" + `{"m": {"a": null}, "n": null}` + "\n")
-	given := []index.Field{{Name: "m", Type: `struct<"a":float64,"b":bool>`}, {Name: "n", Type: "int64"}}
+	given := []indexfile.Field{{Name: "m", Type: `struct<"a":float64,"b":bool>`}, {Name: "n", Type: "int64"}}
 	if _, _, err := Scan(bytes.NewReader(data), JSONL, 1<<20, given); err != nil {
 		t.Fatalf("a schema that holds every value: %v", err)
 	}

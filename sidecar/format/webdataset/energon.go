@@ -10,7 +10,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
@@ -157,7 +157,7 @@ func energonTar(ctx context.Context, st store.Store, o store.Object, count int64
 	if err != nil {
 		return out, fmt.Errorf("the .tar.idx of %d samples (%d bytes): %w", count, want, err)
 	}
-	var cur *index.Entry
+	var cur *indexfile.Entry
 	r := bytes.NewReader(idx)
 	var prev int64 = -1
 	for k := int64(0); k <= count; k++ {
@@ -171,7 +171,7 @@ func energonTar(ctx context.Context, st store.Store, o store.Object, count int64
 		}
 		if k > 0 {
 			if cur == nil {
-				cur = &index.Entry{Object: o.Key, Offset: prev, ObjectSize: o.Size}
+				cur = &indexfile.Entry{Object: o.Key, Offset: prev, ObjectSize: o.Size}
 			}
 			cur.Samples++
 			cur.Length = at - cur.Offset

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // seedTar writes a small tar with Go's archive/tar in each header format
@@ -57,9 +57,9 @@ func FuzzWalkAndDecode(f *testing.F) {
 			t.Fatal(err)
 		}
 		// Typed columns may refuse a member's value; raw bytes never do.
-		raw := make([]index.Field, len(schema))
+		raw := make([]indexfile.Field, len(schema))
 		for i, fl := range schema {
-			raw[i] = index.Field{Name: fl.Name, Type: "binary"}
+			raw[i] = indexfile.Field{Name: fl.Name, Type: "binary"}
 		}
 		raw[0].Type = "utf8"
 		rec, err := Decode(raw, data, n, nil)

@@ -19,7 +19,7 @@ import (
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/format"
@@ -53,7 +53,7 @@ func recorded(t *testing.T, golden, name string) (written, []string) {
 
 // served indexes the stream and reads every shard from its range alone:
 // each sample as the oracle prints it (no null columns, JSON parsed).
-func served(t *testing.T, st store.Store, opts format.IndexOptions) (*index.File, []string) {
+func served(t *testing.T, st store.Store, opts format.IndexOptions) (*indexfile.File, []string) {
 	t.Helper()
 	f := formattest.Index(t, st, datav1alpha1.FormatWebDataset, opts)
 	return f, formattest.Rows(t, st, f, func(row map[string]any) {
@@ -99,11 +99,11 @@ func TestWebDatasetSchemaAndPatterns(t *testing.T) {
 	st := formattest.OpenDir(t, filepath.Join(testenv.Golden(t), "mixed"))
 	ctx := context.Background()
 	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatWebDataset, format.IndexOptions{
-		Schema: []index.Field{{Name: "json", Type: "binary"}}, Shards: "shards-{000001..000002}.tar"})
+		Schema: []indexfile.Field{{Name: "json", Type: "binary"}}, Shards: "shards-{000001..000002}.tar"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []index.Field{{Name: "__key__", Type: "utf8"}, {Name: "cls", Type: "int64"}, {Name: "jpg", Type: "binary"},
+	want := []indexfile.Field{{Name: "__key__", Type: "utf8"}, {Name: "cls", Type: "int64"}, {Name: "jpg", Type: "binary"},
 		{Name: "json", Type: "binary"}, {Name: "seg.png", Type: "binary"}, {Name: "txt", Type: "utf8"}}
 	if got, _ := json.Marshal(f.Schema); string(got) != string(must(json.Marshal(want))) {
 		t.Fatalf("schema %s, want %s", got, must(json.Marshal(want)))
@@ -128,7 +128,7 @@ func TestWebDatasetSchemaAndPatterns(t *testing.T) {
 			t.Errorf("pattern %q: got %v, want %q", c.pattern, err, c.want)
 		}
 	}
-	_, err = formats.Default().Index(ctx, st, datav1alpha1.FormatWebDataset, format.IndexOptions{Schema: []index.Field{{Name: "jpg", Type: "float64"}}})
+	_, err = formats.Default().Index(ctx, st, datav1alpha1.FormatWebDataset, format.IndexOptions{Schema: []indexfile.Field{{Name: "jpg", Type: "float64"}}})
 	if err == nil || !strings.Contains(err.Error(), `"float64"`) {
 		t.Fatalf("a type webdataset columns do not take: got %v", err)
 	}
@@ -346,10 +346,7 @@ func TestWebDatasetReusesWidsIndex(t *testing.T) {
 	// A later tar wids miscounts is a corrupt shard when it is read.
 	edit(func(doc map[string]any) { shard(doc, 2)["nsamples"] = float64(n - 1) })
 	f = formattest.Index(t, formattest.OpenDir(t, dir), datav1alpha1.FormatWebDataset, opts)
-	r, err := formats.Default().Open(f.Layout())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := formattest.Open(t, f)
 	last := len(f.Shards) - 1
 	data := must(os.ReadFile(filepath.Join(dir, f.Shards[last].Object)))
 	if _, err := r.Records(ctx, last, [][]byte{data}, nil); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d samples, the index says %d", n, n-1)) {

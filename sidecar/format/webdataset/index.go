@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
@@ -26,7 +26,7 @@ const DefaultConcurrency = 16
 // tarIndex is what indexing one tar found: its shards (without names) and
 // the extensions of its samples.
 type tarIndex struct {
-	shards []index.Entry
+	shards []indexfile.Entry
 	exts   map[string]bool
 }
 
@@ -38,7 +38,7 @@ var _ format.StreamIndexer = Format{}
 // compressed one whole), and their shards listed in key order. The
 // stream's schema is the key and every extension seen, typed by
 // DefaultType or as opts.Schema says.
-func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.Object, f *index.File, opts format.IndexOptions) error {
+func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	if reused, exts, ok, err := energonIndex(ctx, st, objects, opts); err != nil || ok {
 		if err != nil {
 			return err
@@ -110,7 +110,7 @@ feed:
 
 // collect lists the tars' shards in order, named by tar and part, and the
 // stream's schema.
-func collect(objects []store.Object, results []tarIndex, exts map[string]bool, f *index.File, opts format.IndexOptions) error {
+func collect(objects []store.Object, results []tarIndex, exts map[string]bool, f *indexfile.File, opts format.IndexOptions) error {
 	for i, r := range results {
 		for p, e := range r.shards {
 			e.Name, e.Part = fmt.Sprintf("%s#%d", objects[i].Key, p), p
@@ -127,7 +127,7 @@ func collect(objects []store.Object, results []tarIndex, exts map[string]bool, f
 
 // streamSchema is the key, then each extension in name order, typed by
 // its convention unless given.
-func streamSchema(exts map[string]bool, given []index.Field) ([]index.Field, error) {
+func streamSchema(exts map[string]bool, given []indexfile.Field) ([]indexfile.Field, error) {
 	types := map[string]string{}
 	for _, g := range given {
 		if g.Name == KeyColumn {
@@ -147,13 +147,13 @@ func streamSchema(exts map[string]bool, given []index.Field) ([]index.Field, err
 		names = append(names, e)
 	}
 	slices.Sort(names)
-	out := []index.Field{{Name: KeyColumn, Type: "utf8"}}
+	out := []indexfile.Field{{Name: KeyColumn, Type: "utf8"}}
 	for _, e := range names {
 		t, ok := types[e]
 		if !ok {
 			t = DefaultType(e)
 		}
-		out = append(out, index.Field{Name: e, Type: t})
+		out = append(out, indexfile.Field{Name: e, Type: t})
 	}
 	return out, nil
 }
@@ -184,13 +184,13 @@ func indexTar(ctx context.Context, st store.Store, o store.Object, opts format.I
 	} else {
 		src = &rangedBlocks{ctx: ctx, st: st, key: o.Key, size: o.Size}
 	}
-	var cur *index.Entry
+	var cur *indexfile.Entry
 	err := walk(src, end, func(s *sample) error {
 		for _, e := range s.exts {
 			out.exts[e] = true
 		}
 		if cur == nil {
-			cur = &index.Entry{Object: o.Key, Offset: s.start(), ObjectSize: o.Size}
+			cur = &indexfile.Entry{Object: o.Key, Offset: s.start(), ObjectSize: o.Size}
 		}
 		cur.Samples++
 		cur.Length = s.end() - cur.Offset

@@ -48,6 +48,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
@@ -107,8 +108,8 @@ func (Format) Open(l *index.Layout) (format.Reader, error) {
 
 // Schema is the Arrow schema of a stream's index schema: the key first,
 // then a column per extension.
-func Schema(fields []index.Field) (*arrow.Schema, error) {
-	if len(fields) == 0 || fields[0] != (index.Field{Name: KeyColumn, Type: "utf8"}) {
+func Schema(fields []indexfile.Field) (*arrow.Schema, error) {
+	if len(fields) == 0 || fields[0] != (indexfile.Field{Name: KeyColumn, Type: "utf8"}) {
 		return nil, fmt.Errorf("a webdataset stream's first column is %s (utf8)", KeyColumn)
 	}
 	out := make([]arrow.Field, len(fields))
@@ -130,7 +131,7 @@ func Schema(fields []index.Field) (*arrow.Schema, error) {
 }
 
 type reader struct {
-	f      *index.File
+	f      *indexfile.File
 	schema *arrow.Schema
 }
 
@@ -183,7 +184,7 @@ func gunzip(b []byte) ([]byte, error) {
 // Decode reads the samples of a shard's bytes (whole samples of a tar,
 // from the first one's headers), which must be exactly samples, into the
 // stream's schema (fields), keeping only columns (nil: all).
-func Decode(fields []index.Field, data []byte, samples int64, columns []string) (arrow.RecordBatch, error) {
+func Decode(fields []indexfile.Field, data []byte, samples int64, columns []string) (arrow.RecordBatch, error) {
 	schema, err := Schema(fields)
 	if err != nil {
 		return nil, err
@@ -195,7 +196,7 @@ func Decode(fields []index.Field, data []byte, samples int64, columns []string) 
 	}
 	keep := make([]int, len(columns)) // each column's field
 	for k, c := range columns {
-		if keep[k] = slices.IndexFunc(fields, func(f index.Field) bool { return f.Name == c }); keep[k] < 0 {
+		if keep[k] = slices.IndexFunc(fields, func(f indexfile.Field) bool { return f.Name == c }); keep[k] < 0 {
 			var names []string
 			for _, f := range fields {
 				names = append(names, f.Name)
@@ -215,7 +216,7 @@ func Decode(fields []index.Field, data []byte, samples int64, columns []string) 
 	err = walk(bytesBlocks(data), int64(len(data)), func(s *sample) error {
 		n++
 		for _, e := range s.exts {
-			if !slices.ContainsFunc(fields, func(f index.Field) bool { return f.Name == e }) {
+			if !slices.ContainsFunc(fields, func(f indexfile.Field) bool { return f.Name == e }) {
 				return fmt.Errorf("%w: the sample %q has a %q the index does not list: re-run shardfeed index", errCorrupt, s.key, e)
 			}
 		}
@@ -247,7 +248,7 @@ func Decode(fields []index.Field, data []byte, samples int64, columns []string) 
 }
 
 // appendValue appends a member's bytes as its column's type.
-func appendValue(b array.Builder, f index.Field, v []byte) error {
+func appendValue(b array.Builder, f indexfile.Field, v []byte) error {
 	switch f.Type {
 	case "binary":
 		b.(*array.BinaryBuilder).Append(v)
@@ -284,6 +285,6 @@ var _ format.Indexer = Format{}
 
 // IndexObject implements format.Indexer for one tar (Registry.Index hands
 // the stream's tars to IndexObjects, concurrently).
-func (x Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f *index.File, opts format.IndexOptions) error {
+func (x Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
 	return x.IndexObjects(ctx, st, []store.Object{o}, f, opts)
 }

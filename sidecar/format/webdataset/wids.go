@@ -9,7 +9,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 )
@@ -91,7 +91,7 @@ func widsIndex(ctx context.Context, st store.Store, objects []store.Object, opts
 	for i, o := range objects[1:] {
 		out[i+1] = tarIndex{}
 		if n := *counts[o.Key].NSamples; n > 0 {
-			out[i+1].shards = []index.Entry{{Object: o.Key, Offset: 0, Length: o.Size, ObjectSize: o.Size, Samples: n}}
+			out[i+1].shards = []indexfile.Entry{{Object: o.Key, Offset: 0, Length: o.Size, ObjectSize: o.Size, Samples: n}}
 		}
 		if opts.Progress != nil {
 			opts.Progress(i+2, len(objects), o.Key)

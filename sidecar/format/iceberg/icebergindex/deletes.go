@@ -18,7 +18,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
@@ -64,10 +64,10 @@ func (d *deletes) seen(path, content string) {
 }
 
 // applied lists the delete files with the rows each deleted.
-func (d *deletes) applied() []index.DeleteFile {
-	out := make([]index.DeleteFile, 0, len(d.order))
+func (d *deletes) applied() []indexfile.DeleteFile {
+	out := make([]indexfile.DeleteFile, 0, len(d.order))
 	for _, p := range d.order {
-		out = append(out, index.DeleteFile{Path: p, Content: d.content[p], Rows: d.rows[p]})
+		out = append(out, indexfile.DeleteFile{Path: p, Content: d.content[p], Rows: d.rows[p]})
 	}
 	return out
 }

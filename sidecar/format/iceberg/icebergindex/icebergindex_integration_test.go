@@ -14,6 +14,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
@@ -64,7 +65,7 @@ func (l *lake) source(s datav1alpha1.Stream) store.Source {
 
 // index resolves the stream's table as shardfeed index does and writes
 // the index.
-func (l *lake) index(t *testing.T, s datav1alpha1.Stream) *index.File {
+func (l *lake) index(t *testing.T, s datav1alpha1.Stream) *indexfile.File {
 	t.Helper()
 	ctx := context.Background()
 	tbl := icebergindex.Table{Catalog: icebergindex.Catalog{IcebergCatalog: s.Iceberg.Catalog}, Name: s.Iceberg.Table, Ref: s.Iceberg.Ref}
@@ -247,7 +248,7 @@ func testATableThatMovesOn(t *testing.T, l *lake) {
 	if after.Table.Snapshot != moved["moving"] || after.Table.Snapshot == before.Table.Snapshot {
 		t.Fatalf("re-indexed at %d, the table moved to %d from %d", after.Table.Snapshot, moved["moving"], before.Table.Snapshot)
 	}
-	fp := func(f *index.File) planner.Fingerprint {
+	fp := func(f *indexfile.File) planner.Fingerprint {
 		spec := &datav1alpha1.TrainingDatasetSpec{Streams: []datav1alpha1.Stream{s}, NumSplits: 2, GlobalBatchSize: 4}
 		p, err := planspec.Params(spec, []planner.StreamIndex{f.StreamIndex()})
 		if err != nil {

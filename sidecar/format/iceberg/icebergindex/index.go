@@ -22,7 +22,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
@@ -51,7 +51,7 @@ type Options struct {
 // Index resolves t at its snapshot and returns the index of the stream
 // whose source is src: src.URI is where the index goes, and its bucket
 // must hold every data file of the snapshot.
-func Index(ctx context.Context, t Table, src store.Source, opts Options) (_ *index.File, err error) {
+func Index(ctx context.Context, t Table, src store.Source, opts Options) (_ *indexfile.File, err error) {
 	// iceberg-go parses the table's metadata and manifests, which the
 	// table's writers control: a panic of its parsers is an error.
 	defer recoverCorrupt("table "+t.Name, &err)
@@ -104,7 +104,7 @@ func Index(ctx context.Context, t Table, src store.Source, opts Options) (_ *ind
 	if len(tasks) == 0 {
 		return nil, fmt.Errorf("table %s has no rows at snapshot %d: nothing to train on", t.Name, snap.SnapshotID)
 	}
-	out := &index.File{Shardfeed: index.Version, Format: datav1alpha1.FormatIceberg, Table: &index.Table{
+	out := &indexfile.File{Shardfeed: indexfile.Version, Format: datav1alpha1.FormatIceberg, Table: &indexfile.Table{
 		Catalog: t.Catalog.Describe(), Name: t.Name, Location: tbl.Location(), Snapshot: snap.SnapshotID, Ref: t.Ref,
 		SchemaID: schema.ID, ArrowSchema: arrowSchema, Root: root,
 	}}
@@ -158,7 +158,7 @@ func encodeSchema(sc *iceberg.Schema) (string, error) {
 
 // indexTask appends the row groups of one data file, with their deleted
 // runs, to out.
-func indexTask(ctx context.Context, fsys *files, root string, task table.FileScanTask, d *deletes, out *index.File, opts Options) error {
+func indexTask(ctx context.Context, fsys *files, root string, task table.FileScanTask, d *deletes, out *indexfile.File, opts Options) error {
 	df := task.File
 	path := df.FilePath()
 	if df.FileFormat() != iceberg.ParquetFile {
@@ -212,16 +212,16 @@ func indexTask(ctx context.Context, fsys *files, root string, task table.FileSca
 
 // runsIn turns the sorted, distinct positions of a file that fall in
 // [lo, hi) into runs relative to lo.
-func runsIn(pos []int64, lo, hi int64) []index.Run {
+func runsIn(pos []int64, lo, hi int64) []indexfile.Run {
 	i, _ := slices.BinarySearch(pos, lo)
-	var out []index.Run
+	var out []indexfile.Run
 	for ; i < len(pos) && pos[i] < hi; i++ {
 		p := pos[i] - lo
 		if n := len(out); n > 0 && out[n-1][1] == p {
 			out[n-1][1]++
 			continue
 		}
-		out = append(out, index.Run{p, p + 1})
+		out = append(out, indexfile.Run{p, p + 1})
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package index
+package indexfile
 
 import (
 	"errors"
@@ -46,15 +46,32 @@ type File struct {
 	// a later listing that differs means the source changed.
 	Listing *Listing `json:"listing,omitempty"`
 	Shards  []Entry  `json:"shards"`
-	// lean, for an index read in parts (CompactReader.LeanLayout), holds
-	// the entries of the shards resolved so far, in place of Shards.
-	lean *CompactCounts
+	// parts, for an index read in parts (InParts), holds the entries of
+	// the shards resolved so far, in place of Shards.
+	parts Parts
+}
+
+// Parts are the shards of an index read in parts (the compact index's
+// counts, internal/index/compact): each entry is resolved before it is
+// asked for.
+type Parts interface {
+	Shards() int64
+	// MustEntry is shard h's entry, resolved before: asking for another
+	// is the caller's mistake, and panics.
+	MustEntry(h int64) *Entry
+}
+
+// InParts is f with its shards read through p (f's header, without its
+// Shards).
+func (f File) InParts(p Parts) *File {
+	f.parts = p
+	return &f
 }
 
 // Len is the number of shards the index lists.
 func (f *File) Len() int {
-	if f.lean != nil {
-		return int(f.lean.r.meta.Shards)
+	if f.parts != nil {
+		return int(f.parts.Shards())
 	}
 	return len(f.Shards)
 }
@@ -63,15 +80,15 @@ func (f *File) Len() int {
 // (Lean) has the entries of the shards it resolved: asking for another is
 // the caller's mistake, and panics.
 func (f *File) Shard(i int) *Entry {
-	if f.lean != nil {
-		return f.lean.mustEntry(int64(i))
+	if f.parts != nil {
+		return f.parts.MustEntry(int64(i))
 	}
 	return &f.Shards[i]
 }
 
-// Lean is the shards of an index read in parts (CompactReader.LeanLayout),
-// which resolves them; nil for an index read whole.
-func (f *File) Lean() *CompactCounts { return f.lean }
+// Parts is the shards of an index read in parts, which resolves them;
+// nil for an index read whole.
+func (f *File) Parts() Parts { return f.parts }
 
 // Listing sums up the objects an index was made of. It is not part of
 // the plan: two indexes of the same bytes listed at other times plan the
@@ -246,8 +263,8 @@ func (e Entry) LiveRows() []int64 {
 // Count is the number of rows in the run.
 func (r Run) Count() int64 { return r[1] - r[0] }
 
-// shardOf is the planner's view of one of the index's shards.
-func (f *File) shardOf(e *Entry) planner.Shard {
+// ShardOf is the planner's view of one of the index's shards.
+func (f *File) ShardOf(e *Entry) planner.Shard {
 	out := planner.Shard{Name: e.Name, Samples: e.Samples, Bytes: e.Length, Hash: e.Hash}
 	if e.FooterLength > 0 {
 		out.Shared, out.SharedBytes = e.Object, e.FooterLength
@@ -271,7 +288,7 @@ func (f *File) shardOf(e *Entry) planner.Shard {
 func (f *File) StreamIndex() planner.StreamIndex {
 	out := planner.StreamIndex{Shards: make([]planner.Shard, len(f.Shards))}
 	for i := range f.Shards {
-		out.Shards[i] = f.shardOf(&f.Shards[i])
+		out.Shards[i] = f.ShardOf(&f.Shards[i])
 	}
 	if f.Table != nil {
 		out.Snapshot = strconv.FormatInt(f.Table.Snapshot, 10)
@@ -285,18 +302,19 @@ func (f *File) StreamIndex() planner.StreamIndex {
 	return out
 }
 
-func (f *File) check() error {
-	if err := f.checkHead(); err != nil {
+// Check checks the index whole: its head, then its shards.
+func (f *File) Check() error {
+	if err := f.CheckHead(); err != nil {
 		return err
 	}
 	if len(f.Shards) == 0 {
 		return errors.New(`shardfeed index lists no shards ("shards" is empty)`)
 	}
-	return f.checkShards()
+	return f.CheckShards()
 }
 
-// checkHead checks what the index says besides its shards.
-func (f *File) checkHead() error {
+// CheckHead checks what the index says besides its shards.
+func (f *File) CheckHead() error {
 	if f.Shardfeed != Version {
 		return fmt.Errorf("shardfeed index version %d is not supported: this shardfeed reads version %d; re-run shardfeed index", f.Shardfeed, Version)
 	}
@@ -343,8 +361,8 @@ func (f *File) checkHead() error {
 	return nil
 }
 
-// checkShards checks the shards against each other and the head.
-func (f *File) checkShards() error {
+// CheckShards checks the shards against each other and the head.
+func (f *File) CheckShards() error {
 	if f.Partitions != nil {
 		if err := f.Partitions.check(f.Shards); err != nil {
 			return fmt.Errorf("shardfeed index: %w; re-run shardfeed index", err)
@@ -422,19 +440,14 @@ func (f Field) check() error {
 	return nil
 }
 
-// readFile parses a shardfeed index, strictly.
-func readFile(data []byte) (*Layout, error) {
+// Parse parses a shardfeed index in JSON, strictly, and checks it.
+func Parse(data []byte) (*File, error) {
 	var f File
 	if err := strictjson.Decode(data, &f); err != nil {
 		return nil, fmt.Errorf("shardfeed index: %w", err)
 	}
-	if err := f.check(); err != nil {
+	if err := f.Check(); err != nil {
 		return nil, err
 	}
-	return f.Layout(), nil
-}
-
-// Layout returns how to read the shards the index lists.
-func (f *File) Layout() *Layout {
-	return &Layout{Format: f.Format, Index: f.StreamIndex(), File: f}
+	return &f, nil
 }

@@ -1,4 +1,4 @@
-package index
+package indexfile
 
 import (
 	"fmt"

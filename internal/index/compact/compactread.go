@@ -1,4 +1,4 @@
-package index
+package compact
 
 import (
 	"bytes"
@@ -17,20 +17,21 @@ import (
 	"unicode/utf8"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/strictjson"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
-// IsCompact says whether data starts as a compact index does.
-func IsCompact(data []byte) bool { return bytes.HasPrefix(data, []byte(compactMagic[:7])) }
+// HasMagic says whether data starts as a compact index does.
+func HasMagic(data []byte) bool { return bytes.HasPrefix(data, []byte(compactMagic[:7])) }
 
-// CompactReader reads a compact index in parts: its header at once, and
+// Reader reads a compact index in parts: its header at once, and
 // then the shards asked for, each section's blocks fetched by ranged reads
 // and checked against the header's hashes.
-type CompactReader struct {
+type Reader struct {
 	// File is the header's File, with no shards.
-	File *File
+	File *indexfile.File
 	meta *compactMeta
 	at   func(off, n int64) ([]byte, error) // reads n bytes of the sections from off
 	size int64                              // of the sections
@@ -51,25 +52,25 @@ type CompactReader struct {
 const cacheBlocks = 1024
 
 // BytesRead is the bytes read so far, the header's included.
-func (r *CompactReader) BytesRead() int64 {
+func (r *Reader) BytesRead() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.Read
 }
 
 // Shards is the number of shards the index lists.
-func (r *CompactReader) Shards() int64 { return r.meta.Shards }
+func (r *Reader) Shards() int64 { return r.meta.Shards }
 
 // Samples is the number of samples of the index's shards.
-func (r *CompactReader) Samples() int64 { return r.meta.Samples }
+func (r *Reader) Samples() int64 { return r.meta.Samples }
 
 // ContentHash is the content hash of the index's shards, as its header
 // says (planner.StreamIndex.ContentHash).
-func (r *CompactReader) ContentHash() string { return r.meta.ContentHash }
+func (r *Reader) ContentHash() string { return r.meta.ContentHash }
 
 // Summary is the planner's view of the index as its header says it: its
 // counts and content hash, and no shard (planner.StreamIndex.Summary).
-func (r *CompactReader) Summary() planner.StreamIndex {
+func (r *Reader) Summary() planner.StreamIndex {
 	x := r.File.StreamIndex()
 	x.Summary = &planner.Summary{Shards: r.meta.Shards, Samples: r.meta.Samples, Bytes: r.meta.Bytes,
 		MaxShardBytes: r.meta.MaxShardBytes, ContentHash: r.meta.ContentHash}
@@ -92,12 +93,12 @@ func compactError(format string, args ...any) error {
 	return fmt.Errorf("compact shardfeed index: "+format+"; re-run shardfeed index", args...)
 }
 
-// NewCompactReader reads the prelude and header of a compact index of size
+// NewReader reads the prelude and header of a compact index of size
 // bytes, reading through readAt (ranged reads of the object), at most
-// maxHeader bytes of header (0: MaxCompactHeader).
-func NewCompactReader(size int64, readAt func(off, n int64) ([]byte, error), maxHeader int64) (*CompactReader, error) {
+// maxHeader bytes of header (0: MaxHeader).
+func NewReader(size int64, readAt func(off, n int64) ([]byte, error), maxHeader int64) (*Reader, error) {
 	if maxHeader <= 0 {
-		maxHeader = MaxCompactHeader
+		maxHeader = MaxHeader
 	}
 	if size < compactPrelude {
 		return nil, compactError("%d bytes is shorter than its %d-byte prelude", size, compactPrelude)
@@ -107,7 +108,7 @@ func NewCompactReader(size int64, readAt func(off, n int64) ([]byte, error), max
 		return nil, err
 	}
 	if string(head[:8]) != compactMagic {
-		if IsCompact(head) {
+		if HasMagic(head) {
 			return nil, fmt.Errorf("compact shardfeed index version %d is not supported: this shardfeed reads version %d; re-run shardfeed index", head[7], compactMagic[7])
 		}
 		return nil, compactError("it does not start with %q", compactMagic)
@@ -117,12 +118,12 @@ func NewCompactReader(size int64, readAt func(off, n int64) ([]byte, error), max
 		return nil, compactError("bytes 12-15 are not zero")
 	}
 	if hlen > maxHeader {
-		return nil, &TooLargeError{URI: "the compact index's header", Limit: maxHeader}
+		return nil, &indexfile.TooLargeError{URI: "the compact index's header", Limit: maxHeader}
 	}
 	if compactPrelude+hlen > size {
 		return nil, compactError("its header of %d bytes runs past its end (%d bytes)", hlen, size)
 	}
-	r := &CompactReader{size: size - compactPrelude - hlen, Read: int64(len(head))}
+	r := &Reader{size: size - compactPrelude - hlen, Read: int64(len(head))}
 	header := head[compactPrelude:]
 	if int64(len(header)) >= hlen {
 		header = header[:hlen]
@@ -173,9 +174,9 @@ func NewCompactReader(size int64, readAt func(off, n int64) ([]byte, error), max
 
 // checkMeta checks the header's counts and sections against each other and
 // the index's size, before a byte of them is read.
-func (r *CompactReader) checkMeta() error {
+func (r *Reader) checkMeta() error {
 	m := r.meta
-	if err := r.File.checkHead(); err != nil {
+	if err := r.File.CheckHead(); err != nil {
 		return err
 	}
 	if m.Shards <= 0 || m.Shards > maxCompactShards {
@@ -242,7 +243,7 @@ func (r *CompactReader) checkMeta() error {
 }
 
 // checkRecords checks the records' fields and their section's length.
-func (r *CompactReader) checkRecords() error {
+func (r *Reader) checkRecords() error {
 	c := &r.meta.Records
 	for _, f := range intFields {
 		fc := f.col(&c.Fields)
@@ -273,7 +274,7 @@ func (r *CompactReader) checkRecords() error {
 	return r.checkSection("records", c.Section)
 }
 
-func (r *CompactReader) checkSection(name string, s *compactSection) error {
+func (r *Reader) checkSection(name string, s *compactSection) error {
 	if s.Offset < 0 || s.Length < 0 || s.Offset > r.size || s.Length > r.size-s.Offset {
 		return compactError("section %s [%d, +%d) is not within its %d bytes of columns", name, s.Offset, s.Length, r.size)
 	}
@@ -286,7 +287,7 @@ func (r *CompactReader) checkSection(name string, s *compactSection) error {
 }
 
 // checkFrame checks a column's frame of reference for n values.
-func (r *CompactReader) checkFrame(name string, c *compactColumn, n int64) error {
+func (r *Reader) checkFrame(name string, c *compactColumn, n int64) error {
 	if c.Base < 0 || (c.Step != 0 && c.Step != 1) {
 		return compactError("column %s: base %d and step %d: a base is not negative and a step is 0 or 1", name, c.Base, c.Step)
 	}
@@ -300,7 +301,7 @@ func (r *CompactReader) checkFrame(name string, c *compactColumn, n int64) error
 	return compactError("column %s: width %d is not 0, 1, 2, 4 or 8", name, c.Width)
 }
 
-func (r *CompactReader) checkColumn(name string, c *compactColumn, n int64) error {
+func (r *Reader) checkColumn(name string, c *compactColumn, n int64) error {
 	if err := r.checkFrame(name, c, n); err != nil {
 		return err
 	}
@@ -316,7 +317,7 @@ func (r *CompactReader) checkColumn(name string, c *compactColumn, n int64) erro
 	return r.checkSection(name, c.Section)
 }
 
-func (r *CompactReader) checkStrings(name string, s *compactStrings, n int64) error {
+func (r *Reader) checkStrings(name string, s *compactStrings, n int64) error {
 	if s.Count != n {
 		return compactError("%s has %d strings for %d", name, s.Count, n)
 	}
@@ -327,7 +328,7 @@ func (r *CompactReader) checkStrings(name string, s *compactStrings, n int64) er
 }
 
 // block reads bytes [lo, hi) of a section, checking every block it reads.
-func (r *CompactReader) block(name string, s *compactSection, lo, hi int64) ([]byte, error) {
+func (r *Reader) block(name string, s *compactSection, lo, hi int64) ([]byte, error) {
 	if lo < 0 || hi < lo || hi > s.Length {
 		return nil, compactError("a read of %s [%d, %d) past its %d bytes", name, lo, hi, s.Length)
 	}
@@ -377,7 +378,7 @@ func (r *CompactReader) block(name string, s *compactSection, lo, hi int64) ([]b
 
 // fetch reads blocks [first, last] of a section and checks each against
 // its hash, keeping them in the cache where asked.
-func (r *CompactReader) fetch(name string, s *compactSection, first, last int64, keep bool) ([]byte, error) {
+func (r *Reader) fetch(name string, s *compactSection, first, last int64, keep bool) ([]byte, error) {
 	bs := r.meta.BlockSize
 	start := first * bs
 	b, err := r.at(s.Offset+start, min((last+1)*bs, s.Length)-start)
@@ -398,7 +399,7 @@ func (r *CompactReader) fetch(name string, s *compactSection, first, last int64,
 }
 
 // blockSums are a section's block hashes, decoded once.
-func (r *CompactReader) blockSums(s *compactSection) []byte {
+func (r *Reader) blockSums(s *compactSection) []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.sums == nil {
@@ -417,7 +418,7 @@ func (r *CompactReader) blockSums(s *compactSection) []byte {
 // fetch (miss < 0: none lacking); or, where another reader fetches one of
 // them now, claims none and returns what closes when it is done, so that
 // readers at once read each block once.
-func (r *CompactReader) claim(s *compactSection, first, last int64, parts [][]byte) (miss, lastMiss int64, wait <-chan struct{}) {
+func (r *Reader) claim(s *compactSection, first, last int64, parts [][]byte) (miss, lastMiss int64, wait <-chan struct{}) {
 	bs := r.meta.BlockSize
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -449,7 +450,7 @@ func (r *CompactReader) claim(s *compactSection, first, last int64, parts [][]by
 }
 
 // unclaim ends a claim: the readers waiting on its blocks look again.
-func (r *CompactReader) unclaim(s *compactSection, miss, lastMiss int64) {
+func (r *Reader) unclaim(s *compactSection, miss, lastMiss int64) {
 	bs := r.meta.BlockSize
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -461,7 +462,7 @@ func (r *CompactReader) unclaim(s *compactSection, miss, lastMiss int64) {
 }
 
 // keep caches a checked block, forgetting the oldest past cacheBlocks.
-func (r *CompactReader) keep(off int64, blk []byte) {
+func (r *Reader) keep(off int64, blk []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.blocks == nil {
@@ -479,7 +480,7 @@ func (r *CompactReader) keep(off int64, blk []byte) {
 }
 
 // values reads values [lo, hi) of a column.
-func (r *CompactReader) values(name string, c *compactColumn, lo, hi int64) ([]int64, error) {
+func (r *Reader) values(name string, c *compactColumn, lo, hi int64) ([]int64, error) {
 	var b []byte
 	if c.Width > 0 {
 		var err error
@@ -516,7 +517,7 @@ func pastLargest(name string, i int64) error {
 }
 
 // strings reads strings [lo, hi) of a table.
-func (r *CompactReader) strings(name string, s *compactStrings, lo, hi int64) ([]string, error) {
+func (r *Reader) strings(name string, s *compactStrings, lo, hi int64) ([]string, error) {
 	offs, err := r.values(name+".offsets", &s.Offsets, lo, hi+1)
 	if err != nil {
 		return nil, err
@@ -549,18 +550,18 @@ func (r *CompactReader) strings(name string, s *compactStrings, lo, hi int64) ([
 
 // Entries reads shards [lo, hi) of the index, fetching only the blocks of
 // each column that hold them.
-func (r *CompactReader) Entries(lo, hi int64) ([]Entry, error) {
+func (r *Reader) Entries(lo, hi int64) ([]indexfile.Entry, error) {
 	return r.entries(lo, hi, nil)
 }
 
 // entries is Entries with the shards' samples from counts where given
-// (CompactCounts), not read again.
-func (r *CompactReader) entries(lo, hi int64, counts func(h int64) int64) ([]Entry, error) {
+// (Counts), not read again.
+func (r *Reader) entries(lo, hi int64, counts func(h int64) int64) ([]indexfile.Entry, error) {
 	m := r.meta
 	if lo < 0 || hi < lo || hi > m.Shards {
 		return nil, fmt.Errorf("shards [%d, %d) of an index of %d", lo, hi, m.Shards)
 	}
-	out := make([]Entry, hi-lo)
+	out := make([]indexfile.Entry, hi-lo)
 	var samples []int64
 	if counts == nil {
 		var err error
@@ -638,7 +639,7 @@ func (r *CompactReader) entries(lo, hi int64, counts func(h int64) int64) ([]Ent
 
 // records reads records [lo, hi) into out: every field but the object,
 // whose ids it returns, and the hash where the records have it.
-func (r *CompactReader) records(out []Entry, lo, hi int64) ([]int64, error) {
+func (r *Reader) records(out []indexfile.Entry, lo, hi int64) ([]int64, error) {
 	c := &r.meta.Records
 	width := c.width()
 	var b []byte
@@ -676,14 +677,14 @@ func (r *CompactReader) records(out []Entry, lo, hi int64) ([]int64, error) {
 
 // ReadAll reads the whole index: every shard, checked as a JSON index is,
 // and their content hash against the header's.
-func (r *CompactReader) ReadAll() (*File, error) {
+func (r *Reader) ReadAll() (*indexfile.File, error) {
 	shards, err := r.Entries(0, r.meta.Shards)
 	if err != nil {
 		return nil, err
 	}
 	f := *r.File
 	f.Shards = shards
-	if err := f.check(); err != nil {
+	if err := f.Check(); err != nil {
 		return nil, err
 	}
 	x := f.StreamIndex()
@@ -699,9 +700,9 @@ func (r *CompactReader) ReadAll() (*File, error) {
 	return &f, nil
 }
 
-// readCompact parses a whole compact index in memory.
-func readCompact(data []byte) (*Layout, error) {
-	r, err := NewCompactReader(int64(len(data)), func(off, n int64) ([]byte, error) {
+// Parse parses a whole compact index in memory.
+func Parse(data []byte) (*indexfile.File, error) {
+	r, err := NewReader(int64(len(data)), func(off, n int64) ([]byte, error) {
 		if off < 0 || n < 0 || off > int64(len(data)) || n > int64(len(data))-off {
 			return nil, io.ErrUnexpectedEOF
 		}
@@ -714,22 +715,22 @@ func readCompact(data []byte) (*Layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.Layout(), nil
+	return f, nil
 }
 
-// OpenCompact opens the compact index at key in st for reading in parts:
-// its header only, at most maxHeader bytes of it (0: MaxCompactHeader).
-func OpenCompact(ctx context.Context, st store.Store, key string, maxHeader int64) (*CompactReader, error) {
+// Open opens the compact index at key in st for reading in parts:
+// its header only, at most maxHeader bytes of it (0: MaxHeader).
+func Open(ctx context.Context, st store.Store, key string, maxHeader int64) (*Reader, error) {
 	o, err := st.Stat(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	where := ObjectURI(st, key)
-	r, err := NewCompactReader(o.Size, func(off, n int64) ([]byte, error) {
+	where := indexfile.ObjectURI(st, key)
+	r, err := NewReader(o.Size, func(off, n int64) ([]byte, error) {
 		return readRange(ctx, st, key, off, n)
 	}, maxHeader)
 	if err != nil {
-		var tl *TooLargeError
+		var tl *indexfile.TooLargeError
 		if errors.As(err, &tl) {
 			tl.URI = where + "'s header"
 			return nil, tl
@@ -739,10 +740,10 @@ func OpenCompact(ctx context.Context, st store.Store, key string, maxHeader int6
 	return r, nil
 }
 
-// OpenCompactFile opens a compact index file for reading in parts, its
-// header at most maxHeader bytes (0: MaxCompactHeader). Close the file
+// OpenFile opens a compact index file for reading in parts, its
+// header at most maxHeader bytes (0: MaxHeader). Close the file
 // when done with the reader.
-func OpenCompactFile(path string, maxHeader int64) (*CompactReader, *os.File, error) {
+func OpenFile(path string, maxHeader int64) (*Reader, *os.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -752,7 +753,7 @@ func OpenCompactFile(path string, maxHeader int64) (*CompactReader, *os.File, er
 		_ = f.Close()
 		return nil, nil, err
 	}
-	r, err := NewCompactReader(fi.Size(), func(off, n int64) ([]byte, error) {
+	r, err := NewReader(fi.Size(), func(off, n int64) ([]byte, error) {
 		b := make([]byte, n)
 		if _, err := f.ReadAt(b, off); err != nil {
 			return nil, fmt.Errorf("reading %s [%d, +%d): %w", path, off, n, err)
@@ -776,7 +777,7 @@ func readRange(ctx context.Context, st store.Store, key string, off, n int64) ([
 	defer func() { _ = rc.Close() }()
 	b := make([]byte, n)
 	if _, err := io.ReadFull(rc, b); err != nil {
-		return nil, fmt.Errorf("reading %s [%d, +%d): %w", ObjectURI(st, key), off, n, err)
+		return nil, fmt.Errorf("reading %s [%d, +%d): %w", indexfile.ObjectURI(st, key), off, n, err)
 	}
 	return b, nil
 }

@@ -1,4 +1,4 @@
-package index
+package indexfile
 
 // HuggingFace is the split of a Hugging Face dataset an index lists the
 // files of, where its source holds several (a DatasetDict's folder, a

@@ -1,7 +1,6 @@
-package index
+package compact
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -16,7 +15,7 @@ import (
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/store/local"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
@@ -37,19 +36,22 @@ var compactCases = []struct{ name, json string }{
 		{"name": "first", "object": "a.parquet", "part": 0, "offset": 4, "length": 100, "samples": 10, "hash": "xxh64:ABCDEF0123456789"},
 		{"name": "second ☃", "object": "a.parquet", "part": 1, "offset": 104, "length": 100, "samples": 10, "hash": ""},
 		{"name": "third", "object": "b.parquet", "part": 0, "offset": 4, "length": 100, "samples": 10, "hash": "sha256:00"}]}`},
-	{"iceberg with deletes", icebergIndex(goodTable, `, "deleted": [[0, 1], [5, 7]]`, 7)},
+	{"iceberg with deletes", `{"shardfeed": 1, "format": "iceberg", "table": {"catalog": "rest http://rest:8181", "name": "db.t", "location": "s3://wh/db/t",
+		"snapshot": 42, "schemaID": 0, "arrowSchema": "AAAA", "root": "s3://wh/", "deleteFiles": [{"path": "s3://wh/db/t/data/d.parquet", "content": "position", "rows": 3}]},
+		"shards": [{"name": "db/t/data/a.parquet#0", "object": "db/t/data/a.parquet", "part": 0, "offset": 4, "length": 100, "samples": 7, "hash": "xxh64:00",
+		"objectSize": 200, "footerOffset": 104, "footerLength": 96, "rows": 10, "deleted": [[0, 1], [5, 7]]}]}`},
 	{"partitions", `{"shardfeed": 1, "format": "parquet", "partitions": {"columns": [{"name": "lang", "type": "utf8"}, {"name": "year", "type": "int32"}], "select": "year > 2020"}, "shards": [
 		{"name": "lang=en/year=2021/a.parquet#0", "object": "lang=en/year=2021/a.parquet", "part": 0, "offset": 4, "length": 100, "samples": 10, "hash": "xxh64:0000000000000001", "partition": ["en", "2021"]},
 		{"name": "lang=__HIVE_DEFAULT_PARTITION__/year=2022/b.parquet#0", "object": "lang=__HIVE_DEFAULT_PARTITION__/year=2022/b.parquet", "part": 0, "offset": 4, "length": 100, "samples": 10, "hash": "xxh64:0000000000000002", "partition": [null, "2022"]}]}`},
 }
 
-func mustFile(t testing.TB, data string) *File {
+func mustFile(t testing.TB, data string) *indexfile.File {
 	t.Helper()
-	l, err := readLayout([]byte(data))
+	f, err := indexfile.Parse([]byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l.File
+	return f
 }
 
 // Every shape of index reads back from its compact form as it was, with
@@ -59,21 +61,20 @@ func TestCompactIndexReadsBackAsItsJSON(t *testing.T) {
 	for _, tt := range compactCases {
 		t.Run(tt.name, func(t *testing.T) {
 			want := mustFile(t, tt.json)
-			data, err := EncodeCompact(want)
+			data, err := Encode(want)
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := readLayout(data)
+			got, err := Parse(data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := l.File
 			if !reflect.DeepEqual(got, want) {
 				a, _ := json.Marshal(got)
 				b, _ := json.Marshal(want)
 				t.Fatalf("read back\n%s\nwant\n%s", a, b)
 			}
-			if !reflect.DeepEqual(l.Index, want.StreamIndex()) || l.Index.ContentHash() != want.StreamIndex().ContentHash() {
+			if !reflect.DeepEqual(got.StreamIndex(), want.StreamIndex()) || got.StreamIndex().ContentHash() != want.StreamIndex().ContentHash() {
 				t.Fatal("the planner's view differs from the JSON index's")
 			}
 			jsonData, _ := json.Marshal(want)
@@ -82,7 +83,7 @@ func TestCompactIndexReadsBackAsItsJSON(t *testing.T) {
 	}
 }
 
-// The compact form holds every field of an Entry: a field added to Entry
+// The compact form holds every field of an Entry: a field added to indexfile.Entry
 // must be given a column or a place among the extras.
 func TestCompactIndexHoldsEveryFieldOfAnEntry(t *testing.T) {
 	held := []string{"Name", "Object", "Hash", "Samples"}
@@ -92,7 +93,7 @@ func TestCompactIndexHoldsEveryFieldOfAnEntry(t *testing.T) {
 	for f := range reflect.TypeFor[entryExtras]().Fields() {
 		held = append(held, f.Name)
 	}
-	for f := range reflect.TypeFor[Entry]().Fields() {
+	for f := range reflect.TypeFor[indexfile.Entry]().Fields() {
 		if !slices.Contains(held, f.Name) {
 			t.Errorf("Entry.%s is in no column of the compact index, and not among its extras", f.Name)
 		}
@@ -101,11 +102,11 @@ func TestCompactIndexHoldsEveryFieldOfAnEntry(t *testing.T) {
 
 // bigFile is a Parquet-like index of n shards, in n/4 objects, with
 // varying counts.
-func bigFile(n int) *File {
-	f := &File{Shardfeed: Version, Format: datav1alpha1.FormatParquet}
+func bigFile(n int) *indexfile.File {
+	f := &indexfile.File{Shardfeed: indexfile.Version, Format: datav1alpha1.FormatParquet}
 	for i := range n {
 		obj := fmt.Sprintf("data/part-%07d.parquet", i/4)
-		f.Shards = append(f.Shards, Entry{Name: fmt.Sprintf("%s#%d", obj, i%4), Object: obj, Part: i % 4,
+		f.Shards = append(f.Shards, indexfile.Entry{Name: fmt.Sprintf("%s#%d", obj, i%4), Object: obj, Part: i % 4,
 			Offset: 4 + int64(i%4)*5000, Length: 5000, Samples: 900 + int64(i%200), Hash: fmt.Sprintf("xxh64:%016x", uint64(i)*0x9e3779b97f4a7c15),
 			ObjectSize: 20200, FooterOffset: 20004, FooterLength: 196})
 	}
@@ -131,7 +132,7 @@ func (m *memReader) readAt(off, n int64) ([]byte, error) {
 func TestCompactIndexIsReadInParts(t *testing.T) {
 	const n = 200_000
 	f := bigFile(n)
-	data, err := EncodeCompact(f)
+	data, err := Encode(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestCompactIndexIsReadInParts(t *testing.T) {
 	}
 	for _, r := range []struct{ lo, hi int64 }{{0, 1}, {123_456, 123_556}, {n - 7, n}} {
 		m := &memReader{data: data}
-		cr, err := NewCompactReader(int64(len(data)), m.readAt, 0)
+		cr, err := NewReader(int64(len(data)), m.readAt, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +159,7 @@ func TestCompactIndexIsReadInParts(t *testing.T) {
 			t.Fatalf("shards [%d, %d) read back as %+v", r.lo, r.hi, got[0])
 		}
 		// Each column of values read: at most two blocks of it.
-		if limit := head + 2*6*CompactBlockSize; cr.Read > limit {
+		if limit := head + 2*6*BlockSize; cr.Read > limit {
 			t.Errorf("shards [%d, %d): read %d bytes (header %d), more than %d", r.lo, r.hi, cr.Read, head, limit)
 		}
 		t.Logf("shards [%d, %d): %d bytes read (%d of them the header) of %d, in %d requests", r.lo, r.hi, cr.Read, head, len(data), m.requests.Load())
@@ -187,7 +188,7 @@ func metaOf(h map[string]any) map[string]any { return h["compact"].(map[string]a
 // the claimed size is allocated.
 func TestCompactIndexRefusesWhatItsWriterNeverWrites(t *testing.T) {
 	f := mustFile(t, compactCases[0].json)
-	good, err := EncodeCompact(f)
+	good, err := Encode(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestCompactIndexRefusesWhatItsWriterNeverWrites(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := readLayout(tt.data())
+			_, err := Parse(tt.data())
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("read = %v, want an error with %q", err, tt.wantErr)
 			}
@@ -254,54 +255,11 @@ func TestCompactIndexRefusesWhatItsWriterNeverWrites(t *testing.T) {
 	}
 }
 
-// WriteForm writes one form and removes the other; the store's readers
-// find either; auto writes JSON for a small index.
-func TestWriteFormReplacesTheOtherForm(t *testing.T) {
-	st := local.OpenDir(t.TempDir())
-	ctx := context.Background()
-	f := mustFile(t, compactCases[0].json)
-	exists := func(key string) bool {
-		_, err := st.Stat(ctx, key)
-		return err == nil
-	}
-	for _, tt := range []struct {
-		form       Form
-		want, gone string
-	}{{FormCompact, CompactKey, Key}, {FormAuto, Key, CompactKey}, {FormCompact, CompactKey, Key}, {FormJSON, Key, CompactKey}} {
-		key, err := WriteForm(ctx, st, f, tt.form)
-		if err != nil || key != tt.want || !exists(tt.want) || exists(tt.gone) {
-			t.Fatalf("WriteForm(%s) = %q, %v; %s there: %t, %s there: %t", tt.form, key, err, tt.want, exists(tt.want), tt.gone, exists(tt.gone))
-		}
-		l, x, err := ReadStoreIndexOf(ctx, st, 0, datav1alpha1.FormatParquet)
-		if err != nil || !reflect.DeepEqual(l.File, f) || x.ContentHash() != f.StreamIndex().ContentHash() {
-			t.Fatalf("read back after WriteForm(%s): %v", tt.form, err)
-		}
-	}
-	if _, err := WriteForm(ctx, st, f, "yaml"); err == nil || !strings.Contains(err.Error(), "not one of auto, json, compact") {
-		t.Fatalf("WriteForm(yaml) = %v", err)
-	}
-	// Opened in parts from the store: the header, then shards by ranges.
-	if _, err := WriteForm(ctx, st, f, FormCompact); err != nil {
-		t.Fatal(err)
-	}
-	r, err := OpenCompact(ctx, st, CompactKey, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := r.Entries(1, 3)
-	if err != nil || !reflect.DeepEqual(got, f.Shards[1:3]) {
-		t.Fatalf("Entries(1, 3) = %+v, %v", got, err)
-	}
-	if _, err := OpenCompact(ctx, st, CompactKey, 100); err == nil || !strings.Contains(err.Error(), "maxIndexBytes") {
-		t.Fatalf("OpenCompact with a cap of 100 bytes = %v, want the cap's error naming what to raise", err)
-	}
-}
-
 // FuzzReadCompact: any bytes after the compact magic are refused with an
 // error or read as an index that encodes back to the same shards.
 func FuzzReadCompact(f *testing.F) {
 	for _, c := range compactCases {
-		data, err := EncodeCompact(mustFile(f, c.json))
+		data, err := Encode(mustFile(f, c.json))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -309,17 +267,16 @@ func FuzzReadCompact(f *testing.F) {
 	}
 	f.Add([]byte(compactMagic + "\x02\x00\x00\x00\x00\x00\x00\x00{}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		l, err := readLayout(data)
+		fl, err := Parse(data)
 		if err != nil {
 			return
 		}
-		fl := l.File
-		again, err := EncodeCompact(fl)
+		again, err := Encode(fl)
 		if err != nil {
 			t.Fatalf("an index read back does not encode: %v", err)
 		}
-		l2, err := readLayout(again)
-		if err != nil || !reflect.DeepEqual(l2.File, fl) {
+		f2, err := Parse(again)
+		if err != nil || !reflect.DeepEqual(f2, fl) {
 			t.Fatalf("an index read back does not read back again: %v", err)
 		}
 	})
@@ -328,14 +285,14 @@ func FuzzReadCompact(f *testing.F) {
 // BenchmarkReadCompact reads a compact index of a million shards whole,
 // as a sidecar does: its bytes, and the heap it leaves.
 func BenchmarkReadCompact(b *testing.B) {
-	data, err := EncodeCompact(bigFile(1_000_000))
+	data, err := Encode(bigFile(1_000_000))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(len(data)), "index-bytes")
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := readLayout(data); err != nil {
+		if _, err := Parse(data); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -346,7 +303,7 @@ func BenchmarkEncodeCompact(b *testing.B) {
 	f := bigFile(1_000_000)
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := EncodeCompact(f); err != nil {
+		if _, err := Encode(f); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -358,12 +315,12 @@ func BenchmarkEncodeCompact(b *testing.B) {
 func TestAPodPlansFromTheCountsAndItsShardsEntries(t *testing.T) {
 	const n = 200_000
 	f := bigFile(n)
-	data, err := EncodeCompact(f)
+	data, err := Encode(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &memReader{data: data}
-	r, err := NewCompactReader(int64(len(data)), m.readAt, 0)
+	r, err := NewReader(int64(len(data)), m.readAt, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +404,7 @@ func TestAPodPlansFromTheCountsAndItsShardsEntries(t *testing.T) {
 	// A shard's entry: a block of records, of the objects' offsets and of
 	// their keys, at most; every block once over the epoch (a few twice,
 	// where two fetchers asked for it at once).
-	if started-planned > 3*CompactBlockSize*distinct || r.Read > int64(len(data))+16*CompactBlockSize {
+	if started-planned > 3*BlockSize*distinct || r.Read > int64(len(data))+16*BlockSize {
 		t.Errorf("a pod of 16 read %d bytes at start (%d to plan) and %d in all of an index of %d", started, planned, r.Read, len(data))
 	}
 }

@@ -1,4 +1,4 @@
-package index
+package compact
 
 import (
 	"fmt"
@@ -7,26 +7,27 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/planner"
 )
 
-// CompactCounts are a compact index's shards as a planner reads them
+// Counts are a compact index's shards as a planner reads them
 // (planner.ShardCounts): every shard's samples, from its sampleCounts
 // column read once (a few bytes a shard), and the entries of the shards
 // Resolve was given, fetched together by ranged reads and kept.
-type CompactCounts struct {
-	r      *CompactReader
+type Counts struct {
+	r      *Reader
 	col    compactColumn
 	values []byte // the column's stored values (none for width 0)
 
 	mu      sync.Mutex
-	entries map[int64]*Entry
+	entries map[int64]*indexfile.Entry
 }
 
 // Counts reads the index's sample counts whole, each block checked, and
 // checks that they add up to the header's samples.
-func (r *CompactReader) Counts() (*CompactCounts, error) {
-	c := &CompactCounts{r: r, col: r.meta.SampleCounts, entries: map[int64]*Entry{}}
+func (r *Reader) Counts() (*Counts, error) {
+	c := &Counts{r: r, col: r.meta.SampleCounts, entries: map[int64]*indexfile.Entry{}}
 	if c.col.Width > 0 {
 		var err error
 		if c.values, err = r.block("sampleCounts", c.col.Section, 0, c.col.Section.Length); err != nil {
@@ -50,7 +51,7 @@ func (r *CompactReader) Counts() (*CompactCounts, error) {
 // Lean is the planner's view of the index with its counts and no shard
 // held (planner.StreamIndex.Summary and Counts): what a sidecar plans
 // with, reading its shards' entries as it needs them (Resolve).
-func (r *CompactReader) Lean() (planner.StreamIndex, *CompactCounts, error) {
+func (r *Reader) Lean() (planner.StreamIndex, *Counts, error) {
 	c, err := r.Counts()
 	if err != nil {
 		return planner.StreamIndex{}, nil, err
@@ -60,64 +61,63 @@ func (r *CompactReader) Lean() (planner.StreamIndex, *CompactCounts, error) {
 	return x, c, nil
 }
 
-// LeanLayout is the index as a sidecar reads it: its header's File, whose
+// LeanFile is the index as a sidecar reads it: its header's File, whose
 // shards (File.Shard) are those the returned counts resolved, and the
 // planner's view of it with those counts (Lean). The first shard is
 // resolved at once: readers take a stream's schema from it.
-func (r *CompactReader) LeanLayout() (*Layout, *CompactCounts, error) {
+func (r *Reader) LeanFile() (*indexfile.File, planner.StreamIndex, *Counts, error) {
 	x, c, err := r.Lean()
 	if err != nil {
-		return nil, nil, err
+		return nil, planner.StreamIndex{}, nil, err
 	}
-	f := *r.File
-	f.lean = c
+	f := r.File.InParts(c)
 	if r.meta.Shards > 0 {
 		if err := c.Resolve([]int64{0}); err != nil {
-			return nil, nil, err
+			return nil, planner.StreamIndex{}, nil, err
 		}
 	}
-	return &Layout{Format: f.Format, Index: x, File: &f}, c, nil
+	return f, x, c, nil
 }
 
 // StreamIndex is the planner's view of the index with these counts
 // (Lean's).
-func (c *CompactCounts) StreamIndex() planner.StreamIndex {
+func (c *Counts) StreamIndex() planner.StreamIndex {
 	x := c.r.Summary()
 	x.Counts = c
 	return x
 }
 
 // Shards is the number of shards of the index.
-func (c *CompactCounts) Shards() int64 { return c.r.meta.Shards }
+func (c *Counts) Shards() int64 { return c.r.meta.Shards }
 
 // BytesRead is the bytes of the index read so far, its header's included.
-func (c *CompactCounts) BytesRead() int64 { return c.r.BytesRead() }
+func (c *Counts) BytesRead() int64 { return c.r.BytesRead() }
 
 // Samples implements planner.ShardCounts.
-func (c *CompactCounts) Samples(h int64) int64 {
+func (c *Counts) Samples(h int64) int64 {
 	v, _ := c.col.value(h, c.values[h*int64(c.col.Width):]) // checked by Counts
 	return v
 }
 
 // Shard implements planner.ShardCounts, for a shard Resolve was given:
 // asking for another is the caller's mistake.
-func (c *CompactCounts) Shard(h int64) planner.Shard {
-	return c.r.File.shardOf(c.mustEntry(h))
+func (c *Counts) Shard(h int64) planner.Shard {
+	return c.r.File.ShardOf(c.MustEntry(h))
 }
 
 // Entry is shard h's entry, if Resolve was given it.
-func (c *CompactCounts) Entry(h int64) (Entry, bool) {
+func (c *Counts) Entry(h int64) (indexfile.Entry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[h]
 	if !ok {
-		return Entry{}, false
+		return indexfile.Entry{}, false
 	}
 	return *e, true
 }
 
-// mustEntry is shard h's entry, which Resolve was given.
-func (c *CompactCounts) mustEntry(h int64) *Entry {
+// MustEntry is shard h's entry, which Resolve was given.
+func (c *Counts) MustEntry(h int64) *indexfile.Entry {
 	c.mu.Lock()
 	e, ok := c.entries[h]
 	c.mu.Unlock()
@@ -134,7 +134,7 @@ const resolveAtOnce = 32
 // shards close together (in one block of records) in one ranged read, up
 // to resolveAtOnce such runs at once, each entry checked as a reader of
 // the whole index checks it.
-func (c *CompactCounts) Resolve(shards []int64) error {
+func (c *Counts) Resolve(shards []int64) error {
 	c.mu.Lock()
 	var need []int64
 	for _, h := range shards {
@@ -162,7 +162,7 @@ func (c *CompactCounts) Resolve(shards []int64) error {
 
 // resolveRun fetches the entries of a run of shards, sorted, in one block
 // of records.
-func (c *CompactCounts) resolveRun(run []int64) error {
+func (c *Counts) resolveRun(run []int64) error {
 	lo, hi := run[0], run[len(run)-1]+1
 	got, err := c.r.entries(lo, hi, c.Samples)
 	if err != nil {
@@ -171,8 +171,8 @@ func (c *CompactCounts) resolveRun(run []int64) error {
 	head := *c.r.File
 	for _, h := range run {
 		e := got[h-lo]
-		head.Shards = []Entry{e}
-		if err := head.checkShards(); err != nil {
+		head.Shards = []indexfile.Entry{e}
+		if err := head.CheckShards(); err != nil {
 			return err
 		}
 		c.mu.Lock()
@@ -183,7 +183,7 @@ func (c *CompactCounts) resolveRun(run []int64) error {
 }
 
 // ResolvedShards yields the shards whose entries are held, in no order.
-func (c *CompactCounts) ResolvedShards(yield func(int) bool) {
+func (c *Counts) ResolvedShards(yield func(int) bool) {
 	c.mu.Lock()
 	held := make([]int, 0, len(c.entries))
 	for h := range c.entries {
@@ -198,7 +198,7 @@ func (c *CompactCounts) ResolvedShards(yield func(int) bool) {
 }
 
 // Resolved is how many shards' entries are held.
-func (c *CompactCounts) Resolved() int {
+func (c *Counts) Resolved() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.entries)

@@ -1,4 +1,4 @@
-package index
+package compact
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 
 // The compact form of a shardfeed index (docs/formats.md, "The compact
@@ -32,16 +33,16 @@ import (
 // its content hash is the one a plan's fingerprint takes, and a reader of
 // the whole index checks that the shards hash to it.
 const (
-	CompactFileName = "index.sfi"
-	CompactKey      = Dir + "/" + CompactFileName
+	FileName = "index.sfi"
+	Key      = indexfile.Dir + "/" + FileName
 
 	compactMagic   = "SFINDEX\x01"
 	compactPrelude = 16
-	// MaxCompactHeader bounds a compact index's header: about 60 000
+	// MaxHeader bounds a compact index's header: about 60 000
 	// blocks' hashes, a 4 GiB index at the default block size.
-	MaxCompactHeader = 8 << 20
-	// CompactBlockSize is the block the writer cuts sections into.
-	CompactBlockSize = 4 << 10
+	MaxHeader = 8 << 20
+	// BlockSize is the block the writer cuts sections into.
+	BlockSize        = 4 << 10
 	maxCompactShards = 1 << 34
 )
 
@@ -55,8 +56,8 @@ const (
 // compactHeader is the JSON header of a compact index: the File with no
 // shards ("shards": null), and where its shards are.
 type compactHeader struct {
-	File    *File        `json:"index"`
-	Compact *compactMeta `json:"compact"`
+	File    *indexfile.File `json:"index"`
+	Compact *compactMeta    `json:"compact"`
 }
 
 // compactMeta says what the sections hold and where they are.
@@ -128,20 +129,20 @@ type compactInts struct {
 type intField struct {
 	name string
 	col  func(*compactInts) *compactColumn
-	get  func(*Entry) int64
-	set  func(*Entry, int64)
+	get  func(*indexfile.Entry) int64
+	set  func(*indexfile.Entry, int64)
 }
 
 var intFields = []intField{
 	{"object", func(c *compactInts) *compactColumn { return &c.Object }, nil, nil}, // an id into Objects
-	{"part", func(c *compactInts) *compactColumn { return &c.Part }, func(e *Entry) int64 { return int64(e.Part) }, func(e *Entry, v int64) { e.Part = int(v) }},
-	{"offset", func(c *compactInts) *compactColumn { return &c.Offset }, func(e *Entry) int64 { return e.Offset }, func(e *Entry, v int64) { e.Offset = v }},
-	{"length", func(c *compactInts) *compactColumn { return &c.Length }, func(e *Entry) int64 { return e.Length }, func(e *Entry, v int64) { e.Length = v }},
-	{"objectSize", func(c *compactInts) *compactColumn { return &c.ObjectSize }, func(e *Entry) int64 { return e.ObjectSize }, func(e *Entry, v int64) { e.ObjectSize = v }},
-	{"footerOffset", func(c *compactInts) *compactColumn { return &c.FooterOffset }, func(e *Entry) int64 { return e.FooterOffset }, func(e *Entry, v int64) { e.FooterOffset = v }},
-	{"footerLength", func(c *compactInts) *compactColumn { return &c.FooterLength }, func(e *Entry) int64 { return e.FooterLength }, func(e *Entry, v int64) { e.FooterLength = v }},
-	{"rows", func(c *compactInts) *compactColumn { return &c.Rows }, func(e *Entry) int64 { return e.Rows }, func(e *Entry, v int64) { e.Rows = v }},
-	{"rowStart", func(c *compactInts) *compactColumn { return &c.RowStart }, func(e *Entry) int64 { return e.RowStart }, func(e *Entry, v int64) { e.RowStart = v }},
+	{"part", func(c *compactInts) *compactColumn { return &c.Part }, func(e *indexfile.Entry) int64 { return int64(e.Part) }, func(e *indexfile.Entry, v int64) { e.Part = int(v) }},
+	{"offset", func(c *compactInts) *compactColumn { return &c.Offset }, func(e *indexfile.Entry) int64 { return e.Offset }, func(e *indexfile.Entry, v int64) { e.Offset = v }},
+	{"length", func(c *compactInts) *compactColumn { return &c.Length }, func(e *indexfile.Entry) int64 { return e.Length }, func(e *indexfile.Entry, v int64) { e.Length = v }},
+	{"objectSize", func(c *compactInts) *compactColumn { return &c.ObjectSize }, func(e *indexfile.Entry) int64 { return e.ObjectSize }, func(e *indexfile.Entry, v int64) { e.ObjectSize = v }},
+	{"footerOffset", func(c *compactInts) *compactColumn { return &c.FooterOffset }, func(e *indexfile.Entry) int64 { return e.FooterOffset }, func(e *indexfile.Entry, v int64) { e.FooterOffset = v }},
+	{"footerLength", func(c *compactInts) *compactColumn { return &c.FooterLength }, func(e *indexfile.Entry) int64 { return e.FooterLength }, func(e *indexfile.Entry, v int64) { e.FooterLength = v }},
+	{"rows", func(c *compactInts) *compactColumn { return &c.Rows }, func(e *indexfile.Entry) int64 { return e.Rows }, func(e *indexfile.Entry, v int64) { e.Rows = v }},
+	{"rowStart", func(c *compactInts) *compactColumn { return &c.RowStart }, func(e *indexfile.Entry) int64 { return e.RowStart }, func(e *indexfile.Entry, v int64) { e.RowStart = v }},
 }
 
 // compactColumn is one integer per shard: value i is Base + Step·i plus
@@ -172,24 +173,24 @@ type compactSection struct {
 
 // entryExtras are the fields of an Entry that no column holds.
 type entryExtras struct {
-	Deleted   []Run       `json:"deleted,omitempty"`
-	Partition []*string   `json:"partition,omitempty"`
-	Ranges    []Range     `json:"ranges,omitempty"`
-	Files     []LanceFile `json:"files,omitempty"`
+	Deleted   []indexfile.Run       `json:"deleted,omitempty"`
+	Partition []*string             `json:"partition,omitempty"`
+	Ranges    []indexfile.Range     `json:"ranges,omitempty"`
+	Files     []indexfile.LanceFile `json:"files,omitempty"`
 }
 
 func (x entryExtras) empty() bool {
 	return x.Deleted == nil && x.Partition == nil && x.Ranges == nil && x.Files == nil
 }
 
-// EncodeCompact writes f in the compact form. f is checked first, as a
+// Encode writes f in the compact form. f is checked first, as a
 // reader checks it.
-func EncodeCompact(f *File) ([]byte, error) {
-	if err := f.check(); err != nil {
+func Encode(f *indexfile.File) ([]byte, error) {
+	if err := f.Check(); err != nil {
 		return nil, err
 	}
 	n := len(f.Shards)
-	w := &compactWriter{blockSize: CompactBlockSize}
+	w := &compactWriter{blockSize: BlockSize}
 	x := f.StreamIndex()
 	meta := &compactMeta{Shards: int64(n), Samples: x.Samples(), ContentHash: x.ContentHash(), Bytes: x.Bytes(), MaxShardBytes: maxShardBytes(x), BlockSize: w.blockSize}
 
@@ -233,8 +234,8 @@ func EncodeCompact(f *File) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(header) > MaxCompactHeader {
-		return nil, fmt.Errorf("the compact index's header is %d bytes, over its cap of %d", len(header), MaxCompactHeader)
+	if len(header) > MaxHeader {
+		return nil, fmt.Errorf("the compact index's header is %d bytes, over its cap of %d", len(header), MaxHeader)
 	}
 	out := make([]byte, compactPrelude, compactPrelude+len(header)+w.data.Len())
 	copy(out, compactMagic)
@@ -245,7 +246,7 @@ func EncodeCompact(f *File) ([]byte, error) {
 
 // records writes the shards' records: each field a frame of reference,
 // then the hashes where they are of one form (else a table of them).
-func (w *compactWriter) records(meta *compactMeta, shards []Entry, ids []int64) {
+func (w *compactWriter) records(meta *compactMeta, shards []indexfile.Entry, ids []int64) {
 	n := len(shards)
 	rec := &meta.Records
 	fields := make([][]int64, len(intFields))
@@ -293,7 +294,7 @@ func (w *compactWriter) records(meta *compactMeta, shards []Entry, ids []int64) 
 
 // extras writes each shard's fields no record holds, as JSON; nil where
 // no shard has any.
-func (w *compactWriter) extras(shards []Entry) (*compactStrings, error) {
+func (w *compactWriter) extras(shards []indexfile.Entry) (*compactStrings, error) {
 	extras := make([]string, len(shards))
 	some := false
 	for i, e := range shards {
@@ -314,7 +315,7 @@ func (w *compactWriter) extras(shards []Entry) (*compactStrings, error) {
 }
 
 // nameRule returns the rule every shard's name follows, or "".
-func nameRule(shards []Entry) string {
+func nameRule(shards []indexfile.Entry) string {
 	for _, rule := range []string{namesObject, namesObjectPart} {
 		ok := true
 		for i := range shards {
@@ -339,7 +340,7 @@ func ruleName(rule, object string, part int) string {
 
 // hashForm returns the algorithm and digest width of the shards' hashes
 // when every one is canonical "algo:hex" of one algorithm and width.
-func hashForm(shards []Entry) (string, int) {
+func hashForm(shards []indexfile.Entry) (string, int) {
 	var algo string
 	width := -1
 	for i := range shards {

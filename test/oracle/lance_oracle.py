@@ -199,7 +199,7 @@ def reader(make, start: int, n: int, batch: int, seed: int) -> pa.RecordBatchRea
 # repository keeps, each still forcing every encoding its full form does
 # (the golden test fails on one no case exercised), and "dels", whose
 # dense deletion is a roaring bitmap (over 5,000 rows of one fragment).
-RECORDED = ("tab", "media", "nested", "opts", "evolve", "dels")
+RECORDED = ("tab", "media", "nested", "opts", "evolve", "dels", "edges")
 VERSIONS = ("2.0", "2.1", "2.2")
 PAGE_BYTES = 1024
 
@@ -298,6 +298,31 @@ def write_case(uri: str, case: str, version: str, small: bool, v1_names: bool = 
                                                "tokens": pa.FixedSizeListArray.from_arrays(pa.array(toks.ravel()), 2048)})
         lance.write_dataset(pa.RecordBatchReader.from_batches(token_batch(0, 1).schema,
                                                               (token_batch(s, 1024) for s in range(0, 16384, 1024))), uri, **kw)
+    elif case == "edges":  # values at the edges an independent review found: constants, -0.0, decimals' scales, no list items
+        n = 64
+        cols = {
+            "id": pa.array(range(n), pa.int64()),
+            "yes": pa.array([True] * n),  # constant pages
+            "no": pa.array([False] * n),
+            "zero": pa.array([-0.0 if i % 2 else 0.0 for i in range(n)], pa.float64()),
+            "neg": pa.array([-1.5 if i % 3 else -0.0 for i in range(n)], pa.float32()),
+            "d10": pa.array([decimal.Decimal(i % 3).scaleb(-10) for i in range(n)], pa.decimal128(38, 10)),
+            "d38": pa.array([decimal.Decimal(i % 5).scaleb(-38) for i in range(n)], pa.decimal128(38, 38)),
+            "dneg": pa.array([decimal.Decimal(i).scaleb(2) for i in range(n)], pa.decimal128(5, -2)),
+        }
+        if version == "2.0":  # 2.1 and 2.2 write these as constant pages with levels, which shardfeed refuses
+            cols["empty"] = pa.array([[]] * n, pa.list_(pa.int32()))
+            cols["nolist"] = pa.array([None] * n, pa.list_(pa.int32()))
+        lance.write_dataset(pa.table(cols), uri, max_rows_per_file=32, **kw)
+    elif case == "packed":  # a struct stored as one column: refused
+        st = pa.struct([("a", pa.int32()), ("b", pa.float64())])
+        tbl = pa.Table.from_batches([small_batch(0, 50)]).append_column(
+            pa.field("p", st, metadata={"lance-encoding:packed": "true"}), pa.array([{"a": i, "b": i / 2} for i in range(50)], st))
+        lance.write_dataset(tbl, uri, **kw)
+    elif case == "dict":  # a column of an Arrow dictionary, in 2.0: refused
+        tbl = pa.Table.from_batches([small_batch(0, 50)]).append_column(
+            "c", pa.array(["lo", "mid", "hi", None, "mid"] * 10).dictionary_encode())
+        lance.write_dataset(tbl, uri, **kw)
     elif case == "small":  # the refusals of file versions: legacy, 2.3
         lance.write_dataset(pa.Table.from_batches([small_batch(0, 300)]), uri, **kw)
     elif case == "blob":  # a blob column, stored out of line
@@ -327,8 +352,11 @@ def plain(v, typ: pa.DataType):
         return None
     if pa.types.is_binary(typ) or pa.types.is_large_binary(typ) or pa.types.is_fixed_size_binary(typ):
         return v.hex()
-    if pa.types.is_decimal(typ):
-        return str(v)
+    if pa.types.is_decimal(typ):  # every digit of the scale; a negative scale as digits and exponent
+        if typ.scale < 0:
+            unscaled = int(v.scaleb(typ.scale))
+            return f"{unscaled}E+{-typ.scale}"
+        return format(v, f".{typ.scale}f")
     if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
         return [plain(x, typ.value_type) for x in v]
     if pa.types.is_struct(typ):
@@ -403,6 +431,11 @@ def record(dir_: str) -> None:
         write_case(uri, "small", version, small=True)
         shutil.rmtree(os.path.join(uri, "_transactions"), ignore_errors=True)
         cases[f"refused/{version}"] = {"rows": 300}
+    for case, version in (("packed", "2.2"), ("dict", "2.0")):  # tables shardfeed refuses for what they hold
+        uri = os.path.join(dir_, "refused", case)
+        w = write_case(uri, case, version, small=True)
+        shutil.rmtree(os.path.join(uri, "_transactions"), ignore_errors=True)
+        cases[f"refused/{case}"] = {"version": version, "latest": w["latest"]}
     golden.write_manifest(dir_, ["pylance", "pyarrow"], cases)
 
 

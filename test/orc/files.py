@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import random
 import sys
 from typing import Any
 
@@ -44,6 +45,12 @@ FILES: dict[str, dict[str, Any]] = {
 
 
 def table(n: int) -> pa.Table:
+    rng = random.Random(1)
+    # patched: small negatives with rare outliers, RLE v2's patched base
+    # with a negative base; falling: a strictly decreasing run, delta runs
+    # of negative deltas (an independent review's mutants lived without them)
+    patched = [2**40 + i if i % 512 in (3, 400) else rng.randint(-20, -5) for i in range(n)]
+    falling = [10**6 - i * 5 - rng.randint(0, 4) for i in range(n)]
     return pa.table(
         {
             "id": pa.array(range(n), pa.int64()),
@@ -59,6 +66,8 @@ def table(n: int) -> pa.Table:
             "tokens": pa.array([None if i % 13 == 0 else [i, i + 1, -i] for i in range(n)], pa.list_(pa.int32())),
             "blob": pa.array([bytes([i % 256]) * (i % 5) for i in range(n)], pa.binary()),
             "day": pa.array([i % 20000 for i in range(n)], pa.date32()),
+            "patched": pa.array(patched, pa.int64()),
+            "falling": pa.array(falling, pa.int64()),
             "meta": pa.array(
                 [None if i % 17 == 0 else {"a": i, "b": None if i % 3 == 0 else f"m{i}"} for i in range(n)],
                 pa.struct([("a", pa.int64()), ("b", pa.string())]),

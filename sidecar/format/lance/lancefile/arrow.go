@@ -183,9 +183,36 @@ func validity(def []uint16, n int) (*memory.Buffer, int) {
 	return memory.NewBufferBytes(valid), nulls
 }
 
+// packBooleans packs n booleans of a byte each (0 or 1) into bits.
+func packBooleans(in []byte, n int) ([]byte, error) {
+	if len(in) < n {
+		return nil, corrupt("%d booleans in %d bytes", n, len(in))
+	}
+	out := make([]byte, bitutil.BytesForBits(int64(n)))
+	for i, v := range in[:n] {
+		switch v {
+		case 0:
+		case 1:
+			bitutil.SetBit(out, i)
+		default:
+			return nil, corrupt("a boolean of value %d", v)
+		}
+	}
+	return out, nil
+}
+
 // leafData lays a block of values out as Arrow array data of type t.
 func leafData(t arrow.DataType, b block, valid *memory.Buffer, nulls int) (arrow.ArrayData, error) {
 	n := b.n
+	if n == 0 && !b.variable() {
+		// No values (the items of lists all empty or null): a 2.0
+		// writer gives their page any width, 0 bits among them.
+		empty := array.MakeArrayOfNull(memory.DefaultAllocator, t, 0)
+		defer empty.Release()
+		d := empty.Data()
+		d.Retain()
+		return d, nil
+	}
 	if b.allNull {
 		b = materialize(b, zeroLike(t))
 		if valid == nil {
@@ -194,6 +221,14 @@ func leafData(t arrow.DataType, b block, valid *memory.Buffer, nulls int) (arrow
 	}
 	switch t := t.(type) {
 	case *arrow.BooleanType:
+		if b.bits == 8 && !b.variable() {
+			// A constant page's value is a byte, 0 or 1.
+			packed, err := packBooleans(b.fixed, n)
+			if err != nil {
+				return nil, err
+			}
+			b = block{n: n, bits: 1, fixed: packed}
+		}
 		if b.bits != 1 {
 			return nil, corrupt("booleans of %d bits", b.bits)
 		}

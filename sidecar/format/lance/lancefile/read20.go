@@ -3,6 +3,7 @@ package lancefile
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -73,6 +74,13 @@ func (t *Tail) readColumn20(src Source, n *Node, cols Columns, from, to uint64) 
 // leaf20 decodes rows [from, to) of a leaf column, page by page, into
 // values and levels (0 valid, 1 null).
 func (t *Tail) leaf20(src Source, n *Node, col *Column, from, to uint64) (leaf, error) {
+	if strings.HasPrefix(n.LogicalType, "dict:") {
+		// 2.0 stores an Arrow dictionary's own indices, whose nulls and
+		// numbering are not those of the dictionaries its writer makes
+		// of strings (index 0 null, k item k-1): read as those, the
+		// values would be shifted.
+		return leaf{}, unsupported(n, "an Arrow dictionary column in Lance file version 2.0; write the table in 2.1 or later, or cast the column to its values' type")
+	}
 	var out leaf
 	like := zeroLike(n.Type)
 	for i := range col.Pages {

@@ -104,6 +104,11 @@ func (n *Node) resolve(depth int) error {
 	}
 	switch n.LogicalType {
 	case "struct":
+		if n.Metadata["lance-encoding:packed"] == "true" {
+			// Its fields are one column of the struct's own id, not a
+			// column each: read as fields, it would be all null.
+			return unsupported(n, "a packed struct (lance-encoding:packed: its fields stored together in one column); shardfeed reads structs stored field by field")
+		}
 		if depth > 0 {
 			return unsupported(n, "nested more than one level deep (shardfeed reads one struct or list level)")
 		}

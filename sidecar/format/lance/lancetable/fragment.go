@@ -51,6 +51,15 @@ func FileOf(n *lancefile.Node, files []FileView) (int, error) {
 			}
 		}
 	}
+	if found < 0 && len(n.Children) > 0 {
+		for _, f := range files {
+			if _, ok := f.Columns[n.ID]; ok {
+				// Stored as one column of its own id (packed), not a
+				// column a field: read as fields it would be all null.
+				return 0, fmt.Errorf("%w: field %q is stored as one column, not a column a field (a packed struct)", ErrUnsupported, n.Name)
+			}
+		}
+	}
 	return found, nil
 }
 

@@ -8,6 +8,7 @@ package lancetable
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand"
@@ -47,7 +48,7 @@ func recording(t *testing.T) (string, recorded) {
 }
 
 // goldenCases are the recorded cases (lance_oracle.py's RECORDED).
-var goldenCases = []string{"tab", "media", "nested", "opts", "evolve", "dels"}
+var goldenCases = []string{"tab", "media", "nested", "opts", "evolve", "dels", "edges"}
 
 func TestPylanceTablesReadRowForRow(t *testing.T) {
 	golden, r := recording(t)
@@ -140,24 +141,7 @@ func readTable(t *testing.T, dir string, v uint64, seen func([]string)) []string
 	}
 	var rows []string
 	for _, frag := range m.Fragments {
-		var files []FileView
-		for _, df := range frag.Files {
-			b, err := os.ReadFile(filepath.Join(dir, "data", df.Path))
-			if err != nil {
-				t.Fatal(err)
-			}
-			start, err := lancefile.TailStart(b[max(0, len(b)-65536):], int64(len(b)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tail, err := lancefile.ParseTail(b[start:], start, int64(len(b)))
-			if err != nil {
-				t.Fatalf("%s: %v", df.Path, err)
-			}
-			seen(tail.Encodings())
-			cols, _ := df.ColumnsOf()
-			files = append(files, FileView{Tail: tail, Source: &fileSource{data: b}, Columns: cols})
-		}
+		files := fragmentFiles(t, dir, frag, seen)
 		deleted := map[uint32]bool{}
 		if frag.Deletion != nil {
 			b, err := os.ReadFile(filepath.Join(dir, frag.Deletion.Path(frag.ID)))
@@ -228,3 +212,82 @@ var wantEncodings = map[string][]string{
 
 var v21Encodings = []string{"miniblock", "fullzip", "constant", "dictionary", "ByteStreamSplit", "FixedSizeList", "Flat",
 	"Fsst", "General", "InlineBitpacking", "OutOfLineBitpacking", "Rle", "Variable", "lz4", "zstd"}
+
+// fragmentFiles opens a fragment's data files in dir, passing each file's
+// encodings to seen.
+func fragmentFiles(t *testing.T, dir string, frag Fragment, seen func([]string)) []FileView {
+	t.Helper()
+	var files []FileView
+	for _, df := range frag.Files {
+		b, err := os.ReadFile(filepath.Join(dir, "data", df.Path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start, err := lancefile.TailStart(b[max(0, len(b)-65536):], int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tail, err := lancefile.ParseTail(b[start:], start, int64(len(b)))
+		if err != nil {
+			t.Fatalf("%s: %v", df.Path, err)
+		}
+		seen(tail.Encodings())
+		cols, _ := df.ColumnsOf()
+		files = append(files, FileView{Tail: tail, Source: &fileSource{data: b}, Columns: cols})
+	}
+	return files
+}
+
+// Tables pylance writes that this reader does not decode are refused with
+// the reason, never read as other values (an independent review found
+// both read silently wrong: a packed struct as all nulls, a 2.0 column of
+// an Arrow dictionary shifted by one).
+func TestPylanceTablesItDoesNotReadAreRefusedWithTheReason(t *testing.T) {
+	golden, r := recording(t)
+	for _, tc := range []struct{ name, want string }{
+		{"packed", "a packed struct"},
+		{"dict", "an Arrow dictionary column in Lance file version 2.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ok := r.Cases["refused/"+tc.name]
+			if !ok {
+				t.Fatalf("the recording has no case refused/%s (make golden)", tc.name)
+			}
+			dir := filepath.Join(golden, "refused", tc.name)
+			var data []byte
+			for _, k := range ManifestKeys(c.Latest) {
+				if b, err := os.ReadFile(filepath.Join(dir, k)); err == nil {
+					data = b
+					break
+				}
+			}
+			m, err := ManifestAt(data, 0, int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var refusals []error
+			nodes, err := lancefile.Tree(m.Fields)
+			if err != nil {
+				refusals = append(refusals, err)
+			}
+			for _, frag := range m.Fragments {
+				files := fragmentFiles(t, dir, frag, func([]string) {})
+				for _, n := range nodes {
+					if n.Err != nil {
+						refusals = append(refusals, n.Err)
+						continue
+					}
+					arr, err := ReadRows(n, files, 0, frag.PhysicalRows)
+					if err != nil {
+						refusals = append(refusals, err)
+						continue
+					}
+					arr.Release()
+				}
+			}
+			if len(refusals) == 0 || !errors.Is(refusals[0], lancefile.ErrUnsupported) && !errors.Is(refusals[0], ErrUnsupported) || !strings.Contains(refusals[0].Error(), tc.want) {
+				t.Fatalf("refusals %v, want one saying %q", refusals, tc.want)
+			}
+		})
+	}
+}

@@ -144,7 +144,7 @@ func CompareHashed(t testing.TB, what string, got []string, answers []byte) {
 	}
 }
 
-// RewriteEnv, set to 1, makes MatchRecording write what the Go code made
+// RewriteEnv names a variable that, set to 1, makes MatchRecording write what the Go code made
 // instead of comparing it: for recordings whose oracle is this project's
 // own code (the hand-off's frames, which the clients' tests replay), not a
 // format's project (those are make golden's).

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
+
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 

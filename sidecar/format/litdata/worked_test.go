@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 

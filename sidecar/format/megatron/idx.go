@@ -33,6 +33,7 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 )
 

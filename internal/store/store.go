@@ -281,6 +281,10 @@ type Descriptor struct {
 	// it names no endpoint, lower-cased (region: the source's); nil: it
 	// reaches no network.
 	DefaultHost func(u *url.URL, region string) (string, error)
+	// Root is the URI of the bucket (or container) a URI of the store is
+	// in, ending in "/": keys under it are the objects' paths in the
+	// bucket.
+	Root func(u *url.URL) (string, error)
 	// Account is the storage account a URI names, to which the stream's
 	// credentials are bound ("": none, the store's credentials are not
 	// an account's); nil: none.
@@ -391,27 +395,12 @@ func (b *Body) Close() error {
 	return b.ReadCloser.Close()
 }
 
-// Root returns the URI of the bucket (or container) a prefix URI is in,
-// ending in "/": s3://bucket/, gs://bucket/, az://account/container/,
-// abfss://container@account.dfs.core.windows.net/, or file:/// for a local
-// path. Keys under a root are the objects' paths in the bucket.
-func Root(uri string) (string, error) {
-	u, err := url.Parse(uri)
-	if err != nil || u.Scheme == "" {
-		return "", fmt.Errorf("%q is not a store URI (<scheme>://…)", uri)
-	}
-	switch u.Scheme {
-	case "file":
-		return "file:///", nil
-	case "az":
-		container, _, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
-		if u.Host == "" || container == "" {
-			return "", fmt.Errorf("%q names no account and container (az://account/container/…)", uri)
-		}
-		return "az://" + u.Host + "/" + container + "/", nil
-	}
+// BucketRoot is the root of a store whose URIs name a bucket as their
+// host (s3://bucket/…, gs://bucket/…, abfss://container@account…/…):
+// the scheme, the host (with its user part) and "/".
+func BucketRoot(u *url.URL) (string, error) {
 	if u.Host == "" {
-		return "", fmt.Errorf("%q names no bucket", uri)
+		return "", fmt.Errorf("%q names no bucket", u.String())
 	}
 	host := u.Host
 	if u.User != nil { // abfss://container@account…

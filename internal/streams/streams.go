@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,20 +133,9 @@ func CheckIndexURI(s datav1alpha1.Source) error {
 	if s.IndexURI == "" {
 		return nil
 	}
-	data, err := url.Parse(s.URI)
-	if err != nil {
-		return fmt.Errorf("source.uri: %w", err)
-	}
-	idx, err := url.Parse(s.IndexURI)
+	same, err := stores.SameStore(s.URI, s.IndexURI)
 	if err != nil {
 		return fmt.Errorf("source.indexURI: %w", err)
-	}
-	same := data.Scheme == idx.Scheme
-	switch data.Scheme {
-	case "az":
-		same = same && data.Host == idx.Host
-	case "abfss":
-		same = same && data.Hostname() == idx.Hostname()
 	}
 	if !same {
 		return fmt.Errorf("source.indexURI %s is in another store than source.uri %s (the stream's endpoint and credentials read both): put the index in the same store, in a prefix or bucket the team may write", s.IndexURI, s.URI)
@@ -510,7 +498,7 @@ func checkTable(i int, s datav1alpha1.Stream, t *indexfile.Table) error {
 	case want.Ref != t.Ref:
 		return fmt.Errorf("%s.ref is %q, its index was resolved from %q: %s", field, want.Ref, t.Ref, rerun)
 	}
-	root, err := store.Root(s.Source.URI)
+	root, err := stores.Root(s.Source.URI)
 	if err != nil {
 		return err
 	}

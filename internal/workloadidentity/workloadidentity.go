@@ -9,7 +9,6 @@ package workloadidentity
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/azure"
+	"github.com/shardfeed/shardfeed/internal/store/gcs"
 	"github.com/shardfeed/shardfeed/internal/store/s3"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 )
@@ -124,9 +124,9 @@ func Resolve(src datav1alpha1.Source, sa *corev1.ServiceAccount) (datav1alpha1.S
 	if wi == nil {
 		return src, nil
 	}
-	u, err := url.Parse(src.URI)
+	d, _, err := stores.Lookup(src.URI)
 	if err != nil {
-		return src, fmt.Errorf("%s: %w", src.URI, err)
+		return src, err
 	}
 	resolved := *wi
 	// take sets *field from annotation key; required says the store
@@ -155,15 +155,17 @@ func Resolve(src datav1alpha1.Source, sa *corev1.ServiceAccount) (datav1alpha1.S
 		*field = annotated
 		return nil
 	}
-	switch u.Scheme {
-	case s3.Scheme:
+	switch d.Cloud {
+	case s3.Cloud:
 		err = take(&resolved.RoleARN, AnnotationAWSRoleARN, "AWS role ARN", true)
-	case azure.Scheme, azure.SchemeABFSS:
+	case azure.Cloud:
 		if err = take(&resolved.ClientID, AnnotationAzureClientID, "Entra client ID", true); err == nil {
 			err = take(&resolved.TenantID, AnnotationAzureTenantID, "Entra tenant ID", true)
 		}
-	default: // gs://: without a service account the federated identity reads
+	case gcs.Cloud: // without a service account the federated identity reads
 		err = take(&resolved.ServiceAccountEmail, AnnotationGCPServiceAccount, "Google service account", false)
+	default:
+		err = fmt.Errorf("%s: a %s:// source takes no workload identity (it is a cloud's): remove workloadIdentity from the stream's source", src.URI, d.Scheme)
 	}
 	if err != nil {
 		return src, err

@@ -49,6 +49,13 @@ func TestTheServiceAccountsAnnotationsDecideTheIdentity(t *testing.T) {
 			want: datav1alpha1.WorkloadIdentity{ServiceAccountEmail: "reader@p.iam.gserviceaccount.com"}},
 		{name: "gs service account the dataset names alone", uri: "gs://b/p/", wi: datav1alpha1.WorkloadIdentity{ServiceAccountEmail: "owner@p.iam.gserviceaccount.com"},
 			err: "iam.gke.io/gcp-service-account=owner@p.iam.gserviceaccount.com"},
+		// The store's descriptor says its cloud; a store of none, or a
+		// scheme no store reads, is refused (an unknown scheme once read
+		// as gs://).
+		{name: "file takes no identity", uri: "file:///data/p/", annotations: map[string]string{AnnotationGCPServiceAccount: "reader@p.iam.gserviceaccount.com"},
+			err: "a file:// source takes no workload identity"},
+		{name: "an unknown scheme", uri: "hdfs://nn/p/", annotations: map[string]string{AnnotationGCPServiceAccount: "reader@p.iam.gserviceaccount.com"},
+			err: `scheme "hdfs" is not supported`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.wi.ServiceAccountName, tc.want.ServiceAccountName = "trainer", "trainer"

@@ -104,9 +104,14 @@ class Replay(threading.Thread):
                     conn.sendall(chunk)
                 pos = c["end"]
             os.close(ctl_fd)
-            conn.sendall(self.resp[pos:])
-            # The client's end of the connection ends the replay.
-            while conn.recv(4096):
+            try:
+                # The terminal chunk: a client that stops at the
+                # end-of-stream marker may have closed its end already.
+                conn.sendall(self.resp[pos:])
+                # The client's end of the connection ends the replay.
+                while conn.recv(4096):
+                    pass
+            except (BrokenPipeError, ConnectionResetError):
                 pass
 
 

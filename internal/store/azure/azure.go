@@ -52,8 +52,21 @@ var (
 	DescriptorABFSS = descriptor(SchemeABFSS)
 )
 
+// containerRoot is an az:// URI's container: az://account/container/.
+func containerRoot(u *url.URL) (string, error) {
+	container, _, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+	if u.Host == "" || container == "" {
+		return "", fmt.Errorf("%q names no account and container (az://account/container/…)", u.String())
+	}
+	return "az://" + u.Host + "/" + container + "/", nil
+}
+
 func descriptor(scheme string) store.Descriptor {
-	return store.Descriptor{Scheme: scheme, Open: Open, SecretKeys: SecretKeys, Audience: Audience, AudienceAllowed: AudienceAllowed,
+	root := store.BucketRoot
+	if scheme == Scheme {
+		root = containerRoot
+	}
+	return store.Descriptor{Scheme: scheme, Open: Open, SecretKeys: SecretKeys, Audience: Audience, AudienceAllowed: AudienceAllowed, Root: root,
 		DefaultHost: func(u *url.URL, _ string) (string, error) { return Account(u) + ".blob.core.windows.net", nil },
 		Account:     Account, Cloud: Cloud, CloudHosts: CloudHosts, CloudDomains: CloudDomains}
 }

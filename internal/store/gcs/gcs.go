@@ -34,7 +34,7 @@ const Scheme = "gs"
 
 // Descriptor is the store's entry in stores.Default. A workload identity
 // names its pool provider: Google's token audience has no default.
-var Descriptor = store.Descriptor{Scheme: Scheme, Open: Open, SecretKeys: SecretKeys,
+var Descriptor = store.Descriptor{Scheme: Scheme, Open: Open, SecretKeys: SecretKeys, Root: store.BucketRoot,
 	DefaultHost:     func(*url.URL, string) (string, error) { return "storage.googleapis.com", nil },
 	AudienceAllowed: AudienceAllowed, Cloud: Cloud, CloudHosts: CloudHosts, CloudDomains: CloudDomains}
 

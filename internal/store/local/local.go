@@ -23,7 +23,7 @@ const Scheme = "file"
 
 // Descriptor is the store's entry in stores.Default: no credentials, no
 // network.
-var Descriptor = store.Descriptor{Scheme: Scheme, Open: Open}
+var Descriptor = store.Descriptor{Scheme: Scheme, Open: Open, Root: func(*url.URL) (string, error) { return "file:///", nil }}
 
 // ErrNotLocal is returned for a source URI that is not a local directory.
 var ErrNotLocal = errors.New("not a " + Scheme + ":// URI")

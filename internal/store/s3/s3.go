@@ -30,7 +30,7 @@ const Scheme = "s3"
 const Audience = "sts.amazonaws.com"
 
 // Descriptor is the store's entry in stores.Default.
-var Descriptor = store.Descriptor{Scheme: Scheme, Open: Open, SecretKeys: SecretKeys,
+var Descriptor = store.Descriptor{Scheme: Scheme, Open: Open, SecretKeys: SecretKeys, Root: store.BucketRoot,
 	DefaultHost: DefaultHost, Audience: Audience, AudienceAllowed: AudienceAllowed,
 	Cloud: Cloud, CloudHosts: CloudHosts, CloudDomains: CloudDomains}
 

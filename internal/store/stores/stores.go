@@ -56,6 +56,39 @@ func Lookup(uri string) (store.Descriptor, *url.URL, error) {
 	return Descriptors[i], u, nil
 }
 
+// Root returns the URI of the bucket (or container) uri is in, ending in
+// "/": s3://bucket/, gs://bucket/, az://account/container/,
+// abfss://container@account.dfs.core.windows.net/, or file:/// for a local
+// path; a scheme no store reads is an error.
+func Root(uri string) (string, error) {
+	d, u, err := Lookup(uri)
+	if err != nil {
+		return "", err
+	}
+	if d.Root == nil {
+		return "", fmt.Errorf("%s:// has no root: its descriptor says none (internal/store/stores)", d.Scheme)
+	}
+	return d.Root(u)
+}
+
+// SameStore reports whether a and b are in one store: the same scheme and
+// the same account where the store's credentials are an account's
+// (Azure's), so that the credentials and endpoint of one read both.
+func SameStore(a, b string) (bool, error) {
+	da, ua, err := Lookup(a)
+	if err != nil {
+		return false, err
+	}
+	db, ub, err := Lookup(b)
+	if err != nil {
+		return false, err
+	}
+	if da.Scheme != db.Scheme {
+		return false, nil
+	}
+	return da.Account == nil || da.Account(ua) == db.Account(ub), nil
+}
+
 // SecretKeysOf returns what the store of uri needs of a credentials
 // Secret; false for a URI whose store takes none (file://) or none known.
 func SecretKeysOf(uri string) (store.SecretKeys, bool) {

@@ -92,3 +92,57 @@ func TestDescriptors(t *testing.T) {
 		t.Error("file:// takes a credentials Secret")
 	}
 }
+
+func TestRoot(t *testing.T) {
+	tests := []struct{ uri, want, wantErr string }{
+		{"s3://wh/shardfeed/events/", "s3://wh/", ""},
+		{"gs://wh", "gs://wh/", ""},
+		{"az://acct/data/idx/", "az://acct/data/", ""},
+		{"abfss://data@acct.dfs.core.windows.net/idx/", "abfss://data@acct.dfs.core.windows.net/", ""},
+		{"file:///tmp/x/", "file:///", ""},
+		{"az://acct", "", "names no account and container"},
+		{"s3:///x/", "", "names no bucket"},
+		{"hdfs://nn/x/", "", `scheme "hdfs" is not supported`},
+		{"wh/x", "", `scheme "" is not supported`},
+	}
+	for _, tt := range tests {
+		got, err := Root(tt.uri)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Root(%q) = %q, %v; want an error with %q", tt.uri, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("Root(%q) = %q, %v; want %q", tt.uri, got, err, tt.want)
+		}
+	}
+}
+
+func TestSameStore(t *testing.T) {
+	tests := []struct {
+		a, b    string
+		want    bool
+		wantErr string
+	}{
+		{"s3://data/x/", "s3://other/idx/", true, ""},
+		{"s3://data/x/", "gs://data/x/", false, ""},
+		{"az://acct/c/x/", "az://acct/d/idx/", true, ""},
+		{"az://acct/c/x/", "az://other/c/idx/", false, ""},
+		{"abfss://c@acct.dfs.core.windows.net/x/", "abfss://d@acct.dfs.core.windows.net/idx/", true, ""},
+		{"abfss://c@acct.dfs.core.windows.net/x/", "abfss://c@other.dfs.core.windows.net/x/", false, ""},
+		{"s3://data/x/", "hdfs://nn/x/", false, `scheme "hdfs" is not supported`},
+	}
+	for _, tt := range tests {
+		got, err := SameStore(tt.a, tt.b)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("SameStore(%q, %q) = %v, %v; want an error with %q", tt.a, tt.b, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("SameStore(%q, %q) = %v, %v; want %v", tt.a, tt.b, got, err, tt.want)
+		}
+	}
+}

@@ -181,14 +181,14 @@ func Conformance(t *testing.T, d store.Descriptor, st store.Store) {
 	})
 }
 
-// CheckDescriptor checks the facts a store's descriptor gives: a scheme
-// and an opener; secret keys that say what they are; a default host (and
+// CheckDescriptor checks the facts a store's descriptor gives: a scheme,
+// an opener and a root; secret keys that say what they are; a default host (and
 // one the store reaches) for every store but the local one; and the
 // descriptor is the one stores look its scheme up by.
 func CheckDescriptor(t *testing.T, d store.Descriptor) {
 	t.Helper()
-	if d.Scheme == "" || d.Open == nil {
-		t.Fatalf("descriptor %+v has no scheme or no opener", d)
+	if d.Scheme == "" || d.Open == nil || d.Root == nil {
+		t.Fatalf("descriptor %+v has no scheme, no opener or no root", d)
 	}
 	if d.SecretKeys.Complete != nil && d.SecretKeys.Describe == "" {
 		t.Errorf("%s://: its secret keys do not say what they are", d.Scheme)

@@ -24,6 +24,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 )
@@ -58,7 +59,7 @@ func Index(ctx context.Context, t Table, src store.Source, opts Options) (_ *ind
 	if opts.Hash == "" {
 		opts.Hash = "xxh64"
 	}
-	root, err := store.Root(src.URI)
+	root, err := stores.Root(src.URI)
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func (f *files) locate(location string) (store.Store, string, error) {
 	case strings.HasPrefix(loc, "/"):
 		loc = "file://" + loc
 	}
-	root, err := store.Root(loc)
+	root, err := stores.Root(loc)
 	if err != nil {
 		return nil, "", fmt.Errorf("table file %q: %w", location, err)
 	}

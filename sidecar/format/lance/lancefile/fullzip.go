@@ -233,7 +233,7 @@ func each(b block, fn func([]byte) ([]byte, error)) (block, error) {
 func (p *Page) constant(from, to uint64) (leaf, error) {
 	l := p.Layout
 	if len(p.Offsets) > 0 || l.Rep != nil || l.Def != nil {
-		return leaf{}, fmt.Errorf("%w: a constant page with levels (lists of one value)", ErrUnsupported)
+		return leaf{}, fmt.Errorf("%w: a constant page with repetition or definition levels (in file versions 2.1 and 2.2: a column of one value and nulls, or lists or structs all null or all empty), which shardfeed does not decode yet; write the table in 2.0, or leave the column out", ErrUnsupported)
 	}
 	n := int(to - from) //nolint:gosec // within the page
 	if l.InlineValue == nil {

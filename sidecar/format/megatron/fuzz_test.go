@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -63,12 +62,7 @@ func pairStore(t *testing.T, idx, bin []byte) store.Store {
 			t.Fatal(err)
 		}
 	}
-	u, _ := url.Parse("file://" + dir + "/")
-	st, err := local.Open(context.Background(), store.Source{URI: u.String()}, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return local.OpenDir(dir)
 }
 
 // FuzzIndexAndDecode: any .idx and .bin is indexed or refused, never a

@@ -59,11 +59,11 @@ done
 	echo "Slowest Go packages (go test's own figure; several run at once):"
 	echo
 	cat "$OUT"/*.log | awk '$1 == "ok" && $3 ~ /s$/ {t = $3; sub(/s$/, "", t); printf "%8.1f s  %s\n", t, $2}' |
-		sort -rn | head -25
+		sort -rn | awk 'NR <= 25' # awk reads to the end: head's early exit would fail sort with SIGPIPE (141) under pipefail
 	echo
 	echo "Slowest Python tests (pytest --durations):"
 	echo
-	grep -hE '^[0-9.]+s (call|setup|teardown) ' "$OUT"/*.log | sort -rn | head -15 || true
+	grep -hE '^[0-9.]+s (call|setup|teardown) ' "$OUT"/*.log | sort -rn | awk 'NR <= 15' || true
 	if grep -qs 'TestEndToEnd' "$OUT"/*test-e2e*.log; then
 		echo
 		echo "The end-to-end stories and the chaos run (each top-level test):"

@@ -59,7 +59,8 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: tools-go ## Generate the CRDs (config/crd, charts/shardfeed/templates/crds), RBAC and webhook configurations from the markers, and the references (docs/reference, the chart's README).
+manifests: tools-go ## Generate the CRDs (config/crd, charts/shardfeed/templates/crds), the job kinds' markers and chart list (hack/jobkinds), RBAC and webhook configurations from the markers, and the references (docs/reference, the chart's README).
+	go run ./hack/jobkinds
 	$(BIN)/controller-gen rbac:roleName=manager crd webhook paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
@@ -99,7 +100,7 @@ lint: tools-go tools-python tools-debian ## Run golangci-lint (see .golangci.yml
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated files differ from the committed ones.
-	@git diff --exit-code -- config api charts docs/reference || { echo "generated files are stale: run make manifests generate and commit"; exit 1; }
+	@git diff --exit-code -- config api charts docs/reference controllers/zz_generated.jobkinds.go || { echo "generated files are stale: run make manifests generate and commit"; exit 1; }
 
 ##@ Build
 

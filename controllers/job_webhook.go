@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,7 +34,8 @@ type JobReserver struct {
 	Pods *PodInjector
 }
 
-// +kubebuilder:webhook:path=/mutate-queued-jobs,mutating=true,failurePolicy=fail,sideEffects=None,groups=batch;jobset.x-k8s.io;kubeflow.org,resources=jobs;jobsets;pytorchjobs,verbs=create,versions=v1;v1alpha2,name=queued-jobs.shardfeed.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=10
+// The webhook's marker is in zz_generated.jobkinds.go, from
+// internal/jobkind's queued kinds.
 
 // Handle reserves the sidecar's requests in a job's labelled templates. A
 // template naming a dataset that does not exist yet is left as it is, with
@@ -45,10 +45,11 @@ func (r *JobReserver) Handle(ctx context.Context, req admission.Request) admissi
 	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	templates, ok := podTemplates(req.Kind.Group, req.Kind.Kind, obj)
-	if !ok {
+	kind := r.Pods.Kinds.Lookup(req.Kind.Group, req.Kind.Kind)
+	if kind == nil || !kind.Queued {
 		return admission.Allowed("not a kind whose pod templates shardfeed reserves in")
 	}
+	templates := kind.PodTemplates(obj)
 	if r.Pods.OperatorNamespace != "" && req.Namespace == r.Pods.OperatorNamespace {
 		return admission.Allowed("the operator's namespace is never injected")
 	}
@@ -97,43 +98,4 @@ func (r *JobReserver) Handle(ctx context.Context, req admission.Request) admissi
 	resp := admission.PatchResponseFromRaw(req.Object.Raw, raw)
 	resp.Warnings = warnings
 	return resp
-}
-
-// podTemplates are the pod templates of a job of a kind a queue admits,
-// in place in obj; ok is false for another kind.
-func podTemplates(group, kind string, obj map[string]any) (templates []map[string]any, ok bool) {
-	add := func(v any) {
-		if m, ok := v.(map[string]any); ok {
-			if _, ok := m["spec"].(map[string]any); ok {
-				templates = append(templates, m)
-			}
-		}
-	}
-	spec, _ := obj["spec"].(map[string]any)
-	switch {
-	case group == "batch" && kind == "Job":
-		add(spec["template"])
-	case group == "jobset.x-k8s.io" && kind == "JobSet":
-		jobs, _ := spec["replicatedJobs"].([]any)
-		for _, j := range jobs {
-			m, _ := j.(map[string]any)
-			tmpl, _ := m["template"].(map[string]any)
-			jobSpec, _ := tmpl["spec"].(map[string]any)
-			add(jobSpec["template"])
-		}
-	case group == "kubeflow.org" && kind == "PyTorchJob":
-		replicas, _ := spec["pytorchReplicaSpecs"].(map[string]any)
-		types := make([]string, 0, len(replicas))
-		for t := range replicas {
-			types = append(types, t)
-		}
-		sort.Strings(types)
-		for _, t := range types {
-			m, _ := replicas[t].(map[string]any)
-			add(m["template"])
-		}
-	default:
-		return nil, false
-	}
-	return templates, true
 }

@@ -38,6 +38,17 @@ import (
 // under test).
 func chartQueuedJobsWebhook(t *testing.T) *admissionregistrationv1.MutatingWebhookConfiguration {
 	t.Helper()
+	cfg, _ := chartWithValues(t, "")
+	if len(cfg.Webhooks) != 3 {
+		t.Fatalf("the chart's queued-jobs webhooks: %d, want 3 (Jobs, JobSets, PyTorchJobs)", len(cfg.Webhooks))
+	}
+	return cfg
+}
+
+// chartWithValues renders the chart with a values file (none if ""): its
+// queued-jobs webhooks, and the manager's arguments.
+func chartWithValues(t *testing.T, values string) (*admissionregistrationv1.MutatingWebhookConfiguration, []string) {
+	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -46,34 +57,57 @@ func chartQueuedJobsWebhook(t *testing.T) *admissionregistrationv1.MutatingWebho
 	if err != nil {
 		t.Fatal(err)
 	}
+	args := []string{"template", "sf", filepath.Join(root, "charts", "shardfeed"),
+		"--namespace", "shardfeed-system", "--kube-version", "1.36.0", "--show-only", "templates/webhook.yaml", "--show-only", "templates/deployment.yaml"}
+	if values != "" {
+		f := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(f, []byte(values), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--values", f)
+	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(filepath.Join(bin, "helm"), "template", "sf", filepath.Join(root, "charts", "shardfeed"),
-		"--namespace", "shardfeed-system", "--kube-version", "1.36.0", "--show-only", "templates/webhook.yaml")
+	cmd := exec.Command(filepath.Join(bin, "helm"), args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("helm template: %v\n%s", err, stderr.String())
 	}
+	var hooks *admissionregistrationv1.MutatingWebhookConfiguration
+	var managerArgs []string
 	dec := utilyaml.NewYAMLOrJSONDecoder(&stdout, 4096)
 	for {
-		var cfg admissionregistrationv1.MutatingWebhookConfiguration
-		if err := dec.Decode(&cfg); err != nil {
-			t.Fatalf("the chart renders no shardfeed-pod-injection webhook configuration: %v", err)
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); err != nil {
+			break
 		}
-		if cfg.Kind != "MutatingWebhookConfiguration" || cfg.Name != "shardfeed-pod-injection" {
-			continue
+		switch {
+		case obj.GetKind() == "MutatingWebhookConfiguration" && obj.GetName() == "shardfeed-pod-injection":
+			var cfg admissionregistrationv1.MutatingWebhookConfiguration
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			// The queued jobs' webhooks alone (the tests install their own
+			// pod webhook under the configuration's name).
+			cfg.Name = "shardfeed-queued-jobs"
+			cfg.Webhooks = slices.DeleteFunc(cfg.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool {
+				return !strings.HasSuffix(w.Name, ".queued-jobs.shardfeed.io")
+			})
+			hooks = &cfg
+		case obj.GetKind() == "Deployment":
+			containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				if m, _ := c.(map[string]any); m["name"] == "manager" {
+					a, _, _ := unstructured.NestedStringSlice(m, "args")
+					managerArgs = a
+				}
+			}
 		}
-		// The queued jobs' webhooks alone (the tests install their own pod
-		// webhook under the configuration's name).
-		cfg.Name = "shardfeed-queued-jobs"
-		cfg.Webhooks = slices.DeleteFunc(cfg.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool {
-			return !strings.HasSuffix(w.Name, ".queued-jobs.shardfeed.io")
-		})
-		if len(cfg.Webhooks) != 3 {
-			t.Fatalf("the chart's queued-jobs webhooks: %d, want 3 (Jobs, JobSets, PyTorchJobs)", len(cfg.Webhooks))
-		}
-		return &cfg
 	}
+	if hooks == nil || managerArgs == nil {
+		t.Fatalf("the chart renders no shardfeed-pod-injection webhook configuration (%v) or no manager container", hooks != nil)
+	}
+	return hooks, managerArgs
 }
 
 // A job a queue admits (Kueue's label) whose pod templates name a dataset

@@ -13,6 +13,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 )
 
 func TestPodTemplatesOfEachKindAQueueAdmits(t *testing.T) {
@@ -35,6 +36,22 @@ func TestPodTemplatesOfEachKindAQueueAdmits(t *testing.T) {
 		{"another kind", "kubeflow.org", "TFJob", `{"spec": {"tfReplicaSpecs": {}}}`, nil, false},
 		{"a Job of another group", "example.com", "Job", `{"spec": {"template": ` + tmpl("job") + `}}`, nil, false},
 		{"not an object's shape", "batch", "Job", `{"spec": "x"}`, nil, true},
+		{"a toy kind registered from the test, each list item's map values", "toy.example.com", "Toy",
+			`{"spec": {"groups": [{"roles": {"b": {"pod": ` + tmpl("b") + `}, "a": {"pod": ` + tmpl("a") + `}}}, {"roles": {"c": {"pod": ` + tmpl("c") + `}}}]}}`,
+			[]string{"a", "b", "c"}, true},
+		{"a StatefulSet (no queue admits it)", "apps", "StatefulSet", `{"spec": {"template": ` + tmpl("sts") + `}}`, nil, false},
+	}
+	kinds, err := jobkind.Builtin().With(&jobkind.Kind{Group: "toy.example.com", Version: "v1", Kind: "Toy", Resource: "toys",
+		Templates: []jobkind.Path{"spec.groups[].roles.*.pod"}, Queued: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podTemplates := func(group, kind string, obj map[string]any) ([]map[string]any, bool) {
+		k := kinds.Lookup(group, kind)
+		if k == nil || !k.Queued {
+			return nil, false
+		}
+		return k.PodTemplates(obj), true
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

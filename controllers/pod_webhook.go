@@ -10,12 +10,11 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -26,6 +25,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 )
@@ -69,6 +69,10 @@ type PodInjector struct {
 	// ("*": all) ask it first, over TLS through its node-local Service.
 	NodeAgent           inject.NodeAgent
 	NodeAgentNamespaces []string
+	// Kinds are the job kinds whose pods' owners the webhook reads and
+	// ranks (nil: the built-in ones; the manager adds the platform's
+	// --job-kinds).
+	Kinds *jobkind.Registry
 	// OperatorNamespace is never injected (the webhook configuration
 	// excludes it too): the operator must start whatever the webhook does.
 	OperatorNamespace string
@@ -84,9 +88,8 @@ type PodInjector struct {
 // config/webhook and the Helm chart: markers cannot say them.
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create,versions=v1,name=pods.shardfeed.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=10
 
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get
-// +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs,verbs=get
+// The job kinds' RBAC (get, to size a pod's job) is in
+// zz_generated.jobkinds.go, from internal/jobkind's rows.
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 
 // Handle injects the sidecar, or denies a pod that cannot be served.
@@ -130,7 +133,7 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Images: p.Images, Operator: p.Operator, Resources: p.Resources, Audiences: p.Audiences,
+	in := inject.Input{Pod: &pod, Dataset: ds, Owner: owner, Kinds: p.Kinds, Images: p.Images, Operator: p.Operator, Resources: p.Resources, Audiences: p.Audiences,
 		AllowedEndpoints: p.AllowedEndpoints, AllowCloudEndpoints: p.AllowCloudEndpoints}
 	if slices.Contains(p.NodeAgentNamespaces, "*") || slices.Contains(p.NodeAgentNamespaces, ns) {
 		in.NodeAgent = p.NodeAgent
@@ -352,71 +355,36 @@ func sidecarImage(pod *corev1.Pod) string {
 	return ""
 }
 
-// pyTorchJobSize reads a Kubeflow PyTorchJob's Master and Worker replicas
-// (unstructured: the Kubeflow API need not be installed, nor its Go module
-// linked). Where it cannot be read, the masters default to Kubeflow's one
-// and the size stays unknown (the pod then needs shardfeed.io/pods).
-func (p *PodInjector) pyTorchJobSize(ctx context.Context, ns, name, apiVersion string) (replicas, masters int, err error) {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(apiVersion)
-	u.SetKind(string(inject.KindPyTorchJob))
-	if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
-		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			return 0, 1, nil
-		}
-		return 0, 0, err
-	}
-	for _, typ := range []string{"Master", "Worker"} {
-		path := []string{"spec", "pytorchReplicaSpecs", typ}
-		if _, has, _ := unstructured.NestedMap(u.Object, path...); !has {
-			continue
-		}
-		n, found, err := unstructured.NestedInt64(u.Object, append(path, "replicas")...)
-		if err != nil {
-			return 0, 0, fmt.Errorf("PyTorchJob %s/%s: spec.pytorchReplicaSpecs.%s.replicas: %w", ns, name, typ, err)
-		}
-		if !found {
-			n = 1 // Kubeflow's default
-		}
-		replicas += int(n)
-		if typ == "Master" {
-			masters = int(n)
-		}
-	}
-	return replicas, masters, nil
-}
-
-// owner finds the pod's controlling Job, StatefulSet or PyTorchJob and its
-// size.
+// owner finds the pod's controller and, for a kind the registry sizes,
+// the job's pods, from its object read unstructured (a kind's API need not
+// be installed, nor its Go module linked). Where the object cannot be read
+// (gone, or its CRD not installed), the size stays unknown: the pod then
+// needs shardfeed.io/pods, or its kind's defaults apply.
 func (p *PodInjector) owner(ctx context.Context, ns string, pod *corev1.Pod) (inject.Owner, error) {
-	var err error
-	for _, ref := range pod.OwnerReferences {
-		if ref.Controller == nil || !*ref.Controller {
-			continue
-		}
-		o := inject.Owner{Kind: inject.OwnerKind(ref.Kind), Name: ref.Name, UID: string(ref.UID)}
-		switch o.Kind {
-		case inject.KindJob:
-			var job batchv1.Job
-			if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &job); err != nil && !apierrors.IsNotFound(err) {
-				return o, err
-			} else if err == nil && job.Spec.Completions != nil {
-				o.Replicas = int(*job.Spec.Completions)
-			}
-		case inject.KindPyTorchJob:
-			o.Replicas, o.Masters, err = p.pyTorchJobSize(ctx, ns, ref.Name, ref.APIVersion)
-			if err != nil {
-				return o, err
-			}
-		case inject.KindStatefulSet:
-			var sts appsv1.StatefulSet
-			if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &sts); err != nil && !apierrors.IsNotFound(err) {
-				return o, err
-			} else if err == nil && sts.Spec.Replicas != nil {
-				o.Replicas = int(*sts.Spec.Replicas)
-			}
-		}
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil {
+		return inject.Owner{}, nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return inject.Owner{}, fmt.Errorf("the pod's controller reference has apiVersion %q: %w", ref.APIVersion, err)
+	}
+	o := inject.Owner{Group: gv.Group, Kind: ref.Kind, Name: ref.Name, UID: string(ref.UID)}
+	kind := p.Kinds.Lookup(gv.Group, ref.Kind)
+	if kind == nil || !kind.Owns {
 		return o, nil
 	}
-	return inject.Owner{}, nil
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(ref.APIVersion)
+	u.SetKind(ref.Kind)
+	if err := p.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, u); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return o, nil
+		}
+		return o, err
+	}
+	if o.Replicas, o.Masters, err = kind.Size(u.Object); err != nil {
+		return o, fmt.Errorf("%s %s/%s: %w", ref.Kind, ns, ref.Name, err)
+	}
+	return o, nil
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/shardfeed/shardfeed/controllers"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/planner"
 )
@@ -143,8 +144,8 @@ func indexedJobPod(ns string, job *batchv1.Job, i int, dataset string) *corev1.P
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("%s-%d", job.Name, i), Namespace: ns,
-			Labels:          map[string]string{inject.LabelDataset: dataset, inject.JobCompletionIndex: idx, "job-name": job.Name},
-			Annotations:     map[string]string{inject.JobCompletionIndex: idx},
+			Labels:          map[string]string{inject.LabelDataset: dataset, jobkind.JobCompletionIndex: idx, "job-name": job.Name},
+			Annotations:     map[string]string{jobkind.JobCompletionIndex: idx},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}},
 		},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}, RestartPolicy: corev1.RestartPolicyNever},
@@ -684,8 +685,8 @@ func TestIntegrationPodWebhookWiresJobSetAndPyTorchJobPods(t *testing.T) {
 	// A JobSet's second Job (of 2), 4 pods each: its pod 3 is rank 7 of 8.
 	job := createJob(t, ns, "llm-workers-1", 4)
 	p := indexedJobPod(ns, job, 3, "web")
-	p.Labels[inject.JobSetName], p.Labels[inject.JobSetUID] = "llm", "js-uid"
-	p.Labels[inject.JobSetJobIndex], p.Labels[inject.JobSetReplicas] = "1", "2"
+	p.Labels[jobkind.JobSetName], p.Labels[jobkind.JobSetUID] = "llm", "js-uid"
+	p.Labels[jobkind.JobSetJobIndex], p.Labels[jobkind.JobSetReplicas] = "1", "2"
 	if err := apiServer.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -700,11 +701,11 @@ func TestIntegrationPodWebhookWiresJobSetAndPyTorchJobPods(t *testing.T) {
 	job = createJob(t, ns, "tj-node-0", 2)
 	p = indexedJobPod(ns, job, 1, "web")
 	p.Name = "tj-node-0-1"
-	p.Labels[inject.JobSetName], p.Labels[inject.JobSetUID] = "tj", "tj-uid"
-	p.Labels[inject.JobSetJobGlobalIndex], p.Labels[inject.JobSetGlobalReplicas] = "2", "3"
-	p.Labels[inject.JobSetJobIndex], p.Labels[inject.JobSetReplicas] = "0", "1"
-	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: inject.TrainerNumNodes, Value: "2"}, {Name: inject.TrainerNumProcPerNode, Value: "4"},
-		{Name: inject.TrainerNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + inject.JobCompletionIndex + "']"}}}}
+	p.Labels[jobkind.JobSetName], p.Labels[jobkind.JobSetUID] = "tj", "tj-uid"
+	p.Labels[jobkind.JobSetJobGlobalIndex], p.Labels[jobkind.JobSetGlobalReplicas] = "2", "3"
+	p.Labels[jobkind.JobSetJobIndex], p.Labels[jobkind.JobSetReplicas] = "0", "1"
+	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: jobkind.TrainerNumNodes, Value: "2"}, {Name: jobkind.TrainerNumProcPerNode, Value: "4"},
+		{Name: jobkind.TrainerNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + jobkind.JobCompletionIndex + "']"}}}}
 	if err := apiServer.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -725,7 +726,7 @@ func TestIntegrationPodWebhookWiresJobSetAndPyTorchJobPods(t *testing.T) {
 	}
 	worker := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "pt-worker-1", Namespace: ns,
-			Labels:          map[string]string{inject.LabelDataset: "web", inject.KubeflowReplicaType: "worker", inject.KubeflowReplicaIndex: "1"},
+			Labels:          map[string]string{inject.LabelDataset: "web", jobkind.KubeflowReplicaType: "worker", jobkind.KubeflowReplicaIndex: "1"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "pt", UID: ptj.GetUID(), Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}},
 	}

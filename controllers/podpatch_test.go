@@ -13,6 +13,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 )
 
 // The field-level patch turns the pod the API server sent into the pod the
@@ -24,7 +25,7 @@ func TestPodPatchMakesTheMutatedPod(t *testing.T) {
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "train-", Namespace: "team",
 				Labels:      map[string]string{inject.LabelDataset: "web"},
-				Annotations: map[string]string{inject.JobCompletionIndex: "3"}},
+				Annotations: map[string]string{jobkind.JobCompletionIndex: "3"}},
 			Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: "trainer", Image: "pytorch:2",
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}},

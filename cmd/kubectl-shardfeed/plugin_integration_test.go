@@ -21,6 +21,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/planner"
 )
@@ -216,9 +217,9 @@ func TestIntegrationPluginSaysWhyAPodWasOrWasNotInjected(t *testing.T) {
 
 	// An injected pod, as the webhook makes it: rank 3 of 4 of a Job.
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train-3", Namespace: ns, Labels: map[string]string{inject.LabelDataset: "web"},
-		Annotations: map[string]string{inject.JobCompletionIndex: "3"}},
+		Annotations: map[string]string{jobkind.JobCompletionIndex: "3"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}}}
-	p, err := inject.Inject(inject.Input{Pod: p, Dataset: ds, Owner: inject.Owner{Kind: inject.KindJob, Name: "train", UID: "u1", Replicas: 4},
+	p, err := inject.Inject(inject.Input{Pod: p, Dataset: ds, Owner: inject.Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 4},
 		Images: inject.ImagePolicy{Default: "shardfeed:v1"}})
 	if err != nil {
 		t.Fatal(err)

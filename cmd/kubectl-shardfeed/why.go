@@ -17,6 +17,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 )
 
@@ -66,8 +67,8 @@ func whyPod(ctx context.Context, cl client.Client, ns, name string, out io.Write
 	dataset, labelled := pod.Labels[inject.LabelDataset]
 	if !labelled {
 		r.printf("  - it has no %s label: the webhook sees only the pods that name their dataset.\n", inject.LabelDataset)
-		r.println("    Put the label on the pod template (a Job's spec.template.metadata.labels; a JobSet's replicated Job's;")
-		r.println("    a TrainJob's through runtimePatches on its node Job), then create the job again.")
+		r.printf("    Put the label on the pod template (%s),\n", whereLabels())
+		r.println("    then create the job again.")
 		return r.done(notInjected)
 	}
 	reasons := 0
@@ -213,20 +214,20 @@ func whyOwner(ctx context.Context, cl client.Client, ns, kind, name string, out 
 	return r.done(&checkFailed{what: "refused"})
 }
 
-// singular is an event's kind for what a user types (job, jobs, Job).
+// singular is an event's kind for what a user types (job, jobs, Job, sts):
+// a job kind's name, or what was typed for another kind.
 func singular(kind string) string {
-	switch k := strings.ToLower(kind); k {
-	case "job", "jobs":
-		return "Job"
-	case "jobset", "jobsets":
-		return "JobSet"
-	case "statefulset", "statefulsets", "sts":
-		return "StatefulSet"
-	case "pytorchjob", "pytorchjobs":
-		return "PyTorchJob"
-	case "trainjob", "trainjobs":
-		return "TrainJob"
-	default:
-		return kind
+	if k := jobkind.Builtin().Named(kind); k != nil {
+		return k.Kind
 	}
+	return kind
+}
+
+// whereLabels says where each job kind takes the dataset label.
+func whereLabels() string {
+	var where []string
+	for _, k := range jobkind.Builtin().Kinds() {
+		where = append(where, fmt.Sprintf("a %s's %s", k.Kind, k.LabelAt))
+	}
+	return strings.Join(where, "; ")
 }

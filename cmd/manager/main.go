@@ -40,6 +40,7 @@ import (
 	"github.com/shardfeed/shardfeed/controllers"
 	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 	"github.com/shardfeed/shardfeed/internal/memlimit"
 	"github.com/shardfeed/shardfeed/internal/progressapi"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
@@ -86,6 +87,7 @@ type options struct {
 	allowedImages          string
 	enableHTTP2            bool
 	pprofAddr              string
+	kinds                  *jobkind.Registry
 }
 
 func main() {
@@ -126,6 +128,15 @@ func main() {
 	flag.StringVar(&o.allowedAudiences, "allowed-audiences", "", "comma-separated workload identity audiences datasets may name beside the clouds' own (sts.amazonaws.com, api://AzureADTokenExchange, a Google pool provider's name); never the API server's")
 	flag.StringVar(&o.allowedEndpoints, "allowed-endpoints", "", "comma-separated store endpoints datasets may name beside the clouds' own (host, host:port, *.domain, an IP address or CIDR), e.g. in-cluster stores; a listed name may resolve to a private or loopback address, a metadata address must be listed as an address; * allows any host name, and sends each stream's credentials wherever its author says (public addresses only)")
 	flag.BoolVar(&o.allowCloudEndpoints, "allow-cloud-endpoints", true, "allow the hosts the clouds operate for their stores and token exchanges (S3, STS and Glue in aws, aws-us-gov and aws-cn; Azure Blob Storage and Entra in the public, China and Government clouds; Cloud Storage and Google's token services), each for its own cloud's credentials, beside --allowed-endpoints")
+	o.kinds = jobkind.Builtin()
+	flag.Func("job-kinds", "the platform's own job kinds, a JSON or YAML list of {group, version, kind, resource, podTemplates, replicas, rank: {label | annotation}, queued} (the chart's jobKinds; docs/operator.md, \"Your own job kind\"): the webhook ranks and sizes their pods, and reserves in queued ones' templates", func(v string) error {
+		declared, err := jobkind.Parse([]byte(v))
+		if err != nil {
+			return err
+		}
+		o.kinds, err = jobkind.Builtin().With(declared...)
+		return err
+	})
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine) // --zap-log-level=debug|info|error, --zap-devel, …
 	flag.Parse()
@@ -292,7 +303,7 @@ func run(ctx context.Context, o options) error {
 	injector := &controllers.PodInjector{
 		Cache: mgr.GetCache(), Reader: admissionReader, ConfigMaps: admissionClients.CoreV1(), Decoder: decoder, Images: images,
 		Operator: operator, Resources: resources, OperatorNamespace: o.namespace, Audiences: o.policy.AllowedAudiences,
-		AllowedEndpoints: o.policy.AllowedEndpoints, AllowCloudEndpoints: o.policy.AllowCloudEndpoints, NodeAgent: nodeAgent(ctx, o, clientset), NodeAgentNamespaces: list(o.nodeAgentNamespaces),
+		AllowedEndpoints: o.policy.AllowedEndpoints, AllowCloudEndpoints: o.policy.AllowCloudEndpoints, NodeAgent: nodeAgent(ctx, o, clientset), NodeAgentNamespaces: list(o.nodeAgentNamespaces), Kinds: o.kinds,
 	}
 	hooks.Register(controllers.PodWebhookPath, &webhook.Admission{Handler: injector})
 	hooks.Register(controllers.JobWebhookPath, &webhook.Admission{Handler: &controllers.JobReserver{Pods: injector}})

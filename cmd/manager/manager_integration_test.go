@@ -31,6 +31,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 )
 
@@ -208,7 +209,7 @@ func TestIntegrationManagerServesItsWebhooksWithItsOwnCertificate(t *testing.T) 
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "train-0-", Namespace: ns,
 				Labels:          map[string]string{inject.LabelDataset: "web"},
-				Annotations:     map[string]string{inject.JobCompletionIndex: "0"},
+				Annotations:     map[string]string{jobkind.JobCompletionIndex: "0"},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}, RestartPolicy: corev1.RestartPolicyNever},
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/certs"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/planner"
@@ -82,8 +83,8 @@ func (f *progressFixture) pod(jobObj *batchv1.Job, jobName string, i int, sa str
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("%s-%d", jobObj.Name, i), Namespace: f.ns,
-			Labels:          map[string]string{inject.LabelDataset: "web", inject.JobCompletionIndex: fmt.Sprint(i)},
-			Annotations:     map[string]string{inject.JobCompletionIndex: fmt.Sprint(i), inject.AnnotationJob: jobName},
+			Labels:          map[string]string{inject.LabelDataset: "web", jobkind.JobCompletionIndex: fmt.Sprint(i)},
+			Annotations:     map[string]string{jobkind.JobCompletionIndex: fmt.Sprint(i), inject.AnnotationJob: jobName},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: jobObj.Name, UID: jobObj.UID, Controller: ptr.To(true)}},
 		},
 		Spec: corev1.PodSpec{ServiceAccountName: sa, Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}, RestartPolicy: corev1.RestartPolicyNever},

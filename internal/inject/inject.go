@@ -18,6 +18,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
@@ -26,9 +27,9 @@ import (
 // Labels and annotations a training pod may carry (design §1).
 const (
 	LabelDataset          = "shardfeed.io/dataset"
-	AnnotationRank        = "shardfeed.io/rank"
-	AnnotationPods        = "shardfeed.io/pods"
-	AnnotationProcsPerPod = "shardfeed.io/procs-per-pod"
+	AnnotationRank        = jobkind.AnnotationRank
+	AnnotationPods        = jobkind.AnnotationPods
+	AnnotationProcsPerPod = jobkind.AnnotationProcsPerPod
 	AnnotationJob         = "shardfeed.io/job"
 	// AnnotationDataParallel declares the job's data-parallel size when
 	// its ranks form replication groups (tensor, context or pipeline
@@ -40,31 +41,6 @@ const (
 	// AnnotationInjected marks an injected pod (and makes injection
 	// idempotent).
 	AnnotationInjected = "shardfeed.io/injected"
-
-	// The Kubernetes index labels/annotations the rank comes from.
-	JobCompletionIndex = "batch.kubernetes.io/job-completion-index"
-	PodIndexLabel      = "apps.kubernetes.io/pod-index"
-
-	// JobSet's labels on its pods (jobset.x-k8s.io/v1alpha2).
-	JobSetName           = "jobset.sigs.k8s.io/jobset-name"
-	JobSetUID            = "jobset.sigs.k8s.io/jobset-uid"
-	JobSetJobIndex       = "jobset.sigs.k8s.io/job-index"
-	JobSetJobGlobalIndex = "jobset.sigs.k8s.io/job-global-index"
-	JobSetReplicas       = "jobset.sigs.k8s.io/replicatedjob-replicas"
-	JobSetGlobalReplicas = "jobset.sigs.k8s.io/global-replicas"
-	JobSetRestartAttempt = "jobset.sigs.k8s.io/restart-attempt"
-
-	// What Kubeflow Trainer v2's torch runtime sets on a TrainJob's node
-	// containers (trainer.kubeflow.org/v1alpha1): the node count, the
-	// processes torchrun starts in each, and the node's rank (the Job's
-	// completion index, through the downward API).
-	TrainerNumNodes       = "PET_NNODES"
-	TrainerNumProcPerNode = "PET_NPROC_PER_NODE"
-	TrainerNodeRank       = "PET_NODE_RANK"
-
-	// Kubeflow's labels on a PyTorchJob's pods (kubeflow.org/v1).
-	KubeflowReplicaType  = "training.kubeflow.org/replica-type"
-	KubeflowReplicaIndex = "training.kubeflow.org/replica-index"
 )
 
 // Names of what is injected.
@@ -86,35 +62,17 @@ const (
 	downloadsInCache = 4 // parallel downloads the cache's sizeLimit leaves room for
 )
 
-// OwnerKind is the kind of a pod's controller.
-type OwnerKind string
-
-// The kinds whose replicas the webhook reads (the job's pod count).
-const (
-	KindJob         OwnerKind = "Job"
-	KindStatefulSet OwnerKind = "StatefulSet"
-	KindPyTorchJob  OwnerKind = "PyTorchJob"
-)
-
 // Owner is what the webhook found out about the pod's controller.
-type Owner struct {
-	// Kind is KindJob, KindStatefulSet, KindPyTorchJob, or "" for a bare
-	// pod (or another kind, whose replicas the webhook does not read).
-	Kind OwnerKind
-	Name string
-	UID  string
-	// Replicas is the Job's completions, the StatefulSet's replicas, or a
-	// PyTorchJob's pods (masters and workers).
-	Replicas int
-	// Masters is a PyTorchJob's master replicas (ranks before the workers).
-	Masters int
-}
+type Owner = jobkind.Owner
 
 // Input is everything Inject needs.
 type Input struct {
 	Pod     *corev1.Pod
 	Dataset *datav1alpha1.TrainingDataset
 	Owner   Owner
+	// Kinds are the job kinds whose pods' ranks the wiring reads (nil:
+	// the built-in ones).
+	Kinds *jobkind.Registry
 	// Images decides the sidecar's image. PinnedImage, if set, is the one
 	// the job started with (its state): used only where Images allows it.
 	Images      ImagePolicy
@@ -197,7 +155,7 @@ func Inject(in Input) (*corev1.Pod, error) {
 	if err := checkPrivateVolumes(pod); err != nil {
 		return nil, err
 	}
-	w, err := wiring(pod, in.Owner)
+	w, err := wiring(pod, in.Owner, in.Kinds)
 	if err != nil {
 		return nil, err
 	}
@@ -526,12 +484,14 @@ type rankWiring struct {
 }
 
 // wiring finds the pod's rank and the job's pod count (design §7): the
-// shardfeed annotations override; else an Indexed Job's completion index
-// and completions; else a StatefulSet's pod index and replicas; else the
-// ranks come from the clients (rank mode client).
-func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
+// shardfeed annotations override; else the first job kind that claims the
+// pod places it (a TrainJob's node, a JobSet's pod, a PyTorchJob's
+// replica, an Indexed Job's completion index, a StatefulSet's pod index,
+// a platform's own kind's index label; internal/jobkind); else the ranks
+// come from the clients (rank mode client).
+func wiring(pod *corev1.Pod, owner Owner, kinds *jobkind.Registry) (rankWiring, error) {
 	w := rankWiring{mode: sidecarconfig.RankModeClient, procs: 1}
-	a, l := pod.Annotations, pod.Labels
+	a := pod.Annotations
 	if v, ok := a[AnnotationProcsPerPod]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -546,12 +506,10 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 		}
 		w.dataParallel = n
 	}
-	trainJob, err := trainJobNode(pod)
-	if err != nil {
-		return w, err
-	}
-	if trainJob != nil && a[AnnotationProcsPerPod] == "" {
-		w.procs = trainJob.procs
+	if procs, ok, err := kinds.Procs(pod); err != nil {
+		return w, deny("%s", err)
+	} else if ok && a[AnnotationProcsPerPod] == "" {
+		w.procs = procs
 	}
 	if a[AnnotationRankMode] == string(sidecarconfig.RankModeClient) {
 		return w, nil
@@ -563,8 +521,7 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 		}
 		w.pods = n
 	}
-	switch {
-	case a[AnnotationRank] != "":
+	if a[AnnotationRank] != "" {
 		r, err := strconv.Atoi(a[AnnotationRank])
 		if err != nil || r < 0 {
 			return w, deny("annotation %s=%q must be a non-negative integer (the pod's rank)", AnnotationRank, a[AnnotationRank])
@@ -576,185 +533,21 @@ func wiring(pod *corev1.Pod, owner Owner) (rankWiring, error) {
 		if r >= w.pods {
 			return w, deny("annotation %s=%d is outside the job's %d pods", AnnotationRank, r, w.pods)
 		}
-	case trainJob != nil:
-		// A TrainJob's node: its Job's completion index of the nodes
-		// Kubeflow Trainer gives torchrun (the JobSet's other Jobs, the
-		// initializers, are no ranks).
-		if trainJob.nodes != owner.Replicas && owner.Kind == KindJob {
-			return w, deny("TrainJob pod with %s=%d, but its Job has %d completions: set the annotations %s and %s", TrainerNumNodes, trainJob.nodes, owner.Replicas, AnnotationRank, AnnotationPods)
-		}
-		if w.pods == 0 {
-			w.pods = trainJob.nodes
-		}
-		w.rank = trainJob.rank
-		if w.rank >= w.pods {
-			return w, deny("TrainJob pod with %s=%d outside its %d nodes", JobCompletionIndex, w.rank, w.pods)
-		}
-	case l[JobSetName] != "":
-		// A JobSet's pod: job index × pods per Job + completion index,
-		// computed here (the downward API cannot multiply).
-		r, pods, err := jobSetRank(pod, owner)
+	} else {
+		p, ok, err := kinds.Place(pod, owner, w.pods)
 		if err != nil {
-			return w, err
+			return w, deny("%s", err)
 		}
-		w.rank = r
-		if w.pods == 0 {
-			w.pods = pods
+		if !ok {
+			return w, nil // no index: ranks come at rendezvous
 		}
-	case l[KubeflowReplicaType] != "":
-		r, err := pyTorchJobRank(pod, owner)
-		if err != nil {
-			return w, err
-		}
-		w.rank = r
-		if w.pods == 0 && owner.Kind == KindPyTorchJob {
-			w.pods = owner.Replicas
-		}
-	case a[JobCompletionIndex] != "" || l[JobCompletionIndex] != "":
-		w.rankField = "metadata.annotations['" + JobCompletionIndex + "']"
-		if w.pods == 0 && owner.Kind == KindJob {
-			w.pods = owner.Replicas
-		}
-	case l[PodIndexLabel] != "":
-		w.rankField = "metadata.labels['" + PodIndexLabel + "']"
-		if w.pods == 0 && owner.Kind == KindStatefulSet {
-			w.pods = owner.Replicas
-		}
-	default:
-		return w, nil // no index: ranks come at rendezvous
+		w.rank, w.rankField, w.pods = p.Rank, p.RankField, p.Pods
 	}
 	if w.pods < 1 {
 		return w, deny("cannot tell how many pods the job has: set the annotation %s", AnnotationPods)
 	}
 	w.mode = sidecarconfig.RankModePod
 	return w, nil
-}
-
-// jobSetRank is a JobSet pod's rank and the JobSet's pod count: Jobs are
-// numbered across the JobSet (job-global-index; job-index with one
-// replicated Job) and each has the owning Job's completions pods. Replicated
-// Jobs of different sizes need the shardfeed.io annotations.
-func jobSetRank(pod *corev1.Pod, owner Owner) (rank, pods int, err error) {
-	a, l := pod.Annotations, pod.Labels
-	index := func(keys ...string) (int, string, bool) {
-		for _, k := range keys {
-			for _, m := range []map[string]string{l, a} {
-				if v, ok := m[k]; ok {
-					n, err := strconv.Atoi(v)
-					return n, k + "=" + v, err == nil && n >= 0
-				}
-			}
-		}
-		return 0, "", false
-	}
-	job, jobKey, ok := index(JobSetJobGlobalIndex, JobSetJobIndex)
-	if !ok {
-		return 0, 0, deny("JobSet pod without a valid %s or %s label (%s): set the annotations %s and %s", JobSetJobGlobalIndex, JobSetJobIndex, jobKey, AnnotationRank, AnnotationPods)
-	}
-	jobs, jobsKey, ok := index(JobSetGlobalReplicas, JobSetReplicas)
-	if !ok || jobs < 1 {
-		return 0, 0, deny("JobSet pod without a valid %s or %s label (%s): set the annotations %s and %s", JobSetGlobalReplicas, JobSetReplicas, jobsKey, AnnotationRank, AnnotationPods)
-	}
-	completion, key, ok := index(JobCompletionIndex)
-	if !ok {
-		return 0, 0, deny("JobSet pod without a valid %s (%s): use completionMode Indexed in the replicated Job, or set the annotations %s and %s", JobCompletionIndex, key, AnnotationRank, AnnotationPods)
-	}
-	if owner.Kind != "Job" || owner.Replicas < 1 {
-		return 0, 0, deny("cannot tell how many pods each Job of the JobSet has (the pod's Job has no completions): set the annotations %s and %s", AnnotationRank, AnnotationPods)
-	}
-	per := owner.Replicas
-	if job >= jobs || completion >= per {
-		return 0, 0, deny("JobSet pod with %s and %s=%d outside %d Jobs of %d pods", jobKey, JobCompletionIndex, completion, jobs, per)
-	}
-	return job*per + completion, jobs * per, nil
-}
-
-// trainJobWiring is what Kubeflow Trainer v2 told a TrainJob's node.
-type trainJobWiring struct{ nodes, procs, rank int }
-
-// trainJobNode reads the rank wiring Kubeflow Trainer v2's torch runtime
-// gives a TrainJob's node pod (a JobSet's pod whose container has
-// PET_NNODES and PET_NODE_RANK from the completion index); nil for any
-// other pod. PET_NPROC_PER_NODE is the processes torchrun starts: a
-// number, or "auto" (Trainer leaves it so only for GPU nodes: torchrun
-// then starts one per GPU, the container's GPU limit).
-func trainJobNode(pod *corev1.Pod) (*trainJobWiring, error) {
-	if pod.Labels[JobSetName] == "" {
-		return nil, nil
-	}
-	for _, c := range pod.Spec.Containers {
-		nodes, rank := envOf(c, TrainerNumNodes), envOf(c, TrainerNodeRank)
-		if nodes == nil || rank == nil || rank.ValueFrom == nil || rank.ValueFrom.FieldRef == nil ||
-			rank.ValueFrom.FieldRef.FieldPath != "metadata.annotations['"+JobCompletionIndex+"']" {
-			continue
-		}
-		w := &trainJobWiring{}
-		var err error
-		if w.nodes, err = strconv.Atoi(nodes.Value); err != nil || w.nodes < 1 {
-			return nil, deny("TrainJob container %q with %s=%q: expected a positive node count; or set the annotations %s and %s", c.Name, TrainerNumNodes, nodes.Value, AnnotationRank, AnnotationPods)
-		}
-		v, ok := pod.Annotations[JobCompletionIndex]
-		if !ok {
-			v = pod.Labels[JobCompletionIndex]
-		}
-		if w.rank, err = strconv.Atoi(v); err != nil || w.rank < 0 {
-			return nil, deny("TrainJob pod without a valid %s (%q): set the annotations %s and %s", JobCompletionIndex, v, AnnotationRank, AnnotationPods)
-		}
-		w.procs = 1
-		if p := envOf(c, TrainerNumProcPerNode); p != nil {
-			if w.procs, err = strconv.Atoi(p.Value); err != nil || w.procs < 1 {
-				w.procs = gpus(c)
-			}
-			if w.procs < 1 {
-				return nil, deny("TrainJob container %q with %s=%q and no GPU limit: cannot tell how many processes torchrun starts; set the annotation %s", c.Name, TrainerNumProcPerNode, p.Value, AnnotationProcsPerPod)
-			}
-		}
-		return w, nil
-	}
-	return nil, nil
-}
-
-// envOf is the container's variable name, nil if it has none.
-func envOf(c corev1.Container, name string) *corev1.EnvVar {
-	for i := range c.Env {
-		if c.Env[i].Name == name {
-			return &c.Env[i]
-		}
-	}
-	return nil
-}
-
-// gpus is the container's GPU limit (any vendor's "<vendor>/gpu"): the
-// processes torchrun's nproc_per_node=auto starts on a GPU node.
-func gpus(c corev1.Container) int {
-	n := int64(0)
-	for name, q := range c.Resources.Limits {
-		if strings.HasSuffix(string(name), "/gpu") {
-			n += q.Value()
-		}
-	}
-	return int(n)
-}
-
-// pyTorchJobRank: the masters first (rank = master index), then the workers
-// (rank = masters + worker index), as torch.distributed numbers them.
-func pyTorchJobRank(pod *corev1.Pod, owner Owner) (int, error) {
-	typ, v := strings.ToLower(pod.Labels[KubeflowReplicaType]), pod.Labels[KubeflowReplicaIndex]
-	i, err := strconv.Atoi(v)
-	if err != nil || i < 0 {
-		return 0, deny("PyTorchJob pod with %s=%q: expected a non-negative index; or set the annotations %s and %s", KubeflowReplicaIndex, v, AnnotationRank, AnnotationPods)
-	}
-	switch typ {
-	case "master":
-		return i, nil
-	case "worker":
-		masters := owner.Masters
-		if owner.Kind != KindPyTorchJob {
-			masters = 1 // the PyTorchJob was not found: Kubeflow's usual single master
-		}
-		return masters + i, nil
-	}
-	return 0, deny("PyTorchJob pod of replica type %q: shardfeed ranks Master and Worker replicas; set the annotations %s and %s for others", typ, AnnotationRank, AnnotationPods)
 }
 
 // JobName is the job's identity: the annotation, else the owner's name,
@@ -765,7 +558,7 @@ func jobName(pod *corev1.Pod, owner Owner) string {
 	if v := pod.Annotations[AnnotationJob]; v != "" {
 		return v
 	}
-	if v := pod.Labels[JobSetName]; v != "" {
+	if v := pod.Labels[jobkind.JobSetName]; v != "" {
 		return v // not the child Job: the JobSet is the training job
 	}
 	if owner.Name != "" {
@@ -780,12 +573,12 @@ func jobName(pod *corev1.Pod, owner Owner) string {
 // Attempt is shared by the pods of one job attempt: the owner's UID (for a
 // JobSet, its UID and restart count: a restart recreates every child Job).
 func Attempt(pod *corev1.Pod, owner Owner) string {
-	if l := pod.Labels; l[JobSetName] != "" {
-		id := l[JobSetUID]
+	if l := pod.Labels; l[jobkind.JobSetName] != "" {
+		id := l[jobkind.JobSetUID]
 		if id == "" {
-			id = "jobset-" + l[JobSetName]
+			id = "jobset-" + l[jobkind.JobSetName]
 		}
-		return id + "-" + cmp.Or(l[JobSetRestartAttempt], "0")
+		return id + "-" + cmp.Or(l[jobkind.JobSetRestartAttempt], "0")
 	}
 	if owner.UID != "" {
 		return owner.UID

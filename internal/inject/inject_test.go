@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 )
 
@@ -47,15 +48,15 @@ func pod(labels, annotations map[string]string) *corev1.Pod {
 // labels, the completion index, and the PET_ variables in the "node"
 // container, nproc its PET_NPROC_PER_NODE ("" for none).
 func trainJobPod(nodes, index, nproc string, gpus int64) *corev1.Pod {
-	p := pod(map[string]string{LabelDataset: "web", JobSetName: "llm", JobSetUID: "js1", JobSetJobIndex: "0", JobSetReplicas: "1",
-		JobSetJobGlobalIndex: "2", JobSetGlobalReplicas: "3", JobCompletionIndex: index}, map[string]string{JobCompletionIndex: index})
+	p := pod(map[string]string{LabelDataset: "web", jobkind.JobSetName: "llm", jobkind.JobSetUID: "js1", jobkind.JobSetJobIndex: "0", jobkind.JobSetReplicas: "1",
+		jobkind.JobSetJobGlobalIndex: "2", jobkind.JobSetGlobalReplicas: "3", jobkind.JobCompletionIndex: index}, map[string]string{jobkind.JobCompletionIndex: index})
 	node := corev1.Container{Name: "node", Image: "pytorch", Env: []corev1.EnvVar{
-		{Name: TrainerNumNodes, Value: nodes},
-		{Name: TrainerNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + JobCompletionIndex + "']"}}},
+		{Name: jobkind.TrainerNumNodes, Value: nodes},
+		{Name: jobkind.TrainerNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + jobkind.JobCompletionIndex + "']"}}},
 		{Name: "PET_MASTER_ADDR", Value: "llm-node-0-0.llm"}, {Name: "PET_MASTER_PORT", Value: "29400"},
 	}}
 	if nproc != "" {
-		node.Env = append(node.Env, corev1.EnvVar{Name: TrainerNumProcPerNode, Value: nproc})
+		node.Env = append(node.Env, corev1.EnvVar{Name: jobkind.TrainerNumProcPerNode, Value: nproc})
 	}
 	if gpus > 0 {
 		node.Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}
@@ -74,7 +75,7 @@ func env(c corev1.Container, name string) *corev1.EnvVar {
 }
 
 func TestInjectWiresTheRankOfEveryKindOfOwner(t *testing.T) {
-	indexed := map[string]string{JobCompletionIndex: "3"}
+	indexed := map[string]string{jobkind.JobCompletionIndex: "3"}
 	pods := func(mode sidecarconfig.RankMode, pod, pods, procs int) sidecarconfig.Placement {
 		return sidecarconfig.Placement{RankMode: mode, Pod: pod, Pods: pods, ProcsPerPod: procs}
 	}
@@ -89,40 +90,40 @@ func TestInjectWiresTheRankOfEveryKindOfOwner(t *testing.T) {
 		rankField    string
 		job, attempt string
 	}{
-		{name: "Indexed Job", pod: pod(map[string]string{LabelDataset: "web"}, indexed), owner: Owner{Kind: KindJob, Name: "train", UID: "u1", Replicas: 4},
+		{name: "Indexed Job", pod: pod(map[string]string{LabelDataset: "web"}, indexed), owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 4},
 			want: pods(podMode, 0, 4, 1), rankField: "metadata.annotations['batch.kubernetes.io/job-completion-index']", job: "train", attempt: "u1"},
-		{name: "StatefulSet", pod: pod(map[string]string{LabelDataset: "web", PodIndexLabel: "1"}, nil), owner: Owner{Kind: KindStatefulSet, Name: "trainers", UID: "u2", Replicas: 2},
+		{name: "StatefulSet", pod: pod(map[string]string{LabelDataset: "web", jobkind.PodIndexLabel: "1"}, nil), owner: Owner{Kind: "StatefulSet", Name: "trainers", UID: "u2", Replicas: 2},
 			want: pods(podMode, 0, 2, 1), rankField: "metadata.labels['apps.kubernetes.io/pod-index']", job: "trainers", attempt: "u2"},
-		{name: "annotations override the Job's", pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "3", AnnotationRank: "1", AnnotationPods: "2", AnnotationProcsPerPod: "4", AnnotationJob: "llm"}),
-			owner: Owner{Kind: KindJob, Name: "train", UID: "u1", Replicas: 4}, want: pods(podMode, 1, 2, 4), job: "llm", attempt: "u1"},
-		{name: "torchrun elastic", pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{AnnotationRankMode: "client"}), owner: Owner{Kind: KindJob, Name: "elastic", UID: "u3", Replicas: 3},
+		{name: "annotations override the Job's", pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{jobkind.JobCompletionIndex: "3", AnnotationRank: "1", AnnotationPods: "2", AnnotationProcsPerPod: "4", AnnotationJob: "llm"}),
+			owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 4}, want: pods(podMode, 1, 2, 4), job: "llm", attempt: "u1"},
+		{name: "torchrun elastic", pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{AnnotationRankMode: "client"}), owner: Owner{Kind: "Job", Name: "elastic", UID: "u3", Replicas: 3},
 			want: pods(clientMode, 0, 1, 1), job: "elastic", attempt: "u3"},
 		{name: "bare pod", pod: pod(map[string]string{LabelDataset: "web"}, nil), want: pods(clientMode, 0, 1, 1), job: "train-0", attempt: "pod-train-0"},
 		// JobSet (also what Kubeflow Trainer v2 runs): Job 1 of 2, 4 pods
 		// each, completion index 3 → rank 7 of 8.
-		{name: "JobSet", pod: pod(map[string]string{LabelDataset: "web", JobSetName: "llm", JobSetUID: "js1", JobSetJobIndex: "1", JobSetReplicas: "2",
-			JobSetRestartAttempt: "2"}, indexed), owner: Owner{Kind: KindJob, Name: "llm-workers-1", UID: "u4", Replicas: 4},
+		{name: "JobSet", pod: pod(map[string]string{LabelDataset: "web", jobkind.JobSetName: "llm", jobkind.JobSetUID: "js1", jobkind.JobSetJobIndex: "1", jobkind.JobSetReplicas: "2",
+			jobkind.JobSetRestartAttempt: "2"}, indexed), owner: Owner{Kind: "Job", Name: "llm-workers-1", UID: "u4", Replicas: 4},
 			want: pods(podMode, 7, 8, 1), job: "llm", attempt: "js1-2"},
-		{name: "JobSet with global indexes", pod: pod(map[string]string{LabelDataset: "web", JobSetName: "llm", JobSetJobIndex: "0", JobSetReplicas: "1",
-			JobSetJobGlobalIndex: "1", JobSetGlobalReplicas: "2"}, map[string]string{JobCompletionIndex: "0"}), owner: Owner{Kind: KindJob, Name: "llm-b-0", UID: "u5", Replicas: 4},
+		{name: "JobSet with global indexes", pod: pod(map[string]string{LabelDataset: "web", jobkind.JobSetName: "llm", jobkind.JobSetJobIndex: "0", jobkind.JobSetReplicas: "1",
+			jobkind.JobSetJobGlobalIndex: "1", jobkind.JobSetGlobalReplicas: "2"}, map[string]string{jobkind.JobCompletionIndex: "0"}), owner: Owner{Kind: "Job", Name: "llm-b-0", UID: "u5", Replicas: 4},
 			want: pods(podMode, 4, 8, 1), job: "llm", attempt: "jobset-llm-0"},
 		// A TrainJob's node 3 of 4 (its JobSet's third Job, after two
 		// initializers: the global index is not the rank), torchrun
 		// starting 2 processes in it.
-		{name: "TrainJob", pod: trainJobPod("4", "3", "2", 0), owner: Owner{Kind: KindJob, Name: "llm-node-0", UID: "u7", Replicas: 4},
+		{name: "TrainJob", pod: trainJobPod("4", "3", "2", 0), owner: Owner{Kind: "Job", Name: "llm-node-0", UID: "u7", Replicas: 4},
 			want: pods(podMode, 3, 4, 2), job: "llm", attempt: "js1-0"},
 		// nproc_per_node "auto" on a GPU node: one process per GPU.
-		{name: "TrainJob on GPUs", pod: trainJobPod("1", "0", "auto", 8), owner: Owner{Kind: KindJob, Name: "llm-node-0", UID: "u7", Replicas: 1},
+		{name: "TrainJob on GPUs", pod: trainJobPod("1", "0", "auto", 8), owner: Owner{Kind: "Job", Name: "llm-node-0", UID: "u7", Replicas: 1},
 			want: pods(podMode, 0, 1, 8), job: "llm", attempt: "js1-0"},
 		{name: "TrainJob, processes annotated", pod: func() *corev1.Pod {
 			p := trainJobPod("2", "1", "8", 0)
 			p.Annotations[AnnotationProcsPerPod] = "4"
 			return p
-		}(), owner: Owner{Kind: KindJob, Name: "llm-node-0", UID: "u7", Replicas: 2}, want: pods(podMode, 1, 2, 4), job: "llm", attempt: "js1-0"},
-		{name: "PyTorchJob master", pod: pod(map[string]string{LabelDataset: "web", KubeflowReplicaType: "master", KubeflowReplicaIndex: "0"}, nil),
-			owner: Owner{Kind: KindPyTorchJob, Name: "pt", UID: "u6", Replicas: 4, Masters: 1}, want: pods(podMode, 0, 4, 1), job: "pt", attempt: "u6"},
-		{name: "PyTorchJob worker", pod: pod(map[string]string{LabelDataset: "web", KubeflowReplicaType: "Worker", KubeflowReplicaIndex: "2"}, nil),
-			owner: Owner{Kind: KindPyTorchJob, Name: "pt", UID: "u6", Replicas: 4, Masters: 1}, want: pods(podMode, 3, 4, 1), job: "pt", attempt: "u6"},
+		}(), owner: Owner{Kind: "Job", Name: "llm-node-0", UID: "u7", Replicas: 2}, want: pods(podMode, 1, 2, 4), job: "llm", attempt: "js1-0"},
+		{name: "PyTorchJob master", pod: pod(map[string]string{LabelDataset: "web", jobkind.KubeflowReplicaType: "master", jobkind.KubeflowReplicaIndex: "0"}, nil),
+			owner: Owner{Kind: "PyTorchJob", Name: "pt", UID: "u6", Replicas: 4, Masters: 1}, want: pods(podMode, 0, 4, 1), job: "pt", attempt: "u6"},
+		{name: "PyTorchJob worker", pod: pod(map[string]string{LabelDataset: "web", jobkind.KubeflowReplicaType: "Worker", jobkind.KubeflowReplicaIndex: "2"}, nil),
+			owner: Owner{Kind: "PyTorchJob", Name: "pt", UID: "u6", Replicas: 4, Masters: 1}, want: pods(podMode, 3, 4, 1), job: "pt", attempt: "u6"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,7 +164,7 @@ func TestInjectWiresTheRankOfEveryKindOfOwner(t *testing.T) {
 }
 
 func TestInjectAddsASafeNativeSidecarAndTheSocketToEveryAppContainer(t *testing.T) {
-	in := Input{Pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"}), Dataset: dataset(),
+	in := Input{Pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{jobkind.JobCompletionIndex: "0"}), Dataset: dataset(),
 		Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2}, Images: ImagePolicy{Default: "shardfeed:v1"}, MaxShardBytes: 1 << 30}
 	got, err := Inject(in)
 	if err != nil {
@@ -238,32 +239,32 @@ func TestInjectDeniesPodsThatCannotBeServed(t *testing.T) {
 		min   map[int]int64
 		want  string
 	}{
-		{"world does not divide numSplits", pod(nil, map[string]string{JobCompletionIndex: "0"}), Owner{Kind: "Job", Name: "j", Replicas: 3}, nil,
+		{"world does not divide numSplits", pod(nil, map[string]string{jobkind.JobCompletionIndex: "0"}), Owner{Kind: "Job", Name: "j", Replicas: 3}, nil,
 			"3 pods × 1 processes = 3 ranks do not divide"},
-		{"procs per pod make the world wrong", pod(nil, map[string]string{JobCompletionIndex: "0", AnnotationProcsPerPod: "3"}), Owner{Kind: "Job", Name: "j", Replicas: 2}, nil,
+		{"procs per pod make the world wrong", pod(nil, map[string]string{jobkind.JobCompletionIndex: "0", AnnotationProcsPerPod: "3"}), Owner{Kind: "Job", Name: "j", Replicas: 2}, nil,
 			"2 pods × 3 processes = 6 ranks"},
-		{"cache below the minimum", pod(nil, map[string]string{JobCompletionIndex: "0"}), Owner{Kind: "Job", Name: "j", Replicas: 2}, map[int]int64{2: 20 << 30},
+		{"cache below the minimum", pod(nil, map[string]string{jobkind.JobCompletionIndex: "0"}), Owner{Kind: "Job", Name: "j", Replicas: 2}, map[int]int64{2: 20 << 30},
 			"cacheLimit 10Gi is below the 20Gi"},
-		{"data-parallel size does not divide numSplits", pod(nil, map[string]string{JobCompletionIndex: "0", AnnotationProcsPerPod: "4", AnnotationDataParallel: "3"}),
+		{"data-parallel size does not divide numSplits", pod(nil, map[string]string{jobkind.JobCompletionIndex: "0", AnnotationProcsPerPod: "4", AnnotationDataParallel: "3"}),
 			Owner{Kind: "Job", Name: "j", Replicas: 3}, nil, "the data-parallel size 3 (annotation shardfeed.io/data-parallel-size) does not divide"},
-		{"data-parallel size does not divide the world", pod(nil, map[string]string{JobCompletionIndex: "0", AnnotationProcsPerPod: "3", AnnotationDataParallel: "4"}),
+		{"data-parallel size does not divide the world", pod(nil, map[string]string{jobkind.JobCompletionIndex: "0", AnnotationProcsPerPod: "3", AnnotationDataParallel: "4"}),
 			Owner{Kind: "Job", Name: "j", Replicas: 2}, nil, "data-parallel-size=4 does not divide the job's 2 pods × 3 processes = 6 ranks"},
-		{"bad data-parallel size", pod(nil, map[string]string{JobCompletionIndex: "0", AnnotationDataParallel: "0"}), Owner{Kind: "Job", Name: "j", Replicas: 2}, nil,
+		{"bad data-parallel size", pod(nil, map[string]string{jobkind.JobCompletionIndex: "0", AnnotationDataParallel: "0"}), Owner{Kind: "Job", Name: "j", Replicas: 2}, nil,
 			"must be a positive integer (the job's data-parallel size"},
 		{"data-parallel size in client mode too", pod(nil, map[string]string{AnnotationDataParallel: "5"}), Owner{}, nil, "data-parallel size 5"},
 		// Four data-parallel ranks on a pod, each needing 3Gi of the 4Gi a
 		// pod of a 4-pod job needs with 1Gi of prefetch: 4×3 + 1 = 13Gi.
-		{"cache below what a pod's replication groups need", pod(nil, map[string]string{JobCompletionIndex: "0", AnnotationProcsPerPod: "4", AnnotationDataParallel: "4"}),
+		{"cache below what a pod's replication groups need", pod(nil, map[string]string{jobkind.JobCompletionIndex: "0", AnnotationProcsPerPod: "4", AnnotationDataParallel: "4"}),
 			Owner{Kind: "Job", Name: "j", Replicas: 3}, map[int]int64{4: 4 << 30}, "below the 13Gi a pod serving up to 4 of the 4 data-parallel ranks needs"},
 		{"rank without pods", pod(nil, map[string]string{AnnotationRank: "1"}), Owner{}, nil, "needs shardfeed.io/pods"},
 		{"rank outside the pods", pod(nil, map[string]string{AnnotationRank: "5", AnnotationPods: "4"}), Owner{}, nil, "outside the job's 4 pods"},
 		{"bad procs per pod", pod(nil, map[string]string{AnnotationProcsPerPod: "two"}), Owner{}, nil, "must be a positive integer"},
-		{"indexed pod of unknown size", pod(nil, map[string]string{JobCompletionIndex: "0"}), Owner{}, nil, "set the annotation shardfeed.io/pods"},
-		{"JobSet pod with no job index", pod(map[string]string{JobSetName: "llm", JobSetReplicas: "2"}, map[string]string{JobCompletionIndex: "0"}),
+		{"indexed pod of unknown size", pod(nil, map[string]string{jobkind.JobCompletionIndex: "0"}), Owner{}, nil, "set the annotation shardfeed.io/pods"},
+		{"JobSet pod with no job index", pod(map[string]string{jobkind.JobSetName: "llm", jobkind.JobSetReplicas: "2"}, map[string]string{jobkind.JobCompletionIndex: "0"}),
 			Owner{Kind: "Job", Replicas: 4}, nil, "without a valid jobset.sigs.k8s.io/job-global-index"},
-		{"JobSet pod not Indexed", pod(map[string]string{JobSetName: "llm", JobSetJobIndex: "0", JobSetReplicas: "2"}, nil),
+		{"JobSet pod not Indexed", pod(map[string]string{jobkind.JobSetName: "llm", jobkind.JobSetJobIndex: "0", jobkind.JobSetReplicas: "2"}, nil),
 			Owner{Kind: "Job", Replicas: 4}, nil, "use completionMode Indexed"},
-		{"JobSet index outside", pod(map[string]string{JobSetName: "llm", JobSetJobIndex: "2", JobSetReplicas: "2"}, map[string]string{JobCompletionIndex: "0"}),
+		{"JobSet index outside", pod(map[string]string{jobkind.JobSetName: "llm", jobkind.JobSetJobIndex: "2", jobkind.JobSetReplicas: "2"}, map[string]string{jobkind.JobCompletionIndex: "0"}),
 			Owner{Kind: "Job", Replicas: 4}, nil, "outside 2 Jobs of 4 pods"},
 		{"TrainJob node count not a number", trainJobPod("x", "0", "1", 0), Owner{Kind: "Job", Replicas: 2}, nil, `PET_NNODES="x": expected a positive node count`},
 		{"TrainJob auto processes without GPUs", trainJobPod("2", "0", "auto", 0), Owner{Kind: "Job", Replicas: 2}, nil,
@@ -271,9 +272,9 @@ func TestInjectDeniesPodsThatCannotBeServed(t *testing.T) {
 		{"TrainJob nodes other than its Job's", trainJobPod("2", "0", "1", 0), Owner{Kind: "Job", Replicas: 4}, nil, "PET_NNODES=2, but its Job has 4 completions"},
 		{"TrainJob node outside", trainJobPod("2", "2", "1", 0), Owner{}, nil, "job-completion-index=2 outside its 2 nodes"},
 		{"TrainJob node without an index", trainJobPod("2", "", "1", 0), Owner{}, nil, "TrainJob pod without a valid batch.kubernetes.io/job-completion-index"},
-		{"PyTorchJob replica type unknown", pod(map[string]string{KubeflowReplicaType: "ps", KubeflowReplicaIndex: "0"}, nil),
+		{"PyTorchJob replica type unknown", pod(map[string]string{jobkind.KubeflowReplicaType: "ps", jobkind.KubeflowReplicaIndex: "0"}, nil),
 			Owner{Kind: "PyTorchJob", Replicas: 4, Masters: 1}, nil, `replica type "ps"`},
-		{"PyTorchJob bad index", pod(map[string]string{KubeflowReplicaType: "worker", KubeflowReplicaIndex: "x"}, nil),
+		{"PyTorchJob bad index", pod(map[string]string{jobkind.KubeflowReplicaType: "worker", jobkind.KubeflowReplicaIndex: "x"}, nil),
 			Owner{Kind: "PyTorchJob", Replicas: 4, Masters: 1}, nil, "expected a non-negative index"},
 	}
 	for _, tt := range tests {
@@ -292,7 +293,7 @@ func TestInjectDeniesPodsThatCannotBeServed(t *testing.T) {
 // the sidecar learns the data-parallel size, and the cache check counts a
 // pod's 4 data-parallel ranks.
 func TestInjectCountsOnlyDataParallelRanks(t *testing.T) {
-	p := pod(nil, map[string]string{JobCompletionIndex: "1", AnnotationProcsPerPod: "4", AnnotationDataParallel: "4"})
+	p := pod(nil, map[string]string{jobkind.JobCompletionIndex: "1", AnnotationProcsPerPod: "4", AnnotationDataParallel: "4"})
 	in := Input{Pod: p, Dataset: dataset(), Owner: Owner{Kind: "Job", Name: "j", Replicas: 3}, Images: ImagePolicy{Default: "shardfeed:v1"},
 		MinCacheBytes: map[int]int64{4: 3 << 30}, MaxShardBytes: 512 << 20} // 4×2 + 1 = 9Gi ≤ 10Gi
 	got, err := Inject(in)
@@ -341,7 +342,7 @@ func TestInjectGivesTheSidecarResourcesThatKeepThePodsQoS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"})
+			p := pod(map[string]string{LabelDataset: "web"}, map[string]string{jobkind.JobCompletionIndex: "0"})
 			for i := range p.Spec.Containers {
 				p.Spec.Containers[i].Resources = tt.containers
 			}
@@ -394,7 +395,7 @@ func TestInjectOpensNoMetricsPortOnTheNodesNetworkUnlessAsked(t *testing.T) {
 		{"node network, a port asked for", true, ptr.To(int32(19464)), 19464},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"})
+			p := pod(map[string]string{LabelDataset: "web"}, map[string]string{jobkind.JobCompletionIndex: "0"})
 			p.Spec.HostNetwork = tt.hostNetwork
 			ds := dataset()
 			ds.Spec.Sidecar.MetricsPort = tt.port
@@ -472,7 +473,7 @@ func TestInjectMountsTheTokenizersConfigMapsIntoTheSidecarOnly(t *testing.T) {
 	ds.Spec.Tokenize = tok("llama")
 	ds.Spec.Streams[0].Tokenize = tok("llama")
 	ds.Spec.Streams[1].Tokenize = tok("qwen")
-	in := Input{Pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"}), Dataset: ds,
+	in := Input{Pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{jobkind.JobCompletionIndex: "0"}), Dataset: ds,
 		Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2}, Images: ImagePolicy{Default: "shardfeed:v1"}, MaxShardBytes: 1 << 30}
 	got, err := Inject(in)
 	if err != nil {
@@ -518,7 +519,7 @@ func TestInjectGivesTheSidecarAloneTheNodeAgent(t *testing.T) {
 			Images: ImagePolicy{Default: "shardfeed:v1"}, MaxShardBytes: 1 << 30, NodeAgent: a}
 	}
 	trainer := func() *corev1.Pod {
-		return pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"})
+		return pod(map[string]string{LabelDataset: "web"}, map[string]string{jobkind.JobCompletionIndex: "0"})
 	}
 	got, err := Inject(in(agent, trainer()))
 	if err != nil {
@@ -607,7 +608,7 @@ func TestReservationIsMadeOnceWithTheImageThePodsWillRun(t *testing.T) {
 // every request and every address it connects to against; a manager that
 // checks nothing tells it nothing.
 func TestInjectTellsTheSidecarThePlatformsEndpoints(t *testing.T) {
-	in := Input{Pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"}), Dataset: dataset(),
+	in := Input{Pod: pod(map[string]string{LabelDataset: "web"}, map[string]string{jobkind.JobCompletionIndex: "0"}), Dataset: dataset(),
 		Owner: Owner{Kind: "Job", Name: "train", UID: "u1", Replicas: 2}, Images: ImagePolicy{Default: "shardfeed:v1"}, MaxShardBytes: 1 << 30,
 		AllowedEndpoints: []string{"minio.storage:9000", "10.0.0.0/8"}, AllowCloudEndpoints: true}
 	got, err := Inject(in)
@@ -621,7 +622,7 @@ func TestInjectTellsTheSidecarThePlatformsEndpoints(t *testing.T) {
 			t.Errorf("the sidecar is not told %s=%s: %v", want.Name, want.Value, env)
 		}
 	}
-	in.Pod = pod(map[string]string{LabelDataset: "web"}, map[string]string{JobCompletionIndex: "0"})
+	in.Pod = pod(map[string]string{LabelDataset: "web"}, map[string]string{jobkind.JobCompletionIndex: "0"})
 	in.AllowedEndpoints, in.AllowCloudEndpoints = nil, false
 	if got, err = Inject(in); err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 	"github.com/shardfeed/shardfeed/internal/progress"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
@@ -373,9 +374,9 @@ func createJobSet(t *testing.T, ds client.ObjectKey, name string, jobs, completi
 	for i := range jobs {
 		j := indexedJob(ds, fmt.Sprintf("%s-workers-%d", name, i), completions, "")
 		l := j.Spec.Template.Labels
-		l[inject.JobSetName], l[inject.JobSetUID], l[inject.JobSetRestartAttempt] = name, uid, "0"
-		l[inject.JobSetJobGlobalIndex], l[inject.JobSetGlobalReplicas] = strconv.Itoa(i), strconv.Itoa(jobs)
-		l[inject.JobSetJobIndex], l[inject.JobSetReplicas] = strconv.Itoa(i), strconv.Itoa(jobs)
+		l[jobkind.JobSetName], l[jobkind.JobSetUID], l[jobkind.JobSetRestartAttempt] = name, uid, "0"
+		l[jobkind.JobSetJobGlobalIndex], l[jobkind.JobSetGlobalReplicas] = strconv.Itoa(i), strconv.Itoa(jobs)
+		l[jobkind.JobSetJobIndex], l[jobkind.JobSetReplicas] = strconv.Itoa(i), strconv.Itoa(jobs)
 		if err := apiServer.Client.Create(context.Background(), j); err != nil {
 			t.Fatal(err)
 		}
@@ -416,8 +417,8 @@ func pace(t *testing.T, jobs []launched, rate float64) ([]time.Duration, time.Du
 			wg.Go(func() {
 				idx := strconv.Itoa(i)
 				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", job.name, i), Namespace: job.ns,
-					Labels:          map[string]string{inject.LabelDataset: job.dataset, inject.JobCompletionIndex: idx, "job-name": job.name},
-					Annotations:     map[string]string{inject.JobCompletionIndex: idx},
+					Labels:          map[string]string{inject.LabelDataset: job.dataset, jobkind.JobCompletionIndex: idx, "job-name": job.name},
+					Annotations:     map[string]string{jobkind.JobCompletionIndex: idx},
 					OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.name, UID: types.UID(job.uid), Controller: ptr.To(true)}}},
 					Spec: *tmpl.Spec.DeepCopy()}
 				t0 := time.Now()
@@ -556,23 +557,23 @@ func contract(p *corev1.Pod) (sidecarconfig.Config, error) {
 func podRank(p *corev1.Pod, j launched, cfg sidecarconfig.Config) (int, error) {
 	switch j.kind {
 	case "JobSet":
-		idx, _ := strconv.Atoi(p.Annotations[inject.JobCompletionIndex])
-		g, _ := strconv.Atoi(p.Labels[inject.JobSetJobGlobalIndex])
+		idx, _ := strconv.Atoi(p.Annotations[jobkind.JobCompletionIndex])
+		g, _ := strconv.Atoi(p.Labels[jobkind.JobSetJobGlobalIndex])
 		want := g*j.completions + idx
 		if cfg.PodRankField != "" || cfg.Pod != want {
 			return 0, fmt.Errorf("JobSet pod of job %d, index %d: rank %d (field %q), want %d", g, idx, cfg.Pod, cfg.PodRankField, want)
 		}
 		return want, nil
 	case "Job":
-		if cfg.PodRankField != "metadata.annotations['"+inject.JobCompletionIndex+"']" {
+		if cfg.PodRankField != "metadata.annotations['"+jobkind.JobCompletionIndex+"']" {
 			return 0, fmt.Errorf("an Indexed Job's pod reads its rank from %q", cfg.PodRankField)
 		}
-		return strconv.Atoi(p.Annotations[inject.JobCompletionIndex])
+		return strconv.Atoi(p.Annotations[jobkind.JobCompletionIndex])
 	default:
-		if cfg.PodRankField != "metadata.labels['"+inject.PodIndexLabel+"']" {
+		if cfg.PodRankField != "metadata.labels['"+jobkind.PodIndexLabel+"']" {
 			return 0, fmt.Errorf("a StatefulSet's pod reads its rank from %q", cfg.PodRankField)
 		}
-		return strconv.Atoi(p.Labels[inject.PodIndexLabel])
+		return strconv.Atoi(p.Labels[jobkind.PodIndexLabel])
 	}
 }
 
@@ -592,7 +593,7 @@ func checkLargeJobCacheLimit(t *testing.T, ns, uri string) {
 		t.Fatal(err)
 	}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big-0", Namespace: ns,
-		Labels: map[string]string{inject.LabelDataset: key.Name}, Annotations: map[string]string{inject.JobCompletionIndex: "0"},
+		Labels: map[string]string{inject.LabelDataset: key.Name}, Annotations: map[string]string{jobkind.JobCompletionIndex: "0"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true)}}},
 		Spec: *j.Spec.Template.Spec.DeepCopy()}
 	err := apiServer.Client.Create(ctx, p)

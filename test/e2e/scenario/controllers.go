@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 )
 
 // The training controllers' stories (hack/controllers.sh installs them):
@@ -80,13 +81,13 @@ func (c *Cluster) jobSetStory(ctx context.Context, rep *ControllersReport) error
 	if err != nil {
 		return err
 	}
-	pods, err := e.waitRunning(ctx, client.MatchingLabels{inject.JobSetName: first.GetName()}, 4, "JobSet "+first.GetName())
+	pods, err := e.waitRunning(ctx, client.MatchingLabels{jobkind.JobSetName: first.GetName()}, 4, "JobSet "+first.GetName())
 	if err != nil {
 		return err
 	}
 	for _, p := range pods {
-		rep.JobSetWiring = append(rep.JobSetWiring, fmt.Sprintf("job %s index %s: %s", p.Labels[inject.JobSetJobIndex],
-			p.Annotations[inject.JobCompletionIndex], wiringOf(&p)))
+		rep.JobSetWiring = append(rep.JobSetWiring, fmt.Sprintf("job %s index %s: %s", p.Labels[jobkind.JobSetJobIndex],
+			p.Annotations[jobkind.JobCompletionIndex], wiringOf(&p)))
 	}
 	c.Detail("pods wired as %v", rep.JobSetWiring)
 	at, err := e.WaitCommitted(ctx, 3*commitEvery)
@@ -95,7 +96,7 @@ func (c *Cluster) jobSetStory(ctx context.Context, rep *ControllersReport) error
 	}
 	c.Step("Deleting the pod of Job 1, index 1 (rank 3) after the commit of step %d", at)
 	for _, p := range pods {
-		if p.Labels[inject.JobSetJobIndex] == "1" && p.Annotations[inject.JobCompletionIndex] == "1" {
+		if p.Labels[jobkind.JobSetJobIndex] == "1" && p.Annotations[jobkind.JobCompletionIndex] == "1" {
 			if err := e.Client.Delete(ctx, &p, client.GracePeriodSeconds(0)); err != nil {
 				return err
 			}
@@ -135,7 +136,7 @@ func (c *Cluster) jobSetStory(ctx context.Context, rep *ControllersReport) error
 // startJobSet creates JobSet <job>-<jobs×pods>: jobs replicated Jobs of
 // pods pods each, running the e2e trainer with its rank from its sidecar.
 func (e *Env) startJobSet(ctx context.Context, jobs, pods int) (*unstructured.Unstructured, error) {
-	tmpl := e.trainerPod(jobs*pods, "metadata.labels['"+inject.JobSetUID+"']", corev1.EnvVar{Name: "E2E_RANK_FROM", Value: "sidecar"})
+	tmpl := e.trainerPod(jobs*pods, "metadata.labels['"+jobkind.JobSetUID+"']", corev1.EnvVar{Name: "E2E_RANK_FROM", Value: "sidecar"})
 	pod, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&tmpl)
 	if err != nil {
 		return nil, err
@@ -157,7 +158,7 @@ func (e *Env) startJobSet(ctx context.Context, jobs, pods int) (*unstructured.Un
 // jobSetPods are the pods of a JobSet.
 func (e *Env) jobSetPods(ctx context.Context, name string) ([]corev1.Pod, error) {
 	var list corev1.PodList
-	err := e.Client.List(ctx, &list, client.InNamespace(e.NS), client.MatchingLabels{inject.JobSetName: name})
+	err := e.Client.List(ctx, &list, client.InNamespace(e.NS), client.MatchingLabels{jobkind.JobSetName: name})
 	return list.Items, err
 }
 
@@ -337,8 +338,8 @@ func (c *Cluster) pyTorchJobStory(ctx context.Context, rep *ControllersReport) e
 		return err
 	}
 	for _, p := range running {
-		rep.PyTorchJobWiring = append(rep.PyTorchJobWiring, fmt.Sprintf("%s %s: %s", p.Labels[inject.KubeflowReplicaType],
-			p.Labels[inject.KubeflowReplicaIndex], wiringOf(&p)))
+		rep.PyTorchJobWiring = append(rep.PyTorchJobWiring, fmt.Sprintf("%s %s: %s", p.Labels[jobkind.KubeflowReplicaType],
+			p.Labels[jobkind.KubeflowReplicaIndex], wiringOf(&p)))
 	}
 	c.Detail("pods wired as %v", rep.PyTorchJobWiring)
 	at, err := e.WaitCommitted(ctx, 3*commitEvery)
@@ -347,7 +348,7 @@ func (c *Cluster) pyTorchJobStory(ctx context.Context, rep *ControllersReport) e
 	}
 	c.Step("Deleting worker 1's pod after the commit of step %d", at)
 	for _, p := range running {
-		if p.Labels[inject.KubeflowReplicaType] == "worker" && p.Labels[inject.KubeflowReplicaIndex] == "1" {
+		if p.Labels[jobkind.KubeflowReplicaType] == "worker" && p.Labels[jobkind.KubeflowReplicaIndex] == "1" {
 			if err := e.Client.Delete(ctx, &p, client.GracePeriodSeconds(0)); err != nil {
 				return err
 			}

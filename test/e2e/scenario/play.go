@@ -24,6 +24,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/inject"
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 )
 
@@ -543,7 +544,7 @@ func (e *Env) PodAt(ctx context.Context, job *batchv1.Job, idx int) (*corev1.Pod
 	}
 	for i := range pods {
 		p := &pods[i]
-		if p.Annotations[inject.JobCompletionIndex] == strconv.Itoa(idx) && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+		if p.Annotations[jobkind.JobCompletionIndex] == strconv.Itoa(idx) && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
 			return p, nil
 		}
 	}

@@ -285,7 +285,7 @@ func (o *buckets) skips() []Skip {
 	}
 	out := make([]Skip, len(o.steps.skips))
 	for i, sk := range o.steps.skips {
-		sk.bucketed = o
+		sk.data = o
 		out[i] = sk
 	}
 	return out

@@ -53,7 +53,7 @@ func (p *Params) validateBucketing() error {
 		return fmt.Errorf("planner: %d bucket labels for %d buckets", len(b.Labels), b.Buckets)
 	case b.BatchSizes != nil && len(b.BatchSizes) != b.Buckets:
 		return fieldErr("spec.bucketing.batchSizes", "%d batch sizes for %d buckets: give one a bucket", len(b.BatchSizes), b.Buckets)
-	case p.Schedule != nil && b.BatchSizes != nil:
+	case b.BatchSizes != nil && p.Schedule.setsBatchSize():
 		return fieldErr("spec.bucketing", "a schedule's phases set the global batch size: drop spec.bucketing.batchSizes (or budget), or spec.schedule")
 	}
 	for k, g := range b.BatchSizes {

@@ -53,7 +53,7 @@ func (p *Params) validateBucketing() error {
 		return fmt.Errorf("planner: %d bucket labels for %d buckets", len(b.Labels), b.Buckets)
 	case b.BatchSizes != nil && len(b.BatchSizes) != b.Buckets:
 		return fieldErr("spec.bucketing.batchSizes", "%d batch sizes for %d buckets: give one a bucket", len(b.BatchSizes), b.Buckets)
-	case p.Schedule != nil && b.BatchSizes != nil:
+	case b.BatchSizes != nil && p.Schedule.setsBatchSize():
 		return fieldErr("spec.bucketing", "a schedule's phases set the global batch size: drop spec.bucketing.batchSizes (or budget), or spec.schedule")
 	}
 	for k, g := range b.BatchSizes {
@@ -114,16 +114,18 @@ func (p *Params) bucketCounts() ([]int64, error) {
 	return out, nil
 }
 
-// buckets is the order of a bucketed plan: each bucket a plan of its own
-// over its lanes (the dataset's batching, weights and shuffle, one seed
-// for every bucket, so that the buckets cut the shards in one order and a
-// pod reads the same shards in every bucket as far as their rows allow),
-// whose K_b batches the global batches interleave in proportion, the
-// buckets' order inside each window of bucketWindow batches seeded per
-// epoch. A bucket's batches keep their order: the needs of its plan map to
-// steps monotonically.
+// buckets are what both orders of a bucketed plan share: each bucket a
+// plan of its own over its lanes (the dataset's batching, weights and
+// shuffle, one seed for every bucket, so that the buckets cut the shards
+// in one order and a pod reads the same shards in every bucket as far as
+// their rows allow), whose K_b batches a data epoch's K global batches
+// interleave in proportion, the buckets' order inside each window of
+// bucketWindow batches seeded per epoch. A bucket's batches keep their
+// order: the needs of its plan map to steps monotonically. How global
+// steps run over the data epochs is the order's: steadyBuckets below, or
+// a schedule's (bucket_schedule.go).
 type buckets struct {
-	steady
+	pl *Plan
 	// plans are the buckets' plans (nil for a bucket with no sample),
 	// lanes[b][i] the plan's stream of stream i of bucket b's plan.
 	plans []*Plan
@@ -133,31 +135,50 @@ type buckets struct {
 	which []int
 	mix   interleave
 	per   []int64
-	// steps, with a schedule, map global steps to data steps, whose
-	// data epochs' orders are kept in orders (bucket_schedule.go).
-	steps  *dataSteps
-	orders dataOrders
+}
+
+// steadyBuckets is the order of a bucketed plan without a schedule: epoch
+// e is the buckets' data epoch e, each step at its bucket's batch size.
+type steadyBuckets struct {
+	*buckets
+	steady
 }
 
 type bucketKind struct{}
 
-func (bucketKind) selects(p *Params) bool      { return p.Bucketing != nil }
-func (bucketKind) cut(pl *Plan) (order, error) { return cutBuckets(pl) }
+func (bucketKind) selects(p *Params) bool { return p.Bucketing != nil }
+func (bucketKind) cut(pl *Plan) (order, error) {
+	b, err := cutBuckets(pl, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &steadyBuckets{buckets: b, steady: steady{pl}}, nil
+}
 
-func cutBuckets(pl *Plan) (*buckets, error) {
+func (o *steadyBuckets) epoch(e int64) (epochOrder, error) { return o.dataEpoch(e) }
+
+// batchSizes is one run of G when every bucket takes G; nil when the
+// size varies by step (EpochPlan.BatchSizeCounts counts them).
+func (o *steadyBuckets) batchSizes() []SizeRun {
+	if o.buckets.pl.params.Bucketing.BatchSizes == nil {
+		return o.steady.batchSizes()
+	}
+	return nil
+}
+
+// cutBuckets plans each bucket, under bucketSchedule (nil: none), and
+// sets the bucketed plan's split length and steps: the buckets' sums.
+func cutBuckets(pl *Plan, bucketSchedule *Schedule) (*buckets, error) {
 	p := &pl.params
 	B := p.Bucketing.Buckets
-	o := &buckets{steady: steady{pl}, plans: make([]*Plan, B), lanes: make([][]int, B)}
+	o := &buckets{pl: pl, plans: make([]*Plan, B), lanes: make([][]int, B)}
 	var steps []int64
 	pl.splitLen, pl.steps = 0, 0
 	for b := range B {
 		g := p.Bucketing.batchSize(b, p.GlobalBatchSize)
 		sub := Params{
 			Seed: derive(p.Seed, purposeBucket), NumSplits: p.NumSplits, Shuffle: p.Shuffle, BlockSize: p.BlockSize, RunLength: p.RunLength,
-			GlobalBatchSize: g, DropLast: p.DropLast, Batching: p.Batching,
-		}
-		if p.Schedule != nil {
-			sub.Schedule = &Schedule{} // its phases once the buckets' steps are known (schedule)
+			GlobalBatchSize: g, DropLast: p.DropLast, Batching: p.Batching, Schedule: bucketSchedule,
 		}
 		var total int64
 		for s := range p.Bucketing.Streams {
@@ -188,61 +209,7 @@ func cutBuckets(pl *Plan) (*buckets, error) {
 		pl.steps += bp.steps
 	}
 	o.mix = newInterleave(steps)
-	if p.Schedule != nil {
-		if err := o.schedule(); err != nil {
-			return nil, err
-		}
-	}
 	return o, nil
-}
-
-// schedule plans each bucket over its own steps with the schedule's
-// phases, each at the bucket's first step at or after the phase's global
-// step: a bucket's steps take the batch size and the proportions (of its
-// lanes) the schedule gives the global steps they are. Each bucket's plan
-// was built with no phase, which changes no step count.
-func (o *buckets) schedule() error {
-	p := &o.pl.params
-	B := p.Bucketing.Buckets
-	o.steps = newDataSteps(p.Schedule)
-	for i, b := range o.which {
-		var phases []Phase
-		for _, ph := range p.Schedule.Phases {
-			if ph.SkipSteps > 0 || ph.RepeatSteps > 0 {
-				continue // the data steps' business (dataSteps)
-			}
-			d, _ := o.steps.data(ph.StartStep)
-			at := o.before(i, d)
-			local := Phase{StartStep: at, GlobalBatchSize: ph.GlobalBatchSize}
-			if ph.Proportions != nil {
-				local.Proportions = map[string]string{}
-				for _, lane := range o.lanes[b] {
-					local.Proportions[p.Streams[lane].Name] = ph.Proportions[p.Bucketing.Streams[lane/B]]
-				}
-			}
-			if n := len(phases); n > 0 && phases[n-1].StartStep == at { // no step of the bucket between them
-				if local.GlobalBatchSize > 0 {
-					phases[n-1].GlobalBatchSize = local.GlobalBatchSize
-				}
-				if local.Proportions != nil {
-					phases[n-1].Proportions = local.Proportions
-				}
-				continue
-			}
-			phases = append(phases, local)
-		}
-		sub := o.plans[b].params
-		sub.Schedule = &Schedule{Phases: phases}
-		bp, err := newPlan(sub)
-		if err != nil {
-			return fmt.Errorf("spec.schedule: bucket %d (%s): %w", b, p.Bucketing.Labels[b], err)
-		}
-		if bp.steps != o.plans[b].steps {
-			return fmt.Errorf("planner: internal error: bucket %d's phases changed its steps", b)
-		}
-		o.plans[b] = bp
-	}
-	return nil
 }
 
 // before returns the steps of bucket which[i] before data step g: its
@@ -250,7 +217,7 @@ func (o *buckets) schedule() error {
 func (o *buckets) before(i int, g int64) int64 {
 	K := o.pl.steps
 	e, k := g/K, g%K
-	ep := &bucketEpoch{o: o, key: derive(derive(o.pl.params.Seed, purposeBucketOrder), uint64(e))} //nolint:gosec // e >= 0
+	ep := &bucketEpoch{o: o, key: o.epochKey(e)}
 	w := ep.window(k / bucketWindow)
 	n := w.before[i]
 	for _, l := range w.labels[:k%bucketWindow] {
@@ -259,36 +226,6 @@ func (o *buckets) before(i int, g int64) int64 {
 		}
 	}
 	return e*o.mix.n[i] + n
-}
-
-// cacheEpochs is steady's, or with a schedule the schedule's.
-func (o *buckets) cacheEpochs() []int64 {
-	if o.pl.params.Schedule == nil {
-		return o.steady.cacheEpochs()
-	}
-	return phaseEpochs(o.pl.params.Schedule, o.pl.steps)
-}
-
-// batchSizes is one run of G when every bucket takes G; nil when the
-// size varies by step (EpochPlan.BatchSizeCounts counts them).
-func (o *buckets) batchSizes() []SizeRun {
-	if o.pl.params.Bucketing.BatchSizes == nil && o.pl.params.Schedule == nil {
-		return o.steady.batchSizes()
-	}
-	return nil
-}
-
-// skips are a schedule's skipped data steps.
-func (o *buckets) skips() []Skip {
-	if o.steps == nil {
-		return nil
-	}
-	out := make([]Skip, len(o.steps.skips))
-	for i, sk := range o.steps.skips {
-		sk.bucketed = o
-		out[i] = sk
-	}
-	return out
 }
 
 func (o *buckets) dropped() int64 {
@@ -307,7 +244,7 @@ func (o *buckets) padded() int64 {
 	return n
 }
 
-// bucketEpoch is one epoch of a bucketed plan: each bucket's own epoch,
+// bucketEpoch is one data epoch of the buckets: each bucket's own epoch,
 // and the key of the buckets' order in each window.
 type bucketEpoch struct {
 	steady
@@ -316,16 +253,9 @@ type bucketEpoch struct {
 	key    uint64
 }
 
-func (o *buckets) epoch(e int64) (epochOrder, error) {
-	if o.steps != nil {
-		return &scheduledBuckets{o: o, e: e}, nil
-	}
-	return o.bucketEpoch(e)
-}
-
-// bucketEpoch is data epoch e's order, with each bucket's epoch e.
-func (o *buckets) bucketEpoch(e int64) (*bucketEpoch, error) {
-	ep := &bucketEpoch{steady: o.steady, o: o, key: derive(derive(o.pl.params.Seed, purposeBucketOrder), uint64(e))} //nolint:gosec // e >= 0
+// dataEpoch is data epoch e's order, with each bucket's epoch e.
+func (o *buckets) dataEpoch(e int64) (*bucketEpoch, error) {
+	ep := &bucketEpoch{steady: steady{o.pl}, o: o, key: o.epochKey(e)}
 	for _, b := range o.which {
 		be, err := o.plans[b].Epoch(e)
 		if err != nil {
@@ -334,6 +264,11 @@ func (o *buckets) bucketEpoch(e int64) (*bucketEpoch, error) {
 		ep.epochs = append(ep.epochs, be)
 	}
 	return ep, nil
+}
+
+// epochKey seeds the buckets' order in the windows of data epoch e.
+func (o *buckets) epochKey(e int64) uint64 {
+	return derive(derive(o.pl.params.Seed, purposeBucketOrder), uint64(e)) //nolint:gosec // e >= 0
 }
 
 // window holds the buckets of one window of global batches: labels[q] is
@@ -528,16 +463,23 @@ type BucketSummary struct {
 
 // Buckets returns a bucketed plan's buckets (nil for other plans).
 func (pl *Plan) Buckets() []BucketSummary {
-	o, ok := pl.order.(*buckets)
-	if !ok {
-		return nil
+	if o, ok := pl.order.(bucketed); ok {
+		return o.summary()
 	}
-	b := pl.params.Bucketing
+	return nil
+}
+
+// bucketed is either order of a bucketed plan, steady or scheduled: both
+// hold the buckets.
+type bucketed interface{ summary() []BucketSummary }
+
+func (o *buckets) summary() []BucketSummary {
+	b := o.pl.params.Bucketing
 	out := make([]BucketSummary, b.Buckets)
 	for k := range out {
 		out[k].Label = b.Labels[k]
 		for s := range b.Streams {
-			out[k].Samples += pl.counts[s*b.Buckets+k]
+			out[k].Samples += o.pl.counts[s*b.Buckets+k]
 		}
 		if o.plans[k] != nil {
 			out[k].Steps = o.plans[k].steps

@@ -15,7 +15,10 @@ import "fmt"
 //     per_stream batching;
 //   - schedule (schedule*.go): passes of each stream over training steps,
 //     with phases that change the mix and the batch size;
-//   - buckets (bucket.go): a plan per bucket, every global batch from one.
+//   - buckets (bucket.go): a plan per bucket, every global batch from one;
+//     with a schedule (bucket_schedule.go), each bucket's plan a schedule
+//     and the global steps the buckets' data steps. What both bucketing
+//     and a schedule select is that composition, not a check in either.
 type order interface {
 	// epoch builds the order of epoch e (e >= 0).
 	epoch(e int64) (epochOrder, error)
@@ -56,7 +59,7 @@ type orderKind interface {
 
 // orders are the kinds of order, tried in turn: the first that selects the
 // parameters builds the plan's order.
-var orders = []orderKind{bucketKind{}, scheduleKind{}, laneKind{}, randomKind{}}
+var orders = []orderKind{scheduledBucketKind{}, bucketKind{}, scheduleKind{}, laneKind{}, randomKind{}}
 
 // newOrder builds the order of a plan whose epoch geometry (counts, split
 // length, steps) is set; an order may change the split length and steps.

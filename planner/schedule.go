@@ -53,12 +53,16 @@ type Skip struct {
 	Phase int
 	// At is the global step whose data the skip jumped past.
 	At, Steps int64
-	seg       segment
-	sc        *schedule
-	// bucketed, in a bucketed schedule, draws the skip's data steps from
-	// its data step from (bucket_schedule.go).
-	bucketed *buckets
-	from     int64
+	// data draws the skipped steps: a schedule's from the segment seg, a
+	// bucketed schedule's from the data step from (bucket_schedule.go).
+	data skippedData
+	seg  segment
+	from int64
+}
+
+// skippedData draws step k of a skip's data (Plan.SkippedBatch).
+type skippedData interface {
+	skippedBatch(dst []Sample, sk Skip, k int64) []Sample
 }
 
 // scheduleKind selects a schedule for a dataset with one.
@@ -128,7 +132,7 @@ func cutSchedule(pl *Plan) (*schedule, error) {
 		case ph.SkipSteps > 0:
 			skipped := sc.open(a, perSplit, weights, used, i)
 			sc.segments = sc.segments[:len(sc.segments)-1] // data, not steps
-			sc.skipped = append(sc.skipped, Skip{Phase: i, At: a, Steps: ph.SkipSteps, seg: *skipped, sc: sc})
+			sc.skipped = append(sc.skipped, Skip{Phase: i, At: a, Steps: ph.SkipSteps, data: sc, seg: *skipped})
 			v, ok := positions(ph.SkipSteps, perSplit)
 			if !ok {
 				return nil, fieldErr(fmt.Sprintf("spec.schedule.phases[%d].skipSteps", i), "%d steps at a batch of %d per split skip more than 2^62 samples per split", ph.SkipSteps, perSplit)

@@ -37,6 +37,11 @@ func (s *Schedule) phases() []Phase {
 	return s.Phases
 }
 
+// setsBatchSize says whether a schedule sets the global batch size: any
+// schedule does, even of no phase yet (phases may be appended while its
+// jobs run); no schedule (nil) does not.
+func (s *Schedule) setsBatchSize() bool { return s != nil }
+
 // Phase changes the plan from global step StartStep on. A phase sets
 // Proportions, GlobalBatchSize or both; or skips or repeats steps, and
 // nothing else.

@@ -28,10 +28,7 @@ func (pl *Plan) Skips() []Skip { return pl.order.skips() }
 // (k in [0, Steps)), position-major over every split: they are never
 // delivered, and never lost.
 func (pl *Plan) SkippedBatch(dst []Sample, sk Skip, k int64) []Sample {
-	if sk.bucketed != nil {
-		return sk.bucketed.skippedBatch(dst, sk, k)
-	}
-	return sk.sc.skippedBatch(dst, sk, k)
+	return sk.data.skippedBatch(dst, sk, k)
 }
 
 // CacheEpochs returns the epochs whose minimum cache bounds every epoch's:

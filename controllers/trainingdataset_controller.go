@@ -8,9 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -87,105 +85,181 @@ const notOwnedRetry = 30 * time.Second
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile is level-based: it computes everything from what exists and
-// writes the status once.
+// writes the status once, when the reconcile ends (writeStatus). When the
+// plan this replica applied last still stands, it only gathers the jobs'
+// progress; otherwise it runs the phases of planning, in order, until one
+// ends the reconcile (each that fails says why in the conditions), and
+// then marks the dataset Ready.
 func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
-	logger := log.FromContext(ctx)
-	var ds datav1alpha1.TrainingDataset
-	if err := r.Get(ctx, req.NamespacedName, &ds); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.applied.forget(req.NamespacedName)
-			forgetDatasetMetrics(req.Namespace, req.Name)
-		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	ds, err := r.fetch(ctx, req.NamespacedName)
+	if ds == nil {
+		return reconcile.Result{}, err
 	}
-	before := ds.Status.DeepCopy()
-	defer func() {
-		ds.Status.ObservedGeneration = ds.Generation
-		if equality.Semantic.DeepEqual(before, &ds.Status) {
-			return
-		}
-		if uerr := r.Status().Update(ctx, &ds); uerr != nil && !apierrors.IsConflict(uerr) {
-			err = errors.Join(err, uerr)
-		} else if apierrors.IsConflict(uerr) {
-			res = reconcile.Result{RequeueAfter: time.Millisecond} // a newer object: compute again
-		}
-	}()
+	defer r.writeStatus(ctx, ds, ds.Status.DeepCopy(), &res, &err)
 
 	// The CA is read once: the plan applied and the plan remembered carry
 	// the same one, so a CA that changes mid-reconcile is applied by the
 	// reconcile its change queued (remembering the new one with the old
 	// one applied let that reconcile think the plan stood).
-	ca := r.operatorCA()
-	last, stands := r.appliedStands(ctx, &ds, ca)
-	if left := r.indexRecheck() - time.Since(last.at); stands && left > 0 && r.readyWith(&ds, last.fingerprint) {
+	p := &planning{ds: ds, ca: r.operatorCA()}
+	p.last, p.stands = r.appliedStands(ctx, ds, p.ca)
+	if left := r.indexRecheck() - time.Since(p.last.at); p.stands && left > 0 && r.readyWith(ds, p.last.fingerprint) {
 		// Only a job's state changed (a commit, a job's first pod): its
 		// progress is all there is to gather.
-		return reconcile.Result{RequeueAfter: left}, r.aggregateJobs(ctx, &ds)
+		return reconcile.Result{RequeueAfter: left}, r.aggregateJobs(ctx, ds)
 	}
 	r.applied.forget(req.NamespacedName)
 	DatasetPlans.WithLabelValues(req.Namespace, req.Name).Inc()
-	indexes, planned, release, err := r.readIndexes(ctx, &ds)
-	if err == nil {
-		defer release()
+	defer p.releaseIndexes()
+	for _, run := range []phase{r.resolveIndexes, r.computePlan, r.publishPlan, r.gatherJobs} {
+		if res, done, err := run(ctx, p); done || err != nil {
+			return res, err
+		}
 	}
+	r.markPlanned(p)
+	return reconcile.Result{RequeueAfter: r.indexRecheck()}, nil
+}
+
+// fetch reads the dataset, or returns nil when it is gone, forgetting
+// the plan this replica applied for it and its metrics.
+func (r *TrainingDatasetReconciler) fetch(ctx context.Context, key types.NamespacedName) (*datav1alpha1.TrainingDataset, error) {
+	var ds datav1alpha1.TrainingDataset
+	if err := r.Get(ctx, key, &ds); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.applied.forget(key)
+			forgetDatasetMetrics(key.Namespace, key.Name)
+		}
+		return nil, client.IgnoreNotFound(err)
+	}
+	return &ds, nil
+}
+
+// planning is one reconcile's way through the phases of planning: the
+// dataset, and what each phase found for the next.
+type planning struct {
+	ds *datav1alpha1.TrainingDataset
+	// ca is the operator's CA bundle, as read once for the reconcile.
+	ca string
+	// last is the plan this replica applied for the dataset last, and
+	// stands whether it still does (appliedStands).
+	last   appliedPlan
+	stands bool
+
+	// indexes and planned are resolveIndexes's (readIndexes's), release
+	// its hold on the bytes in flight, kept while the dataset is planned.
+	indexes []planner.StreamIndex
+	planned *datav1alpha1.TrainingDatasetSpec
+	release func()
+	// plan is computePlan's; data is the digest of the plan ConfigMap as
+	// publishPlan left it, identities the workload identities it carries
+	// (identitiesOf).
+	plan       *planner.Plan
+	data       dataDigest
+	identities string
+}
+
+// releaseIndexes lets go of the indexes' share of the bytes in flight.
+func (p *planning) releaseIndexes() {
+	if p.release != nil {
+		p.release()
+	}
+}
+
+// A phase is one step of planning a dataset. done (or an error) ends the
+// reconcile with res, the phase having set the conditions that say why;
+// otherwise the next phase runs.
+type phase func(ctx context.Context, p *planning) (res reconcile.Result, done bool, err error)
+
+// resolveIndexes reads every stream's index (IndexResolved) and reports
+// the streams' totals. An index it cannot read leaves the dataset waiting
+// for it: read again after a while when unreachable, at the next spec or
+// policy change when the policy refuses its source.
+func (r *TrainingDatasetReconciler) resolveIndexes(ctx context.Context, p *planning) (reconcile.Result, bool, error) {
+	ds := p.ds
+	indexes, planned, release, err := r.readIndexes(ctx, ds)
 	if err != nil {
 		reason, notAllowed := indexErrorReason(err)
-		r.setCondition(&ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionFalse, reason, err.Error())
-		r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionFalse, datav1alpha1.ReasonWaitingForIndex, "the plan needs every stream's index")
-		r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, err.Error())
+		r.setCondition(ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionFalse, reason, err.Error())
+		r.setReady(ds, cause{datav1alpha1.ReasonWaitingForIndex, "the plan needs every stream's index"}, cause{reason, err.Error()})
 		if notAllowed {
-			return reconcile.Result{}, nil // a spec change (or a new policy, with a restart) triggers the next try
+			return reconcile.Result{}, true, nil // a spec change (or a new policy, with a restart) triggers the next try
 		}
-		logger.Info("Index unreachable, retrying", "err", err.Error())
-		return reconcile.Result{RequeueAfter: r.retry()}, nil
+		log.FromContext(ctx).Info("Index unreachable, retrying", "err", err.Error())
+		return reconcile.Result{RequeueAfter: r.retry()}, true, nil
 	}
-	r.setCondition(&ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionTrue, datav1alpha1.ReasonIndexRead, fmt.Sprintf("read the index of %d stream(s)", len(indexes)))
-	r.setTotals(&ds, indexes)
+	p.indexes, p.planned, p.release = indexes, planned, release
+	r.setCondition(ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionTrue, datav1alpha1.ReasonIndexRead, fmt.Sprintf("read the index of %d stream(s)", len(indexes)))
+	r.setTotals(ds, indexes)
+	return reconcile.Result{}, false, nil
+}
 
-	params, err := planspec.Params(&ds.Spec, indexes)
-	var pl *planner.Plan
+// computePlan plans the spec over the indexes and reports the plan's
+// totals. A spec that cannot be planned waits for a change of the spec or
+// of an index.
+func (r *TrainingDatasetReconciler) computePlan(_ context.Context, p *planning) (reconcile.Result, bool, error) {
+	ds := p.ds
+	params, err := planspec.Params(&ds.Spec, p.indexes)
 	if err == nil {
-		pl, err = planner.New(params)
+		p.plan, err = planner.New(params)
 	}
 	if err != nil {
-		msg := "the spec cannot be planned with these indexes: " + err.Error()
-		r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionFalse, datav1alpha1.ReasonInvalidPlan, msg)
-		r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionTrue, datav1alpha1.ReasonInvalidPlan, msg)
-		return reconcile.Result{}, nil // a spec or index change triggers the next try
+		why := cause{datav1alpha1.ReasonInvalidPlan, "the spec cannot be planned with these indexes: " + err.Error()}
+		r.setReady(ds, why, why)
+		return reconcile.Result{}, true, nil // a spec or index change triggers the next try
 	}
-	ds.Status.Samples = pl.Total()
-	ds.Status.PlanFingerprint = pl.Fingerprint().Sum
-	ds.Status.StepsPerEpoch = pl.Steps()
-	planData := last.data
-	identities := identitiesOf(planned)
-	if !stands || last.fingerprint != pl.Fingerprint().Sum || last.identities != identities {
-		planData, err = r.applyPlan(ctx, &ds, planned, pl, indexes, ca)
+	ds.Status.Samples = p.plan.Total()
+	ds.Status.PlanFingerprint = p.plan.Fingerprint().Sum
+	ds.Status.StepsPerEpoch = p.plan.Steps()
+	return reconcile.Result{}, false, nil
+}
+
+// publishPlan applies the plan ConfigMap, unless it holds this plan as
+// applied already, and names it in the status. A ConfigMap of its name
+// that is not the dataset's is looked at again after a while.
+func (r *TrainingDatasetReconciler) publishPlan(ctx context.Context, p *planning) (reconcile.Result, bool, error) {
+	ds := p.ds
+	p.data, p.identities = p.last.data, identitiesOf(p.planned)
+	if !p.stands || p.last.fingerprint != p.plan.Fingerprint().Sum || p.last.identities != p.identities {
+		var err error
+		if p.data, err = r.applyPlan(ctx, ds, p.planned, p.plan, p.indexes, p.ca); err != nil {
+			return r.applyFailed(ds, err)
+		}
 	} // else the plan ConfigMap holds this plan, as applied: nothing to compute or write
-	if err != nil {
-		reason := datav1alpha1.ReasonApplyFailed
-		var notOwned *notOwnedError
-		if errors.As(err, &notOwned) {
-			reason = datav1alpha1.ReasonConfigMapNotOwned
-		}
-		r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
-		r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, err.Error())
-		if notOwned != nil {
-			// Not an error to back off from: someone must move the
-			// ConfigMap away (it is not watched: it is not shardfeed's).
-			return reconcile.Result{RequeueAfter: notOwnedRetry}, nil
-		}
-		return reconcile.Result{}, err
-	}
 	ds.Status.PlanConfigMap = configmaps.PlanName(ds.Name)
-	if err := r.aggregateJobs(ctx, &ds); err != nil {
-		return reconcile.Result{}, err
+	return reconcile.Result{}, false, nil
+}
+
+// applyFailed says why the plan ConfigMap could not be applied.
+func (r *TrainingDatasetReconciler) applyFailed(ds *datav1alpha1.TrainingDataset, err error) (reconcile.Result, bool, error) {
+	reason := datav1alpha1.ReasonApplyFailed
+	var notOwned *notOwnedError
+	if errors.As(err, &notOwned) {
+		reason = datav1alpha1.ReasonConfigMapNotOwned
 	}
-	r.setCondition(&ds, datav1alpha1.ConditionReady, metav1.ConditionTrue, datav1alpha1.ReasonPlanned,
-		fmt.Sprintf("plan %s: %d samples in %d splits, %d steps of %d per epoch", pl.Fingerprint().Sum, pl.Total(), pl.NumSplits(), pl.Steps(), pl.GlobalBatchSize()))
-	r.setCondition(&ds, datav1alpha1.ConditionDegraded, metav1.ConditionFalse, datav1alpha1.ReasonHealthy, "")
-	r.applied.remember(req.NamespacedName, appliedPlan{uid: ds.UID, generation: ds.Generation,
-		fingerprint: pl.Fingerprint().Sum, operatorCA: ca, identities: identities, data: planData, at: time.Now()})
-	return reconcile.Result{RequeueAfter: r.indexRecheck()}, nil
+	why := cause{reason, err.Error()}
+	r.setReady(ds, why, why)
+	if notOwned != nil {
+		// Not an error to back off from: someone must move the
+		// ConfigMap away (it is not watched: it is not shardfeed's).
+		return reconcile.Result{RequeueAfter: notOwnedRetry}, true, nil
+	}
+	return reconcile.Result{}, true, err
+}
+
+// gatherJobs reads the jobs' progress into status.jobs.
+func (r *TrainingDatasetReconciler) gatherJobs(ctx context.Context, p *planning) (reconcile.Result, bool, error) {
+	return reconcile.Result{}, false, r.aggregateJobs(ctx, p.ds)
+}
+
+// markPlanned marks the dataset Ready with its plan, and remembers the
+// plan as applied: until it no longer stands, or IndexRecheck has passed,
+// the reconciles the jobs' commits wake only gather their progress.
+func (r *TrainingDatasetReconciler) markPlanned(p *planning) {
+	ds, pl := p.ds, p.plan
+	r.setReady(ds, cause{datav1alpha1.ReasonPlanned,
+		fmt.Sprintf("plan %s: %d samples in %d splits, %d steps of %d per epoch", pl.Fingerprint().Sum, pl.Total(), pl.NumSplits(), pl.Steps(), pl.GlobalBatchSize())}, cause{})
+	r.applied.remember(client.ObjectKeyFromObject(ds), appliedPlan{uid: ds.UID, generation: ds.Generation,
+		fingerprint: pl.Fingerprint().Sum, operatorCA: p.ca, identities: p.identities, data: p.data, at: time.Now()})
 }
 
 func (r *TrainingDatasetReconciler) indexRecheck() time.Duration {
@@ -218,38 +292,11 @@ func (r *TrainingDatasetReconciler) appliedStands(ctx context.Context, ds *datav
 	return a, true
 }
 
-// readyWith says whether ds's status says Ready with plan fingerprint.
-func (r *TrainingDatasetReconciler) readyWith(ds *datav1alpha1.TrainingDataset, fingerprint string) bool {
-	ready := meta.FindStatusCondition(ds.Status.Conditions, datav1alpha1.ConditionReady)
-	return ds.Status.PlanFingerprint == fingerprint && ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == ds.Generation
-}
-
 func (r *TrainingDatasetReconciler) retry() time.Duration {
 	if r.UnreachableRetry > 0 {
 		return r.UnreachableRetry
 	}
 	return 5 * time.Second
-}
-
-// setCondition sets a condition with the object's generation and records
-// an event when its status changes.
-func (r *TrainingDatasetReconciler) setCondition(ds *datav1alpha1.TrainingDataset, typ string, status metav1.ConditionStatus, reason, msg string) {
-	old := meta.FindStatusCondition(ds.Status.Conditions, typ)
-	changed := old == nil || old.Status != status || old.Reason != reason
-	meta.SetStatusCondition(&ds.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: ds.Generation,
-	})
-	if !changed || r.Recorder == nil {
-		return
-	}
-	kind := corev1.EventTypeNormal
-	if (typ == datav1alpha1.ConditionDegraded) == (status == metav1.ConditionTrue) {
-		kind = corev1.EventTypeWarning
-	}
-	if msg == "" {
-		msg = reason
-	}
-	r.Recorder.Eventf(ds, nil, kind, reason, "Reconcile", "%s=%s: %s", typ, status, msg)
 }
 
 // SetupWithManager watches TrainingDatasets and the ConfigMaps shardfeed

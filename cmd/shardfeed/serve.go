@@ -32,7 +32,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/handoff"
-	"github.com/shardfeed/shardfeed/sidecar/nodecache"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodeclient"
 )
 
 // feedOptions are the flags `serve` and `sidecar` share.
@@ -186,7 +186,7 @@ audience "shardfeed"; SHARDFEED_GENERATION fences replaced attempts), or to
 	f.StringVar(&o.nodeAgent, "node-agent", env(sidecarconfig.EnvNodeAgent, ""), "the node agent's URL, https://SERVICE.NAMESPACE.svc:PORT (the node cache; set by the webhook): its certificate must chain to the operator's CA (--operator-ca) and carry that name. \"\": none. Any failure of the agent reads the store")
 	f.StringVar(&o.nodeAgentAddr, "node-agent-addr", env(sidecarconfig.EnvNodeAgentAddr, ""), "HOST:PORT dialled for the node agent (its node-local Service's cluster IP), the URL's host if empty")
 	f.StringVar(&o.nodeAgentToken, "node-agent-token", sidecarconfig.NodeAgentTokenPath, "the projected ServiceAccount token (audience shardfeed-agent) shown to the node agent")
-	f.DurationVar(&o.nodeAgentWait, "node-agent-wait", nodecache.DefaultWait, "how long to wait for the node agent's answer to begin before reading the store")
+	f.DurationVar(&o.nodeAgentWait, "node-agent-wait", nodeclient.DefaultWait, "how long to wait for the node agent's answer to begin before reading the store")
 	f.StringSliceVar(&o.allowedEndpoints, "allowed-endpoints", splitList(env(sidecarconfig.EnvAllowedEndpoints, "")), "the platform's store endpoints beside the clouds' own (the manager's --allowed-endpoints, set by the webhook): every request and every address the sidecar connects to is checked")
 	f.BoolVar(&o.allowCloudEndpoints, "allow-cloud-endpoints", env(sidecarconfig.EnvAllowCloudEndpoints, "") == "true", "allow the clouds' own storage and token hosts (the manager's --allow-cloud-endpoints, set by the webhook)")
 	f.DurationVar(&o.phasesPoll, "schedule-poll", 10*time.Second, "how often the sidecar rereads the plan's schedule (it restarts when phases are appended)")
@@ -231,7 +231,7 @@ func (o *feedOptions) run(cmd *cobra.Command, inPod bool) error {
 		}
 		// The node cache only saves reads: a value this sidecar cannot use
 		// (an older webhook's socket path) leaves it out, said once.
-		if agent, err := nodecache.NewClient(nodecache.ClientOptions{URL: o.nodeAgent, Addr: o.nodeAgentAddr, CAFile: caFile, TokenFile: o.nodeAgentToken, Wait: o.nodeAgentWait}); err != nil {
+		if agent, err := nodeclient.New(nodeclient.Options{URL: o.nodeAgent, Addr: o.nodeAgentAddr, CAFile: caFile, TokenFile: o.nodeAgentToken, Wait: o.nodeAgentWait}); err != nil {
 			log.Warn("Not asking the node agent: every shard is read from the store", "reason", err.Error())
 		} else {
 			cfg.NodeAgent = agent

@@ -41,7 +41,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/handoff"
 	"github.com/shardfeed/shardfeed/sidecar/images"
-	"github.com/shardfeed/shardfeed/sidecar/nodecache"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodeclient"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/server"
 	"github.com/shardfeed/shardfeed/sidecar/source"
@@ -73,7 +73,7 @@ type Config struct {
 	Endpoints *store.Endpoints
 	// NodeAgent, when set, is asked for each shard before the store (the
 	// node's cache, #58).
-	NodeAgent *nodecache.Client
+	NodeAgent *nodeclient.Client
 
 	Socket      string
 	MetricsAddr string

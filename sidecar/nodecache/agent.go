@@ -1,3 +1,19 @@
+// Package nodecache is the node cache's agent (#58): the opt-in DaemonSet
+// `shardfeed agent`, which keeps verified shards in a directory of its
+// node and serves them over TLS to the sidecars of its node, fetching from
+// the store those it lacks (and, named in a warm request, those a pod
+// reads next). What the two say to each other is sidecar/nodecache/nodewire;
+// the sidecars' side is sidecar/nodecache/nodeclient.
+//
+// The agent trusts no pod. It fills its cache itself, with the credentials
+// a sidecar hands it for that one request (never stored, never logged),
+// and checks each shard against the index's hash. An entry is addressed by
+// who may read it (the caller's namespace and a keyed hash of its
+// credentials, or its ServiceAccount and role for a workload identity), the
+// store it came from and the shard's hash, so a pod reads only what its own
+// credentials could read, and a pod that lies about a shard's bytes or
+// hash fills nothing another pod reads. The sidecar checks every byte
+// again, and reads the store itself when the agent is gone, slow or wrong.
 package nodecache
 
 import (
@@ -13,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -31,6 +48,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/store/azure"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodewire"
 )
 
 // Caller is who a request comes from, as its token says.
@@ -181,7 +199,7 @@ type Agent struct {
 
 // warmJob is a shard a warm request named that the node lacks.
 type warmJob struct {
-	req   Request
+	req   nodewire.Request
 	shard cache.Shard
 	at    time.Time
 	pod   string
@@ -209,7 +227,7 @@ func NewAgent(opts Options) (*Agent, error) {
 	opts.WantedFor = cmp.Or(opts.WantedFor, 10*time.Minute)
 	opts.WarmFillers = cmp.Or(opts.WarmFillers, 4)
 	opts.WarmQueue = cmp.Or(opts.WarmQueue, 1024)
-	opts.WarmQueuePerPod = cmp.Or(opts.WarmQueuePerPod, MaxWarmShards)
+	opts.WarmQueuePerPod = cmp.Or(opts.WarmQueuePerPod, nodewire.MaxWarmShards)
 	opts.WarmMaxAge = cmp.Or(opts.WarmMaxAge, time.Minute)
 	if opts.Retry.MaxElapsed == 0 {
 		opts.Retry = store.Retry{MaxElapsed: 30 * time.Second, RequestTimeout: 5 * time.Minute}
@@ -317,8 +335,8 @@ func refuse(status int, format string, args ...any) error {
 
 // ServeHTTP answers a shard request or a warm request.
 func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != ShardPath && r.URL.Path != WarmPath {
-		http.Error(w, "not found: the node agent answers POST "+ShardPath+" and "+WarmPath, http.StatusNotFound)
+	if r.URL.Path != nodewire.ShardPath && r.URL.Path != nodewire.WarmPath {
+		http.Error(w, "not found: the node agent answers POST "+nodewire.ShardPath+" and "+nodewire.WarmPath, http.StatusNotFound)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -355,7 +373,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}))
 	serve := a.serve
-	if r.URL.Path == WarmPath {
+	if r.URL.Path == nodewire.WarmPath {
 		serve = a.warm
 	} else {
 		a.count(func(s *Stats) { s.Requests++ })
@@ -380,7 +398,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (a *Agent) authenticate(r *http.Request) (Caller, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
-		return Caller{}, refuse(http.StatusUnauthorized, "no bearer token: present the pod's projected ServiceAccount token of audience %q", Audience)
+		return Caller{}, refuse(http.StatusUnauthorized, "no bearer token: present the pod's projected ServiceAccount token of audience %q", nodewire.Audience)
 	}
 	peer, _, _ := net.SplitHostPort(r.RemoteAddr)
 	caller, err := a.opts.Auth.Authenticate(r.Context(), token, peer)
@@ -396,14 +414,9 @@ func (a *Agent) authenticate(r *http.Request) (Caller, error) {
 	return caller, nil
 }
 
-// checkable is a request the agent checks before it does anything.
-type checkable interface {
-	Check() error
-	source() Source
-}
-
-func (r Request) source() Source     { return r.Source }
-func (w WarmRequest) source() Source { return w.Source }
+// checkable is a request the agent checks before it does anything: a
+// nodewire.Request or nodewire.WarmRequest.
+type checkable interface{ Check() error }
 
 // bodyTimeout bounds the reading of a request's body (256 KiB at most):
 // a pod that trickles one holds its share of slots no longer.
@@ -411,9 +424,10 @@ const bodyTimeout = 5 * time.Second
 
 // admit authenticates the caller (from the headers alone), takes one of
 // its pod's slots, and reads its request (what, for the refusal) into
-// req, checked: refused with why, before any store is opened. release
-// gives the pod's slot back once the request is answered.
-func (a *Agent) admit(w http.ResponseWriter, r *http.Request, what string, req checkable) (Caller, func(), error) {
+// req, checked, src being the store req names (its Source, once read):
+// refused with why, before any store is opened. release gives the pod's
+// slot back once the request is answered.
+func (a *Agent) admit(w http.ResponseWriter, r *http.Request, what string, req checkable, src *nodewire.Source) (Caller, func(), error) {
 	caller, err := a.authenticate(r)
 	if err != nil {
 		return Caller{}, nil, err
@@ -427,28 +441,29 @@ func (a *Agent) admit(w http.ResponseWriter, r *http.Request, what string, req c
 	if done, ok := r.Context().Value(admittedKey{}).(func()); ok {
 		done()
 	}
-	if err := a.read(w, r, what, req); err != nil {
+	if err := a.read(w, r, what, req, src); err != nil {
 		release()
 		return Caller{}, nil, err
 	}
 	return caller, release, nil
 }
 
-// read reads and checks the request's body, within bodyTimeout.
-func (a *Agent) read(w http.ResponseWriter, r *http.Request, what string, req checkable) error {
+// read reads and checks the request's body, within bodyTimeout, and the
+// store it names (src, a field of req) against the endpoint policy.
+func (a *Agent) read(w http.ResponseWriter, r *http.Request, what string, req checkable, src *nodewire.Source) error {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, nodewire.MaxRequestBytes))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(req)
 	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
-		return refuse(http.StatusBadRequest, "the request is not a %s request (JSON of at most %d bytes, sent within %s): %v", what, MaxRequestBytes, bodyTimeout, err)
+		return refuse(http.StatusBadRequest, "the request is not a %s request (JSON of at most %d bytes, sent within %s): %v", what, nodewire.MaxRequestBytes, bodyTimeout, err)
 	}
 	if err := req.Check(); err != nil {
 		return refuse(http.StatusBadRequest, "%v", err)
 	}
-	if err := a.checkEndpoint(req.source()); err != nil {
+	if err := a.checkEndpoint(*src); err != nil {
 		return refuse(http.StatusForbidden, "%v", err)
 	}
 	return nil
@@ -561,8 +576,8 @@ func (a *Agent) copyOut(w http.ResponseWriter, r io.Reader, n int64) (int64, err
 }
 
 func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
-	var req Request
-	caller, release, err := a.admit(w, r, "shard", &req)
+	var req nodewire.Request
+	caller, release, err := a.admit(w, r, "shard", &req, &req.Source)
 	if err != nil {
 		return err
 	}
@@ -587,11 +602,11 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer a.cache.Release(shard)
 	defer func() { _ = file.Close() }()
-	how := CacheFilled
+	how := nodewire.CacheFilled
 	if hit {
-		how = CacheHit
+		how = nodewire.CacheHit
 	}
-	w.Header().Set(HeaderCache, how)
+	w.Header().Set(nodewire.HeaderCache, how)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(req.Size, 10))
 	lead, warmed := a.servedWarm(shard, hit)
@@ -634,8 +649,8 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
 // was verified (the index's hash, or for an unhashed part the sum the
 // agent took when it filled it) is discarded and filled again once. hit
 // says the entry was on the node already.
-func (a *Agent) acquire(ctx context.Context, req Request, shard cache.Shard) (file *os.File, hit bool, err error) {
-	src := req.Source.storeSource(a.opts.Retry, a.endpoints)
+func (a *Agent) acquire(ctx context.Context, req nodewire.Request, shard cache.Shard) (file *os.File, hit bool, err error) {
+	src := storeSource(req.Source, a.opts.Retry, a.endpoints)
 	for attempt := 0; ; attempt++ {
 		f := &fill{open: func(ctx context.Context) (store.Store, error) { return a.opts.Open(ctx, src) }, key: req.Key, size: req.Size,
 			filling: func() { a.filling(shard.Key) }}
@@ -767,9 +782,26 @@ func (a *Agent) filling(key string) {
 	a.sumMu.Unlock()
 }
 
+// storeSource is the store.Source the agent opens for a request's source
+// s: with its credentials alone, never the agent's own.
+func storeSource(s nodewire.Source, retry store.Retry, endpoints *store.Endpoints) store.Source {
+	src := store.Source{URI: s.URI, Endpoint: s.Endpoint, Region: s.Region, Insecure: s.Insecure,
+		Credentials: maps.Clone(s.Credentials), Retry: retry, Endpoints: endpoints}
+	if src.Credentials == nil && s.Identity == nil {
+		src.Credentials = map[string][]byte{} // never the agent's own chain
+	}
+	if id := s.Identity; id != nil {
+		token := id.Token
+		src.Identity = &store.Identity{Audience: id.Audience, RoleARN: id.RoleARN, ServiceAccountEmail: id.ServiceAccountEmail,
+			ClientID: id.ClientID, TenantID: id.TenantID,
+			Token: func(context.Context) (string, error) { return token, nil }}
+	}
+	return src
+}
+
 // fillError says why a request's shard could not be filled, in the terms
 // of the request (not of the agent's cache entry).
-func fillError(req Request, err error) error {
+func fillError(req nodewire.Request, err error) error {
 	var corrupt *cache.CorruptError
 	if errors.As(err, &corrupt) {
 		return fmt.Errorf("%s%s: the store's bytes are not those of %s (%s): the index is out of date, or the request names bytes the store does not have",
@@ -787,7 +819,7 @@ func fillError(req Request, err error) error {
 // source's cloud and account: the agent would send it the job's
 // credentials from the node. Each request and each address it connects
 // to are checked again as the store makes them.
-func (a *Agent) checkEndpoint(s Source) error {
+func (a *Agent) checkEndpoint(s nodewire.Source) error {
 	host, scheme := "", "https"
 	if s.Endpoint != "" {
 		u, err := store.EndpointURL(s.Endpoint, s.Insecure)
@@ -817,7 +849,7 @@ func (a *Agent) checkEndpoint(s Source) error {
 // selects the bytes: the scheme, the bucket or account, the endpoint or
 // the host the source's region and partition give, and the region itself
 // (a bucket's name is unique within a partition only).
-func (a *Agent) entry(c Caller, r Request) (cache.Shard, error) {
+func (a *Agent) entry(c Caller, r nodewire.Request) (cache.Shard, error) {
 	sum, err := checksum.Parse(r.Hash)
 	if err != nil {
 		return cache.Shard{}, err
@@ -863,7 +895,7 @@ func (a *Agent) entry(c Caller, r Request) (cache.Shard, error) {
 // in it the holders of the same Secret's keys (keyed, so an address
 // reveals nothing of them) or the same ServiceAccount taking the same
 // workload identity.
-func (a *Agent) group(c Caller, r Request, u *url.URL, sum checksum.Sum) string {
+func (a *Agent) group(c Caller, r nodewire.Request, u *url.URL, sum checksum.Sum) string {
 	if sum.CollisionResistant() && slices.ContainsFunc(a.shared, func(p sharedPrefix) bool { return p.holds(u, r.Key, r.Source) }) {
 		return "shared"
 	}
@@ -916,7 +948,7 @@ func parseShared(s string) (sharedPrefix, error) {
 // an endpoint of its own, an Azure connection string, is another store),
 // scheme and bucket, and the prefix's whole segments ("s3://public/a/"
 // holds nothing of "s3://public/ab/").
-func (p sharedPrefix) holds(u *url.URL, key string, src Source) bool {
+func (p sharedPrefix) holds(u *url.URL, key string, src nodewire.Source) bool {
 	_, connectionString := src.Credentials[azure.ConnectionStringFile]
 	return !connectionString && normalEndpoint(src.Endpoint, src.Insecure) == p.endpoint &&
 		strings.EqualFold(u.Scheme, p.scheme) && strings.EqualFold(u.Host, p.host) && u.User == nil &&

@@ -32,6 +32,8 @@ import (
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/nodecache"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodeclient"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodewire"
 )
 
 var (
@@ -99,9 +101,9 @@ type agent struct {
 }
 
 // client is a sidecar's client of the agent, presenting token.
-func (a *agent) client(t *testing.T, token string, wait time.Duration) *nodecache.Client {
+func (a *agent) client(t *testing.T, token string, wait time.Duration) *nodeclient.Client {
 	t.Helper()
-	c, err := nodecache.NewClient(nodecache.ClientOptions{URL: "https://" + agentName + ":9466", Addr: a.addr, CAFile: a.caFile, TokenFile: token, Wait: wait})
+	c, err := nodeclient.New(nodeclient.Options{URL: "https://" + agentName + ":9466", Addr: a.addr, CAFile: a.caFile, TokenFile: token, Wait: wait})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +165,7 @@ func newPod(t *testing.T, ns, nodeName string) pod {
 	if err := apiServer.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	return pod{ns: ns, name: p.Name, token: requestToken(t, ns, sa, p, nodecache.Audience)}
+	return pod{ns: ns, name: p.Name, token: requestToken(t, ns, sa, p, nodewire.Audience)}
 }
 
 // requestToken asks for a token as the kubelet does for a projected
@@ -188,7 +190,7 @@ func requestToken(t *testing.T, ns, sa string, p *corev1.Pod, audience string) s
 // sidecar is a pod's shard cache, asking the agent first.
 type sidecar struct {
 	cache  *cache.Cache
-	client *nodecache.Client
+	client *nodeclient.Client
 	misses []error
 	mu     sync.Mutex
 }
@@ -360,13 +362,18 @@ func writeKeys(t *testing.T, dir, secret string) {
 	}
 }
 
-func request(t *testing.T, d *dataset, s cache.Shard, credentialsDir string) nodecache.Request {
+func request(t *testing.T, d *dataset, s cache.Shard, credentialsDir string) nodewire.Request {
 	t.Helper()
-	src, err := nodecache.SourceOf(context.Background(), d.source(credentialsDir))
+	src, err := nodeclient.SourceOf(context.Background(), d.source(credentialsDir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return nodecache.Request{Source: src, Part: nodecache.Part{Key: s.Key, Size: s.Size, Hash: s.Hash}}
+	return nodewire.Request{Source: src, Part: partOf(s)}
+}
+
+// partOf is a whole shard of a dataset as a request names it.
+func partOf(s cache.Shard) nodewire.Part {
+	return nodewire.Part{Key: s.Key, Size: s.Size, Hash: s.Hash}
 }
 
 // A pod that names a shard with another hash (bytes it forged) fills
@@ -498,7 +505,7 @@ func TestIntegrationASidecarReadsTheStoreWhenTheAgentFails(t *testing.T) {
 		{"no agent", &agent{addr: goneAddr, caFile: ca.caFile}, "dial tcp"},
 		{"an agent that never answers", serve(agentTLS, func(http.ResponseWriter, *http.Request) { <-hang }), "did not answer in time"},
 		{"an agent that stops mid-answer", serve(agentTLS, func(w http.ResponseWriter, r *http.Request) {
-			var req nodecache.Request
+			var req nodewire.Request
 			_ = json.NewDecoder(r.Body).Decode(&req)
 			w.Header().Set("Content-Length", fmt.Sprint(req.Size))
 			_, _ = w.Write(make([]byte, req.Size/2))
@@ -506,7 +513,7 @@ func TestIntegrationASidecarReadsTheStoreWhenTheAgentFails(t *testing.T) {
 			<-hang
 		}), "did not answer in time"},
 		{"an agent that lies", serve(agentTLS, func(w http.ResponseWriter, r *http.Request) {
-			var req nodecache.Request
+			var req nodewire.Request
 			_ = json.NewDecoder(r.Body).Decode(&req)
 			w.Header().Set("Content-Length", fmt.Sprint(req.Size))
 			_, _ = w.Write(bytes.Repeat([]byte{1}, int(req.Size)))
@@ -547,14 +554,14 @@ func TestIntegrationTheAgentKnowsWhoAsks(t *testing.T) {
 	creds := minioServer.CredentialsDir(t)
 	good := newPod(t, ns, node)
 	elsewhere := newPod(t, ns, "node-b")
-	unbound := requestToken(t, ns, "trainer", nil, nodecache.Audience)
+	unbound := requestToken(t, ns, "trainer", nil, nodewire.Audience)
 	operatorToken := requestToken(t, ns, "trainer", nil, "shardfeed")
 	empty := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ok := request(t, d, d.shards[0], creds)
-	at := func(endpoint string) nodecache.Request {
+	at := func(endpoint string) nodewire.Request {
 		r := ok
 		r.Source.Endpoint = endpoint
 		return r
@@ -567,7 +574,7 @@ func TestIntegrationTheAgentKnowsWhoAsks(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		token string
-		req   nodecache.Request
+		req   nodewire.Request
 		want  string // "": served
 	}{
 		{"the pod's own token", good.token, ok, ""},
@@ -662,8 +669,8 @@ func TestIntegrationARowGroupAndItsFooterComeFromTheNode(t *testing.T) {
 	}
 	// Another version of the object is another footer.
 	parts[0].Hash, parts[1].Version = "xxh64:0000000000000001", "xxh64:0000000000000001"
-	body, err := a.client(t, newPod(t, ns, node).token, 0).Get(context.Background(), nodecache.Request{
-		Source: request(t, d, d.shards[0], creds).Source, Part: nodecache.Part{Key: parts[1].Key, Range: true, Offset: parts[1].Offset, Size: parts[1].Size, Version: parts[1].Version}})
+	body, err := a.client(t, newPod(t, ns, node).token, 0).Get(context.Background(), nodewire.Request{
+		Source: request(t, d, d.shards[0], creds).Source, Part: nodewire.Part{Key: parts[1].Key, Range: true, Offset: parts[1].Offset, Size: parts[1].Size, Version: parts[1].Version}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/shardfeed/shardfeed/internal/budget"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodewire"
 )
 
 // The keys of a pod-bound ServiceAccount token's extra information in a
@@ -31,9 +32,9 @@ const (
 
 // TokenReviewer authenticates pods' tokens with the API server's
 // TokenReview (the agent's one RBAC rule for it: create tokenreviews).
-// Only a token bound to a pod and meant for the agent (audience Audience)
-// is accepted. An answer is remembered for TTL, so a pod's stream of
-// requests costs one review a minute, not one per shard.
+// Only a token bound to a pod and meant for the agent (audience
+// nodewire.Audience) is accepted. An answer is remembered for TTL, so a
+// pod's stream of requests costs one review a minute, not one per shard.
 type TokenReviewer struct {
 	config *rest.Config
 	client *http.Client
@@ -132,7 +133,7 @@ func (t *TokenReviewer) remember(id [32]byte, caller Caller, err error) {
 func (t *TokenReviewer) review(ctx context.Context, token string) (Caller, error) {
 	body, err := json.Marshal(authnv1.TokenReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "authentication.k8s.io/v1", Kind: "TokenReview"},
-		Spec:     authnv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}},
+		Spec:     authnv1.TokenReviewSpec{Token: token, Audiences: []string{nodewire.Audience}},
 	})
 	if err != nil {
 		return Caller{}, err
@@ -175,8 +176,8 @@ func callerOf(st authnv1.TokenReviewStatus) (Caller, error) {
 		}
 		return Caller{}, errors.New(msg)
 	}
-	if !slices.Contains(st.Audiences, Audience) {
-		return Caller{}, fmt.Errorf("the token is not for audience %q", Audience)
+	if !slices.Contains(st.Audiences, nodewire.Audience) {
+		return Caller{}, fmt.Errorf("the token is not for audience %q", nodewire.Audience)
 	}
 	parts := strings.Split(st.User.Username, ":")
 	if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" || parts[2] == "" || parts[3] == "" {

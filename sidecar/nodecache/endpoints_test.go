@@ -13,6 +13,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/store/azure"
 	"github.com/shardfeed/shardfeed/internal/store/s3"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodewire"
 )
 
 // The third security review's finding 2 on the node agent: a connection
@@ -36,22 +37,22 @@ func TestTheAgentReachesNoMetadataServiceAndNoUnlistedEndpoint(t *testing.T) {
 		name   string
 		listed []string
 		clouds bool
-		src    Source
+		src    nodewire.Source
 		says   string
 	}{
 		{"a connection string's BlobEndpoint on no list", nil, true,
-			Source{URI: "az://acct/latest/", Insecure: true, Credentials: map[string][]byte{azure.ConnectionStringFile: []byte("BlobEndpoint=" + metadata.URL + "/;SharedAccessSignature=sv=2022-11-02&sig=x")}},
+			nodewire.Source{URI: "az://acct/latest/", Insecure: true, Credentials: map[string][]byte{azure.ConnectionStringFile: []byte("BlobEndpoint=" + metadata.URL + "/;SharedAccessSignature=sv=2022-11-02&sig=x")}},
 			"the blob endpoint of AZURE_STORAGE_CONNECTION_STRING"},
 		{"a connection string's endpoint of another account", nil, true,
-			Source{URI: "az://acct/latest/", Credentials: map[string][]byte{azure.ConnectionStringFile: []byte("DefaultEndpointsProtocol=https;AccountName=other;AccountKey=a2V5")}},
+			nodewire.Source{URI: "az://acct/latest/", Credentials: map[string][]byte{azure.ConnectionStringFile: []byte("DefaultEndpointsProtocol=https;AccountName=other;AccountKey=a2V5")}},
 			`names the account "other"`},
-		{"* and the metadata address, IPv4-mapped", []string{"*"}, false, Source{URI: "s3://b/", Endpoint: "[::ffff:169.254.169.254]", Insecure: true, Credentials: keys}, "link-local or metadata address"},
-		{"* and the metadata service by name", []string{"*"}, false, Source{URI: "s3://b/", Endpoint: "metadata.google.internal", Insecure: true, Credentials: keys}, "metadata service"},
-		{"* and AWS's IPv6 metadata address", []string{"*"}, false, Source{URI: "s3://b/", Endpoint: "[fd00:ec2::254]", Insecure: true, Credentials: keys}, "link-local or metadata address"},
-		{"* and a name on loopback", []string{"*"}, false, Source{URI: "s3://data/", Endpoint: "localhost:" + port, Insecure: true, Credentials: keys}, "a loopback address"},
-		{"an S3 website under the clouds' domain", nil, true, Source{URI: "s3://b/", Endpoint: "https://latest.s3-website-us-east-1.amazonaws.com", Credentials: keys}, "is not one the platform team allows"},
+		{"* and the metadata address, IPv4-mapped", []string{"*"}, false, nodewire.Source{URI: "s3://b/", Endpoint: "[::ffff:169.254.169.254]", Insecure: true, Credentials: keys}, "link-local or metadata address"},
+		{"* and the metadata service by name", []string{"*"}, false, nodewire.Source{URI: "s3://b/", Endpoint: "metadata.google.internal", Insecure: true, Credentials: keys}, "metadata service"},
+		{"* and AWS's IPv6 metadata address", []string{"*"}, false, nodewire.Source{URI: "s3://b/", Endpoint: "[fd00:ec2::254]", Insecure: true, Credentials: keys}, "link-local or metadata address"},
+		{"* and a name on loopback", []string{"*"}, false, nodewire.Source{URI: "s3://data/", Endpoint: "localhost:" + port, Insecure: true, Credentials: keys}, "a loopback address"},
+		{"an S3 website under the clouds' domain", nil, true, nodewire.Source{URI: "s3://b/", Endpoint: "https://latest.s3-website-us-east-1.amazonaws.com", Credentials: keys}, "is not one the platform team allows"},
 		{"an Azure SAS token to an API Gateway", nil, true,
-			Source{URI: "az://acct/c/", Endpoint: "https://abc123defg.execute-api.us-east-1.amazonaws.com", Credentials: map[string][]byte{azure.SASFile: []byte("sv=2022&sig=x")}},
+			nodewire.Source{URI: "az://acct/c/", Endpoint: "https://abc123defg.execute-api.us-east-1.amazonaws.com", Credentials: map[string][]byte{azure.SASFile: []byte("sv=2022&sig=x")}},
 			"is not one the platform team allows"},
 	}
 	for _, tt := range tests {
@@ -62,8 +63,8 @@ func TestTheAgentReachesNoMetadataServiceAndNoUnlistedEndpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, _ := json.Marshal(Request{Source: tt.src, Part: Part{Key: "meta-data/iam/security-credentials/node-role", Size: 1, Hash: sum.String()}})
-			r := httptest.NewRequest(http.MethodPost, ShardPath, strings.NewReader(string(body)))
+			body, _ := json.Marshal(nodewire.Request{Source: tt.src, Part: nodewire.Part{Key: "meta-data/iam/security-credentials/node-role", Size: 1, Hash: sum.String()}})
+			r := httptest.NewRequest(http.MethodPost, nodewire.ShardPath, strings.NewReader(string(body)))
 			r.Header.Set("Authorization", "Bearer token")
 			w := httptest.NewRecorder()
 			a.ServeHTTP(w, r)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodewire"
 )
 
 type anyPod struct{}
@@ -53,7 +54,7 @@ func FuzzAgentRequest(f *testing.F) {
 	}
 	a, opened := storelessAgent(f)
 	f.Fuzz(func(t *testing.T, body string) {
-		req := httptest.NewRequest(http.MethodPost, ShardPath, strings.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, nodewire.ShardPath, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer token")
 		w := httptest.NewRecorder()
 		before := opened.Load()
@@ -88,7 +89,7 @@ func FuzzAgentWarmRequest(f *testing.F) {
 	}
 	a, opened := storelessAgent(f)
 	f.Fuzz(func(t *testing.T, body string) {
-		req := httptest.NewRequest(http.MethodPost, WarmPath, strings.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, nodewire.WarmPath, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer token")
 		w := httptest.NewRecorder()
 		a.ServeHTTP(w, req)
@@ -97,8 +98,8 @@ func FuzzAgentWarmRequest(f *testing.F) {
 		}
 		switch w.Code {
 		case http.StatusAccepted:
-			var wr WarmRequest
-			var ans WarmAnswer
+			var wr nodewire.WarmRequest
+			var ans nodewire.WarmAnswer
 			if json.NewDecoder(strings.NewReader(body)).Decode(&wr) != nil || wr.Check() != nil || json.Unmarshal(w.Body.Bytes(), &ans) != nil ||
 				ans.Present+ans.Queued+ans.Dropped != len(wr.Shards) {
 				t.Fatalf("took %q, answered %q", body, w.Body.String())

@@ -24,6 +24,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/trust"
 	"github.com/shardfeed/shardfeed/sidecar/nodecache"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodewire"
 )
 
 // rawClient is a client of the agent that does what it likes with the
@@ -44,7 +45,7 @@ func rawClient(a *agent, from string) *http.Client {
 
 // post sends a shard request to the agent with the token in the file
 // token (or the token itself when it is no file).
-func post(ctx context.Context, t *testing.T, c *http.Client, token string, body nodecache.Request) (*http.Response, error) {
+func post(ctx context.Context, t *testing.T, c *http.Client, token string, body nodewire.Request) (*http.Response, error) {
 	t.Helper()
 	if b, err := os.ReadFile(token); err == nil {
 		token = string(b)
@@ -53,7 +54,7 @@ func post(ctx context.Context, t *testing.T, c *http.Client, token string, body 
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+agentName+nodecache.ShardPath, bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+agentName+nodewire.ShardPath, bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +153,13 @@ func TestIntegrationWarmRequestsOfOnePodAreBounded(t *testing.T) {
 	src := request(t, d, d.shards[0], creds).Source
 	hostile := a.client(t, newPod(t, apiServer.Namespace(t), node).token, 0)
 	for i := range 20 {
-		shards := make([]nodecache.Part, nodecache.MaxWarmShards)
+		shards := make([]nodewire.Part, nodewire.MaxWarmShards)
 		for j := range shards {
 			b := make([]byte, 32)
 			_, _ = rand.Read(b)
-			shards[j] = nodecache.Part{Key: fmt.Sprintf("garbage-%d-%d", i, j), Size: 1 << 30, Hash: "sha256:" + hex.EncodeToString(b)}
+			shards[j] = nodewire.Part{Key: fmt.Sprintf("garbage-%d-%d", i, j), Size: 1 << 30, Hash: "sha256:" + hex.EncodeToString(b)}
 		}
-		if _, err := hostile.Warm(context.Background(), nodecache.WarmRequest{Source: src, Shards: shards}); err != nil {
+		if _, err := hostile.Warm(context.Background(), nodewire.WarmRequest{Source: src, Shards: shards}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,7 +167,7 @@ func TestIntegrationWarmRequestsOfOnePodAreBounded(t *testing.T) {
 		t.Fatalf("one pod's warm requests keep %d entries wanted; want at most its share, 300", w)
 	}
 	good := a.client(t, newPod(t, apiServer.Namespace(t), node).token, 0)
-	ans, err := good.Warm(context.Background(), nodecache.WarmRequest{Source: src, Shards: []nodecache.Part{nodecache.PartOf(d.shards[0])}})
+	ans, err := good.Warm(context.Background(), nodewire.WarmRequest{Source: src, Shards: []nodewire.Part{partOf(d.shards[0])}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +255,7 @@ func TestIntegrationAPodThatTricklesItsBodiesHoldsOnlyItsShare(t *testing.T) {
 		}
 		conns = append(conns, conn)
 		_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 300000\r\n\r\n{",
-			nodecache.ShardPath, agentName, strings.TrimSpace(string(token)))
+			nodewire.ShardPath, agentName, strings.TrimSpace(string(token)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,21 +332,21 @@ func TestIntegrationOnePodsSlowWarmFillsLeaveOthersTheirs(t *testing.T) {
 	hostile := a.client(t, newPod(t, apiServer.Namespace(t), node).token, 0)
 	dropped := 0
 	for i := range 5 {
-		shards := make([]nodecache.Part, nodecache.MaxWarmShards)
+		shards := make([]nodewire.Part, nodewire.MaxWarmShards)
 		for j := range shards {
-			shards[j] = nodecache.Part{Key: fmt.Sprintf("big-%d-%d", i, j), Size: 1 << 20, Hash: "xxh64:00000000000000" + fmt.Sprintf("%02x", j%256)}
+			shards[j] = nodewire.Part{Key: fmt.Sprintf("big-%d-%d", i, j), Size: 1 << 20, Hash: "xxh64:00000000000000" + fmt.Sprintf("%02x", j%256)}
 		}
-		ans, err := hostile.Warm(context.Background(), nodecache.WarmRequest{Source: slowSrc, Shards: shards})
+		ans, err := hostile.Warm(context.Background(), nodewire.WarmRequest{Source: slowSrc, Shards: shards})
 		if err != nil {
 			t.Fatal(err)
 		}
 		dropped += ans.Dropped
 	}
-	if dropped < 4*nodecache.MaxWarmShards {
+	if dropped < 4*nodewire.MaxWarmShards {
 		t.Errorf("one pod's 5 warm requests of 256 shards: %d dropped; want most beyond its share of 16", dropped)
 	}
 	good := a.client(t, newPod(t, apiServer.Namespace(t), node).token, 0)
-	ans, err := good.Warm(context.Background(), nodecache.WarmRequest{Source: src, Shards: []nodecache.Part{nodecache.PartOf(d.shards[0])}})
+	ans, err := good.Warm(context.Background(), nodewire.WarmRequest{Source: src, Shards: []nodewire.Part{partOf(d.shards[0])}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodewire"
 )
 
 // Warm requests, shard requests and the evictions they cause, at once on
@@ -32,7 +33,7 @@ func TestWarmRequestsAndEvictionsAtOnceNeverDeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	const shards, size = 24, 4096
-	var reqs []Request
+	var reqs []nodewire.Request
 	for i := range shards {
 		b := bytes.Repeat([]byte{byte(i)}, size)
 		key := fmt.Sprintf("s%02d", i)
@@ -40,8 +41,8 @@ func TestWarmRequestsAndEvictionsAtOnceNeverDeadlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		sum, _ := checksum.Of("xxh64", b)
-		reqs = append(reqs, Request{Source: Source{URI: "s3://b/", Endpoint: "minio:9000", Credentials: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("k")}},
-			Part: Part{Key: key, Size: size, Hash: sum.String()}})
+		reqs = append(reqs, nodewire.Request{Source: nodewire.Source{URI: "s3://b/", Endpoint: "minio:9000", Credentials: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("k")}},
+			Part: nodewire.Part{Key: key, Size: size, Hash: sum.String()}})
 	}
 	a, err := NewAgent(Options{Dir: t.TempDir(), Auth: anyPod{}, Node: "n", AllowedEndpoints: []string{"minio:9000"}, LimitBytes: 4 * size,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Open: func(context.Context, store.Source) (store.Store, error) { return st, nil }})
@@ -66,13 +67,13 @@ func TestWarmRequestsAndEvictionsAtOnceNeverDeadlock(t *testing.T) {
 			for i := range 60 {
 				k := (g*7 + i) % shards
 				if i%2 == 0 {
-					w := WarmRequest{Source: reqs[k].Source}
+					w := nodewire.WarmRequest{Source: reqs[k].Source}
 					for _, r := range reqs[k:min(k+6, shards)] {
 						w.Shards = append(w.Shards, r.Part)
 					}
-					post(WarmPath, w)
+					post(nodewire.WarmPath, w)
 				} else {
-					post(ShardPath, reqs[k])
+					post(nodewire.ShardPath, reqs[k])
 				}
 				_ = a.Stats()
 			}

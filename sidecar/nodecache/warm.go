@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/sidecar/cache"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodewire"
 )
 
 // Pre-warm. A pod's sidecar names the shards it reads next (its plan's
@@ -21,8 +22,8 @@ import (
 // warm takes a warm request: it marks its shards wanted and queues the
 // fills of those the node lacks, answering at once.
 func (a *Agent) warm(w http.ResponseWriter, r *http.Request) error {
-	var req WarmRequest
-	caller, release, err := a.admit(w, r, "warm", &req)
+	var req nodewire.WarmRequest
+	caller, release, err := a.admit(w, r, "warm", &req, &req.Source)
 	if err != nil {
 		return err
 	}
@@ -40,7 +41,7 @@ func (a *Agent) warm(w http.ResponseWriter, r *http.Request) error {
 	for i, sh := range shards {
 		present[i] = a.cache.Present(sh)
 	}
-	var ans WarmAnswer
+	var ans nodewire.WarmAnswer
 	now := time.Now()
 	pod := caller.Namespace + "/" + caller.Pod
 	a.wantMu.Lock()

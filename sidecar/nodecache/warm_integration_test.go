@@ -11,14 +11,15 @@ import (
 
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/nodecache"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodewire"
 )
 
 // warmOf is a warm request for shards of d with the keys in credentialsDir.
-func warmOf(t *testing.T, d *dataset, credentialsDir string, shards ...cache.Shard) nodecache.WarmRequest {
+func warmOf(t *testing.T, d *dataset, credentialsDir string, shards ...cache.Shard) nodewire.WarmRequest {
 	t.Helper()
-	w := nodecache.WarmRequest{Source: request(t, d, d.shards[0], credentialsDir).Source}
+	w := nodewire.WarmRequest{Source: request(t, d, d.shards[0], credentialsDir).Source}
 	for _, s := range shards {
-		w.Shards = append(w.Shards, nodecache.Part{Key: s.Key, Size: s.Size, Hash: s.Hash})
+		w.Shards = append(w.Shards, partOf(s))
 	}
 	return w
 }
@@ -146,30 +147,30 @@ func TestIntegrationTheAgentRefusesAWarmRequestItCannotServeSafely(t *testing.T)
 	good := newPod(t, ns, node)
 	elsewhere := newPod(t, ns, "node-b")
 	ok := warmOf(t, d, creds, d.shards[0])
-	edit := func(f func(*nodecache.WarmRequest)) nodecache.WarmRequest {
+	edit := func(f func(*nodewire.WarmRequest)) nodewire.WarmRequest {
 		w := warmOf(t, d, creds, d.shards[0])
 		f(&w)
 		return w
 	}
 	var many []cache.Shard
-	for i := range nodecache.MaxWarmShards + 1 {
+	for i := range nodewire.MaxWarmShards + 1 {
 		many = append(many, cache.Shard{Key: fmt.Sprintf("s%d", i), Size: 1, Hash: d.shards[0].Hash})
 	}
 	for _, tt := range []struct {
 		name  string
 		token string
-		req   nodecache.WarmRequest
+		req   nodewire.WarmRequest
 		want  string // "": taken
 	}{
 		{"the pod's own token", good.token, ok, ""},
 		{"a pod of another node", elsewhere.token, ok, `runs on node "node-b"`},
-		{"no shard", good.token, edit(func(w *nodecache.WarmRequest) { w.Shards = nil }), "names 0 shards"},
-		{"too many shards", good.token, warmOf(t, d, creds, many...), fmt.Sprintf("names %d shards", nodecache.MaxWarmShards+1)},
-		{"a file", good.token, edit(func(w *nodecache.WarmRequest) { w.Source.URI = "file:///etc/" }), "not files"},
-		{"no credentials", good.token, edit(func(w *nodecache.WarmRequest) { w.Source.Credentials = nil }), "never its own"},
-		{"a node's metadata service", good.token, edit(func(w *nodecache.WarmRequest) { w.Source.Endpoint = "http://169.254.169.254" }), "link-local"},
-		{"a key outside the source", good.token, edit(func(w *nodecache.WarmRequest) { w.Shards[0].Key = "../other/x" }), "not a plain relative path"},
-		{"an unhashed shard", good.token, edit(func(w *nodecache.WarmRequest) { w.Shards[0].Hash = "" }), "no hash and no version"},
+		{"no shard", good.token, edit(func(w *nodewire.WarmRequest) { w.Shards = nil }), "names 0 shards"},
+		{"too many shards", good.token, warmOf(t, d, creds, many...), fmt.Sprintf("names %d shards", nodewire.MaxWarmShards+1)},
+		{"a file", good.token, edit(func(w *nodewire.WarmRequest) { w.Source.URI = "file:///etc/" }), "not files"},
+		{"no credentials", good.token, edit(func(w *nodewire.WarmRequest) { w.Source.Credentials = nil }), "never its own"},
+		{"a node's metadata service", good.token, edit(func(w *nodewire.WarmRequest) { w.Source.Endpoint = "http://169.254.169.254" }), "link-local"},
+		{"a key outside the source", good.token, edit(func(w *nodewire.WarmRequest) { w.Shards[0].Key = "../other/x" }), "not a plain relative path"},
+		{"an unhashed shard", good.token, edit(func(w *nodewire.WarmRequest) { w.Shards[0].Hash = "" }), "no hash and no version"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := a.Stats()

@@ -19,7 +19,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
-	"github.com/shardfeed/shardfeed/sidecar/nodecache"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodewire"
 )
 
 // hostileNamespace is the node cache story's hostile tenant: one of the
@@ -100,7 +100,7 @@ func (c *Cluster) hostileTenant(ctx context.Context, e *Env, agentCache string) 
 		// Any pod may ask for a token of the agent's audience.
 		Volumes: []corev1.Volume{{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-				Audience: nodecache.Audience, ExpirationSeconds: ptr.To(int64(600)), Path: "token"}}}}}}},
+				Audience: nodewire.Audience, ExpirationSeconds: ptr.To(int64(600)), Path: "token"}}}}}}},
 		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 	}}
@@ -130,15 +130,15 @@ func (c *Cluster) hostileTenant(ctx context.Context, e *Env, agentCache string) 
 
 // victimRequests are a request for each of e's token shards (MDS files),
 // with the hash the victim's index names and keys that read nothing.
-func victimRequests(e *Env) ([]nodecache.Request, error) {
+func victimRequests(e *Env) ([]nodewire.Request, error) {
 	dir := filepath.Join(e.dir, "data", "tokens")
 	files, err := filepath.Glob(filepath.Join(dir, "*.mds"))
 	if err != nil || len(files) == 0 {
 		return nil, fmt.Errorf("no MDS shards in %s (%d): %w", dir, len(files), err)
 	}
-	src := nodecache.Source{URI: "s3://" + e.Bucket + "/tokens/", Endpoint: e.MinIO.URL(), Insecure: true,
+	src := nodewire.Source{URI: "s3://" + e.Bucket + "/tokens/", Endpoint: e.MinIO.URL(), Insecure: true,
 		Credentials: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("hostile"), "AWS_SECRET_ACCESS_KEY": []byte("not-the-victims-key")}}
-	var out []nodecache.Request
+	var out []nodewire.Request
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -148,7 +148,7 @@ func victimRequests(e *Env) ([]nodecache.Request, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, nodecache.Request{Source: src, Part: nodecache.Part{Key: filepath.Base(f), Size: int64(len(b)), Hash: sum.String()}})
+		out = append(out, nodewire.Request{Source: src, Part: nodewire.Part{Key: filepath.Base(f), Size: int64(len(b)), Hash: sum.String()}})
 	}
 	return out, nil
 }

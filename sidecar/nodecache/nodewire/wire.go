@@ -1,32 +1,20 @@
-// Package nodecache is the node cache (#58): an agent on each node (the
-// opt-in DaemonSet `shardfeed agent`) that keeps verified shards in a
-// directory of the node and serves them to the sidecars of its node over a
-// Unix socket, and the sidecar's client of it.
-//
-// The agent trusts no pod. It fills its cache itself, with the credentials
-// a sidecar hands it for that one request (never stored, never logged),
-// and checks each shard against the index's hash. An entry is addressed by
-// who may read it (the caller's namespace and a keyed hash of its
-// credentials, or its ServiceAccount and role for a workload identity), the
-// store it came from and the shard's hash, so a pod reads only what its own
-// credentials could read, and a pod that lies about a shard's bytes or
-// hash fills nothing another pod reads. The sidecar checks every byte
-// again, and reads the store itself when the agent is gone, slow or wrong.
-package nodecache
+// Package nodewire is what a sidecar and its node's agent say to each
+// other (the node cache, #58): the agent's paths and headers, the JSON of
+// a shard request and of a warm request, and the checks the agent makes
+// of each before it does anything. The agent (sidecar/nodecache) and the
+// sidecar's client of it (sidecar/nodecache/nodeclient) both import it;
+// it imports neither.
+package nodewire
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/url"
 	"path"
 	"strings"
 
 	"github.com/shardfeed/shardfeed/internal/checksum"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
-	"github.com/shardfeed/shardfeed/internal/store"
-	"github.com/shardfeed/shardfeed/sidecar/cache"
 )
 
 // The agent's API: one POST of a Request to ShardPath, with the pod's
@@ -45,12 +33,10 @@ const (
 	// MaxRequestBytes caps a request's body: a source, its credentials
 	// (a service account's JSON key is a few KiB) and a key.
 	MaxRequestBytes = 256 << 10
-	// SocketName is the agent's socket in the directory the webhook mounts.
-	SocketName = "agent.sock"
 	// WarmPath takes a WarmRequest, with the same token: the shards a pod
 	// reads next. It is answered at once (202, a WarmAnswer); the agent
 	// fetches the absent ones in the background and keeps them all before
-	// plain recency for WantedFor.
+	// plain recency for a while (the agent's Options.WantedFor).
 	WarmPath = "/v1/warm"
 	// MaxWarmShards bounds the shards of one WarmRequest.
 	MaxWarmShards = 256
@@ -115,11 +101,6 @@ type Part struct {
 	// a hash of the object's that changes with it: the entry is keyed by
 	// it, and kept as the store gave it.
 	Version string `json:"version,omitempty"`
-}
-
-// PartOf is the part of a shard as the sidecar's cache names it.
-func PartOf(s cache.Shard) Part {
-	return Part{Key: s.Key, Range: s.Range, Offset: s.Offset, Size: s.Size, Hash: s.Hash, Version: s.Version}
 }
 
 // Source is the store a shard is read from and the credentials to read it
@@ -188,20 +169,4 @@ func (r Request) Check() error {
 		return fmt.Errorf("source %s: the workload identity's token is empty", r.Source.URI)
 	}
 	return nil
-}
-
-// storeSource is the store.Source the agent opens for the request.
-func (s Source) storeSource(retry store.Retry, endpoints *store.Endpoints) store.Source {
-	src := store.Source{URI: s.URI, Endpoint: s.Endpoint, Region: s.Region, Insecure: s.Insecure,
-		Credentials: maps.Clone(s.Credentials), Retry: retry, Endpoints: endpoints}
-	if src.Credentials == nil && s.Identity == nil {
-		src.Credentials = map[string][]byte{} // never the agent's own chain
-	}
-	if id := s.Identity; id != nil {
-		token := id.Token
-		src.Identity = &store.Identity{Audience: id.Audience, RoleARN: id.RoleARN, ServiceAccountEmail: id.ServiceAccountEmail,
-			ClientID: id.ClientID, TenantID: id.TenantID,
-			Token: func(context.Context) (string, error) { return token, nil }}
-	}
-	return src
 }

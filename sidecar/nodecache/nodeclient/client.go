@@ -1,4 +1,11 @@
-package nodecache
+// Package nodeclient is a sidecar's client of its node's agent (the node
+// cache, #58, served by sidecar/nodecache): it asks the agent for a shard,
+// or names the shards its pod reads next, with the pod's token and the
+// stream's credentials of the moment. The agent must prove who it is
+// first; any failure of it is an error the sidecar answers by reading the
+// store itself, and every byte the agent serves is checked again by the
+// sidecar's cache.
+package nodeclient
 
 import (
 	"context"
@@ -21,6 +28,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/trust"
 	"github.com/shardfeed/shardfeed/sidecar/cache"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodewire"
 )
 
 // Defaults of a Client's bounds.
@@ -54,8 +62,8 @@ type Client struct {
 	hits, fills, fallbacks, bytes atomic.Int64
 }
 
-// ClientStats are a client's counters.
-type ClientStats struct {
+// Stats are a client's counters.
+type Stats struct {
 	// Hits and Fills are shards the agent served from its cache and
 	// fetched for this request; Fallbacks those read from the store
 	// because the agent could not serve them.
@@ -64,8 +72,8 @@ type ClientStats struct {
 	Bytes int64
 }
 
-// ClientOptions say where the agent is and how it is trusted.
-type ClientOptions struct {
+// Options say where the agent is and how it is trusted.
+type Options struct {
 	// URL is https://<Service>.<namespace>.svc:<port>: its host is the
 	// name the agent's certificate must carry.
 	URL string
@@ -74,7 +82,7 @@ type ClientOptions struct {
 	Addr string
 	// CAFile is the operator's CA bundle, read at each handshake.
 	CAFile string
-	// TokenFile is the pod's projected token (audience Audience), read at
+	// TokenFile is the pod's projected token (audience nodewire.Audience), read at
 	// each request since the kubelet rotates it.
 	TokenFile string
 	// Wait and Idle bound the answer's start and its pauses (0: the
@@ -85,8 +93,8 @@ type ClientOptions struct {
 // backoff is how long a client leaves an agent it could not reach alone.
 const backoff = 30 * time.Second
 
-// NewClient checks the options and returns the client.
-func NewClient(o ClientOptions) (*Client, error) {
+// New checks the options and returns the client.
+func New(o Options) (*Client, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.User != nil {
 		return nil, fmt.Errorf("node agent URL %q: want https://HOST:PORT (the agent's Service): the agent is reached over TLS only", o.URL)
@@ -154,8 +162,8 @@ func (c *Client) away() {
 }
 
 // Stats returns the counters.
-func (c *Client) Stats() ClientStats {
-	return ClientStats{Hits: c.hits.Load(), Fills: c.fills.Load(), Fallbacks: c.fallbacks.Load(), Bytes: c.bytes.Load()}
+func (c *Client) Stats() Stats {
+	return Stats{Hits: c.hits.Load(), Fills: c.fills.Load(), Fallbacks: c.fallbacks.Load(), Bytes: c.bytes.Load()}
 }
 
 // Fallback counts a shard the caller read from the store after the agent
@@ -166,7 +174,7 @@ var errSlow = errors.New("the node agent did not answer in time")
 
 // Get asks the agent for a shard. The body must be closed; its bytes are
 // the agent's word, for the caller to check against the index.
-func (c *Client) Get(ctx context.Context, r Request) (io.ReadCloser, error) {
+func (c *Client) Get(ctx context.Context, r nodewire.Request) (io.ReadCloser, error) {
 	token, err := readBounded(c.tokenFile, 64<<10)
 	if err != nil {
 		return nil, fmt.Errorf("node agent: the pod's token: %w", err)
@@ -177,7 +185,7 @@ func (c *Client) Get(ctx context.Context, r Request) (io.ReadCloser, error) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	slow := time.AfterFunc(c.wait, func() { cancel(errSlow) })
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+ShardPath, strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+nodewire.ShardPath, strings.NewReader(string(body)))
 	if err != nil {
 		cancel(nil)
 		return nil, err
@@ -205,7 +213,7 @@ func (c *Client) Get(ctx context.Context, r Request) (io.ReadCloser, error) {
 		cancel(nil)
 		return nil, fmt.Errorf("node agent: %d bytes offered for a shard of %d", resp.ContentLength, r.Size)
 	}
-	if resp.Header.Get(HeaderCache) == CacheHit {
+	if resp.Header.Get(nodewire.HeaderCache) == nodewire.CacheHit {
 		c.hits.Add(1)
 	} else {
 		c.fills.Add(1)
@@ -215,49 +223,49 @@ func (c *Client) Get(ctx context.Context, r Request) (io.ReadCloser, error) {
 
 // Warm names shards the pod reads next, for the agent to fetch ahead and
 // keep; it returns what the agent made of them.
-func (c *Client) Warm(ctx context.Context, w WarmRequest) (WarmAnswer, error) {
+func (c *Client) Warm(ctx context.Context, w nodewire.WarmRequest) (nodewire.WarmAnswer, error) {
 	token, err := readBounded(c.tokenFile, 64<<10)
 	if err != nil {
-		return WarmAnswer{}, fmt.Errorf("node agent: the pod's token: %w", err)
+		return nodewire.WarmAnswer{}, fmt.Errorf("node agent: the pod's token: %w", err)
 	}
 	body, err := json.Marshal(w)
 	if err != nil {
-		return WarmAnswer{}, err
+		return nodewire.WarmAnswer{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.wait)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+WarmPath, strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+nodewire.WarmPath, strings.NewReader(string(body)))
 	if err != nil {
-		return WarmAnswer{}, err
+		return nodewire.WarmAnswer{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
 		c.failed(ctx)
-		return WarmAnswer{}, fmt.Errorf("node agent: %w", err)
+		return nodewire.WarmAnswer{}, fmt.Errorf("node agent: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	msg, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	if err != nil {
-		return WarmAnswer{}, fmt.Errorf("node agent: %w", err)
+		return nodewire.WarmAnswer{}, fmt.Errorf("node agent: %w", err)
 	}
 	if resp.StatusCode != http.StatusAccepted {
-		return WarmAnswer{}, fmt.Errorf("node agent: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+		return nodewire.WarmAnswer{}, fmt.Errorf("node agent: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
-	var ans WarmAnswer
+	var ans nodewire.WarmAnswer
 	if err := json.Unmarshal(msg, &ans); err != nil {
-		return WarmAnswer{}, fmt.Errorf("node agent: a warm answer that is not one: %w", err)
+		return nodewire.WarmAnswer{}, fmt.Errorf("node agent: a warm answer that is not one: %w", err)
 	}
 	return ans, nil
 }
 
 // Warmer is the cache's way to name to the agent the shards of the
 // streams whose sources are given that the pod reads next, a warm request
-// per stream and MaxWarmShards; others are not named.
+// per stream and nodewire.MaxWarmShards shards; others are not named.
 func (c *Client) Warmer(sources map[string]store.Source) cache.NodeWarm {
 	return func(ctx context.Context, shards []cache.Shard) error {
-		byStream := map[string][]Part{}
+		byStream := map[string][]nodewire.Part{}
 		var order []string
 		for _, s := range shards {
 			if _, ok := sources[s.Stream]; !ok {
@@ -266,15 +274,15 @@ func (c *Client) Warmer(sources map[string]store.Source) cache.NodeWarm {
 			if _, ok := byStream[s.Stream]; !ok {
 				order = append(order, s.Stream)
 			}
-			byStream[s.Stream] = append(byStream[s.Stream], PartOf(s))
+			byStream[s.Stream] = append(byStream[s.Stream], partOf(s))
 		}
 		for _, name := range order {
 			src, err := SourceOf(ctx, sources[name])
 			if err != nil {
 				return fmt.Errorf("node agent: the stream's credentials: %w", err)
 			}
-			for ws := range slices.Chunk(byStream[name], MaxWarmShards) {
-				if _, err := c.Warm(ctx, WarmRequest{Source: src, Shards: ws}); err != nil {
+			for ws := range slices.Chunk(byStream[name], nodewire.MaxWarmShards) {
+				if _, err := c.Warm(ctx, nodewire.WarmRequest{Source: src, Shards: ws}); err != nil {
 					return err
 				}
 			}
@@ -323,34 +331,39 @@ func (c *Client) Fetch(sources map[string]store.Source) cache.NodeFetch {
 		if err != nil {
 			return nil, fmt.Errorf("node agent: the stream's credentials: %w", err)
 		}
-		return c.Get(ctx, Request{Source: ns, Part: PartOf(s)})
+		return c.Get(ctx, nodewire.Request{Source: ns, Part: partOf(s)})
 	}
 }
 
 // SourceOf is what a sidecar's store source hands the agent for one
 // request: the Secret's keys as mounted now (the kubelet updates a
 // rotated Secret's files), or the workload identity's current token.
-func SourceOf(ctx context.Context, src store.Source) (Source, error) {
-	out := Source{URI: src.URI, Endpoint: src.Endpoint, Region: src.Region, Insecure: src.Insecure}
+func SourceOf(ctx context.Context, src store.Source) (nodewire.Source, error) {
+	out := nodewire.Source{URI: src.URI, Endpoint: src.Endpoint, Region: src.Region, Insecure: src.Insecure}
 	switch {
 	case src.Identity != nil:
 		token, err := src.Identity.Token(ctx)
 		if err != nil {
-			return Source{}, err
+			return nodewire.Source{}, err
 		}
 		id := src.Identity
-		out.Identity = &Identity{Token: token, Audience: id.Audience, RoleARN: id.RoleARN,
+		out.Identity = &nodewire.Identity{Token: token, Audience: id.Audience, RoleARN: id.RoleARN,
 			ServiceAccountEmail: id.ServiceAccountEmail, ClientID: id.ClientID, TenantID: id.TenantID}
 	case src.Credentials != nil:
 		out.Credentials = src.Credentials
 	case src.CredentialsDir != "":
 		creds, err := readSecretDir(src.CredentialsDir)
 		if err != nil {
-			return Source{}, err
+			return nodewire.Source{}, err
 		}
 		out.Credentials = creds
 	}
 	return out, nil
+}
+
+// partOf is the part of a shard as the sidecar's cache names it.
+func partOf(s cache.Shard) nodewire.Part {
+	return nodewire.Part{Key: s.Key, Range: s.Range, Offset: s.Offset, Size: s.Size, Hash: s.Hash, Version: s.Version}
 }
 
 // readSecretDir reads a mounted Secret's keys: its plain files (the

@@ -790,3 +790,28 @@ func TestIntegrationPodWebhookGivesTheNodeAgentToTheNamedNamespacesOnly(t *testi
 		}
 	}
 }
+
+// A private registry: the pods the webhook injects, on a real API server,
+// pull with the platform's Secrets beside their own.
+func TestIntegrationPodWebhookGivesInjectedPodsTheSidecarsPullSecrets(t *testing.T) {
+	pods := testInjector(apiServer.Client, kubernetes.NewForConfigOrDie(apiServer.Config).CoreV1())
+	pods.Images.PullSecrets = []string{"sidecar-pull"}
+	serveWebhookWith(t, pods)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	ds := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
+		Streams: []datav1alpha1.Stream{{Name: "a", Source: datav1alpha1.Source{URI: "s3://data/a/"}}}, NumSplits: 2, GlobalBatchSize: 8,
+	}}
+	if err := apiServer.Client.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	job := createJob(t, ns, "pull", 2)
+	p := indexedJobPod(ns, job, 1, "web")
+	p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "team"}}
+	if err := apiServer.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if !inject.Injected(p) || fmt.Sprint(p.Spec.ImagePullSecrets) != "[{team} {sidecar-pull}]" {
+		t.Errorf("injected %v with imagePullSecrets %v, want [team sidecar-pull]", inject.Injected(p), p.Spec.ImagePullSecrets)
+	}
+}

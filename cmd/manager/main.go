@@ -85,6 +85,7 @@ type options struct {
 	maxDatasetIndexBytes   string
 	indexBytesInFlight     string
 	allowedImages          string
+	pullSecrets            string
 	enableHTTP2            bool
 	pprofAddr              string
 	kinds                  *jobkind.Registry
@@ -112,6 +113,7 @@ func main() {
 	flag.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	flag.StringVar(&o.sidecarCPU, "sidecar-cpu-request", "500m", "the sidecar's CPU request for datasets that set no spec.sidecar.resources (its limit too in a pod whose containers all have limits equal to requests); empty: none")
 	flag.StringVar(&o.sidecarMemory, "sidecar-memory-request", "2Gi", "the sidecar's memory request, as --sidecar-cpu-request")
+	flag.StringVar(&o.pullSecrets, "sidecar-image-pull-secrets", "", "comma-separated Secrets, in each training pod's namespace, the sidecar's image is pulled with (a private registry): the webhook adds them to the pods it injects (the chart's sidecar.imagePullSecrets)")
 	flag.StringVar(&o.allowedImages, "allowed-sidecar-images", "", "comma-separated images a dataset's spec.sidecar.image may name (exact, repo:* for any tag, repo@* for any digest); the default image's repository is always allowed")
 	flag.BoolVar(&o.enableHTTP2, "enable-http2", false, "serve the webhooks and metrics over HTTP/2 too; off by default since the HTTP/2 rapid-reset advisories (CVE-2023-44487, CVE-2023-39325), as kubebuilder's scaffold does")
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", 4, "datasets reconciled in parallel: one whose store is slow holds one worker, not the controller")
@@ -275,7 +277,7 @@ func run(ctx context.Context, o options) error {
 		// A CA rotation reaches the sidecars through the plan ConfigMaps.
 		keeper.OnChange = func([]byte) { datasets.OperatorCAChanged() }
 	}
-	images := inject.ImagePolicy{Default: o.sidecarImage, Allowed: list(o.allowedImages)}
+	images := inject.ImagePolicy{Default: o.sidecarImage, Allowed: list(o.allowedImages), PullSecrets: list(o.pullSecrets)}
 	resources, err := sidecarResources(o)
 	if err != nil {
 		return err

@@ -2,10 +2,12 @@ package inject
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/distribution/reference"
 	"golang.org/x/mod/semver"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // ImagePolicy decides which image a sidecar runs (design §9): the
@@ -22,6 +24,20 @@ type ImagePolicy struct {
 	// Allowed are image references a dataset may name: exact, or ending
 	// in ":*" (any tag of the repository) or "@*" (any digest).
 	Allowed []string
+	// PullSecrets name the Secrets, in each training pod's namespace, the
+	// sidecar's image is pulled with (a private registry): the webhook
+	// adds those the pod lacks to its imagePullSecrets.
+	PullSecrets []string
+}
+
+// addPullSecrets gives the pod the Secrets the sidecar's image is pulled
+// with, after its own (the kubelet tries each).
+func (p ImagePolicy) addPullSecrets(pod *corev1.Pod) {
+	for _, name := range p.PullSecrets {
+		if !slices.ContainsFunc(pod.Spec.ImagePullSecrets, func(r corev1.LocalObjectReference) bool { return r.Name == name }) {
+			pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
+		}
+	}
 }
 
 // Allows reports whether image may run as a sidecar.

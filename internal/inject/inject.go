@@ -177,6 +177,7 @@ func Inject(in Input) (*corev1.Pod, error) {
 	if image == "" {
 		return nil, deny("no sidecar image: set spec.sidecar.image on TrainingDataset %q or the operator's default image", ds.Name)
 	}
+	in.Images.addPullSecrets(pod)
 	if pod.Spec.ServiceAccountName == "" {
 		// What the ServiceAccount admission plugin sets; a projected token
 		// needs it named.

@@ -633,3 +633,35 @@ func TestInjectTellsTheSidecarThePlatformsEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// A private registry: the sidecar's image is pulled with the platform's
+// Secrets, added once each after the pod's own.
+func TestInjectGivesThePodTheSidecarImagesPullSecrets(t *testing.T) {
+	tests := []struct {
+		name   string
+		pod    []corev1.LocalObjectReference
+		policy []string
+		want   string
+	}{
+		{"none", nil, nil, "[]"},
+		{"the platform's", nil, []string{"sidecar-pull", "mirror"}, "[{sidecar-pull} {mirror}]"},
+		{"after the pod's own, once", []corev1.LocalObjectReference{{Name: "team"}, {Name: "mirror"}}, []string{"sidecar-pull", "mirror"}, "[{team} {mirror} {sidecar-pull}]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := pod(map[string]string{jobkind.JobCompletionIndex: "0"}, map[string]string{jobkind.JobCompletionIndex: "0"})
+			p.Spec.ImagePullSecrets = tt.pod
+			out, err := Inject(Input{Pod: p, Dataset: dataset(), Owner: Owner{Kind: "Job", Name: "train", UID: "u", Replicas: 2},
+				Images: ImagePolicy{Default: "ghcr.io/shardfeed/shardfeed:1", PullSecrets: tt.policy}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(out.Spec.ImagePullSecrets); got != tt.want {
+				t.Errorf("imagePullSecrets %s, want %s", got, tt.want)
+			}
+			if len(tt.pod) > 0 && fmt.Sprint(p.Spec.ImagePullSecrets) != fmt.Sprint(tt.pod) {
+				t.Error("Inject changed its input pod")
+			}
+		})
+	}
+}

@@ -179,14 +179,30 @@ func TestIntegrationChartStatesItsNeedsAndTakesWhatPlatformsPass(t *testing.T) {
 	root, bin := dirs(t)
 	chart := filepath.Join(root, "charts", "shardfeed")
 	objs := render(t, []string{filepath.Join(bin, "helm"), "template", "sf", chart, "--kube-version", kubeVersion,
-		"--set", "global.imageRegistry=registry.corp", "--set", "imagePullSecrets[0].name=regcred"})
-	found := false
-	for _, o := range byKind(objs, "Deployment") {
-		secrets, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "imagePullSecrets")
-		found = fmt.Sprint(secrets) == "[map[name:regcred]]"
+		"--set", "global.imageRegistry=registry.corp", "--set", "imagePullSecrets[0].name=regcred",
+		"--set", "sidecar.imagePullSecrets[0].name=sidecar-pull", "--set", "sidecar.imagePullSecrets[1].name=other",
+		"--set", "nodeCache.enabled=true", "--set", "nodeCache.namespaces={ml}"})
+	// Every pod the chart makes pulls with the secret: the manager's, the
+	// node agent's and helm test's.
+	for _, pods := range []struct {
+		kind string
+		path []string
+	}{{"Deployment", []string{"spec", "template", "spec"}}, {"DaemonSet", []string{"spec", "template", "spec"}}, {"Pod", []string{"spec"}}} {
+		found := byKind(objs, pods.kind)
+		if len(found) == 0 {
+			t.Errorf("the chart renders no %s", pods.kind)
+		}
+		for _, o := range found {
+			secrets, _, _ := unstructured.NestedSlice(o.Object, append(pods.path, "imagePullSecrets")...)
+			if fmt.Sprint(secrets) != "[map[name:regcred]]" {
+				t.Errorf("%s %s pulls with imagePullSecrets %v, want [regcred]", pods.kind, o.GetName(), secrets)
+			}
+		}
 	}
-	if !found {
-		t.Error("the manager's pods do not get imagePullSecrets [regcred]")
+	// The sidecar's secrets go to the webhook, which adds them to the
+	// pods it injects.
+	if args := managerArgs(t, objs); !slices.Contains(args, "--sidecar-image-pull-secrets=sidecar-pull,other") {
+		t.Errorf("the manager's arguments %q lack --sidecar-image-pull-secrets=sidecar-pull,other", args)
 	}
 	var stderr bytes.Buffer
 	old := exec.Command(filepath.Join(bin, "helm"), "template", "sf", chart, "--kube-version", "1.28.0")
@@ -220,6 +236,22 @@ func TestIntegrationChartStatesItsNeedsAndTakesWhatPlatformsPass(t *testing.T) {
 	if err := sigyaml.Unmarshal([]byte(meta.Annotations["artifacthub.io/crds"]), &crds); err != nil || len(crds) != 1 || crds[0]["kind"] != "TrainingDataset" {
 		t.Errorf("artifacthub.io/crds is not the TrainingDataset: %v %v", crds, err)
 	}
+}
+
+// managerArgs are the manager container's arguments in the rendered chart.
+func managerArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	for _, o := range byKind(objs, "Deployment") {
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			if m, _ := c.(map[string]any); m["name"] == "manager" {
+				args, _, _ := unstructured.NestedStringSlice(m, "args")
+				return args
+			}
+		}
+	}
+	t.Fatal("the chart renders no manager container")
+	return nil
 }
 
 func render(t *testing.T, cmd []string) []*unstructured.Unstructured {

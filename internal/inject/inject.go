@@ -162,20 +162,9 @@ func Inject(in Input) (*corev1.Pod, error) {
 	if err := checkRanks(ds, w, in.MinCacheBytes, in.MaxShardBytes); err != nil {
 		return nil, err
 	}
-	image := in.Images.Default
-	if ds.Spec.Sidecar.Image != "" {
-		if err := in.Images.Check(ds.Spec.Sidecar.Image); err != nil {
-			return nil, deny("TrainingDataset %q: %v", ds.Name, err)
-		}
-		image = ds.Spec.Sidecar.Image
-	}
-	// The job keeps the sidecar it started with, if the policy still
-	// allows it: a pin is data the job's pods could have written.
-	if in.PinnedImage != "" && in.Images.Allows(in.PinnedImage) {
-		image = in.PinnedImage
-	}
-	if image == "" {
-		return nil, deny("no sidecar image: set spec.sidecar.image on TrainingDataset %q or the operator's default image", ds.Name)
+	image, err := sidecarImage(in)
+	if err != nil {
+		return nil, err
 	}
 	in.Images.addPullSecrets(pod)
 	if pod.Spec.ServiceAccountName == "" {
@@ -549,6 +538,27 @@ func wiring(pod *corev1.Pod, owner Owner, kinds *jobkind.Registry) (rankWiring, 
 	}
 	w.mode = sidecarconfig.RankModePod
 	return w, nil
+}
+
+// sidecarImage is the dataset's image if the policy allows it, else the
+// operator's default; a job keeps the one it started with.
+func sidecarImage(in Input) (string, error) {
+	image := in.Images.Default
+	if in.Dataset.Spec.Sidecar.Image != "" {
+		if err := in.Images.Check(in.Dataset.Spec.Sidecar.Image); err != nil {
+			return "", deny("TrainingDataset %q: %v", in.Dataset.Name, err)
+		}
+		image = in.Dataset.Spec.Sidecar.Image
+	}
+	// The job keeps the sidecar it started with, if the policy still
+	// allows it: a pin is data the job's pods could have written.
+	if in.PinnedImage != "" && in.Images.Allows(in.PinnedImage) {
+		image = in.PinnedImage
+	}
+	if image == "" {
+		return "", deny("no sidecar image: set spec.sidecar.image on TrainingDataset %q or the operator's default image", in.Dataset.Name)
+	}
+	return image, nil
 }
 
 // JobName is the job's identity: the annotation, else the owner's name,

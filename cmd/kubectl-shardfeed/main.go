@@ -149,6 +149,6 @@ builds it); kubectl finds it as "kubectl shardfeed".`,
 	f.StringVar(&c.context, "context", "", "the kubeconfig context to use")
 	f.StringVarP(&c.namespace, "namespace", "n", "", "the namespace (default: the context's)")
 	f.DurationVar(&c.timeout, "request-timeout", 30*time.Second, "how long the command's requests may take in all")
-	root.AddCommand(newPlanCommand(c), newProgressCommand(c), newManifestCommand(c), newWhyCommand(c))
+	root.AddCommand(newPlanCommand(c), newProgressCommand(c), newManifestCommand(c), newWhyCommand(c), newVersionCommand())
 	return root
 }

@@ -19,6 +19,7 @@ image):
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -69,6 +70,21 @@ def blob(blobs: dict[str, bytes], digest: str) -> bytes:
     return data
 
 
+def matches(path: Path, digest: str) -> bool:
+    """Whether the file's SHA-256 is digest (hex), as sha256sum -c checks."""
+    return hashlib.sha256(path.read_bytes()).hexdigest() == digest
+
+
+def verify(public_key: str, data: Path, signature: Path) -> bool:
+    """Whether signature (base64 Ed25519) is the key's over data: openssl, as docs/releasing.md says."""
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "sig"
+        raw.write_bytes(base64.b64decode(signature.read_bytes()))
+        done = subprocess.run(["openssl", "pkeyutl", "-verify", "-pubin", "-inkey", public_key, "-rawin",
+                               "-in", str(data), "-sigfile", str(raw)], capture_output=True, text=True)
+    return done.returncode == 0
+
+
 def main() -> None:
     out = Path(sys.argv[1]).resolve()
     env = dict(line.split("=", 1) for line in (out / "dist.env").read_text().splitlines() if line)
@@ -79,12 +95,50 @@ def main() -> None:
     for line in (out / "SHA256SUMS").read_text().splitlines():
         digest, name = line.split(maxsplit=1)
         listed[name.lstrip("*")] = digest
-    artifacts = {p.name for p in out.iterdir() if p.name not in ("SHA256SUMS", "dist.env")}
+    signatures = {f"SHA256SUMS.sig", f"shardfeed-{v}.provenance.json.sig"}
+    artifacts = {p.name for p in out.iterdir() if p.name not in ("SHA256SUMS", "dist.env") and p.name not in signatures}
     if set(listed) != artifacts:
         fail(f"SHA256SUMS lists {sorted(listed)}, the folder holds {sorted(artifacts)}")
     for name, digest in listed.items():
-        if hashlib.sha256((out / name).read_bytes()).hexdigest() != digest:
+        if not matches(out / name, digest):
             fail(f"{name} does not match SHA256SUMS")
+    # A tampered artifact (a byte of the krew manifest) is refused.
+    with tempfile.TemporaryDirectory() as tmp:
+        tampered = Path(tmp) / f"kubectl-shardfeed-{v}.krew.yaml"
+        data = bytearray((out / tampered.name).read_bytes())
+        data[len(data) // 2] ^= 1
+        tampered.write_bytes(bytes(data))
+        if matches(tampered, listed[tampered.name]):
+            fail("a tampered artifact matches SHA256SUMS")
+
+    # The provenance names every artifact by the digest SHA256SUMS gives.
+    statement = json.loads((out / f"shardfeed-{v}.provenance.json").read_text())
+    subjects = {sub["name"]: sub["digest"]["sha256"] for sub in statement["subject"]}
+    if statement["_type"] != "https://in-toto.io/Statement/v1" or statement["predicateType"] != "https://slsa.dev/provenance/v1":
+        fail(f"the provenance is a {statement['_type']} of {statement['predicateType']}")
+    if subjects != {n: d for n, d in listed.items() if n != f"shardfeed-{v}.provenance.json"}:
+        fail(f"the provenance names {sorted(subjects)}, SHA256SUMS lists {sorted(listed)}")
+    params = statement["predicate"]["buildDefinition"]["externalParameters"]
+    if params["version"] != v or not re.fullmatch(r".*@[0-9a-f]{40}", params["source"]):
+        fail(f"the provenance's parameters are {params}")
+
+    # The signatures, with the public key the release's users are given
+    # (SHARDFEED_VERIFY_KEY), checked as docs/releasing.md tells them to.
+    if env.get("DIST_SIGNED") == "1":
+        key = os.environ.get("SHARDFEED_VERIFY_KEY")
+        if not key:
+            fail("the release is signed: give its public key in SHARDFEED_VERIFY_KEY to check it")
+        for name in sorted(signatures):
+            if not verify(key, out / name.removesuffix(".sig"), out / name):
+                fail(f"{name} does not verify with {key}")
+        # A tampered file must not verify.
+        with tempfile.TemporaryDirectory() as tmp:
+            forged = Path(tmp) / "SHA256SUMS"
+            forged.write_bytes((out / "SHA256SUMS").read_bytes().replace(listed[f"shardfeed-{v}.tgz"].encode(), b"0" * 64))
+            if verify(key, forged, out / "SHA256SUMS.sig"):
+                fail("a tampered SHA256SUMS verifies: the signature check proves nothing")
+    elif any((out / name).exists() for name in signatures):
+        fail("signatures in a release dist.env says is unsigned")
 
     # The wheels: one per architecture, each with its binary.
     py = pep440(v)
@@ -119,6 +173,35 @@ def main() -> None:
                              capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]}).stdout.strip()
         if got != py:
             fail(f"shardfeed.__version__ is {got}, want {py}")
+
+    # The kubectl plugin: an archive per architecture with its binary and
+    # the license, the host's saying this version, and a krew manifest
+    # whose checksums are the archives'.
+    archs = {"x86_64": "amd64", "aarch64": "arm64"}
+    manifest = (out / f"kubectl-shardfeed-{v}.krew.yaml").read_text()
+    if f"\n  version: v{v}\n" not in manifest:
+        fail(f"the krew manifest names another version than v{v}")
+    for machine, arch in archs.items():
+        name = f"kubectl-shardfeed-{v}-linux-{arch}.tar.gz"
+        with tarfile.open(out / name) as t:
+            if sorted(t.getnames()) != ["LICENSE", "kubectl-shardfeed"]:
+                fail(f"{name} holds {t.getnames()}, want kubectl-shardfeed and LICENSE")
+            member = t.extractfile("kubectl-shardfeed")
+            assert member is not None
+            elf = member.read()
+        if elf[:4] != b"\x7fELF" or int.from_bytes(elf[18:20], "little") != ELF_MACHINE[machine]:
+            fail(f"{name} holds no {machine} binary")
+        if f"sha256: {listed[name]}\n" not in manifest or f"/{name}\n" not in manifest:
+            fail(f"the krew manifest does not give {name} with its checksum {listed[name]}")
+        if machine == os.uname().machine:
+            with tempfile.TemporaryDirectory() as tmp:
+                plugin = Path(tmp) / "kubectl-shardfeed"
+                plugin.write_bytes(elf)
+                plugin.chmod(0o755)
+                said = json.loads(subprocess.run([str(plugin), "version", "-o", "json"], capture_output=True, text=True,
+                                                 check=True).stdout)
+            if said["version"] != f"v{v}" or not said.get("commit"):
+                fail(f"kubectl shardfeed version says {said}, want v{v} and its commit")
 
     # The image: an index of both architectures, named <repository>:<v>.
     index, blobs = oci(out / f"shardfeed-image-{v}.tar")

@@ -11,8 +11,18 @@
 #                                   each architecture's image alone
 #   shardfeed-<v>.tgz               the Helm chart, version and appVersion <v>,
 #                                   its image pinned to the index's digest
+#   kubectl-shardfeed-<v>-linux-{amd64,arm64}.tar.gz
+#                                   the kubectl plugin (kubectl-shardfeed, LICENSE)
+#   kubectl-shardfeed-<v>.krew.yaml the plugin's krew manifest (RELEASE_URL: where
+#                                   the archives are downloaded from)
 #   shardfeed-<v>.spdx.json         the SBOM (SPDX 2.3): binaries, Go modules, wheels
+#   shardfeed-<v>.provenance.json   the build's provenance (in-toto Statement v1,
+#                                   SLSA Provenance v1) naming every artifact above
 #   SHA256SUMS                      the checksums of all of the above
+#   SHA256SUMS.sig, shardfeed-<v>.provenance.json.sig
+#                                   with SHARDFEED_SIGNING_KEY (the path of an
+#                                   Ed25519 private key in PEM, kept outside the
+#                                   repository): their signatures, base64
 #   dist.env                        what the tests and the release workflow read
 #
 # The version: DIST_VERSION (1.2.3 or 1.2.3-rc.1), else the tag v1.2.3 at
@@ -53,6 +63,8 @@ find "$ROOT/dist" -mindepth 1 -maxdepth 1 -type d -name '*-dev.*' -exec rm -rf {
 mkdir -p "$OUT" "$STAGE"
 trap 'rm -rf "$STAGE"' EXIT
 COMMIT=$(git rev-parse HEAD)
+STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+KEY=${SHARDFEED_SIGNING_KEY:-}
 CREATED=$(git log -1 --format=%cI HEAD)
 LDFLAGS="-s -w -X github.com/shardfeed/shardfeed/internal/version.version=v$V -X github.com/shardfeed/shardfeed/internal/version.commit=$COMMIT"
 log "shardfeed $V ($COMMIT) into ${OUT#"$ROOT"/}/"
@@ -63,9 +75,15 @@ gobuild() { # ARCH OUT PACKAGE
 for arch in amd64 arm64; do
 	d=$STAGE/linux-$arch
 	mkdir -p "$d"
-	log "building linux/$arch: the CLI, the manager, the sidecar"
+	log "building linux/$arch: the CLI, the manager, the kubectl plugin, the sidecar"
 	gobuild "$arch" "$d/shardfeed" ./cmd/shardfeed
 	gobuild "$arch" "$d/manager" ./cmd/manager
+	mkdir -p "$d/plugin"
+	gobuild "$arch" "$d/plugin/kubectl-shardfeed" ./cmd/kubectl-shardfeed
+	cp LICENSE "$d/plugin/"
+	# Reproducible: fixed names, owners, times and order, no gzip timestamp.
+	tar -C "$d/plugin" --sort=name --owner=0 --group=0 --numeric-owner --mtime="$CREATED" -cf - kubectl-shardfeed LICENSE |
+		gzip -n >"$OUT/kubectl-shardfeed-$V-linux-$arch.tar.gz"
 	if [[ $arch == amd64 && ${SHARDFEED_JPEG:-libjpeg} != go ]]; then
 		[[ -f /usr/include/jpeglib.h ]] || die "libjpeg-turbo's headers are missing: run make tools (Debian's libjpeg62-turbo-dev), or SHARDFEED_JPEG=go"
 		CGO_ENABLED=1 GOFLAGS=-buildvcs=false go build -trimpath -tags libjpeg,netgo,osusergo \
@@ -109,15 +127,60 @@ sed -i -E "0,/^  repository: .*/s||  repository: $REPO|; 0,/^  digest: .*/s||  d
 grep -q "digest: \"$DIGEST\"" "$STAGE/chart/values.yaml" || die "the chart's values.yaml has no image.digest to pin"
 "$BIN/helm" package "$STAGE/chart" --destination "$OUT" >/dev/null
 
+# The plugin's krew manifest (krew.sigs.k8s.io/v1alpha2), its archives'
+# checksums in it.
+URL=${RELEASE_URL:-https://github.com/shardfeed/shardfeed/releases/download/v$V}
+{
+	cat <<EOF
+apiVersion: krew.googlecontainertools.github.com/v1alpha2
+kind: Plugin
+metadata:
+  name: shardfeed
+spec:
+  version: v$V
+  homepage: https://github.com/shardfeed/shardfeed
+  shortDescription: Ask the cluster about shardfeed's datasets and jobs
+  description: |
+    Explains what the shardfeed operator keeps in the cluster: a dataset's
+    plan, a job's progress and lineage, why a pod was not injected. It
+    changes nothing.
+  platforms:
+EOF
+	for arch in amd64 arm64; do
+		a=kubectl-shardfeed-$V-linux-$arch.tar.gz
+		cat <<EOF
+    - selector:
+        matchLabels:
+          os: linux
+          arch: $arch
+      uri: $URL/$a
+      sha256: $(sha256sum "$OUT/$a" | cut -d' ' -f1)
+      bin: kubectl-shardfeed
+      files:
+        - from: kubectl-shardfeed
+          to: .
+        - from: LICENSE
+          to: .
+EOF
+	done
+} >"$OUT/kubectl-shardfeed-$V.krew.yaml"
+
 # The SBOM and the checksums.
 wheels=()
 for w in "$OUT"/*.whl; do wheels+=(-wheel "$w"); done
 # The libjpeg-turbo the amd64 sidecar (and wheel) link: Debian's.
 libjpeg=$(dpkg-query -W -f '${Version}' libjpeg62-turbo-dev 2>/dev/null | sed -E 's/^[0-9]+://; s/-[^-]*$//') || true
 go run ./hack/sbom -version "$V" -created "$CREATED" -libjpeg "${libjpeg:-unknown}" -out "$OUT/shardfeed-$V.spdx.json" "${wheels[@]}" \
-	"$STAGE/linux-amd64/shardfeed" "$STAGE/linux-amd64/manager" "$STAGE/linux-amd64/sidecar" \
-	"$STAGE/linux-arm64/shardfeed" "$STAGE/linux-arm64/manager"
-(cd "$OUT" && sha256sum -- *.whl *.tar *.tgz *.spdx.json >SHA256SUMS)
+	"$STAGE/linux-amd64/shardfeed" "$STAGE/linux-amd64/manager" "$STAGE/linux-amd64/sidecar" "$STAGE/linux-amd64/plugin/kubectl-shardfeed" \
+	"$STAGE/linux-arm64/shardfeed" "$STAGE/linux-arm64/manager" "$STAGE/linux-arm64/plugin/kubectl-shardfeed"
+# The provenance: every artifact by its digest, what built it from what.
+builder=${SHARDFEED_BUILDER:-}
+if [[ -z $builder && -n ${GITHUB_RUN_ID:-} ]]; then
+	builder=${GITHUB_SERVER_URL:-https://github.com}/${GITHUB_REPOSITORY:-shardfeed/shardfeed}/actions/runs/$GITHUB_RUN_ID
+fi
+(cd "$OUT" && go run "$ROOT/hack/provenance" -version "$V" -commit "$COMMIT" -image "$REPO" -started "$STARTED" \
+	-builder "${builder:-$(hostname)}" -out "shardfeed-$V.provenance.json" -- *.whl *.tar *.tar.gz *.tgz *.krew.yaml *.spdx.json)
+(cd "$OUT" && sha256sum -- *.whl *.tar *.tar.gz *.tgz *.krew.yaml *.spdx.json *.provenance.json >SHA256SUMS)
 cat >"$OUT/dist.env" <<EOF
 DIST_VERSION=$V
 DIST_DIR=$OUT
@@ -126,6 +189,13 @@ DIST_IMAGE=$REPO@$DIGEST
 DIST_IMAGE_NAME=$REPO:$V
 DIST_IMAGE_ARCHIVE=$OUT/shardfeed-image-$V.tar
 DIST_CHART=$OUT/shardfeed-$V.tgz
+DIST_PLUGIN_MANIFEST=$OUT/kubectl-shardfeed-$V.krew.yaml
+DIST_SIGNED=0
 EOF
+if [[ -n $KEY ]]; then
+	"$ROOT/hack/sign-dist.sh" "$OUT"
+else
+	log "unsigned: set SHARDFEED_SIGNING_KEY to sign the checksums and the provenance (docs/releasing.md)"
+fi
 ln -sfn "$V" "$ROOT/dist/latest"
 log "done: $(cd "$OUT" && ls | tr '\n' ' ')"

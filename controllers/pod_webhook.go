@@ -365,11 +365,12 @@ func (p *PodInjector) owner(ctx context.Context, ns string, pod *corev1.Pod) (in
 	if ref == nil {
 		return inject.Owner{}, nil
 	}
+	o := inject.Owner{Kind: ref.Kind, Name: ref.Name, UID: string(ref.UID)}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
-		return inject.Owner{}, fmt.Errorf("the pod's controller reference has apiVersion %q: %w", ref.APIVersion, err)
+		return o, nil // no kind's (the API server refuses such a reference)
 	}
-	o := inject.Owner{Group: gv.Group, Kind: ref.Kind, Name: ref.Name, UID: string(ref.UID)}
+	o.Group = gv.Group
 	kind := p.Kinds.Lookup(gv.Group, ref.Kind)
 	if kind == nil || !kind.Owns {
 		return o, nil
@@ -386,5 +387,6 @@ func (p *PodInjector) owner(ctx context.Context, ns string, pod *corev1.Pod) (in
 	if o.Replicas, o.Masters, err = kind.Size(u.Object); err != nil {
 		return o, fmt.Errorf("%s %s/%s: %w", ref.Kind, ns, ref.Name, err)
 	}
+	o.Sized = true
 	return o, nil
 }

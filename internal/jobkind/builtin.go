@@ -263,7 +263,7 @@ func pyTorchJobRank(pod *corev1.Pod, owner Owner, pods int) (Placement, bool, er
 		return Placement{Rank: i, Pods: pods}, true, nil
 	case "worker":
 		masters := owner.Masters
-		if owner.Kind != "PyTorchJob" || owner.Replicas == 0 {
+		if owner.Kind != "PyTorchJob" || !owner.Sized {
 			masters = 1 // the PyTorchJob was not found: Kubeflow's usual single master
 		}
 		return Placement{Rank: masters + i, Pods: pods}, true, nil

@@ -43,6 +43,13 @@ type DeclaredRank struct {
 const (
 	MaxDeclaredBytes = 64 << 10
 	MaxDeclared      = 32
+	// maxTemplates, maxCEL: the queued-jobs webhook's match condition
+	// stays well within the API server's limit on an expression (100,000).
+	maxTemplates     = 4
+	maxReplicaFields = 8
+	maxCEL           = 50_000
+	// maxGroup leaves room in the webhook's name for the plural (63).
+	maxGroup = 163
 )
 
 var kindName = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
@@ -89,19 +96,29 @@ func (d *Declared) kind() (*Kind, error) {
 	if errs := validation.IsDNS1123Label(d.Resource); errs != nil {
 		return nil, fmt.Errorf("resource %q: give the CRD's plural, lower case (trainruns)", d.Resource)
 	}
-	if b := Builtin().Lookup(d.Group, d.Kind); b != nil {
-		return nil, fmt.Errorf("%s.%s is built in: declare only kinds shardfeed does not wire", d.Kind, d.Group)
+	// The queued-jobs webhook is named <resource>.<group>.queued-jobs.shardfeed.io,
+	// at most 253 characters.
+	if len(d.Group) > maxGroup {
+		return nil, fmt.Errorf("group %q: %d characters, more than %d", d.Group, len(d.Group), maxGroup)
 	}
-	if len(d.PodTemplates) == 0 {
-		return nil, fmt.Errorf("podTemplates: give the path of each pod template in the object (spec.template)")
+	for _, b := range Builtin().Kinds() {
+		if b.Group == d.Group {
+			return nil, fmt.Errorf("group %s is the built-in %s's: declare only your own API groups", d.Group, b.Kind)
+		}
+	}
+	if len(d.PodTemplates) == 0 || len(d.PodTemplates) > maxTemplates {
+		return nil, fmt.Errorf("podTemplates: give the path of each pod template in the object (spec.template), 1 to %d of them", maxTemplates)
 	}
 	for _, p := range d.PodTemplates {
 		if err := p.Check(false); err != nil {
 			return nil, fmt.Errorf("podTemplates: %w", err)
 		}
 	}
-	if len(d.Replicas) == 0 {
-		return nil, fmt.Errorf("replicas: give the field (or fields, summed) that says how many pods the job runs (spec.replicas)")
+	if n := len((&Kind{Templates: d.PodTemplates}).LabelledCEL("shardfeed.io/dataset")); n > maxCEL {
+		return nil, fmt.Errorf("podTemplates: their match condition would be %d characters, more than the %d the API server takes: give shorter or fewer paths", n, maxCEL)
+	}
+	if len(d.Replicas) == 0 || len(d.Replicas) > maxReplicaFields {
+		return nil, fmt.Errorf("replicas: give the field (or up to %d fields, summed) that says how many pods the job runs (spec.replicas)", maxReplicaFields)
 	}
 	replicas := make([]Replicas, 0, len(d.Replicas))
 	for _, p := range d.Replicas {

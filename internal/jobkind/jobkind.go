@@ -64,6 +64,8 @@ type Owner struct {
 	Replicas int
 	// Masters are the leading replicas (a PyTorchJob's masters).
 	Masters int
+	// Sized: the object was read (Replicas and Masters are what it says).
+	Sized bool
 }
 
 // Placement is where a pod stands in its job.
@@ -100,11 +102,11 @@ func (r *Registry) With(kinds ...*Kind) (*Registry, error) {
 	out := &Registry{kinds: append(append([]*Kind(nil), kinds...), r.all()...)}
 	seen := map[string]bool{}
 	for _, k := range out.kinds {
-		id := k.Group + "/" + k.Kind
-		if seen[id] {
-			return nil, fmt.Errorf("job kind %s (group %s) is declared twice: a kind has one row", k.Kind, k.Group)
+		kind, resource := "kind "+k.Group+"/"+k.Kind, "resource "+k.Group+"/"+k.Resource
+		if seen[kind] || seen[resource] {
+			return nil, fmt.Errorf("job kind %s (group %s, resource %s) is declared twice: a kind, and its resource, has one row", k.Kind, k.Group, k.Resource)
 		}
-		seen[id] = true
+		seen[kind], seen[resource] = true, true
 	}
 	return out, nil
 }
@@ -168,6 +170,10 @@ func (r *Registry) Procs(pod *corev1.Pod) (int, bool, error) {
 	return 0, false, nil
 }
 
+// MaxPods bounds a job's pod count as an object says it (a sum of fields
+// a job's author writes).
+const MaxPods = 1 << 20
+
 // Size reads the job's pod count and leading replicas from its object.
 func (k *Kind) Size(obj map[string]any) (replicas, leading int, err error) {
 	for _, r := range k.Replicas {
@@ -181,6 +187,9 @@ func (k *Kind) Size(obj map[string]any) (replicas, leading int, err error) {
 			if n, ok = asInt(v); !ok || n < 0 {
 				return 0, 0, fmt.Errorf("%s %s: expected a non-negative integer, not %v", k.Kind, r.Path, v)
 			}
+		}
+		if n > MaxPods || replicas+int(n) > MaxPods {
+			return 0, 0, fmt.Errorf("%s %s: the job's pods would be more than %d", k.Kind, r.Path, MaxPods)
 		}
 		replicas += int(n)
 		if r.Leading {

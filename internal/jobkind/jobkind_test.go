@@ -21,6 +21,11 @@ const trainRun = `
   queued: true
 `
 
+// longPath is 16 fields of 63 characters: the longest path.
+func longPath(c string) string {
+	return strings.TrimSuffix(strings.Repeat(strings.Repeat(c, 63)+".", 16), ".")
+}
+
 func TestParseTakesAPlatformsKindAndRefusesWhatIsNotOne(t *testing.T) {
 	tests := []struct {
 		name, doc, want string // want: a part of the error ("" none)
@@ -35,7 +40,15 @@ func TestParseTakesAPlatformsKindAndRefusesWhatIsNotOne(t *testing.T) {
 		{"a lower-case kind", strings.Replace(trainRun, "TrainRun", "trainrun", 1), `kind "trainrun"`},
 		{"a plural in capitals", strings.Replace(trainRun, "resource: trainruns", "resource: TrainRuns", 1), `resource "TrainRuns"`},
 		{"no version", strings.Replace(trainRun, "version: v1", "version: ''", 1), `version ""`},
-		{"a built-in kind", strings.Replace(strings.Replace(trainRun, "training.example.com\n", "kubeflow.org\n", 1), "TrainRun", "PyTorchJob", 1), "is built in"},
+		{"a built-in kind", strings.Replace(strings.Replace(trainRun, "training.example.com\n", "kubeflow.org\n", 1), "TrainRun", "PyTorchJob", 1), "is the built-in PyTorchJob's"},
+		{"another kind of a built-in group", strings.Replace(trainRun, "training.example.com\n", "jobset.x-k8s.io\n", 1), "is the built-in JobSet's"},
+		{"a bare [] (no list named)", strings.Replace(trainRun, "[spec.template]", `["spec.[].template"]`, 1), "is not a field"},
+		{"a field of 64 characters", strings.Replace(trainRun, "[spec.template]", "[spec."+strings.Repeat("a", 64)+"]", 1), "up to 63 characters"},
+		{"five pod templates", strings.Replace(trainRun, "[spec.template]", "[a, b, c, d, e]", 1), "1 to 4 of them"},
+		// The longest paths make a match condition the API server takes.
+		{"the longest paths", strings.Replace(trainRun, "[spec.template]", "["+longPath("a")+", "+longPath("b")+", "+longPath("c")+", "+longPath("d")+"]", 1), ""},
+		{"a group too long for the webhook's name", strings.Replace(trainRun, "training.example.com\n", strings.Repeat("a", 60)+"."+strings.Repeat("b", 60)+"."+strings.Repeat("c", 50)+"\n", 1), "more than 163"},
+		{"two kinds of one resource", trainRun + strings.Replace(strings.TrimPrefix(trainRun, "\n"), "TrainRun", "OtherRun", 1), "declared twice"},
 		{"no pod template", strings.Replace(trainRun, "podTemplates: [spec.template]", "podTemplates: []", 1), "podTemplates: give the path"},
 		{"a path with a quote (CEL injection)", strings.Replace(trainRun, "[spec.template]", `["spec.template') || true || ('"]`, 1), "is not a field"},
 		{"a path of a CEL reserved word", strings.Replace(trainRun, "[spec.template]", "[spec.namespace.template]", 1), "CEL reserved word"},
@@ -138,6 +151,8 @@ func TestSizeReadsEachKindsReplicas(t *testing.T) {
 		{"Job", `{"spec": {"completions": -1}}`, 0, 0, "non-negative integer"},
 		{"Job", `{"spec": {"completions": "8"}}`, 0, 0, "non-negative integer"},
 		{"Job", `{"spec": {"completions": 1.5}}`, 0, 0, "non-negative integer"},
+		{"Job", `{"spec": {"completions": 4294967296}}`, 0, 0, "more than 1048576"},
+		{"PyTorchJob", `{"spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1048576}, "Worker": {"replicas": 1}}}}`, 0, 0, "more than 1048576"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind+" "+tt.obj, func(t *testing.T) {

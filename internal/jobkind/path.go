@@ -14,7 +14,9 @@ type Path string
 // maxSegments bounds a declared path (and the CEL made of it).
 const maxSegments = 16
 
-var fieldName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// fieldName is a field a path may name: up to 63 characters, so that the
+// match condition made of a path stays within the API server's CEL limits.
+var fieldName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 // celReserved are CEL's reserved words, which Kubernetes escapes in field
 // names (__namespace__): a path holding one would need the escape in the
@@ -53,12 +55,12 @@ func (p Path) segments(plain bool) ([]segment, error) {
 		switch {
 		case part == "*" && !plain && i > 0:
 			s = segment{each: true}
-		case strings.HasSuffix(part, "[]") && !plain:
+		case strings.HasSuffix(part, "[]") && part != "[]" && !plain:
 			s = segment{field: strings.TrimSuffix(part, "[]"), each: true}
 		}
 		if s.field != "" || !s.each {
 			if !fieldName.MatchString(s.field) {
-				hint := "fields are names ([A-Za-z_][A-Za-z0-9_]*)"
+				hint := "fields are names of up to 63 characters ([A-Za-z_][A-Za-z0-9_]*)"
 				if !plain {
 					hint += `, "name[]" for each item of a list, "*" for each value of a map (not first)`
 				}

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigyaml "sigs.k8s.io/yaml"
 
+	"github.com/shardfeed/shardfeed/internal/jobkind"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/internal/version"
 )
@@ -655,4 +656,57 @@ func ruleSet(rules any) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// The chart refuses the job kinds the manager would refuse to start with
+// (its schema, and a kind declared twice), saying which: a platform finds
+// out at helm install, not from a crash-looping manager.
+func TestIntegrationChartRefusesJobKindsTheManagerWould(t *testing.T) {
+	root, bin := dirs(t)
+	kind := func(group, kind, resource, template, label string) string {
+		return fmt.Sprintf("{group: %q, version: v1, kind: %q, resource: %q, podTemplates: [%q], replicas: [spec.n], rank: {label: %q}}",
+			group, kind, resource, template, label)
+	}
+	tests := []struct {
+		name, kinds, want string
+	}{
+		{"a built-in kind's group", kind("jobset.x-k8s.io", "A", "as", "spec.template", "i"), "/jobKinds/0/group"},
+		{"a CEL reserved word", kind("a.example.com", "A", "as", "spec.in.template", "i"), "/jobKinds/0/podTemplates/0"},
+		{"a field holding __", kind("a.example.com", "A", "as", "spec.a__b", "i"), "/jobKinds/0/podTemplates/0"},
+		{"a bare []", kind("a.example.com", "A", "as", "spec.[].template", "i"), "/jobKinds/0/podTemplates/0"},
+		{"a field of 64 characters", kind("a.example.com", "A", "as", "spec."+strings.Repeat("x", 64), "i"), "/jobKinds/0/podTemplates/0"},
+		{"17 fields", kind("a.example.com", "A", "as", strings.TrimSuffix(strings.Repeat("a.", 17), "."), "i"), "/jobKinds/0/podTemplates/0"},
+		{"a rank label that is no label", kind("a.example.com", "A", "as", "spec.template", "a b"), "/jobKinds/0/rank/label"},
+		{"a group too long", kind(strings.Repeat("a", 60)+"."+strings.Repeat("b", 60)+"."+strings.Repeat("c", 50), "A", "as", "spec.template", "i"), "/jobKinds/0/group"},
+		{"one resource twice", kind("a.example.com", "A", "runs", "spec.template", "i") + ", " + kind("a.example.com", "B", "runs", "spec.template", "i"), "declared twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			values := filepath.Join(t.TempDir(), "values.yaml")
+			doc := "jobKinds: [" + tt.kinds + "]\n"
+			if err := os.WriteFile(values, []byte(doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd := exec.Command(filepath.Join(bin, "helm"), "template", "sf", filepath.Join(root, "charts", "shardfeed"), "--kube-version", kubeVersion, "-f", values)
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("helm template: %v %s, want a refusal naming %s", err, stderr.String(), tt.want)
+			}
+			// The manager refuses the same declaration.
+			var declared struct {
+				JobKinds json.RawMessage `json:"jobKinds"`
+			}
+			if err := sigyaml.Unmarshal([]byte(doc), &declared); err != nil {
+				t.Fatal(err)
+			}
+			kinds, err := jobkind.Parse(declared.JobKinds)
+			if err == nil {
+				_, err = jobkind.Builtin().With(kinds...)
+			}
+			if err == nil {
+				t.Error("the manager takes what the chart refuses")
+			}
+		})
+	}
 }

@@ -13,5 +13,13 @@ queued-jobs webhook each queued one.
 {{- range .Values.jobKinds }}
 {{- $kinds = append $kinds (dict "name" (printf "%s.%s" .resource .group) "group" .group "kind" .kind "resource" .resource "podTemplates" .podTemplates "owns" true "queued" (.queued | default false)) }}
 {{- end }}
+{{- $seen := dict }}
+{{- range $kinds }}
+{{- $key := printf "%s/%s" .group .resource }}
+{{- if hasKey $seen $key }}
+{{- fail (printf "jobKinds: %s (%s) is declared twice: give each kind, and its resource, one entry" .kind $key) }}
+{{- end }}
+{{- $_ := set $seen $key true }}
+{{- end }}
 {{- toJson $kinds }}
 {{- end }}

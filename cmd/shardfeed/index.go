@@ -74,11 +74,11 @@ type indexOptions struct {
 	aspectRatios  []string
 	pack          packFlags
 	indexURI      string
-	unit          string
-	blockSize     int64
-	split         string
-	shards        string
-	concurrency   int
+	// own are the options a format alone takes (--unit, --block-size,
+	// --split), from the registry.
+	own         ownFlags
+	shards      string
+	concurrency int
 	// listParallel bounds the directories listed at once.
 	listParallel int
 	// objectList and objectListForm: the stream's objects from a file
@@ -254,7 +254,8 @@ samples (docs/planner.md, packing).
 
 With -f MANIFEST, the stream (--stream NAME, or the manifest's only stream
 that needs an index) gives the URI, the format, the endpoint and, for a
-table, the catalog, table, snapshot and ref, and the filter; --credentials-dir is read as
+table, the catalog, table, snapshot and ref, the filter, and the options
+of the format's own (each flag's help names the field); --credentials-dir is read as
 plan reads it (a stream's Secret's keys in DIR/<secret name>/).`
 
 func newIndexCommand() *cobra.Command {
@@ -285,9 +286,7 @@ func newIndexCommand() *cobra.Command {
 		"; or of a table: "+strings.Join(reg.Kinds(format.IsTable), ", ")+" (mds with --filter: MDS keeps its own index)")
 	cmd.Flags().StringVar(&o.shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&o.algo, "hash", "xxh64", "hash algorithm of the shards' content")
-	cmd.Flags().StringVar(&o.unit, "unit", "", "for megatron: what a sample is, a document (default) or a sequence")
-	cmd.Flags().Int64Var(&o.blockSize, "block-size", 0, "for litdata written with LitData's TokensLoader: the tokens of a sample (its block_size)")
-	cmd.Flags().StringVar(&o.split, "split", "", "for huggingface: the split to index where URI holds several (a DatasetDict's folder, a datasets cache folder); refused without one there")
+	o.own.add(cmd, reg)
 	cmd.Flags().StringVar(&o.shards, "shards", "", `a brace pattern of the objects under URI to index, as WebDataset names shard sets ("shards-{000000..012345}.tar"); each must exist`)
 	cmd.Flags().IntVar(&o.concurrency, "concurrency", 0, "how many objects to read at once (default 16; webdataset's tars through their headers)")
 	cmd.Flags().IntVar(&o.listParallel, "list-parallel", 16, "directories of the stream's tree listed at once (each a request stream of its own)")
@@ -589,6 +588,9 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 	case o.manifest != "" && len(args) > 0:
 		return store.Source{}, errors.New("give a URI or -f MANIFEST, not both")
 	case o.manifest != "":
+		if err := o.fromManifest(cmd); err != nil {
+			return store.Source{}, err
+		}
 		s, spec, err := indexedStream(cmd, o.manifest, o.stream)
 		if err != nil {
 			return store.Source{}, err
@@ -632,15 +634,7 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 				o.specSchema = append(o.specSchema, indexfile.Field{Name: c.Name, Type: c.Type})
 			}
 		}
-		if m := s.Megatron; m != nil {
-			o.unit = m.Unit
-		}
-		if l := s.LitData; l != nil {
-			o.blockSize = l.BlockSize
-		}
-		if h := s.HuggingFace; h != nil {
-			o.split = h.Split
-		}
+		o.own.fromSpec(&s)
 	case len(args) == 0:
 		return store.Source{}, errors.New("give the stream's URI (shardfeed index s3://bucket/prefix/ --format parquet) or its manifest (-f dataset.yaml --stream NAME)")
 	default:
@@ -717,22 +711,16 @@ func (o *indexOptions) readObjectList(uri string) ([]store.Object, error) {
 }
 
 // formatOptions are the format's options: hash, shard size, progress,
-// partitions and a given schema.
+// partitions, a given schema and the format's own.
 func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, error) {
 	shardBytes, err := parseBytes(o.shardSize)
 	if err != nil {
 		return format.IndexOptions{}, fmt.Errorf("--shard-size: %w", err)
 	}
-	if o.unit != "" && o.kind != datav1alpha1.FormatMegatron {
-		return format.IndexOptions{}, fmt.Errorf("--unit is for --format megatron, not %s", o.kind)
+	if err := o.own.check(o.kind, "--format"); err != nil {
+		return format.IndexOptions{}, err
 	}
-	if o.blockSize != 0 && o.kind != datav1alpha1.FormatLitData || o.blockSize < 0 {
-		return format.IndexOptions{}, fmt.Errorf("--block-size %d is for --format litdata (a dataset written with LitData's TokensLoader), a number of tokens of 1 or more", o.blockSize)
-	}
-	if o.split != "" && o.kind != datav1alpha1.FormatHuggingFace {
-		return format.IndexOptions{}, fmt.Errorf("--split is for --format huggingface (a DatasetDict's or a datasets cache's split), not %s", o.kind)
-	}
-	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Unit: o.unit, BlockSize: o.blockSize, Split: o.split, Shards: o.shards, Concurrency: o.concurrency, Progress: progressPrinter(cmd.ErrOrStderr()),
+	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Own: o.own.values(), Shards: o.shards, Concurrency: o.concurrency, Progress: progressPrinter(cmd.ErrOrStderr()),
 		Warn: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+msg) },
 		Note: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "note: "+msg) }}
 	if opts.Partitions, err = o.parts.options(o.kind); err != nil {
@@ -887,21 +875,28 @@ func objectsSize(f *indexfile.File) int64 {
 	return n
 }
 
-// streamFlags are the flags -f MANIFEST replaces with the stream's spec.
+// streamFlags are the flags -f MANIFEST replaces with the stream's spec,
+// with the formats' own options' (ownFlags).
 var streamFlags = []string{"format", "endpoint", "region", "insecure", "catalog-type", "catalog-uri", "catalog-name",
 	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref", "hive", "select", "partition-columns", "filter",
-	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong", "buckets", "aspect-ratios", "shards", "unit", "block-size"}
+	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong", "buckets", "aspect-ratios", "shards"}
+
+// fromManifest refuses a flag that -f MANIFEST replaces with the
+// stream's spec.
+func (o *indexOptions) fromManifest(cmd *cobra.Command) error {
+	for _, f := range slices.Concat(streamFlags, o.own.flags()) {
+		if cmd.Flags().Changed(f) {
+			return fmt.Errorf("--%s comes from the manifest's stream with -f: drop the flag, or give the URI instead of -f", f)
+		}
+	}
+	return nil
+}
 
 // indexedStream returns the stream of the manifest that index -f is to
 // index: the one named, or the only one that needs an index of ours (or,
 // in a packed or bucketed dataset, its packs or buckets), and the
 // dataset's spec.
 func indexedStream(cmd *cobra.Command, manifest, name string) (datav1alpha1.Stream, *datav1alpha1.TrainingDatasetSpec, error) {
-	for _, f := range streamFlags {
-		if cmd.Flags().Changed(f) {
-			return datav1alpha1.Stream{}, nil, fmt.Errorf("--%s comes from the manifest's stream with -f: drop the flag, or give the URI instead of -f", f)
-		}
-	}
 	ds, err := readDataset(manifest, cmd.InOrStdin())
 	if err != nil {
 		return datav1alpha1.Stream{}, nil, err

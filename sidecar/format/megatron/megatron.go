@@ -37,6 +37,22 @@ func (Format) Kind() datav1alpha1.ShardFormat { return datav1alpha1.FormatMegatr
 // Suffixes implements format.Indexer: each .idx names its pair.
 func (Format) Suffixes() []string { return []string{".idx"} }
 
+// unitOption is the option that says what a sample is.
+const unitOption = "unit"
+
+// Options lists the format's own index option (format.Option): what a
+// sample is, a document or a sequence.
+func (Format) Options() []format.Option {
+	return []format.Option{{Flag: unitOption, Field: "spec.streams[].megatron.unit",
+		Help: "what a sample is, a document (default) or a sequence",
+		Spec: func(s *datav1alpha1.Stream) string {
+			if s.Megatron == nil {
+				return ""
+			}
+			return s.Megatron.Unit
+		}}}
+}
+
 // Open implements format.Format.
 func (Format) Open(l *index.Layout) (format.Reader, error) {
 	f, err := format.FileOf(l)

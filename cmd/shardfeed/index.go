@@ -153,7 +153,8 @@ func (f *packFlags) spec(column string) (*datav1alpha1.Packing, error) {
 	return p, nil
 }
 
-// indexLong is index's help.
+// indexLong is index's help, the paragraphs of the formats' own
+// (formatsHelp) between its head and its tail.
 const indexLong = `index reads a stream's objects under URI (s3://bucket/prefix/ or file:///path/)
 and writes _shardfeed/index.json under URI (a folder pyarrow, pandas, Spark
 and Trino skip), or under --index-uri where the data's bucket is not yours
@@ -162,63 +163,10 @@ file footers), per Arrow IPC record batch, or per run of whole JSON Lines /
 CSV / TSV records of about
 --shard-size, with the schema inferred from every record; each shard
 with its byte range and a content hash. The sidecar and shardfeed plan read
-it. MDS streams need no index of ours: MDS has its own.
+it. MDS streams need no index of ours: MDS has its own.`
 
-With --format iceberg, index resolves an Apache Iceberg table through its
-catalog (--catalog-type rest, sql or glue) at one snapshot (--snapshot-id,
---ref, or the current one): one shard per row group of its Parquet data
-files, the rows of its position and equality delete files never served,
-and its schema by field id. URI is where _shardfeed/index.json goes, outside the
-table's location, in the bucket that holds the table's files. The catalog's
-credentials come from the environment: SHARDFEED_CATALOG_TOKEN (a REST
-bearer token) or SHARDFEED_CATALOG_CREDENTIAL (REST OAuth2,
-client-id:client-secret), SHARDFEED_CATALOG_USER and
-SHARDFEED_CATALOG_PASSWORD (a sql catalog's database), the AWS chain (glue).
-
-With --format lance, URI is a Lance dataset's directory (….lance/), read
-at one version (--version, --tag, or the latest): one shard per row range
-of a fragment, of about --shard-size, each with the byte ranges of its
-rows' pages and its data files' tails; deleted rows are never served.
---columns keeps only those columns: their bytes alone are fetched. The
-version enters the plan's fingerprint; pin by --tag, which keeps the
-version from Lance's cleanup of old versions.
-
-With --format megatron, URI holds Megatron-LM's indexed datasets: each
-.idx with its .bin. A sample is a document (--unit document, the
-default: the tokens of its sequences) or a sequence (--unit sequence,
-which a multimodal dataset's modes need); a shard is a run of them of
-about --shard-size of tokens. Each .idx is checked whole (its pointers
-against its lengths, its document index against its sequences) and each
-.bin read once to hash the shards' tokens.
-
-With --format webdataset, URI holds WebDataset tar shards (or --shards
-names them by a brace pattern): a sample is the members of a tar that
-share a key, each extension a column (txt, text and transcript as text,
-cls, cls2, index, inx and id as integers, json and jsn as their JSON
-text, every other as bytes; --schema gives other types). Only the tars'
-headers are read, by ranged reads of 16 tars at once (--concurrency);
-each tar is cut into shards of whole samples of about --shard-size, and a
-pod fetches its shards' byte ranges, never a whole tar. A compressed tar
-(.tar.gz, .tgz) cannot be read by range: it is read whole, one shard.
-Where energon prepare left Megatron-Energon's index beside the tars
-(.nv-meta/, *.tar.idx), it is reused and no tar is read.
-The tars' contents are not hashed (their headers' checksums are checked
-where they are read): the index says how much of the tars it read.
-
-With --format huggingface, URI is a Hugging Face dataset as save_to_disk
-writes it (or a split of it, or a datasets cache directory): its Arrow
-stream files, each read once to find its record batches; a shard is a run
-of whole batches of about --shard-size, fetched with the file's schema. A
-DatasetDict's folder (dataset_dict.json) or a cache folder of several
-splits (<builder>-<split>.arrow) needs --split: splits are never mixed.
-
-With --format litdata, URI is what litdata.optimize wrote: its index.json
-names the chunks, each read and decoded once and hashed; a shard is a
-chunk. A dataset written with LitData's TokensLoader needs --block-size
-(TokensLoader's block_size): a sample is a block of that many tokens of a
-chunk, as LitData reads it.
-
-With --filter EXPR, index also finds the rows of each shard that the CEL
+// indexLongTail is index's help after the formats' paragraphs.
+const indexLongTail = `With --filter EXPR, index also finds the rows of each shard that the CEL
 expression matches (spec.streams[].filter; an unknown column is refused,
 naming the stream's columns) and writes them beside the index:
 filter-<sha256 of EXPR>.json, the matching rows per shard, which the
@@ -264,7 +212,7 @@ func newIndexCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "index (URI --format " + strings.Join(append(reg.Kinds(format.IndexesObjects), reg.Kinds(format.IsTable)...), "|") + " | -f MANIFEST [--stream NAME])",
 		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/_shardfeed/index.json",
-		Long:  indexLong,
+		Long:  indexLong + "\n\n" + formatsHelp(reg, 72) + "\n\n" + indexLongTail,
 		Example: `  shardfeed index s3://datasets/web/ --format parquet --endpoint http://minio:9000 --insecure
   shardfeed index file:///data/web/ --format parquet --hash sha256
   shardfeed index s3://lake/.shardfeed/events/ --format iceberg --catalog-type rest --catalog-uri http://iceberg-rest:8181 --table analytics.events --endpoint http://minio:9000 --insecure

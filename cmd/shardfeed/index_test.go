@@ -573,7 +573,8 @@ func TestFormatsOwnOptionsAreFlagsRefusedForOtherFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	help := strings.Join(strings.Fields(out), " ")
-	for _, want := range []string{"--unit string for megatron: what a sample is", "--block-size int for litdata:", "--split string for huggingface: the split to index"} {
+	for _, want := range []string{"--unit string for megatron: what a sample is", "--block-size int for litdata:", "--split string for huggingface: the split to index",
+		"Its own option: --unit (spec.streams[].megatron.unit).", "With --format webdataset, URI holds WebDataset tar shards"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("index --help does not say %q:\n%s", want, help)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -82,4 +83,51 @@ func (o *ownFlags) values() map[string]string {
 // format (index's --format, convert's --from).
 func (o *ownFlags) check(kind datav1alpha1.ShardFormat, formatFlag string) error {
 	return o.reg.CheckOptions(kind, o.values(), formatFlag)
+}
+
+// formatsHelp is the help of each format of reg that has help or options
+// of its own (format.Registry.IndexHelp, Options), as "With --format KIND,
+// …" paragraphs wrapped at width, each naming the format's own options.
+func formatsHelp(reg format.Registry, width int) string {
+	var paras []string
+	for _, kind := range reg.Kinds(func(format.Format) bool { return true }) {
+		h := reg.IndexHelp(datav1alpha1.ShardFormat(kind))
+		var own []string
+		for _, opt := range reg.Options(datav1alpha1.ShardFormat(kind)) {
+			own = append(own, "--"+opt.Flag+" ("+opt.Field+")")
+		}
+		switch {
+		case len(own) == 1 && h != "":
+			h += " Its own option: " + own[0] + "."
+		case len(own) > 1 && h != "":
+			h += " Its own options: " + strings.Join(own, ", ") + "."
+		case len(own) > 0:
+			h = "its own options are " + strings.Join(own, ", ") + "."
+		}
+		if h != "" {
+			paras = append(paras, wrap("With --format "+kind+", "+h, width))
+		}
+	}
+	return strings.Join(paras, "\n\n")
+}
+
+// wrap fills text's words into lines of at most width characters (a
+// longer word alone on its line).
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, w := range strings.Fields(text) {
+		switch {
+		case n == 0:
+		case n+1+len([]rune(w)) > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len([]rune(w))
+	}
+	return b.String()
 }

@@ -52,6 +52,11 @@ type ownOptions interface {
 	Options() []Option
 }
 
+// indexHelp is a Format with a paragraph of shardfeed index's help.
+type indexHelp interface {
+	IndexHelp() string
+}
+
 // Options lists the options kind's format alone takes (nil: none, or no
 // such format), in the format's order.
 func (r Registry) Options(kind datav1alpha1.ShardFormat) []Option {
@@ -59,6 +64,16 @@ func (r Registry) Options(kind datav1alpha1.ShardFormat) []Option {
 		return f.Options()
 	}
 	return nil
+}
+
+// IndexHelp is what shardfeed index's help says of kind's streams after
+// "With --format KIND, ": how they are indexed and with which options of
+// their own; "" where the help of every format says all.
+func (r Registry) IndexHelp(kind datav1alpha1.ShardFormat) string {
+	if f, ok := r[kind].(indexHelp); ok {
+		return f.IndexHelp()
+	}
+	return ""
 }
 
 // owner returns the format whose option flag is, and the option.

@@ -89,6 +89,16 @@ func (Format) Options() []format.Option {
 		}}}
 }
 
+// IndexHelp is shardfeed index's help of a huggingface stream.
+func (Format) IndexHelp() string {
+	return `URI is a Hugging Face dataset as save_to_disk writes it (or a split of
+it, or a datasets cache directory): its Arrow stream files, each read
+once to find its record batches; a shard is a run of whole batches of
+about --shard-size, fetched with the file's schema. A DatasetDict's
+folder (dataset_dict.json) or a cache folder of several splits
+(<builder>-<split>.arrow) needs --split: splits are never mixed.`
+}
+
 // IndexObject implements format.Indexer: the file is read once, its
 // messages walked and checked, and its record batches cut into shards of
 // about opts.ShardBytes, each hashed.

@@ -74,6 +74,15 @@ func (Format) Options() []format.Option {
 		}}}
 }
 
+// IndexHelp is shardfeed index's help of a litdata stream.
+func (Format) IndexHelp() string {
+	return `URI is what litdata.optimize wrote: its index.json names the chunks,
+each read and decoded once and hashed; a shard is a chunk. A dataset
+written with LitData's TokensLoader needs --block-size (TokensLoader's
+block_size): a sample is a block of that many tokens of a chunk, as
+LitData reads it.`
+}
+
 // Open implements format.Format.
 func (Format) Open(l *index.Layout) (format.Reader, error) {
 	f, err := format.FileOf(l)

@@ -53,6 +53,17 @@ func (Format) Options() []format.Option {
 		}}}
 }
 
+// IndexHelp is shardfeed index's help of a megatron stream.
+func (Format) IndexHelp() string {
+	return `URI holds Megatron-LM's indexed datasets: each .idx with its .bin. A
+sample is a document (--unit document, the default: the tokens of its
+sequences) or a sequence (--unit sequence, which a multimodal dataset's
+modes need); a shard is a run of them of about --shard-size of tokens.
+Each .idx is checked whole (its pointers against its lengths, its
+document index against its sequences) and each .bin read once to hash
+the shards' tokens.`
+}
+
 // Open implements format.Format.
 func (Format) Open(l *index.Layout) (format.Reader, error) {
 	f, err := format.FileOf(l)

@@ -38,17 +38,18 @@ type convertOptions struct {
 	compression, hashes, outDir string
 	schema                      string
 	overwrite                   bool
-	unit                        string
-	blockSize                   int64
-	parts                       partitionFlags
-	lance                       lanceFlags
+	// own are the options a format alone takes, from the registry.
+	own   ownFlags
+	parts partitionFlags
+	lance lanceFlags
 }
 
 func newConvertCommand() *cobra.Command {
 	o := &convertOptions{}
+	reg := formats.Default()
 	// Every format whose objects convert reads, and Lance datasets (a
 	// table read from its store alone, with no catalog).
-	sources := formats.Default().Kinds(func(f format.Format) bool {
+	sources := reg.Kinds(func(f format.Format) bool {
 		return !format.IsTable(f) || f.Kind() == datav1alpha1.FormatLance
 	})
 	cmd := &cobra.Command{
@@ -82,8 +83,7 @@ rows left out), only --columns if given.`,
 	f.StringVar(&o.outDir, "temp-dir", "", "directory for source objects while they are scanned")
 	f.BoolVar(&o.overwrite, "overwrite", false, "delete what --out holds before writing (without it, a non-empty --out is refused: its stale shards would mix with the new ones)")
 	f.StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the schema inferred from every record`)
-	f.StringVar(&o.unit, "unit", "", "for megatron: what a row is, a document (default) or a sequence")
-	f.Int64Var(&o.blockSize, "block-size", 0, "for litdata written with LitData's TokensLoader: the tokens of a row (its block_size)")
+	o.own.add(cmd, reg)
 	_ = cmd.MarkFlagRequired("from")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
@@ -125,14 +125,11 @@ func (o *convertOptions) run(cmd *cobra.Command, args []string) error {
 	if err := emptyOutput(ctx, outStore, o.overwrite, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
-	if o.unit != "" && o.from != datav1alpha1.FormatMegatron {
-		return fmt.Errorf("--unit is for --from megatron, not %s", o.from)
+	if err := o.own.check(o.from, "--from"); err != nil {
+		return err
 	}
-	if o.blockSize != 0 && o.from != datav1alpha1.FormatLitData || o.blockSize < 0 {
-		return fmt.Errorf("--block-size %d is for --from litdata (a dataset written with LitData's TokensLoader), a number of tokens of 1 or more", o.blockSize)
-	}
-	c := &converter{ctx: ctx, in: inStore, out: outStore, from: o.from, formats: formats.Default(), stderr: cmd.ErrOrStderr(), tmp: o.outDir,
-		unit: o.unit, blockSize: o.blockSize}
+	c := &converter{ctx: ctx, in: inStore, out: outStore, from: o.from, formats: o.own.reg, stderr: cmd.ErrOrStderr(), tmp: o.outDir,
+		own: o.own.values()}
 	if c.partitions, err = o.parts.options(o.from); err != nil {
 		return err
 	}
@@ -209,10 +206,9 @@ type converter struct {
 	partitions *format.PartitionOptions
 	// table pins and projects a Lance dataset.
 	table *format.TableOptions
-	// unit and blockSize cut a megatron or a TokensLoader litdata
-	// source's samples.
-	unit      string
-	blockSize int64
+	// own are the values of the source format's own options (a megatron
+	// source's unit, a TokensLoader litdata source's block size).
+	own map[string]string
 }
 
 // layout returns the source's layout: indexed from its objects by a format
@@ -227,7 +223,7 @@ func (c *converter) layout() (*index.Layout, error) {
 		return index.ReadStoreLayout(c.ctx, c.in)
 	}
 	x, err := c.formats.Index(c.ctx, c.in, c.from, format.IndexOptions{TempDir: c.tmp, Schema: c.schema, Partitions: c.partitions, Table: c.table,
-		Unit: c.unit, BlockSize: c.blockSize, Progress: func(done, total int, what string) {
+		Own: c.own, Progress: func(done, total int, what string) {
 			switch {
 			case table:
 				_, _ = fmt.Fprintf(c.stderr, "indexed %s (%d/%d)\n", what, done, total)

@@ -48,7 +48,7 @@ func TestIntegrationConvertTheNewFormats(t *testing.T) {
 		{datav1alpha1.FormatLitData, func(t *testing.T, dir string) string {
 			testenv.PythonScript(t, "venv-oracle", "test/oracle/litdata_oracle.py", "write", dir, "--case", "tokens")
 			return dir
-		}, format.IndexOptions{BlockSize: 64}, []string{"--block-size", "64"}},
+		}, format.IndexOptions{Own: map[string]string{"block-size": "64"}}, []string{"--block-size", "64"}},
 	} {
 		t.Run(strings.Join(append([]string{string(c.kind)}, c.flags...), " "), func(t *testing.T) {
 			t.Parallel()

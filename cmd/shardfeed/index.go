@@ -74,11 +74,11 @@ type indexOptions struct {
 	aspectRatios  []string
 	pack          packFlags
 	indexURI      string
-	unit          string
-	blockSize     int64
-	split         string
-	shards        string
-	concurrency   int
+	// own are the options a format alone takes (--unit, --block-size,
+	// --split), from the registry.
+	own         ownFlags
+	shards      string
+	concurrency int
 	// listParallel bounds the directories listed at once.
 	listParallel int
 	// objectList and objectListForm: the stream's objects from a file
@@ -153,7 +153,8 @@ func (f *packFlags) spec(column string) (*datav1alpha1.Packing, error) {
 	return p, nil
 }
 
-// indexLong is index's help.
+// indexLong is index's help, the paragraphs of the formats' own
+// (formatsHelp) between its head and its tail.
 const indexLong = `index reads a stream's objects under URI (s3://bucket/prefix/ or file:///path/)
 and writes _shardfeed/index.json under URI (a folder pyarrow, pandas, Spark
 and Trino skip), or under --index-uri where the data's bucket is not yours
@@ -162,63 +163,10 @@ file footers), per Arrow IPC record batch, or per run of whole JSON Lines /
 CSV / TSV records of about
 --shard-size, with the schema inferred from every record; each shard
 with its byte range and a content hash. The sidecar and shardfeed plan read
-it. MDS streams need no index of ours: MDS has its own.
+it. MDS streams need no index of ours: MDS has its own.`
 
-With --format iceberg, index resolves an Apache Iceberg table through its
-catalog (--catalog-type rest, sql or glue) at one snapshot (--snapshot-id,
---ref, or the current one): one shard per row group of its Parquet data
-files, the rows of its position and equality delete files never served,
-and its schema by field id. URI is where _shardfeed/index.json goes, outside the
-table's location, in the bucket that holds the table's files. The catalog's
-credentials come from the environment: SHARDFEED_CATALOG_TOKEN (a REST
-bearer token) or SHARDFEED_CATALOG_CREDENTIAL (REST OAuth2,
-client-id:client-secret), SHARDFEED_CATALOG_USER and
-SHARDFEED_CATALOG_PASSWORD (a sql catalog's database), the AWS chain (glue).
-
-With --format lance, URI is a Lance dataset's directory (….lance/), read
-at one version (--version, --tag, or the latest): one shard per row range
-of a fragment, of about --shard-size, each with the byte ranges of its
-rows' pages and its data files' tails; deleted rows are never served.
---columns keeps only those columns: their bytes alone are fetched. The
-version enters the plan's fingerprint; pin by --tag, which keeps the
-version from Lance's cleanup of old versions.
-
-With --format megatron, URI holds Megatron-LM's indexed datasets: each
-.idx with its .bin. A sample is a document (--unit document, the
-default: the tokens of its sequences) or a sequence (--unit sequence,
-which a multimodal dataset's modes need); a shard is a run of them of
-about --shard-size of tokens. Each .idx is checked whole (its pointers
-against its lengths, its document index against its sequences) and each
-.bin read once to hash the shards' tokens.
-
-With --format webdataset, URI holds WebDataset tar shards (or --shards
-names them by a brace pattern): a sample is the members of a tar that
-share a key, each extension a column (txt, text and transcript as text,
-cls, cls2, index, inx and id as integers, json and jsn as their JSON
-text, every other as bytes; --schema gives other types). Only the tars'
-headers are read, by ranged reads of 16 tars at once (--concurrency);
-each tar is cut into shards of whole samples of about --shard-size, and a
-pod fetches its shards' byte ranges, never a whole tar. A compressed tar
-(.tar.gz, .tgz) cannot be read by range: it is read whole, one shard.
-Where energon prepare left Megatron-Energon's index beside the tars
-(.nv-meta/, *.tar.idx), it is reused and no tar is read.
-The tars' contents are not hashed (their headers' checksums are checked
-where they are read): the index says how much of the tars it read.
-
-With --format huggingface, URI is a Hugging Face dataset as save_to_disk
-writes it (or a split of it, or a datasets cache directory): its Arrow
-stream files, each read once to find its record batches; a shard is a run
-of whole batches of about --shard-size, fetched with the file's schema. A
-DatasetDict's folder (dataset_dict.json) or a cache folder of several
-splits (<builder>-<split>.arrow) needs --split: splits are never mixed.
-
-With --format litdata, URI is what litdata.optimize wrote: its index.json
-names the chunks, each read and decoded once and hashed; a shard is a
-chunk. A dataset written with LitData's TokensLoader needs --block-size
-(TokensLoader's block_size): a sample is a block of that many tokens of a
-chunk, as LitData reads it.
-
-With --filter EXPR, index also finds the rows of each shard that the CEL
+// indexLongTail is index's help after the formats' paragraphs.
+const indexLongTail = `With --filter EXPR, index also finds the rows of each shard that the CEL
 expression matches (spec.streams[].filter; an unknown column is refused,
 naming the stream's columns) and writes them beside the index:
 filter-<sha256 of EXPR>.json, the matching rows per shard, which the
@@ -254,7 +202,8 @@ samples (docs/planner.md, packing).
 
 With -f MANIFEST, the stream (--stream NAME, or the manifest's only stream
 that needs an index) gives the URI, the format, the endpoint and, for a
-table, the catalog, table, snapshot and ref, and the filter; --credentials-dir is read as
+table, the catalog, table, snapshot and ref, the filter, and the options
+of the format's own (each flag's help names the field); --credentials-dir is read as
 plan reads it (a stream's Secret's keys in DIR/<secret name>/).`
 
 func newIndexCommand() *cobra.Command {
@@ -263,7 +212,7 @@ func newIndexCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "index (URI --format " + strings.Join(append(reg.Kinds(format.IndexesObjects), reg.Kinds(format.IsTable)...), "|") + " | -f MANIFEST [--stream NAME])",
 		Short: "Write the shardfeed index of a stream (its shards, sample counts, byte ranges and hashes) as URI/_shardfeed/index.json",
-		Long:  indexLong,
+		Long:  indexLong + "\n\n" + formatsHelp(reg, 72) + "\n\n" + indexLongTail,
 		Example: `  shardfeed index s3://datasets/web/ --format parquet --endpoint http://minio:9000 --insecure
   shardfeed index file:///data/web/ --format parquet --hash sha256
   shardfeed index s3://lake/.shardfeed/events/ --format iceberg --catalog-type rest --catalog-uri http://iceberg-rest:8181 --table analytics.events --endpoint http://minio:9000 --insecure
@@ -285,9 +234,7 @@ func newIndexCommand() *cobra.Command {
 		"; or of a table: "+strings.Join(reg.Kinds(format.IsTable), ", ")+" (mds with --filter: MDS keeps its own index)")
 	cmd.Flags().StringVar(&o.shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
 	cmd.Flags().StringVar(&o.algo, "hash", "xxh64", "hash algorithm of the shards' content")
-	cmd.Flags().StringVar(&o.unit, "unit", "", "for megatron: what a sample is, a document (default) or a sequence")
-	cmd.Flags().Int64Var(&o.blockSize, "block-size", 0, "for litdata written with LitData's TokensLoader: the tokens of a sample (its block_size)")
-	cmd.Flags().StringVar(&o.split, "split", "", "for huggingface: the split to index where URI holds several (a DatasetDict's folder, a datasets cache folder); refused without one there")
+	o.own.add(cmd, reg)
 	cmd.Flags().StringVar(&o.shards, "shards", "", `a brace pattern of the objects under URI to index, as WebDataset names shard sets ("shards-{000000..012345}.tar"); each must exist`)
 	cmd.Flags().IntVar(&o.concurrency, "concurrency", 0, "how many objects to read at once (default 16; webdataset's tars through their headers)")
 	cmd.Flags().IntVar(&o.listParallel, "list-parallel", 16, "directories of the stream's tree listed at once (each a request stream of its own)")
@@ -589,6 +536,9 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 	case o.manifest != "" && len(args) > 0:
 		return store.Source{}, errors.New("give a URI or -f MANIFEST, not both")
 	case o.manifest != "":
+		if err := o.fromManifest(cmd); err != nil {
+			return store.Source{}, err
+		}
 		s, spec, err := indexedStream(cmd, o.manifest, o.stream)
 		if err != nil {
 			return store.Source{}, err
@@ -632,15 +582,7 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 				o.specSchema = append(o.specSchema, indexfile.Field{Name: c.Name, Type: c.Type})
 			}
 		}
-		if m := s.Megatron; m != nil {
-			o.unit = m.Unit
-		}
-		if l := s.LitData; l != nil {
-			o.blockSize = l.BlockSize
-		}
-		if h := s.HuggingFace; h != nil {
-			o.split = h.Split
-		}
+		o.own.fromSpec(&s)
 	case len(args) == 0:
 		return store.Source{}, errors.New("give the stream's URI (shardfeed index s3://bucket/prefix/ --format parquet) or its manifest (-f dataset.yaml --stream NAME)")
 	default:
@@ -717,22 +659,16 @@ func (o *indexOptions) readObjectList(uri string) ([]store.Object, error) {
 }
 
 // formatOptions are the format's options: hash, shard size, progress,
-// partitions and a given schema.
+// partitions, a given schema and the format's own.
 func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, error) {
 	shardBytes, err := parseBytes(o.shardSize)
 	if err != nil {
 		return format.IndexOptions{}, fmt.Errorf("--shard-size: %w", err)
 	}
-	if o.unit != "" && o.kind != datav1alpha1.FormatMegatron {
-		return format.IndexOptions{}, fmt.Errorf("--unit is for --format megatron, not %s", o.kind)
+	if err := o.own.check(o.kind, "--format"); err != nil {
+		return format.IndexOptions{}, err
 	}
-	if o.blockSize != 0 && o.kind != datav1alpha1.FormatLitData || o.blockSize < 0 {
-		return format.IndexOptions{}, fmt.Errorf("--block-size %d is for --format litdata (a dataset written with LitData's TokensLoader), a number of tokens of 1 or more", o.blockSize)
-	}
-	if o.split != "" && o.kind != datav1alpha1.FormatHuggingFace {
-		return format.IndexOptions{}, fmt.Errorf("--split is for --format huggingface (a DatasetDict's or a datasets cache's split), not %s", o.kind)
-	}
-	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Unit: o.unit, BlockSize: o.blockSize, Split: o.split, Shards: o.shards, Concurrency: o.concurrency, Progress: progressPrinter(cmd.ErrOrStderr()),
+	opts := format.IndexOptions{Hash: o.algo, ShardBytes: shardBytes, Own: o.own.values(), Shards: o.shards, Concurrency: o.concurrency, Progress: progressPrinter(cmd.ErrOrStderr()),
 		Warn: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+msg) },
 		Note: func(msg string) { _, _ = fmt.Fprintln(cmd.ErrOrStderr(), "note: "+msg) }}
 	if opts.Partitions, err = o.parts.options(o.kind); err != nil {
@@ -887,21 +823,28 @@ func objectsSize(f *indexfile.File) int64 {
 	return n
 }
 
-// streamFlags are the flags -f MANIFEST replaces with the stream's spec.
+// streamFlags are the flags -f MANIFEST replaces with the stream's spec,
+// with the formats' own options' (ownFlags).
 var streamFlags = []string{"format", "endpoint", "region", "insecure", "catalog-type", "catalog-uri", "catalog-name",
 	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref", "hive", "select", "partition-columns", "filter",
-	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong", "buckets", "aspect-ratios", "shards", "unit", "block-size"}
+	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong", "buckets", "aspect-ratios", "shards"}
+
+// fromManifest refuses a flag that -f MANIFEST replaces with the
+// stream's spec.
+func (o *indexOptions) fromManifest(cmd *cobra.Command) error {
+	for _, f := range slices.Concat(streamFlags, o.own.flags()) {
+		if cmd.Flags().Changed(f) {
+			return fmt.Errorf("--%s comes from the manifest's stream with -f: drop the flag, or give the URI instead of -f", f)
+		}
+	}
+	return nil
+}
 
 // indexedStream returns the stream of the manifest that index -f is to
 // index: the one named, or the only one that needs an index of ours (or,
 // in a packed or bucketed dataset, its packs or buckets), and the
 // dataset's spec.
 func indexedStream(cmd *cobra.Command, manifest, name string) (datav1alpha1.Stream, *datav1alpha1.TrainingDatasetSpec, error) {
-	for _, f := range streamFlags {
-		if cmd.Flags().Changed(f) {
-			return datav1alpha1.Stream{}, nil, fmt.Errorf("--%s comes from the manifest's stream with -f: drop the flag, or give the URI instead of -f", f)
-		}
-	}
 	ds, err := readDataset(manifest, cmd.InOrStdin())
 	if err != nil {
 		return datav1alpha1.Stream{}, nil, err

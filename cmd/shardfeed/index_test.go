@@ -526,3 +526,57 @@ func TestProgressRateSaysHowFastAndWhen(t *testing.T) {
 		}
 	}
 }
+
+// A format's own options (the registry's) are flags of index and convert,
+// each refused for another format with the same words as ever, and with
+// -f they come from the manifest's stream: a section of another format's
+// is refused as its flag is.
+func TestFormatsOwnOptionsAreFlagsRefusedForOtherFormats(t *testing.T) {
+	dir := t.TempDir()
+	jsonLines(t, dir, 3, `{"x": 3}`)
+	src := "file://" + dir + "/"
+	manifest := func(section string) string {
+		path := filepath.Join(t.TempDir(), "d.yaml")
+		m := "apiVersion: data.shardfeed.io/v1alpha1\nkind: TrainingDataset\nmetadata: {name: d}\nspec:\n  numSplits: 1\n  globalBatchSize: 1\n  streams:\n" +
+			"  - {name: a, format: jsonl, source: {uri: " + src + "}" + section + "}\n"
+		if err := os.WriteFile(path, []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"index", src, "--format", "jsonl", "--unit", "sequence"}, "--unit is for --format megatron, not jsonl"},
+		{[]string{"index", src, "--format", "jsonl", "--block-size", "64"},
+			"--block-size 64 is for --format litdata (a dataset written with LitData's TokensLoader), a number of tokens of 1 or more"},
+		{[]string{"index", src, "--format", "litdata", "--block-size", "-1"},
+			"--block-size -1 is for --format litdata (a dataset written with LitData's TokensLoader), a number of tokens of 1 or more"},
+		{[]string{"index", src, "--format", "jsonl", "--split", "train"},
+			"--split is for --format huggingface (a DatasetDict's or a datasets cache's split), not jsonl"},
+		{[]string{"convert", src, "--from", "jsonl", "--out", "file://" + t.TempDir() + "/", "--unit", "sequence"}, "--unit is for --from megatron, not jsonl"},
+		{[]string{"convert", src, "--from", "jsonl", "--out", "file://" + t.TempDir() + "/", "--block-size", "64"},
+			"--block-size 64 is for --from litdata (a dataset written with LitData's TokensLoader), a number of tokens of 1 or more"},
+		{[]string{"index", "-f", manifest(""), "--unit", "sequence"}, "--unit comes from the manifest's stream with -f"},
+		{[]string{"index", "-f", manifest(""), "--split", "train"}, "--split comes from the manifest's stream with -f"},
+		{[]string{"index", "-f", manifest(", megatron: {unit: sequence}")}, "--unit is for --format megatron, not jsonl"},
+		{[]string{"index", "-f", manifest(", litdata: {blockSize: 64}")}, "--block-size 64 is for --format litdata"},
+		{[]string{"index", "-f", manifest(", huggingface: {split: train}")}, "--split is for --format huggingface"},
+	} {
+		if out, err := runCLI(t, c.args...); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%v: %v\n%s\nwant an error saying %q", c.args, err, out, c.says)
+		}
+	}
+	out, err := runCLI(t, "index", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	help := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{"--unit string for megatron: what a sample is", "--block-size int for litdata:", "--split string for huggingface: the split to index",
+		"Its own option: --unit (spec.streams[].megatron.unit).", "With --format webdataset, URI holds WebDataset tar shards"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("index --help does not say %q:\n%s", want, help)
+		}
+	}
+}

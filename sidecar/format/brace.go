@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// MaxBraceNames bounds what a brace pattern may name.
-const MaxBraceNames = 10_000_000
+// maxBraceNames bounds what a brace pattern may name.
+const maxBraceNames = 10_000_000
 
 // ExpandBraces returns the names a brace pattern names, in order, as
 // WebDataset's braceexpand does: {a,b,c} lists alternatives and {000..099}
@@ -41,8 +41,8 @@ func ExpandBraces(pattern string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("brace pattern %q: %w", pattern, err)
 		}
-		if len(out)*len(alts) > MaxBraceNames {
-			return nil, fmt.Errorf("brace pattern %q names more than %d objects: split the stream", pattern, MaxBraceNames)
+		if len(out)*len(alts) > maxBraceNames {
+			return nil, fmt.Errorf("brace pattern %q names more than %d objects: split the stream", pattern, maxBraceNames)
 		}
 		out = appendEach(out, []string{rest[:open]})
 		out = appendEach(out, alts)
@@ -69,8 +69,8 @@ func braceBody(body string) ([]string, error) {
 		if errA != nil || errB != nil || a < 0 || b < a {
 			return nil, fmt.Errorf("{%s} is not a range of integers from low to high", body)
 		}
-		if b-a >= MaxBraceNames {
-			return nil, fmt.Errorf("{%s} names more than %d objects", body, MaxBraceNames)
+		if b-a >= maxBraceNames {
+			return nil, fmt.Errorf("{%s} names more than %d objects", body, maxBraceNames)
 		}
 		width := 0
 		if (len(lo) > 1 && lo[0] == '0') || (len(hi) > 1 && hi[0] == '0') {

@@ -107,10 +107,7 @@ func (r Registry) Changes(ctx context.Context, st store.Store, f *indexfile.File
 	if !ok || IsTable(fm) {
 		return nil, nil
 	}
-	opts := IndexOptions{}
-	if f.HuggingFace != nil {
-		opts.Split = f.HuggingFace.Split
-	}
+	opts := IndexOptions{Own: r.indexedOptions(f)}
 	if p := f.Partitions; p != nil {
 		opts.Partitions = &PartitionOptions{Select: p.Select}
 		if p.Given {

@@ -11,7 +11,11 @@
 //
 // The formats shardfeed reads are listed in one table, formats.Default
 // (sidecar/format/formats). Adding a format is a package implementing Format
-// (and Indexer) plus one row there; docs/development.md lists the steps.
+// (and Indexer) plus one row there; docs/development.md lists the steps. The
+// index options one format alone takes are its own (Option): the CLI's
+// flags, their help and checks, and a manifest's fields come from the
+// registry's list of them, and their values reach the format in
+// IndexOptions.Own.
 // Index reading stays in internal/index, which decodes nothing, so that the
 // operator links no decoder.
 package format
@@ -224,15 +228,11 @@ type IndexOptions struct {
 	// Table names the table of a table format (TableIndexer); set for
 	// no other.
 	Table *TableOptions
-	// Unit is what a sample is where a format can cut its objects two
-	// ways: a megatron stream's "document" (the default) or "sequence".
-	Unit string
-	// BlockSize is the tokens of a sample of a litdata stream written
-	// with LitData's TokensLoader (its block_size); 0 for any other.
-	BlockSize int64
-	// Split is the split of a huggingface stream whose source holds
-	// several; "" for any other.
-	Split string
+	// Own are the values of the format's own options (Option), by flag:
+	// a megatron stream's "unit", a litdata stream's "block-size", a
+	// huggingface stream's "split". Registry.Index refuses another
+	// format's.
+	Own map[string]string
 	// Concurrency bounds the objects read at once (0: a StreamIndexer's
 	// default, else DefaultIndexConcurrency).
 	Concurrency int
@@ -271,12 +271,10 @@ func (o IndexOptions) Key(kind datav1alpha1.ShardFormat) string {
 		ShardBytes int64
 		Schema     []indexfile.Field
 		Partitions *PartitionOptions
-		Unit       string
-		BlockSize  int64
-		Split      string
+		Own        map[string]string
 		Shards     string
 		Append     string
-	}{kind, o.Hash, o.ShardBytes, o.Schema, o.Partitions, o.Unit, o.BlockSize, o.Split, o.Shards, appendTo})
+	}{kind, o.Hash, o.ShardBytes, o.Schema, o.Partitions, givenOwn(o.Own), o.Shards, appendTo})
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }
@@ -372,6 +370,11 @@ func isIndexer(f Format) bool {
 // format's stream is its table at one snapshot (opts.Table).
 func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.ShardFormat, opts IndexOptions) (*indexfile.File, error) {
 	f, ok := r[kind]
+	if ok {
+		if err := r.CheckOptions(kind, opts.Own, "--format"); err != nil {
+			return nil, err
+		}
+	}
 	if tx, isTable := f.(TableIndexer); ok && isTable {
 		if opts.Append != nil {
 			return nil, fmt.Errorf("--append: a %s stream's index is of one version of its table: index it again", kind)
@@ -473,9 +476,6 @@ func sourceFiles(ctx context.Context, st store.Store, ix Indexer, keep func(stri
 	}
 	sel, ok := ix.(Selector)
 	if !ok {
-		if opts.Split != "" {
-			return nil, fmt.Errorf("shardfeed index: a split (--split) is for a huggingface stream, and %s is not one", out.Format)
-		}
 		return files, nil
 	}
 	kept, err := sel.Select(ctx, st, objs, objectsOf(files), out, opts)

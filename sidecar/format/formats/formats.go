@@ -1,8 +1,9 @@
 // Package formats is the registry of the shard formats shardfeed reads,
 // keyed by the API's format name: the one table the sidecar and the CLI
-// find a format in. A new format is a package implementing format.Format
-// (and format.Indexer, to be indexed by `shardfeed index`) and one row
-// here.
+// find a format in, with the index options each takes alone
+// (format.Option) and its help. A new format is a package implementing
+// format.Format (and format.Indexer, to be indexed by `shardfeed index`)
+// and one row here.
 package formats
 
 import (

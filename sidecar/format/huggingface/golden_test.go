@@ -140,7 +140,7 @@ func TestHuggingFaceSplitsAreNeverMixed(t *testing.T) {
 	dict, built := recorded(t, golden, "dict"), recorded(t, golden, "builder")
 	indexOf := func(dir, split string) (*indexfile.File, error) {
 		return formats.Default().Index(context.Background(), formattest.OpenDir(t, dir), datav1alpha1.FormatHuggingFace,
-			format.IndexOptions{ShardBytes: 8 << 10, Split: split})
+			format.IndexOptions{ShardBytes: 8 << 10, Own: map[string]string{"split": split}})
 	}
 	for _, c := range []struct {
 		name, dir, split string
@@ -174,6 +174,11 @@ func TestHuggingFaceSplitsAreNeverMixed(t *testing.T) {
 			}
 			want := answers(t, golden, c.want)
 			formattest.Compare(t, c.name, "datasets", formattest.Rows(t, formattest.OpenDir(t, c.dir), f, nil), want)
+			// The source compared with the index is listed as the index
+			// was, by the split it records: unchanged.
+			if ch, err := formats.Default().Changes(context.Background(), formattest.OpenDir(t, c.dir), f, format.TableOptions{}); err != nil || !ch.None() {
+				t.Fatalf("the source compared with its index of split %s: %v, %v", c.split, ch, err)
+			}
 		})
 	}
 }

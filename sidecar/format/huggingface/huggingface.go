@@ -66,6 +66,39 @@ func (Format) Kind() datav1alpha1.ShardFormat { return datav1alpha1.FormatHuggin
 // Suffixes implements format.Indexer: the Arrow stream files.
 func (Format) Suffixes() []string { return []string{".arrow"} }
 
+// splitOption is the option that chooses a split.
+const splitOption = "split"
+
+// Options lists the format's own index option (format.Option): the split
+// of a source that holds several.
+func (Format) Options() []format.Option {
+	return []format.Option{{Flag: splitOption, Field: "spec.streams[].huggingface.split",
+		Help: "the split to index where URI holds several (a DatasetDict's folder, a datasets cache folder); refused without one there",
+		For:  "a DatasetDict's or a datasets cache's split",
+		Spec: func(s *datav1alpha1.Stream) string {
+			if s.HuggingFace == nil {
+				return ""
+			}
+			return s.HuggingFace.Split
+		},
+		Indexed: func(f *indexfile.File) string {
+			if f.HuggingFace == nil {
+				return ""
+			}
+			return f.HuggingFace.Split
+		}}}
+}
+
+// IndexHelp is shardfeed index's help of a huggingface stream.
+func (Format) IndexHelp() string {
+	return `URI is a Hugging Face dataset as save_to_disk writes it (or a split of
+it, or a datasets cache directory): its Arrow stream files, each read
+once to find its record batches; a shard is a run of whole batches of
+about --shard-size, fetched with the file's schema. A DatasetDict's
+folder (dataset_dict.json) or a cache folder of several splits
+(<builder>-<split>.arrow) needs --split: splits are never mixed.`
+}
+
 // IndexObject implements format.Indexer: the file is read once, its
 // messages walked and checked, and its record batches cut into shards of
 // about opts.ShardBytes, each hashed.

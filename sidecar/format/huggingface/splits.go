@@ -41,7 +41,7 @@ var _ format.Selector = Format{}
 // Select implements format.Selector. A DatasetDict's folder (its
 // dataset_dict.json names the splits, each in a folder of its name) and a
 // datasets cache folder (files named by split) hold several splits: the
-// one opts.Split names is kept, a source of one split is that split, and a
+// one opts.Own["split"] names is kept, a source of one split is that split, and a
 // source of several is refused without a choice, naming them: a split's
 // rows are never served with another's (a test split in training).
 func (Format) Select(ctx context.Context, st store.Store, listing, files []store.Object, out *indexfile.File, opts format.IndexOptions) ([]store.Object, error) {
@@ -54,7 +54,7 @@ func (Format) Select(ctx context.Context, st store.Store, listing, files []store
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	chosen := opts.Split
+	chosen := opts.Own[splitOption]
 	switch {
 	case chosen == "" && len(names) <= 1:
 		if len(names) == 1 && names[0] != "" {

@@ -94,7 +94,7 @@ func TestSelectKeepsOneSplit(t *testing.T) {
 				}
 			}
 			out := &indexfile.File{}
-			kept, err := huggingface.Format{}.Select(context.Background(), st, listing, files, out, format.IndexOptions{Split: c.split})
+			kept, err := huggingface.Format{}.Select(context.Background(), st, listing, files, out, format.IndexOptions{Own: map[string]string{"split": c.split}})
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("got %v, want an error saying %q", err, c.err)

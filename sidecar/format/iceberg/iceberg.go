@@ -37,6 +37,21 @@ type icebergFormat struct{}
 
 func (icebergFormat) Kind() datav1alpha1.ShardFormat { return datav1alpha1.FormatIceberg }
 
+// IndexHelp is shardfeed index's help of an iceberg stream.
+func (icebergFormat) IndexHelp() string {
+	return `index resolves an Apache Iceberg table through its catalog
+(--catalog-type rest, sql or glue) at one snapshot (--snapshot-id, --ref,
+or the current one): one shard per row group of its Parquet data files,
+the rows of its position and equality delete files never served, and its
+schema by field id. URI is where _shardfeed/index.json goes, outside the
+table's location, in the bucket that holds the table's files. The
+catalog's credentials come from the environment: SHARDFEED_CATALOG_TOKEN
+(a REST bearer token) or SHARDFEED_CATALOG_CREDENTIAL (REST OAuth2,
+client-id:client-secret), SHARDFEED_CATALOG_USER and
+SHARDFEED_CATALOG_PASSWORD (a sql catalog's database), the AWS chain
+(glue).`
+}
+
 // Open implements format.Format: the table's schema comes from the index.
 func (icebergFormat) Open(l *index.Layout) (format.Reader, error) {
 	f, err := format.FileOf(l)

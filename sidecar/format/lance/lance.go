@@ -34,6 +34,17 @@ type lanceFormat struct{}
 
 func (lanceFormat) Kind() datav1alpha1.ShardFormat { return datav1alpha1.FormatLance }
 
+// IndexHelp is shardfeed index's help of a lance stream.
+func (lanceFormat) IndexHelp() string {
+	return `URI is a Lance dataset's directory (….lance/), read at one version
+(--version, --tag, or the latest): one shard per row range of a
+fragment, of about --shard-size, each with the byte ranges of its rows'
+pages and its data files' tails; deleted rows are never served.
+--columns keeps only those columns: their bytes alone are fetched. The
+version enters the plan's fingerprint; pin by --tag, which keeps the
+version from Lance's cleanup of old versions.`
+}
+
 func (lanceFormat) Open(l *index.Layout) (format.Reader, error) {
 	f, err := format.FileOf(l)
 	if err != nil {

@@ -123,7 +123,7 @@ func TestLitDataServesTokensLoaderBlocks(t *testing.T) {
 	golden := testenv.Golden(t)
 	st := formattest.OpenDir(t, filepath.Join(golden, "tokens"))
 	for _, block := range []int64{64, 300} {
-		f := formattest.Index(t, st, datav1alpha1.FormatLitData, format.IndexOptions{BlockSize: block})
+		f := formattest.Index(t, st, datav1alpha1.FormatLitData, format.IndexOptions{Own: map[string]string{"block-size": strconv.FormatInt(block, 10)}})
 		if len(f.Shards) < 3 || f.LitData.BlockSize != block {
 			t.Fatalf("%d chunks, block size %d: the case writes several chunks", len(f.Shards), f.LitData.BlockSize)
 		}
@@ -135,7 +135,7 @@ func TestLitDataServesTokensLoaderBlocks(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "TokensLoader") || !strings.Contains(err.Error(), "--block-size N or spec.streams[].litdata.blockSize") {
 		t.Fatalf("a TokensLoader dataset without a block size: %v", err)
 	}
-	_, err = formats.Default().Index(context.Background(), formattest.OpenDir(t, filepath.Join(golden, "strings")), datav1alpha1.FormatLitData, format.IndexOptions{BlockSize: 64})
+	_, err = formats.Default().Index(context.Background(), formattest.OpenDir(t, filepath.Join(golden, "strings")), datav1alpha1.FormatLitData, format.IndexOptions{Own: map[string]string{"block-size": "64"}})
 	if err == nil || !strings.Contains(err.Error(), "its item loader is PyTreeLoader: drop it") {
 		t.Fatalf("a block size for a PyTreeLoader dataset: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestLitDataReadsCompressedChunks(t *testing.T) {
 			t.Parallel()
 			name := c.kase + "-zstd-" + c.level
 			st := formattest.OpenDir(t, filepath.Join(golden, name))
-			f := formattest.Index(t, st, datav1alpha1.FormatLitData, format.IndexOptions{BlockSize: c.block})
+			f := formattest.Index(t, st, datav1alpha1.FormatLitData, format.IndexOptions{Own: map[string]string{"block-size": strconv.FormatInt(c.block, 10)}})
 			if f.LitData.CompressionLevel != c.level || len(f.Shards) < 2 {
 				t.Fatalf("indexed %d chunks compressed %q, want several compressed %q", len(f.Shards), f.LitData.CompressionLevel, c.level)
 			}

@@ -61,10 +61,14 @@ func (Format) IndexObjects(ctx context.Context, st store.Store, objects []store.
 	if err != nil {
 		return fmt.Errorf("%s%s: %w", st.URI(), IndexName, err)
 	}
-	if li.Config.ItemLoader == tokensLoader {
-		return indexTokens(ctx, st, objects, li, f, opts)
+	blockSize, err := opts.OwnCount(blockSizeOption)
+	if err != nil {
+		return err
 	}
-	if opts.BlockSize != 0 {
+	if li.Config.ItemLoader == tokensLoader {
+		return indexTokens(ctx, st, objects, li, f, blockSize, opts)
+	}
+	if blockSize != 0 {
 		return fmt.Errorf("%s%s: a block size (--block-size, spec.streams[].litdata.blockSize) is for a dataset written with LitData's TokensLoader, "+
 			"and its item loader is %s: drop it", st.URI(), IndexName, li.Config.ItemLoader)
 	}
@@ -162,12 +166,12 @@ const tokensLoader = "TokensLoader"
 
 // indexTokens indexes a dataset written with LitData's TokensLoader: each
 // chunk's items are 1-D token arrays laid end to end (no per-item
-// header), and a sample is a block of opts.BlockSize tokens of one chunk,
+// header), and a sample is a block of blockSize tokens of one chunk,
 // as TokensLoader(block_size) reads them (a chunk's rest left out). Each
 // chunk is read once, its layout checked against index.json and hashed.
-func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li *litIndex, f *indexfile.File, opts format.IndexOptions) error {
+func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li *litIndex, f *indexfile.File, blockSize int64, opts format.IndexOptions) error {
 	where := st.URI() + IndexName
-	if opts.BlockSize <= 0 {
+	if blockSize <= 0 {
 		return fmt.Errorf("%s: the dataset was written with LitData's TokensLoader: give its samples' length in tokens, "+
 			"--block-size N or spec.streams[].litdata.blockSize (TokensLoader's block_size)", where)
 	}
@@ -178,7 +182,7 @@ func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li
 	if err != nil || lf.elem == nil {
 		return fmt.Errorf("%s: a TokensLoader dataset's data format is a 1-D array (no_header_numpy:N, no_header_tensor:N), not %q", where, li.Config.DataFormat[0])
 	}
-	f.LitData = &indexfile.LitData{Columns: []string{"value"}, DataFormats: li.Config.DataFormat, BlockSize: opts.BlockSize, CompressionLevel: li.wrap}
+	f.LitData = &indexfile.LitData{Columns: []string{"value"}, DataFormats: li.Config.DataFormat, BlockSize: blockSize, CompressionLevel: li.wrap}
 	by := make(map[string]store.Object, len(objects))
 	for _, o := range objects {
 		by[o.Key] = o
@@ -195,7 +199,7 @@ func indexTokens(ctx context.Context, st store.Store, objects []store.Object, li
 			return fmt.Errorf("%s%s: %w", st.URI(), o.Key, err)
 		}
 		sum, _ := checksum.Of(opts.Hash, stored)
-		f.Shards = append(f.Shards, indexfile.Entry{Name: o.Key, Object: o.Key, Length: o.Size, Samples: *c.Dim / opts.BlockSize,
+		f.Shards = append(f.Shards, indexfile.Entry{Name: o.Key, Object: o.Key, Length: o.Size, Samples: *c.Dim / blockSize,
 			Hash: sum.String(), ObjectSize: o.Size})
 		if opts.Progress != nil {
 			opts.Progress(i+1, len(li.Chunks), o.Key)

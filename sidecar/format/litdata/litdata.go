@@ -56,6 +56,33 @@ func (Format) Kind() datav1alpha1.ShardFormat { return datav1alpha1.FormatLitDat
 // Suffixes implements format.Indexer: the chunks (index.json lists them).
 func (Format) Suffixes() []string { return []string{".bin"} }
 
+// blockSizeOption is the option of a TokensLoader dataset's block size.
+const blockSizeOption = "block-size"
+
+// Options lists the format's own index option (format.Option): the
+// block size of a dataset written with LitData's TokensLoader.
+func (Format) Options() []format.Option {
+	return []format.Option{{Flag: blockSizeOption, Field: "spec.streams[].litdata.blockSize",
+		Help:  "the tokens of a sample of a dataset written with LitData's TokensLoader (its block_size)",
+		For:   "a dataset written with LitData's TokensLoader",
+		Count: "tokens",
+		Spec: func(s *datav1alpha1.Stream) string {
+			if s.LitData == nil {
+				return ""
+			}
+			return strconv.FormatInt(s.LitData.BlockSize, 10)
+		}}}
+}
+
+// IndexHelp is shardfeed index's help of a litdata stream.
+func (Format) IndexHelp() string {
+	return `URI is what litdata.optimize wrote: its index.json names the chunks,
+each read and decoded once and hashed; a shard is a chunk. A dataset
+written with LitData's TokensLoader needs --block-size (TokensLoader's
+block_size): a sample is a block of that many tokens of a chunk, as
+LitData reads it.`
+}
+
 // Open implements format.Format.
 func (Format) Open(l *index.Layout) (format.Reader, error) {
 	f, err := format.FileOf(l)

@@ -84,7 +84,7 @@ func FuzzIndexAndDecode(f *testing.F) {
 		}
 		x := &indexfile.File{Shardfeed: indexfile.Version, Format: Format{}.Kind()}
 		o := store.Object{Key: "d.idx", Size: int64(len(idx))}
-		if err := (Format{}).IndexObject(context.Background(), st, o, x, format.IndexOptions{Hash: "xxh64", ShardBytes: 4, Unit: unit}); err != nil {
+		if err := (Format{}).IndexObject(context.Background(), st, o, x, format.IndexOptions{Hash: "xxh64", ShardBytes: 4, Own: map[string]string{unitOption: unit}}); err != nil {
 			return
 		}
 		for _, e := range x.Shards {

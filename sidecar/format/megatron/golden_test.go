@@ -47,7 +47,7 @@ func TestMegatronServesMegatronCoreSamples(t *testing.T) {
 			want := formattest.Lines(t, testenv.GoldenFile(t, golden, c.stream+"."+c.unit+".jsonl"))
 			// Small shards: every .bin is cut into many.
 			st := formattest.OpenDir(t, dir)
-			f := formattest.Index(t, st, datav1alpha1.FormatMegatron, format.IndexOptions{ShardBytes: 1 << 10, Unit: c.unit})
+			f := formattest.Index(t, st, datav1alpha1.FormatMegatron, format.IndexOptions{ShardBytes: 1 << 10, Own: map[string]string{"unit": c.unit}})
 			got := formattest.Rows(t, st, f, nil)
 			if len(f.Shards) < 5 {
 				t.Fatalf("%d shards: the case should cut its .bin files into several", len(f.Shards))
@@ -141,7 +141,7 @@ func TestMegatronRefusesDamagedPairs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := formats.Default().Index(context.Background(), formattest.OpenDir(t, d), datav1alpha1.FormatMegatron, format.IndexOptions{Unit: c.unit})
+			_, err := formats.Default().Index(context.Background(), formattest.OpenDir(t, d), datav1alpha1.FormatMegatron, format.IndexOptions{Own: map[string]string{"unit": c.unit}})
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "gpt.idx") {
 				t.Fatalf("got %v, want an error naming gpt.idx and saying %q", err, c.want)
 			}

@@ -28,7 +28,7 @@ func (Format) IndexObject(ctx context.Context, st store.Store, o store.Object, f
 }
 
 func indexPair(ctx context.Context, st store.Store, o store.Object, f *indexfile.File, opts format.IndexOptions) error {
-	unit := opts.Unit
+	unit := opts.Own[unitOption]
 	if unit == "" {
 		unit = indexfile.MegatronDocument
 	}

@@ -37,6 +37,33 @@ func (Format) Kind() datav1alpha1.ShardFormat { return datav1alpha1.FormatMegatr
 // Suffixes implements format.Indexer: each .idx names its pair.
 func (Format) Suffixes() []string { return []string{".idx"} }
 
+// unitOption is the option that says what a sample is.
+const unitOption = "unit"
+
+// Options lists the format's own index option (format.Option): what a
+// sample is, a document or a sequence.
+func (Format) Options() []format.Option {
+	return []format.Option{{Flag: unitOption, Field: "spec.streams[].megatron.unit",
+		Help: "what a sample is, a document (default) or a sequence",
+		Spec: func(s *datav1alpha1.Stream) string {
+			if s.Megatron == nil {
+				return ""
+			}
+			return s.Megatron.Unit
+		}}}
+}
+
+// IndexHelp is shardfeed index's help of a megatron stream.
+func (Format) IndexHelp() string {
+	return `URI holds Megatron-LM's indexed datasets: each .idx with its .bin. A
+sample is a document (--unit document, the default: the tokens of its
+sequences) or a sequence (--unit sequence, which a multimodal dataset's
+modes need); a shard is a run of them of about --shard-size of tokens.
+Each .idx is checked whole (its pointers against its lengths, its
+document index against its sequences) and each .bin read once to hash
+the shards' tokens.`
+}
+
 // Open implements format.Format.
 func (Format) Open(l *index.Layout) (format.Reader, error) {
 	f, err := format.FileOf(l)

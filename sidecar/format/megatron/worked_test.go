@@ -61,7 +61,7 @@ func TestAWorkedPairDecodes(t *testing.T) {
 		t.Run(c.unit, func(t *testing.T) {
 			x := &indexfile.File{Shardfeed: indexfile.Version, Format: Format{}.Kind()}
 			o := store.Object{Key: "d.idx", Size: int64(len(workedIdx))}
-			if err := (Format{}).IndexObject(context.Background(), st, o, x, format.IndexOptions{Hash: "xxh64", ShardBytes: 1 << 20, Unit: c.unit}); err != nil {
+			if err := (Format{}).IndexObject(context.Background(), st, o, x, format.IndexOptions{Hash: "xxh64", ShardBytes: 1 << 20, Own: map[string]string{unitOption: c.unit}}); err != nil {
 				t.Fatal(err)
 			}
 			var got [][]uint16

@@ -64,6 +64,23 @@ func (Format) Kind() datav1alpha1.ShardFormat { return datav1alpha1.FormatWebDat
 // Suffixes are the tars' names: plain, and compressed (read whole).
 func (Format) Suffixes() []string { return []string{".tar", ".tar.gz", ".tgz"} }
 
+// IndexHelp is shardfeed index's help of a webdataset stream.
+func (Format) IndexHelp() string {
+	return `URI holds WebDataset tar shards (or --shards names them by a brace
+pattern): a sample is the members of a tar that share a key, each
+extension a column (txt, text and transcript as text, cls, cls2, index,
+inx and id as integers, json and jsn as their JSON text, every other as
+bytes; --schema gives other types). Only the tars' headers are read, by
+ranged reads of 16 tars at once (--concurrency); each tar is cut into
+shards of whole samples of about --shard-size, and a pod fetches its
+shards' byte ranges, never a whole tar. A compressed tar (.tar.gz, .tgz)
+cannot be read by range: it is read whole, one shard. Where energon
+prepare left Megatron-Energon's index beside the tars (.nv-meta/,
+*.tar.idx), it is reused and no tar is read. The tars' contents are not
+hashed (their headers' checksums are checked where they are read): the
+index says how much of the tars it read.`
+}
+
 // compressed says a tar is gzipped, and so read whole.
 func compressed(key string) bool {
 	return strings.HasSuffix(key, ".tar.gz") || strings.HasSuffix(key, ".tgz")

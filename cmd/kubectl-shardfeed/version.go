@@ -1,9 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/shardfeed/shardfeed/internal/version"
@@ -20,17 +17,7 @@ func newVersionCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info := version.Get()
-			switch output {
-			case "text":
-				_, err := fmt.Fprintln(cmd.OutOrStdout(), info)
-				return err
-			case "json":
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(info)
-			default:
-				return fmt.Errorf("--output %q is not supported: use text or json", output)
-			}
+			return version.Write(cmd.OutOrStdout(), output, info, info.String()+"\n")
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -26,17 +25,7 @@ func newVersionCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info := buildInfo{Info: version.Get(), JPEGDecoder: images.JPEGDecoder}
-			switch output {
-			case "text":
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s\nJPEG decoder: %s\n", info.Info, info.JPEGDecoder)
-				return err
-			case "json":
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(info)
-			default:
-				return fmt.Errorf("--output %q is not supported: use text or json", output)
-			}
+			return version.Write(cmd.OutOrStdout(), output, info, fmt.Sprintf("%s\nJPEG decoder: %s\n", info.Info, info.JPEGDecoder))
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")

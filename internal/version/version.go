@@ -3,7 +3,9 @@
 package version
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -87,4 +89,20 @@ func BuildInfo(namespace string) prometheus.Collector {
 	})
 	g.Set(1)
 	return g
+}
+
+// Write prints a version report as a command's --output asks: text (the
+// lines given) or json (v, indented).
+func Write(w io.Writer, output string, v any, text string) error {
+	switch output {
+	case "text":
+		_, err := io.WriteString(w, text)
+		return err
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	default:
+		return fmt.Errorf("--output %q is not supported: use text or json", output)
+	}
 }

@@ -156,12 +156,14 @@ endif
 	@ls $(WHEEL_DIR)/*.whl
 
 .PHONY: dist test-dist
-# test-dist signs with a key made for the run, outside the repository, and
-# checks with its public half (a release's key never touches the tree).
-test-dist: tools-go tools-python tools-debian $(BUILD_VENV)/.complete ## Build a release signed with a throwaway key and check it as its users would: checksums and their signature, the provenance, a tampered file refused, one version everywhere, the wheel in a fresh venv, the kubectl plugin and its krew manifest, the image index and the chart's digest, the SBOM (hack/check_dist.py).
+# test-dist signs make dist's build with a key made for the run, outside
+# the repository, and checks with its public half (a release's key never
+# touches the tree). It shares the one build with test-e2e: both depend on
+# dist, which make runs once.
+test-dist: tools-python dist ## Sign the release (make dist) with a throwaway key and check it as its users would: checksums and their signature, the provenance, a tampered file refused, one version everywhere, the wheel in a fresh venv, the kubectl plugin and its krew manifest, the image index and the chart's digest, the SBOM (hack/check_dist.py).
 	@key=$$(mktemp -d) && trap 'rm -rf "$$key"' EXIT && \
 	openssl genpkey -algorithm ed25519 -out "$$key/release.pem" 2>/dev/null && openssl pkey -in "$$key/release.pem" -pubout -out "$$key/release.pub" && \
-	SHARDFEED_SIGNING_KEY="$$key/release.pem" hack/dist.sh && \
+	SHARDFEED_SIGNING_KEY="$$key/release.pem" hack/sign-dist.sh dist/latest && \
 	SHARDFEED_VERIFY_KEY="$$key/release.pub" $(PYTHON) hack/check_dist.py dist/latest
 dist: tools-go tools-debian $(BUILD_VENV)/.complete ## Build a release into dist/<version>/: the wheels (x86_64, aarch64), the kubectl plugin (amd64, arm64) and its krew manifest, the image as OCI archives (amd64, arm64, and their index), the chart pinned to it, the SBOM, the provenance, SHA256SUMS, signed with SHARDFEED_SIGNING_KEY if set (docs/releasing.md; DIST_VERSION=1.2.3 names it).
 	hack/dist.sh

@@ -142,6 +142,7 @@ WHEEL_LIBJPEG = $(shell [ "$${SHARDFEED_JPEG:-libjpeg}" != go ] && [ -f /usr/inc
 .PHONY: wheel
 wheel: $(BUILD_VENV)/.complete ## Build the Python client's platform wheel, bundling the static shardfeed binary (with libjpeg-turbo where gcc and libjpeg62-turbo-dev are installed), into bin/wheel/ (needs Go and python3 only).
 	@rm -rf $(BIN)/wheel-build $(WHEEL_DIR) && mkdir -p $(WHEEL_DIR)
+	@echo "make wheel: 1/2 the static shardfeed binary: Go compiles its dependencies first (an empty Go cache: about 5 minutes on 2 idle cores; after make build or the tests: about a minute; cached: seconds)"
 	cp -r clients/python $(BIN)/wheel-build
 	rm -rf $(BIN)/wheel-build/build $(BIN)/wheel-build/src/*.egg-info
 ifeq ($(WHEEL_LIBJPEG),yes)
@@ -151,6 +152,7 @@ else
 	@echo "the wheel's binary is the portable one: JPEGs decode in Go, several times slower (install gcc and libjpeg62-turbo-dev for libjpeg-turbo's; SHARDFEED_JPEG=$${SHARDFEED_JPEG:-})"
 	$(GO_BUILD) -o $(BIN)/wheel-build/src/shardfeed/_bin/shardfeed ./cmd/shardfeed
 endif
+	@echo "make wheel: 2/2 the wheel around it (pip, a few seconds)"
 	SHARDFEED_VERSION=$(VERSION) $(BUILD_VENV)/bin/python -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation -w $(WHEEL_DIR) $(BIN)/wheel-build
 	@rm -rf $(BIN)/wheel-build
 	@ls $(WHEEL_DIR)/*.whl

@@ -266,6 +266,8 @@ func TestInjectDeniesPodsThatCannotBeServed(t *testing.T) {
 			Owner{Kind: "Job", Replicas: 4}, nil, "use completionMode Indexed"},
 		{"JobSet index outside", pod(map[string]string{jobkind.JobSetName: "llm", jobkind.JobSetJobIndex: "2", jobkind.JobSetReplicas: "2"}, map[string]string{jobkind.JobCompletionIndex: "0"}),
 			Owner{Kind: "Job", Replicas: 4}, nil, "outside 2 Jobs of 4 pods"},
+		{"JobSet of more pods than a job may have (no wrap around)", pod(map[string]string{jobkind.JobSetName: "llm", jobkind.JobSetJobIndex: "4611686018427387904", jobkind.JobSetReplicas: "4611686018427387905"}, map[string]string{jobkind.JobCompletionIndex: "0"}),
+			Owner{Kind: "Job", Replicas: 4}, nil, "are more than 1048576 pods"},
 		{"TrainJob node count not a number", trainJobPod("x", "0", "1", 0), Owner{Kind: "Job", Replicas: 2}, nil, `PET_NNODES="x": expected a positive node count`},
 		{"TrainJob auto processes without GPUs", trainJobPod("2", "0", "auto", 0), Owner{Kind: "Job", Replicas: 2}, nil,
 			`PET_NPROC_PER_NODE="auto" and no GPU limit: cannot tell how many processes`},

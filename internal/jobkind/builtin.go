@@ -139,6 +139,9 @@ func jobSetRank(pod *corev1.Pod, owner Owner, pods int) (Placement, bool, error)
 		return Placement{}, true, refuse("cannot tell how many pods each Job of the JobSet has (the pod's Job has no completions): set the annotations %s and %s", AnnotationRank, AnnotationPods)
 	}
 	per := owner.Replicas
+	if jobs > MaxPods/per {
+		return Placement{}, true, refuse("JobSet pod with %s: %d Jobs of %d pods are more than %d pods", jobsKey, jobs, per, MaxPods)
+	}
 	if job >= jobs || completion >= per {
 		return Placement{}, true, refuse("JobSet pod with %s and %s=%d outside %d Jobs of %d pods", jobKey, JobCompletionIndex, completion, jobs, per)
 	}

@@ -5,7 +5,9 @@ image):
 - SHA256SUMS verifies every file, and lists every artifact;
 - the versions agree: `shardfeed --version` of the wheel installed in a
   fresh venv, `shardfeed.__version__` there, the wheels' names, the chart's
-  version and appVersion, the image's name, dist.env;
+  version and appVersion, the image's name, dist/<version>.env;
+- with SHARDFEED_VERIFY_KEY (a public key in PEM), SHA256SUMS and the
+  provenance carry valid signatures of it, whatever the build says;
 - each wheel is tagged for its architecture and bundles that
   architecture's static binary;
 - the image archive is an OCI index of linux/amd64 and linux/arm64, whose
@@ -79,7 +81,10 @@ def verify(public_key: str, data: Path, signature: Path) -> bool:
     """Whether signature (base64 Ed25519) is the key's over data: openssl, as docs/releasing.md says."""
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "sig"
-        raw.write_bytes(base64.b64decode(signature.read_bytes()))
+        try:  # strictly, as base64 -d reads it
+            raw.write_bytes(base64.b64decode(signature.read_bytes().rstrip(b"\n"), validate=True))
+        except ValueError:
+            return False
         done = subprocess.run(["openssl", "pkeyutl", "-verify", "-pubin", "-inkey", public_key, "-rawin",
                                "-in", str(data), "-sigfile", str(raw)], capture_output=True, text=True)
     return done.returncode == 0
@@ -87,7 +92,9 @@ def verify(public_key: str, data: Path, signature: Path) -> bool:
 
 def main() -> None:
     out = Path(sys.argv[1]).resolve()
-    env = dict(line.split("=", 1) for line in (out / "dist.env").read_text().splitlines() if line)
+    # The build's record, beside the folder: not an artifact, not trusted
+    # for anything a signature decides.
+    env = dict(line.split("=", 1) for line in (out.parent / f"{out.name}.env").read_text().splitlines() if line)
     v = env["DIST_VERSION"]
 
     # Checksums: every artifact listed, every line verified.
@@ -96,7 +103,7 @@ def main() -> None:
         digest, name = line.split(maxsplit=1)
         listed[name.lstrip("*")] = digest
     signatures = {f"SHA256SUMS.sig", f"shardfeed-{v}.provenance.json.sig"}
-    artifacts = {p.name for p in out.iterdir() if p.name not in ("SHA256SUMS", "dist.env") and p.name not in signatures}
+    artifacts = {p.name for p in out.iterdir() if p.name != "SHA256SUMS" and p.name not in signatures}
     if set(listed) != artifacts:
         fail(f"SHA256SUMS lists {sorted(listed)}, the folder holds {sorted(artifacts)}")
     for name, digest in listed.items():
@@ -123,12 +130,13 @@ def main() -> None:
         fail(f"the provenance's parameters are {params}")
 
     # The signatures, with the public key the release's users are given
-    # (SHARDFEED_VERIFY_KEY), checked as docs/releasing.md tells them to.
-    if env.get("DIST_SIGNED") == "1":
-        key = os.environ.get("SHARDFEED_VERIFY_KEY")
-        if not key:
-            fail("the release is signed: give its public key in SHARDFEED_VERIFY_KEY to check it")
+    # (SHARDFEED_VERIFY_KEY), checked as docs/releasing.md tells them to:
+    # with a key, both are required, whatever the build's record says.
+    key = os.environ.get("SHARDFEED_VERIFY_KEY")
+    if key:
         for name in sorted(signatures):
+            if not (out / name).is_file():
+                fail(f"{name} is missing: the release is not signed")
             if not verify(key, out / name.removesuffix(".sig"), out / name):
                 fail(f"{name} does not verify with {key}")
         # A tampered file must not verify.
@@ -137,8 +145,16 @@ def main() -> None:
             forged.write_bytes((out / "SHA256SUMS").read_bytes().replace(listed[f"shardfeed-{v}.tgz"].encode(), b"0" * 64))
             if verify(key, forged, out / "SHA256SUMS.sig"):
                 fail("a tampered SHA256SUMS verifies: the signature check proves nothing")
+            # Nor one file's signature another's, nor a signature with
+            # anything around it.
+            if verify(key, out / "SHA256SUMS", out / f"shardfeed-{v}.provenance.json.sig"):
+                fail("the provenance's signature verifies SHA256SUMS")
+            padded = Path(tmp) / "padded.sig"
+            padded.write_bytes(b"!" + (out / "SHA256SUMS.sig").read_bytes())
+            if verify(key, out / "SHA256SUMS", padded):
+                fail("a signature with a stray character verifies: base64 is read leniently")
     elif any((out / name).exists() for name in signatures):
-        fail("signatures in a release dist.env says is unsigned")
+        fail("the release is signed: give its public key in SHARDFEED_VERIFY_KEY to check it")
 
     # The wheels: one per architecture, each with its binary.
     py = pep440(v)
@@ -225,7 +241,7 @@ def main() -> None:
         fail(f"the image index has {sorted(platforms)}, want amd64 and arm64")
 
     # The chart: this version, its image pinned by the index's digest.
-    with tarfile.open(env["DIST_CHART"]) as tar:
+    with tarfile.open(out / f"shardfeed-{v}.tgz") as tar:
         chart = tar.extractfile("shardfeed/Chart.yaml").read().decode()  # type: ignore[union-attr]
         values = tar.extractfile("shardfeed/values.yaml").read().decode()  # type: ignore[union-attr]
     def field(text: str, key: str, indent: str = "") -> str:  # the first "key: value" line's value, unquoted

@@ -23,7 +23,8 @@
 #                                   with SHARDFEED_SIGNING_KEY (the path of an
 #                                   Ed25519 private key in PEM, kept outside the
 #                                   repository): their signatures, base64
-#   dist.env                        what the tests and the release workflow read
+# and, beside the folder, dist/<v>.env (dist/latest.env): what the tests and
+# the release workflow read about the build; not an artifact, never published.
 #
 # The version: DIST_VERSION (1.2.3 or 1.2.3-rc.1), else the tag v1.2.3 at
 # HEAD, else a development build of VERSION: <VERSION>-dev.<commits>.g<sha>.
@@ -70,7 +71,7 @@ LDFLAGS="-s -w -X github.com/shardfeed/shardfeed/internal/version.version=v$V -X
 log "shardfeed $V ($COMMIT) into ${OUT#"$ROOT"/}/"
 
 gobuild() { # ARCH OUT PACKAGE
-	CGO_ENABLED=0 GOOS=linux GOARCH=$1 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "$LDFLAGS" -o "$2" "$3"
+	CGO_ENABLED=0 GOOS=linux GOARCH=$1 GOFLAGS=-buildvcs=false go build -trimpath -tags netgo,osusergo -ldflags "$LDFLAGS" -o "$2" "$3"
 }
 for arch in amd64 arm64; do
 	d=$STAGE/linux-$arch
@@ -86,7 +87,7 @@ for arch in amd64 arm64; do
 		gzip -n >"$OUT/kubectl-shardfeed-$V-linux-$arch.tar.gz"
 	if [[ $arch == amd64 && ${SHARDFEED_JPEG:-libjpeg} != go ]]; then
 		[[ -f /usr/include/jpeglib.h ]] || die "libjpeg-turbo's headers are missing: run make tools (Debian's libjpeg62-turbo-dev), or SHARDFEED_JPEG=go"
-		CGO_ENABLED=1 GOFLAGS=-buildvcs=false go build -trimpath -tags libjpeg,netgo,osusergo \
+		CGO_ENABLED=1 GOFLAGS=-buildvcs=false go build -trimpath -tags netgo,osusergo,libjpeg \
 			-ldflags "$LDFLAGS -linkmode external -extldflags -static" -o "$d/sidecar" ./cmd/shardfeed
 	else
 		cp "$d/shardfeed" "$d/sidecar"
@@ -181,7 +182,7 @@ fi
 (cd "$OUT" && go run "$ROOT/hack/provenance" -version "$V" -commit "$COMMIT" -image "$REPO" -started "$STARTED" \
 	-builder "${builder:-$(hostname)}" -out "shardfeed-$V.provenance.json" -- *.whl *.tar *.tar.gz *.tgz *.krew.yaml *.spdx.json)
 (cd "$OUT" && sha256sum -- *.whl *.tar *.tar.gz *.tgz *.krew.yaml *.spdx.json *.provenance.json >SHA256SUMS)
-cat >"$OUT/dist.env" <<EOF
+cat >"$ROOT/dist/$V.env" <<EOF
 DIST_VERSION=$V
 DIST_DIR=$OUT
 DIST_IMAGE_REPOSITORY=$REPO
@@ -190,7 +191,6 @@ DIST_IMAGE_NAME=$REPO:$V
 DIST_IMAGE_ARCHIVE=$OUT/shardfeed-image-$V.tar
 DIST_CHART=$OUT/shardfeed-$V.tgz
 DIST_PLUGIN_MANIFEST=$OUT/kubectl-shardfeed-$V.krew.yaml
-DIST_SIGNED=0
 EOF
 if [[ -n $KEY ]]; then
 	"$ROOT/hack/sign-dist.sh" "$OUT"
@@ -198,4 +198,5 @@ else
 	log "unsigned: set SHARDFEED_SIGNING_KEY to sign the checksums and the provenance (docs/releasing.md)"
 fi
 ln -sfn "$V" "$ROOT/dist/latest"
+ln -sfn "$V.env" "$ROOT/dist/latest.env"
 log "done: $(cd "$OUT" && ls | tr '\n' ' ')"

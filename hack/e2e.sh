@@ -60,10 +60,10 @@ fi
 if [[ ${USE_DIST:-0} == 1 ]]; then
 	# The release make dist wrote: its image archive and chart are what
 	# the tests install (the scenarios read DIST_* from the environment).
-	[[ -f $ROOT/dist/latest/dist.env ]] || die "no release in dist/latest/: run make dist"
+	[[ -f $ROOT/dist/latest.env ]] || die "no release in dist/latest/: run make dist"
 	set -a
 	# shellcheck disable=SC1091
-	source "$ROOT/dist/latest/dist.env"
+	source "$ROOT/dist/latest.env"
 	set +a
 	"$ROOT/hack/images.sh" pause trainer
 	ctr -a "$SOCKET" -n k8s.io images import --no-unpack=false "$DIST_IMAGE_ARCHIVE" >/dev/null ||
@@ -86,18 +86,18 @@ fi
 case ${CHAOS:-} in
 "" | short)
 	stories='TestEndToEndTheTrainingControllersTrainExactlyOnce|TestEndToEndKueuePreemptsAndResumesAQueuedJobExactlyOnce'
-	go test -tags e2e -count=1 -v -timeout 25m -skip "$stories" ./test/e2e/
+	go test -tags netgo,osusergo,e2e -count=1 -v -timeout 25m -skip "$stories" ./test/e2e/
 	rc=0
 	wait "$controllers" || rc=$?
 	cat "$WORK/controllers.log"
 	((rc == 0)) || die "installing the training controllers failed (above)"
 	"$ROOT/hack/controllers.sh" kueue
-	go test -tags e2e -count=1 -v -timeout 25m -run "$stories" ./test/e2e/
+	go test -tags netgo,osusergo,e2e -count=1 -v -timeout 25m -run "$stories" ./test/e2e/
 	;;
 full) ;;
 *) die "CHAOS=${CHAOS} is not short or full" ;;
 esac
 case ${CHAOS:-} in
-short) go test -tags chaos -count=1 -v -short -timeout 20m ./test/chaos/ ;;
-full) go test -tags chaos -count=1 -v -timeout 85m ./test/chaos/ ;;
+short) go test -tags netgo,osusergo,chaos -count=1 -v -short -timeout 20m ./test/chaos/ ;;
+full) go test -tags netgo,osusergo,chaos -count=1 -v -timeout 85m ./test/chaos/ ;;
 esac

@@ -38,7 +38,7 @@ out=$IMAGES/bin
 mkdir -p "$out"
 
 gobuild() { # OUT PACKAGE
-	(cd "$ROOT" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "$LDFLAGS" -o "$1" "$2")
+	(cd "$ROOT" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -tags netgo,osusergo -ldflags "$LDFLAGS" -o "$1" "$2")
 }
 # The sidecar, static, with Debian's libjpeg-turbo linked in (make
 # build-libjpeg builds the same).
@@ -48,7 +48,7 @@ sidecarbuild() { # OUT
 		return
 	fi
 	[[ -f /usr/include/jpeglib.h ]] || die "libjpeg-turbo's headers are missing: run make tools (Debian's libjpeg62-turbo-dev), or SHARDFEED_JPEG=go"
-	(cd "$ROOT" && CGO_ENABLED=1 GOFLAGS=-buildvcs=false go build -trimpath -tags libjpeg,netgo,osusergo \
+	(cd "$ROOT" && CGO_ENABLED=1 GOFLAGS=-buildvcs=false go build -trimpath -tags netgo,osusergo,libjpeg \
 		-ldflags "$LDFLAGS -linkmode external -extldflags -static" -o "$1" ./cmd/shardfeed)
 }
 archive() { # NAME REF ENTRYPOINT USER FILES...

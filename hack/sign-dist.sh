@@ -7,7 +7,7 @@
 # the checked build with the project's key.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd -P) # resolved, as the key's path is
 LOG_PREFIX=sign
 # shellcheck source=hack/lib.sh
 source "$ROOT/hack/lib.sh"
@@ -18,11 +18,12 @@ KEY=${SHARDFEED_SIGNING_KEY:?set SHARDFEED_SIGNING_KEY to the release key (an Ed
 case $(realpath "$KEY") in "$ROOT"/*) die "SHARDFEED_SIGNING_KEY is inside the repository: keep the release key outside it" ;; esac
 openssl pkey -in "$KEY" -noout -text 2>/dev/null | grep -q '^ED25519 Private-Key' ||
 	die "SHARDFEED_SIGNING_KEY=$KEY is not an Ed25519 private key in PEM (openssl genpkey -algorithm ed25519 -out KEY)"
-# shellcheck disable=SC1091
-source "$DIR/dist.env"
-for f in SHA256SUMS "shardfeed-$DIST_VERSION.provenance.json"; do
+# The folder's files are data, never run: nothing the build wrote runs
+# while the key is in reach.
+provenance=("$DIR"/shardfeed-*.provenance.json)
+[[ ${#provenance[@]} == 1 && -f ${provenance[0]} ]] || die "$DIR holds no one shardfeed-<version>.provenance.json: build it with hack/dist.sh first"
+for f in SHA256SUMS "$(basename "${provenance[0]}")"; do
 	[[ -f $DIR/$f ]] || die "$DIR has no $f: build it with hack/dist.sh first"
 	openssl pkeyutl -sign -inkey "$KEY" -rawin -in "$DIR/$f" | base64 -w0 >"$DIR/$f.sig"
 done
-sed -i -E 's/^DIST_SIGNED=.*/DIST_SIGNED=1/' "$DIR/dist.env"
 log "signed $DIR/SHA256SUMS and its provenance with $KEY"

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -118,6 +119,7 @@ func Validate(spec *datav1alpha1.TrainingDatasetSpec) []string {
 			}
 		}
 	}
+	problems = append(problems, indexProblems(spec)...)
 	res := spec.Sidecar.Resources
 	for _, list := range []struct {
 		field string
@@ -250,4 +252,22 @@ func (v *DatasetValidator) mayGetSecret(ctx context.Context, user authentication
 		return false, err
 	}
 	return review.Status.Allowed, nil
+}
+
+// indexProblems are what is wrong with spec.index: the streams it names
+// must be the dataset's. The operator does not run indexing Jobs yet
+// (#91 builds them): until it does, spec.index is refused rather than
+// accepted and left undone.
+func indexProblems(spec *datav1alpha1.TrainingDatasetSpec) []string {
+	x := spec.Index
+	if x == nil {
+		return nil
+	}
+	var problems []string
+	for _, name := range x.Streams {
+		if !slices.ContainsFunc(spec.Streams, func(s datav1alpha1.Stream) bool { return s.Name == name }) {
+			problems = append(problems, fmt.Sprintf("spec.index.streams names %q, which is no stream of spec.streams", name))
+		}
+	}
+	return append(problems, "spec.index: this operator does not index in the cluster yet: remove spec.index, and write each stream's index with shardfeed index (the command the dataset's status gives)")
 }

@@ -105,3 +105,31 @@ func TestValidateFilter(t *testing.T) {
 		})
 	}
 }
+
+// spec.index is refused, saying why and what to do instead, until the
+// operator runs indexing Jobs: accepted, it would be left undone.
+func TestValidateIndex(t *testing.T) {
+	streams := []datav1alpha1.Stream{{Name: "pages"}}
+	for _, tc := range []struct {
+		name  string
+		index *datav1alpha1.IndexJob
+		says  []string
+	}{
+		{name: "none"},
+		{name: "every stream", index: &datav1alpha1.IndexJob{}, says: []string{"spec.index: this operator does not index in the cluster yet", "shardfeed index"}},
+		{name: "a stream not there", index: &datav1alpha1.IndexJob{Streams: []string{"pages", "chat"}},
+			says: []string{`spec.index.streams names "chat", which is no stream`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := strings.Join(Validate(&datav1alpha1.TrainingDatasetSpec{Streams: streams, Index: tc.index}), "; ")
+			if len(tc.says) == 0 && got != "" {
+				t.Fatalf("rejected: %s", got)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(got, s) {
+					t.Errorf("got %q, want it to say %q", got, s)
+				}
+			}
+		})
+	}
+}

@@ -918,7 +918,104 @@ type TrainingDatasetSpec struct {
 	// Sidecar configures the injected data-loading sidecar.
 	// +optional
 	Sidecar SidecarSpec `json:"sidecar,omitempty"`
+
+	// Index makes the operator index, with a Kubernetes Job in the
+	// dataset's namespace, each stream that has no index of shardfeed's
+	// (or whose source changed since), instead of someone running
+	// shardfeed index by hand (docs/operations.md, indexing in the
+	// cluster). It does not shape the plan: the index it writes does.
+	// Not yet: this version's validating webhook refuses it, as the
+	// operator does not run the Jobs yet.
+	// +optional
+	Index *IndexJob `json:"index,omitempty"`
 }
+
+// IndexJob is how the operator's indexing Jobs run: every field the Job
+// takes from the dataset is here, and nothing else of the Job is the
+// author's to choose (the image, the command and the mounts are the
+// operator's).
+type IndexJob struct {
+	// Streams names the streams indexed so; empty: every stream whose
+	// index is shardfeed's (not MDS's, LitData's or Megatron's own).
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
+	// +optional
+	Streams []string `json:"streams,omitempty"`
+
+	// WriteCredentialsSecretRef names the Secret, in the dataset's
+	// namespace, whose credentials may write the index into the stream's
+	// store (or source.indexURI's): the Job alone mounts it. The
+	// stream's own credentials read the data, as a sidecar's do, and stay
+	// read-only. Its keys are those of source.credentialsSecretRef.
+	WriteCredentialsSecretRef SecretReference `json:"writeCredentialsSecretRef"`
+
+	// Parallelism is the pods that index a stream at once, each a part of
+	// its objects; a final step merges the parts into the index.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	// +kubebuilder:default=4
+	// +optional
+	Parallelism *int32 `json:"parallelism,omitempty"`
+
+	// Concurrency is the objects a pod reads at once (their footers or
+	// headers): a real store answers each in tens of milliseconds.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	// +kubebuilder:default=16
+	// +optional
+	Concurrency *int32 `json:"concurrency,omitempty"`
+
+	// Resources of each indexing pod's container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// NodeSelector places the indexing pods (on CPU nodes, typically).
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations of the indexing pods.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// PriorityClassName of the indexing pods.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// QueueName is the Kueue LocalQueue the Jobs are admitted through
+	// (the label kueue.x-k8s.io/queue-name), so the platform's quotas
+	// apply; the Jobs start suspended for Kueue to admit.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	QueueName string `json:"queueName,omitempty"`
+
+	// TTLSecondsAfterFinished removes a finished Job (and its pods) this
+	// long after it ends; the index stays.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2592000
+	// +kubebuilder:default=3600
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// Suspend stops the indexing: no Job is created, and a running one is
+	// suspended (its pods end; the parts written stay, and indexing goes
+	// on from them when it is resumed).
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// Defaults of spec.index.
+const (
+	DefaultIndexParallelism = int32(4)
+	DefaultIndexConcurrency = int32(16)
+	DefaultIndexJobTTL      = int32(3600)
+)
 
 // MissingColumnsPolicy says what becomes of a column some streams lack.
 type MissingColumnsPolicy string

@@ -1,0 +1,264 @@
+// Package indexjob builds the Kubernetes Jobs that index a dataset's
+// streams in the cluster (spec.index). Every field of such a Job is
+// decided here: the image, the command, the mounts and the identity are
+// the operator's, and of the dataset only spec.index's documented fields
+// reach the Job (resources, placement, priority, queue, lifetime). A
+// dataset's author creates no Job and chooses nothing else of it.
+package indexjob
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/internal/workloadidentity"
+)
+
+// Phase is a step of a stream's indexing; each is a Job of its own, the
+// next created when the one before it completed.
+type Phase string
+
+// The phases, in order.
+const (
+	// List lists the stream's objects once and plans the parts.
+	List Phase = "list"
+	// Parts indexes the parts, one pod per part (an Indexed Job).
+	Parts Phase = "parts"
+	// Merge merges the parts into the stream's index.
+	Merge Phase = "merge"
+)
+
+// Labels of an indexing Job and its pods.
+const (
+	LabelDataset = "shardfeed.io/indexing-dataset"
+	LabelStream  = "shardfeed.io/indexing-stream"
+	LabelPhase   = "shardfeed.io/indexing-phase"
+	// LabelQueue is Kueue's: the LocalQueue that admits the Job.
+	LabelQueue = "kueue.x-k8s.io/queue-name"
+)
+
+// Where an indexing pod finds what it reads.
+const (
+	// ManifestDir holds the dataset's manifest (ManifestKey) from the
+	// ConfigMap the operator writes (ManifestConfigMap).
+	ManifestDir = "/etc/shardfeed/dataset"
+	ManifestKey = "dataset.yaml"
+	// WriteCredentialsDir holds spec.index.writeCredentialsSecretRef's
+	// keys; the streams' own are under sidecarconfig.CredentialsDir, one
+	// folder per Secret, as in a sidecar.
+	WriteCredentialsDir = "/var/run/shardfeed-write-credentials"
+	// ContainerName is the indexing pods' one container.
+	ContainerName = "index"
+	// UID is the user and group the pods run as (the image's nonroot
+	// user); the mounted Secrets are readable by the group (0440).
+	UID = int64(65532)
+)
+
+// Input is what a Job is built from.
+type Input struct {
+	Dataset *datav1alpha1.TrainingDataset
+	// Stream is the stream's index in spec.streams.
+	Stream int
+	Phase  Phase
+	// Parts is the Parts phase's pods (spec.index.parallelism when the
+	// list step planned as many).
+	Parts int32
+	// Image is the operator's sidecar image (its own, or the dataset's
+	// within the platform's allow-list): the pods receive credentials.
+	Image       string
+	PullSecrets []string
+	// Audiences are the workload identity audiences the platform allows.
+	Audiences []string
+}
+
+// MaxParts bounds an Indexed Job's completions here.
+const MaxParts = 256
+
+// ManifestConfigMap names the ConfigMap holding the dataset's manifest
+// for its indexing pods.
+func ManifestConfigMap(dataset string) string { return boundedName("-index", dataset) }
+
+// JobName names a stream's Job of a phase: injective in the dataset, the
+// stream and the phase, within a Job name's 63 characters (the Job's pods
+// carry it in a label).
+func JobName(dataset, stream string, phase Phase) string {
+	return boundedName("-index-"+string(phase), dataset, stream)
+}
+
+// boundedName is the parts joined by "-", cut to fit 63 characters with
+// suffix, a hash of the parts (each length-prefixed, so that "a-b", "c"
+// and "a", "b-c" differ) between them.
+func boundedName(suffix string, parts ...string) string {
+	const maxLen = 63
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s;", len(p), p)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))[:10]
+	prefix := strings.Join(parts, "-")
+	keep := min(len(prefix), maxLen-len(suffix)-len(sum)-1)
+	return strings.TrimRight(prefix[:keep], "-.") + "-" + sum + suffix
+}
+
+// Build returns the Job of in's phase, or an error saying what of the
+// dataset keeps it from running.
+func Build(in Input) (*batchv1.Job, error) {
+	ds := in.Dataset
+	spec := ds.Spec.Index
+	if spec == nil {
+		return nil, errors.New("the dataset has no spec.index")
+	}
+	if in.Stream < 0 || in.Stream >= len(ds.Spec.Streams) {
+		return nil, fmt.Errorf("no stream %d in spec.streams", in.Stream)
+	}
+	if in.Image == "" {
+		return nil, errors.New("no image for the indexing pods")
+	}
+	s := ds.Spec.Streams[in.Stream]
+	args, completions, err := phaseArgs(in, s.Name, spec)
+	if err != nil {
+		return nil, err
+	}
+	pod, err := podSpec(in, s, spec, args)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{LabelDataset: ds.Name, LabelStream: s.Name, LabelPhase: string(in.Phase)}
+	jobLabels := maps.Clone(labels)
+	if spec.QueueName != "" {
+		jobLabels[LabelQueue] = spec.QueueName
+	}
+	job := &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: JobName(ds.Name, s.Name, in.Phase), Namespace: ds.Namespace, Labels: jobLabels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: datav1alpha1.GroupVersion.String(), Kind: "TrainingDataset",
+				Name: ds.Name, UID: ds.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Spec: batchv1.JobSpec{
+			Completions: ptr.To(completions),
+			Parallelism: ptr.To(completions),
+			// A pod that fails is retried on its own part; the parts
+			// written stay, so a retry goes on from them.
+			BackoffLimitPerIndex:    ptr.To(int32(3)),
+			CompletionMode:          ptr.To(batchv1.IndexedCompletion),
+			TTLSecondsAfterFinished: ptr.To(ptr.Deref(spec.TTLSecondsAfterFinished, datav1alpha1.DefaultIndexJobTTL)),
+			// Kueue admits a queued Job by unsuspending it.
+			Suspend: ptr.To(spec.Suspend || spec.QueueName != ""),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       pod,
+			},
+		},
+	}
+	return job, nil
+}
+
+// phaseArgs are the pods' arguments of in's phase and the Job's
+// completions.
+func phaseArgs(in Input, stream string, spec *datav1alpha1.IndexJob) ([]string, int32, error) {
+	args := []string{"index", "-f", ManifestDir + "/" + ManifestKey, "--stream", stream,
+		"--credentials-dir", sidecarconfig.CredentialsDir, "--write-credentials-dir", WriteCredentialsDir,
+		"--concurrency", strconv.Itoa(int(ptr.Deref(spec.Concurrency, datav1alpha1.DefaultIndexConcurrency)))}
+	switch in.Phase {
+	case List:
+		parts := ptr.Deref(spec.Parallelism, datav1alpha1.DefaultIndexParallelism)
+		return append(args, "--list-parts", strconv.Itoa(int(parts))), 1, nil
+	case Parts:
+		if in.Parts < 1 || in.Parts > MaxParts {
+			return nil, 0, fmt.Errorf("the listing planned %d parts: 1 to %d", in.Parts, MaxParts)
+		}
+		// Each pod's part is its completion index (the Job controller
+		// sets JOB_COMPLETION_INDEX).
+		return append(args, "--part", "$(JOB_COMPLETION_INDEX)"), in.Parts, nil
+	case Merge:
+		return append(args, "--merge-parts"), 1, nil
+	}
+	return nil, 0, fmt.Errorf("no indexing phase %q", in.Phase)
+}
+
+// podSpec is the indexing pods' spec: the restricted Pod Security level,
+// no API token, the stream's read credentials and the write credentials
+// mounted read-only, and of the dataset spec.index's placement and
+// resources only.
+func podSpec(in Input, s datav1alpha1.Stream, spec *datav1alpha1.IndexJob, args []string) (corev1.PodSpec, error) {
+	ds := in.Dataset
+	volumes := []corev1.Volume{
+		{Name: "manifest", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ManifestConfigMap(ds.Name)},
+			Items:                []corev1.KeyToPath{{Key: ManifestKey, Path: ManifestKey}}}}},
+		{Name: "write-credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: spec.WriteCredentialsSecretRef.Name, DefaultMode: ptr.To(int32(0o440))}}},
+		// The pods write nothing but to the store: a small scratch
+		// folder for the CLI's temporary files.
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: "manifest", MountPath: ManifestDir, ReadOnly: true},
+		{Name: "write-credentials", MountPath: WriteCredentialsDir, ReadOnly: true},
+		{Name: "tmp", MountPath: "/tmp"},
+	}
+	serviceAccount := "default"
+	if ref := s.Source.CredentialsSecretRef; ref != nil {
+		volumes = append(volumes, corev1.Volume{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: ref.Name, DefaultMode: ptr.To(int32(0o440))}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "credentials", MountPath: sidecarconfig.CredentialsDir + "/" + ref.Name, ReadOnly: true})
+	}
+	if wi := s.Source.WorkloadIdentity; wi != nil {
+		// Checked here too: a dataset admitted past the validating
+		// webhook must not get a token for an audience of its choosing.
+		if err := workloadidentity.CheckAudience(s.Source.URI, workloadidentity.Audience(s.Source), in.Audiences); err != nil {
+			return corev1.PodSpec{}, fmt.Errorf("spec.streams[%d] (%q): %w", in.Stream, s.Name, err)
+		}
+		serviceAccount = wi.ServiceAccountName
+		volumes = append(volumes, corev1.Volume{Name: "identity", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: ptr.To(int32(0o440)),
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: workloadidentity.Audience(s.Source), ExpirationSeconds: ptr.To(int64(workloadidentity.TokenExpiry)), Path: s.Name}}}}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "identity", MountPath: workloadidentity.TokenDir, ReadOnly: true})
+	}
+	var pullSecrets []corev1.LocalObjectReference
+	for _, name := range in.PullSecrets {
+		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: name})
+	}
+	return corev1.PodSpec{
+		RestartPolicy:                corev1.RestartPolicyNever,
+		ServiceAccountName:           serviceAccount,
+		AutomountServiceAccountToken: ptr.To(false),
+		EnableServiceLinks:           ptr.To(false),
+		ImagePullSecrets:             pullSecrets,
+		NodeSelector:                 maps.Clone(spec.NodeSelector),
+		Tolerations:                  append([]corev1.Toleration(nil), spec.Tolerations...),
+		PriorityClassName:            spec.PriorityClassName,
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(UID), RunAsGroup: ptr.To(UID), FSGroup: ptr.To(UID),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Volumes: volumes,
+		Containers: []corev1.Container{{
+			Name:         ContainerName,
+			Image:        in.Image,
+			Command:      []string{"/shardfeed"},
+			Args:         args,
+			Resources:    *spec.Resources.DeepCopy(),
+			VolumeMounts: mounts,
+			SecurityContext: &corev1.SecurityContext{
+				RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(UID),
+				ReadOnlyRootFilesystem:   ptr.To(true),
+				AllowPrivilegeEscalation: ptr.To(false),
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			},
+		}},
+	}, nil
+}

@@ -62,6 +62,10 @@ func (p *partsFlags) on() (bool, error) {
 		return false, errors.New("--list-parts makes its run: drop --run")
 	case p.keep && !p.merge:
 		return false, errors.New("--keep-parts goes with --merge-parts")
+	case p.run != "":
+		if err := indexparts.CheckRun(p.run); err != nil {
+			return false, fmt.Errorf("--run: %w: give the run --list-parts printed", err)
+		}
 	}
 	return n == 1, nil
 }

@@ -67,7 +67,7 @@ type Object struct {
 }
 
 // ObjectOf and StoreObject convert between a run's objects and a store's.
-func ObjectOf(o store.Object) Object        { return Object(o) }
+func ObjectOf(o store.Object) Object       { return Object(o) }
 func (o Object) StoreObject() store.Object { return store.Object(o) }
 
 // RunID identifies a run by what decides its parts: the options' key, the
@@ -125,10 +125,11 @@ func ParseCurrent(data []byte) (Current, error) {
 	if err := strictjson.Decode(data, &c); err != nil {
 		return c, err
 	}
-	return c, checkRun(c.Run)
+	return c, CheckRun(c.Run)
 }
 
-func checkRun(run string) error {
+// CheckRun refuses a run that is not one RunID makes (16 hex digits).
+func CheckRun(run string) error {
 	if len(run) != 16 {
 		return fmt.Errorf("run %q is not 16 hex digits", run)
 	}
@@ -180,8 +181,8 @@ func (m *Manifest) check() error {
 	switch {
 	case m.Version != Version:
 		return fmt.Errorf("version %d, not %d: list the parts again with this shardfeed", m.Version, Version)
-	case checkRun(m.Run) != nil:
-		return checkRun(m.Run)
+	case CheckRun(m.Run) != nil:
+		return CheckRun(m.Run)
 	case m.Objects < 1 || m.Objects != m.Listing.Objects:
 		return fmt.Errorf("%d objects, its listing %d", m.Objects, m.Listing.Objects)
 	case len(m.Parts) < 1 || len(m.Parts) > MaxParts || len(m.Digests) != len(m.Parts):

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
+	"github.com/shardfeed/shardfeed/internal/index/indexparts"
+	"github.com/shardfeed/shardfeed/sidecar/sampledata"
+)
+
+// textObjects writes objects of unequal sizes (one empty, one with a
+// column of its own, one whose id is a string: a schema inferred from
+// every record) in a text format.
+func textObjects(t *testing.T, dir, ext string) {
+	t.Helper()
+	sep := map[string]string{"csv": ",", "tsv": "\t"}[ext]
+	for i, rows := range []int{40, 0, 300, 7, 120, 1, 60} {
+		var b strings.Builder
+		if sep != "" && rows > 0 {
+			b.WriteString("id" + sep + "t\n")
+		}
+		for j := range rows {
+			id := fmt.Sprint(j)
+			if i == 4 && j == 5 {
+				id = "x" + id
+			}
+			switch {
+			case sep != "":
+				fmt.Fprintf(&b, "%s%s%s\n", id, sep, strings.Repeat("y", j%37))
+			case i == 2:
+				fmt.Fprintf(&b, "{\"id\": %s, \"t\": %q, \"extra\": 1.5}\n", id, strings.Repeat("y", j%37))
+			default:
+				fmt.Fprintf(&b, "{\"id\": %q, \"t\": %q}\n", id, strings.Repeat("y", j%37))
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("obj-%02d.%s", i, ext)), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// indexFile reads the index a run wrote.
+func indexFile(t *testing.T, dir string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, indexfile.Dir, indexfile.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := runCLI(t, args...)
+	if err != nil {
+		t.Fatalf("shardfeed %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// inParts lists, indexes every part (and one twice) and merges.
+func inParts(t *testing.T, args []string, n int) {
+	t.Helper()
+	mustRun(t, append(args, "--list-parts", fmt.Sprint(n))...)
+	for k := range n {
+		mustRun(t, append(args, "--part", fmt.Sprint(k))...)
+	}
+	if out := mustRun(t, append(args, "--part", "0")...); !strings.Contains(out, "done already") {
+		t.Fatalf("a part done again was not skipped:\n%s", out)
+	}
+	mustRun(t, append(args, "--merge-parts")...)
+}
+
+func TestIndexInPartsMergesToTheOneRunsIndexByteForByte(t *testing.T) {
+	cases := []struct {
+		name   string
+		format string
+		write  func(t *testing.T, dir string)
+		flags  []string
+	}{
+		{"jsonl", "jsonl", func(t *testing.T, dir string) { textObjects(t, dir, "jsonl") }, []string{"--shard-size", "1KiB"}},
+		{"csv", "csv", func(t *testing.T, dir string) { textObjects(t, dir, "csv") }, []string{"--shard-size", "1KiB"}},
+		{"tsv", "tsv", func(t *testing.T, dir string) { textObjects(t, dir, "tsv") }, []string{"--shard-size", "1KiB", "--hash", "sha256"}},
+		{"parquet", "parquet", func(t *testing.T, dir string) {
+			if err := sampledata.Parquet(context.Background(), dir, "p", 1000, 170, 40); err != nil {
+				t.Fatal(err)
+			}
+		}, nil},
+		{"jsonl compact", "jsonl", func(t *testing.T, dir string) { textObjects(t, dir, "jsonl") }, []string{"--shard-size", "1KiB", "--index-form", "compact"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c.write(t, dir)
+			args := append([]string{"index", "file://" + dir + "/", "--format", c.format, "--concurrency", "3"}, c.flags...)
+			mustRun(t, args...)
+			key := indexfile.FileName
+			if strings.Contains(c.name, "compact") {
+				key = "index.sfi"
+			}
+			want, err := os.ReadFile(filepath.Join(dir, indexfile.Dir, key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range []int{1, 2, 3, 5, 12} {
+				if err := os.RemoveAll(filepath.Join(dir, indexfile.Dir)); err != nil {
+					t.Fatal(err)
+				}
+				inParts(t, args, n)
+				got, err := os.ReadFile(filepath.Join(dir, indexfile.Dir, key))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(got) != string(want) {
+					t.Fatalf("%d parts: the merged index differs from the one run's\n got %.400s\nwant %.400s", n, got, want)
+				}
+				if left, _ := filepath.Glob(filepath.Join(dir, indexfile.Dir, "parts", "*", "*")); len(left) > 0 {
+					t.Fatalf("%d parts: the run's files stay after the merge: %v", n, left)
+				}
+			}
+		})
+	}
+}
+
+func TestIndexInPartsRefusesAChangedObjectAMissingPartAndAnotherRunsParts(t *testing.T) {
+	dir := t.TempDir()
+	textObjects(t, dir, "jsonl")
+	args := []string{"index", "file://" + dir + "/", "--format", "jsonl", "--shard-size", "1KiB"}
+	mustRun(t, append(args, "--list-parts", "3")...)
+	mustRun(t, append(args, "--part", "0")...)
+
+	out, err := runCLI(t, append(args, "--merge-parts")...)
+	if err == nil || !strings.Contains(err.Error(), "part 1 of run") || !strings.Contains(err.Error(), "--part 1") {
+		t.Fatalf("merge with parts missing: %v\n%s", err, out)
+	}
+
+	// An object of part 2 grows: the part is refused, naming it.
+	if err := os.WriteFile(filepath.Join(dir, "obj-06.jsonl"), []byte("{\"id\": \"1\", \"t\": \"\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCLI(t, append(args, "--part", "2")...)
+	if err == nil || !strings.Contains(err.Error(), "obj-06.jsonl") || !strings.Contains(err.Error(), "--list-parts") {
+		t.Fatalf("a part whose object changed: %v\n%s", err, out)
+	}
+
+	// Listed again, the changed source is a new run: part 0 of the old one
+	// is not taken for the new one's.
+	out = mustRun(t, append(args, "--list-parts", "3")...)
+	if !strings.Contains(out, "listed 7 objects") {
+		t.Fatalf("list again:\n%s", out)
+	}
+	if out = mustRun(t, append(args, "--part", "0")...); strings.Contains(out, "done already") {
+		t.Fatalf("a new run took the old run's part 0:\n%s", out)
+	}
+	mustRun(t, append(args, "--part", "1")...)
+	mustRun(t, append(args, "--part", "2")...)
+	mustRun(t, append(args, "--merge-parts", "--keep-parts")...)
+	merged := indexFile(t, dir)
+	mustRun(t, args...)
+	if one := indexFile(t, dir); string(one) != string(merged) {
+		t.Fatalf("after a relisting, the merge differs from one run")
+	}
+
+	// Other options are not the run's.
+	out, err = runCLI(t, "index", "file://"+dir+"/", "--format", "jsonl", "--part", "0")
+	if err == nil || !strings.Contains(err.Error(), "no run of these options") {
+		t.Fatalf("a part of other options: %v\n%s", err, out)
+	}
+}
+
+func TestIndexInPartsRefusesWhatIsNotIndexedObjectByObject(t *testing.T) {
+	dir := t.TempDir()
+	textObjects(t, dir, "jsonl")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"index", "file://" + dir + "/", "--format", "webdataset", "--list-parts", "2"}, "not yet in parts"},
+		{[]string{"index", "file://" + dir + "/", "--format", "jsonl", "--list-parts", "2", "--part", "1"}, "one at a time"},
+		{[]string{"index", "file://" + dir + "/", "--format", "jsonl", "--list-parts", "2", "--append"}, "not indexed in parts"},
+		{[]string{"index", "file://" + dir + "/", "--format", "jsonl", "--merge-parts", "--run", "zz"}, "16 hex"},
+	} {
+		out, err := runCLI(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q\n%s", c.args, err, c.want, out)
+		}
+	}
+	_ = indexparts.Dir
+}

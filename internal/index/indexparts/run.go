@@ -6,9 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/store"
@@ -278,14 +276,5 @@ func ParseObjects(data []byte, m *Manifest, k int) ([]store.Object, error) {
 	return out, nil
 }
 
-// errNotHex is what a part number that is not one says.
-var errNotHex = errors.New("not a part number")
-
-// ParsePart reads a part number, 0 to parts-1.
-func ParsePart(s string, parts int) (int, error) {
-	k, err := strconv.Atoi(s)
-	if err != nil || k < 0 || k >= parts {
-		return 0, fmt.Errorf("part %q: %w, 0 to %d", s, errNotHex, parts-1)
-	}
-	return k, nil
-}
+// jsonOf is a run file's bytes as written.
+func jsonOf(v any) ([]byte, error) { return json.MarshalIndent(v, "", "  ") }

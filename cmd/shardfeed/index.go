@@ -201,6 +201,14 @@ packs-<sha256>.json, per shard its documents, packs, tokens, padding and
 what was cut, dropped or empty: the packs a packed plan counts as its
 samples (docs/planner.md, packing).
 
+Indexing in parts, on several machines at once (the pods of an Indexed
+Job): --list-parts N lists the stream once and cuts its objects into N
+parts under _shardfeed/parts/RUN/; --part K (each machine its own K)
+indexes one part, skipped when done, resumed when interrupted, refused
+naming an object changed since the listing; --merge-parts merges every
+part into the index a single run writes, byte for byte, and removes the
+run's files. Give each step the same URI (or -f and --stream) and options.
+
 With -f MANIFEST, the stream (--stream NAME, or the manifest's only stream
 that needs an index) gives the URI, the format, the endpoint and, for a
 table, the catalog, table, snapshot and ref, the filter, and the options
@@ -219,6 +227,7 @@ func newIndexCommand() *cobra.Command {
   shardfeed index s3://lake/.shardfeed/events/ --format iceberg --catalog-type rest --catalog-uri http://iceberg-rest:8181 --table analytics.events --endpoint http://minio:9000 --insecure
   shardfeed index s3://lake/robots.lance/ --format lance --tag train-v3 --columns image,state,action
   shardfeed index -f dataset.yaml --stream events --credentials-dir ./secrets/
+  shardfeed index s3://datasets/web/ --format parquet --list-parts 8   # then --part 0 … --part 7, then --merge-parts
   shardfeed index s3://datasets/web/ --format parquet --filter "lang == 'en' && score >= 0.5"
   shardfeed index s3://datasets/tokens/ --format mds --lengths tokens
   shardfeed index s3://datasets/docs/ --format parquet --selection-only --lengths tokens --pack-length 4096`,

@@ -192,3 +192,60 @@ func TestIndexInPartsRefusesWhatIsNotIndexedObjectByObject(t *testing.T) {
 	}
 	_ = indexparts.Dir
 }
+
+// cancelAt is a command's output that cancels it once it says what.
+type cancelAt struct {
+	strings.Builder
+	what   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelAt) Write(p []byte) (int, error) {
+	n, err := c.Builder.Write(p)
+	if strings.Contains(c.String(), c.what) {
+		c.cancel()
+	}
+	return n, err
+}
+
+func TestAPartStoppedMidwayGoesOnFromItsCheckpointToTheSameIndex(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 40 {
+		var b strings.Builder
+		for j := range 10 + i*3 {
+			fmt.Fprintf(&b, "{\"id\": %d, \"t\": %q}\n", j, strings.Repeat("z", (i+j)%23))
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("o-%03d.jsonl", i)), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"index", "file://" + dir + "/", "--format", "jsonl", "--shard-size", "512", "--concurrency", "1"}
+	mustRun(t, args...)
+	want := indexFile(t, dir)
+	mustRun(t, append(args, "--list-parts", "2")...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &cancelAt{what: "indexed 8/", cancel: cancel}
+	cmd := newRootCommand()
+	cmd.SetOut(out)
+	cmd.SetErr(out)
+	cmd.SetArgs(append(args, "--part", "1"))
+	if err := cmd.ExecuteContext(ctx); err == nil {
+		t.Fatalf("the part stopped midway ended well:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "kept in a checkpoint") {
+		t.Fatalf("the part stopped midway kept no checkpoint:\n%s", out.String())
+	}
+	if got := mustRun(t, append(args, "--part", "1")...); !strings.Contains(got, "resuming from a checkpoint") {
+		t.Fatalf("the part run again did not go on from its checkpoint:\n%s", got)
+	}
+	mustRun(t, append(args, "--part", "0")...)
+	mustRun(t, append(args, "--merge-parts")...)
+	if got := indexFile(t, dir); string(got) != string(want) {
+		t.Fatal("the index merged from a resumed part differs from the one run's")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, indexfile.Dir, "parts", "*", "*", "*")); len(left) > 0 {
+		t.Fatalf("a checkpoint stays after the merge: %v", left)
+	}
+}

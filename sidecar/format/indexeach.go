@@ -136,7 +136,18 @@ func indexRest(ctx context.Context, st store.Store, ix Indexer, files []partitio
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	// The loop stops early when ctx is done, with no goroutine's error
+	// to say so: the objects not indexed must not pass for an index.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if *done < len(files) {
+		return fmt.Errorf("indexed %d of %d objects", *done, len(files))
+	}
+	return nil
 }
 
 // foldInto folds part, the index of objects after out's, into out: its

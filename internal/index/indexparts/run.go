@@ -64,8 +64,10 @@ type Object struct {
 	ETag string `json:"etag,omitempty"`
 }
 
-// ObjectOf and StoreObject convert between a run's objects and a store's.
-func ObjectOf(o store.Object) Object       { return Object(o) }
+// ObjectOf is a store's object as a run records it.
+func ObjectOf(o store.Object) Object { return Object(o) }
+
+// StoreObject is the store's object a run's records.
 func (o Object) StoreObject() store.Object { return store.Object(o) }
 
 // RunID identifies a run by what decides its parts: the options' key, the
@@ -87,17 +89,25 @@ func RunID(options string, l *indexfile.Listing, parts int) string {
 // RunDir is the folder of a run's files.
 func RunDir(run string) string { return Dir + run + "/" }
 
-// ManifestKey, CurrentKey, ObjectsKey, PartKey and RecordKey are the
-// keys of a run's files: its manifest; the run last listed for
-// options (what --part and --merge-parts take without --run); part k's
-// object list, index and record (written last: the part is done).
+// ManifestKey is the key of a run's manifest.
 func ManifestKey(run string) string { return RunDir(run) + "manifest.json" }
+
+// CurrentKey is the key of the pointer to the run last listed with
+// options (what --part and --merge-parts take without --run).
 func CurrentKey(options string) string {
 	return Dir + "current-" + options[:min(len(options), 16)] + ".json"
 }
+
+// ObjectsKey is the key of part k's object list.
 func ObjectsKey(run string, k int) string { return fmt.Sprintf("%spart-%05d.objects", RunDir(run), k) }
-func PartKey(run string, k int) string    { return fmt.Sprintf("%spart-%05d.sfi", RunDir(run), k) }
-func RecordKey(run string, k int) string  { return fmt.Sprintf("%spart-%05d.json", RunDir(run), k) }
+
+// PartKey is the key of part k's index (compact).
+func PartKey(run string, k int) string { return fmt.Sprintf("%spart-%05d.sfi", RunDir(run), k) }
+
+// RecordKey is the key of part k's record, written last: the part is done.
+func RecordKey(run string, k int) string { return fmt.Sprintf("%spart-%05d.json", RunDir(run), k) }
+
+// CheckpointDir is the folder of part k's checkpoint while it runs.
 func CheckpointDir(run string, k int) string {
 	return fmt.Sprintf("%spart-%05d.checkpoint/", RunDir(run), k)
 }

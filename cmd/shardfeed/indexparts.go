@@ -294,7 +294,7 @@ func (o *indexOptions) unchanged(ctx context.Context, st store.Store, objs []sto
 				return err
 			case got.Size != want.Size:
 				return fmt.Errorf("%s%s is %d bytes, and was %d when the parts were listed: list the parts again (--list-parts N), which makes a new run", st.URI(), want.Key, got.Size, want.Size)
-			case !fromList && want.ETag != "" && got.ETag != want.ETag:
+			case !fromList && want.ETag != "" && strings.Trim(got.ETag, `"`) != strings.Trim(want.ETag, `"`):
 				return fmt.Errorf("%s%s changed since the parts were listed (version %s, listed %s): list the parts again (--list-parts N), which makes a new run", st.URI(), want.Key, got.ETag, want.ETag)
 			}
 			return nil

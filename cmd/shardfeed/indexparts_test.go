@@ -249,3 +249,41 @@ func TestAPartStoppedMidwayGoesOnFromItsCheckpointToTheSameIndex(t *testing.T) {
 		t.Fatalf("a checkpoint stays after the merge: %v", left)
 	}
 }
+
+func TestIndexInPartsOfAManifestsStreamWritesItsIndexAndSelectionAsOneRun(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	textObjects(t, filepath.Join(dir, "a"), "jsonl")
+	manifest := filepath.Join(dir, "d.yaml")
+	m := "apiVersion: data.shardfeed.io/v1alpha1\nkind: TrainingDataset\nmetadata: {name: d}\nspec:\n  numSplits: 1\n  globalBatchSize: 1\n  streams:\n" +
+		"  - {name: web, format: mds, source: {uri: m/}}\n  - {name: a, format: jsonl, source: {uri: a/}, filter: \"t != ''\"}\n"
+	if err := os.WriteFile(manifest, []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"index", "-f", manifest, "--stream", "a", "--shard-size", "1KiB"}
+	mustRun(t, args...)
+	idx := filepath.Join(dir, "a")
+	want := indexFile(t, idx)
+	sels, _ := filepath.Glob(filepath.Join(idx, indexfile.Dir, "filter-*"))
+	if len(sels) == 0 {
+		t.Fatal("one run wrote no selection")
+	}
+	wantSel := map[string][]byte{}
+	for _, s := range sels {
+		wantSel[s], _ = os.ReadFile(s)
+	}
+	if err := os.RemoveAll(filepath.Join(idx, indexfile.Dir)); err != nil {
+		t.Fatal(err)
+	}
+	inParts(t, args, 4)
+	if got := indexFile(t, idx); string(got) != string(want) {
+		t.Fatal("-f: the merged index differs from the one run's")
+	}
+	for s, data := range wantSel {
+		if got, err := os.ReadFile(s); err != nil || string(got) != string(data) {
+			t.Fatalf("-f: the selection %s after the merge differs from the one run's (%v)", s, err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -244,15 +245,19 @@ func (o *indexOptions) indexPart(ctx context.Context, st, ist store.Store, opts 
 	if err != nil {
 		return err
 	}
-	if err := o.unchanged(ctx, st, objs, m.Listing.ObjectList); err != nil {
-		return err
+	// The head objects before the part are indexed again, as the head
+	// the part's objects are indexed against: checked too.
+	var head []store.Object
+	for _, h := range m.Head[:min(len(m.Head), m.Parts[k].First)] {
+		head = append(head, h.StoreObject())
+	}
+	if len(objs) > 0 {
+		if err := o.unchanged(ctx, st, append(slices.Clone(head), objs...), m.Listing.ObjectList); err != nil {
+			return err
+		}
 	}
 	rec := indexparts.Record{Run: m.Run, Part: k}
 	if len(objs) > 0 {
-		var head []store.Object
-		for _, h := range m.Head[:min(len(m.Head), m.Parts[k].First)] {
-			head = append(head, h.StoreObject())
-		}
 		cp := &index.Checkpoint{Store: ist, Options: opts.Key(o.kind), Note: opts.Note, Dir: indexparts.CheckpointDir(m.Run, k)}
 		opts.Checkpoints = cp
 		f, err := formats.Default().IndexPart(ctx, st, o.kind, append(head, objs...), len(head), opts)

@@ -292,6 +292,9 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	if inParts && (o.dryRun || o.appendTo || o.selectionOnly) {
+		return errors.New("--dry-run, --append and --selection-only are not indexed in parts: drop them, or index without --list-parts, --part or --merge-parts")
+	}
 	st, ist, err := o.stores(ctx, source)
 	if err != nil {
 		return err

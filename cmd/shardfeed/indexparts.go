@@ -74,9 +74,6 @@ func (p *partsFlags) on() (bool, error) {
 // indexParts runs the step of indexing in parts asked for: the stream's
 // layout after --merge-parts, nil after the others.
 func (o *indexOptions) indexParts(ctx context.Context, cmd *cobra.Command, st, ist store.Store, opts format.IndexOptions, verb string, start time.Time) (*index.Layout, error) {
-	if o.dryRun || o.appendTo || o.selectionOnly {
-		return nil, errors.New("--dry-run, --append and --selection-only are not indexed in parts: drop them, or index without --list-parts, --part or --merge-parts")
-	}
 	switch {
 	case o.inParts.list > 0:
 		return nil, o.listParts(ctx, st, ist, opts, start)

@@ -184,6 +184,8 @@ func TestIndexInPartsRefusesWhatIsNotIndexedObjectByObject(t *testing.T) {
 		{[]string{"index", "file://" + dir + "/", "--format", "jsonl", "--list-parts", "2", "--part", "1"}, "one at a time"},
 		{[]string{"index", "file://" + dir + "/", "--format", "jsonl", "--list-parts", "2", "--append"}, "not indexed in parts"},
 		{[]string{"index", "file://" + dir + "/", "--format", "jsonl", "--merge-parts", "--run", "zz"}, "16 hex"},
+		{[]string{"index", "file://" + dir + "/", "--format", "jsonl", "--part", "0", "--selection-only", "--lengths", "t"}, "not indexed in parts"},
+		{[]string{"index", "file://" + dir + "/", "--format", "jsonl", "--part", "0", "--run", "../../x"}, "16 hex"},
 	} {
 		out, err := runCLI(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -8,6 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/indexparts"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
@@ -91,6 +96,7 @@ func TestIndexInPartsMergesToTheOneRunsIndexByteForByte(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, nil},
+		{"arrow", "arrow", arrowObjects, []string{"--hash", "sha256"}},
 		{"jsonl compact", "jsonl", func(t *testing.T, dir string) { textObjects(t, dir, "jsonl") }, []string{"--shard-size", "1KiB", "--index-form", "compact"}},
 	}
 	for _, c := range cases {
@@ -286,6 +292,41 @@ func TestIndexInPartsOfAManifestsStreamWritesItsIndexAndSelectionAsOneRun(t *tes
 	for s, data := range wantSel {
 		if got, err := os.ReadFile(s); err != nil || string(got) != string(data) {
 			t.Fatalf("-f: the selection %s after the merge differs from the one run's (%v)", s, err)
+		}
+	}
+}
+
+// arrowObjects writes Arrow IPC files of unequal sizes, a record batch of
+// unequal rows each few rows.
+func arrowObjects(t *testing.T, dir string) {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	for i, rows := range []int{30, 5, 200, 1, 77} {
+		fh, err := os.Create(filepath.Join(dir, fmt.Sprintf("b-%02d.arrow", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := ipc.NewFileWriter(fh, ipc.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for start := 0; start < rows; start += 13 + i {
+			b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+			for j := start; j < min(rows, start+13+i); j++ {
+				b.Field(0).(*array.Int64Builder).Append(int64(j))
+			}
+			rec := b.NewRecordBatch()
+			if err := w.Write(rec); err != nil {
+				t.Fatal(err)
+			}
+			rec.Release()
+			b.Release()
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := fh.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

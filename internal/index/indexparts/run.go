@@ -258,7 +258,7 @@ func ParseObjects(data []byte, m *Manifest, k int) ([]store.Object, error) {
 	span := m.Parts[k]
 	out := make([]store.Object, 0, min(span.Objects, len(data)/16+1))
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 4*maxKeyBytes)
+	sc.Buffer(nil, 16*maxKeyBytes) // a key and a tag of maxKeyBytes, every byte escaped (\u00XX)
 	var sum int64
 	for sc.Scan() {
 		var o Object

@@ -66,6 +66,7 @@ type indexOptions struct {
 	table         icebergFlags
 	lance         lanceFlags
 	parts         partitionFlags
+	inParts       partsFlags
 	manifest      string
 	stream        string
 	filter        string
@@ -200,6 +201,14 @@ packs-<sha256>.json, per shard its documents, packs, tokens, padding and
 what was cut, dropped or empty: the packs a packed plan counts as its
 samples (docs/planner.md, packing).
 
+Indexing in parts, on several machines at once (the pods of an Indexed
+Job): --list-parts N lists the stream once and cuts its objects into N
+parts under _shardfeed/parts/RUN/; --part K (each machine its own K)
+indexes one part, skipped when done, resumed when interrupted, refused
+naming an object changed since the listing; --merge-parts merges every
+part into the index a single run writes, byte for byte, and removes the
+run's files. Give each step the same URI (or -f and --stream) and options.
+
 With -f MANIFEST, the stream (--stream NAME, or the manifest's only stream
 that needs an index) gives the URI, the format, the endpoint and, for a
 table, the catalog, table, snapshot and ref, the filter, and the options
@@ -218,6 +227,7 @@ func newIndexCommand() *cobra.Command {
   shardfeed index s3://lake/.shardfeed/events/ --format iceberg --catalog-type rest --catalog-uri http://iceberg-rest:8181 --table analytics.events --endpoint http://minio:9000 --insecure
   shardfeed index s3://lake/robots.lance/ --format lance --tag train-v3 --columns image,state,action
   shardfeed index -f dataset.yaml --stream events --credentials-dir ./secrets/
+  shardfeed index s3://datasets/web/ --format parquet --list-parts 8   # then --part 0 … --part 7, then --merge-parts
   shardfeed index s3://datasets/web/ --format parquet --filter "lang == 'en' && score >= 0.5"
   shardfeed index s3://datasets/tokens/ --format mds --lengths tokens
   shardfeed index s3://datasets/docs/ --format parquet --selection-only --lengths tokens --pack-length 4096`,
@@ -229,6 +239,7 @@ func newIndexCommand() *cobra.Command {
 	o.table.add(cmd)
 	o.lance.add(cmd)
 	o.parts.add(cmd)
+	o.inParts.add(cmd)
 	o.addLengthFlags(cmd)
 	cmd.Flags().StringVar((*string)(&o.kind), "format", "parquet", "format of the stream's objects: "+strings.Join(reg.Kinds(format.IndexesObjects), ", ")+
 		"; or of a table: "+strings.Join(reg.Kinds(format.IsTable), ", ")+" (mds with --filter: MDS keeps its own index)")
@@ -277,6 +288,13 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 	if err := o.checkFlags(); err != nil {
 		return err
 	}
+	inParts, err := o.inParts.on()
+	if err != nil {
+		return err
+	}
+	if inParts && (o.dryRun || o.appendTo || o.selectionOnly) {
+		return errors.New("--dry-run, --append and --selection-only are not indexed in parts: drop them, or index without --list-parts, --part or --merge-parts")
+	}
 	st, ist, err := o.stores(ctx, source)
 	if err != nil {
 		return err
@@ -307,6 +325,10 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 		}
 		if l, err = index.ReadStoreLayout(ctx, own); err != nil {
 			return err
+		}
+	case inParts:
+		if l, err = o.indexParts(ctx, cmd, st, ist, opts, verb, start); err != nil || l == nil {
+			return err // listed, or a part indexed: the merge goes on
 		}
 	default:
 		if l, err = o.indexStream(ctx, cmd, st, ist, source, opts, verb, start); err != nil {
@@ -452,28 +474,43 @@ func (o *indexOptions) indexStream(ctx context.Context, cmd *cobra.Command, st, 
 	if err != nil {
 		return nil, err
 	}
-	if !o.dryRun {
-		if err := keepReplaced(ctx, cmd.ErrOrStderr(), ist, f); err != nil {
-			return nil, err
-		}
-	}
-	key, err := o.writeIndex(ctx, ist, f)
-	if err != nil {
-		return nil, err
-	}
-	if cp != nil {
-		if err := cp.Remove(ctx); err != nil {
-			return nil, fmt.Errorf("removing the checkpoint of the index written: %w", err)
-		}
-	}
 	added := ""
 	if opts.Append != nil {
 		added = fmt.Sprintf(", %d of them new", len(f.Shards)-before)
 	}
-	if _, err := fmt.Fprintf(out, "%s %s%s: %d shards%s, %d samples (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key, len(f.Shards), added, f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond)); err != nil {
+	if err := o.writeIndexed(ctx, cmd, ist, f, cp, added, verb, start); err != nil {
 		return nil, err
 	}
 	printCost(out, f, &counts)
+	o.noteHive(cmd, f, opts)
+	return index.LayoutOf(f), nil
+}
+
+// writeIndexed writes f, the stream's index, in the form asked for (the
+// index it replaces kept), removes the checkpoint cp of its run, and says
+// what it wrote.
+func (o *indexOptions) writeIndexed(ctx context.Context, cmd *cobra.Command, ist store.Store, f *indexfile.File, cp *index.Checkpoint, added, verb string, start time.Time) error {
+	if !o.dryRun {
+		if err := keepReplaced(ctx, cmd.ErrOrStderr(), ist, f); err != nil {
+			return err
+		}
+	}
+	key, err := o.writeIndex(ctx, ist, f)
+	if err != nil {
+		return err
+	}
+	if cp != nil {
+		if err := cp.Remove(ctx); err != nil {
+			return fmt.Errorf("removing the checkpoint of the index written: %w", err)
+		}
+	}
+	_, err = fmt.Fprintf(o.out, "%s %s%s: %d shards%s, %d samples (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key, len(f.Shards), added, f.StreamIndex().Samples(), time.Since(start).Round(time.Millisecond))
+	return err
+}
+
+// noteHive notes a tree whose objects are all under key=value folders,
+// indexed without --hive.
+func (o *indexOptions) noteHive(cmd *cobra.Command, f *indexfile.File, opts format.IndexOptions) {
 	if keys := hiveKeys(f); opts.Partitions == nil && len(keys) > 0 {
 		fix := "index with --hive to read them as columns"
 		if k := o.kind; k != datav1alpha1.FormatParquet && k != datav1alpha1.FormatORC {
@@ -482,7 +519,6 @@ func (o *indexOptions) indexStream(ctx context.Context, cmd *cobra.Command, st, 
 		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "note: every object is under key=value folders (%s): their values are not columns of this index; %s\n",
 			strings.Join(keys, ", "), fix)
 	}
-	return index.LayoutOf(f), nil
 }
 
 // keepReplaced keeps the index at ist, with its side files, when f is of

@@ -41,6 +41,10 @@ type Checkpoint struct {
 	Every time.Duration
 	// Note, if set, is told why a checkpoint there is not resumed.
 	Note func(string)
+	// Dir, if set, is the folder of the store the checkpoint is kept in
+	// (ending in "/"), instead of the index's: one part of a run indexed
+	// in parts keeps its own.
+	Dir string
 
 	last, took time.Duration
 	start      time.Time
@@ -71,6 +75,14 @@ func prefixHash(objects []store.Object) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// keys are the checkpoint's index and meta objects.
+func (c *Checkpoint) keys() (data, meta string) {
+	if c.Dir == "" {
+		return CheckpointKey, CheckpointMetaKey
+	}
+	return c.Dir + "index.partial.sfi", c.Dir + "index.partial.json"
+}
+
 func (c *Checkpoint) note(format string, args ...any) {
 	if c.Note != nil {
 		c.Note(fmt.Sprintf(format, args...))
@@ -81,7 +93,8 @@ func (c *Checkpoint) note(format string, args ...any) {
 // keeps, or nil and 0 where there is none to resume (the reason told to
 // Note).
 func (c *Checkpoint) Load(ctx context.Context, objects []store.Object) (*indexfile.File, int, error) {
-	data, err := indexfile.ReadObject(ctx, c.Store, CheckpointMetaKey, 64<<10)
+	dataKey, metaKey := c.keys()
+	data, err := indexfile.ReadObject(ctx, c.Store, metaKey, 64<<10)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, 0, nil
 	}
@@ -90,18 +103,18 @@ func (c *Checkpoint) Load(ctx context.Context, objects []store.Object) (*indexfi
 	}
 	var m checkpointMeta
 	if err := strictjson.Decode(data, &m); err != nil {
-		c.note("the checkpoint at %s is not one shardfeed wrote (%v): indexing from the first object", indexfile.ObjectURI(c.Store, CheckpointMetaKey), err)
+		c.note("the checkpoint at %s is not one shardfeed wrote (%v): indexing from the first object", indexfile.ObjectURI(c.Store, metaKey), err)
 		return nil, 0, nil
 	}
 	switch {
 	case m.Options != c.Options:
-		c.note("the checkpoint at %s is of other options: indexing from the first object", indexfile.ObjectURI(c.Store, CheckpointMetaKey))
+		c.note("the checkpoint at %s is of other options: indexing from the first object", indexfile.ObjectURI(c.Store, metaKey))
 		return nil, 0, nil
 	case m.Objects <= 0 || m.Objects > len(objects) || prefixHash(objects[:m.Objects]) != m.Prefix:
-		c.note("the checkpoint at %s is of %d objects that are not the stream's first now (one changed, or was removed): indexing from the first object", indexfile.ObjectURI(c.Store, CheckpointMetaKey), m.Objects)
+		c.note("the checkpoint at %s is of %d objects that are not the stream's first now (one changed, or was removed): indexing from the first object", indexfile.ObjectURI(c.Store, metaKey), m.Objects)
 		return nil, 0, nil
 	}
-	data, err = indexfile.ReadObject(ctx, c.Store, CheckpointKey, maxCheckpointBytes)
+	data, err = indexfile.ReadObject(ctx, c.Store, dataKey, maxCheckpointBytes)
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the checkpoint: %w", err)
 	}
@@ -110,7 +123,7 @@ func (c *Checkpoint) Load(ctx context.Context, objects []store.Object) (*indexfi
 		err = errors.New("its content hash is not the one saved")
 	}
 	if err != nil {
-		c.note("the checkpoint at %s does not read back as it was saved (%v): indexing from the first object", indexfile.ObjectURI(c.Store, CheckpointKey), err)
+		c.note("the checkpoint at %s does not read back as it was saved (%v): indexing from the first object", indexfile.ObjectURI(c.Store, dataKey), err)
 		return nil, 0, nil
 	}
 	c.note("resuming from a checkpoint of %d objects (%d shards) saved %s", m.Objects, len(f.Shards), m.Saved.UTC().Format(time.RFC3339))
@@ -132,6 +145,7 @@ func (c *Checkpoint) Save(ctx context.Context, f *indexfile.File, done []store.O
 		return nil
 	}
 	began := time.Now()
+	dataKey, metaKey := c.keys()
 	data, err := compact.Encode(f)
 	if err != nil {
 		return err
@@ -143,10 +157,10 @@ func (c *Checkpoint) Save(ctx context.Context, f *indexfile.File, done []store.O
 	}
 	// The index first: a meta always finds the index it names (or a
 	// newer one, whose hash it then refuses).
-	if err := c.Store.Put(ctx, CheckpointKey, bytes.NewReader(data), int64(len(data))); err != nil {
+	if err := c.Store.Put(ctx, dataKey, bytes.NewReader(data), int64(len(data))); err != nil {
 		return fmt.Errorf("saving a checkpoint: %w", err)
 	}
-	if err := c.Store.Put(ctx, CheckpointMetaKey, bytes.NewReader(meta), int64(len(meta))); err != nil {
+	if err := c.Store.Put(ctx, metaKey, bytes.NewReader(meta), int64(len(meta))); err != nil {
 		return fmt.Errorf("saving a checkpoint: %w", err)
 	}
 	c.last, c.took = since, time.Since(began)
@@ -155,7 +169,8 @@ func (c *Checkpoint) Save(ctx context.Context, f *indexfile.File, done []store.O
 
 // Remove deletes the checkpoint, once the index it was of is written.
 func (c *Checkpoint) Remove(ctx context.Context) error {
-	for _, key := range []string{CheckpointMetaKey, CheckpointKey} {
+	data, meta := c.keys()
+	for _, key := range []string{meta, data} {
 		if err := c.Store.Delete(ctx, key); err != nil {
 			return err
 		}

@@ -83,15 +83,10 @@ func indexRest(ctx context.Context, st store.Store, ix Indexer, files []partitio
 	head := *out
 	head.Schema = append([]indexfile.Field(nil), out.Schema...) // out's is widened in place as objects fold
 	head.Shards = out.Shards[:1:1]
-	merger, _ := ix.(Merger)
 	fold := func(part *indexfile.File, key string) error {
-		if merger != nil {
-			if err := merger.Merge(out, part); err != nil {
-				return fmt.Errorf("%s%s: %w", st.URI(), key, err)
-			}
-			return nil
+		if err := foldInto(ix, out, part); err != nil {
+			return fmt.Errorf("%s%s: %w", st.URI(), key, err)
 		}
-		out.Shards = append(out.Shards, part.Shards...)
 		return nil
 	}
 
@@ -141,7 +136,29 @@ func indexRest(ctx context.Context, st store.Store, ix Indexer, files []partitio
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	// The loop stops early when ctx is done, with no goroutine's error
+	// to say so: the objects not indexed must not pass for an index.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if *done < len(files) {
+		return fmt.Errorf("indexed %d of %d objects", *done, len(files))
+	}
+	return nil
+}
+
+// foldInto folds part, the index of objects after out's, into out: its
+// shards after out's, and what the format infers across objects (a text
+// stream's schema) merged.
+func foldInto(ix Indexer, out, part *indexfile.File) error {
+	if merger, ok := ix.(Merger); ok {
+		return merger.Merge(out, part)
+	}
+	out.Shards = append(out.Shards, part.Shards...)
+	return nil
 }
 
 func objectsOf(files []partitionFile) []store.Object {

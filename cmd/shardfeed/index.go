@@ -41,6 +41,9 @@ import (
 // sourceFlags are how the CLI reaches a stream outside a manifest.
 type sourceFlags struct {
 	endpoint, region, credentialsDir string
+	// writeCredentialsDir, if set, holds the credentials the index is
+	// written with (the data is read with credentialsDir's).
+	writeCredentialsDir string
 	// configMapsDir: where a manifest's ConfigMaps are (a tokenizer's).
 	configMapsDir string
 	insecure      bool
@@ -235,6 +238,7 @@ func newIndexCommand() *cobra.Command {
 		RunE: o.run,
 	}
 	o.src.add(cmd)
+	cmd.Flags().StringVar(&o.src.writeCredentialsDir, "write-credentials-dir", "", "a directory of credentials (as --credentials-dir's files) the index, its parts and its selections are written with, where the data's credentials may only read (spec.index.writeCredentialsSecretRef)")
 	cmd.Flags().StringVar(&o.src.configMapsDir, "configmaps-dir", "", "with -f: directory of the ConfigMaps the dataset names, as DIR/<name>/<key> (a tokenizer's configMapRef)")
 	o.table.add(cmd)
 	o.lance.add(cmd)
@@ -647,6 +651,15 @@ func (o *indexOptions) stores(ctx context.Context, source store.Source) (st, ist
 		}
 	}
 	ist = st // where the index and the selections go
+	isrc := source
+	if o.src.writeCredentialsDir != "" {
+		// The index is written with credentials of its own; the data's
+		// stay read-only (an indexing Job's pods: spec.index).
+		isrc.CredentialsDir, isrc.CredentialsOptional, isrc.Credentials, isrc.Identity = o.src.writeCredentialsDir, false, nil, nil
+		if ist, err = stores.Open(ctx, isrc); err != nil {
+			return nil, nil, fmt.Errorf("--write-credentials-dir: %w", err)
+		}
+	}
 	if o.indexURI != "" {
 		if o.indexURI, err = localURI(o.indexURI, "."); err != nil {
 			return nil, nil, fmt.Errorf("--index-uri: %w", err)
@@ -654,7 +667,7 @@ func (o *indexOptions) stores(ctx context.Context, source store.Source) (st, ist
 		if o.kind == datav1alpha1.FormatIceberg {
 			return nil, nil, errors.New("--index-uri: a table's index goes to URI, outside the table's location already: drop --index-uri")
 		}
-		isrc, err := streams.IndexSource(datav1alpha1.Stream{Source: datav1alpha1.Source{URI: source.URI, IndexURI: o.indexURI}}, source)
+		isrc, err := streams.IndexSource(datav1alpha1.Stream{Source: datav1alpha1.Source{URI: source.URI, IndexURI: o.indexURI}}, isrc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--index-uri: %w", err)
 		}

@@ -6,16 +6,19 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/minio/minio-go/v7"
 )
 
-// getObject reads an object of bucket, or nil where there is none.
-func getObject(t *testing.T, bucket, key string) []byte {
+// indexObject reads the index of bucket's stream web/, or nil where there
+// is none.
+func indexObject(t *testing.T, bucket string) []byte {
 	t.Helper()
-	obj, err := minioServer.Client.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	obj, err := minioServer.Client.GetObject(context.Background(), bucket, "web/_shardfeed/index.json", minio.GetObjectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +68,7 @@ func TestIntegrationIndexInPartsOnMinIOEqualsOneRunAndRefusesAChangedObject(t *t
 			}
 			args := append([]string{"index", "s3://" + bucket + "/web/", "--format", c.format, "--endpoint", endpoint, "--insecure", "--credentials-dir", creds}, c.flags...)
 			mustRun(t, args...)
-			want := getObject(t, bucket, "web/_shardfeed/index.json")
+			want := indexObject(t, bucket)
 			if len(want) == 0 {
 				t.Fatal("one run wrote no index")
 			}
@@ -74,7 +77,7 @@ func TestIntegrationIndexInPartsOnMinIOEqualsOneRunAndRefusesAChangedObject(t *t
 					t.Fatal(err)
 				}
 				inParts(t, args, n)
-				if got := getObject(t, bucket, "web/_shardfeed/index.json"); !bytes.Equal(got, want) {
+				if got := indexObject(t, bucket); !bytes.Equal(got, want) {
 					t.Fatalf("%d parts: the merged index differs from the one run's\n got %.300s\nwant %.300s", n, got, want)
 				}
 			}
@@ -89,5 +92,38 @@ func TestIntegrationIndexInPartsOnMinIOEqualsOneRunAndRefusesAChangedObject(t *t
 				t.Fatalf("a part whose object changed: %v\n%s", err, out)
 			}
 		})
+	}
+}
+
+// An indexing Job's pods read the data with the stream's credentials and
+// write the index with --write-credentials-dir's alone: keys that cannot
+// write fail the write, keys that cannot read fail the read.
+func TestIntegrationTheIndexIsWrittenWithTheWriteCredentialsAlone(t *testing.T) {
+	ctx := context.Background()
+	good := minioServer.CredentialsDir(t)
+	bad := t.TempDir()
+	for name, value := range map[string]string{"AWS_ACCESS_KEY_ID": "nobody", "AWS_SECRET_ACCESS_KEY": "not-a-secret-key"} {
+		if err := os.WriteFile(filepath.Join(bad, name), []byte(value), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bucket := minioServer.Bucket(t)
+	data := parquetFile(t, 0, 40, 20)
+	if _, err := minioServer.Client.PutObject(ctx, bucket, "web/a.parquet", bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	index := func(read, write string) error {
+		_, err := runCLI(t, "index", "s3://"+bucket+"/web/", "--format", "parquet", "--endpoint", "http://"+minioServer.Endpoint, "--insecure",
+			"--credentials-dir", read, "--write-credentials-dir", write)
+		return err
+	}
+	if err := index(good, bad); err == nil || indexObject(t, bucket) != nil {
+		t.Fatalf("written with write credentials that cannot write: %v", err)
+	}
+	if err := index(bad, good); err == nil || indexObject(t, bucket) != nil {
+		t.Fatalf("read with read credentials that cannot read: %v", err)
+	}
+	if err := index(good, good); err != nil || indexObject(t, bucket) == nil {
+		t.Fatalf("read and written with good credentials: %v", err)
 	}
 }

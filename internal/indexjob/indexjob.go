@@ -103,7 +103,7 @@ func boundedName(suffix string, parts ...string) string {
 	const maxLen = 63
 	h := sha256.New()
 	for _, p := range parts {
-		fmt.Fprintf(h, "%d:%s;", len(p), p)
+		h.Write([]byte(strconv.Itoa(len(p)) + ":" + p + ";"))
 	}
 	sum := hex.EncodeToString(h.Sum(nil))[:10]
 	prefix := strings.Join(parts, "-")

@@ -147,9 +147,5 @@ func TestIntegrationIndexesAStreamOfManyObjects(t *testing.T) {
 		"| how | took | requests | requests a second | objects a second |\n| --- | --- | --- | --- | --- |\n%s",
 		objects, bytesize.Human(int64(len(body))), d.dirs, bytesize.Human(int64(len(indexes[0]))), strings.Join(rows, ""))
 	t.Logf("listing:\n%s", report)
-	if path := os.Getenv("SCALE_LISTING_REPORT"); path != "" {
-		if err := os.WriteFile(path, []byte(report), 0o644); err != nil { //nolint:gosec // a report
-			t.Error(err)
-		}
-	}
+	appendReport(t, report)
 }

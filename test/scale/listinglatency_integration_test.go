@@ -1,0 +1,167 @@
+//go:build integration
+
+package scale_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/shardfeed/shardfeed/internal/bytesize"
+	"github.com/shardfeed/shardfeed/internal/testenv/latencyproxy"
+)
+
+// latencyCurve is the benchmark of indexing at a real store's latency: how
+// many objects, the delay per request, and the --concurrency values.
+type latencyCurve struct {
+	objects      int
+	delay        time.Duration
+	concurrency  []int
+	listParallel int
+}
+
+// shortLatency is make test's one small point; the full curve
+// (SHARDFEED_LISTING=full, make test-listing) is sized by
+// SHARDFEED_LATENCY_OBJECTS, SHARDFEED_LATENCY_DELAY and
+// SHARDFEED_LATENCY_CONCURRENCY.
+var (
+	shortLatency = latencyCurve{objects: 100, delay: 30 * time.Millisecond, concurrency: []int{16}, listParallel: 16}
+	fullLatency  = latencyCurve{objects: 10_000, delay: 30 * time.Millisecond, concurrency: []int{1, 4, 16, 64, 256}, listParallel: 16}
+)
+
+func latencyCurveFromEnv(t *testing.T) latencyCurve {
+	c := shortLatency
+	if os.Getenv("SHARDFEED_LISTING") == "full" {
+		c = fullLatency
+	}
+	if v := os.Getenv("SHARDFEED_LATENCY_OBJECTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 100 || n%100 != 0 {
+			t.Fatalf("SHARDFEED_LATENCY_OBJECTS=%q: want a multiple of 100", v)
+		}
+		c.objects = n
+	}
+	if v := os.Getenv("SHARDFEED_LATENCY_DELAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("SHARDFEED_LATENCY_DELAY=%q: %v", v, err)
+		}
+		c.delay = d
+	}
+	if v := os.Getenv("SHARDFEED_LATENCY_CONCURRENCY"); v != "" {
+		c.concurrency = nil
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				t.Fatalf("SHARDFEED_LATENCY_CONCURRENCY=%q: want numbers like 1,4,16", v)
+			}
+			c.concurrency = append(c.concurrency, n)
+		}
+	}
+	return c
+}
+
+// TestIntegrationIndexesThroughAStoresLatency indexes a stream of Parquet
+// objects on MinIO with `shardfeed index` through the latency proxy (a
+// request's round trip as a cloud store's, 30 ms by default), at each
+// --concurrency of the curve, and reports each run's time, requests by
+// kind and objects a second. It asserts that the proxy saw every request
+// the CLI counted and a footer read per object; never a time.
+func TestIntegrationIndexesThroughAStoresLatency(t *testing.T) {
+	c := latencyCurveFromEnv(t)
+	const perDir = 100
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
+	defer cancel()
+	bucket := minioServer.Bucket(t)
+	body, _ := parquetShard(ctx, t, 10)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i := range c.objects {
+		key := fmt.Sprintf("lat/d%04d/part-%04d.parquet", i/perDir, i%perDir)
+		g.Go(func() error {
+			_, err := minioServer.Client.PutObject(gctx, bucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	proxy := latencyproxy.Start(t, latencyproxy.Options{Upstream: minioServer.Endpoint, Delay: c.delay})
+	creds := minioServer.CredentialsDir(t)
+	cost := regexp.MustCompile(`in (\d+) requests \((\d+) of them lists\)`)
+	var rows []string
+	for _, conc := range c.concurrency {
+		proxy.Reset()
+		args := []string{"index", "s3://" + bucket + "/lat/", "--endpoint", proxy.URL(), "--insecure", "--credentials-dir", creds,
+			"--index-form", "compact", "--concurrency", strconv.Itoa(conc), "--list-parallel", strconv.Itoa(c.listParallel)}
+		began := time.Now()
+		out, err := exec.CommandContext(ctx, shardfeedBinary, args...).CombinedOutput()
+		took := time.Since(began)
+		if err != nil {
+			t.Fatalf("index --concurrency %d: %v\n%s", conc, err, out)
+		}
+		if !strings.Contains(string(out), fmt.Sprintf("%d shards", c.objects)) {
+			t.Fatalf("--concurrency %d: not %d shards:\n%s", conc, c.objects, out)
+		}
+		m := cost.FindStringSubmatch(string(out))
+		if m == nil {
+			t.Fatalf("--concurrency %d: no cost line:\n%s", conc, out)
+		}
+		requests, _ := strconv.ParseInt(m[1], 10, 64)
+		lists, _ := strconv.ParseInt(m[2], 10, 64)
+		n := proxy.Counts()
+		reads := n.Get + n.GetRanged
+		switch {
+		case n.Requests() < requests:
+			t.Errorf("--concurrency %d: the proxy saw %d requests, fewer than the CLI's %d", conc, n.Requests(), requests)
+		case n.List != lists:
+			t.Errorf("--concurrency %d: the proxy saw %d lists, the CLI %d", conc, n.List, lists)
+		case reads < int64(c.objects):
+			t.Errorf("--concurrency %d: %d reads of %d objects' footers", conc, reads, c.objects)
+		case n.Put == 0:
+			t.Errorf("--concurrency %d: the index was not written through the proxy: %s", conc, n)
+		case n.Throttled != 0:
+			t.Errorf("--concurrency %d: %d requests throttled with no rate limit", conc, n.Throttled)
+		}
+		t.Logf("--concurrency %d: %s, %s", conc, took.Round(10*time.Millisecond), n)
+		rows = append(rows, fmt.Sprintf("| %d | %s | %d | %d | %d | %d | %d | %.0f | %.0f |\n", conc, took.Round(10*time.Millisecond),
+			n.Requests(), n.List, n.GetRanged, n.Get+n.Head, n.Put+n.Other, float64(n.Requests())/took.Seconds(), float64(c.objects)/took.Seconds()))
+	}
+	report := fmt.Sprintf("\n`shardfeed index` of %d Parquet objects (%s each) in %d directories on MinIO through the latency proxy "+
+		"(%s before each request, no rate limit; --list-parallel %d), at each --concurrency:\n\n"+
+		"| --concurrency | took | requests | lists | ranged GETs | whole GETs and HEADs | PUTs and other | requests a second | objects a second |\n"+
+		"| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n%s",
+		c.objects, bytesize.Human(int64(len(body))), c.objects/perDir, c.delay, c.listParallel, strings.Join(rows, ""))
+	t.Logf("listing at a store's latency:\n%s", report)
+	appendReport(t, report)
+}
+
+// appendReport adds a section to the listing report (SCALE_LISTING_REPORT,
+// which make test-listing removes before its run).
+func appendReport(t *testing.T, section string) {
+	path := os.Getenv("SCALE_LISTING_REPORT")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) //nolint:gosec // a report
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if _, err := f.WriteString(section); err != nil {
+		t.Error(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Error(err)
+	}
+}

@@ -394,22 +394,10 @@ func (r Registry) Index(ctx context.Context, st store.Store, kind datav1alpha1.S
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	exts := ix.Suffixes()
-	keep := func(key string) bool {
-		return slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(key, ext) })
-	}
 	out := &indexfile.File{Shardfeed: indexfile.Version, Format: kind}
-	files, err := sourceFiles(ctx, st, ix, keep, out, opts)
+	files, keep, err := formatFiles(ctx, st, kind, ix, out, opts)
 	if err != nil {
 		return nil, err
-	}
-	if opts.Shards != "" {
-		if files, err = matchShards(files, opts.Shards, st.URI()); err != nil {
-			return nil, err
-		}
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%s holds no %s objects (%s)", st.URI(), kind, strings.Join(exts, ", "))
 	}
 	_, fromList := st.(store.Listed)
 	listing := listingOf(objectsOf(files), opts.Shards, fromList)
@@ -643,4 +631,28 @@ func Undeleted(rec arrow.RecordBatch, start int64, deleted []indexfile.Run) []ar
 		out = append(out, rec.NewSlice(from-start, end-start))
 	}
 	return out
+}
+
+// formatFiles lists the objects of st that are ix's format's (keep says
+// which keys are), those of --shards alone where it is given, into out's
+// listing; none is an error naming the suffixes looked for.
+func formatFiles(ctx context.Context, st store.Store, kind datav1alpha1.ShardFormat, ix Indexer, out *indexfile.File,
+	opts IndexOptions) ([]partitionFile, func(string) bool, error) {
+	exts := ix.Suffixes()
+	keep := func(key string) bool {
+		return slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(key, ext) })
+	}
+	files, err := sourceFiles(ctx, st, ix, keep, out, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if opts.Shards != "" {
+		if files, err = matchShards(files, opts.Shards, st.URI()); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(files) == 0 {
+		return nil, nil, fmt.Errorf("%s holds no %s objects (%s)", st.URI(), kind, strings.Join(exts, ", "))
+	}
+	return files, keep, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
@@ -77,22 +76,10 @@ func (r Registry) ListObjects(ctx context.Context, st store.Store, kind datav1al
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	exts := ix.Suffixes()
-	keep := func(key string) bool {
-		return slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(key, ext) })
-	}
 	head := &indexfile.File{Shardfeed: indexfile.Version, Format: kind}
-	files, err := sourceFiles(ctx, st, ix, keep, head, opts)
+	files, _, err := formatFiles(ctx, st, kind, ix, head, opts)
 	if err != nil {
 		return nil, err
-	}
-	if opts.Shards != "" {
-		if files, err = matchShards(files, opts.Shards, st.URI()); err != nil {
-			return nil, err
-		}
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%s holds no %s objects (%s)", st.URI(), kind, strings.Join(exts, ", "))
 	}
 	_, fromList := st.(store.Listed)
 	objs := objectsOf(files)

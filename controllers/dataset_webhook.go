@@ -255,9 +255,7 @@ func (v *DatasetValidator) mayGetSecret(ctx context.Context, user authentication
 }
 
 // indexProblems are what is wrong with spec.index: the streams it names
-// must be the dataset's. The operator does not run indexing Jobs yet
-// (#91 builds them): until it does, spec.index is refused rather than
-// accepted and left undone.
+// must be the dataset's.
 func indexProblems(spec *datav1alpha1.TrainingDatasetSpec) []string {
 	x := spec.Index
 	if x == nil {
@@ -269,5 +267,5 @@ func indexProblems(spec *datav1alpha1.TrainingDatasetSpec) []string {
 			problems = append(problems, fmt.Sprintf("spec.index.streams names %q, which is no stream of spec.streams", name))
 		}
 	}
-	return append(problems, "spec.index: this operator does not index in the cluster yet: remove spec.index, and write each stream's index with shardfeed index (the command the dataset's status gives)")
+	return problems
 }

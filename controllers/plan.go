@@ -115,7 +115,7 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 			if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
 				return nil, nil, nil, fmt.Errorf("stream %q: %w", s.Name, c)
 			}
-			return nil, nil, nil, err
+			return nil, nil, nil, asMissing(i, err)
 		case read.ReadBytes.Load() > budget: // its filter's selection after its index
 			return nil, nil, nil, overBudget(s.Name, budget, nil)
 		}

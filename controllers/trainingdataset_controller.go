@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,6 +59,10 @@ type TrainingDatasetReconciler struct {
 	// OperatorCA returns the CA bundle sidecars verify the operator's
 	// progress endpoint with; it goes into every plan ConfigMap.
 	OperatorCA func() string
+	// IndexImage is the image of the indexing Jobs' pods (spec.index): the
+	// operator's sidecar image, pulled with IndexPullSecrets.
+	IndexImage       string
+	IndexPullSecrets []string
 
 	caChanged chan event.GenericEvent
 	applied   appliedPlans
@@ -177,6 +182,9 @@ type phase func(ctx context.Context, p *planning) (res reconcile.Result, done bo
 func (r *TrainingDatasetReconciler) resolveIndexes(ctx context.Context, p *planning) (reconcile.Result, bool, error) {
 	ds := p.ds
 	indexes, planned, release, err := r.readIndexes(ctx, ds)
+	if res, handled, ierr := r.indexMissing(ctx, ds, err); handled {
+		return res, true, ierr
+	}
 	if err != nil {
 		reason, notAllowed := indexErrorReason(err)
 		r.setCondition(ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionFalse, reason, err.Error())
@@ -325,6 +333,8 @@ func (r *TrainingDatasetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&datav1alpha1.TrainingDataset{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.caChanged, everyDataset)).
+		// The indexing Jobs (spec.index), each moving its stream on.
+		Owns(&batchv1.Job{}).
 		Watches(&corev1.ConfigMap{}, toDataset, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[configmaps.LabelManagedBy] == configmaps.ManagedBy
 		}))).

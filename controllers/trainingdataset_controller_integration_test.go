@@ -23,11 +23,9 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -84,9 +82,7 @@ func runManager(t *testing.T, cfg *rest.Config, log logr.Logger, configure ...fu
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// Each test runs its own manager in this one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{configmaps.LabelManagedBy: configmaps.ManagedBy})},
-		}},
+		Cache:      controllers.CacheOptions(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +92,8 @@ func runManager(t *testing.T, cfg *rest.Config, log logr.Logger, configure ...fu
 		// These tests' datasets read MinIO with the test's own credentials
 		// where they name no Secret (the manager binary's tests check the
 		// default, which allows no namespace).
-		Policy: controllers.StorePolicy{AmbientNamespaces: []string{"*"}}}
+		Policy:     controllers.StorePolicy{AmbientNamespaces: []string{"*"}},
+		IndexImage: "ghcr.io/shardfeed/shardfeed:test"}
 	for _, c := range configure {
 		c(r)
 	}

@@ -31,6 +31,10 @@ const (
 	ReasonConfigMapNotOwned = "ConfigMapNotOwned"
 	// ReasonIndexTooLarge: an index is over the operator's cap.
 	ReasonIndexTooLarge = "IndexTooLarge"
+	// ReasonIndexing: the operator's Jobs are indexing a stream
+	// (spec.index); ReasonIndexingFailed: one of them failed.
+	ReasonIndexing       = "Indexing"
+	ReasonIndexingFailed = "IndexingFailed"
 	// ReasonShardSkipped is the reason of the Warning event for shards a
 	// job's sidecars delivered as pad rows (onCorruptShard: skip).
 	ReasonShardSkipped = "ShardSkipped"

@@ -924,8 +924,6 @@ type TrainingDatasetSpec struct {
 	// (or whose source changed since), instead of someone running
 	// shardfeed index by hand (docs/operations.md, indexing in the
 	// cluster). It does not shape the plan: the index it writes does.
-	// Not yet: this version's validating webhook refuses it, as the
-	// operator does not run the Jobs yet.
 	// +optional
 	Index *IndexJob `json:"index,omitempty"`
 }

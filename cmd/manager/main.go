@@ -268,7 +268,7 @@ func run(ctx context.Context, o options) error {
 		Recorder:   mgr.GetEventRecorder("shardfeed-operator"),
 		Policy:     o.policy,
 		Workers:    o.workers,
-		OperatorCA: operatorCA(o, keeper),
+		OperatorCA: operatorCA(o, keeper), IndexImage: o.sidecarImage, IndexPullSecrets: list(o.pullSecrets),
 	}
 	if err := datasets.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TrainingDataset controller: %w", err)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -186,6 +187,19 @@ func phaseArgs(in Input, stream string, spec *datav1alpha1.IndexJob) ([]string, 
 		return append(args, "--merge-parts"), 1, nil
 	}
 	return nil, 0, fmt.Errorf("no indexing phase %q", in.Phase)
+}
+
+// ListedParts is the parts a List Job cuts the stream into (0 for
+// another Job): what the Parts Job's pods must be.
+func ListedParts(job *batchv1.Job) int32 {
+	for _, c := range job.Spec.Template.Spec.Containers {
+		if i := slices.Index(c.Args, "--list-parts"); i >= 0 && i+1 < len(c.Args) {
+			if n, err := strconv.ParseInt(c.Args[i+1], 10, 32); err == nil && n >= 1 && n <= MaxParts {
+				return int32(n)
+			}
+		}
+	}
+	return 0
 }
 
 // podSpec is the indexing pods' spec: the restricted Pod Security level,

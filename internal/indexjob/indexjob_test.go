@@ -250,3 +250,22 @@ func TestNamesAreValidAndInjective(t *testing.T) {
 		t.Error("the manifest's ConfigMap names are not injective or too long")
 	}
 }
+
+func TestTheListJobSaysHowManyPartsItCuts(t *testing.T) {
+	x := minimal()
+	x.Parallelism = ptr.To(int32(7))
+	list, err := Build(Input{Dataset: dataset(x), Phase: List, Image: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := Build(Input{Dataset: dataset(x), Phase: Parts, Parts: 7, Image: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ListedParts(list); got != 7 {
+		t.Errorf("the list Job cuts %d parts, want 7", got)
+	}
+	if got := ListedParts(parts); got != 0 {
+		t.Errorf("a parts Job says it lists %d parts", got)
+	}
+}

@@ -1,0 +1,342 @@
+//go:build integration
+
+package controllers_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/indexjob"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+)
+
+var (
+	cliOnce sync.Once
+	cli     string
+	cliErr  error
+)
+
+// shardfeedCLI builds the shardfeed command the indexing pods run (the
+// operator links no decoder, so its tests cannot run it in-process).
+func shardfeedCLI(t *testing.T) string {
+	t.Helper()
+	cliOnce.Do(func() {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			cliErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "shardfeed-cli-")
+		if err != nil {
+			cliErr = err
+			return
+		}
+		cli = filepath.Join(dir, "shardfeed")
+		cmd := exec.Command("go", "build", "-o", cli, "./cmd/shardfeed")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			cliErr = fmt.Errorf("building shardfeed: %w\n%s", err, out)
+		}
+	})
+	if cliErr != nil {
+		t.Fatal(cliErr)
+	}
+	return cli
+}
+
+// runJobPods runs what each pod of job would: its container's command,
+// with its mounts (the manifest's ConfigMap, the Secrets) as folders.
+func runJobPods(t *testing.T, job *batchv1.Job) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	pod := job.Spec.Template.Spec
+	mounts := map[string]string{} // container path → folder here
+	for _, m := range pod.Containers[0].VolumeMounts {
+		mounts[m.MountPath] = filepath.Join(dir, m.Name)
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			data := map[string][]byte{}
+			switch {
+			case v.ConfigMap != nil:
+				var cm corev1.ConfigMap
+				if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: v.ConfigMap.Name}, &cm); err != nil {
+					t.Fatal(err)
+				}
+				for k, s := range cm.Data {
+					data[k] = []byte(s)
+				}
+			case v.Secret != nil:
+				var s corev1.Secret
+				if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: v.Secret.SecretName}, &s); err != nil {
+					t.Fatal(err)
+				}
+				data = s.Data
+			}
+			if err := os.MkdirAll(mounts[m.MountPath], 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for k, b := range data {
+				if err := os.WriteFile(filepath.Join(mounts[m.MountPath], k), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	// The streams' Secrets are one folder each under the credentials dir.
+	creds := filepath.Join(dir, "credentials-root")
+	for path, folder := range mounts {
+		if name, ok := strings.CutPrefix(path, sidecarconfig.CredentialsDir+"/"); ok {
+			if err := os.MkdirAll(creds, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(folder, filepath.Join(creds, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for k := range *job.Spec.Completions {
+		var args []string
+		for _, a := range pod.Containers[0].Args {
+			a = strings.ReplaceAll(a, "$(JOB_COMPLETION_INDEX)", strconv.Itoa(int(k)))
+			if a == sidecarconfig.CredentialsDir {
+				a = creds
+			} else {
+				for path, folder := range mounts {
+					if rest, ok := strings.CutPrefix(a, path); ok && (rest == "" || rest[0] == '/') && path != "/tmp" {
+						a = folder + rest
+						break
+					}
+				}
+			}
+			args = append(args, a)
+		}
+		out, err := exec.Command(shardfeedCLI(t), args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("pod %d of %s: shardfeed %s: %v\n%s", k, job.Name, strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// finishJob sets the Job's status as the Job controller would when its
+// pods ended (no kube-controller-manager runs here).
+func finishJob(t *testing.T, job *batchv1.Job, failed bool) {
+	t.Helper()
+	now := metav1.Now()
+	job.Status.StartTime = &now
+	if failed {
+		job.Status.Failed = 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+		}
+	} else {
+		job.Status.Succeeded = *job.Spec.Completions
+		job.Status.CompletionTime = &now
+		job.Status.CompletedIndexes = fmt.Sprintf("0-%d", *job.Spec.Completions-1)
+		if *job.Spec.Completions == 1 {
+			job.Status.CompletedIndexes = "0"
+		}
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: now},
+		}
+	}
+	if err := apiServer.Client.Status().Update(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitJob waits for the Job of name in ns.
+func waitJob(t *testing.T, ns, name string) *batchv1.Job {
+	t.Helper()
+	var job batchv1.Job
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		err := apiServer.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &job)
+		if err == nil {
+			return &job
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Job %s: %v", name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// indexingDataset is the dataset "web" in ns over bucket's JSON Lines
+// objects under web/, indexed by the operator in parts.
+func indexingDataset(t *testing.T, ns, bucket string, parts int32) *datav1alpha1.TrainingDataset {
+	t.Helper()
+	credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
+	credentialsSecret(t, ns, "index-writer", minioServer.AccessKey, minioServer.SecretKey)
+	ds := dataset(ns, "s3://"+bucket+"/web/", "minio", 2, 10)
+	ds.Spec.Streams[0].Format = datav1alpha1.FormatJSONL
+	ds.Spec.Index = &datav1alpha1.IndexJob{WriteCredentialsSecretRef: datav1alpha1.SecretReference{Name: "index-writer"}, Parallelism: ptr.To(parts)}
+	if err := apiServer.Client.Create(context.Background(), ds); err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+func putJSONL(t *testing.T, bucket string, objects int) {
+	t.Helper()
+	for i := range objects {
+		var b strings.Builder
+		for j := range 30 + 17*i {
+			fmt.Fprintf(&b, "{\"id\": %d, \"text\": %q}\n", i*1000+j, strings.Repeat("x", j%13))
+		}
+		if _, err := minioServer.Client.PutObject(context.Background(), bucket, fmt.Sprintf("web/part-%02d.jsonl", i), strings.NewReader(b.String()), int64(b.Len()), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A dataset with spec.index over a stream with no index indexes itself:
+// the operator runs the list, parts and merge Jobs in turn, each after the
+// one before completed, saying where it is in the conditions; the index
+// they write is the one a single shardfeed index writes, and the dataset
+// is planned over it.
+func TestIntegrationADatasetWithSpecIndexIsIndexedByItsJobs(t *testing.T) {
+	startManager(t)
+	ns := apiServer.Namespace(t)
+	bucket := minioServer.Bucket(t)
+	putJSONL(t, bucket, 7)
+	ds := indexingDataset(t, ns, bucket, 3)
+	key := client.ObjectKeyFromObject(ds)
+	for _, phase := range []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge} {
+		job := waitJob(t, ns, indexjob.JobName(ds.Name, "m", phase))
+		got := waitFor(t, key, "indexing "+string(phase), func(d *datav1alpha1.TrainingDataset) bool {
+			c := condition(d, datav1alpha1.ConditionIndexResolved)
+			return c != nil && c.Reason == datav1alpha1.ReasonIndexing && strings.Contains(c.Message, job.Name)
+		})
+		if ready := condition(got, datav1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionFalse {
+			t.Fatalf("%s: Ready is %+v while indexing", phase, ready)
+		}
+		if want := map[indexjob.Phase]int32{indexjob.List: 1, indexjob.Parts: 3, indexjob.Merge: 1}[phase]; *job.Spec.Completions != want {
+			t.Fatalf("the %s Job runs %d pods, want %d", phase, *job.Spec.Completions, want)
+		}
+		if phase == indexjob.List {
+			// A parallelism changed once the listing began changes
+			// nothing: the parts are those it cuts.
+			var now datav1alpha1.TrainingDataset
+			if err := apiServer.Client.Get(context.Background(), key, &now); err != nil {
+				t.Fatal(err)
+			}
+			now.Spec.Index.Parallelism = ptr.To(int32(5))
+			if err := apiServer.Client.Update(context.Background(), &now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runJobPods(t, job)
+		finishJob(t, job, false)
+	}
+	got := waitFor(t, key, "Ready", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, datav1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	var want int64
+	for i := range 7 {
+		want += int64(30 + 17*i)
+	}
+	if got.Status.Samples != want {
+		t.Errorf("planned %d samples, want %d", got.Status.Samples, want)
+	}
+	merged := indexBytes(t, bucket, "web/_shardfeed/index.json")
+	out, err := exec.Command(shardfeedCLI(t), "index", "s3://"+bucket+"/web/", "--format", "jsonl", "--endpoint", minioServer.URL(), "--insecure",
+		"--credentials-dir", minioServer.CredentialsDir(t)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("one run: %v\n%s", err, out)
+	}
+	if one := indexBytes(t, bucket, "web/_shardfeed/index.json"); !bytes.Equal(merged, one) {
+		t.Errorf("the Jobs' index differs from one run's:\n jobs %.300s\n  one %.300s", merged, one)
+	}
+}
+
+// A failed Job stops the indexing with a condition naming it and the fix;
+// deleting it starts that step again. Suspended, no Job is created.
+func TestIntegrationAFailedIndexingJobSaysSoAndASuspendedIndexWaits(t *testing.T) {
+	startManager(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	bucket := minioServer.Bucket(t)
+	putJSONL(t, bucket, 2)
+	ds := indexingDataset(t, ns, bucket, 2)
+	key := client.ObjectKeyFromObject(ds)
+	job := waitJob(t, ns, indexjob.JobName(ds.Name, "m", indexjob.List))
+	finishJob(t, job, true)
+	got := waitFor(t, key, "IndexingFailed", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, datav1alpha1.ConditionIndexResolved)
+		return c != nil && c.Reason == datav1alpha1.ReasonIndexingFailed
+	})
+	if msg := condition(got, datav1alpha1.ConditionIndexResolved).Message; !strings.Contains(msg, "kubectl logs -n "+ns+" job/"+job.Name) || !strings.Contains(msg, "delete the Job") {
+		t.Errorf("the failure says %q: want the logs' command and the fix", msg)
+	}
+	if err := apiServer.Client.Get(ctx, key, ds); err != nil {
+		t.Fatal(err)
+	}
+	ds.Spec.Index.Suspend = true
+	if err := apiServer.Client.Update(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiServer.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, key, "suspended", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, datav1alpha1.ConditionIndexResolved)
+		return c != nil && strings.Contains(c.Message, "suspended")
+	})
+	var jobs batchv1.JobList
+	if err := apiServer.Client.List(ctx, &jobs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		if j.DeletionTimestamp == nil {
+			t.Errorf("a suspended index has the Job %s", j.Name)
+		}
+	}
+	if err := apiServer.Client.Get(ctx, key, ds); err != nil {
+		t.Fatal(err)
+	}
+	ds.Spec.Index.Suspend = false
+	if err := apiServer.Client.Update(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	if again := waitJob(t, ns, indexjob.JobName(ds.Name, "m", indexjob.List)); again.UID == job.UID {
+		t.Error("the failed Job was kept, not created again")
+	}
+}
+
+// indexBytes reads an object of bucket.
+func indexBytes(t *testing.T, bucket, key string) []byte {
+	t.Helper()
+	obj, err := minioServer.Client.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = obj.Close() }()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(obj); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}

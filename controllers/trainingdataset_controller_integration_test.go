@@ -58,6 +58,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := testenv.RunWithMinIO(m, &minioServer)
+	if cli != "" { // the CLI the indexing tests built
+		_ = os.RemoveAll(filepath.Dir(cli))
+	}
 	_ = apiServer.Stop()
 	os.Exit(code)
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,11 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
-	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/indexjob"
 )
 
@@ -33,12 +36,18 @@ type missingIndexError struct {
 func (e *missingIndexError) Error() string { return e.err.Error() }
 func (e *missingIndexError) Unwrap() error { return e.err }
 
-// asMissing wraps err as stream i's missing index when it is one.
-func asMissing(i int, err error) error {
-	if missing := (*index.MissingError)(nil); errors.As(err, &missing) {
-		return &missingIndexError{stream: i, err: err}
+// missingIndexesError is the streams without an index that spec.index
+// covers, where every other stream's index was read.
+type missingIndexesError struct {
+	streams []*missingIndexError
+}
+
+func (e *missingIndexesError) Error() string {
+	msgs := make([]string, len(e.streams))
+	for i, m := range e.streams {
+		msgs[i] = m.Error()
 	}
-	return err
+	return strings.Join(msgs, "; ")
 }
 
 // indexedInCluster says whether spec.index covers stream i: the operator
@@ -55,107 +64,230 @@ func indexedInCluster(ds *datav1alpha1.TrainingDataset, i int) bool {
 	return len(x.Streams) == 0 || slices.Contains(x.Streams, s.Name)
 }
 
-// indexMissing starts or moves on the Jobs indexing a stream whose index
-// err says is missing, where spec.index covers it, and says so in the
-// conditions; handled is false for any other error.
+// indexMissing starts or moves on the Jobs indexing each stream whose
+// index err says is missing (every one spec.index covers), and says where
+// they stand in status.indexing, status.indexed and the conditions;
+// handled is false for any other error.
 func (r *TrainingDatasetReconciler) indexMissing(ctx context.Context, ds *datav1alpha1.TrainingDataset, err error) (res reconcile.Result, handled bool, _ error) {
-	var missing *missingIndexError
-	if !errors.As(err, &missing) || !indexedInCluster(ds, missing.stream) {
+	var missing *missingIndexesError
+	if !errors.As(err, &missing) {
 		return reconcile.Result{}, false, nil
 	}
-	name := ds.Spec.Streams[missing.stream].Name
-	state, err := r.advanceIndexing(ctx, ds, missing.stream)
-	if err != nil {
-		return reconcile.Result{}, true, err
+	before := map[string]datav1alpha1.StreamIndexing{}
+	for _, x := range ds.Status.Indexing {
+		before[x.Name] = x
+	}
+	var (
+		states         []datav1alpha1.StreamIndexing
+		failed, going  []string
+		bytes, bytesIn int64
+	)
+	for _, m := range missing.streams {
+		name := ds.Spec.Streams[m.stream].Name
+		state, err := r.advanceIndexing(ctx, ds, m.stream, before[name])
+		if err != nil {
+			return reconcile.Result{}, true, err
+		}
+		states = append(states, state.StreamIndexing)
+		bytes, bytesIn = bytes+state.Bytes, bytesIn+state.BytesRead
+		if state.failed != "" {
+			failed = append(failed, fmt.Sprintf("stream %q: %s", name, state.failed))
+		} else {
+			going = append(going, fmt.Sprintf("stream %q has no index: %s", name, state.doing))
+		}
+	}
+	r.indexed(ds, states)
+	ds.Status.Indexed = fmt.Sprintf("%d/%d", len(ds.Spec.Streams)-len(states), len(ds.Spec.Streams))
+	if bytes > 0 {
+		ds.Status.Indexed += fmt.Sprintf(", %d%%", bytesIn*100/bytes)
 	}
 	waiting := cause{datav1alpha1.ReasonWaitingForIndex, "the plan needs every stream's index"}
-	if state.failed != "" {
-		msg := fmt.Sprintf("stream %q: %s", name, state.failed)
+	if len(failed) > 0 {
+		msg := strings.Join(append(failed, going...), "; ")
 		r.setCondition(ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionFalse, datav1alpha1.ReasonIndexingFailed, msg)
 		r.setReady(ds, waiting, cause{datav1alpha1.ReasonIndexingFailed, msg})
-		return reconcile.Result{}, true, nil // the Job's deletion or a spec change brings the next try
+		if len(going) == 0 {
+			return reconcile.Result{}, true, nil // the Job's deletion or a spec change brings the next try
+		}
+		return reconcile.Result{RequeueAfter: r.retry()}, true, nil
 	}
-	step := map[indexjob.Phase]string{indexjob.List: "listing its objects", indexjob.Parts: "indexing its parts", indexjob.Merge: "merging its parts"}[state.phase]
-	msg := fmt.Sprintf("stream %q has no index: the operator is %s (Job %s)", name, step, indexjob.JobName(ds.Name, name, state.phase))
-	if ds.Spec.Index.Suspend {
-		msg = fmt.Sprintf("stream %q has no index, and its indexing is suspended (spec.index.suspend) before %s", name, step)
-	}
+	msg := strings.Join(going, "; ")
 	r.setCondition(ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionFalse, datav1alpha1.ReasonIndexing, msg)
 	r.setReady(ds, waiting, cause{datav1alpha1.ReasonIndexing, msg})
-	// The Jobs' changes bring the next reconcile; this one is a floor.
-	return reconcile.Result{RequeueAfter: r.retry()}, true, nil
+	// The Jobs' changes bring the next reconcile; this one is a floor,
+	// and the parts' progress is read again then.
+	return reconcile.Result{RequeueAfter: min(r.retry(), indexProgressEvery)}, true, nil
 }
 
-// indexingState is where a stream's indexing stands.
+// indexProgressEvery is how often a dataset being indexed is reconciled
+// at least, its parts' progress read.
+const indexProgressEvery = 15 * time.Second
+
+// indexed sets status.indexing to the streams still indexing, reporting
+// each stream the status showed that has its index now with an event;
+// with none still indexing, status.indexed says every stream is.
+func (r *TrainingDatasetReconciler) indexed(ds *datav1alpha1.TrainingDataset, still []datav1alpha1.StreamIndexing) {
+	for _, x := range ds.Status.Indexing {
+		if r.Recorder == nil || x.Phase == datav1alpha1.IndexingFailed || slices.ContainsFunc(still, func(s datav1alpha1.StreamIndexing) bool { return s.Name == x.Name }) {
+			continue
+		}
+		took := ""
+		if x.StartTime != nil {
+			took = " in " + time.Since(x.StartTime.Time).Round(time.Second).String()
+		}
+		r.Recorder.Eventf(ds, nil, corev1.EventTypeNormal, datav1alpha1.ReasonIndexRead, "Index", "stream %q indexed by the operator: %d objects (%s) in %d parts%s",
+			x.Name, x.Objects, bytesize.Human(x.Bytes), x.Parts, took)
+	}
+	ds.Status.Indexing = still
+	if len(still) == 0 {
+		ds.Status.Indexed = fmt.Sprintf("%d/%d", len(ds.Spec.Streams), len(ds.Spec.Streams))
+	}
+}
+
+// indexingState is where a stream's indexing stands: as the status shows
+// it, what it is doing, and, where it stopped, why.
 type indexingState struct {
-	// phase is the step running or next; failed, the reason it stopped.
-	phase  indexjob.Phase
-	failed string
+	datav1alpha1.StreamIndexing
+	doing, failed string
 }
 
-// advanceIndexing moves stream i's indexing on by one step: the Job of
-// the first phase not complete is created where it is missing (or
-// suspended with spec.index.suspend); a failed one stops the indexing,
-// saying why. Level-based: what the Jobs say is all it goes by.
-func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int) (indexingState, error) {
+// advanceIndexing moves stream i's indexing on by one step and says where
+// it stands (before is what the status said). Level-based: it goes by the
+// Jobs there are, the last phase's first, since a later phase needs none
+// of the Jobs before it (they may be gone by ttlSecondsAfterFinished): a
+// Job failed stops the indexing, saying why; one complete has the next
+// phase's created (or, with spec.index.suspend, not yet); one running is
+// suspended or resumed with spec.index.suspend.
+func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, before datav1alpha1.StreamIndexing) (indexingState, error) {
 	stream := ds.Spec.Streams[i].Name
-	// The parts are those the listing cut, whatever spec.index.parallelism
-	// says since.
-	parts := ptr.Deref(ds.Spec.Index.Parallelism, datav1alpha1.DefaultIndexParallelism)
-	for _, phase := range []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge} {
-		var job batchv1.Job
-		err := r.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: indexjob.JobName(ds.Name, stream, phase)}, &job)
+	state := indexingState{StreamIndexing: datav1alpha1.StreamIndexing{Name: stream, StartTime: before.StartTime,
+		Parts: before.Parts, Objects: before.Objects, Bytes: before.Bytes}}
+	phases := []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge}
+	jobs := map[indexjob.Phase]*batchv1.Job{}
+	for _, phase := range phases {
+		job := &batchv1.Job{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: indexjob.JobName(ds.Name, stream, phase)}, job)
 		switch {
 		case apierrors.IsNotFound(err):
-			if ds.Spec.Index.Suspend {
-				return indexingState{phase: phase}, nil
-			}
-			refused, err := r.createIndexJob(ctx, ds, i, phase, parts)
-			return indexingState{phase: phase, failed: refused}, err
+			continue
 		case err != nil:
 			return indexingState{}, err
-		case !metav1.IsControlledBy(&job, ds):
-			return indexingState{phase: phase, failed: fmt.Sprintf("the Job %s is not this dataset's: delete or rename it", job.Name)}, nil
+		case !metav1.IsControlledBy(job, ds):
+			return state.stop(phase, job.Name, fmt.Sprintf("the Job %s is not this dataset's: delete or rename it", job.Name)), nil
 		}
-		if phase == indexjob.List {
-			if parts = indexjob.ListedParts(&job); parts < 1 {
-				return indexingState{phase: phase, failed: fmt.Sprintf("the Job %s does not say how many parts it lists: delete it", job.Name)}, nil
+		jobs[phase] = job
+		if phase == indexjob.List && state.StartTime == nil {
+			state.StartTime = ptr.To(job.CreationTimestamp)
+		}
+	}
+	last := -1
+	for k, phase := range phases {
+		if jobs[phase] != nil {
+			last = k
+		}
+	}
+	if last < 0 {
+		return r.startPhase(ctx, ds, i, state, indexjob.List, 0, "")
+	}
+	phase, job := phases[last], jobs[phases[last]]
+	if why, failed := jobFailed(job); failed {
+		return state.stop(phase, job.Name, fmt.Sprintf("the Job %s failed (%s): kubectl logs -n %s job/%s says why; delete the Job to try again (the parts written stay)",
+			job.Name, why, ds.Namespace, job.Name)), nil
+	}
+	if !jobComplete(job) {
+		if err := r.suspendIndexJob(ctx, ds, job); err != nil {
+			return indexingState{}, err
+		}
+		state.show(phase, job.Name, ds.Spec.Index.Suspend)
+		if phase == indexjob.Parts {
+			if err := r.readIndexProgress(ctx, ds, i, job, &state); err != nil {
+				log.FromContext(ctx).Info("The indexing's progress could not be read", "stream", stream, "err", err.Error())
 			}
 		}
-		if why, failed := jobFailed(&job); failed {
-			return indexingState{phase: phase, failed: fmt.Sprintf("the Job %s failed (%s): kubectl logs -n %s job/%s says why; delete the Job to try again (the parts written stay)",
-				job.Name, why, ds.Namespace, job.Name)}, nil
+		return state, nil
+	}
+	switch phase {
+	case indexjob.List:
+		listed, err := r.readListed(ctx, ds, i)
+		if err != nil {
+			return state.stop(phase, job.Name, fmt.Sprintf("the Job %s completed, and its listing cannot be read (%v): delete the Job to list again", job.Name, err)), nil
 		}
-		if !jobComplete(&job) {
-			if suspend := ds.Spec.Index.Suspend; ptr.Deref(job.Spec.Suspend, false) != suspend && (suspend || ds.Spec.Index.QueueName == "") {
-				// Suspended or resumed by spec.index.suspend (a queued
-				// Job is Kueue's to resume).
-				patch := client.MergeFrom(job.DeepCopy())
-				job.Spec.Suspend = ptr.To(suspend)
-				if err := r.Patch(ctx, &job, patch); err != nil {
-					return indexingState{}, err
-				}
-			}
-			return indexingState{phase: phase}, nil
-		}
+		parts := int32(listed.Parts) //nolint:gosec // at most indexjob.MaxParts (readListed)
+		state.Parts, state.Objects, state.Bytes = parts, listed.Objects, listed.Bytes
+		return r.startPhase(ctx, ds, i, state, indexjob.Parts, parts, listed.Run)
+	case indexjob.Parts:
+		state.PartsDone, state.ObjectsRead, state.BytesRead = state.Parts, state.Objects, state.Bytes
+		return r.startPhase(ctx, ds, i, state, indexjob.Merge, ptr.Deref(job.Spec.Completions, 1), indexjob.RunOf(job))
 	}
 	// Every phase complete and still no index: the merge wrote it
 	// elsewhere, or it was removed since. The Jobs go, and the next
 	// reconcile starts over from the parts there are.
-	for _, phase := range []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge} {
+	for _, phase := range phases {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ds.Namespace, Name: indexjob.JobName(ds.Name, stream, phase)}}
 		if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return indexingState{}, err
 		}
 	}
-	return indexingState{phase: indexjob.List}, nil
+	state.show(indexjob.List, "", false)
+	return state, nil
+}
+
+// show sets the state of a Job of phase running (or suspended).
+func (s *indexingState) show(phase indexjob.Phase, job string, suspended bool) {
+	s.Phase = map[indexjob.Phase]string{indexjob.List: datav1alpha1.IndexingListing, indexjob.Parts: datav1alpha1.IndexingParts,
+		indexjob.Merge: datav1alpha1.IndexingMerging}[phase]
+	s.Job = job
+	step := map[indexjob.Phase]string{indexjob.List: "listing its objects", indexjob.Parts: "indexing its parts", indexjob.Merge: "merging its parts"}[phase]
+	s.doing = fmt.Sprintf("the operator is %s (Job %s)", step, job)
+	if suspended {
+		s.Phase = datav1alpha1.IndexingSuspended
+		s.doing = fmt.Sprintf("its indexing is suspended (spec.index.suspend) before %s", step)
+	}
+}
+
+// stop sets the state of an indexing stopped at a Job of phase, for why.
+func (s indexingState) stop(phase indexjob.Phase, job, why string) indexingState {
+	s.show(phase, job, false)
+	s.Phase, s.failed = datav1alpha1.IndexingFailed, why
+	return s
+}
+
+// startPhase creates stream i's Job of phase (unless spec.index.suspend
+// holds it back), of parts pods over run where it takes them.
+func (r *TrainingDatasetReconciler) startPhase(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, state indexingState, phase indexjob.Phase, parts int32, run string) (indexingState, error) {
+	name := indexjob.JobName(ds.Name, ds.Spec.Streams[i].Name, phase)
+	if ds.Spec.Index.Suspend {
+		state.show(phase, "", true)
+		return state, nil
+	}
+	refused, err := r.createIndexJob(ctx, ds, i, phase, parts, run)
+	if err != nil || refused != "" {
+		return state.stop(phase, name, refused), err
+	}
+	if state.StartTime == nil {
+		state.StartTime = ptr.To(metav1.Now())
+	}
+	state.show(phase, name, false)
+	return state, nil
+}
+
+// suspendIndexJob suspends or resumes a Job not complete as
+// spec.index.suspend says (a queued Job is Kueue's to resume).
+func (r *TrainingDatasetReconciler) suspendIndexJob(ctx context.Context, ds *datav1alpha1.TrainingDataset, job *batchv1.Job) error {
+	suspend := ds.Spec.Index.Suspend
+	if ptr.Deref(job.Spec.Suspend, false) == suspend || !suspend && ds.Spec.Index.QueueName != "" {
+		return nil
+	}
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Spec.Suspend = ptr.To(suspend)
+	return r.Patch(ctx, job, patch)
 }
 
 // createIndexJob creates stream i's Job of phase (of parts pods for the
 // parts), with the manifest its pods read; refused says why a Job cannot
 // be made of the dataset as it is (waiting for a change, not retried).
-func (r *TrainingDatasetReconciler) createIndexJob(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, phase indexjob.Phase, parts int32) (refused string, _ error) {
-	job, err := indexjob.Build(indexjob.Input{Dataset: ds, Stream: i, Phase: phase, Parts: parts,
+func (r *TrainingDatasetReconciler) createIndexJob(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, phase indexjob.Phase, parts int32, run string) (refused string, _ error) {
+	job, err := indexjob.Build(indexjob.Input{Dataset: ds, Stream: i, Phase: phase, Parts: parts, Run: run,
 		Image: r.IndexImage, PullSecrets: r.IndexPullSecrets, Audiences: r.Policy.AllowedAudiences})
 	if err != nil {
 		return fmt.Sprintf("its %s Job cannot be made: %v", phase, err), nil

@@ -18,6 +18,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,9 +63,10 @@ func shardfeedCLI(t *testing.T) string {
 	return cli
 }
 
-// runJobPods runs what each pod of job would: its container's command,
-// with its mounts (the manifest's ConfigMap, the Secrets) as folders.
-func runJobPods(t *testing.T, job *batchv1.Job) {
+// runJobPods runs what each pod of job would (or those of indexes only):
+// its container's command, with its mounts (the manifest's ConfigMap, the
+// Secrets) as folders.
+func runJobPods(t *testing.T, job *batchv1.Job, indexes ...int32) {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -115,7 +117,12 @@ func runJobPods(t *testing.T, job *batchv1.Job) {
 			}
 		}
 	}
-	for k := range *job.Spec.Completions {
+	if len(indexes) == 0 {
+		for k := range *job.Spec.Completions {
+			indexes = append(indexes, k)
+		}
+	}
+	for _, k := range indexes {
 		var args []string
 		for _, a := range pod.Containers[0].Args {
 			a = strings.ReplaceAll(a, "$(JOB_COMPLETION_INDEX)", strconv.Itoa(int(k)))
@@ -185,49 +192,73 @@ func waitJob(t *testing.T, ns, name string) *batchv1.Job {
 
 // indexingDataset is the dataset "web" in ns over bucket's JSON Lines
 // objects under web/, indexed by the operator in parts.
-func indexingDataset(t *testing.T, ns, bucket string, parts int32) *datav1alpha1.TrainingDataset {
+func indexingDataset(t *testing.T, ns, bucket string, parts int32, change ...func(*datav1alpha1.TrainingDataset)) *datav1alpha1.TrainingDataset {
 	t.Helper()
 	credentialsSecret(t, ns, "minio", minioServer.AccessKey, minioServer.SecretKey)
 	credentialsSecret(t, ns, "index-writer", minioServer.AccessKey, minioServer.SecretKey)
 	ds := dataset(ns, "s3://"+bucket+"/web/", "minio", 2, 10)
 	ds.Spec.Streams[0].Format = datav1alpha1.FormatJSONL
 	ds.Spec.Index = &datav1alpha1.IndexJob{WriteCredentialsSecretRef: datav1alpha1.SecretReference{Name: "index-writer"}, Parallelism: ptr.To(parts)}
+	for _, c := range change {
+		c(ds)
+	}
 	if err := apiServer.Client.Create(context.Background(), ds); err != nil {
 		t.Fatal(err)
 	}
 	return ds
 }
 
-func putJSONL(t *testing.T, bucket string, objects int) {
+// jsonlObject is the i-th JSON Lines object putJSONL writes: 30 + 17·i
+// records.
+func jsonlObject(i int) string {
+	var b strings.Builder
+	for j := range 30 + 17*i {
+		fmt.Fprintf(&b, "{\"id\": %d, \"text\": %q}\n", i*1000+j, strings.Repeat("x", j%13))
+	}
+	return b.String()
+}
+
+func jsonlSize(i int) int { return len(jsonlObject(i)) }
+
+// putJSONL writes objects JSON Lines objects under prefix/ of bucket.
+func putJSONL(t *testing.T, bucket, prefix string, objects int) {
 	t.Helper()
 	for i := range objects {
-		var b strings.Builder
-		for j := range 30 + 17*i {
-			fmt.Fprintf(&b, "{\"id\": %d, \"text\": %q}\n", i*1000+j, strings.Repeat("x", j%13))
-		}
-		if _, err := minioServer.Client.PutObject(context.Background(), bucket, fmt.Sprintf("web/part-%02d.jsonl", i), strings.NewReader(b.String()), int64(b.Len()), minio.PutObjectOptions{}); err != nil {
+		data := jsonlObject(i)
+		if _, err := minioServer.Client.PutObject(context.Background(), bucket, fmt.Sprintf("%s/part-%02d.jsonl", prefix, i), strings.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-// A dataset with spec.index over a stream with no index indexes itself:
-// the operator runs the list, parts and merge Jobs in turn, each after the
-// one before completed, saying where it is in the conditions; the index
-// they write is the one a single shardfeed index writes, and the dataset
-// is planned over it.
+// A dataset with spec.index over streams with no index indexes itself:
+// the operator runs each stream's list, parts and merge Jobs in turn
+// (the streams at once), each after the one before completed, saying
+// where it is in the conditions and in status.indexing (the listing's
+// totals, the parts' progress); a Job gone before the next phase's
+// completed (ttlSecondsAfterFinished) is not run again; the index they
+// write is the one a single shardfeed index writes, and the dataset is
+// planned over it.
 func TestIntegrationADatasetWithSpecIndexIsIndexedByItsJobs(t *testing.T) {
 	startManager(t)
+	ctx := context.Background()
 	ns := apiServer.Namespace(t)
 	bucket := minioServer.Bucket(t)
-	putJSONL(t, bucket, 7)
-	ds := indexingDataset(t, ns, bucket, 3)
+	putJSONL(t, bucket, "web", 7)
+	putJSONL(t, bucket, "more", 3)
+	ds := indexingDataset(t, ns, bucket, 3, func(ds *datav1alpha1.TrainingDataset) {
+		second := ds.Spec.Streams[0]
+		second.Name, second.Source.URI = "n", "s3://"+bucket+"/more/"
+		ds.Spec.Streams = append(ds.Spec.Streams, second)
+	})
 	key := client.ObjectKeyFromObject(ds)
+	var listed datav1alpha1.StreamIndexing
 	for _, phase := range []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge} {
 		job := waitJob(t, ns, indexjob.JobName(ds.Name, "m", phase))
+		other := waitJob(t, ns, indexjob.JobName(ds.Name, "n", phase))
 		got := waitFor(t, key, "indexing "+string(phase), func(d *datav1alpha1.TrainingDataset) bool {
 			c := condition(d, datav1alpha1.ConditionIndexResolved)
-			return c != nil && c.Reason == datav1alpha1.ReasonIndexing && strings.Contains(c.Message, job.Name)
+			return c != nil && c.Reason == datav1alpha1.ReasonIndexing && strings.Contains(c.Message, job.Name) && strings.Contains(c.Message, other.Name)
 		})
 		if ready := condition(got, datav1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionFalse {
 			t.Fatalf("%s: Ready is %+v while indexing", phase, ready)
@@ -235,20 +266,58 @@ func TestIntegrationADatasetWithSpecIndexIsIndexedByItsJobs(t *testing.T) {
 		if want := map[indexjob.Phase]int32{indexjob.List: 1, indexjob.Parts: 3, indexjob.Merge: 1}[phase]; *job.Spec.Completions != want {
 			t.Fatalf("the %s Job runs %d pods, want %d", phase, *job.Spec.Completions, want)
 		}
-		if phase == indexjob.List {
+		switch phase {
+		case indexjob.List:
+			if got.Status.Indexed != "0/2" || len(got.Status.Indexing) != 2 || got.Status.Indexing[0].Phase != datav1alpha1.IndexingListing {
+				t.Fatalf("listing: status.indexed %q, status.indexing %+v", got.Status.Indexed, got.Status.Indexing)
+			}
 			// A parallelism changed once the listing began changes
 			// nothing: the parts are those it cuts.
 			var now datav1alpha1.TrainingDataset
-			if err := apiServer.Client.Get(context.Background(), key, &now); err != nil {
+			if err := apiServer.Client.Get(ctx, key, &now); err != nil {
 				t.Fatal(err)
 			}
 			now.Spec.Index.Parallelism = ptr.To(int32(5))
-			if err := apiServer.Client.Update(context.Background(), &now); err != nil {
+			if err := apiServer.Client.Update(ctx, &now); err != nil {
 				t.Fatal(err)
 			}
+		case indexjob.Parts:
+			listed = indexingOf(got, "m")
+			var want int64
+			for i := range 7 {
+				want += int64(jsonlSize(i))
+			}
+			if listed.Phase != datav1alpha1.IndexingParts || listed.Objects != 7 || listed.Bytes != want || listed.Parts != 3 || listed.StartTime == nil {
+				t.Fatalf("indexing the parts, the status says %+v: want 7 objects of %d bytes in 3 parts", listed, want)
+			}
+			// The listing Job gone (its ttlSecondsAfterFinished) is not
+			// listed again: the parts need it no more.
+			list := waitJob(t, ns, indexjob.JobName(ds.Name, "m", indexjob.List))
+			if err := apiServer.Client.Delete(ctx, list, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+				t.Fatal(err)
+			}
+			// One part indexed: its progress reaches the status.
+			runJobPods(t, job, 1)
+			got = waitFor(t, key, "the progress of part 1", func(d *datav1alpha1.TrainingDataset) bool {
+				return indexingOf(d, "m").ObjectsRead > 0
+			})
+			part := indexingOf(got, "m")
+			if part.ObjectsRead >= 7 || part.BytesRead <= 0 || part.BytesRead >= listed.Bytes || got.Status.Indexed == "0/2" {
+				t.Fatalf("one part of three indexed, the status says %+v (indexed %q)", part, got.Status.Indexed)
+			}
+			runJobPods(t, job, 0, 2)
+			runJobPods(t, other)
+			finishJob(t, job, false)
+			finishJob(t, other, false)
+			if j := (&batchv1.Job{}); apiServer.Client.Get(ctx, client.ObjectKeyFromObject(list), j) == nil && j.UID != list.UID {
+				t.Fatal("the listing was created again after its Job went")
+			}
+			continue
 		}
 		runJobPods(t, job)
+		runJobPods(t, other)
 		finishJob(t, job, false)
+		finishJob(t, other, false)
 	}
 	got := waitFor(t, key, "Ready", func(d *datav1alpha1.TrainingDataset) bool {
 		c := condition(d, datav1alpha1.ConditionReady)
@@ -258,18 +327,41 @@ func TestIntegrationADatasetWithSpecIndexIsIndexedByItsJobs(t *testing.T) {
 	for i := range 7 {
 		want += int64(30 + 17*i)
 	}
+	for i := range 3 {
+		want += int64(30 + 17*i)
+	}
 	if got.Status.Samples != want {
 		t.Errorf("planned %d samples, want %d", got.Status.Samples, want)
 	}
-	merged := indexBytes(t, bucket, "web/_shardfeed/index.json")
-	out, err := exec.Command(shardfeedCLI(t), "index", "s3://"+bucket+"/web/", "--format", "jsonl", "--endpoint", minioServer.URL(), "--insecure",
-		"--credentials-dir", minioServer.CredentialsDir(t)).CombinedOutput()
-	if err != nil {
-		t.Fatalf("one run: %v\n%s", err, out)
+	if got.Status.Indexed != "2/2" || len(got.Status.Indexing) != 0 {
+		t.Errorf("indexed, the status says %q and %+v", got.Status.Indexed, got.Status.Indexing)
 	}
-	if one := indexBytes(t, bucket, "web/_shardfeed/index.json"); !bytes.Equal(merged, one) {
-		t.Errorf("the Jobs' index differs from one run's:\n jobs %.300s\n  one %.300s", merged, one)
+	waitEvent(t, ns, ds.Name, `stream "m" indexed by the operator: 7 objects`)
+	for _, prefix := range []string{"web", "more"} {
+		merged := indexBytes(t, bucket, prefix+"/_shardfeed/index.json")
+		out, err := exec.Command(shardfeedCLI(t), "index", "s3://"+bucket+"/"+prefix+"/", "--format", "jsonl", "--endpoint", minioServer.URL(), "--insecure",
+			"--credentials-dir", minioServer.CredentialsDir(t)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("one run: %v\n%s", err, out)
+		}
+		if one := indexBytes(t, bucket, prefix+"/_shardfeed/index.json"); !bytes.Equal(merged, one) {
+			t.Errorf("%s: the Jobs' index differs from one run's:\n jobs %.300s\n  one %.300s", prefix, merged, one)
+		}
 	}
+	objs := minioServer.Client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: "web/_shardfeed/parts/", Recursive: true})
+	for o := range objs {
+		t.Errorf("the run's files stay after the merge: %s", o.Key)
+	}
+}
+
+// indexingOf is stream's entry in status.indexing (zero if none).
+func indexingOf(d *datav1alpha1.TrainingDataset, stream string) datav1alpha1.StreamIndexing {
+	for _, x := range d.Status.Indexing {
+		if x.Name == stream {
+			return x
+		}
+	}
+	return datav1alpha1.StreamIndexing{}
 }
 
 // A failed Job stops the indexing with a condition naming it and the fix;
@@ -279,7 +371,7 @@ func TestIntegrationAFailedIndexingJobSaysSoAndASuspendedIndexWaits(t *testing.T
 	ctx := context.Background()
 	ns := apiServer.Namespace(t)
 	bucket := minioServer.Bucket(t)
-	putJSONL(t, bucket, 2)
+	putJSONL(t, bucket, "web", 2)
 	ds := indexingDataset(t, ns, bucket, 2)
 	key := client.ObjectKeyFromObject(ds)
 	job := waitJob(t, ns, indexjob.JobName(ds.Name, "m", indexjob.List))
@@ -339,4 +431,24 @@ func indexBytes(t *testing.T, bucket, key string) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// waitEvent waits for an event of the dataset name in ns whose note holds
+// note.
+func waitEvent(t *testing.T, ns, name, note string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var events eventsv1.EventList
+		if err := apiServer.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == name && strings.Contains(e.Note, note) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no event of %s saying %q", name, note)
+		}
+	}
 }

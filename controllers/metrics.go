@@ -21,28 +21,36 @@ type DatasetCollector struct {
 
 	ready, samples                                     *prometheus.Desc
 	epoch, step, lastCommit, pods, skipped, skippedRow *prometheus.Desc
+	// The operator's indexing of a stream (status.indexing).
+	indexObjects, indexObjectsRead, indexBytes, indexBytesRead *prometheus.Desc
 }
 
 // NewDatasetCollector describes the metrics of the datasets r lists.
 func NewDatasetCollector(r client.Reader) *DatasetCollector {
 	ds := []string{"namespace", "dataset"}
 	job := []string{"namespace", "dataset", "job"}
+	stream := []string{"namespace", "dataset", "stream"}
 	return &DatasetCollector{
-		Reader:     r,
-		ready:      prometheus.NewDesc("shardfeed_dataset_ready", "1 when the dataset's Ready condition is True for its current generation, else 0.", ds, nil),
-		samples:    prometheus.NewDesc("shardfeed_dataset_samples", "Samples per epoch over all of the dataset's streams.", ds, nil),
-		epoch:      prometheus.NewDesc("shardfeed_job_committed_epoch", "The epoch of the job's last commit.", job, nil),
-		step:       prometheus.NewDesc("shardfeed_job_committed_step", "The step of the job's last commit: every rank finished the steps before it.", job, nil),
-		lastCommit: prometheus.NewDesc("shardfeed_job_last_commit_timestamp_seconds", "When the job last committed (Unix time).", job, nil),
-		pods:       prometheus.NewDesc("shardfeed_job_pods", "Pods of the job's newest attempt.", job, nil),
-		skipped:    prometheus.NewDesc("shardfeed_job_skipped_shards", "Corrupt shards the job's sidecars delivered as pad rows (onCorruptShard: skip).", job, nil),
-		skippedRow: prometheus.NewDesc("shardfeed_job_skipped_samples", "Samples of the job's skipped shards.", job, nil),
+		Reader:           r,
+		ready:            prometheus.NewDesc("shardfeed_dataset_ready", "1 when the dataset's Ready condition is True for its current generation, else 0.", ds, nil),
+		samples:          prometheus.NewDesc("shardfeed_dataset_samples", "Samples per epoch over all of the dataset's streams.", ds, nil),
+		epoch:            prometheus.NewDesc("shardfeed_job_committed_epoch", "The epoch of the job's last commit.", job, nil),
+		step:             prometheus.NewDesc("shardfeed_job_committed_step", "The step of the job's last commit: every rank finished the steps before it.", job, nil),
+		lastCommit:       prometheus.NewDesc("shardfeed_job_last_commit_timestamp_seconds", "When the job last committed (Unix time).", job, nil),
+		pods:             prometheus.NewDesc("shardfeed_job_pods", "Pods of the job's newest attempt.", job, nil),
+		skipped:          prometheus.NewDesc("shardfeed_job_skipped_shards", "Corrupt shards the job's sidecars delivered as pad rows (onCorruptShard: skip).", job, nil),
+		skippedRow:       prometheus.NewDesc("shardfeed_job_skipped_samples", "Samples of the job's skipped shards.", job, nil),
+		indexObjects:     prometheus.NewDesc("shardfeed_dataset_indexing_objects", "Objects the listing of a stream the operator indexes found (status.indexing).", stream, nil),
+		indexObjectsRead: prometheus.NewDesc("shardfeed_dataset_indexing_objects_read", "Objects of a stream the operator indexes that its parts indexed so far.", stream, nil),
+		indexBytes:       prometheus.NewDesc("shardfeed_dataset_indexing_bytes", "Bytes of the objects the listing of a stream the operator indexes found.", stream, nil),
+		indexBytesRead:   prometheus.NewDesc("shardfeed_dataset_indexing_bytes_read", "Bytes of the objects of a stream the operator indexes that its parts indexed so far.", stream, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *DatasetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ready, c.samples, c.epoch, c.step, c.lastCommit, c.pods, c.skipped, c.skippedRow} {
+	for _, d := range []*prometheus.Desc{c.ready, c.samples, c.epoch, c.step, c.lastCommit, c.pods, c.skipped, c.skippedRow,
+		c.indexObjects, c.indexObjectsRead, c.indexBytes, c.indexBytesRead} {
 		ch <- d
 	}
 }
@@ -68,6 +76,12 @@ func (c *DatasetCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.ready, ready, ds.Namespace, ds.Name)
 		gauge(c.samples, float64(ds.Status.Samples), ds.Namespace, ds.Name)
+		for _, x := range ds.Status.Indexing {
+			gauge(c.indexObjects, float64(x.Objects), ds.Namespace, ds.Name, x.Name)
+			gauge(c.indexObjectsRead, float64(x.ObjectsRead), ds.Namespace, ds.Name, x.Name)
+			gauge(c.indexBytes, float64(x.Bytes), ds.Namespace, ds.Name, x.Name)
+			gauge(c.indexBytesRead, float64(x.BytesRead), ds.Namespace, ds.Name, x.Name)
+		}
 		for _, j := range ds.Status.Jobs {
 			gauge(c.epoch, float64(j.Epoch), ds.Namespace, ds.Name, j.Job)
 			gauge(c.step, float64(j.Step), ds.Namespace, ds.Name, j.Job)

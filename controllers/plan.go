@@ -17,6 +17,7 @@ import (
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
 	"github.com/shardfeed/shardfeed/internal/store"
@@ -81,6 +82,7 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 		DatasetIndexReadRequests.WithLabelValues(ds.Namespace, ds.Name).Add(float64(read.Requests()))
 	}()
 	out := make([]planner.StreamIndex, len(ds.Spec.Streams))
+	missing := &missingIndexesError{}
 	planned := ds.Spec.DeepCopy()
 	for i := range planned.Streams {
 		s := &planned.Streams[i]
@@ -88,15 +90,8 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 		if left <= 0 {
 			return nil, nil, nil, overBudget(s.Name, budget, nil)
 		}
-		if s.Source, err = r.resolveIdentity(ctx, ds.Namespace, s); err != nil {
-			return nil, nil, nil, err
-		}
-		src := streams.Source(*s)
-		// A reconcile does not wait minutes for a store: it comes back.
-		src.Retry = store.Retry{MaxElapsed: r.Policy.requestTimeout(), RequestTimeout: r.Policy.requestTimeout()}
-		src.Endpoints = r.Policy.Endpoints()
-		src.Counts = read
-		if src.Credentials, src.Identity, err = r.streamCredentials(ctx, ds.Namespace, *s); err != nil {
+		src, err := r.storeSource(ctx, ds.Namespace, s, read)
+		if err != nil {
 			return nil, nil, nil, err
 		}
 		capBytes := min(r.Policy.maxIndexBytes(), left)
@@ -115,7 +110,11 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 			if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
 				return nil, nil, nil, fmt.Errorf("stream %q: %w", s.Name, c)
 			}
-			return nil, nil, nil, asMissing(i, err)
+			if m := (*index.MissingError)(nil); errors.As(err, &m) && indexedInCluster(ds, i) {
+				missing.streams = append(missing.streams, &missingIndexError{stream: i, err: err})
+				continue // the others' indexes are read too: every stream without one is indexed at once
+			}
+			return nil, nil, nil, err
 		case read.ReadBytes.Load() > budget: // its filter's selection after its index
 			return nil, nil, nil, overBudget(s.Name, budget, nil)
 		}
@@ -133,8 +132,31 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 		}
 		out[i] = st.Index
 	}
+	if len(missing.streams) > 0 {
+		return nil, nil, nil, missing
+	}
 	ok = true
 	return out, planned, release, nil
+}
+
+// storeSource is where stream s (of a dataset in namespace ns) is read
+// from as the operator reads it: s.Source with its workload identity
+// resolved (set in s), its credentials, the platform's endpoints and the
+// reconcile's bounds, counting what it reads in counts.
+func (r *TrainingDatasetReconciler) storeSource(ctx context.Context, ns string, s *datav1alpha1.Stream, counts *store.Counts) (store.Source, error) {
+	var err error
+	if s.Source, err = r.resolveIdentity(ctx, ns, s); err != nil {
+		return store.Source{}, err
+	}
+	src := streams.Source(*s)
+	// A reconcile does not wait minutes for a store: it comes back.
+	src.Retry = store.Retry{MaxElapsed: r.Policy.requestTimeout(), RequestTimeout: r.Policy.requestTimeout()}
+	src.Endpoints = r.Policy.Endpoints()
+	src.Counts = counts
+	if src.Credentials, src.Identity, err = r.streamCredentials(ctx, ns, *s); err != nil {
+		return store.Source{}, err
+	}
+	return src, nil
 }
 
 // overBudget is a dataset whose indexes together pass its budget, at

@@ -196,6 +196,7 @@ func (r *TrainingDatasetReconciler) resolveIndexes(ctx context.Context, p *plann
 		return reconcile.Result{RequeueAfter: r.retry()}, true, nil
 	}
 	p.indexes, p.planned, p.release = indexes, planned, release
+	r.indexed(ds, nil)
 	r.setCondition(ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionTrue, datav1alpha1.ReasonIndexRead, fmt.Sprintf("read the index of %d stream(s)", len(indexes)))
 	r.setTotals(ds, indexes)
 	return reconcile.Result{}, false, nil

@@ -1350,6 +1350,72 @@ type TrainingDatasetStatus struct {
 	// +listMapKey=job
 	// +optional
 	Jobs []JobProgress `json:"jobs,omitempty"`
+
+	// Indexed is how many of the streams have an index, of how many, and
+	// while the operator indexes some (spec.index) how far it is: "1/2",
+	// "1/2, 41%".
+	// +optional
+	Indexed string `json:"indexed,omitempty"`
+
+	// Indexing is where the operator's indexing of each stream without
+	// an index stands (spec.index); a stream leaves the list once its
+	// index is read.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Indexing []StreamIndexing `json:"indexing,omitempty"`
+}
+
+// The phases of a stream's indexing in StreamIndexing.
+const (
+	IndexingListing   = "Listing"
+	IndexingParts     = "Indexing"
+	IndexingMerging   = "Merging"
+	IndexingSuspended = "Suspended"
+	IndexingFailed    = "Failed"
+)
+
+// StreamIndexing is where the operator's indexing of a stream stands: its
+// Job, and of the objects its listing found, those indexed so far.
+type StreamIndexing struct {
+	// Name is the stream's.
+	Name string `json:"name"`
+	// Phase is Listing, Indexing (the parts), Merging, Suspended or
+	// Failed (the IndexResolved condition says why).
+	Phase string `json:"phase"`
+	// Job is the Job of the phase.
+	// +optional
+	Job string `json:"job,omitempty"`
+	// Parts is how many parts the listing cut the objects into, one pod
+	// each.
+	// +optional
+	Parts int32 `json:"parts,omitempty"`
+	// PartsDone is how many of the parts are indexed.
+	// +optional
+	PartsDone int32 `json:"partsDone,omitempty"`
+	// Objects is how many objects the listing found.
+	// +optional
+	Objects int64 `json:"objects,omitempty"`
+	// Bytes is the size of the objects the listing found.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+	// ObjectsRead is how many of the objects are indexed so far (each
+	// part reports every 10 seconds).
+	// +optional
+	ObjectsRead int64 `json:"objectsRead,omitempty"`
+	// BytesRead is the size of the objects indexed so far.
+	// +optional
+	BytesRead int64 `json:"bytesRead,omitempty"`
+	// Rate is the parts' rate since their Job started, as
+	// "1.2k objects/s, 45 MiB/s".
+	// +optional
+	Rate string `json:"rate,omitempty"`
+	// ETA is the time left at that rate, as "3m20s".
+	// +optional
+	ETA string `json:"eta,omitempty"`
+	// StartTime is when the stream's indexing began (its listing Job).
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
 }
 
 // TrainingDataset declares where the training data of a job lives and how it
@@ -1362,6 +1428,7 @@ type TrainingDatasetStatus struct {
 // +kubebuilder:printcolumn:name="Streams",type=string,JSONPath=`.spec.streams[*].name`
 // +kubebuilder:printcolumn:name="Samples",type=integer,JSONPath=`.status.samples`
 // +kubebuilder:printcolumn:name="Splits",type=integer,JSONPath=`.spec.numSplits`
+// +kubebuilder:printcolumn:name="Indexed",type=string,JSONPath=`.status.indexed`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TrainingDataset struct {

@@ -217,6 +217,29 @@ func TestIntegrationEveryMetricTheDashboardAndAlertsNameIsInARealScrape(t *testi
 			t.Fatalf("the dataset is not Ready with one job after 30 s: %+v", ds.Status)
 		}
 	}
+	// A dataset the operator indexes (spec.index) over a prefix with no
+	// index: its listing Job is created (no Job controller runs it here),
+	// and status.indexing has the stream the indexing gauges report.
+	indexing := &datav1alpha1.TrainingDataset{ObjectMeta: metav1.ObjectMeta{Name: "indexing", Namespace: ns}, Spec: datav1alpha1.TrainingDatasetSpec{
+		Streams: []datav1alpha1.Stream{{Name: "j", Format: datav1alpha1.FormatJSONL, Source: datav1alpha1.Source{URI: "s3://" + bucket + "/none/", Endpoint: mio.URL(),
+			Insecure: true, Region: "us-east-1", CredentialsSecretRef: &datav1alpha1.SecretReference{Name: "minio"}}}},
+		Index:     &datav1alpha1.IndexJob{WriteCredentialsSecretRef: datav1alpha1.SecretReference{Name: "minio"}},
+		NumSplits: 2, GlobalBatchSize: 8}}
+	if err := c.Create(ctx, indexing); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(indexing), indexing); err != nil {
+			t.Fatal(err)
+		}
+		if len(indexing.Status.Indexing) == 1 && indexing.Status.Indexed == "0/1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dataset indexed by the operator shows no indexing after 30 s: %+v", indexing.Status)
+		}
+	}
+
 	// An admission of a labelled pod (of no Job: a job of its own).
 	_ = c.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lonely", Namespace: ns, Labels: map[string]string{inject.LabelDataset: "feed"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "pytorch"}}}})

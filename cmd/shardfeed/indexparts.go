@@ -33,6 +33,9 @@ type partsFlags struct {
 	merge bool
 	run   string
 	keep  bool
+	// name, if set, records the run under it for whoever runs the steps
+	// (the operator's Jobs): its totals, and the parts' progress.
+	name string
 }
 
 func (p *partsFlags) add(cmd *cobra.Command) {
@@ -42,6 +45,7 @@ func (p *partsFlags) add(cmd *cobra.Command) {
 	f.BoolVar(&p.merge, "merge-parts", false, "index in parts, step 3: merge every part of the run into the stream's index, byte for byte the one a single run writes, then remove the run's files (unless --keep-parts)")
 	f.StringVar(&p.run, "run", "", "with --part or --merge-parts: the run (--list-parts prints it; default: the run last listed with the same options)")
 	f.BoolVar(&p.keep, "keep-parts", false, "with --merge-parts: keep the run's files")
+	f.StringVar(&p.name, "record-run", "", "with --list-parts: also record the run and its totals under this name (_shardfeed/parts/named-NAME.json), for a program that runs the steps (the operator's indexing Jobs) to read; with --merge-parts: remove that record")
 }
 
 // on says whether one of the steps is asked for, refusing two.
@@ -63,6 +67,17 @@ func (p *partsFlags) on() (bool, error) {
 		return false, errors.New("--list-parts makes its run: drop --run")
 	case p.keep && !p.merge:
 		return false, errors.New("--keep-parts goes with --merge-parts")
+	case p.name != "" && p.list == 0 && !p.merge:
+		return false, errors.New("--record-run goes with --list-parts or --merge-parts")
+	case p.name != "":
+		if err := indexparts.CheckName(p.name); err != nil {
+			return false, fmt.Errorf("--record-run: %w", err)
+		}
+		if p.run != "" {
+			if err := indexparts.CheckRun(p.run); err != nil {
+				return false, fmt.Errorf("--run: %w: give the run --list-parts printed", err)
+			}
+		}
 	case p.run != "":
 		if err := indexparts.CheckRun(p.run); err != nil {
 			return false, fmt.Errorf("--run: %w: give the run --list-parts printed", err)
@@ -119,6 +134,16 @@ func (o *indexOptions) listParts(ctx context.Context, st, ist store.Store, opts 
 	}
 	if err := putJSON(ctx, ist, indexparts.CurrentKey(key), indexparts.Current{Run: run}); err != nil {
 		return err
+	}
+	if name := o.inParts.name; name != "" {
+		var bytes int64
+		for _, s := range m.Parts {
+			bytes += s.Bytes
+		}
+		listed := indexparts.Listed{Run: run, Objects: int64(len(pl.Objects)), Bytes: bytes, Parts: len(m.Parts)}
+		if err := putJSON(ctx, ist, indexparts.NamedKey(name), listed); err != nil {
+			return err
+		}
 	}
 	var largest int64
 	for _, s := range m.Parts {
@@ -257,9 +282,16 @@ func (o *indexOptions) indexPart(ctx context.Context, st, ist store.Store, opts 
 	if len(objs) > 0 {
 		cp := &index.Checkpoint{Store: ist, Options: opts.Key(o.kind), Note: opts.Note, Dir: indexparts.CheckpointDir(m.Run, k)}
 		opts.Checkpoints = cp
+		progress := newPartProgress(ist, m, k, head, objs, opts.Progress)
+		opts.Progress = progress.observe
+		stop := progress.start(ctx, partProgressEvery)
 		f, err := formats.Default().IndexPart(ctx, st, o.kind, append(head, objs...), len(head), opts)
+		stop()
 		if err != nil {
 			return fmt.Errorf("part %d: %w", k, err)
+		}
+		if err := progress.finish(ctx); err != nil {
+			return err
 		}
 		if rec.Shards = len(f.Shards); rec.Shards > 0 {
 			data, err := compact.Encode(f)
@@ -334,7 +366,7 @@ func (o *indexOptions) mergeParts(ctx context.Context, cmd *cobra.Command, ist s
 		return nil, err
 	}
 	if !o.inParts.keep {
-		if err := removeRun(ctx, ist, m, opts.Key(o.kind)); err != nil {
+		if err := removeRun(ctx, ist, m, opts.Key(o.kind), o.inParts.name); err != nil {
 			return nil, fmt.Errorf("removing the parts of the index written: %w", err)
 		}
 	}
@@ -342,15 +374,23 @@ func (o *indexOptions) mergeParts(ctx context.Context, cmd *cobra.Command, ist s
 	return index.LayoutOf(f), nil
 }
 
-// removeRun deletes a run's files, and the pointer to it.
-func removeRun(ctx context.Context, ist store.Store, m *indexparts.Manifest, options string) error {
+// removeRun deletes a run's files, and the pointers to it (the one of
+// its options, and the one named name where there is one).
+func removeRun(ctx context.Context, ist store.Store, m *indexparts.Manifest, options, name string) error {
 	keys := []string{indexparts.ManifestKey(m.Run)}
 	for k := range m.Parts {
-		keys = append(keys, indexparts.RecordKey(m.Run, k), indexparts.PartKey(m.Run, k), indexparts.ObjectsKey(m.Run, k))
+		keys = append(keys, indexparts.RecordKey(m.Run, k), indexparts.PartKey(m.Run, k), indexparts.ObjectsKey(m.Run, k), indexparts.ProgressKey(m.Run, k))
 	}
 	if data, err := indexfile.ReadObject(ctx, ist, indexparts.CurrentKey(options), indexparts.MaxRecordBytes); err == nil {
 		if c, err := indexparts.ParseCurrent(data); err == nil && c.Run == m.Run {
 			keys = append(keys, indexparts.CurrentKey(options))
+		}
+	}
+	if name != "" {
+		if data, err := indexfile.ReadObject(ctx, ist, indexparts.NamedKey(name), indexparts.MaxRecordBytes); err == nil {
+			if l, err := indexparts.ParseListed(data); err == nil && l.Run == m.Run {
+				keys = append(keys, indexparts.NamedKey(name))
+			}
 		}
 	}
 	for _, key := range keys {

@@ -330,3 +330,68 @@ func arrowObjects(t *testing.T, dir string) {
 		}
 	}
 }
+
+// The operator's Jobs name the run they list and give it to the parts and
+// the merge; the parts write their progress beside their files, and the
+// merge removes both.
+func TestANamedRunRecordsItsTotalsAndItsPartsProgress(t *testing.T) {
+	dir := t.TempDir()
+	textObjects(t, dir, "jsonl")
+	args := []string{"index", "file://" + dir + "/", "--format", "jsonl", "--shard-size", "1KiB"}
+	const name = "ns.ds-index-list"
+	mustRun(t, append(args, "--list-parts", "3", "--record-run", name)...)
+	parts := filepath.Join(dir, filepath.FromSlash(indexparts.Dir))
+	data, err := os.ReadFile(filepath.Join(parts, "named-"+name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := indexparts.ParseListed(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objects, bytes int64
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && !e.IsDir() {
+			objects, bytes = objects+1, bytes+info.Size()
+		}
+	}
+	if listed.Objects != objects || listed.Bytes != bytes || listed.Parts != 3 {
+		t.Fatalf("named run %+v, the stream is %d objects of %d bytes in 3 parts", listed, objects, bytes)
+	}
+	var sumObjects, sumBytes int64
+	for k := range listed.Parts {
+		mustRun(t, append(args, "--part", fmt.Sprint(k), "--run", listed.Run)...)
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(indexparts.ProgressKey(listed.Run, k))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := indexparts.ParseProgress(data, listed.Run, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.ObjectsDone != p.Objects || p.BytesDone != p.Bytes {
+			t.Fatalf("part %d done says %+v", k, p)
+		}
+		sumObjects, sumBytes = sumObjects+p.Objects, sumBytes+p.Bytes
+	}
+	if sumObjects != listed.Objects || sumBytes != listed.Bytes {
+		t.Fatalf("the parts' progress sums to %d objects of %d bytes, the listing %d of %d", sumObjects, sumBytes, listed.Objects, listed.Bytes)
+	}
+	mustRun(t, append(args, "--merge-parts", "--run", listed.Run, "--record-run", name)...)
+	var left []string
+	_ = filepath.WalkDir(parts, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, path)
+		}
+		return nil
+	})
+	if len(left) > 0 {
+		t.Fatalf("the run's files and records stay after the merge: %v", left)
+	}
+	for _, bad := range [][]string{{"--part", "0", "--record-run", name}, {"--list-parts", "2", "--record-run", "../x"}, {"--record-run", name}} {
+		if out, err := runCLI(t, append(args, bad...)...); err == nil || !strings.Contains(err.Error(), "--record-run") {
+			t.Errorf("%v was not refused naming --record-run: %v\n%s", bad, err, out)
+		}
+	}
+}

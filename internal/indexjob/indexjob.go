@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index/indexparts"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 )
@@ -72,9 +73,11 @@ type Input struct {
 	// Stream is the stream's index in spec.streams.
 	Stream int
 	Phase  Phase
-	// Parts is the Parts phase's pods (spec.index.parallelism when the
-	// list step planned as many).
+	// Parts is the Parts phase's pods: the parts the listing cut.
 	Parts int32
+	// Run is the run the Parts and Merge phases index and merge: the one
+	// the listing recorded under RunName.
+	Run string
 	// Image is the operator's sidecar image (its own, or the dataset's
 	// within the platform's allow-list): the pods receive credentials.
 	Image       string
@@ -95,6 +98,13 @@ func ManifestConfigMap(dataset string) string { return boundedName("-index", dat
 // carry it in a label).
 func JobName(dataset, stream string, phase Phase) string {
 	return boundedName("-index-"+string(phase), dataset, stream)
+}
+
+// RunName is the name under which a stream's listing Job records its run
+// (shardfeed index --record-run) for the operator to read: the namespace
+// and the Job's name, unique among the datasets sharing an index store.
+func RunName(ds *datav1alpha1.TrainingDataset, stream string) string {
+	return ds.Namespace + "." + JobName(ds.Name, stream, List)
 }
 
 // boundedName is the parts joined by "-", cut to fit 63 characters with
@@ -172,34 +182,37 @@ func phaseArgs(in Input, stream string, spec *datav1alpha1.IndexJob) ([]string, 
 	args := []string{"index", "-f", ManifestDir + "/" + ManifestKey, "--stream", stream,
 		"--credentials-dir", sidecarconfig.CredentialsDir, "--write-credentials-dir", WriteCredentialsDir,
 		"--concurrency", strconv.Itoa(int(ptr.Deref(spec.Concurrency, datav1alpha1.DefaultIndexConcurrency)))}
-	switch in.Phase {
-	case List:
+	name := RunName(in.Dataset, stream)
+	if in.Phase == List {
 		parts := ptr.Deref(spec.Parallelism, datav1alpha1.DefaultIndexParallelism)
-		return append(args, "--list-parts", strconv.Itoa(int(parts))), 1, nil
+		return append(args, "--list-parts", strconv.Itoa(int(parts)), "--record-run", name), 1, nil
+	}
+	if err := indexparts.CheckRun(in.Run); err != nil {
+		return nil, 0, fmt.Errorf("the listing recorded no run: %w", err)
+	}
+	switch in.Phase {
 	case Parts:
 		if in.Parts < 1 || in.Parts > MaxParts {
 			return nil, 0, fmt.Errorf("the listing planned %d parts: 1 to %d", in.Parts, MaxParts)
 		}
 		// Each pod's part is its completion index (the Job controller
 		// sets JOB_COMPLETION_INDEX).
-		return append(args, "--part", "$(JOB_COMPLETION_INDEX)"), in.Parts, nil
+		return append(args, "--part", "$(JOB_COMPLETION_INDEX)", "--run", in.Run), in.Parts, nil
 	case Merge:
-		return append(args, "--merge-parts"), 1, nil
+		return append(args, "--merge-parts", "--run", in.Run, "--record-run", name), 1, nil
 	}
 	return nil, 0, fmt.Errorf("no indexing phase %q", in.Phase)
 }
 
-// ListedParts is the parts a List Job cuts the stream into (0 for
-// another Job): what the Parts Job's pods must be.
-func ListedParts(job *batchv1.Job) int32 {
+// RunOf is the run a Parts or Merge Job indexes (its --run), "" for
+// another Job.
+func RunOf(job *batchv1.Job) string {
 	for _, c := range job.Spec.Template.Spec.Containers {
-		if i := slices.Index(c.Args, "--list-parts"); i >= 0 && i+1 < len(c.Args) {
-			if n, err := strconv.ParseInt(c.Args[i+1], 10, 32); err == nil && n >= 1 && n <= MaxParts {
-				return int32(n)
-			}
+		if i := slices.Index(c.Args, "--run"); i >= 0 && i+1 < len(c.Args) && indexparts.CheckRun(c.Args[i+1]) == nil {
+			return c.Args[i+1]
 		}
 	}
-	return 0
+	return ""
 }
 
 // podSpec is the indexing pods' spec: the restricted Pod Security level,

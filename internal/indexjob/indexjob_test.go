@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index/indexparts"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 )
 
@@ -45,12 +46,12 @@ func TestEachPhaseRunsItsStepOfTheStreamWithTheOperatorsImage(t *testing.T) {
 		completions int32
 		wantArgs    []string
 	}{
-		{List, 0, 1, []string{"--list-parts", "4"}},
-		{Parts, 7, 7, []string{"--part", "$(JOB_COMPLETION_INDEX)"}},
-		{Merge, 7, 1, []string{"--merge-parts"}},
+		{List, 0, 1, []string{"--list-parts", "4", "--record-run", "team-a." + JobName("web", "pages", List)}},
+		{Parts, 7, 7, []string{"--part", "$(JOB_COMPLETION_INDEX)", "--run", testRun}},
+		{Merge, 7, 1, []string{"--merge-parts", "--run", testRun, "--record-run", "team-a." + JobName("web", "pages", List)}},
 	} {
 		t.Run(string(tc.phase), func(t *testing.T) {
-			job, err := Build(Input{Dataset: dataset(minimal()), Stream: 0, Phase: tc.phase, Parts: tc.parts, Image: "ghcr.io/shardfeed/shardfeed:0.1.0"})
+			job, err := Build(Input{Dataset: dataset(minimal()), Stream: 0, Phase: tc.phase, Parts: tc.parts, Run: testRun, Image: "ghcr.io/shardfeed/shardfeed:0.1.0"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +117,7 @@ func TestOnlySpecIndexsDocumentedFieldsReachTheJob(t *testing.T) {
 }
 
 func TestThePodsAreRestrictedAndHoldNoAPIToken(t *testing.T) {
-	job, err := Build(Input{Dataset: dataset(minimal()), Stream: 0, Phase: Parts, Parts: 2, Image: "img"})
+	job, err := Build(Input{Dataset: dataset(minimal()), Stream: 0, Phase: Parts, Parts: 2, Run: testRun, Image: "img"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestAQueuedOrSuspendedIndexStartsSuspended(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			x := minimal()
 			tc.set(x)
-			job, err := Build(Input{Dataset: dataset(x), Phase: Merge, Image: "img"})
+			job, err := Build(Input{Dataset: dataset(x), Phase: Merge, Run: testRun, Image: "img"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,9 +219,11 @@ func TestBuildRefusesWhatCannotRun(t *testing.T) {
 		{"no spec.index", Input{Dataset: dataset(nil), Phase: List, Image: "img"}, "no spec.index"},
 		{"no such stream", Input{Dataset: dataset(minimal()), Stream: 2, Phase: List, Image: "img"}, "no stream 2"},
 		{"no image", Input{Dataset: dataset(minimal()), Phase: List}, "no image"},
-		{"no parts", Input{Dataset: dataset(minimal()), Phase: Parts, Image: "img"}, "0 parts"},
-		{"too many parts", Input{Dataset: dataset(minimal()), Phase: Parts, Parts: MaxParts + 1, Image: "img"}, "257 parts"},
-		{"no such phase", Input{Dataset: dataset(minimal()), Phase: "all", Image: "img"}, `no indexing phase "all"`},
+		{"no parts", Input{Dataset: dataset(minimal()), Phase: Parts, Run: testRun, Image: "img"}, "0 parts"},
+		{"too many parts", Input{Dataset: dataset(minimal()), Phase: Parts, Parts: MaxParts + 1, Run: testRun, Image: "img"}, "257 parts"},
+		{"no run", Input{Dataset: dataset(minimal()), Phase: Merge, Parts: 2, Image: "img"}, "recorded no run"},
+		{"a run that is no run", Input{Dataset: dataset(minimal()), Phase: Parts, Parts: 2, Run: "../../x", Image: "img"}, "recorded no run"},
+		{"no such phase", Input{Dataset: dataset(minimal()), Phase: "all", Run: testRun, Image: "img"}, `no indexing phase "all"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Build(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -251,21 +254,29 @@ func TestNamesAreValidAndInjective(t *testing.T) {
 	}
 }
 
-func TestTheListJobSaysHowManyPartsItCuts(t *testing.T) {
+// testRun is a run as shardfeed index --list-parts names one.
+const testRun = "0123456789abcdef"
+
+func TestThePartsAndMergeJobsSayTheirRun(t *testing.T) {
 	x := minimal()
 	x.Parallelism = ptr.To(int32(7))
 	list, err := Build(Input{Dataset: dataset(x), Phase: List, Image: "img"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts, err := Build(Input{Dataset: dataset(x), Phase: Parts, Parts: 7, Image: "img"})
-	if err != nil {
-		t.Fatal(err)
+	for _, phase := range []Phase{Parts, Merge} {
+		job, err := Build(Input{Dataset: dataset(x), Phase: phase, Parts: 7, Run: testRun, Image: "img"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := RunOf(job); got != testRun {
+			t.Errorf("the %s Job's run is %q, want %s", phase, got, testRun)
+		}
 	}
-	if got := ListedParts(list); got != 7 {
-		t.Errorf("the list Job cuts %d parts, want 7", got)
+	if got := RunOf(list); got != "" {
+		t.Errorf("the list Job says it has run %q", got)
 	}
-	if got := ListedParts(parts); got != 0 {
-		t.Errorf("a parts Job says it lists %d parts", got)
+	if name := RunName(dataset(x), "pages"); indexparts.CheckName(name) != nil {
+		t.Errorf("RunName %q is not a name the CLI takes: %v", name, indexparts.CheckName(name))
 	}
 }

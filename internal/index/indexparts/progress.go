@@ -1,0 +1,94 @@
+package indexparts
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/shardfeed/shardfeed/internal/strictjson"
+)
+
+// What a run indexed by the operator's Jobs leaves for the operator to
+// read: the run under the name of its listing Job (Listed), and each
+// part's progress while it runs (Progress). Both are small, bounded by
+// MaxRecordBytes, and parsed strictly: the operator reads them from a
+// store a dataset's author can write.
+
+// namePattern is a name the operator gives a run: a namespace and a Job
+// name (DNS labels and subdomains), joined by ".".
+var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,198}[a-z0-9])?$`)
+
+// CheckName refuses a run's name that is not lowercase letters, digits,
+// "-" and "." (1 to 200, starting and ending with a letter or digit).
+func CheckName(name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("name %q is not 1 to 200 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// NamedKey is the key of the record of the run listed under name.
+func NamedKey(name string) string { return Dir + "named-" + name + ".json" }
+
+// ProgressKey is the key of part k's progress.
+func ProgressKey(run string, k int) string {
+	return fmt.Sprintf("%spart-%05d.progress.json", RunDir(run), k)
+}
+
+// Listed is a run as its listing step recorded it under a name: what it
+// is and its totals.
+type Listed struct {
+	Run     string `json:"run"`
+	Objects int64  `json:"objects"`
+	Bytes   int64  `json:"bytes"`
+	Parts   int    `json:"parts"`
+}
+
+// ParseListed reads a named run's record.
+func ParseListed(data []byte) (Listed, error) {
+	var l Listed
+	if len(data) > MaxRecordBytes {
+		return l, fmt.Errorf("%d bytes: more than %d", len(data), MaxRecordBytes)
+	}
+	if err := strictjson.Decode(data, &l); err != nil {
+		return l, err
+	}
+	switch {
+	case CheckRun(l.Run) != nil:
+		return l, CheckRun(l.Run)
+	case l.Objects < 0 || l.Bytes < 0:
+		return l, fmt.Errorf("%d objects of %d bytes", l.Objects, l.Bytes)
+	case l.Parts < 1 || l.Parts > MaxParts:
+		return l, fmt.Errorf("%d parts: 1 to %d", l.Parts, MaxParts)
+	}
+	return l, nil
+}
+
+// Progress is how far a part's indexing is: of its objects (and their
+// bytes), those indexed, written now and then while it runs and once it
+// is done.
+type Progress struct {
+	Run         string `json:"run"`
+	Part        int    `json:"part"`
+	Objects     int64  `json:"objects"`
+	Bytes       int64  `json:"bytes"`
+	ObjectsDone int64  `json:"objectsDone"`
+	BytesDone   int64  `json:"bytesDone"`
+}
+
+// ParseProgress reads part k's progress of run.
+func ParseProgress(data []byte, run string, k int) (Progress, error) {
+	var p Progress
+	if len(data) > MaxRecordBytes {
+		return p, fmt.Errorf("%d bytes: more than %d", len(data), MaxRecordBytes)
+	}
+	if err := strictjson.Decode(data, &p); err != nil {
+		return p, err
+	}
+	switch {
+	case p.Run != run || p.Part != k:
+		return p, fmt.Errorf("it is part %d of run %s, not part %d of run %s", p.Part, p.Run, k, run)
+	case p.Objects < 0 || p.Bytes < 0 || p.ObjectsDone < 0 || p.BytesDone < 0 || p.ObjectsDone > p.Objects || p.BytesDone > p.Bytes:
+		return p, fmt.Errorf("%d of %d objects, %d of %d bytes", p.ObjectsDone, p.Objects, p.BytesDone, p.Bytes)
+	}
+	return p, nil
+}

@@ -199,6 +199,9 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 			return indexingState{}, err
 		}
 		state.show(phase, job.Name, ds.Spec.Index.Suspend)
+		if phase == indexjob.Merge { // the parts are done
+			state.PartsDone, state.ObjectsRead, state.BytesRead = state.Parts, state.Objects, state.Bytes
+		}
 		if phase == indexjob.Parts {
 			if err := r.readIndexProgress(ctx, ds, i, job, &state); err != nil {
 				log.FromContext(ctx).Info("The indexing's progress could not be read", "stream", stream, "err", err.Error())

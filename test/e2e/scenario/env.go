@@ -3,6 +3,7 @@ package scenario
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,6 +33,8 @@ const (
 	datasetName = "web"
 	jobName     = "train" // shardfeed.io/job of every Job of a story
 	secretName  = "minio"
+	// indexWriterSecret holds the keys spec.index writes the index with.
+	indexWriterSecret = "index-writer"
 )
 
 // The operator's image (the manager and the sidecar) and chart: make
@@ -104,6 +107,16 @@ type DatasetOptions struct {
 	CommitEvery int
 	// StepTime is the trainers' time per step.
 	StepTime time.Duration
+	// IndexInCluster, if set, makes the dataset's streams a Parquet and a
+	// JSON Lines stream of one sample per object, with no index: the
+	// operator indexes them (spec.index with these pods and concurrency),
+	// and NewEnv does not wait for the dataset to be Ready.
+	IndexInCluster *IndexInCluster
+}
+
+// IndexInCluster is spec.index of a story's dataset.
+type IndexInCluster struct {
+	Parallelism, Concurrency int
 }
 
 // Env is one story on the cluster: a namespace with the MinIO credentials,
@@ -155,6 +168,12 @@ func (c *Cluster) NewEnv(ctx context.Context, ns string, o DatasetOptions) (*Env
 	if err := c.MinIO.Client.MakeBucket(ctx, e.Bucket, minio.MakeBucketOptions{Region: c.MinIO.Region}); err != nil {
 		return nil, err
 	}
+	if o.IndexInCluster != nil {
+		if err := e.unindexedData(ctx); err != nil {
+			return nil, err
+		}
+		return e, e.apply(ctx)
+	}
 	mdsDir, pqDir := filepath.Join(e.dir, "data", "tokens"), filepath.Join(e.dir, "data", "text")
 	if err := sampledata.MDS(mdsDir, "tokens", o.Samples, 4<<10, ""); err != nil {
 		return nil, err
@@ -181,46 +200,10 @@ func (c *Cluster) NewEnv(ctx context.Context, ns string, o DatasetOptions) (*Env
 	if err := c.upload(ctx, pqDir, e.Bucket, "text/"); err != nil {
 		return nil, err
 	}
-
-	// A namespace left by an earlier run on a kept cluster goes first.
-	if err := c.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err == nil {
-		c.Detail("removing namespace %s of an earlier run", ns)
-	}
-	if err := WaitFor(ctx, 3*time.Minute, "namespace "+ns+" of an earlier run to go", func() (bool, error) {
-		err := c.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	}); err != nil {
-		return nil, err
-	}
-	// The "restricted" Pod Security level is enforced: the injected pods
-	// must pass it (the hardening issue's acceptance).
-	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
-		"pod-security.kubernetes.io/enforce": cmp.Or(o.PodSecurity, "restricted"), "pod-security.kubernetes.io/enforce-version": "latest"}}}); err != nil {
-		return nil, err
-	}
-	if err := e.recordsVolume(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns},
-		StringData: map[string]string{"AWS_ACCESS_KEY_ID": c.MinIO.AccessKey, "AWS_SECRET_ACCESS_KEY": c.MinIO.SecretKey}}); err != nil {
-		return nil, err
-	}
-	manifest := sampledata.Manifest(datasetName, e.streams(), e.spec())
-	e.manifest = filepath.Join(e.dir, "dataset.yaml")
-	if err := os.WriteFile(e.manifest, []byte(manifest), 0o600); err != nil {
+	if err := e.apply(ctx); err != nil {
 		return nil, err
 	}
 	ds := &e.obj
-	if err := yaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096).Decode(ds); err != nil {
-		return nil, err
-	}
-	ds.Namespace = ns
-	for i := range ds.Spec.Streams {
-		ds.Spec.Streams[i].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: secretName}
-	}
-	if err := c.Client.Create(ctx, ds); err != nil {
-		return nil, err
-	}
 	if err := WaitFor(ctx, 2*time.Minute, "the dataset to be Ready", func() (bool, error) {
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(ds), ds); err != nil {
 			return false, err
@@ -231,6 +214,57 @@ func (c *Cluster) NewEnv(ctx context.Context, ns string, o DatasetOptions) (*Env
 		return nil, fmt.Errorf("%w (status %+v)", err, ds.Status)
 	}
 	return e, nil
+}
+
+// apply (re)creates the env's namespace with the credentials Secret and
+// the records' volume, and applies the TrainingDataset.
+func (e *Env) apply(ctx context.Context) error {
+	c, ns, o := e.Cluster, e.NS, e.ds
+	// A namespace left by an earlier run on a kept cluster goes first.
+	if err := c.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err == nil {
+		c.Detail("removing namespace %s of an earlier run", ns)
+	}
+	if err := WaitFor(ctx, 3*time.Minute, "namespace "+ns+" of an earlier run to go", func() (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}); err != nil {
+		return err
+	}
+	// The "restricted" Pod Security level is enforced: the injected pods
+	// must pass it (the hardening issue's acceptance).
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": cmp.Or(o.PodSecurity, "restricted"), "pod-security.kubernetes.io/enforce-version": "latest"}}}); err != nil {
+		return err
+	}
+	if err := e.recordsVolume(ctx); err != nil {
+		return err
+	}
+	if err := c.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns},
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": c.MinIO.AccessKey, "AWS_SECRET_ACCESS_KEY": c.MinIO.SecretKey}}); err != nil {
+		return err
+	}
+	if o.IndexInCluster != nil {
+		// The index's writer: MinIO's one user here, a Secret of its own
+		// all the same (the sidecars never mount it).
+		if err := c.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: indexWriterSecret, Namespace: ns},
+			StringData: map[string]string{"AWS_ACCESS_KEY_ID": c.MinIO.AccessKey, "AWS_SECRET_ACCESS_KEY": c.MinIO.SecretKey}}); err != nil {
+			return err
+		}
+	}
+	manifest := sampledata.Manifest(datasetName, e.streams(), e.spec())
+	e.manifest = filepath.Join(e.dir, "dataset.yaml")
+	if err := os.WriteFile(e.manifest, []byte(manifest), 0o600); err != nil {
+		return err
+	}
+	ds := &e.obj
+	if err := yaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096).Decode(ds); err != nil {
+		return err
+	}
+	ds.Namespace = ns
+	for i := range ds.Spec.Streams {
+		ds.Spec.Streams[i].Source.CredentialsSecretRef = &datav1alpha1.SecretReference{Name: secretName}
+	}
+	return c.Client.Create(ctx, ds)
 }
 
 // Dataset returns the TrainingDataset as last read.
@@ -244,6 +278,12 @@ func (e *Env) streams() []sampledata.Stream {
 	ep := e.ds.Endpoint
 	if ep == "" {
 		ep = e.MinIO.URL()
+	}
+	if e.ds.IndexInCluster != nil {
+		return []sampledata.Stream{
+			{Name: "text", URI: "s3://" + e.Bucket + "/text/", Format: "parquet", Endpoint: ep, Extra: `columns: ["id", "text"]`},
+			{Name: "lines", URI: "s3://" + e.Bucket + "/lines/", Format: "jsonl", Endpoint: ep},
+		}
 	}
 	columns := `columns: ["id", "text"]`
 	if e.ds.PackLength > 0 { // a packed dataset serves its packs' columns
@@ -267,6 +307,9 @@ func (e *Env) spec() string {
 	packing := ""
 	if e.ds.PackLength > 0 {
 		packing = fmt.Sprintf("  packing: {column: tokens, sequenceLength: %d}\n", e.ds.PackLength)
+	}
+	if x := e.ds.IndexInCluster; x != nil {
+		packing += fmt.Sprintf("  index: {writeCredentialsSecretRef: {name: %s}, parallelism: %d, concurrency: %d}\n", indexWriterSecret, x.Parallelism, x.Concurrency)
 	}
 	return fmt.Sprintf("  numSplits: %d\n  globalBatchSize: %d\n  shuffle: {seed: 7, blockSize: %d}\n%s%s",
 		e.ds.NumSplits, e.ds.GlobalBatchSize, max(e.ds.BlockSize, 1), e.ds.Extra, packing)
@@ -343,4 +386,34 @@ func (e *Env) SidecarLogs(ctx context.Context, job *batchv1.Job) (string, error)
 		}
 	}
 	return b.String(), nil
+}
+
+// unindexedData writes the samples of the in-cluster indexing story's
+// streams, one object each, with no index: "text" as Parquet objects of
+// one row, "lines" as JSON Lines objects of one line.
+func (e *Env) unindexedData(ctx context.Context) error {
+	pqDir, jsonlDir := filepath.Join(e.dir, "data", "text"), filepath.Join(e.dir, "data", "lines")
+	if err := sampledata.Parquet(ctx, pqDir, "text", e.ds.Samples, 1, 1); err != nil {
+		return err
+	}
+	// sampledata indexes what it writes: the operator is to.
+	if err := os.RemoveAll(filepath.Join(pqDir, "_shardfeed")); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(jsonlDir, 0o755); err != nil {
+		return err
+	}
+	for i := range int64(e.ds.Samples) {
+		line, err := json.Marshal(map[string]any{"id": i, "text": sampledata.Text("lines", i)})
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(jsonlDir, fmt.Sprintf("part-%05d.jsonl", i)), append(line, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := e.upload(ctx, pqDir, e.Bucket, "text/"); err != nil {
+		return err
+	}
+	return e.upload(ctx, jsonlDir, e.Bucket, "lines/")
 }

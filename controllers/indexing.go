@@ -291,7 +291,8 @@ func (r *TrainingDatasetReconciler) suspendIndexJob(ctx context.Context, ds *dat
 // be made of the dataset as it is (waiting for a change, not retried).
 func (r *TrainingDatasetReconciler) createIndexJob(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, phase indexjob.Phase, parts int32, run string) (refused string, _ error) {
 	job, err := indexjob.Build(indexjob.Input{Dataset: ds, Stream: i, Phase: phase, Parts: parts, Run: run,
-		Image: r.IndexImage, PullSecrets: r.IndexPullSecrets, Audiences: r.Policy.AllowedAudiences})
+		Image: r.IndexImage, PullSecrets: r.IndexPullSecrets, Audiences: r.Policy.AllowedAudiences,
+		AllowedEndpoints: r.Policy.AllowedEndpoints, AllowCloudEndpoints: r.Policy.AllowCloudEndpoints})
 	if err != nil {
 		return fmt.Sprintf("its %s Job cannot be made: %v", phase, err), nil
 	}
@@ -309,23 +310,31 @@ func (r *TrainingDatasetReconciler) createIndexJob(ctx context.Context, ds *data
 
 // applyIndexManifest writes the ConfigMap holding the dataset's manifest
 // as the indexing pods read it (shardfeed index -f): its name, namespace
-// and spec, nothing of its status or metadata beyond.
+// and spec, each workload identity as its ServiceAccount's annotations
+// resolve it (what a sidecar's plan carries), nothing of its status or
+// metadata beyond.
 func (r *TrainingDatasetReconciler) applyIndexManifest(ctx context.Context, ds *datav1alpha1.TrainingDataset) error {
+	spec := ds.Spec.DeepCopy()
+	for i := range spec.Streams {
+		var err error
+		if spec.Streams[i].Source, err = r.resolveIdentity(ctx, ds.Namespace, &spec.Streams[i]); err != nil {
+			return err
+		}
+	}
 	manifest, err := json.Marshal(struct {
 		APIVersion string                           `json:"apiVersion"`
 		Kind       string                           `json:"kind"`
 		Metadata   map[string]string                `json:"metadata"`
 		Spec       datav1alpha1.TrainingDatasetSpec `json:"spec"`
-	}{datav1alpha1.GroupVersion.String(), "TrainingDataset", map[string]string{"name": ds.Name, "namespace": ds.Namespace}, ds.Spec})
+	}{datav1alpha1.GroupVersion.String(), "TrainingDataset", map[string]string{"name": ds.Name, "namespace": ds.Namespace}, *spec})
 	if err != nil {
 		return err
 	}
 	cm := &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: indexjob.ManifestConfigMap(ds.Name), Namespace: ds.Namespace,
-			Labels: map[string]string{configmaps.LabelManagedBy: configmaps.ManagedBy, configmaps.LabelDataset: ds.Name},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: datav1alpha1.GroupVersion.String(), Kind: "TrainingDataset",
-				Name: ds.Name, UID: ds.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+			Labels:          map[string]string{configmaps.LabelManagedBy: configmaps.ManagedBy, configmaps.LabelDataset: ds.Name},
+			OwnerReferences: []metav1.OwnerReference{datasetOwner(ds)}},
 		Data: map[string]string{indexjob.ManifestKey: string(manifest)},
 	}
 	var have corev1.ConfigMap

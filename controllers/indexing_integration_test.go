@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/minio/minio-go/v7"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/controllers"
 	"github.com/shardfeed/shardfeed/internal/indexjob"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/testenv"
@@ -138,7 +141,12 @@ func runJobPods(t *testing.T, job *batchv1.Job, indexes ...int32) {
 			}
 			args = append(args, a)
 		}
-		out, err := exec.Command(shardfeedCLI(t), args...).CombinedOutput()
+		cmd := exec.Command(shardfeedCLI(t), args...)
+		cmd.Env = os.Environ()
+		for _, e := range pod.Containers[0].Env {
+			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		}
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("pod %d of %s: shardfeed %s: %v\n%s", k, job.Name, strings.Join(args, " "), err, out)
 		}
@@ -240,7 +248,11 @@ func putJSONL(t *testing.T, bucket, prefix string, objects int) {
 // write is the one a single shardfeed index writes, and the dataset is
 // planned over it.
 func TestIntegrationADatasetWithSpecIndexIsIndexedByItsJobs(t *testing.T) {
-	startManager(t)
+	// The platform lists MinIO's address: the operator's reads and the
+	// pods' (given the policy in their environment) are checked against it.
+	startManagerLogging(t, logr.Discard(), func(r *controllers.TrainingDatasetReconciler) {
+		r.Policy.AllowedEndpoints = []string{minioServer.Endpoint}
+	})
 	ctx := context.Background()
 	ns := apiServer.Namespace(t)
 	bucket := minioServer.Bucket(t)
@@ -265,6 +277,9 @@ func TestIntegrationADatasetWithSpecIndexIsIndexedByItsJobs(t *testing.T) {
 		}
 		if want := map[indexjob.Phase]int32{indexjob.List: 1, indexjob.Parts: 3, indexjob.Merge: 1}[phase]; *job.Spec.Completions != want {
 			t.Fatalf("the %s Job runs %d pods, want %d", phase, *job.Spec.Completions, want)
+		}
+		if env := job.Spec.Template.Spec.Containers[0].Env; !slices.Contains(env, corev1.EnvVar{Name: sidecarconfig.EnvAllowedEndpoints, Value: minioServer.Endpoint}) {
+			t.Fatalf("the %s Job's pods are not given the platform's endpoints: %v", phase, env)
 		}
 		switch phase {
 		case indexjob.List:

@@ -26,9 +26,11 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
 	"github.com/shardfeed/shardfeed/internal/streams"
+	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
@@ -47,6 +49,38 @@ type sourceFlags struct {
 	// configMapsDir: where a manifest's ConfigMaps are (a tokenizer's).
 	configMapsDir string
 	insecure      bool
+	// identityDir, with -f, holds the projected workload identity tokens
+	// of the streams that name one, a file each named after the stream
+	// (an indexing Job's pods).
+	identityDir string
+	// allowedEndpoints and allowCloudEndpoints are the platform's endpoint
+	// policy: every request and address is checked against it (neither:
+	// none checked, a laptop's default).
+	allowedEndpoints    []string
+	allowCloudEndpoints bool
+}
+
+// addPodFlags adds the flags an indexing Job's pods are given: where the
+// workload identity tokens are, and the platform's endpoint policy (read
+// from the environment the operator sets, as a sidecar's).
+func (s *sourceFlags) addPodFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&s.identityDir, "identity-dir", "", "with -f: a folder of projected workload identity tokens, one per stream named after it: a stream with source.workloadIdentity reads (and writes its index) with its token, as a sidecar does")
+	f.StringSliceVar(&s.allowedEndpoints, "allowed-endpoints", splitList(os.Getenv(sidecarconfig.EnvAllowedEndpoints)),
+		"store endpoints the command may reach beside the clouds' own (the manager's --allowed-endpoints; an indexing Job's pods get it from "+sidecarconfig.EnvAllowedEndpoints+"): every request and address is checked")
+	f.BoolVar(&s.allowCloudEndpoints, "allow-cloud-endpoints", os.Getenv(sidecarconfig.EnvAllowCloudEndpoints) == "true",
+		"with --allowed-endpoints: allow the clouds' own storage and token hosts too (the manager's --allow-cloud-endpoints)")
+}
+
+// policy applies the endpoint policy and, for stream s, its workload
+// identity to source.
+func (s *sourceFlags) policy(source *store.Source, stream *datav1alpha1.Stream) {
+	if len(s.allowedEndpoints) > 0 || s.allowCloudEndpoints {
+		source.Endpoints = stores.Policy(s.allowedEndpoints, s.allowCloudEndpoints)
+	}
+	if s.identityDir != "" && stream != nil && stream.Source.WorkloadIdentity != nil {
+		source.Identity = workloadidentity.Identity(stream.Source, store.TokenFile(workloadidentity.TokenPath(s.identityDir, stream.Name)))
+	}
 }
 
 func (s *sourceFlags) add(cmd *cobra.Command) {
@@ -238,6 +272,7 @@ func newIndexCommand() *cobra.Command {
 		RunE: o.run,
 	}
 	o.src.add(cmd)
+	o.src.addPodFlags(cmd)
 	cmd.Flags().StringVar(&o.src.writeCredentialsDir, "write-credentials-dir", "", "a directory of credentials (as --credentials-dir's files) the index, its parts and its selections are written with, where the data's credentials may only read (spec.index.writeCredentialsSecretRef)")
 	cmd.Flags().StringVar(&o.src.configMapsDir, "configmaps-dir", "", "with -f: directory of the ConfigMaps the dataset names, as DIR/<name>/<key> (a tokenizer's configMapRef)")
 	o.table.add(cmd)
@@ -607,6 +642,7 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 		}
 		source, o.kind, o.indexURI = streams.SharedCredentials(s, o.src.credentialsDir), s.Format, s.Source.IndexURI
 		source.ConfigMapsDir = o.src.configMapsDir
+		o.src.policy(&source, &s)
 		o.table.fromSpec(s.Iceberg)
 		o.lance.fromSpec(s.Lance)
 		if s.Format == datav1alpha1.FormatLance && o.lance.columns == nil {
@@ -631,6 +667,10 @@ func (o *indexOptions) source(cmd *cobra.Command, args []string) (store.Source, 
 			return store.Source{}, err
 		}
 		source = store.Source{URI: uri, Endpoint: o.src.endpoint, Region: o.src.region, Insecure: o.src.insecure, CredentialsDir: o.src.credentialsDir}
+		if o.src.identityDir != "" {
+			return store.Source{}, errors.New("--identity-dir goes with -f: the manifest's stream names its workload identity")
+		}
+		o.src.policy(&source, nil)
 	}
 	return source, nil
 }

@@ -14,6 +14,8 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
+	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
@@ -578,5 +580,74 @@ func TestFormatsOwnOptionsAreFlagsRefusedForOtherFormats(t *testing.T) {
 		if !strings.Contains(help, want) {
 			t.Errorf("index --help does not say %q:\n%s", want, help)
 		}
+	}
+}
+
+// An indexing Job's pods check every request against the platform's
+// endpoints, given as flags or, as the operator gives them, in the
+// environment a sidecar's are in; a laptop's index checks none.
+func TestIndexChecksThePlatformsEndpoints(t *testing.T) {
+	dir := t.TempDir()
+	manifest := filepath.Join(dir, "dataset.yaml")
+	if err := os.WriteFile(manifest, []byte(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: d}
+spec:
+  streams:
+  - name: s
+    format: jsonl
+    source: {uri: "s3://bucket/p/", endpoint: "http://127.0.0.1:9", insecure: true}
+  numSplits: 2
+  globalBatchSize: 4
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "a")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "b")
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+	}{
+		{"flags", nil, []string{"--allowed-endpoints", "minio.storage:9000"}},
+		{"the operator's environment", map[string]string{sidecarconfig.EnvAllowedEndpoints: "minio.storage:9000", sidecarconfig.EnvAllowCloudEndpoints: "true"}, nil},
+		{"the clouds' alone", map[string]string{sidecarconfig.EnvAllowCloudEndpoints: "true"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			out, err := runCLI(t, append([]string{"index", "-f", manifest, "--stream", "s"}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), `"127.0.0.1:9" is a loopback address`) {
+				t.Fatalf("an endpoint outside the platform's was not refused: %v\n%s", err, out)
+			}
+		})
+	}
+	if _, err := runCLI(t, "index", "s3://bucket/p/", "--identity-dir", dir); err == nil || !strings.Contains(err.Error(), "--identity-dir goes with -f") {
+		t.Errorf("--identity-dir without a manifest: %v", err)
+	}
+}
+
+func TestAWorkloadIdentityStreamReadsWithItsProjectedToken(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "s"), []byte("a-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := datav1alpha1.Stream{Name: "s", Source: datav1alpha1.Source{URI: "s3://bucket/p/",
+		WorkloadIdentity: &datav1alpha1.WorkloadIdentity{ServiceAccountName: "reader", RoleARN: "arn:aws:iam::123456789012:role/reader"}}}
+	flags := sourceFlags{identityDir: dir}
+	var src store.Source
+	flags.policy(&src, &s)
+	if src.Identity == nil || src.Identity.RoleARN != s.Source.WorkloadIdentity.RoleARN || src.Identity.Audience != "sts.amazonaws.com" {
+		t.Fatalf("identity %+v: want the stream's role, for STS", src.Identity)
+	}
+	if token, err := src.Identity.Token(context.Background()); err != nil || token != "a-token" {
+		t.Errorf("the token read is %q, %v: want the file named after the stream", token, err)
+	}
+	plain := datav1alpha1.Stream{Name: "k", Source: datav1alpha1.Source{URI: "s3://bucket/p/"}}
+	var keys store.Source
+	flags.policy(&keys, &plain)
+	if keys.Identity != nil || keys.Endpoints != nil {
+		t.Errorf("a stream read with keys, no policy given: %+v", keys)
 	}
 }

@@ -84,6 +84,11 @@ type Input struct {
 	PullSecrets []string
 	// Audiences are the workload identity audiences the platform allows.
 	Audiences []string
+	// AllowedEndpoints and AllowCloudEndpoints are the platform's endpoint
+	// policy, which the pods check every request and address against, as
+	// sidecars do (sidecarconfig.EnvAllowedEndpoints).
+	AllowedEndpoints    []string
+	AllowCloudEndpoints bool
 }
 
 // MaxParts bounds an Indexed Job's completions here.
@@ -154,8 +159,7 @@ func Build(in Input) (*batchv1.Job, error) {
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: JobName(ds.Name, s.Name, in.Phase), Namespace: ds.Namespace, Labels: jobLabels,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: datav1alpha1.GroupVersion.String(), Kind: "TrainingDataset",
-				Name: ds.Name, UID: ds.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, datav1alpha1.GroupVersion.WithKind("TrainingDataset"))},
 		},
 		Spec: batchv1.JobSpec{
 			Completions: ptr.To(completions),
@@ -182,6 +186,9 @@ func phaseArgs(in Input, stream string, spec *datav1alpha1.IndexJob) ([]string, 
 	args := []string{"index", "-f", ManifestDir + "/" + ManifestKey, "--stream", stream,
 		"--credentials-dir", sidecarconfig.CredentialsDir, "--write-credentials-dir", WriteCredentialsDir,
 		"--concurrency", strconv.Itoa(int(ptr.Deref(spec.Concurrency, datav1alpha1.DefaultIndexConcurrency)))}
+	if s := in.Dataset.Spec.Streams[in.Stream]; s.Source.WorkloadIdentity != nil {
+		args = append(args, "--identity-dir", workloadidentity.TokenDir)
+	}
 	name := RunName(in.Dataset, stream)
 	if in.Phase == List {
 		parts := ptr.Deref(spec.Parallelism, datav1alpha1.DefaultIndexParallelism)
@@ -255,6 +262,11 @@ func podSpec(in Input, s datav1alpha1.Stream, spec *datav1alpha1.IndexJob, args 
 				Audience: workloadidentity.Audience(s.Source), ExpirationSeconds: ptr.To(int64(workloadidentity.TokenExpiry)), Path: s.Name}}}}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "identity", MountPath: workloadidentity.TokenDir, ReadOnly: true})
 	}
+	var env []corev1.EnvVar
+	if len(in.AllowedEndpoints) > 0 || in.AllowCloudEndpoints {
+		env = []corev1.EnvVar{{Name: sidecarconfig.EnvAllowedEndpoints, Value: strings.Join(in.AllowedEndpoints, ",")},
+			{Name: sidecarconfig.EnvAllowCloudEndpoints, Value: strconv.FormatBool(in.AllowCloudEndpoints)}}
+	}
 	var pullSecrets []corev1.LocalObjectReference
 	for _, name := range in.PullSecrets {
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: name})
@@ -278,6 +290,7 @@ func podSpec(in Input, s datav1alpha1.Stream, spec *datav1alpha1.IndexJob, args 
 			Image:        in.Image,
 			Command:      []string{"/shardfeed"},
 			Args:         args,
+			Env:          env,
 			Resources:    *spec.Resources.DeepCopy(),
 			VolumeMounts: mounts,
 			SecurityContext: &corev1.SecurityContext{

@@ -1,6 +1,7 @@
 package indexjob
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index/indexparts"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
+	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 )
 
 func dataset(index *datav1alpha1.IndexJob) *datav1alpha1.TrainingDataset {
@@ -172,6 +174,14 @@ func TestAStreamReadWithAWorkloadIdentityRunsAsItsServiceAccount(t *testing.T) {
 	if pod.ServiceAccountName != "s3-reader" || !slices.Equal(audiences, []string{"sts.amazonaws.com"}) || ptr.Deref(pod.AutomountServiceAccountToken, true) {
 		t.Errorf("runs as %q with tokens for %v (automount %v): want s3-reader, a token for AWS STS alone", pod.ServiceAccountName, audiences, pod.AutomountServiceAccountToken)
 	}
+	// The CLI finds the stream's token where it is mounted.
+	args := pod.Containers[0].Args
+	if i := slices.Index(args, "--identity-dir"); i < 0 || args[i+1] != workloadidentity.TokenDir {
+		t.Errorf("args %q: want --identity-dir %s, where the token is mounted", args, workloadidentity.TokenDir)
+	}
+	if plain, _ := Build(Input{Dataset: dataset(minimal()), Stream: 0, Phase: List, Image: "img"}); slices.Contains(plain.Spec.Template.Spec.Containers[0].Args, "--identity-dir") {
+		t.Error("a stream read with keys is given --identity-dir")
+	}
 	// An audience of the author's choosing is refused here too, even past
 	// the validating webhook: the API server's would be a credential of
 	// the ServiceAccount itself.
@@ -278,5 +288,33 @@ func TestThePartsAndMergeJobsSayTheirRun(t *testing.T) {
 	}
 	if name := RunName(dataset(x), "pages"); indexparts.CheckName(name) != nil {
 		t.Errorf("RunName %q is not a name the CLI takes: %v", name, indexparts.CheckName(name))
+	}
+}
+
+func TestThePodsCheckEveryRequestAgainstThePlatformsEndpoints(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		allowed []string
+		cloud   bool
+		want    map[string]string
+	}{
+		{"none: none checked, as the manager", nil, false, map[string]string{}},
+		{"listed and the clouds'", []string{"minio.storage:9000", "10.0.0.0/8"}, true,
+			map[string]string{sidecarconfig.EnvAllowedEndpoints: "minio.storage:9000,10.0.0.0/8", sidecarconfig.EnvAllowCloudEndpoints: "true"}},
+		{"the clouds' alone", nil, true, map[string]string{sidecarconfig.EnvAllowedEndpoints: "", sidecarconfig.EnvAllowCloudEndpoints: "true"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job, err := Build(Input{Dataset: dataset(minimal()), Phase: List, Image: "img", AllowedEndpoints: tc.allowed, AllowCloudEndpoints: tc.cloud})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+				got[e.Name] = e.Value
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("env %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

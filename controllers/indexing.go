@@ -191,8 +191,12 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 	}
 	phase, job := phases[last], jobs[phases[last]]
 	if why, failed := jobFailed(job); failed {
-		return state.stop(phase, job.Name, fmt.Sprintf("the Job %s failed (%s): kubectl logs -n %s job/%s says why; delete the Job to try again (the parts written stay)",
-			job.Name, why, ds.Namespace, job.Name)), nil
+		said := ""
+		if f, ok := r.readFailure(ctx, ds, i, phase, job); ok {
+			said = " " + f
+		}
+		return state.stop(phase, job.Name, fmt.Sprintf("the Job %s failed (%s):%s; fix the cause, then delete the Job to try again (the parts written stay); kubectl logs -n %s job/%s says more",
+			job.Name, why, said, ds.Namespace, job.Name)), nil
 	}
 	if !jobComplete(job) {
 		if err := r.suspendIndexJob(ctx, ds, job); err != nil {

@@ -71,6 +71,16 @@ func shardfeedCLI(t *testing.T) string {
 // Secrets) as folders.
 func runJobPods(t *testing.T, job *batchv1.Job, indexes ...int32) {
 	t.Helper()
+	if _, err := tryJobPods(t, job, indexes...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryJobPods is runJobPods, returning what the pods printed, and the
+// first one's failure.
+func tryJobPods(t *testing.T, job *batchv1.Job, indexes ...int32) (string, error) {
+	t.Helper()
+	var said strings.Builder
 	ctx := context.Background()
 	dir := t.TempDir()
 	pod := job.Spec.Template.Spec
@@ -147,10 +157,12 @@ func runJobPods(t *testing.T, job *batchv1.Job, indexes ...int32) {
 			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
 		}
 		out, err := cmd.CombinedOutput()
+		said.Write(out)
 		if err != nil {
-			t.Fatalf("pod %d of %s: shardfeed %s: %v\n%s", k, job.Name, strings.Join(args, " "), err, out)
+			return said.String(), fmt.Errorf("pod %d of %s: shardfeed %s: %w\n%s", k, job.Name, strings.Join(args, " "), err, out)
 		}
 	}
+	return said.String(), nil
 }
 
 // finishJob sets the Job's status as the Job controller would when its
@@ -304,6 +316,9 @@ func TestIntegrationADatasetWithSpecIndexIsIndexedByItsJobs(t *testing.T) {
 			}
 			if listed.Phase != datav1alpha1.IndexingParts || listed.Objects != 7 || listed.Bytes != want || listed.Parts != 3 || listed.StartTime == nil {
 				t.Fatalf("indexing the parts, the status says %+v: want 7 objects of %d bytes in 3 parts", listed, want)
+			}
+			if n := indexingOf(got, "n"); n.Objects != 3 || n.Phase != datav1alpha1.IndexingParts {
+				t.Fatalf("the second stream's indexing says %+v: want its 3 objects, indexing at once", n)
 			}
 			// The listing Job gone (its ttlSecondsAfterFinished) is not
 			// listed again: the parts need it no more.
@@ -465,5 +480,86 @@ func waitEvent(t *testing.T, ns, name, note string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no event of %s saying %q", name, note)
 		}
+	}
+}
+
+// The parts Job deleted midway is created again over the same run, and
+// its parts done are not indexed again; an object changed since the
+// listing fails its part, and the condition names the object and the fix.
+func TestIntegrationADeletedPartsJobGoesOnAndAChangedObjectIsNamed(t *testing.T) {
+	startManager(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	bucket := minioServer.Bucket(t)
+	putJSONL(t, bucket, "web", 6)
+	ds := indexingDataset(t, ns, bucket, 3)
+	key := client.ObjectKeyFromObject(ds)
+	list := waitJob(t, ns, indexjob.JobName(ds.Name, "m", indexjob.List))
+	runJobPods(t, list)
+	finishJob(t, list, false)
+	parts := waitJob(t, ns, indexjob.JobName(ds.Name, "m", indexjob.Parts))
+	runJobPods(t, parts, 0)
+	if err := apiServer.Client.Delete(ctx, parts, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	var again *batchv1.Job
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		again = waitJob(t, ns, parts.Name)
+		if again.UID != parts.UID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the parts Job deleted was not created again")
+		}
+	}
+	if indexjob.RunOf(again) != indexjob.RunOf(parts) {
+		t.Fatalf("the parts Job made again indexes run %s, the listing's is %s", indexjob.RunOf(again), indexjob.RunOf(parts))
+	}
+	out, err := tryJobPods(t, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Part 0 was done before the Job went: skipped, not indexed again.
+	if !strings.Contains(out, "part 0 of run "+indexjob.RunOf(again)+" is done already: skipped") {
+		t.Fatalf("part 0, done before its Job went, ran again:\n%s", out)
+	}
+	finishJob(t, again, false)
+	merge := waitJob(t, ns, indexjob.JobName(ds.Name, "m", indexjob.Merge))
+	runJobPods(t, merge)
+	finishJob(t, merge, false)
+	waitFor(t, key, "Ready", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, datav1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+
+	// Another dataset's listing, then an object changed under its part.
+	bucket2 := minioServer.Bucket(t)
+	putJSONL(t, bucket2, "web", 4)
+	ns2 := apiServer.Namespace(t)
+	ds2 := indexingDataset(t, ns2, bucket2, 2)
+	list2 := waitJob(t, ns2, indexjob.JobName(ds2.Name, "m", indexjob.List))
+	runJobPods(t, list2)
+	finishJob(t, list2, false)
+	parts2 := waitJob(t, ns2, indexjob.JobName(ds2.Name, "m", indexjob.Parts))
+	grown := jsonlObject(3) + jsonlObject(1)
+	if _, err := minioServer.Client.PutObject(ctx, bucket2, "web/part-03.jsonl", strings.NewReader(grown), int64(len(grown)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tryJobPods(t, parts2, 1); err == nil {
+		t.Fatal("a part over an object changed since the listing was indexed")
+	}
+	finishJob(t, parts2, true)
+	got := waitFor(t, client.ObjectKeyFromObject(ds2), "IndexingFailed naming the object", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, datav1alpha1.ConditionIndexResolved)
+		return c != nil && c.Reason == datav1alpha1.ReasonIndexingFailed && strings.Contains(c.Message, "part-03.jsonl")
+	})
+	msg := condition(got, datav1alpha1.ConditionIndexResolved).Message
+	for _, want := range []string{"part 1: ", "list the parts again", "delete the Job", "kubectl logs -n " + ns2} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the failure says %q: want %q in it", msg, want)
+		}
+	}
+	if x := indexingOf(got, "m"); x.Phase != datav1alpha1.IndexingFailed {
+		t.Errorf("status.indexing says %+v, want Failed", x)
 	}
 }

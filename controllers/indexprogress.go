@@ -149,3 +149,27 @@ func ptr32(p *int32) int {
 	}
 	return int(*p)
 }
+
+// readFailure reads why a step of stream i's indexing failed, as its pod
+// recorded it: said only of a record of job's phase written since the Job
+// was created.
+func (r *TrainingDatasetReconciler) readFailure(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, phase indexjob.Phase, job *batchv1.Job) (string, bool) {
+	var f indexparts.Failure
+	err := r.withIndexStore(ctx, ds, i, func(ctx context.Context, ist store.Store) error {
+		data, err := indexfile.ReadObject(ctx, ist, indexparts.FailureKey(indexjob.RunName(ds, ds.Spec.Streams[i].Name)), indexparts.MaxRecordBytes)
+		if err != nil {
+			return err
+		}
+		f, err = indexparts.ParseFailure(data)
+		return err
+	})
+	step := map[indexjob.Phase]string{indexjob.List: "list", indexjob.Parts: "part", indexjob.Merge: "merge"}[phase]
+	// A second of slack: the record's time is the pod's clock.
+	if err != nil || f.Step != step || f.Time.Before(job.CreationTimestamp.Add(-time.Second)) {
+		return "", false
+	}
+	if f.Step == "part" {
+		return fmt.Sprintf("part %d: %s", f.Part, f.Error), true
+	}
+	return f.Error, true
+}

@@ -45,7 +45,7 @@ func (p *partsFlags) add(cmd *cobra.Command) {
 	f.BoolVar(&p.merge, "merge-parts", false, "index in parts, step 3: merge every part of the run into the stream's index, byte for byte the one a single run writes, then remove the run's files (unless --keep-parts)")
 	f.StringVar(&p.run, "run", "", "with --part or --merge-parts: the run (--list-parts prints it; default: the run last listed with the same options)")
 	f.BoolVar(&p.keep, "keep-parts", false, "with --merge-parts: keep the run's files")
-	f.StringVar(&p.name, "record-run", "", "with --list-parts: also record the run and its totals under this name (_shardfeed/parts/named-NAME.json), for a program that runs the steps (the operator's indexing Jobs) to read; with --merge-parts: remove that record")
+	f.StringVar(&p.name, "record-run", "", "with --list-parts: also record the run and its totals under this name (_shardfeed/parts/named-NAME.json), for a program that runs the steps (the operator's indexing Jobs) to read; with --merge-parts: remove that record; with any step: record why it failed (named-NAME.failed.json)")
 }
 
 // on says whether one of the steps is asked for, refusing two.
@@ -67,8 +67,8 @@ func (p *partsFlags) on() (bool, error) {
 		return false, errors.New("--list-parts makes its run: drop --run")
 	case p.keep && !p.merge:
 		return false, errors.New("--keep-parts goes with --merge-parts")
-	case p.name != "" && p.list == 0 && !p.merge:
-		return false, errors.New("--record-run goes with --list-parts or --merge-parts")
+	case p.name != "" && n == 0:
+		return false, errors.New("--record-run goes with --list-parts, --part or --merge-parts")
 	case p.name != "":
 		if err := indexparts.CheckName(p.name); err != nil {
 			return false, fmt.Errorf("--record-run: %w", err)
@@ -88,7 +88,14 @@ func (p *partsFlags) on() (bool, error) {
 
 // indexParts runs the step of indexing in parts asked for: the stream's
 // layout after --merge-parts, nil after the others.
-func (o *indexOptions) indexParts(ctx context.Context, cmd *cobra.Command, st, ist store.Store, opts format.IndexOptions, verb string, start time.Time) (*index.Layout, error) {
+func (o *indexOptions) indexParts(ctx context.Context, cmd *cobra.Command, st, ist store.Store, opts format.IndexOptions, verb string, start time.Time) (_ *index.Layout, err error) {
+	if name := o.inParts.name; name != "" {
+		defer func() {
+			if err != nil {
+				o.recordFailure(ctx, ist, name, err)
+			}
+		}()
+	}
 	switch {
 	case o.inParts.list > 0:
 		return nil, o.listParts(ctx, st, ist, opts, start)
@@ -387,6 +394,7 @@ func removeRun(ctx context.Context, ist store.Store, m *indexparts.Manifest, opt
 		}
 	}
 	if name != "" {
+		keys = append(keys, indexparts.FailureKey(name)) // a step failed before, and done since
 		if data, err := indexfile.ReadObject(ctx, ist, indexparts.NamedKey(name), indexparts.MaxRecordBytes); err == nil {
 			if l, err := indexparts.ParseListed(data); err == nil && l.Run == m.Run {
 				keys = append(keys, indexparts.NamedKey(name))
@@ -410,4 +418,24 @@ func putJSON(ctx context.Context, st store.Store, key string, v any) error {
 		return fmt.Errorf("writing %s: %w", strings.TrimSuffix(st.URI(), "/")+"/"+key, err)
 	}
 	return nil
+}
+
+// recordFailure records why the step failed under the run's name, for
+// the operator's condition; a record not written leaves the logs alone to
+// say it (the command's error stands either way).
+func (o *indexOptions) recordFailure(ctx context.Context, ist store.Store, name string, err error) {
+	f := indexparts.Failure{Step: "merge", Run: o.inParts.run, Time: time.Now().UTC(), Error: indexparts.FailureText(err.Error())}
+	switch {
+	case o.inParts.list > 0:
+		f.Step = "list"
+	case o.inParts.part >= 0:
+		f.Step, f.Part = "part", o.inParts.part
+	}
+	// Written even when the step was cancelled (its pod stopped), within
+	// a bound of its own.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if werr := putJSON(wctx, ist, indexparts.FailureKey(name), f); werr != nil {
+		_, _ = fmt.Fprintf(o.out, "warning: the failure was not recorded for the operator: %v\n", werr)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -389,9 +390,45 @@ func TestANamedRunRecordsItsTotalsAndItsPartsProgress(t *testing.T) {
 	if len(left) > 0 {
 		t.Fatalf("the run's files and records stay after the merge: %v", left)
 	}
-	for _, bad := range [][]string{{"--part", "0", "--record-run", name}, {"--list-parts", "2", "--record-run", "../x"}, {"--record-run", name}} {
+	for _, bad := range [][]string{{"--list-parts", "2", "--record-run", "../x"}, {"--record-run", name}} {
 		if out, err := runCLI(t, append(args, bad...)...); err == nil || !strings.Contains(err.Error(), "--record-run") {
 			t.Errorf("%v was not refused naming --record-run: %v\n%s", bad, err, out)
 		}
+	}
+}
+
+// A step of a named run that fails records why, for the operator's
+// condition: the step, the part, the run and the error naming the object.
+func TestAFailedStepOfANamedRunRecordsWhy(t *testing.T) {
+	dir := t.TempDir()
+	textObjects(t, dir, "jsonl")
+	args := []string{"index", "file://" + dir + "/", "--format", "jsonl", "--shard-size", "1KiB"}
+	const name = "ns.ds-index-list"
+	mustRun(t, append(args, "--list-parts", "2", "--record-run", name)...)
+	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(indexparts.NamedKey(name))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := indexparts.ParseListed(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An object of the last part grows after the listing.
+	if err := os.WriteFile(filepath.Join(dir, "obj-06.jsonl"), []byte("{\"id\": 1}\n{\"id\": 2}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, append(args, "--part", "1", "--run", listed.Run, "--record-run", name)...); err == nil {
+		t.Fatal("a part over a changed object was indexed")
+	}
+	data, err = os.ReadFile(filepath.Join(dir, filepath.FromSlash(indexparts.FailureKey(name))))
+	if err != nil {
+		t.Fatalf("no failure recorded: %v", err)
+	}
+	f, err := indexparts.ParseFailure(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Step != "part" || f.Part != 1 || f.Run != listed.Run || !strings.Contains(f.Error, "obj-06.jsonl") || !strings.Contains(f.Error, "list the parts again") || time.Since(f.Time) > time.Minute {
+		t.Errorf("the failure recorded is %+v: want part 1 of run %s, naming obj-06.jsonl and the fix", f, listed.Run)
 	}
 }

@@ -204,7 +204,7 @@ func phaseArgs(in Input, stream string, spec *datav1alpha1.IndexJob) ([]string, 
 		}
 		// Each pod's part is its completion index (the Job controller
 		// sets JOB_COMPLETION_INDEX).
-		return append(args, "--part", "$(JOB_COMPLETION_INDEX)", "--run", in.Run), in.Parts, nil
+		return append(args, "--part", "$(JOB_COMPLETION_INDEX)", "--run", in.Run, "--record-run", name), in.Parts, nil
 	case Merge:
 		return append(args, "--merge-parts", "--run", in.Run, "--record-run", name), 1, nil
 	}

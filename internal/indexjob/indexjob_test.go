@@ -49,7 +49,7 @@ func TestEachPhaseRunsItsStepOfTheStreamWithTheOperatorsImage(t *testing.T) {
 		wantArgs    []string
 	}{
 		{List, 0, 1, []string{"--list-parts", "4", "--record-run", "team-a." + JobName("web", "pages", List)}},
-		{Parts, 7, 7, []string{"--part", "$(JOB_COMPLETION_INDEX)", "--run", testRun}},
+		{Parts, 7, 7, []string{"--part", "$(JOB_COMPLETION_INDEX)", "--run", testRun, "--record-run", "team-a." + JobName("web", "pages", List)}},
 		{Merge, 7, 1, []string{"--merge-parts", "--run", testRun, "--record-run", "team-a." + JobName("web", "pages", List)}},
 	} {
 		t.Run(string(tc.phase), func(t *testing.T) {

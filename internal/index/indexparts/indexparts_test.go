@@ -137,7 +137,7 @@ func FuzzParseRun(f *testing.F) {
 	f.Add([]byte(`{"run":"`+m.Run+`","part":1,"shards":2,"sha256":"`+strings.Repeat("a", 64)+`"}`), 2)
 	f.Add([]byte(`{"run":"`+m.Run+`"}`), 3)
 	f.Fuzz(func(t *testing.T, data []byte, which int) {
-		switch which % 6 {
+		switch which % 7 {
 		case 0:
 			if got, err := ParseManifest(data); err == nil {
 				if err := got.check(); err != nil {
@@ -156,6 +156,10 @@ func FuzzParseRun(f *testing.F) {
 		case 3:
 			if l, err := ParseListed(data); err == nil && (CheckRun(l.Run) != nil || l.Parts < 1 || l.Objects < 0) {
 				t.Fatalf("a named run out of bounds was read: %+v", l)
+			}
+		case 5:
+			if f, err := ParseFailure(data); err == nil && (len(f.Error) > MaxFailureText || strings.ContainsAny(f.Error, "\n\x1b\x00")) {
+				t.Fatalf("a failure's error was read unbounded or unprintable: %q", f.Error)
 			}
 		case 4:
 			if p, err := ParseProgress(data, m.Run, 1); err == nil && (p.ObjectsDone > p.Objects || p.BytesDone > p.Bytes || p.Part != 1) {
@@ -203,6 +207,28 @@ func TestNamedRunsAndProgressAreReadStrictly(t *testing.T) {
 	for name, ok := range map[string]bool{"ns.ds-0123-index-list": true, "a": true, "": false, "A": false, "a/b": false, "-a": false, "a.": false, strings.Repeat("a", 201): false} {
 		if err := CheckName(name); (err == nil) != ok {
 			t.Errorf("CheckName(%q) = %v, want ok = %v", name, err, ok)
+		}
+	}
+}
+
+func TestAFailuresErrorIsOneBoundedPrintableLine(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"plain", "s3://b/x.parquet is 10 bytes", "s3://b/x.parquet is 10 bytes"},
+		{"lines and escapes", "a\nb\x1b[31mc\x00", "a b[31mc"},
+		{"long", strings.Repeat("é", MaxFailureText), strings.Repeat("é", (MaxFailureText-len("…"))/2) + "…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := FailureText(tc.in); got != tc.want || len(got) > MaxFailureText {
+				t.Errorf("FailureText = %.60q (%d bytes), want %.60q", got, len(got), tc.want)
+			}
+		})
+	}
+	for _, bad := range []string{`{"step":"rm","part":0,"time":"2026-01-01T00:00:00Z","error":"x"}`, `{"step":"part","part":-1,"time":"2026-01-01T00:00:00Z","error":"x"}`,
+		`{"step":"part","part":1,"run":"../x","time":"2026-01-01T00:00:00Z","error":"x"}`} {
+		if _, err := ParseFailure([]byte(bad)); err == nil {
+			t.Errorf("ParseFailure(%s) read it", bad)
 		}
 	}
 }

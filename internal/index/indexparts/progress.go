@@ -3,6 +3,10 @@ package indexparts
 import (
 	"fmt"
 	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/shardfeed/shardfeed/internal/strictjson"
 )
@@ -91,4 +95,66 @@ func ParseProgress(data []byte, run string, k int) (Progress, error) {
 		return p, fmt.Errorf("%d of %d objects, %d of %d bytes", p.ObjectsDone, p.Objects, p.BytesDone, p.Bytes)
 	}
 	return p, nil
+}
+
+// MaxFailureText bounds the error a failure record carries.
+const MaxFailureText = 4 << 10
+
+// FailureKey is the key of the record of why a step of the run listed
+// under name failed last.
+func FailureKey(name string) string { return Dir + "named-" + name + ".failed.json" }
+
+// Failure says why a step of a named run failed, for the operator to put
+// in the dataset's condition: the step ("list", "part", "merge"), the
+// part, the run where known, when, and the error as the command said it.
+type Failure struct {
+	Step  string    `json:"step"`
+	Part  int       `json:"part"`
+	Run   string    `json:"run,omitempty"`
+	Time  time.Time `json:"time"`
+	Error string    `json:"error"`
+}
+
+// FailureText is err's text as a failure record keeps it: printable,
+// one line, at most MaxFailureText bytes.
+func FailureText(err string) string {
+	clean := strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return ' '
+		case !unicode.IsPrint(r):
+			return -1
+		}
+		return r
+	}, err)
+	if len(clean) > MaxFailureText {
+		cut := MaxFailureText - len("…")
+		for cut > 0 && !utf8.RuneStart(clean[cut]) {
+			cut--
+		}
+		clean = clean[:cut] + "…"
+	}
+	return clean
+}
+
+// ParseFailure reads a failure record, its error made printable and
+// bounded whatever wrote it.
+func ParseFailure(data []byte) (Failure, error) {
+	var f Failure
+	if len(data) > MaxRecordBytes {
+		return f, fmt.Errorf("%d bytes: more than %d", len(data), MaxRecordBytes)
+	}
+	if err := strictjson.Decode(data, &f); err != nil {
+		return f, err
+	}
+	switch {
+	case f.Step != "list" && f.Step != "part" && f.Step != "merge":
+		return f, fmt.Errorf("step %q is none of list, part and merge", f.Step)
+	case f.Part < 0 || f.Part >= MaxParts:
+		return f, fmt.Errorf("part %d: 0 to %d", f.Part, MaxParts-1)
+	case f.Run != "" && CheckRun(f.Run) != nil:
+		return f, CheckRun(f.Run)
+	}
+	f.Error = FailureText(f.Error)
+	return f, nil
 }

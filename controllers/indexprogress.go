@@ -12,6 +12,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/indexparts"
+	"github.com/shardfeed/shardfeed/internal/index/indexparts/jobrecords"
 	"github.com/shardfeed/shardfeed/internal/indexjob"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/internal/store/stores"
@@ -51,15 +52,15 @@ func (r *TrainingDatasetReconciler) withIndexStore(ctx context.Context, ds *data
 
 // readListed reads the run stream i's listing Job recorded: its totals
 // and parts, bounded (the store is one the dataset's author writes).
-func (r *TrainingDatasetReconciler) readListed(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int) (indexparts.Listed, error) {
-	var listed indexparts.Listed
+func (r *TrainingDatasetReconciler) readListed(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int) (jobrecords.Listed, error) {
+	var listed jobrecords.Listed
 	err := r.withIndexStore(ctx, ds, i, func(ctx context.Context, ist store.Store) error {
-		key := indexparts.NamedKey(indexjob.RunName(ds, ds.Spec.Streams[i].Name))
+		key := jobrecords.ListedKey(indexjob.RunName(ds, ds.Spec.Streams[i].Name))
 		data, err := indexfile.ReadObject(ctx, ist, key, indexparts.MaxRecordBytes)
 		if err != nil {
 			return err
 		}
-		if listed, err = indexparts.ParseListed(data); err != nil {
+		if listed, err = jobrecords.ParseListed(data); err != nil {
 			return fmt.Errorf("%s: %w", indexfile.ObjectURI(ist, key), err)
 		}
 		if listed.Parts > indexjob.MaxParts {
@@ -79,7 +80,7 @@ func (r *TrainingDatasetReconciler) readIndexProgress(ctx context.Context, ds *d
 	run := indexjob.RunOf(job)
 	parts := min(max(ptr32(job.Spec.Completions), 0), indexjob.MaxParts)
 	state.PartsDone = job.Status.Succeeded
-	progress := make([]indexparts.Progress, parts)
+	progress := make([]jobrecords.Progress, parts)
 	err := r.withIndexStore(ctx, ds, i, func(ctx context.Context, ist store.Store) error {
 		if state.Objects == 0 {
 			// The status lost the listing's totals: read them again.
@@ -91,11 +92,11 @@ func (r *TrainingDatasetReconciler) readIndexProgress(ctx context.Context, ds *d
 		g.SetLimit(progressReads)
 		for k := range parts {
 			g.Go(func() error {
-				data, err := indexfile.ReadObject(gctx, ist, indexparts.ProgressKey(run, k), indexparts.MaxRecordBytes)
+				data, err := indexfile.ReadObject(gctx, ist, jobrecords.ProgressKey(run, k), indexparts.MaxRecordBytes)
 				if err != nil {
 					return nil // not started, or not yet reported
 				}
-				if p, err := indexparts.ParseProgress(data, run, k); err == nil {
+				if p, err := jobrecords.ParseProgress(data, run, k); err == nil {
 					progress[k] = p
 				}
 				return nil
@@ -154,13 +155,13 @@ func ptr32(p *int32) int {
 // recorded it: said only of a record of job's phase written since the Job
 // was created.
 func (r *TrainingDatasetReconciler) readFailure(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, phase indexjob.Phase, job *batchv1.Job) (string, bool) {
-	var f indexparts.Failure
+	var f jobrecords.Failure
 	err := r.withIndexStore(ctx, ds, i, func(ctx context.Context, ist store.Store) error {
-		data, err := indexfile.ReadObject(ctx, ist, indexparts.FailureKey(indexjob.RunName(ds, ds.Spec.Streams[i].Name)), indexparts.MaxRecordBytes)
+		data, err := indexfile.ReadObject(ctx, ist, jobrecords.FailureKey(indexjob.RunName(ds, ds.Spec.Streams[i].Name)), indexparts.MaxRecordBytes)
 		if err != nil {
 			return err
 		}
-		f, err = indexparts.ParseFailure(data)
+		f, err = jobrecords.ParseFailure(data)
 		return err
 	})
 	step := map[indexjob.Phase]string{indexjob.List: "list", indexjob.Parts: "part", indexjob.Merge: "merge"}[phase]

@@ -18,6 +18,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index/compact"
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/indexparts"
+	"github.com/shardfeed/shardfeed/internal/index/indexparts/jobrecords"
 	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
@@ -70,7 +71,7 @@ func (p *partsFlags) on() (bool, error) {
 	case p.name != "" && n == 0:
 		return false, errors.New("--record-run goes with --list-parts, --part or --merge-parts")
 	case p.name != "":
-		if err := indexparts.CheckName(p.name); err != nil {
+		if err := jobrecords.CheckName(p.name); err != nil {
 			return false, fmt.Errorf("--record-run: %w", err)
 		}
 		if p.run != "" {
@@ -147,8 +148,8 @@ func (o *indexOptions) listParts(ctx context.Context, st, ist store.Store, opts 
 		for _, s := range m.Parts {
 			bytes += s.Bytes
 		}
-		listed := indexparts.Listed{Run: run, Objects: int64(len(pl.Objects)), Bytes: bytes, Parts: len(m.Parts)}
-		if err := putJSON(ctx, ist, indexparts.NamedKey(name), listed); err != nil {
+		listed := jobrecords.Listed{Run: run, Objects: int64(len(pl.Objects)), Bytes: bytes, Parts: len(m.Parts)}
+		if err := putJSON(ctx, ist, jobrecords.ListedKey(name), listed); err != nil {
 			return err
 		}
 	}
@@ -386,7 +387,7 @@ func (o *indexOptions) mergeParts(ctx context.Context, cmd *cobra.Command, ist s
 func removeRun(ctx context.Context, ist store.Store, m *indexparts.Manifest, options, name string) error {
 	keys := []string{indexparts.ManifestKey(m.Run)}
 	for k := range m.Parts {
-		keys = append(keys, indexparts.RecordKey(m.Run, k), indexparts.PartKey(m.Run, k), indexparts.ObjectsKey(m.Run, k), indexparts.ProgressKey(m.Run, k))
+		keys = append(keys, indexparts.RecordKey(m.Run, k), indexparts.PartKey(m.Run, k), indexparts.ObjectsKey(m.Run, k), jobrecords.ProgressKey(m.Run, k))
 	}
 	if data, err := indexfile.ReadObject(ctx, ist, indexparts.CurrentKey(options), indexparts.MaxRecordBytes); err == nil {
 		if c, err := indexparts.ParseCurrent(data); err == nil && c.Run == m.Run {
@@ -394,10 +395,10 @@ func removeRun(ctx context.Context, ist store.Store, m *indexparts.Manifest, opt
 		}
 	}
 	if name != "" {
-		keys = append(keys, indexparts.FailureKey(name)) // a step failed before, and done since
-		if data, err := indexfile.ReadObject(ctx, ist, indexparts.NamedKey(name), indexparts.MaxRecordBytes); err == nil {
-			if l, err := indexparts.ParseListed(data); err == nil && l.Run == m.Run {
-				keys = append(keys, indexparts.NamedKey(name))
+		keys = append(keys, jobrecords.FailureKey(name)) // a step failed before, and done since
+		if data, err := indexfile.ReadObject(ctx, ist, jobrecords.ListedKey(name), indexparts.MaxRecordBytes); err == nil {
+			if l, err := jobrecords.ParseListed(data); err == nil && l.Run == m.Run {
+				keys = append(keys, jobrecords.ListedKey(name))
 			}
 		}
 	}
@@ -424,7 +425,7 @@ func putJSON(ctx context.Context, st store.Store, key string, v any) error {
 // the operator's condition; a record not written leaves the logs alone to
 // say it (the command's error stands either way).
 func (o *indexOptions) recordFailure(ctx context.Context, ist store.Store, name string, err error) {
-	f := indexparts.Failure{Step: "merge", Run: o.inParts.run, Time: time.Now().UTC(), Error: indexparts.FailureText(err.Error())}
+	f := jobrecords.Failure{Step: "merge", Run: o.inParts.run, Time: time.Now().UTC(), Error: jobrecords.FailureText(err.Error())}
 	switch {
 	case o.inParts.list > 0:
 		f.Step = "list"
@@ -435,7 +436,7 @@ func (o *indexOptions) recordFailure(ctx context.Context, ist store.Store, name 
 	// a bound of its own.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if werr := putJSON(wctx, ist, indexparts.FailureKey(name), f); werr != nil {
+	if werr := putJSON(wctx, ist, jobrecords.FailureKey(name), f); werr != nil {
 		_, _ = fmt.Fprintf(o.out, "warning: the failure was not recorded for the operator: %v\n", werr)
 	}
 }

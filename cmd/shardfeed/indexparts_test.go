@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/indexparts"
+	"github.com/shardfeed/shardfeed/internal/index/indexparts/jobrecords"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
@@ -346,7 +347,7 @@ func TestANamedRunRecordsItsTotalsAndItsPartsProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listed, err := indexparts.ParseListed(data)
+	listed, err := jobrecords.ParseListed(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,11 +364,11 @@ func TestANamedRunRecordsItsTotalsAndItsPartsProgress(t *testing.T) {
 	var sumObjects, sumBytes int64
 	for k := range listed.Parts {
 		mustRun(t, append(args, "--part", fmt.Sprint(k), "--run", listed.Run)...)
-		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(indexparts.ProgressKey(listed.Run, k))))
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(jobrecords.ProgressKey(listed.Run, k))))
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := indexparts.ParseProgress(data, listed.Run, k)
+		p, err := jobrecords.ParseProgress(data, listed.Run, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,11 +406,11 @@ func TestAFailedStepOfANamedRunRecordsWhy(t *testing.T) {
 	args := []string{"index", "file://" + dir + "/", "--format", "jsonl", "--shard-size", "1KiB"}
 	const name = "ns.ds-index-list"
 	mustRun(t, append(args, "--list-parts", "2", "--record-run", name)...)
-	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(indexparts.NamedKey(name))))
+	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(jobrecords.ListedKey(name))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	listed, err := indexparts.ParseListed(data)
+	listed, err := jobrecords.ParseListed(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,11 +421,11 @@ func TestAFailedStepOfANamedRunRecordsWhy(t *testing.T) {
 	if _, err := runCLI(t, append(args, "--part", "1", "--run", listed.Run, "--record-run", name)...); err == nil {
 		t.Fatal("a part over a changed object was indexed")
 	}
-	data, err = os.ReadFile(filepath.Join(dir, filepath.FromSlash(indexparts.FailureKey(name))))
+	data, err = os.ReadFile(filepath.Join(dir, filepath.FromSlash(jobrecords.FailureKey(name))))
 	if err != nil {
 		t.Fatalf("no failure recorded: %v", err)
 	}
-	f, err := indexparts.ParseFailure(data)
+	f, err := jobrecords.ParseFailure(data)
 	if err != nil {
 		t.Fatal(err)
 	}

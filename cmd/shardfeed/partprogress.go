@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/internal/index/indexparts"
+	"github.com/shardfeed/shardfeed/internal/index/indexparts/jobrecords"
 	"github.com/shardfeed/shardfeed/internal/store"
 )
 
@@ -14,7 +15,7 @@ import (
 const partProgressEvery = 10 * time.Second
 
 // partProgress writes how far a part's indexing is beside its files
-// (indexparts.ProgressKey), where the operator reads it for the dataset's
+// (jobrecords.ProgressKey), where the operator reads it for the dataset's
 // status: now and then from a goroutine of its own, so that the indexing
 // never waits for the store, and once at the end.
 type partProgress struct {
@@ -81,6 +82,6 @@ func (p *partProgress) write(ctx context.Context) error {
 	defer p.mu.Unlock()
 	n := len(p.sums) - 1
 	done := min(max(int(p.done.Load())-p.head, 0), n)
-	return putJSON(ctx, p.ist, indexparts.ProgressKey(p.run, p.part), indexparts.Progress{Run: p.run, Part: p.part,
+	return putJSON(ctx, p.ist, jobrecords.ProgressKey(p.run, p.part), jobrecords.Progress{Run: p.run, Part: p.part,
 		Objects: int64(n), Bytes: p.sums[n], ObjectsDone: int64(done), BytesDone: p.sums[done]})
 }

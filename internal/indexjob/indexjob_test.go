@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
-	"github.com/shardfeed/shardfeed/internal/index/indexparts"
+	"github.com/shardfeed/shardfeed/internal/index/indexparts/jobrecords"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
 )
@@ -286,8 +286,8 @@ func TestThePartsAndMergeJobsSayTheirRun(t *testing.T) {
 	if got := RunOf(list); got != "" {
 		t.Errorf("the list Job says it has run %q", got)
 	}
-	if name := RunName(dataset(x), "pages"); indexparts.CheckName(name) != nil {
-		t.Errorf("RunName %q is not a name the CLI takes: %v", name, indexparts.CheckName(name))
+	if name := RunName(dataset(x), "pages"); jobrecords.CheckName(name) != nil {
+		t.Errorf("RunName %q is not a name the CLI takes: %v", name, jobrecords.CheckName(name))
 	}
 }
 

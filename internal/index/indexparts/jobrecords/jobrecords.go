@@ -1,4 +1,9 @@
-package indexparts
+// Package jobrecords reads and writes what a run indexed in parts by the
+// operator's Jobs (spec.index) leaves in the store for the operator: the
+// run under the name of its listing Job, each part's progress and why a
+// step failed. Each is small, bounded and parsed strictly: the operator
+// reads them from a store a dataset's author writes.
+package jobrecords
 
 import (
 	"fmt"
@@ -8,14 +13,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/shardfeed/shardfeed/internal/index/indexparts"
 	"github.com/shardfeed/shardfeed/internal/strictjson"
 )
-
-// What a run indexed by the operator's Jobs leaves for the operator to
-// read: the run under the name of its listing Job (Listed), and each
-// part's progress while it runs (Progress). Both are small, bounded by
-// MaxRecordBytes, and parsed strictly: the operator reads them from a
-// store a dataset's author can write.
 
 // namePattern is a name the operator gives a run: a namespace and a Job
 // name (DNS labels and subdomains), joined by ".".
@@ -30,12 +30,12 @@ func CheckName(name string) error {
 	return nil
 }
 
-// NamedKey is the key of the record of the run listed under name.
-func NamedKey(name string) string { return Dir + "named-" + name + ".json" }
+// ListedKey is the key of the record of the run listed under name.
+func ListedKey(name string) string { return indexparts.Dir + "named-" + name + ".json" }
 
 // ProgressKey is the key of part k's progress.
 func ProgressKey(run string, k int) string {
-	return fmt.Sprintf("%spart-%05d.progress.json", RunDir(run), k)
+	return fmt.Sprintf("%spart-%05d.progress.json", indexparts.RunDir(run), k)
 }
 
 // Listed is a run as its listing step recorded it under a name: what it
@@ -50,19 +50,19 @@ type Listed struct {
 // ParseListed reads a named run's record.
 func ParseListed(data []byte) (Listed, error) {
 	var l Listed
-	if len(data) > MaxRecordBytes {
-		return l, fmt.Errorf("%d bytes: more than %d", len(data), MaxRecordBytes)
+	if len(data) > indexparts.MaxRecordBytes {
+		return l, fmt.Errorf("%d bytes: more than %d", len(data), indexparts.MaxRecordBytes)
 	}
 	if err := strictjson.Decode(data, &l); err != nil {
 		return l, err
 	}
 	switch {
-	case CheckRun(l.Run) != nil:
-		return l, CheckRun(l.Run)
+	case indexparts.CheckRun(l.Run) != nil:
+		return l, indexparts.CheckRun(l.Run)
 	case l.Objects < 0 || l.Bytes < 0:
 		return l, fmt.Errorf("%d objects of %d bytes", l.Objects, l.Bytes)
-	case l.Parts < 1 || l.Parts > MaxParts:
-		return l, fmt.Errorf("%d parts: 1 to %d", l.Parts, MaxParts)
+	case l.Parts < 1 || l.Parts > indexparts.MaxParts:
+		return l, fmt.Errorf("%d parts: 1 to %d", l.Parts, indexparts.MaxParts)
 	}
 	return l, nil
 }
@@ -82,8 +82,8 @@ type Progress struct {
 // ParseProgress reads part k's progress of run.
 func ParseProgress(data []byte, run string, k int) (Progress, error) {
 	var p Progress
-	if len(data) > MaxRecordBytes {
-		return p, fmt.Errorf("%d bytes: more than %d", len(data), MaxRecordBytes)
+	if len(data) > indexparts.MaxRecordBytes {
+		return p, fmt.Errorf("%d bytes: more than %d", len(data), indexparts.MaxRecordBytes)
 	}
 	if err := strictjson.Decode(data, &p); err != nil {
 		return p, err
@@ -102,7 +102,7 @@ const MaxFailureText = 4 << 10
 
 // FailureKey is the key of the record of why a step of the run listed
 // under name failed last.
-func FailureKey(name string) string { return Dir + "named-" + name + ".failed.json" }
+func FailureKey(name string) string { return indexparts.Dir + "named-" + name + ".failed.json" }
 
 // Failure says why a step of a named run failed, for the operator to put
 // in the dataset's condition: the step ("list", "part", "merge"), the
@@ -141,8 +141,8 @@ func FailureText(err string) string {
 // bounded whatever wrote it.
 func ParseFailure(data []byte) (Failure, error) {
 	var f Failure
-	if len(data) > MaxRecordBytes {
-		return f, fmt.Errorf("%d bytes: more than %d", len(data), MaxRecordBytes)
+	if len(data) > indexparts.MaxRecordBytes {
+		return f, fmt.Errorf("%d bytes: more than %d", len(data), indexparts.MaxRecordBytes)
 	}
 	if err := strictjson.Decode(data, &f); err != nil {
 		return f, err
@@ -150,10 +150,10 @@ func ParseFailure(data []byte) (Failure, error) {
 	switch {
 	case f.Step != "list" && f.Step != "part" && f.Step != "merge":
 		return f, fmt.Errorf("step %q is none of list, part and merge", f.Step)
-	case f.Part < 0 || f.Part >= MaxParts:
-		return f, fmt.Errorf("part %d: 0 to %d", f.Part, MaxParts-1)
-	case f.Run != "" && CheckRun(f.Run) != nil:
-		return f, CheckRun(f.Run)
+	case f.Part < 0 || f.Part >= indexparts.MaxParts:
+		return f, fmt.Errorf("part %d: 0 to %d", f.Part, indexparts.MaxParts-1)
+	case f.Run != "" && indexparts.CheckRun(f.Run) != nil:
+		return f, indexparts.CheckRun(f.Run)
 	}
 	f.Error = FailureText(f.Error)
 	return f, nil

@@ -128,7 +128,7 @@ const indexProgressEvery = 15 * time.Second
 // with none still indexing, status.indexed says every stream is.
 func (r *TrainingDatasetReconciler) indexed(ds *datav1alpha1.TrainingDataset, still []datav1alpha1.StreamIndexing) {
 	for _, x := range ds.Status.Indexing {
-		if r.Recorder == nil || x.Phase == datav1alpha1.IndexingFailed || slices.ContainsFunc(still, func(s datav1alpha1.StreamIndexing) bool { return s.Name == x.Name }) {
+		if r.Recorder == nil || x.Phase == datav1alpha1.IndexingFailed || x.Phase == datav1alpha1.IndexingChecking || x.Phase == datav1alpha1.IndexingHeld || slices.ContainsFunc(still, func(s datav1alpha1.StreamIndexing) bool { return s.Name == x.Name }) {
 			continue
 		}
 		took := ""
@@ -174,6 +174,11 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 			return indexingState{}, err
 		case !metav1.IsControlledBy(job, ds):
 			return state.stop(phase, job.Name, fmt.Sprintf("the Job %s is not this dataset's: delete or rename it", job.Name)), nil
+		case job.DeletionTimestamp != nil:
+			// Deleted to start over: the next one waits for it to go.
+			state.show(phase, job.Name, false)
+			state.doing = fmt.Sprintf("the operator waits for the Job %s to go, to start over", job.Name)
+			return state, nil
 		}
 		jobs[phase] = job
 		if phase == indexjob.List && state.StartTime == nil {
@@ -219,6 +224,9 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 		if err != nil {
 			return state.stop(phase, job.Name, fmt.Sprintf("the Job %s completed, and its listing cannot be read (%v): delete the Job to list again", job.Name, err)), nil
 		}
+		if listed.Unchanged { // a check's, of an index gone since: list again
+			return r.deleteIndexJobs(ctx, ds, stream, state)
+		}
 		parts := int32(listed.Parts) //nolint:gosec // at most indexjob.MaxParts (readListed)
 		state.Parts, state.Objects, state.Bytes = parts, listed.Objects, listed.Bytes
 		return r.startPhase(ctx, ds, i, state, indexjob.Parts, parts, listed.Run)
@@ -229,7 +237,13 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 	// Every phase complete and still no index: the merge wrote it
 	// elsewhere, or it was removed since. The Jobs go, and the next
 	// reconcile starts over from the parts there are.
-	for _, phase := range phases {
+	return r.deleteIndexJobs(ctx, ds, stream, state)
+}
+
+// deleteIndexJobs deletes a stream's indexing Jobs, for the next
+// reconcile to start over (from the parts there are).
+func (r *TrainingDatasetReconciler) deleteIndexJobs(ctx context.Context, ds *datav1alpha1.TrainingDataset, stream string, state indexingState) (indexingState, error) {
+	for _, phase := range []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge} {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ds.Namespace, Name: indexjob.JobName(ds.Name, stream, phase)}}
 		if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return indexingState{}, err
@@ -267,7 +281,7 @@ func (r *TrainingDatasetReconciler) startPhase(ctx context.Context, ds *datav1al
 		state.show(phase, "", true)
 		return state, nil
 	}
-	refused, err := r.createIndexJob(ctx, ds, i, phase, parts, run)
+	refused, err := r.createIndexJob(ctx, ds, indexjob.Input{Stream: i, Phase: phase, Parts: parts, Run: run})
 	if err != nil || refused != "" {
 		return state.stop(phase, name, refused), err
 	}
@@ -293,10 +307,11 @@ func (r *TrainingDatasetReconciler) suspendIndexJob(ctx context.Context, ds *dat
 // createIndexJob creates stream i's Job of phase (of parts pods for the
 // parts), with the manifest its pods read; refused says why a Job cannot
 // be made of the dataset as it is (waiting for a change, not retried).
-func (r *TrainingDatasetReconciler) createIndexJob(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, phase indexjob.Phase, parts int32, run string) (refused string, _ error) {
-	job, err := indexjob.Build(indexjob.Input{Dataset: ds, Stream: i, Phase: phase, Parts: parts, Run: run,
-		Image: r.IndexImage, PullSecrets: r.IndexPullSecrets, Audiences: r.Policy.AllowedAudiences,
-		AllowedEndpoints: r.Policy.AllowedEndpoints, AllowCloudEndpoints: r.Policy.AllowCloudEndpoints})
+func (r *TrainingDatasetReconciler) createIndexJob(ctx context.Context, ds *datav1alpha1.TrainingDataset, in indexjob.Input) (refused string, _ error) {
+	in.Dataset, in.Image, in.PullSecrets, in.Audiences = ds, r.IndexImage, r.IndexPullSecrets, r.Policy.AllowedAudiences
+	in.AllowedEndpoints, in.AllowCloudEndpoints = r.Policy.AllowedEndpoints, r.Policy.AllowCloudEndpoints
+	i, phase := in.Stream, in.Phase
+	job, err := indexjob.Build(in)
 	if err != nil {
 		return fmt.Sprintf("its %s Job cannot be made: %v", phase, err), nil
 	}

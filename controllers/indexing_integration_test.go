@@ -22,11 +22,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/controllers"
+	"github.com/shardfeed/shardfeed/internal/configmaps"
 	"github.com/shardfeed/shardfeed/internal/indexjob"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/testenv"
@@ -561,5 +563,119 @@ func TestIntegrationADeletedPartsJobGoesOnAndAChangedObjectIsNamed(t *testing.T)
 	}
 	if x := indexingOf(got, "m"); x.Phase != datav1alpha1.IndexingFailed {
 		t.Errorf("status.indexing says %+v, want Failed", x)
+	}
+}
+
+// runIndexing runs the Jobs of stream m's indexing of ds in turn, from
+// the listing whose UID is not old's (a new one).
+func runIndexing(t *testing.T, ds *datav1alpha1.TrainingDataset, old types.UID, phases ...indexjob.Phase) *batchv1.Job {
+	t.Helper()
+	var list *batchv1.Job
+	for _, phase := range phases {
+		var job *batchv1.Job
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			job = waitJob(t, ds.Namespace, indexjob.JobName(ds.Name, "m", phase))
+			if phase != indexjob.List || job.UID != old && job.DeletionTimestamp == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				var now datav1alpha1.TrainingDataset
+				_ = apiServer.Client.Get(context.Background(), client.ObjectKeyFromObject(ds), &now)
+				t.Fatalf("no new %s Job (the one there: %s, deleted %v); the dataset's status: %+v", phase, job.UID, job.DeletionTimestamp, now.Status)
+			}
+		}
+		if phase == indexjob.List {
+			list = job
+		}
+		runJobPods(t, job)
+		finishJob(t, job, false)
+	}
+	return list
+}
+
+// With spec.index.recheckEvery, an indexed stream is listed again by a
+// check Job: unchanged, it is only recorded as checked; changed, it is
+// indexed again while the dataset stays Ready on its index, then planned
+// on the new one; changed while a job holds committed progress, it is
+// held, said with a Warning event, and no Job indexes it.
+func TestIntegrationAnIndexedStreamIsCheckedAgainAndIndexedAgainOnlyWhenItChanged(t *testing.T) {
+	startManager(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	bucket := minioServer.Bucket(t)
+	putJSONL(t, bucket, "web", 3)
+	ds := indexingDataset(t, ns, bucket, 2, func(ds *datav1alpha1.TrainingDataset) {
+		ds.Spec.Index.RecheckEvery = &metav1.Duration{Duration: 2 * time.Second}
+	})
+	key := client.ObjectKeyFromObject(ds)
+	first := runIndexing(t, ds, "", indexjob.List, indexjob.Parts, indexjob.Merge)
+	ready := func(samples int64) *datav1alpha1.TrainingDataset {
+		t.Helper()
+		return waitFor(t, key, fmt.Sprintf("Ready with %d samples", samples), func(d *datav1alpha1.TrainingDataset) bool {
+			c := condition(d, datav1alpha1.ConditionReady)
+			return c != nil && c.Status == metav1.ConditionTrue && d.Status.Samples == samples
+		})
+	}
+	samples := func(objects int) (n int64) {
+		for i := range objects {
+			n += int64(30 + 17*i)
+		}
+		return n
+	}
+	got := ready(samples(3))
+	checkedBefore := got.Status.Streams[0].IndexChecked
+
+	// Unchanged: a check, recorded, and nothing indexed.
+	check := runIndexing(t, ds, first.UID, indexjob.List)
+	if !indexjob.IsCheck(check) {
+		t.Fatalf("the listing after recheckEvery is not a check: %v", check.Spec.Template.Spec.Containers[0].Args)
+	}
+	got = waitFor(t, key, "the check recorded", func(d *datav1alpha1.TrainingDataset) bool {
+		c := d.Status.Streams[0].IndexChecked
+		return len(d.Status.Indexing) == 0 && c != nil && checkedBefore != nil && c.After(checkedBefore.Time)
+	})
+	var parts batchv1.Job
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: indexjob.JobName(ds.Name, "m", indexjob.Parts)}, &parts); err == nil && parts.DeletionTimestamp == nil {
+		t.Fatalf("an unchanged source has a parts Job %s", parts.Name)
+	}
+	if got.Status.Samples != samples(3) {
+		t.Fatalf("%d samples after an unchanged check", got.Status.Samples)
+	}
+
+	// Changed: indexed again, Ready throughout on the old index.
+	putJSONL(t, bucket, "web", 4)
+	runIndexing(t, ds, check.UID, indexjob.List)
+	got = waitFor(t, key, "the changed stream indexed again", func(d *datav1alpha1.TrainingDataset) bool {
+		return indexingOf(d, "m").Phase == datav1alpha1.IndexingParts
+	})
+	if c := condition(got, datav1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || got.Status.Samples != samples(3) {
+		t.Fatalf("while indexing again, Ready %+v with %d samples: want Ready on the old index", c, got.Status.Samples)
+	}
+	second := waitJob(t, ns, indexjob.JobName(ds.Name, "m", indexjob.List))
+	runIndexing(t, ds, "", indexjob.Parts, indexjob.Merge)
+	ready(samples(4))
+	waitEvent(t, ns, ds.Name, `stream "m" indexed by the operator: 4 objects`)
+
+	// Changed while a job holds committed progress: held.
+	now := time.Now().UTC().Truncate(time.Second)
+	data, _ := configmaps.StateData(&configmaps.State{Dataset: ds.Name, Job: "train", Epoch: 0, Step: 3, Committed: &now})
+	if err := apiServer.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmaps.StateName(ds.Name, "train"), Namespace: ns,
+		Labels: configmaps.JobLabels(ds.Name, "train"), OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(got, datav1alpha1.GroupVersion.WithKind("TrainingDataset"))}},
+		Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, key, "the job's progress", func(d *datav1alpha1.TrainingDataset) bool { return len(d.Status.Jobs) == 1 })
+	putJSONL(t, bucket, "web", 5)
+	runIndexing(t, ds, second.UID, indexjob.List)
+	got = waitFor(t, key, "the changed stream held", func(d *datav1alpha1.TrainingDataset) bool {
+		return indexingOf(d, "m").Phase == datav1alpha1.IndexingHeld
+	})
+	if got.Status.Samples != samples(4) {
+		t.Fatalf("held, the dataset plans %d samples: want the index's %d", got.Status.Samples, samples(4))
+	}
+	waitEvent(t, ns, ds.Name, "1 job(s) hold committed progress")
+	time.Sleep(3 * time.Second) // past recheckEvery: still held, no parts
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: indexjob.JobName(ds.Name, "m", indexjob.Parts)}, &parts); err == nil && parts.DeletionTimestamp == nil {
+		t.Fatalf("a stream held has a parts Job %s", parts.Name)
 	}
 }

@@ -108,7 +108,11 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 	// one applied let that reconcile think the plan stood).
 	p := &planning{ds: ds, ca: r.operatorCA()}
 	p.last, p.stands = r.appliedStands(ctx, ds, p.ca)
-	if left := r.indexRecheck() - time.Since(p.last.at); p.stands && left > 0 && r.readyWith(ds, p.last.fingerprint) {
+	left := r.indexRecheck() - time.Since(p.last.at)
+	if due, ok := recheckIn(ds, time.Now()); ok {
+		left = min(left, due) // an indexed stream's check (spec.index.recheckEvery)
+	}
+	if p.stands && left > 0 && r.readyWith(ds, p.last.fingerprint) {
 		// Only a job's state changed (a commit, a job's first pod): its
 		// progress is all there is to gather.
 		return reconcile.Result{RequeueAfter: left}, r.aggregateJobs(ctx, ds)
@@ -122,7 +126,11 @@ func (r *TrainingDatasetReconciler) Reconcile(ctx context.Context, req reconcile
 		}
 	}
 	r.markPlanned(p)
-	return reconcile.Result{RequeueAfter: r.indexRecheck()}, nil
+	after := r.indexRecheck()
+	if p.recheckAfter > 0 {
+		after = min(after, p.recheckAfter)
+	}
+	return reconcile.Result{RequeueAfter: after}, nil
 }
 
 // fetch reads the dataset, or returns nil when it is gone, forgetting
@@ -161,6 +169,9 @@ type planning struct {
 	plan       *planner.Plan
 	data       dataDigest
 	identities string
+	// recheckAfter is when the next check of an indexed stream is due, or
+	// a check running is to be looked at again (0: none).
+	recheckAfter time.Duration
 }
 
 // releaseIndexes lets go of the indexes' share of the bytes in flight.
@@ -196,9 +207,21 @@ func (r *TrainingDatasetReconciler) resolveIndexes(ctx context.Context, p *plann
 		return reconcile.Result{RequeueAfter: r.retry()}, true, nil
 	}
 	p.indexes, p.planned, p.release = indexes, planned, release
-	r.indexed(ds, nil)
 	r.setCondition(ds, datav1alpha1.ConditionIndexResolved, metav1.ConditionTrue, datav1alpha1.ReasonIndexRead, fmt.Sprintf("read the index of %d stream(s)", len(indexes)))
+	checked := map[string]*metav1.Time{}
+	for _, t := range ds.Status.Streams {
+		checked[t.Name] = t.IndexChecked
+	}
 	r.setTotals(ds, indexes)
+	// Every stream has its index; spec.index.recheckEvery may be checking
+	// some again, or indexing them again.
+	still, next, err := r.recheckIndexes(ctx, ds, checked)
+	if err != nil {
+		return reconcile.Result{}, true, err
+	}
+	r.indexed(ds, still)
+	ds.Status.Indexed = fmt.Sprintf("%d/%d", len(ds.Spec.Streams), len(ds.Spec.Streams))
+	p.recheckAfter = next
 	return reconcile.Result{}, false, nil
 }
 

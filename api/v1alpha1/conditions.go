@@ -35,6 +35,10 @@ const (
 	// (spec.index); ReasonIndexingFailed: one of them failed.
 	ReasonIndexing       = "Indexing"
 	ReasonIndexingFailed = "IndexingFailed"
+	// ReasonSourceChanged is the reason of the Warning event for an
+	// indexed stream whose source changed while jobs hold committed
+	// progress on the plan of its index (spec.index.recheckEvery).
+	ReasonSourceChanged = "SourceChanged"
 	// ReasonShardSkipped is the reason of the Warning event for shards a
 	// job's sidecars delivered as pad rows (onCorruptShard: skip).
 	ReasonShardSkipped = "ShardSkipped"

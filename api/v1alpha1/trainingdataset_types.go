@@ -1010,6 +1010,16 @@ type IndexJob struct {
 	// on from them when it is resumed).
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// RecheckEvery, if set, has the operator list each stream it indexes
+	// again this often (a listing Job) and compare it with the stream's
+	// index, as `shardfeed plan` does: a source whose objects were added,
+	// removed, resized or rewritten is indexed again while no job holds
+	// committed progress on the dataset's plan (a job keeps the plan it
+	// started with; the dataset then says the source changed and waits).
+	// Each check lists the whole stream: hours, for large ones.
+	// +optional
+	RecheckEvery *metav1.Duration `json:"recheckEvery,omitempty"`
 }
 
 // Defaults of spec.index.
@@ -1251,6 +1261,10 @@ type StreamTotals struct {
 	Bytes int64 `json:"bytes"`
 	// Shards in the stream.
 	Shards int64 `json:"shards"`
+	// IndexChecked is when the operator last listed the stream and found
+	// its source as its index says (spec.index.recheckEvery).
+	// +optional
+	IndexChecked *metav1.Time `json:"indexChecked,omitempty"`
 }
 
 // JobProgress is the committed progress of one training job.
@@ -1377,6 +1391,11 @@ const (
 	IndexingMerging   = "Merging"
 	IndexingSuspended = "Suspended"
 	IndexingFailed    = "Failed"
+	// IndexingChecking lists an indexed stream again to compare it with
+	// its index (spec.index.recheckEvery); IndexingHeld found it changed
+	// while jobs hold committed progress on the plan of its index.
+	IndexingChecking = "Checking"
+	IndexingHeld     = "Held"
 )
 
 // StreamIndexing is where the operator's indexing of a stream stands: its
@@ -1385,7 +1404,9 @@ type StreamIndexing struct {
 	// Name is the stream's.
 	Name string `json:"name"`
 	// Phase is Listing, Indexing (the parts), Merging, Suspended or
-	// Failed (the IndexResolved condition says why).
+	// Failed (the IndexResolved condition says why); of an indexed stream
+	// checked again, Checking, or Held when its source changed and jobs
+	// hold committed progress on the plan of its index.
 	Phase string `json:"phase"`
 	// Job is the Job of the phase.
 	// +optional

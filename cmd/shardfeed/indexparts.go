@@ -37,6 +37,8 @@ type partsFlags struct {
 	// name, if set, records the run under it for whoever runs the steps
 	// (the operator's Jobs): its totals, and the parts' progress.
 	name string
+	// ifChanged cuts no run where the listing is the index's own.
+	ifChanged bool
 }
 
 func (p *partsFlags) add(cmd *cobra.Command) {
@@ -46,6 +48,7 @@ func (p *partsFlags) add(cmd *cobra.Command) {
 	f.BoolVar(&p.merge, "merge-parts", false, "index in parts, step 3: merge every part of the run into the stream's index, byte for byte the one a single run writes, then remove the run's files (unless --keep-parts)")
 	f.StringVar(&p.run, "run", "", "with --part or --merge-parts: the run (--list-parts prints it; default: the run last listed with the same options)")
 	f.BoolVar(&p.keep, "keep-parts", false, "with --merge-parts: keep the run's files")
+	f.BoolVar(&p.ifChanged, "if-changed", false, "with --list-parts: where the stream has an index of the very objects listed (keys, sizes, version tags), cut no run and say so (recorded under --record-run's name as unchanged): the operator's spec.index.recheckEvery")
 	f.StringVar(&p.name, "record-run", "", "with --list-parts: also record the run and its totals under this name (_shardfeed/parts/named-NAME.json), for a program that runs the steps (the operator's indexing Jobs) to read; with --merge-parts: remove that record; with any step: record why it failed (named-NAME.failed.json)")
 }
 
@@ -68,6 +71,8 @@ func (p *partsFlags) on() (bool, error) {
 		return false, errors.New("--list-parts makes its run: drop --run")
 	case p.keep && !p.merge:
 		return false, errors.New("--keep-parts goes with --merge-parts")
+	case p.ifChanged && p.list == 0:
+		return false, errors.New("--if-changed goes with --list-parts")
 	case p.name != "" && n == 0:
 		return false, errors.New("--record-run goes with --list-parts, --part or --merge-parts")
 	case p.name != "":
@@ -116,6 +121,14 @@ func (o *indexOptions) listParts(ctx context.Context, st, ist store.Store, opts 
 	}
 	if len(pl.Objects) > 0 && pl.Head > indexparts.MaxHead {
 		return fmt.Errorf("the first %d objects hold no sample: more than %d, which every part would index again; remove them or index in one run", pl.Head-1, indexparts.MaxHead)
+	}
+	if o.inParts.ifChanged {
+		if same, err := o.listedAsIndexed(ctx, ist, pl.Listing); err != nil || same {
+			if err != nil {
+				return err
+			}
+			return o.recordUnchanged(ctx, ist, pl.Objects, start)
+		}
 	}
 	key := opts.Key(o.kind)
 	n := o.inParts.list
@@ -439,4 +452,37 @@ func (o *indexOptions) recordFailure(ctx context.Context, ist store.Store, name 
 	if werr := putJSON(wctx, ist, jobrecords.FailureKey(name), f); werr != nil {
 		_, _ = fmt.Fprintf(o.out, "warning: the failure was not recorded for the operator: %v\n", werr)
 	}
+}
+
+// listedAsIndexed says whether the stream's index there lists the very
+// objects listed now. No index, or one that recorded no listing, is
+// not.
+func (o *indexOptions) listedAsIndexed(ctx context.Context, ist store.Store, now *indexfile.Listing) (bool, error) {
+	l, _, err := index.ReadStoreIndexOf(ctx, ist, 0, o.kind)
+	if missing := (*index.MissingError)(nil); errors.As(err, &missing) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("--if-changed: reading the index to compare: %w", err)
+	}
+	was := l.File.Listing
+	return was != nil && now != nil && was.Objects == now.Objects && was.Digest == now.Digest &&
+		was.ObjectList == now.ObjectList && was.Shards == now.Shards, nil
+}
+
+// recordUnchanged says (and records under the run's name) that the
+// listing found the index's objects.
+func (o *indexOptions) recordUnchanged(ctx context.Context, ist store.Store, objs []store.Object, start time.Time) error {
+	var bytes int64
+	for _, obj := range objs {
+		bytes += obj.Size
+	}
+	if name := o.inParts.name; name != "" {
+		if err := putJSON(ctx, ist, jobrecords.ListedKey(name), jobrecords.Listed{Objects: int64(len(objs)), Bytes: bytes, Unchanged: true}); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(o.out, "listed %d objects (%s): the stream's index lists these very objects, unchanged since it was written (%s); no run cut\n",
+		len(objs), bytesize.Human(bytes), time.Since(start).Round(time.Millisecond))
+	return err
 }

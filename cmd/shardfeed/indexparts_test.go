@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -431,5 +432,52 @@ func TestAFailedStepOfANamedRunRecordsWhy(t *testing.T) {
 	}
 	if f.Step != "part" || f.Part != 1 || f.Run != listed.Run || !strings.Contains(f.Error, "obj-06.jsonl") || !strings.Contains(f.Error, "list the parts again") || time.Since(f.Time) > time.Minute {
 		t.Errorf("the failure recorded is %+v: want part 1 of run %s, naming obj-06.jsonl and the fix", f, listed.Run)
+	}
+}
+
+// --if-changed cuts no run over the very objects the index lists, and
+// records so; an object added since is a change, and a run is cut.
+func TestIfChangedListsAndCutsARunOnlyForAChangedSource(t *testing.T) {
+	for _, form := range []string{"json", "compact"} {
+		t.Run(form, func(t *testing.T) {
+			dir := t.TempDir()
+			textObjects(t, dir, "jsonl")
+			args := []string{"index", "file://" + dir + "/", "--format", "jsonl", "--shard-size", "1KiB", "--index-form", form}
+			check := append(slices.Clone(args), "--list-parts", "2", "--record-run", "ns.check", "--if-changed")
+			if out, err := runCLI(t, check...); err != nil || strings.Contains(out, "unchanged") {
+				t.Fatalf("a stream with no index was found unchanged (%v):\n%s", err, out)
+			}
+			mustRun(t, args...)
+			listed := func() jobrecords.Listed {
+				t.Helper()
+				data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(jobrecords.ListedKey("ns.check"))))
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := jobrecords.ParseListed(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			if out := mustRun(t, check...); !strings.Contains(out, "unchanged since it was written") {
+				t.Fatalf("the indexed stream listed again was not found unchanged:\n%s", out)
+			}
+			if l := listed(); !l.Unchanged || l.Run != "" || l.Objects != 7 {
+				t.Fatalf("recorded %+v, want 7 objects unchanged", l)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "obj-07.jsonl"), []byte("{\"id\": 1, \"t\": \"y\"}\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out := mustRun(t, check...); strings.Contains(out, "unchanged") {
+				t.Fatalf("an object added was not a change:\n%s", out)
+			}
+			if l := listed(); l.Unchanged || l.Objects != 8 || l.Parts != 2 || indexparts.CheckRun(l.Run) != nil {
+				t.Fatalf("recorded %+v, want a run of 8 objects in 2 parts", l)
+			}
+		})
+	}
+	if _, err := runCLI(t, "index", "file:///tmp/x/", "--if-changed"); err == nil || !strings.Contains(err.Error(), "--if-changed goes with --list-parts") {
+		t.Errorf("--if-changed alone: %v", err)
 	}
 }

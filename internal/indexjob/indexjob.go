@@ -78,6 +78,9 @@ type Input struct {
 	// Run is the run the Parts and Merge phases index and merge: the one
 	// the listing recorded under RunName.
 	Run string
+	// IfChanged makes the List phase a check of an indexed stream: it
+	// cuts no run where the listing is the index's (spec.index.recheckEvery).
+	IfChanged bool
 	// Image is the operator's sidecar image (its own, or the dataset's
 	// within the platform's allow-list): the pods receive credentials.
 	Image       string
@@ -192,7 +195,11 @@ func phaseArgs(in Input, stream string, spec *datav1alpha1.IndexJob) ([]string, 
 	name := RunName(in.Dataset, stream)
 	if in.Phase == List {
 		parts := ptr.Deref(spec.Parallelism, datav1alpha1.DefaultIndexParallelism)
-		return append(args, "--list-parts", strconv.Itoa(int(parts)), "--record-run", name), 1, nil
+		args = append(args, "--list-parts", strconv.Itoa(int(parts)), "--record-run", name)
+		if in.IfChanged {
+			args = append(args, "--if-changed")
+		}
+		return args, 1, nil
 	}
 	if err := indexparts.CheckRun(in.Run); err != nil {
 		return nil, 0, fmt.Errorf("the listing recorded no run: %w", err)
@@ -209,6 +216,16 @@ func phaseArgs(in Input, stream string, spec *datav1alpha1.IndexJob) ([]string, 
 		return append(args, "--merge-parts", "--run", in.Run, "--record-run", name), 1, nil
 	}
 	return nil, 0, fmt.Errorf("no indexing phase %q", in.Phase)
+}
+
+// IsCheck says whether a List Job checks an indexed stream (--if-changed).
+func IsCheck(job *batchv1.Job) bool {
+	for _, c := range job.Spec.Template.Spec.Containers {
+		if slices.Contains(c.Args, "--if-changed") {
+			return true
+		}
+	}
+	return false
 }
 
 // RunOf is the run a Parts or Merge Job indexes (its --run), "" for

@@ -286,6 +286,13 @@ func TestThePartsAndMergeJobsSayTheirRun(t *testing.T) {
 	if got := RunOf(list); got != "" {
 		t.Errorf("the list Job says it has run %q", got)
 	}
+	check, err := Build(Input{Dataset: dataset(x), Phase: List, Image: "img", IfChanged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if IsCheck(list) || !IsCheck(check) || !slices.Contains(check.Spec.Template.Spec.Containers[0].Args, "--if-changed") {
+		t.Errorf("a listing is a check: %v; a check: %v", IsCheck(list), IsCheck(check))
+	}
 	if name := RunName(dataset(x), "pages"); jobrecords.CheckName(name) != nil {
 		t.Errorf("RunName %q is not a name the CLI takes: %v", name, jobrecords.CheckName(name))
 	}

@@ -45,6 +45,9 @@ type Listed struct {
 	Objects int64  `json:"objects"`
 	Bytes   int64  `json:"bytes"`
 	Parts   int    `json:"parts"`
+	// Unchanged says the listing (--if-changed) found the objects the
+	// stream's index lists: no run was cut, and Run is empty.
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // ParseListed reads a named run's record.
@@ -57,10 +60,14 @@ func ParseListed(data []byte) (Listed, error) {
 		return l, err
 	}
 	switch {
-	case indexparts.CheckRun(l.Run) != nil:
-		return l, indexparts.CheckRun(l.Run)
 	case l.Objects < 0 || l.Bytes < 0:
 		return l, fmt.Errorf("%d objects of %d bytes", l.Objects, l.Bytes)
+	case l.Unchanged:
+		if l.Run != "" || l.Parts != 0 {
+			return l, fmt.Errorf("unchanged, with run %q of %d parts", l.Run, l.Parts)
+		}
+	case indexparts.CheckRun(l.Run) != nil:
+		return l, indexparts.CheckRun(l.Run)
 	case l.Parts < 1 || l.Parts > indexparts.MaxParts:
 		return l, fmt.Errorf("%d parts: 1 to %d", l.Parts, indexparts.MaxParts)
 	}

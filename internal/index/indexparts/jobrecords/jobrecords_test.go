@@ -17,7 +17,7 @@ func FuzzParseRecords(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, which int) {
 		switch which % 3 {
 		case 0:
-			if l, err := ParseListed(data); err == nil && (l.Parts < 1 || l.Objects < 0 || l.Bytes < 0) {
+			if l, err := ParseListed(data); err == nil && (l.Parts < 1 && !l.Unchanged || l.Objects < 0 || l.Bytes < 0 || l.Unchanged && l.Run != "") {
 				t.Fatalf("a named run out of bounds was read: %+v", l)
 			}
 		case 1:
@@ -40,6 +40,8 @@ func TestNamedRunsAndProgressAreReadStrictly(t *testing.T) {
 		ok         bool
 	}{
 		{name: "listed", data: `{"run":"` + run + `","objects":10,"bytes":100,"parts":2}`, ok: true},
+		{name: "unchanged", data: `{"run":"","objects":10,"bytes":100,"parts":0,"unchanged":true}`, ok: true},
+		{name: "unchanged with a run", data: `{"run":"` + run + `","objects":10,"bytes":100,"parts":2,"unchanged":true}`},
 		{name: "listed, no parts", data: `{"run":"` + run + `","objects":10,"bytes":100,"parts":0}`},
 		{name: "listed, too many parts", data: `{"run":"` + run + `","objects":10,"bytes":100,"parts":100001}`},
 		{name: "listed, negative", data: `{"run":"` + run + `","objects":-1,"bytes":100,"parts":2}`},

@@ -61,7 +61,10 @@ type planSummary struct {
 	MinCacheBytes   map[int]int64              `json:"minCacheBytes,omitempty"`
 	Conditions      []metav1.Condition         `json:"conditions,omitempty"`
 	Jobs            []datav1alpha1.JobProgress `json:"jobs,omitempty"`
-	spec            datav1alpha1.TrainingDatasetSpec
+	// Indexed and Indexing are the operator's indexing (spec.index).
+	Indexed  string                        `json:"indexed,omitempty"`
+	Indexing []datav1alpha1.StreamIndexing `json:"indexing,omitempty"`
+	spec     datav1alpha1.TrainingDatasetSpec
 	// inputs are the plan's fingerprint with its inputs (the plan
 	// ConfigMap's), to name what changed for a job on another plan.
 	inputs planner.Fingerprint
@@ -80,7 +83,7 @@ func readPlan(ctx context.Context, cl client.Client, ns, name string) (*planSumm
 	}
 	s := &planSummary{Dataset: name, Namespace: ns, Fingerprint: ds.Status.PlanFingerprint, Samples: ds.Status.Samples,
 		NumSplits: ds.Spec.NumSplits, GlobalBatchSize: ds.Spec.GlobalBatchSize, StepsPerEpoch: ds.Status.StepsPerEpoch,
-		Conditions: ds.Status.Conditions, Jobs: ds.Status.Jobs, spec: ds.Spec}
+		Conditions: ds.Status.Conditions, Jobs: ds.Status.Jobs, Indexed: ds.Status.Indexed, Indexing: ds.Status.Indexing, spec: ds.Spec}
 	cmName := ds.Status.PlanConfigMap
 	if cmName == "" {
 		cmName = configmaps.PlanName(name)
@@ -140,6 +143,16 @@ func writePlan(out io.Writer, s *planSummary) error {
 			r.printf("  %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
 		}
 	}
+	if len(s.Indexing) > 0 {
+		r.printf("\nIndexing in the cluster (streams indexed %s):\n", s.Indexed)
+		rows := [][]string{{"STREAM", "PHASE", "OBJECTS", "BYTES", "PARTS", "RATE", "ETA", "JOB"}}
+		for _, x := range s.Indexing {
+			rows = append(rows, []string{x.Name, x.Phase, fmt.Sprintf("%d/%d", x.ObjectsRead, x.Objects),
+				bytesize.Human(x.BytesRead) + "/" + bytesize.Human(x.Bytes), fmt.Sprintf("%d/%d", x.PartsDone, x.Parts),
+				cmpOr(x.Rate, "-"), cmpOr(x.ETA, "-"), cmpOr(x.Job, "-")})
+		}
+		r.table(rows)
+	}
 	if len(s.Jobs) > 0 {
 		r.println("\nJobs (kubectl shardfeed progress " + s.Dataset + " JOB for one):")
 		rows := [][]string{{"JOB", "EPOCH", "STEP", "PODS", "RANKS"}}
@@ -181,4 +194,12 @@ func writeManifest(out io.Writer, s *planSummary) error {
 	}
 	_, err = out.Write(b)
 	return err
+}
+
+// cmpOr is s, or dflt where s is empty.
+func cmpOr(s, dflt string) string {
+	if s == "" {
+		return dflt
+	}
+	return s
 }

@@ -115,6 +115,15 @@ func RunMonitoring(ctx context.Context, o Options) (*MonitoringReport, error) {
 	if err := c.Client.Create(ctx, broken); err != nil {
 		return nil, err
 	}
+	// A dataset the operator is to index (spec.index), suspended: its
+	// stream's indexing shows on the dashboard's indexing row.
+	unindexed := broken.DeepCopy()
+	unindexed.ObjectMeta = metav1.ObjectMeta{Name: "unindexed", Namespace: starvedNamespace}
+	unindexed.Spec.Streams = slices.DeleteFunc(unindexed.Spec.Streams, func(s datav1alpha1.Stream) bool { return s.Format == datav1alpha1.FormatMDS })
+	unindexed.Spec.Index = &datav1alpha1.IndexJob{WriteCredentialsSecretRef: datav1alpha1.SecretReference{Name: secretName}, Suspend: true}
+	if err := c.Client.Create(ctx, unindexed); err != nil {
+		return nil, err
+	}
 
 	c.Step("Prometheus (bin/prometheus) scraping the manager and the sidecars as the chart's monitors say, with its rules (each `for` %s, each 5-minute window %s)", alertFor, alertWindow)
 	p, err := c.StartPrometheus(ctx, alertFor, alertWindow)

@@ -28,6 +28,9 @@ type latencyCurve struct {
 	delay        time.Duration
 	concurrency  []int
 	listParallel int
+	// parts are runs in parts, as the operator's Jobs index: P processes
+	// at once (a pod each), each at --concurrency C, written "PxC".
+	parts []string
 }
 
 // shortLatency is make test's one small point; the full curve
@@ -35,8 +38,8 @@ type latencyCurve struct {
 // SHARDFEED_LATENCY_OBJECTS, SHARDFEED_LATENCY_DELAY and
 // SHARDFEED_LATENCY_CONCURRENCY.
 var (
-	shortLatency = latencyCurve{objects: 100, delay: 30 * time.Millisecond, concurrency: []int{16}, listParallel: 16}
-	fullLatency  = latencyCurve{objects: 10_000, delay: 30 * time.Millisecond, concurrency: []int{1, 4, 16, 64, 256}, listParallel: 16}
+	shortLatency = latencyCurve{objects: 100, delay: 30 * time.Millisecond, concurrency: []int{16}, listParallel: 16, parts: []string{"2x8"}}
+	fullLatency  = latencyCurve{objects: 10_000, delay: 30 * time.Millisecond, concurrency: []int{1, 4, 16, 64, 256}, listParallel: 16, parts: []string{"4x16", "4x64"}}
 )
 
 func latencyCurveFromEnv(t *testing.T) latencyCurve {
@@ -68,7 +71,30 @@ func latencyCurveFromEnv(t *testing.T) latencyCurve {
 			c.concurrency = append(c.concurrency, n)
 		}
 	}
+	if v, ok := os.LookupEnv("SHARDFEED_LATENCY_PARTS"); ok {
+		c.parts = nil
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			if _, _, err := partsOf(f); err != nil {
+				t.Fatalf("SHARDFEED_LATENCY_PARTS=%q: %v", v, err)
+			}
+			c.parts = append(c.parts, f)
+		}
+	}
 	return c
+}
+
+// partsOf reads "PxC": P processes at --concurrency C each.
+func partsOf(s string) (processes, concurrency int, err error) {
+	p, c, ok := strings.Cut(s, "x")
+	processes, perr := strconv.Atoi(p)
+	concurrency, cerr := strconv.Atoi(c)
+	if !ok || perr != nil || cerr != nil || processes < 1 || concurrency < 1 {
+		return 0, 0, fmt.Errorf("%q is not PxC (processes x concurrency, like 4x16)", s)
+	}
+	return processes, concurrency, nil
 }
 
 // TestIntegrationIndexesThroughAStoresLatency indexes a stream of Parquet
@@ -137,6 +163,50 @@ func TestIntegrationIndexesThroughAStoresLatency(t *testing.T) {
 		rows = append(rows, fmt.Sprintf("| %d | %s | %d | %d | %d | %d | %d | %.0f | %.0f |\n", conc, took.Round(10*time.Millisecond),
 			n.Requests(), n.List, n.GetRanged, n.Get+n.Head, n.Put+n.Other, float64(n.Requests())/took.Seconds(), float64(c.objects)/took.Seconds()))
 	}
+	// In parts, as the operator's Jobs index: one listing, P processes at
+	// once, one merge; the index the one a single run wrote.
+	single := objectBytes(ctx, t, bucket, "lat/_shardfeed/index.sfi")
+	for _, shape := range c.parts {
+		processes, conc, _ := partsOf(shape)
+		proxy.Reset()
+		base := []string{"index", "s3://" + bucket + "/lat/", "--endpoint", proxy.URL(), "--insecure", "--credentials-dir", creds,
+			"--index-form", "compact", "--list-parallel", strconv.Itoa(c.listParallel)}
+		began := time.Now()
+		out, err := exec.CommandContext(ctx, shardfeedBinary, append(base, "--list-parts", strconv.Itoa(processes))...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: --list-parts: %v\n%s", shape, err, out)
+		}
+		m := regexp.MustCompile(`run ([0-9a-f]{16}) under`).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("%s: --list-parts named no run:\n%s", shape, out)
+		}
+		run := string(m[1])
+		listed := time.Since(began)
+		pg, pctx := errgroup.WithContext(ctx)
+		for k := range processes {
+			pg.Go(func() error {
+				out, err := exec.CommandContext(pctx, shardfeedBinary, append(base, "--part", strconv.Itoa(k), "--run", run, "--concurrency", strconv.Itoa(conc))...).CombinedOutput()
+				if err != nil {
+					return fmt.Errorf("--part %d: %w\n%s", k, err, out)
+				}
+				return nil
+			})
+		}
+		if err := pg.Wait(); err != nil {
+			t.Fatalf("%s: %v", shape, err)
+		}
+		if out, err := exec.CommandContext(ctx, shardfeedBinary, append(base, "--merge-parts", "--run", run)...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: --merge-parts: %v\n%s", shape, err, out)
+		}
+		took := time.Since(began)
+		if got := objectBytes(ctx, t, bucket, "lat/_shardfeed/index.sfi"); !bytes.Equal(got, single) {
+			t.Fatalf("%s: the index merged from parts differs from the one run's", shape)
+		}
+		n := proxy.Counts()
+		t.Logf("%s in parts: %s (listing %s), %s", shape, took.Round(10*time.Millisecond), listed.Round(10*time.Millisecond), n)
+		rows = append(rows, fmt.Sprintf("| %d processes × %d (in parts: list, parts, merge) | %s | %d | %d | %d | %d | %d | %.0f | %.0f |\n", processes, conc,
+			took.Round(10*time.Millisecond), n.Requests(), n.List, n.GetRanged, n.Get+n.Head, n.Put+n.Other, float64(n.Requests())/took.Seconds(), float64(c.objects)/took.Seconds()))
+	}
 	report := fmt.Sprintf("\n`shardfeed index` of %d Parquet objects (%s each) in %d directories on MinIO through the latency proxy "+
 		"(%s before each request, no rate limit; --list-parallel %d), at each --concurrency:\n\n"+
 		"| --concurrency | took | requests | lists | ranged GETs | whole GETs and HEADs | PUTs and other | requests a second | objects a second |\n"+
@@ -164,4 +234,19 @@ func appendReport(t *testing.T, section string) {
 	if err := f.Close(); err != nil {
 		t.Error(err)
 	}
+}
+
+// objectBytes reads an object of bucket.
+func objectBytes(ctx context.Context, t *testing.T, bucket, key string) []byte {
+	t.Helper()
+	obj, err := minioServer.Client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = obj.Close() }()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(obj); err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return b.Bytes()
 }

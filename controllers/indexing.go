@@ -162,16 +162,16 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 	stream := ds.Spec.Streams[i].Name
 	state := indexingState{StreamIndexing: datav1alpha1.StreamIndexing{Name: stream, StartTime: before.StartTime,
 		Parts: before.Parts, Objects: before.Objects, Bytes: before.Bytes}}
-	phases := []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge}
-	jobs := map[indexjob.Phase]*batchv1.Job{}
+	phases := indexPhases
+	jobs, err := r.indexJobs(ctx, ds, stream)
+	if err != nil {
+		return indexingState{}, err
+	}
 	for _, phase := range phases {
-		job := &batchv1.Job{}
-		err := r.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: indexjob.JobName(ds.Name, stream, phase)}, job)
+		job := jobs[phase]
 		switch {
-		case apierrors.IsNotFound(err):
+		case job == nil:
 			continue
-		case err != nil:
-			return indexingState{}, err
 		case !metav1.IsControlledBy(job, ds):
 			return state.stop(phase, job.Name, fmt.Sprintf("the Job %s is not this dataset's: delete or rename it", job.Name)), nil
 		case job.DeletionTimestamp != nil:
@@ -180,7 +180,6 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 			state.doing = fmt.Sprintf("the operator waits for the Job %s to go, to start over", job.Name)
 			return state, nil
 		}
-		jobs[phase] = job
 		if phase == indexjob.List && state.StartTime == nil {
 			state.StartTime = ptr.To(job.CreationTimestamp)
 		}
@@ -240,10 +239,30 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 	return r.deleteIndexJobs(ctx, ds, stream, state)
 }
 
+// indexPhases are the phases of a stream's indexing, in order.
+var indexPhases = []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge}
+
+// indexJobs gets the Jobs there are of a stream's indexing, by phase
+// (whoever's they are: the callers look).
+func (r *TrainingDatasetReconciler) indexJobs(ctx context.Context, ds *datav1alpha1.TrainingDataset, stream string) (map[indexjob.Phase]*batchv1.Job, error) {
+	jobs := map[indexjob.Phase]*batchv1.Job{}
+	for _, phase := range indexPhases {
+		job := &batchv1.Job{}
+		switch err := r.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: indexjob.JobName(ds.Name, stream, phase)}, job); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		default:
+			jobs[phase] = job
+		}
+	}
+	return jobs, nil
+}
+
 // deleteIndexJobs deletes a stream's indexing Jobs, for the next
 // reconcile to start over (from the parts there are).
 func (r *TrainingDatasetReconciler) deleteIndexJobs(ctx context.Context, ds *datav1alpha1.TrainingDataset, stream string, state indexingState) (indexingState, error) {
-	for _, phase := range []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge} {
+	for _, phase := range indexPhases {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ds.Namespace, Name: indexjob.JobName(ds.Name, stream, phase)}}
 		if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return indexingState{}, err

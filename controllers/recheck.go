@@ -7,7 +7,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -131,19 +130,14 @@ func setChecked(ds *datav1alpha1.TrainingDataset, stream string, at time.Time) {
 // or held while jobs hold committed progress.
 func (r *TrainingDatasetReconciler) recheckStream(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, before datav1alpha1.StreamIndexing) (*indexingState, time.Time, error) {
 	stream := ds.Spec.Streams[i].Name
-	jobs := map[indexjob.Phase]*batchv1.Job{}
-	for _, phase := range []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge} {
-		job := &batchv1.Job{}
-		switch err := r.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: indexjob.JobName(ds.Name, stream, phase)}, job); {
-		case apierrors.IsNotFound(err):
-			continue
-		case err != nil:
-			return nil, time.Time{}, err
-		}
+	jobs, err := r.indexJobs(ctx, ds, stream)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	for phase, job := range jobs {
 		if !metav1.IsControlledBy(job, ds) {
-			continue // the dataset is planned on its index; the check waits for the name
+			delete(jobs, phase) // the dataset is planned on its index; the check waits for the name
 		}
-		jobs[phase] = job
 	}
 	if m := jobs[indexjob.Merge]; m != nil && jobComplete(m) {
 		return nil, completedAt(m), nil // indexed again: the index read is the new one
@@ -197,14 +191,16 @@ func (r *TrainingDatasetReconciler) hold(ds *datav1alpha1.TrainingDataset, strea
 func (r *TrainingDatasetReconciler) startCheck(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int) (indexingState, error) {
 	stream := ds.Spec.Streams[i].Name
 	state := indexingState{StreamIndexing: datav1alpha1.StreamIndexing{Name: stream}}
+	jobs, err := r.indexJobs(ctx, ds, stream)
+	if err != nil {
+		return state, err
+	}
 	gone := true
-	for _, phase := range []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge} {
-		job := &batchv1.Job{}
-		switch err := r.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: indexjob.JobName(ds.Name, stream, phase)}, job); {
-		case apierrors.IsNotFound(err):
+	for _, phase := range indexPhases {
+		job := jobs[phase]
+		switch {
+		case job == nil:
 			continue
-		case err != nil:
-			return state, err
 		case !metav1.IsControlledBy(job, ds):
 			return state.stop(phase, job.Name, fmt.Sprintf("the Job %s is not this dataset's: delete or rename it to check the stream again", job.Name)), nil
 		}

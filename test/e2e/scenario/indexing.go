@@ -172,14 +172,7 @@ func (c *Cluster) indexingStory(ctx context.Context, proxy *testenv.SlowProxy, r
 	if err != nil {
 		return err
 	}
-	if err := e.WaitJobDone(ctx, job, 5*time.Minute); err != nil {
-		return err
-	}
-	st, err := e.State(ctx)
-	if err != nil {
-		return err
-	}
-	if rep.Lineage, err = e.CheckLineage(ctx, st); err != nil {
+	if rep.Lineage, err = e.LineageOf(ctx, job, 5*time.Minute); err != nil {
 		return err
 	}
 	c.Detail("%s", rep.Lineage.Summary())

@@ -213,14 +213,7 @@ func (c *Cluster) kueueStory(ctx context.Context, rep *KueueReport) error {
 			rep.Attempts = append(rep.Attempts, a)
 		}
 	}
-	if err := e.WaitJobDone(ctx, low, 10*time.Minute); err != nil {
-		return err
-	}
-	st, err := e.State(ctx)
-	if err != nil {
-		return err
-	}
-	if rep.Lineage, err = e.CheckLineage(ctx, st); err != nil {
+	if rep.Lineage, err = e.LineageOf(ctx, low, 10*time.Minute); err != nil {
 		return err
 	}
 	c.Detail("Kueue: %s", rep.Lineage.Summary())

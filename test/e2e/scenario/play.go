@@ -310,6 +310,19 @@ func (e *Env) WaitJobDone(ctx context.Context, job *batchv1.Job, timeout time.Du
 	return WaitFor(ctx, timeout, "Job "+job.Name+" to complete", func() (bool, error) { return e.jobDone(ctx, job) })
 }
 
+// LineageOf waits until job completed, then checks what the story's job
+// committed against `shardfeed plan --ids`.
+func (e *Env) LineageOf(ctx context.Context, job *batchv1.Job, timeout time.Duration) (Lineage, error) {
+	if err := e.WaitJobDone(ctx, job, timeout); err != nil {
+		return Lineage{}, err
+	}
+	st, err := e.State(ctx)
+	if err != nil {
+		return Lineage{}, err
+	}
+	return e.CheckLineage(ctx, st)
+}
+
 // StartJob creates Indexed Job <job>-<pods> running the e2e trainer.
 func (e *Env) StartJob(ctx context.Context, pods int) (*batchv1.Job, error) {
 	return e.startJob(ctx, pods)

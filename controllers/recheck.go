@@ -31,12 +31,22 @@ func recheckIn(ds *datav1alpha1.TrainingDataset, now time.Time) (time.Duration, 
 	if every == 0 {
 		return 0, false
 	}
-	if len(ds.Status.Indexing) > 0 {
-		return 0, true
+	waiting := map[string]bool{}
+	for _, x := range ds.Status.Indexing {
+		switch x.Phase {
+		case datav1alpha1.IndexingHeld, datav1alpha1.IndexingFailed, datav1alpha1.IndexingSuspended:
+			// Waiting for the jobs, a fix or spec.index.suspend, not for
+			// a Job: each commit of a job training meanwhile must not
+			// cost a read of the indexes (the full reconcile every
+			// indexRecheck looks again).
+			waiting[x.Name] = true
+		default:
+			return 0, true
+		}
 	}
 	next := every
 	for i, s := range ds.Spec.Streams {
-		if indexedInCluster(ds, i) {
+		if indexedInCluster(ds, i) && !waiting[s.Name] {
 			next = min(next, max(checkedAt(ds, s.Name, now).Add(every).Sub(now), 0))
 		}
 	}
@@ -213,8 +223,11 @@ func (r *TrainingDatasetReconciler) startCheck(ctx context.Context, ds *datav1al
 	}
 	name := indexjob.JobName(ds.Name, stream, indexjob.List)
 	state.show(indexjob.List, name, ds.Spec.Index.Suspend)
+	if ds.Spec.Index.Suspend {
+		return state, nil
+	}
 	state.Phase = datav1alpha1.IndexingChecking
-	if !gone || ds.Spec.Index.Suspend {
+	if !gone {
 		return state, nil
 	}
 	refused, err := r.createIndexJob(ctx, ds, indexjob.Input{Stream: i, Phase: indexjob.List, IfChanged: true})

@@ -34,6 +34,10 @@ func TestAChecksDueTimeDecidesTheFastPath(t *testing.T) {
 		{"due", dataset(time.Hour, at(2*time.Hour)), 0, true},
 		{"never checked: an interval from now", dataset(time.Hour, nil), time.Hour, true},
 		{"a check running", dataset(time.Hour, at(time.Minute), datav1alpha1.StreamIndexing{Name: "p", Phase: datav1alpha1.IndexingChecking}), 0, true},
+		{"indexing again", dataset(time.Hour, at(2*time.Hour), datav1alpha1.StreamIndexing{Name: "p", Phase: datav1alpha1.IndexingParts}), 0, true},
+		// Held for the jobs training: their commits take the fast path.
+		{"held", dataset(time.Hour, at(2*time.Hour), datav1alpha1.StreamIndexing{Name: "p", Phase: datav1alpha1.IndexingHeld}), time.Hour, true},
+		{"failed", dataset(time.Hour, at(2*time.Hour), datav1alpha1.StreamIndexing{Name: "p", Phase: datav1alpha1.IndexingFailed}), time.Hour, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, ok := recheckIn(tc.ds, now)

@@ -7,6 +7,7 @@ shardfeed command, MinIO and kube-apiserver."""
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -144,8 +145,17 @@ def test_the_manifest_from_uri_writes_applies_to_a_cluster_unchanged(minio, buck
     kubectl = [str(ROOT / "bin" / "kubectl")]
     crd = ROOT / "config" / "crd" / "bases" / "data.shardfeed.io_trainingdatasets.yaml"
     subprocess.run([*kubectl, "apply", "--server-side", "-f", str(crd)], env=env, check=True, capture_output=True, timeout=60)
-    subprocess.run([*kubectl, "wait", "--for=condition=Established", "crd/trainingdatasets.data.shardfeed.io", "--timeout=60s"],
-                   env=env, check=True, capture_output=True, timeout=90)
+    # kubectl wait fails at once while the new CRD has no conditions yet
+    # ("accessor error: <nil>"): the API server is polled instead.
+    deadline = time.monotonic() + 60
+    while True:
+        got = subprocess.run([*kubectl, "get", "crd/trainingdatasets.data.shardfeed.io", "-o",
+                              "jsonpath={.status.conditions[?(@.type=='Established')].status}"],
+                             env=env, capture_output=True, text=True, timeout=60)
+        if got.stdout.strip() == "True":
+            break
+        assert time.monotonic() < deadline, f"the CRD is not Established after 60 s: {got.stdout} {got.stderr}"
+        time.sleep(0.2)
     ns = f"py-{bucket[-8:]}"
     subprocess.run([*kubectl, "create", "namespace", ns], env=env, check=True, capture_output=True, timeout=60)
     done = subprocess.run([*kubectl, "apply", "-n", ns, "-f", str(manifest)], env=env, capture_output=True, text=True, timeout=60)

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
@@ -78,7 +79,7 @@ func (r *TrainingDatasetReconciler) readListed(ctx context.Context, ds *datav1al
 // none done.
 func (r *TrainingDatasetReconciler) readIndexProgress(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, job *batchv1.Job, state *indexingState) error {
 	run := indexjob.RunOf(job)
-	parts := min(max(ptr32(job.Spec.Completions), 0), indexjob.MaxParts)
+	parts := min(max(int(ptr.Deref(job.Spec.Completions, 0)), 0), indexjob.MaxParts)
 	state.PartsDone = job.Status.Succeeded
 	progress := make([]jobrecords.Progress, parts)
 	err := r.withIndexStore(ctx, ds, i, func(ctx context.Context, ist store.Store) error {
@@ -142,13 +143,6 @@ func compactCount(n float64) string {
 		return fmt.Sprintf("%.0f", n)
 	}
 	return fmt.Sprintf("%.1f", n)
-}
-
-func ptr32(p *int32) int {
-	if p == nil {
-		return 0
-	}
-	return int(*p)
 }
 
 // readFailure reads why a step of stream i's indexing failed, as its pod

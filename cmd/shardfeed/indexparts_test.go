@@ -407,14 +407,7 @@ func TestAFailedStepOfANamedRunRecordsWhy(t *testing.T) {
 	args := []string{"index", "file://" + dir + "/", "--format", "jsonl", "--shard-size", "1KiB"}
 	const name = "ns.ds-index-list"
 	mustRun(t, append(args, "--list-parts", "2", "--record-run", name)...)
-	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(jobrecords.ListedKey(name))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	listed, err := jobrecords.ParseListed(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	listed := listedRecord(t, dir, name)
 	// An object of the last part grows after the listing.
 	if err := os.WriteFile(filepath.Join(dir, "obj-06.jsonl"), []byte("{\"id\": 1}\n{\"id\": 2}\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -422,7 +415,7 @@ func TestAFailedStepOfANamedRunRecordsWhy(t *testing.T) {
 	if _, err := runCLI(t, append(args, "--part", "1", "--run", listed.Run, "--record-run", name)...); err == nil {
 		t.Fatal("a part over a changed object was indexed")
 	}
-	data, err = os.ReadFile(filepath.Join(dir, filepath.FromSlash(jobrecords.FailureKey(name))))
+	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(jobrecords.FailureKey(name))))
 	if err != nil {
 		t.Fatalf("no failure recorded: %v", err)
 	}
@@ -448,18 +441,7 @@ func TestIfChangedListsAndCutsARunOnlyForAChangedSource(t *testing.T) {
 				t.Fatalf("a stream with no index was found unchanged (%v):\n%s", err, out)
 			}
 			mustRun(t, args...)
-			listed := func() jobrecords.Listed {
-				t.Helper()
-				data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(jobrecords.ListedKey("ns.check"))))
-				if err != nil {
-					t.Fatal(err)
-				}
-				l, err := jobrecords.ParseListed(data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return l
-			}
+			listed := func() jobrecords.Listed { return listedRecord(t, dir, "ns.check") }
 			if out := mustRun(t, check...); !strings.Contains(out, "unchanged since it was written") {
 				t.Fatalf("the indexed stream listed again was not found unchanged:\n%s", out)
 			}
@@ -480,4 +462,18 @@ func TestIfChangedListsAndCutsARunOnlyForAChangedSource(t *testing.T) {
 	if _, err := runCLI(t, "index", "file:///tmp/x/", "--if-changed"); err == nil || !strings.Contains(err.Error(), "--if-changed goes with --list-parts") {
 		t.Errorf("--if-changed alone: %v", err)
 	}
+}
+
+// listedRecord reads the run a listing in dir recorded under name.
+func listedRecord(t *testing.T, dir, name string) jobrecords.Listed {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(jobrecords.ListedKey(name))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := jobrecords.ParseListed(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // The bounds on what a store's SDK reads of a response itself. An
@@ -34,7 +35,18 @@ type objectBodyKey struct{}
 // ObjectBody marks a request's context as an object read: its 2xx body is
 // passed on uncapped, since the store's caller bounds what it reads.
 func ObjectBody(ctx context.Context) context.Context {
-	return context.WithValue(ctx, objectBodyKey{}, true)
+	return context.WithValue(ctx, objectBodyKey{}, (*atomic.Bool)(nil))
+}
+
+// HeldObjectBody is ObjectBody for an SDK that reads an object's headers
+// before it hands the body over and drains the body whole when it refuses
+// them (minio-go's one-request GET, on a Last-Modified it cannot parse):
+// until release is called the 2xx body is capped as an error's is, so a
+// hostile endpoint's endless body stops at the cap.
+func HeldObjectBody(ctx context.Context) (context.Context, func()) {
+	held := new(atomic.Bool)
+	held.Store(true)
+	return context.WithValue(ctx, objectBodyKey{}, held), func() { held.Store(false) }
 }
 
 // HTTPClient is the client of every request a store and its credentials
@@ -107,6 +119,12 @@ func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		capBytes = MaxErrorBody
 	case req.Context().Value(objectBodyKey{}) != nil:
+		held, _ := req.Context().Value(objectBodyKey{}).(*atomic.Bool)
+		if held == nil {
+			return resp, nil
+		}
+		resp.Body = &heldBody{ReadCloser: resp.Body, held: held,
+			capped: cappedBody{ReadCloser: resp.Body, left: MaxErrorBody, host: host, status: resp.StatusCode, capBytes: MaxErrorBody}}
 		return resp, nil
 	}
 	if resp.ContentLength > capBytes {
@@ -116,6 +134,20 @@ func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &cappedBody{ReadCloser: resp.Body, left: capBytes, host: host, status: resp.StatusCode, capBytes: capBytes}
 	return resp, nil
+}
+
+// heldBody reads through capped while held, and uncapped once released.
+type heldBody struct {
+	io.ReadCloser
+	held   *atomic.Bool
+	capped cappedBody
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	if b.held.Load() {
+		return b.capped.Read(p)
+	}
+	return b.ReadCloser.Read(p)
 }
 
 // cappedBody fails a read past its cap, rather than ending the body

@@ -75,11 +75,12 @@ func TestErrorsCarryTheStatusAndCodeNeverTheBody(t *testing.T) {
 					t.Errorf("%s: the error carries the response body: %v", op, err)
 				}
 			}
-			// A GET's status is read from its HEAD, which has no body: the
-			// code shows on a listing.
-			for _, w := range tt.want {
-				if !strings.Contains(errs["list"].Error(), w) {
-					t.Errorf("list: %v does not say %q", errs["list"], w)
+			// A HEAD has no body: the code shows on a listing and a GET.
+			for _, op := range []string{"list", "get"} {
+				for _, w := range tt.want {
+					if !strings.Contains(errs[op].Error(), w) {
+						t.Errorf("%s: %v does not say %q", op, errs[op], w)
+					}
 				}
 			}
 		})

@@ -342,15 +342,14 @@ func (s *s3Store) Get(ctx context.Context, key string, off, n int64) (io.ReadClo
 				return err
 			}
 		}
-		obj, err := s.client.GetObject(store.ObjectBody(ctx), s.bucket, s.prefix+key, opts)
-		if err == nil {
-			_, err = obj.Stat() // sends the request: errors show here, not on first read
-		}
+		// Core's GetObject is one GET whose status is read here; the
+		// Client's Object would send a HEAD first to show errors before
+		// the first read, two round trips an object.
+		getCtx, release := store.HeldObjectBody(ctx)
+		obj, _, _, err := minio.Core{Client: s.client}.GetObject(getCtx, s.bucket, s.prefix+key, opts)
+		release()
 		if err != nil {
 			cancel()
-			if obj != nil {
-				_ = obj.Close()
-			}
 			return s.describe(key, err)
 		}
 		// The attempt's timeout covers reading the body; closing ends it.

@@ -100,18 +100,20 @@ type indexOptions struct {
 	schema        string
 	dryRun        bool
 	selectionOnly bool
-	table         icebergFlags
-	lance         lanceFlags
-	parts         partitionFlags
-	inParts       partsFlags
-	manifest      string
-	stream        string
-	filter        string
-	lengths       string
-	buckets       []int64
-	aspectRatios  []string
-	pack          packFlags
-	indexURI      string
+	// indexOnly writes the index and nothing beside it.
+	indexOnly    bool
+	table        icebergFlags
+	lance        lanceFlags
+	parts        partitionFlags
+	inParts      partsFlags
+	manifest     string
+	stream       string
+	filter       string
+	lengths      string
+	buckets      []int64
+	aspectRatios []string
+	pack         packFlags
+	indexURI     string
 	// own are the options a format alone takes (--unit, --block-size,
 	// --split), from the registry.
 	own         ownFlags
@@ -294,6 +296,7 @@ func newIndexCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.objectListForm, "object-list-form", string(objectlist.CSV), "the object list's form: csv (rows of key,size), s3-inventory-csv (a report's CSV data file, .gz too), parquet (columns key and size, and bucket: a report's Parquet data file) or s3-inventory (a report's manifest.json, its data files beside it or in ../data/)")
 	cmd.Flags().StringVar(&o.schema, "schema", "", `for jsonl, csv and tsv: a JSON file [{"name": "id", "type": "int64"}, ...] to use instead of the inferred schema`)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "index, but do not write the index")
+	cmd.Flags().BoolVar(&o.indexOnly, "index-only", false, "write the index alone, not the filter's selection nor the lengths, buckets and packs the flags or the manifest ask for (then --measure-parts, or --selection-only)")
 	cmd.Flags().StringVarP(&o.manifest, "filename", "f", "", "a TrainingDataset manifest whose stream to index (- for stdin), instead of URI and the stream's flags")
 	cmd.Flags().StringVar(&o.stream, "stream", "", "with -f: the stream to index (default: the manifest's only stream that needs an index)")
 	cmd.Flags().BoolVar(&o.selectionOnly, "selection-only", false, "with --filter or --lengths: write only the filter's selection and the lengths, over the index already there (which stays as it is, and so does every plan's fingerprint)")
@@ -331,8 +334,14 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if inParts && (o.dryRun || o.appendTo || o.selectionOnly) {
+	measuring := o.inParts.measure > 0
+	switch {
+	case measuring && (o.dryRun || o.appendTo || o.indexOnly):
+		return errors.New("--measure-parts measures the index already there: not with --dry-run, --append or --index-only")
+	case inParts && !measuring && (o.dryRun || o.appendTo || o.selectionOnly):
 		return errors.New("--dry-run, --append and --selection-only are not indexed in parts: drop them, or index without --list-parts, --part or --merge-parts")
+	case o.indexOnly && o.selectionOnly:
+		return errors.New("--index-only writes the index alone and --selection-only all but the index: give one")
 	}
 	st, ist, err := o.stores(ctx, source)
 	if err != nil {
@@ -354,6 +363,11 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 		return errors.New("--selection-only writes a filter's selection or a column's lengths: give --filter or --lengths (or a manifest's stream with a filter)")
 	case o.kind == datav1alpha1.FormatMDS && o.filter == "" && o.lengths == "":
 		return errors.New("an MDS stream keeps its own index: nothing to write but a filter's selection (--filter) or a column's lengths (--lengths)")
+	case measuring:
+		if o.filter == "" && o.lengths == "" {
+			return errors.New("--measure-parts measures a filter's selection or a column's lengths: give --filter or --lengths (or a manifest's stream with a filter, packing, bucketing or tokenize)")
+		}
+		return o.measureInParts(ctx, st, ist, source, packing, opts, verb, start)
 	case o.kind == datav1alpha1.FormatMDS || o.selectionOnly:
 		// MDS keeps its own index, and --selection-only keeps the
 		// one there: only the filter's selection is written, over
@@ -374,20 +388,68 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 			return err
 		}
 	}
+	if o.indexOnly {
+		return nil
+	}
 	data, err := dataStore(ctx, st, source, l)
 	if err != nil {
 		return err
 	}
+	return o.derive(ctx, out, ist, l, packing, verb, o.measureHere(data, l, source, opts.Progress))
+}
+
+// measures are how the files beside the index are had: the selection and
+// the lengths, measured here or joined from parts measured elsewhere.
+type measures struct {
+	selection func(ctx context.Context) (*sidefile.FilterIndex, []byte, error)
+	lengths   func(ctx context.Context, sel *format.Selection) (*sidefile.LengthsIndex, []byte, error)
+	// note ends the lines saying what was written.
+	note string
+}
+
+// measureHere measures the stream of layout l, whose shards are in data,
+// in this process.
+func (o *indexOptions) measureHere(data store.Store, l *index.Layout, src store.Source, progress func(done, total int, object string)) measures {
+	return measures{
+		selection: func(ctx context.Context) (*sidefile.FilterIndex, []byte, error) {
+			return formats.Default().Select(ctx, data, l, o.filter, progress)
+		},
+		lengths: func(ctx context.Context, sel *format.Selection) (*sidefile.LengthsIndex, []byte, error) {
+			tc, err := o.tokenCount(ctx, src)
+			if err != nil {
+				return nil, nil, err
+			}
+			return measureLengths(ctx, data, l, o.lengths, tc, sel, format.AllShards(l), progress)
+		},
+	}
+}
+
+// measureLengths measures column's lengths over the shards in of layout l
+// (a tokenized column's by its text's tokens, with tc; the filter's
+// matching rows, with sel).
+func measureLengths(ctx context.Context, data store.Store, l *index.Layout, column string, tc *tokenCounting, sel *format.Selection, in format.ShardRange,
+	progress func(done, total int, object string)) (*sidefile.LengthsIndex, []byte, error) {
+	if tc != nil {
+		return formats.Default().TokenLengthsShards(ctx, data, l, tc.tokenize.Column, column, planspec.TokenizeKey(tc.tokenize), tc.count, sel, in, progress)
+	}
+	return formats.Default().LengthsShards(ctx, data, l, column, sel, in, progress)
+}
+
+// derive writes beside the index of layout l in ist the files its stream
+// needs besides: the filter's selection, the lengths, the buckets'
+// selections and the packs, as m has them.
+func (o *indexOptions) derive(ctx context.Context, out io.Writer, ist store.Store, l *index.Layout, packing *datav1alpha1.Packing, verb string, m measures) error {
 	var sel *format.Selection
+	var err error
 	if o.filter != "" {
-		if sel, err = writeSelection(ctx, out, data, ist, l, o.filter, opts.Progress, verb, o.dryRun); err != nil {
+		if sel, err = writeSelection(ctx, out, ist, l, o.filter, m, verb, o.dryRun); err != nil {
 			return err
 		}
 	}
 	if o.lengths == "" {
 		return nil
 	}
-	x, values, err := o.writeLengths(ctx, out, data, ist, l, source, sel, opts.Progress, verb)
+	x, values, err := writeLengths(ctx, out, ist, o.lengths, sel, m, verb, o.dryRun)
 	if err != nil {
 		return err
 	}
@@ -779,9 +841,9 @@ func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, e
 
 // writeSelection computes a row filter's selection over the stream of
 // layout l whose shards are in data and writes it beside its index in ist.
-func writeSelection(ctx context.Context, out io.Writer, data, ist store.Store, l *index.Layout, filter string, progress func(done, total int, object string), verb string, dryRun bool) (*format.Selection, error) {
+func writeSelection(ctx context.Context, out io.Writer, ist store.Store, l *index.Layout, filter string, m measures, verb string, dryRun bool) (*format.Selection, error) {
 	start := time.Now()
-	sel, runs, err := formats.Default().Select(ctx, data, l, filter, progress)
+	sel, runs, err := m.selection(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("--filter: %w", err)
 	}
@@ -804,8 +866,8 @@ func writeSelection(ctx context.Context, out io.Writer, data, ist store.Store, l
 	if sel.Pruned > 0 {
 		pruned = fmt.Sprintf("; %d shards ruled out by their statistics, unread", sel.Pruned)
 	}
-	_, err = fmt.Fprintf(out, "%s %s%s: %d of %d samples match (%.1f%%), in %d of %d shards%s (%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key,
-		matching, total, 100*float64(matching)/float64(max(total, 1)), shards, len(sel.Shards), pruned, time.Since(start).Round(time.Millisecond))
+	_, err = fmt.Fprintf(out, "%s %s%s: %d of %d samples match (%.1f%%), in %d of %d shards%s (%s%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key,
+		matching, total, 100*float64(matching)/float64(max(total, 1)), shards, len(sel.Shards), pruned, time.Since(start).Round(time.Millisecond), m.note)
 	return &format.Selection{Index: sel, Runs: runs}, err
 }
 
@@ -836,32 +898,11 @@ func (o *indexOptions) tokenCount(ctx context.Context, src store.Source) (*token
 	return &tokenCounting{tokenize: t, count: count}, nil
 }
 
-// writeLengths writes the lengths of o.lengths, a tokenized column's in
-// tokens (its tokenizer read through src).
-func (o *indexOptions) writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *index.Layout, src store.Source, sel *format.Selection,
-	progress func(done, total int, object string), verb string) (*sidefile.LengthsIndex, []byte, error) {
-	count, err := o.tokenCount(ctx, src)
-	if err != nil {
-		return nil, nil, err
-	}
-	return writeLengths(ctx, out, data, ist, l, o.lengths, count, sel, progress, verb, o.dryRun)
-}
-
-// writeLengths measures the samples' lengths in column over the stream of
-// layout l whose shards are in data (the filter's matching rows, with
-// sel; a tokenized column's by its text's tokens, with tc) and writes them
-// beside its index in ist.
-func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *index.Layout, column string, tc *tokenCounting, sel *format.Selection,
-	progress func(done, total int, object string), verb string, dryRun bool) (*sidefile.LengthsIndex, []byte, error) {
+// writeLengths writes the lengths of column (the filter's matching rows,
+// with sel) as m has them beside the index in ist.
+func writeLengths(ctx context.Context, out io.Writer, ist store.Store, column string, sel *format.Selection, m measures, verb string, dryRun bool) (*sidefile.LengthsIndex, []byte, error) {
 	start := time.Now()
-	var x *sidefile.LengthsIndex
-	var values []byte
-	var err error
-	if tc != nil {
-		x, values, err = formats.Default().TokenLengths(ctx, data, l, tc.tokenize.Column, column, planspec.TokenizeKey(tc.tokenize), tc.count, sel, progress)
-	} else {
-		x, values, err = formats.Default().Lengths(ctx, data, l, column, sel, progress)
-	}
+	x, values, err := m.lengths(ctx, sel)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--lengths: %w", err)
 	}
@@ -876,9 +917,9 @@ func writeLengths(ctx context.Context, out io.Writer, data, ist store.Store, l *
 	if x.Measure == sidefile.ImageSize {
 		what = "pixels"
 	}
-	_, err = fmt.Fprintf(out, "%s %s%s: lengths of %s (%s) for %d samples, %d %s in all, %.1f a sample, %d at most (%s)\n", verb,
+	_, err = fmt.Fprintf(out, "%s %s%s: lengths of %s (%s) for %d samples, %d %s in all, %.1f a sample, %d at most (%s%s)\n", verb,
 		strings.TrimSuffix(ist.URI(), "/")+"/", key, column, x.Measure, samples, sum, what, float64(sum)/float64(max(samples, 1)), largest,
-		time.Since(start).Round(time.Millisecond))
+		time.Since(start).Round(time.Millisecond), m.note)
 	return x, values, err
 }
 

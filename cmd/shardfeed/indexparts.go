@@ -39,6 +39,9 @@ type partsFlags struct {
 	name string
 	// ifChanged cuts no run where the listing is the index's own.
 	ifChanged bool
+	// measure, with part or merge, measures the selection and lengths
+	// over the index there in this many ranges of its shards.
+	measure int
 }
 
 func (p *partsFlags) add(cmd *cobra.Command) {
@@ -48,6 +51,7 @@ func (p *partsFlags) add(cmd *cobra.Command) {
 	f.BoolVar(&p.merge, "merge-parts", false, "index in parts, step 3: merge every part of the run into the stream's index, byte for byte the one a single run writes, then remove the run's files (unless --keep-parts)")
 	f.StringVar(&p.run, "run", "", "with --part or --merge-parts: the run (--list-parts prints it; default: the run last listed with the same options)")
 	f.BoolVar(&p.keep, "keep-parts", false, "with --merge-parts: keep the run's files")
+	f.IntVar(&p.measure, "measure-parts", 0, "measure the filter's selection and the lengths (and the tokens) over the index already there in this many ranges of its shards, one machine each: with --part K, measure range K; then with --merge-parts, join them into the files one run writes and cut the buckets and packs")
 	f.BoolVar(&p.ifChanged, "if-changed", false, "with --list-parts: where the stream has an index of the very objects listed (keys, sizes, version tags), cut no run and say so (recorded under --record-run's name as unchanged): the operator's spec.index.recheckEvery")
 	f.StringVar(&p.name, "record-run", "", "with --list-parts: also record the run and its totals under this name (_shardfeed/parts/named-NAME.json), for a program that runs the steps (the operator's indexing Jobs) to read; with --merge-parts: remove that record; with any step: record why it failed (named-NAME.failed.json)")
 }
@@ -63,6 +67,12 @@ func (p *partsFlags) on() (bool, error) {
 	switch {
 	case n > 1:
 		return false, errors.New("--list-parts, --part and --merge-parts are three steps: give one at a time")
+	case p.measure != 0 && (p.measure < 0 || p.measure > indexparts.MaxParts):
+		return false, fmt.Errorf("--measure-parts %d: 1 to %d parts", p.measure, indexparts.MaxParts)
+	case p.measure != 0 && (p.list != 0 || n == 0):
+		return false, errors.New("--measure-parts goes with --part K or --merge-parts (the index is there: nothing is listed)")
+	case p.measure != 0 && (p.run != "" || p.ifChanged):
+		return false, errors.New("--measure-parts names its run by what it measures: drop --run and --if-changed")
 	case n == 0 && (p.run != "" || p.keep):
 		return false, errors.New("--run and --keep-parts go with --part or --merge-parts")
 	case p.list < 0 || p.list > indexparts.MaxParts:
@@ -440,6 +450,10 @@ func putJSON(ctx context.Context, st store.Store, key string, v any) error {
 func (o *indexOptions) recordFailure(ctx context.Context, ist store.Store, name string, err error) {
 	f := jobrecords.Failure{Step: "merge", Run: o.inParts.run, Time: time.Now().UTC(), Error: jobrecords.FailureText(err.Error())}
 	switch {
+	case o.inParts.measure > 0 && o.inParts.part >= 0:
+		f.Step, f.Part = "measure", o.inParts.part
+	case o.inParts.measure > 0:
+		f.Step = "join"
 	case o.inParts.list > 0:
 		f.Step = "list"
 	case o.inParts.part >= 0:

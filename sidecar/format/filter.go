@@ -38,6 +38,17 @@ func unreadable(err error, schema *arrow.Schema) error {
 // hash. An unknown column is refused before any shard is read, naming the
 // columns.
 func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, filter string, progress func(done, total int, shard string)) (*sidefile.FilterIndex, []byte, error) {
+	return r.SelectShards(ctx, st, l, filter, AllShards(l), progress)
+}
+
+// SelectShards is Select over the shards of range in alone: the
+// selection's shards are theirs, its runs object theirs from offset 0
+// (one part of a selection computed in parts, which
+// sidefile.JoinFilters joins).
+func (r Registry) SelectShards(ctx context.Context, st store.Store, l *index.Layout, filter string, in ShardRange, progress func(done, total int, shard string)) (*sidefile.FilterIndex, []byte, error) {
+	if err := in.check(l); err != nil {
+		return nil, nil, err
+	}
 	reader, read, schema, err := r.openScan(ctx, st, l)
 	if err != nil {
 		return nil, nil, err
@@ -54,7 +65,8 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 	out := &sidefile.FilterIndex{Shardfeed: indexfile.Version, Filter: filter, Nulls: expr.Nulls, Index: l.Index.ContentHash()}
 	pruner, _ := reader.(Pruner)
 	var runsObject []byte
-	for i, sh := range l.Index.Shards {
+	for i := in.From; i < in.To; i++ {
+		sh := l.Index.Shards[i]
 		if pruner != nil {
 			stats, err := pruner.Stats(ctx, i, read)
 			if err != nil {
@@ -64,7 +76,7 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 				runsObject = out.AppendShard(runsObject, nil)
 				out.Pruned++
 				if progress != nil {
-					progress(i+1, len(l.Index.Shards), sh.Name)
+					progress(i+1-in.From, in.len(), sh.Name)
 				}
 				continue
 			}
@@ -109,7 +121,7 @@ func (r Registry) Select(ctx context.Context, st store.Store, l *index.Layout, f
 		}
 		runsObject = out.AppendShard(runsObject, runs)
 		if progress != nil {
-			progress(i+1, len(l.Index.Shards), sh.Name)
+			progress(i+1-in.From, in.len(), sh.Name)
 		}
 	}
 	return out, runsObject, nil

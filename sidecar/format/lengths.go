@@ -15,6 +15,23 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/images"
 )
 
+// ShardRange is the shards From to To (excluded) of a stream's index: the
+// range one pod measures where a stream's selection and lengths are
+// measured in parts.
+type ShardRange struct{ From, To int }
+
+// AllShards is every shard of l's index.
+func AllShards(l *index.Layout) ShardRange { return ShardRange{0, len(l.Index.Shards)} }
+
+func (r ShardRange) len() int { return r.To - r.From }
+
+func (r ShardRange) check(l *index.Layout) error {
+	if r.From < 0 || r.To < r.From || r.To > len(l.Index.Shards) {
+		return fmt.Errorf("shards %d to %d: the index has %d", r.From, r.To, len(l.Index.Shards))
+	}
+	return nil
+}
+
 // Selection is a row filter's selection with its runs object: the rows
 // whose lengths are measured, where a stream is filtered.
 type Selection struct {
@@ -44,6 +61,17 @@ func MeasureOf(name string, t arrow.DataType) (sidefile.Measure, error) {
 // shard's lengths are those of its samples. It returns the lengths' index
 // and object, written beside the stream's index.
 func (r Registry) Lengths(ctx context.Context, st store.Store, l *index.Layout, column string, sel *Selection, progress func(done, total int, shard string)) (*sidefile.LengthsIndex, []byte, error) {
+	return r.LengthsShards(ctx, st, l, column, sel, AllShards(l), progress)
+}
+
+// LengthsShards is Lengths over the shards of range in alone, sel the
+// selection of those shards (SelectShards'): one part of lengths measured
+// in parts, which sidefile.JoinLengths joins.
+func (r Registry) LengthsShards(ctx context.Context, st store.Store, l *index.Layout, column string, sel *Selection, in ShardRange,
+	progress func(done, total int, shard string)) (*sidefile.LengthsIndex, []byte, error) {
+	if err := in.check(l); err != nil {
+		return nil, nil, err
+	}
 	reader, read, schema, err := r.openScan(ctx, st, l)
 	if err != nil {
 		return nil, nil, err
@@ -60,7 +88,7 @@ func (r Registry) Lengths(ctx context.Context, st store.Store, l *index.Layout, 
 	if sel != nil {
 		out.Filter = sel.Index.Filter
 	}
-	return measureAll(ctx, reader, read, l, out, column, m, nil, sel, progress)
+	return measureAll(ctx, reader, read, l, out, column, m, nil, sel, in, progress)
 }
 
 // TokenCount counts the tokens of row j of a text (or conversation)
@@ -74,6 +102,16 @@ type TokenCount func(col arrow.Array, j int) (int, error)
 // is Lengths'.
 func (r Registry) TokenLengths(ctx context.Context, st store.Store, l *index.Layout, text, output, key string, count TokenCount, sel *Selection,
 	progress func(done, total int, shard string)) (*sidefile.LengthsIndex, []byte, error) {
+	return r.TokenLengthsShards(ctx, st, l, text, output, key, count, sel, AllShards(l), progress)
+}
+
+// TokenLengthsShards is TokenLengths over the shards of range in alone,
+// as LengthsShards.
+func (r Registry) TokenLengthsShards(ctx context.Context, st store.Store, l *index.Layout, text, output, key string, count TokenCount, sel *Selection, in ShardRange,
+	progress func(done, total int, shard string)) (*sidefile.LengthsIndex, []byte, error) {
+	if err := in.check(l); err != nil {
+		return nil, nil, err
+	}
 	reader, read, schema, err := r.openScan(ctx, st, l)
 	if err != nil {
 		return nil, nil, err
@@ -86,37 +124,42 @@ func (r Registry) TokenLengths(ctx context.Context, st store.Store, l *index.Lay
 	if sel != nil {
 		out.Filter = sel.Index.Filter
 	}
-	return measureAll(ctx, reader, read, l, out, text, sidefile.Elements, count, sel, progress)
+	return measureAll(ctx, reader, read, l, out, text, sidefile.Elements, count, sel, in, progress)
 }
 
-// measureAll measures every shard's samples into out and its object.
+// measureAll measures the samples of every shard in range in into out and
+// its object; sel, where given, is the selection of those shards.
 func measureAll(ctx context.Context, reader Reader, read ReadFunc, l *index.Layout, out *sidefile.LengthsIndex, column string, m sidefile.Measure, count TokenCount,
-	sel *Selection, progress func(done, total int, shard string)) (*sidefile.LengthsIndex, []byte, error) {
+	sel *Selection, in ShardRange, progress func(done, total int, shard string)) (*sidefile.LengthsIndex, []byte, error) {
+	if sel != nil && len(sel.Index.Shards) != in.len() {
+		return nil, nil, fmt.Errorf("the selection has %d shards, the range measured %d", len(sel.Index.Shards), in.len())
+	}
 	var object []byte
-	for i, sh := range l.Index.Shards {
-		lengths, err := shardLengths(ctx, reader, read, i, sh.Samples, column, m, count, sel)
+	for i := in.From; i < in.To; i++ {
+		sh := l.Index.Shards[i]
+		lengths, err := shardLengths(ctx, reader, read, i, i-in.From, sh.Samples, column, m, count, sel)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", sh.Name, err)
 		}
 		object = out.AppendShard(object, lengths)
 		if progress != nil {
-			progress(i+1, len(l.Index.Shards), sh.Name)
+			progress(i+1-in.From, in.len(), sh.Name)
 		}
 	}
 	return out, object, nil
 }
 
 // shardLengths measures shard i's samples: its rows, or those of its
-// selection's runs.
-func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i int, rows int64, column string, m sidefile.Measure, count TokenCount, sel *Selection) ([]sidefile.Length, error) {
+// selection's runs (the selection's shard si).
+func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i, si int, rows int64, column string, m sidefile.Measure, count TokenCount, sel *Selection) ([]sidefile.Length, error) {
 	var runs []indexfile.Run
 	if sel != nil {
-		s := sel.Index.Shards[i]
+		s := sel.Index.Shards[si]
 		if s.Matching == 0 {
 			return nil, nil // nothing to measure, nothing to read
 		}
 		var err error
-		if runs, err = sel.Index.ShardRuns(i, sel.Runs[s.Offset:s.Offset+s.Length], rows); err != nil {
+		if runs, err = sel.Index.ShardRuns(si, sel.Runs[s.Offset:s.Offset+s.Length], rows); err != nil {
 			return nil, err
 		}
 	}

@@ -158,15 +158,15 @@ func ParseRecord(data []byte, run string, k int) (Record, error) {
 		return r, fmt.Errorf("it is part %d of run %s, not part %d of run %s", r.Part, r.Run, k, run)
 	case r.Shards < 0 || (r.Shards == 0) != (r.SHA256 == ""):
 		return r, fmt.Errorf("%d shards with hash %q", r.Shards, r.SHA256)
-	case r.SHA256 != "" && !isHex(r.SHA256, 64):
+	case r.SHA256 != "" && !isHex64(r.SHA256):
 		return r, fmt.Errorf("sha256 %q is not 64 hex digits", r.SHA256)
 	}
 	return r, nil
 }
 
-func isHex(s string, n int) bool {
+func isHex64(s string) bool {
 	_, err := hex.DecodeString(s)
-	return len(s) == n && err == nil
+	return len(s) == 64 && err == nil
 }
 
 // ParseManifest reads and checks a run's manifest: its spans cut its
@@ -209,7 +209,7 @@ func (m *Manifest) check() error {
 		if s.First != next || s.Objects < 0 || s.Objects > m.Objects-next || s.Bytes < 0 || s.Bytes > (1<<62)-bytes {
 			return fmt.Errorf("part %d (%d objects from %d, %d bytes) does not follow the one before", k, s.Objects, s.First, s.Bytes)
 		}
-		if !isHex(m.Digests[k], 64) {
+		if !isHex64(m.Digests[k]) {
 			return fmt.Errorf("part %d: digest %q is not 64 hex digits", k, m.Digests[k])
 		}
 		next += s.Objects

@@ -8,6 +8,7 @@ package jobrecords
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -111,8 +112,13 @@ const MaxFailureText = 4 << 10
 // under name failed last.
 func FailureKey(name string) string { return indexparts.Dir + "named-" + name + ".failed.json" }
 
+// Steps are the steps a failure is recorded of: a stream's listing, its
+// parts indexed and merged, its selection and lengths measured in parts
+// and joined.
+var Steps = []string{"list", "part", "merge", "measure", "join"}
+
 // Failure says why a step of a named run failed, for the operator to put
-// in the dataset's condition: the step ("list", "part", "merge"), the
+// in the dataset's condition: the step (one of Steps), the
 // part, the run where known, when, and the error as the command said it.
 type Failure struct {
 	Step  string    `json:"step"`
@@ -155,8 +161,8 @@ func ParseFailure(data []byte) (Failure, error) {
 		return f, err
 	}
 	switch {
-	case f.Step != "list" && f.Step != "part" && f.Step != "merge":
-		return f, fmt.Errorf("step %q is none of list, part and merge", f.Step)
+	case !slices.Contains(Steps, f.Step):
+		return f, fmt.Errorf("step %q is none of %s", f.Step, strings.Join(Steps, ", "))
 	case f.Part < 0 || f.Part >= indexparts.MaxParts:
 		return f, fmt.Errorf("part %d: 0 to %d", f.Part, indexparts.MaxParts-1)
 	case f.Run != "" && indexparts.CheckRun(f.Run) != nil:

@@ -2,9 +2,12 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +24,12 @@ import (
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/bytesize"
 	"github.com/shardfeed/shardfeed/internal/configmaps"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/indexjob"
+	"github.com/shardfeed/shardfeed/internal/planspec"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/streams"
 )
 
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
@@ -31,6 +39,68 @@ import (
 type missingIndexError struct {
 	stream int
 	err    error
+	// beside: the stream has its index, and lacks what is measured
+	// beside it (a filter's selection, packs, buckets, token counts).
+	beside bool
+}
+
+// missingBeside says whether err is a stream's that lacks a file beside
+// its index: a filter's or a bucket's selection, or its packs.
+func missingBeside(err error) bool {
+	return errors.Is(err, sidefile.ErrNoSelection) || errors.Is(err, sidefile.ErrNoPacks) || errors.Is(err, sidefile.ErrNoLengths)
+}
+
+// tokensCounted refuses a tokenized stream whose tokens are not counted
+// over its index (index -f's lengths of its tokenize output): the
+// operator counts them for a stream it indexes, as index -f does.
+func tokensCounted(ctx context.Context, st *streams.Stream) error {
+	t := st.Tokenize
+	if t == nil || st.Layout == nil || st.Packs != nil || st.Lanes != nil {
+		return nil // none to count, or counted: its packs and buckets were read
+	}
+	key, _ := sidefile.LengthsObjects(planspec.TokenizeOutput(t), sidefile.Elements, st.Spec.Filter, planspec.TokenizeKey(t))
+	// The index it was counted over is in the head of the lengths'
+	// index, before its shards: the head alone is read.
+	body, err := st.IndexStore.Get(ctx, key, 0, lengthsHeadBytes)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("stream %q: %w: its tokens are not counted yet (%s)", st.Spec.Name, sidefile.ErrNoLengths, indexfile.ObjectURI(st.IndexStore, key))
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = body.Close() }()
+	if over, ok := jsonField(io.LimitReader(body, lengthsHeadBytes), "index"); !ok || over != st.Index.ContentHash() {
+		return fmt.Errorf("stream %q: %w: its tokens were counted over another index (%s)", st.Spec.Name, sidefile.ErrNoLengths, indexfile.ObjectURI(st.IndexStore, key))
+	}
+	return nil
+}
+
+// lengthsHeadBytes bounds the head of a lengths' index read for the index
+// it is of.
+const lengthsHeadBytes = 64 << 10
+
+// jsonField is the string value of a top-level field of the JSON object
+// r starts, read token by token up to it.
+func jsonField(r io.Reader, name string) (string, bool) {
+	dec := json.NewDecoder(r)
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "", false
+		}
+		if t == name {
+			var s string
+			return s, json.Unmarshal(v, &s) == nil
+		}
+	}
+	return "", false
 }
 
 func (e *missingIndexError) Error() string { return e.err.Error() }
@@ -84,7 +154,13 @@ func (r *TrainingDatasetReconciler) indexMissing(ctx context.Context, ds *datav1
 	)
 	for _, m := range missing.streams {
 		name := ds.Spec.Streams[m.stream].Name
-		state, err := r.advanceIndexing(ctx, ds, m.stream, before[name])
+		advance := r.advanceIndexing
+		if m.beside {
+			advance = func(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, before datav1alpha1.StreamIndexing) (indexingState, error) {
+				return r.advanceMeasuring(ctx, ds, i, before, m.err)
+			}
+		}
+		state, err := advance(ctx, ds, m.stream, before[name])
 		if err != nil {
 			return reconcile.Result{}, true, err
 		}
@@ -93,7 +169,11 @@ func (r *TrainingDatasetReconciler) indexMissing(ctx context.Context, ds *datav1
 		if state.failed != "" {
 			failed = append(failed, fmt.Sprintf("stream %q: %s", name, state.failed))
 		} else {
-			going = append(going, fmt.Sprintf("stream %q has no index: %s", name, state.doing))
+			what := "has no index"
+			if m.beside {
+				what = "has its index, and not yet what is measured beside it"
+			}
+			going = append(going, fmt.Sprintf("stream %q %s: %s", name, what, state.doing))
 		}
 	}
 	r.indexed(ds, states)
@@ -191,7 +271,11 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 		}
 	}
 	if last < 0 {
-		return r.startPhase(ctx, ds, i, state, indexjob.List, 0, "")
+		// A measuring of an earlier index is of no use to this one.
+		if err := r.deleteIndexJobsOf(ctx, ds, stream, indexjob.Measure, indexjob.Join); err != nil {
+			return indexingState{}, err
+		}
+		return r.startPhase(ctx, ds, i, state, indexjob.Input{Stream: i, Phase: indexjob.List})
 	}
 	phase, job := phases[last], jobs[phases[last]]
 	if why, failed := jobFailed(job); failed {
@@ -228,10 +312,10 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 		}
 		parts := int32(listed.Parts) //nolint:gosec // at most indexjob.MaxParts (readListed)
 		state.Parts, state.Objects, state.Bytes = parts, listed.Objects, listed.Bytes
-		return r.startPhase(ctx, ds, i, state, indexjob.Parts, parts, listed.Run)
+		return r.startPhase(ctx, ds, i, state, indexjob.Input{Stream: i, Phase: indexjob.Parts, Parts: parts, Run: listed.Run})
 	case indexjob.Parts:
 		state.PartsDone, state.ObjectsRead, state.BytesRead = state.Parts, state.Objects, state.Bytes
-		return r.startPhase(ctx, ds, i, state, indexjob.Merge, ptr.Deref(job.Spec.Completions, 1), indexjob.RunOf(job))
+		return r.startPhase(ctx, ds, i, state, indexjob.Input{Stream: i, Phase: indexjob.Merge, Parts: ptr.Deref(job.Spec.Completions, 1), Run: indexjob.RunOf(job)})
 	}
 	// Every phase complete and still no index: the merge wrote it
 	// elsewhere, or it was removed since. The Jobs go, and the next
@@ -239,14 +323,106 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 	return r.deleteIndexJobs(ctx, ds, stream, state)
 }
 
-// indexPhases are the phases of a stream's indexing, in order.
+// indexPhases are the phases of a stream's indexing, in order; the
+// Measure and Join phases follow (advanceMeasuring).
 var indexPhases = []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge}
 
-// indexJobs gets the Jobs there are of a stream's indexing, by phase
-// (whoever's they are: the callers look).
+// advanceMeasuring moves on the Jobs measuring, in parts, what stream i
+// needs beside its index (missing says what): its filter's selection, its
+// lengths and token counts, its buckets' selections and packs. Level-based
+// as advanceIndexing; a Job of an earlier measuring (another filter,
+// packing, bucketing or tokenize) is deleted first.
+func (r *TrainingDatasetReconciler) advanceMeasuring(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, before datav1alpha1.StreamIndexing, missing error) (indexingState, error) {
+	stream := ds.Spec.Streams[i].Name
+	state := indexingState{StreamIndexing: datav1alpha1.StreamIndexing{Name: stream, StartTime: before.StartTime}}
+	jobs, err := r.indexJobs(ctx, ds, stream)
+	if err != nil {
+		return indexingState{}, err
+	}
+	key := measuringKey(ds, i)
+	var stale []indexjob.Phase
+	for _, phase := range []indexjob.Phase{indexjob.Measure, indexjob.Join} {
+		job := jobs[phase]
+		switch {
+		case job == nil:
+		case !metav1.IsControlledBy(job, ds):
+			return state.stop(phase, job.Name, fmt.Sprintf("the Job %s is not this dataset's: delete or rename it", job.Name)), nil
+		case job.DeletionTimestamp != nil:
+			state.show(phase, job.Name, false)
+			state.doing = fmt.Sprintf("the operator waits for the Job %s to go, to start over", job.Name)
+			return state, nil
+		case indexjob.MeasuringOf(job) != key:
+			stale = append(stale, phase)
+		}
+	}
+	if len(stale) > 0 {
+		if err := r.deleteIndexJobsOf(ctx, ds, stream, stale...); err != nil {
+			return indexingState{}, err
+		}
+		state.show(indexjob.Measure, "", false)
+		state.doing = "the operator removes the Jobs of an earlier measuring (of another filter, packing, bucketing or tokenize)"
+		return state, nil
+	}
+	phase, job := indexjob.Join, jobs[indexjob.Join]
+	if job == nil {
+		phase, job = indexjob.Measure, jobs[indexjob.Measure]
+	}
+	if job == nil {
+		parts := ptr.Deref(ds.Spec.Index.Parallelism, datav1alpha1.DefaultIndexParallelism)
+		state.Parts = parts
+		return r.startPhase(ctx, ds, i, state, indexjob.Input{Stream: i, Phase: indexjob.Measure, Parts: parts, Measuring: key})
+	}
+	// The measuring's parts, and those done (each part a completion of
+	// the Measure Job; the Join's come after them all).
+	state.Parts = ptr.Deref(job.Spec.Completions, 1)
+	state.PartsDone = job.Status.Succeeded
+	if phase == indexjob.Join {
+		state.Parts = ptr.Deref(indexjob.PartsOf(job), 1)
+		state.PartsDone = state.Parts
+	}
+	if why, failed := jobFailed(job); failed {
+		said := ""
+		if f, ok := r.readFailure(ctx, ds, i, phase, job); ok {
+			said = " " + f
+		}
+		return state.stop(phase, job.Name, fmt.Sprintf("the Job %s failed (%s):%s; fix the cause, then delete the Job to try again (the parts measured stay); kubectl logs -n %s job/%s says more",
+			job.Name, why, said, ds.Namespace, job.Name)), nil
+	}
+	if !jobComplete(job) {
+		if err := r.suspendIndexJob(ctx, ds, job); err != nil {
+			return indexingState{}, err
+		}
+		state.show(phase, job.Name, ds.Spec.Index.Suspend)
+		return state, nil
+	}
+	if phase == indexjob.Measure {
+		state.PartsDone = state.Parts
+		return r.startPhase(ctx, ds, i, state, indexjob.Input{Stream: i, Phase: indexjob.Join, Parts: ptr.Deref(job.Spec.Completions, 1), Measuring: key})
+	}
+	// Joined, and still missing: not started over by itself (it would
+	// measure again and again); a person looks.
+	return state.stop(phase, job.Name, fmt.Sprintf("the Job %s completed, and the stream still lacks what is measured beside its index (%v): delete the Job to measure again", job.Name, missing)), nil
+}
+
+// measuringKey names what stream i's Measure and Join Jobs measure: its
+// filter, the dataset's packing and bucketing, its tokenize.
+func measuringKey(ds *datav1alpha1.TrainingDataset, i int) string {
+	s := planspec.Resolved(&ds.Spec, i)
+	data, _ := json.Marshal(struct {
+		Filter    string
+		Packing   *datav1alpha1.Packing
+		Bucketing *datav1alpha1.Bucketing
+		Tokenize  *datav1alpha1.Tokenize
+	}{s.Filter, ds.Spec.Packing, ds.Spec.Bucketing, s.Tokenize})
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
+}
+
+// indexJobs gets the Jobs there are of a stream's indexing and measuring,
+// by phase (whoever's they are: the callers look).
 func (r *TrainingDatasetReconciler) indexJobs(ctx context.Context, ds *datav1alpha1.TrainingDataset, stream string) (map[indexjob.Phase]*batchv1.Job, error) {
 	jobs := map[indexjob.Phase]*batchv1.Job{}
-	for _, phase := range indexPhases {
+	for _, phase := range indexjob.Phases {
 		job := &batchv1.Job{}
 		switch err := r.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: indexjob.JobName(ds.Name, stream, phase)}, job); {
 		case apierrors.IsNotFound(err):
@@ -262,22 +438,31 @@ func (r *TrainingDatasetReconciler) indexJobs(ctx context.Context, ds *datav1alp
 // deleteIndexJobs deletes a stream's indexing Jobs, for the next
 // reconcile to start over (from the parts there are).
 func (r *TrainingDatasetReconciler) deleteIndexJobs(ctx context.Context, ds *datav1alpha1.TrainingDataset, stream string, state indexingState) (indexingState, error) {
-	for _, phase := range indexPhases {
-		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ds.Namespace, Name: indexjob.JobName(ds.Name, stream, phase)}}
-		if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return indexingState{}, err
-		}
+	if err := r.deleteIndexJobsOf(ctx, ds, stream, indexjob.Phases...); err != nil {
+		return indexingState{}, err
 	}
 	state.show(indexjob.List, "", false)
 	return state, nil
 }
 
+// deleteIndexJobsOf deletes a stream's Jobs of phases, where there are.
+func (r *TrainingDatasetReconciler) deleteIndexJobsOf(ctx context.Context, ds *datav1alpha1.TrainingDataset, stream string, phases ...indexjob.Phase) error {
+	for _, phase := range phases {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ds.Namespace, Name: indexjob.JobName(ds.Name, stream, phase)}}
+		if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // show sets the state of a Job of phase running (or suspended).
 func (s *indexingState) show(phase indexjob.Phase, job string, suspended bool) {
 	s.Phase = map[indexjob.Phase]string{indexjob.List: datav1alpha1.IndexingListing, indexjob.Parts: datav1alpha1.IndexingParts,
-		indexjob.Merge: datav1alpha1.IndexingMerging}[phase]
+		indexjob.Merge: datav1alpha1.IndexingMerging, indexjob.Measure: datav1alpha1.IndexingMeasuring, indexjob.Join: datav1alpha1.IndexingJoining}[phase]
 	s.Job = job
-	step := map[indexjob.Phase]string{indexjob.List: "listing its objects", indexjob.Parts: "indexing its parts", indexjob.Merge: "merging its parts"}[phase]
+	step := map[indexjob.Phase]string{indexjob.List: "listing its objects", indexjob.Parts: "indexing its parts", indexjob.Merge: "merging its parts",
+		indexjob.Measure: "measuring its selection, lengths and tokens in parts", indexjob.Join: "joining what its parts measured"}[phase]
 	s.doing = fmt.Sprintf("the operator is %s (Job %s)", step, job)
 	if suspended {
 		s.Phase = datav1alpha1.IndexingSuspended
@@ -292,15 +477,16 @@ func (s indexingState) stop(phase indexjob.Phase, job, why string) indexingState
 	return s
 }
 
-// startPhase creates stream i's Job of phase (unless spec.index.suspend
-// holds it back), of parts pods over run where it takes them.
-func (r *TrainingDatasetReconciler) startPhase(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, state indexingState, phase indexjob.Phase, parts int32, run string) (indexingState, error) {
+// startPhase creates stream i's Job of in's phase (unless
+// spec.index.suspend holds it back).
+func (r *TrainingDatasetReconciler) startPhase(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, state indexingState, in indexjob.Input) (indexingState, error) {
+	phase := in.Phase
 	name := indexjob.JobName(ds.Name, ds.Spec.Streams[i].Name, phase)
 	if ds.Spec.Index.Suspend {
 		state.show(phase, "", true)
 		return state, nil
 	}
-	refused, err := r.createIndexJob(ctx, ds, indexjob.Input{Stream: i, Phase: phase, Parts: parts, Run: run})
+	refused, err := r.createIndexJob(ctx, ds, in)
 	if err != nil || refused != "" {
 		return state.stop(phase, name, refused), err
 	}

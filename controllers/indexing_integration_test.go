@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -677,5 +678,156 @@ func TestIntegrationAnIndexedStreamIsCheckedAgainAndIndexedAgainOnlyWhenItChange
 	time.Sleep(3 * time.Second) // past recheckEvery: still held, no parts
 	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: indexjob.JobName(ds.Name, "m", indexjob.Parts)}, &parts); err == nil && parts.DeletionTimestamp == nil {
 		t.Fatalf("a stream held has a parts Job %s", parts.Name)
+	}
+}
+
+// besideIndexOf reads the objects written beside the index under
+// prefix/_shardfeed/ (selections, lengths, packs): not the index, nor the
+// runs' files.
+func besideIndexOf(t *testing.T, bucket, prefix string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for o := range minioServer.Client.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Prefix: prefix + "/_shardfeed/", Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		name := strings.TrimPrefix(o.Key, prefix+"/_shardfeed/")
+		if strings.HasPrefix(name, "parts/") || strings.HasPrefix(name, "index") {
+			continue
+		}
+		out[name] = indexBytes(t, bucket, o.Key)
+	}
+	return out
+}
+
+// A filtered, packed stream spec.index covers is indexed (its merge
+// writing the index alone), then measured in parts by a Measure Job (a
+// range of its shards a pod) and joined by a Join Job; the dataset is
+// Ready on it, and what the Jobs wrote beside the index is byte for byte
+// what one run of index -f over the same manifest writes. A filter changed
+// later has the earlier measuring's Jobs removed and the stream measured
+// again, with no new listing.
+func TestIntegrationAFilteredPackedStreamIsMeasuredInPartsByItsJobs(t *testing.T) {
+	startManager(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	bucket := minioServer.Bucket(t)
+	for i := range 5 {
+		var b strings.Builder
+		for j := range 20 + 9*i {
+			fmt.Fprintf(&b, "{\"id\": %d, \"tokens\": [%s]}\n", i*1000+j, strings.TrimSuffix(strings.Repeat("7,", 1+(i*7+j*5)%23), ","))
+		}
+		data := b.String()
+		if _, err := minioServer.Client.PutObject(ctx, bucket, fmt.Sprintf("web/part-%02d.jsonl", i), strings.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds := indexingDataset(t, ns, bucket, 3, func(ds *datav1alpha1.TrainingDataset) {
+		ds.Spec.Streams[0].Filter = "id % 3 != 0"
+		ds.Spec.Packing = &datav1alpha1.Packing{Column: "tokens", SequenceLength: 32}
+	})
+	key := client.ObjectKeyFromObject(ds)
+	runIndexing(t, ds, "", indexjob.List, indexjob.Parts)
+	merge := waitJob(t, ns, indexjob.JobName(ds.Name, "m", indexjob.Merge))
+	if !slices.Contains(merge.Spec.Template.Spec.Containers[0].Args, "--index-only") {
+		t.Fatalf("the merge Job measures too: %q", merge.Spec.Template.Spec.Containers[0].Args)
+	}
+	runJobPods(t, merge)
+	finishJob(t, merge, false)
+	if got := besideIndexOf(t, bucket, "web"); len(got) != 0 {
+		t.Fatalf("the merge wrote %d objects beside the index", len(got))
+	}
+	measure := waitJob(t, ns, indexjob.JobName(ds.Name, "m", indexjob.Measure))
+	got := waitFor(t, key, "measuring", func(d *datav1alpha1.TrainingDataset) bool {
+		x := indexingOf(d, "m")
+		return x.Phase == datav1alpha1.IndexingMeasuring && x.Job == measure.Name
+	})
+	if x := indexingOf(got, "m"); *measure.Spec.Completions != 3 || x.Parts != 3 || indexjob.MeasuringOf(measure) == "" {
+		t.Fatalf("the Measure Job runs %d pods (measuring %q); the status says %+v", *measure.Spec.Completions, indexjob.MeasuringOf(measure), x)
+	}
+	if c := condition(got, datav1alpha1.ConditionIndexResolved); c == nil || !strings.Contains(c.Message, "has its index, and not yet what is measured beside it") {
+		t.Fatalf("measuring, the condition says %+v", c)
+	}
+	runJobPods(t, measure)
+	finishJob(t, measure, false)
+	join := waitJob(t, ns, indexjob.JobName(ds.Name, "m", indexjob.Join))
+	runJobPods(t, join)
+	finishJob(t, join, false)
+	ready := waitFor(t, key, "Ready", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, datav1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	if ready.Status.Indexed != "1/1" || len(ready.Status.Indexing) != 0 || ready.Status.Samples == 0 {
+		t.Fatalf("measured, the status says indexed %q, %+v, %d samples", ready.Status.Indexed, ready.Status.Indexing, ready.Status.Samples)
+	}
+	jobs := besideIndexOf(t, bucket, "web")
+	if len(jobs) != 5 { // the selection and the lengths (an index and an object each), the packs
+		t.Fatalf("the Jobs wrote %d objects beside the index, want 5: %v", len(jobs), slices.Sorted(maps.Keys(jobs)))
+	}
+	for o := range minioServer.Client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: "web/_shardfeed/parts/", Recursive: true}) {
+		t.Errorf("the measuring's files stay after the join: %s", o.Key)
+	}
+	// One run of index -f over the same manifest and credentials: the
+	// Join's pod, measuring in this one process.
+	one := join.DeepCopy()
+	args := one.Spec.Template.Spec.Containers[0].Args
+	at := slices.Index(args, "--measure-parts")
+	one.Spec.Template.Spec.Containers[0].Args = append(slices.Clone(args[:at]), "--selection-only")
+	for _, o := range slices.Collect(maps.Keys(jobs)) {
+		if err := minioServer.Client.RemoveObject(ctx, bucket, "web/_shardfeed/"+o, minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runJobPods(t, one)
+	single := besideIndexOf(t, bucket, "web")
+	if !maps.EqualFunc(jobs, single, bytes.Equal) {
+		for k := range single {
+			if !bytes.Equal(jobs[k], single[k]) {
+				t.Errorf("%s: the Jobs' (%d bytes) differs from one run's (%d bytes)", k, len(jobs[k]), len(single[k]))
+			}
+		}
+		t.Fatalf("the Jobs wrote %v, one run %v", slices.Sorted(maps.Keys(jobs)), slices.Sorted(maps.Keys(single)))
+	}
+
+	// What the Jobs wrote lost: the Join, complete, is not run again by
+	// itself (it would measure again and again); the condition says to
+	// delete it, and then the stream is measured again over its index.
+	for o := range single {
+		if err := minioServer.Client.RemoveObject(ctx, bucket, "web/_shardfeed/"+o, minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var now datav1alpha1.TrainingDataset
+	if err := apiServer.Client.Get(ctx, key, &now); err != nil {
+		t.Fatal(err)
+	}
+	now.Spec.Index.Concurrency = ptr.To(int32(8)) // a change, for a reconcile now
+	if err := apiServer.Client.Update(ctx, &now); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, key, "the lost selection said", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, datav1alpha1.ConditionIndexResolved)
+		return c != nil && c.Reason == datav1alpha1.ReasonIndexingFailed && strings.Contains(c.Message, "still lacks what is measured beside its index") &&
+			strings.Contains(c.Message, "delete the Job to measure again")
+	})
+	for _, name := range []string{join.Name, measure.Name} {
+		job := waitJob(t, ns, name)
+		if err := apiServer.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var job batchv1.Job
+		err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: measure.Name}, &job)
+		if err == nil && job.UID != measure.UID && job.DeletionTimestamp == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new Measure Job after the Jobs were deleted (%v)", err)
+		}
+	}
+	var list batchv1.Job
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: indexjob.JobName(ds.Name, "m", indexjob.List)}, &list); err != nil || list.CreationTimestamp.After(measure.CreationTimestamp.Time) {
+		t.Errorf("the stream was listed again for a new filter: %v", err)
 	}
 }

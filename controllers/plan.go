@@ -114,6 +114,10 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 				missing.streams = append(missing.streams, &missingIndexError{stream: i, err: err})
 				continue // the others' indexes are read too: every stream without one is indexed at once
 			}
+			if missingBeside(err) && indexedInCluster(ds, i) {
+				missing.streams = append(missing.streams, &missingIndexError{stream: i, err: err, beside: true})
+				continue
+			}
 			return nil, nil, nil, err
 		case read.ReadBytes.Load() > budget: // its filter's selection after its index
 			return nil, nil, nil, overBudget(s.Name, budget, nil)
@@ -122,12 +126,21 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 			left := budget - read.ReadBytes.Load()
 			err := st.OpenBuckets(ctx, b, min(r.Policy.maxIndexBytes(), left))
 			switch {
+			case missingBeside(err) && indexedInCluster(ds, i):
+				missing.streams = append(missing.streams, &missingIndexError{stream: i, err: err, beside: true})
+				continue
 			case errors.As(err, &tooLarge) && left < r.Policy.maxIndexBytes():
 				return nil, nil, nil, overBudget(s.Name, budget, tooLarge)
 			case err != nil:
 				return nil, nil, nil, err
 			case read.ReadBytes.Load() > budget:
 				return nil, nil, nil, overBudget(s.Name, budget, nil)
+			}
+		}
+		if indexedInCluster(ds, i) {
+			if err := tokensCounted(ctx, st); err != nil {
+				missing.streams = append(missing.streams, &missingIndexError{stream: i, err: err, beside: true})
+				continue
 			}
 		}
 		out[i] = st.Index

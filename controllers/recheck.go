@@ -206,7 +206,7 @@ func (r *TrainingDatasetReconciler) startCheck(ctx context.Context, ds *datav1al
 		return state, err
 	}
 	gone := true
-	for _, phase := range indexPhases {
+	for _, phase := range indexjob.Phases {
 		job := jobs[phase]
 		switch {
 		case job == nil:

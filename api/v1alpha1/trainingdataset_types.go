@@ -1396,6 +1396,12 @@ const (
 	// while jobs hold committed progress on the plan of its index.
 	IndexingChecking = "Checking"
 	IndexingHeld     = "Held"
+	// IndexingMeasuring measures an indexed stream's filter selection,
+	// lengths and token counts in parts (its shards in ranges, a pod
+	// each); IndexingJoining joins them into the files beside its index,
+	// with its buckets and packs.
+	IndexingMeasuring = "Measuring"
+	IndexingJoining   = "Joining"
 )
 
 // StreamIndexing is where the operator's indexing of a stream stands: its
@@ -1403,7 +1409,9 @@ const (
 type StreamIndexing struct {
 	// Name is the stream's.
 	Name string `json:"name"`
-	// Phase is Listing, Indexing (the parts), Merging, Suspended or
+	// Phase is Listing, Indexing (the parts), Merging, then, for a stream
+	// with a filter, packing, bucketing or tokenize, Measuring (its
+	// selection, lengths and tokens, in parts) and Joining; Suspended or
 	// Failed (the IndexResolved condition says why); of an indexed stream
 	// checked again, Checking, or Held when its source changed and jobs
 	// hold committed progress on the plan of its index.

@@ -59,14 +59,16 @@ func (o *indexOptions) measureInParts(ctx context.Context, st, ist store.Store, 
 		return err
 	}
 	var r measuring
-	if o.lengths != "" {
+	r.m = indexparts.Measure{Index: l.Index.ContentHash(), Filter: o.filter, Column: o.lengths, Parts: o.inParts.measure}
+	if t := o.tokenize; t != nil && o.lengths == planspec.TokenizeOutput(t) {
+		r.m.Tokenize = planspec.TokenizeKey(t)
+	}
+	if o.inParts.part >= 0 && o.lengths != "" {
+		// The tokenizer is read where the tokens are counted: the join
+		// has their counts.
 		if r.tc, err = o.tokenCount(ctx, source); err != nil {
 			return err
 		}
-	}
-	r.m = indexparts.Measure{Index: l.Index.ContentHash(), Filter: o.filter, Column: o.lengths, Parts: o.inParts.measure}
-	if r.tc != nil {
-		r.m.Tokenize = planspec.TokenizeKey(r.tc.tokenize)
 	}
 	r.run = indexparts.MeasureRun(r.m)
 	sizes := make([]int64, len(l.Index.Shards))

@@ -39,7 +39,16 @@ const (
 	Parts Phase = "parts"
 	// Merge merges the parts into the stream's index.
 	Merge Phase = "merge"
+	// Measure measures the filter's selection, the lengths and the token
+	// counts of an indexed stream, a range of its shards a pod (an
+	// Indexed Job); Join joins them beside the index, with the buckets
+	// and packs.
+	Measure Phase = "measure"
+	Join    Phase = "join"
 )
+
+// Phases are the phases, in order.
+var Phases = []Phase{List, Parts, Merge, Measure, Join}
 
 // Labels of an indexing Job and its pods.
 const (
@@ -48,6 +57,8 @@ const (
 	LabelPhase   = "shardfeed.io/indexing-phase"
 	// LabelQueue is Kueue's: the LocalQueue that admits the Job.
 	LabelQueue = "kueue.x-k8s.io/queue-name"
+	// AnnotationMeasuring is a Measure or Join Job's Input.Measuring.
+	AnnotationMeasuring = "shardfeed.io/measuring"
 )
 
 // Where an indexing pod finds what it reads.
@@ -73,8 +84,14 @@ type Input struct {
 	// Stream is the stream's index in spec.streams.
 	Stream int
 	Phase  Phase
-	// Parts is the Parts phase's pods: the parts the listing cut.
+	// Parts is the Parts phase's pods (the parts the listing cut), or the
+	// Measure and Join phases' ranges of shards.
 	Parts int32
+	// Measuring names what the Measure and Join phases measure (the
+	// index and the stream's filter, packing, bucketing and tokenize):
+	// their Jobs carry it, so that a Job of an earlier measuring is told
+	// from the one due.
+	Measuring string
 	// Run is the run the Parts and Merge phases index and merge: the one
 	// the listing recorded under RunName.
 	Run string
@@ -153,6 +170,13 @@ func Build(in Input) (*batchv1.Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	var annotations map[string]string
+	if in.Phase == Measure || in.Phase == Join {
+		if in.Measuring == "" {
+			return nil, errors.New("no measuring named for the measuring Jobs")
+		}
+		annotations = map[string]string{AnnotationMeasuring: in.Measuring}
+	}
 	labels := map[string]string{LabelDataset: ds.Name, LabelStream: s.Name, LabelPhase: string(in.Phase)}
 	jobLabels := maps.Clone(labels)
 	if spec.QueueName != "" {
@@ -161,7 +185,7 @@ func Build(in Input) (*batchv1.Job, error) {
 	job := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: JobName(ds.Name, s.Name, in.Phase), Namespace: ds.Namespace, Labels: jobLabels,
+			Name: JobName(ds.Name, s.Name, in.Phase), Namespace: ds.Namespace, Labels: jobLabels, Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, datav1alpha1.GroupVersion.WithKind("TrainingDataset"))},
 		},
 		Spec: batchv1.JobSpec{
@@ -201,6 +225,19 @@ func phaseArgs(in Input, stream string, spec *datav1alpha1.IndexJob) ([]string, 
 		}
 		return args, 1, nil
 	}
+	if in.Phase == Measure || in.Phase == Join {
+		if in.Parts < 1 || in.Parts > MaxParts {
+			return nil, 0, fmt.Errorf("%d ranges of shards to measure: 1 to %d", in.Parts, MaxParts)
+		}
+		args = append(args, "--measure-parts", strconv.Itoa(int(in.Parts)), "--record-run", name)
+		if in.Phase == Join {
+			return append(args, "--merge-parts"), 1, nil
+		}
+		if tokenizerConfigMap(in.Dataset, in.Stream) != "" {
+			args = append(args, "--configmaps-dir", sidecarconfig.ConfigMapsDir)
+		}
+		return append(args, "--part", "$(JOB_COMPLETION_INDEX)"), in.Parts, nil
+	}
 	if err := indexparts.CheckRun(in.Run); err != nil {
 		return nil, 0, fmt.Errorf("the listing recorded no run: %w", err)
 	}
@@ -213,10 +250,44 @@ func phaseArgs(in Input, stream string, spec *datav1alpha1.IndexJob) ([]string, 
 		// sets JOB_COMPLETION_INDEX).
 		return append(args, "--part", "$(JOB_COMPLETION_INDEX)", "--run", in.Run, "--record-run", name), in.Parts, nil
 	case Merge:
-		return append(args, "--merge-parts", "--run", in.Run, "--record-run", name), 1, nil
+		// The index alone: what is measured beside it, the Measure Jobs
+		// measure in parts.
+		return append(args, "--merge-parts", "--run", in.Run, "--record-run", name, "--index-only"), 1, nil
 	}
 	return nil, 0, fmt.Errorf("no indexing phase %q", in.Phase)
 }
+
+func tokenizeOf(ds *datav1alpha1.TrainingDataset, i int) *datav1alpha1.Tokenize {
+	if t := ds.Spec.Streams[i].Tokenize; t != nil {
+		return t
+	}
+	return ds.Spec.Tokenize
+}
+
+// tokenizerConfigMap is the ConfigMap stream i's tokenizer is read from,
+// "" where it is read from a store.
+func tokenizerConfigMap(ds *datav1alpha1.TrainingDataset, i int) string {
+	if t := tokenizeOf(ds, i); t != nil && t.Tokenizer.ConfigMapRef != nil {
+		return t.Tokenizer.ConfigMapRef.Name
+	}
+	return ""
+}
+
+// PartsOf is the ranges a Measure or Join Job's measuring cut (its
+// --measure-parts), nil for another Job.
+func PartsOf(job *batchv1.Job) *int32 {
+	for _, c := range job.Spec.Template.Spec.Containers {
+		if i := slices.Index(c.Args, "--measure-parts"); i >= 0 && i+1 < len(c.Args) {
+			if n, err := strconv.ParseInt(c.Args[i+1], 10, 32); err == nil && n > 0 && n <= MaxParts {
+				return ptr.To(int32(n))
+			}
+		}
+	}
+	return nil
+}
+
+// MeasuringOf is what a Measure or Join Job measures (Input.Measuring).
+func MeasuringOf(job *batchv1.Job) string { return job.Annotations[AnnotationMeasuring] }
 
 // IsCheck says whether a List Job checks an indexed stream (--if-changed).
 func IsCheck(job *batchv1.Job) bool {
@@ -278,6 +349,12 @@ func podSpec(in Input, s datav1alpha1.Stream, spec *datav1alpha1.IndexJob, args 
 			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
 				Audience: workloadidentity.Audience(s.Source), ExpirationSeconds: ptr.To(int64(workloadidentity.TokenExpiry)), Path: s.Name}}}}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "identity", MountPath: workloadidentity.TokenDir, ReadOnly: true})
+	}
+	if cm := tokenizerConfigMap(ds, in.Stream); cm != "" && in.Phase == Measure {
+		// The tokenizer of a ConfigMap, as a sidecar mounts it.
+		volumes = append(volumes, corev1.Volume{Name: "tokenizer", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "tokenizer", MountPath: sidecarconfig.ConfigMapsDir + "/" + cm, ReadOnly: true})
 	}
 	var env []corev1.EnvVar
 	if len(in.AllowedEndpoints) > 0 || in.AllowCloudEndpoints {

@@ -50,12 +50,22 @@ func TestEachPhaseRunsItsStepOfTheStreamWithTheOperatorsImage(t *testing.T) {
 	}{
 		{List, 0, 1, []string{"--list-parts", "4", "--record-run", "team-a." + JobName("web", "pages", List)}},
 		{Parts, 7, 7, []string{"--part", "$(JOB_COMPLETION_INDEX)", "--run", testRun, "--record-run", "team-a." + JobName("web", "pages", List)}},
-		{Merge, 7, 1, []string{"--merge-parts", "--run", testRun, "--record-run", "team-a." + JobName("web", "pages", List)}},
+		{Merge, 7, 1, []string{"--merge-parts", "--run", testRun, "--record-run", "team-a." + JobName("web", "pages", List), "--index-only"}},
+		{Measure, 5, 5, []string{"--measure-parts", "5", "--record-run", "team-a." + JobName("web", "pages", List), "--part", "$(JOB_COMPLETION_INDEX)"}},
+		{Join, 5, 1, []string{"--measure-parts", "5", "--record-run", "team-a." + JobName("web", "pages", List), "--merge-parts"}},
 	} {
 		t.Run(string(tc.phase), func(t *testing.T) {
-			job, err := Build(Input{Dataset: dataset(minimal()), Stream: 0, Phase: tc.phase, Parts: tc.parts, Run: testRun, Image: "ghcr.io/shardfeed/shardfeed:0.1.0"})
+			job, err := Build(Input{Dataset: dataset(minimal()), Stream: 0, Phase: tc.phase, Parts: tc.parts, Run: testRun, Measuring: "m1",
+				Image: "ghcr.io/shardfeed/shardfeed:0.1.0"})
 			if err != nil {
 				t.Fatal(err)
+			}
+			measuring := tc.phase == Measure || tc.phase == Join
+			if got := MeasuringOf(job); (got == "m1") != measuring {
+				t.Errorf("the Job's measuring is %q", got)
+			}
+			if got := PartsOf(job); (got != nil && *got == 5) != measuring {
+				t.Errorf("the Job's measuring parts are %v", got)
 			}
 			if job.Name != JobName("web", "pages", tc.phase) || job.Namespace != "team-a" {
 				t.Errorf("the Job is %s/%s", job.Namespace, job.Name)
@@ -157,6 +167,30 @@ func TestThePodsAreRestrictedAndHoldNoAPIToken(t *testing.T) {
 	}
 }
 
+// A tokenizer of a ConfigMap is mounted, read-only, where the Measure
+// pods count the tokens (--configmaps-dir), and in no other phase's pods:
+// the Join has the counts.
+func TestTheMeasurePodsReadTheTokenizersConfigMap(t *testing.T) {
+	ds := dataset(minimal())
+	ds.Spec.Tokenize = &datav1alpha1.Tokenize{Column: "text",
+		Tokenizer: datav1alpha1.TokenizerFile{ConfigMapRef: &datav1alpha1.ConfigMapKey{Name: "llama-tok", Key: "tokenizer.json"}}}
+	for _, phase := range Phases {
+		job, err := Build(Input{Dataset: ds, Phase: phase, Parts: 2, Run: testRun, Measuring: "m", Image: "img"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := job.Spec.Template.Spec
+		mounted := slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.ConfigMap != nil && v.ConfigMap.Name == "llama-tok" })
+		at := slices.ContainsFunc(pod.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.MountPath == sidecarconfig.ConfigMapsDir+"/llama-tok" && m.ReadOnly
+		})
+		flag := slices.Contains(pod.Containers[0].Args, "--configmaps-dir")
+		if want := phase == Measure; mounted != want || at != want || flag != want {
+			t.Errorf("%s: the ConfigMap mounted %v, read-only at %s/llama-tok %v, --configmaps-dir %v; want %v", phase, mounted, sidecarconfig.ConfigMapsDir, at, flag, want)
+		}
+	}
+}
+
 func TestAStreamReadWithAWorkloadIdentityRunsAsItsServiceAccount(t *testing.T) {
 	job, err := Build(Input{Dataset: dataset(minimal()), Stream: 1, Phase: List, Image: "img"})
 	if err != nil {
@@ -234,6 +268,8 @@ func TestBuildRefusesWhatCannotRun(t *testing.T) {
 		{"no run", Input{Dataset: dataset(minimal()), Phase: Merge, Parts: 2, Image: "img"}, "recorded no run"},
 		{"a run that is no run", Input{Dataset: dataset(minimal()), Phase: Parts, Parts: 2, Run: "../../x", Image: "img"}, "recorded no run"},
 		{"no such phase", Input{Dataset: dataset(minimal()), Phase: "all", Run: testRun, Image: "img"}, `no indexing phase "all"`},
+		{"a measuring unnamed", Input{Dataset: dataset(minimal()), Phase: Measure, Parts: 2, Image: "img"}, "no measuring named"},
+		{"no ranges", Input{Dataset: dataset(minimal()), Phase: Join, Measuring: "m", Image: "img"}, "0 ranges of shards"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Build(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {

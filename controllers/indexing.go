@@ -215,6 +215,15 @@ func (r *TrainingDatasetReconciler) indexed(ds *datav1alpha1.TrainingDataset, st
 		if x.StartTime != nil {
 			took = " in " + time.Since(x.StartTime.Time).Round(time.Second).String()
 		}
+		if x.Phase == datav1alpha1.IndexingMeasuring || x.Phase == datav1alpha1.IndexingJoining {
+			indexed := ""
+			if x.Objects > 0 {
+				indexed = fmt.Sprintf(" indexed: %d objects (%s);", x.Objects, bytesize.Human(x.Bytes))
+			}
+			r.Recorder.Eventf(ds, nil, corev1.EventTypeNormal, datav1alpha1.ReasonIndexRead, "Index", "stream %q%s measured by the operator in %d parts (what its filter, packing, bucketing or tokenize needs beside its index)%s",
+				x.Name, indexed, x.Parts, took)
+			continue
+		}
 		r.Recorder.Eventf(ds, nil, corev1.EventTypeNormal, datav1alpha1.ReasonIndexRead, "Index", "stream %q indexed by the operator: %d objects (%s) in %d parts%s",
 			x.Name, x.Objects, bytesize.Human(x.Bytes), x.Parts, took)
 	}
@@ -334,7 +343,9 @@ var indexPhases = []indexjob.Phase{indexjob.List, indexjob.Parts, indexjob.Merge
 // packing, bucketing or tokenize) is deleted first.
 func (r *TrainingDatasetReconciler) advanceMeasuring(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, before datav1alpha1.StreamIndexing, missing error) (indexingState, error) {
 	stream := ds.Spec.Streams[i].Name
-	state := indexingState{StreamIndexing: datav1alpha1.StreamIndexing{Name: stream, StartTime: before.StartTime}}
+	// The index is done: what its listing found is read.
+	state := indexingState{StreamIndexing: datav1alpha1.StreamIndexing{Name: stream, StartTime: before.StartTime,
+		Objects: before.Objects, Bytes: before.Bytes, ObjectsRead: before.Objects, BytesRead: before.Bytes}}
 	jobs, err := r.indexJobs(ctx, ds, stream)
 	if err != nil {
 		return indexingState{}, err

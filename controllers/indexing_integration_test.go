@@ -760,6 +760,8 @@ func TestIntegrationAFilteredPackedStreamIsMeasuredInPartsByItsJobs(t *testing.T
 	if ready.Status.Indexed != "1/1" || len(ready.Status.Indexing) != 0 || ready.Status.Samples == 0 {
 		t.Fatalf("measured, the status says indexed %q, %+v, %d samples", ready.Status.Indexed, ready.Status.Indexing, ready.Status.Samples)
 	}
+	waitEvent(t, ns, ds.Name, `stream "m" indexed: 5 objects`)
+	waitEvent(t, ns, ds.Name, `measured by the operator in 3 parts`)
 	jobs := besideIndexOf(t, bucket, "web")
 	if len(jobs) != 5 { // the selection and the lengths (an index and an object each), the packs
 		t.Fatalf("the Jobs wrote %d objects beside the index, want 5: %v", len(jobs), slices.Sorted(maps.Keys(jobs)))

@@ -138,9 +138,13 @@ func (r *TrainingDatasetReconciler) readIndexes(ctx context.Context, ds *datav1a
 			}
 		}
 		if indexedInCluster(ds, i) {
-			if err := tokensCounted(ctx, st); err != nil {
+			err := tokensCounted(ctx, st)
+			if missingBeside(err) {
 				missing.streams = append(missing.streams, &missingIndexError{stream: i, err: err, beside: true})
 				continue
+			}
+			if err != nil {
+				return nil, nil, nil, err
 			}
 		}
 		out[i] = st.Index

@@ -117,6 +117,9 @@ type DatasetOptions struct {
 // IndexInCluster is spec.index of a story's dataset.
 type IndexInCluster struct {
 	Parallelism, Concurrency int
+	// LinesFilter is the JSON Lines stream's row filter, if set: its
+	// selection is measured by the Measure and Join Jobs.
+	LinesFilter string
 }
 
 // Env is one story on the cluster: a namespace with the MinIO credentials,
@@ -279,10 +282,14 @@ func (e *Env) streams() []sampledata.Stream {
 	if ep == "" {
 		ep = e.MinIO.URL()
 	}
-	if e.ds.IndexInCluster != nil {
+	if x := e.ds.IndexInCluster; x != nil {
+		linesFilter := ""
+		if x.LinesFilter != "" {
+			linesFilter = fmt.Sprintf("filter: %q", x.LinesFilter)
+		}
 		return []sampledata.Stream{
 			{Name: "text", URI: "s3://" + e.Bucket + "/text/", Format: "parquet", Endpoint: ep, Extra: `columns: ["id", "text"]`},
-			{Name: "lines", URI: "s3://" + e.Bucket + "/lines/", Format: "jsonl", Endpoint: ep},
+			{Name: "lines", URI: "s3://" + e.Bucket + "/lines/", Format: "jsonl", Endpoint: ep, Extra: linesFilter},
 		}
 	}
 	columns := `columns: ["id", "text"]`

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/indexjob"
 	"github.com/shardfeed/shardfeed/internal/testenv"
 )
@@ -30,6 +31,9 @@ const indexingNamespace = "e2e-indexing"
 // enough for a part to report its progress before one of its pods is
 // killed.
 const indexingDelay = 50 * time.Millisecond
+
+// linesFilter is the JSON Lines stream's filter: two samples in three.
+const linesFilter = "id % 3 != 0"
 
 // IndexingReport is what the in-cluster indexing story found.
 type IndexingReport struct {
@@ -52,6 +56,8 @@ type IndexingReport struct {
 	SameAsCLI map[string]bool
 	// Samples is the dataset's samples per epoch once Ready.
 	Samples int64
+	// Measured is the parts the lines' Measure Job completed.
+	Measured int32
 }
 
 // RunIndexing plays the in-cluster indexing story: a dataset with
@@ -87,7 +93,7 @@ func (c *Cluster) indexingStory(ctx context.Context, proxy *testenv.SlowProxy, r
 		datasetName, indexingNamespace, parts, c.o.Samples, c.o.Samples, indexingDelay)
 	e, err := c.NewEnv(ctx, indexingNamespace, DatasetOptions{Samples: c.o.Samples, NumSplits: numSplits, GlobalBatchSize: globalBatch,
 		BlockSize: 256, CommitEvery: commitEvery, StepTime: c.o.StepTime, Endpoint: "http://" + proxy.Addr,
-		IndexInCluster: &IndexInCluster{Parallelism: parts, Concurrency: 1}})
+		IndexInCluster: &IndexInCluster{Parallelism: parts, Concurrency: 1, LinesFilter: linesFilter}})
 	if err != nil {
 		return err
 	}
@@ -197,23 +203,43 @@ func (r *IndexingReport) progress(ds *datav1alpha1.TrainingDataset) {
 // machine, over the same objects, and compares its index with the one
 // the Jobs wrote.
 func (c *Cluster) sameAsCLI(ctx context.Context, e *Env, rep *IndexingReport) error {
-	c.Step("Indexing both streams again with shardfeed index here: the same index, byte for byte")
-	for _, s := range []struct{ name, format string }{{"text", "parquet"}, {"lines", "jsonl"}} {
-		key := s.name + "/_shardfeed/index.json"
-		jobs, err := c.object(ctx, e.Bucket, key)
-		if err != nil {
-			return fmt.Errorf("the Jobs' index of %s: %w", s.name, err)
+	c.Step("Indexing both streams again with shardfeed index here (the lines' filter too): the same index and selection, byte for byte")
+	for _, s := range []struct{ name, format, filter string }{{"text", "parquet", ""}, {"lines", "jsonl", linesFilter}} {
+		keys := []string{s.name + "/_shardfeed/index.json"}
+		args := []string{"index", "s3://" + e.Bucket + "/" + s.name + "/", "--format", s.format, "--endpoint", c.MinIO.URL(), "--insecure"}
+		if s.filter != "" {
+			index, runs := sidefile.FilterObjects(s.filter)
+			keys = append(keys, s.name+"/"+index, s.name+"/"+runs)
+			args = append(args, "--filter", s.filter)
 		}
-		if out, err := c.Cmd(ctx, "shardfeed", "index", "s3://"+e.Bucket+"/"+s.name+"/", "--format", s.format, "--endpoint", c.MinIO.URL(), "--insecure"); err != nil {
+		jobs := map[string][]byte{}
+		for _, key := range keys {
+			b, err := c.object(ctx, e.Bucket, key)
+			if err != nil {
+				return fmt.Errorf("the Jobs' %s: %w", key, err)
+			}
+			jobs[key] = b
+		}
+		if out, err := c.Cmd(ctx, "shardfeed", args...); err != nil {
 			return fmt.Errorf("%w\n%s", err, out)
 		}
-		one, err := c.object(ctx, e.Bucket, key)
-		if err != nil {
-			return err
+		rep.SameAsCLI[s.name] = true
+		for _, key := range keys {
+			one, err := c.object(ctx, e.Bucket, key)
+			if err != nil {
+				return err
+			}
+			same := bytes.Equal(jobs[key], one)
+			rep.SameAsCLI[s.name] = rep.SameAsCLI[s.name] && same
+			c.Detail("%s: %d bytes, the same: %v", key, len(jobs[key]), same)
 		}
-		rep.SameAsCLI[s.name] = bytes.Equal(jobs, one)
-		c.Detail("%s: %d bytes, the same: %v", key, len(jobs), rep.SameAsCLI[s.name])
 	}
+	measure := &batchv1.Job{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: indexjob.JobName(datasetName, "lines", indexjob.Measure)}, measure); err != nil {
+		return fmt.Errorf("the lines' Measure Job: %w", err)
+	}
+	rep.Measured = measure.Status.Succeeded
+	c.Detail("the lines' selection was measured by Job %s in %d parts", measure.Name, measure.Status.Succeeded)
 	return nil
 }
 
@@ -243,6 +269,6 @@ func (r *IndexingReport) Summary() string {
 	for name, n := range r.Objects {
 		objects = append(objects, name+" "+strconv.FormatInt(n, 10))
 	}
-	return fmt.Sprintf("objects %s in %d parts; killed %s at %d, replaced %v; indexed %s; same as the CLI %v; %s",
-		strings.Join(objects, ", "), r.Parts, r.KilledPod, r.KilledAt, r.Replaced, r.Indexed, r.SameAsCLI, r.Lineage.Summary())
+	return fmt.Sprintf("objects %s in %d parts; killed %s at %d, replaced %v; indexed %s; the lines' selection measured in %d parts; same as the CLI %v; %s",
+		strings.Join(objects, ", "), r.Parts, r.KilledPod, r.KilledAt, r.Replaced, r.Indexed, r.Measured, r.SameAsCLI, r.Lineage.Summary())
 }

@@ -58,7 +58,8 @@ func TestAMeasuringIsNamedByWhatItMeasures(t *testing.T) {
 		}
 		seen[key] = name
 	}
-	if measuringKey(base(), 0) != measuringKey(base(), 0) || measuringKey(base(), 0) == measuringKey(base(), 1) {
-		t.Error("a measuring's name is not its stream's alone")
+	a, again := base(), base()
+	if measuringKey(a, 0) != measuringKey(again, 0) || measuringKey(a, 0) == measuringKey(a, 1) {
+		t.Error("a measuring's name is not its stream's alone, or not the same for the same spec")
 	}
 }

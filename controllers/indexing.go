@@ -252,6 +252,9 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 	state := indexingState{StreamIndexing: datav1alpha1.StreamIndexing{Name: stream, StartTime: before.StartTime,
 		Parts: before.Parts, Objects: before.Objects, Bytes: before.Bytes}}
 	phases := indexPhases
+	if !indexjob.InParts(ds, i) {
+		phases = []indexjob.Phase{indexjob.Whole}
+	}
 	jobs, err := r.indexJobs(ctx, ds, stream)
 	if err != nil {
 		return indexingState{}, err
@@ -269,7 +272,7 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 			state.doing = fmt.Sprintf("the operator waits for the Job %s to go, to start over", job.Name)
 			return state, nil
 		}
-		if phase == indexjob.List && state.StartTime == nil {
+		if phase == phases[0] && state.StartTime == nil {
 			state.StartTime = ptr.To(job.CreationTimestamp)
 		}
 	}
@@ -284,7 +287,7 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 		if err := r.deleteIndexJobsOf(ctx, ds, stream, indexjob.Measure, indexjob.Join); err != nil {
 			return indexingState{}, err
 		}
-		return r.startPhase(ctx, ds, i, state, indexjob.Input{Stream: i, Phase: indexjob.List})
+		return r.startPhase(ctx, ds, i, state, indexjob.Input{Stream: i, Phase: phases[0]})
 	}
 	phase, job := phases[last], jobs[phases[last]]
 	if why, failed := jobFailed(job); failed {
@@ -374,9 +377,30 @@ func (r *TrainingDatasetReconciler) advanceMeasuring(ctx context.Context, ds *da
 		state.doing = "the operator removes the Jobs of an earlier measuring (of another filter, packing, bucketing or tokenize)"
 		return state, nil
 	}
-	phase, job := indexjob.Join, jobs[indexjob.Join]
+	measure, join := jobs[indexjob.Measure], jobs[indexjob.Join]
+	switch {
+	case join != nil && measure != nil && join.CreationTimestamp.Before(&measure.CreationTimestamp):
+		// A Join of the measuring before this one: its parts are joined.
+		if err := r.deleteIndexJobsOf(ctx, ds, stream, indexjob.Join); err != nil {
+			return indexingState{}, err
+		}
+		state.show(indexjob.Measure, measure.Name, false)
+		state.doing = fmt.Sprintf("the operator removes the Job %s of an earlier join", join.Name)
+		return state, nil
+	case join != nil && measure == nil && jobComplete(join):
+		// Joined, its Measure Job gone (deleted to measure again, or by
+		// its ttlSecondsAfterFinished), and the files missing: measured
+		// again, from the start.
+		if err := r.deleteIndexJobsOf(ctx, ds, stream, indexjob.Join); err != nil {
+			return indexingState{}, err
+		}
+		state.show(indexjob.Measure, "", false)
+		state.doing = fmt.Sprintf("the operator removes the Job %s, to measure again", join.Name)
+		return state, nil
+	}
+	phase, job := indexjob.Join, join
 	if job == nil {
-		phase, job = indexjob.Measure, jobs[indexjob.Measure]
+		phase, job = indexjob.Measure, measure
 	}
 	if job == nil {
 		parts := ptr.Deref(ds.Spec.Index.Parallelism, datav1alpha1.DefaultIndexParallelism)
@@ -412,7 +436,7 @@ func (r *TrainingDatasetReconciler) advanceMeasuring(ctx context.Context, ds *da
 	}
 	// Joined, and still missing: not started over by itself (it would
 	// measure again and again); a person looks.
-	return state.stop(phase, job.Name, fmt.Sprintf("the Job %s completed, and the stream still lacks what is measured beside its index (%v): delete the Job to measure again", job.Name, missing)), nil
+	return state.stop(phase, job.Name, fmt.Sprintf("the Job %s completed, and the stream still lacks what is measured beside its index (%v): delete the Job %s to measure again", job.Name, missing, measure.Name)), nil
 }
 
 // measuringKey names what stream i's Measure and Join Jobs measure: its
@@ -469,10 +493,10 @@ func (r *TrainingDatasetReconciler) deleteIndexJobsOf(ctx context.Context, ds *d
 
 // show sets the state of a Job of phase running (or suspended).
 func (s *indexingState) show(phase indexjob.Phase, job string, suspended bool) {
-	s.Phase = map[indexjob.Phase]string{indexjob.List: datav1alpha1.IndexingListing, indexjob.Parts: datav1alpha1.IndexingParts,
+	s.Phase = map[indexjob.Phase]string{indexjob.Whole: datav1alpha1.IndexingParts, indexjob.List: datav1alpha1.IndexingListing, indexjob.Parts: datav1alpha1.IndexingParts,
 		indexjob.Merge: datav1alpha1.IndexingMerging, indexjob.Measure: datav1alpha1.IndexingMeasuring, indexjob.Join: datav1alpha1.IndexingJoining}[phase]
 	s.Job = job
-	step := map[indexjob.Phase]string{indexjob.List: "listing its objects", indexjob.Parts: "indexing its parts", indexjob.Merge: "merging its parts",
+	step := map[indexjob.Phase]string{indexjob.Whole: "indexing it in one pod (its format is not indexed in parts)", indexjob.List: "listing its objects", indexjob.Parts: "indexing its parts", indexjob.Merge: "merging its parts",
 		indexjob.Measure: "measuring its selection, lengths and tokens in parts", indexjob.Join: "joining what its parts measured"}[phase]
 	s.doing = fmt.Sprintf("the operator is %s (Job %s)", step, job)
 	if suspended {

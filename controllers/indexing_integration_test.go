@@ -3,6 +3,7 @@
 package controllers_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
@@ -810,13 +811,10 @@ func TestIntegrationAFilteredPackedStreamIsMeasuredInPartsByItsJobs(t *testing.T
 	waitFor(t, key, "the lost selection said", func(d *datav1alpha1.TrainingDataset) bool {
 		c := condition(d, datav1alpha1.ConditionIndexResolved)
 		return c != nil && c.Reason == datav1alpha1.ReasonIndexingFailed && strings.Contains(c.Message, "still lacks what is measured beside its index") &&
-			strings.Contains(c.Message, "delete the Job to measure again")
+			strings.Contains(c.Message, "delete the Job "+measure.Name+" to measure again")
 	})
-	for _, name := range []string{join.Name, measure.Name} {
-		job := waitJob(t, ns, name)
-		if err := apiServer.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
-			t.Fatal(err)
-		}
+	if err := apiServer.Client.Delete(ctx, waitJob(t, ns, measure.Name), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		var job batchv1.Job
@@ -825,11 +823,114 @@ func TestIntegrationAFilteredPackedStreamIsMeasuredInPartsByItsJobs(t *testing.T
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no new Measure Job after the Jobs were deleted (%v)", err)
+			t.Fatalf("no new Measure Job after the Measure Job was deleted (%v)", err)
+		}
+	}
+	if err := apiServer.Client.Get(ctx, client.ObjectKeyFromObject(join), &batchv1.Job{}); err == nil {
+		var j batchv1.Job
+		_ = apiServer.Client.Get(ctx, client.ObjectKeyFromObject(join), &j)
+		if j.UID == join.UID {
+			t.Error("the Join of the earlier measuring stays beside the new Measure Job")
 		}
 	}
 	var list batchv1.Job
 	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: indexjob.JobName(ds.Name, "m", indexjob.List)}, &list); err != nil || list.CreationTimestamp.After(measure.CreationTimestamp.Time) {
 		t.Errorf("the stream was listed again for a new filter: %v", err)
+	}
+}
+
+// putTar writes a WebDataset shard of samples samples (a .txt and a .cls
+// each) as key in bucket.
+func putTar(t *testing.T, bucket, key string, shard, samples int) {
+	t.Helper()
+	var b bytes.Buffer
+	w := tar.NewWriter(&b)
+	for i := range samples {
+		for _, m := range [][2]string{{"txt", fmt.Sprintf("sample %d of shard %d", i, shard)}, {"cls", strconv.Itoa(i % 3)}} {
+			if err := w.WriteHeader(&tar.Header{Name: fmt.Sprintf("%02d%04d.%s", shard, i, m[0]), Mode: 0o644, Size: int64(len(m[1]))}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Write([]byte(m[1])); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := minioServer.Client.PutObject(context.Background(), bucket, key, bytes.NewReader(b.Bytes()), int64(b.Len()), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A stream whose format is not indexed in parts (here WebDataset, whose
+// tars are indexed together) is indexed by one Whole Job, one pod running
+// index in one run, then Ready on the index the CLI writes; a failure of
+// that pod is quoted in the condition.
+func TestIntegrationAStreamNotIndexedInPartsIsIndexedInOnePod(t *testing.T) {
+	startManager(t)
+	ctx := context.Background()
+	ns := apiServer.Namespace(t)
+	bucket := minioServer.Bucket(t)
+	for k := range 3 {
+		putTar(t, bucket, fmt.Sprintf("web/shard-%02d.tar", k), k, 4+k)
+	}
+	ds := indexingDataset(t, ns, bucket, 3, func(ds *datav1alpha1.TrainingDataset) {
+		ds.Spec.Streams[0].Format = datav1alpha1.FormatWebDataset
+	})
+	key := client.ObjectKeyFromObject(ds)
+	whole := waitJob(t, ns, indexjob.JobName(ds.Name, "m", indexjob.Whole))
+	got := waitFor(t, key, "indexing in one pod", func(d *datav1alpha1.TrainingDataset) bool {
+		x := indexingOf(d, "m")
+		return x.Phase == datav1alpha1.IndexingParts && x.Job == whole.Name
+	})
+	if c := condition(got, datav1alpha1.ConditionIndexResolved); c == nil || !strings.Contains(c.Message, "indexing it in one pod") || *whole.Spec.Completions != 1 {
+		t.Fatalf("the condition says %+v; the Job runs %d pods", c, *whole.Spec.Completions)
+	}
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: indexjob.JobName(ds.Name, "m", indexjob.List)}, &batchv1.Job{}); err == nil {
+		t.Fatal("a hive stream was listed in parts")
+	}
+	// An object that is not a tar: the pod fails, and says which.
+	bad := strings.Repeat("not a tar ", 100)
+	if _, err := minioServer.Client.PutObject(ctx, bucket, "web/shard-09.tar", strings.NewReader(bad), int64(len(bad)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tryJobPods(t, whole); err == nil {
+		t.Fatal("a stream with an object that is not a tar was indexed")
+	}
+	finishJob(t, whole, true)
+	waitFor(t, key, "the failure quoted", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, datav1alpha1.ConditionIndexResolved)
+		return c != nil && c.Reason == datav1alpha1.ReasonIndexingFailed && strings.Contains(c.Message, "shard-09.tar: corrupt tar")
+	})
+	if err := minioServer.Client.RemoveObject(ctx, bucket, "web/shard-09.tar", minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiServer.Client.Delete(ctx, whole, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	var again *batchv1.Job
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if again = waitJob(t, ns, whole.Name); again.UID != whole.UID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Whole Job deleted was not made again")
+		}
+	}
+	runJobPods(t, again)
+	finishJob(t, again, false)
+	waitFor(t, key, "Ready", func(d *datav1alpha1.TrainingDataset) bool {
+		c := condition(d, datav1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	jobs := indexBytes(t, bucket, "web/_shardfeed/index.json")
+	out, err := exec.Command(shardfeedCLI(t), "index", "s3://"+bucket+"/web/", "--format", "webdataset", "--endpoint", minioServer.URL(), "--insecure",
+		"--credentials-dir", minioServer.CredentialsDir(t)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("one run: %v\n%s", err, out)
+	}
+	if one := indexBytes(t, bucket, "web/_shardfeed/index.json"); !bytes.Equal(jobs, one) {
+		t.Errorf("the Whole Job's index differs from one run's:\n jobs %.300s\n  one %.300s", jobs, one)
 	}
 }

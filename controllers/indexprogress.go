@@ -158,7 +158,7 @@ func (r *TrainingDatasetReconciler) readFailure(ctx context.Context, ds *datav1a
 		f, err = jobrecords.ParseFailure(data)
 		return err
 	})
-	step := map[indexjob.Phase]string{indexjob.List: "list", indexjob.Parts: "part", indexjob.Merge: "merge", indexjob.Measure: "measure", indexjob.Join: "join"}[phase]
+	step := map[indexjob.Phase]string{indexjob.Whole: "index", indexjob.List: "list", indexjob.Parts: "part", indexjob.Merge: "merge", indexjob.Measure: "measure", indexjob.Join: "join"}[phase]
 	// A second of slack: the record's time is the pod's clock.
 	if err != nil || f.Step != step || f.Time.Before(job.CreationTimestamp.Add(-time.Second)) {
 		return "", false

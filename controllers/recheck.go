@@ -46,7 +46,7 @@ func recheckIn(ds *datav1alpha1.TrainingDataset, now time.Time) (time.Duration, 
 	}
 	next := every
 	for i, s := range ds.Spec.Streams {
-		if indexedInCluster(ds, i) && !waiting[s.Name] {
+		if indexedInCluster(ds, i) && indexjob.InParts(ds, i) && !waiting[s.Name] {
 			next = min(next, max(checkedAt(ds, s.Name, now).Add(every).Sub(now), 0))
 		}
 	}
@@ -89,7 +89,9 @@ func (r *TrainingDatasetReconciler) recheckIndexes(ctx context.Context, ds *data
 		next   = every
 	)
 	for i, s := range ds.Spec.Streams {
-		if !indexedInCluster(ds, i) {
+		if !indexedInCluster(ds, i) || !indexjob.InParts(ds, i) {
+			// A stream indexed in one pod is not checked again: its
+			// check would be a listing in parts.
 			continue
 		}
 		last := now

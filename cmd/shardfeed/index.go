@@ -385,6 +385,9 @@ func (o *indexOptions) run(cmd *cobra.Command, args []string) error {
 		}
 	default:
 		if l, err = o.indexStream(ctx, cmd, st, ist, source, opts, verb, start); err != nil {
+			if name := o.inParts.name; name != "" {
+				o.recordFailure(ctx, ist, name, err)
+			}
 			return err
 		}
 	}

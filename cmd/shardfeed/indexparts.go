@@ -53,7 +53,7 @@ func (p *partsFlags) add(cmd *cobra.Command) {
 	f.BoolVar(&p.keep, "keep-parts", false, "with --merge-parts: keep the run's files")
 	f.IntVar(&p.measure, "measure-parts", 0, "measure the filter's selection and the lengths (and the tokens) over the index already there in this many ranges of its shards, one machine each: with --part K, measure range K; then with --merge-parts, join them into the files one run writes and cut the buckets and packs")
 	f.BoolVar(&p.ifChanged, "if-changed", false, "with --list-parts: where the stream has an index of the very objects listed (keys, sizes, version tags), cut no run and say so (recorded under --record-run's name as unchanged): the operator's spec.index.recheckEvery")
-	f.StringVar(&p.name, "record-run", "", "with --list-parts: also record the run and its totals under this name (_shardfeed/parts/named-NAME.json), for a program that runs the steps (the operator's indexing Jobs) to read; with --merge-parts: remove that record; with any step: record why it failed (named-NAME.failed.json)")
+	f.StringVar(&p.name, "record-run", "", "with --list-parts: also record the run and its totals under this name (_shardfeed/parts/named-NAME.json), for a program that runs the steps (the operator's indexing Jobs) to read; with --merge-parts: remove that record; with any step, or an index in one run: record why it failed (named-NAME.failed.json)")
 }
 
 // on says whether one of the steps is asked for, refusing two.
@@ -83,8 +83,6 @@ func (p *partsFlags) on() (bool, error) {
 		return false, errors.New("--keep-parts goes with --merge-parts")
 	case p.ifChanged && p.list == 0:
 		return false, errors.New("--if-changed goes with --list-parts")
-	case p.name != "" && n == 0:
-		return false, errors.New("--record-run goes with --list-parts, --part or --merge-parts")
 	case p.name != "":
 		if err := jobrecords.CheckName(p.name); err != nil {
 			return false, fmt.Errorf("--record-run: %w", err)
@@ -450,6 +448,8 @@ func putJSON(ctx context.Context, st store.Store, key string, v any) error {
 func (o *indexOptions) recordFailure(ctx context.Context, ist store.Store, name string, err error) {
 	f := jobrecords.Failure{Step: "merge", Run: o.inParts.run, Time: time.Now().UTC(), Error: jobrecords.FailureText(err.Error())}
 	switch {
+	case o.inParts.measure == 0 && o.inParts.list == 0 && o.inParts.part < 0 && !o.inParts.merge:
+		f.Step = "index"
 	case o.inParts.measure > 0 && o.inParts.part >= 0:
 		f.Step, f.Part = "measure", o.inParts.part
 	case o.inParts.measure > 0:

@@ -392,7 +392,7 @@ func TestANamedRunRecordsItsTotalsAndItsPartsProgress(t *testing.T) {
 	if len(left) > 0 {
 		t.Fatalf("the run's files and records stay after the merge: %v", left)
 	}
-	for _, bad := range [][]string{{"--list-parts", "2", "--record-run", "../x"}, {"--record-run", name}} {
+	for _, bad := range [][]string{{"--list-parts", "2", "--record-run", "../x"}, {"--record-run", "../x"}} {
 		if out, err := runCLI(t, append(args, bad...)...); err == nil || !strings.Contains(err.Error(), "--record-run") {
 			t.Errorf("%v was not refused naming --record-run: %v\n%s", bad, err, out)
 		}
@@ -425,6 +425,22 @@ func TestAFailedStepOfANamedRunRecordsWhy(t *testing.T) {
 	}
 	if f.Step != "part" || f.Part != 1 || f.Run != listed.Run || !strings.Contains(f.Error, "obj-06.jsonl") || !strings.Contains(f.Error, "list the parts again") || time.Since(f.Time) > time.Minute {
 		t.Errorf("the failure recorded is %+v: want part 1 of run %s, naming obj-06.jsonl and the fix", f, listed.Run)
+	}
+
+	// An index in one run (the operator's Whole Job) records its failure
+	// too.
+	if err := os.WriteFile(filepath.Join(dir, "obj-03.jsonl"), []byte("{\"id\": 1}\nnot json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, append(args, "--record-run", name)...); err == nil {
+		t.Fatal("a stream with an object that is not JSON Lines was indexed")
+	}
+	data, err = os.ReadFile(filepath.Join(dir, filepath.FromSlash(jobrecords.FailureKey(name))))
+	if err != nil {
+		t.Fatalf("no failure recorded of the index in one run: %v", err)
+	}
+	if f, err = jobrecords.ParseFailure(data); err != nil || f.Step != "index" || !strings.Contains(f.Error, "obj-03.jsonl") {
+		t.Errorf("the failure recorded of the index in one run is %+v (%v): want step index, naming obj-03.jsonl", f, err)
 	}
 }
 

@@ -33,6 +33,9 @@ type Phase string
 
 // The phases, in order.
 const (
+	// Whole indexes a stream that is not indexed in parts (InParts) in
+	// one pod.
+	Whole Phase = "whole"
 	// List lists the stream's objects once and plans the parts.
 	List Phase = "list"
 	// Parts indexes the parts, one pod per part (an Indexed Job).
@@ -48,7 +51,21 @@ const (
 )
 
 // Phases are the phases, in order.
-var Phases = []Phase{List, Parts, Merge, Measure, Join}
+var Phases = []Phase{Whole, List, Parts, Merge, Measure, Join}
+
+// InParts says whether stream i is indexed in parts (the List, Parts and
+// Merge phases): a stream whose index is of its objects one by one (as
+// format.Registry.IndexesInParts says of its format); the others (a
+// table's, a format's own index, objects indexed together, a
+// hive-partitioned tree) are indexed in one pod (Whole).
+func InParts(ds *datav1alpha1.TrainingDataset, i int) bool {
+	s := ds.Spec.Streams[i]
+	return s.Partitions == nil && slices.Contains(InPartsFormats, s.Format)
+}
+
+// InPartsFormats are the formats indexed in parts.
+var InPartsFormats = []datav1alpha1.ShardFormat{datav1alpha1.FormatParquet, datav1alpha1.FormatJSONL, datav1alpha1.FormatCSV,
+	datav1alpha1.FormatTSV, datav1alpha1.FormatArrow, datav1alpha1.FormatORC, datav1alpha1.FormatMegatron}
 
 // Labels of an indexing Job and its pods.
 const (
@@ -217,6 +234,10 @@ func phaseArgs(in Input, stream string, spec *datav1alpha1.IndexJob) ([]string, 
 		args = append(args, "--identity-dir", workloadidentity.TokenDir)
 	}
 	name := RunName(in.Dataset, stream)
+	if in.Phase == Whole {
+		// The index alone, in one run; the Measure Jobs measure beside it.
+		return append(args, "--record-run", name, "--index-only"), 1, nil
+	}
 	if in.Phase == List {
 		parts := ptr.Deref(spec.Parallelism, datav1alpha1.DefaultIndexParallelism)
 		args = append(args, "--list-parts", strconv.Itoa(int(parts)), "--record-run", name)

@@ -17,6 +17,8 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index/indexparts/jobrecords"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/internal/workloadidentity"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 )
 
 func dataset(index *datav1alpha1.IndexJob) *datav1alpha1.TrainingDataset {
@@ -48,6 +50,7 @@ func TestEachPhaseRunsItsStepOfTheStreamWithTheOperatorsImage(t *testing.T) {
 		completions int32
 		wantArgs    []string
 	}{
+		{Whole, 0, 1, []string{"--record-run", "team-a." + JobName("web", "pages", List), "--index-only"}},
 		{List, 0, 1, []string{"--list-parts", "4", "--record-run", "team-a." + JobName("web", "pages", List)}},
 		{Parts, 7, 7, []string{"--part", "$(JOB_COMPLETION_INDEX)", "--run", testRun, "--record-run", "team-a." + JobName("web", "pages", List)}},
 		{Merge, 7, 1, []string{"--merge-parts", "--run", testRun, "--record-run", "team-a." + JobName("web", "pages", List), "--index-only"}},
@@ -359,5 +362,27 @@ func TestThePodsCheckEveryRequestAgainstThePlatformsEndpoints(t *testing.T) {
 				t.Errorf("env %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A stream is indexed in parts exactly where its format's indexer says it
+// can be (a hive tree never yet); the others in one pod.
+func TestInPartsIsTheFormatsOwnWord(t *testing.T) {
+	reg := formats.Default()
+	kinds := append(reg.Kinds(format.IndexesObjects), reg.Kinds(format.IsTable)...)
+	if len(kinds) < 10 {
+		t.Fatalf("the registry has %d formats", len(kinds))
+	}
+	for _, kind := range kinds {
+		for _, hive := range []bool{false, true} {
+			ds := dataset(minimal())
+			ds.Spec.Streams[0].Format = datav1alpha1.ShardFormat(kind)
+			if hive {
+				ds.Spec.Streams[0].Partitions = &datav1alpha1.Partitions{}
+			}
+			if got, want := InParts(ds, 0), reg.IndexesInParts(datav1alpha1.ShardFormat(kind), hive); got != want {
+				t.Errorf("%s (hive %v): indexed in parts %v, its indexer says %v", kind, hive, got, want)
+			}
+		}
 	}
 }

@@ -64,6 +64,18 @@ func (r Registry) partsIndexer(kind datav1alpha1.ShardFormat, opts IndexOptions)
 	return ix, nil
 }
 
+// IndexesInParts says whether a stream of kind (hive-partitioned or not)
+// is indexed in parts (--list-parts, --part, --merge-parts); the others
+// are indexed in one run.
+func (r Registry) IndexesInParts(kind datav1alpha1.ShardFormat, hive bool) bool {
+	opts := IndexOptions{}
+	if hive {
+		opts.Partitions = &PartitionOptions{}
+	}
+	_, err := r.partsIndexer(kind, opts)
+	return err == nil
+}
+
 // ListObjects lists the objects a stream's index in kind is of, as Index
 // lists them (the format's suffixes, the brace pattern of opts.Shards, the
 // listing a store.Listed gives), and indexes its head to know how many

@@ -1,6 +1,7 @@
 package webdataset
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,10 +92,20 @@ feed:
 	}
 	close(next)
 	wg.Wait()
+	// The tar that failed, not one of those its failure cancelled (an
+	// earlier tar, still being read, says only "context canceled").
+	var cancelled error
 	for _, err := range errs {
-		if err != nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			cancelled = cmp.Or(cancelled, err)
+		default:
 			return err
 		}
+	}
+	if cancelled != nil {
+		return cancelled
 	}
 	if err := ctx.Err(); err != nil {
 		return err

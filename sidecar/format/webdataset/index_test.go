@@ -4,12 +4,15 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/store"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
@@ -68,5 +71,45 @@ func TestIndexRefusesAnEmptyFileAsATar(t *testing.T) {
 				t.Fatalf("%d samples, want %d", n, c.samples)
 			}
 		})
+	}
+}
+
+// slowStore holds the reads of every object but bad until their context
+// ends: the tars read while another fails.
+type slowStore struct {
+	store.Store
+	bad string
+}
+
+func (s slowStore) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if key != s.bad && strings.HasSuffix(key, ".tar") {
+		<-ctx.Done()
+		return nil, fmt.Errorf("reading %s: %w", key, ctx.Err())
+	}
+	return s.Store.Get(ctx, key, off, n)
+}
+
+// The tar whose failure stops the indexing is the one named, not the
+// earlier tars its failure cancelled (which say only "context canceled").
+func TestIndexNamesTheTarThatFailedNotThoseItCancelled(t *testing.T) {
+	dir := t.TempDir()
+	var one bytes.Buffer
+	w := tar.NewWriter(&one)
+	if err := w.WriteHeader(&tar.Header{Name: "a.txt", Size: 2, Mode: 0o644, Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write([]byte("hi"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"a.tar": one.Bytes(), "b.tar": one.Bytes(), "z.tar": bytes.Repeat([]byte("not a tar "), 100)} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := slowStore{Store: formattest.OpenDir(t, dir), bad: "z.tar"}
+	_, err := formats.Default().Index(context.Background(), st, datav1alpha1.FormatWebDataset, format.IndexOptions{Concurrency: 3})
+	if err == nil || !strings.Contains(err.Error(), "z.tar: corrupt tar") || strings.Contains(err.Error(), "canceled") {
+		t.Fatalf("got %v, want the error of z.tar alone", err)
 	}
 }

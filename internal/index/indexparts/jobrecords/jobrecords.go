@@ -112,10 +112,10 @@ const MaxFailureText = 4 << 10
 // under name failed last.
 func FailureKey(name string) string { return indexparts.Dir + "named-" + name + ".failed.json" }
 
-// Steps are the steps a failure is recorded of: a stream's listing, its
-// parts indexed and merged, its selection and lengths measured in parts
+// Steps are the steps a failure is recorded of: a stream indexed in one
+// run; its listing, its parts indexed and merged, its selection and lengths measured in parts
 // and joined.
-var Steps = []string{"list", "part", "merge", "measure", "join"}
+var Steps = []string{"index", "list", "part", "merge", "measure", "join"}
 
 // Failure says why a step of a named run failed, for the operator to put
 // in the dataset's condition: the step (one of Steps), the

@@ -252,7 +252,7 @@ test-scale: tools-go tools-kube tools-minio tools-debian ## Run the control plan
 	@echo "test-scale: figures in $(BIN)/scale.md, $(BIN)/scale-dataplane.md and $(BIN)/scale-sidecar.md"
 
 .PHONY: test-listing
-test-listing: tools-go tools-kube tools-minio tools-debian ## Index a stream of a million Parquet objects on MinIO by listing it and from an inventory, then 1e4 objects through the latency proxy (30 ms a request) at --concurrency 1 to 256 (about 40 min; most of it writing the objects); figures in bin/scale-listing.md.
+test-listing: tools-go tools-kube tools-minio tools-debian ## Index a stream of a million Parquet objects on MinIO by listing it and from an inventory, then 1e4 objects through the latency proxy (30 ms a request) at --concurrency 1 to 256 and in parts (about 40 min; most of it writing the objects); SHARDFEED_LATENCY_OBJECTS=1000000 SHARDFEED_LATENCY_CONCURRENCY=64,256 SHARDFEED_LATENCY_PARTS=4x64 for the 1e6 rows of docs/benchmarks.md (about 70 min more); figures in bin/scale-listing.md.
 	rm -f $(BIN)/scale-listing.md
 	SHARDFEED_LISTING=full SCALE_LISTING_REPORT=$(BIN)/scale-listing.md \
 		go test -count=1 -tags $(GO_TAGS),integration -timeout 180m -run 'TestIntegrationIndexesAStreamOfManyObjects$$|TestIntegrationIndexesThroughAStoresLatency$$' -v ./test/scale/ 2>&1 | \

@@ -291,12 +291,7 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 	}
 	phase, job := phases[last], jobs[phases[last]]
 	if why, failed := jobFailed(job); failed {
-		said := ""
-		if f, ok := r.readFailure(ctx, ds, i, phase, job); ok {
-			said = " " + f
-		}
-		return state.stop(phase, job.Name, fmt.Sprintf("the Job %s failed (%s):%s; fix the cause, then delete the Job to try again (the parts written stay); kubectl logs -n %s job/%s says more",
-			job.Name, why, said, ds.Namespace, job.Name)), nil
+		return r.failedJob(ctx, ds, i, state, phase, job, why, "the parts written stay"), nil
 	}
 	if !jobComplete(job) {
 		if err := r.suspendIndexJob(ctx, ds, job); err != nil {
@@ -333,6 +328,19 @@ func (r *TrainingDatasetReconciler) advanceIndexing(ctx context.Context, ds *dat
 	// elsewhere, or it was removed since. The Jobs go, and the next
 	// reconcile starts over from the parts there are.
 	return r.deleteIndexJobs(ctx, ds, stream, state)
+}
+
+// failedJob is the state of stream i stopped at its Job of phase, failed
+// for why: what its pod recorded, and how to go on (kept: what a retry
+// keeps).
+func (r *TrainingDatasetReconciler) failedJob(ctx context.Context, ds *datav1alpha1.TrainingDataset, i int, state indexingState, phase indexjob.Phase,
+	job *batchv1.Job, why, kept string) indexingState {
+	said := ""
+	if f, ok := r.readFailure(ctx, ds, i, phase, job); ok {
+		said = " " + f
+	}
+	return state.stop(phase, job.Name, fmt.Sprintf("the Job %s failed (%s):%s; fix the cause, then delete the Job to try again (%s); kubectl logs -n %s job/%s says more",
+		job.Name, why, said, kept, ds.Namespace, job.Name))
 }
 
 // indexPhases are the phases of a stream's indexing, in order; the
@@ -416,12 +424,7 @@ func (r *TrainingDatasetReconciler) advanceMeasuring(ctx context.Context, ds *da
 		state.PartsDone = state.Parts
 	}
 	if why, failed := jobFailed(job); failed {
-		said := ""
-		if f, ok := r.readFailure(ctx, ds, i, phase, job); ok {
-			said = " " + f
-		}
-		return state.stop(phase, job.Name, fmt.Sprintf("the Job %s failed (%s):%s; fix the cause, then delete the Job to try again (the parts measured stay); kubectl logs -n %s job/%s says more",
-			job.Name, why, said, ds.Namespace, job.Name)), nil
+		return r.failedJob(ctx, ds, i, state, phase, job, why, "the parts measured stay"), nil
 	}
 	if !jobComplete(job) {
 		if err := r.suspendIndexJob(ctx, ds, job); err != nil {

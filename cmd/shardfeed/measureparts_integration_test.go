@@ -3,8 +3,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -196,16 +194,7 @@ func TestIntegrationTokensCountedInPartsEqualOneRun(t *testing.T) {
 	for k := range 3 {
 		testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "corpus", filepath.Join(data, fmt.Sprintf("part-%d.jsonl", k)), "--rows", "120", "--ids")
 	}
-	tok := filepath.Join(dir, "tok", "tokenizer.json")
-	if err := os.MkdirAll(filepath.Dir(tok), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "train", "llama3", filepath.Join(data, "part-0.jsonl"), tok)
-	file, err := os.ReadFile(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(file)
+	tok, sum := trainedTokenizer(t, dir, filepath.Join(data, "part-0.jsonl"))
 	manifest := filepath.Join(dir, "dataset.yaml")
 	if err := os.WriteFile(manifest, fmt.Appendf(nil, `apiVersion: data.shardfeed.io/v1alpha1
 kind: TrainingDataset
@@ -223,7 +212,7 @@ spec:
   packing: {column: input_ids, sequenceLength: 64, method: bestFit}
   numSplits: 2
   globalBatchSize: 4
-`, data, tok, hex.EncodeToString(sum[:])), 0o600); err != nil {
+`, data, tok, sum), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err := runCLI(t, "index", "-f", manifest, "--index-only")

@@ -28,16 +28,7 @@ func TestIntegrationIndexCountsTheTokensOfATokenizedStream(t *testing.T) {
 	}
 	corpus := filepath.Join(data, "part-0.jsonl") // {id, text} rows: the stream
 	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "corpus", corpus, "--rows", "300", "--ids")
-	tok := filepath.Join(dir, "tok", "tokenizer.json")
-	if err := os.MkdirAll(filepath.Dir(tok), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "train", "llama3", corpus, tok)
-	file, err := os.ReadFile(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(file)
+	tok, sum := trainedTokenizer(t, dir, corpus)
 	manifest := func(hash string, packing ...string) string {
 		pack := "  packing: {column: input_ids, sequenceLength: 128, method: bestFit}\n"
 		if len(packing) > 0 {
@@ -63,13 +54,13 @@ spec:
 		}
 		return path
 	}
-	good := manifest(hex.EncodeToString(sum[:]))
+	good := manifest(sum)
 	if out, err := runCLI(t, "index", "file://"+data+"/", "--format", "jsonl"); err != nil {
 		t.Fatalf("index: %v\n%s", err, out)
 	}
 	// plan --summary of an unpacked tokenized stream before index -f
 	// says that its tokens are not counted yet.
-	plain := manifest(hex.EncodeToString(sum[:]), "")
+	plain := manifest(sum, "")
 	if out, err := runCLI(t, "plan", "-f", plain, "--summary"); err != nil || !strings.Contains(out, "web: not counted yet: shardfeed index -f") {
 		t.Fatalf("plan of an uncounted tokenized stream: %v\n%s", err, out)
 	}
@@ -92,6 +83,23 @@ spec:
 	if err != nil || !regexp.MustCompile(`web: \d+ tokens in 300 documents \(`).MatchString(out) {
 		t.Fatalf("plan of a counted tokenized stream: %v\n%s", err, out)
 	}
+}
+
+// trainedTokenizer trains a llama3-like tokenizer on corpus with the
+// tokenizers library, under dir/tok/: its path and its SHA-256 in hex.
+func trainedTokenizer(t *testing.T, dir, corpus string) (path, sum string) {
+	t.Helper()
+	path = filepath.Join(dir, "tok", "tokenizer.json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testenv.PythonScript(t, "venv-tok", "test/oracle/tokenizers_oracle.py", "train", "llama3", corpus, path)
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(file)
+	return path, hex.EncodeToString(h[:])
 }
 
 // index -f of a chat stream renders every conversation as the sidecar

@@ -3,6 +3,8 @@ package s3
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -145,5 +147,78 @@ func TestATarpitEndsAtThePerRequestTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("a 2 s per-request timeout took %s", d)
+	}
+}
+
+// A read is of the bytes asked for, or an error: an endpoint that ignores
+// the range (a whole object where a range from byte 50 was asked) or
+// answers another one is refused, never read as those bytes; an answer
+// whose headers do not parse is refused once (not retried), without
+// quoting them.
+func TestAReadIsOfTheRangeAskedForOrAnError(t *testing.T) {
+	object := []byte("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!@#$%^&*()")
+	lastModified := time.Now().UTC().Format(http.TimeFormat)
+	for _, tc := range []struct {
+		name     string
+		off, n   int64
+		answer   func(w http.ResponseWriter, r *http.Request)
+		want     string // the bytes read; "" for an error
+		wantErr  string
+		attempts int32
+	}{
+		{"the range", 50, 10, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes 50-59/%d", len(object)))
+			w.WriteHeader(http.StatusPartialContent)
+			_, _ = w.Write(object[50:60])
+		}, string(object[50:60]), "", 1},
+		{"the whole object from byte 0", 0, 10, func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write(object)
+		}, string(object[:10]), "", 1},
+		{"the whole object for a range", 50, 10, func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write(object)
+		}, "", "with the whole object", 1},
+		{"another range", 50, 10, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes 0-9/%d", len(object)))
+			w.WriteHeader(http.StatusPartialContent)
+			_, _ = w.Write(object[:10])
+		}, "", "with another range", 1},
+		{"a longer range", 50, 10, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes 50-69/%d", len(object)))
+			w.WriteHeader(http.StatusPartialContent)
+			_, _ = w.Write(object[50:70])
+		}, "", "with another range", 1},
+		{"headers that do not parse", 50, 10, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Last-Modified", "garbage "+secret)
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes 50-59/%d", len(object)))
+			w.WriteHeader(http.StatusPartialContent)
+			_, _ = w.Write(object[50:60])
+		}, "", "is not one S3 gives", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var attempts atomic.Int32
+			st := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+				attempts.Add(1)
+				if w.Header().Get("Last-Modified") == "" {
+					w.Header().Set("Last-Modified", lastModified)
+				}
+				tc.answer(w, r)
+			}, store.Retry{MaxElapsed: time.Second, BaseDelay: time.Millisecond})
+			body, err := st.Get(context.Background(), "obj", tc.off, tc.n)
+			var got []byte
+			if err == nil {
+				got, err = io.ReadAll(io.LimitReader(body, tc.n))
+				_ = body.Close()
+			}
+			switch {
+			case tc.wantErr == "" && (err != nil || string(got) != tc.want):
+				t.Errorf("read %q, %v; want %q", got, err, tc.want)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("read %q, %v; want an error saying %q", got, err, tc.wantErr)
+			case err != nil && strings.Contains(err.Error(), "hunter2"):
+				t.Errorf("the error quotes the endpoint's header: %v", err)
+			case attempts.Load() != tc.attempts:
+				t.Errorf("%d requests, want %d", attempts.Load(), tc.attempts)
+			}
+		})
 	}
 }

@@ -303,7 +303,14 @@ func (s *s3Store) URI() string { return "s3://" + s.bucket + "/" + s.prefix }
 // body's text too) would reach the dataset's status, events and logs.
 func (s *s3Store) describe(key string, err error) error {
 	var resp minio.ErrorResponse
-	if !errors.As(err, &resp) || resp.StatusCode == 0 {
+	switch {
+	case errors.As(err, &resp) && resp.StatusCode == 0:
+		// A 2xx answer minio-go could not read (a Last-Modified or
+		// Content-Length it cannot parse): its Message quotes the
+		// endpoint's header, so only its code is said.
+		return &store.StatusError{Err: fmt.Errorf("s3://%s/%s%s: the endpoint's answer is not one S3 gives (%s; its Last-Modified or Content-Length header does not parse): check the stream's endpoint",
+			s.bucket, s.prefix, key, knownCode(resp.Code)), Code: knownCode(resp.Code)}
+	case !errors.As(err, &resp):
 		return fmt.Errorf("s3://%s/%s%s: %w", s.bucket, s.prefix, key, err)
 	}
 	resp.Code = knownCode(resp.Code)
@@ -346,10 +353,16 @@ func (s *s3Store) Get(ctx context.Context, key string, off, n int64) (io.ReadClo
 		// Client's Object would send a HEAD first to show errors before
 		// the first read, two round trips an object.
 		getCtx, release := store.HeldObjectBody(ctx)
-		obj, _, _, err := minio.Core{Client: s.client}.GetObject(getCtx, s.bucket, s.prefix+key, opts)
+		obj, _, header, err := minio.Core{Client: s.client}.GetObject(getCtx, s.bucket, s.prefix+key, opts)
 		release()
+		if err == nil {
+			err = checkRange(header.Get("Content-Range"), off, n)
+		}
 		if err != nil {
 			cancel()
+			if obj != nil {
+				_ = obj.Close()
+			}
 			return s.describe(key, err)
 		}
 		// The attempt's timeout covers reading the body; closing ends it.
@@ -358,6 +371,29 @@ func (s *s3Store) Get(ctx context.Context, key string, off, n int64) (io.ReadClo
 	})
 	return body, err
 }
+
+// checkRange refuses an answer to a read from off (of n bytes, n < 0: to
+// the end) that is not of those bytes: a store that ignored the range
+// answers the whole object (no Content-Range), which reads as the bytes
+// asked for only from offset 0; one that answered another range says so.
+func checkRange(contentRange string, off, n int64) error {
+	if contentRange == "" {
+		if off > 0 {
+			return fmt.Errorf("the endpoint answered a read from byte %d with the whole object (no Content-Range): %w", off, errWrongRange)
+		}
+		return nil
+	}
+	var first, last int64
+	var total string
+	if _, err := fmt.Sscanf(contentRange, "bytes %d-%d/%s", &first, &last, &total); err != nil || first != off || last < first ||
+		n >= 0 && last > off+n-1 {
+		return fmt.Errorf("the endpoint answered a read of bytes %d to %d with another range (%.80q): %w", off, off+n-1, contentRange, errWrongRange)
+	}
+	return nil
+}
+
+// errWrongRange is an answer of other bytes than those asked for.
+var errWrongRange = errors.New("not the range asked for")
 
 func (s *s3Store) Stat(ctx context.Context, key string) (store.Object, error) {
 	return s.retry.Stat(ctx, key, func(ctx context.Context) (store.Object, error) {

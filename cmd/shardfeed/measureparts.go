@@ -199,30 +199,56 @@ func (o *indexOptions) joinMeasured(ctx context.Context, ist store.Store, l *ind
 			lengths, values = append(lengths, rec.Lengths), append(values, b)
 		}
 	}
-	note := fmt.Sprintf(", joined from %d parts", len(r.spans))
-	return measures{
-		note: note,
-		selection: func(context.Context) (*sidefile.FilterIndex, []byte, error) {
-			f, b, err := sidefile.JoinFilters(filters, runs)
-			if err == nil {
-				err = f.Check(l.Index.ContentHash(), shardRows(l), int64(len(b)))
+	// Joined and checked whole before anything is written: a part that
+	// does not hold up leaves the files beside the index as they were.
+	m := measures{note: fmt.Sprintf(", joined from %d parts", len(r.spans))}
+	rows := shardRows(l)
+	if filters != nil {
+		f, b, err := sidefile.JoinFilters(filters, runs)
+		if err != nil {
+			return measures{}, fmt.Errorf("%w: delete the run's files under %s and measure it again", err, indexfile.ObjectURI(ist, indexparts.RunDir(r.run)))
+		}
+		for i, s := range f.Shards {
+			if _, err := f.ShardRuns(i, b[s.Offset:s.Offset+s.Length], rows[i]); err != nil {
+				return measures{}, r.partOf(ist, i, fmt.Errorf("the selection of shard %d: %w", i, err))
 			}
-			return f, b, err
-		},
-		lengths: func(_ context.Context, sel *format.Selection) (*sidefile.LengthsIndex, []byte, error) {
-			x, b, err := sidefile.JoinLengths(lengths, values)
-			if err != nil {
-				return nil, nil, err
+		}
+		if err := f.Check(l.Index.ContentHash(), rows, int64(len(b))); err != nil {
+			return measures{}, err
+		}
+		m.selection = func(context.Context) (*sidefile.FilterIndex, []byte, error) { return f, b, nil }
+		for i, s := range f.Shards {
+			rows[i] = s.Matching // the lengths are of the matching rows
+		}
+	}
+	if lengths != nil {
+		x, b, err := sidefile.JoinLengths(lengths, values)
+		if err != nil {
+			return measures{}, fmt.Errorf("%w: delete the run's files under %s and measure it again", err, indexfile.ObjectURI(ist, indexparts.RunDir(r.run)))
+		}
+		if err := x.Check(l.Index.ContentHash(), rows, int64(len(b))); err != nil {
+			return measures{}, err
+		}
+		for i, s := range x.Shards {
+			if _, err := x.ShardLengths(i, b[s.Offset:s.Offset+s.Length]); err != nil {
+				return measures{}, r.partOf(ist, i, fmt.Errorf("the lengths of shard %d: %w", i, err))
 			}
-			samples := shardRows(l)
-			if sel != nil {
-				for i, s := range sel.Index.Shards {
-					samples[i] = s.Matching
-				}
-			}
-			return x, b, x.Check(l.Index.ContentHash(), samples, int64(len(b)))
-		},
-	}, nil
+		}
+		m.lengths = func(context.Context, *format.Selection) (*sidefile.LengthsIndex, []byte, error) { return x, b, nil }
+	}
+	return m, nil
+}
+
+// partOf says which part measured shard i, with err, and how to measure
+// it again.
+func (r measuring) partOf(ist store.Store, i int, err error) error {
+	for k, s := range r.spans {
+		if i >= s.First && i < s.First+s.Objects {
+			return fmt.Errorf("part %d of measuring run %s (shards %d to %d): %w: delete its files (%s) and measure it again (--part %d)", k, r.run, s.First, s.First+s.Objects, err,
+				indexfile.ObjectURI(ist, indexparts.MeasuredKey(r.run, k)), k)
+		}
+	}
+	return err
 }
 
 // shardRows are the rows of each shard of l's index.

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -162,6 +163,53 @@ func TestIntegrationMeasuringInPartsEqualsOneRun(t *testing.T) {
 	}
 	if len(besideIndex(t, good, false)) != 0 {
 		t.Error("a refused join wrote files beside the index")
+	}
+	// A record whose counts do not hold of its bytes (a sum, a count of
+	// matching rows) is refused too, naming the part, and nothing is
+	// written (the selection included, which came first).
+	record := strings.TrimSuffix(lengths[0], ".lengths") + ".json"
+	for _, edit := range []struct {
+		name string
+		edit func(m map[string]any)
+	}{
+		{"a sum", func(m map[string]any) {
+			sh := m["lengths"].(map[string]any)["shards"].([]any)[0].(map[string]any)
+			sh["sum"] = sh["sum"].(float64) + 1
+			sh["max"] = sh["max"].(float64) + 1
+		}},
+		{"the rows matching", func(m map[string]any) {
+			sh := m["filter"].(map[string]any)["shards"].([]any)[0].(map[string]any)
+			sh["matching"] = sh["matching"].(float64) + 1
+		}},
+	} {
+		for _, f := range []string{record, lengths[0], strings.TrimSuffix(lengths[0], ".lengths") + ".runs"} {
+			_ = os.Remove(f)
+		}
+		if out, err := runCLI(t, append(slices.Clone(args), "--part", "1")...); err != nil {
+			t.Fatal(err, out)
+		}
+		data, err := os.ReadFile(record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		edit.edit(m)
+		if data, err = json.Marshal(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(record, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runCLI(t, append(slices.Clone(args), "--buckets", "8,16", "--merge-parts")...)
+		if err == nil || !strings.Contains(err.Error(), "part 1 of measuring run") || !strings.Contains(err.Error(), "--part 1") {
+			t.Errorf("a join of a part whose record says another %s: %v\n%s", edit.name, err, out)
+		}
+		if got := besideIndex(t, good, false); len(got) != 0 {
+			t.Errorf("a join refused for %s wrote %v beside the index", edit.name, slices.Sorted(maps.Keys(got)))
+		}
 	}
 
 	for _, c := range []struct {

@@ -22,7 +22,8 @@ func JoinFilters(parts []*FilterIndex, objects [][]byte) (*FilterIndex, []byte, 
 	var joined []byte
 	for k, p := range parts {
 		if p.Shardfeed != out.Shardfeed || p.Filter != out.Filter || p.Nulls != out.Nulls || p.Index != out.Index {
-			return nil, nil, fmt.Errorf("part %d's selection is of filter %q over index %s, part 0's of %q over %s", k, p.Filter, p.Index, out.Filter, out.Index)
+			return nil, nil, fmt.Errorf("part %d's selection (version %d) is of filter %q with nulls %q over index %s, part 0's (version %d) of %q with nulls %q over %s",
+				k, p.Shardfeed, p.Filter, p.Nulls, p.Index, out.Shardfeed, out.Filter, out.Nulls, out.Index)
 		}
 		base := int64(len(joined))
 		spans := make([][2]int64, len(p.Shards))

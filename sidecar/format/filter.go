@@ -67,6 +67,15 @@ func (r Registry) SelectShards(ctx context.Context, st store.Store, l *index.Lay
 	var runsObject []byte
 	for i := in.From; i < in.To; i++ {
 		sh := l.Index.Shards[i]
+		if sh.Samples == 0 {
+			// No row to match (a Parquet file's empty row group, whose
+			// bytes the index does not range): nothing is read.
+			runsObject = out.AppendShard(runsObject, nil)
+			if progress != nil {
+				progress(i+1-in.From, in.len(), sh.Name)
+			}
+			continue
+		}
 		if pruner != nil {
 			stats, err := pruner.Stats(ctx, i, read)
 			if err != nil {

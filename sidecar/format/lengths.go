@@ -152,6 +152,9 @@ func measureAll(ctx context.Context, reader Reader, read ReadFunc, l *index.Layo
 // shardLengths measures shard i's samples: its rows, or those of its
 // selection's runs (the selection's shard si).
 func shardLengths(ctx context.Context, reader Reader, read ReadFunc, i, si int, rows int64, column string, m sidefile.Measure, count TokenCount, sel *Selection) ([]sidefile.Length, error) {
+	if rows == 0 {
+		return nil, nil // no sample to measure (an empty row group): nothing read
+	}
 	var runs []indexfile.Run
 	if sel != nil {
 		s := sel.Index.Shards[si]

@@ -274,3 +274,41 @@ func TestANaNFailsAFilterInEveryLayoutAndItsGuardPrunes(t *testing.T) {
 		}
 	}
 }
+
+// A Parquet file of an empty row group (pyarrow's write_table of no rows
+// writes one; the index ranges none of its bytes) is a shard of no
+// samples: a filter matches none of it and lengths measure none, reading
+// nothing, beside a file of rows.
+func TestAnEmptyRowGroupIsFilteredAndMeasuredAsNoRows(t *testing.T) {
+	ctx := context.Background()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "tokens", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32)}}, nil)
+	empty := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer empty.Release()
+	rows := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer rows.Release()
+	for i := range 3 {
+		rows.Field(0).(*array.Int64Builder).Append(int64(i))
+		lb := rows.Field(1).(*array.ListBuilder)
+		lb.Append(true)
+		for range i + 1 {
+			lb.ValueBuilder().(*array.Int32Builder).Append(7)
+		}
+	}
+	st := hiveTree(t, map[string][]byte{"a.parquet": writeParquet(t, empty, 10), "b.parquet": writeParquet(t, rows, 10)})
+	reg := Default()
+	f, err := reg.Index(ctx, st, datav1alpha1.FormatParquet, format.IndexOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Shards) != 2 || f.Shards[0].Samples != 0 {
+		t.Fatalf("indexed %+v: want an empty row group's shard first", f.Shards)
+	}
+	sel, runs, err := reg.Select(ctx, st, index.LayoutOf(f), "id >= 1", nil)
+	if err != nil || sel.Shards[0].Matching != 0 || sel.Shards[1].Matching != 2 {
+		t.Fatalf("selection %+v (%d bytes of runs), %v: want none of the empty row group, 2 of the other", sel, len(runs), err)
+	}
+	x, _, err := reg.Lengths(ctx, st, index.LayoutOf(f), "tokens", &format.Selection{Index: sel, Runs: runs}, nil)
+	if err != nil || x.Shards[0].Samples != 0 || x.Shards[1].Sum != 5 {
+		t.Fatalf("lengths %+v, %v: want none of the empty row group, 2+3 tokens of the other", x, err)
+	}
+}

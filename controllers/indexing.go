@@ -220,17 +220,28 @@ func (r *TrainingDatasetReconciler) indexed(ds *datav1alpha1.TrainingDataset, st
 			if x.Objects > 0 {
 				indexed = fmt.Sprintf(" indexed: %d objects (%s);", x.Objects, bytesize.Human(x.Bytes))
 			}
-			r.Recorder.Eventf(ds, nil, corev1.EventTypeNormal, datav1alpha1.ReasonIndexRead, "Index", "stream %q%s measured by the operator in %d parts (what its filter, packing, bucketing or tokenize needs beside its index)%s",
+			r.Recorder.Eventf(ds, streamJob(ds, x.Name, x.Job), corev1.EventTypeNormal, datav1alpha1.ReasonIndexRead, "Index", "stream %q%s measured by the operator in %d parts (what its filter, packing, bucketing or tokenize needs beside its index)%s",
 				x.Name, indexed, x.Parts, took)
 			continue
 		}
-		r.Recorder.Eventf(ds, nil, corev1.EventTypeNormal, datav1alpha1.ReasonIndexRead, "Index", "stream %q indexed by the operator: %d objects (%s) in %d parts%s",
+		r.Recorder.Eventf(ds, streamJob(ds, x.Name, x.Job), corev1.EventTypeNormal, datav1alpha1.ReasonIndexRead, "Index", "stream %q indexed by the operator: %d objects (%s) in %d parts%s",
 			x.Name, x.Objects, bytesize.Human(x.Bytes), x.Parts, took)
 	}
 	ds.Status.Indexing = still
 	if len(still) == 0 {
 		ds.Status.Indexed = fmt.Sprintf("%d/%d", len(ds.Spec.Streams), len(ds.Spec.Streams))
 	}
+}
+
+// streamJob is a stream's indexing Job (job, or its listing's where the
+// status names none) as an event's related object: events.k8s.io merges
+// the events of one object, reason and action into a series whatever
+// their notes, so each stream's events name its own Job to stay apart.
+func streamJob(ds *datav1alpha1.TrainingDataset, stream, job string) *batchv1.Job {
+	if job == "" {
+		job = indexjob.JobName(ds.Name, stream, indexjob.List)
+	}
+	return &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}, ObjectMeta: metav1.ObjectMeta{Namespace: ds.Namespace, Name: job}}
 }
 
 // indexingState is where a stream's indexing stands: as the status shows
@@ -565,7 +576,7 @@ func (r *TrainingDatasetReconciler) createIndexJob(ctx context.Context, ds *data
 		return "", fmt.Errorf("creating the indexing Job %s: %w", job.Name, err)
 	}
 	if r.Recorder != nil {
-		r.Recorder.Eventf(ds, nil, corev1.EventTypeNormal, datav1alpha1.ReasonIndexing, "Index", "stream %q: %s: Job %s", ds.Spec.Streams[i].Name, phase, job.Name)
+		r.Recorder.Eventf(ds, job, corev1.EventTypeNormal, datav1alpha1.ReasonIndexing, "Index", "stream %q: %s: Job %s", ds.Spec.Streams[i].Name, phase, job.Name)
 	}
 	return "", nil
 }

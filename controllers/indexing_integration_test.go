@@ -482,7 +482,13 @@ func waitEvent(t *testing.T, ns, name, note string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no event of %s saying %q", name, note)
+			var notes []string
+			for _, e := range events.Items {
+				if e.Regarding.Name == name {
+					notes = append(notes, e.Note)
+				}
+			}
+			t.Fatalf("no event of %s saying %q; its events say %q", name, note, notes)
 		}
 	}
 }

@@ -191,7 +191,7 @@ func (r *TrainingDatasetReconciler) hold(ds *datav1alpha1.TrainingDataset, strea
 	msg := fmt.Sprintf("stream %q: its source changed since it was indexed (the check %s listed %d objects); %d job(s) hold committed progress on the plan of its index, and a job keeps the plan it started with: it is indexed again once no job does (delete the jobs' state ConfigMaps, shardfeed.io/job, once they are done), or index it into a new dataset",
 		stream, list.Name, objects, jobs)
 	if r.Recorder != nil && before.Phase != datav1alpha1.IndexingHeld {
-		r.Recorder.Eventf(ds, nil, corev1.EventTypeWarning, datav1alpha1.ReasonSourceChanged, "Index", "%s", msg)
+		r.Recorder.Eventf(ds, list, corev1.EventTypeWarning, datav1alpha1.ReasonSourceChanged, "Index", "%s", msg)
 	}
 	state := &indexingState{StreamIndexing: datav1alpha1.StreamIndexing{Name: stream, Phase: datav1alpha1.IndexingHeld, Job: list.Name,
 		Objects: objects, StartTime: before.StartTime}, doing: msg}

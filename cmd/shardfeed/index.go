@@ -442,18 +442,39 @@ func measureLengths(ctx context.Context, data store.Store, l *index.Layout, colu
 // needs besides: the filter's selection, the lengths, the buckets'
 // selections and the packs, as m has them.
 func (o *indexOptions) derive(ctx context.Context, out io.Writer, ist store.Store, l *index.Layout, packing *datav1alpha1.Packing, verb string, m measures) error {
-	var sel *format.Selection
-	var err error
+	// The selection and the lengths are measured, both, before either is
+	// written: a failure leaves the files beside the index as they were.
+	var (
+		sel              *format.Selection
+		x                *sidefile.LengthsIndex
+		values           []byte
+		selTook, lenTook time.Duration
+	)
 	if o.filter != "" {
-		if sel, err = writeSelection(ctx, out, ist, l, o.filter, m, verb, o.dryRun); err != nil {
+		start := time.Now()
+		fi, runs, err := m.selection(ctx)
+		if err != nil {
+			return fmt.Errorf("--filter: %w", err)
+		}
+		sel, selTook = &format.Selection{Index: fi, Runs: runs}, time.Since(start)
+	}
+	if o.lengths != "" {
+		start := time.Now()
+		var err error
+		if x, values, err = m.lengths(ctx, sel); err != nil {
+			return fmt.Errorf("--lengths: %w", err)
+		}
+		lenTook = time.Since(start)
+	}
+	if sel != nil {
+		if err := writeSelection(ctx, out, ist, l, o.filter, sel, selTook, m.note, verb, o.dryRun); err != nil {
 			return err
 		}
 	}
 	if o.lengths == "" {
 		return nil
 	}
-	x, values, err := writeLengths(ctx, out, ist, o.lengths, sel, m, verb, o.dryRun)
-	if err != nil {
+	if err := writeLengths(ctx, out, ist, o.lengths, x, values, lenTook, m.note, verb, o.dryRun); err != nil {
 		return err
 	}
 	if len(o.buckets) > 0 || len(o.aspectRatios) > 0 {
@@ -842,17 +863,14 @@ func (o *indexOptions) formatOptions(cmd *cobra.Command) (format.IndexOptions, e
 	return opts, nil
 }
 
-// writeSelection computes a row filter's selection over the stream of
-// layout l whose shards are in data and writes it beside its index in ist.
-func writeSelection(ctx context.Context, out io.Writer, ist store.Store, l *index.Layout, filter string, m measures, verb string, dryRun bool) (*format.Selection, error) {
-	start := time.Now()
-	sel, runs, err := m.selection(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("--filter: %w", err)
-	}
+// writeSelection writes a row filter's selection beside the index of
+// layout l in ist, and says so (measured in took).
+func writeSelection(ctx context.Context, out io.Writer, ist store.Store, l *index.Layout, filter string, s *format.Selection, took time.Duration,
+	note, verb string, dryRun bool) error {
+	sel := s.Index
 	if !dryRun {
-		if err := sidefile.WriteFilter(ctx, ist, sel, runs); err != nil {
-			return nil, err
+		if err := sidefile.WriteFilter(ctx, ist, sel, s.Runs); err != nil {
+			return err
 		}
 	}
 	var matching int64
@@ -869,9 +887,9 @@ func writeSelection(ctx context.Context, out io.Writer, ist store.Store, l *inde
 	if sel.Pruned > 0 {
 		pruned = fmt.Sprintf("; %d shards ruled out by their statistics, unread", sel.Pruned)
 	}
-	_, err = fmt.Fprintf(out, "%s %s%s: %d of %d samples match (%.1f%%), in %d of %d shards%s (%s%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key,
-		matching, total, 100*float64(matching)/float64(max(total, 1)), shards, len(sel.Shards), pruned, time.Since(start).Round(time.Millisecond), m.note)
-	return &format.Selection{Index: sel, Runs: runs}, err
+	_, err := fmt.Fprintf(out, "%s %s%s: %d of %d samples match (%.1f%%), in %d of %d shards%s (%s%s)\n", verb, strings.TrimSuffix(ist.URI(), "/")+"/", key,
+		matching, total, 100*float64(matching)/float64(max(total, 1)), shards, len(sel.Shards), pruned, took.Round(time.Millisecond), note)
+	return err
 }
 
 // tokenCounting is a tokenized column's measure: its tokenization and how
@@ -901,17 +919,13 @@ func (o *indexOptions) tokenCount(ctx context.Context, src store.Source) (*token
 	return &tokenCounting{tokenize: t, count: count}, nil
 }
 
-// writeLengths writes the lengths of column (the filter's matching rows,
-// with sel) as m has them beside the index in ist.
-func writeLengths(ctx context.Context, out io.Writer, ist store.Store, column string, sel *format.Selection, m measures, verb string, dryRun bool) (*sidefile.LengthsIndex, []byte, error) {
-	start := time.Now()
-	x, values, err := m.lengths(ctx, sel)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--lengths: %w", err)
-	}
+// writeLengths writes the lengths of column (measured in took) beside
+// the index in ist, and says so.
+func writeLengths(ctx context.Context, out io.Writer, ist store.Store, column string, x *sidefile.LengthsIndex, values []byte, took time.Duration,
+	note, verb string, dryRun bool) error {
 	if !dryRun {
 		if err := sidefile.WriteLengths(ctx, ist, x, values); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	key, _ := sidefile.LengthsObjects(x.Column, x.Measure, x.Filter, x.Tokenize)
@@ -920,10 +934,10 @@ func writeLengths(ctx context.Context, out io.Writer, ist store.Store, column st
 	if x.Measure == sidefile.ImageSize {
 		what = "pixels"
 	}
-	_, err = fmt.Fprintf(out, "%s %s%s: lengths of %s (%s) for %d samples, %d %s in all, %.1f a sample, %d at most (%s%s)\n", verb,
+	_, err := fmt.Fprintf(out, "%s %s%s: lengths of %s (%s) for %d samples, %d %s in all, %.1f a sample, %d at most (%s%s)\n", verb,
 		strings.TrimSuffix(ist.URI(), "/")+"/", key, column, x.Measure, samples, sum, what, float64(sum)/float64(max(samples, 1)), largest,
-		time.Since(start).Round(time.Millisecond), m.note)
-	return x, values, err
+		took.Round(time.Millisecond), note)
+	return err
 }
 
 // printCost says what indexing read of the indexed objects: a format that

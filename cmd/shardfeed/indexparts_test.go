@@ -493,3 +493,25 @@ func listedRecord(t *testing.T, dir, name string) jobrecords.Listed {
 	}
 	return l
 }
+
+// A filter and lengths are measured, both, before either is written: a
+// lengths that fails (a text column, here) leaves no selection behind.
+func TestAFailedLengthsLeavesNoSelectionWritten(t *testing.T) {
+	dir := t.TempDir()
+	textObjects(t, dir, "jsonl")
+	args := []string{"index", "file://" + dir + "/", "--format", "jsonl", "--shard-size", "1KiB"}
+	mustRun(t, args...)
+	out, err := runCLI(t, append(args, "--selection-only", "--filter", "t != ''", "--lengths", "t")...)
+	if err == nil || !strings.Contains(err.Error(), `column "t" is text`) {
+		t.Fatalf("lengths of a text column: %v\n%s", err, out)
+	}
+	written, _ := filepath.Glob(filepath.Join(dir, "_shardfeed", "filter-*"))
+	if len(written) > 0 {
+		t.Errorf("the failed run wrote %v", written)
+	}
+	// The filter alone is written.
+	mustRun(t, append(args, "--selection-only", "--filter", "t != ''")...)
+	if written, _ = filepath.Glob(filepath.Join(dir, "_shardfeed", "filter-*")); len(written) != 2 {
+		t.Errorf("the filter alone wrote %v", written)
+	}
+}

@@ -18,6 +18,21 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
 )
 
+// oneSampleTar is a tar of one member, a.txt.
+func oneSampleTar(t *testing.T) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := tar.NewWriter(&b)
+	if err := w.WriteHeader(&tar.Header{Name: "a.txt", Size: 2, Mode: 0o644, Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write([]byte("hi"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
 // A tar that is not one is refused at index, naming it, as webdataset
 // refuses it (tarfile's ReadError('empty file')): a failed upload must not
 // pass as a tar of no samples. A tar of its end-of-archive blocks alone is
@@ -27,24 +42,16 @@ func TestIndexRefusesAnEmptyFileAsATar(t *testing.T) {
 	if err := tar.NewWriter(&empty).Close(); err != nil {
 		t.Fatal(err)
 	}
-	var one bytes.Buffer
-	w := tar.NewWriter(&one)
-	if err := w.WriteHeader(&tar.Header{Name: "a.txt", Size: 2, Mode: 0o644, Typeflag: tar.TypeReg}); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = w.Write([]byte("hi"))
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	one := oneSampleTar(t)
 	for _, c := range []struct {
 		name    string
 		files   map[string][]byte
 		want    string // in the error; "" for none
 		samples int64
 	}{
-		{"zero bytes", map[string][]byte{"a.tar": nil, "b.tar": one.Bytes()}, "a.tar: the file is empty (0 bytes)", 0},
+		{"zero bytes", map[string][]byte{"a.tar": nil, "b.tar": one}, "a.tar: the file is empty (0 bytes)", 0},
 		{"zero bytes, gzipped name", map[string][]byte{"a.tar.gz": nil}, "a.tar.gz: the file is empty (0 bytes)", 0},
-		{"end-of-archive blocks only", map[string][]byte{"a.tar": empty.Bytes(), "b.tar": one.Bytes()}, "", 1},
+		{"end-of-archive blocks only", map[string][]byte{"a.tar": empty.Bytes(), "b.tar": one}, "", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -93,16 +100,8 @@ func (s slowStore) Get(ctx context.Context, key string, off, n int64) (io.ReadCl
 // earlier tars its failure cancelled (which say only "context canceled").
 func TestIndexNamesTheTarThatFailedNotThoseItCancelled(t *testing.T) {
 	dir := t.TempDir()
-	var one bytes.Buffer
-	w := tar.NewWriter(&one)
-	if err := w.WriteHeader(&tar.Header{Name: "a.txt", Size: 2, Mode: 0o644, Typeflag: tar.TypeReg}); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = w.Write([]byte("hi"))
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{"a.tar": one.Bytes(), "b.tar": one.Bytes(), "z.tar": bytes.Repeat([]byte("not a tar "), 100)} {
+	one := oneSampleTar(t)
+	for name, data := range map[string][]byte{"a.tar": one, "b.tar": one, "z.tar": bytes.Repeat([]byte("not a tar "), 100)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}

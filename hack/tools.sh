@@ -8,9 +8,10 @@
 # The Python virtual environment is cached the same way, keyed by the hash of
 # hack/requirements.txt, and linked as bin/venv.
 #
-# Usage: hack/tools.sh [all|go|kube|minio|catalogs|debian|python|controllers]...
+# Usage: hack/tools.sh [all|go|kube|minio|catalogs|debian|python|lerobot|controllers|video]...
 # (all includes the training controllers the cluster suites run; the Go
-# builds go in two lanes side by side, beside the Python venvs.)
+# builds go in two lanes side by side, beside the Python venvs and FFmpeg's
+# build.)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -216,10 +217,16 @@ install_kwok() {
 # Debian packages: etcd for the control plane; containerd, runc and the CNI
 # plugins for the end-to-end cluster; a JRE for Iceberg's REST catalog server;
 # libjpeg-turbo's static library for the sidecar's cgo build (make
-# build-libjpeg); shellcheck for make lint.
+# build-libjpeg); shellcheck for make lint; CPython's build dependencies
+# (install_cpython) and FFmpeg's shared libraries, which torchcodec loads
+# (bin/venv-lerobot); nasm and ninja-build (with pkg-config and xz-utils)
+# for the FFmpeg and dav1d built from source (install_video).
 install_debian() {
 	local pkgs=(etcd-server etcd-client containerd runc containernetworking-plugins iptables iproute2 openssl curl
-		openjdk-17-jre-headless libjpeg62-turbo-dev shellcheck)
+		openjdk-17-jre-headless libjpeg62-turbo-dev shellcheck nasm ninja-build
+		build-essential pkg-config xz-utils libssl-dev libffi-dev zlib1g-dev libbz2-dev liblzma-dev libsqlite3-dev
+		libreadline-dev libncurses-dev uuid-dev
+		libavutil57 libavcodec59 libavformat59 libavdevice59 libavfilter8 libswscale6 libswresample4)
 	local missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -242,21 +249,26 @@ install_debian() {
 	link etcdctl /usr/bin/etcdctl
 }
 
-# python_venv NAME REQUIREMENTS: a venv cached by the hash of its
-# requirements, linked as bin/NAME.
+# python_venv NAME REQUIREMENTS [PYTHON]: a venv cached by the hash of its
+# requirements, linked as bin/NAME, made with PYTHON (default $PYTHON,
+# Debian's; one of the cache's own interpreters is part of the key).
 python_venv() {
-	local name=$1 req=$2
+	local name=$1 req=$2 python=${3:-$PYTHON}
 	local hash
 	# Keyed by the requirements and the pins of versions.sh, less the pins no
-	# venv depends on (Java's, KWOK's, the training controllers'), so that adding a tool does not remake 12 GB of venvs.
+	# venv depends on (Java's, KWOK's, the training controllers', FFmpeg's, CPython's: a
+	# venv made with that interpreter has its path, version and hash, in its
+	# key), so that adding a tool does not remake 12 GB of venvs.
 	hash=$( (cat "$req" && grep -v -e '^ICEBERG_REST_' -e '^KWOK_VERSION' -e '^JOBSET_VERSION' -e '^TRAINER_VERSION' \
-		-e '^TRAINING_OPERATOR_VERSION' -e '^KUEUE_VERSION' "$ROOT/hack/versions.sh") | sha256sum | cut -c1-16)
+		-e '^TRAINING_OPERATOR_VERSION' -e '^KUEUE_VERSION' -e '^CPYTHON_' \
+		-e '^FFMPEG_' -e '^DAV1D_' -e '^MESON_VERSION' "$ROOT/hack/versions.sh" &&
+		if (($# > 2)); then echo "$python"; fi) | sha256sum | cut -c1-16)
 	local dir=$CACHE/$name-$hash
 	if ! cached "$dir"; then
 		doing "creating the Python venv $dir from ${req#"$ROOT"/} (those with torch pull several GB of GPU libraries: minutes cold)"
 		local start=$SECONDS
 		rm -rf "$dir"
-		"$PYTHON" -m venv "$dir" || die "could not create the venv $dir"
+		"$python" -m venv "$dir" || die "could not create the venv $dir"
 		# Explicit: install_python calls this in a list, where set -e is off.
 		"$dir/bin/pip" install -q --disable-pip-version-check --progress-bar off -r "$req" >&2 ||
 			die "pip could not install ${req#"$ROOT"/} into $dir"
@@ -300,6 +312,69 @@ install_python() {
 	wait "$main"
 }
 
+# install_cpython builds CPython $CPYTHON_VERSION from its source tarball
+# (Debian's pool keeps it; checked against the SHA-256 of hack/versions.sh)
+# into the cache, keyed by version and the hash of the pins and flags, for
+# the venvs whose packages need a newer Python than Debian 12's 3.11. No
+# --enable-optimizations: PGO would triple the build for an interpreter that
+# only writes and reads test datasets. Shared, libpython found through an
+# rpath: torchcodec's custom ops library links against libpython3.x.so.
+# Leaves the interpreter's path in CPYTHON.
+install_cpython() {
+	local minor=${CPYTHON_VERSION%.*} flags=(--enable-shared --with-ensurepip=install)
+	local url=http://deb.debian.org/debian/pool/main/p/python$minor/python${minor}_$CPYTHON_VERSION.orig.tar.xz
+	local hash
+	hash=$(printf '%s\n' "$CPYTHON_VERSION" "$CPYTHON_SHA256" "${flags[*]}" | sha256sum | cut -c1-16)
+	local dir=$CACHE/python-$CPYTHON_VERSION-$hash
+	if ! cached "$dir"; then
+		doing "building CPython $CPYTHON_VERSION from $url (3 to 6 minutes cold on 2 cores)"
+		local start=$SECONDS src=$dir.build
+		rm -rf "$dir" "$src" && mkdir -p "$src"
+		curl -fsSL --retry 3 -o "$src/python.tar.xz" "$url" || die "could not download $url"
+		echo "$CPYTHON_SHA256  $src/python.tar.xz" | sha256sum -c --quiet - ||
+			die "$url does not have the SHA-256 pinned in hack/versions.sh"
+		tar -xJf "$src/python.tar.xz" -C "$src" --strip-components=1 || die "could not unpack $url"
+		# The logs stay in $src when a step fails.
+		(cd "$src" && ./configure --prefix="$dir" "${flags[@]}" LDFLAGS="-Wl,-rpath,$dir/lib" >configure.log 2>&1 &&
+			make -j"$(nproc)" >make.log 2>&1 && make install >install.log 2>&1) ||
+			die "building CPython $CPYTHON_VERSION failed (logs in $src)"
+		# The extension modules whose libraries are Debian packages
+		# (install_debian): a missing -dev package skips one silently.
+		"$dir/bin/python$minor" -c 'import bz2, ctypes, lzma, readline, sqlite3, ssl, _uuid, zlib' ||
+			die "CPython $CPYTHON_VERSION was built without some of its modules (see $src/make.log)"
+		rm -rf "$src"
+		touch "$dir/.complete"
+		log "built CPython $CPYTHON_VERSION in $((SECONDS - start)) s"
+	fi
+	CPYTHON=$dir/bin/python$minor
+}
+
+# install_lerobot makes LeRobot's venv, bin/venv-lerobot (its writer makes
+# the LeRobot test datasets and its LeRobotDataset is their reader's
+# oracle: hack/lerobot), with the CPython of install_cpython: LeRobot 0.6
+# needs Python 3.12 or newer.
+install_lerobot() {
+	install_cpython
+	python_venv venv-lerobot "$ROOT/hack/requirements-lerobot.txt" "$CPYTHON"
+}
+
+# install_video builds FFmpeg's libraries and its ffmpeg and ffprobe from
+# source: static, LGPL, decode-only (H.264, HEVC, and AV1 through dav1d),
+# into the cache keyed by their pins and options (hack/ffmpeg.sh), linked as
+# bin/ffmpeg-lgpl; the sidecar's video decoding links them through cgo.
+install_video() {
+	# shellcheck source=hack/ffmpeg.sh
+	source "$ROOT/hack/ffmpeg.sh"
+	local dir
+	dir=$CACHE/ffmpeg-$FFMPEG_VERSION-$(ffmpeg_key)
+	if ! cached "$dir"; then
+		local start=$SECONDS
+		ffmpeg_build "$dir"
+		log "built dav1d and FFmpeg in $((SECONDS - start)) s"
+	fi
+	link ffmpeg-lgpl "$dir"
+}
+
 main() {
 	local what=("$@")
 	((${#what[@]})) || what=(all)
@@ -315,8 +390,13 @@ main() {
 			# here too, not beside the end-to-end stories, whose timing
 			# checks a cold build's load could upset.
 			install_debian
-			install_python &
+			{ install_python && install_lerobot; } &
 			local python_pid=$!
+			# FFmpeg's build (meson's venv, dav1d, then make -j2) is a lane
+			# of its own: at the end of another it would lengthen the
+			# longest.
+			install_video &
+			local video_pid=$!
 			(
 				install_kube
 				install_controllers
@@ -333,6 +413,7 @@ main() {
 			wait "$kube_pid" || ok=0
 			((ok)) || die "a tool could not be built (see above)"
 			wait "$python_pid" || die "the Python venv could not be made (see above)"
+			wait "$video_pid" || die "FFmpeg could not be built (see above)"
 			;;
 		go) install_go_tools ;;
 		kube) install_kube ;;
@@ -340,8 +421,10 @@ main() {
 		catalogs) install_catalogs ;;
 		debian) install_debian ;;
 		python) install_python ;;
+		lerobot) install_lerobot ;;
 		controllers) install_controllers ;;
-		*) die "unknown tool set '$w' (want all, go, kube, minio, catalogs, debian, python or controllers)" ;;
+		video) install_video ;;
+		*) die "unknown tool set '$w' (want all, go, kube, minio, catalogs, debian, python, lerobot, controllers or video)" ;;
 		esac
 	done
 	[[ ${what[*]} != all ]] || log "tools ready in $BIN (cache: $CACHE)"

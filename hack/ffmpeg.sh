@@ -1,0 +1,132 @@
+# shellcheck shell=bash
+# ffmpeg.sh builds FFmpeg's libraries and its ffmpeg and ffprobe commands
+# from source: static, position-independent (for cgo), LGPL (no GPL,
+# nonfree or version3 parts), decode-only, with dav1d for AV1, both from
+# Debian's .orig tarballs pinned in hack/versions.sh. hack/tools.sh sources
+# it (install_video) and uses its log, doing, die and cached helpers.
+#
+# The prefix has include/, lib/*.a, lib/pkgconfig/*.pc (dav1d's too) and
+# bin/ffmpeg, bin/ffprobe. A cgo build links the libraries in with
+#   PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+#   CGO_CFLAGS=$(pkg-config --cflags libavformat libavcodec libswscale libavutil)
+#   CGO_LDFLAGS=$(pkg-config --static --libs libavformat libavcodec libswscale libavutil)
+# (-L$prefix/lib -lavformat -lavcodec -ldav1d -ldl -lm -lswscale -lavutil
+# -pthread -lm -latomic; or #cgo pkg-config: --static libavformat ...), and
+# libc too with go build -ldflags '-linkmode external -extldflags -static'
+# (as make build-libjpeg does).
+
+# What FFmpeg is configured with (less --prefix): nothing autodetected, no
+# component but those named here. Threads are autodetected libraries to
+# configure, so pthreads is named again (the ffmpeg command needs threads).
+# The ffmpeg command's reference decode: ffmpeg -i in.mp4 -f rawvideo
+# -pix_fmt yuv420p out.yuv (scale converts pixel formats and sizes; null,
+# wrapped_avframe and framemd5 time a decode or hash its frames). No zlib:
+# the rare zlib-compressed mov or Matroska headers are not read.
+FFMPEG_CONFIGURE=(
+	--disable-autodetect --enable-pthreads
+	--disable-everything --disable-doc --disable-debug --disable-network
+	--disable-avdevice --disable-swresample --disable-postproc --disable-ffplay
+	--enable-static --disable-shared --enable-pic --pkg-config-flags=--static
+	--enable-libdav1d
+	"--enable-decoder=h264,hevc,libdav1d"
+	"--enable-parser=h264,hevc,av1"
+	"--enable-demuxer=mov,matroska"
+	"--enable-protocol=file,pipe"
+	"--enable-filter=scale,format,null,fps"
+	"--enable-encoder=rawvideo,wrapped_avframe"
+	"--enable-muxer=rawvideo,null,framemd5"
+)
+# dav1d's meson options (less --prefix): the static library alone.
+DAV1D_MESON=(
+	--buildtype=release --default-library=static --libdir=lib
+	-Denable_tools=false -Denable_tests=false -Denable_examples=false -Denable_docs=false
+)
+
+# ffmpeg_key: a short hash of the pins and the options above, which names
+# the cache entry.
+ffmpeg_key() {
+	printf '%s\n' "$FFMPEG_VERSION" "$FFMPEG_SHA256" "$DAV1D_VERSION" "$DAV1D_SHA256" "$MESON_VERSION" \
+		"${FFMPEG_CONFIGURE[@]}" -- "${DAV1D_MESON[@]}" | sha256sum | cut -c1-12
+}
+
+# ffmpeg_fetch URL SHA256: download URL into $CACHE/downloads unless a
+# file there already has SHA256 (a new pin downloads again); prints the
+# file's path.
+ffmpeg_fetch() {
+	local url=$1 sum=$2
+	local file=$CACHE/downloads/${url##*/}
+	if ! echo "$sum  $file" | sha256sum -c --quiet - >/dev/null 2>&1; then
+		mkdir -p "$CACHE/downloads"
+		curl -fsSL --retry 3 -o "$file.part" "$url" || die "could not download $url"
+		echo "$sum  $file.part" | sha256sum -c --quiet - >&2 ||
+			{ rm -f "$file.part" && die "$url does not have the SHA-256 pinned in hack/versions.sh"; }
+		mv "$file.part" "$file"
+	fi
+	echo "$file"
+}
+
+# meson_venv: meson from PyPI, pinned, in a venv of its own in the cache;
+# prints its directory.
+meson_venv() {
+	local dir=$CACHE/tools/meson-$MESON_VERSION
+	if ! cached "$dir"; then
+		doing "installing meson $MESON_VERSION (PyPI) into $dir"
+		rm -rf "$dir"
+		"$PYTHON" -m venv "$dir" || die "could not create the venv $dir"
+		"$dir/bin/pip" install -q --disable-pip-version-check --progress-bar off "meson==$MESON_VERSION" >&2 ||
+			die "pip could not install meson $MESON_VERSION"
+		touch "$dir/.complete"
+	fi
+	echo "$dir"
+}
+
+# ffmpeg_build PREFIX: dav1d, then FFmpeg against it, into PREFIX (built in
+# PREFIX.build, removed when done); checks the result and marks PREFIX
+# complete.
+ffmpeg_build() {
+	local prefix=$1 jobs=2 t
+	local build=$prefix.build
+	for t in nasm ninja pkg-config make cc; do
+		command -v "$t" >/dev/null || die "building FFmpeg needs $t (hack/tools.sh debian installs it)"
+	done
+	local ffmpeg_tar dav1d_tar meson
+	# (die in a command substitution ends only it: hence the exits.)
+	ffmpeg_tar=$(ffmpeg_fetch "http://deb.debian.org/debian/pool/main/f/ffmpeg/ffmpeg_$FFMPEG_VERSION.orig.tar.xz" "$FFMPEG_SHA256") || exit 1
+	dav1d_tar=$(ffmpeg_fetch "http://deb.debian.org/debian/pool/main/d/dav1d/dav1d_$DAV1D_VERSION.orig.tar.xz" "$DAV1D_SHA256") || exit 1
+	meson=$(meson_venv)/bin/meson || exit 1
+	rm -rf "$prefix" "$build" && mkdir -p "$prefix" "$build/dav1d" "$build/ffmpeg"
+
+	doing "building dav1d $DAV1D_VERSION (static) into $prefix (about 1 minute cold on 2 cores)"
+	local start=$SECONDS
+	tar -xJf "$dav1d_tar" -C "$build/dav1d" --strip-components=1 || die "could not unpack $dav1d_tar"
+	(
+		cd "$build/dav1d" &&
+			"$meson" setup --prefix "$prefix" "${DAV1D_MESON[@]}" build >build.log 2>&1 &&
+			ninja -C build -j "$jobs" >>build.log 2>&1 &&
+			"$meson" install -C build >>build.log 2>&1
+	) || { tail -n 30 "$build/dav1d/build.log" >&2; die "building dav1d failed (log: $build/dav1d/build.log)"; }
+	log "built dav1d in $((SECONDS - start)) s"
+
+	doing "building FFmpeg $FFMPEG_VERSION (static, LGPL, decode-only) into $prefix (about 2 minutes cold on 2 cores)"
+	start=$SECONDS
+	tar -xJf "$ffmpeg_tar" -C "$build/ffmpeg" --strip-components=1 || die "could not unpack $ffmpeg_tar"
+	(
+		cd "$build/ffmpeg" &&
+			PKG_CONFIG_PATH=$prefix/lib/pkgconfig ./configure --prefix="$prefix" "${FFMPEG_CONFIGURE[@]}" >build.log 2>&1 &&
+			make -j "$jobs" >>build.log 2>&1 &&
+			make install >>build.log 2>&1
+	) || { tail -n 30 "$build/ffmpeg/build.log" >&2; die "building FFmpeg failed (log: $build/ffmpeg/build.log)"; }
+	log "built FFmpeg in $((SECONDS - start)) s"
+
+	# The license it reports, and the decoders the sidecar needs.
+	local ffmpeg=$prefix/bin/ffmpeg license decoders d
+	license=$("$ffmpeg" -hide_banner -L) || die "$ffmpeg does not run"
+	[[ $license == *"GNU Lesser General Public"* && $license != *"GNU General Public License"* && $license != *nonfree* ]] ||
+		die "$ffmpeg is not under the LGPL: $license"
+	decoders=$("$ffmpeg" -hide_banner -decoders) || die "$ffmpeg does not run"
+	for d in h264 hevc libdav1d; do
+		grep -qE "^ [A-Z.]{6} $d " <<<"$decoders" || die "$ffmpeg has no $d decoder"
+	done
+	rm -rf "$build"
+	touch "$prefix/.complete"
+}

@@ -23,6 +23,10 @@ LDFLAGS := -s -w -X github.com/shardfeed/shardfeed/internal/version.version=$(VE
 # command's -tags replace GOFLAGS's, so each names GO_TAGS first.
 GO_TAGS := netgo,osusergo
 GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
+# The video decoding's cgo build: FFmpeg's static libraries, LGPL and
+# decode-only, that make tools builds (hack/ffmpeg.sh, bin/ffmpeg-lgpl).
+FFMPEG_ENV := PKG_CONFIG_PATH=$(BIN)/ffmpeg-lgpl/lib/pkgconfig CGO_ENABLED=1
+
 # The sidecar with libjpeg-turbo linked in (cgo, static, Debian's
 # libjpeg62-turbo-dev): spec.decode's JPEGs decode about twice as fast.
 LIBJPEG_BUILD := CGO_ENABLED=1 go build -trimpath -tags $(GO_TAGS),libjpeg \
@@ -82,13 +86,14 @@ fmt: ## Format the Go code.
 	gofmt -w -s $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet, with the integration tests (and the cgo build's libjpeg files).
+vet: tools-video ## Run go vet, with the integration tests (and the cgo builds' libjpeg and FFmpeg files).
 	go vet -tags $(GO_TAGS),integration,e2e,chaos ./...
 	cd clients/go && go vet ./...
 	CGO_ENABLED=1 go vet -tags $(GO_TAGS),integration,libjpeg ./sidecar/images/
+	$(FFMPEG_ENV) go vet -tags $(GO_TAGS),ffmpeg ./sidecar/video/ ./sidecar/format/lerobot/
 
 .PHONY: lint
-lint: tools-go tools-python tools-debian ## Run golangci-lint (see .golangci.yml), gofmt, mypy --strict on the Python client, shellcheck on the scripts, helm lint, promtool on the chart's alert rules, check that no tracked file is over 1 MiB, and that the README's measured figures are its benchmark tables'.
+lint: tools-go tools-python tools-debian tools-video ## Run golangci-lint (see .golangci.yml), gofmt, mypy --strict on the Python client, shellcheck on the scripts, helm lint, promtool on the chart's alert rules, check that no tracked file is over 1 MiB, and that the README's measured figures are its benchmark tables'.
 	hack/check-file-sizes.sh
 	python3 hack/bench/readme_figures.py --check
 	shellcheck -x -S warning .ci/run $$(git ls-files '*.sh')
@@ -99,6 +104,7 @@ lint: tools-go tools-python tools-debian ## Run golangci-lint (see .golangci.yml
 	@# The libjpeg build's files (import "C") again with cgo on: the run above
 	@# shares the tests' build configuration (no cgo), so its compiled packages.
 	CGO_ENABLED=1 $(BIN)/golangci-lint run ./sidecar/images/
+	$(FFMPEG_ENV) $(BIN)/golangci-lint run --build-tags ffmpeg ./sidecar/video/ ./sidecar/format/lerobot/
 	cd clients/go && $(BIN)/golangci-lint run --config $(ROOT)/.golangci.yml ./...
 	$(BIN)/helm lint --strict charts/shardfeed
 	$(BIN)/promtool check rules charts/shardfeed/files/alerts.yaml
@@ -197,9 +203,9 @@ test: ## Run every test (the CI entry point): tools, lint, generated files, Go a
 # format's testdata/golden): what the pinned tokenizers, transformers and
 # each format's own project do, read by the unit tests without Python.
 .PHONY: golden test-golden
-golden: tools-python ## Re-record the oracles the unit tests read: the tokenizer's Unicode tables, its conformance matrix, the chat templates' record and each format's testdata/golden (pinned writers and readers; hack/golden.sh).
+golden: tools-python tools-lerobot ## Re-record the oracles the unit tests read: the tokenizer's Unicode tables, its conformance matrix, the chat templates' record and each format's testdata/golden (pinned writers and readers; hack/golden.sh).
 	hack/golden.sh record
-test-golden: tools-python ## Fail when the pinned oracles no longer give what the unit tests read: re-record into a temporary folder, compare, and run the golden tests on the fresh inputs (hack/golden.sh; a few minutes the first time).
+test-golden: tools-python tools-lerobot ## Fail when the pinned oracles no longer give what the unit tests read: re-record into a temporary folder, compare, and run the golden tests on the fresh inputs (hack/golden.sh; a few minutes the first time).
 	hack/golden.sh check
 
 .PHONY: test-mutants
@@ -217,7 +223,7 @@ test-integration: tools-go tools-kube tools-minio tools-debian ## Run the Go int
 
 # test-go runs the unit and the integration tests in one pass.
 .PHONY: test-go
-test-go: tools-go tools-kube tools-minio tools-debian
+test-go: tools-go tools-kube tools-minio tools-debian tools-video
 	go test -count=1 -tags $(GO_TAGS),integration -timeout $(GO_TEST_TIMEOUT) $(GOTEST_FLAGS) ./...
 	@echo "test-go: the Go client, a module of its own (clients/go)"
 	cd clients/go && CGO_ENABLED=1 go test -count=1 -race $(GOTEST_FLAGS) ./...
@@ -233,6 +239,8 @@ test-go: tools-go tools-kube tools-minio tools-debian
 	@echo "test-go: the image decoding again, with libjpeg-turbo (the cgo build)"
 	@# The flags of the libjpeg build (LIBJPEG_BUILD), whose compiled packages it shares.
 	CGO_ENABLED=1 go test -count=1 -tags $(GO_TAGS),integration,libjpeg $(GOTEST_FLAGS) ./sidecar/images/ ./sidecar/pipeline/
+	@echo "test-go: the video decoding, with FFmpeg linked in (the cgo build; hack/ffmpeg.sh)"
+	$(FFMPEG_ENV) go test -count=1 -tags $(GO_TAGS),ffmpeg $(GOTEST_FLAGS) ./sidecar/video/ ./sidecar/format/lerobot/
 
 .PHONY: test-python
 test-python: tools build ## Run the Python tests with pytest (real MinIO, kube-apiserver, pyarrow, torch).
@@ -319,13 +327,15 @@ minio: tools-minio ## Run a MinIO server with a bucket on loopback until Ctrl-C.
 tools: ## Install every pinned tool into bin/ (cached in ~/.cache/shardfeed).
 	hack/tools.sh all
 
-.PHONY: tools-go tools-kube tools-minio tools-catalogs tools-debian tools-python
+.PHONY: tools-go tools-kube tools-minio tools-catalogs tools-debian tools-python tools-lerobot tools-video
 tools-go: ; @hack/tools.sh go
 tools-kube: ; @hack/tools.sh kube
 tools-minio: ; @hack/tools.sh minio
 tools-catalogs: ; @hack/tools.sh catalogs
 tools-debian: ; @hack/tools.sh debian
 tools-python: ; @hack/tools.sh python
+tools-video: ; @hack/tools.sh video
+tools-lerobot: ; @hack/tools.sh lerobot
 
 ##@ Local cluster
 

@@ -40,6 +40,7 @@ FORMATS=(
 	"test/oracle/hf_oracle.py venv-hf sidecar/format/huggingface TestHuggingFace"
 	"test/oracle/mds_oracle.py venv-oracle sidecar/format/mds TestReadsWhatMosaicMLStreamingWrites"
 	"test/oracle/lance_oracle.py venv-oracle sidecar/format/lance/lancetable TestPylanceTables"
+	"test/oracle/lerobot_oracle.py venv-lerobot sidecar/format/lerobot TestLeRobot"
 	"test/orc/files.py venv sidecar/format/orc/orcfile TestPyarrowFiles"
 )
 

@@ -32,7 +32,7 @@ const (
 )
 
 // ShardFormat names how the shards of a stream are encoded.
-// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg;lance;megatron;webdataset;huggingface;litdata
+// +kubebuilder:validation:Enum=mds;parquet;jsonl;csv;tsv;arrow;orc;iceberg;lance;megatron;webdataset;huggingface;litdata;lerobot
 type ShardFormat string
 
 // The shard formats the sidecar reads (design §2).
@@ -63,6 +63,11 @@ const (
 	// FormatLitData is LitData's optimized chunks (litdata.optimize's
 	// index.json and chunk-*.bin), one shard per chunk.
 	FormatLitData ShardFormat = "litdata"
+	// FormatLeRobot is a LeRobot dataset (source.uri its root, with
+	// meta/info.json): a sample is a frame of an episode, with its
+	// cameras' video frames decoded and windows of its features
+	// (spec.streams[].lerobot); a shard is frames of one episode.
+	FormatLeRobot ShardFormat = "lerobot"
 )
 
 // CorruptShardPolicy says what the sidecar does with a shard that stays
@@ -372,6 +377,7 @@ type Source struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.megatron) || has(self.format) && self.format == 'megatron'",message="a megatron section needs format: megatron"
 // +kubebuilder:validation:XValidation:rule="!has(self.litdata) || has(self.format) && self.format == 'litdata'",message="a litdata section needs format: litdata"
 // +kubebuilder:validation:XValidation:rule="!has(self.huggingface) || has(self.format) && self.format == 'huggingface'",message="a huggingface section needs format: huggingface"
+// +kubebuilder:validation:XValidation:rule="!has(self.lerobot) || has(self.format) && self.format == 'lerobot'",message="a lerobot section needs format: lerobot"
 type Stream struct {
 	// Name of the stream, unique in the dataset. Batches carry the stream's
 	// position in spec.streams in the _shardfeed_stream column.
@@ -426,6 +432,12 @@ type Stream struct {
 	// what shardfeed index -f indexes.
 	// +optional
 	HuggingFace *HuggingFaceStream `json:"huggingface,omitempty"`
+
+	// LeRobot selects a lerobot stream's episodes (what shardfeed index
+	// -f indexes) and serves some of its keys as windows of neighbouring
+	// frames, as LeRobotDataset's delta_timestamps.
+	// +optional
+	LeRobot *LeRobotStream `json:"lerobot,omitempty"`
 
 	// Tokenize serves a text column of the stream as token ids, tokenized
 	// in the sidecar; it replaces spec.tokenize for this stream.
@@ -541,6 +553,54 @@ type HuggingFaceStream struct {
 	// +kubebuilder:validation:Pattern=`^\w+(\.\w+)*$`
 	// +optional
 	Split string `json:"split,omitempty"`
+}
+
+// LeRobotStream is which episodes of a LeRobot dataset a stream serves,
+// and how.
+type LeRobotStream struct {
+	// Episodes selects episodes by episode_index: "0-9,15" (ranges
+	// inclusive). Empty: every one.
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:Pattern=`^[0-9]+(-[0-9]+)?( *, *[0-9]+(-[0-9]+)?)*$`
+	// +optional
+	Episodes string `json:"episodes,omitempty"`
+
+	// DeltaTimestamps serve each key named (a data column or a camera)
+	// as a window: the frames at these offsets, in seconds, from each
+	// sample's frame, held at the episode's first and last frames, with
+	// a mask KEY_is_pad of the held ones (LeRobotDataset's
+	// delta_timestamps and padding). Each offset must be a whole number
+	// of frames, within tolerance.
+	// +listType=map
+	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	DeltaTimestamps []LeRobotWindow `json:"deltaTimestamps,omitempty"`
+
+	// Tolerance, in seconds, of a window's offsets from whole frames and
+	// of a decoded frame's time from the one asked for, as an exact
+	// decimal string ("0.0001", LeRobotDataset's tolerance_s, is the
+	// default).
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +optional
+	Tolerance string `json:"tolerance,omitempty"`
+}
+
+// LeRobotWindow is the window of one key.
+type LeRobotWindow struct {
+	// Key is the data column or camera ("observation.state",
+	// "observation.images.top").
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Key string `json:"key"`
+
+	// Seconds are the offsets, as exact decimal strings ("-0.1", "0").
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=32
+	// +kubebuilder:validation:items:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	Seconds []string `json:"seconds"`
 }
 
 // Tokenize serves a text column as token ids: a Hugging Face

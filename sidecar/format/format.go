@@ -114,6 +114,17 @@ type Measurer interface {
 	Lengths(i int, column string, parts [][]byte) ([]int64, error)
 }
 
+// Windowed is a Reader whose samples can carry windows of their
+// neighbours: a lerobot stream's frames, as LeRobotDataset's
+// delta_timestamps make them (spec.streams[].lerobot.deltaTimestamps).
+type Windowed interface {
+	// SetWindows serves each key of deltas as the frames at those
+	// offsets, in seconds, from each sample's; tolerance is how far an
+	// offset may be from whole frames (0: the format's default). It
+	// changes the schema Schema returns.
+	SetWindows(deltas map[string][]float64, tolerance float64) error
+}
+
 // Part is a range of an object that a shard needs: the whole object, or
 // bytes [Offset, Offset+Size) of it when Range is set.
 type Part struct {

@@ -7,8 +7,10 @@ package source
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -538,6 +540,9 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, err)
 		}
+		if err := setWindows(reader, s.Spec.LeRobot); err != nil {
+			return nil, fmt.Errorf("stream %q: spec.streams[].lerobot: %w", s.Spec.Name, err)
+		}
 		columns := s.Spec.Columns
 		if s.Packs != nil {
 			columns = []string{s.Packs.Column} // the documents: all a pack holds
@@ -572,6 +577,36 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 		return nil, err
 	}
 	return out, nil
+}
+
+// setWindows sets a lerobot stream's windows on its reader.
+func setWindows(reader format.Reader, spec *datav1alpha1.LeRobotStream) error {
+	if spec == nil || (len(spec.DeltaTimestamps) == 0 && spec.Tolerance == "") {
+		return nil
+	}
+	w, ok := reader.(format.Windowed)
+	if !ok {
+		return errors.New("the stream's format serves no windows")
+	}
+	deltas := make(map[string][]float64, len(spec.DeltaTimestamps))
+	for _, d := range spec.DeltaTimestamps {
+		for _, sec := range d.Seconds {
+			v, err := strconv.ParseFloat(sec, 64)
+			if err != nil {
+				return fmt.Errorf("deltaTimestamps %q: %q is not a number of seconds", d.Key, sec)
+			}
+			deltas[d.Key] = append(deltas[d.Key], v)
+		}
+	}
+	var tolerance float64
+	if spec.Tolerance != "" {
+		v, err := strconv.ParseFloat(spec.Tolerance, 64)
+		if err != nil || v < 0 {
+			return fmt.Errorf("tolerance %q is not a number of seconds", spec.Tolerance)
+		}
+		tolerance = v
+	}
+	return w.SetWindows(deltas, tolerance)
 }
 
 // Unify sets every stream's served schema to the one they share: the same

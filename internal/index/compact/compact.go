@@ -173,14 +173,15 @@ type compactSection struct {
 
 // entryExtras are the fields of an Entry that no column holds.
 type entryExtras struct {
-	Deleted   []indexfile.Run       `json:"deleted,omitempty"`
-	Partition []*string             `json:"partition,omitempty"`
-	Ranges    []indexfile.Range     `json:"ranges,omitempty"`
-	Files     []indexfile.LanceFile `json:"files,omitempty"`
+	Deleted   []indexfile.Run           `json:"deleted,omitempty"`
+	Partition []*string                 `json:"partition,omitempty"`
+	Ranges    []indexfile.Range         `json:"ranges,omitempty"`
+	Files     []indexfile.LanceFile     `json:"files,omitempty"`
+	Episode   *indexfile.LeRobotEpisode `json:"episode,omitempty"`
 }
 
 func (x entryExtras) empty() bool {
-	return x.Deleted == nil && x.Partition == nil && x.Ranges == nil && x.Files == nil
+	return x.Deleted == nil && x.Partition == nil && x.Ranges == nil && x.Files == nil && x.Episode == nil
 }
 
 // Encode writes f in the compact form. f is checked first, as a
@@ -298,7 +299,7 @@ func (w *compactWriter) extras(shards []indexfile.Entry) (*compactStrings, error
 	extras := make([]string, len(shards))
 	some := false
 	for i, e := range shards {
-		x := entryExtras{Deleted: e.Deleted, Partition: e.Partition, Ranges: e.Ranges, Files: e.Files}
+		x := entryExtras{Deleted: e.Deleted, Partition: e.Partition, Ranges: e.Ranges, Files: e.Files, Episode: e.Episode}
 		if x.empty() {
 			continue
 		}

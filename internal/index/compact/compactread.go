@@ -631,7 +631,7 @@ func (r *Reader) entries(lo, hi int64, counts func(h int64) int64) ([]indexfile.
 			if x.empty() {
 				return nil, compactError("shard %d's extras are empty, not \"\"", lo+int64(i))
 			}
-			out[i].Deleted, out[i].Partition, out[i].Ranges, out[i].Files = x.Deleted, x.Partition, x.Ranges, x.Files
+			out[i].Deleted, out[i].Partition, out[i].Ranges, out[i].Files, out[i].Episode = x.Deleted, x.Partition, x.Ranges, x.Files, x.Episode
 		}
 	}
 	return out, nil

@@ -34,6 +34,8 @@ type File struct {
 	Lance *Lance `json:"lance,omitempty"`
 	// Megatron says how a megatron stream's shards are read.
 	Megatron *Megatron `json:"megatron,omitempty"`
+	// LeRobot is the LeRobot dataset of a lerobot stream.
+	LeRobot *LeRobot `json:"lerobot,omitempty"`
 	// LitData says how a litdata stream's chunks are read.
 	LitData *LitData `json:"litdata,omitempty"`
 	// HuggingFace names the split a huggingface stream's index is of,
@@ -238,6 +240,10 @@ type Entry struct {
 	// Files are a Lance shard's data files (one, or more where columns
 	// were added to its fragment), with their tails.
 	Files []LanceFile `json:"files,omitempty"`
+	// Episode is a lerobot shard's frames of one episode; its Ranges are
+	// the data file's row groups that hold them, its footer the data
+	// file's.
+	Episode *LeRobotEpisode `json:"episode,omitempty"`
 }
 
 // Run is the rows [Run[0], Run[1]) of a part.
@@ -272,6 +278,15 @@ func (f *File) ShardOf(e *Entry) planner.Shard {
 	if f.Megatron != nil { // the shard's .idx ranges are fetched with its tokens
 		for _, r := range e.Ranges {
 			out.Bytes += r.Length
+		}
+	}
+	if ep := e.Episode; ep != nil { // its row groups, and each camera's samples and movie box
+		out.Bytes = 0
+		for _, r := range e.Ranges {
+			out.Bytes += r.Length
+		}
+		for _, c := range ep.Clips {
+			out.Bytes += c.Movie.Length + c.Samples.Length
 		}
 	}
 	for k, lf := range e.Files { // the first tail is shared; the others count as the shard's
@@ -350,6 +365,14 @@ func (f *File) CheckHead() error {
 			return fmt.Errorf("shardfeed index megatron: %w; re-run shardfeed index", err)
 		}
 	}
+	if (f.Format == datav1alpha1.FormatLeRobot) != (f.LeRobot != nil) {
+		return fmt.Errorf(`shardfeed index of format %q has %s "lerobot": a lerobot index has one, no other does; re-run shardfeed index`, f.Format, map[bool]string{true: "a", false: "no"}[f.LeRobot != nil])
+	}
+	if f.LeRobot != nil {
+		if err := f.LeRobot.check(); err != nil {
+			return fmt.Errorf("shardfeed index lerobot: %w; re-run shardfeed index", err)
+		}
+	}
 	if (f.Format == datav1alpha1.FormatLitData) != (f.LitData != nil) {
 		return fmt.Errorf(`shardfeed index of format %q has %s "litdata": a litdata index has one, no other does; re-run shardfeed index`, f.Format, map[bool]string{true: "a", false: "no"}[f.LitData != nil])
 	}
@@ -395,6 +418,12 @@ func (f *File) CheckShards() error {
 			if err := e.checkMegatron(f.Megatron); err != nil {
 				return fmt.Errorf("shardfeed index: shards[%d] %q: %w; re-run shardfeed index", i, e.Name, err)
 			}
+		case f.LeRobot != nil:
+			if err := e.checkLeRobot(f.LeRobot); err != nil {
+				return fmt.Errorf("shardfeed index: shards[%d] %q: %w; re-run shardfeed index", i, e.Name, err)
+			}
+		case e.Episode != nil:
+			return fmt.Errorf("shardfeed index: shards[%d] %q has a lerobot shard's episode in a %s index; re-run shardfeed index", i, e.Name, f.Format)
 		case e.Ranges != nil || e.Files != nil || e.RowStart != 0:
 			return fmt.Errorf("shardfeed index: shards[%d] %q has a lance shard's ranges in a %s index; re-run shardfeed index", i, e.Name, f.Format)
 		}

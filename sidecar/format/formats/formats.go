@@ -12,6 +12,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format/huggingface"
 	"github.com/shardfeed/shardfeed/sidecar/format/iceberg"
 	"github.com/shardfeed/shardfeed/sidecar/format/lance"
+	"github.com/shardfeed/shardfeed/sidecar/format/lerobot"
 	"github.com/shardfeed/shardfeed/sidecar/format/litdata"
 	"github.com/shardfeed/shardfeed/sidecar/format/mds"
 	"github.com/shardfeed/shardfeed/sidecar/format/megatron"
@@ -38,5 +39,6 @@ func Default() format.Registry {
 		webdataset.Format{},
 		huggingface.Format{},
 		litdata.Format{},
+		lerobot.Format{},
 	)
 }

@@ -64,6 +64,24 @@ func indexObject(ctx context.Context, st store.Store, o store.Object, f *indexfi
 	return nil
 }
 
+// ReadFooter reads and parses the footer of the Parquet object at key, of
+// size bytes, with ranged reads of its end, and returns it with the
+// footer's range (the footer, its length and PAR1).
+func ReadFooter(ctx context.Context, st store.Store, key string, size int64) (md *metadata.FileMetaData, off, n int64, err error) {
+	if size < 12 {
+		return nil, 0, 0, fmt.Errorf("%s: %d bytes is too short for Parquet", key, size)
+	}
+	start := max(size-tailBytes, 0)
+	tail, err := format.ReadRange(ctx, st, key, start, size-start)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if md, err = footerOf(ctx, st, key, size, tail); err != nil {
+		return nil, 0, 0, err
+	}
+	return md, size - 8 - int64(md.Size()), 8 + int64(md.Size()), nil
+}
+
 // footerOf parses the footer of the Parquet object at key, of size bytes,
 // from tail (its last bytes), reading the rest of a footer longer than
 // tail holds.

@@ -1,0 +1,145 @@
+package indexfile
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+)
+
+// LeRobot is the LeRobot dataset of a lerobot stream as `shardfeed index`
+// read it: its frame rate, columns, cameras and tasks.
+type LeRobot struct {
+	// Root is the dataset's directory, as a URI ending in "/"; the
+	// shards' objects are keys under it.
+	Root string `json:"root"`
+	// Codebase is the dataset's layout (info.json's codebase_version).
+	Codebase string  `json:"codebase"`
+	FPS      float64 `json:"fps"`
+	// ArrowSchema is the data files' columns' Arrow schema (an IPC
+	// schema message, base64).
+	ArrowSchema string `json:"arrowSchema"`
+	// Videos are the cameras, in info.json's order.
+	Videos []LeRobotVideo `json:"videos,omitempty"`
+	// Tasks are the task strings by task_index.
+	Tasks []string `json:"tasks"`
+	// Episodes is the selection the index was made with ("" for all).
+	Episodes string `json:"episodes,omitempty"`
+}
+
+// LeRobotVideo is one camera of a dataset.
+type LeRobotVideo struct {
+	Key string `json:"key"`
+	// Codec is the video track's sample entry (av01, avc1, hvc1, ...).
+	Codec  string `json:"codec"`
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+}
+
+// LeRobotEpisode is a lerobot shard's frames: frames [Start,
+// Start+Samples) of one episode, in a data file's rows and, per camera, a
+// video file's samples.
+type LeRobotEpisode struct {
+	// Index is the episode's episode_index.
+	Index int64 `json:"index"`
+	// From is the dataset index of its first frame; Length its frames.
+	From   int64 `json:"from"`
+	Length int64 `json:"length"`
+	// Start is the shard's first frame within the episode.
+	Start int64 `json:"start"`
+	// Row is the data file row of the episode's first frame; the
+	// shard's Ranges are the row groups that hold its frames, the
+	// first starting at RowGroupRow.
+	Row         int64 `json:"row"`
+	RowGroupRow int64 `json:"rowGroupRow"`
+	// RowGroups are the data file's row groups of the shard's Ranges.
+	RowGroups []int `json:"rowGroups"`
+	// Clips are its cameras' videos, in LeRobot.Videos' order.
+	Clips []LeRobotClip `json:"clips,omitempty"`
+}
+
+// LeRobotClip is an episode's video of one camera: its samples in a
+// video file, and the file's movie box that says how to read them.
+type LeRobotClip struct {
+	// Size is the video file's.
+	Size int64 `json:"size"`
+	// Movie is the file's movie box (moov); Samples the episode's
+	// samples, from the keyframe before its first frame.
+	Movie   Range `json:"movie"`
+	Samples Range `json:"samples"`
+	// From and To are the episode's times in the file, in seconds
+	// (from_timestamp, to_timestamp).
+	From float64 `json:"from"`
+	To   float64 `json:"to"`
+}
+
+func (l *LeRobot) check() error {
+	if l.Codebase == "" {
+		return errors.New(`"codebase" is missing: re-run shardfeed index`)
+	}
+	if !(l.FPS > 0) || math.IsInf(l.FPS, 0) {
+		return fmt.Errorf(`"fps" %v is not a frame rate`, l.FPS)
+	}
+	if _, err := base64.StdEncoding.DecodeString(l.ArrowSchema); err != nil || l.ArrowSchema == "" {
+		return errors.New(`"arrowSchema" is missing or not base64: re-run shardfeed index`)
+	}
+	u, err := url.Parse(l.Root)
+	if err != nil || u.Scheme == "" || !strings.HasSuffix(l.Root, "/") {
+		return fmt.Errorf(`"root" %q is not a URI ending in "/"`, l.Root)
+	}
+	for _, v := range l.Videos {
+		if v.Key == "" || v.Width <= 0 || v.Height <= 0 || v.Width > 1<<15 || v.Height > 1<<15 {
+			return fmt.Errorf("video %q of %dx%d: each needs a key and a size of 1 to %d pixels a side", v.Key, v.Width, v.Height, 1<<15)
+		}
+	}
+	return nil
+}
+
+// checkLeRobot checks a lerobot shard against its dataset.
+func (e Entry) checkLeRobot(l *LeRobot) error {
+	ep := e.Episode
+	if ep == nil {
+		return errors.New("a lerobot shard names no episode")
+	}
+	if ep.Length < 1 || ep.From < 0 || ep.Row < 0 || ep.RowGroupRow < 0 || ep.RowGroupRow > ep.Row || ep.Start < 0 || ep.Start+e.Samples > ep.Length {
+		return fmt.Errorf("frames [%d, +%d) of episode %d of %d frames (from %d, row %d, row group at row %d) are not within it", ep.Start, e.Samples, ep.Index, ep.Length, ep.From, ep.Row, ep.RowGroupRow)
+	}
+	if len(e.Ranges) == 0 || e.FooterLength <= 0 || e.FooterOffset < 0 {
+		return errors.New("a lerobot shard lists no row groups or no data file footer")
+	}
+	if len(ep.RowGroups) != len(e.Ranges) {
+		return fmt.Errorf("%d row groups for %d ranges", len(ep.RowGroups), len(e.Ranges))
+	}
+	for _, g := range ep.RowGroups {
+		if g < 0 {
+			return fmt.Errorf("row group %d", g)
+		}
+	}
+	for _, r := range e.Ranges {
+		if err := r.check(); err != nil {
+			return err
+		}
+	}
+	if len(ep.Clips) != len(l.Videos) {
+		return fmt.Errorf("episode %d has %d videos, the dataset %d cameras", ep.Index, len(ep.Clips), len(l.Videos))
+	}
+	for k, c := range ep.Clips {
+		for _, r := range []Range{c.Movie, c.Samples} {
+			if err := r.check(); err != nil {
+				return fmt.Errorf("camera %s: %w", l.Videos[k].Key, err)
+			}
+			if r.Offset+r.Length > c.Size {
+				return fmt.Errorf("camera %s: range [%d, +%d) is outside its %d-byte file", l.Videos[k].Key, r.Offset, r.Length, c.Size)
+			}
+		}
+		if c.Movie.Object != c.Samples.Object {
+			return fmt.Errorf("camera %s: the movie box is of %s, the samples of %s", l.Videos[k].Key, c.Movie.Object, c.Samples.Object)
+		}
+		if !(c.To >= c.From) || c.From < 0 || math.IsInf(c.To, 0) {
+			return fmt.Errorf("camera %s: times [%v, %v) are not an interval", l.Videos[k].Key, c.From, c.To)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package lerobot
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
+	"github.com/shardfeed/shardfeed/sidecar/format/lerobot/mp4"
+	"github.com/shardfeed/shardfeed/sidecar/video"
+)
+
+// frames decodes camera f's frame for each of frames (within the
+// episode): the frame shown closest to the row's timestamp, within the
+// tolerance, as LeRobotDataset's decode_video_frames picks it, as RGB
+// planes (3, H, W) of type f.Type.
+func (d *decoder) frames(f arrow.Field, frames []int64) (arrow.Array, error) {
+	k := d.r.video(f.Name)
+	v, c := d.r.file.LeRobot.Videos[k], d.e.Episode.Clips[k]
+	movie, samples := d.clips[2*k], d.clips[2*k+1]
+	ts, ok := d.rows["timestamp"]
+	if !ok {
+		return nil, fmt.Errorf("the data files have no timestamp column to find frames by")
+	}
+	mv, err := mp4.ParseMovie(movie, c.Size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Movie.Object, err)
+	}
+	tr, err := mv.Video()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Movie.Object, err)
+	}
+	shown := showOrder(tr)
+	// want[sample] lists the output slots that show it.
+	want := map[int][]int{}
+	for slot, fr := range frames {
+		t, err := timestamp(ts, fr)
+		if err != nil {
+			return nil, err
+		}
+		s, err := closest(tr, shown, c.From+t, d.r.tolerance)
+		if err != nil {
+			return nil, fmt.Errorf("%s: frame %d of episode %d (%v s): %w", c.Movie.Object, fr, d.e.Episode.Index, c.From+t, err)
+		}
+		want[s] = append(want[s], slot)
+	}
+	packets, err := packetsFor(tr, want, c, samples)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Samples.Object, err)
+	}
+	size := 3 * v.Height * v.Width
+	buf := memory.NewResizableBuffer(memory.DefaultAllocator)
+	defer buf.Release()
+	buf.Resize(size * len(frames))
+	out := buf.Bytes()
+	byPTS := map[int64][]int{}
+	for s, slots := range want {
+		byPTS[tr.Samples[s].PTS()] = slots
+	}
+	filled := 0
+	err = video.Decode(video.Track{Codec: tr.Codec, Config: tr.Config, Width: int(tr.Width), Height: int(tr.Height)}, packets, func(fr video.Frame) error {
+		slots := byPTS[fr.PTS()]
+		if len(slots) == 0 {
+			return nil
+		}
+		first := out[slots[0]*size : (slots[0]+1)*size]
+		if err := fr.RGB(first, v.Width, v.Height); err != nil {
+			return err
+		}
+		for _, s := range slots[1:] {
+			copy(out[s*size:(s+1)*size], first)
+		}
+		filled += len(slots)
+		delete(byPTS, fr.PTS())
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Samples.Object, err)
+	}
+	if filled != len(frames) {
+		var missing []int64
+		for p := range byPTS {
+			missing = append(missing, p)
+		}
+		slices.Sort(missing)
+		return nil, fmt.Errorf("%s: the decoder gave no frame at pts %v (of %d/s): the video is corrupt", c.Samples.Object, missing, tr.Timescale)
+	}
+	values := array.NewData(arrow.PrimitiveTypes.Uint8, len(out), []*memory.Buffer{nil, buf}, nil, 0, 0)
+	defer values.Release()
+	data := array.NewData(f.Type, len(frames)*size/int(f.Type.(*arrow.FixedSizeListType).Len()), []*memory.Buffer{nil}, []arrow.ArrayData{values}, 0, 0)
+	defer data.Release()
+	return array.MakeFromData(data), nil
+}
+
+// timestamp is the timestamp column's value of frame fr.
+func timestamp(ts arrow.Array, fr int64) (float64, error) {
+	switch a := ts.(type) {
+	case *array.Float32:
+		return float64(a.Value(int(fr))), nil
+	case *array.Float64:
+		return a.Value(int(fr)), nil
+	}
+	return 0, fmt.Errorf("the timestamp column is %s, not a float", ts.DataType())
+}
+
+// showOrder is the track's samples sorted by the time they are shown.
+func showOrder(tr *mp4.Track) []int {
+	out := make([]int, len(tr.Samples))
+	for i := range out {
+		out[i] = i
+	}
+	sort.SliceStable(out, func(a, b int) bool { return tr.Samples[out[a]].PTS() < tr.Samples[out[b]].PTS() })
+	return out
+}
+
+// closest is the sample shown closest to t seconds; an error when it is
+// tolerance or further from it, as LeRobot's decoders refuse it.
+func closest(tr *mp4.Track, shown []int, t, tolerance float64) (int, error) {
+	at := func(i int) float64 { return float64(tr.Samples[shown[i]].PTS()-tr.Edit) / float64(tr.Timescale) }
+	j := sort.Search(len(shown), func(i int) bool { return at(i) >= t })
+	best := -1
+	for _, c := range []int{j - 1, j} {
+		if c >= 0 && c < len(shown) && (best < 0 || math.Abs(at(c)-t) < math.Abs(at(best)-t)) {
+			best = c
+		}
+	}
+	if best < 0 {
+		return 0, fmt.Errorf("the track has no frames")
+	}
+	if dist := math.Abs(at(best) - t); !(dist < tolerance) {
+		return 0, fmt.Errorf("its closest frame is shown at %v s, %v s away, beyond the tolerance of %v s (LeRobot's FrameTimestampError)", at(best), dist, tolerance)
+	}
+	return shown[best], nil
+}
+
+// packetsFor lists the packets that decode the wanted samples: from the
+// keyframe at or before the first of them, in decode order, to the last,
+// each read from the clip's fetched samples.
+func packetsFor(tr *mp4.Track, want map[int][]int, c indexfile.LeRobotClip, samples []byte) ([]video.Packet, error) {
+	lo, hi := len(tr.Samples), -1
+	for s := range want {
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	for lo >= 0 && !tr.Samples[lo].Key {
+		lo--
+	}
+	if lo < 0 {
+		return nil, fmt.Errorf("no keyframe precedes sample %d: the video cannot be decoded there", hi+1)
+	}
+	out := make([]video.Packet, 0, hi-lo+1)
+	for s := lo; s <= hi; s++ {
+		smp := tr.Samples[s]
+		off := smp.Offset - c.Samples.Offset
+		if off < 0 || off+int64(smp.Size) > int64(len(samples)) {
+			return nil, fmt.Errorf("sample %d at [%d, +%d) is outside the episode's indexed samples [%d, +%d): re-run shardfeed index", s+1, smp.Offset, smp.Size, c.Samples.Offset, c.Samples.Length)
+		}
+		out = append(out, video.Packet{Data: samples[off : off+int64(smp.Size)], PTS: smp.PTS(), Key: smp.Key})
+	}
+	return out, nil
+}

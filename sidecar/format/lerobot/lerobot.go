@@ -1,0 +1,496 @@
+// Package lerobot reads LeRobot datasets (format: lerobot): robot
+// episodes as LeRobot's v3.0 layout stores them, data Parquet files of
+// many episodes' frames and, per camera, MP4 files of many episodes'
+// video. A sample is one frame of an episode, as LeRobotDataset's item
+// is: its data columns, its task string, each camera's frame decoded to
+// uint8 (C, H, W), and, for the keys a stream windows
+// (spec.streams[].lerobot.deltaTimestamps), the frames at the window's
+// offsets, held at the episode's edges, with a KEY_is_pad mask
+// (docs/formats.md, LeRobot).
+//
+// A shard is one episode, or a run of its frames where its decoded frames
+// would be large: its parts are the data file's row groups that hold the
+// episode and the file's footer, and per camera the video file's movie
+// box and the episode's samples, never a whole video file.
+package lerobot
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
+)
+
+// Format is the lerobot format.
+type Format struct{}
+
+// TaskColumn is the column of each frame's task string, as
+// LeRobotDataset's item "task".
+const TaskColumn = "task"
+
+const episodesOption = "episodes"
+
+// Kind is the format's name in the API.
+func (Format) Kind() datav1alpha1.ShardFormat { return datav1alpha1.FormatLeRobot }
+
+// IndexHelp is shardfeed index's help of a lerobot stream.
+func (Format) IndexHelp() string {
+	return `URI is a LeRobot dataset's root (meta/info.json, LeRobot's v3.0
+layout): one shard per episode, or per run of an episode's frames where
+its decoded frames pass 64 MiB, each with the data file's row groups that
+hold its frames and, per camera, the video file's movie box and the
+episode's samples from the keyframe before its first frame. --episodes
+selects episodes by episode_index ("0-9,15").`
+}
+
+// Options lists the format's own index option: the episodes to index.
+func (Format) Options() []format.Option {
+	return []format.Option{{Flag: episodesOption, Field: "spec.streams[].lerobot.episodes",
+		Help: `the episodes to index, by episode_index: "0-9,15" (default: every one)`,
+		For:  "a LeRobot dataset's episodes",
+		Spec: func(s *datav1alpha1.Stream) string {
+			if s.LeRobot == nil {
+				return ""
+			}
+			return s.LeRobot.Episodes
+		},
+		Indexed: func(f *indexfile.File) string {
+			if f.LeRobot == nil {
+				return ""
+			}
+			return f.LeRobot.Episodes
+		}}}
+}
+
+// Open reads the dataset's columns from its index.
+func (Format) Open(l *index.Layout) (format.Reader, error) {
+	f, err := format.FileOf(l)
+	if err != nil {
+		return nil, err
+	}
+	if f.LeRobot == nil {
+		return nil, fmt.Errorf("a lerobot index names its dataset: re-run shardfeed index --format lerobot")
+	}
+	data, err := decodeSchema(f.LeRobot.ArrowSchema)
+	if err != nil {
+		return nil, err
+	}
+	r := &reader{file: f, data: data, tolerance: DefaultTolerance}
+	if err := r.setSchema(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func decodeSchema(b64 string) (*arrow.Schema, error) {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, fmt.Errorf("the index's arrowSchema is not base64: %w; re-run shardfeed index", err)
+	}
+	r, err := ipc.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("the index's arrowSchema is not an Arrow schema: %w; re-run shardfeed index", err)
+	}
+	defer r.Release()
+	return r.Schema(), nil
+}
+
+func encodeSchema(s *arrow.Schema) (string, error) {
+	if s == nil {
+		return "", fmt.Errorf("no data file was read")
+	}
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(s))
+	if err := w.Close(); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+type reader struct {
+	file *indexfile.File
+	// data is the data files' columns; schema what a shard decodes to.
+	data, schema *arrow.Schema
+	windows      *Windows
+	// Tolerance is how far a decoded frame's time may be from the one
+	// asked for, in seconds.
+	tolerance float64
+}
+
+// SetWindows serves windows of the keys deltas names (seconds, as
+// LeRobotDataset's delta_timestamps), decoded frames within tolerance
+// seconds of their times (0: LeRobot's default).
+func (r *reader) SetWindows(deltas map[string][]float64, tolerance float64) error {
+	if tolerance == 0 {
+		tolerance = DefaultTolerance
+	}
+	w, err := NewWindows(deltas, r.file.LeRobot.FPS, tolerance)
+	if err != nil {
+		return err
+	}
+	r.windows, r.tolerance = w, tolerance
+	return r.setSchema()
+}
+
+// video returns camera key's index in the dataset's videos, or -1.
+func (r *reader) video(key string) int {
+	return slices.IndexFunc(r.file.LeRobot.Videos, func(v indexfile.LeRobotVideo) bool { return v.Key == key })
+}
+
+// setSchema sets the served schema: the data columns, the task, each
+// camera's frames; windowed keys as windows, with their masks.
+func (r *reader) setSchema() error {
+	var fields []arrow.Field
+	add := func(f arrow.Field, inner []int) error {
+		offsets := r.offsets(f.Name)
+		if offsets == nil {
+			if len(inner) > 1 {
+				f.Metadata = shapeMeta(inner)
+			}
+			fields = append(fields, f)
+			return nil
+		}
+		elem, size, err := windowElem(f.Type)
+		if err != nil {
+			return fmt.Errorf("deltaTimestamps[%q]: %w", f.Name, err)
+		}
+		if inner == nil && size > 1 {
+			inner = []int{size}
+		}
+		shape := append([]int{len(offsets)}, inner...)
+		fields = append(fields,
+			arrow.Field{Name: f.Name, Type: arrow.FixedSizeListOf(int32(len(offsets)*size), elem), Metadata: shapeMeta(shape)},                                               //nolint:gosec // bounded by MaxWindow and the shapes
+			arrow.Field{Name: f.Name + PadSuffix, Type: arrow.FixedSizeListOf(int32(len(offsets)), arrow.FixedWidthTypes.Boolean), Metadata: shapeMeta([]int{len(offsets)})}) //nolint:gosec // bounded by MaxWindow
+		return nil
+	}
+	for _, f := range r.data.Fields() {
+		if strings.HasSuffix(f.Name, PadSuffix) || f.Name == TaskColumn {
+			return fmt.Errorf("the data files have a column %q: shardfeed serves its own by that name", f.Name)
+		}
+		if err := add(f, nil); err != nil {
+			return err
+		}
+	}
+	fields = append(fields, arrow.Field{Name: TaskColumn, Type: arrow.BinaryTypes.String})
+	for _, v := range r.file.LeRobot.Videos {
+		f := arrow.Field{Name: v.Key, Type: arrow.FixedSizeListOf(int32(3*v.Height*v.Width), arrow.PrimitiveTypes.Uint8)} //nolint:gosec // sizes checked by the index
+		if err := add(f, []int{3, v.Height, v.Width}); err != nil {
+			return err
+		}
+	}
+	if r.windows != nil {
+		for _, k := range r.windows.Keys {
+			if !slices.ContainsFunc(fields, func(f arrow.Field) bool { return f.Name == k }) {
+				return fmt.Errorf("deltaTimestamps names %q, which the dataset does not have: its keys are %s", k, names(fields))
+			}
+		}
+	}
+	r.schema = arrow.NewSchema(fields, nil)
+	return nil
+}
+
+func names(fields []arrow.Field) string {
+	var out []string
+	for _, f := range fields {
+		out = append(out, f.Name)
+	}
+	return strings.Join(out, ", ")
+}
+
+func shapeMeta(shape []int) arrow.Metadata {
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = strconv.Itoa(d)
+	}
+	return arrow.NewMetadata([]string{format.MetaShape}, []string{strings.Join(dims, ",")})
+}
+
+// windowElem is the element type and count per frame of a windowed
+// column: a primitive is one value, a fixed-size list of them its size.
+func windowElem(t arrow.DataType) (arrow.DataType, int, error) {
+	switch t := t.(type) {
+	case *arrow.FixedSizeListType:
+		if _, ok := t.Elem().(arrow.FixedWidthDataType); ok && t.Elem().ID() != arrow.BOOL {
+			return t.Elem(), int(t.Len()), nil
+		}
+	case arrow.FixedWidthDataType:
+		if t.ID() != arrow.BOOL {
+			return t, 1, nil
+		}
+	}
+	return nil, 0, fmt.Errorf("a window of a %s column is not served: windows are of numbers and fixed-size lists of them", t)
+}
+
+func (r *reader) offsets(key string) []int {
+	if r.windows == nil {
+		return nil
+	}
+	return r.windows.Offsets[key]
+}
+
+// Parts are the row groups, the data file's footer, then each camera's
+// movie box and samples.
+func (r *reader) Parts(i int) []format.Part {
+	e := r.file.Shard(i)
+	out := make([]format.Part, 0, len(e.Ranges)+1+2*len(e.Episode.Clips))
+	for _, g := range e.Ranges {
+		out = append(out, format.Part{Key: g.Object, Size: g.Length, Hash: g.Hash, Range: true, Offset: g.Offset})
+	}
+	out = append(out, format.Part{Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset, Version: e.Hash})
+	for _, c := range e.Episode.Clips {
+		out = append(out,
+			format.Part{Key: c.Movie.Object, Size: c.Movie.Length, Hash: c.Movie.Hash, Range: true, Offset: c.Movie.Offset},
+			format.Part{Key: c.Samples.Object, Size: c.Samples.Length, Hash: c.Samples.Hash, Range: true, Offset: c.Samples.Offset})
+	}
+	return out
+}
+
+// Schema is the served schema, from the index.
+func (r *reader) Schema(context.Context, format.ReadFunc) (*arrow.Schema, error) {
+	return r.schema, nil
+}
+
+// Records decodes shard i: its frames' data rows, windows and videos.
+func (r *reader) Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
+	e := r.file.Shard(i)
+	ep := e.Episode
+	if want := len(e.Ranges) + 1 + 2*len(ep.Clips); len(parts) != want {
+		return nil, fmt.Errorf("shard %s has %d parts, want %d", e.Name, len(parts), want)
+	}
+	schema := r.schema
+	if columns != nil {
+		var fields []arrow.Field
+		for _, c := range columns {
+			k := schema.FieldIndices(c)
+			if len(k) == 0 {
+				return nil, fmt.Errorf("no column %q: the stream's columns are %s", c, names(schema.Fields()))
+			}
+			fields = append(fields, schema.Field(k[0]))
+		}
+		schema = arrow.NewSchema(fields, nil)
+	}
+	d := &decoder{r: r, e: e, ctx: ctx}
+	defer d.release()
+	if err := d.readData(parts[:len(e.Ranges)+1], schema); err != nil {
+		return nil, err
+	}
+	d.clips = parts[len(e.Ranges)+1:]
+	cols := make([]arrow.Array, 0, schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	for _, f := range schema.Fields() {
+		col, err := d.column(f)
+		if err != nil {
+			return nil, fmt.Errorf("shard %s, column %q: %w", e.Name, f.Name, err)
+		}
+		cols = append(cols, col)
+	}
+	rec := array.NewRecordBatch(schema, cols, e.Samples)
+	defer rec.Release()
+	return array.NewRecordReader(schema, []arrow.RecordBatch{rec})
+}
+
+// decoder decodes one shard.
+type decoder struct {
+	r   *reader
+	e   *indexfile.Entry
+	ctx context.Context
+	// rows are the episode's data rows, by frame within the episode.
+	rows  map[string]arrow.Array
+	clips [][]byte
+}
+
+func (d *decoder) release() {
+	for _, c := range d.rows {
+		c.Release()
+	}
+}
+
+// dataColumns are the data columns the served columns need.
+func (d *decoder) dataColumns(schema *arrow.Schema) []string {
+	var out []string
+	need := func(c string) {
+		if !slices.Contains(out, c) && len(d.r.data.FieldIndices(c)) > 0 {
+			out = append(out, c)
+		}
+	}
+	for _, f := range schema.Fields() {
+		name := strings.TrimSuffix(f.Name, PadSuffix)
+		switch {
+		case name == TaskColumn:
+			need("task_index")
+		case d.r.video(name) >= 0:
+			need("timestamp")
+		default:
+			need(name)
+		}
+	}
+	return out
+}
+
+// readData decodes the row groups (parts, then the footer) and keeps
+// the episode's rows of the columns needed.
+func (d *decoder) readData(parts [][]byte, schema *arrow.Schema) error {
+	e, ep := d.e, d.e.Episode
+	columns := d.dataColumns(schema)
+	d.rows = map[string]arrow.Array{}
+	if len(columns) == 0 {
+		return nil
+	}
+	tail := parts[len(parts)-1]
+	chunks := map[string][]arrow.Array{}
+	defer func() {
+		for _, cs := range chunks {
+			for _, c := range cs {
+				c.Release()
+			}
+		}
+	}()
+	var rows int64
+	for g, rg := range e.Ranges {
+		recs, err := parquet.ReadRowGroupRange(d.ctx, format.FootedPart{Size: e.ObjectSize, Tail: tail, Index: ep.RowGroups[g], Offset: rg.Offset, Data: parts[g]}, columns)
+		if err != nil {
+			return fmt.Errorf("%s: %w", rg.Object, err)
+		}
+		for _, rec := range recs {
+			for k, c := range columns {
+				col := rec.Column(k)
+				col.Retain()
+				chunks[c] = append(chunks[c], col)
+			}
+			rows += rec.NumRows()
+			rec.Release()
+		}
+	}
+	from := ep.Row - ep.RowGroupRow
+	if from+ep.Length > rows {
+		return fmt.Errorf("the row groups hold %d rows from row %d of %s, short of the episode's %d frames from row %d", rows, ep.RowGroupRow, e.Object, ep.Length, ep.Row)
+	}
+	for _, c := range columns {
+		all, err := array.Concatenate(chunks[c], memory.DefaultAllocator)
+		if err != nil {
+			return fmt.Errorf("column %q: %w", c, err)
+		}
+		d.rows[c] = array.NewSlice(all, from, from+ep.Length)
+		all.Release()
+	}
+	return nil
+}
+
+// column builds one served column of the shard's frames.
+func (d *decoder) column(f arrow.Field) (arrow.Array, error) {
+	ep, n := d.e.Episode, d.e.Samples
+	if key, ok := strings.CutSuffix(f.Name, PadSuffix); ok && d.r.offsets(key) != nil {
+		return d.pad(d.r.offsets(key)), nil
+	}
+	frames := make([]int64, n) // the frames within the episode each row shows
+	for j := range frames {
+		frames[j] = ep.Start + int64(j)
+	}
+	if offsets := d.r.offsets(f.Name); offsets != nil {
+		frames = d.windowRows(offsets)
+	}
+	switch {
+	case f.Name == TaskColumn:
+		return d.tasks(frames)
+	case d.r.video(f.Name) >= 0:
+		return d.frames(f, frames)
+	}
+	src, ok := d.rows[f.Name]
+	if !ok {
+		return nil, fmt.Errorf("the data files have no column %q", f.Name)
+	}
+	idx := array.NewInt64Builder(memory.DefaultAllocator)
+	defer idx.Release()
+	idx.AppendValues(frames, nil)
+	indices := idx.NewInt64Array()
+	defer indices.Release()
+	taken, err := compute.TakeArray(d.ctx, src, indices)
+	if err != nil {
+		return nil, err
+	}
+	if d.r.offsets(f.Name) == nil {
+		return taken, nil
+	}
+	defer taken.Release()
+	return rewrap(taken, f.Type.(*arrow.FixedSizeListType), int(n))
+}
+
+// windowRows are, for each of the shard's frames, the frames its window
+// reads, held at the episode's edges: len(offsets) per frame.
+func (d *decoder) windowRows(offsets []int) []int64 {
+	ep, n := d.e.Episode, d.e.Samples
+	out := make([]int64, int(n)*len(offsets))
+	pad := make([]bool, len(offsets))
+	for j := range n {
+		Query(ep.Start+j, 0, ep.Length, offsets, out[int(j)*len(offsets):int(j+1)*len(offsets)], pad)
+	}
+	return out
+}
+
+func (d *decoder) pad(offsets []int) arrow.Array {
+	ep, n := d.e.Episode, d.e.Samples
+	b := array.NewFixedSizeListBuilder(memory.DefaultAllocator, int32(len(offsets)), arrow.FixedWidthTypes.Boolean) //nolint:gosec // bounded by MaxWindow
+	defer b.Release()
+	vb := b.ValueBuilder().(*array.BooleanBuilder)
+	rows, pad := make([]int64, len(offsets)), make([]bool, len(offsets))
+	for j := range n {
+		Query(ep.Start+j, 0, ep.Length, offsets, rows, pad)
+		b.Append(true)
+		vb.AppendValues(pad, nil)
+	}
+	return b.NewArray()
+}
+
+func (d *decoder) tasks(frames []int64) (arrow.Array, error) {
+	src, ok := d.rows["task_index"].(*array.Int64)
+	if !ok {
+		return nil, fmt.Errorf("the data files' task_index is not int64")
+	}
+	tasks := d.r.file.LeRobot.Tasks
+	b := array.NewStringBuilder(memory.DefaultAllocator)
+	defer b.Release()
+	for _, f := range frames {
+		t := src.Value(int(f))
+		if t < 0 || t >= int64(len(tasks)) {
+			return nil, fmt.Errorf("frame %d of episode %d has task_index %d, and %s lists %d tasks", f, d.e.Episode.Index, t, TasksPath, len(tasks))
+		}
+		b.Append(tasks[t])
+	}
+	return b.NewArray(), nil
+}
+
+// rewrap turns n*T values taken of a column (T per frame) into n windows
+// of type t.
+func rewrap(taken arrow.Array, t *arrow.FixedSizeListType, n int) (arrow.Array, error) {
+	values := taken
+	if fl, ok := taken.(*array.FixedSizeList); ok {
+		size := int64(fl.DataType().(*arrow.FixedSizeListType).Len())
+		values = array.NewSlice(fl.ListValues(), int64(fl.Offset())*size, int64(fl.Offset()+fl.Len())*size)
+		defer values.Release()
+	}
+	if values.Len() != n*int(t.Len()) {
+		return nil, fmt.Errorf("%d frames' windows of %d values each took %d values", n, t.Len(), values.Len())
+	}
+	data := array.NewData(t, n, []*memory.Buffer{nil}, []arrow.ArrayData{values.Data()}, 0, 0)
+	defer data.Release()
+	return array.MakeFromData(data), nil
+}

@@ -1,0 +1,254 @@
+//go:build ffmpeg
+
+package video
+
+/*
+#cgo pkg-config: --static libavcodec libswscale libavutil
+#include <stdlib.h>
+#include <string.h>
+#include <libavcodec/avcodec.h>
+#include <libavutil/imgutils.h>
+#include <libavutil/macros.h>
+#include <libavutil/pixdesc.h>
+#include <libswscale/swscale.h>
+
+typedef struct {
+	AVCodecContext *ctx;
+	AVPacket *pkt;
+	AVFrame *frame;
+	struct SwsContext *sws;
+	uint8_t *rgb;
+	int rgb_size;
+} sf_decoder;
+
+// sf_open opens the named decoder on one thread, with the configuration
+// record as its extradata; errors are AVERROR codes.
+static int sf_open(sf_decoder *d, const char *name, const uint8_t *config, int config_len, int width, int height) {
+	const AVCodec *codec = avcodec_find_decoder_by_name(name);
+	if (!codec) return AVERROR_DECODER_NOT_FOUND;
+	d->ctx = avcodec_alloc_context3(codec);
+	d->pkt = av_packet_alloc();
+	d->frame = av_frame_alloc();
+	if (!d->ctx || !d->pkt || !d->frame) return AVERROR(ENOMEM);
+	if (config_len > 0) {
+		d->ctx->extradata = av_mallocz(config_len + AV_INPUT_BUFFER_PADDING_SIZE);
+		if (!d->ctx->extradata) return AVERROR(ENOMEM);
+		memcpy(d->ctx->extradata, config, config_len);
+		d->ctx->extradata_size = config_len;
+	}
+	d->ctx->width = width;
+	d->ctx->height = height;
+	// One thread: the sidecar decodes as many shards at once as it has
+	// cores. Explode: a damaged frame is an error, never concealed.
+	d->ctx->thread_count = 1;
+	d->ctx->err_recognition |= AV_EF_EXPLODE;
+	return avcodec_open2(d->ctx, codec, NULL);
+}
+
+static void sf_close(sf_decoder *d) {
+	avcodec_free_context(&d->ctx);
+	av_packet_free(&d->pkt);
+	av_frame_free(&d->frame);
+	sws_freeContext(d->sws);
+	av_free(d->rgb);
+}
+
+// sf_send sends one packet (data NULL: the end of the stream).
+static int sf_send(sf_decoder *d, const uint8_t *data, int size, int64_t pts, int key) {
+	if (!data) return avcodec_send_packet(d->ctx, NULL);
+	av_packet_unref(d->pkt);
+	int err = av_new_packet(d->pkt, size);
+	if (err < 0) return err;
+	memcpy(d->pkt->data, data, size);
+	d->pkt->pts = pts;
+	d->pkt->dts = AV_NOPTS_VALUE;
+	if (key) d->pkt->flags |= AV_PKT_FLAG_KEY;
+	return avcodec_send_packet(d->ctx, d->pkt);
+}
+
+// sf_receive gets the next frame: 0, AVERROR(EAGAIN), AVERROR_EOF or an
+// error; a frame the decoder marks corrupt is AVERROR_INVALIDDATA.
+static int sf_receive(sf_decoder *d) {
+	av_frame_unref(d->frame);
+	int err = avcodec_receive_frame(d->ctx, d->frame);
+	if (err < 0) return err;
+	if ((d->frame->flags & AV_FRAME_FLAG_CORRUPT) || d->frame->decode_error_flags) return AVERROR_INVALIDDATA;
+	return 0;
+}
+
+// sf_rgb converts the frame to RGB planes (3, h, w) in dst, scaled with
+// bilinear filtering where the size differs, with the frame's own
+// colour matrix and range (as PyAV's to_ndarray("rgb24") does).
+static int sf_rgb(sf_decoder *d, uint8_t *dst, int w, int h) {
+	AVFrame *f = d->frame;
+	d->sws = sws_getCachedContext(d->sws, f->width, f->height, f->format, w, h, AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
+	if (!d->sws) return AVERROR(EINVAL);
+	int cs = f->colorspace == AVCOL_SPC_UNSPECIFIED ? SWS_CS_DEFAULT : f->colorspace;
+	const int *coef = sws_getCoefficients(cs);
+	int src_full = f->color_range == AVCOL_RANGE_JPEG;
+	sws_setColorspaceDetails(d->sws, coef, src_full, sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
+	// swscale's SIMD may write past a row's end: rows of a padded stride,
+	// and slack after the last.
+	int stride = FFALIGN(w * 3, 64);
+	int need = stride * h + 64;
+	if (d->rgb_size < need) {
+		av_free(d->rgb);
+		d->rgb = av_malloc(need);
+		if (!d->rgb) { d->rgb_size = 0; return AVERROR(ENOMEM); }
+		d->rgb_size = need;
+	}
+	uint8_t *planes[4] = {d->rgb, NULL, NULL, NULL};
+	int strides[4] = {stride, 0, 0, 0};
+	int rows = sws_scale(d->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, strides);
+	if (rows != h) return AVERROR(EINVAL);
+	int n = w * h;
+	uint8_t *r = dst, *g = dst + n, *b = dst + 2 * n;
+	for (int y = 0; y < h; y++) {
+		const uint8_t *p = d->rgb + y * stride;
+		for (int x = 0; x < w; x++, p += 3) {
+			int i = y * w + x;
+			r[i] = p[0]; g[i] = p[1]; b[i] = p[2];
+		}
+	}
+	return 0;
+}
+
+static const char *sf_pix_fmt(sf_decoder *d) { return av_get_pix_fmt_name(d->frame->format); }
+
+// sf_plane gives plane i's width in bytes and height, or -1 where the
+// frame has no such plane.
+static int sf_plane(sf_decoder *d, int i, int *width, int *height) {
+	const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(d->frame->format);
+	if (!desc || i >= 4 || !d->frame->data[i]) return -1;
+	int linesizes[4];
+	if (av_image_fill_linesizes(linesizes, d->frame->format, d->frame->width) < 0) return -1;
+	*width = linesizes[i];
+	*height = (i == 1 || i == 2) && !(desc->flags & AV_PIX_FMT_FLAG_RGB) ? AV_CEIL_RSHIFT(d->frame->height, desc->log2_chroma_h) : d->frame->height;
+	return 0;
+}
+
+static int sf_errstr(int err, char *buf, int n) { return av_strerror(err, buf, n); }
+
+enum { sf_eof = AVERROR_EOF, sf_again = AVERROR(EAGAIN) };
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Available says this build decodes video.
+const Available = true
+
+// Decode decodes packets (decode order, from a keyframe) and calls fn
+// with each frame, in presentation order.
+func Decode(t Track, packets []Packet, fn func(Frame) error) error {
+	name, err := check(t, packets)
+	if err != nil {
+		return err
+	}
+	d := (*C.sf_decoder)(C.calloc(1, C.sizeof_sf_decoder))
+	if d == nil {
+		return fmt.Errorf("%s: out of memory", name)
+	}
+	defer func() {
+		C.sf_close(d)
+		C.free(unsafe.Pointer(d))
+	}()
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var config *C.uint8_t
+	if len(t.Config) > 0 {
+		config = (*C.uint8_t)(C.CBytes(t.Config))
+		defer C.free(unsafe.Pointer(config))
+	}
+	if rc := C.sf_open(d, cname, config, C.int(len(t.Config)), C.int(t.Width), C.int(t.Height)); rc < 0 {
+		return fmt.Errorf("opening the %s decoder (%s, %dx%d): %w", name, t.Codec, t.Width, t.Height, averror(rc))
+	}
+	f := &frame{d: d}
+	drain := func() error {
+		for {
+			switch rc := C.sf_receive(d); rc {
+			case 0:
+				f.planes = nil
+				if err := fn(f); err != nil {
+					return err
+				}
+			case C.sf_eof, C.sf_again:
+				return nil
+			default:
+				return fmt.Errorf("decoding: %w", averror(rc))
+			}
+		}
+	}
+	for _, p := range packets {
+		key := C.int(0)
+		if p.Key {
+			key = 1
+		}
+		rc := C.sf_send(d, (*C.uint8_t)(unsafe.Pointer(&p.Data[0])), C.int(len(p.Data)), C.int64_t(p.PTS), key)
+		if rc < 0 {
+			return fmt.Errorf("decoding the frame at pts %d: %w", p.PTS, averror(rc))
+		}
+		if err := drain(); err != nil {
+			return fmt.Errorf("after the frame at pts %d: %w", p.PTS, err)
+		}
+	}
+	if rc := C.sf_send(d, nil, 0, 0, 0); rc < 0 {
+		return fmt.Errorf("flushing the decoder: %w", averror(rc))
+	}
+	return drain()
+}
+
+// frame is the decoder's current frame.
+type frame struct {
+	d      *C.sf_decoder
+	planes [][]byte
+}
+
+func (f *frame) PTS() int64 { return int64(f.d.frame.pts) }
+
+func (f *frame) PixelFormat() string { return C.GoString(C.sf_pix_fmt(f.d)) }
+
+func (f *frame) Planes() [][]byte {
+	if f.planes != nil {
+		return f.planes
+	}
+	fr := f.d.frame
+	for i := range 4 {
+		var w, h C.int
+		if C.sf_plane(f.d, C.int(i), &w, &h) < 0 {
+			break
+		}
+		stride := int(fr.linesize[i])
+		base := unsafe.Pointer(fr.data[i])
+		out := make([]byte, 0, int(w)*int(h))
+		for y := range int(h) {
+			out = append(out, unsafe.Slice((*byte)(unsafe.Add(base, y*stride)), int(w))...)
+		}
+		f.planes = append(f.planes, out)
+	}
+	return f.planes
+}
+
+func (f *frame) RGB(dst []byte, width, height int) error {
+	if width < 1 || height < 1 || width > MaxSide || height > MaxSide || len(dst) != 3*width*height {
+		return fmt.Errorf("RGB planes of %dx%d need %d bytes, the buffer has %d", width, height, 3*width*height, len(dst))
+	}
+	if rc := C.sf_rgb(f.d, (*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(width), C.int(height)); rc < 0 {
+		return fmt.Errorf("converting the frame at pts %d to RGB: %w", f.PTS(), averror(rc))
+	}
+	return nil
+}
+
+// averror is an FFmpeg error code as an error.
+func averror(rc C.int) error {
+	buf := make([]byte, 256)
+	C.sf_errstr(rc, (*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf)))
+	n := 0
+	for n < len(buf) && buf[n] != 0 {
+		n++
+	}
+	return fmt.Errorf("FFmpeg: %s (%d)", buf[:n], int(rc))
+}

@@ -1,0 +1,211 @@
+"""The LeRobot oracle: datasets written by LeRobot's own writer and what
+LeRobot's own reader (LeRobotDataset, delta_timestamps) returns of them,
+recorded for shardfeed's lerobot format (sidecar/format/lerobot).
+
+    bin/venv-lerobot/bin/python test/oracle/lerobot_oracle.py record DIR
+
+record writes into DIR:
+  - NAME/: each dataset of lerobot_datasets.SPECS, as LeRobot writes it
+    (meta/, data/, videos/);
+  - CASE.jsonl: for each case (a dataset, delta_timestamps, an episode
+    selection), one line per item of LeRobotDataset in its order: index,
+    episode_index, frame_index, task, the data keys' values (windows
+    flattened) and shapes, the KEY_is_pad masks, and per camera the
+    dataset index of the frame each window slot shows (the item's frames
+    matched, byte for byte, to the frames of NAME.frames);
+  - NAME.frames/KEY.u8: every FRAME_STRIDE-th frame of the dataset (dataset
+    indexes 0, FRAME_STRIDE, ...) of camera KEY as LeRobot decodes it
+    (torchcodec, its default backend; return_uint8): C x H x W bytes each,
+    in index order (every frame would be megabytes; which frame each
+    window slot shows is recorded for every item);
+  - deltas.jsonl: check_delta_timestamps and get_delta_indices over a
+    spread of deltas and frame rates (whole frames, half frames, either
+    side of the tolerance);
+  - manifest.json: the cases, the datasets, the versions, and the largest
+    difference between the pyav and torchcodec backends' frames.
+hack/golden.sh records it (make golden) and checks it (make test-golden:
+a fresh recording's answers must be the committed ones).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+# LeRobot writes stats.json from a dict built out of a set of keys: the
+# same hash seed on every run keeps its key order, so the same bytes.
+if os.environ.get("PYTHONHASHSEED") != "0":
+    os.environ["PYTHONHASHSEED"] = "0"
+    os.execv(sys.executable, [sys.executable, *sys.argv])
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("SVT_LOG", "1")
+_HF_HOME = None
+if "HF_HOME" not in os.environ:
+    _HF_HOME = tempfile.mkdtemp(prefix="lerobot-hf-")
+    os.environ["HF_HOME"] = _HF_HOME
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lerobot_datasets  # noqa: E402
+
+# The cases: a dataset, its windows (seconds per key) and an episode
+# selection (LeRobotDataset's episodes=, "" for all).
+CASES = {
+    "multicam-windows": (
+        "multicam",
+        {
+            "observation.state": [-0.2, -0.1, 0.0],
+            "action": [0.0, 0.1, 0.2, 0.3, 0.4],
+            "observation.images.front": [-0.1, 0.0],
+            "observation.images.wrist": [0.0, 0.2],
+        },
+        "",
+    ),
+    "multicam-plain": ("multicam", {}, ""),
+    "fps30-windows": (
+        "fps30",
+        {"observation.state": [-2 / 30, -1 / 30, 0.0], "action": [0.0, 1 / 30, 0.1, 0.5], "observation.images.front": [-1 / 30, 0.0, 1 / 30]},
+        "",
+    ),
+    "rollover-episodes": (
+        "rollover",
+        {"action": [-0.1, 0.0, 0.1], "observation.images.wrist": [0.0, 0.1]},
+        "1,3,4,5,7",
+    ),
+}
+
+TOLERANCE_S = 1e-4
+
+# Every FRAME_STRIDE-th frame's pixels are recorded.
+FRAME_STRIDE = 8
+
+
+def frames_of(root: Path, repo_id: str, backend: str) -> dict[str, np.ndarray]:
+    """Every frame of each camera, by dataset index, as LeRobot decodes it."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    ds = LeRobotDataset(repo_id, root=root, video_backend=backend, return_uint8=True)
+    out: dict[str, list[np.ndarray]] = {k: [] for k in ds.meta.video_keys}
+    for i in range(len(ds)):
+        item = ds[i]
+        for k in out:
+            out[k].append(item[k].numpy())
+    return {k: np.stack(v) for k, v in out.items()}
+
+
+def items(root: Path, repo_id: str, delta: dict, episodes: str, frames: dict[str, np.ndarray]) -> list[dict]:
+    import torch
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    sel = [int(e) for e in episodes.split(",")] if episodes else None
+    ds = LeRobotDataset(
+        repo_id, root=root, episodes=sel, delta_timestamps=delta or None, tolerance_s=TOLERANCE_S, video_backend="torchcodec", return_uint8=True
+    )
+    # Frames are matched to dataset indexes by their bytes.
+    lookup = {k: {f.tobytes(): i for i, f in enumerate(v)} for k, v in frames.items()}
+    out = []
+    for i in range(len(ds)):
+        item = ds[i]
+        line: dict = {"values": {}, "shapes": {}, "pads": {}, "frames": {}}
+        for k, v in item.items():
+            if k in frames:
+                a = v.numpy()
+                slots = a if k in delta else a[None]
+                line["frames"][k] = [lookup[k][s.tobytes()] for s in slots]
+            elif k.endswith("_is_pad"):
+                line["pads"][k[: -len("_is_pad")]] = [bool(b) for b in v.tolist()]
+            elif k == "task":
+                line["task"] = v
+            elif k in ("index", "episode_index", "frame_index", "task_index"):
+                line[k] = int(v.item())
+            elif isinstance(v, torch.Tensor):
+                a = v.numpy()
+                line["shapes"][k] = list(a.shape)
+                line["values"][k] = [float(x) for x in a.reshape(-1).tolist()]
+            else:
+                raise SystemExit(f"item {i}: key {k} of type {type(v)} is not recorded")
+        out.append(line)
+    return out
+
+
+def deltas() -> list[dict]:
+    from lerobot.datasets.feature_utils import check_delta_timestamps, get_delta_indices
+
+    out = []
+    for fps in (10, 15, 30, 50, 60):
+        for k in range(-12, 13):
+            for eps in (0.0, 0.5, -0.5, 0.49, 1.5, 2.5):
+                for off in (0.0, 0.9e-4, -0.9e-4, 1.1e-4, 5e-5):
+                    d = (k + eps) / fps + off
+                    ok = check_delta_timestamps({"k": [d]}, fps, TOLERANCE_S, raise_value_error=False)
+                    out.append({"fps": fps, "delta": d, "ok": ok, "index": get_delta_indices({"k": [d]}, fps)["k"][0]})
+    return out
+
+
+def record(dst: Path) -> None:
+    import av
+    import lerobot
+    import torch
+    import torchcodec
+
+    if dst.exists():
+        shutil.rmtree(dst)
+    dst.mkdir(parents=True)
+    datasets = {}
+    for spec in lerobot_datasets.SPECS:
+        s = lerobot_datasets.write(spec, dst, seed=0, vcodec=None, threads=1)
+        datasets[spec.name] = {"fps": s["fps"], "episodes": s["episodes"], "frames": s["frames"], "codecs": s["codecs"]}
+    frames, backends = {}, {}
+    for name in datasets:
+        root = dst / name
+        frames[name] = frames_of(root, f"shardfeed/{name}", "torchcodec")
+        other = frames_of(root, f"shardfeed/{name}", "pyav")
+        backends[name] = {k: int(np.abs(frames[name][k].astype(int) - other[k].astype(int)).max()) for k in other}
+        fdir = dst / f"{name}.frames"
+        fdir.mkdir()
+        for k, a in frames[name].items():
+            (fdir / f"{k}.u8").write_bytes(np.ascontiguousarray(a[::FRAME_STRIDE]).tobytes())
+    cases = {}
+    for case, (name, delta, episodes) in CASES.items():
+        lines = items(dst / name, f"shardfeed/{name}", delta, episodes, frames[name])
+        with open(dst / f"{case}.jsonl", "w") as f:
+            for line in lines:
+                f.write(json.dumps(line, sort_keys=True) + "\n")
+        cases[case] = {"dataset": name, "delta": delta, "episodes": episodes, "items": len(lines)}
+    with open(dst / "deltas.jsonl", "w") as f:
+        for line in deltas():
+            f.write(json.dumps(line, sort_keys=True) + "\n")
+    manifest = {
+        "tolerance_s": TOLERANCE_S,
+        "frame_stride": FRAME_STRIDE,
+        "datasets": datasets,
+        "cameras": {n: {k: list(a.shape[1:]) for k, a in fr.items()} for n, fr in frames.items()},
+        "cases": cases,
+        "pyav_vs_torchcodec_max_difference": backends,
+        "versions": {"lerobot": lerobot.__version__, "torch": torch.__version__, "torchcodec": torchcodec.__version__, "av": av.__version__},
+    }
+    (dst / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
+def main() -> int:
+    if len(sys.argv) != 3 or sys.argv[1] != "record":
+        print(__doc__, file=sys.stderr)
+        return 2
+    record(Path(sys.argv[2]))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    finally:
+        if _HF_HOME is not None:
+            shutil.rmtree(_HF_HOME, ignore_errors=True)

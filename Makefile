@@ -26,6 +26,8 @@ GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
 # The video decoding's cgo build: FFmpeg's static libraries, LGPL and
 # decode-only, that make tools builds (hack/ffmpeg.sh, bin/ffmpeg-lgpl).
 FFMPEG_ENV := PKG_CONFIG_PATH=$(BIN)/ffmpeg-lgpl/lib/pkgconfig CGO_ENABLED=1
+VIDEO_BUILD := $(FFMPEG_ENV) go build -trimpath -tags $(GO_TAGS),libjpeg,ffmpeg \
+	-ldflags '$(LDFLAGS) -linkmode external -extldflags -static'
 
 # The sidecar with libjpeg-turbo linked in (cgo, static, Debian's
 # libjpeg62-turbo-dev): spec.decode's JPEGs decode about twice as fast.
@@ -120,6 +122,10 @@ build: ## Build the shardfeed CLI, the kubectl plugin (kubectl-shardfeed) and th
 	$(GO_BUILD) -o $(BIN)/shardfeed ./cmd/shardfeed
 	$(GO_BUILD) -o $(BIN)/kubectl-shardfeed ./cmd/kubectl-shardfeed
 	$(GO_BUILD) -o $(BIN)/manager ./cmd/manager
+
+.PHONY: build-video
+build-video: tools-debian tools-video ## Build bin/shardfeed-video: the CLI and sidecar, static, with libjpeg-turbo and FFmpeg's decoders (H.264, HEVC, AV1 through dav1d; LGPL, hack/ffmpeg.sh) for a lerobot stream's cameras (cgo).
+	$(VIDEO_BUILD) -o $(BIN)/shardfeed-video ./cmd/shardfeed
 
 .PHONY: build-libjpeg
 build-libjpeg: tools-debian ## Build bin/shardfeed-libjpeg: the CLI and sidecar, static, with libjpeg-turbo for decoding images (cgo; the image's /shardfeed).

@@ -6,8 +6,7 @@
 // A build without the ffmpeg tag (the portable binary, and the tests'
 // build without cgo) has no decoder: Decode returns ErrNoDecoder, and a
 // stream that serves video says so. make build-video builds the one with
-// FFmpeg linked in (hack/ffmpeg.sh), as the image's sidecar and the
-// wheel's binary are.
+// FFmpeg linked in (hack/ffmpeg.sh).
 package video
 
 import (
@@ -16,7 +15,7 @@ import (
 )
 
 // ErrNoDecoder is returned by a build without FFmpeg.
-var ErrNoDecoder = errors.New("this shardfeed binary decodes no video: it was built without FFmpeg (the image's sidecar and the wheel's binary have it; make build-video builds one here)")
+var ErrNoDecoder = errors.New("this shardfeed binary decodes no video: it was built without FFmpeg (make build-video builds one with it, -tags ffmpeg); serve the stream's other columns with spec.streams[].columns")
 
 // MaxPacketBytes bounds one compressed frame.
 const MaxPacketBytes = 64 << 20

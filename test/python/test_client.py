@@ -350,6 +350,18 @@ def test_a_converter_still_looks_at_each_batch():
         _convert.converter(conv, clean, "numpy", ["x"])
 
 
+def test_a_window_mask_is_a_bool_array_of_its_shape():
+    """A lerobot window's KEY_is_pad, a fixed-size list of booleans with its
+    shape, comes out as LeRobot's: a bool array (rows, T), sliced to the
+    batch's rows (bits unpacked, never a view of them)."""
+    mask = pa.field("a_is_pad", pa.list_(pa.bool_(), 3), metadata={b"shardfeed.shape": b"3"})
+    schema = pa.schema([mask, ("_shardfeed_step", pa.int64())])
+    bits = pa.array([True, False, False, False, False, True, True, True, False], pa.bool_())
+    rec = pa.record_batch([pa.FixedSizeListArray.from_arrays(bits, 3), pa.array([0, 0, 0])], schema=schema).slice(1, 2)
+    out = _convert.converter(None, rec, "numpy", ["a_is_pad"])(rec)["a_is_pad"]
+    assert out.dtype == np.bool_ and out.tolist() == [[False, False, True], [True, True, False]]
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_column_arrives_as_one_type_in_every_batch_with_rare_nulls(feed_factory, workers):
     """A float32 column with one null in 2048 rows came back as a tensor in

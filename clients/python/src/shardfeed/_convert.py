@@ -138,18 +138,20 @@ def _flat_fixed(col: pa.Array, dims: list[int]) -> np.ndarray | None:
         values = values.values.slice(values.offset * size, len(values) * size)
     if values.null_count:
         return None
-    out: np.ndarray = values.to_numpy(zero_copy_only=True)
+    # Booleans are bits in Arrow: unpacked, so never a view.
+    out: np.ndarray = values.to_numpy(zero_copy_only=not pa.types.is_boolean(values.type))
     return out
 
 
 def _fixed_dims(t: pa.DataType) -> list[int] | None:
-    """The list sizes of a (nested) fixed-size list of ints or floats from
-    the outside in; None for any other type."""
+    """The list sizes of a (nested) fixed-size list of ints, floats or
+    booleans (a lerobot window's KEY_is_pad) from the outside in; None for
+    any other type."""
     dims = []
     while pa.types.is_fixed_size_list(t):
         dims.append(t.list_size)
         t = t.value_type
-    if dims and (pa.types.is_integer(t) or pa.types.is_floating(t)):
+    if dims and (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
         return dims
     return None
 

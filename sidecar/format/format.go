@@ -21,8 +21,10 @@
 package format
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -33,6 +35,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/checksum"
@@ -666,4 +669,29 @@ func formatFiles(ctx context.Context, st store.Store, kind datav1alpha1.ShardFor
 		return nil, nil, fmt.Errorf("%s holds no %s objects (%s)", st.URI(), kind, strings.Join(exts, ", "))
 	}
 	return files, keep, nil
+}
+
+// EncodeSchema writes a schema as an index holds it (an iceberg, lance or
+// lerobot index's arrowSchema): an Arrow IPC schema message, in base64.
+func EncodeSchema(s *arrow.Schema) (string, error) {
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(s))
+	if err := w.Close(); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+// DecodeSchema reads a schema EncodeSchema wrote.
+func DecodeSchema(b64 string) (*arrow.Schema, error) {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, fmt.Errorf("the index's arrowSchema is not base64: %w", err)
+	}
+	r, err := ipc.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("the index's arrowSchema is not an Arrow schema: %w", err)
+	}
+	defer r.Release()
+	return r.Schema(), nil
 }

@@ -74,12 +74,20 @@ func (l *Lance) check() error {
 	if _, err := base64.StdEncoding.DecodeString(l.ArrowSchema); err != nil || l.ArrowSchema == "" {
 		return errors.New(`"arrowSchema" is missing or not base64: re-run shardfeed index`)
 	}
-	u, err := url.Parse(l.Root)
-	if err != nil || u.Scheme == "" || !strings.HasSuffix(l.Root, "/") {
-		return fmt.Errorf(`"root" %q is not a URI ending in "/"`, l.Root)
+	if err := checkRoot(l.Root); err != nil {
+		return err
 	}
 	if len(l.Fields) == 0 {
 		return errors.New(`"fields" is empty: re-run shardfeed index`)
+	}
+	return nil
+}
+
+// checkRoot checks a table's root is a URI ending in "/".
+func checkRoot(root string) error {
+	u, err := url.Parse(root)
+	if err != nil || u.Scheme == "" || !strings.HasSuffix(root, "/") {
+		return fmt.Errorf(`"root" %q is not a URI ending in "/"`, root)
 	}
 	return nil
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
-	"strings"
 )
 
 // LeRobot is the LeRobot dataset of a lerobot stream as `shardfeed index`
@@ -85,9 +83,8 @@ func (l *LeRobot) check() error {
 	if _, err := base64.StdEncoding.DecodeString(l.ArrowSchema); err != nil || l.ArrowSchema == "" {
 		return errors.New(`"arrowSchema" is missing or not base64: re-run shardfeed index`)
 	}
-	u, err := url.Parse(l.Root)
-	if err != nil || u.Scheme == "" || !strings.HasSuffix(l.Root, "/") {
-		return fmt.Errorf(`"root" %q is not a URI ending in "/"`, l.Root)
+	if err := checkRoot(l.Root); err != nil {
+		return err
 	}
 	for _, v := range l.Videos {
 		if v.Key == "" || v.Width <= 0 || v.Height <= 0 || v.Width > 1<<15 || v.Height > 1<<15 {

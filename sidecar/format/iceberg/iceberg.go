@@ -9,15 +9,12 @@
 package iceberg
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -71,16 +68,10 @@ func (icebergFormat) Open(l *index.Layout) (format.Reader, error) {
 // DecodeSchema reads an index's table schema: the schema served (with no
 // field metadata) and each column's field id.
 func DecodeSchema(b64 string) (*arrow.Schema, []int, error) {
-	raw, err := base64.StdEncoding.DecodeString(b64)
+	in, err := format.DecodeSchema(b64)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the index's arrowSchema is not base64: %w", err)
+		return nil, nil, err
 	}
-	r, err := ipc.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, nil, fmt.Errorf("the index's arrowSchema is not an Arrow schema: %w", err)
-	}
-	defer r.Release()
-	in := r.Schema()
 	fields := make([]arrow.Field, in.NumFields())
 	ids := make([]int, in.NumFields())
 	for i, f := range in.Fields() {

@@ -71,7 +71,7 @@ func (lanceFormat) IndexTable(ctx context.Context, st store.Store, opts format.I
 	out := &indexfile.File{Shardfeed: indexfile.Version, Format: datav1alpha1.FormatLance}
 	lx := &indexfile.Lance{Root: st.URI(), Version: version, Tag: pin.Tag, DataFormat: m.DataFormat, Columns: columns}
 	schema := arrowSchema(nodes)
-	if lx.ArrowSchema, err = encodeSchema(schema); err != nil {
+	if lx.ArrowSchema, err = format.EncodeSchema(schema); err != nil {
 		return nil, err
 	}
 	for _, f := range m.Fields {

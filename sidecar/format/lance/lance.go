@@ -7,17 +7,14 @@
 package lance
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"slices"
 	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
@@ -53,7 +50,7 @@ func (lanceFormat) Open(l *index.Layout) (format.Reader, error) {
 	if f.Lance == nil {
 		return nil, fmt.Errorf("a lance index names its dataset: re-run shardfeed index --format lance")
 	}
-	schema, err := decodeSchema(f.Lance.ArrowSchema)
+	schema, err := format.DecodeSchema(f.Lance.ArrowSchema)
 	if err != nil {
 		return nil, err
 	}
@@ -80,28 +77,6 @@ func fieldsOf(fs []indexfile.LanceField) []lancefile.Field {
 		out[i] = lancefile.Field{Name: f.Name, ID: f.ID, Parent: f.Parent, LogicalType: f.LogicalType, Nullable: f.Nullable}
 	}
 	return out
-}
-
-func decodeSchema(b64 string) (*arrow.Schema, error) {
-	raw, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		return nil, fmt.Errorf("the index's arrowSchema is not base64: %w", err)
-	}
-	r, err := ipc.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("the index's arrowSchema is not an Arrow schema: %w", err)
-	}
-	defer r.Release()
-	return r.Schema(), nil
-}
-
-func encodeSchema(s *arrow.Schema) (string, error) {
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(s))
-	if err := w.Close(); err != nil {
-		return "", err
-	}
-	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
 }
 
 type reader struct {

@@ -15,9 +15,7 @@
 package lerobot
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"slices"
 	"strconv"
@@ -26,7 +24,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
@@ -86,9 +83,9 @@ func (Format) Open(l *index.Layout) (format.Reader, error) {
 	if f.LeRobot == nil {
 		return nil, fmt.Errorf("a lerobot index names its dataset: re-run shardfeed index --format lerobot")
 	}
-	data, err := decodeSchema(f.LeRobot.ArrowSchema)
+	data, err := format.DecodeSchema(f.LeRobot.ArrowSchema)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w; re-run shardfeed index", err)
 	}
 	r := &reader{file: f, data: data, tolerance: DefaultTolerance}
 	if err := r.setSchema(); err != nil {
@@ -97,29 +94,12 @@ func (Format) Open(l *index.Layout) (format.Reader, error) {
 	return r, nil
 }
 
-func decodeSchema(b64 string) (*arrow.Schema, error) {
-	raw, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		return nil, fmt.Errorf("the index's arrowSchema is not base64: %w; re-run shardfeed index", err)
-	}
-	r, err := ipc.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("the index's arrowSchema is not an Arrow schema: %w; re-run shardfeed index", err)
-	}
-	defer r.Release()
-	return r.Schema(), nil
-}
-
+// encodeSchema is the data files' schema as the index holds it.
 func encodeSchema(s *arrow.Schema) (string, error) {
 	if s == nil {
 		return "", fmt.Errorf("no data file was read")
 	}
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(s))
-	if err := w.Close(); err != nil {
-		return "", err
-	}
-	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+	return format.EncodeSchema(s)
 }
 
 type reader struct {

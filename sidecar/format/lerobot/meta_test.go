@@ -82,3 +82,24 @@ func TestParseInfo(t *testing.T) {
 		}
 	}
 }
+
+// FuzzInfo: any info.json is parsed or refused, never a panic; one
+// parsed has the features it lists, each path template filled or refused.
+func FuzzInfo(f *testing.F) {
+	f.Add([]byte(infoJSON))
+	f.Add([]byte(`{"codebase_version": "v3.0", "fps": 30, "features": {"a": {"dtype": "int64", "shape": [1]}}, "data_path": "{chunk_index}/{file_index}.parquet"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in, err := ParseInfo(b)
+		if err != nil {
+			return
+		}
+		if len(in.Keys()) != len(in.Features) {
+			t.Fatalf("%d keys for %d features", len(in.Keys()), len(in.Features))
+		}
+		for _, k := range in.VideoKeys() {
+			if p, err := Expand(*in.VideoPath, 1, 2, k); err != nil || strings.Contains(p, "..") {
+				t.Fatalf("video path %q, %v", p, err)
+			}
+		}
+	})
+}

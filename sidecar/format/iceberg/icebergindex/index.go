@@ -8,15 +8,12 @@
 package icebergindex
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
@@ -149,12 +146,7 @@ func encodeSchema(sc *iceberg.Schema) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("schema %d has no Arrow form: %w", sc.ID, err)
 	}
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(as))
-	if err := w.Close(); err != nil {
-		return "", err
-	}
-	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+	return format.EncodeSchema(as)
 }
 
 // indexTask appends the row groups of one data file, with their deleted

@@ -101,7 +101,7 @@ func served(t *testing.T, dir string, c goldenCase, columns func(*arrow.Schema) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatLeRobot, format.IndexOptions{Own: map[string]string{"episodes": episodes(c.Episodes)}, TempDir: t.TempDir()})
+	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatLeRobot, format.IndexOptions{Own: map[string]string{"episodes": c.Episodes}, TempDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,10 +154,6 @@ func served(t *testing.T, dir string, c goldenCase, columns func(*arrow.Schema) 
 	}
 	return f, out, schema
 }
-
-// episodes turns LeRobot's list of episodes ("1,3,4") into shardfeed's
-// selection, the same text.
-func episodes(s string) string { return s }
 
 // dataColumns are the served columns but the cameras and their masks.
 func dataColumns(cameras map[string][]int) func(*arrow.Schema) []string {

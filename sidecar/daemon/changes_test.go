@@ -128,3 +128,49 @@ func indexJSONL(ctx context.Context, t *testing.T, data string) {
 		t.Fatal(err)
 	}
 }
+
+// A plan without dropLast whose samples do not divide into its splits
+// leaves T mod S of them out of every epoch; the sidecar says so at start,
+// with how to serve them all, instead of a silently short epoch.
+func TestAPlanWithoutDropLastSaysWhatNoSplitHolds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		rows     int
+		dropLast bool
+		want     string // "" when nothing is to be said
+	}{
+		{rows: 66, dropLast: false, want: "2 of the epoch's 66 samples are in no split"},
+		{rows: 66, dropLast: true},
+		{rows: 64, dropLast: false},
+	} {
+		data := t.TempDir()
+		var b strings.Builder
+		for i := range tc.rows {
+			fmt.Fprintf(&b, "{\"id\": %d}\n", i)
+		}
+		if err := os.WriteFile(filepath.Join(data, "a.jsonl"), []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		indexJSONL(ctx, t, data)
+		spec := datav1alpha1.TrainingDatasetSpec{
+			Streams:   []datav1alpha1.Stream{{Name: "t", Format: datav1alpha1.FormatJSONL, Source: datav1alpha1.Source{URI: "file://" + data + "/"}}},
+			NumSplits: 4, GlobalBatchSize: 8, DropLast: &tc.dropLast,
+		}
+		var logged bytes.Buffer
+		feed, err := daemon.Open(ctx, daemon.Config{Dataset: "test", Spec: spec, CacheDir: filepath.Join(t.TempDir(), "cache"), Prefetch: -1,
+			Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pods: 1, ProcsPerPod: 1},
+			Log:       slog.New(slog.NewTextHandler(&logged, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		feed.Pipeline.Close()
+		said := logged.String()
+		switch {
+		case tc.want == "" && strings.Contains(said, "in no split"):
+			t.Errorf("%d rows, dropLast %v: said %s", tc.rows, tc.dropLast, said)
+		case tc.want != "" && (!strings.Contains(said, tc.want) || !strings.Contains(said, "level=WARN") || !strings.Contains(said, "numSplits that divides 66")):
+			t.Errorf("%d rows, dropLast %v: the log does not say %q:\n%s", tc.rows, tc.dropLast, tc.want, said)
+		}
+	}
+}

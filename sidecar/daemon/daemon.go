@@ -155,6 +155,19 @@ func (cfg *Config) sayChanges(ctx context.Context, opened []*streams.Stream, pl 
 	return nil
 }
 
+// sayDropped warns when a plan without dropLast still leaves samples of
+// each epoch out: the T mod S samples of the splits' unequal lengths,
+// which padding does not bring back. A user who asked for every sample
+// (drop_last=False) is told, with how to get them.
+func (cfg *Config) sayDropped(pl *planner.Plan) {
+	if pl.Params().DropLast || pl.DroppedPerEpoch() == 0 {
+		return
+	}
+	cmp.Or(cfg.Log, slog.Default()).Warn(fmt.Sprintf("%d of the epoch's %d samples are in no split and served by no batch (dropLast is false, but spec.numSplits %d splits them into equal lengths of %d): "+
+		"choose a numSplits that divides %d (and globalBatchSize) to serve every sample", pl.DroppedPerEpoch(), pl.Total(), pl.NumSplits(), pl.SplitLen(), pl.Total()),
+		"dataset", cfg.Dataset, "plan", pl.Fingerprint().Sum)
+}
+
 func (cfg *Config) formats() format.Registry {
 	if cfg.Formats != nil {
 		return cfg.Formats
@@ -327,6 +340,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TrainingDataset %q: %w", cfg.Dataset, err)
 	}
+	cfg.sayDropped(pl)
 	if cfg.CheckSource {
 		if err := cfg.sayChanges(ctx, opened, pl); err != nil {
 			return nil, err

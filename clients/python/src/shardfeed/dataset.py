@@ -424,7 +424,12 @@ class FeedDataset(_Base):
             filter: a row filter, a CEL expression over the columns.
             num_splits: how many splits the epoch is cut into; every world
                 size the job runs at must divide it (default up to 8).
-            drop_last: drop the tail of a split that does not fill a batch.
+            drop_last: drop the tail of a split that does not fill a batch
+                (False: pad it from the split's start, pad rows marked).
+                Either way the splits have equal lengths, so the samples
+                beyond a multiple of num_splits are in none: a warning says
+                how many when drop_last is False; a num_splits dividing the
+                sample count serves every one.
             name: the TrainingDataset's name (default the path's last part).
             endpoint, region, insecure: an S3-compatible store's (MinIO's).
             credentials_secret: the Secret a cluster reads the store with

@@ -20,19 +20,23 @@ COPY . .
 ARG VERSION=dev
 ARG COMMIT=
 # The sidecar links libjpeg-turbo statically (cgo) to decode spec.decode's
-# JPEGs; SHARDFEED_JPEG=go builds the portable one.
+# JPEGs, and FFmpeg's decoders (LGPL, decode-only, with dav1d: a lerobot
+# stream's cameras), built from the sources hack/versions.sh pins by
+# hack/tools.sh video; hack/build-sidecar.sh puts their licences in
+# /licenses. SHARDFEED_JPEG=go and SHARDFEED_VIDEO=none leave each out
+# (both: the portable sidecar, no cgo).
 ARG SHARDFEED_JPEG=libjpeg
-RUN LDFLAGS="-s -w -X github.com/shardfeed/shardfeed/internal/version.version=${VERSION} -X github.com/shardfeed/shardfeed/internal/version.commit=${COMMIT}" && \
+ARG SHARDFEED_VIDEO=ffmpeg
+RUN apt-get update -q && apt-get install -y -q --no-install-recommends \
+      libjpeg62-turbo-dev nasm ninja-build pkg-config xz-utils curl python3-venv util-linux && \
+    if [ "$SHARDFEED_VIDEO" != none ]; then SHARDFEED_CACHE=/cache hack/tools.sh video; fi && \
+    LDFLAGS="-s -w -X github.com/shardfeed/shardfeed/internal/version.version=${VERSION} -X github.com/shardfeed/shardfeed/internal/version.commit=${COMMIT}" && \
     CGO_ENABLED=0 go build -trimpath -ldflags "$LDFLAGS" -o /out/ ./cmd/manager && \
-    if [ "$SHARDFEED_JPEG" = go ]; then \
-      CGO_ENABLED=0 go build -trimpath -ldflags "$LDFLAGS" -o /out/ ./cmd/shardfeed; \
-    else \
-      apt-get update -q && apt-get install -y -q --no-install-recommends libjpeg62-turbo-dev && \
-      CGO_ENABLED=1 go build -trimpath -tags libjpeg,netgo,osusergo \
-        -ldflags "$LDFLAGS -linkmode external -extldflags -static" -o /out/ ./cmd/shardfeed; \
-    fi
+    LDFLAGS="$LDFLAGS" SHARDFEED_JPEG="$SHARDFEED_JPEG" SHARDFEED_VIDEO="$SHARDFEED_VIDEO" \
+      hack/build-sidecar.sh --licenses /out/licenses /out/shardfeed
 
 FROM ${BASE_IMAGE}
 COPY --from=build /out/shardfeed /out/manager /
+COPY --from=build /out/licenses /licenses
 USER 65532:65532
 ENTRYPOINT ["/manager"]

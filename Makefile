@@ -149,26 +149,19 @@ $(BUILD_VENV)/.complete: hack/requirements-build.txt
 	$(BUILD_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r hack/requirements-build.txt
 	@touch $@
 
-# The wheel's binary links libjpeg-turbo, as the image's sidecar, where this
-# machine can build it (a C compiler and libjpeg-turbo's static library:
-# Debian's libjpeg62-turbo-dev); otherwise, or with SHARDFEED_JPEG=go, it is
-# the portable binary, which decodes JPEGs in Go, several times slower.
-WHEEL_LIBJPEG = $(shell [ "$${SHARDFEED_JPEG:-libjpeg}" != go ] && [ -f /usr/include/jpeglib.h ] && \
-	command -v cc >/dev/null && [ -f "$$(cc -print-file-name=libjpeg.a)" ] && echo yes)
-
+# The wheel's binary is the image's sidecar's build (hack/build-sidecar.sh):
+# libjpeg-turbo linked in where this machine can (a C compiler and Debian's
+# libjpeg62-turbo-dev), FFmpeg's decoders where make tools-video built them;
+# what it cannot link is left out with a line saying so (SHARDFEED_JPEG=go
+# and SHARDFEED_VIDEO=none leave them out: the portable binary).
 .PHONY: wheel
-wheel: $(BUILD_VENV)/.complete ## Build the Python client's platform wheel, bundling the static shardfeed binary (with libjpeg-turbo where gcc and libjpeg62-turbo-dev are installed), into bin/wheel/ (needs Go and python3 only).
+wheel: $(BUILD_VENV)/.complete ## Build the Python client's platform wheel, bundling the static shardfeed binary (with libjpeg-turbo and FFmpeg where gcc, libjpeg62-turbo-dev and make tools-video's FFmpeg are here), into bin/wheel/ (needs Go and python3 only).
 	@rm -rf $(BIN)/wheel-build $(WHEEL_DIR) && mkdir -p $(WHEEL_DIR)
 	@echo "make wheel: 1/2 the static shardfeed binary: Go compiles its dependencies first (an empty Go cache: 4 to 5 minutes on 2 idle cores; after make build or the tests: about 20 s; cached: seconds)"
 	cp -r clients/python $(BIN)/wheel-build
 	rm -rf $(BIN)/wheel-build/build $(BIN)/wheel-build/src/*.egg-info
-ifeq ($(WHEEL_LIBJPEG),yes)
-	@echo "the wheel's binary links libjpeg-turbo (cgo, static) for spec.decode's JPEGs"
-	$(LIBJPEG_BUILD) -o $(BIN)/wheel-build/src/shardfeed/_bin/shardfeed ./cmd/shardfeed
-else
-	@echo "the wheel's binary is the portable one: JPEGs decode in Go, several times slower (install gcc and libjpeg62-turbo-dev for libjpeg-turbo's; SHARDFEED_JPEG=$${SHARDFEED_JPEG:-})"
-	$(GO_BUILD) -o $(BIN)/wheel-build/src/shardfeed/_bin/shardfeed ./cmd/shardfeed
-endif
+	LDFLAGS='$(LDFLAGS)' hack/build-sidecar.sh --best-effort --licenses $(BIN)/wheel-build/src/shardfeed/_bin/licenses \
+		$(BIN)/wheel-build/src/shardfeed/_bin/shardfeed
 	@echo "make wheel: 2/2 the wheel around it (pip, a few seconds)"
 	SHARDFEED_VERSION=$(VERSION) $(BUILD_VENV)/bin/python -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation -w $(WHEEL_DIR) $(BIN)/wheel-build
 	@rm -rf $(BIN)/wheel-build
@@ -184,7 +177,7 @@ test-dist: tools-python dist ## Sign the release (make dist) with a throwaway ke
 	openssl genpkey -algorithm ed25519 -out "$$key/release.pem" 2>/dev/null && openssl pkey -in "$$key/release.pem" -pubout -out "$$key/release.pub" && \
 	SHARDFEED_SIGNING_KEY="$$key/release.pem" hack/sign-dist.sh dist/latest && \
 	SHARDFEED_VERIFY_KEY="$$key/release.pub" $(PYTHON) hack/check_dist.py dist/latest
-dist: tools-go tools-debian $(BUILD_VENV)/.complete ## Build a release into dist/<version>/: the wheels (x86_64, aarch64), the kubectl plugin (amd64, arm64) and its krew manifest, the image as OCI archives (amd64, arm64, and their index), the chart pinned to it, the SBOM, the provenance, SHA256SUMS, signed with SHARDFEED_SIGNING_KEY if set (docs/releasing.md; DIST_VERSION=1.2.3 names it).
+dist: tools-go tools-debian tools-video $(BUILD_VENV)/.complete ## Build a release into dist/<version>/: the wheels (x86_64, aarch64), the kubectl plugin (amd64, arm64) and its krew manifest, the image as OCI archives (amd64, arm64, and their index), the chart pinned to it, the SBOM, the provenance, SHA256SUMS, signed with SHARDFEED_SIGNING_KEY if set (docs/releasing.md; DIST_VERSION=1.2.3 names it).
 	hack/dist.sh
 
 ##@ Test

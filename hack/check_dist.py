@@ -9,7 +9,9 @@ image):
 - with SHARDFEED_VERIFY_KEY (a public key in PEM), SHA256SUMS and the
   provenance carry valid signatures of it, whatever the build says;
 - each wheel is tagged for its architecture and bundles that
-  architecture's static binary;
+  architecture's static binary; the x86_64 one links libjpeg-turbo and
+  FFmpeg (its `shardfeed version` says so) and ships their licences, as
+  the amd64 image does in /licenses;
 - the image archive is an OCI index of linux/amd64 and linux/arm64, whose
   digest the chart pins, and each architecture's archive holds the same
   manifest as the index names;
@@ -36,6 +38,10 @@ import zipfile
 from pathlib import Path
 
 ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
+# The licence texts shipped beside the amd64 sidecar's statically linked C
+# libraries (hack/build-sidecar.sh --licenses): in the image's /licenses
+# and the x86_64 wheel's shardfeed/_bin/licenses.
+LICENSES = {"FFmpeg/COPYING.LGPLv2.1", "FFmpeg/LICENSE.md", "FFmpeg/SOURCE", "dav1d/COPYING", "libjpeg-turbo/copyright"}
 
 
 def fail(msg: str) -> None:
@@ -166,12 +172,15 @@ def main() -> None:
         name = found[0].name
         with zipfile.ZipFile(out / name) as z:
             elf = z.read("shardfeed/_bin/shardfeed")
+            names = set(z.namelist())
             metadata = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
             text = z.read(metadata[0]).decode()
         if elf[:4] != b"\x7fELF" or int.from_bytes(elf[18:20], "little") != ELF_MACHINE[machine]:
             fail(f"{name} bundles no {machine} binary")
         if f"\nVersion: {py}\n" not in text:
             fail(f"{name}'s METADATA says another version than {py}")
+        if machine == "x86_64" and not LICENSES <= {n.removeprefix("shardfeed/_bin/licenses/") for n in names}:
+            fail(f"{name} bundles a binary that links FFmpeg, dav1d and libjpeg-turbo without all of their licences {sorted(LICENSES)}")
         wheels[machine] = out / name
 
     # The host's wheel in a fresh venv: the CLI and the package agree.
@@ -185,6 +194,8 @@ def main() -> None:
         jpeg = subprocess.run([f"{tmp}/bin/shardfeed", "version"], capture_output=True, text=True, check=True).stdout
         if os.uname().machine == "x86_64" and "JPEG decoder: libjpeg-turbo" not in jpeg:
             fail(f"the x86_64 wheel's shardfeed decodes JPEGs without libjpeg-turbo: {jpeg.strip()!r}")
+        if os.uname().machine == "x86_64" and not re.search(r"\nVideo decoder: FFmpeg \S+ \(LGPL version 2\.1 or later; cgo\): .*\bh264, hevc, libdav1d\b", jpeg):
+            fail(f"the x86_64 wheel's shardfeed does not decode video with the LGPL FFmpeg (h264, hevc, AV1): {jpeg.strip()!r}")
         got = subprocess.run([f"{tmp}/bin/python", "-c", "import shardfeed; print(shardfeed.__version__)"],
                              capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]}).stdout.strip()
         if got != py:
@@ -232,7 +243,11 @@ def main() -> None:
         config = json.loads(blob(blobs, manifest["config"]["digest"]))
         if config["architecture"] != m["platform"]["architecture"] or config["config"]["Entrypoint"] != ["/manager"]:
             fail(f"the {m['platform']} manifest's config says {config['architecture']}, {config['config']}")
-        blob(blobs, manifest["layers"][0]["digest"])
+        layer = blob(blobs, manifest["layers"][0]["digest"])
+        with tarfile.open(fileobj=io.BytesIO(layer)) as t:
+            files = set(t.getnames())
+        if config["architecture"] == "amd64" and not {"licenses/" + n for n in LICENSES} <= files:
+            fail(f"the amd64 image's sidecar links FFmpeg, dav1d and libjpeg-turbo, but /licenses lacks some of {sorted(LICENSES)}")
         platforms[config["architecture"]] = m["digest"]
         single, _ = oci(out / f"shardfeed-image-{v}-linux-{config['architecture']}.tar")
         if single["manifests"][0]["digest"] != m["digest"]:
@@ -274,8 +289,9 @@ def main() -> None:
                 if r["relationshipType"] == "CONTAINS" and r["spdxElementId"] in ids}
     linked = {(r["spdxElementId"], ids[r["relatedSpdxElement"]]["name"]) for r in sbom["relationships"]
               if r["relationshipType"] == "STATIC_LINK" and r["relatedSpdxElement"] in ids}
-    if (contains.get(wheels["x86_64"].name), "libjpeg-turbo") not in linked:
-        fail(f"the SBOM does not say the x86_64 wheel's binary links libjpeg-turbo ({contains.get(wheels['x86_64'].name)})")
+    for lib in ("libjpeg-turbo", "FFmpeg", "dav1d"):
+        if (contains.get(wheels["x86_64"].name), lib) not in linked:
+            fail(f"the SBOM does not say the x86_64 wheel's binary links {lib} ({contains.get(wheels['x86_64'].name)})")
     print(f"check_dist: shardfeed {v}: {len(artifacts)} artifacts verified; wheel {py}, image {top['digest'][:19]}…, "
           f"chart {v}, SBOM of {len(sbom['packages'])} packages")
 

@@ -3,7 +3,7 @@
 # container engine or a registry (docs/releasing.md):
 #   shardfeed-<v>-py3-none-manylinux_2_17_{x86_64,aarch64}.whl
 #                                   the Python client with the static CLI inside
-#                                   (the sidecar's build: libjpeg-turbo on amd64)
+#                                   (the sidecar's build: libjpeg-turbo and FFmpeg on amd64)
 #   shardfeed-image-<v>.tar         the image (manager + sidecar) as an OCI
 #                                   archive: an index of linux/amd64 and
 #                                   linux/arm64, named <repository>:<v>
@@ -29,9 +29,12 @@
 # The version: DIST_VERSION (1.2.3 or 1.2.3-rc.1), else the tag v1.2.3 at
 # HEAD, else a development build of VERSION: <VERSION>-dev.<commits>.g<sha>.
 # IMAGE_REPOSITORY (default ghcr.io/shardfeed/shardfeed) names the image.
-# The amd64 sidecar links libjpeg-turbo (make tools installs its headers),
-# and so does the x86_64 wheel's CLI, the same binary; the arm64 ones
-# decode JPEG in Go (SHARDFEED_JPEG=go builds both so).
+# The amd64 sidecar links libjpeg-turbo (make tools installs its headers)
+# and FFmpeg's decoders (make tools-video), with their licence texts in
+# /licenses (the wheel's shardfeed/_bin/licenses), and so does the x86_64
+# wheel's CLI, the same binary (hack/build-sidecar.sh); the arm64 ones
+# decode JPEG in Go and refuse a lerobot stream's cameras
+# (SHARDFEED_JPEG=go and SHARDFEED_VIDEO=none leave them out on amd64 too).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -85,12 +88,12 @@ for arch in amd64 arm64; do
 	# Reproducible: fixed names, owners, times and order, no gzip timestamp.
 	tar -C "$d/plugin" --sort=name --owner=0 --group=0 --numeric-owner --mtime="$CREATED" -cf - kubectl-shardfeed LICENSE |
 		gzip -n >"$OUT/kubectl-shardfeed-$V-linux-$arch.tar.gz"
-	if [[ $arch == amd64 && ${SHARDFEED_JPEG:-libjpeg} != go ]]; then
-		[[ -f /usr/include/jpeglib.h ]] || die "libjpeg-turbo's headers are missing: run make tools (Debian's libjpeg62-turbo-dev), or SHARDFEED_JPEG=go"
-		CGO_ENABLED=1 GOFLAGS=-buildvcs=false go build -trimpath -tags netgo,osusergo,libjpeg \
-			-ldflags "$LDFLAGS -linkmode external -extldflags -static" -o "$d/sidecar" ./cmd/shardfeed
+	if [[ $arch == amd64 ]]; then
+		# libjpeg-turbo and FFmpeg linked in, their licences beside.
+		LDFLAGS=$LDFLAGS hack/build-sidecar.sh --licenses "$d/licenses" "$d/sidecar"
 	else
 		cp "$d/shardfeed" "$d/sidecar"
+		mkdir -p "$d/licenses"
 	fi
 done
 
@@ -103,6 +106,7 @@ for arch in amd64 arm64; do
 	mkdir -p "$w/src/shardfeed/_bin"
 	# The sidecar's build: libjpeg-turbo linked in for amd64, as the image's.
 	cp "$STAGE/linux-$arch/sidecar" "$w/src/shardfeed/_bin/shardfeed"
+	cp -r "$STAGE/linux-$arch/licenses" "$w/src/shardfeed/_bin/licenses"
 	machine=x86_64
 	[[ $arch == arm64 ]] && machine=aarch64
 	SHARDFEED_VERSION=$V SHARDFEED_WHEEL_MACHINE=$machine "$BIN/venv-build/bin/python" -m pip wheel --quiet --disable-pip-version-check \
@@ -111,7 +115,11 @@ done
 
 # The image: one archive per architecture, and the index of both.
 (CGO_ENABLED=0 go build -o "$STAGE/ociarchive" ./hack/images/ociarchive)
-platform() { echo "$1=$STAGE/linux-$1/manager:/manager,$STAGE/linux-$1/sidecar:/shardfeed"; }
+platform() {
+	local files=("$STAGE/linux-$1/manager:/manager" "$STAGE/linux-$1/sidecar:/shardfeed") f
+	while IFS= read -r f; do files+=("$STAGE/linux-$1/licenses/$f:/licenses/$f"); done < <(cd "$STAGE/linux-$1/licenses" && find . -type f -printf '%P\n' | sort)
+	(IFS=, && echo "$1=${files[*]}")
+}
 for arch in amd64 arm64; do
 	"$STAGE/ociarchive" -ref "$REPO:$V-$arch" -out "$OUT/shardfeed-image-$V-linux-$arch.tar" -entrypoint /manager -user 65532:65532 \
 		-platform "$(platform "$arch")"
@@ -171,7 +179,9 @@ wheels=()
 for w in "$OUT"/*.whl; do wheels+=(-wheel "$w"); done
 # The libjpeg-turbo the amd64 sidecar (and wheel) link: Debian's.
 libjpeg=$(dpkg-query -W -f '${Version}' libjpeg62-turbo-dev 2>/dev/null | sed -E 's/^[0-9]+://; s/-[^-]*$//') || true
-go run ./hack/sbom -version "$V" -created "$CREATED" -libjpeg "${libjpeg:-unknown}" -out "$OUT/shardfeed-$V.spdx.json" "${wheels[@]}" \
+# The FFmpeg and dav1d it links: the pins make tools-video built.
+ffmpeg=$(sed -n 's/^FFMPEG_VERSION=\([^ ]*\).*/\1/p' hack/versions.sh) dav1d=$(sed -n 's/^DAV1D_VERSION=\([^ ]*\).*/\1/p' hack/versions.sh)
+go run ./hack/sbom -version "$V" -created "$CREATED" -libjpeg "${libjpeg:-unknown}" -ffmpeg "$ffmpeg" -dav1d "$dav1d" -out "$OUT/shardfeed-$V.spdx.json" "${wheels[@]}" \
 	"$STAGE/linux-amd64/shardfeed" "$STAGE/linux-amd64/manager" "$STAGE/linux-amd64/sidecar" "$STAGE/linux-amd64/plugin/kubectl-shardfeed" \
 	"$STAGE/linux-arm64/shardfeed" "$STAGE/linux-arm64/manager" "$STAGE/linux-arm64/plugin/kubectl-shardfeed"
 # The provenance: every artifact by its digest, what built it from what.

@@ -130,3 +130,36 @@ ffmpeg_build() {
 	rm -rf "$build"
 	touch "$prefix/.complete"
 }
+
+# ffmpeg_licenses PREFIX: the licence texts of FFmpeg (LGPL 2.1 or later)
+# and dav1d (BSD 2-Clause), from their pinned tarballs, into
+# PREFIX/share/licenses/{FFmpeg,dav1d}/, where a binary that links them
+# statically ships them from (hack/build-sidecar.sh --licenses). Kept
+# apart from ffmpeg_build so that a cached build gets them too.
+ffmpeg_licenses() {
+	local prefix=$1 out=$1/share/licenses
+	[[ -f $out/FFmpeg/COPYING.LGPLv2.1 && -f $out/dav1d/COPYING && -f $out/FFmpeg/SOURCE ]] && return 0
+	local ffmpeg_tar dav1d_tar
+	ffmpeg_tar=$(ffmpeg_fetch "http://deb.debian.org/debian/pool/main/f/ffmpeg/ffmpeg_$FFMPEG_VERSION.orig.tar.xz" "$FFMPEG_SHA256") || exit 1
+	dav1d_tar=$(ffmpeg_fetch "http://deb.debian.org/debian/pool/main/d/dav1d/dav1d_$DAV1D_VERSION.orig.tar.xz" "$DAV1D_SHA256") || exit 1
+	mkdir -p "$out/FFmpeg" "$out/dav1d"
+	tar -xJf "$ffmpeg_tar" -C "$out/FFmpeg" --no-same-owner --strip-components=1 --wildcards '*/COPYING.LGPLv2.1' '*/LICENSE.md' ||
+		die "$ffmpeg_tar has no COPYING.LGPLv2.1 or LICENSE.md"
+	tar -xJf "$dav1d_tar" -C "$out/dav1d" --no-same-owner --strip-components=1 --wildcards '*/COPYING' ||
+		die "$dav1d_tar has no COPYING"
+	# Where the exact sources are, and how they were built (LGPL 2.1 §6:
+	# what a user needs to rebuild the library and relink shardfeed, whose
+	# own source is public).
+	cat >"$out/FFmpeg/SOURCE" <<EOF
+FFmpeg $FFMPEG_VERSION, linked statically into shardfeed's sidecar, is under the
+GNU Lesser General Public License 2.1 or later (COPYING.LGPLv2.1, LICENSE.md).
+Its source, unmodified: http://deb.debian.org/debian/pool/main/f/ffmpeg/ffmpeg_$FFMPEG_VERSION.orig.tar.xz
+  sha256 $FFMPEG_SHA256
+with dav1d $DAV1D_VERSION (BSD-2-Clause, ../dav1d/COPYING):
+  http://deb.debian.org/debian/pool/main/d/dav1d/dav1d_$DAV1D_VERSION.orig.tar.xz
+  sha256 $DAV1D_SHA256
+configured with: ${FFMPEG_CONFIGURE[*]}
+shardfeed's build (hack/ffmpeg.sh, hack/build-sidecar.sh in its source) rebuilds
+both and relinks the binary: https://github.com/shardfeed/shardfeed
+EOF
+}

@@ -3,16 +3,17 @@
 # in .cache/images, without a container engine or a registry, and imports
 # them into the cluster's containerd when it is up:
 #   registry.local/shardfeed:e2e          /manager and /shardfeed (the operator and the sidecar;
-#                                         /shardfeed links libjpeg-turbo statically, see
-#                                         SHARDFEED_JPEG)
+#                                         /shardfeed links libjpeg-turbo and FFmpeg statically,
+#                                         their licences in /licenses; see SHARDFEED_JPEG)
 #   registry.local/shardfeed-trainer:e2e  /trainer (test/e2e/trainer: the end-to-end trainer)
 #   registry.local/pause:e2e              /pause (the pod sandbox)
 # IMAGE_REPOSITORY and IMAGE_TAG name the shardfeed image for a registry of
 # your own (docs/operations.md: loading and pushing the archive); the
 # Dockerfile builds the same image with a container engine.
 #
-# SHARDFEED_JPEG=go builds a portable /shardfeed instead (no cgo: Go's
-# slower JPEG decoder for spec.decode; docs/formats.md).
+# SHARDFEED_JPEG=go leaves libjpeg-turbo out (Go's slower JPEG decoder for
+# spec.decode; docs/formats.md), SHARDFEED_VIDEO=none FFmpeg (a lerobot
+# stream's cameras are refused); both: the portable /shardfeed (no cgo).
 #
 # Usage: hack/images.sh [pause|shardfeed|trainer]...   (default: all)
 #        hack/images.sh --import-only                  (import the archives there are)
@@ -40,16 +41,17 @@ mkdir -p "$out"
 gobuild() { # OUT PACKAGE
 	(cd "$ROOT" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -tags netgo,osusergo -ldflags "$LDFLAGS" -o "$1" "$2")
 }
-# The sidecar, static, with Debian's libjpeg-turbo linked in (make
-# build-libjpeg builds the same).
+# The sidecar, static, with Debian's libjpeg-turbo and FFmpeg's decoders
+# linked in (hack/build-sidecar.sh; make build-video builds the same), and
+# their licence texts beside it.
 sidecarbuild() { # OUT
-	if [[ ${SHARDFEED_JPEG:-libjpeg} == go ]]; then
-		gobuild "$1" ./cmd/shardfeed
-		return
-	fi
-	[[ -f /usr/include/jpeglib.h ]] || die "libjpeg-turbo's headers are missing: run make tools (Debian's libjpeg62-turbo-dev), or SHARDFEED_JPEG=go"
-	(cd "$ROOT" && CGO_ENABLED=1 GOFLAGS=-buildvcs=false go build -trimpath -tags netgo,osusergo,libjpeg \
-		-ldflags "$LDFLAGS -linkmode external -extldflags -static" -o "$1" ./cmd/shardfeed)
+	LDFLAGS=$LDFLAGS "$ROOT/hack/build-sidecar.sh" --licenses "$out/licenses" "$1"
+}
+# licensefiles DIR: SRC:DEST arguments of the licence texts under DIR, at
+# /licenses/ in the image.
+licensefiles() {
+	local f
+	while IFS= read -r f; do echo "$1/$f:/licenses/$f"; done < <(cd "$1" && find . -type f -printf '%P\n' | sort)
 }
 archive() { # NAME REF ENTRYPOINT USER FILES...
 	local name=$1 ref=$2 entry=$3 user=$4
@@ -67,7 +69,8 @@ build() {
 	shardfeed)
 		gobuild "$out/manager" ./cmd/manager
 		sidecarbuild "$out/shardfeed"
-		archive shardfeed "$IMAGE_REPOSITORY:$IMAGE_TAG" /manager 65532:65532 "$out/manager:/manager" "$out/shardfeed:/shardfeed"
+		mapfile -t licenses < <(licensefiles "$out/licenses")
+		archive shardfeed "$IMAGE_REPOSITORY:$IMAGE_TAG" /manager 65532:65532 "$out/manager:/manager" "$out/shardfeed:/shardfeed" "${licenses[@]}"
 		;;
 	trainer)
 		gobuild "$out/trainer" ./test/e2e/trainer
@@ -92,7 +95,7 @@ if [[ ${1:-} == --import-only ]]; then
 	import
 	exit 0
 fi
-[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 (cd "$ROOT" && CGO_ENABLED=0 go build -o "$out/ociarchive" ./hack/images/ociarchive)
 what=("$@")
 ((${#what[@]})) || what=(pause shardfeed trainer)

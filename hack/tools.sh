@@ -372,6 +372,7 @@ install_video() {
 		ffmpeg_build "$dir"
 		log "built dav1d and FFmpeg in $((SECONDS - start)) s"
 	fi
+	ffmpeg_licenses "$dir"
 	link ffmpeg-lgpl "$dir"
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/version"
 	"github.com/shardfeed/shardfeed/sidecar/images"
+	"github.com/shardfeed/shardfeed/sidecar/video"
 )
 
 func TestVersionCommand(t *testing.T) {
@@ -21,8 +22,9 @@ func TestVersionCommand(t *testing.T) {
 			name: "text",
 			args: []string{"version"},
 			check: func(t *testing.T, out string) {
-				if !strings.HasPrefix(out, "shardfeed ") || !strings.Contains(out, "\nJPEG decoder: "+images.JPEGDecoder+"\n") {
-					t.Errorf("output %q does not start with %q and name the JPEG decoder", out, "shardfeed ")
+				if !strings.HasPrefix(out, "shardfeed ") || !strings.Contains(out, "\nJPEG decoder: "+images.JPEGDecoder+"\n") ||
+					!strings.Contains(out, "\nVideo decoder: "+video.Decoder+"\n") {
+					t.Errorf("output %q does not start with %q and name the JPEG and video decoders", out, "shardfeed ")
 				}
 			},
 		},
@@ -41,12 +43,13 @@ func TestVersionCommand(t *testing.T) {
 			check: func(t *testing.T, out string) {
 				var info struct {
 					version.Info
-					JPEGDecoder string `json:"jpegDecoder"`
+					JPEGDecoder  string `json:"jpegDecoder"`
+					VideoDecoder string `json:"videoDecoder"`
 				}
 				if err := json.Unmarshal([]byte(out), &info); err != nil {
 					t.Fatalf("output is not JSON: %v\n%s", err, out)
 				}
-				if info.PlanVersion != version.PlanVersion || info.GoVersion == "" || info.JPEGDecoder != images.JPEGDecoder {
+				if info.PlanVersion != version.PlanVersion || info.GoVersion == "" || info.JPEGDecoder != images.JPEGDecoder || info.VideoDecoder != video.Decoder {
 					t.Errorf("info = %+v, want plan version %d and a Go version", info, version.PlanVersion)
 				}
 			},

@@ -1,10 +1,11 @@
 // Command sbom writes the SPDX 2.3 software bill of materials of a
 // shardfeed release: each Go binary, with the module versions the Go
 // toolchain recorded in it (debug/buildinfo) and, for the builds that link
-// libjpeg-turbo (-tags libjpeg), that C library; and the Python client's
-// wheels, each with the binary it bundles. make dist runs it.
+// C libraries statically (-tags libjpeg: libjpeg-turbo; -tags ffmpeg:
+// FFmpeg and dav1d), those libraries; and the Python client's wheels, each
+// with the binary it bundles. make dist runs it.
 //
-//	sbom -version 0.2.0 -out shardfeed-0.2.0.spdx.json -created 2026-11-27T10:00:00Z -libjpeg 2.1.5 \
+//	sbom -version 0.2.0 -out shardfeed-0.2.0.spdx.json -created 2026-11-27T10:00:00Z -libjpeg 2.1.5 -ffmpeg 7.1.5 -dav1d 1.5.1 \
 //	  -wheel shardfeed-0.2.0-py3-none-manylinux_2_17_x86_64.whl dist/bin/linux-amd64/shardfeed ...
 package main
 
@@ -30,11 +31,18 @@ func main() {
 	version := flag.String("version", "", "the release's version (0.2.0)")
 	out := flag.String("out", "", "the SBOM to write (SPDX 2.3 JSON)")
 	created := flag.String("created", "", "the creation time (RFC 3339; the commit's, so the SBOM is reproducible)")
-	libjpeg := flag.String("libjpeg", "", "the version of the libjpeg-turbo the -tags libjpeg binaries link statically")
+	versions := map[string]*string{}
+	for _, l := range cLibraries {
+		versions[l.Name] = flag.String(l.Flag, "", fmt.Sprintf("the version of the %s the -tags %s binaries link statically", l.Name, l.Tag))
+	}
 	var wheels multi
 	flag.Var(&wheels, "wheel", "a wheel of the release (repeatable)")
 	flag.Parse()
-	if err := run(*version, *out, *created, *libjpeg, wheels, flag.Args()); err != nil {
+	given := map[string]string{}
+	for name, v := range versions {
+		given[name] = *v
+	}
+	if err := run(*version, *out, *created, given, wheels, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "sbom:", err)
 		os.Exit(1)
 	}
@@ -92,7 +100,19 @@ func fileSum(path string) ([]sum, error) {
 	return []sum{{"SHA256", hex.EncodeToString(h[:])}}, nil
 }
 
-func run(version, out, created, libjpeg string, wheels, binaries []string) error {
+// cLibrary is a C library a build tag links statically.
+type cLibrary struct {
+	Tag, Name, Flag, Download, License string
+}
+
+// cLibraries are the C libraries of the cgo builds, by their tags.
+var cLibraries = []cLibrary{
+	{Tag: "libjpeg", Name: "libjpeg-turbo", Flag: "libjpeg", Download: "https://libjpeg-turbo.org/", License: "IJG AND BSD-3-Clause AND Zlib"},
+	{Tag: "ffmpeg", Name: "FFmpeg", Flag: "ffmpeg", Download: "https://ffmpeg.org/releases/", License: "LGPL-2.1-or-later"},
+	{Tag: "ffmpeg", Name: "dav1d", Flag: "dav1d", Download: "https://code.videolan.org/videolan/dav1d", License: "BSD-2-Clause"},
+}
+
+func run(version, out, created string, cVersions map[string]string, wheels, binaries []string) error {
 	if version == "" || out == "" || created == "" || len(binaries) == 0 {
 		return errors.New("give -version, -out, -created and the release's Go binaries")
 	}
@@ -105,13 +125,13 @@ func run(version, out, created, libjpeg string, wheels, binaries []string) error
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		goarch, cgoJPEG := "", false
+		goarch, tags := "", ""
 		for _, s := range info.Settings {
 			switch s.Key {
 			case "GOARCH":
 				goarch = s.Value
 			case "-tags":
-				cgoJPEG = strings.Contains(","+s.Value+",", ",libjpeg,")
+				tags = "," + s.Value + ","
 			}
 		}
 		name := filepath.Base(path)
@@ -126,8 +146,11 @@ func run(version, out, created, libjpeg string, wheels, binaries []string) error
 		pkgs = append(pkgs, bin)
 		binIDs[sums[0].ChecksumValue] = bin.SPDXID
 		rels = append(rels, relationship{"SPDXRef-DOCUMENT", "DESCRIBES", bin.SPDXID})
-		if cgoJPEG {
-			rel, err := linkLibjpeg(modules, bin.SPDXID, path, libjpeg)
+		for _, l := range cLibraries {
+			if !strings.Contains(tags, ","+l.Tag+",") {
+				continue
+			}
+			rel, err := linkC(modules, bin.SPDXID, path, l, cVersions[l.Name])
 			if err != nil {
 				return err
 			}
@@ -229,19 +252,19 @@ func wheelPackage(w, version string, binIDs map[string]string) (pkg, relationshi
 	return p, relationship{p.SPDXID, "CONTAINS", b}, nil
 }
 
-// linkLibjpeg adds libjpeg-turbo to modules (once) and says that the
-// binary bin (at path) links it statically.
-func linkLibjpeg(modules map[string]pkg, bin, path, version string) (relationship, error) {
+// linkC adds the C library l at version to modules (once) and says that
+// the binary bin (at path) links it statically.
+func linkC(modules map[string]pkg, bin, path string, l cLibrary, version string) (relationship, error) {
 	if version == "" {
-		return relationship{}, fmt.Errorf("%s links libjpeg-turbo (-tags libjpeg): give its version with -libjpeg", path)
+		return relationship{}, fmt.Errorf("%s links %s (-tags %s): give its version with -%s", path, l.Name, l.Tag, l.Flag)
 	}
-	jid := id("C", "libjpeg-turbo", version)
-	if _, ok := modules[jid]; !ok {
-		modules[jid] = pkg{Name: "libjpeg-turbo", SPDXID: jid, VersionInfo: version, DownloadLocation: "https://libjpeg-turbo.org/",
-			LicenseConcluded: "NOASSERTION", LicenseDeclared: "IJG AND BSD-3-Clause AND Zlib", CopyrightText: "NOASSERTION",
-			PrimaryPurpose: "LIBRARY", ExternalRefs: []extRef{{"PACKAGE-MANAGER", "purl", "pkg:generic/libjpeg-turbo@" + version}}}
+	cid := id("C", l.Name, version)
+	if _, ok := modules[cid]; !ok {
+		modules[cid] = pkg{Name: l.Name, SPDXID: cid, VersionInfo: version, DownloadLocation: l.Download,
+			LicenseConcluded: "NOASSERTION", LicenseDeclared: l.License, CopyrightText: "NOASSERTION",
+			PrimaryPurpose: "LIBRARY", ExternalRefs: []extRef{{"PACKAGE-MANAGER", "purl", "pkg:generic/" + strings.ToLower(l.Name) + "@" + version}}}
 	}
-	return relationship{bin, "STATIC_LINK", jid}, nil
+	return relationship{bin, "STATIC_LINK", cid}, nil
 }
 
 // bundledSum is the SHA-256 of the binary a wheel bundles.

@@ -20,6 +20,7 @@ import (
 	"net/http/pprof"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/server"
 	"github.com/shardfeed/shardfeed/sidecar/source"
+	"github.com/shardfeed/shardfeed/sidecar/video"
 )
 
 // Config is everything the sidecar needs.
@@ -555,6 +557,15 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if len(cfg.Spec.Decode) > 0 {
 		log.Info("Decoding images", "columns", len(cfg.Spec.Decode), "jpegDecoder", images.JPEGDecoder)
+	}
+	var videoStreams []string
+	for _, s := range cfg.Spec.Streams {
+		if s.Format == datav1alpha1.FormatLeRobot {
+			videoStreams = append(videoStreams, s.Name)
+		}
+	}
+	if len(videoStreams) > 0 { // a lerobot stream's cameras are decoded here
+		log.Info("Decoding video", "streams", strings.Join(videoStreams, ","), "videoDecoder", video.Decoder)
 	}
 
 	if err := becomeReady(ctx, cfg, feed, state, srv, start); err != nil {

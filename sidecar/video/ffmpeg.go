@@ -135,11 +135,29 @@ import "C"
 
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 )
 
 // Available says this build decodes video.
 const Available = true
+
+// Decoder names the decoder this binary links: FFmpeg's version, the
+// licence it was configured under and its video decoders.
+var Decoder = fmt.Sprintf("FFmpeg %s (%s; cgo): %s", C.GoString(C.av_version_info()),
+	C.GoString(C.avcodec_license()), decoderNames())
+
+// decoderNames lists the video decoders the linked libavcodec has.
+func decoderNames() string {
+	var names []string
+	var it unsafe.Pointer
+	for c := C.av_codec_iterate(&it); c != nil; c = C.av_codec_iterate(&it) {
+		if C.av_codec_is_decoder(c) != 0 && c._type == C.AVMEDIA_TYPE_VIDEO {
+			names = append(names, C.GoString(c.name))
+		}
+	}
+	return strings.Join(names, ", ")
+}
 
 // Decode decodes packets (decode order, from a keyframe) and calls fn
 // with each frame, in presentation order.

@@ -89,6 +89,13 @@ func TestEndToEndTrainingThroughAKillAndARescaleIsExactlyOnce(t *testing.T) {
 	if !rep.Packed.OK() || rep.Packed.Retrained == 0 || len(rep.Packed.Worlds) != 2 {
 		t.Errorf("the packed job (%d packs) through a deleted pod and a rescale: %s", rep.PackedSamples, rep.Packed.Summary())
 	}
+	if !rep.LeRobot.OK() || rep.LeRobot.Retrained == 0 || len(rep.LeRobot.Worlds) != 2 || rep.LeRobotSidecarRestarts < 1 {
+		t.Errorf("the LeRobot job (%d frames, sidecar restarts %d) through a killed sidecar and a rescale: %s",
+			rep.LeRobotSamples, rep.LeRobotSidecarRestarts, rep.LeRobot.Summary())
+	}
+	if rep.LeRobotSamples != 150 {
+		t.Errorf("the LeRobot dataset reports %d frames, want LeRobot's 150", rep.LeRobotSamples)
+	}
 	if rep.HostNetwork == "" {
 		t.Error("the hostNetwork pods were not checked")
 	}

@@ -107,6 +107,11 @@ type DatasetOptions struct {
 	CommitEvery int
 	// StepTime is the trainers' time per step.
 	StepTime time.Duration
+	// LeRobot, if set, is a LeRobot dataset's folder (v3.0, written by
+	// LeRobot's own writer): the dataset is that one stream, indexed here
+	// and read with LeRobotWindows, its cameras decoded by the sidecar.
+	LeRobot        string
+	LeRobotWindows string
 	// IndexInCluster, if set, makes the dataset's streams a Parquet and a
 	// JSON Lines stream of one sample per object, with no index: the
 	// operator indexes them (spec.index with these pods and concurrency),
@@ -177,6 +182,12 @@ func (c *Cluster) NewEnv(ctx context.Context, ns string, o DatasetOptions) (*Env
 		}
 		return e, e.apply(ctx)
 	}
+	if o.LeRobot != "" {
+		if err := e.lerobotData(ctx); err != nil {
+			return nil, err
+		}
+		return e, e.applyAndWait(ctx)
+	}
 	mdsDir, pqDir := filepath.Join(e.dir, "data", "tokens"), filepath.Join(e.dir, "data", "text")
 	if err := sampledata.MDS(mdsDir, "tokens", o.Samples, 4<<10, ""); err != nil {
 		return nil, err
@@ -203,20 +214,39 @@ func (c *Cluster) NewEnv(ctx context.Context, ns string, o DatasetOptions) (*Env
 	if err := c.upload(ctx, pqDir, e.Bucket, "text/"); err != nil {
 		return nil, err
 	}
+	return e, e.applyAndWait(ctx)
+}
+
+// applyAndWait applies the env's TrainingDataset and waits until it is
+// Ready.
+func (e *Env) applyAndWait(ctx context.Context) error {
 	if err := e.apply(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	ds := &e.obj
 	if err := WaitFor(ctx, 2*time.Minute, "the dataset to be Ready", func() (bool, error) {
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(ds), ds); err != nil {
+		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(ds), ds); err != nil {
 			return false, err
 		}
 		cond := meta.FindStatusCondition(ds.Status.Conditions, "Ready")
 		return cond != nil && cond.Status == metav1.ConditionTrue, nil
 	}); err != nil {
-		return nil, fmt.Errorf("%w (status %+v)", err, ds.Status)
+		return fmt.Errorf("%w (status %+v)", err, ds.Status)
 	}
-	return e, nil
+	return nil
+}
+
+// lerobotData copies the LeRobot dataset into the env's folder, indexes
+// it (shardfeed index --format lerobot) and uploads both to robot/.
+func (e *Env) lerobotData(ctx context.Context) error {
+	dir := filepath.Join(e.dir, "data", "robot")
+	if err := os.CopyFS(dir, os.DirFS(e.ds.LeRobot)); err != nil {
+		return err
+	}
+	if out, err := e.Cmd(ctx, "shardfeed", "index", "file://"+dir+"/", "--format", "lerobot"); err != nil {
+		return fmt.Errorf("indexing the LeRobot dataset: %w\n%s", err, out)
+	}
+	return e.upload(ctx, dir, e.Bucket, "robot/")
 }
 
 // apply (re)creates the env's namespace with the credentials Secret and
@@ -291,6 +321,9 @@ func (e *Env) streams() []sampledata.Stream {
 			{Name: "text", URI: "s3://" + e.Bucket + "/text/", Format: "parquet", Endpoint: ep, Extra: `columns: ["id", "text"]`},
 			{Name: "lines", URI: "s3://" + e.Bucket + "/lines/", Format: "jsonl", Endpoint: ep, Extra: linesFilter},
 		}
+	}
+	if e.ds.LeRobot != "" {
+		return []sampledata.Stream{{Name: "robot", URI: "s3://" + e.Bucket + "/robot/", Format: "lerobot", Endpoint: ep, Extra: e.ds.LeRobotWindows}}
 	}
 	columns := `columns: ["id", "text"]`
 	if e.ds.PackLength > 0 { // a packed dataset serves its packs' columns

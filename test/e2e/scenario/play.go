@@ -202,12 +202,12 @@ func (c *Cluster) play(ctx context.Context, rep *Report) error {
 		return err
 	}
 
-	// 11. A packed dataset.
-	if err := c.packedStory(ctx, rep); err != nil {
-		return err
+	for _, story := range []func(context.Context, *Report) error{c.packedStory, c.lerobotStory} { // 11. packed, 12. LeRobot
+		if err := story(ctx, rep); err != nil {
+			return err
+		}
 	}
-
-	// 12. Pods on the node's network.
+	// 13. Pods on the node's network.
 	c.Step("Two hostNetwork pods of one job on the node, in namespace %s of their own (the restricted level forbids hostNetwork)", hostNetNamespace)
 	if rep.HostNetwork, err = c.hostNetwork(ctx); err != nil {
 		return err

@@ -71,6 +71,12 @@ type Report struct {
 	// PackedSamples packs.
 	Packed        Lineage
 	PackedSamples int64
+	// LeRobot is the LeRobot story's lineage (a sample is a frame index),
+	// of LeRobotSamples frames; LeRobotSidecarRestarts the restarts of
+	// its killed sidecar.
+	LeRobot                Lineage
+	LeRobotSamples         int64
+	LeRobotSidecarRestarts int32
 }
 
 // Cluster is the local cluster as a test drives it: a client, the tools

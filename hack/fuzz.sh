@@ -30,8 +30,9 @@ out=$ROOT/bin/fuzz
 mkdir -p "$out"
 cd "$ROOT"
 
+# Each target as "package name file".
 mapfile -t targets < <(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . |
-	grep -v '^./bin/' | sed -E 's|^\./(.*)/[^/]*_test\.go:func (Fuzz.*)$|\1 \2|' | sort -u | grep -E -- "$filter" || true)
+	grep -v '^./bin/' | sed -E 's|^\./((.*)/[^/]*_test\.go):func (Fuzz.*)$|\2 \3 \1|' | sort -u | grep -E -- "$filter" || true)
 ((${#targets[@]})) || die "no fuzz target matches '$filter'"
 log "${#targets[@]} targets, $fuzz_time each (FUZZ_TIME)"
 
@@ -39,11 +40,20 @@ table="| package | target | time | executions | new inputs kept | findings |
 | --- | --- | --- | --- | --- | --- |"
 failed=0
 for t in "${targets[@]}"; do
-	pkg=${t% *} name=${t#* }
+	read -r pkg name file <<<"$t"
 	logf=$out/$(echo "$pkg" | tr / _)-$name.log
 	log "$pkg $name"
+	# A target of the video decoder's cgo build (//go:build ffmpeg) runs
+	# in it, on make tools-video's FFmpeg.
+	build=()
+	if head -1 "$file" | grep -q '^//go:build ffmpeg'; then
+		[[ -d $ROOT/bin/ffmpeg-lgpl/lib/pkgconfig ]] || die "$name needs FFmpeg's libraries: run make tools-video"
+		build=(env PKG_CONFIG_PATH="$ROOT/bin/ffmpeg-lgpl/lib/pkgconfig" CGO_ENABLED=1 go test -tags "netgo,osusergo,ffmpeg")
+	else
+		build=(go test)
+	fi
 	status=0
-	go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzz_time" -fuzzminimizetime "$minimize_time" "./$pkg" >"$logf" 2>&1 || status=$?
+	"${build[@]}" -run '^$' -fuzz "^$name\$" -fuzztime "$fuzz_time" -fuzzminimizetime "$minimize_time" "./$pkg" >"$logf" 2>&1 || status=$?
 	execs=$(grep -oE 'execs: [0-9]+' "$logf" | tail -1 | grep -oE '[0-9]+' || echo 0)
 	kept=$(grep -oE 'new interesting: [0-9]+' "$logf" | tail -1 | grep -oE '[0-9]+' || echo 0)
 	finding=0

@@ -128,6 +128,15 @@ type Windowed interface {
 	SetWindows(deltas map[string][]float64, tolerance float64) error
 }
 
+// ColumnChecker is a Reader that can tell, before any shard is read,
+// whether this binary serves the columns asked for (nil: all): a lerobot
+// stream's cameras need the video decoder a build may lack. A stream
+// that cannot be served is refused at start, not shard by shard (which
+// onCorruptShard: skip would turn into an epoch of pad rows).
+type ColumnChecker interface {
+	CheckColumns(columns []string) error
+}
+
 // Part is a range of an object that a shard needs: the whole object, or
 // bytes [Offset, Offset+Size) of it when Range is set.
 type Part struct {

@@ -550,6 +550,11 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 				columns = []string{t.Column} // the text its ids are made of
 			}
 		}
+		if c, ok := reader.(format.ColumnChecker); ok {
+			if err := c.CheckColumns(columns); err != nil {
+				return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, err)
+			}
+		}
 		if out[i], err = Open(ctx, s.Spec.Name, layout, reader, columns, read); err != nil {
 			return nil, err
 		}

@@ -38,6 +38,11 @@ static int sf_open(sf_decoder *d, const char *name, const uint8_t *config, int c
 	}
 	d->ctx->width = width;
 	d->ctx->height = height;
+	// A bitstream whose pictures are larger than its track says (a
+	// hostile sequence header) is refused, not decoded at its own size:
+	// about twice the track's pixels, with room for the coded size's
+	// alignment.
+	d->ctx->max_pixels = (2 * (int64_t)width + 64) * ((int64_t)height + 64);
 	// One thread: the sidecar decodes as many shards at once as it has
 	// cores. Explode: a damaged frame is an error, never concealed.
 	d->ctx->thread_count = 1;

@@ -150,4 +150,16 @@ func TestRefusesWhatItCannotDecode(t *testing.T) {
 	if err == nil {
 		t.Errorf("a keyframe cut to a third decoded without an error (%d frames)", frames)
 	}
+	// Pictures larger than the track says (a sequence header the sample
+	// entry does not match: a memory bomb's shape) are refused; the
+	// track's own size decodes.
+	small := vt
+	small.Width, small.Height = 1, 1
+	frames = 0
+	if err := video.Decode(small, packets(), func(video.Frame) error { frames++; return nil }); err == nil {
+		t.Errorf("%dx%d pictures decoded on a %dx%d track (%d frames)", vt.Width, vt.Height, small.Width, small.Height, frames)
+	}
+	if err := video.Decode(vt, packets(), keep); err != nil {
+		t.Errorf("the video on its own track: %v", err)
+	}
 }

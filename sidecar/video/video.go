@@ -65,11 +65,28 @@ var codecs = map[string]string{
 	"av01": "libdav1d",
 }
 
+// CanDecode says whether this binary decodes a track of codec (its MP4
+// sample entry): nil, ErrNoDecoder in a build without FFmpeg, or an
+// error naming a codec shardfeed does not decode.
+func CanDecode(codec string) error {
+	if _, ok := codecs[codec]; !ok {
+		return codecError(codec)
+	}
+	if !Available {
+		return ErrNoDecoder
+	}
+	return nil
+}
+
+func codecError(codec string) error {
+	return fmt.Errorf("codec %q is not one shardfeed decodes (H.264 avc1/avc3, HEVC hvc1/hev1, AV1 av01): re-encode the videos (LeRobot writes AV1 by default)", codec)
+}
+
 // check refuses a track or packets no decoder should see.
 func check(t Track, packets []Packet) (decoder string, err error) {
 	decoder, ok := codecs[t.Codec]
 	if !ok {
-		return "", fmt.Errorf("codec %q is not one shardfeed decodes (H.264 avc1/avc3, HEVC hvc1/hev1, AV1 av01)", t.Codec)
+		return "", codecError(t.Codec)
 	}
 	if t.Width < 1 || t.Height < 1 || t.Width > MaxSide || t.Height > MaxSide {
 		return "", fmt.Errorf("a %dx%d video: each side must be 1 to %d pixels", t.Width, t.Height, MaxSide)

@@ -62,7 +62,7 @@ type item struct {
 	Frames       map[string][]int64   `json:"frames"`
 }
 
-func golden(t *testing.T) (string, manifest) {
+func golden(t testing.TB) (string, manifest) {
 	t.Helper()
 	dir := testenv.GoldenAt(t, filepath.Join("testdata", "golden"))
 	var m manifest
@@ -96,32 +96,7 @@ func answers(t *testing.T, dir, kase string) []item {
 func served(t *testing.T, dir string, c goldenCase, columns func(*arrow.Schema) []string) (*indexfile.File, []arrow.RecordBatch, *arrow.Schema) {
 	t.Helper()
 	ctx := context.Background()
-	root := testenv.GoldenCopy(t, dir, c.Dataset)
-	st, err := stores.Open(ctx, store.Source{URI: "file://" + root + "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatLeRobot, format.IndexOptions{Own: map[string]string{"episodes": c.Episodes}, TempDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := json.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := index.ReadLayout(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatalf("the index does not read back: %v", err)
-	}
-	r, err := formats.Default().Open(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(c.Delta) > 0 {
-		if err := r.(format.Windowed).SetWindows(c.Delta, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st, f, r := opened(t, dir, c)
 	schema, err := r.Schema(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +128,40 @@ func served(t *testing.T, dir string, c goldenCase, columns func(*arrow.Schema) 
 		rr.Release()
 	}
 	return f, out, schema
+}
+
+// opened indexes case c's dataset (a copy of it) and opens its reader,
+// with c's windows.
+func opened(t testing.TB, dir string, c goldenCase) (store.Store, *indexfile.File, format.Reader) {
+	t.Helper()
+	ctx := context.Background()
+	root := testenv.GoldenCopy(t, dir, c.Dataset)
+	st, err := stores.Open(ctx, store.Source{URI: "file://" + root + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatLeRobot, format.IndexOptions{Own: map[string]string{"episodes": c.Episodes}, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := index.ReadLayout(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("the index does not read back: %v", err)
+	}
+	r, err := formats.Default().Open(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Delta) > 0 {
+		if err := r.(format.Windowed).SetWindows(c.Delta, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st, f, r
 }
 
 // dataColumns are the served columns but the cameras and their masks.

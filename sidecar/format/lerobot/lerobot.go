@@ -15,7 +15,9 @@
 package lerobot
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -31,6 +33,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
+	"github.com/shardfeed/shardfeed/sidecar/video"
 )
 
 // Format is the lerobot format.
@@ -125,6 +128,28 @@ func (r *reader) SetWindows(deltas map[string][]float64, tolerance float64) erro
 	}
 	r.windows, r.tolerance = w, tolerance
 	return r.setSchema()
+}
+
+// CheckColumns refuses, before any shard is read, a served camera this
+// binary cannot decode: a build without FFmpeg, or a codec it lacks.
+// A codec no build decodes is named before a decoder this build lacks.
+func (r *reader) CheckColumns(columns []string) error {
+	var noDecoder error
+	for _, v := range r.file.LeRobot.Videos {
+		if columns != nil && !slices.Contains(columns, v.Key) {
+			continue
+		}
+		err := video.CanDecode(v.Codec)
+		if err == nil {
+			continue
+		}
+		err = fmt.Errorf("camera %q (%s, %dx%d): %w", v.Key, v.Codec, v.Width, v.Height, err)
+		if !errors.Is(err, video.ErrNoDecoder) {
+			return err
+		}
+		noDecoder = cmp.Or(noDecoder, err)
+	}
+	return noDecoder
 }
 
 // video returns camera key's index in the dataset's videos, or -1.

@@ -67,7 +67,7 @@ func (c *Cluster) lerobotStory(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	if !strings.Contains(logs, `msg="Decoding video" streams=robot videoDecoder="FFmpeg `) {
+	if !strings.Contains(logs, `"msg":"Decoding video","streams":"robot","videoDecoder":"FFmpeg `) {
 		return fmt.Errorf("the LeRobot job's sidecars did not say they decode video with FFmpeg:\n%s", logs)
 	}
 	st, err := e.State(ctx)

@@ -1,0 +1,133 @@
+package lerobot_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/shardfeed/shardfeed/internal/index"
+	"github.com/shardfeed/shardfeed/internal/index/indexfile"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/video"
+)
+
+// A served camera this binary cannot decode is refused when the stream
+// opens, naming the camera, not shard by shard (which onCorruptShard: skip
+// would turn into an epoch of pad rows): in a build without FFmpeg every
+// camera, in any build a codec shardfeed does not decode. The data
+// columns alone are served by every build.
+func TestACameraThisBuildCannotDecodeIsRefusedAtStart(t *testing.T) {
+	dir, m := golden(t)
+	c := m.Cases["multicam-plain"]
+	_, f, r := opened(t, dir, c)
+	check := r.(format.ColumnChecker)
+	cameras := m.Cameras[c.Dataset]
+	var data []string
+	for _, fl := range mustSchema(t, r).Fields() {
+		if _, camera := cameras[strings.TrimSuffix(fl.Name, "_is_pad")]; !camera {
+			data = append(data, fl.Name)
+		}
+	}
+	err := check.CheckColumns(nil)
+	switch {
+	case video.Available && err != nil:
+		t.Fatalf("a build with FFmpeg refused the AV1 cameras: %v", err)
+	case !video.Available && (!errors.Is(err, video.ErrNoDecoder) || !strings.Contains(err.Error(), `camera "observation.images.`)):
+		t.Fatalf("a build without FFmpeg served the cameras: %v", err)
+	}
+	if err := check.CheckColumns(data); err != nil {
+		t.Fatalf("the data columns %v alone: %v", data, err)
+	}
+	if err := check.CheckColumns([]string{"observation.images.top"}); (err == nil) != video.Available {
+		t.Fatalf("one camera asked for: %v (FFmpeg linked: %v)", err, video.Available)
+	}
+
+	f.LeRobot.Videos[1].Codec = "vp09"
+	err = reopened(t, f).(format.ColumnChecker).CheckColumns(nil)
+	if err == nil || !strings.Contains(err.Error(), `camera "`+f.LeRobot.Videos[1].Key+`" (vp09,`) || !strings.Contains(err.Error(), `codec "vp09" is not one shardfeed decodes`) {
+		t.Fatalf("a VP9 camera: %v", err)
+	}
+}
+
+// reopened opens a reader of index f as the sidecar does: from its JSON.
+func reopened(t *testing.T, f *indexfile.File) format.Reader {
+	t.Helper()
+	raw, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := index.ReadLayout(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := formats.Default().Open(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func mustSchema(t *testing.T, r format.Reader) *arrow.Schema {
+	t.Helper()
+	s, err := r.Schema(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// FuzzRecords decodes a shard of LeRobot's multicam dataset (windows of
+// the state and the cameras) from damaged parts: its data file's row
+// groups and footer, and each camera's movie box and samples. Each call
+// gives the shard's rows or an error, never a crash; in the cgo build
+// the frames are decoded too.
+func FuzzRecords(f *testing.F) {
+	dir, m := golden(f)
+	st, idx, r := opened(f, dir, m.Cases["multicam-windows"])
+	ctx := context.Background()
+	var parts [][]byte
+	for _, p := range r.Parts(1) {
+		b, err := format.StoreRead(st)(ctx, p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		parts = append(parts, b)
+	}
+	f.Add(uint8(0), uint32(0), []byte{0xff})
+	for k, p := range parts {
+		f.Add(uint8(k), uint32(len(p)/2), []byte{0})
+		f.Add(uint8(k), uint32(len(p)-1), []byte("\x00\x00\x00\x00"))
+	}
+	want := idx.Shards[1].Samples
+	f.Fuzz(func(t *testing.T, part uint8, at uint32, patch []byte) {
+		damaged := slices.Clone(parts)
+		k := int(part) % len(damaged)
+		p := slices.Clone(damaged[k])
+		if len(patch) > 0 && len(p) > 0 {
+			at := int(at) % len(p)
+			p = append(p[:at], append(patch, p[min(at+len(patch), len(p)):]...)...)
+		} else {
+			p = p[:int(at)%(len(p)+1)] // cut short
+		}
+		damaged[k] = p
+		rr, err := r.Records(ctx, 1, damaged, nil)
+		if err != nil {
+			return
+		}
+		defer rr.Release()
+		var rows int64
+		for rr.Next() {
+			rows += rr.RecordBatch().NumRows()
+		}
+		if rr.Err() == nil && rows != want {
+			t.Fatalf("a damaged shard decoded to %d rows, the index says %d", rows, want)
+		}
+	})
+}

@@ -278,7 +278,7 @@ BENCH_PEER_TIME_BOX ?= 8
 BENCH_OUT := $(BIN)/bench
 
 .PHONY: bench
-bench: tools-go tools-kube tools-minio tools-debian tools-python build build-libjpeg ## Run every benchmark and the peers side by side; rewrite docs/benchmarks.md, its plots and the README's figures (about 40 min; the first run also writes the data sets).
+bench: tools-go tools-kube tools-minio tools-debian tools-python tools-lerobot build build-libjpeg build-video ## Run every benchmark and the peers side by side; rewrite docs/benchmarks.md, its plots and the README's figures (about 40 min; the first run also writes the data sets).
 	@mkdir -p $(BENCH_OUT)
 	@echo "bench: Go benchmarks ($(BENCH_RUNS) runs each) → $(BENCH_OUT)/go.txt"
 	go test -tags $(GO_TAGS),integration -run '^$$' -bench . -benchmem -count $(BENCH_RUNS) -timeout 30m ./... | tee $(BENCH_OUT)/go.txt
@@ -294,10 +294,12 @@ bench: tools-go tools-kube tools-minio tools-debian tools-python build build-lib
 	$(BIN)/venv-tok/bin/python hack/bench/tokenizer_speed.py --out $(BENCH_OUT)/tokenize.json
 	@echo "bench: raw JSON Lines to packed input_ids, the sidecar beside datasets' streaming map → $(BENCH_OUT)/rawtext.json"
 	$(BIN)/venv-oracle/bin/python hack/bench/rawtext.py --runs $(BENCH_RUNS) --out $(BENCH_OUT)/rawtext.json
+	@echo "bench: a LeRobot dataset's frames, the sidecar's FFmpeg build beside LeRobotDataset (pyav, torchcodec) → $(BENCH_OUT)/video.json"
+	BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) $(PYTHON) hack/bench/video.py --out $(BENCH_OUT)/video.json
 	@echo "bench: egress of the peers over MinIO → $(BENCH_OUT)/egress.json"
 	hack/minio.sh --bucket bench -- $(BIN)/venv-oracle/bin/python hack/bench/egress.py --out $(BENCH_OUT)/egress.json
 	$(BIN)/venv-oracle/bin/python hack/bench/report.py --go $(BENCH_OUT)/go.txt --loaders $(BENCH_OUT)/loaders.json \
-		--egress $(BENCH_OUT)/egress.json --packing $(BENCH_OUT)/packing.json --formats $(BENCH_OUT)/formats.json --tokenize $(BENCH_OUT)/tokenize.json --rawtext $(BENCH_OUT)/rawtext.json --command "make bench BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) BENCH_PEER_TIME_BOX=$(BENCH_PEER_TIME_BOX)"
+		--egress $(BENCH_OUT)/egress.json --packing $(BENCH_OUT)/packing.json --formats $(BENCH_OUT)/formats.json --tokenize $(BENCH_OUT)/tokenize.json --rawtext $(BENCH_OUT)/rawtext.json --video $(BENCH_OUT)/video.json --command "make bench BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) BENCH_PEER_TIME_BOX=$(BENCH_PEER_TIME_BOX)"
 	@echo "bench: docs/benchmarks.md, docs/img/*.png and the README's figures rewritten"
 
 .PHONY: bench-peers

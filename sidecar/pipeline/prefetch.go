@@ -430,6 +430,14 @@ func (s *scope) hint(next, hinted int) int {
 	return end
 }
 
+// holds says need i is held or in flight.
+func (f *inFlight) holds(i int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.held[i]
+	return ok
+}
+
 // idle says no fetch is in flight.
 func (f *inFlight) idle() bool {
 	f.mu.Lock()
@@ -446,33 +454,51 @@ func (s *scope) run(ctx context.Context) {
 	defer close(s.done)
 	f := &inFlight{held: map[int]*decodedShard{}, sem: make(chan struct{}, s.p.opts.Fetchers), done: make(chan struct{}, 1)}
 	next, hinted := 0, 0
-	ended := false // the readers finished the epoch
-	defer func() {
+	var was int64 // the front at the last round
+	// letGo waits for the fetches in flight and releases what they hold.
+	letGo := func() {
 		f.wg.Wait()
-		for _, d := range f.held {
+		f.mu.Lock()
+		for i, d := range f.held {
 			if d != nil {
 				s.p.decoded.release(d, keep)
 			}
+			delete(f.held, i)
 		}
-		// The readers finished the epoch before this loop saw it fetch
-		// every shard (they fetched the last ones themselves, or the last
-		// fetch had not ended): the next epoch's first steps are still to
-		// warm, now that nothing is in flight (unless that epoch stopped
-		// this scope).
-		if ended && !s.warmed && ctx.Err() == nil {
-			s.warmed = true
-			s.p.warms.Add(1)
-			go s.warmNext()
-		}
-	}()
+		f.mu.Unlock()
+	}
+	defer letGo()
 	for {
 		s.mu.Lock()
 		front := s.front
 		s.mu.Unlock()
 		if front >= s.p.plan.Steps() {
-			ended = true
-			return
+			// The readers finished the epoch. What is held goes; the next
+			// epoch's first steps are warmed if this loop had not yet
+			// (the readers fetched the last shards themselves, or the
+			// last fetch had not ended). The loop then waits: a reader of
+			// this epoch again (a trainer restarted at its committed
+			// step) has it prefetch from that reader's step.
+			letGo()
+			if !s.warmed && ctx.Err() == nil {
+				s.warmed = true
+				s.p.warms.Add(1)
+				go s.warmNext()
+			}
+			was = front
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.wake:
+			}
+			continue
 		}
+		if front < was {
+			// A reader came at an earlier step: the needs from there on
+			// are fetched again, those still held passed over.
+			next, hinted = 0, 0
+		}
+		was = front
 		ahead := s.releaseBehind(f, front)
 		room, freed := s.p.decoded.room()
 		for {
@@ -700,7 +726,7 @@ func (s *scope) releaseBehind(f *inFlight, front int64) (ahead int) {
 // is for a later step and the prefetch window (ahead of the front, and the
 // memory for decoded shards: room) is full.
 func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room bool) ([]int, int) {
-	for next < s.sized && (s.needs[next].LastStep < front || passed(s.needs[next])) {
+	for next < s.sized && (s.needs[next].LastStep < front || passed(s.needs[next]) || f.holds(next)) {
 		next++
 	}
 	wait := func(nd planner.ShardNeed) bool {
@@ -721,7 +747,7 @@ func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room b
 	next++
 	for len(group) < maxGroup && next < s.sized {
 		nx := s.needs[next]
-		if nx.LastStep < front || passed(nx) || wait(nx) || !s.p.neighbours(s.needs[group[len(group)-1]], nx) {
+		if nx.LastStep < front || passed(nx) || f.holds(next) || wait(nx) || !s.p.neighbours(s.needs[group[len(group)-1]], nx) {
 			break
 		}
 		if nx.FirstStep > front {

@@ -11,12 +11,18 @@ package video
 #include <libavutil/macros.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
+#if defined(__x86_64__)
+#include <tmmintrin.h>
+#endif
 
 typedef struct {
 	AVCodecContext *ctx;
 	AVPacket *pkt;
 	AVFrame *frame;
 	struct SwsContext *sws;
+	// What sws was last made for (source size and format, destination
+	// size) and its colour matrix and range.
+	int sws_key[5], sws_cs, sws_full;
 	uint8_t *rgb;
 	int rgb_size;
 } sf_decoder;
@@ -81,17 +87,73 @@ static int sf_receive(sf_decoder *d) {
 	return 0;
 }
 
+// sf_unpack splits a row of packed RGB into its R, G and B rows.
+static void sf_unpack_c(const uint8_t *restrict p, uint8_t *restrict r, uint8_t *restrict g, uint8_t *restrict b, int w) {
+	for (int x = 0; x < w; x++, p += 3) {
+		r[x] = p[0]; g[x] = p[1]; b[x] = p[2];
+	}
+}
+
+#if defined(__x86_64__)
+// sf_unpack_ssse3 is sf_unpack sixteen pixels a step with SSSE3's byte
+// shuffles: of each 48 bytes, the masks pick from each 16-byte third the
+// bytes of one channel.
+__attribute__((target("ssse3")))
+static void sf_unpack_ssse3(const uint8_t *restrict p, uint8_t *restrict r, uint8_t *restrict g, uint8_t *restrict b, int w) {
+	static const int8_t m[3][3][16] = {
+		{{0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1},
+		 {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13}},
+		{{1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1},
+		 {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14}},
+		{{2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1},
+		 {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15}},
+	};
+	uint8_t *out[3] = {r, g, b};
+	int x = 0;
+	for (; x + 16 <= w; x += 16, p += 48) {
+		__m128i lo = _mm_loadu_si128((const __m128i *)p), mid = _mm_loadu_si128((const __m128i *)(p + 16)),
+			hi = _mm_loadu_si128((const __m128i *)(p + 32));
+		for (int k = 0; k < 3; k++) {
+			__m128i v = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(lo, _mm_loadu_si128((const __m128i *)m[k][0])),
+				_mm_shuffle_epi8(mid, _mm_loadu_si128((const __m128i *)m[k][1]))), _mm_shuffle_epi8(hi, _mm_loadu_si128((const __m128i *)m[k][2])));
+			_mm_storeu_si128((__m128i *)(out[k] + x), v);
+		}
+	}
+	sf_unpack_c(p, r + x, g + x, b + x, w - x);
+}
+#endif
+
+static void sf_unpack(const uint8_t *p, uint8_t *r, uint8_t *g, uint8_t *b, int w) {
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("ssse3")) {
+		sf_unpack_ssse3(p, r, g, b, w);
+		return;
+	}
+#endif
+	sf_unpack_c(p, r, g, b, w);
+}
+
 // sf_rgb converts the frame to RGB planes (3, h, w) in dst, scaled with
 // bilinear filtering where the size differs, with the frame's own
-// colour matrix and range (as PyAV's to_ndarray("rgb24") does).
+// colour matrix and range (as PyAV's to_ndarray("rgb24") does). (Planar
+// GBR out of swscale would skip the unpacking, but its values differ from
+// packed RGB's at widths that are not a multiple of 64.)
 static int sf_rgb(sf_decoder *d, uint8_t *dst, int w, int h) {
 	AVFrame *f = d->frame;
+	int key[5] = {f->width, f->height, f->format, w, h};
+	int same = d->sws && !memcmp(key, d->sws_key, sizeof key);
 	d->sws = sws_getCachedContext(d->sws, f->width, f->height, f->format, w, h, AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
 	if (!d->sws) return AVERROR(EINVAL);
+	memcpy(d->sws_key, key, sizeof key);
 	int cs = f->colorspace == AVCOL_SPC_UNSPECIFIED ? SWS_CS_DEFAULT : f->colorspace;
-	const int *coef = sws_getCoefficients(cs);
 	int src_full = f->color_range == AVCOL_RANGE_JPEG;
-	sws_setColorspaceDetails(d->sws, coef, src_full, sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
+	// Setting the details re-initialises the converter's tables: once a
+	// context and colour, not once a frame.
+	if (!same || cs != d->sws_cs || src_full != d->sws_full) {
+		sws_setColorspaceDetails(d->sws, sws_getCoefficients(cs), src_full, sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
+		d->sws_cs = cs;
+		d->sws_full = src_full;
+	}
 	// swscale's SIMD may write past a row's end: rows of a padded stride,
 	// and slack after the last.
 	int stride = FFALIGN(w * 3, 64);
@@ -107,13 +169,8 @@ static int sf_rgb(sf_decoder *d, uint8_t *dst, int w, int h) {
 	int rows = sws_scale(d->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, strides);
 	if (rows != h) return AVERROR(EINVAL);
 	int n = w * h;
-	uint8_t *r = dst, *g = dst + n, *b = dst + 2 * n;
 	for (int y = 0; y < h; y++) {
-		const uint8_t *p = d->rgb + y * stride;
-		for (int x = 0; x < w; x++, p += 3) {
-			int i = y * w + x;
-			r[i] = p[0]; g[i] = p[1]; b[i] = p[2];
-		}
+		sf_unpack(d->rgb + y * stride, dst + y * w, dst + n + y * w, dst + 2 * n + y * w, w);
 	}
 	return 0;
 }

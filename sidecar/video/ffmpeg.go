@@ -213,7 +213,11 @@ var Decoder = fmt.Sprintf("FFmpeg %s (%s; cgo): %s", C.GoString(C.av_version_inf
 func decoderNames() string {
 	var names []string
 	var it unsafe.Pointer
-	for c := C.av_codec_iterate(&it); c != nil; c = C.av_codec_iterate(&it) {
+	for {
+		c := C.av_codec_iterate(&it) //nolint:gocritic // cgo rewrites the call (its pointer check), no comparison of ours
+		if c == nil {
+			break
+		}
 		if C.av_codec_is_decoder(c) != 0 && c._type == C.AVMEDIA_TYPE_VIDEO {
 			names = append(names, C.GoString(c.name))
 		}

@@ -25,7 +25,7 @@ func FuzzDecode(f *testing.F) {
 			f.Fatalf("%s has %d frames", path, len(tr.Samples))
 		}
 		sample := func(i int) []byte { s := tr.Samples[i]; return raw[s.Offset : s.Offset+int64(s.Size)] }
-		f.Add(uint8(0), uint16(tr.Width), uint16(tr.Height), tr.Config, sample(0), sample(1), sample(2))
+		f.Add(uint8(0), tr.Width, tr.Height, tr.Config, sample(0), sample(1), sample(2))
 	}
 	codecs := []string{"av01", "avc1", "hvc1"}
 	f.Fuzz(func(t *testing.T, codec uint8, width, height uint16, config, key, next, last []byte) {

@@ -163,7 +163,10 @@ def main() -> None:
         try:
             jobs = []
             for workers in (0, 2):
-                jobs.append(("shardfeed", workers, lambda e, b, w=workers: run_child("read-shardfeed", serve.socket, w, e, b), "shardfeed"))
+                # Each run an epoch of its own: one the sidecar read before
+                # would find some of its frames still decoded.
+                jobs.append(("shardfeed", workers, lambda e, b, w=workers: run_child("read-shardfeed", serve.socket, w, 2 * e + w // 2, b),
+                             "shardfeed"))
                 for backend in ("pyav", "torchcodec"):
                     jobs.append((f"LeRobotDataset ({backend})", workers,
                                  lambda e, b, k=backend, w=workers: run_lerobot(k, root, w, e, b), f"LeRobotDataset ({backend})"))

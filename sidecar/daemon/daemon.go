@@ -385,6 +385,9 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := source.CheckDecoders(sources); err != nil {
+		return nil, fmt.Errorf("TrainingDataset %q: %w", cfg.Dataset, err)
+	}
 	opts := pipeline.Options{Plan: pl, Streams: sources, Cache: c, PrefetchShards: prefetch, DecodedLimitBytes: cfg.DecodedLimitBytes,
 		SkipCorrupt: spec.OnCorruptShard == datav1alpha1.CorruptShardSkip, OnSkip: cfg.recordSkip, Images: imageSpecs(spec.Decode)}
 	if cfg.PodScoped() {

@@ -130,9 +130,9 @@ type Windowed interface {
 
 // ColumnChecker is a Reader that can tell, before any shard is read,
 // whether this binary serves the columns asked for (nil: all): a lerobot
-// stream's cameras need the video decoder a build may lack. A stream
-// that cannot be served is refused at start, not shard by shard (which
-// onCorruptShard: skip would turn into an epoch of pad rows).
+// stream's cameras need the video decoder a build may lack. A sidecar
+// refuses such a stream at start (source.CheckDecoders), not shard by
+// shard (which onCorruptShard: skip would turn into an epoch of pad rows).
 type ColumnChecker interface {
 	CheckColumns(columns []string) error
 }

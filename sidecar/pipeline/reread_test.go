@@ -2,14 +2,11 @@ package pipeline_test
 
 import (
 	"context"
-	"errors"
-	"io"
 	"testing"
 	"time"
 
 	"github.com/shardfeed/shardfeed/planner"
 	"github.com/shardfeed/shardfeed/sidecar/daemon"
-	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
@@ -29,25 +26,6 @@ func TestAReaderOfAnEpochAgainIsPrefetchedFor(t *testing.T) {
 	feed, err := openWith(t, manifest, daemon.Config{CacheDir: t.TempDir(), Prefetch: 64, CopyLocalShards: true, DecodedLimitBytes: 1})
 	if err != nil {
 		t.Fatal(err)
-	}
-	read := func(epoch, steps int64) {
-		t.Helper()
-		b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Epoch: epoch, Rank: 0, World: 1, Workers: 1, ScopeFirst: 0, ScopeSplits: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Close()
-		for k := int64(0); steps < 0 || k < steps; k++ {
-			batch, err := b.Next(ctx)
-			if errors.Is(err, io.EOF) && steps < 0 {
-				return
-			}
-			if err != nil {
-				t.Fatalf("epoch %d step %d: %v", epoch, k, err)
-			}
-			batch.Release()
-			time.Sleep(time.Millisecond)
-		}
 	}
 	shardsOf := func(epoch, from, to int64) map[planner.Sample]bool {
 		t.Helper()
@@ -75,9 +53,9 @@ func TestAReaderOfAnEpochAgainIsPrefetchedFor(t *testing.T) {
 		{"an epoch read to its end", 0, -1},
 		{"an epoch left half-way", 1, steps / 2},
 	} {
-		read(tc.epoch, tc.half)
+		readSplits(ctx, t, feed, tc.epoch, tc.half, time.Millisecond)
 		before := feed.Pipeline.Stats().Prefetched
-		read(tc.epoch, -1)
+		readSplits(ctx, t, feed, tc.epoch, -1, time.Millisecond)
 		got := feed.Pipeline.Stats().Prefetched - before
 		// Every shard the epoch reads is prefetched again, but a few the
 		// readers reach first (the first batch's, before the prefetcher).

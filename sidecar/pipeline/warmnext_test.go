@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/daemon"
 	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
@@ -57,25 +58,7 @@ func TestTheNextEpochsFirstStepsAreFetchedBeforeItBegins(t *testing.T) {
 			}
 
 			feed := openFeed(t, manifest, limit)
-			read := func(epoch, steps int64) {
-				t.Helper()
-				b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Epoch: epoch, Rank: 0, World: 1, Workers: 1, ScopeFirst: 0, ScopeSplits: 2})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer b.Close()
-				for k := int64(0); steps < 0 || k < steps; k++ {
-					batch, err := b.Next(ctx)
-					if errors.Is(err, io.EOF) && steps < 0 {
-						return
-					}
-					if err != nil {
-						t.Fatalf("epoch %d step %d: %v", epoch, k, err)
-					}
-					batch.Release()
-				}
-			}
-			read(0, -1)
+			readSplits(ctx, t, feed, 0, -1, 0)
 			deadline := time.Now().Add(30 * time.Second)
 			for feed.Pipeline.Stats().WarmedNext < int64(len(firsts)) && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
@@ -89,11 +72,33 @@ func TestTheNextEpochsFirstStepsAreFetchedBeforeItBegins(t *testing.T) {
 			if err := os.RemoveAll(strings.TrimPrefix(stream.URI, "file://")); err != nil {
 				t.Fatal(err)
 			}
-			read(1, firstSteps)
+			readSplits(ctx, t, feed, 1, firstSteps, 0)
 			if got := feed.Pipeline.Stats().Cache.Downloads; got != downloads {
 				t.Fatalf("%d downloads for the next epoch's first steps, want none", got-downloads)
 			}
 			t.Logf("%d shards, the next epoch's first %d steps read %d: %d warmed ahead in a cache of %d bytes", shards, firstSteps, len(firsts), st.WarmedNext, limit)
 		})
+	}
+}
+
+// readSplits reads steps steps (-1: to the end) of epoch as rank 0 of
+// world 1 over splits [0, 2), pausing pause after each batch.
+func readSplits(ctx context.Context, t *testing.T, feed *daemon.Feed, epoch, steps int64, pause time.Duration) {
+	t.Helper()
+	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Epoch: epoch, Rank: 0, World: 1, Workers: 1, ScopeFirst: 0, ScopeSplits: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for k := int64(0); steps < 0 || k < steps; k++ {
+		batch, err := b.Next(ctx)
+		if errors.Is(err, io.EOF) && steps < 0 {
+			return
+		}
+		if err != nil {
+			t.Fatalf("epoch %d step %d: %v", epoch, k, err)
+		}
+		batch.Release()
+		time.Sleep(pause)
 	}
 }

@@ -550,11 +550,6 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 				columns = []string{t.Column} // the text its ids are made of
 			}
 		}
-		if c, ok := reader.(format.ColumnChecker); ok {
-			if err := c.CheckColumns(columns); err != nil {
-				return nil, fmt.Errorf("stream %q: %w", s.Spec.Name, err)
-			}
-		}
 		if out[i], err = Open(ctx, s.Spec.Name, layout, reader, columns, read); err != nil {
 			return nil, err
 		}
@@ -582,6 +577,22 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 		return nil, err
 	}
 	return out, nil
+}
+
+// CheckDecoders refuses a stream whose served columns this binary cannot
+// decode (format.ColumnChecker: a lerobot stream's cameras, where the
+// build has no FFmpeg), before any shard is read. The sidecar calls it;
+// plan and simulate do not: the binary that plans a dataset (a laptop's)
+// need not be the one that serves it (the image's).
+func CheckDecoders(all []*Stream) error {
+	for _, s := range all {
+		if c, ok := s.reader.(format.ColumnChecker); ok {
+			if err := c.CheckColumns(s.columns); err != nil {
+				return fmt.Errorf("stream %q: %w", s.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // setWindows sets a lerobot stream's windows on its reader.

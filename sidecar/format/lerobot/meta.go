@@ -76,7 +76,7 @@ func (in *Info) check() error {
 	case in.CodebaseVersion == "":
 		return errors.New("it has no codebase_version: not a LeRobot dataset's info file")
 	case in.CodebaseVersion != CodebaseV3:
-		return fmt.Errorf("codebase_version %q: shardfeed reads LeRobot's %s layout; convert the dataset with LeRobot's own converter (python -m lerobot.datasets.v30.convert_dataset_v21_to_v30 --repo-id=... ) first", in.CodebaseVersion, CodebaseV3)
+		return fmt.Errorf("codebase_version %q: shardfeed reads LeRobot's %s layout; convert the dataset with LeRobot's own converter first (lerobot 0.6: python -m lerobot.scripts.convert_dataset_v21_to_v30 --repo-id=NAME --root=DIR --push-to-hub=false, in place)", in.CodebaseVersion, CodebaseV3)
 	case !(in.FPS > 0) || math.IsInf(in.FPS, 0) || in.FPS > 100000:
 		return fmt.Errorf("fps %v: a dataset's frame rate must be positive", in.FPS)
 	case len(in.Features) == 0:

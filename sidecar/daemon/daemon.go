@@ -157,6 +157,20 @@ func (cfg *Config) sayChanges(ctx context.Context, opened []*streams.Stream, pl 
 	return nil
 }
 
+// openSources opens the streams' shard decoders, refusing any whose
+// served columns this binary cannot decode (a lerobot stream's cameras
+// without FFmpeg) before a shard is read.
+func (cfg *Config) openSources(ctx context.Context, opened []*streams.Stream, read source.ReadFunc) ([]*source.Stream, error) {
+	sources, err := source.OpenAll(ctx, streams.PlanStreams(opened), cfg.formats(), read, cfg.Spec.MissingColumns)
+	if err != nil {
+		return nil, err
+	}
+	if err := source.CheckDecoders(sources); err != nil {
+		return nil, fmt.Errorf("TrainingDataset %q: %w", cfg.Dataset, err)
+	}
+	return sources, nil
+}
+
 // sayDropped warns when a plan without dropLast still leaves samples of
 // each epoch out: the T mod S samples of the splits' unequal lengths,
 // which padding does not bring back. A user who asked for every sample
@@ -381,12 +395,9 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 		})
 		return out, err
 	}
-	sources, err := source.OpenAll(ctx, streams.PlanStreams(opened), cfg.formats(), read, spec.MissingColumns)
+	sources, err := cfg.openSources(ctx, opened, read)
 	if err != nil {
 		return nil, err
-	}
-	if err := source.CheckDecoders(sources); err != nil {
-		return nil, fmt.Errorf("TrainingDataset %q: %w", cfg.Dataset, err)
 	}
 	opts := pipeline.Options{Plan: pl, Streams: sources, Cache: c, PrefetchShards: prefetch, DecodedLimitBytes: cfg.DecodedLimitBytes,
 		SkipCorrupt: spec.OnCorruptShard == datav1alpha1.CorruptShardSkip, OnSkip: cfg.recordSkip, Images: imageSpecs(spec.Decode)}

@@ -186,8 +186,12 @@ dist: tools-go tools-debian tools-video $(BUILD_VENV)/.complete ## Build a relea
 # past it by more than its noise; docs/development.md, "Test time"): 25
 # minutes, the project's budget (issue #88). Warm runs in clean clones took
 # 1452 and 1489 s on 2026-12-03; a feature that adds minutes pays for them
-# or raises this with the reason, in the same commit.
-TEST_BUDGET ?= 1500
+# or raises this with the reason, in the same commit. Raised to 1560 on
+# 2026-12-05: the end-to-end test's LeRobot story (a video stream through
+# a killed sidecar and a rescale, issue #92's acceptance: about 25 s on the
+# stories' path, which bounds the side-by-side group) and the video
+# decoding's cgo passes; a clean-clone run took 1662 s. To be paid back.
+TEST_BUDGET ?= 1560
 .PHONY: test
 # The Python tests, the release's check and the end-to-end stories run side
 # by side (one quoted group): the stories mostly wait on the cluster's pods

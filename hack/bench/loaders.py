@@ -120,9 +120,10 @@ spec:
 {decode}""")
         self.start(work, manifest, binary, index=lance, warm=warm)
 
-    def start(self, work: Path, manifest: Path, binary: str, index: bool, warm: bool = True) -> None:
+    def start(self, work: Path, manifest: Path, binary: str, index: bool, warm: bool = True, extra: tuple[str, ...] = ()) -> None:
         """Serves the manifest's stream (indexed first where index says),
-        its cache warmed by one epoch unless not warm."""
+        its cache warmed by one epoch unless not warm; extra are more
+        `shardfeed serve` flags."""
         if index:
             subprocess.run([str(ROOT / "bin" / binary), "index", "-f", str(manifest), "--stream", "data"], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -131,7 +132,7 @@ spec:
         # Default settings: what a pod gets without tuning.
         self.proc = subprocess.Popen([str(ROOT / "bin" / binary), "serve", "-f", str(manifest), "--socket", self.socket,
                                       "--cache-dir", str(work / "cache"), "--state", str(work / "state.json"),
-                                      "--metrics-addr", ""], stdout=self.log, stderr=subprocess.STDOUT)
+                                      "--metrics-addr", "", *extra], stdout=self.log, stderr=subprocess.STDOUT)
         self.anon = AnonPeak(self.proc.pid)
         shardfeed.Client(self.socket).wait_ready(120)
         if not warm:

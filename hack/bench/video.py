@@ -93,16 +93,7 @@ spec:
   globalBatchSize: {BATCH}
   shuffle: {{seed: 1, blockSize: {SHUFFLE_BLOCK}}}
 """)
-        binary = str(ROOT / "bin" / "shardfeed-video")
-        subprocess.run([binary, "index", "-f", str(manifest), "--stream", "data"], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-        self.socket = str(work / "feed.sock")
-        self.log = open(work / "serve.log", "wb")
-        self.proc = subprocess.Popen([binary, "serve", "-f", str(manifest), "--socket", self.socket, "--cache-dir", str(work / "cache"),
-                                      "--state", str(work / "state.json"), "--metrics-addr", "", "--memory-limit", MEMORY_LIMIT],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-        self.anon = loaders.AnonPeak(self.proc.pid)
-        loaders.shardfeed.Client(self.socket).wait_ready(120)
+        self.start(work, manifest, "shardfeed-video", index=True, warm=False, extra=("--memory-limit", MEMORY_LIMIT))
 
 
 def run_lerobot(backend: str, root: Path, workers: int, epoch: int, box: float) -> dict:

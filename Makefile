@@ -244,7 +244,7 @@ test-go: tools-go tools-kube tools-minio tools-debian tools-video
 	CGO_ENABLED=1 go test -count=1 -tags $(GO_TAGS),integration,libjpeg $(GOTEST_FLAGS) ./sidecar/images/ ./sidecar/pipeline/
 	@echo "test-go: the video decoding, with FFmpeg linked in (the cgo build; hack/ffmpeg.sh)"
 	$(FFMPEG_ENV) go test -count=1 -tags $(GO_TAGS),ffmpeg $(GOTEST_FLAGS) ./sidecar/video/ ./sidecar/format/lerobot/
-	$(FFMPEG_ENV) go test -count=1 -tags $(GO_TAGS),ffmpeg -run 'TestADamagedVideoIsACorruptShard' $(GOTEST_FLAGS) ./sidecar/daemon/
+	$(FFMPEG_ENV) go test -count=1 -tags $(GO_TAGS),ffmpeg -run 'TestADamagedVideoIsACorruptShard|TestLeRobotFrames' $(GOTEST_FLAGS) ./sidecar/daemon/
 
 .PHONY: test-python
 test-python: tools build ## Run the Python tests with pytest (real MinIO, kube-apiserver, pyarrow, torch).

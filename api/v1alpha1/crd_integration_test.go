@@ -224,6 +224,14 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 		{"decoded crop above the resize", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Decode = []datav1alpha1.ColumnDecode{{Column: "jpg", Image: datav1alpha1.ImageDecode{Height: 224, Width: 224, Resize: ptr.To(int32(200))}}}
 		}, "image.resize is the shorter side before the centre crop"},
+		{"a lerobot stream's frames in draft", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Format = datav1alpha1.FormatLeRobot
+			d.Spec.Streams[0].LeRobot = &datav1alpha1.LeRobotStream{Frames: &datav1alpha1.ImageDecode{Height: 224, Width: 224, Draft: true}}
+		}, "lerobot.frames.draft: draft decodes JPEGs smaller"},
+		{"a lerobot stream's frames cropped above the resize", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Format = datav1alpha1.FormatLeRobot
+			d.Spec.Streams[0].LeRobot = &datav1alpha1.LeRobotStream{Frames: &datav1alpha1.ImageDecode{Height: 224, Width: 96, Resize: ptr.To(int32(128))}}
+		}, "image.resize is the shorter side before the centre crop"},
 		{"decoded image of no height", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Decode = []datav1alpha1.ColumnDecode{{Column: "jpg", Image: datav1alpha1.ImageDecode{Height: 0, Width: 224}}}
 		}, "spec.decode[0].image.height"},

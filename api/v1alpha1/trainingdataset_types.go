@@ -585,6 +585,15 @@ type LeRobotStream struct {
 	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
 	// +optional
 	Tolerance string `json:"tolerance,omitempty"`
+
+	// Frames resizes every camera's frames, in the sidecar, as an image
+	// column's images are (torchvision's Resize(resize) then
+	// CenterCrop((height, width)) on a Pillow image of the frame): each
+	// camera is then served as (3, height, width). Default: each camera
+	// at its own size. draft is for JPEGs and is refused here.
+	// +kubebuilder:validation:XValidation:rule="!has(self.draft) || !self.draft",message="lerobot.frames.draft: draft decodes JPEGs smaller; video frames are decoded whole"
+	// +optional
+	Frames *ImageDecode `json:"frames,omitempty"`
 }
 
 // LeRobotWindow is the window of one key.

@@ -284,7 +284,7 @@ func newIndexCommand() *cobra.Command {
 	o.addLengthFlags(cmd)
 	cmd.Flags().StringVar((*string)(&o.kind), "format", "parquet", "format of the stream's objects: "+strings.Join(reg.Kinds(format.IndexesObjects), ", ")+
 		"; or of a table: "+strings.Join(reg.Kinds(format.IsTable), ", ")+" (mds with --filter: MDS keeps its own index)")
-	cmd.Flags().StringVar(&o.shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records)")
+	cmd.Flags().StringVar(&o.shardSize, "shard-size", "64MiB", "size of a jsonl, csv or tsv shard (a run of whole records); of a lerobot shard's decoded frames (a run of an episode's)")
 	cmd.Flags().StringVar(&o.algo, "hash", "xxh64", "hash algorithm of the shards' content")
 	o.own.add(cmd, reg)
 	cmd.Flags().StringVar(&o.shards, "shards", "", `a brace pattern of the objects under URI to index, as WebDataset names shard sets ("shards-{000000..012345}.tar"); each must exist`)

@@ -419,12 +419,7 @@ func Open(ctx context.Context, cfg Config) (*Feed, error) {
 func imageSpecs(decode []datav1alpha1.ColumnDecode) map[string]images.Spec {
 	out := map[string]images.Spec{}
 	for _, d := range decode {
-		spec := images.Spec{Height: int(d.Image.Height), Width: int(d.Image.Width), Draft: d.Image.Draft}
-		spec.Resize = max(spec.Height, spec.Width)
-		if d.Image.Resize != nil {
-			spec.Resize = int(*d.Image.Resize)
-		}
-		out[d.Column] = spec
+		out[d.Column] = images.SpecOf(d.Image)
 	}
 	return out
 }

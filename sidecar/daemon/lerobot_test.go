@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"k8s.io/utils/ptr"
 
 	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 	"github.com/shardfeed/shardfeed/internal/index"
@@ -175,5 +177,87 @@ func epoch(ctx context.Context, t *testing.T, p *pipeline.Pipeline) (rows, pads 
 			}
 		}
 		batch.Release()
+	}
+}
+
+// A lerobot stream's frames resized (spec.streams[].lerobot.frames) reach
+// the batches at that size, windows of them too, every frame once (the
+// API refuses the setting on a stream of another format). A build without
+// FFmpeg serves the data columns of such a stream.
+func TestLeRobotFramesResizedThroughTheSidecar(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	golden := testenv.GoldenAt(t, filepath.Join("..", "format", "lerobot", "testdata", "golden"))
+	dir := testenv.GoldenCopy(t, golden, "multicam")
+	indexLeRobot(ctx, t, dir)
+	open := func(columns []string) (*daemon.Feed, error) {
+		spec := datav1alpha1.TrainingDatasetSpec{
+			Streams: []datav1alpha1.Stream{{Name: "robot", Format: datav1alpha1.FormatLeRobot, Columns: columns,
+				Source: datav1alpha1.Source{URI: "file://" + dir + "/"},
+				LeRobot: &datav1alpha1.LeRobotStream{
+					Frames:          &datav1alpha1.ImageDecode{Height: 40, Width: 56, Resize: ptr.To(int32(60))},
+					DeltaTimestamps: []datav1alpha1.LeRobotWindow{{Key: "observation.images.front", Seconds: []string{"-0.1", "0"}}},
+				}}},
+			NumSplits: 1, GlobalBatchSize: 10,
+		}
+		return daemon.Open(ctx, daemon.Config{Dataset: "robots", Spec: spec, CacheDir: filepath.Join(t.TempDir(), "cache"), Prefetch: -1,
+			Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pods: 1, ProcsPerPod: 1},
+			Log:       slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}
+	columns := []string{"index", "observation.images.front", "observation.images.wrist"}
+	if !video.Available {
+		columns = []string{"index", "observation.state"}
+	}
+	feed, err := open(columns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feed.Pipeline.Close()
+	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	seen := map[int64]int{}
+	for {
+		batch, err := b.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := batch.Record
+		for _, tc := range []struct {
+			col  string
+			size int
+		}{{"observation.images.front", 2 * 3 * 40 * 56}, {"observation.images.wrist", 3 * 40 * 56}} {
+			k := rec.Schema().FieldIndices(tc.col)
+			if !video.Available {
+				if len(k) != 0 {
+					t.Fatalf("%s served by a build without FFmpeg", tc.col)
+				}
+				continue
+			}
+			if len(k) != 1 {
+				t.Fatalf("no column %s in %s", tc.col, rec.Schema())
+			}
+			if n := rec.Column(k[0]).(*array.FixedSizeList).DataType().(*arrow.FixedSizeListType).Len(); int(n) != tc.size {
+				t.Fatalf("%s has %d values a row, want %d", tc.col, n, tc.size)
+			}
+		}
+		idx := rec.Column(rec.Schema().FieldIndices(pipeline.ColumnIndex)[0]).(*array.Int64)
+		for j := range int(rec.NumRows()) {
+			seen[idx.Value(j)]++
+		}
+		batch.Release()
+	}
+	if len(seen) != 150 {
+		t.Fatalf("%d frames served, want the dataset's 150", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("sample %d served %d times", id, n)
+		}
 	}
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/internal/index/sidefile"
 	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/sidecar/images"
 )
 
 // MetaShape is the field metadata key with the shape of a column stored
@@ -126,6 +127,15 @@ type Windowed interface {
 	// offset may be from whole frames (0: the format's default). It
 	// changes the schema Schema returns.
 	SetWindows(deltas map[string][]float64, tolerance float64) error
+}
+
+// FrameSizer is a Reader whose video frames can be resized and cropped
+// as an image column's are (torchvision's Resize then CenterCrop): a
+// lerobot stream's cameras (spec.streams[].lerobot.frames).
+type FrameSizer interface {
+	// SetFrameSize serves every camera's frames at spec's size. It
+	// changes the schema Schema returns.
+	SetFrameSize(spec images.Spec) error
 }
 
 // ColumnChecker is a Reader that can tell, before any shard is read,

@@ -14,6 +14,8 @@ import (
 	"image/png"
 	"io"
 	"math"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
 )
 
 // MaxPixels bounds the pixels of an image decoded: a few bytes can declare
@@ -34,6 +36,18 @@ type Spec struct {
 	// and resized, a few levels from a full decode. The portable build
 	// (Go's image/jpeg) always decodes at full size.
 	Draft bool
+}
+
+// SpecOf is the spec an API decode (spec.decode[].image, a lerobot
+// stream's frames) says: resize defaults to the larger of height and
+// width.
+func SpecOf(d datav1alpha1.ImageDecode) Spec {
+	spec := Spec{Height: int(d.Height), Width: int(d.Width), Draft: d.Draft}
+	spec.Resize = max(spec.Height, spec.Width)
+	if d.Resize != nil {
+		spec.Resize = int(*d.Resize)
+	}
+	return spec
 }
 
 // Check says what is wrong with the spec.
@@ -77,6 +91,25 @@ func (d *Decoder) Decode(dst, src []byte) error {
 		return d.resizeInGo(dst, src, decodePNGInGo)
 	}
 	return ErrFormat
+}
+
+// ResizeRGB resizes and crops a picture already decoded to RGB (w×h
+// pixels, rows of stride bytes: a video frame) into dst (Spec.Bytes
+// long) as Decode does an image's.
+func (d *Decoder) ResizeRGB(dst, src []byte, w, h, stride int) error {
+	s := d.spec
+	if len(dst) != s.Bytes() {
+		return fmt.Errorf("images: destination of %d bytes for a %d×%d×3 image", len(dst), s.Height, s.Width)
+	}
+	if err := checkSize(w, h); err != nil {
+		return err
+	}
+	if stride < 3*w || len(src) < (h-1)*stride+3*w {
+		return fmt.Errorf("images: %d bytes in rows of %d do not hold a %d×%d RGB picture", len(src), stride, w, h)
+	}
+	kx, ky := d.kernels(w, h)
+	resizeCrop(dst, src, stride, &kx, &ky, &d.scratch)
+	return nil
 }
 
 // Size reads an image's height and width from its header (JPEG's frame,

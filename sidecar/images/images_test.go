@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
+	"image/png"
 	"strings"
 	"testing"
 )
@@ -195,4 +196,52 @@ func FuzzSize(f *testing.F) {
 			t.Fatalf("%d×%d without an error", h, w)
 		}
 	})
+}
+
+// ResizeRGB of a picture's pixels (rows padded, as a video decoder's
+// are) is Decode of the same picture as a lossless PNG; a buffer that
+// cannot hold the picture is refused.
+func TestResizeRGBIsDecodeOfTheSamePixels(t *testing.T) {
+	w, h, stride := 70, 45, 70*3+17
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	rows := make([]byte, h*stride)
+	for y := range h {
+		for x := range w {
+			c := color.NRGBA{byte(x*3 + y), byte(y*5 - x), byte(x * y), 255}
+			img.SetNRGBA(x, y, c)
+			copy(rows[y*stride+x*3:], []byte{c.R, c.G, c.B})
+		}
+	}
+	var encoded bytes.Buffer
+	if err := png.Encode(&encoded, img); err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range []Spec{{Resize: 32, Height: 32, Width: 32}, {Resize: 40, Height: 30, Width: 36}, {Resize: 90, Height: 80, Width: 64}} {
+		want, got := make([]byte, spec.Bytes()), make([]byte, spec.Bytes())
+		if err := NewDecoder(spec).Decode(want, encoded.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		if err := NewDecoder(spec).ResizeRGB(got, rows, w, h, stride); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%+v: ResizeRGB differs from Decode of the same pixels", spec)
+		}
+	}
+	d := NewDecoder(Spec{Resize: 32, Height: 32, Width: 32})
+	dst := make([]byte, 32*32*3)
+	for _, tc := range []struct {
+		name         string
+		src          []byte
+		w, h, stride int
+		want         string
+	}{
+		{"short rows", rows, w, h, 3*w - 1, "do not hold"},
+		{"a cut buffer", rows[:len(rows)-stride], w, h, stride, "do not hold"},
+		{"no pixels", rows, 0, h, stride, "0×45"},
+	} {
+		if err := d.ResizeRGB(dst, tc.src, tc.w, tc.h, tc.stride); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/promote"
+	"github.com/shardfeed/shardfeed/sidecar/images"
 	"github.com/shardfeed/shardfeed/sidecar/tokenizer"
 )
 
@@ -595,9 +596,22 @@ func CheckDecoders(all []*Stream) error {
 	return nil
 }
 
-// setWindows sets a lerobot stream's windows on its reader.
+// setWindows sets a lerobot stream's windows and frame size on its
+// reader.
 func setWindows(reader format.Reader, spec *datav1alpha1.LeRobotStream) error {
-	if spec == nil || (len(spec.DeltaTimestamps) == 0 && spec.Tolerance == "") {
+	if spec == nil {
+		return nil
+	}
+	if f := spec.Frames; f != nil {
+		sized, ok := reader.(format.FrameSizer)
+		if !ok {
+			return errors.New("frames: the stream's format serves no video frames")
+		}
+		if err := sized.SetFrameSize(images.SpecOf(*f)); err != nil {
+			return err
+		}
+	}
+	if len(spec.DeltaTimestamps) == 0 && spec.Tolerance == "" {
 		return nil
 	}
 	w, ok := reader.(format.Windowed)

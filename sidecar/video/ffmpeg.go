@@ -133,12 +133,13 @@ static void sf_unpack(const uint8_t *p, uint8_t *r, uint8_t *g, uint8_t *b, int 
 	sf_unpack_c(p, r, g, b, w);
 }
 
-// sf_rgb converts the frame to RGB planes (3, h, w) in dst, scaled with
-// bilinear filtering where the size differs, with the frame's own
-// colour matrix and range (as PyAV's to_ndarray("rgb24") does). (Planar
-// GBR out of swscale would skip the unpacking, but its values differ from
-// packed RGB's at widths that are not a multiple of 64.)
-static int sf_rgb(sf_decoder *d, uint8_t *dst, int w, int h) {
+// sf_convert converts the frame to packed RGB rows of w × h pixels in
+// d->rgb, rows of sf_stride(w) bytes, scaled with bilinear filtering
+// where the size differs, with the frame's own colour matrix and range
+// (as PyAV's to_ndarray("rgb24") does).
+static int sf_stride(int w) { return FFALIGN(w * 3, 64); }
+
+static int sf_convert(sf_decoder *d, int w, int h) {
 	AVFrame *f = d->frame;
 	int key[5] = {f->width, f->height, f->format, w, h};
 	int same = d->sws && !memcmp(key, d->sws_key, sizeof key);
@@ -156,7 +157,7 @@ static int sf_rgb(sf_decoder *d, uint8_t *dst, int w, int h) {
 	}
 	// swscale's SIMD may write past a row's end: rows of a padded stride,
 	// and slack after the last.
-	int stride = FFALIGN(w * 3, 64);
+	int stride = sf_stride(w);
 	int need = stride * h + 64;
 	if (d->rgb_size < need) {
 		av_free(d->rgb);
@@ -167,8 +168,16 @@ static int sf_rgb(sf_decoder *d, uint8_t *dst, int w, int h) {
 	uint8_t *planes[4] = {d->rgb, NULL, NULL, NULL};
 	int strides[4] = {stride, 0, 0, 0};
 	int rows = sws_scale(d->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, strides);
-	if (rows != h) return AVERROR(EINVAL);
-	int n = w * h;
+	return rows == h ? 0 : AVERROR(EINVAL);
+}
+
+// sf_rgb converts the frame to RGB planes (3, h, w) in dst. (Planar GBR
+// out of swscale would skip the unpacking, but its values differ from
+// packed RGB's at widths that are not a multiple of 64.)
+static int sf_rgb(sf_decoder *d, uint8_t *dst, int w, int h) {
+	int err = sf_convert(d, w, h);
+	if (err < 0) return err;
+	int stride = sf_stride(w), n = w * h;
 	for (int y = 0; y < h; y++) {
 		sf_unpack(d->rgb + y * stride, dst + y * w, dst + n + y * w, dst + 2 * n + y * w, w);
 	}
@@ -314,6 +323,17 @@ func (f *frame) Planes() [][]byte {
 		f.planes = append(f.planes, out)
 	}
 	return f.planes
+}
+
+func (f *frame) Size() (width, height int) { return int(f.d.frame.width), int(f.d.frame.height) }
+
+func (f *frame) RGBRows() (rows []byte, stride int, err error) {
+	w, h := f.Size()
+	if rc := C.sf_convert(f.d, C.int(w), C.int(h)); rc < 0 {
+		return nil, 0, fmt.Errorf("converting the frame at pts %d to RGB: %w", f.PTS(), averror(rc))
+	}
+	stride = int(C.sf_stride(C.int(w)))
+	return unsafe.Slice((*byte)(unsafe.Pointer(f.d.rgb)), (h-1)*stride+3*w), stride, nil
 }
 
 func (f *frame) RGB(dst []byte, width, height int) error {

@@ -56,6 +56,12 @@ type Frame interface {
 	// (C, H, W), into dst, scaled to width × height where they differ
 	// from the picture's.
 	RGB(dst []byte, width, height int) error
+	// Size is the picture's width and height.
+	Size() (width, height int)
+	// RGBRows converts the frame to packed RGB at its own size: rows of
+	// stride bytes, 3 × width bytes of pixels each, valid until the next
+	// conversion (what a resize of its own reads).
+	RGBRows() (rows []byte, stride int, err error)
 }
 
 // codecs are the sample entries shardfeed decodes, by decoder name.

@@ -15,7 +15,9 @@ Each dataset is a folder OUT/NAME:
   video files capped at a few kB and two files a chunk, so that the
   episodes land in several data/ and videos/ files and chunks, each
   camera's videos roll over apart from the data's, and most video files
-  hold several episodes (non-zero from_timestamp).
+  hold several episodes (non-zero from_timestamp);
+- h264: fps 15, three episodes, two cameras, H.264 (libx264);
+- hevc: fps 10, three episodes, one camera, HEVC (libx265).
 
 Everything is a function of the episode, frame and --seed: images are
 gradients with a moving square, and state[0], state[1] are the episode and
@@ -69,6 +71,8 @@ class Spec:
     # Episodes' metadata rows buffered before meta/episodes is written (1
     # makes that file roll over with chunk_settings too).
     metadata_buffer_size: int = 10
+    # The encoder (None: LeRobot's default, libsvtav1); --vcodec overrides.
+    vcodec: str | None = None
 
 
 SPECS = [
@@ -98,6 +102,26 @@ SPECS = [
         action_dim=2,
         chunk_settings={"chunks_size": 2, "data_files_size_in_mb": 0.0035, "video_files_size_in_mb": 0.02},
         metadata_buffer_size=1,
+    ),
+    Spec(
+        name="h264",
+        fps=15,
+        lengths=[6, 31, 20],
+        cameras=[Camera("front", 72, 96), Camera("side", 64, 64)],
+        tasks=["pour the water"],
+        state_dim=3,
+        action_dim=2,
+        vcodec="h264",
+    ),
+    Spec(
+        name="hevc",
+        fps=10,
+        lengths=[5, 22, 18],
+        cameras=[Camera("front", 64, 96)],
+        tasks=["fold the towel", "hang the towel"],
+        state_dim=2,
+        action_dim=2,
+        vcodec="hevc",
     ),
 ]
 
@@ -159,6 +183,7 @@ def write(spec: Spec, out: Path, seed: int, vcodec: str | None, threads: int | N
     # Quiet FFmpeg's notes (the remux of each concatenated video says it
     # moves the moov atom).
     av.logging.set_level(av.logging.ERROR)
+    vcodec = vcodec or spec.vcodec
     root = out / spec.name
     if root.exists():
         shutil.rmtree(root)

@@ -18,6 +18,8 @@ record writes into DIR:
     (torchcodec, its default backend; return_uint8): C x H x W bytes each,
     in index order (every frame would be megabytes; which frame each
     window slot shows is recorded for every item);
+  - CASE.frames/KEY.u8, for a case of FRAMES: the same frames resized
+    and cropped by torchvision as a user's transform does;
   - deltas.jsonl: check_delta_timestamps and get_delta_indices over a
     spread of deltas and frame rates (whole frames, half frames, either
     side of the tolerance);
@@ -80,7 +82,30 @@ CASES = {
         {"action": [-0.1, 0.0, 0.1], "observation.images.wrist": [0.0, 0.1]},
         "1,3,4,5,7",
     ),
+    "multicam-resized": ("multicam", {"observation.images.front": [-0.1, 0.0]}, "1,2"),
+    "h264-windows": (
+        "h264",
+        {"observation.state": [-1 / 15, 0.0], "observation.images.front": [-2 / 15, 0.0, 1 / 15], "observation.images.side": [0.0, 0.2]},
+        "",
+    ),
+    "hevc-windows": ("hevc", {"action": [0.0, 0.1], "observation.images.front": [-0.1, 0.0, 0.3]}, ""),
 }
+
+# Cases whose cameras are resized and cropped (spec.streams[].lerobot.frames):
+# each recorded frame is torchvision's Resize(resize) then
+# CenterCrop((height, width)) of a Pillow image of LeRobot's frame, what a
+# user's transform makes of it.
+FRAMES = {"multicam-resized": {"resize": 80, "height": 64, "width": 72}}
+
+# The backend each dataset's items and frames are recorded with:
+# torchcodec, LeRobot's default, but where it fails. On HEVC from libx265
+# (open GOPs: a B-frame follows the keyframe after it in decode order, so
+# presentation times are reordered) torchcodec 0.11 in the approximate
+# seek mode LeRobot uses returns, from a decoder that has decoded before,
+# the frame after the one asked for: LeRobotDataset raises
+# FrameTimestampError on windows (manifest.json's backend_failures says
+# where). PyAV's backend decodes them right.
+BACKENDS = {"hevc": "pyav"}
 
 TOLERANCE_S = 1e-4
 
@@ -101,13 +126,17 @@ def frames_of(root: Path, repo_id: str, backend: str) -> dict[str, np.ndarray]:
     return {k: np.stack(v) for k, v in out.items()}
 
 
-def items(root: Path, repo_id: str, delta: dict, episodes: str, frames: dict[str, np.ndarray]) -> list[dict]:
+def backend(name: str) -> str:
+    return BACKENDS.get(name, "torchcodec")
+
+
+def items(root: Path, repo_id: str, delta: dict, episodes: str, frames: dict[str, np.ndarray], video_backend: str) -> list[dict]:
     import torch
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     sel = [int(e) for e in episodes.split(",")] if episodes else None
     ds = LeRobotDataset(
-        repo_id, root=root, episodes=sel, delta_timestamps=delta or None, tolerance_s=TOLERANCE_S, video_backend="torchcodec", return_uint8=True
+        repo_id, root=root, episodes=sel, delta_timestamps=delta or None, tolerance_s=TOLERANCE_S, video_backend=video_backend, return_uint8=True
     )
     # Frames are matched to dataset indexes by their bytes.
     lookup = {k: {f.tobytes(): i for i, f in enumerate(v)} for k, v in frames.items()}
@@ -134,6 +163,17 @@ def items(root: Path, repo_id: str, delta: dict, episodes: str, frames: dict[str
                 raise SystemExit(f"item {i}: key {k} of type {type(v)} is not recorded")
         out.append(line)
     return out
+
+
+def resized(frames: np.ndarray, size: dict) -> np.ndarray:
+    """torchvision's Resize then CenterCrop of each (C, H, W) frame, as a
+    Pillow image."""
+    from PIL import Image
+    from torchvision import transforms
+
+    t = transforms.Compose([transforms.Resize(size["resize"]), transforms.CenterCrop((size["height"], size["width"]))])
+    out = [np.asarray(t(Image.fromarray(np.ascontiguousarray(f.transpose(1, 2, 0))))).transpose(2, 0, 1) for f in frames]
+    return np.stack(out)
 
 
 def deltas() -> list[dict]:
@@ -163,11 +203,13 @@ def record(dst: Path) -> None:
     for spec in lerobot_datasets.SPECS:
         s = lerobot_datasets.write(spec, dst, seed=0, vcodec=None, threads=1)
         datasets[spec.name] = {"fps": s["fps"], "episodes": s["episodes"], "frames": s["frames"], "codecs": s["codecs"]}
-    frames, backends = {}, {}
+    from lerobot.datasets.video_utils import FrameTimestampError
+
+    frames, backends, failures = {}, {}, {}
     for name in datasets:
         root = dst / name
-        frames[name] = frames_of(root, f"shardfeed/{name}", "torchcodec")
-        other = frames_of(root, f"shardfeed/{name}", "pyav")
+        frames[name] = frames_of(root, f"shardfeed/{name}", backend(name))
+        other = frames_of(root, f"shardfeed/{name}", "pyav" if backend(name) == "torchcodec" else "torchcodec")
         backends[name] = {k: int(np.abs(frames[name][k].astype(int) - other[k].astype(int)).max()) for k in other}
         fdir = dst / f"{name}.frames"
         fdir.mkdir()
@@ -175,11 +217,22 @@ def record(dst: Path) -> None:
             (fdir / f"{k}.u8").write_bytes(np.ascontiguousarray(a[::FRAME_STRIDE]).tobytes())
     cases = {}
     for case, (name, delta, episodes) in CASES.items():
-        lines = items(dst / name, f"shardfeed/{name}", delta, episodes, frames[name])
+        for other in {"torchcodec", "pyav"} - {backend(name)}:
+            try:
+                items(dst / name, f"shardfeed/{name}", delta, episodes, frames[name], other)
+            except FrameTimestampError as e:
+                failures[case] = {"backend": other, "error": f"FrameTimestampError: {str(e).splitlines()[0]}"}
+        lines = items(dst / name, f"shardfeed/{name}", delta, episodes, frames[name], backend(name))
         with open(dst / f"{case}.jsonl", "w") as f:
             for line in lines:
                 f.write(json.dumps(line, sort_keys=True) + "\n")
         cases[case] = {"dataset": name, "delta": delta, "episodes": episodes, "items": len(lines)}
+        if case in FRAMES:
+            cases[case]["frames"] = FRAMES[case]
+            fdir = dst / f"{case}.frames"
+            fdir.mkdir()
+            for k, a in frames[name].items():
+                (fdir / f"{k}.u8").write_bytes(np.ascontiguousarray(resized(a[::FRAME_STRIDE], FRAMES[case])).tobytes())
     with open(dst / "deltas.jsonl", "w") as f:
         for line in deltas():
             f.write(json.dumps(line, sort_keys=True) + "\n")
@@ -190,6 +243,8 @@ def record(dst: Path) -> None:
         "cameras": {n: {k: list(a.shape[1:]) for k, a in fr.items()} for n, fr in frames.items()},
         "cases": cases,
         "pyav_vs_torchcodec_max_difference": backends,
+        "backends": {name: backend(name) for name in datasets},
+        "backend_failures": failures,
         "versions": {"lerobot": lerobot.__version__, "torch": torch.__version__, "torchcodec": torchcodec.__version__, "av": av.__version__},
     }
     (dst / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")

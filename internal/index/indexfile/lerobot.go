@@ -64,7 +64,7 @@ type LeRobotClip struct {
 	// Size is the video file's.
 	Size int64 `json:"size"`
 	// Movie is the file's movie box (moov); Samples the episode's
-	// samples, from the keyframe before its first frame.
+	// samples, from the keyframe its first frame decodes from.
 	Movie   Range `json:"movie"`
 	Samples Range `json:"samples"`
 	// From and To are the episode's times in the file, in seconds

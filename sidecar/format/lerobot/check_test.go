@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+	"github.com/shardfeed/shardfeed/sidecar/images"
 	"github.com/shardfeed/shardfeed/sidecar/video"
 )
 
@@ -72,6 +74,47 @@ func reopened(t *testing.T, f *indexfile.File) format.Reader {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// Resized frames change each camera's served shape, windows included; a
+// size that is no image's, or draft (JPEGs only), is refused.
+func TestFrameSizeSetsTheCamerasShapes(t *testing.T) {
+	dir, m := golden(t)
+	c := m.Cases["multicam-windows"]
+	_, _, r := opened(t, dir, c)
+	sized := r.(format.FrameSizer)
+	for _, tc := range []struct {
+		spec images.Spec
+		want string
+	}{
+		{images.Spec{Resize: 64, Height: 64, Width: 72}, "crop 64×72 is larger"},
+		{images.Spec{Resize: 80, Height: 64, Width: 72, Draft: true}, "draft decodes JPEGs"},
+		{images.Spec{Resize: 80, Height: 0, Width: 72}, "must all be at least 1"},
+	} {
+		if err := sized.SetFrameSize(tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error saying %q", tc.spec, err, tc.want)
+		}
+	}
+	if err := sized.SetFrameSize(images.Spec{Resize: 80, Height: 64, Width: 72}); err != nil {
+		t.Fatal(err)
+	}
+	schema := mustSchema(t, r)
+	for cam := range m.Cameras[c.Dataset] {
+		n := len(c.Delta[cam])
+		shape := "3,64,72"
+		if n > 0 {
+			shape = strconv.Itoa(n) + "," + shape
+		}
+		f, _ := schema.FieldsByName(cam)
+		if len(f) != 1 {
+			t.Fatalf("no column %s", cam)
+		}
+		got, _ := f[0].Metadata.GetValue(format.MetaShape)
+		size := max(n, 1) * 3 * 64 * 72
+		if got != shape || f[0].Type.(*arrow.FixedSizeListType).Len() != int32(size) {
+			t.Errorf("%s is %s of shape %q, want %d values of shape %q", cam, f[0].Type, got, size, shape)
+		}
+	}
 }
 
 func mustSchema(t *testing.T, r format.Reader) *arrow.Schema {

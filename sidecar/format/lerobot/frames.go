@@ -12,6 +12,7 @@ import (
 
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/format/lerobot/mp4"
+	"github.com/shardfeed/shardfeed/sidecar/images"
 	"github.com/shardfeed/shardfeed/sidecar/video"
 )
 
@@ -53,7 +54,8 @@ func (d *decoder) frames(f arrow.Field, frames []int64) (arrow.Array, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Samples.Object, err)
 	}
-	size := 3 * v.Height * v.Width
+	height, width := d.r.frameShape(v)
+	size := 3 * height * width
 	buf := memory.NewResizableBuffer(memory.DefaultAllocator)
 	defer buf.Release()
 	buf.Resize(size * len(frames))
@@ -69,7 +71,7 @@ func (d *decoder) frames(f arrow.Field, frames []int64) (arrow.Array, error) {
 			return nil
 		}
 		first := out[slots[0]*size : (slots[0]+1)*size]
-		if err := fr.RGB(first, v.Width, v.Height); err != nil {
+		if err := d.rgb(fr, first, width, height); err != nil {
 			return err
 		}
 		for _, s := range slots[1:] {
@@ -95,6 +97,38 @@ func (d *decoder) frames(f arrow.Field, frames []int64) (arrow.Array, error) {
 	data := array.NewData(f.Type, len(frames)*size/int(f.Type.(*arrow.FixedSizeListType).Len()), []*memory.Buffer{nil}, []arrow.ArrayData{values}, 0, 0)
 	defer data.Release()
 	return array.MakeFromData(data), nil
+}
+
+// rgb writes frame fr as RGB planes (3, height, width) into dst: converted
+// at that size, or, where the stream resizes its frames, converted at
+// its own and resized and cropped as an image is.
+func (d *decoder) rgb(fr video.Frame, dst []byte, width, height int) error {
+	if d.r.frameSize == nil {
+		return fr.RGB(dst, width, height)
+	}
+	rows, stride, err := fr.RGBRows()
+	if err != nil {
+		return err
+	}
+	if d.resizer == nil {
+		d.resizer = images.NewDecoder(*d.r.frameSize)
+	}
+	d.packed = slices.Grow(d.packed[:0], len(dst))[:len(dst)]
+	fw, fh := fr.Size()
+	if err := d.resizer.ResizeRGB(d.packed, rows, fw, fh, stride); err != nil {
+		return err
+	}
+	planar(dst, d.packed, width*height)
+	return nil
+}
+
+// planar writes n packed RGB pixels as R, G and B planes.
+func planar(dst, packed []byte, n int) {
+	r, g, b := dst[:n], dst[n:2*n], dst[2*n:3*n]
+	for i := range n {
+		p := packed[3*i : 3*i+3 : 3*i+3]
+		r[i], g[i], b[i] = p[0], p[1], p[2]
+	}
 }
 
 // timestamp is the timestamp column's value of frame fr.
@@ -139,18 +173,18 @@ func closest(tr *mp4.Track, shown []int, t, tolerance float64) (int, error) {
 }
 
 // packetsFor lists the packets that decode the wanted samples: from the
-// keyframe at or before the first of them, in decode order, to the last,
-// each read from the clip's fetched samples.
+// keyframe mp4's DecodeStart gives for them, in decode order, to the
+// last, each read from the clip's fetched samples.
 func packetsFor(tr *mp4.Track, want map[int][]int, c indexfile.LeRobotClip, samples []byte) ([]video.Packet, error) {
 	lo, hi := len(tr.Samples), -1
+	shown := int64(math.MaxInt64)
 	for s := range want {
 		lo, hi = min(lo, s), max(hi, s)
+		shown = min(shown, tr.Samples[s].PTS())
 	}
-	for lo >= 0 && !tr.Samples[lo].Key {
-		lo--
-	}
-	if lo < 0 {
-		return nil, fmt.Errorf("no keyframe precedes sample %d: the video cannot be decoded there", hi+1)
+	lo, err := tr.DecodeStart(lo, shown)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]video.Packet, 0, hi-lo+1)
 	for s := lo; s <= hi; s++ {

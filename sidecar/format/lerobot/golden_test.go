@@ -31,6 +31,7 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/lerobot"
+	"github.com/shardfeed/shardfeed/sidecar/images"
 )
 
 type manifest struct {
@@ -47,6 +48,27 @@ type goldenCase struct {
 	Delta    map[string][]float64 `json:"delta"`
 	Episodes string               `json:"episodes"`
 	Items    int                  `json:"items"`
+	// Frames, where set, is the size the case's cameras are resized and
+	// cropped to (spec.streams[].lerobot.frames), each recorded frame
+	// being torchvision's Resize and CenterCrop of LeRobot's
+	// (CASE.frames/KEY.u8).
+	Frames *datav1alpha1.ImageDecode `json:"frames"`
+	// ShardBytes, where set, cuts the episodes into shards of that many
+	// decoded bytes (shardfeed index --shard-size), not the recording's.
+	ShardBytes int64 `json:"-"`
+}
+
+// shardings are case c as indexed by default (a shard an episode) and
+// cut into shards of three frames: the runs of an episode start at
+// frames of every kind (an open GOP's leading pictures among them).
+func (m manifest) shardings(name string, c goldenCase) map[string]goldenCase {
+	var frame int64
+	for _, shape := range m.Cameras[c.Dataset] {
+		frame += int64(shape[0] * shape[1] * shape[2])
+	}
+	cut := c
+	cut.ShardBytes = 3 * frame
+	return map[string]goldenCase{name: c, name + "/3-frame-shards": cut}
 }
 
 // item is one line of a case's answers: one item of LeRobotDataset.
@@ -140,7 +162,7 @@ func opened(t testing.TB, dir string, c goldenCase) (store.Store, *indexfile.Fil
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatLeRobot, format.IndexOptions{Own: map[string]string{"episodes": c.Episodes}, TempDir: t.TempDir()})
+	f, err := formats.Default().Index(ctx, st, datav1alpha1.FormatLeRobot, format.IndexOptions{Own: map[string]string{"episodes": c.Episodes}, ShardBytes: c.ShardBytes, TempDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +180,11 @@ func opened(t testing.TB, dir string, c goldenCase) (store.Store, *indexfile.Fil
 	}
 	if len(c.Delta) > 0 {
 		if err := r.(format.Windowed).SetWindows(c.Delta, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.Frames != nil {
+		if err := r.(format.FrameSizer).SetFrameSize(images.SpecOf(*c.Frames)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -179,31 +206,37 @@ func dataColumns(cameras map[string][]int) func(*arrow.Schema) []string {
 
 func TestLeRobotItemsAreLeRobotDatasets(t *testing.T) {
 	dir, m := golden(t)
-	for name, c := range m.Cases {
-		t.Run(name, func(t *testing.T) {
-			want := answers(t, dir, name)
-			if len(want) != c.Items || len(want) == 0 {
-				t.Fatalf("%d answers, the manifest says %d", len(want), c.Items)
-			}
-			f, recs, schema := served(t, dir, c, dataColumns(m.Cameras[c.Dataset]))
-			var samples int64
-			for _, e := range f.Shards {
-				samples += e.Samples
-			}
-			if samples != int64(len(want)) {
-				t.Fatalf("the index has %d samples, LeRobotDataset %d items", samples, len(want))
-			}
-			k := 0
-			for _, rec := range recs {
-				for j := range int(rec.NumRows()) {
-					compareItem(t, k, rec, j, want[k], schema)
-					k++
-				}
-			}
-			if k != len(want) {
-				t.Fatalf("served %d rows, LeRobotDataset has %d items", k, len(want))
-			}
-		})
+	for kase, c := range m.Cases {
+		for name, c := range m.shardings(kase, c) {
+			t.Run(name, func(t *testing.T) { checkItems(t, dir, kase, c, m) })
+		}
+	}
+}
+
+// checkItems checks every item of the case's recording against what
+// shardfeed serves of it.
+func checkItems(t *testing.T, dir, name string, c goldenCase, m manifest) {
+	want := answers(t, dir, name)
+	if len(want) != c.Items || len(want) == 0 {
+		t.Fatalf("%d answers, the manifest says %d", len(want), c.Items)
+	}
+	f, recs, schema := served(t, dir, c, dataColumns(m.Cameras[c.Dataset]))
+	var samples int64
+	for _, e := range f.Shards {
+		samples += e.Samples
+	}
+	if samples != int64(len(want)) {
+		t.Fatalf("the index has %d samples, LeRobotDataset %d items", samples, len(want))
+	}
+	k := 0
+	for _, rec := range recs {
+		for j := range int(rec.NumRows()) {
+			compareItem(t, k, rec, j, want[k], schema)
+			k++
+		}
+	}
+	if k != len(want) {
+		t.Fatalf("served %d rows, LeRobotDataset has %d items", k, len(want))
 	}
 }
 

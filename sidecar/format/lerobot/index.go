@@ -29,8 +29,9 @@ const (
 )
 
 // ShardFrameBytes is the decoded frames a shard of a dataset with cameras
-// holds (every camera's frames, RGB): an episode longer is cut into
-// shards of that many frames.
+// holds (every camera's frames, RGB) unless shardfeed index --shard-size
+// says otherwise: an episode longer is cut into shards of that many
+// frames.
 const ShardFrameBytes = 64 << 20
 
 // episode is one row of the episodes metadata.
@@ -43,7 +44,8 @@ type episode struct {
 
 // IndexTable indexes the LeRobot dataset at st (source.uri, the
 // dataset's root): one shard per episode, or per run of an episode's
-// frames where its decoded frames would exceed ShardFrameBytes.
+// frames where its decoded frames would exceed opts.ShardBytes
+// (ShardFrameBytes by default).
 func (Format) IndexTable(ctx context.Context, st store.Store, opts format.IndexOptions) (*indexfile.File, error) {
 	sel, err := ParseSelection(opts.Own[episodesOption])
 	if err != nil {
@@ -84,7 +86,7 @@ func (Format) IndexTable(ctx context.Context, st store.Store, opts format.IndexO
 	}
 	perShard := int64(math.MaxInt64)
 	if frameBytes > 0 {
-		perShard = max(1, ShardFrameBytes/frameBytes)
+		perShard = max(1, cmp.Or(opts.ShardBytes, ShardFrameBytes)/frameBytes)
 	}
 	fileStart := dataFileStarts(episodes)
 	var chosen []episode

@@ -33,6 +33,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
+	"github.com/shardfeed/shardfeed/sidecar/images"
 	"github.com/shardfeed/shardfeed/sidecar/video"
 )
 
@@ -52,10 +53,11 @@ func (Format) Kind() datav1alpha1.ShardFormat { return datav1alpha1.FormatLeRobo
 func (Format) IndexHelp() string {
 	return `URI is a LeRobot dataset's root (meta/info.json, LeRobot's v3.0
 layout): one shard per episode, or per run of an episode's frames where
-its decoded frames pass 64 MiB, each with the data file's row groups that
-hold its frames and, per camera, the video file's movie box and the
-episode's samples from the keyframe before its first frame. --episodes
-selects episodes by episode_index ("0-9,15").`
+its decoded frames (every camera's, RGB) pass --shard-size (64 MiB), each
+with the data file's row groups that hold its frames and, per camera, the
+video file's movie box and the episode's samples from the keyframe its
+first frame decodes from. --episodes selects episodes by episode_index
+("0-9,15").`
 }
 
 // Options lists the format's own index option: the episodes to index.
@@ -113,6 +115,9 @@ type reader struct {
 	// Tolerance is how far a decoded frame's time may be from the one
 	// asked for, in seconds.
 	tolerance float64
+	// frameSize, when set, is the size every camera's frames are
+	// resized and cropped to.
+	frameSize *images.Spec
 }
 
 // SetWindows serves windows of the keys deltas names (seconds, as
@@ -128,6 +133,27 @@ func (r *reader) SetWindows(deltas map[string][]float64, tolerance float64) erro
 	}
 	r.windows, r.tolerance = w, tolerance
 	return r.setSchema()
+}
+
+// SetFrameSize serves every camera's frames resized and cropped as
+// spec says, as an image column's are.
+func (r *reader) SetFrameSize(spec images.Spec) error {
+	if spec.Draft {
+		return errors.New("frames: draft decodes JPEGs smaller; video frames are decoded whole")
+	}
+	if err := spec.Check(); err != nil {
+		return fmt.Errorf("frames: %w", err)
+	}
+	r.frameSize = &spec
+	return r.setSchema()
+}
+
+// frameShape is the height and width camera v's frames are served at.
+func (r *reader) frameShape(v indexfile.LeRobotVideo) (height, width int) {
+	if r.frameSize != nil {
+		return r.frameSize.Height, r.frameSize.Width
+	}
+	return v.Height, v.Width
 }
 
 // CheckColumns refuses, before any shard is read, a served camera this
@@ -193,8 +219,9 @@ func (r *reader) setSchema() error {
 	}
 	fields = append(fields, arrow.Field{Name: TaskColumn, Type: arrow.BinaryTypes.String})
 	for _, v := range r.file.LeRobot.Videos {
-		f := arrow.Field{Name: v.Key, Type: arrow.FixedSizeListOf(int32(3*v.Height*v.Width), arrow.PrimitiveTypes.Uint8)} //nolint:gosec // sizes checked by the index
-		if err := add(f, []int{3, v.Height, v.Width}); err != nil {
+		h, w := r.frameShape(v)
+		f := arrow.Field{Name: v.Key, Type: arrow.FixedSizeListOf(int32(3*h*w), arrow.PrimitiveTypes.Uint8)} //nolint:gosec // sizes checked by the index and images.Spec
+		if err := add(f, []int{3, h, w}); err != nil {
 			return err
 		}
 	}
@@ -321,6 +348,9 @@ type decoder struct {
 	// rows are the episode's data rows, by frame within the episode.
 	rows  map[string]arrow.Array
 	clips [][]byte
+	// resizer and packed resize frames where the stream sets their size.
+	resizer *images.Decoder
+	packed  []byte
 }
 
 func (d *decoder) release() {

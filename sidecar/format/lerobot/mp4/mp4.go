@@ -699,11 +699,12 @@ func (r *reader) err(box string) error {
 
 // Span returns the samples, in decode order [first, last], that decoding
 // every frame shown in [lo, hi] (presentation times in the track's
-// timescale, after its edit) needs: from the keyframe at or before the
-// first such frame to the last of them in decode order. ok is false when
-// no frame is shown in [lo, hi].
+// timescale, after its edit) needs: from the keyframe DecodeStart gives
+// for them to the last of them in decode order. ok is false when no frame
+// is shown in [lo, hi].
 func (t *Track) Span(lo, hi int64) (first, last int, ok bool, err error) {
 	first, last = -1, -1
+	var shown int64
 	for i, s := range t.Samples {
 		p := s.PTS() - t.Edit
 		if p < lo || p > hi {
@@ -712,19 +713,38 @@ func (t *Track) Span(lo, hi int64) (first, last int, ok bool, err error) {
 		if first < 0 || i < first {
 			first = i
 		}
+		if last < 0 || s.PTS() < shown {
+			shown = s.PTS()
+		}
 		last = max(last, i)
 	}
 	if first < 0 {
 		return 0, 0, false, nil
 	}
-	shown := first
-	for first >= 0 && !t.Samples[first].Key {
+	first, err = t.DecodeStart(first, shown)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return first, last, true, nil
+}
+
+// DecodeStart is the sample decoding must start at to show sample s and
+// every sample after it in decode order shown at pts or later (the
+// samples' own times, before the edit): the last keyframe at or before s
+// in decode order that is shown no later than pts. A keyframe before s
+// is not always enough: the leading pictures of an open GOP (HEVC's RASL
+// pictures after a CRA, as libx265 writes by default) follow their
+// keyframe in decode order but are shown before it and reference the
+// pictures before it, so a decoder starting at that keyframe drops them.
+func (t *Track) DecodeStart(s int, pts int64) (int, error) {
+	first := s
+	for first >= 0 && (!t.Samples[first].Key || t.Samples[first].PTS() > pts) {
 		first--
 	}
 	if first < 0 {
-		return 0, 0, false, fmt.Errorf("no keyframe precedes sample %d (shown at %d/%d s): the track cannot be decoded there", shown+1, t.Samples[shown].PTS()-t.Edit, t.Timescale)
+		return 0, fmt.Errorf("no keyframe precedes sample %d (shown at %d/%d s): the track cannot be decoded there", s+1, t.Samples[s].PTS()-t.Edit, t.Timescale)
 	}
-	return first, last, true, nil
+	return first, nil
 }
 
 // Bytes is the range [off, end) of the file that samples [first, last]

@@ -235,6 +235,51 @@ func TestSpan(t *testing.T) {
 	}
 }
 
+// An open GOP (libx265's default): each keyframe but the first is
+// followed in decode order by a leading B-frame shown before it, which
+// references the pictures before that keyframe. Decoding a leading frame
+// starts at an earlier keyframe, shown no later than it.
+func TestSpanOfOpenGOPs(t *testing.T) {
+	// Decode order I CRA B P CRA B P: shown at 0, 2, 1, 3, 5, 4, 6 (an
+	// edit of 1).
+	m := movie{
+		sizes:    []uint32{5, 5, 5, 5, 5, 5, 5},
+		perChunk: []uint32{7},
+		deltas:   1,
+		cts:      []uint32{1, 2, 0, 1, 2, 0, 1},
+		keys:     []uint32{1, 2, 5},
+		edit:     1,
+	}
+	mv, err := parse(t, m.file())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := mv.Video()
+	tests := []struct {
+		lo, hi      int64
+		first, last int
+	}{
+		{lo: 1, hi: 1, first: 0, last: 2}, // leading: not from the CRA before it in decode order
+		{lo: 2, hi: 2, first: 1, last: 1},
+		{lo: 3, hi: 3, first: 1, last: 3},
+		{lo: 4, hi: 4, first: 1, last: 5},
+		{lo: 4, hi: 6, first: 1, last: 6},
+		{lo: 5, hi: 6, first: 4, last: 6},
+	}
+	for _, tt := range tests {
+		first, last, ok, err := tr.Span(tt.lo, tt.hi)
+		if err != nil || !ok || first != tt.first || last != tt.last {
+			t.Errorf("Span(%d, %d) = %d, %d, %t, %v; want %d, %d", tt.lo, tt.hi, first, last, ok, err, tt.first, tt.last)
+		}
+	}
+	m.keys = []uint32{2, 5}
+	mv, _ = parse(t, m.file())
+	tr, _ = mv.Video()
+	if _, _, _, err := tr.Span(1, 1); err == nil || !strings.Contains(err.Error(), "no keyframe precedes sample 3") {
+		t.Errorf("a leading frame with no keyframe shown before it: %v", err)
+	}
+}
+
 func TestRefusesBrokenFiles(t *testing.T) {
 	good := movie{sizes: []uint32{4, 4, 4}, perChunk: []uint32{3}, deltas: 1, edit: -1}
 	tests := []struct {

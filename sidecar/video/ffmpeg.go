@@ -134,16 +134,19 @@ static void sf_unpack(const uint8_t *p, uint8_t *r, uint8_t *g, uint8_t *b, int 
 }
 
 // sf_convert converts the frame to packed RGB rows of w × h pixels in
-// d->rgb, rows of sf_stride(w) bytes, scaled with bilinear filtering
-// where the size differs, with the frame's own colour matrix and range
-// (as PyAV's to_ndarray("rgb24") does).
+// d->rgb, rows of sf_stride(w) bytes, with the frame's own colour matrix
+// and range and swscale's bicubic filter, as torchcodec (LeRobot's default
+// backend) converts: the filter decides how chroma is upsampled where
+// swscale has no exact path for the format (10-bit pictures, odd heights),
+// where a bilinear one (PyAV's to_ndarray) differs by tens of levels at
+// colour edges.
 static int sf_stride(int w) { return FFALIGN(w * 3, 64); }
 
 static int sf_convert(sf_decoder *d, int w, int h) {
 	AVFrame *f = d->frame;
 	int key[5] = {f->width, f->height, f->format, w, h};
 	int same = d->sws && !memcmp(key, d->sws_key, sizeof key);
-	d->sws = sws_getCachedContext(d->sws, f->width, f->height, f->format, w, h, AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
+	d->sws = sws_getCachedContext(d->sws, f->width, f->height, f->format, w, h, AV_PIX_FMT_RGB24, SWS_BICUBIC, NULL, NULL, NULL);
 	if (!d->sws) return AVERROR(EINVAL);
 	memcpy(d->sws_key, key, sizeof key);
 	int cs = f->colorspace == AVCOL_SPC_UNSPECIFIED ? SWS_CS_DEFAULT : f->colorspace;

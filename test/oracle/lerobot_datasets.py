@@ -17,7 +17,8 @@ Each dataset is a folder OUT/NAME:
   camera's videos roll over apart from the data's, and most video files
   hold several episodes (non-zero from_timestamp);
 - h264: fps 15, three episodes, two cameras, H.264 (libx264);
-- hevc: fps 10, three episodes, one camera, HEVC (libx265).
+- hevc: fps 10, three episodes, one camera declared channels first
+  (3, H, W), HEVC (libx265).
 
 Everything is a function of the episode, frame and --seed: images are
 gradients with a moving square, and state[0], state[1] are the episode and
@@ -73,6 +74,11 @@ class Spec:
     metadata_buffer_size: int = 10
     # The encoder (None: LeRobot's default, libsvtav1); --vcodec overrides.
     vcodec: str | None = None
+    # Cameras declared and given channels first, (3, H, W), which LeRobot's
+    # writer accepts beside (H, W, 3).
+    channels_first: bool = False
+    # The encoder's pixel format (None: LeRobot's default, yuv420p).
+    pix_fmt: str | None = None
 
 
 SPECS = [
@@ -122,6 +128,7 @@ SPECS = [
         state_dim=2,
         action_dim=2,
         vcodec="hevc",
+        channels_first=True,
     ),
 ]
 
@@ -168,8 +175,8 @@ def features(spec: Spec) -> dict:
     for cam in spec.cameras:
         f[f"observation.images.{cam.name}"] = {
             "dtype": "video",
-            "shape": (cam.height, cam.width, 3),
-            "names": ["height", "width", "channels"],
+            "shape": (3, cam.height, cam.width) if spec.channels_first else (cam.height, cam.width, 3),
+            "names": ["channels", "height", "width"] if spec.channels_first else ["height", "width", "channels"],
         }
     return f
 
@@ -189,7 +196,12 @@ def write(spec: Spec, out: Path, seed: int, vcodec: str | None, threads: int | N
         shutil.rmtree(root)
     # x265 prints its settings and a summary per video unless told not to.
     extra = {"x265-params": "log-level=error"} if vcodec == "hevc" else {}
-    rgb = RGBEncoderConfig(vcodec=vcodec, extra_options=extra) if vcodec else None
+    options: dict = {}
+    if vcodec:
+        options["vcodec"] = vcodec
+    if spec.pix_fmt:
+        options["pix_fmt"] = spec.pix_fmt
+    rgb = RGBEncoderConfig(**options, extra_options=extra) if options else None
     start = time.monotonic()
     ds = LeRobotDataset.create(
         repo_id=f"shardfeed/{spec.name}",
@@ -213,7 +225,8 @@ def write(spec: Spec, out: Path, seed: int, vcodec: str | None, threads: int | N
                 "task": task,
             }
             for i, cam in enumerate(spec.cameras):
-                frame[f"observation.images.{cam.name}"] = image(cam, i, ep, t, seed)
+                img = image(cam, i, ep, t, seed)
+                frame[f"observation.images.{cam.name}"] = img.transpose(2, 0, 1).copy() if spec.channels_first else img
             ds.add_frame(frame)
         ds.save_episode()
     ds.finalize()

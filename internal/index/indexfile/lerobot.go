@@ -34,6 +34,9 @@ type LeRobotVideo struct {
 	Codec  string `json:"codec"`
 	Width  int    `json:"width"`
 	Height int    `json:"height"`
+	// Depth marks a depth map's video (LeRobot's is_depth_map), which
+	// shardfeed does not serve yet.
+	Depth bool `json:"depth,omitempty"`
 }
 
 // LeRobotEpisode is a lerobot shard's frames: frames [Start,

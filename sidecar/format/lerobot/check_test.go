@@ -51,6 +51,16 @@ func TestACameraThisBuildCannotDecodeIsRefusedAtStart(t *testing.T) {
 		t.Fatalf("one camera asked for: %v (FFmpeg linked: %v)", err, video.Available)
 	}
 
+	f.LeRobot.Videos[2].Depth = true
+	err = reopened(t, f).(format.ColumnChecker).CheckColumns(nil)
+	if err == nil || !strings.Contains(err.Error(), `camera "`+f.LeRobot.Videos[2].Key+`" is a depth map`) {
+		t.Fatalf("a depth camera: %v", err)
+	}
+	if err := reopened(t, f).(format.ColumnChecker).CheckColumns(data); err != nil {
+		t.Fatalf("the data columns of a dataset with a depth camera: %v", err)
+	}
+	f.LeRobot.Videos[2].Depth = false
+
 	f.LeRobot.Videos[1].Codec = "vp09"
 	err = reopened(t, f).(format.ColumnChecker).CheckColumns(nil)
 	if err == nil || !strings.Contains(err.Error(), `camera "`+f.LeRobot.Videos[1].Key+`" (vp09,`) || !strings.Contains(err.Error(), `codec "vp09" is not one shardfeed decodes`) {

@@ -81,8 +81,9 @@ func (Format) IndexTable(ctx context.Context, st store.Store, opts format.IndexO
 	frameBytes := int64(0)
 	for _, k := range info.VideoKeys() {
 		f := info.Features[k]
-		lx.Videos = append(lx.Videos, indexfile.LeRobotVideo{Key: k, Height: f.Shape[0], Width: f.Shape[1]})
-		frameBytes += int64(f.Shape[0]) * int64(f.Shape[1]) * 3
+		h, w := f.FrameSize()
+		lx.Videos = append(lx.Videos, indexfile.LeRobotVideo{Key: k, Height: h, Width: w, Depth: f.Depth()})
+		frameBytes += int64(h) * int64(w) * 3
 	}
 	perShard := int64(math.MaxInt64)
 	if frameBytes > 0 {

@@ -165,6 +165,9 @@ func (r *reader) CheckColumns(columns []string) error {
 		if columns != nil && !slices.Contains(columns, v.Key) {
 			continue
 		}
+		if v.Depth {
+			return fmt.Errorf("camera %q is a depth map (LeRobot's is_depth_map): shardfeed does not serve depth maps yet; leave it out with spec.streams[].columns", v.Key)
+		}
 		err := video.CanDecode(v.Codec)
 		if err == nil {
 			continue

@@ -41,8 +41,34 @@ type Info struct {
 type Feature struct {
 	DType string `json:"dtype"`
 	Shape []int  `json:"shape"`
-	// Info holds a video's codec, size and pixel format.
-	Info map[string]any `json:"info,omitempty"`
+	// Names are the shape's axes (a camera's "height", "width",
+	// "channels", in either order LeRobot accepts).
+	Names []string `json:"names,omitempty"`
+	// Info holds a video's codec, size and pixel format; VideoInfo is
+	// its older name.
+	Info      map[string]any `json:"info,omitempty"`
+	VideoInfo map[string]any `json:"video_info,omitempty"`
+}
+
+// FrameSize is a camera's height and width: where its names put them,
+// else where the shape does (LeRobot writes [height, width, channels],
+// and accepts [channels, height, width]).
+func (f Feature) FrameSize() (height, width int) {
+	h, w := slices.Index(f.Names, "height"), slices.Index(f.Names, "width")
+	if len(f.Names) == len(f.Shape) && h >= 0 && w >= 0 {
+		return f.Shape[h], f.Shape[w]
+	}
+	if channels := func(n int) bool { return n == 1 || n == 3 || n == 4 }; channels(f.Shape[0]) && !channels(f.Shape[2]) {
+		return f.Shape[1], f.Shape[2]
+	}
+	return f.Shape[0], f.Shape[1]
+}
+
+// Depth says the feature is a depth map (LeRobot's is_depth_map, or its
+// older video.is_depth_map).
+func (f Feature) Depth() bool {
+	flag := func(m map[string]any, k string) bool { v, _ := m[k].(bool); return v }
+	return flag(f.Info, "is_depth_map") || flag(f.Info, "video.is_depth_map") || flag(f.VideoInfo, "video.is_depth_map")
 }
 
 // The dtypes of features.
@@ -108,7 +134,7 @@ func (in *Info) check() error {
 				return fmt.Errorf("video_path: %w", err)
 			}
 			if len(f.Shape) != 3 {
-				return fmt.Errorf("video feature %q has shape %v: want [height, width, channels]", k, f.Shape)
+				return fmt.Errorf("video feature %q has shape %v: want [height, width, channels] or [channels, height, width]", k, f.Shape)
 			}
 		}
 	}

@@ -103,3 +103,30 @@ func FuzzInfo(f *testing.F) {
 		}
 	})
 }
+
+// A camera's size comes from its names where it has them, in either of
+// the orders LeRobot's writer accepts, else from its shape's order; a
+// depth map is flagged under any of the keys LeRobot reads.
+func TestFeatureFrameSizeAndDepth(t *testing.T) {
+	tests := []struct {
+		name  string
+		f     Feature
+		h, w  int
+		depth bool
+	}{
+		{"height, width, channels", Feature{Shape: []int{96, 128, 3}, Names: []string{"height", "width", "channels"}}, 96, 128, false},
+		{"channels first", Feature{Shape: []int{3, 64, 80}, Names: []string{"channels", "height", "width"}}, 64, 80, false},
+		{"channels first, no names", Feature{Shape: []int{3, 64, 80}}, 64, 80, false},
+		{"no names", Feature{Shape: []int{64, 80, 3}}, 64, 80, false},
+		{"a one-channel depth map", Feature{Shape: []int{64, 48, 1}, Info: map[string]any{"is_depth_map": true}}, 64, 48, true},
+		{"the older key", Feature{Shape: []int{64, 48, 1}, Info: map[string]any{"video.is_depth_map": true}}, 64, 48, true},
+		{"the older field", Feature{Shape: []int{64, 48, 1}, VideoInfo: map[string]any{"video.is_depth_map": true}}, 64, 48, true},
+		{"not a depth map", Feature{Shape: []int{64, 48, 3}, Info: map[string]any{"is_depth_map": false}}, 64, 48, false},
+	}
+	for _, tt := range tests {
+		h, w := tt.f.FrameSize()
+		if h != tt.h || w != tt.w || tt.f.Depth() != tt.depth {
+			t.Errorf("%s: %dx%d, depth %t; want %dx%d, depth %t", tt.name, h, w, tt.f.Depth(), tt.h, tt.w, tt.depth)
+		}
+	}
+}

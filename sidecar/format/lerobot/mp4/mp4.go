@@ -47,6 +47,9 @@ type Track struct {
 	// with; ConfigType names the box.
 	Config     []byte
 	ConfigType string
+	// Entry is the whole sample entry box, as the file has it (what a
+	// clip of the track's samples describes them with).
+	Entry []byte
 	// Timescale is the track's units per second (mdhd): DTS and PTS are
 	// in it.
 	Timescale uint32
@@ -364,11 +367,12 @@ func (t *Track) parseEntry(p []byte) error {
 	if err := r.err("stsd"); err != nil {
 		return err
 	}
-	typ, hdr, _, err := boxHeader(entry, int64(len(entry)))
+	typ, hdr, size, err := boxHeader(entry, int64(len(entry)))
 	if err != nil {
 		return fmt.Errorf("sample description: %w", err)
 	}
 	t.Codec = printable(typ)
+	t.Entry = entry[:size]
 	e := reader{b: entry[hdr:]}
 	// SampleEntry: 6 reserved bytes and a data reference index; then
 	// VisualSampleEntry's 16 bytes of pre_defined and reserved fields

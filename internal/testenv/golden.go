@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -193,4 +194,22 @@ func MatchRecording(t testing.TB, dir, what string, files map[string][]byte) {
 				what, name, at, len(data), len(had), RewriteEnv)
 		}
 	}
+}
+
+// GoldenFiles lists the recorded oracle's files (under dir) whose names
+// end in suffix; fewer than least fails the test, since a check over no
+// files proves nothing.
+func GoldenFiles(t testing.TB, dir, suffix string, least int) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, suffix) {
+			out = append(out, path)
+		}
+		return err
+	})
+	if err != nil || len(out) < least {
+		t.Fatalf("%d %s files in %s (%v), want at least %d: make golden records them", len(out), suffix, dir, err, least)
+	}
+	return out
 }

@@ -152,21 +152,8 @@ func TestADamagedVideoIsACorruptShard(t *testing.T) {
 // epoch reads epoch 0 of world 1 and counts each id's rows and pad rows.
 func epoch(ctx context.Context, t *testing.T, p *pipeline.Pipeline) (rows, pads map[int64]int) {
 	t.Helper()
-	b, err := p.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	rows, pads = map[int64]int{}, map[int64]int{}
-	for {
-		batch, err := b.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return rows, pads
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := batch.Record
+	eachBatch(ctx, t, p, func(rec arrow.RecordBatch) {
 		idx := rec.Column(rec.Schema().FieldIndices(pipeline.ColumnIndex)[0]).(*array.Int64)
 		pad := rec.Column(rec.Schema().FieldIndices(pipeline.ColumnPad)[0]).(*array.Boolean)
 		for j := range int(rec.NumRows()) {
@@ -176,6 +163,27 @@ func epoch(ctx context.Context, t *testing.T, p *pipeline.Pipeline) (rows, pads 
 				rows[idx.Value(j)]++
 			}
 		}
+	})
+	return rows, pads
+}
+
+// eachBatch reads an epoch of rank 0 of 1, handing each batch to fn.
+func eachBatch(ctx context.Context, t *testing.T, p *pipeline.Pipeline, fn func(arrow.RecordBatch)) {
+	t.Helper()
+	b, err := p.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for {
+		batch, err := b.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(batch.Record)
 		batch.Release()
 	}
 }
@@ -213,21 +221,8 @@ func TestLeRobotFramesResizedThroughTheSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer feed.Pipeline.Close()
-	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	seen := map[int64]int{}
-	for {
-		batch, err := b.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := batch.Record
+	eachBatch(ctx, t, feed.Pipeline, func(rec arrow.RecordBatch) {
 		for _, tc := range []struct {
 			col  string
 			size int
@@ -250,8 +245,7 @@ func TestLeRobotFramesResizedThroughTheSidecar(t *testing.T) {
 		for j := range int(rec.NumRows()) {
 			seen[idx.Value(j)]++
 		}
-		batch.Release()
-	}
+	})
 	if len(seen) != 150 {
 		t.Fatalf("%d frames served, want the dataset's 150", len(seen))
 	}

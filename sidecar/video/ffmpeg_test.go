@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shardfeed/shardfeed/internal/testenv"
 	"github.com/shardfeed/shardfeed/sidecar/format/lerobot/mp4"
 	"github.com/shardfeed/shardfeed/sidecar/video"
 )
@@ -33,18 +34,7 @@ func reference(t *testing.T) string {
 
 func videos(t *testing.T) []string {
 	t.Helper()
-	var out []string
-	root := filepath.Join("..", "format", "lerobot", "testdata", "golden")
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(path, ".mp4") {
-			out = append(out, path)
-		}
-		return err
-	})
-	if err != nil || len(out) < 8 {
-		t.Fatalf("%d videos in %s (%v): make golden records them", len(out), root, err)
-	}
-	return out
+	return testenv.GoldenFiles(t, filepath.Join("..", "format", "lerobot", "testdata", "golden"), ".mp4", 8)
 }
 
 func TestYUVPlanesAreTheReferenceDecodes(t *testing.T) {

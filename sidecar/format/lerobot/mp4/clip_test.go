@@ -13,23 +13,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-func goldenVideos(t *testing.T) []string {
-	t.Helper()
-	var out []string
-	root := filepath.Join("..", "testdata", "golden")
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(path, ".mp4") {
-			out = append(out, path)
-		}
-		return err
-	})
-	if err != nil || len(out) < 8 {
-		t.Fatalf("%d videos in %s (%v): make golden records them", len(out), root, err)
-	}
-	return out
-}
+	"github.com/shardfeed/shardfeed/internal/testenv"
+)
 
 // decodeYUV is every frame ffmpeg shows of the file, in presentation
 // order, as yuv420p.
@@ -56,7 +42,7 @@ func TestClipsDecodeToTheFramesTheyWereCutFrom(t *testing.T) {
 	if _, err := os.Stat(ffmpeg); err != nil {
 		t.Fatalf("the pinned FFmpeg build is not in bin/ (make tools-video): %v", err)
 	}
-	for _, path := range goldenVideos(t) {
+	for _, path := range testenv.GoldenFiles(t, filepath.Join("..", "testdata", "golden"), ".mp4", 8) {
 		t.Run(path, func(t *testing.T) {
 			raw, err := os.ReadFile(path)
 			if err != nil {

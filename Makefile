@@ -226,7 +226,7 @@ test-integration: tools-go tools-kube tools-minio tools-debian ## Run the Go int
 
 # test-go runs the unit and the integration tests in one pass.
 .PHONY: test-go
-test-go: tools-go tools-kube tools-minio tools-debian tools-video
+test-go: tools-go tools-kube tools-minio tools-debian tools-video tools-lerobot
 	go test -count=1 -tags $(GO_TAGS),integration -timeout $(GO_TEST_TIMEOUT) $(GOTEST_FLAGS) ./...
 	@echo "test-go: the Go client, a module of its own (clients/go)"
 	cd clients/go && CGO_ENABLED=1 go test -count=1 -race $(GOTEST_FLAGS) ./...

@@ -228,6 +228,14 @@ func TestIntegrationTrainingDatasetSchemaRejectsInvalidSpecs(t *testing.T) {
 			d.Spec.Streams[0].Format = datav1alpha1.FormatLeRobot
 			d.Spec.Streams[0].LeRobot = &datav1alpha1.LeRobotStream{Frames: &datav1alpha1.ImageDecode{Height: 224, Width: 224, Draft: true}}
 		}, "lerobot.frames.draft: draft decodes JPEGs smaller"},
+		{"a lerobot stream's frames sized where the trainer decodes clips", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Format = datav1alpha1.FormatLeRobot
+			d.Spec.Streams[0].LeRobot = &datav1alpha1.LeRobotStream{Cameras: datav1alpha1.CamerasClips, Frames: &datav1alpha1.ImageDecode{Height: 224, Width: 224}}
+		}, "with cameras: Clips the trainer decodes them"},
+		{"a lerobot stream's cameras of no known kind", func(d *datav1alpha1.TrainingDataset) {
+			d.Spec.Streams[0].Format = datav1alpha1.FormatLeRobot
+			d.Spec.Streams[0].LeRobot = &datav1alpha1.LeRobotStream{Cameras: "Packets"}
+		}, "spec.streams[0].lerobot.cameras"},
 		{"a lerobot stream's frames cropped above the resize", func(d *datav1alpha1.TrainingDataset) {
 			d.Spec.Streams[0].Format = datav1alpha1.FormatLeRobot
 			d.Spec.Streams[0].LeRobot = &datav1alpha1.LeRobotStream{Frames: &datav1alpha1.ImageDecode{Height: 224, Width: 96, Resize: ptr.To(int32(128))}}

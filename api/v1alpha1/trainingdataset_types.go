@@ -557,6 +557,7 @@ type HuggingFaceStream struct {
 
 // LeRobotStream is which episodes of a LeRobot dataset a stream serves,
 // and how.
+// +kubebuilder:validation:XValidation:rule="!has(self.frames) || !has(self.cameras) || self.cameras == 'Frames'",message="lerobot.frames sizes the frames the sidecar decodes: with cameras: Clips the trainer decodes them (and resizes them itself)"
 type LeRobotStream struct {
 	// Episodes selects episodes by episode_index: "0-9,15" (ranges
 	// inclusive). Empty: every one.
@@ -594,7 +595,23 @@ type LeRobotStream struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.draft) || !self.draft",message="lerobot.frames.draft: draft decodes JPEGs smaller; video frames are decoded whole"
 	// +optional
 	Frames *ImageDecode `json:"frames,omitempty"`
+
+	// Cameras is what a camera's column holds: Frames (the default), its
+	// frames decoded in the sidecar, uint8 (3, H, W); or Clips, the
+	// compressed video for the trainer to decode itself (on its GPU,
+	// with torchcodec): per sample an MP4 of its frames from the keyframe
+	// they decode from, and KEY_time, the second each frame is shown at
+	// in it (shardfeed.video.decode_clips decodes them).
+	// +kubebuilder:validation:Enum=Frames;Clips
+	// +optional
+	Cameras string `json:"cameras,omitempty"`
 }
+
+// The values of spec.streams[].lerobot.cameras.
+const (
+	CamerasFrames = "Frames"
+	CamerasClips  = "Clips"
+)
 
 // LeRobotWindow is the window of one key.
 type LeRobotWindow struct {

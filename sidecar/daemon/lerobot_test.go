@@ -255,3 +255,57 @@ func TestLeRobotFramesResizedThroughTheSidecar(t *testing.T) {
 		}
 	}
 }
+
+// A lerobot stream of clips (cameras: Clips) needs no decoder in the
+// sidecar: every build serves each camera as an MP4 a sample and its
+// times, every frame once.
+func TestLeRobotClipsThroughTheSidecar(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	golden := testenv.GoldenAt(t, filepath.Join("..", "format", "lerobot", "testdata", "golden"))
+	dir := testenv.GoldenCopy(t, golden, "multicam")
+	indexLeRobot(ctx, t, dir)
+	spec := datav1alpha1.TrainingDatasetSpec{
+		Streams: []datav1alpha1.Stream{{Name: "robot", Format: datav1alpha1.FormatLeRobot,
+			Source: datav1alpha1.Source{URI: "file://" + dir + "/"},
+			LeRobot: &datav1alpha1.LeRobotStream{Cameras: datav1alpha1.CamerasClips,
+				DeltaTimestamps: []datav1alpha1.LeRobotWindow{{Key: "observation.images.front", Seconds: []string{"-0.1", "0"}}}}}},
+		NumSplits: 1, GlobalBatchSize: 10,
+	}
+	feed, err := daemon.Open(ctx, daemon.Config{Dataset: "robots", Spec: spec, CacheDir: filepath.Join(t.TempDir(), "cache"), Prefetch: -1,
+		Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pods: 1, ProcsPerPod: 1},
+		Log:       slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("a stream of clips in a build with FFmpeg linked in: %t: %v", video.Available, err)
+	}
+	defer feed.Pipeline.Close()
+	seen := map[int64]int{}
+	eachBatch(ctx, t, feed.Pipeline, func(rec arrow.RecordBatch) {
+		for col, want := range map[string]arrow.DataType{
+			"observation.images.front":      arrow.BinaryTypes.Binary,
+			"observation.images.front_time": arrow.FixedSizeListOf(2, arrow.PrimitiveTypes.Float64),
+			"observation.images.wrist_time": arrow.PrimitiveTypes.Float64,
+		} {
+			k := rec.Schema().FieldIndices(col)
+			if len(k) != 1 || !arrow.TypeEqual(rec.Schema().Field(k[0]).Type, want) {
+				t.Fatalf("%s: %v, want one column of %s", col, k, want)
+			}
+		}
+		clips := rec.Column(rec.Schema().FieldIndices("observation.images.front")[0]).(*array.Binary)
+		idx := rec.Column(rec.Schema().FieldIndices(pipeline.ColumnIndex)[0]).(*array.Int64)
+		for j := range int(rec.NumRows()) {
+			if c := clips.Value(j); len(c) < 16 || string(c[4:8]) != "ftyp" {
+				t.Fatalf("row %d's clip is not an MP4 (%d bytes)", j, len(c))
+			}
+			seen[idx.Value(j)]++
+		}
+	})
+	if len(seen) != 150 {
+		t.Fatalf("%d frames served, want the dataset's 150", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("sample %d served %d times", id, n)
+		}
+	}
+}

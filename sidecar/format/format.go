@@ -138,6 +138,15 @@ type FrameSizer interface {
 	SetFrameSize(spec images.Spec) error
 }
 
+// ClipServer is a Reader that can serve its cameras as clips of their
+// compressed video, for the trainer to decode (a lerobot stream's
+// cameras: Clips), instead of decoded frames.
+type ClipServer interface {
+	// ServeClips serves each camera as a column of clips and one of the
+	// times of its frames in them. It changes the schema Schema returns.
+	ServeClips() error
+}
+
 // ColumnChecker is a Reader that can tell, before any shard is read,
 // whether this binary serves the columns asked for (nil: all): a lerobot
 // stream's cameras need the video decoder a build may lack. A sidecar

@@ -611,6 +611,15 @@ func setWindows(reader format.Reader, spec *datav1alpha1.LeRobotStream) error {
 			return err
 		}
 	}
+	if spec.Cameras == datav1alpha1.CamerasClips {
+		clips, ok := reader.(format.ClipServer)
+		if !ok {
+			return errors.New("cameras: the stream's format serves no video")
+		}
+		if err := clips.ServeClips(); err != nil {
+			return err
+		}
+	}
 	if len(spec.DeltaTimestamps) == 0 && spec.Tolerance == "" {
 		return nil
 	}

@@ -23,34 +23,21 @@ import (
 func (d *decoder) frames(f arrow.Field, frames []int64) (arrow.Array, error) {
 	k := d.r.video(f.Name)
 	v, c := d.r.file.LeRobot.Videos[k], d.e.Episode.Clips[k]
-	movie, samples := d.clips[2*k], d.clips[2*k+1]
-	ts, ok := d.rows["timestamp"]
-	if !ok {
-		return nil, fmt.Errorf("the data files have no timestamp column to find frames by")
-	}
-	mv, err := mp4.ParseMovie(movie, c.Size)
+	cam, err := d.camera(k)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Movie.Object, err)
+		return nil, err
 	}
-	tr, err := mv.Video()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Movie.Object, err)
-	}
-	shown := showOrder(tr)
+	tr := cam.track
 	// want[sample] lists the output slots that show it.
 	want := map[int][]int{}
 	for slot, fr := range frames {
-		t, err := timestamp(ts, fr)
+		s, err := cam.sample(fr)
 		if err != nil {
 			return nil, err
 		}
-		s, err := closest(tr, shown, c.From+t, d.r.tolerance)
-		if err != nil {
-			return nil, fmt.Errorf("%s: frame %d of episode %d (%v s): %w", c.Movie.Object, fr, d.e.Episode.Index, c.From+t, err)
-		}
 		want[s] = append(want[s], slot)
 	}
-	packets, err := packetsFor(tr, want, c, samples)
+	packets, err := packetsFor(tr, want, c, cam.samples)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Samples.Object, err)
 	}
@@ -97,6 +84,62 @@ func (d *decoder) frames(f arrow.Field, frames []int64) (arrow.Array, error) {
 	data := array.NewData(f.Type, len(frames)*size/int(f.Type.(*arrow.FixedSizeListType).Len()), []*memory.Buffer{nil}, []arrow.ArrayData{values}, 0, 0)
 	defer data.Release()
 	return array.MakeFromData(data), nil
+}
+
+// camera is one camera's video track in a shard, and what finds the
+// sample each frame of the episode shows.
+type camera struct {
+	track *mp4.Track
+	clip  indexfile.LeRobotClip
+	// shown is the track's samples in presentation order; samples the
+	// clip's fetched bytes.
+	shown   []int
+	samples []byte
+	ts      arrow.Array
+	d       *decoder
+}
+
+// camera parses camera k's movie box.
+func (d *decoder) camera(k int) (*camera, error) {
+	c := d.e.Episode.Clips[k]
+	ts, ok := d.rows["timestamp"]
+	if !ok {
+		return nil, fmt.Errorf("the data files have no timestamp column to find frames by")
+	}
+	mv, err := mp4.ParseMovie(d.clips[2*k], c.Size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Movie.Object, err)
+	}
+	tr, err := mv.Video()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Movie.Object, err)
+	}
+	return &camera{track: tr, clip: c, shown: showOrder(tr), samples: d.clips[2*k+1], ts: ts, d: d}, nil
+}
+
+// sample is the sample frame fr of the episode shows: the one shown
+// closest to its row's timestamp, within the tolerance.
+func (cam *camera) sample(fr int64) (int, error) {
+	t, err := timestamp(cam.ts, fr)
+	if err != nil {
+		return 0, err
+	}
+	c := cam.clip
+	s, err := closest(cam.track, cam.shown, c.From+t, cam.d.r.tolerance)
+	if err != nil {
+		return 0, fmt.Errorf("%s: frame %d of episode %d (%v s): %w", c.Movie.Object, fr, cam.d.e.Episode.Index, c.From+t, err)
+	}
+	return s, nil
+}
+
+// bytesOf is sample s's bytes, from the clip's fetched samples.
+func (cam *camera) bytesOf(s int) ([]byte, error) {
+	smp, c := cam.track.Samples[s], cam.clip
+	off := smp.Offset - c.Samples.Offset
+	if off < 0 || off+int64(smp.Size) > int64(len(cam.samples)) {
+		return nil, fmt.Errorf("sample %d at [%d, +%d) is outside the episode's indexed samples [%d, +%d): re-run shardfeed index", s+1, smp.Offset, smp.Size, c.Samples.Offset, c.Samples.Length)
+	}
+	return cam.samples[off : off+int64(smp.Size)], nil
 }
 
 // rgb writes frame fr as RGB planes (3, height, width) into dst: converted
@@ -176,6 +219,7 @@ func closest(tr *mp4.Track, shown []int, t, tolerance float64) (int, error) {
 // keyframe mp4's DecodeStart gives for them, in decode order, to the
 // last, each read from the clip's fetched samples.
 func packetsFor(tr *mp4.Track, want map[int][]int, c indexfile.LeRobotClip, samples []byte) ([]video.Packet, error) {
+	cam := &camera{track: tr, clip: c, samples: samples}
 	lo, hi := len(tr.Samples), -1
 	shown := int64(math.MaxInt64)
 	for s := range want {
@@ -188,12 +232,12 @@ func packetsFor(tr *mp4.Track, want map[int][]int, c indexfile.LeRobotClip, samp
 	}
 	out := make([]video.Packet, 0, hi-lo+1)
 	for s := lo; s <= hi; s++ {
-		smp := tr.Samples[s]
-		off := smp.Offset - c.Samples.Offset
-		if off < 0 || off+int64(smp.Size) > int64(len(samples)) {
-			return nil, fmt.Errorf("sample %d at [%d, +%d) is outside the episode's indexed samples [%d, +%d): re-run shardfeed index", s+1, smp.Offset, smp.Size, c.Samples.Offset, c.Samples.Length)
+		data, err := cam.bytesOf(s)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, video.Packet{Data: samples[off : off+int64(smp.Size)], PTS: smp.PTS(), Key: smp.Key})
+		smp := tr.Samples[s]
+		out = append(out, video.Packet{Data: data, PTS: smp.PTS(), Key: smp.Key})
 	}
 	return out, nil
 }

@@ -56,6 +56,8 @@ type goldenCase struct {
 	// ShardBytes, where set, cuts the episodes into shards of that many
 	// decoded bytes (shardfeed index --shard-size), not the recording's.
 	ShardBytes int64 `json:"-"`
+	// Clips serves the cameras as clips (cameras: Clips).
+	Clips bool `json:"-"`
 }
 
 // shardings are case c as indexed by default (a shard an episode) and
@@ -185,6 +187,11 @@ func opened(t testing.TB, dir string, c goldenCase) (store.Store, *indexfile.Fil
 	}
 	if c.Frames != nil {
 		if err := r.(format.FrameSizer).SetFrameSize(images.SpecOf(*c.Frames)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.Clips {
+		if err := r.(format.ClipServer).ServeClips(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -118,6 +118,8 @@ type reader struct {
 	// frameSize, when set, is the size every camera's frames are
 	// resized and cropped to.
 	frameSize *images.Spec
+	// clips serves the cameras as clips for the trainer to decode.
+	clips bool
 }
 
 // SetWindows serves windows of the keys deltas names (seconds, as
@@ -138,6 +140,9 @@ func (r *reader) SetWindows(deltas map[string][]float64, tolerance float64) erro
 // SetFrameSize serves every camera's frames resized and cropped as
 // spec says, as an image column's are.
 func (r *reader) SetFrameSize(spec images.Spec) error {
+	if r.clips {
+		return errors.New("frames: the stream serves clips (cameras: Clips), which the trainer decodes")
+	}
 	if spec.Draft {
 		return errors.New("frames: draft decodes JPEGs smaller; video frames are decoded whole")
 	}
@@ -157,7 +162,8 @@ func (r *reader) frameShape(v indexfile.LeRobotVideo) (height, width int) {
 }
 
 // CheckColumns refuses, before any shard is read, a served camera this
-// binary cannot decode: a build without FFmpeg, or a codec it lacks.
+// binary cannot decode: a build without FFmpeg, or a codec it lacks (a
+// stream of clips, which the trainer decodes, needs no decoder here).
 // A codec no build decodes is named before a decoder this build lacks.
 func (r *reader) CheckColumns(columns []string) error {
 	var noDecoder error
@@ -167,6 +173,9 @@ func (r *reader) CheckColumns(columns []string) error {
 		}
 		if v.Depth {
 			return fmt.Errorf("camera %q is a depth map (LeRobot's is_depth_map): shardfeed does not serve depth maps yet; leave it out with spec.streams[].columns", v.Key)
+		}
+		if r.clips {
+			continue // the trainer decodes clips: this binary need not
 		}
 		err := video.CanDecode(v.Codec)
 		if err == nil {
@@ -222,6 +231,13 @@ func (r *reader) setSchema() error {
 	}
 	fields = append(fields, arrow.Field{Name: TaskColumn, Type: arrow.BinaryTypes.String})
 	for _, v := range r.file.LeRobot.Videos {
+		if r.clips {
+			if len(r.data.FieldIndices(v.Key+TimeSuffix)) > 0 {
+				return fmt.Errorf("the data files have a column %q: shardfeed serves its clips' times by that name", v.Key+TimeSuffix)
+			}
+			fields = append(fields, r.clipFields(v.Key)...)
+			continue
+		}
 		h, w := r.frameShape(v)
 		f := arrow.Field{Name: v.Key, Type: arrow.FixedSizeListOf(int32(3*h*w), arrow.PrimitiveTypes.Uint8)} //nolint:gosec // sizes checked by the index and images.Spec
 		if err := add(f, []int{3, h, w}); err != nil {
@@ -354,11 +370,17 @@ type decoder struct {
 	// resizer and packed resize frames where the stream sets their size.
 	resizer *images.Decoder
 	packed  []byte
+	// clipCols are each camera's clips and times, where it serves clips.
+	clipCols map[string][2]arrow.Array
 }
 
 func (d *decoder) release() {
 	for _, c := range d.rows {
 		c.Release()
+	}
+	for _, c := range d.clipCols {
+		c[0].Release()
+		c[1].Release()
 	}
 }
 
@@ -372,6 +394,9 @@ func (d *decoder) dataColumns(schema *arrow.Schema) []string {
 	}
 	for _, f := range schema.Fields() {
 		name := strings.TrimSuffix(f.Name, PadSuffix)
+		if key, ok := strings.CutSuffix(name, TimeSuffix); ok && d.r.clips && d.r.video(key) >= 0 {
+			name = key
+		}
 		switch {
 		case name == TaskColumn:
 			need("task_index")
@@ -438,6 +463,14 @@ func (d *decoder) column(f arrow.Field) (arrow.Array, error) {
 	ep, n := d.e.Episode, d.e.Samples
 	if key, ok := strings.CutSuffix(f.Name, PadSuffix); ok && d.r.offsets(key) != nil {
 		return d.pad(d.r.offsets(key)), nil
+	}
+	if d.r.clips {
+		if key, ok := strings.CutSuffix(f.Name, TimeSuffix); ok && d.r.video(key) >= 0 {
+			return d.clipColumn(key, true)
+		}
+		if d.r.video(f.Name) >= 0 {
+			return d.clipColumn(f.Name, false)
+		}
 	}
 	frames := make([]int64, n) // the frames within the episode each row shows
 	for j := range frames {

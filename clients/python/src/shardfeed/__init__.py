@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .errors import ShardfeedError, SidecarError, SidecarNotReady, StreamCut, TransformError
     from .loader import FeedLoader
     from .packing import batch_cu_seqlens
+    from .video import decode_clips
 
 # Each name's module, imported on first use (PEP 562): `import shardfeed`
 # and the wheel's `shardfeed` command then cost no torch or pyarrow import.
@@ -29,11 +30,12 @@ _LAZY = {
     "FeedDataset": ".dataset", "data_parallel_coordinates": ".dataset", "FeedLoader": ".loader",
     "ShardfeedError": ".errors", "SidecarError": ".errors", "SidecarNotReady": ".errors", "StreamCut": ".errors",
     "TransformError": ".errors", "index": "._commands", "convert": "._commands", "formats": "._commands", "batch_cu_seqlens": ".packing",
+    "decode_clips": ".video",
 }
 
 __all__ = ["SOCKET_ENV", "BatchStream", "Client", "FeedDataset", "FeedLoader", "Output", "ShardfeedError", "SidecarError",
            "SidecarNotReady", "Stats", "StreamCut", "TransformError", "batch_cu_seqlens", "convert", "data_parallel_coordinates",
-           "formats", "index"]
+           "decode_clips", "formats", "index"]
 # The release this source is (or precedes); an installed wheel says its own
 # version, which make dist and the Go binary share.
 _BASE_VERSION = "0.1.0"

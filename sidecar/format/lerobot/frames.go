@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/shardfeed/shardfeed/internal/bufpool"
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/format/lerobot/mp4"
 	"github.com/shardfeed/shardfeed/sidecar/images"
@@ -43,7 +44,9 @@ func (d *decoder) frames(f arrow.Field, frames []int64) (arrow.Array, error) {
 	}
 	height, width := d.r.frameShape(v)
 	size := 3 * height * width
-	buf := memory.NewResizableBuffer(memory.DefaultAllocator)
+	// Every byte is written below (or the shard fails): the pool's
+	// buffers, reused from shard to shard, are not zeroed first.
+	buf := memory.NewResizableBuffer(bufpool.Shared)
 	defer buf.Release()
 	buf.Resize(size * len(frames))
 	out := buf.Bytes()

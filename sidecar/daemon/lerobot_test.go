@@ -89,9 +89,7 @@ func TestADamagedVideoIsACorruptShard(t *testing.T) {
 				Source: datav1alpha1.Source{URI: "file://" + dir + "/"}}},
 			NumSplits: 1, GlobalBatchSize: 10, OnCorruptShard: policy,
 		}
-		return daemon.Open(ctx, daemon.Config{Dataset: "robots", Spec: spec, CacheDir: filepath.Join(t.TempDir(), "cache"), Prefetch: -1,
-			Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pods: 1, ProcsPerPod: 1},
-			Log:       slog.New(slog.NewTextHandler(io.Discard, nil))})
+		return openOnePod(ctx, t, spec)
 	}
 	if !video.Available {
 		if _, err := open(datav1alpha1.CorruptShardSkip, nil); !errors.Is(err, video.ErrNoDecoder) || !strings.Contains(err.Error(), `camera "observation.images.`) {
@@ -167,6 +165,14 @@ func epoch(ctx context.Context, t *testing.T, p *pipeline.Pipeline) (rows, pads 
 	return rows, pads
 }
 
+// openOnePod opens the sidecar's feed of spec for one pod of one process,
+// quietly.
+func openOnePod(ctx context.Context, t *testing.T, spec datav1alpha1.TrainingDatasetSpec) (*daemon.Feed, error) {
+	return daemon.Open(ctx, daemon.Config{Dataset: "robots", Spec: spec, CacheDir: filepath.Join(t.TempDir(), "cache"), Prefetch: -1,
+		Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pods: 1, ProcsPerPod: 1},
+		Log:       slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
 // eachBatch reads an epoch of rank 0 of 1, handing each batch to fn.
 func eachBatch(ctx context.Context, t *testing.T, p *pipeline.Pipeline, fn func(arrow.RecordBatch)) {
 	t.Helper()
@@ -208,9 +214,7 @@ func TestLeRobotFramesResizedThroughTheSidecar(t *testing.T) {
 				}}},
 			NumSplits: 1, GlobalBatchSize: 10,
 		}
-		return daemon.Open(ctx, daemon.Config{Dataset: "robots", Spec: spec, CacheDir: filepath.Join(t.TempDir(), "cache"), Prefetch: -1,
-			Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pods: 1, ProcsPerPod: 1},
-			Log:       slog.New(slog.NewTextHandler(io.Discard, nil))})
+		return openOnePod(ctx, t, spec)
 	}
 	columns := []string{"index", "observation.images.front", "observation.images.wrist"}
 	if !video.Available {
@@ -272,9 +276,7 @@ func TestLeRobotClipsThroughTheSidecar(t *testing.T) {
 				DeltaTimestamps: []datav1alpha1.LeRobotWindow{{Key: "observation.images.front", Seconds: []string{"-0.1", "0"}}}}}},
 		NumSplits: 1, GlobalBatchSize: 10,
 	}
-	feed, err := daemon.Open(ctx, daemon.Config{Dataset: "robots", Spec: spec, CacheDir: filepath.Join(t.TempDir(), "cache"), Prefetch: -1,
-		Placement: sidecarconfig.Placement{RankMode: sidecarconfig.RankModePod, Pods: 1, ProcsPerPod: 1},
-		Log:       slog.New(slog.NewTextHandler(io.Discard, nil))})
+	feed, err := openOnePod(ctx, t, spec)
 	if err != nil {
 		t.Fatalf("a stream of clips in a build with FFmpeg linked in: %t: %v", video.Available, err)
 	}

@@ -117,7 +117,7 @@ func (t *Track) Clip(first, last int, data func(i int) ([]byte, error)) ([]byte,
 							w.box("url ", func() { w.u32(1) })
 						})
 					})
-					w.box("stbl", func() { stco = t.clipTables(&w, samples) })
+					w.box("stbl", func() { stco = t.clipTables(&w, first, samples) })
 				})
 			})
 		})
@@ -176,7 +176,7 @@ func (t *Track) sampleDelta(i int) int64 {
 
 // clipTables writes the sample tables of samples, whose bytes follow in
 // one chunk, and returns where the chunk's offset is to be written.
-func (t *Track) clipTables(w *writer, samples []Sample) int {
+func (t *Track) clipTables(w *writer, first int, samples []Sample) int {
 	w.box("stsd", func() {
 		w.u32(0)
 		w.u32(1)
@@ -185,15 +185,7 @@ func (t *Track) clipTables(w *writer, samples []Sample) int {
 	type run struct{ n, delta uint32 }
 	var runs []run
 	for i := range samples {
-		var d int64
-		if i+1 < len(samples) {
-			d = samples[i+1].DTS - samples[i].DTS
-		} else if i > 0 {
-			d = samples[i].DTS - samples[i-1].DTS
-		} else {
-			d = 1
-		}
-		delta := uint32(min(max(d, 0), math.MaxUint32)) //nolint:gosec // clamped
+		delta := uint32(min(max(t.sampleDelta(first+i), 0), math.MaxUint32)) //nolint:gosec // clamped
 		if len(runs) > 0 && runs[len(runs)-1].delta == delta {
 			runs[len(runs)-1].n++
 		} else {

@@ -587,17 +587,19 @@ type LeRobotStream struct {
 	// +optional
 	Tolerance string `json:"tolerance,omitempty"`
 
-	// Frames resizes every camera's frames, in the sidecar, as an image
-	// column's images are (torchvision's Resize(resize) then
-	// CenterCrop((height, width)) on a Pillow image of the frame): each
-	// camera is then served as (3, height, width). Default: each camera
-	// at its own size. draft is for JPEGs and is refused here.
+	// Frames resizes every camera's frames (a video's, and an image
+	// feature's images), in the sidecar, as an image column's images are
+	// (torchvision's Resize(resize) then CenterCrop((height, width)) on a
+	// Pillow image of the frame): each camera is then served as (3,
+	// height, width). Default: each camera at its own size. draft is for
+	// JPEGs and is refused here.
 	// +kubebuilder:validation:XValidation:rule="!has(self.draft) || !self.draft",message="lerobot.frames.draft: draft decodes JPEGs smaller; video frames are decoded whole"
 	// +optional
 	Frames *ImageDecode `json:"frames,omitempty"`
 
-	// Cameras is what a camera's column holds: Frames (the default), its
-	// frames decoded in the sidecar, uint8 (3, H, W); or Clips, the
+	// Cameras is what a video camera's column holds: Frames (the
+	// default), its frames decoded in the sidecar, uint8 (3, H, W); or
+	// Clips (an image feature's images are decoded either way), the
 	// compressed video for the trainer to decode itself (on its GPU,
 	// with torchcodec): per sample an MP4 of its frames from the keyframe
 	// they decode from, and KEY_time, the second each frame is shown at

@@ -136,6 +136,61 @@ func Size(src []byte) (height, width int, err error) {
 	return cfg.Height, cfg.Width, nil
 }
 
+// PNGRGB decodes src, an 8-bit RGB PNG (colour type 2: what Pillow opens
+// as mode "RGB", and LeRobot's writer makes of a colour image), at its own
+// size into packed RGB rows, in buf where it is large enough. A PNG of
+// another kind is refused, naming Pillow's mode for it: torchvision's
+// ToTensor gives those other channels (RGBA 4, L and P 1, I;16 a depth
+// map), which an RGB image of 3 would not be.
+func PNGRGB(buf, src []byte) (rgb []byte, width, height int, err error) {
+	// The signature, then IHDR: length, type, width, height, bit depth,
+	// colour type.
+	const ihdrEnd = 8 + 8 + 13
+	if !bytes.HasPrefix(src, []byte("\x89PNG\r\n\x1a\n")) {
+		return nil, 0, 0, errors.New("not a PNG image")
+	}
+	if len(src) < ihdrEnd || string(src[12:16]) != "IHDR" {
+		return nil, 0, 0, errors.New("a PNG image without its IHDR header")
+	}
+	if depth, kind := src[24], src[25]; depth != 8 || kind != 2 {
+		return nil, 0, 0, fmt.Errorf("a PNG of colour type %d at %d bits (Pillow's mode %s): only 8-bit RGB PNGs (colour type 2, mode RGB) are served as RGB images", kind, depth, pillowMode(kind, depth))
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(src))
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if err := checkSize(cfg.Width, cfg.Height); err != nil {
+		return nil, 0, 0, err
+	}
+	img, err := png.Decode(bytes.NewReader(src))
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return toRGB(buf, img), cfg.Width, cfg.Height, nil
+}
+
+// pillowMode is the mode Pillow opens a PNG of that colour type and bit
+// depth in.
+func pillowMode(kind, depth byte) string {
+	switch {
+	case kind == 0 && depth == 16:
+		return "I;16"
+	case kind == 0 && depth == 1:
+		return "1"
+	case kind == 0:
+		return "L"
+	case kind == 2:
+		return "RGB"
+	case kind == 3:
+		return "P"
+	case kind == 4:
+		return "LA"
+	case kind == 6:
+		return "RGBA"
+	}
+	return "none: not a valid PNG"
+}
+
 // A Go decoder of one format, with its header reader.
 type goDecoder struct {
 	decode func(io.Reader) (image.Image, error)
@@ -223,6 +278,19 @@ func toRGB(buf []byte, img image.Image) []byte {
 			out := buf[y*w*3:]
 			for x, v := range row {
 				out[x*3], out[x*3+1], out[x*3+2] = v, v, v
+			}
+		}
+	case *image.RGBA: // an opaque PNG's pixels (with alpha, Go's decoder gives NRGBA)
+		for y := range h {
+			row := m.Pix[y*m.Stride:]
+			out := buf[y*w*3:]
+			for x := range w {
+				if row[x*4+3] != 0xff {
+					c := color.NRGBAModel.Convert(m.RGBAAt(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
+					out[x*3], out[x*3+1], out[x*3+2] = c.R, c.G, c.B
+					continue
+				}
+				out[x*3], out[x*3+1], out[x*3+2] = row[x*4], row[x*4+1], row[x*4+2]
 			}
 		}
 	case *image.NRGBA:

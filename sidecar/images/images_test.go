@@ -2,8 +2,10 @@ package images
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -244,4 +246,85 @@ func TestResizeRGBIsDecodeOfTheSamePixels(t *testing.T) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// PNGRGB decodes 8-bit RGB PNGs at their own size, pixel for pixel, and
+// refuses every other kind naming the mode Pillow would open it in.
+func TestPNGRGB(t *testing.T) {
+	encode := func(img image.Image) []byte {
+		var b bytes.Buffer
+		if err := png.Encode(&b, img); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	rgb := image.NewRGBA(image.Rect(0, 0, 5, 3))
+	for i := range rgb.Pix {
+		rgb.Pix[i] = byte(i * 7)
+		if i%4 == 3 {
+			rgb.Pix[i] = 0xff
+		}
+	}
+	translucent := image.NewNRGBA(image.Rect(0, 0, 2, 2))
+	translucent.Pix[3] = 0x80
+	palette := image.NewPaletted(image.Rect(0, 0, 2, 2), color.Palette{color.Black, color.White})
+	var jpg bytes.Buffer
+	_ = jpeg.Encode(&jpg, rgb, nil)
+	whole := encode(rgb)
+	for _, tc := range []struct {
+		name string
+		src  []byte
+		want string // "" for a decode
+	}{
+		{"rgb", whole, ""},
+		{"grey", encode(image.NewGray(image.Rect(0, 0, 2, 2))), "mode L"},
+		{"16-bit grey (a depth map)", encode(image.NewGray16(image.Rect(0, 0, 2, 2))), "mode I;16"},
+		{"rgba", encode(translucent), "mode RGBA"},
+		{"paletted", encode(palette), "mode P"},
+		{"16-bit rgb", encode(image.NewRGBA64(image.Rect(0, 0, 2, 2))), "at 16 bits"},
+		{"jpeg", jpg.Bytes(), "not a PNG"},
+		{"header only", whole[:30], "EOF"},
+		{"cut in its pixels", whole[:len(whole)-20], "EOF"},
+		{"huge", pngHeader(1<<14, 1<<14), "above the limit"},
+	} {
+		got, w, h, err := PNGRGB(nil, tc.src)
+		if tc.want != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+			}
+			continue
+		}
+		if err != nil || w != 5 || h != 3 {
+			t.Fatalf("%s: %d×%d, %v", tc.name, w, h, err)
+		}
+		for i := range w * h {
+			if !bytes.Equal(got[3*i:3*i+3], rgb.Pix[4*i:4*i+3]) {
+				t.Fatalf("%s: pixel %d is %v, want %v", tc.name, i, got[3*i:3*i+3], rgb.Pix[4*i:4*i+3])
+			}
+		}
+	}
+}
+
+// pngHeader is a PNG's signature and an 8-bit RGB IHDR of w×h, no pixels.
+func pngHeader(w, h uint32) []byte {
+	ihdr := []byte("IHDR\x00\x00\x00\x00\x00\x00\x00\x00\x08\x02\x00\x00\x00")
+	binary.BigEndian.PutUint32(ihdr[4:], w)
+	binary.BigEndian.PutUint32(ihdr[8:], h)
+	out := append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0d"), ihdr...)
+	return binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(ihdr))
+}
+
+// FuzzPNGRGB: any bytes decode to width × height RGB pixels or an error;
+// nothing panics, and no decode passes MaxPixels.
+func FuzzPNGRGB(f *testing.F) {
+	var b bytes.Buffer
+	_ = png.Encode(&b, image.NewRGBA(image.Rect(0, 0, 3, 2)))
+	f.Add(b.Bytes())
+	f.Add(pngHeader(7, 5))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		rgb, w, h, err := PNGRGB(nil, src)
+		if err == nil && (w < 1 || h < 1 || len(rgb) != 3*w*h || w*h > MaxPixels) {
+			t.Fatalf("%d×%d in %d bytes without an error", w, h, len(rgb))
+		}
+	})
 }

@@ -50,6 +50,10 @@ func imageColumns(schema *arrow.Schema, specs map[string]images.Spec, streams []
 		if len(idx) == 0 {
 			return nil, fmt.Errorf("decoding column %q: the streams have no such column (their columns: %s); name one of them, and keep it in spec.streams[].columns", name, source.ColumnNames(schema))
 		}
+		if t, ok := schema.Field(idx[0]).Type.(*arrow.FixedSizeListType); ok && t.Elem().ID() == arrow.UINT8 {
+			return nil, fmt.Errorf("decoding column %q: it is served decoded already, %s (a lerobot stream's camera, video or images, is uint8 (3, H, W)); "+
+				"leave it out of spec.decode, and resize a lerobot stream's cameras with spec.streams[].lerobot.frames", name, t)
+		}
 		if !imageType(schema.Field(idx[0]).Type) {
 			return nil, fmt.Errorf("decoding column %q: it is %s, and images are decoded from binary columns (MDS jpeg, png or bytes; Parquet binary) "+
 				"or a struct of their bytes (a Hugging Face Image feature: {bytes, path})", name, schema.Field(idx[0]).Type)

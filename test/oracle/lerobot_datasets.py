@@ -18,7 +18,11 @@ Each dataset is a folder OUT/NAME:
   hold several episodes (non-zero from_timestamp);
 - h264: fps 15, three episodes, two cameras, H.264 (libx264);
 - hevc: fps 10, three episodes, one camera declared channels first
-  (3, H, W), HEVC (libx265).
+  (3, H, W), HEVC (libx265);
+- images: fps 20, four episodes, one camera as video and two stored as
+  PNG images in the data files (dtype image; LeRobotDataset decodes them
+  to float32 (3, H, W) in [0, 1]), one of odd size, one declared channels
+  first.
 
 Everything is a function of the episode, frame and --seed: images are
 gradients with a moving square, and state[0], state[1] are the episode and
@@ -79,6 +83,10 @@ class Spec:
     channels_first: bool = False
     # The encoder's pixel format (None: LeRobot's default, yuv420p).
     pix_fmt: str | None = None
+    # Cameras stored as PNG images in the data files (dtype image); the
+    # names of those given channels first.
+    images: list[Camera] = field(default_factory=list)
+    images_channels_first: tuple[str, ...] = ()
 
 
 SPECS = [
@@ -130,6 +138,17 @@ SPECS = [
         vcodec="hevc",
         channels_first=True,
     ),
+    Spec(
+        name="images",
+        fps=20,
+        lengths=[7, 26, 3, 15],
+        cameras=[Camera("front", 64, 80)],
+        images=[Camera("gripper", 45, 61), Camera("top", 40, 56)],
+        images_channels_first=("top",),
+        tasks=["grasp the handle", "release"],
+        state_dim=3,
+        action_dim=3,
+    ),
 ]
 
 
@@ -177,6 +196,13 @@ def features(spec: Spec) -> dict:
             "dtype": "video",
             "shape": (3, cam.height, cam.width) if spec.channels_first else (cam.height, cam.width, 3),
             "names": ["channels", "height", "width"] if spec.channels_first else ["height", "width", "channels"],
+        }
+    for cam in spec.images:
+        first = cam.name in spec.images_channels_first
+        f[f"observation.images.{cam.name}"] = {
+            "dtype": "image",
+            "shape": (3, cam.height, cam.width) if first else (cam.height, cam.width, 3),
+            "names": ["channels", "height", "width"] if first else ["height", "width", "channels"],
         }
     return f
 
@@ -227,6 +253,9 @@ def write(spec: Spec, out: Path, seed: int, vcodec: str | None, threads: int | N
             for i, cam in enumerate(spec.cameras):
                 img = image(cam, i, ep, t, seed)
                 frame[f"observation.images.{cam.name}"] = img.transpose(2, 0, 1).copy() if spec.channels_first else img
+            for i, cam in enumerate(spec.images, start=len(spec.cameras)):
+                img = image(cam, i, ep, t, seed)
+                frame[f"observation.images.{cam.name}"] = img.transpose(2, 0, 1).copy() if cam.name in spec.images_channels_first else img
             ds.add_frame(frame)
         ds.save_episode()
     ds.finalize()

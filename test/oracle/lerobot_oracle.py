@@ -12,7 +12,8 @@ record writes into DIR:
     episode_index, frame_index, task, the data keys' values (windows
     flattened) and shapes, the KEY_is_pad masks, and per camera the
     dataset index of the frame each window slot shows (the item's frames
-    matched, byte for byte, to the frames of NAME.frames);
+    matched, byte for byte, to the frames of NAME.frames; an image
+    feature is a camera here, its float32 values bytes divided by 255);
   - NAME.frames/KEY.u8: every FRAME_STRIDE-th frame of the dataset (dataset
     indexes 0, FRAME_STRIDE, ...) of camera KEY as LeRobot decodes it
     (torchcodec, its default backend; return_uint8): C x H x W bytes each,
@@ -23,7 +24,8 @@ record writes into DIR:
   - deltas.jsonl: check_delta_timestamps and get_delta_indices over a
     spread of deltas and frame rates (whole frames, half frames, either
     side of the tolerance);
-  - manifest.json: the cases, the datasets, the versions, and the largest
+  - manifest.json: the cases, the datasets, the cameras' shapes (an
+    image feature's among them, and listed under images), the versions, and the largest
     difference between the pyav and torchcodec backends' frames.
 hack/golden.sh records it (make golden) and checks it (make test-golden:
 a fresh recording's answers must be the committed ones).
@@ -89,13 +91,19 @@ CASES = {
         "",
     ),
     "hevc-windows": ("hevc", {"action": [0.0, 0.1], "observation.images.front": [-0.1, 0.0, 0.3]}, ""),
+    "images-windows": (
+        "images",
+        {"observation.state": [-0.05, 0.0], "observation.images.gripper": [-0.1, 0.0, 0.05], "observation.images.top": [0.0, 0.15]},
+        "",
+    ),
+    "images-resized": ("images", {"observation.images.top": [-0.05, 0.0]}, "1,3"),
 }
 
 # Cases whose cameras are resized and cropped (spec.streams[].lerobot.frames):
 # each recorded frame is torchvision's Resize(resize) then
 # CenterCrop((height, width)) of a Pillow image of LeRobot's frame, what a
 # user's transform makes of it.
-FRAMES = {"multicam-resized": {"resize": 80, "height": 64, "width": 72}}
+FRAMES = {"multicam-resized": {"resize": 80, "height": 64, "width": 72}, "images-resized": {"resize": 40, "height": 32, "width": 40}}
 
 # The backend each dataset's items and frames are recorded with:
 # torchcodec, LeRobot's default, but where it fails. On HEVC from libx265
@@ -114,16 +122,29 @@ FRAME_STRIDE = 8
 
 
 def frames_of(root: Path, repo_id: str, backend: str) -> dict[str, np.ndarray]:
-    """Every frame of each camera, by dataset index, as LeRobot decodes it."""
+    """Every frame of each camera (a video's, or an image feature's), by
+    dataset index, as LeRobot decodes it, in bytes."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     ds = LeRobotDataset(repo_id, root=root, video_backend=backend, return_uint8=True)
-    out: dict[str, list[np.ndarray]] = {k: [] for k in ds.meta.video_keys}
+    out: dict[str, list[np.ndarray]] = {k: [] for k in ds.meta.camera_keys}
     for i in range(len(ds)):
         item = ds[i]
         for k in out:
-            out[k].append(item[k].numpy())
+            out[k].append(as_bytes(item[k].numpy(), k))
     return {k: np.stack(v) for k, v in out.items()}
+
+
+def as_bytes(a: np.ndarray, key: str) -> np.ndarray:
+    """A camera's frames as uint8: a video's are (return_uint8); an image
+    feature's are float32 in [0, 1], ToTensor's division of its bytes by
+    255, which is checked to be exactly that."""
+    if a.dtype == np.uint8:
+        return a
+    u8 = np.rint(a * 255).astype(np.uint8)
+    if a.dtype != np.float32 or not np.array_equal(u8.astype(np.float32) / np.float32(255), a):
+        raise SystemExit(f"{key}: LeRobot gave {a.dtype} values that are not bytes divided by 255")
+    return u8
 
 
 def backend(name: str) -> str:
@@ -146,7 +167,7 @@ def items(root: Path, repo_id: str, delta: dict, episodes: str, frames: dict[str
         line: dict = {"values": {}, "shapes": {}, "pads": {}, "frames": {}}
         for k, v in item.items():
             if k in frames:
-                a = v.numpy()
+                a = as_bytes(v.numpy(), k)
                 slots = a if k in delta else a[None]
                 line["frames"][k] = [lookup[k][s.tobytes()] for s in slots]
             elif k.endswith("_is_pad"):
@@ -241,6 +262,7 @@ def record(dst: Path) -> None:
         "frame_stride": FRAME_STRIDE,
         "datasets": datasets,
         "cameras": {n: {k: list(a.shape[1:]) for k, a in fr.items()} for n, fr in frames.items()},
+        "images": {s.name: [f"observation.images.{c.name}" for c in s.images] for s in lerobot_datasets.SPECS if s.images},
         "cases": cases,
         "pyav_vs_torchcodec_max_difference": backends,
         "backends": {name: backend(name) for name in datasets},

@@ -21,6 +21,9 @@ type LeRobot struct {
 	ArrowSchema string `json:"arrowSchema"`
 	// Videos are the cameras, in info.json's order.
 	Videos []LeRobotVideo `json:"videos,omitempty"`
+	// Images are the features stored as images in the data files (dtype
+	// image), in info.json's order.
+	Images []LeRobotImage `json:"images,omitempty"`
 	// Tasks are the task strings by task_index.
 	Tasks []string `json:"tasks"`
 	// Episodes is the selection the index was made with ("" for all).
@@ -36,6 +39,17 @@ type LeRobotVideo struct {
 	Height int    `json:"height"`
 	// Depth marks a depth map's video (LeRobot's is_depth_map), which
 	// shardfeed does not serve yet.
+	Depth bool `json:"depth,omitempty"`
+}
+
+// LeRobotImage is a feature a dataset stores as an image a frame, in a
+// data file's column (LeRobot's dtype image).
+type LeRobotImage struct {
+	Key    string `json:"key"`
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+	// Depth marks a single-channel image (a depth map), which shardfeed
+	// does not serve decoded yet.
 	Depth bool `json:"depth,omitempty"`
 }
 
@@ -90,9 +104,21 @@ func (l *LeRobot) check() error {
 		return err
 	}
 	for _, v := range l.Videos {
-		if v.Key == "" || v.Width <= 0 || v.Height <= 0 || v.Width > 1<<15 || v.Height > 1<<15 {
-			return fmt.Errorf("video %q of %dx%d: each needs a key and a size of 1 to %d pixels a side", v.Key, v.Width, v.Height, 1<<15)
+		if err := checkFrameSize("video", v.Key, v.Width, v.Height); err != nil {
+			return err
 		}
+	}
+	for _, m := range l.Images {
+		if err := checkFrameSize("image", m.Key, m.Width, m.Height); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkFrameSize(kind, key string, width, height int) error {
+	if key == "" || width <= 0 || height <= 0 || width > 1<<15 || height > 1<<15 {
+		return fmt.Errorf("%s %q of %dx%d: each needs a key and a size of 1 to %d pixels a side", kind, key, width, height, 1<<15)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,6 +66,58 @@ func TestACameraThisBuildCannotDecodeIsRefusedAtStart(t *testing.T) {
 	err = reopened(t, f).(format.ColumnChecker).CheckColumns(nil)
 	if err == nil || !strings.Contains(err.Error(), `camera "`+f.LeRobot.Videos[1].Key+`" (vp09,`) || !strings.Contains(err.Error(), `codec "vp09" is not one shardfeed decodes`) {
 		t.Fatalf("a VP9 camera: %v", err)
+	}
+}
+
+// An image feature is served decoded, (3, H, W), or refused clearly: a
+// single-channel one (a depth map) where it is served, an image whose
+// size is not info.json's naming the frame.
+func TestImageFeaturesAreServedAsTheirShapeOrRefused(t *testing.T) {
+	dir, m := golden(t)
+	c := m.Cases["images-windows"]
+	st, f, r := opened(t, dir, c)
+	keys := m.Images[c.Dataset]
+	if len(keys) != 2 || f.LeRobot.Images[0].Key != keys[0] || f.LeRobot.Images[1].Key != keys[1] {
+		t.Fatalf("the index's images are %+v, the recording's %v", f.LeRobot.Images, keys)
+	}
+	schema := mustSchema(t, r)
+	for _, k := range keys {
+		fl, _ := schema.FieldsByName(k)
+		shape, _ := fl[0].Metadata.GetValue(format.MetaShape)
+		want := m.Cameras[c.Dataset][k]
+		if n := len(c.Delta[k]); n > 0 {
+			want = append([]int{n}, want...)
+		}
+		if shape != strings.Trim(strings.Join(strings.Fields(fmt.Sprint(want)), ","), "[]") || fl[0].Type.ID() != arrow.FIXED_SIZE_LIST {
+			t.Errorf("%s is %s of shape %q, LeRobot's %v", k, fl[0].Type, shape, want)
+		}
+	}
+
+	f.LeRobot.Images[1].Depth = true
+	depth := reopened(t, f)
+	err := depth.(format.ColumnChecker).CheckColumns(nil)
+	if err == nil || !strings.Contains(err.Error(), `image feature "`+keys[1]+`" is a single-channel image`) {
+		t.Fatalf("a depth image served: %v", err)
+	}
+	if err := depth.(format.ColumnChecker).CheckColumns([]string{keys[0], "index"}); err != nil {
+		t.Fatalf("the other image of a dataset with a depth image: %v", err)
+	}
+	f.LeRobot.Images[1].Depth = false
+
+	f.LeRobot.Images[0].Height--
+	short := reopened(t, f)
+	ctx := context.Background()
+	var parts [][]byte
+	for _, p := range short.Parts(0) {
+		b, err := format.StoreRead(st)(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, b)
+	}
+	_, err = short.Records(ctx, 0, parts, []string{keys[0]})
+	if want := fmt.Sprintf("frame 0 of episode 0: the image is %dx%d, and meta/info.json's shape says %dx%d", f.LeRobot.Images[0].Width, f.LeRobot.Images[0].Height+1, f.LeRobot.Images[0].Width, f.LeRobot.Images[0].Height); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("an image of another size than info.json's: %v, want %q", err, want)
 	}
 }
 
@@ -141,9 +194,16 @@ func mustSchema(t *testing.T, r format.Reader) *arrow.Schema {
 // groups and footer, and each camera's movie box and samples. Each call
 // gives the shard's rows or an error, never a crash; in the cgo build
 // the frames are decoded too.
-func FuzzRecords(f *testing.F) {
+func FuzzRecords(f *testing.F) { fuzzShard(f, "multicam-windows") }
+
+// FuzzImageRecords is FuzzRecords of a dataset whose image features are
+// PNGs in its data files (windows of them): a damaged PNG is an error.
+func FuzzImageRecords(f *testing.F) { fuzzShard(f, "images-windows") }
+
+// fuzzShard fuzzes the second shard of a case's dataset.
+func fuzzShard(f *testing.F, kase string) {
 	dir, m := golden(f)
-	st, idx, r := opened(f, dir, m.Cases["multicam-windows"])
+	st, idx, r := opened(f, dir, m.Cases[kase])
 	ctx := context.Background()
 	var parts [][]byte
 	for _, p := range r.Parts(1) {

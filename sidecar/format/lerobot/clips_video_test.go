@@ -34,7 +34,7 @@ func TestClipsShowTheServedFrames(t *testing.T) {
 		}
 		for name, c := range m.shardings(kase, c) {
 			t.Run(name, func(t *testing.T) {
-				cameras := m.cameras(c)
+				cameras := m.videos(c)
 				all := func(*arrow.Schema) []string { return nil }
 				_, frames, _ := served(t, dir, c, all)
 				c.Clips = true
@@ -156,7 +156,7 @@ func TestClipsDecodeWithTorchcodec(t *testing.T) {
 		_, frames, _ := served(t, dir, c, all)
 		c.Clips = true
 		_, clips, _ := served(t, dir, c, all)
-		for cam, shape := range m.cameras(c) {
+		for cam, shape := range m.videos(c) {
 			cc := clipCase{Name: kase + "/" + cam, Shape: shape, Frames: fmt.Sprintf("%d.u8", len(cases))}
 			var want []byte
 			for b := range clips {
@@ -201,4 +201,14 @@ func TestClipsDecodeWithTorchcodec(t *testing.T) {
 		t.Fatalf("decode_clips (torchcodec): %v\n%s", err, got)
 	}
 	t.Logf("%d cameras' clips decoded by torchcodec: %s", len(cases), bytes.TrimSpace(got))
+}
+
+// videos are the case's cameras stored as video (of cameras, which
+// lists the image features too).
+func (m manifest) videos(c goldenCase) map[string][]int {
+	out := m.cameras(c)
+	for _, k := range m.Images[c.Dataset] {
+		delete(out, k)
+	}
+	return out
 }

@@ -42,7 +42,7 @@ func (d *decoder) frames(f arrow.Field, frames []int64) (arrow.Array, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Samples.Object, err)
 	}
-	height, width := d.r.frameShape(v)
+	height, width := d.r.frameShape(v.Height, v.Width)
 	size := 3 * height * width
 	// Every byte is written below (or the shard fails): the pool's
 	// buffers, reused from shard to shard, are not zeroed first.

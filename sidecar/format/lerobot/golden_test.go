@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -41,6 +42,9 @@ type manifest struct {
 	Cases       map[string]goldenCase                     `json:"cases"`
 	Backends    map[string]map[string]int                 `json:"pyav_vs_torchcodec_max_difference"`
 	Datasets    map[string]struct{ Frames, Episodes int } `json:"datasets"`
+	// Images are each dataset's image features (cameras stored as
+	// images in its data files).
+	Images map[string][]string `json:"images"`
 }
 
 type goldenCase struct {
@@ -337,6 +341,28 @@ func shapeOf(t *testing.T, schema *arrow.Schema, name string) []int {
 
 // TestLeRobotDeltasAreLeRobots: the windows' offsets and the tolerance
 // check give LeRobot's answers over a spread of deltas and frame rates.
+// An image feature's images (PNGs in the data files) are LeRobot's
+// exactly, in every build: its float32 values are these bytes divided by
+// 255 (the recording checks it); windows of them too, resized ones being
+// torchvision's Resize and CenterCrop of LeRobot's.
+func TestLeRobotImagesAreLeRobotDatasets(t *testing.T) {
+	dir, m := golden(t)
+	cases := 0
+	for kase, c := range m.Cases {
+		keys := m.Images[c.Dataset]
+		if keys == nil {
+			continue
+		}
+		cases++
+		for name, c := range m.shardings(kase, c) {
+			t.Run(name, func(t *testing.T) { checkFrames(t, dir, kase, c, m, m.cameras(c, keys...), 0) })
+		}
+	}
+	if cases < 2 {
+		t.Fatalf("%d cases of image features recorded (make golden)", cases)
+	}
+}
+
 func TestLeRobotDeltasAreLeRobots(t *testing.T) {
 	dir, m := golden(t)
 	sc := bufio.NewScanner(bytes.NewReader(testenv.GoldenFile(t, dir, "deltas.jsonl")))
@@ -367,4 +393,143 @@ func TestLeRobotDeltasAreLeRobots(t *testing.T) {
 	if n < 1000 || refused == 0 || refused == n {
 		t.Fatalf("%d deltas, %d refused: the recording should hold both kinds", n, refused)
 	}
+}
+
+// checkFrames checks the frames shardfeed serves of the case's cameras
+// (key: its frames' shape) against the recording's, within tolerance
+// levels: each window slot shows the frame LeRobot's does (the same
+// dataset index), padded where LeRobot's is, and each recorded frame is
+// LeRobot's.
+func checkFrames(t *testing.T, dir, kase string, c goldenCase, m manifest, cameras map[string][]int, tolerance int) {
+	recording := c.Dataset + ".frames"
+	if c.Frames != nil {
+		recording = kase + ".frames" // torchvision's resize of LeRobot's frames
+	}
+	want := answers(t, dir, kase)
+	_, recs, schema := served(t, dir, c, func(*arrow.Schema) []string {
+		var out []string
+		for k := range cameras {
+			out = append(out, k)
+		}
+		for k := range cameras {
+			if c.Delta[k] != nil {
+				out = append(out, k+lerobot.PadSuffix)
+			}
+		}
+		return append(out, "index")
+	})
+	for cam, shape := range cameras {
+		if c.Delta[cam] != nil {
+			shape = append([]int{len(c.Delta[cam])}, shape...)
+		}
+		if got := shapeOf(t, schema, cam); !slices.Equal(got, shape) {
+			t.Fatalf("%s has shape %v, LeRobot's %v", cam, got, shape)
+		}
+	}
+	// ours[cam][index]: the frame shardfeed served at each
+	// dataset index (the window's slot of offset 0, or the
+	// camera's frame where it is not windowed).
+	ours := map[string]map[int64][]byte{}
+	type slot struct {
+		cam   string
+		index int64
+		frame []byte
+		item  int
+	}
+	var slots []slot
+	k := 0
+	for _, rec := range recs {
+		for j := range int(rec.NumRows()) {
+			w := want[k]
+			for cam, shape := range cameras {
+				size := shape[0] * shape[1] * shape[2]
+				col := column(t, rec, cam).(*array.FixedSizeList)
+				vals := col.ListValues().(*array.Uint8).Uint8Values()
+				n := len(w.Frames[cam])
+				row := vals[(col.Offset()+j)*n*size : (col.Offset()+j+1)*n*size]
+				if pads := w.Pads[cam]; pads != nil {
+					b := column(t, rec, cam+lerobot.PadSuffix).(*array.FixedSizeList).ListValues().(*array.Boolean)
+					for x := range pads {
+						if b.Value(j*len(pads)+x) != pads[x] {
+							t.Fatalf("item %d: %s%s at %d is %t, LeRobot's %v", k, cam, lerobot.PadSuffix, x, b.Value(j*len(pads)+x), pads)
+						}
+					}
+				}
+				for x, idx := range w.Frames[cam] {
+					f := row[x*size : (x+1)*size]
+					slots = append(slots, slot{cam, idx, f, k})
+					offsets := c.Delta[cam]
+					if (offsets == nil || offsets[x] == 0) && idx == w.Index {
+						if ours[cam] == nil {
+							ours[cam] = map[int64][]byte{}
+						}
+						ours[cam][idx] = f
+					}
+				}
+			}
+			k++
+		}
+	}
+	for _, s := range slots {
+		f, ok := ours[s.cam][s.index]
+		if !ok {
+			continue // an index outside the selected episodes' own frames cannot be a slot
+		}
+		if string(f) != string(s.frame) {
+			t.Fatalf("item %d, %s: a window slot LeRobot fills with index %d's frame is not that frame", s.item, s.cam, s.index)
+		}
+	}
+	worst := 0
+	for cam, shape := range cameras {
+		size := shape[0] * shape[1] * shape[2]
+		theirs := testenv.GoldenFile(t, dir, filepath.Join(recording, cam+".u8"))
+		compared := 0
+		for idx, f := range ours[cam] {
+			if int(idx)%m.FrameStride != 0 {
+				continue
+			}
+			at := int(idx) / m.FrameStride * size
+			if at+size > len(theirs) {
+				t.Fatalf("%s: the recording has no frame %d", cam, idx)
+			}
+			d := maxDifference(f, theirs[at:at+size])
+			worst = max(worst, d)
+			if d > tolerance {
+				t.Errorf("%s frame %d differs from LeRobot's by up to %d levels, over %d", cam, idx, d, tolerance)
+			}
+			compared++
+		}
+		if compared == 0 {
+			t.Fatalf("%s: no frame compared", cam)
+		}
+	}
+	t.Logf("largest RGB difference from LeRobot's frames: %d levels", worst)
+}
+
+// cameras are the case's cameras' frame shapes, (3, H, W): keys, or
+// every camera.
+func (m manifest) cameras(c goldenCase, keys ...string) map[string][]int {
+	out := map[string][]int{}
+	for k, shape := range m.Cameras[c.Dataset] {
+		if keys != nil && !slices.Contains(keys, k) {
+			continue
+		}
+		if c.Frames != nil {
+			shape = []int{3, int(c.Frames.Height), int(c.Frames.Width)}
+		}
+		out[k] = shape
+	}
+	return out
+}
+
+func maxDifference(a, b []byte) int {
+	if len(a) != len(b) {
+		panic(fmt.Sprintf("%d and %d bytes", len(a), len(b)))
+	}
+	worst := 0
+	for i := range a {
+		d := int(a[i]) - int(b[i])
+		worst = max(worst, d, -d)
+	}
+	return worst
 }

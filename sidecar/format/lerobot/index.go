@@ -85,6 +85,15 @@ func (Format) IndexTable(ctx context.Context, st store.Store, opts format.IndexO
 		lx.Videos = append(lx.Videos, indexfile.LeRobotVideo{Key: k, Height: h, Width: w, Depth: f.Depth()})
 		frameBytes += int64(h) * int64(w) * 3
 	}
+	for _, k := range info.ImageKeys() {
+		f := info.Features[k]
+		h, w := f.FrameSize()
+		depth := f.Depth() || f.Channels() != 3
+		lx.Images = append(lx.Images, indexfile.LeRobotImage{Key: k, Height: h, Width: w, Depth: depth})
+		if !depth {
+			frameBytes += int64(h) * int64(w) * 3
+		}
+	}
 	perShard := int64(math.MaxInt64)
 	if frameBytes > 0 {
 		perShard = max(1, cmp.Or(opts.ShardBytes, ShardFrameBytes)/frameBytes)

@@ -2,7 +2,8 @@
 // episodes as LeRobot's v3.0 layout stores them, data Parquet files of
 // many episodes' frames and, per camera, MP4 files of many episodes'
 // video. A sample is one frame of an episode, as LeRobotDataset's item
-// is: its data columns, its task string, each camera's frame decoded to
+// is: its data columns, its task string, each camera's frame (a video's,
+// or an image feature's PNG in the data files) decoded to
 // uint8 (C, H, W), and, for the keys a stream windows
 // (spec.streams[].lerobot.deltaTimestamps), the frames at the window's
 // offsets, held at the episode's edges, with a KEY_is_pad mask
@@ -153,12 +154,13 @@ func (r *reader) SetFrameSize(spec images.Spec) error {
 	return r.setSchema()
 }
 
-// frameShape is the height and width camera v's frames are served at.
-func (r *reader) frameShape(v indexfile.LeRobotVideo) (height, width int) {
+// frameShape is the height and width a camera's frames or an image
+// feature's images of height × width are served at.
+func (r *reader) frameShape(height, width int) (int, int) {
 	if r.frameSize != nil {
 		return r.frameSize.Height, r.frameSize.Width
 	}
-	return v.Height, v.Width
+	return height, width
 }
 
 // CheckColumns refuses, before any shard is read, a served camera this
@@ -166,6 +168,11 @@ func (r *reader) frameShape(v indexfile.LeRobotVideo) (height, width int) {
 // stream of clips, which the trainer decodes, needs no decoder here).
 // A codec no build decodes is named before a decoder this build lacks.
 func (r *reader) CheckColumns(columns []string) error {
+	for _, m := range r.file.LeRobot.Images {
+		if m.Depth && (columns == nil || slices.Contains(columns, m.Key)) {
+			return fmt.Errorf("image feature %q is a single-channel image (a depth map): shardfeed serves RGB images only yet; leave it out with spec.streams[].columns", m.Key)
+		}
+	}
 	var noDecoder error
 	for _, v := range r.file.LeRobot.Videos {
 		if columns != nil && !slices.Contains(columns, v.Key) {
@@ -225,7 +232,19 @@ func (r *reader) setSchema() error {
 		if strings.HasSuffix(f.Name, PadSuffix) || f.Name == TaskColumn {
 			return fmt.Errorf("the data files have a column %q: shardfeed serves its own by that name", f.Name)
 		}
-		if err := add(f, nil); err != nil {
+		var inner []int
+		if k := r.image(f.Name); k >= 0 && !r.file.LeRobot.Images[k].Depth {
+			// Served decoded, as a camera's frames (a depth map is
+			// refused by CheckColumns where it is served).
+			if err := checkImageColumn(f.Type); err != nil {
+				return fmt.Errorf("image feature %q: the data files hold %w", f.Name, err)
+			}
+			m := r.file.LeRobot.Images[k]
+			h, w := r.frameShape(m.Height, m.Width)
+			f = arrow.Field{Name: f.Name, Type: arrow.FixedSizeListOf(int32(3*h*w), arrow.PrimitiveTypes.Uint8)} //nolint:gosec // sizes checked by the index and images.Spec
+			inner = []int{3, h, w}
+		}
+		if err := add(f, inner); err != nil {
 			return err
 		}
 	}
@@ -238,7 +257,7 @@ func (r *reader) setSchema() error {
 			fields = append(fields, r.clipFields(v.Key)...)
 			continue
 		}
-		h, w := r.frameShape(v)
+		h, w := r.frameShape(v.Height, v.Width)
 		f := arrow.Field{Name: v.Key, Type: arrow.FixedSizeListOf(int32(3*h*w), arrow.PrimitiveTypes.Uint8)} //nolint:gosec // sizes checked by the index and images.Spec
 		if err := add(f, []int{3, h, w}); err != nil {
 			return err
@@ -370,6 +389,8 @@ type decoder struct {
 	// resizer and packed resize frames where the stream sets their size.
 	resizer *images.Decoder
 	packed  []byte
+	// decoded is an image feature's image, decoded at its own size.
+	decoded []byte
 	// clipCols are each camera's clips and times, where it serves clips.
 	clipCols map[string][2]arrow.Array
 }
@@ -484,6 +505,8 @@ func (d *decoder) column(f arrow.Field) (arrow.Array, error) {
 		return d.tasks(frames)
 	case d.r.video(f.Name) >= 0:
 		return d.frames(f, frames)
+	case d.r.image(f.Name) >= 0 && !d.r.file.LeRobot.Images[d.r.image(f.Name)].Depth:
+		return d.images(f, frames)
 	}
 	src, ok := d.rows[f.Name]
 	if !ok {

@@ -50,18 +50,37 @@ type Feature struct {
 	VideoInfo map[string]any `json:"video_info,omitempty"`
 }
 
-// FrameSize is a camera's height and width: where its names put them,
-// else where the shape does (LeRobot writes [height, width, channels],
-// and accepts [channels, height, width]).
+// FrameSize is a camera's or an image's height and width: where its
+// names put them, else where the shape does (LeRobot writes [height,
+// width, channels], and accepts [channels, height, width]; a
+// single-channel image may be [height, width]).
 func (f Feature) FrameSize() (height, width int) {
+	h, w, _ := f.axes()
+	return f.Shape[h], f.Shape[w]
+}
+
+// Channels is an image's or a camera's channels: 1 for a shape of two
+// axes.
+func (f Feature) Channels() int {
+	if _, _, c := f.axes(); c >= 0 {
+		return f.Shape[c]
+	}
+	return 1
+}
+
+// axes are the shape's axes of height, width and channels (-1: none).
+func (f Feature) axes() (height, width, channels int) {
+	if len(f.Shape) == 2 {
+		return 0, 1, -1
+	}
 	h, w := slices.Index(f.Names, "height"), slices.Index(f.Names, "width")
-	if len(f.Names) == len(f.Shape) && h >= 0 && w >= 0 {
-		return f.Shape[h], f.Shape[w]
+	if len(f.Names) == len(f.Shape) && h >= 0 && w >= 0 && h != w {
+		return h, w, 3 - h - w // the channels ("channels", or older datasets' "channel")
 	}
 	if channels := func(n int) bool { return n == 1 || n == 3 || n == 4 }; channels(f.Shape[0]) && !channels(f.Shape[2]) {
-		return f.Shape[1], f.Shape[2]
+		return 1, 2, 0
 	}
-	return f.Shape[0], f.Shape[1]
+	return 0, 1, 2
 }
 
 // Depth says the feature is a depth map (LeRobot's is_depth_map, or its
@@ -137,6 +156,9 @@ func (in *Info) check() error {
 				return fmt.Errorf("video feature %q has shape %v: want [height, width, channels] or [channels, height, width]", k, f.Shape)
 			}
 		}
+		if f.DType == DTypeImage && len(f.Shape) != 2 && len(f.Shape) != 3 {
+			return fmt.Errorf("image feature %q has shape %v: want [height, width, channels], [channels, height, width] or [height, width]", k, f.Shape)
+		}
 	}
 	return nil
 }
@@ -149,6 +171,18 @@ func (in *Info) VideoKeys() []string {
 	var out []string
 	for _, k := range in.keys {
 		if in.Features[k].DType == DTypeVideo {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// ImageKeys are the image features' names (images stored in the data
+// files), in the info file's order.
+func (in *Info) ImageKeys() []string {
+	var out []string
+	for _, k := range in.keys {
+		if in.Features[k].DType == DTypeImage {
 			out = append(out, k)
 		}
 	}

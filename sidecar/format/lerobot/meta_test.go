@@ -104,29 +104,33 @@ func FuzzInfo(f *testing.F) {
 	})
 }
 
-// A camera's size comes from its names where it has them, in either of
+// A camera's or an image's size and channels come from its names where it has them, in either of
 // the orders LeRobot's writer accepts, else from its shape's order; a
 // depth map is flagged under any of the keys LeRobot reads.
 func TestFeatureFrameSizeAndDepth(t *testing.T) {
 	tests := []struct {
-		name  string
-		f     Feature
-		h, w  int
-		depth bool
+		name     string
+		f        Feature
+		h, w     int
+		channels int
+		depth    bool
 	}{
-		{"height, width, channels", Feature{Shape: []int{96, 128, 3}, Names: []string{"height", "width", "channels"}}, 96, 128, false},
-		{"channels first", Feature{Shape: []int{3, 64, 80}, Names: []string{"channels", "height", "width"}}, 64, 80, false},
-		{"channels first, no names", Feature{Shape: []int{3, 64, 80}}, 64, 80, false},
-		{"no names", Feature{Shape: []int{64, 80, 3}}, 64, 80, false},
-		{"a one-channel depth map", Feature{Shape: []int{64, 48, 1}, Info: map[string]any{"is_depth_map": true}}, 64, 48, true},
-		{"the older key", Feature{Shape: []int{64, 48, 1}, Info: map[string]any{"video.is_depth_map": true}}, 64, 48, true},
-		{"the older field", Feature{Shape: []int{64, 48, 1}, VideoInfo: map[string]any{"video.is_depth_map": true}}, 64, 48, true},
-		{"not a depth map", Feature{Shape: []int{64, 48, 3}, Info: map[string]any{"is_depth_map": false}}, 64, 48, false},
+		{"height, width, channels", Feature{Shape: []int{96, 128, 3}, Names: []string{"height", "width", "channels"}}, 96, 128, 3, false},
+		{"channels first", Feature{Shape: []int{3, 64, 80}, Names: []string{"channels", "height", "width"}}, 64, 80, 3, false},
+		{"older datasets' channel", Feature{Shape: []int{64, 80, 3}, Names: []string{"height", "width", "channel"}}, 64, 80, 3, false},
+		{"channels first, no names", Feature{Shape: []int{3, 64, 80}}, 64, 80, 3, false},
+		{"no names", Feature{Shape: []int{64, 80, 3}}, 64, 80, 3, false},
+		{"names of other axes", Feature{Shape: []int{64, 80, 3}, Names: []string{"y", "x", "rgb"}}, 64, 80, 3, false},
+		{"a single-channel image of two axes", Feature{Shape: []int{40, 56}, Names: []string{"height", "width"}}, 40, 56, 1, false},
+		{"a one-channel depth map", Feature{Shape: []int{64, 48, 1}, Info: map[string]any{"is_depth_map": true}}, 64, 48, 1, true},
+		{"the older key", Feature{Shape: []int{64, 48, 1}, Info: map[string]any{"video.is_depth_map": true}}, 64, 48, 1, true},
+		{"the older field", Feature{Shape: []int{64, 48, 1}, VideoInfo: map[string]any{"video.is_depth_map": true}}, 64, 48, 1, true},
+		{"not a depth map", Feature{Shape: []int{64, 48, 3}, Info: map[string]any{"is_depth_map": false}}, 64, 48, 3, false},
 	}
 	for _, tt := range tests {
 		h, w := tt.f.FrameSize()
-		if h != tt.h || w != tt.w || tt.f.Depth() != tt.depth {
-			t.Errorf("%s: %dx%d, depth %t; want %dx%d, depth %t", tt.name, h, w, tt.f.Depth(), tt.h, tt.w, tt.depth)
+		if h != tt.h || w != tt.w || tt.f.Channels() != tt.channels || tt.f.Depth() != tt.depth {
+			t.Errorf("%s: %dx%d of %d channels, depth %t; want %dx%d of %d, depth %t", tt.name, h, w, tt.f.Channels(), tt.f.Depth(), tt.h, tt.w, tt.channels, tt.depth)
 		}
 	}
 }

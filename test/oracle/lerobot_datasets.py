@@ -22,7 +22,7 @@ Each dataset is a folder OUT/NAME:
 - images: fps 20, four episodes, one camera as video and two stored as
   PNG images in the data files (dtype image; LeRobotDataset decodes them
   to float32 (3, H, W) in [0, 1]), one of odd size, one declared channels
-  first.
+  first, and a 2-D float32 feature, observation.joints (2, 3).
 
 Everything is a function of the episode, frame and --seed: images are
 gradients with a moving square, and state[0], state[1] are the episode and
@@ -87,6 +87,8 @@ class Spec:
     # names of those given channels first.
     images: list[Camera] = field(default_factory=list)
     images_channels_first: tuple[str, ...] = ()
+    # The shape of a 2-D float32 feature, observation.joints (None: none).
+    joints: tuple[int, int] | None = None
 
 
 SPECS = [
@@ -145,6 +147,7 @@ SPECS = [
         cameras=[Camera("front", 64, 80)],
         images=[Camera("gripper", 45, 61), Camera("top", 40, 56)],
         images_channels_first=("top",),
+        joints=(2, 3),
         tasks=["grasp the handle", "release"],
         state_dim=3,
         action_dim=3,
@@ -197,6 +200,8 @@ def features(spec: Spec) -> dict:
             "shape": (3, cam.height, cam.width) if spec.channels_first else (cam.height, cam.width, 3),
             "names": ["channels", "height", "width"] if spec.channels_first else ["height", "width", "channels"],
         }
+    if spec.joints:
+        f["observation.joints"] = {"dtype": "float32", "shape": spec.joints, "names": None}
     for cam in spec.images:
         first = cam.name in spec.images_channels_first
         f[f"observation.images.{cam.name}"] = {
@@ -250,6 +255,9 @@ def write(spec: Spec, out: Path, seed: int, vcodec: str | None, threads: int | N
                 "action": vector(spec.action_dim, ep, t, seed, 1000.0),
                 "task": task,
             }
+            if spec.joints:
+                rows, cols = spec.joints
+                frame["observation.joints"] = vector(rows * cols, ep, t, seed, 2000.0).reshape(rows, cols)
             for i, cam in enumerate(spec.cameras):
                 img = image(cam, i, ep, t, seed)
                 frame[f"observation.images.{cam.name}"] = img.transpose(2, 0, 1).copy() if spec.channels_first else img

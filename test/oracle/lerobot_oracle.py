@@ -93,7 +93,12 @@ CASES = {
     "hevc-windows": ("hevc", {"action": [0.0, 0.1], "observation.images.front": [-0.1, 0.0, 0.3]}, ""),
     "images-windows": (
         "images",
-        {"observation.state": [-0.05, 0.0], "observation.images.gripper": [-0.1, 0.0, 0.05], "observation.images.top": [0.0, 0.15]},
+        {
+            "observation.state": [-0.05, 0.0],
+            "observation.joints": [-0.05, 0.0, 0.1],
+            "observation.images.gripper": [-0.1, 0.0, 0.05],
+            "observation.images.top": [0.0, 0.15],
+        },
         "",
     ),
     "images-resized": ("images", {"observation.images.top": [-0.05, 0.0]}, "1,3"),

@@ -24,6 +24,9 @@ type LeRobot struct {
 	// Images are the features stored as images in the data files (dtype
 	// image), in info.json's order.
 	Images []LeRobotImage `json:"images,omitempty"`
+	// Shapes are the shapes of the features of two or more axes (stored
+	// as lists of lists), by name.
+	Shapes map[string][]int `json:"shapes,omitempty"`
 	// Tasks are the task strings by task_index.
 	Tasks []string `json:"tasks"`
 	// Episodes is the selection the index was made with ("" for all).
@@ -111,6 +114,18 @@ func (l *LeRobot) check() error {
 	for _, m := range l.Images {
 		if err := checkFrameSize("image", m.Key, m.Width, m.Height); err != nil {
 			return err
+		}
+	}
+	for k, shape := range l.Shapes {
+		size := 1
+		for _, n := range shape {
+			if n < 1 || n > 1<<20 || size > 1<<24/n {
+				return fmt.Errorf("feature %q has shape %v: each dimension must be 1 to %d, and %d values at most", k, shape, 1<<20, 1<<24)
+			}
+			size *= n
+		}
+		if len(shape) < 2 || len(shape) > 8 {
+			return fmt.Errorf("feature %q has shape %v: the index records shapes of 2 to 8 axes", k, shape)
 		}
 	}
 	return nil

@@ -94,6 +94,14 @@ func (Format) IndexTable(ctx context.Context, st store.Store, opts format.IndexO
 			frameBytes += int64(h) * int64(w) * 3
 		}
 	}
+	for _, k := range info.Keys() {
+		if f := info.Features[k]; f.DType != DTypeVideo && f.DType != DTypeImage && len(f.Shape) > 1 {
+			if lx.Shapes == nil {
+				lx.Shapes = map[string][]int{}
+			}
+			lx.Shapes[k] = f.Shape
+		}
+	}
 	perShard := int64(math.MaxInt64)
 	if frameBytes > 0 {
 		perShard = max(1, cmp.Or(opts.ShardBytes, ShardFrameBytes)/frameBytes)

@@ -121,6 +121,9 @@ type reader struct {
 	frameSize *images.Spec
 	// clips serves the cameras as clips for the trainer to decode.
 	clips bool
+	// arrays are the fixed-size types the features of two or more axes
+	// are served as (arrayType), by name.
+	arrays map[string]arrow.DataType
 }
 
 // SetWindows serves windows of the keys deltas names (seconds, as
@@ -206,6 +209,7 @@ func (r *reader) video(key string) int {
 // camera's frames; windowed keys as windows, with their masks.
 func (r *reader) setSchema() error {
 	var fields []arrow.Field
+	r.arrays = map[string]arrow.DataType{}
 	add := func(f arrow.Field, inner []int) error {
 		offsets := r.offsets(f.Name)
 		if offsets == nil {
@@ -215,12 +219,16 @@ func (r *reader) setSchema() error {
 			fields = append(fields, f)
 			return nil
 		}
-		elem, size, err := windowElem(f.Type)
+		elem, dims, err := windowElem(f.Type)
 		if err != nil {
 			return fmt.Errorf("deltaTimestamps[%q]: %w", f.Name, err)
 		}
-		if inner == nil && size > 1 {
-			inner = []int{size}
+		size := 1
+		for _, n := range dims {
+			size *= n
+		}
+		if inner == nil {
+			inner = dims
 		}
 		shape := append([]int{len(offsets)}, inner...)
 		fields = append(fields,
@@ -233,6 +241,14 @@ func (r *reader) setSchema() error {
 			return fmt.Errorf("the data files have a column %q: shardfeed serves its own by that name", f.Name)
 		}
 		var inner []int
+		if shape, ok := r.file.LeRobot.Shapes[f.Name]; ok {
+			t, err := arrayType(f.Type, shape)
+			if err != nil {
+				return fmt.Errorf("feature %q of shape %v: the data files hold %w", f.Name, shape, err)
+			}
+			r.arrays[f.Name] = t
+			f, inner = arrow.Field{Name: f.Name, Type: t}, shape
+		}
 		if k := r.image(f.Name); k >= 0 && !r.file.LeRobot.Images[k].Depth {
 			// Served decoded, as a camera's frames (a depth map is
 			// refused by CheckColumns where it is served).
@@ -290,21 +306,26 @@ func shapeMeta(shape []int) arrow.Metadata {
 	return arrow.NewMetadata([]string{format.MetaShape}, []string{strings.Join(dims, ",")})
 }
 
-// windowElem is the element type and count per frame of a windowed
-// column: a primitive is one value, a fixed-size list of them its size.
-func windowElem(t arrow.DataType) (arrow.DataType, int, error) {
+// windowElem is the element type of a windowed column and its shape
+// per frame: a number is one value (no axes), a fixed-size list of them
+// its length, fixed-size lists of those (a 2-D feature, as Hugging Face's
+// Array2D stores it) their lengths.
+func windowElem(t arrow.DataType) (arrow.DataType, []int, error) {
 	switch t := t.(type) {
 	case *arrow.FixedSizeListType:
-		if _, ok := t.Elem().(arrow.FixedWidthDataType); ok && t.Elem().ID() != arrow.BOOL {
-			return t.Elem(), int(t.Len()), nil
+		if elem, dims, err := windowElem(t.Elem()); err == nil && len(dims) < maxWindowAxes {
+			return elem, append([]int{int(t.Len())}, dims...), nil
 		}
 	case arrow.FixedWidthDataType:
 		if t.ID() != arrow.BOOL {
-			return t, 1, nil
+			return t, nil, nil
 		}
 	}
-	return nil, 0, fmt.Errorf("a window of a %s column is not served: windows are of numbers and fixed-size lists of them", t)
+	return nil, nil, fmt.Errorf("a window of a %s column is not served: windows are of numbers and fixed-size lists of them (nested up to %d deep)", t, maxWindowAxes)
 }
+
+// maxWindowAxes bounds the axes of a windowed feature's frame.
+const maxWindowAxes = 8
 
 func (r *reader) offsets(key string) []int {
 	if r.windows == nil {
@@ -473,8 +494,17 @@ func (d *decoder) readData(parts [][]byte, schema *arrow.Schema) error {
 		if err != nil {
 			return fmt.Errorf("column %q: %w", c, err)
 		}
-		d.rows[c] = array.NewSlice(all, from, from+ep.Length)
+		rows := array.NewSlice(all, from, from+ep.Length)
 		all.Release()
+		if t, ok := d.r.arrays[c]; ok {
+			fixed, err := asArray(rows, t)
+			rows.Release()
+			if err != nil {
+				return fmt.Errorf("column %q of episode %d: %w", c, ep.Index, err)
+			}
+			rows = fixed
+		}
+		d.rows[c] = rows
 	}
 	return nil
 }
@@ -576,11 +606,18 @@ func (d *decoder) tasks(frames []int64) (arrow.Array, error) {
 // of type t.
 func rewrap(taken arrow.Array, t *arrow.FixedSizeListType, n int) (arrow.Array, error) {
 	values := taken
-	if fl, ok := taken.(*array.FixedSizeList); ok {
+	values.Retain()
+	for {
+		fl, ok := values.(*array.FixedSizeList)
+		if !ok {
+			break
+		}
 		size := int64(fl.DataType().(*arrow.FixedSizeListType).Len())
-		values = array.NewSlice(fl.ListValues(), int64(fl.Offset())*size, int64(fl.Offset()+fl.Len())*size)
-		defer values.Release()
+		inner := array.NewSlice(fl.ListValues(), int64(fl.Offset())*size, int64(fl.Offset()+fl.Len())*size)
+		values.Release()
+		values = inner
 	}
+	defer values.Release()
 	if values.Len() != n*int(t.Len()) {
 		return nil, fmt.Errorf("%d frames' windows of %d values each took %d values", n, t.Len(), values.Len())
 	}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -41,5 +43,61 @@ spec:
 	}
 	if lines := strings.Count(out, `"ids":`); lines != 2*37 {
 		t.Fatalf("plan --ids printed %d batches, want 37 steps of 2 ranks:\n%s", lines, out)
+	}
+}
+
+// Tasks are selected with a row filter (spec.streams[].filter) on the
+// task string the format serves, or on task_index: the plan holds the
+// frames of those tasks, as many as LeRobotDataset's items of them.
+func TestALeRobotStreamSelectsTasksWithAFilter(t *testing.T) {
+	golden := testenv.GoldenAt(t, filepath.Join("..", "..", "sidecar", "format", "lerobot", "testdata", "golden"))
+	frames := map[string]int{} // LeRobotDataset's items per task
+	for _, line := range strings.Split(strings.TrimSpace(string(testenv.GoldenFile(t, golden, "multicam-plain.jsonl"))), "\n") {
+		var item struct {
+			Task      string `json:"task"`
+			TaskIndex int    `json:"task_index"`
+		}
+		if err := json.Unmarshal([]byte(line), &item); err != nil {
+			t.Fatal(err)
+		}
+		frames[item.Task]++
+		frames["task_index == "+strconv.Itoa(item.TaskIndex)]++
+	}
+	if len(frames) != 4 {
+		t.Fatalf("the recording's multicam dataset has tasks %v, want two", frames)
+	}
+	for what, want := range frames {
+		filter := what
+		if !strings.HasPrefix(what, "task_index") {
+			filter = "task == '" + what + "'"
+		}
+		t.Run(filter, func(t *testing.T) {
+			dir := testenv.GoldenCopy(t, golden, "multicam")
+			manifest := filepath.Join(t.TempDir(), "ds.yaml")
+			if err := os.WriteFile(manifest, []byte(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: robots}
+spec:
+  streams:
+  - name: robot
+    format: lerobot
+    source: {uri: "file://`+dir+`/"}
+    filter: "`+filter+`"
+  numSplits: 1
+  globalBatchSize: 1
+`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := runCLI(t, "index", "-f", manifest); err != nil {
+				t.Fatalf("index: %v\n%s", err, out)
+			}
+			out, err := runCLI(t, "plan", "-f", manifest, "--ids", "--world-size", "1", "--epoch", "0")
+			if err != nil {
+				t.Fatalf("plan: %v\n%s", err, out)
+			}
+			if got := strings.Count(out, `"ids":`); got != want {
+				t.Fatalf("the plan has %d samples, LeRobotDataset %d frames of %s", got, want, what)
+			}
+		})
 	}
 }

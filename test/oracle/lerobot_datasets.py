@@ -22,7 +22,10 @@ Each dataset is a folder OUT/NAME:
 - images: fps 20, four episodes, one camera as video and two stored as
   PNG images in the data files (dtype image; LeRobotDataset decodes them
   to float32 (3, H, W) in [0, 1]), one of odd size, one declared channels
-  first, and a 2-D float32 feature, observation.joints (2, 3).
+  first, a 2-D float32 feature, observation.joints (2, 3), and features
+  LeRobotDataset gives in other types than stored: observation.effort,
+  float64 (3,), and observation.contacts, int32 (2, 2) (float32 and
+  int64 in its items).
 
 Everything is a function of the episode, frame and --seed: images are
 gradients with a moving square, and state[0], state[1] are the episode and
@@ -89,6 +92,9 @@ class Spec:
     images_channels_first: tuple[str, ...] = ()
     # The shape of a 2-D float32 feature, observation.joints (None: none).
     joints: tuple[int, int] | None = None
+    # observation.effort, float64 (3,), and observation.contacts, int32
+    # (2, 2): stored in types LeRobotDataset's items do not have.
+    other_dtypes: bool = False
 
 
 SPECS = [
@@ -148,6 +154,7 @@ SPECS = [
         images=[Camera("gripper", 45, 61), Camera("top", 40, 56)],
         images_channels_first=("top",),
         joints=(2, 3),
+        other_dtypes=True,
         tasks=["grasp the handle", "release"],
         state_dim=3,
         action_dim=3,
@@ -202,6 +209,9 @@ def features(spec: Spec) -> dict:
         }
     if spec.joints:
         f["observation.joints"] = {"dtype": "float32", "shape": spec.joints, "names": None}
+    if spec.other_dtypes:
+        f["observation.effort"] = {"dtype": "float64", "shape": (3,), "names": ["e0", "e1", "e2"]}
+        f["observation.contacts"] = {"dtype": "int32", "shape": (2, 2), "names": None}
     for cam in spec.images:
         first = cam.name in spec.images_channels_first
         f[f"observation.images.{cam.name}"] = {
@@ -258,6 +268,10 @@ def write(spec: Spec, out: Path, seed: int, vcodec: str | None, threads: int | N
             if spec.joints:
                 rows, cols = spec.joints
                 frame["observation.joints"] = vector(rows * cols, ep, t, seed, 2000.0).reshape(rows, cols)
+            if spec.other_dtypes:
+                # Values a float32 cannot hold exactly, and ints.
+                frame["observation.effort"] = np.array([0.1 * t + 1e-9, ep + 1 / 3, np.sin(t + 0.5)], dtype=np.float64)
+                frame["observation.contacts"] = np.array([[ep, t], [t % 2, -t]], dtype=np.int32)
             for i, cam in enumerate(spec.cameras):
                 img = image(cam, i, ep, t, seed)
                 frame[f"observation.images.{cam.name}"] = img.transpose(2, 0, 1).copy() if spec.channels_first else img

@@ -96,6 +96,8 @@ CASES = {
         {
             "observation.state": [-0.05, 0.0],
             "observation.joints": [-0.05, 0.0, 0.1],
+            "observation.effort": [0.0, 0.05],
+            "observation.contacts": [-0.05, 0.0],
             "observation.images.gripper": [-0.1, 0.0, 0.05],
             "observation.images.top": [0.0, 0.15],
         },
@@ -169,7 +171,7 @@ def items(root: Path, repo_id: str, delta: dict, episodes: str, frames: dict[str
     out = []
     for i in range(len(ds)):
         item = ds[i]
-        line: dict = {"values": {}, "shapes": {}, "pads": {}, "frames": {}}
+        line: dict = {"values": {}, "shapes": {}, "dtypes": {}, "pads": {}, "frames": {}}
         for k, v in item.items():
             if k in frames:
                 a = as_bytes(v.numpy(), k)
@@ -184,6 +186,7 @@ def items(root: Path, repo_id: str, delta: dict, episodes: str, frames: dict[str
             elif isinstance(v, torch.Tensor):
                 a = v.numpy()
                 line["shapes"][k] = list(a.shape)
+                line["dtypes"][k] = str(v.dtype).removeprefix("torch.")
                 line["values"][k] = [float(x) for x in a.reshape(-1).tolist()]
             else:
                 raise SystemExit(f"item {i}: key {k} of type {type(v)} is not recorded")

@@ -1,10 +1,12 @@
 package lerobot
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -19,8 +21,8 @@ import (
 // innermost values.
 func arrayType(stored arrow.DataType, shape []int) (arrow.DataType, error) {
 	if len(shape) == 0 {
-		if _, ok := stored.(arrow.FixedWidthDataType); !ok || stored.ID() == arrow.BOOL {
-			return nil, fmt.Errorf("values of %s, not numbers", stored)
+		if _, ok := stored.(arrow.FixedWidthDataType); !ok {
+			return nil, fmt.Errorf("values of %s, not numbers or booleans", stored)
 		}
 		return stored, nil
 	}
@@ -108,4 +110,54 @@ func firstNull(a arrow.Array) int {
 		}
 	}
 	return -1
+}
+
+// torchType is the type LeRobotDataset gives a data column's values as:
+// its hf_transform_to_torch makes a tensor of each value's Python list
+// (torch.tensor), so every float is float32 (torch's default) and every
+// integer int64, whatever the Parquet stored; lists of them keep their
+// lengths. Other types (strings, structs) are served as stored.
+func torchType(t arrow.DataType) arrow.DataType {
+	switch t := t.(type) {
+	case *arrow.FixedSizeListType:
+		return arrow.FixedSizeListOf(t.Len(), torchType(t.Elem()))
+	case *arrow.ListType:
+		return arrow.ListOf(torchType(t.Elem()))
+	case *arrow.LargeListType:
+		return arrow.LargeListOf(torchType(t.Elem()))
+	}
+	switch {
+	case arrow.IsFloating(t.ID()):
+		return arrow.PrimitiveTypes.Float32
+	case arrow.IsInteger(t.ID()):
+		return arrow.PrimitiveTypes.Int64
+	}
+	return t
+}
+
+// castLeaves casts a's values, inside its lists, to those of t (a's
+// shape with other leaves: torchType's), keeping its lists and nulls
+// (Arrow's cast has no kernel for fixed-size lists).
+func castLeaves(ctx context.Context, a arrow.Array, t arrow.DataType) (arrow.Array, error) {
+	var child arrow.Array
+	var elem arrow.DataType
+	switch l := a.(type) {
+	case *array.FixedSizeList:
+		child, elem = l.ListValues(), t.(*arrow.FixedSizeListType).Elem()
+	case *array.List:
+		child, elem = l.ListValues(), t.(*arrow.ListType).Elem()
+	case *array.LargeList:
+		child, elem = l.ListValues(), t.(*arrow.LargeListType).Elem()
+	default:
+		return compute.CastArray(ctx, a, compute.SafeCastOptions(t))
+	}
+	inner, err := castLeaves(ctx, child, elem)
+	if err != nil {
+		return nil, err
+	}
+	defer inner.Release()
+	src := a.Data()
+	data := array.NewData(t, src.Len(), src.Buffers(), []arrow.ArrayData{inner.Data()}, src.NullN(), src.Offset())
+	defer data.Release()
+	return array.MakeFromData(data), nil
 }

@@ -86,6 +86,7 @@ type item struct {
 	Task         string               `json:"task"`
 	Values       map[string][]float64 `json:"values"`
 	Shapes       map[string][]int     `json:"shapes"`
+	Dtypes       map[string]string    `json:"dtypes"`
 	Pads         map[string][]bool    `json:"pads"`
 	Frames       map[string][]int64   `json:"frames"`
 }
@@ -272,6 +273,9 @@ func compareItem(t *testing.T, k int, rec arrow.RecordBatch, j int, w item, sche
 		if shape := shapeOf(t, schema, name); !slices.Equal(shape, w.Shapes[name]) && (shape != nil || !vector) {
 			t.Fatalf("%s has shape %v, LeRobot's %v", name, shape, w.Shapes[name])
 		}
+		if got := leafType(column(t, rec, name).DataType()); got.String() != w.Dtypes[name] {
+			t.Fatalf("%s holds %s, LeRobot's %s", name, got, w.Dtypes[name])
+		}
 	}
 	for name, pads := range w.Pads {
 		if _, cam := w.Frames[name]; cam {
@@ -288,6 +292,17 @@ func compareItem(t *testing.T, k int, rec arrow.RecordBatch, j int, w item, sche
 	}
 }
 
+// leafType is the type of t's values, inside its lists.
+func leafType(t arrow.DataType) arrow.DataType {
+	for {
+		l, ok := t.(arrow.ListLikeType)
+		if !ok {
+			return t
+		}
+		t = l.Elem()
+	}
+}
+
 func column(t *testing.T, rec arrow.RecordBatch, name string) arrow.Array {
 	t.Helper()
 	k := rec.Schema().FieldIndices(name)
@@ -297,7 +312,8 @@ func column(t *testing.T, rec arrow.RecordBatch, name string) arrow.Array {
 	return rec.Column(k[0])
 }
 
-// floats is row j of a float column, or of a fixed-size list of them.
+// floats is row j of a float (or int64) column, or of a fixed-size list
+// of them.
 func floats(t *testing.T, a arrow.Array, j int) []float64 {
 	t.Helper()
 	switch a := a.(type) {
@@ -305,6 +321,8 @@ func floats(t *testing.T, a arrow.Array, j int) []float64 {
 		return []float64{float64(a.Value(j))}
 	case *array.Float64:
 		return []float64{a.Value(j)}
+	case *array.Int64:
+		return []float64{float64(a.Value(j))}
 	case *array.FixedSizeList:
 		n := int(a.DataType().(*arrow.FixedSizeListType).Len())
 		vals := a.ListValues()

@@ -124,6 +124,9 @@ type reader struct {
 	// arrays are the fixed-size types the features of two or more axes
 	// are served as (arrayType), by name.
 	arrays map[string]arrow.DataType
+	// torch are the data columns whose values are cast to the types
+	// LeRobotDataset gives them (torchType), by name.
+	torch map[string]arrow.DataType
 }
 
 // SetWindows serves windows of the keys deltas names (seconds, as
@@ -209,7 +212,7 @@ func (r *reader) video(key string) int {
 // camera's frames; windowed keys as windows, with their masks.
 func (r *reader) setSchema() error {
 	var fields []arrow.Field
-	r.arrays = map[string]arrow.DataType{}
+	r.arrays, r.torch = map[string]arrow.DataType{}, map[string]arrow.DataType{}
 	add := func(f arrow.Field, inner []int) error {
 		offsets := r.offsets(f.Name)
 		if offsets == nil {
@@ -248,6 +251,10 @@ func (r *reader) setSchema() error {
 			}
 			r.arrays[f.Name] = t
 			f, inner = arrow.Field{Name: f.Name, Type: t}, shape
+		}
+		if t := torchType(f.Type); r.image(f.Name) < 0 && !arrow.TypeEqual(t, f.Type) {
+			r.torch[f.Name] = t
+			f = arrow.Field{Name: f.Name, Type: t, Metadata: f.Metadata}
 		}
 		if k := r.image(f.Name); k >= 0 && !r.file.LeRobot.Images[k].Depth {
 			// Served decoded, as a camera's frames (a depth map is
@@ -503,6 +510,14 @@ func (d *decoder) readData(parts [][]byte, schema *arrow.Schema) error {
 				return fmt.Errorf("column %q of episode %d: %w", c, ep.Index, err)
 			}
 			rows = fixed
+		}
+		if t, ok := d.r.torch[c]; ok {
+			cast, err := castLeaves(d.ctx, rows, t)
+			rows.Release()
+			if err != nil {
+				return fmt.Errorf("column %q of episode %d: %w", c, ep.Index, err)
+			}
+			rows = cast
 		}
 		d.rows[c] = rows
 	}

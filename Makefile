@@ -172,11 +172,16 @@ wheel: $(BUILD_VENV)/.complete ## Build the Python client's platform wheel, bund
 # the repository, and checks with its public half (a release's key never
 # touches the tree). It shares the one build with test-e2e: both depend on
 # dist, which make runs once.
-test-dist: tools-python dist ## Sign the release (make dist) with a throwaway key and check it as its users would: checksums and their signature, the provenance, a tampered file refused, one version everywhere, the wheel in a fresh venv, the kubectl plugin and its krew manifest, the image index and the chart's digest, the SBOM (hack/check_dist.py).
+test-dist: tools-python dist ## Sign the release (make dist) with a throwaway key and check it as its users would: checksums and their signature, the provenance, a tampered file refused, one version everywhere, the wheel in a fresh venv, the kubectl plugin and its krew manifest, the image index and the chart's digest, the SBOM (hack/check_dist.py); then the arm64 sidecar's video decoding (make test-arm64).
 	@key=$$(mktemp -d) && trap 'rm -rf "$$key"' EXIT && \
 	openssl genpkey -algorithm ed25519 -out "$$key/release.pem" 2>/dev/null && openssl pkey -in "$$key/release.pem" -pubout -out "$$key/release.pub" && \
 	SHARDFEED_SIGNING_KEY="$$key/release.pem" hack/sign-dist.sh dist/latest && \
 	SHARDFEED_VERIFY_KEY="$$key/release.pub" $(PYTHON) hack/check_dist.py dist/latest
+	hack/test-arm64.sh
+
+.PHONY: test-arm64
+test-arm64: tools-debian tools-video tools-lerobot ## Build the video decoding's and the LeRobot reader's tests for arm64 as the arm64 sidecar is built (Debian's cross compiler, FFmpeg cross-built by make tools-video) and run them under qemu-user (part of test-dist; hack/test-arm64.sh).
+	hack/test-arm64.sh
 dist: tools-go tools-debian tools-video $(BUILD_VENV)/.complete ## Build a release into dist/<version>/: the wheels (x86_64, aarch64), the kubectl plugin (amd64, arm64) and its krew manifest, the image as OCI archives (amd64, arm64, and their index), the chart pinned to it, the SBOM, the provenance, SHA256SUMS, signed with SHARDFEED_SIGNING_KEY if set (docs/releasing.md; DIST_VERSION=1.2.3 names it).
 	hack/dist.sh
 

@@ -11,7 +11,9 @@ image):
 - each wheel is tagged for its architecture and bundles that
   architecture's static binary; the x86_64 one links libjpeg-turbo and
   FFmpeg (its `shardfeed version` says so) and ships their licences, as
-  the amd64 image does in /licenses;
+  the amd64 image does in /licenses; the aarch64 one links FFmpeg (its
+  `shardfeed version` under qemu-user says so) and ships its licences, as
+  the arm64 image does;
 - the image archive is an OCI index of linux/amd64 and linux/arm64, whose
   digest the chart pins, and each architecture's archive holds the same
   manifest as the index names;
@@ -29,6 +31,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -36,15 +39,20 @@ import tempfile
 import venv
 import zipfile
 from pathlib import Path
+from typing import NoReturn
 
 ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
 # The licence texts shipped beside the amd64 sidecar's statically linked C
 # libraries (hack/build-sidecar.sh --licenses): in the image's /licenses
 # and the x86_64 wheel's shardfeed/_bin/licenses.
 LICENSES = {"FFmpeg/COPYING.LGPLv2.1", "FFmpeg/LICENSE.md", "FFmpeg/SOURCE", "dav1d/COPYING", "libjpeg-turbo/copyright"}
+# The arm64 builds link FFmpeg and dav1d, and decode JPEG in Go.
+ARM64_LICENSES = LICENSES - {"libjpeg-turbo/copyright"}
+# What a binary linking the LGPL FFmpeg says in `shardfeed version`.
+VIDEO_DECODER = re.compile(r"\nVideo decoder: FFmpeg \S+ \(LGPL version 2\.1 or later; cgo\): .*\bh264, hevc, libdav1d\b")
 
 
-def fail(msg: str) -> None:
+def fail(msg: str) -> NoReturn:
     print(f"check_dist: {msg}", file=sys.stderr)
     sys.exit(1)
 
@@ -179,8 +187,13 @@ def main() -> None:
             fail(f"{name} bundles no {machine} binary")
         if f"\nVersion: {py}\n" not in text:
             fail(f"{name}'s METADATA says another version than {py}")
-        if machine == "x86_64" and not LICENSES <= {n.removeprefix("shardfeed/_bin/licenses/") for n in names}:
-            fail(f"{name} bundles a binary that links FFmpeg, dav1d and libjpeg-turbo without all of their licences {sorted(LICENSES)}")
+        want = LICENSES if machine == "x86_64" else ARM64_LICENSES
+        if not want <= {n.removeprefix("shardfeed/_bin/licenses/") for n in names}:
+            fail(f"{name} bundles a binary that links {', '.join(sorted({n.split('/')[0] for n in want}))} without all of their licences {sorted(want)}")
+        if machine == "aarch64":
+            said = run_arm64(elf, "version")
+            if not VIDEO_DECODER.search(said):
+                fail(f"the aarch64 wheel's shardfeed (under qemu-user) does not decode video with the LGPL FFmpeg: {said.strip()!r}")
         wheels[machine] = out / name
 
     # The host's wheel in a fresh venv: the CLI and the package agree.
@@ -194,7 +207,7 @@ def main() -> None:
         jpeg = subprocess.run([f"{tmp}/bin/shardfeed", "version"], capture_output=True, text=True, check=True).stdout
         if os.uname().machine == "x86_64" and "JPEG decoder: libjpeg-turbo" not in jpeg:
             fail(f"the x86_64 wheel's shardfeed decodes JPEGs without libjpeg-turbo: {jpeg.strip()!r}")
-        if os.uname().machine == "x86_64" and not re.search(r"\nVideo decoder: FFmpeg \S+ \(LGPL version 2\.1 or later; cgo\): .*\bh264, hevc, libdav1d\b", jpeg):
+        if os.uname().machine == "x86_64" and not VIDEO_DECODER.search(jpeg):
             fail(f"the x86_64 wheel's shardfeed does not decode video with the LGPL FFmpeg (h264, hevc, AV1): {jpeg.strip()!r}")
         got = subprocess.run([f"{tmp}/bin/python", "-c", "import shardfeed; print(shardfeed.__version__)"],
                              capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]}).stdout.strip()
@@ -246,8 +259,9 @@ def main() -> None:
         layer = blob(blobs, manifest["layers"][0]["digest"])
         with tarfile.open(fileobj=io.BytesIO(layer)) as t:
             files = set(t.getnames())
-        if config["architecture"] == "amd64" and not {"licenses/" + n for n in LICENSES} <= files:
-            fail(f"the amd64 image's sidecar links FFmpeg, dav1d and libjpeg-turbo, but /licenses lacks some of {sorted(LICENSES)}")
+        want = LICENSES if config["architecture"] == "amd64" else ARM64_LICENSES
+        if not {"licenses/" + n for n in want} <= files:
+            fail(f"the {config['architecture']} image's sidecar links {', '.join(sorted({n.split('/')[0] for n in want}))}, but /licenses lacks some of {sorted(want)}")
         platforms[config["architecture"]] = m["digest"]
         single, _ = oci(out / f"shardfeed-image-{v}-linux-{config['architecture']}.tar")
         if single["manifests"][0]["digest"] != m["digest"]:
@@ -289,11 +303,25 @@ def main() -> None:
                 if r["relationshipType"] == "CONTAINS" and r["spdxElementId"] in ids}
     linked = {(r["spdxElementId"], ids[r["relatedSpdxElement"]]["name"]) for r in sbom["relationships"]
               if r["relationshipType"] == "STATIC_LINK" and r["relatedSpdxElement"] in ids}
-    for lib in ("libjpeg-turbo", "FFmpeg", "dav1d"):
-        if (contains.get(wheels["x86_64"].name), lib) not in linked:
-            fail(f"the SBOM does not say the x86_64 wheel's binary links {lib} ({contains.get(wheels['x86_64'].name)})")
+    for machine, libs in (("x86_64", ("libjpeg-turbo", "FFmpeg", "dav1d")), ("aarch64", ("FFmpeg", "dav1d"))):
+        for lib in libs:
+            if (contains.get(wheels[machine].name), lib) not in linked:
+                fail(f"the SBOM does not say the {machine} wheel's binary links {lib} ({contains.get(wheels[machine].name)})")
     print(f"check_dist: shardfeed {v}: {len(artifacts)} artifacts verified; wheel {py}, image {top['digest'][:19]}…, "
           f"chart {v}, SBOM of {len(sbom['packages'])} packages")
+
+
+def run_arm64(elf: bytes, *args: str) -> str:
+    """Runs an aarch64 static binary under qemu-user (make tools-debian's
+    qemu-user) and returns what it printed."""
+    qemu = shutil.which("qemu-aarch64")
+    if qemu is None:
+        fail("qemu-aarch64 is missing: make tools-debian installs qemu-user, which runs the arm64 binaries' checks")
+    with tempfile.TemporaryDirectory() as tmp:
+        binary = Path(tmp) / "shardfeed"
+        binary.write_bytes(elf)
+        binary.chmod(0o755)
+        return subprocess.run([qemu, str(binary), *args], capture_output=True, text=True, check=True).stdout
 
 
 if __name__ == "__main__":

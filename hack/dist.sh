@@ -33,8 +33,9 @@
 # and FFmpeg's decoders (make tools-video), with their licence texts in
 # /licenses (the wheel's shardfeed/_bin/licenses), and so does the x86_64
 # wheel's CLI, the same binary (hack/build-sidecar.sh); the arm64 ones
-# decode JPEG in Go and refuse a lerobot stream's cameras
-# (SHARDFEED_JPEG=go and SHARDFEED_VIDEO=none leave them out on amd64 too).
+# link FFmpeg too (cross-built by make tools-video, Debian's cross
+# compiler) and decode JPEG in Go (SHARDFEED_JPEG=go and
+# SHARDFEED_VIDEO=none leave them out on amd64 too).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -90,10 +91,10 @@ for arch in amd64 arm64; do
 		gzip -n >"$OUT/kubectl-shardfeed-$V-linux-$arch.tar.gz"
 	if [[ $arch == amd64 ]]; then
 		# libjpeg-turbo and FFmpeg linked in, their licences beside.
-		LDFLAGS=$LDFLAGS hack/build-sidecar.sh --licenses "$d/licenses" "$d/sidecar"
+		LDFLAGS=$LDFLAGS hack/build-sidecar.sh --arch amd64 --licenses "$d/licenses" "$d/sidecar"
 	else
-		cp "$d/shardfeed" "$d/sidecar"
-		mkdir -p "$d/licenses"
+		# FFmpeg linked in (no arm64 libjpeg-turbo here: JPEG in Go).
+		LDFLAGS=$LDFLAGS SHARDFEED_JPEG=go hack/build-sidecar.sh --arch "$arch" --licenses "$d/licenses" "$d/sidecar"
 	fi
 done
 
@@ -183,7 +184,7 @@ libjpeg=$(dpkg-query -W -f '${Version}' libjpeg62-turbo-dev 2>/dev/null | sed -E
 ffmpeg=$(sed -n 's/^FFMPEG_VERSION=\([^ ]*\).*/\1/p' hack/versions.sh) dav1d=$(sed -n 's/^DAV1D_VERSION=\([^ ]*\).*/\1/p' hack/versions.sh)
 go run ./hack/sbom -version "$V" -created "$CREATED" -libjpeg "${libjpeg:-unknown}" -ffmpeg "$ffmpeg" -dav1d "$dav1d" -out "$OUT/shardfeed-$V.spdx.json" "${wheels[@]}" \
 	"$STAGE/linux-amd64/shardfeed" "$STAGE/linux-amd64/manager" "$STAGE/linux-amd64/sidecar" "$STAGE/linux-amd64/plugin/kubectl-shardfeed" \
-	"$STAGE/linux-arm64/shardfeed" "$STAGE/linux-arm64/manager" "$STAGE/linux-arm64/plugin/kubectl-shardfeed"
+	"$STAGE/linux-arm64/shardfeed" "$STAGE/linux-arm64/manager" "$STAGE/linux-arm64/sidecar" "$STAGE/linux-arm64/plugin/kubectl-shardfeed"
 # The provenance: every artifact by its digest, what built it from what.
 builder=${SHARDFEED_BUILDER:-}
 if [[ -z $builder && -n ${GITHUB_RUN_ID:-} ]]; then

@@ -80,12 +80,42 @@ meson_venv() {
 	echo "$dir"
 }
 
-# ffmpeg_build PREFIX: dav1d, then FFmpeg against it, into PREFIX (built in
-# PREFIX.build, removed when done); checks the result and marks PREFIX
-# complete.
+# FFMPEG_CROSS: the GNU triplet of the cross compiler each Go
+# architecture other than the machine's own is built with (Debian's
+# crossbuild-essential-arm64), and the qemu-user that runs what it builds.
+declare -A FFMPEG_CROSS=([arm64]=aarch64-linux-gnu)
+declare -A FFMPEG_QEMU=([arm64]=qemu-aarch64)
+
+# ffmpeg_run ARCH COMMAND...: runs a command built for ARCH (through
+# qemu-user where it is not this machine's).
+ffmpeg_run() {
+	local arch=$1 && shift
+	if [[ $arch == "$(go env GOHOSTARCH)" ]]; then
+		"$@"
+	else
+		"${FFMPEG_QEMU[$arch]}" -L "/usr/${FFMPEG_CROSS[$arch]}" "$@"
+	fi
+}
+
+# ffmpeg_build PREFIX [ARCH]: dav1d, then FFmpeg against it, into PREFIX
+# (built in PREFIX.build, removed when done), for Go's ARCH (default this
+# machine's; arm64 with Debian's cross compiler); checks the result and
+# marks PREFIX complete.
 ffmpeg_build() {
-	local prefix=$1 jobs=2 t
-	local build=$prefix.build
+	local prefix=$1 arch=${2:-$(go env GOHOSTARCH)} jobs=2 t
+	local build=$prefix.build cross="" dav1d_cross=() ffmpeg_cross=()
+	rm -rf "$prefix" "$build" && mkdir -p "$prefix" "$build/dav1d" "$build/ffmpeg"
+	if [[ $arch != "$(go env GOHOSTARCH)" ]]; then
+		cross=${FFMPEG_CROSS[$arch]:-}
+		[[ -n $cross ]] || die "no cross compiler is known for $arch (hack/ffmpeg.sh FFMPEG_CROSS)"
+		if ! command -v "$cross-gcc" >/dev/null || ! command -v "${FFMPEG_QEMU[$arch]}" >/dev/null; then
+			die "building FFmpeg for $arch needs $cross-gcc and ${FFMPEG_QEMU[$arch]} (hack/tools.sh debian installs crossbuild-essential-$arch and qemu-user)"
+		fi
+		printf '%s\n' "[binaries]" "c = '$cross-gcc'" "ar = '$cross-ar'" "strip = '$cross-strip'" "pkg-config = 'pkg-config'" \
+			"[host_machine]" "system = 'linux'" "cpu_family = 'aarch64'" "cpu = 'aarch64'" "endian = 'little'" >"$build/cross.ini"
+		dav1d_cross=(--cross-file "$build/cross.ini")
+		ffmpeg_cross=(--enable-cross-compile --arch=aarch64 --target-os=linux "--cross-prefix=$cross-" --pkg-config=pkg-config)
+	fi
 	for t in nasm ninja pkg-config make cc; do
 		command -v "$t" >/dev/null || die "building FFmpeg needs $t (hack/tools.sh debian installs it)"
 	done
@@ -94,25 +124,24 @@ ffmpeg_build() {
 	ffmpeg_tar=$(ffmpeg_fetch "http://deb.debian.org/debian/pool/main/f/ffmpeg/ffmpeg_$FFMPEG_VERSION.orig.tar.xz" "$FFMPEG_SHA256") || exit 1
 	dav1d_tar=$(ffmpeg_fetch "http://deb.debian.org/debian/pool/main/d/dav1d/dav1d_$DAV1D_VERSION.orig.tar.xz" "$DAV1D_SHA256") || exit 1
 	meson=$(meson_venv)/bin/meson || exit 1
-	rm -rf "$prefix" "$build" && mkdir -p "$prefix" "$build/dav1d" "$build/ffmpeg"
 
-	doing "building dav1d $DAV1D_VERSION (static) into $prefix (about 1 minute cold on 2 cores)"
+	doing "building dav1d $DAV1D_VERSION (static, $arch) into $prefix (about 1 minute cold on 2 cores)"
 	local start=$SECONDS
 	tar -xJf "$dav1d_tar" -C "$build/dav1d" --strip-components=1 || die "could not unpack $dav1d_tar"
 	(
 		cd "$build/dav1d" &&
-			"$meson" setup --prefix "$prefix" "${DAV1D_MESON[@]}" build >build.log 2>&1 &&
+			"$meson" setup --prefix "$prefix" "${DAV1D_MESON[@]}" "${dav1d_cross[@]}" build >build.log 2>&1 &&
 			ninja -C build -j "$jobs" >>build.log 2>&1 &&
 			"$meson" install -C build >>build.log 2>&1
 	) || { tail -n 30 "$build/dav1d/build.log" >&2; die "building dav1d failed (log: $build/dav1d/build.log)"; }
 	log "built dav1d in $((SECONDS - start)) s"
 
-	doing "building FFmpeg $FFMPEG_VERSION (static, LGPL, decode-only) into $prefix (about 2 minutes cold on 2 cores)"
+	doing "building FFmpeg $FFMPEG_VERSION (static, LGPL, decode-only, $arch) into $prefix (about 2 minutes cold on 2 cores)"
 	start=$SECONDS
 	tar -xJf "$ffmpeg_tar" -C "$build/ffmpeg" --strip-components=1 || die "could not unpack $ffmpeg_tar"
 	(
 		cd "$build/ffmpeg" &&
-			PKG_CONFIG_PATH=$prefix/lib/pkgconfig ./configure --prefix="$prefix" "${FFMPEG_CONFIGURE[@]}" >build.log 2>&1 &&
+			PKG_CONFIG_LIBDIR=$prefix/lib/pkgconfig ./configure --prefix="$prefix" "${FFMPEG_CONFIGURE[@]}" "${ffmpeg_cross[@]}" >build.log 2>&1 &&
 			make -j "$jobs" >>build.log 2>&1 &&
 			make install >>build.log 2>&1
 	) || { tail -n 30 "$build/ffmpeg/build.log" >&2; die "building FFmpeg failed (log: $build/ffmpeg/build.log)"; }
@@ -120,10 +149,10 @@ ffmpeg_build() {
 
 	# The license it reports, and the decoders the sidecar needs.
 	local ffmpeg=$prefix/bin/ffmpeg license decoders d
-	license=$("$ffmpeg" -hide_banner -L) || die "$ffmpeg does not run"
+	license=$(ffmpeg_run "$arch" "$ffmpeg" -hide_banner -L) || die "$ffmpeg does not run"
 	[[ $license == *"GNU Lesser General Public"* && $license != *"GNU General Public License"* && $license != *nonfree* ]] ||
 		die "$ffmpeg is not under the LGPL: $license"
-	decoders=$("$ffmpeg" -hide_banner -decoders) || die "$ffmpeg does not run"
+	decoders=$(ffmpeg_run "$arch" "$ffmpeg" -hide_banner -decoders) || die "$ffmpeg does not run"
 	for d in h264 hevc libdav1d; do
 		grep -qE "^ [A-Z.]{6} $d " <<<"$decoders" || die "$ffmpeg has no $d decoder"
 	done

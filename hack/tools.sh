@@ -225,7 +225,7 @@ install_debian() {
 	local pkgs=(etcd-server etcd-client containerd runc containernetworking-plugins iptables iproute2 openssl curl
 		openjdk-17-jre-headless libjpeg62-turbo-dev shellcheck nasm ninja-build
 		build-essential pkg-config xz-utils libssl-dev libffi-dev zlib1g-dev libbz2-dev liblzma-dev libsqlite3-dev
-		libreadline-dev libncurses-dev uuid-dev
+		libreadline-dev libncurses-dev uuid-dev crossbuild-essential-arm64 qemu-user
 		libavutil57 libavcodec59 libavformat59 libavdevice59 libavfilter8 libswscale6 libswresample4)
 	local missing=() p
 	for p in "${pkgs[@]}"; do
@@ -362,18 +362,26 @@ install_lerobot() {
 # source: static, LGPL, decode-only (H.264, HEVC, and AV1 through dav1d),
 # into the cache keyed by their pins and options (hack/ffmpeg.sh), linked as
 # bin/ffmpeg-lgpl; the sidecar's video decoding links them through cgo.
+# The arm64 build (Debian's cross compiler), linked as
+# bin/ffmpeg-lgpl-arm64, is the arm64 sidecar's (make dist).
 install_video() {
 	# shellcheck source=hack/ffmpeg.sh
 	source "$ROOT/hack/ffmpeg.sh"
-	local dir
-	dir=$CACHE/ffmpeg-$FFMPEG_VERSION-$(ffmpeg_key)
-	if ! cached "$dir"; then
-		local start=$SECONDS
-		ffmpeg_build "$dir"
-		log "built dav1d and FFmpeg in $((SECONDS - start)) s"
-	fi
-	ffmpeg_licenses "$dir"
-	link ffmpeg-lgpl "$dir"
+	local dir arch suffix arches
+	arches=("$(go env GOHOSTARCH)")
+	[[ ${arches[0]} == arm64 ]] || arches+=(arm64)
+	for arch in "${arches[@]}"; do
+		suffix=""
+		[[ $arch == "$(go env GOHOSTARCH)" ]] || suffix=-$arch
+		dir=$CACHE/ffmpeg-$FFMPEG_VERSION-$(ffmpeg_key)$suffix
+		if ! cached "$dir"; then
+			local start=$SECONDS
+			ffmpeg_build "$dir" "$arch"
+			log "built dav1d and FFmpeg ($arch) in $((SECONDS - start)) s"
+		fi
+		ffmpeg_licenses "$dir"
+		link "ffmpeg-lgpl$suffix" "$dir"
+	done
 }
 
 main() {

@@ -216,6 +216,12 @@ import (
 // Available says this build decodes video.
 const Available = true
 
+// FFmpeg's own log (its stderr, unstructured) is kept to errors: a
+// decoder's failure reaches the caller as an error naming the file and
+// frame, and its notes (swscale's, once a context: that no accelerated
+// conversion exists for a format, on arm64) would be a line per shard.
+func init() { C.av_log_set_level(C.AV_LOG_ERROR) }
+
 // Decoder names the decoder this binary links: FFmpeg's version, the
 // licence it was configured under and its video decoders.
 var Decoder = fmt.Sprintf("FFmpeg %s (%s; cgo): %s", C.GoString(C.av_version_info()),

@@ -10,12 +10,24 @@ package lerobot_test
 // and CenterCrop of LeRobot's, as a user's transform would make them.
 
 import (
+	"runtime"
 	"testing"
 )
 
 // maxRGBDifference is the largest difference, in 8-bit levels, allowed
-// between a frame's RGB and LeRobot's (docs/formats.md, LeRobot).
-const maxRGBDifference = 2
+// between a frame's RGB and LeRobot's (docs/formats.md, LeRobot): 2 where
+// the conversion is x86's, as the recording's was (measured 0); 3 on
+// arm64, whose FFmpeg converts with NEON code that rounds otherwise
+// (measured 3 under qemu-user, hack/test-arm64.sh; the YUV planes are
+// the same bits on both).
+var maxRGBDifference = rgbTolerance(runtime.GOARCH)
+
+func rgbTolerance(arch string) int {
+	if arch == "arm64" {
+		return 3
+	}
+	return 2
+}
 
 func TestLeRobotFramesAreLeRobotDatasets(t *testing.T) {
 	dir, m := golden(t)

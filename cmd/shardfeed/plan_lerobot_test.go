@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,22 +19,7 @@ import (
 // refuses cameras it cannot decode.
 func TestPlanOfALeRobotDatasetNeedsNoVideoDecoder(t *testing.T) {
 	golden := testenv.GoldenAt(t, filepath.Join("..", "..", "sidecar", "format", "lerobot", "testdata", "golden"))
-	dir := testenv.GoldenCopy(t, golden, "multicam")
-	manifest := filepath.Join(t.TempDir(), "ds.yaml")
-	if err := os.WriteFile(manifest, []byte(`apiVersion: data.shardfeed.io/v1alpha1
-kind: TrainingDataset
-metadata: {name: robots}
-spec:
-  streams:
-  - name: robot
-    format: lerobot
-    source: {uri: "file://`+dir+`/"}
-    lerobot: {deltaTimestamps: [{key: observation.images.front, seconds: ["-0.1", "0"]}]}
-  numSplits: 2
-  globalBatchSize: 4
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	manifest := multicamManifest(t, golden, `lerobot: {deltaTimestamps: [{key: observation.images.front, seconds: ["-0.1", "0"]}]}`, 2, 4)
 	if out, err := runCLI(t, "index", "-f", manifest); err != nil {
 		t.Fatalf("index: %v\n%s", err, out)
 	}
@@ -72,22 +58,7 @@ func TestALeRobotStreamSelectsTasksWithAFilter(t *testing.T) {
 			filter = "task == '" + what + "'"
 		}
 		t.Run(filter, func(t *testing.T) {
-			dir := testenv.GoldenCopy(t, golden, "multicam")
-			manifest := filepath.Join(t.TempDir(), "ds.yaml")
-			if err := os.WriteFile(manifest, []byte(`apiVersion: data.shardfeed.io/v1alpha1
-kind: TrainingDataset
-metadata: {name: robots}
-spec:
-  streams:
-  - name: robot
-    format: lerobot
-    source: {uri: "file://`+dir+`/"}
-    filter: "`+filter+`"
-  numSplits: 1
-  globalBatchSize: 1
-`), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			manifest := multicamManifest(t, golden, `filter: "`+filter+`"`, 1, 1)
 			if out, err := runCLI(t, "index", "-f", manifest); err != nil {
 				t.Fatalf("index: %v\n%s", err, out)
 			}
@@ -100,4 +71,28 @@ spec:
 			}
 		})
 	}
+}
+
+// multicamManifest writes a manifest of one lerobot stream over a copy of
+// the recording's multicam dataset, with the stream's setting (a line of
+// YAML), and returns its path.
+func multicamManifest(t *testing.T, golden, setting string, splits, batch int) string {
+	t.Helper()
+	dir := testenv.GoldenCopy(t, golden, "multicam")
+	manifest := filepath.Join(t.TempDir(), "ds.yaml")
+	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: data.shardfeed.io/v1alpha1
+kind: TrainingDataset
+metadata: {name: robots}
+spec:
+  streams:
+  - name: robot
+    format: lerobot
+    source: {uri: "file://%s/"}
+    %s
+  numSplits: %d
+  globalBatchSize: %d
+`, dir, setting, splits, batch)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return manifest
 }

@@ -44,12 +44,8 @@ func (d *decoder) frames(f arrow.Field, frames []int64) (arrow.Array, error) {
 	}
 	height, width := d.r.frameShape(v.Height, v.Width)
 	size := 3 * height * width
-	// Every byte is written below (or the shard fails): the pool's
-	// buffers, reused from shard to shard, are not zeroed first.
-	buf := memory.NewResizableBuffer(bufpool.Shared)
+	buf, out := slotsBuffer(size * len(frames))
 	defer buf.Release()
-	buf.Resize(size * len(frames))
-	out := buf.Bytes()
 	byPTS := map[int64][]int{}
 	for s, slots := range want {
 		byPTS[tr.Samples[s].PTS()] = slots
@@ -82,11 +78,26 @@ func (d *decoder) frames(f arrow.Field, frames []int64) (arrow.Array, error) {
 		slices.Sort(missing)
 		return nil, fmt.Errorf("%s: the decoder gave no frame at pts %v (of %d/s): the video is corrupt", c.Samples.Object, missing, tr.Timescale)
 	}
-	values := array.NewData(arrow.PrimitiveTypes.Uint8, len(out), []*memory.Buffer{nil, buf}, nil, 0, 0)
+	return planesColumn(f, buf), nil
+}
+
+// slotsBuffer is a buffer of n bytes for a column's frames, from the
+// buffer pool. Every byte is written by its caller (or the shard fails):
+// the pool's buffers, reused from shard to shard, are not zeroed first.
+func slotsBuffer(n int) (*memory.Buffer, []byte) {
+	buf := memory.NewResizableBuffer(bufpool.Shared)
+	buf.Resize(n)
+	return buf, buf.Bytes()
+}
+
+// planesColumn is column f (fixed-size lists of uint8) of the frames in
+// buf, each a window's or a frame's planes.
+func planesColumn(f arrow.Field, buf *memory.Buffer) arrow.Array {
+	values := array.NewData(arrow.PrimitiveTypes.Uint8, buf.Len(), []*memory.Buffer{nil, buf}, nil, 0, 0)
 	defer values.Release()
-	data := array.NewData(f.Type, len(frames)*size/int(f.Type.(*arrow.FixedSizeListType).Len()), []*memory.Buffer{nil}, []arrow.ArrayData{values}, 0, 0)
+	data := array.NewData(f.Type, buf.Len()/int(f.Type.(*arrow.FixedSizeListType).Len()), []*memory.Buffer{nil}, []arrow.ArrayData{values}, 0, 0)
 	defer data.Release()
-	return array.MakeFromData(data), nil
+	return array.MakeFromData(data)
 }
 
 // camera is one camera's video track in a shard, and what finds the

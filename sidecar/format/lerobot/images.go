@@ -8,7 +8,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/shardfeed/shardfeed/internal/bufpool"
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/images"
 )
@@ -76,10 +75,8 @@ func (d *decoder) images(f arrow.Field, frames []int64) (arrow.Array, error) {
 	}
 	height, width := d.r.frameShape(m.Height, m.Width)
 	size := 3 * height * width
-	buf := memory.NewResizableBuffer(bufpool.Shared)
+	buf, out := slotsBuffer(size * len(frames))
 	defer buf.Release()
-	buf.Resize(size * len(frames))
-	out := buf.Bytes()
 	first := map[int64]int{} // the slot a row's image was decoded into
 	for slot, fr := range frames {
 		dst := out[slot*size : (slot+1)*size]
@@ -96,11 +93,7 @@ func (d *decoder) images(f arrow.Field, frames []int64) (arrow.Array, error) {
 			return nil, fmt.Errorf("frame %d of episode %d: %w", fr, d.e.Episode.Index, err)
 		}
 	}
-	values := array.NewData(arrow.PrimitiveTypes.Uint8, len(out), []*memory.Buffer{nil, buf}, nil, 0, 0)
-	defer values.Release()
-	data := array.NewData(f.Type, len(frames)*size/int(f.Type.(*arrow.FixedSizeListType).Len()), []*memory.Buffer{nil}, []arrow.ArrayData{values}, 0, 0)
-	defer data.Release()
-	return array.MakeFromData(data), nil
+	return planesColumn(f, buf), nil
 }
 
 // decodeImage decodes an RGB PNG of the feature's size (w × h, info.json's

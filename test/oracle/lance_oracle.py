@@ -46,6 +46,7 @@ import sys
 from typing import Iterator
 
 import lance
+from lance.blob import Blob, blob_array, blob_field
 import golden
 import numpy as np
 import pyarrow as pa
@@ -180,6 +181,46 @@ def small_batch(start: int, n: int) -> pa.RecordBatch:
     """Rows of the small cases the refusals are written with."""
     ids = list(range(start, start + n))
     return pa.RecordBatch.from_pydict({"id": pa.array(ids, pa.int64()), "s": pa.array([f"row {i}" for i in ids])})
+
+
+def blob_table(start: int, n: int, version: str, seed: int) -> pa.Table:
+    """Rows of blob columns: sizes from empty to 24 KiB (random, so
+    incompressible), some null. In 2.1 payload is a v1 blob
+    (lance-encoding:blob), bytes in the data file; in 2.2 a v2 blob with
+    small thresholds, so that values lie inline (up to 256 bytes), packed
+    in blob files of about 20 KB (up to 6,000) and each in a file of its
+    own (above); and thumb, declared as v1, is written as a v2 blob of the
+    default thresholds."""
+    rng = random.Random(seed)
+    sizes = [0, 1, 200, 256, 257, 3000, 6000, 6001, 24576]
+    payload, thumb = [], []
+    for i in range(start, start + n):
+        size = sizes[i % len(sizes)] if i % 5 else rng.randrange(0, 20000)
+        payload.append(None if i % 11 == 4 else rng.randbytes(size))
+        thumb.append(None if i % 6 == 1 else rng.randbytes(rng.randrange(0, 700)))
+    ids = pa.array(range(start, start + n), pa.int64())
+    caption = pa.array([f"row {i}" for i in range(start, start + n)])
+    v1 = {"lance-encoding:blob": "true"}
+    if version == "2.1":
+        return pa.table([ids, caption, pa.array(payload, pa.large_binary())],
+                        schema=pa.schema([pa.field("id", pa.int64()), pa.field("caption", pa.string()),
+                                          pa.field("payload", pa.large_binary(), metadata=v1)]))
+    return pa.table([ids, caption, blob_array([None if v is None else Blob.from_bytes(v) for v in payload]),
+                     pa.array(thumb, pa.large_binary())],
+                    schema=pa.schema([pa.field("id", pa.int64()), pa.field("caption", pa.string()),
+                                      blob_field("payload", inline_size_threshold=256, dedicated_size_threshold=6000,
+                                                 pack_file_size_threshold=20000),
+                                      pa.field("thumb", pa.large_binary(), metadata=v1)]))
+
+
+def blob_columns(ds) -> list[str]:
+    """The dataset's blob columns (v1's metadata, v2's extension)."""
+    out = []
+    for f in ds.schema:
+        meta = f.metadata or {}
+        if meta.get(b"lance-encoding:blob") == b"true" or isinstance(f.type, pa.ExtensionType) and f.type.extension_name == "lance.blob.v2":
+            out.append(f.name)
+    return out
 
 
 def reader(make, start: int, n: int, batch: int, seed: int) -> pa.RecordBatchReader:
@@ -325,11 +366,20 @@ def write_case(uri: str, case: str, version: str, small: bool, v1_names: bool = 
         lance.write_dataset(tbl, uri, **kw)
     elif case == "small":  # the refusals of file versions: legacy, 2.3
         lance.write_dataset(pa.Table.from_batches([small_batch(0, 300)]), uri, **kw)
-    elif case == "blob":  # a blob column, stored out of line
-        tbl = pa.Table.from_batches([small_batch(0, 50)]).append_column(
-            pa.field("payload", pa.large_binary(), metadata={"lance-encoding:blob": "true"}),
-            pa.array([bytes([i % 256]) * 5000 for i in range(50)], pa.large_binary()))
-        lance.write_dataset(tbl, uri, **kw)
+    elif case == "blobs":  # blob columns: 2.1's v1 (bytes in the data file), 2.2's v2 (inline, packed and dedicated)
+        n, per_file, a1 = (40, 16, 12) if small else (120, 40, 40)
+        lance.write_dataset(blob_table(0, n, version, 1), uri, max_rows_per_file=per_file, **kw)
+        ds = lance.dataset(uri)
+        ds.delete("id % 7 = 3 OR id = 17")
+        ds.tags.create("pinned", ds.version)
+        ds = lance.write_dataset(blob_table(n, a1, version, 2), uri, mode="append", **pages)
+        ds.delete(f"id = {n + 2}")
+    elif case == "blob-external":  # a v2 blob that names a URI outside the dataset: refused
+        tbl = pa.table({"id": pa.array(range(4), pa.int64()),
+                        "payload": blob_array([Blob.from_bytes(b"x" * 10), Blob.from_uri("s3://elsewhere/obj", 0, 5),
+                                               None, Blob.from_bytes(b"")])},
+                       schema=pa.schema([pa.field("id", pa.int64()), blob_field("payload")]))
+        lance.write_dataset(tbl, uri, allow_external_blob_outside_bases=True, **kw)
     elif case == "deep":  # a list of structs: nesting two deep
         tbl = pa.Table.from_batches([small_batch(0, 50)]).append_column(
             "points", pa.array([[{"x": i, "y": -i}] * (i % 3) for i in range(50)],
@@ -401,6 +451,12 @@ def rows(uri: str, version: int | None = None, tag: str | None = None, columns: 
     ds = lance.dataset(uri, version=tag or version)
     table = ds.to_table(columns=columns, filter=filter_, with_row_address=True)
     table = table.sort_by("_rowaddr")
+    for name in blob_columns(ds):  # the bytes Lance's blob reader gives, not the descriptors
+        if name in table.column_names:
+            addrs = table.column("_rowaddr").to_pylist()
+            files = ds.take_blobs(name, addresses=addrs) if addrs else []
+            table = table.set_column(table.column_names.index(name), name,
+                                     pa.array([None if f is None else f.readall() for f in files], pa.large_binary()))
     cols = {name: storage(table.column(name)) for name in table.column_names}
     types = {name: c.type for name, c in cols.items()}
     pylists = {name: c.to_pylist() for name, c in cols.items()}

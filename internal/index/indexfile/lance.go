@@ -41,6 +41,10 @@ type LanceField struct {
 	Parent      int32  `json:"parent"`
 	LogicalType string `json:"logicalType"`
 	Nullable    bool   `json:"nullable,omitempty"`
+	// Extension is the field's Arrow extension (lance.blob.v2), and Blob
+	// says it is a blob column: its values lie where descriptors say.
+	Extension string `json:"extension,omitempty"`
+	Blob      bool   `json:"blob,omitempty"`
 }
 
 // Range is bytes [Offset, Offset+Length) of an object, and their digest.

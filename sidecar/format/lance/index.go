@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"os"
 	"path"
 	"slices"
@@ -75,7 +77,8 @@ func (lanceFormat) IndexTable(ctx context.Context, st store.Store, opts format.I
 		return nil, err
 	}
 	for _, f := range m.Fields {
-		lx.Fields = append(lx.Fields, indexfile.LanceField{Name: f.Name, ID: f.ID, Parent: f.Parent, LogicalType: f.LogicalType, Nullable: f.Nullable})
+		lx.Fields = append(lx.Fields, indexfile.LanceField{Name: f.Name, ID: f.ID, Parent: f.Parent, LogicalType: f.LogicalType, Nullable: f.Nullable,
+			Extension: f.Extension, Blob: f.Blob})
 	}
 	out.Lance = lx
 	ix := indexer{ds: ds, opts: opts, nodes: nodes}
@@ -256,6 +259,8 @@ type openFile struct {
 	size    int64
 	reads   [][2]uint64
 	columns lancefile.Columns
+	// blobs are its blob files a shard read, by key.
+	blobs map[string]*blobFile
 }
 
 func (f *openFile) ReadAt(off, n uint64) ([]byte, error) {
@@ -342,16 +347,19 @@ func (ix *indexer) fragment(ctx context.Context, frag lancetable.Fragment) ([]in
 			return nil, fmt.Errorf("%s holds %d rows, the fragment %d", f.key, f.tail.Rows, frag.PhysicalRows)
 		}
 		files = append(files, f)
-		views = append(views, lancetable.FileView{Tail: f.tail, Source: f, Columns: f.columns})
+		views = append(views, lancetable.FileView{Tail: f.tail, Source: f, Columns: f.columns, Blobs: ix.blobFiles(ctx, f)})
 	}
 	deleted, err := ix.deleted(ctx, frag)
 	if err != nil {
 		return nil, err
 	}
-	step := ix.rowsPerShard(frag, files)
+	ends, err := ix.cuts(frag, files, views, deleted)
+	if err != nil {
+		return nil, err
+	}
 	var out []indexfile.Entry
-	for r0 := uint64(0); r0 < frag.PhysicalRows; r0 += step {
-		r1 := min(r0+step, frag.PhysicalRows)
+	r0 := uint64(0)
+	for _, r1 := range ends {
 		e, err := ix.shard(frag, files, views, deleted, r0, r1)
 		if err != nil {
 			return nil, err
@@ -359,13 +367,14 @@ func (ix *indexer) fragment(ctx context.Context, frag lancetable.Fragment) ([]in
 		if e.Samples > 0 {
 			out = append(out, e)
 		}
+		r0 = r1
 	}
 	return out, nil
 }
 
-// rowsPerShard divides the fragment's bytes (of the indexed columns) into
-// shards of about ShardBytes.
-func (ix *indexer) rowsPerShard(frag lancetable.Fragment, files []*openFile) uint64 {
+// pageBytes are the bytes of the indexed columns' pages in a fragment's
+// files.
+func (ix *indexer) pageBytes(files []*openFile) uint64 {
 	var bytes uint64
 	for _, n := range ix.nodes {
 		for _, id := range n.Leaves() {
@@ -380,12 +389,65 @@ func (ix *indexer) rowsPerShard(frag lancetable.Fragment, files []*openFile) uin
 			}
 		}
 	}
+	return bytes
+}
+
+// cuts returns the end rows of a fragment's shards, of about ShardBytes
+// each: equal row ranges, or, with blob columns, ranges whose live rows'
+// blobs and share of the pages add up to about ShardBytes.
+func (ix *indexer) cuts(frag lancetable.Fragment, files []*openFile, views []lancetable.FileView, deleted []uint32) ([]uint64, error) {
 	want := uint64(max(ix.opts.ShardBytes, 1)) //nolint:gosec // positive
-	if bytes <= want || frag.PhysicalRows == 0 {
-		return max(frag.PhysicalRows, 1)
+	pages := ix.pageBytes(files)
+	var sizes []uint64
+	for _, n := range ix.nodes {
+		if !n.Blob {
+			continue
+		}
+		s, err := lancetable.BlobSizes(n, views, 0, frag.PhysicalRows)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", n.Name, err)
+		}
+		if sizes == nil {
+			sizes = s
+			continue
+		}
+		for i := range s {
+			sizes[i] += s[i]
+		}
 	}
-	shards := (bytes + want - 1) / want
-	return max(1, (frag.PhysicalRows+shards-1)/shards)
+	var ends []uint64
+	if sizes == nil {
+		step := max(frag.PhysicalRows, 1)
+		if pages > want && frag.PhysicalRows > 0 {
+			shards := (pages + want - 1) / want
+			step = max(1, (frag.PhysicalRows+shards-1)/shards)
+		}
+		for r := uint64(0); r < frag.PhysicalRows; r += step {
+			ends = append(ends, min(r+step, frag.PhysicalRows))
+		}
+		return ends, nil
+	}
+	perRow := float64(pages) / float64(max(frag.PhysicalRows, 1))
+	acc := 0.0
+	for r := range frag.PhysicalRows {
+		acc += perRow
+		if !isDeleted(deleted, r) {
+			acc += float64(sizes[r])
+		}
+		if acc >= float64(want) || r+1 == frag.PhysicalRows {
+			ends, acc = append(ends, r+1), 0
+		}
+	}
+	return ends, nil
+}
+
+// isDeleted says whether row is among the sorted deleted rows.
+func isDeleted(deleted []uint32, row uint64) bool {
+	if row > math.MaxUint32 {
+		return false
+	}
+	_, found := slices.BinarySearch(deleted, uint32(row))
+	return found
 }
 
 // deleted reads a fragment's deleted rows.
@@ -411,8 +473,14 @@ func (ix *indexer) shard(frag lancetable.Fragment, files []*openFile, views []la
 	for _, f := range files {
 		f.reads = f.reads[:0]
 	}
+	for _, f := range files {
+		for _, b := range f.blobs {
+			b.segs = b.segs[:0]
+		}
+	}
+	skip := func(row uint64) bool { return isDeleted(deleted, row) }
 	for _, n := range ix.nodes {
-		arr, err := lancetable.ReadRows(n, views, r0, r1)
+		arr, err := lancetable.ReadLiveRows(n, views, r0, r1, skip)
 		if err != nil {
 			return indexfile.Entry{}, fmt.Errorf("rows [%d, %d) of column %q: %w", r0, r1, n.Name, err)
 		}
@@ -432,6 +500,16 @@ func (ix *indexer) shard(frag lancetable.Fragment, files []*openFile, views []la
 			e.Ranges = append(e.Ranges, indexfile.Range{Object: f.key, Offset: int64(g[0]), Length: int64(g[1] - g[0]), //nolint:gosec // file offsets
 				Hash: ix.opts.Hash + ":" + hex.EncodeToString(rh.Sum(nil))})
 			e.Length += int64(g[1] - g[0]) //nolint:gosec // file offsets
+		}
+		for _, key := range slices.Sorted(maps.Keys(f.blobs)) {
+			for _, g := range f.blobs[key].ranges() {
+				rh := checksum.Sum{Algo: ix.opts.Hash}.New()
+				_, _ = rh.Write(g.data)
+				_, _ = h.Write(g.data)
+				e.Ranges = append(e.Ranges, indexfile.Range{Object: key, Offset: int64(g.off), Length: int64(len(g.data)), //nolint:gosec // file offsets
+					Hash: ix.opts.Hash + ":" + hex.EncodeToString(rh.Sum(nil))})
+				e.Length += int64(len(g.data))
+			}
 		}
 		tail, err := f.ReadAt(uint64(f.tail.Start), uint64(f.tail.Size)) //nolint:gosec // non-negative
 		if err != nil {

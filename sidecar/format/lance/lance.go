@@ -74,7 +74,8 @@ func (lanceFormat) Open(l *index.Layout) (format.Reader, error) {
 func fieldsOf(fs []indexfile.LanceField) []lancefile.Field {
 	out := make([]lancefile.Field, len(fs))
 	for i, f := range fs {
-		out[i] = lancefile.Field{Name: f.Name, ID: f.ID, Parent: f.Parent, LogicalType: f.LogicalType, Nullable: f.Nullable}
+		out[i] = lancefile.Field{Name: f.Name, ID: f.ID, Parent: f.Parent, LogicalType: f.LogicalType, Nullable: f.Nullable,
+			Extension: f.Extension, Blob: f.Blob}
 	}
 	return out
 }
@@ -146,8 +147,13 @@ func (r *reader) Records(_ context.Context, i int, parts [][]byte, columns []str
 			}
 		}
 	}()
+	skip := func(row uint64) bool {
+		off := int64(row) - e.RowStart //nolint:gosec // rows of the shard
+		k := sort.Search(len(e.Deleted), func(k int) bool { return e.Deleted[k][1] > off })
+		return k < len(e.Deleted) && e.Deleted[k][0] <= off
+	}
 	for k, n := range nodes {
-		if cols[k], err = readRows(n, files, from, to); err != nil {
+		if cols[k], err = lancetable.ReadLiveRows(n, files, from, to, skip); err != nil {
 			return nil, fmt.Errorf("shard %s: %w", e.Name, err)
 		}
 	}
@@ -206,11 +212,18 @@ func views(e indexfile.Entry, parts [][]byte) ([]lancetable.FileView, error) {
 		for j, id := range f.Fields {
 			cols[id] = int(f.Columns[j])
 		}
-		out[k] = lancetable.FileView{Tail: tail, Source: src, Columns: cols}
+		out[k] = lancetable.FileView{Tail: tail, Source: src, Columns: cols, Blobs: shardBlobs(byObject, f.Tail.Object)}
 	}
 	return out, nil
 }
 
-func readRows(n *lancefile.Node, files []lancetable.FileView, from, to uint64) (arrow.Array, error) {
-	return lancetable.ReadRows(n, files, from, to)
+// shardBlobs opens a data file's blob files from a shard's parts.
+func shardBlobs(byObject map[string]*sparse, dataKey string) lancetable.BlobFiles {
+	return func(id uint32) (lancefile.Source, error) {
+		key := blobKey(dataKey, id)
+		if s := byObject[key]; s != nil {
+			return s, nil
+		}
+		return &sparse{object: key}, nil // says the bytes are not among the parts
+	}
 }

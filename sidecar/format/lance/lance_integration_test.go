@@ -71,7 +71,7 @@ func TestLanceRefusals(t *testing.T) {
 	}{
 		{"small", "legacy", []string{"file version legacy 0.2", "legacy files predate the 2.x format", `data_storage_version="2.2"`}, nil},
 		{"small", "2.3", []string{"file version 2.3", "unstable", `data_storage_version="2.2"`}, nil},
-		{"blob", "2.2", []string{`column "payload"`, "blob", "select other columns"}, []string{"id", "s"}},
+		{"blob-external", "2.2", []string{`column "payload"`, "row 1", "outside the dataset", "select other columns"}, []string{"id"}},
 		{"deep", "2.2", []string{`column "points"`, "nested two levels deep", "flatten it"}, []string{"id"}},
 		{"bases", "2.2", []string{"several base paths", "copy it into one location"}, nil},
 	} {
@@ -294,5 +294,22 @@ func TestLanceANewerVersionIsAChangedSource(t *testing.T) {
 		if err != nil || c.String() != want {
 			t.Fatalf("pin %+v: %q, %v; want %q", pins[i], c, err, want)
 		}
+	}
+}
+
+// Blob columns serve the bytes Lance's blob reader (take_blobs) gives:
+// v1's, in the data file (2.1), and v2's inline, packed and dedicated
+// (2.2), across fragments, deletions and a later append.
+func TestLanceBlobsAreWhatTakeBlobsReads(t *testing.T) {
+	for _, version := range []string{"2.1", "2.2"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "blobs.lance")
+			oracle(t, "write", dir, "--case", "blobs", "--version", version)
+			st := open(t, dir)
+			f, got, fetched := served(t, st, nil, 64<<10)
+			compare(t, "blobs", got, formattest.Lines(t, oracle(t, "read", dir)))
+			t.Logf("%d shards, %d rows, %d bytes fetched", len(f.Shards), len(got), fetched)
+		})
 	}
 }

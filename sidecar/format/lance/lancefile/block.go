@@ -207,6 +207,11 @@ func decodeMiniValues(e *Encoding, bufs [][]byte, n int) (block, error) {
 		return fixedSizeList(e, bufs, n)
 	case ConstantValue:
 		return constant(e.Value, n)
+	case PackedStruct: // blob v1's descriptors
+		if err := blobDescriptors(e); err != nil {
+			return block{}, err
+		}
+		return decodeMini(e.Child, bufs, n)
 	}
 	return block{}, fmt.Errorf("%w: %s values in a mini-block page", ErrUnsupported, e.Kind)
 }

@@ -70,6 +70,9 @@ type Layout struct {
 	InlineValue []byte
 	// RepValues and DefValues are a constant page's level counts.
 	RepValues, DefValues uint64
+	// Inner is a blob page's layout of its descriptors (blob v1: each a
+	// position and a size in the data file).
+	Inner *Layout
 }
 
 // EncodingKind is a compressive encoding.
@@ -137,6 +140,15 @@ type Encoding struct {
 	Widths []uint64
 	// Start and Step of a Range; Start is a Delta's base.
 	Start, Step uint64
+	// Fields are a VariablePackedStruct's fields, in struct order.
+	Fields []PackedField
+}
+
+// PackedField is one field of a VariablePackedStruct: its values' encoding
+// and either their width or the width of their length prefix, in bits.
+type PackedField struct {
+	Value            *Encoding
+	Bits, LengthBits uint64
 }
 
 // maxEncodingDepth bounds the encoding tree's nesting.
@@ -162,7 +174,7 @@ func parsePageLayout(msg []byte) (*Layout, error) {
 	case 3:
 		l = &Layout{Kind: FullZip}
 	case 4:
-		return nil, fmt.Errorf("%w: a blob column (a page of blob descriptors): shardfeed does not read Lance blobs yet; rewrite the column without lance-encoding:blob", ErrUnsupported)
+		l = &Layout{Kind: BlobLayout}
 	case 5:
 		return nil, fmt.Errorf("%w: a sparse page layout (Lance file version 2.3, unstable)", ErrUnsupported)
 	default:
@@ -234,6 +246,15 @@ func (l *Layout) field(num protowire.Number, typ protowire.Type, v uint64, b []b
 		case 7:
 			l.Values, err = enc()
 		case 8:
+			err = l.layers(typ, v, b)
+		}
+	case BlobLayout:
+		switch num {
+		case 1:
+			if l.Inner, err = parsePageLayout(b); err == nil && l.Inner.Kind == BlobLayout {
+				err = corrupt("a blob page's descriptors in a blob layout")
+			}
+		case 2:
 			err = l.layers(typ, v, b)
 		}
 	case Constant:
@@ -386,7 +407,14 @@ func (e *Encoding) field(num protowire.Number, typ protowire.Type, v uint64, b [
 			e.Child, err = child(b)
 		}
 	case VariablePackedStruct:
-		return fmt.Errorf("%w: a variable packed struct (Lance's blob v2 descriptors): shardfeed does not read Lance blobs yet; rewrite the column without lance-encoding:blob", ErrUnsupported)
+		if num == 1 {
+			if len(e.Fields) >= maxPackedFields {
+				return corrupt("a variable packed struct of more than %d fields", maxPackedFields)
+			}
+			var f PackedField
+			f, err = parsePackedField(b, depth)
+			e.Fields = append(e.Fields, f)
+		}
 	case Range:
 		switch num {
 		case 1:
@@ -407,6 +435,33 @@ func (e *Encoding) field(num protowire.Number, typ protowire.Type, v uint64, b [
 		}
 	}
 	return err
+}
+
+// maxPackedFields bounds a VariablePackedStruct's fields.
+const maxPackedFields = 64
+
+// parsePackedField reads a VariablePackedStruct.FieldEncoding.
+func parsePackedField(msg []byte, depth int) (PackedField, error) {
+	var f PackedField
+	err := protowalk.Fields(msg, func(num protowire.Number, _ protowire.Type, v uint64, b []byte) error {
+		var err error
+		switch num {
+		case 1:
+			f.Value, err = parseEncoding(b, depth+1)
+		case 2:
+			f.Bits = v
+		case 3:
+			f.LengthBits = v
+		}
+		return err
+	})
+	if err != nil {
+		if isCorrupt(err) {
+			return f, err
+		}
+		return f, corrupt("a packed field: %v", err)
+	}
+	return f, nil
 }
 
 // bufferScheme reads a BufferCompression's scheme.

@@ -205,6 +205,11 @@ func perValue(e *Encoding, b block) (block, error) {
 			return block{}, err
 		}
 		return perValue(e.Child, inner)
+	case VariablePackedStruct: // blob v2's descriptors, read by blobRef
+		if err := blobDescriptors(e); err != nil {
+			return block{}, err
+		}
+		return b, nil
 	}
 	return block{}, fmt.Errorf("%w: full-zip values encoded %s", ErrUnsupported, e)
 }

@@ -49,6 +49,16 @@ func (p *Page) decode(src Source, from, to uint64) (leaf, error) {
 		lf, err = p.fullZip(src, from, to)
 	case Constant:
 		lf, err = p.constant(from, to)
+	case BlobLayout:
+		if l.Inner == nil || l.Inner.Values == nil {
+			return leaf{}, corrupt("a blob page without its descriptors' layout")
+		}
+		if err := blobDescriptors(l.Inner.Values); err != nil {
+			return leaf{}, err
+		}
+		inner := *p
+		inner.Layout = l.Inner
+		return inner.decode(src, from, to)
 	default:
 		return leaf{}, fmt.Errorf("%w: page layout %d", ErrUnsupported, l.Kind)
 	}

@@ -17,6 +17,17 @@ type Field struct {
 	Nullable    bool
 	Extension   string
 	Metadata    map[string]string
+	// Blob: a blob column (lance-encoding:blob, or the lance.blob.v2
+	// extension), stored as descriptors of where each value's bytes lie.
+	Blob bool
+}
+
+// BlobExtension is the extension name of Lance's blob v2 columns.
+const BlobExtension = "lance.blob.v2"
+
+// IsBlob says whether a field of a manifest is a blob column.
+func IsBlob(extension string, metadata map[string]string) bool {
+	return extension == BlobExtension || metadata["lance-encoding:blob"] == "true"
 }
 
 // Node is a field with its children: the shape Arrow gives it.
@@ -99,8 +110,11 @@ func unsupported(n *Node, why string) error {
 // resolve sets the node's Arrow type; depth counts the lists and structs
 // above it.
 func (n *Node) resolve(depth int) error {
-	if n.Extension != "" || n.Metadata["lance-encoding:blob"] == "true" {
-		return unsupported(n, "a blob or extension column ("+n.Extension+"); shardfeed does not read Lance blobs yet")
+	if n.Blob || IsBlob(n.Extension, n.Metadata) {
+		return n.resolveBlob(depth)
+	}
+	if n.Extension != "" {
+		return unsupported(n, "an extension column ("+n.Extension+")")
 	}
 	switch n.LogicalType {
 	case "struct":
@@ -154,6 +168,24 @@ func (n *Node) resolve(depth int) error {
 		return unsupported(n, err.Error())
 	}
 	n.Type = t
+	return nil
+}
+
+// resolveBlob types a blob column: its values are served as the bytes its
+// descriptors point at. Blob v1 is a large_binary field; v2 a struct of
+// the logical blob (data, uri, position, size) stored as one column of
+// the struct's own id.
+func (n *Node) resolveBlob(depth int) error {
+	n.Blob = true
+	switch {
+	case depth > 0:
+		return unsupported(n, "a blob column inside a struct or list (shardfeed reads top-level blob columns)")
+	case n.Extension == BlobExtension && n.LogicalType != "struct",
+		n.Extension != BlobExtension && n.LogicalType != "large_binary" && n.LogicalType != "binary":
+		return unsupported(n, "a blob column of logical type "+n.LogicalType)
+	}
+	n.Children = nil // the struct's fields are not columns of their own
+	n.Type = arrow.BinaryTypes.LargeBinary
 	return nil
 }
 

@@ -9,12 +9,18 @@ import (
 )
 
 // FileView is one data file of a fragment, opened: its tail, where its
-// bytes are read from, and which of its columns holds each field.
+// bytes are read from, which of its columns holds each field, and where
+// its blob files are read from (nil: it has none to read).
 type FileView struct {
 	Tail    *lancefile.Tail
 	Source  lancefile.Source
 	Columns lancefile.Columns
+	Blobs   BlobFiles
 }
+
+// BlobFiles opens a data file's blob file of an id (blob v2's packed and
+// dedicated values: lancefile.BlobFileName).
+type BlobFiles func(id uint32) (lancefile.Source, error)
 
 // ColumnsOf maps the data file's fields to its columns. Since 2.1 a file
 // lists its leaf fields only; a field id of -2 is a dropped field.
@@ -65,6 +71,12 @@ func FileOf(n *lancefile.Node, files []FileView) (int, error) {
 
 // ReadRows decodes physical rows [from, to) of a fragment's field.
 func ReadRows(n *lancefile.Node, files []FileView, from, to uint64) (arrow.Array, error) {
+	return ReadLiveRows(n, files, from, to, nil)
+}
+
+// ReadLiveRows is ReadRows serving null the rows skip names (deleted
+// rows, never served): a blob column's bytes of them are not read.
+func ReadLiveRows(n *lancefile.Node, files []FileView, from, to uint64, skip func(row uint64) bool) (arrow.Array, error) {
 	i, err := FileOf(n, files)
 	if err != nil {
 		return nil, err
@@ -73,5 +85,8 @@ func ReadRows(n *lancefile.Node, files []FileView, from, to uint64) (arrow.Array
 		return lancefile.Nulls(n.Type, int(to-from)) //nolint:gosec // bounded by the fragment
 	}
 	f := files[i]
+	if n.Blob {
+		return readBlobs(n, f, from, to, skip)
+	}
 	return f.Tail.ReadColumn(f.Source, n, f.Columns, from, to)
 }

@@ -205,6 +205,7 @@ func parseField(msg []byte) (lancefile.Field, error) {
 		}
 		return nil
 	})
+	f.Blob = lancefile.IsBlob(f.Extension, f.Metadata)
 	return f, err
 }
 

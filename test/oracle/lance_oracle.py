@@ -21,8 +21,13 @@ test time; the unit tests read the small recording (record).
       records the golden tests' oracle: each RECORDED case in each file
       version under DIR/VERSION/CASE/, and the rows pylance reads of each
       version the test reads in DIR/VERSION/CASE.vN.jsonl, hashed
-      (test/oracle/golden.py); a small table in each file version
-      shardfeed refuses under DIR/refused/VERSION/.
+      (test/oracle/golden.py); the blob columns' case in 2.1 and 2.2
+      (DIR/VERSION/blobs/, the rows with each blob's bytes as take_blobs
+      reads them); a small table in each file version shardfeed refuses
+      under DIR/refused/VERSION/.
+  lance_oracle.py blob-descriptors DIR
+      prints each live row's blob descriptors (kind, size) as pylance
+      reads them.
   lance_oracle.py cleanup DIR
       deletes the tag "pinned" and every version but the latest, as a
       table's owner would (cleanup_old_versions).
@@ -367,13 +372,17 @@ def write_case(uri: str, case: str, version: str, small: bool, v1_names: bool = 
     elif case == "small":  # the refusals of file versions: legacy, 2.3
         lance.write_dataset(pa.Table.from_batches([small_batch(0, 300)]), uri, **kw)
     elif case == "blobs":  # blob columns: 2.1's v1 (bytes in the data file), 2.2's v2 (inline, packed and dedicated)
-        n, per_file, a1 = (40, 16, 12) if small else (120, 40, 40)
+        # small: 2.1's files (blobs inside) under the 64 KiB the fuzzers seed with
+        n, per_file, a1 = (40, 16 if version == "2.2" else 8, 12) if small else (120, 40, 40)
         lance.write_dataset(blob_table(0, n, version, 1), uri, max_rows_per_file=per_file, **kw)
         ds = lance.dataset(uri)
         ds.delete("id % 7 = 3 OR id = 17")
         ds.tags.create("pinned", ds.version)
         ds = lance.write_dataset(blob_table(n, a1, version, 2), uri, mode="append", **pages)
         ds.delete(f"id = {n + 2}")
+    elif case == "blobs-compacted":  # the blobs case, its fragments compacted into one (its blobs rewritten)
+        write_case(uri, "blobs", version, small)
+        lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=1000)
     elif case == "blob-external":  # a v2 blob that names a URI outside the dataset: refused
         tbl = pa.table({"id": pa.array(range(4), pa.int64()),
                         "payload": blob_array([Blob.from_bytes(b"x" * 10), Blob.from_uri("s3://elsewhere/obj", 0, 5),
@@ -464,13 +473,26 @@ def rows(uri: str, version: int | None = None, tag: str | None = None, columns: 
         yield {name: plain(pylists[name][i], types[name]) for name in cols}
 
 
+def blob_descriptors(args) -> None:
+    """Prints each live row's blob descriptors as pylance reads them (the
+    descriptors, not the bytes): its _rowaddr, column, kind (0 inline, 1
+    packed, 2 dedicated, 3 external; v1's are all 0) and size."""
+    ds = lance.dataset(args.dir)
+    for name in blob_columns(ds):
+        table = ds.to_table(columns=[name], with_row_address=True)
+        for addr, d in zip(table.column("_rowaddr").to_pylist(), table.column(name).to_pylist()):
+            if d is not None:
+                sys.stdout.write(json.dumps({"_rowaddr": addr, "column": name, "kind": d.get("kind", 0), "size": d["size"]}) + "\n")
+
+
 def record(dir_: str) -> None:
     """The golden tests' oracle (sidecar/format/lance/lancetable/
     testdata/golden): each RECORDED case in each file version, written by
     pylance as VERSION/CASE/ (its manifests, data and deletion files), and
     the rows pylance reads of each version the test reads (the latest and
-    each tag's) in VERSION/CASE.vN.jsonl, hashed (golden.hashed); and a
-    small table in each file version shardfeed refuses, refused/VERSION/."""
+    each tag's) in VERSION/CASE.vN.jsonl, hashed (golden.hashed); the
+    blobs case in 2.1 and 2.2; and a small table in each file version
+    shardfeed refuses, refused/VERSION/."""
     golden.fresh(dir_)
     cases = {}
     for version in VERSIONS:
@@ -482,6 +504,14 @@ def record(dir_: str) -> None:
             for v in reads:
                 golden.write_answers(os.path.join(dir_, version, f"{case}.v{v}.jsonl"), golden.hashed(rows(uri, version=v)))
             cases[f"{version}/{case}"] = {"versions": w["versions"], "tags": w["tags"], "latest": w["latest"], "read": reads}
+    for version in ("2.1", "2.2"):  # blob columns: v1 in 2.1, v2 in 2.2
+        uri = os.path.join(dir_, version, "blobs")
+        w = write_case(uri, "blobs", version, small=True)
+        shutil.rmtree(os.path.join(uri, "_transactions"), ignore_errors=True)
+        reads = sorted({w["latest"], *w["tags"].values()})
+        for v in reads:
+            golden.write_answers(os.path.join(dir_, version, f"blobs.v{v}.jsonl"), golden.hashed(rows(uri, version=v)))
+        cases[f"{version}/blobs"] = {"versions": w["versions"], "tags": w["tags"], "latest": w["latest"], "read": reads}
     for version in ("2.3", "legacy"):  # the file versions shardfeed refuses, for its refusals and fuzzers
         uri = os.path.join(dir_, "refused", version)
         write_case(uri, "small", version, small=True)
@@ -519,6 +549,8 @@ def main() -> None:
     r.add_argument("--filter", help="a Lance SQL filter: only the rows it keeps")
     c = sub.add_parser("cleanup")
     c.add_argument("dir")
+    bd = sub.add_parser("blob-descriptors")
+    bd.add_argument("dir")
     q = sub.add_parser("read-parquet")
     q.add_argument("dir")
     rec = sub.add_parser("record")
@@ -527,7 +559,7 @@ def main() -> None:
     if args.cmd == "record":
         record(args.dir)
         return
-    {"write": write, "read": read, "cleanup": cleanup, "read-parquet": read_parquet}[args.cmd](args)
+    {"write": write, "read": read, "cleanup": cleanup, "read-parquet": read_parquet, "blob-descriptors": blob_descriptors}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ func TestLanceStreamsServePylanceRows(t *testing.T) {
 	for _, c := range []struct {
 		kase, version string
 		v1Names       bool // the older manifest naming, _versions/N.manifest
-	}{{"tab", "2.2", false}, {"evolve", "2.1", false}, {"nested", "2.0", false}, {"dels", "2.2", true}} { // the encodings matrix is lancetable's
+	}{{"tab", "2.2", false}, {"evolve", "2.1", false}, {"nested", "2.0", false}, {"dels", "2.2", true}, {"blobs", "2.1", false}, {"blobs", "2.2", false}} { // the encodings matrix is lancetable's
 		t.Run(c.kase+"-"+c.version, func(t *testing.T) {
 			t.Parallel()
 			name := c.version + "/" + c.kase

@@ -9,9 +9,12 @@ package lance_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -299,17 +302,158 @@ func TestLanceANewerVersionIsAChangedSource(t *testing.T) {
 
 // Blob columns serve the bytes Lance's blob reader (take_blobs) gives:
 // v1's, in the data file (2.1), and v2's inline, packed and dedicated
-// (2.2), across fragments, deletions and a later append.
+// (2.2), across fragments, deletions and a later append, and after
+// compaction rewrote them.
 func TestLanceBlobsAreWhatTakeBlobsReads(t *testing.T) {
-	for _, version := range []string{"2.1", "2.2"} {
-		t.Run(version, func(t *testing.T) {
+	for _, c := range []struct{ kase, version string }{{"blobs", "2.1"}, {"blobs", "2.2"}, {"blobs-compacted", "2.1"}, {"blobs-compacted", "2.2"}} {
+		t.Run(c.kase+"-"+c.version, func(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "blobs.lance")
-			oracle(t, "write", dir, "--case", "blobs", "--version", version)
+			oracle(t, "write", dir, "--case", c.kase, "--version", c.version)
 			st := open(t, dir)
 			f, got, fetched := served(t, st, nil, 64<<10)
 			compare(t, "blobs", got, formattest.Lines(t, oracle(t, "read", dir)))
 			t.Logf("%d shards, %d rows, %d bytes fetched", len(f.Shards), len(got), fetched)
 		})
 	}
+}
+
+// rangeCounted counts a store's ranged reads by object.
+type rangeCounted struct {
+	store.Store
+	mu    sync.Mutex
+	bytes map[string]int64
+	gets  map[string]int
+}
+
+func (s *rangeCounted) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	s.mu.Lock()
+	s.bytes[key] += n
+	s.gets[key]++
+	s.mu.Unlock()
+	return s.Store.Get(ctx, key, off, n)
+}
+
+// A blob is fetched by range, its bytes alone: a projection's shards
+// fetch from the blob files exactly the live rows' packed and dedicated
+// blobs (no deleted row's, no gap, never a whole file for one blob), and
+// from the data files the inline blobs, their descriptors and the files'
+// tails; counted at the store, per sample.
+func TestLanceBlobsAreFetchedByTheirRanges(t *testing.T) {
+	ctx := context.Background()
+	for _, version := range []string{"2.1", "2.2"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "blobs.lance")
+			oracle(t, "write", dir, "--case", "blobs", "--version", version)
+			var inline, outside int64 // the live payload blobs' bytes, in the data files and in blob files
+			for _, l := range formattest.Lines(t, oracle(t, "blob-descriptors", dir)) {
+				var d struct {
+					Column     string
+					Kind, Size int64
+				}
+				if err := json.Unmarshal([]byte(l), &d); err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case d.Column != "payload":
+				case d.Kind == 0:
+					inline += d.Size
+				default:
+					outside += d.Size
+				}
+			}
+			cols := []string{"id", "payload"}
+			f, err := formats.Default().Index(ctx, open(t, dir), datav1alpha1.FormatLance,
+				format.IndexOptions{Table: &format.TableOptions{Columns: cols}, ShardBytes: 64 << 10, TempDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := formats.Default().Open(&index.Layout{Format: datav1alpha1.FormatLance, Index: f.StreamIndex(), File: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := &rangeCounted{Store: open(t, dir), bytes: map[string]int64{}, gets: map[string]int{}}
+			var got []string
+			samples := int64(0)
+			for i, e := range f.Shards {
+				var parts [][]byte
+				for _, p := range r.Parts(i) {
+					b, err := format.StoreRead(st)(ctx, p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					parts = append(parts, b)
+				}
+				rr, err := r.Records(ctx, i, parts, nil)
+				if err != nil {
+					t.Fatalf("shard %s: %v", e.Name, err)
+				}
+				for rr.Next() {
+					rec := rr.RecordBatch()
+					for j := range int(rec.NumRows()) {
+						got = append(got, testenv.Canonical(t, testenv.Row(rec, j, nil)))
+					}
+				}
+				rr.Release()
+				samples += e.Samples
+			}
+			want := formattest.Lines(t, oracle(t, "read", dir, "--columns", strings.Join(cols, ",")))
+			for i, l := range want { // without the row address the served rows do not carry
+				var row map[string]any
+				if err := json.Unmarshal([]byte(l), &row); err != nil {
+					t.Fatal(err)
+				}
+				delete(row, "_rowaddr")
+				want[i] = testenv.Canonical(t, row)
+			}
+			compare(t, "id, payload", sorted(got), sorted(want))
+			sizes := map[string]int64{}
+			for _, o := range mustList(t, st) {
+				sizes[o.Key] = o.Size
+			}
+			var blobFiles, dataFiles int64
+			for key, n := range st.bytes {
+				if !strings.HasSuffix(key, ".blob") {
+					dataFiles += n
+					continue
+				}
+				blobFiles += n
+				if n > sizes[key] {
+					t.Errorf("%s: %d bytes fetched of its %d", key, n, sizes[key])
+				}
+			}
+			if blobFiles != outside {
+				t.Errorf("%d bytes fetched from blob files; the live rows' packed and dedicated blobs are %d", blobFiles, outside)
+			}
+			if version == "2.2" && outside == 0 || inline == 0 {
+				t.Fatalf("the case's blobs: %d inline, %d in blob files: it should have both (2.2)", inline, outside)
+			}
+			var tails int64
+			for _, e := range f.Shards {
+				for _, lf := range e.Files {
+					tails += lf.Tail.Length
+				}
+			}
+			overhead := dataFiles - inline
+			t.Logf("%d samples in %d shards: %.0f bytes fetched per sample, of which %.0f the blob's own (%d inline, %d in blob files); %.0f descriptors, tails and coalesced gaps",
+				samples, len(f.Shards), float64(dataFiles+blobFiles)/float64(samples), float64(inline+outside)/float64(samples), inline, outside, float64(overhead)/float64(samples))
+			// Beyond the inline blobs: the tails, the pages of ids and
+			// descriptors, and what coalescing a shard's ranges of a data
+			// file (gaps under 64 KiB) adds: a deleted row's inline blob,
+			// another column's pages between.
+			if limit := tails + int64(len(f.Shards))*2*64<<10; overhead < 0 || overhead > limit {
+				t.Errorf("%d bytes fetched from the data files beyond the %d of the inline blobs: more than the tails (%d) and two coalesced gaps a shard", overhead, inline, tails)
+			}
+		})
+	}
+}
+
+func mustList(t *testing.T, st store.Store) []store.Object {
+	t.Helper()
+	objs, err := st.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }

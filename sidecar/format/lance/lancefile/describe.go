@@ -13,6 +13,10 @@ func (t *Tail) Encodings() []string {
 		for _, p := range c.Pages {
 			p.Enc20.names(seen)
 			if l := p.Layout; l != nil {
+				if l.Kind == BlobLayout && l.Inner != nil {
+					seen["blob"] = true
+					l = l.Inner
+				}
 				seen[map[LayoutKind]string{MiniBlock: "miniblock", FullZip: "fullzip", Constant: "constant"}[l.Kind]] = true
 				if l.Dictionary != nil {
 					seen["dictionary"] = true
@@ -41,6 +45,9 @@ func (e *Encoding) names(seen map[string]bool) {
 	}
 	e.Child.names(seen)
 	e.Child2.names(seen)
+	for _, f := range e.Fields {
+		f.Value.names(seen)
+	}
 }
 
 func (e *Encoding20) names(seen map[string]bool) {

@@ -57,6 +57,10 @@ func fuzzFile(t *testing.T, b []byte) {
 				_, _ = p.decode(memSource(b), 0, p.Rows)
 			}
 		}
+		if tail.Rows <= 1<<16 && !tail.Is20() { // each column read as a blob column's descriptors
+			blob := &Node{Field: Field{Name: "b", Blob: true}}
+			_, _ = tail.ReadBlobRefs(memSource(b), blob, Columns{0: c}, 0, tail.Rows)
+		}
 	}
 }
 

@@ -383,6 +383,21 @@ def write_case(uri: str, case: str, version: str, small: bool, v1_names: bool = 
     elif case == "blobs-compacted":  # the blobs case, its fragments compacted into one (its blobs rewritten)
         write_case(uri, "blobs", version, small)
         lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=1000)
+    elif case == "blob-images":  # PNGs in a v2 blob column: pixel (x, y) channel c of row i is (7i + 3x + 5y + c) % 256
+        import io
+        from PIL import Image
+        def png(i: int) -> bytes:
+            w, h = 16, 12
+            px = bytes((7 * i + 3 * x + 5 * y + c) % 256 for y in range(h) for x in range(w) for c in range(3))
+            out = io.BytesIO()
+            Image.frombytes("RGB", (w, h), px).save(out, format="PNG", compress_level=(i % 10))
+            return out.getvalue()
+        n = 300
+        tbl = pa.table({"id": pa.array(range(n), pa.int64()), "image": blob_array([Blob.from_bytes(png(i)) for i in range(n)])},
+                       schema=pa.schema([pa.field("id", pa.int64()),
+                                         blob_field("image", inline_size_threshold=100, dedicated_size_threshold=300)]))
+        lance.write_dataset(tbl, uri, max_rows_per_file=120, **kw)
+        lance.dataset(uri).delete("id % 9 = 4")
     elif case == "blob-external":  # a v2 blob that names a URI outside the dataset: refused
         tbl = pa.table({"id": pa.array(range(4), pa.int64()),
                         "payload": blob_array([Blob.from_bytes(b"x" * 10), Blob.from_uri("s3://elsewhere/obj", 0, 5),

@@ -305,7 +305,7 @@ func TestLanceANewerVersionIsAChangedSource(t *testing.T) {
 // (2.2), across fragments, deletions and a later append, and after
 // compaction rewrote them.
 func TestLanceBlobsAreWhatTakeBlobsReads(t *testing.T) {
-	for _, c := range []struct{ kase, version string }{{"blobs", "2.1"}, {"blobs", "2.2"}, {"blobs-compacted", "2.1"}, {"blobs-compacted", "2.2"}} {
+	for _, c := range []struct{ kase, version string }{{"blobs", "2.1"}, {"blobs", "2.2"}, {"blobs-compacted", "2.1"}, {"blobs-compacted", "2.2"}, {"blob-images", "2.2"}} {
 		t.Run(c.kase+"-"+c.version, func(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "blobs.lance")

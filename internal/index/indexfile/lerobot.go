@@ -31,6 +31,10 @@ type LeRobot struct {
 	Tasks []string `json:"tasks"`
 	// Episodes is the selection the index was made with ("" for all).
 	Episodes string `json:"episodes,omitempty"`
+	// Frames is the frames table of a dataset in LeRobot's Lance layout
+	// (info.json's storage_format "lance": frames.lance/, row N frame N;
+	// videos.lance/'s blobs the video files), nil for Parquet data files.
+	Frames *Lance `json:"frames,omitempty"`
 }
 
 // LeRobotVideo is one camera of a dataset.
@@ -76,13 +80,18 @@ type LeRobotEpisode struct {
 	RowGroups []int `json:"rowGroups"`
 	// Clips are its cameras' videos, in LeRobot.Videos' order.
 	Clips []LeRobotClip `json:"clips,omitempty"`
+	// Pieces are, in LeRobot's Lance layout, the frames table's shards
+	// that hold the episode's rows, in order: one per fragment.
+	Pieces []Entry `json:"pieces,omitempty"`
 }
 
 // LeRobotClip is an episode's video of one camera: its samples in a
 // video file, and the file's movie box that says how to read them.
 type LeRobotClip struct {
-	// Size is the video file's.
+	// Size is the video file's; Base where it begins in its object (a
+	// Lance blob's position in its blob file; 0: the object is the file).
 	Size int64 `json:"size"`
+	Base int64 `json:"base,omitempty"`
 	// Movie is the file's movie box (moov); Samples the episode's
 	// samples, from the keyframe its first frame decodes from.
 	Movie   Range `json:"movie"`
@@ -105,6 +114,11 @@ func (l *LeRobot) check() error {
 	}
 	if err := checkRoot(l.Root); err != nil {
 		return err
+	}
+	if l.Frames != nil {
+		if err := l.Frames.check(); err != nil {
+			return fmt.Errorf("the frames table: %w", err)
+		}
 	}
 	for _, v := range l.Videos {
 		if err := checkFrameSize("video", v.Key, v.Width, v.Height); err != nil {
@@ -147,7 +161,11 @@ func (e Entry) checkLeRobot(l *LeRobot) error {
 	if ep.Length < 1 || ep.From < 0 || ep.Row < 0 || ep.RowGroupRow < 0 || ep.RowGroupRow > ep.Row || ep.Start < 0 || ep.Start+e.Samples > ep.Length {
 		return fmt.Errorf("frames [%d, +%d) of episode %d of %d frames (from %d, row %d, row group at row %d) are not within it", ep.Start, e.Samples, ep.Index, ep.Length, ep.From, ep.Row, ep.RowGroupRow)
 	}
-	if len(e.Ranges) == 0 || e.FooterLength <= 0 || e.FooterOffset < 0 {
+	if l.Frames != nil {
+		if err := ep.checkPieces(); err != nil {
+			return err
+		}
+	} else if len(e.Ranges) == 0 || e.FooterLength <= 0 || e.FooterOffset < 0 {
 		return errors.New("a lerobot shard lists no row groups or no data file footer")
 	}
 	if len(ep.RowGroups) != len(e.Ranges) {
@@ -171,8 +189,8 @@ func (e Entry) checkLeRobot(l *LeRobot) error {
 			if err := r.check(); err != nil {
 				return fmt.Errorf("camera %s: %w", l.Videos[k].Key, err)
 			}
-			if r.Offset+r.Length > c.Size {
-				return fmt.Errorf("camera %s: range [%d, +%d) is outside its %d-byte file", l.Videos[k].Key, r.Offset, r.Length, c.Size)
+			if c.Base < 0 || r.Offset < c.Base || r.Offset-c.Base+r.Length > c.Size {
+				return fmt.Errorf("camera %s: range [%d, +%d) is outside its %d-byte file at %d", l.Videos[k].Key, r.Offset, r.Length, c.Size, c.Base)
 			}
 		}
 		if c.Movie.Object != c.Samples.Object {
@@ -181,6 +199,28 @@ func (e Entry) checkLeRobot(l *LeRobot) error {
 		if !(c.To >= c.From) || c.From < 0 || math.IsInf(c.To, 0) {
 			return fmt.Errorf("camera %s: times [%v, %v) are not an interval", l.Videos[k].Key, c.From, c.To)
 		}
+	}
+	return nil
+}
+
+// checkPieces checks an episode's frames table shards (LeRobot's Lance
+// layout): Lance shards without deletions that hold its frames.
+func (ep *LeRobotEpisode) checkPieces() error {
+	if len(ep.Pieces) == 0 || len(ep.RowGroups) != 0 {
+		return errors.New("a shard of LeRobot's Lance layout lists no frames table pieces, or row groups")
+	}
+	var rows int64
+	for j, p := range ep.Pieces {
+		if err := p.checkLance(); err != nil {
+			return fmt.Errorf("piece %d: %w", j, err)
+		}
+		if len(p.Deleted) > 0 || p.Samples != p.Rows || p.Rows < 1 || p.RowStart < 0 || p.Part < 0 {
+			return fmt.Errorf("piece %d: rows [%d, +%d) of fragment %d, %d deleted: not a run of frames", j, p.RowStart, p.Rows, p.Part, len(p.Deleted))
+		}
+		rows += p.Rows
+	}
+	if rows != ep.Length {
+		return fmt.Errorf("its pieces hold %d rows, the episode %d frames", rows, ep.Length)
 	}
 	return nil
 }

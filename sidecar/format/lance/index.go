@@ -128,10 +128,15 @@ func arrowSchema(nodes []*lancefile.Node) *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
-// dataset reads a Lance dataset's table layer from its store.
+// dataset reads a Lance dataset's table layer from its store, under
+// prefix (a table inside a larger dataset: LeRobot's frames.lance/).
 type dataset struct {
-	st store.Store
+	st     store.Store
+	prefix string
 }
+
+// uri is the table's URI.
+func (d *dataset) uri() string { return d.st.URI() + d.prefix }
 
 // resolve returns the version a pin names: a number, a tag's, or the
 // latest of the listed manifests.
@@ -151,7 +156,7 @@ func (d *dataset) resolve(ctx context.Context, pin datav1alpha1.LanceTable) (uin
 		}
 		b, err := d.small(ctx, key, 1<<20)
 		if errors.Is(err, store.ErrNotFound) {
-			return 0, fmt.Errorf("%s has no tag %q (_refs/tags/%s.json)", d.st.URI(), pin.Tag, pin.Tag)
+			return 0, fmt.Errorf("%s has no tag %q (_refs/tags/%s.json)", d.uri(), pin.Tag, pin.Tag)
 		}
 		if err != nil {
 			return 0, err
@@ -162,18 +167,18 @@ func (d *dataset) resolve(ctx context.Context, pin datav1alpha1.LanceTable) (uin
 		}
 		return t.Version, nil
 	}
-	l, err := d.st.ListDir(ctx, "_versions/")
+	l, err := d.st.ListDir(ctx, d.prefix+"_versions/")
 	if err != nil {
 		return 0, err
 	}
 	var latest uint64
 	for _, o := range l.Objects {
-		if v, ok := lancetable.VersionOf(o.Key); ok && v > latest {
+		if v, ok := lancetable.VersionOf(strings.TrimPrefix(o.Key, d.prefix)); ok && v > latest {
 			latest = v
 		}
 	}
 	if latest == 0 {
-		return 0, fmt.Errorf("%s is not a Lance dataset: it has no _versions/*.manifest (give format: lance the dataset's directory, the one that ends in .lance/)", d.st.URI())
+		return 0, fmt.Errorf("%s is not a Lance dataset: it has no _versions/*.manifest (give format: lance the dataset's directory, the one that ends in .lance/)", d.uri())
 	}
 	return latest, nil
 }
@@ -187,7 +192,7 @@ func (d *dataset) unprotected(ctx context.Context, v uint64) (string, error) {
 	if err != nil || v >= latest {
 		return "", err
 	}
-	l, err := d.st.ListDir(ctx, "_refs/tags/")
+	l, err := d.st.ListDir(ctx, d.prefix+"_refs/tags/")
 	if err != nil {
 		return "", err
 	}
@@ -227,11 +232,13 @@ func (d *dataset) manifest(ctx context.Context, v uint64) (*lancetable.Manifest,
 		}
 		return m, nil
 	}
-	return nil, fmt.Errorf("%s has no version %d (no _versions/ manifest of it: cleaned up, or never written)", d.st.URI(), v)
+	return nil, fmt.Errorf("%s has no version %d (no _versions/ manifest of it: cleaned up, or never written)", d.uri(), v)
 }
 
-// small reads a whole object of at most limit bytes.
+// small reads a whole object of at most limit bytes (key: under the
+// table's prefix).
 func (d *dataset) small(ctx context.Context, key string, limit int64) ([]byte, error) {
+	key = d.prefix + key
 	o, err := d.st.Stat(ctx, key)
 	if err != nil {
 		return nil, err
@@ -277,7 +284,7 @@ func (f *openFile) ReadAt(off, n uint64) ([]byte, error) {
 
 // open fetches a data file into a temporary file and reads its tail.
 func (ix *indexer) open(ctx context.Context, df lancetable.DataFile) (*openFile, error) {
-	key := "data/" + df.Path
+	key := ix.ds.prefix + "data/" + df.Path
 	o, err := ix.ds.st.Stat(ctx, key)
 	if err != nil {
 		return nil, err

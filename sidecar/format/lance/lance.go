@@ -50,11 +50,28 @@ func (lanceFormat) Open(l *index.Layout) (format.Reader, error) {
 	if f.Lance == nil {
 		return nil, fmt.Errorf("a lance index names its dataset: re-run shardfeed index --format lance")
 	}
-	schema, err := format.DecodeSchema(f.Lance.ArrowSchema)
+	rows, err := NewRows(f.Lance)
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := lancefile.Nodes(fieldsOf(f.Lance.Fields))
+	return &reader{Rows: rows, file: f}, nil
+}
+
+// Rows reads a Lance table's shards from their parts alone: a lance
+// stream's, or the frames table's pieces of a LeRobot shard.
+type Rows struct {
+	lx     *indexfile.Lance
+	schema *arrow.Schema
+	nodes  []*lancefile.Node
+}
+
+// NewRows reads the shards of the table an index describes.
+func NewRows(lx *indexfile.Lance) (*Rows, error) {
+	schema, err := format.DecodeSchema(lx.ArrowSchema)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := lancefile.Nodes(fieldsOf(lx.Fields))
 	if err != nil {
 		return nil, fmt.Errorf("the index's Lance fields: %w; re-run shardfeed index", err)
 	}
@@ -68,8 +85,11 @@ func (lanceFormat) Open(l *index.Layout) (format.Reader, error) {
 	if err := lancefile.Readable(nodes); err != nil {
 		return nil, fmt.Errorf("the index's Lance fields: %w; re-run shardfeed index", err)
 	}
-	return &reader{file: f, schema: schema, nodes: nodes}, nil
+	return &Rows{lx: lx, schema: schema, nodes: nodes}, nil
 }
+
+// Schema is the indexed columns' schema.
+func (r *Rows) Schema() *arrow.Schema { return r.schema }
 
 func fieldsOf(fs []indexfile.LanceField) []lancefile.Field {
 	out := make([]lancefile.Field, len(fs))
@@ -81,14 +101,14 @@ func fieldsOf(fs []indexfile.LanceField) []lancefile.Field {
 }
 
 type reader struct {
-	file   *indexfile.File
-	schema *arrow.Schema
-	nodes  []*lancefile.Node
+	*Rows
+	file *indexfile.File
 }
 
-// Parts are the shard's ranges, then each data file's tail.
-func (r *reader) Parts(i int) []format.Part {
-	e := r.file.Shard(i)
+func (r *reader) Parts(i int) []format.Part { return r.ShardParts(r.file.Shard(i)) }
+
+// ShardParts are a shard's ranges, then each data file's tail.
+func (r *Rows) ShardParts(e *indexfile.Entry) []format.Part {
 	out := make([]format.Part, 0, len(e.Ranges)+len(e.Files))
 	for _, g := range e.Ranges {
 		out = append(out, format.Part{Key: g.Object, Size: g.Length, Hash: g.Hash, Range: true, Offset: g.Offset})
@@ -126,7 +146,16 @@ func (s *sparse) ReadAt(off, n uint64) ([]byte, error) {
 }
 
 func (r *reader) Records(_ context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
-	e := r.file.Shard(i)
+	recs, err := r.Read(r.file.Shard(i), parts, columns)
+	if err != nil {
+		return nil, err
+	}
+	return format.RecordsOf(recs)
+}
+
+// Read decodes a shard's live rows from its parts, of the columns asked
+// for (nil: all): a batch per run of rows between deleted ones.
+func (r *Rows) Read(e *indexfile.Entry, parts [][]byte, columns []string) ([]arrow.RecordBatch, error) {
 	if len(parts) != len(e.Ranges)+len(e.Files) {
 		return nil, fmt.Errorf("shard %s: %d parts, want %d", e.Name, len(parts), len(e.Ranges)+len(e.Files))
 	}
@@ -159,11 +188,11 @@ func (r *reader) Records(_ context.Context, i int, parts [][]byte, columns []str
 	}
 	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, e.Rows)
 	defer rec.Release()
-	return format.RecordsOf(format.Undeleted(rec, 0, e.Deleted))
+	return format.Undeleted(rec, 0, e.Deleted), nil
 }
 
 // wanted returns the nodes and fields of the columns asked for (nil: all).
-func (r *reader) wanted(columns []string) ([]*lancefile.Node, []arrow.Field, error) {
+func (r *Rows) wanted(columns []string) ([]*lancefile.Node, []arrow.Field, error) {
 	var nodes []*lancefile.Node
 	var fields []arrow.Field
 	for k, n := range r.nodes {
@@ -174,7 +203,7 @@ func (r *reader) wanted(columns []string) ([]*lancefile.Node, []arrow.Field, err
 	}
 	for _, c := range columns {
 		if len(r.schema.FieldIndices(c)) == 0 {
-			return nil, nil, fmt.Errorf("the index has no column %q (it was indexed with columns %v): re-run shardfeed index --columns with it", c, r.file.Lance.Columns)
+			return nil, nil, fmt.Errorf("the index has no column %q (it was indexed with columns %v): re-run shardfeed index --columns with it", c, r.lx.Columns)
 		}
 	}
 	return nodes, fields, nil

@@ -21,6 +21,10 @@ record writes into DIR:
     window slot shows is recorded for every item);
   - CASE.frames/KEY.u8, for a case of FRAMES: the same frames resized
     and cropped by torchvision as a user's transform does;
+  - NAME-lance/, for NAME of LANCE: the dataset converted to LeRobot's
+    Lance layout by lerobot-lancedb's converter, and for each case of
+    LANCE_CASES its items as lerobot-lancedb's LanceDBDataset reads them
+    (checked equal to LeRobotDataset's of NAME);
   - deltas.jsonl: check_delta_timestamps and get_delta_indices over a
     spread of deltas and frame rates (whole frames, half frames, either
     side of the tolerance);
@@ -33,6 +37,7 @@ a fresh recording's answers must be the committed ones).
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -106,6 +111,14 @@ CASES = {
     "images-resized": ("images", {"observation.images.top": [-0.05, 0.0]}, "1,3"),
 }
 
+# The datasets converted to LeRobot's Lance layout by lerobot-lancedb's
+# converter (NAME-lance/), and the cases read from them by its
+# LanceDBDataset (a copy of LeRobot's own Lance reader): each a case of
+# CASES on the converted dataset, whose items must be, and are checked to
+# be, LeRobotDataset's of the original.
+LANCE = ("multicam", "rollover")
+LANCE_CASES = {"multicam-lance-windows": "multicam-windows", "multicam-lance-plain": "multicam-plain", "rollover-lance-episodes": "rollover-episodes"}
+
 # Cases whose cameras are resized and cropped (spec.streams[].lerobot.frames):
 # each recorded frame is torchvision's Resize(resize) then
 # CenterCrop((height, width)) of a Pillow image of LeRobot's frame, what a
@@ -159,13 +172,29 @@ def backend(name: str) -> str:
 
 
 def items(root: Path, repo_id: str, delta: dict, episodes: str, frames: dict[str, np.ndarray], video_backend: str) -> list[dict]:
-    import torch
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     sel = [int(e) for e in episodes.split(",")] if episodes else None
     ds = LeRobotDataset(
         repo_id, root=root, episodes=sel, delta_timestamps=delta or None, tolerance_s=TOLERANCE_S, video_backend=video_backend, return_uint8=True
     )
+    return lines(ds, delta, frames)
+
+
+def lance_items(root: Path, delta: dict, episodes: str, frames: dict[str, np.ndarray]) -> list[dict]:
+    """items of a dataset in LeRobot's Lance layout, read by
+    lerobot-lancedb's LanceDBDataset."""
+    from lerobot_lancedb import LanceDBDataset
+
+    sel = [int(e) for e in episodes.split(",")] if episodes else None
+    ds = LanceDBDataset(root=str(root), episodes=sel, delta_timestamps=delta or None, tolerance_s=TOLERANCE_S, return_uint8=True)
+    return lines(ds, delta, frames)
+
+
+def lines(ds, delta: dict, frames: dict[str, np.ndarray]) -> list[dict]:
+    """Each item of ds as a line of a case's answers."""
+    import torch
+
     # Frames are matched to dataset indexes by their bytes.
     lookup = {k: {f.tobytes(): i for i, f in enumerate(v)} for k, v in frames.items()}
     out = []
@@ -244,7 +273,26 @@ def record(dst: Path) -> None:
         fdir.mkdir()
         for k, a in frames[name].items():
             (fdir / f"{k}.u8").write_bytes(np.ascontiguousarray(a[::FRAME_STRIDE]).tobytes())
+    for name in LANCE:  # LeRobot's Lance layout, as lerobot-lancedb's converter writes it
+        from lerobot_lancedb.convert import convert
+
+        out = dst / f"{name}-lance"
+        convert(out, root=dst / name)
+        for table in out.glob("*.lance"):
+            shutil.rmtree(table / "_transactions", ignore_errors=True)  # the readers never open them
+        datasets[f"{name}-lance"] = {**datasets[name], "source": name}
+        frames[f"{name}-lance"] = frames[name]
     cases = {}
+    for case, original in LANCE_CASES.items():
+        name, delta, episodes = CASES[original]
+        got = lance_items(dst / f"{name}-lance", delta, episodes, frames[name])
+        want = items(dst / name, f"shardfeed/{name}", delta, episodes, frames[name], backend(name))
+        if got != want:
+            raise SystemExit(f"{case}: LanceDBDataset's items of the converted dataset are not LeRobotDataset's of {name}")
+        with open(dst / f"{case}.jsonl", "w") as f:
+            for line in got:
+                f.write(json.dumps(line, sort_keys=True) + "\n")
+        cases[case] = {"dataset": f"{name}-lance", "source": name, "delta": delta, "episodes": episodes, "items": len(got)}
     for case, (name, delta, episodes) in CASES.items():
         for other in {"torchcodec", "pyav"} - {backend(name)}:
             try:
@@ -275,7 +323,8 @@ def record(dst: Path) -> None:
         "pyav_vs_torchcodec_max_difference": backends,
         "backends": {name: backend(name) for name in datasets},
         "backend_failures": failures,
-        "versions": {"lerobot": lerobot.__version__, "torch": torch.__version__, "torchcodec": torchcodec.__version__, "av": av.__version__},
+        "versions": {"lerobot": lerobot.__version__, "torch": torch.__version__, "torchcodec": torchcodec.__version__, "av": av.__version__,
+                 "lerobot-lancedb": importlib.metadata.version("lerobot-lancedb"), "pylance": importlib.metadata.version("pylance")},
     }
     (dst / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 

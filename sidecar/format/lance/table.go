@@ -263,3 +263,6 @@ func (t *Table) Blobs(ctx context.Context, column string, from, to uint64) ([]Bl
 	})
 	return out, err
 }
+
+// Schema is the indexed columns' schema.
+func (t *Table) Schema() *arrow.Schema { return arrowSchema(t.ix.nodes) }

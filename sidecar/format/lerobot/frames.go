@@ -149,7 +149,7 @@ func (cam *camera) sample(fr int64) (int, error) {
 // bytesOf is sample s's bytes, from the clip's fetched samples.
 func (cam *camera) bytesOf(s int) ([]byte, error) {
 	smp, c := cam.track.Samples[s], cam.clip
-	off := smp.Offset - c.Samples.Offset
+	off := c.Base + smp.Offset - c.Samples.Offset
 	if off < 0 || off+int64(smp.Size) > int64(len(cam.samples)) {
 		return nil, fmt.Errorf("sample %d at [%d, +%d) is outside the episode's indexed samples [%d, +%d): re-run shardfeed index", s+1, smp.Offset, smp.Size, c.Samples.Offset, c.Samples.Length)
 	}

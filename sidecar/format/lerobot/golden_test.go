@@ -11,6 +11,7 @@ package lerobot_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -48,7 +49,10 @@ type manifest struct {
 }
 
 type goldenCase struct {
-	Dataset  string               `json:"dataset"`
+	Dataset string `json:"dataset"`
+	// Source is the dataset Dataset was converted from (LeRobot's Lance
+	// layout), whose frames the recording holds ("": Dataset).
+	Source   string               `json:"source"`
 	Delta    map[string][]float64 `json:"delta"`
 	Episodes string               `json:"episodes"`
 	Items    int                  `json:"items"`
@@ -419,7 +423,7 @@ func TestLeRobotDeltasAreLeRobots(t *testing.T) {
 // dataset index), padded where LeRobot's is, and each recorded frame is
 // LeRobot's.
 func checkFrames(t *testing.T, dir, kase string, c goldenCase, m manifest, cameras map[string][]int, tolerance int) {
-	recording := c.Dataset + ".frames"
+	recording := cmp.Or(c.Source, c.Dataset) + ".frames"
 	if c.Frames != nil {
 		recording = kase + ".frames" // torchvision's resize of LeRobot's frames
 	}

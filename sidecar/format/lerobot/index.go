@@ -78,6 +78,13 @@ func (Format) IndexTable(ctx context.Context, st store.Store, opts format.IndexO
 	ix := &indexer{st: st, opts: opts, info: info, sizes: sizes, movies: map[string]*movie{}, footers: map[string]*footer{}, rgHash: map[string]string{}}
 	out := &indexfile.File{Shardfeed: indexfile.Version, Format: datav1alpha1.FormatLeRobot}
 	lx := &indexfile.LeRobot{Root: st.URI(), Codebase: info.CodebaseVersion, FPS: info.FPS, Tasks: tasks, Episodes: opts.Own[episodesOption]}
+	if info.StorageFormat == StorageLance {
+		if ix.lance, err = openLance(ctx, st, info, opts); err != nil {
+			return nil, fmt.Errorf("%s (LeRobot's Lance layout): %w", st.URI(), err)
+		}
+		defer ix.lance.close()
+		ix.schema, lx.Frames = ix.lance.dataSchema(), ix.lance.frames.Descriptor()
+	}
 	frameBytes := int64(0)
 	for _, k := range info.VideoKeys() {
 		f := info.Features[k]
@@ -327,6 +334,8 @@ type indexer struct {
 	movies  map[string]*movie
 	footers map[string]*footer
 	rgHash  map[string]string
+	// lance is the dataset's Lance tables, in LeRobot's Lance layout.
+	lance *lanceLayout
 }
 
 type footer struct {
@@ -338,6 +347,7 @@ type footer struct {
 
 type movie struct {
 	track *mp4.Track
+	file  videoFile
 	box   indexfile.Range
 }
 
@@ -383,15 +393,39 @@ func (ix *indexer) footer(ctx context.Context, key string) (*footer, error) {
 	return f, nil
 }
 
+// videoFile is where a video file's bytes are: an object, or a part of
+// one (a Lance blob) from base.
+type videoFile struct {
+	object     string
+	base, size int64
+}
+
+// videoFile finds the video file at key (its path in the v3.0 layout).
+func (ix *indexer) videoFile(key string) (videoFile, error) {
+	if ix.lance != nil {
+		loc, ok := ix.lance.videos[key]
+		if !ok {
+			return videoFile{}, fmt.Errorf("its video file %s is not in %s", key, VideosTable)
+		}
+		return videoFile{object: loc.Object, base: loc.Offset, size: loc.Size}, nil
+	}
+	size, ok := ix.sizes[key]
+	if !ok {
+		return videoFile{}, fmt.Errorf("its video file %s is missing", key)
+	}
+	return videoFile{object: key, size: size}, nil
+}
+
 func (ix *indexer) movie(ctx context.Context, key string) (*movie, error) {
 	if m, ok := ix.movies[key]; ok {
 		return m, nil
 	}
-	size, ok := ix.sizes[key]
-	if !ok {
-		return nil, fmt.Errorf("its video file %s is missing", key)
+	vf, err := ix.videoFile(key)
+	if err != nil {
+		return nil, err
 	}
-	read := func(off, n int64) ([]byte, error) { return format.ReadRange(ctx, ix.st, key, off, n) }
+	size := vf.size
+	read := func(off, n int64) ([]byte, error) { return format.ReadRange(ctx, ix.st, vf.object, vf.base+off, n) }
 	box, err := mp4.FindMovie(read, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
@@ -412,7 +446,7 @@ func (ix *indexer) movie(ctx context.Context, key string) (*movie, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &movie{track: tr, box: indexfile.Range{Object: key, Offset: box.Offset, Length: box.Size, Hash: sum.String()}}
+	m := &movie{track: tr, file: vf, box: indexfile.Range{Object: vf.object, Offset: vf.base + box.Offset, Length: box.Size, Hash: sum.String()}}
 	ix.movies[key] = m
 	return m, nil
 }
@@ -421,6 +455,9 @@ func (ix *indexer) hash() string { return cmp.Or(ix.opts.Hash, "xxh64") }
 
 // episode indexes one episode's shards.
 func (ix *indexer) episode(ctx context.Context, ep episode, fileStart map[[2]int64]int64, perShard int64, lx *indexfile.LeRobot) ([]indexfile.Entry, error) {
+	if ix.lance != nil {
+		return ix.lanceEpisode(ctx, ep, perShard, lx)
+	}
 	dataKey, err := Expand(ix.info.DataPath, ep.dataChunk, ep.dataFile, "")
 	if err != nil {
 		return nil, fmt.Errorf("data_path: %w", err)
@@ -451,13 +488,9 @@ func (ix *indexer) episode(ctx context.Context, ep episode, fileStart map[[2]int
 		ranges = append(ranges, indexfile.Range{Object: dataKey, Offset: rg.Offset, Length: rg.Length, Hash: h})
 		groups = append(groups, g)
 	}
-	var clips []indexfile.LeRobotClip
-	for k, key := range ix.info.VideoKeys() {
-		c, err := ix.clip(ctx, ep, k, key, lx)
-		if err != nil {
-			return nil, fmt.Errorf("camera %s: %w", key, err)
-		}
-		clips = append(clips, c)
+	clips, err := ix.clips(ctx, ep, lx)
+	if err != nil {
+		return nil, err
 	}
 	var out []indexfile.Entry
 	for start := int64(0); start < length; start += perShard {
@@ -467,6 +500,53 @@ func (ix *indexer) episode(ctx context.Context, ep episode, fileStart map[[2]int
 			Offset: ranges[0].Offset, Length: ranges[0].Length, Samples: n,
 			ObjectSize: ix.sizes[dataKey], FooterOffset: f.off, FooterLength: f.n, Ranges: ranges,
 			Episode: &indexfile.LeRobotEpisode{Index: ep.index, From: ep.from, Length: length, Start: start, Row: row, RowGroupRow: f.firstRow[first], RowGroups: groups, Clips: clips},
+		}
+		if start > 0 || n < length {
+			e.Name = fmt.Sprintf("episode-%06d@%d", ep.index, start)
+		}
+		if e.Hash, err = ix.shardHash(e); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// clips are an episode's clips, a camera each.
+func (ix *indexer) clips(ctx context.Context, ep episode, lx *indexfile.LeRobot) ([]indexfile.LeRobotClip, error) {
+	var clips []indexfile.LeRobotClip
+	for k, key := range ix.info.VideoKeys() {
+		c, err := ix.clip(ctx, ep, k, key, lx)
+		if err != nil {
+			return nil, fmt.Errorf("camera %s: %w", key, err)
+		}
+		clips = append(clips, c)
+	}
+	return clips, nil
+}
+
+// lanceEpisode indexes one episode's shards in LeRobot's Lance layout:
+// its data rows are the frames table's rows [from, to).
+func (ix *indexer) lanceEpisode(ctx context.Context, ep episode, perShard int64, lx *indexfile.LeRobot) ([]indexfile.Entry, error) {
+	if ep.from < 0 || ep.to <= ep.from {
+		return nil, fmt.Errorf("frames [%d, %d) are not a run of frames", ep.from, ep.to)
+	}
+	pieces, err := ix.lance.frames.Index(ctx, uint64(ep.from), uint64(ep.to))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", FramesTable, err)
+	}
+	clips, err := ix.clips(ctx, ep, lx)
+	if err != nil {
+		return nil, err
+	}
+	length := ep.to - ep.from
+	first := pieces[0].Files[0].Tail
+	var out []indexfile.Entry
+	for start := int64(0); start < length; start += perShard {
+		n := min(perShard, length-start)
+		e := indexfile.Entry{
+			Name: fmt.Sprintf("episode-%06d", ep.index), Object: first.Object, Part: int(ep.index), Samples: n,
+			Episode: &indexfile.LeRobotEpisode{Index: ep.index, From: ep.from, Length: length, Start: start, Clips: clips, Pieces: pieces},
 		}
 		if start > 0 || n < length {
 			e.Name = fmt.Sprintf("episode-%06d@%d", ep.index, start)
@@ -498,6 +578,9 @@ func (ix *indexer) shardHash(e indexfile.Entry) (string, error) {
 	var b strings.Builder
 	for _, r := range e.Ranges {
 		fmt.Fprintf(&b, "%s@%d+%d=%s;", r.Object, r.Offset, r.Length, r.Hash)
+	}
+	for _, p := range e.Episode.Pieces {
+		fmt.Fprintf(&b, "piece %d@%d+%d=%s;", p.Part, p.RowStart, p.Rows, p.Hash)
 	}
 	for _, c := range e.Episode.Clips {
 		for _, r := range []indexfile.Range{c.Movie, c.Samples} {
@@ -544,13 +627,14 @@ func (ix *indexer) clip(ctx context.Context, ep episode, k int, key string, lx *
 		return indexfile.LeRobotClip{}, fmt.Errorf("%s shows no frame in the episode's [%v, %v) s", videoKey, ep.videoFrom[k], ep.videoTo[k])
 	}
 	off, end := m.track.Bytes(first, last)
-	h, err := format.HashRange(ctx, ix.st, videoKey, off, end-off, ix.hash())
+	vf := m.file
+	h, err := format.HashRange(ctx, ix.st, vf.object, vf.base+off, end-off, ix.hash())
 	if err != nil {
 		return indexfile.LeRobotClip{}, err
 	}
 	return indexfile.LeRobotClip{
-		Size: ix.sizes[videoKey], Movie: m.box,
-		Samples: indexfile.Range{Object: videoKey, Offset: off, Length: end - off, Hash: h},
+		Size: vf.size, Base: vf.base, Movie: m.box,
+		Samples: indexfile.Range{Object: vf.object, Offset: vf.base + off, Length: end - off, Hash: h},
 		From:    ep.videoFrom[k], To: ep.videoTo[k],
 	}, nil
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/index"
 	"github.com/shardfeed/shardfeed/internal/index/indexfile"
 	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/lance"
 	"github.com/shardfeed/shardfeed/sidecar/format/parquet"
 	"github.com/shardfeed/shardfeed/sidecar/images"
 	"github.com/shardfeed/shardfeed/sidecar/video"
@@ -94,6 +95,11 @@ func (Format) Open(l *index.Layout) (format.Reader, error) {
 		return nil, fmt.Errorf("%w; re-run shardfeed index", err)
 	}
 	r := &reader{file: f, data: data, tolerance: DefaultTolerance}
+	if lx := f.LeRobot.Frames; lx != nil {
+		if r.frames, err = lance.NewRows(lx); err != nil {
+			return nil, fmt.Errorf("the frames table: %w", err)
+		}
+	}
 	if err := r.setSchema(); err != nil {
 		return nil, err
 	}
@@ -127,6 +133,9 @@ type reader struct {
 	// torch are the data columns whose values are cast to the types
 	// LeRobotDataset gives them (torchType), by name.
 	torch map[string]arrow.DataType
+	// frames reads the frames table of LeRobot's Lance layout (nil: the
+	// data rows are Parquet row groups).
+	frames *lance.Rows
 }
 
 // SetWindows serves windows of the keys deltas names (seconds, as
@@ -346,10 +355,14 @@ func (r *reader) offsets(key string) []int {
 func (r *reader) Parts(i int) []format.Part {
 	e := r.file.Shard(i)
 	out := make([]format.Part, 0, len(e.Ranges)+1+2*len(e.Episode.Clips))
-	for _, g := range e.Ranges {
-		out = append(out, format.Part{Key: g.Object, Size: g.Length, Hash: g.Hash, Range: true, Offset: g.Offset})
+	if r.frames != nil {
+		out = r.pieceParts(e.Episode)
+	} else {
+		for _, g := range e.Ranges {
+			out = append(out, format.Part{Key: g.Object, Size: g.Length, Hash: g.Hash, Range: true, Offset: g.Offset})
+		}
+		out = append(out, format.Part{Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset, Version: e.Hash})
 	}
-	out = append(out, format.Part{Key: e.Object, Size: e.FooterLength, Range: true, Offset: e.FooterOffset, Version: e.Hash})
 	for _, c := range e.Episode.Clips {
 		out = append(out,
 			format.Part{Key: c.Movie.Object, Size: c.Movie.Length, Hash: c.Movie.Hash, Range: true, Offset: c.Movie.Offset},
@@ -367,7 +380,14 @@ func (r *reader) Schema(context.Context, format.ReadFunc) (*arrow.Schema, error)
 func (r *reader) Records(ctx context.Context, i int, parts [][]byte, columns []string) (array.RecordReader, error) {
 	e := r.file.Shard(i)
 	ep := e.Episode
-	if want := len(e.Ranges) + 1 + 2*len(ep.Clips); len(parts) != want {
+	data := len(e.Ranges) + 1
+	if r.frames != nil {
+		data = 0
+		for _, p := range ep.Pieces {
+			data += len(p.Ranges) + len(p.Files)
+		}
+	}
+	if want := data + 2*len(ep.Clips); len(parts) != want {
 		return nil, fmt.Errorf("shard %s has %d parts, want %d", e.Name, len(parts), want)
 	}
 	schema := r.schema
@@ -384,10 +404,10 @@ func (r *reader) Records(ctx context.Context, i int, parts [][]byte, columns []s
 	}
 	d := &decoder{r: r, e: e, ctx: ctx}
 	defer d.release()
-	if err := d.readData(parts[:len(e.Ranges)+1], schema); err != nil {
+	if err := d.readData(parts[:data], schema); err != nil {
 		return nil, err
 	}
-	d.clips = parts[len(e.Ranges)+1:]
+	d.clips = parts[data:]
 	cols := make([]arrow.Array, 0, schema.NumFields())
 	defer func() {
 		for _, c := range cols {
@@ -467,6 +487,22 @@ func (d *decoder) readData(parts [][]byte, schema *arrow.Schema) error {
 	if len(columns) == 0 {
 		return nil
 	}
+	if d.r.frames != nil {
+		rows, err := d.readPieces(parts, columns)
+		if err != nil {
+			return err
+		}
+		for k, c := range columns {
+			if d.rows[c], err = d.r.asServed(d.ctx, c, rows[c], ep.Index); err != nil {
+				delete(d.rows, c)
+				for _, later := range columns[k+1:] {
+					rows[later].Release()
+				}
+				return err
+			}
+		}
+		return nil
+	}
 	tail := parts[len(parts)-1]
 	chunks := map[string][]arrow.Array{}
 	defer func() {
@@ -503,25 +539,34 @@ func (d *decoder) readData(parts [][]byte, schema *arrow.Schema) error {
 		}
 		rows := array.NewSlice(all, from, from+ep.Length)
 		all.Release()
-		if t, ok := d.r.arrays[c]; ok {
-			fixed, err := asArray(rows, t)
-			rows.Release()
-			if err != nil {
-				return fmt.Errorf("column %q of episode %d: %w", c, ep.Index, err)
-			}
-			rows = fixed
+		if d.rows[c], err = d.r.asServed(d.ctx, c, rows, ep.Index); err != nil {
+			return err
 		}
-		if t, ok := d.r.torch[c]; ok {
-			cast, err := castLeaves(d.ctx, rows, t)
-			rows.Release()
-			if err != nil {
-				return fmt.Errorf("column %q of episode %d: %w", c, ep.Index, err)
-			}
-			rows = cast
-		}
-		d.rows[c] = rows
 	}
 	return nil
+}
+
+// asServed is column c of an episode's data rows as it is served: a
+// feature of two or more axes as fixed-size lists of its shape, in the
+// type LeRobotDataset's tensors have. It takes rows over.
+func (r *reader) asServed(ctx context.Context, c string, rows arrow.Array, episode int64) (arrow.Array, error) {
+	if t, ok := r.arrays[c]; ok {
+		fixed, err := asArray(rows, t)
+		rows.Release()
+		if err != nil {
+			return nil, fmt.Errorf("column %q of episode %d: %w", c, episode, err)
+		}
+		rows = fixed
+	}
+	if t, ok := r.torch[c]; ok {
+		cast, err := castLeaves(ctx, rows, t)
+		rows.Release()
+		if err != nil {
+			return nil, fmt.Errorf("column %q of episode %d: %w", c, episode, err)
+		}
+		rows = cast
+	}
+	return rows, nil
 }
 
 // column builds one served column of the shard's frames.

@@ -32,6 +32,10 @@ type Info struct {
 	VideoPath       *string            `json:"video_path"`
 	TotalEpisodes   int64              `json:"total_episodes"`
 	TotalFrames     int64              `json:"total_frames"`
+	// StorageFormat is where the frames and videos are: "" (Parquet
+	// data files and MP4 files) or "lance" (LeRobot's Lance layout, as
+	// lerobot-lancedb's converter writes it: LanceLayout).
+	StorageFormat string `json:"storage_format,omitempty"`
 	// keys are the features' names in the file's order.
 	keys []string
 }
@@ -128,6 +132,8 @@ func (in *Info) check() error {
 		return errors.New("it lists no features")
 	case in.TotalEpisodes < 0 || in.TotalFrames < 0:
 		return fmt.Errorf("total_episodes %d and total_frames %d must not be negative", in.TotalEpisodes, in.TotalFrames)
+	case in.StorageFormat != "" && in.StorageFormat != StorageLance:
+		return fmt.Errorf("storage_format %q: shardfeed reads LeRobot's Parquet and MP4 files and its Lance layout (%q)", in.StorageFormat, StorageLance)
 	}
 	if _, err := Expand(in.DataPath, 0, 0, ""); err != nil {
 		return fmt.Errorf("data_path: %w", err)

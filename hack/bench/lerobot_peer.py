@@ -3,7 +3,8 @@ CPython 3.13: make tools-lerobot): the data set written by LeRobot's own
 writer, and LeRobotDataset read in a DataLoader as its users read it.
 
   bin/venv-lerobot/bin/python hack/bench/lerobot_peer.py write OUT EPISODES FRAMES HEIGHT WIDTH
-  bin/venv-lerobot/bin/python hack/bench/lerobot_peer.py read-pyav|read-torchcodec ROOT WORKERS BATCH EPOCH TIME_BOX
+  bin/venv-lerobot/bin/python hack/bench/lerobot_peer.py read-pyav|read-torchcodec|read-lancedb ROOT WORKERS BATCH EPOCH TIME_BOX
+  bin/venv-lerobot/bin/python hack/bench/lerobot_peer.py convert ROOT OUT
 
 write: EPISODES episodes of FRAMES frames at 30 fps, two cameras of
 HEIGHT x WIDTH (AV1, LeRobot's default encoder settings), a float32 state
@@ -13,6 +14,12 @@ set's summary as JSON.
 read-*: one shuffled epoch of LeRobotDataset (its video backend pyav or
 torchcodec, frames as uint8 as the sidecar serves them) in a DataLoader
 of WORKERS workers, through touch.py's loop; prints its result as JSON.
+read-lancedb reads ROOT in LeRobot's Lance layout with lerobot-lancedb's
+LanceDBDataset, as its README says to: batched reads (its __getitems__),
+lance_mp_context() for the workers.
+
+convert: the data set in ROOT converted to LeRobot's Lance layout in OUT
+by lerobot-lancedb's converter.
 """
 
 from __future__ import annotations
@@ -69,8 +76,35 @@ def read(backend: str, root: str, workers: int, batch: int, epoch: int, time_box
     return touch_loop(make, time_box or None)
 
 
+def read_lancedb(root: str, workers: int, batch: int, epoch: int, time_box: float) -> dict:
+    import torch
+    from lerobot_lancedb import LanceDBDataset, lance_mp_context
+
+    def make():
+        ds = LanceDBDataset(root=root, return_uint8=True)
+        g = torch.Generator()
+        g.manual_seed(epoch + 1)
+        return torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, generator=g, num_workers=workers,
+                                           multiprocessing_context=lance_mp_context() if workers else None, persistent_workers=False)
+
+    return touch_loop(make, time_box or None)
+
+
+def convert(root: str, out: str) -> dict:
+    from lerobot_lancedb.convert import convert as to_lance
+
+    to_lance(Path(out), root=Path(root))
+    return {"out": out}
+
+
 def main() -> None:
     args = sys.argv[1:]
+    if len(args) == 3 and args[0] == "convert":
+        print(json.dumps(convert(args[1], args[2])))
+        return
+    if len(args) == 6 and args[0] == "read-lancedb":
+        print(json.dumps(read_lancedb(args[1], int(args[2]), int(args[3]), int(args[4]), float(args[5]))))
+        return
     if len(args) == 6 and args[0] == "write":
         print(json.dumps(write(args[1], *map(int, args[2:]))))
     elif len(args) == 6 and args[0] in ("read-pyav", "read-torchcodec"):

@@ -331,16 +331,16 @@ def video_block(data: dict) -> str:
     rows = data["rows"]
     limit = next(r for r in rows if r["workers"] < 0)
     lines = []
-    for r in sorted((r for r in rows if r["workers"] >= 0), key=lambda r: (r["workers"], r["loader"] != "shardfeed", r["loader"])):
+    for r in sorted((r for r in rows if r["workers"] >= 0), key=lambda r: ("Lance" in r["loader"], r["workers"], not r["loader"].startswith("shardfeed"), r["loader"])):
         dagger = "" if r.get("complete", True) else " †"
-        ours = r["loader"] == "shardfeed"
+        ours = r["loader"].startswith("shardfeed")
         lines.append([r["loader"], str(r["workers"]), _stat(r, "epoch_rate").fmt(",.0f", ours) + dagger, _stat(r, "rate").fmt(",.0f", False),
                       f"{r['first']['median']:.2f} s", f"{r['epoch_rate']['median'] / limit['rate']['median']:.2f}×"])
     lines.append([limit["loader"], "every core", _stat(limit, "rate").fmt(",.0f", False), "–", "–", "1.00×"])
     out.append(table(["loader", "workers", "samples/s, the epoch's (from the constructor)", "samples/s after the first batch",
                       "first batch", "÷ the limit"], lines))
     ours = max((r for r in rows if r["loader"] == "shardfeed"), key=lambda r: r["epoch_rate"]["median"])
-    peers = [r for r in rows if r["workers"] >= 0 and r["loader"] != "shardfeed"]
+    peers = [r for r in rows if r["workers"] >= 0 and not r["loader"].startswith("shardfeed") and "Lance" not in r["loader"]]
     best = max(peers, key=lambda r: r["epoch_rate"]["median"])
     to_limit = ours["epoch_rate"]["median"] / limit["rate"]["median"]
     to_peer = ours["epoch_rate"]["median"] / best["epoch_rate"]["median"]
@@ -348,6 +348,16 @@ def video_block(data: dict) -> str:
     verdict = (f"\nshardfeed at its best ({ours['workers']} workers): {to_limit:.2f}× the decode limit (≥ 0.8×: "
                f"{'met' if to_limit >= 0.8 else 'NOT met'}) and {to_peer:.1f}× the best peer, {best['loader']} at {best['workers']} workers "
                f"(≥ 3×: {'met' if to_peer >= 3 else 'NOT met'}); the limit is {bound:.1f}× that peer.\n")
+    lance_ours = [r for r in rows if r["loader"].startswith("shardfeed") and "Lance" in r["loader"]]
+    lance_peer = [r for r in rows if not r["loader"].startswith("shardfeed") and "Lance" in r["loader"]]
+    if lance_ours and lance_peer:
+        lo = max(lance_ours, key=lambda r: r["epoch_rate"]["median"])
+        lp = max(lance_peer, key=lambda r: r["epoch_rate"]["median"])
+        verdict += (f"The same data set in LeRobot's Lance layout (lerobot-lancedb {v.get('lerobot-lancedb', '?')}'s converter, "
+                    f"pylance {v.get('pylance', '?')}): shardfeed at its best ({lo['workers']} workers) "
+                    f"{lo['epoch_rate']['median'] / lp['epoch_rate']['median']:.1f}× lerobot-lancedb's LanceDBDataset at its best "
+                    f"({lp['workers']} workers), and {lo['epoch_rate']['median'] / ours['epoch_rate']['median']:.2f}× shardfeed on the "
+                    f"Parquet and MP4 files.\n")
     out.append(verdict)
     return "\n".join(out)
 

@@ -3,7 +3,9 @@ sidecar (cameras decoded by its FFmpeg build, bin/shardfeed-video) beside
 LeRobotDataset with its pyav and torchcodec backends, 0 and 2 DataLoader
 workers, and the decode limit: every video decoded alone by the same
 pinned FFmpeg build (bin/ffmpeg-lgpl, dav1d for AV1) to RGB, one process a
-core, no loader.
+core, no loader. The same data set in LeRobot's Lance layout
+(lerobot-lancedb's converter): shardfeed's sidecar reading it beside
+lerobot-lancedb's LanceDBDataset, 0 and 2 workers.
 
   bin/venv/bin/python hack/bench/video.py [--scale S] [--runs R] [--time-box SECONDS] [--out bin/bench/video.json]
 
@@ -51,6 +53,8 @@ FRAMES, HEIGHT, WIDTH, CAMERAS = 300, 240, 320, 2
 SHUFFLE_BLOCK = 1024
 MEMORY_LIMIT = "256Mi"
 LIMIT = "the limit: the pinned FFmpeg's decode to RGB alone on every core (no loader)"
+LANCE_OURS = "shardfeed, Lance layout"
+LANCE_PEER = "LanceDBDataset (lerobot-lancedb), Lance layout"
 PEER = Zygote(str(LEROBOT), str(HERE / "lerobot_peer.py"))
 
 
@@ -72,6 +76,21 @@ def dataset(scale: float) -> tuple[Path, dict]:
     os.sync()
     loaders.warm_page_cache(out)
     return out / "bench", json.loads(meta.read_text())
+
+
+def lance_dataset(root: Path) -> Path:
+    """The data set converted to LeRobot's Lance layout once, by
+    lerobot-lancedb's converter."""
+    out = root.parent / "bench-lance"
+    done = out / "converted"
+    if not done.exists():
+        log("converting the LeRobot dataset to LeRobot's Lance layout with lerobot-lancedb's converter")
+        subprocess.run(["rm", "-rf", str(out)], check=True)
+        subprocess.run([str(LEROBOT), str(HERE / "lerobot_peer.py"), "convert", str(root), str(out)], check=True, capture_output=True, text=True)
+        done.write_text("")
+    os.sync()
+    loaders.warm_page_cache(out)
+    return out
 
 
 class VideoServe(Serve):
@@ -101,7 +120,7 @@ def run_lerobot(backend: str, root: Path, workers: int, epoch: int, box: float) 
     out = done.stdout.strip().splitlines()
     if done.returncode or not out:
         tail = "\n".join(done.stderr.strip().splitlines()[-8:])
-        raise SystemExit(f"LeRobotDataset ({backend}) failed (exit {done.returncode}):\n{tail}")
+        raise SystemExit(f"{backend} failed (exit {done.returncode}):\n{tail}")
     return json.loads(out[-1])
 
 
@@ -138,9 +157,10 @@ def main() -> None:
     scale = scale_of(args.scale)
     started = time.monotonic()
     root, meta = dataset(scale)
+    lance = lance_dataset(root)
     videos = sorted(root.glob("videos/**/*.mp4"))
     versions = json.loads(subprocess.run([str(LEROBOT), "-c", "import importlib.metadata as m, json; print(json.dumps({p: m.version(p) "
-                                          "for p in ('lerobot', 'torch', 'torchcodec', 'av')}))"],
+                                          "for p in ('lerobot', 'torch', 'torchcodec', 'av', 'lerobot-lancedb', 'pylance')}))"],
                                          check=True, capture_output=True, text=True).stdout)
     codec = sorted(set(meta["codecs"].values()))
     result = {"command": " ".join(["bin/venv/bin/python", "hack/bench/video.py", *sys.argv[1:]]), "scale": scale, "runs": args.runs,
@@ -151,6 +171,7 @@ def main() -> None:
               "rows": []}
     with tempfile.TemporaryDirectory(prefix="shardfeed-video-", dir=ROOT / "bin") as tmp:
         serve = VideoServe(Path(tmp) / "serve", root)
+        lance_serve = VideoServe(Path(tmp) / "serve-lance", lance)
         try:
             jobs = []
             for workers in (0, 2):
@@ -161,11 +182,15 @@ def main() -> None:
                 for backend in ("pyav", "torchcodec"):
                     jobs.append((f"LeRobotDataset ({backend})", workers,
                                  lambda e, b, k=backend, w=workers: run_lerobot(k, root, w, e, b), f"LeRobotDataset ({backend})"))
+                jobs.append((LANCE_OURS, workers, lambda e, b, w=workers: run_child("read-shardfeed", lance_serve.socket, w, 2 * e + w // 2, b),
+                             LANCE_OURS))
+                jobs.append((LANCE_PEER, workers, lambda e, b, w=workers: run_lerobot("lancedb", lance, w, e, b), LANCE_PEER))
             jobs.append((LIMIT, loaders.EVERY_CORE, lambda e, b: run_limit(videos, CAMERAS), "the decode limit"))
             result["rows"] = measure_all(jobs, args.runs, args.time_box)
             result["sidecar_peak_anon_mib"] = serve.peak_anon_mib()
         finally:
             serve.stop()
+            lance_serve.stop()
     loaders.MINE.close()
     PEER.close()
     result["seconds"] = time.monotonic() - started

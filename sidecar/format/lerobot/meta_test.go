@@ -66,6 +66,9 @@ func TestParseInfo(t *testing.T) {
 	if v := in.VideoKeys(); !slices.Equal(v, []string{"observation.images.top"}) {
 		t.Errorf("video keys %v", v)
 	}
+	if lx, err := ParseInfo([]byte(strings.Replace(infoJSON, `"total_frames": 70`, `"total_frames": 70, "storage_format": "lance"`, 1))); err != nil || lx.StorageFormat != StorageLance {
+		t.Errorf("LeRobot's Lance layout: %+v, %v", lx, err)
+	}
 	bad := []struct{ from, to, err string }{
 		{`"v3.0"`, `"v2.1"`, "convert the dataset"},
 		{`"fps": 10`, `"fps": 0`, "frame rate"},
@@ -74,6 +77,7 @@ func TestParseInfo(t *testing.T) {
 		{`"shape": [48, 64, 3]`, `"shape": [48, 64]`, "[height, width, channels]"},
 		{`"action"`, `"action_is_pad"`, "reserves"},
 		{`"total_frames": 70`, `"total_frames": "70"`, "not LeRobot's info JSON"},
+		{`"total_frames": 70`, `"total_frames": 70, "storage_format": "zarr"`, `storage_format "zarr": shardfeed reads LeRobot's Parquet and MP4 files and its Lance layout ("lance")`},
 	}
 	for _, b := range bad {
 		_, err := ParseInfo([]byte(strings.Replace(infoJSON, b.from, b.to, 1)))

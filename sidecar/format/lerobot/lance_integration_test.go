@@ -1,0 +1,61 @@
+//go:build integration
+
+package lerobot_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	datav1alpha1 "github.com/shardfeed/shardfeed/api/v1alpha1"
+	"github.com/shardfeed/shardfeed/internal/store"
+	"github.com/shardfeed/shardfeed/internal/store/stores"
+	"github.com/shardfeed/shardfeed/internal/testenv"
+	"github.com/shardfeed/shardfeed/sidecar/format"
+	"github.com/shardfeed/shardfeed/sidecar/format/formats"
+)
+
+// Datasets in LeRobot's Lance layout whose frames table is not a row per
+// frame, or that hold image features, are refused naming what was found.
+func TestLanceLayoutsItDoesNotReadAreRefused(t *testing.T) {
+	dir, _ := golden(t)
+	for _, c := range []struct {
+		name string
+		make func(t *testing.T) string
+		want []string
+	}{
+		{"a deleted frame", func(t *testing.T) string {
+			root := testenv.GoldenCopy(t, dir, "multicam-lance")
+			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "delete", root, "7")
+			return root
+		}, []string{"LeRobot's Lance layout", "fragment 0 has deleted rows", "compact it"}},
+		{"a row more than the frames", func(t *testing.T) string {
+			root := testenv.GoldenCopy(t, dir, "multicam-lance")
+			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "append", root)
+			return root
+		}, []string{"holds 151 rows", "says 150 frames", "row N is frame N"}},
+		{"image features", func(t *testing.T) string {
+			out := filepath.Join(t.TempDir(), "images-lance")
+			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "convert", testenv.GoldenCopy(t, dir, "images"), out)
+			return out
+		}, []string{"image features [observation.images.gripper observation.images.top]", "store the cameras as video"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := c.make(t)
+			st, err := stores.Open(context.Background(), store.Source{URI: "file://" + root + "/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = formats.Default().Index(context.Background(), st, datav1alpha1.FormatLeRobot, format.IndexOptions{TempDir: t.TempDir()})
+			if err == nil {
+				t.Fatal("indexed")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the refusal %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -37,9 +37,10 @@ func (lanceFormat) IndexHelp() string {
 (--version, --tag, or the latest): one shard per row range of a
 fragment, of about --shard-size, each with the byte ranges of its rows'
 pages and its data files' tails; deleted rows are never served.
---columns keeps only those columns: their bytes alone are fetched. The
-version enters the plan's fingerprint; pin by --tag, which keeps the
-version from Lance's cleanup of old versions.`
+--columns keeps only those columns: their bytes alone are fetched. Blob
+columns are served as their bytes, each shard fetching its rows' blobs
+by range. The version enters the plan's fingerprint; pin by --tag, which
+keeps the version from Lance's cleanup of old versions.`
 }
 
 func (lanceFormat) Open(l *index.Layout) (format.Reader, error) {

@@ -59,7 +59,9 @@ its decoded frames (every camera's, RGB) pass --shard-size (64 MiB), each
 with the data file's row groups that hold its frames and, per camera, the
 video file's movie box and the episode's samples from the keyframe its
 first frame decodes from. --episodes selects episodes by episode_index
-("0-9,15").`
+("0-9,15"). A dataset in LeRobot's Lance layout (storage_format "lance":
+frames.lance/ and videos.lance/, lerobot-lancedb's converter) is read
+from its frames table's rows and its videos' blobs, by range.`
 }
 
 // Options lists the format's own index option: the episodes to index.

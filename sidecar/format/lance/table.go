@@ -235,8 +235,11 @@ func (t *Table) Blobs(ctx context.Context, column string, from, to uint64) ([]Bl
 	var out []BlobLocation
 	err := t.span(ctx, from, to, func(_ int, o *openFragment, r0, r1 uint64) error {
 		i, err := lancetable.FileOf(n, o.views)
-		if err != nil || i < 0 {
-			return fmt.Errorf("column %q: no data file holds it (%v)", column, err)
+		if err != nil {
+			return fmt.Errorf("column %q: %w", column, err)
+		}
+		if i < 0 {
+			return fmt.Errorf("column %q: no data file of the fragment holds it", column)
 		}
 		f, of := o.views[i], o.files[i]
 		refs, err := f.Tail.ReadBlobRefs(f.Source, n, f.Columns, r0, r1)

@@ -408,29 +408,17 @@ func (e *Encoding) field(num protowire.Number, typ protowire.Type, v uint64, b [
 		}
 	case VariablePackedStruct:
 		if num == 1 {
-			if len(e.Fields) >= maxPackedFields {
-				return corrupt("a variable packed struct of more than %d fields", maxPackedFields)
-			}
-			var f PackedField
-			f, err = parsePackedField(b, depth)
-			e.Fields = append(e.Fields, f)
+			err = e.addPackedField(b, depth)
 		}
-	case Range:
-		switch num {
-		case 1:
+	case Range, Delta: // a Range's third field is its step, a Delta's its deltas
+		switch {
+		case num == 1:
 			e.Bits = v
-		case 2:
+		case num == 2:
 			e.Start = v
-		case 3:
+		case num == 3 && e.Kind == Range:
 			e.Step = v
-		}
-	case Delta:
-		switch num {
-		case 1:
-			e.Bits = v
-		case 2:
-			e.Start = v
-		case 3:
+		case num == 3:
 			e.Child, err = child(b)
 		}
 	}
@@ -439,6 +427,16 @@ func (e *Encoding) field(num protowire.Number, typ protowire.Type, v uint64, b [
 
 // maxPackedFields bounds a VariablePackedStruct's fields.
 const maxPackedFields = 64
+
+// addPackedField adds a VariablePackedStruct's field.
+func (e *Encoding) addPackedField(b []byte, depth int) error {
+	if len(e.Fields) >= maxPackedFields {
+		return corrupt("a variable packed struct of more than %d fields", maxPackedFields)
+	}
+	f, err := parsePackedField(b, depth)
+	e.Fields = append(e.Fields, f)
+	return err
+}
 
 // parsePackedField reads a VariablePackedStruct.FieldEncoding.
 func parsePackedField(msg []byte, depth int) (PackedField, error) {

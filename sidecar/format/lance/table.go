@@ -254,7 +254,7 @@ func (t *Table) Blobs(ctx context.Context, column string, from, to uint64) ([]Bl
 				return fmt.Errorf("%w: column %q, row %d: a blob stored outside the dataset (its descriptor names a URI)", lancetable.ErrUnsupported, column, r0+uint64(j)) //nolint:gosec // j < rows
 			case r.Position > math.MaxInt64-r.Size:
 				return fmt.Errorf("column %q, row %d: a blob at [%d, +%d)", column, r0+uint64(j), r.Position, r.Size) //nolint:gosec // j < rows
-			case r.Kind == lancefile.BlobPacked || r.Kind == lancefile.BlobDedicated:
+			case r.InBlobFile:
 				loc.Object = blobKey(of.key, r.ID)
 			default:
 				loc.Object = of.key

@@ -20,15 +20,15 @@ import (
 //	  data/{data file's stem}/{id in 32 binary digits, least significant
 //	  first}.blob; 3 (external): bytes of a URI outside the dataset.
 
-// BlobKind says where a blob's bytes lie.
-type BlobKind uint8
+// blobKind says where a blob's bytes lie.
+type blobKind uint8
 
-// The kinds of blob v2 descriptors (v1's are all BlobInline).
+// The kinds of blob v2 descriptors (v1's are all blobInline).
 const (
-	BlobInline BlobKind = iota
-	BlobPacked
-	BlobDedicated
-	BlobExternal
+	blobInline blobKind = iota
+	blobPacked
+	blobDedicated
+	blobExternal
 )
 
 // MaxBlobBytes bounds one blob value.
@@ -36,9 +36,11 @@ const MaxBlobBytes = 1 << 30
 
 // BlobRef is a blob column's descriptor of one row.
 type BlobRef struct {
-	Null           bool
-	Kind           BlobKind
+	Null bool
+	// Position and Size are the bytes' in the data file or, InBlobFile,
+	// in the data file's blob file of ID.
 	Position, Size uint64
+	InBlobFile     bool
 	ID             uint32
 	// External: the descriptor names a URI (kind 3), not its bytes.
 	External bool
@@ -101,16 +103,18 @@ func blobRef(b block, i int) (BlobRef, error) {
 	if len(d) < 25 {
 		return BlobRef{}, corrupt("a blob descriptor of %d bytes", len(d))
 	}
-	r := BlobRef{Kind: BlobKind(d[0]), Position: le.Uint64(d[1:]), Size: le.Uint64(d[9:]), ID: le.Uint32(d[17:])}
+	r := BlobRef{Position: le.Uint64(d[1:]), Size: le.Uint64(d[9:]), ID: le.Uint32(d[17:])}
 	if uriLen := le.Uint32(d[21:]); uint64(uriLen) != uint64(len(d)-25) {
 		return BlobRef{}, corrupt("a blob descriptor's uri of %d bytes in %d", uriLen, len(d)-25)
 	}
-	switch r.Kind {
-	case BlobInline, BlobPacked, BlobDedicated:
-	case BlobExternal:
+	switch kind := blobKind(d[0]); kind {
+	case blobInline:
+	case blobPacked, blobDedicated:
+		r.InBlobFile = true
+	case blobExternal:
 		r.External = true
 	default:
-		return BlobRef{}, fmt.Errorf("%w: a blob descriptor of kind %d (written by a newer Lance)", ErrUnsupported, r.Kind)
+		return BlobRef{}, fmt.Errorf("%w: a blob descriptor of kind %d (written by a newer Lance)", ErrUnsupported, kind)
 	}
 	return r, nil
 }

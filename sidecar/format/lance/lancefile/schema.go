@@ -22,12 +22,12 @@ type Field struct {
 	Blob bool
 }
 
-// BlobExtension is the extension name of Lance's blob v2 columns.
-const BlobExtension = "lance.blob.v2"
+// blobExtension is the extension name of Lance's blob v2 columns.
+const blobExtension = "lance.blob.v2"
 
 // IsBlob says whether a field of a manifest is a blob column.
 func IsBlob(extension string, metadata map[string]string) bool {
-	return extension == BlobExtension || metadata["lance-encoding:blob"] == "true"
+	return extension == blobExtension || metadata["lance-encoding:blob"] == "true"
 }
 
 // Node is a field with its children: the shape Arrow gives it.
@@ -180,8 +180,8 @@ func (n *Node) resolveBlob(depth int) error {
 	switch {
 	case depth > 0:
 		return unsupported(n, "a blob column inside a struct or list (shardfeed reads top-level blob columns)")
-	case n.Extension == BlobExtension && n.LogicalType != "struct",
-		n.Extension != BlobExtension && n.LogicalType != "large_binary" && n.LogicalType != "binary":
+	case n.Extension == blobExtension && n.LogicalType != "struct",
+		n.Extension != blobExtension && n.LogicalType != "large_binary" && n.LogicalType != "binary":
 		return unsupported(n, "a blob column of logical type "+n.LogicalType)
 	}
 	n.Children = nil // the struct's fields are not columns of their own

@@ -44,7 +44,7 @@ func blobBytes(n *lancefile.Node, f FileView, r lancefile.BlobRef) ([]byte, erro
 		return []byte{}, nil
 	}
 	src := f.Source
-	if r.Kind == lancefile.BlobPacked || r.Kind == lancefile.BlobDedicated {
+	if r.InBlobFile {
 		if f.Blobs == nil {
 			return nil, fmt.Errorf("blob file %s of a data file with none", lancefile.BlobFileName(r.ID))
 		}

@@ -355,6 +355,16 @@ def write_case(uri: str, case: str, version: str, small: bool, v1_names: bool = 
             "d10": pa.array([decimal.Decimal(i % 3).scaleb(-10) for i in range(n)], pa.decimal128(38, 10)),
             "d38": pa.array([decimal.Decimal(i % 5).scaleb(-38) for i in range(n)], pa.decimal128(38, 38)),
             "dneg": pa.array([decimal.Decimal(i).scaleb(2) for i in range(n)], pa.decimal128(5, -2)),
+            # one value a column, with and without nulls: 2.2 writes constant
+            # pages, a string's value in a buffer and nulls as levels
+            # (LeRobot's Lance layout: a camera's video_key)
+            "key": pa.array(["observation.images.front"] * n),
+            "blob1": pa.array([b"\x00\xff"] * n),
+            "keynull": pa.array([None if i % 5 == 2 else "k" for i in range(n)]),
+            "empty1": pa.array([""] * n),
+            "sevens": pa.array([None if i % 4 == 1 else 7 for i in range(n)], pa.int64()),
+            "truenull": pa.array([None if i % 3 == 0 else True for i in range(n)]),
+            "halfnull": pa.array([None if i % 2 else 1.5 for i in range(n)], pa.float32()),
         }
         if version == "2.0":  # 2.1 and 2.2 write these as constant pages with levels, which shardfeed refuses
             cols["empty"] = pa.array([[]] * n, pa.list_(pa.int32()))

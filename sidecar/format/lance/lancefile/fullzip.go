@@ -1,6 +1,7 @@
 package lancefile
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 )
@@ -234,20 +235,89 @@ func each(b block, fn func([]byte) ([]byte, error)) (block, error) {
 	return out, nil
 }
 
-// constant decodes rows of a constant page: its inline value, or nulls.
-func (p *Page) constant(from, to uint64) (leaf, error) {
+// constant decodes rows of a constant page: its value for every row, and
+// its definition levels where it has nulls. A fixed-width value is inline
+// in the layout, its page's buffers [repetition, definition]; a variable
+// one (2.2: a string or binary column of one value) is page buffer 0, a
+// block [u32 buffers = 2][u32 8][u64 length][u32 length][bytes], then
+// [repetition, definition]. Definition levels are u16s unless the layout
+// compresses them. No value and no buffers: every row null.
+func (p *Page) constant(src Source, from, to uint64) (leaf, error) {
 	l := p.Layout
-	if len(p.Offsets) > 0 || l.Rep != nil || l.Def != nil {
-		return leaf{}, fmt.Errorf("%w: a constant page with repetition or definition levels (in file versions 2.1 and 2.2: a column of one value and nulls, or lists or structs all null or all empty), which shardfeed does not decode yet; write the table in 2.0, or leave the column out", ErrUnsupported)
-	}
 	n := int(to - from) //nolint:gosec // within the page
-	if l.InlineValue == nil {
-		def := make([]uint16, n)
-		for i := range def {
-			def[i] = 1
-		}
-		return leaf{def: def, vals: block{n: n, allNull: true}}, nil
+	value, rep, def := -1, 0, 1
+	if l.InlineValue == nil && len(p.Offsets) > 0 {
+		value, rep, def = 0, 1, 2
 	}
-	vals, err := constant(l.InlineValue, n)
-	return leaf{vals: vals}, err
+	if l.Rep != nil || rep < len(p.Offsets) && p.Sizes[rep] > 0 {
+		return leaf{}, fmt.Errorf("%w: a constant page with repetition levels (in file versions 2.1 and 2.2: lists all null, all empty, or of one value), which shardfeed does not decode yet; write the table in 2.0, or leave the column out", ErrUnsupported)
+	}
+	var out leaf
+	if l.Def != nil || def < len(p.Offsets) && p.Sizes[def] > 0 {
+		levels, err := p.constantLevels(src, def)
+		if err != nil {
+			return leaf{}, err
+		}
+		out.def = levels[from:to]
+	}
+	var err error
+	switch {
+	case l.InlineValue != nil:
+		out.vals, err = constant(l.InlineValue, n)
+	case value == 0:
+		var raw []byte
+		if raw, err = p.buffer(src, 0); err == nil {
+			out.vals, err = constantBytes(raw, n)
+		}
+	default:
+		if out.def == nil {
+			out.def = make([]uint16, n)
+			for i := range out.def {
+				out.def[i] = 1
+			}
+		}
+		out.vals = block{n: n, allNull: true}
+	}
+	return out, err
+}
+
+// constantLevels reads a constant page's definition levels, one a row.
+func (p *Page) constantLevels(src Source, buf int) ([]uint16, error) {
+	l := p.Layout
+	if p.Rows > MaxPageBytes/2 {
+		return nil, corrupt("a constant page of %d rows", p.Rows)
+	}
+	raw, err := p.buffer(src, buf)
+	if err != nil {
+		return nil, err
+	}
+	rows := int(p.Rows) //nolint:gosec // bounded above
+	if l.Def != nil {
+		return decodeLevels(l.Def, raw, rows)
+	}
+	if len(raw) != 2*rows {
+		return nil, corrupt("a constant page's %d definition bytes for %d rows", len(raw), rows)
+	}
+	out := make([]uint16, rows)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint16(raw[2*i:])
+	}
+	return out, nil
+}
+
+// constantBytes is n copies of a constant page's variable value.
+func constantBytes(raw []byte, n int) (block, error) {
+	le := binary.LittleEndian
+	if len(raw) < 20 || le.Uint32(raw) != 2 || le.Uint32(raw[4:]) != 8 || le.Uint64(raw[8:]) != uint64(le.Uint32(raw[16:])) || uint64(len(raw)-20) != le.Uint64(raw[8:]) {
+		return block{}, corrupt("a constant page's value is not one length-prefixed value (%d bytes)", len(raw))
+	}
+	v := raw[20:]
+	if len(v)*n > MaxPageBytes {
+		return block{}, corrupt("%d copies of a %d-byte constant", n, len(v))
+	}
+	out := block{n: n, offsets: make([]uint64, n+1), data: bytes.Repeat(v, n)}
+	for i := range n {
+		out.offsets[i+1] = uint64((i + 1) * len(v)) //nolint:gosec // bounded above
+	}
+	return out, nil
 }

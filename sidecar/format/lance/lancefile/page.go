@@ -48,7 +48,7 @@ func (p *Page) decode(src Source, from, to uint64) (leaf, error) {
 	case FullZip:
 		lf, err = p.fullZip(src, from, to)
 	case Constant:
-		lf, err = p.constant(from, to)
+		lf, err = p.constant(src, from, to)
 	case BlobLayout:
 		if l.Inner == nil || l.Inner.Values == nil {
 			return leaf{}, corrupt("a blob page without its descriptors' layout")

@@ -10,7 +10,9 @@ Each dataset is a folder OUT/NAME:
 
 - multicam: fps 10, five episodes of 3 to 60 frames, three cameras of
   different sizes, a float32 state (6) and action (7), two tasks;
-- fps30: fps 30, three episodes (5, 40, 90 frames), one camera, three tasks;
+- fps30: fps 30, three episodes (5, 40, 90 frames), one camera, three tasks,
+  and vectors LeRobotDataset gives in other types than stored:
+  observation.effort, float64 (3,), and observation.count, int32 (2,);
 - rollover: fps 10, eight episodes, two cameras, with data, episode and
   video files capped at a few kB and two files a chunk, so that the
   episodes land in several data/ and videos/ files and chunks, each
@@ -95,6 +97,9 @@ class Spec:
     # observation.effort, float64 (3,), and observation.contacts, int32
     # (2, 2): stored in types LeRobotDataset's items do not have.
     other_dtypes: bool = False
+    # observation.effort, float64 (3,), and observation.count, int32 (2,):
+    # such types in vectors alone (LeRobot's Lance layout reads vectors).
+    flat_dtypes: bool = False
 
 
 SPECS = [
@@ -113,6 +118,7 @@ SPECS = [
         tasks=["open the drawer", "close the drawer", "wave"],
         state_dim=3,
         action_dim=3,
+        flat_dtypes=True,
     ),
     Spec(
         name="rollover",
@@ -209,9 +215,12 @@ def features(spec: Spec) -> dict:
         }
     if spec.joints:
         f["observation.joints"] = {"dtype": "float32", "shape": spec.joints, "names": None}
-    if spec.other_dtypes:
+    if spec.other_dtypes or spec.flat_dtypes:
         f["observation.effort"] = {"dtype": "float64", "shape": (3,), "names": ["e0", "e1", "e2"]}
+    if spec.other_dtypes:
         f["observation.contacts"] = {"dtype": "int32", "shape": (2, 2), "names": None}
+    if spec.flat_dtypes:
+        f["observation.count"] = {"dtype": "int32", "shape": (2,), "names": ["c0", "c1"]}
     for cam in spec.images:
         first = cam.name in spec.images_channels_first
         f[f"observation.images.{cam.name}"] = {
@@ -268,10 +277,13 @@ def write(spec: Spec, out: Path, seed: int, vcodec: str | None, threads: int | N
             if spec.joints:
                 rows, cols = spec.joints
                 frame["observation.joints"] = vector(rows * cols, ep, t, seed, 2000.0).reshape(rows, cols)
-            if spec.other_dtypes:
+            if spec.other_dtypes or spec.flat_dtypes:
                 # Values a float32 cannot hold exactly, and ints.
                 frame["observation.effort"] = np.array([0.1 * t + 1e-9, ep + 1 / 3, np.sin(t + 0.5)], dtype=np.float64)
+            if spec.other_dtypes:
                 frame["observation.contacts"] = np.array([[ep, t], [t % 2, -t]], dtype=np.int32)
+            if spec.flat_dtypes:
+                frame["observation.count"] = np.array([ep * 1000 + t, -t], dtype=np.int32)
             for i, cam in enumerate(spec.cameras):
                 img = image(cam, i, ep, t, seed)
                 frame[f"observation.images.{cam.name}"] = img.transpose(2, 0, 1).copy() if spec.channels_first else img

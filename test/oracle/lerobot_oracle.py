@@ -24,7 +24,9 @@ record writes into DIR:
   - NAME-lance/, for NAME of LANCE: the dataset converted to LeRobot's
     Lance layout by lerobot-lancedb's converter, and for each case of
     LANCE_CASES its items as lerobot-lancedb's LanceDBDataset reads them
-    (checked equal to LeRobotDataset's of NAME);
+    (checked equal to LeRobotDataset's of NAME, but for the types of
+    float64 and int32 features, which LanceDBDataset gives as stored:
+    manifest.json's lance_vs_lerobot_dtypes);
   - deltas.jsonl: check_delta_timestamps and get_delta_indices over a
     spread of deltas and frame rates (whole frames, half frames, either
     side of the tolerance);
@@ -116,8 +118,36 @@ CASES = {
 # LanceDBDataset (a copy of LeRobot's own Lance reader): each a case of
 # CASES on the converted dataset, whose items must be, and are checked to
 # be, LeRobotDataset's of the original.
-LANCE = ("multicam", "rollover")
-LANCE_CASES = {"multicam-lance-windows": "multicam-windows", "multicam-lance-plain": "multicam-plain", "rollover-lance-episodes": "rollover-episodes"}
+LANCE = ("multicam", "rollover", "fps30")
+LANCE_CASES = {"multicam-lance-windows": "multicam-windows", "multicam-lance-plain": "multicam-plain", "rollover-lance-episodes": "rollover-episodes",
+               "fps30-lance-windows": "fps30-windows"}
+
+
+def same_items(lance: list[dict], lerobot: list[dict]) -> dict:
+    """Checks LanceDBDataset's items are LeRobotDataset's but for the
+    types of features stored in others than float32 and int64, which
+    LanceDBDataset gives as stored and LeRobotDataset as float32 and int64
+    (the values then equal once rounded to float32); returns those
+    features' types, {key: [LanceDBDataset's, LeRobotDataset's]}."""
+    differ: dict = {}
+    if len(lance) != len(lerobot):
+        raise SystemExit(f"LanceDBDataset has {len(lance)} items, LeRobotDataset {len(lerobot)}")
+    for i, (a, b) in enumerate(zip(lance, lerobot)):
+        a, b = json.loads(json.dumps(a)), json.loads(json.dumps(b))
+        for k, ta in a["dtypes"].items():
+            tb = b["dtypes"].get(k)
+            if ta == tb:
+                continue
+            if (ta, tb) not in (("float64", "float32"), ("int32", "int64")):
+                raise SystemExit(f"item {i}: {k} is {ta} in LanceDBDataset's, {tb} in LeRobotDataset's")
+            differ[k] = [ta, tb]
+            cast = np.array(a["values"][k], dtype=np.float32 if tb == "float32" else np.int64).tolist()
+            if cast != b["values"][k]:
+                raise SystemExit(f"item {i}: {k}'s values differ beyond their types")
+            a["values"][k], a["dtypes"][k] = b["values"][k], tb
+        if a != b:
+            raise SystemExit(f"item {i}: LanceDBDataset's is not LeRobotDataset's")
+    return differ
 
 # Cases whose cameras are resized and cropped (spec.streams[].lerobot.frames):
 # each recorded frame is torchvision's Resize(resize) then
@@ -282,13 +312,12 @@ def record(dst: Path) -> None:
             shutil.rmtree(table / "_transactions", ignore_errors=True)  # the readers never open them
         datasets[f"{name}-lance"] = {**datasets[name], "source": name}
         frames[f"{name}-lance"] = frames[name]
-    cases = {}
+    cases, lance_dtypes = {}, {}
     for case, original in LANCE_CASES.items():
         name, delta, episodes = CASES[original]
         got = lance_items(dst / f"{name}-lance", delta, episodes, frames[name])
         want = items(dst / name, f"shardfeed/{name}", delta, episodes, frames[name], backend(name))
-        if got != want:
-            raise SystemExit(f"{case}: LanceDBDataset's items of the converted dataset are not LeRobotDataset's of {name}")
+        lance_dtypes[case] = same_items(got, want)
         with open(dst / f"{case}.jsonl", "w") as f:
             for line in got:
                 f.write(json.dumps(line, sort_keys=True) + "\n")
@@ -323,6 +352,7 @@ def record(dst: Path) -> None:
         "pyav_vs_torchcodec_max_difference": backends,
         "backends": {name: backend(name) for name in datasets},
         "backend_failures": failures,
+        "lance_vs_lerobot_dtypes": lance_dtypes,
         "versions": {"lerobot": lerobot.__version__, "torch": torch.__version__, "torchcodec": torchcodec.__version__, "av": av.__version__,
                  "lerobot-lancedb": importlib.metadata.version("lerobot-lancedb"), "pylance": importlib.metadata.version("pylance")},
     }

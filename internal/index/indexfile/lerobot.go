@@ -204,23 +204,26 @@ func (e Entry) checkLeRobot(l *LeRobot) error {
 }
 
 // checkPieces checks an episode's frames table shards (LeRobot's Lance
-// layout): Lance shards without deletions that hold its frames.
+// layout): Lance shards whose live rows are its frames.
 func (ep *LeRobotEpisode) checkPieces() error {
 	if len(ep.Pieces) == 0 || len(ep.RowGroups) != 0 {
 		return errors.New("a shard of LeRobot's Lance layout lists no frames table pieces, or row groups")
 	}
-	var rows int64
+	var frames int64
 	for j, p := range ep.Pieces {
 		if err := p.checkLance(); err != nil {
 			return fmt.Errorf("piece %d: %w", j, err)
 		}
-		if len(p.Deleted) > 0 || p.Samples != p.Rows || p.Rows < 1 || p.RowStart < 0 || p.Part < 0 {
-			return fmt.Errorf("piece %d: rows [%d, +%d) of fragment %d, %d deleted: not a run of frames", j, p.RowStart, p.Rows, p.Part, len(p.Deleted))
+		if err := p.checkDeleted(); err != nil {
+			return fmt.Errorf("piece %d: %w", j, err)
 		}
-		rows += p.Rows
+		if p.Samples < 1 || p.RowStart < 0 || p.Part < 0 {
+			return fmt.Errorf("piece %d: rows [%d, +%d) of fragment %d, %d live: not a run of frames", j, p.RowStart, p.Rows, p.Part, p.Samples)
+		}
+		frames += p.Samples
 	}
-	if rows != ep.Length {
-		return fmt.Errorf("its pieces hold %d rows, the episode %d frames", rows, ep.Length)
+	if frames != ep.Length {
+		return fmt.Errorf("its pieces hold %d live rows, the episode %d frames", frames, ep.Length)
 	}
 	return nil
 }

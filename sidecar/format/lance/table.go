@@ -21,15 +21,18 @@ import (
 // and videos.lance/ beside its meta/), opened at its latest version to
 // index row ranges of the caller's choosing: a range is indexed as one
 // shard (a piece) per fragment it crosses, its objects keys of the
-// dataset's store. Rows are numbered across fragments in order; a table
-// with deleted rows is refused, its rows' numbers would not be its
-// writer's.
+// dataset's store. Rows are its live rows, numbered across fragments in
+// order (a scan's order, Lance's identity permutation): a deleted row has
+// no number, and a piece lists it among its deleted rows.
 type Table struct {
-	ix     *indexer
-	m      *lancetable.Manifest
-	lx     *indexfile.Lance
-	starts []uint64 // each fragment's first row
-	rows   uint64
+	ix *indexer
+	m  *lancetable.Manifest
+	lx *indexfile.Lance
+	// starts are each fragment's first row (live rows before it);
+	// deleted its deleted rows (physical, sorted).
+	starts  []uint64
+	deleted [][]uint32
+	rows    uint64
 	// open is the fragment last read, its data files kept.
 	open *openFragment
 }
@@ -75,20 +78,34 @@ func OpenTable(ctx context.Context, st store.Store, prefix string, columns []str
 	}
 	t := &Table{ix: &indexer{ds: ds, opts: opts, nodes: nodes}, m: m, lx: lx}
 	for _, frag := range m.Fragments {
-		if frag.Deletion != nil {
-			return nil, fmt.Errorf("%s at version %d: fragment %d has deleted rows, and the table's rows are read by their numbers: rewrite it without deletions (compact it)", ds.uri(), version, frag.ID)
+		deleted, err := t.ix.deleted(ctx, frag)
+		if err != nil {
+			return nil, fmt.Errorf("%s at version %d, fragment %d: %w", ds.uri(), version, frag.ID, err)
 		}
 		t.starts = append(t.starts, t.rows)
-		t.rows += frag.PhysicalRows
+		t.deleted = append(t.deleted, deleted)
+		t.rows += frag.PhysicalRows - uint64(len(deleted))
 	}
 	return t, nil
+}
+
+// physical is the physical row of fragment k's live row l.
+func (t *Table) physical(k int, l uint64) uint64 {
+	p := l
+	for _, d := range t.deleted[k] {
+		if uint64(d) > p {
+			break
+		}
+		p++
+	}
+	return p
 }
 
 // Descriptor is the table as an index records it (the frames table of a
 // LeRobot index).
 func (t *Table) Descriptor() *indexfile.Lance { return t.lx }
 
-// Rows is the table's count of rows.
+// Rows is the table's count of live rows.
 func (t *Table) Rows() uint64 { return t.rows }
 
 // Close removes the data files fetched to index it.
@@ -129,33 +146,57 @@ func (t *Table) fragment(ctx context.Context, k int) (*openFragment, error) {
 	return o, nil
 }
 
-// span calls fn for each fragment rows [from, to) cross, with the
-// fragment's rows of them.
+// span calls fn for each fragment live rows [from, to) cross, with the
+// physical rows [r0, r1) that hold them (and the deleted rows between).
 func (t *Table) span(ctx context.Context, from, to uint64, fn func(k int, o *openFragment, r0, r1 uint64) error) error {
 	if from > to || to > t.rows {
 		return fmt.Errorf("%s: rows [%d, %d) of a table of %d", t.lx.Root, from, to, t.rows)
 	}
 	for k, start := range t.starts {
-		end := start + t.m.Fragments[k].PhysicalRows
-		if end <= from || start >= to {
+		end := start + t.m.Fragments[k].PhysicalRows - uint64(len(t.deleted[k]))
+		if end <= from || start >= to || start == end {
 			continue
 		}
 		o, err := t.fragment(ctx, k)
 		if err != nil {
 			return fmt.Errorf("fragment %d: %w", t.m.Fragments[k].ID, err)
 		}
-		if err := fn(k, o, max(from, start)-start, min(to, end)-start); err != nil {
+		r0, r1 := t.physical(k, max(from, start)-start), t.physical(k, min(to, end)-start-1)+1
+		if err := fn(k, o, r0, r1); err != nil {
 			return fmt.Errorf("fragment %d: %w", t.m.Fragments[k].ID, err)
 		}
 	}
 	return nil
 }
 
+// live are the runs of fragment k's live rows in physical rows [r0, r1).
+func (t *Table) live(k int, r0, r1 uint64) [][2]uint64 {
+	var out [][2]uint64
+	at := r0
+	for _, d := range t.deleted[k] {
+		p := uint64(d)
+		if p < at {
+			continue
+		}
+		if p >= r1 {
+			break
+		}
+		if p > at {
+			out = append(out, [2]uint64{at, p})
+		}
+		at = p + 1
+	}
+	if at < r1 {
+		out = append(out, [2]uint64{at, r1})
+	}
+	return out
+}
+
 // Index indexes rows [from, to): a piece per fragment they cross.
 func (t *Table) Index(ctx context.Context, from, to uint64) ([]indexfile.Entry, error) {
 	var out []indexfile.Entry
 	err := t.span(ctx, from, to, func(k int, o *openFragment, r0, r1 uint64) error {
-		e, err := t.ix.shard(t.m.Fragments[k], o.files, o.views, nil, r0, r1)
+		e, err := t.ix.shard(t.m.Fragments[k], o.files, o.views, t.deleted[k], r0, r1)
 		if err == nil {
 			out = append(out, e)
 		}
@@ -175,13 +216,15 @@ func (t *Table) Read(ctx context.Context, from, to uint64) (arrow.RecordBatch, e
 			}
 		}
 	}()
-	err := t.span(ctx, from, to, func(_ int, o *openFragment, r0, r1 uint64) error {
-		for c, n := range t.ix.nodes {
-			arr, err := lancetable.ReadRows(n, o.views, r0, r1)
-			if err != nil {
-				return fmt.Errorf("column %q: %w", n.Name, err)
+	err := t.span(ctx, from, to, func(k int, o *openFragment, r0, r1 uint64) error {
+		for _, run := range t.live(k, r0, r1) {
+			for c, n := range t.ix.nodes {
+				arr, err := lancetable.ReadRows(n, o.views, run[0], run[1])
+				if err != nil {
+					return fmt.Errorf("column %q: %w", n.Name, err)
+				}
+				chunks[c] = append(chunks[c], arr)
 			}
-			chunks[c] = append(chunks[c], arr)
 		}
 		return nil
 	})
@@ -233,7 +276,7 @@ func (t *Table) Blobs(ctx context.Context, column string, from, to uint64) ([]Bl
 		return nil, fmt.Errorf("%s has no blob column %q", t.lx.Root, column)
 	}
 	var out []BlobLocation
-	err := t.span(ctx, from, to, func(_ int, o *openFragment, r0, r1 uint64) error {
+	err := t.span(ctx, from, to, func(k int, o *openFragment, r0, r1 uint64) error {
 		i, err := lancetable.FileOf(n, o.views)
 		if err != nil {
 			return fmt.Errorf("column %q: %w", column, err)
@@ -247,6 +290,9 @@ func (t *Table) Blobs(ctx context.Context, column string, from, to uint64) ([]Bl
 			return err
 		}
 		for j, r := range refs {
+			if isDeleted(t.deleted[k], r0+uint64(j)) { //nolint:gosec // j < rows
+				continue
+			}
 			loc := BlobLocation{Null: r.Null}
 			switch {
 			case r.Null:

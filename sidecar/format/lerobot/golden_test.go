@@ -66,6 +66,9 @@ type goldenCase struct {
 	ShardBytes int64 `json:"-"`
 	// Clips serves the cameras as clips (cameras: Clips).
 	Clips bool `json:"-"`
+	// root, where set, is the dataset to read instead of a copy of
+	// Dataset's recording (a copy a test changed).
+	root string
 }
 
 // shardings are case c as indexed by default (a shard an episode) and
@@ -168,7 +171,10 @@ func served(t *testing.T, dir string, c goldenCase, columns func(*arrow.Schema) 
 func opened(t testing.TB, dir string, c goldenCase) (store.Store, *indexfile.File, format.Reader) {
 	t.Helper()
 	ctx := context.Background()
-	root := testenv.GoldenCopy(t, dir, c.Dataset)
+	root := c.root
+	if root == "" {
+		root = testenv.GoldenCopy(t, dir, c.Dataset)
+	}
 	st, err := stores.Open(ctx, store.Source{URI: "file://" + root + "/"})
 	if err != nil {
 		t.Fatal(err)
@@ -316,8 +322,8 @@ func column(t *testing.T, rec arrow.RecordBatch, name string) arrow.Array {
 	return rec.Column(k[0])
 }
 
-// floats is row j of a float (or int64) column, or of a fixed-size list
-// of them.
+// floats is row j of a float (or int64, int32) column, or of a
+// fixed-size list of them.
 func floats(t *testing.T, a arrow.Array, j int) []float64 {
 	t.Helper()
 	switch a := a.(type) {
@@ -326,6 +332,8 @@ func floats(t *testing.T, a arrow.Array, j int) []float64 {
 	case *array.Float64:
 		return []float64{a.Value(j)}
 	case *array.Int64:
+		return []float64{float64(a.Value(j))}
+	case *array.Int32:
 		return []float64{float64(a.Value(j))}
 	case *array.FixedSizeList:
 		n := int(a.DataType().(*arrow.FixedSizeListType).Len())

@@ -78,7 +78,7 @@ func (Format) IndexTable(ctx context.Context, st store.Store, opts format.IndexO
 	ix := &indexer{st: st, opts: opts, info: info, sizes: sizes, movies: map[string]*movie{}, footers: map[string]*footer{}, rgHash: map[string]string{}}
 	out := &indexfile.File{Shardfeed: indexfile.Version, Format: datav1alpha1.FormatLeRobot}
 	lx := &indexfile.LeRobot{Root: st.URI(), Codebase: info.CodebaseVersion, FPS: info.FPS, Tasks: tasks, Episodes: opts.Own[episodesOption]}
-	if info.StorageFormat == StorageLance {
+	if info.Lance(func(prefix string) bool { return hasPrefix(objects, prefix) }) {
 		if ix.lance, err = openLance(ctx, st, info, opts); err != nil {
 			return nil, fmt.Errorf("%s (LeRobot's Lance layout): %w", st.URI(), err)
 		}
@@ -138,6 +138,12 @@ func (Format) IndexTable(ctx context.Context, st store.Store, opts format.IndexO
 	}
 	out.LeRobot = lx
 	return out, nil
+}
+
+// hasPrefix says whether an object's key begins with prefix.
+func hasPrefix(objects []store.Object, prefix string) bool {
+	k, _ := slices.BinarySearchFunc(objects, prefix, func(o store.Object, p string) int { return strings.Compare(o.Key, p) })
+	return k < len(objects) && strings.HasPrefix(objects[k].Key, prefix)
 }
 
 // readWhole reads the object at key, of at most limit bytes.

@@ -29,7 +29,7 @@ func TestLanceLayoutsItDoesNotReadAreRefused(t *testing.T) {
 			root := testenv.GoldenCopy(t, dir, "multicam-lance")
 			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "delete", root, "7")
 			return root
-		}, []string{"LeRobot's Lance layout", "fragment 0 has deleted rows", "compact it"}},
+		}, []string{"LeRobot's Lance layout", "frames table frames.lance/ holds 149 rows", "says 150 frames", "row N is frame N"}},
 		{"a row more than the frames", func(t *testing.T) string {
 			root := testenv.GoldenCopy(t, dir, "multicam-lance")
 			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "append", root)
@@ -58,4 +58,16 @@ func TestLanceLayoutsItDoesNotReadAreRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A frames table whose deleted rows leave a row a frame (a row appended
+// and deleted) is read by its live rows, as LeRobot's Lance reader reads
+// it: the items are the recording's.
+func TestLanceLayoutReadsLiveRows(t *testing.T) {
+	dir, m := golden(t)
+	c := m.Cases["multicam-lance-plain"]
+	root := testenv.GoldenCopy(t, dir, c.Dataset)
+	testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "append-deleted", root)
+	c.root = root
+	checkItems(t, dir, "multicam-lance-plain", c, m)
 }

@@ -263,7 +263,9 @@ func (r *reader) setSchema() error {
 			r.arrays[f.Name] = t
 			f, inner = arrow.Field{Name: f.Name, Type: t}, shape
 		}
-		if t := torchType(f.Type); r.image(f.Name) < 0 && !arrow.TypeEqual(t, f.Type) {
+		// LeRobotDataset's tensors are float32 and int64 whatever the
+		// Parquet stores; LeRobot's Lance reader gives the stored types.
+		if t := torchType(f.Type); r.frames == nil && r.image(f.Name) < 0 && !arrow.TypeEqual(t, f.Type) {
 			r.torch[f.Name] = t
 			f = arrow.Field{Name: f.Name, Type: t, Metadata: f.Metadata}
 		}

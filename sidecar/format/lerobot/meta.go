@@ -32,10 +32,12 @@ type Info struct {
 	VideoPath       *string            `json:"video_path"`
 	TotalEpisodes   int64              `json:"total_episodes"`
 	TotalFrames     int64              `json:"total_frames"`
-	// StorageFormat is where the frames and videos are: "" (Parquet
-	// data files and MP4 files) or "lance" (LeRobot's Lance layout, as
-	// lerobot-lancedb's converter writes it: LanceLayout).
-	StorageFormat string `json:"storage_format,omitempty"`
+	// StorageFormat is where the frames and videos are: "lance" for
+	// LeRobot's Lance layout (lerobot-lancedb's converter writes it), any
+	// other value the Parquet data files and MP4 files, as LeRobot's own
+	// reader decides; absent, a dataset with a frames table is of the
+	// Lance layout (converted before the field existed).
+	StorageFormat *string `json:"storage_format,omitempty"`
 	// keys are the features' names in the file's order.
 	keys []string
 }
@@ -120,6 +122,16 @@ func ParseInfo(b []byte) (*Info, error) {
 	return &in, nil
 }
 
+// Lance says whether the dataset is of LeRobot's Lance layout, as
+// LeRobot's Lance reader decides: its storage_format, or, without one,
+// whether it has a frames table (listed: the store's keys).
+func (in *Info) Lance(listed func(prefix string) bool) bool {
+	if in.StorageFormat != nil {
+		return *in.StorageFormat == StorageLance
+	}
+	return listed(FramesTable)
+}
+
 func (in *Info) check() error {
 	switch {
 	case in.CodebaseVersion == "":
@@ -132,8 +144,6 @@ func (in *Info) check() error {
 		return errors.New("it lists no features")
 	case in.TotalEpisodes < 0 || in.TotalFrames < 0:
 		return fmt.Errorf("total_episodes %d and total_frames %d must not be negative", in.TotalEpisodes, in.TotalFrames)
-	case in.StorageFormat != "" && in.StorageFormat != StorageLance:
-		return fmt.Errorf("storage_format %q: shardfeed reads LeRobot's Parquet and MP4 files and its Lance layout (%q)", in.StorageFormat, StorageLance)
 	}
 	if _, err := Expand(in.DataPath, 0, 0, ""); err != nil {
 		return fmt.Errorf("data_path: %w", err)

@@ -66,8 +66,23 @@ func TestParseInfo(t *testing.T) {
 	if v := in.VideoKeys(); !slices.Equal(v, []string{"observation.images.top"}) {
 		t.Errorf("video keys %v", v)
 	}
-	if lx, err := ParseInfo([]byte(strings.Replace(infoJSON, `"total_frames": 70`, `"total_frames": 70, "storage_format": "lance"`, 1))); err != nil || lx.StorageFormat != StorageLance {
-		t.Errorf("LeRobot's Lance layout: %+v, %v", lx, err)
+	for _, c := range []struct {
+		field         string
+		frames, lance bool
+	}{
+		{`, "storage_format": "lance"`, false, true},
+		{`, "storage_format": "parquet"`, true, false}, // the field decides, as LeRobot's reader has it
+		{`, "storage_format": "LANCE"`, true, false},
+		{``, true, true}, // converted before the field existed: a frames table
+		{``, false, false},
+	} {
+		in, err := ParseInfo([]byte(strings.Replace(infoJSON, `"total_frames": 70`, `"total_frames": 70`+c.field, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := in.Lance(func(prefix string) bool { return c.frames && prefix == FramesTable }); got != c.lance {
+			t.Errorf("storage_format%s, a frames table %v: Lance layout %v, want %v", c.field, c.frames, got, c.lance)
+		}
 	}
 	bad := []struct{ from, to, err string }{
 		{`"v3.0"`, `"v2.1"`, "convert the dataset"},
@@ -77,7 +92,6 @@ func TestParseInfo(t *testing.T) {
 		{`"shape": [48, 64, 3]`, `"shape": [48, 64]`, "[height, width, channels]"},
 		{`"action"`, `"action_is_pad"`, "reserves"},
 		{`"total_frames": 70`, `"total_frames": "70"`, "not LeRobot's info JSON"},
-		{`"total_frames": 70`, `"total_frames": 70, "storage_format": "zarr"`, `storage_format "zarr": shardfeed reads LeRobot's Parquet and MP4 files and its Lance layout ("lance")`},
 	}
 	for _, b := range bad {
 		_, err := ParseInfo([]byte(strings.Replace(infoJSON, b.from, b.to, 1)))

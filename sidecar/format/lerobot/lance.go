@@ -63,6 +63,9 @@ func openLance(ctx context.Context, st store.Store, info *Info, opts format.Inde
 	l := &lanceLayout{keys: map[string]string{}}
 	for _, k := range info.Keys() {
 		l.keys[lanceName(k)] = k
+		if f := info.Features[k]; f.DType != DTypeVideo && f.DType != DTypeImage && len(f.Shape) > 1 {
+			return nil, fmt.Errorf("feature %q of shape %v: LeRobot's Lance layout stores it as lists of lists (Hugging Face's Array%dD), which shardfeed's Lance reader does not read (one list level); leave it out of the dataset, or read the dataset in LeRobot's Parquet layout", k, f.Shape, len(f.Shape))
+		}
 	}
 	var err error
 	if l.frames, err = lance.OpenTable(ctx, st, FramesTable, nil, opts); err != nil {

@@ -40,6 +40,12 @@ func TestLanceLayoutsItDoesNotReadAreRefused(t *testing.T) {
 			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "convert", testenv.GoldenCopy(t, dir, "images"), out)
 			return out
 		}, []string{"image features [observation.images.gripper observation.images.top]", "store the cameras as video"}},
+		{"a feature of two axes", func(t *testing.T) string {
+			out := filepath.Join(t.TempDir(), "images-lance")
+			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "convert", testenv.GoldenCopy(t, dir, "images"), out)
+			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "no-images", out)
+			return out
+		}, []string{`feature "observation.joints" of shape [2 3]`, "lists of lists", "Array2D"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := c.make(t)

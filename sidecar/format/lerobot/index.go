@@ -498,22 +498,31 @@ func (ix *indexer) episode(ctx context.Context, ep episode, fileStart map[[2]int
 	if err != nil {
 		return nil, err
 	}
+	return ix.runs(ep, perShard, indexfile.Entry{
+		Object: dataKey, Offset: ranges[0].Offset, Length: ranges[0].Length,
+		ObjectSize: ix.sizes[dataKey], FooterOffset: f.off, FooterLength: f.n, Ranges: ranges,
+		Episode: &indexfile.LeRobotEpisode{Row: row, RowGroupRow: f.firstRow[first], RowGroups: groups, Clips: clips},
+	})
+}
+
+// runs cuts an episode into shards of perShard frames, each like e (its
+// data parts and clips).
+func (ix *indexer) runs(ep episode, perShard int64, e indexfile.Entry) ([]indexfile.Entry, error) {
+	length := ep.to - ep.from
 	var out []indexfile.Entry
 	for start := int64(0); start < length; start += perShard {
-		n := min(perShard, length-start)
-		e := indexfile.Entry{
-			Name: fmt.Sprintf("episode-%06d", ep.index), Object: dataKey, Part: int(ep.index),
-			Offset: ranges[0].Offset, Length: ranges[0].Length, Samples: n,
-			ObjectSize: ix.sizes[dataKey], FooterOffset: f.off, FooterLength: f.n, Ranges: ranges,
-			Episode: &indexfile.LeRobotEpisode{Index: ep.index, From: ep.from, Length: length, Start: start, Row: row, RowGroupRow: f.firstRow[first], RowGroups: groups, Clips: clips},
+		run, episode := e, *e.Episode
+		episode.Index, episode.From, episode.Length, episode.Start = ep.index, ep.from, length, start
+		run.Episode, run.Part, run.Samples = &episode, int(ep.index), min(perShard, length-start)
+		run.Name = fmt.Sprintf("episode-%06d", ep.index)
+		if start > 0 || run.Samples < length {
+			run.Name = fmt.Sprintf("episode-%06d@%d", ep.index, start)
 		}
-		if start > 0 || n < length {
-			e.Name = fmt.Sprintf("episode-%06d@%d", ep.index, start)
-		}
-		if e.Hash, err = ix.shardHash(e); err != nil {
+		var err error
+		if run.Hash, err = ix.shardHash(run); err != nil {
 			return nil, err
 		}
-		out = append(out, e)
+		out = append(out, run)
 	}
 	return out, nil
 }
@@ -545,24 +554,10 @@ func (ix *indexer) lanceEpisode(ctx context.Context, ep episode, perShard int64,
 	if err != nil {
 		return nil, err
 	}
-	length := ep.to - ep.from
-	first := pieces[0].Files[0].Tail
-	var out []indexfile.Entry
-	for start := int64(0); start < length; start += perShard {
-		n := min(perShard, length-start)
-		e := indexfile.Entry{
-			Name: fmt.Sprintf("episode-%06d", ep.index), Object: first.Object, Part: int(ep.index), Samples: n,
-			Episode: &indexfile.LeRobotEpisode{Index: ep.index, From: ep.from, Length: length, Start: start, Clips: clips, Pieces: pieces},
-		}
-		if start > 0 || n < length {
-			e.Name = fmt.Sprintf("episode-%06d@%d", ep.index, start)
-		}
-		if e.Hash, err = ix.shardHash(e); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, nil
+	return ix.runs(ep, perShard, indexfile.Entry{
+		Object:  pieces[0].Files[0].Tail.Object,
+		Episode: &indexfile.LeRobotEpisode{Clips: clips, Pieces: pieces},
+	})
 }
 
 func (ix *indexer) rowGroupHash(ctx context.Context, key string, g int, rg parquet.RowGroup) (string, error) {

@@ -245,7 +245,7 @@ def reader(make, start: int, n: int, batch: int, seed: int) -> pa.RecordBatchRea
 # repository keeps, each still forcing every encoding its full form does
 # (the golden test fails on one no case exercised), and "dels", whose
 # dense deletion is a roaring bitmap (over 5,000 rows of one fragment).
-RECORDED = ("tab", "media", "nested", "opts", "evolve", "dels", "edges")
+RECORDED = ("tab", "media", "nested", "opts", "evolve", "dels", "edges", "lead-struct", "lead-list")
 VERSIONS = ("2.0", "2.1", "2.2")
 PAGE_BYTES = 1024
 
@@ -365,11 +365,21 @@ def write_case(uri: str, case: str, version: str, small: bool, v1_names: bool = 
             "sevens": pa.array([None if i % 4 == 1 else 7 for i in range(n)], pa.int64()),
             "truenull": pa.array([None if i % 3 == 0 else True for i in range(n)]),
             "halfnull": pa.array([None if i % 2 else 1.5 for i in range(n)], pa.float32()),
+            "largekey": pa.array(["k" * 40] * n, pa.large_string()),  # a large type's offsets are u64s
+            "largeblob": pa.array([None if i % 6 == 0 else b"zz" for i in range(n)], pa.large_binary()),
         }
         if version == "2.0":  # 2.1 and 2.2 write these as constant pages with levels, which shardfeed refuses
             cols["empty"] = pa.array([[]] * n, pa.list_(pa.int32()))
             cols["nolist"] = pa.array([None] * n, pa.list_(pa.int32()))
         lance.write_dataset(pa.table(cols), uri, max_rows_per_file=32, **kw)
+    elif case in ("lead-struct", "lead-list"):  # field 0 a struct or a list: its children's parent id, 0, is left out of the manifest
+        n = 40
+        first = (pa.array([None if i % 7 == 3 else {"a": i, "b": str(i)} for i in range(n)], pa.struct([("a", pa.int64()), ("b", pa.string())]))
+                 if case == "lead-struct" else pa.array([None if i % 5 == 1 else list(range(i % 4)) for i in range(n)], pa.list_(pa.int64())))
+        tbl = pa.table({case.split("-")[1]: first, "id": pa.array(range(n), pa.int64())})
+        if version == "2.0" and case == "lead-struct":  # 2.0 writes no null structs
+            tbl = pa.table({"struct": pa.array([{"a": i, "b": str(i)} for i in range(n)], first.type), "id": pa.array(range(n), pa.int64())})
+        lance.write_dataset(tbl, uri, max_rows_per_file=16, **kw)
     elif case == "packed":  # a struct stored as one column: refused
         st = pa.struct([("a", pa.int32()), ("b", pa.float64())])
         tbl = pa.Table.from_batches([small_batch(0, 50)]).append_column(

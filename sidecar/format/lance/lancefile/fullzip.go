@@ -238,9 +238,8 @@ func each(b block, fn func([]byte) ([]byte, error)) (block, error) {
 // constant decodes rows of a constant page: its value for every row, and
 // its definition levels where it has nulls. A fixed-width value is inline
 // in the layout, its page's buffers [repetition, definition]; a variable
-// one (2.2: a string or binary column of one value) is page buffer 0, a
-// block [u32 buffers = 2][u32 8][u64 length][u32 length][bytes], then
-// [repetition, definition]. Definition levels are u16s unless the layout
+// one (2.2: a string or binary column of one value) is page buffer 0
+// (constantBytes), then [repetition, definition]. Definition levels are u16s unless the layout
 // compresses them. No value and no buffers: every row null.
 func (p *Page) constant(src Source, from, to uint64) (leaf, error) {
 	l := p.Layout
@@ -305,13 +304,31 @@ func (p *Page) constantLevels(src Source, buf int) ([]uint16, error) {
 	return out, nil
 }
 
-// constantBytes is n copies of a constant page's variable value.
+// constantBytes is n copies of a constant page's variable value: a block
+// [u32 buffers = 2][u32 size of each][offsets [0, length], u32s or u64s
+// (large types)][bytes].
 func constantBytes(raw []byte, n int) (block, error) {
 	le := binary.LittleEndian
-	if len(raw) < 20 || le.Uint32(raw) != 2 || le.Uint32(raw[4:]) != 8 || le.Uint64(raw[8:]) != uint64(le.Uint32(raw[16:])) || uint64(len(raw)-20) != le.Uint64(raw[8:]) {
-		return block{}, corrupt("a constant page's value is not one length-prefixed value (%d bytes)", len(raw))
+	bad := func() (block, error) {
+		return block{}, corrupt("a constant page's value is not one value with its offsets (%d bytes)", len(raw))
 	}
-	v := raw[20:]
+	if len(raw) < 12 || le.Uint32(raw) != 2 {
+		return bad()
+	}
+	offs, size := uint64(le.Uint32(raw[4:])), uint64(le.Uint32(raw[8:]))
+	if offs != 8 && offs != 16 || uint64(len(raw)) != 12+offs+size {
+		return bad()
+	}
+	var start, end uint64
+	if offs == 8 {
+		start, end = uint64(le.Uint32(raw[12:])), uint64(le.Uint32(raw[16:]))
+	} else {
+		start, end = le.Uint64(raw[12:]), le.Uint64(raw[20:])
+	}
+	if start != 0 || end != size {
+		return bad()
+	}
+	v := raw[12+offs:]
 	if len(v)*n > MaxPageBytes {
 		return block{}, corrupt("%d copies of a %d-byte constant", n, len(v))
 	}

@@ -50,7 +50,7 @@ func recording(t *testing.T) (string, recorded) {
 // goldenCases are the recorded cases (lance_oracle.py's RECORDED), and
 // those recorded in some file versions only.
 var (
-	goldenCases  = []string{"tab", "media", "nested", "opts", "evolve", "dels", "edges"}
+	goldenCases  = []string{"tab", "media", "nested", "opts", "evolve", "dels", "edges", "lead-struct", "lead-list"}
 	versionCases = map[string][]string{"2.1": {"blobs"}, "2.2": {"blobs"}}
 )
 

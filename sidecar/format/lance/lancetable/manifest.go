@@ -170,7 +170,7 @@ func parseManifest(msg []byte) (*Manifest, error) {
 }
 
 func parseField(msg []byte) (lancefile.Field, error) {
-	f := lancefile.Field{Parent: -1}
+	f := lancefile.Field{} // proto3 leaves a parent id of 0 out; a top-level field says -1
 	err := protowalk.Fields(msg, func(num protowire.Number, _ protowire.Type, v uint64, b []byte) error {
 		switch num {
 		case 2:

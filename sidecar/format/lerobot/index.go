@@ -78,6 +78,9 @@ func (Format) IndexTable(ctx context.Context, st store.Store, opts format.IndexO
 	ix := &indexer{st: st, opts: opts, info: info, sizes: sizes, movies: map[string]*movie{}, footers: map[string]*footer{}, rgHash: map[string]string{}}
 	out := &indexfile.File{Shardfeed: indexfile.Version, Format: datav1alpha1.FormatLeRobot}
 	lx := &indexfile.LeRobot{Root: st.URI(), Codebase: info.CodebaseVersion, FPS: info.FPS, Tasks: tasks, Episodes: opts.Own[episodesOption]}
+	if !info.Lance(func(prefix string) bool { return hasPrefix(objects, prefix) }) && hasPrefix(objects, FramesTable) && !hasPrefix(objects, "data/") {
+		return nil, fmt.Errorf("%s has a frames table (%s, LeRobot's Lance layout) and no data files, and %s says storage_format %q, which LeRobot's readers read as the Parquet and MP4 layout: set it to %q", st.URI(), FramesTable, InfoPath, *info.StorageFormat, StorageLance)
+	}
 	if info.Lance(func(prefix string) bool { return hasPrefix(objects, prefix) }) {
 		if ix.lance, err = openLance(ctx, st, info, opts); err != nil {
 			return nil, fmt.Errorf("%s (LeRobot's Lance layout): %w", st.URI(), err)

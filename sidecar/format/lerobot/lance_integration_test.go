@@ -3,7 +3,9 @@
 package lerobot_test
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,6 +42,18 @@ func TestLanceLayoutsItDoesNotReadAreRefused(t *testing.T) {
 			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "convert", testenv.GoldenCopy(t, dir, "images"), out)
 			return out
 		}, []string{"image features [observation.images.gripper observation.images.top]", "store the cameras as video"}},
+		{"another storage format", func(t *testing.T) string {
+			root := testenv.GoldenCopy(t, dir, "multicam-lance")
+			info := filepath.Join(root, "meta", "info.json")
+			b, err := os.ReadFile(info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(info, bytes.Replace(b, []byte(`"storage_format": "lance"`), []byte(`"storage_format": "Lance"`), 1), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return root
+		}, []string{"has a frames table", `storage_format "Lance"`, `set it to "lance"`}},
 		{"a feature of two axes", func(t *testing.T) string {
 			out := filepath.Join(t.TempDir(), "images-lance")
 			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "convert", testenv.GoldenCopy(t, dir, "images"), out)

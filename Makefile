@@ -196,7 +196,12 @@ dist: tools-go tools-debian tools-video $(BUILD_VENV)/.complete ## Build a relea
 # a killed sidecar and a rescale, issue #92's acceptance: about 25 s on the
 # stories' path, which bounds the side-by-side group) and the video
 # decoding's cgo passes; a clean-clone run took 1662 s. To be paid back.
-TEST_BUDGET ?= 1560
+# Raised to 1620 on 2026-12-06: issue #93's oracle tests (pylance's blob
+# tables, LeRobot's Lance layout converted by lerobot-lancedb and read by
+# its LanceDBDataset, about 40 s of the Go tests' CPU); two clean-clone runs
+# took 1685 and 1755 s, the end-to-end stories alone 349 and 406 s. To be
+# paid back with #92's.
+TEST_BUDGET ?= 1620
 .PHONY: test
 # The Python tests, the release's check and the end-to-end stories run side
 # by side (one quoted group): the stories mostly wait on the cluster's pods

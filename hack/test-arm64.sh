@@ -28,5 +28,7 @@ for pkg in sidecar/video sidecar/format/lerobot; do
 	PKG_CONFIG_LIBDIR=$BIN/ffmpeg-lgpl-arm64/lib/pkgconfig CC=$cc CGO_ENABLED=1 GOARCH=arm64 GOFLAGS=-buildvcs=false \
 		go test -c -trimpath -tags netgo,osusergo,ffmpeg -ldflags '-linkmode external -extldflags -static' -o "$test" "./$pkg"
 	log "$pkg: linux/arm64 under qemu-user"
-	(cd "$pkg" && qemu-aarch64 "$test" -test.count=1 ${1:+-test.run "$1"})
+	# The LeRobot Lance layout's cases (-lance-) decode the same videos as
+	# the Parquet layout's, through pure Go beside: amd64 runs them.
+	(cd "$pkg" && qemu-aarch64 "$test" -test.count=1 -test.skip '/.*-lance-' ${1:+-test.run "$1"})
 done

@@ -22,6 +22,9 @@ import (
 // frame, or that hold image features, are refused naming what was found.
 func TestLanceLayoutsItDoesNotReadAreRefused(t *testing.T) {
 	dir, _ := golden(t)
+	// The images dataset converted once, copied by the cases that read it.
+	imagesLance := filepath.Join(t.TempDir(), "images-lance")
+	testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "convert", testenv.GoldenCopy(t, dir, "images"), imagesLance)
 	for _, c := range []struct {
 		name string
 		make func(t *testing.T) string
@@ -38,9 +41,7 @@ func TestLanceLayoutsItDoesNotReadAreRefused(t *testing.T) {
 			return root
 		}, []string{"holds 151 rows", "says 150 frames", "row N is frame N"}},
 		{"image features", func(t *testing.T) string {
-			out := filepath.Join(t.TempDir(), "images-lance")
-			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "convert", testenv.GoldenCopy(t, dir, "images"), out)
-			return out
+			return testenv.GoldenCopy(t, imagesLance, "")
 		}, []string{"image features [observation.images.gripper observation.images.top]", "store the cameras as video"}},
 		{"another storage format", func(t *testing.T) string {
 			root := testenv.GoldenCopy(t, dir, "multicam-lance")
@@ -55,8 +56,7 @@ func TestLanceLayoutsItDoesNotReadAreRefused(t *testing.T) {
 			return root
 		}, []string{"has a frames table", `storage_format "Lance"`, `set it to "lance"`}},
 		{"a feature of two axes", func(t *testing.T) string {
-			out := filepath.Join(t.TempDir(), "images-lance")
-			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "convert", testenv.GoldenCopy(t, dir, "images"), out)
+			out := testenv.GoldenCopy(t, imagesLance, "")
 			testenv.PythonScript(t, "venv-lerobot", "test/oracle/lerobot_lance_cases.py", "no-images", out)
 			return out
 		}, []string{`feature "observation.joints" of shape [2 3]`, "lists of lists", "Array2D"}},

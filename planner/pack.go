@@ -189,6 +189,58 @@ type Packing struct {
 	// together (BestFit, FirstFit); a window's packs are closed at its end.
 	Window   int
 	Overlong Overlong
+	// AcrossShards packs consecutive shards of a stream together, in
+	// packing units (Units): a window is no longer capped by a shard's
+	// documents, and only a unit's last pack closes half-empty.
+	AcrossShards bool
+}
+
+// MaxUnitShards bounds the shards of a packing unit: a sidecar fetches and
+// decodes a unit's shards together to serve any of its packs.
+const MaxUnitShards = 256
+
+// unitDocs is the documents a packing unit reaches: two windows' (or for
+// Concatenate, which has none, two default windows'). A unit closes its
+// last pack half-empty on average, as a window of best-fit decreasing
+// does: two windows a unit make half as many such packs as windows.
+func (p Packing) unitDocs() int64 {
+	if p.Method == Concatenate || p.Window < 1 {
+		return 2 * 1024
+	}
+	return 2 * int64(p.Window)
+}
+
+// Units groups a stream's shards, given by their documents, into packing
+// units: without AcrossShards each shard is one; with it each unit is the
+// fewest consecutive shards that hold two windows of documents, at most
+// MaxUnitShards (the stream's rest, short of two windows, joins the unit
+// before it where that stays within the bound). It returns
+// each unit's shards, in order. Units depend only on the documents a
+// shard and p, so the index writers, the control plane and a sidecar find
+// the same ones.
+func (p Packing) Units(docs []int64) []int {
+	units := make([]int, 0, len(docs))
+	if !p.AcrossShards {
+		for range docs {
+			units = append(units, 1)
+		}
+		return units
+	}
+	want := p.unitDocs()
+	for h := 0; h < len(docs); {
+		n, sum := 0, int64(0)
+		for h+n < len(docs) && n < MaxUnitShards && sum < want {
+			sum += docs[h+n]
+			n++
+		}
+		if k := len(units) - 1; sum < want && k >= 0 && units[k]+n <= MaxUnitShards {
+			units[k] += n
+		} else {
+			units = append(units, n)
+		}
+		h += n
+	}
+	return units
 }
 
 // MaxPackWindow bounds a packing window: the packer's work is
@@ -201,10 +253,14 @@ func (p Packing) String() string {
 	if p.Overlong == DropOverlong {
 		o = "drop"
 	}
-	if p.Method == Concatenate {
-		return fmt.Sprintf("%s length=%d", p.Method, p.SeqLength)
+	across := ""
+	if p.AcrossShards {
+		across = " across=shards"
 	}
-	return fmt.Sprintf("%s length=%d window=%d overlong=%s", p.Method, p.SeqLength, p.Window, o)
+	if p.Method == Concatenate {
+		return fmt.Sprintf("%s length=%d%s", p.Method, p.SeqLength, across)
+	}
+	return fmt.Sprintf("%s length=%d window=%d overlong=%s%s", p.Method, p.SeqLength, p.Window, o, across)
 }
 
 // PackShard packs one shard's documents, given by their lengths in the
@@ -216,12 +272,15 @@ func PackShard(lengths []uint32, p Packing) ([][]Piece, PackStats) {
 	if p.Method == Concatenate {
 		return concatenate(lengths, p.SeqLength)
 	}
-	w := max(p.Window, 1)
 	var packs [][]Piece
 	var st PackStats
 	var carried []int // the documents of the last window's emptiest pack
-	for start := 0; start < len(lengths); start += w {
-		end := min(start+w, len(lengths))
+	ends := windowEnds(len(lengths), p)
+	for k, end := range ends {
+		start := 0
+		if k > 0 {
+			start = ends[k-1]
+		}
 		docs := make([]int, 0, len(carried)+end-start)
 		docs = append(docs, carried...)
 		for d := start; d < end; d++ {
@@ -271,6 +330,26 @@ func PackShard(lengths []uint32, p Packing) ([][]Piece, PackStats) {
 		}
 	}
 	return packs, st
+}
+
+// windowEnds returns where each window of n documents ends: every Window
+// documents; packing across shards, a unit's documents in the most
+// windows of at least Window (each then of Window to 2·Window-1, evenly),
+// so that no short window closes a unit's packs half-empty.
+func windowEnds(n int, p Packing) []int {
+	w := max(p.Window, 1)
+	var ends []int
+	if !p.AcrossShards {
+		for end := w; end-w < n; end += w {
+			ends = append(ends, min(end, n))
+		}
+		return ends
+	}
+	k := max(n/w, 1)
+	for i := 1; i <= k; i++ {
+		ends = append(ends, int(int64(i)*int64(n)/int64(k)))
+	}
+	return ends
 }
 
 // room is what a pack can still hold.

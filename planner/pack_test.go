@@ -3,6 +3,8 @@ package planner
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -235,5 +237,49 @@ func TestPackShardExample(t *testing.T) {
 		if got := fmt.Sprint(packs); got != tc.want || st.EmptyDocs != 1 {
 			t.Errorf("%s: %s (%+v), want %s", tc.m, got, st, tc.want)
 		}
+	}
+}
+
+// Packing units: each shard alone without AcrossShards; with it the
+// fewest consecutive shards holding two windows of documents, the stream's
+// short rest joined to the unit before it, and never more than
+// MaxUnitShards shards.
+func TestUnitsGroupShardsUpToAWindow(t *testing.T) {
+	many := make([]int64, 600) // 600 shards of 1 document
+	for i := range many {
+		many[i] = 1
+	}
+	for _, tc := range []struct {
+		name string
+		p    Packing
+		docs []int64
+		want []int
+	}{
+		{"per shard", Packing{Method: BestFit, Window: 100}, []int64{10, 20, 30}, []int{1, 1, 1}},
+		{"shards of two windows or more", Packing{Method: BestFit, Window: 100, AcrossShards: true}, []int64{200, 250, 1000}, []int{1, 1, 1}},
+		{"250 a shard, windows of 1024", Packing{Method: BestFit, Window: 1024, AcrossShards: true}, slices.Repeat([]int64{250}, 20), []int{9, 11}},
+		{"a short rest joins the unit before", Packing{Method: FirstFit, Window: 100, AcrossShards: true}, []int64{120, 120, 120, 120, 30}, []int{2, 3}},
+		{"a stream short of a window", Packing{Method: BestFit, Window: 100, AcrossShards: true}, []int64{10, 0, 20}, []int{3}},
+		{"empty shards inside a unit", Packing{Method: BestFit, Window: 50, AcrossShards: true}, []int64{0, 50, 0, 0, 50, 100, 0}, []int{5, 2}},
+		{"concatenate: units of 2048 documents", Packing{Method: Concatenate, AcrossShards: true}, []int64{1024, 1024, 1024, 1023, 4000}, []int{2, 3}},
+		{"at most MaxUnitShards", Packing{Method: BestFit, Window: 1000, AcrossShards: true}, many, []int{256, 256, 88}},
+		{"no shard", Packing{Method: BestFit, Window: 10, AcrossShards: true}, nil, []int{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.p.Units(tc.docs)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("units %v, want %v", got, tc.want)
+			}
+			n := 0
+			for _, k := range got {
+				n += k
+			}
+			if n != len(tc.docs) {
+				t.Fatalf("units of %d shards, the stream has %d", n, len(tc.docs))
+			}
+		})
+	}
+	if a, b := (Packing{Method: BestFit, Window: 8}).String(), (Packing{Method: BestFit, Window: 8, AcrossShards: true}).String(); a == b || !strings.HasSuffix(b, " across=shards") {
+		t.Fatalf("the packings %q and %q", a, b)
 	}
 }

@@ -1200,6 +1200,16 @@ type Packing struct {
 	// +optional
 	Overlong OverlongPolicy `json:"overlong,omitempty"`
 
+	// AcrossShards packs consecutive shards of a stream together: each
+	// packing unit is the fewest consecutive shards that hold two windows
+	// of documents (at most 256 shards), packed in windows of one to two
+	// windows' documents, so a window is not capped by a shard's documents
+	// (streams of many small row groups or files pack as tightly as one
+	// big shard, or tighter). A sidecar fetches a unit's shards together
+	// to serve its packs. Counted by shardfeed index --pack-across-shards.
+	// +optional
+	AcrossShards bool `json:"acrossShards,omitempty"`
+
 	// PadToken is the token id the padding of a sequence holds (its loss
 	// mask is 0 there).
 	// +kubebuilder:default=0

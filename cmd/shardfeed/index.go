@@ -147,6 +147,7 @@ type packFlags struct {
 	method   string
 	window   int64
 	overlong string
+	across   bool
 }
 
 func (f *packFlags) add(cmd *cobra.Command) {
@@ -155,6 +156,7 @@ func (f *packFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.method, "pack-method", string(datav1alpha1.DefaultPackingMethod), "with --pack-length: bestFit, firstFit or concatenate (spec.packing.method)")
 	fl.Int64Var(&f.window, "pack-window", datav1alpha1.DefaultPackingWindow, "with --pack-length: documents of a shard packed together (spec.packing.window)")
 	fl.StringVar(&f.overlong, "pack-overlong", string(datav1alpha1.DefaultOverlong), "with --pack-length: cut or drop a document longer than a sequence (spec.packing.overlong)")
+	fl.BoolVar(&f.across, "pack-across-shards", false, "with --pack-length: pack consecutive shards together, in units of two windows of documents (spec.packing.acrossShards)")
 }
 
 // fromSpec takes a manifest's packing.
@@ -165,6 +167,7 @@ func (f *packFlags) fromSpec(p *datav1alpha1.Packing) {
 	f.length = p.SequenceLength
 	f.method = string(cmp.Or(p.Method, datav1alpha1.DefaultPackingMethod))
 	f.overlong = string(cmp.Or(p.Overlong, datav1alpha1.DefaultOverlong))
+	f.across = p.AcrossShards
 	if p.Window != nil {
 		f.window = *p.Window
 	}
@@ -177,7 +180,7 @@ func (f *packFlags) spec(column string) (*datav1alpha1.Packing, error) {
 		return nil, nil
 	}
 	p := &datav1alpha1.Packing{Column: column, SequenceLength: f.length, Method: datav1alpha1.PackingMethod(f.method), Window: &f.window,
-		Overlong: datav1alpha1.OverlongPolicy(f.overlong)}
+		Overlong: datav1alpha1.OverlongPolicy(f.overlong), AcrossShards: f.across}
 	switch {
 	case column == "":
 		return nil, errors.New("--pack-length packs the documents of a column: give --lengths COLUMN")
@@ -974,7 +977,7 @@ func objectsSize(f *indexfile.File) int64 {
 // with the formats' own options' (ownFlags).
 var streamFlags = []string{"format", "endpoint", "region", "insecure", "catalog-type", "catalog-uri", "catalog-name",
 	"warehouse", "catalog-region", "catalog-id", "table", "snapshot-id", "ref", "hive", "select", "partition-columns", "filter",
-	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong", "buckets", "aspect-ratios", "shards"}
+	"version", "tag", "pack-length", "pack-method", "pack-window", "pack-overlong", "pack-across-shards", "buckets", "aspect-ratios", "shards"}
 
 // fromManifest refuses a flag that -f MANIFEST replaces with the
 // stream's spec.

@@ -104,6 +104,7 @@ func TestIntegrationMeasuringInPartsEqualsOneRun(t *testing.T) {
 		{"--filter", filter, "--lengths", "tokens", "--buckets", "8,16"},
 		{"--lengths", "image", "--aspect-ratios", "3/4,4/3"},
 		{"--filter", filter, "--lengths", "tokens", "--pack-length", "32", "--pack-window", "16"},
+		{"--filter", filter, "--lengths", "tokens", "--pack-length", "32", "--pack-window", "256", "--pack-across-shards"},
 		{"--filter", "id % 3 == 0"},
 	} {
 		base := append([]string{"index", src, "--format", "parquet"}, args...)
@@ -111,6 +112,17 @@ func TestIntegrationMeasuringInPartsEqualsOneRun(t *testing.T) {
 			t.Fatalf("%v --selection-only: %v\n%s", args, err, out)
 		}
 		want := besideIndex(t, good, true)
+		if slices.Contains(args, "--pack-across-shards") {
+			units := 0
+			for name, data := range want {
+				if strings.HasPrefix(filepath.Base(name), "packs-") {
+					units += strings.Count(string(data), `"unit"`)
+				}
+			}
+			if units == 0 {
+				t.Fatalf("%v: no packing unit spans shards", args)
+			}
+		}
 		for _, n := range []int{1, 3, 64} {
 			what := fmt.Sprintf("%v in %d parts", args, n)
 			out := measureInParts(t, n, base...)

@@ -22,6 +22,7 @@ type packDocs struct {
 	docBase [][]int64 // each shard's first document id
 	lengths []*sidefile.LengthsIndex
 	packs   map[[2]int][][]int64
+	units   [][]int // each stream's packing units (sidefile.PacksIndex.Units)
 }
 
 func newPackDocs(ctx context.Context, opened []*streams.Stream) *packDocs {
@@ -29,6 +30,7 @@ func newPackDocs(ctx context.Context, opened []*streams.Stream) *packDocs {
 		docBase: make([][]int64, len(opened)), lengths: make([]*sidefile.LengthsIndex, len(opened)), packs: map[[2]int][][]int64{}}
 	var packs, docs int64
 	for s, st := range opened {
+		d.units = append(d.units, st.Packs.Index.Units())
 		d.offsets[s] = packs
 		var inStream int64
 		for _, sh := range st.Packs.Index.Shards {
@@ -76,23 +78,13 @@ func (d *packDocs) shard(s, h int) ([][]int64, error) {
 		d.lengths[s] = x
 	}
 	x := d.lengths[s]
-	sh := x.Shards[h]
-	r, err := st.IndexStore.Get(d.ctx, x.ValuesKey, sh.Offset, sh.Length)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = r.Close() }()
-	b, err := io.ReadAll(io.LimitReader(r, sh.Length+1))
-	if err != nil {
-		return nil, err
-	}
-	ls, err := x.ShardLengths(h, b)
-	if err != nil {
-		return nil, fmt.Errorf("stream %q shard %d: %w: re-run shardfeed index --lengths", st.Spec.Name, h, err)
-	}
-	n := make([]uint32, len(ls))
-	for i, l := range ls {
-		n[i] = l[0]
+	var n []uint32 // the documents of h's packing unit
+	for j := h; j < h+max(d.units[s][h], 1); j++ {
+		ls, err := d.shardLengths(st, x, j)
+		if err != nil {
+			return nil, err
+		}
+		n = append(n, ls...)
 	}
 	packs, _ := planner.PackShard(n, st.Packs.Packing)
 	if int64(len(packs)) != st.Packs.Index.Shards[h].Packs {
@@ -122,4 +114,27 @@ func (d *packDocs) ofBatch(batch []planner.Sample) ([][]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// shardLengths reads shard h's documents' lengths from beside its index.
+func (d *packDocs) shardLengths(st *streams.Stream, x *sidefile.LengthsIndex, h int) ([]uint32, error) {
+	sh := x.Shards[h]
+	r, err := st.IndexStore.Get(d.ctx, x.ValuesKey, sh.Offset, sh.Length)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = r.Close() }()
+	b, err := io.ReadAll(io.LimitReader(r, sh.Length+1))
+	if err != nil {
+		return nil, err
+	}
+	ls, err := x.ShardLengths(h, b)
+	if err != nil {
+		return nil, fmt.Errorf("stream %q shard %d: %w: re-run shardfeed index --lengths", st.Spec.Name, h, err)
+	}
+	n := make([]uint32, len(ls))
+	for i, l := range ls {
+		n[i] = l[0]
+	}
+	return n, nil
 }

@@ -19,6 +19,15 @@ document at most L, so that every packer sees the same ones):
 Padding is exact, so each figure is one run. The documents' tokens are
 written as Parquet under .cache/bench-packing/.
 
+Packs across shards: the same documents written in shards (Parquet row
+groups) of 100, 250 and 1000 documents, packed by shardfeed's bestFit at
+windows of 64 to 4096 documents per shard (the window capped by a shard's
+documents) and across shards (spec.packing.acrossShards: units of
+consecutive shards holding two windows), beside the oracle, best-fit
+decreasing over each window of that many consecutive documents of the
+stream (bfd_windows, written here from the textbook rule: every pack of
+a window closed at its end).
+
 Then the rate: the pretraining distribution's documents into a PyTorch
 loop that reads every value (touch.py), through `shardfeed serve` and the
 Python client, packed (batches of 16 sequences of 4096 tokens) and not
@@ -45,6 +54,10 @@ DATA = ROOT / ".cache" / "bench-packing"
 GRAIN = ROOT / "bin" / "venv-grain" / "bin" / "python"
 SHARDFEED = ROOT / "bin" / "shardfeed"
 BINS = (64, 1024)
+# Documents a shard (a Parquet row group) and packing windows of the
+# across-shards rows.
+LAYOUTS = (100, 250, 1000)
+WINDOWS = (64, 256, 1024, 4096)
 RUNS = 3
 TIME_BOX = 8.0
 
@@ -87,28 +100,50 @@ def grain(lengths_file: str, seq: int, bins: int, method: str) -> dict:
     return {"packs": packs, "tokens": used, "seconds": time.perf_counter() - start}
 
 
-def write_docs(name: str, lengths: np.ndarray) -> Path:
-    """The documents as one Parquet row group (one shard): token ids from 2
-    (0 pads and 1 ends a document in LanceDB's packing)."""
+def bfd_windows(lengths: np.ndarray, seq: int, window: int) -> dict:
+    """The oracle: best-fit decreasing over each window of `window`
+    consecutive documents, every pack of a window closed at its end (each
+    document into the pack with the least room that holds it, a new pack
+    when none does)."""
+    import bisect
+
+    packs = 0
+    for start in range(0, len(lengths), window):
+        rooms: list[int] = []  # the open packs' room, sorted
+        for n in sorted((int(x) for x in lengths[start:start + window]), reverse=True):
+            k = bisect.bisect_left(rooms, n)
+            if k == len(rooms):
+                packs += 1
+                bisect.insort(rooms, seq - n)
+            else:
+                bisect.insort(rooms, rooms.pop(k) - n)
+    return {"packs": packs, "tokens": int(lengths.sum()), "seconds": 0.0}
+
+
+def write_docs(name: str, lengths: np.ndarray, per_shard: int = 0) -> Path:
+    """The documents as Parquet row groups (shards) of per_shard documents,
+    one row group without it: token ids from 2 (0 pads and 1 ends a
+    document in LanceDB's packing)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    d = DATA / "".join(c if c.isalnum() else "-" for c in name)
+    d = DATA / ("".join(c if c.isalnum() else "-" for c in name) + (f"-{per_shard}" if per_shard else ""))
     d.mkdir(parents=True, exist_ok=True)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     values = (np.arange(offsets[-1], dtype=np.int64) % 50_000 + 2).astype(np.int32)
     table = pa.table({"tokens": pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))})
-    pq.write_table(table, d / "docs.parquet", row_group_size=len(lengths))
+    pq.write_table(table, d / "docs.parquet", row_group_size=per_shard or len(lengths))
     return d
 
 
-def shardfeed_packs(d: Path, seq: int, window: int, method: str) -> dict:
+def shardfeed_packs(d: Path, seq: int, window: int, method: str, across: bool = False) -> dict:
     """shardfeed's packs of the documents in d, as the plan counts them."""
     for old in glob.glob(str(d / "_shardfeed" / "packs-*.json")):
         Path(old).unlink()
     start = time.perf_counter()
     subprocess.run([str(SHARDFEED), "index", f"file://{d}/", "--format", "parquet", "--lengths", "tokens", "--pack-length", str(seq),
-                    "--pack-window", str(window), "--pack-method", method], check=True, capture_output=True, text=True)
+                    "--pack-window", str(window), "--pack-method", method, *(["--pack-across-shards"] if across else [])],
+                   check=True, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     (packs,) = glob.glob(str(d / "_shardfeed" / "packs-*.json"))
     shards = json.loads(Path(packs).read_text())["shards"]
@@ -219,7 +254,20 @@ def main() -> None:
         exact = math.ceil((total + len(lengths)) / seq)
         row("LanceDB pack_sequences", f"blocks_per_epoch {exact} (exact)", lance_packs(d, lengths, seq, exact))
         row("LanceDB pack_sequences", "blocks_per_epoch auto", lance_packs(d, lengths, seq, "auto"))
-        out["distributions"].append({"name": name, "seqLength": seq, "tokens": total, "meanLength": total / len(lengths), "rows": rows})
+        layouts = []
+        for per_shard in LAYOUTS:
+            ld = write_docs(name, lengths, per_shard)
+            for window in WINDOWS:
+                oracle, shard, across = (bfd_windows(lengths, seq, window), shardfeed_packs(ld, seq, window, "bestFit"),
+                                         shardfeed_packs(ld, seq, window, "bestFit", across=True))
+                pad = {k: (r["packs"] * seq - r["tokens"]) / (r["packs"] * seq) for k, r in
+                       (("oracle", oracle), ("shard", shard), ("across", across))}
+                layouts.append({"docsPerShard": per_shard, "window": window, "padding": pad,
+                                "packs": {"oracle": oracle["packs"], "shard": shard["packs"], "across": across["packs"]}})
+                log(f"{name}: {per_shard} documents a shard, window {window}: best-fit decreasing {100 * pad['oracle']:.2f}%, "
+                    f"shardfeed per shard {100 * pad['shard']:.2f}%, across shards {100 * pad['across']:.2f}%")
+        out["distributions"].append({"name": name, "seqLength": seq, "tokens": total, "meanLength": total / len(lengths), "rows": rows,
+                                     "layouts": layouts})
         if name.startswith("pretraining"):
             shardfeed_packs(d, seq, 1024, "bestFit")  # the default packing, which the rate's manifest names
             out["rate"] = {"distribution": name, "seqLength": seq, "timeBox": TIME_BOX, "modes": rates(d, seq, total / len(lengths))}

@@ -236,6 +236,8 @@ def packing_block(packing: dict, go: GoResults | None) -> str:
             ok = ours["padding"] <= grain["padding"]
             verdicts.append(f"{bins} bins: {100 * ours['padding']:.2f}% against {100 * grain['padding']:.2f}% ({'met' if ok else 'NOT met'})")
         out.append("\nshardfeed's best fit at most Grain's best fit's padding at an equal window: " + "; ".join(verdicts) + ".\n")
+        if d.get("layouts"):
+            out.append(layouts_block(d["layouts"]))
     rate = packing.get("rate")
     if rate:
         modes = {m["mode"]: Stat(m["tokensPerSecond"]) for m in rate["modes"]}
@@ -252,6 +254,28 @@ def packing_block(packing: dict, go: GoResults | None) -> str:
                        f"with the packed record) in {t.scaled(1e-3).fmt('.1f')} µs a pack, once per shard: a batch of 64 packs "
                        f"(256 Ki tokens) costs {t.scaled(64e-6).fmt('.2f')} ms of one core.")
     return "\n".join(out)
+
+
+def layouts_block(layouts: list[dict]) -> str:
+    """Packs across shards: per layout (documents a shard) and window, the
+    padding of best-fit decreasing over each window of the stream (the
+    oracle), of shardfeed packing per shard, and across shards."""
+    windows = sorted({r["window"] for r in layouts})
+    rows, worse = [], []
+    for per in sorted({r["docsPerShard"] for r in layouts}):
+        cells = [f"{per:,} documents a shard"]
+        for w in windows:
+            r = next(x for x in layouts if x["docsPerShard"] == per and x["window"] == w)
+            pad = r["padding"]
+            cells.append(f"**{100 * pad['across']:.2f}%** / {100 * pad['oracle']:.2f}% / {100 * pad['shard']:.2f}%")
+            if pad["across"] > pad["oracle"]:
+                worse.append(f"{per} a shard at window {w}")
+        rows.append(cells)
+    head = ["shards of", *(f"window {w:,}" for w in windows)]
+    verdict = "met at every layout and window" if not worse else "NOT met at " + ", ".join(worse)
+    return ("\nAcross shards (row groups of a Parquet file), each cell **across shards** / best-fit decreasing over each window "
+            "of the stream (the oracle) / per shard:\n\n" + table(head, rows) +
+            f"\n\nPadding across shards at most the oracle's: {verdict}.\n")
 
 
 # The shard formats benchmark's kinds (hack/bench/formats.py), each with

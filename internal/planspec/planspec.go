@@ -241,6 +241,9 @@ func Packing(p *datav1alpha1.Packing) planner.Packing {
 		SeqLength: uint32(p.SequenceLength), //nolint:gosec // the CRD bounds it to 2^20
 		Method:    planner.PackMethod(cmp.Or(p.Method, datav1alpha1.DefaultPackingMethod)),
 		Window:    int(ptr.Deref(p.Window, datav1alpha1.DefaultPackingWindow)),
+		// A plan input only where set (Packing.String), so that the
+		// plans of packings without it keep their fingerprints.
+		AcrossShards: p.AcrossShards,
 	}
 	if cmp.Or(p.Overlong, datav1alpha1.DefaultOverlong) == datav1alpha1.OverlongDrop {
 		out.Overlong = planner.DropOverlong

@@ -451,9 +451,24 @@ func openPacks(ctx context.Context, st store.Store, s datav1alpha1.Stream, spec 
 func packed(x planner.StreamIndex, p *Packs) planner.StreamIndex {
 	x.Shards = slices.Clone(x.Shards)
 	x.Tokens = 0
+	units := p.Index.Units()
 	for h := range x.Shards {
 		x.Shards[h].Samples = p.Index.Shards[h].Packs
 		x.Tokens += p.Index.Shards[h].Tokens
+	}
+	// A unit's packs are its first shard's samples, and the bytes a pod
+	// fetches for them its shards' (packs spanning shards), with the
+	// shared parts (footers) of the objects past the first's.
+	for h, k := range units {
+		shared := []string{x.Shards[h].Shared}
+		for j := h + 1; j < h+k; j++ {
+			x.Shards[h].Bytes += x.Shards[j].Bytes
+			x.Shards[j].Bytes = 0
+			if o := x.Shards[j].Shared; o != "" && !slices.Contains(shared, o) {
+				shared = append(shared, o)
+				x.Shards[h].Bytes += x.Shards[j].SharedBytes
+			}
+		}
 	}
 	x.Packing = p.Column + ": " + p.Packing.String()
 	return x
@@ -479,6 +494,9 @@ func PacksCommand(s datav1alpha1.Stream, p *datav1alpha1.Packing) string {
 	}
 	if pk.Overlong == planner.DropOverlong {
 		cmd += " --pack-overlong drop"
+	}
+	if pk.AcrossShards {
+		cmd += " --pack-across-shards"
 	}
 	return cmd
 }

@@ -60,6 +60,11 @@ type Stream struct {
 	packs   *streams.Packs
 	packed  *arrow.Schema
 	docBase []int64
+	// units, where packs span shards (spec.packing.acrossShards), are
+	// each shard's packing unit (sidefile.PacksIndex.Units): shard i's
+	// packs are those of shards i to i+units[i]-1, fetched and decoded
+	// together; a shard inside another's unit has none.
+	units []int
 	// tok, when the stream is tokenized, adds its text column's ids to
 	// each decoded shard; tokKey is what makes them (planspec.TokenizeKey),
 	// and derived, when set, keeps them for the next decode.
@@ -173,6 +178,15 @@ func (s *Stream) Resolve(shards []int64) error {
 	if c == nil {
 		return nil
 	}
+	if s.units != nil { // and the other shards of their units
+		var more []int64
+		for _, h := range shards {
+			for j := h + 1; j < h+int64(s.units[h]); j++ {
+				more = append(more, j)
+			}
+		}
+		shards = append(slices.Clip(shards), more...)
+	}
 	if err := c.Resolve(shards); err != nil {
 		return fmt.Errorf("stream %q: reading its index's entries: %w", s.Name, err)
 	}
@@ -196,6 +210,32 @@ func (s *Stream) Rows(i int) int64 {
 // without which its bytes do not decode), and in a filtered stream the
 // shard's runs of matching rows last.
 func (s *Stream) Parts(i int) []cache.Shard {
+	if s.units == nil || s.units[i] < 2 {
+		return s.shardParts(i)
+	}
+	var out []cache.Shard
+	for _, j := range s.unit(i) {
+		out = append(out, s.shardParts(j)...)
+	}
+	return out
+}
+
+// unit lists the shards whose documents shard i's packs hold: i, and
+// where packs span shards the rest of its unit.
+func (s *Stream) unit(i int) []int {
+	n := 1
+	if s.units != nil {
+		n = max(s.units[i], 1)
+	}
+	out := make([]int, n)
+	for k := range out {
+		out[k] = i + k
+	}
+	return out
+}
+
+// shardParts is Parts of one shard.
+func (s *Stream) shardParts(i int) []cache.Shard {
 	parts := s.reader.Parts(i)
 	out := make([]cache.Shard, len(parts), len(parts)+1)
 	for j, p := range parts {
@@ -213,6 +253,75 @@ func (s *Stream) Parts(i int) []cache.Shard {
 // Bytes that do not decode, or decode to another row count than the index
 // says, are a *DecodeError.
 func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.RecordBatch, error) {
+	if s.packs == nil {
+		return s.decodeRows(ctx, i, parts)
+	}
+	name := s.shard(i).Name
+	var docs []arrow.RecordBatch // the documents of i's unit, shard by shard
+	defer func() {
+		for _, r := range docs {
+			r.Release()
+		}
+	}()
+	for _, j := range s.unit(i) {
+		n := len(s.shardParts(j))
+		if n > len(parts) {
+			return nil, &DecodeError{Stream: s.Name, Shard: name, Err: fmt.Errorf("%d parts for a unit of %d shards", len(parts), len(s.unit(i)))}
+		}
+		rec, err := s.decodeRows(ctx, j, parts[:n])
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, rec)
+		parts = parts[n:]
+	}
+	rec, err := concatRecords(docs)
+	if err != nil {
+		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: err}
+	}
+	defer rec.Release()
+	packed, err := s.packShard(i, rec)
+	if err != nil {
+		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: err}
+	}
+	return packed, nil
+}
+
+// concatRecords joins records of one schema into one, in order.
+func concatRecords(recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if len(recs) == 1 {
+		recs[0].Retain()
+		return recs[0], nil
+	}
+	schema := recs[0].Schema()
+	cols := make([]arrow.Array, schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	var rows int64
+	for _, r := range recs {
+		rows += r.NumRows()
+	}
+	for c := range cols {
+		of := make([]arrow.Array, len(recs))
+		for k, r := range recs {
+			of[k] = r.Column(c)
+		}
+		var err error
+		if cols[c], err = array.Concatenate(of, memory.DefaultAllocator); err != nil {
+			return nil, fmt.Errorf("joining a packing unit's shards: %w", err)
+		}
+	}
+	return array.NewRecordBatch(schema, cols, rows), nil
+}
+
+// decodeRows decodes shard i into its served rows: its filter's matching
+// rows, with their token ids where the stream is tokenized.
+func (s *Stream) decodeRows(ctx context.Context, i int, parts [][]byte) (arrow.RecordBatch, error) {
 	name := s.shard(i).Name
 	var runs []byte
 	if s.filter != nil {
@@ -242,15 +351,7 @@ func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.Recor
 		}
 		rec = tokens
 	}
-	if s.packs == nil {
-		return rec, nil
-	}
-	defer rec.Release()
-	packed, err := s.packShard(i, rec)
-	if err != nil {
-		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: err}
-	}
-	return packed, nil
+	return rec, nil
 }
 
 // keep returns the rows of shard i's record that its filter's runs select.
@@ -556,6 +657,9 @@ func OpenAll(ctx context.Context, opened []*streams.Stream, registry format.Regi
 		}
 		out[i].filter = s.Filter
 		out[i].packs = s.Packs
+		if s.Packs != nil && s.Packs.Packing.AcrossShards {
+			out[i].units = s.Packs.Index.Units()
+		}
 		if t := s.Tokenize; t != nil {
 			tk, err := loadTokenizer(ctx, s, t, loaded)
 			if err != nil {

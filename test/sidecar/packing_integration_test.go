@@ -29,7 +29,7 @@ import (
 const packedSpec = `  numSplits: 4
   globalBatchSize: 8
   shuffle: {seed: 3, blockSize: 16}
-  packing: {column: tokens, sequenceLength: 64, window: 40}
+  packing: {column: tokens, sequenceLength: 64, window: 120, acrossShards: true}
   schedule:
     phases:
     - {startStep: 5, globalBatchSize: 16}
@@ -149,7 +149,9 @@ func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request,
 // TestIntegrationAPackedMixedScheduledDatasetThroughAKillAndARescale:
 // real sidecars serve three streams of documents (two Parquet, of lists
 // of 1 to 90 tokens, and one MDS, of fixed-size lists of 4) packed into
-// sequences of 64 tokens, mixed and scheduled (a batch-size ramp-up, a curriculum),
+// sequences of 64 tokens across shards (the Parquet streams' row groups of
+// 50 documents in units of three or more, some across files; the MDS
+// shards each a unit of its own), mixed and scheduled (a batch-size ramp-up, a curriculum),
 // through a kill and a 4 → 2 pod rescale (trainThroughARescale, which
 // bounds what each resumed pod fetches): every batch of the committed
 // lineage is `plan --ids`'s, packs and documents, each row's pieces are
@@ -200,6 +202,17 @@ func TestIntegrationAPackedMixedScheduledDatasetThroughAKillAndARescale(t *testi
 	// The lineage is plan --ids's, packs and documents; within a pass of
 	// its stream, no document's token twice.
 	seen := map[int64]int{}
+	spanning := 0 // packs of stream p holding documents of two row groups (shards of 50)
+	for _, b := range r.lineage {
+		for _, docs := range b.docs {
+			if len(docs) > 0 && docs[len(docs)-1] < int64(nP) && docs[0]/50 != docs[len(docs)-1]/50 {
+				spanning++
+			}
+		}
+	}
+	if spanning == 0 {
+		t.Fatal("no pack holds documents of two shards: acrossShards packed shard by shard")
+	}
 	for k := range r.steps {
 		world, plan := r.planAt(k)
 		for rank := range world {

@@ -55,6 +55,11 @@ type PacksShard struct {
 	DroppedDocs   int64 `json:"droppedDocs,omitempty"`
 	DroppedTokens int64 `json:"droppedTokens,omitempty"`
 	EmptyDocs     int64 `json:"emptyDocs,omitempty"`
+	// Unit, on the first shard of a packing unit of two or more shards
+	// (spec.packing.acrossShards), is the unit's shards: this shard's
+	// counts are then the unit's (its Docs stay its own), and the other
+	// shards of the unit have no pack.
+	Unit int64 `json:"unit,omitempty"`
 }
 
 // PacksKey is the key of a packing's counts beside its stream's index,
@@ -77,22 +82,51 @@ func Packs(x *LengthsIndex, values []byte, p planner.Packing) (*PacksIndex, erro
 		return nil, fmt.Errorf("column %q holds images (%s): packing takes a list column of token ids", x.Column, x.Measure)
 	}
 	out := &PacksIndex{Shardfeed: indexfile.Version, Column: x.Column, Filter: x.Filter, Packing: p.String(), SequenceLength: p.SeqLength, Index: x.Index, Tokenize: x.Tokenize}
+	docs := make([]int64, len(x.Shards))
 	for i, s := range x.Shards {
-		if s.Offset < 0 || s.Length < 0 || s.Offset > int64(len(values))-s.Length {
-			return nil, fmt.Errorf("%w: shard %d's lengths are past the object's %d bytes", errLengths, i, len(values))
-		}
-		ls, err := x.ShardLengths(i, values[s.Offset:s.Offset+s.Length])
-		if err != nil {
-			return nil, fmt.Errorf("shard %d: %w", i, err)
-		}
-		n := make([]uint32, len(ls))
-		for j, l := range ls {
-			n[j] = l[0]
+		docs[i] = s.Samples
+	}
+	h := 0
+	for _, k := range p.Units(docs) {
+		var n []uint32 // the unit's documents' lengths, its shards' in order
+		for i := h; i < h+k; i++ {
+			s := x.Shards[i]
+			if s.Offset < 0 || s.Length < 0 || s.Offset > int64(len(values))-s.Length {
+				return nil, fmt.Errorf("%w: shard %d's lengths are past the object's %d bytes", errLengths, i, len(values))
+			}
+			ls, err := x.ShardLengths(i, values[s.Offset:s.Offset+s.Length])
+			if err != nil {
+				return nil, fmt.Errorf("shard %d: %w", i, err)
+			}
+			for _, l := range ls {
+				n = append(n, l[0])
+			}
 		}
 		packs, st := planner.PackShard(n, p)
-		out.Shards = append(out.Shards, ShardPacks(len(n), st, len(packs)))
+		head := ShardPacks(int(docs[h]), st, len(packs))
+		if k > 1 {
+			head.Unit = int64(k)
+		}
+		out.Shards = append(out.Shards, head)
+		for i := h + 1; i < h+k; i++ {
+			out.Shards = append(out.Shards, PacksShard{Docs: docs[i]})
+		}
+		h += k
 	}
 	return out, nil
+}
+
+// Units returns, for each shard, the shards of the packing unit it starts:
+// 1 for a unit of itself, Unit for the first of a unit spanning shards,
+// and 0 for a shard inside another's unit (it has no pack of its own).
+func (x *PacksIndex) Units() []int {
+	out := make([]int, len(x.Shards))
+	for h := 0; h < len(x.Shards); {
+		k := int(max(x.Shards[h].Unit, 1))
+		out[h] = k
+		h += k
+	}
+	return out
 }
 
 // WritePacks stores a packing's counts beside their stream's index.
@@ -132,6 +166,9 @@ func ReadPacks(ctx context.Context, st store.Store, column, filter, tokenize str
 	if err := x.Check(contentHash, samples); err != nil {
 		return nil, fmt.Errorf("%s: %w", indexfile.ObjectURI(st, key), err)
 	}
+	if err := x.checkUnits(p, samples); err != nil {
+		return nil, fmt.Errorf("%s: %w", indexfile.ObjectURI(st, key), err)
+	}
 	return &x, nil
 }
 
@@ -151,16 +188,47 @@ func (x *PacksIndex) Check(contentHash string, samples []int64) error {
 		return fmt.Errorf("the packs have %d shards, the index %d: %s", len(x.Shards), len(samples), rerun)
 	}
 	l := int64(x.SequenceLength)
+	units := x.Units()
 	for i, s := range x.Shards {
-		// A shard's tokens are within its documents' bound, so the
+		if s.Docs != samples[i] {
+			return fmt.Errorf("the packs of shard %d count %d documents, the index %d: %s", i, s.Docs, samples[i], rerun)
+		}
+		if units[i] == 0 { // inside the unit of a shard before it
+			if s != (PacksShard{Docs: s.Docs}) {
+				return fmt.Errorf("shard %d is in the packing unit of a shard before it and has packs of its own: the packs are corrupt: %s", i, rerun)
+			}
+			continue
+		}
+		if s.Unit < 0 || s.Unit == 1 || s.Unit > planner.MaxUnitShards || i+units[i] > len(x.Shards) {
+			return fmt.Errorf("shard %d starts a packing unit of %d shards, of at most %d and past none of the %d shards: the packs are corrupt: %s",
+				i, s.Unit, planner.MaxUnitShards, len(x.Shards), rerun)
+		}
+		docs := int64(0) // the unit's documents
+		for _, n := range samples[i : i+units[i]] {
+			docs += n
+		}
+		// A unit's tokens are within its documents' bound, so the
 		// products below stay within an int64.
-		ok := s.Docs == samples[i] && s.Packs >= 0 && s.Tokens >= 0 && s.Tokens <= s.Docs*MaxLength &&
+		ok := s.Packs >= 0 && s.Tokens >= 0 && s.Tokens <= docs*MaxLength &&
 			s.Packs <= s.Tokens && s.Padding >= 0 && s.Packs <= math.MaxInt64/l && s.Padding == s.Packs*l-s.Tokens &&
-			min(s.CutDocs, s.DroppedDocs, s.DroppedTokens, s.EmptyDocs) >= 0 && s.CutDocs+s.DroppedDocs+s.EmptyDocs <= s.Docs
+			min(s.CutDocs, s.DroppedDocs, s.DroppedTokens, s.EmptyDocs) >= 0 && s.CutDocs+s.DroppedDocs+s.EmptyDocs <= docs
 		if !ok {
 			return fmt.Errorf("the packs of shard %d (%d documents of %d, %d packs, %d tokens, %d padding) are corrupt: %s",
-				i, s.Docs, samples[i], s.Packs, s.Tokens, s.Padding, rerun)
+				i, docs, samples[i], s.Packs, s.Tokens, s.Padding, rerun)
 		}
+	}
+	return nil
+}
+
+// checkUnits checks that the packing units are those p makes of the
+// shards' documents: a sidecar fetches a unit's shards by them.
+func (x *PacksIndex) checkUnits(p planner.Packing, samples []int64) error {
+	units, h := x.Units(), 0
+	for _, k := range p.Units(samples) {
+		if units[h] != k {
+			return fmt.Errorf("shard %d starts a packing unit of %d shards, %s makes one of %d: re-run shardfeed index --lengths --pack-length", h, units[h], p, k)
+		}
+		h += k
 	}
 	return nil
 }

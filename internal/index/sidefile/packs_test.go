@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,17 +120,100 @@ func FuzzPacksCheck(f *testing.F) {
 		Shards: []PacksShard{{Docs: 3, Packs: 2, Tokens: 12, Padding: 4}}})
 	f.Add(good)
 	f.Add([]byte(`{"shardfeed":1,"sequenceLength":1,"index":"h","shards":[{"docs":3,"packs":9223372036854775807,"tokens":1}]}`))
+	f.Add([]byte(`{"shardfeed":1,"sequenceLength":8,"index":"h","shards":[{"docs":3,"packs":2,"tokens":12,"padding":4,"unit":2},{"docs":1}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var x PacksIndex
-		if strictjson.Decode(data, &x) != nil || len(x.Shards) != 1 {
+		if strictjson.Decode(data, &x) != nil || len(x.Shards) == 0 {
 			return
 		}
-		if x.Check("h", []int64{x.Shards[0].Docs}) != nil {
+		samples := make([]int64, len(x.Shards))
+		for i, s := range x.Shards {
+			samples[i] = s.Docs
+		}
+		if x.Check("h", samples) != nil {
 			return
 		}
-		s := x.Shards[0]
-		if s.Packs > s.Tokens || s.Padding != s.Packs*int64(x.SequenceLength)-s.Tokens || s.Padding < 0 {
-			t.Fatalf("accepted %+v", s)
+		units := x.Units()
+		for i, s := range x.Shards {
+			if units[i] == 0 && s != (PacksShard{Docs: s.Docs}) || i+units[i] > len(x.Shards) {
+				t.Fatalf("accepted shard %d %+v in units %v", i, s, units)
+			}
+			if s.Packs > s.Tokens || s.Padding != s.Packs*int64(x.SequenceLength)-s.Tokens || s.Padding < 0 {
+				t.Fatalf("accepted %+v", s)
+			}
 		}
 	})
+}
+
+// Packs across shards: each unit's documents, its shards' in order, are
+// packed as one shard's; the unit's first shard holds its counts and the
+// unit's size, the others their documents alone. A packs index whose units
+// are not the packing's, or do not hold together, is refused.
+func TestPacksAcrossShards(t *testing.T) {
+	ctx := context.Background()
+	st, dir := localStore(t)
+	shards := [][]Length{{{3}, {5}}, {{2}, {2}}, {{7}, {1}, {6}}, {}, {{4}, {4}}}
+	x := &LengthsIndex{Shardfeed: indexfile.Version, Column: "tokens", Measure: Elements, Index: "abc"}
+	var values []byte
+	var all []uint32
+	samples := make([]int64, len(shards))
+	for i, s := range shards {
+		values = x.AppendShard(values, s)
+		for _, l := range s {
+			all = append(all, l[0])
+		}
+		samples[i] = int64(len(s))
+	}
+	p := planner.Packing{SeqLength: 8, Method: planner.BestFit, Window: 2, AcrossShards: true}
+	if u := p.Units(samples); !slices.Equal(u, []int{2, 3}) {
+		t.Fatalf("units %v", u)
+	}
+	px, err := Packs(x, values, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, st0 := planner.PackShard(all[:4], p)
+	second, st1 := planner.PackShard(all[4:], p)
+	head0, head1 := ShardPacks(2, st0, len(first)), ShardPacks(3, st1, len(second))
+	head0.Unit, head1.Unit = 2, 3
+	want := []PacksShard{head0, {Docs: 2}, head1, {}, {Docs: 2}}
+	if !slices.Equal(px.Shards, want) {
+		t.Fatalf("packs %+v, want %+v", px.Shards, want)
+	}
+	if u := px.Units(); !slices.Equal(u, []int{2, 0, 3, 0, 0}) {
+		t.Fatalf("Units %v", u)
+	}
+	if err := WritePacks(ctx, st, px, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPacks(ctx, st, "tokens", "", "", p, "abc", samples, 0); err != nil {
+		t.Fatal(err)
+	}
+	key := PacksKey("tokens", "", "", p)
+	for _, tc := range []struct {
+		name string
+		edit func(b *PacksIndex)
+		want string
+	}{
+		{"a shard in a unit with packs", func(b *PacksIndex) { b.Shards[1].Packs, b.Shards[1].Tokens, b.Shards[1].Padding = 1, 1, 7 }, "has packs of its own"},
+		{"a unit past the shards", func(b *PacksIndex) { b.Shards[2].Unit = 4 }, "starts a packing unit of 4 shards"},
+		{"a unit of one", func(b *PacksIndex) { b.Shards[0].Unit = 1 }, "starts a packing unit of 1 shards"},
+		{"a unit too many", func(b *PacksIndex) { b.Shards[0].Unit = planner.MaxUnitShards + 1 }, "packing unit"},
+		{"units not the packing's", func(b *PacksIndex) {
+			b.Shards[0].Unit, b.Shards[1] = 0, PacksShard{Docs: 2, Packs: 1, Tokens: 4, Padding: 4}
+			b.Shards[0].Packs, b.Shards[0].Tokens, b.Shards[0].Padding = 1, 8, 0
+		}, "makes one of 2"},
+	} {
+		bad := *px
+		bad.Shards = slices.Clone(px.Shards)
+		tc.edit(&bad)
+		data, _ := json.Marshal(&bad)
+		if err := os.WriteFile(filepath.Join(dir, key), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadPacks(ctx, st, "tokens", "", "", p, "abc", samples, 0)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "re-run shardfeed index") {
+			t.Errorf("%s: %v, want %q and the command", tc.name, err, tc.want)
+		}
+	}
 }

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import itertools
 import json
+import math
 import os
 import platform
 import re
@@ -389,14 +391,14 @@ def run_child(*args) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_peer(cmd: str, data: Path, workers: int, batch: int, epoch: int, box: float, knobs: dict | None = None) -> dict:
+def run_peer(cmd: str, data: Path, workers: int, batch: int, epoch: int, box: float, knobs: dict | None = None, passes: int = 1) -> dict:
     """One peer measurement in the oracle venv, with its knobs; a failed
     start (Ray's, now and then) is tried once more, and a second failure
     shows its error. A peer that printed its result and then failed in its
     teardown (Ray's, now and then) has its result."""
     argv = [cmd, str(data), str(workers), str(batch), str(epoch), str(box)] + ([json.dumps(knobs)] if knobs else [])
     for attempt in (1, 2):
-        done = PEERS.run(argv, timeout=900)
+        done = PEERS.run(argv, timeout=900, env={"BENCH_PASSES": str(passes)})
         out = done.stdout.strip().splitlines()
         if done.returncode == 0 or out and out[-1].startswith("{"):
             if done.returncode:
@@ -416,7 +418,9 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
     # beside a row of the same values copied into bytes, as the peers give.
     reader = "read-shardfeed-array" if kind in ARRAY_KINDS else "read-shardfeed"
     read = lambda w: lambda e, b: run_child(reader, serve.socket, w, e, b)  # noqa: E731
-    peer = lambda cmd, w: lambda e, b: run_peer(cmd, data, w, batch, e, PEER_BOX.get("box") or b, peer_knobs_of(kind, cmd, w))  # noqa: E731
+    # A peer's measurement takes passes: its longer epoch (measure_all).
+    peer = lambda cmd, w: lambda e, b, passes=1: run_peer(cmd, data, w, batch, e, max(PEER_BOX.get("box") or b, b), peer_knobs_of(kind, cmd, w),  # noqa: E731
+                                                          passes)
     pyarrow = lambda e, b: run_child("pyarrow", data, batch, b)  # noqa: E731
     if build:  # a variant of the sidecar: shardfeed's rows alone
         return [] if sweep else [(f"shardfeed, {build}", 0, read(0))]
@@ -436,6 +440,11 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
     out += [(RELAY_ROW, 2, lambda e, b: run_child("read-shardfeed-relay", serve.socket, 2, e, binary_as, b))]
     if kind in ARRAY_KINDS:
         out += [(BYTES_ROW, 0, lambda e, b: run_child("read-shardfeed", serve.socket, 0, e, b))]
+        # The user's own decode in the DataLoader's workers, beside the
+        # peers' decode rows (images-decoded), with the sidecar's CPU.
+        out += [(USER_DECODE_ROW, w, functools.partial(
+            lambda w, e, b: with_sidecar_cpu(serve, lambda: run_peer("decode-shardfeed", Path(serve.socket), w, batch, e, max(PEER_BOX.get("box") or b, b))), w))
+            for w in (0, 2)]
     out += [("shardfeed, through the socket", 0, lambda e, b: run_child("read-shardfeed-socket", serve.socket, 0, e, b))]
     for name, cmd in PEER_READERS:
         # Ray Data runs its own tasks: DataLoader workers do not apply.
@@ -474,6 +483,25 @@ FIRST_EPOCH_ROW = "shardfeed, first epoch of a new sidecar (files verified and r
 # …and of the next run's sidecar, on the same cache directory: the files
 # verified before are not hashed again.
 FIRST_EPOCH_RERUN_ROW = "shardfeed, first epoch of the next run's sidecar (files verified before)"
+
+# The user's own code decoding each image (Pillow, decode and resize, as
+# the peers' decode rows) in the DataLoader's workers, around a
+# FeedDataset of the JPEG bytes (peers.py decode-shardfeed).
+USER_DECODE_ROW = "shardfeed, JPEG decoded by the user's code in the DataLoader workers (Pillow)"
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's user and system CPU time so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def with_sidecar_cpu(serve: "Serve", fn) -> dict:
+    """fn's measurement with the sidecar's CPU seconds over it."""
+    before = cpu_seconds(serve.proc.pid)
+    t = fn()
+    return {**t, "sidecar_cpu_s": cpu_seconds(serve.proc.pid) - before}
+
 
 # FeedLoader's workers made to run (a worker_init_fn), each batch passed on
 # from them: what num_workers costs where workers run the user's code.
@@ -532,6 +560,27 @@ SHORT_RUN = 1.0
 SHORT_RUNS = 4
 
 
+# A start (constructor to first batch) of more than LONG_START of a
+# peer's epoch (a pass over the data set) gets that peer a longer epoch:
+# passes over the data set, built once, until its start is at most that
+# share (at most MAX_PASSES passes), its time box as long. Its epoch's rate
+# from the constructor then weighs the start as a longer training run
+# would, and the rate after the first batch is not the only fair one.
+LONG_START = 0.1
+MAX_PASSES = 40
+
+
+def longer_epoch(t: dict, box: float) -> tuple[int, float] | None:
+    """The passes and time box of a longer epoch for a run whose start was
+    more than LONG_START of its epoch; None if it was not."""
+    first, rest = t["first"], t["rest"]
+    if first <= LONG_START * (first + rest):
+        return None
+    want = first * (1 - LONG_START) / LONG_START  # seconds after the first batch
+    passes = 1 if not t.get("complete", True) else min(MAX_PASSES, max(2, math.ceil(want / max(rest, 1e-3))))
+    return passes, max(box, 1.2 * max(want, passes * rest))
+
+
 def measure_all(jobs: list, runs: int, box: float) -> list[dict]:
     """Every (name, workers, fn, label for the log) job's runs, interleaved: each round runs
     every job once that needs another run (runs of each, SHORT_RUNS times
@@ -544,10 +593,20 @@ def measure_all(jobs: list, runs: int, box: float) -> list[dict]:
         n = len(ts)
         return n < runs or n < SHORT_RUNS * runs and sum(t["rest"] for t in ts) / n < SHORT_RUN
 
+    longer: dict[int, tuple[int, float]] = {}  # a job's longer epoch: passes, time box
     while todo := [i for i, ts in enumerate(done) if wants(ts)]:
         for i in todo:
             name, workers, fn, label = jobs[i]
-            t = fn(len(done[i]) + 1, box)
+            takes_passes = "passes" in inspect.signature(fn).parameters
+            if i in longer:
+                t = fn(len(done[i]) + 1, longer[i][1], passes=longer[i][0])
+            else:
+                t = fn(len(done[i]) + 1, box)
+                if takes_passes and (more := longer_epoch(t, box)):
+                    longer[i] = more
+                    log(f"{label} workers={workers}: a first batch in {t['first']:.2f} s of an epoch of {t['first'] + t['rest']:.2f} s: "
+                        f"measured again over {more[0]} passes (time box {more[1]:.0f} s)")
+                    t = fn(len(done[i]) + 1, more[1], passes=more[0])
             done[i].append(t)
             boxed = "" if t.get("complete", True) else f" (time box: {t['samples']:,} samples read)"
             log(f"{label} workers={workers} run {len(done[i])}: {rate_of(t):,.0f} samples/s after a first batch in {t['first']:.2f} s{boxed}")
@@ -563,7 +622,8 @@ def summarize(name: str, workers: int, ts: list[dict]) -> dict:
     return {"loader": name, "workers": workers, "rate": summary([rate_of(t) for t in ts]),
             "steady": summary([t.get("steady", rate_of(t)) for t in ts]), **({"knobs": ts[0]["knobs"]} if "knobs" in ts[0] else {}),
             "first": summary([t["first"] for t in ts]),
-            "epoch_rate": summary([t["samples"] / (t["first"] + t["rest"]) for t in ts]),
+            "epoch_rate": summary([t["samples"] / (t["first"] + t["rest"]) for t in ts]), "passes": max(t.get("passes", 1) for t in ts),
+            **({"sidecar_cpu_per_sample": summary([t["sidecar_cpu_s"] / max(t["samples"], 1) for t in ts])} if "sidecar_cpu_s" in ts[0] else {}),
             "rss_mib": max(t.get("rss_mib", 0.0) for t in ts), "worker_rss_mib": max(t.get("worker_rss_mib", 0.0) for t in ts),
             "complete": all(t.get("complete", True) for t in ts)}
 

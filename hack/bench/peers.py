@@ -12,6 +12,7 @@ in DIR/litdata, Parquet in DIR/parquet). Each peer is used as its docs show.
   peers.py resume-litdata DIR WORKERS BATCH EPOCH TIME_BOX  the same with LitData's StreamingDataLoader
   peers.py decode-mosaic DIR WORKERS BATCH EPOCH TIME_BOX   images decoded and resized in the workers (decode_image)
   peers.py decode-litdata DIR WORKERS BATCH EPOCH TIME_BOX  the same with LitData
+  peers.py decode-shardfeed SOCKET WORKERS BATCH EPOCH TIME_BOX  the same in a dataset of the user's around shardfeed's FeedDataset
   peers.py read-wds DIR WORKERS BATCH EPOCH TIME_BOX        webdataset: WebDataset (shard and sample shuffles) in its WebLoader
   peers.py decode-wds DIR WORKERS BATCH EPOCH TIME_BOX      the same, images decoded and resized in the workers
   peers.py decode-limit DIR WORKERS BATCH EPOCH TIME_BOX    the limit: every image decoded alone by libjpeg-turbo, a process a core
@@ -105,6 +106,33 @@ def decode_mosaic(path, workers, batch, epoch, time_box, knobs):
     def make():
         ds = Decoded(local=f"{path}/mds", batch_size=batch, shuffle=True, shuffle_seed=epoch + 1, **_pick(knobs, "shuffle_algo"))
         return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers, **_loader_knobs(knobs, workers))
+
+    return touch_loop(make, time_box)
+
+
+def decode_shardfeed(socket, workers, batch, epoch, time_box, knobs):
+    """shardfeed handing a `shardfeed serve`'s JPEG bytes (at socket) to
+    the user's own code, which decodes and resizes each image
+    (decode_image, as the peers' rows do) in the DataLoader's workers: a
+    dataset of the user's around the FeedDataset, in a FeedLoader
+    (docs/python-client.md). Runs here, beside the peers, for Pillow."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "clients" / "python" / "src"))
+    import shardfeed
+
+    class Decoded(torch.utils.data.IterableDataset):
+        def __init__(self, source):
+            self.source = source
+
+        def __iter__(self):
+            for b in self.source:
+                out = dict(b)
+                out["image"] = torch.stack([decode_image(x) for x in b["image"]])
+                yield out
+
+    def make():
+        loader = shardfeed.FeedLoader(Decoded(shardfeed.FeedDataset(socket, rank=0, world_size=1, binary_as="bytes")), num_workers=workers)
+        loader.set_epoch(epoch)
+        return loader
 
     return touch_loop(make, time_box)
 
@@ -498,7 +526,7 @@ def prepare_formats(images_dir, tokens_dir):
 READERS = {"read-wds": read_wds, "decode-wds": decode_wds, "decode-limit": decode_limit, "read-megatron": read_megatron, "read-gpt": read_gpt,
            "read-mosaic": read_mosaic, "read-lance": read_lance, "resume-mosaic": resume_mosaic, "read-litdata": read_litdata,
            "resume-litdata": resume_litdata, "read-ray": read_ray, "read-tdu": read_tdu, "decode-mosaic": decode_mosaic,
-           "decode-litdata": decode_litdata}
+           "decode-litdata": decode_litdata, "decode-shardfeed": decode_shardfeed}
 
 
 def main():

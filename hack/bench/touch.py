@@ -47,7 +47,7 @@ def touch(batch):
     return rows, acc
 
 
-def touch_loop(make, time_box=None):
+def touch_loop(make, time_box=None, passes=None):
     """Build a loader with make() and read one epoch of it, or until
     time_box seconds after the first batch: {"first": seconds from building
     it to the first batch, "rest": seconds after it, "samples": all
@@ -55,7 +55,13 @@ def touch_loop(make, time_box=None):
     rate over the second half of the time after the first batch (samples/s),
     "checksum", "complete": whether the epoch was read to its end, "rss_mib": this
     process's peak, "worker_rss_mib": the largest peak of its child
-    processes (DataLoader workers)}."""
+    processes (DataLoader workers), "passes": the passes read}.
+
+    passes (default BENCH_PASSES, else 1) makes the epoch that many passes
+    over the loader, built once: the longer epoch of a loader whose start
+    is more than a tenth of its one pass (loaders.py, LONG_START), so that
+    its epoch's rate from the constructor is not its start's alone."""
+    passes = passes or int(os.environ.get("BENCH_PASSES", "1"))
     torch.set_num_threads(1)
     watch = _ChildPeaks()
     start = time.perf_counter()
@@ -65,25 +71,28 @@ def touch_loop(make, time_box=None):
     complete = True
     marks: list[tuple[float, int]] = []
     loader = make()
-    for batch in loader:
-        rows, acc = touch(batch)
-        checksum += acc
-        samples += rows
-        now = time.perf_counter()
-        if first_at is None:
-            first_at, first_samples = now, samples
-        else:
-            marks.append((now - first_at, samples - first_samples))
-            if time_box and now - first_at > time_box:
-                complete = False
-                break
+    done = 0
+    while done < passes and complete:
+        for batch in loader:
+            rows, acc = touch(batch)
+            checksum += acc
+            samples += rows
+            now = time.perf_counter()
+            if first_at is None:
+                first_at, first_samples = now, samples
+            else:
+                marks.append((now - first_at, samples - first_samples))
+                if time_box and now - first_at > time_box:
+                    complete = False
+                    break
+        done += 1
     end = time.perf_counter()
     del loader
     watch.stop()
     first_at = first_at or end
     return {"first": first_at - start, "rest": end - first_at, "samples": samples,
             "rest_samples": samples - first_samples, "steady": steady_rate(marks), "checksum": checksum, "complete": complete,
-            "rss_mib": peak_rss_mib(), "worker_rss_mib": watch.peak}
+            "rss_mib": peak_rss_mib(), "worker_rss_mib": watch.peak, "passes": done}
 
 
 def steady_rate(marks: list[tuple[float, int]]) -> float:

@@ -9,7 +9,7 @@ zygote starts a thread or opens a loader, so a fork inherits no state but
 the imported modules.
 
   python zygote.py SCRIPT      answers requests on stdin, one JSON line each:
-  {"argv": [...], "timeout": s} → {"code": exit code, "stdout": ..., "stderr": ...}
+  {"argv": [...], "timeout": s, "env": {...}} → {"code": exit code, "stdout": ..., "stderr": ...}
 
 Each request runs SCRIPT as __main__ with sys.argv = [SCRIPT, *argv], in
 a fork that leads its own process group (a timeout kills the group: its
@@ -47,6 +47,7 @@ def serve(script: str) -> None:
         try:
             pid = os.fork()
             if pid == 0:
+                os.environ.update(req.get("env") or {})
                 _child(script, req["argv"], out, err, tmp)
             code = _wait(pid, float(req.get("timeout") or 0))
             answer = {"code": code, "stdout": out.read_text(errors="replace"), "stderr": err.read_text(errors="replace")}
@@ -133,13 +134,14 @@ class Zygote:
         self.python, self.script = python, script
         self.proc: subprocess.Popen[str] | None = None
 
-    def run(self, argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        """argv run as SCRIPT's command line in a fork, as subprocess.run would."""
+    def run(self, argv: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """argv run as SCRIPT's command line in a fork, as subprocess.run
+        would, with env added to its environment."""
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen([self.python, __file__, self.script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          text=True)
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps({"argv": [str(a) for a in argv], "timeout": timeout}) + "\n")
+        self.proc.stdin.write(json.dumps({"argv": [str(a) for a in argv], "timeout": timeout, "env": env or {}}) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:

@@ -721,7 +721,7 @@ def epoch_rates_line(rows: list[dict]) -> str:
             f"({best['loader']}, {best['workers']} workers{passes}): **{e / best['epoch_rate']['median']:.1f}×**")
 
 
-def targets_block(data: dict) -> str:
+def targets_block(data: dict, go: GoResults | None = None) -> str:
     """The performance issue's targets (tokens, no workers), checked against this run."""
     listed = [r for r in data["rows"] if r["kind"] == "tokens"]
     rows = {(r["loader"], r["workers"]): r for r in listed}
@@ -779,8 +779,24 @@ def targets_block(data: dict) -> str:
             r = Stat.of(rerun["rate"])
             line += (f"; the first epoch of the next run's sidecar (files verified before, not hashed again): "
                      f"**{r.median / limit:.2f}×** [{r.min / limit:.2f}–{r.max / limit:.2f}]")
-        lines.append(line + ".")
+        lines.append(line + "." + first_epoch_bound(go, ds, sf.median, f.median, limit))
     return "\n".join(lines + workers_lines(data) + tabular_lines(data) + decoded_lines(data))
+
+
+def first_epoch_bound(go: GoResults | None, ds: dict, later: float, first: float, limit: float) -> str:
+    """The first epoch's bound: a later epoch's reading, plus verifying
+    every byte of the data set by its hash through the mapping that serves
+    it (BenchmarkInPlaceFirstRead/verify, one core), in series."""
+    verify = go.stat("sidecar/cache/BenchmarkInPlaceFirstRead/verify", "MB/s") if go else None
+    if not verify:
+        return ""
+    data, n = ds["bytes"]["mds"], ds["rows"]
+    bound = 1 / (1 / later + data / (verify.median * 1e6) / n)
+    return (f" Its bound: a later epoch's reading ({num(later)} samples/s) and the verification of the data set's "
+            f"{data / 1e9:.2f} GB by its hash through the mapping that serves it ({verify.median / 1e3:.1f} GB/s on one core, "
+            f"`BenchmarkInPlaceFirstRead`), one after the other, is {num(bound)} samples/s, {bound / limit:.2f}× the one-copy limit: "
+            f"the first epoch is at **{first / bound:.2f}×** that bound; 0.8× the limit needs the hash off the epoch's path "
+            f"(verified ahead on the other core) and a later epoch itself at 0.8×.")
 
 
 FIRST_EPOCH_ROW = "shardfeed, first epoch of a new sidecar (files verified and read in place)"
@@ -1017,7 +1033,7 @@ def main() -> None:
             if kind in loaders["datasets"]:  # a partial run leaves the others as they are
                 doc = fill(doc, f"loaders-{kind}", loaders_block(loaders, kind))
         doc = fill(doc, "loaders-batch", sweep_block(loaders))
-        doc = fill(doc, "loaders-targets", targets_block(loaders))
+        doc = fill(doc, "loaders-targets", targets_block(loaders, go))
         doc = fill(doc, "loaders-lance", lance_block(loaders))
         if "images" in loaders["datasets"]:
             doc = fill(doc, "loaders-user-decode", user_decode_block(loaders))

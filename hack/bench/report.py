@@ -273,7 +273,7 @@ def layouts_block(layouts: list[dict]) -> str:
         rows.append(cells)
     head = ["shards of", *(f"window {w:,}" for w in windows)]
     verdict = "met at every layout and window" if not worse else "NOT met at " + ", ".join(worse)
-    return ("\nAcross shards (row groups of a Parquet file), each cell **across shards** / best-fit decreasing over each window "
+    return ("Across shards (row groups of a Parquet file), each cell **across shards** / best-fit decreasing over each window "
             "of the stream (the oracle) / per shard:\n\n" + table(head, rows) +
             f"\n\nPadding across shards at most the oracle's: {verdict}.\n")
 

@@ -149,9 +149,10 @@ func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request,
 // TestIntegrationAPackedMixedScheduledDatasetThroughAKillAndARescale:
 // real sidecars serve three streams of documents (two Parquet, of lists
 // of 1 to 90 tokens, and one MDS, of fixed-size lists of 4) packed into
-// sequences of 64 tokens across shards (the Parquet streams' row groups of
-// 50 documents in units of three or more, some across files; the MDS
-// shards each a unit of its own), mixed and scheduled (a batch-size ramp-up, a curriculum),
+// sequences of 64 tokens across shards (windows of 120: the Parquet
+// streams' row groups of 50 documents in units of five or more, some
+// across files; the MDS shards in units of those that hold two windows),
+// mixed and scheduled (a batch-size ramp-up, a curriculum),
 // through a kill and a 4 → 2 pod rescale (trainThroughARescale, which
 // bounds what each resumed pod fetches): every batch of the committed
 // lineage is `plan --ids`'s, packs and documents, each row's pieces are

@@ -457,13 +457,18 @@ func packed(x planner.StreamIndex, p *Packs) planner.StreamIndex {
 		x.Tokens += p.Index.Shards[h].Tokens
 	}
 	// A unit's packs are its first shard's samples, and the bytes a pod
-	// fetches for them its shards' (packs spanning shards), with the
-	// shared parts (footers) of the objects past the first's.
+	// fetches for them its shards' with a document (packs spanning
+	// shards), with the shared parts (footers) of the objects past the
+	// first's.
 	for h, k := range units {
 		shared := []string{x.Shards[h].Shared}
 		for j := h + 1; j < h+k; j++ {
-			x.Shards[h].Bytes += x.Shards[j].Bytes
+			bytes := x.Shards[j].Bytes
 			x.Shards[j].Bytes = 0
+			if p.Index.Shards[j].Docs == 0 {
+				continue // a shard of no document is not fetched (source.Stream.unit)
+			}
+			x.Shards[h].Bytes += bytes
 			if o := x.Shards[j].Shared; o != "" && !slices.Contains(shared, o) {
 				shared = append(shared, o)
 				x.Shards[h].Bytes += x.Shards[j].SharedBytes

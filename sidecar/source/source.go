@@ -181,8 +181,10 @@ func (s *Stream) Resolve(shards []int64) error {
 	if s.units != nil { // and the other shards of their units
 		var more []int64
 		for _, h := range shards {
-			for j := h + 1; j < h+int64(s.units[h]); j++ {
-				more = append(more, j)
+			for _, j := range s.unit(int(h)) {
+				if int64(j) != h {
+					more = append(more, int64(j))
+				}
 			}
 		}
 		shards = append(slices.Clip(shards), more...)
@@ -213,7 +215,7 @@ func (s *Stream) Parts(i int) []cache.Shard {
 	if s.units == nil || s.units[i] < 2 {
 		return s.shardParts(i)
 	}
-	var out []cache.Shard
+	var out []cache.Shard // a unit's, of its shards with a document
 	for _, j := range s.unit(i) {
 		out = append(out, s.shardParts(j)...)
 	}
@@ -221,15 +223,18 @@ func (s *Stream) Parts(i int) []cache.Shard {
 }
 
 // unit lists the shards whose documents shard i's packs hold: i, and
-// where packs span shards the rest of its unit.
+// where packs span shards those of its unit with a document (a shard of
+// none, an empty row group or one its filter matches nothing of, is
+// neither fetched nor decoded).
 func (s *Stream) unit(i int) []int {
-	n := 1
-	if s.units != nil {
-		n = max(s.units[i], 1)
+	if s.units == nil || s.units[i] < 2 {
+		return []int{i}
 	}
-	out := make([]int, n)
-	for k := range out {
-		out[k] = i + k
+	out := make([]int, 0, s.units[i])
+	for j := i; j < i+s.units[i]; j++ {
+		if s.packs.Index.Shards[j].Docs > 0 {
+			out = append(out, j)
+		}
 	}
 	return out
 }
@@ -274,6 +279,9 @@ func (s *Stream) Decode(ctx context.Context, i int, parts [][]byte) (arrow.Recor
 		}
 		docs = append(docs, rec)
 		parts = parts[n:]
+	}
+	if len(docs) == 0 { // a unit of no document has no pack to serve
+		return nil, &DecodeError{Stream: s.Name, Shard: name, Err: errors.New("its packing unit holds no document: re-run shardfeed index --lengths --pack-length")}
 	}
 	rec, err := concatRecords(docs)
 	if err != nil {

@@ -161,6 +161,10 @@ func readPacked(ctx context.Context, c *shardfeed.Client, req shardfeed.Request,
 func TestIntegrationAPackedMixedScheduledDatasetThroughAKillAndARescale(t *testing.T) {
 	bucket, dir := minioServer.Bucket(t), t.TempDir()
 	nP := len(packedDocs(t, filepath.Join(dir, "p"), 500, 0, 1))
+	// And an empty file (one row group of no row) between two of p's, in
+	// a packing unit: neither fetched nor decoded.
+	empty := arrow.NewSchema([]arrow.Field{{Name: "tokens", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32)}}, nil)
+	writeParquet(t, filepath.Join(dir, "p", "part-0e.parquet"), array.NewRecordBuilder(memory.DefaultAllocator, empty))
 	nQ := len(packedDocs(t, filepath.Join(dir, "q"), 400, 1_000_000_000, 2))
 	upload(t, bucket, "p", filepath.Join(dir, "p"))
 	upload(t, bucket, "q", filepath.Join(dir, "q"))

@@ -122,7 +122,8 @@ func Packs(x *LengthsIndex, values []byte, p planner.Packing) (*PacksIndex, erro
 func (x *PacksIndex) Units() []int {
 	out := make([]int, len(x.Shards))
 	for h := 0; h < len(x.Shards); {
-		k := int(max(x.Shards[h].Unit, 1))
+		// Within the shards left (Check refuses a unit past them).
+		k := int(min(max(x.Shards[h].Unit, 1), int64(len(x.Shards)-h)))
 		out[h] = k
 		h += k
 	}
@@ -199,7 +200,7 @@ func (x *PacksIndex) Check(contentHash string, samples []int64) error {
 			}
 			continue
 		}
-		if s.Unit < 0 || s.Unit == 1 || s.Unit > planner.MaxUnitShards || i+units[i] > len(x.Shards) {
+		if s.Unit < 0 || s.Unit == 1 || s.Unit > planner.MaxUnitShards || s.Unit > 1 && int64(units[i]) != s.Unit {
 			return fmt.Errorf("shard %d starts a packing unit of %d shards, of at most %d and past none of the %d shards: the packs are corrupt: %s",
 				i, s.Unit, planner.MaxUnitShards, len(x.Shards), rerun)
 		}

@@ -3,6 +3,7 @@ package sidefile
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -121,6 +122,7 @@ func FuzzPacksCheck(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte(`{"shardfeed":1,"sequenceLength":1,"index":"h","shards":[{"docs":3,"packs":9223372036854775807,"tokens":1}]}`))
 	f.Add([]byte(`{"shardfeed":1,"sequenceLength":8,"index":"h","shards":[{"docs":3,"packs":2,"tokens":12,"padding":4,"unit":2},{"docs":1}]}`))
+	f.Add([]byte(`{"shardfeed":1,"sequenceLength":8,"index":"h","shards":[{"docs":1},{"docs":3,"packs":2,"tokens":12,"padding":4,"unit":9223372036854775807}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var x PacksIndex
 		if strictjson.Decode(data, &x) != nil || len(x.Shards) == 0 {
@@ -199,6 +201,7 @@ func TestPacksAcrossShards(t *testing.T) {
 		{"a unit past the shards", func(b *PacksIndex) { b.Shards[2].Unit = 4 }, "starts a packing unit of 4 shards"},
 		{"a unit of one", func(b *PacksIndex) { b.Shards[0].Unit = 1 }, "starts a packing unit of 1 shards"},
 		{"a unit too many", func(b *PacksIndex) { b.Shards[0].Unit = planner.MaxUnitShards + 1 }, "packing unit"},
+		{"a unit past any bound, not first", func(b *PacksIndex) { b.Shards[2].Unit = math.MaxInt64 }, "packing unit"},
 		{"units not the packing's", func(b *PacksIndex) {
 			b.Shards[0].Unit, b.Shards[1] = 0, PacksShard{Docs: 2, Packs: 1, Tokens: 4, Padding: 4}
 			b.Shards[0].Packs, b.Shards[0].Tokens, b.Shards[0].Padding = 1, 8, 0

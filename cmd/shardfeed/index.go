@@ -241,7 +241,9 @@ lists) into sequences of L tokens as the sidecar will (--pack-method,
 --pack-window, --pack-overlong) and writes beside the index
 packs-<sha256>.json, per shard its documents, packs, tokens, padding and
 what was cut, dropped or empty: the packs a packed plan counts as its
-samples (docs/planner.md, packing).
+samples (docs/planner.md, packing). --pack-across-shards
+(spec.packing.acrossShards) packs consecutive shards together, in units
+of the fewest shards that hold two windows of documents.
 
 Indexing in parts, on several machines at once (the pods of an Indexed
 Job): --list-parts N lists the stream once and cuts its objects into N

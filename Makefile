@@ -292,7 +292,7 @@ BENCH_PEER_TIME_BOX ?= 8
 BENCH_OUT := $(BIN)/bench
 
 .PHONY: bench
-bench: tools-go tools-kube tools-minio tools-debian tools-python tools-lerobot build build-libjpeg build-video ## Run every benchmark and the peers side by side; rewrite docs/benchmarks.md, its plots and the README's figures (about 40 min; the first run also writes the data sets).
+bench: tools-go tools-kube tools-minio tools-debian tools-python tools-lerobot build build-libjpeg build-video ## Run every benchmark and the peers side by side; rewrite docs/benchmarks.md, its plots and the README's figures (about an hour: a peer whose first batch takes more than a tenth of its epoch is measured over a longer one; the first run also writes the data sets).
 	@mkdir -p $(BENCH_OUT)
 	@echo "bench: Go benchmarks ($(BENCH_RUNS) runs each) → $(BENCH_OUT)/go.txt"
 	go test -tags $(GO_TAGS),integration -run '^$$' -bench . -benchmem -count $(BENCH_RUNS) -timeout 30m ./... | tee $(BENCH_OUT)/go.txt
@@ -300,7 +300,7 @@ bench: tools-go tools-kube tools-minio tools-debian tools-python tools-lerobot b
 		sed 's/^BenchmarkDecodeResizeCrop/BenchmarkDecodeResizeCropLibjpeg/' | tee -a $(BENCH_OUT)/go.txt
 	@echo "bench: loaders into PyTorch, shardfeed and its peers → $(BENCH_OUT)/loaders.json"
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) BENCH_PEER_TIME_BOX=$(BENCH_PEER_TIME_BOX) $(PYTHON) hack/bench/loaders.py --out $(BENCH_OUT)/loaders.json
-	@echo "bench: packing padding, shardfeed against Grain and LanceDB → $(BENCH_OUT)/packing.json"
+	@echo "bench: packing padding, shardfeed against Grain and LanceDB, and across shards beside best-fit decreasing → $(BENCH_OUT)/packing.json"
 	$(BIN)/venv-oracle/bin/python hack/bench/packing.py --out $(BENCH_OUT)/packing.json
 	@echo "bench: WebDataset and Megatron, shardfeed and the formats' own loaders → $(BENCH_OUT)/formats.json"
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) $(PYTHON) hack/bench/formats.py --out $(BENCH_OUT)/formats.json

@@ -73,6 +73,7 @@ def touch_loop(make, time_box=None, passes=None):
     loader = make()
     done = 0
     while done < passes and complete:
+        before = samples
         for batch in loader:
             rows, acc = touch(batch)
             checksum += acc
@@ -85,6 +86,8 @@ def touch_loop(make, time_box=None, passes=None):
                 if time_box and now - first_at > time_box:
                     complete = False
                     break
+        if samples == before:
+            break  # a loader that is not iterated again (a generator): one pass is its epoch
         done += 1
     end = time.perf_counter()
     del loader

@@ -123,7 +123,8 @@ def main() -> None:
                                      lambda e, b, s=serve, w=workers, r=reader: run_child(r, s.socket, w, e, b), f"{kind}: shardfeed"))
                     for name, cmd in peers:
                         jobs.append((f"{kind}/{name}", workers,
-                                     lambda e, b, c=cmd, d=data, w=workers, n=batch: run_peer(c, d, w, n, e, b), f"{kind}: {name}"))
+                                     lambda e, b, c=cmd, d=data, w=workers, n=batch, passes=1: run_peer(c, d, w, n, e, b, passes=passes),
+                                     f"{kind}: {name}"))
             # The decode limit: what decoding these JPEGs costs any loader
             # on this machine's cores (report.py sets the rows against it).
             jobs.append((f"images-decoded/{DECODE_LIMIT}", loaders.EVERY_CORE,

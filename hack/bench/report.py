@@ -310,8 +310,11 @@ def shard_formats_block(data: dict) -> str:
                 st = Stat([r["rate"]["median"], r["rate"]["min"], r["rate"]["max"]])
                 st.median, st.min, st.max = r["rate"]["median"], r["rate"]["min"], r["rate"]["max"]
                 dagger = "" if r.get("complete", True) else " †"
+                epoch = f"{r['epoch_rate']['median']:,.0f}".replace(",", " ") if "epoch_rate" in r else "–"
+                if r.get("passes", 1) > 1:
+                    epoch += f" ({r['passes']} passes ‡)"
                 lines.append([r["loader"], str(workers), st.fmt(",.0f", r["loader"] == "shardfeed") + dagger,
-                              f"{r['first']['median']:.2f} s", f"{r['rate']['median'] / best['rate']['median']:.2f}×" if r is ours else ""])
+                              f"{r['first']['median']:.2f} s", epoch, f"{r['rate']['median'] / best['rate']['median']:.2f}×" if r is ours else ""])
             ratio, low = ours["rate"]["median"] / best["rate"]["median"], ours["rate"]["min"] / best["rate"]["max"]
             verdict = f"{workers} workers: {ratio:.1f}× {best['loader']} ({low:.1f}× its best run against our worst)"
             if target:
@@ -326,8 +329,9 @@ def shard_formats_block(data: dict) -> str:
         if limit:
             st = Stat([limit["rate"]["median"], limit["rate"]["min"], limit["rate"]["max"]])
             st.median, st.min, st.max = limit["rate"]["median"], limit["rate"]["min"], limit["rate"]["max"]
-            lines.append([limit["loader"], "every core", st.fmt(",.0f", False), "–", ""])
-        out.append(table(["loader", "workers", "samples/s", "first batch", "shardfeed ÷ best peer"], lines))
+            lines.append([limit["loader"], "every core", st.fmt(",.0f", False), "–", "–", ""])
+        out.append(table(["loader", "workers", "samples/s", "first batch", "samples/s from the constructor (‡: a peer's longer epoch)",
+                          "shardfeed ÷ best peer"], lines))
         out.append("\n" + "; ".join(verdicts) + ".\n")
     return "\n".join(out)
 

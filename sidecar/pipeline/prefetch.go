@@ -400,8 +400,10 @@ type inFlight struct {
 	mu sync.Mutex // guards held against the fetch goroutines
 	// held maps a need's index to its decoded shard (nil while in flight).
 	held map[int]*decodedShard
-	sem  chan struct{} // a slot per fetcher
-	wg   sync.WaitGroup
+	// fetches and bytes are the fetches in flight and their shards' bytes.
+	fetches int
+	bytes   int64
+	wg      sync.WaitGroup
 	done chan struct{} // a fetch ended
 }
 
@@ -430,6 +432,55 @@ func (s *scope) hint(next, hinted int) int {
 	return end
 }
 
+// Fetch slots. Options.Fetchers fetches are in flight at once whatever
+// their size; more, up to maxFetches, while the bytes in flight stay under
+// smallInFlightBytes. A small shard (an object of tens of KiB, a row
+// group) costs a request's round trip, tens of milliseconds on a cloud
+// store, for what the link moves in a fraction of one: a few at a time
+// wait on latency, not bandwidth (64 KiB objects 30 ms away, 4 at once,
+// come at 8 MiB/s). Large shards keep the fixed few: each is already
+// fetched in parallel parts, and decoded memory bounds them.
+const (
+	maxFetches         = 64
+	smallInFlightBytes = 32 << 20
+)
+
+// slotBytes is what a need counts in the bytes in flight: its shard's,
+// or, not known, all the room for small ones.
+func slotBytes(nd planner.ShardNeed) int64 {
+	if nd.Bytes <= 0 {
+		return smallInFlightBytes
+	}
+	return nd.Bytes
+}
+
+// take claims a fetch slot for a need of n bytes.
+func (f *inFlight) take(fetchers int, n int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fetches >= fetchers && (f.fetches >= maxFetches || f.bytes+n > smallInFlightBytes) {
+		return false
+	}
+	f.fetches++
+	f.bytes += n
+	return true
+}
+
+// grow counts n more bytes to a slot taken (the group's neighbours).
+func (f *inFlight) grow(n int64) {
+	f.mu.Lock()
+	f.bytes += n
+	f.mu.Unlock()
+}
+
+// give returns a slot of n bytes, as take and grow counted them.
+func (f *inFlight) give(n int64) {
+	f.mu.Lock()
+	f.fetches--
+	f.bytes -= n
+	f.mu.Unlock()
+}
+
 // holds says need i is held or in flight.
 func (f *inFlight) holds(i int) bool {
 	f.mu.Lock()
@@ -452,7 +503,7 @@ func (f *inFlight) idle() bool {
 
 func (s *scope) run(ctx context.Context) {
 	defer close(s.done)
-	f := &inFlight{held: map[int]*decodedShard{}, sem: make(chan struct{}, s.p.opts.Fetchers), done: make(chan struct{}, 1)}
+	f := &inFlight{held: map[int]*decodedShard{}, done: make(chan struct{}, 1)}
 	next, hinted := 0, 0
 	var was int64 // the front at the last round
 	// letGo waits for the fetches in flight and releases what they hold.
@@ -735,10 +786,8 @@ func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room b
 	if next == s.sized || wait(s.needs[next]) {
 		return nil, next
 	}
-	select {
-	case f.sem <- struct{}{}:
-	default:
-		return nil, next // every fetcher is busy
+	if !f.take(s.p.opts.Fetchers, slotBytes(s.needs[next])) {
+		return nil, next // every fetch slot is taken
 	}
 	if s.needs[next].FirstStep > front {
 		*ahead++
@@ -753,6 +802,7 @@ func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room b
 		if nx.FirstStep > front {
 			*ahead++
 		}
+		f.grow(slotBytes(nx))
 		group = append(group, next)
 		next++
 	}
@@ -814,7 +864,6 @@ func passed(nd planner.ShardNeed) bool { return nd.Bytes < 0 }
 // fetcher's slot back and says it is done.
 func (s *scope) fetch(ctx context.Context, f *inFlight, group []int, parts []cache.Shard) {
 	defer f.wg.Done()
-	defer func() { <-f.sem }()
 	if len(group) > 1 || len(parts) > 0 {
 		for _, i := range group {
 			// A shard in memory may have left the cache (moved to the
@@ -847,6 +896,12 @@ func (s *scope) fetch(ctx context.Context, f *inFlight, group []int, parts []cac
 	for _, part := range parts {
 		s.p.opts.Cache.Release(part)
 	}
+	// The slot is free before the loop wakes to take it.
+	var n int64
+	for _, i := range group {
+		n += slotBytes(s.needs[i])
+	}
+	f.give(n)
 	select {
 	case f.done <- struct{}{}:
 	default:

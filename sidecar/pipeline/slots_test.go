@@ -1,0 +1,66 @@
+package pipeline
+
+import (
+	"testing"
+
+	"github.com/shardfeed/shardfeed/planner"
+)
+
+// TestFetchSlotsCountSmallShardsInBytes: the fixed fetchers take shards of
+// any size; past them, small shards take slots while their bytes in
+// flight stay under smallInFlightBytes, up to maxFetches.
+func TestFetchSlotsCountSmallShardsInBytes(t *testing.T) {
+	const fetchers = 4
+	tests := []struct {
+		name  string
+		bytes int64
+		want  int // slots taken before one is refused
+	}{
+		{"shards of 64 KiB: latency-bound, up to maxFetches", 64 << 10, maxFetches},
+		{"shards of 1 MiB: up to the bytes' bound", 1 << 20, smallInFlightBytes / (1 << 20)},
+		{"shards of 16 MiB: the fixed fetchers", 16 << 20, fetchers},
+		{"shards of 1 GiB: the fixed fetchers still", 1 << 30, fetchers},
+		{"shards of unknown size: the fixed fetchers", 0, fetchers},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &inFlight{}
+			n := slotBytes(planner.ShardNeed{Bytes: tt.bytes})
+			got := 0
+			for f.take(fetchers, n) {
+				got++
+				if got > 10*maxFetches {
+					t.Fatal("take never refused")
+				}
+			}
+			if got != tt.want {
+				t.Fatalf("took %d slots, want %d", got, tt.want)
+			}
+			f.give(n)
+			if !f.take(fetchers, n) {
+				t.Fatal("a slot given back is not taken again")
+			}
+			for range got {
+				f.give(n)
+			}
+			if f.fetches != 0 || f.bytes != 0 {
+				t.Fatalf("all given back, %d fetches of %d bytes are counted", f.fetches, f.bytes)
+			}
+		})
+	}
+}
+
+// TestFetchSlotsGrowWithAGroup: a group's neighbours count in the bytes,
+// so a group of small shards does not exceed the bound.
+func TestFetchSlotsGrowWithAGroup(t *testing.T) {
+	f := &inFlight{}
+	for range 4 {
+		if !f.take(4, 1<<20) {
+			t.Fatal("a fixed fetcher's slot was refused")
+		}
+		f.grow(7 << 20) // a group of 8 MiB
+	}
+	if f.take(4, 64<<10) {
+		t.Fatalf("a fifth slot was taken with %d bytes in flight, over %d", f.bytes, smallInFlightBytes)
+	}
+}

@@ -77,7 +77,8 @@ type Options struct {
 	// LimitBytes bounds the bytes of the shards on disk, downloads in
 	// flight included; 0: no limit.
 	LimitBytes int64
-	// Parallel bounds concurrent downloads (default 4).
+	// Parallel bounds concurrent downloads of any size (default 4); small
+	// ones take more slots while their bytes allow (slots.go).
 	Parallel int
 	// CorruptAttempts is how many downloads of a shard that does not match
 	// its hash or size are made before it is declared corrupt (default 3).
@@ -176,7 +177,7 @@ type entry struct {
 type Cache struct {
 	opts   Options
 	stores map[string]store.Store
-	sem    chan struct{}
+	slots  *slots // downloads in flight (slots.go)
 	// hinting says a hint to the node is in flight (Hint).
 	hinting atomic.Bool
 
@@ -232,7 +233,7 @@ func New(opts Options, stores map[string]store.Store) (*Cache, error) {
 	c := &Cache{
 		opts:     opts,
 		stores:   stores,
-		sem:      make(chan struct{}, opts.Parallel),
+		slots:    newSlots(opts.Parallel),
 		entries:  map[string]*entry{},
 		placed:   map[string]*placed{},
 		recorded: map[string]verifiedFile{},
@@ -443,6 +444,18 @@ func (c *Cache) Present(s Shard) bool {
 	return ok && e.state == present
 }
 
+// Fetched reports whether the shard is on disk or on its way: fetching it
+// again would cost no request of its own.
+func (c *Cache) Fetched(s Shard) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.placed[s.id()]; ok {
+		return true
+	}
+	e, ok := c.entries[s.id()]
+	return ok && (e.state == present || e.state == downloading)
+}
+
 // Stats returns the counters.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
@@ -511,12 +524,11 @@ func (c *Cache) finish(e *entry, err error, aborted bool) {
 // download fetches, checks and installs the shard of e.
 func (c *Cache) download(ctx context.Context, e *entry, want checksum.Sum) (err error) {
 	defer func() { c.finish(e, err, ctx.Err() != nil) }()
-	select {
-	case c.sem <- struct{}{}:
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	release, err := c.slots.acquire(ctx, e.shard.Size)
+	if err != nil {
+		return err
 	}
-	defer func() { <-c.sem }()
+	defer release()
 
 	st := c.stores[e.shard.Stream]
 	size := e.shard.Size

@@ -165,12 +165,15 @@ func (c *Cache) downloadRun(ctx context.Context, entries []*entry, wants []check
 // A range that does not match its hash is left out and the read goes on;
 // a read that fails ends it.
 func (c *Cache) fetchRun(ctx context.Context, entries []*entry, wants []checksum.Sum, installed []bool) {
-	select {
-	case c.sem <- struct{}{}:
-	case <-ctx.Done():
+	var size int64
+	for _, e := range entries {
+		size += e.shard.Size
+	}
+	release, err := c.slots.acquire(ctx, size)
+	if err != nil {
 		return
 	}
-	defer func() { <-c.sem }()
+	defer release()
 	for _, e := range entries {
 		if err := c.reserve(ctx, e, e.shard.Size); err != nil {
 			return // download reserves, or fails, each on its own

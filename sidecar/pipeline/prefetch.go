@@ -241,12 +241,21 @@ func (s *scope) toRead(k shardKey) bool {
 const (
 	maxGroup  = 16
 	aheadScan = 4 * maxGroup
+	nowScan   = 16 * aheadScan
 )
 
 // readAhead returns the parts of the needs among the aheadScan from next
 // that continue the group's ranges in their object, up to maxGroup needs in
 // all; none if the cache lacks room for them. Needs no step from front on
-// reads are passed over (nor are their entries at hand).
+// reads are passed over (nor are their entries at hand); those the front's
+// step needs are all looked at. Needs the cache
+// has or is fetching bridge the ranges without counting: a run of row
+// groups read ahead is continued past them. Where the group itself costs
+// no request (the cache has it) and the run would bring fewer than half a
+// group, it waits: the need at the run's edge is fetched with its own
+// neighbours when its turn comes, rather than one GET each as the window
+// moves on by a need at a time (the splits' needs interleave, so a split's
+// next row group is aheadScan needs on).
 func (s *scope) readAhead(group []int, next int, front int64) []cache.Shard {
 	first := s.needs[group[0]]
 	ps := s.p.opts.Streams[first.Stream]
@@ -256,24 +265,36 @@ func (s *scope) readAhead(group []int, next int, front int64) []cache.Shard {
 		return nil
 	}
 	key := fp[0].Key
+	c := s.p.opts.Cache
+	free := c.Fetched(fp[0])
 	for _, i := range group[1:] {
-		if l, h, ok := rangeOf(ps.Parts(s.needs[i].Shard)); ok {
+		parts := ps.Parts(s.needs[i].Shard)
+		if l, h, ok := rangeOf(parts); ok {
 			lo, hi = min(lo, l), max(hi, h)
+			free = free && c.Fetched(parts[0])
 		}
 	}
 	type cand struct {
 		lo, hi int64
 		i      int
+		bridge bool
+	}
+	// The needs of the front's step on, and those it needs now (a shuffle
+	// block's, in no order: their neighbours are needed now too), up to
+	// nowScan.
+	end := next + aheadScan
+	for end < min(s.sized, next+nowScan) && s.needs[end].FirstStep <= front {
+		end++
 	}
 	var cands []cand
-	for j := next; j < min(s.sized, next+aheadScan); j++ {
+	for j := next; j < min(s.sized, end); j++ {
 		nd := s.needs[j]
 		if nd.Stream != first.Stream || nd.LastStep < front || passed(nd) || s.p.decoded.has(shardKey{nd.Stream, nd.Shard}) {
 			continue
 		}
 		parts := ps.Parts(nd.Shard)
 		if l, h, ok := rangeOf(parts); ok && parts[0].Key == key {
-			cands = append(cands, cand{l, h, j})
+			cands = append(cands, cand{l, h, j, c.Fetched(parts[0])})
 		}
 	}
 	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.lo, b.lo) })
@@ -287,14 +308,16 @@ func (s *scope) readAhead(group []int, next int, front int64) []cache.Shard {
 			}
 			if c.lo == hi || c.hi == lo {
 				lo, hi = min(lo, c.lo), max(hi, c.hi)
-				take = append(take, c.i)
-				bytes += s.needs[c.i].Bytes
+				if !c.bridge {
+					take = append(take, c.i)
+					bytes += s.needs[c.i].Bytes
+				}
 				cands[k].i = -1
 				grew = true
 			}
 		}
 	}
-	if len(take) == 0 || !s.p.opts.Cache.Fits(bytes) {
+	if len(take) == 0 || free && len(take) < maxGroup/2 || !c.Fits(bytes) {
 		return nil
 	}
 	var out []cache.Shard
@@ -404,7 +427,7 @@ type inFlight struct {
 	fetches int
 	bytes   int64
 	wg      sync.WaitGroup
-	done chan struct{} // a fetch ended
+	done    chan struct{} // a fetch ended
 }
 
 // hintAhead is how many needs from the next one a prefetcher names to the
@@ -433,23 +456,15 @@ func (s *scope) hint(next, hinted int) int {
 }
 
 // Fetch slots. Options.Fetchers fetches are in flight at once whatever
-// their size; more, up to maxFetches, while the bytes in flight stay under
-// smallInFlightBytes. A small shard (an object of tens of KiB, a row
-// group) costs a request's round trip, tens of milliseconds on a cloud
-// store, for what the link moves in a fraction of one: a few at a time
-// wait on latency, not bandwidth (64 KiB objects 30 ms away, 4 at once,
-// come at 8 MiB/s). Large shards keep the fixed few: each is already
-// fetched in parallel parts, and decoded memory bounds them.
-const (
-	maxFetches         = 64
-	smallInFlightBytes = 32 << 20
-)
+// their size; more, up to cache.MaxDownloads, while the bytes in flight
+// stay under cache.SmallInFlightBytes: small shards are latency-bound, as
+// the cache's download slots count them (sidecar/cache/slots.go).
 
 // slotBytes is what a need counts in the bytes in flight: its shard's,
 // or, not known, all the room for small ones.
 func slotBytes(nd planner.ShardNeed) int64 {
 	if nd.Bytes <= 0 {
-		return smallInFlightBytes
+		return cache.SmallInFlightBytes
 	}
 	return nd.Bytes
 }
@@ -458,7 +473,7 @@ func slotBytes(nd planner.ShardNeed) int64 {
 func (f *inFlight) take(fetchers int, n int64) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fetches >= fetchers && (f.fetches >= maxFetches || f.bytes+n > smallInFlightBytes) {
+	if f.fetches >= fetchers && (f.fetches >= cache.MaxDownloads || f.bytes+n > cache.SmallInFlightBytes) {
 		return false
 	}
 	f.fetches++
@@ -754,7 +769,7 @@ func (p *Pipeline) unwarmBefore(e int64) {
 
 // releaseBehind releases the shards held that no step from front on
 // reads, and counts those held for steps after front.
-func (s *scope) releaseBehind(f *inFlight, front int64) (ahead int) {
+func (s *scope) releaseBehind(f *inFlight, front int64) (ahead window) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, d := range f.held {
@@ -764,10 +779,36 @@ func (s *scope) releaseBehind(f *inFlight, front int64) (ahead int) {
 			s.p.decoded.release(d, keep)
 			delete(f.held, i)
 		case nd.FirstStep > front:
-			ahead++
+			ahead.add(nd)
 		}
 	}
 	return ahead
+}
+
+// window is what a prefetcher holds ahead of the front: shards a later
+// step reads, fetched or in flight.
+type window struct {
+	shards int
+	bytes  int64
+}
+
+func (w *window) add(nd planner.ShardNeed) {
+	w.shards++
+	w.bytes += slotBytes(nd)
+}
+
+// full says nd waits: PrefetchShards shards are ahead, and more would pass
+// cache.MaxDownloads or cache.SmallInFlightBytes, or the cache's room beside what it
+// holds. A window of 2 shards of 64 KiB keeps 3 requests in flight, each a
+// round trip to the store, and an epoch of small objects waits on them;
+// counted in bytes past the shards asked for, small shards fill it to what
+// a few large ones would.
+func (w window) full(prefetch int, nd planner.ShardNeed, c *cache.Cache) bool {
+	if w.shards < prefetch {
+		return false
+	}
+	n := slotBytes(nd)
+	return w.shards >= cache.MaxDownloads || w.bytes+n > cache.SmallInFlightBytes || !c.FitsBesideHeld(n)
 }
 
 // nextGroup takes the next needs to fetch from next on, with a fetcher's
@@ -776,12 +817,12 @@ func (s *scope) releaseBehind(f *inFlight, front int64) (ahead int) {
 // when there is none to fetch now: every fetcher is busy, or the next one
 // is for a later step and the prefetch window (ahead of the front, and the
 // memory for decoded shards: room) is full.
-func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room bool) ([]int, int) {
+func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *window, room bool) ([]int, int) {
 	for next < s.sized && (s.needs[next].LastStep < front || passed(s.needs[next]) || f.holds(next)) {
 		next++
 	}
 	wait := func(nd planner.ShardNeed) bool {
-		return nd.FirstStep > front && (*ahead >= s.p.opts.PrefetchShards || !room)
+		return nd.FirstStep > front && (!room || ahead.full(s.p.opts.PrefetchShards, nd, s.p.opts.Cache))
 	}
 	if next == s.sized || wait(s.needs[next]) {
 		return nil, next
@@ -790,7 +831,7 @@ func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room b
 		return nil, next // every fetch slot is taken
 	}
 	if s.needs[next].FirstStep > front {
-		*ahead++
+		ahead.add(s.needs[next])
 	}
 	group := []int{next}
 	next++
@@ -800,7 +841,7 @@ func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *int, room b
 			break
 		}
 		if nx.FirstStep > front {
-			*ahead++
+			ahead.add(nx)
 		}
 		f.grow(slotBytes(nx))
 		group = append(group, next)

@@ -603,6 +603,61 @@ func TestAShardsRowGroupAndFooterComeInOneRequest(t *testing.T) {
 	}
 }
 
+// Row groups of several splits interleave in the needs (each step reads
+// one of every split's), so a split's next row group is a split count of
+// needs on: the read-ahead continues a run past the row groups the cache
+// already has or is fetching, and waits for a run worth a GET rather than
+// fetching the run's edge one row group at a time (901 GETs for 1024 row
+// groups in order before; 913 shuffled, whose needs of a block come in no
+// order). Measured: 137-158 in order, 156-228 shuffled.
+func TestInterleavedSplitsRowGroupsComeInRuns(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	const n, groupRows = 8192, 8
+	if err := sampledata.Parquet(ctx, filepath.Join(dir, "p"), "p", n, n, groupRows); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		shuffle string
+		maxGets int64
+	}{
+		{"in order", "{enabled: false}", n / groupRows / 4},
+		{"shuffled", "{seed: 1}", n / groupRows * 3 / 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			streams := []sampledata.Stream{{Name: "p", Format: "parquet", URI: "file://" + filepath.Join(dir, "p") + "/"}}
+			feed := openFeed(t, sampledata.Manifest("ds", streams, "  numSplits: 8\n  globalBatchSize: 64\n  shuffle: "+tc.shuffle+"\n"), 0)
+			before := feed.StoreCounts.Gets.Load()
+			b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			rows := 0
+			for {
+				batch, err := b.Next(ctx)
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows += int(batch.Record.NumRows())
+				batch.Release()
+			}
+			gets, st := feed.StoreCounts.Gets.Load()-before, feed.Pipeline.Stats()
+			if rows != n || st.Cache.Downloads != n/groupRows+1 {
+				t.Fatalf("%d rows, %d parts downloaded: want %d and %d", rows, st.Cache.Downloads, n, n/groupRows+1)
+			}
+			if gets > tc.maxGets {
+				t.Fatalf("%d GETs for %d row groups: want at most %d", gets, n/groupRows, tc.maxGets)
+			}
+			t.Logf("%d GETs for %d row groups", gets, n/groupRows)
+		})
+	}
+}
+
 // A prefetcher fetches the neighbouring row groups it needs together with
 // one ranged GET: an epoch of a Parquet stream of small row groups costs
 // far fewer requests than row groups, and serves every row once.

@@ -312,8 +312,11 @@ bench: tools-go tools-kube tools-minio tools-debian tools-python tools-lerobot b
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) $(PYTHON) hack/bench/video.py --out $(BENCH_OUT)/video.json
 	@echo "bench: egress of the peers over MinIO → $(BENCH_OUT)/egress.json"
 	hack/minio.sh --bucket bench -- $(BIN)/venv-oracle/bin/python hack/bench/egress.py --out $(BENCH_OUT)/egress.json
+	@echo "bench: requests and time an epoch through the latency proxy (30 ms a request), shardfeed beside mosaicml-streaming and LitData → $(BENCH_OUT)/requests.json"
+	go build -o $(BIN)/latencyproxy ./hack/latencyproxy
+	hack/minio.sh --bucket bench -- $(BIN)/venv-oracle/bin/python hack/bench/store_requests.py --proxy $(BIN)/latencyproxy --runs $(BENCH_RUNS) --out $(BENCH_OUT)/requests.json
 	$(BIN)/venv-oracle/bin/python hack/bench/report.py --go $(BENCH_OUT)/go.txt --loaders $(BENCH_OUT)/loaders.json \
-		--egress $(BENCH_OUT)/egress.json --packing $(BENCH_OUT)/packing.json --formats $(BENCH_OUT)/formats.json --tokenize $(BENCH_OUT)/tokenize.json --rawtext $(BENCH_OUT)/rawtext.json --video $(BENCH_OUT)/video.json --command "make bench BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) BENCH_PEER_TIME_BOX=$(BENCH_PEER_TIME_BOX)"
+		--egress $(BENCH_OUT)/egress.json --packing $(BENCH_OUT)/packing.json --formats $(BENCH_OUT)/formats.json --tokenize $(BENCH_OUT)/tokenize.json --rawtext $(BENCH_OUT)/rawtext.json --video $(BENCH_OUT)/video.json --requests $(BENCH_OUT)/requests.json --command "make bench BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE=$(BENCH_SCALE) BENCH_TIME_BOX=$(BENCH_TIME_BOX) BENCH_PEER_TIME_BOX=$(BENCH_PEER_TIME_BOX)"
 	@echo "bench: docs/benchmarks.md, docs/img/*.png and the README's figures rewritten"
 
 .PHONY: bench-peers

@@ -4,11 +4,12 @@ import (
 	"testing"
 
 	"github.com/shardfeed/shardfeed/planner"
+	"github.com/shardfeed/shardfeed/sidecar/cache"
 )
 
 // TestFetchSlotsCountSmallShardsInBytes: the fixed fetchers take shards of
 // any size; past them, small shards take slots while their bytes in
-// flight stay under smallInFlightBytes, up to maxFetches.
+// flight stay under cache.SmallInFlightBytes, up to cache.MaxDownloads.
 func TestFetchSlotsCountSmallShardsInBytes(t *testing.T) {
 	const fetchers = 4
 	tests := []struct {
@@ -16,8 +17,8 @@ func TestFetchSlotsCountSmallShardsInBytes(t *testing.T) {
 		bytes int64
 		want  int // slots taken before one is refused
 	}{
-		{"shards of 64 KiB: latency-bound, up to maxFetches", 64 << 10, maxFetches},
-		{"shards of 1 MiB: up to the bytes' bound", 1 << 20, smallInFlightBytes / (1 << 20)},
+		{"shards of 64 KiB: latency-bound, up to cache.MaxDownloads", 64 << 10, cache.MaxDownloads},
+		{"shards of 1 MiB: up to the bytes' bound", 1 << 20, cache.SmallInFlightBytes / (1 << 20)},
 		{"shards of 16 MiB: the fixed fetchers", 16 << 20, fetchers},
 		{"shards of 1 GiB: the fixed fetchers still", 1 << 30, fetchers},
 		{"shards of unknown size: the fixed fetchers", 0, fetchers},
@@ -29,7 +30,7 @@ func TestFetchSlotsCountSmallShardsInBytes(t *testing.T) {
 			got := 0
 			for f.take(fetchers, n) {
 				got++
-				if got > 10*maxFetches {
+				if got > 10*cache.MaxDownloads {
 					t.Fatal("take never refused")
 				}
 			}
@@ -61,6 +62,6 @@ func TestFetchSlotsGrowWithAGroup(t *testing.T) {
 		f.grow(7 << 20) // a group of 8 MiB
 	}
 	if f.take(4, 64<<10) {
-		t.Fatalf("a fifth slot was taken with %d bytes in flight, over %d", f.bytes, smallInFlightBytes)
+		t.Fatalf("a fifth slot was taken with %d bytes in flight, over %d", f.bytes, cache.SmallInFlightBytes)
 	}
 }

@@ -268,6 +268,29 @@ def test_from_uri_packs_with_no_manifest(tmp_path, monkeypatch):
         shardfeed.FeedDataset.from_uri(tmp_path / "web", batch_size=4, pack_length=0, binary=str(SHARDFEED_BIN))
 
 
+def test_from_uri_packs_across_shards(tmp_path, monkeypatch):
+    """FeedDataset.from_uri(pack_across_shards=True): the packs index groups
+    the row groups into units (a pack may span them), every document is
+    served once; without pack_length it is refused."""
+    monkeypatch.delenv("SHARDFEED_SOCKET", raising=False)
+    web = _write(tmp_path, "web", 5, 2)
+    docs = [d for t in web for d in t["tokens"].to_pylist() if d]
+    ds = shardfeed.FeedDataset.from_uri(tmp_path / "web", batch_size=4, pack_length=SEQ, pack_across_shards=True,
+                                        binary=str(SHARDFEED_BIN), directory=str(tmp_path), rank=0, world_size=1,
+                                        drop_last=False, num_splits=1)
+    assert "acrossShards: true" in ds.to_manifest()
+    packs = json.loads(next((tmp_path / "web" / "_shardfeed").glob("packs-*.json")).read_text())["shards"]
+    assert any(s.get("unit", 0) > 1 for s in packs), "no unit spans shards"
+    tokens = 0
+    for batch in ds:
+        for r in range(batch["tokens"].shape[0]):
+            if not batch["_shardfeed_pad"][r]:
+                tokens += int(batch["loss_mask"][r].sum())
+    assert tokens == sum(len(d) for d in docs)
+    with pytest.raises(shardfeed.ShardfeedError, match="pack_across_shards=True"):
+        shardfeed.FeedDataset.from_uri(tmp_path / "web", batch_size=4, pack_across_shards=True, binary=str(SHARDFEED_BIN))
+
+
 def test_proportions_of_tokens_give_each_stream_its_share_of_tokens(tmp_path):
     """spec.packing.proportions: tokens. A stream of documents of 60 tokens
     packs one a sequence of 96, a stream of documents of 30 three: equal

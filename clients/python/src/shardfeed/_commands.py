@@ -231,8 +231,8 @@ def dataset_manifest(uri: str | os.PathLike[str], *, batch_size: int, format: st
                      columns: list[str] | None = None, filter: str | None = None, drop_last: bool = True,
                      endpoint: str | None = None, region: str | None = None, insecure: bool = False,
                      credentials_secret: str | None = None, index_uri: str | None = None,
-                     pack_length: int | None = None, pack_column: str = "tokens", split: str | None = None,
-                     hive: bool = False, block_size: int | None = None, iceberg: dict[str, Any] | None = None,
+                     pack_length: int | None = None, pack_column: str = "tokens", pack_across_shards: bool = False,
+                     split: str | None = None, hive: bool = False, block_size: int | None = None, iceberg: dict[str, Any] | None = None,
                      binary: str | None = None) -> dict[str, Any]:
     """The TrainingDataset of one stream at uri, as FeedDataset.from_uri
     takes its arguments."""
@@ -293,6 +293,10 @@ def dataset_manifest(uri: str | os.PathLike[str], *, batch_size: int, format: st
         if not 1 <= pack_length <= 1 << 20:
             raise ShardfeedError(f"pack_length={pack_length}: a sequence of 1 to {1 << 20} tokens")
         spec["packing"] = {"column": pack_column, "sequenceLength": pack_length}
+        if pack_across_shards:
+            spec["packing"]["acrossShards"] = True
+    elif pack_across_shards:
+        raise ShardfeedError("pack_across_shards=True packs documents across shards, and goes with pack_length= (the sequence's tokens)")
     return {"apiVersion": "data.shardfeed.io/v1alpha1", "kind": "TrainingDataset",
             "metadata": {"name": name or _name(src)}, "spec": spec}
 

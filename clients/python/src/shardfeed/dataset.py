@@ -390,8 +390,8 @@ class FeedDataset(_Base):
                  filter: str | None = None, num_splits: int | None = None, drop_last: bool = True, name: str | None = None,
                  endpoint: str | None = None, region: str | None = None, insecure: bool = False,
                  credentials_secret: str | None = None, index_uri: str | None = None, pack_length: int | None = None,
-                 pack_column: str = "tokens", split: str | None = None, hive: bool = False,
-                 block_size: int | None = None, iceberg: dict[str, Any] | None = None, job: str | None = None,
+                 pack_column: str = "tokens", pack_across_shards: bool = False, split: str | None = None,
+                 hive: bool = False, block_size: int | None = None, iceberg: dict[str, Any] | None = None, job: str | None = None,
                  fresh: bool = False, directory: str | os.PathLike[str] | None = None, binary: str | None = None,
                  serve_args: list[str] | None = None, **kwargs: Any) -> FeedDataset:
         """A dataset of the data at uri, with no manifest to write: the
@@ -443,6 +443,11 @@ class FeedDataset(_Base):
                 loss_mask, cu_seqlens and doc_ids, and batch_size counts
                 packs. The packs are counted with the index, once.
             pack_column: the column of token ids to pack.
+            pack_across_shards: pack documents of consecutive shards
+                together (spec.packing.acrossShards), where shards hold
+                too few documents for the packer to fill sequences well
+                (small row groups): the units of shards are chosen with
+                the index, once.
             split: the split of a Hugging Face dataset whose folder holds
                 several (a DatasetDict's, or a datasets cache folder): one
                 is served, never several together; such a folder without
@@ -468,7 +473,7 @@ class FeedDataset(_Base):
                                     shuffle_seed=shuffle_seed, shuffle_block=shuffle_block, columns=columns, filter=filter,
                                     drop_last=drop_last, endpoint=endpoint, region=region, insecure=insecure,
                                     credentials_secret=credentials_secret, index_uri=index_uri, pack_length=pack_length,
-                                    pack_column=pack_column, split=split, hive=hive, block_size=block_size,
+                                    pack_column=pack_column, pack_across_shards=pack_across_shards, split=split, hive=hive, block_size=block_size,
                                     iceberg=iceberg, binary=binary)
         text = to_yaml(manifest) + "\n"
         folder = Path(directory or os.getcwd()) / STATE_DIR / "datasets"

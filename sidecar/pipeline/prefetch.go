@@ -798,17 +798,19 @@ func (w *window) add(nd planner.ShardNeed) {
 }
 
 // full says nd waits: PrefetchShards shards are ahead, and more would pass
-// cache.MaxDownloads or cache.SmallInFlightBytes, or the cache's room beside what it
-// holds. A window of 2 shards of 64 KiB keeps 3 requests in flight, each a
-// round trip to the store, and an epoch of small objects waits on them;
-// counted in bytes past the shards asked for, small shards fill it to what
-// a few large ones would.
+// cache.MaxDownloads or cache.SmallInFlightBytes, or not fit the cache
+// without evicting (Fits: a constant-time check, called for every need
+// the window looks at; a full cache keeps the window to its shards). A
+// window of 2 shards of 64 KiB keeps 3 requests in flight, each a round
+// trip to the store, and an epoch of small objects waits on them; counted
+// in bytes past the shards asked for, small shards fill it to what a few
+// large ones would.
 func (w window) full(prefetch int, nd planner.ShardNeed, c *cache.Cache) bool {
 	if w.shards < prefetch {
 		return false
 	}
 	n := slotBytes(nd)
-	return w.shards >= cache.MaxDownloads || w.bytes+n > cache.SmallInFlightBytes || !c.FitsBesideHeld(n)
+	return w.shards >= cache.MaxDownloads || w.bytes+n > cache.SmallInFlightBytes || !c.Fits(n)
 }
 
 // nextGroup takes the next needs to fetch from next on, with a fetcher's

@@ -469,11 +469,14 @@ func slotBytes(nd planner.ShardNeed) int64 {
 	return nd.Bytes
 }
 
-// take claims a fetch slot for a need of n bytes.
-func (f *inFlight) take(fetchers int, n int64) bool {
+// take claims a fetch slot for a need of n bytes; past the fixed
+// fetchers only where fits says the cache has room for it and the fetches
+// in flight without evicting (a full cache's fetches wait on its room,
+// not the store, and more of them would only contend for it).
+func (f *inFlight) take(fetchers int, n int64, fits func(int64) bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fetches >= fetchers && (f.fetches >= cache.MaxDownloads || f.bytes+n > cache.SmallInFlightBytes) {
+	if f.fetches >= fetchers && (f.fetches >= cache.MaxDownloads || f.bytes+n > cache.SmallInFlightBytes || !fits(f.bytes+n)) {
 		return false
 	}
 	f.fetches++
@@ -798,19 +801,19 @@ func (w *window) add(nd planner.ShardNeed) {
 }
 
 // full says nd waits: PrefetchShards shards are ahead, and more would pass
-// cache.MaxDownloads or cache.SmallInFlightBytes, or not fit the cache
-// without evicting (Fits: a constant-time check, called for every need
-// the window looks at; a full cache keeps the window to its shards). A
-// window of 2 shards of 64 KiB keeps 3 requests in flight, each a round
-// trip to the store, and an epoch of small objects waits on them; counted
-// in bytes past the shards asked for, small shards fill it to what a few
-// large ones would.
+// cache.MaxDownloads or cache.SmallInFlightBytes, or the cache's room beside what it
+// holds. A window of 2 shards of 64 KiB keeps 3 requests in flight, each a
+// round trip to the store, and an epoch of small objects waits on them;
+// counted in bytes past the shards asked for, small shards fill it to what
+// a few large ones would.
 func (w window) full(prefetch int, nd planner.ShardNeed, c *cache.Cache) bool {
 	if w.shards < prefetch {
 		return false
 	}
 	n := slotBytes(nd)
-	return w.shards >= cache.MaxDownloads || w.bytes+n > cache.SmallInFlightBytes || !c.Fits(n)
+	// Fits first: constant time, and enough for an unbounded cache or one
+	// not yet full; FitsBesideHeld walks the entries, for a full one.
+	return w.shards >= cache.MaxDownloads || w.bytes+n > cache.SmallInFlightBytes || !(c.Fits(n) || c.FitsBesideHeld(n))
 }
 
 // nextGroup takes the next needs to fetch from next on, with a fetcher's
@@ -829,7 +832,7 @@ func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *window, roo
 	if next == s.sized || wait(s.needs[next]) {
 		return nil, next
 	}
-	if !f.take(s.p.opts.Fetchers, slotBytes(s.needs[next])) {
+	if !f.take(s.p.opts.Fetchers, slotBytes(s.needs[next]), s.p.opts.Cache.Fits) {
 		return nil, next // every fetch slot is taken
 	}
 	if s.needs[next].FirstStep > front {

@@ -7,6 +7,9 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/cache"
 )
 
+func roomy(int64) bool { return true }
+func full(int64) bool  { return false }
+
 // TestFetchSlotsCountSmallShardsInBytes: the fixed fetchers take shards of
 // any size; past them, small shards take slots while their bytes in
 // flight stay under cache.SmallInFlightBytes, up to cache.MaxDownloads.
@@ -28,7 +31,7 @@ func TestFetchSlotsCountSmallShardsInBytes(t *testing.T) {
 			f := &inFlight{}
 			n := slotBytes(planner.ShardNeed{Bytes: tt.bytes})
 			got := 0
-			for f.take(fetchers, n) {
+			for f.take(fetchers, n, roomy) {
 				got++
 				if got > 10*cache.MaxDownloads {
 					t.Fatal("take never refused")
@@ -37,8 +40,11 @@ func TestFetchSlotsCountSmallShardsInBytes(t *testing.T) {
 			if got != tt.want {
 				t.Fatalf("took %d slots, want %d", got, tt.want)
 			}
+			if got > fetchers && f.take(fetchers, n, full) {
+				t.Fatal("a slot past the fixed fetchers was taken where the cache has no room")
+			}
 			f.give(n)
-			if !f.take(fetchers, n) {
+			if !f.take(fetchers, n, roomy) {
 				t.Fatal("a slot given back is not taken again")
 			}
 			for range got {
@@ -56,12 +62,12 @@ func TestFetchSlotsCountSmallShardsInBytes(t *testing.T) {
 func TestFetchSlotsGrowWithAGroup(t *testing.T) {
 	f := &inFlight{}
 	for range 4 {
-		if !f.take(4, 1<<20) {
+		if !f.take(4, 1<<20, roomy) {
 			t.Fatal("a fixed fetcher's slot was refused")
 		}
 		f.grow(7 << 20) // a group of 8 MiB
 	}
-	if f.take(4, 64<<10) {
+	if f.take(4, 64<<10, roomy) {
 		t.Fatalf("a fifth slot was taken with %d bytes in flight, over %d", f.bytes, cache.SmallInFlightBytes)
 	}
 }

@@ -564,6 +564,31 @@ func TestARankAheadOfItsPodMateFetchesEachShardOnceInThePredictedCache(t *testin
 	}
 }
 
+// epochGets reads rank 0's epoch of a world of one and returns its rows
+// and the GETs the store served meanwhile.
+func epochGets(t *testing.T, feed *daemon.Feed) (rows int, gets int64) {
+	t.Helper()
+	ctx := context.Background()
+	before := feed.StoreCounts.Gets.Load()
+	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for {
+		batch, err := b.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows += int(batch.Record.NumRows())
+		batch.Release()
+	}
+	return rows, feed.StoreCounts.Gets.Load() - before
+}
+
 // A shard's parts that follow each other in its object come in one ranged
 // GET, and the others at once: a Parquet file of one row group is its row
 // group and its footer, the footer right after it. An epoch of such files
@@ -577,25 +602,9 @@ func TestAShardsRowGroupAndFooterComeInOneRequest(t *testing.T) {
 	}
 	streams := []sampledata.Stream{{Name: "p", Format: "parquet", URI: "file://" + filepath.Join(dir, "p") + "/"}}
 	feed := openFeed(t, sampledata.Manifest("ds", streams, "  numSplits: 2\n  globalBatchSize: 20\n  shuffle: {blockSize: 100, seed: 5}\n"), 0)
-	before := feed.StoreCounts.Gets.Load() // the index's and shard 0's footer (the schema)
-	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	rows := 0
-	for {
-		batch, err := b.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows += int(batch.Record.NumRows())
-		batch.Release()
-	}
-	gets, st := feed.StoreCounts.Gets.Load()-before, feed.Pipeline.Stats()
+	// The index's GETs and shard 0's footer (the schema) come before.
+	rows, gets := epochGets(t, feed)
+	st := feed.Pipeline.Stats()
 	const files = n / fileRows
 	// Shard 0's footer came with the schema: its row group alone later.
 	if rows != n || st.Cache.Downloads != 2*files || gets != files {
@@ -628,25 +637,8 @@ func TestInterleavedSplitsRowGroupsComeInRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			streams := []sampledata.Stream{{Name: "p", Format: "parquet", URI: "file://" + filepath.Join(dir, "p") + "/"}}
 			feed := openFeed(t, sampledata.Manifest("ds", streams, "  numSplits: 8\n  globalBatchSize: 64\n  shuffle: "+tc.shuffle+"\n"), 0)
-			before := feed.StoreCounts.Gets.Load()
-			b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			rows := 0
-			for {
-				batch, err := b.Next(ctx)
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				rows += int(batch.Record.NumRows())
-				batch.Release()
-			}
-			gets, st := feed.StoreCounts.Gets.Load()-before, feed.Pipeline.Stats()
+			rows, gets := epochGets(t, feed)
+			st := feed.Pipeline.Stats()
 			if rows != n || st.Cache.Downloads != n/groupRows+1 {
 				t.Fatalf("%d rows, %d parts downloaded: want %d and %d", rows, st.Cache.Downloads, n, n/groupRows+1)
 			}

@@ -813,7 +813,7 @@ func (w window) full(prefetch int, nd planner.ShardNeed, c *cache.Cache) bool {
 	n := slotBytes(nd)
 	// Fits first: constant time, and enough for an unbounded cache or one
 	// not yet full; FitsBesideHeld walks the entries, for a full one.
-	return w.shards >= cache.MaxDownloads || w.bytes+n > cache.SmallInFlightBytes || !(c.Fits(n) || c.FitsBesideHeld(n))
+	return w.shards >= cache.MaxDownloads || w.bytes+n > cache.SmallInFlightBytes || !c.Fits(n) && !c.FitsBesideHeld(n)
 }
 
 // nextGroup takes the next needs to fetch from next on, with a fetcher's

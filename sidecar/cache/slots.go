@@ -18,20 +18,30 @@ const (
 	SmallInFlightBytes = 32 << 20
 )
 
+// slots hands the slots out first come, first served: a download that
+// must wait queues, and while any waits a newcomer queues behind it, so
+// neither a stream of small downloads nor one that gives its slot back
+// and asks again at once keeps a large one waiting.
 type slots struct {
 	fixed int
 
 	mu    sync.Mutex
 	n     int   // downloads in flight
 	bytes int64 // their bytes
-	// large counts the waiters only a fixed slot takes: while one waits,
-	// no small download takes a slot past the fixed ones, so a stream of
-	// small ones does not keep a large one waiting for ever.
-	large int
-	wake  chan struct{} // closed when a slot is given back
+	queue []*slotWaiter
 }
 
-func newSlots(fixed int) *slots { return &slots{fixed: fixed, wake: make(chan struct{})} }
+type slotWaiter struct {
+	size    int64
+	granted chan struct{} // closed when the slot is this waiter's
+}
+
+func newSlots(fixed int) *slots { return &slots{fixed: fixed} }
+
+// fitsLocked says a download of size may start now.
+func (s *slots) fitsLocked(size int64) bool {
+	return s.n < s.fixed || s.n < MaxDownloads && s.bytes+size <= SmallInFlightBytes
+}
 
 // acquire waits for a slot for a download of size bytes (not known: size
 // <= 0) and returns its release.
@@ -39,35 +49,38 @@ func (s *slots) acquire(ctx context.Context, size int64) (release func(), err er
 	if size <= 0 || size > SmallInFlightBytes {
 		size = SmallInFlightBytes
 	}
-	counted := false
-	defer func() {
-		if counted {
-			s.mu.Lock()
-			s.large--
-			s.mu.Unlock()
-		}
-	}()
-	for {
-		s.mu.Lock()
-		small := s.n < MaxDownloads && s.bytes+size <= SmallInFlightBytes && s.large == 0
-		if s.n < s.fixed || small {
-			s.n++
-			s.bytes += size
-			s.mu.Unlock()
-			return func() { s.release(size) }, nil
-		}
-		if !counted && size == SmallInFlightBytes {
-			counted = true
-			s.large++
-		}
-		wake := s.wake
+	release = func() { s.release(size) }
+	s.mu.Lock()
+	if len(s.queue) == 0 && s.fitsLocked(size) {
+		s.n++
+		s.bytes += size
 		s.mu.Unlock()
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
+		return release, nil
+	}
+	w := &slotWaiter{size: size, granted: make(chan struct{})}
+	s.queue = append(s.queue, w)
+	s.mu.Unlock()
+	select {
+	case <-w.granted:
+		return release, nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-w.granted: // granted meanwhile: given back
+		s.n--
+		s.bytes -= size
+	default:
+		for i, q := range s.queue {
+			if q == w {
+				s.queue = append(s.queue[:i], s.queue[i+1:]...)
+				break
+			}
 		}
 	}
+	s.grantLocked() // the head may have waited behind this one
+	return nil, context.Cause(ctx)
 }
 
 func (s *slots) release(size int64) {
@@ -75,6 +88,16 @@ func (s *slots) release(size int64) {
 	defer s.mu.Unlock()
 	s.n--
 	s.bytes -= size
-	close(s.wake)
-	s.wake = make(chan struct{})
+	s.grantLocked()
+}
+
+// grantLocked gives slots to the waiters in order, while the head's fits.
+func (s *slots) grantLocked() {
+	for len(s.queue) > 0 && s.fitsLocked(s.queue[0].size) {
+		w := s.queue[0]
+		s.queue = s.queue[1:]
+		s.n++
+		s.bytes += w.size
+		close(w.granted)
+	}
 }

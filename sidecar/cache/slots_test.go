@@ -46,45 +46,110 @@ func TestSlotsCountSmallDownloadsInBytes(t *testing.T) {
 	}
 }
 
-// TestSlotsLargeWaiterIsNotStarved: while a large download waits for a
-// fixed slot, small ones take no slot past the fixed ones.
+// TestSlotsLargeWaiterIsNotStarved: while a download waits (a large one,
+// or one of 31 MiB that fits no slot past the fixed ones), newcomers
+// queue behind it, and a slot given back goes to it: neither small
+// downloads nor one that gives its slot back and asks again at once
+// overtake it.
 func TestSlotsLargeWaiterIsNotStarved(t *testing.T) {
+	for _, size := range []int64{1 << 30, 31 << 20} {
+		s := newSlots(1)
+		ctx := context.Background()
+		// 20 small downloads in flight: 1.25 MiB, room for neither.
+		var smalls []func()
+		for range 20 {
+			r, err := s.acquire(ctx, 64<<10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			smalls = append(smalls, r)
+		}
+		small := func() {
+			for _, r := range smalls {
+				r()
+			}
+		}
+		got := make(chan func(), 1)
+		go func() {
+			if r, err := s.acquire(ctx, size); err == nil {
+				got <- r
+			}
+		}()
+		waitQueue(t, s, 1)
+		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		if _, err := s.acquire(short, 64<<10); err == nil {
+			t.Fatalf("%d bytes waiting: a small download took a slot past it", size)
+		}
+		cancel()
+		small() // given back, and asked for again at once: behind the waiter
+		again := make(chan func(), 1)
+		go func() {
+			if r, err := s.acquire(ctx, 64<<10); err == nil {
+				again <- r
+			}
+		}()
+		select {
+		case r := <-got:
+			r()
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d bytes waiting: never got a slot given back (the downloads asking again took them)", size)
+		}
+		(<-again)()
+		if s.n != 0 || s.bytes != 0 || len(s.queue) != 0 {
+			t.Fatalf("all released, %d downloads of %d bytes and %d waiters counted", s.n, s.bytes, len(s.queue))
+		}
+	}
+}
+
+// TestSlotsAWaiterThatGivesUpLetsTheNextIn: a waiter whose context ends
+// leaves the queue, and the one behind it, which fits, starts at once.
+func TestSlotsAWaiterThatGivesUpLetsTheNextIn(t *testing.T) {
 	s := newSlots(1)
 	ctx := context.Background()
 	small, err := s.acquire(ctx, 64<<10)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer small()
+	large, cancel := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := s.acquire(large, 1<<30)
+		gaveUp <- err
+	}()
+	waitQueue(t, s, 1)
 	got := make(chan func(), 1)
 	go func() {
-		r, err := s.acquire(ctx, 1<<30)
-		if err == nil {
+		if r, err := s.acquire(ctx, 64<<10); err == nil {
 			got <- r
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s.mu.Lock()
-		waiting := s.large
-		s.mu.Unlock()
-		if waiting == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the large download never waited")
-		}
-		time.Sleep(time.Millisecond)
+	waitQueue(t, s, 2)
+	cancel()
+	if err := <-gaveUp; err == nil {
+		t.Fatal("a cancelled waiter got a slot")
 	}
-	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer cancel()
-	if _, err := s.acquire(short, 64<<10); err == nil {
-		t.Fatal("a small download took a slot past the fixed one while a large one waited")
-	}
-	small()
 	select {
 	case r := <-got:
 		r()
 	case <-time.After(5 * time.Second):
-		t.Fatal("the large download never got the slot given back")
+		t.Fatal("the small download behind a waiter that gave up never started")
+	}
+}
+
+func waitQueue(t *testing.T, s *slots, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		q := len(s.queue)
+		s.mu.Unlock()
+		if q == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters queued, want %d", q, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -564,6 +564,57 @@ func TestARankAheadOfItsPodMateFetchesEachShardOnceInThePredictedCache(t *testin
 	}
 }
 
+// The window past a prefetcher's shards (small shards, counted in bytes)
+// keeps to the settings: prefetch 0 fetches none ahead, and a budget for
+// decoded shards of a byte none past the shards asked for. A prefetcher
+// that ignored them held 23 decoded shards at prefetch 0 and 32 at a
+// budget of a byte.
+func TestPrefetchWindowKeepsToItsSettings(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		prefetch int
+		decoded  int64
+	}{
+		{"prefetch 0", 0, 0},
+		{"a byte for decoded shards", 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			manifest := sampledata.Manifest("ds", []sampledata.Stream{plainMDS(t, 2000, 4000)}, "  numSplits: 1\n  globalBatchSize: 10\n  shuffle: {enabled: false}\n")
+			feed, err := openWith(t, manifest, daemon.Config{CacheDir: t.TempDir(), Prefetch: tc.prefetch, DecodedLimitBytes: tc.decoded, CopyLocalShards: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			batch, err := b.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch.Release()
+			// Until the prefetcher has fetched what it will.
+			last, still := int64(-1), 0
+			for still < 20 {
+				time.Sleep(10 * time.Millisecond)
+				if n := feed.Pipeline.Stats().Cache.Downloads; n == last {
+					still++
+				} else {
+					last, still = n, 0
+				}
+			}
+			// The first steps' shards (the reader's queue assembles two
+			// batches ahead; a step may straddle two shards) and the
+			// prefetch's.
+			if st := feed.Pipeline.Stats(); st.DecodedShards > 3+tc.prefetch {
+				t.Fatalf("%d shards decoded after the first step, %d downloaded: want at most %d", st.DecodedShards, st.Cache.Downloads, 3+tc.prefetch)
+			}
+		})
+	}
+}
+
 // epochGets reads rank 0's epoch of a world of one and returns its rows
 // and the GETs the store served meanwhile.
 func epochGets(t *testing.T, feed *daemon.Feed) (rows int, gets int64) {

@@ -583,13 +583,20 @@ func (s *scope) run(ctx context.Context) {
 			// GET, into the cache only (not decoded: the window bounds
 			// memory), while the cache has room for them without evicting.
 			parts := s.readAhead(group, next, front)
+			// Their bytes count in the fetch's slot: the bound on bytes
+			// in flight holds with them.
+			var extra int64
+			for _, p := range parts {
+				extra += max(p.Size, 0)
+			}
+			f.grow(extra)
 			f.mu.Lock()
 			for _, i := range group {
 				f.held[i] = nil
 			}
 			f.mu.Unlock()
 			f.wg.Add(1)
-			go s.fetch(ctx, f, group, parts)
+			go s.fetch(ctx, f, group, parts, extra)
 		}
 		if s.p.opts.Cache.Hints() {
 			hinted = s.hint(next, hinted)
@@ -801,19 +808,28 @@ func (w *window) add(nd planner.ShardNeed) {
 }
 
 // full says nd waits: PrefetchShards shards are ahead, and more would pass
-// cache.MaxDownloads or cache.SmallInFlightBytes, or the cache's room beside what it
-// holds. A window of 2 shards of 64 KiB keeps 3 requests in flight, each a
-// round trip to the store, and an epoch of small objects waits on them;
-// counted in bytes past the shards asked for, small shards fill it to what
-// a few large ones would.
-func (w window) full(prefetch int, nd planner.ShardNeed, c *cache.Cache) bool {
+// cache.MaxDownloads or extra bytes (aheadBytes), or the cache's room
+// beside what it holds. A window of 2 shards of 64 KiB keeps 3 requests in
+// flight, each a round trip to the store, and an epoch of small objects
+// waits on them; counted in bytes past the shards asked for, small shards
+// fill it to what a few large ones would. Prefetch 0 asks for none ahead,
+// and gets none.
+func (w window) full(prefetch int, extra int64, nd planner.ShardNeed, c *cache.Cache) bool {
 	if w.shards < prefetch {
 		return false
 	}
 	n := slotBytes(nd)
 	// Fits first: constant time, and enough for an unbounded cache or one
 	// not yet full; FitsBesideHeld walks the entries, for a full one.
-	return w.shards >= cache.MaxDownloads || w.bytes+n > cache.SmallInFlightBytes || !c.Fits(n) && !c.FitsBesideHeld(n)
+	return prefetch == 0 || w.shards >= cache.MaxDownloads || w.bytes+n > extra || !c.Fits(n) && !c.FitsBesideHeld(n)
+}
+
+// aheadBytes bounds the bytes of the shards a window holds past its
+// PrefetchShards: cache.SmallInFlightBytes, and a 32nd of the memory for
+// decoded shards (they are held decoded, and a shard decodes to several
+// times its bytes: images decoded in the sidecar, compressed columns).
+func (p *Pipeline) aheadBytes() int64 {
+	return min(cache.SmallInFlightBytes, p.opts.DecodedLimitBytes/32)
 }
 
 // nextGroup takes the next needs to fetch from next on, with a fetcher's
@@ -827,7 +843,7 @@ func (s *scope) nextGroup(f *inFlight, next int, front int64, ahead *window, roo
 		next++
 	}
 	wait := func(nd planner.ShardNeed) bool {
-		return nd.FirstStep > front && (!room || ahead.full(s.p.opts.PrefetchShards, nd, s.p.opts.Cache))
+		return nd.FirstStep > front && (!room || ahead.full(s.p.opts.PrefetchShards, s.p.aheadBytes(), nd, s.p.opts.Cache))
 	}
 	if next == s.sized || wait(s.needs[next]) {
 		return nil, next
@@ -908,7 +924,7 @@ func passed(nd planner.ShardNeed) bool { return nd.Bytes < 0 }
 // fetch brings a group's shards (and parts, read ahead into the cache)
 // and decodes them, holding each until the front passes it; it gives its
 // fetcher's slot back and says it is done.
-func (s *scope) fetch(ctx context.Context, f *inFlight, group []int, parts []cache.Shard) {
+func (s *scope) fetch(ctx context.Context, f *inFlight, group []int, parts []cache.Shard, extra int64) {
 	defer f.wg.Done()
 	if len(group) > 1 || len(parts) > 0 {
 		for _, i := range group {
@@ -943,7 +959,7 @@ func (s *scope) fetch(ctx context.Context, f *inFlight, group []int, parts []cac
 		s.p.opts.Cache.Release(part)
 	}
 	// The slot is free before the loop wakes to take it.
-	var n int64
+	n := extra
 	for _, i := range group {
 		n += slotBytes(s.needs[i])
 	}

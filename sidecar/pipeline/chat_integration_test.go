@@ -103,10 +103,7 @@ func serveChats(t *testing.T, manifest, cacheDir string, want []chatRow) (pipeli
 	}
 	feed := openFeedIn(t, manifest, 0, cacheDir)
 	defer feed.Pipeline.Close()
-	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBatches(ctx, t, feed)
 	seen, assistant := map[int64]bool{}, 0
 	for range feed.Plan.Steps() {
 		batch, err := b.Next(ctx)
@@ -167,10 +164,7 @@ func TestIntegrationChatsArePackedWithTheirAssistantMask(t *testing.T) {
 		"  packing: {column: input_ids, sequenceLength: 256}\n"
 	tk := indexTokenPacks(t, stream, spec)
 	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, spec), 0)
-	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBatches(ctx, t, feed)
 	defer b.Close()
 	eod, _ := tk.TokenID("<|endoftext|>")
 	served, masked := make([]int, len(want)), 0

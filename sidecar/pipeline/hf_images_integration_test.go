@@ -18,7 +18,6 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
-	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
@@ -50,10 +49,7 @@ func TestIntegrationAHuggingFaceImageFeatureIsServedDecoded(t *testing.T) {
 	ctx := context.Background()
 	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{hfStream(t, 200)},
 		"  numSplits: 2\n  globalBatchSize: 20\n  decode:\n  - column: image\n    image: {height: 2, width: 2, resize: 2}\n"), 0)
-	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBatches(ctx, t, feed)
 	defer b.Close()
 	seen := 0
 	for range feed.Plan.Steps() {

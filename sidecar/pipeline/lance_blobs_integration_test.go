@@ -15,7 +15,6 @@ import (
 	"github.com/shardfeed/shardfeed/sidecar/format"
 	"github.com/shardfeed/shardfeed/sidecar/format/formats"
 	"github.com/shardfeed/shardfeed/sidecar/format/formattest"
-	"github.com/shardfeed/shardfeed/sidecar/pipeline"
 	"github.com/shardfeed/shardfeed/sidecar/sampledata"
 )
 
@@ -37,10 +36,7 @@ func TestIntegrationALanceBlobColumnIsServedDecoded(t *testing.T) {
 	stream := sampledata.Stream{Name: "images", Format: "lance", URI: "file://" + dir + "/"}
 	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream},
 		"  numSplits: 2\n  globalBatchSize: 16\n  decode:\n  - column: image\n    image: {height: 12, width: 12, resize: 12}\n"), 0)
-	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBatches(ctx, t, feed)
 	defer b.Close()
 	seen := map[int64]bool{}
 	for range feed.Plan.Steps() {

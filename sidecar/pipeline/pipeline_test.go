@@ -585,10 +585,7 @@ func TestPrefetchWindowKeepsToItsSettings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := openBatches(ctx, t, feed)
 			defer b.Close()
 			batch, err := b.Next(ctx)
 			if err != nil {
@@ -615,16 +612,23 @@ func TestPrefetchWindowKeepsToItsSettings(t *testing.T) {
 	}
 }
 
+// openBatches opens the whole plan's reader: rank 0 of a world of 1.
+func openBatches(ctx context.Context, t *testing.T, feed *daemon.Feed) *pipeline.Batches {
+	t.Helper()
+	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // epochGets reads rank 0's epoch of a world of one and returns its rows
 // and the GETs the store served meanwhile.
 func epochGets(t *testing.T, feed *daemon.Feed) (rows int, gets int64) {
 	t.Helper()
 	ctx := context.Background()
 	before := feed.StoreCounts.Gets.Load()
-	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBatches(ctx, t, feed)
 	defer b.Close()
 	for {
 		batch, err := b.Next(ctx)
@@ -729,10 +733,7 @@ func TestNeighbouringRowGroupsComeInOneRequest(t *testing.T) {
 			streams := []sampledata.Stream{{Name: "p", Format: "parquet", URI: "file://" + filepath.Join(dir, "p") + "/"}}
 			feed := openFeed(t, sampledata.Manifest("ds", streams, "  numSplits: 2\n  globalBatchSize: 20\n  shuffle: "+tc.shuffle+"\n"), 0)
 			before := feed.StoreCounts.Gets.Load() // the index's
-			b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := openBatches(ctx, t, feed)
 			defer b.Close()
 			seen := map[int64]bool{}
 			for {

@@ -98,10 +98,7 @@ func TestIntegrationATextColumnIsServedTokenized(t *testing.T) {
 	ctx := context.Background()
 	stream, tok, sum, want := textStream(t)
 	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, tokenizeSpec(tok, sum)), 0)
-	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBatches(ctx, t, feed)
 	defer b.Close()
 	seen := map[int64]bool{}
 	for range feed.Plan.Steps() {
@@ -164,10 +161,7 @@ func TestIntegrationRawTextIsPackedAfterTokenization(t *testing.T) {
 		"  packing: {column: input_ids, sequenceLength: 64, method: concatenate}\n"
 	tk := indexTokenPacks(t, stream, spec)
 	feed := openFeed(t, sampledata.Manifest("ds", []sampledata.Stream{stream}, spec), 0)
-	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBatches(ctx, t, feed)
 	defer b.Close()
 	eod, ok := tk.TokenID("<|endoftext|>")
 	if !ok {
@@ -316,10 +310,7 @@ func TestIntegrationATokenizerFromAConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer feed.Pipeline.Close()
-	b, err := feed.Pipeline.Batches(ctx, pipeline.Request{Rank: 0, World: 1, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBatches(ctx, t, feed)
 	defer b.Close()
 	batch, err := b.Next(ctx)
 	if err != nil {

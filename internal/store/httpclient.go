@@ -73,20 +73,20 @@ var (
 	base     *http.Transport
 )
 
-// IdleConnsPerHost is how many idle connections to one store the pool
+// idleConnsPerHost is how many idle connections to one store the pool
 // keeps: as many as a sidecar's fetches of small shards have in flight
 // (net/http keeps 2, and every fetch past them would open a connection
 // again: a TCP and TLS handshake, round trips to a far store, for each
 // object of tens of KiB).
-const IdleConnsPerHost = 64
+const idleConnsPerHost = 64
 
 // baseTransport is one pool of connections for every store's client: a
 // clone of the default transport (its proxy settings and timeouts).
 func baseTransport() *http.Transport {
 	baseOnce.Do(func() {
 		base = http.DefaultTransport.(*http.Transport).Clone()
-		base.MaxIdleConnsPerHost = IdleConnsPerHost
-		base.MaxIdleConns = max(base.MaxIdleConns, 4*IdleConnsPerHost)
+		base.MaxIdleConnsPerHost = idleConnsPerHost
+		base.MaxIdleConns = max(base.MaxIdleConns, 4*idleConnsPerHost)
 	})
 	return base
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -750,5 +751,47 @@ func TestIntegrationTheAgentChecksEveryEntryItServes(t *testing.T) {
 	read(c)
 	if st := c.Stats(); st.Fills != 1 || st.Hits != 1 {
 		t.Errorf("the footer's sum lost: %d fills, %d hits; want the footer filled again, the row group served", st.Fills, st.Hits)
+	}
+}
+
+// A sidecar fetching many small shards at once (the cache runs up to 64
+// downloads of them) keeps to the requests a pod may have at the agent
+// (8 by default): past them the agent answers 429 and the shard would be
+// read from the store.
+func TestIntegrationManySmallShardsAtOnceAreAllTheNodes(t *testing.T) {
+	sizes := make([]int, 48)
+	for i := range sizes {
+		sizes[i] = 64 << 10
+	}
+	d := newDataset(t, "xxh64", sizes...)
+	a := startAgent(t, t.TempDir(), nil)
+	s := newSidecar(t, d, a, newPod(t, apiServer.Namespace(t), node), minioServer.CredentialsDir(t), 0)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(d.shards))
+	for _, sh := range d.shards {
+		wg.Go(func() {
+			p, err := s.cache.Acquire(context.Background(), sh)
+			if err != nil {
+				errs <- fmt.Errorf("%s: %w", sh.Key, err)
+				return
+			}
+			got, err := os.ReadFile(p)
+			s.cache.Release(sh)
+			if err == nil && !bytes.Equal(got, d.data[sh.Key]) {
+				err = errors.New("bytes that are not the object's")
+			}
+			if err != nil {
+				errs <- fmt.Errorf("%s: %w", sh.Key, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if fs := s.cache.Stats(); fs.FetchedBytes != 0 || fs.Node.Hits != int64(len(d.shards)) {
+		t.Errorf("the sidecar fetched %d bytes from the store and took %d of %d shards from the node (misses: %s)",
+			fs.FetchedBytes, fs.Node.Hits, len(d.shards), s.missReasons())
 	}
 }

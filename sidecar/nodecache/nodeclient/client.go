@@ -59,6 +59,12 @@ type Client struct {
 	downMu sync.Mutex
 	down   time.Time
 
+	// inFlight holds a slot for each request until its answer is closed:
+	// the agent answers 429 past its requests a pod may have in flight,
+	// and a sidecar fetching many small shards at once would read those
+	// from the store.
+	inFlight chan struct{}
+
 	hits, fills, fallbacks, bytes atomic.Int64
 }
 
@@ -88,7 +94,15 @@ type Options struct {
 	// Wait and Idle bound the answer's start and its pauses (0: the
 	// defaults).
 	Wait, Idle time.Duration
+	// MaxInFlight is how many requests the client has at the agent at
+	// once (0: DefaultMaxInFlight, the agent's default for one pod); more
+	// wait for one to end.
+	MaxInFlight int
 }
+
+// DefaultMaxInFlight is the agent's default bound on one pod's requests in
+// flight (shardfeed agent --max-in-flight-per-pod).
+const DefaultMaxInFlight = 8
 
 // backoff is how long a client leaves an agent it could not reach alone.
 const backoff = 30 * time.Second
@@ -108,7 +122,10 @@ func New(o Options) (*Client, error) {
 	if o.Idle <= 0 {
 		o.Idle = DefaultIdle
 	}
-	c := &Client{tokenFile: o.TokenFile, wait: o.Wait, idle: o.Idle, base: "https://" + u.Host}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = DefaultMaxInFlight
+	}
+	c := &Client{tokenFile: o.TokenFile, wait: o.Wait, idle: o.Idle, base: "https://" + u.Host, inFlight: make(chan struct{}, o.MaxInFlight)}
 	dialer := &net.Dialer{Timeout: time.Second}
 	transport := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -183,7 +200,19 @@ func (c *Client) Get(ctx context.Context, r nodewire.Request) (io.ReadCloser, er
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	select {
+	case c.inFlight <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("node agent: %w", context.Cause(ctx))
+	}
+	ctx, cancelCtx := context.WithCancelCause(ctx)
+	release := sync.OnceFunc(func() { <-c.inFlight })
+	cancel := func(cause error) {
+		cancelCtx(cause)
+		if cause == nil { // the request is over (its answer closed): its slot is free
+			release()
+		}
+	}
 	slow := time.AfterFunc(c.wait, func() { cancel(errSlow) })
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+nodewire.ShardPath, strings.NewReader(string(body)))
 	if err != nil {

@@ -97,9 +97,11 @@ func RunMonitoring(ctx context.Context, o Options) (*MonitoringReport, error) {
 		return nil, err
 	}
 	// The starved job's dataset: through the proxy, an epoch three times
-	// as long, one shard fetched ahead per stream (so that a slow store
-	// shows in the steps, not only in a cache filling ahead).
-	opts.Endpoint, opts.Samples, opts.Extra = "http://"+proxy.Addr, 3*c.o.Samples, "  sidecar:\n    prefetch: 1\n"
+	// as long, nothing fetched ahead of the step (so that a slow store
+	// shows in the steps, not only in a cache filling ahead: past the
+	// shards prefetch asks for, small ones are fetched while under 32 MiB
+	// are ahead, and this data set's every shard would be).
+	opts.Endpoint, opts.Samples, opts.Extra = "http://"+proxy.Addr, 3*c.o.Samples, "  sidecar:\n    prefetch: 0\n"
 	starved, err := c.NewEnv(ctx, starvedNamespace, opts)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ import (
 	"github.com/shardfeed/shardfeed/internal/budget"
 	"github.com/shardfeed/shardfeed/internal/sidecarconfig"
 	"github.com/shardfeed/shardfeed/sidecar/nodecache"
+	"github.com/shardfeed/shardfeed/sidecar/nodecache/nodewire"
 )
 
 func newAgentCommand() *cobra.Command {
@@ -131,7 +132,7 @@ docs/operations.md#the-node-cache, docs/security.md.`,
 // addAgentLimitFlags are the agent's bounds on each pod and on all.
 func addAgentLimitFlags(f *pflag.FlagSet, opts *nodecache.Options) {
 	f.IntVar(&opts.MaxInFlight, "max-in-flight", 64, "shard requests served at once; more are answered 503 and their sidecars read the store")
-	f.IntVar(&opts.MaxInFlightPerPod, "max-in-flight-per-pod", 8, "shard requests one pod may have read and served at once; more are answered 429")
+	f.IntVar(&opts.MaxInFlightPerPod, "max-in-flight-per-pod", nodewire.PodRequests, "shard requests one pod may have read and served at once; more are answered 429")
 	f.DurationVar(&opts.WriteIdle, "write-idle", 15*time.Second, "an answer none of whose bytes the pod takes for this long is dropped, freeing its slot")
 	f.IntVar(&opts.MaxWanted, "max-wanted", 65536, "entries warm requests may keep ahead of plain recency")
 	f.IntVar(&opts.MaxWantedPerPod, "max-wanted-per-pod", 8192, "one pod's share of --max-wanted (its oldest are let go first)")

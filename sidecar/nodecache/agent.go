@@ -220,7 +220,7 @@ func NewAgent(opts Options) (*Agent, error) {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 64
 	}
-	opts.MaxInFlightPerPod = cmp.Or(opts.MaxInFlightPerPod, 8)
+	opts.MaxInFlightPerPod = cmp.Or(opts.MaxInFlightPerPod, nodewire.PodRequests)
 	opts.WriteIdle = cmp.Or(opts.WriteIdle, 15*time.Second)
 	opts.MaxWanted = cmp.Or(opts.MaxWanted, 65536)
 	opts.MaxWantedPerPod = cmp.Or(opts.MaxWantedPerPod, 8192)

@@ -94,15 +94,7 @@ type Options struct {
 	// Wait and Idle bound the answer's start and its pauses (0: the
 	// defaults).
 	Wait, Idle time.Duration
-	// MaxInFlight is how many requests the client has at the agent at
-	// once (0: DefaultMaxInFlight, the agent's default for one pod); more
-	// wait for one to end.
-	MaxInFlight int
 }
-
-// DefaultMaxInFlight is the agent's default bound on one pod's requests in
-// flight (shardfeed agent --max-in-flight-per-pod).
-const DefaultMaxInFlight = 8
 
 // backoff is how long a client leaves an agent it could not reach alone.
 const backoff = 30 * time.Second
@@ -122,10 +114,7 @@ func New(o Options) (*Client, error) {
 	if o.Idle <= 0 {
 		o.Idle = DefaultIdle
 	}
-	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = DefaultMaxInFlight
-	}
-	c := &Client{tokenFile: o.TokenFile, wait: o.Wait, idle: o.Idle, base: "https://" + u.Host, inFlight: make(chan struct{}, o.MaxInFlight)}
+	c := &Client{tokenFile: o.TokenFile, wait: o.Wait, idle: o.Idle, base: "https://" + u.Host, inFlight: make(chan struct{}, nodewire.PodRequests)}
 	dialer := &net.Dialer{Timeout: time.Second}
 	transport := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {

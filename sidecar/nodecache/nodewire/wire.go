@@ -40,6 +40,9 @@ const (
 	WarmPath = "/v1/warm"
 	// MaxWarmShards bounds the shards of one WarmRequest.
 	MaxWarmShards = 256
+	// PodRequests is how many shard requests of one pod the agent serves
+	// at once by default (429 beyond), and how many a sidecar sends.
+	PodRequests = 8
 )
 
 // WarmRequest names shards of one source that a pod reads next, in the

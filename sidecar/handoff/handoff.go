@@ -140,6 +140,7 @@ type Stream struct {
 	ctl   []byte // the control segment: a released generation per slot, then the descriptors read
 	ctlFD int
 	sent  uint64 // descriptors sent
+	waits int    // sleeps waiting for the client (the tests count them)
 }
 
 // Slot is where to write one batch.
@@ -189,16 +190,25 @@ func (s *Stream) word(i int) uint64 {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&s.ctl[8*i])))
 }
 
-// waitWait is the longest a wait for the client sleeps before looking
-// again (and at the context): it also bounds what a wake-up the client
-// skipped costs (it may read the waiting word before the sidecar's store
-// reaches it).
-const waitWait = time.Millisecond
+// A wait for the client sleeps at most waitFirst before looking again
+// (and at the context), and each further wait of the same Take twice as
+// long, to waitMost: a client that holds its slots while it computes (a
+// user's decode, a training step) costs the sidecar a few wake-ups a
+// batch, not one a millisecond (at 1 ms, they were most of its CPU with
+// the loop decoding JPEGs: 0.17 ms an image). A release wakes it at once
+// (WordWaiting); the sleep only bounds what a wake-up the client skipped
+// costs (it may read the waiting word before the sidecar's store reaches
+// it).
+const (
+	waitFirst = time.Millisecond
+	waitMost  = 32 * time.Millisecond
+)
 
 // wait sleeps until the client bumps the sequence word from seq (it
 // wakes the futex after a release or read while the sidecar waits), or
-// waitWait passes.
-func (s *Stream) wait(seq uint32) {
+// d passes.
+func (s *Stream) wait(seq uint32, d time.Duration) {
+	s.waits++
 	addr := (*uint32)(unsafe.Pointer(&s.ctl[8*(len(s.slots)+wordSeq)]))
 	waiting := (*uint64)(unsafe.Pointer(&s.ctl[8*(len(s.slots)+wordWaiting)]))
 	atomic.StoreUint64(waiting, 1)
@@ -206,7 +216,7 @@ func (s *Stream) wait(seq uint32) {
 	if s.seq() != seq {
 		return
 	}
-	ts := unix.NsecToTimespec(int64(waitWait))
+	ts := unix.NsecToTimespec(int64(d))
 	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWait, uintptr(seq), uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
 
@@ -236,7 +246,7 @@ var errNoMemory = errors.New("no hand-off memory")
 // every slot and has read every descriptor. While the client still has
 // descriptors to read, it waits for one of its slots to be released.
 func (s *Stream) Take(ctx context.Context, size int) (*Slot, error) {
-	for {
+	for d := waitFirst; ; d = min(2*d, waitMost) {
 		// Read before looking, so a release after the look wakes the wait.
 		seq := s.seq()
 		for i := range s.slots {
@@ -257,7 +267,7 @@ func (s *Stream) Take(ctx context.Context, size int) (*Slot, error) {
 		if err := context.Cause(ctx); err != nil {
 			return nil, err
 		}
-		s.wait(seq)
+		s.wait(seq, d)
 	}
 }
 

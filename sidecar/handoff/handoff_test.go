@@ -152,6 +152,24 @@ func TestATakeEndsWithItsContext(t *testing.T) {
 	}
 }
 
+func TestAWaitForAHeldSlotSleepsLongerEachTime(t *testing.T) {
+	// Seen (issue 94): a loop holding its batch while it decoded (0.2 s)
+	// woke the sidecar every millisecond, its CPU 0.17 ms an image.
+	s, _ := NewStream(NewPool(8<<20), 1)
+	defer s.Close()
+	c := newClient(t, s)
+	held := take(t, s, 10) // its descriptor unread: the next batch waits for it
+	const hold = 300 * time.Millisecond
+	time.AfterFunc(hold, func() { c.Release(held.Index, held.Gen) })
+	if slot := take(t, s, 10); slot == nil || slot.Index != held.Index {
+		t.Fatalf("took %+v, want slot %d once released", slot, held.Index)
+	}
+	// 1+2+…+32 ms, then 32 ms a wait: 14 waits over 0.3 s (300 at 1 ms).
+	if s.waits < 2 || s.waits > 20 {
+		t.Fatalf("%d waits over %v of a held slot, want 2 to 20", s.waits, hold)
+	}
+}
+
 func TestSlotsOutOfRangeAreRefused(t *testing.T) {
 	for _, n := range []int{0, -1, MaxSlots + 1} {
 		if _, err := NewStream(NewPool(1), n); err == nil {

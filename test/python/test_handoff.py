@@ -169,6 +169,51 @@ def test_a_dataset_of_the_users_own_reads_the_batches_in_the_workers(feed_factor
     assert sorted(steps) == list(range(STEPS))
 
 
+# A dataset of the user's that reports, with each batch it reads in a
+# DataLoader worker, the modules that reading it imported there. Run in the
+# oracle venv, which has pandas, as most training environments do.
+FIRST_BATCH_IMPORTS = textwrap.dedent("""
+    import json, sys
+    import torch
+    import shardfeed
+
+    class Probe(torch.utils.data.IterableDataset):
+        def __init__(self, ds):
+            self.ds = ds
+
+        def __iter__(self):
+            before = set(sys.modules)
+            for b in self.ds:
+                # torch's pickling of the tensors to the training process
+                # imports torch.nested the first time, in any loader's workers.
+                new = sorted(m for m in set(sys.modules) - before if not m.startswith("torch."))
+                yield {"_shardfeed_step": b["_shardfeed_step"], "new": new}
+                before = set(sys.modules)
+
+    loader = shardfeed.FeedLoader(Probe(shardfeed.FeedDataset(sys.argv[1], rank=0, world_size=1)), num_workers=2)
+    imported, steps = set(), 0
+    for b in loader:
+        imported.update(b["new"])
+        steps += 1
+    print(json.dumps({"pandas": "pandas" in sys.modules, "imported": sorted(imported), "steps": steps}))
+""")
+
+
+def test_a_users_dataset_in_workers_imports_nothing_to_read_a_batch(feed_factory):
+    # Seen (issue 94): pyarrow imports pandas the first time it makes an
+    # array, and a training process whose workers read the batches had
+    # never made one, so each worker imported it at each epoch's start
+    # (0.4 s of CPU before its first batch, on cores the decode needs).
+    feed = feed_factory(table(), SPEC, row_group_size=40)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "clients" / "python" / "src")}
+    out = subprocess.run([str(ROOT / "bin" / "venv-oracle" / "bin" / "python"), "-c", FIRST_BATCH_IMPORTS, feed.socket],
+                         check=True, capture_output=True, text=True, timeout=300, env=env).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["steps"] == STEPS
+    assert got["pandas"], "the oracle venv has pandas: the training process imports it before its workers start"
+    assert got["imported"] == [], f"the workers imported {got['imported'][:8]} to read their batches"
+
+
 def test_a_held_batch_outlives_a_sidecar_kill(feed_factory):
     feed = feed_factory(table(), SPEC, row_group_size=40)
     plan = feed.plan_ids(1)

@@ -446,3 +446,34 @@ def converter(last: Converter | None, batch: pa.RecordBatch, output: Output, col
             and last.binary_as == binary_as and last.fits(batch)):
         return last
     return Converter(batch.schema, output, columns, fill, binary_as)
+
+
+_warmed = False
+
+
+def warm() -> None:
+    """Make a small batch of every kind of column once in this process,
+    so that what converting imports on first use (pyarrow imports pandas,
+    where installed, the first time it makes an array: 0.2–0.4 s of CPU)
+    is imported before DataLoader workers fork: each would import it again
+    at every epoch's start (it is the training process's, with workers, that
+    never converts a batch itself when a dataset of the user's reads it)."""
+    global _warmed
+    if _warmed:
+        return
+    _warmed = True
+    ints = pa.array([1, None], pa.int64())
+    batch = pa.record_batch({
+        "i": pa.array([1, 2], pa.int32()), "n": ints, "f": pa.array([0.5, None], pa.float32()), "b": pa.array([True, None]),
+        "s": pa.array(["a", None]), "x": pa.array([b"a", None], pa.binary()),
+        "t": pa.FixedSizeListArray.from_arrays(pa.array([1, 2, 3, 4], pa.int32()), 2),
+        "l": pa.array([[1], None], pa.list_(pa.int32())),
+    })
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for output in ("numpy", "torch"):
+            for binary_as in ("bytes", "array"):
+                try:
+                    Converter(batch.schema, output, None, None, binary_as)(batch)
+                except ImportError:  # output="torch" without torch: workers are torch's, so never here
+                    pass

@@ -7,6 +7,7 @@ import logging
 import time
 from typing import Any, Iterator, Literal
 
+from . import _convert
 from ._client import Client
 from ._device import ToDevice, backend_for, checked
 from ._stats import FIELDS, Counters, Stats, WaitReporter, to_stats
@@ -205,6 +206,7 @@ class FeedLoader:
             return iter(self.source)
         if workers:
             kwargs.setdefault("persistent_workers", False)
+            _convert.warm()
         # The batches are made already; batch_size=None would otherwise walk
         # every value (and turn numpy arrays into tensors).
         kwargs.setdefault("collate_fn", _as_is)

@@ -422,6 +422,14 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
     peer = lambda cmd, w: lambda e, b, passes=1: run_peer(cmd, data, w, batch, e, max(PEER_BOX.get("box") or b, b), peer_knobs_of(kind, cmd, w),  # noqa: E731
                                                           passes)
     pyarrow = lambda e, b: run_child("pyarrow", data, batch, b)  # noqa: E731
+    if build == USER_BUILD:
+        # The user's own decode in the DataLoader's workers, around a
+        # sidecar of the JPEG bytes, measured in the same rounds as the
+        # peers' decode rows (measure_all interleaves a kind's rows), with
+        # the sidecar's CPU.
+        return [] if sweep else [(USER_DECODE_ROW, w, functools.partial(
+            lambda w, e, b: with_sidecar_cpu(serve, lambda: run_peer("decode-shardfeed", Path(serve.socket), w, batch, e, max(PEER_BOX.get("box") or b, b))), w))
+            for w in (0, 2)]
     if build:  # a variant of the sidecar: shardfeed's rows alone
         return [] if sweep else [(f"shardfeed, {build}", 0, read(0))]
     if kind == "images-decoded":
@@ -440,11 +448,6 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
     out += [(RELAY_ROW, 2, lambda e, b: run_child("read-shardfeed-relay", serve.socket, 2, e, binary_as, b))]
     if kind in ARRAY_KINDS:
         out += [(BYTES_ROW, 0, lambda e, b: run_child("read-shardfeed", serve.socket, 0, e, b))]
-        # The user's own decode in the DataLoader's workers, beside the
-        # peers' decode rows (images-decoded), with the sidecar's CPU.
-        out += [(USER_DECODE_ROW, w, functools.partial(
-            lambda w, e, b: with_sidecar_cpu(serve, lambda: run_peer("decode-shardfeed", Path(serve.socket), w, batch, e, max(PEER_BOX.get("box") or b, b))), w))
-            for w in (0, 2)]
     out += [("shardfeed, through the socket", 0, lambda e, b: run_child("read-shardfeed-socket", serve.socket, 0, e, b))]
     for name, cmd in PEER_READERS:
         # Ray Data runs its own tasks: DataLoader workers do not apply.
@@ -468,13 +471,20 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
     return out
 
 
+# The user's own code decoding each image (Pillow, decode and resize, as
+# the peers' decode rows) in the DataLoader's workers, around a
+# FeedDataset of the JPEG bytes (peers.py decode-shardfeed): rows of
+# images-decoded, served by a sidecar of the bytes (the variant USER_BUILD).
+USER_DECODE_ROW = "shardfeed, JPEG decoded by the user's code in the DataLoader workers (Pillow)"
+USER_BUILD = "the user's decode (a sidecar of the JPEG bytes)"
+
 # Runs of samples the tokens' variant shuffles (shuffle.runLength): 16
 # samples of 8 KiB, a 128 KiB read each.
 RUN = 16
 # The sidecar variants a kind is measured with beyond the default (the
 # binary in bin/, the rows' name, what the dataset's shuffle adds): make
 # build-libjpeg links libjpeg-turbo; the tokens are also shuffled in runs.
-BUILDS = {"images-decoded": [("shardfeed-libjpeg", "libjpeg-turbo build (cgo)", "")],
+BUILDS = {"images-decoded": [("shardfeed-libjpeg", "libjpeg-turbo build (cgo)", ""), ("shardfeed", USER_BUILD, "")],
           "tokens": [("shardfeed", f"shuffled in runs of {RUN} samples", f"runLength: {RUN}")]}
 
 # A new serve's first epoch: the local shards verified as it reads them.
@@ -483,11 +493,6 @@ FIRST_EPOCH_ROW = "shardfeed, first epoch of a new sidecar (files verified and r
 # …and of the next run's sidecar, on the same cache directory: the files
 # verified before are not hashed again.
 FIRST_EPOCH_RERUN_ROW = "shardfeed, first epoch of the next run's sidecar (files verified before)"
-
-# The user's own code decoding each image (Pillow, decode and resize, as
-# the peers' decode rows) in the DataLoader's workers, around a
-# FeedDataset of the JPEG bytes (peers.py decode-shardfeed).
-USER_DECODE_ROW = "shardfeed, JPEG decoded by the user's code in the DataLoader workers (Pillow)"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -672,8 +677,10 @@ def main() -> None:
                     if not todo:
                         continue
                     log(f"{kind}, batches of {batch}: serving {data.name} with bin/{binary}" + (f" ({build})" if build else ""))
-                    serve = Serve(Path(tmp) / f"{kind}-{batch}-{binary}{'-' + shuffle.replace(': ', '') if shuffle else ''}{'-lance' if build == LANCE else ''}",
-                                  data, batch, DECODE if kind == "images-decoded" else "", binary, shuffle, lance=build == LANCE)
+                    serve = Serve(Path(tmp) / (f"{kind}-{batch}-{binary}{'-' + shuffle.replace(': ', '') if shuffle else ''}"
+                                               f"{'-lance' if build == LANCE else ''}{'-user' if build == USER_BUILD else ''}"),
+                                  data, batch, DECODE if kind == "images-decoded" and build != USER_BUILD else "", binary, shuffle,
+                                  lance=build == LANCE)
                     serves[(batch, build)] = serve
                     for name, workers, fn in cases(kind, data, serve, batch, meta["rows"], sweep, build, result["datasets"][kind]["sample_bytes"]):
                         if not args.only or re.search(args.only, f"{kind}/{name}/{workers}"):

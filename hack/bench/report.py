@@ -898,7 +898,7 @@ def user_decode_block(data: dict) -> str:
     the user's around the FeedDataset) beside the peers' decode rows at the
     same workers; the target: at least the best peer; with the sidecar's
     CPU a served image."""
-    ours = [r for r in data["rows"] if r["kind"] == "images" and r["loader"] == USER_DECODE_ROW]
+    ours = [r for r in data["rows"] if r["kind"] in ("images-decoded", "images") and r["loader"] == USER_DECODE_ROW]
     peers = [r for r in data["rows"] if r["kind"] == "images-decoded" and r["loader"] in PEERS]
     if not ours:
         return "(not measured in the last run)"

@@ -145,7 +145,9 @@ class PerSample(torch.utils.data.IterableDataset):
 
     def __iter__(self):
         for b in self.ds:
-            yield {"step": int(b["_shardfeed_step"][0]), "ids": b["_shardfeed_index"].clone(), "id": b["id"] * 1,
+            # "id" as the batch gave it: a view of the shared memory,
+            # which the DataLoader copies when it sends the item over.
+            yield {"step": int(b["_shardfeed_step"][0]), "ids": b["_shardfeed_index"].clone(), "id": b["id"],
                    "tokens": b["tokens"][:, :16].clone(), "text": [t.upper() for t in b["text"]], "blob": [x[::-1] for x in b["blob"]]}
 
 
@@ -167,6 +169,9 @@ def test_a_dataset_of_the_users_own_reads_the_batches_in_the_workers(feed_factor
         assert b["blob"] == [(bytes([i % 251]) * (i % 5 + 1))[::-1] for i in ids]
         steps.append(k)
     assert sorted(steps) == list(range(STEPS))
+    # The workers read the batches in shared memory, not through the socket.
+    handoff = shardfeed.Client(feed.socket).status()["handoff"]
+    assert handoff["batches"] >= STEPS and handoff["inlineBatches"] == 0, handoff
 
 
 # A dataset of the user's that reports, with each batch it reads in a

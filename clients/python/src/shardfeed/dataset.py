@@ -284,8 +284,9 @@ class FeedDataset(_Base):
             without copying or pickling them. False: through the socket.
             Read inside a dataset of your own in DataLoader workers (to
             decode or augment there), the batches are dicts of columns as
-            everywhere, read through the socket, and what your dataset
-            yields crosses to the training process as any DataLoader's.
+            everywhere, views of the shared memory each worker releases
+            when it drops them, and what your dataset yields crosses to
+            the training process as any DataLoader's.
     """
 
     def __init__(self, socket: str | None = None, *, rank: int | None = None, world_size: int | None = None,
@@ -631,8 +632,11 @@ class FeedDataset(_Base):
                 worker, workers, in_worker = info.id, info.num_workers, True
                 # Inside a dataset of the user's (their IterableDataset
                 # reads this one in the worker, to decode or augment): their
-                # code sees the batch as documented, a dict of columns, and
-                # what it yields crosses as any DataLoader's batches do.
+                # code sees the batch as documented, a dict of columns made
+                # of the batch in shared memory, released here when the
+                # worker drops it (a worker that holds every slot gets the
+                # next batches in the stream), and what it yields crosses as
+                # any DataLoader's batches do.
                 wrapped = info.dataset is not self
         if in_worker and self._stats_table is not None:
             self._counters = Counters(self._stats_table[worker].numpy())
@@ -642,7 +646,7 @@ class FeedDataset(_Base):
         # new memory, which the DataLoader shares itself.
         shared = in_worker and not wrapped and self.transform is None and self.handoff
         client = self.client()
-        raw = self._raw(client, worker, workers, release_here=not shared, handoff=self.handoff and not wrapped)
+        raw = self._raw(client, worker, workers, release_here=not shared, handoff=self.handoff)
         items: Iterator[tuple[int, pa.RecordBatch]]
         # columns= chooses what the transform is given; what it returns is
         # delivered whole, the columns it adds included.

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -362,7 +363,17 @@ func (r *TrainingDatasetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.ConfigMap{}, toDataset, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[configmaps.LabelManagedBy] == configmaps.ManagedBy
 		}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers()}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.workers(),
+			// The classic work queue: controller-runtime v0.24's priority
+			// queue can deadlock as it shuts down (its hand-out goroutine
+			// sends to a worker that already left, holding the queue's lock;
+			// kubernetes-sigs/controller-runtime#3538, fixed in v0.25, which
+			// needs the Kubernetes 1.37 libraries): a manager stopping for a
+			// rollout then held its lease to the end of its grace period,
+			// and the integration tests saw it outlive two minutes.
+			UsePriorityQueue: ptr.To(false),
+		}).
 		Complete(r)
 }
 

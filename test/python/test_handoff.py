@@ -174,6 +174,44 @@ def test_a_dataset_of_the_users_own_reads_the_batches_in_the_workers(feed_factor
     assert handoff["batches"] >= STEPS and handoff["inlineBatches"] == 0, handoff
 
 
+class SlotProbe(torch.utils.data.IterableDataset):
+    """A user's dataset that yields each batch's tensors as it got them,
+    with whether any of them was in the sidecar's shared memory."""
+
+    def __init__(self, ds):
+        self.ds = ds
+
+    def __iter__(self):
+        for b in self.ds:
+            tensors = [v for v in b.values() if isinstance(v, torch.Tensor)]
+            tensors += [x for v in b.values() if isinstance(v, list) for x in v if isinstance(x, torch.Tensor)]
+            yield {"_shardfeed_step": b["_shardfeed_step"], "ids": b["_shardfeed_index"], "tokens": b["tokens"],
+                   "blob": [x if isinstance(x, bytes) else bytes(x.numpy()) for x in b["blob"]], "in_slot": any(in_segment(t) for t in tensors)}
+
+
+@pytest.mark.parametrize("binary_as", ["bytes", "array"])
+def test_a_users_dataset_in_workers_gets_tensors_of_its_own(feed_factory, binary_as):
+    # A review's reproduction (issue 94): the user's dataset yielded a
+    # tensor as it got it and kept np.asarray() of it; torch moved the
+    # tensor's storage to new shared memory to send it, and the kept array
+    # read the slot the sidecar had written the next batches into (or
+    # crashed once the slot's segment was replaced by a larger one).
+    feed = feed_factory(table(), SPEC, row_group_size=40)
+    plan = feed.plan_ids(1)
+    ds = shardfeed.FeedDataset(feed.socket, rank=0, world_size=1, epoch=0, binary_as=binary_as)
+    steps = []
+    for b in shardfeed.FeedLoader(SlotProbe(ds), num_workers=2):
+        k = int(b["_shardfeed_step"][0])
+        assert not b["in_slot"], f"step {k}: the user's code got a tensor in the sidecar's shared memory"
+        assert b["ids"].tolist() == plan[(k, 0)], f"step {k}"
+        assert torch.equal(b["tokens"].long(), expected_tokens(b["ids"])), f"step {k}"
+        assert b["blob"] == [bytes([i % 251]) * (i % 5 + 1) for i in b["ids"].tolist()], f"step {k}"
+        steps.append(k)
+    assert sorted(steps) == list(range(STEPS))
+    handoff = shardfeed.Client(feed.socket).status()["handoff"]
+    assert handoff["batches"] >= STEPS and handoff["inlineBatches"] == 0, handoff
+
+
 # A dataset of the user's that reports, with each batch it reads in a
 # DataLoader worker, the modules that reading it imported there. Run in the
 # oracle venv, which has pandas, as most training environments do.

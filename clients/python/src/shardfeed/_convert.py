@@ -372,6 +372,31 @@ class Converter:
         return Batch(_to_torch(out))
 
 
+def owning(batch: Any) -> Any:
+    """batch with each tensor in it (a column's, or in a column's list)
+    cloned into memory of its own. For a dataset of the user's in a
+    DataLoader worker, whose batches are views of the shared memory: torch
+    sends a tensor the worker yields by moving its storage into new shared
+    memory, which frees the old one, and an array the user's code took of
+    the tensor (t.numpy()) would then read the slot after the sidecar had
+    written the next batch there, or crash once it was unmapped. numpy
+    arrays and Arrow buffers keep their slot alive: they are left views."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(batch, dict):
+        return batch
+
+    def own(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            return v.clone()
+        if isinstance(v, list) and any(isinstance(x, torch.Tensor) for x in v):
+            return [x.clone() if isinstance(x, torch.Tensor) else x for x in v]
+        return v
+
+    return type(batch)({k: own(v) for k, v in batch.items()})
+
+
 def project(batch: pa.RecordBatch, columns: list[str] | None) -> pa.RecordBatch:
     """batch with only columns (and the _shardfeed_ ones): what a transform
     is given, so that the columns it adds are delivered too."""

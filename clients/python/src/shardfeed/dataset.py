@@ -632,11 +632,14 @@ class FeedDataset(_Base):
                 worker, workers, in_worker = info.id, info.num_workers, True
                 # Inside a dataset of the user's (their IterableDataset
                 # reads this one in the worker, to decode or augment): their
-                # code sees the batch as documented, a dict of columns made
-                # of the batch in shared memory, released here when the
-                # worker drops it (a worker that holds every slot gets the
-                # next batches in the stream), and what it yields crosses as
-                # any DataLoader's batches do.
+                # code sees the batch as documented, a dict of columns read
+                # from the batch in shared memory, its tensors the worker's
+                # own (torch moves a tensor the worker yields, which would
+                # leave what viewed it on a slot the sidecar reuses): the
+                # slot goes back when the batch is made, or when the last
+                # numpy array or Arrow buffer of it goes (past the slots, the
+                # next batches come in the stream), and what the user's
+                # dataset yields crosses as any DataLoader's batches do.
                 wrapped = info.dataset is not self
         if in_worker and self._stats_table is not None:
             self._counters = Counters(self._stats_table[worker].numpy())
@@ -676,6 +679,8 @@ class FeedDataset(_Base):
                     batch = stream.shared(delivered, self.output, self.fill_null, self.binary_as)
                 else:
                     batch = conv(rb)
+                    if wrapped and self.handoff:
+                        batch = _convert.owning(batch)
                 waited = time.perf_counter() - start
                 c.batch(rb.num_rows, waited)
                 if reporter is not None:

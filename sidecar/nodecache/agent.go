@@ -651,8 +651,20 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) error {
 // says the entry was on the node already.
 func (a *Agent) acquire(ctx context.Context, req nodewire.Request, shard cache.Shard) (file *os.File, hit bool, err error) {
 	src := storeSource(req.Source, a.opts.Retry, a.endpoints)
+	open := func(ctx context.Context) (store.Store, error) { return a.opts.Open(ctx, src) }
+	if !a.cache.Present(shard) {
+		// A fill makes room before it reads, evicting other pods' entries:
+		// the store first says the object is there and holds the bytes
+		// asked for, so that a pod naming objects that are not (a hostile
+		// tenant's flood of made-up keys and sizes) evicts nothing.
+		st, err := confirmed(ctx, open, req)
+		if err != nil {
+			return nil, false, err
+		}
+		open = func(context.Context) (store.Store, error) { return st, nil }
+	}
 	for attempt := 0; ; attempt++ {
-		f := &fill{open: func(ctx context.Context) (store.Store, error) { return a.opts.Open(ctx, src) }, key: req.Key, size: req.Size,
+		f := &fill{open: open, key: req.Key, size: req.Size,
 			filling: func() { a.filling(shard.Key) }}
 		if req.Range {
 			f.base, f.ranged = req.Offset, true
@@ -672,6 +684,24 @@ func (a *Agent) acquire(ctx context.Context, req nodewire.Request, shard cache.S
 			return nil, false, fmt.Errorf("%s%s: the node's copy is damaged (%w): read the store", req.Source.URI, req.Key, err)
 		}
 	}
+}
+
+// confirmed opens the request's store and checks that its object holds
+// the bytes the request names.
+func confirmed(ctx context.Context, open func(context.Context) (store.Store, error), req nodewire.Request) (store.Store, error) {
+	st, err := open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := st.Stat(ctx, req.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%s%s: %w", req.Source.URI, req.Key, err)
+	}
+	if end := req.Offset + req.Size; obj.Size < end {
+		return nil, fmt.Errorf("%s%s: the store's object has %d bytes, the request asks for bytes up to %d: the index is out of date, "+
+			"or the request names bytes the store does not have", req.Source.URI, req.Key, obj.Size, end)
+	}
+	return st, nil
 }
 
 // checked opens an entry's file and checks its bytes: against the index's

@@ -795,3 +795,38 @@ func TestIntegrationManySmallShardsAtOnceAreAllTheNodes(t *testing.T) {
 			fs.FetchedBytes, fs.Node.Hits, len(d.shards), s.missReasons())
 	}
 }
+
+// Seen in the node cache's e2e story (issue 94): a hostile tenant's flood
+// of made-up keys and sizes made room for each before its store answered
+// (502), evicting the entries a second job then had to fetch again.
+func TestIntegrationAFillOfBytesTheStoreDoesNotHaveEvictsNothing(t *testing.T) {
+	d := newDataset(t, "sha256", 1<<20, 1<<20)
+	a := startAgent(t, t.TempDir(), func(o *nodecache.Options) { o.LimitBytes = 3 << 20 })
+	ns := apiServer.Namespace(t)
+	creds := minioServer.CredentialsDir(t)
+	newSidecar(t, d, a, newPod(t, ns, node), creds, 0).readAll(t, d)
+	held := a.Stats().Cache.UsedBytes
+	if held != 2<<20 {
+		t.Fatalf("%d bytes on the node after the first job, want its 2 MiB", held)
+	}
+	flooder := newPod(t, ns, node)
+	for i, tc := range []struct {
+		key  string
+		size int64
+	}{
+		{"no-such-object", 2 << 20},                 // not in the store
+		{d.shards[0].Key, d.shards[0].Size + 2<<20}, // more bytes than the object has
+	} {
+		req := request(t, d, d.shards[0], creds)
+		req.Key, req.Size = tc.key, tc.size
+		body, err := a.client(t, flooder.token, 0).Get(context.Background(), req)
+		if err == nil {
+			_ = body.Close()
+			t.Fatalf("request %d: the agent served %s of %d bytes", i, tc.key, tc.size)
+		}
+		if st := a.Stats().Cache; st.UsedBytes != held || st.Evictions != 0 {
+			t.Fatalf("request %d (%s, %d bytes: %v): %d bytes on the node and %d evictions, want the first job's %d and none",
+				i, tc.key, tc.size, err, st.UsedBytes, st.Evictions, held)
+		}
+	}
+}

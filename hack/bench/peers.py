@@ -126,7 +126,10 @@ def decode_shardfeed(socket, workers, batch, epoch, time_box, knobs):
         def __iter__(self):
             for b in self.source:
                 out = dict(b)
-                out["image"] = torch.stack([decode_image(x) for x in b["image"]])
+                # default_collate, as the peers' DataLoaders stack their
+                # samples: in a worker it stacks straight into shared
+                # memory, where torch.stack's tensor would be copied there.
+                out["image"] = torch.utils.data.default_collate([decode_image(x) for x in b["image"]])
                 yield out
 
     def make():

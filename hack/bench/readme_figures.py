@@ -80,7 +80,10 @@ def figures(doc: str) -> str:
         r = find(rows(block(doc, f"loaders-{kind}")), "shardfeed")
         if r:
             out.append(f"- {kind.capitalize()}: {peer(r)} with no workers ([{kind} table]({DOC}#{kind})).")
-    decoded = [r for r in rows(block(doc, "loaders-images-decoded")) if r["loader"].startswith("shardfeed, ") and r["workers"] == "0"]
+    # The sidecar's decoding builds; the user's own decode in workers has a
+    # block of its own (loaders-user-decode).
+    decoded = [r for r in rows(block(doc, "loaders-images-decoded"))
+               if r["loader"].startswith("shardfeed, ") and r["workers"] == "0" and "the user's code" not in r["loader"]]
     if decoded:
         out.append("- Images decoded and resized to 224 × 224 in the sidecar: " + ", ".join(
             f"**{cell(r)}×** the best peer with the {r['loader'].removeprefix('shardfeed, ')}" for r in decoded) +

@@ -660,8 +660,9 @@ def loaders_block(data: dict, kind: str) -> str:
     for r in rows:
         rate = Stat.of(r["rate"])
         # Decoding, shardfeed's sidecar takes the cores the peers' workers
-        # would: it is set against the best peer at any number of workers.
-        best = best_peer(rows, None if kind == "images-decoded" else r["workers"])
+        # would: it is set against the best peer at any number of workers
+        # (the user's own decode in workers, at the same workers).
+        best = best_peer(rows, None if kind == "images-decoded" and r["loader"] != USER_DECODE_ROW else r["workers"])
         mine = r["loader"].startswith("shardfeed")
         vs_peer = f"{rate.median / best[1]:.1f} ({best[0]})" if mine and best and "resumed" not in r["loader"] else "–"
         # Decoded images are set against the decode limit at any number of

@@ -31,7 +31,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "test" / "oracle"))
 
-import tokenizer_matrix  # noqa: E402
 import tokenizers_oracle  # noqa: E402
 
 SCRIPTS = ["abcdefghijklmnopqrstuvwxyz", "абвгдежзийклмнопрстуфхцчшщыэюя", "αβγδεζηθικλμνξοπρστυφχψω", "ابتثجحخدذرزسشصضطظعغفقكلمنهوي",
@@ -112,6 +111,10 @@ def main() -> None:
             file = Path(tmp) / f"{kind}.json"
             if kind == "t5-precompiled":
                 lines = [json.loads(line)["text"] for line in texts.open(encoding="utf-8")]
+                # Here, not at the top: rawtext.py borrows corpus() in
+                # bin/venv-oracle, which has no sentencepiece.
+                import tokenizer_matrix
+
                 tokenizer_matrix.t5_from(lines, tmp).save(str(file))
             else:
                 tokenizers_oracle.train(kind, str(texts), str(file), vocab_size=8000)

@@ -429,7 +429,8 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
         # the sidecar's CPU.
         return [] if sweep else [(USER_DECODE_ROW, w, functools.partial(
             lambda w, e, b: with_sidecar_cpu(serve, lambda: run_peer("decode-shardfeed", Path(serve.socket), w, batch, e, max(PEER_BOX.get("box") or b, b))), w))
-            for w in (0, 2)]
+            for w in (0, 2)] + [(USER_DECODE_LIMIT, w, functools.partial(
+                lambda w, e, b: run_peer("decode-user-limit", data, w, batch, e, max(PEER_BOX.get("box") or b, b)), w)) for w in (0, 2)]
     if build:  # a variant of the sidecar: shardfeed's rows alone
         return [] if sweep else [(f"shardfeed, {build}", 0, read(0))]
     if kind == "images-decoded":
@@ -477,6 +478,9 @@ def cases(kind: str, data: Path, serve: Serve, batch: int, n: int, sweep: bool, 
 # images-decoded, served by a sidecar of the bytes (the variant USER_BUILD).
 USER_DECODE_ROW = "shardfeed, JPEG decoded by the user's code in the DataLoader workers (Pillow)"
 USER_BUILD = "the user's decode (a sidecar of the JPEG bytes)"
+# Its limit (peers.py decode-user-limit): the JPEG bytes in memory, the same
+# decode in the same workers, no loader.
+USER_DECODE_LIMIT = "the user's decode limit: JPEG bytes in memory, the same decode in the same DataLoader workers (no loader)"
 
 # Runs of samples the tokens' variant shuffles (shuffle.runLength): 16
 # samples of 8 KiB, a 128 KiB read each.
@@ -571,6 +575,9 @@ SHORT_RUNS = 4
 # share (at most MAX_PASSES passes), its time box as long. Its epoch's rate
 # from the constructor then weighs the start as a longer training run
 # would, and the rate after the first batch is not the only fair one.
+# Such an epoch (a minute to three here) is measured once, its range the
+# rates over each third of it (touch.part_rates): three of them were a
+# third of make bench's time.
 LONG_START = 0.1
 MAX_PASSES = 40
 
@@ -594,12 +601,16 @@ def measure_all(jobs: list, runs: int, box: float) -> list[dict]:
     of one row. The tables compare rows: the limit's and a loader's."""
     done: list[list[dict]] = [[] for _ in jobs]
 
-    def wants(ts: list[dict]) -> bool:
-        n = len(ts)
+    longer: dict[int, tuple[int, float]] = {}  # a job's longer epoch: passes, time box
+    starts: dict[int, float] = {}  # a longer job's first batch in its first (short) run
+
+    def wants(i: int) -> bool:
+        n, ts = len(done[i]), done[i]
+        if i in longer:
+            return n < 1
         return n < runs or n < SHORT_RUNS * runs and sum(t["rest"] for t in ts) / n < SHORT_RUN
 
-    longer: dict[int, tuple[int, float]] = {}  # a job's longer epoch: passes, time box
-    while todo := [i for i, ts in enumerate(done) if wants(ts)]:
+    while todo := [i for i in range(len(jobs)) if wants(i)]:
         for i in todo:
             name, workers, fn, label = jobs[i]
             takes_passes = "passes" in inspect.signature(fn).parameters
@@ -608,14 +619,14 @@ def measure_all(jobs: list, runs: int, box: float) -> list[dict]:
             else:
                 t = fn(len(done[i]) + 1, box)
                 if takes_passes and (more := longer_epoch(t, box)):
-                    longer[i] = more
+                    longer[i], starts[i] = more, t["first"]
                     log(f"{label} workers={workers}: a first batch in {t['first']:.2f} s of an epoch of {t['first'] + t['rest']:.2f} s: "
                         f"measured again over {more[0]} passes (time box {more[1]:.0f} s)")
                     t = fn(len(done[i]) + 1, more[1], passes=more[0])
             done[i].append(t)
             boxed = "" if t.get("complete", True) else f" (time box: {t['samples']:,} samples read)"
             log(f"{label} workers={workers} run {len(done[i])}: {rate_of(t):,.0f} samples/s after a first batch in {t['first']:.2f} s{boxed}")
-    return [summarize(name, workers, ts) for (name, workers, _, _), ts in zip(jobs, done)]
+    return [summarize(name, workers, ts, starts.get(i)) for i, ((name, workers, _, _), ts) in enumerate(zip(jobs, done))]
 
 
 def rate_of(t: dict) -> float:
@@ -623,7 +634,14 @@ def rate_of(t: dict) -> float:
     return t["rest_samples"] / t["rest"] if t["rest"] else 0.0
 
 
-def summarize(name: str, workers: int, ts: list[dict]) -> dict:
+def summarize(name: str, workers: int, ts: list[dict], short_start: float | None = None) -> dict:
+    """A row's figures over its runs; a longer epoch's (short_start: the
+    first batch of the short run that called for it) is one run, its
+    range the rates over each third of it and its first batch's over both."""
+    if short_start is not None and len(ts) == 1 and ts[0].get("part_rates"):
+        t, parts = ts[0], ts[0]["part_rates"]
+        rate = {"median": rate_of(t), "min": min(parts + [rate_of(t)]), "max": max(parts + [rate_of(t)])}
+        return {**summarize(name, workers, ts), "rate": rate, "first": summary([short_start, t["first"]]), "once": True}
     return {"loader": name, "workers": workers, "rate": summary([rate_of(t) for t in ts]),
             "steady": summary([t.get("steady", rate_of(t)) for t in ts]), **({"knobs": ts[0]["knobs"]} if "knobs" in ts[0] else {}),
             "first": summary([t["first"] for t in ts]),

@@ -140,6 +140,41 @@ def decode_shardfeed(socket, workers, batch, epoch, time_box, knobs):
     return touch_loop(make, time_box)
 
 
+def decode_user_limit(path, workers, batch, epoch, time_box, knobs):
+    """The limit of a user's own decode in DataLoader workers: the JPEG
+    bytes already in this process's memory (read from the Parquet files
+    before the clock starts, one buffer the workers share after fork), each
+    worker decoding its share of a shuffled order with the same code
+    (decode_image, default_collate) into batches: no loader reads, waits or
+    hands anything over but the decoded batch. What any loader that gives
+    the user's code JPEG bytes in these workers can reach on these cores."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    blobs = [b for part in sorted(Path(path, "parquet").glob("*.parquet"))
+             for b in pq.read_table(part, columns=["image"]).column(0).to_pylist()]
+    ends = np.cumsum([len(b) for b in blobs])
+    starts = ends - [len(b) for b in blobs]
+    buf = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+    del blobs
+    order = np.random.default_rng(epoch + 1).permutation(len(ends))
+    batches = [order[i:i + batch] for i in range(0, len(order), batch)]
+
+    class InMemory(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            info = torch.utils.data.get_worker_info()
+            k, n = (info.id, info.num_workers) if info else (0, 1)
+            for idx in batches[k::n]:
+                # bytes of each image, as the peers' datasets give them.
+                images = [decode_image(buf[starts[i]:ends[i]].tobytes()) for i in idx]
+                yield {"id": torch.from_numpy(idx.astype(np.int64)), "image": torch.utils.data.default_collate(images)}
+
+    def make():
+        return torch.utils.data.DataLoader(InMemory(), batch_size=None, num_workers=workers)
+
+    return touch_loop(make, time_box)
+
+
 def resume_mosaic(path, workers, batch, epoch, time_box, knobs):
     """Time from building a StreamingDataset restored at 90 % of an epoch to
     its first batch."""
@@ -529,7 +564,8 @@ def prepare_formats(images_dir, tokens_dir):
 READERS = {"read-wds": read_wds, "decode-wds": decode_wds, "decode-limit": decode_limit, "read-megatron": read_megatron, "read-gpt": read_gpt,
            "read-mosaic": read_mosaic, "read-lance": read_lance, "resume-mosaic": resume_mosaic, "read-litdata": read_litdata,
            "resume-litdata": resume_litdata, "read-ray": read_ray, "read-tdu": read_tdu, "decode-mosaic": decode_mosaic,
-           "decode-litdata": decode_litdata, "decode-shardfeed": decode_shardfeed}
+           "decode-litdata": decode_litdata, "decode-shardfeed": decode_shardfeed,
+           "decode-user-limit": decode_user_limit}
 
 
 def main():

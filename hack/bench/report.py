@@ -462,7 +462,8 @@ def requests_block(data: dict) -> str:
     delay = data["delay"].replace("ms", " ms")
     out = [f"{n(data['samples'])} samples of {data['sampleBytes'] // 1024} KiB ({mib:.0f} MiB), one epoch at one rank, each loader "
            f"in a process of its own from an empty cache at its defaults, MinIO behind the latency proxy ({delay} before every "
-           f"request); the requests and bytes are the proxy's counts. {len(data['runs']) // max(len(groups), 1)} runs.\n",
+           f"request); the requests and bytes are the proxy's counts. {max((len(rs) for rs in groups.values()), default=0)} runs "
+           "(one for a loader whose epoch passed a minute: one request at a time, its time is its requests' delays).\n",
            table(["loader", "objects", "requests an epoch", "MiB through the proxy", "first batch (s)", "epoch (s)", "samples' MiB/s over the epoch"], lines)]
     sf = epochs.get(("shardfeed", "mds", True))
     peers = {k[0]: v for k, v in epochs.items() if k[0] != "shardfeed"}
@@ -686,8 +687,8 @@ def loaders_block(data: dict, kind: str) -> str:
             f"{mb['lance'] / 1e9:.2f} GB as Lance{litdata}), batches of {ds['batch']}, "
             f"{ds['sample_bytes']:.0f} bytes a sample. Peak memory of the shardfeed sidecar: {sidecar}. "
             "† marks a measurement the time box ended before the epoch did; ‡ a peer whose first batch took more than a tenth of "
-            "its epoch, measured over an epoch of that many passes over the data (one loader built, iterated again), so that its "
-            "start is at most a tenth of it. \"samples/s\" is the rate after the first batch; \"samples/s from the constructor\" the "
+            "its epoch, measured once over an epoch of that many passes over the data (one loader built, iterated again), so that its "
+            "start is at most a tenth of it; its range is over the thirds of that epoch. \"samples/s\" is the rate after the first batch; \"samples/s from the constructor\" the "
             "epoch's samples over the time from building the loader to its last batch (to the time box's end where † ends it).")
     return head + "\n\n" + table(["loader", "workers", "samples/s", "steady samples/s (second half)", "GB/s", "× the best peer (same workers)", "× the limit", "first batch (s)",
                                   "samples/s from the constructor", "trainer peak RSS (MiB)", "largest worker peak RSS (MiB)"], out)
@@ -891,6 +892,7 @@ def decoded_lines(data: dict) -> list[str]:
 
 
 USER_DECODE_ROW = "shardfeed, JPEG decoded by the user's code in the DataLoader workers (Pillow)"
+USER_DECODE_LIMIT = "the user's decode limit: JPEG bytes in memory, the same decode in the same DataLoader workers (no loader)"
 
 
 def user_decode_block(data: dict) -> str:
@@ -901,6 +903,7 @@ def user_decode_block(data: dict) -> str:
     CPU a served image."""
     ours = [r for r in data["rows"] if r["kind"] in ("images-decoded", "images") and r["loader"] == USER_DECODE_ROW]
     peers = [r for r in data["rows"] if r["kind"] == "images-decoded" and r["loader"] in PEERS]
+    limits = {r["workers"]: r for r in data["rows"] if r["kind"] in ("images-decoded", "images") and r["loader"] == USER_DECODE_LIMIT}
     if not ours:
         return "(not measured in the last run)"
     rows, lines = [], []
@@ -913,11 +916,21 @@ def user_decode_block(data: dict) -> str:
         for p in same:
             rows.append([p["loader"], str(p["workers"]), Stat.of(p["rate"]).fmt(",.0f"), Stat.of(p["first"]).fmt(".2f"),
                          f"{p['epoch_rate']['median']:,.0f}".replace(",", " "), "–"])
+        limit = limits.get(r["workers"])
+        if limit:
+            rows.append(["the limit: the bytes in memory, the same decode in the same workers (no loader)", str(r["workers"]),
+                         Stat.of(limit["rate"]).fmt(",.0f"), Stat.of(limit["first"]).fmt(".2f"),
+                         f"{limit['epoch_rate']['median']:,.0f}".replace(",", " "), "–"])
         if same:
             best = max(same, key=peer_rate)
             y = x.median / peer_rate(best)
-            lines.append(f"- {r['workers']} workers: {num(x.median)} images/s, **{y:.2f}×** the best peer ({best['loader']}, "
-                         f"{num(peer_rate(best))}; ≥ 1×: {'met' if y >= 1 else 'NOT met'}), the sidecar {cpu} ms of CPU an image.")
+            line = (f"- {r['workers']} workers: {num(x.median)} images/s, **{y:.2f}×** the best peer ({best['loader']}, "
+                    f"{num(peer_rate(best))}; ≥ 1×: {'met' if y >= 1 else 'NOT met'}), the sidecar {cpu} ms of CPU an image")
+            if limit:
+                lim = limit["rate"]["median"]
+                line += (f"; the limit (the bytes in memory, the same decode in the same workers) {num(lim)}: shardfeed at "
+                         f"{x.median / lim:.2f}× it, {best['loader']} at {peer_rate(best) / lim:.2f}×")
+            lines.append(line + ".")
     return (table(["loader", "workers", "images/s after the first batch", "first batch (s)", "images/s from the constructor",
                    "sidecar CPU an image (ms)"], rows) + "\n\nTarget (at least the best peer at the same workers; rates after the first "
             "batch, a peer's steady rate where higher):\n\n" + "\n".join(lines))
@@ -1139,7 +1152,9 @@ def loaders_setup_block(data: dict) -> str:
             "and a peer is set against at the higher of its two rates. A peer whose first batch took more than a tenth of its epoch "
             "(Ray Data reads much of the data before its first) is measured again over an epoch of several passes (‡: one loader "
             "built, iterated again) until its start is at most a tenth of it, and its \"samples/s from the constructor\" is over that "
-            "epoch: the rate after the first batch alone credits the start's work to nobody. Each peer runs with the knobs the last sweep found fastest for it "
+            "epoch: the rate after the first batch alone credits the start's work to nobody. Such an epoch (one to three minutes) is "
+            "measured once, not in every round: its range is the rates over each third of it, its first batch's over it and the "
+            "short run that called for it. Each peer runs with the knobs the last sweep found fastest for it "
             "(\"Peers at their best\" below). "
             "The runs of a data set's measurements are interleaved (each round runs every measurement once, every sidecar serving), "
             "so the machine's slow moments fall on all of a table's rows alike, the limit's included. "

@@ -53,7 +53,8 @@ def touch_loop(make, time_box=None, passes=None):
     it to the first batch, "rest": seconds after it, "samples": all
     samples, "rest_samples": samples after the first batch, "steady": the
     rate over the second half of the time after the first batch (samples/s),
-    "checksum", "complete": whether the epoch was read to its end, "rss_mib": this
+    "part_rates": the rates over each third of that time (the range of a
+    measurement made once: loaders.py, measure_all), "checksum", "complete": whether the epoch was read to its end, "rss_mib": this
     process's peak, "worker_rss_mib": the largest peak of its child
     processes (DataLoader workers), "passes": the passes read}.
 
@@ -94,8 +95,19 @@ def touch_loop(make, time_box=None, passes=None):
     watch.stop()
     first_at = first_at or end
     return {"first": first_at - start, "rest": end - first_at, "samples": samples,
-            "rest_samples": samples - first_samples, "steady": steady_rate(marks), "checksum": checksum, "complete": complete,
+            "rest_samples": samples - first_samples, "steady": steady_rate(marks), "part_rates": part_rates(marks), "checksum": checksum, "complete": complete,
             "rss_mib": peak_rss_mib(), "worker_rss_mib": watch.peak, "passes": done}
+
+
+def part_rates(marks: list[tuple[float, int]], parts: int = 3) -> list[float]:
+    """Samples/s over each of parts equal spans of the time the marks
+    (seconds and samples after the first batch, one per batch) cover, each
+    span cut at the first batch past its end; [] with too few batches."""
+    if len(marks) < 2 * parts:
+        return []
+    end = marks[-1][0]
+    cuts = [(0.0, 0)] + [next(m for m in marks if m[0] >= end * k / parts) for k in range(1, parts)] + [marks[-1]]
+    return [(n1 - n0) / (t1 - t0) for (t0, n0), (t1, n1) in zip(cuts, cuts[1:]) if t1 > t0]
 
 
 def steady_rate(marks: list[tuple[float, int]]) -> float:

@@ -575,11 +575,14 @@ SHORT_RUNS = 4
 # share (at most MAX_PASSES passes), its time box as long. Its epoch's rate
 # from the constructor then weighs the start as a longer training run
 # would, and the rate after the first batch is not the only fair one.
-# Such an epoch (a minute to three here) is measured once, its range the
-# rates over each third of it (touch.part_rates): three of them were a
-# third of make bench's time.
+# Such an epoch of a minute or more (ONCE: lancedb with workers, Ray Data,
+# up to three minutes here) is measured once, its range the rates over
+# each third of it (touch.part_rates): three of each were a third of make
+# bench's time. A shorter one is measured as often as any other, in every
+# round: one run of a few seconds is at the mercy of the host's noise.
 LONG_START = 0.1
 MAX_PASSES = 40
+ONCE = 60.0
 
 
 def longer_epoch(t: dict, box: float) -> tuple[int, float] | None:
@@ -606,7 +609,7 @@ def measure_all(jobs: list, runs: int, box: float) -> list[dict]:
 
     def wants(i: int) -> bool:
         n, ts = len(done[i]), done[i]
-        if i in longer:
+        if i in longer and longer[i][1] >= ONCE:
             return n < 1
         return n < runs or n < SHORT_RUNS * runs and sum(t["rest"] for t in ts) / n < SHORT_RUN
 

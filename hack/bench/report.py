@@ -313,6 +313,8 @@ def shard_formats_block(data: dict) -> str:
                 epoch = f"{r['epoch_rate']['median']:,.0f}".replace(",", " ") if "epoch_rate" in r else "–"
                 if r.get("passes", 1) > 1:
                     epoch += f" ({r['passes']} passes ‡)"
+                if r.get("once"):
+                    epoch += " ¹"
                 lines.append([r["loader"], str(workers), st.fmt(",.0f", r["loader"] == "shardfeed") + dagger,
                               f"{r['first']['median']:.2f} s", epoch, f"{r['rate']['median'] / best['rate']['median']:.2f}×" if r is ours else ""])
             ratio, low = ours["rate"]["median"] / best["rate"]["median"], ours["rate"]["min"] / best["rate"]["max"]
@@ -675,7 +677,8 @@ def loaders_block(data: dict, kind: str) -> str:
         out.append([r["loader"], "every core" if r["workers"] < 0 else str(r["workers"]), rate.fmt(",.0f", mine and r["workers"] == 0 and "resumed" not in r["loader"]) + boxed, steady,
                     f"{gbps(r, ds).median:.2f}",
                     vs_peer, vs_limit, Stat.of(r["first"]).fmt(".2f"),
-                    f"{r['epoch_rate']['median']:,.0f}".replace(",", " ") + (f" ({r['passes']} passes ‡)" if r.get("passes", 1) > 1 else ""),
+                    f"{r['epoch_rate']['median']:,.0f}".replace(",", " ") + (f" ({r['passes']} passes ‡)" if r.get("passes", 1) > 1 else "")
+                    + (" ¹" if r.get("once") else ""),
                     f"{r['rss_mib']:.0f}" if r["rss_mib"] else "–", f"{r['worker_rss_mib']:.0f}" if r["workers"] > 0 else "–"])
     anon = ds.get("sidecar_anon_mib", {})
     sidecar = ", ".join(f"{v:.0f} MiB of which {anon[b]:.0f} MiB heap (batches of {b})" if b in anon else f"{v:.0f} MiB (batches of {b})"
@@ -687,8 +690,8 @@ def loaders_block(data: dict, kind: str) -> str:
             f"{mb['lance'] / 1e9:.2f} GB as Lance{litdata}), batches of {ds['batch']}, "
             f"{ds['sample_bytes']:.0f} bytes a sample. Peak memory of the shardfeed sidecar: {sidecar}. "
             "† marks a measurement the time box ended before the epoch did; ‡ a peer whose first batch took more than a tenth of "
-            "its epoch, measured once over an epoch of that many passes over the data (one loader built, iterated again), so that its "
-            "start is at most a tenth of it; its range is over the thirds of that epoch. \"samples/s\" is the rate after the first batch; \"samples/s from the constructor\" the "
+            "its epoch, measured over an epoch of that many passes over the data (one loader built, iterated again), so that its "
+            "start is at most a tenth of it; ¹ such an epoch of a minute or more, measured once, its range over the thirds of it. \"samples/s\" is the rate after the first batch; \"samples/s from the constructor\" the "
             "epoch's samples over the time from building the loader to its last batch (to the time box's end where † ends it).")
     return head + "\n\n" + table(["loader", "workers", "samples/s", "steady samples/s (second half)", "GB/s", "× the best peer (same workers)", "× the limit", "first batch (s)",
                                   "samples/s from the constructor", "trainer peak RSS (MiB)", "largest worker peak RSS (MiB)"], out)
@@ -1152,9 +1155,9 @@ def loaders_setup_block(data: dict) -> str:
             "and a peer is set against at the higher of its two rates. A peer whose first batch took more than a tenth of its epoch "
             "(Ray Data reads much of the data before its first) is measured again over an epoch of several passes (‡: one loader "
             "built, iterated again) until its start is at most a tenth of it, and its \"samples/s from the constructor\" is over that "
-            "epoch: the rate after the first batch alone credits the start's work to nobody. Such an epoch (one to three minutes) is "
-            "measured once, not in every round: its range is the rates over each third of it, its first batch's over it and the "
-            "short run that called for it. Each peer runs with the knobs the last sweep found fastest for it "
+            "epoch: the rate after the first batch alone credits the start's work to nobody. Such an epoch of a minute or more is "
+            "measured once, not in every round (¹ in the table): its range is the rates over each third of it, its first batch's "
+            "over it and the short run that called for it. Each peer runs with the knobs the last sweep found fastest for it "
             "(\"Peers at their best\" below). "
             "The runs of a data set's measurements are interleaved (each round runs every measurement once, every sidecar serving), "
             "so the machine's slow moments fall on all of a table's rows alike, the limit's included. "

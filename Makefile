@@ -300,7 +300,7 @@ BENCH_OUT := $(BIN)/bench
 BENCH_GO_PKGS = $(shell git grep -l '^func Benchmark' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
 .PHONY: bench
-bench: tools-go tools-kube tools-minio tools-debian tools-python tools-lerobot build build-libjpeg build-video ## Run every benchmark and the peers side by side; rewrite docs/benchmarks.md, its plots and the README's figures (about 80 minutes on 2 cores with the data sets written, the loaders 47 of them; the first run also writes the data sets).
+bench: tools-go tools-kube tools-minio tools-debian tools-python tools-lerobot build build-libjpeg build-video ## Run every benchmark and the peers side by side; rewrite docs/benchmarks.md, its plots and the README's figures (72–79 minutes on 2 cores with the data sets written, the loaders 42–47 of them; the first run also writes the data sets).
 	@mkdir -p $(BENCH_OUT)
 	@echo "bench: Go benchmarks ($(BENCH_RUNS) runs each) → $(BENCH_OUT)/go.txt"
 	go test -tags $(GO_TAGS),integration -run '^$$' -bench . -benchmem -count $(BENCH_RUNS) -timeout 30m $(BENCH_GO_PKGS) | tee $(BENCH_OUT)/go.txt
